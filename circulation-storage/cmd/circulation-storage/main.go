@@ -1,0 +1,129 @@
+// Command circulation-storage serves the check-out lock store (and the
+// circulation records around it) on PostgreSQL, for any number of tenants.
+// Configuration comes from the environment; see the README's table.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/caarlos0/env/v10"
+
+	"github.com/checkoutlock/circulation-storage/internal/httpapi"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/config"
+	"github.com/checkoutlock/schemas"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], env.ToMap(os.Environ()), os.Stdout, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "circulation-storage: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the service and blocks until ctx is done, then shuts down
+// gracefully. When listening is not nil, the bound address is sent on it once
+// the server accepts connections (tests pass HTTP_ADDR=127.0.0.1:0).
+func run(ctx context.Context, args []string, environ map[string]string, stdout io.Writer, listening chan<- string) error {
+	flags := flag.NewFlagSet("circulation-storage", flag.ContinueOnError)
+	flags.SetOutput(stdout)
+	flags.Usage = func() {
+		fmt.Fprintln(stdout, "usage: circulation-storage\n\nConfigured by environment variables; see README.md.")
+	}
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+
+	cfg, err := config.LoadStorage(environ)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	logger.Info("starting", slog.Any("config", cfg))
+
+	db, err := postgres.Open(ctx, cfg.Database.ConnString(), cfg.Database.MaxConns)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := db.Ping(pingCtx); err != nil {
+		// Not fatal: the pool reconnects, and readiness says when it has.
+		logger.Warn("database not reachable yet", slog.Any("error", err))
+	}
+	cancel()
+
+	sch, err := schemas.Load()
+	if err != nil {
+		return err
+	}
+	metrics := httpapi.NewMetrics()
+	server := httpapi.New(httpapi.Config{
+		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
+		LockMaxTTL:     time.Duration(cfg.LockMaxTTLMs) * time.Millisecond,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		RequestTimeout: cfg.RequestTimeout,
+	}, httpapi.Services{
+		Locks:   postgres.NewLocks(db),
+		Tenants: postgres.NewTenants(db, logger),
+		Ready:   db.Ping,
+	}, sch, metrics, logger)
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{
+		Handler:           server,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	sweepCtx, stopSweeper := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSweeper()
+	sweeper := postgres.NewSweeper(db, logger, cfg.SweepBatchSize, metrics.SweeperDeleted)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sweeper.Run(sweepCtx, cfg.SweepInterval)
+	}()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("listening", slog.String("addr", ln.Addr().String()))
+	if listening != nil {
+		listening <- ln.Addr().String()
+	}
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	stopSweeper()
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+)
+
+// bind reads the JSON body, validates it against the named schema and decodes
+// it into dst. Errors: 415 for a body that is not JSON, 413 for one over the
+// limit, 400 for malformed JSON, 422 listing every schema violation.
+func (s *Server) bind(c echo.Context, schema string, dst any) error {
+	req := c.Request()
+	mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
+	if err != nil || mediaType != echo.MIMEApplicationJSON {
+		return &httpError{http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
+			"Content-Type must be application/json"}
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errBodyTooLarge(mbe.Limit)
+		}
+		return &httpError{http.StatusBadRequest, codeMalformedJSON, "Could not read the request body"}
+	}
+	if len(body) == 0 {
+		return &httpError{http.StatusBadRequest, codeMalformedJSON, "Request body is empty; a JSON object is required"}
+	}
+	doc, err := schemas.Decode(body)
+	if err != nil {
+		return &httpError{http.StatusBadRequest, codeMalformedJSON, "Malformed JSON: " + err.Error()}
+	}
+	if err := s.schemas.Validate(schema, doc); err != nil {
+		var verr *schemas.ValidationError
+		if errors.As(err, &verr) {
+			return &invalidBody{verr}
+		}
+		return err
+	}
+	if err := json.Unmarshal(body, dst); err != nil {
+		// The schema accepted what the Go type cannot hold (a number out of
+		// range, say): still the client's mistake.
+		return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "Invalid value: %v", err)
+	}
+	return nil
+}
+
+// pathID validates the :id path parameter as a UUID; what is not one is a
+// 400 ("Invalid lock id"), as FOLIO answers it.
+func (s *Server) pathID(c echo.Context, what string) (string, error) {
+	id := c.Param("id")
+	if s.schemas.Validate("uuid.json", id) != nil {
+		shown := id
+		if len(shown) > 64 {
+			shown = shown[:64] + "…"
+		}
+		return "", storage.Errorf(storage.KindBadRequest, storage.CodeInvalidID, "Invalid %s id", what).With("id", shown)
+	}
+	return id, nil
+}
+
+// queryParam returns the single value of a query parameter; a parameter given
+// more than once is refused rather than guessed at.
+func queryParam(c echo.Context, name string) (string, bool, error) {
+	values, ok := c.QueryParams()[name]
+	if !ok {
+		return "", false, nil
+	}
+	if len(values) > 1 {
+		return "", false, invalidParam(name, values[0], "must be given at most once")
+	}
+	return values[0], true, nil
+}
+
+// queryInt reads an integer query parameter within [min, max].
+func queryInt(c echo.Context, name string, def, min, max int) (int, error) {
+	raw, ok, err := queryParam(c, name)
+	if err != nil || !ok {
+		return def, err
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < min || n > max {
+		return 0, invalidParam(name, raw, fmt.Sprintf("must be an integer from %d to %d", min, max))
+	}
+	return n, nil
+}
+
+// queryUUID reads an optional UUID query parameter.
+func (s *Server) queryUUID(c echo.Context, name string) (string, error) {
+	raw, ok, err := queryParam(c, name)
+	if err != nil || !ok {
+		return "", err
+	}
+	if s.schemas.Validate("uuid.json", raw) != nil {
+		return "", invalidParam(name, raw, "must be a UUID")
+	}
+	return raw, nil
+}
+
+// invalidParam is FOLIO's 422 for a query parameter it cannot use.
+func invalidParam(name, value, rule string) *storage.Error {
+	if r := []rune(value); len(r) > 100 {
+		value = string(r[:100]) + "…"
+	}
+	return storage.Errorf(storage.KindInvalid, storage.CodeInvalidParameter, "%s %s", name, rule).With(name, value)
+}

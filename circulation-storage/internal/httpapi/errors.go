@@ -1,0 +1,147 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+)
+
+// Error codes of the HTTP layer itself; the domain's are in package storage.
+const (
+	codeRouteNotFound        = "ROUTE_NOT_FOUND"
+	codeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
+	codeBodyTooLarge         = "BODY_TOO_LARGE"
+	codeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
+	codeMalformedJSON        = "MALFORMED_JSON"
+)
+
+// errorsJSON is the FOLIO error envelope (schemas/errors.json).
+type errorsJSON struct {
+	Errors []errorJSON `json:"errors"`
+}
+
+type errorJSON struct {
+	Message    string              `json:"message"`
+	Code       string              `json:"code"`
+	Parameters []storage.Parameter `json:"parameters,omitempty"`
+}
+
+// statusOf maps each kind of domain error to its HTTP status. A held lock is
+// 503, as FOLIO answers it, with Retry-After.
+var statusOf = map[storage.Kind]int{
+	storage.KindBadRequest:  http.StatusBadRequest,
+	storage.KindInvalid:     http.StatusUnprocessableEntity,
+	storage.KindNotFound:    http.StatusNotFound,
+	storage.KindConflict:    http.StatusConflict,
+	storage.KindLocked:      http.StatusServiceUnavailable,
+	storage.KindUnavailable: http.StatusServiceUnavailable,
+	storage.KindInternal:    http.StatusInternalServerError,
+}
+
+// invalidBody is a request body that broke its schema: one envelope entry per
+// violation.
+type invalidBody struct{ *schemas.ValidationError }
+
+// handleError is echo's HTTPErrorHandler: the one place where an error
+// becomes a status and an envelope, and where it is logged.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status, body, retryAfter := s.toResponse(err, c)
+	ctx := c.Request().Context()
+	if status >= 500 && status != http.StatusServiceUnavailable {
+		s.logger.ErrorContext(ctx, "request failed", slog.Int("status", status), slog.Any("error", err))
+	} else {
+		s.logger.DebugContext(ctx, "request refused", slog.Int("status", status), slog.String("code", body.Errors[0].Code), slog.Any("error", err))
+	}
+	if retryAfter > 0 {
+		// Retry-After is whole seconds; round up so a client never comes back early.
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
+	}
+	if c.Request().Method == http.MethodHead {
+		err = c.NoContent(status)
+	} else {
+		err = c.JSON(status, body)
+	}
+	if err != nil {
+		s.logger.WarnContext(ctx, "write error response", slog.Any("error", err))
+	}
+}
+
+func (s *Server) toResponse(err error, c echo.Context) (int, errorsJSON, time.Duration) {
+	var ib *invalidBody
+	if errors.As(err, &ib) {
+		body := errorsJSON{}
+		for _, v := range ib.Violations {
+			e := errorJSON{Message: v.Message, Code: storage.CodeValidation}
+			if v.Field != "" {
+				e.Message = v.Field + ": " + v.Message
+				e.Parameters = []storage.Parameter{{Key: v.Field, Value: v.Value}}
+			}
+			body.Errors = append(body.Errors, e)
+		}
+		return http.StatusUnprocessableEntity, body, 0
+	}
+	if de, ok := storage.AsError(err); ok {
+		status, known := statusOf[de.Kind]
+		if !known {
+			status = http.StatusInternalServerError
+		}
+		return status, envelope(de.Message, de.Code, de.Parameters...), de.RetryAfter
+	}
+	var he2 *httpError
+	if errors.As(err, &he2) {
+		return errResponse(he2)
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return errResponse(errBodyTooLarge(mbe.Limit))
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		req := c.Request()
+		switch he.Code {
+		case http.StatusNotFound:
+			return http.StatusNotFound, envelope(fmt.Sprintf("No route for %s %s", req.Method, req.URL.Path), codeRouteNotFound), 0
+		case http.StatusMethodNotAllowed:
+			return http.StatusMethodNotAllowed, envelope(fmt.Sprintf("Method %s is not allowed on %s", req.Method, req.URL.Path), codeMethodNotAllowed), 0
+		case http.StatusRequestEntityTooLarge:
+			return errResponse(errBodyTooLarge(s.cfg.MaxBodyBytes))
+		}
+		if he.Code >= 400 && he.Code < 500 {
+			return he.Code, envelope(http.StatusText(he.Code), "HTTP_"+strconv.Itoa(he.Code)), 0
+		}
+	}
+	return http.StatusInternalServerError, envelope("Internal server error", storage.CodeInternal), 0
+}
+
+func envelope(message, code string, params ...storage.Parameter) errorsJSON {
+	return errorsJSON{Errors: []errorJSON{{Message: message, Code: code, Parameters: params}}}
+}
+
+// httpError is an error of the HTTP layer with its own status.
+type httpError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.code + ": " + e.msg }
+
+func errResponse(e *httpError) (int, errorsJSON, time.Duration) {
+	return e.status, envelope(e.msg, e.code), 0
+}
+
+func errBodyTooLarge(limit int64) *httpError {
+	return &httpError{http.StatusRequestEntityTooLarge, codeBodyTooLarge, fmt.Sprintf("Request body is larger than %d bytes", limit)}
+}

@@ -1,0 +1,119 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// lockJSON is a lock on the wire (schemas/checkout-lock.json).
+type lockJSON struct {
+	ID           string `json:"id"`
+	UserID       string `json:"userId"`
+	CreationDate string `json:"creationDate"`
+	ExpiresAt    string `json:"expiresAt"`
+	TTLMs        int64  `json:"ttlMs"`
+}
+
+func toLockJSON(l storage.Lock) lockJSON {
+	return lockJSON{
+		ID:           l.ID,
+		UserID:       l.UserID,
+		CreationDate: l.CreationDate.UTC().Format(storage.TimeFormat),
+		ExpiresAt:    l.ExpiresAt.UTC().Format(storage.TimeFormat),
+		TTLMs:        l.TTL.Milliseconds(),
+	}
+}
+
+// locksJSON is a page of locks (schemas/checkout-locks.json), spelled as
+// FOLIO spells it.
+type locksJSON struct {
+	CheckoutLocks []lockJSON `json:"checkoutLocks"`
+	TotalRecords  int        `json:"totalRecords"`
+}
+
+// postLock acquires a patron's lock: 201 with the lock, or 503 with the
+// holder's expiry and Retry-After when someone else holds it.
+func (s *Server) postLock(c echo.Context) error {
+	var req struct {
+		UserID string `json:"userId"`
+		TTLMs  *int64 `json:"ttlMs"`
+	}
+	if err := s.bind(c, "checkout-lock-request.json", &req); err != nil {
+		return err
+	}
+	ttl := s.cfg.LockDefaultTTL
+	if req.TTLMs != nil {
+		ttl = time.Duration(*req.TTLMs) * time.Millisecond
+		if ttl > s.cfg.LockMaxTTL {
+			return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
+				"ttlMs must be at most %d", s.cfg.LockMaxTTL.Milliseconds()).With("ttlMs", formatInt(*req.TTLMs))
+		}
+	}
+	lock, outcome, err := s.svc.Locks.Acquire(c.Request().Context(), tenantOf(c), req.UserID, ttl)
+	if err != nil {
+		if storage.IsKind(err, storage.KindLocked) {
+			s.metrics.lockAcquisitions.WithLabelValues("held").Inc()
+		}
+		return err
+	}
+	s.metrics.lockAcquisitions.WithLabelValues(outcome.String()).Inc()
+	c.Response().Header().Set(echo.HeaderLocation, "/check-out-lock-storage/"+lock.ID)
+	return c.JSON(http.StatusCreated, toLockJSON(lock))
+}
+
+func (s *Server) getLock(c echo.Context) error {
+	id, err := s.pathID(c, "lock")
+	if err != nil {
+		return err
+	}
+	lock, err := s.svc.Locks.Get(c.Request().Context(), tenantOf(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toLockJSON(lock))
+}
+
+// maxPageSize bounds limit on every list.
+const maxPageSize = 1000
+
+func (s *Server) listLocks(c echo.Context) error {
+	userID, err := s.queryUUID(c, "userId")
+	if err != nil {
+		return err
+	}
+	offset, err := queryInt(c, "offset", 0, 0, 1<<31-1)
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(c, "limit", 10, 0, maxPageSize)
+	if err != nil {
+		return err
+	}
+	locks, total, err := s.svc.Locks.List(c.Request().Context(), tenantOf(c),
+		storage.LockFilter{UserID: userID, Offset: offset, Limit: limit})
+	if err != nil {
+		return err
+	}
+	out := locksJSON{CheckoutLocks: make([]lockJSON, len(locks)), TotalRecords: total}
+	for i, l := range locks {
+		out.CheckoutLocks[i] = toLockJSON(l)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// deleteLock releases a lock: 204 when a live lock was deleted, 404 when it
+// was absent or had expired (an expired lock is the same as none).
+func (s *Server) deleteLock(c echo.Context) error {
+	id, err := s.pathID(c, "lock")
+	if err != nil {
+		return err
+	}
+	if err := s.svc.Locks.Release(c.Request().Context(), tenantOf(c), id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

@@ -1,0 +1,32 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// LogHandler wraps h so that every record logged with a request's context
+// carries the request id and tenant, wherever in the service it is logged.
+func LogHandler(h slog.Handler) slog.Handler { return requestLogHandler{h} }
+
+type requestLogHandler struct{ slog.Handler }
+
+func (h requestLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id, ok := ctx.Value(requestIDKey).(string); ok {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	if t, ok := ctx.Value(tenantKey).(storage.Tenant); ok {
+		r.AddAttrs(slog.String("tenant", string(t)))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestLogHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h requestLogHandler) WithGroup(name string) slog.Handler {
+	return requestLogHandler{h.Handler.WithGroup(name)}
+}

@@ -1,0 +1,66 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are circulation-storage's Prometheus metrics, on a registry of
+// their own (no global state, so tests can build as many servers as they like).
+type Metrics struct {
+	registry         *prometheus.Registry
+	requestDuration  *prometheus.HistogramVec
+	lockAcquisitions *prometheus.CounterVec
+	sweeperDeleted   prometheus.Counter
+}
+
+// latencyBuckets resolve the sub-millisecond to second range a lock call
+// lives in.
+var latencyBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// NewMetrics creates and registers the metrics, with the Go runtime and
+// process collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "http_request_duration_seconds",
+			Help:    "Time to answer HTTP requests, by method, route and status.",
+			Buckets: latencyBuckets,
+		}, []string{"method", "route", "status"}),
+		lockAcquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_lock_acquisitions_total",
+			Help: "Lock acquisition attempts by outcome: acquired, took_over_expired, held.",
+		}, []string{"outcome"}),
+		sweeperDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_lock_sweeper_deleted_total",
+			Help: "Expired locks deleted by the background sweeper.",
+		}),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requestDuration, m.lockAcquisitions, m.sweeperDeleted,
+	)
+	for _, outcome := range []string{"acquired", "took_over_expired", "held"} {
+		m.lockAcquisitions.WithLabelValues(outcome)
+	}
+	return m
+}
+
+// Handler serves the metrics in Prometheus' text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// SweeperDeleted counts locks deleted by the sweeper.
+func (m *Metrics) SweeperDeleted(n int) { m.sweeperDeleted.Add(float64(n)) }
+
+func (m *Metrics) observeRequest(method, route string, status int, elapsed time.Duration) {
+	m.requestDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(elapsed.Seconds())
+}

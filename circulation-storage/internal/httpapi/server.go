@@ -1,0 +1,220 @@
+// Package httpapi serves circulation-storage's services over HTTP with echo:
+// the check-out lock API, the tenant interface, health and metrics. Handlers
+// decode and validate (against the JSON Schemas in package schemas), call a
+// domain service and encode; every error becomes a FOLIO error envelope in
+// exactly one place, the server's HTTPErrorHandler.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+)
+
+// Config is what the HTTP layer needs from the service's configuration.
+type Config struct {
+	LockDefaultTTL time.Duration
+	LockMaxTTL     time.Duration
+	MaxBodyBytes   int64
+	RequestTimeout time.Duration
+}
+
+// Services are the domain services the API serves.
+type Services struct {
+	Locks   storage.LockService
+	Tenants storage.TenantService
+	// Ready reports whether the service can do its work (the database answers).
+	Ready func(ctx context.Context) error
+}
+
+// Server is the HTTP face of circulation-storage.
+type Server struct {
+	cfg     Config
+	svc     Services
+	schemas *schemas.Set
+	metrics *Metrics
+	logger  *slog.Logger
+	echo    *echo.Echo
+}
+
+// New builds the HTTP handler with every route and middleware.
+func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *slog.Logger) *Server {
+	s := &Server{cfg: cfg, svc: svc, schemas: sch, metrics: metrics, logger: logger}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.handleError
+	e.Pre(middleware.RemoveTrailingSlash())
+	// Order matters: observe sees the final status of everything below it,
+	// including panics that recoverPanic turns into errors.
+	e.Use(s.requestID, s.observe, s.recoverPanic, s.limits)
+
+	e.GET("/admin/health", s.health)
+	e.GET("/admin/ready", s.ready)
+	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
+
+	// The tenant check is route middleware, not a group's: a group with
+	// middleware swallows unknown paths and methods into its own 404.
+	e.POST("/_/tenant", s.postTenant, s.tenant)
+	e.GET("/_/tenant/:id", s.getTenantJob, s.tenant)
+	e.DELETE("/_/tenant/:id", s.deleteTenantJob, s.tenant)
+
+	e.POST("/check-out-lock-storage", s.postLock, s.tenant)
+	e.GET("/check-out-lock-storage", s.listLocks, s.tenant)
+	e.GET("/check-out-lock-storage/:id", s.getLock, s.tenant)
+	e.DELETE("/check-out-lock-storage/:id", s.deleteLock, s.tenant)
+
+	s.echo = e
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Request-scoped values. The request id and tenant travel in the request's
+// context so that every log line written with it names them (see LogHandler).
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	tenantKey
+)
+
+// RequestIDHeader is FOLIO's request id header, echoed back on every answer.
+const RequestIDHeader = "X-Okapi-Request-Id"
+
+// TenantHeader carries the tenant id on every tenant-scoped call.
+const TenantHeader = "X-Okapi-Tenant"
+
+// requestID takes the caller's request id, or makes one, and echoes it back.
+func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(RequestIDHeader)
+		if !validRequestID(id) {
+			id = uuid.NewString()
+		}
+		c.Response().Header().Set(RequestIDHeader, id)
+		req := c.Request()
+		c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey, id)))
+		return next(c)
+	}
+}
+
+// validRequestID accepts what Okapi sends ("123456/check-out-lock-storage")
+// and keeps log lines safe: short, printable ASCII only.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 200 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// observe logs each request once and records its latency. Errors are turned
+// into responses here (c.Error) so the log and the metric see the real status.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		elapsed := time.Since(start)
+		status := c.Response().Status
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		s.metrics.observeRequest(c.Request().Method, route, status, elapsed)
+		s.logger.LogAttrs(c.Request().Context(), slog.LevelDebug, "request",
+			slog.String("method", c.Request().Method),
+			slog.String("route", route),
+			slog.Int("status", status),
+			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+		)
+		return nil
+	}
+}
+
+// recoverPanic turns a panic in a handler into an error (a 500), logged with
+// its stack by the error handler.
+func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return next(c)
+	}
+}
+
+// limits bounds the request body and the time spent on the request.
+func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.ContentLength > s.cfg.MaxBodyBytes {
+			return errBodyTooLarge(s.cfg.MaxBodyBytes)
+		}
+		req.Body = http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes)
+		ctx, cancel := context.WithTimeout(req.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		c.SetRequest(req.WithContext(ctx))
+		return next(c)
+	}
+}
+
+// tenant validates X-Okapi-Tenant for the routes that act on a tenant's data.
+func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		t, err := storage.ParseTenant(c.Request().Header.Get(TenantHeader))
+		if err != nil {
+			return err
+		}
+		req := c.Request()
+		c.SetRequest(req.WithContext(context.WithValue(req.Context(), tenantKey, t)))
+		return next(c)
+	}
+}
+
+// tenantOf returns the tenant the tenant middleware validated.
+func tenantOf(c echo.Context) storage.Tenant {
+	t, _ := c.Request().Context().Value(tenantKey).(storage.Tenant)
+	return t
+}
+
+// health is liveness: the process serves HTTP.
+func (s *Server) health(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "UP"})
+}
+
+// ready is readiness: the database answers.
+func (s *Server) ready(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.svc.Ready(ctx); err != nil {
+		if !errors.As(err, new(*storage.Error)) {
+			err = storage.Unavailable(err)
+		}
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "UP"})
+}

@@ -1,0 +1,102 @@
+// Package postgres implements circulation-storage's services on PostgreSQL
+// with pgx. Every tenant's records live in the tenant's own schema; queries
+// name their tables through table(), which quotes the validated schema name.
+// Driver errors are translated to domain errors in one place, interpret().
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// DB is the connection pool shared by every service of this package.
+type DB struct {
+	pool *pgxpool.Pool
+}
+
+// Open creates the pool. It does not wait for the database: connections are
+// made on demand, so the service starts (and reports not ready) while the
+// database is down, and recovers by itself when it comes back.
+func Open(ctx context.Context, connString string, maxConns int32) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		// The parse error may quote the connection string, password included.
+		return nil, fmt.Errorf("parse database connection string: %w", redact(err))
+	}
+	cfg.MaxConns = maxConns
+	// Dead connections (database restarted, proxy cut) are noticed when a
+	// query fails; a periodic check finds idle ones before a request does.
+	cfg.HealthCheckPeriod = 5 * time.Second
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "circulation-storage"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create database pool: %w", redact(err))
+	}
+	return &DB{pool: pool}, nil
+}
+
+// Close closes every connection.
+func (db *DB) Close() { db.pool.Close() }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.pool.Ping(ctx); err != nil {
+		return interpret(err, "")
+	}
+	return nil
+}
+
+// redact drops the text of a connection-string parse error, which can quote
+// the password, keeping only that parsing failed.
+func redact(err error) error {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		return errors.New("invalid connection string")
+	}
+	return err
+}
+
+// querier is what both the pool and a transaction offer, so a query helper
+// runs the same inside or outside a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// table is the quoted, schema-qualified name of one of the tenant's tables.
+// The tenant id was validated by storage.ParseTenant; quoting makes the name
+// safe regardless.
+func table(t storage.Tenant, name string) string {
+	return pgx.Identifier{t.Schema(), name}.Sanitize()
+}
+
+// inTx runs fn in a transaction that commits when fn returns nil.
+func (db *DB) inTx(ctx context.Context, t storage.Tenant, fn func(tx pgx.Tx) error) error {
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return interpret(err, t)
+	}
+	// Rollback after Commit is a no-op; on error paths it ends the
+	// transaction even if ctx was cancelled.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return interpret(err, t)
+	}
+	return nil
+}

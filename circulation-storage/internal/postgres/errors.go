@@ -1,0 +1,95 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// SQLSTATE codes this package acts on.
+const (
+	sqlstateUniqueViolation     = "23505"
+	sqlstateForeignKeyViolation = "23503"
+	sqlstateCheckViolation      = "23514"
+	sqlstateNotNullViolation    = "23502"
+	sqlstateInvalidText         = "22P02"
+	sqlstateUndefinedTable      = "42P01"
+	sqlstateInvalidSchemaName   = "3F000"
+	sqlstateQueryCanceled       = "57014"
+)
+
+// interpret translates a driver error into a domain error. It is the only
+// place that looks at SQLSTATE codes, and it never looks at message text.
+// Errors it does not recognise stay as they are: the HTTP layer answers them
+// with 500, because they are bugs.
+func interpret(err error, t storage.Tenant) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := storage.AsError(err); ok {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == sqlstateInvalidSchemaName, pgErr.Code == sqlstateUndefinedTable:
+			if t != "" {
+				e := storage.TenantNotInitialized(t)
+				e.Err = err
+				return e
+			}
+		case pgErr.Code == sqlstateUniqueViolation:
+			e := storage.Errorf(storage.KindConflict, storage.CodeConflict, "A record with the same unique value already exists").
+				With("constraint", pgErr.ConstraintName)
+			e.Err = err
+			return e
+		case pgErr.Code == sqlstateForeignKeyViolation:
+			e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "A referenced record does not exist").
+				With("constraint", pgErr.ConstraintName)
+			e.Err = err
+			return e
+		case pgErr.Code == sqlstateQueryCanceled:
+			e := storage.Errorf(storage.KindUnavailable, storage.CodeTimeout, "The request took too long and was cancelled")
+			e.Err = err
+			return e
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
+			strings.HasPrefix(pgErr.Code, "57P"), // operator intervention: shutdown, cannot connect now
+			pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock: retryable
+			return storage.Unavailable(err)
+		}
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		e := storage.Errorf(storage.KindUnavailable, storage.CodeTimeout, "The request took too long and was cancelled")
+		e.Err = err
+		return e
+	}
+	if isConnectionError(err) {
+		return storage.Unavailable(err)
+	}
+	return err
+}
+
+// isConnectionError reports whether err means the database could not be
+// reached or the connection broke, as opposed to a bug in a query.
+func isConnectionError(err error) bool {
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	var errno syscall.Errno
+	return errors.As(err, &connectErr) ||
+		errors.As(err, &netErr) ||
+		errors.As(err, &errno) ||
+		errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) ||
+		pgconn.SafeToRetry(err) ||
+		pgconn.Timeout(err)
+}

@@ -1,0 +1,149 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// Locks implements storage.LockService.
+type Locks struct {
+	db *DB
+}
+
+var _ storage.LockService = (*Locks)(nil)
+
+// NewLocks returns the lock service.
+func NewLocks(db *DB) *Locks { return &Locks{db: db} }
+
+const lockColumns = `id, user_id, creation_date, expires_at, ttl_ms`
+
+// acquireSQL is the whole acquisition in one statement, so there is no window
+// between looking and writing: it inserts the patron's lock, or, when the
+// patron's row exists but has expired, takes it over with a new id. A live
+// row makes the conflict's WHERE false, so nothing is written and no row is
+// returned. xmax = 0 only for a freshly inserted row, which tells the two
+// successful outcomes apart.
+const acquireSQL = `
+INSERT INTO %[1]s AS l (user_id, expires_at, ttl_ms)
+VALUES ($1, now() + $2::integer * interval '1 millisecond', $2)
+ON CONFLICT (user_id) DO UPDATE
+   SET id = gen_random_uuid(),
+       creation_date = now(),
+       expires_at = excluded.expires_at,
+       ttl_ms = excluded.ttl_ms
+ WHERE l.expires_at <= now()
+RETURNING ` + lockColumns + `, xmax = 0`
+
+// holderSQL reads the live lock that made an acquisition fail, for the
+// answer's holder information, with the time it has left by the database's
+// clock.
+const holderSQL = `
+SELECT expires_at, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+  FROM %[1]s
+ WHERE user_id = $1 AND expires_at > now()`
+
+// Acquire implements storage.LockService.
+func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID string, ttl time.Duration) (storage.Lock, storage.AcquireOutcome, error) {
+	tbl := table(t, "check_out_lock")
+	// The loop only repeats when the holder vanished between the failed insert
+	// and the holder read: the lock is free, so try again. Three rounds are
+	// plenty; after them the patron's lock is changing hands too fast to
+	// report a holder, and "held" is the truthful answer.
+	for range 3 {
+		var l storage.Lock
+		var inserted bool
+		err := scanLock(s.db.pool.QueryRow(ctx, fmt.Sprintf(acquireSQL, tbl), userID, ttl.Milliseconds()), &l, &inserted)
+		if err == nil {
+			if inserted {
+				return l, storage.Acquired, nil
+			}
+			return l, storage.TookOverExpired, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return storage.Lock{}, 0, interpret(err, t)
+		}
+		var expiresAt time.Time
+		var remainingMs int64
+		err = s.db.pool.QueryRow(ctx, fmt.Sprintf(holderSQL, tbl), userID).Scan(&expiresAt, &remainingMs)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return storage.Lock{}, 0, interpret(err, t)
+		}
+		return storage.Lock{}, 0, storage.LockHeld(userID, expiresAt, time.Duration(remainingMs)*time.Millisecond)
+	}
+	return storage.Lock{}, 0, storage.LockHeld(userID, time.Time{}, 0)
+}
+
+// Get implements storage.LockService.
+func (s *Locks) Get(ctx context.Context, t storage.Tenant, id string) (storage.Lock, error) {
+	q := fmt.Sprintf(`SELECT `+lockColumns+` FROM %s WHERE id = $1 AND expires_at > now()`, table(t, "check_out_lock"))
+	var l storage.Lock
+	err := scanLock(s.db.pool.QueryRow(ctx, q, id), &l)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.Lock{}, storage.NotFound("Lock", id)
+	}
+	if err != nil {
+		return storage.Lock{}, interpret(err, t)
+	}
+	return l, nil
+}
+
+// List implements storage.LockService. Expired locks are never listed.
+func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter) ([]storage.Lock, int, error) {
+	tbl := table(t, "check_out_lock")
+	var userID *string
+	if f.UserID != "" {
+		userID = &f.UserID
+	}
+	where := `expires_at > now() AND ($1::uuid IS NULL OR user_id = $1::uuid)`
+	locks := []storage.Lock{}
+	total, err := page(ctx, s.db.pool, t,
+		fmt.Sprintf(`SELECT `+lockColumns+`, count(*) OVER () FROM %s WHERE %s ORDER BY creation_date, id OFFSET $2 LIMIT $3`, tbl, where),
+		fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s`, tbl, where),
+		[]any{userID}, f.Offset, f.Limit,
+		func(rows pgx.Rows) (int, error) {
+			var l storage.Lock
+			var total int
+			if err := scanLock(rows, &l, &total); err != nil {
+				return 0, err
+			}
+			locks = append(locks, l)
+			return total, nil
+		})
+	if err != nil {
+		return nil, 0, err
+	}
+	return locks, total, nil
+}
+
+// Release implements storage.LockService. It deletes the row whatever its
+// expiry, so an expired lock is cleaned up, but only a live one counts as
+// released: for the client an expired lock is the same as none.
+func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string) error {
+	q := fmt.Sprintf(`DELETE FROM %s WHERE id = $1 RETURNING expires_at > now()`, table(t, "check_out_lock"))
+	var live bool
+	err := s.db.pool.QueryRow(ctx, q, id).Scan(&live)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
+		return storage.NotFound("Lock", id)
+	}
+	return interpret(err, t)
+}
+
+// scanLock scans lockColumns, then any extra columns into extra.
+func scanLock(row pgx.Row, l *storage.Lock, extra ...any) error {
+	var ttlMs int64
+	dest := append([]any{&l.ID, &l.UserID, &l.CreationDate, &l.ExpiresAt, &ttlMs}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return err
+	}
+	l.TTL = time.Duration(ttlMs) * time.Millisecond
+	return nil
+}

@@ -1,0 +1,410 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+)
+
+const ttl = 30 * time.Second
+
+func TestAcquireGetListRelease(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	user := uuid.NewString()
+
+	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	if outcome != storage.Acquired {
+		t.Errorf("outcome = %v, want acquired", outcome)
+	}
+	if lock.UserID != user || lock.TTL != ttl {
+		t.Errorf("lock = %+v, want user %s ttl %s", lock, user, ttl)
+	}
+	if got := lock.ExpiresAt.Sub(lock.CreationDate); got != ttl {
+		t.Errorf("expiresAt - creationDate = %s, want %s", got, ttl)
+	}
+
+	got, err := f.locks.Get(ctx, f.tenant, lock.ID)
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if got != lock {
+		t.Errorf("get = %+v, want %+v", got, lock)
+	}
+
+	list, total, err := f.locks.List(ctx, f.tenant, storage.LockFilter{UserID: user, Limit: 10})
+	if err != nil || total != 1 || len(list) != 1 || list[0] != lock {
+		t.Fatalf("list = %+v, %d, %v; want the one lock", list, total, err)
+	}
+
+	if err := f.locks.Release(ctx, f.tenant, lock.ID); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	if err := f.locks.Release(ctx, f.tenant, lock.ID); !storage.IsKind(err, storage.KindNotFound) {
+		t.Errorf("second release: %v, want not found", err)
+	}
+	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); !storage.IsKind(err, storage.KindNotFound) {
+		t.Errorf("get after release: %v, want not found", err)
+	}
+	if n := f.count(t, "check_out_lock", ""); n != 0 {
+		t.Errorf("%d rows left, want 0", n)
+	}
+}
+
+func TestAcquireHeldReportsHolder(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	user := uuid.NewString()
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	_, _, err = f.locks.Acquire(ctx, f.tenant, user, time.Second)
+	e, ok := storage.AsError(err)
+	if !ok || e.Kind != storage.KindLocked {
+		t.Fatalf("second acquire: %v, want KindLocked", err)
+	}
+	want := []storage.Parameter{
+		{Key: "userId", Value: user},
+		{Key: "expiresAt", Value: lock.ExpiresAt.UTC().Format(storage.TimeFormat)},
+	}
+	if len(e.Parameters) != 2 || e.Parameters[0] != want[0] || e.Parameters[1] != want[1] {
+		t.Errorf("parameters = %+v, want %+v", e.Parameters, want)
+	}
+	if e.RetryAfter <= 0 || e.RetryAfter > ttl {
+		t.Errorf("RetryAfter = %s, want within (0, %s]", e.RetryAfter, ttl)
+	}
+	// The failed attempt changed nothing.
+	got, err := f.locks.Get(ctx, f.tenant, lock.ID)
+	if err != nil || got != lock {
+		t.Errorf("lock after failed acquire = %+v, %v; want unchanged %+v", got, err, lock)
+	}
+}
+
+func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	user := uuid.NewString()
+	old, _, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	expire(t, f, old.ID)
+
+	// An expired lock is the same as none for every read.
+	if _, err := f.locks.Get(ctx, f.tenant, old.ID); !storage.IsKind(err, storage.KindNotFound) {
+		t.Errorf("get expired: %v, want not found", err)
+	}
+	if list, total, err := f.locks.List(ctx, f.tenant, storage.LockFilter{Limit: 10}); err != nil || total != 0 || len(list) != 0 {
+		t.Errorf("list with only an expired lock = %v, %d, %v; want empty", list, total, err)
+	}
+
+	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+	if err != nil {
+		t.Fatalf("acquire over expired: %v", err)
+	}
+	if outcome != storage.TookOverExpired {
+		t.Errorf("outcome = %v, want took_over_expired", outcome)
+	}
+	if lock.ID == old.ID {
+		t.Errorf("takeover kept the old id %s", old.ID)
+	}
+	// The old holder cannot release the new holder's lock.
+	if err := f.locks.Release(ctx, f.tenant, old.ID); !storage.IsKind(err, storage.KindNotFound) {
+		t.Errorf("release by old holder: %v, want not found", err)
+	}
+	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); err != nil {
+		t.Errorf("new lock after old holder's release: %v", err)
+	}
+	if n := f.count(t, "check_out_lock", "user_id = $1", user); n != 1 {
+		t.Errorf("%d rows for the user, want 1", n)
+	}
+}
+
+func TestReleaseOfExpiredLockIsNotFoundAndCleansUp(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), ttl)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	expire(t, f, lock.ID)
+	if err := f.locks.Release(ctx, f.tenant, lock.ID); !storage.IsKind(err, storage.KindNotFound) {
+		t.Errorf("release expired: %v, want not found", err)
+	}
+	if n := f.count(t, "check_out_lock", ""); n != 0 {
+		t.Errorf("%d rows left, want the expired row deleted", n)
+	}
+}
+
+func TestListPagesAndCountsAllMatches(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	var ids []string
+	for range 5 {
+		l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), ttl)
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		ids = append(ids, l.ID)
+	}
+	expired, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), ttl)
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	expire(t, f, expired.ID)
+
+	tests := []struct {
+		offset, limit int
+		wantLen       int
+	}{
+		{0, 10, 5}, {0, 2, 2}, {4, 2, 1}, {5, 2, 0}, {100, 10, 0}, {0, 0, 0},
+	}
+	for _, tt := range tests {
+		list, total, err := f.locks.List(ctx, f.tenant, storage.LockFilter{Offset: tt.offset, Limit: tt.limit})
+		if err != nil {
+			t.Fatalf("list %+v: %v", tt, err)
+		}
+		if total != 5 || len(list) != tt.wantLen {
+			t.Errorf("list offset %d limit %d: %d locks, total %d; want %d, total 5", tt.offset, tt.limit, len(list), total, tt.wantLen)
+		}
+	}
+	// Pages are in creation order and cover every live lock once.
+	var seen []string
+	for offset := 0; offset < 5; offset += 2 {
+		list, _, err := f.locks.List(ctx, f.tenant, storage.LockFilter{Offset: offset, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range list {
+			seen = append(seen, l.ID)
+		}
+	}
+	if len(seen) != 5 {
+		t.Fatalf("paged through %d locks, want 5", len(seen))
+	}
+	for i := range ids {
+		if seen[i] != ids[i] {
+			t.Errorf("page order %v, want %v", seen, ids)
+			break
+		}
+	}
+}
+
+// TestConcurrentAcquireGrantsOnce is the lock's promise: however many
+// acquisitions for one patron race, exactly one wins while the lock lives.
+// Many rounds, so that a rare double grant would show.
+func TestConcurrentAcquireGrantsOnce(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	const rounds, racers = 30, 40
+	for round := range rounds {
+		user := uuid.NewString()
+		// Every other round races over an expired lock, so takeover races too.
+		if round%2 == 1 {
+			l, _, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expire(t, f, l.ID)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var won []storage.Lock
+		var errs []error
+		start := make(chan struct{})
+		for range racers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				l, _, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil {
+					won = append(won, l)
+				} else if !storage.IsKind(err, storage.KindLocked) {
+					errs = append(errs, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if len(errs) > 0 {
+			t.Fatalf("round %d: unexpected errors: %v", round, errs)
+		}
+		if len(won) != 1 {
+			t.Fatalf("round %d: %d acquisitions succeeded, want exactly 1", round, len(won))
+		}
+		if n := f.count(t, "check_out_lock", "user_id = $1 AND expires_at > now()", user); n != 1 {
+			t.Fatalf("round %d: %d live rows for the user, want 1", round, n)
+		}
+		got, err := f.locks.Get(ctx, f.tenant, won[0].ID)
+		if err != nil || got != won[0] {
+			t.Fatalf("round %d: stored lock %+v, %v; want the winner's %+v", round, got, err, won[0])
+		}
+	}
+}
+
+func TestTenantsAreIsolated(t *testing.T) {
+	t.Parallel()
+	a, b := setup(t), setup(t)
+	ctx := context.Background()
+	user := uuid.NewString()
+	lockA, _, err := a.locks.Acquire(ctx, a.tenant, user, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same patron id in another tenant is another patron.
+	lockB, _, err := b.locks.Acquire(ctx, b.tenant, user, ttl)
+	if err != nil {
+		t.Fatalf("acquire in tenant B: %v", err)
+	}
+	if _, err := b.locks.Get(ctx, b.tenant, lockA.ID); !storage.IsKind(err, storage.KindNotFound) {
+		t.Errorf("tenant B reads A's lock: %v, want not found", err)
+	}
+	if err := b.locks.Release(ctx, b.tenant, lockA.ID); !storage.IsKind(err, storage.KindNotFound) {
+		t.Errorf("tenant B deletes A's lock: %v, want not found", err)
+	}
+	if _, err := a.locks.Get(ctx, a.tenant, lockA.ID); err != nil {
+		t.Errorf("A's lock after B's delete: %v", err)
+	}
+	if list, total, _ := b.locks.List(ctx, b.tenant, storage.LockFilter{Limit: 10}); total != 1 || list[0].ID != lockB.ID {
+		t.Errorf("tenant B lists %+v, want only its own lock", list)
+	}
+}
+
+func TestUninitialisedTenant(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ghost := storage.Tenant("ghost" + f.tenant[1:])
+	_, _, err := f.locks.Acquire(context.Background(), ghost, uuid.NewString(), ttl)
+	e, ok := storage.AsError(err)
+	if !ok || e.Code != storage.CodeTenantNotInitialized || e.Kind != storage.KindBadRequest {
+		t.Fatalf("acquire in uninitialised tenant: %v, want %s", err, storage.CodeTenantNotInitialized)
+	}
+}
+
+func TestTenantInitIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	tenant := storage.Tenant("c" + f.tenant[1:])
+	t.Cleanup(func() { _ = f.tenants.Purge(context.Background(), tenant) })
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.tenants.Init(ctx, tenant, storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.0"})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent init: %v", err)
+		}
+	}
+	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), ttl); err != nil {
+		t.Errorf("acquire in the new tenant: %v", err)
+	}
+	if err := f.tenants.Purge(ctx, tenant); err != nil {
+		t.Fatalf("purge: %v", err)
+	}
+	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), ttl); !storage.IsKind(err, storage.KindBadRequest) {
+		t.Errorf("acquire after purge: %v, want tenant not initialised", err)
+	}
+}
+
+func TestTenantJobs(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	attrs := storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.1", ModuleFrom: "mod-circulation-storage-1.0.0",
+		Parameters: []storage.Parameter{{Key: "loadReference", Value: "false"}}}
+	job, err := f.tenants.Init(ctx, f.tenant, attrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.tenants.Job(ctx, f.tenant, job.ID)
+	if err != nil {
+		t.Fatalf("job: %v", err)
+	}
+	if got.ID != job.ID || !got.Complete || got.Attributes.ModuleTo != attrs.ModuleTo || got.Attributes.ModuleFrom != attrs.ModuleFrom ||
+		len(got.Attributes.Parameters) != 1 || len(got.Messages) != len(job.Messages) {
+		t.Errorf("job = %+v, want %+v", got, job)
+	}
+	if err := f.tenants.DeleteJob(ctx, f.tenant, job.ID); err != nil {
+		t.Fatalf("delete job: %v", err)
+	}
+	if _, err := f.tenants.Job(ctx, f.tenant, job.ID); !storage.IsKind(err, storage.KindNotFound) {
+		t.Errorf("job after delete: %v, want not found", err)
+	}
+	if err := f.tenants.DeleteJob(ctx, f.tenant, job.ID); !storage.IsKind(err, storage.KindNotFound) {
+		t.Errorf("second delete: %v, want not found", err)
+	}
+}
+
+func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
+	t.Parallel()
+	// A database of its own: the sweeper looks at every tenant in it.
+	db := openDB(t, pgtest.Fresh(t))
+	a, b := setupTenant(t, db), setupTenant(t, db)
+	ctx := context.Background()
+	var live []string
+	for _, f := range []fixture{a, b} {
+		for i := range 7 {
+			l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), ttl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < 5 {
+				expire(t, f, l.ID)
+			} else {
+				live = append(live, l.ID)
+			}
+		}
+	}
+	var reported int
+	sweeper := NewSweeper(db, discard, 2, func(n int) { reported += n })
+	deleted, err := sweeper.SweepOnce(ctx)
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	if deleted != 10 || reported != 10 {
+		t.Errorf("deleted %d (reported %d), want 10 in batches of 2", deleted, reported)
+	}
+	for _, f := range []fixture{a, b} {
+		if n := f.count(t, "check_out_lock", ""); n != 2 {
+			t.Errorf("tenant %s: %d rows left, want the 2 live locks", f.tenant, n)
+		}
+	}
+	if deleted, err := sweeper.SweepOnce(ctx); err != nil || deleted != 0 {
+		t.Errorf("second sweep deleted %d, %v; want 0", deleted, err)
+	}
+}
+
+// expire moves a lock's expiry into the past, as if its TTL had passed.
+func expire(t *testing.T, f fixture, id string) {
+	t.Helper()
+	f.exec(t, "UPDATE "+table(f.tenant, "check_out_lock")+
+		" SET creation_date = now() - interval '2 minutes', expires_at = now() - interval '1 minute' WHERE id = $1", id)
+}

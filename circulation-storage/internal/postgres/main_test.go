@@ -1,0 +1,91 @@
+package postgres
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+)
+
+// fixture is what a test needs: the shared database and a tenant of its own,
+// initialised, and purged when the test ends.
+type fixture struct {
+	db      *DB
+	tenant  storage.Tenant
+	locks   *Locks
+	tenants *Tenants
+}
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// openDB opens a pool on url, closed when the test ends.
+func openDB(t *testing.T, url string) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), url, 8)
+	if err != nil {
+		t.Fatalf("open database: %v", err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+var shared struct {
+	once sync.Once
+	db   *DB
+	err  error
+}
+
+// setup gives the test a tenant of its own in the shared database, reached
+// through one pool for the whole package (so parallel tests do not exhaust
+// the server's connections).
+func setup(t *testing.T) fixture {
+	t.Helper()
+	url := pgtest.Shared(t)
+	shared.once.Do(func() { shared.db, shared.err = Open(context.Background(), url, 16) })
+	if shared.err != nil {
+		t.Fatalf("open database: %v", shared.err)
+	}
+	return setupTenant(t, shared.db)
+}
+
+func setupTenant(t *testing.T, db *DB) fixture {
+	t.Helper()
+	f := fixture{db: db, tenant: storage.Tenant(pgtest.TenantID()), locks: NewLocks(db), tenants: NewTenants(db, discard)}
+	ctx := context.Background()
+	if _, err := f.tenants.Init(ctx, f.tenant, storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.0"}); err != nil {
+		t.Fatalf("init tenant: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := f.tenants.Purge(context.WithoutCancel(ctx), f.tenant); err != nil {
+			t.Errorf("purge tenant %s: %v", f.tenant, err)
+		}
+	})
+	return f
+}
+
+// exec runs SQL against the tenant's schema directly, for arranging state
+// (an expired lock) and checking it.
+func (f fixture) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := f.db.pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+// count returns the number of rows of the tenant's table matching where.
+func (f fixture) count(t *testing.T, tableName, where string, args ...any) int {
+	t.Helper()
+	var n int
+	q := "SELECT count(*) FROM " + table(f.tenant, tableName)
+	if where != "" {
+		q += " WHERE " + where
+	}
+	if err := f.db.pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", tableName, err)
+	}
+	return n
+}

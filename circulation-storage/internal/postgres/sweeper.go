@@ -1,0 +1,104 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// Sweeper deletes expired check-out locks of every tenant in bounded batches,
+// so the lock table stays small. Correctness never depends on it: an expired
+// lock already counts as absent everywhere, and acquiring takes one over.
+type Sweeper struct {
+	db        *DB
+	logger    *slog.Logger
+	batchSize int
+	// onDeleted is told how many expired locks each batch removed.
+	onDeleted func(n int)
+}
+
+// NewSweeper returns a sweeper; onDeleted may be nil.
+func NewSweeper(db *DB, logger *slog.Logger, batchSize int, onDeleted func(n int)) *Sweeper {
+	if onDeleted == nil {
+		onDeleted = func(int) {}
+	}
+	return &Sweeper{db: db, logger: logger, batchSize: batchSize, onDeleted: onDeleted}
+}
+
+// tenantSchemasSQL finds every tenant schema that has a lock table.
+const tenantSchemasSQL = `
+SELECT n.nspname
+  FROM pg_namespace n
+  JOIN pg_class c ON c.relnamespace = n.oid
+ WHERE c.relname = 'check_out_lock' AND c.relkind = 'r'
+   AND n.nspname LIKE '%\_mod\_circulation\_storage'
+ ORDER BY n.nspname`
+
+// sweepSQL deletes one batch. SKIP LOCKED keeps concurrent sweepers (one per
+// instance) out of each other's way, and the outer expiry test is re-checked
+// on the newest row version, so a lock taken over (renewed) while the batch
+// was being chosen is never deleted.
+const sweepSQL = `
+DELETE FROM %[1]s
+ WHERE id IN (SELECT id FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+   AND expires_at <= now()`
+
+// Run sweeps every interval until ctx is done.
+func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			if _, err := s.SweepOnce(ctx); err != nil && ctx.Err() == nil {
+				s.logger.WarnContext(ctx, "lock sweep failed", slog.Any("error", err))
+			}
+		}
+	}
+}
+
+// SweepOnce deletes every lock that has expired, in every tenant, and returns
+// how many it deleted.
+func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
+	rows, err := s.db.pool.Query(ctx, tenantSchemasSQL)
+	if err != nil {
+		return 0, interpret(err, "")
+	}
+	schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, interpret(err, "")
+	}
+	total := 0
+	for _, schema := range schemas {
+		q := fmt.Sprintf(sweepSQL, pgx.Identifier{schema, "check_out_lock"}.Sanitize())
+		for {
+			tag, err := s.db.pool.Exec(ctx, q, s.batchSize)
+			if err != nil {
+				// A tenant purged since the listing is not an error.
+				if storage.IsKind(interpret(err, storage.Tenant(schema)), storage.KindBadRequest) {
+					break
+				}
+				return total, fmt.Errorf("sweep %s: %w", schema, interpret(err, ""))
+			}
+			n := int(tag.RowsAffected())
+			total += n
+			if n > 0 {
+				s.onDeleted(n)
+			}
+			if n < s.batchSize {
+				break
+			}
+		}
+	}
+	if total > 0 {
+		s.logger.DebugContext(ctx, "expired locks swept", slog.Int("deleted", total))
+	}
+	return total, nil
+}

@@ -1,0 +1,78 @@
+package storage
+
+import (
+	"context"
+	"time"
+)
+
+// Lock is a patron's check-out lock. While it is live (ExpiresAt in the
+// future) no other check-out for the patron can acquire it; once expired it is
+// the same as no lock at all.
+type Lock struct {
+	ID           string
+	UserID       string
+	CreationDate time.Time
+	ExpiresAt    time.Time
+	TTL          time.Duration
+}
+
+// AcquireOutcome says how a lock was acquired.
+type AcquireOutcome int
+
+// The ways to acquire a lock.
+const (
+	// Acquired: there was no lock for the patron.
+	Acquired AcquireOutcome = iota + 1
+	// TookOverExpired: the patron's previous lock had expired and was replaced.
+	TookOverExpired
+)
+
+// String names the outcome for metrics.
+func (o AcquireOutcome) String() string {
+	switch o {
+	case Acquired:
+		return "acquired"
+	case TookOverExpired:
+		return "took_over_expired"
+	}
+	return "unknown"
+}
+
+// LockFilter selects a page of live locks.
+type LockFilter struct {
+	UserID string // empty: every patron
+	Offset int
+	Limit  int
+}
+
+// LockService keeps check-out locks. Implementations must make Acquire atomic:
+// of any number of concurrent calls for one patron, at most one succeeds while
+// a lock is live.
+type LockService interface {
+	// Acquire takes the patron's lock for ttl. If a live lock exists it returns
+	// an *Error of KindLocked whose RetryAfter is the time the holder has left.
+	Acquire(ctx context.Context, t Tenant, userID string, ttl time.Duration) (Lock, AcquireOutcome, error)
+	// Get returns a live lock by id, or a KindNotFound error.
+	Get(ctx context.Context, t Tenant, id string) (Lock, error)
+	// List returns a page of live locks and the number of all matches.
+	List(ctx context.Context, t Tenant, f LockFilter) ([]Lock, int, error)
+	// Release deletes a live lock by id; an absent or expired lock is a
+	// KindNotFound error.
+	Release(ctx context.Context, t Tenant, id string) error
+}
+
+// LockHeld is the error for a patron whose lock someone else holds.
+func LockHeld(userID string, expiresAt time.Time, remaining time.Duration) *Error {
+	e := Errorf(KindLocked, CodeLockHeld, "Unable to acquire lock").
+		With("userId", userID)
+	if !expiresAt.IsZero() {
+		e.With("expiresAt", expiresAt.UTC().Format(TimeFormat))
+	}
+	if remaining > 0 {
+		e.RetryAfter = remaining
+	}
+	return e
+}
+
+// TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"

@@ -1,0 +1,3 @@
+module github.com/checkoutlock/circulation
+
+go 1.26.0

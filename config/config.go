@@ -1,0 +1,141 @@
+// Package config holds each service's configuration: one struct per service,
+// read from the environment with caarlos0/env, with the defaults documented on
+// the struct tags and checked by Validate. The example .env files beside this
+// package are what docker-compose passes to the containers.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v10"
+)
+
+// parse fills cfg from environ (not from the process environment, so tests
+// pass a map) and names every variable that could not be parsed.
+func parse(cfg any, environ map[string]string) error {
+	err := env.ParseWithOptions(cfg, env.Options{Environment: environ})
+	if err == nil {
+		return nil
+	}
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	// caarlos0/env names the Go field; operators know the variable.
+	vars := envVars(reflect.TypeOf(cfg).Elem())
+	errs := make([]error, 0, len(agg.Errors))
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			name := vars[pe.Name]
+			errs = append(errs, fmt.Errorf("%s=%q is not %s", name, environ[name], describe(pe.Type)))
+			continue
+		}
+		errs = append(errs, e)
+	}
+	return fmt.Errorf("configuration: %w", errors.Join(errs...))
+}
+
+// envVars maps each field name of a config struct (nested structs included)
+// to its environment variable.
+func envVars(t reflect.Type) map[string]string {
+	vars := map[string]string{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if name, ok := f.Tag.Lookup("env"); ok {
+			vars[f.Name] = strings.Split(name, ",")[0]
+			continue
+		}
+		if f.Type.Kind() == reflect.Struct {
+			for k, v := range envVars(f.Type) {
+				vars[k] = v
+			}
+		}
+	}
+	return vars
+}
+
+// describe says what a variable of type t accepts.
+func describe(t reflect.Type) string {
+	switch t {
+	case reflect.TypeOf(time.Duration(0)):
+		return "a duration such as 500ms, 10s or 1m"
+	case reflect.TypeOf(slog.Level(0)):
+		return "one of debug, info, warn, error"
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	}
+	return "a valid " + t.String()
+}
+
+// Database says how to reach PostgreSQL: DATABASE_URL when set, otherwise
+// FOLIO's DB_* variables.
+type Database struct {
+	URL      string `env:"DATABASE_URL"`
+	Host     string `env:"DB_HOST" envDefault:"127.0.0.1"`
+	Port     int    `env:"DB_PORT" envDefault:"5432"`
+	Username string `env:"DB_USERNAME" envDefault:"postgres"`
+	Password string `env:"DB_PASSWORD"`
+	Database string `env:"DB_DATABASE" envDefault:"circulation"`
+	MaxConns int32  `env:"DB_MAX_CONNS" envDefault:"16"`
+}
+
+// ConnString is the connection string to use: DATABASE_URL, or one built from
+// the DB_* variables.
+func (d Database) ConnString() string {
+	if d.URL != "" {
+		return d.URL
+	}
+	u := url.URL{
+		Scheme: "postgres",
+		Host:   net.JoinHostPort(d.Host, strconv.Itoa(d.Port)),
+		Path:   "/" + d.Database,
+	}
+	if d.Password != "" {
+		u.User = url.UserPassword(d.Username, d.Password)
+	} else {
+		u.User = url.User(d.Username)
+	}
+	return u.String()
+}
+
+// Redacted is ConnString with any password masked, for logs.
+func (d Database) Redacted() string {
+	u, err := url.Parse(d.ConnString())
+	if err != nil {
+		// A key=value DSN: do not risk printing a password.
+		return "(connection string not shown)"
+	}
+	return u.Redacted()
+}
+
+func (d Database) validate() error {
+	var errs []error
+	if d.URL == "" {
+		if d.Host == "" {
+			errs = append(errs, errors.New("DB_HOST must not be empty when DATABASE_URL is unset"))
+		}
+		if d.Port < 1 || d.Port > 65535 {
+			errs = append(errs, fmt.Errorf("DB_PORT must be 1..65535, got %d", d.Port))
+		}
+		if d.Database == "" {
+			errs = append(errs, errors.New("DB_DATABASE must not be empty when DATABASE_URL is unset"))
+		}
+	}
+	if d.MaxConns < 1 || d.MaxConns > 1000 {
+		errs = append(errs, fmt.Errorf("DB_MAX_CONNS must be 1..1000, got %d", d.MaxConns))
+	}
+	return errors.Join(errs...)
+}

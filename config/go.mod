@@ -1,0 +1,5 @@
+module github.com/checkoutlock/config
+
+go 1.26.0
+
+require github.com/caarlos0/env/v10 v10.0.0

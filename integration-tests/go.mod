@@ -1,0 +1,3 @@
+module github.com/checkoutlock/integration-tests
+
+go 1.26.0

@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS check_out_lock;

@@ -1,0 +1,3 @@
+module github.com/checkoutlock/migrations
+
+go 1.26.0

@@ -1,0 +1,271 @@
+// Package schemas holds the wire contract of the check-out lock services as JSON
+// Schema files. The files document the API and are the very files the services
+// validate requests against, so the documentation cannot drift from the behaviour.
+// Tests validate responses against them too.
+package schemas
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+//go:embed *.json
+var files embed.FS
+
+// baseURL names the embedded files for the compiler, so that relative "$ref"s
+// between them ("uuid.json") resolve the same way they do for a reader browsing
+// the directory.
+const baseURL = "https://schemas.checkoutlock.invalid/"
+
+// Files returns the schema files, for serving or documenting them.
+func Files() fs.FS { return files }
+
+// Set is every embedded schema, compiled once. It is safe for concurrent use.
+type Set struct {
+	byName map[string]*jsonschema.Schema
+}
+
+// Load compiles every embedded schema. Formats such as "date-time" are asserted,
+// not merely annotated.
+func Load() (*Set, error) {
+	names, err := fs.Glob(files, "*.json")
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	for _, name := range names {
+		data, err := files.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("schema %s: %w", name, err)
+		}
+		if err := c.AddResource(baseURL+name, doc); err != nil {
+			return nil, fmt.Errorf("schema %s: %w", name, err)
+		}
+	}
+	s := &Set{byName: make(map[string]*jsonschema.Schema, len(names))}
+	for _, name := range names {
+		sch, err := c.Compile(baseURL + name)
+		if err != nil {
+			return nil, fmt.Errorf("compile schema %s: %w", name, err)
+		}
+		s.byName[name] = sch
+	}
+	return s, nil
+}
+
+// MustLoad is Load for program start-up and tests, where a broken embedded
+// schema is a programming error.
+func MustLoad() *Set {
+	s, err := Load()
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Names lists the schemas in the set.
+func (s *Set) Names() []string {
+	names := make([]string, 0, len(s.byName))
+	for n := range s.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Violation is one way a document breaks its schema.
+type Violation struct {
+	// Field is the dotted path of the offending value ("personal.lastName",
+	// "rules.0.loanPolicyId"); empty for the document itself.
+	Field string
+	// Message says what is wrong, in the validator's words.
+	Message string
+	// Value is the offending value as text (JSON for objects and arrays),
+	// cut to 100 characters; empty when the document itself is at fault.
+	Value string
+}
+
+// ValidationError lists every violation of one document against one schema.
+type ValidationError struct {
+	Schema     string
+	Violations []Violation
+}
+
+func (e *ValidationError) Error() string {
+	msgs := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		if v.Field == "" {
+			msgs[i] = v.Message
+		} else {
+			msgs[i] = v.Field + ": " + v.Message
+		}
+	}
+	return fmt.Sprintf("%s: %s", e.Schema, strings.Join(msgs, "; "))
+}
+
+// Decode parses JSON the way the validator needs it (numbers kept exact) and
+// rejects trailing data after the top-level value.
+func Decode(data []byte) (any, error) {
+	return jsonschema.UnmarshalJSON(bytes.NewReader(data))
+}
+
+// Validate checks a decoded document (see Decode) against the named schema.
+// It returns a *ValidationError when the document is invalid.
+func (s *Set) Validate(name string, doc any) error {
+	sch, ok := s.byName[name]
+	if !ok {
+		return fmt.Errorf("schemas: no schema named %q", name)
+	}
+	err := sch.Validate(doc)
+	if err == nil {
+		return nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return fmt.Errorf("validate against %s: %w", name, err)
+	}
+	return &ValidationError{Schema: name, Violations: violations(verr, doc)}
+}
+
+// ValidateJSON decodes data and validates it against the named schema.
+func (s *Set) ValidateJSON(name string, data []byte) error {
+	doc, err := Decode(data)
+	if err != nil {
+		return fmt.Errorf("decode json for %s: %w", name, err)
+	}
+	return s.Validate(name, doc)
+}
+
+// violations flattens the validator's error tree to what a client can act on:
+// its leaves ("missing property 'userId'", "minimum: got 0, want 1"), except
+// that an anyOf or oneOf that failed is one violation naming its branches.
+// Wrappers such as "validation failed" or "$ref" add nothing and are skipped.
+func violations(root *jsonschema.ValidationError, doc any) []Violation {
+	var vs []Violation
+	seen := map[Violation]bool{}
+	add := func(v Violation) {
+		if !seen[v] {
+			seen[v] = true
+			vs = append(vs, v)
+		}
+	}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		switch e.ErrorKind.(type) {
+		case *kind.AnyOf, *kind.OneOf:
+			branches := make([]string, 0, len(e.Causes))
+			for _, c := range e.Causes {
+				branches = append(branches, leafMessages(c)...)
+			}
+			msg := e.ErrorKind.LocalizedString(printer)
+			if len(branches) > 0 {
+				msg += ": " + strings.Join(branches, " | ")
+			}
+			add(Violation{Field: field(e.InstanceLocation), Message: msg, Value: valueAt(doc, e.InstanceLocation)})
+			return
+		}
+		if len(e.Causes) == 0 {
+			// A missing or unknown property is reported against the
+			// property itself, so the client sees which field to fix.
+			switch k := e.ErrorKind.(type) {
+			case *kind.Required:
+				for _, p := range k.Missing {
+					add(Violation{Field: field(append(e.InstanceLocation[:len(e.InstanceLocation):len(e.InstanceLocation)], p)), Message: "is required"})
+				}
+				return
+			case *kind.AdditionalProperties:
+				for _, p := range k.Properties {
+					loc := append(e.InstanceLocation[:len(e.InstanceLocation):len(e.InstanceLocation)], p)
+					add(Violation{Field: field(loc), Message: "is not a known property", Value: valueAt(doc, loc)})
+				}
+				return
+			}
+			add(Violation{Field: field(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(printer), Value: valueAt(doc, e.InstanceLocation)})
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(root)
+	if len(vs) == 0 {
+		vs = append(vs, Violation{Message: "does not match the schema"})
+	}
+	return vs
+}
+
+// leafMessages is the messages of the leaves under e, for summarising a
+// failed anyOf branch.
+func leafMessages(e *jsonschema.ValidationError) []string {
+	if len(e.Causes) == 0 {
+		return []string{e.ErrorKind.LocalizedString(printer)}
+	}
+	var out []string
+	for _, c := range e.Causes {
+		out = append(out, leafMessages(c)...)
+	}
+	return out
+}
+
+var printer = message.NewPrinter(language.English)
+
+// valueAt renders the value at location in doc as text for an error
+// parameter: strings as they are, anything else as JSON, cut to 100
+// characters. The document itself renders as empty.
+func valueAt(doc any, location []string) string {
+	if len(location) == 0 {
+		return ""
+	}
+	v := doc
+	for _, step := range location {
+		switch c := v.(type) {
+		case map[string]any:
+			v = c[step]
+		case []any:
+			i, err := strconv.Atoi(step)
+			if err != nil || i < 0 || i >= len(c) {
+				return ""
+			}
+			v = c[i]
+		default:
+			return ""
+		}
+	}
+	var text string
+	if str, ok := v.(string); ok {
+		text = str
+	} else {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return ""
+		}
+		text = string(b)
+	}
+	if r := []rune(text); len(r) > 100 {
+		text = string(r[:100]) + "…"
+	}
+	return text
+}
+
+// field turns the validator's instance location (["personal", "lastName"])
+// into the dotted form FOLIO uses in error parameters ("personal.lastName").
+func field(location []string) string {
+	return strings.Join(location, ".")
+}
