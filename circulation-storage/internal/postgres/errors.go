@@ -36,6 +36,12 @@ func interpret(err error, t storage.Tenant) error {
 	if _, ok := storage.AsError(err); ok {
 		return err
 	}
+	// A failed connection attempt may wrap a server error (database does not
+	// exist, authentication failed): either way the database is unavailable.
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return storage.Unavailable(err)
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
@@ -81,11 +87,9 @@ func interpret(err error, t storage.Tenant) error {
 // isConnectionError reports whether err means the database could not be
 // reached or the connection broke, as opposed to a bug in a query.
 func isConnectionError(err error) bool {
-	var connectErr *pgconn.ConnectError
 	var netErr net.Error
 	var errno syscall.Errno
-	return errors.As(err, &connectErr) ||
-		errors.As(err, &netErr) ||
+	return errors.As(err, &netErr) ||
 		errors.As(err, &errno) ||
 		errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) ||

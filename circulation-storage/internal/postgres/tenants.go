@@ -80,7 +80,7 @@ func (s *Tenants) Init(ctx context.Context, t storage.Tenant, attrs storage.Tena
 	if err != nil {
 		return storage.TenantJob{}, err
 	}
-	s.logger.InfoContext(ctx, "tenant initialised", slog.String("tenant", string(t)), slog.Any("messages", job.Messages))
+	s.logger.InfoContext(ctx, "tenant initialised", slog.String("schema", t.Schema()), slog.Any("messages", job.Messages))
 	return job, nil
 }
 
@@ -131,7 +131,7 @@ func (s *Tenants) Purge(ctx context.Context, t storage.Tenant) error {
 	if err != nil {
 		return err
 	}
-	s.logger.InfoContext(ctx, "tenant purged", slog.String("tenant", string(t)))
+	s.logger.InfoContext(ctx, "tenant purged", slog.String("schema", t.Schema()))
 	return nil
 }
 

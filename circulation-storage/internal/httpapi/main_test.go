@@ -1,0 +1,202 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/schemas"
+)
+
+// These tests run the real handler over real HTTP against a real PostgreSQL.
+// Each test has a tenant of its own in a shared database.
+
+var sch = schemas.MustLoad()
+
+var shared struct {
+	once sync.Once
+	db   *postgres.DB
+	pool *pgxpool.Pool // for arranging and checking state directly
+	err  error
+}
+
+type fixture struct {
+	t       *testing.T
+	url     string
+	tenant  string
+	pool    *pgxpool.Pool
+	metrics *Metrics
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	url := pgtest.Shared(t)
+	shared.once.Do(func() {
+		ctx := context.Background()
+		if shared.db, shared.err = postgres.Open(ctx, url, 16); shared.err != nil {
+			return
+		}
+		shared.pool, shared.err = pgxpool.New(ctx, url)
+	})
+	if shared.err != nil {
+		t.Fatalf("open database: %v", shared.err)
+	}
+	return serve(t, shared.db, shared.pool)
+}
+
+// serve starts the API on db and initialises a fresh tenant through it.
+func serve(t *testing.T, db *postgres.DB, pool *pgxpool.Pool) *fixture {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	metrics := NewMetrics()
+	srv := New(Config{
+		LockDefaultTTL: 3 * time.Second,
+		LockMaxTTL:     10 * time.Minute,
+		MaxBodyBytes:   64 << 10,
+		RequestTimeout: 10 * time.Second,
+	}, Services{
+		Locks:   postgres.NewLocks(db),
+		Tenants: postgres.NewTenants(db, logger),
+		Ready:   db.Ping,
+	}, sch, metrics, logger)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	f := &fixture{t: t, url: ts.URL, tenant: pgtest.TenantID(), pool: pool, metrics: metrics}
+	res := f.do("POST", "/_/tenant", `{"module_to":"mod-circulation-storage-1.0.0"}`)
+	res.wantStatus(http.StatusCreated)
+	t.Cleanup(func() {
+		f.do("POST", "/_/tenant", `{"module_from":"mod-circulation-storage-1.0.0","purge":true}`).wantStatus(http.StatusNoContent)
+	})
+	return f
+}
+
+type response struct {
+	t      *testing.T
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends a request as the fixture's tenant, with a JSON body if body is
+// not empty.
+func (f *fixture) do(method, path, body string) response {
+	f.t.Helper()
+	return f.doWith(method, path, body, map[string]string{TenantHeader: f.tenant})
+}
+
+// doWith sends a request with exactly the given headers (plus a JSON
+// Content-Type when body is not empty and none is given).
+func (f *fixture) doWith(method, path, body string, headers map[string]string) response {
+	f.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, f.url+path, r)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return response{t: f.t, status: res.StatusCode, header: res.Header, body: b}
+}
+
+func (r response) wantStatus(status int) response {
+	r.t.Helper()
+	if r.status != status {
+		r.t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+	return r
+}
+
+// wantSchema checks the body against one of the contract's schemas.
+func (r response) wantSchema(name string) response {
+	r.t.Helper()
+	if err := sch.ValidateJSON(name, r.body); err != nil {
+		r.t.Fatalf("body does not match %s: %v\n%s", name, err, r.body)
+	}
+	return r
+}
+
+// wantError checks for an error envelope with the given status and first code.
+func (r response) wantError(status int, code string) errorsJSON {
+	r.t.Helper()
+	r.wantStatus(status).wantSchema("errors.json")
+	var e errorsJSON
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		r.t.Fatal(err)
+	}
+	if e.Errors[0].Code != code {
+		r.t.Fatalf("error code %q, want %q; body %s", e.Errors[0].Code, code, r.body)
+	}
+	return e
+}
+
+func (r response) decode(v any) {
+	r.t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		r.t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+// snapshot is every row of the tenant's lock table, for "nothing changed".
+func (f *fixture) snapshot() string {
+	f.t.Helper()
+	var s string
+	err := f.pool.QueryRow(context.Background(),
+		`SELECT coalesce(json_agg(l ORDER BY id)::text, '[]') FROM `+
+			pgx.Identifier{f.tenant + "_mod_circulation_storage", "check_out_lock"}.Sanitize()+` l`).Scan(&s)
+	if err != nil {
+		f.t.Fatalf("snapshot: %v", err)
+	}
+	return s
+}
+
+// rows counts the tenant's lock rows for a patron.
+func (f *fixture) rows(userID string) int {
+	f.t.Helper()
+	var n int
+	err := f.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM `+pgx.Identifier{f.tenant + "_mod_circulation_storage", "check_out_lock"}.Sanitize()+` WHERE user_id = $1`,
+		userID).Scan(&n)
+	if err != nil {
+		f.t.Fatalf("count rows: %v", err)
+	}
+	return n
+}
+
+// expire moves a lock's expiry into the past, as if its TTL had passed.
+func (f *fixture) expire(lockID string) {
+	f.t.Helper()
+	_, err := f.pool.Exec(context.Background(),
+		`UPDATE `+pgx.Identifier{f.tenant + "_mod_circulation_storage", "check_out_lock"}.Sanitize()+
+			` SET creation_date = now() - interval '2 minutes', expires_at = now() - interval '1 minute' WHERE id = $1`, lockID)
+	if err != nil {
+		f.t.Fatalf("expire: %v", err)
+	}
+}

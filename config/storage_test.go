@@ -1,0 +1,75 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStorageDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := LoadStorage(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":8081" || c.LockDefaultTTLMs != 3000 || c.LockMaxTTLMs != 600000 ||
+		c.ShutdownTimeout != 10*time.Second || c.Database.MaxConns != 16 {
+		t.Errorf("defaults = %+v", c)
+	}
+	if got, want := c.Database.ConnString(), "postgres://postgres@127.0.0.1:5432/circulation"; got != want {
+		t.Errorf("ConnString = %q, want %q", got, want)
+	}
+}
+
+func TestDatabaseURLWinsOverFOLIOVariables(t *testing.T) {
+	t.Parallel()
+	c, err := LoadStorage(map[string]string{"DATABASE_URL": "postgres://u@db:6543/x", "DB_HOST": "ignored"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Database.ConnString(); got != "postgres://u@db:6543/x" {
+		t.Errorf("ConnString = %q", got)
+	}
+}
+
+func TestFOLIOVariablesBuildTheURLAndThePasswordIsMasked(t *testing.T) {
+	t.Parallel()
+	c, err := LoadStorage(map[string]string{
+		"DB_HOST": "db.example", "DB_PORT": "6432", "DB_USERNAME": "folio", "DB_PASSWORD": "p@ss word", "DB_DATABASE": "okapi_modules",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Database.ConnString(), "postgres://folio:p%40ss%20word@db.example:6432/okapi_modules"; got != want {
+		t.Errorf("ConnString = %q, want %q", got, want)
+	}
+	if got := c.Database.Redacted(); strings.Contains(got, "p%40ss") || !strings.Contains(got, "xxxxx") {
+		t.Errorf("Redacted = %q still shows the password", got)
+	}
+}
+
+func TestStorageInvalidValuesNameTheirVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"DB_PORT": "abc"}, `DB_PORT="abc" is not an integer`},
+		{map[string]string{"DB_PORT": "70000"}, "DB_PORT must be 1..65535"},
+		{map[string]string{"DB_MAX_CONNS": "0"}, "DB_MAX_CONNS must be 1..1000"},
+		{map[string]string{"LOCK_DEFAULT_TTL_MS": "0"}, "LOCK_DEFAULT_TTL_MS must be 1..LOCK_MAX_TTL_MS"},
+		{map[string]string{"LOCK_DEFAULT_TTL_MS": "5000", "LOCK_MAX_TTL_MS": "4000"}, "LOCK_DEFAULT_TTL_MS must be 1..LOCK_MAX_TTL_MS (4000), got 5000"},
+		{map[string]string{"LOCK_MAX_TTL_MS": "-1"}, "LOCK_MAX_TTL_MS must be at least 1"},
+		{map[string]string{"SHUTDOWN_TIMEOUT": "10"}, `SHUTDOWN_TIMEOUT="10" is not a duration such as 500ms, 10s or 1m`},
+		{map[string]string{"SHUTDOWN_TIMEOUT": "-1s"}, "SHUTDOWN_TIMEOUT must be a positive duration"},
+		{map[string]string{"LOG_LEVEL": "verbose"}, `LOG_LEVEL="verbose" is not one of debug, info, warn, error`},
+		{map[string]string{"LOCK_SWEEP_INTERVAL": "0s"}, "LOCK_SWEEP_INTERVAL must be a positive duration"},
+		{map[string]string{"MAX_BODY_BYTES": "10"}, "MAX_BODY_BYTES must be at least 1024"},
+	}
+	for _, tt := range tests {
+		_, err := LoadStorage(tt.env)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("LoadStorage(%v) = %v, want an error saying %q", tt.env, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package schemas
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEverySchemaCompiles(t *testing.T) {
+	t.Parallel()
+	s, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"uuid.json", "errors.json", "checkout-lock-request.json", "checkout-lock.json",
+		"checkout-locks.json", "tenant-attributes.json", "tenant-job.json"} {
+		found := false
+		for _, n := range s.Names() {
+			found = found || n == name
+		}
+		if !found {
+			t.Errorf("schema %s missing from %v", name, s.Names())
+		}
+	}
+}
+
+func TestValidation(t *testing.T) {
+	t.Parallel()
+	s := MustLoad()
+	const id = "0bab56e5-1ab6-4ac2-afdf-8b2df0434379"
+	tests := []struct {
+		schema, doc string
+		want        []Violation // nil: valid
+	}{
+		{"checkout-lock-request.json", `{"userId":"` + id + `"}`, nil},
+		{"checkout-lock-request.json", `{"userId":"` + id + `","ttlMs":2000}`, nil},
+		{"checkout-lock-request.json", `{}`, []Violation{{Field: "userId", Message: "is required"}}},
+		{"checkout-lock-request.json", `{"userId":"` + id + `","extra":[1]}`, []Violation{{Field: "extra", Message: "is not a known property", Value: "[1]"}}},
+		{"checkout-lock-request.json", `{"userId":"` + id + `","ttlMs":0}`, []Violation{{Field: "ttlMs", Message: "minimum: got 0, want 1", Value: "0"}}},
+		{"checkout-lock-request.json", `{"userId":5}`, []Violation{{Field: "userId", Message: "got number, want string", Value: "5"}}},
+		{"checkout-lock-request.json", `[]`, []Violation{{Message: "got array, want object"}}},
+		{"checkout-lock.json", `{"id":"` + id + `","userId":"` + id + `","creationDate":"2026-01-02T03:04:05.000Z","expiresAt":"2026-01-02T03:04:08.000Z","ttlMs":3000}`, nil},
+		{"errors.json", `{"errors":[{"message":"m","code":"LOCK_HELD","parameters":[{"key":"k","value":"v"}]}]}`, nil},
+		{"errors.json", `{"errors":[]}`, []Violation{{Field: "errors", Message: "minItems: got 0, want 1", Value: "[]"}}},
+		{"tenant-attributes.json", `{"module_to":"mod-circulation-storage-1.0.0","parameters":[{"key":"loadSample","value":"true"}]}`, nil},
+		{"tenant-attributes.json", `{"purge":true}`, nil},
+	}
+	for _, tt := range tests {
+		err := s.ValidateJSON(tt.schema, []byte(tt.doc))
+		if tt.want == nil {
+			if err != nil {
+				t.Errorf("%s %s: %v, want valid", tt.schema, tt.doc, err)
+			}
+			continue
+		}
+		verr, ok := err.(*ValidationError)
+		if !ok {
+			t.Errorf("%s %s: %v, want a *ValidationError", tt.schema, tt.doc, err)
+			continue
+		}
+		if len(verr.Violations) != len(tt.want) {
+			t.Errorf("%s %s: %+v, want %+v", tt.schema, tt.doc, verr.Violations, tt.want)
+			continue
+		}
+		for i := range tt.want {
+			if verr.Violations[i] != tt.want[i] {
+				t.Errorf("%s %s: violation %d = %+v, want %+v", tt.schema, tt.doc, i, verr.Violations[i], tt.want[i])
+			}
+		}
+	}
+}
+
+func TestLongValuesAreCut(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 300)
+	err := MustLoad().ValidateJSON("checkout-lock-request.json", []byte(`{"userId":"`+long+`"}`))
+	verr, ok := err.(*ValidationError)
+	if !ok || len(verr.Violations) != 1 {
+		t.Fatalf("got %v", err)
+	}
+	if got := []rune(verr.Violations[0].Value); len(got) != 101 {
+		t.Errorf("value has %d runes, want 100 and an ellipsis", len(got))
+	}
+}
+
+func TestDecodeRejectsTrailingData(t *testing.T) {
+	t.Parallel()
+	if _, err := Decode([]byte(`{} {}`)); err == nil {
+		t.Error("Decode accepted two documents")
+	}
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# `make run`: the product on this machine with no other step. Ensures
+# PostgreSQL is up, creates the database if missing, starts the services,
+# initialises tenant diku, and stays in the foreground until Ctrl-C, which
+# stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+admin=$(scripts/ensure-postgres.sh)
+if [ -z "${DATABASE_URL:-}" ]; then
+  # The same server as the maintenance database, database "circulation".
+  base="${admin%%\?*}"
+  query=""
+  [ "$base" != "$admin" ] && query="?${admin#*\?}"
+  export DATABASE_URL="${base%/*}/circulation${query}"
+fi
+db="${DATABASE_URL%%\?*}"
+db="${db##*/}"
+if [ -z "$(psql "$admin" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")" ]; then
+  echo "run: creating database $db"
+  psql "$admin" -qc "CREATE DATABASE \"$db\""
+fi
+
+STORAGE_ADDR="${STORAGE_ADDR:-:8081}"
+storage_url="http://127.0.0.1:${STORAGE_ADDR##*:}"
+TENANT="${TENANT:-diku}"
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap stop INT TERM EXIT
+
+HTTP_ADDR="$STORAGE_ADDR" bin/circulation-storage &
+pids+=($!)
+
+wait_ready() { # url name pid
+  for _ in $(seq 1 100); do
+    if curl -fsS -o /dev/null "$1/admin/ready" 2>/dev/null; then return 0; fi
+    if ! kill -0 "$3" 2>/dev/null; then echo "run: $2 exited; see its log above" >&2; exit 1; fi
+    sleep 0.1
+  done
+  echo "run: $2 did not become ready at $1" >&2
+  exit 1
+}
+wait_ready "$storage_url" circulation-storage "${pids[0]}"
+
+echo "run: initialising tenant $TENANT"
+curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" \
+  -H "X-Okapi-Tenant: $TENANT" -H 'Content-Type: application/json' \
+  -d '{"module_to":"mod-circulation-storage-1.0.0","parameters":[{"key":"loadReference","value":"true"},{"key":"loadSample","value":"true"}]}'
+
+cat <<MSG
+
+  circulation-storage  $storage_url   (tenant $TENANT, database $db)
+
+  Try:  curl -s -X POST $storage_url/check-out-lock-storage \\
+          -H 'X-Okapi-Tenant: $TENANT' -H 'Content-Type: application/json' \\
+          -d '{"userId":"77477611-ab44-4082-a0d8-42f7acdfde11"}'
+  Stop: Ctrl-C
+
+MSG
+wait -n "${pids[@]}"
