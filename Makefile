@@ -22,7 +22,7 @@ run: build
 
 ## test: lint, then every test (race detector on) against the local PostgreSQL
 test: lint
-	scripts/ensure-postgres.sh
+	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -race -count=1 $(GO_PKGS)
 
 ## lint: gofmt and go vet must be clean

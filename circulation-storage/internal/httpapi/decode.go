@@ -7,7 +7,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -49,8 +51,13 @@ func (s *Server) bind(c echo.Context, schema string, dst any) error {
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
 		// The schema accepted what the Go type cannot hold (a number out of
-		// range, say): still the client's mistake.
-		return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "Invalid value: %v", err)
+		// range, say): still the client's mistake, told without Go's words.
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "%s: value %s is out of range", te.Field, te.Value).
+				With(te.Field, te.Value)
+		}
+		return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "The body does not fit the record")
 	}
 	return nil
 }
@@ -59,6 +66,14 @@ func (s *Server) bind(c echo.Context, schema string, dst any) error {
 // 400 ("Invalid lock id"), as FOLIO answers it.
 func (s *Server) pathID(c echo.Context, what string) (string, error) {
 	id := c.Param("id")
+	if strings.Contains(id, "/") {
+		// echo puts the rest of the path into the last parameter: a path
+		// below an id is a route that does not exist.
+		return "", echo.ErrNotFound
+	}
+	if unescaped, err := url.PathUnescape(id); err == nil {
+		id = unescaped
+	}
 	if s.schemas.Validate("uuid.json", id) != nil {
 		shown := id
 		if len(shown) > 64 {

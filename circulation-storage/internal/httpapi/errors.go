@@ -68,12 +68,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		// Retry-After is whole seconds; round up so a client never comes back early.
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
 	}
-	if c.Request().Method == http.MethodHead {
-		err = c.NoContent(status)
-	} else {
-		err = c.JSON(status, body)
-	}
-	if err != nil {
+	if err := c.JSON(status, body); err != nil {
 		s.logger.WarnContext(ctx, "write error response", slog.Any("error", err))
 	}
 }

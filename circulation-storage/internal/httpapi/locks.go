@@ -40,17 +40,20 @@ type locksJSON struct {
 func (s *Server) postLock(c echo.Context) error {
 	var req struct {
 		UserID string `json:"userId"`
-		TTLMs  *int64 `json:"ttlMs"`
+		// A float: JSON Schema counts 1.0 and 1e3 as integers, and
+		// the schema has bounded the value to what a float64 holds exactly.
+		TTLMs *float64 `json:"ttlMs"`
 	}
 	if err := s.bind(c, "checkout-lock-request.json", &req); err != nil {
 		return err
 	}
 	ttl := s.cfg.LockDefaultTTL
 	if req.TTLMs != nil {
-		ttl = time.Duration(*req.TTLMs) * time.Millisecond
+		ms := int64(*req.TTLMs)
+		ttl = time.Duration(ms) * time.Millisecond
 		if ttl > s.cfg.LockMaxTTL {
 			return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
-				"ttlMs must be at most %d", s.cfg.LockMaxTTL.Milliseconds()).With("ttlMs", formatInt(*req.TTLMs))
+				"ttlMs: must be at most %d", s.cfg.LockMaxTTL.Milliseconds()).With("ttlMs", formatInt(ms))
 		}
 	}
 	lock, outcome, err := s.svc.Locks.Acquire(c.Request().Context(), tenantOf(c), req.UserID, ttl)

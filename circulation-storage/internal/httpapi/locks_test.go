@@ -197,6 +197,7 @@ func TestConcurrentPostsGrantOnce(t *testing.T) {
 			t.Fatalf("round %d: %d rows for the patron, want 1", round, n)
 		}
 	}
+	t.Logf("%d rounds x %d concurrent POSTs: one 201 and %d 503s in every round, one row each", rounds, racers, racers-1)
 	if got := counterValue(t, f, `checkout_lock_acquisitions_total{outcome="acquired"}`); got != rounds {
 		t.Errorf("acquired counter = %v, want %d", got, rounds)
 	}

@@ -55,7 +55,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Pre(middleware.RemoveTrailingSlash())
+	e.Pre(middleware.RemoveTrailingSlash(), headAsGet)
 	// Order matters: observe sees the final status of everything below it,
 	// including panics that recoverPanic turns into errors.
 	e.Use(s.requestID, s.observe, s.recoverPanic, s.limits)
@@ -81,6 +81,17 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// headAsGet routes HEAD like GET; net/http discards the body of a HEAD
+// answer, so every GET route answers HEAD too.
+func headAsGet(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Request().Method == http.MethodHead {
+			c.Request().Method = http.MethodGet
+		}
+		return next(c)
+	}
+}
 
 // Request-scoped values. The request id and tenant travel in the request's
 // context so that every log line written with it names them (see LogHandler).

@@ -23,6 +23,8 @@ const (
 	sqlstateUndefinedTable      = "42P01"
 	sqlstateInvalidSchemaName   = "3F000"
 	sqlstateQueryCanceled       = "57014"
+	sqlstateUntranslatable      = "22P05"
+	sqlstateNotInRepertoire     = "22021"
 )
 
 // interpret translates a driver error into a domain error. It is the only
@@ -61,13 +63,18 @@ func interpret(err error, t storage.Tenant) error {
 				With("constraint", pgErr.ConstraintName)
 			e.Err = err
 			return e
+		case pgErr.Code == sqlstateUntranslatable, pgErr.Code == sqlstateNotInRepertoire:
+			// JSON allows "\u0000"; PostgreSQL text and jsonb do not.
+			e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "Text must not contain the NUL character (\\u0000)")
+			e.Err = err
+			return e
 		case pgErr.Code == sqlstateQueryCanceled:
 			e := storage.Errorf(storage.KindUnavailable, storage.CodeTimeout, "The request took too long and was cancelled")
 			e.Err = err
 			return e
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
-			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources
-			strings.HasPrefix(pgErr.Code, "57P"), // operator intervention: shutdown, cannot connect now
+			strings.HasPrefix(pgErr.Code, "53"),          // insufficient resources
+			strings.HasPrefix(pgErr.Code, "57P"),         // operator intervention: shutdown, cannot connect now
 			pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock: retryable
 			return storage.Unavailable(err)
 		}
