@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
 )
 
 func (f *fixture) acquire(userID string) lockJSON {
@@ -324,4 +329,36 @@ func counterValue(t *testing.T, f *fixture, series string) float64 {
 	}
 	t.Fatalf("metric %s not found", series)
 	return 0
+}
+
+// TestDatabaseDownIs503 points the service at a port where no database
+// listens: every call that needs the database answers 503 with the
+// envelope, never a 500 or a driver message, and readiness says not ready.
+func TestDatabaseDownIs503(t *testing.T) {
+	t.Parallel()
+	db, err := postgres.Open(t.Context(), "postgres://postgres@127.0.0.1:1/nowhere?connect_timeout=2", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := New(Config{LockDefaultTTL: time.Second, LockMaxTTL: time.Minute, MaxBodyBytes: 1 << 16, RequestTimeout: 5 * time.Second},
+		Services{Locks: postgres.NewLocks(db), Tenants: postgres.NewTenants(db, logger), Ready: db.Ping}, sch, NewMetrics(), logger)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	f := &fixture{t: t, url: ts.URL, tenant: "diku"}
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/check-out-lock-storage", fmt.Sprintf(`{"userId":%q}`, uuid.NewString())},
+		{"GET", "/check-out-lock-storage", ""},
+		{"GET", "/check-out-lock-storage/" + uuid.NewString(), ""},
+		{"DELETE", "/check-out-lock-storage/" + uuid.NewString(), ""},
+		{"POST", "/_/tenant", `{"module_to":"mod-circulation-storage-1.0.0"}`},
+	} {
+		e := f.do(r.method, r.path, r.body).wantError(http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE")
+		if msg := e.Errors[0].Message; msg != "Database unavailable, try again later" {
+			t.Errorf("%s %s: message %q", r.method, r.path, msg)
+		}
+	}
+	f.doWith("GET", "/admin/ready", "", nil).wantError(http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE")
+	f.doWith("GET", "/admin/health", "", nil).wantStatus(http.StatusOK)
 }
