@@ -72,6 +72,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		return err
 	}
 	metrics := httpapi.NewMetrics()
+	rules := postgres.NewRules(db)
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
 		LockMaxTTL:     time.Duration(cfg.LockMaxTTLMs) * time.Millisecond,
@@ -79,7 +80,10 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		RequestTimeout: cfg.RequestTimeout,
 	}, httpapi.Services{
 		Locks:   postgres.NewLocks(db),
-		Tenants: postgres.NewTenants(db, logger),
+		Tenants: postgres.NewTenants(db, logger, postgres.LoadData),
+		Records: postgres.NewRecords(db),
+		Rules:   rules,
+		Loans:   rules,
 		Ready:   db.Ping,
 	}, sch, metrics, logger)
 

@@ -88,11 +88,7 @@ func (s *Server) listLocks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	offset, err := queryInt(c, "offset", 0, 0, 1<<31-1)
-	if err != nil {
-		return err
-	}
-	limit, err := queryInt(c, "limit", 10, 0, maxPageSize)
+	offset, limit, err := pageParams(c)
 	if err != nil {
 		return err
 	}

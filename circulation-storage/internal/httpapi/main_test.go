@@ -68,7 +68,10 @@ func serve(t *testing.T, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		RequestTimeout: 10 * time.Second,
 	}, Services{
 		Locks:   postgres.NewLocks(db),
-		Tenants: postgres.NewTenants(db, logger),
+		Tenants: postgres.NewTenants(db, logger, postgres.LoadData),
+		Records: postgres.NewRecords(db),
+		Rules:   postgres.NewRules(db),
+		Loans:   postgres.NewRules(db),
 		Ready:   db.Ping,
 	}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)

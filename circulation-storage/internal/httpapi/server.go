@@ -34,6 +34,9 @@ type Config struct {
 type Services struct {
 	Locks   storage.LockService
 	Tenants storage.TenantService
+	Records storage.RecordService
+	Rules   storage.RulesService
+	Loans   storage.LoanCounter
 	// Ready reports whether the service can do its work (the database answers).
 	Ready func(ctx context.Context) error
 }
@@ -74,6 +77,15 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	e.GET("/check-out-lock-storage", s.listLocks, s.tenant)
 	e.GET("/check-out-lock-storage/:id", s.getLock, s.tenant)
 	e.DELETE("/check-out-lock-storage/:id", s.deleteLock, s.tenant)
+
+	// Static routes win over /:id, so these sit safely beside the records.
+	e.GET("/loan-storage/loans/open-count", s.countOpenLoans, s.tenant)
+	e.GET("/circulation-rules-storage", s.getRules, s.tenant)
+	e.PUT("/circulation-rules-storage", s.putRules, s.tenant)
+	e.GET("/circulation-rules-storage/loan-policy", s.matchLoanPolicy, s.tenant)
+	for _, r := range storage.Resources {
+		s.routeRecords(e, r)
+	}
 
 	s.echo = e
 	return s

@@ -1,0 +1,175 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// routeRecords serves the FOLIO-style CRUD of one resource.
+func (s *Server) routeRecords(e *echo.Echo, r storage.Resource) {
+	e.POST(r.Path, func(c echo.Context) error { return s.createRecord(c, r) }, s.tenant)
+	e.GET(r.Path, func(c echo.Context) error { return s.listRecords(c, r) }, s.tenant)
+	e.GET(r.Path+"/:id", func(c echo.Context) error { return s.getRecord(c, r) }, s.tenant)
+	e.PUT(r.Path+"/:id", func(c echo.Context) error { return s.putRecord(c, r) }, s.tenant)
+	e.DELETE(r.Path+"/:id", func(c echo.Context) error { return s.deleteRecord(c, r) }, s.tenant)
+}
+
+// recordHeader is what the handlers read of any record: its id and version.
+type recordHeader struct {
+	ID      string `json:"id"`
+	Version *int   `json:"_version"`
+}
+
+// bindRecord validates the body against the resource's schema and returns it
+// with its id and version.
+func (s *Server) bindRecord(c echo.Context, r storage.Resource) (json.RawMessage, recordHeader, error) {
+	var raw json.RawMessage
+	if err := s.bind(c, r.Schema, &raw); err != nil {
+		return nil, recordHeader{}, err
+	}
+	var h recordHeader
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, recordHeader{}, storage.Errorf(storage.KindInvalid, storage.CodeValidation, "_version: must be an integer")
+	}
+	return raw, h, nil
+}
+
+func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
+	doc, h, err := s.bindRecord(c, r)
+	if err != nil {
+		return err
+	}
+	id := h.ID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	stored, err := s.svc.Records.Create(c.Request().Context(), tenantOf(c), r, id, doc)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, r.Path+"/"+id)
+	return c.JSON(http.StatusCreated, stored)
+}
+
+func (s *Server) getRecord(c echo.Context, r storage.Resource) error {
+	id, err := s.pathID(c, r.Name)
+	if err != nil {
+		return err
+	}
+	doc, err := s.svc.Records.Get(c.Request().Context(), tenantOf(c), r, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, doc)
+}
+
+func (s *Server) listRecords(c echo.Context, r storage.Resource) error {
+	f := storage.RecordFilter{Params: map[string]string{}}
+	for _, filter := range r.Filters {
+		v, ok, err := s.filterParam(c, filter)
+		if err != nil {
+			return err
+		}
+		if ok {
+			f.Params[filter.Param] = v
+		}
+	}
+	var err error
+	if f.Offset, f.Limit, err = pageParams(c); err != nil {
+		return err
+	}
+	docs, total, err := s.svc.Records.List(c.Request().Context(), tenantOf(c), r, f)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{r.Plural: docs, "totalRecords": total})
+}
+
+// filterParam reads one filter query parameter, checking its kind.
+func (s *Server) filterParam(c echo.Context, f storage.Filter) (string, bool, error) {
+	v, ok, err := queryParam(c, f.Param)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	if f.Kind == storage.FilterUUID && s.schemas.Validate("uuid.json", v) != nil {
+		return "", false, invalidParam(f.Param, v, "must be a UUID")
+	}
+	if len(f.Values) > 0 {
+		allowed := false
+		for _, a := range f.Values {
+			allowed = allowed || a == v
+		}
+		if !allowed {
+			return "", false, invalidParam(f.Param, v, "must be one of "+joinQuoted(f.Values))
+		}
+	}
+	if len(v) > 1024 {
+		return "", false, invalidParam(f.Param, v, "must be at most 1024 characters")
+	}
+	return v, true, nil
+}
+
+func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
+	id, err := s.pathID(c, r.Name)
+	if err != nil {
+		return err
+	}
+	doc, h, err := s.bindRecord(c, r)
+	if err != nil {
+		return err
+	}
+	if h.ID != "" && h.ID != id {
+		return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "id: %s in the body does not match %s in the path", h.ID, id).
+			With("id", h.ID)
+	}
+	version := 0
+	if r.Versioned {
+		if h.Version == nil {
+			return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
+				"_version: is required to update a %s (optimistic locking)", r.Name).With("_version", "")
+		}
+		version = *h.Version
+	}
+	if err := s.svc.Records.Update(c.Request().Context(), tenantOf(c), r, id, version, doc); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) deleteRecord(c echo.Context, r storage.Resource) error {
+	id, err := s.pathID(c, r.Name)
+	if err != nil {
+		return err
+	}
+	if err := s.svc.Records.Delete(c.Request().Context(), tenantOf(c), r, id); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// pageParams reads offset and limit, as every list takes them.
+func pageParams(c echo.Context) (offset, limit int, err error) {
+	if offset, err = queryInt(c, "offset", 0, 0, 1<<31-1); err != nil {
+		return 0, 0, err
+	}
+	if limit, err = queryInt(c, "limit", 10, 0, maxPageSize); err != nil {
+		return 0, 0, err
+	}
+	return offset, limit, nil
+}
+
+func joinQuoted(vs []string) string {
+	out := ""
+	for i, v := range vs {
+		if i > 0 {
+			out += ", "
+		}
+		out += `"` + v + `"`
+	}
+	return out
+}

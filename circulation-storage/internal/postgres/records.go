@@ -1,0 +1,276 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// Records implements storage.RecordService on jsonb tables.
+type Records struct {
+	db *DB
+}
+
+var _ storage.RecordService = (*Records)(nil)
+
+// NewRecords returns the record service.
+func NewRecords(db *DB) *Records { return &Records{db: db} }
+
+// tableSpec is how one resource is stored.
+type tableSpec struct {
+	table string
+	// columns maps each filter parameter to its generated column.
+	columns map[string]string
+	// order is the list order; it ends in id so pages are stable.
+	order string
+}
+
+// specs maps a resource's path to its table.
+var specs = map[string]tableSpec{
+	storage.PatronGroups.Path:  {table: "patron_group", columns: map[string]string{"group": "name"}, order: "name, id"},
+	storage.MaterialTypes.Path: {table: "material_type", columns: map[string]string{"name": "name"}, order: "name, id"},
+	storage.LoanTypes.Path:     {table: "loan_type", columns: map[string]string{"name": "name"}, order: "name, id"},
+	storage.Patrons.Path:       {table: "patron", columns: map[string]string{"barcode": "barcode", "patronGroup": "patron_group_id"}, order: "barcode, id"},
+	storage.Items.Path:         {table: "item", columns: map[string]string{"barcode": "barcode", "status": "status_name"}, order: "barcode, id"},
+	storage.LoanPolicies.Path:  {table: "loan_policy", columns: map[string]string{"name": "name"}, order: "name, id"},
+	storage.Loans.Path: {table: "loan", columns: map[string]string{"userId": "user_id", "itemId": "item_id", "status": "status_name"},
+		order: "jsonb ->> 'loanDate', id"},
+	storage.Settings.Path: {table: "setting", columns: map[string]string{"scope": "scope", "key": "key"}, order: "scope, key, id"},
+}
+
+func spec(r storage.Resource) tableSpec {
+	s, ok := specs[r.Path]
+	if !ok {
+		panic("postgres: no table for resource " + r.Path)
+	}
+	return s
+}
+
+// withID sets the document's id (and, for versioned records, its version) in
+// SQL, so the stored document always agrees with its columns.
+func withID(r storage.Resource, version string) string {
+	expr := `jsonb_set($2::jsonb, '{id}', to_jsonb($1::uuid::text))`
+	if r.Versioned {
+		expr = `jsonb_set(` + expr + `, '{_version}', ` + version + `)`
+	}
+	return expr
+}
+
+// Create implements storage.RecordService.
+func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage) (json.RawMessage, error) {
+	return insertRecord(ctx, s.db.pool, t, r, id, doc, false)
+}
+
+// insertRecord inserts one record; with skipExisting, an existing id is left
+// as it is (for loading reference data twice) and nil is returned for it.
+func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage, skipExisting bool) (json.RawMessage, error) {
+	sql := fmt.Sprintf(`INSERT INTO %s (id, jsonb) VALUES ($1, %s)`, table(t, spec(r).table), withID(r, `'1'`))
+	if skipExisting {
+		sql += ` ON CONFLICT (id) DO NOTHING`
+	}
+	sql += ` RETURNING jsonb`
+	var stored json.RawMessage
+	err := q.QueryRow(ctx, sql, id, doc).Scan(&stored)
+	if skipExisting && errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, interpretWrite(err, t, r, doc)
+	}
+	return stored, nil
+}
+
+// Get implements storage.RecordService.
+func (s *Records) Get(ctx context.Context, t storage.Tenant, r storage.Resource, id string) (json.RawMessage, error) {
+	var doc json.RawMessage
+	err := s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT jsonb FROM %s WHERE id = $1`, table(t, spec(r).table)), id).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, storage.NotFound(r.Name, id)
+	}
+	if err != nil {
+		return nil, interpret(err, t)
+	}
+	return doc, nil
+}
+
+// List implements storage.RecordService. Filter values are parameters; only
+// column names from the spec are written into the SQL.
+func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource, f storage.RecordFilter) ([]json.RawMessage, int, error) {
+	sp := spec(r)
+	var conds []string
+	var args []any
+	for _, filter := range r.Filters {
+		v, ok := f.Params[filter.Param]
+		if !ok {
+			continue
+		}
+		args = append(args, v)
+		cast := "text"
+		if filter.Kind == storage.FilterUUID {
+			cast = "uuid"
+		}
+		conds = append(conds, fmt.Sprintf("%s = $%d::%s", sp.columns[filter.Param], len(args), cast))
+	}
+	where := "true"
+	if len(conds) > 0 {
+		where = strings.Join(conds, " AND ")
+	}
+	n := len(args)
+	tbl := table(t, sp.table)
+	docs := []json.RawMessage{}
+	total, err := page(ctx, s.db.pool, t,
+		fmt.Sprintf(`SELECT jsonb, count(*) OVER () FROM %s WHERE %s ORDER BY %s OFFSET $%d LIMIT $%d`, tbl, where, sp.order, n+1, n+2),
+		fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s`, tbl, where),
+		args, f.Offset, f.Limit,
+		func(rows pgx.Rows) (int, error) {
+			var doc json.RawMessage
+			var total int
+			if err := rows.Scan(&doc, &total); err != nil {
+				return 0, err
+			}
+			docs = append(docs, doc)
+			return total, nil
+		})
+	if err != nil {
+		return nil, 0, err
+	}
+	return docs, total, nil
+}
+
+// Update implements storage.RecordService.
+func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage) error {
+	tbl := table(t, spec(r).table)
+	sql := fmt.Sprintf(`UPDATE %s SET jsonb = %s WHERE id = $1`, tbl, withID(r, `to_jsonb(version + 1)`))
+	args := []any{id, doc}
+	if r.Versioned {
+		sql += ` AND version = $3`
+		args = append(args, version)
+	}
+	tag, err := s.db.pool.Exec(ctx, sql, args...)
+	if err != nil {
+		return interpretWrite(err, t, r, doc)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	if !r.Versioned {
+		return storage.NotFound(r.Name, id)
+	}
+	// Absent, or present at another version: tell which.
+	var stored int
+	err = s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT version FROM %s WHERE id = $1`, tbl), id).Scan(&stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.NotFound(r.Name, id)
+	}
+	if err != nil {
+		return interpret(err, t)
+	}
+	return storage.Errorf(storage.KindConflict, storage.CodeVersionConflict,
+		"Cannot update record %s because it has been changed: stored _version is %d, request has %d", id, stored, version).
+		With("_version", fmt.Sprint(stored))
+}
+
+// Delete implements storage.RecordService.
+func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resource, id string) error {
+	tag, err := s.db.pool.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE id = $1`, table(t, spec(r).table)), id)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == sqlstateForeignKeyViolation {
+			c := constraints[pgErr.ConstraintName]
+			e := storage.Errorf(storage.KindConflict, storage.CodeInUse, "Cannot delete %s %s: %s refer to it",
+				strings.ToLower(r.Name), id, c.source).With("id", id)
+			e.Err = err
+			return e
+		}
+		return interpret(err, t)
+	}
+	if tag.RowsAffected() == 0 {
+		return storage.NotFound(r.Name, id)
+	}
+	return nil
+}
+
+// constraint describes a named constraint for error messages: the JSON
+// field it guards, what it refers to, and which records hold the reference.
+type constraint struct {
+	field  string // JSON field of the record being written
+	target string // what a foreign key refers to
+	source string // records holding the reference, for refused deletes
+}
+
+// constraints lists every uniqueness rule and reference of migration 000003
+// by name, so violations are reported by SQLSTATE and constraint name.
+var constraints = map[string]constraint{
+	"patron_group_name_key":               {field: "group"},
+	"material_type_name_key":              {field: "name"},
+	"loan_type_name_key":                  {field: "name"},
+	"patron_barcode_key":                  {field: "barcode"},
+	"item_barcode_key":                    {field: "barcode"},
+	"loan_policy_name_key":                {field: "name"},
+	"setting_scope_key_key":               {field: "key"},
+	"loan_one_open_loan_per_item":         {field: "itemId"},
+	"patron_patron_group_fkey":            {field: "patronGroup", target: "patron group", source: "users"},
+	"item_material_type_fkey":             {field: "materialTypeId", target: "material type", source: "items"},
+	"item_permanent_loan_type_fkey":       {field: "permanentLoanTypeId", target: "loan type", source: "items"},
+	"item_temporary_loan_type_fkey":       {field: "temporaryLoanTypeId", target: "loan type", source: "items"},
+	"loan_user_fkey":                      {field: "userId", target: "user", source: "loans"},
+	"loan_item_fkey":                      {field: "itemId", target: "item", source: "loans"},
+	"loan_loan_policy_fkey":               {field: "loanPolicyId", target: "loan policy", source: "loans"},
+	"circulation_rules_fallback_fkey":     {field: "fallbackLoanPolicyId", target: "loan policy", source: "circulation rules"},
+	"circulation_rule_patron_group_fkey":  {field: "patronGroupId", target: "patron group", source: "circulation rules"},
+	"circulation_rule_material_type_fkey": {field: "materialTypeId", target: "material type", source: "circulation rules"},
+	"circulation_rule_loan_type_fkey":     {field: "loanTypeId", target: "loan type", source: "circulation rules"},
+	"circulation_rule_loan_policy_fkey":   {field: "loanPolicyId", target: "loan policy", source: "circulation rules"},
+}
+
+// interpretWrite is interpret for a write of doc, naming the offending field
+// and value of a uniqueness or reference violation.
+func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.RawMessage) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return interpret(err, t)
+	}
+	c, known := constraints[pgErr.ConstraintName]
+	switch {
+	case known && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "loan_one_open_loan_per_item":
+		e := storage.Errorf(storage.KindInvalid, storage.CodeOpenLoanExists, "Cannot have more than one open loan for the same item").
+			With("itemId", fieldValue(doc, c.field))
+		e.Err = err
+		return e
+	case known && pgErr.Code == sqlstateUniqueViolation:
+		v := fieldValue(doc, c.field)
+		if pgErr.ConstraintName == "setting_scope_key_key" {
+			v = fieldValue(doc, "scope") + "/" + v
+		}
+		e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "%s with %s %q already exists", r.Name, c.field, v).
+			With(c.field, v)
+		e.Err = err
+		return e
+	case known && pgErr.Code == sqlstateForeignKeyViolation:
+		v := fieldValue(doc, c.field)
+		e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "%s: %s %s does not exist", c.field, c.target, v).
+			With(c.field, v)
+		e.Err = err
+		return e
+	}
+	return interpret(err, t)
+}
+
+// fieldValue reads a top-level string field of a JSON document, for messages.
+func fieldValue(doc json.RawMessage, field string) string {
+	var m map[string]any
+	if json.Unmarshal(doc, &m) != nil {
+		return ""
+	}
+	if s, ok := m[field].(string); ok {
+		return s
+	}
+	return ""
+}

@@ -1,0 +1,142 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// Rules implements storage.RulesService and storage.LoanCounter.
+type Rules struct {
+	db *DB
+}
+
+var (
+	_ storage.RulesService = (*Rules)(nil)
+	_ storage.LoanCounter  = (*Rules)(nil)
+)
+
+// NewRules returns the circulation rules service.
+func NewRules(db *DB) *Rules { return &Rules{db: db} }
+
+// Rules implements storage.RulesService.
+func (s *Rules) Rules(ctx context.Context, t storage.Tenant) (storage.CirculationRules, error) {
+	return readRules(ctx, s.db.pool, t)
+}
+
+func readRules(ctx context.Context, q querier, t storage.Tenant) (storage.CirculationRules, error) {
+	var rules storage.CirculationRules
+	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT fallback_loan_policy_id::text FROM %s`, table(t, "circulation_rules"))).
+		Scan(&rules.FallbackLoanPolicyID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.CirculationRules{}, storage.Errorf(storage.KindNotFound, storage.CodeNotFound,
+			"No circulation rules are set: PUT /circulation-rules-storage first")
+	}
+	if err != nil {
+		return storage.CirculationRules{}, interpret(err, t)
+	}
+	rows, err := q.Query(ctx, fmt.Sprintf(`
+SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, ''),
+       coalesce(loan_type_id::text, ''), loan_policy_id::text
+  FROM %s ORDER BY position`, table(t, "circulation_rule")))
+	if err != nil {
+		return storage.CirculationRules{}, interpret(err, t)
+	}
+	rules.Rules, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (storage.CirculationRule, error) {
+		var r storage.CirculationRule
+		err := row.Scan(&r.PatronGroupID, &r.MaterialTypeID, &r.LoanTypeID, &r.LoanPolicyID)
+		return r, err
+	})
+	if err != nil {
+		return storage.CirculationRules{}, interpret(err, t)
+	}
+	if rules.Rules == nil {
+		rules.Rules = []storage.CirculationRule{}
+	}
+	return rules, nil
+}
+
+// SetRules implements storage.RulesService: the old rules are replaced in one
+// transaction, so readers see either the old set or the new one.
+func (s *Rules) SetRules(ctx context.Context, t storage.Tenant, rules storage.CirculationRules) error {
+	return s.db.inTx(ctx, t, func(tx pgx.Tx) error { return writeRules(ctx, tx, t, rules) })
+}
+
+func writeRules(ctx context.Context, tx pgx.Tx, t storage.Tenant, rules storage.CirculationRules) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(`
+INSERT INTO %s (id, fallback_loan_policy_id) VALUES (1, $1)
+ON CONFLICT (id) DO UPDATE SET fallback_loan_policy_id = excluded.fallback_loan_policy_id`, table(t, "circulation_rules")),
+		rules.FallbackLoanPolicyID)
+	if err != nil {
+		return interpretRule(err, t, -1, rules)
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`DELETE FROM %s`, table(t, "circulation_rule"))); err != nil {
+		return interpret(err, t)
+	}
+	for i, r := range rules.Rules {
+		_, err := tx.Exec(ctx, fmt.Sprintf(`
+INSERT INTO %s (position, patron_group_id, material_type_id, loan_type_id, loan_policy_id)
+VALUES ($1, nullif($2, '')::uuid, nullif($3, '')::uuid, nullif($4, '')::uuid, $5)`, table(t, "circulation_rule")),
+			i, r.PatronGroupID, r.MaterialTypeID, r.LoanTypeID, r.LoanPolicyID)
+		if err != nil {
+			return interpretRule(err, t, i, rules)
+		}
+	}
+	return nil
+}
+
+// interpretRule names the rule and field of a reference that does not exist.
+func interpretRule(err error, t storage.Tenant, index int, rules storage.CirculationRules) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != sqlstateForeignKeyViolation {
+		return interpret(err, t)
+	}
+	c := constraints[pgErr.ConstraintName]
+	field, value := c.field, rules.FallbackLoanPolicyID
+	if index >= 0 {
+		r := rules.Rules[index]
+		field = fmt.Sprintf("rules.%d.%s", index, c.field)
+		value = map[string]string{"patronGroupId": r.PatronGroupID, "materialTypeId": r.MaterialTypeID,
+			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID}[c.field]
+	}
+	e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "%s: %s %s does not exist", field, c.target, value).
+		With(field, value)
+	e.Err = err
+	return e
+}
+
+// countOpenLoansSQL counts in the database, never by fetching loans. An
+// item's loan type is its temporary one when set.
+const countOpenLoansSQL = `
+SELECT count(*)
+  FROM %[1]s l
+  JOIN %[2]s i ON i.id = l.item_id
+ WHERE l.user_id = $1
+   AND l.status_name = 'Open'
+   AND i.status_name <> 'Claimed returned'
+   AND ($2::uuid IS NULL OR i.material_type_id = $2::uuid)
+   AND ($3::uuid IS NULL OR coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id) = $3::uuid)`
+
+// CountOpenLoans implements storage.LoanCounter.
+func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, materialTypeID, loanTypeID string) (int, error) {
+	var n int
+	err := s.db.pool.QueryRow(ctx, fmt.Sprintf(countOpenLoansSQL, table(t, "loan"), table(t, "item")),
+		userID, nullable(materialTypeID), nullable(loanTypeID)).Scan(&n)
+	if err != nil {
+		return 0, interpret(err, t)
+	}
+	return n, nil
+}
+
+// nullable is nil for "", so an absent filter is SQL NULL.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,174 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// Reference records carry FOLIO's reference-data ids, so that data moved
+// between FOLIO and this service keeps its meaning.
+const (
+	GroupFaculty   = "503a81cd-6c26-400f-b620-14c08943697c"
+	GroupGraduate  = "ad0bc554-d5bc-463c-85d1-5562127ae91b"
+	GroupStaff     = "3684a786-6671-4268-8ed0-9db82ebca60b"
+	GroupUndergrad = "bdc2b6d4-5ceb-4a12-ab46-249b9a68473e"
+
+	MaterialBook = "1a54b431-2e4f-452d-9cae-9cee66c9a892"
+	MaterialDVD  = "5ee11d91-f7e8-481d-b079-65d708582ccc"
+
+	LoanTypeCanCirculate = "2b94c631-fca9-4892-a730-03ee529ffe27"
+	LoanTypeReadingRoom  = "2e48e713-17f3-4c13-a9f8-23845bb210a4"
+)
+
+// Sample loan policies.
+const (
+	PolicyStandard    = "d9cd0bed-1b49-4b5e-a7bd-064b8d177231"
+	PolicyUndergrad   = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e01"
+	PolicyDVD         = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e02"
+	PolicyReadingRoom = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e03"
+)
+
+// sampleNamespace makes the sample's item and patron ids from their barcodes,
+// the same on every load.
+var sampleNamespace = uuid.MustParse("6f9f1c54-0c2e-4f57-9d51-7a0c1b3e9a10")
+
+// SampleID is the id the sample data gives the record with this barcode.
+func SampleID(barcode string) string { return uuid.NewSHA1(sampleNamespace, []byte(barcode)).String() }
+
+type seed struct {
+	r   storage.Resource
+	id  string
+	doc map[string]any
+}
+
+func referenceSeeds() []seed {
+	return []seed{
+		{storage.PatronGroups, GroupFaculty, map[string]any{"group": "faculty", "desc": "Faculty member"}},
+		{storage.PatronGroups, GroupGraduate, map[string]any{"group": "graduate", "desc": "Graduate student"}},
+		{storage.PatronGroups, GroupStaff, map[string]any{"group": "staff", "desc": "Staff member"}},
+		{storage.PatronGroups, GroupUndergrad, map[string]any{"group": "undergrad", "desc": "Undergraduate student"}},
+		{storage.MaterialTypes, MaterialBook, map[string]any{"name": "book"}},
+		{storage.MaterialTypes, MaterialDVD, map[string]any{"name": "dvd"}},
+		{storage.LoanTypes, LoanTypeCanCirculate, map[string]any{"name": "Can circulate"}},
+		{storage.LoanTypes, LoanTypeReadingRoom, map[string]any{"name": "Reading room"}},
+	}
+}
+
+// SampleRules are the sample library's circulation rules.
+var SampleRules = storage.CirculationRules{
+	FallbackLoanPolicyID: PolicyStandard,
+	Rules: []storage.CirculationRule{
+		{PatronGroupID: GroupUndergrad, LoanTypeID: LoanTypeCanCirculate, LoanPolicyID: PolicyUndergrad},
+		{MaterialTypeID: MaterialDVD, LoanPolicyID: PolicyDVD},
+		{LoanTypeID: LoanTypeReadingRoom, LoanPolicyID: PolicyReadingRoom},
+	},
+}
+
+var titles = []string{
+	"Middlemarch", "The Left Hand of Darkness", "Things Fall Apart", "A Brief History of Time",
+	"The Name of the Rose", "Beloved", "Gödel, Escher, Bach", "One Hundred Years of Solitude",
+	"The Structure of Scientific Revolutions", "Invisible Cities",
+}
+
+var films = []string{"Metropolis", "Seven Samurai", "Spirited Away", "Casablanca", "Stalker"}
+
+func sampleSeeds() []seed {
+	period := func(n int, unit string) map[string]any { return map[string]any{"duration": n, "intervalId": unit} }
+	seeds := []seed{
+		{storage.LoanPolicies, PolicyStandard, map[string]any{"name": "Standard three-week loan", "loanable": true,
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(3, "Weeks")}}},
+		{storage.LoanPolicies, PolicyUndergrad, map[string]any{"name": "Undergraduate: 3 items", "loanable": true,
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(2, "Weeks"), "itemLimit": 3}}},
+		{storage.LoanPolicies, PolicyDVD, map[string]any{"name": "DVD: 2 items for a week", "loanable": true,
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(1, "Weeks"), "itemLimit": 2}}},
+		{storage.LoanPolicies, PolicyReadingRoom, map[string]any{"name": "Reading room only", "loanable": false}},
+	}
+	patron := func(barcode, first, last, group string, active bool) seed {
+		return seed{storage.Patrons, SampleID(barcode), map[string]any{"barcode": barcode, "active": active, "patronGroup": group,
+			"personal": map[string]any{"firstName": first, "lastName": last}}}
+	}
+	seeds = append(seeds,
+		patron("1001", "Alice", "Archer", GroupUndergrad, true),
+		patron("1002", "Bob", "Baker", GroupGraduate, true),
+		patron("1003", "Carol", "Cole", GroupUndergrad, false),
+		patron("1004", "Dave", "Dunn", GroupFaculty, true),
+	)
+	item := func(barcode, title, material, loanType string) seed {
+		return seed{storage.Items, SampleID(barcode), map[string]any{"barcode": barcode, "title": title,
+			"status": map[string]any{"name": "Available"}, "materialTypeId": material, "permanentLoanTypeId": loanType}}
+	}
+	for i := 1; i <= 150; i++ {
+		seeds = append(seeds, item(fmt.Sprintf("book-%03d", i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeCanCirculate))
+	}
+	for i := 1; i <= 40; i++ {
+		seeds = append(seeds, item(fmt.Sprintf("dvd-%02d", i), films[(i-1)%len(films)], MaterialDVD, LoanTypeCanCirculate))
+	}
+	for i := 1; i <= 10; i++ {
+		seeds = append(seeds, item(fmt.Sprintf("reading-%02d", i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeReadingRoom))
+	}
+	return seeds
+}
+
+// LoadData is the tenant Loader for the loadReference and loadSample
+// parameters. Records that exist (by id) are left as they are, and the
+// sample rules are set only where no rules are, so loading twice changes
+// nothing and never overwrites a librarian's edits.
+func LoadData(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage.TenantAttributes) ([]string, error) {
+	reference := paramTrue(attrs, "loadReference")
+	sample := paramTrue(attrs, "loadSample")
+	var msgs []string
+	if reference || sample {
+		n, err := loadSeeds(ctx, tx, t, referenceSeeds())
+		if err != nil {
+			return nil, fmt.Errorf("load reference data: %w", err)
+		}
+		msgs = append(msgs, fmt.Sprintf("reference data: %d new records", n))
+	}
+	if sample {
+		n, err := loadSeeds(ctx, tx, t, sampleSeeds())
+		if err != nil {
+			return nil, fmt.Errorf("load sample data: %w", err)
+		}
+		msgs = append(msgs, fmt.Sprintf("sample data: %d new records", n))
+		var exists bool
+		if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s)`, table(t, "circulation_rules"))).Scan(&exists); err != nil {
+			return nil, interpret(err, t)
+		}
+		if !exists {
+			if err := writeRules(ctx, tx, t, SampleRules); err != nil {
+				return nil, fmt.Errorf("load sample rules: %w", err)
+			}
+			msgs = append(msgs, fmt.Sprintf("sample data: circulation rules with %d rules", len(SampleRules.Rules)))
+		}
+	}
+	return msgs, nil
+}
+
+func paramTrue(attrs storage.TenantAttributes, key string) bool {
+	v, _ := attrs.Parameter(key)
+	return v == "true"
+}
+
+func loadSeeds(ctx context.Context, tx pgx.Tx, t storage.Tenant, seeds []seed) (int, error) {
+	n := 0
+	for _, s := range seeds {
+		doc, err := json.Marshal(s.doc)
+		if err != nil {
+			return n, err
+		}
+		stored, err := insertRecord(ctx, tx, t, s.r, s.id, doc, true)
+		if err != nil {
+			return n, err
+		}
+		if stored != nil {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,113 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Resource describes one kind of FOLIO-shaped record that circulation-storage
+// keeps: where it is served, how its collection is named on the wire and
+// which query parameters filter it. The JSON Schemas named here are the
+// record's contract; records travel as JSON documents and are validated
+// against them before they reach a service.
+type Resource struct {
+	// Name is the record's name in messages ("Item not found").
+	Name string
+	// Path is the collection's URL path.
+	Path string
+	// Plural is the collection's key in list answers, as FOLIO names it.
+	Plural string
+	// Schema and CollectionSchema are the files in package schemas.
+	Schema           string
+	CollectionSchema string
+	// Filters are the query parameters a list accepts.
+	Filters []Filter
+	// Versioned records use optimistic locking on "_version": a create sets
+	// it to 1; an update must carry the stored value and increments it.
+	Versioned bool
+}
+
+// FilterKind says what values a filter accepts.
+type FilterKind int
+
+// The kinds of filter.
+const (
+	FilterText FilterKind = iota + 1
+	FilterUUID
+)
+
+// Filter is one query parameter of a list, matched exactly.
+type Filter struct {
+	Param string
+	Kind  FilterKind
+	// Values, when not empty, are the only values accepted.
+	Values []string
+}
+
+// The records circulation-storage keeps, at FOLIO's paths.
+var (
+	PatronGroups = Resource{Name: "Patron group", Path: "/groups", Plural: "usergroups",
+		Schema: "group.json", CollectionSchema: "usergroups.json",
+		Filters: []Filter{{Param: "group", Kind: FilterText}}}
+	MaterialTypes = Resource{Name: "Material type", Path: "/material-types", Plural: "mtypes",
+		Schema: "material-type.json", CollectionSchema: "mtypes.json",
+		Filters: []Filter{{Param: "name", Kind: FilterText}}}
+	LoanTypes = Resource{Name: "Loan type", Path: "/loan-types", Plural: "loantypes",
+		Schema: "loan-type.json", CollectionSchema: "loantypes.json",
+		Filters: []Filter{{Param: "name", Kind: FilterText}}}
+	Patrons = Resource{Name: "User", Path: "/users", Plural: "users",
+		Schema: "user.json", CollectionSchema: "users.json",
+		Filters: []Filter{{Param: "barcode", Kind: FilterText}, {Param: "patronGroup", Kind: FilterUUID}}}
+	Items = Resource{Name: "Item", Path: "/item-storage/items", Plural: "items",
+		Schema: "item.json", CollectionSchema: "items.json",
+		Filters:   []Filter{{Param: "barcode", Kind: FilterText}, {Param: "status", Kind: FilterText}},
+		Versioned: true}
+	LoanPolicies = Resource{Name: "Loan policy", Path: "/loan-policy-storage/loan-policies", Plural: "loanPolicies",
+		Schema: "loan-policy.json", CollectionSchema: "loan-policies.json",
+		Filters: []Filter{{Param: "name", Kind: FilterText}}}
+	Loans = Resource{Name: "Loan", Path: "/loan-storage/loans", Plural: "loans",
+		Schema: "loan.json", CollectionSchema: "loans.json",
+		Filters: []Filter{{Param: "userId", Kind: FilterUUID}, {Param: "itemId", Kind: FilterUUID},
+			{Param: "status", Kind: FilterText, Values: []string{"Open", "Closed"}}}}
+	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
+		Schema: "setting.json", CollectionSchema: "settings.json",
+		Filters: []Filter{{Param: "scope", Kind: FilterText}, {Param: "key", Kind: FilterText}}}
+)
+
+// Resources lists every record kind, in the order their references allow
+// them to be created.
+var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, Loans, Settings}
+
+// RecordFilter selects a page of records: Params maps filter parameters to
+// the value to match.
+type RecordFilter struct {
+	Params map[string]string
+	Offset int
+	Limit  int
+}
+
+// RecordService keeps FOLIO-shaped records as JSON documents. Documents
+// passed in have been validated against the resource's schema.
+type RecordService interface {
+	// Create stores a new record with the given id and returns it as stored.
+	Create(ctx context.Context, t Tenant, r Resource, id string, doc json.RawMessage) (json.RawMessage, error)
+	// Get returns a record, or a KindNotFound error.
+	Get(ctx context.Context, t Tenant, r Resource, id string) (json.RawMessage, error)
+	// List returns a page of records and the number of all matches.
+	List(ctx context.Context, t Tenant, r Resource, f RecordFilter) ([]json.RawMessage, int, error)
+	// Update replaces a record. For a versioned resource, version is the
+	// version the client read; a mismatch is a KindConflict error.
+	Update(ctx context.Context, t Tenant, r Resource, id string, version int, doc json.RawMessage) error
+	// Delete removes a record; one that others refer to is a KindConflict error.
+	Delete(ctx context.Context, t Tenant, r Resource, id string) error
+}
+
+// CodeVersionConflict is the code of an optimistic-locking conflict.
+const CodeVersionConflict = "VERSION_CONFLICT"
+
+// CodeOpenLoanExists is the code of a second open loan for an item.
+const CodeOpenLoanExists = "ITEM_HAS_OPEN_LOAN"
+
+// CodeInUse is the code of a delete refused because other records refer to
+// the record.
+const CodeInUse = "RECORD_IN_USE"

@@ -1,0 +1,10 @@
+DROP TABLE IF EXISTS setting;
+DROP TABLE IF EXISTS circulation_rule;
+DROP TABLE IF EXISTS circulation_rules;
+DROP TABLE IF EXISTS loan;
+DROP TABLE IF EXISTS loan_policy;
+DROP TABLE IF EXISTS item;
+DROP TABLE IF EXISTS patron;
+DROP TABLE IF EXISTS loan_type;
+DROP TABLE IF EXISTS material_type;
+DROP TABLE IF EXISTS patron_group;
