@@ -15,6 +15,7 @@ all: build
 build:
 	@mkdir -p bin
 	$(GO) build -o bin/circulation-storage ./circulation-storage/cmd/circulation-storage
+	$(GO) build -o bin/circulation ./circulation/cmd/circulation
 
 ## run: start PostgreSQL if needed, create the database, start the services with tenant diku
 run: build

@@ -102,6 +102,19 @@ type RecordService interface {
 	Delete(ctx context.Context, t Tenant, r Resource, id string) error
 }
 
+// LoanFencer creates loans under a check-out lock.
+type LoanFencer interface {
+	// CreateLoanUnderLock creates a loan only if lockID is a live lock of
+	// the loan's borrower, checked in the same transaction and held (FOR
+	// SHARE) until it commits, so a lock that expired (and may have been
+	// taken over by another check-out) can never cover a loan. Otherwise it
+	// is a KindConflict error with CodeLockLost.
+	CreateLoanUnderLock(ctx context.Context, t Tenant, id string, doc json.RawMessage, lockID string) (json.RawMessage, error)
+}
+
+// CodeLockLost is the code of a loan refused because its lock is gone.
+const CodeLockLost = "LOCK_LOST"
+
 // CodeVersionConflict is the code of an optimistic-locking conflict.
 const CodeVersionConflict = "VERSION_CONFLICT"
 

@@ -70,6 +70,8 @@ func describe(t reflect.Type) string {
 		return "a duration such as 500ms, 10s or 1m"
 	case reflect.TypeOf(slog.Level(0)):
 		return "one of debug, info, warn, error"
+	case reflect.TypeOf(Intervals(nil)):
+		return fmt.Sprintf("waits in milliseconds separated by |, such as 500|500|1000 (each 0..%d, at most %d)", MaxRetryInterval, MaxRetries)
 	}
 	switch t.Kind() {
 	case reflect.Bool:

@@ -23,6 +23,8 @@ fi
 
 STORAGE_ADDR="${STORAGE_ADDR:-:8081}"
 storage_url="http://127.0.0.1:${STORAGE_ADDR##*:}"
+CIRCULATION_ADDR="${CIRCULATION_ADDR:-:8080}"
+circulation_url="http://127.0.0.1:${CIRCULATION_ADDR##*:}"
 TENANT="${TENANT:-diku}"
 
 pids=()
@@ -52,14 +54,21 @@ curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" \
   -H "X-Okapi-Tenant: $TENANT" -H 'Content-Type: application/json' \
   -d '{"module_to":"mod-circulation-storage-1.0.0","parameters":[{"key":"loadReference","value":"true"},{"key":"loadSample","value":"true"}]}'
 
+# The check-out lock feature is on here, as in the shipped config files.
+HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage_url" \
+  CHECKOUT_LOCK_FEATURE_ENABLED="${CHECKOUT_LOCK_FEATURE_ENABLED:-true}" bin/circulation &
+pids+=($!)
+wait_ready "$circulation_url" circulation "${pids[1]}"
+
 cat <<MSG
 
-  circulation-storage  $storage_url   (tenant $TENANT, database $db)
+  circulation          $circulation_url   (check-out lock feature on)
+  circulation-storage  $storage_url   (tenant $TENANT, database $db, sample data loaded)
 
-  Try:  curl -s -X POST $storage_url/check-out-lock-storage \\
+  Try:  curl -s -X POST $circulation_url/circulation/check-out-by-barcode \\
           -H 'X-Okapi-Tenant: $TENANT' -H 'Content-Type: application/json' \\
-          -d '{"userId":"77477611-ab44-4082-a0d8-42f7acdfde11"}'
-  Stop: Ctrl-C
+          -d '{"itemBarcode":"book-001","userBarcode":"1001","servicePointId":"c4c90014-c8c9-4ade-8f24-b5e313319f4b"}'
+  More in README.md. Stop: Ctrl-C
 
 MSG
 wait -n "${pids[@]}"

@@ -73,6 +73,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	metrics := httpapi.NewMetrics()
 	rules := postgres.NewRules(db)
+	records := postgres.NewRecords(db)
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
 		LockMaxTTL:     time.Duration(cfg.LockMaxTTLMs) * time.Millisecond,
@@ -81,7 +82,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}, httpapi.Services{
 		Locks:   postgres.NewLocks(db),
 		Tenants: postgres.NewTenants(db, logger, postgres.LoadData),
-		Records: postgres.NewRecords(db),
+		Records: records,
+		Fencer:  records,
 		Rules:   rules,
 		Loans:   rules,
 		Ready:   db.Ping,

@@ -70,6 +70,7 @@ func serve(t *testing.T, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		Locks:   postgres.NewLocks(db),
 		Tenants: postgres.NewTenants(db, logger, postgres.LoadData),
 		Records: postgres.NewRecords(db),
+		Fencer:  postgres.NewRecords(db),
 		Rules:   postgres.NewRules(db),
 		Loans:   postgres.NewRules(db),
 		Ready:   db.Ping,

@@ -19,6 +19,10 @@ func (s *Server) routeRecords(e *echo.Echo, r storage.Resource) {
 	e.DELETE(r.Path+"/:id", func(c echo.Context) error { return s.deleteRecord(c, r) }, s.tenant)
 }
 
+// LockIDHeader on POST /loan-storage/loans names the check-out lock the loan
+// is created under: the loan is created only while that lock is live.
+const LockIDHeader = "X-Check-Out-Lock-Id"
+
 // recordHeader is what the handlers read of any record: its id and version.
 type recordHeader struct {
 	ID      string `json:"id"`
@@ -48,7 +52,15 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	stored, err := s.svc.Records.Create(c.Request().Context(), tenantOf(c), r, id, doc)
+	var stored json.RawMessage
+	if lockID := c.Request().Header.Get(LockIDHeader); lockID != "" && r.Path == storage.Loans.Path {
+		if s.schemas.Validate("uuid.json", lockID) != nil {
+			return storage.Errorf(storage.KindBadRequest, storage.CodeInvalidID, "Invalid lock id in %s", LockIDHeader).With("lockId", lockID)
+		}
+		stored, err = s.svc.Fencer.CreateLoanUnderLock(c.Request().Context(), tenantOf(c), id, doc, lockID)
+	} else {
+		stored, err = s.svc.Records.Create(c.Request().Context(), tenantOf(c), r, id, doc)
+	}
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ type Services struct {
 	Locks   storage.LockService
 	Tenants storage.TenantService
 	Records storage.RecordService
+	Fencer  storage.LoanFencer
 	Rules   storage.RulesService
 	Loans   storage.LoanCounter
 	// Ready reports whether the service can do its work (the database answers).

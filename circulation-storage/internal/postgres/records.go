@@ -87,6 +87,35 @@ func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Re
 	return stored, nil
 }
 
+var _ storage.LoanFencer = (*Records)(nil)
+
+// fenceSQL checks the lock that must cover a loan, and holds it (FOR SHARE)
+// until the loan commits: a takeover or release waits for this transaction.
+const fenceSQL = `
+SELECT 1 FROM %s
+ WHERE id = $1 AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now()
+   FOR SHARE`
+
+// CreateLoanUnderLock implements storage.LoanFencer.
+func (s *Records) CreateLoanUnderLock(ctx context.Context, t storage.Tenant, id string, doc json.RawMessage, lockID string) (json.RawMessage, error) {
+	var stored json.RawMessage
+	err := s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, fmt.Sprintf(fenceSQL, table(t, "check_out_lock")), lockID, doc).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return storage.Errorf(storage.KindConflict, storage.CodeLockLost,
+				"Check-out lock %s is not held for this patron (it expired or was released); the loan was not created", lockID).
+				With("lockId", lockID)
+		}
+		if err != nil {
+			return interpret(err, t)
+		}
+		stored, err = insertRecord(ctx, tx, t, storage.Loans, id, doc, false)
+		return err
+	})
+	return stored, err
+}
+
 // Get implements storage.RecordService.
 func (s *Records) Get(ctx context.Context, t storage.Tenant, r storage.Resource, id string) (json.RawMessage, error) {
 	var doc json.RawMessage

@@ -1,0 +1,451 @@
+package circulation
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
+)
+
+// Observer is told what check-outs do, for metrics. Implementations must be
+// safe for concurrent use.
+type Observer interface {
+	// LockAcquired: the lock was acquired after attempts tries and wait.
+	LockAcquired(attempts int, wait time.Duration)
+	// LockNotAcquired: every attempt failed, or the request ended first.
+	LockNotAcquired(attempts int, wait time.Duration)
+	// LockReleased reports a release: nil, or why it failed.
+	LockReleased(err error)
+	// Compensated reports putting an item back after a failed loan.
+	Compensated(err error)
+}
+
+// Service checks items out and in.
+type Service struct {
+	storage  Storage
+	settings *Settings
+	observer Observer
+	logger   *slog.Logger
+	// releaseTimeout bounds the release of a lock, which runs even when the
+	// request has been cancelled.
+	releaseTimeout time.Duration
+	// now and newTimer are the clock; tests replace them.
+	now      func() time.Time
+	newTimer func() backoff.Timer
+}
+
+// NewService returns the check-out service.
+func NewService(storage Storage, settings *Settings, observer Observer, logger *slog.Logger, releaseTimeout time.Duration) *Service {
+	return &Service{
+		storage: storage, settings: settings, observer: observer, logger: logger, releaseTimeout: releaseTimeout,
+		now: time.Now, newTimer: func() backoff.Timer { return nil },
+	}
+}
+
+// UseClock replaces the service's clock: now for timestamps and waits, and
+// newTimer for the waits between lock attempts (nil: real timers). Tests use
+// it to record the waits instead of sleeping through them.
+func (s *Service) UseClock(now func() time.Time, newTimer func() backoff.Timer) {
+	s.now, s.newTimer = now, newTimer
+}
+
+// CheckOutRequest is a check-out by barcode.
+type CheckOutRequest struct {
+	ItemBarcode    string
+	UserBarcode    string
+	ServicePointID string
+	// LoanDate defaults to now.
+	LoanDate time.Time
+}
+
+// CheckOutResult is the loan made, with the item and patron it joins.
+type CheckOutResult struct {
+	Loan   Loan
+	Item   Item
+	Patron Patron
+	// Locked says whether the check-out ran under the patron's lock.
+	Locked bool
+}
+
+// checkOut is what validation found and the rest of the check-out uses. The
+// loan policy is kept so the re-check under the lock uses the same limit
+// (FOLIO: the policy does not change during one check-out).
+type checkOut struct {
+	req    CheckOutRequest
+	patron Patron
+	item   Item
+	policy LoanPolicy
+	match  PolicyMatch
+}
+
+// CheckOut checks an item out to a patron. Validation runs first, without the
+// lock, reporting every reason to refuse at once. With the lock feature on,
+// the block that must never run concurrently for one patron (item-limit
+// re-check, item update, loan creation) runs only while this process holds
+// the patron's lock, and the lock is released on every path.
+func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
+	if req.LoanDate.IsZero() {
+		req.LoanDate = s.now().UTC().Truncate(time.Millisecond)
+	}
+	co, err := s.validate(ctx, req)
+	if err != nil {
+		return CheckOutResult{}, err
+	}
+	settings := s.settings.Effective(ctx)
+	if !settings.Enabled {
+		// Exactly as before the feature existed: no lock calls at all.
+		return s.write(ctx, co, "")
+	}
+	lock, err := s.acquire(ctx, co.patron, settings)
+	if err != nil {
+		return CheckOutResult{}, err
+	}
+	defer s.release(ctx, lock)
+	if err := s.recheckLimit(ctx, co); err != nil {
+		return CheckOutResult{}, err
+	}
+	res, err := s.write(ctx, co, lock.ID)
+	res.Locked = err == nil
+	return res, err
+}
+
+// refusedStatuses are item statuses FOLIO does not check out.
+var refusedStatuses = map[string]bool{
+	"Aged to lost": true, "Claimed returned": true, "Declared lost": true, "Intellectual item": true,
+	"In process (non-requestable)": true, "Long missing": true, "Lost and paid": true, "Unavailable": true,
+	"Unknown": true, "Withdrawn": true,
+}
+
+// validate gathers the records and every reason to refuse, FOLIO's messages
+// and codes. Storage failures are returned as they are; refusals together as
+// one *Refusal.
+func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, error) {
+	co := checkOut{req: req}
+	var patronErr, itemErr error
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { co.patron, patronErr = s.storage.PatronByBarcode(gctx, req.UserBarcode); return ignoreNotFound(patronErr) })
+	g.Go(func() error { co.item, itemErr = s.storage.ItemByBarcode(gctx, req.ItemBarcode); return ignoreNotFound(itemErr) })
+	if err := g.Wait(); err != nil {
+		return co, err
+	}
+
+	var refusals []*Error
+	if patronErr != nil {
+		refusals = append(refusals, Errorf(KindInvalid, CodeUserBarcodeNotFound, "Could not find user with matching barcode").
+			With("userBarcode", req.UserBarcode))
+	} else if !co.patron.Active {
+		refusals = append(refusals, Errorf(KindInvalid, CodeUserInactive, "Cannot check out to inactive user").
+			With("userBarcode", req.UserBarcode))
+	}
+	if itemErr != nil {
+		refusals = append(refusals, Errorf(KindInvalid, CodeItemBarcodeNotFound, "No item with barcode %s could be found", req.ItemBarcode).
+			With("itemBarcode", req.ItemBarcode))
+		return co, &Refusal{Errors: refusals}
+	}
+	switch {
+	case co.item.Status == StatusCheckedOut:
+		refusals = append(refusals, Errorf(KindInvalid, CodeItemAlreadyCheckedOut, "Item is already checked out").
+			With("itemBarcode", req.ItemBarcode))
+	case refusedStatuses[co.item.Status]:
+		refusals = append(refusals, Errorf(KindInvalid, CodeItemStatusRefused,
+			"%s (Barcode: %s) has the item status %s and cannot be checked out", co.item.Title, co.item.Barcode, co.item.Status).
+			With("itemBarcode", req.ItemBarcode))
+	}
+
+	// The open-loan check and the loan policy chain are independent.
+	var hasOpenLoan bool
+	var policyRefusals []*Error
+	g, gctx = errgroup.WithContext(ctx)
+	g.Go(func() error {
+		var err error
+		_, hasOpenLoan, err = s.storage.OpenLoanForItem(gctx, co.item.ID)
+		return err
+	})
+	if patronErr == nil {
+		g.Go(func() error {
+			var err error
+			policyRefusals, err = s.checkPolicy(gctx, &co)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return co, err
+	}
+	if hasOpenLoan {
+		refusals = append(refusals, Errorf(KindInvalid, CodeItemHasOpenLoan, "Cannot check out item that already has an open loan").
+			With("itemBarcode", req.ItemBarcode))
+	}
+	refusals = append(refusals, policyRefusals...)
+	if len(refusals) > 0 {
+		return co, &Refusal{Errors: refusals}
+	}
+	return co, nil
+}
+
+// checkPolicy finds the loan policy and applies it: loanable, item limit.
+func (s *Service) checkPolicy(ctx context.Context, co *checkOut) ([]*Error, error) {
+	match, err := s.storage.MatchLoanPolicy(ctx, co.patron.PatronGroupID, co.item.MaterialTypeID, co.item.LoanTypeID())
+	if IsKind(err, KindNotFound) {
+		return []*Error{Errorf(KindInvalid, CodeNoLoanPolicy, "No loan policy applies: the circulation rules are not set").
+			With("itemBarcode", co.req.ItemBarcode)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	policy, err := s.storage.LoanPolicy(ctx, match.LoanPolicyID)
+	if err != nil {
+		return nil, err
+	}
+	co.match, co.policy = match, policy
+	if !policy.Loanable {
+		return []*Error{Errorf(KindInvalid, CodeItemNotLoanable, "Item is not loanable").
+			With("itemBarcode", co.req.ItemBarcode).With("loanPolicyName", policy.Name)}, nil
+	}
+	if refusal, err := s.checkLimit(ctx, *co); refusal != nil || err != nil {
+		return []*Error{refusal}, err
+	}
+	return nil, nil
+}
+
+// checkLimit counts the patron's open loans in the scope the matched rule
+// names and refuses when the limit is reached.
+func (s *Service) checkLimit(ctx context.Context, co checkOut) (*Error, error) {
+	limit := co.policy.ItemLimit
+	if limit == 0 {
+		return nil, nil
+	}
+	var materialTypeID, loanTypeID string
+	if co.match.MaterialTypeMatch {
+		materialTypeID = co.item.MaterialTypeID
+	}
+	if co.match.LoanTypeMatch {
+		loanTypeID = co.item.LoanTypeID()
+	}
+	n, err := s.storage.CountOpenLoans(ctx, co.patron.ID, materialTypeID, loanTypeID)
+	if err != nil {
+		return nil, err
+	}
+	if n < limit {
+		return nil, nil
+	}
+	return ItemLimitReached(limit, co.match, co.req.ItemBarcode), nil
+}
+
+// ItemLimitReached is FOLIO's refusal for a patron at the item limit; its
+// wording and code name the scope the rule gave the limit.
+func ItemLimitReached(limit int, m PolicyMatch, itemBarcode string) *Error {
+	code, cause := CodeItemLimit, ""
+	switch {
+	case m.MaterialTypeMatch && m.LoanTypeMatch:
+		code, cause = CodeItemLimitBoth, " for combination of material type and loan type"
+	case m.MaterialTypeMatch:
+		code, cause = CodeItemLimitMaterialType, " for material type"
+	case m.LoanTypeMatch:
+		code, cause = CodeItemLimitLoanType, " for loan type"
+	}
+	return Errorf(KindInvalid, code, "Patron has reached maximum limit of %d items%s", limit, cause).
+		With("itemBarcode", itemBarcode).With("itemLimit", strconv.Itoa(limit))
+}
+
+// recheckLimit repeats the item-limit check while holding the lock, with a
+// fresh count and the policy kept from validation.
+func (s *Service) recheckLimit(ctx context.Context, co checkOut) error {
+	refusal, err := s.checkLimit(ctx, co)
+	if err != nil {
+		return err
+	}
+	if refusal != nil {
+		return &Refusal{Errors: []*Error{refusal}}
+	}
+	return nil
+}
+
+// intervals is a backoff.BackOff that waits the configured intervals in
+// turn, then stops: the seed's "500|500|1000" is three retries.
+type intervals struct {
+	waits []time.Duration
+	next  int
+}
+
+func (b *intervals) NextBackOff() time.Duration {
+	if b.next >= len(b.waits) {
+		return backoff.Stop
+	}
+	d := b.waits[b.next]
+	b.next++
+	return d
+}
+
+func (b *intervals) Reset() { b.next = 0 }
+
+// acquire takes the patron's lock, retrying while it is held by another
+// check-out or storage fails transiently, and never after a 4xx. It stops
+// when the intervals run out or the request ends.
+func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSettings) (Lock, error) {
+	start := s.now()
+	attempts := 0
+	var lock Lock
+	err := backoff.RetryNotifyWithTimer(func() error {
+		attempts++
+		var err error
+		lock, err = s.storage.AcquireLock(ctx, patron.ID, settings.LockTTL)
+		if err == nil || IsCode(err, CodeLockHeld) || IsKind(err, KindUnavailable) {
+			return err
+		}
+		return backoff.Permanent(err)
+	}, backoff.WithContext(&intervals{waits: settings.RetryIntervals}, ctx), nil, s.newTimer())
+	wait := s.now().Sub(start)
+	if err == nil {
+		s.observer.LockAcquired(attempts, wait)
+		return lock, nil
+	}
+	s.observer.LockNotAcquired(attempts, wait)
+	switch {
+	case IsCode(err, CodeLockHeld):
+		return Lock{}, Errorf(KindInvalid, CodeUnableToAcquireLock, "unable to acquire lock").
+			With("userBarcode", patron.Barcode).With("attempts", strconv.Itoa(attempts)).Because(err)
+	case ctx.Err() != nil:
+		return Lock{}, fmt.Errorf("acquire lock: %w", ctx.Err())
+	}
+	return Lock{}, err
+}
+
+// release gives the lock back on every path of a check-out, including a
+// cancelled request (it runs on a context of its own, bounded by
+// releaseTimeout). A failed release is logged and counted, and never changes
+// the answer: the lock expires by itself within its TTL.
+func (s *Service) release(ctx context.Context, lock Lock) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.releaseTimeout)
+	defer cancel()
+	err := s.storage.ReleaseLock(rctx, lock.ID)
+	s.observer.LockReleased(err)
+	if err != nil {
+		s.logger.WarnContext(ctx, "lock release failed; it expires by itself",
+			slog.String("lock_id", lock.ID), slog.Time("expires_at", lock.ExpiresAt), slog.Any("error", err))
+	}
+}
+
+// write updates the item and creates the loan; lockID, when set, fences the
+// loan creation. If the loan cannot be created, the item is put back first.
+func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckOutResult, error) {
+	before := co.item
+	changed := co.item
+	changed.Status = StatusCheckedOut
+	stored, err := s.storage.UpdateItem(ctx, changed)
+	if err != nil {
+		stored, err = s.settleItemUpdate(ctx, changed, err)
+		if err != nil {
+			return CheckOutResult{}, err
+		}
+	}
+	loan := Loan{
+		ID:                     uuid.NewString(),
+		UserID:                 co.patron.ID,
+		ItemID:                 co.item.ID,
+		LoanDate:               co.req.LoanDate,
+		DueDate:                co.policy.Period.DueDate(co.req.LoanDate),
+		Action:                 "checkedout",
+		Status:                 "Open",
+		LoanPolicyID:           co.policy.ID,
+		CheckoutServicePointID: co.req.ServicePointID,
+	}
+	created, err := s.storage.CreateLoan(ctx, loan, lockID)
+	if err != nil {
+		if exists := s.loanExists(ctx, loan.ID, err); exists {
+			return CheckOutResult{Loan: loan, Item: stored, Patron: co.patron}, nil
+		}
+		s.compensate(ctx, stored, before.Status)
+		if IsCode(err, CodeItemHasOpenLoan) {
+			return CheckOutResult{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
+				"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}
+		}
+		return CheckOutResult{}, err
+	}
+	return CheckOutResult{Loan: created, Item: stored, Patron: co.patron}, nil
+}
+
+// settleItemUpdate decides what a failed item update did. A version
+// conflict means another request changed the item first: nothing was
+// written. A transport failure is ambiguous, so the item is read back: at
+// the next version and checked out, the update was applied.
+func (s *Service) settleItemUpdate(ctx context.Context, changed Item, err error) (Item, error) {
+	return s.settleItemUpdateTo(ctx, changed, StatusCheckedOut, err)
+}
+
+// settleItemUpdateTo is settleItemUpdate for an update to status.
+func (s *Service) settleItemUpdateTo(ctx context.Context, changed Item, status string, err error) (Item, error) {
+	if IsKind(err, KindConflict) {
+		return Item{}, Errorf(KindConflict, CodeItemChanged,
+			"The item was changed by another request; nothing was changed, try again").
+			With("itemBarcode", changed.Barcode).Because(err)
+	}
+	if !IsKind(err, KindUnavailable) {
+		return Item{}, err
+	}
+	current, rerr := s.storage.ItemByBarcode(ctx, changed.Barcode)
+	if rerr == nil && current.Version == changed.Version+1 && current.Status == status {
+		return current, nil
+	}
+	return Item{}, err
+}
+
+// loanExists settles an ambiguous loan creation (the answer was lost, the
+// write may have committed) by reading the loan back, retrying briefly.
+func (s *Service) loanExists(ctx context.Context, loanID string, err error) bool {
+	if !IsKind(err, KindUnavailable) {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	found := false
+	_ = backoff.Retry(func() error {
+		_, gerr := s.storage.Loan(rctx, loanID)
+		switch {
+		case gerr == nil:
+			found = true
+			return nil
+		case IsKind(gerr, KindNotFound):
+			return nil
+		}
+		return gerr
+	}, backoff.WithContext(backoff.NewConstantBackOff(100*time.Millisecond), rctx))
+	return found
+}
+
+// settleTimeout bounds the repair work after a failed write.
+const settleTimeout = 5 * time.Second
+
+// compensate puts an item back to its status before the check-out, so no
+// item is left checked out without a loan. It runs on a context of its own
+// and retries briefly: it must not be skipped because the request ended.
+func (s *Service) compensate(ctx context.Context, item Item, status string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	back := item
+	back.Status = status
+	err := backoff.Retry(func() error {
+		_, err := s.storage.UpdateItem(cctx, back)
+		if err != nil && !IsKind(err, KindUnavailable) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(backoff.NewConstantBackOff(100*time.Millisecond), cctx))
+	s.observer.Compensated(err)
+	if err != nil {
+		s.logger.ErrorContext(ctx, "could not put the item back after a failed loan",
+			slog.String("item_id", item.ID), slog.String("status", status), slog.Any("error", err))
+	}
+}
+
+// ignoreNotFound lets validation collect "not found" as a refusal.
+func ignoreNotFound(err error) error {
+	if IsKind(err, KindNotFound) {
+		return nil
+	}
+	return err
+}

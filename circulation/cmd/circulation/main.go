@@ -1,0 +1,107 @@
+// Command circulation serves check-out and check-in by barcode for any number
+// of tenants, keeping all state in circulation-storage: run as many instances
+// as you like behind a load balancer. Configuration comes from the
+// environment; see the README's table.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/caarlos0/env/v10"
+
+	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/circulation/internal/httpapi"
+	"github.com/checkoutlock/circulation/internal/storageclient"
+	"github.com/checkoutlock/config"
+	"github.com/checkoutlock/schemas"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], env.ToMap(os.Environ()), os.Stdout, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "circulation: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the service and blocks until ctx is done, then shuts down
+// gracefully. When listening is not nil, the bound address is sent on it.
+func run(ctx context.Context, args []string, environ map[string]string, stdout io.Writer, listening chan<- string) error {
+	flags := flag.NewFlagSet("circulation", flag.ContinueOnError)
+	flags.SetOutput(stdout)
+	flags.Usage = func() {
+		fmt.Fprintln(stdout, "usage: circulation\n\nConfigured by environment variables; see README.md.")
+	}
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.LoadCirculation(environ)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	logger.Info("starting", slog.Any("config", cfg))
+
+	sch, err := schemas.Load()
+	if err != nil {
+		return err
+	}
+	storage := storageclient.New(cfg.StorageURL, cfg.StorageTimeout)
+	defer storage.Close()
+	metrics := httpapi.NewMetrics()
+	settings := circulation.NewSettings(storage, circulation.LockSettings{
+		Enabled:        cfg.CheckoutLockFeatureEnabled,
+		LockTTL:        time.Duration(cfg.LockTTLMs) * time.Millisecond,
+		RetryIntervals: cfg.RetryIntervalMs.Durations(),
+	}, cfg.SettingsCacheTTL, logger)
+	server := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout},
+		httpapi.Services{
+			Circulation: circulation.NewService(storage, settings, metrics, logger, cfg.ReleaseTimeout),
+			Settings:    settings,
+			Storage:     storage,
+			Ready:       storage.Ready,
+		}, sch, metrics, logger)
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{
+		Handler:           server,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	logger.Info("listening", slog.String("addr", ln.Addr().String()))
+	if listening != nil {
+		listening <- ln.Addr().String()
+	}
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	// In-flight check-outs finish, releasing their locks, before exit.
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,244 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/checkoutlock/circulation"
+)
+
+// TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(TimeFormat)
+}
+
+type statusJSON struct {
+	Name string `json:"name"`
+}
+
+// itemSummaryJSON and borrowerJSON are the summaries a loan answer carries
+// (schemas/circulation-loan.json).
+type itemSummaryJSON struct {
+	ID             string     `json:"id"`
+	Barcode        string     `json:"barcode,omitempty"`
+	Title          string     `json:"title"`
+	Status         statusJSON `json:"status"`
+	MaterialTypeID string     `json:"materialTypeId,omitempty"`
+	LoanTypeID     string     `json:"loanTypeId,omitempty"`
+}
+
+type borrowerJSON struct {
+	ID        string `json:"id"`
+	Barcode   string `json:"barcode,omitempty"`
+	FirstName string `json:"firstName,omitempty"`
+	LastName  string `json:"lastName,omitempty"`
+}
+
+type loanJSON struct {
+	ID                     string          `json:"id"`
+	UserID                 string          `json:"userId"`
+	ItemID                 string          `json:"itemId"`
+	LoanDate               string          `json:"loanDate"`
+	DueDate                string          `json:"dueDate,omitempty"`
+	ReturnDate             string          `json:"returnDate,omitempty"`
+	Action                 string          `json:"action"`
+	Status                 statusJSON      `json:"status"`
+	LoanPolicyID           string          `json:"loanPolicyId,omitempty"`
+	CheckoutServicePointID string          `json:"checkoutServicePointId,omitempty"`
+	CheckinServicePointID  string          `json:"checkinServicePointId,omitempty"`
+	Item                   itemSummaryJSON `json:"item"`
+	Borrower               borrowerJSON    `json:"borrower"`
+}
+
+func itemSummary(i circulation.Item) itemSummaryJSON {
+	return itemSummaryJSON{ID: i.ID, Barcode: i.Barcode, Title: i.Title, Status: statusJSON{Name: i.Status},
+		MaterialTypeID: i.MaterialTypeID, LoanTypeID: i.LoanTypeID()}
+}
+
+// checkOut is POST /circulation/check-out-by-barcode.
+func (s *Server) checkOut(c echo.Context) error {
+	var req struct {
+		ItemBarcode      string `json:"itemBarcode"`
+		UserBarcode      string `json:"userBarcode"`
+		ProxyUserBarcode string `json:"proxyUserBarcode"`
+		ServicePointID   string `json:"servicePointId"`
+		LoanDate         string `json:"loanDate"`
+	}
+	if err := s.bind(c, "check-out-by-barcode-request.json", &req); err != nil {
+		return err
+	}
+	if req.ProxyUserBarcode != "" && req.ProxyUserBarcode != req.UserBarcode {
+		return circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation,
+			"proxyUserBarcode: check-out by proxy is not supported").With("proxyUserBarcode", req.ProxyUserBarcode)
+	}
+	loanDate, _ := time.Parse(time.RFC3339Nano, req.LoanDate) // the schema checked the format
+	start := time.Now()
+	res, err := s.svc.Circulation.CheckOut(c.Request().Context(), circulation.CheckOutRequest{
+		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID, LoanDate: loanDate,
+	})
+	s.metrics.observeCheckOut(err, time.Since(start))
+	if err != nil {
+		return err
+	}
+	l := res.Loan
+	out := loanJSON{
+		ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: formatTime(l.LoanDate), DueDate: formatTime(l.DueDate),
+		Action: l.Action, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID, CheckoutServicePointID: l.CheckoutServicePointID,
+		Item: itemSummary(res.Item),
+		Borrower: borrowerJSON{ID: res.Patron.ID, Barcode: res.Patron.Barcode, FirstName: res.Patron.FirstName,
+			LastName: res.Patron.LastName},
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)
+	return c.JSON(http.StatusCreated, out)
+}
+
+// checkIn is POST /circulation/check-in-by-barcode.
+func (s *Server) checkIn(c echo.Context) error {
+	var req struct {
+		ItemBarcode    string `json:"itemBarcode"`
+		ServicePointID string `json:"servicePointId"`
+		CheckInDate    string `json:"checkInDate"`
+	}
+	if err := s.bind(c, "check-in-by-barcode-request.json", &req); err != nil {
+		return err
+	}
+	checkInDate, _ := time.Parse(time.RFC3339Nano, req.CheckInDate)
+	res, err := s.svc.Circulation.CheckIn(c.Request().Context(), circulation.CheckInRequest{
+		ItemBarcode: req.ItemBarcode, ServicePointID: req.ServicePointID, CheckInDate: checkInDate,
+	})
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Item itemSummaryJSON `json:"item"`
+		Loan json.RawMessage `json:"loan,omitempty"`
+	}{Item: itemSummary(res.Item)}
+	if res.Loan != nil {
+		// The loan as storage now holds it.
+		if out.Loan, err = s.svc.Storage.Loan(c.Request().Context(), res.Loan.ID); err != nil {
+			return err
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// listLoans is GET /circulation/loans: storage's loans, for the front desk.
+func (s *Server) listLoans(c echo.Context) error {
+	f := circulation.LoanFilter{Limit: 10}
+	q := c.QueryParams()
+	for _, name := range []string{"userId", "itemId"} {
+		if v := q.Get(name); v != "" && s.schemas.Validate("uuid.json", v) != nil {
+			return invalidParam(name, v, "must be a UUID")
+		}
+	}
+	f.UserID, f.ItemID, f.Status = q.Get("userId"), q.Get("itemId"), q.Get("status")
+	if f.Status != "" && f.Status != "Open" && f.Status != "Closed" {
+		return invalidParam("status", f.Status, `must be "Open" or "Closed"`)
+	}
+	var err error
+	if f.Offset, err = intParam(c, "offset", 0, 0, 1<<31-1); err != nil {
+		return err
+	}
+	if f.Limit, err = intParam(c, "limit", 10, 0, 1000); err != nil {
+		return err
+	}
+	doc, err := s.svc.Storage.Loans(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, doc)
+}
+
+// getLoan is GET /circulation/loans/{id}, where a check-out's Location points.
+func (s *Server) getLoan(c echo.Context) error {
+	id := c.Param("id")
+	if strings.Contains(id, "/") {
+		return echo.ErrNotFound
+	}
+	if u, err := url.PathUnescape(id); err == nil {
+		id = u
+	}
+	if s.schemas.Validate("uuid.json", id) != nil {
+		return circulation.Errorf(circulation.KindBadRequest, circulation.CodeInvalidID, "Invalid loan id").With("id", truncate(id))
+	}
+	doc, err := s.svc.Storage.Loan(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, doc)
+}
+
+// settingsJSON is schemas/checkout-lock-settings-effective.json.
+type settingsJSON struct {
+	Enabled           bool   `json:"checkOutLockFeatureEnabled"`
+	LockTTL           int64  `json:"lockTtl"`
+	RetryIntervalsMs  []int  `json:"retryIntervalsMs"`
+	NoOfRetryAttempts int    `json:"noOfRetryAttempts"`
+	SettingsError     string `json:"settingsError,omitempty"`
+	Sources           struct {
+		Enabled        circulation.Source `json:"checkOutLockFeatureEnabled"`
+		LockTTL        circulation.Source `json:"lockTtl"`
+		RetryIntervals circulation.Source `json:"retryIntervalsMs"`
+	} `json:"sources"`
+}
+
+func toSettingsJSON(s circulation.LockSettings) settingsJSON {
+	out := settingsJSON{Enabled: s.Enabled, LockTTL: s.LockTTL.Milliseconds(), NoOfRetryAttempts: len(s.RetryIntervals),
+		SettingsError: s.SettingsError, RetryIntervalsMs: make([]int, len(s.RetryIntervals))}
+	for i, d := range s.RetryIntervals {
+		out.RetryIntervalsMs[i] = int(d.Milliseconds())
+	}
+	out.Sources.Enabled, out.Sources.LockTTL, out.Sources.RetryIntervals = s.EnabledSource, s.LockTTLSource, s.RetrySource
+	return out
+}
+
+func (s *Server) getSettings(c echo.Context) error {
+	return c.JSON(http.StatusOK, toSettingsJSON(s.svc.Settings.Effective(c.Request().Context())))
+}
+
+func (s *Server) putSettings(c echo.Context) error {
+	var stored circulation.StoredLockSettings
+	if err := s.bind(c, "checkout-lock-settings.json", &stored); err != nil {
+		return err
+	}
+	effective, err := s.svc.Settings.Put(c.Request().Context(), stored)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toSettingsJSON(effective))
+}
+
+// intParam reads an integer query parameter within [min, max].
+func intParam(c echo.Context, name string, def, min, max int) (int, error) {
+	raw := c.QueryParam(name)
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < min || n > max {
+		return 0, invalidParam(name, raw, "must be an integer from "+strconv.Itoa(min)+" to "+strconv.Itoa(max))
+	}
+	return n, nil
+}
+
+func invalidParam(name, value, rule string) *circulation.Error {
+	return circulation.Errorf(circulation.KindInvalid, circulation.CodeInvalidParameter, "%s %s", name, rule).With(name, truncate(value))
+}
+
+func truncate(s string) string {
+	if r := []rune(s); len(r) > 100 {
+		return string(r[:100]) + "…"
+	}
+	return s
+}

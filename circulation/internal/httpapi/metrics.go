@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/checkoutlock/circulation"
+)
+
+// Metrics are the circulation service's Prometheus metrics, on a registry of
+// their own. They implement circulation.Observer.
+type Metrics struct {
+	registry        *prometheus.Registry
+	requestDuration *prometheus.HistogramVec
+	checkOuts       *prometheus.HistogramVec
+	lockWait        *prometheus.HistogramVec
+	lockAttempts    prometheus.Histogram
+	lockFailures    prometheus.Counter
+	releases        *prometheus.CounterVec
+	compensations   *prometheus.CounterVec
+}
+
+var _ circulation.Observer = (*Metrics)(nil)
+
+var latencyBuckets = []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// NewMetrics creates and registers the metrics.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "http_request_duration_seconds", Help: "Time to answer HTTP requests, by method, route and status.",
+			Buckets: latencyBuckets,
+		}, []string{"method", "route", "status"}),
+		checkOuts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "checkout_duration_seconds", Help: "Check-out latency by outcome: checked_out, refused, lock_unavailable, error.",
+			Buckets: latencyBuckets,
+		}, []string{"outcome"}),
+		lockWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "checkout_lock_wait_seconds", Help: "Time from the first acquisition attempt to the lock (or to giving up), by result.",
+			Buckets: latencyBuckets,
+		}, []string{"result"}),
+		lockAttempts: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "checkout_lock_attempts", Help: "Acquisition attempts per check-out under the lock.",
+			Buckets: []float64{1, 2, 3, 4, 5, 8, 16, 32},
+		}),
+		lockFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_lock_acquire_failures_total", Help: "Check-outs that could not acquire the patron's lock.",
+		}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_lock_releases_total", Help: "Lock releases by result: released, expired (already gone), failed.",
+		}, []string{"result"}),
+		compensations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_item_compensations_total", Help: "Items put back after a failed loan creation, by result: restored, failed.",
+		}, []string{"result"}),
+	}
+	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requestDuration, m.checkOuts, m.lockWait, m.lockAttempts, m.lockFailures, m.releases, m.compensations)
+	for _, r := range []string{"released", "expired", "failed"} {
+		m.releases.WithLabelValues(r)
+	}
+	for _, r := range []string{"restored", "failed"} {
+		m.compensations.WithLabelValues(r)
+	}
+	return m
+}
+
+// Handler serves the metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+func (m *Metrics) observeRequest(method, route string, status int, elapsed time.Duration) {
+	m.requestDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(elapsed.Seconds())
+}
+
+func (m *Metrics) observeCheckOut(err error, elapsed time.Duration) {
+	outcome := "checked_out"
+	var refusal *circulation.Refusal
+	switch {
+	case err == nil:
+	case circulation.IsCode(err, circulation.CodeUnableToAcquireLock):
+		outcome = "lock_unavailable"
+	case errors.As(err, &refusal):
+		outcome = "refused"
+	default:
+		outcome = "error"
+	}
+	m.checkOuts.WithLabelValues(outcome).Observe(elapsed.Seconds())
+}
+
+// LockAcquired implements circulation.Observer.
+func (m *Metrics) LockAcquired(attempts int, wait time.Duration) {
+	m.lockAttempts.Observe(float64(attempts))
+	m.lockWait.WithLabelValues("acquired").Observe(wait.Seconds())
+}
+
+// LockNotAcquired implements circulation.Observer.
+func (m *Metrics) LockNotAcquired(attempts int, wait time.Duration) {
+	m.lockAttempts.Observe(float64(attempts))
+	m.lockWait.WithLabelValues("not_acquired").Observe(wait.Seconds())
+	m.lockFailures.Inc()
+}
+
+// LockReleased implements circulation.Observer.
+func (m *Metrics) LockReleased(err error) {
+	switch {
+	case err == nil:
+		m.releases.WithLabelValues("released").Inc()
+	case circulation.IsKind(err, circulation.KindNotFound):
+		m.releases.WithLabelValues("expired").Inc()
+	default:
+		m.releases.WithLabelValues("failed").Inc()
+	}
+}
+
+// Compensated implements circulation.Observer.
+func (m *Metrics) Compensated(err error) {
+	if err == nil {
+		m.compensations.WithLabelValues("restored").Inc()
+	} else {
+		m.compensations.WithLabelValues("failed").Inc()
+	}
+}

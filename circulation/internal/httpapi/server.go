@@ -1,0 +1,241 @@
+// Package httpapi serves the circulation service over HTTP with echo:
+// check-out and check-in by barcode, loans, the check-out lock settings,
+// health and metrics. Handlers validate bodies against the JSON Schemas in
+// package schemas and call the domain; every error becomes a FOLIO error
+// envelope in one place, the server's HTTPErrorHandler.
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas"
+)
+
+// Config is what the HTTP layer needs from the configuration.
+type Config struct {
+	MaxBodyBytes   int64
+	RequestTimeout time.Duration
+}
+
+// Services are the domain services the API serves.
+type Services struct {
+	Circulation *circulation.Service
+	Settings    *circulation.Settings
+	Storage     circulation.Storage
+	// Ready reports whether circulation-storage answers.
+	Ready func(ctx context.Context) error
+}
+
+// Server is the HTTP face of the circulation service.
+type Server struct {
+	cfg     Config
+	svc     Services
+	schemas *schemas.Set
+	metrics *Metrics
+	logger  *slog.Logger
+	echo    *echo.Echo
+}
+
+// New builds the HTTP handler with every route and middleware.
+func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *slog.Logger) *Server {
+	s := &Server{cfg: cfg, svc: svc, schemas: sch, metrics: metrics, logger: logger}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.handleError
+	e.Pre(middleware.RemoveTrailingSlash(), headAsGet)
+	e.Use(s.requestID, s.observe, s.recoverPanic, s.limits)
+
+	e.GET("/admin/health", s.health)
+	e.GET("/admin/ready", s.ready)
+	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
+
+	e.POST("/circulation/check-out-by-barcode", s.checkOut, s.tenant)
+	e.POST("/circulation/check-in-by-barcode", s.checkIn, s.tenant)
+	e.GET("/circulation/loans", s.listLoans, s.tenant)
+	e.GET("/circulation/loans/:id", s.getLoan, s.tenant)
+	e.GET("/circulation/settings/check-out-lock", s.getSettings, s.tenant)
+	e.PUT("/circulation/settings/check-out-lock", s.putSettings, s.tenant)
+	s.echo = e
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// FOLIO's headers.
+const (
+	RequestIDHeader = "X-Okapi-Request-Id"
+	TenantHeader    = "X-Okapi-Tenant"
+	TokenHeader     = "X-Okapi-Token"
+)
+
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+// headAsGet routes HEAD like GET; net/http discards the body.
+func headAsGet(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Request().Method == http.MethodHead {
+			c.Request().Method = http.MethodGet
+		}
+		return next(c)
+	}
+}
+
+// requestID takes the caller's request id, or makes one, and echoes it back.
+func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(RequestIDHeader)
+		if !validRequestID(id) {
+			id = uuid.NewString()
+		}
+		c.Response().Header().Set(RequestIDHeader, id)
+		req := c.Request()
+		c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey, id)))
+		return next(c)
+	}
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 200 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// observe logs each request once and records its latency.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		elapsed := time.Since(start)
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		status := c.Response().Status
+		s.metrics.observeRequest(c.Request().Method, route, status, elapsed)
+		s.logger.LogAttrs(c.Request().Context(), slog.LevelDebug, "request",
+			slog.String("method", c.Request().Method), slog.String("route", route), slog.Int("status", status),
+			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000))
+		return nil
+	}
+}
+
+// recoverPanic turns a panic into an error (a 500) logged with its stack.
+// Deferred work in the handler, such as releasing a lock, has run by then.
+func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return next(c)
+	}
+}
+
+// limits bounds the request body and the time spent on the request.
+func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.ContentLength > s.cfg.MaxBodyBytes {
+			return errBodyTooLarge(s.cfg.MaxBodyBytes)
+		}
+		req.Body = http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes)
+		ctx, cancel := context.WithTimeout(req.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		c.SetRequest(req.WithContext(ctx))
+		return next(c)
+	}
+}
+
+// tenantPattern is circulation-storage's rule for tenant ids; checking it
+// here answers a bad header before any call is made.
+var tenantPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
+
+// tenant validates X-Okapi-Tenant and puts the Okapi context, which storage
+// calls pass on, into the request's context.
+func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		t := req.Header.Get(TenantHeader)
+		if t == "" {
+			return circulation.Errorf(circulation.KindBadRequest, circulation.CodeTenantMissing, "X-Okapi-Tenant header is required")
+		}
+		if !tenantPattern.MatchString(t) {
+			shown := t
+			if len(shown) > 64 {
+				shown = shown[:64] + "…"
+			}
+			return circulation.Errorf(circulation.KindBadRequest, circulation.CodeInvalidTenant,
+				"Invalid tenant %q: X-Okapi-Tenant must match %s", shown, tenantPattern).With("tenant", shown)
+		}
+		id, _ := req.Context().Value(requestIDKey).(string)
+		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: req.Header.Get(TokenHeader)})
+		c.SetRequest(req.WithContext(ctx))
+		return next(c)
+	}
+}
+
+func (s *Server) health(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "UP"})
+}
+
+// ready reports whether circulation-storage answers.
+func (s *Server) ready(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.svc.Ready(ctx); err != nil {
+		return circulation.Errorf(circulation.KindUnavailable, circulation.CodeStorageUnavailable,
+			"circulation-storage is not ready").Because(err)
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "UP"})
+}
+
+// LogHandler wraps h so that every record logged with a request's context
+// carries the request id and tenant.
+func LogHandler(h slog.Handler) slog.Handler { return requestLogHandler{h} }
+
+type requestLogHandler struct{ slog.Handler }
+
+func (h requestLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id, ok := ctx.Value(requestIDKey).(string); ok {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	if t := circulation.OkapiFrom(ctx).Tenant; t != "" {
+		r.AddAttrs(slog.String("tenant", t))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestLogHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h requestLogHandler) WithGroup(name string) slog.Handler {
+	return requestLogHandler{h.Handler.WithGroup(name)}
+}

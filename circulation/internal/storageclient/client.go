@@ -1,0 +1,187 @@
+// Package storageclient implements circulation.Storage over circulation-
+// storage's HTTP API. It passes the request's tenant and request id on, and
+// maps storage's statuses and error codes back to domain errors: the one
+// place where this service interprets another's answers.
+package storageclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/checkoutlock/circulation"
+)
+
+// Client talks to one circulation-storage (or a load balancer in front of
+// several).
+type Client struct {
+	base    string
+	http    *http.Client
+	timeout time.Duration
+}
+
+var _ circulation.Storage = (*Client)(nil)
+
+// New returns a client for the storage at baseURL. timeout bounds each call.
+func New(baseURL string, timeout time.Duration) *Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// Check-outs fan out several calls each; keep connections warm.
+	transport.MaxIdleConns = 256
+	transport.MaxIdleConnsPerHost = 256
+	transport.IdleConnTimeout = 90 * time.Second
+	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Transport: transport}, timeout: timeout}
+}
+
+// Close drops idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// envelope is storage's error body.
+type envelope struct {
+	Errors []struct {
+		Message    string                  `json:"message"`
+		Code       string                  `json:"code"`
+		Parameters []circulation.Parameter `json:"parameters"`
+	} `json:"errors"`
+}
+
+// call sends one request and decodes a 2xx JSON answer into out (if not nil).
+// Headers beyond the Okapi ones may be given as key, value pairs.
+func (c *Client) call(ctx context.Context, method, path string, body any, out any, headers ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var reader io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		reader = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, reader)
+	if err != nil {
+		return err
+	}
+	okapi := circulation.OkapiFrom(ctx)
+	req.Header.Set("X-Okapi-Tenant", okapi.Tenant)
+	if okapi.RequestID != "" {
+		req.Header.Set("X-Okapi-Request-Id", okapi.RequestID)
+	}
+	if okapi.Token != "" {
+		req.Header.Set("X-Okapi-Token", okapi.Token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return transportError(ctx, method, path, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, 32<<20))
+	if err != nil {
+		return transportError(ctx, method, path, err)
+	}
+	if res.StatusCode >= 200 && res.StatusCode < 300 {
+		if out == nil || res.StatusCode == http.StatusNoContent {
+			return nil
+		}
+		if raw, ok := out.(*json.RawMessage); ok {
+			*raw = append((*raw)[:0], data...)
+			return nil
+		}
+		if err := json.Unmarshal(data, out); err != nil {
+			return circulation.Errorf(circulation.KindInternal, circulation.CodeInternal,
+				"circulation-storage answered %s %s with unreadable JSON", method, path).Because(err)
+		}
+		return nil
+	}
+	return statusError(res, data, method, path)
+}
+
+// transportError is a call that got no answer: storage is unavailable,
+// unless the request itself was cancelled.
+func transportError(ctx context.Context, method, path string, err error) error {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	var netErr net.Error
+	_ = errors.As(err, &netErr)
+	return circulation.Errorf(circulation.KindUnavailable, circulation.CodeStorageUnavailable,
+		"circulation-storage is unavailable; nothing was changed by this request, try again").Because(fmt.Errorf("%s %s: %w", method, path, err))
+}
+
+// statusError maps storage's error answers to domain errors.
+func statusError(res *http.Response, data []byte, method, path string) error {
+	var env envelope
+	_ = json.Unmarshal(data, &env)
+	code, msg := "", fmt.Sprintf("status %d", res.StatusCode)
+	var params []circulation.Parameter
+	if len(env.Errors) > 0 {
+		code, msg, params = env.Errors[0].Code, env.Errors[0].Message, env.Errors[0].Parameters
+	}
+	cause := fmt.Errorf("%s %s: %d %s: %s", method, path, res.StatusCode, code, msg)
+	switch {
+	case res.StatusCode == http.StatusServiceUnavailable && code == "LOCK_HELD":
+		e := circulation.Errorf(circulation.KindConflict, circulation.CodeLockHeld, "%s", msg).Because(cause)
+		e.Parameters = params
+		if s := res.Header.Get("Retry-After"); s != "" {
+			var secs int
+			if _, err := fmt.Sscan(s, &secs); err == nil {
+				e.RetryAfter = time.Duration(secs) * time.Second
+			}
+		}
+		return e
+	case res.StatusCode >= 500:
+		return circulation.Errorf(circulation.KindUnavailable, circulation.CodeStorageUnavailable,
+			"circulation-storage is unavailable; nothing was changed by this request, try again").Because(cause)
+	case res.StatusCode == http.StatusNotFound:
+		return circulation.Errorf(circulation.KindNotFound, circulation.CodeNotFound, "%s", msg).Because(cause)
+	case res.StatusCode == http.StatusConflict && code == "LOCK_LOST":
+		return circulation.Errorf(circulation.KindConflict, circulation.CodeLockLost,
+			"The patron's check-out lock expired before the loan was created; nothing was changed, try again").Because(cause)
+	case res.StatusCode == http.StatusConflict:
+		return circulation.Errorf(circulation.KindConflict, circulation.CodeItemChanged, "%s", msg).Because(cause)
+	case res.StatusCode == http.StatusUnprocessableEntity && code == "ITEM_HAS_OPEN_LOAN":
+		return circulation.Errorf(circulation.KindInvalid, circulation.CodeItemHasOpenLoan, "%s", msg).Because(cause)
+	case res.StatusCode == http.StatusBadRequest && (code == "TENANT_NOT_INITIALIZED" || code == "INVALID_TENANT" || code == "TENANT_MISSING"):
+		// The caller's tenant is the problem: say so in storage's words.
+		e := circulation.Errorf(circulation.KindBadRequest, code, "%s", msg).Because(cause)
+		e.Parameters = params
+		return e
+	}
+	// Any other refusal means this service sent something storage's
+	// contract does not allow: a bug here.
+	return circulation.Errorf(circulation.KindInternal, circulation.CodeInternal,
+		"circulation-storage refused a request").Because(cause)
+}
+
+// query builds a query string from key, value pairs, skipping empty values.
+func query(kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}
+
+// Ready checks that storage answers its readiness probe.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.call(ctx, http.MethodGet, "/admin/ready", nil, nil)
+}

@@ -1,0 +1,338 @@
+package storageclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/checkoutlock/circulation"
+)
+
+// Wire forms of storage's records (schemas/*.json), as far as this service
+// reads them.
+
+type patronJSON struct {
+	ID          string `json:"id"`
+	Barcode     string `json:"barcode"`
+	Active      bool   `json:"active"`
+	PatronGroup string `json:"patronGroup"`
+	Personal    struct {
+		FirstName string `json:"firstName"`
+		LastName  string `json:"lastName"`
+	} `json:"personal"`
+}
+
+type statusJSON struct {
+	Name string `json:"name"`
+}
+
+type itemJSON struct {
+	ID                  string     `json:"id"`
+	Barcode             string     `json:"barcode"`
+	Title               string     `json:"title"`
+	Status              statusJSON `json:"status"`
+	MaterialTypeID      string     `json:"materialTypeId"`
+	PermanentLoanTypeID string     `json:"permanentLoanTypeId"`
+	TemporaryLoanTypeID string     `json:"temporaryLoanTypeId"`
+	Version             int        `json:"_version"`
+}
+
+type loanJSON struct {
+	ID                     string     `json:"id"`
+	UserID                 string     `json:"userId"`
+	ItemID                 string     `json:"itemId"`
+	LoanDate               string     `json:"loanDate"`
+	DueDate                string     `json:"dueDate,omitempty"`
+	ReturnDate             string     `json:"returnDate,omitempty"`
+	Action                 string     `json:"action"`
+	Status                 statusJSON `json:"status"`
+	LoanPolicyID           string     `json:"loanPolicyId,omitempty"`
+	CheckoutServicePointID string     `json:"checkoutServicePointId,omitempty"`
+	CheckinServicePointID  string     `json:"checkinServicePointId,omitempty"`
+}
+
+// TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(TimeFormat)
+}
+
+func parseTime(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
+}
+
+// PatronByBarcode implements circulation.Storage.
+func (c *Client) PatronByBarcode(ctx context.Context, barcode string) (circulation.Patron, error) {
+	var page struct {
+		Users []patronJSON `json:"users"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/users"+query("barcode", barcode, "limit", "1"), nil, &page); err != nil {
+		return circulation.Patron{}, err
+	}
+	if len(page.Users) == 0 {
+		return circulation.Patron{}, circulation.Errorf(circulation.KindNotFound, circulation.CodeNotFound, "no user with barcode %s", barcode)
+	}
+	u := page.Users[0]
+	return circulation.Patron{ID: u.ID, Barcode: u.Barcode, Active: u.Active, PatronGroupID: u.PatronGroup,
+		FirstName: u.Personal.FirstName, LastName: u.Personal.LastName}, nil
+}
+
+// ItemByBarcode implements circulation.Storage.
+func (c *Client) ItemByBarcode(ctx context.Context, barcode string) (circulation.Item, error) {
+	var page struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/item-storage/items"+query("barcode", barcode, "limit", "1"), nil, &page); err != nil {
+		return circulation.Item{}, err
+	}
+	if len(page.Items) == 0 {
+		return circulation.Item{}, circulation.Errorf(circulation.KindNotFound, circulation.CodeNotFound, "no item with barcode %s", barcode)
+	}
+	return decodeItem(page.Items[0])
+}
+
+func decodeItem(doc json.RawMessage) (circulation.Item, error) {
+	var i itemJSON
+	if err := json.Unmarshal(doc, &i); err != nil {
+		return circulation.Item{}, circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "unreadable item").Because(err)
+	}
+	return circulation.Item{ID: i.ID, Barcode: i.Barcode, Title: i.Title, Status: i.Status.Name,
+		MaterialTypeID: i.MaterialTypeID, PermanentLoanTypeID: i.PermanentLoanTypeID, TemporaryLoanTypeID: i.TemporaryLoanTypeID,
+		Version: i.Version, Doc: doc}, nil
+}
+
+// OpenLoanForItem implements circulation.Storage.
+func (c *Client) OpenLoanForItem(ctx context.Context, itemID string) (circulation.Loan, bool, error) {
+	var page struct {
+		Loans []json.RawMessage `json:"loans"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/loan-storage/loans"+query("itemId", itemID, "status", "Open", "limit", "1"), nil, &page); err != nil {
+		return circulation.Loan{}, false, err
+	}
+	if len(page.Loans) == 0 {
+		return circulation.Loan{}, false, nil
+	}
+	l, err := decodeLoan(page.Loans[0])
+	return l, err == nil, err
+}
+
+func decodeLoan(doc json.RawMessage) (circulation.Loan, error) {
+	var l loanJSON
+	if err := json.Unmarshal(doc, &l); err != nil {
+		return circulation.Loan{}, circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "unreadable loan").Because(err)
+	}
+	return circulation.Loan{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: parseTime(l.LoanDate), DueDate: parseTime(l.DueDate),
+		ReturnDate: parseTime(l.ReturnDate), Action: l.Action, Status: l.Status.Name, LoanPolicyID: l.LoanPolicyID,
+		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID, Doc: doc}, nil
+}
+
+// MatchLoanPolicy implements circulation.Storage.
+func (c *Client) MatchLoanPolicy(ctx context.Context, patronGroupID, materialTypeID, loanTypeID string) (circulation.PolicyMatch, error) {
+	var m struct {
+		LoanPolicyID string `json:"loanPolicyId"`
+		Conditions   struct {
+			MaterialTypeMatch bool `json:"materialTypeMatch"`
+			LoanTypeMatch     bool `json:"loanTypeMatch"`
+		} `json:"appliedRuleConditions"`
+	}
+	err := c.call(ctx, http.MethodGet, "/circulation-rules-storage/loan-policy"+
+		query("patronGroupId", patronGroupID, "materialTypeId", materialTypeID, "loanTypeId", loanTypeID), nil, &m)
+	if err != nil {
+		return circulation.PolicyMatch{}, err
+	}
+	return circulation.PolicyMatch{LoanPolicyID: m.LoanPolicyID, MaterialTypeMatch: m.Conditions.MaterialTypeMatch,
+		LoanTypeMatch: m.Conditions.LoanTypeMatch}, nil
+}
+
+// LoanPolicy implements circulation.Storage.
+func (c *Client) LoanPolicy(ctx context.Context, id string) (circulation.LoanPolicy, error) {
+	var p struct {
+		ID          string `json:"id"`
+		Name        string `json:"name"`
+		Loanable    bool   `json:"loanable"`
+		LoansPolicy struct {
+			Period struct {
+				Duration   int    `json:"duration"`
+				IntervalID string `json:"intervalId"`
+			} `json:"period"`
+			ItemLimit int `json:"itemLimit"`
+		} `json:"loansPolicy"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/loan-policy-storage/loan-policies/"+url.PathEscape(id), nil, &p); err != nil {
+		return circulation.LoanPolicy{}, err
+	}
+	return circulation.LoanPolicy{ID: p.ID, Name: p.Name, Loanable: p.Loanable, ItemLimit: p.LoansPolicy.ItemLimit,
+		Period: circulation.Period{Duration: p.LoansPolicy.Period.Duration, Interval: p.LoansPolicy.Period.IntervalID}}, nil
+}
+
+// CountOpenLoans implements circulation.Storage.
+func (c *Client) CountOpenLoans(ctx context.Context, userID, materialTypeID, loanTypeID string) (int, error) {
+	var n struct {
+		TotalRecords int `json:"totalRecords"`
+	}
+	err := c.call(ctx, http.MethodGet, "/loan-storage/loans/open-count"+
+		query("userId", userID, "materialTypeId", materialTypeID, "loanTypeId", loanTypeID), nil, &n)
+	return n.TotalRecords, err
+}
+
+// AcquireLock implements circulation.Storage.
+func (c *Client) AcquireLock(ctx context.Context, userID string, ttl time.Duration) (circulation.Lock, error) {
+	var l struct {
+		ID        string `json:"id"`
+		UserID    string `json:"userId"`
+		ExpiresAt string `json:"expiresAt"`
+	}
+	body := map[string]any{"userId": userID, "ttlMs": ttl.Milliseconds()}
+	if err := c.call(ctx, http.MethodPost, "/check-out-lock-storage", body, &l); err != nil {
+		return circulation.Lock{}, err
+	}
+	return circulation.Lock{ID: l.ID, UserID: l.UserID, ExpiresAt: parseTime(l.ExpiresAt)}, nil
+}
+
+// ReleaseLock implements circulation.Storage.
+func (c *Client) ReleaseLock(ctx context.Context, lockID string) error {
+	return c.call(ctx, http.MethodDelete, "/check-out-lock-storage/"+url.PathEscape(lockID), nil, nil)
+}
+
+// UpdateItem implements circulation.Storage: the stored document with the
+// new status, written at the version it was read.
+func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circulation.Item, error) {
+	doc, err := withFields(item.Doc, map[string]any{
+		"status":   map[string]any{"name": item.Status, "date": formatTime(time.Now())},
+		"_version": item.Version,
+	})
+	if err != nil {
+		return circulation.Item{}, err
+	}
+	if err := c.call(ctx, http.MethodPut, "/item-storage/items/"+url.PathEscape(item.ID), doc, nil); err != nil {
+		return circulation.Item{}, err
+	}
+	stored, err := withFields(doc, map[string]any{"_version": item.Version + 1})
+	if err != nil {
+		return circulation.Item{}, err
+	}
+	return decodeItem(stored)
+}
+
+// CreateLoan implements circulation.Storage.
+func (c *Client) CreateLoan(ctx context.Context, loan circulation.Loan, lockID string) (circulation.Loan, error) {
+	var headers []string
+	if lockID != "" {
+		headers = []string{"X-Check-Out-Lock-Id", lockID}
+	}
+	var stored json.RawMessage
+	if err := c.call(ctx, http.MethodPost, "/loan-storage/loans", toLoanJSON(loan), &stored, headers...); err != nil {
+		return circulation.Loan{}, err
+	}
+	return decodeLoan(stored)
+}
+
+func toLoanJSON(l circulation.Loan) loanJSON {
+	return loanJSON{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: formatTime(l.LoanDate), DueDate: formatTime(l.DueDate),
+		ReturnDate: formatTime(l.ReturnDate), Action: l.Action, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
+		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID}
+}
+
+// UpdateLoan implements circulation.Storage: the stored document with the
+// fields this service changes at check-in.
+func (c *Client) UpdateLoan(ctx context.Context, loan circulation.Loan) error {
+	fields := map[string]any{"status": statusJSON{Name: loan.Status}, "action": loan.Action}
+	if !loan.ReturnDate.IsZero() {
+		fields["returnDate"] = formatTime(loan.ReturnDate)
+	}
+	if loan.CheckinServicePointID != "" {
+		fields["checkinServicePointId"] = loan.CheckinServicePointID
+	}
+	doc, err := withFields(loan.Doc, fields)
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil)
+}
+
+// Loan implements circulation.Storage.
+func (c *Client) Loan(ctx context.Context, id string) (json.RawMessage, error) {
+	var doc json.RawMessage
+	err := c.call(ctx, http.MethodGet, "/loan-storage/loans/"+url.PathEscape(id), nil, &doc)
+	return doc, err
+}
+
+// Loans implements circulation.Storage.
+func (c *Client) Loans(ctx context.Context, f circulation.LoanFilter) (json.RawMessage, error) {
+	var doc json.RawMessage
+	err := c.call(ctx, http.MethodGet, "/loan-storage/loans"+query("userId", f.UserID, "itemId", f.ItemID, "status", f.Status,
+		"offset", fmt.Sprint(f.Offset), "limit", fmt.Sprint(f.Limit)), nil, &doc)
+	return doc, err
+}
+
+type settingJSON struct {
+	ID    string          `json:"id,omitempty"`
+	Scope string          `json:"scope"`
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+func (c *Client) findSetting(ctx context.Context, scope, key string) (settingJSON, bool, error) {
+	var page struct {
+		Items []settingJSON `json:"items"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/settings/entries"+query("scope", scope, "key", key, "limit", "1"), nil, &page); err != nil {
+		return settingJSON{}, false, err
+	}
+	if len(page.Items) == 0 {
+		return settingJSON{}, false, nil
+	}
+	return page.Items[0], true, nil
+}
+
+// Setting implements circulation.Storage.
+func (c *Client) Setting(ctx context.Context, scope, key string) (json.RawMessage, bool, error) {
+	s, found, err := c.findSetting(ctx, scope, key)
+	return s.Value, found, err
+}
+
+// PutSetting implements circulation.Storage: replace the entry if there is
+// one, else create it (and if another instance created it meanwhile,
+// replace that).
+func (c *Client) PutSetting(ctx context.Context, scope, key string, value json.RawMessage) error {
+	for range 2 {
+		s, found, err := c.findSetting(ctx, scope, key)
+		if err != nil {
+			return err
+		}
+		entry := settingJSON{Scope: scope, Key: key, Value: value}
+		if found {
+			entry.ID = s.ID
+			return c.call(ctx, http.MethodPut, "/settings/entries/"+url.PathEscape(s.ID), entry, nil)
+		}
+		err = c.call(ctx, http.MethodPost, "/settings/entries", entry, nil)
+		if !circulation.IsKind(err, circulation.KindInternal) {
+			return err
+		}
+	}
+	return circulation.Errorf(circulation.KindConflict, circulation.CodeItemChanged, "The setting changed meanwhile; try again")
+}
+
+// withFields returns doc with the given top-level fields replaced.
+func withFields(doc json.RawMessage, fields map[string]any) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "unreadable record").Because(err)
+	}
+	for k, v := range fields {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = b
+	}
+	return json.Marshal(m)
+}

@@ -1,0 +1,175 @@
+package circulation
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Patron is what check-out needs of a user record.
+type Patron struct {
+	ID            string
+	Barcode       string
+	Active        bool
+	PatronGroupID string
+	FirstName     string
+	LastName      string
+}
+
+// Item is what check-out needs of an item record. Doc is the record as
+// storage holds it, so that an update writes back every field, including
+// those this service does not know.
+type Item struct {
+	ID                  string
+	Barcode             string
+	Title               string
+	Status              string
+	MaterialTypeID      string
+	PermanentLoanTypeID string
+	TemporaryLoanTypeID string
+	Version             int
+	Doc                 json.RawMessage
+}
+
+// LoanTypeID is the loan type that applies: the temporary one when set.
+func (i Item) LoanTypeID() string {
+	if i.TemporaryLoanTypeID != "" {
+		return i.TemporaryLoanTypeID
+	}
+	return i.PermanentLoanTypeID
+}
+
+// Item statuses this service reads or writes.
+const (
+	StatusAvailable       = "Available"
+	StatusCheckedOut      = "Checked out"
+	StatusClaimedReturned = "Claimed returned"
+)
+
+// LoanPolicy is what check-out needs of a loan policy.
+type LoanPolicy struct {
+	ID       string
+	Name     string
+	Loanable bool
+	// Period is the loan period; zero for a policy that is not loanable.
+	Period Period
+	// ItemLimit is the most items the patron may have on loan under the
+	// rule that chose the policy; 0 means no limit.
+	ItemLimit int
+}
+
+// Period is a loan period: Duration Intervals.
+type Period struct {
+	Duration int
+	Interval string // Minutes, Hours, Days, Weeks, Months
+}
+
+// DueDate is the due date of a loan made at loanDate.
+func (p Period) DueDate(loanDate time.Time) time.Time {
+	n := p.Duration
+	switch p.Interval {
+	case "Minutes":
+		return loanDate.Add(time.Duration(n) * time.Minute)
+	case "Hours":
+		return loanDate.Add(time.Duration(n) * time.Hour)
+	case "Days":
+		return loanDate.AddDate(0, 0, n)
+	case "Weeks":
+		return loanDate.AddDate(0, 0, 7*n)
+	case "Months":
+		return loanDate.AddDate(0, n, 0)
+	}
+	return loanDate
+}
+
+// PolicyMatch is the loan policy circulation rules chose and which criteria
+// the chosen rule named: the item limit counts loans of the same material
+// type and/or loan type when the rule named them.
+type PolicyMatch struct {
+	LoanPolicyID      string
+	MaterialTypeMatch bool
+	LoanTypeMatch     bool
+}
+
+// Loan is a loan record.
+type Loan struct {
+	ID                     string
+	UserID                 string
+	ItemID                 string
+	LoanDate               time.Time
+	DueDate                time.Time
+	ReturnDate             time.Time
+	Action                 string
+	Status                 string // Open or Closed
+	LoanPolicyID           string
+	CheckoutServicePointID string
+	CheckinServicePointID  string
+	// Doc is the record as storage holds it, for updates.
+	Doc json.RawMessage
+}
+
+// Lock is a patron's check-out lock as storage granted it.
+type Lock struct {
+	ID        string
+	UserID    string
+	ExpiresAt time.Time
+}
+
+// LoanFilter selects loans to list.
+type LoanFilter struct {
+	UserID, ItemID, Status string
+	Offset, Limit          int
+}
+
+// Storage is what this service needs of circulation-storage. Every call acts
+// for the tenant named in ctx (see WithOkapi). Errors are *Error values:
+// KindNotFound for absent records, KindUnavailable for a storage that cannot
+// be reached or failed (worth retrying), KindConflict for a stale item
+// version; ErrLockHeld when another check-out holds the patron's lock.
+type Storage interface {
+	PatronByBarcode(ctx context.Context, barcode string) (Patron, error)
+	ItemByBarcode(ctx context.Context, barcode string) (Item, error)
+	OpenLoanForItem(ctx context.Context, itemID string) (Loan, bool, error)
+	MatchLoanPolicy(ctx context.Context, patronGroupID, materialTypeID, loanTypeID string) (PolicyMatch, error)
+	LoanPolicy(ctx context.Context, id string) (LoanPolicy, error)
+	CountOpenLoans(ctx context.Context, userID, materialTypeID, loanTypeID string) (int, error)
+
+	AcquireLock(ctx context.Context, userID string, ttl time.Duration) (Lock, error)
+	ReleaseLock(ctx context.Context, lockID string) error
+
+	// UpdateItem writes item (its Doc with Status changed) under optimistic
+	// locking on item.Version and returns the item as now stored.
+	UpdateItem(ctx context.Context, item Item) (Item, error)
+	// CreateLoan creates a loan. With a lockID, storage creates it only if
+	// that lock is still live and the borrower's, in the same transaction
+	// (a fencing check); otherwise the error has code CodeLockLost.
+	CreateLoan(ctx context.Context, loan Loan, lockID string) (Loan, error)
+	UpdateLoan(ctx context.Context, loan Loan) error
+	Loan(ctx context.Context, id string) (json.RawMessage, error)
+	Loans(ctx context.Context, f LoanFilter) (json.RawMessage, error)
+
+	// Setting reads one settings entry; found is false when there is none.
+	Setting(ctx context.Context, scope, key string) (value json.RawMessage, found bool, err error)
+	// PutSetting creates or replaces one settings entry.
+	PutSetting(ctx context.Context, scope, key string, value json.RawMessage) error
+}
+
+// Okapi is the request-scoped FOLIO context passed on to storage.
+type Okapi struct {
+	Tenant    string
+	RequestID string
+	Token     string
+}
+
+type okapiKey struct{}
+
+// WithOkapi returns ctx carrying the request's tenant and ids.
+func WithOkapi(ctx context.Context, o Okapi) context.Context {
+	return context.WithValue(ctx, okapiKey{}, o)
+}
+
+// OkapiFrom returns the Okapi context of ctx.
+func OkapiFrom(ctx context.Context) Okapi {
+	o, _ := ctx.Value(okapiKey{}).(Okapi)
+	return o
+}

@@ -1,0 +1,61 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCirculationDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := LoadCirculation(map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != ":8080" || c.StorageURL != "http://127.0.0.1:8081" || c.CheckoutLockFeatureEnabled ||
+		c.LockTTLMs != 3000 || c.RetryIntervalMs.String() != "500|500|1000" {
+		t.Errorf("defaults = %+v", c)
+	}
+	want := []time.Duration{500 * time.Millisecond, 500 * time.Millisecond, time.Second}
+	if got := c.RetryIntervalMs.Durations(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Durations() = %v, want %v", got, want)
+	}
+}
+
+func TestCirculationSeedVariables(t *testing.T) {
+	t.Parallel()
+	c, err := LoadCirculation(map[string]string{
+		"CHECKOUT_LOCK_FEATURE_ENABLED": "true", "LOCK_TTL_MS": "2000", "RETRY_INTERVAL_MS": " 250 | 0|1000 ",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.CheckoutLockFeatureEnabled || c.LockTTLMs != 2000 || !reflect.DeepEqual(c.RetryIntervalMs, Intervals{250, 0, 1000}) {
+		t.Errorf("parsed %+v", c)
+	}
+}
+
+func TestCirculationInvalidValuesNameTheirVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"CHECKOUT_LOCK_FEATURE_ENABLED": "yes"}, `CHECKOUT_LOCK_FEATURE_ENABLED="yes" is not true or false`},
+		{map[string]string{"RETRY_INTERVAL_MS": "500|x"}, `RETRY_INTERVAL_MS="500|x" is not waits in milliseconds separated by |`},
+		{map[string]string{"RETRY_INTERVAL_MS": "500|-1"}, `RETRY_INTERVAL_MS="500|-1"`},
+		{map[string]string{"RETRY_INTERVAL_MS": "60001"}, `RETRY_INTERVAL_MS="60001"`},
+		{map[string]string{"RETRY_INTERVAL_MS": strings.Repeat("1|", 100) + "1"}, `RETRY_INTERVAL_MS=`},
+		{map[string]string{"LOCK_TTL_MS": "0"}, "LOCK_TTL_MS must be 1..600000, got 0"},
+		{map[string]string{"LOCK_TTL_MS": "3s"}, `LOCK_TTL_MS="3s" is not an integer`},
+		{map[string]string{"STORAGE_URL": "127.0.0.1:8081"}, "STORAGE_URL must be an http:// or https:// URL"},
+		{map[string]string{"RELEASE_TIMEOUT": "0s"}, "RELEASE_TIMEOUT must be a positive duration"},
+	}
+	for _, tt := range tests {
+		_, err := LoadCirculation(tt.env)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("LoadCirculation(%v) = %v, want an error saying %q", tt.env, err, tt.want)
+		}
+	}
+}
