@@ -128,8 +128,14 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	co := checkOut{req: req}
 	var patronErr, itemErr error
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { co.patron, patronErr = s.storage.PatronByBarcode(gctx, req.UserBarcode); return ignoreNotFound(patronErr) })
-	g.Go(func() error { co.item, itemErr = s.storage.ItemByBarcode(gctx, req.ItemBarcode); return ignoreNotFound(itemErr) })
+	g.Go(func() error {
+		co.patron, patronErr = s.storage.PatronByBarcode(gctx, req.UserBarcode)
+		return ignoreNotFound(patronErr)
+	})
+	g.Go(func() error {
+		co.item, itemErr = s.storage.ItemByBarcode(gctx, req.ItemBarcode)
+		return ignoreNotFound(itemErr)
+	})
 	if err := g.Wait(); err != nil {
 		return co, err
 	}
