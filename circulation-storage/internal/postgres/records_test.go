@@ -1,0 +1,128 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// setupLibrary loads the sample library into the fixture's tenant.
+func setupLibrary(t *testing.T) fixture {
+	t.Helper()
+	f := setup(t)
+	tenants := NewTenants(f.db, discard, LoadData)
+	if _, err := tenants.Init(context.Background(), f.tenant, storage.TenantAttributes{ModuleTo: "m",
+		Parameters: []storage.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
+		t.Fatalf("load sample: %v", err)
+	}
+	return f
+}
+
+func loanDoc(userID, itemID string) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedout","status":{"name":"Open"}}`,
+		userID, itemID))
+}
+
+func TestLoanUnderLiveLockIsCreated(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	records := NewRecords(f.db)
+	user, item := SampleID("1001"), SampleID("book-001")
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.NewString()
+	if _, err := records.CreateLoanUnderLock(ctx, f.tenant, id, loanDoc(user, item), lock.ID); err != nil {
+		t.Fatalf("create under a live lock: %v", err)
+	}
+	if n := f.count(t, "loan", "id = $1", id); n != 1 {
+		t.Errorf("%d loans, want 1", n)
+	}
+}
+
+// TestLoanUnderLostLockIsRefused is the fence: a lock that expired, was
+// taken over, released, or belongs to another patron covers no loan.
+func TestLoanUnderLostLockIsRefused(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	records := NewRecords(f.db)
+	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-002")
+
+	expired, _, err := f.locks.Acquire(ctx, f.tenant, alice, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expire(t, f, expired.ID)
+	released, _, err := f.locks.Acquire(ctx, f.tenant, alice, ttl) // takes the expired one over
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.locks.Release(ctx, f.tenant, released.ID); err != nil {
+		t.Fatal(err)
+	}
+	bobs, _, err := f.locks.Acquire(ctx, f.tenant, bob, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, lockID := range map[string]string{
+		"expired and taken over": expired.ID, "released": released.ID, "another patron's": bobs.ID, "never existed": uuid.NewString(),
+	} {
+		_, err := records.CreateLoanUnderLock(ctx, f.tenant, uuid.NewString(), loanDoc(alice, item), lockID)
+		e, ok := storage.AsError(err)
+		if !ok || e.Code != storage.CodeLockLost || e.Kind != storage.KindConflict {
+			t.Errorf("%s lock: %v, want %s", name, err, storage.CodeLockLost)
+		}
+	}
+	if n := f.count(t, "loan", ""); n != 0 {
+		t.Errorf("%d loans written under lost locks, want 0", n)
+	}
+}
+
+// TestOneOpenLoanPerItemUnderConcurrency races open loans for one item
+// straight at the database layer: exactly one wins, every round.
+func TestOneOpenLoanPerItemUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	records := NewRecords(f.db)
+	for round := range 10 {
+		item := SampleID(fmt.Sprintf("book-%03d", 100+round))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		created, refused := 0, 0
+		var other []error
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := records.Create(ctx, f.tenant, storage.Loans, uuid.NewString(), loanDoc(SampleID("1002"), item))
+				mu.Lock()
+				defer mu.Unlock()
+				switch e, _ := storage.AsError(err); {
+				case err == nil:
+					created++
+				case e != nil && e.Code == storage.CodeOpenLoanExists:
+					refused++
+				default:
+					other = append(other, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if created != 1 || refused != 19 || len(other) > 0 {
+			t.Fatalf("round %d: %d created, %d refused, other errors %v; want 1 and 19", round, created, refused, other)
+		}
+		if n := f.count(t, "loan", "item_id = $1 AND status_name = 'Open'", item); n != 1 {
+			t.Fatalf("round %d: %d open loans for the item, want 1", round, n)
+		}
+	}
+}
