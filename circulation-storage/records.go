@@ -60,7 +60,7 @@ var (
 		Filters: []Filter{{Param: "barcode", Kind: FilterText}, {Param: "patronGroup", Kind: FilterUUID}}}
 	Items = Resource{Name: "Item", Path: "/item-storage/items", Plural: "items",
 		Schema: "item.json", CollectionSchema: "items.json",
-		Filters:   []Filter{{Param: "barcode", Kind: FilterText}, {Param: "status", Kind: FilterText}},
+		Filters:   []Filter{{Param: "barcode", Kind: FilterText}, {Param: "status", Kind: FilterText, Values: ItemStatuses}},
 		Versioned: true}
 	LoanPolicies = Resource{Name: "Loan policy", Path: "/loan-policy-storage/loan-policies", Plural: "loanPolicies",
 		Schema: "loan-policy.json", CollectionSchema: "loan-policies.json",
@@ -73,6 +73,13 @@ var (
 		Schema: "setting.json", CollectionSchema: "settings.json",
 		Filters: []Filter{{Param: "scope", Kind: FilterText}, {Param: "key", Kind: FilterText}}}
 )
+
+// ItemStatuses are the item statuses FOLIO knows (schemas/item.json).
+var ItemStatuses = []string{
+	"Aged to lost", "Available", "Awaiting delivery", "Awaiting pickup", "Checked out", "Claimed returned",
+	"Declared lost", "In process", "In process (non-requestable)", "In transit", "Intellectual item", "Long missing",
+	"Lost and paid", "Missing", "On order", "Order closed", "Paged", "Restricted", "Unavailable", "Unknown", "Withdrawn",
+}
 
 // Resources lists every record kind, in the order their references allow
 // them to be created.

@@ -81,7 +81,7 @@ func (s *Server) pathID(c echo.Context, what string) (string, error) {
 		}
 		return "", storage.Errorf(storage.KindBadRequest, storage.CodeInvalidID, "Invalid %s id", what).With("id", shown)
 	}
-	return id, nil
+	return strings.ToLower(id), nil
 }
 
 // queryParam returns the single value of a query parameter; a parameter given
@@ -119,7 +119,8 @@ func (s *Server) queryUUID(c echo.Context, name string) (string, error) {
 	if s.schemas.Validate("uuid.json", raw) != nil {
 		return "", invalidParam(name, raw, "must be a UUID")
 	}
-	return raw, nil
+	// UUIDs compare in canonical lowercase everywhere.
+	return strings.ToLower(raw), nil
 }
 
 // invalidParam is FOLIO's 422 for a query parameter it cannot use.

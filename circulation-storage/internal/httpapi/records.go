@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -13,8 +15,8 @@ import (
 // routeRecords serves the FOLIO-style CRUD of one resource.
 func (s *Server) routeRecords(e *echo.Echo, r storage.Resource) {
 	e.POST(r.Path, func(c echo.Context) error { return s.createRecord(c, r) }, s.tenant)
-	e.GET(r.Path, func(c echo.Context) error { return s.listRecords(c, r) }, s.tenant)
-	e.GET(r.Path+"/:id", func(c echo.Context) error { return s.getRecord(c, r) }, s.tenant)
+	get(e, r.Path, func(c echo.Context) error { return s.listRecords(c, r) }, s.tenant)
+	get(e, r.Path+"/:id", func(c echo.Context) error { return s.getRecord(c, r) }, s.tenant)
 	e.PUT(r.Path+"/:id", func(c echo.Context) error { return s.putRecord(c, r) }, s.tenant)
 	e.DELETE(r.Path+"/:id", func(c echo.Context) error { return s.deleteRecord(c, r) }, s.tenant)
 }
@@ -48,7 +50,7 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 	if err != nil {
 		return err
 	}
-	id := h.ID
+	id := strings.ToLower(h.ID)
 	if id == "" {
 		id = uuid.NewString()
 	}
@@ -108,8 +110,15 @@ func (s *Server) filterParam(c echo.Context, f storage.Filter) (string, bool, er
 	if err != nil || !ok {
 		return "", false, err
 	}
-	if f.Kind == storage.FilterUUID && s.schemas.Validate("uuid.json", v) != nil {
-		return "", false, invalidParam(f.Param, v, "must be a UUID")
+	if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+		return "", false, invalidParam(f.Param, strings.ToValidUTF8(strings.ReplaceAll(v, "\x00", ""), "?"),
+			"must be valid UTF-8 without NUL characters")
+	}
+	if f.Kind == storage.FilterUUID {
+		if s.schemas.Validate("uuid.json", v) != nil {
+			return "", false, invalidParam(f.Param, v, "must be a UUID")
+		}
+		v = strings.ToLower(v)
 	}
 	if len(f.Values) > 0 {
 		allowed := false
@@ -120,7 +129,7 @@ func (s *Server) filterParam(c echo.Context, f storage.Filter) (string, bool, er
 			return "", false, invalidParam(f.Param, v, "must be one of "+joinQuoted(f.Values))
 		}
 	}
-	if len(v) > 1024 {
+	if utf8.RuneCountInString(v) > 1024 {
 		return "", false, invalidParam(f.Param, v, "must be at most 1024 characters")
 	}
 	return v, true, nil
@@ -135,7 +144,7 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 	if err != nil {
 		return err
 	}
-	if h.ID != "" && h.ID != id {
+	if h.ID != "" && !strings.EqualFold(h.ID, id) {
 		return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "id: %s in the body does not match %s in the path", h.ID, id).
 			With("id", h.ID)
 	}

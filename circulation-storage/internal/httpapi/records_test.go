@@ -1186,6 +1186,11 @@ func TestHostileStringsAreData(t *testing.T) {
 		t.Errorf("PUT with NUL: message %q", msg)
 	}
 
+	// An item status outside item.json's list is refused, not matched.
+	f.do("GET", "/item-storage/items?status="+url.QueryEscape("Available' OR 'x'='x"), "").wantError(http.StatusUnprocessableEntity, "INVALID_PARAMETER")
+	f.do("GET", "/item-storage/items?barcode=a%00b", "").wantError(http.StatusUnprocessableEntity, "INVALID_PARAMETER")
+	f.do("GET", "/item-storage/items?barcode=%ff", "").wantError(http.StatusUnprocessableEntity, "INVALID_PARAMETER")
+
 	// Hostile query values: text filters match nothing, UUID filters refuse.
 	for _, q := range []string{
 		"barcode=" + url.QueryEscape("' OR '1'='1"),
@@ -1193,7 +1198,6 @@ func TestHostileStringsAreData(t *testing.T) {
 		"barcode=" + url.QueryEscape("'; DELETE FROM item; --"),
 		"barcode=" + strings.Repeat("%E7%95%8C", 300), // 300 characters, 900 bytes
 		"barcode=" + strings.Repeat("y", 1024),
-		"status=" + url.QueryEscape("Available' OR 'x'='x"),
 	} {
 		if docs, total := f.list("/item-storage/items", q, "items.json", "items"); total != 0 || len(docs) != 0 {
 			t.Errorf("?%.60s: %d items (total %d), want none", q, len(docs), total)
@@ -1223,4 +1227,39 @@ func TestHostileStringsAreData(t *testing.T) {
 			t.Errorf("%d rows in %s after the hostile queries, want %d", got, table, n)
 		}
 	}
+}
+
+// TestUUIDsAreCaseInsensitive: ids and UUID parameters are canonicalised to
+// lowercase, so the same UUID in either case names the same record.
+func TestUUIDsAreCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id := uuid.NewString()
+	upper := strings.ToUpper(id)
+	res := f.do("POST", "/groups", fmt.Sprintf(`{"id":%q,"group":"cased"}`, upper)).wantStatus(http.StatusCreated)
+	if got := res.header.Get("Location"); got != "/groups/"+id {
+		t.Errorf("Location %q, want the lowercase id", got)
+	}
+	f.do("GET", "/groups/"+upper, "").wantStatus(http.StatusOK)
+	f.do("PUT", "/groups/"+id, fmt.Sprintf(`{"id":%q,"group":"renamed"}`, upper)).wantStatus(http.StatusNoContent)
+	f.do("POST", "/groups", fmt.Sprintf(`{"id":%q,"group":"again"}`, id)).wantError(http.StatusConflict, "CONFLICT")
+
+	policy := uuid.NewString()
+	f.do("POST", "/loan-policy-storage/loan-policies", fmt.Sprintf(`{"id":%q,"name":"p","loanable":false}`, policy)).wantStatus(http.StatusCreated)
+	f.do("PUT", "/circulation-rules-storage", fmt.Sprintf(`{"fallbackLoanPolicyId":%q,"rules":[{"patronGroupId":%q,"loanPolicyId":%q}]}`,
+		policy, id, policy)).wantStatus(http.StatusNoContent)
+	var m policyMatchJSON
+	f.do("GET", "/circulation-rules-storage/loan-policy?patronGroupId="+upper, "").wantStatus(http.StatusOK).decode(&m)
+	if m.RuleIndex == nil || *m.RuleIndex != 0 || !m.AppliedRuleConditions.PatronGroupMatch {
+		t.Errorf("match with an uppercase UUID = %+v, want rule 0", m)
+	}
+}
+
+// TestLargeVersionIsRefusedNot500 keeps _version within the column's range.
+func TestLargeVersionIsRefusedNot500(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.do("PUT", "/item-storage/items/"+uuid.NewString(),
+		`{"title":"t","status":{"name":"Available"},"materialTypeId":"`+uuid.NewString()+`","permanentLoanTypeId":"`+uuid.NewString()+`","_version":2147483648}`).
+		wantError(http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 }

@@ -59,31 +59,31 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Pre(middleware.RemoveTrailingSlash(), headAsGet)
+	e.Pre(middleware.RemoveTrailingSlash())
 	// Order matters: observe sees the final status of everything below it,
 	// including panics that recoverPanic turns into errors.
 	e.Use(s.requestID, s.observe, s.recoverPanic, s.limits)
 
-	e.GET("/admin/health", s.health)
-	e.GET("/admin/ready", s.ready)
-	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
+	get(e, "/admin/health", s.health)
+	get(e, "/admin/ready", s.ready)
+	get(e, "/metrics", echo.WrapHandler(metrics.Handler()))
 
 	// The tenant check is route middleware, not a group's: a group with
 	// middleware swallows unknown paths and methods into its own 404.
 	e.POST("/_/tenant", s.postTenant, s.tenant)
-	e.GET("/_/tenant/:id", s.getTenantJob, s.tenant)
+	get(e, "/_/tenant/:id", s.getTenantJob, s.tenant)
 	e.DELETE("/_/tenant/:id", s.deleteTenantJob, s.tenant)
 
 	e.POST("/check-out-lock-storage", s.postLock, s.tenant)
-	e.GET("/check-out-lock-storage", s.listLocks, s.tenant)
-	e.GET("/check-out-lock-storage/:id", s.getLock, s.tenant)
+	get(e, "/check-out-lock-storage", s.listLocks, s.tenant)
+	get(e, "/check-out-lock-storage/:id", s.getLock, s.tenant)
 	e.DELETE("/check-out-lock-storage/:id", s.deleteLock, s.tenant)
 
 	// Static routes win over /:id, so these sit safely beside the records.
-	e.GET("/loan-storage/loans/open-count", s.countOpenLoans, s.tenant)
-	e.GET("/circulation-rules-storage", s.getRules, s.tenant)
+	get(e, "/loan-storage/loans/open-count", s.countOpenLoans, s.tenant)
+	get(e, "/circulation-rules-storage", s.getRules, s.tenant)
 	e.PUT("/circulation-rules-storage", s.putRules, s.tenant)
-	e.GET("/circulation-rules-storage/loan-policy", s.matchLoanPolicy, s.tenant)
+	get(e, "/circulation-rules-storage/loan-policy", s.matchLoanPolicy, s.tenant)
 	for _, r := range storage.Resources {
 		s.routeRecords(e, r)
 	}
@@ -95,16 +95,6 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
-// headAsGet routes HEAD like GET; net/http discards the body of a HEAD
-// answer, so every GET route answers HEAD too.
-func headAsGet(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if c.Request().Method == http.MethodHead {
-			c.Request().Method = http.MethodGet
-		}
-		return next(c)
-	}
-}
 
 // Request-scoped values. The request id and tenant travel in the request's
 // context so that every log line written with it names them (see LogHandler).
@@ -241,4 +231,10 @@ func (s *Server) ready(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "UP"})
+}
+
+// get routes GET and HEAD to h: net/http sends a HEAD answer's headers and
+// discards its body.
+func get(e *echo.Echo, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	e.Match([]string{http.MethodGet, http.MethodHead}, path, h, m...)
 }

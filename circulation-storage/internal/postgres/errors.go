@@ -63,9 +63,13 @@ func interpret(err error, t storage.Tenant) error {
 				With("constraint", pgErr.ConstraintName)
 			e.Err = err
 			return e
-		case pgErr.Code == sqlstateUntranslatable, pgErr.Code == sqlstateNotInRepertoire:
-			// JSON allows "\u0000"; PostgreSQL text and jsonb do not.
+		case pgErr.Code == sqlstateUntranslatable:
+			// JSON allows "\u0000"; PostgreSQL's jsonb does not.
 			e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "Text must not contain the NUL character (\\u0000)")
+			e.Err = err
+			return e
+		case pgErr.Code == sqlstateNotInRepertoire:
+			e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "Text must be valid UTF-8 without NUL characters")
 			e.Err = err
 			return e
 		case pgErr.Code == sqlstateQueryCanceled:

@@ -268,6 +268,11 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 	}
 	c, known := constraints[pgErr.ConstraintName]
 	switch {
+	case pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == spec(r).table+"_pkey":
+		id := fieldValue(doc, "id")
+		e := storage.Errorf(storage.KindConflict, storage.CodeConflict, "%s %s already exists", r.Name, id).With("id", id)
+		e.Err = err
+		return e
 	case known && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "loan_one_open_loan_per_item":
 		e := storage.Errorf(storage.KindInvalid, storage.CodeOpenLoanExists, "Cannot have more than one open loan for the same item").
 			With("itemId", fieldValue(doc, c.field))

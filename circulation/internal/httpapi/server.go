@@ -54,18 +54,18 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.Pre(middleware.RemoveTrailingSlash(), headAsGet)
+	e.Pre(middleware.RemoveTrailingSlash())
 	e.Use(s.requestID, s.observe, s.recoverPanic, s.limits)
 
-	e.GET("/admin/health", s.health)
-	e.GET("/admin/ready", s.ready)
-	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
+	get(e, "/admin/health", s.health)
+	get(e, "/admin/ready", s.ready)
+	get(e, "/metrics", echo.WrapHandler(metrics.Handler()))
 
 	e.POST("/circulation/check-out-by-barcode", s.checkOut, s.tenant)
 	e.POST("/circulation/check-in-by-barcode", s.checkIn, s.tenant)
-	e.GET("/circulation/loans", s.listLoans, s.tenant)
-	e.GET("/circulation/loans/:id", s.getLoan, s.tenant)
-	e.GET("/circulation/settings/check-out-lock", s.getSettings, s.tenant)
+	get(e, "/circulation/loans", s.listLoans, s.tenant)
+	get(e, "/circulation/loans/:id", s.getLoan, s.tenant)
+	get(e, "/circulation/settings/check-out-lock", s.getSettings, s.tenant)
 	e.PUT("/circulation/settings/check-out-lock", s.putSettings, s.tenant)
 	s.echo = e
 	return s
@@ -85,15 +85,6 @@ type ctxKey int
 
 const requestIDKey ctxKey = iota
 
-// headAsGet routes HEAD like GET; net/http discards the body.
-func headAsGet(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if c.Request().Method == http.MethodHead {
-			c.Request().Method = http.MethodGet
-		}
-		return next(c)
-	}
-}
 
 // requestID takes the caller's request id, or makes one, and echoes it back.
 func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
@@ -238,4 +229,10 @@ func (h requestLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h requestLogHandler) WithGroup(name string) slog.Handler {
 	return requestLogHandler{h.Handler.WithGroup(name)}
+}
+
+// get routes GET and HEAD to h: net/http sends a HEAD answer's headers and
+// discards its body.
+func get(e *echo.Echo, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	e.Match([]string{http.MethodGet, http.MethodHead}, path, h, m...)
 }

@@ -1,0 +1,290 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Options shape a cluster.
+type Options struct {
+	// Circulations is how many circulation instances to start (default 3).
+	Circulations int
+	// FeatureOn turns the check-out lock on through the environment.
+	FeatureOn bool
+	// LockTTLMs and RetryIntervalMs are the lock's environment settings
+	// (defaults 3000 and "500|500|1000").
+	LockTTLMs       int
+	RetryIntervalMs string
+	// StorageProxy puts a fault-injecting proxy between every circulation
+	// instance and storage; DBProxy one between storage and PostgreSQL.
+	StorageProxy, DBProxy bool
+	// StorageEnv and CirculationEnv add environment variables.
+	StorageEnv, CirculationEnv []string
+}
+
+// Cluster is one circulation-storage and several circulation instances on
+// a tenant of their own.
+type Cluster struct {
+	t            testing.TB
+	Tenant       string
+	Storage      *Process
+	Circulations []*Process
+	// StorageProxy and DBProxy are nil unless asked for.
+	StorageProxy, DBProxy *Proxy
+	// DB reaches the tenant's data directly, for checking invariants.
+	DB     *pgxpool.Pool
+	Schema string
+	client *http.Client
+}
+
+// NewCluster starts the processes and initialises the tenant.
+func NewCluster(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if opts.Circulations == 0 {
+		opts.Circulations = 3
+	}
+	if opts.LockTTLMs == 0 {
+		opts.LockTTLMs = 3000
+	}
+	if opts.RetryIntervalMs == "" {
+		opts.RetryIntervalMs = "500|500|1000"
+	}
+	e := envState()
+	c := &Cluster{t: t, Tenant: TenantID(), client: &http.Client{
+		Timeout:   60 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxIdleConns: 512},
+	}}
+	c.Schema = schemaOf(c.Tenant)
+
+	dbURL := e.DatabaseURL
+	if opts.DBProxy {
+		u, _ := url.Parse(dbURL)
+		c.DBProxy = NewProxy(t, u.Host)
+		u.Host = c.DBProxy.Addr()
+		dbURL = u.String()
+	}
+	c.Storage = startProcess(t, "storage", filepath.Join(e.BinDir, "circulation-storage"),
+		append([]string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=info", "DB_MAX_CONNS=20"}, opts.StorageEnv...)...)
+	storageURL := c.Storage.URL()
+	if opts.StorageProxy {
+		c.StorageProxy = NewProxy(t, c.Storage.Addr)
+		storageURL = "http://" + c.StorageProxy.Addr()
+	}
+	for i := range opts.Circulations {
+		c.Circulations = append(c.Circulations, startProcess(t, fmt.Sprintf("circulation-%d", i+1),
+			filepath.Join(e.BinDir, "circulation"),
+			append([]string{
+				"STORAGE_URL=" + storageURL,
+				fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", opts.FeatureOn),
+				fmt.Sprintf("LOCK_TTL_MS=%d", opts.LockTTLMs),
+				"RETRY_INTERVAL_MS=" + opts.RetryIntervalMs,
+				"SETTINGS_CACHE_TTL=200ms",
+				"STORAGE_TIMEOUT=3s",
+				"LOG_LEVEL=info",
+			}, opts.CirculationEnv...)...))
+	}
+
+	res := c.Do(c.Storage, "POST", "/_/tenant", map[string]any{"module_to": "mod-circulation-storage-1.0.0"})
+	res.Want(t, http.StatusCreated)
+	pool, err := pgxpool.New(context.Background(), e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	c.DB = pool
+	return c
+}
+
+// Response is an HTTP answer.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	// Err is a transport error: no answer at all.
+	Err error
+}
+
+// Want fails the test unless the status is want.
+func (r Response) Want(t testing.TB, want int) Response {
+	t.Helper()
+	if r.Err != nil {
+		t.Fatalf("no answer: %v", r.Err)
+	}
+	if r.Status != want {
+		t.Fatalf("status %d, want %d: %s", r.Status, want, r.Body)
+	}
+	return r
+}
+
+// Decode decodes the body.
+func (r Response) Decode(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+}
+
+// ErrorCodes lists the codes of an error envelope.
+func (r Response) ErrorCodes() []string {
+	var env struct {
+		Errors []struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(r.Body, &env) != nil {
+		return nil
+	}
+	codes := make([]string, len(env.Errors))
+	for i, e := range env.Errors {
+		codes[i] = e.Code
+	}
+	return codes
+}
+
+// Do sends a request to a process as the cluster's tenant. body may be nil,
+// a string (sent as is) or a value (sent as JSON).
+func (c *Cluster) Do(p *Process, method, path string, body any) Response {
+	return c.DoWith(p, method, path, body, map[string]string{"X-Okapi-Tenant": c.Tenant})
+}
+
+// DoWith sends a request with exactly the given headers (plus a JSON
+// Content-Type when there is a body and none is given).
+func (c *Cluster) DoWith(p *Process, method, path string, body any, headers map[string]string) Response {
+	var r io.Reader
+	if body != nil {
+		switch b := body.(type) {
+		case string:
+			r = strings.NewReader(b)
+		case []byte:
+			r = bytes.NewReader(b)
+		default:
+			data, err := json.Marshal(b)
+			if err != nil {
+				return Response{Err: err}
+			}
+			r = bytes.NewReader(data)
+		}
+	}
+	req, err := http.NewRequest(method, p.URL()+path, r)
+	if err != nil {
+		return Response{Err: err}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := c.client.Do(req)
+	if err != nil {
+		return Response{Err: err}
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	return Response{Status: res.StatusCode, Header: res.Header, Body: data, Err: err}
+}
+
+// ServicePoint is the service point every check-out names.
+const ServicePoint = "c4c90014-c8c9-4ade-8f24-b5e313319f4b"
+
+// CheckOut checks an item out through circulation instance i.
+func (c *Cluster) CheckOut(i int, itemBarcode, userBarcode string) Response {
+	return c.Do(c.Circulations[i%len(c.Circulations)], "POST", "/circulation/check-out-by-barcode",
+		map[string]string{"itemBarcode": itemBarcode, "userBarcode": userBarcode, "servicePointId": ServicePoint})
+}
+
+// CheckIn checks an item in through circulation instance i.
+func (c *Cluster) CheckIn(i int, itemBarcode string) Response {
+	return c.Do(c.Circulations[i%len(c.Circulations)], "POST", "/circulation/check-in-by-barcode",
+		map[string]string{"itemBarcode": itemBarcode, "servicePointId": ServicePoint})
+}
+
+// Library is what SetupLibrary created.
+type Library struct {
+	PolicyID string
+	Patrons  []string // barcodes
+	// Items[i] are the items set aside for patron i.
+	Items [][]string
+}
+
+// SetupLibrary creates, through storage's HTTP API, a patron group, a
+// material type, a loan type, a loan policy with the given item limit (0:
+// none) and rules applying it by loan type, and patrons each with their own
+// items.
+func (c *Cluster) SetupLibrary(patrons, itemsPerPatron, itemLimit int) Library {
+	c.t.Helper()
+	s := c.Storage
+	post := func(path string, body map[string]any) string {
+		c.t.Helper()
+		var out struct {
+			ID string `json:"id"`
+		}
+		c.Do(s, "POST", path, body).Want(c.t, http.StatusCreated).Decode(c.t, &out)
+		return out.ID
+	}
+	group := post("/groups", map[string]any{"group": "patrons"})
+	material := post("/material-types", map[string]any{"name": "book"})
+	loanType := post("/loan-types", map[string]any{"name": "Can circulate"})
+	loansPolicy := map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 3, "intervalId": "Weeks"}}
+	if itemLimit > 0 {
+		loansPolicy["itemLimit"] = itemLimit
+	}
+	policy := post("/loan-policy-storage/loan-policies", map[string]any{"name": "limited", "loanable": true, "loansPolicy": loansPolicy})
+	c.Do(s, "PUT", "/circulation-rules-storage", map[string]any{
+		"fallbackLoanPolicyId": policy,
+		"rules":                []map[string]any{{"loanTypeId": loanType, "loanPolicyId": policy}},
+	}).Want(c.t, http.StatusNoContent)
+
+	lib := Library{PolicyID: policy, Items: make([][]string, patrons)}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan string, patrons*(itemsPerPatron+1))
+	sem := make(chan struct{}, 16)
+	for p := range patrons {
+		barcode := fmt.Sprintf("P%04d", p)
+		lib.Patrons = append(lib.Patrons, barcode)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r := c.Do(s, "POST", "/users", map[string]any{"barcode": barcode, "active": true, "patronGroup": group,
+				"personal": map[string]any{"lastName": "Patron " + barcode}})
+			if r.Status != http.StatusCreated {
+				errs <- fmt.Sprintf("create user %s: %d %s", barcode, r.Status, r.Body)
+			}
+			var items []string
+			for i := range itemsPerPatron {
+				ib := fmt.Sprintf("%s-I%03d", barcode, i)
+				r := c.Do(s, "POST", "/item-storage/items", map[string]any{"barcode": ib, "title": "Item " + ib,
+					"status": map[string]any{"name": "Available"}, "materialTypeId": material, "permanentLoanTypeId": loanType})
+				if r.Status != http.StatusCreated {
+					errs <- fmt.Sprintf("create item %s: %d %s", ib, r.Status, r.Body)
+				}
+				items = append(items, ib)
+			}
+			mu.Lock()
+			lib.Items[p] = items
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		c.t.Fatal(e)
+	}
+	return lib
+}

@@ -1,0 +1,164 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Process is one running service binary.
+type Process struct {
+	t       testing.TB
+	Name    string
+	bin     string
+	env     []string
+	Addr    string // host:port it listens on
+	logPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// startProcess starts bin with env on a free port and waits until it answers
+// /admin/health. It is stopped when the test ends; its log is printed if the
+// test failed.
+func startProcess(t testing.TB, name, bin string, env ...string) *Process {
+	t.Helper()
+	p := &Process{t: t, Name: name, bin: bin, env: env, Addr: freeAddr(t),
+		logPath: filepath.Join(envState().LogDir, sanitizeName(t.Name())+"-"+name+".log")}
+	p.Start()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			if b, err := os.ReadFile(p.logPath); err == nil {
+				t.Logf("---- log of %s ----\n%s", name, tail(b, 200))
+			}
+		}
+	})
+	return p
+}
+
+// URL is the process's base URL.
+func (p *Process) URL() string { return "http://" + p.Addr }
+
+// Start starts (or restarts) the process on its port.
+func (p *Process) Start() {
+	p.t.Helper()
+	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cmd := exec.Command(p.bin)
+	cmd.Env = append(os.Environ(), append([]string{"HTTP_ADDR=" + p.Addr}, p.env...)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		p.t.Fatalf("start %s: %v", p.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		log.Close()
+		close(exited)
+	}()
+	p.cmd, p.exited = cmd, exited
+	p.waitHealthy()
+}
+
+// waitHealthy polls /admin/health until it answers 200, with a deadline.
+func (p *Process) waitHealthy() {
+	p.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/admin/health", nil)
+		res, err := http.DefaultClient.Do(req)
+		cancel()
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-p.exited:
+			b, _ := os.ReadFile(p.logPath)
+			p.t.Fatalf("%s exited while starting:\n%s", p.Name, tail(b, 50))
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s not healthy at %s after 15s", p.Name, p.URL())
+		}
+	}
+}
+
+// Stop sends SIGTERM and waits for a graceful exit (SIGKILL after 15 s).
+func (p *Process) Stop() {
+	if p.cmd == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// Kill ends the process with SIGKILL: no cleanup, no lock released.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// Restart stops the process gracefully and starts it again on its port.
+func (p *Process) Restart() {
+	p.t.Helper()
+	p.Stop()
+	p.Start()
+}
+
+// freeAddr finds a free loopback port.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func tail(b []byte, lines int) string {
+	n := 0
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			n++
+			if n > lines {
+				return string(b[i+1:])
+			}
+		}
+	}
+	return string(b)
+}
+
+func envState() Env {
+	if env.BinDir == "" {
+		panic(fmt.Sprint("harness: call harness.Main from TestMain"))
+	}
+	return env
+}

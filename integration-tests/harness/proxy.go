@@ -1,0 +1,148 @@
+package harness
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proxy is a TCP proxy between two real processes (circulation and storage,
+// or storage and PostgreSQL) that injects faults on command: latency on
+// every chunk forwarded, cutting every open connection, and refusing new
+// ones.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu      sync.Mutex
+	latency time.Duration
+	refuse  bool
+	conns   map[net.Conn]struct{}
+	closed  bool
+}
+
+// NewProxy listens on a free loopback port and forwards to target. It is
+// closed when the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	go p.serve()
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetLatency delays every chunk forwarded in either direction.
+func (p *Proxy) SetLatency(d time.Duration) {
+	p.mu.Lock()
+	p.latency = d
+	p.mu.Unlock()
+}
+
+// Refuse makes the proxy close new connections at once (on) or forward
+// them again (off).
+func (p *Proxy) Refuse(on bool) {
+	p.mu.Lock()
+	p.refuse = on
+	p.mu.Unlock()
+}
+
+// Cut closes every open connection, as a network failure or a database
+// restart would.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
+// Close stops the proxy and cuts everything.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.ln.Close()
+	p.Cut()
+}
+
+func (p *Proxy) serve() {
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		refuse, closed := p.refuse, p.closed
+		p.mu.Unlock()
+		if refuse || closed {
+			client.Close()
+			continue
+		}
+		go p.forward(client)
+	}
+}
+
+func (p *Proxy) forward(client net.Conn) {
+	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		client.Close()
+		server.Close()
+		return
+	}
+	p.conns[client] = struct{}{}
+	p.conns[server] = struct{}{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); p.pipe(server, client) }()
+	go func() { defer wg.Done(); p.pipe(client, server) }()
+	wg.Wait()
+	p.mu.Lock()
+	delete(p.conns, client)
+	delete(p.conns, server)
+	p.mu.Unlock()
+}
+
+// pipe copies src to dst chunk by chunk, delaying each by the latency, and
+// closes both ends when either side ends.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			d := p.latency
+			p.mu.Unlock()
+			if d > 0 {
+				time.Sleep(d) // the injected fault itself, not a wait for an event
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				return
+			}
+			return
+		}
+	}
+}
