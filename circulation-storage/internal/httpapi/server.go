@@ -95,7 +95,6 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
-
 // Request-scoped values. The request id and tenant travel in the request's
 // context so that every log line written with it names them (see LogHandler).
 type ctxKey int

@@ -85,7 +85,6 @@ type ctxKey int
 
 const requestIDKey ctxKey = iota
 
-
 // requestID takes the caller's request id, or makes one, and echoes it back.
 func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
