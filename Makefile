@@ -1,11 +1,11 @@
 # Two commands for a newcomer: `make run` starts the product against the local
 # PostgreSQL, `make test` runs every test. Both set themselves up.
 
-GO      ?= go
-MODULES := circulation-storage circulation schemas migrations config integration-tests
-PKGS    := $(foreach m,$(MODULES),./$(m)/...)
-# Modules that hold Go packages today (go list fails on a module with none).
-GO_PKGS  = $(foreach m,$(MODULES),$(if $(shell find $(m) -name '*.go' -print -quit 2>/dev/null),./$(m)/...))
+SHELL     := /bin/bash
+GO        ?= go
+MODULES   := circulation-storage circulation schemas migrations config integration-tests
+GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
+UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 
 .PHONY: all build run test lint unit fmt clean
 
@@ -21,10 +21,11 @@ build:
 run: build
 	scripts/run.sh
 
-## test: lint, then every test (race detector on) against the local PostgreSQL
+## test: lint, unit tests, then the workloads across real processes (race detector on), against the local PostgreSQL
 test: lint
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -race -count=1 $(GO_PKGS)
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+	$(GO) test -race -count=1 -v ./integration-tests/...
 
 ## lint: gofmt and go vet must be clean
 lint:

@@ -1,0 +1,223 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// burst fires n simultaneous check-outs of distinct items for one patron,
+// spread over the cluster's instances, and returns the answers.
+func burst(c *harness.Cluster, patron string, items []string) []harness.Response {
+	results := make([]harness.Response, len(items))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, item := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = c.CheckOut(i, item, patron)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return results
+}
+
+// TestWorkloadRaceWithoutLock (workload 1) shows the bug the product
+// exists for: with the feature off, 20 simultaneous check-outs for a patron
+// with itemLimit 2, spread over 3 instances, each validate the limit without
+// seeing the others' loans, and the patron ends above the limit. The
+// harness must be able to see this, or the workloads below prove nothing.
+func TestWorkloadRaceWithoutLock(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: false})
+	const limit, racers, maxRounds = 2, 20, 10
+	lib := c.SetupLibrary(maxRounds, racers, limit)
+	requests, successes, refusals, exceeded := 0, 0, 0, 0
+	worst := 0
+	for round := range maxRounds {
+		for _, r := range burst(c, lib.Patrons[round], lib.Items[round]) {
+			requests++
+			switch r.Status {
+			case http.StatusCreated:
+				successes++
+			case http.StatusUnprocessableEntity:
+				refusals++
+			default:
+				t.Fatalf("round %d: unexpected answer %d %s", round, r.Status, r.Body)
+			}
+		}
+		n := c.OpenLoans(t, lib.Patrons[round])
+		worst = max(worst, n)
+		if n > limit {
+			exceeded++
+		}
+		if exceeded >= 3 {
+			break
+		}
+	}
+	summary(t, requests, successes, refusals, 0, fmt.Sprintf("rounds_over_limit=%d worst_open_loans=%d limit=%d", exceeded, worst, limit))
+	if exceeded == 0 {
+		t.Fatalf("the race never exceeded the limit of %d in %d rounds: the harness cannot see the bug", limit, maxRounds)
+	}
+	// Everything but the limit still holds without the lock.
+	c.CheckInvariants(t, harness.Invariants{})
+}
+
+// TestWorkloadLimitHoldsWithLock (workload 2) is the same burst with the
+// feature on, round after round: exactly itemLimit successes, every other
+// answer the item-limit refusal or "unable to acquire lock", never more open
+// loans than the limit, no lock left behind.
+func TestWorkloadLimitHoldsWithLock(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true, RetryIntervalMs: "50|50|100|200|400"})
+	const limit, racers, rounds = 2, 20, 10
+	lib := c.SetupLibrary(rounds, racers, limit)
+	requests, successes, limited, unlocked := 0, 0, 0, 0
+	for round := range rounds {
+		created := 0
+		for _, r := range burst(c, lib.Patrons[round], lib.Items[round]) {
+			requests++
+			switch {
+			case r.Status == http.StatusCreated:
+				created++
+			case r.Status == http.StatusUnprocessableEntity && len(r.ErrorCodes()) == 1 && r.ErrorCodes()[0] == "ITEM_LIMIT_LOAN_TYPE":
+				limited++
+			case r.Status == http.StatusUnprocessableEntity && len(r.ErrorCodes()) == 1 && r.ErrorCodes()[0] == "UNABLE_TO_ACQUIRE_LOCK":
+				unlocked++
+			default:
+				t.Fatalf("round %d: unexpected answer %d %s", round, r.Status, r.Body)
+			}
+		}
+		successes += created
+		if created != limit {
+			t.Fatalf("round %d: %d check-outs succeeded, want exactly %d", round, created, limit)
+		}
+		if n := c.OpenLoans(t, lib.Patrons[round]); n != limit {
+			t.Fatalf("round %d: patron has %d open loans, want %d", round, n, limit)
+		}
+	}
+	violations := c.Violations(harness.Invariants{ItemLimit: limit})
+	summary(t, requests, successes, limited+unlocked, len(violations),
+		fmt.Sprintf("refused_at_limit=%d unable_to_acquire_lock=%d", limited, unlocked))
+	c.CheckInvariants(t, harness.Invariants{ItemLimit: limit})
+}
+
+// TestWorkloadManyPatrons (workload 3): 50 patrons × 10 simultaneous
+// check-outs each, mixed with check-ins, over 3 instances. A monitor reads
+// the database throughout: no patron is ever above the limit. At the end no
+// item has two open loans, none is checked out without one, and every 201
+// matches exactly one loan row.
+func TestWorkloadManyPatrons(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true, RetryIntervalMs: "100|100|200|400|800|1000"})
+	const patrons, perPatron, limit = 50, 10, 3
+	lib := c.SetupLibrary(patrons, perPatron, limit)
+
+	var overLimit atomic.Int64
+	stop := make(chan struct{})
+	monitorDone := make(chan struct{})
+	go func() {
+		defer close(monitorDone)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		q := `SELECT count(*) FROM (SELECT user_id FROM ` + pgx.Identifier{c.Schema, "loan"}.Sanitize() +
+			` WHERE status_name = 'Open' GROUP BY user_id HAVING count(*) > $1) over`
+		for {
+			var n int64
+			if err := c.DB.QueryRow(context.Background(), q, limit).Scan(&n); err == nil {
+				overLimit.Add(n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
+	var mu sync.Mutex
+	var created, closed []string
+	var requests, successes, refusals, failures int
+	record := func(r harness.Response, what string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		requests++
+		switch r.Status {
+		case http.StatusCreated:
+			var loan struct{ ID string }
+			_ = json.Unmarshal(r.Body, &loan)
+			created = append(created, loan.ID)
+			successes++
+			return true
+		case http.StatusUnprocessableEntity:
+			refusals++
+		default:
+			failures++
+			t.Errorf("%s: %d %s", what, r.Status, r.Body)
+		}
+		return false
+	}
+	checkIn := func(i int, item string) {
+		r := c.CheckIn(i, item)
+		mu.Lock()
+		defer mu.Unlock()
+		requests++
+		if r.Status != http.StatusOK {
+			failures++
+			t.Errorf("check-in %s: %d %s", item, r.Status, r.Body)
+			return
+		}
+		var res struct {
+			Loan *struct{ ID string } `json:"loan"`
+		}
+		_ = json.Unmarshal(r.Body, &res)
+		if res.Loan != nil {
+			closed = append(closed, res.Loan.ID)
+		}
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for p := range patrons {
+		for i := range perPatron {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				n := p*perPatron + i
+				item := lib.Items[p][i]
+				// The first items checked out are checked in at once and
+				// the patron tries again, so check-ins free places while
+				// the other check-outs still race for them.
+				if record(c.CheckOut(n, item, lib.Patrons[p]), "check-out "+item) && i < 3 {
+					checkIn(n+1, item)
+					record(c.CheckOut(n+2, item, lib.Patrons[p]), "second check-out "+item)
+				}
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(stop)
+	<-monitorDone
+
+	violations := c.Violations(harness.Invariants{ItemLimit: limit, Created: created, Closed: closed})
+	if n := overLimit.Load(); n > 0 {
+		violations = append(violations, fmt.Sprintf("monitor saw %d patron-samples above the limit", n))
+	}
+	summary(t, requests, successes, refusals, len(violations), fmt.Sprintf("check_ins_closing_a_loan=%d failures=%d", len(closed), failures))
+	if len(violations) > 0 {
+		t.Fatalf("invariant violations: %v", violations)
+	}
+}
