@@ -328,7 +328,16 @@ func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSetti
 func (s *Service) release(ctx context.Context, lock Lock) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.releaseTimeout)
 	defer cancel()
-	err := s.storage.ReleaseLock(rctx, lock.ID)
+	// A transient failure is retried twice, quickly: a lock left behind
+	// makes the patron's next check-out wait for its TTL, but the patron at
+	// the desk should not wait long for this one's answer either.
+	err := backoff.Retry(func() error {
+		err := s.storage.ReleaseLock(rctx, lock.ID)
+		if err != nil && !IsKind(err, KindUnavailable) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(backoff.WithMaxRetries(backoff.NewConstantBackOff(50*time.Millisecond), 2), rctx))
 	s.observer.LockReleased(err)
 	if err != nil {
 		s.logger.WarnContext(ctx, "lock release failed; it expires by itself",
@@ -362,14 +371,16 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckO
 	}
 	created, err := s.storage.CreateLoan(ctx, loan, lockID)
 	if err != nil {
+		if IsCode(err, CodeItemHasOpenLoan) {
+			// Another check-out of this item won; its loan is open, so
+			// "Checked out" is the item's right status: nothing to undo.
+			return CheckOutResult{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
+				"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}
+		}
 		if exists := s.loanExists(ctx, loan.ID, err); exists {
 			return CheckOutResult{Loan: loan, Item: stored, Patron: co.patron}, nil
 		}
 		s.compensate(ctx, stored, before.Status)
-		if IsCode(err, CodeItemHasOpenLoan) {
-			return CheckOutResult{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
-				"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}
-		}
 		return CheckOutResult{}, err
 	}
 	return CheckOutResult{Loan: created, Item: stored, Patron: co.patron}, nil
@@ -393,7 +404,17 @@ func (s *Service) settleItemUpdateTo(ctx context.Context, changed Item, status s
 	if !IsKind(err, KindUnavailable) {
 		return Item{}, err
 	}
-	current, rerr := s.storage.ItemByBarcode(ctx, changed.Barcode)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	var current Item
+	rerr := backoff.Retry(func() error {
+		var err error
+		current, err = s.storage.ItemByBarcode(rctx, changed.Barcode)
+		if err != nil && !IsKind(err, KindUnavailable) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(backoff.NewConstantBackOff(100*time.Millisecond), rctx))
 	if rerr == nil && current.Version == changed.Version+1 && current.Status == status {
 		return current, nil
 	}

@@ -120,3 +120,25 @@ func (c *Cluster) OpenLoans(t testing.TB, userBarcode string) int {
 	}
 	return n
 }
+
+// snapshotTables are every table of a tenant's schema that a request could
+// change.
+var snapshotTables = []string{"patron_group", "material_type", "loan_type", "patron", "item", "loan_policy", "loan",
+	"circulation_rules", "circulation_rule", "setting", "check_out_lock", "tenant_job"}
+
+// Snapshot is every row of the tenant's tables as JSON text, for "nothing
+// changed".
+func (c *Cluster) Snapshot(t testing.TB) string {
+	t.Helper()
+	var b strings.Builder
+	for _, table := range snapshotTables {
+		var rows string
+		err := c.DB.QueryRow(context.Background(), `SELECT coalesce(json_agg(t ORDER BY t::text)::text, '[]') FROM `+
+			pgx.Identifier{c.Schema, table}.Sanitize()+` t`).Scan(&rows)
+		if err != nil {
+			t.Fatalf("snapshot %s: %v", table, err)
+		}
+		b.WriteString(table + ": " + rows + "\n")
+	}
+	return b.String()
+}

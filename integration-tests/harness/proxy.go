@@ -1,8 +1,8 @@
 package harness
 
 import (
-	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +19,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	latency time.Duration
 	refuse  bool
+	drop    string
 	conns   map[net.Conn]struct{}
 	closed  bool
 }
@@ -52,6 +53,15 @@ func (p *Proxy) SetLatency(d time.Duration) {
 func (p *Proxy) Refuse(on bool) {
 	p.mu.Lock()
 	p.refuse = on
+	p.mu.Unlock()
+}
+
+// DropRequests makes the proxy cut any connection on which the client sends
+// a chunk starting with prefix ("DELETE /check-out-lock-storage/"), so that
+// kind of HTTP request fails in transit. An empty prefix stops dropping.
+func (p *Proxy) DropRequests(prefix string) {
+	p.mu.Lock()
+	p.drop = prefix
 	p.mu.Unlock()
 }
 
@@ -110,8 +120,8 @@ func (p *Proxy) forward(client net.Conn) {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(server, client) }()
-	go func() { defer wg.Done(); p.pipe(client, server) }()
+	go func() { defer wg.Done(); p.pipe(server, client, true) }()
+	go func() { defer wg.Done(); p.pipe(client, server, false) }()
 	wg.Wait()
 	p.mu.Lock()
 	delete(p.conns, client)
@@ -120,8 +130,9 @@ func (p *Proxy) forward(client net.Conn) {
 }
 
 // pipe copies src to dst chunk by chunk, delaying each by the latency, and
-// closes both ends when either side ends.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// closes both ends when either side ends. fromClient marks the direction in
+// which requests travel.
+func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
@@ -129,8 +140,11 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			d := p.latency
+			d, drop := p.latency, p.drop
 			p.mu.Unlock()
+			if fromClient && drop != "" && strings.HasPrefix(string(buf[:n]), drop) {
+				return
+			}
 			if d > 0 {
 				time.Sleep(d) // the injected fault itself, not a wait for an event
 			}
@@ -139,9 +153,6 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			if err != io.EOF {
-				return
-			}
 			return
 		}
 	}
