@@ -7,7 +7,7 @@ MODULES   := circulation-storage circulation schemas migrations config integrati
 GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 
-.PHONY: all build run test lint unit fmt clean
+.PHONY: all build run test soak lint fmt clean
 
 all: build
 
@@ -26,6 +26,11 @@ test: lint
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 	$(GO) test -race -count=1 -v ./integration-tests/...
+
+## soak: the workloads across real processes, five times larger, three times over
+soak: build
+	scripts/ensure-postgres.sh >/dev/null
+	$(GO) test -count=3 -timeout 30m -v ./integration-tests/... -args -soak
 
 ## lint: gofmt and go vet must be clean
 lint:

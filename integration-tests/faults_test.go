@@ -244,7 +244,8 @@ func TestFaultReleaseFails(t *testing.T) {
 func TestFaultStorageRestartUnderLoad(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true, RetryIntervalMs: "100|200|400|800"})
-	const patrons, perPatron, limit = 30, 4, 2
+	const perPatron, limit = 4, 2
+	patrons := scaled(30)
 	lib := c.SetupLibrary(patrons, perPatron, limit)
 
 	var mu sync.Mutex

@@ -5,13 +5,27 @@
 package integration
 
 import (
+	"flag"
 	"os"
 	"testing"
 
 	"github.com/checkoutlock/integration-tests/harness"
 )
 
-func TestMain(m *testing.M) { os.Exit(harness.Main(m)) }
+var soak = flag.Bool("soak", false, "run the workloads five times larger (make soak)")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(harness.Main(m))
+}
+
+// scaled is n, or five times n in a soak run.
+func scaled(n int) int {
+	if *soak {
+		return 5 * n
+	}
+	return n
+}
 
 // summary prints the one line each workload reports.
 func summary(t *testing.T, requests, successes, refusals, violations int, extra string) {

@@ -82,7 +82,8 @@ func TestWorkloadRaceWithoutLock(t *testing.T) {
 func TestWorkloadLimitHoldsWithLock(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true, RetryIntervalMs: "50|50|100|200|400"})
-	const limit, racers, rounds = 2, 20, 10
+	const limit, racers = 2, 20
+	rounds := scaled(10)
 	lib := c.SetupLibrary(rounds, racers, limit)
 	requests, successes, limited, unlocked := 0, 0, 0, 0
 	for round := range rounds {
@@ -122,7 +123,8 @@ func TestWorkloadLimitHoldsWithLock(t *testing.T) {
 func TestWorkloadManyPatrons(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true, RetryIntervalMs: "100|100|200|400|800|1000"})
-	const patrons, perPatron, limit = 50, 10, 3
+	const perPatron, limit = 10, 3
+	patrons := scaled(50)
 	lib := c.SetupLibrary(patrons, perPatron, limit)
 
 	var overLimit atomic.Int64
