@@ -196,7 +196,8 @@ func (s *Settings) fetch(ctx context.Context) (LockSettings, time.Duration) {
 		return s.env, s.ttl
 	}
 	var stored StoredLockSettings
-	if err := json.Unmarshal(raw, &stored); err == nil {
+	err = json.Unmarshal(raw, &stored)
+	if err == nil {
 		err = stored.Validate()
 	}
 	if err != nil {

@@ -1,0 +1,1019 @@
+package circulation_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/circulation/internal/storageclient"
+	"github.com/checkoutlock/circulation/internal/storagefake"
+)
+
+// The records every test starts from: an active patron, an available item,
+// and circulation rules that lend it for 3 weeks with an item limit of 3.
+const (
+	tenant       = "diku"
+	requestID    = "req-42/circulation"
+	patronID     = "11111111-1111-4111-8111-111111111111"
+	patronGroup  = "22222222-2222-4222-8222-222222222222"
+	itemID       = "33333333-3333-4333-8333-333333333333"
+	materialType = "44444444-4444-4444-8444-444444444444"
+	loanType     = "55555555-5555-4555-8555-555555555555"
+	policyID     = "66666666-6666-4666-8666-666666666666"
+	servicePoint = "77777777-7777-4777-8777-777777777777"
+	otherPatron  = "88888888-8888-4888-8888-888888888888"
+	otherLoan    = "99999999-9999-4999-8999-999999999999"
+	userBarcode  = "u-1001"
+	itemBarcode  = "i-2001"
+	itemTitle    = "The Name of the Rose"
+	itemLimit    = 3
+)
+
+// start is the fake clock's time at the start of every test.
+var start = time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+
+func ms(v ...int) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, n := range v {
+		out[i] = time.Duration(n) * time.Millisecond
+	}
+	return out
+}
+
+var (
+	lockOn  = circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: ms(500, 500, 1000)}
+	lockOff = circulation.LockSettings{Enabled: false, LockTTL: 3 * time.Second, RetryIntervals: ms(500, 500, 1000)}
+)
+
+// clock is the service's clock: its timers fire at once, recording each
+// wait asked for and moving the time on by it. With cancel set, the first
+// wait cancels the request instead and never fires.
+type clock struct {
+	mu     sync.Mutex
+	now    time.Time
+	waits  []time.Duration
+	cancel context.CancelFunc
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Waits() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.waits)
+}
+
+func (c *clock) NewTimer() backoff.Timer { return &timer{clock: c, c: make(chan time.Time, 1)} }
+
+type timer struct {
+	clock *clock
+	c     chan time.Time
+}
+
+func (t *timer) Start(d time.Duration) {
+	c := t.clock
+	c.mu.Lock()
+	c.waits = append(c.waits, d)
+	c.now = c.now.Add(d)
+	now, cancel := c.now, c.cancel
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		return
+	}
+	t.c <- now
+}
+
+func (t *timer) Stop()               {}
+func (t *timer) C() <-chan time.Time { return t.c }
+
+// cancelOnWait makes the next wait call cancel instead of firing.
+func (c *clock) cancelOnWait(cancel context.CancelFunc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cancel = cancel
+}
+
+// observer records what the service reports.
+type observer struct {
+	mu            sync.Mutex
+	onAcquired    func() // called after recording an acquisition
+	acquired      []attempt
+	notAcquired   []attempt
+	releases      []error
+	compensations []error
+}
+
+type attempt struct {
+	attempts int
+	wait     time.Duration
+}
+
+func (o *observer) LockAcquired(n int, wait time.Duration) {
+	o.mu.Lock()
+	o.acquired = append(o.acquired, attempt{n, wait})
+	hook := o.onAcquired
+	o.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+}
+
+func (o *observer) LockNotAcquired(n int, wait time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.notAcquired = append(o.notAcquired, attempt{n, wait})
+}
+
+func (o *observer) LockReleased(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.releases = append(o.releases, err)
+}
+
+func (o *observer) Compensated(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.compensations = append(o.compensations, err)
+}
+
+// stack is the real service and storage client over the fake storage.
+type stack struct {
+	fake     *storagefake.Fake
+	storage  *storageclient.Client
+	settings *circulation.Settings
+	svc      *circulation.Service
+	clock    *clock
+	obs      *observer
+}
+
+// newStack builds the stack over a fake holding the standard records.
+func newStack(t *testing.T, env circulation.LockSettings) *stack {
+	t.Helper()
+	fake := storagefake.New(t)
+	seed(fake)
+	return stackOver(t, fake, env)
+}
+
+func stackOver(t *testing.T, fake *storagefake.Fake, env circulation.LockSettings) *stack {
+	t.Helper()
+	client := storageclient.New(fake.URL, time.Second)
+	t.Cleanup(client.Close)
+	logger := slog.New(slog.DiscardHandler)
+	s := &stack{fake: fake, storage: client, clock: &clock{now: start}, obs: &observer{}}
+	s.settings = circulation.NewSettings(client, env, time.Minute, logger)
+	s.svc = circulation.NewService(client, s.settings, s.obs, logger, time.Second)
+	s.svc.UseClock(s.clock.Now, s.clock.NewTimer)
+	return s
+}
+
+func seed(f *storagefake.Fake) {
+	f.AddUser(storagefake.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup,
+		FirstName: "Ada", LastName: "Lovelace"})
+	f.AddItem(storagefake.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusAvailable,
+		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+	f.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks",
+		ItemLimit: itemLimit})
+	f.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID})
+}
+
+func okapi(t *testing.T) context.Context {
+	return circulation.WithOkapi(t.Context(), circulation.Okapi{Tenant: tenant, RequestID: requestID})
+}
+
+func request() circulation.CheckOutRequest {
+	return circulation.CheckOutRequest{ItemBarcode: itemBarcode, UserBarcode: userBarcode, ServicePointID: servicePoint}
+}
+
+func (s *stack) checkOut(t *testing.T) (circulation.CheckOutResult, error) {
+	t.Helper()
+	return s.svc.CheckOut(okapi(t), request())
+}
+
+// wantCount checks how many calls route got.
+func wantCount(t *testing.T, f *storagefake.Fake, route string, want int) {
+	t.Helper()
+	if got := f.Count(route); got != want {
+		t.Errorf("%s called %d times, want %d", route, got, want)
+	}
+}
+
+// wantNoWrites checks that neither the item nor any loan was written.
+func wantNoWrites(t *testing.T, f *storagefake.Fake) {
+	t.Helper()
+	wantCount(t, f, storagefake.RoutePutItem, 0)
+	wantCount(t, f, storagefake.RoutePostLoan, 0)
+	wantCount(t, f, storagefake.RoutePutLoan, 0)
+}
+
+func wantItem(t *testing.T, f *storagefake.Fake, status string, version int) {
+	t.Helper()
+	item, ok := f.Item(itemID)
+	if !ok || item.Status != status || item.Version != version {
+		t.Errorf("stored item: status %q, _version %d (found %v); want %q, %d", item.Status, item.Version, ok, status, version)
+	}
+}
+
+func wantWaits(t *testing.T, c *clock, want []time.Duration) {
+	t.Helper()
+	if got := c.Waits(); !slices.Equal(got, want) {
+		t.Errorf("waits %v, want %v", got, want)
+	}
+}
+
+// wantError checks err is an *circulation.Error of the kind and code.
+func wantError(t *testing.T, err error, kind circulation.Kind, code string) *circulation.Error {
+	t.Helper()
+	e, ok := circulation.AsError(err)
+	if !ok || e.Kind != kind || e.Code != code {
+		t.Fatalf("error %v (%T), want kind %d code %s", err, err, kind, code)
+	}
+	return e
+}
+
+// refusals returns the code, message and parameters of every refusal in err.
+func refusals(t *testing.T, err error) []string {
+	t.Helper()
+	var r *circulation.Refusal
+	if !errors.As(err, &r) {
+		t.Fatalf("error %v (%T), want a *circulation.Refusal", err, err)
+	}
+	var out []string
+	for _, e := range r.Errors {
+		if e.Kind != circulation.KindInvalid {
+			t.Errorf("refusal %s has kind %d, want KindInvalid", e.Code, e.Kind)
+		}
+		s := e.Code + ": " + e.Message
+		for _, p := range e.Parameters {
+			s += " [" + p.Key + "=" + p.Value + "]"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func wantStrings(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got %q\nwant %q", what, got, want)
+	}
+}
+
+// routes lists the routes called, in order.
+func routes(f *storagefake.Fake) []string {
+	var out []string
+	for _, c := range f.Calls() {
+		out = append(out, c.Route)
+	}
+	return out
+}
+
+func TestCheckOutWithFeatureOffMakesNoLockCalls(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOff)
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	for _, c := range s.fake.Calls() {
+		if strings.HasPrefix(c.Path, "/check-out-lock-storage") || c.LockID != "" {
+			t.Errorf("lock call or header with the feature off: %+v", c)
+		}
+	}
+	// Validation reads concurrently, in any order; then settings and the
+	// two writes, in order.
+	got := routes(s.fake)
+	if len(got) != 9 {
+		t.Fatalf("routes %q, want 9 calls", got)
+	}
+	validation := slices.Sorted(slices.Values(got[:6]))
+	wantStrings(t, "validation reads", validation, slices.Sorted(slices.Values([]string{storagefake.RouteUsers, storagefake.RouteItems,
+		storagefake.RouteLoans, storagefake.RouteMatchPolicy, storagefake.RouteLoanPolicy, storagefake.RouteOpenCount})))
+	wantStrings(t, "then", got[6:], []string{storagefake.RouteGetSettings, storagefake.RoutePutItem, storagefake.RoutePostLoan})
+
+	loans := s.fake.Loans()
+	wantLoan := storagefake.Loan{ID: res.Loan.ID, UserID: patronID, ItemID: itemID, Status: "Open", Action: "checkedout",
+		LoanDate: "2025-03-01T10:00:00.000Z", DueDate: "2025-03-22T10:00:00.000Z", LoanPolicyID: policyID,
+		CheckoutServicePointID: servicePoint}
+	if len(loans) != 1 || loans[0] != wantLoan {
+		t.Errorf("stored loans %+v, want [%+v]", loans, wantLoan)
+	}
+	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	if res.Locked || res.Item.Status != circulation.StatusCheckedOut || res.Item.Version != 2 || res.Patron.ID != patronID {
+		t.Errorf("result locked %v, item %q v%d, patron %s", res.Locked, res.Item.Status, res.Item.Version, res.Patron.ID)
+	}
+	if len(s.obs.acquired)+len(s.obs.notAcquired)+len(s.obs.releases) != 0 {
+		t.Errorf("observer heard of locks with the feature off: %+v", s.obs)
+	}
+}
+
+func TestCheckOutUnderAFreeLock(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	locks := s.fake.Locks()
+	if len(locks) != 1 || locks[0].UserID != patronID || locks[0].TTLMs != 3000 || !locks[0].Released {
+		t.Fatalf("locks %+v, want one 3000 ms lock of the patron, released", locks)
+	}
+	lockID := locks[0].ID
+
+	// Acquire, re-check the limit, write the item, create the loan under
+	// the lock, release: in that order.
+	var order []string
+	for _, c := range s.fake.Calls() {
+		switch c.Route {
+		case storagefake.RouteAcquire, storagefake.RoutePutItem, storagefake.RouteRelease:
+			order = append(order, c.Route)
+		case storagefake.RouteOpenCount:
+			if slices.Contains(order, storagefake.RouteAcquire) {
+				order = append(order, c.Route)
+			}
+		case storagefake.RoutePostLoan:
+			order = append(order, c.Route)
+			if c.LockID != lockID || c.Status != http.StatusCreated {
+				t.Errorf("loan created with X-Check-Out-Lock-Id %q (status %d), want %q", c.LockID, c.Status, lockID)
+			}
+		}
+		if c.Route == storagefake.RouteRelease && c.Path != "/check-out-lock-storage/"+lockID {
+			t.Errorf("released %s, want the acquired lock %s", c.Path, lockID)
+		}
+	}
+	wantStrings(t, "order under the lock", order, []string{storagefake.RouteAcquire, storagefake.RouteOpenCount,
+		storagefake.RoutePutItem, storagefake.RoutePostLoan, storagefake.RouteRelease})
+
+	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	loans := s.fake.Loans()
+	if len(loans) != 1 || loans[0].ID != res.Loan.ID || loans[0].Status != "Open" {
+		t.Errorf("stored loans %+v, want the one returned (%s), open", loans, res.Loan.ID)
+	}
+	if !res.Locked {
+		t.Error("result not marked as locked")
+	}
+	if !reflect.DeepEqual(s.obs.acquired, []attempt{{1, 0}}) || !reflect.DeepEqual(s.obs.releases, []error{nil}) {
+		t.Errorf("observer acquired %+v releases %v, want one attempt and one clean release", s.obs.acquired, s.obs.releases)
+	}
+	wantWaits(t, s.clock, nil)
+}
+
+func TestCheckOutRetriesAHeldLock(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.HoldLock(2)
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	wantCount(t, s.fake, storagefake.RouteAcquire, 3)
+	wantWaits(t, s.clock, ms(500, 500))
+	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	if n := len(s.fake.Loans()); n != 1 {
+		t.Errorf("%d loans, want 1", n)
+	}
+	if want := []attempt{{3, time.Second}}; !reflect.DeepEqual(s.obs.acquired, want) {
+		t.Errorf("observer acquired %+v, want %+v", s.obs.acquired, want)
+	}
+}
+
+func TestCheckOutGivesUpOnALockHeldForever(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.HoldLock(-1)
+	before := s.fake.Dump()
+	_, err := s.checkOut(t)
+	e := wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	if e.Message != "unable to acquire lock" {
+		t.Errorf("message %q, want FOLIO's %q", e.Message, "unable to acquire lock")
+	}
+	want := []circulation.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"}}
+	if !reflect.DeepEqual(e.Parameters, want) {
+		t.Errorf("parameters %+v, want %+v", e.Parameters, want)
+	}
+	wantCount(t, s.fake, storagefake.RouteAcquire, 4)
+	wantWaits(t, s.clock, ms(500, 500, 1000))
+	wantNoWrites(t, s.fake)
+	wantCount(t, s.fake, storagefake.RouteRelease, 0)
+	if after := s.fake.Dump(); after != before {
+		t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
+	}
+	if want := []attempt{{4, 2 * time.Second}}; !reflect.DeepEqual(s.obs.notAcquired, want) {
+		t.Errorf("observer notAcquired %+v, want %+v", s.obs.notAcquired, want)
+	}
+}
+
+func TestCheckOutDoesNotRetryARefusedAcquire(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.FailAcquire(http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	_, err := s.checkOut(t)
+	wantError(t, err, circulation.KindInternal, circulation.CodeInternal)
+	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+	wantWaits(t, s.clock, nil)
+	wantNoWrites(t, s.fake)
+	wantCount(t, s.fake, storagefake.RouteRelease, 0)
+}
+
+func TestCheckOutRetriesAnUnavailableLockStore(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.FailAcquire(http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE")
+	_, err := s.checkOut(t)
+	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+	wantCount(t, s.fake, storagefake.RouteAcquire, 4)
+	wantWaits(t, s.clock, ms(500, 500, 1000))
+	wantNoWrites(t, s.fake)
+}
+
+func TestCheckOutRechecksTheItemLimitUnderTheLock(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.OpenCounts(itemLimit-1, itemLimit) // another check-out got in between
+	_, err := s.checkOut(t)
+	wantStrings(t, "refusals", refusals(t, err), []string{
+		"ITEM_LIMIT: Patron has reached maximum limit of 3 items [itemBarcode=" + itemBarcode + "] [itemLimit=3]"})
+	wantCount(t, s.fake, storagefake.RouteOpenCount, 2)
+	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+		t.Errorf("locks %+v, want one, released", locks)
+	}
+	wantNoWrites(t, s.fake)
+	wantItem(t, s.fake, circulation.StatusAvailable, 1)
+}
+
+func TestCheckOutItemLimitNamesTheRuleScope(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		mt, lt        bool
+		code, message string
+		query         string
+	}{
+		{"any", false, false, "ITEM_LIMIT", "Patron has reached maximum limit of 3 items",
+			"userId=" + patronID},
+		{"material type", true, false, "ITEM_LIMIT_MATERIAL_TYPE", "Patron has reached maximum limit of 3 items for material type",
+			"materialTypeId=" + materialType + "&userId=" + patronID},
+		{"loan type", false, true, "ITEM_LIMIT_LOAN_TYPE", "Patron has reached maximum limit of 3 items for loan type",
+			"loanTypeId=" + loanType + "&userId=" + patronID},
+		{"both", true, true, "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE",
+			"Patron has reached maximum limit of 3 items for combination of material type and loan type",
+			"loanTypeId=" + loanType + "&materialTypeId=" + materialType + "&userId=" + patronID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			s.fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID, MaterialTypeMatch: tc.mt, LoanTypeMatch: tc.lt})
+			s.fake.OpenCounts(itemLimit)
+			_, err := s.checkOut(t)
+			wantStrings(t, "refusals", refusals(t, err), []string{
+				tc.code + ": " + tc.message + " [itemBarcode=" + itemBarcode + "] [itemLimit=3]"})
+			for _, c := range s.fake.Calls() {
+				if c.Route == storagefake.RouteOpenCount && c.Query != tc.query {
+					t.Errorf("open-count query %q, want %q", c.Query, tc.query)
+				}
+			}
+			// Refused at validation: no lock taken.
+			wantCount(t, s.fake, storagefake.RouteAcquire, 0)
+			wantNoWrites(t, s.fake)
+		})
+	}
+}
+
+func TestCheckOutCountsTheStoredOpenLoans(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOff)
+	// Three loans of the patron's: two count, the one of an item claimed
+	// returned does not.
+	for i, status := range []string{"Checked out", "Checked out", "Claimed returned"} {
+		id := fmt.Sprintf("33333333-3333-4333-8333-%012d", i+1)
+		s.fake.AddItem(storagefake.Item{ID: id, Barcode: fmt.Sprintf("other-%d", i), Title: "Other", Status: status,
+			MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+		s.fake.AddLoan(storagefake.Loan{ID: fmt.Sprintf("99999999-9999-4999-8999-%012d", i+1),
+			UserID: patronID, ItemID: id, Status: "Open", Action: "checkedout", LoanDate: "2025-02-01T10:00:00.000Z"})
+	}
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out with 2 of 3 counted: %v", err)
+	}
+	// Now the patron has three: the next check-out is refused.
+	s.fake.AddItem(storagefake.Item{ID: "33333333-3333-4333-8333-000000000009", Barcode: "i-9", Title: "Next",
+		Status: circulation.StatusAvailable, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+	req := request()
+	req.ItemBarcode = "i-9"
+	_, err := s.svc.CheckOut(okapi(t), req)
+	wantStrings(t, "refusals", refusals(t, err), []string{
+		"ITEM_LIMIT: Patron has reached maximum limit of 3 items [itemBarcode=i-9] [itemLimit=3]"})
+}
+
+func TestCheckOutSucceedsWhenTheReleaseFails(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		status   int
+		attempts int // a transient failure is retried twice
+		kind     circulation.Kind
+	}{
+		{"storage error", http.StatusInternalServerError, 3, circulation.KindUnavailable},
+		{"lock gone", http.StatusNotFound, 1, circulation.KindNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			s.fake.FailRelease(tc.status)
+			res, err := s.checkOut(t)
+			if err != nil {
+				t.Fatalf("check-out: %v", err)
+			}
+			loans := s.fake.Loans()
+			if len(loans) != 1 || loans[0].ID != res.Loan.ID {
+				t.Errorf("stored loans %+v, want the returned %s", loans, res.Loan.ID)
+			}
+			wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+			wantCount(t, s.fake, storagefake.RouteRelease, tc.attempts)
+			if len(s.obs.releases) != 1 || !circulation.IsKind(s.obs.releases[0], tc.kind) {
+				t.Errorf("observer releases %v, want one of kind %d", s.obs.releases, tc.kind)
+			}
+			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].Released {
+				t.Errorf("locks %+v, want one, not released (it expires by itself)", locks)
+			}
+		})
+	}
+}
+
+func TestCheckOutPutsTheItemBackWhenTheLoanFails(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.FailLoanCreation(false)
+	_, err := s.checkOut(t)
+	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+	if n := len(s.fake.Loans()); n != 0 {
+		t.Errorf("%d loans, want 0", n)
+	}
+	// Checked out at version 2, then back to Available at version 3.
+	wantItem(t, s.fake, circulation.StatusAvailable, 3)
+	wantCount(t, s.fake, storagefake.RoutePutItem, 2)
+	wantCount(t, s.fake, storagefake.RouteLoan, 1) // the read-back found nothing
+	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+		t.Errorf("locks %+v, want one, released", locks)
+	}
+	if !reflect.DeepEqual(s.obs.compensations, []error{nil}) {
+		t.Errorf("observer compensations %v, want one success", s.obs.compensations)
+	}
+}
+
+func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.FailLoanCreation(true)
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	loans := s.fake.Loans()
+	if len(loans) != 1 || loans[0].ID != res.Loan.ID || loans[0].Status != "Open" {
+		t.Errorf("stored loans %+v, want the returned %s, open", loans, res.Loan.ID)
+	}
+	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	wantCount(t, s.fake, storagefake.RoutePutItem, 1)
+	wantCount(t, s.fake, storagefake.RouteLoan, 1)
+	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	if len(s.obs.compensations) != 0 {
+		t.Errorf("observer compensations %v, want none", s.obs.compensations)
+	}
+}
+
+func TestCheckOutUndoesTheItemWhenTheLockIsLost(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.LoseLockBeforeLoan()
+	_, err := s.checkOut(t)
+	wantError(t, err, circulation.KindConflict, circulation.CodeLockLost)
+	if n := len(s.fake.Loans()); n != 0 {
+		t.Errorf("%d loans, want 0", n)
+	}
+	wantItem(t, s.fake, circulation.StatusAvailable, 3)
+	wantCount(t, s.fake, storagefake.RouteLoan, 0) // a refusal is not ambiguous
+	if len(s.obs.releases) != 1 || !circulation.IsKind(s.obs.releases[0], circulation.KindNotFound) {
+		t.Errorf("observer releases %v, want one not found (the lock had expired)", s.obs.releases)
+	}
+}
+
+func TestCheckOutWithStorageDown(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	before := s.fake.Dump()
+	s.fake.Down()
+	_, err := s.checkOut(t)
+	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+	if after := s.fake.Dump(); after != before {
+		t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
+	}
+	if calls := s.fake.Calls(); len(calls) != 0 {
+		t.Errorf("a server that is down got calls: %+v", calls)
+	}
+	if len(s.obs.acquired)+len(s.obs.notAcquired) != 0 {
+		t.Errorf("observer heard of lock attempts: %+v", s.obs)
+	}
+}
+
+func TestCheckOutStopsWhenCancelledWhileWaitingForTheLock(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.HoldLock(-1)
+	before := s.fake.Dump()
+	ctx, cancel := context.WithCancel(okapi(t))
+	defer cancel()
+	s.clock.cancelOnWait(cancel)
+	_, err := s.svc.CheckOut(ctx, request())
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+	wantWaits(t, s.clock, ms(500))
+	wantNoWrites(t, s.fake)
+	wantCount(t, s.fake, storagefake.RouteRelease, 0)
+	if after := s.fake.Dump(); after != before {
+		t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
+	}
+	if want := []attempt{{1, 500 * time.Millisecond}}; !reflect.DeepEqual(s.obs.notAcquired, want) {
+		t.Errorf("observer notAcquired %+v, want %+v", s.obs.notAcquired, want)
+	}
+}
+
+func TestCheckOutReleasesTheLockOfACancelledRequest(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	ctx, cancel := context.WithCancel(okapi(t))
+	defer cancel()
+	s.obs.onAcquired = cancel // the client goes away once the lock is held
+	_, err := s.svc.CheckOut(ctx, request())
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	wantNoWrites(t, s.fake)
+	wantItem(t, s.fake, circulation.StatusAvailable, 1)
+	locks := s.fake.Locks()
+	if len(locks) != 1 || !locks[0].Released {
+		t.Errorf("locks %+v, want one, released", locks)
+	}
+	for _, c := range s.fake.Calls() {
+		if c.Route == storagefake.RouteRelease && (c.Status != http.StatusNoContent || c.Tenant != tenant || c.RequestID != requestID) {
+			t.Errorf("release %+v, want 204 with the request's tenant and id", c)
+		}
+	}
+	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+}
+
+func TestCheckOutCollectsEveryRefusal(t *testing.T) {
+	t.Parallel()
+	fake := storagefake.New(t)
+	fake.AddUser(storagefake.User{ID: patronID, Barcode: userBarcode, Active: false, PatronGroup: patronGroup, LastName: "L"})
+	fake.AddItem(storagefake.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusCheckedOut,
+		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+	fake.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks"})
+	fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID})
+	fake.AddLoan(storagefake.Loan{ID: otherLoan, UserID: otherPatron, ItemID: itemID, Status: "Open", Action: "checkedout",
+		LoanDate: "2025-02-01T10:00:00.000Z"})
+	s := stackOver(t, fake, lockOn)
+	before := fake.Dump()
+	_, err := s.checkOut(t)
+	wantStrings(t, "refusals", refusals(t, err), []string{
+		"USER_IS_INACTIVE: Cannot check out to inactive user [userBarcode=" + userBarcode + "]",
+		"ITEM_ALREADY_CHECKED_OUT: Item is already checked out [itemBarcode=" + itemBarcode + "]",
+		"ITEM_HAS_OPEN_LOAN: Cannot check out item that already has an open loan [itemBarcode=" + itemBarcode + "]",
+	})
+	wantCount(t, fake, storagefake.RouteAcquire, 0)
+	if w := fake.Writes(); len(w) != 0 {
+		t.Errorf("writes %+v, want none", w)
+	}
+	if after := fake.Dump(); after != before {
+		t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+func TestCheckOutRefusals(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		setup func(f *storagefake.Fake) circulation.CheckOutRequest
+		want  []string
+	}{
+		{"unknown barcodes", func(f *storagefake.Fake) circulation.CheckOutRequest {
+			return circulation.CheckOutRequest{ItemBarcode: "no-item", UserBarcode: "no-user", ServicePointID: servicePoint}
+		}, []string{
+			"USER_BARCODE_NOT_FOUND: Could not find user with matching barcode [userBarcode=no-user]",
+			"ITEM_BARCODE_NOT_FOUND: No item with barcode no-item could be found [itemBarcode=no-item]",
+		}},
+		{"item status refused", func(f *storagefake.Fake) circulation.CheckOutRequest {
+			f.AddItem(storagefake.Item{ID: "33333333-3333-4333-8333-00000000000a", Barcode: "w-1", Title: "Gone",
+				Status: "Withdrawn", MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+			return circulation.CheckOutRequest{ItemBarcode: "w-1", UserBarcode: userBarcode, ServicePointID: servicePoint}
+		}, []string{
+			"ITEM_STATUS_REFUSED: Gone (Barcode: w-1) has the item status Withdrawn and cannot be checked out [itemBarcode=w-1]",
+		}},
+		{"not loanable", func(f *storagefake.Fake) circulation.CheckOutRequest {
+			f.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Reference only", Loanable: false})
+			return request()
+		}, []string{
+			"ITEM_NOT_LOANABLE: Item is not loanable [itemBarcode=" + itemBarcode + "] [loanPolicyName=Reference only]",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			req := tc.setup(s.fake)
+			before := s.fake.Dump()
+			_, err := s.svc.CheckOut(okapi(t), req)
+			wantStrings(t, "refusals", refusals(t, err), tc.want)
+			wantCount(t, s.fake, storagefake.RouteAcquire, 0)
+			if w := s.fake.Writes(); len(w) != 0 {
+				t.Errorf("writes %+v, want none", w)
+			}
+			if after := s.fake.Dump(); after != before {
+				t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
+func TestCheckOutWithoutCirculationRules(t *testing.T) {
+	t.Parallel()
+	fake := storagefake.New(t)
+	fake.AddUser(storagefake.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup, LastName: "L"})
+	fake.AddItem(storagefake.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusAvailable,
+		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+	s := stackOver(t, fake, lockOn)
+	_, err := s.checkOut(t)
+	wantStrings(t, "refusals", refusals(t, err), []string{
+		"NO_LOAN_POLICY: No loan policy applies: the circulation rules are not set [itemBarcode=" + itemBarcode + "]"})
+	if w := fake.Writes(); len(w) != 0 {
+		t.Errorf("writes %+v, want none", w)
+	}
+}
+
+func TestOkapiHeadersReachStorageOnEveryCall(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.HoldLock(1)
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	if _, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint}); err != nil {
+		t.Fatalf("check-in: %v", err)
+	}
+	calls := s.fake.Calls()
+	seen := map[string]bool{}
+	for _, c := range calls {
+		seen[c.Route] = true
+		if c.Tenant != tenant || c.RequestID != requestID {
+			t.Errorf("%s %s got tenant %q request id %q, want %q %q", c.Method, c.Path, c.Tenant, c.RequestID, tenant, requestID)
+		}
+	}
+	for _, r := range []string{storagefake.RouteGetSettings, storagefake.RouteAcquire, storagefake.RouteRelease,
+		storagefake.RoutePostLoan, storagefake.RoutePutLoan, storagefake.RoutePutItem} {
+		if !seen[r] {
+			t.Errorf("no %s call among %d", r, len(calls))
+		}
+	}
+}
+
+func TestStoredSettingsOverrideTheEnvironment(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOff)
+	s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey,
+		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 7000, "retryIntervalsMs": []int{100, 200}})
+	got := s.settings.Effective(okapi(t))
+	want := circulation.LockSettings{Enabled: true, LockTTL: 7 * time.Second, RetryIntervals: ms(100, 200),
+		EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromSettings}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("effective %+v, want %+v", got, want)
+	}
+	s.fake.HoldLock(-1)
+	_, err := s.checkOut(t)
+	wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	wantCount(t, s.fake, storagefake.RouteAcquire, 3)
+	wantWaits(t, s.clock, ms(100, 200))
+	for _, c := range s.fake.Calls() {
+		if c.Route == storagefake.RouteAcquire && !strings.Contains(c.Body, `"ttlMs":7000`) {
+			t.Errorf("acquire body %s, want ttlMs 7000", c.Body)
+		}
+	}
+}
+
+func TestFolioRetrySettings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		stored map[string]any
+		waits  []time.Duration
+	}{
+		{"attempts and interval", map[string]any{"noOfRetryAttempts": 2, "retryInterval": 250}, ms(250, 250)},
+		{"attempts only: the environment's first wait", map[string]any{"noOfRetryAttempts": 1}, ms(500)},
+		{"interval only: the environment's count", map[string]any{"retryInterval": 50}, ms(50, 50, 50)},
+		{"retryIntervalsMs wins", map[string]any{"noOfRetryAttempts": 5, "retryInterval": 50, "retryIntervalsMs": []int{10}}, ms(10)},
+		{"no retries", map[string]any{"noOfRetryAttempts": 0}, ms()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, tc.stored)
+			got := s.settings.Effective(okapi(t))
+			want := circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: tc.waits,
+				EnabledSource: circulation.FromEnvironment, LockTTLSource: circulation.FromEnvironment, RetrySource: circulation.FromSettings}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("effective %+v, want %+v", got, want)
+			}
+			s.fake.HoldLock(-1)
+			_, err := s.checkOut(t)
+			wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+			wantCount(t, s.fake, storagefake.RouteAcquire, len(tc.waits)+1)
+			wantWaits(t, s.clock, tc.waits)
+		})
+	}
+}
+
+func TestUnreadableSettingsFallBackToTheEnvironment(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.FailSettingsGet(http.StatusInternalServerError)
+	got := s.settings.Effective(okapi(t))
+	if got.SettingsError == "" {
+		t.Error("no settingsError reported")
+	}
+	got.SettingsError = ""
+	want := lockOn
+	want.EnabledSource, want.LockTTLSource, want.RetrySource = circulation.FromEnvironment, circulation.FromEnvironment, circulation.FromEnvironment
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("effective %+v, want the environment's %+v", got, want)
+	}
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+}
+
+func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOff)
+	ctx := okapi(t)
+	if got := s.settings.Effective(ctx); got.Enabled { // cached now
+		t.Fatalf("effective before put %+v, want off", got)
+	}
+	on, ttl := true, 4000
+	put, err := s.settings.Put(ctx, circulation.StoredLockSettings{CheckOutLockFeatureEnabled: &on, LockTTL: &ttl})
+	if err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	want := circulation.LockSettings{Enabled: true, LockTTL: 4 * time.Second, RetryIntervals: ms(500, 500, 1000),
+		EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromEnvironment}
+	if got := s.settings.Effective(ctx); !reflect.DeepEqual(put, want) || !reflect.DeepEqual(got, want) {
+		t.Errorf("put answered %+v, effective %+v; want %+v", put, got, want)
+	}
+	wantStored(t, s.fake, `{"checkOutLockFeatureEnabled":true,"lockTtl":4000}`)
+	wantCount(t, s.fake, storagefake.RoutePostSetting, 1)
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	if locks := s.fake.Locks(); len(locks) != 1 || locks[0].TTLMs != 4000 {
+		t.Errorf("locks %+v, want one of 4000 ms", locks)
+	}
+
+	// A second put replaces the entry.
+	off := false
+	if _, err := s.settings.Put(ctx, circulation.StoredLockSettings{CheckOutLockFeatureEnabled: &off}); err != nil {
+		t.Fatalf("second put: %v", err)
+	}
+	got := s.settings.Effective(ctx)
+	if got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != 3*time.Second || got.LockTTLSource != circulation.FromEnvironment {
+		t.Errorf("effective after second put %+v", got)
+	}
+	wantStored(t, s.fake, `{"checkOutLockFeatureEnabled":false}`)
+	wantCount(t, s.fake, storagefake.RoutePutSetting, 1)
+}
+
+func TestPutInvalidSettingsWritesNothing(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOff)
+	zero, negative := 0, []int{100, -1}
+	for _, stored := range []circulation.StoredLockSettings{{LockTTL: &zero}, {RetryIntervalsMs: &negative}} {
+		_, err := s.settings.Put(okapi(t), stored)
+		wantError(t, err, circulation.KindInvalid, circulation.CodeValidation)
+	}
+	if calls := s.fake.Calls(); len(calls) != 0 {
+		t.Errorf("calls %+v, want none", calls)
+	}
+}
+
+func wantStored(t *testing.T, f *storagefake.Fake, want string) {
+	t.Helper()
+	raw, ok := f.Setting(circulation.SettingsScope, circulation.SettingsKey)
+	var got, w any
+	_ = json.Unmarshal(raw, &got)
+	_ = json.Unmarshal([]byte(want), &w)
+	if !ok || !reflect.DeepEqual(got, w) {
+		t.Errorf("stored setting %s (found %v), want %s", raw, ok, want)
+	}
+}
+
+func TestCheckInClosesTheOpenLoan(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	checkInDate := time.Date(2025, 3, 8, 9, 30, 0, 0, time.UTC)
+	in, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint,
+		CheckInDate: checkInDate})
+	if err != nil {
+		t.Fatalf("check-in: %v", err)
+	}
+	wantItem(t, s.fake, circulation.StatusAvailable, 3)
+	loans := s.fake.Loans()
+	if len(loans) != 1 {
+		t.Fatalf("loans %+v, want one", loans)
+	}
+	l := loans[0]
+	if l.ID != res.Loan.ID || l.Status != "Closed" || l.Action != "checkedin" || l.ReturnDate != "2025-03-08T09:30:00.000Z" ||
+		l.CheckinServicePointID != servicePoint || l.LoanDate != "2025-03-01T10:00:00.000Z" {
+		t.Errorf("stored loan %+v", l)
+	}
+	if in.Loan == nil || in.Loan.ID != res.Loan.ID || in.Item.Status != circulation.StatusAvailable {
+		t.Errorf("result %+v", in)
+	}
+	// Check-in takes no lock.
+	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+}
+
+func TestCheckInWithoutALoanMakesTheItemAvailable(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.AddItem(storagefake.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "t-1", Title: "Travelling",
+		Status: "In transit", MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+	in, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: "t-1", ServicePointID: servicePoint})
+	if err != nil {
+		t.Fatalf("check-in: %v", err)
+	}
+	item, _ := s.fake.Item("33333333-3333-4333-8333-00000000000b")
+	if item.Status != circulation.StatusAvailable || item.Version != 2 || in.Loan != nil || in.Item.Status != circulation.StatusAvailable {
+		t.Errorf("stored item %+v, result %+v", item, in)
+	}
+	wantCount(t, s.fake, storagefake.RoutePutLoan, 0)
+	wantCount(t, s.fake, storagefake.RoutePutItem, 1)
+}
+
+func TestCheckInOfAnUnknownBarcodeIsRefused(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	_, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: "nope", ServicePointID: servicePoint})
+	wantStrings(t, "refusals", refusals(t, err), []string{
+		"ITEM_BARCODE_NOT_FOUND: No item with barcode nope could be found [itemBarcode=nope]"})
+	if w := s.fake.Writes(); len(w) != 0 {
+		t.Errorf("writes %+v, want none", w)
+	}
+}
+
+// TestInvalidStoredSettingsFallBackToTheEnvironment: a value written past
+// the API (straight to /settings/entries) that breaks the rules is not used;
+// the environment's values apply and the reason is reported.
+func TestInvalidStoredSettingsFallBackToTheEnvironment(t *testing.T) {
+	t.Parallel()
+	for _, value := range []any{
+		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 0},
+		map[string]any{"lockTtl": "abc"},
+		map[string]any{"retryIntervalsMs": []int{-5}},
+	} {
+		s := newStack(t, lockOn)
+		s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, value)
+		got := s.settings.Effective(okapi(t))
+		if got.LockTTL != lockOn.LockTTL || got.LockTTLSource != circulation.FromEnvironment ||
+			got.RetrySource != circulation.FromEnvironment || got.SettingsError == "" {
+			t.Errorf("stored %v: effective %+v, want the environment's values and a settings error", value, got)
+		}
+		if _, err := s.checkOut(t); err != nil {
+			t.Errorf("stored %v: check-out failed: %v", value, err)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRunServesAndShutsDownOnCancel(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listening := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		// Storage is not running: liveness answers, readiness says so.
+		done <- run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "STORAGE_URL": "http://127.0.0.1:1"}, io.Discard, listening)
+	}()
+	var addr string
+	select {
+	case addr = <-listening:
+	case err := <-done:
+		t.Fatalf("run returned before listening: %v", err)
+	}
+	for path, want := range map[string]int{"/admin/health": http.StatusOK, "/admin/ready": http.StatusServiceUnavailable} {
+		res, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("GET %s = %d, want %d", path, res.StatusCode, want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return after its context was cancelled")
+	}
+}
+
+func TestRunRefusesInvalidConfiguration(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), nil, map[string]string{"RETRY_INTERVAL_MS": "500|soon", "CHECKOUT_LOCK_FEATURE_ENABLED": "yes"}, io.Discard, nil)
+	if err == nil {
+		t.Fatal("run accepted an invalid configuration")
+	}
+	for _, want := range []string{`RETRY_INTERVAL_MS="500|soon" is not waits in milliseconds separated by |`, `CHECKOUT_LOCK_FEATURE_ENABLED="yes" is not true or false`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}

@@ -1,0 +1,473 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/circulation/internal/storageclient"
+	"github.com/checkoutlock/circulation/internal/storagefake"
+	"github.com/checkoutlock/schemas"
+)
+
+const (
+	tenant       = "diku"
+	patronID     = "11111111-1111-4111-8111-111111111111"
+	patronGroup  = "22222222-2222-4222-8222-222222222222"
+	itemID       = "33333333-3333-4333-8333-333333333333"
+	materialType = "44444444-4444-4444-8444-444444444444"
+	loanType     = "55555555-5555-4555-8555-555555555555"
+	policyID     = "66666666-6666-4666-8666-666666666666"
+	servicePoint = "77777777-7777-4777-8777-777777777777"
+	userBarcode  = "u-1001"
+	itemBarcode  = "i-2001"
+	maxBody      = 4096
+)
+
+var (
+	sch          = schemas.MustLoad()
+	checkOutBody = `{"itemBarcode":"` + itemBarcode + `","userBarcode":"` + userBarcode + `","servicePointId":"` + servicePoint + `"}`
+)
+
+// waits is a timer for the lock retries that fires at once and records
+// each wait asked for.
+type waits struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (w *waits) timer() backoff.Timer { return &immediate{w: w, c: make(chan time.Time, 1)} }
+
+func (w *waits) list() []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.d)
+}
+
+type immediate struct {
+	w *waits
+	c chan time.Time
+}
+
+func (t *immediate) Start(d time.Duration) {
+	t.w.mu.Lock()
+	t.w.d = append(t.w.d, d)
+	t.w.mu.Unlock()
+	t.c <- time.Now()
+}
+func (t *immediate) Stop()               {}
+func (t *immediate) C() <-chan time.Time { return t.c }
+
+// api is the real HTTP handler and service over the fake storage.
+type api struct {
+	url   string
+	http  *http.Client
+	fake  *storagefake.Fake
+	waits *waits
+}
+
+func newAPI(t *testing.T, env circulation.LockSettings) *api {
+	t.Helper()
+	fake := storagefake.New(t)
+	fake.AddUser(storagefake.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup,
+		FirstName: "Ada", LastName: "Lovelace"})
+	fake.AddItem(storagefake.Item{ID: itemID, Barcode: itemBarcode, Title: "The Name of the Rose", Status: "Available",
+		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+	fake.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks"})
+	fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID})
+
+	client := storageclient.New(fake.URL, time.Second)
+	t.Cleanup(client.Close)
+	logger := slog.New(slog.DiscardHandler)
+	settings := circulation.NewSettings(client, env, time.Minute, logger)
+	metrics := NewMetrics()
+	svc := circulation.NewService(client, settings, metrics, logger, time.Second)
+	w := &waits{}
+	svc.UseClock(time.Now, w.timer)
+	srv := New(Config{MaxBodyBytes: maxBody, RequestTimeout: 5 * time.Second},
+		Services{Circulation: svc, Settings: settings, Storage: client, Ready: client.Ready}, sch, metrics, logger)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return &api{url: ts.URL, http: ts.Client(), fake: fake, waits: w}
+}
+
+var lockOn = circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second,
+	RetryIntervals: []time.Duration{500 * time.Millisecond, 500 * time.Millisecond, time.Second}}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// jsonHeaders are a well-formed request's headers.
+func jsonHeaders() map[string]string {
+	return map[string]string{"Content-Type": "application/json", TenantHeader: tenant}
+}
+
+func (a *api) do(t *testing.T, method, path string, body io.Reader, headers map[string]string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, a.url+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	res, err := a.http.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: data}
+}
+
+func (a *api) send(t *testing.T, method, path, body string) response {
+	t.Helper()
+	return a.do(t, method, path, strings.NewReader(body), jsonHeaders())
+}
+
+// want checks the status and that the body is valid against schema (when
+// one is named).
+func (r response) want(t *testing.T, status int, schema string) response {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+	if schema == "" {
+		return r
+	}
+	if err := sch.ValidateJSON(schema, r.body); err != nil {
+		t.Errorf("body %s is not valid against %s: %v", r.body, schema, err)
+	}
+	return r
+}
+
+// codes returns the codes of an error envelope.
+func (r response) codes(t *testing.T) []string {
+	t.Helper()
+	var env errorsJSON
+	if err := json.Unmarshal(r.body, &env); err != nil {
+		t.Fatalf("error body %s: %v", r.body, err)
+	}
+	var out []string
+	for _, e := range env.Errors {
+		out = append(out, e.Code)
+	}
+	return out
+}
+
+func (r response) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("body %s: %v", r.body, err)
+	}
+}
+
+func TestCheckOutByBarcode(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	h := jsonHeaders()
+	h[RequestIDHeader] = "req-7/front-desk"
+	res := a.do(t, "POST", "/circulation/check-out-by-barcode", strings.NewReader(checkOutBody), h).
+		want(t, http.StatusCreated, "circulation-loan.json")
+	var loan loanJSON
+	res.decode(t, &loan)
+	if loc := res.header.Get("Location"); loc != "/circulation/loans/"+loan.ID {
+		t.Errorf("Location %q, want /circulation/loans/%s", loc, loan.ID)
+	}
+	if got := res.header.Get(RequestIDHeader); got != "req-7/front-desk" {
+		t.Errorf("request id echoed as %q", got)
+	}
+	if loan.UserID != patronID || loan.ItemID != itemID || loan.Status.Name != "Open" || loan.Action != "checkedout" ||
+		loan.LoanPolicyID != policyID || loan.CheckoutServicePointID != servicePoint || loan.Item.Status.Name != "Checked out" ||
+		loan.Item.Barcode != itemBarcode || loan.Borrower.Barcode != userBarcode || loan.Borrower.LastName != "Lovelace" {
+		t.Errorf("loan %+v", loan)
+	}
+	stored := a.fake.Loans()
+	if len(stored) != 1 || stored[0].ID != loan.ID || stored[0].LoanDate != loan.LoanDate || stored[0].DueDate != loan.DueDate {
+		t.Errorf("stored loans %+v, want the one answered", stored)
+	}
+	if item, _ := a.fake.Item(itemID); item.Status != "Checked out" || item.Version != 2 {
+		t.Errorf("stored item %+v", item)
+	}
+	if locks := a.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+		t.Errorf("locks %+v, want one, released", locks)
+	}
+	for _, c := range a.fake.Calls() {
+		if c.Tenant != tenant || c.RequestID != "req-7/front-desk" {
+			t.Errorf("storage call %s %s with tenant %q request id %q", c.Method, c.Path, c.Tenant, c.RequestID)
+		}
+	}
+
+	// Location leads to the loan as storage holds it.
+	got := a.do(t, "GET", "/circulation/loans/"+loan.ID, nil, map[string]string{TenantHeader: tenant}).
+		want(t, http.StatusOK, "loan.json")
+	var l struct{ ID, UserID string }
+	got.decode(t, &l)
+	if l.ID != loan.ID || l.UserID != patronID {
+		t.Errorf("GET Location answered %s", got.body)
+	}
+}
+
+func TestCheckOutBadInput(t *testing.T) {
+	t.Parallel()
+	huge := `{"itemBarcode":"` + strings.Repeat("x", 2*maxBody) + `","userBarcode":"u","servicePointId":"` + servicePoint + `"}`
+	withTenant := func(v string) map[string]string {
+		h := jsonHeaders()
+		h[TenantHeader] = v
+		return h
+	}
+	for _, tc := range []struct {
+		name    string
+		body    string
+		chunked bool
+		headers map[string]string
+		status  int
+		codes   []string
+	}{
+		{"malformed JSON", `{"itemBarcode":`, false, nil, 400, []string{codeMalformedJSON}},
+		{"empty body", ``, false, nil, 400, []string{codeMalformedJSON}},
+		{"trailing data", checkOutBody + `{}`, false, nil, 400, []string{codeMalformedJSON}},
+		{"not an object", `["i-2001"]`, false, nil, 422, []string{circulation.CodeValidation}},
+		{"missing fields", `{"itemBarcode":"i-2001"}`, false, nil, 422, []string{circulation.CodeValidation}},
+		{"unknown field", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"` + servicePoint + `","pin":"1234"}`, false, nil,
+			422, []string{circulation.CodeValidation}},
+		{"invalid servicePointId", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"desk-1"}`, false, nil,
+			422, []string{circulation.CodeValidation}},
+		{"wrong type", `{"itemBarcode":2001,"userBarcode":"u","servicePointId":"` + servicePoint + `"}`, false, nil,
+			422, []string{circulation.CodeValidation}},
+		{"empty barcode", `{"itemBarcode":"","userBarcode":"u","servicePointId":"` + servicePoint + `"}`, false, nil,
+			422, []string{circulation.CodeValidation}},
+		{"bad loanDate", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"` + servicePoint + `","loanDate":"yesterday"}`, false, nil,
+			422, []string{circulation.CodeValidation}},
+		{"proxy", `{"itemBarcode":"i","userBarcode":"u","proxyUserBarcode":"p","servicePointId":"` + servicePoint + `"}`, false, nil,
+			422, []string{circulation.CodeValidation}},
+		{"no tenant", checkOutBody, false, map[string]string{"Content-Type": "application/json"}, 400, []string{circulation.CodeTenantMissing}},
+		{"SQL in tenant", checkOutBody, false, withTenant("diku; DROP SCHEMA public CASCADE"), 400, []string{circulation.CodeInvalidTenant}},
+		{"path in tenant", checkOutBody, false, withTenant("../diku"), 400, []string{circulation.CodeInvalidTenant}},
+		{"upper-case tenant", checkOutBody, false, withTenant("DIKU"), 400, []string{circulation.CodeInvalidTenant}},
+		{"long tenant", checkOutBody, false, withTenant(strings.Repeat("a", 300)), 400, []string{circulation.CodeInvalidTenant}},
+		{"text/plain", checkOutBody, false, map[string]string{"Content-Type": "text/plain", TenantHeader: tenant},
+			415, []string{codeUnsupportedMediaType}},
+		{"no Content-Type", checkOutBody, false, map[string]string{TenantHeader: tenant}, 415, []string{codeUnsupportedMediaType}},
+		{"huge body", huge, false, nil, 413, []string{codeBodyTooLarge}},
+		{"huge chunked body", huge, true, nil, 413, []string{codeBodyTooLarge}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := newAPI(t, lockOn)
+			before := a.fake.Dump()
+			headers := tc.headers
+			if headers == nil {
+				headers = jsonHeaders()
+			}
+			var body io.Reader = strings.NewReader(tc.body)
+			if tc.chunked {
+				body = io.MultiReader(body) // hides the length
+			}
+			res := a.do(t, "POST", "/circulation/check-out-by-barcode", body, headers).want(t, tc.status, "errors.json")
+			codes := slices.Compact(res.codes(t))
+			if !slices.Equal(codes, tc.codes) {
+				t.Errorf("codes %q, want %q; body %s", codes, tc.codes, res.body)
+			}
+			if calls := a.fake.Calls(); len(calls) != 0 {
+				t.Errorf("storage got calls: %+v", calls)
+			}
+			if after := a.fake.Dump(); after != before {
+				t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
+func TestCheckOutFailures(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		setup  func(f *storagefake.Fake)
+		status int
+		codes  []string
+	}{
+		{"lock held", func(f *storagefake.Fake) { f.HoldLock(-1) }, 422, []string{circulation.CodeUnableToAcquireLock}},
+		{"storage down", func(f *storagefake.Fake) { f.Down() }, 503, []string{circulation.CodeStorageUnavailable}},
+		{"refusals", func(f *storagefake.Fake) {
+			f.AddLoan(storagefake.Loan{ID: "99999999-9999-4999-8999-999999999999", UserID: patronID, ItemID: itemID,
+				Status: "Open", Action: "checkedout", LoanDate: "2025-02-01T10:00:00.000Z"})
+		}, 422, []string{circulation.CodeItemHasOpenLoan}},
+		{"loan creation fails", func(f *storagefake.Fake) { f.FailLoanCreation(false) }, 503, []string{circulation.CodeStorageUnavailable}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := newAPI(t, lockOn)
+			tc.setup(a.fake)
+			res := a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, tc.status, "errors.json")
+			if codes := res.codes(t); !slices.Equal(codes, tc.codes) {
+				t.Errorf("codes %q, want %q", codes, tc.codes)
+			}
+			if item, _ := a.fake.Item(itemID); item.Status != "Available" {
+				t.Errorf("item left %q", item.Status)
+			}
+		})
+	}
+}
+
+func TestCheckOutLockHeldWaitsTheIntervals(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	a.fake.HoldLock(-1)
+	res := a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, 422, "errors.json")
+	var env errorsJSON
+	res.decode(t, &env)
+	want := errorsJSON{Errors: []errorJSON{{Message: "unable to acquire lock", Code: circulation.CodeUnableToAcquireLock,
+		Parameters: []circulation.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"}}}}}
+	if got, _ := json.Marshal(env); string(got) != mustJSON(t, want) {
+		t.Errorf("body %s, want %s", got, mustJSON(t, want))
+	}
+	if got := a.waits.list(); !slices.Equal(got, lockOn.RetryIntervals) {
+		t.Errorf("waits %v, want %v", got, lockOn.RetryIntervals)
+	}
+	if n := a.fake.Count(storagefake.RouteAcquire); n != 4 {
+		t.Errorf("%d acquire attempts, want 4", n)
+	}
+	if w := a.fake.Writes(); len(w) != 4 { // the four acquire attempts only
+		t.Errorf("writes %+v, want the 4 acquire attempts", w)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestSettingsRoundTrip(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	var got settingsJSON
+	a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: tenant}).
+		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &got)
+	if got.LockTTL != 3000 || !got.Enabled || !slices.Equal(got.RetryIntervalsMs, []int{500, 500, 1000}) || got.NoOfRetryAttempts != 3 ||
+		got.Sources.Enabled != circulation.FromEnvironment || got.Sources.LockTTL != circulation.FromEnvironment ||
+		got.Sources.RetryIntervals != circulation.FromEnvironment {
+		t.Errorf("environment's settings %+v", got)
+	}
+
+	var put settingsJSON
+	a.send(t, "PUT", "/circulation/settings/check-out-lock", `{"checkOutLockFeatureEnabled":false,"lockTtl":5000,"retryIntervalsMs":[100,200]}`).
+		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &put)
+	if put.Enabled || put.LockTTL != 5000 || !slices.Equal(put.RetryIntervalsMs, []int{100, 200}) || put.NoOfRetryAttempts != 2 ||
+		put.Sources.Enabled != circulation.FromSettings || put.Sources.LockTTL != circulation.FromSettings ||
+		put.Sources.RetryIntervals != circulation.FromSettings || put.SettingsError != "" {
+		t.Errorf("PUT answered %+v", put)
+	}
+	res := a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: tenant}).
+		want(t, http.StatusOK, "checkout-lock-settings-effective.json")
+	if string(res.body) != mustJSON(t, put)+"\n" {
+		t.Errorf("GET after PUT %s, want %s", res.body, mustJSON(t, put))
+	}
+	raw, ok := a.fake.Setting(circulation.SettingsScope, circulation.SettingsKey)
+	if !ok || string(raw) != `{"checkOutLockFeatureEnabled":false,"lockTtl":5000,"retryIntervalsMs":[100,200]}` {
+		t.Errorf("stored %s (found %v)", raw, ok)
+	}
+
+	// FOLIO's form: n retries of one interval.
+	a.send(t, "PUT", "/circulation/settings/check-out-lock", `{"noOfRetryAttempts":2,"retryInterval":250}`).
+		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &put)
+	if !put.Enabled || put.Sources.Enabled != circulation.FromEnvironment || !slices.Equal(put.RetryIntervalsMs, []int{250, 250}) ||
+		put.NoOfRetryAttempts != 2 || put.Sources.RetryIntervals != circulation.FromSettings || put.LockTTL != 3000 {
+		t.Errorf("PUT of FOLIO's form answered %+v", put)
+	}
+	if n := a.fake.Count(storagefake.RoutePutSetting); n != 1 {
+		t.Errorf("%d settings replaced, want 1", n)
+	}
+}
+
+func TestSettingsInvalidPut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, body string }{
+		{"lockTtl 0", `{"lockTtl":0}`},
+		{"negative retry interval", `{"retryIntervalsMs":[500,-1]}`},
+		{"unknown field", `{"checkOutLockFeatureEnabled":true,"lockTTL":3000}`},
+		{"lockTtl too long", `{"lockTtl":600001}`},
+		{"too many retries", `{"noOfRetryAttempts":101}`},
+		{"string", `{"checkOutLockFeatureEnabled":"yes"}`},
+		{"fraction", `{"lockTtl":1.5}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := newAPI(t, lockOn)
+			res := a.send(t, "PUT", "/circulation/settings/check-out-lock", tc.body).want(t, 422, "errors.json")
+			if codes := slices.Compact(res.codes(t)); !slices.Equal(codes, []string{circulation.CodeValidation}) {
+				t.Errorf("codes %q, want VALIDATION_FAILED", codes)
+			}
+			if calls := a.fake.Calls(); len(calls) != 0 {
+				t.Errorf("storage got calls: %+v", calls)
+			}
+		})
+	}
+}
+
+func TestMetricsAfterACheckOut(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	metrics := func() string {
+		return string(a.do(t, "GET", "/metrics", nil, nil).body)
+	}
+	for _, line := range []string{`checkout_lock_releases_total{result="released"} 0`, `checkout_lock_releases_total{result="failed"} 0`} {
+		if m := metrics(); !strings.Contains(m, line+"\n") {
+			t.Errorf("metrics before a check-out lack %q", line)
+		}
+	}
+	a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, http.StatusCreated, "circulation-loan.json")
+	m := metrics()
+	for _, line := range []string{
+		`checkout_lock_releases_total{result="released"} 1`,
+		`checkout_lock_releases_total{result="failed"} 0`,
+		`checkout_lock_releases_total{result="expired"} 0`,
+		`checkout_lock_attempts_count 1`,
+		`checkout_lock_attempts_sum 1`,
+		`checkout_lock_acquire_failures_total 0`,
+		`checkout_lock_wait_seconds_count{result="acquired"} 1`,
+		`checkout_duration_seconds_count{outcome="checked_out"} 1`,
+		`checkout_item_compensations_total{result="restored"} 0`,
+		`http_request_duration_seconds_count{method="POST",route="/circulation/check-out-by-barcode",status="201"} 1`,
+	} {
+		if !strings.Contains(m, line+"\n") {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
+}
+
+func TestReady(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	if res := a.do(t, "GET", "/admin/ready", nil, nil).want(t, http.StatusOK, ""); string(res.body) != `{"status":"UP"}`+"\n" {
+		t.Errorf("ready answered %s", res.body)
+	}
+	a.fake.Down()
+	res := a.do(t, "GET", "/admin/ready", nil, nil).want(t, http.StatusServiceUnavailable, "errors.json")
+	if codes := res.codes(t); !slices.Equal(codes, []string{circulation.CodeStorageUnavailable}) {
+		t.Errorf("codes %q", codes)
+	}
+}

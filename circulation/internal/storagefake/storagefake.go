@@ -1,0 +1,797 @@
+// Package storagefake is an in-memory fake of circulation-storage's HTTP API
+// for the unit tests of the circulation service. It fakes only the network
+// boundary: tests run the real storageclient against it (over real HTTP, on
+// an httptest server), never a fake of circulation.Storage.
+//
+// It implements just what storageclient calls, with the contract's paths,
+// statuses and error codes (see circulation-storage/internal/httpapi and
+// schemas/*.json): request bodies are validated against the same schemas,
+// items use optimistic locking on _version, a loan is refused while its item
+// has an open one, and a loan created under X-Check-Out-Lock-Id is fenced by
+// that lock. It records every call, and a test can program faults (a held
+// lock, failing acquires, releases, loan creations or settings reads, a
+// server that is down).
+package storagefake
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/checkoutlock/schemas"
+)
+
+// Routes, as Call.Route names them.
+const (
+	RouteUsers       = "GET /users"
+	RouteItems       = "GET /item-storage/items"
+	RoutePutItem     = "PUT /item-storage/items/{id}"
+	RouteLoans       = "GET /loan-storage/loans"
+	RouteLoan        = "GET /loan-storage/loans/{id}"
+	RoutePostLoan    = "POST /loan-storage/loans"
+	RoutePutLoan     = "PUT /loan-storage/loans/{id}"
+	RouteOpenCount   = "GET /loan-storage/loans/open-count"
+	RouteMatchPolicy = "GET /circulation-rules-storage/loan-policy"
+	RouteLoanPolicy  = "GET /loan-policy-storage/loan-policies/{id}"
+	RouteAcquire     = "POST /check-out-lock-storage"
+	RouteRelease     = "DELETE /check-out-lock-storage/{id}"
+	RouteGetSettings = "GET /settings/entries"
+	RoutePostSetting = "POST /settings/entries"
+	RoutePutSetting  = "PUT /settings/entries/{id}"
+	RouteReady       = "GET /admin/ready"
+	RouteUnknown     = "unknown"
+)
+
+// defaultLockTTLMs is storage's LOCK_DEFAULT_TTL_MS.
+const defaultLockTTLMs = 3000
+
+// Call is one request the fake received.
+type Call struct {
+	Route     string // one of the Route constants
+	Method    string
+	Path      string
+	Query     string
+	Tenant    string // X-Okapi-Tenant
+	RequestID string // X-Okapi-Request-Id
+	LockID    string // X-Check-Out-Lock-Id
+	Body      string
+	Status    int // the status answered
+}
+
+// Seeds and views of the records.
+
+// User is a patron.
+type User struct {
+	ID, Barcode, PatronGroup, FirstName, LastName string
+	Active                                        bool
+}
+
+// Item is an item; Version is its _version (1 when seeded).
+type Item struct {
+	ID, Barcode, Title, Status                               string
+	MaterialTypeID, PermanentLoanTypeID, TemporaryLoanTypeID string
+	Version                                                  int
+}
+
+// Loan is a loan; times are as on the wire.
+type Loan struct {
+	ID, UserID, ItemID, Status, Action            string
+	LoanDate, DueDate, ReturnDate                 string
+	LoanPolicyID                                  string
+	CheckoutServicePointID, CheckinServicePointID string
+}
+
+// LoanPolicy is a loan policy; ItemLimit 0 means none.
+type LoanPolicy struct {
+	ID, Name  string
+	Loanable  bool
+	Duration  int
+	Interval  string
+	ItemLimit int
+}
+
+// PolicyMatch is what the circulation rules answer for any item and patron.
+type PolicyMatch struct {
+	LoanPolicyID                     string
+	MaterialTypeMatch, LoanTypeMatch bool
+}
+
+// Lock is a lock the fake granted.
+type Lock struct {
+	ID, UserID string
+	TTLMs      int
+	ExpiresAt  time.Time
+	Released   bool
+}
+
+// Fake is the fake storage. Use New; its methods are safe for concurrent use.
+type Fake struct {
+	// URL is the server's base URL, for storageclient.New.
+	URL string
+
+	srv     *httptest.Server
+	schemas *schemas.Set
+
+	mu       sync.Mutex
+	calls    []Call
+	users    []map[string]any
+	items    []map[string]any
+	loans    []map[string]any
+	policies map[string]LoanPolicy
+	match    *PolicyMatch
+	settings []map[string]any
+	locks    []*Lock
+
+	// faults
+	lockHeld      int // acquires left to answer LOCK_HELD; negative: all
+	acquireStatus int
+	acquireCode   string
+	releaseStatus int
+	loanFail      loanFault
+	loseLock      bool
+	settingsFail  int
+	openCounts    []int
+}
+
+type loanFault int
+
+const (
+	loanCreated loanFault = iota
+	loanFailsBefore
+	loanFailsAfterCommit
+)
+
+// New starts a fake with no records; the test's cleanup closes it.
+func New(t interface{ Cleanup(func()) }) *Fake {
+	f := &Fake{schemas: schemas.MustLoad(), policies: map[string]LoanPolicy{}}
+	mux := http.NewServeMux()
+	handle := map[string]http.HandlerFunc{
+		RouteUsers: f.listUsers, RouteItems: f.listItems, RoutePutItem: f.putItem,
+		RouteLoans: f.listLoans, RouteLoan: f.getLoan, RoutePostLoan: f.postLoan, RoutePutLoan: f.putLoan,
+		RouteOpenCount: f.openCount, RouteMatchPolicy: f.matchPolicy, RouteLoanPolicy: f.getPolicy,
+		RouteAcquire: f.acquire, RouteRelease: f.release,
+		RouteGetSettings: f.listSettings, RoutePostSetting: f.postSetting, RoutePutSetting: f.putSetting,
+		RouteReady: func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "UP"}) },
+	}
+	for route, h := range handle {
+		mux.HandleFunc(route, h)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, 404, "ROUTE_NOT_FOUND", "No route for "+r.Method+" "+r.URL.Path)
+	})
+	f.srv = httptest.NewServer(f.record(mux))
+	f.URL = f.srv.URL
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// Down stops the server: every later call fails to connect. The records
+// stay readable.
+func (f *Fake) Down() { f.srv.Close() }
+
+var tenantPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
+
+// record logs the call, checks the tenant (as storage's middleware does) and
+// serves it, all under the fake's mutex: one request at a time.
+func (f *Fake) record(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		rec := &statusRecorder{ResponseWriter: w}
+		tenant := r.Header.Get("X-Okapi-Tenant")
+		switch {
+		case r.URL.Path == "/admin/ready":
+			mux.ServeHTTP(rec, r)
+		case tenant == "":
+			writeError(rec, 400, "TENANT_MISSING", "X-Okapi-Tenant header is required")
+		case !tenantPattern.MatchString(tenant):
+			writeError(rec, 400, "INVALID_TENANT", "Invalid tenant")
+		default:
+			mux.ServeHTTP(rec, r)
+		}
+		_, route := mux.Handler(r)
+		if route == "/" || route == "" {
+			route = RouteUnknown
+		}
+		f.calls = append(f.calls, Call{Route: route, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+			Tenant: tenant, RequestID: r.Header.Get("X-Okapi-Request-Id"), LockID: r.Header.Get("X-Check-Out-Lock-Id"),
+			Body: string(body), Status: rec.status})
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// Seeding.
+
+// AddUser stores a patron.
+func (f *Fake) AddUser(u User) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.users = append(f.users, map[string]any{"id": u.ID, "barcode": u.Barcode, "active": u.Active,
+		"patronGroup": u.PatronGroup, "personal": map[string]any{"firstName": u.FirstName, "lastName": u.LastName}})
+}
+
+// AddItem stores an item at _version 1.
+func (f *Fake) AddItem(i Item) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	doc := map[string]any{"id": i.ID, "barcode": i.Barcode, "title": i.Title, "status": map[string]any{"name": i.Status},
+		"materialTypeId": i.MaterialTypeID, "permanentLoanTypeId": i.PermanentLoanTypeID, "_version": 1}
+	if i.TemporaryLoanTypeID != "" {
+		doc["temporaryLoanTypeId"] = i.TemporaryLoanTypeID
+	}
+	f.items = append(f.items, doc)
+}
+
+// AddLoan stores a loan.
+func (f *Fake) AddLoan(l Loan) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	doc := map[string]any{"id": l.ID, "userId": l.UserID, "itemId": l.ItemID, "status": map[string]any{"name": l.Status},
+		"action": l.Action, "loanDate": l.LoanDate}
+	for k, v := range map[string]string{"dueDate": l.DueDate, "returnDate": l.ReturnDate, "loanPolicyId": l.LoanPolicyID,
+		"checkoutServicePointId": l.CheckoutServicePointID, "checkinServicePointId": l.CheckinServicePointID} {
+		if v != "" {
+			doc[k] = v
+		}
+	}
+	f.loans = append(f.loans, doc)
+}
+
+// AddLoanPolicy stores a loan policy.
+func (f *Fake) AddLoanPolicy(p LoanPolicy) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.policies[p.ID] = p
+}
+
+// SetPolicyMatch sets what the circulation rules answer; without it they
+// answer 404 (no rules set).
+func (f *Fake) SetPolicyMatch(m PolicyMatch) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.match = &m
+}
+
+// AddSetting stores a settings entry.
+func (f *Fake) AddSetting(scope, key string, value any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settings = append(f.settings, map[string]any{"id": uuid.NewString(), "scope": scope, "key": key, "value": value})
+}
+
+// Faults.
+
+// HoldLock makes the next n acquire attempts answer that someone else holds
+// the lock (503 LOCK_HELD); a negative n, every attempt.
+func (f *Fake) HoldLock(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lockHeld = n
+}
+
+// FailAcquire makes every acquire answer status with code.
+func (f *Fake) FailAcquire(status int, code string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acquireStatus, f.acquireCode = status, code
+}
+
+// FailRelease makes every release answer status, releasing nothing.
+func (f *Fake) FailRelease(status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.releaseStatus = status
+}
+
+// FailLoanCreation makes every loan creation answer 500: without creating
+// the loan, or (committed) after creating it, as when the answer is lost.
+func (f *Fake) FailLoanCreation(committed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loanFail = loanFailsBefore
+	if committed {
+		f.loanFail = loanFailsAfterCommit
+	}
+}
+
+// LoseLockBeforeLoan makes every lock expire just before a loan is created
+// under it, so the fence refuses the loan (409 LOCK_LOST).
+func (f *Fake) LoseLockBeforeLoan() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loseLock = true
+}
+
+// FailSettingsGet makes every read of settings entries answer status.
+func (f *Fake) FailSettingsGet(status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settingsFail = status
+}
+
+// OpenCounts makes the open-loan count answer these numbers in turn; after
+// them it counts the stored loans again.
+func (f *Fake) OpenCounts(n ...int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.openCounts = append([]int(nil), n...)
+}
+
+// Inspection.
+
+// Calls returns every call received, in order.
+func (f *Fake) Calls() []Call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// Count returns how many calls were made to route.
+func (f *Fake) Count(route string) int {
+	n := 0
+	for _, c := range f.Calls() {
+		if c.Route == route {
+			n++
+		}
+	}
+	return n
+}
+
+// Writes returns the calls that could change a record: every method but GET.
+func (f *Fake) Writes() []Call {
+	var out []Call
+	for _, c := range f.Calls() {
+		if c.Method != http.MethodGet {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Item returns a stored item.
+func (f *Fake) Item(id string) (Item, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	doc := find(f.items, id)
+	if doc == nil {
+		return Item{}, false
+	}
+	return Item{ID: str(doc["id"]), Barcode: str(doc["barcode"]), Title: str(doc["title"]), Status: statusName(doc),
+		MaterialTypeID: str(doc["materialTypeId"]), PermanentLoanTypeID: str(doc["permanentLoanTypeId"]),
+		TemporaryLoanTypeID: str(doc["temporaryLoanTypeId"]), Version: version(doc)}, true
+}
+
+// Loans returns every stored loan.
+func (f *Fake) Loans() []Loan {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Loan, len(f.loans))
+	for i, d := range f.loans {
+		out[i] = Loan{ID: str(d["id"]), UserID: str(d["userId"]), ItemID: str(d["itemId"]), Status: statusName(d),
+			Action: str(d["action"]), LoanDate: str(d["loanDate"]), DueDate: str(d["dueDate"]), ReturnDate: str(d["returnDate"]),
+			LoanPolicyID: str(d["loanPolicyId"]), CheckoutServicePointID: str(d["checkoutServicePointId"]),
+			CheckinServicePointID: str(d["checkinServicePointId"])}
+	}
+	return out
+}
+
+// Locks returns every lock granted, released or not.
+func (f *Fake) Locks() []Lock {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Lock, len(f.locks))
+	for i, l := range f.locks {
+		out[i] = *l
+	}
+	return out
+}
+
+// Setting returns the value of a stored settings entry.
+func (f *Fake) Setting(scope, key string) (json.RawMessage, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.settings {
+		if s["scope"] == scope && s["key"] == key {
+			b, _ := json.Marshal(s["value"])
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+// Dump returns every record and live lock as JSON, for comparing the whole
+// state before and after.
+func (f *Fake) Dump() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var live []Lock
+	for _, l := range f.locks {
+		if f.live(l) {
+			live = append(live, *l)
+		}
+	}
+	b, err := json.Marshal(map[string]any{"users": f.users, "items": f.items, "loans": f.loans, "settings": f.settings,
+		"locks": live})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// Handlers. Each runs with f.mu held (see record).
+
+func (f *Fake) listUsers(w http.ResponseWriter, r *http.Request) {
+	writePage(w, r, "users", filter(f.users, r, "barcode"))
+}
+
+func (f *Fake) listItems(w http.ResponseWriter, r *http.Request) {
+	writePage(w, r, "items", filter(f.items, r, "barcode"))
+}
+
+func (f *Fake) putItem(w http.ResponseWriter, r *http.Request) {
+	doc, ok := f.bind(w, r, "item.json")
+	if !ok {
+		return
+	}
+	stored := find(f.items, r.PathValue("id"))
+	switch {
+	case stored == nil:
+		writeError(w, 404, "NOT_FOUND", "Item not found")
+	case doc["_version"] == nil:
+		writeError(w, 422, "VALIDATION_FAILED", "_version: is required to update a Item (optimistic locking)")
+	case version(doc) != version(stored):
+		writeError(w, 409, "VERSION_CONFLICT", fmt.Sprintf("Cannot update record %s because it has been changed: stored _version is %d, request has %v",
+			r.PathValue("id"), version(stored), doc["_version"]))
+	default:
+		doc["id"], doc["_version"] = stored["id"], version(stored)+1
+		replace(f.items, doc)
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (f *Fake) listLoans(w http.ResponseWriter, r *http.Request) {
+	loans := filter(f.loans, r, "itemId", "userId")
+	if s := r.URL.Query().Get("status"); s != "" {
+		loans = slices.DeleteFunc(loans, func(l map[string]any) bool { return statusName(l) != s })
+	}
+	writePage(w, r, "loans", loans)
+}
+
+func (f *Fake) getLoan(w http.ResponseWriter, r *http.Request) {
+	if doc := find(f.loans, r.PathValue("id")); doc != nil {
+		writeJSON(w, 200, doc)
+		return
+	}
+	writeError(w, 404, "NOT_FOUND", "Loan not found")
+}
+
+func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
+	doc, ok := f.bind(w, r, "loan.json")
+	if !ok {
+		return
+	}
+	if doc["id"] == nil {
+		doc["id"] = uuid.NewString()
+	}
+	if lockID := r.Header.Get("X-Check-Out-Lock-Id"); lockID != "" {
+		held := false
+		for _, l := range f.locks {
+			if f.loseLock && l.ID == lockID {
+				l.ExpiresAt = time.Now().Add(-time.Millisecond)
+			}
+			held = held || (l.ID == lockID && l.UserID == doc["userId"] && f.live(l))
+		}
+		if !held {
+			writeError(w, 409, "LOCK_LOST", "Check-out lock "+lockID+" is not held for this patron; the loan was not created")
+			return
+		}
+	}
+	if f.loanFail == loanFailsBefore {
+		writeError(w, 500, "INTERNAL_ERROR", "Internal server error")
+		return
+	}
+	for _, l := range f.loans {
+		if l["itemId"] == doc["itemId"] && statusName(l) == "Open" && statusName(doc) == "Open" {
+			writeError(w, 422, "ITEM_HAS_OPEN_LOAN", "Cannot have more than one open loan for the same item")
+			return
+		}
+	}
+	if find(f.loans, str(doc["id"])) != nil {
+		writeError(w, 422, "VALIDATION_FAILED", "Loan with id already exists")
+		return
+	}
+	f.loans = append(f.loans, doc)
+	if f.loanFail == loanFailsAfterCommit {
+		writeError(w, 500, "INTERNAL_ERROR", "Internal server error")
+		return
+	}
+	w.Header().Set("Location", "/loan-storage/loans/"+str(doc["id"]))
+	writeJSON(w, 201, doc)
+}
+
+func (f *Fake) putLoan(w http.ResponseWriter, r *http.Request) {
+	doc, ok := f.bind(w, r, "loan.json")
+	if !ok {
+		return
+	}
+	if find(f.loans, r.PathValue("id")) == nil {
+		writeError(w, 404, "NOT_FOUND", "Loan not found")
+		return
+	}
+	doc["id"] = r.PathValue("id")
+	replace(f.loans, doc)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (f *Fake) openCount(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get("userId") == "" {
+		writeError(w, 422, "INVALID_PARAMETER", "userId is required")
+		return
+	}
+	if len(f.openCounts) > 0 {
+		n := f.openCounts[0]
+		f.openCounts = f.openCounts[1:]
+		writeJSON(w, 200, map[string]int{"totalRecords": n})
+		return
+	}
+	n := 0
+	for _, l := range f.loans {
+		item := find(f.items, str(l["itemId"]))
+		if l["userId"] != q.Get("userId") || statusName(l) != "Open" || item == nil || statusName(item) == "Claimed returned" {
+			continue
+		}
+		loanType := str(item["permanentLoanTypeId"])
+		if t := str(item["temporaryLoanTypeId"]); t != "" {
+			loanType = t
+		}
+		if m := q.Get("materialTypeId"); m != "" && m != item["materialTypeId"] {
+			continue
+		}
+		if lt := q.Get("loanTypeId"); lt != "" && lt != loanType {
+			continue
+		}
+		n++
+	}
+	writeJSON(w, 200, map[string]int{"totalRecords": n})
+}
+
+func (f *Fake) matchPolicy(w http.ResponseWriter, _ *http.Request) {
+	if f.match == nil {
+		writeError(w, 404, "NOT_FOUND", "No circulation rules are set: PUT /circulation-rules-storage first")
+		return
+	}
+	writeJSON(w, 200, map[string]any{"loanPolicyId": f.match.LoanPolicyID, "appliedRuleConditions": map[string]bool{
+		"patronGroupMatch": false, "materialTypeMatch": f.match.MaterialTypeMatch, "loanTypeMatch": f.match.LoanTypeMatch}})
+}
+
+func (f *Fake) getPolicy(w http.ResponseWriter, r *http.Request) {
+	p, ok := f.policies[r.PathValue("id")]
+	if !ok {
+		writeError(w, 404, "NOT_FOUND", "Loan policy not found")
+		return
+	}
+	doc := map[string]any{"id": p.ID, "name": p.Name, "loanable": p.Loanable}
+	if p.Loanable {
+		lp := map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": p.Duration, "intervalId": p.Interval}}
+		if p.ItemLimit > 0 {
+			lp["itemLimit"] = p.ItemLimit
+		}
+		doc["loansPolicy"] = lp
+	}
+	writeJSON(w, 200, doc)
+}
+
+func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
+	doc, ok := f.bind(w, r, "checkout-lock-request.json")
+	if !ok {
+		return
+	}
+	userID := str(doc["userId"])
+	if f.acquireStatus != 0 {
+		writeError(w, f.acquireStatus, f.acquireCode, "Acquire failed (programmed fault)")
+		return
+	}
+	held := f.lockHeld != 0
+	if f.lockHeld > 0 {
+		f.lockHeld--
+	}
+	for _, l := range f.locks {
+		held = held || (l.UserID == userID && f.live(l))
+	}
+	if held {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, 503, map[string]any{"errors": []map[string]any{{"message": "Unable to acquire lock", "code": "LOCK_HELD",
+			"parameters": []map[string]string{{"key": "userId", "value": userID}}}}})
+		return
+	}
+	ttl := defaultLockTTLMs
+	if v, ok := doc["ttlMs"].(float64); ok {
+		ttl = int(v)
+	}
+	now := time.Now().UTC()
+	l := &Lock{ID: uuid.NewString(), UserID: userID, TTLMs: ttl, ExpiresAt: now.Add(time.Duration(ttl) * time.Millisecond)}
+	f.locks = append(f.locks, l)
+	w.Header().Set("Location", "/check-out-lock-storage/"+l.ID)
+	const format = "2006-01-02T15:04:05.000Z07:00"
+	writeJSON(w, 201, map[string]any{"id": l.ID, "userId": l.UserID, "creationDate": now.Format(format),
+		"expiresAt": l.ExpiresAt.Format(format), "ttlMs": ttl})
+}
+
+func (f *Fake) release(w http.ResponseWriter, r *http.Request) {
+	if f.releaseStatus != 0 {
+		writeError(w, f.releaseStatus, "INTERNAL_ERROR", "Release failed (programmed fault)")
+		return
+	}
+	for _, l := range f.locks {
+		if l.ID == r.PathValue("id") && f.live(l) {
+			l.Released = true
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	writeError(w, 404, "NOT_FOUND", "Lock not found")
+}
+
+func (f *Fake) live(l *Lock) bool { return !l.Released && time.Now().Before(l.ExpiresAt) }
+
+func (f *Fake) listSettings(w http.ResponseWriter, r *http.Request) {
+	if f.settingsFail != 0 {
+		writeError(w, f.settingsFail, "INTERNAL_ERROR", "Settings read failed (programmed fault)")
+		return
+	}
+	writePage(w, r, "items", filter(f.settings, r, "scope", "key"))
+}
+
+func (f *Fake) postSetting(w http.ResponseWriter, r *http.Request) {
+	doc, ok := f.bind(w, r, "setting.json")
+	if !ok {
+		return
+	}
+	for _, s := range f.settings {
+		if s["scope"] == doc["scope"] && s["key"] == doc["key"] {
+			writeError(w, 422, "VALIDATION_FAILED", "Setting with key already exists")
+			return
+		}
+	}
+	if doc["id"] == nil {
+		doc["id"] = uuid.NewString()
+	}
+	f.settings = append(f.settings, doc)
+	writeJSON(w, 201, doc)
+}
+
+func (f *Fake) putSetting(w http.ResponseWriter, r *http.Request) {
+	doc, ok := f.bind(w, r, "setting.json")
+	if !ok {
+		return
+	}
+	if find(f.settings, r.PathValue("id")) == nil {
+		writeError(w, 404, "NOT_FOUND", "Setting not found")
+		return
+	}
+	doc["id"] = r.PathValue("id")
+	replace(f.settings, doc)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Helpers.
+
+// bind validates the body against the contract's schema and decodes it; on
+// failure it answers as storage does.
+func (f *Fake) bind(w http.ResponseWriter, r *http.Request, schema string) (map[string]any, bool) {
+	body, _ := io.ReadAll(r.Body)
+	if err := f.schemas.ValidateJSON(schema, body); err != nil {
+		writeError(w, 422, "VALIDATION_FAILED", err.Error())
+		return nil, false
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		writeError(w, 400, "MALFORMED_JSON", err.Error())
+		return nil, false
+	}
+	return doc, true
+}
+
+// filter returns the records whose fields equal the given query parameters
+// (those the request has).
+func filter(docs []map[string]any, r *http.Request, params ...string) []map[string]any {
+	q := r.URL.Query()
+	out := []map[string]any{}
+	for _, d := range docs {
+		match := true
+		for _, p := range params {
+			if v := q.Get(p); v != "" && str(d[p]) != v {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// writePage answers a page of docs (offset, limit: 10 by default) and the
+// number of all of them.
+func writePage(w http.ResponseWriter, r *http.Request, plural string, docs []map[string]any) {
+	total := len(docs)
+	offset, limit := 0, 10
+	if v, err := strconv.Atoi(r.URL.Query().Get("offset")); err == nil && v >= 0 {
+		offset = v
+	}
+	if v, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && v >= 0 {
+		limit = v
+	}
+	docs = docs[min(offset, total):min(offset+limit, total)]
+	writeJSON(w, 200, map[string]any{plural: docs, "totalRecords": total})
+}
+
+func find(docs []map[string]any, id string) map[string]any {
+	for _, d := range docs {
+		if d["id"] == id {
+			return d
+		}
+	}
+	return nil
+}
+
+func replace(docs []map[string]any, doc map[string]any) {
+	for i, d := range docs {
+		if d["id"] == doc["id"] {
+			docs[i] = doc
+		}
+	}
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func statusName(doc map[string]any) string {
+	s, _ := doc["status"].(map[string]any)
+	return str(s["name"])
+}
+
+func version(doc map[string]any) int {
+	switch v := doc["_version"].(type) {
+	case float64:
+		return int(v)
+	case int:
+		return v
+	}
+	return 0
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers with the FOLIO error envelope.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, map[string]any{"errors": []map[string]string{{"message": message, "code": code}}})
+}
