@@ -6,8 +6,9 @@ GO        ?= go
 MODULES   := circulation-storage circulation schemas migrations config integration-tests
 GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
+BENCH_OUT ?= bench-results
 
-.PHONY: all build run test soak lint fmt clean
+.PHONY: all build run test bench soak lint fmt clean
 
 all: build
 
@@ -21,11 +22,17 @@ build:
 run: build
 	scripts/run.sh
 
-## test: lint, unit tests, then the workloads across real processes (race detector on), against the local PostgreSQL
+## test: lint, unit tests, the workloads across real processes (race detector on), and a smoke run of the benchmarks
 test: lint
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 	$(GO) test -race -count=1 -v ./integration-tests/...
+	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke
+
+## bench: the benchmarks against real processes, a few minutes; table on stdout, results.json and charts in $(BENCH_OUT)
+bench: build
+	scripts/ensure-postgres.sh >/dev/null
+	$(GO) test -count=1 -timeout 30m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT))
 
 ## soak: the workloads across real processes, five times larger, three times over
 soak: build

@@ -68,6 +68,9 @@ func Main(m *testing.M) int {
 	return m.Run()
 }
 
+// DatabaseURL is the database created for this test run.
+func DatabaseURL() string { return envState().DatabaseURL }
+
 // serverURL is the PostgreSQL server to use: TEST_DATABASE_URL's server, or
 // the local one.
 func serverURL() string {

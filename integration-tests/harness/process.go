@@ -44,6 +44,9 @@ func startProcess(t testing.TB, name, bin string, env ...string) *Process {
 	return p
 }
 
+// PID is the process id of the running process.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // URL is the process's base URL.
 func (p *Process) URL() string { return "http://" + p.Addr }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/locksql"
 )
 
 // Locks implements storage.LockService.
@@ -20,25 +21,6 @@ var _ storage.LockService = (*Locks)(nil)
 
 // NewLocks returns the lock service.
 func NewLocks(db *DB) *Locks { return &Locks{db: db} }
-
-const lockColumns = `id, user_id, creation_date, expires_at, ttl_ms`
-
-// acquireSQL is the whole acquisition in one statement, so there is no window
-// between looking and writing: it inserts the patron's lock, or, when the
-// patron's row exists but has expired, takes it over with a new id. A live
-// row makes the conflict's WHERE false, so nothing is written and no row is
-// returned. xmax = 0 only for a freshly inserted row, which tells the two
-// successful outcomes apart.
-const acquireSQL = `
-INSERT INTO %[1]s AS l (user_id, expires_at, ttl_ms)
-VALUES ($1, now() + $2::integer * interval '1 millisecond', $2)
-ON CONFLICT (user_id) DO UPDATE
-   SET id = gen_random_uuid(),
-       creation_date = now(),
-       expires_at = excluded.expires_at,
-       ttl_ms = excluded.ttl_ms
- WHERE l.expires_at <= now()
-RETURNING ` + lockColumns + `, xmax = 0`
 
 // holderSQL reads the live lock that made an acquisition fail, for the
 // answer's holder information, with the time it has left by the database's
@@ -58,7 +40,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID string, tt
 	for range 3 {
 		var l storage.Lock
 		var inserted bool
-		err := scanLock(s.db.pool.QueryRow(ctx, fmt.Sprintf(acquireSQL, tbl), userID, ttl.Milliseconds()), &l, &inserted)
+		err := scanLock(s.db.pool.QueryRow(ctx, fmt.Sprintf(locksql.Acquire, tbl), userID, ttl.Milliseconds()), &l, &inserted)
 		if err == nil {
 			if inserted {
 				return l, storage.Acquired, nil
@@ -84,7 +66,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID string, tt
 
 // Get implements storage.LockService.
 func (s *Locks) Get(ctx context.Context, t storage.Tenant, id string) (storage.Lock, error) {
-	q := fmt.Sprintf(`SELECT `+lockColumns+` FROM %s WHERE id = $1 AND expires_at > now()`, table(t, "check_out_lock"))
+	q := fmt.Sprintf(`SELECT `+locksql.Columns+` FROM %s WHERE id = $1 AND expires_at > now()`, table(t, "check_out_lock"))
 	var l storage.Lock
 	err := scanLock(s.db.pool.QueryRow(ctx, q, id), &l)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -106,7 +88,7 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 	where := `expires_at > now() AND ($1::uuid IS NULL OR user_id = $1::uuid)`
 	locks := []storage.Lock{}
 	total, err := page(ctx, s.db.pool, t,
-		fmt.Sprintf(`SELECT `+lockColumns+`, count(*) OVER () FROM %s WHERE %s ORDER BY creation_date, id OFFSET $2 LIMIT $3`, tbl, where),
+		fmt.Sprintf(`SELECT `+locksql.Columns+`, count(*) OVER () FROM %s WHERE %s ORDER BY creation_date, id OFFSET $2 LIMIT $3`, tbl, where),
 		fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s`, tbl, where),
 		[]any{userID}, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
@@ -128,7 +110,7 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 // expiry, so an expired lock is cleaned up, but only a live one counts as
 // released: for the client an expired lock is the same as none.
 func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string) error {
-	q := fmt.Sprintf(`DELETE FROM %s WHERE id = $1 RETURNING expires_at > now()`, table(t, "check_out_lock"))
+	q := fmt.Sprintf(locksql.Release, table(t, "check_out_lock"))
 	var live bool
 	err := s.db.pool.QueryRow(ctx, q, id).Scan(&live)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
@@ -137,7 +119,7 @@ func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string) error 
 	return interpret(err, t)
 }
 
-// scanLock scans lockColumns, then any extra columns into extra.
+// scanLock scans locksql.Columns, then any extra columns into extra.
 func scanLock(row pgx.Row, l *storage.Lock, extra ...any) error {
 	var ttlMs int64
 	dest := append([]any{&l.ID, &l.UserID, &l.CreationDate, &l.ExpiresAt, &ttlMs}, extra...)

@@ -1,0 +1,239 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/checkoutlock/circulation-storage/locksql"
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// LockCycleRow compares acquire + release through circulation-storage's HTTP
+// API with pgbench running the same two statements at the same concurrency.
+type LockCycleRow struct {
+	Concurrency int     `json:"concurrency"`
+	Service     Stats   `json:"service"`
+	Acquire     Stats   `json:"serviceAcquire"`
+	Raw         Stats   `json:"pgbench"`
+	Ratio       float64 `json:"serviceOverRawThroughput"`
+}
+
+// serviceCycles runs conc closed-loop clients, each acquiring a fresh
+// patron's lock and releasing it, for d. Each client's histograms are its
+// own and merged at the end.
+func serviceCycles(t *testing.T, c *harness.Cluster, client *http.Client, conc int, d time.Duration) (cycle, acquire *hdrhistogram.Histogram, errs int64) {
+	t.Helper()
+	cycle, acquire = newHist(), newHist()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(d)
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hc, ha := newHist(), newHist()
+			var e int64
+			for time.Now().Before(deadline) {
+				start := time.Now()
+				lockID, ok := post(client, c.Storage.URL()+"/check-out-lock-storage", c.Tenant, `{"userId":"`+uuid.NewString()+`"}`)
+				acquired := time.Now()
+				if !ok || !del(client, c.Storage.URL()+"/check-out-lock-storage/"+lockID, c.Tenant) {
+					e++
+					continue
+				}
+				record(ha, acquired.Sub(start))
+				record(hc, time.Since(start))
+			}
+			mu.Lock()
+			cycle.Merge(hc)
+			acquire.Merge(ha)
+			errs += e
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return cycle, acquire, errs
+}
+
+func post(client *http.Client, url, tenant, body string) (string, bool) {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Okapi-Tenant", tenant)
+	res, err := client.Do(req)
+	if err != nil {
+		return "", false
+	}
+	defer res.Body.Close()
+	var lock struct{ ID string }
+	if res.StatusCode != http.StatusCreated || json.NewDecoder(res.Body).Decode(&lock) != nil {
+		return "", false
+	}
+	return lock.ID, true
+}
+
+func del(client *http.Client, url, tenant string) bool {
+	req, _ := http.NewRequest(http.MethodDelete, url, nil)
+	req.Header.Set("X-Okapi-Tenant", tenant)
+	res, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusNoContent
+}
+
+// pgbenchScript is the service's acquire and release statements, as a
+// pgbench transaction: a fresh patron id each time, the lock id carried from
+// one statement to the next with \gset.
+func pgbenchScript(schema string) string {
+	tbl := pgx.Identifier{schema, "check_out_lock"}.Sanitize()
+	acquire := fmt.Sprintf(locksql.Acquire, tbl)
+	acquire = strings.ReplaceAll(acquire, "$1", "md5(:uid::text)::uuid")
+	acquire = strings.ReplaceAll(acquire, "$2", "3000")
+	release := strings.ReplaceAll(fmt.Sprintf(locksql.Release, tbl), "$1", ":lk_id")
+	return "\\set uid random(1, 9000000000000)\n" + strings.TrimSpace(acquire) + " \\gset lk_\n" + release + ";\n"
+}
+
+// pgbenchCycles runs the script at concurrency conc for d (whole seconds),
+// in prepared mode as pgx runs statements, and reads each transaction's
+// latency from pgbench's log.
+func pgbenchCycles(t *testing.T, dbURL, schema string, conc int, d time.Duration) (*hdrhistogram.Histogram, time.Duration, int64) {
+	t.Helper()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "cycle.sql")
+	if err := os.WriteFile(script, []byte(pgbenchScript(schema)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	secs := max(1, int(d.Seconds()))
+	cmd := exec.Command("pgbench", "-n", "-M", "prepared", "-c", strconv.Itoa(conc), "-j", strconv.Itoa(min(conc, 2)),
+		"-T", strconv.Itoa(secs), "-f", script, "-l", "--log-prefix", filepath.Join(dir, "pg"), dbURL)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("pgbench: %v\n%s", err, out.String())
+	}
+	failed := int64(0)
+	if m := failedRe(out.String()); m > 0 {
+		failed = m
+	}
+	h := newHist()
+	logs, _ := filepath.Glob(filepath.Join(dir, "pg.*"))
+	for _, name := range logs {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// client_id transaction_no time script_no time_epoch time_us
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 3 {
+				continue
+			}
+			us, err := strconv.ParseInt(fields[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			_ = h.RecordValue(max(us, 1))
+		}
+		f.Close()
+	}
+	return h, time.Duration(secs) * time.Second, failed
+}
+
+// failedRe reads "number of failed transactions: N" from pgbench's summary.
+func failedRe(out string) int64 {
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "number of failed transactions: "); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// benchLockCycle is scenario 1: for each concurrency, service and pgbench
+// slices alternate, and the ratio is of their summed throughputs.
+func benchLockCycle(t *testing.T, c *harness.Cluster, dbURL string, p plan) []LockCycleRow {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
+	var rows []LockCycleRow
+	for _, conc := range p.concurrencies {
+		svcCycle, svcAcquire, raw := newHist(), newHist(), newHist()
+		var svcErrs, rawErrs int64
+		var svcTime, rawTime time.Duration
+		for range p.rounds {
+			start := time.Now()
+			hc, ha, e := serviceCycles(t, c, client, conc, p.slice)
+			svcTime += time.Since(start)
+			svcCycle.Merge(hc)
+			svcAcquire.Merge(ha)
+			svcErrs += e
+			h, d, e2 := pgbenchCycles(t, dbURL, c.Schema, conc, p.slice)
+			rawTime += d
+			raw.Merge(h)
+			rawErrs += e2
+		}
+		row := LockCycleRow{Concurrency: conc, Service: stats(svcCycle, svcErrs, svcTime),
+			Acquire: stats(svcAcquire, 0, svcTime), Raw: stats(raw, rawErrs, rawTime)}
+		row.Ratio = ratio(row.Service.Throughput, row.Raw.Throughput)
+		rows = append(rows, row)
+		t.Logf("lock cycle c=%d: service %.0f/s (p99 %.2f ms), pgbench %.0f/s (p99 %.2f ms), ratio %.2f",
+			conc, row.Service.Throughput, row.Service.P99Ms, row.Raw.Throughput, row.Raw.P99Ms, row.Ratio)
+	}
+	return rows
+}
+
+// AcquireAtRate is the acquire latency at a fixed rate (half the peak).
+type AcquireAtRate struct {
+	RatePerSecond int   `json:"ratePerSecond"`
+	Acquire       Stats `json:"acquire"`
+}
+
+// benchAcquireAtHalfPeak paces acquisitions of fresh patrons' locks with
+// vegeta at half the peak cycle rate and reports their latency. The locks
+// are left to expire (and be swept), as a crashed client's would.
+func benchAcquireAtHalfPeak(t *testing.T, c *harness.Cluster, peak float64, p plan) AcquireAtRate {
+	rate := max(1, int(peak/2))
+	header := http.Header{"Content-Type": {"application/json"}, "X-Okapi-Tenant": {c.Tenant}}
+	targeter := func(tgt *vegeta.Target) error {
+		*tgt = vegeta.Target{Method: http.MethodPost, URL: c.Storage.URL() + "/check-out-lock-storage",
+			Body: []byte(`{"userId":"` + uuid.NewString() + `","ttlMs":1000}`), Header: header}
+		return nil
+	}
+	atk := vegeta.NewAttacker(vegeta.KeepAlive(true), vegeta.Connections(256), vegeta.Workers(8), vegeta.MaxWorkers(256))
+	h := newHist()
+	var errs int64
+	d := time.Duration(p.rounds) * p.slice
+	for res := range atk.Attack(targeter, vegeta.Rate{Freq: rate, Per: time.Second}, d, "acquire") {
+		if res.Code != http.StatusCreated {
+			errs++
+			continue
+		}
+		record(h, res.Latency)
+	}
+	s := stats(h, errs, d)
+	t.Logf("acquire at %d/s (half of the peak %.0f/s): p50 %.2f ms, p99 %.2f ms", rate, peak, s.P50Ms, s.P99Ms)
+	// Leave nothing for the next scenario.
+	_, err := c.DB.Exec(context.Background(), "DELETE FROM "+pgx.Identifier{c.Schema, "check_out_lock"}.Sanitize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return AcquireAtRate{RatePerSecond: rate, Acquire: s}
+}

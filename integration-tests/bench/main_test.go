@@ -1,0 +1,44 @@
+// Package bench measures the lock and the check-out across real processes on
+// a real PostgreSQL, against the database's own limit (pgbench running the
+// service's very SQL), side by side and interleaved, because absolute numbers
+// on a shared machine drift. It is not part of `make test`: run `make bench`.
+//
+//	go test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=bench-results
+package bench
+
+import (
+	"flag"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+var (
+	outDir = flag.String("bench.out", "", "run the benchmarks and write results.json and the charts here")
+	smoke  = flag.Bool("bench.smoke", false, "run every scenario briefly: a check that the benchmarks work, not a measurement")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if *outDir == "" && !*smoke {
+		os.Exit(m.Run()) // nothing to do: TestBenchmarks skips
+	}
+	os.Exit(harness.Main(m))
+}
+
+// plan is how long and how often each scenario runs.
+type plan struct {
+	slice         time.Duration // one interleaved measurement
+	rounds        int           // interleaved rounds per comparison
+	concurrencies []int         // for the lock cycle
+	bursts        int           // per retry configuration
+}
+
+func currentPlan() plan {
+	if *smoke {
+		return plan{slice: time.Second, rounds: 1, concurrencies: []int{1, 8}, bursts: 1}
+	}
+	return plan{slice: 3 * time.Second, rounds: 3, concurrencies: []int{1, 8, 32}, bursts: 3}
+}

@@ -1,0 +1,237 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// Results is everything one run measured; results.json holds it.
+type Results struct {
+	Date              string         `json:"date"`
+	Machine           string         `json:"machine"`
+	Smoke             bool           `json:"smoke"`
+	LockCycle         []LockCycleRow `json:"lockCycle"`
+	AcquireAtHalfPeak AcquireAtRate  `json:"acquireAtHalfPeak"`
+	CheckOut          CheckOutCost   `json:"checkOut"`
+	Bursts            []BurstRow     `json:"bursts"`
+	Scale             []ScaleRow     `json:"scale"`
+	Memory            []MemoryRow    `json:"memory"`
+	Targets           []Target       `json:"targets"`
+}
+
+// Target is one of the figures the project aims for, and whether this run
+// met it.
+type Target struct {
+	What  string  `json:"what"`
+	Value float64 `json:"value"`
+	Goal  string  `json:"goal"`
+	Met   bool    `json:"met"`
+}
+
+// TestBenchmarks runs every scenario on one cluster (one circulation-storage,
+// four circulation instances, a tenant of its own) and reports.
+func TestBenchmarks(t *testing.T) {
+	if *outDir == "" && !*smoke {
+		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
+	}
+	p := currentPlan()
+	quiet := []string{"LOG_LEVEL=warn"}
+	c := harness.NewCluster(t, harness.Options{Circulations: 4, FeatureOn: true,
+		StorageEnv: append([]string{"DB_MAX_CONNS=40"}, quiet...), CirculationEnv: append([]string{"SETTINGS_CACHE_TTL=100ms"}, quiet...)})
+	res := Results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(t, c), Smoke: *smoke}
+
+	res.LockCycle = benchLockCycle(t, c, harness.DatabaseURL(), p)
+	peak := 0.0
+	for _, r := range res.LockCycle {
+		peak = max(peak, r.Service.Throughput)
+	}
+	res.AcquireAtHalfPeak = benchAcquireAtHalfPeak(t, c, peak, p)
+
+	pop := populate(t, c, 60000, p.bursts*2)
+	res.CheckOut = benchCheckOutCost(t, c, pop, p)
+	res.Bursts = benchBursts(t, c, p)
+	res.Scale = benchScale(t, c, pop, p)
+
+	res.Memory = append(res.Memory, MemoryRow{Process: "circulation-storage", PeakMB: peakRSS(t, c.Storage.PID())})
+	for _, circ := range c.Circulations {
+		res.Memory = append(res.Memory, MemoryRow{Process: circ.Name, PeakMB: peakRSS(t, circ.PID())})
+	}
+	res.Targets = targets(res)
+
+	printTable(os.Stdout, res)
+	if *outDir != "" {
+		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(filepath.Join(*outDir, "results.json"), append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := charts(res, *outDir); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("\nwrote %s/results.json, %s/lock-cycle.png, %s/check-out.png\n", *outDir, *outDir, *outDir)
+	}
+}
+
+// machine describes where the run happened.
+func machine(t *testing.T, c *harness.Cluster) string {
+	var pg string
+	if err := c.DB.QueryRow(context.Background(), "SHOW server_version").Scan(&pg); err != nil {
+		t.Fatal(err)
+	}
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s, PostgreSQL %s; load generator, services and database share the machine",
+		runtime.NumCPU(), model, runtime.Version(), pg)
+}
+
+func targets(r Results) []Target {
+	var ts []Target
+	add := func(what string, value float64, goal string, met bool) {
+		ts = append(ts, Target{What: what, Value: value, Goal: goal, Met: met})
+	}
+	peakAcquireP99 := r.AcquireAtHalfPeak.Acquire.P99Ms
+	for _, row := range r.LockCycle {
+		if row.Concurrency >= 8 {
+			add(fmt.Sprintf("lock cycle throughput, service / pgbench, c=%d", row.Concurrency), row.Ratio, ">= 0.8", row.Ratio >= 0.8)
+		}
+	}
+	add("acquire p99 at half the peak rate (ms)", peakAcquireP99, "< 10", peakAcquireP99 < 10)
+	add("check-out with the lock, p50 (ms)", r.CheckOut.On.P50Ms, "< 10", r.CheckOut.On.P50Ms < 10)
+	add("check-out with the lock, p99 (ms)", r.CheckOut.On.P99Ms, "< 30", r.CheckOut.On.P99Ms < 30)
+	add("lock overhead, median (ms)", r.CheckOut.MedianOverheadMs, "< 3", r.CheckOut.MedianOverheadMs < 3)
+	for _, m := range r.Memory {
+		add("peak RSS of "+m.Process+" (MB)", m.PeakMB, "< 60", m.PeakMB < 60)
+	}
+	return ts
+}
+
+func printTable(w io.Writer, r Results) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintf(tw, "\n%s\n%s\n", r.Date, r.Machine)
+	if r.Smoke {
+		fmt.Fprintln(tw, "SMOKE RUN: too short to be a measurement")
+	}
+	fmt.Fprintln(tw, "\n1. Lock cycle (acquire + release of a fresh patron's lock), service over HTTP vs pgbench running the same SQL, interleaved")
+	fmt.Fprintln(tw, "concurrency\tservice/s\tp50 ms\tp95 ms\tp99 ms\tpgbench/s\tp50 ms\tp95 ms\tp99 ms\tservice/raw\terrors")
+	for _, row := range r.LockCycle {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\n", row.Concurrency,
+			row.Service.Throughput, row.Service.P50Ms, row.Service.P95Ms, row.Service.P99Ms,
+			row.Raw.Throughput, row.Raw.P50Ms, row.Raw.P95Ms, row.Raw.P99Ms, row.Ratio, row.Service.Errors+row.Raw.Errors)
+	}
+	a := r.AcquireAtHalfPeak
+	fmt.Fprintf(tw, "acquire alone at %d/s (half the peak): p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, errors %d\n",
+		a.RatePerSecond, a.Acquire.P50Ms, a.Acquire.P95Ms, a.Acquire.P99Ms, a.Acquire.Errors)
+
+	co := r.CheckOut
+	fmt.Fprintf(tw, "\n2. Check-out, uncontended (distinct patrons), concurrency %d, lock on vs off, interleaved\n", co.Concurrency)
+	fmt.Fprintln(tw, "lock\tcheck-outs/s\tp50 ms\tp95 ms\tp99 ms\terrors")
+	for _, x := range []struct {
+		name string
+		s    Stats
+	}{{"on", co.On}, {"off", co.Off}} {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%d\n", x.name, x.s.Throughput, x.s.P50Ms, x.s.P95Ms, x.s.P99Ms, x.s.Errors)
+	}
+	fmt.Fprintf(tw, "median overhead of the lock: %.2f ms (on/off %.2f); FOLIO publishes 400-600 ms per check-out with the lock\n",
+		co.MedianOverheadMs, co.MedianRatio)
+
+	fmt.Fprintln(tw, "\n3. A patron's burst: 10 simultaneous check-outs over 3 instances, no item limit")
+	fmt.Fprintln(tw, "retry waits\tsucceeded of 10\tburst ms\tp50 ms\tp99 ms\tbursts")
+	for _, b := range r.Bursts {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.0f\t%.0f\t%d\n", b.Config, b.Succeeded, b.TotalTimeMs, b.LatencyStats.P50Ms, b.LatencyStats.P99Ms, b.Bursts)
+	}
+
+	fmt.Fprintln(tw, "\n4. Scale: check-outs of distinct patrons, 16 concurrent clients, lock on, interleaved")
+	fmt.Fprintln(tw, "instances\tcheck-outs/s\tp50 ms\tp95 ms\tp99 ms\terrors")
+	for _, s := range r.Scale {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.2f\t%d\n", s.Instances, s.Stats.Throughput, s.Stats.P50Ms, s.Stats.P95Ms, s.Stats.P99Ms, s.Stats.Errors)
+	}
+
+	fmt.Fprintln(tw, "\n5. Peak resident memory (VmHWM) over the whole run")
+	for _, m := range r.Memory {
+		fmt.Fprintf(tw, "%s\t%.1f MB\n", m.Process, m.PeakMB)
+	}
+
+	fmt.Fprintln(tw, "\nTargets")
+	for _, tg := range r.Targets {
+		mark := "met"
+		if !tg.Met {
+			mark = "MISSED"
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\n", tg.What, tg.Value, tg.Goal, mark)
+	}
+}
+
+// charts draws the lock cycle against pgbench, and the check-out latency with
+// the lock on and off.
+func charts(r Results, dir string) error {
+	p := plot.New()
+	p.Title.Text = "Lock cycle: circulation-storage vs pgbench (same SQL)"
+	p.Y.Label.Text = "acquire + release per second"
+	var svc, raw plotter.Values
+	var names []string
+	for _, row := range r.LockCycle {
+		svc = append(svc, row.Service.Throughput)
+		raw = append(raw, row.Raw.Throughput)
+		names = append(names, fmt.Sprintf("c=%d", row.Concurrency))
+	}
+	if err := groupedBars(p, names, []string{"service (HTTP)", "pgbench"}, svc, raw); err != nil {
+		return err
+	}
+	if err := p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(dir, "lock-cycle.png")); err != nil {
+		return err
+	}
+
+	q := plot.New()
+	q.Title.Text = "Check-out latency, uncontended: lock on vs off"
+	q.Y.Label.Text = "ms"
+	on := plotter.Values{r.CheckOut.On.P50Ms, r.CheckOut.On.P95Ms, r.CheckOut.On.P99Ms}
+	off := plotter.Values{r.CheckOut.Off.P50Ms, r.CheckOut.Off.P95Ms, r.CheckOut.Off.P99Ms}
+	if err := groupedBars(q, []string{"p50", "p95", "p99"}, []string{"lock on", "lock off"}, on, off); err != nil {
+		return err
+	}
+	return q.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(dir, "check-out.png"))
+}
+
+func groupedBars(p *plot.Plot, names, series []string, values ...plotter.Values) error {
+	w := vg.Points(24)
+	for i, v := range values {
+		bars, err := plotter.NewBarChart(v, w)
+		if err != nil {
+			return err
+		}
+		bars.LineStyle.Width = 0
+		bars.Color = plotutil.Color(i)
+		bars.Offset = w * vg.Length(2*i-len(values)+1) / 2
+		p.Add(bars)
+		p.Legend.Add(series[i], bars)
+	}
+	p.Legend.Top = true
+	p.NominalX(names...)
+	return nil
+}
