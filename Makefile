@@ -26,7 +26,7 @@ run: build
 test: lint
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -race -count=1 $(UNIT_PKGS)
-	$(GO) test -race -count=1 -v ./integration-tests/...
+	$(GO) test -race -count=1 -v ./integration-tests/
 	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke
 
 ## bench: the benchmarks against real processes, a few minutes; table on stdout, results.json and charts in $(BENCH_OUT)
@@ -37,7 +37,7 @@ bench: build
 ## soak: the workloads across real processes, five times larger, three times over
 soak: build
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -count=3 -timeout 30m -v ./integration-tests/... -args -soak
+	$(GO) test -count=3 -timeout 30m -v ./integration-tests/ -args -soak
 
 ## lint: gofmt and go vet must be clean
 lint:

@@ -76,8 +76,8 @@ func checkOutTargeter(t *testing.T, c *harness.Cluster, pop *population, instanc
 		}
 		body := fmt.Sprintf(`{"itemBarcode":"BI%d","userBarcode":"B%d","servicePointId":%q}`, n, n, harness.ServicePoint)
 		*tgt = vegeta.Target{Method: http.MethodPost,
-			URL:    c.Circulations[int(n)%instances].URL() + "/circulation/check-out-by-barcode",
-			Body:   []byte(body), Header: header}
+			URL:  c.Circulations[int(n)%instances].URL() + "/circulation/check-out-by-barcode",
+			Body: []byte(body), Header: header}
 		return nil
 	}
 }
