@@ -136,8 +136,7 @@ type CheckOutCost struct {
 	MedianRatio      float64 `json:"medianRatio"`
 }
 
-func benchCheckOutCost(t *testing.T, c *harness.Cluster, pop *population, p plan) CheckOutCost {
-	const conc = 4
+func benchCheckOutCost(t *testing.T, c *harness.Cluster, pop *population, p plan, conc int) CheckOutCost {
 	on, off := newHist(), newHist()
 	var onErr, offErr int64
 	var onTime, offTime time.Duration

@@ -28,7 +28,7 @@ type Results struct {
 	Smoke             bool           `json:"smoke"`
 	LockCycle         []LockCycleRow `json:"lockCycle"`
 	AcquireAtHalfPeak AcquireAtRate  `json:"acquireAtHalfPeak"`
-	CheckOut          CheckOutCost   `json:"checkOut"`
+	CheckOut          []CheckOutCost `json:"checkOut"`
 	Bursts            []BurstRow     `json:"bursts"`
 	Scale             []ScaleRow     `json:"scale"`
 	Memory            []MemoryRow    `json:"memory"`
@@ -64,7 +64,9 @@ func TestBenchmarks(t *testing.T) {
 	res.AcquireAtHalfPeak = benchAcquireAtHalfPeak(t, c, peak, p)
 
 	pop := populate(t, c, 60000, p.bursts*2)
-	res.CheckOut = benchCheckOutCost(t, c, pop, p)
+	for _, conc := range []int{1, 4} {
+		res.CheckOut = append(res.CheckOut, benchCheckOutCost(t, c, pop, p, conc))
+	}
 	res.Bursts = benchBursts(t, c, p)
 	res.Scale = benchScale(t, c, pop, p)
 
@@ -121,9 +123,11 @@ func targets(r Results) []Target {
 		}
 	}
 	add("acquire p99 at half the peak rate (ms)", peakAcquireP99, "< 10", peakAcquireP99 < 10)
-	add("check-out with the lock, p50 (ms)", r.CheckOut.On.P50Ms, "< 10", r.CheckOut.On.P50Ms < 10)
-	add("check-out with the lock, p99 (ms)", r.CheckOut.On.P99Ms, "< 30", r.CheckOut.On.P99Ms < 30)
-	add("lock overhead, median (ms)", r.CheckOut.MedianOverheadMs, "< 3", r.CheckOut.MedianOverheadMs < 3)
+	for _, co := range r.CheckOut {
+		add(fmt.Sprintf("check-out with the lock, p50 (ms), c=%d", co.Concurrency), co.On.P50Ms, "< 10", co.On.P50Ms < 10)
+		add(fmt.Sprintf("check-out with the lock, p99 (ms), c=%d", co.Concurrency), co.On.P99Ms, "< 30", co.On.P99Ms < 30)
+		add(fmt.Sprintf("lock overhead, median (ms), c=%d", co.Concurrency), co.MedianOverheadMs, "< 3", co.MedianOverheadMs < 3)
+	}
 	for _, m := range r.Memory {
 		add("peak RSS of "+m.Process+" (MB)", m.PeakMB, "< 60", m.PeakMB < 60)
 	}
@@ -148,17 +152,22 @@ func printTable(w io.Writer, r Results) {
 	fmt.Fprintf(tw, "acquire alone at %d/s (half the peak): p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, errors %d\n",
 		a.RatePerSecond, a.Acquire.P50Ms, a.Acquire.P95Ms, a.Acquire.P99Ms, a.Acquire.Errors)
 
-	co := r.CheckOut
-	fmt.Fprintf(tw, "\n2. Check-out, uncontended (distinct patrons), concurrency %d, lock on vs off, interleaved\n", co.Concurrency)
-	fmt.Fprintln(tw, "lock\tcheck-outs/s\tp50 ms\tp95 ms\tp99 ms\terrors")
-	for _, x := range []struct {
-		name string
-		s    Stats
-	}{{"on", co.On}, {"off", co.Off}} {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%d\n", x.name, x.s.Throughput, x.s.P50Ms, x.s.P95Ms, x.s.P99Ms, x.s.Errors)
+	fmt.Fprintln(tw, "\n2. Check-out, uncontended (distinct patrons), lock on vs off, interleaved")
+	fmt.Fprintln(tw, "concurrency\tlock\tcheck-outs/s\tp50 ms\tp95 ms\tp99 ms\terrors\tmedian overhead ms\ton/off")
+	for _, co := range r.CheckOut {
+		for _, x := range []struct {
+			name string
+			s    Stats
+		}{{"on", co.On}, {"off", co.Off}} {
+			overhead, rel := "", ""
+			if x.name == "on" {
+				overhead, rel = fmt.Sprintf("%.2f", co.MedianOverheadMs), fmt.Sprintf("%.2f", co.MedianRatio)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.2f\t%.2f\t%.2f\t%d\t%s\t%s\n", co.Concurrency, x.name, x.s.Throughput,
+				x.s.P50Ms, x.s.P95Ms, x.s.P99Ms, x.s.Errors, overhead, rel)
+		}
 	}
-	fmt.Fprintf(tw, "median overhead of the lock: %.2f ms (on/off %.2f); FOLIO publishes 400-600 ms per check-out with the lock\n",
-		co.MedianOverheadMs, co.MedianRatio)
+	fmt.Fprintln(tw, "FOLIO publishes 400-600 ms per check-out with the lock")
 
 	fmt.Fprintln(tw, "\n3. A patron's burst: 10 simultaneous check-outs over 3 instances, no item limit")
 	fmt.Fprintln(tw, "retry waits\tsucceeded of 10\tburst ms\tp50 ms\tp99 ms\tbursts")
@@ -210,9 +219,14 @@ func charts(r Results, dir string) error {
 	q := plot.New()
 	q.Title.Text = "Check-out latency, uncontended: lock on vs off"
 	q.Y.Label.Text = "ms"
-	on := plotter.Values{r.CheckOut.On.P50Ms, r.CheckOut.On.P95Ms, r.CheckOut.On.P99Ms}
-	off := plotter.Values{r.CheckOut.Off.P50Ms, r.CheckOut.Off.P95Ms, r.CheckOut.Off.P99Ms}
-	if err := groupedBars(q, []string{"p50", "p95", "p99"}, []string{"lock on", "lock off"}, on, off); err != nil {
+	var on, off plotter.Values
+	var groups []string
+	for _, co := range r.CheckOut {
+		on = append(on, co.On.P50Ms, co.On.P99Ms)
+		off = append(off, co.Off.P50Ms, co.Off.P99Ms)
+		groups = append(groups, fmt.Sprintf("p50, c=%d", co.Concurrency), fmt.Sprintf("p99, c=%d", co.Concurrency))
+	}
+	if err := groupedBars(q, groups, []string{"lock on", "lock off"}, on, off); err != nil {
 		return err
 	}
 	return q.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(dir, "check-out.png"))
@@ -231,7 +245,16 @@ func groupedBars(p *plot.Plot, names, series []string, values ...plotter.Values)
 		p.Add(bars)
 		p.Legend.Add(series[i], bars)
 	}
-	p.Legend.Top = true
+	// Room for the legend above the bars, and for the outer bars at the sides.
+	top := 0.0
+	for _, v := range values {
+		for _, x := range v {
+			top = max(top, x)
+		}
+	}
+	p.Y.Min, p.Y.Max = 0, top*1.3
+	p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4
+	p.Legend.Top, p.Legend.Left = true, true
 	p.NominalX(names...)
 	return nil
 }

@@ -33,14 +33,14 @@ var shared struct {
 }
 
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	url     string
 	tenant  string
 	pool    *pgxpool.Pool
 	metrics *Metrics
 }
 
-func setup(t *testing.T) *fixture {
+func setup(t testing.TB) *fixture {
 	t.Helper()
 	url := pgtest.Shared(t)
 	shared.once.Do(func() {
@@ -57,7 +57,7 @@ func setup(t *testing.T) *fixture {
 }
 
 // serve starts the API on db and initialises a fresh tenant through it.
-func serve(t *testing.T, db *postgres.DB, pool *pgxpool.Pool) *fixture {
+func serve(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	metrics := NewMetrics()
@@ -87,7 +87,7 @@ func serve(t *testing.T, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 }
 
 type response struct {
-	t      *testing.T
+	t      testing.TB
 	status int
 	header http.Header
 	body   []byte

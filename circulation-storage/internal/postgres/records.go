@@ -89,31 +89,32 @@ func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Re
 
 var _ storage.LoanFencer = (*Records)(nil)
 
-// fenceSQL checks the lock that must cover a loan, and holds it (FOR SHARE)
-// until the loan commits: a takeover or release waits for this transaction.
-const fenceSQL = `
-SELECT 1 FROM %s
- WHERE id = $1 AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now()
-   FOR SHARE`
+// fencedInsertSQL inserts a loan only if the lock that must cover it is
+// live and the borrower's, in one statement: the lock row is share-locked
+// (FOR SHARE) until the insert commits, so a takeover or release waits for
+// it, and no round trip is spent on BEGIN and COMMIT.
+const fencedInsertSQL = `
+INSERT INTO %[1]s (id, jsonb)
+SELECT $1, %[3]s
+ WHERE EXISTS (SELECT 1 FROM %[2]s
+                WHERE id = $3 AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now()
+                  FOR SHARE)
+RETURNING jsonb`
 
 // CreateLoanUnderLock implements storage.LoanFencer.
 func (s *Records) CreateLoanUnderLock(ctx context.Context, t storage.Tenant, id string, doc json.RawMessage, lockID string) (json.RawMessage, error) {
+	q := fmt.Sprintf(fencedInsertSQL, table(t, spec(storage.Loans).table), table(t, "check_out_lock"), withID(storage.Loans, `'1'`))
 	var stored json.RawMessage
-	err := s.db.inTx(ctx, t, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, fmt.Sprintf(fenceSQL, table(t, "check_out_lock")), lockID, doc).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return storage.Errorf(storage.KindConflict, storage.CodeLockLost,
-				"Check-out lock %s is not held for this patron (it expired or was released); the loan was not created", lockID).
-				With("lockId", lockID)
-		}
-		if err != nil {
-			return interpret(err, t)
-		}
-		stored, err = insertRecord(ctx, tx, t, storage.Loans, id, doc, false)
-		return err
-	})
-	return stored, err
+	err := s.db.pool.QueryRow(ctx, q, id, doc, lockID).Scan(&stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, storage.Errorf(storage.KindConflict, storage.CodeLockLost,
+			"Check-out lock %s is not held for this patron (it expired or was released); the loan was not created", lockID).
+			With("lockId", lockID)
+	}
+	if err != nil {
+		return nil, interpretWrite(err, t, storage.Loans, doc)
+	}
+	return stored, nil
 }
 
 // Get implements storage.RecordService.
