@@ -25,6 +25,9 @@ const (
 	Acquired AcquireOutcome = iota + 1
 	// TookOverExpired: the patron's previous lock had expired and was replaced.
 	TookOverExpired
+	// Renewed: the request named the live lock's own id; its lifetime
+	// starts again.
+	Renewed
 )
 
 // String names the outcome for metrics.
@@ -34,6 +37,8 @@ func (o AcquireOutcome) String() string {
 		return "acquired"
 	case TookOverExpired:
 		return "took_over_expired"
+	case Renewed:
+		return "renewed"
 	}
 	return "unknown"
 }
@@ -49,9 +54,11 @@ type LockFilter struct {
 // of any number of concurrent calls for one patron, at most one succeeds while
 // a lock is live.
 type LockService interface {
-	// Acquire takes the patron's lock for ttl. If a live lock exists it returns
-	// an *Error of KindLocked whose RetryAfter is the time the holder has left.
-	Acquire(ctx context.Context, t Tenant, userID string, ttl time.Duration) (Lock, AcquireOutcome, error)
+	// Acquire takes the patron's lock for ttl, under lockID when it is not
+	// empty. If a live lock exists it returns an *Error of KindLocked whose
+	// RetryAfter is the time the holder has left, unless that lock is lockID
+	// itself: then it is renewed.
+	Acquire(ctx context.Context, t Tenant, userID, lockID string, ttl time.Duration) (Lock, AcquireOutcome, error)
 	// Get returns a live lock by id, or a KindNotFound error.
 	Get(ctx context.Context, t Tenant, id string) (Lock, error)
 	// List returns a page of live locks and the number of all matches.

@@ -128,6 +128,9 @@ const CodeVersionConflict = "VERSION_CONFLICT"
 // CodeOpenLoanExists is the code of a second open loan for an item.
 const CodeOpenLoanExists = "ITEM_HAS_OPEN_LOAN"
 
+// CodeAlreadyExists is the code of a write refused by a uniqueness rule.
+const CodeAlreadyExists = "ALREADY_EXISTS"
+
 // CodeInUse is the code of a delete refused because other records refer to
 // the record.
 const CodeInUse = "RECORD_IN_USE"

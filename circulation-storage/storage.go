@@ -1,6 +1,7 @@
 // Package storage is the domain of circulation-storage: the records it keeps
-// (check-out locks, tenants), the services that keep them, and the closed set
-// of errors they report. It imports neither the HTTP framework nor the
+// (check-out locks; patrons, items, loan policies, circulation rules, loans
+// and settings; tenants), the services that keep them, the rule matching,
+// and the closed set of errors they report. It imports neither the HTTP framework nor the
 // database driver: package postgres implements the services, package httpapi
 // serves them, and main wires the two.
 package storage

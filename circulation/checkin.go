@@ -38,14 +38,16 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 	if err != nil {
 		return CheckInResult{}, err
 	}
+	// From here on the request cannot cancel the work: the item and the
+	// loan must end up agreeing.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	before := item.Status
 	if item.Status != StatusAvailable {
 		changed := item
 		changed.Status = StatusAvailable
-		if item, err = s.storage.UpdateItem(ctx, changed); err != nil {
-			if item, err = s.settleItemUpdateTo(ctx, changed, StatusAvailable, err); err != nil {
-				return CheckInResult{}, err
-			}
+		if item, err = s.updateItem(ctx, changed); err != nil {
+			return CheckInResult{}, err
 		}
 	}
 	if !found {

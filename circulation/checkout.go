@@ -2,6 +2,7 @@ package circulation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -291,19 +292,24 @@ func (b *intervals) Reset() { b.next = 0 }
 
 // acquire takes the patron's lock, retrying while it is held by another
 // check-out or storage fails transiently, and never after a 4xx. It stops
-// when the intervals run out or the request ends.
+// when the intervals run out or the request ends. Every attempt names the
+// same lock id, chosen here: if an attempt's answer is lost after storage
+// granted the lock, the next attempt gets the same lock back instead of
+// finding itself in the way, and a lock whose grant was never heard of can
+// still be released.
 func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSettings) (Lock, error) {
 	start := s.now()
 	attempts := 0
+	lockID := uuid.NewString()
 	var lock Lock
+	var last error // the last attempt's own answer
 	err := backoff.RetryNotifyWithTimer(func() error {
 		attempts++
-		var err error
-		lock, err = s.storage.AcquireLock(ctx, patron.ID, settings.LockTTL)
-		if err == nil || IsCode(err, CodeLockHeld) || IsKind(err, KindUnavailable) {
-			return err
+		lock, last = s.storage.AcquireLock(ctx, patron.ID, lockID, settings.LockTTL)
+		if last == nil || IsCode(last, CodeLockHeld) || IsKind(last, KindUnavailable) {
+			return last
 		}
-		return backoff.Permanent(err)
+		return backoff.Permanent(last)
 	}, backoff.WithContext(&intervals{waits: settings.RetryIntervals}, ctx), nil, s.newTimer())
 	wait := s.now().Sub(start)
 	if err == nil {
@@ -311,6 +317,10 @@ func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSetti
 		return lock, nil
 	}
 	s.observer.LockNotAcquired(attempts, wait)
+	if last != nil && ambiguous(last) {
+		// The last attempt may have been granted unheard: give it back.
+		s.giveBack(ctx, lockID)
+	}
 	switch {
 	case IsCode(err, CodeLockHeld):
 		return Lock{}, Errorf(KindInvalid, CodeUnableToAcquireLock, "unable to acquire lock").
@@ -331,32 +341,45 @@ func (s *Service) release(ctx context.Context, lock Lock) {
 	// A transient failure is retried twice, quickly: a lock left behind
 	// makes the patron's next check-out wait for its TTL, but the patron at
 	// the desk should not wait long for this one's answer either.
-	err := backoff.Retry(func() error {
-		err := s.storage.ReleaseLock(rctx, lock.ID)
-		if err != nil && !IsKind(err, KindUnavailable) {
-			return backoff.Permanent(err)
-		}
-		return err
-	}, backoff.WithContext(backoff.WithMaxRetries(backoff.NewConstantBackOff(50*time.Millisecond), 2), rctx))
+	err := retryAmbiguous(rctx, 2, func() error { return s.storage.ReleaseLock(rctx, lock.ID) })
 	s.observer.LockReleased(err)
-	if err != nil {
+	if err != nil && !IsKind(err, KindNotFound) {
 		s.logger.WarnContext(ctx, "lock release failed; it expires by itself",
 			slog.String("lock_id", lock.ID), slog.Time("expires_at", lock.ExpiresAt), slog.Any("error", err))
 	}
 }
 
+// giveBack releases a lock whose grant may have gone unheard (the last
+// attempt had no answer): usually there is nothing to release.
+func (s *Service) giveBack(ctx context.Context, lockID string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.releaseTimeout)
+	defer cancel()
+	if err := s.storage.ReleaseLock(rctx, lockID); err != nil && !IsKind(err, KindNotFound) {
+		s.logger.DebugContext(ctx, "giving back an unheard lock failed; it expires by itself",
+			slog.String("lock_id", lockID), slog.Any("error", err))
+	}
+}
+
+// writeTimeout bounds the write phase of a check-out or check-in, which runs
+// to the end even when the request is cancelled: once the item is changed,
+// leaving before the loan is settled could leave them disagreeing.
+const writeTimeout = 15 * time.Second
+
+// settleTimeout bounds the repair work after a failed write.
+const settleTimeout = 5 * time.Second
+
 // write updates the item and creates the loan; lockID, when set, fences the
-// loan creation. If the loan cannot be created, the item is put back first.
+// loan creation. It runs on a context the request cannot cancel. If the loan
+// cannot be created, the item is put back first.
 func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckOutResult, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
 	before := co.item
 	changed := co.item
 	changed.Status = StatusCheckedOut
-	stored, err := s.storage.UpdateItem(ctx, changed)
+	stored, err := s.updateItem(ctx, changed)
 	if err != nil {
-		stored, err = s.settleItemUpdate(ctx, changed, err)
-		if err != nil {
-			return CheckOutResult{}, err
-		}
+		return CheckOutResult{}, err
 	}
 	loan := Loan{
 		ID:                     uuid.NewString(),
@@ -370,103 +393,136 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckO
 		CheckoutServicePointID: co.req.ServicePointID,
 	}
 	created, err := s.storage.CreateLoan(ctx, loan, lockID)
-	if err != nil {
-		if IsCode(err, CodeItemHasOpenLoan) {
-			// Another check-out of this item won; its loan is open, so
-			// "Checked out" is the item's right status: nothing to undo.
-			return CheckOutResult{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
-				"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}
-		}
-		if exists := s.loanExists(ctx, loan.ID, err); exists {
-			return CheckOutResult{Loan: loan, Item: stored, Patron: co.patron}, nil
-		}
-		s.compensate(ctx, stored, before.Status)
-		return CheckOutResult{}, err
+	if err == nil {
+		return CheckOutResult{Loan: created, Item: stored, Patron: co.patron}, nil
 	}
-	return CheckOutResult{Loan: created, Item: stored, Patron: co.patron}, nil
+	if IsCode(err, CodeItemHasOpenLoan) {
+		// Another check-out of this item won; its loan is open, so
+		// "Checked out" is the item's right status: nothing to undo.
+		return CheckOutResult{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
+			"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}
+	}
+	if ambiguous(err) {
+		switch s.loanExists(ctx, loan.ID) {
+		case found:
+			return CheckOutResult{Loan: loan, Item: stored, Patron: co.patron}, nil
+		case unknown:
+			// Undoing the item could contradict a loan that exists; leaving
+			// it could leave the item without one. Say so, loudly.
+			s.logger.ErrorContext(ctx, "check-out outcome unknown: storage did not answer whether the loan was created",
+				slog.String("loan_id", loan.ID), slog.String("item_id", co.item.ID), slog.Any("error", err))
+			return CheckOutResult{}, err
+		}
+	}
+	s.compensate(ctx, stored, before.Status)
+	return CheckOutResult{}, err
 }
 
-// settleItemUpdate decides what a failed item update did. A version
-// conflict means another request changed the item first: nothing was
-// written. A transport failure is ambiguous, so the item is read back: at
-// the next version and checked out, the update was applied.
-func (s *Service) settleItemUpdate(ctx context.Context, changed Item, err error) (Item, error) {
-	return s.settleItemUpdateTo(ctx, changed, StatusCheckedOut, err)
-}
-
-// settleItemUpdateTo is settleItemUpdate for an update to status.
-func (s *Service) settleItemUpdateTo(ctx context.Context, changed Item, status string, err error) (Item, error) {
+// updateItem writes an item at the version it was read. A version conflict
+// means another request changed it first: nothing was written. An ambiguous
+// failure (no answer) is settled by writing the same version again, which
+// waits behind any copy still in flight: success, or a conflict after which
+// the item is read back: at the next version with the new status, the first
+// write was applied.
+func (s *Service) updateItem(ctx context.Context, changed Item) (Item, error) {
+	stored, err := s.storage.UpdateItem(ctx, changed)
+	if err == nil {
+		return stored, nil
+	}
+	if ambiguous(err) {
+		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+		defer cancel()
+		rerr := retryAmbiguous(sctx, 20, func() error {
+			var err error
+			stored, err = s.storage.UpdateItem(sctx, changed)
+			return err
+		})
+		switch {
+		case rerr == nil:
+			return stored, nil
+		case IsKind(rerr, KindConflict):
+			current, gerr := s.storage.ItemByBarcode(sctx, changed.Barcode)
+			if gerr == nil && current.Version == changed.Version+1 && current.Status == changed.Status {
+				return current, nil
+			}
+			err = rerr
+		default:
+			return Item{}, err
+		}
+	}
 	if IsKind(err, KindConflict) {
 		return Item{}, Errorf(KindConflict, CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").
 			With("itemBarcode", changed.Barcode).Because(err)
 	}
-	if !IsKind(err, KindUnavailable) {
-		return Item{}, err
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	var current Item
-	rerr := backoff.Retry(func() error {
-		var err error
-		current, err = s.storage.ItemByBarcode(rctx, changed.Barcode)
-		if err != nil && !IsKind(err, KindUnavailable) {
-			return backoff.Permanent(err)
-		}
-		return err
-	}, backoff.WithContext(backoff.NewConstantBackOff(100*time.Millisecond), rctx))
-	if rerr == nil && current.Version == changed.Version+1 && current.Status == status {
-		return current, nil
-	}
 	return Item{}, err
 }
 
+// existence is what reading a record back found out.
+type existence int
+
+const (
+	notFound existence = iota
+	found
+	unknown
+)
+
 // loanExists settles an ambiguous loan creation (the answer was lost, the
 // write may have committed) by reading the loan back, retrying briefly.
-func (s *Service) loanExists(ctx context.Context, loanID string, err error) bool {
-	if !IsKind(err, KindUnavailable) {
-		return false
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+func (s *Service) loanExists(ctx context.Context, loanID string) existence {
+	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	found := false
-	_ = backoff.Retry(func() error {
-		_, gerr := s.storage.Loan(rctx, loanID)
-		switch {
-		case gerr == nil:
-			found = true
-			return nil
-		case IsKind(gerr, KindNotFound):
-			return nil
-		}
-		return gerr
-	}, backoff.WithContext(backoff.NewConstantBackOff(100*time.Millisecond), rctx))
-	return found
+	err := retryAmbiguous(sctx, 50, func() error {
+		_, err := s.storage.Loan(sctx, loanID)
+		return err
+	})
+	switch {
+	case err == nil:
+		return found
+	case IsKind(err, KindNotFound):
+		return notFound
+	}
+	return unknown
 }
 
-// settleTimeout bounds the repair work after a failed write.
-const settleTimeout = 5 * time.Second
-
 // compensate puts an item back to its status before the check-out, so no
-// item is left checked out without a loan. It runs on a context of its own
-// and retries briefly: it must not be skipped because the request ended.
+// item is left checked out without a loan. It retries briefly on transient
+// failures.
 func (s *Service) compensate(ctx context.Context, item Item, status string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	cctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	back := item
 	back.Status = status
-	err := backoff.Retry(func() error {
+	err := retryAmbiguous(cctx, 50, func() error {
 		_, err := s.storage.UpdateItem(cctx, back)
-		if err != nil && !IsKind(err, KindUnavailable) {
-			return backoff.Permanent(err)
-		}
 		return err
-	}, backoff.WithContext(backoff.NewConstantBackOff(100*time.Millisecond), cctx))
+	})
 	s.observer.Compensated(err)
 	if err != nil {
 		s.logger.ErrorContext(ctx, "could not put the item back after a failed loan",
 			slog.String("item_id", item.ID), slog.String("status", status), slog.Any("error", err))
 	}
+}
+
+// ambiguous reports whether a failed write may nevertheless have been
+// applied: no answer, or a server error, as opposed to a definite refusal.
+func ambiguous(err error) bool {
+	return IsKind(err, KindUnavailable) || IsKind(err, KindInternal) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// retryAmbiguous runs op until it succeeds, fails definitely, or has been
+// retried max times (100 ms apart) or ctx ends; it returns op's last error.
+func retryAmbiguous(ctx context.Context, max uint64, op func() error) error {
+	var last error
+	_ = backoff.Retry(func() error {
+		last = op()
+		if last != nil && !IsKind(last, KindUnavailable) {
+			return backoff.Permanent(last)
+		}
+		return last
+	}, backoff.WithContext(backoff.WithMaxRetries(backoff.NewConstantBackOff(100*time.Millisecond), max), ctx))
+	return last
 }
 
 // ignoreNotFound lets validation collect "not found" as a refusal.

@@ -73,6 +73,13 @@ func (c *clock) Now() time.Time {
 	return c.now
 }
 
+// Advance moves the time on, as if d had passed.
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 func (c *clock) Waits() []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -426,7 +433,8 @@ func TestCheckOutDoesNotRetryARefusedAcquire(t *testing.T) {
 	s := newStack(t, lockOn)
 	s.fake.FailAcquire(http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 	_, err := s.checkOut(t)
-	wantError(t, err, circulation.KindInternal, circulation.CodeInternal)
+	// Storage's reason reaches the client as a refusal, not a 500.
+	wantError(t, err, circulation.KindInvalid, circulation.CodeValidation)
 	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
 	wantWaits(t, s.clock, nil)
 	wantNoWrites(t, s.fake)
@@ -532,7 +540,8 @@ func TestCheckOutSucceedsWhenTheReleaseFails(t *testing.T) {
 		attempts int // a transient failure is retried twice
 		kind     circulation.Kind
 	}{
-		{"storage error", http.StatusInternalServerError, 3, circulation.KindUnavailable},
+		{"storage unavailable", http.StatusServiceUnavailable, 3, circulation.KindUnavailable},
+		{"storage failed", http.StatusInternalServerError, 1, circulation.KindInternal},
 		{"lock gone", http.StatusNotFound, 1, circulation.KindNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1015,5 +1024,47 @@ func TestInvalidStoredSettingsFallBackToTheEnvironment(t *testing.T) {
 		if _, err := s.checkOut(t); err != nil {
 			t.Errorf("stored %v: check-out failed: %v", value, err)
 		}
+	}
+}
+
+// TestUnreadableSettingsKeepTheLastRead: a tenant that turned the lock on in
+// its settings keeps it on through a settings outage, even when the
+// environment has it off: an outage must not open the way to the race.
+func TestUnreadableSettingsKeepTheLastRead(t *testing.T) {
+	t.Parallel()
+	env := lockOn
+	env.Enabled = false
+	s := newStack(t, env)
+	s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, map[string]any{"checkOutLockFeatureEnabled": true})
+	s.settings.UseClock(s.clock.Now)
+	if got := s.settings.Effective(okapi(t)); !got.Enabled || got.EnabledSource != circulation.FromSettings {
+		t.Fatalf("effective %+v, want enabled from settings", got)
+	}
+	s.fake.FailSettingsGet(http.StatusServiceUnavailable)
+	s.clock.Advance(2 * time.Minute) // past the cache period
+	got := s.settings.Effective(okapi(t))
+	if !got.Enabled || got.SettingsError == "" {
+		t.Errorf("effective during the outage %+v, want the last read (enabled) and a settings error", got)
+	}
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out during the outage: %v", err)
+	}
+	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+}
+
+// TestOneInvalidStoredFieldKeepsTheOthers: a bad lockTtl written straight to
+// /settings/entries does not throw away checkOutLockFeatureEnabled.
+func TestOneInvalidStoredFieldKeepsTheOthers(t *testing.T) {
+	t.Parallel()
+	env := lockOn
+	env.Enabled = false
+	s := newStack(t, env)
+	s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey,
+		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 0, "retryIntervalsMs": []int{10, 20}})
+	got := s.settings.Effective(okapi(t))
+	if !got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != env.LockTTL ||
+		got.LockTTLSource != circulation.FromEnvironment || got.RetrySource != circulation.FromSettings ||
+		!strings.Contains(got.SettingsError, "lockTtl must be 1..600000, got 0") {
+		t.Errorf("effective %+v, want enabled and waits from settings, lockTtl from the environment, and the error named", got)
 	}
 }

@@ -57,6 +57,7 @@ const (
 	CodeInvalidParameter      = "INVALID_PARAMETER"
 	CodeValidation            = "VALIDATION_FAILED"
 	CodeNotFound              = "NOT_FOUND"
+	CodeConflict              = "CONFLICT"
 	CodeInternal              = "INTERNAL_ERROR"
 )
 

@@ -124,8 +124,10 @@ type LoanFilter struct {
 // Storage is what this service needs of circulation-storage. Every call acts
 // for the tenant named in ctx (see WithOkapi). Errors are *Error values:
 // KindNotFound for absent records, KindUnavailable for a storage that cannot
-// be reached or failed (worth retrying), KindConflict for a stale item
-// version; ErrLockHeld when another check-out holds the patron's lock.
+// be reached (worth retrying), KindInternal for a storage that failed,
+// KindConflict for a stale item version, KindInvalid for a value storage
+// refuses; an error with CodeLockHeld when another check-out holds the
+// patron's lock.
 type Storage interface {
 	PatronByBarcode(ctx context.Context, barcode string) (Patron, error)
 	ItemByBarcode(ctx context.Context, barcode string) (Item, error)
@@ -134,7 +136,9 @@ type Storage interface {
 	LoanPolicy(ctx context.Context, id string) (LoanPolicy, error)
 	CountOpenLoans(ctx context.Context, userID, materialTypeID, loanTypeID string) (int, error)
 
-	AcquireLock(ctx context.Context, userID string, ttl time.Duration) (Lock, error)
+	// AcquireLock takes the patron's lock under the given lock id; asking
+	// again with the id of a live lock one holds renews it.
+	AcquireLock(ctx context.Context, userID, lockID string, ttl time.Duration) (Lock, error)
 	ReleaseLock(ctx context.Context, lockID string) error
 
 	// UpdateItem writes item (its Doc with Status changed) under optimistic

@@ -34,12 +34,14 @@ type Circulation struct {
 	ReleaseTimeout time.Duration `env:"RELEASE_TIMEOUT" envDefault:"2s"`
 	// MaxBodyBytes bounds request bodies; larger ones get 413.
 	MaxBodyBytes int64 `env:"MAX_BODY_BYTES" envDefault:"1048576"`
-	// RequestTimeout bounds the work done for one request, retries included.
-	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"30s"`
+	// RequestTimeout bounds the work done for one request, retries included,
+	// up to its writes, which then finish on a deadline of their own.
+	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"20s"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
-	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM.
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM; it
+	// must cover REQUEST_TIMEOUT so in-flight check-outs finish.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
 }
 
 // Intervals is a list of waits in milliseconds written "500|500|1000".
@@ -121,6 +123,10 @@ func (c Circulation) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 5s, got %s", name, d))
 		}
+	}
+	if c.ShutdownTimeout > 0 && c.ShutdownTimeout < c.RequestTimeout {
+		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT (%s) must be at least REQUEST_TIMEOUT (%s), so in-flight check-outs finish on SIGTERM",
+			c.ShutdownTimeout, c.RequestTimeout))
 	}
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be at least 1024, got %d", c.MaxBodyBytes))

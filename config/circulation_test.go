@@ -51,6 +51,7 @@ func TestCirculationInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"LOCK_TTL_MS": "3s"}, `LOCK_TTL_MS="3s" is not an integer`},
 		{map[string]string{"STORAGE_URL": "127.0.0.1:8081"}, "STORAGE_URL must be an http:// or https:// URL"},
 		{map[string]string{"RELEASE_TIMEOUT": "0s"}, "RELEASE_TIMEOUT must be a positive duration"},
+		{map[string]string{"SHUTDOWN_TIMEOUT": "5s", "REQUEST_TIMEOUT": "10s"}, "SHUTDOWN_TIMEOUT (5s) must be at least REQUEST_TIMEOUT (10s)"},
 	}
 	for _, tt := range tests {
 		_, err := LoadCirculation(tt.env)

@@ -220,7 +220,7 @@ func badInputCases(heldUser, lockID, jobID string) []badInputCase {
 		post("empty object", `{}`, invalid, "VALIDATION_FAILED"),
 		post("ttlMs without userId", `{"ttlMs":1000}`, invalid, "VALIDATION_FAILED"),
 		post("unknown field", lockBody(`,"foo":1`), invalid, "VALIDATION_FAILED"),
-		post("client-chosen id", lockBody(`,"id":"`+uuid.NewString()+`"`), invalid, "VALIDATION_FAILED"),
+		post("client-chosen id not a UUID", lockBody(`,"id":"lock-1"`), invalid, "VALIDATION_FAILED"),
 		post("userId in other case", `{"UserID":"`+fresh+`"}`, invalid, "VALIDATION_FAILED"),
 		post("expiresAt given", lockBody(`,"expiresAt":"2099-01-01T00:00:00Z"`), invalid, "VALIDATION_FAILED"),
 		// Validation comes before the lock: a held patron's bad body is 422, not 503.

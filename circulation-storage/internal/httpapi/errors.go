@@ -59,9 +59,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	status, body, retryAfter := s.toResponse(err, c)
 	ctx := c.Request().Context()
-	if status >= 500 && status != http.StatusServiceUnavailable {
+	switch {
+	case status >= 500 && status != http.StatusServiceUnavailable:
 		s.logger.ErrorContext(ctx, "request failed", slog.Int("status", status), slog.Any("error", err))
-	} else {
+	case status == http.StatusServiceUnavailable && body.Errors[0].Code != storage.CodeLockHeld:
+		// The database is down or slow: operators must see it at info.
+		s.logger.WarnContext(ctx, "request failed", slog.Int("status", status), slog.Any("error", err))
+	default:
 		s.logger.DebugContext(ctx, "request refused", slog.Int("status", status), slog.String("code", body.Errors[0].Code), slog.Any("error", err))
 	}
 	if retryAfter > 0 {

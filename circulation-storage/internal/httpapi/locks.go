@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -39,6 +40,7 @@ type locksJSON struct {
 // holder's expiry and Retry-After when someone else holds it.
 func (s *Server) postLock(c echo.Context) error {
 	var req struct {
+		ID     string `json:"id"`
 		UserID string `json:"userId"`
 		// A float: JSON Schema counts 1.0 and 1e3 as integers, and
 		// the schema has bounded the value to what a float64 holds exactly.
@@ -56,7 +58,7 @@ func (s *Server) postLock(c echo.Context) error {
 				"ttlMs: must be at most %d", s.cfg.LockMaxTTL.Milliseconds()).With("ttlMs", formatInt(ms))
 		}
 	}
-	lock, outcome, err := s.svc.Locks.Acquire(c.Request().Context(), tenantOf(c), req.UserID, ttl)
+	lock, outcome, err := s.svc.Locks.Acquire(c.Request().Context(), tenantOf(c), strings.ToLower(req.UserID), strings.ToLower(req.ID), ttl)
 	if err != nil {
 		if storage.IsKind(err, storage.KindLocked) {
 			s.metrics.lockAcquisitions.WithLabelValues("held").Inc()

@@ -35,7 +35,7 @@ func NewMetrics() *Metrics {
 		}, []string{"method", "route", "status"}),
 		lockAcquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_lock_acquisitions_total",
-			Help: "Lock acquisition attempts by outcome: acquired, took_over_expired, held.",
+			Help: "Lock acquisition attempts by outcome: acquired, took_over_expired, renewed, held.",
 		}, []string{"outcome"}),
 		sweeperDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "checkout_lock_sweeper_deleted_total",
@@ -47,7 +47,7 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requestDuration, m.lockAcquisitions, m.sweeperDeleted,
 	)
-	for _, outcome := range []string{"acquired", "took_over_expired", "held"} {
+	for _, outcome := range []string{"acquired", "took_over_expired", "renewed", "held"} {
 		m.lockAcquisitions.WithLabelValues(outcome)
 	}
 	return m

@@ -657,7 +657,7 @@ func TestUniquenessIs422NamingTheField(t *testing.T) {
 	} {
 		before := f.recordsSnapshot()
 		rows := f.countRows(c.table, "")
-		e := f.do("POST", c.path, jsonBody(c.doc)).wantError(http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+		e := f.do("POST", c.path, jsonBody(c.doc)).wantError(http.StatusUnprocessableEntity, "ALREADY_EXISTS")
 		wantErrorParam(t, e, c.field, c.value)
 		if e.Errors[0].Message != c.message {
 			t.Errorf("POST %s: message %q, want %q", c.path, e.Errors[0].Message, c.message)
@@ -670,11 +670,11 @@ func TestUniquenessIs422NamingTheField(t *testing.T) {
 
 	// PUT onto a taken value is refused the same way.
 	before := f.recordsSnapshot()
-	e := f.do("PUT", "/users/"+otherPatron, jsonBody(userDoc("u-taken", g))).wantError(http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	e := f.do("PUT", "/users/"+otherPatron, jsonBody(userDoc("u-taken", g))).wantError(http.StatusUnprocessableEntity, "ALREADY_EXISTS")
 	wantErrorParam(t, e, "barcode", "u-taken")
 	doc := itemDoc("i-taken", mt, lt)
 	doc["_version"] = 1
-	e = f.do("PUT", "/item-storage/items/"+otherItem, jsonBody(doc)).wantError(http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	e = f.do("PUT", "/item-storage/items/"+otherItem, jsonBody(doc)).wantError(http.StatusUnprocessableEntity, "ALREADY_EXISTS")
 	wantErrorParam(t, e, "barcode", "i-taken")
 	f.wantUnchanged(before, "PUT onto a taken value")
 

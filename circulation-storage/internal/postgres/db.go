@@ -1,7 +1,8 @@
 // Package postgres implements circulation-storage's services on PostgreSQL
 // with pgx. Every tenant's records live in the tenant's own schema; queries
 // name their tables through table(), which quotes the validated schema name.
-// Driver errors are translated to domain errors in one place, interpret().
+// Driver errors are translated to domain errors in errors.go (interpret and
+// its refinements for named constraints), by SQLSTATE, never by message text.
 package postgres
 
 import (

@@ -20,6 +20,7 @@ const (
 	sqlstateCheckViolation      = "23514"
 	sqlstateNotNullViolation    = "23502"
 	sqlstateInvalidText         = "22P02"
+	sqlstateNumericOutOfRange   = "22003"
 	sqlstateUndefinedTable      = "42P01"
 	sqlstateInvalidSchemaName   = "3F000"
 	sqlstateQueryCanceled       = "57014"
@@ -27,8 +28,9 @@ const (
 	sqlstateNotInRepertoire     = "22021"
 )
 
-// interpret translates a driver error into a domain error. It is the only
-// place that looks at SQLSTATE codes, and it never looks at message text.
+// interpret translates a driver error into a domain error by SQLSTATE code,
+// never by message text. interpretWrite, interpretRule and interpretAcquire
+// refine it where a constraint name says which field was at fault.
 // Errors it does not recognise stay as they are: the HTTP layer answers them
 // with 500, because they are bugs.
 func interpret(err error, t storage.Tenant) error {
@@ -70,6 +72,14 @@ func interpret(err error, t storage.Tenant) error {
 			return e
 		case pgErr.Code == sqlstateNotInRepertoire:
 			e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "Text must be valid UTF-8 without NUL characters")
+			e.Err = err
+			return e
+		case pgErr.Code == sqlstateCheckViolation, pgErr.Code == sqlstateNotNullViolation,
+			pgErr.Code == sqlstateInvalidText, pgErr.Code == sqlstateNumericOutOfRange:
+			// The schemas should have refused the value first; if one slips
+			// through, it is still the client's value that is wrong.
+			e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "A value is out of range or malformed").
+				With("constraint", pgErr.ConstraintName)
 			e.Err = err
 			return e
 		case pgErr.Code == sqlstateQueryCanceled:

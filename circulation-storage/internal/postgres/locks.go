@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/locksql"
@@ -31,7 +32,7 @@ SELECT expires_at, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 100
  WHERE user_id = $1 AND expires_at > now()`
 
 // Acquire implements storage.LockService.
-func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID string, ttl time.Duration) (storage.Lock, storage.AcquireOutcome, error) {
+func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID string, ttl time.Duration) (storage.Lock, storage.AcquireOutcome, error) {
 	tbl := table(t, "check_out_lock")
 	// The loop only repeats when the holder vanished between the failed insert
 	// and the holder read: the lock is free, so try again. Three rounds are
@@ -39,16 +40,19 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID string, tt
 	// report a holder, and "held" is the truthful answer.
 	for range 3 {
 		var l storage.Lock
-		var inserted bool
-		err := scanLock(s.db.pool.QueryRow(ctx, fmt.Sprintf(locksql.Acquire, tbl), userID, ttl.Milliseconds()), &l, &inserted)
-		if err == nil {
-			if inserted {
-				return l, storage.Acquired, nil
-			}
+		var inserted, fresh bool
+		err := scanLock(s.db.pool.QueryRow(ctx, fmt.Sprintf(locksql.Acquire, tbl), userID, ttl.Milliseconds(), nullable(lockID)),
+			&l, &inserted, &fresh)
+		switch {
+		case err == nil && inserted:
+			return l, storage.Acquired, nil
+		case err == nil && fresh:
 			return l, storage.TookOverExpired, nil
+		case err == nil:
+			return l, storage.Renewed, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return storage.Lock{}, 0, interpret(err, t)
+			return storage.Lock{}, 0, interpretAcquire(err, t)
 		}
 		var expiresAt time.Time
 		var remainingMs int64
@@ -62,6 +66,18 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID string, tt
 		return storage.Lock{}, 0, storage.LockHeld(userID, expiresAt, time.Duration(remainingMs)*time.Millisecond)
 	}
 	return storage.Lock{}, 0, storage.LockHeld(userID, time.Time{}, 0)
+}
+
+// interpretAcquire is interpret, naming a lock id already used for another
+// patron's lock.
+func interpretAcquire(err error, t storage.Tenant) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "check_out_lock_pkey" {
+		e := storage.Errorf(storage.KindConflict, storage.CodeConflict, "Lock id is already used by another patron's lock")
+		e.Err = err
+		return e
+	}
+	return interpret(err, t)
 }
 
 // Get implements storage.LockService.

@@ -20,7 +20,7 @@ func TestAcquireGetListRelease(t *testing.T) {
 	ctx := context.Background()
 	user := uuid.NewString()
 
-	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -66,11 +66,11 @@ func TestAcquireHeldReportsHolder(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	user := uuid.NewString()
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
-	_, _, err = f.locks.Acquire(ctx, f.tenant, user, time.Second)
+	_, _, err = f.locks.Acquire(ctx, f.tenant, user, "", time.Second)
 	e, ok := storage.AsError(err)
 	if !ok || e.Kind != storage.KindLocked {
 		t.Fatalf("second acquire: %v, want KindLocked", err)
@@ -97,7 +97,7 @@ func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	user := uuid.NewString()
-	old, _, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+	old, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -111,7 +111,7 @@ func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
 		t.Errorf("list with only an expired lock = %v, %d, %v; want empty", list, total, err)
 	}
 
-	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
 	if err != nil {
 		t.Fatalf("acquire over expired: %v", err)
 	}
@@ -137,7 +137,7 @@ func TestReleaseOfExpiredLockIsNotFoundAndCleansUp(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), ttl)
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl)
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -156,13 +156,13 @@ func TestListPagesAndCountsAllMatches(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for range 5 {
-		l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), ttl)
+		l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl)
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
 		ids = append(ids, l.ID)
 	}
-	expired, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), ttl)
+	expired, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl)
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -217,7 +217,7 @@ func TestConcurrentAcquireGrantsOnce(t *testing.T) {
 		user := uuid.NewString()
 		// Every other round races over an expired lock, so takeover races too.
 		if round%2 == 1 {
-			l, _, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+			l, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +233,7 @@ func TestConcurrentAcquireGrantsOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				l, _, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+				l, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
 				mu.Lock()
 				defer mu.Unlock()
 				if err == nil {
@@ -266,12 +266,12 @@ func TestTenantsAreIsolated(t *testing.T) {
 	a, b := setup(t), setup(t)
 	ctx := context.Background()
 	user := uuid.NewString()
-	lockA, _, err := a.locks.Acquire(ctx, a.tenant, user, ttl)
+	lockA, _, err := a.locks.Acquire(ctx, a.tenant, user, "", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same patron id in another tenant is another patron.
-	lockB, _, err := b.locks.Acquire(ctx, b.tenant, user, ttl)
+	lockB, _, err := b.locks.Acquire(ctx, b.tenant, user, "", ttl)
 	if err != nil {
 		t.Fatalf("acquire in tenant B: %v", err)
 	}
@@ -293,7 +293,7 @@ func TestUninitialisedTenant(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ghost := storage.Tenant("ghost" + f.tenant[1:])
-	_, _, err := f.locks.Acquire(context.Background(), ghost, uuid.NewString(), ttl)
+	_, _, err := f.locks.Acquire(context.Background(), ghost, uuid.NewString(), "", ttl)
 	e, ok := storage.AsError(err)
 	if !ok || e.Code != storage.CodeTenantNotInitialized || e.Kind != storage.KindBadRequest {
 		t.Fatalf("acquire in uninitialised tenant: %v, want %s", err, storage.CodeTenantNotInitialized)
@@ -323,13 +323,13 @@ func TestTenantInitIsIdempotentAndConcurrent(t *testing.T) {
 			t.Errorf("concurrent init: %v", err)
 		}
 	}
-	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), ttl); err != nil {
+	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl); err != nil {
 		t.Errorf("acquire in the new tenant: %v", err)
 	}
 	if err := f.tenants.Purge(ctx, tenant); err != nil {
 		t.Fatalf("purge: %v", err)
 	}
-	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), ttl); !storage.IsKind(err, storage.KindBadRequest) {
+	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl); !storage.IsKind(err, storage.KindBadRequest) {
 		t.Errorf("acquire after purge: %v, want tenant not initialised", err)
 	}
 }
@@ -372,7 +372,7 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 	var live []string
 	for _, f := range []fixture{a, b} {
 		for i := range 7 {
-			l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), ttl)
+			l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -407,4 +407,44 @@ func expire(t *testing.T, f fixture, id string) {
 	t.Helper()
 	f.exec(t, "UPDATE "+table(f.tenant, "check_out_lock")+
 		" SET creation_date = now() - interval '2 minutes', expires_at = now() - interval '1 minute' WHERE id = $1", id)
+}
+
+// TestAcquireWithOwnIDRenews: the holder asking again with its lock's id
+// (its first answer lost) gets the same lock back, renewed; anyone else, or
+// the holder with another id, is refused while it lives.
+func TestAcquireWithOwnIDRenews(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	user, id := uuid.NewString(), uuid.NewString()
+	first, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl)
+	if err != nil || outcome != storage.Acquired || first.ID != id {
+		t.Fatalf("acquire with an id: %+v %v %v", first, outcome, err)
+	}
+	again, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, 2*ttl)
+	if err != nil || outcome != storage.Renewed {
+		t.Fatalf("acquire again with the same id: %v %v, want renewed", outcome, err)
+	}
+	if again.ID != id || !again.CreationDate.Equal(first.CreationDate) || !again.ExpiresAt.After(first.ExpiresAt) || again.TTL != 2*ttl {
+		t.Errorf("renewed lock %+v, want id and creation date kept, a later expiry and the new TTL (first %+v)", again, first)
+	}
+	for _, other := range []string{"", uuid.NewString()} {
+		if _, _, err := f.locks.Acquire(ctx, f.tenant, user, other, ttl); !storage.IsKind(err, storage.KindLocked) {
+			t.Errorf("acquire with id %q while held: %v, want held", other, err)
+		}
+	}
+	// The id cannot be borrowed for another patron's lock.
+	if _, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), id, ttl); !storage.IsKind(err, storage.KindConflict) {
+		t.Errorf("another patron's lock under the same id: %v, want a conflict", err)
+	}
+	// A takeover with a client id uses that id and a fresh creation date.
+	expire(t, f, id)
+	next := uuid.NewString()
+	taken, outcome, err := f.locks.Acquire(ctx, f.tenant, user, next, ttl)
+	if err != nil || outcome != storage.TookOverExpired || taken.ID != next {
+		t.Errorf("takeover with an id: %+v %v %v", taken, outcome, err)
+	}
+	if n := f.count(t, "check_out_lock", "user_id = $1", user); n != 1 {
+		t.Errorf("%d rows for the patron, want 1", n)
+	}
 }

@@ -284,7 +284,7 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 		if pgErr.ConstraintName == "setting_scope_key_key" {
 			v = fieldValue(doc, "scope") + "/" + v
 		}
-		e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "%s with %s %q already exists", r.Name, c.field, v).
+		e := storage.Errorf(storage.KindInvalid, storage.CodeAlreadyExists, "%s with %s %q already exists", r.Name, c.field, v).
 			With(c.field, v)
 		e.Err = err
 		return e

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -35,7 +36,7 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	ctx := context.Background()
 	records := NewRecords(f.db)
 	user, item := SampleID("1001"), SampleID("book-001")
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, ttl)
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,19 +58,25 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	records := NewRecords(f.db)
 	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-002")
 
-	expired, _, err := f.locks.Acquire(ctx, f.tenant, alice, ttl)
+	// Expired and still there: nobody took it over yet.
+	lapsed, _, err := f.locks.Acquire(ctx, f.tenant, alice, "", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	expire(t, f, expired.ID)
-	released, _, err := f.locks.Acquire(ctx, f.tenant, alice, ttl) // takes the expired one over
+	expire(t, f, lapsed.ID)
+	_, err = records.CreateLoanUnderLock(ctx, f.tenant, uuid.NewString(), loanDoc(alice, item), lapsed.ID)
+	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeLockLost {
+		t.Errorf("expired lock not yet taken over: %v, want %s", err, storage.CodeLockLost)
+	}
+	expired := lapsed
+	released, _, err := f.locks.Acquire(ctx, f.tenant, alice, "", ttl) // takes the expired one over
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := f.locks.Release(ctx, f.tenant, released.ID); err != nil {
 		t.Fatal(err)
 	}
-	bobs, _, err := f.locks.Acquire(ctx, f.tenant, bob, ttl)
+	bobs, _, err := f.locks.Acquire(ctx, f.tenant, bob, "", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,5 +131,65 @@ func TestOneOpenLoanPerItemUnderConcurrency(t *testing.T) {
 		if n := f.count(t, "loan", "item_id = $1 AND status_name = 'Open'", item); n != 1 {
 			t.Fatalf("round %d: %d open loans for the item, want 1", round, n)
 		}
+	}
+}
+
+// TestFencedLoanHoldsTheLockUntilCommit: while a loan is being created under
+// a lock, releasing (or taking over) that lock waits until the loan commits,
+// so the next holder's recount sees it. The fenced insert runs here inside an
+// open transaction; the release must be seen waiting for it.
+func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	user, item := SampleID("1004"), SampleID("book-140")
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := f.db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	q := fmt.Sprintf(fencedInsertSQL, table(f.tenant, "loan"), table(f.tenant, "check_out_lock"), withID(storage.Loans, `'1'`))
+	var stored json.RawMessage
+	if err := tx.QueryRow(ctx, q, uuid.NewString(), loanDoc(user, item), lock.ID).Scan(&stored); err != nil {
+		t.Fatalf("fenced insert: %v", err)
+	}
+
+	released := make(chan error, 1)
+	go func() { released <- f.locks.Release(ctx, f.tenant, lock.ID) }()
+	// Wait until the release is blocked on the lock row, by the database's
+	// own account.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		err := f.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM %check_out_lock%')`).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-released:
+			t.Fatalf("release finished (%v) while the fenced loan was uncommitted", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("release never waited for the fenced loan")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the database's view, with a deadline
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-released; err != nil {
+		t.Errorf("release after the loan committed: %v", err)
+	}
+	if n := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user); n != 1 {
+		t.Errorf("%d open loans, want the fenced one", n)
 	}
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -45,6 +44,21 @@ type borrowerJSON struct {
 	LastName  string `json:"lastName,omitempty"`
 }
 
+// storedLoanJSON is a loan as storage keeps it (schemas/loan.json).
+type storedLoanJSON struct {
+	ID                     string     `json:"id"`
+	UserID                 string     `json:"userId"`
+	ItemID                 string     `json:"itemId"`
+	LoanDate               string     `json:"loanDate"`
+	DueDate                string     `json:"dueDate,omitempty"`
+	ReturnDate             string     `json:"returnDate,omitempty"`
+	Action                 string     `json:"action"`
+	Status                 statusJSON `json:"status"`
+	LoanPolicyID           string     `json:"loanPolicyId,omitempty"`
+	CheckoutServicePointID string     `json:"checkoutServicePointId,omitempty"`
+	CheckinServicePointID  string     `json:"checkinServicePointId,omitempty"`
+}
+
 type loanJSON struct {
 	ID                     string          `json:"id"`
 	UserID                 string          `json:"userId"`
@@ -82,7 +96,10 @@ func (s *Server) checkOut(c echo.Context) error {
 		return circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation,
 			"proxyUserBarcode: check-out by proxy is not supported").With("proxyUserBarcode", req.ProxyUserBarcode)
 	}
-	loanDate, _ := time.Parse(time.RFC3339Nano, req.LoanDate) // the schema checked the format
+	loanDate, err := parseDate("loanDate", req.LoanDate)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	res, err := s.svc.Circulation.CheckOut(c.Request().Context(), circulation.CheckOutRequest{
 		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID, LoanDate: loanDate,
@@ -113,7 +130,10 @@ func (s *Server) checkIn(c echo.Context) error {
 	if err := s.bind(c, "check-in-by-barcode-request.json", &req); err != nil {
 		return err
 	}
-	checkInDate, _ := time.Parse(time.RFC3339Nano, req.CheckInDate)
+	checkInDate, err := parseDate("checkInDate", req.CheckInDate)
+	if err != nil {
+		return err
+	}
 	res, err := s.svc.Circulation.CheckIn(c.Request().Context(), circulation.CheckInRequest{
 		ItemBarcode: req.ItemBarcode, ServicePointID: req.ServicePointID, CheckInDate: checkInDate,
 	})
@@ -122,13 +142,12 @@ func (s *Server) checkIn(c echo.Context) error {
 	}
 	out := struct {
 		Item itemSummaryJSON `json:"item"`
-		Loan json.RawMessage `json:"loan,omitempty"`
+		Loan *storedLoanJSON `json:"loan,omitempty"`
 	}{Item: itemSummary(res.Item)}
-	if res.Loan != nil {
-		// The loan as storage now holds it.
-		if out.Loan, err = s.svc.Storage.Loan(c.Request().Context(), res.Loan.ID); err != nil {
-			return err
-		}
+	if l := res.Loan; l != nil {
+		out.Loan = &storedLoanJSON{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: formatTime(l.LoanDate),
+			DueDate: formatTime(l.DueDate), ReturnDate: formatTime(l.ReturnDate), Action: l.Action, Status: statusJSON{Name: l.Status},
+			LoanPolicyID: l.LoanPolicyID, CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID}
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -217,6 +236,21 @@ func (s *Server) putSettings(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, toSettingsJSON(effective))
+}
+
+// parseDate reads an optional date-time the schema accepted. JSON Schema's
+// date-time (RFC 3339) allows a lowercase "t" and "z" and leap seconds; the
+// first two are read, a leap second is refused rather than replaced by now.
+func parseDate(field, value string) (time.Time, error) {
+	if value == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(value))
+	if err != nil {
+		return time.Time{}, circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation,
+			"%s: %q is not a date-time this service can use", field, value).With(field, truncate(value))
+	}
+	return t, nil
 }
 
 // intParam reads an integer query parameter within [min, max].

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -116,13 +115,16 @@ func transportError(ctx context.Context, method, path string, err error) error {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	var netErr net.Error
-	_ = errors.As(err, &netErr)
 	return circulation.Errorf(circulation.KindUnavailable, circulation.CodeStorageUnavailable,
-		"circulation-storage is unavailable; nothing was changed by this request, try again").Because(fmt.Errorf("%s %s: %w", method, path, err))
+		"circulation-storage is unavailable; try again").Because(fmt.Errorf("%s %s: %w", method, path, err))
 }
 
-// statusError maps storage's error answers to domain errors.
+// codeAlreadyExists marks a refusal for a uniqueness rule, which callers
+// may settle by reading what exists.
+const codeAlreadyExists = "ALREADY_EXISTS"
+
+// statusError maps storage's error answers to domain errors, by status and
+// storage's error code.
 func statusError(res *http.Response, data []byte, method, path string) error {
 	var env envelope
 	_ = json.Unmarshal(data, &env)
@@ -132,34 +134,39 @@ func statusError(res *http.Response, data []byte, method, path string) error {
 		code, msg, params = env.Errors[0].Code, env.Errors[0].Message, env.Errors[0].Parameters
 	}
 	cause := fmt.Errorf("%s %s: %d %s: %s", method, path, res.StatusCode, code, msg)
+	withParams := func(e *circulation.Error) error {
+		e.Parameters = params
+		return e
+	}
 	switch {
 	case res.StatusCode == http.StatusServiceUnavailable && code == "LOCK_HELD":
-		e := circulation.Errorf(circulation.KindConflict, circulation.CodeLockHeld, "%s", msg).Because(cause)
-		e.Parameters = params
-		if s := res.Header.Get("Retry-After"); s != "" {
-			var secs int
-			if _, err := fmt.Sscan(s, &secs); err == nil {
-				e.RetryAfter = time.Duration(secs) * time.Second
-			}
-		}
-		return e
-	case res.StatusCode >= 500:
+		return withParams(circulation.Errorf(circulation.KindConflict, circulation.CodeLockHeld, "%s", msg).Because(cause))
+	case res.StatusCode == http.StatusServiceUnavailable, res.StatusCode == http.StatusBadGateway, res.StatusCode == http.StatusGatewayTimeout:
 		return circulation.Errorf(circulation.KindUnavailable, circulation.CodeStorageUnavailable,
-			"circulation-storage is unavailable; nothing was changed by this request, try again").Because(cause)
+			"circulation-storage is unavailable; try again").Because(cause)
+	case res.StatusCode >= 500:
+		// A storage bug: not worth retrying, and the write may have happened.
+		return circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "circulation-storage failed").Because(cause)
 	case res.StatusCode == http.StatusNotFound:
 		return circulation.Errorf(circulation.KindNotFound, circulation.CodeNotFound, "%s", msg).Because(cause)
 	case res.StatusCode == http.StatusConflict && code == "LOCK_LOST":
 		return circulation.Errorf(circulation.KindConflict, circulation.CodeLockLost,
 			"The patron's check-out lock expired before the loan was created; nothing was changed, try again").Because(cause)
-	case res.StatusCode == http.StatusConflict:
+	case res.StatusCode == http.StatusConflict && code == "VERSION_CONFLICT":
 		return circulation.Errorf(circulation.KindConflict, circulation.CodeItemChanged, "%s", msg).Because(cause)
+	case res.StatusCode == http.StatusConflict:
+		return withParams(circulation.Errorf(circulation.KindConflict, circulation.CodeConflict, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusUnprocessableEntity && code == "ITEM_HAS_OPEN_LOAN":
 		return circulation.Errorf(circulation.KindInvalid, circulation.CodeItemHasOpenLoan, "%s", msg).Because(cause)
+	case res.StatusCode == http.StatusUnprocessableEntity && code == codeAlreadyExists:
+		return withParams(circulation.Errorf(circulation.KindInvalid, codeAlreadyExists, "%s", msg).Because(cause))
+	case res.StatusCode == http.StatusUnprocessableEntity:
+		// A value storage refuses (a lock TTL above its maximum, a record
+		// deleted meanwhile): the client hears storage's reason.
+		return withParams(circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusBadRequest && (code == "TENANT_NOT_INITIALIZED" || code == "INVALID_TENANT" || code == "TENANT_MISSING"):
 		// The caller's tenant is the problem: say so in storage's words.
-		e := circulation.Errorf(circulation.KindBadRequest, code, "%s", msg).Because(cause)
-		e.Parameters = params
-		return e
+		return withParams(circulation.Errorf(circulation.KindBadRequest, code, "%s", msg).Because(cause))
 	}
 	// Any other refusal means this service sent something storage's
 	// contract does not allow: a bug here.

@@ -184,13 +184,13 @@ func (c *Client) CountOpenLoans(ctx context.Context, userID, materialTypeID, loa
 }
 
 // AcquireLock implements circulation.Storage.
-func (c *Client) AcquireLock(ctx context.Context, userID string, ttl time.Duration) (circulation.Lock, error) {
+func (c *Client) AcquireLock(ctx context.Context, userID, lockID string, ttl time.Duration) (circulation.Lock, error) {
 	var l struct {
 		ID        string `json:"id"`
 		UserID    string `json:"userId"`
 		ExpiresAt string `json:"expiresAt"`
 	}
-	body := map[string]any{"userId": userID, "ttlMs": ttl.Milliseconds()}
+	body := map[string]any{"id": lockID, "userId": userID, "ttlMs": ttl.Milliseconds()}
 	if err := c.call(ctx, http.MethodPost, "/check-out-lock-storage", body, &l); err != nil {
 		return circulation.Lock{}, err
 	}
@@ -314,11 +314,12 @@ func (c *Client) PutSetting(ctx context.Context, scope, key string, value json.R
 			return c.call(ctx, http.MethodPut, "/settings/entries/"+url.PathEscape(s.ID), entry, nil)
 		}
 		err = c.call(ctx, http.MethodPost, "/settings/entries", entry, nil)
-		if !circulation.IsKind(err, circulation.KindInternal) {
+		if !circulation.IsCode(err, codeAlreadyExists) {
 			return err
 		}
+		// Another instance created it meanwhile: replace that one.
 	}
-	return circulation.Errorf(circulation.KindConflict, circulation.CodeItemChanged, "The setting changed meanwhile; try again")
+	return circulation.Errorf(circulation.KindConflict, circulation.CodeConflict, "The setting changed meanwhile; try again")
 }
 
 // withFields returns doc with the given top-level fields replaced.

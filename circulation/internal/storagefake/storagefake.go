@@ -508,7 +508,7 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if f.loanFail == loanFailsBefore {
-		writeError(w, 500, "INTERNAL_ERROR", "Internal server error")
+		writeError(w, 503, "DATABASE_UNAVAILABLE", "Database unavailable, try again later")
 		return
 	}
 	for _, l := range f.loans {
@@ -518,12 +518,14 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if find(f.loans, str(doc["id"])) != nil {
-		writeError(w, 422, "VALIDATION_FAILED", "Loan with id already exists")
+		writeError(w, 409, "CONFLICT", "Loan "+str(doc["id"])+" already exists")
 		return
 	}
 	f.loans = append(f.loans, doc)
 	if f.loanFail == loanFailsAfterCommit {
-		writeError(w, 500, "INTERNAL_ERROR", "Internal server error")
+		// The commit happened; the answer says otherwise, as when the
+		// connection breaks during COMMIT.
+		writeError(w, 503, "DATABASE_UNAVAILABLE", "Database unavailable, try again later")
 		return
 	}
 	w.Header().Set("Location", "/loan-storage/loans/"+str(doc["id"]))
