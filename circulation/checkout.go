@@ -341,7 +341,7 @@ func (s *Service) release(ctx context.Context, lock Lock) {
 	// A transient failure is retried twice, quickly: a lock left behind
 	// makes the patron's next check-out wait for its TTL, but the patron at
 	// the desk should not wait long for this one's answer either.
-	err := retryAmbiguous(rctx, 2, func() error { return s.storage.ReleaseLock(rctx, lock.ID) })
+	err := s.retryAmbiguous(rctx, 2, func() error { return s.storage.ReleaseLock(rctx, lock.ID) })
 	s.observer.LockReleased(err)
 	if err != nil && !IsKind(err, KindNotFound) {
 		s.logger.WarnContext(ctx, "lock release failed; it expires by itself",
@@ -432,7 +432,7 @@ func (s *Service) updateItem(ctx context.Context, changed Item) (Item, error) {
 	if ambiguous(err) {
 		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
 		defer cancel()
-		rerr := retryAmbiguous(sctx, 20, func() error {
+		rerr := s.retryAmbiguous(sctx, 20, func() error {
 			var err error
 			stored, err = s.storage.UpdateItem(sctx, changed)
 			return err
@@ -472,7 +472,7 @@ const (
 func (s *Service) loanExists(ctx context.Context, loanID string) existence {
 	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	err := retryAmbiguous(sctx, 50, func() error {
+	err := s.retryAmbiguous(sctx, 50, func() error {
 		_, err := s.storage.Loan(sctx, loanID)
 		return err
 	})
@@ -493,7 +493,7 @@ func (s *Service) compensate(ctx context.Context, item Item, status string) {
 	defer cancel()
 	back := item
 	back.Status = status
-	err := retryAmbiguous(cctx, 50, func() error {
+	err := s.retryAmbiguous(cctx, 50, func() error {
 		_, err := s.storage.UpdateItem(cctx, back)
 		return err
 	})
@@ -512,16 +512,17 @@ func ambiguous(err error) bool {
 }
 
 // retryAmbiguous runs op until it succeeds, fails definitely, or has been
-// retried max times (100 ms apart) or ctx ends; it returns op's last error.
-func retryAmbiguous(ctx context.Context, max uint64, op func() error) error {
+// retried max times (100 ms apart, on the service's clock) or ctx ends; it
+// returns op's last error.
+func (s *Service) retryAmbiguous(ctx context.Context, max uint64, op func() error) error {
 	var last error
-	_ = backoff.Retry(func() error {
+	_ = backoff.RetryNotifyWithTimer(func() error {
 		last = op()
 		if last != nil && !IsKind(last, KindUnavailable) {
 			return backoff.Permanent(last)
 		}
 		return last
-	}, backoff.WithContext(backoff.WithMaxRetries(backoff.NewConstantBackOff(100*time.Millisecond), max), ctx))
+	}, backoff.WithContext(backoff.WithMaxRetries(backoff.NewConstantBackOff(100*time.Millisecond), max), ctx), nil, s.newTimer())
 	return last
 }
 

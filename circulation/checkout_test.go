@@ -1068,3 +1068,63 @@ func TestOneInvalidStoredFieldKeepsTheOthers(t *testing.T) {
 		t.Errorf("effective %+v, want enabled and waits from settings, lockTtl from the environment, and the error named", got)
 	}
 }
+
+// TestAmbiguousItemUpdateIsSettled: the item update's answer is lost. If
+// the write had not happened, writing the same version again succeeds; if
+// it had, the second write conflicts and the read-back shows it applied.
+// Either way the check-out completes with one loan and the item checked out.
+func TestAmbiguousItemUpdateIsSettled(t *testing.T) {
+	t.Parallel()
+	for _, committed := range []bool{false, true} {
+		s := newStack(t, lockOn)
+		s.fake.FailItemUpdates(committed)
+		res, err := s.checkOut(t)
+		if err != nil {
+			t.Fatalf("committed=%v: check-out: %v", committed, err)
+		}
+		wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+		if loans := s.fake.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
+			t.Errorf("committed=%v: loans %+v, want the one returned", committed, loans)
+		}
+		wantCount(t, s.fake, storagefake.RoutePutItem, 2)
+	}
+}
+
+// TestFailedCompensationIsReported: the loan fails and so does putting the
+// item back (storage gone for good): the error is returned and counted.
+func TestFailedCompensationIsReported(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.FailLoanCreation(false)
+	// The check-out's own update succeeds; every attempt to undo it fails.
+	s.fake.FailItemUpdatesAfter(1, make([]bool, 100)...)
+	_, err := s.checkOut(t)
+	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+	if n := len(s.fake.Loans()); n != 0 {
+		t.Errorf("%d loans, want 0", n)
+	}
+	if len(s.obs.compensations) != 1 || s.obs.compensations[0] == nil {
+		t.Errorf("observer compensations %v, want one failure", s.obs.compensations)
+	}
+}
+
+// TestCancelledRequestStillFinishesItsWrites: the client goes away while the
+// loan is being created: the write phase runs on, so the loan and the item
+// agree, and the lock is released.
+func TestCancelledRequestStillFinishesItsWrites(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	ctx, cancel := context.WithCancel(okapi(t))
+	s.fake.OnLoanCreation(cancel)
+	res, err := s.svc.CheckOut(ctx, request())
+	if err != nil {
+		t.Fatalf("check-out cancelled during its writes: %v", err)
+	}
+	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	if loans := s.fake.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
+		t.Errorf("loans %+v, want the one returned", loans)
+	}
+	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+		t.Errorf("locks %+v, want one, released", locks)
+	}
+}

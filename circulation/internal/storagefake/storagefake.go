@@ -138,7 +138,9 @@ type Fake struct {
 	acquireCode   string
 	releaseStatus int
 	loanFail      loanFault
+	itemFails     []loanFault // one per coming item update, in order
 	loseLock      bool
+	onLoan        func()
 	settingsFail  int
 	openCounts    []int
 }
@@ -315,6 +317,36 @@ func (f *Fake) FailLoanCreation(committed bool) {
 	}
 }
 
+// FailItemUpdates makes the coming item updates fail in turn: each fault
+// answers 503, before writing (loanFailsBefore) or after (the write
+// happened, as when the connection breaks during COMMIT). Later updates
+// succeed.
+func (f *Fake) FailItemUpdates(committed ...bool) { f.FailItemUpdatesAfter(0, committed...) }
+
+// FailItemUpdatesAfter is FailItemUpdates after n updates that succeed.
+func (f *Fake) FailItemUpdatesAfter(n int, committed ...bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range n {
+		f.itemFails = append(f.itemFails, loanCreated)
+	}
+	for _, c := range committed {
+		if c {
+			f.itemFails = append(f.itemFails, loanFailsAfterCommit)
+		} else {
+			f.itemFails = append(f.itemFails, loanFailsBefore)
+		}
+	}
+}
+
+// OnLoanCreation runs hook when a loan creation arrives, before it is
+// handled (a test cancels its request there).
+func (f *Fake) OnLoanCreation(hook func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onLoan = hook
+}
+
 // LoseLockBeforeLoan makes every lock expire just before a loan is created
 // under it, so the fence refuses the loan (409 LOCK_LOST).
 func (f *Fake) LoseLockBeforeLoan() {
@@ -464,8 +496,20 @@ func (f *Fake) putItem(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 409, "VERSION_CONFLICT", fmt.Sprintf("Cannot update record %s because it has been changed: stored _version is %d, request has %v",
 			r.PathValue("id"), version(stored), doc["_version"]))
 	default:
+		fault := loanCreated
+		if len(f.itemFails) > 0 {
+			fault, f.itemFails = f.itemFails[0], f.itemFails[1:]
+		}
+		if fault == loanFailsBefore {
+			writeError(w, 503, "DATABASE_UNAVAILABLE", "Database unavailable, try again later")
+			return
+		}
 		doc["id"], doc["_version"] = stored["id"], version(stored)+1
 		replace(f.items, doc)
+		if fault == loanFailsAfterCommit {
+			writeError(w, 503, "DATABASE_UNAVAILABLE", "Database unavailable, try again later")
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -487,6 +531,9 @@ func (f *Fake) getLoan(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
+	if f.onLoan != nil {
+		f.onLoan()
+	}
 	doc, ok := f.bind(w, r, "loan.json")
 	if !ok {
 		return
