@@ -109,14 +109,28 @@ type RecordService interface {
 	Delete(ctx context.Context, t Tenant, r Resource, id string) error
 }
 
-// LoanFencer creates loans under a check-out lock.
-type LoanFencer interface {
-	// CreateLoanUnderLock creates a loan only if lockID is a live lock of
-	// the loan's borrower, checked in the same transaction and held (FOR
-	// SHARE) until it commits, so a lock that expired (and may have been
-	// taken over by another check-out) can never cover a loan. Otherwise it
-	// is a KindConflict error with CodeLockLost.
-	CreateLoanUnderLock(ctx context.Context, t Tenant, id string, doc json.RawMessage, lockID string) (json.RawMessage, error)
+// CheckOutWrite is a loan to create with the conditions of a check-out.
+type CheckOutWrite struct {
+	// LoanID and Loan are the loan to create (Loan validated by loan.json).
+	LoanID string
+	Loan   json.RawMessage
+	// LockID, when set, fences the write: it happens only while that lock is
+	// live and the borrower's (else CodeLockLost). The lock row stays
+	// share-locked until the write commits, so a takeover or release waits
+	// for it and the next holder's recount sees the loan.
+	LockID string
+	// ItemVersion, when positive, is the _version at which the check-out
+	// read the loan's item: in the same transaction the item becomes
+	// "Checked out" at the next version (else CodeVersionConflict). The item
+	// and its loan are then never seen apart, whatever fails.
+	ItemVersion int
+}
+
+// LoanWriter creates loans for check-outs.
+type LoanWriter interface {
+	// CreateCheckOutLoan performs w in one transaction and returns the
+	// stored loan.
+	CreateCheckOutLoan(ctx context.Context, t Tenant, w CheckOutWrite) (json.RawMessage, error)
 }
 
 // CodeLockLost is the code of a loan refused because its lock is gone.

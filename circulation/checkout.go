@@ -368,19 +368,14 @@ const writeTimeout = 15 * time.Second
 // settleTimeout bounds the repair work after a failed write.
 const settleTimeout = 5 * time.Second
 
-// write updates the item and creates the loan; lockID, when set, fences the
-// loan creation. It runs on a context the request cannot cancel. If the loan
-// cannot be created, the item is put back first.
+// write makes the check-out's writes: the item becomes "Checked out" and the
+// loan is created, in one storage transaction fenced by lockID (when set), so
+// the item and its loan are never seen apart. It runs on a context the
+// request cannot cancel. A write whose answer was lost is settled by reading
+// the loan back.
 func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckOutResult, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	before := co.item
-	changed := co.item
-	changed.Status = StatusCheckedOut
-	stored, err := s.updateItem(ctx, changed)
-	if err != nil {
-		return CheckOutResult{}, err
-	}
 	loan := Loan{
 		ID:                     uuid.NewString(),
 		UserID:                 co.patron.ID,
@@ -392,29 +387,30 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckO
 		LoanPolicyID:           co.policy.ID,
 		CheckoutServicePointID: co.req.ServicePointID,
 	}
-	created, err := s.storage.CreateLoan(ctx, loan, lockID)
-	if err == nil {
-		return CheckOutResult{Loan: created, Item: stored, Patron: co.patron}, nil
-	}
-	if IsCode(err, CodeItemHasOpenLoan) {
-		// Another check-out of this item won; its loan is open, so
-		// "Checked out" is the item's right status: nothing to undo.
+	created, item, err := s.storage.CheckOutItem(ctx, loan, co.item, lockID)
+	switch {
+	case err == nil:
+		return CheckOutResult{Loan: created, Item: item, Patron: co.patron}, nil
+	case IsCode(err, CodeItemHasOpenLoan):
 		return CheckOutResult{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
 			"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}
+	case IsKind(err, KindConflict) && !IsCode(err, CodeLockLost):
+		return CheckOutResult{}, Errorf(KindConflict, CodeItemChanged,
+			"The item was changed by another request; nothing was changed, try again").
+			With("itemBarcode", co.req.ItemBarcode).Because(err)
+	case !ambiguous(err):
+		return CheckOutResult{}, err
 	}
-	if ambiguous(err) {
-		switch s.loanExists(ctx, loan.ID) {
-		case found:
-			return CheckOutResult{Loan: loan, Item: stored, Patron: co.patron}, nil
-		case unknown:
-			// Undoing the item could contradict a loan that exists; leaving
-			// it could leave the item without one. Say so, loudly.
-			s.logger.ErrorContext(ctx, "check-out outcome unknown: storage did not answer whether the loan was created",
-				slog.String("loan_id", loan.ID), slog.String("item_id", co.item.ID), slog.Any("error", err))
-			return CheckOutResult{}, err
-		}
+	switch s.loanExists(ctx, loan.ID) {
+	case found:
+		item := co.item
+		item.Status = StatusCheckedOut
+		item.Version++
+		return CheckOutResult{Loan: loan, Item: item, Patron: co.patron}, nil
+	case unknown:
+		s.logger.ErrorContext(ctx, "check-out outcome unknown: storage did not answer whether the loan was created",
+			slog.String("loan_id", loan.ID), slog.String("item_id", co.item.ID), slog.Any("error", err))
 	}
-	s.compensate(ctx, stored, before.Status)
 	return CheckOutResult{}, err
 }
 
@@ -485,9 +481,9 @@ func (s *Service) loanExists(ctx context.Context, loanID string) existence {
 	return unknown
 }
 
-// compensate puts an item back to its status before the check-out, so no
-// item is left checked out without a loan. It retries briefly on transient
-// failures.
+// compensate puts an item back to its status before a check-in whose loan
+// could not be closed, so no item is left available with an open loan. It
+// retries briefly on transient failures.
 func (s *Service) compensate(ctx context.Context, item Item, status string) {
 	cctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
@@ -499,7 +495,7 @@ func (s *Service) compensate(ctx context.Context, item Item, status string) {
 	})
 	s.observer.Compensated(err)
 	if err != nil {
-		s.logger.ErrorContext(ctx, "could not put the item back after a failed loan",
+		s.logger.ErrorContext(ctx, "could not put the item back after a failed check-in",
 			slog.String("item_id", item.ID), slog.String("status", status), slog.Any("error", err))
 	}
 }

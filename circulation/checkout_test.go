@@ -304,15 +304,15 @@ func TestCheckOutWithFeatureOffMakesNoLockCalls(t *testing.T) {
 		}
 	}
 	// Validation reads concurrently, in any order; then settings and the
-	// two writes, in order.
+	// one write (item and loan together).
 	got := routes(s.fake)
-	if len(got) != 9 {
-		t.Fatalf("routes %q, want 9 calls", got)
+	if len(got) != 8 {
+		t.Fatalf("routes %q, want 8 calls", got)
 	}
 	validation := slices.Sorted(slices.Values(got[:6]))
 	wantStrings(t, "validation reads", validation, slices.Sorted(slices.Values([]string{storagefake.RouteUsers, storagefake.RouteItems,
 		storagefake.RouteLoans, storagefake.RouteMatchPolicy, storagefake.RouteLoanPolicy, storagefake.RouteOpenCount})))
-	wantStrings(t, "then", got[6:], []string{storagefake.RouteGetSettings, storagefake.RoutePutItem, storagefake.RoutePostLoan})
+	wantStrings(t, "then", got[6:], []string{storagefake.RouteGetSettings, storagefake.RoutePostLoan})
 
 	loans := s.fake.Loans()
 	wantLoan := storagefake.Loan{ID: res.Loan.ID, UserID: patronID, ItemID: itemID, Status: "Open", Action: "checkedout",
@@ -345,8 +345,8 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 	}
 	lockID := locks[0].ID
 
-	// Acquire, re-check the limit, write the item, create the loan under
-	// the lock, release: in that order.
+	// Acquire, re-check the limit, check the item out (item and loan in one
+	// write, fenced by the lock), release: in that order.
 	var order []string
 	for _, c := range s.fake.Calls() {
 		switch c.Route {
@@ -367,7 +367,7 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 		}
 	}
 	wantStrings(t, "order under the lock", order, []string{storagefake.RouteAcquire, storagefake.RouteOpenCount,
-		storagefake.RoutePutItem, storagefake.RoutePostLoan, storagefake.RouteRelease})
+		storagefake.RoutePostLoan, storagefake.RouteRelease})
 
 	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
 	loans := s.fake.Loans()
@@ -568,7 +568,9 @@ func TestCheckOutSucceedsWhenTheReleaseFails(t *testing.T) {
 	}
 }
 
-func TestCheckOutPutsTheItemBackWhenTheLoanFails(t *testing.T) {
+// TestCheckOutLeavesTheItemWhenTheLoanFails: item and loan are one write,
+// so a loan that fails leaves the item as it was: nothing to put back.
+func TestCheckOutLeavesTheItemWhenTheLoanFails(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.fake.FailLoanCreation(false)
@@ -577,16 +579,15 @@ func TestCheckOutPutsTheItemBackWhenTheLoanFails(t *testing.T) {
 	if n := len(s.fake.Loans()); n != 0 {
 		t.Errorf("%d loans, want 0", n)
 	}
-	// Checked out at version 2, then back to Available at version 3.
-	wantItem(t, s.fake, circulation.StatusAvailable, 3)
-	wantCount(t, s.fake, storagefake.RoutePutItem, 2)
+	wantItem(t, s.fake, circulation.StatusAvailable, 1)
+	wantCount(t, s.fake, storagefake.RoutePutItem, 0)
 	wantCount(t, s.fake, storagefake.RouteLoan, 1) // the read-back found nothing
 	wantCount(t, s.fake, storagefake.RouteRelease, 1)
 	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
 		t.Errorf("locks %+v, want one, released", locks)
 	}
-	if !reflect.DeepEqual(s.obs.compensations, []error{nil}) {
-		t.Errorf("observer compensations %v, want one success", s.obs.compensations)
+	if len(s.obs.compensations) != 0 {
+		t.Errorf("observer compensations %v, want none", s.obs.compensations)
 	}
 }
 
@@ -603,7 +604,7 @@ func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
 		t.Errorf("stored loans %+v, want the returned %s, open", loans, res.Loan.ID)
 	}
 	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
-	wantCount(t, s.fake, storagefake.RoutePutItem, 1)
+	wantCount(t, s.fake, storagefake.RoutePutItem, 0)
 	wantCount(t, s.fake, storagefake.RouteLoan, 1)
 	wantCount(t, s.fake, storagefake.RouteRelease, 1)
 	if len(s.obs.compensations) != 0 {
@@ -611,7 +612,7 @@ func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
 	}
 }
 
-func TestCheckOutUndoesTheItemWhenTheLockIsLost(t *testing.T) {
+func TestCheckOutWritesNothingWhenTheLockIsLost(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.fake.LoseLockBeforeLoan()
@@ -620,7 +621,7 @@ func TestCheckOutUndoesTheItemWhenTheLockIsLost(t *testing.T) {
 	if n := len(s.fake.Loans()); n != 0 {
 		t.Errorf("%d loans, want 0", n)
 	}
-	wantItem(t, s.fake, circulation.StatusAvailable, 3)
+	wantItem(t, s.fake, circulation.StatusAvailable, 1)
 	wantCount(t, s.fake, storagefake.RouteLoan, 0) // a refusal is not ambiguous
 	if len(s.obs.releases) != 1 || !circulation.IsKind(s.obs.releases[0], circulation.KindNotFound) {
 		t.Errorf("observer releases %v, want one not found (the lock had expired)", s.obs.releases)
@@ -1069,42 +1070,67 @@ func TestOneInvalidStoredFieldKeepsTheOthers(t *testing.T) {
 	}
 }
 
-// TestAmbiguousItemUpdateIsSettled: the item update's answer is lost. If
-// the write had not happened, writing the same version again succeeds; if
-// it had, the second write conflicts and the read-back shows it applied.
-// Either way the check-out completes with one loan and the item checked out.
-func TestAmbiguousItemUpdateIsSettled(t *testing.T) {
+// TestAmbiguousCheckInItemUpdateIsSettled: the check-in's item update
+// answer is lost. If the write had not happened, writing the same version
+// again succeeds; if it had, the second write conflicts and the read-back
+// shows it applied. Either way the loan is closed and the item available.
+func TestAmbiguousCheckInItemUpdateIsSettled(t *testing.T) {
 	t.Parallel()
 	for _, committed := range []bool{false, true} {
 		s := newStack(t, lockOn)
-		s.fake.FailItemUpdates(committed)
-		res, err := s.checkOut(t)
-		if err != nil {
-			t.Fatalf("committed=%v: check-out: %v", committed, err)
+		if _, err := s.checkOut(t); err != nil {
+			t.Fatal(err)
 		}
-		wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
-		if loans := s.fake.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
-			t.Errorf("committed=%v: loans %+v, want the one returned", committed, loans)
+		s.fake.FailItemUpdates(committed)
+		res, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint})
+		if err != nil {
+			t.Fatalf("committed=%v: check-in: %v", committed, err)
+		}
+		wantItem(t, s.fake, circulation.StatusAvailable, 3)
+		if res.Loan == nil || s.fake.Loans()[0].Status != "Closed" {
+			t.Errorf("committed=%v: loans %+v, want the loan closed", committed, s.fake.Loans())
 		}
 		wantCount(t, s.fake, storagefake.RoutePutItem, 2)
 	}
 }
 
-// TestFailedCompensationIsReported: the loan fails and so does putting the
-// item back (storage gone for good): the error is returned and counted.
+// TestFailedCompensationIsReported: a check-in's loan cannot be closed and
+// putting the item back fails too (storage gone for good): the error is
+// returned and the failed compensation counted.
 func TestFailedCompensationIsReported(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.FailLoanCreation(false)
-	// The check-out's own update succeeds; every attempt to undo it fails.
-	s.fake.FailItemUpdatesAfter(1, make([]bool, 100)...)
-	_, err := s.checkOut(t)
-	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
-	if n := len(s.fake.Loans()); n != 0 {
-		t.Errorf("%d loans, want 0", n)
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatal(err)
 	}
+	s.fake.FailLoanUpdates()
+	// The check-in's own item update succeeds; every attempt to undo it fails.
+	s.fake.FailItemUpdatesAfter(1, make([]bool, 100)...)
+	_, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint})
+	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
 	if len(s.obs.compensations) != 1 || s.obs.compensations[0] == nil {
 		t.Errorf("observer compensations %v, want one failure", s.obs.compensations)
+	}
+}
+
+// TestCheckInPutsTheItemBackWhenTheLoanCannotBeClosed: the item was made
+// available first; the loan cannot be closed, so the item goes back to
+// Checked out, agreeing with its still open loan.
+func TestCheckInPutsTheItemBackWhenTheLoanCannotBeClosed(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatal(err)
+	}
+	s.fake.FailLoanUpdates()
+	_, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint})
+	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+	wantItem(t, s.fake, circulation.StatusCheckedOut, 4)
+	if loans := s.fake.Loans(); len(loans) != 1 || loans[0].Status != "Open" {
+		t.Errorf("loans %+v, want the loan still open", loans)
+	}
+	if !reflect.DeepEqual(s.obs.compensations, []error{nil}) {
+		t.Errorf("observer compensations %v, want one success", s.obs.compensations)
 	}
 }
 

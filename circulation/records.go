@@ -144,10 +144,13 @@ type Storage interface {
 	// UpdateItem writes item (its Doc with Status changed) under optimistic
 	// locking on item.Version and returns the item as now stored.
 	UpdateItem(ctx context.Context, item Item) (Item, error)
-	// CreateLoan creates a loan. With a lockID, storage creates it only if
-	// that lock is still live and the borrower's, in the same transaction
-	// (a fencing check); otherwise the error has code CodeLockLost.
-	CreateLoan(ctx context.Context, loan Loan, lockID string) (Loan, error)
+	// CheckOutItem is a check-out's writes, in one storage transaction: the
+	// item (read at item.Version) becomes "Checked out" and the loan is
+	// created, or neither happens (KindConflict for a changed item,
+	// CodeItemHasOpenLoan for a second loan). With a lockID, they happen
+	// only while that lock is live and the borrower's (CodeLockLost). It
+	// returns the loan and the item as stored.
+	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string) (Loan, Item, error)
 	UpdateLoan(ctx context.Context, loan Loan) error
 	Loan(ctx context.Context, id string) (json.RawMessage, error)
 	Loans(ctx context.Context, f LoanFilter) (json.RawMessage, error)

@@ -83,9 +83,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Locks:   postgres.NewLocks(db),
 		Tenants: postgres.NewTenants(db, logger, postgres.LoadData),
 		Records: records,
-		Fencer:  records,
+		Loans:   records,
 		Rules:   rules,
-		Loans:   rules,
+		Counter: rules,
 		Ready:   db.Ping,
 	}, sch, metrics, logger)
 

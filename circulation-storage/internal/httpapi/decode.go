@@ -130,3 +130,11 @@ func invalidParam(name, value, rule string) *storage.Error {
 	}
 	return storage.Errorf(storage.KindInvalid, storage.CodeInvalidParameter, "%s %s", name, rule).With(name, value)
 }
+
+// truncateText cuts a client's value to 64 bytes for an error parameter.
+func truncateText(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

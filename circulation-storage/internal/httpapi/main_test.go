@@ -70,9 +70,9 @@ func serve(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		Locks:   postgres.NewLocks(db),
 		Tenants: postgres.NewTenants(db, logger, postgres.LoadData),
 		Records: postgres.NewRecords(db),
-		Fencer:  postgres.NewRecords(db),
+		Loans:   postgres.NewRecords(db),
 		Rules:   postgres.NewRules(db),
-		Loans:   postgres.NewRules(db),
+		Counter: postgres.NewRules(db),
 		Ready:   db.Ping,
 	}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)

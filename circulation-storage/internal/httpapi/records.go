@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -21,9 +22,36 @@ func (s *Server) routeRecords(e *echo.Echo, r storage.Resource) {
 	e.DELETE(r.Path+"/:id", func(c echo.Context) error { return s.deleteRecord(c, r) }, s.tenant)
 }
 
-// LockIDHeader on POST /loan-storage/loans names the check-out lock the loan
-// is created under: the loan is created only while that lock is live.
-const LockIDHeader = "X-Check-Out-Lock-Id"
+// Headers of POST /loan-storage/loans that make it a check-out's writes, in
+// one transaction: LockIDHeader names the check-out lock the loan is created
+// under (only while that lock is live and the borrower's), ItemVersionHeader
+// the item _version the check-out read (the item becomes "Checked out" at
+// the next version, or nothing is written).
+const (
+	LockIDHeader      = "X-Check-Out-Lock-Id"
+	ItemVersionHeader = "X-Check-Out-Item-Version"
+)
+
+// checkOutWrite reads the check-out headers of a loan creation.
+func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (storage.CheckOutWrite, error) {
+	w := storage.CheckOutWrite{LoanID: id, Loan: doc}
+	if lockID := c.Request().Header.Get(LockIDHeader); lockID != "" {
+		if s.schemas.Validate("uuid.json", lockID) != nil {
+			return w, storage.Errorf(storage.KindBadRequest, storage.CodeInvalidID, "Invalid lock id in %s", LockIDHeader).
+				With("lockId", truncateText(lockID))
+		}
+		w.LockID = strings.ToLower(lockID)
+	}
+	if v := c.Request().Header.Get(ItemVersionHeader); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return w, storage.Errorf(storage.KindBadRequest, storage.CodeValidation,
+				"%s must be a positive integer", ItemVersionHeader).With("itemVersion", truncateText(v))
+		}
+		w.ItemVersion = n
+	}
+	return w, nil
+}
 
 // recordHeader is what the handlers read of any record: its id and version.
 type recordHeader struct {
@@ -55,11 +83,15 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		id = uuid.NewString()
 	}
 	var stored json.RawMessage
-	if lockID := c.Request().Header.Get(LockIDHeader); lockID != "" && r.Path == storage.Loans.Path {
-		if s.schemas.Validate("uuid.json", lockID) != nil {
-			return storage.Errorf(storage.KindBadRequest, storage.CodeInvalidID, "Invalid lock id in %s", LockIDHeader).With("lockId", lockID)
+	if r.Path == storage.Loans.Path && (c.Request().Header.Get(LockIDHeader) != "" || c.Request().Header.Get(ItemVersionHeader) != "") {
+		w, err := s.checkOutWrite(c, id, doc)
+		if err != nil {
+			return err
 		}
-		stored, err = s.svc.Fencer.CreateLoanUnderLock(c.Request().Context(), tenantOf(c), id, doc, lockID)
+		stored, err = s.svc.Loans.CreateCheckOutLoan(c.Request().Context(), tenantOf(c), w)
+		if err != nil {
+			return err
+		}
 	} else {
 		stored, err = s.svc.Records.Create(c.Request().Context(), tenantOf(c), r, id, doc)
 	}

@@ -82,7 +82,7 @@ func (s *Server) countOpenLoans(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.svc.Loans.CountOpenLoans(c.Request().Context(), tenantOf(c), userID, materialTypeID, loanTypeID)
+	n, err := s.svc.Counter.CountOpenLoans(c.Request().Context(), tenantOf(c), userID, materialTypeID, loanTypeID)
 	if err != nil {
 		return err
 	}

@@ -35,9 +35,9 @@ type Services struct {
 	Locks   storage.LockService
 	Tenants storage.TenantService
 	Records storage.RecordService
-	Fencer  storage.LoanFencer
+	Loans   storage.LoanWriter
 	Rules   storage.RulesService
-	Loans   storage.LoanCounter
+	Counter storage.LoanCounter
 	// Ready reports whether the service can do its work (the database answers).
 	Ready func(ctx context.Context) error
 }

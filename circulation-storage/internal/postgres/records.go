@@ -87,34 +87,78 @@ func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Re
 	return stored, nil
 }
 
-var _ storage.LoanFencer = (*Records)(nil)
+var _ storage.LoanWriter = (*Records)(nil)
 
-// fencedInsertSQL inserts a loan only if the lock that must cover it is
-// live and the borrower's, in one statement: the lock row is share-locked
-// (FOR SHARE) until the insert commits, so a takeover or release waits for
-// it, and no round trip is spent on BEGIN and COMMIT.
-const fencedInsertSQL = `
+// checkOutSQL is a check-out's writes in one statement: the fence takes a
+// share lock on the live lock row (held until commit), the item moves to
+// "Checked out" at the version the check-out read, and the loan is inserted
+// only if both held. A second open loan for the item fails the whole
+// statement, the item update included. $3 (lock id) and $4 (item version)
+// may be NULL to skip their condition.
+const checkOutSQL = `
+WITH fence AS (
+    SELECT 1 FROM %[2]s
+     WHERE id = $3::uuid AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now()
+       FOR SHARE
+), item AS (
+    UPDATE %[3]s
+       SET jsonb = jsonb_set(jsonb_set(jsonb, '{status}',
+                   jsonb_build_object('name', 'Checked out',
+                                      'date', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))),
+                   '{_version}', to_jsonb(version + 1))
+     WHERE $4::integer IS NOT NULL
+       AND id = ($2::jsonb ->> 'itemId')::uuid AND version = $4::integer
+       AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
+ RETURNING id
+)
 INSERT INTO %[1]s (id, jsonb)
-SELECT $1, %[3]s
- WHERE EXISTS (SELECT 1 FROM %[2]s
-                WHERE id = $3 AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now()
-                  FOR SHARE)
+SELECT $1, %[4]s
+ WHERE ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
+   AND ($4::integer IS NULL OR EXISTS (SELECT 1 FROM item))
 RETURNING jsonb`
 
-// CreateLoanUnderLock implements storage.LoanFencer.
-func (s *Records) CreateLoanUnderLock(ctx context.Context, t storage.Tenant, id string, doc json.RawMessage, lockID string) (json.RawMessage, error) {
-	q := fmt.Sprintf(fencedInsertSQL, table(t, spec(storage.Loans).table), table(t, "check_out_lock"), withID(storage.Loans, `'1'`))
+// CreateCheckOutLoan implements storage.LoanWriter.
+func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (json.RawMessage, error) {
+	q := fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"), withID(storage.Loans, `'1'`))
+	var version any
+	if w.ItemVersion > 0 {
+		version = w.ItemVersion
+	}
 	var stored json.RawMessage
-	err := s.db.pool.QueryRow(ctx, q, id, doc, lockID).Scan(&stored)
+	err := s.db.pool.QueryRow(ctx, q, w.LoanID, w.Loan, nullable(w.LockID), version).Scan(&stored)
+	if err == nil {
+		return stored, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, interpretWrite(err, t, storage.Loans, w.Loan)
+	}
+	// Nothing written: say which condition failed.
+	if w.LockID != "" {
+		var live bool
+		err := s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s
+			WHERE id = $1 AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now())`, table(t, "check_out_lock")),
+			w.LockID, w.Loan).Scan(&live)
+		if err != nil {
+			return nil, interpret(err, t)
+		}
+		if !live {
+			return nil, storage.Errorf(storage.KindConflict, storage.CodeLockLost,
+				"Check-out lock %s is not held for this patron (it expired or was released); nothing was written", w.LockID).
+				With("lockId", w.LockID)
+		}
+	}
+	itemID := fieldValue(w.Loan, "itemId")
+	var stored2 int
+	err = s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT version FROM %s WHERE id = $1`, table(t, "item")), itemID).Scan(&stored2)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, storage.Errorf(storage.KindConflict, storage.CodeLockLost,
-			"Check-out lock %s is not held for this patron (it expired or was released); the loan was not created", lockID).
-			With("lockId", lockID)
+		return nil, storage.Errorf(storage.KindInvalid, storage.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
 	}
 	if err != nil {
-		return nil, interpretWrite(err, t, storage.Loans, doc)
+		return nil, interpret(err, t)
 	}
-	return stored, nil
+	return nil, storage.Errorf(storage.KindConflict, storage.CodeVersionConflict,
+		"Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
+		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
 }
 
 // Get implements storage.RecordService.

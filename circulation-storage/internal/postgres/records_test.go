@@ -41,11 +41,32 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := uuid.NewString()
-	if _, err := records.CreateLoanUnderLock(ctx, f.tenant, id, loanDoc(user, item), lock.ID); err != nil {
+	if _, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: id, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1}); err != nil {
 		t.Fatalf("create under a live lock: %v", err)
 	}
 	if n := f.count(t, "loan", "id = $1", id); n != 1 {
 		t.Errorf("%d loans, want 1", n)
+	}
+	if n := f.count(t, "item", "id = $1 AND status_name = 'Checked out' AND version = 2", item); n != 1 {
+		t.Errorf("the item is not Checked out at _version 2 with its loan")
+	}
+	// A stale version writes nothing, loan included.
+	_, err = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
+		Loan: loanDoc(SampleID("1002"), SampleID("book-003")), ItemVersion: 7})
+	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeVersionConflict {
+		t.Errorf("stale item version: %v, want %s", err, storage.CodeVersionConflict)
+	}
+	if n := f.count(t, "loan", "item_id = $1", SampleID("book-003")); n != 0 {
+		t.Errorf("%d loans written with a stale item version", n)
+	}
+	// A second open loan for the item fails the whole write: the item stays.
+	_, err = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
+		Loan: loanDoc(SampleID("1002"), item), ItemVersion: 2})
+	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeOpenLoanExists {
+		t.Errorf("second open loan: %v, want %s", err, storage.CodeOpenLoanExists)
+	}
+	if n := f.count(t, "item", "id = $1 AND version = 2", item); n != 1 {
+		t.Errorf("a refused second loan changed the item")
 	}
 }
 
@@ -64,7 +85,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	expire(t, f, lapsed.ID)
-	_, err = records.CreateLoanUnderLock(ctx, f.tenant, uuid.NewString(), loanDoc(alice, item), lapsed.ID)
+	_, err = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(alice, item), LockID: lapsed.ID, ItemVersion: 1})
 	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeLockLost {
 		t.Errorf("expired lock not yet taken over: %v, want %s", err, storage.CodeLockLost)
 	}
@@ -83,7 +104,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	for name, lockID := range map[string]string{
 		"expired and taken over": expired.ID, "released": released.ID, "another patron's": bobs.ID, "never existed": uuid.NewString(),
 	} {
-		_, err := records.CreateLoanUnderLock(ctx, f.tenant, uuid.NewString(), loanDoc(alice, item), lockID)
+		_, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(alice, item), LockID: lockID, ItemVersion: 1})
 		e, ok := storage.AsError(err)
 		if !ok || e.Code != storage.CodeLockLost || e.Kind != storage.KindConflict {
 			t.Errorf("%s lock: %v, want %s", name, err, storage.CodeLockLost)
@@ -152,9 +173,9 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	q := fmt.Sprintf(fencedInsertSQL, table(f.tenant, "loan"), table(f.tenant, "check_out_lock"), withID(storage.Loans, `'1'`))
+	q := fmt.Sprintf(checkOutSQL, table(f.tenant, "loan"), table(f.tenant, "check_out_lock"), table(f.tenant, "item"), withID(storage.Loans, `'1'`))
 	var stored json.RawMessage
-	if err := tx.QueryRow(ctx, q, uuid.NewString(), loanDoc(user, item), lock.ID).Scan(&stored); err != nil {
+	if err := tx.QueryRow(ctx, q, uuid.NewString(), loanDoc(user, item), lock.ID, 1).Scan(&stored); err != nil {
 		t.Fatalf("fenced insert: %v", err)
 	}
 

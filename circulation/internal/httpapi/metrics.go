@@ -57,7 +57,7 @@ func NewMetrics() *Metrics {
 			Name: "checkout_lock_releases_total", Help: "Lock releases by result: released, expired (already gone), failed.",
 		}, []string{"result"}),
 		compensations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "checkout_item_compensations_total", Help: "Items put back after a failed loan creation, by result: restored, failed.",
+			Name: "checkout_item_compensations_total", Help: "Items put back after a check-in could not close the loan, by result: restored, failed.",
 		}, []string{"result"}),
 	}
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

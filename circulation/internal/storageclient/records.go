@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/checkoutlock/circulation"
@@ -222,17 +223,30 @@ func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circula
 	return decodeItem(stored)
 }
 
-// CreateLoan implements circulation.Storage.
-func (c *Client) CreateLoan(ctx context.Context, loan circulation.Loan, lockID string) (circulation.Loan, error) {
-	var headers []string
+// CheckOutItem implements circulation.Storage: a loan creation carrying the
+// check-out's conditions (the item's version, the lock), which storage
+// applies in one transaction with the item's update.
+func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string) (circulation.Loan, circulation.Item, error) {
+	headers := []string{"X-Check-Out-Item-Version", strconv.Itoa(item.Version)}
 	if lockID != "" {
-		headers = []string{"X-Check-Out-Lock-Id", lockID}
+		headers = append(headers, "X-Check-Out-Lock-Id", lockID)
 	}
 	var stored json.RawMessage
 	if err := c.call(ctx, http.MethodPost, "/loan-storage/loans", toLoanJSON(loan), &stored, headers...); err != nil {
-		return circulation.Loan{}, err
+		return circulation.Loan{}, circulation.Item{}, err
 	}
-	return decodeLoan(stored)
+	created, err := decodeLoan(stored)
+	if err != nil {
+		return circulation.Loan{}, circulation.Item{}, err
+	}
+	return created, CheckedOut(item), nil
+}
+
+// CheckedOut is item as storage holds it after a check-out of it.
+func CheckedOut(item circulation.Item) circulation.Item {
+	item.Status = circulation.StatusCheckedOut
+	item.Version++
+	return item
 }
 
 func toLoanJSON(l circulation.Loan) loanJSON {

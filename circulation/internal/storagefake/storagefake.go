@@ -141,6 +141,7 @@ type Fake struct {
 	itemFails     []loanFault // one per coming item update, in order
 	loseLock      bool
 	onLoan        func()
+	loanUpdates   bool // every loan update fails
 	settingsFail  int
 	openCounts    []int
 }
@@ -337,6 +338,13 @@ func (f *Fake) FailItemUpdatesAfter(n int, committed ...bool) {
 			f.itemFails = append(f.itemFails, loanFailsBefore)
 		}
 	}
+}
+
+// FailLoanUpdates makes every loan update answer 503 without writing.
+func (f *Fake) FailLoanUpdates() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loanUpdates = true
 }
 
 // OnLoanCreation runs hook when a loan creation arrives, before it is
@@ -568,6 +576,21 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 409, "CONFLICT", "Loan "+str(doc["id"])+" already exists")
 		return
 	}
+	// A check-out's loan moves its item to Checked out in the same
+	// transaction, at the version the check-out read.
+	if v := r.Header.Get("X-Check-Out-Item-Version"); v != "" {
+		item := find(f.items, str(doc["itemId"]))
+		if item == nil {
+			writeError(w, 422, "VALIDATION_FAILED", "itemId: item does not exist")
+			return
+		}
+		if fmt.Sprint(version(item)) != v {
+			writeError(w, 409, "VERSION_CONFLICT", fmt.Sprintf("Cannot check out item: stored _version is %d, request has %s", version(item), v))
+			return
+		}
+		item["status"] = map[string]any{"name": "Checked out"}
+		item["_version"] = version(item) + 1
+	}
 	f.loans = append(f.loans, doc)
 	if f.loanFail == loanFailsAfterCommit {
 		// The commit happened; the answer says otherwise, as when the
@@ -582,6 +605,10 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 func (f *Fake) putLoan(w http.ResponseWriter, r *http.Request) {
 	doc, ok := f.bind(w, r, "loan.json")
 	if !ok {
+		return
+	}
+	if f.loanUpdates {
+		writeError(w, 503, "DATABASE_UNAVAILABLE", "Database unavailable, try again later")
 		return
 	}
 	if find(f.loans, r.PathValue("id")) == nil {
