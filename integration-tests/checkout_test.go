@@ -80,7 +80,7 @@ func TestHeldLockRefusesThenReleaseAllows(t *testing.T) {
 // through two instances give one 201 and one 422 with the limit message.
 func TestTwoConcurrentCheckOutsAtLimitOne(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, RetryIntervalMs: "50|50|100|200"})
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, RetryIntervalMs: "50|100|200|400|800"})
 	const rounds = 10
 	lib := c.SetupLibrary(rounds, 2, 1)
 	for round := range rounds {

@@ -81,7 +81,7 @@ func TestWorkloadRaceWithoutLock(t *testing.T) {
 // loans than the limit, no lock left behind.
 func TestWorkloadLimitHoldsWithLock(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true, RetryIntervalMs: "50|50|100|200|400"})
+	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true, RetryIntervalMs: "50|50|100|200|400|800"})
 	const limit, racers = 2, 20
 	rounds := scaled(10)
 	lib := c.SetupLibrary(rounds, racers, limit)
