@@ -105,9 +105,9 @@ func adminExec(server, sql string) error {
 func build(dir string) error {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goBin); err != nil {
-		goBin = "go"
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = "/usr/local/go/bin/go"
 	}
 	for _, svc := range []string{"circulation-storage", "circulation"} {
 		cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, svc), "./"+svc+"/cmd/"+svc)

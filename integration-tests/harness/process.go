@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -161,7 +160,7 @@ func tail(b []byte, lines int) string {
 
 func envState() Env {
 	if env.BinDir == "" {
-		panic(fmt.Sprint("harness: call harness.Main from TestMain"))
+		panic("harness: call harness.Main from TestMain")
 	}
 	return env
 }

@@ -400,6 +400,12 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 	if deleted, err := sweeper.SweepOnce(ctx); err != nil || deleted != 0 {
 		t.Errorf("second sweep deleted %d, %v; want 0", deleted, err)
 	}
+	for i, id := range live {
+		f := []fixture{a, a, b, b}[i]
+		if _, err := f.locks.Get(ctx, f.tenant, id); err != nil {
+			t.Errorf("live lock %s after the sweep: %v", id, err)
+		}
+	}
 }
 
 // expire moves a lock's expiry into the past, as if its TTL had passed.
