@@ -57,7 +57,7 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 	loan.Action = "checkedin"
 	loan.ReturnDate = req.CheckInDate
 	loan.CheckinServicePointID = req.ServicePointID
-	if err := s.storage.UpdateLoan(ctx, loan); err != nil {
+	if loan, err = s.storage.UpdateLoan(ctx, loan); err != nil {
 		if before != item.Status {
 			s.compensate(ctx, item, before)
 		}

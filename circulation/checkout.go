@@ -394,7 +394,7 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckO
 	case IsCode(err, CodeItemHasOpenLoan):
 		return CheckOutResult{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
 			"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}
-	case IsKind(err, KindConflict) && !IsCode(err, CodeLockLost):
+	case IsCode(err, CodeItemChanged):
 		return CheckOutResult{}, Errorf(KindConflict, CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").
 			With("itemBarcode", co.req.ItemBarcode).Because(err)
@@ -403,10 +403,7 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckO
 	}
 	switch s.loanExists(ctx, loan.ID) {
 	case found:
-		item := co.item
-		item.Status = StatusCheckedOut
-		item.Version++
-		return CheckOutResult{Loan: loan, Item: item, Patron: co.patron}, nil
+		return CheckOutResult{Loan: loan, Item: co.item.CheckedOut(), Patron: co.patron}, nil
 	case unknown:
 		s.logger.ErrorContext(ctx, "check-out outcome unknown: storage did not answer whether the loan was created",
 			slog.String("loan_id", loan.ID), slog.String("item_id", co.item.ID), slog.Any("error", err))

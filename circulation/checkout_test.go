@@ -420,9 +420,7 @@ func TestCheckOutGivesUpOnALockHeldForever(t *testing.T) {
 	wantWaits(t, s.clock, ms(500, 500, 1000))
 	wantNoWrites(t, s.fake)
 	wantCount(t, s.fake, storagefake.RouteRelease, 0)
-	if after := s.fake.Dump(); after != before {
-		t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
-	}
+	s.fake.WantUnchanged(t, before)
 	if want := []attempt{{4, 2 * time.Second}}; !reflect.DeepEqual(s.obs.notAcquired, want) {
 		t.Errorf("observer notAcquired %+v, want %+v", s.obs.notAcquired, want)
 	}
@@ -635,9 +633,7 @@ func TestCheckOutWithStorageDown(t *testing.T) {
 	s.fake.Down()
 	_, err := s.checkOut(t)
 	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
-	if after := s.fake.Dump(); after != before {
-		t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
-	}
+	s.fake.WantUnchanged(t, before)
 	if calls := s.fake.Calls(); len(calls) != 0 {
 		t.Errorf("a server that is down got calls: %+v", calls)
 	}
@@ -662,9 +658,7 @@ func TestCheckOutStopsWhenCancelledWhileWaitingForTheLock(t *testing.T) {
 	wantWaits(t, s.clock, ms(500))
 	wantNoWrites(t, s.fake)
 	wantCount(t, s.fake, storagefake.RouteRelease, 0)
-	if after := s.fake.Dump(); after != before {
-		t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
-	}
+	s.fake.WantUnchanged(t, before)
 	if want := []attempt{{1, 500 * time.Millisecond}}; !reflect.DeepEqual(s.obs.notAcquired, want) {
 		t.Errorf("observer notAcquired %+v, want %+v", s.obs.notAcquired, want)
 	}
@@ -716,9 +710,7 @@ func TestCheckOutCollectsEveryRefusal(t *testing.T) {
 	if w := fake.Writes(); len(w) != 0 {
 		t.Errorf("writes %+v, want none", w)
 	}
-	if after := fake.Dump(); after != before {
-		t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
-	}
+	fake.WantUnchanged(t, before)
 }
 
 func TestCheckOutRefusals(t *testing.T) {
@@ -759,9 +751,7 @@ func TestCheckOutRefusals(t *testing.T) {
 			if w := s.fake.Writes(); len(w) != 0 {
 				t.Errorf("writes %+v, want none", w)
 			}
-			if after := s.fake.Dump(); after != before {
-				t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
-			}
+			s.fake.WantUnchanged(t, before)
 		})
 	}
 }

@@ -39,6 +39,25 @@ func (i Item) LoanTypeID() string {
 	return i.PermanentLoanTypeID
 }
 
+// CheckedOut is the item as storage holds it after a check-out of it: one
+// version on, status Checked out.
+func (i Item) CheckedOut() Item {
+	i.Status = StatusCheckedOut
+	i.Version++
+	return i
+}
+
+// TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatTime writes t in TimeFormat; the zero time is "".
+func FormatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(TimeFormat)
+}
+
 // Item statuses this service reads or writes.
 const (
 	StatusAvailable       = "Available"
@@ -151,7 +170,9 @@ type Storage interface {
 	// only while that lock is live and the borrower's (CodeLockLost). It
 	// returns the loan and the item as stored.
 	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string) (Loan, Item, error)
-	UpdateLoan(ctx context.Context, loan Loan) error
+	// UpdateLoan writes loan (its Doc with the fields check-in changes) and
+	// returns it with Doc as now stored.
+	UpdateLoan(ctx context.Context, loan Loan) (Loan, error)
 	Loan(ctx context.Context, id string) (json.RawMessage, error)
 	Loans(ctx context.Context, f LoanFilter) (json.RawMessage, error)
 

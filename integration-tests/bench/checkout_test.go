@@ -67,7 +67,7 @@ func populate(t *testing.T, c *harness.Cluster, n, bursts int) *population {
 
 // checkOutTargeter hands out check-outs of distinct patrons' items, spread
 // round-robin over the instances: no two requests contend for a lock.
-func checkOutTargeter(t *testing.T, c *harness.Cluster, pop *population, instances int) vegeta.Targeter {
+func checkOutTargeter(c *harness.Cluster, pop *population, instances int) vegeta.Targeter {
 	header := http.Header{"Content-Type": {"application/json"}, "X-Okapi-Tenant": {c.Tenant}}
 	return func(tgt *vegeta.Target) error {
 		n := pop.next.Add(1)
@@ -143,7 +143,7 @@ func benchCheckOutCost(t *testing.T, c *harness.Cluster, pop *population, p plan
 	for range p.rounds {
 		for _, enabled := range []bool{true, false} {
 			setLockSettings(t, c, fmt.Sprintf(`{"checkOutLockFeatureEnabled":%t}`, enabled), func(s lockSettings) bool { return s.Enabled == enabled })
-			hist, errs, elapsed := attack(checkOutTargeter(t, c, pop, 1), conc, p.slice)
+			hist, errs, elapsed := attack(checkOutTargeter(c, pop, 1), conc, p.slice)
 			if enabled {
 				on.Merge(hist)
 				onErr += errs
@@ -250,7 +250,7 @@ func benchScale(t *testing.T, c *harness.Cluster, pop *population, p plan) []Sca
 	}
 	for range p.rounds {
 		for i, k := range ks {
-			h, e, d := attack(checkOutTargeter(t, c, pop, k), conc, p.slice)
+			h, e, d := attack(checkOutTargeter(c, pop, k), conc, p.slice)
 			hists[i].Merge(h)
 			errs[i] += e
 			times[i] += d

@@ -75,6 +75,11 @@ func TestBenchmarks(t *testing.T) {
 		res.Memory = append(res.Memory, MemoryRow{Process: circ.Name, PeakMB: peakRSS(t, circ.PID())})
 	}
 	res.Targets = targets(res)
+	// A request that failed makes the figures around it meaningless: the
+	// run (and the smoke run in make test) fails rather than report them.
+	for _, e := range requestErrors(res) {
+		t.Error(e)
+	}
 
 	printTable(os.Stdout, res)
 	if *outDir != "" {
@@ -109,6 +114,29 @@ func machine(t *testing.T, c *harness.Cluster) string {
 	}
 	return fmt.Sprintf("%d CPUs (%s), %s, PostgreSQL %s; load generator, services and database share the machine",
 		runtime.NumCPU(), model, runtime.Version(), pg)
+}
+
+// requestErrors names every scenario in which a request failed.
+func requestErrors(r Results) []string {
+	var out []string
+	check := func(what string, s Stats) {
+		if s.Errors > 0 {
+			out = append(out, fmt.Sprintf("%s: %d of %d requests failed", what, s.Errors, s.Requests+s.Errors))
+		}
+	}
+	for _, row := range r.LockCycle {
+		check(fmt.Sprintf("lock cycle c=%d, service", row.Concurrency), row.Service)
+		check(fmt.Sprintf("lock cycle c=%d, pgbench", row.Concurrency), row.Raw)
+	}
+	check("acquire at half the peak", r.AcquireAtHalfPeak.Acquire)
+	for _, co := range r.CheckOut {
+		check(fmt.Sprintf("check-out c=%d, lock on", co.Concurrency), co.On)
+		check(fmt.Sprintf("check-out c=%d, lock off", co.Concurrency), co.Off)
+	}
+	for _, sc := range r.Scale {
+		check(fmt.Sprintf("scale, %d instances", sc.Instances), sc.Stats)
+	}
+	return out
 }
 
 func targets(r Results) []Target {

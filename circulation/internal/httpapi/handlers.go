@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -11,16 +12,6 @@ import (
 
 	"github.com/checkoutlock/circulation"
 )
-
-// TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(TimeFormat)
-}
 
 type statusJSON struct {
 	Name string `json:"name"`
@@ -42,21 +33,6 @@ type borrowerJSON struct {
 	Barcode   string `json:"barcode,omitempty"`
 	FirstName string `json:"firstName,omitempty"`
 	LastName  string `json:"lastName,omitempty"`
-}
-
-// storedLoanJSON is a loan as storage keeps it (schemas/loan.json).
-type storedLoanJSON struct {
-	ID                     string     `json:"id"`
-	UserID                 string     `json:"userId"`
-	ItemID                 string     `json:"itemId"`
-	LoanDate               string     `json:"loanDate"`
-	DueDate                string     `json:"dueDate,omitempty"`
-	ReturnDate             string     `json:"returnDate,omitempty"`
-	Action                 string     `json:"action"`
-	Status                 statusJSON `json:"status"`
-	LoanPolicyID           string     `json:"loanPolicyId,omitempty"`
-	CheckoutServicePointID string     `json:"checkoutServicePointId,omitempty"`
-	CheckinServicePointID  string     `json:"checkinServicePointId,omitempty"`
 }
 
 type loanJSON struct {
@@ -110,7 +86,7 @@ func (s *Server) checkOut(c echo.Context) error {
 	}
 	l := res.Loan
 	out := loanJSON{
-		ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: formatTime(l.LoanDate), DueDate: formatTime(l.DueDate),
+		ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: circulation.FormatTime(l.LoanDate), DueDate: circulation.FormatTime(l.DueDate),
 		Action: l.Action, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID, CheckoutServicePointID: l.CheckoutServicePointID,
 		Item: itemSummary(res.Item),
 		Borrower: borrowerJSON{ID: res.Patron.ID, Barcode: res.Patron.Barcode, FirstName: res.Patron.FirstName,
@@ -142,12 +118,10 @@ func (s *Server) checkIn(c echo.Context) error {
 	}
 	out := struct {
 		Item itemSummaryJSON `json:"item"`
-		Loan *storedLoanJSON `json:"loan,omitempty"`
+		Loan json.RawMessage `json:"loan,omitempty"` // as storage now holds it
 	}{Item: itemSummary(res.Item)}
-	if l := res.Loan; l != nil {
-		out.Loan = &storedLoanJSON{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: formatTime(l.LoanDate),
-			DueDate: formatTime(l.DueDate), ReturnDate: formatTime(l.ReturnDate), Action: l.Action, Status: statusJSON{Name: l.Status},
-			LoanPolicyID: l.LoanPolicyID, CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID}
+	if res.Loan != nil {
+		out.Loan = res.Loan.Doc
 	}
 	return c.JSON(http.StatusOK, out)
 }

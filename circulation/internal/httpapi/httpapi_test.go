@@ -291,9 +291,7 @@ func TestCheckOutBadInput(t *testing.T) {
 			if calls := a.fake.Calls(); len(calls) != 0 {
 				t.Errorf("storage got calls: %+v", calls)
 			}
-			if after := a.fake.Dump(); after != before {
-				t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
-			}
+			a.fake.WantUnchanged(t, before)
 		})
 	}
 }

@@ -55,16 +55,6 @@ type loanJSON struct {
 	CheckinServicePointID  string     `json:"checkinServicePointId,omitempty"`
 }
 
-// TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
-
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(TimeFormat)
-}
-
 func parseTime(s string) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, s)
 	return t
@@ -207,7 +197,7 @@ func (c *Client) ReleaseLock(ctx context.Context, lockID string) error {
 // new status, written at the version it was read.
 func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circulation.Item, error) {
 	doc, err := withFields(item.Doc, map[string]any{
-		"status":   map[string]any{"name": item.Status, "date": formatTime(time.Now())},
+		"status":   map[string]any{"name": item.Status, "date": circulation.FormatTime(time.Now())},
 		"_version": item.Version,
 	})
 	if err != nil {
@@ -239,37 +229,34 @@ func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item c
 	if err != nil {
 		return circulation.Loan{}, circulation.Item{}, err
 	}
-	return created, CheckedOut(item), nil
-}
-
-// CheckedOut is item as storage holds it after a check-out of it.
-func CheckedOut(item circulation.Item) circulation.Item {
-	item.Status = circulation.StatusCheckedOut
-	item.Version++
-	return item
+	return created, item.CheckedOut(), nil
 }
 
 func toLoanJSON(l circulation.Loan) loanJSON {
-	return loanJSON{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: formatTime(l.LoanDate), DueDate: formatTime(l.DueDate),
-		ReturnDate: formatTime(l.ReturnDate), Action: l.Action, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
+	return loanJSON{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: circulation.FormatTime(l.LoanDate), DueDate: circulation.FormatTime(l.DueDate),
+		ReturnDate: circulation.FormatTime(l.ReturnDate), Action: l.Action, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID}
 }
 
 // UpdateLoan implements circulation.Storage: the stored document with the
 // fields this service changes at check-in.
-func (c *Client) UpdateLoan(ctx context.Context, loan circulation.Loan) error {
+func (c *Client) UpdateLoan(ctx context.Context, loan circulation.Loan) (circulation.Loan, error) {
 	fields := map[string]any{"status": statusJSON{Name: loan.Status}, "action": loan.Action}
 	if !loan.ReturnDate.IsZero() {
-		fields["returnDate"] = formatTime(loan.ReturnDate)
+		fields["returnDate"] = circulation.FormatTime(loan.ReturnDate)
 	}
 	if loan.CheckinServicePointID != "" {
 		fields["checkinServicePointId"] = loan.CheckinServicePointID
 	}
 	doc, err := withFields(loan.Doc, fields)
 	if err != nil {
-		return err
+		return circulation.Loan{}, err
 	}
-	return c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil)
+	if err := c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil); err != nil {
+		return circulation.Loan{}, err
+	}
+	loan.Doc = doc
+	return loan, nil
 }
 
 // Loan implements circulation.Storage.

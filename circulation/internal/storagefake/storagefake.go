@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/google/uuid"
@@ -458,6 +459,15 @@ func (f *Fake) Setting(scope, key string) (json.RawMessage, bool) {
 		}
 	}
 	return nil, false
+}
+
+// WantUnchanged fails t if the fake's state differs from before, a Dump
+// taken earlier: a refused request must change nothing.
+func (f *Fake) WantUnchanged(t testing.TB, before string) {
+	t.Helper()
+	if after := f.Dump(); after != before {
+		t.Errorf("storage changed:\nbefore %s\nafter  %s", before, after)
+	}
 }
 
 // Dump returns every record and live lock as JSON, for comparing the whole
