@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"time"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // Lock is a patron's check-out lock. While it is live (ExpiresAt in the
@@ -82,4 +84,4 @@ func LockHeld(userID string, expiresAt time.Time, remaining time.Duration) *Erro
 }
 
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+const TimeFormat = schemas.TimeFormat

@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // Resource describes one kind of FOLIO-shaped record that circulation-storage
@@ -134,17 +136,17 @@ type LoanWriter interface {
 }
 
 // CodeLockLost is the code of a loan refused because its lock is gone.
-const CodeLockLost = "LOCK_LOST"
+const CodeLockLost = schemas.CodeLockLost
 
 // CodeVersionConflict is the code of an optimistic-locking conflict.
-const CodeVersionConflict = "VERSION_CONFLICT"
+const CodeVersionConflict = schemas.CodeVersionConflict
 
 // CodeOpenLoanExists is the code of a second open loan for an item.
-const CodeOpenLoanExists = "ITEM_HAS_OPEN_LOAN"
+const CodeOpenLoanExists = schemas.CodeItemHasOpenLoan
 
 // CodeAlreadyExists is the code of a write refused by a uniqueness rule.
-const CodeAlreadyExists = "ALREADY_EXISTS"
+const CodeAlreadyExists = schemas.CodeAlreadyExists
 
 // CodeInUse is the code of a delete refused because other records refer to
 // the record.
-const CodeInUse = "RECORD_IN_USE"
+const CodeInUse = schemas.CodeInUse

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // Kind classifies an Error by what the client can do about it. Each kind maps
@@ -34,20 +36,22 @@ const (
 	KindInternal
 )
 
-// Error codes: stable strings for programs, sent as "code" in the envelope.
+// Error codes: stable strings for programs, sent as "code" in the envelope,
+// defined once in the contract (package schemas).
 const (
-	CodeTenantMissing        = "TENANT_MISSING"
-	CodeInvalidTenant        = "INVALID_TENANT"
-	CodeTenantNotInitialized = "TENANT_NOT_INITIALIZED"
-	CodeInvalidID            = "INVALID_ID"
-	CodeInvalidParameter     = "INVALID_PARAMETER"
-	CodeValidation           = "VALIDATION_FAILED"
-	CodeNotFound             = "NOT_FOUND"
-	CodeConflict             = "CONFLICT"
-	CodeLockHeld             = "LOCK_HELD"
-	CodeDatabaseUnavailable  = "DATABASE_UNAVAILABLE"
-	CodeTimeout              = "REQUEST_TIMEOUT"
-	CodeInternal             = "INTERNAL_ERROR"
+	CodeTenantMissing        = schemas.CodeTenantMissing
+	CodeInvalidTenant        = schemas.CodeInvalidTenant
+	CodeTenantNotInitialized = schemas.CodeTenantNotInitialized
+	CodeInvalidID            = schemas.CodeInvalidID
+	CodeInvalidParameter     = schemas.CodeInvalidParameter
+	CodeValidation           = schemas.CodeValidation
+	CodePageTooLarge         = schemas.CodePageTooLarge
+	CodeNotFound             = schemas.CodeNotFound
+	CodeConflict             = schemas.CodeConflict
+	CodeLockHeld             = schemas.CodeLockHeld
+	CodeDatabaseUnavailable  = schemas.CodeDatabaseUnavailable
+	CodeTimeout              = schemas.CodeTimeout
+	CodeInternal             = schemas.CodeInternal
 )
 
 // Parameter is one key/value detail of an error, as FOLIO sends them.

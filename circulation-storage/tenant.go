@@ -2,7 +2,8 @@ package storage
 
 import (
 	"context"
-	"regexp"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // Tenant is a validated tenant id. Its data lives in the PostgreSQL schema
@@ -10,25 +11,20 @@ import (
 // ParseTenant.
 type Tenant string
 
-// tenantPattern is what a tenant id may look like. It keeps the schema name a
-// plain identifier within PostgreSQL's 63-byte limit.
-var tenantPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
-
-// TenantPattern is tenantPattern's text, for error messages and docs.
-const TenantPattern = `^[a-z][a-z0-9_]{0,30}$`
-
-// ParseTenant validates a tenant id from the X-Okapi-Tenant header.
+// ParseTenant validates a tenant id from the X-Okapi-Tenant header
+// (schemas.ValidTenant: the contract's pattern, and no "pg_" prefix, which
+// PostgreSQL reserves for its own schemas).
 func ParseTenant(s string) (Tenant, error) {
 	if s == "" {
 		return "", Errorf(KindBadRequest, CodeTenantMissing, "X-Okapi-Tenant header is required")
 	}
-	if !tenantPattern.MatchString(s) {
+	if !schemas.ValidTenant(s) {
 		shown := s
 		if len(shown) > 64 {
 			shown = shown[:64] + "…"
 		}
 		return "", Errorf(KindBadRequest, CodeInvalidTenant,
-			"Invalid tenant %q: X-Okapi-Tenant must match %s", shown, TenantPattern).With("tenant", shown)
+			"Invalid tenant %q: %s", shown, schemas.TenantRule).With("tenant", shown)
 	}
 	return Tenant(s), nil
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/circulation/internal/storageclient"
-	"github.com/checkoutlock/circulation/internal/storagefake"
+	"github.com/checkoutlock/circulation/storagefake"
 )
 
 // The records every test starts from: an active patron, an available item,

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // Kind classifies an Error by what the client can do about it; httpapi's
@@ -31,34 +33,39 @@ const (
 	KindInternal
 )
 
-// Error codes, sent as "code" in the envelope. The check-out ones are FOLIO's.
+// Error codes, sent as "code" in the envelope, defined once in the contract
+// (package schemas). The check-out ones are FOLIO's.
 const (
-	CodeUserBarcodeNotFound   = "USER_BARCODE_NOT_FOUND"
-	CodeUserInactive          = "USER_IS_INACTIVE"
-	CodeItemBarcodeNotFound   = "ITEM_BARCODE_NOT_FOUND"
-	CodeItemAlreadyCheckedOut = "ITEM_ALREADY_CHECKED_OUT"
-	CodeItemHasOpenLoan       = "ITEM_HAS_OPEN_LOAN"
-	CodeItemStatusRefused     = "ITEM_STATUS_REFUSED"
-	CodeItemNotLoanable       = "ITEM_NOT_LOANABLE"
-	CodeItemLimit             = "ITEM_LIMIT"
-	CodeItemLimitMaterialType = "ITEM_LIMIT_MATERIAL_TYPE"
-	CodeItemLimitLoanType     = "ITEM_LIMIT_LOAN_TYPE"
-	CodeItemLimitBoth         = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
-	CodeNoLoanPolicy          = "NO_LOAN_POLICY"
-	CodeUnableToAcquireLock   = "UNABLE_TO_ACQUIRE_LOCK"
-	CodeLockHeld              = "LOCK_HELD"
-	CodeLockLost              = "LOCK_LOST"
-	CodeItemChanged           = "ITEM_CHANGED"
-	CodeNoOpenLoan            = "NO_OPEN_LOAN"
-	CodeStorageUnavailable    = "STORAGE_UNAVAILABLE"
-	CodeTenantMissing         = "TENANT_MISSING"
-	CodeInvalidTenant         = "INVALID_TENANT"
-	CodeInvalidID             = "INVALID_ID"
-	CodeInvalidParameter      = "INVALID_PARAMETER"
-	CodeValidation            = "VALIDATION_FAILED"
-	CodeNotFound              = "NOT_FOUND"
-	CodeConflict              = "CONFLICT"
-	CodeInternal              = "INTERNAL_ERROR"
+	CodeUserBarcodeNotFound   = schemas.CodeUserBarcodeNotFound
+	CodeUserInactive          = schemas.CodeUserInactive
+	CodeItemBarcodeNotFound   = schemas.CodeItemBarcodeNotFound
+	CodeItemAlreadyCheckedOut = schemas.CodeItemAlreadyCheckedOut
+	CodeItemHasOpenLoan       = schemas.CodeItemHasOpenLoan
+	CodeItemStatusRefused     = schemas.CodeItemStatusRefused
+	CodeItemNotLoanable       = schemas.CodeItemNotLoanable
+	CodeItemLimit             = schemas.CodeItemLimit
+	CodeItemLimitMaterialType = schemas.CodeItemLimitMaterialType
+	CodeItemLimitLoanType     = schemas.CodeItemLimitLoanType
+	CodeItemLimitBoth         = schemas.CodeItemLimitBoth
+	CodeNoLoanPolicy          = schemas.CodeNoLoanPolicy
+	CodeUnableToAcquireLock   = schemas.CodeUnableToAcquireLock
+	CodeLockHeld              = schemas.CodeLockHeld
+	CodeLockLost              = schemas.CodeLockLost
+	CodeItemChanged           = schemas.CodeItemChanged
+	CodeNoOpenLoan            = schemas.CodeNoOpenLoan
+	CodeStorageUnavailable    = schemas.CodeStorageUnavailable
+	CodeTenantMissing         = schemas.CodeTenantMissing
+	CodeInvalidTenant         = schemas.CodeInvalidTenant
+	CodeTenantNotInitialized  = schemas.CodeTenantNotInitialized
+	CodeAlreadyExists         = schemas.CodeAlreadyExists
+	CodeVersionConflict       = schemas.CodeVersionConflict
+	CodeTimeout               = schemas.CodeTimeout
+	CodeInvalidID             = schemas.CodeInvalidID
+	CodeInvalidParameter      = schemas.CodeInvalidParameter
+	CodeValidation            = schemas.CodeValidation
+	CodeNotFound              = schemas.CodeNotFound
+	CodeConflict              = schemas.CodeConflict
+	CodeInternal              = schemas.CodeInternal
 )
 
 // Parameter is one key/value detail of an error, as FOLIO sends them.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // Patron is what check-out needs of a user record.
@@ -48,7 +50,7 @@ func (i Item) CheckedOut() Item {
 }
 
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+const TimeFormat = schemas.TimeFormat
 
 // FormatTime writes t in TimeFormat; the zero time is "".
 func FormatTime(t time.Time) string {

@@ -88,3 +88,16 @@ func TestDecodeRejectsTrailingData(t *testing.T) {
 		t.Error("Decode accepted two documents")
 	}
 }
+
+func TestValidTenant(t *testing.T) {
+	t.Parallel()
+	for tenant, want := range map[string]bool{
+		"diku": true, "a": true, "t_1": true, "a234567890123456789012345678901": true,
+		"": false, "A": false, "1a": false, "_a": false, "a-b": false, "a2345678901234567890123456789012": false,
+		"pg_x": false, "pg_": false, "pgx": true, "apg_": true, "diku\n": false,
+	} {
+		if got := ValidTenant(tenant); got != want {
+			t.Errorf("ValidTenant(%q) = %v, want %v", tenant, got, want)
+		}
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // Options shape a cluster.
@@ -157,7 +159,7 @@ func (r Response) ErrorCodes() []string {
 // Do sends a request to a process as the cluster's tenant. body may be nil,
 // a string (sent as is) or a value (sent as JSON).
 func (c *Cluster) Do(p *Process, method, path string, body any) Response {
-	return c.DoWith(p, method, path, body, map[string]string{"X-Okapi-Tenant": c.Tenant})
+	return c.DoWith(p, method, path, body, map[string]string{schemas.HeaderTenant: c.Tenant})
 }
 
 // DoWith sends a request with exactly the given headers (plus a JSON

@@ -450,6 +450,8 @@ var hostileTenants = []struct {
 	{name: "leading digit", value: "1diku", code: "INVALID_TENANT"},
 	{name: "leading underscore", value: "_diku", code: "INVALID_TENANT"},
 	{name: "path traversal", value: "../diku", code: "INVALID_TENANT"},
+	{name: "reserved pg_ prefix", value: "pg_x", code: "INVALID_TENANT"},
+	{name: "reserved pg_ prefix, long", value: "pg_diku_library", code: "INVALID_TENANT"},
 }
 
 // TestHostileTenantHeaders sends a hostile tenant to every tenant-scoped

@@ -17,11 +17,11 @@ import (
 
 // Error codes of the HTTP layer itself; the domain's are in package storage.
 const (
-	codeRouteNotFound        = "ROUTE_NOT_FOUND"
-	codeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
-	codeBodyTooLarge         = "BODY_TOO_LARGE"
-	codeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
-	codeMalformedJSON        = "MALFORMED_JSON"
+	codeRouteNotFound        = schemas.CodeRouteNotFound
+	codeMethodNotAllowed     = schemas.CodeMethodNotAllowed
+	codeBodyTooLarge         = schemas.CodeBodyTooLarge
+	codeUnsupportedMediaType = schemas.CodeUnsupportedMedia
+	codeMalformedJSON        = schemas.CodeMalformedJSON
 )
 
 // errorsJSON is the FOLIO error envelope (schemas/errors.json).

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
 )
 
 // routeRecords serves the FOLIO-style CRUD of one resource.
@@ -28,8 +29,8 @@ func (s *Server) routeRecords(e *echo.Echo, r storage.Resource) {
 // the item _version the check-out read (the item becomes "Checked out" at
 // the next version, or nothing is written).
 const (
-	LockIDHeader      = "X-Check-Out-Lock-Id"
-	ItemVersionHeader = "X-Check-Out-Item-Version"
+	LockIDHeader      = schemas.HeaderLockID
+	ItemVersionHeader = schemas.HeaderItemVersion
 )
 
 // checkOutWrite reads the check-out headers of a loan creation.

@@ -105,10 +105,10 @@ const (
 )
 
 // RequestIDHeader is FOLIO's request id header, echoed back on every answer.
-const RequestIDHeader = "X-Okapi-Request-Id"
+const RequestIDHeader = schemas.HeaderRequestID
 
 // TenantHeader carries the tenant id on every tenant-scoped call.
-const TenantHeader = "X-Okapi-Tenant"
+const TenantHeader = schemas.HeaderTenant
 
 // requestID takes the caller's request id, or makes one, and echoes it back.
 func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/circulation/internal/storageclient"
-	"github.com/checkoutlock/circulation/internal/storagefake"
+	"github.com/checkoutlock/circulation/storagefake"
 	"github.com/checkoutlock/schemas"
 )
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"runtime/debug"
 	"time"
 
@@ -76,9 +75,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 
 // FOLIO's headers.
 const (
-	RequestIDHeader = "X-Okapi-Request-Id"
-	TenantHeader    = "X-Okapi-Tenant"
-	TokenHeader     = "X-Okapi-Token"
+	RequestIDHeader = schemas.HeaderRequestID
+	TenantHeader    = schemas.HeaderTenant
+	TokenHeader     = schemas.HeaderToken
 )
 
 type ctxKey int
@@ -163,10 +162,6 @@ func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// tenantPattern is circulation-storage's rule for tenant ids; checking it
-// here answers a bad header before any call is made.
-var tenantPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
-
 // tenant validates X-Okapi-Tenant and puts the Okapi context, which storage
 // calls pass on, into the request's context.
 func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
@@ -176,13 +171,15 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 		if t == "" {
 			return circulation.Errorf(circulation.KindBadRequest, circulation.CodeTenantMissing, "X-Okapi-Tenant header is required")
 		}
-		if !tenantPattern.MatchString(t) {
+		// Storage's rule, checked here too so a bad header is answered
+		// before any call is made.
+		if !schemas.ValidTenant(t) {
 			shown := t
 			if len(shown) > 64 {
 				shown = shown[:64] + "…"
 			}
 			return circulation.Errorf(circulation.KindBadRequest, circulation.CodeInvalidTenant,
-				"Invalid tenant %q: X-Okapi-Tenant must match %s", shown, tenantPattern).With("tenant", shown)
+				"Invalid tenant %q: %s", shown, schemas.TenantRule).With("tenant", shown)
 		}
 		id, _ := req.Context().Value(requestIDKey).(string)
 		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: req.Header.Get(TokenHeader)})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas"
 )
 
 // Client talks to one circulation-storage (or a load balancer in front of
@@ -69,12 +70,12 @@ func (c *Client) call(ctx context.Context, method, path string, body any, out an
 		return err
 	}
 	okapi := circulation.OkapiFrom(ctx)
-	req.Header.Set("X-Okapi-Tenant", okapi.Tenant)
+	req.Header.Set(schemas.HeaderTenant, okapi.Tenant)
 	if okapi.RequestID != "" {
-		req.Header.Set("X-Okapi-Request-Id", okapi.RequestID)
+		req.Header.Set(schemas.HeaderRequestID, okapi.RequestID)
 	}
 	if okapi.Token != "" {
-		req.Header.Set("X-Okapi-Token", okapi.Token)
+		req.Header.Set(schemas.HeaderToken, okapi.Token)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -119,10 +120,6 @@ func transportError(ctx context.Context, method, path string, err error) error {
 		"circulation-storage is unavailable; try again").Because(fmt.Errorf("%s %s: %w", method, path, err))
 }
 
-// codeAlreadyExists marks a refusal for a uniqueness rule, which callers
-// may settle by reading what exists.
-const codeAlreadyExists = "ALREADY_EXISTS"
-
 // statusError maps storage's error answers to domain errors, by status and
 // storage's error code.
 func statusError(res *http.Response, data []byte, method, path string) error {
@@ -139,7 +136,7 @@ func statusError(res *http.Response, data []byte, method, path string) error {
 		return e
 	}
 	switch {
-	case res.StatusCode == http.StatusServiceUnavailable && code == "LOCK_HELD":
+	case res.StatusCode == http.StatusServiceUnavailable && code == schemas.CodeLockHeld:
 		return withParams(circulation.Errorf(circulation.KindConflict, circulation.CodeLockHeld, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusServiceUnavailable, res.StatusCode == http.StatusBadGateway, res.StatusCode == http.StatusGatewayTimeout:
 		return circulation.Errorf(circulation.KindUnavailable, circulation.CodeStorageUnavailable,
@@ -149,22 +146,22 @@ func statusError(res *http.Response, data []byte, method, path string) error {
 		return circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "circulation-storage failed").Because(cause)
 	case res.StatusCode == http.StatusNotFound:
 		return circulation.Errorf(circulation.KindNotFound, circulation.CodeNotFound, "%s", msg).Because(cause)
-	case res.StatusCode == http.StatusConflict && code == "LOCK_LOST":
+	case res.StatusCode == http.StatusConflict && code == schemas.CodeLockLost:
 		return circulation.Errorf(circulation.KindConflict, circulation.CodeLockLost,
 			"The patron's check-out lock expired before the loan was created; nothing was changed, try again").Because(cause)
-	case res.StatusCode == http.StatusConflict && code == "VERSION_CONFLICT":
+	case res.StatusCode == http.StatusConflict && code == schemas.CodeVersionConflict:
 		return circulation.Errorf(circulation.KindConflict, circulation.CodeItemChanged, "%s", msg).Because(cause)
 	case res.StatusCode == http.StatusConflict:
 		return withParams(circulation.Errorf(circulation.KindConflict, circulation.CodeConflict, "%s", msg).Because(cause))
-	case res.StatusCode == http.StatusUnprocessableEntity && code == "ITEM_HAS_OPEN_LOAN":
+	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeItemHasOpenLoan:
 		return circulation.Errorf(circulation.KindInvalid, circulation.CodeItemHasOpenLoan, "%s", msg).Because(cause)
-	case res.StatusCode == http.StatusUnprocessableEntity && code == codeAlreadyExists:
-		return withParams(circulation.Errorf(circulation.KindInvalid, codeAlreadyExists, "%s", msg).Because(cause))
+	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeAlreadyExists:
+		return withParams(circulation.Errorf(circulation.KindInvalid, circulation.CodeAlreadyExists, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusUnprocessableEntity:
 		// A value storage refuses (a lock TTL above its maximum, a record
 		// deleted meanwhile): the client hears storage's reason.
 		return withParams(circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation, "%s", msg).Because(cause))
-	case res.StatusCode == http.StatusBadRequest && (code == "TENANT_NOT_INITIALIZED" || code == "INVALID_TENANT" || code == "TENANT_MISSING"):
+	case res.StatusCode == http.StatusBadRequest && (code == schemas.CodeTenantNotInitialized || code == schemas.CodeInvalidTenant || code == schemas.CodeTenantMissing):
 		// The caller's tenant is the problem: say so in storage's words.
 		return withParams(circulation.Errorf(circulation.KindBadRequest, code, "%s", msg).Because(cause))
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas"
 )
 
 // Wire forms of storage's records (schemas/*.json), as far as this service
@@ -217,9 +218,9 @@ func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circula
 // check-out's conditions (the item's version, the lock), which storage
 // applies in one transaction with the item's update.
 func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string) (circulation.Loan, circulation.Item, error) {
-	headers := []string{"X-Check-Out-Item-Version", strconv.Itoa(item.Version)}
+	headers := []string{schemas.HeaderItemVersion, strconv.Itoa(item.Version)}
 	if lockID != "" {
-		headers = append(headers, "X-Check-Out-Lock-Id", lockID)
+		headers = append(headers, schemas.HeaderLockID, lockID)
 	}
 	var stored json.RawMessage
 	if err := c.call(ctx, http.MethodPost, "/loan-storage/loans", toLoanJSON(loan), &stored, headers...); err != nil {
@@ -315,7 +316,7 @@ func (c *Client) PutSetting(ctx context.Context, scope, key string, value json.R
 			return c.call(ctx, http.MethodPut, "/settings/entries/"+url.PathEscape(s.ID), entry, nil)
 		}
 		err = c.call(ctx, http.MethodPost, "/settings/entries", entry, nil)
-		if !circulation.IsCode(err, codeAlreadyExists) {
+		if !circulation.IsCode(err, circulation.CodeAlreadyExists) {
 			return err
 		}
 		// Another instance created it meanwhile: replace that one.

@@ -20,7 +20,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"slices"
 	"strconv"
 	"sync"
@@ -171,7 +170,7 @@ func New(t interface{ Cleanup(func()) }) *Fake {
 		mux.HandleFunc(route, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, 404, "ROUTE_NOT_FOUND", "No route for "+r.Method+" "+r.URL.Path)
+		writeError(w, 404, schemas.CodeRouteNotFound, "No route for "+r.Method+" "+r.URL.Path)
 	})
 	f.srv = httptest.NewServer(f.record(mux))
 	f.URL = f.srv.URL
@@ -183,8 +182,6 @@ func New(t interface{ Cleanup(func()) }) *Fake {
 // stay readable.
 func (f *Fake) Down() { f.srv.Close() }
 
-var tenantPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,30}$`)
-
 // record logs the call, checks the tenant (as storage's middleware does) and
 // serves it, all under the fake's mutex: one request at a time.
 func (f *Fake) record(mux *http.ServeMux) http.Handler {
@@ -194,14 +191,14 @@ func (f *Fake) record(mux *http.ServeMux) http.Handler {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		rec := &statusRecorder{ResponseWriter: w}
-		tenant := r.Header.Get("X-Okapi-Tenant")
+		tenant := r.Header.Get(schemas.HeaderTenant)
 		switch {
 		case r.URL.Path == "/admin/ready":
 			mux.ServeHTTP(rec, r)
 		case tenant == "":
-			writeError(rec, 400, "TENANT_MISSING", "X-Okapi-Tenant header is required")
-		case !tenantPattern.MatchString(tenant):
-			writeError(rec, 400, "INVALID_TENANT", "Invalid tenant")
+			writeError(rec, 400, schemas.CodeTenantMissing, "X-Okapi-Tenant header is required")
+		case !schemas.ValidTenant(tenant):
+			writeError(rec, 400, schemas.CodeInvalidTenant, "Invalid tenant")
 		default:
 			mux.ServeHTTP(rec, r)
 		}
@@ -210,7 +207,7 @@ func (f *Fake) record(mux *http.ServeMux) http.Handler {
 			route = RouteUnknown
 		}
 		f.calls = append(f.calls, Call{Route: route, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
-			Tenant: tenant, RequestID: r.Header.Get("X-Okapi-Request-Id"), LockID: r.Header.Get("X-Check-Out-Lock-Id"),
+			Tenant: tenant, RequestID: r.Header.Get(schemas.HeaderRequestID), LockID: r.Header.Get(schemas.HeaderLockID),
 			Body: string(body), Status: rec.status})
 	})
 }
@@ -507,11 +504,11 @@ func (f *Fake) putItem(w http.ResponseWriter, r *http.Request) {
 	stored := find(f.items, r.PathValue("id"))
 	switch {
 	case stored == nil:
-		writeError(w, 404, "NOT_FOUND", "Item not found")
+		writeError(w, 404, schemas.CodeNotFound, "Item not found")
 	case doc["_version"] == nil:
-		writeError(w, 422, "VALIDATION_FAILED", "_version: is required to update a Item (optimistic locking)")
+		writeError(w, 422, schemas.CodeValidation, "_version: is required to update a Item (optimistic locking)")
 	case version(doc) != version(stored):
-		writeError(w, 409, "VERSION_CONFLICT", fmt.Sprintf("Cannot update record %s because it has been changed: stored _version is %d, request has %v",
+		writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot update record %s because it has been changed: stored _version is %d, request has %v",
 			r.PathValue("id"), version(stored), doc["_version"]))
 	default:
 		fault := loanCreated
@@ -519,13 +516,13 @@ func (f *Fake) putItem(w http.ResponseWriter, r *http.Request) {
 			fault, f.itemFails = f.itemFails[0], f.itemFails[1:]
 		}
 		if fault == loanFailsBefore {
-			writeError(w, 503, "DATABASE_UNAVAILABLE", "Database unavailable, try again later")
+			writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
 			return
 		}
 		doc["id"], doc["_version"] = stored["id"], version(stored)+1
 		replace(f.items, doc)
 		if fault == loanFailsAfterCommit {
-			writeError(w, 503, "DATABASE_UNAVAILABLE", "Database unavailable, try again later")
+			writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -545,7 +542,7 @@ func (f *Fake) getLoan(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, doc)
 		return
 	}
-	writeError(w, 404, "NOT_FOUND", "Loan not found")
+	writeError(w, 404, schemas.CodeNotFound, "Loan not found")
 }
 
 func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
@@ -559,7 +556,7 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	if doc["id"] == nil {
 		doc["id"] = uuid.NewString()
 	}
-	if lockID := r.Header.Get("X-Check-Out-Lock-Id"); lockID != "" {
+	if lockID := r.Header.Get(schemas.HeaderLockID); lockID != "" {
 		held := false
 		for _, l := range f.locks {
 			if f.loseLock && l.ID == lockID {
@@ -568,34 +565,34 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 			held = held || (l.ID == lockID && l.UserID == doc["userId"] && f.live(l))
 		}
 		if !held {
-			writeError(w, 409, "LOCK_LOST", "Check-out lock "+lockID+" is not held for this patron; the loan was not created")
+			writeError(w, 409, schemas.CodeLockLost, "Check-out lock "+lockID+" is not held for this patron; the loan was not created")
 			return
 		}
 	}
 	if f.loanFail == loanFailsBefore {
-		writeError(w, 503, "DATABASE_UNAVAILABLE", "Database unavailable, try again later")
+		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
 		return
 	}
 	for _, l := range f.loans {
 		if l["itemId"] == doc["itemId"] && statusName(l) == "Open" && statusName(doc) == "Open" {
-			writeError(w, 422, "ITEM_HAS_OPEN_LOAN", "Cannot have more than one open loan for the same item")
+			writeError(w, 422, schemas.CodeItemHasOpenLoan, "Cannot have more than one open loan for the same item")
 			return
 		}
 	}
 	if find(f.loans, str(doc["id"])) != nil {
-		writeError(w, 409, "CONFLICT", "Loan "+str(doc["id"])+" already exists")
+		writeError(w, 409, schemas.CodeConflict, "Loan "+str(doc["id"])+" already exists")
 		return
 	}
 	// A check-out's loan moves its item to Checked out in the same
 	// transaction, at the version the check-out read.
-	if v := r.Header.Get("X-Check-Out-Item-Version"); v != "" {
+	if v := r.Header.Get(schemas.HeaderItemVersion); v != "" {
 		item := find(f.items, str(doc["itemId"]))
 		if item == nil {
-			writeError(w, 422, "VALIDATION_FAILED", "itemId: item does not exist")
+			writeError(w, 422, schemas.CodeValidation, "itemId: item does not exist")
 			return
 		}
 		if fmt.Sprint(version(item)) != v {
-			writeError(w, 409, "VERSION_CONFLICT", fmt.Sprintf("Cannot check out item: stored _version is %d, request has %s", version(item), v))
+			writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot check out item: stored _version is %d, request has %s", version(item), v))
 			return
 		}
 		item["status"] = map[string]any{"name": "Checked out"}
@@ -605,7 +602,7 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	if f.loanFail == loanFailsAfterCommit {
 		// The commit happened; the answer says otherwise, as when the
 		// connection breaks during COMMIT.
-		writeError(w, 503, "DATABASE_UNAVAILABLE", "Database unavailable, try again later")
+		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
 		return
 	}
 	w.Header().Set("Location", "/loan-storage/loans/"+str(doc["id"]))
@@ -618,11 +615,11 @@ func (f *Fake) putLoan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.loanUpdates {
-		writeError(w, 503, "DATABASE_UNAVAILABLE", "Database unavailable, try again later")
+		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
 		return
 	}
 	if find(f.loans, r.PathValue("id")) == nil {
-		writeError(w, 404, "NOT_FOUND", "Loan not found")
+		writeError(w, 404, schemas.CodeNotFound, "Loan not found")
 		return
 	}
 	doc["id"] = r.PathValue("id")
@@ -633,7 +630,7 @@ func (f *Fake) putLoan(w http.ResponseWriter, r *http.Request) {
 func (f *Fake) openCount(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if q.Get("userId") == "" {
-		writeError(w, 422, "INVALID_PARAMETER", "userId is required")
+		writeError(w, 422, schemas.CodeInvalidParameter, "userId is required")
 		return
 	}
 	if len(f.openCounts) > 0 {
@@ -665,7 +662,7 @@ func (f *Fake) openCount(w http.ResponseWriter, r *http.Request) {
 
 func (f *Fake) matchPolicy(w http.ResponseWriter, _ *http.Request) {
 	if f.match == nil {
-		writeError(w, 404, "NOT_FOUND", "No circulation rules are set: PUT /circulation-rules-storage first")
+		writeError(w, 404, schemas.CodeNotFound, "No circulation rules are set: PUT /circulation-rules-storage first")
 		return
 	}
 	writeJSON(w, 200, map[string]any{"loanPolicyId": f.match.LoanPolicyID, "appliedRuleConditions": map[string]bool{
@@ -675,7 +672,7 @@ func (f *Fake) matchPolicy(w http.ResponseWriter, _ *http.Request) {
 func (f *Fake) getPolicy(w http.ResponseWriter, r *http.Request) {
 	p, ok := f.policies[r.PathValue("id")]
 	if !ok {
-		writeError(w, 404, "NOT_FOUND", "Loan policy not found")
+		writeError(w, 404, schemas.CodeNotFound, "Loan policy not found")
 		return
 	}
 	doc := map[string]any{"id": p.ID, "name": p.Name, "loanable": p.Loanable}
@@ -708,7 +705,7 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 	}
 	if held {
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, 503, map[string]any{"errors": []map[string]any{{"message": "Unable to acquire lock", "code": "LOCK_HELD",
+		writeJSON(w, 503, map[string]any{"errors": []map[string]any{{"message": "Unable to acquire lock", "code": schemas.CodeLockHeld,
 			"parameters": []map[string]string{{"key": "userId", "value": userID}}}}})
 		return
 	}
@@ -720,14 +717,13 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 	l := &Lock{ID: uuid.NewString(), UserID: userID, TTLMs: ttl, ExpiresAt: now.Add(time.Duration(ttl) * time.Millisecond)}
 	f.locks = append(f.locks, l)
 	w.Header().Set("Location", "/check-out-lock-storage/"+l.ID)
-	const format = "2006-01-02T15:04:05.000Z07:00"
-	writeJSON(w, 201, map[string]any{"id": l.ID, "userId": l.UserID, "creationDate": now.Format(format),
-		"expiresAt": l.ExpiresAt.Format(format), "ttlMs": ttl})
+	writeJSON(w, 201, map[string]any{"id": l.ID, "userId": l.UserID, "creationDate": now.Format(schemas.TimeFormat),
+		"expiresAt": l.ExpiresAt.Format(schemas.TimeFormat), "ttlMs": ttl})
 }
 
 func (f *Fake) release(w http.ResponseWriter, r *http.Request) {
 	if f.releaseStatus != 0 {
-		writeError(w, f.releaseStatus, "INTERNAL_ERROR", "Release failed (programmed fault)")
+		writeError(w, f.releaseStatus, schemas.CodeInternal, "Release failed (programmed fault)")
 		return
 	}
 	for _, l := range f.locks {
@@ -737,14 +733,14 @@ func (f *Fake) release(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeError(w, 404, "NOT_FOUND", "Lock not found")
+	writeError(w, 404, schemas.CodeNotFound, "Lock not found")
 }
 
 func (f *Fake) live(l *Lock) bool { return !l.Released && time.Now().Before(l.ExpiresAt) }
 
 func (f *Fake) listSettings(w http.ResponseWriter, r *http.Request) {
 	if f.settingsFail != 0 {
-		writeError(w, f.settingsFail, "INTERNAL_ERROR", "Settings read failed (programmed fault)")
+		writeError(w, f.settingsFail, schemas.CodeInternal, "Settings read failed (programmed fault)")
 		return
 	}
 	writePage(w, r, "items", filter(f.settings, r, "scope", "key"))
@@ -757,7 +753,7 @@ func (f *Fake) postSetting(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range f.settings {
 		if s["scope"] == doc["scope"] && s["key"] == doc["key"] {
-			writeError(w, 422, "VALIDATION_FAILED", "Setting with key already exists")
+			writeError(w, 422, schemas.CodeValidation, "Setting with key already exists")
 			return
 		}
 	}
@@ -774,7 +770,7 @@ func (f *Fake) putSetting(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if find(f.settings, r.PathValue("id")) == nil {
-		writeError(w, 404, "NOT_FOUND", "Setting not found")
+		writeError(w, 404, schemas.CodeNotFound, "Setting not found")
 		return
 	}
 	doc["id"] = r.PathValue("id")
@@ -789,12 +785,12 @@ func (f *Fake) putSetting(w http.ResponseWriter, r *http.Request) {
 func (f *Fake) bind(w http.ResponseWriter, r *http.Request, schema string) (map[string]any, bool) {
 	body, _ := io.ReadAll(r.Body)
 	if err := f.schemas.ValidateJSON(schema, body); err != nil {
-		writeError(w, 422, "VALIDATION_FAILED", err.Error())
+		writeError(w, 422, schemas.CodeValidation, err.Error())
 		return nil, false
 	}
 	var doc map[string]any
 	if err := json.Unmarshal(body, &doc); err != nil {
-		writeError(w, 400, "MALFORMED_JSON", err.Error())
+		writeError(w, 400, schemas.CodeMalformedJSON, err.Error())
 		return nil, false
 	}
 	return doc, true

@@ -1,0 +1,106 @@
+package schemas
+
+import (
+	"regexp"
+	"strings"
+)
+
+// The wire constants of the contract: header names, error codes, the time
+// format and the tenant rule. Both services and circulation's fake of
+// storage use these names, never their own copies, so the three cannot
+// drift apart.
+
+// Headers. The X-Okapi ones are FOLIO's; the X-Check-Out ones make a loan
+// creation a check-out's fenced write (see POST /loan-storage/loans).
+const (
+	HeaderTenant      = "X-Okapi-Tenant"
+	HeaderToken       = "X-Okapi-Token"
+	HeaderRequestID   = "X-Okapi-Request-Id"
+	HeaderUserID      = "X-Okapi-User-Id"
+	HeaderURL         = "X-Okapi-Url"
+	HeaderPermissions = "X-Okapi-Permissions"
+	HeaderLockID      = "X-Check-Out-Lock-Id"
+	HeaderItemVersion = "X-Check-Out-Item-Version"
+)
+
+// TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// TenantPattern is what a tenant id may look like; ids starting with "pg_"
+// are refused as well (see ValidTenant). It keeps the tenant's schema name,
+// <tenant>_mod_circulation_storage, a plain identifier within PostgreSQL's
+// 63-byte limit.
+const TenantPattern = `^[a-z][a-z0-9_]{0,30}$`
+
+var tenantPattern = regexp.MustCompile(TenantPattern)
+
+// TenantRule says in words what ValidTenant accepts, for error messages.
+const TenantRule = "X-Okapi-Tenant must match " + TenantPattern + " and not start with pg_"
+
+// ValidTenant reports whether s is an acceptable tenant id: it matches
+// TenantPattern and does not start with "pg_", a prefix PostgreSQL reserves
+// for its own schemas.
+func ValidTenant(s string) bool {
+	return tenantPattern.MatchString(s) && !strings.HasPrefix(s, "pg_")
+}
+
+// Error codes, sent as "code" in the FOLIO error envelope. Codes a client
+// can act on are stable; FOLIO's own are spelled as FOLIO spells them.
+const (
+	// Requests the services cannot interpret.
+	CodeTenantMissing        = "TENANT_MISSING"
+	CodeInvalidTenant        = "INVALID_TENANT"
+	CodeTenantNotInitialized = "TENANT_NOT_INITIALIZED"
+	CodeInvalidID            = "INVALID_ID"
+	CodeInvalidHeader        = "INVALID_HEADER"
+	CodeMalformedJSON        = "MALFORMED_JSON"
+	CodeRouteNotFound        = "ROUTE_NOT_FOUND"
+	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
+	CodeBodyTooLarge         = "BODY_TOO_LARGE"
+	CodeHeadersTooLarge      = "HEADERS_TOO_LARGE"
+	CodeUnsupportedMedia     = "UNSUPPORTED_MEDIA_TYPE"
+	CodeBodyTimeout          = "BODY_TIMEOUT"
+
+	// Values refused.
+	CodeInvalidParameter = "INVALID_PARAMETER"
+	CodeValidation       = "VALIDATION_FAILED"
+	CodePageTooLarge     = "PAGE_TOO_LARGE"
+	CodeNotFound         = "NOT_FOUND"
+	CodeAlreadyExists    = "ALREADY_EXISTS"
+	CodeInUse            = "RECORD_IN_USE"
+	CodeConflict         = "CONFLICT"
+	CodeVersionConflict  = "VERSION_CONFLICT"
+
+	// The check-out lock.
+	CodeLockHeld            = "LOCK_HELD"
+	CodeLockLost            = "LOCK_LOST"
+	CodeUnableToAcquireLock = "UNABLE_TO_ACQUIRE_LOCK"
+
+	// Check-out and check-in refusals (FOLIO's codes where FOLIO has them).
+	CodeUserBarcodeNotFound   = "USER_BARCODE_NOT_FOUND"
+	CodeUserInactive          = "USER_IS_INACTIVE"
+	CodeItemBarcodeNotFound   = "ITEM_BARCODE_NOT_FOUND"
+	CodeItemAlreadyCheckedOut = "ITEM_ALREADY_CHECKED_OUT"
+	CodeItemHasOpenLoan       = "ITEM_HAS_OPEN_LOAN"
+	CodeItemStatusRefused     = "ITEM_STATUS_REFUSED"
+	CodeItemNotLoanable       = "ITEM_NOT_LOANABLE"
+	CodeItemLimit             = "ITEM_LIMIT"
+	CodeItemLimitMaterialType = "ITEM_LIMIT_MATERIAL_TYPE"
+	CodeItemLimitLoanType     = "ITEM_LIMIT_LOAN_TYPE"
+	CodeItemLimitBoth         = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
+	CodeNoLoanPolicy          = "NO_LOAN_POLICY"
+	CodeItemChanged           = "ITEM_CHANGED"
+	CodeNoOpenLoan            = "NO_OPEN_LOAN"
+
+	// Failures the client may retry.
+	CodeDatabaseUnavailable = "DATABASE_UNAVAILABLE"
+	CodeStorageUnavailable  = "STORAGE_UNAVAILABLE"
+	CodeTimeout             = "REQUEST_TIMEOUT"
+
+	// A bug.
+	CodeInternal = "INTERNAL_ERROR"
+)
+
+// MaxViolations is the most schema violations one 422 answer lists; the
+// answer's last entry says how many more there were.
+const MaxViolations = 50
