@@ -27,6 +27,10 @@ type Resource struct {
 	// Versioned records use optimistic locking on "_version": a create sets
 	// it to 1; an update must carry the stored value and increments it.
 	Versioned bool
+	// VersionOptional lets an update of a versioned record leave "_version"
+	// out, replacing whatever is stored (FOLIO clients of mod-settings do);
+	// one that names a version is still checked against it.
+	VersionOptional bool
 }
 
 // FilterKind says what values a filter accepts.
@@ -73,7 +77,8 @@ var (
 			{Param: "status", Kind: FilterText, Values: []string{"Open", "Closed"}}}}
 	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
 		Schema: "setting.json", CollectionSchema: "settings.json",
-		Filters: []Filter{{Param: "scope", Kind: FilterText}, {Param: "key", Kind: FilterText}}}
+		Filters:   []Filter{{Param: "scope", Kind: FilterText}, {Param: "key", Kind: FilterText}},
+		Versioned: true, VersionOptional: true}
 )
 
 // ItemStatuses are the item statuses FOLIO knows (schemas/item.json).

@@ -620,3 +620,32 @@ func TestEdgeInputsFoundByTheBattery(t *testing.T) {
 		t.Errorf("HEAD of an unknown lock = %d, want 404", res.status)
 	}
 }
+
+// TestCheckOutWriteHeadersAreValidated: the headers that make a loan
+// creation a check-out's fenced write are checked before any statement runs;
+// a version PostgreSQL's integer cannot hold is the client's mistake, not a
+// 500.
+func TestCheckOutWriteHeadersAreValidated(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	g := f.newGroup("g")
+	mt, lt := f.newMaterialType("m"), f.newLoanType("l")
+	patron := f.newPatron("p-1", g)
+	item := f.newItem(itemDoc("i-1", mt, lt))
+	body := jsonBody(loanDoc(patron, item, "Open"))
+	before := f.recordsSnapshot()
+	for _, c := range []badInputCase{
+		{header: map[string]string{ItemVersionHeader: "2147483648"}, code: "VALIDATION_FAILED"},
+		{header: map[string]string{ItemVersionHeader: "99999999999999999999"}, code: "VALIDATION_FAILED"},
+		{header: map[string]string{ItemVersionHeader: "0"}, code: "VALIDATION_FAILED"},
+		{header: map[string]string{ItemVersionHeader: "-1"}, code: "VALIDATION_FAILED"},
+		{header: map[string]string{ItemVersionHeader: "1.0"}, code: "VALIDATION_FAILED"},
+		{header: map[string]string{ItemVersionHeader: "one"}, code: "VALIDATION_FAILED"},
+		{header: map[string]string{LockIDHeader: "not-a-uuid"}, code: "INVALID_ID"},
+	} {
+		c.method, c.path, c.body, c.status = "POST", "/loan-storage/loans", body, http.StatusBadRequest
+		c.name = fmt.Sprint(c.header)
+		wantRefusal(t, sendBadInput(t, f, c), c.status, c.code)
+	}
+	f.wantUnchanged(before, "refused check-out writes")
+}

@@ -44,12 +44,14 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 		w.LockID = strings.ToLower(lockID)
 	}
 	if v := c.Request().Header.Get(ItemVersionHeader); v != "" {
-		n, err := strconv.Atoi(v)
+		// The column is a PostgreSQL integer: refuse what it cannot hold
+		// here, before any statement runs.
+		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 1 {
 			return w, storage.Errorf(storage.KindBadRequest, storage.CodeValidation,
-				"%s must be a positive integer", ItemVersionHeader).With("itemVersion", truncateText(v))
+				"%s must be an integer from 1 to 2147483647", ItemVersionHeader).With("itemVersion", truncateText(v))
 		}
-		w.ItemVersion = n
+		w.ItemVersion = int(n)
 	}
 	return w, nil
 }
@@ -183,11 +185,13 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 	}
 	version := 0
 	if r.Versioned {
-		if h.Version == nil {
+		if h.Version == nil && !r.VersionOptional {
 			return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
 				"_version: is required to update a %s (optimistic locking)", r.Name).With("_version", "")
 		}
-		version = *h.Version
+		if h.Version != nil {
+			version = *h.Version
+		}
 	}
 	if err := s.svc.Records.Update(c.Request().Context(), tenantOf(c), r, id, version, doc); err != nil {
 		return err

@@ -386,6 +386,7 @@ var crudCases = []crudCase{
 			}
 		}},
 	{name: "setting", path: "/settings/entries", schema: "setting.json", collection: "settings.json", plural: "items", table: "setting",
+		versioned: true,
 		arrange: func(f *fixture) crudArrangement {
 			return crudArrangement{
 				body: func(n int) map[string]any {
@@ -1255,4 +1256,30 @@ func TestLargeVersionIsRefusedNot500(t *testing.T) {
 	f.do("PUT", "/item-storage/items/"+uuid.NewString(),
 		`{"title":"t","status":{"name":"Available"},"materialTypeId":"`+uuid.NewString()+`","permanentLoanTypeId":"`+uuid.NewString()+`","_version":2147483648}`).
 		wantError(http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+}
+
+// TestSettingVersionIsOptional: a settings entry is versioned, but a client
+// may leave _version out (FOLIO's clients of mod-settings do) and replace
+// it; one that names a stale version is refused and changes nothing, so a
+// read-merge-write loses no concurrent change.
+func TestSettingVersionIsOptional(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id := f.post("/settings/entries", "setting.json", map[string]any{"scope": "s", "key": "k", "value": 1})
+	if created := f.do("GET", "/settings/entries/"+id, "").doc(); created["_version"] != 1.0 {
+		t.Fatalf("created %v, want _version 1", created)
+	}
+	put := func(body map[string]any) response {
+		return f.do("PUT", "/settings/entries/"+id, jsonBody(body))
+	}
+	put(map[string]any{"scope": "s", "key": "k", "value": 2}).wantStatus(http.StatusNoContent)
+	put(map[string]any{"scope": "s", "key": "k", "value": 3, "_version": 2}).wantStatus(http.StatusNoContent)
+	got := f.do("GET", "/settings/entries/"+id, "").wantStatus(http.StatusOK).wantSchema("setting.json").doc()
+	if got["_version"] != 3.0 || got["value"] != 3.0 {
+		t.Errorf("after two PUTs: %v, want _version 3 and value 3", got)
+	}
+	before := f.recordsSnapshot()
+	e := put(map[string]any{"scope": "s", "key": "k", "value": 4, "_version": 2}).wantError(http.StatusConflict, "VERSION_CONFLICT")
+	wantErrorParam(t, e, "_version", "3")
+	f.wantUnchanged(before, "a stale settings write")
 }

@@ -221,11 +221,13 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 // Update implements storage.RecordService.
 func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage) error {
 	tbl := table(t, spec(r).table)
-	sql := fmt.Sprintf(`UPDATE %s SET jsonb = %s WHERE id = $1`, tbl, withID(r, `to_jsonb(version + 1)`))
+	sql := fmt.Sprintf(`UPDATE %s SET jsonb = %s WHERE id = $1`, tbl, withID(r, `to_jsonb(coalesce(version, 0) + 1)`))
 	args := []any{id, doc}
 	if r.Versioned {
-		sql += ` AND version = $3`
-		args = append(args, version)
+		// Version 0 is "any version" for a resource whose version is
+		// optional on update.
+		sql += ` AND ($3::integer IS NULL OR version = $3::integer)`
+		args = append(args, nullableInt(version))
 	}
 	tag, err := s.db.pool.Exec(ctx, sql, args...)
 	if err != nil {
@@ -340,6 +342,14 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 		return e
 	}
 	return interpret(err, t)
+}
+
+// nullableInt is n, or SQL NULL for 0.
+func nullableInt(n int) any {
+	if n == 0 {
+		return nil
+	}
+	return n
 }
 
 // fieldValue reads a top-level string field of a JSON document, for messages.

@@ -1,0 +1,3 @@
+ALTER TABLE setting DROP COLUMN version;
+
+UPDATE setting SET jsonb = jsonb - '_version';
