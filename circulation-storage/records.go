@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/checkoutlock/schemas"
 )
@@ -98,6 +99,17 @@ type RecordFilter struct {
 	Params map[string]string
 	Offset int
 	Limit  int
+	// MaxBytes, when positive, bounds the page's records in bytes: a page
+	// that would be larger is an error (CodePageTooLarge) as soon as it
+	// passes the bound, so it is never held in memory whole.
+	MaxBytes int
+}
+
+// PageTooLarge is the error for a page of records over maxBytes.
+func PageTooLarge(maxBytes, limit int) *Error {
+	return Errorf(KindInvalid, CodePageTooLarge,
+		"The page of %d records would be larger than %d bytes; ask for fewer records (limit) and page with offset", limit, maxBytes).
+		With("limit", fmt.Sprint(limit)).With("maxPageBytes", fmt.Sprint(maxBytes))
 }
 
 // RecordService keeps FOLIO-shaped records as JSON documents. Documents

@@ -40,7 +40,7 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 	}
 	// From here on the request cannot cancel the work: the item and the
 	// loan must end up agreeing.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
 	before := item.Status
 	if item.Status != StatusAvailable {

@@ -97,7 +97,10 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	if err != nil {
 		return CheckOutResult{}, err
 	}
-	settings := s.settings.Effective(ctx)
+	settings, err := s.settings.Effective(ctx)
+	if err != nil {
+		return CheckOutResult{}, err
+	}
 	if !settings.Enabled {
 		// Exactly as before the feature existed: no lock calls at all.
 		return s.write(ctx, co, "")
@@ -360,10 +363,12 @@ func (s *Service) giveBack(ctx context.Context, lockID string) {
 	}
 }
 
-// writeTimeout bounds the write phase of a check-out or check-in, which runs
+// WriteTimeout bounds the write phase of a check-out or check-in, which runs
 // to the end even when the request is cancelled: once the item is changed,
-// leaving before the loan is settled could leave them disagreeing.
-const writeTimeout = 15 * time.Second
+// leaving before the loan is settled could leave them disagreeing. A request
+// may therefore take up to its own timeout plus this (plus the release of
+// its lock).
+const WriteTimeout = 15 * time.Second
 
 // settleTimeout bounds the repair work after a failed write.
 const settleTimeout = 5 * time.Second
@@ -374,7 +379,7 @@ const settleTimeout = 5 * time.Second
 // request cannot cancel. A write whose answer was lost is settled by reading
 // the loan back.
 func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckOutResult, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
 	loan := Loan{
 		ID:                     uuid.NewString(),

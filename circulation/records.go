@@ -179,9 +179,20 @@ type Storage interface {
 	Loans(ctx context.Context, f LoanFilter) (json.RawMessage, error)
 
 	// Setting reads one settings entry; found is false when there is none.
-	Setting(ctx context.Context, scope, key string) (value json.RawMessage, found bool, err error)
-	// PutSetting creates or replaces one settings entry.
-	PutSetting(ctx context.Context, scope, key string, value json.RawMessage) error
+	Setting(ctx context.Context, scope, key string) (entry SettingEntry, found bool, err error)
+	// PutSetting writes one settings entry's value: it creates the entry
+	// when prev is nil (CodeAlreadyExists if someone else did first), or
+	// replaces prev at the version it was read (KindConflict if it has
+	// changed since).
+	PutSetting(ctx context.Context, scope, key string, value json.RawMessage, prev *SettingEntry) error
+}
+
+// SettingEntry is a settings entry as storage keeps it.
+type SettingEntry struct {
+	ID    string
+	Value json.RawMessage
+	// Version is the entry's _version; 0 when storage keeps none.
+	Version int
 }
 
 // Okapi is the request-scoped FOLIO context passed on to storage.
@@ -189,6 +200,8 @@ type Okapi struct {
 	Tenant    string
 	RequestID string
 	Token     string
+	// UserID is X-Okapi-User-Id, the user the request acts for, if known.
+	UserID string
 }
 
 type okapiKey struct{}

@@ -34,6 +34,10 @@ type Circulation struct {
 	ReleaseTimeout time.Duration `env:"RELEASE_TIMEOUT" envDefault:"2s"`
 	// MaxBodyBytes bounds request bodies; larger ones get 413.
 	MaxBodyBytes int64 `env:"MAX_BODY_BYTES" envDefault:"1048576"`
+	// MaxHeaderBytes bounds a request's headers; larger ones get 431.
+	MaxHeaderBytes int `env:"MAX_HEADER_BYTES" envDefault:"65536"`
+	// SettingsCacheTenants bounds how many tenants' settings are cached.
+	SettingsCacheTenants int `env:"SETTINGS_CACHE_TENANTS" envDefault:"10000"`
 	// RequestTimeout bounds the work done for one request, retries included,
 	// up to its writes, which then finish on a deadline of their own.
 	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"20s"`
@@ -131,6 +135,10 @@ func (c Circulation) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be at least 1024, got %d", c.MaxBodyBytes))
 	}
+	errs = append(errs, validateLimits(c.MaxHeaderBytes)...)
+	if c.SettingsCacheTenants < 1 {
+		errs = append(errs, fmt.Errorf("SETTINGS_CACHE_TENANTS must be at least 1, got %d", c.SettingsCacheTenants))
+	}
 	return errors.Join(errs...)
 }
 
@@ -146,6 +154,8 @@ func (c Circulation) LogValue() slog.Value {
 		slog.Duration("storage_timeout", c.StorageTimeout),
 		slog.Duration("release_timeout", c.ReleaseTimeout),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Int("max_header_bytes", c.MaxHeaderBytes),
+		slog.Int("settings_cache_tenants", c.SettingsCacheTenants),
 		slog.Duration("request_timeout", c.RequestTimeout),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),

@@ -141,3 +141,17 @@ func (d Database) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// NetHTTPMaxHeaderBytes is net/http's own bound on a request's headers,
+// beyond which it answers 431 in plain text before a service sees the
+// request. MAX_HEADER_BYTES must stay below it, so that the services answer
+// oversized headers themselves, with the error envelope.
+const NetHTTPMaxHeaderBytes = 1 << 20
+
+// validateLimits checks MAX_HEADER_BYTES.
+func validateLimits(maxHeaderBytes int) []error {
+	if maxHeaderBytes < 4096 || maxHeaderBytes >= NetHTTPMaxHeaderBytes {
+		return []error{fmt.Errorf("MAX_HEADER_BYTES must be from 4096 to %d, got %d", NetHTTPMaxHeaderBytes-1, maxHeaderBytes)}
+	}
+	return nil
+}

@@ -23,7 +23,13 @@ type Storage struct {
 	SweepBatchSize int `env:"LOCK_SWEEP_BATCH_SIZE" envDefault:"1000"`
 	// MaxBodyBytes bounds request bodies; larger ones get 413.
 	MaxBodyBytes int64 `env:"MAX_BODY_BYTES" envDefault:"1048576"`
-	// RequestTimeout bounds the work done for one request.
+	// MaxHeaderBytes bounds a request's headers; larger ones get 431.
+	MaxHeaderBytes int `env:"MAX_HEADER_BYTES" envDefault:"65536"`
+	// MaxPageBytes bounds the records of one list answer; a larger page
+	// gets 422 PAGE_TOO_LARGE.
+	MaxPageBytes int `env:"MAX_PAGE_BYTES" envDefault:"4194304"`
+	// RequestTimeout bounds the work done for one request, the arrival of
+	// its body included.
 	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"10s"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
@@ -68,6 +74,10 @@ func (c Storage) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be at least 1024, got %d", c.MaxBodyBytes))
 	}
+	errs = append(errs, validateLimits(c.MaxHeaderBytes)...)
+	if c.MaxPageBytes < 65536 {
+		errs = append(errs, fmt.Errorf("MAX_PAGE_BYTES must be at least 65536, got %d", c.MaxPageBytes))
+	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("REQUEST_TIMEOUT must be a positive duration such as 10s, got %s", c.RequestTimeout))
 	}
@@ -88,6 +98,8 @@ func (c Storage) LogValue() slog.Value {
 		slog.Duration("lock_sweep_interval", c.SweepInterval),
 		slog.Int("lock_sweep_batch_size", c.SweepBatchSize),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Int("max_header_bytes", c.MaxHeaderBytes),
+		slog.Int("max_page_bytes", c.MaxPageBytes),
 		slog.Duration("request_timeout", c.RequestTimeout),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),

@@ -102,10 +102,13 @@ type Violation struct {
 	Value string
 }
 
-// ValidationError lists every violation of one document against one schema.
+// ValidationError lists the violations of one document against one schema:
+// at most MaxViolations of them, and how many more there were.
 type ValidationError struct {
 	Schema     string
 	Violations []Violation
+	// More is how many violations there were beyond those listed.
+	More int
 }
 
 func (e *ValidationError) Error() string {
@@ -116,6 +119,9 @@ func (e *ValidationError) Error() string {
 		} else {
 			msgs[i] = v.Field + ": " + v.Message
 		}
+	}
+	if e.More > 0 {
+		msgs = append(msgs, fmt.Sprintf("and %d more", e.More))
 	}
 	return fmt.Sprintf("%s: %s", e.Schema, strings.Join(msgs, "; "))
 }
@@ -141,7 +147,8 @@ func (s *Set) Validate(name string, doc any) error {
 	if !errors.As(err, &verr) {
 		return fmt.Errorf("validate against %s: %w", name, err)
 	}
-	return &ValidationError{Schema: name, Violations: violations(verr, doc)}
+	vs, more := violations(verr, doc)
+	return &ValidationError{Schema: name, Violations: vs, More: more}
 }
 
 // ValidateJSON decodes data and validates it against the named schema.
@@ -157,10 +164,17 @@ func (s *Set) ValidateJSON(name string, data []byte) error {
 // its leaves ("missing property 'userId'", "minimum: got 0, want 1"), except
 // that an anyOf or oneOf that failed is one violation naming its branches.
 // Wrappers such as "validation failed" or "$ref" add nothing and are skipped.
-func violations(root *jsonschema.ValidationError, doc any) []Violation {
+// It keeps the first MaxViolations and counts the rest, so that a document
+// of a hundred thousand unknown keys costs an answer of fifty lines.
+func violations(root *jsonschema.ValidationError, doc any) ([]Violation, int) {
 	var vs []Violation
+	more := 0
 	seen := map[Violation]bool{}
 	add := func(v Violation) {
+		if len(vs) >= MaxViolations {
+			more++
+			return
+		}
 		if !seen[v] {
 			seen[v] = true
 			vs = append(vs, v)
@@ -191,7 +205,11 @@ func violations(root *jsonschema.ValidationError, doc any) []Violation {
 				}
 				return
 			case *kind.AdditionalProperties:
-				for _, p := range k.Properties {
+				for i, p := range k.Properties {
+					if len(vs) >= MaxViolations {
+						more += len(k.Properties) - i
+						return
+					}
 					loc := append(e.InstanceLocation[:len(e.InstanceLocation):len(e.InstanceLocation)], p)
 					add(Violation{Field: field(loc), Message: "is not a known property", Value: valueAt(doc, loc)})
 				}
@@ -208,7 +226,7 @@ func violations(root *jsonschema.ValidationError, doc any) []Violation {
 	if len(vs) == 0 {
 		vs = append(vs, Violation{Message: "does not match the schema"})
 	}
-	return vs
+	return vs, more
 }
 
 // leafMessages is the messages of the leaves under e, for summarising a

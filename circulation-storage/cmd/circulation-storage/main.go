@@ -78,6 +78,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
 		LockMaxTTL:     time.Duration(cfg.LockMaxTTLMs) * time.Millisecond,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
+		MaxHeaderBytes: cfg.MaxHeaderBytes,
+		MaxPageBytes:   cfg.MaxPageBytes,
 		RequestTimeout: cfg.RequestTimeout,
 	}, httpapi.Services{
 		Locks:   postgres.NewLocks(db),
@@ -96,8 +98,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	srv := &http.Server{
 		Handler:           server,
 		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// Bodies are read on the request's deadline by the server's
+		// middleware; a client that does not read its answer is cut off
+		// a little after the longest a request can take.
+		WriteTimeout:   cfg.RequestTimeout + 5*time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: config.NetHTTPMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 
 	var wg sync.WaitGroup

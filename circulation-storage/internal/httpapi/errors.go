@@ -89,6 +89,10 @@ func (s *Server) toResponse(err error, c echo.Context) (int, errorsJSON, time.Du
 			}
 			body.Errors = append(body.Errors, e)
 		}
+		if ib.More > 0 {
+			body.Errors = append(body.Errors, errorJSON{Code: storage.CodeValidation,
+				Message: fmt.Sprintf("… and %d more violations (at most %d are listed)", ib.More, schemas.MaxViolations)})
+		}
 		return http.StatusUnprocessableEntity, body, 0
 	}
 	if de, ok := storage.AsError(err); ok {

@@ -65,6 +65,8 @@ func serve(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		LockDefaultTTL: 3 * time.Second,
 		LockMaxTTL:     10 * time.Minute,
 		MaxBodyBytes:   64 << 10,
+		MaxHeaderBytes: 16 << 10,
+		MaxPageBytes:   256 << 10,
 		RequestTimeout: 10 * time.Second,
 	}, Services{
 		Locks:   postgres.NewLocks(db),

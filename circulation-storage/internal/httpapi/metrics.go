@@ -62,5 +62,21 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) SweeperDeleted(n int) { m.sweeperDeleted.Add(float64(n)) }
 
 func (m *Metrics) observeRequest(method, route string, status int, elapsed time.Duration) {
-	m.requestDuration.WithLabelValues(method, route, strconv.Itoa(status)).Observe(elapsed.Seconds())
+	m.requestDuration.WithLabelValues(methodLabel(method), route, strconv.Itoa(status)).Observe(elapsed.Seconds())
+}
+
+// knownMethods are the HTTP methods that label metrics as themselves.
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true,
+	http.MethodDelete: true, http.MethodOptions: true, http.MethodConnect: true, http.MethodTrace: true,
+}
+
+// methodLabel is the method as a metric label: a client may send any token
+// as its method, and each new label value is a new series kept for ever, so
+// every method HTTP does not define is counted as OTHER.
+func methodLabel(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return "OTHER"
 }

@@ -118,7 +118,7 @@ func (s *Server) getRecord(c echo.Context, r storage.Resource) error {
 }
 
 func (s *Server) listRecords(c echo.Context, r storage.Resource) error {
-	f := storage.RecordFilter{Params: map[string]string{}}
+	f := storage.RecordFilter{Params: map[string]string{}, MaxBytes: s.cfg.MaxPageBytes}
 	for _, filter := range r.Filters {
 		v, ok, err := s.filterParam(c, filter)
 		if err != nil {

@@ -1046,7 +1046,7 @@ func TestSettingValuesAreAnyJSON(t *testing.T) {
 	res := f.do("POST", "/settings/entries", readme).wantStatus(http.StatusCreated).wantSchema("setting.json")
 	id := res.doc()["id"].(string)
 	want := jsonValue(t, []byte(readme)).(map[string]any)
-	want["id"] = id
+	want["id"], want["_version"] = id, 1.0
 	if got := f.do("GET", "/settings/entries/"+id, "").wantStatus(http.StatusOK).doc(); !reflect.DeepEqual(got, want) {
 		t.Errorf("GET = %v, want %v", got, want)
 	}
@@ -1057,7 +1057,7 @@ func TestSettingValuesAreAnyJSON(t *testing.T) {
 	changed := `{"scope":"mod-circulation","key":"checkoutLockFeature","value":{"checkOutLockFeatureEnabled":false,"lockTtl":5000}}`
 	f.do("PUT", "/settings/entries/"+id, changed).wantStatus(http.StatusNoContent)
 	want = jsonValue(t, []byte(changed)).(map[string]any)
-	want["id"] = id
+	want["id"], want["_version"] = id, 2.0
 	if got := f.do("GET", "/settings/entries/"+id, "").wantStatus(http.StatusOK).wantSchema("setting.json").doc(); !reflect.DeepEqual(got, want) {
 		t.Errorf("after PUT GET = %v, want %v", got, want)
 	}

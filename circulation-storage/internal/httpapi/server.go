@@ -26,7 +26,16 @@ import (
 type Config struct {
 	LockDefaultTTL time.Duration
 	LockMaxTTL     time.Duration
-	MaxBodyBytes   int64
+	MaxBodyBytes int64
+	// MaxHeaderBytes bounds the request's header block; larger ones get
+	// 431 with the envelope (net/http's own, larger, limit answers in
+	// plain text).
+	MaxHeaderBytes int
+	// MaxPageBytes bounds the records of one list answer, in bytes; a
+	// larger page is refused (422 PAGE_TOO_LARGE) rather than built.
+	MaxPageBytes int
+	// RequestTimeout bounds the work for one request, the reading of its
+	// body included.
 	RequestTimeout time.Duration
 }
 
@@ -180,17 +189,22 @@ func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// limits bounds the request body and the time spent on the request.
+// limits bounds what a request may make the server hold: its headers (in
+// size, and one value for each single-valued header), its body (in size,
+// and in time: the body is read here, before the handler, and must arrive
+// within the request's deadline), and the time spent on it.
 func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		req := c.Request()
-		if req.ContentLength > s.cfg.MaxBodyBytes {
-			return errBodyTooLarge(s.cfg.MaxBodyBytes)
+		if err := checkHeaders(c.Request(), s.cfg.MaxHeaderBytes); err != nil {
+			return err
 		}
-		req.Body = http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes)
-		ctx, cancel := context.WithTimeout(req.Context(), s.cfg.RequestTimeout)
+		deadline := time.Now().Add(s.cfg.RequestTimeout)
+		if err := readBody(c, s.cfg.MaxBodyBytes, deadline); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithDeadline(c.Request().Context(), deadline)
 		defer cancel()
-		c.SetRequest(req.WithContext(ctx))
+		c.SetRequest(c.Request().WithContext(ctx))
 		return next(c)
 	}
 }

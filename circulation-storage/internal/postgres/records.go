@@ -199,6 +199,7 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 	n := len(args)
 	tbl := table(t, sp.table)
 	docs := []json.RawMessage{}
+	size := 0
 	total, err := page(ctx, s.db.pool, t,
 		fmt.Sprintf(`SELECT jsonb, count(*) OVER () FROM %s WHERE %s ORDER BY %s OFFSET $%d LIMIT $%d`, tbl, where, sp.order, n+1, n+2),
 		fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s`, tbl, where),
@@ -208,6 +209,9 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 			var total int
 			if err := rows.Scan(&doc, &total); err != nil {
 				return 0, err
+			}
+			if size += len(doc); f.MaxBytes > 0 && size > f.MaxBytes {
+				return 0, storage.PageTooLarge(f.MaxBytes, f.Limit)
 			}
 			docs = append(docs, doc)
 			return total, nil

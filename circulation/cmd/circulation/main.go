@@ -66,7 +66,12 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		LockTTL:        time.Duration(cfg.LockTTLMs) * time.Millisecond,
 		RetryIntervals: cfg.RetryIntervalMs.Durations(),
 	}, cfg.SettingsCacheTTL, logger)
-	server := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, RequestTimeout: cfg.RequestTimeout},
+	settings.UseBounds(circulation.DefaultBounds(circulation.LockSettings{
+		LockTTL: time.Duration(cfg.LockTTLMs) * time.Millisecond, RetryIntervals: cfg.RetryIntervalMs.Durations(),
+	}, cfg.RequestTimeout))
+	settings.UseCacheSize(cfg.SettingsCacheTenants)
+	server := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxHeaderBytes: cfg.MaxHeaderBytes,
+		RequestTimeout: cfg.RequestTimeout},
 		httpapi.Services{
 			Circulation: circulation.NewService(storage, settings, metrics, logger, cfg.ReleaseTimeout),
 			Settings:    settings,
@@ -81,8 +86,14 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	srv := &http.Server{
 		Handler:           server,
 		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// Bodies are read on the request's deadline by the server's
+		// middleware. A client that does not read its answer is cut off
+		// once the longest a request can take has passed: its timeout,
+		// the write phase that outlives it, and the lock's release.
+		WriteTimeout:   cfg.RequestTimeout + circulation.WriteTimeout + cfg.ReleaseTimeout + 5*time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: config.NetHTTPMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()

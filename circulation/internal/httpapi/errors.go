@@ -10,7 +10,9 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -108,6 +110,10 @@ func toResponse(err error, c echo.Context) (int, errorsJSON, time.Duration) {
 			}
 			body.Errors = append(body.Errors, e)
 		}
+		if ib.More > 0 {
+			body.Errors = append(body.Errors, errorJSON{Code: circulation.CodeValidation,
+				Message: fmt.Sprintf("… and %d more violations (at most %d are listed)", ib.More, schemas.MaxViolations)})
+		}
 		return http.StatusUnprocessableEntity, body, 0
 	}
 	if de, ok := circulation.AsError(err); ok {
@@ -153,13 +159,18 @@ func envelope(message, code string, params ...circulation.Parameter) errorsJSON 
 	return errorsJSON{Errors: []errorJSON{{Message: message, Code: code, Parameters: params}}}
 }
 
+// mimeMergePatch is RFC 7386's media type, which PATCH accepts besides
+// application/json.
+const mimeMergePatch = "application/merge-patch+json"
+
 // bind reads the JSON body, validates it against the named schema and
-// decodes it into dst.
-func (s *Server) bind(c echo.Context, schema string, dst any) error {
+// decodes it into dst. The body must be application/json, or one of also.
+func (s *Server) bind(c echo.Context, schema string, dst any, also ...string) error {
 	req := c.Request()
 	mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
-	if err != nil || mediaType != echo.MIMEApplicationJSON {
-		return &httpError{http.StatusUnsupportedMediaType, codeUnsupportedMediaType, "Content-Type must be application/json"}
+	if err != nil || (mediaType != echo.MIMEApplicationJSON && !slices.Contains(also, mediaType)) {
+		return &httpError{http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
+			"Content-Type must be " + strings.Join(append([]string{echo.MIMEApplicationJSON}, also...), " or ")}
 	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {

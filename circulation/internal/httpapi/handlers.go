@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -129,17 +130,19 @@ func (s *Server) checkIn(c echo.Context) error {
 // listLoans is GET /circulation/loans: storage's loans, for the front desk.
 func (s *Server) listLoans(c echo.Context) error {
 	f := circulation.LoanFilter{Limit: 10}
-	q := c.QueryParams()
+	q, err := queryParams(c, "userId", "itemId", "status", "offset", "limit")
+	if err != nil {
+		return err
+	}
 	for _, name := range []string{"userId", "itemId"} {
 		if v := q.Get(name); v != "" && s.schemas.Validate("uuid.json", v) != nil {
 			return invalidParam(name, v, "must be a UUID")
 		}
 	}
-	f.UserID, f.ItemID, f.Status = q.Get("userId"), q.Get("itemId"), q.Get("status")
+	f.UserID, f.ItemID, f.Status = strings.ToLower(q.Get("userId")), strings.ToLower(q.Get("itemId")), q.Get("status")
 	if f.Status != "" && f.Status != "Open" && f.Status != "Closed" {
 		return invalidParam("status", f.Status, `must be "Open" or "Closed"`)
 	}
-	var err error
 	if f.Offset, err = intParam(c, "offset", 0, 0, 1<<31-1); err != nil {
 		return err
 	}
@@ -184,22 +187,47 @@ type settingsJSON struct {
 		LockTTL        circulation.Source `json:"lockTtl"`
 		RetryIntervals circulation.Source `json:"retryIntervalsMs"`
 	} `json:"sources"`
+	Bounds boundsJSON `json:"bounds"`
 }
 
-func toSettingsJSON(s circulation.LockSettings) settingsJSON {
+type rangeJSON struct {
+	Minimum int64 `json:"minimum"`
+	Maximum int64 `json:"maximum"`
+}
+
+type boundsJSON struct {
+	LockTTL        rangeJSON `json:"lockTtl"`
+	RetryWait      rangeJSON `json:"retryWaitMs"`
+	MaxRetries     int       `json:"maxRetries"`
+	MaxTotalWaitMs int64     `json:"maxTotalWaitMs"`
+}
+
+func toSettingsJSON(s circulation.LockSettings, b circulation.Bounds) settingsJSON {
 	out := settingsJSON{Enabled: s.Enabled, LockTTL: s.LockTTL.Milliseconds(), NoOfRetryAttempts: len(s.RetryIntervals),
 		SettingsError: s.SettingsError, RetryIntervalsMs: make([]int, len(s.RetryIntervals))}
 	for i, d := range s.RetryIntervals {
 		out.RetryIntervalsMs[i] = int(d.Milliseconds())
 	}
 	out.Sources.Enabled, out.Sources.LockTTL, out.Sources.RetryIntervals = s.EnabledSource, s.LockTTLSource, s.RetrySource
+	out.Bounds = boundsJSON{
+		LockTTL:        rangeJSON{b.MinLockTTL.Milliseconds(), b.MaxLockTTL.Milliseconds()},
+		RetryWait:      rangeJSON{b.MinRetryWait.Milliseconds(), b.MaxRetryWait.Milliseconds()},
+		MaxRetries:     b.MaxRetries,
+		MaxTotalWaitMs: b.MaxTotalWait.Milliseconds(),
+	}
 	return out
 }
 
 func (s *Server) getSettings(c echo.Context) error {
-	return c.JSON(http.StatusOK, toSettingsJSON(s.svc.Settings.Effective(c.Request().Context())))
+	effective, err := s.svc.Settings.Effective(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Bounds()))
 }
 
+// putSettings replaces the stored settings with the body, the whole
+// document.
 func (s *Server) putSettings(c echo.Context) error {
 	var stored circulation.StoredLockSettings
 	if err := s.bind(c, "checkout-lock-settings.json", &stored); err != nil {
@@ -209,22 +237,55 @@ func (s *Server) putSettings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toSettingsJSON(effective))
+	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Bounds()))
+}
+
+// patchSettings changes only the fields the body names (a JSON merge
+// patch; null removes a field).
+func (s *Server) patchSettings(c echo.Context) error {
+	var patch json.RawMessage
+	if err := s.bind(c, "checkout-lock-settings-patch.json", &patch, mimeMergePatch); err != nil {
+		return err
+	}
+	effective, err := s.svc.Settings.Patch(c.Request().Context(), patch)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Bounds()))
 }
 
 // parseDate reads an optional date-time the schema accepted. JSON Schema's
 // date-time (RFC 3339) allows a lowercase "t" and "z" and leap seconds; the
 // first two are read, a leap second is refused rather than replaced by now.
+// A date that falls outside the years 1 to 9999 once in UTC (9999-12-31
+// 23:59 at -23:59, say) cannot be written back in RFC 3339 and is refused
+// here, before anything is changed.
 func parseDate(field, value string) (time.Time, error) {
 	if value == "" {
 		return time.Time{}, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(value))
-	if err != nil {
+	if err != nil || t.UTC().Year() < 1 || t.UTC().Year() > 9999 {
 		return time.Time{}, circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation,
 			"%s: %q is not a date-time this service can use", field, value).With(field, truncate(value))
 	}
 	return t, nil
+}
+
+// queryParams returns the request's query parameters, refusing (422) any
+// not among allowed and any given more than once: a misspelt or repeated
+// filter must not silently widen a list to every patron's loans.
+func queryParams(c echo.Context, allowed ...string) (url.Values, error) {
+	q := c.QueryParams()
+	for name, values := range q {
+		if !slices.Contains(allowed, name) {
+			return nil, invalidParam(name, strings.Join(values, ","), "is not a parameter of this call; it takes "+strings.Join(allowed, ", "))
+		}
+		if len(values) > 1 {
+			return nil, invalidParam(name, values[0], "must be given at most once")
+		}
+	}
+	return q, nil
 }
 
 // intParam reads an integer query parameter within [min, max].

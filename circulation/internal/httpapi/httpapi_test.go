@@ -94,7 +94,7 @@ func newAPI(t *testing.T, env circulation.LockSettings) *api {
 	svc := circulation.NewService(client, settings, metrics, logger, time.Second)
 	w := &waits{}
 	svc.UseClock(time.Now, w.timer)
-	srv := New(Config{MaxBodyBytes: maxBody, RequestTimeout: 5 * time.Second},
+	srv := New(Config{MaxBodyBytes: maxBody, MaxHeaderBytes: 16 << 10, RequestTimeout: 5 * time.Second},
 		Services{Circulation: svc, Settings: settings, Storage: client, Ready: client.Ready}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)

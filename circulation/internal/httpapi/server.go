@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,7 +24,13 @@ import (
 
 // Config is what the HTTP layer needs from the configuration.
 type Config struct {
-	MaxBodyBytes   int64
+	MaxBodyBytes int64
+	// MaxHeaderBytes bounds the request's header block; larger ones get
+	// 431 with the envelope (net/http's own, larger, limit answers in
+	// plain text).
+	MaxHeaderBytes int
+	// RequestTimeout bounds the work for one request, the reading of its
+	// body included.
 	RequestTimeout time.Duration
 }
 
@@ -66,6 +73,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	get(e, "/circulation/loans/:id", s.getLoan, s.tenant)
 	get(e, "/circulation/settings/check-out-lock", s.getSettings, s.tenant)
 	e.PUT("/circulation/settings/check-out-lock", s.putSettings, s.tenant)
+	e.PATCH("/circulation/settings/check-out-lock", s.patchSettings, s.tenant)
 	s.echo = e
 	return s
 }
@@ -147,17 +155,23 @@ func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// limits bounds the request body and the time spent on the request.
+// limits bounds what a request may make the server hold: its headers (in
+// size, and one value for each single-valued header), its body (in size,
+// and in time: the body is read here, before the handler, and must arrive
+// within the request's deadline), and the time spent on it.
 func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		if req.ContentLength > s.cfg.MaxBodyBytes {
-			return errBodyTooLarge(s.cfg.MaxBodyBytes)
+		if err := checkHeaders(req, s.cfg.MaxHeaderBytes); err != nil {
+			return err
 		}
-		req.Body = http.MaxBytesReader(c.Response(), req.Body, s.cfg.MaxBodyBytes)
-		ctx, cancel := context.WithTimeout(req.Context(), s.cfg.RequestTimeout)
+		deadline := time.Now().Add(s.cfg.RequestTimeout)
+		if err := readBody(c, s.cfg.MaxBodyBytes, deadline); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithDeadline(req.Context(), deadline)
 		defer cancel()
-		c.SetRequest(req.WithContext(ctx))
+		c.SetRequest(c.Request().WithContext(ctx))
 		return next(c)
 	}
 }
@@ -181,8 +195,14 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 			return circulation.Errorf(circulation.KindBadRequest, circulation.CodeInvalidTenant,
 				"Invalid tenant %q: %s", shown, schemas.TenantRule).With("tenant", shown)
 		}
+		userID := req.Header.Get(schemas.HeaderUserID)
+		if userID != "" && s.schemas.Validate("uuid.json", userID) != nil {
+			return circulation.Errorf(circulation.KindBadRequest, schemas.CodeInvalidHeader,
+				"%s must be a UUID", schemas.HeaderUserID).With(schemas.HeaderUserID, truncate(userID))
+		}
 		id, _ := req.Context().Value(requestIDKey).(string)
-		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: req.Header.Get(TokenHeader)})
+		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: req.Header.Get(TokenHeader),
+			UserID: strings.ToLower(userID)})
 		c.SetRequest(req.WithContext(ctx))
 		return next(c)
 	}

@@ -276,10 +276,11 @@ func (c *Client) Loans(ctx context.Context, f circulation.LoanFilter) (json.RawM
 }
 
 type settingJSON struct {
-	ID    string          `json:"id,omitempty"`
-	Scope string          `json:"scope"`
-	Key   string          `json:"key"`
-	Value json.RawMessage `json:"value"`
+	ID      string          `json:"id,omitempty"`
+	Scope   string          `json:"scope"`
+	Key     string          `json:"key"`
+	Value   json.RawMessage `json:"value"`
+	Version int             `json:"_version,omitempty"`
 }
 
 func (c *Client) findSetting(ctx context.Context, scope, key string) (settingJSON, bool, error) {
@@ -296,32 +297,26 @@ func (c *Client) findSetting(ctx context.Context, scope, key string) (settingJSO
 }
 
 // Setting implements circulation.Storage.
-func (c *Client) Setting(ctx context.Context, scope, key string) (json.RawMessage, bool, error) {
+func (c *Client) Setting(ctx context.Context, scope, key string) (circulation.SettingEntry, bool, error) {
 	s, found, err := c.findSetting(ctx, scope, key)
-	return s.Value, found, err
+	return circulation.SettingEntry{ID: s.ID, Value: s.Value, Version: s.Version}, found, err
 }
 
-// PutSetting implements circulation.Storage: replace the entry if there is
-// one, else create it (and if another instance created it meanwhile,
-// replace that).
-func (c *Client) PutSetting(ctx context.Context, scope, key string, value json.RawMessage) error {
-	for range 2 {
-		s, found, err := c.findSetting(ctx, scope, key)
-		if err != nil {
-			return err
-		}
-		entry := settingJSON{Scope: scope, Key: key, Value: value}
-		if found {
-			entry.ID = s.ID
-			return c.call(ctx, http.MethodPut, "/settings/entries/"+url.PathEscape(s.ID), entry, nil)
-		}
-		err = c.call(ctx, http.MethodPost, "/settings/entries", entry, nil)
-		if !circulation.IsCode(err, circulation.CodeAlreadyExists) {
-			return err
-		}
-		// Another instance created it meanwhile: replace that one.
+// PutSetting implements circulation.Storage: create the entry, or replace
+// prev naming the _version it was read at, so that a write in between is a
+// conflict rather than lost.
+func (c *Client) PutSetting(ctx context.Context, scope, key string, value json.RawMessage, prev *circulation.SettingEntry) error {
+	entry := settingJSON{Scope: scope, Key: key, Value: value}
+	if prev == nil {
+		return c.call(ctx, http.MethodPost, "/settings/entries", entry, nil)
 	}
-	return circulation.Errorf(circulation.KindConflict, circulation.CodeConflict, "The setting changed meanwhile; try again")
+	entry.ID, entry.Version = prev.ID, prev.Version
+	err := c.call(ctx, http.MethodPut, "/settings/entries/"+url.PathEscape(prev.ID), entry, nil)
+	if circulation.IsKind(err, circulation.KindNotFound) {
+		// Deleted since it was read: as much a change as a new version.
+		return circulation.Errorf(circulation.KindConflict, circulation.CodeConflict, "The setting was deleted meanwhile").Because(err)
+	}
+	return err
 }
 
 // withFields returns doc with the given top-level fields replaced.

@@ -1,0 +1,158 @@
+package httpapi
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/checkoutlock/circulation"
+)
+
+// TestPatchSettingsOverHTTP: PATCH, as application/json or as a merge
+// patch, changes only what it names.
+func TestPatchSettingsOverHTTP(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	a.send(t, "PUT", "/circulation/settings/check-out-lock", `{"checkOutLockFeatureEnabled":false}`).
+		want(t, http.StatusOK, "checkout-lock-settings-effective.json")
+	var got settingsJSON
+	a.do(t, "PATCH", "/circulation/settings/check-out-lock", strings.NewReader(`{"lockTtl":5000}`),
+		map[string]string{TenantHeader: tenant, "Content-Type": "application/merge-patch+json"}).
+		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &got)
+	if got.Enabled || got.Sources.Enabled != circulation.FromSettings || got.LockTTL != 5000 || got.Bounds.LockTTL.Minimum != 1000 {
+		t.Errorf("PATCH answered %+v, want still off and lockTtl 5000", got)
+	}
+	a.send(t, "PATCH", "/circulation/settings/check-out-lock", `{"checkOutLockFeatureEnabled":null}`).
+		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &got)
+	if !got.Enabled || got.Sources.Enabled != circulation.FromEnvironment || got.LockTTL != 5000 {
+		t.Errorf("PATCH null answered %+v, want the environment's (on) and lockTtl 5000", got)
+	}
+	raw, _ := a.fake.Setting(circulation.SettingsScope, circulation.SettingsKey)
+	if string(raw) != `{"lockTtl":5000}` {
+		t.Errorf("stored %s, want {\"lockTtl\":5000}", raw)
+	}
+	for _, body := range []string{`{"lockTtl":"5000"}`, `{"lockTTL":5000}`, `{"lockTtl":999}`, `[]`} {
+		res := a.send(t, "PATCH", "/circulation/settings/check-out-lock", body).want(t, http.StatusUnprocessableEntity, "errors.json")
+		if codes := res.codes(t); codes[0] != circulation.CodeValidation {
+			t.Errorf("PATCH %s: codes %q", body, codes)
+		}
+	}
+	if raw2, _ := a.fake.Setting(circulation.SettingsScope, circulation.SettingsKey); string(raw2) != string(raw) {
+		t.Errorf("refused patches changed the setting to %s", raw2)
+	}
+}
+
+// TestLoansRefuseUnknownAndRepeatedParameters: a filter the call does not
+// know, or one given twice, must not widen the list to every patron's loans.
+func TestLoansRefuseUnknownAndRepeatedParameters(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	h := map[string]string{TenantHeader: tenant}
+	for _, q := range []string{"userId[]=" + patronID, "userid=" + patronID, "userId=" + patronID + "&userId=" + patronID, "limit=1&limit=2"} {
+		res := a.do(t, "GET", "/circulation/loans?"+q, nil, h).want(t, http.StatusUnprocessableEntity, "errors.json")
+		if codes := res.codes(t); codes[0] != circulation.CodeInvalidParameter {
+			t.Errorf("?%s: codes %q, want INVALID_PARAMETER", q, codes)
+		}
+	}
+	if n := a.fake.Count("GET /loan-storage/loans"); n != 0 {
+		t.Errorf("storage was asked for loans %d times", n)
+	}
+}
+
+// TestHeadersAreChecked: one tenant per request, a user id that is a UUID,
+// and headers within the bound, each answered with the envelope.
+func TestHeadersAreChecked(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	for _, c := range []struct {
+		name   string
+		header http.Header
+		status int
+		code   string
+	}{
+		{"two tenants", http.Header{TenantHeader: {tenant, "other"}}, http.StatusBadRequest, "INVALID_TENANT"},
+		{"two request ids", http.Header{TenantHeader: {tenant}, RequestIDHeader: {"a", "b"}}, http.StatusBadRequest, "INVALID_HEADER"},
+		{"user id not a UUID", http.Header{TenantHeader: {tenant}, "X-Okapi-User-Id": {"nobody"}}, http.StatusBadRequest, "INVALID_HEADER"},
+		{"huge headers", http.Header{TenantHeader: {tenant}, "X-Padding": {strings.Repeat("p", 17<<10)}},
+			http.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE"},
+	} {
+		req, err := http.NewRequest("POST", a.url+"/circulation/check-out-by-barcode", strings.NewReader(checkOutBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = c.header
+		req.Header.Set("Content-Type", "application/json")
+		res, err := a.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		r := response{status: res.StatusCode, header: res.Header, body: body}
+		r.want(t, c.status, "errors.json")
+		if codes := r.codes(t); codes[0] != c.code {
+			t.Errorf("%s: codes %q, want %s", c.name, codes, c.code)
+		}
+	}
+	if w := a.fake.Writes(); len(w) != 0 {
+		t.Errorf("storage writes: %+v", w)
+	}
+}
+
+// TestCheckInValidatesBeforeWriting: a check-in date that cannot be written
+// back is refused before the item is touched.
+func TestCheckInValidatesBeforeWriting(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, http.StatusCreated, "circulation-loan.json")
+	writes := len(a.fake.Writes())
+	for _, date := range []string{"9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+00:01"} {
+		res := a.send(t, "POST", "/circulation/check-in-by-barcode",
+			`{"itemBarcode":"`+itemBarcode+`","servicePointId":"`+servicePoint+`","checkInDate":"`+date+`"}`).
+			want(t, http.StatusUnprocessableEntity, "errors.json")
+		if codes := res.codes(t); codes[0] != circulation.CodeValidation {
+			t.Errorf("checkInDate %s: codes %q", date, codes)
+		}
+	}
+	if w := a.fake.Writes(); len(w) != writes {
+		t.Errorf("storage writes: %+v", w[writes:])
+	}
+	if item, _ := a.fake.Item(itemID); item.Status != "Checked out" || item.Version != 2 {
+		t.Errorf("item %+v, want still checked out at _version 2", item)
+	}
+}
+
+// TestManyViolationsAreCapped: fifty violations are listed, and how many
+// more there were.
+func TestManyViolationsAreCapped(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	var b strings.Builder
+	b.WriteString(strings.TrimSuffix(checkOutBody, "}"))
+	for i := range 200 {
+		fmt.Fprintf(&b, `,"k%d":1`, i)
+	}
+	b.WriteString("}")
+	res := a.send(t, "POST", "/circulation/check-out-by-barcode", b.String()).want(t, http.StatusUnprocessableEntity, "errors.json")
+	var env errorsJSON
+	res.decode(t, &env)
+	if len(env.Errors) != 51 || env.Errors[50].Message != "… and 150 more violations (at most 50 are listed)" {
+		t.Errorf("%d entries, the last %+v", len(env.Errors), env.Errors[len(env.Errors)-1])
+	}
+}
+
+// TestInventedMethodsShareOneMetricLabel: methods HTTP does not define are
+// all counted as OTHER.
+func TestInventedMethodsShareOneMetricLabel(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	for i := range 100 {
+		a.do(t, fmt.Sprintf("INVENTED%d", i), "/circulation/check-out-by-barcode", nil, map[string]string{TenantHeader: tenant})
+	}
+	res := a.do(t, "GET", "/metrics", nil, nil)
+	if strings.Contains(string(res.body), `method="INVENTED`) || !strings.Contains(string(res.body), `method="OTHER"`) {
+		t.Errorf("metrics name invented methods, or not OTHER")
+	}
+}
