@@ -26,7 +26,7 @@ import (
 type Config struct {
 	LockDefaultTTL time.Duration
 	LockMaxTTL     time.Duration
-	MaxBodyBytes int64
+	MaxBodyBytes   int64
 	// MaxHeaderBytes bounds the request's header block; larger ones get
 	// 431 with the envelope (net/http's own, larger, limit answers in
 	// plain text).
