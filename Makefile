@@ -26,7 +26,7 @@ run: build
 test: lint
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -race -count=1 $(UNIT_PKGS)
-	$(GO) test -race -count=1 -v ./integration-tests/
+	$(GO) test -race -count=1 -v ./integration-tests/ ./integration-tests/contract/
 	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke
 
 ## bench: the benchmarks against real processes, a few minutes; table on stdout, results.json and charts in $(BENCH_OUT)

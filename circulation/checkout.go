@@ -293,23 +293,34 @@ func (b *intervals) NextBackOff() time.Duration {
 
 func (b *intervals) Reset() { b.next = 0 }
 
-// acquire takes the patron's lock, retrying while it is held by another
-// check-out or storage fails transiently, and never after a 4xx. It stops
-// when the intervals run out or the request ends. Every attempt names the
+// acquire takes the patron's lock. The configured retry intervals are a
+// budget, not a schedule of sleeps: the first attempt asks storage to wait
+// up to their sum (never past the request's deadline) and is answered the
+// moment the holder releases the lock, so a patron's burst of scans goes
+// through at once. The intervals keep their schedule for what waiting
+// cannot cover: storage failing transiently (5xx, no answer), and a held
+// lock answered at once (a storage that does not wait, such as FOLIO's);
+// each retry then asks for the budget that is left. A held lock after
+// storage waited out the budget, or a 4xx, ends it. Every attempt names the
 // same lock id, chosen here: if an attempt's answer is lost after storage
 // granted the lock, the next attempt gets the same lock back instead of
 // finding itself in the way, and a lock whose grant was never heard of can
 // still be released.
 func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSettings) (Lock, error) {
 	start := s.now()
+	giveUp := start.Add(total(settings.RetryIntervals))
 	attempts := 0
 	lockID := uuid.NewString()
 	var lock Lock
 	var last error // the last attempt's own answer
 	err := backoff.RetryNotifyWithTimer(func() error {
 		attempts++
-		lock, last = s.storage.AcquireLock(ctx, patron.ID, lockID, settings.LockTTL)
-		if last == nil || IsCode(last, CodeLockHeld) || IsKind(last, KindUnavailable) {
+		wait := waitWithin(ctx, giveUp.Sub(s.now()))
+		lock, last = s.storage.AcquireLock(ctx, patron.ID, lockID, settings.LockTTL, wait)
+		switch {
+		case last == nil || IsKind(last, KindUnavailable):
+			return last
+		case IsCode(last, CodeLockHeld) && !storageWaited(last):
 			return last
 		}
 		return backoff.Permanent(last)
@@ -332,6 +343,34 @@ func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSetti
 		return Lock{}, fmt.Errorf("acquire lock: %w", ctx.Err())
 	}
 	return Lock{}, err
+}
+
+// deadlineMargin is kept free at the end of a request's deadline, so that a
+// wait for the lock ends in time for the check-out to answer.
+const deadlineMargin = time.Second
+
+// waitWithin is d, cut so that it ends deadlineMargin before ctx's deadline,
+// and never negative.
+func waitWithin(ctx context.Context, d time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)-deadlineMargin)
+	}
+	return max(d, 0)
+}
+
+// storageWaited reports whether a held-lock answer came after storage
+// waited for the lock (it then names waitedMs), rather than at once.
+func storageWaited(err error) bool {
+	e, ok := AsError(err)
+	if !ok {
+		return false
+	}
+	for _, p := range e.Parameters {
+		if p.Key == "waitedMs" {
+			return true
+		}
+	}
+	return false
 }
 
 // release gives the lock back on every path of a check-out, including a

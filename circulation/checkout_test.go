@@ -802,7 +802,7 @@ func TestStoredSettingsOverrideTheEnvironment(t *testing.T) {
 	s := newStack(t, lockOff)
 	s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey,
 		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 7000, "retryIntervalsMs": []int{100, 200}})
-	got := s.settings.Effective(okapi(t))
+	got := effective(t, s.settings, okapi(t))
 	want := circulation.LockSettings{Enabled: true, LockTTL: 7 * time.Second, RetryIntervals: ms(100, 200),
 		EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromSettings}
 	if !reflect.DeepEqual(got, want) {
@@ -830,14 +830,14 @@ func TestFolioRetrySettings(t *testing.T) {
 		{"attempts and interval", map[string]any{"noOfRetryAttempts": 2, "retryInterval": 250}, ms(250, 250)},
 		{"attempts only: the environment's first wait", map[string]any{"noOfRetryAttempts": 1}, ms(500)},
 		{"interval only: the environment's count", map[string]any{"retryInterval": 50}, ms(50, 50, 50)},
-		{"retryIntervalsMs wins", map[string]any{"noOfRetryAttempts": 5, "retryInterval": 50, "retryIntervalsMs": []int{10}}, ms(10)},
+		{"retryIntervalsMs wins", map[string]any{"noOfRetryAttempts": 5, "retryInterval": 50, "retryIntervalsMs": []int{60}}, ms(60)},
 		{"no retries", map[string]any{"noOfRetryAttempts": 0}, ms()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
 			s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, tc.stored)
-			got := s.settings.Effective(okapi(t))
+			got := effective(t, s.settings, okapi(t))
 			want := circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: tc.waits,
 				EnabledSource: circulation.FromEnvironment, LockTTLSource: circulation.FromEnvironment, RetrySource: circulation.FromSettings}
 			if !reflect.DeepEqual(got, want) {
@@ -856,7 +856,7 @@ func TestUnreadableSettingsFallBackToTheEnvironment(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.fake.FailSettingsGet(http.StatusInternalServerError)
-	got := s.settings.Effective(okapi(t))
+	got := effective(t, s.settings, okapi(t))
 	if got.SettingsError == "" {
 		t.Error("no settingsError reported")
 	}
@@ -878,7 +878,7 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOff)
 	ctx := okapi(t)
-	if got := s.settings.Effective(ctx); got.Enabled { // cached now
+	if got := effective(t, s.settings, ctx); got.Enabled { // cached now
 		t.Fatalf("effective before put %+v, want off", got)
 	}
 	on, ttl := true, 4000
@@ -888,7 +888,7 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 	}
 	want := circulation.LockSettings{Enabled: true, LockTTL: 4 * time.Second, RetryIntervals: ms(500, 500, 1000),
 		EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromEnvironment}
-	if got := s.settings.Effective(ctx); !reflect.DeepEqual(put, want) || !reflect.DeepEqual(got, want) {
+	if got := effective(t, s.settings, ctx); !reflect.DeepEqual(put, want) || !reflect.DeepEqual(got, want) {
 		t.Errorf("put answered %+v, effective %+v; want %+v", put, got, want)
 	}
 	wantStored(t, s.fake, `{"checkOutLockFeatureEnabled":true,"lockTtl":4000}`)
@@ -905,7 +905,7 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 	if _, err := s.settings.Put(ctx, circulation.StoredLockSettings{CheckOutLockFeatureEnabled: &off}); err != nil {
 		t.Fatalf("second put: %v", err)
 	}
-	got := s.settings.Effective(ctx)
+	got := effective(t, s.settings, ctx)
 	if got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != 3*time.Second || got.LockTTLSource != circulation.FromEnvironment {
 		t.Errorf("effective after second put %+v", got)
 	}
@@ -919,7 +919,9 @@ func TestPutInvalidSettingsWritesNothing(t *testing.T) {
 	zero, negative := 0, []int{100, -1}
 	for _, stored := range []circulation.StoredLockSettings{{LockTTL: &zero}, {RetryIntervalsMs: &negative}} {
 		_, err := s.settings.Put(okapi(t), stored)
-		wantError(t, err, circulation.KindInvalid, circulation.CodeValidation)
+		if r := refusals(t, err); len(r) != 1 || !strings.HasPrefix(r[0], "VALIDATION_FAILED: ") {
+			t.Errorf("refusals %q, want one VALIDATION_FAILED", r)
+		}
 	}
 	if calls := s.fake.Calls(); len(calls) != 0 {
 		t.Errorf("calls %+v, want none", calls)
@@ -1007,7 +1009,7 @@ func TestInvalidStoredSettingsFallBackToTheEnvironment(t *testing.T) {
 	} {
 		s := newStack(t, lockOn)
 		s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, value)
-		got := s.settings.Effective(okapi(t))
+		got := effective(t, s.settings, okapi(t))
 		if got.LockTTL != lockOn.LockTTL || got.LockTTLSource != circulation.FromEnvironment ||
 			got.RetrySource != circulation.FromEnvironment || got.SettingsError == "" {
 			t.Errorf("stored %v: effective %+v, want the environment's values and a settings error", value, got)
@@ -1028,12 +1030,12 @@ func TestUnreadableSettingsKeepTheLastRead(t *testing.T) {
 	s := newStack(t, env)
 	s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, map[string]any{"checkOutLockFeatureEnabled": true})
 	s.settings.UseClock(s.clock.Now)
-	if got := s.settings.Effective(okapi(t)); !got.Enabled || got.EnabledSource != circulation.FromSettings {
+	if got := effective(t, s.settings, okapi(t)); !got.Enabled || got.EnabledSource != circulation.FromSettings {
 		t.Fatalf("effective %+v, want enabled from settings", got)
 	}
 	s.fake.FailSettingsGet(http.StatusServiceUnavailable)
 	s.clock.Advance(2 * time.Minute) // past the cache period
-	got := s.settings.Effective(okapi(t))
+	got := effective(t, s.settings, okapi(t))
 	if !got.Enabled || got.SettingsError == "" {
 		t.Errorf("effective during the outage %+v, want the last read (enabled) and a settings error", got)
 	}
@@ -1051,11 +1053,11 @@ func TestOneInvalidStoredFieldKeepsTheOthers(t *testing.T) {
 	env.Enabled = false
 	s := newStack(t, env)
 	s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey,
-		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 0, "retryIntervalsMs": []int{10, 20}})
-	got := s.settings.Effective(okapi(t))
+		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 0, "retryIntervalsMs": []int{100, 200}})
+	got := effective(t, s.settings, okapi(t))
 	if !got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != env.LockTTL ||
 		got.LockTTLSource != circulation.FromEnvironment || got.RetrySource != circulation.FromSettings ||
-		!strings.Contains(got.SettingsError, "lockTtl must be 1..600000, got 0") {
+		!strings.Contains(got.SettingsError, "lockTtl: must be from 1000 to 600000 ms, got 0") {
 		t.Errorf("effective %+v, want enabled and waits from settings, lockTtl from the environment, and the error named", got)
 	}
 }
@@ -1142,5 +1144,75 @@ func TestCancelledRequestStillFinishesItsWrites(t *testing.T) {
 	}
 	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
 		t.Errorf("locks %+v, want one, released", locks)
+	}
+}
+
+// TestCheckOutRetriesAnUnheardGrantUnderTheSameLockID: storage grants the
+// first acquire but its answer is lost (a 503 after the commit, or the
+// connection cut). The retry names the same lock id, so storage renews the
+// check-out's own lock instead of refusing it as another's (LOCK_HELD until
+// the TTL runs out), and the loan is created under that lock.
+func TestCheckOutRetriesAnUnheardGrantUnderTheSameLockID(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		how   storagefake.AnswerLoss
+		first int // the status the unheard grant was recorded with
+	}{
+		{"503 after the grant", storagefake.AnswerUnavailable, http.StatusServiceUnavailable},
+		{"connection cut after the grant", storagefake.AnswerCut, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			s.fake.LoseAcquireAnswers(1, tc.how)
+			res, err := s.checkOut(t)
+			if err != nil {
+				t.Fatalf("check-out: %v", err)
+			}
+			var ids []string
+			var statuses []int
+			for _, c := range s.fake.Calls() {
+				if c.Route != storagefake.RouteAcquire {
+					continue
+				}
+				var body struct {
+					ID string `json:"id"`
+				}
+				if err := json.Unmarshal([]byte(c.Body), &body); err != nil || body.ID == "" {
+					t.Fatalf("acquire body %s names no lock id (%v)", c.Body, err)
+				}
+				ids, statuses = append(ids, body.ID), append(statuses, c.Status)
+			}
+			if len(ids) != 2 || ids[0] != ids[1] {
+				t.Fatalf("acquires named lock ids %q, want two naming the same one", ids)
+			}
+			if !slices.Equal(statuses, []int{tc.first, http.StatusCreated}) {
+				t.Errorf("acquire statuses %v, want %d then 201", statuses, tc.first)
+			}
+			lockID := ids[0]
+			wantWaits(t, s.clock, ms(500))
+			if want := []attempt{{2, 500 * time.Millisecond}}; !reflect.DeepEqual(s.obs.acquired, want) {
+				t.Errorf("observer acquired %+v, want %+v", s.obs.acquired, want)
+			}
+			// One lock, granted unheard, renewed, written under, released.
+			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].ID != lockID || !locks[0].Released {
+				t.Errorf("locks %+v, want the one lock %s, released", locks, lockID)
+			}
+			for _, c := range s.fake.Calls() {
+				if c.Route == storagefake.RoutePostLoan && (c.LockID != lockID || c.Status != http.StatusCreated) {
+					t.Errorf("loan created with X-Check-Out-Lock-Id %q (status %d), want %q and 201", c.LockID, c.Status, lockID)
+				}
+				if c.Route == storagefake.RouteRelease && c.Path != "/check-out-lock-storage/"+lockID {
+					t.Errorf("released %s, want the lock %s", c.Path, lockID)
+				}
+			}
+			wantCount(t, s.fake, storagefake.RoutePostLoan, 1)
+			wantCount(t, s.fake, storagefake.RouteRelease, 1)
+			wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+			if loans := s.fake.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID || !res.Locked {
+				t.Errorf("loans %+v (locked: %t), want the one returned (%s), under the lock", loans, res.Locked, res.Loan.ID)
+			}
+		})
 	}
 }

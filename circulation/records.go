@@ -158,8 +158,11 @@ type Storage interface {
 	CountOpenLoans(ctx context.Context, userID, materialTypeID, loanTypeID string) (int, error)
 
 	// AcquireLock takes the patron's lock under the given lock id; asking
-	// again with the id of a live lock one holds renews it.
-	AcquireLock(ctx context.Context, userID, lockID string, ttl time.Duration) (Lock, error)
+	// again with the id of a live lock one holds renews it. With a positive
+	// wait, storage waits up to that long for a held lock to be released;
+	// an error with CodeLockHeld then says, in its parameter waitedMs, that
+	// storage did wait (one without it was answered at once).
+	AcquireLock(ctx context.Context, userID, lockID string, ttl, wait time.Duration) (Lock, error)
 	ReleaseLock(ctx context.Context, lockID string) error
 
 	// UpdateItem writes item (its Doc with Status changed) under optimistic

@@ -17,6 +17,20 @@ type Storage struct {
 	LockDefaultTTLMs int `env:"LOCK_DEFAULT_TTL_MS" envDefault:"3000"`
 	// LockMaxTTLMs is the longest lifetime a request may ask for.
 	LockMaxTTLMs int `env:"LOCK_MAX_TTL_MS" envDefault:"600000"`
+	// LockMaxWaitMs is the longest an acquisition may wait for a held lock
+	// (waitMs); it must cover circulation's retry budget.
+	LockMaxWaitMs int `env:"LOCK_MAX_WAIT_MS" envDefault:"20000"`
+	// LockWaitPoll is the safety-net interval at which waiters try a held
+	// lock while release notifications arrive; while they do not, waiters
+	// try every LockWaitPollUnlistened.
+	LockWaitPoll           time.Duration `env:"LOCK_WAIT_POLL_INTERVAL" envDefault:"250ms"`
+	LockWaitPollUnlistened time.Duration `env:"LOCK_WAIT_POLL_UNLISTENED" envDefault:"50ms"`
+	// LockMaxWaiters bounds the acquisitions waiting on one instance.
+	LockMaxWaiters int `env:"LOCK_MAX_WAITERS" envDefault:"10000"`
+	// ListenDatabaseURL is the connection the release listener uses, when
+	// it cannot be DATABASE_URL's (behind a transaction-mode pooler,
+	// LISTEN needs a direct connection).
+	ListenDatabaseURL string `env:"LISTEN_DATABASE_URL"`
 	// SweepInterval is how often expired locks are deleted, across tenants.
 	SweepInterval time.Duration `env:"LOCK_SWEEP_INTERVAL" envDefault:"30s"`
 	// SweepBatchSize bounds each DELETE of the sweeper.
@@ -65,6 +79,16 @@ func (c Storage) Validate() error {
 	if c.LockDefaultTTLMs < 1 || c.LockDefaultTTLMs > c.LockMaxTTLMs {
 		errs = append(errs, fmt.Errorf("LOCK_DEFAULT_TTL_MS must be 1..LOCK_MAX_TTL_MS (%d), got %d", c.LockMaxTTLMs, c.LockDefaultTTLMs))
 	}
+	if c.LockMaxWaitMs < 0 || c.LockMaxWaitMs > 600000 {
+		errs = append(errs, fmt.Errorf("LOCK_MAX_WAIT_MS must be 0..600000, got %d", c.LockMaxWaitMs))
+	}
+	if c.LockWaitPoll < 10*time.Millisecond || c.LockWaitPollUnlistened < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("LOCK_WAIT_POLL_INTERVAL and LOCK_WAIT_POLL_UNLISTENED must be at least 10ms, got %s and %s",
+			c.LockWaitPoll, c.LockWaitPollUnlistened))
+	}
+	if c.LockMaxWaiters < 1 {
+		errs = append(errs, fmt.Errorf("LOCK_MAX_WAITERS must be at least 1, got %d", c.LockMaxWaiters))
+	}
 	if c.SweepInterval <= 0 {
 		errs = append(errs, fmt.Errorf("LOCK_SWEEP_INTERVAL must be a positive duration such as 30s, got %s", c.SweepInterval))
 	}
@@ -95,6 +119,11 @@ func (c Storage) LogValue() slog.Value {
 		slog.Int("db_max_conns", int(c.Database.MaxConns)),
 		slog.Int("lock_default_ttl_ms", c.LockDefaultTTLMs),
 		slog.Int("lock_max_ttl_ms", c.LockMaxTTLMs),
+		slog.Int("lock_max_wait_ms", c.LockMaxWaitMs),
+		slog.Duration("lock_wait_poll_interval", c.LockWaitPoll),
+		slog.Duration("lock_wait_poll_unlistened", c.LockWaitPollUnlistened),
+		slog.Int("lock_max_waiters", c.LockMaxWaiters),
+		slog.String("listen_database", c.ListenConnString(true)),
 		slog.Duration("lock_sweep_interval", c.SweepInterval),
 		slog.Int("lock_sweep_batch_size", c.SweepBatchSize),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
@@ -104,4 +133,17 @@ func (c Storage) LogValue() slog.Value {
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 	)
+}
+
+// ListenConnString is the release listener's connection string:
+// LISTEN_DATABASE_URL, or the pool's. With redacted, a password is masked.
+func (c Storage) ListenConnString(redacted bool) string {
+	d := c.Database
+	if c.ListenDatabaseURL != "" {
+		d = Database{URL: c.ListenDatabaseURL}
+	}
+	if redacted {
+		return d.Redacted()
+	}
+	return d.ConnString()
 }

@@ -58,8 +58,9 @@ func itemStatus(t *testing.T, c *harness.Cluster, barcode string) string {
 }
 
 // TestFaultStorageUnreachableWhileAcquiring: storage goes away while a
-// check-out waits to retry a held lock. The check-out answers a clean 503,
-// nothing is written, and once storage is back the check-out succeeds.
+// check-out waits there for a held lock. The check-out retries on its
+// interval schedule, answers a clean 503, nothing is written, and once
+// storage is back the check-out succeeds.
 func TestFaultStorageUnreachableWhileAcquiring(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, RetryIntervalMs: "300|300|300", StorageProxy: true})
@@ -69,12 +70,11 @@ func TestFaultStorageUnreachableWhileAcquiring(t *testing.T) {
 	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, patron), "ttlMs": 60000}).
 		Want(t, http.StatusCreated).Decode(t, &lock)
 
-	held := `checkout_lock_acquisitions_total{outcome="held"}`
-	before := metric(t, c, c.Storage, held)
 	result := make(chan harness.Response, 1)
 	go func() { result <- c.CheckOut(0, item, patron) }()
-	// The first attempt was refused: the check-out now waits to retry.
-	waitFor(t, "the check-out's first lock attempt", func() bool { return metric(t, c, c.Storage, held) > before })
+	// The first attempt found the lock held: the check-out now waits at
+	// storage for it.
+	waitFor(t, "the check-out to wait at storage", func() bool { return metric(t, c, c.Storage, "checkout_lock_waiters") == 1 })
 	c.StorageProxy.Refuse(true)
 	c.StorageProxy.Cut()
 
@@ -210,7 +210,8 @@ func TestFaultCirculationKilledHoldingLock(t *testing.T) {
 
 // TestFaultReleaseFails: the release (DELETE) of the lock is lost in
 // transit. The check-out still answers 201; the lock stays until its TTL,
-// so the patron's next check-out waits for it (retrying) and succeeds.
+// so the patron's next check-out waits for it at storage, is woken when it
+// expires, and succeeds, in one attempt.
 func TestFaultReleaseFails(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, LockTTLMs: 1000,
@@ -230,10 +231,14 @@ func TestFaultReleaseFails(t *testing.T) {
 	}
 
 	attempts := `checkout_lock_attempts_sum`
-	before := metric(t, c, circ, attempts)
+	expiry := `checkout_lock_wakeups_total{cause="expiry"}`
+	before, expiryBefore := metric(t, c, circ, attempts), metric(t, c, c.Storage, expiry)
 	c.CheckOut(0, items[1], patron).Want(t, http.StatusCreated)
-	if got := metric(t, c, circ, attempts) - before; got < 2 {
-		t.Errorf("the next check-out made %v lock attempts; it should have waited for the stale lock", got)
+	if got := metric(t, c, circ, attempts) - before; got != 1 {
+		t.Errorf("the next check-out made %v lock attempts, want 1 that waited", got)
+	}
+	if got := metric(t, c, c.Storage, expiry) - expiryBefore; got < 1 {
+		t.Errorf("expiry wake-ups %v, want the stale lock's expiry to wake the waiter", got)
 	}
 	c.CheckInvariants(t, harness.Invariants{ItemLimit: 5})
 	summary(t, 2, 2, 0, 0, "release_failures=1 next_checkout_waited_for_ttl=true")

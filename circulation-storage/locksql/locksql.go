@@ -16,7 +16,8 @@ const Columns = `id, user_id, creation_date, expires_at, ttl_ms`
 // row makes the conflict's WHERE false, so nothing is written and no row is
 // returned, unless the request names the live lock's own id: then it is the
 // holder asking again (its first answer lost, or to extend the lock), and the
-// lock is renewed, keeping its id and creation date.
+// lock is renewed, keeping its id and creation date. The holder asking again
+// after its lock expired takes it over like anyone else: a new creation date.
 //
 // Two flags tell the outcomes apart: inserted (xmax = 0 only for a freshly
 // inserted row) and fresh (a takeover starts a new creation date, a renewal
@@ -29,7 +30,7 @@ INSERT INTO %[1]s AS l (id, user_id, expires_at, ttl_ms)
 VALUES (coalesce($3::uuid, gen_random_uuid()), $1, now() + $2::integer * interval '1 millisecond', $2)
 ON CONFLICT (user_id) DO UPDATE
    SET id = excluded.id,
-       creation_date = CASE WHEN l.id = excluded.id THEN l.creation_date ELSE now() END,
+       creation_date = CASE WHEN l.id = excluded.id AND l.expires_at > now() THEN l.creation_date ELSE now() END,
        expires_at = excluded.expires_at,
        ttl_ms = excluded.ttl_ms
  WHERE l.expires_at <= now() OR l.id = excluded.id
@@ -37,5 +38,11 @@ RETURNING ` + Columns + `, xmax = 0 AS inserted, creation_date = now() AS fresh`
 
 // Release deletes a lock by id whatever its expiry, so an expired lock is
 // cleaned up, and says whether it was still live: for a client an expired
-// lock is the same as none. Parameter: $1 lock id.
-const Release = `DELETE FROM %s WHERE id = $1 RETURNING expires_at > now()`
+// lock is the same as none. It announces the release on the channel
+// checkout_lock_released with the payload "<tenant>:<userId>", from the
+// deleting statement's own transaction: PostgreSQL delivers a notification
+// only when its transaction commits, so no waiter is woken before the row
+// is gone. Parameters: $1 lock id, $2 tenant.
+const Release = `
+WITH released AS (DELETE FROM %s WHERE id = $1 RETURNING user_id, expires_at > now() AS live)
+SELECT live FROM released WHERE pg_notify('checkout_lock_released', $2::text || ':' || user_id::text) IS NOT NULL`

@@ -6,11 +6,19 @@
 // It implements just what storageclient calls, with the contract's paths,
 // statuses and error codes (see circulation-storage/internal/httpapi and
 // schemas/*.json): request bodies are validated against the same schemas,
-// items use optimistic locking on _version, a loan is refused while its item
-// has an open one, and a loan created under X-Check-Out-Lock-Id is fenced by
-// that lock. It records every call, and a test can program faults (a held
-// lock, failing acquires, releases, loan creations or settings reads, a
-// server that is down).
+// items and settings use optimistic locking on _version, a loan is refused
+// while its item has an open one, a loan created under X-Check-Out-Lock-Id is
+// fenced by that lock, and a lock is taken under the client's id, renewed
+// when that id asks again, refused to any other while live. Every valid
+// tenant is initialised until a test names the initialised ones with
+// AddTenant; the records are one set shared by them all. It records every
+// call, and a test can program faults (a held lock, failing acquires, a
+// granted acquire whose answer is lost, failing releases, loan creations or
+// settings reads, a server that is down).
+//
+// The contract suite in integration-tests/contract runs the same cases
+// against this fake and the real circulation-storage, so the two cannot
+// drift apart unnoticed.
 package storagefake
 
 import (
@@ -18,10 +26,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +54,7 @@ const (
 	RouteMatchPolicy = "GET /circulation-rules-storage/loan-policy"
 	RouteLoanPolicy  = "GET /loan-policy-storage/loan-policies/{id}"
 	RouteAcquire     = "POST /check-out-lock-storage"
+	RouteGetLock     = "GET /check-out-lock-storage/{id}"
 	RouteRelease     = "DELETE /check-out-lock-storage/{id}"
 	RouteGetSettings = "GET /settings/entries"
 	RoutePostSetting = "POST /settings/entries"
@@ -52,8 +63,12 @@ const (
 	RouteUnknown     = "unknown"
 )
 
-// defaultLockTTLMs is storage's LOCK_DEFAULT_TTL_MS.
-const defaultLockTTLMs = 3000
+// defaultLockTTLMs and maxLockTTLMs are storage's LOCK_DEFAULT_TTL_MS and
+// LOCK_MAX_TTL_MS defaults.
+const (
+	defaultLockTTLMs = 3000
+	maxLockTTLMs     = 600000
+)
 
 // Call is one request the fake received.
 type Call struct {
@@ -106,12 +121,18 @@ type PolicyMatch struct {
 	MaterialTypeMatch, LoanTypeMatch bool
 }
 
-// Lock is a lock the fake granted.
+// Lock is a lock the fake granted. A renewal updates it in place, as
+// storage updates the lock's row.
 type Lock struct {
-	ID, UserID string
-	TTLMs      int
-	ExpiresAt  time.Time
-	Released   bool
+	ID, UserID   string
+	TTLMs        int
+	CreationDate time.Time
+	ExpiresAt    time.Time
+	Released     bool
+
+	// replaced: another lock of the patron's took this one over after it
+	// expired (storage overwrote its row).
+	replaced bool
 }
 
 // Fake is the fake storage. Use New; its methods are safe for concurrent use.
@@ -131,11 +152,14 @@ type Fake struct {
 	match    *PolicyMatch
 	settings []map[string]any
 	locks    []*Lock
+	tenants  map[string]bool // initialised tenants; nil: every valid one
 
 	// faults
 	lockHeld      int // acquires left to answer LOCK_HELD; negative: all
 	acquireStatus int
 	acquireCode   string
+	lostGrants    int        // granted acquires left whose answer is lost
+	grantLoss     AnswerLoss // how they are lost
 	releaseStatus int
 	loanFail      loanFault
 	itemFails     []loanFault // one per coming item update, in order
@@ -154,15 +178,30 @@ const (
 	loanFailsAfterCommit
 )
 
-// New starts a fake with no records; the test's cleanup closes it.
+// AnswerLoss is how the answer to an acquire that was granted gets lost.
+type AnswerLoss int
+
+// The ways to lose a granted acquire's answer.
+const (
+	// AnswerUnavailable answers 503 DATABASE_UNAVAILABLE, as storage does
+	// when its connection to the database breaks during the COMMIT that
+	// granted the lock.
+	AnswerUnavailable AnswerLoss = iota + 1
+	// AnswerCut closes the connection without a word, as when the network
+	// or the storage process fails right after the commit.
+	AnswerCut
+)
+
+// New starts a fake with no records and every tenant initialised; the
+// test's cleanup closes it.
 func New(t interface{ Cleanup(func()) }) *Fake {
-	f := &Fake{schemas: schemas.MustLoad(), policies: map[string]LoanPolicy{}}
+	f := &Fake{schemas: contract(), policies: map[string]LoanPolicy{}}
 	mux := http.NewServeMux()
 	handle := map[string]http.HandlerFunc{
 		RouteUsers: f.listUsers, RouteItems: f.listItems, RoutePutItem: f.putItem,
 		RouteLoans: f.listLoans, RouteLoan: f.getLoan, RoutePostLoan: f.postLoan, RoutePutLoan: f.putLoan,
 		RouteOpenCount: f.openCount, RouteMatchPolicy: f.matchPolicy, RouteLoanPolicy: f.getPolicy,
-		RouteAcquire: f.acquire, RouteRelease: f.release,
+		RouteAcquire: f.acquire, RouteGetLock: f.getLock, RouteRelease: f.release,
 		RouteGetSettings: f.listSettings, RoutePostSetting: f.postSetting, RoutePutSetting: f.putSetting,
 		RouteReady: func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "UP"}) },
 	}
@@ -182,29 +221,39 @@ func New(t interface{ Cleanup(func()) }) *Fake {
 // stay readable.
 func (f *Fake) Down() { f.srv.Close() }
 
-// record logs the call, checks the tenant (as storage's middleware does) and
-// serves it, all under the fake's mutex: one request at a time.
+// record logs the call, echoes the request id and checks the tenant (as
+// storage's middleware does) and serves it, all under the fake's mutex: one
+// request at a time.
 func (f *Fake) record(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		requestID := r.Header.Get(schemas.HeaderRequestID)
+		if requestID == "" {
+			requestID = uuid.NewString()
+		}
+		w.Header().Set(schemas.HeaderRequestID, requestID)
 		rec := &statusRecorder{ResponseWriter: w}
 		tenant := r.Header.Get(schemas.HeaderTenant)
+		_, route := mux.Handler(r)
+		if route == "/" || route == "" {
+			route = RouteUnknown
+		}
 		switch {
-		case r.URL.Path == "/admin/ready":
+		case r.URL.Path == "/admin/ready", route == RouteUnknown:
+			// Storage checks the tenant on its tenant-scoped routes only.
 			mux.ServeHTTP(rec, r)
 		case tenant == "":
 			writeError(rec, 400, schemas.CodeTenantMissing, "X-Okapi-Tenant header is required")
 		case !schemas.ValidTenant(tenant):
-			writeError(rec, 400, schemas.CodeInvalidTenant, "Invalid tenant")
+			writeError(rec, 400, schemas.CodeInvalidTenant, fmt.Sprintf("Invalid tenant %q: %s", tenant, schemas.TenantRule), "tenant", tenant)
+		case f.tenants != nil && !f.tenants[tenant]:
+			writeError(rec, 400, schemas.CodeTenantNotInitialized,
+				"Tenant "+tenant+" is not initialised for circulation-storage: call POST /_/tenant first", "tenant", tenant)
 		default:
 			mux.ServeHTTP(rec, r)
-		}
-		_, route := mux.Handler(r)
-		if route == "/" || route == "" {
-			route = RouteUnknown
 		}
 		f.calls = append(f.calls, Call{Route: route, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 			Tenant: tenant, RequestID: r.Header.Get(schemas.HeaderRequestID), LockID: r.Header.Get(schemas.HeaderLockID),
@@ -220,6 +269,22 @@ type statusRecorder struct {
 func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection (to cut it).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// AddTenant initialises a tenant, as POST /_/tenant does in storage. A
+// fake starts with every valid tenant initialised, which is what most tests
+// want; from the first AddTenant on, only the tenants added are, and calls
+// for any other are refused with 400 TENANT_NOT_INITIALIZED.
+func (f *Fake) AddTenant(tenant string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.tenants == nil {
+		f.tenants = map[string]bool{}
+	}
+	f.tenants[tenant] = true
 }
 
 // Seeding.
@@ -278,7 +343,7 @@ func (f *Fake) SetPolicyMatch(m PolicyMatch) {
 func (f *Fake) AddSetting(scope, key string, value any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.settings = append(f.settings, map[string]any{"id": uuid.NewString(), "scope": scope, "key": key, "value": value})
+	f.settings = append(f.settings, map[string]any{"id": uuid.NewString(), "scope": scope, "key": key, "value": value, "_version": 1})
 }
 
 // Faults.
@@ -296,6 +361,16 @@ func (f *Fake) FailAcquire(status int, code string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acquireStatus, f.acquireCode = status, code
+}
+
+// LoseAcquireAnswers makes the next n acquires that storage grants lose
+// their answer: the lock is stored (under the client's id, as any grant)
+// and the client hears how (503 DATABASE_UNAVAILABLE, or a cut connection)
+// instead of 201. A client that asks again under the same id renews it.
+func (f *Fake) LoseAcquireAnswers(n int, how AnswerLoss) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lostGrants, f.grantLoss = n, how
 }
 
 // FailRelease makes every release answer status, releasing nothing.
@@ -503,13 +578,13 @@ func (f *Fake) putItem(w http.ResponseWriter, r *http.Request) {
 	}
 	stored := find(f.items, r.PathValue("id"))
 	switch {
-	case stored == nil:
-		writeError(w, 404, schemas.CodeNotFound, "Item not found")
 	case doc["_version"] == nil:
-		writeError(w, 422, schemas.CodeValidation, "_version: is required to update a Item (optimistic locking)")
+		writeError(w, 422, schemas.CodeValidation, "_version: is required to update a Item (optimistic locking)", "_version", "")
+	case stored == nil:
+		writeError(w, 404, schemas.CodeNotFound, "Item not found", "id", r.PathValue("id"))
 	case version(doc) != version(stored):
-		writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot update record %s because it has been changed: stored _version is %d, request has %v",
-			r.PathValue("id"), version(stored), doc["_version"]))
+		writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot update record %s because it has been changed: stored _version is %d, request has %d",
+			r.PathValue("id"), version(stored), version(doc)), "_version", strconv.Itoa(version(stored)))
 	default:
 		fault := loanCreated
 		if len(f.itemFails) > 0 {
@@ -538,11 +613,15 @@ func (f *Fake) listLoans(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Fake) getLoan(w http.ResponseWriter, r *http.Request) {
-	if doc := find(f.loans, r.PathValue("id")); doc != nil {
+	id, ok := pathID(w, r, "loan")
+	if !ok {
+		return
+	}
+	if doc := find(f.loans, id); doc != nil {
 		writeJSON(w, 200, doc)
 		return
 	}
-	writeError(w, 404, schemas.CodeNotFound, "Loan not found")
+	writeError(w, 404, schemas.CodeNotFound, "Loan not found", "id", id)
 }
 
 func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
@@ -556,7 +635,26 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	if doc["id"] == nil {
 		doc["id"] = uuid.NewString()
 	}
-	if lockID := r.Header.Get(schemas.HeaderLockID); lockID != "" {
+	// The check-out headers are read before anything is written, and
+	// refused as storage refuses them.
+	lockID := r.Header.Get(schemas.HeaderLockID)
+	if lockID != "" && !validUUID(lockID) {
+		writeError(w, 400, schemas.CodeInvalidID, "Invalid lock id in "+schemas.HeaderLockID, "lockId", lockID)
+		return
+	}
+	lockID = strings.ToLower(lockID)
+	itemVersion := 0
+	if v := r.Header.Get(schemas.HeaderItemVersion); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			writeError(w, 400, schemas.CodeInvalidHeader, schemas.HeaderItemVersion+" must be an integer from 1 to 2147483647", "itemVersion", v)
+			return
+		}
+		itemVersion = int(n)
+	}
+	// Then the conditions, in storage's order: the fence, the item's
+	// version, and last the one open loan per item.
+	if lockID != "" {
 		held := false
 		for _, l := range f.locks {
 			if f.loseLock && l.ID == lockID {
@@ -565,7 +663,8 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 			held = held || (l.ID == lockID && l.UserID == doc["userId"] && f.live(l))
 		}
 		if !held {
-			writeError(w, 409, schemas.CodeLockLost, "Check-out lock "+lockID+" is not held for this patron; the loan was not created")
+			writeError(w, 409, schemas.CodeLockLost,
+				"Check-out lock "+lockID+" is not held for this patron (it expired or was released); nothing was written", "lockId", lockID)
 			return
 		}
 	}
@@ -573,29 +672,33 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
 		return
 	}
+	// A check-out's loan moves its item to Checked out in the same
+	// transaction, at the version the check-out read.
+	var item map[string]any
+	if itemVersion > 0 {
+		item = find(f.items, str(doc["itemId"]))
+		if item == nil {
+			writeError(w, 422, schemas.CodeValidation, "itemId: item "+str(doc["itemId"])+" does not exist", "itemId", str(doc["itemId"]))
+			return
+		}
+		if version(item) != itemVersion {
+			writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
+				str(doc["itemId"]), version(item), itemVersion), "_version", strconv.Itoa(version(item)))
+			return
+		}
+	}
 	for _, l := range f.loans {
 		if l["itemId"] == doc["itemId"] && statusName(l) == "Open" && statusName(doc) == "Open" {
-			writeError(w, 422, schemas.CodeItemHasOpenLoan, "Cannot have more than one open loan for the same item")
+			writeError(w, 422, schemas.CodeItemHasOpenLoan, "Cannot have more than one open loan for the same item", "itemId", str(doc["itemId"]))
 			return
 		}
 	}
 	if find(f.loans, str(doc["id"])) != nil {
-		writeError(w, 409, schemas.CodeConflict, "Loan "+str(doc["id"])+" already exists")
+		writeError(w, 409, schemas.CodeConflict, "Loan "+str(doc["id"])+" already exists", "id", str(doc["id"]))
 		return
 	}
-	// A check-out's loan moves its item to Checked out in the same
-	// transaction, at the version the check-out read.
-	if v := r.Header.Get(schemas.HeaderItemVersion); v != "" {
-		item := find(f.items, str(doc["itemId"]))
-		if item == nil {
-			writeError(w, 422, schemas.CodeValidation, "itemId: item does not exist")
-			return
-		}
-		if fmt.Sprint(version(item)) != v {
-			writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot check out item: stored _version is %d, request has %s", version(item), v))
-			return
-		}
-		item["status"] = map[string]any{"name": "Checked out"}
+	if item != nil {
+		item["status"] = map[string]any{"name": "Checked out", "date": time.Now().UTC().Format(schemas.TimeFormat)}
 		item["_version"] = version(item) + 1
 	}
 	f.loans = append(f.loans, doc)
@@ -619,7 +722,7 @@ func (f *Fake) putLoan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if find(f.loans, r.PathValue("id")) == nil {
-		writeError(w, 404, schemas.CodeNotFound, "Loan not found")
+		writeError(w, 404, schemas.CodeNotFound, "Loan not found", "id", r.PathValue("id"))
 		return
 	}
 	doc["id"] = r.PathValue("id")
@@ -686,54 +789,134 @@ func (f *Fake) getPolicy(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, doc)
 }
 
+// acquire takes the patron's lock as storage's one statement does: under
+// the client's id (a new one when it names none); naming the id of the
+// patron's own lock renews it, keeping id and creation date; another live
+// lock of the patron refuses it with 503 LOCK_HELD; an id in use by another
+// patron's lock is a 409 CONFLICT.
 func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 	doc, ok := f.bind(w, r, "checkout-lock-request.json")
 	if !ok {
 		return
 	}
-	userID := str(doc["userId"])
+	userID := strings.ToLower(str(doc["userId"]))
+	lockID := strings.ToLower(str(doc["id"]))
+	ttl := defaultLockTTLMs
+	if v, ok := doc["ttlMs"].(float64); ok {
+		if v > maxLockTTLMs {
+			writeError(w, 422, schemas.CodeValidation, fmt.Sprintf("ttlMs: must be at most %d", maxLockTTLMs), "ttlMs", strconv.FormatFloat(v, 'f', -1, 64))
+			return
+		}
+		ttl = int(v)
+	}
 	if f.acquireStatus != 0 {
 		writeError(w, f.acquireStatus, f.acquireCode, "Acquire failed (programmed fault)")
 		return
 	}
-	held := f.lockHeld != 0
-	if f.lockHeld > 0 {
-		f.lockHeld--
-	}
-	for _, l := range f.locks {
-		held = held || (l.UserID == userID && f.live(l))
-	}
-	if held {
+	if f.lockHeld != 0 {
+		if f.lockHeld > 0 {
+			f.lockHeld--
+		}
+		// Someone else (not modelled) holds it: no expiry to name.
 		w.Header().Set("Retry-After", "1")
-		writeJSON(w, 503, map[string]any{"errors": []map[string]any{{"message": "Unable to acquire lock", "code": schemas.CodeLockHeld,
-			"parameters": []map[string]string{{"key": "userId", "value": userID}}}}})
+		writeError(w, 503, schemas.CodeLockHeld, "Unable to acquire lock", "userId", userID)
 		return
 	}
-	ttl := defaultLockTTLMs
-	if v, ok := doc["ttlMs"].(float64); ok {
-		ttl = int(v)
+	// row is the patron's lock as storage's one row per patron holds it:
+	// released locks are deleted rows, replaced ones were taken over.
+	var row *Lock
+	for _, l := range f.locks {
+		if l.UserID == userID && !l.Released && !l.replaced {
+			row = l
+		}
 	}
 	now := time.Now().UTC()
-	l := &Lock{ID: uuid.NewString(), UserID: userID, TTLMs: ttl, ExpiresAt: now.Add(time.Duration(ttl) * time.Millisecond)}
-	f.locks = append(f.locks, l)
+	switch {
+	case row != nil && row.ID == lockID:
+		// The holder asking again: renewed, id and creation date kept.
+	case row != nil && f.live(row):
+		remaining := time.Until(row.ExpiresAt)
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(remaining.Seconds())))))
+		writeError(w, 503, schemas.CodeLockHeld, "Unable to acquire lock",
+			"userId", userID, "expiresAt", row.ExpiresAt.UTC().Format(schemas.TimeFormat))
+		return
+	case lockID != "" && slices.ContainsFunc(f.locks, func(l *Lock) bool {
+		return l.ID == lockID && l.UserID != userID && !l.Released && !l.replaced
+	}):
+		writeError(w, 409, schemas.CodeConflict, "Lock id is already used by another patron's lock")
+		return
+	default:
+		// A new lock, or a takeover of the patron's expired one.
+		if row != nil {
+			row.replaced = true
+		}
+		if lockID == "" {
+			lockID = uuid.NewString()
+		}
+		row = &Lock{ID: lockID, UserID: userID, CreationDate: now}
+		f.locks = append(f.locks, row)
+	}
+	l := row
+	l.TTLMs, l.ExpiresAt = ttl, now.Add(time.Duration(ttl)*time.Millisecond)
+	if f.lostGrants > 0 {
+		f.lostGrants--
+		if f.grantLoss == AnswerCut {
+			f.cut(w)
+			return
+		}
+		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
+		return
+	}
 	w.Header().Set("Location", "/check-out-lock-storage/"+l.ID)
-	writeJSON(w, 201, map[string]any{"id": l.ID, "userId": l.UserID, "creationDate": now.Format(schemas.TimeFormat),
-		"expiresAt": l.ExpiresAt.Format(schemas.TimeFormat), "ttlMs": ttl})
+	writeJSON(w, 201, lockJSON(l))
+}
+
+// cut closes the request's connection without answering.
+func (f *Fake) cut(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // net/http closes the connection
+	}
+	_ = conn.Close()
+}
+
+// lockJSON is a lock on the wire (checkout-lock.json).
+func lockJSON(l *Lock) map[string]any {
+	return map[string]any{"id": l.ID, "userId": l.UserID, "creationDate": l.CreationDate.UTC().Format(schemas.TimeFormat),
+		"expiresAt": l.ExpiresAt.UTC().Format(schemas.TimeFormat), "ttlMs": l.TTLMs}
+}
+
+func (f *Fake) getLock(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "lock")
+	if !ok {
+		return
+	}
+	for _, l := range f.locks {
+		if l.ID == id && f.live(l) {
+			writeJSON(w, 200, lockJSON(l))
+			return
+		}
+	}
+	writeError(w, 404, schemas.CodeNotFound, "Lock not found", "id", id)
 }
 
 func (f *Fake) release(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "lock")
+	if !ok {
+		return
+	}
 	if f.releaseStatus != 0 {
 		writeError(w, f.releaseStatus, schemas.CodeInternal, "Release failed (programmed fault)")
 		return
 	}
 	for _, l := range f.locks {
-		if l.ID == r.PathValue("id") && f.live(l) {
+		if l.ID == id && f.live(l) {
 			l.Released = true
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 	}
-	writeError(w, 404, schemas.CodeNotFound, "Lock not found")
+	writeError(w, 404, schemas.CodeNotFound, "Lock not found", "id", id)
 }
 
 func (f *Fake) live(l *Lock) bool { return !l.Released && time.Now().Before(l.ExpiresAt) }
@@ -753,29 +936,39 @@ func (f *Fake) postSetting(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, s := range f.settings {
 		if s["scope"] == doc["scope"] && s["key"] == doc["key"] {
-			writeError(w, 422, schemas.CodeValidation, "Setting with key already exists")
+			v := str(doc["scope"]) + "/" + str(doc["key"])
+			writeError(w, 422, schemas.CodeAlreadyExists, fmt.Sprintf("Setting with key %q already exists", v), "key", v)
 			return
 		}
 	}
 	if doc["id"] == nil {
 		doc["id"] = uuid.NewString()
 	}
+	doc["_version"] = 1
 	f.settings = append(f.settings, doc)
+	w.Header().Set("Location", "/settings/entries/"+str(doc["id"]))
 	writeJSON(w, 201, doc)
 }
 
+// putSetting replaces an entry; one naming a _version is refused when
+// another write came first (409 VERSION_CONFLICT), one without replaces.
 func (f *Fake) putSetting(w http.ResponseWriter, r *http.Request) {
 	doc, ok := f.bind(w, r, "setting.json")
 	if !ok {
 		return
 	}
-	if find(f.settings, r.PathValue("id")) == nil {
-		writeError(w, 404, schemas.CodeNotFound, "Setting not found")
-		return
+	stored := find(f.settings, r.PathValue("id"))
+	switch {
+	case stored == nil:
+		writeError(w, 404, schemas.CodeNotFound, "Setting not found", "id", r.PathValue("id"))
+	case doc["_version"] != nil && version(doc) != version(stored):
+		writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot update record %s because it has been changed: stored _version is %d, request has %d",
+			r.PathValue("id"), version(stored), version(doc)), "_version", strconv.Itoa(version(stored)))
+	default:
+		doc["id"], doc["_version"] = stored["id"], version(stored)+1
+		replace(f.settings, doc)
+		w.WriteHeader(http.StatusNoContent)
 	}
-	doc["id"] = r.PathValue("id")
-	replace(f.settings, doc)
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // Helpers.
@@ -873,7 +1066,37 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// writeError answers with the FOLIO error envelope.
-func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, map[string]any{"errors": []map[string]string{{"message": message, "code": code}}})
+// writeError answers with the FOLIO error envelope; params are its
+// parameters as key, value pairs.
+func writeError(w http.ResponseWriter, status int, code, message string, params ...string) {
+	e := map[string]any{"message": message, "code": code}
+	if len(params) > 0 {
+		var ps []map[string]string
+		for i := 0; i+1 < len(params); i += 2 {
+			ps = append(ps, map[string]string{"key": params[i], "value": params[i+1]})
+		}
+		e["parameters"] = ps
+	}
+	writeJSON(w, status, map[string]any{"errors": []map[string]any{e}})
 }
+
+// pathID reads the {id} path value; what is not a UUID is answered 400
+// INVALID_ID, as storage answers it.
+func pathID(w http.ResponseWriter, r *http.Request, what string) (string, bool) {
+	id := r.PathValue("id")
+	if !validUUID(id) {
+		writeError(w, 400, schemas.CodeInvalidID, "Invalid "+what+" id", "id", id)
+		return "", false
+	}
+	return strings.ToLower(id), true
+}
+
+// validUUID reports whether s is a UUID as uuid.json accepts it.
+func validUUID(s string) bool {
+	b, err := json.Marshal(s)
+	return err == nil && contract().ValidateJSON("uuid.json", b) == nil
+}
+
+// contract is the compiled schemas, shared by every fake: compiling them
+// is the costliest part of New.
+var contract = sync.OnceValue(schemas.MustLoad)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/caarlos0/env/v10"
 
+	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/httpapi"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/config"
@@ -74,15 +75,23 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	metrics := httpapi.NewMetrics()
 	rules := postgres.NewRules(db)
 	records := postgres.NewRecords(db)
+	locks := postgres.NewLocks(db)
+	waiters := storage.NewWaiters(locks, metrics, storage.WaitConfig{
+		Poll: cfg.LockWaitPoll, PollUnlistened: cfg.LockWaitPollUnlistened,
+		MaxWaiters: cfg.LockMaxWaiters, StatementTimeout: cfg.RequestTimeout,
+	})
+	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
 		LockMaxTTL:     time.Duration(cfg.LockMaxTTLMs) * time.Millisecond,
+		LockMaxWait:    lockMaxWait,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		MaxHeaderBytes: cfg.MaxHeaderBytes,
 		MaxPageBytes:   cfg.MaxPageBytes,
 		RequestTimeout: cfg.RequestTimeout,
 	}, httpapi.Services{
-		Locks:   postgres.NewLocks(db),
+		Locks:   locks,
+		Waiters: waiters,
 		Tenants: postgres.NewTenants(db, logger, postgres.LoadData),
 		Records: records,
 		Loans:   records,
@@ -101,7 +110,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		// Bodies are read on the request's deadline by the server's
 		// middleware; a client that does not read its answer is cut off
 		// a little after the longest a request can take.
-		WriteTimeout:   cfg.RequestTimeout + 5*time.Second,
+		WriteTimeout:   cfg.RequestTimeout + lockMaxWait + 5*time.Second,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: config.NetHTTPMaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -112,10 +121,24 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	sweepCtx, stopSweeper := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSweeper()
 	sweeper := postgres.NewSweeper(db, logger, cfg.SweepBatchSize, metrics.SweeperDeleted)
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		sweeper.Run(sweepCtx, cfg.SweepInterval)
+	}()
+	// The release listener wakes this instance's waiters when any instance
+	// releases a patron's lock.
+	listener := postgres.NewListener(cfg.ListenConnString(false), logger, postgres.ListenerHandlers{
+		Released: waiters.Notify,
+		Listening: func(up bool) {
+			waiters.Listening(up)
+			metrics.ListenerUp(up)
+		},
+		Reconnecting: metrics.ListenerReconnecting,
+	})
+	go func() {
+		defer wg.Done()
+		listener.Run(sweepCtx)
 	}()
 
 	serveErr := make(chan error, 1)

@@ -147,10 +147,7 @@ func schemaExists(t *testing.T, f *fixture, name string) bool {
 	return exists
 }
 
-const (
-	locksPath = "/check-out-lock-storage"
-	okModule  = "mod-circulation-storage-1.0.0"
-)
+const okModule = "mod-circulation-storage-1.0.0"
 
 // badInputCases is the battery against a tenant holding a lock of heldUser
 // with id lockID, initialised by the job jobID.
@@ -635,12 +632,12 @@ func TestCheckOutWriteHeadersAreValidated(t *testing.T) {
 	body := jsonBody(loanDoc(patron, item, "Open"))
 	before := f.recordsSnapshot()
 	for _, c := range []badInputCase{
-		{header: map[string]string{ItemVersionHeader: "2147483648"}, code: "VALIDATION_FAILED"},
-		{header: map[string]string{ItemVersionHeader: "99999999999999999999"}, code: "VALIDATION_FAILED"},
-		{header: map[string]string{ItemVersionHeader: "0"}, code: "VALIDATION_FAILED"},
-		{header: map[string]string{ItemVersionHeader: "-1"}, code: "VALIDATION_FAILED"},
-		{header: map[string]string{ItemVersionHeader: "1.0"}, code: "VALIDATION_FAILED"},
-		{header: map[string]string{ItemVersionHeader: "one"}, code: "VALIDATION_FAILED"},
+		{header: map[string]string{ItemVersionHeader: "2147483648"}, code: "INVALID_HEADER"},
+		{header: map[string]string{ItemVersionHeader: "99999999999999999999"}, code: "INVALID_HEADER"},
+		{header: map[string]string{ItemVersionHeader: "0"}, code: "INVALID_HEADER"},
+		{header: map[string]string{ItemVersionHeader: "-1"}, code: "INVALID_HEADER"},
+		{header: map[string]string{ItemVersionHeader: "1.0"}, code: "INVALID_HEADER"},
+		{header: map[string]string{ItemVersionHeader: "one"}, code: "INVALID_HEADER"},
 		{header: map[string]string{LockIDHeader: "not-a-uuid"}, code: "INVALID_ID"},
 	} {
 		c.method, c.path, c.body, c.status = "POST", "/loan-storage/loans", body, http.StatusBadRequest

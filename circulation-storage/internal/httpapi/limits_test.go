@@ -90,7 +90,7 @@ func TestHeadersAreBounded(t *testing.T) {
 func TestInventedMethodsShareOneMetricLabel(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	for i := range 200 {
+	for i := range 2000 {
 		req, err := http.NewRequest(fmt.Sprintf("INVENTED%d", i), f.url+locksPath, nil)
 		if err != nil {
 			t.Fatal(err)

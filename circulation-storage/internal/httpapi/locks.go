@@ -42,9 +42,10 @@ func (s *Server) postLock(c echo.Context) error {
 	var req struct {
 		ID     string `json:"id"`
 		UserID string `json:"userId"`
-		// A float: JSON Schema counts 1.0 and 1e3 as integers, and
-		// the schema has bounded the value to what a float64 holds exactly.
-		TTLMs *float64 `json:"ttlMs"`
+		// Floats: JSON Schema counts 1.0 and 1e3 as integers, and the
+		// schema has bounded the values to what a float64 holds exactly.
+		TTLMs  *float64 `json:"ttlMs"`
+		WaitMs *float64 `json:"waitMs"`
 	}
 	if err := s.bind(c, "checkout-lock-request.json", &req); err != nil {
 		return err
@@ -58,7 +59,16 @@ func (s *Server) postLock(c echo.Context) error {
 				"ttlMs: must be at most %d", s.cfg.LockMaxTTL.Milliseconds()).With("ttlMs", formatInt(ms))
 		}
 	}
-	lock, outcome, err := s.svc.Locks.Acquire(c.Request().Context(), tenantOf(c), strings.ToLower(req.UserID), strings.ToLower(req.ID), ttl)
+	var wait time.Duration
+	if req.WaitMs != nil {
+		ms := int64(*req.WaitMs)
+		wait = time.Duration(ms) * time.Millisecond
+		if wait > s.cfg.LockMaxWait {
+			return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
+				"waitMs: must be at most %d", s.cfg.LockMaxWait.Milliseconds()).With("waitMs", formatInt(ms))
+		}
+	}
+	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), strings.ToLower(req.UserID), strings.ToLower(req.ID), ttl, wait)
 	if err != nil {
 		if storage.IsKind(err, storage.KindLocked) {
 			s.metrics.lockAcquisitions.WithLabelValues("held").Inc()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 )
 
@@ -343,7 +344,9 @@ func TestDatabaseDownIs503(t *testing.T) {
 	t.Cleanup(db.Close)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := New(Config{LockDefaultTTL: time.Second, LockMaxTTL: time.Minute, MaxBodyBytes: 1 << 16, RequestTimeout: 5 * time.Second},
-		Services{Locks: postgres.NewLocks(db), Tenants: postgres.NewTenants(db, logger), Ready: db.Ping}, sch, NewMetrics(), logger)
+		Services{Locks: postgres.NewLocks(db), Waiters: storage.NewWaiters(postgres.NewLocks(db), NewMetrics(), storage.WaitConfig{
+			Poll: time.Second, PollUnlistened: time.Second, MaxWaiters: 1, StatementTimeout: time.Second}),
+			Tenants: postgres.NewTenants(db, logger), Ready: db.Ping}, sch, NewMetrics(), logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	f := &fixture{t: t, url: ts.URL, tenant: "diku"}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/schemas"
@@ -61,15 +62,19 @@ func serve(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	metrics := NewMetrics()
+	locks := postgres.NewLocks(db)
 	srv := New(Config{
 		LockDefaultTTL: 3 * time.Second,
 		LockMaxTTL:     10 * time.Minute,
+		LockMaxWait:    20 * time.Second,
 		MaxBodyBytes:   64 << 10,
 		MaxHeaderBytes: 16 << 10,
 		MaxPageBytes:   256 << 10,
 		RequestTimeout: 10 * time.Second,
 	}, Services{
-		Locks:   postgres.NewLocks(db),
+		Locks: locks,
+		Waiters: storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
+			PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second}),
 		Tenants: postgres.NewTenants(db, logger, postgres.LoadData),
 		Records: postgres.NewRecords(db),
 		Loans:   postgres.NewRecords(db),

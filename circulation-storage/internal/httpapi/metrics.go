@@ -8,16 +8,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	storage "github.com/checkoutlock/circulation-storage"
 )
 
 // Metrics are circulation-storage's Prometheus metrics, on a registry of
 // their own (no global state, so tests can build as many servers as they like).
 type Metrics struct {
-	registry         *prometheus.Registry
-	requestDuration  *prometheus.HistogramVec
-	lockAcquisitions *prometheus.CounterVec
-	sweeperDeleted   prometheus.Counter
+	registry           *prometheus.Registry
+	requestDuration    *prometheus.HistogramVec
+	lockAcquisitions   *prometheus.CounterVec
+	sweeperDeleted     prometheus.Counter
+	waitDuration       *prometheus.HistogramVec
+	waiters            prometheus.Gauge
+	wakeups            *prometheus.CounterVec
+	grantsToGone       prometheus.Counter
+	listenerUp         prometheus.Gauge
+	listenerReconnects prometheus.Counter
 }
+
+var _ storage.WaitObserver = (*Metrics)(nil)
 
 // latencyBuckets resolve the sub-millisecond to second range a lock call
 // lives in.
@@ -41,17 +51,75 @@ func NewMetrics() *Metrics {
 			Name: "checkout_lock_sweeper_deleted_total",
 			Help: "Expired locks deleted by the background sweeper.",
 		}),
+		waitDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "checkout_lock_wait_seconds",
+			Help:    "Time acquisitions with waitMs spent waiting for a held lock, by result: acquired, timed_out, gone (client left), failed.",
+			Buckets: latencyBuckets,
+		}, []string{"result"}),
+		waiters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "checkout_lock_waiters",
+			Help: "Acquisitions waiting for a held lock on this instance now.",
+		}),
+		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_lock_wakeups_total",
+			Help: "Wake-ups that made a waiter try the lock again, by cause: release (notified), expiry (timer at the holder's expiry), poll (safety net).",
+		}, []string{"cause"}),
+		grantsToGone: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_lock_grants_to_gone_clients_total",
+			Help: "Locks granted to waiters whose client had gone, released at once.",
+		}),
+		listenerUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "checkout_lock_listener_up",
+			Help: "1 while the lock release listener receives notifications, else 0 (waiters then poll).",
+		}),
+		listenerReconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_lock_listener_reconnects_total",
+			Help: "Times the lock release listener connected again after losing its connection.",
+		}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requestDuration, m.lockAcquisitions, m.sweeperDeleted,
+		m.waitDuration, m.waiters, m.wakeups, m.grantsToGone, m.listenerUp, m.listenerReconnects,
 	)
 	for _, outcome := range []string{"acquired", "took_over_expired", "renewed", "held"} {
 		m.lockAcquisitions.WithLabelValues(outcome)
 	}
+	for _, r := range []storage.WaitResult{storage.WaitAcquired, storage.WaitTimedOut, storage.WaitGone, storage.WaitFailed} {
+		m.waitDuration.WithLabelValues(string(r))
+	}
+	for _, c := range []storage.WakeCause{storage.WokenByRelease, storage.WokenByExpiry, storage.WokenByPoll} {
+		m.wakeups.WithLabelValues(string(c))
+	}
 	return m
 }
+
+// Waiters implements storage.WaitObserver.
+func (m *Metrics) Waiters(delta int) { m.waiters.Add(float64(delta)) }
+
+// Woken implements storage.WaitObserver.
+func (m *Metrics) Woken(cause storage.WakeCause) { m.wakeups.WithLabelValues(string(cause)).Inc() }
+
+// WaitEnded implements storage.WaitObserver.
+func (m *Metrics) WaitEnded(result storage.WaitResult, waited time.Duration) {
+	m.waitDuration.WithLabelValues(string(result)).Observe(waited.Seconds())
+}
+
+// GrantedToGone implements storage.WaitObserver.
+func (m *Metrics) GrantedToGone() { m.grantsToGone.Inc() }
+
+// ListenerUp records whether the release listener is receiving.
+func (m *Metrics) ListenerUp(up bool) {
+	if up {
+		m.listenerUp.Set(1)
+	} else {
+		m.listenerUp.Set(0)
+	}
+}
+
+// ListenerReconnecting counts an attempt to listen again.
+func (m *Metrics) ListenerReconnecting() { m.listenerReconnects.Inc() }
 
 // Handler serves the metrics in Prometheus' text format.
 func (m *Metrics) Handler() http.Handler {

@@ -48,7 +48,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 		// here, before any statement runs.
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 1 {
-			return w, storage.Errorf(storage.KindBadRequest, storage.CodeValidation,
+			return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
 				"%s must be an integer from 1 to 2147483647", ItemVersionHeader).With("itemVersion", truncateText(v))
 		}
 		w.ItemVersion = int(n)

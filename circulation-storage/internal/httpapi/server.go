@@ -26,7 +26,10 @@ import (
 type Config struct {
 	LockDefaultTTL time.Duration
 	LockMaxTTL     time.Duration
-	MaxBodyBytes   int64
+	// LockMaxWait bounds waitMs; a waiting acquisition may take that long
+	// beyond RequestTimeout.
+	LockMaxWait  time.Duration
+	MaxBodyBytes int64
 	// MaxHeaderBytes bounds the request's header block; larger ones get
 	// 431 with the envelope (net/http's own, larger, limit answers in
 	// plain text).
@@ -41,7 +44,9 @@ type Config struct {
 
 // Services are the domain services the API serves.
 type Services struct {
-	Locks   storage.LockService
+	Locks storage.LockService
+	// Waiters serves acquisitions that wait (waitMs), over Locks.
+	Waiters *storage.Waiters
 	Tenants storage.TenantService
 	Records storage.RecordService
 	Loans   storage.LoanWriter
@@ -83,10 +88,10 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	get(e, "/_/tenant/:id", s.getTenantJob, s.tenant)
 	e.DELETE("/_/tenant/:id", s.deleteTenantJob, s.tenant)
 
-	e.POST("/check-out-lock-storage", s.postLock, s.tenant)
-	get(e, "/check-out-lock-storage", s.listLocks, s.tenant)
-	get(e, "/check-out-lock-storage/:id", s.getLock, s.tenant)
-	e.DELETE("/check-out-lock-storage/:id", s.deleteLock, s.tenant)
+	e.POST(locksPath, s.postLock, s.tenant)
+	get(e, locksPath, s.listLocks, s.tenant)
+	get(e, locksPath+"/:id", s.getLock, s.tenant)
+	e.DELETE(locksPath+"/:id", s.deleteLock, s.tenant)
 
 	// Static routes win over /:id, so these sit safely beside the records.
 	get(e, "/loan-storage/loans/open-count", s.countOpenLoans, s.tenant)
@@ -100,6 +105,9 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.echo = e
 	return s
 }
+
+// locksPath is the check-out lock collection.
+const locksPath = "/check-out-lock-storage"
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
@@ -201,6 +209,10 @@ func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
 		deadline := time.Now().Add(s.cfg.RequestTimeout)
 		if err := readBody(c, s.cfg.MaxBodyBytes, deadline); err != nil {
 			return err
+		}
+		if c.Request().Method == http.MethodPost && c.Path() == locksPath {
+			// An acquisition may wait for the lock on top of its work.
+			deadline = deadline.Add(s.cfg.LockMaxWait)
 		}
 		ctx, cancel := context.WithDeadline(c.Request().Context(), deadline)
 		defer cancel()

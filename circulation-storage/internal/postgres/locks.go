@@ -128,7 +128,7 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string) error {
 	q := fmt.Sprintf(locksql.Release, table(t, "check_out_lock"))
 	var live bool
-	err := s.db.pool.QueryRow(ctx, q, id).Scan(&live)
+	err := s.db.pool.QueryRow(ctx, q, id, string(t)).Scan(&live)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
 		return storage.NotFound("Lock", id)
 	}

@@ -454,3 +454,23 @@ func TestAcquireWithOwnIDRenews(t *testing.T) {
 		t.Errorf("%d rows for the patron, want 1", n)
 	}
 }
+
+// TestOwnExpiredLockIsTakenOverNotRenewed: an expired lock is the same as
+// none, also for its former holder: asking again with its id after expiry
+// (and before the sweeper) starts a new lock with a fresh creation date.
+func TestOwnExpiredLockIsTakenOverNotRenewed(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	user, id := uuid.NewString(), uuid.NewString()
+	first, _, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expire(t, f, id)
+	again, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl)
+	if err != nil || outcome != storage.TookOverExpired || again.ID != id || !again.CreationDate.After(first.CreationDate) {
+		t.Errorf("own expired lock asked for again: %+v %v %v, want taken over with a fresh creation date (first %+v)",
+			again, outcome, err, first)
+	}
+}

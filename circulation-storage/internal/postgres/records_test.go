@@ -187,7 +187,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	for {
 		var waiting bool
 		err := f.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE FROM %check_out_lock%')`).Scan(&waiting)
+			WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM %check_out_lock%')`).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}

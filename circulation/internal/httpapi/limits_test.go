@@ -156,3 +156,16 @@ func TestInventedMethodsShareOneMetricLabel(t *testing.T) {
 		t.Errorf("metrics name invented methods, or not OTHER")
 	}
 }
+
+// TestSettingsOfAnUnknownTenantAre400: like every other call for a tenant
+// storage does not know.
+func TestSettingsOfAnUnknownTenantAre400(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	a.fake.AddTenant(tenant)
+	res := a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: "nobody"}).
+		want(t, http.StatusBadRequest, "errors.json")
+	if codes := res.codes(t); codes[0] != circulation.CodeTenantNotInitialized {
+		t.Errorf("codes %q, want TENANT_NOT_INITIALIZED", codes)
+	}
+}

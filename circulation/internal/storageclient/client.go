@@ -55,7 +55,12 @@ type envelope struct {
 // call sends one request and decodes a 2xx JSON answer into out (if not nil).
 // Headers beyond the Okapi ones may be given as key, value pairs.
 func (c *Client) call(ctx context.Context, method, path string, body any, out any, headers ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	return c.callFor(ctx, c.timeout, method, path, body, out, headers...)
+}
+
+// callFor is call with its own timeout.
+func (c *Client) callFor(ctx context.Context, timeout time.Duration, method, path string, body any, out any, headers ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var reader io.Reader
 	if body != nil {

@@ -175,15 +175,19 @@ func (c *Client) CountOpenLoans(ctx context.Context, userID, materialTypeID, loa
 	return n.TotalRecords, err
 }
 
-// AcquireLock implements circulation.Storage.
-func (c *Client) AcquireLock(ctx context.Context, userID, lockID string, ttl time.Duration) (circulation.Lock, error) {
+// AcquireLock implements circulation.Storage. The call's own timeout is
+// extended by the wait asked for.
+func (c *Client) AcquireLock(ctx context.Context, userID, lockID string, ttl, wait time.Duration) (circulation.Lock, error) {
 	var l struct {
 		ID        string `json:"id"`
 		UserID    string `json:"userId"`
 		ExpiresAt string `json:"expiresAt"`
 	}
 	body := map[string]any{"id": lockID, "userId": userID, "ttlMs": ttl.Milliseconds()}
-	if err := c.call(ctx, http.MethodPost, "/check-out-lock-storage", body, &l); err != nil {
+	if wait > 0 {
+		body["waitMs"] = wait.Milliseconds()
+	}
+	if err := c.callFor(ctx, c.timeout+wait, http.MethodPost, "/check-out-lock-storage", body, &l); err != nil {
 		return circulation.Lock{}, err
 	}
 	return circulation.Lock{ID: l.ID, UserID: l.UserID, ExpiresAt: parseTime(l.ExpiresAt)}, nil

@@ -1,0 +1,306 @@
+package storage
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// WakeCause says what made a waiting acquisition try again.
+type WakeCause string
+
+// The causes of a wake-up.
+const (
+	// WokenByRelease: the holder released the lock, on this instance or
+	// another (a notification from the releasing transaction).
+	WokenByRelease WakeCause = "release"
+	// WokenByExpiry: the holder's lock reached its expiry, which no
+	// statement announces; a timer set to it fires.
+	WokenByExpiry WakeCause = "expiry"
+	// WokenByPoll: the safety net, a bounded interval, shorter while the
+	// notifications are not being received.
+	WokenByPoll WakeCause = "poll"
+)
+
+// WaitResult is how a wait ended, for metrics.
+type WaitResult string
+
+// The ways a wait ends.
+const (
+	WaitAcquired WaitResult = "acquired"
+	WaitTimedOut WaitResult = "timed_out"
+	WaitGone     WaitResult = "gone"
+	WaitFailed   WaitResult = "failed"
+)
+
+// WaitObserver is told what waiting acquisitions do. Implementations must
+// be safe for concurrent use.
+type WaitObserver interface {
+	// Waiters reports a change in the number of requests waiting here.
+	Waiters(delta int)
+	// Woken reports a wake-up that made a waiter try again.
+	Woken(cause WakeCause)
+	// WaitEnded reports the end of a wait and how long it took.
+	WaitEnded(result WaitResult, waited time.Duration)
+	// GrantedToGone reports a lock granted to a client that had gone, and
+	// released at once.
+	GrantedToGone()
+}
+
+// WaitConfig shapes the waiting.
+type WaitConfig struct {
+	// Poll is the safety-net interval while notifications arrive;
+	// PollUnlistened the interval while they do not (the listener is down).
+	Poll, PollUnlistened time.Duration
+	// MaxWaiters bounds the requests waiting on this instance; beyond it a
+	// request is answered at once, as without waitMs.
+	MaxWaiters int
+	// StatementTimeout bounds one acquisition or release statement run on
+	// behalf of a waiter, whatever its client does meanwhile.
+	StatementTimeout time.Duration
+}
+
+// Waiters lets acquisitions wait for a patron's lock: a request that finds
+// the lock held is answered as soon as it gets it, or once its wait is over.
+//
+// It never polls for the common case. A release wakes the waiters for that
+// patron (Notify, called on every storage instance from the releasing
+// transaction's notification); a held lock's expiry wakes them by a timer set
+// to it, since no statement runs when a row expires. Correctness never
+// depends on a notification: the acquisition statement is the only judge of
+// who holds the lock, and every waiter also retries at a bounded interval,
+// shorter while notifications are not arriving.
+//
+// Waiters for one patron on one instance are served in arrival order: only
+// the first in line tries the lock; the others wait for their turn. Across
+// instances there is no order: each instance's first in line competes, and
+// the acquisition statement lets exactly one of them win.
+type Waiters struct {
+	locks LockService
+	obs   WaitObserver
+	cfg   WaitConfig
+	now   func() time.Time
+
+	mu        sync.Mutex
+	queues    map[waitKey][]*waiter
+	count     int
+	listening bool
+}
+
+type waitKey struct {
+	tenant Tenant
+	user   string
+}
+
+// waiter is one waiting request. wake carries at most one pending wake-up;
+// an empty cause means "your turn: try", counted as no wake-up.
+type waiter struct {
+	wake chan WakeCause
+}
+
+// NewWaiters returns the waiting service over locks.
+func NewWaiters(locks LockService, obs WaitObserver, cfg WaitConfig) *Waiters {
+	return &Waiters{locks: locks, obs: obs, cfg: cfg, now: time.Now, queues: map[waitKey][]*waiter{}}
+}
+
+// Acquire takes the patron's lock as LockService.Acquire does, waiting up to
+// wait for it while someone else holds it. A zero wait is exactly
+// LockService.Acquire. A lock granted to a client that has gone is released
+// at once. After a wait in vain the KindLocked error names how long was
+// waited (parameter waitedMs).
+func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, ttl, wait time.Duration) (Lock, AcquireOutcome, error) {
+	if wait <= 0 {
+		return w.locks.Acquire(ctx, t, userID, lockID, ttl)
+	}
+	start := w.now()
+	lock, outcome, err := w.attempt(ctx, t, userID, lockID, ttl)
+	if !IsKind(err, KindLocked) {
+		return lock, outcome, err
+	}
+	key := waitKey{t, userID}
+	me := &waiter{wake: make(chan WakeCause, 1)}
+	if !w.join(key, me) {
+		return lock, outcome, err // too many waiting here: answer at once
+	}
+	result := WaitFailed
+	defer func() {
+		w.leave(key, me)
+		w.obs.WaitEnded(result, w.now().Sub(start))
+	}()
+
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	expiry := newStoppedTimer()
+	defer expiry.Stop()
+	poll := newStoppedTimer()
+	defer poll.Stop()
+	// heldErr is the last answer that the lock is held, for its expiry.
+	heldErr := err
+	turn := false
+	if w.isFirst(key, me) {
+		// A release between the first attempt and joining the line went
+		// unheard: try once more now that a release would be heard.
+		signal(me, "")
+	}
+	for {
+		if turn {
+			e, _ := AsError(heldErr)
+			if e != nil && e.RetryAfter > 0 {
+				resetTimer(expiry, e.RetryAfter+time.Millisecond)
+			}
+			resetTimer(poll, w.pollInterval())
+		}
+		select {
+		case cause := <-me.wake:
+			turn = true
+			if cause != "" {
+				w.obs.Woken(cause)
+			}
+		case <-expiry.C:
+			w.obs.Woken(WokenByExpiry)
+		case <-poll.C:
+			w.obs.Woken(WokenByPoll)
+		case <-deadline.C:
+			result = WaitTimedOut
+			e := LockHeld(userID, time.Time{}, 0)
+			if held, ok := AsError(heldErr); ok {
+				e.Parameters, e.RetryAfter = append([]Parameter(nil), held.Parameters...), held.RetryAfter
+			}
+			e.With("waitedMs", strconv.FormatInt(w.now().Sub(start).Milliseconds(), 10))
+			return Lock{}, 0, e
+		case <-ctx.Done():
+			result = WaitGone
+			return Lock{}, 0, ctx.Err()
+		}
+		lock, outcome, err = w.attempt(ctx, t, userID, lockID, ttl)
+		switch {
+		case err == nil:
+			result = WaitAcquired
+			return lock, outcome, nil
+		case IsKind(err, KindLocked):
+			heldErr = err
+		case ctx.Err() != nil:
+			result = WaitGone
+			return Lock{}, 0, err
+		default:
+			return Lock{}, 0, err
+		}
+	}
+}
+
+// attempt runs one acquisition on a context the client cannot cancel
+// half-way, so its outcome is always known; a lock it grants to a client
+// that has gone meanwhile is released at once instead of left to expire.
+func (w *Waiters) attempt(ctx context.Context, t Tenant, userID, lockID string, ttl time.Duration) (Lock, AcquireOutcome, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
+	defer cancel()
+	lock, outcome, err := w.locks.Acquire(sctx, t, userID, lockID, ttl)
+	if err == nil && ctx.Err() != nil {
+		if rerr := w.locks.Release(sctx, t, lock.ID); rerr == nil || IsKind(rerr, KindNotFound) {
+			w.obs.GrantedToGone()
+		}
+		return Lock{}, 0, ctx.Err()
+	}
+	return lock, outcome, err
+}
+
+// join queues me behind the patron's other waiters here; false when too
+// many requests are waiting already.
+func (w *Waiters) join(key waitKey, me *waiter) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.count >= w.cfg.MaxWaiters {
+		return false
+	}
+	w.queues[key] = append(w.queues[key], me)
+	w.count++
+	w.obs.Waiters(1)
+	return true
+}
+
+// leave takes me out of the queue. If I was first in line, the next waiter
+// becomes first and tries at once: I may have taken a wake-up meant for the
+// line with me.
+func (w *Waiters) leave(key waitKey, me *waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[key]
+	for i, x := range q {
+		if x != me {
+			continue
+		}
+		q = append(q[:i:i], q[i+1:]...)
+		if len(q) == 0 {
+			delete(w.queues, key)
+		} else {
+			w.queues[key] = q
+			if i == 0 {
+				signal(q[0], "")
+			}
+		}
+		w.count--
+		w.obs.Waiters(-1)
+		return
+	}
+}
+
+func (w *Waiters) isFirst(key waitKey, me *waiter) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[key]
+	return len(q) > 0 && q[0] == me
+}
+
+// Notify tells the waiters for a patron that its lock was released: the
+// first in line tries at once. A notification for a patron no one waits for
+// here costs a map lookup.
+func (w *Waiters) Notify(t Tenant, userID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.queues[waitKey{t, userID}]; len(q) > 0 {
+		signal(q[0], WokenByRelease)
+	}
+}
+
+// Listening says whether release notifications are being received. When
+// they start again after a gap, every first in line tries at once, since a
+// release may have gone unheard.
+func (w *Waiters) Listening(up bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	was := w.listening
+	w.listening = up
+	if up && !was {
+		for _, q := range w.queues {
+			signal(q[0], WokenByPoll)
+		}
+	}
+}
+
+func (w *Waiters) pollInterval() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.listening {
+		return w.cfg.Poll
+	}
+	return w.cfg.PollUnlistened
+}
+
+// signal hands x a wake-up unless one is pending already.
+func signal(x *waiter, cause WakeCause) {
+	select {
+	case x.wake <- cause:
+	default:
+	}
+}
+
+func newStoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// resetTimer sets t to fire after d, dropping any pending fire (Go 1.23
+// timers discard a stale value on Reset).
+func resetTimer(t *time.Timer, d time.Duration) { t.Reset(d) }

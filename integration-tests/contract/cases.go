@@ -1,0 +1,424 @@
+package contract
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/checkoutlock/schemas"
+)
+
+// lockTTL is the lifetime of the locks cases hold: long enough never to
+// expire during a case, however slow the machine.
+const lockTTL = 60000
+
+// shortTTL is the lifetime of the locks cases wait out.
+const shortTTL = 100
+
+// cases is the contract, one row per request; see testCase.
+var cases = []testCase{
+	// The lock.
+	{
+		name: "acquire under the client's id",
+		given: func(s *session) request {
+			return acquireReq(newUUID(), newUUID(), lockTTL)
+		},
+		want: want{status: http.StatusCreated, schema: "checkout-lock.json"},
+		then: func(s *session, got response) {
+			l := got.decode(s.t)
+			sent := s.sent()
+			if l["id"] != sent["id"] || l["userId"] != sent["userId"] || l["ttlMs"] != float64(lockTTL) {
+				s.t.Errorf("lock %v, want id %v, userId %v and ttlMs %d as sent", l, sent["id"], sent["userId"], lockTTL)
+			}
+			if d := timeOf(s.t, l["expiresAt"]).Sub(timeOf(s.t, l["creationDate"])); d != lockTTL*time.Millisecond {
+				s.t.Errorf("expiresAt - creationDate = %s, want %d ms", d, lockTTL)
+			}
+		},
+	},
+	{
+		name: "acquire without an id gets a new one and the default TTL",
+		given: func(s *session) request {
+			return request{method: http.MethodPost, path: "/check-out-lock-storage", body: map[string]any{"userId": newUUID()}}
+		},
+		want: want{status: http.StatusCreated, schema: "checkout-lock.json"},
+		then: func(s *session, got response) {
+			if l := got.decode(s.t); l["ttlMs"] != float64(DefaultLockTTLMs) {
+				s.t.Errorf("ttlMs %v, want the default %d", l["ttlMs"], DefaultLockTTLMs)
+			}
+		},
+	},
+	{
+		// The holder whose first answer was lost asks again under the
+		// same id: renewed, not refused.
+		name: "re-acquire under the same id while live renews the lock",
+		given: func(s *session) request {
+			user, id := newUUID(), newUUID()
+			s.keep("first", s.acquire(user, id, lockTTL))
+			return acquireReq(user, id, 2*lockTTL)
+		},
+		want: want{status: http.StatusCreated, schema: "checkout-lock.json"},
+		then: func(s *session, got response) {
+			first, l := s.kept("first"), got.decode(s.t)
+			if l["id"] != first["id"] || l["creationDate"] != first["creationDate"] || l["ttlMs"] != float64(2*lockTTL) {
+				s.t.Errorf("renewed lock %v, want the id and creationDate of %v and ttlMs %d", l, first, 2*lockTTL)
+			}
+			if !timeOf(s.t, l["expiresAt"]).After(timeOf(s.t, first["expiresAt"])) {
+				s.t.Errorf("renewed expiresAt %v, want later than %v", l["expiresAt"], first["expiresAt"])
+			}
+		},
+	},
+	{
+		name: "another id for a patron whose lock is live is refused with LOCK_HELD",
+		given: func(s *session) request {
+			user := newUUID()
+			s.keep("holder", s.acquire(user, newUUID(), lockTTL))
+			return acquireReq(user, newUUID(), lockTTL)
+		},
+		want: want{status: http.StatusServiceUnavailable, code: schemas.CodeLockHeld, params: map[string]string{"userId": ""}},
+		then: func(s *session, got response) {
+			holder := s.kept("holder")
+			wantParams(s, got, map[string]string{"userId": holder["userId"].(string), "expiresAt": holder["expiresAt"].(string)})
+			if n, _ := strconv.Atoi(got.header.Get("Retry-After")); n > lockTTL/1000 {
+				s.t.Errorf("Retry-After %d s, want at most the holder's %d s", n, lockTTL/1000)
+			}
+			// The holder's lock is untouched.
+			still := s.step("holder's lock", request{method: http.MethodGet, path: "/check-out-lock-storage/" + holder["id"].(string)},
+				want{status: http.StatusOK, schema: "checkout-lock.json"}).decode(s.t)
+			if still["expiresAt"] != holder["expiresAt"] {
+				s.t.Errorf("holder's lock now %v, want unchanged %v", still, holder)
+			}
+		},
+	},
+	{
+		name: "an id used by another patron's live lock is a conflict",
+		given: func(s *session) request {
+			id := newUUID()
+			s.acquire(newUUID(), id, lockTTL)
+			return acquireReq(newUUID(), id, lockTTL)
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeConflict},
+	},
+	{
+		name: "ttlMs above the maximum is refused",
+		given: func(s *session) request {
+			return acquireReq(newUUID(), newUUID(), MaxLockTTLMs+1)
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeValidation,
+			params: map[string]string{"ttlMs": strconv.Itoa(MaxLockTTLMs + 1)}},
+	},
+	{
+		name: "release a live lock",
+		given: func(s *session) request {
+			l := s.acquire(newUUID(), newUUID(), lockTTL)
+			s.keep("lock", l)
+			return releaseReq(l["id"].(string))
+		},
+		want: want{status: http.StatusNoContent},
+		then: func(s *session, _ response) {
+			s.step("released lock", request{method: http.MethodGet, path: "/check-out-lock-storage/" + s.kept("lock")["id"].(string)},
+				want{status: http.StatusNotFound, code: schemas.CodeNotFound})
+		},
+	},
+	{
+		name: "release again is not found",
+		given: func(s *session) request {
+			id := s.acquire(newUUID(), newUUID(), lockTTL)["id"].(string)
+			s.step("first release", releaseReq(id), want{status: http.StatusNoContent})
+			return releaseReq(id)
+		},
+		want: want{status: http.StatusNotFound, code: schemas.CodeNotFound},
+	},
+	{
+		name: "release of a lock id that is not a UUID",
+		given: func(s *session) request {
+			return releaseReq("not-a-uuid")
+		},
+		want: want{status: http.StatusBadRequest, code: schemas.CodeInvalidID},
+	},
+	{
+		name: "release of an expired lock is not found",
+		given: func(s *session) request {
+			id := s.acquire(newUUID(), newUUID(), shortTTL)["id"].(string)
+			s.awaitExpiry(id)
+			return releaseReq(id)
+		},
+		want: want{status: http.StatusNotFound, code: schemas.CodeNotFound},
+	},
+	{
+		name: "another id takes over an expired lock",
+		given: func(s *session) request {
+			user := newUUID()
+			old := s.acquire(user, newUUID(), shortTTL)
+			s.keep("old", old)
+			s.awaitExpiry(old["id"].(string))
+			return acquireReq(user, newUUID(), lockTTL)
+		},
+		want: want{status: http.StatusCreated, schema: "checkout-lock.json"},
+		then: func(s *session, got response) {
+			old, l := s.kept("old"), got.decode(s.t)
+			if l["id"] != s.sent()["id"] || !timeOf(s.t, l["creationDate"]).After(timeOf(s.t, old["creationDate"])) {
+				s.t.Errorf("lock %v, want the id sent and a creationDate later than the expired lock's %v", l, old["creationDate"])
+			}
+		},
+	},
+
+	// The check-out's write: the loan, and the item with it, fenced by
+	// the lock.
+	{
+		name: "check-out write under the borrower's live lock",
+		given: func(s *session) request {
+			r := s.seed()
+			return checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1")
+		},
+		want: want{status: http.StatusCreated, schema: "loan.json"},
+		then: func(s *session, got response) {
+			loan := got.decode(s.t)
+			if loan["id"] != s.sent()["id"] {
+				s.t.Errorf("loan id %v, want the one sent %v", loan["id"], s.sent()["id"])
+			}
+			s.wantItem("Checked out", 2)
+			s.wantLoans(1)
+			s.step("the loan", request{method: http.MethodGet, path: "/loan-storage/loans/" + loan["id"].(string)},
+				want{status: http.StatusOK, schema: "loan.json"})
+		},
+	},
+	{
+		name: "check-out write under a released lock is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			id := s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string)
+			s.step("release", releaseReq(id), want{status: http.StatusNoContent})
+			return checkOutReq(r, id, "1")
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeLockLost, params: map[string]string{"lockId": ""}},
+		then: nothingWritten,
+	},
+	{
+		name: "check-out write under an expired lock is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			id := s.acquire(r.PatronID, newUUID(), shortTTL)["id"].(string)
+			s.awaitExpiry(id)
+			return checkOutReq(r, id, "1")
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeLockLost},
+		then: nothingWritten,
+	},
+	{
+		name: "check-out write under another patron's lock is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			return checkOutReq(r, s.acquire(newUUID(), newUUID(), lockTTL)["id"].(string), "1")
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeLockLost},
+		then: nothingWritten,
+	},
+	{
+		name: "check-out write with a stale item version is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			s.bumpItem() // now at _version 2
+			return checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1")
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeVersionConflict, params: map[string]string{"_version": "2"}},
+		then: func(s *session, _ response) {
+			s.wantItem("Available", 2)
+			s.wantLoans(0)
+		},
+	},
+	{
+		name: "check-out write of an item with an open loan is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			id := s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string)
+			s.step("first check-out", checkOutReq(r, id, "1"), want{status: http.StatusCreated, schema: "loan.json"})
+			return checkOutReq(r, id, "2") // the item's current version
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeItemHasOpenLoan},
+		then: func(s *session, _ response) {
+			s.wantItem("Checked out", 2) // the item update is undone with the loan
+			s.wantLoans(1)
+		},
+	},
+	{
+		// Storage checks the fence, then the item's version, then the one
+		// open loan per item: a check-out that read the item before another
+		// checked it out hears that the item changed.
+		name: "check-out write with a stale version of an item with an open loan is a version conflict",
+		given: func(s *session) request {
+			r := s.seed()
+			id := s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string)
+			s.step("first check-out", checkOutReq(r, id, "1"), want{status: http.StatusCreated, schema: "loan.json"})
+			return checkOutReq(r, id, "1")
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeVersionConflict},
+		then: func(s *session, _ response) {
+			s.wantItem("Checked out", 2)
+			s.wantLoans(1)
+		},
+	},
+	{
+		name: "a second open loan for an item is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			s.step("first loan", loanReq(r, nil), want{status: http.StatusCreated, schema: "loan.json"})
+			return loanReq(r, nil)
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeItemHasOpenLoan, params: map[string]string{"itemId": ""}},
+		then: func(s *session, _ response) { s.wantLoans(1) },
+	},
+	{
+		name: "check-out write naming a lock id that is not a UUID",
+		given: func(s *session) request {
+			return checkOutReq(s.seed(), "not-a-uuid", "1")
+		},
+		want: want{status: http.StatusBadRequest, code: schemas.CodeInvalidID},
+		then: nothingWritten,
+	},
+	{
+		// The header, not the body, is at fault.
+		name: "check-out write naming an item version that is not a positive integer",
+		given: func(s *session) request {
+			r := s.seed()
+			return checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "0")
+		},
+		want: want{status: http.StatusBadRequest, code: schemas.CodeInvalidHeader},
+		then: nothingWritten,
+	},
+	{
+		name: "open-count counts the patron's open loans by material type and loan type",
+		given: func(s *session) request {
+			r := s.seed()
+			s.step("check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
+				want{status: http.StatusCreated, schema: "loan.json"})
+			return openCountReq(r.PatronID, "", "")
+		},
+		want: want{status: http.StatusOK, schema: "open-loan-count.json"},
+		then: func(s *session, got response) {
+			r := s.rec
+			for _, c := range []struct {
+				materialType, loanType string
+				want                   float64
+			}{
+				{"", "", 1},
+				{r.MaterialTypeID, "", 1},
+				{"", r.LoanTypeID, 1},
+				{r.MaterialTypeID, r.LoanTypeID, 1},
+				{newUUID(), "", 0},
+				{"", newUUID(), 0},
+			} {
+				n := s.step("open-count", openCountReq(r.PatronID, c.materialType, c.loanType),
+					want{status: http.StatusOK, schema: "open-loan-count.json"}).decode(s.t)["totalRecords"]
+				if n != c.want {
+					s.t.Errorf("open-count materialTypeId=%q loanTypeId=%q: %v, want %v", c.materialType, c.loanType, n, c.want)
+				}
+			}
+		},
+	},
+
+	// Records.
+	{
+		name: "item PUT with a stale _version is a version conflict",
+		given: func(s *session) request {
+			s.seed()
+			s.bumpItem()
+			return s.itemPutReq(1)
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeVersionConflict, params: map[string]string{"_version": "2"}},
+		then: func(s *session, _ response) { s.wantItem("Available", 2) },
+	},
+	{
+		name: "a loan that does not exist is not found",
+		given: func(s *session) request {
+			return request{method: http.MethodGet, path: "/loan-storage/loans/" + newUUID()}
+		},
+		want: want{status: http.StatusNotFound, code: schemas.CodeNotFound, params: map[string]string{"id": ""}},
+	},
+	{
+		name: "a loan id that is not a UUID",
+		given: func(s *session) request {
+			return request{method: http.MethodGet, path: "/loan-storage/loans/not-a-uuid"}
+		},
+		want: want{status: http.StatusBadRequest, code: schemas.CodeInvalidID},
+	},
+	{
+		name: "a second setting with the same scope and key already exists",
+		given: func(s *session) request {
+			req := settingReq("contract-"+randomHex(4), "checkoutLockFeature", map[string]any{"checkOutLockFeatureEnabled": true})
+			s.step("first", req, want{status: http.StatusCreated, schema: "setting.json"})
+			return req
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeAlreadyExists, params: map[string]string{"key": ""}},
+		then: func(s *session, got response) {
+			body := s.sent()
+			page := s.step("the settings", request{method: http.MethodGet,
+				path: "/settings/entries?scope=" + body["scope"].(string) + "&key=" + body["key"].(string)},
+				want{status: http.StatusOK, schema: "settings.json"}).decode(s.t)
+			if page["totalRecords"] != float64(1) {
+				s.t.Errorf("%v entries, want 1", page["totalRecords"])
+			}
+		},
+	},
+	{
+		name: "setting PUT with a stale _version is a version conflict",
+		given: func(s *session) request {
+			created := s.step("create", settingReq("contract-"+randomHex(4), "k", 1),
+				want{status: http.StatusCreated, schema: "setting.json"}).decode(s.t)
+			if created["_version"] != float64(1) {
+				s.t.Fatalf("created setting %v, want _version 1", created)
+			}
+			put := func(v any, version int) request {
+				doc := map[string]any{"id": created["id"], "scope": created["scope"], "key": created["key"], "value": v}
+				if version > 0 {
+					doc["_version"] = version
+				}
+				return request{method: http.MethodPut, path: "/settings/entries/" + created["id"].(string), body: doc}
+			}
+			s.step("update at version 1", put(2, 1), want{status: http.StatusNoContent})
+			s.step("update naming no version", put(3, 0), want{status: http.StatusNoContent})
+			return put(4, 1)
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeVersionConflict, params: map[string]string{"_version": "3"}},
+	},
+
+	// Tenants.
+	{
+		name: "a tenant never initialised",
+		given: func(s *session) request {
+			r := acquireReq(newUUID(), newUUID(), lockTTL)
+			r.headers = map[string]string{schemas.HeaderTenant: s.target.UninitializedTenant()}
+			return r
+		},
+		want: want{status: http.StatusBadRequest, code: schemas.CodeTenantNotInitialized, params: map[string]string{"tenant": ""}},
+		then: func(s *session, got response) {
+			wantParams(s, got, map[string]string{"tenant": s.target.UninitializedTenant()})
+		},
+	},
+	{
+		name: "no tenant",
+		given: func(s *session) request {
+			r := acquireReq(newUUID(), newUUID(), lockTTL)
+			r.headers = map[string]string{schemas.HeaderTenant: ""}
+			return r
+		},
+		want: want{status: http.StatusBadRequest, code: schemas.CodeTenantMissing},
+	},
+	{
+		name: "a tenant id breaking the rule",
+		given: func(s *session) request {
+			r := acquireReq(newUUID(), newUUID(), lockTTL)
+			r.headers = map[string]string{schemas.HeaderTenant: "Diku; DROP SCHEMA public"}
+			return r
+		},
+		want: want{status: http.StatusBadRequest, code: schemas.CodeInvalidTenant},
+	},
+	{
+		name: "a tenant id PostgreSQL reserves",
+		given: func(s *session) request {
+			r := request{method: http.MethodGet, path: "/loan-storage/loans/" + newUUID()}
+			r.headers = map[string]string{schemas.HeaderTenant: "pg_catalog"}
+			return r
+		},
+		want: want{status: http.StatusBadRequest, code: schemas.CodeInvalidTenant},
+	},
+}

@@ -1,0 +1,354 @@
+// Package contract is circulation-storage's HTTP contract as one table of
+// cases, run against every implementation of it: the real service and the
+// in-memory fake circulation's unit tests use (circulation/storagefake).
+// Modelled on riverqueue/river's driver suite (riverdrivertest.Exercise):
+// an implementation passes by giving Exercise a way to make a Target, and
+// the same cases hold it to the same statuses, error codes, body schemas
+// and headers. The real storage is the reference; the fake must follow it.
+package contract
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/checkoutlock/schemas"
+)
+
+// The storage configuration the cases assume: LOCK_DEFAULT_TTL_MS and
+// LOCK_MAX_TTL_MS at their defaults. A target must run with these.
+const (
+	DefaultLockTTLMs = 3000
+	MaxLockTTLMs     = 600000
+)
+
+// Target is one implementation of storage's HTTP API, ready for one case.
+type Target interface {
+	// URL is the base URL the API is served at.
+	URL() string
+	// Tenant is a tenant the target has initialised, for this case alone:
+	// it holds no records but those Seed makes.
+	Tenant() string
+	// UninitializedTenant is a valid tenant id the target has never
+	// initialised.
+	UninitializedTenant() string
+	// Seed creates for Tenant an active patron (with its patron group) and
+	// an Available item at _version 1 (with its material and loan types),
+	// failing t if it cannot. The real storage is seeded through its HTTP
+	// API (see SeedHTTP), a fake as it seeds itself.
+	Seed(t *testing.T) Records
+}
+
+// Records are what Target.Seed created.
+type Records struct {
+	PatronID       string
+	PatronGroupID  string
+	ItemID         string
+	ItemBarcode    string
+	MaterialTypeID string
+	LoanTypeID     string
+}
+
+// Exercise runs every case against a fresh Target from newTarget, each in
+// a parallel subtest of its own.
+func Exercise(t *testing.T, newTarget func(t *testing.T) Target) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			target := newTarget(t)
+			s := &session{t: t, target: target, http: newHTTPClient(), saved: map[string]map[string]any{}}
+			req := tc.given(s)
+			s.req = req
+			got := s.step("request under test", req, tc.want)
+			if tc.then != nil {
+				tc.then(s, got)
+			}
+		})
+	}
+}
+
+// testCase is one row of the table: given brings the target to the state
+// the request needs (checking every step on the way) and returns the
+// request; want is the answer it must get; then checks the answer's values
+// and what the request wrote, or did not.
+type testCase struct {
+	name  string
+	given func(s *session) request
+	want  want
+	then  func(s *session, got response)
+}
+
+// request is one HTTP request to the target.
+type request struct {
+	method, path string
+	// body is nil, a string sent as it is, or a value sent as JSON.
+	body any
+	// headers are added to (or, with an empty value, removed from) the
+	// defaults: the target's tenant, a request id and, with a body, the
+	// JSON content type.
+	headers map[string]string
+}
+
+// want is the answer a request must get. Whatever the case, every answer
+// is also held to the rules in check.
+type want struct {
+	status int
+	// code is the error code of every entry of an error envelope; set, the
+	// body must validate against errors.json.
+	code string
+	// schema is the JSON Schema the body of a success must validate
+	// against; empty, the answer must have no body.
+	schema string
+	// params are parameters the (first) error must carry; an empty value
+	// accepts any.
+	params map[string]string
+}
+
+// response is an answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// decode unmarshals the body into a map, failing t if it is not an object.
+func (r response) decode(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+	return m
+}
+
+// session is one case's view of its target.
+type session struct {
+	t      *testing.T
+	target Target
+	http   *http.Client
+	// rec is set by seed.
+	rec Records
+	// req is the request under test, once given has returned it.
+	req request
+	// saved are answers given keeps for then (see keep).
+	saved map[string]map[string]any
+}
+
+// seed seeds the target and keeps what it created.
+func (s *session) seed() Records {
+	s.t.Helper()
+	s.rec = s.target.Seed(s.t)
+	return s.rec
+}
+
+func newHTTPClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second}
+}
+
+// send sends req and returns the answer, failing t on a transport error.
+func (s *session) send(req request) response {
+	s.t.Helper()
+	return send(s.t, s.http, s.target.URL(), s.target.Tenant(), req)
+}
+
+func send(t *testing.T, client *http.Client, base, tenant string, req request) response {
+	t.Helper()
+	var body io.Reader
+	var data []byte
+	switch b := req.body.(type) {
+	case nil:
+	case string:
+		data = []byte(b)
+	default:
+		var err error
+		if data, err = json.Marshal(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if req.body != nil {
+		body = bytes.NewReader(data)
+	}
+	r, err := http.NewRequestWithContext(t.Context(), req.method, strings.TrimRight(base, "/")+req.path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set(schemas.HeaderTenant, tenant)
+	r.Header.Set(schemas.HeaderRequestID, "contract-"+randomHex(6))
+	if req.body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range req.headers {
+		if v == "" {
+			r.Header.Del(k)
+		} else {
+			r.Header.Set(k, v)
+		}
+	}
+	res, err := client.Do(r)
+	if err != nil {
+		t.Fatalf("%s %s: no answer: %v", req.method, req.path, err)
+	}
+	defer res.Body.Close()
+	got, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer: %v", req.method, req.path, err)
+	}
+	// The request id is checked here, where the request's own is known.
+	if sent, echoed := r.Header.Get(schemas.HeaderRequestID), res.Header.Get(schemas.HeaderRequestID); echoed != sent {
+		t.Errorf("%s %s: %s %q in the answer, want the request's %q", req.method, req.path, schemas.HeaderRequestID, echoed, sent)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: got}
+}
+
+// step sends req and checks its answer against w; what names the step in
+// failures. A step that fails ends the case.
+func (s *session) step(what string, req request, w want) response {
+	s.t.Helper()
+	got := s.send(req)
+	check(s.t, what, req, got, w)
+	return got
+}
+
+// set is the contract's schemas, compiled once for every case.
+var set = sync.OnceValue(schemas.MustLoad)
+
+// check holds an answer to w and to the rules of every answer: the FOLIO
+// error envelope (errors.json) on every error with one code throughout, a
+// JSON body valid against its schema on every success that has one, no
+// body on one that has none, Location naming the new record on every 201,
+// and Retry-After in whole seconds on every 503 LOCK_HELD.
+func check(t *testing.T, what string, req request, got response, w want) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("%s: %s %s answered %d %s\n%s", what, req.method, req.path, got.status, got.body, sprintf(format, args...))
+	}
+	if got.status != w.status {
+		fail("want status %d", w.status)
+	}
+	schema := w.schema
+	if w.code != "" {
+		schema = "errors.json"
+	}
+	if schema == "" {
+		if len(got.body) != 0 {
+			fail("want no body")
+		}
+		return
+	}
+	if ct := got.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		fail("Content-Type %q, want application/json", ct)
+	}
+	if err := set().ValidateJSON(schema, got.body); err != nil {
+		fail("body does not match %s: %v", schema, err)
+	}
+	if w.code != "" {
+		var env struct {
+			Errors []struct {
+				Code       string `json:"code"`
+				Parameters []struct {
+					Key   string `json:"key"`
+					Value string `json:"value"`
+				} `json:"parameters"`
+			} `json:"errors"`
+		}
+		_ = json.Unmarshal(got.body, &env)
+		for _, e := range env.Errors {
+			if e.Code != w.code {
+				fail("error code %s, want %s", e.Code, w.code)
+			}
+		}
+		params := map[string]string{}
+		for _, p := range env.Errors[0].Parameters {
+			params[p.Key] = p.Value
+		}
+		for k, v := range w.params {
+			if got, ok := params[k]; !ok || (v != "" && got != v) {
+				fail("parameter %s = %q (given: %t), want %q", k, got, ok, v)
+			}
+		}
+		if w.code == schemas.CodeLockHeld {
+			if n, err := strconv.Atoi(got.header.Get("Retry-After")); err != nil || n < 1 {
+				fail("Retry-After %q, want whole seconds, at least 1", got.header.Get("Retry-After"))
+			}
+		}
+		return
+	}
+	if got.status == http.StatusCreated {
+		var rec struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(got.body, &rec)
+		path, _, _ := strings.Cut(req.path, "?")
+		if loc := got.header.Get("Location"); loc != path+"/"+rec.ID {
+			fail("Location %q, want %q", loc, path+"/"+rec.ID)
+		}
+	}
+}
+
+func sprintf(format string, args ...any) string {
+	if len(args) == 0 {
+		return format
+	}
+	return fmt.Sprintf(format, args...)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// SeedHTTP creates what Target.Seed promises through the HTTP API at base
+// for tenant: for a target that is a real storage.
+func SeedHTTP(t *testing.T, base, tenant string) Records {
+	t.Helper()
+	client := newHTTPClient()
+	post := func(path string, body map[string]any) string {
+		t.Helper()
+		req := request{method: http.MethodPost, path: path, body: body}
+		got := send(t, client, base, tenant, req)
+		check(t, "seed", req, got, want{status: http.StatusCreated, schema: schemaOf[path]})
+		var rec struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(got.body, &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.ID
+	}
+	suffix := randomHex(4)
+	var r Records
+	r.PatronGroupID = post("/groups", map[string]any{"group": "contract-" + suffix})
+	r.MaterialTypeID = post("/material-types", map[string]any{"name": "book-" + suffix})
+	r.LoanTypeID = post("/loan-types", map[string]any{"name": "Can circulate " + suffix})
+	r.PatronID = post("/users", map[string]any{"barcode": "P-" + suffix, "active": true, "patronGroup": r.PatronGroupID,
+		"personal": map[string]any{"lastName": "Patron " + suffix}})
+	r.ItemBarcode = "I-" + suffix
+	r.ItemID = post("/item-storage/items", map[string]any{"barcode": r.ItemBarcode, "title": "Item " + suffix,
+		"status": map[string]any{"name": "Available"}, "materialTypeId": r.MaterialTypeID, "permanentLoanTypeId": r.LoanTypeID})
+	return r
+}
+
+// schemaOf is the schema of one record of each collection SeedHTTP writes.
+var schemaOf = map[string]string{
+	"/groups": "group.json", "/material-types": "material-type.json", "/loan-types": "loan-type.json",
+	"/users": "user.json", "/item-storage/items": "item.json",
+}
+
+// newUUID is a random UUID, for ids a case makes up.
+func newUUID() string { return uuid.NewString() }

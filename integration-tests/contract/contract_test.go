@@ -1,0 +1,79 @@
+package contract_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/checkoutlock/circulation/storagefake"
+	"github.com/checkoutlock/integration-tests/contract"
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// TestMain builds the binaries and creates the run's database, for the real
+// storage.
+func TestMain(m *testing.M) {
+	os.Exit(harness.Main(m))
+}
+
+// TestContractFakeStorage holds circulation's fake of storage to the
+// contract.
+func TestContractFakeStorage(t *testing.T) {
+	t.Parallel()
+	contract.Exercise(t, func(t *testing.T) contract.Target {
+		f := storagefake.New(t)
+		// Naming the initialised tenant makes every other one
+		// uninitialised, as in storage.
+		tenant := "contract_" + harness.TenantID()
+		f.AddTenant(tenant)
+		return &fakeTarget{fake: f, tenant: tenant, never: harness.TenantID()}
+	})
+}
+
+// TestContractRealStorage holds the real circulation-storage, one process on
+// a real PostgreSQL, to the contract: each case on a tenant of its own.
+func TestContractRealStorage(t *testing.T) {
+	t.Parallel()
+	s := harness.StartStorage(t, fmt.Sprintf("LOCK_DEFAULT_TTL_MS=%d", contract.DefaultLockTTLMs),
+		fmt.Sprintf("LOCK_MAX_TTL_MS=%d", contract.MaxLockTTLMs))
+	contract.Exercise(t, func(t *testing.T) contract.Target {
+		return &realTarget{url: s.URL(), tenant: s.InitTenant(t), never: harness.TenantID()}
+	})
+}
+
+// fakeTarget is the fake, seeded through its Add methods.
+type fakeTarget struct {
+	fake          *storagefake.Fake
+	tenant, never string
+}
+
+func (f *fakeTarget) URL() string                 { return f.fake.URL }
+func (f *fakeTarget) Tenant() string              { return f.tenant }
+func (f *fakeTarget) UninitializedTenant() string { return f.never }
+
+func (f *fakeTarget) Seed(*testing.T) contract.Records {
+	r := contract.Records{PatronID: uuid.NewString(), PatronGroupID: uuid.NewString(), ItemID: uuid.NewString(),
+		MaterialTypeID: uuid.NewString(), LoanTypeID: uuid.NewString()}
+	r.ItemBarcode = "I-" + r.ItemID[:8]
+	f.fake.AddUser(storagefake.User{ID: r.PatronID, Barcode: "P-" + r.PatronID[:8], PatronGroup: r.PatronGroupID,
+		LastName: "Patron", Active: true})
+	f.fake.AddItem(storagefake.Item{ID: r.ItemID, Barcode: r.ItemBarcode, Title: fmt.Sprintf("Item %s", r.ItemBarcode),
+		Status: "Available", MaterialTypeID: r.MaterialTypeID, PermanentLoanTypeID: r.LoanTypeID})
+	return r
+}
+
+// realTarget is circulation-storage, seeded through its HTTP API.
+type realTarget struct {
+	url, tenant, never string
+}
+
+func (r *realTarget) URL() string                 { return r.url }
+func (r *realTarget) Tenant() string              { return r.tenant }
+func (r *realTarget) UninitializedTenant() string { return r.never }
+
+func (r *realTarget) Seed(t *testing.T) contract.Records {
+	t.Helper()
+	return contract.SeedHTTP(t, r.url, r.tenant)
+}

@@ -1,0 +1,36 @@
+package harness
+
+import (
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Storage is one circulation-storage process on the test run's database,
+// without circulation instances: for tests of storage's own HTTP contract,
+// each on tenants of its own (see InitTenant).
+type Storage struct {
+	*Process
+}
+
+// StartStorage starts circulation-storage alone on a free port, with env
+// added to its environment; it stops when t ends.
+func StartStorage(t testing.TB, env ...string) *Storage {
+	t.Helper()
+	e := envState()
+	p := startProcess(t, "storage", filepath.Join(e.BinDir, "circulation-storage"),
+		append([]string{"DATABASE_URL=" + e.DatabaseURL, "LOG_LEVEL=info"}, env...)...)
+	return &Storage{Process: p}
+}
+
+// InitTenant initialises a new tenant through POST /_/tenant, failing t
+// unless storage answers 201, and returns its id.
+func (s *Storage) InitTenant(t testing.TB) string {
+	t.Helper()
+	// A cluster of storage alone, for its request helpers.
+	c := &Cluster{t: t, Tenant: TenantID(), Storage: s.Process, client: &http.Client{Timeout: 60 * time.Second}}
+	c.Do(s.Process, http.MethodPost, "/_/tenant", map[string]any{"module_to": "mod-circulation-storage-1.0.0"}).
+		Want(t, http.StatusCreated)
+	return c.Tenant
+}
