@@ -7,6 +7,7 @@ MODULES   := circulation-storage circulation schemas migrations config integrati
 GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 BENCH_OUT ?= bench-results
+STATICCHECK := v0.8.2
 
 .PHONY: all build run test bench soak lint fmt clean
 
@@ -39,10 +40,11 @@ soak: build
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=3 -timeout 30m -v ./integration-tests/ -args -soak
 
-## lint: gofmt and go vet must be clean
+## lint: gofmt, go vet and staticcheck must be clean
 lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(GO_PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) $(GO_PKGS)
 
 ## fmt: format the code
 fmt:
