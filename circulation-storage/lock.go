@@ -66,8 +66,13 @@ type LockService interface {
 	// List returns a page of live locks and the number of all matches.
 	List(ctx context.Context, t Tenant, f LockFilter) ([]Lock, int, error)
 	// Release deletes a live lock by id; an absent or expired lock is a
-	// KindNotFound error.
+	// KindNotFound error. While someone watches the patron's lock, the
+	// release is announced to every instance (see Waiters.Notify).
 	Release(ctx context.Context, t Tenant, id string) error
+	// Watch asks that the releases of a patron's lock be announced for at
+	// least d from now: someone waits for it. Uncontended releases are not
+	// announced, which keeps them cheap.
+	Watch(ctx context.Context, t Tenant, userID string, d time.Duration) error
 }
 
 // LockHeld is the error for a patron whose lock someone else holds.

@@ -46,6 +46,9 @@ type WaitObserver interface {
 	// GrantedToGone reports a lock granted to a client that had gone, and
 	// released at once.
 	GrantedToGone()
+	// WatchFailed reports a wait that could not be registered: its
+	// releases may go unannounced, and it is served by polling.
+	WatchFailed(err error)
 }
 
 // WaitConfig shapes the waiting.
@@ -128,6 +131,10 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		w.leave(key, me)
 		w.obs.WaitEnded(result, w.now().Sub(start))
 	}()
+	// Have the patron's releases announced while this request waits, then
+	// look once more (below): a release either sees the registration or came
+	// before that look. If the registration fails, polling still serves.
+	w.watch(ctx, t, userID, wait)
 
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
@@ -203,6 +210,16 @@ func (w *Waiters) attempt(ctx context.Context, t Tenant, userID, lockID string, 
 		return Lock{}, 0, ctx.Err()
 	}
 	return lock, outcome, err
+}
+
+// watch registers the wait with the lock service, so that releases are
+// announced, for the wait and a margin.
+func (w *Waiters) watch(ctx context.Context, t Tenant, userID string, wait time.Duration) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
+	defer cancel()
+	if err := w.locks.Watch(sctx, t, userID, wait+time.Second); err != nil {
+		w.obs.WatchFailed(err)
+	}
 }
 
 // join queues me behind the patron's other waiters here; false when too

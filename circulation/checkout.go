@@ -38,15 +38,24 @@ type Service struct {
 	// now and newTimer are the clock; tests replace them.
 	now      func() time.Time
 	newTimer func() backoff.Timer
+	// waitAtStorage says whether acquisitions ask storage to wait for a
+	// held lock (waitMs); see UseWaitAtStorage.
+	waitAtStorage bool
 }
 
 // NewService returns the check-out service.
 func NewService(storage Storage, settings *Settings, observer Observer, logger *slog.Logger, releaseTimeout time.Duration) *Service {
 	return &Service{
 		storage: storage, settings: settings, observer: observer, logger: logger, releaseTimeout: releaseTimeout,
-		now: time.Now, newTimer: func() backoff.Timer { return nil },
+		now: time.Now, newTimer: func() backoff.Timer { return nil }, waitAtStorage: true,
 	}
 }
+
+// UseWaitAtStorage says whether to ask storage to wait for a held lock
+// (on by default). Off, acquisitions retry at the configured intervals
+// only, as FOLIO's mod-circulation does: for a storage that does not know
+// waitMs.
+func (s *Service) UseWaitAtStorage(on bool) { s.waitAtStorage = on }
 
 // UseClock replaces the service's clock: now for timestamps and waits, and
 // newTimer for the waits between lock attempts (nil: real timers). Tests use
@@ -316,6 +325,9 @@ func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSetti
 	err := backoff.RetryNotifyWithTimer(func() error {
 		attempts++
 		wait := waitWithin(ctx, giveUp.Sub(s.now()))
+		if !s.waitAtStorage {
+			wait = 0
+		}
 		lock, last = s.storage.AcquireLock(ctx, patron.ID, lockID, settings.LockTTL, wait)
 		switch {
 		case last == nil || IsKind(last, KindUnavailable):

@@ -25,6 +25,10 @@ type Circulation struct {
 	// RetryIntervalMs is one wait per retry of a held lock: "500|500|1000"
 	// means up to four attempts.
 	RetryIntervalMs Intervals `env:"RETRY_INTERVAL_MS" envDefault:"500|500|1000"`
+	// LockWaitAtStorage asks storage to wait for a held lock, within the
+	// retry budget, instead of polling it; off for a storage that does not
+	// support waitMs (FOLIO's mod-circulation-storage).
+	LockWaitAtStorage bool `env:"LOCK_WAIT_AT_STORAGE" envDefault:"true"`
 	// SettingsCacheTTL is how long a tenant's runtime settings are reused
 	// before storage is asked again.
 	SettingsCacheTTL time.Duration `env:"SETTINGS_CACHE_TTL" envDefault:"3s"`
@@ -150,6 +154,7 @@ func (c Circulation) LogValue() slog.Value {
 		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),
 		slog.Int("lock_ttl_ms", c.LockTTLMs),
 		slog.String("retry_interval_ms", c.RetryIntervalMs.String()),
+		slog.Bool("lock_wait_at_storage", c.LockWaitAtStorage),
 		slog.Duration("settings_cache_ttl", c.SettingsCacheTTL),
 		slog.Duration("storage_timeout", c.StorageTimeout),
 		slog.Duration("release_timeout", c.ReleaseTimeout),

@@ -3,8 +3,8 @@
 // postgres), and the benchmarks run the very same text through pgbench to
 // measure how close the service comes to the database's own limit.
 //
-// Each statement takes the lock table's quoted, schema-qualified name as its
-// one fmt argument.
+// Each statement takes quoted, schema-qualified table names as its fmt
+// arguments, as its comment says.
 package locksql
 
 // Columns are the lock's columns, in the order the statements return them.
@@ -38,11 +38,29 @@ RETURNING ` + Columns + `, xmax = 0 AS inserted, creation_date = now() AS fresh`
 
 // Release deletes a lock by id whatever its expiry, so an expired lock is
 // cleaned up, and says whether it was still live: for a client an expired
-// lock is the same as none. It announces the release on the channel
-// checkout_lock_released with the payload "<tenant>:<userId>", from the
-// deleting statement's own transaction: PostgreSQL delivers a notification
-// only when its transaction commits, so no waiter is woken before the row
-// is gone. Parameters: $1 lock id, $2 tenant.
+// lock is the same as none. When someone is waiting for the patron's lock
+// (a live row in check_out_lock_waiter, see Watch), it announces the release
+// on the channel checkout_lock_released with the payload "<tenant>:<userId>",
+// from the deleting statement's own transaction: PostgreSQL delivers a
+// notification only when its transaction commits, so no waiter is woken
+// before the row is gone. An uncontended release does not notify: PostgreSQL
+// serialises the commits of notifying transactions. It also says whether it
+// notified.
+//
+// Each statement here takes the lock table as its fmt argument; Release
+// takes the waiter table as the second. Parameters: $1 lock id, $2 tenant.
 const Release = `
-WITH released AS (DELETE FROM %s WHERE id = $1 RETURNING user_id, expires_at > now() AS live)
-SELECT live FROM released WHERE pg_notify('checkout_lock_released', $2::text || ':' || user_id::text) IS NOT NULL`
+WITH released AS (DELETE FROM %[1]s WHERE id = $1 RETURNING user_id, expires_at > now() AS live)
+SELECT live,
+       CASE WHEN EXISTS (SELECT 1 FROM %[2]s w WHERE w.user_id = released.user_id AND w.expires_at > now())
+            THEN (SELECT true FROM pg_notify('checkout_lock_released', $2::text || ':' || released.user_id::text))
+            ELSE false END AS notified
+  FROM released`
+
+// Watch registers that someone waits for a patron's lock until at least
+// $2 milliseconds from now, so its releases are announced (see Release).
+// A registration only ever extends. It takes the waiter table as its fmt
+// argument. Parameters: $1 user id, $2 milliseconds.
+const Watch = `
+INSERT INTO %s AS w (user_id, expires_at) VALUES ($1, now() + $2::integer * interval '1 millisecond')
+ON CONFLICT (user_id) DO UPDATE SET expires_at = greatest(w.expires_at, excluded.expires_at)`

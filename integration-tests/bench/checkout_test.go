@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,73 +160,6 @@ func benchCheckOutCost(t *testing.T, c *harness.Cluster, pop *population, p plan
 	t.Logf("check-out c=%d: lock on p50 %.2f ms p99 %.2f ms, off p50 %.2f ms p99 %.2f ms; overhead %.2f ms (x%.2f)",
 		conc, res.On.P50Ms, res.On.P99Ms, res.Off.P50Ms, res.Off.P99Ms, res.MedianOverheadMs, res.MedianRatio)
 	return res
-}
-
-// BurstRow is scenario 3: one patron's 10 simultaneous check-outs over 3
-// instances under one retry configuration.
-type BurstRow struct {
-	Config       string  `json:"config"`
-	Bursts       int     `json:"bursts"`
-	Succeeded    float64 `json:"meanSucceededOf10"`
-	TotalTimeMs  float64 `json:"meanBurstTimeMs"`
-	LatencyStats Stats   `json:"latency"`
-}
-
-func benchBursts(t *testing.T, c *harness.Cluster, p plan) []BurstRow {
-	configs := []struct {
-		name    string
-		body    string
-		retries int
-	}{
-		{"seed 500|500|1000 ms", `{"checkOutLockFeatureEnabled":true,"retryIntervalsMs":[500,500,1000]}`, 3},
-		{"FOLIO 250 ms x 30", `{"checkOutLockFeatureEnabled":true,"noOfRetryAttempts":30,"retryInterval":250}`, 30},
-	}
-	type acc struct {
-		hist      *hdrhistogram.Histogram
-		succeeded int
-		total     time.Duration
-		n         int
-	}
-	accs := make([]acc, len(configs))
-	for i := range accs {
-		accs[i].hist = newHist()
-	}
-	patron := 0
-	for range p.bursts {
-		for i, cfg := range configs {
-			setLockSettings(t, c, cfg.body, func(s lockSettings) bool { return s.Enabled && len(s.Intervals) == cfg.retries })
-			patron++
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			start := time.Now()
-			for k := range 10 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					t0 := time.Now()
-					r := c.CheckOut(k, fmt.Sprintf("BURSTI%d", (patron-1)*10+k+1), "BURST"+strconv.Itoa(patron))
-					mu.Lock()
-					defer mu.Unlock()
-					record(accs[i].hist, time.Since(t0))
-					if r.Status == http.StatusCreated {
-						accs[i].succeeded++
-					}
-				}()
-			}
-			wg.Wait()
-			accs[i].total += time.Since(start)
-			accs[i].n++
-		}
-	}
-	var rows []BurstRow
-	for i, cfg := range configs {
-		a := accs[i]
-		row := BurstRow{Config: cfg.name, Bursts: a.n, Succeeded: float64(a.succeeded) / float64(a.n),
-			TotalTimeMs: float64(a.total.Milliseconds()) / float64(a.n), LatencyStats: stats(a.hist, 0, a.total)}
-		rows = append(rows, row)
-		t.Logf("burst %s: %.1f of 10 succeed, burst takes %.0f ms, p99 %.0f ms", cfg.name, row.Succeeded, row.TotalTimeMs, row.LatencyStats.P99Ms)
-	}
-	return rows
 }
 
 // ScaleRow is scenario 4: check-out throughput with k instances.

@@ -108,7 +108,8 @@ func pgbenchScript(schema string) string {
 	acquire = strings.ReplaceAll(acquire, "$1", "md5(:uid::text)::uuid")
 	acquire = strings.ReplaceAll(acquire, "$2", "3000")
 	acquire = strings.ReplaceAll(acquire, "$3", "NULL")
-	release := strings.ReplaceAll(fmt.Sprintf(locksql.Release, tbl), "$1", ":lk_id")
+	release := strings.ReplaceAll(fmt.Sprintf(locksql.Release, tbl, pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize()), "$1", ":lk_id")
+	release = strings.ReplaceAll(release, "$2::text", "'bench'::text")
 	return "\\set uid random(1, 9000000000000)\n" + strings.TrimSpace(acquire) + " \\gset lk_\n" + release + ";\n"
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -36,6 +37,17 @@ func stats(h *hdrhistogram.Histogram, errors int64, elapsed time.Duration) Stats
 		s.Throughput = float64(h.TotalCount()) / elapsed.Seconds()
 	}
 	return s
+}
+
+// metricText is the value of an unlabelled metric in a Prometheus text
+// exposition, as written there ("" when absent).
+func metricText(body []byte, name string) string {
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // ratio is a/b, 0 when b is 0.

@@ -23,6 +23,9 @@ import (
 type Options struct {
 	// Circulations is how many circulation instances to start (default 3).
 	Circulations int
+	// Storages is how many circulation-storage instances to start (default
+	// 1); circulation instance i talks to storage i mod Storages.
+	Storages int
 	// FeatureOn turns the check-out lock on through the environment.
 	FeatureOn bool
 	// LockTTLMs and RetryIntervalMs are the lock's environment settings
@@ -30,8 +33,10 @@ type Options struct {
 	LockTTLMs       int
 	RetryIntervalMs string
 	// StorageProxy puts a fault-injecting proxy between every circulation
-	// instance and storage; DBProxy one between storage and PostgreSQL.
-	StorageProxy, DBProxy bool
+	// instance and storage (one storage only); DBProxy one between storage
+	// and PostgreSQL; ListenProxy one between storage's release listener
+	// and PostgreSQL (LISTEN_DATABASE_URL) alone.
+	StorageProxy, DBProxy, ListenProxy bool
 	// StorageEnv and CirculationEnv add environment variables.
 	StorageEnv, CirculationEnv []string
 }
@@ -39,16 +44,46 @@ type Options struct {
 // Cluster is one circulation-storage and several circulation instances on
 // a tenant of their own.
 type Cluster struct {
-	t            testing.TB
-	Tenant       string
+	t      testing.TB
+	Tenant string
+	// Storage is the first of Storages.
 	Storage      *Process
+	Storages     []*Process
 	Circulations []*Process
-	// StorageProxy and DBProxy are nil unless asked for.
-	StorageProxy, DBProxy *Proxy
+	// StorageProxy, DBProxy and ListenProxy are nil unless asked for.
+	StorageProxy, DBProxy, ListenProxy *Proxy
 	// DB reaches the tenant's data directly, for checking invariants.
 	DB     *pgxpool.Pool
 	Schema string
 	client *http.Client
+
+	opts        Options
+	storageURLs []string
+	started     int // circulation instances started, for their names
+}
+
+// AddCirculations starts n more circulation instances with the cluster's
+// options and env added to their environment, and returns them (they are
+// not added to Circulations). Instance i talks to storage i mod Storages.
+func (c *Cluster) AddCirculations(n int, env ...string) []*Process {
+	c.t.Helper()
+	e := envState()
+	var out []*Process
+	for i := range n {
+		out = append(out, startProcess(c.t, fmt.Sprintf("circulation-%d", c.started+1),
+			filepath.Join(e.BinDir, "circulation"),
+			append(append([]string{
+				"STORAGE_URL=" + c.storageURLs[i%len(c.storageURLs)],
+				fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", c.opts.FeatureOn),
+				fmt.Sprintf("LOCK_TTL_MS=%d", c.opts.LockTTLMs),
+				"RETRY_INTERVAL_MS=" + c.opts.RetryIntervalMs,
+				"SETTINGS_CACHE_TTL=200ms",
+				"STORAGE_TIMEOUT=3s",
+				"LOG_LEVEL=info",
+			}, c.opts.CirculationEnv...), env...)...))
+		c.started++
+	}
+	return out
 }
 
 // NewCluster starts the processes and initialises the tenant.
@@ -56,6 +91,12 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	if opts.Circulations == 0 {
 		opts.Circulations = 3
+	}
+	if opts.Storages == 0 {
+		opts.Storages = 1
+	}
+	if opts.StorageProxy && opts.Storages > 1 {
+		t.Fatal("harness: StorageProxy needs a single storage instance")
 	}
 	if opts.LockTTLMs == 0 {
 		opts.LockTTLMs = 3000
@@ -77,26 +118,36 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		u.Host = c.DBProxy.Addr()
 		dbURL = u.String()
 	}
-	c.Storage = startProcess(t, "storage", filepath.Join(e.BinDir, "circulation-storage"),
-		append([]string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=info", "DB_MAX_CONNS=20"}, opts.StorageEnv...)...)
-	storageURL := c.Storage.URL()
+	// The release listener connects directly (or through its own proxy),
+	// under a name of its own, so a test can find its session.
+	listen, _ := url.Parse(e.DatabaseURL)
+	if opts.ListenProxy {
+		c.ListenProxy = NewProxy(t, listen.Host)
+		listen.Host = c.ListenProxy.Addr()
+	}
+	for i := range opts.Storages {
+		name := "storage"
+		if opts.Storages > 1 {
+			name = fmt.Sprintf("storage-%d", i+1)
+		}
+		q := listen.Query()
+		q.Set("application_name", ListenerName(c.Tenant, i))
+		listen.RawQuery = q.Encode()
+		c.Storages = append(c.Storages, startProcess(t, name, filepath.Join(e.BinDir, "circulation-storage"),
+			append([]string{"DATABASE_URL=" + dbURL, "LISTEN_DATABASE_URL=" + listen.String(), "LOG_LEVEL=info", "DB_MAX_CONNS=20"},
+				opts.StorageEnv...)...))
+	}
+	c.Storage = c.Storages[0]
+	storageURLs := make([]string, len(c.Storages))
+	for i, s := range c.Storages {
+		storageURLs[i] = s.URL()
+	}
 	if opts.StorageProxy {
 		c.StorageProxy = NewProxy(t, c.Storage.Addr)
-		storageURL = "http://" + c.StorageProxy.Addr()
+		storageURLs[0] = "http://" + c.StorageProxy.Addr()
 	}
-	for i := range opts.Circulations {
-		c.Circulations = append(c.Circulations, startProcess(t, fmt.Sprintf("circulation-%d", i+1),
-			filepath.Join(e.BinDir, "circulation"),
-			append([]string{
-				"STORAGE_URL=" + storageURL,
-				fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", opts.FeatureOn),
-				fmt.Sprintf("LOCK_TTL_MS=%d", opts.LockTTLMs),
-				"RETRY_INTERVAL_MS=" + opts.RetryIntervalMs,
-				"SETTINGS_CACHE_TTL=200ms",
-				"STORAGE_TIMEOUT=3s",
-				"LOG_LEVEL=info",
-			}, opts.CirculationEnv...)...))
-	}
+	c.opts, c.storageURLs = opts, storageURLs
+	c.Circulations = c.AddCirculations(opts.Circulations)
 
 	res := c.Do(c.Storage, "POST", "/_/tenant", map[string]any{"module_to": "mod-circulation-storage-1.0.0"})
 	res.Want(t, http.StatusCreated)
@@ -108,6 +159,11 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	c.DB = pool
 	return c
 }
+
+// ListenerName is the application_name of the release listener of the
+// cluster's storage instance i (tenant is the cluster's), in
+// pg_stat_activity.
+func ListenerName(tenant string, i int) string { return fmt.Sprintf("listener-%s-%d", tenant, i) }
 
 // Response is an HTTP answer.
 type Response struct {

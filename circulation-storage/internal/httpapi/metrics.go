@@ -23,6 +23,7 @@ type Metrics struct {
 	waiters            prometheus.Gauge
 	wakeups            *prometheus.CounterVec
 	grantsToGone       prometheus.Counter
+	watchFailures      prometheus.Counter
 	listenerUp         prometheus.Gauge
 	listenerReconnects prometheus.Counter
 }
@@ -68,6 +69,10 @@ func NewMetrics() *Metrics {
 			Name: "checkout_lock_grants_to_gone_clients_total",
 			Help: "Locks granted to waiters whose client had gone, released at once.",
 		}),
+		watchFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_lock_watch_failures_total",
+			Help: "Waits that could not be registered for release notifications; they are served by polling.",
+		}),
 		listenerUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "checkout_lock_listener_up",
 			Help: "1 while the lock release listener receives notifications, else 0 (waiters then poll).",
@@ -81,7 +86,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requestDuration, m.lockAcquisitions, m.sweeperDeleted,
-		m.waitDuration, m.waiters, m.wakeups, m.grantsToGone, m.listenerUp, m.listenerReconnects,
+		m.waitDuration, m.waiters, m.wakeups, m.grantsToGone, m.watchFailures, m.listenerUp, m.listenerReconnects,
 	)
 	for _, outcome := range []string{"acquired", "took_over_expired", "renewed", "held"} {
 		m.lockAcquisitions.WithLabelValues(outcome)
@@ -108,6 +113,9 @@ func (m *Metrics) WaitEnded(result storage.WaitResult, waited time.Duration) {
 
 // GrantedToGone implements storage.WaitObserver.
 func (m *Metrics) GrantedToGone() { m.grantsToGone.Inc() }
+
+// WatchFailed implements storage.WaitObserver.
+func (m *Metrics) WatchFailed(error) { m.watchFailures.Inc() }
 
 // ListenerUp records whether the release listener is receiving.
 func (m *Metrics) ListenerUp(up bool) {

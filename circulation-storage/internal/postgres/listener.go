@@ -85,7 +85,10 @@ func (l *Listener) listen(ctx context.Context, connected func()) error {
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}
-	cfg.RuntimeParams["application_name"] = "circulation-storage-listener"
+	if cfg.RuntimeParams["application_name"] == "" {
+		// Named in pg_stat_activity, unless the connection string names it.
+		cfg.RuntimeParams["application_name"] = "circulation-storage-listener"
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", redact(err))

@@ -126,12 +126,18 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 // expiry, so an expired lock is cleaned up, but only a live one counts as
 // released: for the client an expired lock is the same as none.
 func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string) error {
-	q := fmt.Sprintf(locksql.Release, table(t, "check_out_lock"))
-	var live bool
-	err := s.db.pool.QueryRow(ctx, q, id, string(t)).Scan(&live)
+	q := fmt.Sprintf(locksql.Release, table(t, "check_out_lock"), table(t, "check_out_lock_waiter"))
+	var live, notified bool
+	err := s.db.pool.QueryRow(ctx, q, id, string(t)).Scan(&live, &notified)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
 		return storage.NotFound("Lock", id)
 	}
+	return interpret(err, t)
+}
+
+// Watch implements storage.LockService.
+func (s *Locks) Watch(ctx context.Context, t storage.Tenant, userID string, d time.Duration) error {
+	_, err := s.db.pool.Exec(ctx, fmt.Sprintf(locksql.Watch, table(t, "check_out_lock_waiter")), userID, d.Milliseconds())
 	return interpret(err, t)
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // Sweeper deletes expired check-out locks of every tenant in bounded batches,
-// so the lock table stays small. Correctness never depends on it: an expired
+// so the lock table stays small, and the expired registrations of waiters. Correctness never depends on it: an expired
 // lock already counts as absent everywhere, and acquiring takes one over.
 type Sweeper struct {
 	db        *DB
@@ -77,6 +77,11 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for _, schema := range schemas {
+		waiters := pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize()
+		if _, err := s.db.pool.Exec(ctx, `DELETE FROM `+waiters+` WHERE expires_at <= now()`); err != nil &&
+			!storage.IsKind(interpret(err, storage.Tenant(schema)), storage.KindBadRequest) {
+			return total, fmt.Errorf("sweep %s waiters: %w", schema, interpret(err, ""))
+		}
 		q := fmt.Sprintf(sweepSQL, pgx.Identifier{schema, "check_out_lock"}.Sanitize())
 		for {
 			tag, err := s.db.pool.Exec(ctx, q, s.batchSize)

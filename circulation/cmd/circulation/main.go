@@ -70,10 +70,12 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		LockTTL: time.Duration(cfg.LockTTLMs) * time.Millisecond, RetryIntervals: cfg.RetryIntervalMs.Durations(),
 	}, cfg.RequestTimeout))
 	settings.UseCacheSize(cfg.SettingsCacheTenants)
+	svc := circulation.NewService(storage, settings, metrics, logger, cfg.ReleaseTimeout)
+	svc.UseWaitAtStorage(cfg.LockWaitAtStorage)
 	server := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxHeaderBytes: cfg.MaxHeaderBytes,
 		RequestTimeout: cfg.RequestTimeout},
 		httpapi.Services{
-			Circulation: circulation.NewService(storage, settings, metrics, logger, cfg.ReleaseTimeout),
+			Circulation: svc,
 			Settings:    settings,
 			Storage:     storage,
 			Ready:       storage.Ready,

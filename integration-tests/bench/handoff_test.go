@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/google/uuid"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// Bursts is scenario 3: a patron's ten simultaneous check-outs over three
+// circulation instances and two storage instances, with the seed's
+// 500|500|1000, once with circulation polling the lock at those intervals
+// (LOCK_WAIT_AT_STORAGE=false, what FOLIO does) and once with storage
+// handing the lock to the next waiting check-out as it is released;
+// alternating bursts, in one run. Their time is set against a solo
+// check-out's: a burst can go no faster than ten check-outs one after
+// another, so total ÷ (10 × solo p50) near 1 means no time lost waiting.
+type Bursts struct {
+	SoloP50Ms float64    `json:"soloCheckOutP50Ms"`
+	Rows      []BurstRow `json:"rows"`
+	HandOff   HandOff    `json:"handOff"`
+}
+
+// BurstRow is one way of waiting, over its bursts.
+type BurstRow struct {
+	Mode string `json:"mode"`
+	// HandOff marks the row of storage handing the lock over.
+	HandOff      bool    `json:"handOff"`
+	Bursts       int     `json:"bursts"`
+	Succeeded    float64 `json:"meanSucceededOf10"`
+	TotalTimeMs  float64 `json:"meanBurstTimeMs"`
+	Ratio        float64 `json:"burstOverTenSolo"`
+	LatencyStats Stats   `json:"latency"`
+}
+
+// HandOff is how long a lock takes to pass from one holder to a waiter on
+// another storage instance: from sending the release to receiving the
+// waiter's 201.
+type HandOff struct {
+	HandOffs int     `json:"handOffs"`
+	P50Ms    float64 `json:"p50Ms"`
+	P99Ms    float64 `json:"p99Ms"`
+	MaxMs    float64 `json:"maxMs"`
+}
+
+func benchBursts(t *testing.T, p plan, env []string) Bursts {
+	c := harness.NewCluster(t, harness.Options{Circulations: 3, Storages: 2, FeatureOn: true, RetryIntervalMs: "500|500|1000",
+		StorageEnv: env, CirculationEnv: env})
+	polling := c.AddCirculations(3, "LOCK_WAIT_AT_STORAGE=false")
+	modes := []struct {
+		name      string
+		instances []*harness.Process
+		handOff   bool
+	}{{"polling 500|500|1000 ms (FOLIO's way)", polling, false}, {"hand-off, budget 500|500|1000 ms", c.Circulations, true}}
+	const solos = 40
+	// One burst per mode first, not counted: the first burst through
+	// fresh processes pays for their connections and caches.
+	pop := populate(t, c, solos, (p.bursts+1)*len(modes))
+
+	// A solo check-out's p50, through the hand-off instances.
+	solo := newHist()
+	for n := 1; n <= solos; n++ {
+		start := time.Now()
+		r := c.Do(c.Circulations[n%3], "POST", "/circulation/check-out-by-barcode",
+			fmt.Sprintf(`{"itemBarcode":"BI%d","userBarcode":"B%d","servicePointId":%q}`, n, n, harness.ServicePoint))
+		if r.Status != http.StatusCreated {
+			t.Fatalf("solo check-out: %d %s", r.Status, r.Body)
+		}
+		record(solo, time.Since(start))
+	}
+	pop.next.Store(solos)
+	soloP50 := float64(solo.ValueAtQuantile(50)) / 1000
+
+	type acc struct {
+		hist      *hdrhistogram.Histogram
+		succeeded int
+		total     time.Duration
+		n         int
+	}
+	accs := make([]acc, len(modes))
+	for i := range accs {
+		accs[i].hist = newHist()
+	}
+	patron := 0
+	for b := range p.bursts + 1 {
+		for i, m := range modes {
+			patron++
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			start := time.Now()
+			for k := range 10 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					t0 := time.Now()
+					r := c.Do(m.instances[k%len(m.instances)], "POST", "/circulation/check-out-by-barcode",
+						fmt.Sprintf(`{"itemBarcode":"BURSTI%d","userBarcode":"BURST%d","servicePointId":%q}`,
+							(patron-1)*10+k+1, patron, harness.ServicePoint))
+					mu.Lock()
+					defer mu.Unlock()
+					record(accs[i].hist, time.Since(t0))
+					if r.Status == http.StatusCreated {
+						accs[i].succeeded++
+					}
+				}()
+			}
+			wg.Wait()
+			if b == 0 {
+				accs[i] = acc{hist: newHist()} // the warm-up
+				continue
+			}
+			accs[i].total += time.Since(start)
+			accs[i].n++
+		}
+	}
+	out := Bursts{SoloP50Ms: soloP50}
+	for i, m := range modes {
+		a := accs[i]
+		row := BurstRow{Mode: m.name, HandOff: m.handOff, Bursts: a.n, Succeeded: float64(a.succeeded) / float64(a.n),
+			TotalTimeMs: float64(a.total.Milliseconds()) / float64(a.n), LatencyStats: stats(a.hist, 0, a.total)}
+		row.Ratio = ratio(row.TotalTimeMs, 10*soloP50)
+		out.Rows = append(out.Rows, row)
+		t.Logf("burst, %s: %.1f of 10 succeed, burst takes %.0f ms = %.2f × 10 solo check-outs (solo p50 %.2f ms)",
+			m.name, row.Succeeded, row.TotalTimeMs, row.Ratio, soloP50)
+	}
+	handOffs := 200
+	if p.bursts < 3 {
+		handOffs = 20 // a smoke run
+	}
+	out.HandOff = benchHandOff(t, c, handOffs)
+	return out
+}
+
+// benchHandOff passes one patron's lock back and forth between two clients
+// on two storage instances: each waits on its instance while the other
+// holds the lock, and is timed from the holder's release to its own 201.
+func benchHandOff(t *testing.T, c *harness.Cluster, n int) HandOff {
+	user := uuid.NewString()
+	h := newHist()
+	acquire := func(s *harness.Process, id string, waitMs int) harness.Response {
+		return c.Do(s, "POST", "/check-out-lock-storage", map[string]any{"userId": user, "id": id, "ttlMs": 30000, "waitMs": waitMs})
+	}
+	waiting := func(s *harness.Process) bool {
+		res := c.Do(s, "GET", "/metrics", nil)
+		return strconv.Itoa(1) == metricText(res.Body, "checkout_lock_waiters")
+	}
+	storages := c.Storages
+	holder := uuid.NewString()
+	acquire(storages[0], holder, 0).Want(t, http.StatusCreated)
+	for i := range n {
+		from, to := storages[i%2], storages[(i+1)%2]
+		next := uuid.NewString()
+		result := make(chan harness.Response, 1)
+		go func() { result <- acquire(to, next, 10000) }()
+		deadline := time.Now().Add(10 * time.Second)
+		for !waiting(to) {
+			if time.Now().After(deadline) {
+				t.Fatalf("hand-off %d: the waiter never waited", i)
+			}
+			time.Sleep(time.Millisecond) // polling another process's gauge, with a deadline
+		}
+		start := time.Now()
+		c.Do(from, "DELETE", "/check-out-lock-storage/"+holder, nil).Want(t, http.StatusNoContent)
+		(<-result).Want(t, http.StatusCreated)
+		record(h, time.Since(start))
+		holder = next
+	}
+	out := HandOff{HandOffs: n, P50Ms: float64(h.ValueAtQuantile(50)) / 1000, P99Ms: float64(h.ValueAtQuantile(99)) / 1000,
+		MaxMs: float64(h.Max()) / 1000}
+	t.Logf("hand-off across two storage instances, %d times: p50 %.2f ms, p99 %.2f ms, max %.2f ms", n, out.P50Ms, out.P99Ms, out.MaxMs)
+	return out
+}

@@ -1,0 +1,1 @@
+DROP TABLE check_out_lock_waiter;
