@@ -126,7 +126,9 @@ func TestListenerLossIsSurvived(t *testing.T) {
 		user, holder := uuid.NewString(), uuid.NewString()
 		c.Do(s, "POST", "/check-out-lock-storage", lockBody(user, holder, 60000, 0)).Want(t, http.StatusCreated)
 		result := make(chan harness.Response, 1)
-		go func() { result <- c.Do(s, "POST", "/check-out-lock-storage", lockBody(user, uuid.NewString(), 60000, 10000)) }()
+		go func() {
+			result <- c.Do(s, "POST", "/check-out-lock-storage", lockBody(user, uuid.NewString(), 60000, 10000))
+		}()
 		waitFor(t, "the waiter to wait", func() bool { return metric(t, c, s, "checkout_lock_waiters") == 1 })
 		c.Do(s, "DELETE", "/check-out-lock-storage/"+holder, nil).Want(t, http.StatusNoContent)
 		return (<-result).Want(t, http.StatusCreated)
