@@ -63,11 +63,12 @@ const (
 	RouteUnknown     = "unknown"
 )
 
-// defaultLockTTLMs and maxLockTTLMs are storage's LOCK_DEFAULT_TTL_MS and
-// LOCK_MAX_TTL_MS defaults.
+// defaultLockTTLMs, maxLockTTLMs and maxWaitMs are storage's
+// LOCK_DEFAULT_TTL_MS, LOCK_MAX_TTL_MS and LOCK_MAX_WAIT_MS defaults.
 const (
 	defaultLockTTLMs = 3000
 	maxLockTTLMs     = 600000
+	maxWaitMs        = 20000
 )
 
 // Call is one request the fake received.
@@ -81,6 +82,8 @@ type Call struct {
 	LockID    string // X-Check-Out-Lock-Id
 	Body      string
 	Status    int // the status answered
+	// WaitMs is the waitMs of an acquisition (0 when absent).
+	WaitMs int
 }
 
 // Seeds and views of the records.
@@ -153,10 +156,15 @@ type Fake struct {
 	settings []map[string]any
 	locks    []*Lock
 	tenants  map[string]bool // initialised tenants; nil: every valid one
+	// released is closed, and replaced, whenever a lock is released: the
+	// waiting acquisitions watch it.
+	released chan struct{}
 
 	// faults
 	lockHeld      int // acquires left to answer LOCK_HELD; negative: all
+	waitInVain    int // acquires with waitMs left to answer LOCK_HELD as if after waiting
 	acquireStatus int
+	acquireFails  int // acquires left to fail with acquireStatus; negative: all
 	acquireCode   string
 	lostGrants    int        // granted acquires left whose answer is lost
 	grantLoss     AnswerLoss // how they are lost
@@ -195,7 +203,7 @@ const (
 // New starts a fake with no records and every tenant initialised; the
 // test's cleanup closes it.
 func New(t interface{ Cleanup(func()) }) *Fake {
-	f := &Fake{schemas: contract(), policies: map[string]LoanPolicy{}}
+	f := &Fake{schemas: contract(), policies: map[string]LoanPolicy{}, released: make(chan struct{})}
 	mux := http.NewServeMux()
 	handle := map[string]http.HandlerFunc{
 		RouteUsers: f.listUsers, RouteItems: f.listItems, RoutePutItem: f.putItem,
@@ -257,7 +265,7 @@ func (f *Fake) record(mux *http.ServeMux) http.Handler {
 		}
 		f.calls = append(f.calls, Call{Route: route, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 			Tenant: tenant, RequestID: r.Header.Get(schemas.HeaderRequestID), LockID: r.Header.Get(schemas.HeaderLockID),
-			Body: string(body), Status: rec.status})
+			Body: string(body), Status: rec.status, WaitMs: waitMsOf(body)})
 	})
 }
 
@@ -356,11 +364,28 @@ func (f *Fake) HoldLock(n int) {
 	f.lockHeld = n
 }
 
+// WaitInVain makes the next n acquires that carry waitMs answer 503
+// LOCK_HELD at once, as storage does once it has waited waitMs in vain
+// (with waitedMs), so a test need not wait.
+func (f *Fake) WaitInVain(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.waitInVain = n
+}
+
 // FailAcquire makes every acquire answer status with code.
 func (f *Fake) FailAcquire(status int, code string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.acquireStatus, f.acquireCode = status, code
+	f.acquireStatus, f.acquireCode, f.acquireFails = status, code, -1
+}
+
+// FailAcquires makes the next n acquires answer status with code; later
+// ones are served.
+func (f *Fake) FailAcquires(n, status int, code string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acquireStatus, f.acquireCode, f.acquireFails = status, code, n
 }
 
 // LoseAcquireAnswers makes the next n acquires that storage grants lose
@@ -809,7 +834,18 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = int(v)
 	}
-	if f.acquireStatus != 0 {
+	var wait time.Duration
+	if v, ok := doc["waitMs"].(float64); ok {
+		if v > maxWaitMs {
+			writeError(w, 422, schemas.CodeValidation, fmt.Sprintf("waitMs: must be at most %d", maxWaitMs), "waitMs", strconv.FormatFloat(v, 'f', -1, 64))
+			return
+		}
+		wait = time.Duration(v) * time.Millisecond
+	}
+	if f.acquireStatus != 0 && f.acquireFails != 0 {
+		if f.acquireFails > 0 {
+			f.acquireFails--
+		}
 		writeError(w, f.acquireStatus, f.acquireCode, "Acquire failed (programmed fault)")
 		return
 	}
@@ -817,29 +853,67 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 		if f.lockHeld > 0 {
 			f.lockHeld--
 		}
-		// Someone else (not modelled) holds it: no expiry to name.
+		// Someone else (not modelled) holds it, and storage answers at
+		// once (as one that does not wait): no expiry to name.
 		w.Header().Set("Retry-After", "1")
 		writeError(w, 503, schemas.CodeLockHeld, "Unable to acquire lock", "userId", userID)
 		return
 	}
-	// row is the patron's lock as storage's one row per patron holds it:
-	// released locks are deleted rows, replaced ones were taken over.
+	if wait > 0 && f.waitInVain != 0 {
+		if f.waitInVain > 0 {
+			f.waitInVain--
+		}
+		w.Header().Set("Retry-After", "1")
+		writeError(w, 503, schemas.CodeLockHeld, "Unable to acquire lock", "userId", userID,
+			"waitedMs", strconv.FormatInt(wait.Milliseconds(), 10))
+		return
+	}
+	start := time.Now()
 	var row *Lock
-	for _, l := range f.locks {
-		if l.UserID == userID && !l.Released && !l.replaced {
-			row = l
+	for {
+		// row is the patron's lock as storage's one row per patron holds
+		// it: released locks are deleted rows, replaced ones were taken
+		// over.
+		row = nil
+		for _, l := range f.locks {
+			if l.UserID == userID && !l.Released && !l.replaced {
+				row = l
+			}
+		}
+		if row == nil || row.ID == lockID || !f.live(row) {
+			break
+		}
+		// Held by someone else: wait for a release, the holder's expiry or
+		// the end of the wait, as storage does; the client leaving ends it.
+		left := wait - time.Since(start)
+		if left <= 0 {
+			remaining := time.Until(row.ExpiresAt)
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(remaining.Seconds())))))
+			params := []string{"userId", userID, "expiresAt", row.ExpiresAt.UTC().Format(schemas.TimeFormat)}
+			if wait > 0 {
+				params = append(params, "waitedMs", strconv.FormatInt(time.Since(start).Milliseconds(), 10))
+			}
+			writeError(w, 503, schemas.CodeLockHeld, "Unable to acquire lock", params...)
+			return
+		}
+		released := f.released
+		f.mu.Unlock()
+		timer := time.NewTimer(min(left, time.Until(row.ExpiresAt)+time.Millisecond))
+		select {
+		case <-released:
+		case <-timer.C:
+		case <-r.Context().Done():
+		}
+		timer.Stop()
+		f.mu.Lock()
+		if r.Context().Err() != nil {
+			return // the client has gone: nothing granted
 		}
 	}
 	now := time.Now().UTC()
 	switch {
-	case row != nil && row.ID == lockID:
+	case row != nil && row.ID == lockID && f.live(row):
 		// The holder asking again: renewed, id and creation date kept.
-	case row != nil && f.live(row):
-		remaining := time.Until(row.ExpiresAt)
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(remaining.Seconds())))))
-		writeError(w, 503, schemas.CodeLockHeld, "Unable to acquire lock",
-			"userId", userID, "expiresAt", row.ExpiresAt.UTC().Format(schemas.TimeFormat))
-		return
 	case lockID != "" && slices.ContainsFunc(f.locks, func(l *Lock) bool {
 		return l.ID == lockID && l.UserID != userID && !l.Released && !l.replaced
 	}):
@@ -869,6 +943,15 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/check-out-lock-storage/"+l.ID)
 	writeJSON(w, 201, lockJSON(l))
+}
+
+// waitMsOf is the waitMs of a request body, 0 when it has none.
+func waitMsOf(body []byte) int {
+	var doc struct {
+		WaitMs float64 `json:"waitMs"`
+	}
+	_ = json.Unmarshal(body, &doc)
+	return int(doc.WaitMs)
 }
 
 // cut closes the request's connection without answering.
@@ -912,6 +995,8 @@ func (f *Fake) release(w http.ResponseWriter, r *http.Request) {
 	for _, l := range f.locks {
 		if l.ID == id && f.live(l) {
 			l.Released = true
+			close(f.released)
+			f.released = make(chan struct{})
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}

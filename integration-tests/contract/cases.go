@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -420,5 +421,92 @@ var cases = []testCase{
 			return r
 		},
 		want: want{status: http.StatusBadRequest, code: schemas.CodeInvalidTenant},
+	},
+
+	// Waiting for a held lock (waitMs).
+	{
+		name: "a held lock waited for in vain: LOCK_HELD after waitMs, naming waitedMs",
+		given: func(s *session) request {
+			user := newUUID()
+			s.keep("holder", s.acquire(user, newUUID(), lockTTL))
+			s.keep("clock", map[string]any{"start": time.Now()})
+			return waitReq(user, newUUID(), 150)
+		},
+		want: want{status: http.StatusServiceUnavailable, code: schemas.CodeLockHeld, params: map[string]string{"waitedMs": ""}},
+		then: func(s *session, got response) {
+			holder := s.kept("holder")
+			wantParams(s, got, map[string]string{"userId": holder["userId"].(string), "expiresAt": holder["expiresAt"].(string)})
+			if waited, _ := strconv.Atoi(param(got, "waitedMs")); waited < 150 {
+				s.t.Errorf("waitedMs %s, want at least the 150 asked", param(got, "waitedMs"))
+			}
+			if took := time.Since(s.kept("clock")["start"].(time.Time)); took < 150*time.Millisecond {
+				s.t.Errorf("answered after %s, before the wait was over", took)
+			}
+		},
+	},
+	{
+		// The holder works for 150 ms, then releases: the waiter gets the
+		// lock then, not at the end of its 10 s.
+		name: "a held lock released during the wait is granted to the waiter",
+		given: func(s *session) request {
+			user := newUUID()
+			holder := s.acquire(user, newUUID(), lockTTL)
+			released := make(chan error, 1)
+			time.AfterFunc(150*time.Millisecond, func() {
+				got, err := do(s.t, s.http, s.target.URL(), s.target.Tenant(), releaseReq(holder["id"].(string)))
+				if err == nil && got.status != http.StatusNoContent {
+					err = fmt.Errorf("release answered %d %s", got.status, got.body)
+				}
+				released <- err
+			})
+			s.keep("clock", map[string]any{"start": time.Now(), "released": released})
+			return waitReq(user, newUUID(), 10000)
+		},
+		want: want{status: http.StatusCreated, schema: "checkout-lock.json"},
+		then: func(s *session, got response) {
+			if err := <-s.kept("clock")["released"].(chan error); err != nil {
+				s.t.Errorf("the holder's release: %v", err)
+			}
+			if l := got.decode(s.t); l["id"] != s.sent()["id"] {
+				s.t.Errorf("granted lock %v, want the waiter's id %v", l["id"], s.sent()["id"])
+			}
+			if took := time.Since(s.kept("clock")["start"].(time.Time)); took > 5*time.Second {
+				s.t.Errorf("granted after %s, long after the release", took)
+			}
+		},
+	},
+	{
+		name: "a held lock expiring during the wait is granted to the waiter",
+		given: func(s *session) request {
+			user := newUUID()
+			s.acquire(user, newUUID(), shortTTL)
+			return waitReq(user, newUUID(), 5000)
+		},
+		want: want{status: http.StatusCreated, schema: "checkout-lock.json"},
+	},
+	{
+		name: "waitMs above LOCK_MAX_WAIT_MS is refused",
+		given: func(s *session) request {
+			return waitReq(newUUID(), newUUID(), MaxWaitMs+1)
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeValidation, params: map[string]string{"waitMs": ""}},
+		then: func(s *session, _ response) {
+			s.step("the refused lock", request{method: http.MethodGet, path: "/check-out-lock-storage/" + s.sent()["id"].(string)},
+				want{status: http.StatusNotFound, code: schemas.CodeNotFound})
+		},
+	},
+	{
+		name: "waitMs 0 answers at once, as without it",
+		given: func(s *session) request {
+			user := newUUID()
+			s.acquire(user, newUUID(), lockTTL)
+			return waitReq(user, newUUID(), 0)
+		},
+		want: want{status: http.StatusServiceUnavailable, code: schemas.CodeLockHeld},
+		then: func(s *session, got response) {
+			if v := param(got, "waitedMs"); v != "" {
+				s.t.Errorf("waitedMs %q on an answer that did not wait", v)
+			}
+		},
 	},
 }

@@ -26,11 +26,12 @@ import (
 	"github.com/checkoutlock/schemas"
 )
 
-// The storage configuration the cases assume: LOCK_DEFAULT_TTL_MS and
-// LOCK_MAX_TTL_MS at their defaults. A target must run with these.
+// The storage configuration the cases assume: LOCK_DEFAULT_TTL_MS,
+// LOCK_MAX_TTL_MS and LOCK_MAX_WAIT_MS at their defaults. A target must run with these.
 const (
 	DefaultLockTTLMs = 3000
 	MaxLockTTLMs     = 600000
+	MaxWaitMs        = 20000
 )
 
 // Target is one implementation of storage's HTTP API, ready for one case.
@@ -165,6 +166,16 @@ func (s *session) send(req request) response {
 
 func send(t *testing.T, client *http.Client, base, tenant string, req request) response {
 	t.Helper()
+	got, err := do(t, client, base, tenant, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// do sends req; it may run on a goroutine of a case's own, so it reports
+// a failure to answer as an error rather than through t.
+func do(t *testing.T, client *http.Client, base, tenant string, req request) (response, error) {
 	var body io.Reader
 	var data []byte
 	switch b := req.body.(type) {
@@ -174,7 +185,7 @@ func send(t *testing.T, client *http.Client, base, tenant string, req request) r
 	default:
 		var err error
 		if data, err = json.Marshal(b); err != nil {
-			t.Fatal(err)
+			return response{}, err
 		}
 	}
 	if req.body != nil {
@@ -182,7 +193,7 @@ func send(t *testing.T, client *http.Client, base, tenant string, req request) r
 	}
 	r, err := http.NewRequestWithContext(t.Context(), req.method, strings.TrimRight(base, "/")+req.path, body)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	r.Header.Set(schemas.HeaderTenant, tenant)
 	r.Header.Set(schemas.HeaderRequestID, "contract-"+randomHex(6))
@@ -198,18 +209,18 @@ func send(t *testing.T, client *http.Client, base, tenant string, req request) r
 	}
 	res, err := client.Do(r)
 	if err != nil {
-		t.Fatalf("%s %s: no answer: %v", req.method, req.path, err)
+		return response{}, fmt.Errorf("%s %s: no answer: %w", req.method, req.path, err)
 	}
 	defer res.Body.Close()
 	got, err := io.ReadAll(res.Body)
 	if err != nil {
-		t.Fatalf("%s %s: reading the answer: %v", req.method, req.path, err)
+		return response{}, fmt.Errorf("%s %s: reading the answer: %w", req.method, req.path, err)
 	}
 	// The request id is checked here, where the request's own is known.
 	if sent, echoed := r.Header.Get(schemas.HeaderRequestID), res.Header.Get(schemas.HeaderRequestID); echoed != sent {
-		t.Errorf("%s %s: %s %q in the answer, want the request's %q", req.method, req.path, schemas.HeaderRequestID, echoed, sent)
+		return response{}, fmt.Errorf("%s %s: %s %q in the answer, want the request's %q", req.method, req.path, schemas.HeaderRequestID, echoed, sent)
 	}
-	return response{status: res.StatusCode, header: res.Header, body: got}
+	return response{status: res.StatusCode, header: res.Header, body: got}, nil
 }
 
 // step sends req and checks its answer against w; what names the step in

@@ -37,7 +37,7 @@ func TestContractFakeStorage(t *testing.T) {
 func TestContractRealStorage(t *testing.T) {
 	t.Parallel()
 	s := harness.StartStorage(t, fmt.Sprintf("LOCK_DEFAULT_TTL_MS=%d", contract.DefaultLockTTLMs),
-		fmt.Sprintf("LOCK_MAX_TTL_MS=%d", contract.MaxLockTTLMs))
+		fmt.Sprintf("LOCK_MAX_TTL_MS=%d", contract.MaxLockTTLMs), fmt.Sprintf("LOCK_MAX_WAIT_MS=%d", contract.MaxWaitMs))
 	contract.Exercise(t, func(t *testing.T) contract.Target {
 		return &realTarget{url: s.URL(), tenant: s.InitTenant(t), never: harness.TenantID()}
 	})

@@ -17,6 +17,13 @@ func acquireReq(userID, lockID string, ttlMs int) request {
 		body: map[string]any{"userId": userID, "id": lockID, "ttlMs": ttlMs}}
 }
 
+// waitReq is an acquisition that waits up to waitMs for a held lock.
+func waitReq(userID, lockID string, waitMs int) request {
+	r := acquireReq(userID, lockID, lockTTL)
+	r.body.(map[string]any)["waitMs"] = waitMs
+	return r
+}
+
 func releaseReq(lockID string) request {
 	return request{method: http.MethodDelete, path: "/check-out-lock-storage/" + lockID}
 }
@@ -49,6 +56,25 @@ func openCountReq(userID, materialTypeID, loanTypeID string) request {
 
 func settingReq(scope, key string, value any) request {
 	return request{method: http.MethodPost, path: "/settings/entries", body: map[string]any{"scope": scope, "key": key, "value": value}}
+}
+
+// param is the value of the first error's parameter key, "" when absent.
+func param(got response, key string) string {
+	var env struct {
+		Errors []struct {
+			Parameters []struct{ Key, Value string } `json:"parameters"`
+		} `json:"errors"`
+	}
+	_ = json.Unmarshal(got.body, &env)
+	if len(env.Errors) == 0 {
+		return ""
+	}
+	for _, p := range env.Errors[0].Parameters {
+		if p.Key == key {
+			return p.Value
+		}
+	}
+	return ""
 }
 
 // Steps the cases take on the way.

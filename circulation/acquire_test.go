@@ -1,0 +1,170 @@
+package circulation_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/circulation/storagefake"
+	"github.com/checkoutlock/schemas"
+)
+
+// The retry budget (500|500|1000 in lockOn) is what a check-out may spend
+// getting a held lock: it waits at storage for up to all of it, and the
+// intervals keep their schedule only for what waiting cannot cover.
+
+// acquireWaits lists the waitMs of every acquire call a check-out made, in
+// order.
+func acquireWaits(f *storagefake.Fake) []int {
+	var out []int
+	for _, c := range f.Calls() {
+		if c.Route == storagefake.RouteAcquire && c.RequestID == requestID {
+			out = append(out, c.WaitMs)
+		}
+	}
+	return out
+}
+
+// holdPatronLock has someone else take the patron's lock in the fake, and
+// returns its id.
+func holdPatronLock(t *testing.T, f *storagefake.Fake) string {
+	t.Helper()
+	id := uuid.NewString()
+	req, _ := http.NewRequest("POST", f.URL+"/check-out-lock-storage",
+		strings.NewReader(`{"userId":"`+patronID+`","id":"`+id+`","ttlMs":60000}`))
+	req.Header.Set(schemas.HeaderTenant, tenant)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("hold the patron's lock: %v %v", res, err)
+	}
+	res.Body.Close()
+	return id
+}
+
+// TestCheckOutWaitsAtStorageForTheRelease: the lock is held; the check-out
+// asks storage to wait for it with its whole budget, and gets it when the
+// holder releases it, in one attempt, sleeping not at all.
+func TestCheckOutWaitsAtStorageForTheRelease(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	holder := holdPatronLock(t, s.fake)
+	// The holder works for 100 ms, then releases.
+	released := make(chan int, 1)
+	time.AfterFunc(100*time.Millisecond, func() {
+		req, _ := http.NewRequest("DELETE", s.fake.URL+"/check-out-lock-storage/"+holder, nil)
+		req.Header.Set(schemas.HeaderTenant, tenant)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			released <- 0
+			return
+		}
+		res.Body.Close()
+		released <- res.StatusCode
+	})
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	if status := <-released; status != http.StatusNoContent {
+		t.Fatalf("the holder's release answered %d", status)
+	}
+	if got := acquireWaits(s.fake); !slices.Equal(got, []int{2000}) {
+		t.Errorf("acquires with waitMs %v, want one with the whole budget, 2000", got)
+	}
+	wantWaits(t, s.clock, nil)
+	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	if len(s.obs.acquired) != 1 || s.obs.acquired[0].attempts != 1 {
+		t.Errorf("observer acquisitions %+v, want one of 1 attempt", s.obs.acquired)
+	}
+}
+
+// TestCheckOutGivesUpWhenStorageWaitedInVain: storage waited the whole
+// budget and the lock is still held: no more attempts, nothing written.
+func TestCheckOutGivesUpWhenStorageWaitedInVain(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.WaitInVain(1)
+	before := s.fake.Dump()
+	_, err := s.checkOut(t)
+	wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	if got := acquireWaits(s.fake); !slices.Equal(got, []int{2000}) {
+		t.Errorf("acquires with waitMs %v, want one of 2000", got)
+	}
+	wantWaits(t, s.clock, nil)
+	wantNoWrites(t, s.fake)
+	s.fake.WantUnchanged(t, before)
+}
+
+// TestCheckOutPollsAStorageThatDoesNotWait: a storage that answers a held
+// lock at once (FOLIO's) gets exactly FOLIO's schedule: attempts after 500,
+// 500 and 1000 ms, each asking for the budget left.
+func TestCheckOutPollsAStorageThatDoesNotWait(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.HoldLock(-1)
+	_, err := s.checkOut(t)
+	wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	if got := acquireWaits(s.fake); !slices.Equal(got, []int{2000, 1500, 1000, 0}) {
+		t.Errorf("acquires with waitMs %v, want 2000, 1500, 1000, 0", got)
+	}
+	wantWaits(t, s.clock, ms(500, 500, 1000))
+	for _, c := range s.fake.Calls() {
+		if c.Route == storagefake.RouteAcquire && c.WaitMs == 0 && strings.Contains(c.Body, "waitMs") {
+			t.Errorf("an acquire with nothing left to wait sent waitMs: %s", c.Body)
+		}
+	}
+}
+
+// TestCheckOutWithWaitingOffPolls: LOCK_WAIT_AT_STORAGE=false never asks
+// storage to wait: the intervals are sleeps, FOLIO's way.
+func TestCheckOutWithWaitingOffPolls(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.svc.UseWaitAtStorage(false)
+	s.fake.HoldLock(2)
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	if got := acquireWaits(s.fake); !slices.Equal(got, []int{0, 0, 0}) {
+		t.Errorf("acquires with waitMs %v, want three without", got)
+	}
+	wantWaits(t, s.clock, ms(500, 500))
+}
+
+// TestCheckOutRetriesStorageFailuresWithTheBudgetLeft: storage fails the
+// first attempt; after the first interval the retry asks to wait for what
+// is left of the budget, and gets the lock.
+func TestCheckOutRetriesStorageFailuresWithTheBudgetLeft(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.FailAcquires(1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	if got := acquireWaits(s.fake); !slices.Equal(got, []int{2000, 1500}) {
+		t.Errorf("acquires with waitMs %v, want 2000 then 1500", got)
+	}
+	wantWaits(t, s.clock, ms(500))
+}
+
+// TestCheckOutWaitEndsBeforeTheRequestDeadline: a request whose deadline
+// is nearer than the budget waits at most until a second before it.
+func TestCheckOutWaitEndsBeforeTheRequestDeadline(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.WaitInVain(1)
+	ctx, cancel := context.WithTimeout(okapi(t), 1600*time.Millisecond)
+	defer cancel()
+	_, err := s.svc.CheckOut(ctx, request())
+	wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	got := acquireWaits(s.fake)
+	if len(got) != 1 || got[0] <= 0 || got[0] > 600 {
+		t.Errorf("acquires with waitMs %v, want one of at most 600 (1.6 s deadline less a second)", got)
+	}
+}
