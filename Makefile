@@ -18,6 +18,7 @@ build:
 	@mkdir -p bin
 	$(GO) build -o bin/circulation-storage ./circulation-storage/cmd/circulation-storage
 	$(GO) build -o bin/circulation ./circulation/cmd/circulation
+	$(GO) build -o bin/devtoken ./schemas/cmd/devtoken
 
 ## run: start PostgreSQL if needed, create the database, start the services with tenant diku
 run: build

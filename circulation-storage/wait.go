@@ -144,19 +144,45 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 	defer poll.Stop()
 	// heldErr is the last answer that the lock is held, for its expiry.
 	heldErr := err
-	turn := false
-	if w.isFirst(key, me) {
-		// A release between the first attempt and joining the line went
-		// unheard: try once more now that a release would be heard.
-		signal(me, "")
-	}
+	// A release between the first attempt and joining the line went
+	// unheard: the first in line looks once more, now that a release would
+	// be heard, before it waits.
+	turn := w.isFirst(key, me)
+	tryNow := turn
+	// The gauge counts a request once it waits for a wake-up.
+	waiting := false
+	defer func() {
+		if waiting {
+			w.obs.Waiters(-1)
+		}
+	}()
 	for {
+		if tryNow {
+			lock, outcome, err = w.attempt(ctx, t, userID, lockID, ttl)
+			switch {
+			case err == nil:
+				result = WaitAcquired
+				return lock, outcome, nil
+			case IsKind(err, KindLocked):
+				heldErr = err
+			case ctx.Err() != nil:
+				result = WaitGone
+				return Lock{}, 0, err
+			default:
+				return Lock{}, 0, err
+			}
+		}
+		tryNow = true
 		if turn {
 			e, _ := AsError(heldErr)
 			if e != nil && e.RetryAfter > 0 {
 				resetTimer(expiry, e.RetryAfter+time.Millisecond)
 			}
 			resetTimer(poll, w.pollInterval())
+		}
+		if !waiting {
+			w.obs.Waiters(1)
+			waiting = true
 		}
 		select {
 		case cause := <-me.wake:
@@ -179,19 +205,6 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		case <-ctx.Done():
 			result = WaitGone
 			return Lock{}, 0, ctx.Err()
-		}
-		lock, outcome, err = w.attempt(ctx, t, userID, lockID, ttl)
-		switch {
-		case err == nil:
-			result = WaitAcquired
-			return lock, outcome, nil
-		case IsKind(err, KindLocked):
-			heldErr = err
-		case ctx.Err() != nil:
-			result = WaitGone
-			return Lock{}, 0, err
-		default:
-			return Lock{}, 0, err
 		}
 	}
 }
@@ -232,7 +245,6 @@ func (w *Waiters) join(key waitKey, me *waiter) bool {
 	}
 	w.queues[key] = append(w.queues[key], me)
 	w.count++
-	w.obs.Waiters(1)
 	return true
 }
 
@@ -257,7 +269,6 @@ func (w *Waiters) leave(key waitKey, me *waiter) {
 			}
 		}
 		w.count--
-		w.obs.Waiters(-1)
 		return
 	}
 }
@@ -304,8 +315,25 @@ func (w *Waiters) pollInterval() time.Duration {
 	return w.cfg.PollUnlistened
 }
 
-// signal hands x a wake-up unless one is pending already.
+// signal hands x a wake-up. One pending already is kept, unless it is a
+// bare "your turn" and this one has a cause, which then replaces it, so the
+// wake-up is counted for what it was. Callers hold w.mu.
 func signal(x *waiter, cause WakeCause) {
+	select {
+	case x.wake <- cause:
+		return
+	default:
+	}
+	if cause == "" {
+		return
+	}
+	select {
+	case old := <-x.wake:
+		if old != "" {
+			cause = old
+		}
+	default:
+	}
 	select {
 	case x.wake <- cause:
 	default:

@@ -29,6 +29,10 @@ const (
 	KindConflict
 	// KindUnavailable: circulation-storage cannot be reached.
 	KindUnavailable
+	// KindUnauthorized: storage did not accept the caller's token.
+	KindUnauthorized
+	// KindForbidden: the caller's token lacks a permission storage needs.
+	KindForbidden
 	// KindInternal: a bug, here or in what storage answered.
 	KindInternal
 )

@@ -429,7 +429,9 @@ func (s *Settings) Effective(ctx context.Context) (LockSettings, error) {
 		return c.settings, nil
 	}
 	start := s.writes.Load()
-	v, err, _ := s.flight.Do(tenant, func() (any, error) {
+	// Callers share a read only when they present the same token: one
+	// whose token storage refuses must not fail another's check-out.
+	v, err, _ := s.flight.Do(tenant+"\x00"+OkapiFrom(ctx).Token, func() (any, error) {
 		// The fetch serves every waiting request, so it must not die with
 		// the one that happened to start it.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settingsFetchTimeout)
@@ -456,10 +458,11 @@ func (s *Settings) Effective(ctx context.Context) (LockSettings, error) {
 // fetch reads and resolves the stored entry; prev is what was cached.
 func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettings, error) {
 	entry, found, err := s.storage.Setting(ctx, SettingsScope, SettingsKey)
-	if IsKind(err, KindBadRequest) {
-		// The tenant is unknown to storage: nothing to fall back on, and
-		// nothing to remember (a client could otherwise fill the cache
-		// with invented tenants).
+	if IsKind(err, KindBadRequest) || IsKind(err, KindUnauthorized) || IsKind(err, KindForbidden) {
+		// The tenant is unknown to storage, or the caller may not read
+		// the settings: nothing to fall back on, and nothing to remember
+		// (a client could otherwise fill the cache with invented tenants,
+		// or lock a tenant out with a bad token).
 		return cachedSettings{}, err
 	}
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 type Circulation struct {
 	// HTTPAddr is the address the API listens on.
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
+	Auth     Auth
 	// StorageURL is circulation-storage's base URL.
 	StorageURL string `env:"STORAGE_URL" envDefault:"http://127.0.0.1:8081"`
 	// CheckoutLockFeatureEnabled turns the patron lock around check-out on.
@@ -118,6 +119,9 @@ func (c Circulation) Validate() error {
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("HTTP_ADDR must not be empty"))
 	}
+	if err := c.Auth.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if !strings.HasPrefix(c.StorageURL, "http://") && !strings.HasPrefix(c.StorageURL, "https://") {
 		errs = append(errs, fmt.Errorf("STORAGE_URL must be an http:// or https:// URL, got %q", c.StorageURL))
 	}
@@ -151,6 +155,7 @@ func (c Circulation) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("storage_url", c.StorageURL),
+		slog.Any("auth", c.Auth.LogValue()),
 		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),
 		slog.Int("lock_ttl_ms", c.LockTTLMs),
 		slog.String("retry_interval_ms", c.RetryIntervalMs.String()),

@@ -9,7 +9,7 @@ import (
 
 func TestCirculationDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := LoadCirculation(map[string]string{})
+	c, err := LoadCirculation(map[string]string{"AUTH_MODE": "gateway"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestCirculationDefaults(t *testing.T) {
 
 func TestCirculationSeedVariables(t *testing.T) {
 	t.Parallel()
-	c, err := LoadCirculation(map[string]string{
+	c, err := LoadCirculation(map[string]string{"AUTH_MODE": "gateway",
 		"CHECKOUT_LOCK_FEATURE_ENABLED": "true", "LOCK_TTL_MS": "2000", "RETRY_INTERVAL_MS": " 250 | 0|1000 ",
 	})
 	if err != nil {

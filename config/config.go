@@ -155,3 +155,61 @@ func validateLimits(maxHeaderBytes int) []error {
 	}
 	return nil
 }
+
+// Auth says how a service learns who calls it: AUTH_MODE, with no default
+// (a service without it refuses to start), and for jwt mode where the keys
+// come from (exactly one).
+type Auth struct {
+	// Mode is gateway, jwt or none.
+	Mode string `env:"AUTH_MODE"`
+	// JWTSecret is an HS256 shared secret (at least 32 characters).
+	JWTSecret string `env:"AUTH_JWT_SECRET"`
+	// JWTPublicKeyFile is a PEM file with an RSA or EC public key (RS256,
+	// ES256).
+	JWTPublicKeyFile string `env:"AUTH_JWT_PUBLIC_KEY_FILE"`
+	// JWKSURL serves the keys as a JSON Web Key Set (RS256, ES256).
+	JWKSURL string `env:"AUTH_JWKS_URL"`
+}
+
+func (a Auth) validate() error {
+	keys := 0
+	for _, k := range []string{a.JWTSecret, a.JWTPublicKeyFile, a.JWKSURL} {
+		if k != "" {
+			keys++
+		}
+	}
+	switch a.Mode {
+	case "":
+		return errors.New("AUTH_MODE must be set: gateway (behind Okapi or Kong, which verify callers; the service must be " +
+			"reachable only through them), jwt (the service verifies tokens; also set AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY_FILE " +
+			"or AUTH_JWKS_URL) or none (anyone may do anything)")
+	case "jwt":
+		if keys != 1 {
+			return errors.New("AUTH_MODE=jwt needs exactly one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY_FILE and AUTH_JWKS_URL")
+		}
+		if a.JWTSecret != "" && len(a.JWTSecret) < 32 {
+			return errors.New("AUTH_JWT_SECRET must be at least 32 characters")
+		}
+	case "gateway", "none":
+		if keys != 0 {
+			return fmt.Errorf("AUTH_JWT_* and AUTH_JWKS_URL apply to AUTH_MODE=jwt only, not %s", a.Mode)
+		}
+	default:
+		return fmt.Errorf("AUTH_MODE must be gateway, jwt or none, got %q", a.Mode)
+	}
+	return nil
+}
+
+// LogValue names the mode and the key source, never the secret.
+func (a Auth) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("mode", a.Mode)}
+	switch {
+	case a.JWTSecret != "":
+		attrs = append(attrs, slog.String("keys", "AUTH_JWT_SECRET (HS256)"))
+	case a.JWTPublicKeyFile != "":
+		attrs = append(attrs, slog.String("keys", a.JWTPublicKeyFile))
+	case a.JWKSURL != "":
+		attrs = append(attrs, slog.String("keys", a.JWKSURL))
+	}
+	return slog.GroupValue(attrs...)
+}

@@ -13,6 +13,7 @@ type Storage struct {
 	// HTTPAddr is the address the API listens on.
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8081"`
 	Database Database
+	Auth     Auth
 	// LockDefaultTTLMs is a lock's lifetime when the request names none.
 	LockDefaultTTLMs int `env:"LOCK_DEFAULT_TTL_MS" envDefault:"3000"`
 	// LockMaxTTLMs is the longest lifetime a request may ask for.
@@ -73,6 +74,9 @@ func (c Storage) Validate() error {
 	if err := c.Database.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Auth.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.LockMaxTTLMs < 1 {
 		errs = append(errs, fmt.Errorf("LOCK_MAX_TTL_MS must be at least 1, got %d", c.LockMaxTTLMs))
 	}
@@ -116,6 +120,7 @@ func (c Storage) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("database", c.Database.Redacted()),
+		slog.Any("auth", c.Auth.LogValue()),
 		slog.Int("db_max_conns", int(c.Database.MaxConns)),
 		slog.Int("lock_default_ttl_ms", c.LockDefaultTTLMs),
 		slog.Int("lock_max_ttl_ms", c.LockMaxTTLMs),

@@ -8,7 +8,7 @@ import (
 
 func TestStorageDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := LoadStorage(map[string]string{})
+	c, err := LoadStorage(map[string]string{"AUTH_MODE": "gateway"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestStorageDefaults(t *testing.T) {
 
 func TestDatabaseURLWinsOverFOLIOVariables(t *testing.T) {
 	t.Parallel()
-	c, err := LoadStorage(map[string]string{"DATABASE_URL": "postgres://u@db:6543/x", "DB_HOST": "ignored"})
+	c, err := LoadStorage(map[string]string{"AUTH_MODE": "gateway", "DATABASE_URL": "postgres://u@db:6543/x", "DB_HOST": "ignored"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestDatabaseURLWinsOverFOLIOVariables(t *testing.T) {
 
 func TestFOLIOVariablesBuildTheURLAndThePasswordIsMasked(t *testing.T) {
 	t.Parallel()
-	c, err := LoadStorage(map[string]string{
+	c, err := LoadStorage(map[string]string{"AUTH_MODE": "gateway",
 		"DB_HOST": "db.example", "DB_PORT": "6432", "DB_USERNAME": "folio", "DB_PASSWORD": "p@ss word", "DB_DATABASE": "okapi_modules",
 	})
 	if err != nil {
@@ -71,5 +71,40 @@ func TestStorageInvalidValuesNameTheirVariable(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("LoadStorage(%v) = %v, want an error saying %q", tt.env, err, tt.want)
 		}
+	}
+}
+
+// TestAuthModeHasNoDefault: a service with no mode configured refuses to
+// start and names the variables to set; jwt mode needs exactly one key
+// source; the secret never reaches the start-up log.
+func TestAuthModeHasNoDefault(t *testing.T) {
+	t.Parallel()
+	secret := strings.Repeat("s", 32)
+	for _, tt := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{}, "AUTH_MODE must be set: gateway"},
+		{map[string]string{"AUTH_MODE": "open"}, `AUTH_MODE must be gateway, jwt or none, got "open"`},
+		{map[string]string{"AUTH_MODE": "jwt"}, "AUTH_MODE=jwt needs exactly one of AUTH_JWT_SECRET"},
+		{map[string]string{"AUTH_MODE": "jwt", "AUTH_JWT_SECRET": secret, "AUTH_JWKS_URL": "http://x"}, "needs exactly one"},
+		{map[string]string{"AUTH_MODE": "jwt", "AUTH_JWT_SECRET": "short"}, "AUTH_JWT_SECRET must be at least 32 characters"},
+		{map[string]string{"AUTH_MODE": "gateway", "AUTH_JWT_SECRET": secret}, "apply to AUTH_MODE=jwt only"},
+	} {
+		for name, load := range map[string]func(map[string]string) error{
+			"storage":     func(e map[string]string) error { _, err := LoadStorage(e); return err },
+			"circulation": func(e map[string]string) error { _, err := LoadCirculation(e); return err },
+		} {
+			if err := load(tt.env); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s %v: %v, want an error saying %q", name, tt.env, err, tt.want)
+			}
+		}
+	}
+	c, err := LoadStorage(map[string]string{"AUTH_MODE": "jwt", "AUTH_JWT_SECRET": secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logged := c.LogValue().String(); strings.Contains(logged, secret) || !strings.Contains(logged, "jwt") {
+		t.Errorf("start-up log %s shows the secret or not the mode", logged)
 	}
 }

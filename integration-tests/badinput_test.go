@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
 )
 
 // badRequest is one hostile or malformed request and the answer it must get.
@@ -35,9 +36,15 @@ func TestWorkloadBadInput(t *testing.T) {
 	}
 	long := strings.Repeat("x", 300)
 	huge := `{"itemBarcode":"` + strings.Repeat("a", 2<<20) + `"}`
-	jsonOnly := map[string]string{"Content-Type": "application/json"}
+	jsonOnly := map[string]string{"Content-Type": "application/json", "X-Okapi-Token": c.Token(schemas.RoleTenantAdmin)}
+	// A token for the tenant named: with another tenant's token, the
+	// answer would be 401 before the tenant is looked at.
 	withTenant := func(tenant string) map[string]string {
-		return map[string]string{"Content-Type": "application/json", "X-Okapi-Tenant": tenant}
+		token := c.Token(schemas.RoleTenantAdmin)
+		if schemas.ValidTenant(tenant) {
+			token = harness.Token(t, tenant, schemas.RoleTenantAdmin)
+		}
+		return map[string]string{"Content-Type": "application/json", "X-Okapi-Tenant": tenant, "X-Okapi-Token": token}
 	}
 	cases := []badRequest{
 		{name: "truncated JSON", method: "POST", path: "/circulation/check-out-by-barcode", body: `{"itemBarcode":`, status: 400, code: "MALFORMED_JSON"},
@@ -55,7 +62,7 @@ func TestWorkloadBadInput(t *testing.T) {
 		{name: "NUL in a barcode", method: "POST", path: "/circulation/check-out-by-barcode", body: `{"itemBarcode":"a\u0000b","userBarcode":"` + patron + `","servicePointId":"` + sp + `"}`, status: 422, code: "VALIDATION_FAILED"},
 		{name: "proxy check-out", method: "POST", path: "/circulation/check-out-by-barcode", body: checkOut(`,"proxyUserBarcode":"someone-else"`), status: 422, code: "VALIDATION_FAILED"},
 		{name: "huge body", method: "POST", path: "/circulation/check-out-by-barcode", body: huge, status: 413, code: "BODY_TOO_LARGE"},
-		{name: "text/plain", method: "POST", path: "/circulation/check-out-by-barcode", body: checkOut(""), headers: map[string]string{"Content-Type": "text/plain", "X-Okapi-Tenant": c.Tenant}, status: 415, code: "UNSUPPORTED_MEDIA_TYPE"},
+		{name: "text/plain", method: "POST", path: "/circulation/check-out-by-barcode", body: checkOut(""), headers: map[string]string{"Content-Type": "text/plain", "X-Okapi-Tenant": c.Tenant, "X-Okapi-Token": c.Token(schemas.RoleTenantAdmin)}, status: 415, code: "UNSUPPORTED_MEDIA_TYPE"},
 		{name: "no tenant", method: "POST", path: "/circulation/check-out-by-barcode", body: checkOut(""), headers: jsonOnly, status: 400, code: "TENANT_MISSING"},
 		{name: "hostile tenant", method: "POST", path: "/circulation/check-out-by-barcode", body: checkOut(""), headers: withTenant(`x"; DROP SCHEMA public; --`), status: 400, code: "INVALID_TENANT"},
 		{name: "long tenant", method: "POST", path: "/circulation/check-out-by-barcode", body: checkOut(""), headers: withTenant(strings.Repeat("a", 100)), status: 400, code: "INVALID_TENANT"},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
 )
 
 // metricValue reads one unlabelled metric from a process's /metrics.
@@ -50,6 +51,7 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 		path string
 	}{{c.Storage, "/check-out-lock-storage"}, {c.Circulations[0], "/circulation/check-out-by-barcode"}} {
 		idle := metricValue(t, c, target.p, "go_goroutines")
+		token := c.Token(schemas.RoleTenantAdmin)
 		start := time.Now()
 		open := make([]net.Conn, 0, conns)
 		for range conns {
@@ -58,8 +60,8 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 				t.Fatalf("dial %s: %v", target.p.Name, err)
 			}
 			t.Cleanup(func() { conn.Close() })
-			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nX-Okapi-Tenant: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
-				target.path, c.Tenant)
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nX-Okapi-Tenant: %s\r\nX-Okapi-Token: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+				target.path, c.Tenant, token)
 			open = append(open, conn)
 		}
 		// Every connection must be answered and closed by the server: a
@@ -129,7 +131,7 @@ func TestLargePagesToClientsThatDoNotRead(t *testing.T) {
 	c := harness.NewCluster(t, harness.Options{Circulations: 1})
 	big := strings.Repeat("x", 1000_000)
 	for i := range 16 {
-		c.Do(c.Storage, "POST", "/settings/entries", map[string]any{"scope": "attack", "key": fmt.Sprint(i), "value": big}).
+		c.Do(c.Storage, "POST", "/settings/entries", map[string]any{"scope": "mod-circulation", "key": fmt.Sprint("attack-", i), "value": big}).
 			Want(t, http.StatusCreated)
 	}
 	before := rssBytes(t, c.Storage.PID())
@@ -140,7 +142,8 @@ func TestLargePagesToClientsThatDoNotRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		fmt.Fprintf(conn, "GET /settings/entries?scope=attack&limit=1000 HTTP/1.1\r\nHost: x\r\nX-Okapi-Tenant: %s\r\n\r\n", c.Tenant)
+		fmt.Fprintf(conn, "GET /settings/entries?scope=mod-circulation&limit=1000 HTTP/1.1\r\nHost: x\r\nX-Okapi-Tenant: %s\r\nX-Okapi-Token: %s\r\n\r\n",
+			c.Tenant, c.Token(schemas.RoleTenantAdmin))
 	}
 	// Every request has been answered (and counted) once storage's
 	// request metric shows them.
@@ -160,6 +163,6 @@ func TestLargePagesToClientsThatDoNotRead(t *testing.T) {
 		t.Errorf("storage peak RSS %d MB, want under 200 MB", peak>>20)
 	}
 	// A page that fits is still served.
-	c.Do(c.Storage, "GET", "/settings/entries?scope=attack&limit=2", nil).Want(t, http.StatusOK)
+	c.Do(c.Storage, "GET", "/settings/entries?scope=mod-circulation&limit=2", nil).Want(t, http.StatusOK)
 	summary(t, clients, 0, clients, 0, fmt.Sprintf("rss_before_mb=%d peak_rss_mb=%d", before>>20, peak>>20))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
 )
 
 // The waiting acquisition across real storage instances: a request that
@@ -240,6 +241,7 @@ func TestGoneWaiterLeavesNoLock(t *testing.T) {
 			req, _ := http.NewRequestWithContext(ctx, "POST", s.URL()+"/check-out-lock-storage",
 				strings.NewReader(fmt.Sprintf(`{"userId":%q,"ttlMs":60000,"waitMs":20000}`, user)))
 			req.Header.Set("X-Okapi-Tenant", c.Tenant)
+			req.Header.Set("X-Okapi-Token", c.Token(schemas.RoleTenantAdmin))
 			req.Header.Set("Content-Type", "application/json")
 			res, err := http.DefaultClient.Do(req)
 			if err == nil {

@@ -1,6 +1,8 @@
 package schemas
 
 import (
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -99,5 +101,81 @@ func TestValidTenant(t *testing.T) {
 		if got := ValidTenant(tenant); got != want {
 			t.Errorf("ValidTenant(%q) = %v, want %v", tenant, got, want)
 		}
+	}
+}
+
+// TestDescriptorsAreGeneratedFromThePermissionTable: the committed module
+// descriptors are what the table generates (go run ./schemas/cmd/descriptors
+// rewrites them), valid JSON with FOLIO's top-level fields.
+func TestDescriptorsAreGeneratedFromThePermissionTable(t *testing.T) {
+	t.Parallel()
+	for _, service := range []string{ServiceCirculation, ServiceStorage} {
+		path := "../" + service + "/descriptors/ModuleDescriptor-template.json"
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := Descriptor(service); string(got) != string(want) {
+			t.Errorf("%s is not what the permission table generates: run go run ./schemas/cmd/descriptors", path)
+		}
+		var d map[string]json.RawMessage
+		if err := json.Unmarshal(got, &d); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for _, field := range []string{"id", "name", "provides", "requires", "permissionSets", "launchDescriptor"} {
+			if _, ok := d[field]; !ok {
+				t.Errorf("%s has no %s", path, field)
+			}
+		}
+	}
+}
+
+// TestEveryRoutePermissionIsDeclared: every permission a route requires is
+// declared in its module's descriptor, and every role's permissions exist.
+func TestEveryRoutePermissionIsDeclared(t *testing.T) {
+	t.Parallel()
+	declared := map[string]bool{}
+	for _, service := range []string{ServiceCirculation, ServiceStorage} {
+		var d struct {
+			PermissionSets []struct {
+				PermissionName string `json:"permissionName"`
+			} `json:"permissionSets"`
+		}
+		if err := json.Unmarshal(Descriptor(service), &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range d.PermissionSets {
+			declared[p.PermissionName] = true
+		}
+	}
+	for _, r := range Routes {
+		if r.Permission != "" && !declared[r.Permission] {
+			t.Errorf("%s %s requires %s, which no descriptor declares", r.Method, r.Path, r.Permission)
+		}
+	}
+	for _, s := range PermissionSets {
+		for _, p := range s.Permissions {
+			if !declared[p] {
+				t.Errorf("role %s holds %s, which no descriptor declares", s.Name, p)
+			}
+		}
+	}
+}
+
+// TestREADMEPermissionTableIsGenerated: the README's permission table is
+// what the table generates.
+func TestREADMEPermissionTableIsGenerated(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(readme)
+	begin, end := strings.Index(s, PermissionsBegin), strings.Index(s, PermissionsEnd)
+	if begin < 0 || end < begin {
+		t.Fatal("README.md has no permission table markers")
+	}
+	if got := s[begin+len(PermissionsBegin) : end]; strings.TrimSpace(got) != strings.TrimSpace(PermissionsMarkdown()) {
+		t.Error("README.md's permission table is not what the permission table generates: run go run ./schemas/cmd/descriptors")
 	}
 }

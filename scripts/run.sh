@@ -21,6 +21,21 @@ if [ -z "$(psql "$admin" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")
   psql "$admin" -qc "CREATE DATABASE \"$db\""
 fi
 
+# Authentication: jwt mode with a development secret kept in .run/ (made
+# on first use), and one token per role written to .run/tokens.env.
+mkdir -p .run
+if [ ! -s .run/jwt-secret ]; then
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > .run/jwt-secret)
+fi
+export AUTH_MODE="${AUTH_MODE:-jwt}"
+if [ "$AUTH_MODE" = jwt ] && [ -z "${AUTH_JWT_SECRET:-}${AUTH_JWT_PUBLIC_KEY_FILE:-}${AUTH_JWKS_URL:-}" ]; then
+  AUTH_JWT_SECRET="$(cat .run/jwt-secret)"
+  export AUTH_JWT_SECRET
+fi
+bin/devtoken -secret-file .run/jwt-secret -tenant "${TENANT:-diku}" > .run/tokens.env
+# shellcheck source=/dev/null
+. .run/tokens.env
+
 STORAGE_ADDR="${STORAGE_ADDR:-:8081}"
 storage_url="http://127.0.0.1:${STORAGE_ADDR##*:}"
 CIRCULATION_ADDR="${CIRCULATION_ADDR:-:8080}"
@@ -51,7 +66,7 @@ wait_ready "$storage_url" circulation-storage "${pids[0]}"
 
 echo "run: initialising tenant $TENANT"
 curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" \
-  -H "X-Okapi-Tenant: $TENANT" -H 'Content-Type: application/json' \
+  -H "X-Okapi-Tenant: $TENANT" -H "X-Okapi-Token: $ADMIN_TOKEN" -H 'Content-Type: application/json' \
   -d '{"module_to":"mod-circulation-storage-1.0.0","parameters":[{"key":"loadReference","value":"true"},{"key":"loadSample","value":"true"}]}'
 
 # The check-out lock feature is on here, as in the shipped config files.
@@ -64,9 +79,14 @@ cat <<MSG
 
   circulation          $circulation_url   (check-out lock feature on)
   circulation-storage  $storage_url   (tenant $TENANT, database $db, sample data loaded)
+  authentication       AUTH_MODE=$AUTH_MODE; a token per role, valid for a week, also in .run/tokens.env:
 
-  Try:  curl -s -X POST $circulation_url/circulation/check-out-by-barcode \\
-          -H 'X-Okapi-Tenant: $TENANT' -H 'Content-Type: application/json' \\
+$(cat .run/tokens.env)
+
+  Try, in another terminal:
+        source .run/tokens.env
+        curl -s -X POST $circulation_url/circulation/check-out-by-barcode \\
+          -H 'X-Okapi-Tenant: $TENANT' -H "X-Okapi-Token: \$SELF_CHECK_TOKEN" -H 'Content-Type: application/json' \\
           -d '{"itemBarcode":"book-001","userBarcode":"1001","servicePointId":"c4c90014-c8c9-4ade-8f24-b5e313319f4b"}'
   More in README.md. Stop: Ctrl-C
 

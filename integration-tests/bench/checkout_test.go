@@ -67,7 +67,7 @@ func populate(t *testing.T, c *harness.Cluster, n, bursts int) *population {
 // checkOutTargeter hands out check-outs of distinct patrons' items, spread
 // round-robin over the instances: no two requests contend for a lock.
 func checkOutTargeter(c *harness.Cluster, pop *population, instances int) vegeta.Targeter {
-	header := http.Header{"Content-Type": {"application/json"}, "X-Okapi-Tenant": {c.Tenant}}
+	header := jsonHeader(c)
 	return func(tgt *vegeta.Target) error {
 		n := pop.next.Add(1)
 		if n > pop.size {

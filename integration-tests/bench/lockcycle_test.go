@@ -41,6 +41,7 @@ type LockCycleRow struct {
 func serviceCycles(t *testing.T, c *harness.Cluster, client *http.Client, conc int, d time.Duration) (cycle, acquire *hdrhistogram.Histogram, errs int64) {
 	t.Helper()
 	cycle, acquire = newHist(), newHist()
+	headers := c.Headers()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(d)
@@ -52,9 +53,9 @@ func serviceCycles(t *testing.T, c *harness.Cluster, client *http.Client, conc i
 			var e int64
 			for time.Now().Before(deadline) {
 				start := time.Now()
-				lockID, ok := post(client, c.Storage.URL()+"/check-out-lock-storage", c.Tenant, `{"userId":"`+uuid.NewString()+`"}`)
+				lockID, ok := post(client, c.Storage.URL()+"/check-out-lock-storage", headers, `{"userId":"`+uuid.NewString()+`"}`)
 				acquired := time.Now()
-				if !ok || !del(client, c.Storage.URL()+"/check-out-lock-storage/"+lockID, c.Tenant) {
+				if !ok || !del(client, c.Storage.URL()+"/check-out-lock-storage/"+lockID, headers) {
 					e++
 					continue
 				}
@@ -72,10 +73,12 @@ func serviceCycles(t *testing.T, c *harness.Cluster, client *http.Client, conc i
 	return cycle, acquire, errs
 }
 
-func post(client *http.Client, url, tenant, body string) (string, bool) {
+func post(client *http.Client, url string, headers map[string]string, body string) (string, bool) {
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Okapi-Tenant", tenant)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	res, err := client.Do(req)
 	if err != nil {
 		return "", false
@@ -88,9 +91,11 @@ func post(client *http.Client, url, tenant, body string) (string, bool) {
 	return lock.ID, true
 }
 
-func del(client *http.Client, url, tenant string) bool {
+func del(client *http.Client, url string, headers map[string]string) bool {
 	req, _ := http.NewRequest(http.MethodDelete, url, nil)
-	req.Header.Set("X-Okapi-Tenant", tenant)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	res, err := client.Do(req)
 	if err != nil {
 		return false
@@ -213,7 +218,7 @@ type AcquireAtRate struct {
 // are left to expire (and be swept), as a crashed client's would.
 func benchAcquireAtHalfPeak(t *testing.T, c *harness.Cluster, peak float64, p plan) AcquireAtRate {
 	rate := max(1, int(peak/2))
-	header := http.Header{"Content-Type": {"application/json"}, "X-Okapi-Tenant": {c.Tenant}}
+	header := jsonHeader(c)
 	targeter := func(tgt *vegeta.Target) error {
 		*tgt = vegeta.Target{Method: http.MethodPost, URL: c.Storage.URL() + "/check-out-lock-storage",
 			Body: []byte(`{"userId":"` + uuid.NewString() + `","ttlMs":1000}`), Header: header}

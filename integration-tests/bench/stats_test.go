@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/checkoutlock/integration-tests/harness"
 )
 
 // newHist records latencies in microseconds, from 1 µs to 60 s, with three
@@ -48,6 +51,16 @@ func metricText(body []byte, name string) string {
 		}
 	}
 	return ""
+}
+
+// jsonHeader is a JSON request's headers as the cluster's tenant
+// administrator.
+func jsonHeader(c *harness.Cluster) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}}
+	for k, v := range c.Headers() {
+		h.Set(k, v)
+	}
+	return h
 }
 
 // ratio is a/b, 0 when b is 0.

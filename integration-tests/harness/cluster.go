@@ -72,15 +72,15 @@ func (c *Cluster) AddCirculations(n int, env ...string) []*Process {
 	for i := range n {
 		out = append(out, startProcess(c.t, fmt.Sprintf("circulation-%d", c.started+1),
 			filepath.Join(e.BinDir, "circulation"),
-			append(append([]string{
-				"STORAGE_URL=" + c.storageURLs[i%len(c.storageURLs)],
+			append(append(append(authEnv(),
+				"STORAGE_URL="+c.storageURLs[i%len(c.storageURLs)],
 				fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", c.opts.FeatureOn),
 				fmt.Sprintf("LOCK_TTL_MS=%d", c.opts.LockTTLMs),
-				"RETRY_INTERVAL_MS=" + c.opts.RetryIntervalMs,
+				"RETRY_INTERVAL_MS="+c.opts.RetryIntervalMs,
 				"SETTINGS_CACHE_TTL=200ms",
 				"STORAGE_TIMEOUT=3s",
 				"LOG_LEVEL=info",
-			}, c.opts.CirculationEnv...), env...)...))
+			), c.opts.CirculationEnv...), env...)...))
 		c.started++
 	}
 	return out
@@ -134,7 +134,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		q.Set("application_name", ListenerName(c.Tenant, i))
 		listen.RawQuery = q.Encode()
 		c.Storages = append(c.Storages, startProcess(t, name, filepath.Join(e.BinDir, "circulation-storage"),
-			append([]string{"DATABASE_URL=" + dbURL, "LISTEN_DATABASE_URL=" + listen.String(), "LOG_LEVEL=info", "DB_MAX_CONNS=20"},
+			append(append(authEnv(), "DATABASE_URL="+dbURL, "LISTEN_DATABASE_URL="+listen.String(), "LOG_LEVEL=info", "DB_MAX_CONNS=20"),
 				opts.StorageEnv...)...))
 	}
 	c.Storage = c.Storages[0]
@@ -212,10 +212,23 @@ func (r Response) ErrorCodes() []string {
 	return codes
 }
 
-// Do sends a request to a process as the cluster's tenant. body may be nil,
-// a string (sent as is) or a value (sent as JSON).
+// Do sends a request to a process as the cluster's tenant, with a
+// tenant administrator's token (every permission). body may be nil, a
+// string (sent as is) or a value (sent as JSON).
 func (c *Cluster) Do(p *Process, method, path string, body any) Response {
-	return c.DoWith(p, method, path, body, map[string]string{schemas.HeaderTenant: c.Tenant})
+	return c.DoWith(p, method, path, body, c.Headers())
+}
+
+// Headers are a request's headers as the cluster's tenant administrator:
+// the tenant and a token holding every permission.
+func (c *Cluster) Headers() map[string]string {
+	return map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleTenantAdmin)}
+}
+
+// Token is a token for the cluster's tenant holding role (see
+// schemas.PermissionSets), signed with the run's secret.
+func (c *Cluster) Token(role string) string {
+	return Token(c.t, c.Tenant, role)
 }
 
 // DoWith sends a request with exactly the given headers (plus a JSON

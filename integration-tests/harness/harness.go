@@ -18,8 +18,11 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/checkoutlock/schemas/auth"
 )
 
 // Env is the test binary's shared state, set up once by Main.
@@ -30,6 +33,18 @@ type Env struct {
 	DatabaseURL string
 	// LogDir keeps the processes' logs.
 	LogDir string
+	// Secret signs the test run's tokens: every process runs in jwt mode
+	// with it (AUTH_JWT_SECRET) unless a test asks for another mode.
+	Secret string
+}
+
+// Secret is the test run's token-signing secret.
+func Secret() string { return envState().Secret }
+
+// authEnv is the environment of a process in jwt mode with the run's
+// secret; later entries of a test's own override it.
+func authEnv() []string {
+	return []string{"AUTH_MODE=jwt", "AUTH_JWT_SECRET=" + envState().Secret}
 }
 
 var env Env
@@ -65,6 +80,7 @@ func Main(m *testing.M) int {
 		}
 	}()
 	env.DatabaseURL = withDatabase(admin, name)
+	env.Secret = randomSuffix() + randomSuffix() + randomSuffix()
 	return m.Run()
 }
 
@@ -141,4 +157,19 @@ func sanitizeName(s string) string {
 		}
 		return '_'
 	}, s)
+}
+
+// Token is a token for tenant holding role (see schemas.PermissionSets),
+// signed with the run's secret, valid for an hour.
+func Token(t testing.TB, tenant, role string) string {
+	t.Helper()
+	claims, err := auth.RoleClaims(role, tenant, "aaaaaaaa-aaaa-4aaa-8aaa-"+fmt.Sprintf("%012d", len(role)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := auth.Mint(envState().Secret, claims, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/config"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/auth"
 )
 
 func main() {
@@ -55,6 +56,11 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	logger.Info("starting", slog.Any("config", cfg))
+	authn, err := auth.NewGuard(ctx, cfg.Auth.Mode, auth.KeyConfig{Secret: cfg.Auth.JWTSecret,
+		PublicKeyFile: cfg.Auth.JWTPublicKeyFile, JWKSURL: cfg.Auth.JWKSURL}, logger)
+	if err != nil {
+		return err
+	}
 
 	db, err := postgres.Open(ctx, cfg.Database.ConnString(), cfg.Database.MaxConns)
 	if err != nil {
@@ -89,6 +95,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		MaxHeaderBytes: cfg.MaxHeaderBytes,
 		MaxPageBytes:   cfg.MaxPageBytes,
 		RequestTimeout: cfg.RequestTimeout,
+		Auth:           authn,
 	}, httpapi.Services{
 		Locks:   locks,
 		Waiters: waiters,

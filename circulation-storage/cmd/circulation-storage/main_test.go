@@ -48,6 +48,7 @@ func TestRunServesAndShutsDownOnCancel(t *testing.T) {
 	go func() {
 		done <- run(ctx, nil, map[string]string{
 			"HTTP_ADDR":   "127.0.0.1:0",
+			"AUTH_MODE":   "gateway",
 			"DB_HOST":     u.Hostname(),
 			"DB_PORT":     u.Port(),
 			"DB_USERNAME": u.User.Username(),
@@ -68,7 +69,11 @@ func TestRunServesAndShutsDownOnCancel(t *testing.T) {
 		}
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if res.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"status":"UP"}` {
+		want := `{"status":"UP"}`
+		if path == "/admin/health" {
+			want = `{"authMode":"gateway","status":"UP"}`
+		}
+		if res.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != want {
 			t.Errorf("GET %s = %d %s", path, res.StatusCode, body)
 		}
 	}
@@ -87,6 +92,15 @@ func TestRunServesAndShutsDownOnCancel(t *testing.T) {
 	}
 	if strings.Contains(logs, "never-logged") {
 		t.Errorf("a password reached the logs:\n%s", logs)
+	}
+}
+
+// TestRunRefusesToStartWithoutAnAuthMode: there is no silent default.
+func TestRunRefusesToStartWithoutAnAuthMode(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0"}, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "AUTH_MODE must be set: gateway") {
+		t.Fatalf("run without AUTH_MODE: %v, want a refusal naming AUTH_MODE", err)
 	}
 }
 

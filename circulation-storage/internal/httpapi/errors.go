@@ -68,6 +68,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	default:
 		s.logger.DebugContext(ctx, "request refused", slog.Int("status", status), slog.String("code", body.Errors[0].Code), slog.Any("error", err))
 	}
+	if status == http.StatusUnauthorized {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="circulation-storage"`)
+	}
 	if retryAfter > 0 {
 		// Retry-After is whole seconds; round up so a client never comes back early.
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
@@ -101,6 +104,13 @@ func (s *Server) toResponse(err error, c echo.Context) (int, errorsJSON, time.Du
 			status = http.StatusInternalServerError
 		}
 		return status, envelope(de.Message, de.Code, de.Parameters...), de.RetryAfter
+	}
+	if f, ok := authFailure(err); ok {
+		e := envelope(f.Message, f.Code)
+		if f.Permission != "" {
+			e.Errors[0].Parameters = []storage.Parameter{{Key: "permission", Value: f.Permission}}
+		}
+		return f.Status, e, 0
 	}
 	var he2 *httpError
 	if errors.As(err, &he2) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -126,5 +127,7 @@ func (s *Server) deleteLock(c echo.Context) error {
 	if err := s.svc.Locks.Release(c.Request().Context(), tenantOf(c), id); err != nil {
 		return err
 	}
+	s.logger.InfoContext(c.Request().Context(), "check-out lock released", slog.String("lock_id", id),
+		slog.String("caller", caller(c.Request().Context())))
 	return c.NoContent(http.StatusNoContent)
 }

@@ -12,6 +12,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/auth"
 )
 
 // routeRecords serves the FOLIO-style CRUD of one resource.
@@ -56,10 +57,40 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 	return w, nil
 }
 
-// recordHeader is what the handlers read of any record: its id and version.
+// recordHeader is what the handlers read of any record: its id and
+// version, and a settings entry's scope.
 type recordHeader struct {
 	ID      string `json:"id"`
 	Version *int   `json:"_version"`
+	Scope   string `json:"scope"`
+}
+
+// storedScope checks, for a change to the settings entry id, the scoped
+// write permission of the entry as stored and, when it is replaced, of its
+// new scope.
+func (s *Server) storedScope(c echo.Context, r storage.Resource, id, newScope string) error {
+	if r.Path != storage.Settings.Path || s.cfg.Auth.Mode != auth.JWT {
+		return nil
+	}
+	doc, err := s.svc.Records.Get(c.Request().Context(), tenantOf(c), r, id)
+	if storage.IsKind(err, storage.KindNotFound) {
+		if newScope == "" {
+			return nil // the delete itself answers 404
+		}
+		return s.settingsScope(c, r, newScope) // the change itself answers 404
+	}
+	if err != nil {
+		return err
+	}
+	var stored recordHeader
+	_ = json.Unmarshal(doc, &stored)
+	if err := s.settingsScope(c, r, stored.Scope); err != nil {
+		return err
+	}
+	if newScope != "" && newScope != stored.Scope {
+		return s.settingsScope(c, r, newScope)
+	}
+	return nil
 }
 
 // bindRecord validates the body against the resource's schema and returns it
@@ -79,6 +110,9 @@ func (s *Server) bindRecord(c echo.Context, r storage.Resource) (json.RawMessage
 func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 	doc, h, err := s.bindRecord(c, r)
 	if err != nil {
+		return err
+	}
+	if err := s.settingsScope(c, r, h.Scope); err != nil {
 		return err
 	}
 	id := strings.ToLower(h.ID)
@@ -179,6 +213,9 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 	if err != nil {
 		return err
 	}
+	if err := s.storedScope(c, r, id, h.Scope); err != nil {
+		return err
+	}
 	if h.ID != "" && !strings.EqualFold(h.ID, id) {
 		return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "id: %s in the body does not match %s in the path", h.ID, id).
 			With("id", h.ID)
@@ -202,6 +239,9 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 func (s *Server) deleteRecord(c echo.Context, r storage.Resource) error {
 	id, err := s.pathID(c, r.Name)
 	if err != nil {
+		return err
+	}
+	if err := s.storedScope(c, r, id, ""); err != nil {
 		return err
 	}
 	if err := s.svc.Records.Delete(c.Request().Context(), tenantOf(c), r, id); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/auth"
 )
 
 // Config is what the HTTP layer needs from the service's configuration.
@@ -40,6 +41,9 @@ type Config struct {
 	// RequestTimeout bounds the work for one request, the reading of its
 	// body included.
 	RequestTimeout time.Duration
+	// Auth is who may call: every route but health, readiness and metrics
+	// requires its permission (schemas.Routes).
+	Auth auth.Guard
 }
 
 // Services are the domain services the API serves.
@@ -206,6 +210,10 @@ func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
 		if err := checkHeaders(c.Request(), s.cfg.MaxHeaderBytes); err != nil {
 			return err
 		}
+		// Who calls is settled before anything is read or done for them.
+		if err := s.authorize(c); err != nil {
+			return err
+		}
 		deadline := time.Now().Add(s.cfg.RequestTimeout)
 		if err := readBody(c, s.cfg.MaxBodyBytes, deadline); err != nil {
 			return err
@@ -240,9 +248,10 @@ func tenantOf(c echo.Context) storage.Tenant {
 	return t
 }
 
-// health is liveness: the process serves HTTP.
+// health is liveness: the process serves HTTP. It names the
+// authentication mode, and warns while it is none.
 func (s *Server) health(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"status": "UP"})
+	return c.JSON(http.StatusOK, s.cfg.Auth.Health())
 }
 
 // ready is readiness: the database answers.
@@ -262,4 +271,17 @@ func (s *Server) ready(c echo.Context) error {
 // discards its body.
 func get(e *echo.Echo, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
 	e.Match([]string{http.MethodGet, http.MethodHead}, path, h, m...)
+}
+
+// Routes lists the routes served, method and path in FOLIO's notation
+// ("/users/{id}"); HEAD, served wherever GET is, is left out.
+func (s *Server) Routes() [][2]string {
+	var out [][2]string
+	for _, r := range s.echo.Routes() {
+		if r.Method == http.MethodHead || r.Method == echo.RouteNotFound {
+			continue
+		}
+		out = append(out, [2]string{r.Method, auth.Pattern(r.Path)})
+	}
+	return out
 }

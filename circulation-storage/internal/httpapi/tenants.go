@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -40,6 +41,18 @@ func (s *Server) postTenant(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	t := tenantOf(c)
+	op := "init"
+	switch {
+	case attrs.Purge:
+		op = "purge"
+	case attrs.ModuleTo == "":
+		op = "disable"
+	case attrs.ModuleFrom != "":
+		op = "upgrade"
+	}
+	// Every tenant operation is an administrator's act: audited.
+	s.logger.InfoContext(ctx, "tenant operation", slog.String("operation", op), slog.String("module_to", attrs.ModuleTo),
+		slog.String("module_from", attrs.ModuleFrom), slog.String("caller", caller(ctx)))
 	switch {
 	case attrs.Purge:
 		if err := s.svc.Tenants.Purge(ctx, t); err != nil {
@@ -77,6 +90,8 @@ func (s *Server) deleteTenantJob(c echo.Context) error {
 	if err := s.svc.Tenants.DeleteJob(c.Request().Context(), tenantOf(c), id); err != nil {
 		return err
 	}
+	s.logger.InfoContext(c.Request().Context(), "tenant job forgotten", slog.String("job_id", id),
+		slog.String("caller", caller(c.Request().Context())))
 	return c.NoContent(http.StatusNoContent)
 }
 

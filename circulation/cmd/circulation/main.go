@@ -25,6 +25,7 @@ import (
 	"github.com/checkoutlock/circulation/internal/storageclient"
 	"github.com/checkoutlock/config"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/auth"
 )
 
 func main() {
@@ -53,6 +54,11 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	logger.Info("starting", slog.Any("config", cfg))
+	authn, err := auth.NewGuard(ctx, cfg.Auth.Mode, auth.KeyConfig{Secret: cfg.Auth.JWTSecret,
+		PublicKeyFile: cfg.Auth.JWTPublicKeyFile, JWKSURL: cfg.Auth.JWKSURL}, logger)
+	if err != nil {
+		return err
+	}
 
 	sch, err := schemas.Load()
 	if err != nil {
@@ -73,7 +79,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	svc := circulation.NewService(storage, settings, metrics, logger, cfg.ReleaseTimeout)
 	svc.UseWaitAtStorage(cfg.LockWaitAtStorage)
 	server := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxHeaderBytes: cfg.MaxHeaderBytes,
-		RequestTimeout: cfg.RequestTimeout},
+		RequestTimeout: cfg.RequestTimeout, Auth: authn},
 		httpapi.Services{
 			Circulation: svc,
 			Settings:    settings,

@@ -17,7 +17,8 @@ func TestRunServesAndShutsDownOnCancel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		// Storage is not running: liveness answers, readiness says so.
-		done <- run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "STORAGE_URL": "http://127.0.0.1:1"}, io.Discard, listening)
+		done <- run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "STORAGE_URL": "http://127.0.0.1:1", "AUTH_MODE": "gateway"},
+			io.Discard, listening)
 	}()
 	var addr string
 	select {
@@ -43,6 +44,15 @@ func TestRunServesAndShutsDownOnCancel(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("run did not return after its context was cancelled")
+	}
+}
+
+// TestRunRefusesToStartWithoutAnAuthMode: there is no silent default.
+func TestRunRefusesToStartWithoutAnAuthMode(t *testing.T) {
+	t.Parallel()
+	err := run(context.Background(), nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0"}, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "AUTH_MODE must be set: gateway") {
+		t.Fatalf("run without AUTH_MODE: %v, want a refusal naming AUTH_MODE", err)
 	}
 }
 

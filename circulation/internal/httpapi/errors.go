@@ -42,12 +42,14 @@ type errorJSON struct {
 }
 
 var statusOf = map[circulation.Kind]int{
-	circulation.KindBadRequest:  http.StatusBadRequest,
-	circulation.KindInvalid:     http.StatusUnprocessableEntity,
-	circulation.KindNotFound:    http.StatusNotFound,
-	circulation.KindConflict:    http.StatusConflict,
-	circulation.KindUnavailable: http.StatusServiceUnavailable,
-	circulation.KindInternal:    http.StatusInternalServerError,
+	circulation.KindBadRequest:   http.StatusBadRequest,
+	circulation.KindInvalid:      http.StatusUnprocessableEntity,
+	circulation.KindNotFound:     http.StatusNotFound,
+	circulation.KindConflict:     http.StatusConflict,
+	circulation.KindUnavailable:  http.StatusServiceUnavailable,
+	circulation.KindUnauthorized: http.StatusUnauthorized,
+	circulation.KindForbidden:    http.StatusForbidden,
+	circulation.KindInternal:     http.StatusInternalServerError,
 }
 
 // httpError is an error of the HTTP layer with its own status.
@@ -81,6 +83,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.logger.WarnContext(ctx, "request failed", slog.Int("status", status), slog.Any("error", err))
 	default:
 		s.logger.DebugContext(ctx, "request refused", slog.Int("status", status), slog.String("code", body.Errors[0].Code), slog.Any("error", err))
+	}
+	if status == http.StatusUnauthorized {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="circulation"`)
 	}
 	if retryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
@@ -126,6 +131,13 @@ func toResponse(err error, c echo.Context) (int, errorsJSON, time.Duration) {
 			return status, envelope("Internal server error", circulation.CodeInternal), 0
 		}
 		return status, envelope(de.Message, de.Code, de.Parameters...), de.RetryAfter
+	}
+	if f, ok := authFailure(err); ok {
+		e := envelope(f.Message, f.Code)
+		if f.Permission != "" {
+			e.Errors[0].Parameters = []circulation.Parameter{{Key: "permission", Value: f.Permission}}
+		}
+		return f.Status, e, 0
 	}
 	var he *httpError
 	if errors.As(err, &he) {

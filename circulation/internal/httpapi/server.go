@@ -20,6 +20,7 @@ import (
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/auth"
 )
 
 // Config is what the HTTP layer needs from the configuration.
@@ -32,6 +33,9 @@ type Config struct {
 	// RequestTimeout bounds the work for one request, the reading of its
 	// body included.
 	RequestTimeout time.Duration
+	// Auth is who may call: every route but health, readiness and metrics
+	// requires its permission (schemas.Routes).
+	Auth auth.Guard
 }
 
 // Services are the domain services the API serves.
@@ -165,6 +169,10 @@ func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
 		if err := checkHeaders(req, s.cfg.MaxHeaderBytes); err != nil {
 			return err
 		}
+		// Who calls is settled before anything is read or done for them.
+		if err := s.authorize(c); err != nil {
+			return err
+		}
 		deadline := time.Now().Add(s.cfg.RequestTimeout)
 		if err := readBody(c, s.cfg.MaxBodyBytes, deadline); err != nil {
 			return err
@@ -201,15 +209,18 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 				"%s must be a UUID", schemas.HeaderUserID).With(schemas.HeaderUserID, truncate(userID))
 		}
 		id, _ := req.Context().Value(requestIDKey).(string)
-		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: req.Header.Get(TokenHeader),
-			UserID: strings.ToLower(userID)})
+		who, _ := req.Context().Value(callerKey).(string)
+		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: auth.Token(req.Header),
+			UserID: strings.ToLower(who)})
 		c.SetRequest(req.WithContext(ctx))
 		return next(c)
 	}
 }
 
+// health is liveness: the process serves HTTP. It names the
+// authentication mode, and warns while it is none.
 func (s *Server) health(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"status": "UP"})
+	return c.JSON(http.StatusOK, s.cfg.Auth.Health())
 }
 
 // ready reports whether circulation-storage answers.
@@ -251,4 +262,17 @@ func (h requestLogHandler) WithGroup(name string) slog.Handler {
 // discards its body.
 func get(e *echo.Echo, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
 	e.Match([]string{http.MethodGet, http.MethodHead}, path, h, m...)
+}
+
+// Routes lists the routes served, method and path in FOLIO's notation
+// ("/users/{id}"); HEAD, served wherever GET is, is left out.
+func (s *Server) Routes() [][2]string {
+	var out [][2]string
+	for _, r := range s.echo.Routes() {
+		if r.Method == http.MethodHead || r.Method == echo.RouteNotFound {
+			continue
+		}
+		out = append(out, [2]string{r.Method, auth.Pattern(r.Path)})
+	}
+	return out
 }

@@ -149,6 +149,12 @@ func statusError(res *http.Response, data []byte, method, path string) error {
 	case res.StatusCode >= 500:
 		// A storage bug: not worth retrying, and the write may have happened.
 		return circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "circulation-storage failed").Because(cause)
+	case res.StatusCode == http.StatusUnauthorized:
+		// The caller's token, passed on, was not accepted by storage.
+		return withParams(circulation.Errorf(circulation.KindUnauthorized, code, "%s", msg).Because(cause))
+	case res.StatusCode == http.StatusForbidden:
+		// The caller's token lacks a permission this call to storage needs.
+		return withParams(circulation.Errorf(circulation.KindForbidden, code, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusNotFound:
 		return circulation.Errorf(circulation.KindNotFound, circulation.CodeNotFound, "%s", msg).Because(cause)
 	case res.StatusCode == http.StatusConflict && code == schemas.CodeLockLost:

@@ -1,0 +1,89 @@
+package config
+
+import (
+	"bufio"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// readEnvFile reads a KEY=value file as docker-compose does (no quoting).
+func readEnvFile(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	env := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		env[k] = v
+	}
+	return env
+}
+
+// TestComposeIsSecureByDefault reads docker-compose.yml: only circulation
+// is published on every interface (storage on 127.0.0.1 alone), both
+// services run in jwt mode with the key from config/auth.env, and the
+// configuration each gets is valid.
+func TestComposeIsSecureByDefault(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			EnvFile []string `yaml:"env_file"`
+			Ports   []string `yaml:"ports"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &compose); err != nil {
+		t.Fatal(err)
+	}
+	merged := func(files []string) map[string]string {
+		env := map[string]string{}
+		for _, f := range files {
+			for k, v := range readEnvFile(t, "../"+f) {
+				env[k] = v
+			}
+		}
+		return env
+	}
+	for name, svc := range compose.Services {
+		for _, p := range svc.Ports {
+			circulation := strings.HasPrefix(name, "circulation-") && name != "circulation-storage"
+			if !circulation && !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("%s publishes %s on every interface", name, p)
+			}
+		}
+		switch {
+		case name == "circulation-storage":
+			if !slices.Contains(svc.EnvFile, "config/auth.env") {
+				t.Errorf("%s does not take config/auth.env", name)
+			}
+			if _, err := LoadStorage(merged(svc.EnvFile)); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		case strings.HasPrefix(name, "circulation-"):
+			if !slices.Contains(svc.EnvFile, "config/auth.env") {
+				t.Errorf("%s does not take config/auth.env", name)
+			}
+			if _, err := LoadCirculation(merged(svc.EnvFile)); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	}
+	if mode := readEnvFile(t, "../config/auth.env")["AUTH_MODE"]; mode != "jwt" {
+		t.Errorf("config/auth.env sets AUTH_MODE=%q, want jwt", mode)
+	}
+}

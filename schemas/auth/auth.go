@@ -1,0 +1,336 @@
+// Package auth is who may call the services: the three authentication
+// modes, the bearer tokens both services accept in jwt mode (their claims
+// are part of the contract), and the check of a route's permission. The
+// permission every route requires is in package schemas (Routes).
+//
+// Tokens are verified with golang-jwt (signature, algorithm, expiry) and,
+// for a JWKS URL, keys fetched and refreshed by keyfunc: no cryptography is
+// written here.
+package auth
+
+import (
+	"context"
+	"crypto"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/checkoutlock/schemas"
+)
+
+// Mode is how a service learns who calls it.
+type Mode string
+
+// The modes.
+const (
+	// Gateway: a gateway in front of the service (Okapi, Kong) has verified
+	// the caller and the route's permission; the service trusts the request.
+	// It must be reachable only through the gateway.
+	Gateway Mode = "gateway"
+	// JWT: the service verifies the caller's token itself, and the route's
+	// permission in it.
+	JWT Mode = "jwt"
+	// None: anyone may do anything. Only when asked for explicitly.
+	None Mode = "none"
+)
+
+// ParseMode reads a mode; there is no default.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case Gateway, JWT, None:
+		return m, nil
+	case "":
+		return "", errors.New("AUTH_MODE must be set: gateway (behind Okapi or Kong, which verify callers), " +
+			"jwt (the service verifies tokens: also set AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY_FILE or AUTH_JWKS_URL) " +
+			"or none (anyone may do anything)")
+	default:
+		return "", fmt.Errorf("AUTH_MODE must be gateway, jwt or none, got %q", s)
+	}
+}
+
+// Claims are a token's claims: FOLIO's (Okapi puts sub, user_id and tenant
+// in its tokens) plus the permissions the bearer holds, already expanded
+// from permission sets.
+type Claims struct {
+	Tenant      string   `json:"tenant"`
+	UserID      string   `json:"user_id,omitempty"`
+	Permissions []string `json:"permissions"`
+	jwt.RegisteredClaims
+}
+
+// Caller is who a request acts for, for logs and audit: the token's user
+// id or subject, or X-Okapi-User-Id where the gateway vouches for it.
+func (c *Claims) Caller() string {
+	if c.UserID != "" {
+		return c.UserID
+	}
+	return c.Subject
+}
+
+// Has reports whether the token holds permission.
+func (c *Claims) Has(permission string) bool { return slices.Contains(c.Permissions, permission) }
+
+// KeyConfig says where jwt mode's keys come from: exactly one of them.
+type KeyConfig struct {
+	// Secret is an HS256 shared secret.
+	Secret string
+	// PublicKeyFile is a PEM file with an RSA (RS256) or EC (ES256) public
+	// key.
+	PublicKeyFile string
+	// JWKSURL serves the keys (RS256, ES256) as a JSON Web Key Set.
+	JWKSURL string
+}
+
+// Verifier verifies tokens for jwt mode.
+type Verifier struct {
+	keyfunc jwt.Keyfunc
+	parser  *jwt.Parser
+}
+
+// NewVerifier returns a verifier for the keys cfg names. A JWKS is fetched
+// now and refreshed in the background until ctx is done.
+func NewVerifier(ctx context.Context, cfg KeyConfig) (*Verifier, error) {
+	given := 0
+	for _, s := range []string{cfg.Secret, cfg.PublicKeyFile, cfg.JWKSURL} {
+		if s != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, errors.New("jwt mode needs exactly one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY_FILE and AUTH_JWKS_URL")
+	}
+	v := &Verifier{}
+	switch {
+	case cfg.Secret != "":
+		if len(cfg.Secret) < 32 {
+			return nil, errors.New("AUTH_JWT_SECRET must be at least 32 characters")
+		}
+		secret := []byte(cfg.Secret)
+		v.keyfunc = func(*jwt.Token) (any, error) { return secret, nil }
+		v.parser = jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
+	case cfg.PublicKeyFile != "":
+		pem, err := os.ReadFile(cfg.PublicKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("AUTH_JWT_PUBLIC_KEY_FILE: %w", err)
+		}
+		var key crypto.PublicKey
+		if key, err = jwt.ParseRSAPublicKeyFromPEM(pem); err != nil {
+			if key, err = jwt.ParseECPublicKeyFromPEM(pem); err != nil {
+				return nil, errors.New("AUTH_JWT_PUBLIC_KEY_FILE: not a PEM RSA or EC public key")
+			}
+		}
+		v.keyfunc = func(*jwt.Token) (any, error) { return key, nil }
+		v.parser = jwt.NewParser(jwt.WithValidMethods([]string{"RS256", "ES256"}), jwt.WithExpirationRequired())
+	default:
+		k, err := keyfunc.NewDefaultCtx(ctx, []string{cfg.JWKSURL})
+		if err != nil {
+			return nil, fmt.Errorf("AUTH_JWKS_URL: %w", err)
+		}
+		v.keyfunc = k.Keyfunc
+		v.parser = jwt.NewParser(jwt.WithValidMethods([]string{"RS256", "ES256"}), jwt.WithExpirationRequired())
+	}
+	return v, nil
+}
+
+// Verify checks a token's signature, algorithm and expiry and returns its
+// claims. "alg": "none" and every algorithm but the configured ones are
+// refused.
+func (v *Verifier) Verify(token string) (*Claims, error) {
+	var c Claims
+	if _, err := v.parser.ParseWithClaims(token, &c, v.keyfunc); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Mint signs claims with an HS256 secret: for development tokens and tests.
+// Tokens expire after ttl.
+func Mint(secret string, c Claims, ttl time.Duration) (string, error) {
+	now := time.Now()
+	c.IssuedAt = jwt.NewNumericDate(now)
+	c.ExpiresAt = jwt.NewNumericDate(now.Add(ttl))
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString([]byte(secret))
+}
+
+// RoleClaims are the claims of a token holding one of the roles
+// (schemas.PermissionSets) for tenant, for user.
+func RoleClaims(role, tenant, user string) (Claims, error) {
+	set, ok := schemas.PermissionSetNamed(role)
+	if !ok {
+		return Claims{}, fmt.Errorf("no role %q", role)
+	}
+	return Claims{Tenant: tenant, UserID: user, Permissions: set.Permissions,
+		RegisteredClaims: jwt.RegisteredClaims{Subject: strings.TrimPrefix(role, "circulation.role.")}}, nil
+}
+
+// Failure is why a request is refused: Status is 401 (no token, or one
+// that does not hold) or 403 (a token without the permission).
+type Failure struct {
+	Status  int
+	Code    string
+	Message string
+	// Permission is the permission missing, for a 403.
+	Permission string
+	// Cause is why a token was refused, for logs; never sent.
+	Cause error
+}
+
+func (f *Failure) Error() string {
+	if f.Cause != nil {
+		return fmt.Sprintf("%s: %s: %v", f.Code, f.Message, f.Cause)
+	}
+	return f.Code + ": " + f.Message
+}
+
+// The codes of a refusal.
+const (
+	CodeAuthRequired = "AUTH_REQUIRED"
+	CodeInvalidToken = "INVALID_TOKEN"
+	CodeForbidden    = "FORBIDDEN"
+)
+
+// Token is the bearer token of a request: X-Okapi-Token, or the
+// Authorization header's Bearer token.
+func Token(h http.Header) string {
+	if t := h.Get(schemas.HeaderToken); t != "" {
+		return t
+	}
+	if a := h.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "Bearer ") {
+		return strings.TrimSpace(a[7:])
+	}
+	return ""
+}
+
+// Authorize checks that the request with headers h may use a route that
+// requires permission, in jwt mode: a token, valid, for the request's
+// tenant, holding the permission. It returns the token's claims.
+func (v *Verifier) Authorize(h http.Header, permission string) (*Claims, error) {
+	token := Token(h)
+	if token == "" {
+		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeAuthRequired,
+			Message: "A token is required: send it in X-Okapi-Token or as Authorization: Bearer"}
+	}
+	claims, err := v.Verify(token)
+	if err != nil {
+		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeInvalidToken, Message: "The token is not valid", Cause: err}
+	}
+	// A missing or malformed tenant is answered 400 by the service itself.
+	if tenant := h.Get(schemas.HeaderTenant); schemas.ValidTenant(tenant) && claims.Tenant != tenant {
+		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeInvalidToken,
+			Message: "The token is not for tenant " + truncate(tenant), Cause: fmt.Errorf("token tenant %q", claims.Tenant)}
+	}
+	if !claims.Has(permission) {
+		return nil, &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: permission,
+			Message: "Access requires permission: " + permission}
+	}
+	return claims, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// Guard is a service's authentication: its mode and, in jwt mode, its
+// verifier.
+type Guard struct {
+	Mode     Mode
+	Verifier *Verifier
+}
+
+// Check decides whether a request may use a route of service, by the
+// permission schemas.Routes names for it. route is the router's path, with
+// ":name" or "{name}" parameters. Open routes, and routes not in the table
+// (which the service answers 404 or 405), need nothing. It returns who the
+// request acts for ("" when unknown) and, in jwt mode, the token's claims.
+func (g Guard) Check(service, method, route string, h http.Header) (caller string, claims *Claims, err error) {
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	permission, known := schemas.PermissionFor(service, method, Pattern(route))
+	if !known || permission == "" {
+		return "", nil, nil
+	}
+	switch g.Mode {
+	case JWT:
+		claims, err := g.Verifier.Authorize(h, permission)
+		if err != nil {
+			return "", nil, err
+		}
+		return claims.Caller(), claims, nil
+	case Gateway:
+		return h.Get(schemas.HeaderUserID), nil, nil
+	}
+	return h.Get(schemas.HeaderUserID), nil, nil
+}
+
+// Require checks, in jwt mode, a permission beyond the route's (claims
+// from Check; nil outside jwt mode).
+func (g Guard) Require(claims *Claims, permission string) error {
+	if g.Mode != JWT {
+		return nil
+	}
+	if claims == nil || !claims.Has(permission) {
+		return &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: permission,
+			Message: "Access requires permission: " + permission}
+	}
+	return nil
+}
+
+// Pattern turns a router's path ("/users/:id") into FOLIO's pathPattern
+// ("/users/{id}").
+func Pattern(route string) string {
+	parts := strings.Split(route, "/")
+	for i, p := range parts {
+		if strings.HasPrefix(p, ":") {
+			parts[i] = "{" + p[1:] + "}"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// Health is the liveness answer: it names the mode, and warns while
+// authentication is off.
+func (g Guard) Health() map[string]string {
+	h := map[string]string{"status": "UP", "authMode": string(g.Mode)}
+	if g.Mode == None {
+		h["warning"] = "authentication is off (AUTH_MODE=none): anyone who reaches this service may read and change everything"
+	}
+	return h
+}
+
+// NewGuard builds the authentication a service's configuration asks for
+// (mode and, for jwt, keys), and says at start-up what it means: a warning
+// when it is off.
+func NewGuard(ctx context.Context, mode string, keys KeyConfig, logger *slog.Logger) (Guard, error) {
+	m, err := ParseMode(mode)
+	if err != nil {
+		return Guard{}, err
+	}
+	g := Guard{Mode: m}
+	switch m {
+	case JWT:
+		if g.Verifier, err = NewVerifier(ctx, keys); err != nil {
+			return Guard{}, err
+		}
+		logger.Info("authentication: every route but health, readiness and metrics needs a token holding its permission",
+			slog.String("mode", mode))
+	case Gateway:
+		logger.Info("authentication: trusting the gateway; this service must be reachable only through it",
+			slog.String("mode", mode))
+	case None:
+		logger.Warn("authentication is OFF (AUTH_MODE=none): anyone who reaches this service may read and change everything",
+			slog.String("mode", mode))
+	}
+	return g, nil
+}

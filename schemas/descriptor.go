@@ -1,0 +1,198 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Module descriptors in FOLIO's format, generated from Routes and
+// PermissionSets: circulation/descriptors and circulation-storage/
+// descriptors hold them (go run ./schemas/cmd/descriptors writes them; a
+// test fails when they differ from what this generates).
+
+// interfaceVersions are the versions of the interfaces the modules provide.
+var interfaceVersions = map[string]string{
+	InterfaceCirculation: "14.0", InterfaceCheckOutLockStorage: "0.1", InterfaceLoanStorage: "7.4",
+	InterfaceLoanPolicyStorage: "2.4", InterfaceCirculationRules: "1.0", InterfaceUsers: "16.0", InterfaceUserGroups: "15.3",
+	InterfaceItemStorage: "10.0", InterfaceMaterialTypes: "2.2", InterfaceLoanTypes: "2.2", InterfaceSettings: "1.0",
+	InterfaceTenant: "2.0",
+}
+
+// ModuleIDs are the modules' ids.
+var ModuleIDs = map[string]string{
+	ServiceCirculation: "mod-circulation-1.0.0",
+	ServiceStorage:     "mod-circulation-storage-1.0.0",
+}
+
+type descriptor struct {
+	ID               string          `json:"id"`
+	Name             string          `json:"name"`
+	Provides         []provided      `json:"provides"`
+	Requires         []required      `json:"requires"`
+	PermissionSets   []permissionSet `json:"permissionSets"`
+	LaunchDescriptor launch          `json:"launchDescriptor"`
+}
+
+type provided struct {
+	ID            string    `json:"id"`
+	Version       string    `json:"version"`
+	InterfaceType string    `json:"interfaceType,omitempty"`
+	Handlers      []handler `json:"handlers"`
+}
+
+type handler struct {
+	Methods             []string `json:"methods"`
+	PathPattern         string   `json:"pathPattern"`
+	PermissionsRequired []string `json:"permissionsRequired"`
+}
+
+type required struct {
+	ID      string `json:"id"`
+	Version string `json:"version"`
+}
+
+type permissionSet struct {
+	PermissionName string   `json:"permissionName"`
+	DisplayName    string   `json:"displayName"`
+	Description    string   `json:"description"`
+	SubPermissions []string `json:"subPermissions,omitempty"`
+}
+
+type launch struct {
+	DockerImage string   `json:"dockerImage"`
+	DockerPull  bool     `json:"dockerPull"`
+	Env         []envVar `json:"env"`
+}
+
+type envVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// launchEnv is what a platform deploying the module sets: gateway mode,
+// since the platform's gateway verifies callers.
+var launchEnv = map[string][]envVar{
+	ServiceStorage: {{"AUTH_MODE", "gateway"}, {"DB_HOST", "postgres"}, {"DB_PORT", "5432"}, {"DB_USERNAME", "folio_admin"},
+		{"DB_PASSWORD", "folio_admin"}, {"DB_DATABASE", "okapi_modules"}, {"HTTP_ADDR", ":8081"}},
+	ServiceCirculation: {{"AUTH_MODE", "gateway"}, {"STORAGE_URL", "http://mod-circulation-storage:8081"},
+		{"CHECKOUT_LOCK_FEATURE_ENABLED", "false"}, {"LOCK_TTL_MS", "3000"}, {"RETRY_INTERVAL_MS", "500|500|1000"},
+		{"HTTP_ADDR", ":8080"}},
+}
+
+// Descriptor is service's ModuleDescriptor-template.json.
+func Descriptor(service string) []byte {
+	d := descriptor{ID: ModuleIDs[service], Requires: []required{},
+		LaunchDescriptor: launch{DockerImage: service + ":1.0.0", Env: launchEnv[service]}}
+	switch service {
+	case ServiceCirculation:
+		d.Name = "Circulation: check-out by barcode under the patron's check-out lock"
+	case ServiceStorage:
+		d.Name = "Circulation storage: the check-out lock and the records a check-out reads and writes"
+	}
+	byInterface := map[string]*provided{}
+	var order []string
+	perms := map[string]string{} // permission → display
+	for _, r := range RoutesOf(service) {
+		if r.Permission == "" {
+			continue // health, readiness and metrics: open, not part of an interface
+		}
+		p := byInterface[r.Interface]
+		if p == nil {
+			p = &provided{ID: r.Interface, Version: interfaceVersions[r.Interface]}
+			if r.Interface == InterfaceTenant {
+				p.InterfaceType = "system"
+			}
+			byInterface[r.Interface] = p
+			order = append(order, r.Interface)
+		}
+		p.Handlers = append(p.Handlers, handler{Methods: []string{r.Method}, PathPattern: r.Path, PermissionsRequired: []string{r.Permission}})
+		if _, ok := perms[r.Permission]; !ok {
+			perms[r.Permission] = r.Display
+		}
+	}
+	for _, id := range order {
+		d.Provides = append(d.Provides, *byInterface[id])
+	}
+	if service == ServiceCirculation {
+		// What circulation calls in storage, with the caller's token.
+		var needs []string
+		for _, r := range RoutesOf(ServiceStorage) {
+			if r.Permission != "" && r.Interface != InterfaceTenant && !slices.Contains(needs, r.Interface) {
+				needs = append(needs, r.Interface)
+			}
+		}
+		for _, id := range needs {
+			d.Requires = append(d.Requires, required{ID: id, Version: interfaceVersions[id]})
+		}
+	}
+	names := make([]string, 0, len(perms))
+	for p := range perms {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: p, DisplayName: service + ": " + perms[p], Description: perms[p]})
+	}
+	if service == ServiceStorage {
+		for _, scope := range []string{SettingsScopeRead("mod-circulation"), SettingsScopeWrite("mod-circulation")} {
+			d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: scope,
+				DisplayName: service + ": settings of scope mod-circulation",
+				Description: "Read or write settings entries of scope mod-circulation (the check-out lock setting)"})
+		}
+	}
+	if service == ServiceCirculation {
+		// The roles are circulation's: they span both modules.
+		for _, s := range PermissionSets {
+			d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: s.Name, DisplayName: s.Display,
+				Description: s.Description, SubPermissions: s.Permissions})
+		}
+	}
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	return append(b, '\n')
+}
+
+// README markers around the permission table PermissionsMarkdown writes.
+const (
+	PermissionsBegin = "<!-- permissions: generated by go run ./schemas/cmd/descriptors; do not edit -->"
+	PermissionsEnd   = "<!-- end of permissions -->"
+)
+
+// PermissionsMarkdown is the permission table for the README: every route
+// that needs a permission, and which roles hold it.
+func PermissionsMarkdown() string {
+	roles := []struct{ name, column string }{
+		{RoleSelfCheck, "self-check"}, {RoleLibrarian, "librarian"}, {RoleOperator, "operator"}, {RoleTenantAdmin, "tenant admin"},
+	}
+	var b strings.Builder
+	b.WriteString("| service | route | permission |")
+	for _, r := range roles {
+		b.WriteString(" " + r.column + " |")
+	}
+	b.WriteString("\n|---|---|---|")
+	for range roles {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, r := range Routes {
+		if r.Permission == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | `%s %s` | `%s` |", r.Service, r.Method, r.Path, r.Permission)
+		for _, role := range roles {
+			set, _ := PermissionSetNamed(role.name)
+			mark := ""
+			if slices.Contains(set.Permissions, r.Permission) {
+				mark = "✓"
+			}
+			b.WriteString(" " + mark + " |")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
