@@ -8,8 +8,9 @@ GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 BENCH_OUT ?= bench-results
 STATICCHECK := v0.8.2
+FUZZTIME  ?= 10s
 
-.PHONY: all build run test bench soak lint fmt clean
+.PHONY: all build run test fuzz bench soak lint fmt clean
 
 all: build
 
@@ -24,12 +25,17 @@ build:
 run: build
 	scripts/run.sh
 
-## test: lint, unit tests, the workloads across real processes (race detector on), and a smoke run of the benchmarks
+## test: lint, unit tests, a short fuzzing of the CQL parser, the workloads across real processes (race detector on), and a smoke run of the benchmarks
 test: lint
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -race -count=1 $(UNIT_PKGS)
+	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cql
 	$(GO) test -race -count=1 -v ./integration-tests/ ./integration-tests/contract/
 	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke
+
+## fuzz: fuzz the CQL parser for longer (FUZZTIME=10m make fuzz)
+fuzz:
+	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cql
 
 ## bench: the benchmarks against real processes, a few minutes; table on stdout, results.json and charts in $(BENCH_OUT)
 bench: build

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/checkoutlock/circulation-storage/cql"
 	"github.com/checkoutlock/schemas"
 )
 
@@ -97,8 +98,13 @@ var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Item
 // the value to match.
 type RecordFilter struct {
 	Params map[string]string
-	Offset int
-	Limit  int
+	// Query, when set, is a CQL query the records must match too, and
+	// their order (see package cql for what is supported), and QueryText
+	// the query as the client wrote it.
+	Query     *cql.Query
+	QueryText string
+	Offset    int
+	Limit     int
 	// MaxBytes, when positive, bounds the page's records in bytes: a page
 	// that would be larger is an error (CodePageTooLarge) as soon as it
 	// passes the bound, so it is never held in memory whole.
@@ -167,3 +173,18 @@ const CodeAlreadyExists = schemas.CodeAlreadyExists
 // CodeInUse is the code of a delete refused because other records refer to
 // the record.
 const CodeInUse = schemas.CodeInUse
+
+type userKey struct{}
+
+// WithUser returns ctx acting for the user id, as X-Okapi-User-Id (or the
+// token's subject) names it: the user recorded in the metadata of what the
+// request writes.
+func WithUser(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, userKey{}, id)
+}
+
+// UserFrom is the user ctx acts for, "" when none was named.
+func UserFrom(ctx context.Context) string {
+	id, _ := ctx.Value(userKey{}).(string)
+	return id
+}

@@ -41,13 +41,16 @@ type Service struct {
 	// waitAtStorage says whether acquisitions ask storage to wait for a
 	// held lock (waitMs); see UseWaitAtStorage.
 	waitAtStorage bool
+	// unscopedItemLimit says whether a limit whose rule names no material
+	// or loan type is enforced; see UseUnscopedItemLimit.
+	unscopedItemLimit bool
 }
 
 // NewService returns the check-out service.
 func NewService(storage Storage, settings *Settings, observer Observer, logger *slog.Logger, releaseTimeout time.Duration) *Service {
 	return &Service{
 		storage: storage, settings: settings, observer: observer, logger: logger, releaseTimeout: releaseTimeout,
-		now: time.Now, newTimer: func() backoff.Timer { return nil }, waitAtStorage: true,
+		now: time.Now, newTimer: func() backoff.Timer { return nil }, waitAtStorage: true, unscopedItemLimit: true,
 	}
 }
 
@@ -56,6 +59,12 @@ func NewService(storage Storage, settings *Settings, observer Observer, logger *
 // only, as FOLIO's mod-circulation does: for a storage that does not know
 // waitMs.
 func (s *Service) UseWaitAtStorage(on bool) { s.waitAtStorage = on }
+
+// UseUnscopedItemLimit says whether an item limit whose rule names neither
+// a material type nor a loan type is enforced, counting all the patron's
+// open loans (on by default). Off, such a limit is not enforced, as in
+// FOLIO.
+func (s *Service) UseUnscopedItemLimit(on bool) { s.unscopedItemLimit = on }
 
 // UseClock replaces the service's clock: now for timestamps and waits, and
 // newTimer for the waits between lock attempts (nil: real timers). Tests use
@@ -232,10 +241,16 @@ func (s *Service) checkPolicy(ctx context.Context, co *checkOut) ([]*Error, erro
 }
 
 // checkLimit counts the patron's open loans in the scope the matched rule
-// names and refuses when the limit is reached.
+// names and refuses when the limit is reached. A rule that names neither a
+// material type nor a loan type gives the limit no scope: the patron's open
+// loans are all counted, unless the service follows FOLIO, which does not
+// enforce such a limit (UseUnscopedItemLimit).
 func (s *Service) checkLimit(ctx context.Context, co checkOut) (*Error, error) {
 	limit := co.policy.ItemLimit
 	if limit == 0 {
+		return nil, nil
+	}
+	if !co.match.MaterialTypeMatch && !co.match.LoanTypeMatch && !s.unscopedItemLimit {
 		return nil, nil
 	}
 	var materialTypeID, loanTypeID string
@@ -256,18 +271,25 @@ func (s *Service) checkLimit(ctx context.Context, co checkOut) (*Error, error) {
 }
 
 // ItemLimitReached is FOLIO's refusal for a patron at the item limit; its
-// wording and code name the scope the rule gave the limit.
+// wording and code name the criteria of the rule that gave the limit: the
+// patron group, when the rule names one, with the material type and the
+// loan type it counts by. ITEM_LIMIT, a code FOLIO does not have, is for a
+// limit whose rule names neither.
 func ItemLimitReached(limit int, m PolicyMatch, itemBarcode string) *Error {
-	code, cause := CodeItemLimit, ""
-	switch {
-	case m.MaterialTypeMatch && m.LoanTypeMatch:
-		code, cause = CodeItemLimitBoth, " for combination of material type and loan type"
-	case m.MaterialTypeMatch:
-		code, cause = CodeItemLimitMaterialType, " for material type"
-	case m.LoanTypeMatch:
-		code, cause = CodeItemLimitLoanType, " for loan type"
+	type scope struct{ group, material, loan bool }
+	known := map[scope]struct{ code, cause string }{
+		{false, true, true}:  {CodeItemLimitBoth, " for combination of material type and loan type"},
+		{false, true, false}: {CodeItemLimitMaterialType, " for material type"},
+		{false, false, true}: {CodeItemLimitLoanType, " for loan type"},
+		{true, true, true}:   {CodeItemLimitPatronGroupBoth, " for combination of patron group, material type and loan type"},
+		{true, true, false}:  {CodeItemLimitPatronGroupMaterialType, " for combination of patron group and material type"},
+		{true, false, true}:  {CodeItemLimitPatronGroupLoanType, " for combination of patron group and loan type"},
 	}
-	return Errorf(KindInvalid, code, "Patron has reached maximum limit of %d items%s", limit, cause).
+	answer, ok := known[scope{m.PatronGroupMatch, m.MaterialTypeMatch, m.LoanTypeMatch}]
+	if !ok {
+		answer.code = CodeItemLimit
+	}
+	return Errorf(KindInvalid, answer.code, "Patron has reached maximum limit of %d items%s", limit, answer.cause).
 		With("itemBarcode", itemBarcode).With("itemLimit", strconv.Itoa(limit))
 }
 

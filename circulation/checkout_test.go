@@ -467,28 +467,40 @@ func TestCheckOutRechecksTheItemLimitUnderTheLock(t *testing.T) {
 	wantItem(t, s.fake, circulation.StatusAvailable, 1)
 }
 
+// TestCheckOutItemLimitNamesTheRuleScope walks every combination of the
+// criteria the rule that chose the policy names: FOLIO's message and code,
+// and the open loans counted in that scope.
 func TestCheckOutItemLimitNamesTheRuleScope(t *testing.T) {
 	t.Parallel()
+	const limit3 = "Patron has reached maximum limit of 3 items"
+	all := "userId=" + patronID
+	byMT := "materialTypeId=" + materialType + "&userId=" + patronID
+	byLT := "loanTypeId=" + loanType + "&userId=" + patronID
+	byBoth := "loanTypeId=" + loanType + "&materialTypeId=" + materialType + "&userId=" + patronID
 	for _, tc := range []struct {
 		name          string
-		mt, lt        bool
+		pg, mt, lt    bool
 		code, message string
 		query         string
 	}{
-		{"any", false, false, "ITEM_LIMIT", "Patron has reached maximum limit of 3 items",
-			"userId=" + patronID},
-		{"material type", true, false, "ITEM_LIMIT_MATERIAL_TYPE", "Patron has reached maximum limit of 3 items for material type",
-			"materialTypeId=" + materialType + "&userId=" + patronID},
-		{"loan type", false, true, "ITEM_LIMIT_LOAN_TYPE", "Patron has reached maximum limit of 3 items for loan type",
-			"loanTypeId=" + loanType + "&userId=" + patronID},
-		{"both", true, true, "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE",
-			"Patron has reached maximum limit of 3 items for combination of material type and loan type",
-			"loanTypeId=" + loanType + "&materialTypeId=" + materialType + "&userId=" + patronID},
+		{"no criterion", false, false, false, "ITEM_LIMIT", limit3, all},
+		{"patron group only", true, false, false, "ITEM_LIMIT", limit3, all},
+		{"material type", false, true, false, "ITEM_LIMIT_MATERIAL_TYPE", limit3 + " for material type", byMT},
+		{"loan type", false, false, true, "ITEM_LIMIT_LOAN_TYPE", limit3 + " for loan type", byLT},
+		{"material type and loan type", false, true, true, "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE",
+			limit3 + " for combination of material type and loan type", byBoth},
+		{"patron group and material type", true, true, false, "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE",
+			limit3 + " for combination of patron group and material type", byMT},
+		{"patron group and loan type", true, false, true, "ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE",
+			limit3 + " for combination of patron group and loan type", byLT},
+		{"all three", true, true, true, "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE_LOAN_TYPE",
+			limit3 + " for combination of patron group, material type and loan type", byBoth},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
-			s.fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID, MaterialTypeMatch: tc.mt, LoanTypeMatch: tc.lt})
+			s.fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID, PatronGroupMatch: tc.pg,
+				MaterialTypeMatch: tc.mt, LoanTypeMatch: tc.lt})
 			s.fake.OpenCounts(itemLimit)
 			_, err := s.checkOut(t)
 			wantStrings(t, "refusals", refusals(t, err), []string{
@@ -503,6 +515,32 @@ func TestCheckOutItemLimitNamesTheRuleScope(t *testing.T) {
 			wantNoWrites(t, s.fake)
 		})
 	}
+}
+
+// TestUnscopedItemLimitAsFOLIO: with FOLIO's behaviour chosen, a limit
+// whose rule names neither a material type nor a loan type is not
+// enforced: the check-out goes through without counting, while a scoped
+// limit still refuses.
+func TestUnscopedItemLimitAsFOLIO(t *testing.T) {
+	t.Parallel()
+	for _, m := range []storagefake.PolicyMatch{{}, {PatronGroupMatch: true}} {
+		s := newStack(t, lockOn)
+		s.svc.UseUnscopedItemLimit(false)
+		m.LoanPolicyID = policyID
+		s.fake.SetPolicyMatch(m)
+		s.fake.OpenCounts(itemLimit)
+		if _, err := s.checkOut(t); err != nil {
+			t.Fatalf("match %+v: check-out refused: %v", m, err)
+		}
+		wantCount(t, s.fake, storagefake.RouteOpenCount, 0)
+	}
+	s := newStack(t, lockOn)
+	s.svc.UseUnscopedItemLimit(false)
+	s.fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID, PatronGroupMatch: true, LoanTypeMatch: true})
+	s.fake.OpenCounts(itemLimit)
+	_, err := s.checkOut(t)
+	wantStrings(t, "refusals", refusals(t, err), []string{"ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE: Patron has reached maximum limit of 3 items" +
+		" for combination of patron group and loan type [itemBarcode=" + itemBarcode + "] [itemLimit=3]"})
 }
 
 func TestCheckOutCountsTheStoredOpenLoans(t *testing.T) {
@@ -828,8 +866,8 @@ func TestFolioRetrySettings(t *testing.T) {
 		waits  []time.Duration
 	}{
 		{"attempts and interval", map[string]any{"noOfRetryAttempts": 2, "retryInterval": 250}, ms(250, 250)},
-		{"attempts only: the environment's first wait", map[string]any{"noOfRetryAttempts": 1}, ms(500)},
-		{"interval only: the environment's count", map[string]any{"retryInterval": 50}, ms(50, 50, 50)},
+		{"attempts only: FOLIO's wait", map[string]any{"noOfRetryAttempts": 1}, ms(250)},
+		{"interval only: FOLIO's count", map[string]any{"retryInterval": 50}, folioRetries(50 * time.Millisecond)},
 		{"retryIntervalsMs wins", map[string]any{"noOfRetryAttempts": 5, "retryInterval": 50, "retryIntervalsMs": []int{60}}, ms(60)},
 		{"no retries", map[string]any{"noOfRetryAttempts": 0}, ms()},
 	} {
@@ -838,8 +876,8 @@ func TestFolioRetrySettings(t *testing.T) {
 			s := newStack(t, lockOn)
 			s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, tc.stored)
 			got := effective(t, s.settings, okapi(t))
-			want := circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: tc.waits,
-				EnabledSource: circulation.FromEnvironment, LockTTLSource: circulation.FromEnvironment, RetrySource: circulation.FromSettings}
+			want := circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: tc.waits,
+				EnabledSource: circulation.FromEnvironment, LockTTLSource: circulation.FromDefault, RetrySource: circulation.FromSettings}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("effective %+v, want %+v", got, want)
 			}
@@ -886,8 +924,9 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	want := circulation.LockSettings{Enabled: true, LockTTL: 4 * time.Second, RetryIntervals: ms(500, 500, 1000),
-		EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromEnvironment}
+	// What the entry leaves out takes FOLIO's defaults.
+	want := circulation.LockSettings{Enabled: true, LockTTL: 4 * time.Second, RetryIntervals: folioRetries(250 * time.Millisecond),
+		EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromDefault}
 	if got := effective(t, s.settings, ctx); !reflect.DeepEqual(put, want) || !reflect.DeepEqual(got, want) {
 		t.Errorf("put answered %+v, effective %+v; want %+v", put, got, want)
 	}
@@ -906,7 +945,7 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 		t.Fatalf("second put: %v", err)
 	}
 	got := effective(t, s.settings, ctx)
-	if got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != 3*time.Second || got.LockTTLSource != circulation.FromEnvironment {
+	if got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != 2*time.Second || got.LockTTLSource != circulation.FromDefault {
 		t.Errorf("effective after second put %+v", got)
 	}
 	wantStored(t, s.fake, `{"checkOutLockFeatureEnabled":false}`)
@@ -931,8 +970,13 @@ func TestPutInvalidSettingsWritesNothing(t *testing.T) {
 func wantStored(t *testing.T, f *storagefake.Fake, want string) {
 	t.Helper()
 	raw, ok := f.Setting(circulation.SettingsScope, circulation.SettingsKey)
+	// Stored as FOLIO stores it: a string holding the JSON object.
+	var text string
+	if err := json.Unmarshal(raw, &text); err != nil {
+		t.Fatalf("stored setting %s (found %v) is not a string holding JSON", raw, ok)
+	}
 	var got, w any
-	_ = json.Unmarshal(raw, &got)
+	_ = json.Unmarshal([]byte(text), &got)
 	_ = json.Unmarshal([]byte(want), &w)
 	if !ok || !reflect.DeepEqual(got, w) {
 		t.Errorf("stored setting %s (found %v), want %s", raw, ok, want)
@@ -997,10 +1041,10 @@ func TestCheckInOfAnUnknownBarcodeIsRefused(t *testing.T) {
 	}
 }
 
-// TestInvalidStoredSettingsFallBackToTheEnvironment: a value written past
-// the API (straight to /settings/entries) that breaks the rules is not used;
-// the environment's values apply and the reason is reported.
-func TestInvalidStoredSettingsFallBackToTheEnvironment(t *testing.T) {
+// TestInvalidStoredSettingsFallBackToTheDefaults: a value written past the
+// API (straight to /settings/entries) that breaks the rules is not used;
+// FOLIO's defaults apply and the reason is reported.
+func TestInvalidStoredSettingsFallBackToTheDefaults(t *testing.T) {
 	t.Parallel()
 	for _, value := range []any{
 		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 0},
@@ -1010,9 +1054,9 @@ func TestInvalidStoredSettingsFallBackToTheEnvironment(t *testing.T) {
 		s := newStack(t, lockOn)
 		s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, value)
 		got := effective(t, s.settings, okapi(t))
-		if got.LockTTL != lockOn.LockTTL || got.LockTTLSource != circulation.FromEnvironment ||
-			got.RetrySource != circulation.FromEnvironment || got.SettingsError == "" {
-			t.Errorf("stored %v: effective %+v, want the environment's values and a settings error", value, got)
+		if got.LockTTL != circulation.DefaultLockTTLMs*time.Millisecond || got.LockTTLSource != circulation.FromDefault ||
+			got.RetrySource != circulation.FromDefault || got.SettingsError == "" || !got.Enabled {
+			t.Errorf("stored %v: effective %+v, want the lock on, FOLIO's defaults and a settings error", value, got)
 		}
 		if _, err := s.checkOut(t); err != nil {
 			t.Errorf("stored %v: check-out failed: %v", value, err)
@@ -1055,10 +1099,10 @@ func TestOneInvalidStoredFieldKeepsTheOthers(t *testing.T) {
 	s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey,
 		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 0, "retryIntervalsMs": []int{100, 200}})
 	got := effective(t, s.settings, okapi(t))
-	if !got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != env.LockTTL ||
-		got.LockTTLSource != circulation.FromEnvironment || got.RetrySource != circulation.FromSettings ||
+	if !got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != circulation.DefaultLockTTLMs*time.Millisecond ||
+		got.LockTTLSource != circulation.FromDefault || got.RetrySource != circulation.FromSettings ||
 		!strings.Contains(got.SettingsError, "lockTtl: must be from 1000 to 600000 ms, got 0") {
-		t.Errorf("effective %+v, want enabled and waits from settings, lockTtl from the environment, and the error named", got)
+		t.Errorf("effective %+v, want enabled and waits from settings, FOLIO's lockTtl, and the error named", got)
 	}
 }
 

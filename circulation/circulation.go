@@ -40,36 +40,39 @@ const (
 // Error codes, sent as "code" in the envelope, defined once in the contract
 // (package schemas). The check-out ones are FOLIO's.
 const (
-	CodeUserBarcodeNotFound   = schemas.CodeUserBarcodeNotFound
-	CodeUserInactive          = schemas.CodeUserInactive
-	CodeItemBarcodeNotFound   = schemas.CodeItemBarcodeNotFound
-	CodeItemAlreadyCheckedOut = schemas.CodeItemAlreadyCheckedOut
-	CodeItemHasOpenLoan       = schemas.CodeItemHasOpenLoan
-	CodeItemStatusRefused     = schemas.CodeItemStatusRefused
-	CodeItemNotLoanable       = schemas.CodeItemNotLoanable
-	CodeItemLimit             = schemas.CodeItemLimit
-	CodeItemLimitMaterialType = schemas.CodeItemLimitMaterialType
-	CodeItemLimitLoanType     = schemas.CodeItemLimitLoanType
-	CodeItemLimitBoth         = schemas.CodeItemLimitBoth
-	CodeNoLoanPolicy          = schemas.CodeNoLoanPolicy
-	CodeUnableToAcquireLock   = schemas.CodeUnableToAcquireLock
-	CodeLockHeld              = schemas.CodeLockHeld
-	CodeLockLost              = schemas.CodeLockLost
-	CodeItemChanged           = schemas.CodeItemChanged
-	CodeNoOpenLoan            = schemas.CodeNoOpenLoan
-	CodeStorageUnavailable    = schemas.CodeStorageUnavailable
-	CodeTenantMissing         = schemas.CodeTenantMissing
-	CodeInvalidTenant         = schemas.CodeInvalidTenant
-	CodeTenantNotInitialized  = schemas.CodeTenantNotInitialized
-	CodeAlreadyExists         = schemas.CodeAlreadyExists
-	CodeVersionConflict       = schemas.CodeVersionConflict
-	CodeTimeout               = schemas.CodeTimeout
-	CodeInvalidID             = schemas.CodeInvalidID
-	CodeInvalidParameter      = schemas.CodeInvalidParameter
-	CodeValidation            = schemas.CodeValidation
-	CodeNotFound              = schemas.CodeNotFound
-	CodeConflict              = schemas.CodeConflict
-	CodeInternal              = schemas.CodeInternal
+	CodeUserBarcodeNotFound              = schemas.CodeUserBarcodeNotFound
+	CodeUserInactive                     = schemas.CodeUserInactive
+	CodeItemBarcodeNotFound              = schemas.CodeItemBarcodeNotFound
+	CodeItemAlreadyCheckedOut            = schemas.CodeItemAlreadyCheckedOut
+	CodeItemHasOpenLoan                  = schemas.CodeItemHasOpenLoan
+	CodeItemStatusRefused                = schemas.CodeItemStatusRefused
+	CodeItemNotLoanable                  = schemas.CodeItemNotLoanable
+	CodeItemLimit                        = schemas.CodeItemLimit
+	CodeItemLimitMaterialType            = schemas.CodeItemLimitMaterialType
+	CodeItemLimitLoanType                = schemas.CodeItemLimitLoanType
+	CodeItemLimitBoth                    = schemas.CodeItemLimitBoth
+	CodeItemLimitPatronGroupMaterialType = schemas.CodeItemLimitPatronGroupMaterialType
+	CodeItemLimitPatronGroupLoanType     = schemas.CodeItemLimitPatronGroupLoanType
+	CodeItemLimitPatronGroupBoth         = schemas.CodeItemLimitPatronGroupBoth
+	CodeNoLoanPolicy                     = schemas.CodeNoLoanPolicy
+	CodeUnableToAcquireLock              = schemas.CodeUnableToAcquireLock
+	CodeLockHeld                         = schemas.CodeLockHeld
+	CodeLockLost                         = schemas.CodeLockLost
+	CodeItemChanged                      = schemas.CodeItemChanged
+	CodeNoOpenLoan                       = schemas.CodeNoOpenLoan
+	CodeStorageUnavailable               = schemas.CodeStorageUnavailable
+	CodeTenantMissing                    = schemas.CodeTenantMissing
+	CodeInvalidTenant                    = schemas.CodeInvalidTenant
+	CodeTenantNotInitialized             = schemas.CodeTenantNotInitialized
+	CodeAlreadyExists                    = schemas.CodeAlreadyExists
+	CodeVersionConflict                  = schemas.CodeVersionConflict
+	CodeTimeout                          = schemas.CodeTimeout
+	CodeInvalidID                        = schemas.CodeInvalidID
+	CodeInvalidParameter                 = schemas.CodeInvalidParameter
+	CodeValidation                       = schemas.CodeValidation
+	CodeNotFound                         = schemas.CodeNotFound
+	CodeConflict                         = schemas.CodeConflict
+	CodeInternal                         = schemas.CodeInternal
 )
 
 // Parameter is one key/value detail of an error, as FOLIO sends them.

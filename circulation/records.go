@@ -108,6 +108,7 @@ func (p Period) DueDate(loanDate time.Time) time.Time {
 // type and/or loan type when the rule named them.
 type PolicyMatch struct {
 	LoanPolicyID      string
+	PatronGroupMatch  bool
 	MaterialTypeMatch bool
 	LoanTypeMatch     bool
 }

@@ -30,6 +30,9 @@ type Source string
 const (
 	FromEnvironment Source = "environment"
 	FromSettings    Source = "settings"
+	// FromDefault is FOLIO's default for a field the stored entry leaves
+	// out (see Resolve).
+	FromDefault Source = "default"
 )
 
 // LockSettings are the check-out lock settings in effect for a tenant.
@@ -142,10 +145,14 @@ func fieldError(field string, value json.RawMessage, format string, args ...any)
 // type (or null) is left out and reported, never decoded half-way, so one
 // bad field can neither throw away the others nor stand in for its own
 // value with a zero (a string "true" must not read as false).
+//
+// The value may be the object itself or, as FOLIO stores it, a string
+// holding the object.
 func decodeStored(raw json.RawMessage) (StoredLockSettings, []FieldError) {
+	raw = unwrapString(raw)
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return StoredLockSettings{}, []FieldError{fieldError("", raw, "the value is not a JSON object")}
+		return StoredLockSettings{}, []FieldError{fieldError("", raw, "the value is neither a JSON object nor a string holding one")}
 	}
 	var s StoredLockSettings
 	var errs []FieldError
@@ -299,44 +306,54 @@ func jsonOf(v any) json.RawMessage {
 	return b
 }
 
-// Resolve overlays a tenant's stored settings on the environment's.
+// FOLIO's values for fields a stored entry leaves out (mod-circulation's
+// CheckoutLockConfiguration): 30 retries 250 ms apart, a 2 s lock.
+const (
+	DefaultNoOfRetryAttempts = 30
+	DefaultRetryIntervalMs   = 250
+	DefaultLockTTLMs         = 2000
+)
+
+// Resolve gives the settings in effect when a tenant's settings entry
+// exists and holds stored. Fields the entry leaves out take FOLIO's
+// defaults (DefaultNoOfRetryAttempts, DefaultRetryIntervalMs,
+// DefaultLockTTLMs), as mod-circulation reading the same entry would,
+// except the feature flag: an entry that does not say
+// checkOutLockFeatureEnabled keeps the environment's (FOLIO reads it as
+// false, and no field left out may switch the lock off). When no entry
+// exists the environment's settings apply whole.
 func Resolve(env LockSettings, stored StoredLockSettings) LockSettings {
 	out := env
-	out.RetryIntervals = append([]time.Duration(nil), env.RetryIntervals...)
-	out.EnabledSource, out.LockTTLSource, out.RetrySource = FromEnvironment, FromEnvironment, FromEnvironment
+	out.EnabledSource = FromEnvironment
 	if stored.CheckOutLockFeatureEnabled != nil {
 		out.Enabled, out.EnabledSource = *stored.CheckOutLockFeatureEnabled, FromSettings
 	}
+	out.LockTTL, out.LockTTLSource = DefaultLockTTLMs*time.Millisecond, FromDefault
 	if stored.LockTTL != nil {
 		out.LockTTL, out.LockTTLSource = time.Duration(*stored.LockTTL)*time.Millisecond, FromSettings
 	}
-	switch {
-	case stored.RetryIntervalsMs != nil:
+	if stored.RetryIntervalsMs != nil {
 		out.RetryIntervals = make([]time.Duration, len(*stored.RetryIntervalsMs))
 		for i, ms := range *stored.RetryIntervalsMs {
 			out.RetryIntervals[i] = time.Duration(ms) * time.Millisecond
 		}
 		out.RetrySource = FromSettings
-	case stored.NoOfRetryAttempts != nil || stored.RetryInterval != nil:
-		// FOLIO's shape: n retries, each after the same wait. A missing half
-		// comes from the environment (its retry count, its first wait).
-		n := len(env.RetryIntervals)
-		if stored.NoOfRetryAttempts != nil {
-			n = *stored.NoOfRetryAttempts
-		}
-		wait := time.Duration(0)
-		if len(env.RetryIntervals) > 0 {
-			wait = env.RetryIntervals[0]
-		}
-		if stored.RetryInterval != nil {
-			wait = time.Duration(*stored.RetryInterval) * time.Millisecond
-		}
-		out.RetryIntervals = make([]time.Duration, n)
-		for i := range out.RetryIntervals {
-			out.RetryIntervals[i] = wait
-		}
-		out.RetrySource = FromSettings
+		return out
 	}
+	// FOLIO's shape: n retries, each after the same wait; a missing half
+	// takes FOLIO's default.
+	n, wait, source := DefaultNoOfRetryAttempts, DefaultRetryIntervalMs*time.Millisecond, FromDefault
+	if stored.NoOfRetryAttempts != nil {
+		n, source = *stored.NoOfRetryAttempts, FromSettings
+	}
+	if stored.RetryInterval != nil {
+		wait, source = time.Duration(*stored.RetryInterval)*time.Millisecond, FromSettings
+	}
+	out.RetryIntervals = make([]time.Duration, n)
+	for i := range out.RetryIntervals {
+		out.RetryIntervals[i] = wait
+	}
+	out.RetrySource = source
 	return out
 }
 
@@ -483,9 +500,9 @@ func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettin
 	out := Resolve(s.env, stored)
 	if len(errs) > 0 {
 		msg := joinFieldErrors(errs)
-		s.logger.WarnContext(ctx, "check-out lock settings partly invalid, using the environment's for those fields",
+		s.logger.WarnContext(ctx, "check-out lock settings partly invalid, using the defaults for those fields",
 			slog.String("errors", msg))
-		out.SettingsError = fmt.Sprintf("the stored %s setting is partly invalid (%s); the environment's values apply to those fields",
+		out.SettingsError = fmt.Sprintf("the stored %s setting is partly invalid (%s); those fields take their defaults",
 			SettingsKey, msg)
 	}
 	return cachedSettings{settings: out, expires: s.now().Add(s.ttl), read: true}, nil
@@ -591,7 +608,7 @@ func (s *Settings) write(ctx context.Context, op string, build func(cur StoredLo
 		if err != nil {
 			return LockSettings{}, err
 		}
-		raw, err := json.Marshal(next)
+		raw, err := storedValue(next)
 		if err != nil {
 			return LockSettings{}, err
 		}
@@ -613,13 +630,33 @@ func (s *Settings) write(ctx context.Context, op string, build func(cur StoredLo
 		s.mu.Unlock()
 		old := json.RawMessage("null")
 		if found {
-			old = entry.Value
+			old = unwrapString(entry.Value)
 		}
 		s.logger.InfoContext(ctx, "check-out lock settings changed", slog.String("change", op),
-			slog.String("user_id", OkapiFrom(ctx).UserID), slog.Any("old", old), slog.Any("new", json.RawMessage(raw)))
+			slog.String("user_id", OkapiFrom(ctx).UserID), slog.Any("old", old), slog.Any("new", unwrapString(raw)))
 		return effective, nil
 	}
 	return LockSettings{}, Errorf(KindConflict, CodeConflict, "The settings were changed by someone else meanwhile; try again")
+}
+
+// unwrapString is the JSON a string value holds, when it holds JSON, and
+// raw itself otherwise.
+func unwrapString(raw json.RawMessage) json.RawMessage {
+	var text string
+	if json.Unmarshal(raw, &text) == nil && json.Valid([]byte(text)) {
+		return json.RawMessage(text)
+	}
+	return raw
+}
+
+// storedValue is the settings entry's value for s as FOLIO stores it: a
+// JSON string holding the object, which mod-circulation parses.
+func storedValue(s StoredLockSettings) (json.RawMessage, error) {
+	object, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(string(object))
 }
 
 // invalidSettings is the refusal of settings out of bounds, one entry per

@@ -32,9 +32,10 @@ var tableEnv = circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second,
 
 // TestStoredFieldsCannotFailOpen walks every stored field through a wrong
 // type, null, a value out of bounds and its absence, with the other fields
-// valid. The field's environment value applies and is named in
-// settingsError (absence is not an error); every other field keeps its
-// stored value. Above all, no bad value turns the lock off.
+// valid. FOLIO's default for the field applies (the environment's, for the
+// feature flag) and the field is named in settingsError (absence is not an
+// error); every other field keeps its stored value. Above all, no bad value
+// turns the lock off.
 func TestStoredFieldsCannotFailOpen(t *testing.T) {
 	t.Parallel()
 	// Two valid documents: the per-retry list, and FOLIO's pair.
@@ -70,7 +71,7 @@ func TestStoredFieldsCannotFailOpen(t *testing.T) {
 			{name: "above the bound", value: 600001}, {name: "past int32", value: 1e10}, {name: "absent"},
 		}, func() circulation.LockSettings {
 			w := fromStore(ms(100, 200))
-			w.LockTTL, w.LockTTLSource = 3*time.Second, circulation.FromEnvironment
+			w.LockTTL, w.LockTTLSource = 2*time.Second, circulation.FromDefault
 			return w
 		}()},
 		{"retryIntervalsMs", list, []variant{
@@ -80,18 +81,18 @@ func TestStoredFieldsCannotFailOpen(t *testing.T) {
 			{name: "51 waits", value: slices.Repeat([]int{100}, 51)},
 			{name: "waits past the request timeout", value: []int{10000, 10000}}, {name: "absent"},
 		}, func() circulation.LockSettings {
-			w := fromStore(ms(500, 500, 1000))
-			w.RetrySource = circulation.FromEnvironment
+			w := fromStore(folioRetries(250 * time.Millisecond))
+			w.RetrySource = circulation.FromDefault
 			return w
 		}()},
 		{"noOfRetryAttempts", pair, []variant{
 			{name: "string", value: "2"}, {name: "null", null: true}, {name: "negative", value: -1},
 			{name: "above the bound", value: 51}, {name: "absent"},
-		}, fromStore(ms(100, 100, 100))}, // the environment's count, the stored wait
+		}, fromStore(folioRetries(100 * time.Millisecond))}, // FOLIO's count, the stored wait
 		{"retryInterval", pair, []variant{
 			{name: "string", value: "100"}, {name: "null", null: true}, {name: "zero", value: 0},
 			{name: "below the bound", value: 49}, {name: "above the bound", value: 60001}, {name: "absent"},
-		}, fromStore(ms(500, 500))}, // the stored count, the environment's first wait
+		}, fromStore(ms(250, 250))}, // the stored count, FOLIO's wait
 	}
 	for _, c := range cases {
 		for _, v := range c.variants {
@@ -128,8 +129,14 @@ func TestStoredFieldsCannotFailOpen(t *testing.T) {
 	}
 }
 
+// folioRetries is FOLIO's default number of retries, each after wait.
+func folioRetries(wait time.Duration) []time.Duration {
+	return slices.Repeat([]time.Duration{wait}, circulation.DefaultNoOfRetryAttempts)
+}
+
 // TestReportedStoredValues are the stored values found to break check-out:
-// each now leaves the environment's value in effect for the bad field.
+// each now leaves FOLIO's default in effect for the bad field, and the lock
+// on.
 func TestReportedStoredValues(t *testing.T) {
 	t.Parallel()
 	env := tableEnv
@@ -139,14 +146,17 @@ func TestReportedStoredValues(t *testing.T) {
 		want   circulation.LockSettings
 	}{
 		{"a string cannot switch the lock off", `{"checkOutLockFeatureEnabled":"true"}`,
-			circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: ms(500, 500, 1000)}},
+			circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: folioRetries(250 * time.Millisecond),
+				RetrySource: circulation.FromDefault}},
 		{"a bad list does not drop the retries", `{"retryIntervalsMs":{"a":1},"noOfRetryAttempts":5,"retryInterval":10}`,
-			circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: ms(500, 500, 500, 500, 500),
+			circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: ms(250, 250, 250, 250, 250),
 				RetrySource: circulation.FromSettings}},
 		{"a one-millisecond lock", `{"lockTtl":1}`,
-			circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: ms(500, 500, 1000)}},
+			circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: folioRetries(250 * time.Millisecond),
+				RetrySource: circulation.FromDefault}},
 		{"a hundred retries without a wait", `{"noOfRetryAttempts":100,"retryInterval":0}`,
-			circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: ms(500, 500, 1000)}},
+			circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: folioRetries(250 * time.Millisecond),
+				RetrySource: circulation.FromDefault}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -158,21 +168,18 @@ func TestReportedStoredValues(t *testing.T) {
 				t.Errorf("no settingsError for %s", c.stored)
 			}
 			want := c.want
-			want.EnabledSource, want.LockTTLSource = circulation.FromEnvironment, circulation.FromEnvironment
-			if want.RetrySource == "" {
-				want.RetrySource = circulation.FromEnvironment
-			}
+			want.EnabledSource, want.LockTTLSource = circulation.FromEnvironment, circulation.FromDefault
 			got.SettingsError = ""
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("stored %s:\n effective %+v\n want      %+v", c.stored, got, want)
 			}
-			// The check-out runs under the lock, with the environment's TTL.
+			// The check-out runs under the lock, with FOLIO's default TTL.
 			if _, err := s.checkOut(t); err != nil {
 				t.Fatalf("check-out: %v", err)
 			}
 			wantCount(t, s.fake, storagefake.RouteAcquire, 1)
-			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].TTLMs != 3000 {
-				t.Errorf("locks %+v, want one of 3000 ms", locks)
+			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].TTLMs != 2000 {
+				t.Errorf("locks %+v, want one of 2000 ms", locks)
 			}
 		})
 	}
@@ -380,4 +387,51 @@ func TestUnknownTenantSettingsAreRefusedAndNotCached(t *testing.T) {
 	if n := s.settings.CachedTenants(); n != 1 {
 		t.Errorf("%d tenants cached, want only the known one", n)
 	}
+}
+
+// TestTheStoredValueBothWays: FOLIO keeps the entry's value as a string
+// holding the JSON object, earlier versions of this service as the object
+// itself. Both are read; every write is FOLIO's string.
+func TestTheStoredValueBothWays(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		value any
+	}{
+		{"a string holding the object (FOLIO)", `{"checkOutLockFeatureEnabled":false,"noOfRetryAttempts":2,"retryInterval":100,"lockTtl":4000}`},
+		{"the object (earlier versions)", map[string]any{"checkOutLockFeatureEnabled": false, "noOfRetryAttempts": 2, "retryInterval": 100, "lockTtl": 4000}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, c.value)
+			got := effective(t, s.settings, okapi(t))
+			want := circulation.LockSettings{Enabled: false, LockTTL: 4 * time.Second, RetryIntervals: ms(100, 100),
+				EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromSettings}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("effective %+v, want %+v", got, want)
+			}
+			// The lock is off as the entry says: the check-out asks for none.
+			if _, err := s.checkOut(t); err != nil {
+				t.Fatalf("check-out: %v", err)
+			}
+			wantCount(t, s.fake, storagefake.RouteAcquire, 0)
+
+			// A change writes FOLIO's shape, keeping the other fields.
+			if _, err := s.settings.Patch(okapi(t), json.RawMessage(`{"lockTtl":5000}`)); err != nil {
+				t.Fatalf("patch: %v", err)
+			}
+			wantStored(t, s.fake, `{"checkOutLockFeatureEnabled":false,"noOfRetryAttempts":2,"retryInterval":100,"lockTtl":5000}`)
+		})
+	}
+	t.Run("a string that holds no object", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, `checkOutLockFeatureEnabled=false`)
+		got := effective(t, s.settings, okapi(t))
+		if !got.Enabled || got.EnabledSource != circulation.FromEnvironment ||
+			!strings.Contains(got.SettingsError, "neither a JSON object nor a string holding one") {
+			t.Errorf("effective %+v, want the lock on and the value named unreadable", got)
+		}
+	})
 }

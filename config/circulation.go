@@ -30,6 +30,11 @@ type Circulation struct {
 	// retry budget, instead of polling it; off for a storage that does not
 	// support waitMs (FOLIO's mod-circulation-storage).
 	LockWaitAtStorage bool `env:"LOCK_WAIT_AT_STORAGE" envDefault:"true"`
+	// ItemLimitWithoutCriteria says what to do with an item limit whose
+	// circulation rule names neither a material type nor a loan type:
+	// "enforce" counts all the patron's open loans; "ignore" lets the
+	// check-out through, as FOLIO does.
+	ItemLimitWithoutCriteria string `env:"ITEM_LIMIT_WITHOUT_CRITERIA" envDefault:"enforce"`
 	// SettingsCacheTTL is how long a tenant's runtime settings are reused
 	// before storage is asked again.
 	SettingsCacheTTL time.Duration `env:"SETTINGS_CACHE_TTL" envDefault:"3s"`
@@ -143,6 +148,9 @@ func (c Circulation) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be at least 1024, got %d", c.MaxBodyBytes))
 	}
+	if c.ItemLimitWithoutCriteria != "enforce" && c.ItemLimitWithoutCriteria != "ignore" {
+		errs = append(errs, fmt.Errorf("ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got %q", c.ItemLimitWithoutCriteria))
+	}
 	errs = append(errs, validateLimits(c.MaxHeaderBytes)...)
 	if c.SettingsCacheTenants < 1 {
 		errs = append(errs, fmt.Errorf("SETTINGS_CACHE_TENANTS must be at least 1, got %d", c.SettingsCacheTenants))
@@ -160,6 +168,7 @@ func (c Circulation) LogValue() slog.Value {
 		slog.Int("lock_ttl_ms", c.LockTTLMs),
 		slog.String("retry_interval_ms", c.RetryIntervalMs.String()),
 		slog.Bool("lock_wait_at_storage", c.LockWaitAtStorage),
+		slog.String("item_limit_without_criteria", c.ItemLimitWithoutCriteria),
 		slog.Duration("settings_cache_ttl", c.SettingsCacheTTL),
 		slog.Duration("storage_timeout", c.StorageTimeout),
 		slog.Duration("release_timeout", c.ReleaseTimeout),

@@ -14,7 +14,7 @@ func TestCirculationDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.HTTPAddr != ":8080" || c.StorageURL != "http://127.0.0.1:8081" || c.CheckoutLockFeatureEnabled ||
-		c.LockTTLMs != 3000 || c.RetryIntervalMs.String() != "500|500|1000" {
+		c.LockTTLMs != 3000 || c.RetryIntervalMs.String() != "500|500|1000" || c.ItemLimitWithoutCriteria != "enforce" {
 		t.Errorf("defaults = %+v", c)
 	}
 	want := []time.Duration{500 * time.Millisecond, 500 * time.Millisecond, time.Second}
@@ -51,6 +51,7 @@ func TestCirculationInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"LOCK_TTL_MS": "3s"}, `LOCK_TTL_MS="3s" is not an integer`},
 		{map[string]string{"STORAGE_URL": "127.0.0.1:8081"}, "STORAGE_URL must be an http:// or https:// URL"},
 		{map[string]string{"RELEASE_TIMEOUT": "0s"}, "RELEASE_TIMEOUT must be a positive duration"},
+		{map[string]string{"ITEM_LIMIT_WITHOUT_CRITERIA": "folio"}, `ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got "folio"`},
 		{map[string]string{"SHUTDOWN_TIMEOUT": "5s", "REQUEST_TIMEOUT": "10s"}, "SHUTDOWN_TIMEOUT (5s) must be at least REQUEST_TIMEOUT (10s)"},
 	}
 	for _, tt := range tests {

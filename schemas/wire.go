@@ -88,9 +88,13 @@ const (
 	CodeItemLimitMaterialType = "ITEM_LIMIT_MATERIAL_TYPE"
 	CodeItemLimitLoanType     = "ITEM_LIMIT_LOAN_TYPE"
 	CodeItemLimitBoth         = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
-	CodeNoLoanPolicy          = "NO_LOAN_POLICY"
-	CodeItemChanged           = "ITEM_CHANGED"
-	CodeNoOpenLoan            = "NO_OPEN_LOAN"
+	// With a patron group named by the rule too (FOLIO's codes).
+	CodeItemLimitPatronGroupMaterialType = "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE"
+	CodeItemLimitPatronGroupLoanType     = "ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE"
+	CodeItemLimitPatronGroupBoth         = "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE_LOAN_TYPE"
+	CodeNoLoanPolicy                     = "NO_LOAN_POLICY"
+	CodeItemChanged                      = "ITEM_CHANGED"
+	CodeNoOpenLoan                       = "NO_OPEN_LOAN"
 
 	// Failures the client may retry.
 	CodeDatabaseUnavailable = "DATABASE_UNAVAILABLE"

@@ -120,8 +120,8 @@ type LoanPolicy struct {
 
 // PolicyMatch is what the circulation rules answer for any item and patron.
 type PolicyMatch struct {
-	LoanPolicyID                     string
-	MaterialTypeMatch, LoanTypeMatch bool
+	LoanPolicyID                                       string
+	PatronGroupMatch, MaterialTypeMatch, LoanTypeMatch bool
 }
 
 // Lock is a lock the fake granted. A renewal updates it in place, as
@@ -794,7 +794,7 @@ func (f *Fake) matchPolicy(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, 200, map[string]any{"loanPolicyId": f.match.LoanPolicyID, "appliedRuleConditions": map[string]bool{
-		"patronGroupMatch": false, "materialTypeMatch": f.match.MaterialTypeMatch, "loanTypeMatch": f.match.LoanTypeMatch}})
+		"patronGroupMatch": f.match.PatronGroupMatch, "materialTypeMatch": f.match.MaterialTypeMatch, "loanTypeMatch": f.match.LoanTypeMatch}})
 }
 
 func (f *Fake) getPolicy(w http.ResponseWriter, r *http.Request) {

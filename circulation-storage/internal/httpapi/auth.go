@@ -34,6 +34,7 @@ func (s *Server) authorize(c echo.Context) error {
 		return err
 	}
 	ctx := context.WithValue(c.Request().Context(), callerKey, who)
+	ctx = storage.WithUser(ctx, who)
 	c.SetRequest(c.Request().WithContext(context.WithValue(ctx, claimsKey, claims)))
 	return nil
 }

@@ -104,8 +104,12 @@ type response struct {
 // not empty.
 func (f *fixture) do(method, path, body string) response {
 	f.t.Helper()
-	return f.doWith(method, path, body, map[string]string{TenantHeader: f.tenant})
+	return f.doWith(method, path, body, map[string]string{TenantHeader: f.tenant, schemas.HeaderUserID: testUser})
 }
+
+// testUser is the user the fixture's requests act for (X-Okapi-User-Id),
+// recorded in the metadata of what they write.
+const testUser = "0ddba11a-0000-4000-8000-000000000001"
 
 // doWith sends a request with exactly the given headers (plus a JSON
 // Content-Type when body is not empty and none is given).

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/cql"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
 )
@@ -162,7 +163,11 @@ func (s *Server) listRecords(c echo.Context, r storage.Resource) error {
 			f.Params[filter.Param] = v
 		}
 	}
-	var err error
+	query, text, err := cqlParam(c)
+	if err != nil {
+		return err
+	}
+	f.Query, f.QueryText = query, text
 	if f.Offset, f.Limit, err = pageParams(c); err != nil {
 		return err
 	}
@@ -171,6 +176,19 @@ func (s *Server) listRecords(c echo.Context, r storage.Resource) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{r.Plural: docs, "totalRecords": total})
+}
+
+// cqlParam reads the query parameter, a CQL query; nil when there is none.
+func cqlParam(c echo.Context) (*cql.Query, string, error) {
+	raw, ok, err := queryParam(c, "query")
+	if err != nil || !ok {
+		return nil, "", err
+	}
+	q, err := cql.Parse(raw)
+	if err != nil {
+		return nil, "", invalidParam("query", raw, "is not a query this service answers: "+err.Error())
+	}
+	return q, raw, nil
 }
 
 // filterParam reads one filter query parameter, checking its kind.

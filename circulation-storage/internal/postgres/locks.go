@@ -106,7 +106,7 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 	total, err := page(ctx, s.db.pool, t,
 		fmt.Sprintf(`SELECT `+locksql.Columns+`, count(*) OVER () FROM %s WHERE %s ORDER BY creation_date, id OFFSET $2 LIMIT $3`, tbl, where),
 		fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s`, tbl, where),
-		[]any{userID}, f.Offset, f.Limit,
+		[]any{userID}, 1, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			var l storage.Lock
 			var total int

@@ -11,11 +11,11 @@ import (
 // page runs a list query whose last two parameters are OFFSET and LIMIT and
 // whose last column is count(*) OVER (), the number of all matches. The
 // window count comes free with a non-empty page; only when the page is empty
-// (an offset past the end, or limit 0) is countSQL, taking the same leading arguments,
-// run to learn the total. scan reads one row and returns its count column.
-func page(ctx context.Context, q querier, t storage.Tenant, pageSQL, countSQL string, args []any, offset, limit int,
+// (an offset past the end, or limit 0) is countSQL, taking the first
+// countArgs of args (those of the WHERE clause), run to learn the total. scan reads one row and returns its count column.
+func page(ctx context.Context, q querier, t storage.Tenant, pageSQL, countSQL string, args []any, countArgs, offset, limit int,
 	scan func(rows pgx.Rows) (int, error)) (int, error) {
-	rows, err := q.Query(ctx, pageSQL, append(args, offset, limit)...)
+	rows, err := q.Query(ctx, pageSQL, append(args[:len(args):len(args)], offset, limit)...)
 	if err != nil {
 		return 0, interpret(err, t)
 	}
@@ -35,7 +35,7 @@ func page(ctx context.Context, q querier, t storage.Tenant, pageSQL, countSQL st
 		// there are no matches at all.
 		return total, nil
 	}
-	if err := q.QueryRow(ctx, countSQL, args...).Scan(&total); err != nil {
+	if err := q.QueryRow(ctx, countSQL, args[:countArgs]...).Scan(&total); err != nil {
 		return 0, interpret(err, t)
 	}
 	return total, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -28,21 +29,44 @@ type tableSpec struct {
 	table string
 	// columns maps each filter parameter to its generated column.
 	columns map[string]string
+	// fields maps document fields (JSON paths, as CQL names them) to the
+	// generated columns that hold them, so queries on them use the
+	// column's indexes.
+	fields map[string]column
 	// order is the list order; it ends in id so pages are stable.
 	order string
 }
 
+var (
+	textColumn = func(name string) column { return column{name: name} }
+	uuidColumn = func(name string) column { return column{name: name, isUUID: true} }
+)
+
 // specs maps a resource's path to its table.
 var specs = map[string]tableSpec{
-	storage.PatronGroups.Path:  {table: "patron_group", columns: map[string]string{"group": "name"}, order: "name, id"},
-	storage.MaterialTypes.Path: {table: "material_type", columns: map[string]string{"name": "name"}, order: "name, id"},
-	storage.LoanTypes.Path:     {table: "loan_type", columns: map[string]string{"name": "name"}, order: "name, id"},
-	storage.Patrons.Path:       {table: "patron", columns: map[string]string{"barcode": "barcode", "patronGroup": "patron_group_id"}, order: "barcode, id"},
-	storage.Items.Path:         {table: "item", columns: map[string]string{"barcode": "barcode", "status": "status_name"}, order: "barcode, id"},
-	storage.LoanPolicies.Path:  {table: "loan_policy", columns: map[string]string{"name": "name"}, order: "name, id"},
+	storage.PatronGroups.Path: {table: "patron_group", columns: map[string]string{"group": "name"},
+		fields: map[string]column{"id": uuidColumn("id"), "group": textColumn("name")}, order: "name, id"},
+	storage.MaterialTypes.Path: {table: "material_type", columns: map[string]string{"name": "name"},
+		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
+	storage.LoanTypes.Path: {table: "loan_type", columns: map[string]string{"name": "name"},
+		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
+	storage.Patrons.Path: {table: "patron", columns: map[string]string{"barcode": "barcode", "patronGroup": "patron_group_id"},
+		fields: map[string]column{"id": uuidColumn("id"), "barcode": textColumn("barcode"), "patronGroup": uuidColumn("patron_group_id")},
+		order:  "barcode, id"},
+	storage.Items.Path: {table: "item", columns: map[string]string{"barcode": "barcode", "status": "status_name"},
+		fields: map[string]column{"id": uuidColumn("id"), "barcode": textColumn("barcode"), "status.name": textColumn("status_name"),
+			"materialTypeId": uuidColumn("material_type_id"), "permanentLoanTypeId": uuidColumn("permanent_loan_type_id"),
+			"temporaryLoanTypeId": uuidColumn("temporary_loan_type_id")},
+		order: "barcode, id"},
+	storage.LoanPolicies.Path: {table: "loan_policy", columns: map[string]string{"name": "name"},
+		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
 	storage.Loans.Path: {table: "loan", columns: map[string]string{"userId": "user_id", "itemId": "item_id", "status": "status_name"},
+		fields: map[string]column{"id": uuidColumn("id"), "userId": uuidColumn("user_id"), "itemId": uuidColumn("item_id"),
+			"status.name": textColumn("status_name"), "loanPolicyId": uuidColumn("loan_policy_id")},
 		order: "jsonb ->> 'loanDate', id"},
-	storage.Settings.Path: {table: "setting", columns: map[string]string{"scope": "scope", "key": "key"}, order: "scope, key, id"},
+	storage.Settings.Path: {table: "setting", columns: map[string]string{"scope": "scope", "key": "key"},
+		fields: map[string]column{"id": uuidColumn("id"), "scope": textColumn("scope"), "key": textColumn("key")},
+		order:  "scope, key, id"},
 }
 
 func spec(r storage.Resource) tableSpec {
@@ -63,6 +87,35 @@ func withID(r storage.Resource, version string) string {
 	return expr
 }
 
+// sqlNow is the statement's time as FOLIO writes it, a jsonb string.
+const sqlNow = `to_jsonb(to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`
+
+// withMetadata sets FOLIO's metadata block on the document expr: created
+// and updated now by the user in parameter userParam (left out when NULL),
+// whatever the client sent. For an update, created names the stored
+// record's columns (the row being replaced), whose creation is kept.
+func withMetadata(expr string, userParam int, update bool) string {
+	user := fmt.Sprintf("to_jsonb($%d::text)", userParam)
+	createdDate, createdBy := sqlNow, user
+	if update {
+		createdDate = `coalesce(jsonb #> '{metadata,createdDate}', ` + sqlNow + `)`
+		createdBy = `jsonb #> '{metadata,createdByUserId}'`
+	}
+	return `jsonb_set(` + expr + `, '{metadata}', jsonb_strip_nulls(jsonb_build_object(` +
+		`'createdDate', ` + createdDate + `, 'createdByUserId', ` + createdBy + `, ` +
+		`'updatedDate', ` + sqlNow + `, 'updatedByUserId', ` + user + `)))`
+}
+
+// metadataUser is the user a request's writes are recorded as made by: a
+// UUID, or NULL.
+func metadataUser(ctx context.Context) any {
+	id, err := uuid.Parse(storage.UserFrom(ctx))
+	if err != nil {
+		return nil
+	}
+	return id.String()
+}
+
 // Create implements storage.RecordService.
 func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage) (json.RawMessage, error) {
 	return insertRecord(ctx, s.db.pool, t, r, id, doc, false)
@@ -71,13 +124,14 @@ func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resour
 // insertRecord inserts one record; with skipExisting, an existing id is left
 // as it is (for loading reference data twice) and nil is returned for it.
 func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage, skipExisting bool) (json.RawMessage, error) {
-	sql := fmt.Sprintf(`INSERT INTO %s (id, jsonb) VALUES ($1, %s)`, table(t, spec(r).table), withID(r, `'1'`))
+	sql := fmt.Sprintf(`INSERT INTO %s (id, jsonb) VALUES ($1, %s)`, table(t, spec(r).table),
+		withMetadata(withID(r, `'1'`), 3, false))
 	if skipExisting {
 		sql += ` ON CONFLICT (id) DO NOTHING`
 	}
 	sql += ` RETURNING jsonb`
 	var stored json.RawMessage
-	err := q.QueryRow(ctx, sql, id, doc).Scan(&stored)
+	err := q.QueryRow(ctx, sql, id, doc, metadataUser(ctx)).Scan(&stored)
 	if skipExisting && errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -102,10 +156,7 @@ WITH fence AS (
        FOR SHARE
 ), item AS (
     UPDATE %[3]s
-       SET jsonb = jsonb_set(jsonb_set(jsonb, '{status}',
-                   jsonb_build_object('name', 'Checked out',
-                                      'date', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))),
-                   '{_version}', to_jsonb(version + 1))
+       SET jsonb = %[5]s
      WHERE $4::integer IS NOT NULL
        AND id = ($2::jsonb ->> 'itemId')::uuid AND version = $4::integer
        AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
@@ -117,15 +168,22 @@ SELECT $1, %[4]s
    AND ($4::integer IS NULL OR EXISTS (SELECT 1 FROM item))
 RETURNING jsonb`
 
+// checkedOutItem is the item row's document once checked out: status
+// "Checked out" now, one version on.
+const checkedOutItem = `jsonb_set(jsonb_set(jsonb, '{status}',
+                   jsonb_build_object('name', 'Checked out', 'date', ` + sqlNow + `)),
+                   '{_version}', to_jsonb(version + 1))`
+
 // CreateCheckOutLoan implements storage.LoanWriter.
 func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (json.RawMessage, error) {
-	q := fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"), withID(storage.Loans, `'1'`))
+	q := fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"),
+		withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(checkedOutItem, 5, true))
 	var version any
 	if w.ItemVersion > 0 {
 		version = w.ItemVersion
 	}
 	var stored json.RawMessage
-	err := s.db.pool.QueryRow(ctx, q, w.LoanID, w.Loan, nullable(w.LockID), version).Scan(&stored)
+	err := s.db.pool.QueryRow(ctx, q, w.LoanID, w.Loan, nullable(w.LockID), version, metadataUser(ctx)).Scan(&stored)
 	if err == nil {
 		return stored, nil
 	}
@@ -192,18 +250,34 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 		}
 		conds = append(conds, fmt.Sprintf("%s = $%d::%s", sp.columns[filter.Param], len(args), cast))
 	}
+	order := sp.order
+	var sortArgs []any
+	if f.Query != nil {
+		tr, err := translateCQL(f.Query, f.QueryText, sp, len(args))
+		if err != nil {
+			return nil, 0, err
+		}
+		conds = append(conds, tr.where)
+		args = append(args, tr.whereArgs...)
+		sortArgs = tr.sortArgs
+		if len(tr.orderBy) > 0 {
+			order = strings.Join(tr.orderBy, ", ") + ", id"
+		}
+	}
 	where := "true"
 	if len(conds) > 0 {
 		where = strings.Join(conds, " AND ")
 	}
+	countArgs := len(args)
+	args = append(args, sortArgs...)
 	n := len(args)
 	tbl := table(t, sp.table)
 	docs := []json.RawMessage{}
 	size := 0
 	total, err := page(ctx, s.db.pool, t,
-		fmt.Sprintf(`SELECT jsonb, count(*) OVER () FROM %s WHERE %s ORDER BY %s OFFSET $%d LIMIT $%d`, tbl, where, sp.order, n+1, n+2),
+		fmt.Sprintf(`SELECT jsonb, count(*) OVER () FROM %s WHERE %s ORDER BY %s OFFSET $%d LIMIT $%d`, tbl, where, order, n+1, n+2),
 		fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s`, tbl, where),
-		args, f.Offset, f.Limit,
+		args, countArgs, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			var doc json.RawMessage
 			var total int
@@ -225,12 +299,13 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 // Update implements storage.RecordService.
 func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage) error {
 	tbl := table(t, spec(r).table)
-	sql := fmt.Sprintf(`UPDATE %s SET jsonb = %s WHERE id = $1`, tbl, withID(r, `to_jsonb(coalesce(version, 0) + 1)`))
-	args := []any{id, doc}
+	sql := fmt.Sprintf(`UPDATE %s SET jsonb = %s WHERE id = $1`, tbl,
+		withMetadata(withID(r, `to_jsonb(coalesce(version, 0) + 1)`), 3, true))
+	args := []any{id, doc, metadataUser(ctx)}
 	if r.Versioned {
 		// Version 0 is "any version" for a resource whose version is
 		// optional on update.
-		sql += ` AND ($3::integer IS NULL OR version = $3::integer)`
+		sql += ` AND ($4::integer IS NULL OR version = $4::integer)`
 		args = append(args, nullableInt(version))
 	}
 	tag, err := s.db.pool.Exec(ctx, sql, args...)

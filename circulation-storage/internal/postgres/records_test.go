@@ -173,9 +173,10 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	q := fmt.Sprintf(checkOutSQL, table(f.tenant, "loan"), table(f.tenant, "check_out_lock"), table(f.tenant, "item"), withID(storage.Loans, `'1'`))
+	q := fmt.Sprintf(checkOutSQL, table(f.tenant, "loan"), table(f.tenant, "check_out_lock"), table(f.tenant, "item"),
+		withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(checkedOutItem, 5, true))
 	var stored json.RawMessage
-	if err := tx.QueryRow(ctx, q, uuid.NewString(), loanDoc(user, item), lock.ID, 1).Scan(&stored); err != nil {
+	if err := tx.QueryRow(ctx, q, uuid.NewString(), loanDoc(user, item), lock.ID, 1, nil).Scan(&stored); err != nil {
 		t.Fatalf("fenced insert: %v", err)
 	}
 

@@ -78,6 +78,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	settings.UseCacheSize(cfg.SettingsCacheTenants)
 	svc := circulation.NewService(storage, settings, metrics, logger, cfg.ReleaseTimeout)
 	svc.UseWaitAtStorage(cfg.LockWaitAtStorage)
+	svc.UseUnscopedItemLimit(cfg.ItemLimitWithoutCriteria == "enforce")
 	server := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxHeaderBytes: cfg.MaxHeaderBytes,
 		RequestTimeout: cfg.RequestTimeout, Auth: authn},
 		httpapi.Services{

@@ -385,7 +385,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 		t.Errorf("GET after PUT %s, want %s", res.body, mustJSON(t, put))
 	}
 	raw, ok := a.fake.Setting(circulation.SettingsScope, circulation.SettingsKey)
-	if !ok || string(raw) != `{"checkOutLockFeatureEnabled":false,"lockTtl":5000,"retryIntervalsMs":[100,200]}` {
+	if !ok || string(raw) != `"{\"checkOutLockFeatureEnabled\":false,\"lockTtl\":5000,\"retryIntervalsMs\":[100,200]}"` {
 		t.Errorf("stored %s (found %v)", raw, ok)
 	}
 
@@ -393,7 +393,8 @@ func TestSettingsRoundTrip(t *testing.T) {
 	a.send(t, "PUT", "/circulation/settings/check-out-lock", `{"noOfRetryAttempts":2,"retryInterval":250}`).
 		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &put)
 	if !put.Enabled || put.Sources.Enabled != circulation.FromEnvironment || !slices.Equal(put.RetryIntervalsMs, []int{250, 250}) ||
-		put.NoOfRetryAttempts != 2 || put.Sources.RetryIntervals != circulation.FromSettings || put.LockTTL != 3000 {
+		put.NoOfRetryAttempts != 2 || put.Sources.RetryIntervals != circulation.FromSettings || put.LockTTL != 2000 ||
+		put.Sources.LockTTL != circulation.FromDefault {
 		t.Errorf("PUT of FOLIO's form answered %+v", put)
 	}
 	if n := a.fake.Count(storagefake.RoutePutSetting); n != 1 {

@@ -30,8 +30,8 @@ func TestPatchSettingsOverHTTP(t *testing.T) {
 		t.Errorf("PATCH null answered %+v, want the environment's (on) and lockTtl 5000", got)
 	}
 	raw, _ := a.fake.Setting(circulation.SettingsScope, circulation.SettingsKey)
-	if string(raw) != `{"lockTtl":5000}` {
-		t.Errorf("stored %s, want {\"lockTtl\":5000}", raw)
+	if string(raw) != `"{\"lockTtl\":5000}"` {
+		t.Errorf("stored %s, want \"{\\\"lockTtl\\\":5000}\"", raw)
 	}
 	for _, body := range []string{`{"lockTtl":"5000"}`, `{"lockTTL":5000}`, `{"lockTtl":999}`, `[]`} {
 		res := a.send(t, "PATCH", "/circulation/settings/check-out-lock", body).want(t, http.StatusUnprocessableEntity, "errors.json")

@@ -131,6 +131,7 @@ func (c *Client) MatchLoanPolicy(ctx context.Context, patronGroupID, materialTyp
 	var m struct {
 		LoanPolicyID string `json:"loanPolicyId"`
 		Conditions   struct {
+			PatronGroupMatch  bool `json:"patronGroupMatch"`
 			MaterialTypeMatch bool `json:"materialTypeMatch"`
 			LoanTypeMatch     bool `json:"loanTypeMatch"`
 		} `json:"appliedRuleConditions"`
@@ -140,8 +141,8 @@ func (c *Client) MatchLoanPolicy(ctx context.Context, patronGroupID, materialTyp
 	if err != nil {
 		return circulation.PolicyMatch{}, err
 	}
-	return circulation.PolicyMatch{LoanPolicyID: m.LoanPolicyID, MaterialTypeMatch: m.Conditions.MaterialTypeMatch,
-		LoanTypeMatch: m.Conditions.LoanTypeMatch}, nil
+	return circulation.PolicyMatch{LoanPolicyID: m.LoanPolicyID, PatronGroupMatch: m.Conditions.PatronGroupMatch,
+		MaterialTypeMatch: m.Conditions.MaterialTypeMatch, LoanTypeMatch: m.Conditions.LoanTypeMatch}, nil
 }
 
 // LoanPolicy implements circulation.Storage.
