@@ -16,6 +16,74 @@ type Lock struct {
 	CreationDate time.Time
 	ExpiresAt    time.Time
 	TTL          time.Duration
+	Holder       Holder
+}
+
+// Holder says which check-out holds a lock, as the acquirer told it, and
+// who it acted for. Every field is optional: FOLIO's clients send none.
+type Holder struct {
+	Instance       string `json:"instance,omitempty"`
+	RequestID      string `json:"requestId,omitempty"`
+	ItemBarcode    string `json:"itemBarcode,omitempty"`
+	ServicePointID string `json:"servicePointId,omitempty"`
+	// AcquiredBy is the user the acquiring request acted for, set by
+	// storage from its credentials, never by the body.
+	AcquiredBy string `json:"acquiredBy,omitempty"`
+}
+
+// IsZero says whether nothing is known of the holder.
+func (h Holder) IsZero() bool { return h == Holder{} }
+
+// EventType is the kind of a lock history event.
+type EventType string
+
+// The events that explain a wait or a refusal.
+const (
+	// EventExpired: a lock expired while held (its holder too slow or
+	// gone): found by the sweeper, or released by its holder too late.
+	EventExpired EventType = "expired"
+	// EventTakenOver: a lock that had expired while held was taken over
+	// by a new acquisition (By).
+	EventTakenOver EventType = "taken_over"
+	// EventReleasedByOther: a live lock was released by a user (By) other
+	// than the one it was acquired for.
+	EventReleasedByOther EventType = "released_by_other"
+	// EventWaiterGaveUp: a waiting acquisition (By) ended without the lock,
+	// after WaitedMs, while the lock was held.
+	EventWaiterGaveUp EventType = "waiter_gave_up"
+)
+
+// EventTypes lists every event type.
+var EventTypes = []EventType{EventExpired, EventTakenOver, EventReleasedByOther, EventWaiterGaveUp}
+
+// LockEvent is one event of a tenant's lock history.
+type LockEvent struct {
+	ID         int64
+	Type       EventType
+	OccurredAt time.Time
+	UserID     string
+	// LockID and Holder are the lock the event is about, when known.
+	LockID string
+	Holder Holder
+	// By is who caused the event: the new acquirer, the releasing user
+	// (AcquiredBy), the waiter.
+	By       Holder
+	WaitedMs int
+}
+
+// EventObserver is told of the lock history's events as they are written,
+// and of those that could not be.
+type EventObserver interface {
+	Event(t EventType)
+	EventLost(err error)
+}
+
+// HistoryFilter selects a page of events, newest first.
+type HistoryFilter struct {
+	UserID   string    // empty: every patron
+	From, To time.Time // zero: unbounded
+	Offset   int
+	Limit    int
 }
 
 // AcquireOutcome says how a lock was acquired.
@@ -60,27 +128,47 @@ type LockService interface {
 	// empty. If a live lock exists it returns an *Error of KindLocked whose
 	// RetryAfter is the time the holder has left, unless that lock is lockID
 	// itself: then it is renewed.
-	Acquire(ctx context.Context, t Tenant, userID, lockID string, ttl time.Duration) (Lock, AcquireOutcome, error)
+	// The holder is stored with the lock; taking over an expired lock
+	// records EventTakenOver.
+	Acquire(ctx context.Context, t Tenant, userID, lockID string, ttl time.Duration, holder Holder) (Lock, AcquireOutcome, error)
 	// Get returns a live lock by id, or a KindNotFound error.
 	Get(ctx context.Context, t Tenant, id string) (Lock, error)
 	// List returns a page of live locks and the number of all matches.
 	List(ctx context.Context, t Tenant, f LockFilter) ([]Lock, int, error)
-	// Release deletes a live lock by id; an absent or expired lock is a
-	// KindNotFound error. While someone watches the patron's lock, the
-	// release is announced to every instance (see Waiters.Notify).
-	Release(ctx context.Context, t Tenant, id string) error
+	// Release deletes a live lock by id for the user by; an absent or
+	// expired lock is a KindNotFound error (an expired one is recorded as
+	// EventExpired, a live one released by someone other than its acquirer
+	// as EventReleasedByOther). While someone watches the patron's lock,
+	// the release is announced to every instance (see Waiters.Notify).
+	Release(ctx context.Context, t Tenant, id, by string) error
 	// Watch asks that the releases of a patron's lock be announced for at
 	// least d from now: someone waits for it. Uncontended releases are not
 	// announced, which keeps them cheap.
 	Watch(ctx context.Context, t Tenant, userID string, d time.Duration) error
+	// Record adds an event to the tenant's lock history.
+	Record(ctx context.Context, t Tenant, e LockEvent) error
+	// History returns a page of the tenant's lock history, newest first,
+	// and the number of all matches.
+	History(ctx context.Context, t Tenant, f HistoryFilter) ([]LockEvent, int, error)
 }
 
 // LockHeld is the error for a patron whose lock someone else holds.
-func LockHeld(userID string, expiresAt time.Time, remaining time.Duration) *Error {
+// The holder, when known, is named in the parameters (holderInstance,
+// holderRequestId, holderItemBarcode, holderServicePointId), so the refused
+// check-out can say which check-out it waited for.
+func LockHeld(userID string, expiresAt time.Time, remaining time.Duration, holder Holder) *Error {
 	e := Errorf(KindLocked, CodeLockHeld, "Unable to acquire lock").
 		With("userId", userID)
 	if !expiresAt.IsZero() {
 		e.With("expiresAt", expiresAt.UTC().Format(TimeFormat))
+	}
+	for _, p := range []struct{ key, value string }{
+		{"holderInstance", holder.Instance}, {"holderRequestId", holder.RequestID},
+		{"holderItemBarcode", holder.ItemBarcode}, {"holderServicePointId", holder.ServicePointID},
+	} {
+		if p.value != "" {
+			e.With(p.key, p.value)
+		}
 	}
 	if remaining > 0 {
 		e.RetryAfter = remaining
@@ -90,3 +178,21 @@ func LockHeld(userID string, expiresAt time.Time, remaining time.Duration) *Erro
 
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
 const TimeFormat = schemas.TimeFormat
+
+// HolderOf reads the holder a LockHeld error names.
+func HolderOf(e *Error) Holder {
+	var h Holder
+	for _, p := range e.Parameters {
+		switch p.Key {
+		case "holderInstance":
+			h.Instance = p.Value
+		case "holderRequestId":
+			h.RequestID = p.Value
+		case "holderItemBarcode":
+			h.ItemBarcode = p.Value
+		case "holderServicePointId":
+			h.ServicePointID = p.Value
+		}
+	}
+	return h
+}

@@ -112,12 +112,15 @@ func NewWaiters(locks LockService, obs WaitObserver, cfg WaitConfig) *Waiters {
 // LockService.Acquire. A lock granted to a client that has gone is released
 // at once. After a wait in vain the KindLocked error names how long was
 // waited (parameter waitedMs).
-func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, ttl, wait time.Duration) (Lock, AcquireOutcome, error) {
+//
+// A wait that ends without the lock (timed out, or the client gone) is
+// recorded in the lock history as EventWaiterGaveUp, naming the holder.
+func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, ttl, wait time.Duration, holder Holder) (Lock, AcquireOutcome, error) {
 	if wait <= 0 {
-		return w.locks.Acquire(ctx, t, userID, lockID, ttl)
+		return w.locks.Acquire(ctx, t, userID, lockID, ttl, holder)
 	}
 	start := w.now()
-	lock, outcome, err := w.attempt(ctx, t, userID, lockID, ttl)
+	lock, outcome, err := w.attempt(ctx, t, userID, lockID, ttl, holder)
 	if !IsKind(err, KindLocked) {
 		return lock, outcome, err
 	}
@@ -127,9 +130,16 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		return lock, outcome, err // too many waiting here: answer at once
 	}
 	result := WaitFailed
+	// heldErr is the last answer that the lock is held, for its expiry
+	// and its holder.
+	heldErr := err
 	defer func() {
 		w.leave(key, me)
-		w.obs.WaitEnded(result, w.now().Sub(start))
+		waited := w.now().Sub(start)
+		w.obs.WaitEnded(result, waited)
+		if result == WaitTimedOut || result == WaitGone {
+			w.gaveUp(ctx, t, userID, holder, heldErr, waited)
+		}
 	}()
 	// Have the patron's releases announced while this request waits, then
 	// look once more (below): a release either sees the registration or came
@@ -142,8 +152,6 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 	defer expiry.Stop()
 	poll := newStoppedTimer()
 	defer poll.Stop()
-	// heldErr is the last answer that the lock is held, for its expiry.
-	heldErr := err
 	// A release between the first attempt and joining the line went
 	// unheard: the first in line looks once more, now that a release would
 	// be heard, before it waits.
@@ -158,7 +166,7 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 	}()
 	for {
 		if tryNow {
-			lock, outcome, err = w.attempt(ctx, t, userID, lockID, ttl)
+			lock, outcome, err = w.attempt(ctx, t, userID, lockID, ttl, holder)
 			switch {
 			case err == nil:
 				result = WaitAcquired
@@ -196,7 +204,7 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 			w.obs.Woken(WokenByPoll)
 		case <-deadline.C:
 			result = WaitTimedOut
-			e := LockHeld(userID, time.Time{}, 0)
+			e := LockHeld(userID, time.Time{}, 0, Holder{})
 			if held, ok := AsError(heldErr); ok {
 				e.Parameters, e.RetryAfter = append([]Parameter(nil), held.Parameters...), held.RetryAfter
 			}
@@ -212,17 +220,30 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 // attempt runs one acquisition on a context the client cannot cancel
 // half-way, so its outcome is always known; a lock it grants to a client
 // that has gone meanwhile is released at once instead of left to expire.
-func (w *Waiters) attempt(ctx context.Context, t Tenant, userID, lockID string, ttl time.Duration) (Lock, AcquireOutcome, error) {
+func (w *Waiters) attempt(ctx context.Context, t Tenant, userID, lockID string, ttl time.Duration, holder Holder) (Lock, AcquireOutcome, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
 	defer cancel()
-	lock, outcome, err := w.locks.Acquire(sctx, t, userID, lockID, ttl)
+	lock, outcome, err := w.locks.Acquire(sctx, t, userID, lockID, ttl, holder)
 	if err == nil && ctx.Err() != nil {
-		if rerr := w.locks.Release(sctx, t, lock.ID); rerr == nil || IsKind(rerr, KindNotFound) {
+		if rerr := w.locks.Release(sctx, t, lock.ID, holder.AcquiredBy); rerr == nil || IsKind(rerr, KindNotFound) {
 			w.obs.GrantedToGone()
 		}
 		return Lock{}, 0, ctx.Err()
 	}
 	return lock, outcome, err
+}
+
+// gaveUp records a wait that ended without the lock, naming the holder the
+// last refusal named. The answer does not depend on the record: the lock
+// service counts a failure to write it (EventObserver.EventLost).
+func (w *Waiters) gaveUp(ctx context.Context, t Tenant, userID string, me Holder, heldErr error, waited time.Duration) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
+	defer cancel()
+	e := LockEvent{Type: EventWaiterGaveUp, UserID: userID, By: me, WaitedMs: int(waited.Milliseconds())}
+	if held, ok := AsError(heldErr); ok {
+		e.Holder = HolderOf(held)
+	}
+	_ = w.locks.Record(sctx, t, e)
 }
 
 // watch registers the wait with the lock service, so that releases are

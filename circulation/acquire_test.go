@@ -2,6 +2,7 @@ package circulation_test
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -166,5 +167,42 @@ func TestCheckOutWaitEndsBeforeTheRequestDeadline(t *testing.T) {
 	got := acquireWaits(s.fake)
 	if len(got) != 1 || got[0] <= 0 || got[0] > 600 {
 		t.Errorf("acquires with waitMs %v, want one of at most 600 (1.6 s deadline less a second)", got)
+	}
+}
+
+// TestCheckOutSaysWhoHoldsTheLock: a check-out's lock names the check-out
+// (instance, request id, item, service point), and a check-out refused
+// because the lock stayed held names the check-out that held it.
+func TestCheckOutSaysWhoHoldsTheLock(t *testing.T) {
+	t.Parallel()
+	env := lockOn
+	env.RetryIntervals = ms(10, 10)
+	s := newStack(t, env)
+	s.svc.UseInstance("circ-a:8080")
+	s.svc.UseWaitAtStorage(false)
+	other := circulation.LockHolder{Instance: "circ-b:8080", RequestID: "req-b", ItemBarcode: "book-b", ServicePointID: servicePoint}
+	held, err := s.storage.AcquireLock(okapi(t), patronID, uuid.NewString(), time.Minute, 0, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.checkOut(t)
+	e := wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	wantParams := []circulation.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "3"},
+		{Key: "holderInstance", Value: "circ-b:8080"}, {Key: "holderRequestId", Value: "req-b"},
+		{Key: "holderItemBarcode", Value: "book-b"}, {Key: "holderServicePointId", Value: servicePoint}}
+	if !slices.Equal(e.Parameters, wantParams) {
+		t.Errorf("refusal parameters %+v, want %+v", e.Parameters, wantParams)
+	}
+	if err := s.storage.ReleaseLock(okapi(t), held.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Its own lock names it.
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	locks := s.fake.Locks()
+	want := map[string]string{"instance": "circ-a:8080", "requestId": requestID, "itemBarcode": itemBarcode, "servicePointId": servicePoint}
+	if got := locks[len(locks)-1].Holder; !maps.Equal(got, want) {
+		t.Errorf("the check-out's lock holder %v, want %v", got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -44,6 +45,8 @@ type Service struct {
 	// unscopedItemLimit says whether a limit whose rule names no material
 	// or loan type is enforced; see UseUnscopedItemLimit.
 	unscopedItemLimit bool
+	// instance names this instance in the locks it takes.
+	instance string
 }
 
 // NewService returns the check-out service.
@@ -59,6 +62,10 @@ func NewService(storage Storage, settings *Settings, observer Observer, logger *
 // only, as FOLIO's mod-circulation does: for a storage that does not know
 // waitMs.
 func (s *Service) UseWaitAtStorage(on bool) { s.waitAtStorage = on }
+
+// UseInstance names this instance in the locks it takes (a lock's holder),
+// so operators and waiting check-outs can tell which instance holds one.
+func (s *Service) UseInstance(name string) { s.instance = name }
 
 // UseUnscopedItemLimit says whether an item limit whose rule names neither
 // a material type nor a loan type is enforced, counting all the patron's
@@ -123,7 +130,8 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 		// Exactly as before the feature existed: no lock calls at all.
 		return s.write(ctx, co, "")
 	}
-	lock, err := s.acquire(ctx, co.patron, settings)
+	lock, err := s.acquire(ctx, co.patron, settings, LockHolder{Instance: s.instance, RequestID: OkapiFrom(ctx).RequestID,
+		ItemBarcode: co.req.ItemBarcode, ServicePointID: co.req.ServicePointID})
 	if err != nil {
 		return CheckOutResult{}, err
 	}
@@ -337,7 +345,7 @@ func (b *intervals) Reset() { b.next = 0 }
 // granted the lock, the next attempt gets the same lock back instead of
 // finding itself in the way, and a lock whose grant was never heard of can
 // still be released.
-func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSettings) (Lock, error) {
+func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSettings, holder LockHolder) (Lock, error) {
 	start := s.now()
 	giveUp := start.Add(total(settings.RetryIntervals))
 	attempts := 0
@@ -350,7 +358,7 @@ func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSetti
 		if !s.waitAtStorage {
 			wait = 0
 		}
-		lock, last = s.storage.AcquireLock(ctx, patron.ID, lockID, settings.LockTTL, wait)
+		lock, last = s.storage.AcquireLock(ctx, patron.ID, lockID, settings.LockTTL, wait, holder)
 		switch {
 		case last == nil || IsKind(last, KindUnavailable):
 			return last
@@ -371,8 +379,17 @@ func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSetti
 	}
 	switch {
 	case IsCode(err, CodeLockHeld):
-		return Lock{}, Errorf(KindInvalid, CodeUnableToAcquireLock, "unable to acquire lock").
-			With("userBarcode", patron.Barcode).With("attempts", strconv.Itoa(attempts)).Because(err)
+		refusal := Errorf(KindInvalid, CodeUnableToAcquireLock, "unable to acquire lock").
+			With("userBarcode", patron.Barcode).With("attempts", strconv.Itoa(attempts))
+		// Say which check-out held it, as storage named it.
+		if held, ok := AsError(err); ok {
+			for _, p := range held.Parameters {
+				if strings.HasPrefix(p.Key, "holder") {
+					refusal.With(p.Key, p.Value)
+				}
+			}
+		}
+		return Lock{}, refusal.Because(err)
 	case ctx.Err() != nil:
 		return Lock{}, fmt.Errorf("acquire lock: %w", ctx.Err())
 	}

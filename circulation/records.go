@@ -130,6 +130,14 @@ type Loan struct {
 	Doc json.RawMessage
 }
 
+// LockHolder says which check-out holds, or asks for, a patron's lock.
+type LockHolder struct {
+	Instance       string `json:"instance,omitempty"`
+	RequestID      string `json:"requestId,omitempty"`
+	ItemBarcode    string `json:"itemBarcode,omitempty"`
+	ServicePointID string `json:"servicePointId,omitempty"`
+}
+
 // Lock is a patron's check-out lock as storage granted it.
 type Lock struct {
 	ID        string
@@ -163,7 +171,9 @@ type Storage interface {
 	// wait, storage waits up to that long for a held lock to be released;
 	// an error with CodeLockHeld then says, in its parameter waitedMs, that
 	// storage did wait (one without it was answered at once).
-	AcquireLock(ctx context.Context, userID, lockID string, ttl, wait time.Duration) (Lock, error)
+	// The holder says which check-out asks, for operators and for the
+	// check-outs that find the lock held.
+	AcquireLock(ctx context.Context, userID, lockID string, ttl, wait time.Duration, holder LockHolder) (Lock, error)
 	ReleaseLock(ctx context.Context, lockID string) error
 
 	// UpdateItem writes item (its Doc with Status changed) under optimistic

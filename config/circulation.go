@@ -16,6 +16,9 @@ type Circulation struct {
 	// HTTPAddr is the address the API listens on.
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
 	Auth     Auth
+	// InstanceName names this instance in the locks it holds; default
+	// host:port.
+	InstanceName string `env:"INSTANCE_NAME"`
 	// StorageURL is circulation-storage's base URL.
 	StorageURL string `env:"STORAGE_URL" envDefault:"http://127.0.0.1:8081"`
 	// CheckoutLockFeatureEnabled turns the patron lock around check-out on.
@@ -162,6 +165,7 @@ func (c Circulation) Validate() error {
 func (c Circulation) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
+		slog.String("instance_name", c.InstanceName),
 		slog.String("storage_url", c.StorageURL),
 		slog.Any("auth", c.Auth.LogValue()),
 		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),

@@ -36,6 +36,12 @@ type Storage struct {
 	SweepInterval time.Duration `env:"LOCK_SWEEP_INTERVAL" envDefault:"30s"`
 	// SweepBatchSize bounds each DELETE of the sweeper.
 	SweepBatchSize int `env:"LOCK_SWEEP_BATCH_SIZE" envDefault:"1000"`
+	// LockHistory records the events that explain a wait or a refusal.
+	LockHistory bool `env:"LOCK_HISTORY" envDefault:"true"`
+	// LockHistoryRetention and LockHistoryMaxEvents bound each tenant's
+	// lock history; the sweeper trims it.
+	LockHistoryRetention time.Duration `env:"LOCK_HISTORY_RETENTION" envDefault:"168h"`
+	LockHistoryMaxEvents int           `env:"LOCK_HISTORY_MAX_EVENTS" envDefault:"100000"`
 	// MaxBodyBytes bounds request bodies; larger ones get 413.
 	MaxBodyBytes int64 `env:"MAX_BODY_BYTES" envDefault:"1048576"`
 	// MaxHeaderBytes bounds a request's headers; larger ones get 431.
@@ -99,6 +105,12 @@ func (c Storage) Validate() error {
 	if c.SweepBatchSize < 1 || c.SweepBatchSize > 100000 {
 		errs = append(errs, fmt.Errorf("LOCK_SWEEP_BATCH_SIZE must be 1..100000, got %d", c.SweepBatchSize))
 	}
+	if c.LockHistoryRetention <= 0 {
+		errs = append(errs, fmt.Errorf("LOCK_HISTORY_RETENTION must be a positive duration such as 168h, got %s", c.LockHistoryRetention))
+	}
+	if c.LockHistoryMaxEvents < 1 || c.LockHistoryMaxEvents > 10000000 {
+		errs = append(errs, fmt.Errorf("LOCK_HISTORY_MAX_EVENTS must be 1..10000000, got %d", c.LockHistoryMaxEvents))
+	}
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be at least 1024, got %d", c.MaxBodyBytes))
 	}
@@ -131,6 +143,9 @@ func (c Storage) LogValue() slog.Value {
 		slog.String("listen_database", c.ListenConnString(true)),
 		slog.Duration("lock_sweep_interval", c.SweepInterval),
 		slog.Int("lock_sweep_batch_size", c.SweepBatchSize),
+		slog.Bool("lock_history", c.LockHistory),
+		slog.String("lock_history_retention", c.LockHistoryRetention.String()),
+		slog.Int("lock_history_max_events", c.LockHistoryMaxEvents),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Int("max_header_bytes", c.MaxHeaderBytes),
 		slog.Int("max_page_bytes", c.MaxPageBytes),

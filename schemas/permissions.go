@@ -78,6 +78,7 @@ var Routes = slices.Concat(
 		{ServiceStorage, InterfaceCheckOutLockStorage, "POST", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.item.post", "acquire a patron's check-out lock"},
 		{ServiceStorage, InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.collection.get", "list check-out locks"},
 		{ServiceStorage, InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.get", "read a check-out lock"},
+		{ServiceStorage, InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/history", "checkout-lock-storage.checkout-locks.history.get", "read the check-out lock history"},
 		{ServiceStorage, InterfaceCheckOutLockStorage, "DELETE", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.delete", "release a check-out lock"},
 
 		// circulation-storage: the item limit and the rules
@@ -180,9 +181,10 @@ var PermissionSets = []PermissionSet{
 			"circulation.loans.collection.get", "circulation.loans.item.get",
 			"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
 			"mod-settings.entries.item.post", "mod-settings.entries.item.put", SettingsScopeWrite("mod-circulation")}, checkOutNeeds)},
-	{RoleOperator, "Circulation: operator", "Read the check-out locks and the lock settings, and release a lock.",
+	{RoleOperator, "Circulation: operator", "Read the check-out locks, their history and the lock settings, and release a lock.",
 		[]string{"checkout-lock-storage.checkout-locks.collection.get", "checkout-lock-storage.checkout-locks.item.get",
-			"checkout-lock-storage.checkout-locks.item.delete", "circulation.settings.check-out-lock.get",
+			"checkout-lock-storage.checkout-locks.item.delete", "checkout-lock-storage.checkout-locks.history.get",
+			"circulation.settings.check-out-lock.get",
 			"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), "users.collection.get", "users.item.get"}},
 	{RoleTenantAdmin, "Circulation: tenant administrator", "Initialise, upgrade and purge tenants, and load the library's records.",
 		tenantAdmin()},

@@ -8,7 +8,7 @@
 package locksql
 
 // Columns are the lock's columns, in the order the statements return them.
-const Columns = `id, user_id, creation_date, expires_at, ttl_ms`
+const Columns = `id, user_id, creation_date, expires_at, ttl_ms, holder`
 
 // Acquire is the whole acquisition in one statement, so there is no window
 // between looking and writing: it inserts the patron's lock, or, when the
@@ -23,18 +23,26 @@ const Columns = `id, user_id, creation_date, expires_at, ttl_ms`
 // inserted row) and fresh (a takeover starts a new creation date, a renewal
 // keeps the old one).
 //
+// The holder ($4, JSON or NULL) is stored with the lock. A takeover keeps
+// what it replaced in previous, returned with the row, so the lock that
+// expired while held can be recorded without the common path reading
+// anything first; an insert or a renewal returns previous NULL.
+//
 // Parameters: $1 user id, $2 TTL in milliseconds, $3 lock id or NULL for a
-// new random one.
+// new random one, $4 holder.
 const Acquire = `
-INSERT INTO %[1]s AS l (id, user_id, expires_at, ttl_ms)
-VALUES (coalesce($3::uuid, gen_random_uuid()), $1, now() + $2::integer * interval '1 millisecond', $2)
+INSERT INTO %[1]s AS l (id, user_id, expires_at, ttl_ms, holder)
+VALUES (coalesce($3::uuid, gen_random_uuid()), $1, now() + $2::integer * interval '1 millisecond', $2, $4::jsonb)
 ON CONFLICT (user_id) DO UPDATE
    SET id = excluded.id,
        creation_date = CASE WHEN l.id = excluded.id AND l.expires_at > now() THEN l.creation_date ELSE now() END,
        expires_at = excluded.expires_at,
-       ttl_ms = excluded.ttl_ms
+       ttl_ms = excluded.ttl_ms,
+       holder = excluded.holder,
+       previous = CASE WHEN l.id = excluded.id AND l.expires_at > now() THEN NULL
+                       ELSE jsonb_build_object('lockId', l.id, 'holder', l.holder, 'expiresAt', l.expires_at) END
  WHERE l.expires_at <= now() OR l.id = excluded.id
-RETURNING ` + Columns + `, xmax = 0 AS inserted, creation_date = now() AS fresh`
+RETURNING ` + Columns + `, xmax = 0 AS inserted, creation_date = now() AS fresh, previous`
 
 // Release deletes a lock by id whatever its expiry, so an expired lock is
 // cleaned up, and says whether it was still live: for a client an expired
@@ -45,16 +53,17 @@ RETURNING ` + Columns + `, xmax = 0 AS inserted, creation_date = now() AS fresh`
 // notification only when its transaction commits, so no waiter is woken
 // before the row is gone. An uncontended release does not notify: PostgreSQL
 // serialises the commits of notifying transactions. It also says whether it
-// notified.
+// notified, and returns the holder, for the history.
 //
 // Each statement here takes the lock table as its fmt argument; Release
 // takes the waiter table as the second. Parameters: $1 lock id, $2 tenant.
 const Release = `
-WITH released AS (DELETE FROM %[1]s WHERE id = $1 RETURNING user_id, expires_at > now() AS live)
-SELECT live,
+WITH released AS (DELETE FROM %[1]s WHERE id = $1 RETURNING user_id, expires_at > now() AS live, holder)
+SELECT live, holder,
        CASE WHEN EXISTS (SELECT 1 FROM %[2]s w WHERE w.user_id = released.user_id AND w.expires_at > now())
             THEN (SELECT true FROM pg_notify('checkout_lock_released', $2::text || ':' || released.user_id::text))
-            ELSE false END AS notified
+            ELSE false END AS notified,
+       user_id
   FROM released`
 
 // Watch registers that someone waits for a patron's lock until at least

@@ -132,6 +132,9 @@ type Lock struct {
 	CreationDate time.Time
 	ExpiresAt    time.Time
 	Released     bool
+	// Holder is the lock's holder as storage answers it: what the
+	// acquisition said, and acquiredBy, the user it acted for.
+	Holder map[string]string
 
 	// replaced: another lock of the patron's took this one over after it
 	// expired (storage overwrote its row).
@@ -826,6 +829,18 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 	}
 	userID := strings.ToLower(str(doc["userId"]))
 	lockID := strings.ToLower(str(doc["id"]))
+	holder := map[string]string{}
+	if h, ok := doc["holder"].(map[string]any); ok {
+		for k, v := range h {
+			holder[k] = str(v)
+		}
+	}
+	if sp, ok := holder["servicePointId"]; ok {
+		holder["servicePointId"] = strings.ToLower(sp)
+	}
+	if user := r.Header.Get(schemas.HeaderUserID); user != "" {
+		holder["acquiredBy"] = user
+	}
 	ttl := defaultLockTTLMs
 	if v, ok := doc["ttlMs"].(float64); ok {
 		if v > maxLockTTLMs {
@@ -890,6 +905,12 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 			remaining := time.Until(row.ExpiresAt)
 			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(remaining.Seconds())))))
 			params := []string{"userId", userID, "expiresAt", row.ExpiresAt.UTC().Format(schemas.TimeFormat)}
+			for _, p := range [][2]string{{"holderInstance", "instance"}, {"holderRequestId", "requestId"},
+				{"holderItemBarcode", "itemBarcode"}, {"holderServicePointId", "servicePointId"}} {
+				if v := row.Holder[p[1]]; v != "" {
+					params = append(params, p[0], v)
+				}
+			}
 			if wait > 0 {
 				params = append(params, "waitedMs", strconv.FormatInt(time.Since(start).Milliseconds(), 10))
 			}
@@ -931,7 +952,7 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 		f.locks = append(f.locks, row)
 	}
 	l := row
-	l.TTLMs, l.ExpiresAt = ttl, now.Add(time.Duration(ttl)*time.Millisecond)
+	l.TTLMs, l.ExpiresAt, l.Holder = ttl, now.Add(time.Duration(ttl)*time.Millisecond), holder
 	if f.lostGrants > 0 {
 		f.lostGrants--
 		if f.grantLoss == AnswerCut {
@@ -965,8 +986,12 @@ func (f *Fake) cut(w http.ResponseWriter) {
 
 // lockJSON is a lock on the wire (checkout-lock.json).
 func lockJSON(l *Lock) map[string]any {
-	return map[string]any{"id": l.ID, "userId": l.UserID, "creationDate": l.CreationDate.UTC().Format(schemas.TimeFormat),
+	doc := map[string]any{"id": l.ID, "userId": l.UserID, "creationDate": l.CreationDate.UTC().Format(schemas.TimeFormat),
 		"expiresAt": l.ExpiresAt.UTC().Format(schemas.TimeFormat), "ttlMs": l.TTLMs}
+	if len(l.Holder) > 0 {
+		doc["holder"] = l.Holder
+	}
+	return doc
 }
 
 func (f *Fake) getLock(w http.ResponseWriter, r *http.Request) {

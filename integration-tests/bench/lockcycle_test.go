@@ -27,18 +27,28 @@ import (
 
 // LockCycleRow compares acquire + release through circulation-storage's HTTP
 // API with pgbench running the same two statements at the same concurrency.
+//
+// NoHistory is the same service cycle against a storage instance with the
+// lock history off (LOCK_HISTORY=false), in slices alternating with the
+// others: the uncontended cycle must not pay for the history.
 type LockCycleRow struct {
-	Concurrency int     `json:"concurrency"`
-	Service     Stats   `json:"service"`
-	Acquire     Stats   `json:"serviceAcquire"`
-	Raw         Stats   `json:"pgbench"`
-	Ratio       float64 `json:"serviceOverRawThroughput"`
+	Concurrency  int     `json:"concurrency"`
+	Service      Stats   `json:"service"`
+	Acquire      Stats   `json:"serviceAcquire"`
+	NoHistory    Stats   `json:"serviceWithoutHistory"`
+	Raw          Stats   `json:"pgbench"`
+	Ratio        float64 `json:"serviceOverRawThroughput"`
+	HistoryRatio float64 `json:"withOverWithoutHistoryThroughput"`
 }
+
+// benchHolder is the holder a circulation instance names in its locks.
+const benchHolder = `{"instance":"bench-circulation:8080","requestId":"123456/circulation","itemBarcode":"bench-item-0001",` +
+	`"servicePointId":"3a40852d-49fd-4df2-a1f9-6e2641a6e91f"}`
 
 // serviceCycles runs conc closed-loop clients, each acquiring a fresh
 // patron's lock and releasing it, for d. Each client's histograms are its
 // own and merged at the end.
-func serviceCycles(t *testing.T, c *harness.Cluster, client *http.Client, conc int, d time.Duration) (cycle, acquire *hdrhistogram.Histogram, errs int64) {
+func serviceCycles(t *testing.T, c *harness.Cluster, storage *harness.Process, client *http.Client, conc int, d time.Duration) (cycle, acquire *hdrhistogram.Histogram, errs int64) {
 	t.Helper()
 	cycle, acquire = newHist(), newHist()
 	headers := c.Headers()
@@ -53,9 +63,10 @@ func serviceCycles(t *testing.T, c *harness.Cluster, client *http.Client, conc i
 			var e int64
 			for time.Now().Before(deadline) {
 				start := time.Now()
-				lockID, ok := post(client, c.Storage.URL()+"/check-out-lock-storage", headers, `{"userId":"`+uuid.NewString()+`"}`)
+				lockID, ok := post(client, storage.URL()+"/check-out-lock-storage", headers,
+					`{"userId":"`+uuid.NewString()+`","holder":`+benchHolder+`}`)
 				acquired := time.Now()
-				if !ok || !del(client, c.Storage.URL()+"/check-out-lock-storage/"+lockID, headers) {
+				if !ok || !del(client, storage.URL()+"/check-out-lock-storage/"+lockID, headers) {
 					e++
 					continue
 				}
@@ -113,6 +124,7 @@ func pgbenchScript(schema string) string {
 	acquire = strings.ReplaceAll(acquire, "$1", "md5(:uid::text)::uuid")
 	acquire = strings.ReplaceAll(acquire, "$2", "3000")
 	acquire = strings.ReplaceAll(acquire, "$3", "NULL")
+	acquire = strings.ReplaceAll(acquire, "$4", "'"+strings.TrimSuffix(benchHolder, "}")+`,"acquiredBy":"bench"}'`)
 	release := strings.ReplaceAll(fmt.Sprintf(locksql.Release, tbl, pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize()), "$1", ":lk_id")
 	release = strings.ReplaceAll(release, "$2::text", "'bench'::text")
 	return "\\set uid random(1, 9000000000000)\n" + strings.TrimSpace(acquire) + " \\gset lk_\n" + release + ";\n"
@@ -178,31 +190,38 @@ func failedRe(out string) int64 {
 
 // benchLockCycle is scenario 1: for each concurrency, service and pgbench
 // slices alternate, and the ratio is of their summed throughputs.
-func benchLockCycle(t *testing.T, c *harness.Cluster, dbURL string, p plan) []LockCycleRow {
+func benchLockCycle(t *testing.T, c *harness.Cluster, noHistory *harness.Process, dbURL string, p plan) []LockCycleRow {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
 	var rows []LockCycleRow
 	for _, conc := range p.concurrencies {
-		svcCycle, svcAcquire, raw := newHist(), newHist(), newHist()
-		var svcErrs, rawErrs int64
-		var svcTime, rawTime time.Duration
+		svcCycle, svcAcquire, raw, bare := newHist(), newHist(), newHist(), newHist()
+		var svcErrs, rawErrs, bareErrs int64
+		var svcTime, rawTime, bareTime time.Duration
 		for range p.rounds {
 			start := time.Now()
-			hc, ha, e := serviceCycles(t, c, client, conc, p.slice)
+			hc, ha, e := serviceCycles(t, c, c.Storage, client, conc, p.slice)
 			svcTime += time.Since(start)
 			svcCycle.Merge(hc)
 			svcAcquire.Merge(ha)
 			svcErrs += e
+			start = time.Now()
+			hb, _, eb := serviceCycles(t, c, noHistory, client, conc, p.slice)
+			bareTime += time.Since(start)
+			bare.Merge(hb)
+			bareErrs += eb
 			h, d, e2 := pgbenchCycles(t, dbURL, c.Schema, conc, p.slice)
 			rawTime += d
 			raw.Merge(h)
 			rawErrs += e2
 		}
 		row := LockCycleRow{Concurrency: conc, Service: stats(svcCycle, svcErrs, svcTime),
-			Acquire: stats(svcAcquire, 0, svcTime), Raw: stats(raw, rawErrs, rawTime)}
+			Acquire: stats(svcAcquire, 0, svcTime), NoHistory: stats(bare, bareErrs, bareTime), Raw: stats(raw, rawErrs, rawTime)}
 		row.Ratio = ratio(row.Service.Throughput, row.Raw.Throughput)
+		row.HistoryRatio = ratio(row.Service.Throughput, row.NoHistory.Throughput)
 		rows = append(rows, row)
-		t.Logf("lock cycle c=%d: service %.0f/s (p99 %.2f ms), pgbench %.0f/s (p99 %.2f ms), ratio %.2f",
-			conc, row.Service.Throughput, row.Service.P99Ms, row.Raw.Throughput, row.Raw.P99Ms, row.Ratio)
+		t.Logf("lock cycle c=%d: service %.0f/s (p99 %.2f ms), without history %.0f/s (ratio %.2f), pgbench %.0f/s (p99 %.2f ms), ratio %.2f",
+			conc, row.Service.Throughput, row.Service.P99Ms, row.NoHistory.Throughput, row.HistoryRatio,
+			row.Raw.Throughput, row.Raw.P99Ms, row.Ratio)
 	}
 	return rows
 }

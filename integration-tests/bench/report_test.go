@@ -56,7 +56,8 @@ func TestBenchmarks(t *testing.T) {
 		StorageEnv: append([]string{"DB_MAX_CONNS=40"}, quiet...), CirculationEnv: append([]string{"SETTINGS_CACHE_TTL=100ms"}, quiet...)})
 	res := Results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(t, c), Smoke: *smoke}
 
-	res.LockCycle = benchLockCycle(t, c, harness.DatabaseURL(), p)
+	noHistory := c.AddStorage("storage-without-history", "LOCK_HISTORY=false")
+	res.LockCycle = benchLockCycle(t, c, noHistory, harness.DatabaseURL(), p)
 	peak := 0.0
 	for _, r := range res.LockCycle {
 		peak = max(peak, r.Service.Throughput)
@@ -126,6 +127,7 @@ func requestErrors(r Results) []string {
 	}
 	for _, row := range r.LockCycle {
 		check(fmt.Sprintf("lock cycle c=%d, service", row.Concurrency), row.Service)
+		check(fmt.Sprintf("lock cycle c=%d, service without history", row.Concurrency), row.NoHistory)
 		check(fmt.Sprintf("lock cycle c=%d, pgbench", row.Concurrency), row.Raw)
 	}
 	check("acquire at half the peak", r.AcquireAtHalfPeak.Acquire)
@@ -149,6 +151,7 @@ func targets(r Results) []Target {
 		if row.Concurrency >= 8 {
 			add(fmt.Sprintf("lock cycle throughput, service / pgbench, c=%d", row.Concurrency), row.Ratio, ">= 0.8", row.Ratio >= 0.8)
 		}
+		add(fmt.Sprintf("lock cycle with history / without, c=%d", row.Concurrency), row.HistoryRatio, ">= 0.95", row.HistoryRatio >= 0.95)
 	}
 	add("acquire p99 at half the peak rate (ms)", peakAcquireP99, "< 10", peakAcquireP99 < 10)
 	for _, co := range r.CheckOut {
@@ -177,11 +180,13 @@ func printTable(w io.Writer, r Results) {
 		fmt.Fprintln(tw, "SMOKE RUN: too short to be a measurement")
 	}
 	fmt.Fprintln(tw, "\n1. Lock cycle (acquire + release of a fresh patron's lock), service over HTTP vs pgbench running the same SQL, interleaved")
-	fmt.Fprintln(tw, "concurrency\tservice/s\tp50 ms\tp95 ms\tp99 ms\tpgbench/s\tp50 ms\tp95 ms\tp99 ms\tservice/raw\terrors")
+	fmt.Fprintln(tw, "concurrency\tservice/s\tp50 ms\tp95 ms\tp99 ms\twithout history/s\twith/without\tpgbench/s\tp50 ms\tp95 ms\tp99 ms\tservice/raw\terrors")
 	for _, row := range r.LockCycle {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\n", row.Concurrency,
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\n", row.Concurrency,
 			row.Service.Throughput, row.Service.P50Ms, row.Service.P95Ms, row.Service.P99Ms,
-			row.Raw.Throughput, row.Raw.P50Ms, row.Raw.P95Ms, row.Raw.P99Ms, row.Ratio, row.Service.Errors+row.Raw.Errors)
+			row.NoHistory.Throughput, row.HistoryRatio,
+			row.Raw.Throughput, row.Raw.P50Ms, row.Raw.P95Ms, row.Raw.P99Ms, row.Ratio,
+			row.Service.Errors+row.NoHistory.Errors+row.Raw.Errors)
 	}
 	a := r.AcquireAtHalfPeak
 	fmt.Fprintf(tw, "acquire alone at %d/s (half the peak): p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, errors %d\n",

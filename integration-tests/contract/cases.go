@@ -91,6 +91,33 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "the holder an acquisition names is kept with the lock and named by LOCK_HELD",
+		given: func(s *session) request {
+			user, sp := newUUID(), newUUID()
+			held := s.step("acquire naming the holder", request{method: http.MethodPost, path: "/check-out-lock-storage",
+				body: map[string]any{"id": newUUID(), "userId": user, "ttlMs": lockTTL, "holder": map[string]any{
+					"instance": "circ-1:8080", "requestId": "req-1", "itemBarcode": "book-1", "servicePointId": sp}}},
+				want{status: http.StatusCreated, schema: "checkout-lock.json"}).decode(s.t)
+			s.keep("holder", held)
+			return acquireReq(user, newUUID(), lockTTL)
+		},
+		want: want{status: http.StatusServiceUnavailable, code: schemas.CodeLockHeld,
+			params: map[string]string{"holderInstance": "circ-1:8080", "holderRequestId": "req-1", "holderItemBarcode": "book-1"}},
+		then: func(s *session, got response) {
+			held := s.kept("holder")
+			h, _ := held["holder"].(map[string]any)
+			if h["instance"] != "circ-1:8080" || h["requestId"] != "req-1" || h["itemBarcode"] != "book-1" || h["servicePointId"] == nil {
+				s.t.Errorf("lock's holder %v, want what the acquisition said", h)
+			}
+			wantParams(s, got, map[string]string{"holderServicePointId": h["servicePointId"].(string)})
+			again := s.step("the lock by id", request{method: http.MethodGet, path: "/check-out-lock-storage/" + held["id"].(string)},
+				want{status: http.StatusOK, schema: "checkout-lock.json"}).decode(s.t)
+			if fmt.Sprint(again["holder"]) != fmt.Sprint(held["holder"]) {
+				s.t.Errorf("GET holder %v, want %v", again["holder"], held["holder"])
+			}
+		},
+	},
+	{
 		name: "an id used by another patron's live lock is a conflict",
 		given: func(s *session) request {
 			id := newUUID()

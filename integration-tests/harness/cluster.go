@@ -41,6 +41,24 @@ type Options struct {
 	StorageEnv, CirculationEnv []string
 }
 
+// startStorage starts storage instance i (its listener named after i).
+func (c *Cluster) startStorage(name string, i int, env []string) *Process {
+	listen := *c.listenURL
+	q := listen.Query()
+	q.Set("application_name", ListenerName(c.Tenant, i))
+	listen.RawQuery = q.Encode()
+	return startProcess(c.t, name, filepath.Join(envState().BinDir, "circulation-storage"),
+		append(append(authEnv(), "DATABASE_URL="+c.dbURL, "LISTEN_DATABASE_URL="+listen.String(), "LOG_LEVEL=info", "DB_MAX_CONNS=20"),
+			env...)...)
+}
+
+// AddStorage starts one more storage instance on the cluster's database,
+// with the cluster's storage environment and env on top. No circulation
+// instance talks to it; it is not in Storages.
+func (c *Cluster) AddStorage(name string, env ...string) *Process {
+	return c.startStorage(name, len(c.Storages)+1, append(append([]string(nil), c.opts.StorageEnv...), env...))
+}
+
 // Cluster is one circulation-storage and several circulation instances on
 // a tenant of their own.
 type Cluster struct {
@@ -59,6 +77,8 @@ type Cluster struct {
 
 	opts        Options
 	storageURLs []string
+	dbURL       string
+	listenURL   *url.URL
 	started     int // circulation instances started, for their names
 }
 
@@ -125,17 +145,13 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		c.ListenProxy = NewProxy(t, listen.Host)
 		listen.Host = c.ListenProxy.Addr()
 	}
+	c.dbURL, c.listenURL = dbURL, listen
 	for i := range opts.Storages {
 		name := "storage"
 		if opts.Storages > 1 {
 			name = fmt.Sprintf("storage-%d", i+1)
 		}
-		q := listen.Query()
-		q.Set("application_name", ListenerName(c.Tenant, i))
-		listen.RawQuery = q.Encode()
-		c.Storages = append(c.Storages, startProcess(t, name, filepath.Join(e.BinDir, "circulation-storage"),
-			append(append(authEnv(), "DATABASE_URL="+dbURL, "LISTEN_DATABASE_URL="+listen.String(), "LOG_LEVEL=info", "DB_MAX_CONNS=20"),
-				opts.StorageEnv...)...))
+		c.Storages = append(c.Storages, c.startStorage(name, i, opts.StorageEnv))
 	}
 	c.Storage = c.Storages[0]
 	storageURLs := make([]string, len(c.Storages))

@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	rules := postgres.NewRules(db)
 	records := postgres.NewRecords(db)
 	locks := postgres.NewLocks(db)
+	locks.UseHistory(cfg.LockHistory, metrics)
 	waiters := storage.NewWaiters(locks, metrics, storage.WaitConfig{
 		Poll: cfg.LockWaitPoll, PollUnlistened: cfg.LockWaitPollUnlistened,
 		MaxWaiters: cfg.LockMaxWaiters, StatementTimeout: cfg.RequestTimeout,
@@ -128,6 +129,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	sweepCtx, stopSweeper := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSweeper()
 	sweeper := postgres.NewSweeper(db, logger, cfg.SweepBatchSize, metrics.SweeperDeleted)
+	sweeper.UseHistory(cfg.LockHistory, cfg.LockHistoryRetention, cfg.LockHistoryMaxEvents)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()

@@ -13,21 +13,24 @@ import (
 
 // lockJSON is a lock on the wire (schemas/checkout-lock.json).
 type lockJSON struct {
-	ID           string `json:"id"`
-	UserID       string `json:"userId"`
-	CreationDate string `json:"creationDate"`
-	ExpiresAt    string `json:"expiresAt"`
-	TTLMs        int64  `json:"ttlMs"`
+	ID           string         `json:"id"`
+	UserID       string         `json:"userId"`
+	CreationDate string         `json:"creationDate"`
+	ExpiresAt    string         `json:"expiresAt"`
+	TTLMs        int64          `json:"ttlMs"`
+	Holder       storage.Holder `json:"holder,omitzero"`
 }
 
 func toLockJSON(l storage.Lock) lockJSON {
-	return lockJSON{
+	out := lockJSON{
 		ID:           l.ID,
 		UserID:       l.UserID,
 		CreationDate: l.CreationDate.UTC().Format(storage.TimeFormat),
 		ExpiresAt:    l.ExpiresAt.UTC().Format(storage.TimeFormat),
 		TTLMs:        l.TTL.Milliseconds(),
 	}
+	out.Holder = l.Holder
+	return out
 }
 
 // locksJSON is a page of locks (schemas/checkout-locks.json), spelled as
@@ -45,8 +48,9 @@ func (s *Server) postLock(c echo.Context) error {
 		UserID string `json:"userId"`
 		// Floats: JSON Schema counts 1.0 and 1e3 as integers, and the
 		// schema has bounded the values to what a float64 holds exactly.
-		TTLMs  *float64 `json:"ttlMs"`
-		WaitMs *float64 `json:"waitMs"`
+		TTLMs  *float64       `json:"ttlMs"`
+		WaitMs *float64       `json:"waitMs"`
+		Holder storage.Holder `json:"holder"`
 	}
 	if err := s.bind(c, "checkout-lock-request.json", &req); err != nil {
 		return err
@@ -69,7 +73,11 @@ func (s *Server) postLock(c echo.Context) error {
 				"waitMs: must be at most %d", s.cfg.LockMaxWait.Milliseconds()).With("waitMs", formatInt(ms))
 		}
 	}
-	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), strings.ToLower(req.UserID), strings.ToLower(req.ID), ttl, wait)
+	holder := req.Holder
+	holder.ServicePointID = strings.ToLower(holder.ServicePointID)
+	holder.AcquiredBy = caller(c.Request().Context())
+	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), strings.ToLower(req.UserID), strings.ToLower(req.ID),
+		ttl, wait, holder)
 	if err != nil {
 		if storage.IsKind(err, storage.KindLocked) {
 			s.metrics.lockAcquisitions.WithLabelValues("held").Inc()
@@ -124,10 +132,65 @@ func (s *Server) deleteLock(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.svc.Locks.Release(c.Request().Context(), tenantOf(c), id); err != nil {
+	if err := s.svc.Locks.Release(c.Request().Context(), tenantOf(c), id, caller(c.Request().Context())); err != nil {
 		return err
 	}
 	s.logger.InfoContext(c.Request().Context(), "check-out lock released", slog.String("lock_id", id),
 		slog.String("caller", caller(c.Request().Context())))
 	return c.NoContent(http.StatusNoContent)
+}
+
+// eventJSON is a lock history event (schemas/checkout-lock-history.json).
+type eventJSON struct {
+	ID         int64             `json:"id"`
+	Type       storage.EventType `json:"type"`
+	OccurredAt string            `json:"occurredAt"`
+	UserID     string            `json:"userId"`
+	LockID     string            `json:"lockId,omitempty"`
+	Holder     storage.Holder    `json:"holder,omitzero"`
+	By         storage.Holder    `json:"by,omitzero"`
+	WaitedMs   int               `json:"waitedMs,omitempty"`
+}
+
+// lockHistory lists the tenant's lock history, newest first: userId, from
+// and to (RFC 3339) narrow it.
+func (s *Server) lockHistory(c echo.Context) error {
+	userID, err := s.queryUUID(c, "userId")
+	if err != nil {
+		return err
+	}
+	f := storage.HistoryFilter{UserID: userID}
+	for _, p := range []struct {
+		name string
+		dst  *time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		raw, ok, err := queryParam(c, p.name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, raw)
+		if err != nil || t.Year() < 1 || t.Year() > 9999 {
+			return invalidParam(p.name, raw, "must be a date-time such as 2025-03-01T10:00:00Z")
+		}
+		*p.dst = t
+	}
+	if f.Offset, f.Limit, err = pageParams(c); err != nil {
+		return err
+	}
+	events, total, err := s.svc.Locks.History(c.Request().Context(), tenantOf(c), f)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Events       []eventJSON `json:"events"`
+		TotalRecords int         `json:"totalRecords"`
+	}{Events: make([]eventJSON, len(events)), TotalRecords: total}
+	for i, e := range events {
+		out.Events[i] = eventJSON{ID: e.ID, Type: e.Type, OccurredAt: e.OccurredAt.UTC().Format(storage.TimeFormat),
+			UserID: e.UserID, LockID: e.LockID, Holder: e.Holder, By: e.By, WaitedMs: e.WaitedMs}
+	}
+	return c.JSON(http.StatusOK, out)
 }

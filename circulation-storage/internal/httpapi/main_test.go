@@ -63,6 +63,7 @@ func serve(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	metrics := NewMetrics()
 	locks := postgres.NewLocks(db)
+	locks.UseHistory(true, metrics)
 	srv := New(Config{
 		LockDefaultTTL: 3 * time.Second,
 		LockMaxTTL:     10 * time.Minute,

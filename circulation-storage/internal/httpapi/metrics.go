@@ -26,9 +26,14 @@ type Metrics struct {
 	watchFailures      prometheus.Counter
 	listenerUp         prometheus.Gauge
 	listenerReconnects prometheus.Counter
+	lockEvents         *prometheus.CounterVec
+	lockEventsLost     prometheus.Counter
 }
 
-var _ storage.WaitObserver = (*Metrics)(nil)
+var (
+	_ storage.WaitObserver  = (*Metrics)(nil)
+	_ storage.EventObserver = (*Metrics)(nil)
+)
 
 // latencyBuckets resolve the sub-millisecond to second range a lock call
 // lives in.
@@ -48,6 +53,14 @@ func NewMetrics() *Metrics {
 			Name: "checkout_lock_acquisitions_total",
 			Help: "Lock acquisition attempts by outcome: acquired, took_over_expired, renewed, held.",
 		}, []string{"outcome"}),
+		lockEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_lock_events_total",
+			Help: "Lock history events by type: expired (a lock expired while held), taken_over, released_by_other, waiter_gave_up.",
+		}, []string{"type"}),
+		lockEventsLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_lock_events_lost_total",
+			Help: "Lock history events that could not be written.",
+		}),
 		sweeperDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "checkout_lock_sweeper_deleted_total",
 			Help: "Expired locks deleted by the background sweeper.",
@@ -87,7 +100,11 @@ func NewMetrics() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requestDuration, m.lockAcquisitions, m.sweeperDeleted,
 		m.waitDuration, m.waiters, m.wakeups, m.grantsToGone, m.watchFailures, m.listenerUp, m.listenerReconnects,
+		m.lockEvents, m.lockEventsLost,
 	)
+	for _, t := range storage.EventTypes {
+		m.lockEvents.WithLabelValues(string(t))
+	}
 	for _, outcome := range []string{"acquired", "took_over_expired", "renewed", "held"} {
 		m.lockAcquisitions.WithLabelValues(outcome)
 	}
@@ -135,7 +152,16 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // SweeperDeleted counts locks deleted by the sweeper.
-func (m *Metrics) SweeperDeleted(n int) { m.sweeperDeleted.Add(float64(n)) }
+func (m *Metrics) SweeperDeleted(n int) {
+	m.sweeperDeleted.Add(float64(n))
+	m.lockEvents.WithLabelValues(string(storage.EventExpired)).Add(float64(n))
+}
+
+// Event implements storage.EventObserver.
+func (m *Metrics) Event(t storage.EventType) { m.lockEvents.WithLabelValues(string(t)).Inc() }
+
+// EventLost implements storage.EventObserver.
+func (m *Metrics) EventLost(error) { m.lockEventsLost.Inc() }
 
 func (m *Metrics) observeRequest(method, route string, status int, elapsed time.Duration) {
 	m.requestDuration.WithLabelValues(methodLabel(method), route, strconv.Itoa(status)).Observe(elapsed.Seconds())

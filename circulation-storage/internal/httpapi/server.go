@@ -94,6 +94,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 
 	e.POST(locksPath, s.postLock, s.tenant)
 	get(e, locksPath, s.listLocks, s.tenant)
+	get(e, locksPath+"/history", s.lockHistory, s.tenant)
 	get(e, locksPath+"/:id", s.getLock, s.tenant)
 	e.DELETE(locksPath+"/:id", s.deleteLock, s.tenant)
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -15,25 +16,43 @@ import (
 
 // Locks implements storage.LockService.
 type Locks struct {
-	db *DB
+	db     *DB
+	events storage.EventObserver
+	// history says whether events are recorded; off, Record does nothing.
+	history bool
 }
 
 var _ storage.LockService = (*Locks)(nil)
 
-// NewLocks returns the lock service.
-func NewLocks(db *DB) *Locks { return &Locks{db: db} }
+// NewLocks returns the lock service, recording the lock history.
+func NewLocks(db *DB) *Locks { return &Locks{db: db, events: noEvents{}, history: true} }
+
+// UseHistory says whether the lock history is recorded (on by default),
+// and who is told of its events.
+func (s *Locks) UseHistory(on bool, obs storage.EventObserver) {
+	s.history = on
+	if obs != nil {
+		s.events = obs
+	}
+}
+
+type noEvents struct{}
+
+func (noEvents) Event(storage.EventType) {}
+func (noEvents) EventLost(error)         {}
 
 // holderSQL reads the live lock that made an acquisition fail, for the
 // answer's holder information, with the time it has left by the database's
 // clock.
 const holderSQL = `
-SELECT expires_at, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+SELECT expires_at, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint, holder
   FROM %[1]s
  WHERE user_id = $1 AND expires_at > now()`
 
 // Acquire implements storage.LockService.
-func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID string, ttl time.Duration) (storage.Lock, storage.AcquireOutcome, error) {
+func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID string, ttl time.Duration, holder storage.Holder) (storage.Lock, storage.AcquireOutcome, error) {
 	tbl := table(t, "check_out_lock")
+	holderJSON := holderValue(holder)
 	// The loop only repeats when the holder vanished between the failed insert
 	// and the holder read: the lock is free, so try again. Three rounds are
 	// plenty; after them the patron's lock is changing hands too fast to
@@ -41,12 +60,17 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 	for range 3 {
 		var l storage.Lock
 		var inserted, fresh bool
-		err := scanLock(s.db.pool.QueryRow(ctx, fmt.Sprintf(locksql.Acquire, tbl), userID, ttl.Milliseconds(), nullable(lockID)),
-			&l, &inserted, &fresh)
+		var previous *previousLock
+		err := scanLock(s.db.pool.QueryRow(ctx, fmt.Sprintf(locksql.Acquire, tbl), userID, ttl.Milliseconds(), nullable(lockID), holderJSON),
+			&l, &inserted, &fresh, &previous)
 		switch {
 		case err == nil && inserted:
 			return l, storage.Acquired, nil
 		case err == nil && fresh:
+			if previous != nil {
+				_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventTakenOver, UserID: userID,
+					LockID: previous.LockID, Holder: previous.Holder, By: holder})
+			}
 			return l, storage.TookOverExpired, nil
 		case err == nil:
 			return l, storage.Renewed, nil
@@ -56,16 +80,17 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 		}
 		var expiresAt time.Time
 		var remainingMs int64
-		err = s.db.pool.QueryRow(ctx, fmt.Sprintf(holderSQL, tbl), userID).Scan(&expiresAt, &remainingMs)
+		var held storage.Holder
+		err = s.db.pool.QueryRow(ctx, fmt.Sprintf(holderSQL, tbl), userID).Scan(&expiresAt, &remainingMs, holderScanner{&held})
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return storage.Lock{}, 0, interpret(err, t)
 		}
-		return storage.Lock{}, 0, storage.LockHeld(userID, expiresAt, time.Duration(remainingMs)*time.Millisecond)
+		return storage.Lock{}, 0, storage.LockHeld(userID, expiresAt, time.Duration(remainingMs)*time.Millisecond, held)
 	}
-	return storage.Lock{}, 0, storage.LockHeld(userID, time.Time{}, 0)
+	return storage.Lock{}, 0, storage.LockHeld(userID, time.Time{}, 0, storage.Holder{})
 }
 
 // interpretAcquire is interpret, naming a lock id already used for another
@@ -125,14 +150,131 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 // Release implements storage.LockService. It deletes the row whatever its
 // expiry, so an expired lock is cleaned up, but only a live one counts as
 // released: for the client an expired lock is the same as none.
-func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string) error {
+//
+// The history learns of a lock its holder released too late (expired while
+// held) and of a live lock released by a user other than the one it was
+// acquired for.
+func (s *Locks) Release(ctx context.Context, t storage.Tenant, id, by string) error {
 	q := fmt.Sprintf(locksql.Release, table(t, "check_out_lock"), table(t, "check_out_lock_waiter"))
 	var live, notified bool
-	err := s.db.pool.QueryRow(ctx, q, id, string(t)).Scan(&live, &notified)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
+	var holder storage.Holder
+	var userID string
+	err := s.db.pool.QueryRow(ctx, q, id, string(t)).Scan(&live, holderScanner{&holder}, &notified, &userID)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.NotFound("Lock", id)
 	}
-	return interpret(err, t)
+	if err != nil {
+		return interpret(err, t)
+	}
+	switch {
+	case !live:
+		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventExpired, UserID: userID, LockID: id, Holder: holder,
+			By: storage.Holder{AcquiredBy: by}})
+		return storage.NotFound("Lock", id)
+	case by != "" && holder.AcquiredBy != "" && by != holder.AcquiredBy:
+		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventReleasedByOther, UserID: userID, LockID: id, Holder: holder,
+			By: storage.Holder{AcquiredBy: by}})
+	}
+	return nil
+}
+
+// Record implements storage.LockService. It is best effort: the request
+// it explains goes on whatever happens to the record, and a lost record is
+// reported to the observer.
+func (s *Locks) Record(ctx context.Context, t storage.Tenant, e storage.LockEvent) error {
+	if !s.history {
+		return nil
+	}
+	var lockID any
+	if e.LockID != "" {
+		lockID = e.LockID
+	}
+	var waited any
+	if e.WaitedMs > 0 {
+		waited = e.WaitedMs
+	}
+	_, err := s.db.pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (type, user_id, lock_id, holder, by_whom, waited_ms)
+		VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6)`, table(t, "check_out_lock_event")),
+		string(e.Type), e.UserID, lockID, holderValue(e.Holder), holderValue(e.By), waited)
+	if err != nil {
+		err = interpret(err, t)
+		s.events.EventLost(err)
+		return err
+	}
+	s.events.Event(e.Type)
+	return nil
+}
+
+// History implements storage.LockService.
+func (s *Locks) History(ctx context.Context, t storage.Tenant, f storage.HistoryFilter) ([]storage.LockEvent, int, error) {
+	tbl := table(t, "check_out_lock_event")
+	where := `($1::uuid IS NULL OR user_id = $1::uuid) AND ($2::timestamptz IS NULL OR occurred_at >= $2)
+	          AND ($3::timestamptz IS NULL OR occurred_at < $3)`
+	args := []any{nullable(f.UserID), nullableTime(f.From), nullableTime(f.To)}
+	events := []storage.LockEvent{}
+	total, err := page(ctx, s.db.pool, t,
+		fmt.Sprintf(`SELECT id, type, occurred_at, user_id, coalesce(lock_id::text, ''), holder, by_whom, coalesce(waited_ms, 0), count(*) OVER ()
+		               FROM %s WHERE %s ORDER BY occurred_at DESC, id DESC OFFSET $4 LIMIT $5`, tbl, where),
+		fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s`, tbl, where),
+		args, len(args), f.Offset, f.Limit,
+		func(rows pgx.Rows) (int, error) {
+			var e storage.LockEvent
+			var typ string
+			var total int
+			if err := rows.Scan(&e.ID, &typ, &e.OccurredAt, &e.UserID, &e.LockID, holderScanner{&e.Holder}, holderScanner{&e.By},
+				&e.WaitedMs, &total); err != nil {
+				return 0, err
+			}
+			e.Type = storage.EventType(typ)
+			events = append(events, e)
+			return total, nil
+		})
+	if err != nil {
+		return nil, 0, err
+	}
+	return events, total, nil
+}
+
+// previousLock is what a takeover replaced (locksql.Acquire's previous).
+type previousLock struct {
+	LockID string         `json:"lockId"`
+	Holder storage.Holder `json:"holder"`
+}
+
+// holderValue is a holder as the statements take it: JSON, or NULL when
+// nothing is known.
+func holderValue(h storage.Holder) any {
+	if h.IsZero() {
+		return nil
+	}
+	b, _ := json.Marshal(h)
+	return string(b)
+}
+
+// holderScanner scans a holder column, NULL as the zero holder.
+type holderScanner struct{ h *storage.Holder }
+
+func (s holderScanner) Scan(src any) error {
+	*s.h = storage.Holder{}
+	var b []byte
+	switch v := src.(type) {
+	case nil:
+		return nil
+	case string:
+		b = []byte(v)
+	case []byte:
+		b = v
+	default:
+		return fmt.Errorf("holder: unexpected %T", src)
+	}
+	return json.Unmarshal(b, s.h)
+}
+
+func nullableTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
 }
 
 // Watch implements storage.LockService.
@@ -144,7 +286,7 @@ func (s *Locks) Watch(ctx context.Context, t storage.Tenant, userID string, d ti
 // scanLock scans locksql.Columns, then any extra columns into extra.
 func scanLock(row pgx.Row, l *storage.Lock, extra ...any) error {
 	var ttlMs int64
-	dest := append([]any{&l.ID, &l.UserID, &l.CreationDate, &l.ExpiresAt, &ttlMs}, extra...)
+	dest := append([]any{&l.ID, &l.UserID, &l.CreationDate, &l.ExpiresAt, &ttlMs, holderScanner{&l.Holder}}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
 	}

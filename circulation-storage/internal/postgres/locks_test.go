@@ -20,7 +20,7 @@ func TestAcquireGetListRelease(t *testing.T) {
 	ctx := context.Background()
 	user := uuid.NewString()
 
-	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
+	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -47,10 +47,10 @@ func TestAcquireGetListRelease(t *testing.T) {
 		t.Fatalf("list = %+v, %d, %v; want the one lock", list, total, err)
 	}
 
-	if err := f.locks.Release(ctx, f.tenant, lock.ID); err != nil {
+	if err := f.locks.Release(ctx, f.tenant, lock.ID, ""); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if err := f.locks.Release(ctx, f.tenant, lock.ID); !storage.IsKind(err, storage.KindNotFound) {
+	if err := f.locks.Release(ctx, f.tenant, lock.ID, ""); !storage.IsKind(err, storage.KindNotFound) {
 		t.Errorf("second release: %v, want not found", err)
 	}
 	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); !storage.IsKind(err, storage.KindNotFound) {
@@ -66,11 +66,11 @@ func TestAcquireHeldReportsHolder(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	user := uuid.NewString()
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
-	_, _, err = f.locks.Acquire(ctx, f.tenant, user, "", time.Second)
+	_, _, err = f.locks.Acquire(ctx, f.tenant, user, "", time.Second, storage.Holder{})
 	e, ok := storage.AsError(err)
 	if !ok || e.Kind != storage.KindLocked {
 		t.Fatalf("second acquire: %v, want KindLocked", err)
@@ -97,7 +97,7 @@ func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	user := uuid.NewString()
-	old, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
+	old, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -111,7 +111,7 @@ func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
 		t.Errorf("list with only an expired lock = %v, %d, %v; want empty", list, total, err)
 	}
 
-	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
+	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire over expired: %v", err)
 	}
@@ -122,7 +122,7 @@ func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
 		t.Errorf("takeover kept the old id %s", old.ID)
 	}
 	// The old holder cannot release the new holder's lock.
-	if err := f.locks.Release(ctx, f.tenant, old.ID); !storage.IsKind(err, storage.KindNotFound) {
+	if err := f.locks.Release(ctx, f.tenant, old.ID, ""); !storage.IsKind(err, storage.KindNotFound) {
 		t.Errorf("release by old holder: %v, want not found", err)
 	}
 	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); err != nil {
@@ -137,12 +137,12 @@ func TestReleaseOfExpiredLockIsNotFoundAndCleansUp(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl)
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
 	expire(t, f, lock.ID)
-	if err := f.locks.Release(ctx, f.tenant, lock.ID); !storage.IsKind(err, storage.KindNotFound) {
+	if err := f.locks.Release(ctx, f.tenant, lock.ID, ""); !storage.IsKind(err, storage.KindNotFound) {
 		t.Errorf("release expired: %v, want not found", err)
 	}
 	if n := f.count(t, "check_out_lock", ""); n != 0 {
@@ -156,13 +156,13 @@ func TestListPagesAndCountsAllMatches(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for range 5 {
-		l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl)
+		l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
 		ids = append(ids, l.ID)
 	}
-	expired, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl)
+	expired, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -217,7 +217,7 @@ func TestConcurrentAcquireGrantsOnce(t *testing.T) {
 		user := uuid.NewString()
 		// Every other round races over an expired lock, so takeover races too.
 		if round%2 == 1 {
-			l, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
+			l, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +233,7 @@ func TestConcurrentAcquireGrantsOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				l, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
+				l, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 				mu.Lock()
 				defer mu.Unlock()
 				if err == nil {
@@ -266,19 +266,19 @@ func TestTenantsAreIsolated(t *testing.T) {
 	a, b := setup(t), setup(t)
 	ctx := context.Background()
 	user := uuid.NewString()
-	lockA, _, err := a.locks.Acquire(ctx, a.tenant, user, "", ttl)
+	lockA, _, err := a.locks.Acquire(ctx, a.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same patron id in another tenant is another patron.
-	lockB, _, err := b.locks.Acquire(ctx, b.tenant, user, "", ttl)
+	lockB, _, err := b.locks.Acquire(ctx, b.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire in tenant B: %v", err)
 	}
 	if _, err := b.locks.Get(ctx, b.tenant, lockA.ID); !storage.IsKind(err, storage.KindNotFound) {
 		t.Errorf("tenant B reads A's lock: %v, want not found", err)
 	}
-	if err := b.locks.Release(ctx, b.tenant, lockA.ID); !storage.IsKind(err, storage.KindNotFound) {
+	if err := b.locks.Release(ctx, b.tenant, lockA.ID, ""); !storage.IsKind(err, storage.KindNotFound) {
 		t.Errorf("tenant B deletes A's lock: %v, want not found", err)
 	}
 	if _, err := a.locks.Get(ctx, a.tenant, lockA.ID); err != nil {
@@ -293,7 +293,7 @@ func TestUninitialisedTenant(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ghost := storage.Tenant("ghost" + f.tenant[1:])
-	_, _, err := f.locks.Acquire(context.Background(), ghost, uuid.NewString(), "", ttl)
+	_, _, err := f.locks.Acquire(context.Background(), ghost, uuid.NewString(), "", ttl, storage.Holder{})
 	e, ok := storage.AsError(err)
 	if !ok || e.Code != storage.CodeTenantNotInitialized || e.Kind != storage.KindBadRequest {
 		t.Fatalf("acquire in uninitialised tenant: %v, want %s", err, storage.CodeTenantNotInitialized)
@@ -323,13 +323,13 @@ func TestTenantInitIsIdempotentAndConcurrent(t *testing.T) {
 			t.Errorf("concurrent init: %v", err)
 		}
 	}
-	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl); err != nil {
+	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl, storage.Holder{}); err != nil {
 		t.Errorf("acquire in the new tenant: %v", err)
 	}
 	if err := f.tenants.Purge(ctx, tenant); err != nil {
 		t.Fatalf("purge: %v", err)
 	}
-	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl); !storage.IsKind(err, storage.KindBadRequest) {
+	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl, storage.Holder{}); !storage.IsKind(err, storage.KindBadRequest) {
 		t.Errorf("acquire after purge: %v, want tenant not initialised", err)
 	}
 }
@@ -372,7 +372,7 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 	var live []string
 	for _, f := range []fixture{a, b} {
 		for i := range 7 {
-			l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl)
+			l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -397,8 +397,27 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 			t.Errorf("tenant %s: %d rows left, want the 2 live locks", f.tenant, n)
 		}
 	}
+	// Each swept lock is in its tenant's history as expired while held.
+	for _, f := range []fixture{a, b} {
+		if n := f.count(t, "check_out_lock_event", "type = 'expired' AND lock_id IS NOT NULL"); n != 5 {
+			t.Errorf("tenant %s: %d expired events, want 5", f.tenant, n)
+		}
+	}
 	if deleted, err := sweeper.SweepOnce(ctx); err != nil || deleted != 0 {
 		t.Errorf("second sweep deleted %d, %v; want 0", deleted, err)
+	}
+	// The history is trimmed to its bounds: the newest 3, then none older
+	// than the retention.
+	sweeper.UseHistory(true, time.Hour, 3)
+	if _, err := sweeper.SweepOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.exec(t, "UPDATE "+table(a.tenant, "check_out_lock_event")+" SET occurred_at = now() - interval '2 hours'")
+	if _, err := sweeper.SweepOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if na, nb := a.count(t, "check_out_lock_event", ""), b.count(t, "check_out_lock_event", ""); na != 0 || nb != 3 {
+		t.Errorf("events after trimming: %d and %d, want 0 (all past retention) and 3 (the bound)", na, nb)
 	}
 	for i, id := range live {
 		f := []fixture{a, a, b, b}[i]
@@ -423,11 +442,11 @@ func TestAcquireWithOwnIDRenews(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	user, id := uuid.NewString(), uuid.NewString()
-	first, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl)
+	first, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl, storage.Holder{})
 	if err != nil || outcome != storage.Acquired || first.ID != id {
 		t.Fatalf("acquire with an id: %+v %v %v", first, outcome, err)
 	}
-	again, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, 2*ttl)
+	again, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, 2*ttl, storage.Holder{})
 	if err != nil || outcome != storage.Renewed {
 		t.Fatalf("acquire again with the same id: %v %v, want renewed", outcome, err)
 	}
@@ -435,18 +454,18 @@ func TestAcquireWithOwnIDRenews(t *testing.T) {
 		t.Errorf("renewed lock %+v, want id and creation date kept, a later expiry and the new TTL (first %+v)", again, first)
 	}
 	for _, other := range []string{"", uuid.NewString()} {
-		if _, _, err := f.locks.Acquire(ctx, f.tenant, user, other, ttl); !storage.IsKind(err, storage.KindLocked) {
+		if _, _, err := f.locks.Acquire(ctx, f.tenant, user, other, ttl, storage.Holder{}); !storage.IsKind(err, storage.KindLocked) {
 			t.Errorf("acquire with id %q while held: %v, want held", other, err)
 		}
 	}
 	// The id cannot be borrowed for another patron's lock.
-	if _, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), id, ttl); !storage.IsKind(err, storage.KindConflict) {
+	if _, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), id, ttl, storage.Holder{}); !storage.IsKind(err, storage.KindConflict) {
 		t.Errorf("another patron's lock under the same id: %v, want a conflict", err)
 	}
 	// A takeover with a client id uses that id and a fresh creation date.
 	expire(t, f, id)
 	next := uuid.NewString()
-	taken, outcome, err := f.locks.Acquire(ctx, f.tenant, user, next, ttl)
+	taken, outcome, err := f.locks.Acquire(ctx, f.tenant, user, next, ttl, storage.Holder{})
 	if err != nil || outcome != storage.TookOverExpired || taken.ID != next {
 		t.Errorf("takeover with an id: %+v %v %v", taken, outcome, err)
 	}
@@ -463,12 +482,12 @@ func TestOwnExpiredLockIsTakenOverNotRenewed(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	user, id := uuid.NewString(), uuid.NewString()
-	first, _, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl)
+	first, _, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	expire(t, f, id)
-	again, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl)
+	again, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl, storage.Holder{})
 	if err != nil || outcome != storage.TookOverExpired || again.ID != id || !again.CreationDate.After(first.CreationDate) {
 		t.Errorf("own expired lock asked for again: %+v %v %v, want taken over with a fresh creation date (first %+v)",
 			again, outcome, err, first)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/locksql"
 )
@@ -32,7 +33,8 @@ func TestReleaseNotifiesOnlyWhenWatched(t *testing.T) {
 	release := func(id string) (live, notified bool) {
 		t.Helper()
 		q := fmt.Sprintf(locksql.Release, table(f.tenant, "check_out_lock"), table(f.tenant, "check_out_lock_waiter"))
-		if err := f.db.pool.QueryRow(ctx, q, id, string(f.tenant)).Scan(&live, &notified); err != nil {
+		var holder, userID any
+		if err := f.db.pool.QueryRow(ctx, q, id, string(f.tenant)).Scan(&live, &holder, &notified, &userID); err != nil {
 			t.Fatal(err)
 		}
 		return live, notified
@@ -40,7 +42,7 @@ func TestReleaseNotifiesOnlyWhenWatched(t *testing.T) {
 
 	quiet, watched := uuid.NewString(), uuid.NewString()
 	for _, user := range []string{quiet, watched} {
-		lock, _, err := f.locks.Acquire(ctx, f.tenant, user, user, ttl)
+		lock, _, err := f.locks.Acquire(ctx, f.tenant, user, user, ttl, storage.Holder{})
 		if err != nil {
 			t.Fatal(err)
 		}

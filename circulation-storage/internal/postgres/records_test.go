@@ -36,7 +36,7 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	ctx := context.Background()
 	records := NewRecords(f.db)
 	user, item := SampleID("1001"), SampleID("book-001")
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-002")
 
 	// Expired and still there: nobody took it over yet.
-	lapsed, _, err := f.locks.Acquire(ctx, f.tenant, alice, "", ttl)
+	lapsed, _, err := f.locks.Acquire(ctx, f.tenant, alice, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,14 +90,14 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 		t.Errorf("expired lock not yet taken over: %v, want %s", err, storage.CodeLockLost)
 	}
 	expired := lapsed
-	released, _, err := f.locks.Acquire(ctx, f.tenant, alice, "", ttl) // takes the expired one over
+	released, _, err := f.locks.Acquire(ctx, f.tenant, alice, "", ttl, storage.Holder{}) // takes the expired one over
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.locks.Release(ctx, f.tenant, released.ID); err != nil {
+	if err := f.locks.Release(ctx, f.tenant, released.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	bobs, _, err := f.locks.Acquire(ctx, f.tenant, bob, "", ttl)
+	bobs, _, err := f.locks.Acquire(ctx, f.tenant, bob, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	f := setupLibrary(t)
 	ctx := context.Background()
 	user, item := SampleID("1004"), SampleID("book-140")
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl)
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	}
 
 	released := make(chan error, 1)
-	go func() { released <- f.locks.Release(ctx, f.tenant, lock.ID) }()
+	go func() { released <- f.locks.Release(ctx, f.tenant, lock.ID, "") }()
 	// Wait until the release is blocked on the lock row, by the database's
 	// own account.
 	deadline := time.Now().Add(10 * time.Second)

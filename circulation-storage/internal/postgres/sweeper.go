@@ -18,6 +18,11 @@ type Sweeper struct {
 	db        *DB
 	logger    *slog.Logger
 	batchSize int
+	// history says whether swept locks are recorded as expired while held;
+	// retention and maxEvents bound each tenant's history.
+	history   bool
+	retention time.Duration
+	maxEvents int
 	// onDeleted is told how many expired locks each batch removed.
 	onDeleted func(n int)
 }
@@ -27,7 +32,14 @@ func NewSweeper(db *DB, logger *slog.Logger, batchSize int, onDeleted func(n int
 	if onDeleted == nil {
 		onDeleted = func(int) {}
 	}
-	return &Sweeper{db: db, logger: logger, batchSize: batchSize, onDeleted: onDeleted}
+	return &Sweeper{db: db, logger: logger, batchSize: batchSize, onDeleted: onDeleted,
+		history: true, retention: 7 * 24 * time.Hour, maxEvents: 100000}
+}
+
+// UseHistory says whether swept locks are recorded in the lock history, and
+// how long and how many events each tenant keeps.
+func (s *Sweeper) UseHistory(on bool, retention time.Duration, maxEvents int) {
+	s.history, s.retention, s.maxEvents = on, retention, maxEvents
 }
 
 // tenantSchemasSQL finds every tenant schema that has a lock table.
@@ -47,6 +59,21 @@ const sweepSQL = `
 DELETE FROM %[1]s
  WHERE id IN (SELECT id FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
    AND expires_at <= now()`
+
+// sweepRecordSQL is sweepSQL recording each lock it deletes as expired
+// while held (no one released it) in the lock history, in one statement.
+const sweepRecordSQL = `
+WITH swept AS (` + sweepSQL + `
+RETURNING id, user_id, holder, expires_at)
+INSERT INTO %[2]s (type, occurred_at, user_id, lock_id, holder)
+SELECT 'expired', expires_at, user_id, id, holder FROM swept`
+
+// trimSQL keeps a tenant's history within its retention and size. Parameters:
+// $1 retention in seconds, $2 the number of events kept.
+const trimSQL = `
+DELETE FROM %[1]s
+ WHERE occurred_at < now() - $1::double precision * interval '1 second'
+    OR id <= (SELECT id FROM %[1]s ORDER BY id DESC OFFSET $2 LIMIT 1)`
 
 // Run sweeps every interval until ctx is done.
 func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
@@ -82,7 +109,16 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 			!storage.IsKind(interpret(err, storage.Tenant(schema)), storage.KindBadRequest) {
 			return total, fmt.Errorf("sweep %s waiters: %w", schema, interpret(err, ""))
 		}
-		q := fmt.Sprintf(sweepSQL, pgx.Identifier{schema, "check_out_lock"}.Sanitize())
+		locks := pgx.Identifier{schema, "check_out_lock"}.Sanitize()
+		events := pgx.Identifier{schema, "check_out_lock_event"}.Sanitize()
+		q := fmt.Sprintf(sweepSQL, locks)
+		if s.history {
+			q = fmt.Sprintf(sweepRecordSQL, locks, events)
+		}
+		if _, err := s.db.pool.Exec(ctx, fmt.Sprintf(trimSQL, events), s.retention.Seconds(), s.maxEvents); err != nil &&
+			!storage.IsKind(interpret(err, storage.Tenant(schema)), storage.KindBadRequest) {
+			return total, fmt.Errorf("trim %s history: %w", schema, interpret(err, ""))
+		}
 		for {
 			tag, err := s.db.pool.Exec(ctx, q, s.batchSize)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -92,6 +93,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	svc.UseInstance(instanceName(cfg.InstanceName, ln.Addr()))
 	srv := &http.Server{
 		Handler:           server,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -124,4 +126,20 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// instanceName is the configured name, or this host and the port listened
+// on.
+func instanceName(configured string, addr net.Addr) string {
+	if configured != "" {
+		return configured
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "circulation"
+	}
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+	}
+	return host
 }

@@ -178,13 +178,16 @@ func (c *Client) CountOpenLoans(ctx context.Context, userID, materialTypeID, loa
 
 // AcquireLock implements circulation.Storage. The call's own timeout is
 // extended by the wait asked for.
-func (c *Client) AcquireLock(ctx context.Context, userID, lockID string, ttl, wait time.Duration) (circulation.Lock, error) {
+func (c *Client) AcquireLock(ctx context.Context, userID, lockID string, ttl, wait time.Duration, holder circulation.LockHolder) (circulation.Lock, error) {
 	var l struct {
 		ID        string `json:"id"`
 		UserID    string `json:"userId"`
 		ExpiresAt string `json:"expiresAt"`
 	}
 	body := map[string]any{"id": lockID, "userId": userID, "ttlMs": ttl.Milliseconds()}
+	if holder != (circulation.LockHolder{}) {
+		body["holder"] = holder
+	}
 	if wait > 0 {
 		body["waitMs"] = wait.Milliseconds()
 	}

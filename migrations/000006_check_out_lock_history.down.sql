@@ -1,0 +1,3 @@
+DROP TABLE check_out_lock_event;
+ALTER TABLE check_out_lock DROP COLUMN previous;
+ALTER TABLE check_out_lock DROP COLUMN holder;
