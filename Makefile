@@ -10,7 +10,7 @@ BENCH_OUT ?= bench-results
 STATICCHECK := v0.8.2
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test fuzz bench soak lint fmt clean
+.PHONY: all build run test rules fuzz bench soak lint fmt clean
 
 all: build
 
@@ -25,13 +25,17 @@ build:
 run: build
 	scripts/run.sh
 
-## test: lint, unit tests, a short fuzzing of the CQL parser, the workloads across real processes (race detector on), and a smoke run of the benchmarks
-test: lint
+## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL parser, the workloads across real processes (race detector on), and a smoke run of the benchmarks
+test: lint rules
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cql
 	$(GO) test -race -count=1 -v ./integration-tests/ ./integration-tests/contract/
 	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke
+
+## rules: check the shipped Prometheus alerting rules with promtool (installed from Debian's prometheus package when missing)
+rules:
+	$$(scripts/ensure-package.sh promtool prometheus) check rules config/monitoring/checkout-lock-alerts.yml
 
 ## fuzz: fuzz the CQL parser for longer (FUZZTIME=10m make fuzz)
 fuzz:

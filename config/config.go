@@ -213,3 +213,14 @@ func (a Auth) LogValue() slog.Value {
 	}
 	return slog.GroupValue(attrs...)
 }
+
+// LogOptions are the log handler options of both services: level, and
+// durations written as durations ("1.5ms", "30s"), not nanoseconds.
+func LogOptions(level slog.Level) *slog.HandlerOptions {
+	return &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			return slog.String(a.Key, a.Value.Duration().String())
+		}
+		return a
+	}}
+}

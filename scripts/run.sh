@@ -6,6 +6,33 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Where the services listen: loopback only unless told otherwise.
+STORAGE_ADDR="${STORAGE_ADDR:-127.0.0.1:8081}"
+CIRCULATION_ADDR="${CIRCULATION_ADDR:-127.0.0.1:8080}"
+TENANT="${TENANT:-diku}"
+
+# url_of turns a listen address (":8080", "0.0.0.0:8080", "host:8080") into
+# the URL to reach it from here.
+url_of() {
+  local host="${1%:*}" port="${1##*:}"
+  case "$host" in ""|0.0.0.0|"[::]") host=127.0.0.1 ;; esac
+  echo "http://$host:$port"
+}
+storage_url=$(url_of "$STORAGE_ADDR")
+circulation_url=$(url_of "$CIRCULATION_ADDR")
+
+# A port already taken means another copy (or another program) would answer
+# in our place: stop here, before anything starts, and say how to move.
+for pair in "STORAGE_ADDR $storage_url" "CIRCULATION_ADDR $circulation_url"; do
+  var="${pair%% *}" url="${pair#* }"
+  hostport="${url#http://}"
+  if (exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}") 2>/dev/null; then
+    echo "run: ${hostport} ($var) is already in use, by another make run or another program." >&2
+    echo "run: stop it, or choose other ports, e.g. STORAGE_ADDR=127.0.0.1:9081 CIRCULATION_ADDR=127.0.0.1:9080 make run" >&2
+    exit 1
+  fi
+done
+
 admin=$(scripts/ensure-postgres.sh)
 if [ -z "${DATABASE_URL:-}" ]; then
   # The same server as the maintenance database, database "circulation".
@@ -32,15 +59,10 @@ if [ "$AUTH_MODE" = jwt ] && [ -z "${AUTH_JWT_SECRET:-}${AUTH_JWT_PUBLIC_KEY_FIL
   AUTH_JWT_SECRET="$(cat .run/jwt-secret)"
   export AUTH_JWT_SECRET
 fi
-bin/devtoken -secret-file .run/jwt-secret -tenant "${TENANT:-diku}" > .run/tokens.env
+bin/devtoken -secret-file .run/jwt-secret -tenant "$TENANT" > .run/tokens.env
 # shellcheck source=/dev/null
 . .run/tokens.env
 
-STORAGE_ADDR="${STORAGE_ADDR:-:8081}"
-storage_url="http://127.0.0.1:${STORAGE_ADDR##*:}"
-CIRCULATION_ADDR="${CIRCULATION_ADDR:-:8080}"
-circulation_url="http://127.0.0.1:${CIRCULATION_ADDR##*:}"
-TENANT="${TENANT:-diku}"
 
 pids=()
 stop() {

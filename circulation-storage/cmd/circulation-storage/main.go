@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	if err != nil {
 		return err
 	}
-	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, config.LogOptions(cfg.LogLevel))))
 	logger.Info("starting", slog.Any("config", cfg))
 	authn, err := auth.NewGuard(ctx, cfg.Auth.Mode, auth.KeyConfig{Secret: cfg.Auth.JWTSecret,
 		PublicKeyFile: cfg.Auth.JWTPublicKeyFile, JWKSURL: cfg.Auth.JWKSURL}, logger)

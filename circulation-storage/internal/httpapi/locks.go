@@ -85,6 +85,7 @@ func (s *Server) postLock(c echo.Context) error {
 		return err
 	}
 	s.metrics.lockAcquisitions.WithLabelValues(outcome.String()).Inc()
+	logAttrs(c, slog.String("user_id", lock.UserID), slog.String("lock_id", lock.ID), slog.String("outcome", outcome.String()))
 	c.Response().Header().Set(echo.HeaderLocation, "/check-out-lock-storage/"+lock.ID)
 	return c.JSON(http.StatusCreated, toLockJSON(lock))
 }

@@ -160,7 +160,9 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// observe logs each request once and records its latency. Errors are turned
+// observe logs each request once, at info (method, route, status,
+// duration; the request id and tenant come with the context, and handlers
+// may add attributes with logAttrs), and records its latency. Errors are turned
 // into responses here (c.Error) so the log and the metric see the real status.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -176,12 +178,12 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			route = "unmatched"
 		}
 		s.metrics.observeRequest(c.Request().Method, route, status, elapsed)
-		s.logger.LogAttrs(c.Request().Context(), slog.LevelDebug, "request",
-			slog.String("method", c.Request().Method),
-			slog.String("route", route),
-			slog.Int("status", status),
-			slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-		)
+		attrs := []slog.Attr{slog.String("method", c.Request().Method), slog.String("route", route), slog.Int("status", status),
+			slog.Duration("duration", elapsed)}
+		if extra, ok := c.Get(logAttrsKey).([]slog.Attr); ok {
+			attrs = append(attrs, extra...)
+		}
+		s.logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
 		return nil
 	}
 }
@@ -285,4 +287,13 @@ func (s *Server) Routes() [][2]string {
 		out = append(out, [2]string{r.Method, auth.Pattern(r.Path)})
 	}
 	return out
+}
+
+// logAttrsKey holds the attributes a handler adds to its request's log line.
+const logAttrsKey = "log_attrs"
+
+// logAttrs adds attributes to the request's log line.
+func logAttrs(c echo.Context, attrs ...slog.Attr) {
+	prev, _ := c.Get(logAttrsKey).([]slog.Attr)
+	c.Set(logAttrsKey, append(prev, attrs...))
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -86,6 +87,7 @@ func (s *Server) checkOut(c echo.Context) error {
 		return err
 	}
 	l := res.Loan
+	logAttrs(c, slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("loan_id", l.ID))
 	out := loanJSON{
 		ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: circulation.FormatTime(l.LoanDate), DueDate: circulation.FormatTime(l.DueDate),
 		Action: l.Action, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID, CheckoutServicePointID: l.CheckoutServicePointID,

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -74,6 +75,25 @@ type api struct {
 	http  *http.Client
 	fake  *storagefake.Fake
 	waits *waits
+	logs  *logBuffer
+}
+
+// logBuffer collects log output, safe for concurrent writers.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func newAPI(t *testing.T, env circulation.LockSettings) *api {
@@ -88,7 +108,8 @@ func newAPI(t *testing.T, env circulation.LockSettings) *api {
 
 	client := storageclient.New(fake.URL, time.Second)
 	t.Cleanup(client.Close)
-	logger := slog.New(slog.DiscardHandler)
+	logs := &logBuffer{}
+	logger := slog.New(LogHandler(slog.NewJSONHandler(logs, nil)))
 	settings := circulation.NewSettings(client, env, time.Minute, logger)
 	metrics := NewMetrics()
 	svc := circulation.NewService(client, settings, metrics, logger, time.Second)
@@ -98,7 +119,7 @@ func newAPI(t *testing.T, env circulation.LockSettings) *api {
 		Services{Circulation: svc, Settings: settings, Storage: client, Ready: client.Ready}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	return &api{url: ts.URL, http: ts.Client(), fake: fake, waits: w}
+	return &api{url: ts.URL, http: ts.Client(), fake: fake, waits: w, logs: logs}
 }
 
 var lockOn = circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second,
@@ -468,5 +489,39 @@ func TestReady(t *testing.T) {
 	res := a.do(t, "GET", "/admin/ready", nil, nil).want(t, http.StatusServiceUnavailable, "errors.json")
 	if codes := res.codes(t); !slices.Equal(codes, []string{circulation.CodeStorageUnavailable}) {
 		t.Errorf("codes %q", codes)
+	}
+}
+
+// TestOneInfoLinePerRequest: every request is logged once at info with its
+// method, route, status, duration, tenant and request id; a check-out adds
+// the patron's and item's ids, never a name.
+func TestOneInfoLinePerRequest(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	a.send(t, "POST", "/circulation/check-out-by-barcode",
+		`{"itemBarcode":"`+itemBarcode+`","userBarcode":"`+userBarcode+`","servicePointId":"`+servicePoint+`"}`).
+		want(t, http.StatusCreated, "circulation-loan.json")
+	a.do(t, "GET", "/circulation/loans/not-a-uuid", nil, map[string]string{TenantHeader: tenant})
+	var lines []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(a.logs.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "request" {
+			lines = append(lines, m)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("%d request lines, want 2:\n%s", len(lines), a.logs)
+	}
+	co, bad := lines[0], lines[1]
+	if co["level"] != "INFO" || co["method"] != "POST" || co["route"] != "/circulation/check-out-by-barcode" || co["status"] != 201.0 ||
+		co["tenant"] != tenant || co["request_id"] == nil || co["duration"] == nil ||
+		co["user_id"] != patronID || co["item_id"] != itemID || co["loan_id"] == nil {
+		t.Errorf("check-out line %v", co)
+	}
+	if bad["status"] != 400.0 || bad["route"] != "/circulation/loans/:id" || bad["user_id"] != nil {
+		t.Errorf("refused request's line %v", bad)
+	}
+	if strings.Contains(a.logs.String(), "Lovelace") || strings.Contains(a.logs.String(), "Ada") {
+		t.Errorf("the log names the patron:\n%s", a.logs)
 	}
 }

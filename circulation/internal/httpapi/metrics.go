@@ -68,6 +68,11 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{"restored", "failed"} {
 		m.compensations.WithLabelValues(r)
 	}
+	// Every outcome is exported from the start, so rates and alerts over
+	// them are defined before the first check-out.
+	for _, o := range []string{"checked_out", "refused", "lock_unavailable", "error"} {
+		m.checkOuts.WithLabelValues(o)
+	}
 	return m
 }
 

@@ -1,0 +1,58 @@
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// metricRef is a metric name as the shipped dashboard and alerts write it.
+var metricRef = regexp.MustCompile(`\b(?:checkout|http)_[a-z0-9_]+\b`)
+
+// TestMonitoringNamesExportedMetrics: every metric the Grafana dashboard
+// and the alerting rules query is one the running services export (a
+// histogram's _bucket, _count and _sum included), so a renamed metric
+// cannot leave a dashboard panel or an alert silently empty.
+func TestMonitoringNamesExportedMetrics(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	exported := map[string]bool{}
+	for _, p := range []*harness.Process{c.Storage, c.Circulations[0]} {
+		for _, line := range strings.Split(string(c.DoWith(p, "GET", "/metrics", nil, nil).Body), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 4 && f[0] == "#" && f[1] == "TYPE" {
+				exported[f[2]] = true
+				if f[3] == "histogram" {
+					for _, s := range []string{"_bucket", "_count", "_sum"} {
+						exported[f[2]+s] = true
+					}
+				}
+			}
+		}
+	}
+	if !exported["checkout_lock_events_total"] || !exported["checkout_duration_seconds_bucket"] {
+		t.Fatalf("the services' metrics were not read: %v", exported)
+	}
+	for _, file := range []string{"../config/monitoring/checkout-lock-dashboard.json", "../config/monitoring/checkout-lock-alerts.yml"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(file, ".json") && !json.Valid(data) {
+			t.Errorf("%s is not valid JSON", file)
+		}
+		refs := metricRef.FindAllString(string(data), -1)
+		if len(refs) < 5 {
+			t.Errorf("%s names %d metrics; the pattern no longer finds them", file, len(refs))
+		}
+		for _, name := range refs {
+			if !exported[name] {
+				t.Errorf("%s queries %s, which neither service exports", file, name)
+			}
+		}
+	}
+}
