@@ -10,7 +10,7 @@ BENCH_OUT ?= bench-results
 STATICCHECK := v0.8.2
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test rules fuzz bench soak lint fmt clean
+.PHONY: all build run test rules screenshots fuzz bench soak lint fmt clean
 
 all: build
 
@@ -36,6 +36,11 @@ test: lint rules
 ## rules: check the shipped Prometheus alerting rules with promtool (installed from Debian's prometheus package when missing)
 rules:
 	$$(scripts/ensure-package.sh promtool prometheus) check rules config/monitoring/checkout-lock-alerts.yml
+
+## screenshots: run the browser tests and save pictures of the pages into docs/screenshots
+screenshots: build
+	scripts/ensure-postgres.sh >/dev/null
+	$(GO) test -count=1 -run InABrowser ./integration-tests/ -args -screenshots=$(abspath docs/screenshots)
 
 ## fuzz: fuzz the CQL parser for longer (FUZZTIME=10m make fuzz)
 fuzz:

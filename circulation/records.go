@@ -207,6 +207,9 @@ type SettingEntry struct {
 	Value json.RawMessage
 	// Version is the entry's _version; 0 when storage keeps none.
 	Version int
+	// UpdatedBy and UpdatedDate are the entry's last change, from its
+	// metadata, when storage keeps it.
+	UpdatedBy, UpdatedDate string
 }
 
 // Okapi is the request-scoped FOLIO context passed on to storage.

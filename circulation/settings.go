@@ -47,6 +47,9 @@ type LockSettings struct {
 	// SettingsError says why some or all of the stored settings are not in
 	// effect, if so; the environment's values apply for those.
 	SettingsError string
+	// ChangedBy and ChangedAt are the stored settings' last change, when
+	// known: the user (an id) and the time (RFC 3339).
+	ChangedBy, ChangedAt string
 }
 
 // StoredLockSettings is the value of the checkoutLockFeature entry: FOLIO's
@@ -498,6 +501,7 @@ func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettin
 	}
 	stored, errs := s.readStored(entry.Value)
 	out := Resolve(s.env, stored)
+	out.ChangedBy, out.ChangedAt = entry.UpdatedBy, entry.UpdatedDate
 	if len(errs) > 0 {
 		msg := joinFieldErrors(errs)
 		s.logger.WarnContext(ctx, "check-out lock settings partly invalid, using the defaults for those fields",
@@ -623,6 +627,9 @@ func (s *Settings) write(ctx context.Context, op string, build func(cur StoredLo
 		// What was just written is what applies: a fetch started before
 		// the write must not bring the old value back.
 		effective := Resolve(s.env, next)
+		if user := OkapiFrom(ctx).UserID; user != "" {
+			effective.ChangedBy, effective.ChangedAt = user, FormatTime(s.now())
+		}
 		tenant := OkapiFrom(ctx).Tenant
 		s.flight.Forget(tenant)
 		s.mu.Lock()

@@ -27,6 +27,7 @@ var callers = []string{"", schemas.RoleSelfCheck, schemas.RoleLibrarian, schemas
 // JSON object as body where the method takes one.
 func routeRequest(r schemas.Route) (path string, body any) {
 	path = strings.ReplaceAll(r.Path, "{id}", uuid.NewString())
+	path = strings.ReplaceAll(path, "{file}", "settings.html")
 	if r.Method == "POST" || r.Method == "PUT" || r.Method == "PATCH" {
 		body = "{}"
 	}

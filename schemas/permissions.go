@@ -73,6 +73,9 @@ var Routes = slices.Concat(
 		{ServiceCirculation, InterfaceCirculation, "GET", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.get", "read the check-out lock settings"},
 		{ServiceCirculation, InterfaceCirculation, "PUT", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.put", "change the check-out lock settings"},
 		{ServiceCirculation, InterfaceCirculation, "PATCH", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.put", "change the check-out lock settings"},
+		{ServiceCirculation, InterfaceCirculation, "GET", "/circulation/check-out-locks", "circulation.check-out-locks.collection.get", "list the live check-out locks with their patrons and holders"},
+		{ServiceCirculation, InterfaceCirculation, "GET", "/circulation/check-out-locks/history", "circulation.check-out-locks.history.get", "read the check-out lock history"},
+		{ServiceCirculation, InterfaceCirculation, "DELETE", "/circulation/check-out-locks/{id}", "circulation.check-out-locks.item.delete", "release a check-out lock"},
 
 		// circulation-storage: the lock
 		{ServiceStorage, InterfaceCheckOutLockStorage, "POST", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.item.post", "acquire a patron's check-out lock"},
@@ -102,6 +105,12 @@ var Routes = slices.Concat(
 	crud(InterfaceSettings, "/settings/entries", "mod-settings.entries", "settings entries"),
 	// Open on both services.
 	openRoutes(ServiceCirculation), openRoutes(ServiceStorage),
+	// circulation's pages: static files; every call they make needs its
+	// own permission.
+	[]Route{
+		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/"},
+		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/ui/{file}"},
+	},
 )
 
 func openRoutes(service string) []Route {
@@ -184,7 +193,8 @@ var PermissionSets = []PermissionSet{
 	{RoleOperator, "Circulation: operator", "Read the check-out locks, their history and the lock settings, and release a lock.",
 		[]string{"checkout-lock-storage.checkout-locks.collection.get", "checkout-lock-storage.checkout-locks.item.get",
 			"checkout-lock-storage.checkout-locks.item.delete", "checkout-lock-storage.checkout-locks.history.get",
-			"circulation.settings.check-out-lock.get",
+			"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
+			"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get",
 			"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), "users.collection.get", "users.item.get"}},
 	{RoleTenantAdmin, "Circulation: tenant administrator", "Initialise, upgrade and purge tenants, and load the library's records.",
 		tenantAdmin()},

@@ -86,6 +86,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 			Circulation: svc,
 			Settings:    settings,
 			Storage:     storage,
+			Console:     storage,
 			Ready:       storage.Ready,
 		}, sch, metrics, logger)
 

@@ -189,7 +189,14 @@ type settingsJSON struct {
 		LockTTL        circulation.Source `json:"lockTtl"`
 		RetryIntervals circulation.Source `json:"retryIntervalsMs"`
 	} `json:"sources"`
-	Bounds boundsJSON `json:"bounds"`
+	Bounds     boundsJSON  `json:"bounds"`
+	LastChange *changeJSON `json:"lastChange,omitempty"`
+}
+
+// changeJSON is who changed the stored settings last, and when.
+type changeJSON struct {
+	UserID string `json:"userId,omitempty"`
+	Date   string `json:"date"`
 }
 
 type rangeJSON struct {
@@ -216,6 +223,9 @@ func toSettingsJSON(s circulation.LockSettings, b circulation.Bounds) settingsJS
 		RetryWait:      rangeJSON{b.MinRetryWait.Milliseconds(), b.MaxRetryWait.Milliseconds()},
 		MaxRetries:     b.MaxRetries,
 		MaxTotalWaitMs: b.MaxTotalWait.Milliseconds(),
+	}
+	if s.ChangedAt != "" {
+		out.LastChange = &changeJSON{UserID: s.ChangedBy, Date: s.ChangedAt}
 	}
 	return out
 }

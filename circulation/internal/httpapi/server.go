@@ -43,6 +43,8 @@ type Services struct {
 	Circulation *circulation.Service
 	Settings    *circulation.Settings
 	Storage     circulation.Storage
+	// Console reads and releases locks for the operator's console.
+	Console Console
 	// Ready reports whether circulation-storage answers.
 	Ready func(ctx context.Context) error
 }
@@ -76,6 +78,10 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	get(e, "/circulation/loans", s.listLoans, s.tenant)
 	get(e, "/circulation/loans/:id", s.getLoan, s.tenant)
 	get(e, "/circulation/settings/check-out-lock", s.getSettings, s.tenant)
+	get(e, "/circulation/check-out-locks", s.listConsoleLocks, s.tenant)
+	get(e, "/circulation/check-out-locks/history", s.lockHistory, s.tenant)
+	e.DELETE("/circulation/check-out-locks/:id", s.releaseConsoleLock, s.tenant)
+	s.pages(e)
 	e.PUT("/circulation/settings/check-out-lock", s.putSettings, s.tenant)
 	e.PATCH("/circulation/settings/check-out-lock", s.patchSettings, s.tenant)
 	s.echo = e

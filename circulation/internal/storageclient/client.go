@@ -200,3 +200,8 @@ func query(kv ...string) string {
 func (c *Client) Ready(ctx context.Context) error {
 	return c.call(ctx, http.MethodGet, "/admin/ready", nil, nil)
 }
+
+// GetJSON reads a storage resource at path into out (for the lock console).
+func (c *Client) GetJSON(ctx context.Context, path string, out any) error {
+	return c.call(ctx, http.MethodGet, path, nil, out)
+}

@@ -284,11 +284,15 @@ func (c *Client) Loans(ctx context.Context, f circulation.LoanFilter) (json.RawM
 }
 
 type settingJSON struct {
-	ID      string          `json:"id,omitempty"`
-	Scope   string          `json:"scope"`
-	Key     string          `json:"key"`
-	Value   json.RawMessage `json:"value"`
-	Version int             `json:"_version,omitempty"`
+	ID       string          `json:"id,omitempty"`
+	Scope    string          `json:"scope"`
+	Key      string          `json:"key"`
+	Value    json.RawMessage `json:"value"`
+	Version  int             `json:"_version,omitempty"`
+	Metadata *struct {
+		UpdatedDate     string `json:"updatedDate"`
+		UpdatedByUserID string `json:"updatedByUserId"`
+	} `json:"metadata,omitempty"`
 }
 
 func (c *Client) findSetting(ctx context.Context, scope, key string) (settingJSON, bool, error) {
@@ -307,14 +311,18 @@ func (c *Client) findSetting(ctx context.Context, scope, key string) (settingJSO
 // Setting implements circulation.Storage.
 func (c *Client) Setting(ctx context.Context, scope, key string) (circulation.SettingEntry, bool, error) {
 	s, found, err := c.findSetting(ctx, scope, key)
-	return circulation.SettingEntry{ID: s.ID, Value: s.Value, Version: s.Version}, found, err
+	e := circulation.SettingEntry{ID: s.ID, Value: s.Value, Version: s.Version}
+	if s.Metadata != nil {
+		e.UpdatedBy, e.UpdatedDate = s.Metadata.UpdatedByUserID, s.Metadata.UpdatedDate
+	}
+	return e, found, err
 }
 
 // PutSetting implements circulation.Storage: create the entry, or replace
 // prev naming the _version it was read at, so that a write in between is a
 // conflict rather than lost.
 func (c *Client) PutSetting(ctx context.Context, scope, key string, value json.RawMessage, prev *circulation.SettingEntry) error {
-	entry := settingJSON{Scope: scope, Key: key, Value: value}
+	entry := settingJSON{Scope: scope, Key: key, Value: value} // storage sets metadata
 	if prev == nil {
 		return c.call(ctx, http.MethodPost, "/settings/entries", entry, nil)
 	}
