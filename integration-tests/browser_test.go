@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,16 +24,22 @@ import (
 // pages (make screenshots).
 var screenshots = flag.String("screenshots", "", "directory for screenshots of the pages")
 
-// browser starts a headless Chromium (Debian's, installed by the
-// project's script when missing) and returns a context driving one tab.
+// chromium is the path of Debian's Chromium, installed by the project's
+// script when missing, once for all the tests that run in parallel.
+var chromium = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("../scripts/ensure-package.sh", "chromium", "chromium").Output()
+	return strings.TrimSpace(string(out)), err
+})
+
+// browser starts a headless Chromium and returns a context driving one tab.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	out, err := exec.Command("../scripts/ensure-package.sh", "chromium", "chromium").Output()
+	path, err := chromium()
 	if err != nil {
 		t.Fatalf("chromium: %v", err)
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(strings.TrimSpace(string(out))), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.WindowSize(1100, 900), chromedp.Flag("lang", "en-GB"))
 	actx, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
 	t.Cleanup(cancel)

@@ -17,12 +17,22 @@ if [ "$(id -u)" != 0 ]; then
   fi
   sudo=sudo
 fi
+# Concurrent callers (tests running in parallel) take turns: the first
+# installs, the others find the command when their turn comes. apt-get also
+# waits for a dpkg lock held by anyone else instead of failing.
+exec 9>"${TMPDIR:-/tmp}/checkout-lock-ensure-package.lock"
+flock 9
+if path=$(command -v "$cmd"); then
+  echo "$path"
+  exit 0
+fi
 echo "ensure-package: installing $pkg for $cmd" >&2
 export DEBIAN_FRONTEND=noninteractive
+apt=($sudo apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "$pkg")
 # The package lists may be missing on a fresh machine, or stale: refresh
 # them once if the first attempt fails.
-if ! $sudo apt-get install -y -qq --no-install-recommends "$pkg" >&2; then
-  $sudo apt-get update -qq >&2
-  $sudo apt-get install -y -qq --no-install-recommends "$pkg" >&2
+if ! "${apt[@]}" >&2; then
+  $sudo apt-get -o DPkg::Lock::Timeout=300 update -qq >&2
+  "${apt[@]}" >&2
 fi
 command -v "$cmd"
