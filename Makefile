@@ -10,7 +10,7 @@ BENCH_OUT ?= bench-results
 STATICCHECK := v0.8.2
 FUZZTIME  ?= 10s
 
-.PHONY: all build run test rules screenshots fuzz bench soak lint fmt clean
+.PHONY: all build run test test-ha rules screenshots fuzz bench soak lint fmt clean
 
 all: build
 
@@ -32,6 +32,11 @@ test: lint rules
 	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cql
 	$(GO) test -race -count=1 -v ./integration-tests/ ./integration-tests/contract/
 	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke
+
+## test-ha: the failover proof on a three-node Patroni cluster (installs patroni and etcd-server when missing), a few minutes
+test-ha:
+	scripts/ensure-postgres.sh >/dev/null
+	$(GO) test -count=1 -timeout 30m -v -run 'TestFailover' ./integration-tests/ha -args -ha
 
 ## rules: check the shipped Prometheus alerting rules with promtool (installed from Debian's prometheus package when missing)
 rules:

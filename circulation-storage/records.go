@@ -151,11 +151,26 @@ type CheckOutWrite struct {
 	ItemVersion int
 }
 
-// LoanWriter creates loans for check-outs.
+// CheckInWrite is a loan to replace with the conditions of a check-in.
+type CheckInWrite struct {
+	// LoanID and Loan are the loan's new document (Loan validated by
+	// loan.json).
+	LoanID string
+	Loan   json.RawMessage
+	// ItemVersion is the _version at which the check-in read the loan's
+	// item: in the same transaction the item becomes "Available" at the
+	// next version (else CodeVersionConflict), so a check-in whose answer
+	// is lost leaves the item and its loan agreeing either way.
+	ItemVersion int
+}
+
+// LoanWriter writes loans for check-outs and check-ins.
 type LoanWriter interface {
 	// CreateCheckOutLoan performs w in one transaction and returns the
 	// stored loan.
 	CreateCheckOutLoan(ctx context.Context, t Tenant, w CheckOutWrite) (json.RawMessage, error)
+	// CheckInLoan performs w in one transaction.
+	CheckInLoan(ctx context.Context, t Tenant, w CheckInWrite) error
 }
 
 // CodeLockLost is the code of a loan refused because its lock is gone.

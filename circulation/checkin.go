@@ -2,6 +2,7 @@ package circulation
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -19,9 +20,10 @@ type CheckInResult struct {
 	Loan *Loan
 }
 
-// CheckIn makes an item available and closes its open loan. The item is
-// updated first and put back if the loan cannot be closed, so an item is
-// never left checked out without an open loan.
+// CheckIn makes an item available and closes its open loan, both in one
+// storage transaction, so the item and its loan never disagree, whatever
+// fails: a check-in whose answer is lost is settled by reading the loan
+// back.
 func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResult, error) {
 	if req.CheckInDate.IsZero() {
 		req.CheckInDate = s.now().UTC().Truncate(time.Millisecond)
@@ -38,30 +40,56 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 	if err != nil {
 		return CheckInResult{}, err
 	}
-	// From here on the request cannot cancel the work: the item and the
-	// loan must end up agreeing.
+	// From here on the request cannot cancel the work: a write once begun
+	// is settled.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
-	before := item.Status
-	if item.Status != StatusAvailable {
-		changed := item
-		changed.Status = StatusAvailable
-		if item, err = s.updateItem(ctx, changed); err != nil {
-			return CheckInResult{}, err
-		}
-	}
 	if !found {
+		// No loan to close: only the item changes.
+		if item.Status != StatusAvailable {
+			changed := item
+			changed.Status = StatusAvailable
+			if item, err = s.updateItem(ctx, changed); err != nil {
+				return CheckInResult{}, err
+			}
+		}
 		return CheckInResult{Item: item}, nil
 	}
 	loan.Status = "Closed"
 	loan.Action = "checkedin"
 	loan.ReturnDate = req.CheckInDate
 	loan.CheckinServicePointID = req.ServicePointID
-	if loan, err = s.storage.UpdateLoan(ctx, loan); err != nil {
-		if before != item.Status {
-			s.compensate(ctx, item, before)
+	if item.Status == StatusAvailable {
+		// The item says Available already: only the loan is closed, a
+		// replacement that can be repeated until it is answered.
+		err := s.retryAmbiguous(ctx, 20, func() error {
+			var err error
+			loan, err = s.storage.UpdateLoan(ctx, loan)
+			return err
+		})
+		if err != nil {
+			return CheckInResult{}, err
 		}
+		return CheckInResult{Item: item, Loan: &loan}, nil
+	}
+	closed, stored, err := s.storage.CheckInItem(ctx, loan, item)
+	switch {
+	case err == nil:
+		return CheckInResult{Item: stored, Loan: &closed}, nil
+	case IsKind(err, KindConflict):
+		return CheckInResult{}, Errorf(KindConflict, CodeItemChanged,
+			"The item was changed by another request; nothing was changed, try again").
+			With("itemBarcode", req.ItemBarcode).Because(err)
+	case !ambiguous(err):
 		return CheckInResult{}, err
 	}
-	return CheckInResult{Item: item, Loan: &loan}, nil
+	// The answer was lost: the loan, read back, says whether the write
+	// happened.
+	if doc, rerr := s.readLoan(ctx, loan.ID); rerr == nil && loanClosed(doc) {
+		loan.Doc = doc
+		return CheckInResult{Item: item.CheckedIn(), Loan: &loan}, nil
+	}
+	s.logger.ErrorContext(ctx, "check-in outcome unknown or not applied: storage did not confirm the loan was closed",
+		slog.String("loan_id", loan.ID), slog.String("item_id", item.ID), slog.Any("error", err))
+	return CheckInResult{}, err
 }

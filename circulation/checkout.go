@@ -2,6 +2,7 @@ package circulation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,8 +24,6 @@ type Observer interface {
 	LockNotAcquired(attempts int, wait time.Duration)
 	// LockReleased reports a release: nil, or why it failed.
 	LockReleased(err error)
-	// Compensated reports putting an item back after a failed loan.
-	Compensated(err error)
 }
 
 // Service checks items out and in.
@@ -558,12 +557,7 @@ const (
 // loanExists settles an ambiguous loan creation (the answer was lost, the
 // write may have committed) by reading the loan back, retrying briefly.
 func (s *Service) loanExists(ctx context.Context, loanID string) existence {
-	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
-	defer cancel()
-	err := s.retryAmbiguous(sctx, 50, func() error {
-		_, err := s.storage.Loan(sctx, loanID)
-		return err
-	})
+	_, err := s.readLoan(ctx, loanID)
 	switch {
 	case err == nil:
 		return found
@@ -573,23 +567,28 @@ func (s *Service) loanExists(ctx context.Context, loanID string) existence {
 	return unknown
 }
 
-// compensate puts an item back to its status before a check-in whose loan
-// could not be closed, so no item is left available with an open loan. It
-// retries briefly on transient failures.
-func (s *Service) compensate(ctx context.Context, item Item, status string) {
-	cctx, cancel := context.WithTimeout(ctx, settleTimeout)
+// readLoan reads a loan back to settle an ambiguous write, retrying
+// briefly while storage does not answer.
+func (s *Service) readLoan(ctx context.Context, loanID string) (json.RawMessage, error) {
+	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	back := item
-	back.Status = status
-	err := s.retryAmbiguous(cctx, 50, func() error {
-		_, err := s.storage.UpdateItem(cctx, back)
+	var doc json.RawMessage
+	err := s.retryAmbiguous(sctx, 50, func() error {
+		var err error
+		doc, err = s.storage.Loan(sctx, loanID)
 		return err
 	})
-	s.observer.Compensated(err)
-	if err != nil {
-		s.logger.ErrorContext(ctx, "could not put the item back after a failed check-in",
-			slog.String("item_id", item.ID), slog.String("status", status), slog.Any("error", err))
+	return doc, err
+}
+
+// loanClosed reports whether a stored loan document is closed.
+func loanClosed(doc json.RawMessage) bool {
+	var l struct {
+		Status struct {
+			Name string `json:"name"`
+		} `json:"status"`
 	}
+	return json.Unmarshal(doc, &l) == nil && l.Status.Name == "Closed"
 }
 
 // ambiguous reports whether a failed write may nevertheless have been

@@ -49,6 +49,14 @@ func (i Item) CheckedOut() Item {
 	return i
 }
 
+// CheckedIn is the item as a check-in's write leaves it: Available, one
+// version on.
+func (i Item) CheckedIn() Item {
+	i.Status = StatusAvailable
+	i.Version++
+	return i
+}
+
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
 const TimeFormat = schemas.TimeFormat
 
@@ -189,6 +197,11 @@ type Storage interface {
 	// UpdateLoan writes loan (its Doc with the fields check-in changes) and
 	// returns it with Doc as now stored.
 	UpdateLoan(ctx context.Context, loan Loan) (Loan, error)
+	// CheckInItem is a check-in's writes, in one storage transaction: the
+	// item (read at item.Version) becomes "Available" and the loan is
+	// written as UpdateLoan writes it, or neither happens (KindConflict
+	// for a changed item). It returns the loan and the item as stored.
+	CheckInItem(ctx context.Context, loan Loan, item Item) (Loan, Item, error)
 	Loan(ctx context.Context, id string) (json.RawMessage, error)
 	Loans(ctx context.Context, f LoanFilter) (json.RawMessage, error)
 

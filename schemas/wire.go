@@ -21,6 +21,10 @@ const (
 	HeaderPermissions = "X-Okapi-Permissions"
 	HeaderLockID      = "X-Check-Out-Lock-Id"
 	HeaderItemVersion = "X-Check-Out-Item-Version"
+	// HeaderCheckInItemVersion on a loan's replacement makes it a
+	// check-in's writes, in one transaction: the item becomes Available at
+	// the version after the one named.
+	HeaderCheckInItemVersion = "X-Check-In-Item-Version"
 )
 
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.

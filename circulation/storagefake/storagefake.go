@@ -177,8 +177,11 @@ type Fake struct {
 	loseLock      bool
 	onLoan        func()
 	loanUpdates   bool // every loan update fails
-	settingsFail  int
-	openCounts    []int
+	// loanUpdatesAfterCommit: every loan update is applied and answered
+	// 503, as when the connection breaks during COMMIT.
+	loanUpdatesAfterCommit bool
+	settingsFail           int
+	openCounts             []int
 }
 
 type loanFault int
@@ -446,6 +449,14 @@ func (f *Fake) FailLoanUpdates() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.loanUpdates = true
+}
+
+// LoseLoanUpdateAnswers makes every loan update happen, and answer 503 as
+// if it had not (the answer lost after the commit).
+func (f *Fake) LoseLoanUpdateAnswers() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.loanUpdatesAfterCommit = true
 }
 
 // OnLoanCreation runs hook when a loan creation arrives, before it is
@@ -745,16 +756,49 @@ func (f *Fake) putLoan(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// A check-in's replacement moves its item to Available in the same
+	// transaction, at the version the check-in read.
+	itemVersion := 0
+	if v := r.Header.Get(schemas.HeaderCheckInItemVersion); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			writeError(w, 400, schemas.CodeInvalidHeader, schemas.HeaderCheckInItemVersion+" must be an integer from 1 to 2147483647", "itemVersion", v)
+			return
+		}
+		itemVersion = int(n)
+	}
 	if f.loanUpdates {
 		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
 		return
+	}
+	var item map[string]any
+	if itemVersion > 0 {
+		item = find(f.items, str(doc["itemId"]))
+		if item == nil {
+			writeError(w, 422, schemas.CodeValidation, "itemId: item "+str(doc["itemId"])+" does not exist", "itemId", str(doc["itemId"]))
+			return
+		}
+		if version(item) != itemVersion {
+			writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot check in item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
+				str(doc["itemId"]), version(item), itemVersion), "_version", strconv.Itoa(version(item)))
+			return
+		}
 	}
 	if find(f.loans, r.PathValue("id")) == nil {
 		writeError(w, 404, schemas.CodeNotFound, "Loan not found", "id", r.PathValue("id"))
 		return
 	}
+	if item != nil {
+		item["status"] = map[string]any{"name": "Available", "date": time.Now().UTC().Format(schemas.TimeFormat)}
+		item["_version"] = version(item) + 1
+	}
 	doc["id"] = r.PathValue("id")
 	replace(f.loans, doc)
+	if f.loanUpdatesAfterCommit {
+		// The commit happened; the answer says otherwise.
+		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

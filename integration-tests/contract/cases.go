@@ -222,6 +222,40 @@ var cases = []testCase{
 		then: nothingWritten,
 	},
 	{
+		name: "check-in write closes the loan and makes the item available, in one transaction",
+		given: func(s *session) request {
+			r := s.seed()
+			id := s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string)
+			loan := s.step("check-out", checkOutReq(r, id, "1"), want{status: http.StatusCreated, schema: "loan.json"}).decode(s.t)
+			s.keep("loan", loan)
+			return checkInReq(loan, "2")
+		},
+		want: want{status: http.StatusNoContent},
+		then: func(s *session, _ response) {
+			s.wantItem("Available", 3)
+			if got := s.loanStatus(s.kept("loan")["id"].(string)); got != "Closed" {
+				s.t.Errorf("loan status %v, want Closed", got)
+			}
+		},
+	},
+	{
+		name: "check-in write with a stale item version is refused, and nothing is written",
+		given: func(s *session) request {
+			r := s.seed()
+			id := s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string)
+			loan := s.step("check-out", checkOutReq(r, id, "1"), want{status: http.StatusCreated, schema: "loan.json"}).decode(s.t)
+			s.keep("loan", loan)
+			return checkInReq(loan, "1")
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeVersionConflict, params: map[string]string{"_version": "2"}},
+		then: func(s *session, _ response) {
+			s.wantItem("Checked out", 2)
+			if got := s.loanStatus(s.kept("loan")["id"].(string)); got != "Open" {
+				s.t.Errorf("loan status %v, want Open", got)
+			}
+		},
+	},
+	{
 		name: "check-out write under an expired lock is refused",
 		given: func(s *session) request {
 			r := s.seed()

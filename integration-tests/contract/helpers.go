@@ -43,6 +43,29 @@ func checkOutReq(r Records, lockID, itemVersion string) request {
 	return loanReq(r, map[string]string{schemas.HeaderLockID: lockID, schemas.HeaderItemVersion: itemVersion})
 }
 
+// checkInReq is a check-in's write: the loan, closed, moving the item from
+// itemVersion to the next.
+func checkInReq(loan map[string]any, itemVersion string) request {
+	closed := map[string]any{}
+	for k, v := range loan {
+		closed[k] = v
+	}
+	closed["status"] = map[string]any{"name": "Closed"}
+	closed["action"] = "checkedin"
+	closed["returnDate"] = time.Now().UTC().Format(schemas.TimeFormat)
+	return request{method: http.MethodPut, path: "/loan-storage/loans/" + loan["id"].(string), body: closed,
+		headers: map[string]string{schemas.HeaderCheckInItemVersion: itemVersion}}
+}
+
+// loanStatus is the status of a stored loan.
+func (s *session) loanStatus(id string) any {
+	s.t.Helper()
+	loan := s.step("the loan", request{method: http.MethodGet, path: "/loan-storage/loans/" + id},
+		want{status: http.StatusOK, schema: "loan.json"}).decode(s.t)
+	status, _ := loan["status"].(map[string]any)
+	return status["name"]
+}
+
 func openCountReq(userID, materialTypeID, loanTypeID string) request {
 	q := url.Values{"userId": {userID}}
 	if materialTypeID != "" {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,6 +40,9 @@ type Options struct {
 	StorageProxy, DBProxy, ListenProxy bool
 	// StorageEnv and CirculationEnv add environment variables.
 	StorageEnv, CirculationEnv []string
+	// DatabaseURL is the database the services use (default: the one
+	// created for the test run), e.g. an HA cluster's.
+	DatabaseURL string
 }
 
 // startStorage starts storage instance i (its listener named after i).
@@ -131,7 +135,8 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	}}
 	c.Schema = schemaOf(c.Tenant)
 
-	dbURL := e.DatabaseURL
+	base := cmp.Or(opts.DatabaseURL, e.DatabaseURL)
+	dbURL := base
 	if opts.DBProxy {
 		u, _ := url.Parse(dbURL)
 		c.DBProxy = NewProxy(t, u.Host)
@@ -140,7 +145,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	}
 	// The release listener connects directly (or through its own proxy),
 	// under a name of its own, so a test can find its session.
-	listen, _ := url.Parse(e.DatabaseURL)
+	listen, _ := url.Parse(base)
 	if opts.ListenProxy {
 		c.ListenProxy = NewProxy(t, listen.Host)
 		listen.Host = c.ListenProxy.Addr()
@@ -167,7 +172,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 
 	res := c.Do(c.Storage, "POST", "/_/tenant", map[string]any{"module_to": "mod-circulation-storage-1.0.0"})
 	res.Want(t, http.StatusCreated)
-	pool, err := pgxpool.New(context.Background(), e.DatabaseURL)
+	pool, err := pgxpool.New(context.Background(), base)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,8 +119,7 @@ func adminExec(server, sql string) error {
 // build compiles both services into dir from the workspace this module
 // belongs to.
 func build(dir string) error {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root := repoRoot()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = "/usr/local/go/bin/go"
@@ -133,6 +132,12 @@ func build(dir string) error {
 		}
 	}
 	return nil
+}
+
+// repoRoot is the repository's top directory.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 func randomSuffix() string {

@@ -22,6 +22,10 @@ type Proxy struct {
 	drop    string
 	conns   map[net.Conn]struct{}
 	closed  bool
+	// open is closed while the proxy forwards; while it blackholes, open
+	// is a channel nobody closes until Blackhole(false).
+	open        chan struct{}
+	blackholing bool
 }
 
 // NewProxy listens on a free loopback port and forwards to target. It is
@@ -32,7 +36,9 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	open := make(chan struct{})
+	close(open)
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, open: open}
 	go p.serve()
 	t.Cleanup(p.Close)
 	return p
@@ -65,6 +71,29 @@ func (p *Proxy) DropRequests(prefix string) {
 	p.mu.Unlock()
 }
 
+// Blackhole makes the network between the two sides silent (on), as a
+// partition does: connections are still accepted, but nothing is forwarded
+// in either direction, and neither side learns that the other closed its
+// end, until Blackhole(false) lets everything held through.
+func (p *Proxy) Blackhole(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on && !p.blackholing:
+		p.open = make(chan struct{})
+	case !on && p.blackholing:
+		close(p.open)
+	}
+	p.blackholing = on
+}
+
+// passable is a channel that is closed when traffic may pass.
+func (p *Proxy) passable() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.open
+}
+
 // Cut closes every open connection, as a network failure or a database
 // restart would.
 func (p *Proxy) Cut() {
@@ -81,6 +110,7 @@ func (p *Proxy) Close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	p.Blackhole(false)
 	p.ln.Close()
 	p.Cut()
 }
@@ -133,12 +163,16 @@ func (p *Proxy) forward(client net.Conn) {
 // closes both ends when either side ends. fromClient marks the direction in
 // which requests travel.
 func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
-	defer dst.Close()
-	defer src.Close()
+	defer func() {
+		<-p.passable() // a partition does not carry the news of a close either
+		dst.Close()
+		src.Close()
+	}()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			<-p.passable()
 			p.mu.Lock()
 			d, drop := p.latency, p.drop
 			p.mu.Unlock()

@@ -46,16 +46,25 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 		w.LockID = strings.ToLower(lockID)
 	}
 	if v := c.Request().Header.Get(ItemVersionHeader); v != "" {
-		// The column is a PostgreSQL integer: refuse what it cannot hold
-		// here, before any statement runs.
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 1 {
-			return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
-				"%s must be an integer from 1 to 2147483647", ItemVersionHeader).With("itemVersion", truncateText(v))
+		n, err := itemVersion(ItemVersionHeader, v)
+		if err != nil {
+			return w, err
 		}
-		w.ItemVersion = int(n)
+		w.ItemVersion = n
 	}
 	return w, nil
+}
+
+// itemVersion reads an item version from header. The column is a
+// PostgreSQL integer: what it cannot hold is refused here, before any
+// statement runs.
+func itemVersion(header, v string) (int, error) {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 1 {
+		return 0, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
+			"%s must be an integer from 1 to 2147483647", header).With("itemVersion", truncateText(v))
+	}
+	return int(n), nil
 }
 
 // recordHeader is what the handlers read of any record: its id and
@@ -247,6 +256,17 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 		if h.Version != nil {
 			version = *h.Version
 		}
+	}
+	if v := c.Request().Header.Get(schemas.HeaderCheckInItemVersion); v != "" && r.Path == storage.Loans.Path {
+		n, err := itemVersion(schemas.HeaderCheckInItemVersion, v)
+		if err != nil {
+			return err
+		}
+		err = s.svc.Loans.CheckInLoan(c.Request().Context(), tenantOf(c), storage.CheckInWrite{LoanID: id, Loan: doc, ItemVersion: n})
+		if err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusNoContent)
 	}
 	if err := s.svc.Records.Update(c.Request().Context(), tenantOf(c), r, id, version, doc); err != nil {
 		return err

@@ -36,7 +36,7 @@ func Open(ctx context.Context, connString string, maxConns int32) (*DB, error) {
 	// Dead connections (database restarted, proxy cut) are noticed when a
 	// query fails; a periodic check finds idle ones before a request does.
 	cfg.HealthCheckPeriod = 5 * time.Second
-	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	cfg.ConnConfig.ConnectTimeout = connectTimeout(cfg.ConnConfig.ConnectTimeout)
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
@@ -46,6 +46,20 @@ func Open(ctx context.Context, connString string, maxConns int32) (*DB, error) {
 		return nil, fmt.Errorf("create database pool: %w", redact(err))
 	}
 	return &DB{pool: pool}, nil
+}
+
+// defaultConnectTimeout bounds a connection attempt to one host when the
+// connection string names no connect_timeout.
+const defaultConnectTimeout = 5 * time.Second
+
+// connectTimeout is the connection string's connect_timeout, or the
+// default. With several hosts (an HA cluster) it applies to each in turn,
+// so a short one passes over an unreachable node quickly.
+func connectTimeout(configured time.Duration) time.Duration {
+	if configured > 0 {
+		return configured
+	}
+	return defaultConnectTimeout
 }
 
 // Close closes every connection.

@@ -81,7 +81,7 @@ func (l *Listener) listen(ctx context.Context, connected func()) error {
 	if err != nil {
 		return fmt.Errorf("parse listener connection string: %w", redact(err))
 	}
-	cfg.ConnectTimeout = 5 * time.Second
+	cfg.ConnectTimeout = connectTimeout(cfg.ConnectTimeout)
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
 	}

@@ -219,6 +219,39 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
 }
 
+// availableItem is the item row's document once checked in: status
+// "Available" now, one version on.
+const availableItem = `jsonb_set(jsonb_set(jsonb, '{status}',
+                   jsonb_build_object('name', 'Available', 'date', ` + sqlNow + `)),
+                   '{_version}', to_jsonb(version + 1))`
+
+// CheckInLoan implements storage.LoanWriter: the item becomes Available at
+// the version the check-in read, and the loan is replaced, in one
+// transaction.
+func (s *Records) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.CheckInWrite) error {
+	return s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+		itemID := fieldValue(w.Loan, "itemId")
+		var stored int
+		err := tx.QueryRow(ctx, fmt.Sprintf(`
+WITH updated AS (
+    UPDATE %[1]s SET jsonb = %[2]s WHERE id = $1::uuid AND version = $2 RETURNING 0
+)
+SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE id = $1::uuid), -1)`,
+			table(t, "item"), withMetadata(availableItem, 3, true)), itemID, w.ItemVersion, metadataUser(ctx)).Scan(&stored)
+		switch {
+		case err != nil:
+			return interpretWrite(err, t, storage.Loans, w.Loan)
+		case stored < 0:
+			return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
+		case stored > 0:
+			return storage.Errorf(storage.KindConflict, storage.CodeVersionConflict,
+				"Cannot check in item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
+				itemID, stored, w.ItemVersion).With("_version", fmt.Sprint(stored))
+		}
+		return update(ctx, tx, t, storage.Loans, w.LoanID, 0, w.Loan)
+	})
+}
+
 // Get implements storage.RecordService.
 func (s *Records) Get(ctx context.Context, t storage.Tenant, r storage.Resource, id string) (json.RawMessage, error) {
 	var doc json.RawMessage
@@ -298,6 +331,11 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 
 // Update implements storage.RecordService.
 func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage) error {
+	return update(ctx, s.db.pool, t, r, id, version, doc)
+}
+
+// update replaces a record through q (the pool, or a transaction).
+func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage) error {
 	tbl := table(t, spec(r).table)
 	sql := fmt.Sprintf(`UPDATE %s SET jsonb = %s WHERE id = $1`, tbl,
 		withMetadata(withID(r, `to_jsonb(coalesce(version, 0) + 1)`), 3, true))
@@ -308,7 +346,7 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 		sql += ` AND ($4::integer IS NULL OR version = $4::integer)`
 		args = append(args, nullableInt(version))
 	}
-	tag, err := s.db.pool.Exec(ctx, sql, args...)
+	tag, err := q.Exec(ctx, sql, args...)
 	if err != nil {
 		return interpretWrite(err, t, r, doc)
 	}
@@ -320,7 +358,7 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 	}
 	// Absent, or present at another version: tell which.
 	var stored int
-	err = s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT version FROM %s WHERE id = $1`, tbl), id).Scan(&stored)
+	err = q.QueryRow(ctx, fmt.Sprintf(`SELECT version FROM %s WHERE id = $1`, tbl), id).Scan(&stored)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.NotFound(r.Name, id)
 	}

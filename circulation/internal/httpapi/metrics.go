@@ -23,7 +23,6 @@ type Metrics struct {
 	lockAttempts    prometheus.Histogram
 	lockFailures    prometheus.Counter
 	releases        *prometheus.CounterVec
-	compensations   *prometheus.CounterVec
 }
 
 var _ circulation.Observer = (*Metrics)(nil)
@@ -56,17 +55,11 @@ func NewMetrics() *Metrics {
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_lock_releases_total", Help: "Lock releases by result: released, expired (already gone), failed.",
 		}, []string{"result"}),
-		compensations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "checkout_item_compensations_total", Help: "Items put back after a check-in could not close the loan, by result: restored, failed.",
-		}, []string{"result"}),
 	}
 	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requestDuration, m.checkOuts, m.lockWait, m.lockAttempts, m.lockFailures, m.releases, m.compensations)
+		m.requestDuration, m.checkOuts, m.lockWait, m.lockAttempts, m.lockFailures, m.releases)
 	for _, r := range []string{"released", "expired", "failed"} {
 		m.releases.WithLabelValues(r)
-	}
-	for _, r := range []string{"restored", "failed"} {
-		m.compensations.WithLabelValues(r)
 	}
 	// Every outcome is exported from the start, so rates and alerts over
 	// them are defined before the first check-out.
@@ -141,11 +134,3 @@ func (m *Metrics) LockReleased(err error) {
 	}
 }
 
-// Compensated implements circulation.Observer.
-func (m *Metrics) Compensated(err error) {
-	if err == nil {
-		m.compensations.WithLabelValues("restored").Inc()
-	} else {
-		m.compensations.WithLabelValues("failed").Inc()
-	}
-}

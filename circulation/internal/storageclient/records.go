@@ -250,14 +250,7 @@ func toLoanJSON(l circulation.Loan) loanJSON {
 // UpdateLoan implements circulation.Storage: the stored document with the
 // fields this service changes at check-in.
 func (c *Client) UpdateLoan(ctx context.Context, loan circulation.Loan) (circulation.Loan, error) {
-	fields := map[string]any{"status": statusJSON{Name: loan.Status}, "action": loan.Action}
-	if !loan.ReturnDate.IsZero() {
-		fields["returnDate"] = circulation.FormatTime(loan.ReturnDate)
-	}
-	if loan.CheckinServicePointID != "" {
-		fields["checkinServicePointId"] = loan.CheckinServicePointID
-	}
-	doc, err := withFields(loan.Doc, fields)
+	doc, err := checkedInLoan(loan)
 	if err != nil {
 		return circulation.Loan{}, err
 	}
@@ -266,6 +259,35 @@ func (c *Client) UpdateLoan(ctx context.Context, loan circulation.Loan) (circula
 	}
 	loan.Doc = doc
 	return loan, nil
+}
+
+// checkedInLoan is the stored loan document with the fields check-in
+// changes.
+func checkedInLoan(loan circulation.Loan) (json.RawMessage, error) {
+	fields := map[string]any{"status": statusJSON{Name: loan.Status}, "action": loan.Action}
+	if !loan.ReturnDate.IsZero() {
+		fields["returnDate"] = circulation.FormatTime(loan.ReturnDate)
+	}
+	if loan.CheckinServicePointID != "" {
+		fields["checkinServicePointId"] = loan.CheckinServicePointID
+	}
+	return withFields(loan.Doc, fields)
+}
+
+// CheckInItem implements circulation.Storage: the loan's replacement
+// carrying the item's version, which storage applies in one transaction
+// with the item's update.
+func (c *Client) CheckInItem(ctx context.Context, loan circulation.Loan, item circulation.Item) (circulation.Loan, circulation.Item, error) {
+	doc, err := checkedInLoan(loan)
+	if err != nil {
+		return circulation.Loan{}, circulation.Item{}, err
+	}
+	if err := c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil,
+		schemas.HeaderCheckInItemVersion, strconv.Itoa(item.Version)); err != nil {
+		return circulation.Loan{}, circulation.Item{}, err
+	}
+	loan.Doc = doc
+	return loan, item.CheckedIn(), nil
 }
 
 // Loan implements circulation.Storage.

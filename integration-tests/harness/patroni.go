@@ -1,0 +1,458 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// HA is a highly available PostgreSQL: three PostgreSQL nodes managed by
+// Patroni, with a one-member etcd as the consensus store, all on loopback
+// under a temporary directory and torn down when the test ends. Patroni
+// and etcd come from Debian's packages, installed by the project's script
+// when missing.
+//
+// Every node is reached through a proxy of its own (Node.Proxy), by the
+// services and by the other nodes' replication alike, and each node's
+// Patroni reaches etcd through another (Node.EtcdProxy): blackholing both
+// cuts the node off the network.
+type HA struct {
+	t     testing.TB
+	dir   string
+	Sync  bool
+	Nodes []*Node
+	etcd  *exec.Cmd
+	// etcdAddr is etcd's client address.
+	etcdAddr string
+	cred     *syscall.Credential
+	http     *http.Client
+}
+
+// Node is one PostgreSQL node of an HA cluster and its Patroni.
+type Node struct {
+	Name string
+	// Proxy is where everyone reaches the node's PostgreSQL.
+	Proxy *Proxy
+	// EtcdProxy is where the node's Patroni reaches etcd.
+	EtcdProxy *Proxy
+	pgAddr    string
+	apiAddr   string
+	config    string
+	dataDir   string
+	logPath   string
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	ha        *HA
+}
+
+// haScope is the Patroni cluster's name.
+const haScope = "checkout-lock"
+
+// StartHA starts etcd and three Patroni nodes, and waits until they form a
+// healthy cluster: a leader and two streaming replicas, one of them the
+// synchronous standby when sync is set (Patroni's synchronous_mode).
+func StartHA(t testing.TB, sync bool) *HA {
+	t.Helper()
+	for _, p := range [][2]string{{"patroni", "patroni"}, {"etcd", "etcd-server"}} {
+		if out, err := exec.Command(scriptPath("ensure-package.sh"), p[0], p[1]).CombinedOutput(); err != nil {
+			t.Fatalf("install %s: %v\n%s", p[1], err, out)
+		}
+	}
+	pgBin, err := postgresBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "checkout-lock-ha-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &HA{t: t, dir: dir, Sync: sync, http: &http.Client{Timeout: 3 * time.Second}}
+	t.Cleanup(h.stop)
+	// PostgreSQL refuses to run as root: as root, the nodes run as the
+	// postgres user and own the directory.
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("running as root needs a postgres user for the nodes: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		h.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.startEtcd()
+	for i := range 3 {
+		n := &Node{Name: fmt.Sprintf("node%d", i+1), pgAddr: freeAddr(t), apiAddr: freeAddr(t), ha: h,
+			dataDir: filepath.Join(dir, fmt.Sprintf("node%d", i+1)),
+			logPath: filepath.Join(envState().LogDir, fmt.Sprintf("%s-patroni-node%d.log", sanitizeName(t.Name()), i+1))}
+		n.Proxy = NewProxy(t, n.pgAddr)
+		n.EtcdProxy = NewProxy(t, h.etcdAddr)
+		n.config = filepath.Join(dir, n.Name+".yml")
+		if err := os.WriteFile(n.config, []byte(n.yaml(pgBin, sync)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h.Nodes = append(h.Nodes, n)
+	}
+	// The first node bootstraps alone, so it is the first leader; the
+	// others then clone it.
+	h.Nodes[0].Start()
+	h.waitFor(90*time.Second, "a leader", func(c HAState) bool { return c.Leader != "" })
+	h.Nodes[1].Start()
+	h.Nodes[2].Start()
+	h.WaitHealthy(120 * time.Second)
+	return h
+}
+
+// scriptPath is the path of one of the project's scripts.
+func scriptPath(name string) string {
+	return filepath.Join(repoRoot(), "scripts", name)
+}
+
+// postgresBinDir is the newest Debian PostgreSQL's bin directory.
+func postgresBinDir() (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool {
+		vi, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
+		vj, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
+		return vi < vj
+	})
+	if len(dirs) == 0 {
+		return "", errors.New("no PostgreSQL server binaries under /usr/lib/postgresql (Debian's postgresql package)")
+	}
+	return dirs[len(dirs)-1], nil
+}
+
+func (h *HA) startEtcd() {
+	h.t.Helper()
+	client, peer := freeAddr(h.t), freeAddr(h.t)
+	h.etcdAddr = client
+	log, err := os.Create(filepath.Join(envState().LogDir, sanitizeName(h.t.Name())+"-etcd.log"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command("etcd", "--name", "etcd", "--data-dir", filepath.Join(h.dir, "etcd"),
+		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
+		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
+		"--initial-cluster", "etcd=http://"+peer, "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		h.t.Fatalf("start etcd: %v", err)
+	}
+	h.etcd = cmd
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := h.http.Get("http://" + client + "/health")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("etcd did not become healthy: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// yaml is the node's Patroni configuration. Failure detection is tuned for
+// a test (a leader key lives 10 s instead of 30); everything else is
+// Patroni's and PostgreSQL's defaults.
+func (n *Node) yaml(pgBin string, sync bool) string {
+	return fmt.Sprintf(`scope: %[1]s
+name: %[2]s
+log:
+  level: INFO
+restapi:
+  listen: %[3]s
+  connect_address: %[3]s
+etcd3:
+  hosts: %[4]s
+  use_proxies: true
+bootstrap:
+  dcs:
+    ttl: 10
+    loop_wait: 1
+    retry_timeout: 4
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: %[5]t
+    postgresql:
+      use_pg_rewind: true
+      parameters:
+        max_connections: 200
+        wal_log_hints: "on"
+        wal_keep_size: 256MB
+  initdb:
+    - encoding: UTF8
+    - locale: C
+postgresql:
+  listen: %[6]s
+  connect_address: %[7]s
+  data_dir: %[8]s
+  bin_dir: %[9]s
+  pgpass: %[10]s
+  authentication:
+    superuser:
+      username: postgres
+      password: postgres
+    replication:
+      username: postgres
+      password: postgres
+    rewind:
+      username: postgres
+      password: postgres
+  parameters:
+    unix_socket_directories: %[11]s
+  pg_hba:
+    - local all all trust
+    - host all all 127.0.0.1/32 trust
+    - host replication all 127.0.0.1/32 trust
+`, haScope, n.Name, n.apiAddr, n.EtcdProxy.Addr(), sync, n.pgAddr, n.Proxy.Addr(), n.dataDir, pgBin,
+		filepath.Join(n.ha.dir, n.Name+".pgpass"), n.ha.dir)
+}
+
+// Start starts the node's Patroni (again, after Kill).
+func (n *Node) Start() {
+	t := n.ha.t
+	t.Helper()
+	log, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command("patroni", n.config)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Dir = n.ha.dir
+	cmd.Env = append(os.Environ(), "HOME="+n.ha.dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: n.ha.cred}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start patroni %s: %v", n.Name, err)
+	}
+	n.cmd, n.exited = cmd, make(chan struct{})
+	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(n.exited)
+}
+
+// Kill kills the node's Patroni and its PostgreSQL with SIGKILL, as when
+// the host dies: no shutdown, no goodbye to etcd or to the clients.
+func (n *Node) Kill() {
+	n.ha.t.Helper()
+	pid := n.postmasterPID()
+	if n.cmd != nil {
+		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+		<-n.exited
+	}
+	if pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// The postmaster's children leave once it is gone; wait for the last of
+	// them, so a restart finds the data directory free.
+	deadline := time.Now().Add(30 * time.Second)
+	for pid > 0 && syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// postmasterPID is the running postmaster's pid, from its pid file, or 0.
+func (n *Node) postmasterPID() int {
+	b, err := os.ReadFile(filepath.Join(n.dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(first))
+	return pid
+}
+
+// Partition cuts the node off the network (on) or heals it (off): its
+// PostgreSQL cannot be reached by the services or the other nodes, and its
+// Patroni cannot reach etcd.
+func (n *Node) Partition(on bool) {
+	n.Proxy.Blackhole(on)
+	n.EtcdProxy.Blackhole(on)
+}
+
+// stop stops every node and etcd and removes the directory.
+func (h *HA) stop() {
+	for _, n := range h.Nodes {
+		if n.cmd != nil {
+			_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGTERM)
+		}
+	}
+	for _, n := range h.Nodes {
+		if n.cmd == nil {
+			continue
+		}
+		select {
+		case <-n.exited:
+		case <-time.After(20 * time.Second):
+		}
+		n.Kill()
+		if h.t.Failed() {
+			if b, err := os.ReadFile(n.logPath); err == nil {
+				h.t.Logf("---- log of patroni %s ----\n%s", n.Name, tail(b, 60))
+			}
+		}
+	}
+	if h.etcd != nil {
+		_ = syscall.Kill(-h.etcd.Process.Pid, syscall.SIGKILL)
+		_ = h.etcd.Wait()
+	}
+	os.RemoveAll(h.dir)
+}
+
+// URL is a connection string for database on the cluster: every node, in
+// order, and only the one that takes writes (target_session_attrs), with a
+// short connect timeout so an unreachable node is passed over quickly.
+func (h *HA) URL(database string) string {
+	hosts := make([]string, len(h.Nodes))
+	for i, n := range h.Nodes {
+		hosts[i] = n.Proxy.Addr()
+	}
+	return "postgres://postgres@" + strings.Join(hosts, ",") + "/" + url.PathEscape(database) +
+		"?target_session_attrs=read-write&connect_timeout=2"
+}
+
+// CreateDatabase creates a database on the cluster's primary.
+func (h *HA) CreateDatabase(name string) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, h.URL("postgres"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// HAState is the cluster as Patroni reports it.
+type HAState struct {
+	Leader string
+	// SyncStandby is the synchronous standby's name, if any.
+	SyncStandby string
+	// Streaming counts the replicas that run and replicate.
+	Streaming int
+	Members   []HAMember
+}
+
+// HAMember is one member in Patroni's view.
+type HAMember struct {
+	Name     string `json:"name"`
+	Role     string `json:"role"`
+	State    string `json:"state"`
+	Timeline int    `json:"timeline"`
+	Lag      any    `json:"lag"`
+}
+
+// State asks any node's Patroni for the cluster's state.
+func (h *HA) State() (HAState, error) {
+	var last error
+	for _, n := range h.Nodes {
+		res, err := h.http.Get("http://" + n.apiAddr + "/cluster")
+		if err != nil {
+			last = err
+			continue
+		}
+		var body struct {
+			Members []HAMember `json:"members"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&body)
+		res.Body.Close()
+		if err != nil {
+			last = err
+			continue
+		}
+		var s HAState
+		s.Members = body.Members
+		for _, m := range body.Members {
+			switch m.Role {
+			case "leader":
+				if m.State == "running" {
+					s.Leader = m.Name
+				}
+			case "sync_standby":
+				s.SyncStandby = m.Name
+			}
+			if m.Role != "leader" && (m.State == "running" || m.State == "streaming") {
+				if lag, ok := m.Lag.(float64); ok && lag >= 0 {
+					s.Streaming++
+				}
+			}
+		}
+		return s, nil
+	}
+	return HAState{}, last
+}
+
+// Node is the node named name.
+func (h *HA) Node(name string) *Node {
+	for _, n := range h.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	h.t.Fatalf("no node %q", name)
+	return nil
+}
+
+// Leader is the current leader node, waiting up to timeout for one.
+func (h *HA) Leader(timeout time.Duration) *Node {
+	h.t.Helper()
+	s := h.waitFor(timeout, "a leader", func(s HAState) bool { return s.Leader != "" })
+	return h.Node(s.Leader)
+}
+
+// WaitHealthy waits until the cluster has a leader and two streaming
+// replicas, one of them the synchronous standby in synchronous mode.
+func (h *HA) WaitHealthy(timeout time.Duration) HAState {
+	h.t.Helper()
+	return h.waitFor(timeout, "a healthy cluster", func(s HAState) bool {
+		return s.Leader != "" && s.Streaming == 2 && (!h.Sync || s.SyncStandby != "")
+	})
+}
+
+func (h *HA) waitFor(timeout time.Duration, what string, ok func(HAState) bool) HAState {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s, err := h.State()
+		if err == nil && ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no %s within %s: %+v (%v)", what, timeout, s, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// Switchover hands the leadership to candidate cleanly (patronictl).
+func (h *HA) Switchover(leader, candidate *Node) {
+	h.t.Helper()
+	out, err := exec.Command("patronictl", "-c", leader.config, "switchover", "--leader", leader.Name,
+		"--candidate", candidate.Name, "--force", haScope).CombinedOutput()
+	if err != nil {
+		h.t.Fatalf("patronictl switchover: %v\n%s", err, out)
+	}
+}
