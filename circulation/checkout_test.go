@@ -119,11 +119,11 @@ func (c *clock) cancelOnWait(cancel context.CancelFunc) {
 
 // observer records what the service reports.
 type observer struct {
-	mu            sync.Mutex
-	onAcquired    func() // called after recording an acquisition
-	acquired      []attempt
-	notAcquired   []attempt
-	releases      []error
+	mu          sync.Mutex
+	onAcquired  func() // called after recording an acquisition
+	acquired    []attempt
+	notAcquired []attempt
+	releases    []error
 }
 
 type attempt struct {

@@ -133,4 +133,3 @@ func (m *Metrics) LockReleased(err error) {
 		m.releases.WithLabelValues("failed").Inc()
 	}
 }
-
