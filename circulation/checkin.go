@@ -59,19 +59,10 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 	loan.Action = "checkedin"
 	loan.ReturnDate = req.CheckInDate
 	loan.CheckinServicePointID = req.ServicePointID
-	if item.Status == StatusAvailable {
-		// The item says Available already: only the loan is closed, a
-		// replacement that can be repeated until it is answered.
-		err := s.retryAmbiguous(ctx, 20, func() error {
-			var err error
-			loan, err = s.storage.UpdateLoan(ctx, loan)
-			return err
-		})
-		if err != nil {
-			return CheckInResult{}, err
-		}
-		return CheckInResult{Item: item, Loan: &loan}, nil
-	}
+	// The loan is closed only while the item is at the version read with
+	// it, also when the item says Available already: otherwise a check-out
+	// that came in between, checking the item out with a new loan, would
+	// have its loan closed by this check-in.
 	closed, stored, err := s.storage.CheckInItem(ctx, loan, item)
 	switch {
 	case err == nil:

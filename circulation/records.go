@@ -194,13 +194,11 @@ type Storage interface {
 	// only while that lock is live and the borrower's (CodeLockLost). It
 	// returns the loan and the item as stored.
 	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string) (Loan, Item, error)
-	// UpdateLoan writes loan (its Doc with the fields check-in changes) and
-	// returns it with Doc as now stored.
-	UpdateLoan(ctx context.Context, loan Loan) (Loan, error)
 	// CheckInItem is a check-in's writes, in one storage transaction: the
-	// item (read at item.Version) becomes "Available" and the loan is
-	// written as UpdateLoan writes it, or neither happens (KindConflict
-	// for a changed item). It returns the loan and the item as stored.
+	// item (read at item.Version) becomes "Available" and the loan (its Doc
+	// with the fields check-in changes) is written, or neither happens
+	// (KindConflict for a changed item). It returns the loan and the item
+	// as stored.
 	CheckInItem(ctx context.Context, loan Loan, item Item) (Loan, Item, error)
 	Loan(ctx context.Context, id string) (json.RawMessage, error)
 	Loans(ctx context.Context, f LoanFilter) (json.RawMessage, error)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,17 +17,8 @@ import (
 // metric reads one sample from a process's /metrics (0 when absent).
 func metric(t *testing.T, c *harness.Cluster, p *harness.Process, series string) float64 {
 	t.Helper()
-	body := string(c.DoWith(p, "GET", "/metrics", nil, nil).Want(t, http.StatusOK).Body)
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-	}
-	return 0
+	v, _ := c.Metric(t, p, series)
+	return v
 }
 
 // liveLocks counts live lock rows in the tenant.

@@ -20,18 +20,11 @@ import (
 // metricValue reads one unlabelled metric from a process's /metrics.
 func metricValue(t *testing.T, c *harness.Cluster, p *harness.Process, name string) float64 {
 	t.Helper()
-	res := c.Do(p, "GET", "/metrics", nil).Want(t, http.StatusOK)
-	for _, line := range strings.Split(string(res.Body), "\n") {
-		if rest, ok := strings.CutPrefix(line, name+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return v
-		}
+	v, found := c.Metric(t, p, name)
+	if !found {
+		t.Fatalf("no metric %s", name)
 	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return v
 }
 
 // TestSlowBodiesAreCutOff is the slow-body attack on both services: a

@@ -30,6 +30,7 @@ import (
 var (
 	run     = flag.Bool("ha", false, "run the failover proof (make test-ha): starts etcd and three Patroni-managed PostgreSQL nodes")
 	repeats = flag.Int("ha.kills", 3, "how many times the asynchronous run kills its primary")
+	latency = flag.Duration("ha.latency", 5*time.Millisecond, "delay, each way, of everything the database nodes send each other")
 )
 
 func TestMain(m *testing.M) {
@@ -101,6 +102,7 @@ func proof(t *testing.T, sync bool, faults []fault) {
 		t.Skip("the failover proof starts a Patroni cluster: make test-ha (go test ./integration-tests/ha -args -ha)")
 	}
 	h := harness.StartHA(t, sync)
+	h.SetReplicationLatency(*latency)
 	h.CreateDatabase("circulation")
 	c := harness.NewCluster(t, harness.Options{
 		DatabaseURL: h.URL("circulation"), Storages: 2, Circulations: 3, FeatureOn: true,
@@ -111,7 +113,7 @@ func proof(t *testing.T, sync bool, faults []fault) {
 	w := newWorkload(c, lib, patrons)
 	for i, f := range faults {
 		r := w.through(t, h, f)
-		t.Logf("SUMMARY ha sync=%t fault=%d:%s %s", sync, i+1, f.name, r)
+		t.Logf("SUMMARY ha sync=%t replication_latency=%s fault=%d:%s %s", sync, *latency, i+1, f.name, r)
 		if r.serverErrors > 0 || r.overLimit > 0 || len(r.violations) > 0 || r.doubleGrants > 0 && sync ||
 			(r.lostCheckOuts > 0 || r.lostCheckIns > 0) && sync || r.recovery < 0 {
 			t.Errorf("fault %s: %s\n  %s", f.name, r, strings.Join(r.violations, "\n  "))
@@ -140,7 +142,12 @@ type result struct {
 	// doubleGrants counts pairs of clients that held one patron's lock at
 	// the same time; lockGrants the grants of the phase.
 	doubleGrants, lockGrants int
-	violations               []string
+	// reconnects is the storage instances' listener reconnections so far;
+	// handOff the time from a release on one storage instance to the
+	// waiter's grant on the other, once the cluster is healthy again.
+	reconnects float64
+	handOff    time.Duration
+	violations []string
 }
 
 func (r result) String() string {
@@ -153,9 +160,9 @@ func (r result) String() string {
 	for _, k := range keys {
 		seen = append(seen, fmt.Sprintf("%s:%d", k, r.answers[k]))
 	}
-	return fmt.Sprintf("recovery=%s answers_until_recovered={%s} requests=%d server_errors=%d lost_checkouts=%d lost_checkins=%d over_limit_samples=%d lock_grants=%d double_grants=%d violations=%d",
+	return fmt.Sprintf("recovery=%s answers_until_recovered={%s} requests=%d server_errors=%d lost_checkouts=%d lost_checkins=%d over_limit_samples=%d lock_grants=%d double_grants=%d listener_reconnects=%.0f hand_off_after=%s violations=%d",
 		r.recovery.Round(time.Millisecond), strings.Join(seen, " "), r.total, r.serverErrors, r.lostCheckOuts, r.lostCheckIns,
-		r.overLimit, r.lockGrants, r.doubleGrants, len(r.violations))
+		r.overLimit, r.lockGrants, r.doubleGrants, r.reconnects, r.handOff.Round(100*time.Microsecond), len(r.violations))
 }
 
 // workload drives check-outs and check-ins for many patrons at their
@@ -358,7 +365,47 @@ func (w *workload) through(t *testing.T, h *harness.HA, f fault) result {
 		return err == nil && n == 0
 	})
 	r.violations = append(r.violations, w.c.Violations(harness.Invariants{ItemLimit: limit})...)
+	r.reconnects, r.handOff = w.listenersBack(t)
 	return r
+}
+
+// listenersBack waits for every storage instance's release listener to
+// listen again (on the new primary), and checks that a release on one
+// instance wakes a waiter on the other by its notification, as before the
+// fault. It returns the listeners' reconnections so far and the hand-off's
+// time.
+func (w *workload) listenersBack(t *testing.T) (reconnects float64, handOff time.Duration) {
+	t.Helper()
+	for _, s := range w.c.Storages {
+		waitUntil(t, 60*time.Second, s.Name+"'s listener to listen again", func() bool {
+			up, _ := w.c.Metric(t, s, "checkout_lock_listener_up")
+			return up == 1
+		})
+		n, _ := w.c.Metric(t, s, "checkout_lock_listener_reconnects_total")
+		reconnects += n
+	}
+	a, b := w.c.Storages[0], w.c.Storages[1]
+	const woken = `checkout_lock_wakeups_total{cause="release"}`
+	before, _ := w.c.Metric(t, b, woken)
+	user, holder, waiter := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	w.c.Do(a, "POST", "/check-out-lock-storage", map[string]any{"userId": user, "id": holder, "ttlMs": 60000}).Want(t, http.StatusCreated)
+	result := make(chan harness.Response, 1)
+	go func() {
+		result <- w.c.Do(b, "POST", "/check-out-lock-storage", map[string]any{"userId": user, "id": waiter, "ttlMs": 60000, "waitMs": 20000})
+	}()
+	waitUntil(t, 10*time.Second, "the waiter to wait", func() bool {
+		n, _ := w.c.Metric(t, b, "checkout_lock_waiters")
+		return n == 1
+	})
+	released := time.Now()
+	w.c.Do(a, "DELETE", "/check-out-lock-storage/"+holder, nil).Want(t, http.StatusNoContent)
+	(<-result).Want(t, http.StatusCreated)
+	handOff = time.Since(released)
+	if after, _ := w.c.Metric(t, b, woken); after != before+1 {
+		t.Errorf("the waiter was not woken by the release's notification: release wake-ups %v, then %v", before, after)
+	}
+	w.c.Do(b, "DELETE", "/check-out-lock-storage/"+waiter, nil).Want(t, http.StatusNoContent)
+	return reconnects, handOff
 }
 
 // send checks an item out (userBarcode set) or in, through a circulation

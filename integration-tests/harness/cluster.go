@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -287,6 +288,24 @@ func (c *Cluster) DoWith(p *Process, method, path string, body any, headers map[
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)
 	return Response{Status: res.StatusCode, Header: res.Header, Body: data, Err: err}
+}
+
+// Metric reads one series of a process's /metrics ("name" or
+// `name{label="value"}`); found is false when the process does not export
+// it.
+func (c *Cluster) Metric(t testing.TB, p *Process, series string) (value float64, found bool) {
+	t.Helper()
+	res := c.DoWith(p, "GET", "/metrics", nil, nil).Want(t, http.StatusOK)
+	for _, line := range strings.Split(string(res.Body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f, true
+		}
+	}
+	return 0, false
 }
 
 // ServicePoint is the service point every check-out names.

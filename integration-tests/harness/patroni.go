@@ -27,10 +27,11 @@ import (
 // and etcd come from Debian's packages, installed by the project's script
 // when missing.
 //
-// Every node is reached through a proxy of its own (Node.Proxy), by the
-// services and by the other nodes' replication alike, and each node's
-// Patroni reaches etcd through another (Node.EtcdProxy): blackholing both
-// cuts the node off the network.
+// Every node is reached through proxies of its own: the services' (Node.
+// Proxy) and the other nodes' (Node.ReplProxy: replication, pg_rewind),
+// and each node's Patroni reaches etcd through another (Node.EtcdProxy):
+// blackholing all three cuts the node off the network, and latency on the
+// replication proxies puts the nodes at a distance from each other.
 type HA struct {
 	t     testing.TB
 	dir   string
@@ -46,8 +47,9 @@ type HA struct {
 // Node is one PostgreSQL node of an HA cluster and its Patroni.
 type Node struct {
 	Name string
-	// Proxy is where everyone reaches the node's PostgreSQL.
-	Proxy *Proxy
+	// Proxy is where the services reach the node's PostgreSQL; ReplProxy
+	// where the other nodes do.
+	Proxy, ReplProxy *Proxy
 	// EtcdProxy is where the node's Patroni reaches etcd.
 	EtcdProxy *Proxy
 	pgAddr    string
@@ -103,6 +105,7 @@ func StartHA(t testing.TB, sync bool) *HA {
 			dataDir: filepath.Join(dir, fmt.Sprintf("node%d", i+1)),
 			logPath: filepath.Join(envState().LogDir, fmt.Sprintf("%s-patroni-node%d.log", sanitizeName(t.Name()), i+1))}
 		n.Proxy = NewProxy(t, n.pgAddr)
+		n.ReplProxy = NewProxy(t, n.pgAddr)
 		n.EtcdProxy = NewProxy(t, h.etcdAddr)
 		n.config = filepath.Join(dir, n.Name+".yml")
 		if err := os.WriteFile(n.config, []byte(n.yaml(pgBin, sync)), 0o644); err != nil {
@@ -226,7 +229,7 @@ postgresql:
     - local all all trust
     - host all all 127.0.0.1/32 trust
     - host replication all 127.0.0.1/32 trust
-`, haScope, n.Name, n.apiAddr, n.EtcdProxy.Addr(), sync, n.pgAddr, n.Proxy.Addr(), n.dataDir, pgBin,
+`, haScope, n.Name, n.apiAddr, n.EtcdProxy.Addr(), sync, n.pgAddr, n.ReplProxy.Addr(), n.dataDir, pgBin,
 		filepath.Join(n.ha.dir, n.Name+".pgpass"), n.ha.dir)
 }
 
@@ -287,7 +290,16 @@ func (n *Node) postmasterPID() int {
 // Patroni cannot reach etcd.
 func (n *Node) Partition(on bool) {
 	n.Proxy.Blackhole(on)
+	n.ReplProxy.Blackhole(on)
 	n.EtcdProxy.Blackhole(on)
+}
+
+// SetReplicationLatency delays everything the nodes send each other by d,
+// each way: the distance between data centres, or a busy network.
+func (h *HA) SetReplicationLatency(d time.Duration) {
+	for _, n := range h.Nodes {
+		n.ReplProxy.SetLatency(d)
+	}
 }
 
 // stop stops every node and etcd and removes the directory.

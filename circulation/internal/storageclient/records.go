@@ -247,20 +247,6 @@ func toLoanJSON(l circulation.Loan) loanJSON {
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID}
 }
 
-// UpdateLoan implements circulation.Storage: the stored document with the
-// fields this service changes at check-in.
-func (c *Client) UpdateLoan(ctx context.Context, loan circulation.Loan) (circulation.Loan, error) {
-	doc, err := checkedInLoan(loan)
-	if err != nil {
-		return circulation.Loan{}, err
-	}
-	if err := c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil); err != nil {
-		return circulation.Loan{}, err
-	}
-	loan.Doc = doc
-	return loan, nil
-}
-
 // checkedInLoan is the stored loan document with the fields check-in
 // changes.
 func checkedInLoan(loan circulation.Loan) (json.RawMessage, error) {
