@@ -149,7 +149,28 @@ type CheckOutWrite struct {
 	// "Checked out" at the next version (else CodeVersionConflict). The item
 	// and its loan are then never seen apart, whatever fails.
 	ItemVersion int
+	// Limit, when set, is the item limit re-checked in the write's own
+	// transaction, after the fence: the patron's open loans are counted
+	// there, so the count is exact at the moment of the write (else
+	// CodeItemLimitReached).
+	Limit *ItemLimit
 }
+
+// ItemLimit is an item limit and the loans it counts: the patron's open
+// loans, of the material type and of the loan type when set.
+type ItemLimit struct {
+	Limit                      int
+	MaterialTypeID, LoanTypeID string
+}
+
+// ItemLimitReached is storage's refusal of a write at the item limit.
+func ItemLimitReached(limit, open int) *Error {
+	return Errorf(KindInvalid, CodeItemLimitReached, "Patron has reached maximum limit of %d items", limit).
+		With("itemLimit", fmt.Sprint(limit)).With("openLoans", fmt.Sprint(open))
+}
+
+// CodeItemLimitReached is the code of a write refused at the item limit.
+const CodeItemLimitReached = schemas.CodeItemLimitReached
 
 // CheckInWrite is a loan to replace with the conditions of a check-in.
 type CheckInWrite struct {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
-	"golang.org/x/sync/errgroup"
 )
 
 // Observer is told what check-outs do, for metrics. Implementations must be
@@ -98,7 +97,7 @@ type CheckOutResult struct {
 }
 
 // checkOut is what validation found and the rest of the check-out uses. The
-// loan policy is kept so the re-check under the lock uses the same limit
+// loan policy is kept so the re-check in the write uses the same limit
 // (FOLIO: the policy does not change during one check-out).
 type checkOut struct {
 	req    CheckOutRequest
@@ -106,13 +105,16 @@ type checkOut struct {
 	item   Item
 	policy LoanPolicy
 	match  PolicyMatch
+	// limit is the item limit enforced, nil when none is.
+	limit *ItemLimit
 }
 
-// CheckOut checks an item out to a patron. Validation runs first, without the
-// lock, reporting every reason to refuse at once. With the lock feature on,
-// the block that must never run concurrently for one patron (item-limit
-// re-check, item update, loan creation) runs only while this process holds
-// the patron's lock, and the lock is released on every path.
+// CheckOut checks an item out to a patron in at most four calls to storage:
+// validation reads everything it needs in one, without the lock, and
+// reports every reason to refuse at once. With the lock feature on, the
+// block that must never run concurrently for one patron (item-limit
+// re-check, item update, loan creation) is one write, made only while this
+// process holds the patron's lock, and the lock is released on every path.
 func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
 	if req.LoanDate.IsZero() {
 		req.LoanDate = s.now().UTC().Truncate(time.Millisecond)
@@ -135,8 +137,10 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 		return CheckOutResult{}, err
 	}
 	defer s.release(ctx, lock)
-	if err := s.recheckLimit(ctx, co); err != nil {
-		return CheckOutResult{}, err
+	if err := ctx.Err(); err != nil {
+		// The client left while the lock was being acquired: nothing has
+		// been written, and nothing will be.
+		return CheckOutResult{}, fmt.Errorf("check out: %w", err)
 	}
 	res, err := s.write(ctx, co, lock.ID)
 	res.Locked = err == nil
@@ -150,38 +154,33 @@ var refusedStatuses = map[string]bool{
 	"Unknown": true, "Withdrawn": true,
 }
 
-// validate gathers the records and every reason to refuse, FOLIO's messages
-// and codes. Storage failures are returned as they are; refusals together as
-// one *Refusal.
+// validate reads the records and gathers every reason to refuse, FOLIO's
+// messages and codes. Storage failures are returned as they are; refusals
+// together as one *Refusal.
 func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, error) {
 	co := checkOut{req: req}
-	var patronErr, itemErr error
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		co.patron, patronErr = s.storage.PatronByBarcode(gctx, req.UserBarcode)
-		return ignoreNotFound(patronErr)
-	})
-	g.Go(func() error {
-		co.item, itemErr = s.storage.ItemByBarcode(gctx, req.ItemBarcode)
-		return ignoreNotFound(itemErr)
-	})
-	if err := g.Wait(); err != nil {
+	reads, err := s.storage.ReadForCheckOut(ctx, req.ItemBarcode, req.UserBarcode)
+	if err != nil {
 		return co, err
 	}
-
 	var refusals []*Error
-	if patronErr != nil {
+	switch {
+	case reads.Patron == nil:
 		refusals = append(refusals, Errorf(KindInvalid, CodeUserBarcodeNotFound, "Could not find user with matching barcode").
 			With("userBarcode", req.UserBarcode))
-	} else if !co.patron.Active {
+	case !reads.Patron.Active:
 		refusals = append(refusals, Errorf(KindInvalid, CodeUserInactive, "Cannot check out to inactive user").
 			With("userBarcode", req.UserBarcode))
 	}
-	if itemErr != nil {
+	if reads.Patron != nil {
+		co.patron = *reads.Patron
+	}
+	if reads.Item == nil {
 		refusals = append(refusals, Errorf(KindInvalid, CodeItemBarcodeNotFound, "No item with barcode %s could be found", req.ItemBarcode).
 			With("itemBarcode", req.ItemBarcode))
 		return co, &Refusal{Errors: refusals}
 	}
+	co.item = *reads.Item
 	switch {
 	case co.item.Status == StatusCheckedOut:
 		refusals = append(refusals, Errorf(KindInvalid, CodeItemAlreadyCheckedOut, "Item is already checked out").
@@ -191,90 +190,59 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 			"%s (Barcode: %s) has the item status %s and cannot be checked out", co.item.Title, co.item.Barcode, co.item.Status).
 			With("itemBarcode", req.ItemBarcode))
 	}
-
-	// The open-loan check and the loan policy chain are independent.
-	var hasOpenLoan bool
-	var policyRefusals []*Error
-	g, gctx = errgroup.WithContext(ctx)
-	g.Go(func() error {
-		var err error
-		_, hasOpenLoan, err = s.storage.OpenLoanForItem(gctx, co.item.ID)
-		return err
-	})
-	if patronErr == nil {
-		g.Go(func() error {
-			var err error
-			policyRefusals, err = s.checkPolicy(gctx, &co)
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return co, err
-	}
-	if hasOpenLoan {
+	if reads.OpenLoan {
 		refusals = append(refusals, Errorf(KindInvalid, CodeItemHasOpenLoan, "Cannot check out item that already has an open loan").
 			With("itemBarcode", req.ItemBarcode))
 	}
-	refusals = append(refusals, policyRefusals...)
+	if reads.Patron != nil {
+		refusals = append(refusals, s.checkPolicy(&co, reads)...)
+	}
 	if len(refusals) > 0 {
 		return co, &Refusal{Errors: refusals}
 	}
 	return co, nil
 }
 
-// checkPolicy finds the loan policy and applies it: loanable, item limit.
-func (s *Service) checkPolicy(ctx context.Context, co *checkOut) ([]*Error, error) {
-	match, err := s.storage.MatchLoanPolicy(ctx, co.patron.PatronGroupID, co.item.MaterialTypeID, co.item.LoanTypeID())
-	if IsKind(err, KindNotFound) {
+// checkPolicy applies the loan policy the rules chose: loanable, item
+// limit.
+func (s *Service) checkPolicy(co *checkOut, reads CheckOutReads) []*Error {
+	if !reads.RulesSet {
 		return []*Error{Errorf(KindInvalid, CodeNoLoanPolicy, "No loan policy applies: the circulation rules are not set").
-			With("itemBarcode", co.req.ItemBarcode)}, nil
+			With("itemBarcode", co.req.ItemBarcode)}
 	}
-	if err != nil {
-		return nil, err
-	}
-	policy, err := s.storage.LoanPolicy(ctx, match.LoanPolicyID)
-	if err != nil {
-		return nil, err
-	}
-	co.match, co.policy = match, policy
-	if !policy.Loanable {
+	co.match, co.policy = reads.Match, reads.Policy
+	if !co.policy.Loanable {
 		return []*Error{Errorf(KindInvalid, CodeItemNotLoanable, "Item is not loanable").
-			With("itemBarcode", co.req.ItemBarcode).With("loanPolicyName", policy.Name)}, nil
+			With("itemBarcode", co.req.ItemBarcode).With("loanPolicyName", co.policy.Name)}
 	}
-	if refusal, err := s.checkLimit(ctx, *co); refusal != nil || err != nil {
-		return []*Error{refusal}, err
+	co.limit = s.itemLimit(*co)
+	if co.limit != nil && reads.OpenLoans >= co.limit.Limit {
+		return []*Error{ItemLimitReached(co.limit.Limit, co.match, co.req.ItemBarcode)}
 	}
-	return nil, nil
+	return nil
 }
 
-// checkLimit counts the patron's open loans in the scope the matched rule
-// names and refuses when the limit is reached. A rule that names neither a
-// material type nor a loan type gives the limit no scope: the patron's open
-// loans are all counted, unless the service follows FOLIO, which does not
-// enforce such a limit (UseUnscopedItemLimit).
-func (s *Service) checkLimit(ctx context.Context, co checkOut) (*Error, error) {
-	limit := co.policy.ItemLimit
-	if limit == 0 {
-		return nil, nil
+// itemLimit is the item limit the check-out must respect and what it
+// counts: the patron's open loans in the scope the matched rule names. A
+// rule that names neither a material type nor a loan type gives the limit
+// no scope: the patron's open loans are all counted, unless the service
+// follows FOLIO, which does not enforce such a limit
+// (UseUnscopedItemLimit). Nil when no limit is enforced.
+func (s *Service) itemLimit(co checkOut) *ItemLimit {
+	if co.policy.ItemLimit == 0 {
+		return nil
 	}
 	if !co.match.MaterialTypeMatch && !co.match.LoanTypeMatch && !s.unscopedItemLimit {
-		return nil, nil
+		return nil
 	}
-	var materialTypeID, loanTypeID string
+	limit := &ItemLimit{Limit: co.policy.ItemLimit}
 	if co.match.MaterialTypeMatch {
-		materialTypeID = co.item.MaterialTypeID
+		limit.MaterialTypeID = co.item.MaterialTypeID
 	}
 	if co.match.LoanTypeMatch {
-		loanTypeID = co.item.LoanTypeID()
+		limit.LoanTypeID = co.item.LoanTypeID()
 	}
-	n, err := s.storage.CountOpenLoans(ctx, co.patron.ID, materialTypeID, loanTypeID)
-	if err != nil {
-		return nil, err
-	}
-	if n < limit {
-		return nil, nil
-	}
-	return ItemLimitReached(limit, co.match, co.req.ItemBarcode), nil
+	return limit
 }
 
 // ItemLimitReached is FOLIO's refusal for a patron at the item limit; its
@@ -298,19 +266,6 @@ func ItemLimitReached(limit int, m PolicyMatch, itemBarcode string) *Error {
 	}
 	return Errorf(KindInvalid, answer.code, "Patron has reached maximum limit of %d items%s", limit, answer.cause).
 		With("itemBarcode", itemBarcode).With("itemLimit", strconv.Itoa(limit))
-}
-
-// recheckLimit repeats the item-limit check while holding the lock, with a
-// fresh count and the policy kept from validation.
-func (s *Service) recheckLimit(ctx context.Context, co checkOut) error {
-	refusal, err := s.checkLimit(ctx, co)
-	if err != nil {
-		return err
-	}
-	if refusal != nil {
-		return &Refusal{Errors: []*Error{refusal}}
-	}
-	return nil
 }
 
 // intervals is a backoff.BackOff that waits the configured intervals in
@@ -464,9 +419,12 @@ const settleTimeout = 5 * time.Second
 
 // write makes the check-out's writes: the item becomes "Checked out" and the
 // loan is created, in one storage transaction fenced by lockID (when set), so
-// the item and its loan are never seen apart. It runs on a context the
-// request cannot cancel. A write whose answer was lost is settled by reading
-// the loan back.
+// the item and its loan are never seen apart. Under the lock, the write
+// carries the item limit: storage counts the patron's open loans in that
+// transaction and refuses at the limit, so the count is exact at the moment
+// of the write, whatever check-outs did since validation. It runs on a
+// context the request cannot cancel. A write whose answer was lost is
+// settled by reading the loan back.
 func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckOutResult, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
@@ -481,10 +439,16 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckO
 		LoanPolicyID:           co.policy.ID,
 		CheckoutServicePointID: co.req.ServicePointID,
 	}
-	created, item, err := s.storage.CheckOutItem(ctx, loan, co.item, lockID)
+	var limit *ItemLimit
+	if lockID != "" {
+		limit = co.limit
+	}
+	created, item, err := s.storage.CheckOutItem(ctx, loan, co.item, lockID, limit)
 	switch {
 	case err == nil:
 		return CheckOutResult{Loan: created, Item: item, Patron: co.patron}, nil
+	case IsCode(err, CodeItemLimitReached) && limit != nil:
+		return CheckOutResult{}, &Refusal{Errors: []*Error{ItemLimitReached(limit.Limit, co.match, co.req.ItemBarcode)}}
 	case IsCode(err, CodeItemHasOpenLoan):
 		return CheckOutResult{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
 			"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}

@@ -296,16 +296,9 @@ func TestCheckOutWithFeatureOffMakesNoLockCalls(t *testing.T) {
 			t.Errorf("lock call or header with the feature off: %+v", c)
 		}
 	}
-	// Validation reads concurrently, in any order; then settings and the
-	// one write (item and loan together).
-	got := routes(s.fake)
-	if len(got) != 8 {
-		t.Fatalf("routes %q, want 8 calls", got)
-	}
-	validation := slices.Sorted(slices.Values(got[:6]))
-	wantStrings(t, "validation reads", validation, slices.Sorted(slices.Values([]string{storagefake.RouteUsers, storagefake.RouteItems,
-		storagefake.RouteLoans, storagefake.RouteMatchPolicy, storagefake.RouteLoanPolicy, storagefake.RouteOpenCount})))
-	wantStrings(t, "then", got[6:], []string{storagefake.RouteGetSettings, storagefake.RoutePostLoan})
+	// Validation's one read, the settings, and the one write (item and loan
+	// together).
+	wantStrings(t, "calls", routes(s.fake), []string{storagefake.RouteValidation, storagefake.RouteGetSettings, storagefake.RoutePostLoan})
 
 	loans := s.fake.Loans()
 	wantLoan := storagefake.Loan{ID: res.Loan.ID, UserID: patronID, ItemID: itemID, Status: "Open", Action: "checkedout",
@@ -338,17 +331,13 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 	}
 	lockID := locks[0].ID
 
-	// Acquire, re-check the limit, check the item out (item and loan in one
-	// write, fenced by the lock), release: in that order.
+	// Acquire, check the item out (item and loan in one write, fenced by
+	// the lock, the item limit re-checked in it), release: in that order.
 	var order []string
 	for _, c := range s.fake.Calls() {
 		switch c.Route {
-		case storagefake.RouteAcquire, storagefake.RoutePutItem, storagefake.RouteRelease:
+		case storagefake.RouteAcquire, storagefake.RoutePutItem, storagefake.RouteRelease, storagefake.RouteOpenCount:
 			order = append(order, c.Route)
-		case storagefake.RouteOpenCount:
-			if slices.Contains(order, storagefake.RouteAcquire) {
-				order = append(order, c.Route)
-			}
 		case storagefake.RoutePostLoan:
 			order = append(order, c.Route)
 			if c.LockID != lockID || c.Status != http.StatusCreated {
@@ -359,8 +348,7 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 			t.Errorf("released %s, want the acquired lock %s", c.Path, lockID)
 		}
 	}
-	wantStrings(t, "order under the lock", order, []string{storagefake.RouteAcquire, storagefake.RouteOpenCount,
-		storagefake.RoutePostLoan, storagefake.RouteRelease})
+	wantStrings(t, "order under the lock", order, []string{storagefake.RouteAcquire, storagefake.RoutePostLoan, storagefake.RouteRelease})
 
 	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
 	loans := s.fake.Loans()
@@ -374,6 +362,36 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 		t.Errorf("observer acquired %+v releases %v, want one attempt and one clean release", s.obs.acquired, s.obs.releases)
 	}
 	wantWaits(t, s.clock, nil)
+}
+
+// TestCheckOutIsFourCalls: once the settings are cached, a check-out under
+// the lock makes exactly four calls to storage: validation's one read, the
+// acquisition, the write (which re-checks the item limit) and the release.
+func TestCheckOutIsFourCalls(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.AddItem(storagefake.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "second", Title: "Second",
+		Status: circulation.StatusAvailable, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("first check-out: %v", err)
+	}
+	before := len(s.fake.Calls())
+	req := request()
+	req.ItemBarcode = "second"
+	if _, err := s.svc.CheckOut(okapi(t), req); err != nil {
+		t.Fatalf("second check-out: %v", err)
+	}
+	wantStrings(t, "a check-out's calls", routes(s.fake)[before:], []string{storagefake.RouteValidation, storagefake.RouteAcquire,
+		storagefake.RoutePostLoan, storagefake.RouteRelease})
+	var write storagefake.Call
+	for _, c := range s.fake.Calls()[before:] {
+		if c.Route == storagefake.RoutePostLoan {
+			write = c
+		}
+	}
+	if write.ItemLimit != "3" || write.Status != http.StatusCreated {
+		t.Errorf("the write carried item limit %q (status %d), want 3 re-checked in it", write.ItemLimit, write.Status)
+	}
 }
 
 func TestCheckOutRetriesAHeldLock(t *testing.T) {
@@ -443,20 +461,26 @@ func TestCheckOutRetriesAnUnavailableLockStore(t *testing.T) {
 	wantNoWrites(t, s.fake)
 }
 
+// TestCheckOutRechecksTheItemLimitUnderTheLock: the item limit is counted
+// again in the write, under the lock: a check-out validated below the limit
+// is refused when other check-outs reached it meanwhile.
 func TestCheckOutRechecksTheItemLimitUnderTheLock(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.OpenCounts(itemLimit-1, itemLimit) // another check-out got in between
+	// Validation counts 2; by the write, another check-out has made it 3.
+	s.fake.OpenCounts(itemLimit-1, itemLimit)
 	_, err := s.checkOut(t)
 	wantStrings(t, "refusals", refusals(t, err), []string{
 		"ITEM_LIMIT: Patron has reached maximum limit of 3 items [itemBarcode=" + itemBarcode + "] [itemLimit=3]"})
-	wantCount(t, s.fake, storagefake.RouteOpenCount, 2)
 	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
 	wantCount(t, s.fake, storagefake.RouteRelease, 1)
 	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
 		t.Errorf("locks %+v, want one, released", locks)
 	}
-	wantNoWrites(t, s.fake)
+	// The write was refused by storage's count in it: nothing written.
+	if n := len(s.fake.Loans()); n != 0 {
+		t.Errorf("%d loans, want none", n)
+	}
 	wantItem(t, s.fake, circulation.StatusAvailable, 1)
 }
 

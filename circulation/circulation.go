@@ -48,6 +48,7 @@ const (
 	CodeItemStatusRefused                = schemas.CodeItemStatusRefused
 	CodeItemNotLoanable                  = schemas.CodeItemNotLoanable
 	CodeItemLimit                        = schemas.CodeItemLimit
+	CodeItemLimitReached                 = schemas.CodeItemLimitReached
 	CodeItemLimitMaterialType            = schemas.CodeItemLimitMaterialType
 	CodeItemLimitLoanType                = schemas.CodeItemLimitLoanType
 	CodeItemLimitBoth                    = schemas.CodeItemLimitBoth

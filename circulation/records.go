@@ -121,6 +121,29 @@ type PolicyMatch struct {
 	LoanTypeMatch     bool
 }
 
+// CheckOutReads is everything validating a check-out reads. A patron or
+// item that does not exist is nil.
+type CheckOutReads struct {
+	Patron   *Patron
+	Item     *Item
+	OpenLoan bool
+	// RulesSet says whether the circulation rules are set; when they are,
+	// and the patron and item exist, Match and Policy are the loan policy
+	// they choose and OpenLoans the patron's open loans counted as Match's
+	// item limit counts them.
+	RulesSet  bool
+	Match     PolicyMatch
+	Policy    LoanPolicy
+	OpenLoans int
+}
+
+// ItemLimit is an item limit and what it counts: the patron's open loans,
+// of the material type and of the loan type when set.
+type ItemLimit struct {
+	Limit                      int
+	MaterialTypeID, LoanTypeID string
+}
+
 // Loan is a loan record.
 type Loan struct {
 	ID                     string
@@ -167,12 +190,11 @@ type LoanFilter struct {
 // refuses; an error with CodeLockHeld when another check-out holds the
 // patron's lock.
 type Storage interface {
-	PatronByBarcode(ctx context.Context, barcode string) (Patron, error)
+	// ReadForCheckOut reads, in one call, everything validating a check-out
+	// of itemBarcode to userBarcode needs.
+	ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode string) (CheckOutReads, error)
 	ItemByBarcode(ctx context.Context, barcode string) (Item, error)
 	OpenLoanForItem(ctx context.Context, itemID string) (Loan, bool, error)
-	MatchLoanPolicy(ctx context.Context, patronGroupID, materialTypeID, loanTypeID string) (PolicyMatch, error)
-	LoanPolicy(ctx context.Context, id string) (LoanPolicy, error)
-	CountOpenLoans(ctx context.Context, userID, materialTypeID, loanTypeID string) (int, error)
 
 	// AcquireLock takes the patron's lock under the given lock id; asking
 	// again with the id of a live lock one holds renews it. With a positive
@@ -191,9 +213,11 @@ type Storage interface {
 	// item (read at item.Version) becomes "Checked out" and the loan is
 	// created, or neither happens (KindConflict for a changed item,
 	// CodeItemHasOpenLoan for a second loan). With a lockID, they happen
-	// only while that lock is live and the borrower's (CodeLockLost). It
-	// returns the loan and the item as stored.
-	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string) (Loan, Item, error)
+	// only while that lock is live and the borrower's (CodeLockLost); with
+	// a limit, only while the patron's open loans, counted in that
+	// transaction, are below it (CodeItemLimitReached). It returns the loan
+	// and the item as stored.
+	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string, limit *ItemLimit) (Loan, Item, error)
 	// CheckInItem is a check-in's writes, in one storage transaction: the
 	// item (read at item.Version) becomes "Available" and the loan (its Doc
 	// with the fields check-in changes) is written, or neither happens

@@ -85,6 +85,7 @@ var Routes = slices.Concat(
 		{ServiceStorage, InterfaceCheckOutLockStorage, "DELETE", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.delete", "release a check-out lock"},
 
 		// circulation-storage: the item limit and the rules
+		{ServiceStorage, InterfaceLoanStorage, "GET", "/check-out-storage/validation", "circulation-storage.check-out.validation.get", "read everything a check-out's validation needs"},
 		{ServiceStorage, InterfaceLoanStorage, "GET", "/loan-storage/loans/open-count", "circulation-storage.loans.open-count.get", "count a patron's open loans"},
 		{ServiceStorage, InterfaceCirculationRules, "GET", "/circulation-rules-storage", "circulation-storage.circulation-rules.get", "read the circulation rules"},
 		{ServiceStorage, InterfaceCirculationRules, "PUT", "/circulation-rules-storage", "circulation-storage.circulation-rules.put", "change the circulation rules"},
@@ -177,6 +178,7 @@ var checkOutNeeds = []string{
 	"circulation-storage.loans.collection.get", "circulation-storage.loans.item.get", "circulation-storage.loans.item.post",
 	"circulation-storage.loans.item.put", "circulation-storage.loans.open-count.get",
 	"circulation-storage.circulation-rules.loan-policy.get", "circulation-storage.loan-policies.item.get",
+	"circulation-storage.check-out.validation.get",
 	"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
 	"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
 }

@@ -25,6 +25,14 @@ const (
 	// check-in's writes, in one transaction: the item becomes Available at
 	// the version after the one named.
 	HeaderCheckInItemVersion = "X-Check-In-Item-Version"
+	// HeaderItemLimit on a check-out's write makes storage count the
+	// patron's open loans in the write's own transaction, under the lock's
+	// fence, and refuse (CodeItemLimitReached) at this many; the loans
+	// counted are of the material type and of the loan type the other two
+	// headers name, when they name one.
+	HeaderItemLimit             = "X-Check-Out-Item-Limit"
+	HeaderItemLimitMaterialType = "X-Check-Out-Limit-Material-Type-Id"
+	HeaderItemLimitLoanType     = "X-Check-Out-Limit-Loan-Type-Id"
 )
 
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
@@ -97,8 +105,12 @@ const (
 	CodeItemLimitPatronGroupLoanType     = "ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE"
 	CodeItemLimitPatronGroupBoth         = "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE_LOAN_TYPE"
 	CodeNoLoanPolicy                     = "NO_LOAN_POLICY"
-	CodeItemChanged                      = "ITEM_CHANGED"
-	CodeNoOpenLoan                       = "NO_OPEN_LOAN"
+	// CodeItemLimitReached is storage's refusal of a check-out's write at
+	// the item limit it carried; circulation answers FOLIO's item-limit
+	// refusal for it.
+	CodeItemLimitReached = "ITEM_LIMIT_REACHED"
+	CodeItemChanged      = "ITEM_CHANGED"
+	CodeNoOpenLoan       = "NO_OPEN_LOAN"
 
 	// Failures the client may retry.
 	CodeDatabaseUnavailable = "DATABASE_UNAVAILABLE"

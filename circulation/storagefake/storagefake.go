@@ -51,6 +51,7 @@ const (
 	RoutePostLoan    = "POST /loan-storage/loans"
 	RoutePutLoan     = "PUT /loan-storage/loans/{id}"
 	RouteOpenCount   = "GET /loan-storage/loans/open-count"
+	RouteValidation  = "GET /check-out-storage/validation"
 	RouteMatchPolicy = "GET /circulation-rules-storage/loan-policy"
 	RouteLoanPolicy  = "GET /loan-policy-storage/loan-policies/{id}"
 	RouteAcquire     = "POST /check-out-lock-storage"
@@ -80,6 +81,7 @@ type Call struct {
 	Tenant    string // X-Okapi-Tenant
 	RequestID string // X-Okapi-Request-Id
 	LockID    string // X-Check-Out-Lock-Id
+	ItemLimit string // X-Check-Out-Item-Limit
 	Body      string
 	Status    int // the status answered
 	// WaitMs is the waitMs of an acquisition (0 when absent).
@@ -214,7 +216,7 @@ func New(t interface{ Cleanup(func()) }) *Fake {
 	handle := map[string]http.HandlerFunc{
 		RouteUsers: f.listUsers, RouteItems: f.listItems, RoutePutItem: f.putItem,
 		RouteLoans: f.listLoans, RouteLoan: f.getLoan, RoutePostLoan: f.postLoan, RoutePutLoan: f.putLoan,
-		RouteOpenCount: f.openCount, RouteMatchPolicy: f.matchPolicy, RouteLoanPolicy: f.getPolicy,
+		RouteOpenCount: f.openCount, RouteMatchPolicy: f.matchPolicy, RouteLoanPolicy: f.getPolicy, RouteValidation: f.validation,
 		RouteAcquire: f.acquire, RouteGetLock: f.getLock, RouteRelease: f.release,
 		RouteGetSettings: f.listSettings, RoutePostSetting: f.postSetting, RoutePutSetting: f.putSetting,
 		RouteReady: func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "UP"}) },
@@ -271,7 +273,7 @@ func (f *Fake) record(mux *http.ServeMux) http.Handler {
 		}
 		f.calls = append(f.calls, Call{Route: route, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 			Tenant: tenant, RequestID: r.Header.Get(schemas.HeaderRequestID), LockID: r.Header.Get(schemas.HeaderLockID),
-			Body: string(body), Status: rec.status, WaitMs: waitMsOf(body)})
+			ItemLimit: r.Header.Get(schemas.HeaderItemLimit), Body: string(body), Status: rec.status, WaitMs: waitMsOf(body)})
 	})
 }
 
@@ -691,8 +693,30 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		}
 		itemVersion = int(n)
 	}
-	// Then the conditions, in storage's order: the fence, the item's
-	// version, and last the one open loan per item.
+	var limit int
+	var limitMT, limitLT string
+	if v := r.Header.Get(schemas.HeaderItemLimit); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			writeError(w, 400, schemas.CodeInvalidHeader, schemas.HeaderItemLimit+" must be an integer from 1 to 2147483647", "itemLimit", v)
+			return
+		}
+		limit = int(n)
+		for _, h := range []struct {
+			name string
+			to   *string
+		}{{schemas.HeaderItemLimitMaterialType, &limitMT}, {schemas.HeaderItemLimitLoanType, &limitLT}} {
+			if v := r.Header.Get(h.name); v != "" {
+				if !validUUID(v) {
+					writeError(w, 400, schemas.CodeInvalidHeader, h.name+" must be a UUID", h.name, v)
+					return
+				}
+				*h.to = strings.ToLower(v)
+			}
+		}
+	}
+	// Then the conditions, in storage's order: the fence, the item limit,
+	// the item's version, and last the one open loan per item.
 	if lockID != "" {
 		held := false
 		for _, l := range f.locks {
@@ -710,6 +734,13 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	if f.loanFail == loanFailsBefore {
 		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
 		return
+	}
+	if limit > 0 {
+		if open := f.countOpen(str(doc["userId"]), limitMT, limitLT); open >= limit {
+			writeError(w, 422, schemas.CodeItemLimitReached, fmt.Sprintf("Patron has reached maximum limit of %d items", limit),
+				"itemLimit", strconv.Itoa(limit), "openLoans", strconv.Itoa(open))
+			return
+		}
 	}
 	// A check-out's loan moves its item to Checked out in the same
 	// transaction, at the version the check-out read.
@@ -808,31 +839,101 @@ func (f *Fake) openCount(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 422, schemas.CodeInvalidParameter, "userId is required")
 		return
 	}
+	writeJSON(w, 200, map[string]int{"totalRecords": f.countOpen(q.Get("userId"), q.Get("materialTypeId"), q.Get("loanTypeId"))})
+}
+
+// countOpen is the item limit's count of the patron's open loans (of the
+// material type and loan type when given), or the next count a test
+// programmed (OpenCounts).
+func (f *Fake) countOpen(userID, materialTypeID, loanTypeID string) int {
 	if len(f.openCounts) > 0 {
 		n := f.openCounts[0]
 		f.openCounts = f.openCounts[1:]
-		writeJSON(w, 200, map[string]int{"totalRecords": n})
-		return
+		return n
 	}
 	n := 0
 	for _, l := range f.loans {
 		item := find(f.items, str(l["itemId"]))
-		if l["userId"] != q.Get("userId") || statusName(l) != "Open" || item == nil || statusName(item) == "Claimed returned" {
+		if l["userId"] != userID || statusName(l) != "Open" || item == nil || statusName(item) == "Claimed returned" {
 			continue
 		}
-		loanType := str(item["permanentLoanTypeId"])
-		if t := str(item["temporaryLoanTypeId"]); t != "" {
-			loanType = t
-		}
-		if m := q.Get("materialTypeId"); m != "" && m != item["materialTypeId"] {
+		if materialTypeID != "" && materialTypeID != item["materialTypeId"] {
 			continue
 		}
-		if lt := q.Get("loanTypeId"); lt != "" && lt != loanType {
+		if loanTypeID != "" && loanTypeID != loanTypeOf(item) {
 			continue
 		}
 		n++
 	}
-	writeJSON(w, 200, map[string]int{"totalRecords": n})
+	return n
+}
+
+// loanTypeOf is an item's loan type: its temporary one when set.
+func loanTypeOf(item map[string]any) string {
+	if t := str(item["temporaryLoanTypeId"]); t != "" {
+		return t
+	}
+	return str(item["permanentLoanTypeId"])
+}
+
+// validation answers everything a check-out's validation reads, as
+// storage's one call does.
+func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for _, p := range []string{"itemBarcode", "userBarcode"} {
+		if q.Get(p) == "" {
+			writeError(w, 422, schemas.CodeInvalidParameter, p+" is required", p, "")
+			return
+		}
+	}
+	out := map[string]any{"circulationRulesSet": false}
+	user := firstWith(f.users, "barcode", q.Get("userBarcode"))
+	item := firstWith(f.items, "barcode", q.Get("itemBarcode"))
+	if user != nil {
+		out["user"] = user
+	}
+	if item == nil {
+		writeJSON(w, 200, out)
+		return
+	}
+	out["item"] = item
+	for _, l := range f.loans {
+		if l["itemId"] == item["id"] && statusName(l) == "Open" {
+			out["openLoan"] = l
+			break
+		}
+	}
+	if user != nil && f.match != nil {
+		out["circulationRulesSet"] = true
+		m := f.match
+		out["loanPolicyMatch"] = map[string]any{"loanPolicyId": m.LoanPolicyID, "appliedRuleConditions": map[string]bool{
+			"patronGroupMatch": m.PatronGroupMatch, "materialTypeMatch": m.MaterialTypeMatch, "loanTypeMatch": m.LoanTypeMatch}}
+		policy, ok := f.policyDoc(m.LoanPolicyID)
+		if !ok {
+			writeError(w, 404, schemas.CodeNotFound, "Loan policy not found")
+			return
+		}
+		out["loanPolicy"] = policy
+		var mt, lt string
+		if m.MaterialTypeMatch {
+			mt = str(item["materialTypeId"])
+		}
+		if m.LoanTypeMatch {
+			lt = loanTypeOf(item)
+		}
+		out["openLoanCount"] = f.countOpen(str(user["id"]), mt, lt)
+	}
+	writeJSON(w, 200, out)
+}
+
+// firstWith is the first doc whose field equals value, or nil.
+func firstWith(docs []map[string]any, field, value string) map[string]any {
+	for _, d := range docs {
+		if str(d[field]) == value {
+			return d
+		}
+	}
+	return nil
 }
 
 func (f *Fake) matchPolicy(w http.ResponseWriter, _ *http.Request) {
@@ -845,10 +946,19 @@ func (f *Fake) matchPolicy(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (f *Fake) getPolicy(w http.ResponseWriter, r *http.Request) {
-	p, ok := f.policies[r.PathValue("id")]
+	doc, ok := f.policyDoc(r.PathValue("id"))
 	if !ok {
 		writeError(w, 404, schemas.CodeNotFound, "Loan policy not found")
 		return
+	}
+	writeJSON(w, 200, doc)
+}
+
+// policyDoc is the loan policy with the id as storage holds it.
+func (f *Fake) policyDoc(id string) (map[string]any, bool) {
+	p, ok := f.policies[id]
+	if !ok {
+		return nil, false
 	}
 	doc := map[string]any{"id": p.ID, "name": p.Name, "loanable": p.Loanable}
 	if p.Loanable {
@@ -858,7 +968,7 @@ func (f *Fake) getPolicy(w http.ResponseWriter, r *http.Request) {
 		}
 		doc["loansPolicy"] = lp
 	}
-	writeJSON(w, 200, doc)
+	return doc, true
 }
 
 // acquire takes the patron's lock as storage's one statement does: under

@@ -222,6 +222,73 @@ var cases = []testCase{
 		then: nothingWritten,
 	},
 	{
+		name: "check-out write within the item limit it carries is made",
+		given: func(s *session) request {
+			r := s.seed()
+			return limitedCheckOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1", "1")
+		},
+		want: want{status: http.StatusCreated, schema: "loan.json"},
+		then: func(s *session, _ response) {
+			s.wantItem("Checked out", 2)
+			s.wantLoans(1)
+		},
+	},
+	{
+		// The limit is checked after the fence and before the item's
+		// version and the one open loan per item.
+		name: "check-out write at the item limit it carries is refused, and nothing is written",
+		given: func(s *session) request {
+			r := s.seed()
+			s.step("a loan made without a check-out", loanReq(r, nil), want{status: http.StatusCreated, schema: "loan.json"})
+			return limitedCheckOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1", "1")
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeItemLimitReached,
+			params: map[string]string{"itemLimit": "1", "openLoans": "1"}},
+		then: func(s *session, _ response) {
+			s.wantItem("Available", 1)
+			s.wantLoans(1)
+		},
+	},
+	{
+		name: "validation reads the patron, the item and its open loan in one call",
+		given: func(s *session) request {
+			r := s.seed()
+			s.step("a loan made without a check-out", loanReq(r, nil), want{status: http.StatusCreated, schema: "loan.json"})
+			return validationReq(r.ItemBarcode, r.PatronBarcode)
+		},
+		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
+		then: func(s *session, got response) {
+			v := got.decode(s.t)
+			user, _ := v["user"].(map[string]any)
+			item, _ := v["item"].(map[string]any)
+			loan, _ := v["openLoan"].(map[string]any)
+			if user["id"] != s.rec.PatronID || item["id"] != s.rec.ItemID || loan["itemId"] != s.rec.ItemID ||
+				v["circulationRulesSet"] != false || v["loanPolicyMatch"] != nil || v["openLoanCount"] != nil {
+				s.t.Errorf("validation answered %v", v)
+			}
+		},
+	},
+	{
+		name: "validation of unknown barcodes answers neither record",
+		given: func(s *session) request {
+			s.seed()
+			return validationReq("no-such-item", "no-such-patron")
+		},
+		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
+		then: func(s *session, got response) {
+			if v := got.decode(s.t); len(v) != 1 || v["circulationRulesSet"] != false {
+				s.t.Errorf("validation answered %v, want only circulationRulesSet false", v)
+			}
+		},
+	},
+	{
+		name: "validation without a user barcode is refused",
+		given: func(s *session) request {
+			return request{method: http.MethodGet, path: "/check-out-storage/validation?itemBarcode=x"}
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeInvalidParameter},
+	},
+	{
 		name: "check-in write closes the loan and makes the item available, in one transaction",
 		given: func(s *session) request {
 			r := s.seed()

@@ -54,6 +54,7 @@ type Target interface {
 // Records are what Target.Seed created.
 type Records struct {
 	PatronID       string
+	PatronBarcode  string
 	PatronGroupID  string
 	ItemID         string
 	ItemBarcode    string
@@ -347,7 +348,8 @@ func SeedHTTP(t *testing.T, base, tenant string) Records {
 	r.PatronGroupID = post("/groups", map[string]any{"group": "contract-" + suffix})
 	r.MaterialTypeID = post("/material-types", map[string]any{"name": "book-" + suffix})
 	r.LoanTypeID = post("/loan-types", map[string]any{"name": "Can circulate " + suffix})
-	r.PatronID = post("/users", map[string]any{"barcode": "P-" + suffix, "active": true, "patronGroup": r.PatronGroupID,
+	r.PatronBarcode = "P-" + suffix
+	r.PatronID = post("/users", map[string]any{"barcode": r.PatronBarcode, "active": true, "patronGroup": r.PatronGroupID,
 		"personal": map[string]any{"lastName": "Patron " + suffix}})
 	r.ItemBarcode = "I-" + suffix
 	r.ItemID = post("/item-storage/items", map[string]any{"barcode": r.ItemBarcode, "title": "Item " + suffix,

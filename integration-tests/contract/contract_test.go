@@ -56,8 +56,8 @@ func (f *fakeTarget) UninitializedTenant() string { return f.never }
 func (f *fakeTarget) Seed(*testing.T) contract.Records {
 	r := contract.Records{PatronID: uuid.NewString(), PatronGroupID: uuid.NewString(), ItemID: uuid.NewString(),
 		MaterialTypeID: uuid.NewString(), LoanTypeID: uuid.NewString()}
-	r.ItemBarcode = "I-" + r.ItemID[:8]
-	f.fake.AddUser(storagefake.User{ID: r.PatronID, Barcode: "P-" + r.PatronID[:8], PatronGroup: r.PatronGroupID,
+	r.ItemBarcode, r.PatronBarcode = "I-"+r.ItemID[:8], "P-"+r.PatronID[:8]
+	f.fake.AddUser(storagefake.User{ID: r.PatronID, Barcode: r.PatronBarcode, PatronGroup: r.PatronGroupID,
 		LastName: "Patron", Active: true})
 	f.fake.AddItem(storagefake.Item{ID: r.ItemID, Barcode: r.ItemBarcode, Title: fmt.Sprintf("Item %s", r.ItemBarcode),
 		Status: "Available", MaterialTypeID: r.MaterialTypeID, PermanentLoanTypeID: r.LoanTypeID})

@@ -43,6 +43,18 @@ func checkOutReq(r Records, lockID, itemVersion string) request {
 	return loanReq(r, map[string]string{schemas.HeaderLockID: lockID, schemas.HeaderItemVersion: itemVersion})
 }
 
+// limitedCheckOutReq is a check-out's write carrying the item limit, which
+// storage re-checks in the write.
+func limitedCheckOutReq(r Records, lockID, itemVersion, limit string) request {
+	return loanReq(r, map[string]string{schemas.HeaderLockID: lockID, schemas.HeaderItemVersion: itemVersion, schemas.HeaderItemLimit: limit})
+}
+
+// validationReq asks for everything a check-out's validation reads.
+func validationReq(itemBarcode, userBarcode string) request {
+	return request{method: http.MethodGet, path: "/check-out-storage/validation?" +
+		url.Values{"itemBarcode": {itemBarcode}, "userBarcode": {userBarcode}}.Encode()}
+}
+
 // checkInReq is a check-in's write: the loan, closed, moving the item from
 // itemVersion to the next.
 func checkInReq(loan map[string]any, itemVersion string) request {

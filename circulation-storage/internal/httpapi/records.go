@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -52,8 +53,34 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 		}
 		w.ItemVersion = n
 	}
+	if v := c.Request().Header.Get(schemas.HeaderItemLimit); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
+				"%s must be an integer from 1 to 2147483647", schemas.HeaderItemLimit).With("itemLimit", truncateText(v))
+		}
+		w.Limit = &storage.ItemLimit{Limit: int(n)}
+		for _, h := range []struct {
+			name string
+			to   *string
+		}{{schemas.HeaderItemLimitMaterialType, &w.Limit.MaterialTypeID}, {schemas.HeaderItemLimitLoanType, &w.Limit.LoanTypeID}} {
+			v := c.Request().Header.Get(h.name)
+			if v == "" {
+				continue
+			}
+			if s.schemas.Validate("uuid.json", v) != nil {
+				return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader, "%s must be a UUID", h.name).
+					With(h.name, truncateText(v))
+			}
+			*h.to = strings.ToLower(v)
+		}
+	}
 	return w, nil
 }
+
+// checkOutHeaders are the headers that make a loan's creation a
+// check-out's write.
+var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderItemLimit}
 
 // itemVersion reads an item version from header. The column is a
 // PostgreSQL integer: what it cannot hold is refused here, before any
@@ -130,7 +157,7 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		id = uuid.NewString()
 	}
 	var stored json.RawMessage
-	if r.Path == storage.Loans.Path && (c.Request().Header.Get(LockIDHeader) != "" || c.Request().Header.Get(ItemVersionHeader) != "") {
+	if r.Path == storage.Loans.Path && slices.ContainsFunc(checkOutHeaders, func(h string) bool { return c.Request().Header.Get(h) != "" }) {
 		w, err := s.checkOutWrite(c, id, doc)
 		if err != nil {
 			return err

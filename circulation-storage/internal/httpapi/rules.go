@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -53,7 +54,10 @@ func (s *Server) matchLoanPolicy(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	m := rules.Match(ids[0], ids[1], ids[2])
+	return c.JSON(http.StatusOK, matchJSON(rules.Match(ids[0], ids[1], ids[2])))
+}
+
+func matchJSON(m storage.PolicyMatch) policyMatchJSON {
 	var out policyMatchJSON
 	out.LoanPolicyID = m.LoanPolicyID
 	out.AppliedRuleConditions.PatronGroupMatch = m.PatronGroupMatch
@@ -61,6 +65,48 @@ func (s *Server) matchLoanPolicy(c echo.Context) error {
 	out.AppliedRuleConditions.LoanTypeMatch = m.LoanTypeMatch
 	if m.RuleIndex >= 0 {
 		out.RuleIndex = &m.RuleIndex
+	}
+	return out
+}
+
+// checkOutValidationJSON is schemas/check-out-validation.json.
+type checkOutValidationJSON struct {
+	User          json.RawMessage  `json:"user,omitempty"`
+	Item          json.RawMessage  `json:"item,omitempty"`
+	OpenLoan      json.RawMessage  `json:"openLoan,omitempty"`
+	RulesSet      bool             `json:"circulationRulesSet"`
+	Match         *policyMatchJSON `json:"loanPolicyMatch,omitempty"`
+	LoanPolicy    json.RawMessage  `json:"loanPolicy,omitempty"`
+	OpenLoanCount *int             `json:"openLoanCount,omitempty"`
+}
+
+// validateCheckOut answers, in one call, everything validating a check-out
+// by barcode reads: the patron, the item, the item's open loan, the loan
+// policy the rules choose with the chosen rule's criteria, and the
+// patron's open loans counted as that policy's item limit counts them.
+func (s *Server) validateCheckOut(c echo.Context) error {
+	var barcodes [2]string
+	for i, name := range []string{"itemBarcode", "userBarcode"} {
+		v, ok, err := s.filterParam(c, storage.Filter{Param: name, Kind: storage.FilterText})
+		if err != nil {
+			return err
+		}
+		if !ok || v == "" {
+			return invalidParam(name, v, "is required")
+		}
+		barcodes[i] = v
+	}
+	recs, err := storage.CheckOutReader{Records: s.svc.Records, Rules: s.svc.Rules, Counter: s.svc.Counter}.
+		Read(c.Request().Context(), tenantOf(c), barcodes[0], barcodes[1])
+	if err != nil {
+		return err
+	}
+	out := checkOutValidationJSON{User: recs.User, Item: recs.Item, OpenLoan: recs.OpenLoan, RulesSet: recs.RulesSet,
+		LoanPolicy: recs.LoanPolicy}
+	if recs.Match != nil {
+		m := matchJSON(*recs.Match)
+		out.Match = &m
+		out.OpenLoanCount = &recs.OpenLoans
 	}
 	return c.JSON(http.StatusOK, out)
 }

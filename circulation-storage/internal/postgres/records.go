@@ -146,27 +146,60 @@ var _ storage.LoanWriter = (*Records)(nil)
 // checkOutSQL is a check-out's writes in one statement: the fence takes a
 // share lock on the live lock row (held until commit), the item moves to
 // "Checked out" at the version the check-out read, and the loan is inserted
-// only if both held. A second open loan for the item fails the whole
-// statement, the item update included. $3 (lock id) and $4 (item version)
-// may be NULL to skip their condition.
+// only if the fence held, the item was at that version and the patron is
+// below the item limit, counted here, in the write's own statement. A
+// second open loan for the item fails the whole statement, the item update
+// included. $3 (lock id), $4 (item version) and $6 (item limit) may be
+// NULL to skip their condition; $7 and $8 restrict the count to a material
+// type and a loan type.
+//
+// The count is exact at the moment of the write: a check-out holding the
+// patron's lock got it after every earlier holder's write had committed (a
+// takeover or release of the lock row waits for the share lock of a write
+// in progress), so this statement's snapshot, taken after, sees their
+// loans.
+//
+// It always answers one row: the loan as stored (NULL when nothing was
+// written), whether the fence held, and the open loans counted (NULL
+// without a limit), so a refusal is explained by what this very statement
+// saw.
 const checkOutSQL = `
 WITH fence AS (
     SELECT 1 FROM %[2]s
      WHERE id = $3::uuid AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now()
        FOR SHARE
+), counted AS (
+    SELECT CASE WHEN $6::integer IS NULL THEN NULL ELSE (` + limitCountSQL + `) END AS n
+), allowed AS (
+    SELECT ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
+       AND ($6::integer IS NULL OR (SELECT n FROM counted) < $6::integer) AS ok
 ), item AS (
     UPDATE %[3]s
        SET jsonb = %[5]s
      WHERE $4::integer IS NOT NULL
        AND id = ($2::jsonb ->> 'itemId')::uuid AND version = $4::integer
-       AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
+       AND (SELECT ok FROM allowed)
  RETURNING id
+), loan AS (
+    INSERT INTO %[1]s (id, jsonb)
+    SELECT $1, %[4]s
+     WHERE (SELECT ok FROM allowed)
+       AND ($4::integer IS NULL OR EXISTS (SELECT 1 FROM item))
+    RETURNING jsonb
 )
-INSERT INTO %[1]s (id, jsonb)
-SELECT $1, %[4]s
- WHERE ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
-   AND ($4::integer IS NULL OR EXISTS (SELECT 1 FROM item))
-RETURNING jsonb`
+SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT n FROM counted)`
+
+// limitCountSQL counts the loan's patron's open loans as the item limit
+// does (countOpenLoansSQL, with the loan's userId and $7, $8).
+const limitCountSQL = `
+SELECT count(*)
+  FROM %[1]s l
+  JOIN %[3]s i ON i.id = l.item_id
+ WHERE l.user_id = ($2::jsonb ->> 'userId')::uuid
+   AND l.status_name = 'Open'
+   AND i.status_name <> 'Claimed returned'
+   AND ($7::uuid IS NULL OR i.material_type_id = $7::uuid)
+   AND ($8::uuid IS NULL OR coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id) = $8::uuid)`
 
 // checkedOutItem is the item row's document once checked out: status
 // "Checked out" now, one version on.
@@ -174,36 +207,41 @@ const checkedOutItem = `jsonb_set(jsonb_set(jsonb, '{status}',
                    jsonb_build_object('name', 'Checked out', 'date', ` + sqlNow + `)),
                    '{_version}', to_jsonb(version + 1))`
 
+// checkOutStatement is checkOutSQL for tenant t's tables. Parameters: $1
+// loan id, $2 loan, $3 lock id, $4 item version, $5 user for the
+// metadata, $6 item limit, $7 and $8 what the limit counts.
+func checkOutStatement(t storage.Tenant) string {
+	return fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"),
+		withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(checkedOutItem, 5, true))
+}
+
 // CreateCheckOutLoan implements storage.LoanWriter.
 func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (json.RawMessage, error) {
-	q := fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"),
-		withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(checkedOutItem, 5, true))
-	var version any
+	q := checkOutStatement(t)
+	var version, limit, materialType, loanType any
 	if w.ItemVersion > 0 {
 		version = w.ItemVersion
 	}
+	if w.Limit != nil {
+		limit, materialType, loanType = w.Limit.Limit, nullable(w.Limit.MaterialTypeID), nullable(w.Limit.LoanTypeID)
+	}
 	var stored json.RawMessage
-	err := s.db.pool.QueryRow(ctx, q, w.LoanID, w.Loan, nullable(w.LockID), version, metadataUser(ctx)).Scan(&stored)
-	if err == nil {
-		return stored, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	var fenced bool
+	var open *int
+	err := s.db.pool.QueryRow(ctx, q, w.LoanID, w.Loan, nullable(w.LockID), version, metadataUser(ctx),
+		limit, materialType, loanType).Scan(&stored, &fenced, &open)
+	switch {
+	case err != nil:
 		return nil, interpretWrite(err, t, storage.Loans, w.Loan)
-	}
-	// Nothing written: say which condition failed.
-	if w.LockID != "" {
-		var live bool
-		err := s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s
-			WHERE id = $1 AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now())`, table(t, "check_out_lock")),
-			w.LockID, w.Loan).Scan(&live)
-		if err != nil {
-			return nil, interpret(err, t)
-		}
-		if !live {
-			return nil, storage.Errorf(storage.KindConflict, storage.CodeLockLost,
-				"Check-out lock %s is not held for this patron (it expired or was released); nothing was written", w.LockID).
-				With("lockId", w.LockID)
-		}
+	case stored != nil:
+		return stored, nil
+	// Nothing written: say which condition failed, as the statement saw it.
+	case !fenced:
+		return nil, storage.Errorf(storage.KindConflict, storage.CodeLockLost,
+			"Check-out lock %s is not held for this patron (it expired or was released); nothing was written", w.LockID).
+			With("lockId", w.LockID)
+	case w.Limit != nil && open != nil && *open >= w.Limit.Limit:
+		return nil, storage.ItemLimitReached(w.Limit.Limit, *open)
 	}
 	itemID := fieldValue(w.Loan, "itemId")
 	var stored2 int

@@ -173,11 +173,12 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	q := fmt.Sprintf(checkOutSQL, table(f.tenant, "loan"), table(f.tenant, "check_out_lock"), table(f.tenant, "item"),
-		withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(checkedOutItem, 5, true))
 	var stored json.RawMessage
-	if err := tx.QueryRow(ctx, q, uuid.NewString(), loanDoc(user, item), lock.ID, 1, nil).Scan(&stored); err != nil {
-		t.Fatalf("fenced insert: %v", err)
+	var fenced bool
+	var open *int
+	if err := tx.QueryRow(ctx, checkOutStatement(f.tenant), uuid.NewString(), loanDoc(user, item), lock.ID, 1, nil, nil, nil, nil).
+		Scan(&stored, &fenced, &open); err != nil || stored == nil {
+		t.Fatalf("fenced insert: %v (written: %v)", err, stored != nil)
 	}
 
 	released := make(chan error, 1)

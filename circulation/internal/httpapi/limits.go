@@ -19,7 +19,8 @@ import (
 // storage might guess differently).
 var singleValued = []string{
 	schemas.HeaderTenant, schemas.HeaderToken, schemas.HeaderRequestID, schemas.HeaderUserID,
-	schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderCheckInItemVersion, echo.HeaderContentType, echo.HeaderAuthorization,
+	schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderCheckInItemVersion,
+	schemas.HeaderItemLimit, schemas.HeaderItemLimitMaterialType, schemas.HeaderItemLimitLoanType, echo.HeaderContentType, echo.HeaderAuthorization,
 }
 
 // checkHeaders refuses a header block larger than maxBytes (431) and a

@@ -166,6 +166,8 @@ func statusError(res *http.Response, data []byte, method, path string) error {
 		return withParams(circulation.Errorf(circulation.KindConflict, circulation.CodeConflict, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeItemHasOpenLoan:
 		return circulation.Errorf(circulation.KindInvalid, circulation.CodeItemHasOpenLoan, "%s", msg).Because(cause)
+	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeItemLimitReached:
+		return withParams(circulation.Errorf(circulation.KindInvalid, circulation.CodeItemLimitReached, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeAlreadyExists:
 		return withParams(circulation.Errorf(circulation.KindInvalid, circulation.CodeAlreadyExists, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusUnprocessableEntity:

@@ -61,20 +61,64 @@ func parseTime(s string) time.Time {
 	return t
 }
 
-// PatronByBarcode implements circulation.Storage.
-func (c *Client) PatronByBarcode(ctx context.Context, barcode string) (circulation.Patron, error) {
-	var page struct {
-		Users []patronJSON `json:"users"`
+// ReadForCheckOut implements circulation.Storage.
+func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode string) (circulation.CheckOutReads, error) {
+	var v struct {
+		User          *patronJSON      `json:"user"`
+		Item          json.RawMessage  `json:"item"`
+		OpenLoan      json.RawMessage  `json:"openLoan"`
+		RulesSet      bool             `json:"circulationRulesSet"`
+		Match         *policyMatchJSON `json:"loanPolicyMatch"`
+		LoanPolicy    *loanPolicyJSON  `json:"loanPolicy"`
+		OpenLoanCount int              `json:"openLoanCount"`
 	}
-	if err := c.call(ctx, http.MethodGet, "/users"+query("barcode", barcode, "limit", "1"), nil, &page); err != nil {
-		return circulation.Patron{}, err
+	err := c.call(ctx, http.MethodGet, "/check-out-storage/validation"+query("itemBarcode", itemBarcode, "userBarcode", userBarcode), nil, &v)
+	if err != nil {
+		return circulation.CheckOutReads{}, err
 	}
-	if len(page.Users) == 0 {
-		return circulation.Patron{}, circulation.Errorf(circulation.KindNotFound, circulation.CodeNotFound, "no user with barcode %s", barcode)
+	out := circulation.CheckOutReads{OpenLoan: v.OpenLoan != nil, RulesSet: v.RulesSet, OpenLoans: v.OpenLoanCount}
+	if u := v.User; u != nil {
+		out.Patron = &circulation.Patron{ID: u.ID, Barcode: u.Barcode, Active: u.Active, PatronGroupID: u.PatronGroup,
+			FirstName: u.Personal.FirstName, LastName: u.Personal.LastName}
 	}
-	u := page.Users[0]
-	return circulation.Patron{ID: u.ID, Barcode: u.Barcode, Active: u.Active, PatronGroupID: u.PatronGroup,
-		FirstName: u.Personal.FirstName, LastName: u.Personal.LastName}, nil
+	if v.Item != nil {
+		item, err := decodeItem(v.Item)
+		if err != nil {
+			return circulation.CheckOutReads{}, err
+		}
+		out.Item = &item
+	}
+	if m := v.Match; m != nil {
+		out.Match = circulation.PolicyMatch{LoanPolicyID: m.LoanPolicyID, PatronGroupMatch: m.Conditions.PatronGroupMatch,
+			MaterialTypeMatch: m.Conditions.MaterialTypeMatch, LoanTypeMatch: m.Conditions.LoanTypeMatch}
+	}
+	if p := v.LoanPolicy; p != nil {
+		out.Policy = circulation.LoanPolicy{ID: p.ID, Name: p.Name, Loanable: p.Loanable, ItemLimit: p.LoansPolicy.ItemLimit,
+			Period: circulation.Period{Duration: p.LoansPolicy.Period.Duration, Interval: p.LoansPolicy.Period.IntervalID}}
+	}
+	return out, nil
+}
+
+type policyMatchJSON struct {
+	LoanPolicyID string `json:"loanPolicyId"`
+	Conditions   struct {
+		PatronGroupMatch  bool `json:"patronGroupMatch"`
+		MaterialTypeMatch bool `json:"materialTypeMatch"`
+		LoanTypeMatch     bool `json:"loanTypeMatch"`
+	} `json:"appliedRuleConditions"`
+}
+
+type loanPolicyJSON struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Loanable    bool   `json:"loanable"`
+	LoansPolicy struct {
+		Period struct {
+			Duration   int    `json:"duration"`
+			IntervalID string `json:"intervalId"`
+		} `json:"period"`
+		ItemLimit int `json:"itemLimit"`
+	} `json:"loansPolicy"`
 }
 
 // ItemByBarcode implements circulation.Storage.
@@ -126,56 +170,6 @@ func decodeLoan(doc json.RawMessage) (circulation.Loan, error) {
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID, Doc: doc}, nil
 }
 
-// MatchLoanPolicy implements circulation.Storage.
-func (c *Client) MatchLoanPolicy(ctx context.Context, patronGroupID, materialTypeID, loanTypeID string) (circulation.PolicyMatch, error) {
-	var m struct {
-		LoanPolicyID string `json:"loanPolicyId"`
-		Conditions   struct {
-			PatronGroupMatch  bool `json:"patronGroupMatch"`
-			MaterialTypeMatch bool `json:"materialTypeMatch"`
-			LoanTypeMatch     bool `json:"loanTypeMatch"`
-		} `json:"appliedRuleConditions"`
-	}
-	err := c.call(ctx, http.MethodGet, "/circulation-rules-storage/loan-policy"+
-		query("patronGroupId", patronGroupID, "materialTypeId", materialTypeID, "loanTypeId", loanTypeID), nil, &m)
-	if err != nil {
-		return circulation.PolicyMatch{}, err
-	}
-	return circulation.PolicyMatch{LoanPolicyID: m.LoanPolicyID, PatronGroupMatch: m.Conditions.PatronGroupMatch,
-		MaterialTypeMatch: m.Conditions.MaterialTypeMatch, LoanTypeMatch: m.Conditions.LoanTypeMatch}, nil
-}
-
-// LoanPolicy implements circulation.Storage.
-func (c *Client) LoanPolicy(ctx context.Context, id string) (circulation.LoanPolicy, error) {
-	var p struct {
-		ID          string `json:"id"`
-		Name        string `json:"name"`
-		Loanable    bool   `json:"loanable"`
-		LoansPolicy struct {
-			Period struct {
-				Duration   int    `json:"duration"`
-				IntervalID string `json:"intervalId"`
-			} `json:"period"`
-			ItemLimit int `json:"itemLimit"`
-		} `json:"loansPolicy"`
-	}
-	if err := c.call(ctx, http.MethodGet, "/loan-policy-storage/loan-policies/"+url.PathEscape(id), nil, &p); err != nil {
-		return circulation.LoanPolicy{}, err
-	}
-	return circulation.LoanPolicy{ID: p.ID, Name: p.Name, Loanable: p.Loanable, ItemLimit: p.LoansPolicy.ItemLimit,
-		Period: circulation.Period{Duration: p.LoansPolicy.Period.Duration, Interval: p.LoansPolicy.Period.IntervalID}}, nil
-}
-
-// CountOpenLoans implements circulation.Storage.
-func (c *Client) CountOpenLoans(ctx context.Context, userID, materialTypeID, loanTypeID string) (int, error) {
-	var n struct {
-		TotalRecords int `json:"totalRecords"`
-	}
-	err := c.call(ctx, http.MethodGet, "/loan-storage/loans/open-count"+
-		query("userId", userID, "materialTypeId", materialTypeID, "loanTypeId", loanTypeID), nil, &n)
-	return n.TotalRecords, err
-}
-
 // AcquireLock implements circulation.Storage. The call's own timeout is
 // extended by the wait asked for.
 func (c *Client) AcquireLock(ctx context.Context, userID, lockID string, ttl, wait time.Duration, holder circulation.LockHolder) (circulation.Lock, error) {
@@ -225,10 +219,19 @@ func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circula
 // CheckOutItem implements circulation.Storage: a loan creation carrying the
 // check-out's conditions (the item's version, the lock), which storage
 // applies in one transaction with the item's update.
-func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string) (circulation.Loan, circulation.Item, error) {
+func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string, limit *circulation.ItemLimit) (circulation.Loan, circulation.Item, error) {
 	headers := []string{schemas.HeaderItemVersion, strconv.Itoa(item.Version)}
 	if lockID != "" {
 		headers = append(headers, schemas.HeaderLockID, lockID)
+	}
+	if limit != nil {
+		headers = append(headers, schemas.HeaderItemLimit, strconv.Itoa(limit.Limit))
+		if limit.MaterialTypeID != "" {
+			headers = append(headers, schemas.HeaderItemLimitMaterialType, limit.MaterialTypeID)
+		}
+		if limit.LoanTypeID != "" {
+			headers = append(headers, schemas.HeaderItemLimitLoanType, limit.LoanTypeID)
+		}
 	}
 	var stored json.RawMessage
 	if err := c.call(ctx, http.MethodPost, "/loan-storage/loans", toLoanJSON(loan), &stored, headers...); err != nil {
