@@ -576,11 +576,3 @@ func (s *Service) retryAmbiguous(ctx context.Context, max uint64, op func() erro
 	}, backoff.WithContext(backoff.WithMaxRetries(backoff.NewConstantBackOff(100*time.Millisecond), max), ctx), nil, s.newTimer())
 	return last
 }
-
-// ignoreNotFound lets validation collect "not found" as a refusal.
-func ignoreNotFound(err error) error {
-	if IsKind(err, KindNotFound) {
-		return nil
-	}
-	return err
-}
