@@ -85,20 +85,7 @@ func StartHA(t testing.TB, sync bool) *HA {
 	}
 	h := &HA{t: t, dir: dir, Sync: sync, http: &http.Client{Timeout: 3 * time.Second}}
 	t.Cleanup(h.stop)
-	// PostgreSQL refuses to run as root: as root, the nodes run as the
-	// postgres user and own the directory.
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root needs a postgres user for the nodes: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		h.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h.cred = postgresOwner(t, dir)
 	h.startEtcd()
 	for i := range 3 {
 		n := &Node{Name: fmt.Sprintf("node%d", i+1), pgAddr: freeAddr(t), apiAddr: freeAddr(t), ha: h,
@@ -121,6 +108,26 @@ func StartHA(t testing.TB, sync bool) *HA {
 	h.Nodes[2].Start()
 	h.WaitHealthy(120 * time.Second)
 	return h
+}
+
+// postgresOwner is the credential PostgreSQL's processes run under: none
+// (this process's) unless this process is root, which PostgreSQL refuses
+// to run as: then the postgres user's, who is given dir.
+func postgresOwner(t testing.TB, dir string) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("running as root needs a postgres user to run PostgreSQL as: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
 // scriptPath is the path of one of the project's scripts.

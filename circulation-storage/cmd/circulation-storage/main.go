@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		return err
 	}
 
-	db, err := postgres.Open(ctx, cfg.Database.ConnString(), cfg.Database.MaxConns)
+	db, err := postgres.Open(ctx, cfg.Database.ConnString(), cfg.Database.MaxConns, cfg.LockSynchronousCommit)
 	if err != nil {
 		return err
 	}

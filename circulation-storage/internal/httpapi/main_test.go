@@ -46,7 +46,7 @@ func setup(t testing.TB) *fixture {
 	url := pgtest.Shared(t)
 	shared.once.Do(func() {
 		ctx := context.Background()
-		if shared.db, shared.err = postgres.Open(ctx, url, 16); shared.err != nil {
+		if shared.db, shared.err = postgres.Open(ctx, url, 16, "off"); shared.err != nil {
 			return
 		}
 		shared.pool, shared.err = pgxpool.New(ctx, url)

@@ -18,15 +18,43 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 )
 
-// DB is the connection pool shared by every service of this package.
+// DB is the connection pools shared by every service of this package.
 type DB struct {
 	pool *pgxpool.Pool
+	// lockPool runs the statements that acquire and release locks, with
+	// their own synchronous_commit (see Open); it is pool when that is on.
+	lockPool *pgxpool.Pool
 }
 
-// Open creates the pool. It does not wait for the database: connections are
-// made on demand, so the service starts (and reports not ready) while the
-// database is down, and recovers by itself when it comes back.
-func Open(ctx context.Context, connString string, maxConns int32) (*DB, error) {
+// Open creates the pools. It does not wait for the database: connections
+// are made on demand, so the service starts (and reports not ready) while
+// the database is down, and recovers by itself when it comes back.
+//
+// lockCommit is PostgreSQL's synchronous_commit for the statements that
+// acquire and release locks, run on a pool of their own ("on", or "" for
+// the server's setting, shares the main pool). With "off" they do not wait
+// for the WAL flush (or a standby), which is most of their cost; a lock row
+// lost in a crash makes its holder's fenced write refuse (LOCK_LOST), and
+// the write, whose commit is durable, flushes every lock statement before
+// it.
+func Open(ctx context.Context, connString string, maxConns int32, lockCommit string) (*DB, error) {
+	pool, err := openPool(ctx, connString, maxConns, "circulation-storage", "")
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{pool: pool, lockPool: pool}
+	if lockCommit != "" && lockCommit != "on" {
+		if db.lockPool, err = openPool(ctx, connString, maxConns, "circulation-storage-locks", lockCommit); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+// openPool creates one pool, its sessions named name, with
+// synchronous_commit set when commit is not empty.
+func openPool(ctx context.Context, connString string, maxConns int32, name, commit string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		// The parse error may quote the connection string, password included.
@@ -40,12 +68,15 @@ func Open(ctx context.Context, connString string, maxConns int32) (*DB, error) {
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "circulation-storage"
+	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	if commit != "" {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = commit
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create database pool: %w", redact(err))
 	}
-	return &DB{pool: pool}, nil
+	return pool, nil
 }
 
 // defaultConnectTimeout bounds a connection attempt to one host when the
@@ -63,7 +94,12 @@ func connectTimeout(configured time.Duration) time.Duration {
 }
 
 // Close closes every connection.
-func (db *DB) Close() { db.pool.Close() }
+func (db *DB) Close() {
+	if db.lockPool != db.pool {
+		db.lockPool.Close()
+	}
+	db.pool.Close()
+}
 
 // Ping checks that the database answers.
 func (db *DB) Ping(ctx context.Context) error {

@@ -61,7 +61,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 		var l storage.Lock
 		var inserted, fresh bool
 		var previous *previousLock
-		err := scanLock(s.db.pool.QueryRow(ctx, fmt.Sprintf(locksql.Acquire, tbl), userID, ttl.Milliseconds(), nullable(lockID), holderJSON),
+		err := scanLock(s.db.lockPool.QueryRow(ctx, fmt.Sprintf(locksql.Acquire, tbl), userID, ttl.Milliseconds(), nullable(lockID), holderJSON),
 			&l, &inserted, &fresh, &previous)
 		switch {
 		case err == nil && inserted:
@@ -159,7 +159,7 @@ func (s *Locks) Release(ctx context.Context, t storage.Tenant, id, by string) er
 	var live, notified bool
 	var holder storage.Holder
 	var userID string
-	err := s.db.pool.QueryRow(ctx, q, id, string(t)).Scan(&live, holderScanner{&holder}, &notified, &userID)
+	err := s.db.lockPool.QueryRow(ctx, q, id, string(t)).Scan(&live, holderScanner{&holder}, &notified, &userID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.NotFound("Lock", id)
 	}
@@ -279,7 +279,7 @@ func nullableTime(t time.Time) any {
 
 // Watch implements storage.LockService.
 func (s *Locks) Watch(ctx context.Context, t storage.Tenant, userID string, d time.Duration) error {
-	_, err := s.db.pool.Exec(ctx, fmt.Sprintf(locksql.Watch, table(t, "check_out_lock_waiter")), userID, d.Milliseconds())
+	_, err := s.db.lockPool.Exec(ctx, fmt.Sprintf(locksql.Watch, table(t, "check_out_lock_waiter")), userID, d.Milliseconds())
 	return interpret(err, t)
 }
 

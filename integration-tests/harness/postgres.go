@@ -1,0 +1,100 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Postgres is a PostgreSQL server of a test's own, made with initdb in a
+// temporary directory and run with pg_ctl on a free loopback port, so the
+// test can crash it without touching anyone else's database. It is stopped
+// and removed when the test ends.
+type Postgres struct {
+	t       testing.TB
+	dir     string
+	bin     string
+	addr    string
+	options string
+	cred    *syscall.Credential
+}
+
+// StartPostgres makes and starts a server with the given settings
+// ("name=value", passed as -c options).
+func StartPostgres(t testing.TB, settings ...string) *Postgres {
+	t.Helper()
+	bin, err := postgresBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "checkout-lock-pg-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Postgres{t: t, dir: dir, bin: bin, addr: freeAddr(t)}
+	p.cred = postgresOwner(t, dir)
+	t.Cleanup(func() {
+		_ = p.pgctl("stop", "-m", "fast")
+		os.RemoveAll(dir)
+	})
+	if out, err := p.command(filepath.Join(bin, "initdb"), "-D", p.data(), "-U", "postgres", "--auth=trust", "--no-sync").
+		CombinedOutput(); err != nil {
+		t.Fatalf("initdb: %v\n%s", err, out)
+	}
+	_, port, _ := strings.Cut(p.addr, ":")
+	opts := []string{"-p " + port, "-k " + dir, "-c listen_addresses=127.0.0.1", "-c max_connections=200"}
+	for _, s := range settings {
+		opts = append(opts, "-c "+s)
+	}
+	p.options = strings.Join(opts, " ")
+	p.Start()
+	return p
+}
+
+func (p *Postgres) data() string { return filepath.Join(p.dir, "data") }
+
+func (p *Postgres) command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = p.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	return cmd
+}
+
+func (p *Postgres) pgctl(args ...string) error {
+	args = append([]string{"-D", p.data(), "-w", "-t", "60"}, args...)
+	out, err := p.command(filepath.Join(p.bin, "pg_ctl"), args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_ctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// Start starts the server (again, after Crash) and waits until it accepts
+// connections.
+func (p *Postgres) Start() {
+	p.t.Helper()
+	if err := p.pgctl("-l", filepath.Join(p.dir, "server.log"), "-o", p.options, "start"); err != nil {
+		log, _ := os.ReadFile(filepath.Join(p.dir, "server.log"))
+		p.t.Fatalf("%v\n%s", err, tail(log, 30))
+	}
+}
+
+// Crash stops the server the way a power cut would, as far as the
+// database can tell: every process ends at once, without a checkpoint and
+// without flushing what was not yet flushed; the next start recovers from
+// the WAL.
+func (p *Postgres) Crash() {
+	p.t.Helper()
+	if err := p.pgctl("stop", "-m", "immediate"); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// URL is a connection string for database on the server.
+func (p *Postgres) URL(database string) string {
+	return "postgres://postgres@" + p.addr + "/" + database
+}
