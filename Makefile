@@ -7,6 +7,9 @@ MODULES   := circulation-storage circulation schemas migrations config integrati
 GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 BENCH_OUT ?= bench-results
+# The revision make bench compares this version's check-out with (scenario
+# 6): the one before check-outs made four calls to storage.
+BENCH_BASELINE ?= 86c6f12
 STATICCHECK := v0.8.2
 FUZZTIME  ?= 10s
 
@@ -31,7 +34,7 @@ test: lint rules
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cql
 	$(GO) test -race -count=1 -v ./integration-tests/ ./integration-tests/contract/
-	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke
+	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke -bench.baseline=HEAD
 
 ## test-ha: the failover proof on a three-node Patroni cluster (installs patroni and etcd-server when missing), a few minutes
 test-ha:
@@ -54,7 +57,7 @@ fuzz:
 ## bench: the benchmarks against real processes, a few minutes; table on stdout, results.json and charts in $(BENCH_OUT)
 bench: build
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -count=1 -timeout 30m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT))
+	$(GO) test -count=1 -timeout 30m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE)
 
 ## soak: the workloads across real processes, five times larger, three times over
 soak: build

@@ -13,6 +13,8 @@ if [ -z "$url" ]; then
   auth="${DB_USERNAME:-postgres}"
   [ -n "${DB_PASSWORD:-}" ] && auth="$auth:$DB_PASSWORD"
   url="postgres://$auth@${DB_HOST:-127.0.0.1}:${DB_PORT:-5432}/postgres"
+  # On this machine's loopback, TLS would only cost CPU on both sides.
+  case "${DB_HOST:-127.0.0.1}" in 127.0.0.1|localhost|::1) url="$url?sslmode=disable" ;; esac
 fi
 # The same server's maintenance database: swap the path, keep the query.
 base="${url%%\?*}"

@@ -31,15 +31,26 @@ import (
 // NoHistory is the same service cycle against a storage instance with the
 // lock history off (LOCK_HISTORY=false), in slices alternating with the
 // others: the uncontended cycle must not pay for the history.
+//
+// Floor is the same cycle through a minimal net/http + pgx server running
+// the same SQL (bench/floor): what a framework cannot beat.
 type LockCycleRow struct {
 	Concurrency  int     `json:"concurrency"`
 	Service      Stats   `json:"service"`
 	Acquire      Stats   `json:"serviceAcquire"`
 	NoHistory    Stats   `json:"serviceWithoutHistory"`
+	Floor        Stats   `json:"floor"`
 	Raw          Stats   `json:"pgbench"`
 	Ratio        float64 `json:"serviceOverRawThroughput"`
 	HistoryRatio float64 `json:"withOverWithoutHistoryThroughput"`
+	FloorRatio   float64 `json:"serviceOverFloorThroughput"`
+	FloorRaw     float64 `json:"floorOverRawThroughput"`
 }
+
+// lockCommit is the synchronous_commit the service's lock statements run
+// with (LOCK_SYNCHRONOUS_COMMIT's default), and so the floor's and
+// pgbench's.
+const lockCommit = "off"
 
 // benchHolder is the holder a circulation instance names in its locks.
 const benchHolder = `{"instance":"bench-circulation:8080","requestId":"123456/circulation","itemBarcode":"bench-item-0001",` +
@@ -48,7 +59,7 @@ const benchHolder = `{"instance":"bench-circulation:8080","requestId":"123456/ci
 // serviceCycles runs conc closed-loop clients, each acquiring a fresh
 // patron's lock and releasing it, for d. Each client's histograms are its
 // own and merged at the end.
-func serviceCycles(t *testing.T, c *harness.Cluster, storage *harness.Process, client *http.Client, conc int, d time.Duration) (cycle, acquire *hdrhistogram.Histogram, errs int64) {
+func serviceCycles(t *testing.T, c *harness.Cluster, base string, client *http.Client, conc int, d time.Duration) (cycle, acquire *hdrhistogram.Histogram, errs int64) {
 	t.Helper()
 	cycle, acquire = newHist(), newHist()
 	headers := c.Headers()
@@ -63,10 +74,10 @@ func serviceCycles(t *testing.T, c *harness.Cluster, storage *harness.Process, c
 			var e int64
 			for time.Now().Before(deadline) {
 				start := time.Now()
-				lockID, ok := post(client, storage.URL()+"/check-out-lock-storage", headers,
+				lockID, ok := post(client, base+"/check-out-lock-storage", headers,
 					`{"userId":"`+uuid.NewString()+`","holder":`+benchHolder+`}`)
 				acquired := time.Now()
-				if !ok || !del(client, storage.URL()+"/check-out-lock-storage/"+lockID, headers) {
+				if !ok || !del(client, base+"/check-out-lock-storage/"+lockID, headers) {
 					e++
 					continue
 				}
@@ -143,6 +154,9 @@ func pgbenchCycles(t *testing.T, dbURL, schema string, conc int, d time.Duration
 	secs := max(1, int(d.Seconds()))
 	cmd := exec.Command("pgbench", "-n", "-M", "prepared", "-c", strconv.Itoa(conc), "-j", strconv.Itoa(min(conc, 2)),
 		"-T", strconv.Itoa(secs), "-f", script, "-l", "--log-prefix", filepath.Join(dir, "pg"), dbURL)
+	// The statements' durability as the service runs them
+	// (LOCK_SYNCHRONOUS_COMMIT's default).
+	cmd.Env = append(os.Environ(), "PGOPTIONS=-c synchronous_commit="+lockCommit)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -190,22 +204,27 @@ func failedRe(out string) int64 {
 
 // benchLockCycle is scenario 1: for each concurrency, service and pgbench
 // slices alternate, and the ratio is of their summed throughputs.
-func benchLockCycle(t *testing.T, c *harness.Cluster, noHistory *harness.Process, dbURL string, p plan) []LockCycleRow {
+func benchLockCycle(t *testing.T, c *harness.Cluster, noHistory, floor *harness.Process, dbURL string, p plan) []LockCycleRow {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
 	var rows []LockCycleRow
 	for _, conc := range p.concurrencies {
-		svcCycle, svcAcquire, raw, bare := newHist(), newHist(), newHist(), newHist()
-		var svcErrs, rawErrs, bareErrs int64
-		var svcTime, rawTime, bareTime time.Duration
+		svcCycle, svcAcquire, raw, bare, flr := newHist(), newHist(), newHist(), newHist(), newHist()
+		var svcErrs, rawErrs, bareErrs, floorErrs int64
+		var svcTime, rawTime, bareTime, floorTime time.Duration
 		for range p.rounds {
 			start := time.Now()
-			hc, ha, e := serviceCycles(t, c, c.Storage, client, conc, p.slice)
+			hc, ha, e := serviceCycles(t, c, c.Storage.URL(), client, conc, p.slice)
 			svcTime += time.Since(start)
 			svcCycle.Merge(hc)
 			svcAcquire.Merge(ha)
 			svcErrs += e
 			start = time.Now()
-			hb, _, eb := serviceCycles(t, c, noHistory, client, conc, p.slice)
+			hf, _, ef := serviceCycles(t, c, floor.URL(), client, conc, p.slice)
+			floorTime += time.Since(start)
+			flr.Merge(hf)
+			floorErrs += ef
+			start = time.Now()
+			hb, _, eb := serviceCycles(t, c, noHistory.URL(), client, conc, p.slice)
 			bareTime += time.Since(start)
 			bare.Merge(hb)
 			bareErrs += eb
@@ -215,13 +234,16 @@ func benchLockCycle(t *testing.T, c *harness.Cluster, noHistory *harness.Process
 			rawErrs += e2
 		}
 		row := LockCycleRow{Concurrency: conc, Service: stats(svcCycle, svcErrs, svcTime),
-			Acquire: stats(svcAcquire, 0, svcTime), NoHistory: stats(bare, bareErrs, bareTime), Raw: stats(raw, rawErrs, rawTime)}
+			Acquire: stats(svcAcquire, 0, svcTime), NoHistory: stats(bare, bareErrs, bareTime),
+			Floor: stats(flr, floorErrs, floorTime), Raw: stats(raw, rawErrs, rawTime)}
 		row.Ratio = ratio(row.Service.Throughput, row.Raw.Throughput)
 		row.HistoryRatio = ratio(row.Service.Throughput, row.NoHistory.Throughput)
+		row.FloorRatio = ratio(row.Service.Throughput, row.Floor.Throughput)
+		row.FloorRaw = ratio(row.Floor.Throughput, row.Raw.Throughput)
 		rows = append(rows, row)
-		t.Logf("lock cycle c=%d: service %.0f/s (p99 %.2f ms), without history %.0f/s (ratio %.2f), pgbench %.0f/s (p99 %.2f ms), ratio %.2f",
-			conc, row.Service.Throughput, row.Service.P99Ms, row.NoHistory.Throughput, row.HistoryRatio,
-			row.Raw.Throughput, row.Raw.P99Ms, row.Ratio)
+		t.Logf("lock cycle c=%d: service %.0f/s (p99 %.2f ms), floor %.0f/s (service/floor %.2f), without history %.0f/s (ratio %.2f), pgbench %.0f/s (p99 %.2f ms), service/pgbench %.2f, floor/pgbench %.2f",
+			conc, row.Service.Throughput, row.Service.P99Ms, row.Floor.Throughput, row.FloorRatio, row.NoHistory.Throughput, row.HistoryRatio,
+			row.Raw.Throughput, row.Raw.P99Ms, row.Ratio, row.FloorRaw)
 	}
 	return rows
 }

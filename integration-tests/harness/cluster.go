@@ -44,6 +44,18 @@ type Options struct {
 	// DatabaseURL is the database the services use (default: the one
 	// created for the test run), e.g. an HA cluster's.
 	DatabaseURL string
+	// BinDir holds the binaries to run (default: the ones built for the
+	// test run), e.g. an earlier version's, to compare with.
+	BinDir string
+}
+
+// binDir is where the cluster's binaries are.
+func (c *Cluster) binDir() string { return cmp.Or(c.opts.BinDir, envState().BinDir) }
+
+// StartBinary starts bin as a process of the test, on a free port given
+// in HTTP_ADDR, and waits until it answers GET /admin/health.
+func StartBinary(t testing.TB, name, bin string, env ...string) *Process {
+	return startProcess(t, name, bin, env...)
 }
 
 // startStorage starts storage instance i (its listener named after i).
@@ -52,7 +64,7 @@ func (c *Cluster) startStorage(name string, i int, env []string) *Process {
 	q := listen.Query()
 	q.Set("application_name", ListenerName(c.Tenant, i))
 	listen.RawQuery = q.Encode()
-	return startProcess(c.t, name, filepath.Join(envState().BinDir, "circulation-storage"),
+	return startProcess(c.t, name, filepath.Join(c.binDir(), "circulation-storage"),
 		append(append(authEnv(), "DATABASE_URL="+c.dbURL, "LISTEN_DATABASE_URL="+listen.String(), "LOG_LEVEL=info", "DB_MAX_CONNS=20"),
 			env...)...)
 }
@@ -92,11 +104,10 @@ type Cluster struct {
 // not added to Circulations). Instance i talks to storage i mod Storages.
 func (c *Cluster) AddCirculations(n int, env ...string) []*Process {
 	c.t.Helper()
-	e := envState()
 	var out []*Process
 	for i := range n {
 		out = append(out, startProcess(c.t, fmt.Sprintf("circulation-%d", c.started+1),
-			filepath.Join(e.BinDir, "circulation"),
+			filepath.Join(c.binDir(), "circulation"),
 			append(append(append(authEnv(),
 				"STORAGE_URL="+c.storageURLs[i%len(c.storageURLs)],
 				fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", c.opts.FeatureOn),
@@ -135,6 +146,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 		Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxIdleConns: 512},
 	}}
 	c.Schema = schemaOf(c.Tenant)
+	c.opts = opts
 
 	base := cmp.Or(opts.DatabaseURL, e.DatabaseURL)
 	dbURL := base

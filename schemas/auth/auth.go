@@ -11,6 +11,7 @@ package auth
 import (
 	"context"
 	"crypto"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/checkoutlock/schemas"
 )
@@ -93,7 +95,21 @@ type KeyConfig struct {
 type Verifier struct {
 	keyfunc jwt.Keyfunc
 	parser  *jwt.Parser
+	// verified remembers the claims of tokens that verified, by the token's
+	// hash, for a short while: a self-check machine sends the same token
+	// with every scan, and circulation passes it on to storage with every
+	// call, so most tokens are seen again within seconds. Only tokens
+	// that verified are remembered, and never past their expiry.
+	verified *expirable.LRU[[sha256.Size]byte, *Claims]
 }
+
+// Verified tokens are remembered for at most verifiedTTL (a key removed
+// from the JWKS stops being honoured within it) and at most verifiedMax of
+// them.
+const (
+	verifiedTTL = time.Minute
+	verifiedMax = 10000
+)
 
 // NewVerifier returns a verifier for the keys cfg names. A JWKS is fetched
 // now and refreshed in the background until ctx is done.
@@ -107,7 +123,7 @@ func NewVerifier(ctx context.Context, cfg KeyConfig) (*Verifier, error) {
 	if given != 1 {
 		return nil, errors.New("jwt mode needs exactly one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY_FILE and AUTH_JWKS_URL")
 	}
-	v := &Verifier{}
+	v := &Verifier{verified: expirable.NewLRU[[sha256.Size]byte, *Claims](verifiedMax, nil, verifiedTTL)}
 	switch {
 	case cfg.Secret != "":
 		if len(cfg.Secret) < 32 {
@@ -143,11 +159,17 @@ func NewVerifier(ctx context.Context, cfg KeyConfig) (*Verifier, error) {
 // Verify checks a token's signature, algorithm and expiry and returns its
 // claims. "alg": "none" and every algorithm but the configured ones are
 // refused.
+// The claims returned are shared: callers must not change them.
 func (v *Verifier) Verify(token string) (*Claims, error) {
+	key := sha256.Sum256([]byte(token))
+	if c, ok := v.verified.Get(key); ok && c.ExpiresAt != nil && time.Now().Before(c.ExpiresAt.Time) {
+		return c, nil
+	}
 	var c Claims
 	if _, err := v.parser.ParseWithClaims(token, &c, v.keyfunc); err != nil {
 		return nil, err
 	}
+	v.verified.Add(key, &c)
 	return &c, nil
 }
 

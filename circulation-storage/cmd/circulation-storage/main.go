@@ -98,14 +98,15 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		RequestTimeout: cfg.RequestTimeout,
 		Auth:           authn,
 	}, httpapi.Services{
-		Locks:   locks,
-		Waiters: waiters,
-		Tenants: postgres.NewTenants(db, logger, postgres.LoadData),
-		Records: records,
-		Loans:   records,
-		Rules:   rules,
-		Counter: rules,
-		Ready:   db.Ping,
+		Locks:     locks,
+		Waiters:   waiters,
+		Tenants:   postgres.NewTenants(db, logger, postgres.LoadData),
+		Records:   records,
+		Loans:     records,
+		Rules:     rules,
+		Counter:   rules,
+		CheckOuts: rules,
+		Ready:     db.Ping,
 	}, sch, metrics, logger)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -76,12 +76,13 @@ func serve(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		Locks: locks,
 		Waiters: storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
 			PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second}),
-		Tenants: postgres.NewTenants(db, logger, postgres.LoadData),
-		Records: postgres.NewRecords(db),
-		Loans:   postgres.NewRecords(db),
-		Rules:   postgres.NewRules(db),
-		Counter: postgres.NewRules(db),
-		Ready:   db.Ping,
+		Tenants:   postgres.NewTenants(db, logger, postgres.LoadData),
+		Records:   postgres.NewRecords(db),
+		Loans:     postgres.NewRecords(db),
+		Rules:     postgres.NewRules(db),
+		Counter:   postgres.NewRules(db),
+		CheckOuts: postgres.NewRules(db),
+		Ready:     db.Ping,
 	}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)

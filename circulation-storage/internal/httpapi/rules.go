@@ -96,8 +96,7 @@ func (s *Server) validateCheckOut(c echo.Context) error {
 		}
 		barcodes[i] = v
 	}
-	recs, err := storage.CheckOutReader{Records: s.svc.Records, Rules: s.svc.Rules, Counter: s.svc.Counter}.
-		Read(c.Request().Context(), tenantOf(c), barcodes[0], barcodes[1])
+	recs, err := storage.ReadForCheckOut(c.Request().Context(), s.svc.CheckOuts, tenantOf(c), barcodes[0], barcodes[1])
 	if err != nil {
 		return err
 	}

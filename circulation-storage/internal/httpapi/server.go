@@ -56,6 +56,8 @@ type Services struct {
 	Loans   storage.LoanWriter
 	Rules   storage.RulesService
 	Counter storage.LoanCounter
+	// CheckOuts reads what a check-out's validation needs.
+	CheckOuts storage.CheckOutStore
 	// Ready reports whether the service can do its work (the database answers).
 	Ready func(ctx context.Context) error
 }

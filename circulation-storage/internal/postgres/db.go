@@ -44,7 +44,8 @@ func Open(ctx context.Context, connString string, maxConns int32, lockCommit str
 	}
 	db := &DB{pool: pool, lockPool: pool}
 	if lockCommit != "" && lockCommit != "on" {
-		if db.lockPool, err = openPool(ctx, connString, maxConns, "circulation-storage-locks", lockCommit); err != nil {
+		// Lock statements are short: half the connections serve them.
+		if db.lockPool, err = openPool(ctx, connString, max(2, maxConns/2), "circulation-storage-locks", lockCommit); err != nil {
 			pool.Close()
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -131,6 +132,57 @@ func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, ma
 		return 0, interpret(err, t)
 	}
 	return n, nil
+}
+
+var _ storage.CheckOutStore = (*Rules)(nil)
+
+// checkOutBasicsSQL reads, in one statement, the patron and the item by
+// barcode, the item's open loan and the circulation rules (their fallback
+// policy, NULL when none are set, and the rules in order).
+const checkOutBasicsSQL = `
+SELECT (SELECT jsonb FROM %[1]s WHERE barcode = $1 ORDER BY barcode, id LIMIT 1),
+       i.jsonb,
+       (SELECT jsonb FROM %[3]s l WHERE l.item_id = i.id AND l.status_name = 'Open' ORDER BY l.jsonb ->> 'loanDate', l.id LIMIT 1),
+       (SELECT fallback_loan_policy_id::text FROM %[4]s),
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('patronGroupId', coalesce(patron_group_id::text, ''),
+                 'materialTypeId', coalesce(material_type_id::text, ''), 'loanTypeId', coalesce(loan_type_id::text, ''),
+                 'loanPolicyId', loan_policy_id::text) ORDER BY position), '[]') FROM %[5]s)
+  FROM (SELECT 1) one
+  LEFT JOIN (SELECT id, jsonb FROM %[2]s WHERE barcode = $2 ORDER BY barcode, id LIMIT 1) i ON true`
+
+// CheckOutBasics implements storage.CheckOutStore.
+func (s *Rules) CheckOutBasics(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string) (user, item, openLoan json.RawMessage, rules *storage.CirculationRules, err error) {
+	var fallback *string
+	var list json.RawMessage
+	err = s.db.pool.QueryRow(ctx, fmt.Sprintf(checkOutBasicsSQL, table(t, "patron"), table(t, "item"), table(t, "loan"),
+		table(t, "circulation_rules"), table(t, "circulation_rule")), userBarcode, itemBarcode).
+		Scan(&user, &item, &openLoan, &fallback, &list)
+	if err != nil {
+		return nil, nil, nil, nil, interpret(err, t)
+	}
+	if fallback != nil {
+		rules = &storage.CirculationRules{FallbackLoanPolicyID: *fallback}
+		if err := json.Unmarshal(list, &rules.Rules); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
+	return user, item, openLoan, rules, nil
+}
+
+// PolicyAndCount implements storage.CheckOutStore, in one statement.
+func (s *Rules) PolicyAndCount(ctx context.Context, t storage.Tenant, policyID, userID, materialTypeID, loanTypeID string) (json.RawMessage, int, error) {
+	var policy json.RawMessage
+	var n int
+	err := s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT jsonb FROM %[3]s WHERE id = $4), (`+countOpenLoansSQL+`)`,
+		table(t, "loan"), table(t, "item"), table(t, "loan_policy")),
+		userID, nullable(materialTypeID), nullable(loanTypeID), policyID).Scan(&policy, &n)
+	if err != nil {
+		return nil, 0, interpret(err, t)
+	}
+	if policy == nil {
+		return nil, 0, storage.NotFound(storage.LoanPolicies.Name, policyID)
+	}
+	return policy, n, nil
 }
 
 // nullable is nil for "", so an absent filter is SQL NULL.

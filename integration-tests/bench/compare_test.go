@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+var baseline = flag.String("bench.baseline", "",
+	"a git revision of this repository whose services the check-out is compared with, built and run in the same run (scenario 6)")
+
+// repoRoot is the repository's top directory.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// goBuild builds the package pkg of the module tree at dir into out.
+func goBuild(t *testing.T, dir, pkg, out string) {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+}
+
+// buildFloor builds the floor server (bench/floor) and returns its path.
+func buildFloor(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "floor")
+	goBuild(t, repoRoot(), "./integration-tests/bench/floor", out)
+	return out
+}
+
+// buildAt builds both services as they were at git revision rev, from a
+// worktree of this repository, and returns the directory of the binaries.
+func buildAt(t *testing.T, rev string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	git := func(args ...string) {
+		t.Helper()
+		if b, err := exec.Command("git", append([]string{"-C", repoRoot()}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+	}
+	git("worktree", "add", "--detach", src, rev)
+	t.Cleanup(func() { git("worktree", "remove", "--force", src) })
+	bin := filepath.Join(dir, "bin")
+	for _, svc := range []string{"circulation-storage", "circulation"} {
+		goBuild(t, src, "./"+svc+"/cmd/"+svc, filepath.Join(bin, svc))
+	}
+	return bin
+}
+
+// CPUPerCheckOut is the CPU time one check-out costs, in microseconds, by
+// who spends it: the load generator (this process), the circulation and
+// storage processes, and PostgreSQL (every postgres process).
+type CPUPerCheckOut struct {
+	Client      float64 `json:"clientUs"`
+	Circulation float64 `json:"circulationUs"`
+	Storage     float64 `json:"storageUs"`
+	Postgres    float64 `json:"postgresUs"`
+	Total       float64 `json:"totalUs"`
+}
+
+// BeforeAfterRow is scenario 6: uncontended check-outs with the lock on,
+// through this version's services and through the baseline's, one
+// circulation and one storage instance each, in alternating slices.
+type BeforeAfterRow struct {
+	Concurrency int            `json:"concurrency"`
+	Before      Stats          `json:"before"`
+	After       Stats          `json:"after"`
+	CPUBefore   CPUPerCheckOut `json:"cpuBefore"`
+	CPUAfter    CPUPerCheckOut `json:"cpuAfter"`
+	// P50Ratio and CPURatio are after ÷ before.
+	P50Ratio float64 `json:"p50AfterOverBefore"`
+	CPURatio float64 `json:"cpuAfterOverBefore"`
+}
+
+// BeforeAfter is scenario 6's rows and the revision compared with.
+type BeforeAfter struct {
+	Baseline string           `json:"baseline"`
+	Rows     []BeforeAfterRow `json:"rows"`
+}
+
+// cpuSample is the CPU time spent so far by each party.
+type cpuSample struct{ client, circulation, storage, postgres time.Duration }
+
+func sampleCPU(t *testing.T, circulation, storage *harness.Process) cpuSample {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return cpuSample{
+		client:      time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		circulation: processCPU(circulation.PID()),
+		storage:     processCPU(storage.PID()),
+		postgres:    postgresCPU(),
+	}
+}
+
+// clockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// Linux).
+const clockTick = 10 * time.Millisecond
+
+// processCPU is a process's user and system CPU time so far.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command (which may hold spaces) in parentheses;
+	// utime and stime are the 14th and 15th of the line.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(fields[11], 10, 64)
+	st, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(u+st) * clockTick
+}
+
+// postgresCPU is the CPU time of every postgres process, so far.
+func postgresCPU() time.Duration {
+	entries, _ := os.ReadDir("/proc")
+	var total time.Duration
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		total += processCPU(pid)
+	}
+	return total
+}
+
+// perCheckOut divides the CPU spent between two samples by n check-outs.
+func perCheckOut(before, after cpuSample, n int64) CPUPerCheckOut {
+	if n == 0 {
+		return CPUPerCheckOut{}
+	}
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
+	c := CPUPerCheckOut{Client: us(after.client - before.client), Circulation: us(after.circulation - before.circulation),
+		Storage: us(after.storage - before.storage), Postgres: us(after.postgres - before.postgres)}
+	c.Total = c.Client + c.Circulation + c.Storage + c.Postgres
+	return c
+}
+
+// addCPU sums CPU figures weighted by check-outs, for averaging.
+func addCPU(a CPUPerCheckOut, b CPUPerCheckOut, n float64) CPUPerCheckOut {
+	return CPUPerCheckOut{Client: a.Client + b.Client*n, Circulation: a.Circulation + b.Circulation*n,
+		Storage: a.Storage + b.Storage*n, Postgres: a.Postgres + b.Postgres*n, Total: a.Total + b.Total*n}
+}
+
+func scaleCPU(a CPUPerCheckOut, f float64) CPUPerCheckOut {
+	return CPUPerCheckOut{Client: a.Client * f, Circulation: a.Circulation * f, Storage: a.Storage * f,
+		Postgres: a.Postgres * f, Total: a.Total * f}
+}
+
+// benchBeforeAfter is scenario 6: this version's check-out against the
+// baseline's, same topology, same database, alternating slices; latency and
+// CPU per check-out of each.
+func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfter {
+	t.Helper()
+	opts := harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: env, CirculationEnv: env}
+	after := harness.NewCluster(t, opts)
+	opts.BinDir = buildAt(t, rev)
+	before := harness.NewCluster(t, opts)
+	clusters := []*harness.Cluster{before, after}
+	pops := []*population{populate(t, before, 30000, 0), populate(t, after, 30000, 0)}
+	out := BeforeAfter{Baseline: rev}
+	for _, conc := range []int{1, 4} {
+		var hists = [2]*histPair{{h: newHist()}, {h: newHist()}}
+		var cpu [2]CPUPerCheckOut
+		for range p.rounds {
+			for i, c := range clusters {
+				s0 := sampleCPU(t, c.Circulations[0], c.Storage)
+				h, errs, elapsed := attack(checkOutTargeter(c, pops[i], 1), conc, p.slice)
+				s1 := sampleCPU(t, c.Circulations[0], c.Storage)
+				hists[i].h.Merge(h)
+				hists[i].errs += errs
+				hists[i].elapsed += elapsed
+				cpu[i] = addCPU(cpu[i], perCheckOut(s0, s1, h.TotalCount()), float64(h.TotalCount()))
+			}
+		}
+		row := BeforeAfterRow{Concurrency: conc,
+			Before: stats(hists[0].h, hists[0].errs, hists[0].elapsed), After: stats(hists[1].h, hists[1].errs, hists[1].elapsed)}
+		row.CPUBefore = scaleCPU(cpu[0], 1/float64(max(1, hists[0].h.TotalCount())))
+		row.CPUAfter = scaleCPU(cpu[1], 1/float64(max(1, hists[1].h.TotalCount())))
+		row.P50Ratio = ratio(row.After.P50Ms, row.Before.P50Ms)
+		row.CPURatio = ratio(row.CPUAfter.Total, row.CPUBefore.Total)
+		out.Rows = append(out.Rows, row)
+		t.Logf("check-out c=%d before (%s) p50 %.2f ms p99 %.2f ms, %.0f µs CPU; after p50 %.2f ms p99 %.2f ms, %.0f µs CPU; p50 ×%.2f, CPU ×%.2f",
+			conc, rev, row.Before.P50Ms, row.Before.P99Ms, row.CPUBefore.Total, row.After.P50Ms, row.After.P99Ms, row.CPUAfter.Total,
+			row.P50Ratio, row.CPURatio)
+	}
+	return out
+}
+
+// histPair is one side's latencies, failures and time.
+type histPair struct {
+	h       *hdrhistogram.Histogram
+	errs    int64
+	elapsed time.Duration
+}

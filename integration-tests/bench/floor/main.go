@@ -1,0 +1,86 @@
+// Command floor is the benchmark's yardstick for the lock service: a
+// minimal net/http + pgx server running the lock's very SQL (package
+// locksql) behind the same two routes, with nothing else: no framework, no
+// authentication, no validation beyond reading the JSON, no metrics, no
+// logging. What circulation-storage does on top of it is what the
+// benchmark's service ÷ floor ratio measures. It is not a product.
+//
+// Environment: HTTP_ADDR, DATABASE_URL, SCHEMA (the tenant's schema),
+// SYNCHRONOUS_COMMIT (as circulation-storage's LOCK_SYNCHRONOUS_COMMIT).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/checkoutlock/circulation-storage/locksql"
+)
+
+func main() {
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.MaxConns = 40
+	if c := os.Getenv("SYNCHRONOUS_COMMIT"); c != "" {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = c
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	schema := os.Getenv("SCHEMA")
+	acquire := fmt.Sprintf(locksql.Acquire, pgx.Identifier{schema, "check_out_lock"}.Sanitize())
+	release := fmt.Sprintf(locksql.Release, pgx.Identifier{schema, "check_out_lock"}.Sanitize(),
+		pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize())
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("POST /check-out-lock-storage", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			UserID string          `json:"userId"`
+			Holder json.RawMessage `json:"holder"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var id, user string
+		var created, expires any
+		var ttl int
+		var holder, previous json.RawMessage
+		var inserted, fresh bool
+		err := pool.QueryRow(r.Context(), acquire, req.UserID, 3000, nil, req.Holder).
+			Scan(&id, &user, &created, &expires, &ttl, &holder, &inserted, &fresh, &previous)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "userId": user, "creationDate": created, "expiresAt": expires,
+			"ttlMs": ttl, "holder": holder})
+	})
+	mux.HandleFunc("DELETE /check-out-lock-storage/{id}", func(w http.ResponseWriter, r *http.Request) {
+		var live, notified bool
+		var holder json.RawMessage
+		var user string
+		err := pool.QueryRow(r.Context(), release, r.PathValue("id"), schema).Scan(&live, &holder, &notified, &user)
+		switch {
+		case err == pgx.ErrNoRows || err == nil && !live:
+			w.WriteHeader(http.StatusNotFound)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	})
+	log.Fatal(http.ListenAndServe(os.Getenv("HTTP_ADDR"), mux))
+}
