@@ -36,6 +36,10 @@ type Results struct {
 	Targets           []Target       `json:"targets"`
 }
 
+// benchDBConns is the benchmark's storage pool size (DB_MAX_CONNS); its
+// lock statements get half of it, and so does the floor.
+const benchDBConns = 40
+
 // Target is one of the figures the project aims for, and whether this run
 // met it.
 type Target struct {
@@ -54,12 +58,12 @@ func TestBenchmarks(t *testing.T) {
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=warn"}
 	c := harness.NewCluster(t, harness.Options{Circulations: 4, FeatureOn: true,
-		StorageEnv: append([]string{"DB_MAX_CONNS=40"}, quiet...), CirculationEnv: append([]string{"SETTINGS_CACHE_TTL=100ms"}, quiet...)})
+		StorageEnv: append([]string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns)}, quiet...), CirculationEnv: append([]string{"SETTINGS_CACHE_TTL=100ms"}, quiet...)})
 	res := Results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(t, c), Smoke: *smoke}
 
 	noHistory := c.AddStorage("storage-without-history", "LOCK_HISTORY=false")
 	floor := harness.StartBinary(t, "floor", buildFloor(t), "DATABASE_URL="+harness.DatabaseURL(), "SCHEMA="+c.Schema,
-		"SYNCHRONOUS_COMMIT="+lockCommit)
+		"SYNCHRONOUS_COMMIT="+lockCommit, fmt.Sprintf("POOL_SIZE=%d", benchDBConns/2))
 	res.LockCycle = benchLockCycle(t, c, noHistory, floor, harness.DatabaseURL(), p)
 	// Their connections are needed by the scenarios that follow.
 	floor.Stop()

@@ -6,7 +6,8 @@
 // benchmark's service ÷ floor ratio measures. It is not a product.
 //
 // Environment: HTTP_ADDR, DATABASE_URL, SCHEMA (the tenant's schema),
-// SYNCHRONOUS_COMMIT (as circulation-storage's LOCK_SYNCHRONOUS_COMMIT).
+// SYNCHRONOUS_COMMIT (as circulation-storage's LOCK_SYNCHRONOUS_COMMIT),
+// POOL_SIZE (as the service's pool for lock statements).
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,7 +30,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cfg.MaxConns = 40
+	if n, err := strconv.Atoi(os.Getenv("POOL_SIZE")); err == nil && n > 0 {
+		cfg.MaxConns = int32(n)
+	}
 	if c := os.Getenv("SYNCHRONOUS_COMMIT"); c != "" {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = c
 	}
