@@ -118,20 +118,23 @@ func TestWaiterWokenByExpiry(t *testing.T) {
 // notification again.
 func TestListenerLossIsSurvived(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, ListenProxy: true,
+	// The lock is released through A and waited for on B, whose listener
+	// is what can wake the waiter (a release wakes the waiters of its own
+	// instance at once, without the listener).
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 2, ListenProxy: true,
 		StorageEnv: []string{"LOCK_WAIT_POLL_INTERVAL=1m", "LOCK_WAIT_POLL_UNLISTENED=50ms"}})
-	s := c.Storage
+	a, s := c.Storages[0], c.Storages[1]
 	waitListening(t, c, s)
 	handOff := func() harness.Response {
 		t.Helper()
 		user, holder := uuid.NewString(), uuid.NewString()
-		c.Do(s, "POST", "/check-out-lock-storage", lockBody(user, holder, 60000, 0)).Want(t, http.StatusCreated)
+		c.Do(a, "POST", "/check-out-lock-storage", lockBody(user, holder, 60000, 0)).Want(t, http.StatusCreated)
 		result := make(chan harness.Response, 1)
 		go func() {
 			result <- c.Do(s, "POST", "/check-out-lock-storage", lockBody(user, uuid.NewString(), 60000, 10000))
 		}()
 		waitFor(t, "the waiter to wait", func() bool { return metric(t, c, s, "checkout_lock_waiters") == 1 })
-		c.Do(s, "DELETE", "/check-out-lock-storage/"+holder, nil).Want(t, http.StatusNoContent)
+		c.Do(a, "DELETE", "/check-out-lock-storage/"+holder, nil).Want(t, http.StatusNoContent)
 		return (<-result).Want(t, http.StatusCreated)
 	}
 
@@ -139,7 +142,7 @@ func TestListenerLossIsSurvived(t *testing.T) {
 	var killed int
 	err := c.DB.QueryRow(context.Background(),
 		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`,
-		harness.ListenerName(c.Tenant, 0)).Scan(&killed)
+		harness.ListenerName(c.Tenant, 1)).Scan(&killed)
 	if err != nil || killed != 1 {
 		t.Fatalf("terminate the listener's session: %d killed, %v", killed, err)
 	}
@@ -171,6 +174,39 @@ func TestListenerLossIsSurvived(t *testing.T) {
 		t.Errorf("after the cut: wake-ups %v (before %v), want one more by release", w, before)
 	}
 	summary(t, 3, 3, 0, 0, fmt.Sprintf("reconnects=%.0f", metric(t, c, s, "checkout_lock_listener_reconnects_total")))
+}
+
+// TestLocalReleaseWakesAtOnce: a release wakes the waiters of its own
+// storage instance at once, without the round trip of its notification:
+// with the listener cut off and polling set to a minute, the waiter is
+// still granted the lock as it is released, woken by "release".
+func TestLocalReleaseWakesAtOnce(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, ListenProxy: true,
+		StorageEnv: []string{"LOCK_WAIT_POLL_INTERVAL=1m", "LOCK_WAIT_POLL_UNLISTENED=1m"}})
+	s := c.Storage
+	waitListening(t, c, s)
+	c.ListenProxy.Refuse(true)
+	c.ListenProxy.Cut()
+	waitFor(t, "the listener to be down", func() bool { return metric(t, c, s, "checkout_lock_listener_up") == 0 })
+	user, holder, waiter := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	c.Do(s, "POST", "/check-out-lock-storage", lockBody(user, holder, 60000, 0)).Want(t, http.StatusCreated)
+	result := make(chan harness.Response, 1)
+	go func() { result <- c.Do(s, "POST", "/check-out-lock-storage", lockBody(user, waiter, 60000, 20000)) }()
+	waitFor(t, "the waiter to wait", func() bool { return metric(t, c, s, "checkout_lock_waiters") == 1 })
+	before := wakeups(t, c, s)
+	released := time.Now()
+	c.Do(s, "DELETE", "/check-out-lock-storage/"+holder, nil).Want(t, http.StatusNoContent)
+	var got struct{ ID string }
+	(<-result).Want(t, http.StatusCreated).Decode(t, &got)
+	took := time.Since(released)
+	if got.ID != waiter {
+		t.Fatalf("granted %s, want the waiter's %s", got.ID, waiter)
+	}
+	if w := wakeups(t, c, s); w["release"] != before["release"]+1 || w["poll"] != before["poll"] {
+		t.Errorf("wake-ups %v (before %v), want one more by release and none by poll", w, before)
+	}
+	summary(t, 2, 2, 0, 0, fmt.Sprintf("release_to_grant=%s listener_up=0", took.Round(100*time.Microsecond)))
 }
 
 // TestManyWaitersOneHolderAtATime: 100 acquisitions for one patron at once,

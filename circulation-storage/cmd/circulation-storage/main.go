@@ -87,6 +87,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Poll: cfg.LockWaitPoll, PollUnlistened: cfg.LockWaitPollUnlistened,
 		MaxWaiters: cfg.LockMaxWaiters, StatementTimeout: cfg.RequestTimeout,
 	})
+	locks.UseReleased(waiters.Notify)
 	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,

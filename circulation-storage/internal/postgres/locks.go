@@ -20,7 +20,16 @@ type Locks struct {
 	events storage.EventObserver
 	// history says whether events are recorded; off, Record does nothing.
 	history bool
+	// released, when set, is told of a release that someone waits for, at
+	// once (see UseReleased).
+	released func(t storage.Tenant, userID string)
 }
+
+// UseReleased has released told, at once, of every release this instance
+// makes that someone waits for: the waiters on this instance are woken
+// without waiting for the release's notification to come back from the
+// database (which still wakes those on other instances).
+func (s *Locks) UseReleased(released func(t storage.Tenant, userID string)) { s.released = released }
 
 var _ storage.LockService = (*Locks)(nil)
 
@@ -174,6 +183,9 @@ func (s *Locks) Release(ctx context.Context, t storage.Tenant, id, by string) er
 	case by != "" && holder.AcquiredBy != "" && by != holder.AcquiredBy:
 		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventReleasedByOther, UserID: userID, LockID: id, Holder: holder,
 			By: storage.Holder{AcquiredBy: by}})
+	}
+	if notified && s.released != nil {
+		s.released(t, userID)
 	}
 	return nil
 }
