@@ -35,12 +35,16 @@ import (
 // Floor is the same cycle through a minimal net/http + pgx server running
 // the same SQL (bench/floor): what a framework cannot beat.
 type LockCycleRow struct {
-	Concurrency  int     `json:"concurrency"`
-	Service      Stats   `json:"service"`
-	Acquire      Stats   `json:"serviceAcquire"`
-	NoHistory    Stats   `json:"serviceWithoutHistory"`
-	Floor        Stats   `json:"floor"`
-	Raw          Stats   `json:"pgbench"`
+	Concurrency int   `json:"concurrency"`
+	Service     Stats `json:"service"`
+	Acquire     Stats `json:"serviceAcquire"`
+	NoHistory   Stats `json:"serviceWithoutHistory"`
+	Floor       Stats `json:"floor"`
+	Raw         Stats `json:"pgbench"`
+	// RawDurable is pgbench with the statements waiting for the WAL flush
+	// (synchronous_commit=on): what LOCK_SYNCHRONOUS_COMMIT=off saves.
+	RawDurable   Stats   `json:"pgbenchSynchronousCommit"`
+	DurableRatio float64 `json:"pgbenchOverSynchronousCommitThroughput"`
 	Ratio        float64 `json:"serviceOverRawThroughput"`
 	HistoryRatio float64 `json:"withOverWithoutHistoryThroughput"`
 	FloorRatio   float64 `json:"serviceOverFloorThroughput"`
@@ -144,7 +148,7 @@ func pgbenchScript(schema string) string {
 // pgbenchCycles runs the script at concurrency conc for d (whole seconds),
 // in prepared mode as pgx runs statements, and reads each transaction's
 // latency from pgbench's log.
-func pgbenchCycles(t *testing.T, dbURL, schema string, conc int, d time.Duration) (*hdrhistogram.Histogram, time.Duration, int64) {
+func pgbenchCycles(t *testing.T, dbURL, schema string, conc int, d time.Duration, commit string) (*hdrhistogram.Histogram, time.Duration, int64) {
 	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "cycle.sql")
@@ -154,9 +158,9 @@ func pgbenchCycles(t *testing.T, dbURL, schema string, conc int, d time.Duration
 	secs := max(1, int(d.Seconds()))
 	cmd := exec.Command("pgbench", "-n", "-M", "prepared", "-c", strconv.Itoa(conc), "-j", strconv.Itoa(min(conc, 2)),
 		"-T", strconv.Itoa(secs), "-f", script, "-l", "--log-prefix", filepath.Join(dir, "pg"), dbURL)
-	// The statements' durability as the service runs them
-	// (LOCK_SYNCHRONOUS_COMMIT's default).
-	cmd.Env = append(os.Environ(), "PGOPTIONS=-c synchronous_commit="+lockCommit)
+	// The statements' durability: as the service runs them
+	// (LOCK_SYNCHRONOUS_COMMIT), or another for comparison.
+	cmd.Env = append(os.Environ(), "PGOPTIONS=-c synchronous_commit="+commit)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -208,9 +212,9 @@ func benchLockCycle(t *testing.T, c *harness.Cluster, noHistory, floor *harness.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
 	var rows []LockCycleRow
 	for _, conc := range p.concurrencies {
-		svcCycle, svcAcquire, raw, bare, flr := newHist(), newHist(), newHist(), newHist(), newHist()
-		var svcErrs, rawErrs, bareErrs, floorErrs int64
-		var svcTime, rawTime, bareTime, floorTime time.Duration
+		svcCycle, svcAcquire, raw, bare, flr, durable := newHist(), newHist(), newHist(), newHist(), newHist(), newHist()
+		var svcErrs, rawErrs, bareErrs, floorErrs, durableErrs int64
+		var svcTime, rawTime, bareTime, floorTime, durableTime time.Duration
 		for range p.rounds {
 			start := time.Now()
 			hc, ha, e := serviceCycles(t, c, c.Storage.URL(), client, conc, p.slice)
@@ -228,22 +232,27 @@ func benchLockCycle(t *testing.T, c *harness.Cluster, noHistory, floor *harness.
 			bareTime += time.Since(start)
 			bare.Merge(hb)
 			bareErrs += eb
-			h, d, e2 := pgbenchCycles(t, dbURL, c.Schema, conc, p.slice)
+			h, d, e2 := pgbenchCycles(t, dbURL, c.Schema, conc, p.slice, lockCommit)
 			rawTime += d
 			raw.Merge(h)
 			rawErrs += e2
+			h, d, e2 = pgbenchCycles(t, dbURL, c.Schema, conc, p.slice, "on")
+			durableTime += d
+			durable.Merge(h)
+			durableErrs += e2
 		}
 		row := LockCycleRow{Concurrency: conc, Service: stats(svcCycle, svcErrs, svcTime),
 			Acquire: stats(svcAcquire, 0, svcTime), NoHistory: stats(bare, bareErrs, bareTime),
-			Floor: stats(flr, floorErrs, floorTime), Raw: stats(raw, rawErrs, rawTime)}
+			Floor: stats(flr, floorErrs, floorTime), Raw: stats(raw, rawErrs, rawTime), RawDurable: stats(durable, durableErrs, durableTime)}
+		row.DurableRatio = ratio(row.Raw.Throughput, row.RawDurable.Throughput)
 		row.Ratio = ratio(row.Service.Throughput, row.Raw.Throughput)
 		row.HistoryRatio = ratio(row.Service.Throughput, row.NoHistory.Throughput)
 		row.FloorRatio = ratio(row.Service.Throughput, row.Floor.Throughput)
 		row.FloorRaw = ratio(row.Floor.Throughput, row.Raw.Throughput)
 		rows = append(rows, row)
-		t.Logf("lock cycle c=%d: service %.0f/s (p99 %.2f ms), floor %.0f/s (service/floor %.2f), without history %.0f/s (ratio %.2f), pgbench %.0f/s (p99 %.2f ms), service/pgbench %.2f, floor/pgbench %.2f",
+		t.Logf("lock cycle c=%d: service %.0f/s (p99 %.2f ms), floor %.0f/s (service/floor %.2f), without history %.0f/s (ratio %.2f), pgbench %.0f/s (p99 %.2f ms), service/pgbench %.2f, floor/pgbench %.2f; pgbench with synchronous_commit=on %.0f/s (off/on %.2f)",
 			conc, row.Service.Throughput, row.Service.P99Ms, row.Floor.Throughput, row.FloorRatio, row.NoHistory.Throughput, row.HistoryRatio,
-			row.Raw.Throughput, row.Raw.P99Ms, row.Ratio, row.FloorRaw)
+			row.Raw.Throughput, row.Raw.P99Ms, row.Ratio, row.FloorRaw, row.RawDurable.Throughput, row.DurableRatio)
 	}
 	return rows
 }

@@ -144,6 +144,7 @@ func requestErrors(r Results) []string {
 		check(fmt.Sprintf("lock cycle c=%d, service without history", row.Concurrency), row.NoHistory)
 		check(fmt.Sprintf("lock cycle c=%d, pgbench", row.Concurrency), row.Raw)
 		check(fmt.Sprintf("lock cycle c=%d, floor", row.Concurrency), row.Floor)
+		check(fmt.Sprintf("lock cycle c=%d, pgbench with synchronous_commit=on", row.Concurrency), row.RawDurable)
 	}
 	check("acquire at half the peak", r.AcquireAtHalfPeak.Acquire)
 	for _, co := range r.CheckOut {
@@ -218,6 +219,10 @@ func printTable(w io.Writer, r Results) {
 			row.NoHistory.Throughput, row.HistoryRatio,
 			row.Raw.Throughput, row.Raw.P50Ms, row.Raw.P95Ms, row.Raw.P99Ms, row.Ratio, row.FloorRaw,
 			row.Service.Errors+row.Floor.Errors+row.NoHistory.Errors+row.Raw.Errors)
+	}
+	for _, row := range r.LockCycle {
+		fmt.Fprintf(tw, "c=%d: pgbench with synchronous_commit=on (every commit flushed, as before LOCK_SYNCHRONOUS_COMMIT): %.0f/s, p50 %.2f ms; off / on %.2f\n",
+			row.Concurrency, row.RawDurable.Throughput, row.RawDurable.P50Ms, row.DurableRatio)
 	}
 	a := r.AcquireAtHalfPeak
 	fmt.Fprintf(tw, "acquire alone at %d/s (half the peak): p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, errors %d\n",

@@ -14,7 +14,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
 )
 
 var (
@@ -108,13 +111,13 @@ func proof(t *testing.T, sync bool, faults []fault) {
 		DatabaseURL: h.URL("circulation"), Storages: 2, Circulations: 3, FeatureOn: true,
 		LockTTLMs: 3000, RetryIntervalMs: "500|500|1000",
 	})
-	const patrons, bursters = 24, 6
-	lib := c.SetupLibrary(patrons+bursters, 8, limit)
-	w := newWorkload(c, lib, patrons)
+	const patrons, bursters, lockers = 24, 6, 3
+	lib := c.SetupLibrary(patrons+bursters+lockers, 8, limit)
+	w := newWorkload(t, c, lib, patrons, bursters)
 	for i, f := range faults {
 		r := w.through(t, h, f)
 		t.Logf("SUMMARY ha sync=%t replication_latency=%s fault=%d:%s %s", sync, *latency, i+1, f.name, r)
-		if r.serverErrors > 0 || r.overLimit > 0 || len(r.violations) > 0 || r.doubleGrants > 0 && sync ||
+		if r.serverErrors > 0 || r.overLimit > 0 || len(r.violations) > 0 || r.doubleWrites > 0 ||
 			(r.lostCheckOuts > 0 || r.lostCheckIns > 0) && sync || r.recovery < 0 {
 			t.Errorf("fault %s: %s\n  %s", f.name, r, strings.Join(r.violations, "\n  "))
 		}
@@ -140,8 +143,12 @@ type result struct {
 	// overLimit counts monitor samples with a patron above the limit.
 	overLimit int
 	// doubleGrants counts pairs of clients that held one patron's lock at
-	// the same time; lockGrants the grants of the phase.
-	doubleGrants, lockGrants int
+	// the same time (a grant lost with the primary: lock statements do not
+	// wait for the standby, LOCK_SYNCHRONOUS_COMMIT=off); doubleWrites the
+	// pairs of those that both wrote under it, which the fence must make
+	// zero; fenced the writes under a grant, and refused those the fence
+	// refused (LOCK_LOST); lockGrants the grants of the phase.
+	doubleGrants, doubleWrites, fenced, refused, lockGrants int
 	// reconnects is the storage instances' listener reconnections so far;
 	// handOff the time from a release on one storage instance to the
 	// waiter's grant on the other, once the cluster is healthy again.
@@ -160,9 +167,9 @@ func (r result) String() string {
 	for _, k := range keys {
 		seen = append(seen, fmt.Sprintf("%s:%d", k, r.answers[k]))
 	}
-	return fmt.Sprintf("recovery=%s answers_until_recovered={%s} requests=%d server_errors=%d lost_checkouts=%d lost_checkins=%d over_limit_samples=%d lock_grants=%d double_grants=%d listener_reconnects=%.0f hand_off_after=%s violations=%d",
+	return fmt.Sprintf("recovery=%s answers_until_recovered={%s} requests=%d server_errors=%d lost_checkouts=%d lost_checkins=%d over_limit_samples=%d lock_grants=%d fenced_writes=%d refused_lock_lost=%d double_grants=%d double_writes=%d listener_reconnects=%.0f hand_off_after=%s violations=%d",
 		r.recovery.Round(time.Millisecond), strings.Join(seen, " "), r.total, r.serverErrors, r.lostCheckOuts, r.lostCheckIns,
-		r.overLimit, r.lockGrants, r.doubleGrants, r.reconnects, r.handOff.Round(100*time.Microsecond), len(r.violations))
+		r.overLimit, r.lockGrants, r.fenced, r.refused, r.doubleGrants, r.doubleWrites, r.reconnects, r.handOff.Round(100*time.Microsecond), len(r.violations))
 }
 
 // workload drives check-outs and check-ins for many patrons at their
@@ -170,11 +177,33 @@ func (r result) String() string {
 type workload struct {
 	c       *harness.Cluster
 	lib     harness.Library
-	patrons int // lib.Patrons[:patrons] take turns; the rest burst
+	patrons int // lib.Patrons[:patrons] take turns; the next bursters burst
+	// lockers are the patrons whose locks are taken straight from storage.
+	lockers []*locker
 }
 
-func newWorkload(c *harness.Cluster, lib harness.Library, patrons int) *workload {
-	return &workload{c: c, lib: lib, patrons: patrons}
+// locker is a patron whose lock clients take straight from storage, and
+// the item they check out and in under it, as a check-out's fenced write
+// does.
+type locker struct {
+	patron, item string
+	mu           sync.Mutex
+	version      int // the item's _version as last written; 0: read it
+}
+
+func newWorkload(t *testing.T, c *harness.Cluster, lib harness.Library, patrons, bursters int) *workload {
+	w := &workload{c: c, lib: lib, patrons: patrons}
+	for p := patrons + bursters; p < len(lib.Patrons); p++ {
+		var patron, item string
+		err := c.DB.QueryRow(context.Background(), `SELECT (SELECT id::text FROM `+pgx.Identifier{c.Schema, "patron"}.Sanitize()+
+			` WHERE barcode = $1), (SELECT id::text FROM `+pgx.Identifier{c.Schema, "item"}.Sanitize()+` WHERE barcode = $2)`,
+			lib.Patrons[p], lib.Items[p][0]).Scan(&patron, &item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.lockers = append(w.lockers, &locker{patron: patron, item: item})
+	}
+	return w
 }
 
 // answer is one client request's outcome.
@@ -188,10 +217,12 @@ type answer struct {
 }
 
 // grant is one client's hold of a patron's lock, from the 201 it received
-// until it sent the release (or the lock expired, if sooner).
+// until it sent the release (or the lock expired, if sooner), and what its
+// fenced write did: wrote, or refused because the lock was lost.
 type grant struct {
-	patron     string
-	from, till time.Time
+	patron         string
+	from, till     time.Time
+	wrote, refused bool
 }
 
 // through runs the workload for a while, injects the fault, keeps going
@@ -247,15 +278,15 @@ func (w *workload) through(t *testing.T, h *harness.HA, f fault) result {
 			}
 		}
 	}()
-	// Lock traffic: two clients per patron for three patrons, on both
-	// storage instances, each holding the lock briefly.
-	for l := range 6 {
-		patron := uuid.NewSHA1(uuid.NameSpaceOID, []byte(fmt.Sprintf("ha-lock-%d", l/2))).String()
+	// Lock traffic: two clients per locker patron, on both storage
+	// instances, each holding the lock for a fenced write and its undoing.
+	for l := range 2 * len(w.lockers) {
+		lk := w.lockers[l/2]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				if g, ok := w.holdLock(l, patron); ok {
+				if g, ok := w.holdLock(l, lk); ok {
 					mu.Lock()
 					grants = append(grants, g)
 					mu.Unlock()
@@ -353,7 +384,15 @@ func (w *workload) through(t *testing.T, h *harness.HA, f fault) result {
 			closed = append(closed, a.loanID)
 		}
 	}
-	r.doubleGrants = overlapping(grants)
+	r.doubleGrants, r.doubleWrites = overlapping(grants)
+	for _, g := range grants {
+		if g.wrote {
+			r.fenced++
+		}
+		if g.refused {
+			r.refused++
+		}
+	}
 	r.lostCheckOuts, r.lostCheckIns = w.lost(t, created, closed)
 	// Locks whose release failed during the fault expire by their TTL;
 	// then nothing may be left, and items and loans must agree.
@@ -439,12 +478,13 @@ func (w *workload) send(n int, item, userBarcode string, checkOut bool) answer {
 	return a
 }
 
-// holdLock acquires patron's lock from storage instance l mod 2, waiting up
-// to a second, holds it for a few milliseconds and releases it.
-func (w *workload) holdLock(l int, patron string) (grant, bool) {
+// holdLock acquires the locker's lock from storage instance l mod 2,
+// waiting up to a second, makes the fenced write a check-out makes under it
+// (the locker's item checked out, then straight back in), and releases it.
+func (w *workload) holdLock(l int, lk *locker) (grant, bool) {
 	s := w.c.Storages[l%len(w.c.Storages)]
 	res := w.c.Do(s, "POST", "/check-out-lock-storage", map[string]any{
-		"userId": patron, "id": uuid.NewString(), "ttlMs": 3000, "waitMs": 1000})
+		"userId": lk.patron, "id": uuid.NewString(), "ttlMs": 3000, "waitMs": 1000})
 	if res.Status != http.StatusCreated {
 		if res.Status != http.StatusServiceUnavailable || res.Err != nil {
 			// Storage failing over: do not spin.
@@ -452,13 +492,13 @@ func (w *workload) holdLock(l int, patron string) (grant, bool) {
 		}
 		return grant{}, false
 	}
-	g := grant{patron: patron, from: time.Now()}
+	g := grant{patron: lk.patron, from: time.Now()}
 	var lock struct {
 		ID        string    `json:"id"`
 		ExpiresAt time.Time `json:"expiresAt"`
 	}
 	_ = json.Unmarshal(res.Body, &lock)
-	time.Sleep(5 * time.Millisecond) // the work done under the lock
+	g.wrote, g.refused = w.fencedWrite(s, lk, lock.ID)
 	g.till = time.Now()
 	if !lock.ExpiresAt.IsZero() && lock.ExpiresAt.Before(g.till) {
 		g.till = lock.ExpiresAt
@@ -467,25 +507,103 @@ func (w *workload) holdLock(l int, patron string) (grant, bool) {
 	return g, true
 }
 
-// overlapping counts pairs of grants of one patron's lock that were held at
-// the same time.
-func overlapping(grants []grant) int {
+// fencedWrite checks the locker's item out under lockID, as a check-out's
+// write does, and back in; it says whether the check-out was written, or
+// refused because the lock was lost.
+func (w *workload) fencedWrite(s *harness.Process, lk *locker, lockID string) (wrote, refused bool) {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if lk.version == 0 && !w.syncItem(s, lk) {
+		return false, false
+	}
+	now := time.Now().UTC()
+	loanID := uuid.NewString()
+	loan := map[string]any{"id": loanID, "userId": lk.patron, "itemId": lk.item, "action": "checkedout",
+		"status": map[string]any{"name": "Open"}, "loanDate": now.Format(schemas.TimeFormat),
+		"dueDate": now.Add(time.Hour).Format(schemas.TimeFormat)}
+	res := w.c.DoWith(s, "POST", "/loan-storage/loans", loan, headers(w.c, schemas.HeaderLockID, lockID,
+		schemas.HeaderItemVersion, strconv.Itoa(lk.version)))
+	switch {
+	case res.Status == http.StatusConflict && slices.Contains(res.ErrorCodes(), schemas.CodeLockLost):
+		return false, true
+	case res.Status != http.StatusCreated:
+		lk.version = 0 // unknown: read it again next time
+		return false, false
+	}
+	lk.version++
+	loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": "Closed"}, "checkedin", now.Format(schemas.TimeFormat)
+	if r := w.c.DoWith(s, "PUT", "/loan-storage/loans/"+loanID, loan, headers(w.c, schemas.HeaderCheckInItemVersion,
+		strconv.Itoa(lk.version))); r.Status == http.StatusNoContent {
+		lk.version++
+	} else {
+		lk.version = 0
+	}
+	return true, false
+}
+
+// syncItem reads the locker's item and, if a write whose answer was lost
+// left it checked out, checks it back in; it says whether the item is
+// ready for the next write.
+func (w *workload) syncItem(s *harness.Process, lk *locker) bool {
+	var item struct {
+		Version int `json:"_version"`
+		Status  struct {
+			Name string `json:"name"`
+		} `json:"status"`
+	}
+	if r := w.c.Do(s, "GET", "/item-storage/items/"+lk.item, nil); r.Status != http.StatusOK || json.Unmarshal(r.Body, &item) != nil {
+		return false
+	}
+	if item.Status.Name == "Checked out" {
+		var page struct {
+			Loans []map[string]any `json:"loans"`
+		}
+		r := w.c.Do(s, "GET", "/loan-storage/loans?status=Open&itemId="+lk.item, nil)
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &page) != nil || len(page.Loans) != 1 {
+			return false
+		}
+		loan := page.Loans[0]
+		loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": "Closed"}, "checkedin", time.Now().UTC().Format(schemas.TimeFormat)
+		if r := w.c.DoWith(s, "PUT", "/loan-storage/loans/"+loan["id"].(string), loan, headers(w.c, schemas.HeaderCheckInItemVersion,
+			strconv.Itoa(item.Version))); r.Status != http.StatusNoContent {
+			return false
+		}
+		item.Version++
+	}
+	lk.version = item.Version
+	return true
+}
+
+// headers are the cluster's request headers and the name, value pairs kv.
+func headers(c *harness.Cluster, kv ...string) map[string]string {
+	h := c.Headers()
+	for i := 0; i+1 < len(kv); i += 2 {
+		h[kv[i]] = kv[i+1]
+	}
+	return h
+}
+
+// overlapping counts pairs of grants of one patron's lock that were held
+// at the same time, and those pairs whose holders both wrote under it.
+func overlapping(grants []grant) (held, wrote int) {
 	by := map[string][]grant{}
 	for _, g := range grants {
 		by[g.patron] = append(by[g.patron], g)
 	}
-	n := 0
 	for _, gs := range by {
 		sort.Slice(gs, func(i, j int) bool { return gs[i].from.Before(gs[j].from) })
 		for i := 1; i < len(gs); i++ {
 			for j := i - 1; j >= 0 && j >= i-4; j-- {
 				if gs[j].till.After(gs[i].from) {
-					n++
+					held++
+					if gs[i].wrote && gs[j].wrote {
+						wrote++
+					}
 				}
 			}
 		}
 	}
-	return n
+	return held, wrote
 }
 
 // lost counts the acknowledged check-outs whose loan is not stored, and

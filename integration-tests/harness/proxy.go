@@ -163,28 +163,56 @@ func (p *Proxy) forward(client net.Conn) {
 // closes both ends when either side ends. fromClient marks the direction in
 // which requests travel.
 func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
-	defer func() {
-		<-p.passable() // a partition does not carry the news of a close either
-		dst.Close()
-		src.Close()
+	// A reader passes chunks, stamped with when they arrived, to a writer
+	// that delivers each once the latency has passed since: latency delays
+	// the data without limiting how much is in flight, as a long network
+	// does.
+	type chunk struct {
+		data []byte
+		at   time.Time
+	}
+	chunks := make(chan chunk, 1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			<-p.passable() // a partition does not carry the news of a close either
+			dst.Close()
+			src.Close()
+		}()
+		for c := range chunks {
+			p.mu.Lock()
+			d := p.latency
+			p.mu.Unlock()
+			if wait := time.Until(c.at.Add(d)); wait > 0 {
+				time.Sleep(wait) // the injected latency itself, not a wait for an event
+			}
+			<-p.passable()
+			if _, err := dst.Write(c.data); err != nil {
+				src.Close() // the reader stops
+				for range chunks {
+				}
+				return
+			}
+		}
 	}()
-	buf := make([]byte, 32<<10)
+	defer func() {
+		close(chunks)
+		<-done
+	}()
 	for {
+		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
 		if n > 0 {
-			<-p.passable()
 			p.mu.Lock()
-			d, drop := p.latency, p.drop
+			drop := p.drop
 			p.mu.Unlock()
 			if fromClient && drop != "" && strings.HasPrefix(string(buf[:n]), drop) {
+				src.Close()
+				dst.Close()
 				return
 			}
-			if d > 0 {
-				time.Sleep(d) // the injected fault itself, not a wait for an event
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+			chunks <- chunk{data: buf[:n], at: time.Now()}
 		}
 		if err != nil {
 			return
