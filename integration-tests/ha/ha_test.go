@@ -154,6 +154,9 @@ type result struct {
 	// waiter's grant on the other, once the cluster is healthy again.
 	reconnects float64
 	handOff    time.Duration
+	// from and to are the primary before the fault and after the
+	// recovery.
+	from, to   string
 	violations []string
 }
 
@@ -169,7 +172,8 @@ func (r result) String() string {
 	}
 	return fmt.Sprintf("recovery=%s answers_until_recovered={%s} requests=%d server_errors=%d lost_checkouts=%d lost_checkins=%d over_limit_samples=%d lock_grants=%d fenced_writes=%d refused_lock_lost=%d double_grants=%d double_writes=%d listener_reconnects=%.0f hand_off_after=%s violations=%d",
 		r.recovery.Round(time.Millisecond), strings.Join(seen, " "), r.total, r.serverErrors, r.lostCheckOuts, r.lostCheckIns,
-		r.overLimit, r.lockGrants, r.fenced, r.refused, r.doubleGrants, r.doubleWrites, r.reconnects, r.handOff.Round(100*time.Microsecond), len(r.violations))
+		r.overLimit, r.lockGrants, r.fenced, r.refused, r.doubleGrants, r.doubleWrites, r.reconnects, r.handOff.Round(100*time.Microsecond), len(r.violations)) +
+		fmt.Sprintf(" primary=%s->%s", r.from, r.to)
 }
 
 // workload drives check-outs and check-ins for many patrons at their
@@ -177,7 +181,9 @@ func (r result) String() string {
 type workload struct {
 	c       *harness.Cluster
 	lib     harness.Library
-	patrons int // lib.Patrons[:patrons] take turns; the next bursters burst
+	// lib.Patrons[:patrons] take turns; the next bursters burst; the
+	// rest are the lockers'.
+	patrons, bursters int
 	// lockers are the patrons whose locks are taken straight from storage.
 	lockers []*locker
 }
@@ -192,7 +198,7 @@ type locker struct {
 }
 
 func newWorkload(t *testing.T, c *harness.Cluster, lib harness.Library, patrons, bursters int) *workload {
-	w := &workload{c: c, lib: lib, patrons: patrons}
+	w := &workload{c: c, lib: lib, patrons: patrons, bursters: bursters}
 	for p := patrons + bursters; p < len(lib.Patrons); p++ {
 		var patron, item string
 		err := c.DB.QueryRow(context.Background(), `SELECT (SELECT id::text FROM `+pgx.Identifier{c.Schema, "patron"}.Sanitize()+
@@ -263,7 +269,7 @@ func (w *workload) through(t *testing.T, h *harness.HA, f fault) result {
 	go func() {
 		defer wg.Done()
 		for round := 0; ctx.Err() == nil; round++ {
-			p := w.patrons + round%(len(w.lib.Patrons)-w.patrons)
+			p := w.patrons + round%w.bursters
 			var bwg sync.WaitGroup
 			for i, item := range w.lib.Items[p] {
 				bwg.Add(1)
@@ -330,6 +336,7 @@ func (w *workload) through(t *testing.T, h *harness.HA, f fault) result {
 		defer mu.Unlock()
 		return countCreated(answers, time.Time{}) >= 20
 	})
+	from := h.Leader(10 * time.Second).Name
 	faultAt := time.Now()
 	heal := f.inject(t, h)
 	var recovered time.Time
@@ -354,9 +361,13 @@ func (w *workload) through(t *testing.T, h *harness.HA, f fault) result {
 	wg.Wait()
 	<-monitorDone
 	heal()
-	h.WaitHealthy(120 * time.Second)
+	healthy := h.WaitHealthy(120 * time.Second)
 
-	r := result{recovery: recovered.Sub(faultAt), answers: map[string]int{}, overLimit: overLimit, lockGrants: len(grants)}
+	r := result{recovery: recovered.Sub(faultAt), answers: map[string]int{}, overLimit: overLimit, lockGrants: len(grants),
+		from: from, to: healthy.Leader}
+	if r.to == r.from {
+		r.violations = append(r.violations, "the primary did not change: "+from)
+	}
 	var created, closed []string
 	for _, a := range answers {
 		r.total++

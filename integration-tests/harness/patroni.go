@@ -262,10 +262,20 @@ func (n *Node) Start() {
 }
 
 // Kill kills the node's Patroni and its PostgreSQL with SIGKILL, as when
-// the host dies: no shutdown, no goodbye to etcd or to the clients.
+// the host dies: no shutdown, no goodbye to etcd or to the clients, and no
+// backend that goes on serving its connection for a moment after the
+// postmaster is gone.
 func (n *Node) Kill() {
 	n.ha.t.Helper()
 	pid := n.postmasterPID()
+	if pid > 0 {
+		// Frozen first, so it cannot notice its children dying and start
+		// new ones.
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+		for _, child := range childrenOf(pid) {
+			_ = syscall.Kill(child, syscall.SIGKILL)
+		}
+	}
 	if n.cmd != nil {
 		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
 		<-n.exited
@@ -279,6 +289,28 @@ func (n *Node) Kill() {
 	for pid > 0 && syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // polling with a deadline
 	}
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // postmasterPID is the running postmaster's pid, from its pid file, or 0.
@@ -328,6 +360,9 @@ func (h *HA) stop() {
 		if h.t.Failed() {
 			if b, err := os.ReadFile(n.logPath); err == nil {
 				h.t.Logf("---- log of patroni %s ----\n%s", n.Name, tail(b, 60))
+				if keep := os.Getenv("HA_KEEP_LOGS"); keep != "" {
+					_ = os.WriteFile(filepath.Join(keep, filepath.Base(n.logPath)), b, 0o644)
+				}
 			}
 		}
 	}
