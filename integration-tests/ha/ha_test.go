@@ -179,8 +179,8 @@ func (r result) String() string {
 // workload drives check-outs and check-ins for many patrons at their
 // limits, same-patron bursts, and lock traffic straight to storage.
 type workload struct {
-	c       *harness.Cluster
-	lib     harness.Library
+	c   *harness.Cluster
+	lib harness.Library
 	// lib.Patrons[:patrons] take turns; the next bursters burst; the
 	// rest are the lockers'.
 	patrons, bursters int
