@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/google/uuid"
 	"io"
 	"log/slog"
 	"net"
@@ -29,6 +30,10 @@ import (
 )
 
 func main() {
+	// Request, lock and loan ids are random UUIDs, several per check-out:
+	// drawn from a buffer of crypto/rand bytes instead of a system call
+	// each.
+	uuid.EnableRandPool()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], env.ToMap(os.Environ()), os.Stdout, nil); err != nil {
