@@ -684,14 +684,9 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lockID = strings.ToLower(lockID)
-	itemVersion := 0
-	if v := r.Header.Get(schemas.HeaderItemVersion); v != "" {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 1 {
-			writeError(w, 400, schemas.CodeInvalidHeader, schemas.HeaderItemVersion+" must be an integer from 1 to 2147483647", "itemVersion", v)
-			return
-		}
-		itemVersion = int(n)
+	itemVersion, ok := headerVersion(w, r, schemas.HeaderItemVersion)
+	if !ok {
+		return
 	}
 	var limit int
 	var limitMT, limitLT string
@@ -746,14 +741,7 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	// transaction, at the version the check-out read.
 	var item map[string]any
 	if itemVersion > 0 {
-		item = find(f.items, str(doc["itemId"]))
-		if item == nil {
-			writeError(w, 422, schemas.CodeValidation, "itemId: item "+str(doc["itemId"])+" does not exist", "itemId", str(doc["itemId"]))
-			return
-		}
-		if version(item) != itemVersion {
-			writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
-				str(doc["itemId"]), version(item), itemVersion), "_version", strconv.Itoa(version(item)))
+		if item = f.loanItemAt(w, doc, itemVersion, "check out"); item == nil {
 			return
 		}
 	}
@@ -789,14 +777,9 @@ func (f *Fake) putLoan(w http.ResponseWriter, r *http.Request) {
 	}
 	// A check-in's replacement moves its item to Available in the same
 	// transaction, at the version the check-in read.
-	itemVersion := 0
-	if v := r.Header.Get(schemas.HeaderCheckInItemVersion); v != "" {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 1 {
-			writeError(w, 400, schemas.CodeInvalidHeader, schemas.HeaderCheckInItemVersion+" must be an integer from 1 to 2147483647", "itemVersion", v)
-			return
-		}
-		itemVersion = int(n)
+	itemVersion, ok := headerVersion(w, r, schemas.HeaderCheckInItemVersion)
+	if !ok {
+		return
 	}
 	if f.loanUpdates {
 		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
@@ -804,14 +787,7 @@ func (f *Fake) putLoan(w http.ResponseWriter, r *http.Request) {
 	}
 	var item map[string]any
 	if itemVersion > 0 {
-		item = find(f.items, str(doc["itemId"]))
-		if item == nil {
-			writeError(w, 422, schemas.CodeValidation, "itemId: item "+str(doc["itemId"])+" does not exist", "itemId", str(doc["itemId"]))
-			return
-		}
-		if version(item) != itemVersion {
-			writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot check in item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
-				str(doc["itemId"]), version(item), itemVersion), "_version", strconv.Itoa(version(item)))
+		if item = f.loanItemAt(w, doc, itemVersion, "check in"); item == nil {
 			return
 		}
 	}
@@ -831,6 +807,37 @@ func (f *Fake) putLoan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// loanItemAt is the loan's item if it is at the version a check-out or
+// check-in (verb) read; otherwise it answers as storage does and is nil.
+func (f *Fake) loanItemAt(w http.ResponseWriter, doc map[string]any, at int, verb string) map[string]any {
+	item := find(f.items, str(doc["itemId"]))
+	switch {
+	case item == nil:
+		writeError(w, 422, schemas.CodeValidation, "itemId: item "+str(doc["itemId"])+" does not exist", "itemId", str(doc["itemId"]))
+		return nil
+	case version(item) != at:
+		writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot %s item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
+			verb, str(doc["itemId"]), version(item), at), "_version", strconv.Itoa(version(item)))
+		return nil
+	}
+	return item
+}
+
+// headerVersion reads an item version header (0 when absent), refusing
+// what storage refuses; ok is false when it answered.
+func headerVersion(w http.ResponseWriter, r *http.Request, header string) (n int, ok bool) {
+	v := r.Header.Get(header)
+	if v == "" {
+		return 0, true
+	}
+	parsed, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || parsed < 1 {
+		writeError(w, 400, schemas.CodeInvalidHeader, header+" must be an integer from 1 to 2147483647", "itemVersion", v)
+		return 0, false
+	}
+	return int(parsed), true
 }
 
 func (f *Fake) openCount(w http.ResponseWriter, r *http.Request) {

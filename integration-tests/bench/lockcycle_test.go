@@ -215,28 +215,40 @@ func benchLockCycle(t *testing.T, c *harness.Cluster, noHistory, floor *harness.
 		svcCycle, svcAcquire, raw, bare, flr, durable := newHist(), newHist(), newHist(), newHist(), newHist(), newHist()
 		var svcErrs, rawErrs, bareErrs, floorErrs, durableErrs int64
 		var svcTime, rawTime, bareTime, floorTime, durableTime time.Duration
-		for range p.rounds {
+		for round := range p.cycleRounds {
+			service := func() {
+				start := time.Now()
+				hc, ha, e := serviceCycles(t, c, c.Storage.URL(), client, conc, p.cycleSlice)
+				svcTime += time.Since(start)
+				svcCycle.Merge(hc)
+				svcAcquire.Merge(ha)
+				svcErrs += e
+			}
+			withoutHistory := func() {
+				start := time.Now()
+				hb, _, eb := serviceCycles(t, c, noHistory.URL(), client, conc, p.cycleSlice)
+				bareTime += time.Since(start)
+				bare.Merge(hb)
+				bareErrs += eb
+			}
+			// The two services swap places every round, and the floor
+			// sits between them.
+			first, second := service, withoutHistory
+			if round%2 == 1 {
+				first, second = second, first
+			}
+			first()
 			start := time.Now()
-			hc, ha, e := serviceCycles(t, c, c.Storage.URL(), client, conc, p.slice)
-			svcTime += time.Since(start)
-			svcCycle.Merge(hc)
-			svcAcquire.Merge(ha)
-			svcErrs += e
-			start = time.Now()
-			hf, _, ef := serviceCycles(t, c, floor.URL(), client, conc, p.slice)
+			hf, _, ef := serviceCycles(t, c, floor.URL(), client, conc, p.cycleSlice)
 			floorTime += time.Since(start)
 			flr.Merge(hf)
 			floorErrs += ef
-			start = time.Now()
-			hb, _, eb := serviceCycles(t, c, noHistory.URL(), client, conc, p.slice)
-			bareTime += time.Since(start)
-			bare.Merge(hb)
-			bareErrs += eb
-			h, d, e2 := pgbenchCycles(t, dbURL, c.Schema, conc, p.slice, lockCommit)
+			second()
+			h, d, e2 := pgbenchCycles(t, dbURL, c.Schema, conc, p.cycleSlice, lockCommit)
 			rawTime += d
 			raw.Merge(h)
 			rawErrs += e2
-			h, d, e2 = pgbenchCycles(t, dbURL, c.Schema, conc, p.slice, "on")
+			h, d, e2 = pgbenchCycles(t, dbURL, c.Schema, conc, p.cycleSlice, "on")
 			durableTime += d
 			durable.Merge(h)
 			durableErrs += e2

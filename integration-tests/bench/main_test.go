@@ -30,15 +30,20 @@ func TestMain(m *testing.M) {
 
 // plan is how long and how often each scenario runs.
 type plan struct {
-	slice         time.Duration // one interleaved measurement
-	rounds        int           // interleaved rounds per comparison
-	concurrencies []int         // for the lock cycle
-	bursts        int           // per retry configuration
+	slice  time.Duration // one interleaved measurement
+	rounds int           // interleaved rounds per comparison
+	// cycleRounds and cycleSlice are the lock cycle's: more and shorter
+	// slices, so that a checkpoint or an autovacuum falling into one slice
+	// does not tip the comparison of versions that differ by a few percent.
+	cycleRounds   int
+	cycleSlice    time.Duration
+	concurrencies []int // for the lock cycle
+	bursts        int   // per retry configuration
 }
 
 func currentPlan() plan {
 	if *smoke {
-		return plan{slice: time.Second, rounds: 1, concurrencies: []int{1, 8}, bursts: 1}
+		return plan{slice: time.Second, rounds: 1, cycleRounds: 1, cycleSlice: time.Second, concurrencies: []int{1, 8}, bursts: 1}
 	}
-	return plan{slice: 3 * time.Second, rounds: 3, concurrencies: []int{1, 8, 32}, bursts: 3}
+	return plan{slice: 3 * time.Second, rounds: 3, cycleRounds: 6, cycleSlice: 2 * time.Second, concurrencies: []int{1, 8, 32}, bursts: 3}
 }
