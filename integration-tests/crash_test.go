@@ -71,7 +71,7 @@ func TestCrashLosesOnlyLocksAndTheFenceRefusesTheirWrites(t *testing.T) {
 		r := c.DoWith(c.Storage, "POST", "/loan-storage/loans", map[string]any{
 			"id": uuid.NewString(), "userId": l.patron, "itemId": l.item, "action": "checkedout", "status": map[string]any{"name": "Open"},
 			"loanDate": now.Format(schemas.TimeFormat), "dueDate": now.Add(time.Hour).Format(schemas.TimeFormat),
-		}, withHeaders(c.Headers(), schemas.HeaderLockID, l.lock, schemas.HeaderItemVersion, "1"))
+		}, c.HeadersWith(schemas.HeaderLockID, l.lock, schemas.HeaderItemVersion, "1"))
 		switch {
 		case exists && r.Status == http.StatusCreated:
 			kept++
@@ -170,18 +170,6 @@ func TestCrashLosesOnlyLocksAndTheFenceRefusesTheirWrites(t *testing.T) {
 	if len(violations) > 0 {
 		t.Fatalf("invariant violations:\n  %v", violations)
 	}
-}
-
-// withHeaders is headers and the name, value pairs kv.
-func withHeaders(headers map[string]string, kv ...string) map[string]string {
-	out := map[string]string{}
-	for k, v := range headers {
-		out[k] = v
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		out[kv[i]] = kv[i+1]
-	}
-	return out
 }
 
 func sumOf(m map[string]int) int {

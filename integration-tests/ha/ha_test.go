@@ -532,7 +532,7 @@ func (w *workload) fencedWrite(s *harness.Process, lk *locker, lockID string) (w
 	loan := map[string]any{"id": loanID, "userId": lk.patron, "itemId": lk.item, "action": "checkedout",
 		"status": map[string]any{"name": "Open"}, "loanDate": now.Format(schemas.TimeFormat),
 		"dueDate": now.Add(time.Hour).Format(schemas.TimeFormat)}
-	res := w.c.DoWith(s, "POST", "/loan-storage/loans", loan, headers(w.c, schemas.HeaderLockID, lockID,
+	res := w.c.DoWith(s, "POST", "/loan-storage/loans", loan, w.c.HeadersWith(schemas.HeaderLockID, lockID,
 		schemas.HeaderItemVersion, strconv.Itoa(lk.version)))
 	switch {
 	case res.Status == http.StatusConflict && slices.Contains(res.ErrorCodes(), schemas.CodeLockLost):
@@ -543,7 +543,7 @@ func (w *workload) fencedWrite(s *harness.Process, lk *locker, lockID string) (w
 	}
 	lk.version++
 	loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": "Closed"}, "checkedin", now.Format(schemas.TimeFormat)
-	if r := w.c.DoWith(s, "PUT", "/loan-storage/loans/"+loanID, loan, headers(w.c, schemas.HeaderCheckInItemVersion,
+	if r := w.c.DoWith(s, "PUT", "/loan-storage/loans/"+loanID, loan, w.c.HeadersWith(schemas.HeaderCheckInItemVersion,
 		strconv.Itoa(lk.version))); r.Status == http.StatusNoContent {
 		lk.version++
 	} else {
@@ -575,7 +575,7 @@ func (w *workload) syncItem(s *harness.Process, lk *locker) bool {
 		}
 		loan := page.Loans[0]
 		loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": "Closed"}, "checkedin", time.Now().UTC().Format(schemas.TimeFormat)
-		if r := w.c.DoWith(s, "PUT", "/loan-storage/loans/"+loan["id"].(string), loan, headers(w.c, schemas.HeaderCheckInItemVersion,
+		if r := w.c.DoWith(s, "PUT", "/loan-storage/loans/"+loan["id"].(string), loan, w.c.HeadersWith(schemas.HeaderCheckInItemVersion,
 			strconv.Itoa(item.Version))); r.Status != http.StatusNoContent {
 			return false
 		}
@@ -583,15 +583,6 @@ func (w *workload) syncItem(s *harness.Process, lk *locker) bool {
 	}
 	lk.version = item.Version
 	return true
-}
-
-// headers are the cluster's request headers and the name, value pairs kv.
-func headers(c *harness.Cluster, kv ...string) map[string]string {
-	h := c.Headers()
-	for i := 0; i+1 < len(kv); i += 2 {
-		h[kv[i]] = kv[i+1]
-	}
-	return h
 }
 
 // overlapping counts pairs of grants of one patron's lock that were held

@@ -259,6 +259,15 @@ func (c *Cluster) Headers() map[string]string {
 	return map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleTenantAdmin)}
 }
 
+// HeadersWith is Headers and the name, value pairs kv.
+func (c *Cluster) HeadersWith(kv ...string) map[string]string {
+	h := c.Headers()
+	for i := 0; i+1 < len(kv); i += 2 {
+		h[kv[i]] = kv[i+1]
+	}
+	return h
+}
+
 // Token is a token for the cluster's tenant holding role (see
 // schemas.PermissionSets), signed with the run's secret.
 func (c *Cluster) Token(role string) string {
