@@ -163,13 +163,14 @@ var _ storage.LoanWriter = (*Records)(nil)
 // written), whether the fence held, and the open loans counted (NULL
 // without a limit), so a refusal is explained by what this very statement
 // saw.
-const checkOutSQL = `
+var checkOutSQL = `
 WITH fence AS (
     SELECT 1 FROM %[2]s
      WHERE id = $3::uuid AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now()
        FOR SHARE
 ), counted AS (
-    SELECT CASE WHEN $6::integer IS NULL THEN NULL ELSE (` + limitCountSQL + `) END AS n
+    SELECT CASE WHEN $6::integer IS NULL THEN NULL
+                ELSE (` + openLoanCountSQL("%[1]s", "%[3]s", "($2::jsonb ->> 'userId')::uuid", "$7::uuid", "$8::uuid") + `) END AS n
 ), allowed AS (
     SELECT ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
        AND ($6::integer IS NULL OR (SELECT n FROM counted) < $6::integer) AS ok
@@ -189,30 +190,20 @@ WITH fence AS (
 )
 SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT n FROM counted)`
 
-// limitCountSQL counts the loan's patron's open loans as the item limit
-// does (countOpenLoansSQL, with the loan's userId and $7, $8).
-const limitCountSQL = `
-SELECT count(*)
-  FROM %[1]s l
-  JOIN %[3]s i ON i.id = l.item_id
- WHERE l.user_id = ($2::jsonb ->> 'userId')::uuid
-   AND l.status_name = 'Open'
-   AND i.status_name <> 'Claimed returned'
-   AND ($7::uuid IS NULL OR i.material_type_id = $7::uuid)
-   AND ($8::uuid IS NULL OR coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id) = $8::uuid)`
-
-// checkedOutItem is the item row's document once checked out: status
-// "Checked out" now, one version on.
-const checkedOutItem = `jsonb_set(jsonb_set(jsonb, '{status}',
-                   jsonb_build_object('name', 'Checked out', 'date', ` + sqlNow + `)),
+// itemWithStatus is the item row's document with the status named
+// (a constant of this package, never a client's value), dated now, one
+// version on: what a check-out or a check-in writes.
+func itemWithStatus(name string) string {
+	return `jsonb_set(jsonb_set(jsonb, '{status}', jsonb_build_object('name', '` + name + `', 'date', ` + sqlNow + `)),
                    '{_version}', to_jsonb(version + 1))`
+}
 
 // checkOutStatement is checkOutSQL for tenant t's tables. Parameters: $1
 // loan id, $2 loan, $3 lock id, $4 item version, $5 user for the
 // metadata, $6 item limit, $7 and $8 what the limit counts.
 func checkOutStatement(t storage.Tenant) string {
 	return fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"),
-		withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(checkedOutItem, 5, true))
+		withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(itemWithStatus("Checked out"), 5, true))
 }
 
 // CreateCheckOutLoan implements storage.LoanWriter.
@@ -257,12 +248,6 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
 }
 
-// availableItem is the item row's document once checked in: status
-// "Available" now, one version on.
-const availableItem = `jsonb_set(jsonb_set(jsonb, '{status}',
-                   jsonb_build_object('name', 'Available', 'date', ` + sqlNow + `)),
-                   '{_version}', to_jsonb(version + 1))`
-
 // CheckInLoan implements storage.LoanWriter: the item becomes Available at
 // the version the check-in read, and the loan is replaced, in one
 // transaction.
@@ -275,7 +260,7 @@ WITH updated AS (
     UPDATE %[1]s SET jsonb = %[2]s WHERE id = $1::uuid AND version = $2 RETURNING 0
 )
 SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE id = $1::uuid), -1)`,
-			table(t, "item"), withMetadata(availableItem, 3, true)), itemID, w.ItemVersion, metadataUser(ctx)).Scan(&stored)
+			table(t, "item"), withMetadata(itemWithStatus("Available"), 3, true)), itemID, w.ItemVersion, metadataUser(ctx)).Scan(&stored)
 		switch {
 		case err != nil:
 			return interpretWrite(err, t, storage.Loans, w.Loan)

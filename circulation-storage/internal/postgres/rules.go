@@ -111,22 +111,29 @@ func interpretRule(err error, t storage.Tenant, index int, rules storage.Circula
 	return e
 }
 
-// countOpenLoansSQL counts in the database, never by fetching loans. An
-// item's loan type is its temporary one when set.
-const countOpenLoansSQL = `
+// openLoanCountSQL is the item limit's count, in the database, never by
+// fetching loans: the patron's open loans, not counting items Claimed
+// returned, of the material type and of the loan type (an item's temporary
+// one when set) when they are not NULL. loan and item are the tables, user,
+// materialType and loanType the SQL expressions that give them. Validation
+// (CountOpenLoans, PolicyAndCount) and the check-out's write (checkOutSQL)
+// count with it, so they never count differently.
+func openLoanCountSQL(loan, item, user, materialType, loanType string) string {
+	return `
 SELECT count(*)
-  FROM %[1]s l
-  JOIN %[2]s i ON i.id = l.item_id
- WHERE l.user_id = $1
+  FROM ` + loan + ` l
+  JOIN ` + item + ` i ON i.id = l.item_id
+ WHERE l.user_id = ` + user + `
    AND l.status_name = 'Open'
    AND i.status_name <> 'Claimed returned'
-   AND ($2::uuid IS NULL OR i.material_type_id = $2::uuid)
-   AND ($3::uuid IS NULL OR coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id) = $3::uuid)`
+   AND (` + materialType + ` IS NULL OR i.material_type_id = ` + materialType + `)
+   AND (` + loanType + ` IS NULL OR coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id) = ` + loanType + `)`
+}
 
 // CountOpenLoans implements storage.LoanCounter.
 func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, materialTypeID, loanTypeID string) (int, error) {
 	var n int
-	err := s.db.pool.QueryRow(ctx, fmt.Sprintf(countOpenLoansSQL, table(t, "loan"), table(t, "item")),
+	err := s.db.pool.QueryRow(ctx, openLoanCountSQL(table(t, "loan"), table(t, "item"), "$1", "$2::uuid", "$3::uuid"),
 		userID, nullable(materialTypeID), nullable(loanTypeID)).Scan(&n)
 	if err != nil {
 		return 0, interpret(err, t)
@@ -173,8 +180,8 @@ func (s *Rules) CheckOutBasics(ctx context.Context, t storage.Tenant, itemBarcod
 func (s *Rules) PolicyAndCount(ctx context.Context, t storage.Tenant, policyID, userID, materialTypeID, loanTypeID string) (json.RawMessage, int, error) {
 	var policy json.RawMessage
 	var n int
-	err := s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT jsonb FROM %[3]s WHERE id = $4), (`+countOpenLoansSQL+`)`,
-		table(t, "loan"), table(t, "item"), table(t, "loan_policy")),
+	err := s.db.pool.QueryRow(ctx, `SELECT (SELECT jsonb FROM `+table(t, "loan_policy")+` WHERE id = $4), (`+
+		openLoanCountSQL(table(t, "loan"), table(t, "item"), "$1", "$2::uuid", "$3::uuid")+`)`,
 		userID, nullable(materialTypeID), nullable(loanTypeID), policyID).Scan(&policy, &n)
 	if err != nil {
 		return nil, 0, interpret(err, t)
