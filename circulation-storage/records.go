@@ -154,6 +154,9 @@ type CheckOutWrite struct {
 	// there, so the count is exact at the moment of the write (else
 	// CodeItemLimitReached).
 	Limit *ItemLimit
+	// ReleaseLock releases the lock LockID names in the same transaction,
+	// when the loan is written; a write that writes nothing leaves it.
+	ReleaseLock bool
 }
 
 // ItemLimit is an item limit and the loans it counts: the patron's open

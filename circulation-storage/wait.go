@@ -134,7 +134,7 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 	// and its holder.
 	heldErr := err
 	defer func() {
-		w.leave(key, me)
+		w.leave(key, me, result == WaitAcquired)
 		waited := w.now().Sub(start)
 		w.obs.WaitEnded(result, waited)
 		if result == WaitTimedOut || result == WaitGone {
@@ -195,7 +195,13 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		select {
 		case cause := <-me.wake:
 			turn = true
-			if cause != "" {
+			switch cause {
+			case turnToWait:
+				// First now, behind a fresh grant: arm the timers
+				// (above), then wait.
+				tryNow = false
+			case "":
+			default:
 				w.obs.Woken(cause)
 			}
 		case <-expiry.C:
@@ -270,9 +276,16 @@ func (w *Waiters) join(key waitKey, me *waiter) bool {
 }
 
 // leave takes me out of the queue. If I was first in line, the next waiter
-// becomes first and tries at once: I may have taken a wake-up meant for the
-// line with me.
-func (w *Waiters) leave(key waitKey, me *waiter) {
+// becomes first. Leaving without the lock, I may have taken a wake-up
+// meant for the line with me, so it tries at once. Leaving with the lock,
+// it has nothing to try until my holder releases it, which wakes it: it
+// only takes its turn to wait (turnToWait). A wake-up still pending for me
+// is dropped: it announced the release that gave me the lock (a
+// notification arriving after the same instance's own wake-up), and
+// trying on it would only find the lock taken. Were it the release of my
+// fresh lock itself, in the instant before I left, the next waiter's poll
+// timer would catch it.
+func (w *Waiters) leave(key waitKey, me *waiter, acquired bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
@@ -286,7 +299,11 @@ func (w *Waiters) leave(key waitKey, me *waiter) {
 		} else {
 			w.queues[key] = q
 			if i == 0 {
-				signal(q[0], "")
+				next := WakeCause("")
+				if acquired {
+					next = turnToWait
+				}
+				signal(q[0], next)
 			}
 		}
 		w.count--
@@ -336,21 +353,36 @@ func (w *Waiters) pollInterval() time.Duration {
 	return w.cfg.PollUnlistened
 }
 
-// signal hands x a wake-up. One pending already is kept, unless it is a
-// bare "your turn" and this one has a cause, which then replaces it, so the
-// wake-up is counted for what it was. Callers hold w.mu.
+// turnToWait is the wake-up of a waiter that has become first in line
+// because the one before it took the lock: it arms its timers and waits
+// for that holder's release, rather than try a lock it knows is taken.
+const turnToWait WakeCause = "turn to wait"
+
+// wakeRank orders wake-ups for signal: a turn to wait, then a bare "your
+// turn" (try at once), then a wake-up with a cause.
+func wakeRank(c WakeCause) int {
+	switch c {
+	case turnToWait:
+		return 0
+	case "":
+		return 1
+	}
+	return 2
+}
+
+// signal hands x a wake-up. One pending already is kept, unless this one
+// ranks higher (wakeRank) and replaces it: a cause is counted for what it
+// was, and a turn to wait never hides a wake-up that asks to try. Callers
+// hold w.mu.
 func signal(x *waiter, cause WakeCause) {
 	select {
 	case x.wake <- cause:
 		return
 	default:
 	}
-	if cause == "" {
-		return
-	}
 	select {
 	case old := <-x.wake:
-		if old != "" {
+		if wakeRank(old) >= wakeRank(cause) {
 			cause = old
 		}
 	default:

@@ -109,21 +109,23 @@ type checkOut struct {
 	limit *ItemLimit
 }
 
-// CheckOut checks an item out to a patron in at most four calls to storage:
+// CheckOut checks an item out to a patron in at most three calls to storage:
 // validation reads everything it needs in one, without the lock, and
 // reports every reason to refuse at once. With the lock feature on, the
 // block that must never run concurrently for one patron (item-limit
 // re-check, item update, loan creation) is one write, made only while this
-// process holds the patron's lock, and the lock is released on every path.
+// process holds the patron's lock, which releases the lock with the loan;
+// on every other path the lock is released by a call of its own.
 func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
 	if req.LoanDate.IsZero() {
 		req.LoanDate = s.now().UTC().Truncate(time.Millisecond)
 	}
-	co, err := s.validate(ctx, req)
-	if err != nil {
-		return CheckOutResult{}, err
-	}
-	settings, err := s.settings.Effective(ctx)
+	var co checkOut
+	settings, err := s.settingsBeside(ctx, func() error {
+		var err error
+		co, err = s.validate(ctx, req)
+		return err
+	})
 	if err != nil {
 		return CheckOutResult{}, err
 	}
@@ -136,13 +138,23 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	if err != nil {
 		return CheckOutResult{}, err
 	}
-	defer s.release(ctx, lock)
+	released := false
+	defer func() {
+		if !released {
+			s.release(ctx, lock)
+		}
+	}()
 	if err := ctx.Err(); err != nil {
 		// The client left while the lock was being acquired: nothing has
 		// been written, and nothing will be.
 		return CheckOutResult{}, fmt.Errorf("check out: %w", err)
 	}
 	res, err := s.write(ctx, co, lock.ID)
+	if err == nil {
+		// The loan is written, so its transaction released the lock.
+		released = true
+		s.observer.LockReleased(nil)
+	}
 	res.Locked = err == nil
 	return res, err
 }
@@ -575,4 +587,30 @@ func (s *Service) retryAmbiguous(ctx context.Context, max uint64, op func() erro
 		return last
 	}, backoff.WithContext(backoff.WithMaxRetries(backoff.NewConstantBackOff(100*time.Millisecond), max), ctx), nil, s.newTimer())
 	return last
+}
+
+// settingsBeside runs validate and returns the settings in effect. Settings
+// the cache does not hold are read from storage while validate runs, not
+// after it: a patron's first scan after the cache expired (the first of a
+// burst, often) does not wait for the two reads in turn. validate's error
+// comes first; a read started for a check-out that validate refused still
+// fills the cache (see Settings.Effective).
+func (s *Service) settingsBeside(ctx context.Context, validate func() error) (LockSettings, error) {
+	if settings, ok := s.settings.Cached(ctx); ok {
+		return settings, validate()
+	}
+	type read struct {
+		settings LockSettings
+		err      error
+	}
+	done := make(chan read, 1)
+	go func() {
+		settings, err := s.settings.Effective(ctx)
+		done <- read{settings, err}
+	}()
+	if err := validate(); err != nil {
+		return LockSettings{}, err
+	}
+	r := <-done
+	return r.settings, r.err
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -296,9 +297,13 @@ func TestCheckOutWithFeatureOffMakesNoLockCalls(t *testing.T) {
 			t.Errorf("lock call or header with the feature off: %+v", c)
 		}
 	}
-	// Validation's one read, the settings, and the one write (item and loan
-	// together).
-	wantStrings(t, "calls", routes(s.fake), []string{storagefake.RouteValidation, storagefake.RouteGetSettings, storagefake.RoutePostLoan})
+	// Validation's one read and the settings (side by side, in either
+	// order), and the one write (item and loan together).
+	calls := routes(s.fake)
+	if len(calls) == 3 && calls[0] == storagefake.RouteGetSettings {
+		calls[0], calls[1] = calls[1], calls[0]
+	}
+	wantStrings(t, "calls", calls, []string{storagefake.RouteValidation, storagefake.RouteGetSettings, storagefake.RoutePostLoan})
 
 	loans := s.fake.Loans()
 	wantLoan := storagefake.Loan{ID: res.Loan.ID, UserID: patronID, ItemID: itemID, Status: "Open", Action: "checkedout",
@@ -324,15 +329,17 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 		t.Fatalf("check-out: %v", err)
 	}
 	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
-	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	// The write released the lock with the loan: no call of its own.
+	wantCount(t, s.fake, storagefake.RouteRelease, 0)
 	locks := s.fake.Locks()
 	if len(locks) != 1 || locks[0].UserID != patronID || locks[0].TTLMs != 3000 || !locks[0].Released {
 		t.Fatalf("locks %+v, want one 3000 ms lock of the patron, released", locks)
 	}
 	lockID := locks[0].ID
 
-	// Acquire, check the item out (item and loan in one write, fenced by
-	// the lock, the item limit re-checked in it), release: in that order.
+	// Acquire, then check the item out (item and loan in one write, fenced
+	// by the lock, the item limit re-checked in it, the lock released in
+	// it): in that order.
 	var order []string
 	for _, c := range s.fake.Calls() {
 		switch c.Route {
@@ -340,15 +347,16 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 			order = append(order, c.Route)
 		case storagefake.RoutePostLoan:
 			order = append(order, c.Route)
-			if c.LockID != lockID || c.Status != http.StatusCreated {
-				t.Errorf("loan created with X-Check-Out-Lock-Id %q (status %d), want %q", c.LockID, c.Status, lockID)
+			if c.LockID != lockID || c.ReleaseLock != "true" || c.Status != http.StatusCreated {
+				t.Errorf("loan created with X-Check-Out-Lock-Id %q, X-Check-Out-Release-Lock %q (status %d), want %q and true",
+					c.LockID, c.ReleaseLock, c.Status, lockID)
 			}
 		}
 		if c.Route == storagefake.RouteRelease && c.Path != "/check-out-lock-storage/"+lockID {
 			t.Errorf("released %s, want the acquired lock %s", c.Path, lockID)
 		}
 	}
-	wantStrings(t, "order under the lock", order, []string{storagefake.RouteAcquire, storagefake.RoutePostLoan, storagefake.RouteRelease})
+	wantStrings(t, "order under the lock", order, []string{storagefake.RouteAcquire, storagefake.RoutePostLoan})
 
 	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
 	loans := s.fake.Loans()
@@ -364,10 +372,71 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 	wantWaits(t, s.clock, nil)
 }
 
-// TestCheckOutIsFourCalls: once the settings are cached, a check-out under
-// the lock makes exactly four calls to storage: validation's one read, the
-// acquisition, the write (which re-checks the item limit) and the release.
-func TestCheckOutIsFourCalls(t *testing.T) {
+// TestCheckOutReadsTheSettingsBesideValidation: settings the cache does not
+// hold are read while validation's read is under way, not after it. The
+// fake holds the validation until the settings call has arrived; read one
+// after the other, the settings would never come while it waits.
+func TestCheckOutReadsTheSettingsBesideValidation(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	settingsArrived := make(chan struct{})
+	var once sync.Once
+	var beside atomic.Bool
+	s.fake.OnArrival(func(route string) {
+		switch route {
+		case storagefake.RouteGetSettings:
+			once.Do(func() { close(settingsArrived) })
+		case storagefake.RouteValidation:
+			select {
+			case <-settingsArrived:
+				beside.Store(true)
+			case <-time.After(5 * time.Second):
+			}
+		}
+	})
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	if !beside.Load() {
+		t.Error("the settings were not read while validation's read was under way")
+	}
+	wantCount(t, s.fake, storagefake.RouteGetSettings, 1)
+	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+
+}
+
+// TestARefusedCheckOutStillCachesTheSettingsReadBesideIt: validation's
+// refusal is the answer, at once; the settings read started beside it
+// completes and fills the cache, and nothing is written.
+func TestARefusedCheckOutStillCachesTheSettingsReadBesideIt(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	req := request()
+	req.ItemBarcode = "nope"
+	_, err := s.svc.CheckOut(okapi(t), req)
+	wantStrings(t, "refusals", refusals(t, err), []string{
+		"ITEM_BARCODE_NOT_FOUND: No item with barcode nope could be found [itemBarcode=nope]"})
+	deadline := time.Now().Add(5 * time.Second)
+	for s.settings.CachedTenants() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the settings read beside the refused check-out never reached the cache")
+		}
+		time.Sleep(time.Millisecond) // the read completes in the background: polled, with a deadline
+	}
+	if w := s.fake.Writes(); len(w) != 0 {
+		t.Errorf("writes %+v, want none", w)
+	}
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	wantCount(t, s.fake, storagefake.RouteGetSettings, 1)
+}
+
+// TestCheckOutIsThreeCalls: once the settings are cached, a check-out under
+// the lock makes exactly three calls to storage: validation's one read, the
+// acquisition, and the write (which re-checks the item limit and releases
+// the lock).
+func TestCheckOutIsThreeCalls(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.fake.AddItem(storagefake.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "second", Title: "Second",
@@ -382,15 +451,16 @@ func TestCheckOutIsFourCalls(t *testing.T) {
 		t.Fatalf("second check-out: %v", err)
 	}
 	wantStrings(t, "a check-out's calls", routes(s.fake)[before:], []string{storagefake.RouteValidation, storagefake.RouteAcquire,
-		storagefake.RoutePostLoan, storagefake.RouteRelease})
+		storagefake.RoutePostLoan})
 	var write storagefake.Call
 	for _, c := range s.fake.Calls()[before:] {
 		if c.Route == storagefake.RoutePostLoan {
 			write = c
 		}
 	}
-	if write.ItemLimit != "3" || write.Status != http.StatusCreated {
-		t.Errorf("the write carried item limit %q (status %d), want 3 re-checked in it", write.ItemLimit, write.Status)
+	if write.ItemLimit != "3" || write.ReleaseLock != "true" || write.Status != http.StatusCreated {
+		t.Errorf("the write carried item limit %q and release %q (status %d), want 3 re-checked in it and the lock released",
+			write.ItemLimit, write.ReleaseLock, write.Status)
 	}
 }
 
@@ -403,7 +473,7 @@ func TestCheckOutRetriesAHeldLock(t *testing.T) {
 	}
 	wantCount(t, s.fake, storagefake.RouteAcquire, 3)
 	wantWaits(t, s.clock, ms(500, 500))
-	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	wantCount(t, s.fake, storagefake.RouteRelease, 0) // released by the write
 	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
 	if n := len(s.fake.Loans()); n != 1 {
 		t.Errorf("%d loans, want 1", n)
@@ -585,7 +655,10 @@ func TestCheckOutCountsTheStoredOpenLoans(t *testing.T) {
 		"ITEM_LIMIT: Patron has reached maximum limit of 3 items [itemBarcode=i-9] [itemLimit=3]"})
 }
 
-func TestCheckOutSucceedsWhenTheReleaseFails(t *testing.T) {
+// TestARefusedCheckOutIsAnsweredWhenTheReleaseFails: a write that wrote
+// nothing leaves the lock held, so the check-out releases it by a call of
+// its own; that call failing changes nothing in the answer.
+func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
@@ -600,16 +673,14 @@ func TestCheckOutSucceedsWhenTheReleaseFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
+			s.fake.FailLoanCreation(false)
 			s.fake.FailRelease(tc.status)
-			res, err := s.checkOut(t)
-			if err != nil {
-				t.Fatalf("check-out: %v", err)
+			_, err := s.checkOut(t)
+			wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+			if loans := s.fake.Loans(); len(loans) != 0 {
+				t.Errorf("stored loans %+v, want none", loans)
 			}
-			loans := s.fake.Loans()
-			if len(loans) != 1 || loans[0].ID != res.Loan.ID {
-				t.Errorf("stored loans %+v, want the returned %s", loans, res.Loan.ID)
-			}
-			wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+			wantItem(t, s.fake, circulation.StatusAvailable, 1)
 			wantCount(t, s.fake, storagefake.RouteRelease, tc.attempts)
 			if len(s.obs.releases) != 1 || !circulation.IsKind(s.obs.releases[0], tc.kind) {
 				t.Errorf("observer releases %v, want one of kind %d", s.obs.releases, tc.kind)
@@ -656,7 +727,11 @@ func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
 	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
 	wantCount(t, s.fake, storagefake.RoutePutItem, 0)
 	wantCount(t, s.fake, storagefake.RouteLoan, 1)
-	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	// The write that committed released the lock with the loan.
+	wantCount(t, s.fake, storagefake.RouteRelease, 0)
+	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+		t.Errorf("locks %+v, want one, released", locks)
+	}
 }
 
 func TestCheckOutWritesNothingWhenTheLockIsLost(t *testing.T) {
@@ -838,7 +913,7 @@ func TestOkapiHeadersReachStorageOnEveryCall(t *testing.T) {
 			t.Errorf("%s %s got tenant %q request id %q, want %q %q", c.Method, c.Path, c.Tenant, c.RequestID, tenant, requestID)
 		}
 	}
-	for _, r := range []string{storagefake.RouteGetSettings, storagefake.RouteAcquire, storagefake.RouteRelease,
+	for _, r := range []string{storagefake.RouteGetSettings, storagefake.RouteAcquire,
 		storagefake.RoutePostLoan, storagefake.RoutePutLoan} {
 		if !seen[r] {
 			t.Errorf("no %s call among %d", r, len(calls))
@@ -919,7 +994,7 @@ func TestUnreadableSettingsFallBackToTheEnvironment(t *testing.T) {
 		t.Fatalf("check-out: %v", err)
 	}
 	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
-	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	wantCount(t, s.fake, storagefake.RouteRelease, 0) // released by the write
 	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
 }
 
@@ -1300,7 +1375,8 @@ func TestCheckOutRetriesAnUnheardGrantUnderTheSameLockID(t *testing.T) {
 			if want := []attempt{{2, 500 * time.Millisecond}}; !reflect.DeepEqual(s.obs.acquired, want) {
 				t.Errorf("observer acquired %+v, want %+v", s.obs.acquired, want)
 			}
-			// One lock, granted unheard, renewed, written under, released.
+			// One lock, granted unheard, renewed, written under and
+			// released by the write.
 			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].ID != lockID || !locks[0].Released {
 				t.Errorf("locks %+v, want the one lock %s, released", locks, lockID)
 			}
@@ -1313,7 +1389,7 @@ func TestCheckOutRetriesAnUnheardGrantUnderTheSameLockID(t *testing.T) {
 				}
 			}
 			wantCount(t, s.fake, storagefake.RoutePostLoan, 1)
-			wantCount(t, s.fake, storagefake.RouteRelease, 1)
+			wantCount(t, s.fake, storagefake.RouteRelease, 0) // released by the write
 			wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
 			if loans := s.fake.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID || !res.Locked {
 				t.Errorf("loans %+v (locked: %t), want the one returned (%s), under the lock", loans, res.Locked, res.Loan.ID)

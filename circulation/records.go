@@ -213,8 +213,9 @@ type Storage interface {
 	// item (read at item.Version) becomes "Checked out" and the loan is
 	// created, or neither happens (KindConflict for a changed item,
 	// CodeItemHasOpenLoan for a second loan). With a lockID, they happen
-	// only while that lock is live and the borrower's (CodeLockLost); with
-	// a limit, only while the patron's open loans, counted in that
+	// only while that lock is live and the borrower's (CodeLockLost), and
+	// the lock is released with them, in the same transaction; with a
+	// limit, only while the patron's open loans, counted in that
 	// transaction, are below it (CodeItemLimitReached). It returns the loan
 	// and the item as stored.
 	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string, limit *ItemLimit) (Loan, Item, error)

@@ -440,14 +440,25 @@ func (s *Settings) CachedTenants() int { return s.cache.Len() }
 // UseClock replaces the clock that ages the cache; tests use it.
 func (s *Settings) UseClock(now func() time.Time) { s.now = now }
 
+// Cached returns the tenant's settings in effect when they are cached and
+// fresh, without a call to storage; ok false means Effective would read
+// them.
+func (s *Settings) Cached(ctx context.Context) (settings LockSettings, ok bool) {
+	c, ok := s.cache.Get(OkapiFrom(ctx).Tenant)
+	if ok && s.now().Before(c.expires) {
+		return c.settings, true
+	}
+	return LockSettings{}, false
+}
+
 // Effective returns the tenant's settings in effect. It fails only for a
 // tenant storage does not know (KindBadRequest, from storage).
 func (s *Settings) Effective(ctx context.Context) (LockSettings, error) {
-	tenant := OkapiFrom(ctx).Tenant
-	c, ok := s.cache.Get(tenant)
-	if ok && s.now().Before(c.expires) {
-		return c.settings, nil
+	if settings, ok := s.Cached(ctx); ok {
+		return settings, nil
 	}
+	tenant := OkapiFrom(ctx).Tenant
+	c, _ := s.cache.Peek(tenant)
 	start := s.writes.Load()
 	// Callers share a read only when they present the same token: one
 	// whose token storage refuses must not fail another's check-out.

@@ -197,8 +197,10 @@ func TestFaultCirculationKilledHoldingLock(t *testing.T) {
 	summary(t, 3, 1, 1, 0, "killed_while_holding=1 refused_during_ttl=1 after_ttl=201")
 }
 
-// TestFaultReleaseFails: the release (DELETE) of the lock is lost in
-// transit. The check-out still answers 201; the lock stays until its TTL,
+// TestFaultReleaseFails: a check-out's write and then the release (DELETE)
+// of its lock are lost in transit (a write that succeeds releases the lock
+// itself; one that fails leaves the check-out to release it). The
+// check-out answers 503 and writes nothing; the lock stays until its TTL,
 // so the patron's next check-out waits for it at storage, is woken when it
 // expires, and succeeds, in one attempt.
 func TestFaultReleaseFails(t *testing.T) {
@@ -209,9 +211,12 @@ func TestFaultReleaseFails(t *testing.T) {
 	patron, items := lib.Patrons[0], lib.Items[0]
 	circ := c.Circulations[0]
 
-	c.StorageProxy.DropRequests("DELETE /check-out-lock-storage/")
-	c.CheckOut(0, items[0], patron).Want(t, http.StatusCreated)
-	c.StorageProxy.DropRequests("")
+	c.StorageProxy.DropRequests("POST /loan-storage/loans", "DELETE /check-out-lock-storage/")
+	c.CheckOut(0, items[0], patron).Want(t, http.StatusServiceUnavailable)
+	c.StorageProxy.DropRequests()
+	if n := c.OpenLoans(t, patron); n != 0 {
+		t.Fatalf("%d open loans after the lost write, want none", n)
+	}
 	if got := metric(t, c, circ, `checkout_lock_releases_total{result="failed"}`); got != 1 {
 		t.Errorf("release failures counted: %v, want 1", got)
 	}
@@ -230,7 +235,7 @@ func TestFaultReleaseFails(t *testing.T) {
 		t.Errorf("expiry wake-ups %v, want the stale lock's expiry to wake the waiter", got)
 	}
 	c.CheckInvariants(t, harness.Invariants{ItemLimit: 5})
-	summary(t, 2, 2, 0, 0, "release_failures=1 next_checkout_waited_for_ttl=true")
+	summary(t, 2, 1, 0, 0, "write_lost=1 release_failures=1 next_checkout_waited_for_ttl=true")
 }
 
 // TestFaultStorageRestartUnderLoad restarts storage (SIGTERM, start again)

@@ -388,3 +388,67 @@ func TestWorkloadBurstHandOff(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckOutWriteWakesTheWaiter: a check-out's write that releases its
+// lock with the loan (X-Check-Out-Release-Lock) wakes the patron's waiter
+// as a release does: on another storage instance by the notification the
+// write's transaction sends, and on the writing instance at once, even
+// with its listener cut off. Polling is set to a minute, so nothing else
+// could wake either in time.
+func TestCheckOutWriteWakesTheWaiter(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 2, ListenProxy: true,
+		StorageEnv: []string{"LOCK_WAIT_POLL_INTERVAL=1m", "LOCK_WAIT_POLL_UNLISTENED=1m"}})
+	a, b := c.Storages[0], c.Storages[1]
+	waitListening(t, c, a, b)
+	lib := c.SetupLibrary(1, 2, 5)
+	user := patronID(t, c, lib.Patrons[0])
+	// write checks item out to user under lock through a, releasing it.
+	write := func(barcode, lock string) {
+		var page struct {
+			Items []struct {
+				ID      string `json:"id"`
+				Version int    `json:"_version"`
+			} `json:"items"`
+		}
+		c.Do(a, "GET", "/item-storage/items?barcode="+barcode, nil).Want(t, http.StatusOK).Decode(t, &page)
+		now := time.Now().UTC()
+		c.DoWith(a, "POST", "/loan-storage/loans", map[string]any{
+			"id": uuid.NewString(), "userId": user, "itemId": page.Items[0].ID, "action": "checkedout", "status": map[string]any{"name": "Open"},
+			"loanDate": now.Format(schemas.TimeFormat), "dueDate": now.Add(time.Hour).Format(schemas.TimeFormat),
+		}, c.HeadersWith(schemas.HeaderLockID, lock, schemas.HeaderItemVersion, fmt.Sprint(page.Items[0].Version),
+			schemas.HeaderReleaseLock, "true")).Want(t, http.StatusCreated)
+		c.Do(a, "GET", "/check-out-lock-storage/"+lock, nil).Want(t, http.StatusNotFound)
+	}
+	for i, waitOn := range []*harness.Process{b, a} {
+		if waitOn == a {
+			c.ListenProxy.Refuse(true)
+			c.ListenProxy.Cut()
+			waitFor(t, "a's listener to be down", func() bool { return metric(t, c, a, "checkout_lock_listener_up") == 0 })
+		}
+		holder, waiter := uuid.NewString(), uuid.NewString()
+		c.Do(a, "POST", "/check-out-lock-storage", lockBody(user, holder, 60000, 0)).Want(t, http.StatusCreated)
+		result := make(chan harness.Response, 1)
+		go func() {
+			result <- c.Do(waitOn, "POST", "/check-out-lock-storage", lockBody(user, waiter, 60000, 20000))
+		}()
+		waitFor(t, "the waiter to wait on "+waitOn.Name, func() bool { return metric(t, c, waitOn, "checkout_lock_waiters") == 1 })
+		before := wakeups(t, c, waitOn)
+		written := time.Now()
+		write(lib.Items[0][i], holder)
+		var got struct{ ID string }
+		(<-result).Want(t, http.StatusCreated).Decode(t, &got)
+		took := time.Since(written)
+		if got.ID != waiter {
+			t.Fatalf("granted %s, want the waiter's %s", got.ID, waiter)
+		}
+		if w := wakeups(t, c, waitOn); w["release"] != before["release"]+1 || w["poll"] != before["poll"] || w["expiry"] != before["expiry"] {
+			t.Errorf("%s's wake-ups %v (before %v), want one more by release and none by poll or expiry", waitOn.Name, w, before)
+		}
+		c.Do(waitOn, "DELETE", "/check-out-lock-storage/"+waiter, nil).Want(t, http.StatusNoContent)
+		t.Logf("waiter on %s granted %s after the write", waitOn.Name, took.Round(100*time.Microsecond))
+	}
+	if n := c.OpenLoans(t, lib.Patrons[0]); n != 2 {
+		t.Errorf("%d open loans, want the 2 written", n)
+	}
+}

@@ -13,5 +13,6 @@ require (
 
 require (
 	github.com/MicahParks/jwkset v0.11.4 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 )

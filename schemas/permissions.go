@@ -143,14 +143,37 @@ func RoutesOf(service string) []Route {
 
 // PermissionFor is the permission a route of service requires: found
 // false for a route not in the table, Permission "" for an open route.
-// path is in FOLIO's notation.
+// path is in FOLIO's notation or a router's.
 func PermissionFor(service, method, path string) (string, bool) {
+	p, ok := permissionIndex[routeKey{service, method, path}]
+	return p, ok
+}
+
+// routeKey names a route of a service.
+type routeKey struct{ service, method, path string }
+
+// permissionIndex is Routes by service, method and path, the path in
+// FOLIO's notation ("/users/{id}") and in a router's ("/users/:id"): asked
+// on every request.
+var permissionIndex = func() map[routeKey]string {
+	m := make(map[routeKey]string, 2*len(Routes))
 	for _, r := range Routes {
-		if r.Service == service && r.Method == method && r.Path == path {
-			return r.Permission, true
+		m[routeKey{r.Service, r.Method, r.Path}] = r.Permission
+		m[routeKey{r.Service, r.Method, routerPath(r.Path)}] = r.Permission
+	}
+	return m
+}()
+
+// routerPath turns FOLIO's path ("/users/{id}") into a router's
+// ("/users/:id").
+func routerPath(path string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}") {
+			parts[i] = ":" + p[1:len(p)-1]
 		}
 	}
-	return "", false
+	return strings.Join(parts, "/")
 }
 
 // PermissionSet is a named set of permissions (FOLIO's permissionSets

@@ -1,10 +1,15 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 func TestEverySchemaCompiles(t *testing.T) {
@@ -104,6 +109,21 @@ func TestValidTenant(t *testing.T) {
 	}
 }
 
+// FuzzValidTenantIsThePattern: ValidTenant, which reads the bytes itself,
+// answers as TenantPattern and the pg_ rule do, on every string fuzzing
+// finds (go test -fuzz FuzzValidTenantIsThePattern ./schemas).
+func FuzzValidTenantIsThePattern(f *testing.F) {
+	pattern := regexp.MustCompile(TenantPattern)
+	for _, s := range []string{"diku", "", "pg_x", "a_", "Z", "a2345678901234567890123456789012", "diku\n", "é", "a\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := ValidTenant(s), pattern.MatchString(s) && !strings.HasPrefix(s, "pg_"); got != want {
+			t.Errorf("ValidTenant(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
+}
+
 // TestDescriptorsAreGeneratedFromThePermissionTable: the committed module
 // descriptors are what the table generates (go run ./schemas/cmd/descriptors
 // rewrites them), valid JSON with FOLIO's top-level fields.
@@ -178,4 +198,59 @@ func TestREADMEPermissionTableIsGenerated(t *testing.T) {
 	if got := s[begin+len(PermissionsBegin) : end]; strings.TrimSpace(got) != strings.TrimSpace(PermissionsMarkdown()) {
 		t.Error("README.md's permission table is not what the permission table generates: run go run ./schemas/cmd/descriptors")
 	}
+}
+
+// TestPermissionForEitherNotation: a route's permission is found by its
+// path in FOLIO's notation and in the router's, which the services ask with.
+func TestPermissionForEitherNotation(t *testing.T) {
+	t.Parallel()
+	router := strings.NewReplacer("{", ":", "}", "")
+	for _, r := range Routes {
+		for _, path := range []string{r.Path, router.Replace(r.Path)} {
+			if got, ok := PermissionFor(r.Service, r.Method, path); !ok || got != r.Permission {
+				t.Errorf("PermissionFor(%s, %s, %s) = %q, %v; want %q", r.Service, r.Method, path, got, ok, r.Permission)
+			}
+		}
+	}
+	if _, ok := PermissionFor(ServiceStorage, "GET", "/check-out-lock-storage/{id}/more"); ok {
+		t.Error("a path not in the table was found")
+	}
+}
+
+// FuzzValidUUIDIsTheSchema: ValidUUID, which recognises the canonical form
+// without the validator, answers as uuid.json does, on every string
+// fuzzing finds (go test -fuzz FuzzValidUUIDIsTheSchema ./schemas).
+func FuzzValidUUIDIsTheSchema(f *testing.F) {
+	s := MustLoad()
+	for _, v := range []string{"3a40852d-49fd-4df2-a1f9-6e2641a6e91f", "3A40852D-49FD-4DF2-A1F9-6E2641A6E91F", "",
+		"3a40852d49fd4df2a1f96e2641a6e91f", "{3a40852d-49fd-4df2-a1f9-6e2641a6e91f}", "urn:uuid:3a40852d-49fd-4df2-a1f9-6e2641a6e91f",
+		"3a40852d-49fd-4df2-a1f9-6e2641a6e91g", "3a40852d+49fd-4df2-a1f9-6e2641a6e91f"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if got, want := s.ValidUUID(v), s.Validate("uuid.json", v) == nil; got != want {
+			t.Errorf("ValidUUID(%q) = %v, uuid.json says %v", v, got, want)
+		}
+	})
+}
+
+// FuzzDecodeIsTheValidators: Decode, which looks at the bytes after the
+// value itself, accepts what the validator's jsonschema.UnmarshalJSON
+// accepts and decodes it to the same document, on every input fuzzing
+// finds (go test -fuzz FuzzDecodeIsTheValidators ./schemas).
+func FuzzDecodeIsTheValidators(f *testing.F) {
+	for _, s := range []string{`{"userId":"3a40852d-49fd-4df2-a1f9-6e2641a6e91f","ttlMs":3000}`, `{} `, "{}\n\t\r ", `{}x`, `{} {}`,
+		`[1,2.50,1e400]`, `"a"`, ``, ` `, `{"a":`, `{}]`, "{}\v", "{}\u00a0", `null`, `12 34`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gotErr := Decode(data)
+		want, wantErr := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("Decode(%q): error %v, the validator's: %v", data, gotErr, wantErr)
+		}
+		if gotErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("Decode(%q) = %#v, the validator's: %#v", data, got, want)
+		}
+	})
 }

@@ -23,10 +23,11 @@ const Columns = `id, user_id, creation_date, expires_at, ttl_ms, holder`
 // inserted row) and fresh (a takeover starts a new creation date, a renewal
 // keeps the old one).
 //
-// The holder ($4, JSON or NULL) is stored with the lock. A takeover keeps
-// what it replaced in previous, returned with the row, so the lock that
-// expired while held can be recorded without the common path reading
-// anything first; an insert or a renewal returns previous NULL.
+// The holder ($4, JSON or NULL) is stored with the lock; it is not
+// returned, being the caller's own. A takeover keeps what it replaced in
+// previous, returned with the row, so the lock that expired while held can
+// be recorded without the common path reading anything first; an insert or
+// a renewal returns previous NULL.
 //
 // Parameters: $1 user id, $2 TTL in milliseconds, $3 lock id or NULL for a
 // new random one, $4 holder.
@@ -42,29 +43,49 @@ ON CONFLICT (user_id) DO UPDATE
        previous = CASE WHEN l.id = excluded.id AND l.expires_at > now() THEN NULL
                        ELSE jsonb_build_object('lockId', l.id, 'holder', l.holder, 'expiresAt', l.expires_at) END
  WHERE l.expires_at <= now() OR l.id = excluded.id
-RETURNING ` + Columns + `, xmax = 0 AS inserted, creation_date = now() AS fresh, previous`
+RETURNING ` + AcquireColumns + `, xmax = 0 AS inserted, creation_date = now() AS fresh, previous`
+
+// AcquireColumns are the lock's columns Acquire returns: Columns but the
+// holder.
+const AcquireColumns = `id, user_id, creation_date, expires_at, ttl_ms`
 
 // Release deletes a lock by id whatever its expiry, so an expired lock is
 // cleaned up, and says whether it was still live: for a client an expired
 // lock is the same as none. When someone is waiting for the patron's lock
 // (a live row in check_out_lock_waiter, see Watch), it announces the release
-// on the channel checkout_lock_released with the payload "<tenant>:<userId>",
+// on ReleaseChannel with the payload "<tenant>:<userId>" (see Announce),
 // from the deleting statement's own transaction: PostgreSQL delivers a
 // notification only when its transaction commits, so no waiter is woken
 // before the row is gone. An uncontended release does not notify: PostgreSQL
 // serialises the commits of notifying transactions. It also says whether it
-// notified, and returns the holder, for the history.
+// notified, and returns the holder, for the history, and the holder's
+// acquiredBy on its own, so that the common release (by the user who
+// acquired) need not decode the holder to know it is the common one.
 //
 // Each statement here takes the lock table as its fmt argument; Release
 // takes the waiter table as the second. Parameters: $1 lock id, $2 tenant.
-const Release = `
+var Release = `
 WITH released AS (DELETE FROM %[1]s WHERE id = $1 RETURNING user_id, expires_at > now() AS live, holder)
-SELECT live, holder,
-       CASE WHEN EXISTS (SELECT 1 FROM %[2]s w WHERE w.user_id = released.user_id AND w.expires_at > now())
-            THEN (SELECT true FROM pg_notify('checkout_lock_released', $2::text || ':' || released.user_id::text))
-            ELSE false END AS notified,
+SELECT live, holder, holder->>'acquiredBy' AS acquired_by,
+       ` + Announce("%[2]s", "$2") + ` AS notified,
        user_id
   FROM released`
+
+// ReleaseChannel is the notification channel on which releases are
+// announced, with the payload "<tenant>:<userId>".
+const ReleaseChannel = "checkout_lock_released"
+
+// Announce is the expression that announces the release of the patron
+// released.user_id (released: a row source of the statement) on
+// ReleaseChannel when someone waits for that patron's lock in waiterTable,
+// and says whether it did; tenant is the SQL that gives the tenant (a
+// parameter). Release and a check-out's write that releases its lock
+// announce with it.
+func Announce(waiterTable, tenant string) string {
+	return `CASE WHEN EXISTS (SELECT 1 FROM ` + waiterTable + ` w WHERE w.user_id = released.user_id AND w.expires_at > now())
+            THEN (SELECT true FROM pg_notify('` + ReleaseChannel + `', ` + tenant + `::text || ':' || released.user_id::text))
+            ELSE false END`
+}
 
 // Watch registers that someone waits for a patron's lock until at least
 // $2 milliseconds from now, so its releases are announced (see Release).

@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,8 +83,10 @@ type Call struct {
 	RequestID string // X-Okapi-Request-Id
 	LockID    string // X-Check-Out-Lock-Id
 	ItemLimit string // X-Check-Out-Item-Limit
-	Body      string
-	Status    int // the status answered
+	// ReleaseLock is X-Check-Out-Release-Lock.
+	ReleaseLock string
+	Body        string
+	Status      int // the status answered
 	// WaitMs is the waitMs of an acquisition (0 when absent).
 	WaitMs int
 }
@@ -178,7 +181,10 @@ type Fake struct {
 	itemFails     []loanFault // one per coming item update, in order
 	loseLock      bool
 	onLoan        func()
-	loanUpdates   bool // every loan update fails
+	// onArrival is told of every request as it arrives, outside the
+	// mutex (see OnArrival).
+	onArrival   atomic.Pointer[func(route string)]
+	loanUpdates bool // every loan update fails
 	// loanUpdatesAfterCommit: every loan update is applied and answered
 	// 503, as when the connection breaks during COMMIT.
 	loanUpdatesAfterCommit bool
@@ -244,6 +250,10 @@ func (f *Fake) record(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if hook := f.onArrival.Load(); hook != nil {
+			_, route := mux.Handler(r)
+			(*hook)(route)
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		requestID := r.Header.Get(schemas.HeaderRequestID)
@@ -273,7 +283,8 @@ func (f *Fake) record(mux *http.ServeMux) http.Handler {
 		}
 		f.calls = append(f.calls, Call{Route: route, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 			Tenant: tenant, RequestID: r.Header.Get(schemas.HeaderRequestID), LockID: r.Header.Get(schemas.HeaderLockID),
-			ItemLimit: r.Header.Get(schemas.HeaderItemLimit), Body: string(body), Status: rec.status, WaitMs: waitMsOf(body)})
+			ItemLimit: r.Header.Get(schemas.HeaderItemLimit), ReleaseLock: r.Header.Get(schemas.HeaderReleaseLock),
+			Body: string(body), Status: rec.status, WaitMs: waitMsOf(body)})
 	})
 }
 
@@ -468,6 +479,12 @@ func (f *Fake) OnLoanCreation(hook func()) {
 	defer f.mu.Unlock()
 	f.onLoan = hook
 }
+
+// OnArrival runs hook with the route of every request as it arrives,
+// before it waits for the requests ahead of it (the fake serves one at a
+// time): a test sees there which calls a client has in flight at once. A
+// hook that blocks holds its own request only.
+func (f *Fake) OnArrival(hook func(route string)) { f.onArrival.Store(&hook) }
 
 // LoseLockBeforeLoan makes every lock expire just before a loan is created
 // under it, so the fence refuses the loan (409 LOCK_LOST).
@@ -684,6 +701,17 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lockID = strings.ToLower(lockID)
+	release := false
+	switch v := r.Header.Get(schemas.HeaderReleaseLock); {
+	case v == "true" && lockID != "":
+		release = true
+	case v == "true":
+		writeError(w, 400, schemas.CodeInvalidHeader, schemas.HeaderReleaseLock+" needs the lock to release in "+schemas.HeaderLockID)
+		return
+	case v != "" && v != "false":
+		writeError(w, 400, schemas.CodeInvalidHeader, schemas.HeaderReleaseLock+" must be true or false", "releaseLock", v)
+		return
+	}
 	itemVersion, ok := headerVersion(w, r, schemas.HeaderItemVersion)
 	if !ok {
 		return
@@ -760,6 +788,10 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		item["_version"] = version(item) + 1
 	}
 	f.loans = append(f.loans, doc)
+	if release {
+		// The lock goes with the loan, in the same transaction.
+		f.releaseLocked(lockID)
+	}
 	if f.loanFail == loanFailsAfterCommit {
 		// The commit happened; the answer says otherwise, as when the
 		// connection breaks during COMMIT.
@@ -1178,16 +1210,25 @@ func (f *Fake) release(w http.ResponseWriter, r *http.Request) {
 		writeError(w, f.releaseStatus, schemas.CodeInternal, "Release failed (programmed fault)")
 		return
 	}
+	if f.releaseLocked(id) {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	writeError(w, 404, schemas.CodeNotFound, "Lock not found", "id", id)
+}
+
+// releaseLocked releases the live lock id and wakes the waiting
+// acquisitions; false when there is none. f.mu is held.
+func (f *Fake) releaseLocked(id string) bool {
 	for _, l := range f.locks {
 		if l.ID == id && f.live(l) {
 			l.Released = true
 			close(f.released)
 			f.released = make(chan struct{})
-			w.WriteHeader(http.StatusNoContent)
-			return
+			return true
 		}
 	}
-	writeError(w, 404, schemas.CodeNotFound, "Lock not found", "id", id)
+	return false
 }
 
 func (f *Fake) live(l *Lock) bool { return !l.Released && time.Now().Before(l.ExpiresAt) }

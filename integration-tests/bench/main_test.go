@@ -18,6 +18,7 @@ import (
 var (
 	outDir = flag.String("bench.out", "", "run the benchmarks and write results.json and the charts here")
 	smoke  = flag.Bool("bench.smoke", false, "run every scenario briefly: a check that the benchmarks work, not a measurement")
+	only   = flag.String("bench.only", "", "run this scenario alone (lock-cycle), to study one figure quickly; the targets of the others are not met")
 )
 
 func TestMain(m *testing.M) {
@@ -45,5 +46,5 @@ func currentPlan() plan {
 	if *smoke {
 		return plan{slice: time.Second, rounds: 1, cycleRounds: 1, cycleSlice: time.Second, concurrencies: []int{1, 8}, bursts: 1}
 	}
-	return plan{slice: 3 * time.Second, rounds: 3, cycleRounds: 6, cycleSlice: 2 * time.Second, concurrencies: []int{1, 8, 32}, bursts: 3}
+	return plan{slice: 3 * time.Second, rounds: 3, cycleRounds: 6, cycleSlice: 2 * time.Second, concurrencies: []int{1, 8, 32}, bursts: 6}
 }

@@ -55,6 +55,9 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
+	if *only != "" && *only != "lock-cycle" {
+		t.Fatalf("-bench.only=%q: the only scenario that runs alone is lock-cycle", *only)
+	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=warn"}
 	c := harness.NewCluster(t, harness.Options{Circulations: 4, FeatureOn: true,
@@ -68,6 +71,12 @@ func TestBenchmarks(t *testing.T) {
 	// Their connections are needed by the scenarios that follow.
 	floor.Stop()
 	noHistory.Stop()
+	if *only == "lock-cycle" {
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		printLockCycle(tw, res.LockCycle)
+		tw.Flush()
+		return
+	}
 	peak := 0.0
 	for _, r := range res.LockCycle {
 		peak = max(peak, r.Service.Throughput)
@@ -109,6 +118,29 @@ func TestBenchmarks(t *testing.T) {
 			t.Fatal(err)
 		}
 		fmt.Printf("\nwrote %s/results.json, %s/lock-cycle.png, %s/check-out.png\n", *outDir, *outDir, *outDir)
+	}
+}
+
+// printLockCycle prints scenario 1's table.
+func printLockCycle(tw io.Writer, rows []LockCycleRow) {
+	fmt.Fprintln(tw, "\n1. Lock cycle (acquire + release of a fresh patron's lock): the service over HTTP, a minimal net/http + pgx server (the floor) and pgbench, all running the same SQL, interleaved")
+	fmt.Fprintln(tw, "concurrency\tservice/s\tp50 ms\tp95 ms\tp99 ms\tfloor/s\tp50 ms\tservice/floor\twithout history/s\twith/without\tpgbench/s\tp50 ms\tp95 ms\tp99 ms\tservice/raw\tfloor/raw\terrors")
+	for _, row := range rows {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\n", row.Concurrency,
+			row.Service.Throughput, row.Service.P50Ms, row.Service.P95Ms, row.Service.P99Ms,
+			row.Floor.Throughput, row.Floor.P50Ms, row.FloorRatio,
+			row.NoHistory.Throughput, row.HistoryRatio,
+			row.Raw.Throughput, row.Raw.P50Ms, row.Raw.P95Ms, row.Raw.P99Ms, row.Ratio, row.FloorRaw,
+			row.Service.Errors+row.Floor.Errors+row.NoHistory.Errors+row.Raw.Errors)
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "c=%d: pgbench with synchronous_commit=on (every commit flushed, as before LOCK_SYNCHRONOUS_COMMIT): %.0f/s, p50 %.2f ms; off / on %.2f\n",
+			row.Concurrency, row.RawDurable.Throughput, row.RawDurable.P50Ms, row.DurableRatio)
+	}
+	for _, row := range rows {
+		fmt.Fprintf(tw, "c=%d: CPU per cycle, server / load generator / PostgreSQL: service %.0f / %.0f / %.0f µs, floor %.0f / %.0f / %.0f µs\n",
+			row.Concurrency, row.ServiceCPU.Server, row.ServiceCPU.Client, row.ServiceCPU.Postgres,
+			row.FloorCPU.Server, row.FloorCPU.Client, row.FloorCPU.Postgres)
 	}
 }
 
@@ -210,20 +242,7 @@ func printTable(w io.Writer, r Results) {
 	if r.Smoke {
 		fmt.Fprintln(tw, "SMOKE RUN: too short to be a measurement")
 	}
-	fmt.Fprintln(tw, "\n1. Lock cycle (acquire + release of a fresh patron's lock): the service over HTTP, a minimal net/http + pgx server (the floor) and pgbench, all running the same SQL, interleaved")
-	fmt.Fprintln(tw, "concurrency\tservice/s\tp50 ms\tp95 ms\tp99 ms\tfloor/s\tp50 ms\tservice/floor\twithout history/s\twith/without\tpgbench/s\tp50 ms\tp95 ms\tp99 ms\tservice/raw\tfloor/raw\terrors")
-	for _, row := range r.LockCycle {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\n", row.Concurrency,
-			row.Service.Throughput, row.Service.P50Ms, row.Service.P95Ms, row.Service.P99Ms,
-			row.Floor.Throughput, row.Floor.P50Ms, row.FloorRatio,
-			row.NoHistory.Throughput, row.HistoryRatio,
-			row.Raw.Throughput, row.Raw.P50Ms, row.Raw.P95Ms, row.Raw.P99Ms, row.Ratio, row.FloorRaw,
-			row.Service.Errors+row.Floor.Errors+row.NoHistory.Errors+row.Raw.Errors)
-	}
-	for _, row := range r.LockCycle {
-		fmt.Fprintf(tw, "c=%d: pgbench with synchronous_commit=on (every commit flushed, as before LOCK_SYNCHRONOUS_COMMIT): %.0f/s, p50 %.2f ms; off / on %.2f\n",
-			row.Concurrency, row.RawDurable.Throughput, row.RawDurable.P50Ms, row.DurableRatio)
-	}
+	printLockCycle(tw, r.LockCycle)
 	a := r.AcquireAtHalfPeak
 	fmt.Fprintf(tw, "acquire alone at %d/s (half the peak): p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, errors %d\n",
 		a.RatePerSecond, a.Acquire.P50Ms, a.Acquire.P95Ms, a.Acquire.P99Ms, a.Acquire.Errors)

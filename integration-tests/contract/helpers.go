@@ -2,6 +2,7 @@ package contract
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -47,6 +48,13 @@ func checkOutReq(r Records, lockID, itemVersion string) request {
 // storage re-checks in the write.
 func limitedCheckOutReq(r Records, lockID, itemVersion, limit string) request {
 	return loanReq(r, map[string]string{schemas.HeaderLockID: lockID, schemas.HeaderItemVersion: itemVersion, schemas.HeaderItemLimit: limit})
+}
+
+// releasingCheckOutReq is a check-out's write carrying the item limit that
+// also releases its lock when it writes the loan.
+func releasingCheckOutReq(r Records, lockID, itemVersion, limit string) request {
+	return loanReq(r, map[string]string{schemas.HeaderLockID: lockID, schemas.HeaderItemVersion: itemVersion,
+		schemas.HeaderItemLimit: limit, schemas.HeaderReleaseLock: "true"})
 }
 
 // validationReq asks for everything a check-out's validation reads.
@@ -122,6 +130,27 @@ func (s *session) acquire(userID, lockID string, ttlMs int) map[string]any {
 		s.t.Fatalf("acquired %v, want id %s for user %s", l, lockID, userID)
 	}
 	return l
+}
+
+// meanwhile sends req after d, while the case's own request is under way,
+// and keeps when it started; meanwhileDone waits for req's answer and says
+// how long the case took and whether req's answer was the status expected.
+func (s *session) meanwhile(d time.Duration, req request, status int) {
+	done := make(chan error, 1)
+	time.AfterFunc(d, func() {
+		got, err := do(s.t, s.http, s.target.URL(), s.target.Tenant(), req)
+		if err == nil && got.status != status {
+			err = fmt.Errorf("%s %s answered %d %s, want %d", req.method, req.path, got.status, got.body, status)
+		}
+		done <- err
+	})
+	s.keep("meanwhile", map[string]any{"start": time.Now(), "done": done})
+}
+
+func (s *session) meanwhileDone() (time.Duration, error) {
+	m := s.kept("meanwhile")
+	err := <-m["done"].(chan error)
+	return time.Since(m["start"].(time.Time)), err
 }
 
 // keep keeps a decoded answer of given for then, by name.

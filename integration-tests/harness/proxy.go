@@ -2,6 +2,7 @@ package harness
 
 import (
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +20,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	latency time.Duration
 	refuse  bool
-	drop    string
+	drop    []string
 	conns   map[net.Conn]struct{}
 	closed  bool
 	// open is closed while the proxy forwards; while it blackholes, open
@@ -63,11 +64,11 @@ func (p *Proxy) Refuse(on bool) {
 }
 
 // DropRequests makes the proxy cut any connection on which the client sends
-// a chunk starting with prefix ("DELETE /check-out-lock-storage/"), so that
-// kind of HTTP request fails in transit. An empty prefix stops dropping.
-func (p *Proxy) DropRequests(prefix string) {
+// a chunk starting with one of prefixes ("DELETE /check-out-lock-storage/"),
+// so those kinds of HTTP request fail in transit. None stops dropping.
+func (p *Proxy) DropRequests(prefixes ...string) {
 	p.mu.Lock()
-	p.drop = prefix
+	p.drop = slices.DeleteFunc(slices.Clone(prefixes), func(s string) bool { return s == "" })
 	p.mu.Unlock()
 }
 
@@ -207,7 +208,7 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 			p.mu.Lock()
 			drop := p.drop
 			p.mu.Unlock()
-			if fromClient && drop != "" && strings.HasPrefix(string(buf[:n]), drop) {
+			if fromClient && slices.ContainsFunc(drop, func(prefix string) bool { return strings.HasPrefix(string(buf[:n]), prefix) }) {
 				src.Close()
 				dst.Close()
 				return

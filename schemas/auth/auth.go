@@ -11,7 +11,6 @@ package auth
 import (
 	"context"
 	"crypto"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,6 +65,10 @@ type Claims struct {
 	UserID      string   `json:"user_id,omitempty"`
 	Permissions []string `json:"permissions"`
 	jwt.RegisteredClaims
+
+	// held is Permissions as a set, made once when a verified token is
+	// remembered (see Verify); nil until then.
+	held map[string]struct{}
 }
 
 // Caller is who a request acts for, for logs and audit: the token's user
@@ -78,7 +81,13 @@ func (c *Claims) Caller() string {
 }
 
 // Has reports whether the token holds permission.
-func (c *Claims) Has(permission string) bool { return slices.Contains(c.Permissions, permission) }
+func (c *Claims) Has(permission string) bool {
+	if c.held != nil {
+		_, ok := c.held[permission]
+		return ok
+	}
+	return slices.Contains(c.Permissions, permission)
+}
 
 // KeyConfig says where jwt mode's keys come from: exactly one of them.
 type KeyConfig struct {
@@ -95,12 +104,14 @@ type KeyConfig struct {
 type Verifier struct {
 	keyfunc jwt.Keyfunc
 	parser  *jwt.Parser
-	// verified remembers the claims of tokens that verified, by the token's
-	// hash, for a short while: a self-check machine sends the same token
-	// with every scan, and circulation passes it on to storage with every
-	// call, so most tokens are seen again within seconds. Only tokens
-	// that verified are remembered, and never past their expiry.
-	verified *expirable.LRU[[sha256.Size]byte, *Claims]
+	// verified remembers the claims of tokens that verified, by the token,
+	// for a short while: a self-check machine sends the same token with
+	// every scan, and circulation passes it on to storage with every call,
+	// so most tokens are seen again within seconds. Only tokens that
+	// verified are remembered (a caller cannot fill it with tokens of its
+	// own making), never past their expiry, and at most verifiedMax of
+	// them, each no larger than the header block a request may carry.
+	verified *expirable.LRU[string, *Claims]
 }
 
 // Verified tokens are remembered for at most verifiedTTL (a key removed
@@ -123,7 +134,7 @@ func NewVerifier(ctx context.Context, cfg KeyConfig) (*Verifier, error) {
 	if given != 1 {
 		return nil, errors.New("jwt mode needs exactly one of AUTH_JWT_SECRET, AUTH_JWT_PUBLIC_KEY_FILE and AUTH_JWKS_URL")
 	}
-	v := &Verifier{verified: expirable.NewLRU[[sha256.Size]byte, *Claims](verifiedMax, nil, verifiedTTL)}
+	v := &Verifier{verified: expirable.NewLRU[string, *Claims](verifiedMax, nil, verifiedTTL)}
 	switch {
 	case cfg.Secret != "":
 		if len(cfg.Secret) < 32 {
@@ -161,15 +172,19 @@ func NewVerifier(ctx context.Context, cfg KeyConfig) (*Verifier, error) {
 // refused.
 // The claims returned are shared: callers must not change them.
 func (v *Verifier) Verify(token string) (*Claims, error) {
-	key := sha256.Sum256([]byte(token))
-	if c, ok := v.verified.Get(key); ok && c.ExpiresAt != nil && time.Now().Before(c.ExpiresAt.Time) {
+	if c, ok := v.verified.Get(token); ok && c.ExpiresAt != nil && time.Now().Before(c.ExpiresAt.Time) {
 		return c, nil
 	}
 	var c Claims
 	if _, err := v.parser.ParseWithClaims(token, &c, v.keyfunc); err != nil {
 		return nil, err
 	}
-	v.verified.Add(key, &c)
+	c.held = make(map[string]struct{}, len(c.Permissions))
+	for _, p := range c.Permissions {
+		c.held[p] = struct{}{}
+	}
+	// The key is a copy: token may be a slice of a larger header buffer.
+	v.verified.Add(strings.Clone(token), &c)
 	return &c, nil
 }
 
@@ -279,7 +294,7 @@ func (g Guard) Check(service, method, route string, h http.Header) (caller strin
 	if method == http.MethodHead {
 		method = http.MethodGet
 	}
-	permission, known := schemas.PermissionFor(service, method, Pattern(route))
+	permission, known := schemas.PermissionFor(service, method, route)
 	if !known || permission == "" {
 		return "", nil, nil
 	}

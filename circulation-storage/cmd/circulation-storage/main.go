@@ -34,6 +34,7 @@ func main() {
 	// drawn from a buffer of crypto/rand bytes instead of a system call
 	// each.
 	uuid.EnableRandPool()
+	config.TuneRuntime()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], env.ToMap(os.Environ()), os.Stdout, nil); err != nil {
@@ -93,6 +94,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		MaxWaiters: cfg.LockMaxWaiters, StatementTimeout: cfg.RequestTimeout,
 	})
 	locks.UseReleased(waiters.Notify)
+	records.UseReleased(waiters.Notify)
 	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,

@@ -11,31 +11,27 @@ import (
 	"github.com/checkoutlock/schemas/auth"
 )
 
-// Request-scoped values of authentication.
-const (
-	// callerKey holds who a request acts for, for audit logs.
-	callerKey ctxKey = 100 + iota
-	// claimsKey holds the verified claims of a jwt-mode request.
-	claimsKey
-)
-
 // caller is who the request acts for: the token's user in jwt mode, the
 // gateway's X-Okapi-User-Id in gateway mode; "" when unknown.
 func caller(ctx context.Context) string {
-	c, _ := ctx.Value(callerKey).(string)
-	return c
+	if r := requestOf(ctx); r != nil {
+		return r.caller
+	}
+	return ""
 }
 
 // authorize lets the request through if its caller may use the route (see
-// auth.Guard.Check), and remembers who the caller is.
+// auth.Guard.Check), and remembers who the caller is; what the request
+// writes is recorded as theirs (storage.WithUser, in the context limits
+// makes).
 func (s *Server) authorize(c echo.Context) error {
 	who, claims, err := s.cfg.Auth.Check(schemas.ServiceStorage, c.Request().Method, c.Path(), c.Request().Header)
 	if err != nil {
 		return err
 	}
-	ctx := context.WithValue(c.Request().Context(), callerKey, who)
-	ctx = storage.WithUser(ctx, who)
-	c.SetRequest(c.Request().WithContext(context.WithValue(ctx, claimsKey, claims)))
+	if r := requestOf(c.Request().Context()); r != nil {
+		r.caller, r.claims = who, claims
+	}
 	return nil
 }
 
@@ -52,6 +48,9 @@ func (s *Server) settingsScope(c echo.Context, r storage.Resource, scope string)
 	if r.Path != storage.Settings.Path {
 		return nil
 	}
-	claims, _ := c.Request().Context().Value(claimsKey).(*auth.Claims)
+	var claims *auth.Claims
+	if r := requestOf(c.Request().Context()); r != nil {
+		claims = r.claims
+	}
 	return s.cfg.Auth.Require(claims, schemas.SettingsScopeWrite(scope))
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -15,38 +14,15 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/reqlimit"
 )
 
 // bind reads the JSON body, validates it against the named schema and decodes
 // it into dst. Errors: 415 for a body that is not JSON, 413 for one over the
 // limit, 400 for malformed JSON, 422 listing every schema violation.
 func (s *Server) bind(c echo.Context, schema string, dst any) error {
-	req := c.Request()
-	mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
-	if err != nil || mediaType != echo.MIMEApplicationJSON {
-		return &httpError{http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
-			"Content-Type must be application/json"}
-	}
-	body, err := io.ReadAll(req.Body)
+	body, _, err := s.validBody(c, schema)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errBodyTooLarge(mbe.Limit)
-		}
-		return &httpError{http.StatusBadRequest, codeMalformedJSON, "Could not read the request body"}
-	}
-	if len(body) == 0 {
-		return &httpError{http.StatusBadRequest, codeMalformedJSON, "Request body is empty; a JSON object is required"}
-	}
-	doc, err := schemas.Decode(body)
-	if err != nil {
-		return &httpError{http.StatusBadRequest, codeMalformedJSON, "Malformed JSON: " + err.Error()}
-	}
-	if err := s.schemas.Validate(schema, doc); err != nil {
-		var verr *schemas.ValidationError
-		if errors.As(err, &verr) {
-			return &invalidBody{verr}
-		}
 		return err
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
@@ -62,6 +38,40 @@ func (s *Server) bind(c echo.Context, schema string, dst any) error {
 	return nil
 }
 
+// validBody is bind's reading and validation: the body and the document
+// decoded from it, valid against the named schema.
+func (s *Server) validBody(c echo.Context, schema string) ([]byte, any, error) {
+	req := c.Request()
+	mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
+	if err != nil || mediaType != echo.MIMEApplicationJSON {
+		return nil, nil, &httpError{Status: http.StatusUnsupportedMediaType, Code: codeUnsupportedMediaType,
+			Message: "Content-Type must be application/json"}
+	}
+	body, err := reqlimit.Bytes(req)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, nil, reqlimit.BodyTooLarge(mbe.Limit)
+		}
+		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: codeMalformedJSON, Message: "Could not read the request body"}
+	}
+	if len(body) == 0 {
+		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: codeMalformedJSON, Message: "Request body is empty; a JSON object is required"}
+	}
+	doc, err := schemas.Decode(body)
+	if err != nil {
+		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: codeMalformedJSON, Message: "Malformed JSON: " + err.Error()}
+	}
+	if err := s.schemas.Validate(schema, doc); err != nil {
+		var verr *schemas.ValidationError
+		if errors.As(err, &verr) {
+			return nil, nil, &invalidBody{verr}
+		}
+		return nil, nil, err
+	}
+	return body, doc, nil
+}
+
 // pathID validates the :id path parameter as a UUID; what is not one is a
 // 400 ("Invalid lock id"), as FOLIO answers it.
 func (s *Server) pathID(c echo.Context, what string) (string, error) {
@@ -74,7 +84,7 @@ func (s *Server) pathID(c echo.Context, what string) (string, error) {
 	if unescaped, err := url.PathUnescape(id); err == nil {
 		id = unescaped
 	}
-	if s.schemas.Validate("uuid.json", id) != nil {
+	if !s.schemas.ValidUUID(id) {
 		shown := id
 		if len(shown) > 64 {
 			shown = shown[:64] + "…"
@@ -116,7 +126,7 @@ func (s *Server) queryUUID(c echo.Context, name string) (string, error) {
 	if err != nil || !ok {
 		return "", err
 	}
-	if s.schemas.Validate("uuid.json", raw) != nil {
+	if !s.schemas.ValidUUID(raw) {
 		return "", invalidParam(name, raw, "must be a UUID")
 	}
 	// UUIDs compare in canonical lowercase everywhere.

@@ -13,6 +13,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/reqlimit"
 )
 
 // Error codes of the HTTP layer itself; the domain's are in package storage.
@@ -118,7 +119,7 @@ func (s *Server) toResponse(err error, c echo.Context) (int, errorsJSON, time.Du
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return errResponse(errBodyTooLarge(mbe.Limit))
+		return errResponse(reqlimit.BodyTooLarge(mbe.Limit))
 	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
@@ -129,7 +130,7 @@ func (s *Server) toResponse(err error, c echo.Context) (int, errorsJSON, time.Du
 		case http.StatusMethodNotAllowed:
 			return http.StatusMethodNotAllowed, envelope(fmt.Sprintf("Method %s is not allowed on %s", req.Method, req.URL.Path), codeMethodNotAllowed), 0
 		case http.StatusRequestEntityTooLarge:
-			return errResponse(errBodyTooLarge(s.cfg.MaxBodyBytes))
+			return errResponse(reqlimit.BodyTooLarge(s.cfg.MaxBodyBytes))
 		}
 		if he.Code >= 400 && he.Code < 500 {
 			return he.Code, envelope(http.StatusText(he.Code), "HTTP_"+strconv.Itoa(he.Code)), 0
@@ -143,18 +144,8 @@ func envelope(message, code string, params ...storage.Parameter) errorsJSON {
 }
 
 // httpError is an error of the HTTP layer with its own status.
-type httpError struct {
-	status int
-	code   string
-	msg    string
-}
-
-func (e *httpError) Error() string { return e.code + ": " + e.msg }
+type httpError = reqlimit.Refusal
 
 func errResponse(e *httpError) (int, errorsJSON, time.Duration) {
-	return e.status, envelope(e.msg, e.code), 0
-}
-
-func errBodyTooLarge(limit int64) *httpError {
-	return &httpError{http.StatusRequestEntityTooLarge, codeBodyTooLarge, fmt.Sprintf("Request body is larger than %d bytes", limit)}
+	return e.Status, envelope(e.Message, e.Code), 0
 }

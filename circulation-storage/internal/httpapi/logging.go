@@ -3,8 +3,6 @@ package httpapi
 import (
 	"context"
 	"log/slog"
-
-	storage "github.com/checkoutlock/circulation-storage"
 )
 
 // LogHandler wraps h so that every record logged with a request's context
@@ -14,11 +12,11 @@ func LogHandler(h slog.Handler) slog.Handler { return requestLogHandler{h} }
 type requestLogHandler struct{ slog.Handler }
 
 func (h requestLogHandler) Handle(ctx context.Context, r slog.Record) error {
-	if id, ok := ctx.Value(requestIDKey).(string); ok {
-		r.AddAttrs(slog.String("request_id", id))
-	}
-	if t, ok := ctx.Value(tenantKey).(storage.Tenant); ok {
-		r.AddAttrs(slog.String("tenant", string(t)))
+	if req := requestOf(ctx); req != nil {
+		r.AddAttrs(slog.String("request_id", req.id))
+		if req.tenant != "" {
+			r.AddAttrs(slog.String("tenant", string(req.tenant)))
+		}
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -40,11 +40,21 @@ const (
 func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (storage.CheckOutWrite, error) {
 	w := storage.CheckOutWrite{LoanID: id, Loan: doc}
 	if lockID := c.Request().Header.Get(LockIDHeader); lockID != "" {
-		if s.schemas.Validate("uuid.json", lockID) != nil {
+		if !s.schemas.ValidUUID(lockID) {
 			return w, storage.Errorf(storage.KindBadRequest, storage.CodeInvalidID, "Invalid lock id in %s", LockIDHeader).
 				With("lockId", truncateText(lockID))
 		}
 		w.LockID = strings.ToLower(lockID)
+	}
+	switch v := c.Request().Header.Get(schemas.HeaderReleaseLock); {
+	case v == "true" && w.LockID != "":
+		w.ReleaseLock = true
+	case v == "true":
+		return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
+			"%s needs the lock to release in %s", schemas.HeaderReleaseLock, LockIDHeader)
+	case v != "" && v != "false":
+		return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
+			"%s must be true or false", schemas.HeaderReleaseLock).With("releaseLock", truncateText(v))
 	}
 	if v := c.Request().Header.Get(ItemVersionHeader); v != "" {
 		n, err := itemVersion(ItemVersionHeader, v)
@@ -68,7 +78,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 			if v == "" {
 				continue
 			}
-			if s.schemas.Validate("uuid.json", v) != nil {
+			if !s.schemas.ValidUUID(v) {
 				return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader, "%s must be a UUID", h.name).
 					With(h.name, truncateText(v))
 			}
@@ -80,7 +90,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 
 // checkOutHeaders are the headers that make a loan's creation a
 // check-out's write.
-var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderItemLimit}
+var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderItemLimit, schemas.HeaderReleaseLock}
 
 // itemVersion reads an item version from header. The column is a
 // PostgreSQL integer: what it cannot hold is refused here, before any
@@ -238,7 +248,7 @@ func (s *Server) filterParam(c echo.Context, f storage.Filter) (string, bool, er
 			"must be valid UTF-8 without NUL characters")
 	}
 	if f.Kind == storage.FilterUUID {
-		if s.schemas.Validate("uuid.json", v) != nil {
+		if !s.schemas.ValidUUID(v) {
 			return "", false, invalidParam(f.Param, v, "must be a UUID")
 		}
 		v = strings.ToLower(v)

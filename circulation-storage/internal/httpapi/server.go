@@ -21,6 +21,7 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/schemas/reqlimit"
 )
 
 // Config is what the HTTP layer needs from the service's configuration.
@@ -120,14 +121,33 @@ const locksPath = "/check-out-lock-storage"
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
-// Request-scoped values. The request id and tenant travel in the request's
-// context so that every log line written with it names them (see LogHandler).
+// requestInfo is what the middleware learns of a request, in its context
+// under requestKey, so that every log line written with the context names
+// the request id and tenant (see LogHandler). The requestID middleware puts
+// it there; the middleware after it fill in the rest, before the handler
+// runs, and nothing changes it after that.
+type requestInfo struct {
+	id     string
+	tenant storage.Tenant
+	// caller is who the request acts for, and claims the verified claims
+	// of a jwt-mode request (see authorize).
+	caller string
+	claims *auth.Claims
+	// logged says whether the request's line is logged (info is
+	// enabled), and logAttrs are what the handler adds to it.
+	logged   bool
+	logAttrs []slog.Attr
+}
+
 type ctxKey int
 
-const (
-	requestIDKey ctxKey = iota
-	tenantKey
-)
+const requestKey ctxKey = 0
+
+// requestOf is the request's requestInfo; nil outside a request.
+func requestOf(ctx context.Context) *requestInfo {
+	r, _ := ctx.Value(requestKey).(*requestInfo)
+	return r
+}
 
 // RequestIDHeader is FOLIO's request id header, echoed back on every answer.
 const RequestIDHeader = schemas.HeaderRequestID
@@ -144,7 +164,8 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Response().Header().Set(RequestIDHeader, id)
 		req := c.Request()
-		c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey, id)))
+		info := &requestInfo{id: id, logged: s.logger.Enabled(req.Context(), slog.LevelInfo)}
+		c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestKey, info)))
 		return next(c)
 	}
 }
@@ -181,12 +202,14 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			route = "unmatched"
 		}
 		s.metrics.observeRequest(c.Request().Method, route, status, elapsed)
-		attrs := []slog.Attr{slog.String("method", c.Request().Method), slog.String("route", route), slog.Int("status", status),
-			slog.Duration("duration", elapsed)}
-		if extra, ok := c.Get(logAttrsKey).([]slog.Attr); ok {
-			attrs = append(attrs, extra...)
+		ctx := c.Request().Context()
+		r := requestOf(ctx)
+		if r == nil || !r.logged {
+			return nil
 		}
-		s.logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
+		attrs := append([]slog.Attr{slog.String("method", c.Request().Method), slog.String("route", route), slog.Int("status", status),
+			slog.Duration("duration", elapsed)}, r.logAttrs...)
+		s.logger.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 		return nil
 	}
 }
@@ -213,7 +236,7 @@ func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 // within the request's deadline), and the time spent on it.
 func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := checkHeaders(c.Request(), s.cfg.MaxHeaderBytes); err != nil {
+		if err := reqlimit.CheckHeaders(c.Request(), s.cfg.MaxHeaderBytes); err != nil {
 			return err
 		}
 		// Who calls is settled before anything is read or done for them.
@@ -221,14 +244,18 @@ func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		deadline := time.Now().Add(s.cfg.RequestTimeout)
-		if err := readBody(c, s.cfg.MaxBodyBytes, deadline); err != nil {
+		if err := reqlimit.ReadBody(c.Response(), c.Request(), s.cfg.MaxBodyBytes, deadline); err != nil {
 			return err
 		}
 		if c.Request().Method == http.MethodPost && c.Path() == locksPath {
 			// An acquisition may wait for the lock on top of its work.
 			deadline = deadline.Add(s.cfg.LockMaxWait)
 		}
-		ctx, cancel := context.WithDeadline(c.Request().Context(), deadline)
+		ctx := c.Request().Context()
+		if r := requestOf(ctx); r != nil && r.caller != "" {
+			ctx = storage.WithUser(ctx, r.caller)
+		}
+		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		c.SetRequest(c.Request().WithContext(ctx))
 		return next(c)
@@ -242,16 +269,19 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		req := c.Request()
-		c.SetRequest(req.WithContext(context.WithValue(req.Context(), tenantKey, t)))
+		if r := requestOf(c.Request().Context()); r != nil {
+			r.tenant = t
+		}
 		return next(c)
 	}
 }
 
 // tenantOf returns the tenant the tenant middleware validated.
 func tenantOf(c echo.Context) storage.Tenant {
-	t, _ := c.Request().Context().Value(tenantKey).(storage.Tenant)
-	return t
+	if r := requestOf(c.Request().Context()); r != nil {
+		return r.tenant
+	}
+	return ""
 }
 
 // health is liveness: the process serves HTTP. It names the
@@ -292,11 +322,9 @@ func (s *Server) Routes() [][2]string {
 	return out
 }
 
-// logAttrsKey holds the attributes a handler adds to its request's log line.
-const logAttrsKey = "log_attrs"
-
 // logAttrs adds attributes to the request's log line.
 func logAttrs(c echo.Context, attrs ...slog.Attr) {
-	prev, _ := c.Get(logAttrsKey).([]slog.Attr)
-	c.Set(logAttrsKey, append(prev, attrs...))
+	if r := requestOf(c.Request().Context()); r != nil && r.logged {
+		r.logAttrs = append(r.logAttrs, attrs...)
+	}
 }

@@ -12,12 +12,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/locksql"
 )
 
 // ReleaseChannel is the PostgreSQL notification channel on which every
 // release of a check-out lock is announced, by the releasing transaction
-// itself (see locksql.Release), with the payload "<tenant>:<userId>".
-const ReleaseChannel = "checkout_lock_released"
+// itself (see locksql.Announce), with the payload "<tenant>:<userId>".
+const ReleaseChannel = locksql.ReleaseChannel
 
 // ListenerHandlers are told what the listener hears.
 type ListenerHandlers struct {

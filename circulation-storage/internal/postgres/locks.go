@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +25,38 @@ type Locks struct {
 	// released, when set, is told of a release that someone waits for, at
 	// once (see UseReleased).
 	released func(t storage.Tenant, userID string)
+	// statements are the tenants' acquire and release statements, made
+	// once per tenant (lockStatements), for at most maxStatementTenants
+	// tenants.
+	statements sync.Map
+	tenants    atomic.Int32
+}
+
+// lockStatements are locksql's statements for one tenant's tables.
+type lockStatements struct{ acquire, release string }
+
+// maxStatementTenants bounds the tenants whose statements are kept; those
+// of any other are made on every call.
+const maxStatementTenants = 1000
+
+// sql is t's lock statements.
+func (s *Locks) sql(t storage.Tenant) *lockStatements {
+	if st, ok := s.statements.Load(t); ok {
+		return st.(*lockStatements)
+	}
+	st := &lockStatements{
+		acquire: fmt.Sprintf(locksql.Acquire, table(t, "check_out_lock")),
+		release: fmt.Sprintf(locksql.Release, table(t, "check_out_lock"), table(t, "check_out_lock_waiter")),
+	}
+	if s.tenants.Add(1) <= maxStatementTenants {
+		if prev, loaded := s.statements.LoadOrStore(t, st); loaded {
+			s.tenants.Add(-1)
+			return prev.(*lockStatements)
+		}
+	} else {
+		s.tenants.Add(-1)
+	}
+	return st
 }
 
 // UseReleased has released told, at once, of every release this instance
@@ -70,8 +104,10 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 		var l storage.Lock
 		var inserted, fresh bool
 		var previous *previousLock
-		err := scanLock(s.db.lockPool.QueryRow(ctx, fmt.Sprintf(locksql.Acquire, tbl), userID, ttl.Milliseconds(), nullable(lockID), holderJSON),
-			&l, &inserted, &fresh, &previous)
+		var ttlMs int64
+		err := s.db.lockPool.QueryRow(ctx, s.sql(t).acquire, userID, ttl.Milliseconds(), nullable(lockID), holderJSON).
+			Scan(&l.ID, &l.UserID, &l.CreationDate, &l.ExpiresAt, &ttlMs, &inserted, &fresh, &previous)
+		l.TTL, l.Holder = time.Duration(ttlMs)*time.Millisecond, holder
 		switch {
 		case err == nil && inserted:
 			return l, storage.Acquired, nil
@@ -164,24 +200,32 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 // held) and of a live lock released by a user other than the one it was
 // acquired for.
 func (s *Locks) Release(ctx context.Context, t storage.Tenant, id, by string) error {
-	q := fmt.Sprintf(locksql.Release, table(t, "check_out_lock"), table(t, "check_out_lock_waiter"))
 	var live, notified bool
-	var holder storage.Holder
+	var holderJSON []byte
+	var acquiredBy *string
 	var userID string
-	err := s.db.lockPool.QueryRow(ctx, q, id, string(t)).Scan(&live, holderScanner{&holder}, &notified, &userID)
+	err := s.db.lockPool.QueryRow(ctx, s.sql(t).release, id, string(t)).Scan(&live, &holderJSON, &acquiredBy, &notified, &userID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.NotFound("Lock", id)
 	}
 	if err != nil {
 		return interpret(err, t)
 	}
+	// The holder is decoded only for the history.
+	holder := func() storage.Holder {
+		var h storage.Holder
+		if len(holderJSON) > 0 {
+			_ = holderScanner{&h}.Scan(holderJSON)
+		}
+		return h
+	}
 	switch {
 	case !live:
-		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventExpired, UserID: userID, LockID: id, Holder: holder,
+		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventExpired, UserID: userID, LockID: id, Holder: holder(),
 			By: storage.Holder{AcquiredBy: by}})
 		return storage.NotFound("Lock", id)
-	case by != "" && holder.AcquiredBy != "" && by != holder.AcquiredBy:
-		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventReleasedByOther, UserID: userID, LockID: id, Holder: holder,
+	case by != "" && acquiredBy != nil && *acquiredBy != "" && by != *acquiredBy:
+		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventReleasedByOther, UserID: userID, LockID: id, Holder: holder(),
 			By: storage.Holder{AcquiredBy: by}})
 	}
 	if notified && s.released != nil {

@@ -12,12 +12,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/locksql"
 )
 
 // Records implements storage.RecordService on jsonb tables.
 type Records struct {
 	db *DB
+	// released, when set, is told of a check-out's release of a lock
+	// that someone waits for, at once (see Locks.UseReleased).
+	released func(t storage.Tenant, userID string)
 }
+
+// UseReleased has released told, at once, of every lock this instance's
+// check-out writes release that someone waits for, as Locks.UseReleased.
+func (s *Records) UseReleased(released func(t storage.Tenant, userID string)) { s.released = released }
 
 var _ storage.RecordService = (*Records)(nil)
 
@@ -159,10 +167,16 @@ var _ storage.LoanWriter = (*Records)(nil)
 // in progress), so this statement's snapshot, taken after, sees their
 // loans.
 //
+// With $9 true, the loan written releases the lock in the same statement,
+// and the release is announced to the patron's waiters as locksql.Release
+// announces it (locksql.Announce, $10 the tenant): the next holder's acquisition waits for
+// this transaction's commit, so its recount sees the loan.
+//
 // It always answers one row: the loan as stored (NULL when nothing was
-// written), whether the fence held, and the open loans counted (NULL
-// without a limit), so a refusal is explained by what this very statement
-// saw.
+// written), whether the fence held, the open loans counted (NULL without a
+// limit), the patron whose lock was released (NULL when none was) and
+// whether that was announced, so a refusal is explained by what this very
+// statement saw.
 var checkOutSQL = `
 WITH fence AS (
     SELECT 1 FROM %[2]s
@@ -187,8 +201,14 @@ WITH fence AS (
      WHERE (SELECT ok FROM allowed)
        AND ($4::integer IS NULL OR EXISTS (SELECT 1 FROM item))
     RETURNING jsonb
+), released AS (
+    DELETE FROM %[2]s
+     WHERE $9::boolean AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
+    RETURNING user_id
 )
-SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT n FROM counted)`
+SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT n FROM counted),
+       released.user_id::text, ` + locksql.Announce("%[6]s", "$10") + `
+  FROM (SELECT 1) AS one LEFT JOIN released ON true`
 
 // itemWithStatus is the item row's document with the status named
 // (a constant of this package, never a client's value), dated now, one
@@ -200,10 +220,12 @@ func itemWithStatus(name string) string {
 
 // checkOutStatement is checkOutSQL for tenant t's tables. Parameters: $1
 // loan id, $2 loan, $3 lock id, $4 item version, $5 user for the
-// metadata, $6 item limit, $7 and $8 what the limit counts.
+// metadata, $6 item limit, $7 and $8 what the limit counts, $9 whether to
+// release the lock, $10 the tenant.
 func checkOutStatement(t storage.Tenant) string {
 	return fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"),
-		withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(itemWithStatus("Checked out"), 5, true))
+		withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(itemWithStatus("Checked out"), 5, true),
+		table(t, "check_out_lock_waiter"))
 }
 
 // CreateCheckOutLoan implements storage.LoanWriter.
@@ -217,14 +239,18 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 		limit, materialType, loanType = w.Limit.Limit, nullable(w.Limit.MaterialTypeID), nullable(w.Limit.LoanTypeID)
 	}
 	var stored json.RawMessage
-	var fenced bool
+	var fenced, notified bool
 	var open *int
+	var released *string
 	err := s.db.pool.QueryRow(ctx, q, w.LoanID, w.Loan, nullable(w.LockID), version, metadataUser(ctx),
-		limit, materialType, loanType).Scan(&stored, &fenced, &open)
+		limit, materialType, loanType, w.ReleaseLock, string(t)).Scan(&stored, &fenced, &open, &released, &notified)
 	switch {
 	case err != nil:
 		return nil, interpretWrite(err, t, storage.Loans, w.Loan)
 	case stored != nil:
+		if notified && released != nil && s.released != nil {
+			s.released(t, *released)
+		}
 		return stored, nil
 	// Nothing written: say which condition failed, as the statement saw it.
 	case !fenced:

@@ -174,10 +174,11 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	var stored json.RawMessage
-	var fenced bool
+	var fenced, notified bool
 	var open *int
-	if err := tx.QueryRow(ctx, checkOutStatement(f.tenant), uuid.NewString(), loanDoc(user, item), lock.ID, 1, nil, nil, nil, nil).
-		Scan(&stored, &fenced, &open); err != nil || stored == nil {
+	var releasedUser *string
+	if err := tx.QueryRow(ctx, checkOutStatement(f.tenant), uuid.NewString(), loanDoc(user, item), lock.ID, 1, nil, nil, nil, nil, false, string(f.tenant)).
+		Scan(&stored, &fenced, &open, &releasedUser, &notified); err != nil || stored == nil {
 		t.Fatalf("fenced insert: %v (written: %v)", err, stored != nil)
 	}
 

@@ -35,6 +35,7 @@ func main() {
 	// drawn from a buffer of crypto/rand bytes instead of a system call
 	// each.
 	uuid.EnableRandPool()
+	config.TuneRuntime()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], env.ToMap(os.Environ()), os.Stdout, nil); err != nil {

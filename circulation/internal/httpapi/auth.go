@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 
 	"github.com/labstack/echo/v4"
@@ -9,9 +8,6 @@ import (
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
 )
-
-// callerKey holds who a request acts for, for audit logs.
-const callerKey ctxKey = 100
 
 // authorize lets the request through if its caller may use the route (see
 // auth.Guard.Check), and remembers who the caller is. In jwt mode the
@@ -22,7 +18,9 @@ func (s *Server) authorize(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), callerKey, who)))
+	if r := requestOf(c.Request().Context()); r != nil {
+		r.caller = who
+	}
 	return nil
 }
 

@@ -102,7 +102,7 @@ func (s *Server) listConsoleLocks(c echo.Context) error {
 func (s *Server) lockHistory(c echo.Context) error {
 	q := url.Values{"limit": {strconv.Itoa(consoleLimit)}}
 	if v := c.QueryParam("userId"); v != "" {
-		if err := s.schemas.Validate("uuid.json", v); err != nil {
+		if !s.schemas.ValidUUID(v) {
 			return invalidParam("userId", v, "must be a UUID")
 		}
 		q.Set("userId", v)
@@ -167,7 +167,7 @@ func (s *Server) patrons(ctx context.Context) func(id string) *consolePatron {
 // release in the lock history as made by the caller.
 func (s *Server) releaseConsoleLock(c echo.Context) error {
 	id := c.Param("id")
-	if err := s.schemas.Validate("uuid.json", id); err != nil {
+	if !s.schemas.ValidUUID(id) {
 		return circulation.Errorf(circulation.KindBadRequest, circulation.CodeInvalidID, "Invalid lock id").With("id", truncate(id))
 	}
 	if err := s.svc.Console.ReleaseLock(c.Request().Context(), id); err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"mime"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/reqlimit"
 )
 
 // Error codes of the HTTP layer itself.
@@ -53,17 +53,7 @@ var statusOf = map[circulation.Kind]int{
 }
 
 // httpError is an error of the HTTP layer with its own status.
-type httpError struct {
-	status int
-	code   string
-	msg    string
-}
-
-func (e *httpError) Error() string { return e.code + ": " + e.msg }
-
-func errBodyTooLarge(limit int64) *httpError {
-	return &httpError{http.StatusRequestEntityTooLarge, codeBodyTooLarge, fmt.Sprintf("Request body is larger than %d bytes", limit)}
-}
+type httpError = reqlimit.Refusal
 
 // invalidBody is a request body that broke its schema.
 type invalidBody struct{ *schemas.ValidationError }
@@ -141,12 +131,12 @@ func toResponse(err error, c echo.Context) (int, errorsJSON, time.Duration) {
 	}
 	var he *httpError
 	if errors.As(err, &he) {
-		return he.status, envelope(he.msg, he.code), 0
+		return he.Status, envelope(he.Message, he.Code), 0
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		e := errBodyTooLarge(mbe.Limit)
-		return e.status, envelope(e.msg, e.code), 0
+		e := reqlimit.BodyTooLarge(mbe.Limit)
+		return e.Status, envelope(e.Message, e.Code), 0
 	}
 	var echoErr *echo.HTTPError
 	if errors.As(err, &echoErr) {
@@ -181,23 +171,23 @@ func (s *Server) bind(c echo.Context, schema string, dst any, also ...string) er
 	req := c.Request()
 	mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
 	if err != nil || (mediaType != echo.MIMEApplicationJSON && !slices.Contains(also, mediaType)) {
-		return &httpError{http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
-			"Content-Type must be " + strings.Join(append([]string{echo.MIMEApplicationJSON}, also...), " or ")}
+		return &httpError{Status: http.StatusUnsupportedMediaType, Code: codeUnsupportedMediaType,
+			Message: "Content-Type must be " + strings.Join(append([]string{echo.MIMEApplicationJSON}, also...), " or ")}
 	}
-	body, err := io.ReadAll(req.Body)
+	body, err := reqlimit.Bytes(req)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return errBodyTooLarge(mbe.Limit)
+			return reqlimit.BodyTooLarge(mbe.Limit)
 		}
-		return &httpError{http.StatusBadRequest, codeMalformedJSON, "Could not read the request body"}
+		return &httpError{Status: http.StatusBadRequest, Code: codeMalformedJSON, Message: "Could not read the request body"}
 	}
 	if len(body) == 0 {
-		return &httpError{http.StatusBadRequest, codeMalformedJSON, "Request body is empty; a JSON object is required"}
+		return &httpError{Status: http.StatusBadRequest, Code: codeMalformedJSON, Message: "Request body is empty; a JSON object is required"}
 	}
 	doc, err := schemas.Decode(body)
 	if err != nil {
-		return &httpError{http.StatusBadRequest, codeMalformedJSON, "Malformed JSON: " + err.Error()}
+		return &httpError{Status: http.StatusBadRequest, Code: codeMalformedJSON, Message: "Malformed JSON: " + err.Error()}
 	}
 	if err := s.schemas.Validate(schema, doc); err != nil {
 		var verr *schemas.ValidationError

@@ -137,7 +137,7 @@ func (s *Server) listLoans(c echo.Context) error {
 		return err
 	}
 	for _, name := range []string{"userId", "itemId"} {
-		if v := q.Get(name); v != "" && s.schemas.Validate("uuid.json", v) != nil {
+		if v := q.Get(name); v != "" && !s.schemas.ValidUUID(v) {
 			return invalidParam(name, v, "must be a UUID")
 		}
 	}
@@ -167,7 +167,7 @@ func (s *Server) getLoan(c echo.Context) error {
 	if u, err := url.PathUnescape(id); err == nil {
 		id = u
 	}
-	if s.schemas.Validate("uuid.json", id) != nil {
+	if !s.schemas.ValidUUID(id) {
 		return circulation.Errorf(circulation.KindBadRequest, circulation.CodeInvalidID, "Invalid loan id").With("id", truncate(id))
 	}
 	doc, err := s.svc.Storage.Loan(c.Request().Context(), id)

@@ -21,6 +21,7 @@ import (
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/schemas/reqlimit"
 )
 
 // Config is what the HTTP layer needs from the configuration.
@@ -98,9 +99,30 @@ const (
 	TokenHeader     = schemas.HeaderToken
 )
 
+// requestInfo is what the middleware learns of a request, in its context
+// under requestKey, so that every log line written with the context names
+// the request id (see LogHandler). The requestID middleware puts it there;
+// the middleware after it fill in the rest, before the handler runs, and
+// nothing changes it after that.
+type requestInfo struct {
+	id string
+	// caller is who the request acts for (see authorize).
+	caller string
+	// logged says whether the request's line is logged (info is
+	// enabled), and logAttrs are what the handler adds to it.
+	logged   bool
+	logAttrs []slog.Attr
+}
+
 type ctxKey int
 
-const requestIDKey ctxKey = iota
+const requestKey ctxKey = 0
+
+// requestOf is the request's requestInfo; nil outside a request.
+func requestOf(ctx context.Context) *requestInfo {
+	r, _ := ctx.Value(requestKey).(*requestInfo)
+	return r
+}
 
 // requestID takes the caller's request id, or makes one, and echoes it back.
 func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
@@ -111,7 +133,8 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Response().Header().Set(RequestIDHeader, id)
 		req := c.Request()
-		c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestIDKey, id)))
+		info := &requestInfo{id: id, logged: s.logger.Enabled(req.Context(), slog.LevelInfo)}
+		c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestKey, info)))
 		return next(c)
 	}
 }
@@ -144,12 +167,14 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		status := c.Response().Status
 		s.metrics.observeRequest(c.Request().Method, route, status, elapsed)
-		attrs := []slog.Attr{slog.String("method", c.Request().Method), slog.String("route", route), slog.Int("status", status),
-			slog.Duration("duration", elapsed)}
-		if extra, ok := c.Get(logAttrsKey).([]slog.Attr); ok {
-			attrs = append(attrs, extra...)
+		ctx := c.Request().Context()
+		r := requestOf(ctx)
+		if r == nil || !r.logged {
+			return nil
 		}
-		s.logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
+		attrs := append([]slog.Attr{slog.String("method", c.Request().Method), slog.String("route", route), slog.Int("status", status),
+			slog.Duration("duration", elapsed)}, r.logAttrs...)
+		s.logger.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 		return nil
 	}
 }
@@ -177,7 +202,7 @@ func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		if err := checkHeaders(req, s.cfg.MaxHeaderBytes); err != nil {
+		if err := reqlimit.CheckHeaders(req, s.cfg.MaxHeaderBytes); err != nil {
 			return err
 		}
 		// Who calls is settled before anything is read or done for them.
@@ -185,7 +210,7 @@ func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		deadline := time.Now().Add(s.cfg.RequestTimeout)
-		if err := readBody(c, s.cfg.MaxBodyBytes, deadline); err != nil {
+		if err := reqlimit.ReadBody(c.Response(), c.Request(), s.cfg.MaxBodyBytes, deadline); err != nil {
 			return err
 		}
 		ctx, cancel := context.WithDeadline(req.Context(), deadline)
@@ -215,12 +240,14 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 				"Invalid tenant %q: %s", shown, schemas.TenantRule).With("tenant", shown)
 		}
 		userID := req.Header.Get(schemas.HeaderUserID)
-		if userID != "" && s.schemas.Validate("uuid.json", userID) != nil {
+		if userID != "" && !s.schemas.ValidUUID(userID) {
 			return circulation.Errorf(circulation.KindBadRequest, schemas.CodeInvalidHeader,
 				"%s must be a UUID", schemas.HeaderUserID).With(schemas.HeaderUserID, truncate(userID))
 		}
-		id, _ := req.Context().Value(requestIDKey).(string)
-		who, _ := req.Context().Value(callerKey).(string)
+		var id, who string
+		if r := requestOf(req.Context()); r != nil {
+			id, who = r.id, r.caller
+		}
 		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: auth.Token(req.Header),
 			UserID: strings.ToLower(who)})
 		c.SetRequest(req.WithContext(ctx))
@@ -252,8 +279,8 @@ func LogHandler(h slog.Handler) slog.Handler { return requestLogHandler{h} }
 type requestLogHandler struct{ slog.Handler }
 
 func (h requestLogHandler) Handle(ctx context.Context, r slog.Record) error {
-	if id, ok := ctx.Value(requestIDKey).(string); ok {
-		r.AddAttrs(slog.String("request_id", id))
+	if req := requestOf(ctx); req != nil {
+		r.AddAttrs(slog.String("request_id", req.id))
 	}
 	if t := circulation.OkapiFrom(ctx).Tenant; t != "" {
 		r.AddAttrs(slog.String("tenant", t))
@@ -288,11 +315,9 @@ func (s *Server) Routes() [][2]string {
 	return out
 }
 
-// logAttrsKey holds the attributes a handler adds to its request's log line.
-const logAttrsKey = "log_attrs"
-
 // logAttrs adds attributes to the request's log line.
 func logAttrs(c echo.Context, attrs ...slog.Attr) {
-	prev, _ := c.Get(logAttrsKey).([]slog.Attr)
-	c.Set(logAttrsKey, append(prev, attrs...))
+	if r := requestOf(c.Request().Context()); r != nil && r.logged {
+		r.logAttrs = append(r.logAttrs, attrs...)
+	}
 }

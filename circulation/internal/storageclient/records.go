@@ -218,11 +218,12 @@ func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circula
 
 // CheckOutItem implements circulation.Storage: a loan creation carrying the
 // check-out's conditions (the item's version, the lock), which storage
-// applies in one transaction with the item's update.
+// applies in one transaction with the item's update, releasing the lock
+// with the loan.
 func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string, limit *circulation.ItemLimit) (circulation.Loan, circulation.Item, error) {
 	headers := []string{schemas.HeaderItemVersion, strconv.Itoa(item.Version)}
 	if lockID != "" {
-		headers = append(headers, schemas.HeaderLockID, lockID)
+		headers = append(headers, schemas.HeaderLockID, lockID, schemas.HeaderReleaseLock, "true")
 	}
 	if limit != nil {
 		headers = append(headers, schemas.HeaderItemLimit, strconv.Itoa(limit.Limit))

@@ -59,10 +59,10 @@ func main() {
 		var id, user string
 		var created, expires any
 		var ttl int
-		var holder, previous json.RawMessage
+		var previous json.RawMessage
 		var inserted, fresh bool
 		err := pool.QueryRow(r.Context(), acquire, req.UserID, 3000, nil, req.Holder).
-			Scan(&id, &user, &created, &expires, &ttl, &holder, &inserted, &fresh, &previous)
+			Scan(&id, &user, &created, &expires, &ttl, &inserted, &fresh, &previous)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
@@ -70,13 +70,14 @@ func main() {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "userId": user, "creationDate": created, "expiresAt": expires,
-			"ttlMs": ttl, "holder": holder})
+			"ttlMs": ttl, "holder": req.Holder})
 	})
 	mux.HandleFunc("DELETE /check-out-lock-storage/{id}", func(w http.ResponseWriter, r *http.Request) {
 		var live, notified bool
 		var holder json.RawMessage
 		var user string
-		err := pool.QueryRow(r.Context(), release, r.PathValue("id"), schema).Scan(&live, &holder, &notified, &user)
+		var acquiredBy *string
+		err := pool.QueryRow(r.Context(), release, r.PathValue("id"), schema).Scan(&live, &holder, &acquiredBy, &notified, &user)
 		switch {
 		case err == pgx.ErrNoRows || err == nil && !live:
 			w.WriteHeader(http.StatusNotFound)

@@ -1,0 +1,117 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// countingLocks is the real lock service, counting acquisitions by lock id.
+type countingLocks struct {
+	storage.LockService
+	mu       sync.Mutex
+	attempts map[string]int
+}
+
+func (c *countingLocks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID string, ttl time.Duration, h storage.Holder) (storage.Lock, storage.AcquireOutcome, error) {
+	c.mu.Lock()
+	c.attempts[lockID]++
+	c.mu.Unlock()
+	return c.LockService.Acquire(ctx, t, userID, lockID, ttl, h)
+}
+
+func (c *countingLocks) count(lockID string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.attempts[lockID]
+}
+
+// waitCounter is a WaitObserver that counts the requests waiting.
+type waitCounter struct {
+	mu      sync.Mutex
+	waiting int
+}
+
+func (w *waitCounter) Waiters(delta int)                         { w.mu.Lock(); w.waiting += delta; w.mu.Unlock() }
+func (w *waitCounter) now() int                                  { w.mu.Lock(); defer w.mu.Unlock(); return w.waiting }
+func (*waitCounter) Woken(storage.WakeCause)                     {}
+func (*waitCounter) WaitEnded(storage.WaitResult, time.Duration) {}
+func (*waitCounter) GrantedToGone()                              {}
+func (*waitCounter) WatchFailed(error)                           {}
+
+// TestAWaiterBehindAGrantWaitsForTheRelease: two acquisitions wait for a
+// patron's lock on one instance. When the first is granted the lock and
+// leaves the line, the second becomes first and waits for that grant's
+// release; it does not try a lock it knows was just taken (a burst of
+// scans would pay for that try on every hand-off). So the second tries
+// twice in all: when it arrives, and when the first's lock is released.
+func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	locks := &countingLocks{LockService: f.locks, attempts: map[string]int{}}
+	obs := &waitCounter{}
+	// Polling every minute: only releases wake the waiters in this test.
+	waiters := storage.NewWaiters(locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
+		MaxWaiters: 10, StatementTimeout: 5 * time.Second})
+	f.locks.UseReleased(waiters.Notify)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10 s", what)
+			}
+			time.Sleep(time.Millisecond) // polling state this test cannot be told of, with a deadline
+		}
+	}
+
+	user, holder, first, second := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	if _, _, err := f.locks.Acquire(ctx, f.tenant, user, holder, ttl, storage.Holder{}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		lock storage.Lock
+		err  error
+	}
+	wait := func(id string) chan result {
+		out := make(chan result, 1)
+		go func() {
+			l, _, err := waiters.Acquire(ctx, f.tenant, user, id, ttl, 20*time.Second, storage.Holder{})
+			out <- result{l, err}
+		}()
+		return out
+	}
+	firstDone := wait(first)
+	waitFor("the first to wait", func() bool { return obs.now() == 1 })
+	secondDone := wait(second)
+	waitFor("the second to wait", func() bool { return obs.now() == 2 })
+
+	if err := f.locks.Release(ctx, f.tenant, holder, ""); err != nil {
+		t.Fatal(err)
+	}
+	r := <-firstDone
+	if r.err != nil || r.lock.ID != first {
+		t.Fatalf("first waiter: lock %+v, error %v; want its lock %s", r.lock, r.err, first)
+	}
+	// A try by the second, were it made on the first's grant, would come
+	// at once: give it 200 ms to show before releasing.
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end) && locks.count(second) == 1; {
+		time.Sleep(time.Millisecond) // watching for a try that must not come, bounded
+	}
+	if err := f.locks.Release(ctx, f.tenant, first, ""); err != nil {
+		t.Fatal(err)
+	}
+	r = <-secondDone
+	if r.err != nil || r.lock.ID != second {
+		t.Fatalf("second waiter: lock %+v, error %v; want its lock %s", r.lock, r.err, second)
+	}
+	if n := locks.count(second); n != 2 {
+		t.Errorf("the second waiter tried %d times, want 2 (on arrival, and on the first's release)", n)
+	}
+}
