@@ -156,7 +156,10 @@ type result struct {
 	handOff    time.Duration
 	// from and to are the primary before the fault and after the
 	// recovery.
-	from, to   string
+	from, to string
+	// rebuilt names the replicas that did not rejoin by themselves and
+	// were rebuilt from the leader (harness.HA.WaitHealthy).
+	rebuilt    []string
 	violations []string
 }
 
@@ -173,7 +176,7 @@ func (r result) String() string {
 	return fmt.Sprintf("recovery=%s answers_until_recovered={%s} requests=%d server_errors=%d lost_checkouts=%d lost_checkins=%d over_limit_samples=%d lock_grants=%d fenced_writes=%d refused_lock_lost=%d double_grants=%d double_writes=%d listener_reconnects=%.0f hand_off_after=%s violations=%d",
 		r.recovery.Round(time.Millisecond), strings.Join(seen, " "), r.total, r.serverErrors, r.lostCheckOuts, r.lostCheckIns,
 		r.overLimit, r.lockGrants, r.fenced, r.refused, r.doubleGrants, r.doubleWrites, r.reconnects, r.handOff.Round(100*time.Microsecond), len(r.violations)) +
-		fmt.Sprintf(" primary=%s->%s", r.from, r.to)
+		fmt.Sprintf(" primary=%s->%s rebuilt_replicas=[%s]", r.from, r.to, strings.Join(r.rebuilt, " "))
 }
 
 // workload drives check-outs and check-ins for many patrons at their
@@ -361,10 +364,11 @@ func (w *workload) through(t *testing.T, h *harness.HA, f fault) result {
 	wg.Wait()
 	<-monitorDone
 	heal()
-	healthy := h.WaitHealthy(120 * time.Second)
+	rebuiltBefore := len(h.Reinitialized)
+	healthy := h.WaitHealthy(180 * time.Second)
 
 	r := result{recovery: recovered.Sub(faultAt), answers: map[string]int{}, overLimit: overLimit, lockGrants: len(grants),
-		from: from, to: healthy.Leader}
+		from: from, to: healthy.Leader, rebuilt: h.Reinitialized[rebuiltBefore:]}
 	if r.to == r.from {
 		r.violations = append(r.violations, "the primary did not change: "+from)
 	}
@@ -666,4 +670,42 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, ok func() bool)
 		}
 		time.Sleep(20 * time.Millisecond) // polling with a deadline
 	}
+}
+
+// TestFailoverRebuildsAStuckReplica: a replica that cannot come back by
+// itself (its control file gone; after an asynchronous failover, a replica
+// that diverged beyond what pg_rewind mends is as stuck) is rebuilt from the leader by WaitHealthy, which the proof relies
+// on after each fault, and streams again.
+func TestFailoverRebuildsAStuckReplica(t *testing.T) {
+	if !*run {
+		t.Skip("starts a Patroni cluster: make test-ha (go test ./integration-tests/ha -args -ha)")
+	}
+	h := harness.StartHA(t, false)
+	leader := h.Leader(10 * time.Second)
+	var replica *harness.Node
+	for _, n := range h.Nodes {
+		if n != leader {
+			replica = n
+			break
+		}
+	}
+	replica.Kill()
+	if err := replica.Break(); err != nil {
+		t.Fatal(err)
+	}
+	// Until its member key expires, the cluster still lists it running.
+	h.Await(30*time.Second, replica.Name+" gone from the cluster", func(s harness.HAState) bool {
+		for _, m := range s.Members {
+			if m.Name == replica.Name {
+				return false
+			}
+		}
+		return true
+	})
+	replica.Start()
+	s := h.WaitHealthy(180 * time.Second)
+	if !slices.Equal(h.Reinitialized, []string{replica.Name}) {
+		t.Errorf("rebuilt %v, want [%s]", h.Reinitialized, replica.Name)
+	}
+	t.Logf("SUMMARY ha rebuilt=%v leader=%s streaming=%d", h.Reinitialized, s.Leader, s.Streaming)
 }

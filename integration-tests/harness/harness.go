@@ -58,6 +58,14 @@ func Main(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	if keep := os.Getenv("KEEP_LOGS"); keep != "" {
+		// The processes' logs outlive the run: KEEP_LOGS=<dir>.
+		defer func() {
+			if err := os.CopyFS(keep, os.DirFS(env.LogDir)); err != nil {
+				fmt.Fprintln(os.Stderr, "keep logs:", err)
+			}
+		}()
+	}
 	env.BinDir = filepath.Join(dir, "bin")
 	env.LogDir = filepath.Join(dir, "logs")
 	if err := os.MkdirAll(env.LogDir, 0o755); err != nil {

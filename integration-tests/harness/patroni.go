@@ -42,6 +42,9 @@ type HA struct {
 	etcdAddr string
 	cred     *syscall.Credential
 	http     *http.Client
+	// Reinitialized names the replicas WaitHealthy had Patroni rebuild
+	// from the leader, in order (see WaitHealthy).
+	Reinitialized []string
 }
 
 // Node is one PostgreSQL node of an HA cluster and its Patroni.
@@ -103,7 +106,7 @@ func StartHA(t testing.TB, sync bool) *HA {
 	// The first node bootstraps alone, so it is the first leader; the
 	// others then clone it.
 	h.Nodes[0].Start()
-	h.waitFor(90*time.Second, "a leader", func(c HAState) bool { return c.Leader != "" })
+	h.Await(90*time.Second, "a leader", func(c HAState) bool { return c.Leader != "" })
 	h.Nodes[1].Start()
 	h.Nodes[2].Start()
 	h.WaitHealthy(120 * time.Second)
@@ -207,6 +210,8 @@ bootstrap:
     synchronous_mode: %[5]t
     postgresql:
       use_pg_rewind: true
+      remove_data_directory_on_rewind_failure: true
+      remove_data_directory_on_diverged_timelines: true
       parameters:
         max_connections: 200
         wal_log_hints: "on"
@@ -289,6 +294,12 @@ func (n *Node) Kill() {
 	for pid > 0 && syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // polling with a deadline
 	}
+}
+
+// Break makes the stopped node's PostgreSQL unable to start again
+// without being rebuilt: its control file is gone.
+func (n *Node) Break() error {
+	return os.Remove(filepath.Join(n.dataDir, "global", "pg_control"))
 }
 
 // childrenOf lists the processes whose parent is pid.
@@ -473,20 +484,70 @@ func (h *HA) Node(name string) *Node {
 // Leader is the current leader node, waiting up to timeout for one.
 func (h *HA) Leader(timeout time.Duration) *Node {
 	h.t.Helper()
-	s := h.waitFor(timeout, "a leader", func(s HAState) bool { return s.Leader != "" })
+	s := h.Await(timeout, "a leader", func(s HAState) bool { return s.Leader != "" })
 	return h.Node(s.Leader)
 }
 
 // WaitHealthy waits until the cluster has a leader and two streaming
 // replicas, one of them the synchronous standby in synchronous mode.
+//
+// A replica that is not running stuckAfter into the wait for a healthy
+// cluster (counted from the first moment it has a leader) is rebuilt from the leader (patronictl reinit), once,
+// as an operator would: after an asynchronous failover the old primary or
+// a replica may hold WAL the new leader never had, and a replica whose
+// rewind cannot start does not rejoin by itself. It is named in
+// Reinitialized; what the services wrote lives on the leader, which a
+// replica's rebuild does not touch.
 func (h *HA) WaitHealthy(timeout time.Duration) HAState {
 	h.t.Helper()
-	return h.waitFor(timeout, "a healthy cluster", func(s HAState) bool {
-		return s.Leader != "" && s.Streaming == 2 && (!h.Sync || s.SyncStandby != "")
+	const stuckAfter = 45 * time.Second
+	var leaderSince time.Time
+	rebuilt := map[string]bool{}
+	return h.Await(timeout, "a healthy cluster", func(s HAState) bool {
+		if s.Leader == "" {
+			leaderSince = time.Time{}
+			return false
+		}
+		if leaderSince.IsZero() {
+			leaderSince = time.Now()
+		}
+		if s.Streaming == 2 && (!h.Sync || s.SyncStandby != "") {
+			return true
+		}
+		if time.Since(leaderSince) < stuckAfter {
+			return false
+		}
+		for _, m := range s.Members {
+			if m.Role == "leader" || m.State == "running" || m.State == "streaming" || rebuilt[m.Name] {
+				continue
+			}
+			rebuilt[m.Name] = true
+			n := h.Node(m.Name)
+			h.t.Logf("%s is still %s %s into the wait; rebuilding it from %s. Its log:\n%s",
+				m.Name, m.State, stuckAfter, s.Leader, n.logTail(80))
+			out, err := exec.Command("patronictl", "-c", n.config, "reinit", "--force", haScope, m.Name).CombinedOutput()
+			if err != nil {
+				h.t.Logf("patronictl reinit %s: %v\n%s", m.Name, err, out)
+			}
+			h.Reinitialized = append(h.Reinitialized, m.Name)
+		}
+		return false
 	})
 }
 
-func (h *HA) waitFor(timeout time.Duration, what string, ok func(HAState) bool) HAState {
+// logTail is the end of the node's Patroni log (PostgreSQL's own lines
+// included), lines long.
+func (n *Node) logTail(lines int) string {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	return tail(b, lines)
+}
+
+// Await polls the cluster's state until ok holds, failing the test after
+// timeout with what was awaited and every node's log.
+func (h *HA) Await(timeout time.Duration, what string, ok func(HAState) bool) HAState {
 	h.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -495,6 +556,11 @@ func (h *HA) waitFor(timeout time.Duration, what string, ok func(HAState) bool) 
 			return s
 		}
 		if time.Now().After(deadline) {
+			// The logs now, while etcd still runs: at cleanup they end
+			// in the noise of the shutdown.
+			for _, n := range h.Nodes {
+				h.t.Logf("---- %s's log when the wait ended ----\n%s", n.Name, n.logTail(120))
+			}
 			h.t.Fatalf("no %s within %s: %+v (%v)", what, timeout, s, err)
 		}
 		time.Sleep(200 * time.Millisecond) // polling with a deadline
