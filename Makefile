@@ -10,7 +10,8 @@ BENCH_OUT ?= bench-results
 # The revision make bench compares this version's check-out with (scenario
 # 6): the one before check-outs made four calls to storage.
 BENCH_BASELINE ?= 86c6f12
-# BENCH_ONLY=lock-cycle runs scenario 1 alone, in a few minutes.
+# BENCH_ONLY=lock-cycle runs scenario 1 alone, in a few minutes; BENCH_ONLY=burst
+# scenario 3 (a patron's bursts) alone, in half a minute.
 BENCH_ONLY ?=
 STATICCHECK := v0.8.2
 FUZZTIME  ?= 10m

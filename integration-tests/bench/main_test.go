@@ -18,7 +18,7 @@ import (
 var (
 	outDir = flag.String("bench.out", "", "run the benchmarks and write results.json and the charts here")
 	smoke  = flag.Bool("bench.smoke", false, "run every scenario briefly: a check that the benchmarks work, not a measurement")
-	only   = flag.String("bench.only", "", "run this scenario alone (lock-cycle), to study one figure quickly; the targets of the others are not met")
+	only   = flag.String("bench.only", "", "run this scenario alone (lock-cycle or burst), to study one figure quickly; the targets of the others are not met")
 )
 
 func TestMain(m *testing.M) {

@@ -55,11 +55,19 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
-	if *only != "" && *only != "lock-cycle" {
-		t.Fatalf("-bench.only=%q: the only scenario that runs alone is lock-cycle", *only)
+	if *only != "" && *only != "lock-cycle" && *only != "burst" {
+		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle and burst", *only)
 	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=warn"}
+	if *only == "burst" {
+		b := benchBursts(t, p, quiet)
+		for _, r := range b.Rows {
+			fmt.Printf("%s: %.1f of 10, burst %.0f ms, %.2f x 10 solo (solo p50 %.2f ms)\n", r.Mode, r.Succeeded, r.TotalTimeMs, r.Ratio, b.SoloP50Ms)
+		}
+		fmt.Printf("hand-off p50 %.2f ms, p99 %.2f ms\n", b.HandOff.P50Ms, b.HandOff.P99Ms)
+		return
+	}
 	c := harness.NewCluster(t, harness.Options{Circulations: 4, FeatureOn: true,
 		StorageEnv: append([]string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns)}, quiet...), CirculationEnv: append([]string{"SETTINGS_CACHE_TTL=100ms"}, quiet...)})
 	res := Results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(t, c), Smoke: *smoke}
