@@ -140,9 +140,10 @@ type CheckOutWrite struct {
 	LoanID string
 	Loan   json.RawMessage
 	// LockID, when set, fences the write: it happens only while that lock is
-	// live and the borrower's (else CodeLockLost). The lock row stays
-	// share-locked until the write commits, so a takeover or release waits
-	// for it and the next holder's recount sees the loan.
+	// live and the borrower's (else CodeLockLost). The lock row is locked
+	// before anything is counted and stays locked until the write commits,
+	// so a takeover, a release or another write under the same lock waits
+	// for it, and the next one's count sees the loan.
 	LockID string
 	// ItemVersion, when positive, is the _version at which the check-out
 	// read the loan's item: in the same transaction the item becomes
@@ -150,8 +151,8 @@ type CheckOutWrite struct {
 	// and its loan are then never seen apart, whatever fails.
 	ItemVersion int
 	// Limit, when set, is the item limit re-checked in the write's own
-	// transaction, after the fence: the patron's open loans are counted
-	// there, so the count is exact at the moment of the write (else
+	// transaction, once the lock row is locked: the patron's open loans are
+	// counted there, so the count is exact at the moment of the write (else
 	// CodeItemLimitReached).
 	Limit *ItemLimit
 	// ReleaseLock releases the lock LockID names in the same transaction,

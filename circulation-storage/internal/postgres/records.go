@@ -151,26 +151,28 @@ func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Re
 
 var _ storage.LoanWriter = (*Records)(nil)
 
-// checkOutSQL is a check-out's writes in one statement: the fence takes a
-// share lock on the live lock row (held until commit), the item moves to
+// checkOutSQL is a check-out's writes in one statement: the item moves to
 // "Checked out" at the version the check-out read, and the loan is inserted
-// only if the fence held, the item was at that version and the patron is
-// below the item limit, counted here, in the write's own statement. A
-// second open loan for the item fails the whole statement, the item update
-// included. $3 (lock id), $4 (item version) and $6 (item limit) may be
-// NULL to skip their condition; $7 and $8 restrict the count to a material
-// type and a loan type.
+// only if the fence held (the lock is live and the borrower's), the item
+// was at that version and the patron is below the item limit, counted
+// here, in the write's own statement. A second open loan for the item fails
+// the whole statement, the item update included. $3 (lock id), $4 (item
+// version) and $6 (item limit) may be NULL to skip their condition; $7 and
+// $8 restrict the count to a material type and a loan type.
 //
-// The count is exact at the moment of the write: a check-out holding the
-// patron's lock got it after every earlier holder's write had committed (a
-// takeover or release of the lock row waits for the share lock of a write
-// in progress), so this statement's snapshot, taken after, sees their
-// loans.
+// Under a lock, the statement runs in the transaction of lockRowSQL, after
+// it (see checkOutBatch): the lock row is locked against every other
+// fenced write and every acquisition of the patron's lock before this
+// statement takes its snapshot, so the count is exact at the moment of the
+// write. A check-out holding the patron's lock got it after every earlier
+// holder's write had committed, and a second write under the same lock
+// waits for this one's commit and then counts its loan too.
 //
 // With $9 true, the loan written releases the lock in the same statement,
 // and the release is announced to the patron's waiters as locksql.Release
-// announces it (locksql.Announce, $10 the tenant): the next holder's acquisition waits for
-// this transaction's commit, so its recount sees the loan.
+// announces it (locksql.Announce, $10 the tenant): the next holder's
+// acquisition waits for this transaction's commit, so its recount sees the
+// loan.
 //
 // It always answers one row: the loan as stored (NULL when nothing was
 // written), whether the fence held, the open loans counted (NULL without a
@@ -181,7 +183,6 @@ var checkOutSQL = `
 WITH fence AS (
     SELECT 1 FROM %[2]s
      WHERE id = $3::uuid AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now()
-       FOR SHARE
 ), counted AS (
     SELECT CASE WHEN $6::integer IS NULL THEN NULL
                 ELSE (` + openLoanCountSQL("%[1]s", "%[3]s", "($2::jsonb ->> 'userId')::uuid", "$7::uuid", "$8::uuid") + `) END AS n
@@ -228,9 +229,26 @@ func checkOutStatement(t storage.Tenant) string {
 		table(t, "check_out_lock_waiter"))
 }
 
-// CreateCheckOutLoan implements storage.LoanWriter.
-func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (json.RawMessage, error) {
-	q := checkOutStatement(t)
+// lockRowSQL locks the row of the lock a check-out writes under, in the
+// write's transaction, before checkOutSQL takes its snapshot (a statement's
+// snapshot is taken when it starts, and what it waits for later, it does
+// not see). Parameter: $1 lock id.
+const lockRowSQL = `SELECT 1 FROM %s WHERE id = $1 FOR UPDATE`
+
+// checkOutResult is the row checkOutSQL answers.
+type checkOutResult struct {
+	stored   json.RawMessage
+	fenced   bool
+	open     *int
+	released *string
+	notified bool
+}
+
+// checkOutBatch is a check-out's write as one batch, sent in one round trip
+// and run as one transaction: under a lock, lockRowSQL and then
+// checkOutSQL; without one, checkOutSQL alone. The result is filled in
+// when the batch's results are read.
+func checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
 	var version, limit, materialType, loanType any
 	if w.ItemVersion > 0 {
 		version = w.ItemVersion
@@ -238,12 +256,24 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 	if w.Limit != nil {
 		limit, materialType, loanType = w.Limit.Limit, nullable(w.Limit.MaterialTypeID), nullable(w.Limit.LoanTypeID)
 	}
-	var stored json.RawMessage
-	var fenced, notified bool
-	var open *int
-	var released *string
-	err := s.db.pool.QueryRow(ctx, q, w.LoanID, w.Loan, nullable(w.LockID), version, metadataUser(ctx),
-		limit, materialType, loanType, w.ReleaseLock, string(t)).Scan(&stored, &fenced, &open, &released, &notified)
+	b := &pgx.Batch{}
+	if w.LockID != "" {
+		b.Queue(fmt.Sprintf(lockRowSQL, table(t, "check_out_lock")), w.LockID)
+	}
+	r := &checkOutResult{}
+	b.Queue(checkOutStatement(t), w.LoanID, w.Loan, nullable(w.LockID), version, metadataUser(ctx),
+		limit, materialType, loanType, w.ReleaseLock, string(t)).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&r.stored, &r.fenced, &r.open, &r.released, &r.notified)
+	})
+	return b, r
+}
+
+// CreateCheckOutLoan implements storage.LoanWriter.
+func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (json.RawMessage, error) {
+	b, r := checkOutBatch(ctx, t, w)
+	// A batch runs in one implicit transaction, committed at its end.
+	err := s.db.pool.SendBatch(ctx, b).Close()
+	stored, fenced, open, released, notified := r.stored, r.fenced, r.open, r.released, r.notified
 	switch {
 	case err != nil:
 		return nil, interpretWrite(err, t, storage.Loans, w.Loan)

@@ -173,13 +173,9 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	var stored json.RawMessage
-	var fenced, notified bool
-	var open *int
-	var releasedUser *string
-	if err := tx.QueryRow(ctx, checkOutStatement(f.tenant), uuid.NewString(), loanDoc(user, item), lock.ID, 1, nil, nil, nil, nil, false, string(f.tenant)).
-		Scan(&stored, &fenced, &open, &releasedUser, &notified); err != nil || stored == nil {
-		t.Fatalf("fenced insert: %v (written: %v)", err, stored != nil)
+	b, r := checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
+		t.Fatalf("fenced insert: %v (written: %v)", err, r.stored != nil)
 	}
 
 	released := make(chan error, 1)
@@ -216,4 +212,133 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	if n := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user); n != 1 {
 		t.Errorf("%d open loans, want the fenced one", n)
 	}
+}
+
+// TestAWriteUnderALockCountsAfterTheWriteBeforeIt: two check-out writes
+// under one lock, the second sent while the first is uncommitted, with the
+// patron one loan below the limit. The second must wait for the lock row
+// and count the first's loan: counted before the row was locked (the
+// statement's snapshot taken first), both would see room for one more and
+// the patron would end above the limit.
+func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	user := SampleID("1004")
+	open := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user)
+	limit := &storage.ItemLimit{Limit: open + 1}
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(item string) storage.CheckOutWrite {
+		return storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(user, SampleID(item)), LockID: lock.ID, ItemVersion: 1, Limit: limit}
+	}
+	tx, err := f.db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	b, r := checkOutBatch(ctx, f.tenant, write("book-140"))
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
+		t.Fatalf("first write: %v (written: %v, open loans counted %v)", err, r.stored != nil, r.open)
+	}
+
+	second := make(chan error, 1)
+	go func() {
+		_, err := NewRecords(f.db).CreateCheckOutLoan(ctx, f.tenant, write("book-141"))
+		second <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		err := f.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%')`).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-second:
+			t.Fatalf("the second write finished (%v) while the first was uncommitted", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second write never waited for the first")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the database's view, with a deadline
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = <-second
+	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeItemLimitReached {
+		t.Errorf("second write: %v, want %s", err, storage.CodeItemLimitReached)
+	}
+	if n := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user); n != open+1 {
+		t.Errorf("%d open loans, want %d: the limit", n, open+1)
+	}
+}
+
+// TestConcurrentWritesUnderOneLockKeepTheLimit: twenty check-out writes
+// under one lock at once, round after round, for a patron with room for
+// three more loans: exactly three are written, the others refused at the
+// limit, and the database holds no more.
+func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	records := NewRecords(f.db)
+	const rounds, writers, room = 5, 20, 3
+	for round := range rounds {
+		user := uuid.NewString()
+		if _, err := records.Create(ctx, f.tenant, storage.Patrons, user, json.RawMessage(fmt.Sprintf(
+			`{"barcode":"writers-%d","active":true,"patronGroup":%q,"personal":{"lastName":"Writer"}}`, round, GroupUndergrad))); err != nil {
+			t.Fatal(err)
+		}
+		lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := make([]error, writers)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range writers {
+			item := SampleID(fmt.Sprintf("book-%03d", round*writers+i+1))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[i] = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
+					Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1, Limit: &storage.ItemLimit{Limit: room}})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		written, refused := 0, 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				written++
+			case isCode(err, storage.CodeItemLimitReached):
+				refused++
+			default:
+				t.Errorf("round %d: %v", round, err)
+			}
+		}
+		if written != room || refused != writers-room {
+			t.Fatalf("round %d: %d written, %d refused at the limit; want %d and %d", round, written, refused, room, writers-room)
+		}
+		if n := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user); n != room {
+			t.Fatalf("round %d: %d open loans, want %d", round, n, room)
+		}
+	}
+}
+
+// isCode reports whether err is a storage error with code.
+func isCode(err error, code string) bool {
+	e, ok := storage.AsError(err)
+	return ok && e.Code == code
 }
