@@ -189,11 +189,20 @@ type CheckInWrite struct {
 	ItemVersion int
 }
 
+// CheckOutWritten is what a check-out's write did.
+type CheckOutWritten struct {
+	// Loan is the loan as stored.
+	Loan json.RawMessage
+	// LockReleased says that the write's transaction released its lock
+	// (CheckOutWrite.ReleaseLock).
+	LockReleased bool
+}
+
 // LoanWriter writes loans for check-outs and check-ins.
 type LoanWriter interface {
 	// CreateCheckOutLoan performs w in one transaction and returns the
-	// stored loan.
-	CreateCheckOutLoan(ctx context.Context, t Tenant, w CheckOutWrite) (json.RawMessage, error)
+	// stored loan, and whether the transaction released w's lock.
+	CreateCheckOutLoan(ctx context.Context, t Tenant, w CheckOutWrite) (CheckOutWritten, error)
 	// CheckInLoan performs w in one transaction.
 	CheckInLoan(ctx context.Context, t Tenant, w CheckInWrite) error
 }

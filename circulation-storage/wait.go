@@ -131,8 +131,10 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 	}
 	result := WaitFailed
 	// heldErr is the last answer that the lock is held, for its expiry
-	// and its holder.
+	// and its holder; stale says that it names a holder since replaced (a
+	// turn to wait behind a fresh grant, taken without an attempt).
 	heldErr := err
+	stale := false
 	defer func() {
 		w.leave(key, me, result == WaitAcquired)
 		waited := w.now().Sub(start)
@@ -172,7 +174,7 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 				result = WaitAcquired
 				return lock, outcome, nil
 			case IsKind(err, KindLocked):
-				heldErr = err
+				heldErr, stale = err, false
 			case ctx.Err() != nil:
 				result = WaitGone
 				return Lock{}, 0, err
@@ -182,8 +184,9 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		}
 		tryNow = true
 		if turn {
-			e, _ := AsError(heldErr)
-			if e != nil && e.RetryAfter > 0 {
+			// The expiry of a holder since replaced is no time to look
+			// again; the new holder's release wakes, and the poll backs it.
+			if e, _ := AsError(heldErr); e != nil && e.RetryAfter > 0 && !stale {
 				resetTimer(expiry, e.RetryAfter+time.Millisecond)
 			}
 			resetTimer(poll, w.pollInterval())
@@ -199,7 +202,7 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 			case turnToWait:
 				// First now, behind a fresh grant: arm the timers
 				// (above), then wait.
-				tryNow = false
+				tryNow, stale = false, true
 			case "":
 			default:
 				w.obs.Woken(cause)
@@ -209,6 +212,24 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		case <-poll.C:
 			w.obs.Woken(WokenByPoll)
 		case <-deadline.C:
+			if stale {
+				// The answer would name the holder before the grant
+				// this request queued behind: look once more, to name
+				// the holder now (or take a lock released meanwhile).
+				lock, outcome, err = w.attempt(ctx, t, userID, lockID, ttl, holder)
+				switch {
+				case err == nil:
+					result = WaitAcquired
+					return lock, outcome, nil
+				case IsKind(err, KindLocked):
+					heldErr = err
+				case ctx.Err() != nil:
+					result = WaitGone
+					return Lock{}, 0, err
+				default:
+					return Lock{}, 0, err
+				}
+			}
 			result = WaitTimedOut
 			e := LockHeld(userID, time.Time{}, 0, Holder{})
 			if held, ok := AsError(heldErr); ok {

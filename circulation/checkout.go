@@ -131,7 +131,8 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	}
 	if !settings.Enabled {
 		// Exactly as before the feature existed: no lock calls at all.
-		return s.write(ctx, co, "")
+		res, err := s.write(ctx, co, "")
+		return res.CheckOutResult, err
 	}
 	lock, err := s.acquire(ctx, co.patron, settings, LockHolder{Instance: s.instance, RequestID: OkapiFrom(ctx).RequestID,
 		ItemBarcode: co.req.ItemBarcode, ServicePointID: co.req.ServicePointID})
@@ -150,13 +151,15 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 		return CheckOutResult{}, fmt.Errorf("check out: %w", err)
 	}
 	res, err := s.write(ctx, co, lock.ID)
-	if err == nil {
-		// The loan is written, so its transaction released the lock.
+	if err == nil && res.lockReleased {
+		// Storage said the loan's transaction released the lock. A
+		// storage that does not say so (one that predates releasing with
+		// the write) has the lock released by a call of its own.
 		released = true
 		s.observer.LockReleased(nil)
 	}
 	res.Locked = err == nil
-	return res, err
+	return res.CheckOutResult, err
 }
 
 // refusedStatuses are item statuses FOLIO does not check out.
@@ -429,15 +432,23 @@ const WriteTimeout = 15 * time.Second
 // settleTimeout bounds the repair work after a failed write.
 const settleTimeout = 5 * time.Second
 
+// written is a check-out's write as done: its result, and whether storage
+// released the lock in the write's transaction.
+type written struct {
+	CheckOutResult
+	lockReleased bool
+}
+
 // write makes the check-out's writes: the item becomes "Checked out" and the
 // loan is created, in one storage transaction fenced by lockID (when set), so
 // the item and its loan are never seen apart. Under the lock, the write
 // carries the item limit: storage counts the patron's open loans in that
 // transaction and refuses at the limit, so the count is exact at the moment
-// of the write, whatever check-outs did since validation. It runs on a
-// context the request cannot cancel. A write whose answer was lost is
-// settled by reading the loan back.
-func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckOutResult, error) {
+// of the write, whatever check-outs did since validation; and it asks
+// storage to release the lock with the loan. It runs on a context the
+// request cannot cancel. A write whose answer was lost is settled by
+// reading the loan back.
+func (s *Service) write(ctx context.Context, co checkOut, lockID string) (written, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
 	loan := Loan{
@@ -455,30 +466,32 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (CheckO
 	if lockID != "" {
 		limit = co.limit
 	}
-	created, item, err := s.storage.CheckOutItem(ctx, loan, co.item, lockID, limit)
+	stored, err := s.storage.CheckOutItem(ctx, loan, co.item, lockID, limit)
 	switch {
 	case err == nil:
-		return CheckOutResult{Loan: created, Item: item, Patron: co.patron}, nil
+		return written{CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}, stored.LockReleased}, nil
 	case IsCode(err, CodeItemLimitReached) && limit != nil:
-		return CheckOutResult{}, &Refusal{Errors: []*Error{ItemLimitReached(limit.Limit, co.match, co.req.ItemBarcode)}}
+		return written{}, &Refusal{Errors: []*Error{ItemLimitReached(limit.Limit, co.match, co.req.ItemBarcode)}}
 	case IsCode(err, CodeItemHasOpenLoan):
-		return CheckOutResult{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
+		return written{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
 			"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}
 	case IsCode(err, CodeItemChanged):
-		return CheckOutResult{}, Errorf(KindConflict, CodeItemChanged,
+		return written{}, Errorf(KindConflict, CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").
 			With("itemBarcode", co.req.ItemBarcode).Because(err)
 	case !ambiguous(err):
-		return CheckOutResult{}, err
+		return written{}, err
 	}
 	switch s.loanExists(ctx, loan.ID) {
 	case found:
-		return CheckOutResult{Loan: loan, Item: co.item.CheckedOut(), Patron: co.patron}, nil
+		// Whether the lock went with it is not known: it is released by a
+		// call of its own, which finds nothing if it did.
+		return written{CheckOutResult: CheckOutResult{Loan: loan, Item: co.item.CheckedOut(), Patron: co.patron}}, nil
 	case unknown:
 		s.logger.ErrorContext(ctx, "check-out outcome unknown: storage did not answer whether the loan was created",
 			slog.String("loan_id", loan.ID), slog.String("item_id", co.item.ID), slog.Any("error", err))
 	}
-	return CheckOutResult{}, err
+	return written{}, err
 }
 
 // updateItem writes an item at the version it was read. A version conflict

@@ -727,10 +727,44 @@ func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
 	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
 	wantCount(t, s.fake, storagefake.RoutePutItem, 0)
 	wantCount(t, s.fake, storagefake.RouteLoan, 1)
-	// The write that committed released the lock with the loan.
-	wantCount(t, s.fake, storagefake.RouteRelease, 0)
+	// The write that committed released the lock with the loan, but its
+	// answer, which said so, was lost: the check-out releases the lock by
+	// a call of its own, which finds it gone.
+	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	for _, c := range s.fake.Calls() {
+		if c.Route == storagefake.RouteRelease && c.Status != http.StatusNotFound {
+			t.Errorf("the release after the lost answer answered %d, want 404: the write had released the lock", c.Status)
+		}
+	}
 	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
 		t.Errorf("locks %+v, want one, released", locks)
+	}
+}
+
+// TestCheckOutReleasesTheLockAStorageKeeps: against a storage that does
+// not release the lock with the write (one that predates
+// X-Check-Out-Release-Lock, during a rolling upgrade), the write's answer
+// does not say the lock went with it, so the check-out releases it by a
+// call of its own: the patron's next scan is not kept waiting for its TTL.
+func TestCheckOutReleasesTheLockAStorageKeeps(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.KeepLocksOnWrite()
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	locks := s.fake.Locks()
+	if len(locks) != 1 || !locks[0].Released {
+		t.Fatalf("locks %+v, want one, released", locks)
+	}
+	for _, c := range s.fake.Calls() {
+		if c.Route == storagefake.RouteRelease && (c.Status != http.StatusNoContent || c.Path != "/check-out-lock-storage/"+locks[0].ID) {
+			t.Errorf("release %s answered %d, want 204 for lock %s", c.Path, c.Status, locks[0].ID)
+		}
+	}
+	if len(s.obs.releases) != 1 || s.obs.releases[0] != nil {
+		t.Errorf("observer releases %v, want one that succeeded", s.obs.releases)
 	}
 }
 

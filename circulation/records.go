@@ -182,6 +182,15 @@ type LoanFilter struct {
 	Offset, Limit          int
 }
 
+// CheckedOut is what a check-out's write stored.
+type CheckedOut struct {
+	Loan Loan
+	Item Item
+	// LockReleased says that storage released the check-out's lock in the
+	// write's own transaction.
+	LockReleased bool
+}
+
 // Storage is what this service needs of circulation-storage. Every call acts
 // for the tenant named in ctx (see WithOkapi). Errors are *Error values:
 // KindNotFound for absent records, KindUnavailable for a storage that cannot
@@ -214,11 +223,13 @@ type Storage interface {
 	// created, or neither happens (KindConflict for a changed item,
 	// CodeItemHasOpenLoan for a second loan). With a lockID, they happen
 	// only while that lock is live and the borrower's (CodeLockLost), and
-	// the lock is released with them, in the same transaction; with a
+	// the lock is asked to be released with them, in the same transaction; with a
 	// limit, only while the patron's open loans, counted in that
 	// transaction, are below it (CodeItemLimitReached). It returns the loan
-	// and the item as stored.
-	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string, limit *ItemLimit) (Loan, Item, error)
+	// and the item as stored, and whether storage said it released the lock
+	// (a storage that does not release it with the write says nothing, and
+	// the caller releases it).
+	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string, limit *ItemLimit) (CheckedOut, error)
 	// CheckInItem is a check-in's writes, in one storage transaction: the
 	// item (read at item.Version) becomes "Available" and the loan (its Doc
 	// with the fields check-in changes) is written, or neither happens

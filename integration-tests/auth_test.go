@@ -265,3 +265,47 @@ func TestRolesDoTheirWork(t *testing.T) {
 	}
 	summary(t, 8, 8, 0, 0, "each role did its work and was refused the others'")
 }
+
+// TestAReleasingWriteNeedsTheReleasePermission: a check-out's write that
+// releases its lock (X-Check-Out-Release-Lock) releases a lock as DELETE
+// does, so it needs DELETE's permission beside the loan's: without it, 403
+// naming it, nothing written and the lock still held.
+func TestAReleasingWriteNeedsTheReleasePermission(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1})
+	lib := c.SetupLibrary(1, 2, 3)
+	user := patronID(t, c, lib.Patrons[0])
+	var lock struct{ ID string }
+	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": user, "ttlMs": 60000}).
+		Want(t, http.StatusCreated).Decode(t, &lock)
+	release, _ := schemas.PermissionFor(schemas.ServiceStorage, "DELETE", "/check-out-lock-storage/{id}")
+	loanPost, _ := schemas.PermissionFor(schemas.ServiceStorage, "POST", "/loan-storage/loans")
+	token := func(permissions ...string) string {
+		tok, err := auth.Mint(harness.Secret(), auth.Claims{Tenant: c.Tenant, UserID: uuid.NewString(), Permissions: permissions}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	write := func(item, tok string) harness.Response {
+		now := time.Now().UTC()
+		return c.DoWith(c.Storage, "POST", "/loan-storage/loans", map[string]any{
+			"userId": user, "itemId": itemID(t, c, item), "action": "checkedout", "status": map[string]any{"name": "Open"},
+			"loanDate": now.Format(schemas.TimeFormat), "dueDate": now.Add(time.Hour).Format(schemas.TimeFormat),
+		}, map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: tok, schemas.HeaderLockID: lock.ID,
+			schemas.HeaderItemVersion: "1", schemas.HeaderReleaseLock: "true"})
+	}
+	r := write(lib.Items[0][0], token(loanPost))
+	if code, params := envelopeError(t, r); r.Status != http.StatusForbidden || code != auth.CodeForbidden || params["permission"] != release {
+		t.Errorf("a releasing write without %s: %d %s %v, want 403 naming it", release, r.Status, code, params)
+	}
+	c.Do(c.Storage, "GET", "/check-out-lock-storage/"+lock.ID, nil).Want(t, http.StatusOK)
+	if n := c.OpenLoans(t, lib.Patrons[0]); n != 0 {
+		t.Errorf("%d open loans after the refused write, want none", n)
+	}
+	r = write(lib.Items[0][1], token(loanPost, release)).Want(t, http.StatusCreated)
+	if r.Header.Get(schemas.HeaderLockReleased) != "true" {
+		t.Errorf("the write with both permissions did not say it released the lock")
+	}
+	c.Do(c.Storage, "GET", "/check-out-lock-storage/"+lock.ID, nil).Want(t, http.StatusNotFound)
+}

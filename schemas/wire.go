@@ -38,6 +38,11 @@ const (
 	// the check-out's last call is its write. A write that writes nothing
 	// leaves the lock held.
 	HeaderReleaseLock = "X-Check-Out-Release-Lock"
+	// HeaderLockReleased "true" on the 201 of such a write says that its
+	// transaction released the lock: a client that does not see it (a
+	// storage that does not know HeaderReleaseLock) releases the lock
+	// itself.
+	HeaderLockReleased = "X-Check-Out-Lock-Released"
 )
 
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.

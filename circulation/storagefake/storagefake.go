@@ -180,7 +180,10 @@ type Fake struct {
 	loanFail      loanFault
 	itemFails     []loanFault // one per coming item update, in order
 	loseLock      bool
-	onLoan        func()
+	// keepLocks: the write ignores X-Check-Out-Release-Lock, as a storage
+	// that predates it does (see KeepLocksOnWrite).
+	keepLocks bool
+	onLoan    func()
 	// onArrival is told of every request as it arrives, outside the
 	// mutex (see OnArrival).
 	onArrival   atomic.Pointer[func(route string)]
@@ -486,6 +489,15 @@ func (f *Fake) OnLoanCreation(hook func()) {
 // hook that blocks holds its own request only.
 func (f *Fake) OnArrival(hook func(route string)) { f.onArrival.Store(&hook) }
 
+// KeepLocksOnWrite makes the fake a storage that predates releasing a lock
+// with the check-out's write: X-Check-Out-Release-Lock is ignored, the lock
+// stays held, and the answer does not say it was released.
+func (f *Fake) KeepLocksOnWrite() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keepLocks = true
+}
+
 // LoseLockBeforeLoan makes every lock expire just before a loan is created
 // under it, so the fence refuses the loan (409 LOCK_LOST).
 func (f *Fake) LoseLockBeforeLoan() {
@@ -703,6 +715,7 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	lockID = strings.ToLower(lockID)
 	release := false
 	switch v := r.Header.Get(schemas.HeaderReleaseLock); {
+	case f.keepLocks:
 	case v == "true" && lockID != "":
 		release = true
 	case v == "true":
@@ -799,6 +812,9 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/loan-storage/loans/"+str(doc["id"]))
+	if release {
+		w.Header().Set(schemas.HeaderLockReleased, "true")
+	}
 	writeJSON(w, 201, doc)
 }
 

@@ -204,6 +204,9 @@ var cases = []testCase{
 			if loan["id"] != s.sent()["id"] {
 				s.t.Errorf("loan id %v, want the one sent %v", loan["id"], s.sent()["id"])
 			}
+			if v := got.header.Get(schemas.HeaderLockReleased); v != "" {
+				s.t.Errorf("%s = %q on a write not asked to release its lock", schemas.HeaderLockReleased, v)
+			}
 			s.wantItem("Checked out", 2)
 			s.wantLoans(1)
 			s.step("the loan", request{method: http.MethodGet, path: "/loan-storage/loans/" + loan["id"].(string)},
@@ -257,7 +260,10 @@ var cases = []testCase{
 			return releasingCheckOutReq(r, s.kept("lock")["id"].(string), "1", "2")
 		},
 		want: want{status: http.StatusCreated, schema: "loan.json"},
-		then: func(s *session, _ response) {
+		then: func(s *session, got response) {
+			if v := got.header.Get(schemas.HeaderLockReleased); v != "true" {
+				s.t.Errorf("%s = %q, want true", schemas.HeaderLockReleased, v)
+			}
 			s.wantItem("Checked out", 2)
 			s.wantLoans(1)
 			s.step("the released lock", request{method: http.MethodGet, path: "/check-out-lock-storage/" + s.kept("lock")["id"].(string)},

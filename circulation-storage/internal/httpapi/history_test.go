@@ -176,3 +176,49 @@ func TestLockHistoryExplainsWaits(t *testing.T) {
 		}
 	}
 }
+
+// TestAWriteThatReleasesALockSaysSoAndIsAudited: a check-out's write that
+// releases its lock answers X-Check-Out-Lock-Released; one made by the user
+// who acquired the lock records nothing, one made by someone else records
+// released_by_other, as a DELETE by someone else does. A write that is not
+// asked to release says nothing of it.
+func TestAWriteThatReleasesALockSaysSoAndIsAudited(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	group, mt, lt := f.newGroup("staff"), f.newMaterialType("book"), f.newLoanType("Can circulate")
+	operator := "0ddba11a-0000-4000-8000-0000000000ff"
+	write := func(user, lockID string, release bool, as string) response {
+		t.Helper()
+		item := f.newItem(itemDoc(uuid.NewString(), mt, lt))
+		h := f.asUser(as)
+		h[schemas.HeaderLockID], h[schemas.HeaderItemVersion] = lockID, "1"
+		if release {
+			h[schemas.HeaderReleaseLock] = "true"
+		}
+		return f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(user, item, "Open")), h).wantStatus(http.StatusCreated)
+	}
+	alice, bob := f.newPatron("alice", group), f.newPatron("bob", group)
+
+	own := f.acquire(alice)
+	if got := write(alice, own.ID, true, testUser).header.Get(schemas.HeaderLockReleased); got != "true" {
+		t.Errorf("%s = %q after a write that released its lock, want true", schemas.HeaderLockReleased, got)
+	}
+	f.do("GET", "/check-out-lock-storage/"+own.ID, "").wantError(http.StatusNotFound, "NOT_FOUND")
+
+	kept := f.acquire(alice)
+	if got := write(alice, kept.ID, false, testUser).header.Get(schemas.HeaderLockReleased); got != "" {
+		t.Errorf("%s = %q after a write not asked to release, want none", schemas.HeaderLockReleased, got)
+	}
+	f.do("GET", "/check-out-lock-storage/"+kept.ID, "").wantStatus(http.StatusOK)
+	if h := f.history(""); h.TotalRecords != 0 {
+		t.Fatalf("the holder's own writes recorded %d events: %+v", h.TotalRecords, h.Events)
+	}
+
+	others := f.acquire(bob)
+	write(bob, others.ID, true, operator)
+	h := f.history("")
+	if h.TotalRecords != 1 || h.Events[0].Type != "released_by_other" || h.Events[0].UserID != bob ||
+		h.Events[0].LockID != others.ID || h.Events[0].By["acquiredBy"] != operator || h.Events[0].Holder["acquiredBy"] != testUser {
+		t.Errorf("history after a write by someone else %+v, want one released_by_other naming both", h.Events)
+	}
+}

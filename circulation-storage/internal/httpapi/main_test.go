@@ -64,6 +64,12 @@ func serve(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	metrics := NewMetrics()
 	locks := postgres.NewLocks(db)
 	locks.UseHistory(true, metrics)
+	waiters := storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
+		PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second})
+	locks.UseReleased(waiters.Notify)
+	records := postgres.NewRecords(db)
+	records.UseReleased(waiters.Notify)
+	records.UseHistory(locks.Record)
 	srv := New(Config{
 		LockDefaultTTL: 3 * time.Second,
 		LockMaxTTL:     10 * time.Minute,
@@ -73,12 +79,11 @@ func serve(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		MaxPageBytes:   256 << 10,
 		RequestTimeout: 10 * time.Second,
 	}, Services{
-		Locks: locks,
-		Waiters: storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
-			PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second}),
+		Locks:     locks,
+		Waiters:   waiters,
 		Tenants:   postgres.NewTenants(db, logger, postgres.LoadData),
-		Records:   postgres.NewRecords(db),
-		Loans:     postgres.NewRecords(db),
+		Records:   records,
+		Loans:     records,
 		Rules:     postgres.NewRules(db),
 		Counter:   postgres.NewRules(db),
 		CheckOuts: postgres.NewRules(db),

@@ -48,6 +48,14 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 	}
 	switch v := c.Request().Header.Get(schemas.HeaderReleaseLock); {
 	case v == "true" && w.LockID != "":
+		// Releasing a lock is a permission of its own, here as on DELETE.
+		var claims *auth.Claims
+		if r := requestOf(c.Request().Context()); r != nil {
+			claims = r.claims
+		}
+		if err := s.cfg.Auth.Require(claims, releasePermission); err != nil {
+			return w, err
+		}
 		w.ReleaseLock = true
 	case v == "true":
 		return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
@@ -87,6 +95,11 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 	}
 	return w, nil
 }
+
+// releasePermission is the permission to release a lock
+// (DELETE /check-out-lock-storage/{id}), which a check-out's write that
+// releases its lock needs too.
+var releasePermission, _ = schemas.PermissionFor(schemas.ServiceStorage, http.MethodDelete, locksPath+"/{id}")
 
 // checkOutHeaders are the headers that make a loan's creation a
 // check-out's write.
@@ -172,9 +185,13 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		if err != nil {
 			return err
 		}
-		stored, err = s.svc.Loans.CreateCheckOutLoan(c.Request().Context(), tenantOf(c), w)
+		written, err := s.svc.Loans.CreateCheckOutLoan(c.Request().Context(), tenantOf(c), w)
 		if err != nil {
 			return err
+		}
+		stored = written.Loan
+		if written.LockReleased {
+			c.Response().Header().Set(schemas.HeaderLockReleased, "true")
 		}
 	} else {
 		stored, err = s.svc.Records.Create(c.Request().Context(), tenantOf(c), r, id, doc)

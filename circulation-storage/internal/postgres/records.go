@@ -21,6 +21,16 @@ type Records struct {
 	// released, when set, is told of a check-out's release of a lock
 	// that someone waits for, at once (see Locks.UseReleased).
 	released func(t storage.Tenant, userID string)
+	// record, when set, writes the lock history's events (see UseHistory).
+	record func(ctx context.Context, t storage.Tenant, e storage.LockEvent) error
+}
+
+// UseHistory has record write the lock history's events of check-out
+// writes: a lock released by a write made by a user other than the one
+// who acquired it (storage.EventReleasedByOther), as Locks.Release records
+// a release by someone else.
+func (s *Records) UseHistory(record func(ctx context.Context, t storage.Tenant, e storage.LockEvent) error) {
+	s.record = record
 }
 
 // UseReleased has released told, at once, of every lock this instance's
@@ -176,9 +186,9 @@ var _ storage.LoanWriter = (*Records)(nil)
 //
 // It always answers one row: the loan as stored (NULL when nothing was
 // written), whether the fence held, the open loans counted (NULL without a
-// limit), the patron whose lock was released (NULL when none was) and
-// whether that was announced, so a refusal is explained by what this very
-// statement saw.
+// limit), the patron whose lock was released (NULL when none was), its
+// holder and the holder's acquiredBy, and whether the release was
+// announced, so a refusal is explained by what this very statement saw.
 var checkOutSQL = `
 WITH fence AS (
     SELECT 1 FROM %[2]s
@@ -205,10 +215,11 @@ WITH fence AS (
 ), released AS (
     DELETE FROM %[2]s
      WHERE $9::boolean AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
-    RETURNING user_id
+    RETURNING user_id, holder
 )
 SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT n FROM counted),
-       released.user_id::text, ` + locksql.Announce("%[6]s", "$10") + `
+       released.user_id::text, released.holder, released.holder->>'acquiredBy',
+       ` + locksql.Announce("%[6]s", "$10") + `
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
 
 // itemWithStatus is the item row's document with the status named
@@ -237,11 +248,13 @@ const lockRowSQL = `SELECT 1 FROM %s WHERE id = $1 FOR UPDATE`
 
 // checkOutResult is the row checkOutSQL answers.
 type checkOutResult struct {
-	stored   json.RawMessage
-	fenced   bool
-	open     *int
-	released *string
-	notified bool
+	stored     json.RawMessage
+	fenced     bool
+	open       *int
+	released   *string
+	holder     []byte
+	acquiredBy *string
+	notified   bool
 }
 
 // checkOutBatch is a check-out's write as one batch, sent in one round trip
@@ -263,45 +276,65 @@ func checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrit
 	r := &checkOutResult{}
 	b.Queue(checkOutStatement(t), w.LoanID, w.Loan, nullable(w.LockID), version, metadataUser(ctx),
 		limit, materialType, loanType, w.ReleaseLock, string(t)).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&r.stored, &r.fenced, &r.open, &r.released, &r.notified)
+		return row.Scan(&r.stored, &r.fenced, &r.open, &r.released, &r.holder, &r.acquiredBy, &r.notified)
 	})
 	return b, r
 }
 
 // CreateCheckOutLoan implements storage.LoanWriter.
-func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (json.RawMessage, error) {
+func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
 	b, r := checkOutBatch(ctx, t, w)
 	// A batch runs in one implicit transaction, committed at its end.
 	err := s.db.pool.SendBatch(ctx, b).Close()
-	stored, fenced, open, released, notified := r.stored, r.fenced, r.open, r.released, r.notified
+	fenced, open := r.fenced, r.open
 	switch {
 	case err != nil:
-		return nil, interpretWrite(err, t, storage.Loans, w.Loan)
-	case stored != nil:
-		if notified && released != nil && s.released != nil {
-			s.released(t, *released)
+		return storage.CheckOutWritten{}, interpretWrite(err, t, storage.Loans, w.Loan)
+	case r.stored != nil:
+		if r.released != nil {
+			s.releasedByWrite(ctx, t, w.LockID, r)
 		}
-		return stored, nil
+		return storage.CheckOutWritten{Loan: r.stored, LockReleased: r.released != nil}, nil
 	// Nothing written: say which condition failed, as the statement saw it.
 	case !fenced:
-		return nil, storage.Errorf(storage.KindConflict, storage.CodeLockLost,
+		return storage.CheckOutWritten{}, storage.Errorf(storage.KindConflict, storage.CodeLockLost,
 			"Check-out lock %s is not held for this patron (it expired or was released); nothing was written", w.LockID).
 			With("lockId", w.LockID)
 	case w.Limit != nil && open != nil && *open >= w.Limit.Limit:
-		return nil, storage.ItemLimitReached(w.Limit.Limit, *open)
+		return storage.CheckOutWritten{}, storage.ItemLimitReached(w.Limit.Limit, *open)
 	}
 	itemID := fieldValue(w.Loan, "itemId")
 	var stored2 int
 	err = s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT version FROM %s WHERE id = $1`, table(t, "item")), itemID).Scan(&stored2)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, storage.Errorf(storage.KindInvalid, storage.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
+		return storage.CheckOutWritten{}, storage.Errorf(storage.KindInvalid, storage.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
 	}
 	if err != nil {
-		return nil, interpret(err, t)
+		return storage.CheckOutWritten{}, interpret(err, t)
 	}
-	return nil, storage.Errorf(storage.KindConflict, storage.CodeVersionConflict,
+	return storage.CheckOutWritten{}, storage.Errorf(storage.KindConflict, storage.CodeVersionConflict,
 		"Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
 		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
+}
+
+// releasedByWrite tells of a lock a check-out's write released: the
+// patron's waiters on this instance at once, when the release was
+// announced, and the history, when the write was made by someone other
+// than the user who acquired the lock.
+func (s *Records) releasedByWrite(ctx context.Context, t storage.Tenant, lockID string, r *checkOutResult) {
+	if r.notified && s.released != nil {
+		s.released(t, *r.released)
+	}
+	by := storage.UserFrom(ctx)
+	if s.record == nil || by == "" || r.acquiredBy == nil || *r.acquiredBy == "" || *r.acquiredBy == by {
+		return
+	}
+	var holder storage.Holder
+	if len(r.holder) > 0 {
+		_ = holderScanner{&holder}.Scan(r.holder)
+	}
+	_ = s.record(ctx, t, storage.LockEvent{Type: storage.EventReleasedByOther, UserID: *r.released, LockID: lockID,
+		Holder: holder, By: storage.Holder{AcquiredBy: by}})
 }
 
 // CheckInLoan implements storage.LoanWriter: the item becomes Available at

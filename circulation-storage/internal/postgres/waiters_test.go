@@ -115,3 +115,67 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 		t.Errorf("the second waiter tried %d times, want 2 (on arrival, and on the first's release)", n)
 	}
 }
+
+// TestAWaiterBehindAGrantNamesTheNewHolder: a waiter that became first in
+// line behind a fresh grant, and whose time runs out before that holder
+// releases, names the holder now in its answer and in the lock history,
+// not the one before the grant it last saw itself.
+func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	obs := &waitCounter{}
+	waiters := storage.NewWaiters(f.locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
+		MaxWaiters: 10, StatementTimeout: 5 * time.Second})
+	f.locks.UseReleased(waiters.Notify)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10 s", what)
+			}
+			time.Sleep(time.Millisecond) // polling state this test cannot be told of, with a deadline
+		}
+	}
+	user, old := uuid.NewString(), uuid.NewString()
+	if _, _, err := f.locks.Acquire(ctx, f.tenant, user, old, time.Minute, storage.Holder{Instance: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan error, 1)
+	go func() {
+		_, _, err := waiters.Acquire(ctx, f.tenant, user, uuid.NewString(), time.Minute, 20*time.Second, storage.Holder{Instance: "new"})
+		granted <- err
+	}()
+	waitFor("the first to wait", func() bool { return obs.now() == 1 })
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, _, err := waiters.Acquire(ctx, f.tenant, user, uuid.NewString(), time.Minute, 500*time.Millisecond, storage.Holder{Instance: "late"})
+		gaveUp <- err
+	}()
+	waitFor("the second to wait", func() bool { return obs.now() == 2 })
+	if err := f.locks.Release(ctx, f.tenant, old, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-granted; err != nil {
+		t.Fatalf("the first waiter: %v", err)
+	}
+	err := <-gaveUp
+	e, ok := storage.AsError(err)
+	if !ok || e.Code != storage.CodeLockHeld {
+		t.Fatalf("the second waiter: %v, want %s", err, storage.CodeLockHeld)
+	}
+	if h := storage.HolderOf(e); h.Instance != "new" {
+		t.Errorf("the second waiter's answer names holder %q, want the one holding the lock now, %q (parameters %v)", h.Instance, "new", e.Parameters)
+	}
+	if e.RetryAfter < 30*time.Second {
+		t.Errorf("Retry-After %s, want the new holder's minute, not the old one's remains", e.RetryAfter)
+	}
+	events, _, err := f.locks.History(ctx, f.tenant, storage.HistoryFilter{UserID: user, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Type != storage.EventWaiterGaveUp || events[0].Holder.Instance != "new" {
+		t.Errorf("history %+v, want one waiter_gave_up naming the holder %q", events, "new")
+	}
+}

@@ -60,19 +60,31 @@ func (c *Client) call(ctx context.Context, method, path string, body any, out an
 
 // callFor is call with its own timeout.
 func (c *Client) callFor(ctx context.Context, timeout time.Duration, method, path string, body any, out any, headers ...string) error {
+	_, err := c.exchange(ctx, timeout, method, path, body, out, headers...)
+	return err
+}
+
+// callHeaders is call, returning the answer's headers too.
+func (c *Client) callHeaders(ctx context.Context, method, path string, body any, out any, headers ...string) (http.Header, error) {
+	return c.exchange(ctx, c.timeout, method, path, body, out, headers...)
+}
+
+// exchange is the request of call, with its own timeout; on success it
+// returns the answer's headers.
+func (c *Client) exchange(ctx context.Context, timeout time.Duration, method, path string, body any, out any, headers ...string) (http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var reader io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		reader = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, reader)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	okapi := circulation.OkapiFrom(ctx)
 	req.Header.Set(schemas.HeaderTenant, okapi.Tenant)
@@ -91,28 +103,28 @@ func (c *Client) callFor(ctx context.Context, timeout time.Duration, method, pat
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return transportError(ctx, method, path, err)
+		return nil, transportError(ctx, method, path, err)
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, 32<<20))
 	if err != nil {
-		return transportError(ctx, method, path, err)
+		return nil, transportError(ctx, method, path, err)
 	}
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
 		if out == nil || res.StatusCode == http.StatusNoContent {
-			return nil
+			return res.Header, nil
 		}
 		if raw, ok := out.(*json.RawMessage); ok {
 			*raw = append((*raw)[:0], data...)
-			return nil
+			return res.Header, nil
 		}
 		if err := json.Unmarshal(data, out); err != nil {
-			return circulation.Errorf(circulation.KindInternal, circulation.CodeInternal,
+			return nil, circulation.Errorf(circulation.KindInternal, circulation.CodeInternal,
 				"circulation-storage answered %s %s with unreadable JSON", method, path).Because(err)
 		}
-		return nil
+		return res.Header, nil
 	}
-	return statusError(res, data, method, path)
+	return nil, statusError(res, data, method, path)
 }
 
 // transportError is a call that got no answer: storage is unavailable,

@@ -218,9 +218,9 @@ func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circula
 
 // CheckOutItem implements circulation.Storage: a loan creation carrying the
 // check-out's conditions (the item's version, the lock), which storage
-// applies in one transaction with the item's update, releasing the lock
-// with the loan.
-func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string, limit *circulation.ItemLimit) (circulation.Loan, circulation.Item, error) {
+// applies in one transaction with the item's update, asked to release the
+// lock with the loan; storage says whether it did (HeaderLockReleased).
+func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string, limit *circulation.ItemLimit) (circulation.CheckedOut, error) {
 	headers := []string{schemas.HeaderItemVersion, strconv.Itoa(item.Version)}
 	if lockID != "" {
 		headers = append(headers, schemas.HeaderLockID, lockID, schemas.HeaderReleaseLock, "true")
@@ -235,14 +235,16 @@ func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item c
 		}
 	}
 	var stored json.RawMessage
-	if err := c.call(ctx, http.MethodPost, "/loan-storage/loans", toLoanJSON(loan), &stored, headers...); err != nil {
-		return circulation.Loan{}, circulation.Item{}, err
+	answer, err := c.callHeaders(ctx, http.MethodPost, "/loan-storage/loans", toLoanJSON(loan), &stored, headers...)
+	if err != nil {
+		return circulation.CheckedOut{}, err
 	}
 	created, err := decodeLoan(stored)
 	if err != nil {
-		return circulation.Loan{}, circulation.Item{}, err
+		return circulation.CheckedOut{}, err
 	}
-	return created, item.CheckedOut(), nil
+	return circulation.CheckedOut{Loan: created, Item: item.CheckedOut(),
+		LockReleased: lockID != "" && answer.Get(schemas.HeaderLockReleased) == "true"}, nil
 }
 
 func toLoanJSON(l circulation.Loan) loanJSON {
