@@ -83,7 +83,9 @@ func checkOutTargeter(c *harness.Cluster, pop *population, instances int) vegeta
 
 // attack runs check-outs with conc workers as fast as they answer for d,
 // and returns the latencies of the 201s, the other answers, and the time.
-func attack(targeter vegeta.Targeter, conc int, d time.Duration) (*hdrhistogram.Histogram, int64, time.Duration) {
+// The first answer that is not a 201 is logged, so a run that fails says
+// why.
+func attack(t *testing.T, targeter vegeta.Targeter, conc int, d time.Duration) (*hdrhistogram.Histogram, int64, time.Duration) {
 	atk := vegeta.NewAttacker(vegeta.KeepAlive(true), vegeta.Connections(conc*2), vegeta.Workers(uint64(conc)),
 		vegeta.MaxWorkers(uint64(conc)), vegeta.Timeout(60*time.Second))
 	h := newHist()
@@ -91,6 +93,9 @@ func attack(targeter vegeta.Targeter, conc int, d time.Duration) (*hdrhistogram.
 	start := time.Now()
 	for res := range atk.Attack(targeter, vegeta.Rate{Freq: 0}, d, "check-out") {
 		if res.Code != http.StatusCreated {
+			if errs == 0 {
+				t.Logf("a check-out failed: %d %s %s", res.Code, res.Error, res.Body)
+			}
 			errs++
 			continue
 		}
@@ -142,7 +147,7 @@ func benchCheckOutCost(t *testing.T, c *harness.Cluster, pop *population, p plan
 	for range p.rounds {
 		for _, enabled := range []bool{true, false} {
 			setLockSettings(t, c, fmt.Sprintf(`{"checkOutLockFeatureEnabled":%t}`, enabled), func(s lockSettings) bool { return s.Enabled == enabled })
-			hist, errs, elapsed := attack(checkOutTargeter(c, pop, 1), conc, p.slice)
+			hist, errs, elapsed := attack(t, checkOutTargeter(c, pop, 1), conc, p.slice)
 			if enabled {
 				on.Merge(hist)
 				onErr += errs
@@ -182,7 +187,7 @@ func benchScale(t *testing.T, c *harness.Cluster, pop *population, p plan) []Sca
 	}
 	for range p.rounds {
 		for i, k := range ks {
-			h, e, d := attack(checkOutTargeter(c, pop, k), conc, p.slice)
+			h, e, d := attack(t, checkOutTargeter(c, pop, k), conc, p.slice)
 			hists[i].Merge(h)
 			errs[i] += e
 			times[i] += d

@@ -186,7 +186,7 @@ func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfte
 	opts.BinDir = buildAt(t, rev)
 	before := harness.NewCluster(t, opts)
 	clusters := []*harness.Cluster{before, after}
-	pops := []*population{populate(t, before, 30000, 0), populate(t, after, 30000, 0)}
+	pops := []*population{populate(t, before, p.population/2, 0), populate(t, after, p.population/2, 0)}
 	out := BeforeAfter{Baseline: rev}
 	for _, conc := range []int{1, 4} {
 		var hists = [2]*histPair{{h: newHist()}, {h: newHist()}}
@@ -194,7 +194,7 @@ func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfte
 		for range p.rounds {
 			for i, c := range clusters {
 				s0 := sampleCPU(t, c.Circulations[0], c.Storage)
-				h, errs, elapsed := attack(checkOutTargeter(c, pops[i], 1), conc, p.slice)
+				h, errs, elapsed := attack(t, checkOutTargeter(c, pops[i], 1), conc, p.slice)
 				s1 := sampleCPU(t, c.Circulations[0], c.Storage)
 				hists[i].h.Merge(h)
 				hists[i].errs += errs

@@ -40,11 +40,15 @@ type plan struct {
 	cycleSlice    time.Duration
 	concurrencies []int // for the lock cycle
 	bursts        int   // per retry configuration
+	// population is the patrons (each with an item) made for the
+	// uncontended check-outs: every check-out takes a new one, so a
+	// faster machine needs more.
+	population int
 }
 
 func currentPlan() plan {
 	if *smoke {
-		return plan{slice: time.Second, rounds: 1, cycleRounds: 1, cycleSlice: time.Second, concurrencies: []int{1, 8}, bursts: 1}
+		return plan{slice: time.Second, rounds: 1, cycleRounds: 1, cycleSlice: time.Second, concurrencies: []int{1, 8}, bursts: 1, population: 20000}
 	}
-	return plan{slice: 3 * time.Second, rounds: 3, cycleRounds: 6, cycleSlice: 2 * time.Second, concurrencies: []int{1, 8, 32}, bursts: 6}
+	return plan{slice: 3 * time.Second, rounds: 3, cycleRounds: 6, cycleSlice: 2 * time.Second, concurrencies: []int{1, 8, 32}, bursts: 10, population: 250000}
 }

@@ -91,7 +91,7 @@ func TestBenchmarks(t *testing.T) {
 	}
 	res.AcquireAtHalfPeak = benchAcquireAtHalfPeak(t, c, peak, p)
 
-	pop := populate(t, c, 60000, p.bursts*2)
+	pop := populate(t, c, p.population, p.bursts*2)
 	for _, conc := range []int{1, 4} {
 		res.CheckOut = append(res.CheckOut, benchCheckOutCost(t, c, pop, p, conc))
 	}
