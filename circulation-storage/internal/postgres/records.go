@@ -286,7 +286,6 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 	b, r := checkOutBatch(ctx, t, w)
 	// A batch runs in one implicit transaction, committed at its end.
 	err := s.db.pool.SendBatch(ctx, b).Close()
-	fenced, open := r.fenced, r.open
 	switch {
 	case err != nil:
 		return storage.CheckOutWritten{}, interpretWrite(err, t, storage.Loans, w.Loan)
@@ -296,12 +295,12 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 		}
 		return storage.CheckOutWritten{Loan: r.stored, LockReleased: r.released != nil}, nil
 	// Nothing written: say which condition failed, as the statement saw it.
-	case !fenced:
+	case !r.fenced:
 		return storage.CheckOutWritten{}, storage.Errorf(storage.KindConflict, storage.CodeLockLost,
 			"Check-out lock %s is not held for this patron (it expired or was released); nothing was written", w.LockID).
 			With("lockId", w.LockID)
-	case w.Limit != nil && open != nil && *open >= w.Limit.Limit:
-		return storage.CheckOutWritten{}, storage.ItemLimitReached(w.Limit.Limit, *open)
+	case w.Limit != nil && r.open != nil && *r.open >= w.Limit.Limit:
+		return storage.CheckOutWritten{}, storage.ItemLimitReached(w.Limit.Limit, *r.open)
 	}
 	itemID := fieldValue(w.Loan, "itemId")
 	var stored2 int
