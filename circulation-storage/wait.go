@@ -166,21 +166,27 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 			w.obs.Waiters(-1)
 		}
 	}()
+	// try makes one attempt and says whether the wait is over: granted
+	// (err nil), the client gone, or a failure (err set); a held lock
+	// keeps it going.
+	try := func() (over bool) {
+		lock, outcome, err = w.attempt(ctx, t, userID, lockID, ttl, holder)
+		switch {
+		case err == nil:
+			result = WaitAcquired
+			return true
+		case IsKind(err, KindLocked):
+			heldErr, stale = err, false
+			return false
+		case ctx.Err() != nil:
+			result = WaitGone
+		}
+		lock, outcome = Lock{}, 0
+		return true
+	}
 	for {
-		if tryNow {
-			lock, outcome, err = w.attempt(ctx, t, userID, lockID, ttl, holder)
-			switch {
-			case err == nil:
-				result = WaitAcquired
-				return lock, outcome, nil
-			case IsKind(err, KindLocked):
-				heldErr, stale = err, false
-			case ctx.Err() != nil:
-				result = WaitGone
-				return Lock{}, 0, err
-			default:
-				return Lock{}, 0, err
-			}
+		if tryNow && try() {
+			return lock, outcome, err
 		}
 		tryNow = true
 		if turn {
@@ -212,23 +218,11 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		case <-poll.C:
 			w.obs.Woken(WokenByPoll)
 		case <-deadline.C:
-			if stale {
-				// The answer would name the holder before the grant
-				// this request queued behind: look once more, to name
-				// the holder now (or take a lock released meanwhile).
-				lock, outcome, err = w.attempt(ctx, t, userID, lockID, ttl, holder)
-				switch {
-				case err == nil:
-					result = WaitAcquired
-					return lock, outcome, nil
-				case IsKind(err, KindLocked):
-					heldErr = err
-				case ctx.Err() != nil:
-					result = WaitGone
-					return Lock{}, 0, err
-				default:
-					return Lock{}, 0, err
-				}
+			// The answer would name the holder before the grant this
+			// request queued behind: look once more, to name the holder
+			// now (or take a lock released meanwhile).
+			if stale && try() {
+				return lock, outcome, err
 			}
 			result = WaitTimedOut
 			e := LockHeld(userID, time.Time{}, 0, Holder{})

@@ -182,27 +182,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	go func() { released <- f.locks.Release(ctx, f.tenant, lock.ID, "") }()
 	// Wait until the release is blocked on the lock row, by the database's
 	// own account.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting bool
-		err := f.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%DELETE FROM %check_out_lock%')`).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		select {
-		case err := <-released:
-			t.Fatalf("release finished (%v) while the fenced loan was uncommitted", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("release never waited for the fenced loan")
-		}
-		time.Sleep(5 * time.Millisecond) // polling the database's view, with a deadline
-	}
+	f.waitForLockWait(t, "%DELETE FROM %check_out_lock%", released, "release")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -249,27 +229,7 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 		_, err := NewRecords(f.db).CreateCheckOutLoan(ctx, f.tenant, write("book-141"))
 		second <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting bool
-		err := f.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%')`).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		select {
-		case err := <-second:
-			t.Fatalf("the second write finished (%v) while the first was uncommitted", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the second write never waited for the first")
-		}
-		time.Sleep(5 * time.Millisecond) // polling the database's view, with a deadline
-	}
+	f.waitForLockWait(t, "%FOR UPDATE%", second, "the second write")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -341,4 +301,32 @@ func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
 func isCode(err error, code string) bool {
 	e, ok := storage.AsError(err)
 	return ok && e.Code == code
+}
+
+// waitForLockWait waits until a statement like query waits for a lock, by
+// the database's own account, failing the test if what (whose outcome done
+// carries) finishes first or nothing waits within 10 s.
+func (f fixture) waitForLockWait(t *testing.T, query string, done <-chan error, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		err := f.db.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE $1)`, query).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("%s finished (%v) while what it must wait for was uncommitted", what, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never waited", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the database's view, with a deadline
+	}
 }

@@ -60,16 +60,6 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 	waiters := storage.NewWaiters(locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
 		MaxWaiters: 10, StatementTimeout: 5 * time.Second})
 	f.locks.UseReleased(waiters.Notify)
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10 s", what)
-			}
-			time.Sleep(time.Millisecond) // polling state this test cannot be told of, with a deadline
-		}
-	}
 
 	user, holder, first, second := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
 	if _, _, err := f.locks.Acquire(ctx, f.tenant, user, holder, ttl, storage.Holder{}); err != nil {
@@ -88,9 +78,9 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 		return out
 	}
 	firstDone := wait(first)
-	waitFor("the first to wait", func() bool { return obs.now() == 1 })
+	waitFor(t, "the first to wait", func() bool { return obs.now() == 1 })
 	secondDone := wait(second)
-	waitFor("the second to wait", func() bool { return obs.now() == 2 })
+	waitFor(t, "the second to wait", func() bool { return obs.now() == 2 })
 
 	if err := f.locks.Release(ctx, f.tenant, holder, ""); err != nil {
 		t.Fatal(err)
@@ -128,16 +118,6 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 	waiters := storage.NewWaiters(f.locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
 		MaxWaiters: 10, StatementTimeout: 5 * time.Second})
 	f.locks.UseReleased(waiters.Notify)
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10 s", what)
-			}
-			time.Sleep(time.Millisecond) // polling state this test cannot be told of, with a deadline
-		}
-	}
 	user, old := uuid.NewString(), uuid.NewString()
 	if _, _, err := f.locks.Acquire(ctx, f.tenant, user, old, time.Minute, storage.Holder{Instance: "old"}); err != nil {
 		t.Fatal(err)
@@ -147,13 +127,13 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 		_, _, err := waiters.Acquire(ctx, f.tenant, user, uuid.NewString(), time.Minute, 20*time.Second, storage.Holder{Instance: "new"})
 		granted <- err
 	}()
-	waitFor("the first to wait", func() bool { return obs.now() == 1 })
+	waitFor(t, "the first to wait", func() bool { return obs.now() == 1 })
 	gaveUp := make(chan error, 1)
 	go func() {
 		_, _, err := waiters.Acquire(ctx, f.tenant, user, uuid.NewString(), time.Minute, 500*time.Millisecond, storage.Holder{Instance: "late"})
 		gaveUp <- err
 	}()
-	waitFor("the second to wait", func() bool { return obs.now() == 2 })
+	waitFor(t, "the second to wait", func() bool { return obs.now() == 2 })
 	if err := f.locks.Release(ctx, f.tenant, old, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +157,17 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 	}
 	if len(events) != 1 || events[0].Type != storage.EventWaiterGaveUp || events[0].Holder.Instance != "new" {
 		t.Errorf("history %+v, want one waiter_gave_up naming the holder %q", events, "new")
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(time.Millisecond) // polling state this test cannot be told of, with a deadline
 	}
 }
