@@ -13,6 +13,9 @@ BENCH_BASELINE ?= 86c6f12
 # BENCH_ONLY=lock-cycle runs scenario 1 alone, in a few minutes; BENCH_ONLY=burst
 # scenario 3 (a patron's bursts) alone, in half a minute.
 BENCH_ONLY ?=
+# BENCH_LOG_LEVEL=info logs every request of the benchmarked services (with
+# KEEP_LOGS=<dir> to keep the logs); it slows them.
+BENCH_LOG_LEVEL ?= warn
 STATICCHECK := v0.8.2
 FUZZTIME  ?= 10m
 # make test fuzzes for a number of inputs, not a time: a time limit races go
@@ -63,7 +66,7 @@ fuzz:
 ## bench: the benchmarks against real processes, a few minutes; table on stdout, results.json and charts in $(BENCH_OUT)
 bench: build
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -count=1 -timeout 30m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY)
+	$(GO) test -count=1 -timeout 30m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.loglevel=$(BENCH_LOG_LEVEL)
 
 ## soak: the workloads across real processes, five times larger, three times over
 soak: build

@@ -59,7 +59,7 @@ func TestBenchmarks(t *testing.T) {
 		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle and burst", *only)
 	}
 	p := currentPlan()
-	quiet := []string{"LOG_LEVEL=warn"}
+	quiet := []string{"LOG_LEVEL=" + *logLevel}
 	if *only == "burst" {
 		b := benchBursts(t, p, quiet)
 		for _, r := range b.Rows {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,38 +23,18 @@ type Locks struct {
 	// released, when set, is told of a release that someone waits for, at
 	// once (see UseReleased).
 	released func(t storage.Tenant, userID string)
-	// statements are the tenants' acquire and release statements, made
-	// once per tenant (lockStatements), for at most maxStatementTenants
-	// tenants.
-	statements sync.Map
-	tenants    atomic.Int32
+	// statements are the tenants' acquire and release statements.
+	statements tenantStatements[lockStatements]
 }
 
 // lockStatements are locksql's statements for one tenant's tables.
 type lockStatements struct{ acquire, release string }
 
-// maxStatementTenants bounds the tenants whose statements are kept; those
-// of any other are made on every call.
-const maxStatementTenants = 1000
-
-// sql is t's lock statements.
-func (s *Locks) sql(t storage.Tenant) *lockStatements {
-	if st, ok := s.statements.Load(t); ok {
-		return st.(*lockStatements)
-	}
-	st := &lockStatements{
+func newLockStatements(t storage.Tenant) lockStatements {
+	return lockStatements{
 		acquire: fmt.Sprintf(locksql.Acquire, table(t, "check_out_lock")),
 		release: fmt.Sprintf(locksql.Release, table(t, "check_out_lock"), table(t, "check_out_lock_waiter")),
 	}
-	if s.tenants.Add(1) <= maxStatementTenants {
-		if prev, loaded := s.statements.LoadOrStore(t, st); loaded {
-			s.tenants.Add(-1)
-			return prev.(*lockStatements)
-		}
-	} else {
-		s.tenants.Add(-1)
-	}
-	return st
 }
 
 // UseReleased has released told, at once, of every release this instance
@@ -68,7 +46,9 @@ func (s *Locks) UseReleased(released func(t storage.Tenant, userID string)) { s.
 var _ storage.LockService = (*Locks)(nil)
 
 // NewLocks returns the lock service, recording the lock history.
-func NewLocks(db *DB) *Locks { return &Locks{db: db, events: noEvents{}, history: true} }
+func NewLocks(db *DB) *Locks {
+	return &Locks{db: db, events: noEvents{}, history: true, statements: tenantStatements[lockStatements]{make: newLockStatements}}
+}
 
 // UseHistory says whether the lock history is recorded (on by default),
 // and who is told of its events.
@@ -105,7 +85,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 		var inserted, fresh bool
 		var previous *previousLock
 		var ttlMs int64
-		err := s.db.lockPool.QueryRow(ctx, s.sql(t).acquire, userID, ttl.Milliseconds(), nullable(lockID), holderJSON).
+		err := s.db.lockPool.QueryRow(ctx, s.statements.get(t).acquire, userID, ttl.Milliseconds(), nullable(lockID), holderJSON).
 			Scan(&l.ID, &l.UserID, &l.CreationDate, &l.ExpiresAt, &ttlMs, &inserted, &fresh, &previous)
 		l.TTL, l.Holder = time.Duration(ttlMs)*time.Millisecond, holder
 		switch {
@@ -204,7 +184,7 @@ func (s *Locks) Release(ctx context.Context, t storage.Tenant, id, by string) er
 	var holderJSON []byte
 	var acquiredBy *string
 	var userID string
-	err := s.db.lockPool.QueryRow(ctx, s.sql(t).release, id, string(t)).Scan(&live, &holderJSON, &acquiredBy, &notified, &userID)
+	err := s.db.lockPool.QueryRow(ctx, s.statements.get(t).release, id, string(t)).Scan(&live, &holderJSON, &acquiredBy, &notified, &userID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.NotFound("Lock", id)
 	}

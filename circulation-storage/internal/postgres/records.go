@@ -23,6 +23,8 @@ type Records struct {
 	released func(t storage.Tenant, userID string)
 	// record, when set, writes the lock history's events (see UseHistory).
 	record func(ctx context.Context, t storage.Tenant, e storage.LockEvent) error
+	// checkOuts are the tenants' check-out write statements.
+	checkOuts tenantStatements[checkOutStatements]
 }
 
 // UseHistory has record write the lock history's events of check-out
@@ -40,7 +42,9 @@ func (s *Records) UseReleased(released func(t storage.Tenant, userID string)) { 
 var _ storage.RecordService = (*Records)(nil)
 
 // NewRecords returns the record service.
-func NewRecords(db *DB) *Records { return &Records{db: db} }
+func NewRecords(db *DB) *Records {
+	return &Records{db: db, checkOuts: tenantStatements[checkOutStatements]{make: newCheckOutStatements}}
+}
 
 // tableSpec is how one resource is stored.
 type tableSpec struct {
@@ -230,14 +234,20 @@ func itemWithStatus(name string) string {
                    '{_version}', to_jsonb(version + 1))`
 }
 
-// checkOutStatement is checkOutSQL for tenant t's tables. Parameters: $1
-// loan id, $2 loan, $3 lock id, $4 item version, $5 user for the
-// metadata, $6 item limit, $7 and $8 what the limit counts, $9 whether to
-// release the lock, $10 the tenant.
-func checkOutStatement(t storage.Tenant) string {
-	return fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"),
-		withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(itemWithStatus("Checked out"), 5, true),
-		table(t, "check_out_lock_waiter"))
+// checkOutStatements are a check-out's write for one tenant's tables:
+// lockRowSQL and checkOutSQL. checkOutSQL's parameters: $1 loan id, $2
+// loan, $3 lock id, $4 item version, $5 user for the metadata, $6 item
+// limit, $7 and $8 what the limit counts, $9 whether to release the lock,
+// $10 the tenant.
+type checkOutStatements struct{ lockRow, write string }
+
+func newCheckOutStatements(t storage.Tenant) checkOutStatements {
+	return checkOutStatements{
+		lockRow: fmt.Sprintf(lockRowSQL, table(t, "check_out_lock")),
+		write: fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"),
+			withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(itemWithStatus("Checked out"), 5, true),
+			table(t, "check_out_lock_waiter")),
+	}
 }
 
 // lockRowSQL locks the row of the lock a check-out writes under, in the
@@ -261,7 +271,8 @@ type checkOutResult struct {
 // and run as one transaction: under a lock, lockRowSQL and then
 // checkOutSQL; without one, checkOutSQL alone. The result is filled in
 // when the batch's results are read.
-func checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
+func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
+	st := s.checkOuts.get(t)
 	var version, limit, materialType, loanType any
 	if w.ItemVersion > 0 {
 		version = w.ItemVersion
@@ -271,10 +282,10 @@ func checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrit
 	}
 	b := &pgx.Batch{}
 	if w.LockID != "" {
-		b.Queue(fmt.Sprintf(lockRowSQL, table(t, "check_out_lock")), w.LockID)
+		b.Queue(st.lockRow, w.LockID)
 	}
 	r := &checkOutResult{}
-	b.Queue(checkOutStatement(t), w.LoanID, w.Loan, nullable(w.LockID), version, metadataUser(ctx),
+	b.Queue(st.write, w.LoanID, w.Loan, nullable(w.LockID), version, metadataUser(ctx),
 		limit, materialType, loanType, w.ReleaseLock, string(t)).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.stored, &r.fenced, &r.open, &r.released, &r.holder, &r.acquiredBy, &r.notified)
 	})
@@ -283,7 +294,7 @@ func checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrit
 
 // CreateCheckOutLoan implements storage.LoanWriter.
 func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
-	b, r := checkOutBatch(ctx, t, w)
+	b, r := s.checkOutBatch(ctx, t, w)
 	// A batch runs in one implicit transaction, committed at its end.
 	err := s.db.pool.SendBatch(ctx, b).Close()
 	switch {

@@ -173,7 +173,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
+	b, r := NewRecords(f.db).checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
 		t.Fatalf("fenced insert: %v (written: %v)", err, r.stored != nil)
 	}
@@ -219,7 +219,7 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := checkOutBatch(ctx, f.tenant, write("book-140"))
+	b, r := NewRecords(f.db).checkOutBatch(ctx, f.tenant, write("book-140"))
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
 		t.Fatalf("first write: %v (written: %v, open loans counted %v)", err, r.stored != nil, r.open)
 	}
