@@ -11,7 +11,7 @@ BENCH_OUT ?= bench-results
 # 6): the one before check-outs made four calls to storage.
 BENCH_BASELINE ?= 86c6f12
 # BENCH_ONLY=lock-cycle runs scenario 1 alone, in a few minutes; BENCH_ONLY=burst
-# scenario 3 (a patron's bursts) alone, in half a minute.
+# scenario 3 (a patron's bursts) alone, in under a minute.
 BENCH_ONLY ?=
 # BENCH_LOG_LEVEL=info logs every request of the benchmarked services (with
 # KEEP_LOGS=<dir> to keep the logs); it slows them.
@@ -42,7 +42,7 @@ test: lint rules
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_INPUTS) ./cql
-	$(GO) test -race -count=1 -v ./integration-tests/ ./integration-tests/contract/
+	$(GO) test -race -count=1 -v ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
 	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke -bench.baseline=HEAD
 
 ## test-ha: the failover proof on a three-node Patroni cluster (installs patroni and etcd-server when missing), a few minutes

@@ -190,17 +190,22 @@ func equalInts(a, b []int) bool {
 }
 
 // TestLockConsoleInABrowser: a held lock appears in the console with its
-// patron and its holder; the operator releases it from there, after a
-// confirmation, and the release appears in the history as made by someone
-// other than the holder.
+// patron and its holder; the operator releases it from there, from the
+// keyboard, after a confirmation, and the release appears in the history as
+// made by someone other than the holder. The Release button keeps the
+// focus while the countdowns are redrawn and while an older lock's row
+// above it goes.
 func TestLockConsoleInABrowser(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
-	lib := c.SetupLibrary(1, 1, 5)
+	lib := c.SetupLibrary(2, 1, 5)
 	patron := patronID(t, c, lib.Patrons[0])
-	var lock struct {
+	var older, lock struct {
 		ID string `json:"id"`
 	}
+	// Listed first (oldest first), and gone in a few seconds.
+	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, lib.Patrons[1]), "id": uuid.NewString(),
+		"ttlMs": 8000}).Want(t, http.StatusCreated).Decode(t, &older)
 	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patron, "id": uuid.NewString(), "ttlMs": 120000,
 		"holder": map[string]any{"instance": "circ-7:8080", "requestId": "req-77", "itemBarcode": lib.Items[0][0]}}).
 		Want(t, http.StatusCreated).Decode(t, &lock)
@@ -210,6 +215,7 @@ func TestLockConsoleInABrowser(t *testing.T) {
 	row := `#locks tr[data-lock="` + lock.ID + `"]`
 	var text string
 	if err := chromedp.Run(ctx,
+		chromedp.WaitVisible(`#locks tr[data-lock="`+older.ID+`"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(row, chromedp.ByQuery),
 		chromedp.Text(row, &text, chromedp.ByQuery),
 	); err != nil {
@@ -222,9 +228,24 @@ func TestLockConsoleInABrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "locks.png")
 
-	// Release, confirmed.
+	// Release, confirmed, from the keyboard. The countdowns are redrawn
+	// four times a second and the older lock's row goes when it expires;
+	// the Release button keeps the focus through both (a button replaced
+	// at each redraw would lose it, and swallow a click whose press and
+	// release straddled one; a row moved would lose it too).
+	var focused string
 	if err := chromedp.Run(ctx,
-		chromedp.Click(row+" button", chromedp.ByQuery),
+		chromedp.Focus(row+" button", chromedp.ByQuery),
+		chromedp.WaitNotPresent(`#locks tr[data-lock="`+older.ID+`"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`(document.activeElement && document.activeElement.dataset.lock) || ""`, &focused),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if focused != lock.ID {
+		t.Fatalf("after redraws and the older lock's row going, the focus is on %q, not on the lock's Release button", focused)
+	}
+	if err := chromedp.Run(ctx,
+		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible("#confirm-dialog", chromedp.ByQuery),
 		chromedp.Click("#confirm-release", chromedp.ByQuery),
 		chromedp.WaitNotPresent(row, chromedp.ByQuery),

@@ -3,18 +3,14 @@ package integration
 import (
 	"testing"
 	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
 )
 
 // waitFor polls cond until it holds, failing the test after a deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		<-tick.C
+	if !harness.Poll(20*time.Second, 25*time.Millisecond, cond) {
+		t.Fatalf("timed out waiting until %s", what)
 	}
 }

@@ -34,11 +34,14 @@ func TestMain(m *testing.M) {
 type plan struct {
 	slice  time.Duration // one interleaved measurement
 	rounds int           // interleaved rounds per comparison
-	// cycleRounds and cycleSlice are the lock cycle's: more and shorter
-	// slices, so that a checkpoint or an autovacuum falling into one slice
-	// does not tip the comparison of versions that differ by a few percent.
+	// cycleRounds and cycleSlice are the lock cycle's: many short
+	// slices, so that the servers compared meet the same conditions (a
+	// checkpoint, an autovacuum, the machine's neighbours) in turn rather
+	// than one of them meeting them in a slice of its own; pgbench (whose
+	// runs are whole seconds) runs in every pgbenchEvery-th round.
 	cycleRounds   int
 	cycleSlice    time.Duration
+	pgbenchEvery  int
 	concurrencies []int // for the lock cycle
 	bursts        int   // per retry configuration
 	// population is the patrons (each with an item) made for the
@@ -49,7 +52,7 @@ type plan struct {
 
 func currentPlan() plan {
 	if *smoke {
-		return plan{slice: time.Second, rounds: 1, cycleRounds: 1, cycleSlice: time.Second, concurrencies: []int{1, 8}, bursts: 1, population: 20000}
+		return plan{slice: time.Second, rounds: 1, cycleRounds: 1, cycleSlice: time.Second, pgbenchEvery: 1, concurrencies: []int{1, 8}, bursts: 1, population: 20000}
 	}
-	return plan{slice: 3 * time.Second, rounds: 3, cycleRounds: 6, cycleSlice: 2 * time.Second, concurrencies: []int{1, 8, 32}, bursts: 10, population: 250000}
+	return plan{slice: 3 * time.Second, rounds: 3, cycleRounds: 80, cycleSlice: 250 * time.Millisecond, pgbenchEvery: 10, concurrencies: []int{1, 8, 32}, bursts: 20, population: 250000}
 }

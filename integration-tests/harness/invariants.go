@@ -47,11 +47,14 @@ func (c *Cluster) Violations(inv Invariants) []string {
 	for _, v := range q(`SELECT item_id::text FROM $schema.loan WHERE status_name = 'Open' GROUP BY item_id HAVING count(*) > 1`) {
 		out = append(out, "item with two open loans: "+v)
 	}
-	for _, v := range q(`SELECT i.barcode FROM $schema.item i WHERE i.status_name = 'Checked out'
+	// An item's violation shows the item and every loan of it, as stored.
+	const history = ` || E'\n      item ' || i.jsonb::text || coalesce((SELECT string_agg(E'\n      loan ' || l.jsonb::text, '' ORDER BY l.jsonb->>'loanDate')
+		FROM $schema.loan l WHERE l.item_id = i.id), '')`
+	for _, v := range q(`SELECT i.barcode` + history + ` FROM $schema.item i WHERE i.status_name = 'Checked out'
 		AND NOT EXISTS (SELECT 1 FROM $schema.loan l WHERE l.item_id = i.id AND l.status_name = 'Open')`) {
 		out = append(out, "item Checked out without an open loan: "+v)
 	}
-	for _, v := range q(`SELECT i.barcode || ' is ' || i.status_name FROM $schema.item i WHERE i.status_name <> 'Checked out'
+	for _, v := range q(`SELECT i.barcode || ' is ' || i.status_name` + history + ` FROM $schema.item i WHERE i.status_name <> 'Checked out'
 		AND EXISTS (SELECT 1 FROM $schema.loan l WHERE l.item_id = i.id AND l.status_name = 'Open')`) {
 		out = append(out, "item with an open loan but not Checked out: "+v)
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -274,26 +275,31 @@ func (n *Node) Kill() {
 	n.ha.t.Helper()
 	pid := n.postmasterPID()
 	if pid > 0 {
-		// Frozen first, so it cannot notice its children dying and start
-		// new ones.
-		_ = syscall.Kill(pid, syscall.SIGSTOP)
-		for _, child := range childrenOf(pid) {
-			_ = syscall.Kill(child, syscall.SIGKILL)
-		}
+		freeze(pid)
 	}
 	if n.cmd != nil {
 		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
 		<-n.exited
 	}
 	if pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		killAndWait(pid)
 	}
-	// The postmaster's children leave once it is gone; wait for the last of
-	// them, so a restart finds the data directory free.
-	deadline := time.Now().Add(30 * time.Second)
-	for pid > 0 && syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // polling with a deadline
+}
+
+// freeze stops a postmaster (SIGSTOP) and kills its backends (SIGKILL):
+// frozen first, it cannot notice its children dying and start new ones.
+func freeze(postmaster int) {
+	_ = syscall.Kill(postmaster, syscall.SIGSTOP)
+	for _, child := range childrenOf(postmaster) {
+		_ = syscall.Kill(child, syscall.SIGKILL)
 	}
+}
+
+// killAndWait kills a process with SIGKILL and waits until it has exited,
+// so that a postmaster's data directory and port are free for a restart.
+func killAndWait(pid int) {
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	Poll(30*time.Second, 20*time.Millisecond, func() bool { return !running(pid) })
 }
 
 // Break makes the stopped node's PostgreSQL unable to start again
@@ -324,7 +330,8 @@ func childrenOf(pid int) []int {
 	return out
 }
 
-// postmasterPID is the running postmaster's pid, from its pid file, or 0.
+// postmasterPID is the pid of the running postmaster (or standalone
+// backend), from its pid file, or 0.
 func (n *Node) postmasterPID() int {
 	b, err := os.ReadFile(filepath.Join(n.dataDir, "postmaster.pid"))
 	if err != nil {
@@ -332,7 +339,9 @@ func (n *Node) postmasterPID() int {
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
 	pid, _ := strconv.Atoi(strings.TrimSpace(first))
-	return pid
+	// A standalone backend (postgres --single, as crash recovery and
+	// pg_rewind run it) writes its pid negated.
+	return max(pid, -pid)
 }
 
 // Partition cuts the node off the network (on) or heals it (off): its
@@ -416,7 +425,8 @@ type HAState struct {
 	Leader string
 	// SyncStandby is the synchronous standby's name, if any.
 	SyncStandby string
-	// Streaming counts the replicas that run and replicate.
+	// Streaming counts the replicas that run and replicate, as Patroni
+	// reports them (which WaitHealthy does not trust).
 	Streaming int
 	Members   []HAMember
 }
@@ -488,51 +498,213 @@ func (h *HA) Leader(timeout time.Duration) *Node {
 	return h.Node(s.Leader)
 }
 
-// WaitHealthy waits until the cluster has a leader and two streaming
-// replicas, one of them the synchronous standby in synchronous mode.
+// WaitHealthy waits until the cluster has a leader and two replicas that
+// stream from it and have caught up (the leader's pg_stat_replication:
+// streaming, replayed to within caughtUp of its WAL), one of them the
+// synchronous standby in synchronous mode. Patroni's own view is not
+// enough: it reports a replica "running" that runs but does not stream
+// (its replication slot not yet on a new leader, say), and the next fault
+// would then find no replica close enough to the lost primary to take
+// over (maximum_lag_on_failover).
 //
-// A replica that is not running stuckAfter into the wait for a healthy
-// cluster (counted from the first moment it has a leader) is rebuilt from the leader (patronictl reinit), once,
-// as an operator would: after an asynchronous failover the old primary or
-// a replica may hold WAL the new leader never had, and a replica whose
-// rewind cannot start does not rejoin by itself. It is named in
-// Reinitialized; what the services wrote lives on the leader, which a
-// replica's rebuild does not touch.
+// It mends, as an operator would, the ways a node fails to rejoin by
+// itself on this Patroni (Debian's 3.0):
+//   - a node whose Patroni process has exited is started again;
+//   - a replica that for stuckAfter, while the cluster had a leader, has
+//     been neither streaming from the leader nor being rebuilt is rebuilt
+//     from the leader (patronictl reinit, see rebuild), and again each
+//     further stuckAfter it is not. After an asynchronous
+//     failover the old primary may hold WAL the new leader never had, and
+//     a replica whose rewind could not reach the leader can be left
+//     starting without a primary to follow (Patroni issue 3675), and a
+//     postmaster this Patroni lost track of can keep the node's port:
+//     none rejoins by itself.
+//
+// Rebuilt replicas are named in Reinitialized; what the services wrote
+// lives on the leader, which a replica's rebuild does not touch.
 func (h *HA) WaitHealthy(timeout time.Duration) HAState {
 	h.t.Helper()
-	const stuckAfter = 45 * time.Second
-	var leaderSince time.Time
-	rebuilt := map[string]bool{}
+	const stuckAfter, restartEvery = 45 * time.Second, 10 * time.Second
+	// down is when each replica was first seen neither streaming from the
+	// leader nor being rebuilt, while there was a leader; a rebuild starts
+	// its count again. restarted is when each Patroni was last started.
+	down, restarted := map[string]time.Time{}, map[string]time.Time{}
 	return h.Await(timeout, "a healthy cluster", func(s HAState) bool {
+		for _, n := range h.Nodes {
+			if n.cmd != nil && n.hasExited() && time.Since(restarted[n.Name]) > restartEvery {
+				restarted[n.Name] = time.Now()
+				h.t.Logf("%s's Patroni has exited; starting it again. Its log:\n%s", n.Name, n.logTail(40))
+				n.Start()
+			}
+		}
 		if s.Leader == "" {
-			leaderSince = time.Time{}
+			clear(down)
 			return false
 		}
-		if leaderSince.IsZero() {
-			leaderSince = time.Now()
+		rows, err := h.Node(s.Leader).replication()
+		if err != nil {
+			return false
 		}
-		if s.Streaming == 2 && (!h.Sync || s.SyncStandby != "") {
+		streaming, caught := map[string]bool{}, 0
+		for _, r := range rows {
+			streaming[r.Name] = r.State == "streaming"
+			if r.caughtUp() {
+				caught++
+			}
+		}
+		if caught == 2 && (!h.Sync || s.SyncStandby != "") {
 			return true
 		}
-		if time.Since(leaderSince) < stuckAfter {
-			return false
-		}
-		for _, m := range s.Members {
-			if m.Role == "leader" || m.State == "running" || m.State == "streaming" || rebuilt[m.Name] {
+		for _, n := range h.Nodes {
+			state := "absent from the cluster"
+			for _, m := range s.Members {
+				if m.Name == n.Name {
+					state = m.State
+				}
+			}
+			// Streaming, if not yet caught up, or being rebuilt, a replica
+			// is on its way. Connected in another state it may not be: a
+			// replica that holds WAL the leader never had asks, for ever,
+			// for a start point the leader has not reached.
+			if n.Name == s.Leader || streaming[n.Name] || state == "creating replica" {
+				delete(down, n.Name)
 				continue
 			}
-			rebuilt[m.Name] = true
-			n := h.Node(m.Name)
-			h.t.Logf("%s is still %s %s into the wait; rebuilding it from %s. Its log:\n%s",
-				m.Name, m.State, stuckAfter, s.Leader, n.logTail(80))
-			out, err := exec.Command("patronictl", "-c", n.config, "reinit", "--force", haScope, m.Name).CombinedOutput()
-			if err != nil {
-				h.t.Logf("patronictl reinit %s: %v\n%s", m.Name, err, out)
+			since, ok := down[n.Name]
+			if !ok {
+				down[n.Name] = time.Now()
+				continue
 			}
-			h.Reinitialized = append(h.Reinitialized, m.Name)
+			if time.Since(since) < stuckAfter {
+				continue
+			}
+			down[n.Name] = time.Now()
+			h.t.Logf("%s (%s) has not replicated from %s for %s; rebuilding it from %s. Its log:\n%s",
+				n.Name, state, s.Leader, stuckAfter, s.Leader, n.logTail(80))
+			h.rebuild(n)
 		}
 		return false
 	})
+}
+
+// rebuild has Patroni rebuild the replica n from the leader (patronictl
+// reinit), and names it in Reinitialized when Patroni takes the request.
+// A postmaster still running on the node's data directory that its
+// postmaster.pid does not name is killed first: demoting a primary cut off
+// the network, this Patroni can start a second postmaster and lose track
+// of one, which keeps the node's port, so the rebuilt node could not
+// listen. (Killed only here, where the node's data is about to be
+// replaced: a postmaster killed on a node that is to rejoin is a crashed
+// primary or replica, whose crash recovery, as this Patroni runs it, can
+// leave it with WAL the leader never had.)
+func (h *HA) rebuild(n *Node) {
+	if stray := n.strayPostmasters(); len(stray) > 0 {
+		h.t.Logf("killing %s's stray postmasters %v first", n.Name, stray)
+		for _, pid := range stray {
+			freeze(pid)
+			killAndWait(pid)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "patronictl", "-c", n.config, "reinit", "--force", haScope, n.Name).CombinedOutput()
+	if err != nil {
+		h.t.Logf("patronictl reinit %s: %v\n%s", n.Name, err, out)
+		return
+	}
+	h.Reinitialized = append(h.Reinitialized, n.Name)
+}
+
+// caughtUp is how far behind the leader's WAL a replica may have replayed
+// and still count as caught up: Patroni's maximum_lag_on_failover.
+const caughtUp = 1 << 20
+
+// replica is one row of a node's pg_stat_replication.
+type replica struct {
+	Name, State string
+	// Lag is how many bytes of the node's WAL the replica has not yet
+	// replayed (nil before it reports).
+	Lag *int64
+}
+
+// caughtUp says whether the replica streams and has replayed to within
+// caughtUp bytes of the primary's WAL.
+func (r replica) caughtUp() bool {
+	return r.State == "streaming" && r.Lag != nil && *r.Lag < caughtUp
+}
+
+// replication reads the node's pg_stat_replication, straight from its
+// PostgreSQL (not through the proxies the faults act on).
+func (n *Node) replication() ([]replica, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, "postgres://postgres@"+n.pgAddr+"/postgres?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT application_name, state, pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint
+		FROM pg_stat_replication ORDER BY application_name`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (replica, error) {
+		var r replica
+		err := row.Scan(&r.Name, &r.State, &r.Lag)
+		return r, err
+	})
+}
+
+// strayPostmasters are the postmasters whose command line names the
+// node's data directory, but which its postmaster.pid does not name
+// (standalone backends, postgres --single, are not postmasters).
+func (n *Node) strayPostmasters() []int {
+	current := n.postmasterPID()
+	entries, _ := os.ReadDir("/proc")
+	var stray []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == current {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if filepath.Base(args[0]) != "postgres" || slices.Contains(args, "--single") {
+			continue
+		}
+		for i := 1; i < len(args)-1; i++ {
+			if args[i] == "-D" && filepath.Clean(args[i+1]) == filepath.Clean(n.dataDir) {
+				stray = append(stray, pid)
+				break
+			}
+		}
+	}
+	return stray
+}
+
+// running says whether the process exists and has not exited (a zombie
+// waiting for its parent has).
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// hasExited says whether the node's Patroni process has exited.
+func (n *Node) hasExited() bool {
+	select {
+	case <-n.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // logTail is the end of the node's Patroni log (PostgreSQL's own lines
@@ -556,15 +728,45 @@ func (h *HA) Await(timeout time.Duration, what string, ok func(HAState) bool) HA
 			return s
 		}
 		if time.Now().After(deadline) {
-			// The logs now, while etcd still runs: at cleanup they end
-			// in the noise of the shutdown.
-			for _, n := range h.Nodes {
-				h.t.Logf("---- %s's log when the wait ended ----\n%s", n.Name, n.logTail(120))
-			}
-			h.t.Fatalf("no %s within %s: %+v (%v)", what, timeout, s, err)
+			h.t.Fatalf("no %s within %s. %s", what, timeout, h.Describe())
 		}
 		time.Sleep(200 * time.Millisecond) // polling with a deadline
 	}
+}
+
+// Describe is the cluster's state as Patroni reports it and the end of
+// every node's log: taken while etcd still runs, since at cleanup the
+// logs end in the noise of the shutdown.
+func (h *HA) Describe() string {
+	var b strings.Builder
+	if s, err := h.State(); err != nil {
+		fmt.Fprintf(&b, "The cluster's state is unknown: %v.", err)
+	} else {
+		fmt.Fprintf(&b, "The cluster: leader %q, synchronous standby %q, %d replicas replicating by Patroni's count; members:", s.Leader, s.SyncStandby, s.Streaming)
+		for _, m := range s.Members {
+			lag := fmt.Sprint(m.Lag)
+			if n, ok := m.Lag.(float64); ok {
+				lag = strconv.FormatFloat(n, 'f', 0, 64) + " bytes"
+			}
+			fmt.Fprintf(&b, " %s %s %s (timeline %d, lag %s);", m.Name, m.Role, m.State, m.Timeline, lag)
+		}
+	}
+	for _, n := range h.Nodes {
+		if rows, err := n.replication(); err == nil && len(rows) > 0 {
+			fmt.Fprintf(&b, " %s's replicas:", n.Name)
+			for _, r := range rows {
+				lag := "unknown"
+				if r.Lag != nil {
+					lag = strconv.FormatInt(*r.Lag, 10) + " bytes"
+				}
+				fmt.Fprintf(&b, " %s %s (replay lag %s);", r.Name, r.State, lag)
+			}
+		}
+	}
+	for _, n := range h.Nodes {
+		fmt.Fprintf(&b, "\n---- %s's log ----\n%s", n.Name, n.logTail(120))
+	}
+	return b.String()
 }
 
 // Switchover hands the leadership to candidate cleanly (patronictl).

@@ -56,14 +56,19 @@ func canonical(names ...string) []string {
 // is one, is a *Refusal.
 func CheckHeaders(req *http.Request, maxBytes int) error {
 	size := len(req.Method) + len(req.RequestURI) + len(req.Proto) + 4
+	repeated := false
 	for k, vs := range req.Header {
 		for _, v := range vs {
 			size += len(k) + len(v) + 4
 		}
+		repeated = repeated || len(vs) > 1
 	}
 	if maxBytes > 0 && size > maxBytes {
 		return &Refusal{Status: http.StatusRequestHeaderFieldsTooLarge, Code: schemas.CodeHeadersTooLarge,
 			Message: fmt.Sprintf("Request headers are larger than %d bytes", maxBytes)}
+	}
+	if !repeated {
+		return nil
 	}
 	for _, name := range singleValued {
 		if len(req.Header[name]) > 1 {
@@ -90,7 +95,7 @@ func ReadBody(w http.ResponseWriter, req *http.Request, maxBytes int64, deadline
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil
 	}
-	rc := http.NewResponseController(w)
+	rc := readDeadliner(w)
 	if err := rc.SetReadDeadline(deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
@@ -117,6 +122,15 @@ func ReadBody(w http.ResponseWriter, req *http.Request, maxBytes int64, deadline
 	}
 	req.Body = &readBody{Reader: bytes.NewReader(body), bytes: body}
 	return nil
+}
+
+// readDeadliner is what sets w's connection's read deadline: net/http's
+// own response writer, or http.ResponseController for one that wraps it.
+func readDeadliner(w http.ResponseWriter) interface{ SetReadDeadline(time.Time) error } {
+	if d, ok := w.(interface{ SetReadDeadline(time.Time) error }); ok {
+		return d
+	}
+	return http.NewResponseController(w)
 }
 
 // readBody is a request body ReadBody read whole.

@@ -22,16 +22,14 @@ func caller(ctx context.Context) string {
 
 // authorize lets the request through if its caller may use the route (see
 // auth.Guard.Check), and remembers who the caller is; what the request
-// writes is recorded as theirs (storage.WithUser, in the context limits
+// writes is recorded as theirs (storage.WithUser, in the context admit
 // makes).
-func (s *Server) authorize(c echo.Context) error {
+func (s *Server) authorize(c echo.Context, r *requestInfo) error {
 	who, claims, err := s.cfg.Auth.Check(schemas.ServiceStorage, c.Request().Method, c.Path(), c.Request().Header)
 	if err != nil {
 		return err
 	}
-	if r := requestOf(c.Request().Context()); r != nil {
-		r.caller, r.claims = who, claims
-	}
+	r.caller, r.claims = who, claims
 	return nil
 }
 

@@ -42,8 +42,7 @@ func (s *Server) bind(c echo.Context, schema string, dst any) error {
 // decoded from it, valid against the named schema.
 func (s *Server) validBody(c echo.Context, schema string) ([]byte, any, error) {
 	req := c.Request()
-	mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
-	if err != nil || mediaType != echo.MIMEApplicationJSON {
+	if !isJSON(req.Header.Get(echo.HeaderContentType)) {
 		return nil, nil, &httpError{Status: http.StatusUnsupportedMediaType, Code: codeUnsupportedMediaType,
 			Message: "Content-Type must be application/json"}
 	}
@@ -70,6 +69,17 @@ func (s *Server) validBody(c echo.Context, schema string) ([]byte, any, error) {
 		return nil, nil, err
 	}
 	return body, doc, nil
+}
+
+// isJSON says whether a Content-Type is JSON's media type, with any
+// parameters; the type as clients send it most is recognised without
+// parsing.
+func isJSON(contentType string) bool {
+	if contentType == echo.MIMEApplicationJSON {
+		return true
+	}
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mediaType == echo.MIMEApplicationJSON
 }
 
 // pathID validates the :id path parameter as a UUID; what is not one is a

@@ -121,4 +121,11 @@ func TestInventedMethodsShareOneMetricLabel(t *testing.T) {
 	if methods["INVENTED0"] || !methods["OTHER"] {
 		t.Errorf("method labels %v, want OTHER and no invented method", methods)
 	}
+	// The series resolved once for each request are as bounded as the
+	// series: one for each of the (few) that these requests made.
+	series := 0
+	f.metrics.requestSeries.Range(func(any, any) bool { series++; return true })
+	if series == 0 || series > 5 {
+		t.Errorf("%d request series kept after 2000 invented methods, want one for each series made", series)
+	}
 }

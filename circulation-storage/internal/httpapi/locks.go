@@ -74,11 +74,11 @@ func (s *Server) postLock(c echo.Context) error {
 		ttl, wait, holder)
 	if err != nil {
 		if storage.IsKind(err, storage.KindLocked) {
-			s.metrics.lockAcquisitions.WithLabelValues("held").Inc()
+			s.metrics.acquisition("held")
 		}
 		return err
 	}
-	s.metrics.lockAcquisitions.WithLabelValues(outcome.String()).Inc()
+	s.metrics.acquisition(outcome.String())
 	logAttrs(c, slog.String("user_id", lock.UserID), slog.String("lock_id", lock.ID), slog.String("outcome", outcome.String()))
 	c.Response().Header().Set(echo.HeaderLocation, "/check-out-lock-storage/"+lock.ID)
 	return c.JSON(http.StatusCreated, toLockJSON(lock))

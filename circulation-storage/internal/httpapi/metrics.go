@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,9 +16,17 @@ import (
 // Metrics are circulation-storage's Prometheus metrics, on a registry of
 // their own (no global state, so tests can build as many servers as they like).
 type Metrics struct {
-	registry           *prometheus.Registry
-	requestDuration    *prometheus.HistogramVec
-	lockAcquisitions   *prometheus.CounterVec
+	registry        *prometheus.Registry
+	requestDuration *prometheus.HistogramVec
+	// requestSeries are requestDuration's series by seriesKey, resolved
+	// once each: finding a series by its label values hashes and checks
+	// them on every request. The keys are bounded as the series are: the
+	// router's routes, methodLabel's methods and the statuses the service
+	// answers.
+	requestSeries    sync.Map
+	lockAcquisitions *prometheus.CounterVec
+	// acquisitions are lockAcquisitions' series by outcome.
+	acquisitions       map[string]prometheus.Counter
 	sweeperDeleted     prometheus.Counter
 	waitDuration       *prometheus.HistogramVec
 	waiters            prometheus.Gauge
@@ -105,8 +114,9 @@ func NewMetrics() *Metrics {
 	for _, t := range storage.EventTypes {
 		m.lockEvents.WithLabelValues(string(t))
 	}
+	m.acquisitions = map[string]prometheus.Counter{}
 	for _, outcome := range []string{"acquired", "took_over_expired", "renewed", "held"} {
-		m.lockAcquisitions.WithLabelValues(outcome)
+		m.acquisitions[outcome] = m.lockAcquisitions.WithLabelValues(outcome)
 	}
 	for _, r := range []storage.WaitResult{storage.WaitAcquired, storage.WaitTimedOut, storage.WaitGone, storage.WaitFailed} {
 		m.waitDuration.WithLabelValues(string(r))
@@ -163,8 +173,29 @@ func (m *Metrics) Event(t storage.EventType) { m.lockEvents.WithLabelValues(stri
 // EventLost implements storage.EventObserver.
 func (m *Metrics) EventLost(error) { m.lockEventsLost.Inc() }
 
+// seriesKey names a series of the request histogram.
+type seriesKey struct {
+	method, route string
+	status        int
+}
+
 func (m *Metrics) observeRequest(method, route string, status int, elapsed time.Duration) {
-	m.requestDuration.WithLabelValues(methodLabel(method), route, strconv.Itoa(status)).Observe(elapsed.Seconds())
+	key := seriesKey{methodLabel(method), route, status}
+	o, ok := m.requestSeries.Load(key)
+	if !ok {
+		o, _ = m.requestSeries.LoadOrStore(key, m.requestDuration.WithLabelValues(key.method, route, strconv.Itoa(status)))
+	}
+	o.(prometheus.Observer).Observe(elapsed.Seconds())
+}
+
+// acquisition counts a lock acquisition attempt by its outcome: acquired,
+// took_over_expired, renewed or held.
+func (m *Metrics) acquisition(outcome string) {
+	if c, ok := m.acquisitions[outcome]; ok {
+		c.Inc()
+		return
+	}
+	m.lockAcquisitions.WithLabelValues(outcome).Inc()
 }
 
 // knownMethods are the HTTP methods that label metrics as themselves.

@@ -27,6 +27,17 @@ func (memLocks) Acquire(_ context.Context, _ storage.Tenant, userID, lockID stri
 }
 func (memLocks) Release(context.Context, storage.Tenant, string, string) error { return nil }
 
+// memServer is the HTTP layer over locks alone, as the service configures
+// it, with authentication g.
+func memServer(locks storage.LockService, g auth.Guard, logger *slog.Logger) *Server {
+	metrics := NewMetrics()
+	return New(Config{LockDefaultTTL: 3 * time.Second, LockMaxTTL: 10 * time.Minute, LockMaxWait: 20 * time.Second,
+		MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, MaxPageBytes: 256 << 10, RequestTimeout: 10 * time.Second, Auth: g},
+		Services{Locks: locks, Waiters: storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: time.Second,
+			PollUnlistened: time.Second, MaxWaiters: 10, StatementTimeout: time.Second})},
+		schemas.MustLoad(), metrics, logger)
+}
+
 // BenchmarkHandlerOverhead is one acquire and release through the HTTP
 // layer as make bench's lock cycle sends them (a holder, a token in jwt
 // mode), served in memory, without a network or a database: what the
@@ -42,13 +53,7 @@ func BenchmarkHandlerOverhead(b *testing.B) {
 	claims, _ := auth.RoleClaims(schemas.RoleTenantAdmin, "diku", "aaaaaaaa-aaaa-4aaa-8aaa-000000000001")
 	tok, _ := auth.Mint(secret, claims, time.Hour)
 	logger := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	metrics := NewMetrics()
-	locks := memLocks{}
-	srv := New(Config{LockDefaultTTL: 3 * time.Second, LockMaxTTL: 10 * time.Minute, LockMaxWait: 20 * time.Second,
-		MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, MaxPageBytes: 256 << 10, RequestTimeout: 10 * time.Second,
-		Auth: auth.Guard{Mode: auth.JWT, Verifier: v}},
-		Services{Locks: locks, Waiters: storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: time.Second, PollUnlistened: time.Second, MaxWaiters: 10, StatementTimeout: time.Second})},
-		schemas.MustLoad(), metrics, logger)
+	srv := memServer(memLocks{}, auth.Guard{Mode: auth.JWT, Verifier: v}, logger)
 	body := `{"userId":"3a40852d-49fd-4df2-a1f9-6e2641a6e91f","holder":{"instance":"bench-circulation:8080","requestId":"123456/circulation","itemBarcode":"bench-item-0001","servicePointId":"3a40852d-49fd-4df2-a1f9-6e2641a6e91f"}}`
 	b.ReportAllocs()
 	for b.Loop() {

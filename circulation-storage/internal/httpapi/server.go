@@ -80,10 +80,13 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	e.JSONSerializer = answerJSON{}
 	e.Pre(middleware.RemoveTrailingSlash())
-	// Order matters: observe sees the final status of everything below it,
-	// including panics that recoverPanic turns into errors.
-	e.Use(s.requestID, s.observe, s.recoverPanic, s.limits)
+	// One middleware for everything every request needs (echo builds a
+	// request's chain of middleware anew for each request, so one is
+	// cheaper than several); a route's own middleware is applied once, when
+	// it is routed (see handle).
+	e.Use(s.serve)
 
 	get(e, "/admin/health", s.health)
 	get(e, "/admin/ready", s.ready)
@@ -91,21 +94,21 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 
 	// The tenant check is route middleware, not a group's: a group with
 	// middleware swallows unknown paths and methods into its own 404.
-	e.POST("/_/tenant", s.postTenant, s.tenant)
+	handle(e, http.MethodPost, "/_/tenant", s.postTenant, s.tenant)
 	get(e, "/_/tenant/:id", s.getTenantJob, s.tenant)
-	e.DELETE("/_/tenant/:id", s.deleteTenantJob, s.tenant)
+	handle(e, http.MethodDelete, "/_/tenant/:id", s.deleteTenantJob, s.tenant)
 
-	e.POST(locksPath, s.postLock, s.tenant)
+	handle(e, http.MethodPost, locksPath, s.postLock, s.tenant)
 	get(e, locksPath, s.listLocks, s.tenant)
 	get(e, locksPath+"/history", s.lockHistory, s.tenant)
 	get(e, locksPath+"/:id", s.getLock, s.tenant)
-	e.DELETE(locksPath+"/:id", s.deleteLock, s.tenant)
+	handle(e, http.MethodDelete, locksPath+"/:id", s.deleteLock, s.tenant)
 
 	// Static routes win over /:id, so these sit safely beside the records.
 	get(e, "/loan-storage/loans/open-count", s.countOpenLoans, s.tenant)
 	get(e, "/check-out-storage/validation", s.validateCheckOut, s.tenant)
 	get(e, "/circulation-rules-storage", s.getRules, s.tenant)
-	e.PUT("/circulation-rules-storage", s.putRules, s.tenant)
+	handle(e, http.MethodPut, "/circulation-rules-storage", s.putRules, s.tenant)
 	get(e, "/circulation-rules-storage/loan-policy", s.matchLoanPolicy, s.tenant)
 	for _, r := range storage.Resources {
 		s.routeRecords(e, r)
@@ -155,18 +158,35 @@ const RequestIDHeader = schemas.HeaderRequestID
 // TenantHeader carries the tenant id on every tenant-scoped call.
 const TenantHeader = schemas.HeaderTenant
 
-// requestID takes the caller's request id, or makes one, and echoes it back.
-func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
+// serve is what every request goes through, in this order: its request id
+// is taken (or made) and echoed back; its headers are bounded; its caller
+// is authorized; its body is read, bounded in size and time; its work is
+// bounded by a deadline; a panic in its handler becomes an error (a 500);
+// its answer is sent; and, last, it is logged once, at info (method,
+// route, status, duration; the request id and tenant come with the
+// context, and handlers may add attributes with logAttrs), and its latency
+// recorded. Errors are turned into responses here (c.Error), so that the
+// log and the metric see the real status.
+func (s *Server) serve(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id := c.Request().Header.Get(RequestIDHeader)
-		if !validRequestID(id) {
-			id = uuid.NewString()
-		}
-		c.Response().Header().Set(RequestIDHeader, id)
+		start := time.Now()
 		req := c.Request()
-		info := &requestInfo{id: id, logged: s.logger.Enabled(req.Context(), slog.LevelInfo)}
-		c.SetRequest(req.WithContext(context.WithValue(req.Context(), requestKey, info)))
-		return next(c)
+		info := &requestInfo{id: req.Header.Get(RequestIDHeader), logged: s.logger.Enabled(req.Context(), slog.LevelInfo)}
+		if !validRequestID(info.id) {
+			info.id = uuid.NewString()
+		}
+		c.Response().Header().Set(RequestIDHeader, info.id)
+		cancel, err := s.run(c, info, next)
+		if err != nil {
+			c.Error(err)
+		}
+		elapsed := time.Since(start)
+		sendAnswer(c)
+		if cancel != nil {
+			cancel()
+		}
+		s.observe(c, info, elapsed)
+		return nil
 	}
 }
 
@@ -184,82 +204,78 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// observe logs each request once, at info (method, route, status,
-// duration; the request id and tenant come with the context, and handlers
-// may add attributes with logAttrs), and records its latency. Errors are turned
-// into responses here (c.Error) so the log and the metric see the real status.
-func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := next(c)
+// admit bounds what a request may make the server hold before its handler
+// runs: its headers (in size, and one value for each single-valued header),
+// its body (in size, and in time: the body is read here and must arrive
+// within the request's deadline), and the time spent on it. Who calls is
+// settled before anything is read or done for them. On success the
+// request's context carries info, the user it acts for
+// (storage.WithUser) and its deadline, and cancel releases the deadline's
+// timer; on failure it carries info alone, so that the error is logged
+// with the request id.
+func (s *Server) admit(c echo.Context, info *requestInfo) (cancel context.CancelFunc, err error) {
+	req := c.Request()
+	parent := req.Context()
+	defer func() {
 		if err != nil {
-			c.Error(err)
+			c.SetRequest(req.WithContext(context.WithValue(parent, requestKey, info)))
 		}
-		elapsed := time.Since(start)
-		status := c.Response().Status
-		route := c.Path()
-		if route == "" {
-			route = "unmatched"
-		}
-		s.metrics.observeRequest(c.Request().Method, route, status, elapsed)
-		ctx := c.Request().Context()
-		r := requestOf(ctx)
-		if r == nil || !r.logged {
-			return nil
-		}
-		attrs := append([]slog.Attr{slog.String("method", c.Request().Method), slog.String("route", route), slog.Int("status", status),
-			slog.Duration("duration", elapsed)}, r.logAttrs...)
-		s.logger.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
-		return nil
+	}()
+	if err := reqlimit.CheckHeaders(req, s.cfg.MaxHeaderBytes); err != nil {
+		return nil, err
 	}
+	if err := s.authorize(c, info); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(s.cfg.RequestTimeout)
+	if err := reqlimit.ReadBody(c.Response().Writer, req, s.cfg.MaxBodyBytes, deadline); err != nil {
+		return nil, err
+	}
+	if req.Method == http.MethodPost && c.Path() == locksPath {
+		// An acquisition may wait for the lock on top of its work.
+		deadline = deadline.Add(s.cfg.LockMaxWait)
+	}
+	ctx := context.WithValue(parent, requestKey, info)
+	if info.caller != "" {
+		ctx = storage.WithUser(ctx, info.caller)
+	}
+	ctx, cancel = context.WithDeadline(ctx, deadline)
+	c.SetRequest(req.WithContext(ctx))
+	return cancel, nil
 }
 
-// recoverPanic turns a panic in a handler into an error (a 500), logged with
-// its stack by the error handler.
-func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				if r == http.ErrAbortHandler {
-					panic(r)
-				}
-				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+// run admits the request and runs its handler h, turning a panic in
+// either into an error (a 500), logged with its stack by the error handler.
+// cancel, when not nil, releases the request's deadline.
+func (s *Server) run(c echo.Context, info *requestInfo, h echo.HandlerFunc) (cancel context.CancelFunc, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r)
 			}
-		}()
-		return next(c)
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	if cancel, err = s.admit(c, info); err != nil {
+		return nil, err
 	}
+	return cancel, h(c)
 }
 
-// limits bounds what a request may make the server hold: its headers (in
-// size, and one value for each single-valued header), its body (in size,
-// and in time: the body is read here, before the handler, and must arrive
-// within the request's deadline), and the time spent on it.
-func (s *Server) limits(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if err := reqlimit.CheckHeaders(c.Request(), s.cfg.MaxHeaderBytes); err != nil {
-			return err
-		}
-		// Who calls is settled before anything is read or done for them.
-		if err := s.authorize(c); err != nil {
-			return err
-		}
-		deadline := time.Now().Add(s.cfg.RequestTimeout)
-		if err := reqlimit.ReadBody(c.Response(), c.Request(), s.cfg.MaxBodyBytes, deadline); err != nil {
-			return err
-		}
-		if c.Request().Method == http.MethodPost && c.Path() == locksPath {
-			// An acquisition may wait for the lock on top of its work.
-			deadline = deadline.Add(s.cfg.LockMaxWait)
-		}
-		ctx := c.Request().Context()
-		if r := requestOf(ctx); r != nil && r.caller != "" {
-			ctx = storage.WithUser(ctx, r.caller)
-		}
-		ctx, cancel := context.WithDeadline(ctx, deadline)
-		defer cancel()
-		c.SetRequest(c.Request().WithContext(ctx))
-		return next(c)
+// observe records a request's latency and logs it, at info.
+func (s *Server) observe(c echo.Context, info *requestInfo, elapsed time.Duration) {
+	status := c.Response().Status
+	route := c.Path()
+	if route == "" {
+		route = "unmatched"
 	}
+	s.metrics.observeRequest(c.Request().Method, route, status, elapsed)
+	if !info.logged {
+		return
+	}
+	attrs := append([]slog.Attr{slog.String("method", c.Request().Method), slog.String("route", route), slog.Int("status", status),
+		slog.Duration("duration", elapsed)}, info.logAttrs...)
+	s.logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
 }
 
 // tenant validates X-Okapi-Tenant for the routes that act on a tenant's data.
@@ -306,7 +322,18 @@ func (s *Server) ready(c echo.Context) error {
 // get routes GET and HEAD to h: net/http sends a HEAD answer's headers and
 // discards its body.
 func get(e *echo.Echo, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-	e.Match([]string{http.MethodGet, http.MethodHead}, path, h, m...)
+	handle(e, http.MethodGet, path, h, m...)
+	handle(e, http.MethodHead, path, h, m...)
+}
+
+// handle routes method and path to h behind the route's middleware m,
+// applied here, once (the first of m runs first): echo would apply a
+// route's middleware anew on every request.
+func handle(e *echo.Echo, method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	for i := len(m) - 1; i >= 0; i-- {
+		h = m[i](h)
+	}
+	e.Add(method, path, h)
 }
 
 // Routes lists the routes served, method and path in FOLIO's notation

@@ -74,7 +74,6 @@ SELECT expires_at, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 100
 
 // Acquire implements storage.LockService.
 func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID string, ttl time.Duration, holder storage.Holder) (storage.Lock, storage.AcquireOutcome, error) {
-	tbl := table(t, "check_out_lock")
 	holderJSON := holderValue(holder)
 	// The loop only repeats when the holder vanished between the failed insert
 	// and the holder read: the lock is free, so try again. Three rounds are
@@ -106,7 +105,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 		var expiresAt time.Time
 		var remainingMs int64
 		var held storage.Holder
-		err = s.db.pool.QueryRow(ctx, fmt.Sprintf(holderSQL, tbl), userID).Scan(&expiresAt, &remainingMs, holderScanner{&held})
+		err = s.db.pool.QueryRow(ctx, fmt.Sprintf(holderSQL, table(t, "check_out_lock")), userID).Scan(&expiresAt, &remainingMs, holderScanner{&held})
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -277,14 +276,14 @@ type previousLock struct {
 	Holder storage.Holder `json:"holder"`
 }
 
-// holderValue is a holder as the statements take it: JSON, or NULL when
-// nothing is known.
+// holderValue is a holder as the statements take it: JSON (pgx passes
+// bytes to a jsonb parameter as they are), or NULL when nothing is known.
 func holderValue(h storage.Holder) any {
 	if h.IsZero() {
 		return nil
 	}
 	b, _ := json.Marshal(h)
-	return string(b)
+	return b
 }
 
 // holderScanner scans a holder column, NULL as the zero holder.

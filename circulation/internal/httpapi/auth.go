@@ -13,14 +13,12 @@ import (
 // auth.Guard.Check), and remembers who the caller is. In jwt mode the
 // caller's token goes on to storage with every call made for the request,
 // and storage checks it again.
-func (s *Server) authorize(c echo.Context) error {
+func (s *Server) authorize(c echo.Context, r *requestInfo) error {
 	who, _, err := s.cfg.Auth.Check(schemas.ServiceCirculation, c.Request().Method, c.Path(), c.Request().Header)
 	if err != nil {
 		return err
 	}
-	if r := requestOf(c.Request().Context()); r != nil {
-		r.caller = who
-	}
+	r.caller = who
 	return nil
 }
 

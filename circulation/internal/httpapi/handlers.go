@@ -119,6 +119,10 @@ func (s *Server) checkIn(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	logAttrs(c, slog.String("item_id", res.Item.ID))
+	if res.Loan != nil {
+		logAttrs(c, slog.String("loan_id", res.Loan.ID))
+	}
 	out := struct {
 		Item itemSummaryJSON `json:"item"`
 		Loan json.RawMessage `json:"loan,omitempty"` // as storage now holds it

@@ -98,6 +98,12 @@ func (b *logBuffer) String() string {
 
 func newAPI(t *testing.T, env circulation.LockSettings) *api {
 	t.Helper()
+	return newAPILogging(t, env, nil)
+}
+
+// newAPILogging is newAPI with the log handler wrapped by wrap.
+func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Handler) slog.Handler) *api {
+	t.Helper()
 	fake := storagefake.New(t)
 	fake.AddUser(storagefake.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup,
 		FirstName: "Ada", LastName: "Lovelace"})
@@ -109,7 +115,11 @@ func newAPI(t *testing.T, env circulation.LockSettings) *api {
 	client := storageclient.New(fake.URL, time.Second)
 	t.Cleanup(client.Close)
 	logs := &logBuffer{}
-	logger := slog.New(LogHandler(slog.NewJSONHandler(logs, nil)))
+	var h slog.Handler = slog.NewJSONHandler(logs, nil)
+	if wrap != nil {
+		h = wrap(h)
+	}
+	logger := slog.New(LogHandler(h))
 	settings := circulation.NewSettings(client, env, time.Minute, logger)
 	metrics := NewMetrics()
 	svc := circulation.NewService(client, settings, metrics, logger, time.Second)
@@ -460,7 +470,12 @@ func TestMetricsAfterACheckOut(t *testing.T) {
 		}
 	}
 	a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, http.StatusCreated, "circulation-loan.json")
-	m := metrics()
+	// A request's latency is recorded just after its answer is sent.
+	var m string
+	eventually(t, "the check-out's latency recorded", func() bool {
+		m = metrics()
+		return strings.Contains(m, `http_request_duration_seconds_count{method="POST",route="/circulation/check-out-by-barcode",status="201"} 1`+"\n")
+	})
 	for _, line := range []string{
 		`checkout_lock_releases_total{result="released"} 1`,
 		`checkout_lock_releases_total{result="failed"} 0`,
@@ -493,34 +508,60 @@ func TestReady(t *testing.T) {
 
 // TestOneInfoLinePerRequest: every request is logged once at info with its
 // method, route, status, duration, tenant and request id; a check-out adds
-// the patron's and item's ids, never a name.
+// the patron's, item's and loan's ids, a check-in the item's and loan's,
+// never a name.
 func TestOneInfoLinePerRequest(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)
 	a.send(t, "POST", "/circulation/check-out-by-barcode",
 		`{"itemBarcode":"`+itemBarcode+`","userBarcode":"`+userBarcode+`","servicePointId":"`+servicePoint+`"}`).
 		want(t, http.StatusCreated, "circulation-loan.json")
+	a.send(t, "POST", "/circulation/check-in-by-barcode",
+		`{"itemBarcode":"`+itemBarcode+`","servicePointId":"`+servicePoint+`","checkInDate":"2026-01-02T10:00:00.000Z"}`).
+		want(t, http.StatusOK, "")
 	a.do(t, "GET", "/circulation/loans/not-a-uuid", nil, map[string]string{TenantHeader: tenant})
+	// A request is logged just after its answer is sent.
 	var lines []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(a.logs.String()), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "request" {
-			lines = append(lines, m)
+	eventually(t, "both requests logged", func() bool {
+		lines = nil
+		for _, line := range strings.Split(strings.TrimSpace(a.logs.String()), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "request" {
+				lines = append(lines, m)
+			}
 		}
+		return len(lines) >= 3
+	})
+	if len(lines) != 3 {
+		t.Fatalf("%d request lines, want 3:\n%s", len(lines), a.logs)
 	}
-	if len(lines) != 2 {
-		t.Fatalf("%d request lines, want 2:\n%s", len(lines), a.logs)
-	}
-	co, bad := lines[0], lines[1]
+	co, ci, bad := lines[0], lines[1], lines[2]
 	if co["level"] != "INFO" || co["method"] != "POST" || co["route"] != "/circulation/check-out-by-barcode" || co["status"] != 201.0 ||
 		co["tenant"] != tenant || co["request_id"] == nil || co["duration"] == nil ||
 		co["user_id"] != patronID || co["item_id"] != itemID || co["loan_id"] == nil {
 		t.Errorf("check-out line %v", co)
+	}
+	if ci["route"] != "/circulation/check-in-by-barcode" || ci["status"] != 200.0 ||
+		ci["item_id"] != itemID || ci["loan_id"] != co["loan_id"] || ci["user_id"] != nil {
+		t.Errorf("check-in line %v", ci)
 	}
 	if bad["status"] != 400.0 || bad["route"] != "/circulation/loans/:id" || bad["user_id"] != nil {
 		t.Errorf("refused request's line %v", bad)
 	}
 	if strings.Contains(a.logs.String(), "Lovelace") || strings.Contains(a.logs.String(), "Ada") {
 		t.Errorf("the log names the patron:\n%s", a.logs)
+	}
+}
+
+// eventually polls cond until it holds, failing t after 10 s: for what a
+// request does just after its answer.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(time.Millisecond) // polling what this test cannot be told of, with a deadline
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,11 +19,17 @@ import (
 type Metrics struct {
 	registry        *prometheus.Registry
 	requestDuration *prometheus.HistogramVec
-	checkOuts       *prometheus.HistogramVec
-	lockWait        *prometheus.HistogramVec
-	lockAttempts    prometheus.Histogram
-	lockFailures    prometheus.Counter
-	releases        *prometheus.CounterVec
+	// requestSeries are requestDuration's series by seriesKey, resolved
+	// once each: finding a series by its label values hashes and checks
+	// them on every request. The keys are bounded as the series are: the
+	// router's routes, methodLabel's methods and the statuses the service
+	// answers.
+	requestSeries sync.Map
+	checkOuts     *prometheus.HistogramVec
+	lockWait      *prometheus.HistogramVec
+	lockAttempts  prometheus.Histogram
+	lockFailures  prometheus.Counter
+	releases      *prometheus.CounterVec
 }
 
 var _ circulation.Observer = (*Metrics)(nil)
@@ -74,8 +81,19 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
+// seriesKey names a series of the request histogram.
+type seriesKey struct {
+	method, route string
+	status        int
+}
+
 func (m *Metrics) observeRequest(method, route string, status int, elapsed time.Duration) {
-	m.requestDuration.WithLabelValues(methodLabel(method), route, strconv.Itoa(status)).Observe(elapsed.Seconds())
+	key := seriesKey{methodLabel(method), route, status}
+	o, ok := m.requestSeries.Load(key)
+	if !ok {
+		o, _ = m.requestSeries.LoadOrStore(key, m.requestDuration.WithLabelValues(key.method, route, strconv.Itoa(status)))
+	}
+	o.(prometheus.Observer).Observe(elapsed.Seconds())
 }
 
 // knownMethods are the HTTP methods that label metrics as themselves.

@@ -27,29 +27,52 @@ function holderText(h) {
   return (h && h.instance) || "(not said)";
 }
 
+// renderLocks shows the locks, four times a second for the countdowns. A
+// lock's row is made once and then only its cells' text changes: a Release
+// button replaced under the pointer would swallow a click whose press and
+// release straddled a redraw, and one replaced under the keyboard focus
+// would lose it.
 function renderLocks() {
   const body = document.querySelector("#locks tbody");
-  body.replaceChildren();
+  // The rows of locks that are gone go first, so the rows that stay are
+  // already in order and never move (a moved row loses the focus).
+  const live = new Set(locks.map((l) => l.id));
+  for (const tr of [...body.rows]) {
+    if (!live.has(tr.dataset.lock)) tr.remove();
+  }
+  const rows = new Map([...body.rows].map((tr) => [tr.dataset.lock, tr]));
   const now = Date.now();
   const skew = now - fetchedAt;
+  let before = body.firstElementChild;
   for (const l of locks) {
+    let tr = rows.get(l.id);
+    if (!tr) tr = lockRow(l.id);
     const h = l.holder || {};
     const held = new Date(fetchedAt).getTime() - new Date(l.creationDate).getTime() + skew;
     const left = new Date(l.expiresAt).getTime() - now;
-    const release = el("button", { type: "button", class: "danger", "data-lock": l.id, text: "Release…" });
-    release.setAttribute("aria-label", "Release the lock of patron " + patronText(l.patron, l.userId));
-    release.addEventListener("click", () => confirmRelease(l));
-    body.append(el("tr", { "data-lock": l.id },
-      el("td", { text: patronText(l.patron, l.userId) }),
-      el("td", { text: holderText(h) }),
-      el("td", { text: h.itemBarcode || "" }),
-      el("td", { text: h.servicePointId || "" }),
-      el("td", { text: h.requestId || "" }),
-      el("td", { text: seconds(held) }),
-      el("td", { text: seconds(left) }),
-      el("td", {}, release)));
+    const texts = [patronText(l.patron, l.userId), holderText(h), h.itemBarcode || "", h.servicePointId || "",
+      h.requestId || "", seconds(held), seconds(left)];
+    texts.forEach((text, i) => {
+      if (tr.cells[i].textContent !== text) tr.cells[i].textContent = text;
+    });
+    const button = tr.querySelector("button");
+    const label = "Release the lock of patron " + texts[0];
+    if (button.getAttribute("aria-label") !== label) button.setAttribute("aria-label", label);
+    if (tr !== before) body.insertBefore(tr, before);
+    before = tr.nextElementSibling;
   }
   document.getElementById("no-locks").hidden = locks.length > 0;
+}
+
+// lockRow is an empty row for the lock with this id, its Release button
+// asking about the lock as last fetched.
+function lockRow(id) {
+  const release = el("button", { type: "button", class: "danger", "data-lock": id, text: "Release…" });
+  release.addEventListener("click", () => {
+    const l = locks.find((x) => x.id === id);
+    if (l) confirmRelease(l);
+  });
+  return el("tr", { "data-lock": id }, el("td"), el("td"), el("td"), el("td"), el("td"), el("td"), el("td"), el("td", {}, release));
 }
 
 function renderHistory(events) {
