@@ -205,8 +205,13 @@ func TestFaultCirculationKilledHoldingLock(t *testing.T) {
 // expires, and succeeds, in one attempt.
 func TestFaultReleaseFails(t *testing.T) {
 	t.Parallel()
+	// The waiters' safety-net poll is slower than the lock's TTL, so that
+	// only the stale lock's expiry can wake the next check-out's wait: with
+	// the default 250 ms poll, a poll landing just after the expiry takes
+	// the lock first on a loaded machine.
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, LockTTLMs: 1000,
-		RetryIntervalMs: "250|250|250|250|250|250", StorageProxy: true})
+		RetryIntervalMs: "250|250|250|250|250|250", StorageProxy: true,
+		StorageEnv: []string{"LOCK_WAIT_POLL_INTERVAL=10s", "LOCK_WAIT_POLL_UNLISTENED=10s"}})
 	lib := c.SetupLibrary(1, 2, 5)
 	patron, items := lib.Patrons[0], lib.Items[0]
 	circ := c.Circulations[0]
