@@ -203,9 +203,9 @@ func TestLockConsoleInABrowser(t *testing.T) {
 	var older, lock struct {
 		ID string `json:"id"`
 	}
-	// Listed first (oldest first), and gone in a few seconds.
+	// Listed first (oldest first); released below, while the page shows it.
 	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, lib.Patrons[1]), "id": uuid.NewString(),
-		"ttlMs": 8000}).Want(t, http.StatusCreated).Decode(t, &older)
+		"ttlMs": 120000}).Want(t, http.StatusCreated).Decode(t, &older)
 	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patron, "id": uuid.NewString(), "ttlMs": 120000,
 		"holder": map[string]any{"instance": "circ-7:8080", "requestId": "req-77", "itemBarcode": lib.Items[0][0]}}).
 		Want(t, http.StatusCreated).Decode(t, &lock)
@@ -229,13 +229,17 @@ func TestLockConsoleInABrowser(t *testing.T) {
 	screenshot(t, ctx, "locks.png")
 
 	// Release, confirmed, from the keyboard. The countdowns are redrawn
-	// four times a second and the older lock's row goes when it expires;
-	// the Release button keeps the focus through both (a button replaced
-	// at each redraw would lose it, and swallow a click whose press and
-	// release straddled one; a row moved would lose it too).
+	// four times a second and the older lock's row goes when it is
+	// released elsewhere; the Release button keeps the focus through both
+	// (a button replaced at each redraw would lose it, and swallow a click
+	// whose press and release straddled one; a row moved would lose it
+	// too).
 	var focused string
+	if err := chromedp.Run(ctx, chromedp.Focus(row+" button", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	c.Do(c.Storage, "DELETE", "/check-out-lock-storage/"+older.ID, nil).Want(t, http.StatusNoContent)
 	if err := chromedp.Run(ctx,
-		chromedp.Focus(row+" button", chromedp.ByQuery),
 		chromedp.WaitNotPresent(`#locks tr[data-lock="`+older.ID+`"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`(document.activeElement && document.activeElement.dataset.lock) || ""`, &focused),
 	); err != nil {

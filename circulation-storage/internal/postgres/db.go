@@ -38,14 +38,20 @@ type DB struct {
 // the write, whose commit is durable, flushes every lock statement before
 // it.
 func Open(ctx context.Context, connString string, maxConns int32, lockCommit string) (*DB, error) {
-	pool, err := openPool(ctx, connString, maxConns, "circulation-storage", "")
+	return open(ctx, connString, maxConns, lockCommit, nil)
+}
+
+// open is Open with the pools' connections made by dial, when set (tests
+// cut connections through it).
+func open(ctx context.Context, connString string, maxConns int32, lockCommit string, dial pgconn.DialFunc) (*DB, error) {
+	pool, err := openPool(ctx, connString, maxConns, "circulation-storage", "", dial)
 	if err != nil {
 		return nil, err
 	}
 	db := &DB{pool: pool, lockPool: pool}
 	if lockCommit != "" && lockCommit != "on" {
 		// Lock statements are short: half the connections serve them.
-		if db.lockPool, err = openPool(ctx, connString, max(2, maxConns/2), "circulation-storage-locks", lockCommit); err != nil {
+		if db.lockPool, err = openPool(ctx, connString, max(2, maxConns/2), "circulation-storage-locks", lockCommit, dial); err != nil {
 			pool.Close()
 			return nil, err
 		}
@@ -54,8 +60,9 @@ func Open(ctx context.Context, connString string, maxConns int32, lockCommit str
 }
 
 // openPool creates one pool, its sessions named name, with
-// synchronous_commit set when commit is not empty.
-func openPool(ctx context.Context, connString string, maxConns int32, name, commit string) (*pgxpool.Pool, error) {
+// synchronous_commit set when commit is not empty, connecting through dial
+// when it is set.
+func openPool(ctx context.Context, connString string, maxConns int32, name, commit string, dial pgconn.DialFunc) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		// The parse error may quote the connection string, password included.
@@ -72,6 +79,10 @@ func openPool(ctx context.Context, connString string, maxConns int32, name, comm
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
 	if commit != "" {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = commit
+	}
+	cfg.AfterConnect = noteBackend
+	if dial != nil {
+		cfg.ConnConfig.DialFunc = dial
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -135,20 +146,108 @@ func table(t storage.Tenant, name string) string {
 	return pgx.Identifier{t.Schema(), name}.Sanitize()
 }
 
-// inTx runs fn in a transaction that commits when fn returns nil.
+// inTx runs fn in a transaction that commits when fn returns nil. Like
+// every write, it returns only once its outcome is final (see write).
 func (db *DB) inTx(ctx context.Context, t storage.Tenant, fn func(tx pgx.Tx) error) error {
-	tx, err := db.pool.Begin(ctx)
+	return db.write(ctx, t, func(c *pgx.Conn) error {
+		tx, err := c.Begin(ctx)
+		if err != nil {
+			return interpret(err, t)
+		}
+		// Rollback after Commit is a no-op; on error paths it ends the
+		// transaction even if ctx was cancelled.
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return interpret(err, t)
+		}
+		return nil
+	})
+}
+
+// write runs a write, fn, on a connection of its own. When fn fails and
+// leaves the connection closed (cut, or closed because ctx ended), the
+// server process behind it may still be running what fn sent, up to its
+// commit: PostgreSQL notices a vanished client only when it next reads from
+// or writes to it. write then waits for that process to end (settle), so
+// that whoever hears of the failure and reads the record back, on another
+// connection, reads the write's final outcome: a check-out whose answer was
+// lost is settled by exactly such a read.
+func (db *DB) write(ctx context.Context, t storage.Tenant, fn func(c *pgx.Conn) error) error {
+	c, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return interpret(err, t)
 	}
-	// Rollback after Commit is a no-op; on error paths it ends the
-	// transaction even if ctx was cancelled.
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
+	defer c.Release()
+	err = fn(c.Conn())
+	if err != nil && c.Conn().IsClosed() {
+		if b, ok := backendOf(c.Conn()); ok {
+			db.settle(ctx, b)
+		}
+	}
+	return err
+}
+
+// backend names the server process behind a connection. A pid alone does
+// not: the server reuses it once the process has ended.
+type backend struct {
+	pid   uint32
+	start time.Time
+}
+
+// backendStartKey is where noteBackend keeps a connection's backend_start.
+const backendStartKey = "backend_start"
+
+// noteBackend runs on every new connection and keeps when its server
+// process started, with the connection.
+func noteBackend(ctx context.Context, c *pgx.Conn) error {
+	var start time.Time
+	if err := c.QueryRow(ctx, `SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&start); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return interpret(err, t)
-	}
+	c.PgConn().CustomData()[backendStartKey] = start
 	return nil
+}
+
+// backendOf returns the server process behind c, as noteBackend saw it.
+func backendOf(c *pgx.Conn) (backend, bool) {
+	start, ok := c.PgConn().CustomData()[backendStartKey].(time.Time)
+	return backend{pid: c.PgConn().PID(), start: start}, ok
+}
+
+// settleWait bounds the wait for a failed write's server process to end.
+// A process still running after it (waiting for a row another transaction
+// holds, or on a server that cannot be reached) leaves the failure
+// ambiguous, as it would be without the wait.
+const settleWait = 2 * time.Second
+
+// settleInterval is how often settle looks.
+const settleInterval = 10 * time.Millisecond
+
+// settle waits, up to settleWait, until the server process b has ended,
+// and reports whether it saw it end. It never signals the process: one
+// waiting for a synchronous standby to confirm its commit would make the
+// commit visible unconfirmed when told to end. A server that has no such
+// process (b's server has failed over to another) counts as ended: the
+// history that goes on is the one that server holds.
+func (db *DB) settle(ctx context.Context, b backend) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
+	defer cancel()
+	tick := time.NewTicker(settleInterval)
+	defer tick.Stop()
+	for {
+		var running bool
+		err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`,
+			int64(b.pid), b.start).Scan(&running)
+		if err == nil && !running {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }

@@ -140,7 +140,13 @@ func metadataUser(ctx context.Context) any {
 
 // Create implements storage.RecordService.
 func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage) (json.RawMessage, error) {
-	return insertRecord(ctx, s.db.pool, t, r, id, doc, false)
+	var stored json.RawMessage
+	err := s.db.write(ctx, t, func(c *pgx.Conn) error {
+		var err error
+		stored, err = insertRecord(ctx, c, t, r, id, doc, false)
+		return err
+	})
+	return stored, err
 }
 
 // insertRecord inserts one record; with skipExisting, an existing id is left
@@ -296,7 +302,7 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
 	b, r := s.checkOutBatch(ctx, t, w)
 	// A batch runs in one implicit transaction, committed at its end.
-	err := s.db.pool.SendBatch(ctx, b).Close()
+	err := s.db.write(ctx, t, func(c *pgx.Conn) error { return c.SendBatch(ctx, b).Close() })
 	switch {
 	case err != nil:
 		return storage.CheckOutWritten{}, interpretWrite(err, t, storage.Loans, w.Loan)
@@ -453,7 +459,7 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 
 // Update implements storage.RecordService.
 func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage) error {
-	return update(ctx, s.db.pool, t, r, id, version, doc)
+	return s.db.write(ctx, t, func(c *pgx.Conn) error { return update(ctx, c, t, r, id, version, doc) })
 }
 
 // update replaces a record through q (the pool, or a transaction).
@@ -494,7 +500,12 @@ func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource
 
 // Delete implements storage.RecordService.
 func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resource, id string) error {
-	tag, err := s.db.pool.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE id = $1`, table(t, spec(r).table)), id)
+	var tag pgconn.CommandTag
+	err := s.db.write(ctx, t, func(c *pgx.Conn) error {
+		var err error
+		tag, err = c.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE id = $1`, table(t, spec(r).table)), id)
+		return err
+	})
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == sqlstateForeignKeyViolation {

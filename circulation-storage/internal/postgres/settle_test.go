@@ -1,0 +1,209 @@
+package postgres
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+)
+
+// cutter makes a DB's connections and, on cut, closes every one made so
+// far, as a network fault between storage and PostgreSQL does to the
+// client. The server processes behind them go on until they next read
+// from or write to their client. pgx asks the server to cancel what a
+// broken connection was running (a cancel request, on a connection of its
+// own); after the cut those requests are lost, as they are while the
+// network is down, so a server process is left to finish on its own.
+type cutter struct {
+	mu    sync.Mutex
+	conns []net.Conn
+	down  bool
+}
+
+func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conns = append(c.conns, conn)
+	if c.down {
+		return &losesCancels{Conn: conn}, nil
+	}
+	return conn, nil
+}
+
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns, c.down = nil, true
+}
+
+// losesCancels is a connection whose cancel request never arrives.
+type losesCancels struct{ net.Conn }
+
+// cancelRequestCode opens a cancel request, after its length (16).
+const cancelRequestCode = 80877102
+
+func (c *losesCancels) Write(b []byte) (int, error) {
+	if len(b) == 16 && binary.BigEndian.Uint32(b[4:8]) == cancelRequestCode {
+		_ = c.Conn.Close()
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(b)
+}
+
+// cutWrite starts a check-out write whose statements reach the server and
+// then wait for the item's row, held by a transaction of another client;
+// once the server process is seen waiting, the write's connection is cut.
+// It returns the write's outcome channel, the held transaction, the
+// waiting process, the loan's id and when the cut began.
+func cutWrite(t *testing.T) (f fixture, done <-chan error, blocker pgx.Tx, writer int, loanID string, cut time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	// In plain text, so that the cutter can tell a cancel request.
+	u, err := url.Parse(pgtest.Shared(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("sslmode", "disable")
+	u.RawQuery = q.Encode()
+	var network cutter
+	db, err := open(ctx, u.String(), 4, "off", network.dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	f = setupTenant(t, db)
+	if _, err := NewTenants(db, discard, LoadData).Init(ctx, f.tenant, storage.TenantAttributes{ModuleTo: "m",
+		Parameters: []storage.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
+		t.Fatalf("load sample: %v", err)
+	}
+	user, item := SampleID("1001"), SampleID("book-150")
+	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	other, err := pgx.Connect(ctx, pgtest.Shared(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	if blocker, err = other.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = blocker.Rollback(context.Background()) })
+	if _, err := blocker.Exec(ctx, `SELECT 1 FROM `+table(f.tenant, "item")+` WHERE id = $1 FOR UPDATE`, item); err != nil {
+		t.Fatal(err)
+	}
+
+	loanID = uuid.NewString()
+	result := make(chan error, 1)
+	go func() {
+		_, err := NewRecords(db).CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID,
+			Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
+		result <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for writer == 0 {
+		err := blocker.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+			WHERE $1 = ANY (pg_blocking_pids(pid))`, other.PgConn().PID()).Scan(&writer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-result:
+			t.Fatalf("the write finished (%v) before it waited for the held item", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write never waited for the held item")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the database's view, with a deadline
+	}
+	cut = time.Now()
+	network.cut()
+	return f, result, blocker, writer, loanID, cut
+}
+
+// running reports whether server process pid is there.
+func running(t *testing.T, f fixture, pid int) bool {
+	t.Helper()
+	var n int
+	if err := f.db.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// TestAWriteWhoseConnectionIsCutAnswersOnceItsOutcomeIsFinal: a check-out
+// write whose connection is cut after the server received all of it. The
+// server process goes on, and commits once the row it waits for is free.
+// The write must not answer before that process has ended: answered
+// earlier, the check-out reads the loan back, finds none, tells the patron
+// to try again, and the loan appears a moment later.
+func TestAWriteWhoseConnectionIsCutAnswersOnceItsOutcomeIsFinal(t *testing.T) {
+	t.Parallel()
+	f, done, blocker, writer, loanID, _ := cutWrite(t)
+	select {
+	case err := <-done:
+		t.Fatalf("the write answered (%v) while its server process was still running", err)
+	case <-time.After(300 * time.Millisecond): // a window in which no answer may come
+	}
+	if err := blocker.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write never answered")
+	}
+	if e, ok := storage.AsError(err); !ok || e.Kind != storage.KindUnavailable {
+		t.Fatalf("cut write: %v, want unavailable", err)
+	}
+	if running(t, f, writer) {
+		t.Errorf("the write answered while its server process %d was still running", writer)
+	}
+	if n := f.count(t, "loan", "id = $1", loanID); n != 1 {
+		t.Errorf("%d loans read back after the write answered, want the one its process committed", n)
+	}
+}
+
+// TestACutWriteWaitsForItsOutcomeOnlySoLong: a cut write whose server
+// process is still waiting after settleWait answers "unavailable" then,
+// its outcome unknown, rather than hold the request longer.
+func TestACutWriteWaitsForItsOutcomeOnlySoLong(t *testing.T) {
+	t.Parallel()
+	f, done, _, writer, _, cut := cutWrite(t)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(settleWait + 10*time.Second):
+		t.Fatalf("the write did not answer within %s of the cut", settleWait+10*time.Second)
+	}
+	if waited := time.Since(cut); waited < settleWait {
+		t.Errorf("the write answered %s after the cut, before its process ended or %s passed", waited, settleWait)
+	}
+	if e, ok := storage.AsError(err); !ok || e.Kind != storage.KindUnavailable {
+		t.Fatalf("cut write: %v, want unavailable", err)
+	}
+	if !running(t, f, writer) {
+		t.Errorf("server process %d ended while the row it waits for is held", writer)
+	}
+}
