@@ -180,12 +180,15 @@ func (db *DB) write(ctx context.Context, t storage.Tenant, fn func(c *pgx.Conn) 
 	if err != nil {
 		return interpret(err, t)
 	}
-	defer c.Release()
 	err = fn(c.Conn())
-	if err != nil && c.Conn().IsClosed() {
-		if b, ok := backendOf(c.Conn()); ok {
-			db.settle(ctx, b)
-		}
+	broken := err != nil && c.Conn().IsClosed()
+	b, known := backendOf(c.Conn())
+	// Back to the pool first: a broken connection is dropped there, and
+	// its place serves settle (writes cut together would otherwise hold
+	// every place while each waits for one).
+	c.Release()
+	if broken && known {
+		db.settle(ctx, b)
 	}
 	return err
 }
