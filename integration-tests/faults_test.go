@@ -171,7 +171,7 @@ func TestFaultDatabaseCutDuringCheckOuts(t *testing.T) {
 // next check-out succeeds, and nothing the killed one started is left.
 func TestFaultCirculationKilledHoldingLock(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, LockTTLMs: 1500,
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, LockTTLMs: 3000,
 		RetryIntervalMs: "20|20", StorageProxy: true})
 	lib := c.SetupLibrary(1, 3, 5)
 	patron, items := lib.Patrons[0], lib.Items[0]
