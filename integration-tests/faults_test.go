@@ -52,7 +52,9 @@ func itemStatus(t *testing.T, c *harness.Cluster, barcode string) string {
 // storage is back the check-out succeeds.
 func TestFaultStorageUnreachableWhileAcquiring(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, RetryIntervalMs: "300|300|300", StorageProxy: true})
+	// The first wait at storage (5 s) outlasts the test's look at it and
+	// the cut, however slowly they run.
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, RetryIntervalMs: "5000|300|300", StorageProxy: true})
 	lib := c.SetupLibrary(1, 2, 5)
 	patron, item := lib.Patrons[0], lib.Items[0][0]
 	var lock struct{ ID string }
@@ -171,18 +173,22 @@ func TestFaultDatabaseCutDuringCheckOuts(t *testing.T) {
 // next check-out succeeds, and nothing the killed one started is left.
 func TestFaultCirculationKilledHoldingLock(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, LockTTLMs: 3000,
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, LockTTLMs: 5000,
 		RetryIntervalMs: "20|20", StorageProxy: true})
 	lib := c.SetupLibrary(1, 3, 5)
 	patron, items := lib.Patrons[0], lib.Items[0]
 
 	// Slow storage down so instance 1 holds the lock for a while: the lock
 	// row is committed, the answer is still on its way when the kill lands.
+	// Its write and release are lost in transit, so the lock outlives it
+	// however late the kill lands.
 	c.StorageProxy.SetLatency(200 * time.Millisecond)
+	c.StorageProxy.DropRequests("POST /loan-storage/loans", "DELETE /check-out-lock-storage/")
 	go c.CheckOut(0, items[0], patron)
 	waitFor(t, "instance 1 holds the patron's lock", func() bool { return liveLocks(t, c) == 1 })
 	c.Circulations[0].Kill()
 	c.StorageProxy.SetLatency(0)
+	c.StorageProxy.DropRequests()
 
 	r := c.CheckOut(1, items[1], patron)
 	if r.Status != http.StatusUnprocessableEntity || r.ErrorCodes()[0] != "UNABLE_TO_ACQUIRE_LOCK" {
@@ -205,12 +211,14 @@ func TestFaultCirculationKilledHoldingLock(t *testing.T) {
 // expires, and succeeds, in one attempt.
 func TestFaultReleaseFails(t *testing.T) {
 	t.Parallel()
-	// The waiters' safety-net poll is slower than the lock's TTL, so that
-	// only the stale lock's expiry can wake the next check-out's wait: with
-	// the default 250 ms poll, a poll landing just after the expiry takes
-	// the lock first on a loaded machine.
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, LockTTLMs: 1000,
-		RetryIntervalMs: "250|250|250|250|250|250", StorageProxy: true,
+	// The lock lives 5 s, so it is surely still held when the test looks
+	// at it and sends the next check-out, which may wait 6 s for it. The
+	// waiters' safety-net poll is slower than that, so that only the stale
+	// lock's expiry can wake the wait: with the default 250 ms poll, a poll
+	// landing just after the expiry takes the lock first on a loaded
+	// machine.
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, LockTTLMs: 5000,
+		RetryIntervalMs: "3000|3000", StorageProxy: true,
 		StorageEnv: []string{"LOCK_WAIT_POLL_INTERVAL=10s", "LOCK_WAIT_POLL_UNLISTENED=10s"}})
 	lib := c.SetupLibrary(1, 2, 5)
 	patron, items := lib.Patrons[0], lib.Items[0]

@@ -96,9 +96,11 @@ func TestWaiterWokenByExpiry(t *testing.T) {
 	waitListening(t, c, a, b)
 	user := uuid.NewString()
 	var holder struct{ ExpiresAt time.Time }
-	c.Do(a, "POST", "/check-out-lock-storage", lockBody(user, uuid.NewString(), 700, 0)).Want(t, http.StatusCreated).Decode(t, &holder)
+	// The holder's lock lives long enough for B to find it held and set
+	// its timer, however slowly this machine runs those steps.
+	c.Do(a, "POST", "/check-out-lock-storage", lockBody(user, uuid.NewString(), 3000, 0)).Want(t, http.StatusCreated).Decode(t, &holder)
 	start := time.Now()
-	r := c.Do(b, "POST", "/check-out-lock-storage", lockBody(user, uuid.NewString(), 60000, 10000))
+	r := c.Do(b, "POST", "/check-out-lock-storage", lockBody(user, uuid.NewString(), 60000, 20000))
 	waited := time.Since(start)
 	var got struct{ CreationDate time.Time }
 	r.Want(t, http.StatusCreated).Decode(t, &got)
@@ -108,7 +110,7 @@ func TestWaiterWokenByExpiry(t *testing.T) {
 	if w := wakeups(t, c, b); w["expiry"] < 1 || w["release"] != 0 || w["poll"] != 0 {
 		t.Errorf("B's wake-ups %v, want one by expiry and none by release or poll", w)
 	}
-	summary(t, 1, 1, 0, 0, fmt.Sprintf("waited=%s holder_ttl=700ms", waited.Round(time.Millisecond)))
+	summary(t, 1, 1, 0, 0, fmt.Sprintf("waited=%s holder_ttl=3000ms", waited.Round(time.Millisecond)))
 }
 
 // TestListenerLossIsSurvived: the release listener's session is killed

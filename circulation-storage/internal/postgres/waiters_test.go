@@ -130,7 +130,9 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 	waitFor(t, "the first to wait", func() bool { return obs.now() == 1 })
 	gaveUp := make(chan error, 1)
 	go func() {
-		_, _, err := waiters.Acquire(ctx, f.tenant, user, uuid.NewString(), time.Minute, 500*time.Millisecond, storage.Holder{Instance: "late"})
+		// Its wait outlasts the release and the first waiter's grant,
+		// however slowly those run, and ends while "new" holds the lock.
+		_, _, err := waiters.Acquire(ctx, f.tenant, user, uuid.NewString(), time.Minute, 3*time.Second, storage.Holder{Instance: "late"})
 		gaveUp <- err
 	}()
 	waitFor(t, "the second to wait", func() bool { return obs.now() == 2 })
