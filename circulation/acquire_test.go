@@ -160,13 +160,15 @@ func TestCheckOutWaitEndsBeforeTheRequestDeadline(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.fake.WaitInVain(1)
-	ctx, cancel := context.WithTimeout(okapi(t), 1600*time.Millisecond)
+	// The budget is 2 s; the deadline leaves 1.5 s once its last second is
+	// kept, and validation has the rest however slowly it runs.
+	ctx, cancel := context.WithTimeout(okapi(t), 2500*time.Millisecond)
 	defer cancel()
 	_, err := s.svc.CheckOut(ctx, request())
 	wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
 	got := acquireWaits(s.fake)
-	if len(got) != 1 || got[0] <= 0 || got[0] > 600 {
-		t.Errorf("acquires with waitMs %v, want one of at most 600 (1.6 s deadline less a second)", got)
+	if len(got) != 1 || got[0] <= 0 || got[0] > 1500 {
+		t.Errorf("acquires with waitMs %v, want one of at most 1500 (2.5 s deadline less a second)", got)
 	}
 }
 

@@ -46,8 +46,13 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 		idle := metricValue(t, c, target.p, "go_goroutines")
 		token := c.Token(schemas.RoleTenantAdmin)
 		start := time.Now()
-		open := make([]net.Conn, 0, conns)
+		type slow struct {
+			conn   net.Conn
+			dialed time.Time
+		}
+		open := make([]slow, 0, conns)
 		for range conns {
+			dialed := time.Now()
 			conn, err := net.Dial("tcp", target.p.Addr)
 			if err != nil {
 				t.Fatalf("dial %s: %v", target.p.Name, err)
@@ -55,19 +60,21 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 			t.Cleanup(func() { conn.Close() })
 			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nX-Okapi-Tenant: %s\r\nX-Okapi-Token: %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
 				target.path, c.Tenant, token)
-			open = append(open, conn)
+			open = append(open, slow{conn, dialed})
 		}
 		// Every connection must be answered and closed by the server: a
-		// read ends in EOF (after any answer) by the deadline.
-		deadline := start.Add(requestTimeout + 5*time.Second)
+		// read ends in EOF (after any answer) by its deadline, counted from
+		// its own dial, since the server's timeout runs per request (dialling
+		// a thousand takes a while on a loaded machine).
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		stillOpen, answered := 0, map[string]int{}
-		for _, conn := range open {
+		for _, o := range open {
+			conn := o.conn
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = conn.SetReadDeadline(deadline)
+				_ = conn.SetReadDeadline(o.dialed.Add(requestTimeout + 5*time.Second))
 				status := "none"
 				if res, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
 					status = res.Status
