@@ -229,13 +229,13 @@ const settleWait = 2 * time.Second
 // settleInterval is how often settle looks.
 const settleInterval = 10 * time.Millisecond
 
-// settle waits, up to settleWait, until the server process b has ended,
-// and reports whether it saw it end. It never signals the process: one
+// settle waits, up to settleWait, until the server process b has ended.
+// It never signals the process: one
 // waiting for a synchronous standby to confirm its commit would make the
 // commit visible unconfirmed when told to end. A server that has no such
 // process (b's server has failed over to another) counts as ended: the
 // history that goes on is the one that server holds.
-func (db *DB) settle(ctx context.Context, b backend) bool {
+func (db *DB) settle(ctx context.Context, b backend) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
 	defer cancel()
 	tick := time.NewTicker(settleInterval)
@@ -245,11 +245,11 @@ func (db *DB) settle(ctx context.Context, b backend) bool {
 		err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`,
 			int64(b.pid), b.start).Scan(&running)
 		if err == nil && !running {
-			return true
+			return
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return
 		case <-tick.C:
 		}
 	}
