@@ -15,7 +15,7 @@ import (
 // gateway's X-Okapi-User-Id in gateway mode; "" when unknown.
 func caller(ctx context.Context) string {
 	if r := requestOf(ctx); r != nil {
-		return r.caller
+		return r.Caller
 	}
 	return ""
 }
@@ -29,7 +29,7 @@ func (s *Server) authorize(c echo.Context, r *requestInfo) error {
 	if err != nil {
 		return err
 	}
-	r.caller, r.claims = who, claims
+	r.Caller, r.claims = who, claims
 	return nil
 }
 

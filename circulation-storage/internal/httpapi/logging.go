@@ -13,7 +13,7 @@ type requestLogHandler struct{ slog.Handler }
 
 func (h requestLogHandler) Handle(ctx context.Context, r slog.Record) error {
 	if req := requestOf(ctx); req != nil {
-		r.AddAttrs(slog.String("request_id", req.id))
+		r.AddAttrs(slog.String("request_id", req.ID))
 		if req.tenant != "" {
 			r.AddAttrs(slog.String("tenant", string(req.tenant)))
 		}

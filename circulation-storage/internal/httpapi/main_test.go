@@ -54,11 +54,11 @@ func setup(t testing.TB) *fixture {
 	if shared.err != nil {
 		t.Fatalf("open database: %v", shared.err)
 	}
-	return serve(t, shared.db, shared.pool)
+	return serveOn(t, shared.db, shared.pool)
 }
 
-// serve starts the API on db and initialises a fresh tenant through it.
-func serve(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
+// serveOn starts the API on db and initialises a fresh tenant through it.
+func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	metrics := NewMetrics()

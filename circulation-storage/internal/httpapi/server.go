@@ -8,13 +8,10 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
 	"github.com/checkoutlock/schemas/reqlimit"
+	"github.com/checkoutlock/schemas/serve"
 )
 
 // Config is what the HTTP layer needs from the service's configuration.
@@ -80,13 +78,13 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	e.JSONSerializer = answerJSON{}
+	e.JSONSerializer = serve.JSON{}
 	e.Pre(middleware.RemoveTrailingSlash())
 	// One middleware for everything every request needs (echo builds a
 	// request's chain of middleware anew for each request, so one is
 	// cheaper than several); a route's own middleware is applied once, when
 	// it is routed (see handle).
-	e.Use(s.serve)
+	e.Use(serve.Middleware(logger, s.admit, metrics.observeRequest))
 
 	get(e, "/admin/health", s.health)
 	get(e, "/admin/ready", s.ready)
@@ -126,20 +124,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 
 // requestInfo is what the middleware learns of a request, in its context
 // under requestKey, so that every log line written with the context names
-// the request id and tenant (see LogHandler). The requestID middleware puts
-// it there; the middleware after it fill in the rest, before the handler
-// runs, and nothing changes it after that.
+// the request id and tenant (see LogHandler). The request path
+// (serve.Middleware) makes it and admit fills it in, before the handler
+// runs; nothing changes it after that but the tenant middleware and the
+// handler's additions to the log line.
 type requestInfo struct {
-	id     string
+	serve.Request
 	tenant storage.Tenant
-	// caller is who the request acts for, and claims the verified claims
-	// of a jwt-mode request (see authorize).
-	caller string
+	// claims are the verified claims of a jwt-mode request (see
+	// authorize).
 	claims *auth.Claims
-	// logged says whether the request's line is logged (info is
-	// enabled), and logAttrs are what the handler adds to it.
-	logged   bool
-	logAttrs []slog.Attr
 }
 
 type ctxKey int
@@ -158,62 +152,17 @@ const RequestIDHeader = schemas.HeaderRequestID
 // TenantHeader carries the tenant id on every tenant-scoped call.
 const TenantHeader = schemas.HeaderTenant
 
-// serve is what every request goes through, in this order: its request id
-// is taken (or made) and echoed back; its headers are bounded; its caller
-// is authorized; its body is read, bounded in size and time; its work is
-// bounded by a deadline; a panic in its handler becomes an error (a 500);
-// its answer is sent; and, last, it is logged once, at info (method,
-// route, status, duration; the request id and tenant come with the
-// context, and handlers may add attributes with logAttrs), and its latency
-// recorded. Errors are turned into responses here (c.Error), so that the
-// log and the metric see the real status.
-func (s *Server) serve(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		req := c.Request()
-		info := &requestInfo{id: req.Header.Get(RequestIDHeader), logged: s.logger.Enabled(req.Context(), slog.LevelInfo)}
-		if !validRequestID(info.id) {
-			info.id = uuid.NewString()
-		}
-		c.Response().Header().Set(RequestIDHeader, info.id)
-		cancel, err := s.run(c, info, next)
-		if err != nil {
-			c.Error(err)
-		}
-		elapsed := time.Since(start)
-		sendAnswer(c)
-		if cancel != nil {
-			cancel()
-		}
-		s.observe(c, info, elapsed)
-		return nil
-	}
-}
-
-// validRequestID accepts what Okapi sends ("123456/check-out-lock-storage")
-// and keeps log lines safe: short, printable ASCII only.
-func validRequestID(id string) bool {
-	if id == "" || len(id) > 200 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-// admit bounds what a request may make the server hold before its handler
-// runs: its headers (in size, and one value for each single-valued header),
-// its body (in size, and in time: the body is read here and must arrive
-// within the request's deadline), and the time spent on it. Who calls is
-// settled before anything is read or done for them. On success the
-// request's context carries info, the user it acts for
-// (storage.WithUser) and its deadline, and cancel releases the deadline's
-// timer; on failure it carries info alone, so that the error is logged
-// with the request id.
-func (s *Server) admit(c echo.Context, info *requestInfo) (cancel context.CancelFunc, err error) {
+// admit is the request path's admission (serve.Admit): it bounds what a
+// request may make the server hold before its handler runs: its headers (in
+// size, and one value for each single-valued header), its body (in size,
+// and in time: the body is read here and must arrive within the request's
+// deadline), and the time spent on it. Who calls is settled before anything
+// is read or done for them. On success the request's context carries info,
+// the user it acts for (storage.WithUser) and its deadline, and cancel
+// releases the deadline's timer; on failure it carries info alone, so that
+// the error is logged with the request id.
+func (s *Server) admit(c echo.Context, r serve.Request) (_ *serve.Request, cancel context.CancelFunc, err error) {
+	info := &requestInfo{Request: r}
 	req := c.Request()
 	parent := req.Context()
 	defer func() {
@@ -222,60 +171,26 @@ func (s *Server) admit(c echo.Context, info *requestInfo) (cancel context.Cancel
 		}
 	}()
 	if err := reqlimit.CheckHeaders(req, s.cfg.MaxHeaderBytes); err != nil {
-		return nil, err
+		return &info.Request, nil, err
 	}
 	if err := s.authorize(c, info); err != nil {
-		return nil, err
+		return &info.Request, nil, err
 	}
 	deadline := time.Now().Add(s.cfg.RequestTimeout)
 	if err := reqlimit.ReadBody(c.Response().Writer, req, s.cfg.MaxBodyBytes, deadline); err != nil {
-		return nil, err
+		return &info.Request, nil, err
 	}
 	if req.Method == http.MethodPost && c.Path() == locksPath {
 		// An acquisition may wait for the lock on top of its work.
 		deadline = deadline.Add(s.cfg.LockMaxWait)
 	}
 	ctx := context.WithValue(parent, requestKey, info)
-	if info.caller != "" {
-		ctx = storage.WithUser(ctx, info.caller)
+	if info.Caller != "" {
+		ctx = storage.WithUser(ctx, info.Caller)
 	}
 	ctx, cancel = context.WithDeadline(ctx, deadline)
 	c.SetRequest(req.WithContext(ctx))
-	return cancel, nil
-}
-
-// run admits the request and runs its handler h, turning a panic in
-// either into an error (a 500), logged with its stack by the error handler.
-// cancel, when not nil, releases the request's deadline.
-func (s *Server) run(c echo.Context, info *requestInfo, h echo.HandlerFunc) (cancel context.CancelFunc, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			if r == http.ErrAbortHandler {
-				panic(r)
-			}
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
-		}
-	}()
-	if cancel, err = s.admit(c, info); err != nil {
-		return nil, err
-	}
-	return cancel, h(c)
-}
-
-// observe records a request's latency and logs it, at info.
-func (s *Server) observe(c echo.Context, info *requestInfo, elapsed time.Duration) {
-	status := c.Response().Status
-	route := c.Path()
-	if route == "" {
-		route = "unmatched"
-	}
-	s.metrics.observeRequest(c.Request().Method, route, status, elapsed)
-	if !info.logged {
-		return
-	}
-	attrs := append([]slog.Attr{slog.String("method", c.Request().Method), slog.String("route", route), slog.Int("status", status),
-		slog.Duration("duration", elapsed)}, info.logAttrs...)
-	s.logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
+	return &info.Request, cancel, nil
 }
 
 // tenant validates X-Okapi-Tenant for the routes that act on a tenant's data.
@@ -351,7 +266,7 @@ func (s *Server) Routes() [][2]string {
 
 // logAttrs adds attributes to the request's log line.
 func logAttrs(c echo.Context, attrs ...slog.Attr) {
-	if r := requestOf(c.Request().Context()); r != nil && r.logged {
-		r.logAttrs = append(r.logAttrs, attrs...)
+	if r := requestOf(c.Request().Context()); r != nil {
+		r.Log(attrs...)
 	}
 }

@@ -66,12 +66,24 @@ func (c *losesCancels) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
+// cut is a check-out write whose connection was cut while its server
+// process waited for a row held by another client's transaction.
+type cut struct {
+	f fixture
+	// done carries the write's outcome.
+	done <-chan error
+	// blocker holds the item's row; writer is the waiting process.
+	blocker pgx.Tx
+	writer  int
+	loanID  string
+	// at is when the cut began.
+	at time.Time
+}
+
 // cutWrite starts a check-out write whose statements reach the server and
 // then wait for the item's row, held by a transaction of another client;
 // once the server process is seen waiting, the write's connection is cut.
-// It returns the write's outcome channel, the held transaction, the
-// waiting process, the loan's id and when the cut began.
-func cutWrite(t *testing.T) (f fixture, done <-chan error, blocker pgx.Tx, writer int, loanID string, cut time.Time) {
+func cutWrite(t *testing.T) cut {
 	t.Helper()
 	ctx := context.Background()
 	// In plain text, so that the cutter can tell a cancel request.
@@ -88,7 +100,7 @@ func cutWrite(t *testing.T) (f fixture, done <-chan error, blocker pgx.Tx, write
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	f = setupTenant(t, db)
+	f := setupTenant(t, db)
 	if _, err := NewTenants(db, discard, LoadData).Init(ctx, f.tenant, storage.TenantAttributes{ModuleTo: "m",
 		Parameters: []storage.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
 		t.Fatalf("load sample: %v", err)
@@ -104,7 +116,8 @@ func cutWrite(t *testing.T) (f fixture, done <-chan error, blocker pgx.Tx, write
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = other.Close(context.Background()) })
-	if blocker, err = other.Begin(ctx); err != nil {
+	blocker, err := other.Begin(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = blocker.Rollback(context.Background()) })
@@ -112,13 +125,14 @@ func cutWrite(t *testing.T) (f fixture, done <-chan error, blocker pgx.Tx, write
 		t.Fatal(err)
 	}
 
-	loanID = uuid.NewString()
+	loanID := uuid.NewString()
 	result := make(chan error, 1)
 	go func() {
 		_, err := NewRecords(db).CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID,
 			Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
 		result <- err
 	}()
+	var writer int
 	deadline := time.Now().Add(10 * time.Second)
 	for writer == 0 {
 		err := blocker.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
@@ -136,9 +150,9 @@ func cutWrite(t *testing.T) (f fixture, done <-chan error, blocker pgx.Tx, write
 		}
 		time.Sleep(5 * time.Millisecond) // polling the database's view, with a deadline
 	}
-	cut = time.Now()
+	at := time.Now()
 	network.cut()
-	return f, result, blocker, writer, loanID, cut
+	return cut{f: f, done: result, blocker: blocker, writer: writer, loanID: loanID, at: at}
 }
 
 // running reports whether server process pid is there.
@@ -159,28 +173,28 @@ func running(t *testing.T, f fixture, pid int) bool {
 // to try again, and the loan appears a moment later.
 func TestAWriteWhoseConnectionIsCutAnswersOnceItsOutcomeIsFinal(t *testing.T) {
 	t.Parallel()
-	f, done, blocker, writer, loanID, _ := cutWrite(t)
+	w := cutWrite(t)
 	select {
-	case err := <-done:
+	case err := <-w.done:
 		t.Fatalf("the write answered (%v) while its server process was still running", err)
 	case <-time.After(300 * time.Millisecond): // a window in which no answer may come
 	}
-	if err := blocker.Commit(context.Background()); err != nil {
+	if err := w.blocker.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	var err error
 	select {
-	case err = <-done:
+	case err = <-w.done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the write never answered")
 	}
 	if e, ok := storage.AsError(err); !ok || e.Kind != storage.KindUnavailable {
 		t.Fatalf("cut write: %v, want unavailable", err)
 	}
-	if running(t, f, writer) {
-		t.Errorf("the write answered while its server process %d was still running", writer)
+	if running(t, w.f, w.writer) {
+		t.Errorf("the write answered while its server process %d was still running", w.writer)
 	}
-	if n := f.count(t, "loan", "id = $1", loanID); n != 1 {
+	if n := w.f.count(t, "loan", "id = $1", w.loanID); n != 1 {
 		t.Errorf("%d loans read back after the write answered, want the one its process committed", n)
 	}
 }
@@ -190,20 +204,20 @@ func TestAWriteWhoseConnectionIsCutAnswersOnceItsOutcomeIsFinal(t *testing.T) {
 // its outcome unknown, rather than hold the request longer.
 func TestACutWriteWaitsForItsOutcomeOnlySoLong(t *testing.T) {
 	t.Parallel()
-	f, done, _, writer, _, cut := cutWrite(t)
+	w := cutWrite(t)
 	var err error
 	select {
-	case err = <-done:
+	case err = <-w.done:
 	case <-time.After(settleWait + 10*time.Second):
 		t.Fatalf("the write did not answer within %s of the cut", settleWait+10*time.Second)
 	}
-	if waited := time.Since(cut); waited < settleWait {
+	if waited := time.Since(w.at); waited < settleWait {
 		t.Errorf("the write answered %s after the cut, before its process ended or %s passed", waited, settleWait)
 	}
 	if e, ok := storage.AsError(err); !ok || e.Kind != storage.KindUnavailable {
 		t.Fatalf("cut write: %v, want unavailable", err)
 	}
-	if !running(t, f, writer) {
-		t.Errorf("server process %d ended while the row it waits for is held", writer)
+	if !running(t, w.f, w.writer) {
+		t.Errorf("server process %d ended while the row it waits for is held", w.writer)
 	}
 }

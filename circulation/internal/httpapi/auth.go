@@ -18,7 +18,7 @@ func (s *Server) authorize(c echo.Context, r *requestInfo) error {
 	if err != nil {
 		return err
 	}
-	r.caller = who
+	r.Caller = who
 	return nil
 }
 
