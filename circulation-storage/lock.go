@@ -26,10 +26,21 @@ type Holder struct {
 	RequestID      string `json:"requestId,omitempty"`
 	ItemBarcode    string `json:"itemBarcode,omitempty"`
 	ServicePointID string `json:"servicePointId,omitempty"`
-	// AcquiredBy is the user the acquiring request acted for, set by
-	// storage from its credentials, never by the body.
-	AcquiredBy string `json:"acquiredBy,omitempty"`
+	// AcquiredBy is the user the acquiring request acted for, and
+	// AcquiredByModule the module that acquired it for them, set by storage
+	// from its credentials, never by the body: together they are the lock's
+	// owner (see OwnedBy).
+	AcquiredBy       string `json:"acquiredBy,omitempty"`
+	AcquiredByModule string `json:"acquiredByModule,omitempty"`
 }
+
+// OwnedBy reports whether caller is the holder's owner, the identity that
+// acquired the lock: only it renews the lock, or releases it without the
+// permission to release others' locks.
+func (h Holder) OwnedBy(c Caller) bool { return h.AcquiredBy == c.User && h.AcquiredByModule == c.Module }
+
+// Holder is what a lock records of who acquired it: caller.
+func (c Caller) Holder() Holder { return Holder{AcquiredBy: c.User, AcquiredByModule: c.Module} }
 
 // IsZero says whether nothing is known of the holder.
 func (h Holder) IsZero() bool { return h == Holder{} }
@@ -127,7 +138,8 @@ type LockService interface {
 	// Acquire takes the patron's lock for ttl, under lockID when it is not
 	// empty. If a live lock exists it returns an *Error of KindLocked whose
 	// RetryAfter is the time the holder has left, unless that lock is lockID
-	// itself: then it is renewed.
+	// itself and holder names its owner: then it is renewed (a lock id
+	// alone renews nothing).
 	// The holder is stored with the lock; taking over an expired lock
 	// records EventTakenOver.
 	Acquire(ctx context.Context, t Tenant, userID, lockID string, ttl time.Duration, holder Holder) (Lock, AcquireOutcome, error)
@@ -135,12 +147,15 @@ type LockService interface {
 	Get(ctx context.Context, t Tenant, id string) (Lock, error)
 	// List returns a page of live locks and the number of all matches.
 	List(ctx context.Context, t Tenant, f LockFilter) ([]Lock, int, error)
-	// Release deletes a live lock by id for the user by; an absent or
+	// Release deletes a live lock by id for the caller by; an absent or
 	// expired lock is a KindNotFound error (an expired one is recorded as
-	// EventExpired, a live one released by someone other than its acquirer
-	// as EventReleasedByOther). While someone watches the patron's lock,
-	// the release is announced to every instance (see Waiters.Notify).
-	Release(ctx context.Context, t Tenant, id, by string) error
+	// EventExpired). A live lock by does not own (see Holder.OwnedBy) is
+	// released only with others true (the permission to release others'
+	// locks), and recorded as EventReleasedByOther; without it, the release
+	// is a KindForbidden error and the lock stays. While someone watches
+	// the patron's lock, the release is announced to every instance (see
+	// Waiters.Notify).
+	Release(ctx context.Context, t Tenant, id string, by Caller, others bool) error
 	// Watch asks that the releases of a patron's lock be announced for at
 	// least d from now: someone waits for it. Uncontended releases are not
 	// announced, which keeps them cheap.

@@ -105,6 +105,9 @@ type RecordFilter struct {
 	QueryText string
 	Offset    int
 	Limit     int
+	// Scopes, when not nil, are the only settings scopes listed (those the
+	// caller may read).
+	Scopes []string
 	// MaxBytes, when positive, bounds the page's records in bytes: a page
 	// that would be larger is an error (CodePageTooLarge) as soon as it
 	// passes the bound, so it is never held in memory whole.
@@ -134,27 +137,30 @@ type RecordService interface {
 	Delete(ctx context.Context, t Tenant, r Resource, id string) error
 }
 
-// CheckOutWrite is a loan to create with the conditions of a check-out.
+// CheckOutWrite is a loan to create with the conditions of a check-out:
+// the only way a loan becomes open, whoever calls. Storage itself decides
+// what the write must respect: the lock when the tenant's lock feature is
+// on (read from the tenant's setting in the write), and the item limit
+// from the circulation rules (counted in the write); the caller names only
+// the loan, the item version it read and, under the lock, the lock.
 type CheckOutWrite struct {
-	// LoanID and Loan are the loan to create (Loan validated by loan.json).
+	// LoanID and Loan are the loan to create (Loan validated by loan.json,
+	// its status Open).
 	LoanID string
 	Loan   json.RawMessage
-	// LockID, when set, fences the write: it happens only while that lock is
-	// live and the borrower's (else CodeLockLost). The lock row is locked
-	// before anything is counted and stays locked until the write commits,
-	// so a takeover, a release or another write under the same lock waits
-	// for it, and the next one's count sees the loan.
+	// LockID fences the write: it happens only while that lock is live,
+	// the borrower's and held by the caller (else CodeLockLost). The lock
+	// row is locked before anything is counted and stays locked until the
+	// write commits, so a takeover, a release or another write under the
+	// same lock waits for it, and the next one's count sees the loan. With
+	// the tenant's lock feature on, a write without one is refused
+	// (CodeLockRequired).
 	LockID string
-	// ItemVersion, when positive, is the _version at which the check-out
-	// read the loan's item: in the same transaction the item becomes
-	// "Checked out" at the next version (else CodeVersionConflict). The item
-	// and its loan are then never seen apart, whatever fails.
+	// ItemVersion is the _version at which the check-out read the loan's
+	// item: in the same transaction the item becomes "Checked out" at the
+	// next version (else CodeVersionConflict). The item and its loan are
+	// then never seen apart, whatever fails.
 	ItemVersion int
-	// Limit, when set, is the item limit re-checked in the write's own
-	// transaction, once the lock row is locked: the patron's open loans are
-	// counted there, so the count is exact at the moment of the write (else
-	// CodeItemLimitReached).
-	Limit *ItemLimit
 	// ReleaseLock releases the lock LockID names in the same transaction,
 	// when the loan is written; a write that writes nothing leaves it.
 	ReleaseLock bool
@@ -223,17 +229,37 @@ const CodeAlreadyExists = schemas.CodeAlreadyExists
 // the record.
 const CodeInUse = schemas.CodeInUse
 
-type userKey struct{}
+// Caller is who a request acts for: the user, as X-Okapi-User-Id or the
+// token names it, and the module calling on the user's behalf, when one
+// does (circulation, with its module token). A lock is its acquirer's: only
+// the same caller renews or releases it without the permission to release
+// others' (see Holder).
+type Caller struct {
+	User   string
+	Module string
+}
 
-// WithUser returns ctx acting for the user id, as X-Okapi-User-Id (or the
-// token's subject) names it: the user recorded in the metadata of what the
-// request writes.
-func WithUser(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, userKey{}, id)
+type callerKey struct{}
+
+// WithCaller returns ctx acting for caller: the user is recorded in the
+// metadata of what the request writes, both in the lock it acquires.
+func WithCaller(ctx context.Context, caller Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller)
+}
+
+// CallerFrom is who ctx acts for, empty when nobody was named.
+func CallerFrom(ctx context.Context) Caller {
+	c, _ := ctx.Value(callerKey{}).(Caller)
+	return c
 }
 
 // UserFrom is the user ctx acts for, "" when none was named.
-func UserFrom(ctx context.Context) string {
-	id, _ := ctx.Value(userKey{}).(string)
-	return id
-}
+func UserFrom(ctx context.Context) string { return CallerFrom(ctx).User }
+
+// The codes of what storage refuses whoever calls (see schemas).
+const (
+	CodeLockRequired            = schemas.CodeLockRequired
+	CodeCheckOutRequired        = schemas.CodeCheckOutRequired
+	CodeCheckInRequired         = schemas.CodeCheckInRequired
+	CodeItemStatusByCirculation = schemas.CodeItemStatusByCirculation
+)

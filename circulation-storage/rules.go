@@ -21,7 +21,7 @@ type CirculationRule struct {
 }
 
 // PolicyMatch is the policy that applies to a check-out and which criteria
-// the chosen rule named. The item limit counts loans of the same material
+// the chosen rule named (see RulesService.MatchLoanPolicy). The item limit counts loans of the same material
 // type and/or loan type when, and only when, the rule named them.
 type PolicyMatch struct {
 	LoanPolicyID      string
@@ -32,56 +32,6 @@ type PolicyMatch struct {
 	RuleIndex int
 }
 
-// Match chooses the policy for a check-out. Of the rules whose every named
-// criterion equals the check-out's, the one naming the most criteria wins;
-// a tie goes to the rule naming the loan type, then the material type, then
-// the patron group (FOLIO's priority); a remaining tie to the earlier rule.
-// When no rule matches, the fallback policy applies.
-func (r CirculationRules) Match(patronGroupID, materialTypeID, loanTypeID string) PolicyMatch {
-	best := PolicyMatch{LoanPolicyID: r.FallbackLoanPolicyID, RuleIndex: -1}
-	bestRank := -1
-	for i, rule := range r.Rules {
-		if !criterionMatches(rule.PatronGroupID, patronGroupID) ||
-			!criterionMatches(rule.MaterialTypeID, materialTypeID) ||
-			!criterionMatches(rule.LoanTypeID, loanTypeID) {
-			continue
-		}
-		rank := specificity(rule)
-		if rank > bestRank {
-			bestRank = rank
-			best = PolicyMatch{
-				LoanPolicyID:      rule.LoanPolicyID,
-				PatronGroupMatch:  rule.PatronGroupID != "",
-				MaterialTypeMatch: rule.MaterialTypeID != "",
-				LoanTypeMatch:     rule.LoanTypeID != "",
-				RuleIndex:         i,
-			}
-		}
-	}
-	return best
-}
-
-func criterionMatches(criterion, value string) bool {
-	return criterion == "" || criterion == value
-}
-
-// specificity orders rules: first by how many criteria they name, then by
-// which, loan type weighing more than material type, more than patron group.
-// Strictly greater wins, so among equals the earlier rule stays chosen.
-func specificity(r CirculationRule) int {
-	rank := 0
-	if r.PatronGroupID != "" {
-		rank += 10 + 1
-	}
-	if r.MaterialTypeID != "" {
-		rank += 10 + 2
-	}
-	if r.LoanTypeID != "" {
-		rank += 10 + 4
-	}
-	return rank
-}
-
 // RulesService keeps a tenant's circulation rules.
 type RulesService interface {
 	// Rules returns the rules, or a KindNotFound error when none were set.
@@ -89,6 +39,15 @@ type RulesService interface {
 	// SetRules replaces the rules; a rule naming a record that does not
 	// exist is a KindInvalid error.
 	SetRules(ctx context.Context, t Tenant, rules CirculationRules) error
+	// MatchLoanPolicy chooses the loan policy for a check-out by a patron
+	// of the group, of an item of the material type and loan type (its
+	// temporary one when set): of the rules whose every named criterion
+	// matches, the one naming the most criteria wins; a tie goes to the
+	// rule naming the loan type, then the material type, then the patron
+	// group (FOLIO's priority); a remaining tie to the earlier rule. When
+	// no rule matches, the fallback policy applies. No rules set is a
+	// KindNotFound error.
+	MatchLoanPolicy(ctx context.Context, t Tenant, patronGroupID, materialTypeID, loanTypeID string) (PolicyMatch, error)
 }
 
 // LoanCounter counts what the item limit needs.

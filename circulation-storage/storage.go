@@ -30,6 +30,9 @@ const (
 	KindConflict
 	// KindLocked: the patron's check-out lock is held by someone else.
 	KindLocked
+	// KindForbidden: the caller may not do this to this record (release
+	// a lock it does not hold without the permission to).
+	KindForbidden
 	// KindUnavailable: the database cannot be reached; retrying may succeed.
 	KindUnavailable
 	// KindInternal: a bug.

@@ -246,7 +246,7 @@ func (w *Waiters) attempt(ctx context.Context, t Tenant, userID, lockID string, 
 	defer cancel()
 	lock, outcome, err := w.locks.Acquire(sctx, t, userID, lockID, ttl, holder)
 	if err == nil && ctx.Err() != nil {
-		if rerr := w.locks.Release(sctx, t, lock.ID, holder.AcquiredBy); rerr == nil || IsKind(rerr, KindNotFound) {
+		if rerr := w.locks.Release(sctx, t, lock.ID, Caller{User: holder.AcquiredBy, Module: holder.AcquiredByModule}, false); rerr == nil || IsKind(rerr, KindNotFound) {
 			w.obs.GrantedToGone()
 		}
 		return Lock{}, 0, ctx.Err()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/checkoutlock/schemas/locksettings"
 	"github.com/google/uuid"
 )
 
@@ -40,9 +41,6 @@ type Service struct {
 	// waitAtStorage says whether acquisitions ask storage to wait for a
 	// held lock (waitMs); see UseWaitAtStorage.
 	waitAtStorage bool
-	// unscopedItemLimit says whether a limit whose rule names no material
-	// or loan type is enforced; see UseUnscopedItemLimit.
-	unscopedItemLimit bool
 	// instance names this instance in the locks it takes.
 	instance string
 }
@@ -51,7 +49,7 @@ type Service struct {
 func NewService(storage Storage, settings *Settings, observer Observer, logger *slog.Logger, releaseTimeout time.Duration) *Service {
 	return &Service{
 		storage: storage, settings: settings, observer: observer, logger: logger, releaseTimeout: releaseTimeout,
-		now: time.Now, newTimer: func() backoff.Timer { return nil }, waitAtStorage: true, unscopedItemLimit: true,
+		now: time.Now, newTimer: func() backoff.Timer { return nil }, waitAtStorage: true,
 	}
 }
 
@@ -64,12 +62,6 @@ func (s *Service) UseWaitAtStorage(on bool) { s.waitAtStorage = on }
 // UseInstance names this instance in the locks it takes (a lock's holder),
 // so operators and waiting check-outs can tell which instance holds one.
 func (s *Service) UseInstance(name string) { s.instance = name }
-
-// UseUnscopedItemLimit says whether an item limit whose rule names neither
-// a material type nor a loan type is enforced, counting all the patron's
-// open loans (on by default). Off, such a limit is not enforced, as in
-// FOLIO.
-func (s *Service) UseUnscopedItemLimit(on bool) { s.unscopedItemLimit = on }
 
 // UseClock replaces the service's clock: now for timestamps and waits, and
 // newTimer for the waits between lock attempts (nil: real timers). Tests use
@@ -105,7 +97,7 @@ type checkOut struct {
 	item   Item
 	policy LoanPolicy
 	match  PolicyMatch
-	// limit is the item limit enforced, nil when none is.
+	// limit is the item limit storage enforces, nil when none is.
 	limit *ItemLimit
 }
 
@@ -130,10 +122,24 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 		return CheckOutResult{}, err
 	}
 	if !settings.Enabled {
-		// Exactly as before the feature existed: no lock calls at all.
+		// Exactly as before the feature existed: no lock calls at all,
+		// unless storage says the tenant's lock is on (switched on since
+		// the settings were read, or on in storage's environment alone):
+		// then the check-out goes again, under the lock.
 		res, err := s.write(ctx, co, "")
-		return res.CheckOutResult, err
+		if !IsCode(err, CodeLockRequired) {
+			return res.CheckOutResult, err
+		}
+		s.settings.Forget(ctx)
+		s.logger.InfoContext(ctx, "storage requires the check-out lock; checking out under it", slog.String("user_id", co.patron.ID))
 	}
+	return s.checkOutLocked(ctx, co, settings)
+}
+
+// checkOutLocked is the check-out's write under the patron's lock:
+// acquire, write (which releases the lock with the loan), and release on
+// every other path.
+func (s *Service) checkOutLocked(ctx context.Context, co checkOut, settings LockSettings) (CheckOutResult, error) {
 	lock, err := s.acquire(ctx, co.patron, settings, LockHolder{Instance: s.instance, RequestID: OkapiFrom(ctx).RequestID,
 		ItemBarcode: co.req.ItemBarcode, ServicePointID: co.req.ServicePointID})
 	if err != nil {
@@ -160,6 +166,19 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	}
 	res.Locked = err == nil
 	return res.CheckOutResult, err
+}
+
+// itemLimitOf is the limit a refusal at the item limit names.
+func itemLimitOf(err error) int {
+	if e, ok := AsError(err); ok {
+		for _, p := range e.Parameters {
+			if p.Key == "itemLimit" {
+				n, _ := strconv.Atoi(p.Value)
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // refusedStatuses are item statuses FOLIO does not check out.
@@ -230,34 +249,11 @@ func (s *Service) checkPolicy(co *checkOut, reads CheckOutReads) []*Error {
 		return []*Error{Errorf(KindInvalid, CodeItemNotLoanable, "Item is not loanable").
 			With("itemBarcode", co.req.ItemBarcode).With("loanPolicyName", co.policy.Name)}
 	}
-	co.limit = s.itemLimit(*co)
+	co.limit = reads.Limit
 	if co.limit != nil && reads.OpenLoans >= co.limit.Limit {
 		return []*Error{ItemLimitReached(co.limit.Limit, co.match, co.req.ItemBarcode)}
 	}
 	return nil
-}
-
-// itemLimit is the item limit the check-out must respect and what it
-// counts: the patron's open loans in the scope the matched rule names. A
-// rule that names neither a material type nor a loan type gives the limit
-// no scope: the patron's open loans are all counted, unless the service
-// follows FOLIO, which does not enforce such a limit
-// (UseUnscopedItemLimit). Nil when no limit is enforced.
-func (s *Service) itemLimit(co checkOut) *ItemLimit {
-	if co.policy.ItemLimit == 0 {
-		return nil
-	}
-	if !co.match.MaterialTypeMatch && !co.match.LoanTypeMatch && !s.unscopedItemLimit {
-		return nil
-	}
-	limit := &ItemLimit{Limit: co.policy.ItemLimit}
-	if co.match.MaterialTypeMatch {
-		limit.MaterialTypeID = co.item.MaterialTypeID
-	}
-	if co.match.LoanTypeMatch {
-		limit.LoanTypeID = co.item.LoanTypeID()
-	}
-	return limit
 }
 
 // ItemLimitReached is FOLIO's refusal for a patron at the item limit; its
@@ -316,7 +312,7 @@ func (b *intervals) Reset() { b.next = 0 }
 // still be released.
 func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSettings, holder LockHolder) (Lock, error) {
 	start := s.now()
-	giveUp := start.Add(total(settings.RetryIntervals))
+	giveUp := start.Add(locksettings.Total(settings.RetryIntervals))
 	attempts := 0
 	lockID := uuid.NewString()
 	var lock Lock
@@ -441,11 +437,11 @@ type written struct {
 
 // write makes the check-out's writes: the item becomes "Checked out" and the
 // loan is created, in one storage transaction fenced by lockID (when set), so
-// the item and its loan are never seen apart. Under the lock, the write
-// carries the item limit: storage counts the patron's open loans in that
-// transaction and refuses at the limit, so the count is exact at the moment
-// of the write, whatever check-outs did since validation; and it asks
-// storage to release the lock with the loan. It runs on a context the
+// the item and its loan are never seen apart. Storage counts the patron's
+// open loans against the item limit in that transaction and refuses at the
+// limit, so the count is exact at the moment of the write, whatever
+// check-outs did since validation; under the lock, the write asks storage
+// to release the lock with the loan. It runs on a context the
 // request cannot cancel. A write whose answer was lost is settled by
 // reading the loan back.
 func (s *Service) write(ctx context.Context, co checkOut, lockID string) (written, error) {
@@ -462,15 +458,17 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (writte
 		LoanPolicyID:           co.policy.ID,
 		CheckoutServicePointID: co.req.ServicePointID,
 	}
-	var limit *ItemLimit
-	if lockID != "" {
-		limit = co.limit
-	}
-	stored, err := s.storage.CheckOutItem(ctx, loan, co.item, lockID, limit)
+	stored, err := s.storage.CheckOutItem(ctx, loan, co.item, lockID)
 	switch {
 	case err == nil:
 		return written{CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}, stored.LockReleased}, nil
-	case IsCode(err, CodeItemLimitReached) && limit != nil:
+	case IsCode(err, CodeItemLimitReached):
+		// Storage counted again in the write and found the patron at the
+		// limit: another check-out came first (one without the lock).
+		limit := co.limit
+		if limit == nil {
+			limit = &ItemLimit{Limit: itemLimitOf(err)}
+		}
 		return written{}, &Refusal{Errors: []*Error{ItemLimitReached(limit.Limit, co.match, co.req.ItemBarcode)}}
 	case IsCode(err, CodeItemHasOpenLoan):
 		return written{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,

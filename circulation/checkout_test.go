@@ -20,6 +20,7 @@ import (
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/circulation/internal/storageclient"
 	"github.com/checkoutlock/circulation/storagefake"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // The records every test starts from: an active patron, an available item,
@@ -458,9 +459,8 @@ func TestCheckOutIsThreeCalls(t *testing.T) {
 			write = c
 		}
 	}
-	if write.ItemLimit != "3" || write.ReleaseLock != "true" || write.Status != http.StatusCreated {
-		t.Errorf("the write carried item limit %q and release %q (status %d), want 3 re-checked in it and the lock released",
-			write.ItemLimit, write.ReleaseLock, write.Status)
+	if write.ReleaseLock != "true" || write.Status != http.StatusCreated {
+		t.Errorf("the write carried release %q (status %d), want the lock released with it", write.ReleaseLock, write.Status)
 	}
 }
 
@@ -604,25 +604,25 @@ func TestCheckOutItemLimitNamesTheRuleScope(t *testing.T) {
 	}
 }
 
-// TestUnscopedItemLimitAsFOLIO: with FOLIO's behaviour chosen, a limit
+// TestUnscopedItemLimitAsFOLIO: circulation enforces the limit storage
+// says it enforces, and no other: with storage following FOLIO, a limit
 // whose rule names neither a material type nor a loan type is not
-// enforced: the check-out goes through without counting, while a scoped
-// limit still refuses.
+// enforced and the check-out goes through, while a scoped limit still
+// refuses.
 func TestUnscopedItemLimitAsFOLIO(t *testing.T) {
 	t.Parallel()
 	for _, m := range []storagefake.PolicyMatch{{}, {PatronGroupMatch: true}} {
 		s := newStack(t, lockOn)
-		s.svc.UseUnscopedItemLimit(false)
+		s.fake.IgnoreUnscopedItemLimits()
 		m.LoanPolicyID = policyID
 		s.fake.SetPolicyMatch(m)
-		s.fake.OpenCounts(itemLimit)
+		s.fake.OpenCounts(itemLimit, itemLimit)
 		if _, err := s.checkOut(t); err != nil {
 			t.Fatalf("match %+v: check-out refused: %v", m, err)
 		}
-		wantCount(t, s.fake, storagefake.RouteOpenCount, 0)
 	}
 	s := newStack(t, lockOn)
-	s.svc.UseUnscopedItemLimit(false)
+	s.fake.IgnoreUnscopedItemLimits()
 	s.fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID, PatronGroupMatch: true, LoanTypeMatch: true})
 	s.fake.OpenCounts(itemLimit)
 	_, err := s.checkOut(t)
@@ -958,7 +958,7 @@ func TestOkapiHeadersReachStorageOnEveryCall(t *testing.T) {
 func TestStoredSettingsOverrideTheEnvironment(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOff)
-	s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey,
+	s.fake.AddSetting(locksettings.Scope, locksettings.Key,
 		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 7000, "retryIntervalsMs": []int{100, 200}})
 	got := effective(t, s.settings, okapi(t))
 	want := circulation.LockSettings{Enabled: true, LockTTL: 7 * time.Second, RetryIntervals: ms(100, 200),
@@ -994,7 +994,7 @@ func TestFolioRetrySettings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
-			s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, tc.stored)
+			s.fake.AddSetting(locksettings.Scope, locksettings.Key, tc.stored)
 			got := effective(t, s.settings, okapi(t))
 			want := circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: tc.waits,
 				EnabledSource: circulation.FromEnvironment, LockTTLSource: circulation.FromDefault, RetrySource: circulation.FromSettings}
@@ -1040,7 +1040,7 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 		t.Fatalf("effective before put %+v, want off", got)
 	}
 	on, ttl := true, 4000
-	put, err := s.settings.Put(ctx, circulation.StoredLockSettings{CheckOutLockFeatureEnabled: &on, LockTTL: &ttl})
+	put, err := s.settings.Put(ctx, locksettings.Stored{CheckOutLockFeatureEnabled: &on, LockTTL: &ttl})
 	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
@@ -1061,7 +1061,7 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 
 	// A second put replaces the entry.
 	off := false
-	if _, err := s.settings.Put(ctx, circulation.StoredLockSettings{CheckOutLockFeatureEnabled: &off}); err != nil {
+	if _, err := s.settings.Put(ctx, locksettings.Stored{CheckOutLockFeatureEnabled: &off}); err != nil {
 		t.Fatalf("second put: %v", err)
 	}
 	got := effective(t, s.settings, ctx)
@@ -1076,7 +1076,7 @@ func TestPutInvalidSettingsWritesNothing(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOff)
 	zero, negative := 0, []int{100, -1}
-	for _, stored := range []circulation.StoredLockSettings{{LockTTL: &zero}, {RetryIntervalsMs: &negative}} {
+	for _, stored := range []locksettings.Stored{{LockTTL: &zero}, {RetryIntervalsMs: &negative}} {
 		_, err := s.settings.Put(okapi(t), stored)
 		if r := refusals(t, err); len(r) != 1 || !strings.HasPrefix(r[0], "VALIDATION_FAILED: ") {
 			t.Errorf("refusals %q, want one VALIDATION_FAILED", r)
@@ -1089,7 +1089,7 @@ func TestPutInvalidSettingsWritesNothing(t *testing.T) {
 
 func wantStored(t *testing.T, f *storagefake.Fake, want string) {
 	t.Helper()
-	raw, ok := f.Setting(circulation.SettingsScope, circulation.SettingsKey)
+	raw, ok := f.Setting(locksettings.Scope, locksettings.Key)
 	// Stored as FOLIO stores it: a string holding the JSON object.
 	var text string
 	if err := json.Unmarshal(raw, &text); err != nil {
@@ -1172,9 +1172,9 @@ func TestInvalidStoredSettingsFallBackToTheDefaults(t *testing.T) {
 		map[string]any{"retryIntervalsMs": []int{-5}},
 	} {
 		s := newStack(t, lockOn)
-		s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, value)
+		s.fake.AddSetting(locksettings.Scope, locksettings.Key, value)
 		got := effective(t, s.settings, okapi(t))
-		if got.LockTTL != circulation.DefaultLockTTLMs*time.Millisecond || got.LockTTLSource != circulation.FromDefault ||
+		if got.LockTTL != locksettings.DefaultLockTTLMs*time.Millisecond || got.LockTTLSource != circulation.FromDefault ||
 			got.RetrySource != circulation.FromDefault || got.SettingsError == "" || !got.Enabled {
 			t.Errorf("stored %v: effective %+v, want the lock on, FOLIO's defaults and a settings error", value, got)
 		}
@@ -1192,7 +1192,7 @@ func TestUnreadableSettingsKeepTheLastRead(t *testing.T) {
 	env := lockOn
 	env.Enabled = false
 	s := newStack(t, env)
-	s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, map[string]any{"checkOutLockFeatureEnabled": true})
+	s.fake.AddSetting(locksettings.Scope, locksettings.Key, map[string]any{"checkOutLockFeatureEnabled": true})
 	s.settings.UseClock(s.clock.Now)
 	if got := effective(t, s.settings, okapi(t)); !got.Enabled || got.EnabledSource != circulation.FromSettings {
 		t.Fatalf("effective %+v, want enabled from settings", got)
@@ -1216,10 +1216,10 @@ func TestOneInvalidStoredFieldKeepsTheOthers(t *testing.T) {
 	env := lockOn
 	env.Enabled = false
 	s := newStack(t, env)
-	s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey,
+	s.fake.AddSetting(locksettings.Scope, locksettings.Key,
 		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 0, "retryIntervalsMs": []int{100, 200}})
 	got := effective(t, s.settings, okapi(t))
-	if !got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != circulation.DefaultLockTTLMs*time.Millisecond ||
+	if !got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != locksettings.DefaultLockTTLMs*time.Millisecond ||
 		got.LockTTLSource != circulation.FromDefault || got.RetrySource != circulation.FromSettings ||
 		!strings.Contains(got.SettingsError, "lockTtl: must be from 1000 to 600000 ms, got 0") {
 		t.Errorf("effective %+v, want enabled and waits from settings, FOLIO's lockTtl, and the error named", got)

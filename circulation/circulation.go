@@ -59,6 +59,7 @@ const (
 	CodeUnableToAcquireLock              = schemas.CodeUnableToAcquireLock
 	CodeLockHeld                         = schemas.CodeLockHeld
 	CodeLockLost                         = schemas.CodeLockLost
+	CodeLockRequired                     = schemas.CodeLockRequired
 	CodeItemChanged                      = schemas.CodeItemChanged
 	CodeNoOpenLoan                       = schemas.CodeNoOpenLoan
 	CodeStorageUnavailable               = schemas.CodeStorageUnavailable

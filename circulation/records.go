@@ -135,6 +135,10 @@ type CheckOutReads struct {
 	Match     PolicyMatch
 	Policy    LoanPolicy
 	OpenLoans int
+	// Limit is the item limit storage enforces on the check-out's write
+	// (it decides it from the rules, and counts again in the write); nil
+	// when none is.
+	Limit *ItemLimit
 }
 
 // ItemLimit is an item limit and what it counts: the patron's open loans,
@@ -221,15 +225,17 @@ type Storage interface {
 	// CheckOutItem is a check-out's writes, in one storage transaction: the
 	// item (read at item.Version) becomes "Checked out" and the loan is
 	// created, or neither happens (KindConflict for a changed item,
-	// CodeItemHasOpenLoan for a second loan). With a lockID, they happen
-	// only while that lock is live and the borrower's (CodeLockLost), and
-	// the lock is asked to be released with them, in the same transaction; with a
-	// limit, only while the patron's open loans, counted in that
-	// transaction, are below it (CodeItemLimitReached). It returns the loan
-	// and the item as stored, and whether storage said it released the lock
-	// (a storage that does not release it with the write says nothing, and
-	// the caller releases it).
-	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string, limit *ItemLimit) (CheckedOut, error)
+	// CodeItemHasOpenLoan for a second loan). Storage holds the write to
+	// the item limit its rules set, counted in that transaction
+	// (CodeItemLimitReached), and, with the tenant's lock feature on, to
+	// the lock (CodeLockRequired without one). With a lockID, the writes
+	// happen only while that lock is live, the borrower's and this
+	// service's (CodeLockLost), and the lock is asked to be released with
+	// them, in the same transaction. It returns the loan and the item as
+	// stored, and whether storage said it released the lock (a storage
+	// that does not release it with the write says nothing, and the caller
+	// releases it).
+	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string) (CheckedOut, error)
 	// CheckInItem is a check-in's writes, in one storage transaction: the
 	// item (read at item.Version) becomes "Available" and the loan (its Doc
 	// with the fields check-in changes) is written, or neither happens
@@ -263,7 +269,10 @@ type SettingEntry struct {
 type Okapi struct {
 	Tenant    string
 	RequestID string
-	Token     string
+	// Token is what this service's calls to storage carry: its own module
+	// token (jwt mode) or the gateway's for this module, never the
+	// caller's.
+	Token string
 	// UserID is X-Okapi-User-Id, the user the request acts for, if known.
 	UserID string
 }

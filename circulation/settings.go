@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,13 +13,8 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
-)
 
-// The settings entry that holds a tenant's check-out lock settings, where
-// FOLIO keeps it.
-const (
-	SettingsScope = "mod-circulation"
-	SettingsKey   = "checkoutLockFeature"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // Source says where an effective setting came from.
@@ -52,271 +46,6 @@ type LockSettings struct {
 	ChangedBy, ChangedAt string
 }
 
-// StoredLockSettings is the value of the checkoutLockFeature entry: FOLIO's
-// shape, plus retryIntervalsMs for the seed design's per-retry waits. Absent
-// fields fall back to the environment. retryIntervalsMs, when present, wins
-// over noOfRetryAttempts × retryInterval.
-type StoredLockSettings struct {
-	CheckOutLockFeatureEnabled *bool  `json:"checkOutLockFeatureEnabled,omitempty"`
-	NoOfRetryAttempts          *int   `json:"noOfRetryAttempts,omitempty"`
-	RetryInterval              *int   `json:"retryInterval,omitempty"`
-	LockTTL                    *int   `json:"lockTtl,omitempty"`
-	RetryIntervalsMs           *[]int `json:"retryIntervalsMs,omitempty"`
-}
-
-// The stored fields, by their JSON names.
-const (
-	fieldEnabled   = "checkOutLockFeatureEnabled"
-	fieldAttempts  = "noOfRetryAttempts"
-	fieldInterval  = "retryInterval"
-	fieldTTL       = "lockTtl"
-	fieldIntervals = "retryIntervalsMs"
-)
-
-// Bounds are the ranges a tenant's runtime settings must keep to, so that
-// no value a librarian (or a client writing the settings entry directly)
-// stores can stop check-outs from working: a lock that expires before a
-// check-out can write makes every check-out fail LOCK_LOST; retries with no
-// wait between them hammer storage; waits adding up past the request's
-// deadline turn "unable to acquire lock" into a timeout.
-type Bounds struct {
-	MinLockTTL, MaxLockTTL     time.Duration
-	MinRetryWait, MaxRetryWait time.Duration
-	MaxRetries                 int
-	// MaxTotalWait bounds the sum of the retry waits.
-	MaxTotalWait time.Duration
-}
-
-// DefaultBounds are the bounds for the environment's settings env and the
-// request timeout: a lock lives 1 s to 10 min, a retry waits 50 ms to 60 s,
-// at most 50 retries, their waits adding up to at most a second less than
-// the request timeout (no limit when it is 0). Where the environment itself
-// goes beyond one of these (a shorter TTL, say), its value widens the bound:
-// an operator's choice is never refused to a librarian.
-func DefaultBounds(env LockSettings, requestTimeout time.Duration) Bounds {
-	b := Bounds{
-		MinLockTTL: time.Second, MaxLockTTL: 10 * time.Minute,
-		MinRetryWait: 50 * time.Millisecond, MaxRetryWait: time.Minute,
-		MaxRetries: 50, MaxTotalWait: time.Duration(math.MaxInt64),
-	}
-	if requestTimeout > 0 {
-		b.MaxTotalWait = max(requestTimeout-time.Second, requestTimeout/2)
-	}
-	b.MinLockTTL = min(b.MinLockTTL, env.LockTTL)
-	b.MaxLockTTL = max(b.MaxLockTTL, env.LockTTL)
-	b.MaxRetries = max(b.MaxRetries, len(env.RetryIntervals))
-	b.MaxTotalWait = max(b.MaxTotalWait, total(env.RetryIntervals))
-	for _, w := range env.RetryIntervals {
-		b.MinRetryWait = min(b.MinRetryWait, w)
-		b.MaxRetryWait = max(b.MaxRetryWait, w)
-	}
-	return b
-}
-
-func total(waits []time.Duration) time.Duration {
-	var sum time.Duration
-	for _, w := range waits {
-		sum += w
-	}
-	return sum
-}
-
-// FieldError is one settings field that cannot be used, and why.
-type FieldError struct {
-	Field   string
-	Message string
-	// Value is the offending value as JSON, cut to 100 characters.
-	Value string
-}
-
-func (e FieldError) String() string {
-	if e.Field == "" {
-		return e.Message
-	}
-	return e.Field + ": " + e.Message
-}
-
-func fieldError(field string, value json.RawMessage, format string, args ...any) FieldError {
-	v := string(value)
-	if r := []rune(v); len(r) > 100 {
-		v = string(r[:100]) + "…"
-	}
-	return FieldError{Field: field, Message: fmt.Sprintf(format, args...), Value: v}
-}
-
-// decodeStored reads a stored value field by field: each field of the wrong
-// type (or null) is left out and reported, never decoded half-way, so one
-// bad field can neither throw away the others nor stand in for its own
-// value with a zero (a string "true" must not read as false).
-//
-// The value may be the object itself or, as FOLIO stores it, a string
-// holding the object.
-func decodeStored(raw json.RawMessage) (StoredLockSettings, []FieldError) {
-	raw = unwrapString(raw)
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return StoredLockSettings{}, []FieldError{fieldError("", raw, "the value is neither a JSON object nor a string holding one")}
-	}
-	var s StoredLockSettings
-	var errs []FieldError
-	for _, name := range []string{fieldEnabled, fieldAttempts, fieldInterval, fieldTTL, fieldIntervals} {
-		v, ok := fields[name]
-		if !ok {
-			continue
-		}
-		if err := decodeField(&s, name, v); err != nil {
-			errs = append(errs, *err)
-		}
-	}
-	return s, errs
-}
-
-// decodeField decodes one stored field into s, or says why it cannot.
-func decodeField(s *StoredLockSettings, name string, v json.RawMessage) *FieldError {
-	if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-		e := fieldError(name, v, "must not be null")
-		return &e
-	}
-	switch name {
-	case fieldEnabled:
-		var b bool
-		if err := json.Unmarshal(v, &b); err != nil {
-			e := fieldError(name, v, "must be true or false, got %s", v)
-			return &e
-		}
-		s.CheckOutLockFeatureEnabled = &b
-	case fieldIntervals:
-		var items []json.RawMessage
-		if err := json.Unmarshal(v, &items); err != nil || items == nil {
-			e := fieldError(name, v, "must be an array of integers, got %s", v)
-			return &e
-		}
-		waits := make([]int, len(items))
-		for i, item := range items {
-			n, ok := integer(item)
-			if !ok {
-				e := fieldError(name, v, "must be an array of integers, got %s at index %d", item, i)
-				return &e
-			}
-			waits[i] = n
-		}
-		s.RetryIntervalsMs = &waits
-	default:
-		n, ok := integer(v)
-		if !ok {
-			e := fieldError(name, v, "must be an integer, got %s", v)
-			return &e
-		}
-		switch name {
-		case fieldAttempts:
-			s.NoOfRetryAttempts = &n
-		case fieldInterval:
-			s.RetryInterval = &n
-		case fieldTTL:
-			s.LockTTL = &n
-		}
-	}
-	return nil
-}
-
-// integer reads a JSON number that is a whole number a 32-bit integer
-// holds (3000 and 3000.0 and 3e3 alike); anything else, strings included,
-// is not one.
-func integer(v json.RawMessage) (int, bool) {
-	d := json.NewDecoder(bytes.NewReader(v))
-	d.UseNumber()
-	var x any
-	if err := d.Decode(&x); err != nil {
-		return 0, false
-	}
-	n, ok := x.(json.Number)
-	if !ok {
-		return 0, false
-	}
-	f, err := n.Float64()
-	if err != nil || f != math.Trunc(f) || f < math.MinInt32 || f > math.MaxInt32 {
-		return 0, false
-	}
-	return int(f), true
-}
-
-// check applies the bounds to s: the fields out of range are reported and
-// left out of the returned settings, which the environment then fills.
-func (b Bounds) check(s StoredLockSettings, env LockSettings) (StoredLockSettings, []FieldError) {
-	var errs []FieldError
-	ms := func(d time.Duration) int64 { return d.Milliseconds() }
-	if s.LockTTL != nil && (*s.LockTTL < int(ms(b.MinLockTTL)) || *s.LockTTL > int(ms(b.MaxLockTTL))) {
-		errs = append(errs, fieldError(fieldTTL, jsonOf(*s.LockTTL), "must be from %d to %d ms, got %d",
-			ms(b.MinLockTTL), ms(b.MaxLockTTL), *s.LockTTL))
-		s.LockTTL = nil
-	}
-	if s.RetryInterval != nil && (*s.RetryInterval < int(ms(b.MinRetryWait)) || *s.RetryInterval > int(ms(b.MaxRetryWait))) {
-		errs = append(errs, fieldError(fieldInterval, jsonOf(*s.RetryInterval), "must be from %d to %d ms, got %d",
-			ms(b.MinRetryWait), ms(b.MaxRetryWait), *s.RetryInterval))
-		s.RetryInterval = nil
-	}
-	if s.NoOfRetryAttempts != nil && (*s.NoOfRetryAttempts < 0 || *s.NoOfRetryAttempts > b.MaxRetries) {
-		errs = append(errs, fieldError(fieldAttempts, jsonOf(*s.NoOfRetryAttempts), "must be from 0 to %d, got %d",
-			b.MaxRetries, *s.NoOfRetryAttempts))
-		s.NoOfRetryAttempts = nil
-	}
-	if s.RetryIntervalsMs != nil {
-		waits := *s.RetryIntervalsMs
-		if len(waits) > b.MaxRetries {
-			errs = append(errs, fieldError(fieldIntervals, jsonOf(waits), "may hold at most %d waits, got %d", b.MaxRetries, len(waits)))
-			s.RetryIntervalsMs = nil
-		} else {
-			for _, w := range waits {
-				if w < int(ms(b.MinRetryWait)) || w > int(ms(b.MaxRetryWait)) {
-					errs = append(errs, fieldError(fieldIntervals, jsonOf(waits), "waits must be from %d to %d ms, got %d",
-						ms(b.MinRetryWait), ms(b.MaxRetryWait), w))
-					s.RetryIntervalsMs = nil
-					break
-				}
-			}
-		}
-	}
-	// The retry schedule as a whole: drop the fields that make it too
-	// long, the per-retry list first, then FOLIO's pair.
-	for range 2 {
-		sum := total(Resolve(env, s).RetryIntervals)
-		if sum <= b.MaxTotalWait {
-			break
-		}
-		tooLong := func(field string, v any) {
-			errs = append(errs, fieldError(field, jsonOf(v), "makes the retry waits add up to %d ms, more than the %d ms a check-out may wait",
-				sum.Milliseconds(), b.MaxTotalWait.Milliseconds()))
-		}
-		switch {
-		case s.RetryIntervalsMs != nil:
-			tooLong(fieldIntervals, *s.RetryIntervalsMs)
-			s.RetryIntervalsMs = nil
-		default:
-			if s.NoOfRetryAttempts != nil {
-				tooLong(fieldAttempts, *s.NoOfRetryAttempts)
-			}
-			if s.RetryInterval != nil {
-				tooLong(fieldInterval, *s.RetryInterval)
-			}
-			s.NoOfRetryAttempts, s.RetryInterval = nil, nil
-		}
-	}
-	return s, errs
-}
-
-func jsonOf(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
-	return b
-}
-
-// FOLIO's values for fields a stored entry leaves out (mod-circulation's
-// CheckoutLockConfiguration): 30 retries 250 ms apart, a 2 s lock.
-const (
-	DefaultNoOfRetryAttempts = 30
-	DefaultRetryIntervalMs   = 250
-	DefaultLockTTLMs         = 2000
-)
-
 // Resolve gives the settings in effect when a tenant's settings entry
 // exists and holds stored. Fields the entry leaves out take FOLIO's
 // defaults (DefaultNoOfRetryAttempts, DefaultRetryIntervalMs,
@@ -325,38 +54,22 @@ const (
 // checkOutLockFeatureEnabled keeps the environment's (FOLIO reads it as
 // false, and no field left out may switch the lock off). When no entry
 // exists the environment's settings apply whole.
-func Resolve(env LockSettings, stored StoredLockSettings) LockSettings {
+func Resolve(env LockSettings, stored locksettings.Stored) LockSettings {
 	out := env
 	out.EnabledSource = FromEnvironment
 	if stored.CheckOutLockFeatureEnabled != nil {
 		out.Enabled, out.EnabledSource = *stored.CheckOutLockFeatureEnabled, FromSettings
 	}
-	out.LockTTL, out.LockTTLSource = DefaultLockTTLMs*time.Millisecond, FromDefault
+	out.LockTTL, out.LockTTLSource = locksettings.DefaultLockTTLMs*time.Millisecond, FromDefault
 	if stored.LockTTL != nil {
 		out.LockTTL, out.LockTTLSource = time.Duration(*stored.LockTTL)*time.Millisecond, FromSettings
 	}
-	if stored.RetryIntervalsMs != nil {
-		out.RetryIntervals = make([]time.Duration, len(*stored.RetryIntervalsMs))
-		for i, ms := range *stored.RetryIntervalsMs {
-			out.RetryIntervals[i] = time.Duration(ms) * time.Millisecond
-		}
+	// The waits: the stored list, else FOLIO's shape, n retries each
+	// after the same wait, a missing half taking FOLIO's default.
+	out.RetryIntervals, out.RetrySource = stored.RetryIntervals(), FromDefault
+	if stored.RetryIntervalsMs != nil || stored.NoOfRetryAttempts != nil || stored.RetryInterval != nil {
 		out.RetrySource = FromSettings
-		return out
 	}
-	// FOLIO's shape: n retries, each after the same wait; a missing half
-	// takes FOLIO's default.
-	n, wait, source := DefaultNoOfRetryAttempts, DefaultRetryIntervalMs*time.Millisecond, FromDefault
-	if stored.NoOfRetryAttempts != nil {
-		n, source = *stored.NoOfRetryAttempts, FromSettings
-	}
-	if stored.RetryInterval != nil {
-		wait, source = time.Duration(*stored.RetryInterval)*time.Millisecond, FromSettings
-	}
-	out.RetryIntervals = make([]time.Duration, n)
-	for i := range out.RetryIntervals {
-		out.RetryIntervals[i] = wait
-	}
-	out.RetrySource = source
 	return out
 }
 
@@ -370,7 +83,7 @@ func Resolve(env LockSettings, stored StoredLockSettings) LockSettings {
 type Settings struct {
 	storage Storage
 	env     LockSettings
-	bounds  Bounds
+	bounds  locksettings.Bounds
 	ttl     time.Duration
 	now     func() time.Time
 	logger  *slog.Logger
@@ -412,14 +125,14 @@ const DefaultMaxTenants = 10000
 // are DefaultBounds(env, 0) until UseBounds says otherwise.
 func NewSettings(storage Storage, env LockSettings, ttl time.Duration, logger *slog.Logger) *Settings {
 	env.EnabledSource, env.LockTTLSource, env.RetrySource = FromEnvironment, FromEnvironment, FromEnvironment
-	s := &Settings{storage: storage, env: env, bounds: DefaultBounds(env, 0), ttl: ttl, now: time.Now, logger: logger}
+	s := &Settings{storage: storage, env: env, bounds: locksettings.DefaultBounds(0), ttl: ttl, now: time.Now, logger: logger}
 	s.UseCacheSize(DefaultMaxTenants)
 	return s
 }
 
 // UseBounds sets the bounds runtime settings must keep to. Call it before
 // the service is used.
-func (s *Settings) UseBounds(b Bounds) { s.bounds = b }
+func (s *Settings) UseBounds(b locksettings.Bounds) { s.bounds = b }
 
 // UseCacheSize sets how many tenants' settings are cached at most. Call it
 // before the service is used.
@@ -432,7 +145,7 @@ func (s *Settings) UseCacheSize(n int) {
 }
 
 // Bounds returns the bounds runtime settings must keep to.
-func (s *Settings) Bounds() Bounds { return s.bounds }
+func (s *Settings) Bounds() locksettings.Bounds { return s.bounds }
 
 // CachedTenants is how many tenants' settings are cached now.
 func (s *Settings) CachedTenants() int { return s.cache.Len() }
@@ -449,6 +162,15 @@ func (s *Settings) Cached(ctx context.Context) (settings LockSettings, ok bool) 
 		return c.settings, true
 	}
 	return LockSettings{}, false
+}
+
+// Forget drops the tenant's cached settings: the next check-out reads
+// them again (storage said they changed).
+func (s *Settings) Forget(ctx context.Context) {
+	tenant := OkapiFrom(ctx).Tenant
+	s.mu.Lock()
+	s.cache.Remove(tenant)
+	s.mu.Unlock()
 }
 
 // Effective returns the tenant's settings in effect. It fails only for a
@@ -488,7 +210,7 @@ func (s *Settings) Effective(ctx context.Context) (LockSettings, error) {
 
 // fetch reads and resolves the stored entry; prev is what was cached.
 func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettings, error) {
-	entry, found, err := s.storage.Setting(ctx, SettingsScope, SettingsKey)
+	entry, found, err := s.storage.Setting(ctx, locksettings.Scope, locksettings.Key)
 	if IsKind(err, KindBadRequest) || IsKind(err, KindUnauthorized) || IsKind(err, KindForbidden) {
 		// The tenant is unknown to storage, or the caller may not read
 		// the settings: nothing to fall back on, and nothing to remember
@@ -518,20 +240,20 @@ func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettin
 		s.logger.WarnContext(ctx, "check-out lock settings partly invalid, using the defaults for those fields",
 			slog.String("errors", msg))
 		out.SettingsError = fmt.Sprintf("the stored %s setting is partly invalid (%s); those fields take their defaults",
-			SettingsKey, msg)
+			locksettings.Key, msg)
 	}
 	return cachedSettings{settings: out, expires: s.now().Add(s.ttl), read: true}, nil
 }
 
 // readStored decodes a stored value leniently: what is of the wrong type or
 // out of bounds is left out and reported.
-func (s *Settings) readStored(raw json.RawMessage) (StoredLockSettings, []FieldError) {
-	stored, errs := decodeStored(raw)
-	stored, rangeErrs := s.bounds.check(stored, s.env)
+func (s *Settings) readStored(raw json.RawMessage) (locksettings.Stored, []locksettings.FieldError) {
+	stored, errs := locksettings.Decode(raw)
+	stored, rangeErrs := s.bounds.Check(stored)
 	return stored, append(errs, rangeErrs...)
 }
 
-func joinFieldErrors(errs []FieldError) string {
+func joinFieldErrors(errs []locksettings.FieldError) string {
 	msgs := make([]string, len(errs))
 	for i, e := range errs {
 		msgs[i] = e.String()
@@ -544,11 +266,11 @@ func joinFieldErrors(errs []FieldError) string {
 // effective settings, in effect here at once and on other instances within
 // the cache period. Values out of bounds are refused, every one named, and
 // nothing is written.
-func (s *Settings) Put(ctx context.Context, stored StoredLockSettings) (LockSettings, error) {
-	if _, errs := s.bounds.check(stored, s.env); len(errs) > 0 {
+func (s *Settings) Put(ctx context.Context, stored locksettings.Stored) (LockSettings, error) {
+	if _, errs := s.bounds.Check(stored); len(errs) > 0 {
 		return LockSettings{}, invalidSettings(errs)
 	}
-	return s.write(ctx, "replace", func(StoredLockSettings) (StoredLockSettings, error) { return stored, nil })
+	return s.write(ctx, "replace", func(locksettings.Stored) (locksettings.Stored, error) { return stored, nil })
 }
 
 // Patch changes only the fields patch names, a JSON merge patch (RFC 7386)
@@ -560,44 +282,29 @@ func (s *Settings) Put(ctx context.Context, stored StoredLockSettings) (LockSett
 func (s *Settings) Patch(ctx context.Context, patch json.RawMessage) (LockSettings, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(patch, &fields); err != nil || fields == nil {
-		return LockSettings{}, invalidSettings([]FieldError{fieldError("", patch, "a patch must be a JSON object")})
+		return LockSettings{}, invalidSettings([]locksettings.FieldError{{Message: "a patch must be a JSON object", Value: string(patch)}})
 	}
-	return s.write(ctx, "patch", func(cur StoredLockSettings) (StoredLockSettings, error) {
+	return s.write(ctx, "patch", func(cur locksettings.Stored) (locksettings.Stored, error) {
 		next := cur
-		var errs []FieldError
+		var errs []locksettings.FieldError
 		for name, v := range fields {
 			if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-				clearField(&next, name)
+				locksettings.ClearField(&next, name)
 				continue
 			}
-			clearField(&next, name)
-			if err := decodeField(&next, name, v); err != nil {
+			locksettings.ClearField(&next, name)
+			if err := locksettings.DecodeField(&next, name, v); err != nil {
 				errs = append(errs, *err)
 			}
 		}
 		if len(errs) == 0 {
-			_, errs = s.bounds.check(next, s.env)
+			_, errs = s.bounds.Check(next)
 		}
 		if len(errs) > 0 {
-			return StoredLockSettings{}, invalidSettings(errs)
+			return locksettings.Stored{}, invalidSettings(errs)
 		}
 		return next, nil
 	})
-}
-
-func clearField(s *StoredLockSettings, name string) {
-	switch name {
-	case fieldEnabled:
-		s.CheckOutLockFeatureEnabled = nil
-	case fieldAttempts:
-		s.NoOfRetryAttempts = nil
-	case fieldInterval:
-		s.RetryInterval = nil
-	case fieldTTL:
-		s.LockTTL = nil
-	case fieldIntervals:
-		s.RetryIntervalsMs = nil
-	}
 }
 
 // maxWriteAttempts bounds the read-merge-write rounds of one change when
@@ -607,13 +314,13 @@ const maxWriteAttempts = 3
 // write reads the stored settings, builds the new ones from them, and
 // writes them at the version read, again from the start if another write
 // came first. The change is logged with who made it.
-func (s *Settings) write(ctx context.Context, op string, build func(cur StoredLockSettings) (StoredLockSettings, error)) (LockSettings, error) {
+func (s *Settings) write(ctx context.Context, op string, build func(cur locksettings.Stored) (locksettings.Stored, error)) (LockSettings, error) {
 	for range maxWriteAttempts {
-		entry, found, err := s.storage.Setting(ctx, SettingsScope, SettingsKey)
+		entry, found, err := s.storage.Setting(ctx, locksettings.Scope, locksettings.Key)
 		if err != nil {
 			return LockSettings{}, err
 		}
-		var cur StoredLockSettings
+		var cur locksettings.Stored
 		var prev *SettingEntry
 		if found {
 			cur, _ = s.readStored(entry.Value)
@@ -623,12 +330,12 @@ func (s *Settings) write(ctx context.Context, op string, build func(cur StoredLo
 		if err != nil {
 			return LockSettings{}, err
 		}
-		raw, err := storedValue(next)
+		raw, err := locksettings.Value(next)
 		if err != nil {
 			return LockSettings{}, err
 		}
 		start := s.writes.Add(1)
-		err = s.storage.PutSetting(ctx, SettingsScope, SettingsKey, raw, prev)
+		err = s.storage.PutSetting(ctx, locksettings.Scope, locksettings.Key, raw, prev)
 		if IsKind(err, KindConflict) || IsCode(err, CodeAlreadyExists) {
 			continue // someone else wrote first: read theirs and build again
 		}
@@ -648,38 +355,18 @@ func (s *Settings) write(ctx context.Context, op string, build func(cur StoredLo
 		s.mu.Unlock()
 		old := json.RawMessage("null")
 		if found {
-			old = unwrapString(entry.Value)
+			old = locksettings.Unwrap(entry.Value)
 		}
 		s.logger.InfoContext(ctx, "check-out lock settings changed", slog.String("change", op),
-			slog.String("user_id", OkapiFrom(ctx).UserID), slog.Any("old", old), slog.Any("new", unwrapString(raw)))
+			slog.String("user_id", OkapiFrom(ctx).UserID), slog.Any("old", old), slog.Any("new", locksettings.Unwrap(raw)))
 		return effective, nil
 	}
 	return LockSettings{}, Errorf(KindConflict, CodeConflict, "The settings were changed by someone else meanwhile; try again")
 }
 
-// unwrapString is the JSON a string value holds, when it holds JSON, and
-// raw itself otherwise.
-func unwrapString(raw json.RawMessage) json.RawMessage {
-	var text string
-	if json.Unmarshal(raw, &text) == nil && json.Valid([]byte(text)) {
-		return json.RawMessage(text)
-	}
-	return raw
-}
-
-// storedValue is the settings entry's value for s as FOLIO stores it: a
-// JSON string holding the object, which mod-circulation parses.
-func storedValue(s StoredLockSettings) (json.RawMessage, error) {
-	object, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(string(object))
-}
-
 // invalidSettings is the refusal of settings out of bounds, one entry per
 // field.
-func invalidSettings(errs []FieldError) error {
+func invalidSettings(errs []locksettings.FieldError) error {
 	r := &Refusal{}
 	for _, e := range errs {
 		err := Errorf(KindInvalid, CodeValidation, "%s", e.String())

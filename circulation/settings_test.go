@@ -15,6 +15,7 @@ import (
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/circulation/storagefake"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // effective reads the settings in effect, failing t on an error.
@@ -110,8 +111,8 @@ func TestStoredFieldsCannotFailOpen(t *testing.T) {
 					doc[c.field] = v.value
 				}
 				s := newStack(t, tableEnv)
-				s.settings.UseBounds(circulation.DefaultBounds(tableEnv, 20*time.Second))
-				s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, doc)
+				s.settings.UseBounds(locksettings.DefaultBounds(19 * time.Second))
+				s.fake.AddSetting(locksettings.Scope, locksettings.Key, doc)
 				got := effective(t, s.settings, okapi(t))
 				gotErr := got.SettingsError
 				got.SettingsError = ""
@@ -131,7 +132,7 @@ func TestStoredFieldsCannotFailOpen(t *testing.T) {
 
 // folioRetries is FOLIO's default number of retries, each after wait.
 func folioRetries(wait time.Duration) []time.Duration {
-	return slices.Repeat([]time.Duration{wait}, circulation.DefaultNoOfRetryAttempts)
+	return slices.Repeat([]time.Duration{wait}, locksettings.DefaultNoOfRetryAttempts)
 }
 
 // TestReportedStoredValues are the stored values found to break check-out:
@@ -161,8 +162,8 @@ func TestReportedStoredValues(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, env)
-			s.settings.UseBounds(circulation.DefaultBounds(env, 20*time.Second))
-			s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, json.RawMessage(c.stored))
+			s.settings.UseBounds(locksettings.DefaultBounds(19 * time.Second))
+			s.fake.AddSetting(locksettings.Scope, locksettings.Key, json.RawMessage(c.stored))
 			got := effective(t, s.settings, okapi(t))
 			if got.SettingsError == "" {
 				t.Errorf("no settingsError for %s", c.stored)
@@ -190,9 +191,9 @@ func TestReportedStoredValues(t *testing.T) {
 func TestPutRefusesValuesOutOfBounds(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, tableEnv)
-	s.settings.UseBounds(circulation.DefaultBounds(tableEnv, 20*time.Second))
+	s.settings.UseBounds(locksettings.DefaultBounds(19 * time.Second))
 	ttl, attempts, interval, waits := 999, 100, 0, []int{100, 30000}
-	_, err := s.settings.Put(okapi(t), circulation.StoredLockSettings{LockTTL: &ttl, NoOfRetryAttempts: &attempts,
+	_, err := s.settings.Put(okapi(t), locksettings.Stored{LockTTL: &ttl, NoOfRetryAttempts: &attempts,
 		RetryInterval: &interval, RetryIntervalsMs: &waits})
 	wantStrings(t, "refusals", refusals(t, err), []string{
 		"VALIDATION_FAILED: lockTtl: must be from 1000 to 600000 ms, got 999 [lockTtl=999]",
@@ -212,10 +213,10 @@ func TestPutReplacesTheWholeDocument(t *testing.T) {
 	s := newStack(t, tableEnv)
 	ctx := okapi(t)
 	off, ttl := false, 5000
-	if _, err := s.settings.Put(ctx, circulation.StoredLockSettings{CheckOutLockFeatureEnabled: &off}); err != nil {
+	if _, err := s.settings.Put(ctx, locksettings.Stored{CheckOutLockFeatureEnabled: &off}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.settings.Put(ctx, circulation.StoredLockSettings{LockTTL: &ttl})
+	got, err := s.settings.Put(ctx, locksettings.Stored{LockTTL: &ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestPatchChangesOnlyTheNamedFields(t *testing.T) {
 	s := newStack(t, tableEnv)
 	ctx := okapi(t)
 	off := false
-	if _, err := s.settings.Put(ctx, circulation.StoredLockSettings{CheckOutLockFeatureEnabled: &off}); err != nil {
+	if _, err := s.settings.Put(ctx, locksettings.Stored{CheckOutLockFeatureEnabled: &off}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.settings.Patch(ctx, json.RawMessage(`{"lockTtl":5000}`))
@@ -270,7 +271,7 @@ func TestConcurrentPatchesLoseNothing(t *testing.T) {
 	fake := storagefake.New(t)
 	seed(fake)
 	a, b := stackOver(t, fake, tableEnv), stackOver(t, fake, tableEnv)
-	if _, err := a.settings.Put(okapi(t), circulation.StoredLockSettings{}); err != nil {
+	if _, err := a.settings.Put(okapi(t), locksettings.Stored{}); err != nil {
 		t.Fatal(err)
 	}
 	for round := range 10 {
@@ -281,7 +282,8 @@ func TestConcurrentPatchesLoseNothing(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				field := map[int]string{0: "lockTtl", 1: "retryInterval"}[i]
-				_, errs[i] = st.settings.Patch(okapi(t), json.RawMessage(fmt.Sprintf(`{%q:%d}`, field, 1000+round*100+i)))
+				value := map[int]int{0: 1000 + round*100, 1: 100 + round*10}[i]
+				_, errs[i] = st.settings.Patch(okapi(t), json.RawMessage(fmt.Sprintf(`{%q:%d}`, field, value)))
 			}()
 		}
 		wg.Wait()
@@ -290,7 +292,7 @@ func TestConcurrentPatchesLoseNothing(t *testing.T) {
 				t.Fatalf("round %d: %v", round, err)
 			}
 		}
-		wantStored(t, fake, fmt.Sprintf(`{"lockTtl":%d,"retryInterval":%d}`, 1000+round*100, 1000+round*100+1))
+		wantStored(t, fake, fmt.Sprintf(`{"lockTtl":%d,"retryInterval":%d}`, 1000+round*100, 100+round*10))
 	}
 }
 
@@ -307,7 +309,7 @@ func TestSettingsChangesAreLogged(t *testing.T) {
 	s.settings = circulation.NewSettings(s.storage, tableEnv, time.Minute, logger)
 	ctx := circulation.WithOkapi(t.Context(), circulation.Okapi{Tenant: tenant, UserID: "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"})
 	off := false
-	if _, err := s.settings.Put(ctx, circulation.StoredLockSettings{CheckOutLockFeatureEnabled: &off}); err != nil {
+	if _, err := s.settings.Put(ctx, locksettings.Stored{CheckOutLockFeatureEnabled: &off}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.settings.Patch(ctx, json.RawMessage(`{"lockTtl":4000}`)); err != nil {
@@ -404,7 +406,7 @@ func TestTheStoredValueBothWays(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
-			s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, c.value)
+			s.fake.AddSetting(locksettings.Scope, locksettings.Key, c.value)
 			got := effective(t, s.settings, okapi(t))
 			want := circulation.LockSettings{Enabled: false, LockTTL: 4 * time.Second, RetryIntervals: ms(100, 100),
 				EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromSettings}
@@ -427,7 +429,7 @@ func TestTheStoredValueBothWays(t *testing.T) {
 	t.Run("a string that holds no object", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.AddSetting(circulation.SettingsScope, circulation.SettingsKey, `checkOutLockFeatureEnabled=false`)
+		s.fake.AddSetting(locksettings.Scope, locksettings.Key, `checkOutLockFeatureEnabled=false`)
 		got := effective(t, s.settings, okapi(t))
 		if !got.Enabled || got.EnabledSource != circulation.FromEnvironment ||
 			!strings.Contains(got.SettingsError, "neither a JSON object nor a string holding one") {

@@ -16,6 +16,13 @@ type Circulation struct {
 	// HTTPAddr is the address the API listens on.
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
 	Auth     Auth
+	// ModuleKeyFile is circulation's own P-256 private key (PEM), with
+	// which it signs the module tokens it calls storage with in jwt mode;
+	// storage trusts its public half (AUTH_TRUSTED_MODULES).
+	ModuleKeyFile string `env:"AUTH_MODULE_KEY_FILE"`
+	// ModuleTokenTTL is how long a module token lives (10s to 5m); one is
+	// reused for half of it.
+	ModuleTokenTTL time.Duration `env:"AUTH_MODULE_TOKEN_TTL" envDefault:"2m"`
 	// InstanceName names this instance in the locks it holds; default
 	// host:port.
 	InstanceName string `env:"INSTANCE_NAME"`
@@ -33,11 +40,6 @@ type Circulation struct {
 	// retry budget, instead of polling it; off for a storage that does not
 	// support waitMs (FOLIO's mod-circulation-storage).
 	LockWaitAtStorage bool `env:"LOCK_WAIT_AT_STORAGE" envDefault:"true"`
-	// ItemLimitWithoutCriteria says what to do with an item limit whose
-	// circulation rule names neither a material type nor a loan type:
-	// "enforce" counts all the patron's open loans; "ignore" lets the
-	// check-out through, as FOLIO does.
-	ItemLimitWithoutCriteria string `env:"ITEM_LIMIT_WITHOUT_CRITERIA" envDefault:"enforce"`
 	// SettingsCacheTTL is how long a tenant's runtime settings are reused
 	// before storage is asked again.
 	SettingsCacheTTL time.Duration `env:"SETTINGS_CACHE_TTL" envDefault:"3s"`
@@ -130,6 +132,7 @@ func (c Circulation) Validate() error {
 	if err := c.Auth.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateModuleKey()...)
 	if !strings.HasPrefix(c.StorageURL, "http://") && !strings.HasPrefix(c.StorageURL, "https://") {
 		errs = append(errs, fmt.Errorf("STORAGE_URL must be an http:// or https:// URL, got %q", c.StorageURL))
 	}
@@ -151,14 +154,48 @@ func (c Circulation) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be at least 1024, got %d", c.MaxBodyBytes))
 	}
-	if c.ItemLimitWithoutCriteria != "enforce" && c.ItemLimitWithoutCriteria != "ignore" {
-		errs = append(errs, fmt.Errorf("ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got %q", c.ItemLimitWithoutCriteria))
-	}
 	errs = append(errs, validateLimits(c.MaxHeaderBytes)...)
 	if c.SettingsCacheTenants < 1 {
 		errs = append(errs, fmt.Errorf("SETTINGS_CACHE_TENANTS must be at least 1, got %d", c.SettingsCacheTenants))
 	}
 	return errors.Join(errs...)
+}
+
+// validateModuleKey checks circulation's module key: required in jwt mode
+// (circulation calls storage as itself, never with its caller's token),
+// readable, and not the published development key unless allowed.
+func (c Circulation) validateModuleKey() []error {
+	if c.Auth.Mode != "jwt" {
+		if c.ModuleKeyFile != "" {
+			return []error{fmt.Errorf("AUTH_MODULE_KEY_FILE applies to AUTH_MODE=jwt only, not %s", c.Auth.Mode)}
+		}
+		return nil
+	}
+	var errs []error
+	if c.ModuleTokenTTL < 10*time.Second || c.ModuleTokenTTL > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("AUTH_MODULE_TOKEN_TTL must be from 10s to 5m, got %s", c.ModuleTokenTTL))
+	}
+	switch {
+	case c.ModuleKeyFile == "":
+		errs = append(errs, errors.New("AUTH_MODE=jwt needs AUTH_MODULE_KEY_FILE: circulation's own P-256 private key (PEM), "+
+			"with which it calls storage as itself (make one with: openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt)"))
+	default:
+		if _, err := publicKeyOfFile(c.ModuleKeyFile); err != nil {
+			errs = append(errs, fmt.Errorf("AUTH_MODULE_KEY_FILE %s: %v", c.ModuleKeyFile, err))
+		} else if isDevelopmentModuleKey(c.ModuleKeyFile) && !c.Auth.AllowDevelopmentKeys {
+			errs = append(errs, errDevelopmentKey("AUTH_MODULE_KEY_FILE"))
+		}
+	}
+	return errs
+}
+
+// Warnings are what the configuration itself must tell an operator, on
+// /admin/health too: a published development key in use.
+func (c Circulation) Warnings() []string {
+	if c.Auth.developmentKeys(c.ModuleKeyFile) {
+		return []string{DevelopmentWarning}
+	}
+	return nil
 }
 
 // LogValue lists the configuration for the start-up log.
@@ -168,11 +205,12 @@ func (c Circulation) LogValue() slog.Value {
 		slog.String("instance_name", c.InstanceName),
 		slog.String("storage_url", c.StorageURL),
 		slog.Any("auth", c.Auth.LogValue()),
+		slog.String("module_key_file", c.ModuleKeyFile),
+		slog.Duration("module_token_ttl", c.ModuleTokenTTL),
 		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),
 		slog.Int("lock_ttl_ms", c.LockTTLMs),
 		slog.String("retry_interval_ms", c.RetryIntervalMs.String()),
 		slog.Bool("lock_wait_at_storage", c.LockWaitAtStorage),
-		slog.String("item_limit_without_criteria", c.ItemLimitWithoutCriteria),
 		slog.Duration("settings_cache_ttl", c.SettingsCacheTTL),
 		slog.Duration("storage_timeout", c.StorageTimeout),
 		slog.Duration("release_timeout", c.ReleaseTimeout),

@@ -14,7 +14,7 @@ func TestCirculationDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.HTTPAddr != ":8080" || c.StorageURL != "http://127.0.0.1:8081" || c.CheckoutLockFeatureEnabled ||
-		c.LockTTLMs != 3000 || c.RetryIntervalMs.String() != "500|500|1000" || c.ItemLimitWithoutCriteria != "enforce" {
+		c.LockTTLMs != 3000 || c.RetryIntervalMs.String() != "500|500|1000" || c.ModuleTokenTTL != 2*time.Minute {
 		t.Errorf("defaults = %+v", c)
 	}
 	want := []time.Duration{500 * time.Millisecond, 500 * time.Millisecond, time.Second}
@@ -51,7 +51,13 @@ func TestCirculationInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"LOCK_TTL_MS": "3s"}, `LOCK_TTL_MS="3s" is not an integer`},
 		{map[string]string{"STORAGE_URL": "127.0.0.1:8081"}, "STORAGE_URL must be an http:// or https:// URL"},
 		{map[string]string{"RELEASE_TIMEOUT": "0s"}, "RELEASE_TIMEOUT must be a positive duration"},
-		{map[string]string{"ITEM_LIMIT_WITHOUT_CRITERIA": "folio"}, `ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got "folio"`},
+		{map[string]string{"AUTH_MODE": "jwt", "AUTH_JWT_SECRET": strings.Repeat("s", 32)}, "AUTH_MODE=jwt needs AUTH_MODULE_KEY_FILE"},
+		{map[string]string{"AUTH_MODE": "gateway", "AUTH_MODULE_KEY_FILE": "dev-keys/circulation-module.pem"},
+			"AUTH_MODULE_KEY_FILE applies to AUTH_MODE=jwt only"},
+		{map[string]string{"AUTH_MODE": "jwt", "AUTH_JWT_SECRET": strings.Repeat("s", 32), "AUTH_MODULE_KEY_FILE": "no-such.pem"},
+			"AUTH_MODULE_KEY_FILE no-such.pem"},
+		{map[string]string{"AUTH_MODE": "jwt", "AUTH_JWT_SECRET": strings.Repeat("s", 32), "AUTH_MODULE_KEY_FILE": "dev-keys/circulation-module.pem",
+			"AUTH_MODULE_TOKEN_TTL": "10m"}, "AUTH_MODULE_TOKEN_TTL must be from 10s to 5m"},
 		{map[string]string{"SHUTDOWN_TIMEOUT": "5s", "REQUEST_TIMEOUT": "10s"}, "SHUTDOWN_TIMEOUT (5s) must be at least REQUEST_TIMEOUT (10s)"},
 	}
 	for _, tt := range tests {

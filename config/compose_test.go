@@ -45,17 +45,29 @@ func TestComposeIsSecureByDefault(t *testing.T) {
 		Services map[string]struct {
 			EnvFile []string `yaml:"env_file"`
 			Ports   []string `yaml:"ports"`
+			Volumes []string `yaml:"volumes"`
 		} `yaml:"services"`
 	}
 	if err := yaml.Unmarshal(b, &compose); err != nil {
 		t.Fatal(err)
 	}
-	merged := func(files []string) map[string]string {
+	// merged is a service's environment, with the paths of the files
+	// mounted into its container (the module keys) as seen from here.
+	merged := func(files, volumes []string) map[string]string {
 		env := map[string]string{}
 		for _, f := range files {
 			for k, v := range readEnvFile(t, "../"+f) {
 				env[k] = v
 			}
+		}
+		for k, v := range env {
+			for _, vol := range volumes {
+				parts := strings.Split(vol, ":")
+				if len(parts) >= 2 {
+					v = strings.ReplaceAll(v, parts[1], "../"+strings.TrimPrefix(parts[0], "./"))
+				}
+			}
+			env[k] = v
 		}
 		return env
 	}
@@ -71,14 +83,14 @@ func TestComposeIsSecureByDefault(t *testing.T) {
 			if !slices.Contains(svc.EnvFile, "config/auth.env") {
 				t.Errorf("%s does not take config/auth.env", name)
 			}
-			if _, err := LoadStorage(merged(svc.EnvFile)); err != nil {
+			if _, err := LoadStorage(merged(svc.EnvFile, svc.Volumes)); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 		case strings.HasPrefix(name, "circulation-"):
 			if !slices.Contains(svc.EnvFile, "config/auth.env") {
 				t.Errorf("%s does not take config/auth.env", name)
 			}
-			if _, err := LoadCirculation(merged(svc.EnvFile)); err != nil {
+			if _, err := LoadCirculation(merged(svc.EnvFile, svc.Volumes)); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 		}

@@ -169,6 +169,11 @@ type Auth struct {
 	JWTPublicKeyFile string `env:"AUTH_JWT_PUBLIC_KEY_FILE"`
 	// JWKSURL serves the keys as a JSON Web Key Set (RS256, ES256).
 	JWKSURL string `env:"AUTH_JWKS_URL"`
+	// AllowDevelopmentKeys lets the service start with a key this
+	// repository publishes (config/auth.env's secret, config/dev-keys/),
+	// warning on /admin/health: for docker-compose on a developer's
+	// machine only.
+	AllowDevelopmentKeys bool `env:"AUTH_ALLOW_DEVELOPMENT_KEYS" envDefault:"false"`
 }
 
 func (a Auth) validate() error {
@@ -190,6 +195,9 @@ func (a Auth) validate() error {
 		if a.JWTSecret != "" && len(a.JWTSecret) < 32 {
 			return errors.New("AUTH_JWT_SECRET must be at least 32 characters")
 		}
+		if a.JWTSecret == publishedSecret && !a.AllowDevelopmentKeys {
+			return errDevelopmentKey("AUTH_JWT_SECRET")
+		}
 	case "gateway", "none":
 		if keys != 0 {
 			return fmt.Errorf("AUTH_JWT_* and AUTH_JWKS_URL apply to AUTH_MODE=jwt only, not %s", a.Mode)
@@ -198,6 +206,23 @@ func (a Auth) validate() error {
 		return fmt.Errorf("AUTH_MODE must be gateway, jwt or none, got %q", a.Mode)
 	}
 	return nil
+}
+
+// developmentKeys reports whether a published development key is in
+// use: the secret, or one of files.
+func (a Auth) developmentKeys(files ...string) bool {
+	if a.Mode != "jwt" {
+		return false
+	}
+	if a.JWTSecret == publishedSecret {
+		return true
+	}
+	for _, f := range files {
+		if f != "" && isDevelopmentModuleKey(f) {
+			return true
+		}
+	}
+	return false
 }
 
 // LogValue names the mode and the key source, never the secret.

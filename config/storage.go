@@ -14,6 +14,23 @@ type Storage struct {
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8081"`
 	Database Database
 	Auth     Auth
+	// TrustedModules are the modules whose tokens jwt mode accepts, each
+	// with its P-256 public key: "circulation=/keys/circulation.pub.pem".
+	// Their tokens hold at most what the module declares
+	// (modulePermissions); without circulation here, circulation cannot
+	// call storage in jwt mode.
+	TrustedModules string `env:"AUTH_TRUSTED_MODULES"`
+	// CheckoutLockFeatureEnabled is the lock feature for a tenant that
+	// stored no checkoutLockFeature setting, as circulation's variable of
+	// the same name: with the feature on, storage opens a loan only under
+	// the borrower's live lock. Set both services alike.
+	CheckoutLockFeatureEnabled bool `env:"CHECKOUT_LOCK_FEATURE_ENABLED" envDefault:"false"`
+	// ItemLimitWithoutCriteria says what to do with an item limit whose
+	// circulation rule names neither a material type nor a loan type:
+	// "enforce" counts all the patron's open loans; "ignore" lets the
+	// check-out through, as FOLIO does. Storage decides it, in validation
+	// and in the check-out's write alike.
+	ItemLimitWithoutCriteria string `env:"ITEM_LIMIT_WITHOUT_CRITERIA" envDefault:"enforce"`
 	// LockDefaultTTLMs is a lock's lifetime when the request names none.
 	LockDefaultTTLMs int `env:"LOCK_DEFAULT_TTL_MS" envDefault:"3000"`
 	// LockMaxTTLMs is the longest lifetime a request may ask for.
@@ -90,6 +107,10 @@ func (c Storage) Validate() error {
 	if err := c.Auth.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateTrustedModules()...)
+	if c.ItemLimitWithoutCriteria != "enforce" && c.ItemLimitWithoutCriteria != "ignore" {
+		errs = append(errs, fmt.Errorf("ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got %q", c.ItemLimitWithoutCriteria))
+	}
 	if c.LockMaxTTLMs < 1 {
 		errs = append(errs, fmt.Errorf("LOCK_MAX_TTL_MS must be at least 1, got %d", c.LockMaxTTLMs))
 	}
@@ -139,12 +160,50 @@ func (c Storage) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validateTrustedModules checks AUTH_TRUSTED_MODULES: jwt mode only,
+// name=file pairs of readable public keys, the published development key
+// only when allowed.
+func (c Storage) validateTrustedModules() []error {
+	if c.TrustedModules == "" {
+		return nil
+	}
+	if c.Auth.Mode != "jwt" {
+		return []error{fmt.Errorf("AUTH_TRUSTED_MODULES applies to AUTH_MODE=jwt only, not %s", c.Auth.Mode)}
+	}
+	files, err := moduleKeyFiles(c.TrustedModules)
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	for _, f := range files {
+		if _, err := publicKeyOfFile(f); err != nil {
+			errs = append(errs, fmt.Errorf("AUTH_TRUSTED_MODULES: %s: %v", f, err))
+		} else if isDevelopmentModuleKey(f) && !c.Auth.AllowDevelopmentKeys {
+			errs = append(errs, errDevelopmentKey("AUTH_TRUSTED_MODULES ("+f+")"))
+		}
+	}
+	return errs
+}
+
+// Warnings are what the configuration itself must tell an operator, on
+// /admin/health too: a published development key in use.
+func (c Storage) Warnings() []string {
+	files, _ := moduleKeyFiles(c.TrustedModules)
+	if c.Auth.developmentKeys(files...) {
+		return []string{DevelopmentWarning}
+	}
+	return nil
+}
+
 // LogValue lists the configuration for the start-up log, password masked.
 func (c Storage) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("database", c.Database.Redacted()),
 		slog.Any("auth", c.Auth.LogValue()),
+		slog.String("trusted_modules", c.TrustedModules),
+		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),
+		slog.String("item_limit_without_criteria", c.ItemLimitWithoutCriteria),
 		slog.Int("db_max_conns", int(c.Database.MaxConns)),
 		slog.Int("lock_default_ttl_ms", c.LockDefaultTTLMs),
 		slog.Int("lock_max_ttl_ms", c.LockMaxTTLMs),

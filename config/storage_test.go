@@ -65,6 +65,13 @@ func TestStorageInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"LOG_LEVEL": "verbose"}, `LOG_LEVEL="verbose" is not one of debug, info, warn, error`},
 		{map[string]string{"LOCK_SWEEP_INTERVAL": "0s"}, "LOCK_SWEEP_INTERVAL must be a positive duration"},
 		{map[string]string{"MAX_BODY_BYTES": "10"}, "MAX_BODY_BYTES must be at least 1024"},
+		{map[string]string{"ITEM_LIMIT_WITHOUT_CRITERIA": "folio"}, `ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got "folio"`},
+		{map[string]string{"AUTH_MODE": "gateway", "AUTH_TRUSTED_MODULES": "circulation=dev-keys/circulation-module.pub.pem"},
+			"AUTH_TRUSTED_MODULES applies to AUTH_MODE=jwt only"},
+		{map[string]string{"AUTH_MODE": "jwt", "AUTH_JWT_SECRET": strings.Repeat("s", 32), "AUTH_TRUSTED_MODULES": "circulation"},
+			`AUTH_TRUSTED_MODULES: "circulation" is not module=public-key-file`},
+		{map[string]string{"AUTH_MODE": "jwt", "AUTH_JWT_SECRET": strings.Repeat("s", 32), "AUTH_TRUSTED_MODULES": "circulation=nope.pem"},
+			"AUTH_TRUSTED_MODULES: nope.pem"},
 	}
 	for _, tt := range tests {
 		_, err := LoadStorage(tt.env)

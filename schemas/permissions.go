@@ -27,6 +27,11 @@ type Route struct {
 	Permission string
 	// Display is the permission's displayName in the descriptor.
 	Display string
+	// ModulePermissions are what the service's handler of this route may
+	// do in the services it calls, whoever its caller is (FOLIO's
+	// modulePermissions): circulation calls storage as itself, with
+	// exactly these, never with its caller's token.
+	ModulePermissions []string
 }
 
 // The interfaces, with their versions.
@@ -65,36 +70,44 @@ func crud(iface, path, prefix, what string) []Route {
 // Routes is every route of both services.
 var Routes = slices.Concat(
 	[]Route{
-		// circulation
-		{ServiceCirculation, InterfaceCirculation, "POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out"},
-		{ServiceCirculation, InterfaceCirculation, "POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in"},
-		{ServiceCirculation, InterfaceCirculation, "GET", "/circulation/loans", "circulation.loans.collection.get", "list loans"},
-		{ServiceCirculation, InterfaceCirculation, "GET", "/circulation/loans/{id}", "circulation.loans.item.get", "read a loan"},
-		{ServiceCirculation, InterfaceCirculation, "GET", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.get", "read the check-out lock settings"},
-		{ServiceCirculation, InterfaceCirculation, "PUT", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.put", "change the check-out lock settings"},
-		{ServiceCirculation, InterfaceCirculation, "PATCH", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.put", "change the check-out lock settings"},
-		{ServiceCirculation, InterfaceCirculation, "GET", "/circulation/check-out-locks", "circulation.check-out-locks.collection.get", "list the live check-out locks with their patrons and holders"},
-		{ServiceCirculation, InterfaceCirculation, "GET", "/circulation/check-out-locks/history", "circulation.check-out-locks.history.get", "read the check-out lock history"},
-		{ServiceCirculation, InterfaceCirculation, "DELETE", "/circulation/check-out-locks/{id}", "circulation.check-out-locks.item.delete", "release a check-out lock"},
+		// circulation: each handler calls storage as circulation, holding
+		// only the storage permissions it needs.
+		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...),
+		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...),
+		circ("GET", "/circulation/loans", "circulation.loans.collection.get", "list loans", "circulation-storage.loans.collection.get"),
+		circ("GET", "/circulation/loans/{id}", "circulation.loans.item.get", "read a loan", "circulation-storage.loans.item.get"),
+		circ("GET", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.get", "read the check-out lock settings",
+			settingsReadModule...),
+		circ("PUT", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.put", "change the check-out lock settings",
+			settingsWriteModule...),
+		circ("PATCH", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.put", "change the check-out lock settings",
+			settingsWriteModule...),
+		circ("GET", "/circulation/check-out-locks", "circulation.check-out-locks.collection.get",
+			"list the live check-out locks with their patrons and holders",
+			"checkout-lock-storage.checkout-locks.collection.get", "users.item.get"),
+		circ("GET", "/circulation/check-out-locks/history", "circulation.check-out-locks.history.get", "read the check-out lock history",
+			"checkout-lock-storage.checkout-locks.history.get", "users.item.get"),
+		circ("DELETE", "/circulation/check-out-locks/{id}", "circulation.check-out-locks.item.delete", "release a check-out lock",
+			"checkout-lock-storage.checkout-locks.item.delete", PermissionReleaseOthers),
 
 		// circulation-storage: the lock
-		{ServiceStorage, InterfaceCheckOutLockStorage, "POST", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.item.post", "acquire a patron's check-out lock"},
-		{ServiceStorage, InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.collection.get", "list check-out locks"},
-		{ServiceStorage, InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.get", "read a check-out lock"},
-		{ServiceStorage, InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/history", "checkout-lock-storage.checkout-locks.history.get", "read the check-out lock history"},
-		{ServiceStorage, InterfaceCheckOutLockStorage, "DELETE", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.delete", "release a check-out lock"},
+		stor(InterfaceCheckOutLockStorage, "POST", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.item.post", "acquire a patron's check-out lock"),
+		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.collection.get", "list check-out locks"),
+		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.get", "read a check-out lock"),
+		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/history", "checkout-lock-storage.checkout-locks.history.get", "read the check-out lock history"),
+		stor(InterfaceCheckOutLockStorage, "DELETE", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.delete", "release a check-out lock"),
 
 		// circulation-storage: the item limit and the rules
-		{ServiceStorage, InterfaceLoanStorage, "GET", "/check-out-storage/validation", "circulation-storage.check-out.validation.get", "read everything a check-out's validation needs"},
-		{ServiceStorage, InterfaceLoanStorage, "GET", "/loan-storage/loans/open-count", "circulation-storage.loans.open-count.get", "count a patron's open loans"},
-		{ServiceStorage, InterfaceCirculationRules, "GET", "/circulation-rules-storage", "circulation-storage.circulation-rules.get", "read the circulation rules"},
-		{ServiceStorage, InterfaceCirculationRules, "PUT", "/circulation-rules-storage", "circulation-storage.circulation-rules.put", "change the circulation rules"},
-		{ServiceStorage, InterfaceCirculationRules, "GET", "/circulation-rules-storage/loan-policy", "circulation-storage.circulation-rules.loan-policy.get", "find the loan policy that applies"},
+		stor(InterfaceLoanStorage, "GET", "/check-out-storage/validation", "circulation-storage.check-out.validation.get", "read everything a check-out's validation needs"),
+		stor(InterfaceLoanStorage, "GET", "/loan-storage/loans/open-count", "circulation-storage.loans.open-count.get", "count a patron's open loans"),
+		stor(InterfaceCirculationRules, "GET", "/circulation-rules-storage", "circulation-storage.circulation-rules.get", "read the circulation rules"),
+		stor(InterfaceCirculationRules, "PUT", "/circulation-rules-storage", "circulation-storage.circulation-rules.put", "change the circulation rules"),
+		stor(InterfaceCirculationRules, "GET", "/circulation-rules-storage/loan-policy", "circulation-storage.circulation-rules.loan-policy.get", "find the loan policy that applies"),
 
 		// circulation-storage: the tenant interface, called by the platform
-		{ServiceStorage, InterfaceTenant, "POST", "/_/tenant", "circulation-storage.tenant.post", "initialise, upgrade or purge a tenant"},
-		{ServiceStorage, InterfaceTenant, "GET", "/_/tenant/{id}", "circulation-storage.tenant.get", "read a tenant job"},
-		{ServiceStorage, InterfaceTenant, "DELETE", "/_/tenant/{id}", "circulation-storage.tenant.delete", "forget a tenant job"},
+		stor(InterfaceTenant, "POST", "/_/tenant", "circulation-storage.tenant.post", "initialise, upgrade or purge a tenant"),
+		stor(InterfaceTenant, "GET", "/_/tenant/{id}", "circulation-storage.tenant.get", "read a tenant job"),
+		stor(InterfaceTenant, "DELETE", "/_/tenant/{id}", "circulation-storage.tenant.delete", "forget a tenant job"),
 	},
 	crud(InterfaceUserGroups, "/groups", "usergroups", "patron groups"),
 	crud(InterfaceMaterialTypes, "/material-types", "inventory-storage.material-types", "material types"),
@@ -193,35 +206,104 @@ const (
 	RoleTenantAdmin = "circulation.role.tenant-admin"
 )
 
-// checkOutNeeds are the storage permissions a check-out and a check-in use
-// when circulation calls storage with the caller's token: a role that may
-// check out holds them.
-var checkOutNeeds = []string{
-	"users.collection.get", "inventory-storage.items.collection.get", "inventory-storage.items.item.put",
-	"circulation-storage.loans.collection.get", "circulation-storage.loans.item.get", "circulation-storage.loans.item.post",
-	"circulation-storage.loans.item.put", "circulation-storage.loans.open-count.get",
-	"circulation-storage.circulation-rules.loan-policy.get", "circulation-storage.loan-policies.item.get",
-	"circulation-storage.check-out.validation.get",
-	"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
-	"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
+// stor is a route of circulation-storage.
+func stor(iface, method, path, permission, display string) Route {
+	return Route{Service: ServiceStorage, Interface: iface, Method: method, Path: path, Permission: permission, Display: display}
 }
+
+// circ is a route of circulation whose handler calls storage with the
+// module permissions modulePerms.
+func circ(method, path, permission, display string, modulePerms ...string) Route {
+	return Route{Service: ServiceCirculation, Interface: InterfaceCirculation, Method: method, Path: path,
+		Permission: permission, Display: display, ModulePermissions: modulePerms}
+}
+
+// PermissionReleaseOthers lets a caller release a live check-out lock that
+// another identity acquired (a lock id alone is not enough): beside the
+// release route's own permission, it is what the operator's release through
+// circulation's lock console holds. Every such release is in the lock
+// history, naming who released it.
+const PermissionReleaseOthers = "checkout-lock-storage.checkout-locks.release-others"
+
+// What circulation's handlers may do in storage (their module
+// permissions). A check-out reads what validation needs and the settings,
+// takes and gives back the patron's lock, and writes the loan (reading it
+// back when the write's answer is lost); a check-in finds the item and its
+// open loan and writes the check-in (an item without a loan changes alone).
+var (
+	checkOutModule = []string{
+		"circulation-storage.check-out.validation.get",
+		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
+		"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
+		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get",
+	}
+	checkInModule = []string{
+		"inventory-storage.items.collection.get", "inventory-storage.items.item.put",
+		"circulation-storage.loans.collection.get", "circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
+	}
+	settingsReadModule  = []string{"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation")}
+	settingsWriteModule = []string{"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
+		"mod-settings.entries.item.post", "mod-settings.entries.item.put", SettingsScopeWrite("mod-circulation")}
+)
+
+// ModulePermissionsOf is every permission service's handlers may hold when
+// they call another service (the union of its routes' ModulePermissions):
+// a module token of service holding anything else is refused.
+func ModulePermissionsOf(service string) []string {
+	var out []string
+	for _, r := range Routes {
+		if r.Service != service {
+			continue
+		}
+		for _, p := range r.ModulePermissions {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// ModulePermissionsFor is the module permissions of service's route
+// (method, and path in FOLIO's notation or a router's); nil for a route
+// that calls nothing or is not in the table.
+func ModulePermissionsFor(service, method, path string) []string {
+	return modulePermissionIndex[routeKey{service, method, path}]
+}
+
+// modulePermissionIndex is ModulePermissions by route, as permissionIndex.
+var modulePermissionIndex = func() map[routeKey][]string {
+	m := map[routeKey][]string{}
+	for _, r := range Routes {
+		if len(r.ModulePermissions) > 0 {
+			m[routeKey{r.Service, r.Method, r.Path}] = r.ModulePermissions
+			m[routeKey{r.Service, r.Method, routerPath(r.Path)}] = r.ModulePermissions
+		}
+	}
+	return m
+}()
+
+// The roles hold permissions of circulation only: whoever checks out,
+// changes the settings or watches the locks does it through circulation,
+// which calls storage as itself. Only the tenant administrator reaches
+// storage directly.
+var (
+	selfCheckRole = []string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post"}
+	librarianRole = slices.Concat(selfCheckRole, []string{
+		"circulation.loans.collection.get", "circulation.loans.item.get",
+		"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put"})
+	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
+		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get"}
+)
 
 // PermissionSets are the roles.
 var PermissionSets = []PermissionSet{
-	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in.",
-		slices.Concat([]string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post"}, checkOutNeeds)},
+	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in.", selfCheckRole},
 	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, and reading loans.",
-		slices.Concat([]string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post",
-			"circulation.loans.collection.get", "circulation.loans.item.get",
-			"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
-			"mod-settings.entries.item.post", "mod-settings.entries.item.put", SettingsScopeWrite("mod-circulation")}, checkOutNeeds)},
-	{RoleOperator, "Circulation: operator", "Read the check-out locks, their history and the lock settings, and release a lock.",
-		[]string{"checkout-lock-storage.checkout-locks.collection.get", "checkout-lock-storage.checkout-locks.item.get",
-			"checkout-lock-storage.checkout-locks.item.delete", "checkout-lock-storage.checkout-locks.history.get",
-			"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
-			"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get",
-			"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), "users.collection.get", "users.item.get"}},
-	{RoleTenantAdmin, "Circulation: tenant administrator", "Initialise, upgrade and purge tenants, and load the library's records.",
+		librarianRole},
+	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, and read the lock settings.",
+		operatorRole},
+	{RoleTenantAdmin, "Circulation: tenant administrator", "Every permission of both modules: initialise, upgrade and purge tenants, load the library's records, and call storage directly.",
 		tenantAdmin()},
 }
 
@@ -233,7 +315,7 @@ func tenantAdmin() []string {
 			out = append(out, r.Permission)
 		}
 	}
-	return append(out, SettingsScopeRead("mod-circulation"), SettingsScopeWrite("mod-circulation"))
+	return append(out, SettingsScopeRead("mod-circulation"), SettingsScopeWrite("mod-circulation"), PermissionReleaseOthers)
 }
 
 // PermissionSetNamed returns the permission set named name.

@@ -24,14 +24,6 @@ const (
 	// check-in's writes, in one transaction: the item becomes Available at
 	// the version after the one named.
 	HeaderCheckInItemVersion = "X-Check-In-Item-Version"
-	// HeaderItemLimit on a check-out's write makes storage count the
-	// patron's open loans in the write's own transaction, under the lock's
-	// fence, and refuse (CodeItemLimitReached) at this many; the loans
-	// counted are of the material type and of the loan type the other two
-	// headers name, when they name one.
-	HeaderItemLimit             = "X-Check-Out-Item-Limit"
-	HeaderItemLimitMaterialType = "X-Check-Out-Limit-Material-Type-Id"
-	HeaderItemLimitLoanType     = "X-Check-Out-Limit-Loan-Type-Id"
 	// HeaderReleaseLock "true" on a check-out's write under a lock
 	// (HeaderLockID) releases the lock in the write's own transaction when
 	// the loan is written, waking the patron's waiters as a release does:
@@ -132,10 +124,27 @@ const (
 	CodeItemChanged      = "ITEM_CHANGED"
 	CodeNoOpenLoan       = "NO_OPEN_LOAN"
 
+	// What storage refuses whoever calls, so that a loan, an item's status
+	// and the item limit change only as a check-out or a check-in changes
+	// them. CodeLockRequired: the tenant's lock feature is on and a loan
+	// was to be opened without the borrower's live lock.
+	// CodeCheckOutRequired: a loan is opened only by a check-out's write.
+	// CodeCheckInRequired: a loan is closed (or removed while open) only by
+	// a check-in's write. CodeItemStatusByCirculation: an item's status
+	// moves to Checked out only with a check-out's loan, and away from it
+	// only while the item has no open loan.
+	CodeLockRequired            = "LOCK_REQUIRED"
+	CodeCheckOutRequired        = "CHECK_OUT_REQUIRED"
+	CodeCheckInRequired         = "CHECK_IN_REQUIRED"
+	CodeItemStatusByCirculation = "ITEM_STATUS_BY_CIRCULATION_ONLY"
+
 	// Failures the client may retry.
 	CodeDatabaseUnavailable = "DATABASE_UNAVAILABLE"
 	CodeStorageUnavailable  = "STORAGE_UNAVAILABLE"
 	CodeTimeout             = "REQUEST_TIMEOUT"
+
+	// Who may do what (the envelope of a 403 names the permission).
+	CodeForbidden = "FORBIDDEN"
 
 	// A bug.
 	CodeInternal = "INTERNAL_ERROR"

@@ -14,9 +14,12 @@ const Columns = `id, user_id, creation_date, expires_at, ttl_ms, holder`
 // between looking and writing: it inserts the patron's lock, or, when the
 // patron's row exists but has expired, takes it over with a new id. A live
 // row makes the conflict's WHERE false, so nothing is written and no row is
-// returned, unless the request names the live lock's own id: then it is the
-// holder asking again (its first answer lost, or to extend the lock), and the
-// lock is renewed, keeping its id and creation date. The holder asking again
+// returned, unless the request names the live lock's own id and comes from
+// the lock's owner (SameOwner: the holder's acquiredBy and
+// acquiredByModule): then it is the holder asking again (its first answer
+// lost, or to extend the lock), and the lock is renewed, keeping its id and
+// creation date. A lock id alone renews nothing: anyone else naming it is
+// refused as any other acquirer. The holder asking again
 // after its lock expired takes it over like anyone else: a new creation date.
 //
 // Two flags tell the outcomes apart: inserted (xmax = 0 only for a freshly
@@ -31,7 +34,7 @@ const Columns = `id, user_id, creation_date, expires_at, ttl_ms, holder`
 //
 // Parameters: $1 user id, $2 TTL in milliseconds, $3 lock id or NULL for a
 // new random one, $4 holder.
-const Acquire = `
+var Acquire = `
 INSERT INTO %[1]s AS l (id, user_id, expires_at, ttl_ms, holder)
 VALUES (coalesce($3::uuid, gen_random_uuid()), $1, now() + $2::integer * interval '1 millisecond', $2, $4::jsonb)
 ON CONFLICT (user_id) DO UPDATE
@@ -42,7 +45,7 @@ ON CONFLICT (user_id) DO UPDATE
        holder = excluded.holder,
        previous = CASE WHEN l.id = excluded.id AND l.expires_at > now() THEN NULL
                        ELSE jsonb_build_object('lockId', l.id, 'holder', l.holder, 'expiresAt', l.expires_at) END
- WHERE l.expires_at <= now() OR l.id = excluded.id
+ WHERE l.expires_at <= now() OR (l.id = excluded.id AND ` + SameOwner("l.holder", "excluded.holder") + `)
 RETURNING ` + AcquireColumns + `, xmax = 0 AS inserted, creation_date = now() AS fresh, previous`
 
 // AcquireColumns are the lock's columns Acquire returns: Columns but the
@@ -51,25 +54,44 @@ const AcquireColumns = `id, user_id, creation_date, expires_at, ttl_ms`
 
 // Release deletes a lock by id whatever its expiry, so an expired lock is
 // cleaned up, and says whether it was still live: for a client an expired
-// lock is the same as none. When someone is waiting for the patron's lock
-// (a live row in check_out_lock_waiter, see Watch), it announces the release
+// lock is the same as none. A live lock is deleted only for its owner
+// ($3 user and $4 module, NULL when not known, as SameOwner compares them)
+// or with $5 true (the caller may release others' locks): otherwise no row
+// is returned, as for no lock at all, and the caller asks which it was.
+// When someone is waiting for the patron's lock (a live row in
+// check_out_lock_waiter, see Watch), it announces the release
 // on ReleaseChannel with the payload "<tenant>:<userId>" (see Announce),
 // from the deleting statement's own transaction: PostgreSQL delivers a
 // notification only when its transaction commits, so no waiter is woken
 // before the row is gone. An uncontended release does not notify: PostgreSQL
 // serialises the commits of notifying transactions. It also says whether it
 // notified, and returns the holder, for the history, and the holder's
-// acquiredBy on its own, so that the common release (by the user who
-// acquired) need not decode the holder to know it is the common one.
+// acquiredBy and acquiredByModule on their own, so that the common release
+// (by its owner) need not decode the holder to know it is the common one.
 //
 // Each statement here takes the lock table as its fmt argument; Release
-// takes the waiter table as the second. Parameters: $1 lock id, $2 tenant.
+// takes the waiter table as the second. Parameters: $1 lock id, $2 tenant,
+// $3 and $4 the releasing user and module, $5 whether it may release
+// others' locks.
 var Release = `
-WITH released AS (DELETE FROM %[1]s WHERE id = $1 RETURNING user_id, expires_at > now() AS live, holder)
-SELECT live, holder, holder->>'acquiredBy' AS acquired_by,
+WITH released AS (
+    DELETE FROM %[1]s
+     WHERE id = $1
+       AND (expires_at <= now() OR $5::boolean
+            OR (holder->>'acquiredBy' IS NOT DISTINCT FROM $3::text AND holder->>'acquiredByModule' IS NOT DISTINCT FROM $4::text))
+    RETURNING user_id, expires_at > now() AS live, holder)
+SELECT live, holder, holder->>'acquiredBy' AS acquired_by, holder->>'acquiredByModule' AS acquired_by_module,
        ` + Announce("%[2]s", "$2") + ` AS notified,
        user_id
   FROM released`
+
+// SameOwner is the condition that the holders a and b (jsonb expressions,
+// NULL when nothing is known) name the same owner: the user and the module
+// that acquired the lock, either absent in both.
+func SameOwner(a, b string) string {
+	return `(` + a + `->>'acquiredBy') IS NOT DISTINCT FROM (` + b + `->>'acquiredBy')
+        AND (` + a + `->>'acquiredByModule') IS NOT DISTINCT FROM (` + b + `->>'acquiredByModule')`
+}
 
 // ReleaseChannel is the notification channel on which releases are
 // announced, with the payload "<tenant>:<userId>".

@@ -40,6 +40,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // Routes, as Call.Route names them.
@@ -82,7 +83,6 @@ type Call struct {
 	Tenant    string // X-Okapi-Tenant
 	RequestID string // X-Okapi-Request-Id
 	LockID    string // X-Check-Out-Lock-Id
-	ItemLimit string // X-Check-Out-Item-Limit
 	// ReleaseLock is X-Check-Out-Release-Lock.
 	ReleaseLock string
 	Body        string
@@ -193,6 +193,13 @@ type Fake struct {
 	loanUpdatesAfterCommit bool
 	settingsFail           int
 	openCounts             []int
+	// lockFeature is the lock feature for a tenant that stored no
+	// setting (storage's CHECKOUT_LOCK_FEATURE_ENABLED); see
+	// SetLockFeatureDefault.
+	lockFeature bool
+	// unscopedIgnored: a limit whose rule names neither a material nor a
+	// loan type is not enforced (see IgnoreUnscopedItemLimits).
+	unscopedIgnored bool
 }
 
 type loanFault int
@@ -286,8 +293,8 @@ func (f *Fake) record(mux *http.ServeMux) http.Handler {
 		}
 		f.calls = append(f.calls, Call{Route: route, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 			Tenant: tenant, RequestID: r.Header.Get(schemas.HeaderRequestID), LockID: r.Header.Get(schemas.HeaderLockID),
-			ItemLimit: r.Header.Get(schemas.HeaderItemLimit), ReleaseLock: r.Header.Get(schemas.HeaderReleaseLock),
-			Body: string(body), Status: rec.status, WaitMs: waitMsOf(body)})
+			ReleaseLock: r.Header.Get(schemas.HeaderReleaseLock),
+			Body:        string(body), Status: rec.status, WaitMs: waitMsOf(body)})
 	})
 }
 
@@ -655,6 +662,12 @@ func (f *Fake) putItem(w http.ResponseWriter, r *http.Request) {
 	case version(doc) != version(stored):
 		writeError(w, 409, schemas.CodeVersionConflict, fmt.Sprintf("Cannot update record %s because it has been changed: stored _version is %d, request has %d",
 			r.PathValue("id"), version(stored), version(doc)), "_version", strconv.Itoa(version(stored)))
+	case statusName(doc) == "Checked out" && statusName(stored) != "Checked out":
+		writeError(w, 422, schemas.CodeItemStatusByCirculation, "Item "+r.PathValue("id")+" becomes Checked out only with its loan, by a check-out",
+			"status", "Checked out")
+	case statusName(doc) != "Checked out" && statusName(stored) == "Checked out" && f.hasOpenLoan(r.PathValue("id")):
+		writeError(w, 422, schemas.CodeItemStatusByCirculation, "Item "+r.PathValue("id")+" has an open loan: it leaves Checked out only by the check-in that closes the loan",
+			"status", statusName(doc))
 	default:
 		fault := loanCreated
 		if len(f.itemFails) > 0 {
@@ -705,8 +718,35 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	if doc["id"] == nil {
 		doc["id"] = uuid.NewString()
 	}
-	// The check-out headers are read before anything is written, and
-	// refused as storage refuses them.
+	// A loan opens only by a check-out's write; its headers are read
+	// before anything is written, and refused as storage refuses them.
+	if statusName(doc) != "Open" {
+		for _, h := range []string{schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderReleaseLock} {
+			if r.Header.Get(h) != "" {
+				writeError(w, 422, schemas.CodeValidation, fmt.Sprintf("status: a check-out's write opens a loan: its status must be Open, got %q",
+					statusName(doc)), "status", statusName(doc))
+				return
+			}
+		}
+		f.loans = append(f.loans, doc)
+		w.Header().Set("Location", "/loan-storage/loans/"+str(doc["id"]))
+		writeJSON(w, 201, doc)
+		return
+	}
+	if r.Header.Get(schemas.HeaderItemVersion) == "" {
+		writeError(w, 422, schemas.CodeCheckOutRequired, "A loan is opened only by a check-out's write, which checks its item out with it: name the _version of the item read in "+
+			schemas.HeaderItemVersion+" (and the borrower's lock in "+schemas.HeaderLockID+" while the check-out lock is on)")
+		return
+	}
+	itemVersion, ok := headerVersion(w, r, schemas.HeaderItemVersion)
+	if !ok {
+		return
+	}
+	if d, err := time.Parse(time.RFC3339Nano, str(doc["loanDate"])); err == nil && d.After(time.Now().Add(5*time.Minute)) {
+		writeError(w, 422, schemas.CodeValidation, "loanDate: "+str(doc["loanDate"])+" is more than 5m0s ahead of this server's clock",
+			"loanDate", str(doc["loanDate"]))
+		return
+	}
 	lockID := r.Header.Get(schemas.HeaderLockID)
 	if lockID != "" && !validUUID(lockID) {
 		writeError(w, 400, schemas.CodeInvalidID, "Invalid lock id in "+schemas.HeaderLockID, "lockId", lockID)
@@ -725,45 +765,27 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, schemas.CodeInvalidHeader, schemas.HeaderReleaseLock+" must be true or false", "releaseLock", v)
 		return
 	}
-	itemVersion, ok := headerVersion(w, r, schemas.HeaderItemVersion)
-	if !ok {
+	// Then the conditions, in storage's order: the lock required, the
+	// fence (the lock live, the borrower's and the caller's), the item
+	// limit the rules set, the item's version, and last the one open loan
+	// per item.
+	if lockID == "" && f.lockFeatureOn() {
+		writeError(w, 422, schemas.CodeLockRequired, "The check-out lock is on for this tenant: a loan is opened only under the borrower's live lock ("+
+			schemas.HeaderLockID+"); nothing was written")
 		return
 	}
-	var limit int
-	var limitMT, limitLT string
-	if v := r.Header.Get(schemas.HeaderItemLimit); v != "" {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 1 {
-			writeError(w, 400, schemas.CodeInvalidHeader, schemas.HeaderItemLimit+" must be an integer from 1 to 2147483647", "itemLimit", v)
-			return
-		}
-		limit = int(n)
-		for _, h := range []struct {
-			name string
-			to   *string
-		}{{schemas.HeaderItemLimitMaterialType, &limitMT}, {schemas.HeaderItemLimitLoanType, &limitLT}} {
-			if v := r.Header.Get(h.name); v != "" {
-				if !validUUID(v) {
-					writeError(w, 400, schemas.CodeInvalidHeader, h.name+" must be a UUID", h.name, v)
-					return
-				}
-				*h.to = strings.ToLower(v)
-			}
-		}
-	}
-	// Then the conditions, in storage's order: the fence, the item limit,
-	// the item's version, and last the one open loan per item.
 	if lockID != "" {
 		held := false
+		caller := r.Header.Get(schemas.HeaderUserID)
 		for _, l := range f.locks {
 			if f.loseLock && l.ID == lockID {
 				l.ExpiresAt = time.Now().Add(-time.Millisecond)
 			}
-			held = held || (l.ID == lockID && l.UserID == doc["userId"] && f.live(l))
+			held = held || (l.ID == lockID && l.UserID == doc["userId"] && f.live(l) && l.Holder["acquiredBy"] == caller)
 		}
 		if !held {
 			writeError(w, 409, schemas.CodeLockLost,
-				"Check-out lock "+lockID+" is not held for this patron (it expired or was released); nothing was written", "lockId", lockID)
+				"Check-out lock "+lockID+" is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", "lockId", lockID)
 			return
 		}
 	}
@@ -771,23 +793,23 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
 		return
 	}
-	if limit > 0 {
-		if open := f.countOpen(str(doc["userId"]), limitMT, limitLT); open >= limit {
-			writeError(w, 422, schemas.CodeItemLimitReached, fmt.Sprintf("Patron has reached maximum limit of %d items", limit),
-				"itemLimit", strconv.Itoa(limit), "openLoans", strconv.Itoa(open))
-			return
+	if item := find(f.items, str(doc["itemId"])); item != nil {
+		if limit, mt, lt := f.itemLimit(item); limit > 0 {
+			if open := f.countOpen(str(doc["userId"]), mt, lt); open >= limit {
+				writeError(w, 422, schemas.CodeItemLimitReached, fmt.Sprintf("Patron has reached maximum limit of %d items", limit),
+					"itemLimit", strconv.Itoa(limit), "openLoans", strconv.Itoa(open))
+				return
+			}
 		}
 	}
 	// A check-out's loan moves its item to Checked out in the same
 	// transaction, at the version the check-out read.
-	var item map[string]any
-	if itemVersion > 0 {
-		if item = f.loanItemAt(w, doc, itemVersion, "check out"); item == nil {
-			return
-		}
+	item := f.loanItemAt(w, doc, itemVersion, "check out")
+	if item == nil {
+		return
 	}
 	for _, l := range f.loans {
-		if l["itemId"] == doc["itemId"] && statusName(l) == "Open" && statusName(doc) == "Open" {
+		if l["itemId"] == doc["itemId"] && statusName(l) == "Open" {
 			writeError(w, 422, schemas.CodeItemHasOpenLoan, "Cannot have more than one open loan for the same item", "itemId", str(doc["itemId"]))
 			return
 		}
@@ -796,10 +818,8 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 409, schemas.CodeConflict, "Loan "+str(doc["id"])+" already exists", "id", str(doc["id"]))
 		return
 	}
-	if item != nil {
-		item["status"] = map[string]any{"name": "Checked out", "date": time.Now().UTC().Format(schemas.TimeFormat)}
-		item["_version"] = version(item) + 1
-	}
+	item["status"] = map[string]any{"name": "Checked out", "date": time.Now().UTC().Format(schemas.TimeFormat)}
+	item["_version"] = version(item) + 1
 	f.loans = append(f.loans, doc)
 	if release {
 		// The lock goes with the loan, in the same transaction.
@@ -839,8 +859,29 @@ func (f *Fake) putLoan(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if find(f.loans, r.PathValue("id")) == nil {
+	stored := find(f.loans, r.PathValue("id"))
+	if stored == nil {
 		writeError(w, 404, schemas.CodeNotFound, "Loan not found", "id", r.PathValue("id"))
+		return
+	}
+	id, was, is := r.PathValue("id"), statusName(stored), statusName(doc)
+	same := stored["userId"] == doc["userId"] && stored["itemId"] == doc["itemId"]
+	switch {
+	case itemVersion > 0 && was != "Open":
+		writeError(w, 422, schemas.CodeNoOpenLoan, "Loan "+id+" is not open: there is nothing to check in", "loanId", id)
+		return
+	case itemVersion > 0 && (is != "Closed" || !same):
+		writeError(w, 422, schemas.CodeCheckInRequired, "A check-in closes the loan (status Closed) and changes neither its userId nor its itemId")
+		return
+	case itemVersion == 0 && was == "Open" && is != "Open":
+		writeError(w, 422, schemas.CodeCheckInRequired, "Loan "+id+" is open: it is closed only by a check-in ("+schemas.HeaderCheckInItemVersion+
+			"), which makes its item Available with it", "status", is)
+		return
+	case itemVersion == 0 && was != "Open" && is == "Open":
+		writeError(w, 422, schemas.CodeCheckOutRequired, "Loan "+id+" is closed and stays closed: a loan is opened only by a check-out", "status", is)
+		return
+	case itemVersion == 0 && was == "Open" && !same:
+		writeError(w, 422, schemas.CodeCheckInRequired, "Loan "+id+" is open: its userId and itemId do not change; check the item in, and out to the other patron")
 		return
 	}
 	if item != nil {
@@ -945,7 +986,16 @@ func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
 	user := firstWith(f.users, "barcode", q.Get("userBarcode"))
 	item := firstWith(f.items, "barcode", q.Get("itemBarcode"))
 	if user != nil {
-		out["user"] = user
+		// What a check-out decides on, never contact details.
+		personal, _ := user["personal"].(map[string]any)
+		names := map[string]any{}
+		for _, k := range []string{"firstName", "lastName"} {
+			if v, ok := personal[k]; ok {
+				names[k] = v
+			}
+		}
+		out["user"] = map[string]any{"id": user["id"], "barcode": user["barcode"], "active": user["active"],
+			"patronGroup": user["patronGroup"], "personal": names}
 	}
 	if item == nil {
 		writeJSON(w, 200, out)
@@ -976,9 +1026,86 @@ func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
 		if m.LoanTypeMatch {
 			lt = loanTypeOf(item)
 		}
-		out["openLoanCount"] = f.countOpen(str(user["id"]), mt, lt)
+		open := f.countOpen(str(user["id"]), mt, lt)
+		out["openLoanCount"] = open
+		if limit, mt, lt := f.itemLimit(item); limit > 0 {
+			l := map[string]any{"limit": limit, "openLoans": open}
+			if mt != "" {
+				l["materialTypeId"] = mt
+			}
+			if lt != "" {
+				l["loanTypeId"] = lt
+			}
+			out["itemLimit"] = l
+		}
 	}
 	writeJSON(w, 200, out)
+}
+
+// itemLimit is the item limit the rules set for a check-out of item, as
+// storage decides it: the matched policy's, when the rule names a
+// material type or a loan type (an unscoped limit is enforced, storage's
+// default), with what it counts; 0 when none.
+func (f *Fake) itemLimit(item map[string]any) (limit int, materialTypeID, loanTypeID string) {
+	if f.match == nil {
+		return 0, "", ""
+	}
+	p, ok := f.policies[f.match.LoanPolicyID]
+	if !ok || p.ItemLimit <= 0 || (f.unscopedIgnored && !f.match.MaterialTypeMatch && !f.match.LoanTypeMatch) {
+		return 0, "", ""
+	}
+	if f.match.MaterialTypeMatch {
+		materialTypeID = str(item["materialTypeId"])
+	}
+	if f.match.LoanTypeMatch {
+		loanTypeID = loanTypeOf(item)
+	}
+	return p.ItemLimit, materialTypeID, loanTypeID
+}
+
+// hasOpenLoan reports whether the item has an open loan.
+func (f *Fake) hasOpenLoan(itemID string) bool {
+	for _, l := range f.loans {
+		if l["itemId"] == itemID && statusName(l) == "Open" {
+			return true
+		}
+	}
+	return false
+}
+
+// lockFeatureOn is the tenant's lock feature as storage reads it in a
+// write: the stored setting's checkOutLockFeatureEnabled when it says,
+// else the default (SetLockFeatureDefault).
+func (f *Fake) lockFeatureOn() bool {
+	for _, st := range f.settings {
+		if st["scope"] != locksettings.Scope || st["key"] != locksettings.Key {
+			continue
+		}
+		raw, _ := json.Marshal(st["value"])
+		v, _ := locksettings.Decode(raw)
+		if v.CheckOutLockFeatureEnabled != nil {
+			return *v.CheckOutLockFeatureEnabled
+		}
+	}
+	return f.lockFeature
+}
+
+// IgnoreUnscopedItemLimits makes the fake a storage that follows FOLIO
+// (ITEM_LIMIT_WITHOUT_CRITERIA=ignore): a limit whose rule names neither a
+// material type nor a loan type is not enforced.
+func (f *Fake) IgnoreUnscopedItemLimits() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unscopedIgnored = true
+}
+
+// SetLockFeatureDefault sets the lock feature for a tenant that stored no
+// setting, as storage's CHECKOUT_LOCK_FEATURE_ENABLED does: on, a loan is
+// opened only under the borrower's lock.
+func (f *Fake) SetLockFeatureDefault(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lockFeature = on
 }
 
 // firstWith is the first doc whose field equals value, or nil.
@@ -1104,7 +1231,7 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 				row = l
 			}
 		}
-		if row == nil || row.ID == lockID || !f.live(row) {
+		if row == nil || (row.ID == lockID && row.Holder["acquiredBy"] == holder["acquiredBy"]) || !f.live(row) {
 			break
 		}
 		// Held by someone else: wait for a release, the holder's expiry or
@@ -1143,7 +1270,8 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 	now := time.Now().UTC()
 	switch {
 	case row != nil && row.ID == lockID && f.live(row):
-		// The holder asking again: renewed, id and creation date kept.
+		// The holder asking again: renewed, id and creation date kept
+		// (another caller naming its id waited above as for any lock).
 	case lockID != "" && slices.ContainsFunc(f.locks, func(l *Lock) bool {
 		return l.ID == lockID && l.UserID != userID && !l.Released && !l.replaced
 	}):
@@ -1259,7 +1387,7 @@ func (f *Fake) listSettings(w http.ResponseWriter, r *http.Request) {
 
 func (f *Fake) postSetting(w http.ResponseWriter, r *http.Request) {
 	doc, ok := f.bind(w, r, "setting.json")
-	if !ok {
+	if !ok || !checkSetting(w, doc) {
 		return
 	}
 	for _, s := range f.settings {
@@ -1282,7 +1410,7 @@ func (f *Fake) postSetting(w http.ResponseWriter, r *http.Request) {
 // another write came first (409 VERSION_CONFLICT), one without replaces.
 func (f *Fake) putSetting(w http.ResponseWriter, r *http.Request) {
 	doc, ok := f.bind(w, r, "setting.json")
-	if !ok {
+	if !ok || !checkSetting(w, doc) {
 		return
 	}
 	stored := find(f.settings, r.PathValue("id"))
@@ -1297,6 +1425,33 @@ func (f *Fake) putSetting(w http.ResponseWriter, r *http.Request) {
 		replace(f.settings, doc)
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// checkSetting refuses, as storage does, a check-out lock settings entry
+// out of bounds: one 422 entry for each field; ok is false when it
+// answered.
+func checkSetting(w http.ResponseWriter, doc map[string]any) bool {
+	if doc["scope"] != locksettings.Scope || doc["key"] != locksettings.Key {
+		return true
+	}
+	raw, _ := json.Marshal(doc["value"])
+	errs := locksettings.DefaultBounds(maxWaitMs * time.Millisecond).Validate(raw)
+	if len(errs) == 0 {
+		return true
+	}
+	var env struct {
+		Errors []map[string]any `json:"errors"`
+	}
+	for _, e := range errs {
+		field := "value"
+		if e.Field != "" {
+			field += "." + e.Field
+		}
+		env.Errors = append(env.Errors, map[string]any{"message": field + ": " + e.Message, "code": schemas.CodeValidation,
+			"parameters": []map[string]string{{"key": field, "value": e.Value}}})
+	}
+	writeJSON(w, 422, env)
+	return false
 }
 
 // Helpers.

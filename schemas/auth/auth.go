@@ -66,6 +66,10 @@ type Claims struct {
 	Permissions []string `json:"permissions"`
 	jwt.RegisteredClaims
 
+	// Module is the module whose token this is (its issuer), when it is a
+	// trusted module's token (see TrustedModule); "" for a user's.
+	Module string `json:"-"`
+
 	// held is Permissions as a set, made once when a verified token is
 	// remembered (see Verify); nil until then.
 	held map[string]struct{}
@@ -104,6 +108,12 @@ type KeyConfig struct {
 type Verifier struct {
 	keyfunc jwt.Keyfunc
 	parser  *jwt.Parser
+	// userMethods are the algorithms users' tokens may be signed with.
+	userMethods []string
+	// modules are the modules whose tokens are trusted, by name, and
+	// audience is this service, as their tokens must name it.
+	modules  map[string]trusted
+	audience string
 	// verified remembers the claims of tokens that verified, by the token,
 	// for a short while: a self-check machine sends the same token with
 	// every scan, and circulation passes it on to storage with every call,
@@ -142,7 +152,7 @@ func NewVerifier(ctx context.Context, cfg KeyConfig) (*Verifier, error) {
 		}
 		secret := []byte(cfg.Secret)
 		v.keyfunc = func(*jwt.Token) (any, error) { return secret, nil }
-		v.parser = jwt.NewParser(jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
+		v.userMethods = []string{"HS256"}
 	case cfg.PublicKeyFile != "":
 		pem, err := os.ReadFile(cfg.PublicKeyFile)
 		if err != nil {
@@ -155,16 +165,33 @@ func NewVerifier(ctx context.Context, cfg KeyConfig) (*Verifier, error) {
 			}
 		}
 		v.keyfunc = func(*jwt.Token) (any, error) { return key, nil }
-		v.parser = jwt.NewParser(jwt.WithValidMethods([]string{"RS256", "ES256"}), jwt.WithExpirationRequired())
+		v.userMethods = []string{"RS256", "ES256"}
 	default:
 		k, err := keyfunc.NewDefaultCtx(ctx, []string{cfg.JWKSURL})
 		if err != nil {
 			return nil, fmt.Errorf("AUTH_JWKS_URL: %w", err)
 		}
 		v.keyfunc = k.Keyfunc
-		v.parser = jwt.NewParser(jwt.WithValidMethods([]string{"RS256", "ES256"}), jwt.WithExpirationRequired())
+		v.userMethods = []string{"RS256", "ES256"}
 	}
+	// Module tokens are ES256 whatever the users' keys are; which key and
+	// algorithm a token is held to is moduleKeyfunc's choice.
+	v.parser = jwt.NewParser(jwt.WithValidMethods(append(slices.Clone(v.userMethods), "ES256")), jwt.WithExpirationRequired())
 	return v, nil
+}
+
+// TrustModules makes the verifier accept the tokens of modules, addressed
+// to audience (this service), each within its declared permissions.
+func (v *Verifier) TrustModules(audience string, modules []TrustedModule) {
+	v.audience = audience
+	v.modules = make(map[string]trusted, len(modules))
+	for _, m := range modules {
+		allowed := make(map[string]struct{}, len(m.Permissions))
+		for _, p := range m.Permissions {
+			allowed[p] = struct{}{}
+		}
+		v.modules[m.Name] = trusted{key: m.Key, allowed: allowed}
+	}
 }
 
 // Verify checks a token's signature, algorithm and expiry and returns its
@@ -176,8 +203,13 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 		return c, nil
 	}
 	var c Claims
-	if _, err := v.parser.ParseWithClaims(token, &c, v.keyfunc); err != nil {
+	if _, err := v.parser.ParseWithClaims(token, &c, v.moduleKeyfunc); err != nil {
 		return nil, err
+	}
+	if _, ok := v.modules[c.Issuer]; ok {
+		if err := v.checkModule(&c); err != nil {
+			return nil, err
+		}
 	}
 	c.held = make(map[string]struct{}, len(c.Permissions))
 	for _, p := range c.Permissions {
@@ -231,31 +263,58 @@ func (f *Failure) Error() string {
 const (
 	CodeAuthRequired = "AUTH_REQUIRED"
 	CodeInvalidToken = "INVALID_TOKEN"
-	CodeForbidden    = "FORBIDDEN"
+	CodeForbidden    = schemas.CodeForbidden
 )
 
 // Token is the bearer token of a request: X-Okapi-Token, or the
-// Authorization header's Bearer token.
+// Authorization header's Bearer token. When both are sent they must be the
+// same token (see Authorize).
 func Token(h http.Header) string {
-	if t := h.Get(schemas.HeaderToken); t != "" {
-		return t
-	}
+	t, _ := tokens(h)
+	return t
+}
+
+// errTwoTokens is a request carrying two different tokens: which one
+// speaks for the caller would be a guess, so neither does.
+var errTwoTokens = errors.New("X-Okapi-Token and Authorization carry different tokens")
+
+// tokens is Token, failing for a request whose two headers carry
+// different tokens.
+func tokens(h http.Header) (string, error) {
+	okapi := h.Get(schemas.HeaderToken)
+	var bearer string
 	if a := h.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "Bearer ") {
-		return strings.TrimSpace(a[7:])
+		bearer = strings.TrimSpace(a[7:])
 	}
-	return ""
+	switch {
+	case okapi != "" && bearer != "" && okapi != bearer:
+		return "", errTwoTokens
+	case okapi != "":
+		return okapi, nil
+	}
+	return bearer, nil
 }
 
 // Authorize checks that the request with headers h may use a route that
-// requires permission, in jwt mode: a token, valid, for the request's
-// tenant, holding the permission. It returns the token's claims.
+// requires permission, in jwt mode: one token, valid, for the request's
+// tenant, holding the permission (a module's token holding only what its
+// module declared). It returns the token's claims.
 func (v *Verifier) Authorize(h http.Header, permission string) (*Claims, error) {
-	token := Token(h)
+	token, err := tokens(h)
+	if err != nil {
+		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeInvalidToken,
+			Message: "Send one token: X-Okapi-Token and Authorization carry different ones", Cause: err}
+	}
 	if token == "" {
 		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeAuthRequired,
 			Message: "A token is required: send it in X-Okapi-Token or as Authorization: Bearer"}
 	}
 	claims, err := v.Verify(token)
+	var u *undeclared
+	if errors.As(err, &u) {
+		return nil, &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: u.permission,
+			Message: "A module token may hold only its module's declared permissions, not " + u.permission, Cause: err}
+	}
 	if err != nil {
 		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeInvalidToken, Message: "The token is not valid", Cause: err}
 	}
@@ -283,45 +342,58 @@ func truncate(s string) string {
 type Guard struct {
 	Mode     Mode
 	Verifier *Verifier
+	// Warnings are what an operator must know of this configuration (a
+	// published development key in use, a gateway trusted blindly): said
+	// at start-up and on /admin/health.
+	Warnings []string
+}
+
+// Identity is who a request acts for: the user (an id, or a token's
+// subject) and, when a module calls on the user's behalf, the module.
+type Identity struct {
+	User   string
+	Module string
 }
 
 // Check decides whether a request may use a route of service, by the
 // permission schemas.Routes names for it. route is the router's path, with
 // ":name" or "{name}" parameters. Open routes, and routes not in the table
 // (which the service answers 404 or 405), need nothing. It returns who the
-// request acts for ("" when unknown) and, in jwt mode, the token's claims.
-func (g Guard) Check(service, method, route string, h http.Header) (caller string, claims *Claims, err error) {
+// request acts for (empty when unknown) and, in jwt mode, the token's claims.
+func (g Guard) Check(service, method, route string, h http.Header) (Identity, *Claims, error) {
 	if method == http.MethodHead {
 		method = http.MethodGet
 	}
 	permission, known := schemas.PermissionFor(service, method, route)
 	if !known || permission == "" {
-		return "", nil, nil
+		return Identity{}, nil, nil
 	}
-	switch g.Mode {
-	case JWT:
+	if g.Mode == JWT {
 		claims, err := g.Verifier.Authorize(h, permission)
 		if err != nil {
-			return "", nil, err
+			return Identity{}, nil, err
 		}
-		return claims.Caller(), claims, nil
-	case Gateway:
-		return h.Get(schemas.HeaderUserID), nil, nil
+		return Identity{User: claims.Caller(), Module: claims.Module}, claims, nil
 	}
-	return h.Get(schemas.HeaderUserID), nil, nil
+	// The gateway vouches for X-Okapi-User-Id; with authentication off,
+	// it is the caller's word.
+	return Identity{User: h.Get(schemas.HeaderUserID)}, nil, nil
 }
 
 // Require checks, in jwt mode, a permission beyond the route's (claims
-// from Check; nil outside jwt mode).
+// from Check; nil outside jwt mode, where the gateway decided).
 func (g Guard) Require(claims *Claims, permission string) error {
-	if g.Mode != JWT {
-		return nil
-	}
-	if claims == nil || !claims.Has(permission) {
+	if !g.Holds(claims, permission) {
 		return &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: permission,
 			Message: "Access requires permission: " + permission}
 	}
 	return nil
+}
+
+// Holds reports whether the caller holds permission beyond the route's:
+// in jwt mode, whether the token does; in the other modes, always.
+func (g Guard) Holds(claims *Claims, permission string) bool {
+	return g.Mode != JWT || (claims != nil && claims.Has(permission))
 }
 
 // Pattern turns a router's path ("/users/:id") into FOLIO's pathPattern
@@ -337,37 +409,66 @@ func Pattern(route string) string {
 }
 
 // Health is the liveness answer: it names the mode, and warns while
-// authentication is off.
-func (g Guard) Health() map[string]string {
-	h := map[string]string{"status": "UP", "authMode": string(g.Mode)}
-	if g.Mode == None {
-		h["warning"] = "authentication is off (AUTH_MODE=none): anyone who reaches this service may read and change everything"
+// authentication is off, a gateway is trusted, or a published development
+// key is in use.
+func (g Guard) Health() map[string]any {
+	h := map[string]any{"status": "UP", "authMode": string(g.Mode)}
+	if len(g.Warnings) > 0 {
+		h["warnings"] = g.Warnings
 	}
 	return h
 }
 
+// GuardConfig is a service's authentication configuration.
+type GuardConfig struct {
+	// Mode is gateway, jwt or none.
+	Mode string
+	// Keys verify users' tokens in jwt mode.
+	Keys KeyConfig
+	// Service is the service itself: the audience a module's token for it
+	// names.
+	Service string
+	// TrustedModules are the modules whose tokens jwt mode accepts.
+	TrustedModules []TrustedModule
+	// Warnings are the configuration's own (see Guard.Warnings).
+	Warnings []string
+}
+
+// The warnings of each mode.
+const (
+	WarningNone    = "authentication is off (AUTH_MODE=none): anyone who reaches this service may read and change everything"
+	WarningGateway = "AUTH_MODE=gateway: this service trusts every request as the gateway sent it (X-Okapi-User-Id included); " +
+		"it must be reachable only through Okapi or Kong"
+)
+
 // NewGuard builds the authentication a service's configuration asks for
-// (mode and, for jwt, keys), and says at start-up what it means: a warning
-// when it is off.
-func NewGuard(ctx context.Context, mode string, keys KeyConfig, logger *slog.Logger) (Guard, error) {
-	m, err := ParseMode(mode)
+// (mode and, for jwt, keys and trusted modules), and says at start-up what
+// it means: a warning for each thing an operator must know.
+func NewGuard(ctx context.Context, cfg GuardConfig, logger *slog.Logger) (Guard, error) {
+	m, err := ParseMode(cfg.Mode)
 	if err != nil {
 		return Guard{}, err
 	}
-	g := Guard{Mode: m}
+	g := Guard{Mode: m, Warnings: slices.Clone(cfg.Warnings)}
 	switch m {
 	case JWT:
-		if g.Verifier, err = NewVerifier(ctx, keys); err != nil {
+		if g.Verifier, err = NewVerifier(ctx, cfg.Keys); err != nil {
 			return Guard{}, err
 		}
+		g.Verifier.TrustModules(cfg.Service, cfg.TrustedModules)
+		names := make([]string, len(cfg.TrustedModules))
+		for i, t := range cfg.TrustedModules {
+			names[i] = t.Name
+		}
 		logger.Info("authentication: every route but health, readiness and metrics needs a token holding its permission",
-			slog.String("mode", mode))
+			slog.String("mode", cfg.Mode), slog.Any("trusted_modules", names))
 	case Gateway:
-		logger.Info("authentication: trusting the gateway; this service must be reachable only through it",
-			slog.String("mode", mode))
+		g.Warnings = append(g.Warnings, WarningGateway)
 	case None:
-		logger.Warn("authentication is OFF (AUTH_MODE=none): anyone who reaches this service may read and change everything",
-			slog.String("mode", mode))
+		g.Warnings = append(g.Warnings, WarningNone)
+	}
+	for _, w := range g.Warnings {
+		logger.Warn(w, slog.String("mode", cfg.Mode))
 	}
 	return g, nil
 }

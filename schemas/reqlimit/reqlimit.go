@@ -40,7 +40,7 @@ func BodyTooLarge(limit int64) *Refusal {
 var singleValued = canonical(
 	schemas.HeaderTenant, schemas.HeaderToken, schemas.HeaderRequestID, schemas.HeaderUserID,
 	schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderCheckInItemVersion,
-	schemas.HeaderItemLimit, schemas.HeaderItemLimitMaterialType, schemas.HeaderItemLimitLoanType, schemas.HeaderReleaseLock,
+	schemas.HeaderReleaseLock,
 	"Content-Type", "Authorization",
 )
 

@@ -28,8 +28,10 @@ import (
 type Request struct {
 	// ID is the request id, echoed back and named by every log line.
 	ID string
-	// Caller is who the request acts for, as admission found out.
+	// Caller is who the request acts for, as admission found out, and
+	// Module the module calling on the caller's behalf, if one is.
 	Caller string
+	Module string
 	// Logged says whether the request's line is logged (info enabled).
 	Logged bool
 	// attrs are what the handler adds to the line (Log).
@@ -63,7 +65,11 @@ func Middleware(logger *slog.Logger, admit Admit, observe Observe) echo.Middlewa
 			if !validRequestID(r.ID) {
 				r.ID = uuid.NewString()
 			}
-			c.Response().Header().Set(schemas.HeaderRequestID, r.ID)
+			h := c.Response().Header()
+			h.Set(schemas.HeaderRequestID, r.ID)
+			// Answers carry patrons, loans and locks: no cache keeps
+			// them (a page's own files say otherwise for themselves).
+			h.Set("Cache-Control", "no-store")
 			recorded, cancel, err := run(c, r, admit, next)
 			if err != nil {
 				c.Error(err)
@@ -85,6 +91,13 @@ func Middleware(logger *slog.Logger, admit Admit, observe Observe) echo.Middlewa
 			}
 			attrs := append([]slog.Attr{slog.String("method", req.Method), slog.String("route", route), slog.Int("status", status),
 				slog.Duration("duration", elapsed)}, recorded.attrs...)
+			// Who did it: the user, and the module acting for them.
+			if recorded.Caller != "" {
+				attrs = append(attrs, slog.String("caller", recorded.Caller))
+			}
+			if recorded.Module != "" {
+				attrs = append(attrs, slog.String("module", recorded.Module))
+			}
 			logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
 			return nil
 		}

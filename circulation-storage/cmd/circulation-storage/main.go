@@ -62,8 +62,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, config.LogOptions(cfg.LogLevel))))
 	logger.Info("starting", slog.Any("config", cfg))
-	authn, err := auth.NewGuard(ctx, cfg.Auth.Mode, auth.KeyConfig{Secret: cfg.Auth.JWTSecret,
-		PublicKeyFile: cfg.Auth.JWTPublicKeyFile, JWKSURL: cfg.Auth.JWKSURL}, logger)
+	trusted, err := auth.ParseTrustedModules(cfg.TrustedModules, schemas.ModulePermissionsOf)
+	if err != nil {
+		return err
+	}
+	authn, err := auth.NewGuard(ctx, auth.GuardConfig{Mode: cfg.Auth.Mode, Keys: auth.KeyConfig{Secret: cfg.Auth.JWTSecret,
+		PublicKeyFile: cfg.Auth.JWTPublicKeyFile, JWKSURL: cfg.Auth.JWKSURL}, Service: schemas.ServiceStorage,
+		TrustedModules: trusted, Warnings: cfg.Warnings()}, logger)
 	if err != nil {
 		return err
 	}
@@ -85,8 +90,12 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		return err
 	}
 	metrics := httpapi.NewMetrics()
-	rules := postgres.NewRules(db)
-	records := postgres.NewRecords(db)
+	// Storage applies the circulation rules and the lock setting itself,
+	// whoever calls: in validation and in the check-out's write alike.
+	policy := postgres.Policy{LockFeatureDefault: cfg.CheckoutLockFeatureEnabled,
+		EnforceUnscopedItemLimit: cfg.ItemLimitWithoutCriteria == "enforce"}
+	rules := postgres.NewRules(db, policy)
+	records := postgres.NewRecords(db, policy)
 	locks := postgres.NewLocks(db)
 	locks.UseHistory(cfg.LockHistory, metrics)
 	waiters := storage.NewWaiters(locks, metrics, storage.WaitConfig{

@@ -2,13 +2,16 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // caller is who the request acts for: the token's user in jwt mode, the
@@ -29,8 +32,69 @@ func (s *Server) authorize(c echo.Context, r *requestInfo) error {
 	if err != nil {
 		return err
 	}
-	r.Caller, r.claims = who, claims
+	r.Caller, r.Module, r.claims = who.User, who.Module, claims
 	return nil
+}
+
+// claimsOf is the request's verified claims (jwt mode), nil otherwise.
+func claimsOf(c echo.Context) *auth.Claims {
+	if r := requestOf(c.Request().Context()); r != nil {
+		return r.claims
+	}
+	return nil
+}
+
+// readableScopes are the settings scopes the caller may read
+// (mod-settings.global.read.<scope>), nil for any (outside jwt mode).
+func (s *Server) readableScopes(c echo.Context) []string {
+	if s.cfg.Auth.Mode != auth.JWT {
+		return nil
+	}
+	scopes := []string{}
+	if claims := claimsOf(c); claims != nil {
+		for _, p := range claims.Permissions {
+			if scope, ok := strings.CutPrefix(p, schemas.SettingsScopeRead("")); ok && scope != "" {
+				scopes = append(scopes, scope)
+			}
+		}
+	}
+	return scopes
+}
+
+// settingBounds are the bounds of the check-out lock settings entry,
+// checked on every write of it whoever writes: the bounds circulation
+// keeps to, with waits adding up to at most the longest an acquisition
+// may wait here.
+func (s *Server) settingBounds() locksettings.Bounds {
+	return locksettings.DefaultBounds(s.cfg.LockMaxWait)
+}
+
+// checkSetting refuses a check-out lock settings entry (scope
+// mod-circulation, key checkoutLockFeature) whose value breaks the bounds:
+// one 422 entry for each field, naming the bound. Other entries are the
+// writer's business.
+func (s *Server) checkSetting(scope string, doc json.RawMessage) error {
+	var e struct {
+		Key   string          `json:"key"`
+		Value json.RawMessage `json:"value"`
+	}
+	_ = json.Unmarshal(doc, &e)
+	if scope != locksettings.Scope || e.Key != locksettings.Key {
+		return nil
+	}
+	errs := s.settingBounds().Validate(e.Value)
+	if len(errs) == 0 {
+		return nil
+	}
+	v := &schemas.ValidationError{Schema: "setting.json"}
+	for _, fe := range errs {
+		field := "value"
+		if fe.Field != "" {
+			field += "." + fe.Field
+		}
+		v.Violations = append(v.Violations, schemas.Violation{Field: field, Message: fe.Message, Value: fe.Value})
+	}
+	return &invalidBody{v}
 }
 
 // authFailure is err's *auth.Failure, if it has one.

@@ -44,6 +44,7 @@ var statusOf = map[storage.Kind]int{
 	storage.KindNotFound:    http.StatusNotFound,
 	storage.KindConflict:    http.StatusConflict,
 	storage.KindLocked:      http.StatusServiceUnavailable,
+	storage.KindForbidden:   http.StatusForbidden,
 	storage.KindUnavailable: http.StatusServiceUnavailable,
 	storage.KindInternal:    http.StatusInternalServerError,
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
 )
 
 // lockJSON is a lock on the wire (schemas/checkout-lock.json).
@@ -69,7 +70,9 @@ func (s *Server) postLock(c echo.Context) error {
 	}
 	holder := req.Holder
 	holder.ServicePointID = strings.ToLower(holder.ServicePointID)
-	holder.AcquiredBy = caller(c.Request().Context())
+	// The lock is its acquirer's: the caller, as its credentials say.
+	owner := storage.CallerFrom(c.Request().Context())
+	holder.AcquiredBy, holder.AcquiredByModule = owner.User, owner.Module
 	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), strings.ToLower(req.UserID), strings.ToLower(req.ID),
 		ttl, wait, holder)
 	if err != nil {
@@ -162,11 +165,14 @@ func (s *Server) deleteLock(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.svc.Locks.Release(c.Request().Context(), tenantOf(c), id, caller(c.Request().Context())); err != nil {
+	by := storage.CallerFrom(c.Request().Context())
+	// Any lock, not only the caller's own, with the permission to.
+	others := s.cfg.Auth.Holds(claimsOf(c), schemas.PermissionReleaseOthers)
+	if err := s.svc.Locks.Release(c.Request().Context(), tenantOf(c), id, by, others); err != nil {
 		return err
 	}
 	s.logger.InfoContext(c.Request().Context(), "check-out lock released", slog.String("lock_id", id),
-		slog.String("caller", caller(c.Request().Context())))
+		slog.String("caller", by.User), slog.String("module", by.Module))
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -67,7 +67,7 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	waiters := storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
 		PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second})
 	locks.UseReleased(waiters.Notify)
-	records := postgres.NewRecords(db)
+	records := postgres.NewRecords(db, postgres.Policy{EnforceUnscopedItemLimit: true})
 	records.UseReleased(waiters.Notify)
 	records.UseHistory(locks.Record)
 	srv := New(Config{
@@ -84,9 +84,9 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		Tenants:   postgres.NewTenants(db, logger, postgres.LoadData),
 		Records:   records,
 		Loans:     records,
-		Rules:     postgres.NewRules(db),
-		Counter:   postgres.NewRules(db),
-		CheckOuts: postgres.NewRules(db),
+		Rules:     postgres.NewRules(db, postgres.Policy{EnforceUnscopedItemLimit: true}),
+		Counter:   postgres.NewRules(db, postgres.Policy{EnforceUnscopedItemLimit: true}),
+		CheckOuts: postgres.NewRules(db, postgres.Policy{EnforceUnscopedItemLimit: true}),
 		Ready:     db.Ping,
 	}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)

@@ -25,7 +25,9 @@ func (memLocks) Acquire(_ context.Context, _ storage.Tenant, userID, lockID stri
 	now := time.Now()
 	return storage.Lock{ID: uuid.NewString(), UserID: userID, CreationDate: now, ExpiresAt: now.Add(ttl), TTL: ttl, Holder: h}, storage.Acquired, nil
 }
-func (memLocks) Release(context.Context, storage.Tenant, string, string) error { return nil }
+func (memLocks) Release(context.Context, storage.Tenant, string, storage.Caller, bool) error {
+	return nil
+}
 
 // memServer is the HTTP layer over locks alone, as the service configures
 // it, with authentication g.

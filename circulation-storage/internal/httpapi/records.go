@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -36,17 +38,35 @@ const (
 	ItemVersionHeader = schemas.HeaderItemVersion
 )
 
-// checkOutWrite reads the check-out headers of a loan creation.
+// checkOutWrite reads the check-out headers of a loan creation: the item
+// version it read (required: a loan opens only with its item checked out),
+// the lock it holds and whether to release it. What the write must respect
+// beyond them (the lock feature, the item limit) storage decides itself.
 func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (storage.CheckOutWrite, error) {
 	w := storage.CheckOutWrite{LoanID: id, Loan: doc}
-	if lockID := c.Request().Header.Get(LockIDHeader); lockID != "" {
+	h := c.Request().Header
+	v := h.Get(ItemVersionHeader)
+	if v == "" {
+		return w, storage.Errorf(storage.KindInvalid, storage.CodeCheckOutRequired,
+			"A loan is opened only by a check-out's write, which checks its item out with it: name the _version of the item read in %s "+
+				"(and the borrower's lock in %s while the check-out lock is on)", ItemVersionHeader, LockIDHeader)
+	}
+	n, err := itemVersion(ItemVersionHeader, v)
+	if err != nil {
+		return w, err
+	}
+	w.ItemVersion = n
+	if err := notAhead(doc); err != nil {
+		return w, err
+	}
+	if lockID := h.Get(LockIDHeader); lockID != "" {
 		if !s.schemas.ValidUUID(lockID) {
 			return w, storage.Errorf(storage.KindBadRequest, storage.CodeInvalidID, "Invalid lock id in %s", LockIDHeader).
 				With("lockId", truncateText(lockID))
 		}
 		w.LockID = strings.ToLower(lockID)
 	}
-	switch v := c.Request().Header.Get(schemas.HeaderReleaseLock); {
+	switch v := h.Get(schemas.HeaderReleaseLock); {
 	case v == "true" && w.LockID != "":
 		// Releasing a lock is a permission of its own, here as on DELETE.
 		var claims *auth.Claims
@@ -64,36 +84,37 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 		return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
 			"%s must be true or false", schemas.HeaderReleaseLock).With("releaseLock", truncateText(v))
 	}
-	if v := c.Request().Header.Get(ItemVersionHeader); v != "" {
-		n, err := itemVersion(ItemVersionHeader, v)
-		if err != nil {
-			return w, err
-		}
-		w.ItemVersion = n
-	}
-	if v := c.Request().Header.Get(schemas.HeaderItemLimit); v != "" {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 1 {
-			return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
-				"%s must be an integer from 1 to 2147483647", schemas.HeaderItemLimit).With("itemLimit", truncateText(v))
-		}
-		w.Limit = &storage.ItemLimit{Limit: int(n)}
-		for _, h := range []struct {
-			name string
-			to   *string
-		}{{schemas.HeaderItemLimitMaterialType, &w.Limit.MaterialTypeID}, {schemas.HeaderItemLimitLoanType, &w.Limit.LoanTypeID}} {
-			v := c.Request().Header.Get(h.name)
-			if v == "" {
-				continue
-			}
-			if !s.schemas.ValidUUID(v) {
-				return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader, "%s must be a UUID", h.name).
-					With(h.name, truncateText(v))
-			}
-			*h.to = strings.ToLower(v)
-		}
-	}
 	return w, nil
+}
+
+// MaxLoanDateAhead is how far past storage's clock a check-out's loanDate
+// may be: a clock a little ahead is tolerated, a loan dated in the future
+// (to keep it out of a count by date, say) is not.
+const MaxLoanDateAhead = 5 * time.Minute
+
+// notAhead refuses a loan dated more than MaxLoanDateAhead from now.
+func notAhead(doc json.RawMessage) error {
+	var l struct {
+		LoanDate string `json:"loanDate"`
+	}
+	_ = json.Unmarshal(doc, &l)
+	d, err := time.Parse(time.RFC3339Nano, l.LoanDate)
+	if err == nil && d.After(time.Now().Add(MaxLoanDateAhead)) {
+		return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
+			"loanDate: %s is more than %s ahead of this server's clock", l.LoanDate, MaxLoanDateAhead).With("loanDate", l.LoanDate)
+	}
+	return nil
+}
+
+// docStatus is the status a loan or item document names.
+func docStatus(doc json.RawMessage) string {
+	var d struct {
+		Status struct {
+			Name string `json:"name"`
+		} `json:"status"`
+	}
+	_ = json.Unmarshal(doc, &d)
+	return d.Status.Name
 }
 
 // releasePermission is the permission to release a lock
@@ -101,9 +122,8 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 // releases its lock needs too.
 var releasePermission, _ = schemas.PermissionFor(schemas.ServiceStorage, http.MethodDelete, locksPath+"/{id}")
 
-// checkOutHeaders are the headers that make a loan's creation a
-// check-out's write.
-var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderItemLimit, schemas.HeaderReleaseLock}
+// checkOutHeaders are the headers of a check-out's write.
+var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderReleaseLock}
 
 // itemVersion reads an item version from header. The column is a
 // PostgreSQL integer: what it cannot hold is refused here, before any
@@ -180,7 +200,20 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		id = uuid.NewString()
 	}
 	var stored json.RawMessage
-	if r.Path == storage.Loans.Path && slices.ContainsFunc(checkOutHeaders, func(h string) bool { return c.Request().Header.Get(h) != "" }) {
+	checkOut := r.Path == storage.Loans.Path && docStatus(doc) == "Open"
+	switch {
+	case r.Path == storage.Loans.Path && !checkOut && slices.ContainsFunc(checkOutHeaders, func(h string) bool { return c.Request().Header.Get(h) != "" }):
+		return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
+			"status: a check-out's write opens a loan: its status must be Open, got %q", docStatus(doc)).With("status", docStatus(doc))
+	case r.Path == storage.Items.Path && docStatus(doc) == "Checked out":
+		return storage.Errorf(storage.KindInvalid, storage.CodeItemStatusByCirculation,
+			"An item becomes Checked out only with its loan, by a check-out: create it with another status").With("status", "Checked out")
+	case r.Path == storage.Settings.Path:
+		if err := s.checkSetting(h.Scope, doc); err != nil {
+			return err
+		}
+	}
+	if checkOut {
 		w, err := s.checkOutWrite(c, id, doc)
 		if err != nil {
 			return err
@@ -199,6 +232,9 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 	if err != nil {
 		return err
 	}
+	if r.Path == storage.Settings.Path {
+		s.settingChanged(c, "create", id, stored)
+	}
 	c.Response().Header().Set(echo.HeaderLocation, r.Path+"/"+id)
 	return c.JSON(http.StatusCreated, stored)
 }
@@ -212,11 +248,22 @@ func (s *Server) getRecord(c echo.Context, r storage.Resource) error {
 	if err != nil {
 		return err
 	}
+	if r.Path == storage.Settings.Path {
+		var h recordHeader
+		_ = json.Unmarshal(doc, &h)
+		if err := s.cfg.Auth.Require(claimsOf(c), schemas.SettingsScopeRead(h.Scope)); err != nil {
+			return err
+		}
+	}
 	return c.JSON(http.StatusOK, doc)
 }
 
 func (s *Server) listRecords(c echo.Context, r storage.Resource) error {
 	f := storage.RecordFilter{Params: map[string]string{}, MaxBytes: s.cfg.MaxPageBytes}
+	if r.Path == storage.Settings.Path {
+		// Only the entries of scopes the caller may read are listed.
+		f.Scopes = s.readableScopes(c)
+	}
 	for _, filter := range r.Filters {
 		v, ok, err := s.filterParam(c, filter)
 		if err != nil {
@@ -297,6 +344,11 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 	if err := s.storedScope(c, r, id, h.Scope); err != nil {
 		return err
 	}
+	if r.Path == storage.Settings.Path {
+		if err := s.checkSetting(h.Scope, doc); err != nil {
+			return err
+		}
+	}
 	if h.ID != "" && !strings.EqualFold(h.ID, id) {
 		return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "id: %s in the body does not match %s in the path", h.ID, id).
 			With("id", h.ID)
@@ -325,6 +377,9 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 	if err := s.svc.Records.Update(c.Request().Context(), tenantOf(c), r, id, version, doc); err != nil {
 		return err
 	}
+	if r.Path == storage.Settings.Path {
+		s.settingChanged(c, "update", id, doc)
+	}
 	return c.NoContent(http.StatusNoContent)
 }
 
@@ -338,6 +393,9 @@ func (s *Server) deleteRecord(c echo.Context, r storage.Resource) error {
 	}
 	if err := s.svc.Records.Delete(c.Request().Context(), tenantOf(c), r, id); err != nil {
 		return err
+	}
+	if r.Path == storage.Settings.Path {
+		s.settingChanged(c, "delete", id, nil)
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -362,4 +420,19 @@ func joinQuoted(vs []string) string {
 		out += `"` + v + `"`
 	}
 	return out
+}
+
+// settingChanged logs a change to a settings entry with who made it, as
+// the setting_change table records it.
+func (s *Server) settingChanged(c echo.Context, op, id string, doc json.RawMessage) {
+	var e struct {
+		Scope string          `json:"scope"`
+		Key   string          `json:"key"`
+		Value json.RawMessage `json:"value"`
+	}
+	_ = json.Unmarshal(doc, &e)
+	by := storage.CallerFrom(c.Request().Context())
+	s.logger.InfoContext(c.Request().Context(), "settings entry changed", slog.String("operation", op), slog.String("id", id),
+		slog.String("scope", e.Scope), slog.String("key", e.Key), slog.String("value", string(e.Value)),
+		slog.String("caller", by.User), slog.String("module", by.Module))
 }

@@ -50,11 +50,11 @@ func (s *Server) matchLoanPolicy(c echo.Context) error {
 		}
 		ids[i] = v
 	}
-	rules, err := s.svc.Rules.Rules(c.Request().Context(), tenantOf(c))
+	m, err := s.svc.Rules.MatchLoanPolicy(c.Request().Context(), tenantOf(c), ids[0], ids[1], ids[2])
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, matchJSON(rules.Match(ids[0], ids[1], ids[2])))
+	return c.JSON(http.StatusOK, matchJSON(m))
 }
 
 func matchJSON(m storage.PolicyMatch) policyMatchJSON {
@@ -78,6 +78,16 @@ type checkOutValidationJSON struct {
 	Match         *policyMatchJSON `json:"loanPolicyMatch,omitempty"`
 	LoanPolicy    json.RawMessage  `json:"loanPolicy,omitempty"`
 	OpenLoanCount *int             `json:"openLoanCount,omitempty"`
+	ItemLimit     *itemLimitJSON   `json:"itemLimit,omitempty"`
+}
+
+// itemLimitJSON is the item limit storage enforces on the check-out's
+// write, and the loans it counts.
+type itemLimitJSON struct {
+	Limit          int    `json:"limit"`
+	OpenLoans      int    `json:"openLoans"`
+	MaterialTypeID string `json:"materialTypeId,omitempty"`
+	LoanTypeID     string `json:"loanTypeId,omitempty"`
 }
 
 // validateCheckOut answers, in one call, everything validating a check-out
@@ -96,7 +106,7 @@ func (s *Server) validateCheckOut(c echo.Context) error {
 		}
 		barcodes[i] = v
 	}
-	recs, err := storage.ReadForCheckOut(c.Request().Context(), s.svc.CheckOuts, tenantOf(c), barcodes[0], barcodes[1])
+	recs, err := s.svc.CheckOuts.ReadForCheckOut(c.Request().Context(), tenantOf(c), barcodes[0], barcodes[1])
 	if err != nil {
 		return err
 	}
@@ -106,6 +116,9 @@ func (s *Server) validateCheckOut(c echo.Context) error {
 		m := matchJSON(*recs.Match)
 		out.Match = &m
 		out.OpenLoanCount = &recs.OpenLoans
+	}
+	if l := recs.Limit; l != nil {
+		out.ItemLimit = &itemLimitJSON{Limit: l.Limit, OpenLoans: recs.OpenLoans, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID}
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -158,7 +158,7 @@ const TenantHeader = schemas.HeaderTenant
 // and in time: the body is read here and must arrive within the request's
 // deadline), and the time spent on it. Who calls is settled before anything
 // is read or done for them. On success the request's context carries info,
-// the user it acts for (storage.WithUser) and its deadline, and cancel
+// who it acts for (storage.WithCaller) and its deadline, and cancel
 // releases the deadline's timer; on failure it carries info alone, so that
 // the error is logged with the request id.
 func (s *Server) admit(c echo.Context, r serve.Request) (_ *serve.Request, cancel context.CancelFunc, err error) {
@@ -185,8 +185,8 @@ func (s *Server) admit(c echo.Context, r serve.Request) (_ *serve.Request, cance
 		deadline = deadline.Add(s.cfg.LockMaxWait)
 	}
 	ctx := context.WithValue(parent, requestKey, info)
-	if info.Caller != "" {
-		ctx = storage.WithUser(ctx, info.Caller)
+	if info.Caller != "" || info.Module != "" {
+		ctx = storage.WithCaller(ctx, storage.Caller{User: info.Caller, Module: info.Module})
 	}
 	ctx, cancel = context.WithDeadline(ctx, deadline)
 	c.SetRequest(req.WithContext(ctx))

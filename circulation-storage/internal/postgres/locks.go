@@ -12,6 +12,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/locksql"
+	"github.com/checkoutlock/schemas"
 )
 
 // Locks implements storage.LockService.
@@ -173,19 +174,20 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 
 // Release implements storage.LockService. It deletes the row whatever its
 // expiry, so an expired lock is cleaned up, but only a live one counts as
-// released: for the client an expired lock is the same as none.
+// released: for the client an expired lock is the same as none. A live
+// lock by does not own is deleted only with others.
 //
 // The history learns of a lock its holder released too late (expired while
-// held) and of a live lock released by a user other than the one it was
-// acquired for.
-func (s *Locks) Release(ctx context.Context, t storage.Tenant, id, by string) error {
+// held) and of a live lock released by someone other than its owner.
+func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string, by storage.Caller, others bool) error {
 	var live, notified bool
 	var holderJSON []byte
-	var acquiredBy *string
+	var acquiredBy, acquiredByModule *string
 	var userID string
-	err := s.db.lockPool.QueryRow(ctx, s.statements.get(t).release, id, string(t)).Scan(&live, &holderJSON, &acquiredBy, &notified, &userID)
+	err := s.db.lockPool.QueryRow(ctx, s.statements.get(t).release, id, string(t), nullable(by.User), nullable(by.Module), others).
+		Scan(&live, &holderJSON, &acquiredBy, &acquiredByModule, &notified, &userID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return storage.NotFound("Lock", id)
+		return s.notReleased(ctx, t, id)
 	}
 	if err != nil {
 		return interpret(err, t)
@@ -198,19 +200,44 @@ func (s *Locks) Release(ctx context.Context, t storage.Tenant, id, by string) er
 		}
 		return h
 	}
+	owner := storage.Holder{AcquiredBy: deref(acquiredBy), AcquiredByModule: deref(acquiredByModule)}
 	switch {
 	case !live:
 		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventExpired, UserID: userID, LockID: id, Holder: holder(),
-			By: storage.Holder{AcquiredBy: by}})
+			By: by.Holder()})
 		return storage.NotFound("Lock", id)
-	case by != "" && acquiredBy != nil && *acquiredBy != "" && by != *acquiredBy:
+	case !owner.OwnedBy(by):
 		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventReleasedByOther, UserID: userID, LockID: id, Holder: holder(),
-			By: storage.Holder{AcquiredBy: by}})
+			By: by.Holder()})
 	}
 	if notified && s.released != nil {
 		s.released(t, userID)
 	}
 	return nil
+}
+
+// notReleased says why a release deleted nothing: no such lock (404), or a
+// live lock the caller does not own and may not release (403).
+func (s *Locks) notReleased(ctx context.Context, t storage.Tenant, id string) error {
+	var live bool
+	err := s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT expires_at > now() FROM %s WHERE id = $1`, table(t, "check_out_lock")), id).Scan(&live)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || (err == nil && !live):
+		return storage.NotFound("Lock", id)
+	case err != nil:
+		return interpret(err, t)
+	}
+	return storage.Errorf(storage.KindForbidden, schemas.CodeForbidden,
+		"Lock %s is held by someone else: only its holder may release it, or a caller holding %s", id, schemas.PermissionReleaseOthers).
+		With("lockId", id).With("permission", schemas.PermissionReleaseOthers)
+}
+
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // Record implements storage.LockService. It is best effort: the request

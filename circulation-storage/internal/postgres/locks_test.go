@@ -47,10 +47,10 @@ func TestAcquireGetListRelease(t *testing.T) {
 		t.Fatalf("list = %+v, %d, %v; want the one lock", list, total, err)
 	}
 
-	if err := f.locks.Release(ctx, f.tenant, lock.ID, ""); err != nil {
+	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if err := f.locks.Release(ctx, f.tenant, lock.ID, ""); !storage.IsKind(err, storage.KindNotFound) {
+	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); !storage.IsKind(err, storage.KindNotFound) {
 		t.Errorf("second release: %v, want not found", err)
 	}
 	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); !storage.IsKind(err, storage.KindNotFound) {
@@ -122,7 +122,7 @@ func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
 		t.Errorf("takeover kept the old id %s", old.ID)
 	}
 	// The old holder cannot release the new holder's lock.
-	if err := f.locks.Release(ctx, f.tenant, old.ID, ""); !storage.IsKind(err, storage.KindNotFound) {
+	if err := f.locks.Release(ctx, f.tenant, old.ID, storage.Caller{}, false); !storage.IsKind(err, storage.KindNotFound) {
 		t.Errorf("release by old holder: %v, want not found", err)
 	}
 	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); err != nil {
@@ -142,7 +142,7 @@ func TestReleaseOfExpiredLockIsNotFoundAndCleansUp(t *testing.T) {
 		t.Fatalf("acquire: %v", err)
 	}
 	expire(t, f, lock.ID)
-	if err := f.locks.Release(ctx, f.tenant, lock.ID, ""); !storage.IsKind(err, storage.KindNotFound) {
+	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); !storage.IsKind(err, storage.KindNotFound) {
 		t.Errorf("release expired: %v, want not found", err)
 	}
 	if n := f.count(t, "check_out_lock", ""); n != 0 {
@@ -278,7 +278,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if _, err := b.locks.Get(ctx, b.tenant, lockA.ID); !storage.IsKind(err, storage.KindNotFound) {
 		t.Errorf("tenant B reads A's lock: %v, want not found", err)
 	}
-	if err := b.locks.Release(ctx, b.tenant, lockA.ID, ""); !storage.IsKind(err, storage.KindNotFound) {
+	if err := b.locks.Release(ctx, b.tenant, lockA.ID, storage.Caller{}, false); !storage.IsKind(err, storage.KindNotFound) {
 		t.Errorf("tenant B deletes A's lock: %v, want not found", err)
 	}
 	if _, err := a.locks.Get(ctx, a.tenant, lockA.ID); err != nil {

@@ -13,6 +13,8 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/locksql"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // Records implements storage.RecordService on jsonb tables.
@@ -25,6 +27,8 @@ type Records struct {
 	record func(ctx context.Context, t storage.Tenant, e storage.LockEvent) error
 	// checkOuts are the tenants' check-out write statements.
 	checkOuts tenantStatements[checkOutStatements]
+	// policy is how the check-out write applies the rules and the lock.
+	policy Policy
 }
 
 // UseHistory has record write the lock history's events of check-out
@@ -42,8 +46,8 @@ func (s *Records) UseReleased(released func(t storage.Tenant, userID string)) { 
 var _ storage.RecordService = (*Records)(nil)
 
 // NewRecords returns the record service.
-func NewRecords(db *DB) *Records {
-	return &Records{db: db, checkOuts: tenantStatements[checkOutStatements]{make: newCheckOutStatements}}
+func NewRecords(db *DB, policy Policy) *Records {
+	return &Records{db: db, policy: policy, checkOuts: tenantStatements[checkOutStatements]{make: newCheckOutStatements}}
 }
 
 // tableSpec is how one resource is stored.
@@ -141,12 +145,37 @@ func metadataUser(ctx context.Context) any {
 // Create implements storage.RecordService.
 func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage) (json.RawMessage, error) {
 	var stored json.RawMessage
+	if r.Path == storage.Settings.Path {
+		err := s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+			var err error
+			if stored, err = insertRecord(ctx, tx, t, r, id, doc, false); err != nil {
+				return err
+			}
+			return auditSetting(ctx, tx, t, "create", id, stored)
+		})
+		return stored, err
+	}
 	err := s.db.write(ctx, t, func(c *pgx.Conn) error {
 		var err error
 		stored, err = insertRecord(ctx, c, t, r, id, doc, false)
 		return err
 	})
 	return stored, err
+}
+
+// auditSetting records a change to the settings entry id (doc, as written;
+// for a delete, as it was) in the setting_change table, naming the caller:
+// in the change's own transaction (q).
+func auditSetting(ctx context.Context, q querier, t storage.Tenant, op, id string, doc json.RawMessage) error {
+	caller := storage.CallerFrom(ctx)
+	value := `$2::jsonb -> 'value'`
+	if op == "delete" {
+		value = `NULL`
+	}
+	_, err := q.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (setting_id, scope, key, operation, value, changed_by, changed_by_module)
+		VALUES ($1, $2::jsonb ->> 'scope', $2::jsonb ->> 'key', $3, %s, $4, $5)`, table(t, "setting_change"), value),
+		id, doc, op, nullable(caller.User), nullable(caller.Module))
+	return interpret(err, t)
 }
 
 // insertRecord inserts one record; with skipExisting, an existing id is left
@@ -172,21 +201,28 @@ func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Re
 var _ storage.LoanWriter = (*Records)(nil)
 
 // checkOutSQL is a check-out's writes in one statement: the item moves to
-// "Checked out" at the version the check-out read, and the loan is inserted
-// only if the fence held (the lock is live and the borrower's), the item
-// was at that version and the patron is below the item limit, counted
-// here, in the write's own statement. A second open loan for the item fails
-// the whole statement, the item update included. $3 (lock id), $4 (item
-// version) and $6 (item limit) may be NULL to skip their condition; $7 and
-// $8 restrict the count to a material type and a loan type.
+// "Checked out" at the version the check-out read ($4), and the loan is
+// inserted, only if everything storage itself requires holds, whoever
+// calls:
 //
-// Under a lock, the statement runs in the transaction of lockRowSQL, after
-// it (see checkOutBatch): the lock row is locked against every other
-// fenced write and every acquisition of the patron's lock before this
-// statement takes its snapshot, so the count is exact at the moment of the
-// write. A check-out holding the patron's lock got it after every earlier
-// holder's write had committed, and a second write under the same lock
-// waits for this one's commit and then counts its loan too.
+//   - the lock: with the tenant's lock feature on (lockFeatureSQL: the
+//     tenant's setting, else $7, the environment's), a lock is required;
+//     a lock named ($3) must be live, the borrower's and held by the
+//     caller ($8 user, $11 module: its owner), the fence;
+//   - the item limit: the loan policy the circulation rules choose for
+//     the borrower and the item (policyMatchSQL) sets it, enforced for a
+//     rule naming neither a material nor a loan type only when $6; the
+//     patron's open loans are counted here, in the write's own statement;
+//   - the item at that version. A second open loan for the item fails the
+//     whole statement, the item update included.
+//
+// The write runs in the transaction of its row locks, after them (see
+// checkOutBatch): the patron's row is locked against every other check-out
+// write for the patron, and the lock's row, under a lock, against every
+// acquisition of the patron's lock, before this statement takes its
+// snapshot, so the count is exact at the moment of the write: a second
+// write for the patron waits for this one's commit and then counts its
+// loan too.
 //
 // With $9 true, the loan written releases the lock in the same statement,
 // and the release is announced to the patron's waiters as locksql.Release
@@ -195,42 +231,72 @@ var _ storage.LoanWriter = (*Records)(nil)
 // loan.
 //
 // It always answers one row: the loan as stored (NULL when nothing was
-// written), whether the fence held, the open loans counted (NULL without a
-// limit), the patron whose lock was released (NULL when none was), its
-// holder and the holder's acquiredBy, and whether the release was
-// announced, so a refusal is explained by what this very statement saw.
+// written), whether the fence held, whether the lock requirement held, the
+// open loans counted and the limit (NULL without a limit), the patron whose
+// lock was released (NULL when none was), its holder and its owner, and
+// whether the release was announced, so a refusal is explained by what
+// this very statement saw.
 var checkOutSQL = `
 WITH fence AS (
     SELECT 1 FROM %[2]s
      WHERE id = $3::uuid AND user_id = ($2::jsonb ->> 'userId')::uuid AND expires_at > now()
+       AND holder->>'acquiredBy' IS NOT DISTINCT FROM $8::text AND holder->>'acquiredByModule' IS NOT DISTINCT FROM $11::text
+), required AS (
+    SELECT $3::uuid IS NOT NULL OR NOT ` + lockFeatureSQL("%[7]s", "$7::boolean") + ` AS ok
+), lent AS (
+    SELECT material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id
+      FROM %[3]s WHERE id = ($2::jsonb ->> 'itemId')::uuid
+), matched AS (` + policyMatchSQL("%[8]s", "%[9]s",
+	"(SELECT patron_group_id FROM %[10]s WHERE id = ($2::jsonb ->> 'userId')::uuid)",
+	"(SELECT material_type_id FROM lent)", "(SELECT loan_type_id FROM lent)") + `
+), limited AS (
+    SELECT ` + itemLimitSQL("m", "lp", "$6::boolean") + ` AS n,
+           CASE WHEN m.mt_match THEN (SELECT material_type_id FROM lent) END AS mt,
+           CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM lent) END AS lt
+      FROM matched m JOIN %[11]s lp ON lp.id = m.loan_policy_id
 ), counted AS (
-    SELECT CASE WHEN $6::integer IS NULL THEN NULL
-                ELSE (` + openLoanCountSQL("%[1]s", "%[3]s", "($2::jsonb ->> 'userId')::uuid", "$7::uuid", "$8::uuid") + `) END AS n
+    SELECT (` + openLoanCountSQL("%[1]s", "%[3]s", "($2::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
+     WHERE (SELECT n FROM limited) IS NOT NULL
 ), allowed AS (
-    SELECT ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
-       AND ($6::integer IS NULL OR (SELECT n FROM counted) < $6::integer) AS ok
+    SELECT (SELECT ok FROM required)
+       AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
+       AND ((SELECT n FROM limited) IS NULL OR (SELECT n FROM counted) < (SELECT n FROM limited)) AS ok
 ), item AS (
     UPDATE %[3]s
        SET jsonb = %[5]s
-     WHERE $4::integer IS NOT NULL
-       AND id = ($2::jsonb ->> 'itemId')::uuid AND version = $4::integer
+     WHERE id = ($2::jsonb ->> 'itemId')::uuid AND version = $4::integer
        AND (SELECT ok FROM allowed)
  RETURNING id
 ), loan AS (
     INSERT INTO %[1]s (id, jsonb)
     SELECT $1, %[4]s
-     WHERE (SELECT ok FROM allowed)
-       AND ($4::integer IS NULL OR EXISTS (SELECT 1 FROM item))
+     WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
     RETURNING jsonb
 ), released AS (
     DELETE FROM %[2]s
      WHERE $9::boolean AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
     RETURNING user_id, holder
 )
-SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT n FROM counted),
-       released.user_id::text, released.holder, released.holder->>'acquiredBy',
+SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT ok FROM required),
+       (SELECT n FROM counted), (SELECT n FROM limited),
+       released.user_id::text, released.holder, released.holder->>'acquiredBy', released.holder->>'acquiredByModule',
        ` + locksql.Announce("%[6]s", "$10") + `
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
+
+// lockFeatureSQL is whether the tenant's check-out lock feature is on, as
+// storage reads it in a write: the checkoutLockFeature setting's
+// checkOutLockFeatureEnabled when it is a boolean (the value an object, or
+// a string holding one, as FOLIO stores it), else def (the environment's).
+// A malformed value reads as not saying, as circulation reads it: it can
+// never fail the write.
+func lockFeatureSQL(setting, def string) string {
+	return `coalesce((SELECT CASE jsonb_typeof(s.jsonb -> 'value')
+        WHEN 'object' THEN CASE WHEN jsonb_typeof(s.jsonb #> '{value,checkOutLockFeatureEnabled}') = 'boolean'
+                                THEN (s.jsonb #>> '{value,checkOutLockFeatureEnabled}')::boolean END
+        WHEN 'string' THEN CASE WHEN s.jsonb ->> 'value' ~ '"checkOutLockFeatureEnabled"\s*:\s*true\M' THEN true
+                                WHEN s.jsonb ->> 'value' ~ '"checkOutLockFeatureEnabled"\s*:\s*false\M' THEN false END END
+      FROM ` + setting + ` s WHERE s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'), ` + def + `)`
+}
 
 // itemWithStatus is the item row's document with the status named
 // (a constant of this package, never a client's value), dated now, one
@@ -241,18 +307,21 @@ func itemWithStatus(name string) string {
 }
 
 // checkOutStatements are a check-out's write for one tenant's tables:
-// lockRowSQL and checkOutSQL. checkOutSQL's parameters: $1 loan id, $2
-// loan, $3 lock id, $4 item version, $5 user for the metadata, $6 item
-// limit, $7 and $8 what the limit counts, $9 whether to release the lock,
-// $10 the tenant.
-type checkOutStatements struct{ lockRow, write string }
+// lockRowSQL, patronRowSQL and checkOutSQL. checkOutSQL's parameters: $1
+// loan id, $2 loan, $3 lock id, $4 item version, $5 user for the metadata,
+// $6 whether an unscoped item limit is enforced, $7 the lock feature's
+// default, $8 and $11 the caller (user and module), $9 whether to release
+// the lock, $10 the tenant.
+type checkOutStatements struct{ lockRow, patronRow, write string }
 
 func newCheckOutStatements(t storage.Tenant) checkOutStatements {
 	return checkOutStatements{
-		lockRow: fmt.Sprintf(lockRowSQL, table(t, "check_out_lock")),
+		lockRow:   fmt.Sprintf(lockRowSQL, table(t, "check_out_lock")),
+		patronRow: fmt.Sprintf(patronRowSQL, table(t, "patron")),
 		write: fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"),
 			withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(itemWithStatus("Checked out"), 5, true),
-			table(t, "check_out_lock_waiter")),
+			table(t, "check_out_lock_waiter"), table(t, "setting"), table(t, "circulation_rule"), table(t, "circulation_rules"),
+			table(t, "patron"), table(t, "loan_policy")),
 	}
 }
 
@@ -262,38 +331,43 @@ func newCheckOutStatements(t storage.Tenant) checkOutStatements {
 // not see). Parameter: $1 lock id.
 const lockRowSQL = `SELECT 1 FROM %s WHERE id = $1 FOR UPDATE`
 
+// patronRowSQL locks the borrower's row for the write's transaction, so
+// that every check-out write for the patron, under a lock or not, waits
+// for the one before it and counts its loan (a loan's reference to the
+// patron takes a key share, which this does not block). Parameter: $1
+// the patron.
+const patronRowSQL = `SELECT 1 FROM %s WHERE id = $1 FOR NO KEY UPDATE`
+
 // checkOutResult is the row checkOutSQL answers.
 type checkOutResult struct {
-	stored     json.RawMessage
-	fenced     bool
-	open       *int
-	released   *string
-	holder     []byte
-	acquiredBy *string
-	notified   bool
+	stored           json.RawMessage
+	fenced, required bool
+	open, limit      *int
+	released         *string
+	holder           []byte
+	acquiredBy       *string
+	acquiredByModule *string
+	notified         bool
 }
 
 // checkOutBatch is a check-out's write as one batch, sent in one round trip
-// and run as one transaction: under a lock, lockRowSQL and then
-// checkOutSQL; without one, checkOutSQL alone. The result is filled in
-// when the batch's results are read.
+// and run as one transaction: under a lock, lockRowSQL, then patronRowSQL
+// and checkOutSQL. The result is filled in when the batch's results are
+// read.
 func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
 	st := s.checkOuts.get(t)
-	var version, limit, materialType, loanType any
-	if w.ItemVersion > 0 {
-		version = w.ItemVersion
-	}
-	if w.Limit != nil {
-		limit, materialType, loanType = w.Limit.Limit, nullable(w.Limit.MaterialTypeID), nullable(w.Limit.LoanTypeID)
-	}
+	caller := storage.CallerFrom(ctx)
 	b := &pgx.Batch{}
 	if w.LockID != "" {
 		b.Queue(st.lockRow, w.LockID)
 	}
+	b.Queue(st.patronRow, fieldValue(w.Loan, "userId"))
 	r := &checkOutResult{}
-	b.Queue(st.write, w.LoanID, w.Loan, nullable(w.LockID), version, metadataUser(ctx),
-		limit, materialType, loanType, w.ReleaseLock, string(t)).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&r.stored, &r.fenced, &r.open, &r.released, &r.holder, &r.acquiredBy, &r.notified)
+	b.Queue(st.write, w.LoanID, w.Loan, nullable(w.LockID), w.ItemVersion, metadataUser(ctx),
+		s.policy.EnforceUnscopedItemLimit, s.policy.LockFeatureDefault, nullable(caller.User), w.ReleaseLock, string(t),
+		nullable(caller.Module)).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.holder, &r.acquiredBy,
+			&r.acquiredByModule, &r.notified)
 	})
 	return b, r
 }
@@ -312,12 +386,16 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 		}
 		return storage.CheckOutWritten{Loan: r.stored, LockReleased: r.released != nil}, nil
 	// Nothing written: say which condition failed, as the statement saw it.
+	case !r.required:
+		return storage.CheckOutWritten{}, storage.Errorf(storage.KindInvalid, storage.CodeLockRequired,
+			"The check-out lock is on for this tenant: a loan is opened only under the borrower's live lock (%s); nothing was written",
+			schemas.HeaderLockID)
 	case !r.fenced:
 		return storage.CheckOutWritten{}, storage.Errorf(storage.KindConflict, storage.CodeLockLost,
-			"Check-out lock %s is not held for this patron (it expired or was released); nothing was written", w.LockID).
+			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
 			With("lockId", w.LockID)
-	case w.Limit != nil && r.open != nil && *r.open >= w.Limit.Limit:
-		return storage.CheckOutWritten{}, storage.ItemLimitReached(w.Limit.Limit, *r.open)
+	case r.limit != nil && r.open != nil && *r.open >= *r.limit:
+		return storage.CheckOutWritten{}, storage.ItemLimitReached(*r.limit, *r.open)
 	}
 	itemID := fieldValue(w.Loan, "itemId")
 	var stored2 int
@@ -341,8 +419,9 @@ func (s *Records) releasedByWrite(ctx context.Context, t storage.Tenant, lockID 
 	if r.notified && s.released != nil {
 		s.released(t, *r.released)
 	}
-	by := storage.UserFrom(ctx)
-	if s.record == nil || by == "" || r.acquiredBy == nil || *r.acquiredBy == "" || *r.acquiredBy == by {
+	by := storage.CallerFrom(ctx)
+	owner := storage.Holder{AcquiredBy: deref(r.acquiredBy), AcquiredByModule: deref(r.acquiredByModule)}
+	if s.record == nil || owner.OwnedBy(by) {
 		return
 	}
 	var holder storage.Holder
@@ -350,7 +429,7 @@ func (s *Records) releasedByWrite(ctx context.Context, t storage.Tenant, lockID 
 		_ = holderScanner{&holder}.Scan(r.holder)
 	}
 	_ = s.record(ctx, t, storage.LockEvent{Type: storage.EventReleasedByOther, UserID: *r.released, LockID: lockID,
-		Holder: holder, By: storage.Holder{AcquiredBy: by}})
+		Holder: holder, By: by.Holder()})
 }
 
 // CheckInLoan implements storage.LoanWriter: the item becomes Available at
@@ -376,7 +455,10 @@ SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE id = $
 				"Cannot check in item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
 				itemID, stored, w.ItemVersion).With("_version", fmt.Sprint(stored))
 		}
-		return update(ctx, tx, t, storage.Loans, w.LoanID, 0, w.Loan)
+		// The loan closed is the item's open loan, as it was: a check-in
+		// closes a loan, and changes nothing else of whose and of what
+		// it is.
+		return update(ctx, tx, t, storage.Loans, w.LoanID, 0, w.Loan, checkInGuard)
 	})
 }
 
@@ -410,6 +492,10 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 			cast = "uuid"
 		}
 		conds = append(conds, fmt.Sprintf("%s = $%d::%s", sp.columns[filter.Param], len(args), cast))
+	}
+	if f.Scopes != nil {
+		args = append(args, f.Scopes)
+		conds = append(conds, fmt.Sprintf("scope = ANY($%d::text[])", len(args)))
 	}
 	order := sp.order
 	var sortArgs []any
@@ -457,22 +543,109 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 	return docs, total, nil
 }
 
-// Update implements storage.RecordService.
+// Update implements storage.RecordService. A loan or an item is held to
+// what only a check-out or a check-in may change (updateGuards).
 func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage) error {
-	return s.db.write(ctx, t, func(c *pgx.Conn) error { return update(ctx, c, t, r, id, version, doc) })
+	if r.Path == storage.Settings.Path {
+		return s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+			if err := update(ctx, tx, t, r, id, version, doc, nil); err != nil {
+				return err
+			}
+			return auditSetting(ctx, tx, t, "update", id, doc)
+		})
+	}
+	return s.db.write(ctx, t, func(c *pgx.Conn) error { return update(ctx, c, t, r, id, version, doc, updateGuards[r.Path]) })
 }
 
-// update replaces a record through q (the pool, or a transaction).
-func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage) error {
+// guard is what a write of a record requires of the stored row, whoever
+// calls, in the write's own statement: cond, SQL over the row (rec; $2 is
+// the new document, %[1]s the loan table), and, when the
+// row is there but cond is false, why, from the row as it is (stored, its
+// version, and the state columns of the resource) and the new document.
+type guard struct {
+	cond string
+	// state reads the row's columns why needs.
+	state string
+	why   func(id string, state []any, doc json.RawMessage) error
+}
+
+// newStatus is the status a loan or item document names.
+const newStatus = `($2::jsonb #>> '{status,name}')`
+
+// updateGuards hold plain updates to what only the check-out and the
+// check-in writes may do. A loan keeps its status (an open loan is closed
+// only by a check-in, a closed one never reopened) and, while open, its
+// borrower and item. An item becomes Checked out only with its loan, by a
+// check-out, and leaves Checked out only while it has no open loan (the
+// check-in of an item with none).
+var updateGuards = map[string]*guard{
+	storage.Loans.Path: {
+		cond: `status_name = ` + newStatus + ` AND (status_name <> 'Open'
+                 OR (user_id = ($2::jsonb ->> 'userId')::uuid AND item_id = ($2::jsonb ->> 'itemId')::uuid))`,
+		state: `status_name`,
+		why: func(id string, state []any, doc json.RawMessage) error {
+			stored := *state[0].(*string)
+			switch status := fieldAt(doc, "status", "name"); {
+			case stored == "Open" && status != "Open":
+				return storage.Errorf(storage.KindInvalid, storage.CodeCheckInRequired,
+					"Loan %s is open: it is closed only by a check-in (%s), which makes its item Available with it", id,
+					schemas.HeaderCheckInItemVersion).With("status", status)
+			case stored != "Open" && status == "Open":
+				return storage.Errorf(storage.KindInvalid, storage.CodeCheckOutRequired,
+					"Loan %s is closed and stays closed: a loan is opened only by a check-out", id).With("status", status)
+			}
+			return storage.Errorf(storage.KindInvalid, storage.CodeCheckInRequired,
+				"Loan %s is open: its userId and itemId do not change; check the item in, and out to the other patron", id)
+		},
+	},
+	storage.Items.Path: {
+		cond: `NOT (` + newStatus + ` = 'Checked out' AND status_name <> 'Checked out')
+           AND NOT (` + newStatus + ` <> 'Checked out' AND status_name = 'Checked out' AND EXISTS (
+                 SELECT 1 FROM %[1]s l WHERE l.item_id = rec.id AND l.status_name = 'Open'))`,
+		state: `status_name`,
+		why: func(id string, state []any, doc json.RawMessage) error {
+			if fieldAt(doc, "status", "name") == "Checked out" {
+				return storage.Errorf(storage.KindInvalid, storage.CodeItemStatusByCirculation,
+					"Item %s becomes Checked out only with its loan, by a check-out", id).With("status", "Checked out")
+			}
+			return storage.Errorf(storage.KindInvalid, storage.CodeItemStatusByCirculation,
+				"Item %s has an open loan: it leaves Checked out only by the check-in that closes the loan", id).
+				With("status", fieldAt(doc, "status", "name"))
+		},
+	},
+}
+
+// checkInGuard holds a check-in's loan: the item's open loan, closed, of
+// the same borrower and item.
+var checkInGuard = &guard{
+	cond: `status_name = 'Open' AND ` + newStatus + ` = 'Closed'
+           AND user_id = ($2::jsonb ->> 'userId')::uuid AND item_id = ($2::jsonb ->> 'itemId')::uuid`,
+	state: `status_name`,
+	why: func(id string, state []any, doc json.RawMessage) error {
+		if *state[0].(*string) != "Open" {
+			return storage.Errorf(storage.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open: there is nothing to check in", id).
+				With("loanId", id)
+		}
+		return storage.Errorf(storage.KindInvalid, storage.CodeCheckInRequired,
+			"A check-in closes the loan (status Closed) and changes neither its userId nor its itemId")
+	},
+}
+
+// update replaces a record through q (the pool, or a transaction), when
+// g (if any) holds for the stored row.
+func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage, g *guard) error {
 	tbl := table(t, spec(r).table)
-	sql := fmt.Sprintf(`UPDATE %s SET jsonb = %s WHERE id = $1`, tbl,
+	sql := fmt.Sprintf(`UPDATE %s AS rec SET jsonb = %s WHERE rec.id = $1`, tbl,
 		withMetadata(withID(r, `to_jsonb(coalesce(version, 0) + 1)`), 3, true))
 	args := []any{id, doc, metadataUser(ctx)}
 	if r.Versioned {
 		// Version 0 is "any version" for a resource whose version is
 		// optional on update.
-		sql += ` AND ($4::integer IS NULL OR version = $4::integer)`
+		sql += ` AND ($4::integer IS NULL OR rec.version = $4::integer)`
 		args = append(args, nullableInt(version))
+	}
+	if g != nil {
+		sql += ` AND ` + fmt.Sprintf(g.cond, table(t, "loan"))
 	}
 	tag, err := q.Exec(ctx, sql, args...)
 	if err != nil {
@@ -481,31 +654,61 @@ func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
-	if !r.Versioned {
+	if !r.Versioned && g == nil {
 		return storage.NotFound(r.Name, id)
 	}
-	// Absent, or present at another version: tell which.
-	var stored int
-	err = q.QueryRow(ctx, fmt.Sprintf(`SELECT version FROM %s WHERE id = $1`, tbl), id).Scan(&stored)
+	// Absent, present at another version, or refused by the guard: tell
+	// which.
+	var stored *int
+	cols, state := "version", []any{&stored}
+	if g != nil {
+		var s string
+		cols, state = cols+", "+g.state, append(state, &s)
+	}
+	err = q.QueryRow(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE id = $1`, cols, tbl), id).Scan(state...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.NotFound(r.Name, id)
 	}
 	if err != nil {
 		return interpret(err, t)
 	}
-	return storage.Errorf(storage.KindConflict, storage.CodeVersionConflict,
-		"Cannot update record %s because it has been changed: stored _version is %d, request has %d", id, stored, version).
-		With("_version", fmt.Sprint(stored))
+	if r.Versioned && version != 0 && stored != nil && *stored != version {
+		return storage.Errorf(storage.KindConflict, storage.CodeVersionConflict,
+			"Cannot update record %s because it has been changed: stored _version is %d, request has %d", id, *stored, version).
+			With("_version", fmt.Sprint(*stored))
+	}
+	return g.why(id, state[1:], doc)
 }
 
-// Delete implements storage.RecordService.
+// Delete implements storage.RecordService. An open loan is removed only
+// by being checked in first.
 func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resource, id string) error {
 	var tag pgconn.CommandTag
-	err := s.db.write(ctx, t, func(c *pgx.Conn) error {
-		var err error
-		tag, err = c.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE id = $1`, table(t, spec(r).table)), id)
-		return err
-	})
+	sql := fmt.Sprintf(`DELETE FROM %s WHERE id = $1`, table(t, spec(r).table))
+	if r.Path == storage.Loans.Path {
+		sql += ` AND status_name <> 'Open'`
+	}
+	var err error
+	if r.Path == storage.Settings.Path {
+		err = s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+			var old json.RawMessage
+			err := tx.QueryRow(ctx, sql+` RETURNING jsonb`, id).Scan(&old)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			tag = pgconn.NewCommandTag("DELETE 1")
+			return auditSetting(ctx, tx, t, "delete", id, old)
+		})
+	} else {
+		err = s.db.write(ctx, t, func(c *pgx.Conn) error {
+			var err error
+			tag, err = c.Exec(ctx, sql, id)
+			return err
+		})
+	}
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == sqlstateForeignKeyViolation {
@@ -516,6 +719,12 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 			return e
 		}
 		return interpret(err, t)
+	}
+	if tag.RowsAffected() == 0 && r.Path == storage.Loans.Path {
+		if _, err := s.Get(ctx, t, r, id); err == nil {
+			return storage.Errorf(storage.KindInvalid, storage.CodeCheckInRequired,
+				"Loan %s is open: check its item in before removing it", id).With("id", id)
+		}
 	}
 	if tag.RowsAffected() == 0 {
 		return storage.NotFound(r.Name, id)
@@ -600,6 +809,23 @@ func nullableInt(n int) any {
 		return nil
 	}
 	return n
+}
+
+// fieldAt reads the string at a path of a JSON document ("" when absent).
+func fieldAt(doc json.RawMessage, path ...string) string {
+	var v any
+	if json.Unmarshal(doc, &v) != nil {
+		return ""
+	}
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = m[p]
+	}
+	s, _ := v.(string)
+	return s
 }
 
 // fieldValue reads a top-level string field of a JSON document, for messages.

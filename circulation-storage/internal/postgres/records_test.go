@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,29 @@ func setupLibrary(t *testing.T) fixture {
 	return f
 }
 
+// testPolicy is how the tests' storage applies the rules: as storage does
+// by default.
+var testPolicy = Policy{EnforceUnscopedItemLimit: true}
+
+// setItemLimit makes the circulation rules give patrons of group a limit
+// of n items that can circulate, beside the sample rules.
+func setItemLimit(t *testing.T, f fixture, group string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	records := NewRecords(f.db, testPolicy)
+	policy := uuid.NewString()
+	if _, err := records.Create(ctx, f.tenant, storage.LoanPolicies, policy, json.RawMessage(fmt.Sprintf(
+		`{"name":"limit %d %s","loanable":true,"loansPolicy":{"profileId":"Rolling","period":{"duration":1,"intervalId":"Weeks"},"itemLimit":%d}}`,
+		n, policy, n))); err != nil {
+		t.Fatal(err)
+	}
+	rules := SampleRules
+	rules.Rules = append(slices.Clone(rules.Rules), storage.CirculationRule{PatronGroupID: group, LoanTypeID: LoanTypeCanCirculate, LoanPolicyID: policy})
+	if err := NewRules(f.db, testPolicy).SetRules(ctx, f.tenant, rules); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func loanDoc(userID, itemID string) json.RawMessage {
 	return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedout","status":{"name":"Open"}}`,
 		userID, itemID))
@@ -34,7 +58,7 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(f.db)
+	records := NewRecords(f.db, testPolicy)
 	user, item := SampleID("1001"), SampleID("book-001")
 	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
@@ -76,7 +100,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(f.db)
+	records := NewRecords(f.db, testPolicy)
 	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-002")
 
 	// Expired and still there: nobody took it over yet.
@@ -94,7 +118,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.locks.Release(ctx, f.tenant, released.ID, ""); err != nil {
+	if err := f.locks.Release(ctx, f.tenant, released.ID, storage.Caller{}, false); err != nil {
 		t.Fatal(err)
 	}
 	bobs, _, err := f.locks.Acquire(ctx, f.tenant, bob, "", ttl, storage.Holder{})
@@ -121,7 +145,7 @@ func TestOneOpenLoanPerItemUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(f.db)
+	records := NewRecords(f.db, testPolicy)
 	for round := range 10 {
 		item := SampleID(fmt.Sprintf("book-%03d", 100+round))
 		var wg sync.WaitGroup
@@ -173,13 +197,13 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := NewRecords(f.db).checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
+	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
 		t.Fatalf("fenced insert: %v (written: %v)", err, r.stored != nil)
 	}
 
 	released := make(chan error, 1)
-	go func() { released <- f.locks.Release(ctx, f.tenant, lock.ID, "") }()
+	go func() { released <- f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false) }()
 	// Wait until the release is blocked on the lock row, by the database's
 	// own account.
 	f.waitForLockWait(t, "%DELETE FROM %check_out_lock%", released, "release")
@@ -206,27 +230,27 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 	ctx := context.Background()
 	user := SampleID("1004")
 	open := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user)
-	limit := &storage.ItemLimit{Limit: open + 1}
+	setItemLimit(t, f, GroupFaculty, open+1)
 	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	write := func(item string) storage.CheckOutWrite {
-		return storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(user, SampleID(item)), LockID: lock.ID, ItemVersion: 1, Limit: limit}
+		return storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(user, SampleID(item)), LockID: lock.ID, ItemVersion: 1}
 	}
 	tx, err := f.db.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := NewRecords(f.db).checkOutBatch(ctx, f.tenant, write("book-140"))
+	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, write("book-140"))
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
 		t.Fatalf("first write: %v (written: %v, open loans counted %v)", err, r.stored != nil, r.open)
 	}
 
 	second := make(chan error, 1)
 	go func() {
-		_, err := NewRecords(f.db).CreateCheckOutLoan(ctx, f.tenant, write("book-141"))
+		_, err := NewRecords(f.db, testPolicy).CreateCheckOutLoan(ctx, f.tenant, write("book-141"))
 		second <- err
 	}()
 	f.waitForLockWait(t, "%FOR UPDATE%", second, "the second write")
@@ -244,13 +268,14 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 
 // TestConcurrentWritesUnderOneLockKeepTheLimit: twenty check-out writes
 // under one lock at once, round after round, for a patron with room for
-// three more loans: exactly three are written, the others refused at the
+// three more loans (undergraduates may borrow three items that can
+// circulate, by the sample rules): exactly three are written, the others refused at the
 // limit, and the database holds no more.
 func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(f.db)
+	records := NewRecords(f.db, testPolicy)
 	const rounds, writers, room = 5, 20, 3
 	for round := range rounds {
 		user := uuid.NewString()
@@ -272,7 +297,7 @@ func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
 				defer wg.Done()
 				<-start
 				_, errs[i] = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
-					Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1, Limit: &storage.ItemLimit{Limit: room}})
+					Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
 			}()
 		}
 		close(start)

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -12,9 +11,24 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 )
 
-// Rules implements storage.RulesService and storage.LoanCounter.
+// Rules implements storage.RulesService, storage.LoanCounter and
+// storage.CheckOutStore.
 type Rules struct {
-	db *DB
+	db     *DB
+	policy Policy
+}
+
+// Policy is how storage applies a tenant's circulation rules and lock
+// setting whoever calls, the same in validation and in the check-out's
+// write.
+type Policy struct {
+	// LockFeatureDefault is the lock feature for a tenant that stored no
+	// checkoutLockFeature setting (CHECKOUT_LOCK_FEATURE_ENABLED).
+	LockFeatureDefault bool
+	// EnforceUnscopedItemLimit enforces an item limit whose rule names
+	// neither a material type nor a loan type, counting all the patron's
+	// open loans (ITEM_LIMIT_WITHOUT_CRITERIA=enforce); FOLIO does not.
+	EnforceUnscopedItemLimit bool
 }
 
 var (
@@ -23,7 +37,7 @@ var (
 )
 
 // NewRules returns the circulation rules service.
-func NewRules(db *DB) *Rules { return &Rules{db: db} }
+func NewRules(db *DB, policy Policy) *Rules { return &Rules{db: db, policy: policy} }
 
 // Rules implements storage.RulesService.
 func (s *Rules) Rules(ctx context.Context, t storage.Tenant) (storage.CirculationRules, error) {
@@ -143,53 +157,138 @@ func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, ma
 
 var _ storage.CheckOutStore = (*Rules)(nil)
 
-// checkOutBasicsSQL reads, in one statement, the patron and the item by
-// barcode, the item's open loan and the circulation rules (their fallback
-// policy, NULL when none are set, and the rules in order).
-const checkOutBasicsSQL = `
-SELECT (SELECT jsonb FROM %[1]s WHERE barcode = $1 ORDER BY barcode, id LIMIT 1),
-       i.jsonb,
-       (SELECT jsonb FROM %[3]s l WHERE l.item_id = i.id AND l.status_name = 'Open' ORDER BY l.jsonb ->> 'loanDate', l.id LIMIT 1),
-       (SELECT fallback_loan_policy_id::text FROM %[4]s),
-       (SELECT coalesce(jsonb_agg(jsonb_build_object('patronGroupId', coalesce(patron_group_id::text, ''),
-                 'materialTypeId', coalesce(material_type_id::text, ''), 'loanTypeId', coalesce(loan_type_id::text, ''),
-                 'loanPolicyId', loan_policy_id::text) ORDER BY position), '[]') FROM %[5]s)
-  FROM (SELECT 1) one
-  LEFT JOIN (SELECT id, jsonb FROM %[2]s WHERE barcode = $2 ORDER BY barcode, id LIMIT 1) i ON true`
-
-// CheckOutBasics implements storage.CheckOutStore.
-func (s *Rules) CheckOutBasics(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string) (user, item, openLoan json.RawMessage, rules *storage.CirculationRules, err error) {
-	var fallback *string
-	var list json.RawMessage
-	err = s.db.pool.QueryRow(ctx, fmt.Sprintf(checkOutBasicsSQL, table(t, "patron"), table(t, "item"), table(t, "loan"),
-		table(t, "circulation_rules"), table(t, "circulation_rule")), userBarcode, itemBarcode).
-		Scan(&user, &item, &openLoan, &fallback, &list)
-	if err != nil {
-		return nil, nil, nil, nil, interpret(err, t)
-	}
-	if fallback != nil {
-		rules = &storage.CirculationRules{FallbackLoanPolicyID: *fallback}
-		if err := json.Unmarshal(list, &rules.Rules); err != nil {
-			return nil, nil, nil, nil, err
-		}
-	}
-	return user, item, openLoan, rules, nil
+// policyMatchSQL is the circulation rules' choice of loan policy, the one
+// place it is written: validation, the check-out's write and the
+// loan-policy route all choose with it. Of the rules whose every named
+// criterion equals the check-out's, the one naming the most criteria wins;
+// a tie goes to the rule naming the loan type, then the material type,
+// then the patron group (FOLIO's priority: the weights 14, 12 and 11); a
+// remaining tie to the earlier rule. When no rule matches, the fallback
+// policy applies. rule and rules are the tables; group, material and
+// loanType the SQL expressions (uuid, NULL matching no rule that names
+// one). It answers one row (loan_policy_id, rule_index NULL for the
+// fallback, pg_match, mt_match, lt_match), or none when no rules are set.
+func policyMatchSQL(rule, rules, group, material, loanType string) string {
+	return `
+SELECT m.loan_policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match
+  FROM (SELECT r.loan_policy_id, r.position AS rule_index,
+               r.patron_group_id IS NOT NULL AS pg_match, r.material_type_id IS NOT NULL AS mt_match,
+               r.loan_type_id IS NOT NULL AS lt_match,
+               CASE WHEN r.patron_group_id IS NULL THEN 0 ELSE 11 END + CASE WHEN r.material_type_id IS NULL THEN 0 ELSE 12 END
+             + CASE WHEN r.loan_type_id IS NULL THEN 0 ELSE 14 END AS rank
+          FROM ` + rule + ` r
+         WHERE (r.patron_group_id IS NULL OR r.patron_group_id = ` + group + `)
+           AND (r.material_type_id IS NULL OR r.material_type_id = ` + material + `)
+           AND (r.loan_type_id IS NULL OR r.loan_type_id = ` + loanType + `)
+        UNION ALL
+        SELECT fallback_loan_policy_id, NULL, false, false, false, -1 FROM ` + rules + `) m
+ WHERE EXISTS (SELECT 1 FROM ` + rules + `)
+ ORDER BY m.rank DESC, m.rule_index
+ LIMIT 1`
 }
 
-// PolicyAndCount implements storage.CheckOutStore, in one statement.
-func (s *Rules) PolicyAndCount(ctx context.Context, t storage.Tenant, policyID, userID, materialTypeID, loanTypeID string) (json.RawMessage, int, error) {
-	var policy json.RawMessage
-	var n int
-	err := s.db.pool.QueryRow(ctx, `SELECT (SELECT jsonb FROM `+table(t, "loan_policy")+` WHERE id = $4), (`+
-		openLoanCountSQL(table(t, "loan"), table(t, "item"), "$1", "$2::uuid", "$3::uuid")+`)`,
-		userID, nullable(materialTypeID), nullable(loanTypeID), policyID).Scan(&policy, &n)
+// itemLimitSQL is the item limit a matched policy sets (the matched row
+// m's policy lp): loansPolicy.itemLimit, when positive and enforced
+// (a rule naming neither a material type nor a loan type gives one only
+// when enforceUnscoped, a boolean SQL expression); NULL otherwise.
+func itemLimitSQL(m, lp, enforceUnscoped string) string {
+	return `CASE WHEN (` + lp + `.jsonb #>> '{loansPolicy,itemLimit}')::numeric > 0
+                  AND (` + m + `.mt_match OR ` + m + `.lt_match OR ` + enforceUnscoped + `)
+             THEN (` + lp + `.jsonb #>> '{loansPolicy,itemLimit}')::numeric::integer END`
+}
+
+// borrowerSQL is the part of a patron's record a check-out decides on,
+// the least personal data validation hands out: no e-mail, phone or
+// address (u is the patron row).
+const borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
+    'id', u.jsonb -> 'id', 'barcode', u.jsonb -> 'barcode', 'active', u.jsonb -> 'active',
+    'patronGroup', u.jsonb -> 'patronGroup', 'expirationDate', u.jsonb -> 'expirationDate',
+    'personal', jsonb_build_object('firstName', u.jsonb #> '{personal,firstName}', 'lastName', u.jsonb #> '{personal,lastName}')))`
+
+// checkOutReadSQL reads, in one statement, everything validating a
+// check-out by barcode needs: the patron ($1) and the item ($2) by barcode,
+// the item's open loan, whether rules are set, the policy they choose with
+// the chosen rule's criteria, the policy, the patron's open loans counted
+// as that policy's item limit counts them, and the limit enforced ($3:
+// whether an unscoped limit is).
+func checkOutReadSQL(t storage.Tenant) string {
+	return `
+WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(t, "patron") + ` WHERE barcode = $1 ORDER BY barcode, id LIMIT 1),
+     i AS (SELECT id, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb
+             FROM ` + table(t, "item") + ` WHERE barcode = $2 ORDER BY barcode, id LIMIT 1),
+     m AS (` + policyMatchSQL(table(t, "circulation_rule"), table(t, "circulation_rules"),
+		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `),
+     p AS (SELECT lp.jsonb, ` + itemLimitSQL("m", "lp", "$3::boolean") + ` AS item_limit,
+                  CASE WHEN m.mt_match THEN (SELECT material_type_id FROM i) END AS mt,
+                  CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM i) END AS lt
+             FROM m JOIN ` + table(t, "loan_policy") + ` lp ON lp.id = m.loan_policy_id
+            WHERE EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i))
+SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
+       (SELECT l.jsonb FROM ` + table(t, "loan") + ` l, i WHERE l.item_id = i.id AND l.status_name = 'Open'
+         ORDER BY l.jsonb ->> 'loanDate', l.id LIMIT 1),
+       EXISTS (SELECT 1 FROM ` + table(t, "circulation_rules") + `),
+       m.loan_policy_id::text, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
+       p.jsonb, p.item_limit, p.mt::text, p.lt::text,
+       CASE WHEN p.jsonb IS NOT NULL THEN (` + openLoanCountSQL(table(t, "loan"), table(t, "item"), "(SELECT id FROM u)", "p.mt", "p.lt") + `) END
+  FROM (SELECT 1) one
+  LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
+  LEFT JOIN p ON true`
+}
+
+// ReadForCheckOut implements storage.CheckOutStore, in one statement.
+func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string) (storage.CheckOutRecords, error) {
+	var out storage.CheckOutRecords
+	var rulesSet bool
+	var policyID, mt, lt *string
+	var ruleIndex, limit, count *int
+	var pg, mtMatch, ltMatch *bool
+	err := s.db.pool.QueryRow(ctx, checkOutReadSQL(t), userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit).
+		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
+			&out.LoanPolicy, &limit, &mt, &lt, &count)
 	if err != nil {
-		return nil, 0, interpret(err, t)
+		return storage.CheckOutRecords{}, interpret(err, t)
 	}
-	if policy == nil {
-		return nil, 0, storage.NotFound(storage.LoanPolicies.Name, policyID)
+	if out.User == nil || out.Item == nil || !rulesSet {
+		return out, nil
 	}
-	return policy, n, nil
+	out.RulesSet = true
+	out.Match = &storage.PolicyMatch{LoanPolicyID: deref(policyID), PatronGroupMatch: pg != nil && *pg,
+		MaterialTypeMatch: mtMatch != nil && *mtMatch, LoanTypeMatch: ltMatch != nil && *ltMatch, RuleIndex: -1}
+	if ruleIndex != nil {
+		out.Match.RuleIndex = *ruleIndex
+	}
+	if out.LoanPolicy == nil {
+		return storage.CheckOutRecords{}, storage.NotFound(storage.LoanPolicies.Name, deref(policyID))
+	}
+	if count != nil {
+		out.OpenLoans = *count
+	}
+	if limit != nil {
+		out.Limit = &storage.ItemLimit{Limit: *limit, MaterialTypeID: deref(mt), LoanTypeID: deref(lt)}
+	}
+	return out, nil
+}
+
+// MatchLoanPolicy implements storage.RulesService.
+func (s *Rules) MatchLoanPolicy(ctx context.Context, t storage.Tenant, patronGroupID, materialTypeID, loanTypeID string) (storage.PolicyMatch, error) {
+	var policyID string
+	var ruleIndex *int
+	m := storage.PolicyMatch{RuleIndex: -1}
+	err := s.db.pool.QueryRow(ctx, policyMatchSQL(table(t, "circulation_rule"), table(t, "circulation_rules"), "$1::uuid", "$2::uuid", "$3::uuid"),
+		nullable(patronGroupID), nullable(materialTypeID), nullable(loanTypeID)).
+		Scan(&policyID, &ruleIndex, &m.PatronGroupMatch, &m.MaterialTypeMatch, &m.LoanTypeMatch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.PolicyMatch{}, storage.Errorf(storage.KindNotFound, storage.CodeNotFound,
+			"No circulation rules are set: PUT /circulation-rules-storage first")
+	}
+	if err != nil {
+		return storage.PolicyMatch{}, interpret(err, t)
+	}
+	m.LoanPolicyID = policyID
+	if ruleIndex != nil {
+		m.RuleIndex = *ruleIndex
+	}
+	return m, nil
 }
 
 // nullable is nil for "", so an absent filter is SQL NULL.

@@ -128,7 +128,7 @@ func cutWrite(t *testing.T) cut {
 	loanID := uuid.NewString()
 	result := make(chan error, 1)
 	go func() {
-		_, err := NewRecords(db).CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID,
+		_, err := NewRecords(db, testPolicy).CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID,
 			Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
 		result <- err
 	}()

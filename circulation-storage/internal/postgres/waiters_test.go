@@ -82,7 +82,7 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 	secondDone := wait(second)
 	waitFor(t, "the second to wait", func() bool { return obs.now() == 2 })
 
-	if err := f.locks.Release(ctx, f.tenant, holder, ""); err != nil {
+	if err := f.locks.Release(ctx, f.tenant, holder, storage.Caller{}, false); err != nil {
 		t.Fatal(err)
 	}
 	r := <-firstDone
@@ -94,7 +94,7 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end) && locks.count(second) == 1; {
 		time.Sleep(time.Millisecond) // watching for a try that must not come, bounded
 	}
-	if err := f.locks.Release(ctx, f.tenant, first, ""); err != nil {
+	if err := f.locks.Release(ctx, f.tenant, first, storage.Caller{}, false); err != nil {
 		t.Fatal(err)
 	}
 	r = <-secondDone
@@ -136,7 +136,7 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 		gaveUp <- err
 	}()
 	waitFor(t, "the second to wait", func() bool { return obs.now() == 2 })
-	if err := f.locks.Release(ctx, f.tenant, old, ""); err != nil {
+	if err := f.locks.Release(ctx, f.tenant, old, storage.Caller{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-granted; err != nil {

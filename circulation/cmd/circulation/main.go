@@ -9,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/google/uuid"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/caarlos0/env/v10"
 
 	"github.com/checkoutlock/circulation"
@@ -28,6 +29,7 @@ import (
 	"github.com/checkoutlock/config"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 func main() {
@@ -61,10 +63,18 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, config.LogOptions(cfg.LogLevel))))
 	logger.Info("starting", slog.Any("config", cfg))
-	authn, err := auth.NewGuard(ctx, cfg.Auth.Mode, auth.KeyConfig{Secret: cfg.Auth.JWTSecret,
-		PublicKeyFile: cfg.Auth.JWTPublicKeyFile, JWKSURL: cfg.Auth.JWKSURL}, logger)
+	authn, err := auth.NewGuard(ctx, auth.GuardConfig{Mode: cfg.Auth.Mode, Keys: auth.KeyConfig{Secret: cfg.Auth.JWTSecret,
+		PublicKeyFile: cfg.Auth.JWTPublicKeyFile, JWKSURL: cfg.Auth.JWKSURL}, Service: schemas.ServiceCirculation,
+		Warnings: cfg.Warnings()}, logger)
 	if err != nil {
 		return err
+	}
+	// In jwt mode circulation calls storage as itself, with tokens it signs.
+	var module *auth.ModuleSigner
+	if authn.Mode == auth.JWT {
+		if module, err = auth.NewModuleSigner(schemas.ServiceCirculation, schemas.ServiceStorage, cfg.ModuleKeyFile, cfg.ModuleTokenTTL); err != nil {
+			return err
+		}
 	}
 
 	sch, err := schemas.Load()
@@ -79,15 +89,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		LockTTL:        time.Duration(cfg.LockTTLMs) * time.Millisecond,
 		RetryIntervals: cfg.RetryIntervalMs.Durations(),
 	}, cfg.SettingsCacheTTL, logger)
-	settings.UseBounds(circulation.DefaultBounds(circulation.LockSettings{
-		LockTTL: time.Duration(cfg.LockTTLMs) * time.Millisecond, RetryIntervals: cfg.RetryIntervalMs.Durations(),
-	}, cfg.RequestTimeout))
+	// A check-out's waits for the lock end a second before its deadline.
+	settings.UseBounds(locksettings.DefaultBounds(max(cfg.RequestTimeout-time.Second, cfg.RequestTimeout/2)))
 	settings.UseCacheSize(cfg.SettingsCacheTenants)
 	svc := circulation.NewService(storage, settings, metrics, logger, cfg.ReleaseTimeout)
 	svc.UseWaitAtStorage(cfg.LockWaitAtStorage)
-	svc.UseUnscopedItemLimit(cfg.ItemLimitWithoutCriteria == "enforce")
 	server := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxHeaderBytes: cfg.MaxHeaderBytes,
-		RequestTimeout: cfg.RequestTimeout, Auth: authn},
+		RequestTimeout: cfg.RequestTimeout, Auth: authn, Module: module},
 		httpapi.Services{
 			Circulation: svc,
 			Settings:    settings,

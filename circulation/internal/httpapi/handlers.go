@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 type statusJSON struct {
@@ -215,7 +216,7 @@ type boundsJSON struct {
 	MaxTotalWaitMs int64     `json:"maxTotalWaitMs"`
 }
 
-func toSettingsJSON(s circulation.LockSettings, b circulation.Bounds) settingsJSON {
+func toSettingsJSON(s circulation.LockSettings, b locksettings.Bounds) settingsJSON {
 	out := settingsJSON{Enabled: s.Enabled, LockTTL: s.LockTTL.Milliseconds(), NoOfRetryAttempts: len(s.RetryIntervals),
 		SettingsError: s.SettingsError, RetryIntervalsMs: make([]int, len(s.RetryIntervals))}
 	for i, d := range s.RetryIntervals {
@@ -245,7 +246,7 @@ func (s *Server) getSettings(c echo.Context) error {
 // putSettings replaces the stored settings with the body, the whole
 // document.
 func (s *Server) putSettings(c echo.Context) error {
-	var stored circulation.StoredLockSettings
+	var stored locksettings.Stored
 	if err := s.bind(c, "checkout-lock-settings.json", &stored); err != nil {
 		return err
 	}

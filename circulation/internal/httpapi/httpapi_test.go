@@ -19,6 +19,7 @@ import (
 	"github.com/checkoutlock/circulation/internal/storageclient"
 	"github.com/checkoutlock/circulation/storagefake"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 const (
@@ -415,7 +416,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 	if string(res.body) != mustJSON(t, put)+"\n" {
 		t.Errorf("GET after PUT %s, want %s", res.body, mustJSON(t, put))
 	}
-	raw, ok := a.fake.Setting(circulation.SettingsScope, circulation.SettingsKey)
+	raw, ok := a.fake.Setting(locksettings.Scope, locksettings.Key)
 	if !ok || string(raw) != `"{\"checkOutLockFeatureEnabled\":false,\"lockTtl\":5000,\"retryIntervalsMs\":[100,200]}"` {
 		t.Errorf("stored %s (found %v)", raw, ok)
 	}

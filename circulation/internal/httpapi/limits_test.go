@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // TestPatchSettingsOverHTTP: PATCH, as application/json or as a merge
@@ -29,7 +30,7 @@ func TestPatchSettingsOverHTTP(t *testing.T) {
 	if !got.Enabled || got.Sources.Enabled != circulation.FromEnvironment || got.LockTTL != 5000 {
 		t.Errorf("PATCH null answered %+v, want the environment's (on) and lockTtl 5000", got)
 	}
-	raw, _ := a.fake.Setting(circulation.SettingsScope, circulation.SettingsKey)
+	raw, _ := a.fake.Setting(locksettings.Scope, locksettings.Key)
 	if string(raw) != `"{\"lockTtl\":5000}"` {
 		t.Errorf("stored %s, want \"{\\\"lockTtl\\\":5000}\"", raw)
 	}
@@ -39,7 +40,7 @@ func TestPatchSettingsOverHTTP(t *testing.T) {
 			t.Errorf("PATCH %s: codes %q", body, codes)
 		}
 	}
-	if raw2, _ := a.fake.Setting(circulation.SettingsScope, circulation.SettingsKey); string(raw2) != string(raw) {
+	if raw2, _ := a.fake.Setting(locksettings.Scope, locksettings.Key); string(raw2) != string(raw) {
 		t.Errorf("refused patches changed the setting to %s", raw2)
 	}
 }

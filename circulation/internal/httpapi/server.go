@@ -35,6 +35,9 @@ type Config struct {
 	// Auth is who may call: every route but health, readiness and metrics
 	// requires its permission (schemas.Routes).
 	Auth auth.Guard
+	// Module signs circulation's module tokens, with which it calls
+	// storage in jwt mode (nil in the other modes).
+	Module *auth.ModuleSigner
 }
 
 // Services are the domain services the API serves.
@@ -179,8 +182,12 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 		if r := requestOf(req.Context()); r != nil {
 			id, who = r.ID, r.Caller
 		}
-		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: auth.Token(req.Header),
-			UserID: strings.ToLower(who)})
+		who = strings.ToLower(who)
+		token, err := s.storageToken(c, t, who)
+		if err != nil {
+			return err
+		}
+		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: token, UserID: who})
 		c.SetRequest(req.WithContext(ctx))
 		return next(c)
 	}

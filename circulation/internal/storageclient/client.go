@@ -94,6 +94,11 @@ func (c *Client) exchange(ctx context.Context, timeout time.Duration, method, pa
 	if okapi.Token != "" {
 		req.Header.Set(schemas.HeaderToken, okapi.Token)
 	}
+	if okapi.UserID != "" {
+		// Who circulation acts for, for storage's audit (the token says
+		// what circulation may do; a gateway vouches for this header).
+		req.Header.Set(schemas.HeaderUserID, okapi.UserID)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -162,10 +167,12 @@ func statusError(res *http.Response, data []byte, method, path string) error {
 		// A storage bug: not worth retrying, and the write may have happened.
 		return circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "circulation-storage failed").Because(cause)
 	case res.StatusCode == http.StatusUnauthorized:
-		// The caller's token, passed on, was not accepted by storage.
+		// Storage did not accept this service's credentials (its module
+		// key not trusted there, say): a configuration problem.
 		return withParams(circulation.Errorf(circulation.KindUnauthorized, code, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusForbidden:
-		// The caller's token lacks a permission this call to storage needs.
+		// This service's module permissions do not cover the call (or,
+		// behind a gateway, the caller's do not).
 		return withParams(circulation.Errorf(circulation.KindForbidden, code, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusNotFound:
 		return circulation.Errorf(circulation.KindNotFound, circulation.CodeNotFound, "%s", msg).Because(cause)
@@ -180,6 +187,8 @@ func statusError(res *http.Response, data []byte, method, path string) error {
 		return circulation.Errorf(circulation.KindInvalid, circulation.CodeItemHasOpenLoan, "%s", msg).Because(cause)
 	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeItemLimitReached:
 		return withParams(circulation.Errorf(circulation.KindInvalid, circulation.CodeItemLimitReached, "%s", msg).Because(cause))
+	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeLockRequired:
+		return circulation.Errorf(circulation.KindInvalid, circulation.CodeLockRequired, "%s", msg).Because(cause)
 	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeAlreadyExists:
 		return withParams(circulation.Errorf(circulation.KindInvalid, circulation.CodeAlreadyExists, "%s", msg).Because(cause))
 	case res.StatusCode == http.StatusUnprocessableEntity:

@@ -71,12 +71,20 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 		Match         *policyMatchJSON `json:"loanPolicyMatch"`
 		LoanPolicy    *loanPolicyJSON  `json:"loanPolicy"`
 		OpenLoanCount int              `json:"openLoanCount"`
+		ItemLimit     *struct {
+			Limit          int    `json:"limit"`
+			MaterialTypeID string `json:"materialTypeId"`
+			LoanTypeID     string `json:"loanTypeId"`
+		} `json:"itemLimit"`
 	}
 	err := c.call(ctx, http.MethodGet, "/check-out-storage/validation"+query("itemBarcode", itemBarcode, "userBarcode", userBarcode), nil, &v)
 	if err != nil {
 		return circulation.CheckOutReads{}, err
 	}
 	out := circulation.CheckOutReads{OpenLoan: v.OpenLoan != nil, RulesSet: v.RulesSet, OpenLoans: v.OpenLoanCount}
+	if l := v.ItemLimit; l != nil {
+		out.Limit = &circulation.ItemLimit{Limit: l.Limit, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID}
+	}
 	if u := v.User; u != nil {
 		out.Patron = &circulation.Patron{ID: u.ID, Barcode: u.Barcode, Active: u.Active, PatronGroupID: u.PatronGroup,
 			FirstName: u.Personal.FirstName, LastName: u.Personal.LastName}
@@ -218,21 +226,13 @@ func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circula
 
 // CheckOutItem implements circulation.Storage: a loan creation carrying the
 // check-out's conditions (the item's version, the lock), which storage
-// applies in one transaction with the item's update, asked to release the
-// lock with the loan; storage says whether it did (HeaderLockReleased).
-func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string, limit *circulation.ItemLimit) (circulation.CheckedOut, error) {
+// applies in one transaction with the item's update, with the item limit
+// and lock requirement it decides itself, asked to release the lock with
+// the loan; storage says whether it did (HeaderLockReleased).
+func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string) (circulation.CheckedOut, error) {
 	headers := []string{schemas.HeaderItemVersion, strconv.Itoa(item.Version)}
 	if lockID != "" {
 		headers = append(headers, schemas.HeaderLockID, lockID, schemas.HeaderReleaseLock, "true")
-	}
-	if limit != nil {
-		headers = append(headers, schemas.HeaderItemLimit, strconv.Itoa(limit.Limit))
-		if limit.MaterialTypeID != "" {
-			headers = append(headers, schemas.HeaderItemLimitMaterialType, limit.MaterialTypeID)
-		}
-		if limit.LoanTypeID != "" {
-			headers = append(headers, schemas.HeaderItemLimitLoanType, limit.LoanTypeID)
-		}
 	}
 	var stored json.RawMessage
 	answer, err := c.callHeaders(ctx, http.MethodPost, "/loan-storage/loans", toLoanJSON(loan), &stored, headers...)
