@@ -37,7 +37,9 @@ type Holder struct {
 // OwnedBy reports whether caller is the holder's owner, the identity that
 // acquired the lock: only it renews the lock, or releases it without the
 // permission to release others' locks.
-func (h Holder) OwnedBy(c Caller) bool { return h.AcquiredBy == c.User && h.AcquiredByModule == c.Module }
+func (h Holder) OwnedBy(c Caller) bool {
+	return h.AcquiredBy == c.User && h.AcquiredByModule == c.Module
+}
 
 // Holder is what a lock records of who acquired it: caller.
 func (c Caller) Holder() Holder { return Holder{AcquiredBy: c.User, AcquiredByModule: c.Module} }

@@ -47,6 +47,12 @@ type handler struct {
 	Methods             []string `json:"methods"`
 	PathPattern         string   `json:"pathPattern"`
 	PermissionsRequired []string `json:"permissionsRequired"`
+	// PermissionsDesired are permissions the handler looks for beyond
+	// the required one (the gateway passes those the caller holds on).
+	PermissionsDesired []string `json:"permissionsDesired,omitempty"`
+	// ModulePermissions are what the handler may do in the modules it
+	// calls: the gateway grants them to its calls, whoever the caller is.
+	ModulePermissions []string `json:"modulePermissions,omitempty"`
 }
 
 type required struct {
@@ -108,7 +114,12 @@ func Descriptor(service string) []byte {
 			byInterface[r.Interface] = p
 			order = append(order, r.Interface)
 		}
-		p.Handlers = append(p.Handlers, handler{Methods: []string{r.Method}, PathPattern: r.Path, PermissionsRequired: []string{r.Permission}})
+		h := handler{Methods: []string{r.Method}, PathPattern: r.Path, PermissionsRequired: []string{r.Permission},
+			ModulePermissions: r.ModulePermissions}
+		if r.Service == ServiceStorage && r.Method == "DELETE" && r.Path == "/check-out-lock-storage/{id}" {
+			h.PermissionsDesired = []string{PermissionReleaseOthers}
+		}
+		p.Handlers = append(p.Handlers, h)
 		if _, ok := perms[r.Permission]; !ok {
 			perms[r.Permission] = r.Display
 		}
@@ -142,6 +153,9 @@ func Descriptor(service string) []byte {
 				DisplayName: service + ": settings of scope mod-circulation",
 				Description: "Read or write settings entries of scope mod-circulation (the check-out lock setting)"})
 		}
+		d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: PermissionReleaseOthers,
+			DisplayName: service + ": release a check-out lock someone else holds",
+			Description: "Release a live check-out lock acquired by someone else (recorded in the lock history as released_by_other)"})
 	}
 	if service == ServiceCirculation {
 		// The roles are circulation's: they span both modules.

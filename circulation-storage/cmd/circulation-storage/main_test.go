@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+	"github.com/checkoutlock/schemas/auth"
 )
 
 // syncBuffer is a bytes.Buffer safe for the service's logger and the test.
@@ -71,7 +72,7 @@ func TestRunServesAndShutsDownOnCancel(t *testing.T) {
 		res.Body.Close()
 		want := `{"status":"UP"}`
 		if path == "/admin/health" {
-			want = `{"authMode":"gateway","status":"UP"}`
+			want = `{"authMode":"gateway","status":"UP","warnings":["` + auth.WarningGateway + `"]}`
 		}
 		if res.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != want {
 			t.Errorf("GET %s = %d %s", path, res.StatusCode, body)

@@ -638,7 +638,7 @@ func TestCheckOutWriteHeadersAreValidated(t *testing.T) {
 		{header: map[string]string{ItemVersionHeader: "-1"}, code: "INVALID_HEADER"},
 		{header: map[string]string{ItemVersionHeader: "1.0"}, code: "INVALID_HEADER"},
 		{header: map[string]string{ItemVersionHeader: "one"}, code: "INVALID_HEADER"},
-		{header: map[string]string{LockIDHeader: "not-a-uuid"}, code: "INVALID_ID"},
+		{header: map[string]string{ItemVersionHeader: "1", LockIDHeader: "not-a-uuid"}, code: "INVALID_ID"},
 	} {
 		c.method, c.path, c.body, c.status = "POST", "/loan-storage/loans", body, http.StatusBadRequest
 		c.name = fmt.Sprint(c.header)

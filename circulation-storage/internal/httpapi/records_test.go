@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/checkoutlock/schemas"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -167,8 +168,37 @@ func itemDoc(barcode, materialType, loanType string) map[string]any {
 		"materialTypeId": materialType, "permanentLoanTypeId": loanType}
 }
 
+// newItem creates an item. One Checked out is arranged in the database
+// directly (see arrange): the API checks an item out only with its loan.
 func (f *fixture) newItem(doc map[string]any) string {
+	if status, _ := doc["status"].(map[string]any); status["name"] == "Checked out" {
+		return f.arrange("item", doc)
+	}
 	return f.post("/item-storage/items", "item.json", doc)
+}
+
+// arrange writes a record of table straight into the database, bypassing
+// the rules the API keeps (an open loan without its check-out, an item
+// Checked out without its loan): for tests that need such a state as it
+// is, not how it came about. It returns the record's id.
+func (f *fixture) arrange(table string, doc map[string]any) string {
+	f.t.Helper()
+	id, _ := doc["id"].(string)
+	if id == "" {
+		id = uuid.NewString()
+	}
+	stored := map[string]any{"id": id}
+	for k, v := range doc {
+		stored[k] = v
+	}
+	if table == "item" {
+		stored["_version"] = 1
+	}
+	b, _ := json.Marshal(stored)
+	if _, err := f.pool.Exec(context.Background(), `INSERT INTO `+f.table(table)+` (id, jsonb) VALUES ($1, $2)`, id, b); err != nil {
+		f.t.Fatalf("arrange %s: %v", table, err)
+	}
+	return id
 }
 
 func loanDoc(user, item, status string) map[string]any {
@@ -176,8 +206,25 @@ func loanDoc(user, item, status string) map[string]any {
 		"action": "checkedout", "status": map[string]any{"name": status}}
 }
 
+// newLoan makes a loan: an open one is arranged in the database directly
+// (the API opens one only by a check-out's write, see checkOut).
 func (f *fixture) newLoan(user, item, status string) string {
+	if status == "Open" {
+		return f.arrange("loan", loanDoc(user, item, status))
+	}
 	return f.post("/loan-storage/loans", "loan.json", loanDoc(user, item, status))
+}
+
+// checkOutAtVersion1 are the headers of a check-out's write of an item read at _version 1.
+var checkOutAtVersion1 = map[string]string{schemas.HeaderItemVersion: "1"}
+
+// with is the headers of do (the fixture's tenant and user) and h.
+func (f *fixture) with(h map[string]string) map[string]string {
+	out := map[string]string{TenantHeader: f.tenant, schemas.HeaderUserID: testUser}
+	for k, v := range h {
+		out[k] = v
+	}
+	return out
 }
 
 // list is one page of a collection: its records and totalRecords.
@@ -224,6 +271,8 @@ type crudCase struct {
 type crudArrangement struct {
 	// body is record n's document, without id.
 	body func(n int) map[string]any
+	// headers, when set, are record n's POST headers beyond the tenant.
+	headers func(n int) map[string]string
 	// change edits a record for PUT.
 	change func(doc map[string]any)
 	// filters are list queries and the records (by number) they match.
@@ -303,7 +352,7 @@ var crudCases = []crudCase{
 				body: func(n int) map[string]any {
 					doc := itemDoc(fmt.Sprintf("it-%d", n), mt, lt)
 					if n > 2 {
-						doc["status"] = map[string]any{"name": "Checked out", "date": "2024-03-01T10:00:00Z"}
+						doc["status"] = map[string]any{"name": "In transit", "date": "2024-03-01T10:00:00Z"}
 					}
 					return doc
 				},
@@ -315,8 +364,8 @@ var crudCases = []crudCase{
 				filters: []filterCase{
 					{url.Values{"barcode": {"it-2"}}, []int{2}},
 					{url.Values{"status": {"Available"}}, []int{1, 2}},
-					{url.Values{"status": {"Checked out"}}, []int{3, 4, 5}},
-					{url.Values{"status": {"Checked out"}, "barcode": {"it-4"}}, []int{4}},
+					{url.Values{"status": {"In transit"}}, []int{3, 4, 5}},
+					{url.Values{"status": {"In transit"}, "barcode": {"it-4"}}, []int{4}},
 					{url.Values{"status": {"Available"}, "barcode": {"it-4"}}, nil},
 					{url.Values{"barcode": {"it-"}}, nil},
 				},
@@ -354,8 +403,17 @@ var crudCases = []crudCase{
 			}
 			user := func(n int) string { return map[bool]string{true: u1, false: u2}[n%2 == 1] }
 			return crudArrangement{
+				// Loans 3 to 5 are open, made by check-out writes; 1 and 2
+				// closed (PUT and DELETE keep to what a closed loan
+				// allows).
+				headers: func(n int) map[string]string {
+					if n >= 3 {
+						return map[string]string{ItemVersionHeader: "1"}
+					}
+					return nil
+				},
 				body: func(n int) map[string]any {
-					status := map[bool]string{true: "Open", false: "Closed"}[n <= 3]
+					status := map[bool]string{true: "Open", false: "Closed"}[n >= 3]
 					doc := loanDoc(user(n), items[n], status)
 					doc["loanDate"] = fmt.Sprintf("2024-03-0%dT10:00:00Z", n)
 					doc["dueDate"] = fmt.Sprintf("2024-03-2%dT10:00:00Z", n)
@@ -369,10 +427,10 @@ var crudCases = []crudCase{
 				filters: []filterCase{
 					{url.Values{"userId": {u1}}, []int{1, 3, 5}},
 					{url.Values{"itemId": {items[2]}}, []int{2}},
-					{url.Values{"status": {"Open"}}, []int{1, 2, 3}},
-					{url.Values{"status": {"Closed"}}, []int{4, 5}},
-					{url.Values{"userId": {u1}, "status": {"Open"}}, []int{1, 3}},
-					{url.Values{"userId": {u2}, "itemId": {items[2]}, "status": {"Open"}}, []int{2}},
+					{url.Values{"status": {"Open"}}, []int{3, 4, 5}},
+					{url.Values{"status": {"Closed"}}, []int{1, 2}},
+					{url.Values{"userId": {u1}, "status": {"Open"}}, []int{3, 5}},
+					{url.Values{"userId": {u2}, "itemId": {items[2]}, "status": {"Closed"}}, []int{2}},
 					{url.Values{"userId": {u2}, "itemId": {items[3]}}, nil},
 					{url.Values{"userId": {uuid.NewString()}}, nil},
 				},
@@ -433,7 +491,11 @@ func testCRUD(t *testing.T, f *fixture, c crudCase) {
 		if c.versioned && n == 3 {
 			doc["_version"] = 9 // the service sets 1 whatever the client says
 		}
-		res := f.do("POST", c.path, jsonBody(doc)).wantStatus(http.StatusCreated).wantSchema(c.schema)
+		var h map[string]string
+		if a.headers != nil {
+			h = a.headers(n)
+		}
+		res := f.doWith("POST", c.path, jsonBody(doc), f.with(h)).wantStatus(http.StatusCreated).wantSchema(c.schema)
 		got := res.doc()
 		id, _ := got["id"].(string)
 		if n%2 == 1 && id != doc["id"] {
@@ -724,9 +786,9 @@ func TestReferencesAreChecked(t *testing.T) {
 		{"/item-storage/items", "item", withField(itemDoc("i-2", mt, lt), "temporaryLoanTypeId", nobody), "temporaryLoanTypeId",
 			"temporaryLoanTypeId: loan type " + nobody + " does not exist"},
 		{"/users", "patron", userDoc("u-2", nobody), "patronGroup", "patronGroup: patron group " + nobody + " does not exist"},
-		{"/loan-storage/loans", "loan", loanDoc(nobody, itemID, "Open"), "userId", "userId: user " + nobody + " does not exist"},
-		{"/loan-storage/loans", "loan", loanDoc(patron, nobody, "Open"), "itemId", "itemId: item " + nobody + " does not exist"},
-		{"/loan-storage/loans", "loan", withField(loanDoc(patron, itemID, "Open"), "loanPolicyId", nobody), "loanPolicyId",
+		{"/loan-storage/loans", "loan", loanDoc(nobody, itemID, "Closed"), "userId", "userId: user " + nobody + " does not exist"},
+		{"/loan-storage/loans", "loan", loanDoc(patron, nobody, "Closed"), "itemId", "itemId: item " + nobody + " does not exist"},
+		{"/loan-storage/loans", "loan", withField(loanDoc(patron, itemID, "Closed"), "loanPolicyId", nobody), "loanPolicyId",
 			"loanPolicyId: loan policy " + nobody + " does not exist"},
 	} {
 		before := f.recordsSnapshot()
@@ -751,7 +813,7 @@ func TestReferencesAreChecked(t *testing.T) {
 	// Records in use cannot be deleted.
 	tempItem := withField(itemDoc("i-temp", mt, lt), "temporaryLoanTypeId", tempLT)
 	f.newItem(tempItem)
-	loan := loanDoc(patron, itemID, "Open")
+	loan := loanDoc(patron, itemID, "Closed")
 	loan["loanPolicyId"] = lp
 	loanID := f.post("/loan-storage/loans", "loan.json", loan)
 	for _, c := range []struct{ path, id, message string }{
@@ -875,6 +937,11 @@ func TestItemOptimisticLocking(t *testing.T) {
 // rawDo sends a request as f's tenant from any goroutine and returns the
 // status; transport errors are reported with t.Errorf.
 func rawDo(t *testing.T, f *fixture, method, path, body string) int {
+	return rawDoWith(t, f, method, path, body, nil)
+}
+
+// rawDoWith is rawDo with headers.
+func rawDoWith(t *testing.T, f *fixture, method, path, body string, headers map[string]string) int {
 	req, err := http.NewRequest(method, f.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Errorf("%s %s: %v", method, path, err)
@@ -882,6 +949,9 @@ func rawDo(t *testing.T, f *fixture, method, path, body string) int {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(TenantHeader, f.tenant)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Errorf("%s %s: %v", method, path, err)
@@ -915,7 +985,7 @@ func TestOneOpenLoanPerItem(t *testing.T) {
 
 	before := f.recordsSnapshot()
 	for _, user := range []string{alice, bob} {
-		e := f.do("POST", "/loan-storage/loans", jsonBody(loanDoc(user, item, "Open"))).
+		e := f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(user, item, "Open")), f.with(checkOutAtVersion1)).
 			wantError(http.StatusUnprocessableEntity, "ITEM_HAS_OPEN_LOAN")
 		if e.Errors[0].Message != openLoanMessage {
 			t.Errorf("message %q, want %q", e.Errors[0].Message, openLoanMessage)
@@ -930,24 +1000,23 @@ func TestOneOpenLoanPerItem(t *testing.T) {
 	// Closed loans of the item are history, not a conflict.
 	closed := f.newLoan(bob, item, "Closed")
 
-	// Close the first: a new open loan is allowed.
+	// Check the first in: a new open loan is allowed.
 	doc := loanDoc(alice, item, "Closed")
 	doc["returnDate"] = "2024-03-05T09:00:00Z"
 	doc["action"] = "checkedin"
-	f.do("PUT", "/loan-storage/loans/"+first, jsonBody(doc)).wantStatus(http.StatusNoContent)
-	second := f.newLoan(bob, item, "Open")
+	f.doWith("PUT", "/loan-storage/loans/"+first, jsonBody(doc), f.with(map[string]string{schemas.HeaderCheckInItemVersion: "1"})).
+		wantStatus(http.StatusNoContent)
+	second := f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(bob, item, "Open")),
+		f.with(map[string]string{ItemVersionHeader: "2"})).wantStatus(http.StatusCreated).doc()["id"].(string)
 
-	// Reopening a closed loan while another is open is refused too.
+	// Reopening a closed loan is refused: a loan opens only by a check-out.
 	before = f.recordsSnapshot()
 	for _, id := range []string{first, closed} {
-		e := f.do("PUT", "/loan-storage/loans/"+id, jsonBody(loanDoc(alice, item, "Open"))).
-			wantError(http.StatusUnprocessableEntity, "ITEM_HAS_OPEN_LOAN")
-		if e.Errors[0].Message != openLoanMessage {
-			t.Errorf("message %q, want %q", e.Errors[0].Message, openLoanMessage)
-		}
+		f.do("PUT", "/loan-storage/loans/"+id, jsonBody(loanDoc(alice, item, "Open"))).
+			wantError(http.StatusUnprocessableEntity, "CHECK_OUT_REQUIRED")
 	}
 	f.wantUnchanged(before, "reopening a loan")
-	// Updating the open loan itself is fine.
+	// Updating the open loan itself is fine (a renewal).
 	renewed := loanDoc(bob, item, "Open")
 	renewed["dueDate"] = "2024-04-01T10:00:00Z"
 	renewed["action"] = "renewed"
@@ -960,8 +1029,10 @@ func TestOneOpenLoanPerItem(t *testing.T) {
 	}
 }
 
-// TestConcurrentOpenLoansForOneItem races 20 POSTs of an open loan for one
-// item, round after round: one 201, nineteen 422, one open loan.
+// TestConcurrentOpenLoansForOneItem races 20 check-out writes of one item
+// (each read it at _version 1), round after round: one 201, nineteen
+// refused (409 as the item changed, or 422 as it has an open loan), one
+// open loan.
 func TestConcurrentOpenLoansForOneItem(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -984,7 +1055,7 @@ func TestConcurrentOpenLoansForOneItem(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				statuses[i] = rawDo(t, f, "POST", "/loan-storage/loans", jsonBody(doc))
+				statuses[i] = rawDoWith(t, f, "POST", "/loan-storage/loans", jsonBody(doc), checkOutAtVersion1)
 			}()
 		}
 		close(start)
@@ -993,8 +1064,8 @@ func TestConcurrentOpenLoansForOneItem(t *testing.T) {
 		for _, s := range statuses {
 			count[s]++
 		}
-		if count[http.StatusCreated] != 1 || count[http.StatusUnprocessableEntity] != racers-1 {
-			t.Fatalf("round %d: statuses %v, want one 201 and %d 422", round, count, racers-1)
+		if count[http.StatusCreated] != 1 || count[http.StatusConflict]+count[http.StatusUnprocessableEntity] != racers-1 {
+			t.Fatalf("round %d: statuses %v, want one 201 and %d 409 or 422", round, count, racers-1)
 		}
 		if n := f.countRows("loan", "item_id = $1 AND status_name = 'Open'", item); n != 1 {
 			t.Fatalf("round %d: %d open loans for the item, want 1", round, n)

@@ -33,8 +33,9 @@ func TestReleaseNotifiesOnlyWhenWatched(t *testing.T) {
 	release := func(id string) (live, notified bool) {
 		t.Helper()
 		q := fmt.Sprintf(locksql.Release, table(f.tenant, "check_out_lock"), table(f.tenant, "check_out_lock_waiter"))
-		var holder, acquiredBy, userID any
-		if err := f.db.pool.QueryRow(ctx, q, id, string(f.tenant)).Scan(&live, &holder, &acquiredBy, &notified, &userID); err != nil {
+		var holder, acquiredBy, acquiredByModule, userID any
+		if err := f.db.pool.QueryRow(ctx, q, id, string(f.tenant), nil, nil, false).
+			Scan(&live, &holder, &acquiredBy, &acquiredByModule, &notified, &userID); err != nil {
 			t.Fatal(err)
 		}
 		return live, notified

@@ -559,7 +559,7 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 
 // guard is what a write of a record requires of the stored row, whoever
 // calls, in the write's own statement: cond, SQL over the row (rec; $2 is
-// the new document, %[1]s the loan table), and, when the
+// the new document, {loan} the loan table), and, when the
 // row is there but cond is false, why, from the row as it is (stored, its
 // version, and the state columns of the resource) and the new document.
 type guard struct {
@@ -601,7 +601,7 @@ var updateGuards = map[string]*guard{
 	storage.Items.Path: {
 		cond: `NOT (` + newStatus + ` = 'Checked out' AND status_name <> 'Checked out')
            AND NOT (` + newStatus + ` <> 'Checked out' AND status_name = 'Checked out' AND EXISTS (
-                 SELECT 1 FROM %[1]s l WHERE l.item_id = rec.id AND l.status_name = 'Open'))`,
+                 SELECT 1 FROM {loan} l WHERE l.item_id = rec.id AND l.status_name = 'Open'))`,
 		state: `status_name`,
 		why: func(id string, state []any, doc json.RawMessage) error {
 			if fieldAt(doc, "status", "name") == "Checked out" {
@@ -645,7 +645,7 @@ func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource
 		args = append(args, nullableInt(version))
 	}
 	if g != nil {
-		sql += ` AND ` + fmt.Sprintf(g.cond, table(t, "loan"))
+		sql += ` AND ` + strings.ReplaceAll(g.cond, "{loan}", table(t, "loan"))
 	}
 	tag, err := q.Exec(ctx, sql, args...)
 	if err != nil {
@@ -660,7 +660,10 @@ func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource
 	// Absent, present at another version, or refused by the guard: tell
 	// which.
 	var stored *int
-	cols, state := "version", []any{&stored}
+	cols, state := "NULL::integer", []any{&stored}
+	if r.Versioned {
+		cols = "version"
+	}
 	if g != nil {
 		var s string
 		cols, state = cols+", "+g.state, append(state, &s)
