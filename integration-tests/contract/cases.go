@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/checkoutlock/schemas"
@@ -225,10 +226,11 @@ var cases = []testCase{
 		then: nothingWritten,
 	},
 	{
-		name: "check-out write within the item limit it carries is made",
+		name: "check-out write within the item limit the rules set is made",
 		given: func(s *session) request {
 			r := s.seed()
-			return limitedCheckOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1", "1")
+			s.limitItems(1)
+			return checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1")
 		},
 		want: want{status: http.StatusCreated, schema: "loan.json"},
 		then: func(s *session, _ response) {
@@ -237,18 +239,23 @@ var cases = []testCase{
 		},
 	},
 	{
-		// The limit is checked after the fence and before the item's
-		// version and the one open loan per item.
-		name: "check-out write at the item limit it carries is refused, and nothing is written",
+		// The limit is storage's own, from the rules, whatever the
+		// caller sends; it is checked after the fence and before the
+		// item's version and the one open loan per item.
+		name: "check-out write at the item limit the rules set is refused, and nothing is written",
 		given: func(s *session) request {
 			r := s.seed()
-			s.step("a loan made without a check-out", loanReq(r, nil), want{status: http.StatusCreated, schema: "loan.json"})
-			return limitedCheckOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1", "1")
+			s.limitItems(1)
+			id := s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string)
+			s.step("a check-out to the limit", checkOutReq(r, id, "1"), want{status: http.StatusCreated, schema: "loan.json"})
+			req := checkOutReq(r, id, "2")
+			req.headers["X-Check-Out-Item-Limit"] = "1000" // a caller's word on the limit counts for nothing
+			return req
 		},
 		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeItemLimitReached,
 			params: map[string]string{"itemLimit": "1", "openLoans": "1"}},
 		then: func(s *session, _ response) {
-			s.wantItem("Available", 1)
+			s.wantItem("Checked out", 2)
 			s.wantLoans(1)
 		},
 	},
@@ -257,7 +264,7 @@ var cases = []testCase{
 		given: func(s *session) request {
 			r := s.seed()
 			s.keep("lock", s.acquire(r.PatronID, newUUID(), lockTTL))
-			return releasingCheckOutReq(r, s.kept("lock")["id"].(string), "1", "2")
+			return releasingCheckOutReq(r, s.kept("lock")["id"].(string), "1")
 		},
 		want: want{status: http.StatusCreated, schema: "loan.json"},
 		then: func(s *session, got response) {
@@ -275,14 +282,16 @@ var cases = []testCase{
 		name: "check-out write that releases its lock but writes nothing keeps the lock",
 		given: func(s *session) request {
 			r := s.seed()
-			s.step("a loan made without a check-out", loanReq(r, nil), want{status: http.StatusCreated, schema: "loan.json"})
+			s.limitItems(1)
 			s.keep("lock", s.acquire(r.PatronID, newUUID(), lockTTL))
-			return releasingCheckOutReq(r, s.kept("lock")["id"].(string), "1", "1")
+			s.step("a check-out to the limit", checkOutReq(r, s.kept("lock")["id"].(string), "1"),
+				want{status: http.StatusCreated, schema: "loan.json"})
+			return releasingCheckOutReq(r, s.kept("lock")["id"].(string), "2")
 		},
 		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeItemLimitReached,
 			params: map[string]string{"itemLimit": "1", "openLoans": "1"}},
 		then: func(s *session, _ response) {
-			s.wantItem("Available", 1)
+			s.wantItem("Checked out", 2)
 			s.wantLoans(1)
 			s.step("the lock still held", request{method: http.MethodGet, path: "/check-out-lock-storage/" + s.kept("lock")["id"].(string)},
 				want{status: http.StatusOK, schema: "checkout-lock.json"})
@@ -295,7 +304,7 @@ var cases = []testCase{
 		given: func(s *session) request {
 			r := s.seed()
 			holder := s.acquire(r.PatronID, newUUID(), lockTTL)
-			s.meanwhile(150*time.Millisecond, releasingCheckOutReq(r, holder["id"].(string), "1", "5"), http.StatusCreated)
+			s.meanwhile(150*time.Millisecond, releasingCheckOutReq(r, holder["id"].(string), "1"), http.StatusCreated)
 			return waitReq(r.PatronID, newUUID(), 10000)
 		},
 		want: want{status: http.StatusCreated, schema: "checkout-lock.json"},
@@ -332,7 +341,8 @@ var cases = []testCase{
 		name: "validation reads the patron, the item and its open loan in one call",
 		given: func(s *session) request {
 			r := s.seed()
-			s.step("a loan made without a check-out", loanReq(r, nil), want{status: http.StatusCreated, schema: "loan.json"})
+			s.step("a check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
+				want{status: http.StatusCreated, schema: "loan.json"})
 			return validationReq(r.ItemBarcode, r.PatronBarcode)
 		},
 		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
@@ -469,8 +479,8 @@ var cases = []testCase{
 		name: "a second open loan for an item is refused",
 		given: func(s *session) request {
 			r := s.seed()
-			s.step("first loan", loanReq(r, nil), want{status: http.StatusCreated, schema: "loan.json"})
-			return loanReq(r, nil)
+			s.step("first loan", loanReq(r, map[string]string{schemas.HeaderItemVersion: "1"}), want{status: http.StatusCreated, schema: "loan.json"})
+			return loanReq(r, map[string]string{schemas.HeaderItemVersion: "2"})
 		},
 		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeItemHasOpenLoan, params: map[string]string{"itemId": ""}},
 		then: func(s *session, _ response) { s.wantLoans(1) },
@@ -520,6 +530,174 @@ var cases = []testCase{
 				if n != c.want {
 					s.t.Errorf("open-count materialTypeId=%q loanTypeId=%q: %v, want %v", c.materialType, c.loanType, n, c.want)
 				}
+			}
+		},
+	},
+
+	// What storage keeps whoever calls: a loan opens only by a
+	// check-out's write and closes only by a check-in's, an item's status
+	// moves to and from Checked out only with them, the lock is the
+	// caller's own, and the settings keep to their bounds.
+	{
+		name: "a loan opened without a check-out's write is refused",
+		given: func(s *session) request {
+			return loanReq(s.seed(), nil)
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeCheckOutRequired},
+		then: nothingWritten,
+	},
+	{
+		name: "a closed loan is kept as history, its item unchanged",
+		given: func(s *session) request {
+			req := loanReq(s.seed(), nil)
+			req.body.(map[string]any)["status"] = map[string]any{"name": "Closed"}
+			return req
+		},
+		want: want{status: http.StatusCreated, schema: "loan.json"},
+		then: func(s *session, _ response) {
+			s.wantItem("Available", 1)
+			s.wantLoans(1)
+		},
+	},
+	{
+		name: "an open loan closed without a check-in is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			loan := s.step("check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
+				want{status: http.StatusCreated, schema: "loan.json"}).decode(s.t)
+			s.keep("loan", loan)
+			req := checkInReq(loan, "2")
+			delete(req.headers, schemas.HeaderCheckInItemVersion)
+			return req
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeCheckInRequired},
+		then: func(s *session, _ response) {
+			s.wantItem("Checked out", 2)
+			if got := s.loanStatus(s.kept("loan")["id"].(string)); got != "Open" {
+				s.t.Errorf("loan status %v, want Open", got)
+			}
+		},
+	},
+	{
+		name: "a check-in of a loan that is not open is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			loan := s.step("check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
+				want{status: http.StatusCreated, schema: "loan.json"}).decode(s.t)
+			s.step("check-in", checkInReq(loan, "2"), want{status: http.StatusNoContent})
+			return checkInReq(loan, "3")
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeNoOpenLoan},
+		then: func(s *session, _ response) { s.wantItem("Available", 3) },
+	},
+	{
+		name: "an item is not put Checked out but by a check-out",
+		given: func(s *session) request {
+			s.seed()
+			req := s.itemPutReq(1)
+			req.body.(map[string]any)["status"] = map[string]any{"name": "Checked out"}
+			return req
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeItemStatusByCirculation},
+		then: func(s *session, _ response) { s.wantItem("Available", 1) },
+	},
+	{
+		name: "an item with an open loan leaves Checked out only by its check-in",
+		given: func(s *session) request {
+			r := s.seed()
+			s.step("check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
+				want{status: http.StatusCreated, schema: "loan.json"})
+			req := s.itemPutReq(2)
+			req.body.(map[string]any)["status"] = map[string]any{"name": "Available"}
+			return req
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeItemStatusByCirculation},
+		then: func(s *session, _ response) {
+			s.wantItem("Checked out", 2)
+			s.wantLoans(1)
+		},
+	},
+	{
+		name: "with the tenant's lock on, a check-out write without a lock is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			s.step("the lock on", settingReq("mod-circulation", "checkoutLockFeature", map[string]any{"checkOutLockFeatureEnabled": true}),
+				want{status: http.StatusCreated, schema: "setting.json"})
+			return loanReq(r, map[string]string{schemas.HeaderItemVersion: "1"})
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeLockRequired},
+		then: nothingWritten,
+	},
+	{
+		name: "a lock id is not a capability: another caller naming it does not renew it",
+		given: func(s *session) request {
+			r := s.seed()
+			id := newUUID()
+			first := acquireReq(r.PatronID, id, lockTTL)
+			first.headers = map[string]string{schemas.HeaderUserID: holderUser}
+			s.step("acquire as the holder", first, want{status: http.StatusCreated, schema: "checkout-lock.json"})
+			again := acquireReq(r.PatronID, id, 600000)
+			again.headers = map[string]string{schemas.HeaderUserID: otherUser}
+			return again
+		},
+		want: want{status: http.StatusServiceUnavailable, code: schemas.CodeLockHeld},
+	},
+	{
+		name: "a lock id is not a capability: a write under another caller's lock is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			id := newUUID()
+			first := acquireReq(r.PatronID, id, lockTTL)
+			first.headers = map[string]string{schemas.HeaderUserID: holderUser}
+			s.step("acquire as the holder", first, want{status: http.StatusCreated, schema: "checkout-lock.json"})
+			req := checkOutReq(r, id, "1")
+			req.headers[schemas.HeaderUserID] = otherUser
+			return req
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeLockLost},
+		then: nothingWritten,
+	},
+	{
+		name: "a check-out write dated in the future is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			req := checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1")
+			req.body.(map[string]any)["loanDate"] = "2099-01-01T00:00:00.000Z"
+			return req
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeValidation, params: map[string]string{"loanDate": ""}},
+		then: nothingWritten,
+	},
+	{
+		name: "a check-out lock setting out of bounds is refused, naming the bound",
+		given: func(s *session) request {
+			s.seed()
+			return settingReq("mod-circulation", "checkoutLockFeature", map[string]any{"checkOutLockFeatureEnabled": false, "lockTtl": 1})
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeValidation, params: map[string]string{"value.lockTtl": "1"}},
+		then: func(s *session, got response) {
+			if msg := firstMessage(got); !strings.Contains(msg, "must be from 1000 to 600000 ms") {
+				s.t.Errorf("message %q does not name the bound", msg)
+			}
+			page := s.step("the settings", request{method: http.MethodGet, path: "/settings/entries?scope=mod-circulation"},
+				want{status: http.StatusOK, schema: "settings.json"}).decode(s.t)
+			if page["totalRecords"] != 0.0 {
+				s.t.Errorf("a refused setting was stored: %v", page)
+			}
+		},
+	},
+	{
+		name: "validation answers the item limit storage enforces",
+		given: func(s *session) request {
+			r := s.seed()
+			s.limitItems(2)
+			return validationReq(r.ItemBarcode, r.PatronBarcode)
+		},
+		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
+		then: func(s *session, got response) {
+			limit, _ := got.decode(s.t)["itemLimit"].(map[string]any)
+			if limit["limit"] != 2.0 || limit["openLoans"] != 0.0 || limit["materialTypeId"] != s.rec.MaterialTypeID {
+				s.t.Errorf("itemLimit %v, want 2 of the item's material type, none open", limit)
 			}
 		},
 	},

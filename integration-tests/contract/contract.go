@@ -49,6 +49,11 @@ type Target interface {
 	// failing t if it cannot. The real storage is seeded through its HTTP
 	// API (see SeedHTTP), a fake as it seeds itself.
 	Seed(t *testing.T) Records
+	// LimitItems makes the circulation rules give the patron r names a
+	// limit of n items of r's material type (a rule naming it), as the
+	// real storage is given rules through its HTTP API (see
+	// LimitItemsHTTP).
+	LimitItems(t *testing.T, r Records, n int)
 }
 
 // Records are what Target.Seed created.
@@ -355,6 +360,28 @@ func SeedHTTP(t *testing.T, base, tenant string) Records {
 	r.ItemID = post("/item-storage/items", map[string]any{"barcode": r.ItemBarcode, "title": "Item " + suffix,
 		"status": map[string]any{"name": "Available"}, "materialTypeId": r.MaterialTypeID, "permanentLoanTypeId": r.LoanTypeID})
 	return r
+}
+
+// LimitItemsHTTP is Target.LimitItems through the HTTP API at base: a loan
+// policy with the limit, and rules choosing it for the material type (and
+// as the fallback).
+func LimitItemsHTTP(t *testing.T, base, tenant string, r Records, n int) {
+	t.Helper()
+	client := newHTTPClient()
+	req := request{method: http.MethodPost, path: "/loan-policy-storage/loan-policies", body: map[string]any{
+		"name": "limit " + randomHex(4), "loanable": true,
+		"loansPolicy": map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 3, "intervalId": "Weeks"}, "itemLimit": n}}}
+	got := send(t, client, base, tenant, req)
+	check(t, "loan policy", req, got, want{status: http.StatusCreated, schema: "loan-policy.json"})
+	var policy struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(got.body, &policy); err != nil {
+		t.Fatal(err)
+	}
+	req = request{method: http.MethodPut, path: "/circulation-rules-storage", body: map[string]any{
+		"fallbackLoanPolicyId": policy.ID, "rules": []any{map[string]any{"materialTypeId": r.MaterialTypeID, "loanPolicyId": policy.ID}}}}
+	check(t, "rules", req, send(t, client, base, tenant, req), want{status: http.StatusNoContent})
 }
 
 // schemaOf is the schema of one record of each collection SeedHTTP writes.

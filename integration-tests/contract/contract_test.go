@@ -64,6 +64,12 @@ func (f *fakeTarget) Seed(*testing.T) contract.Records {
 	return r
 }
 
+func (f *fakeTarget) LimitItems(_ *testing.T, _ contract.Records, n int) {
+	id := uuid.NewString()
+	f.fake.AddLoanPolicy(storagefake.LoanPolicy{ID: id, Name: "limit " + id[:8], Loanable: true, Duration: 3, Interval: "Weeks", ItemLimit: n})
+	f.fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: id, MaterialTypeMatch: true})
+}
+
 // realTarget is circulation-storage, seeded through its HTTP API.
 type realTarget struct {
 	url, tenant, never string
@@ -72,6 +78,11 @@ type realTarget struct {
 func (r *realTarget) URL() string                 { return r.url }
 func (r *realTarget) Tenant() string              { return r.tenant }
 func (r *realTarget) UninitializedTenant() string { return r.never }
+
+func (r *realTarget) LimitItems(t *testing.T, rec contract.Records, n int) {
+	t.Helper()
+	contract.LimitItemsHTTP(t, r.url, r.tenant, rec, n)
+}
 
 func (r *realTarget) Seed(t *testing.T) contract.Records {
 	t.Helper()

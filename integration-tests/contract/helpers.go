@@ -44,17 +44,36 @@ func checkOutReq(r Records, lockID, itemVersion string) request {
 	return loanReq(r, map[string]string{schemas.HeaderLockID: lockID, schemas.HeaderItemVersion: itemVersion})
 }
 
-// limitedCheckOutReq is a check-out's write carrying the item limit, which
-// storage re-checks in the write.
-func limitedCheckOutReq(r Records, lockID, itemVersion, limit string) request {
-	return loanReq(r, map[string]string{schemas.HeaderLockID: lockID, schemas.HeaderItemVersion: itemVersion, schemas.HeaderItemLimit: limit})
+// releasingCheckOutReq is a check-out's write that also releases its lock
+// when it writes the loan.
+func releasingCheckOutReq(r Records, lockID, itemVersion string) request {
+	return loanReq(r, map[string]string{schemas.HeaderLockID: lockID, schemas.HeaderItemVersion: itemVersion,
+		schemas.HeaderReleaseLock: "true"})
 }
 
-// releasingCheckOutReq is a check-out's write carrying the item limit that
-// also releases its lock when it writes the loan.
-func releasingCheckOutReq(r Records, lockID, itemVersion, limit string) request {
-	return loanReq(r, map[string]string{schemas.HeaderLockID: lockID, schemas.HeaderItemVersion: itemVersion,
-		schemas.HeaderItemLimit: limit, schemas.HeaderReleaseLock: "true"})
+// The users the ownership cases act for (X-Okapi-User-Id).
+const (
+	holderUser = "0ddba11a-0000-4000-8000-00000000c0de"
+	otherUser  = "0ddba11a-0000-4000-8000-0000000000e5"
+)
+
+// firstMessage is the first error's message.
+func firstMessage(got response) string {
+	var env struct {
+		Errors []struct{ Message string } `json:"errors"`
+	}
+	_ = json.Unmarshal(got.body, &env)
+	if len(env.Errors) == 0 {
+		return ""
+	}
+	return env.Errors[0].Message
+}
+
+// limitItems makes the target's circulation rules give the seeded patron a
+// limit of n items of the seeded item's material type.
+func (s *session) limitItems(n int) {
+	s.t.Helper()
+	s.target.LimitItems(s.t, s.rec, n)
 }
 
 // validationReq asks for everything a check-out's validation reads.

@@ -65,8 +65,8 @@ func (c *Cluster) startStorage(name string, i int, env []string) *Process {
 	q.Set("application_name", ListenerName(c.Tenant, i))
 	listen.RawQuery = q.Encode()
 	return startProcess(c.t, name, filepath.Join(c.binDir(), "circulation-storage"),
-		append(append(authEnv(), "DATABASE_URL="+c.dbURL, "LISTEN_DATABASE_URL="+listen.String(), "LOG_LEVEL=info", "DB_MAX_CONNS=20"),
-			env...)...)
+		append(append(storageAuthEnv(), "DATABASE_URL="+c.dbURL, "LISTEN_DATABASE_URL="+listen.String(), "LOG_LEVEL=info", "DB_MAX_CONNS=20",
+			fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", c.opts.FeatureOn)), env...)...)
 }
 
 // AddStorage starts one more storage instance on the cluster's database,
@@ -108,7 +108,7 @@ func (c *Cluster) AddCirculations(n int, env ...string) []*Process {
 	for i := range n {
 		out = append(out, startProcess(c.t, fmt.Sprintf("circulation-%d", c.started+1),
 			filepath.Join(c.binDir(), "circulation"),
-			append(append(append(authEnv(),
+			append(append(append(circulationAuthEnv(),
 				"STORAGE_URL="+c.storageURLs[i%len(c.storageURLs)],
 				fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", c.opts.FeatureOn),
 				fmt.Sprintf("LOCK_TTL_MS=%d", c.opts.LockTTLMs),

@@ -8,8 +8,12 @@ package harness
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"net/url"
 	"os"
@@ -36,15 +40,58 @@ type Env struct {
 	// Secret signs the test run's tokens: every process runs in jwt mode
 	// with it (AUTH_JWT_SECRET) unless a test asks for another mode.
 	Secret string
+	// ModuleKey and ModulePublicKey are circulation's module key pair for
+	// the run (PEM files): circulation signs with the one
+	// (AUTH_MODULE_KEY_FILE), storage trusts the other
+	// (AUTH_TRUSTED_MODULES).
+	ModuleKey, ModulePublicKey string
 }
 
 // Secret is the test run's token-signing secret.
 func Secret() string { return envState().Secret }
 
-// authEnv is the environment of a process in jwt mode with the run's
-// secret; later entries of a test's own override it.
-func authEnv() []string {
-	return []string{"AUTH_MODE=jwt", "AUTH_JWT_SECRET=" + envState().Secret}
+// storageAuthEnv is the environment of a storage process in jwt mode
+// with the run's secret, trusting circulation's module key; later entries
+// of a test's own override it.
+func storageAuthEnv() []string {
+	e := envState()
+	return []string{"AUTH_MODE=jwt", "AUTH_JWT_SECRET=" + e.Secret, "AUTH_TRUSTED_MODULES=circulation=" + e.ModulePublicKey}
+}
+
+// circulationAuthEnv is the environment of a circulation process in jwt
+// mode with the run's secret and module key.
+func circulationAuthEnv() []string {
+	e := envState()
+	return []string{"AUTH_MODE=jwt", "AUTH_JWT_SECRET=" + e.Secret, "AUTH_MODULE_KEY_FILE=" + e.ModuleKey}
+}
+
+// ModulePublicKey is the public half of circulation's module key for the
+// run, which storage trusts.
+func ModulePublicKey() string { return envState().ModulePublicKey }
+
+// ModuleKey is circulation's module key for the run (a PEM file).
+func ModuleKey() string { return envState().ModuleKey }
+
+// writeModuleKeys makes a P-256 key pair in dir: the private key and its
+// public half, as PEM files.
+func writeModuleKeys(dir string) (private, public string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return "", "", err
+	}
+	private, public = filepath.Join(dir, "module-key.pem"), filepath.Join(dir, "module-key.pub.pem")
+	if err := os.WriteFile(private, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return "", "", err
+	}
+	return private, public, os.WriteFile(public, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
 }
 
 var env Env
@@ -89,6 +136,10 @@ func Main(m *testing.M) int {
 	}()
 	env.DatabaseURL = withDatabase(admin, name)
 	env.Secret = randomSuffix() + randomSuffix() + randomSuffix()
+	if env.ModuleKey, env.ModulePublicKey, err = writeModuleKeys(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "module keys:", err)
+		return 1
+	}
 	return m.Run()
 }
 
