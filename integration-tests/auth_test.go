@@ -223,12 +223,10 @@ func itemID(t *testing.T, c *harness.Cluster, barcode string) string {
 }
 
 // TestRolesDoTheirWork: each role can do what it is for, end to end,
-// with circulation passing the caller's token on to storage: the
-// self-check machine checks out and in; the librarian changes the
-// settings; the operator lists and releases locks; and each is refused
-// the others' work. (A check-out releases its own lock with the caller's
-// token, so the roles that check out may release a lock whose id they
-// know; only the operator may list locks to learn others' ids.)
+// through circulation, which calls storage as itself: the self-check
+// machine checks out and in; the librarian changes the settings; the
+// operator lists and releases locks in the lock console; and each is
+// refused the others' work, and storage itself.
 func TestRolesDoTheirWork(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
@@ -253,17 +251,35 @@ func TestRolesDoTheirWork(t *testing.T) {
 	var lock struct{ ID string }
 	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, lib.Patrons[0]), "ttlMs": 60000}).
 		Want(t, http.StatusCreated).Decode(t, &lock)
-	c.DoWith(c.Storage, "GET", "/check-out-lock-storage", nil, as(schemas.RoleOperator)).Want(t, http.StatusOK)
+	c.DoWith(circ, "GET", "/circulation/check-out-locks", nil, as(schemas.RoleOperator)).Want(t, http.StatusOK)
 	for _, role := range []string{schemas.RoleSelfCheck, schemas.RoleLibrarian} {
-		if r := c.DoWith(c.Storage, "GET", "/check-out-lock-storage", nil, as(role)); r.Status != http.StatusForbidden {
+		if r := c.DoWith(circ, "GET", "/circulation/check-out-locks", nil, as(role)); r.Status != http.StatusForbidden {
 			t.Errorf("%s listing the locks: %d, want 403", role, r.Status)
 		}
 	}
-	c.DoWith(c.Storage, "DELETE", "/check-out-lock-storage/"+lock.ID, nil, as(schemas.RoleOperator)).Want(t, http.StatusNoContent)
+	for _, role := range kioskRoles {
+		if r := c.DoWith(c.Storage, "GET", "/check-out-lock-storage", nil, as(role)); r.Status != http.StatusForbidden {
+			t.Errorf("%s listing the locks at storage: %d, want 403", role, r.Status)
+		}
+	}
+	// The operator releases another's lock through the console, and the
+	// history names the operator.
+	c.DoWith(circ, "DELETE", "/circulation/check-out-locks/"+lock.ID, nil, as(schemas.RoleOperator)).Want(t, http.StatusNoContent)
+	var history struct {
+		Events []struct {
+			Type string
+			By   map[string]string
+		} `json:"events"`
+	}
+	c.Do(c.Storage, "GET", "/check-out-lock-storage/history", nil).Want(t, http.StatusOK).Decode(t, &history)
+	if len(history.Events) != 1 || history.Events[0].Type != "released_by_other" ||
+		history.Events[0].By["acquiredBy"] != harness.RoleUser(schemas.RoleOperator) || history.Events[0].By["acquiredByModule"] != "circulation" {
+		t.Errorf("history after the operator's release %+v, want released_by_other by the operator through circulation", history.Events)
+	}
 	if r := c.DoWith(circ, "POST", "/circulation/check-out-by-barcode", checkOut, as(schemas.RoleOperator)); r.Status != http.StatusForbidden {
 		t.Errorf("operator checking out: %d, want 403", r.Status)
 	}
-	summary(t, 8, 8, 0, 0, "each role did its work and was refused the others'")
+	summary(t, 11, 5, 6, 0, "each role did its work through circulation and was refused the others' and storage")
 }
 
 // TestAReleasingWriteNeedsTheReleasePermission: a check-out's write that
@@ -275,18 +291,20 @@ func TestAReleasingWriteNeedsTheReleasePermission(t *testing.T) {
 	c := harness.NewCluster(t, harness.Options{Circulations: 1})
 	lib := c.SetupLibrary(1, 2, 3)
 	user := patronID(t, c, lib.Patrons[0])
-	var lock struct{ ID string }
-	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": user, "ttlMs": 60000}).
-		Want(t, http.StatusCreated).Decode(t, &lock)
 	release, _ := schemas.PermissionFor(schemas.ServiceStorage, "DELETE", "/check-out-lock-storage/{id}")
 	loanPost, _ := schemas.PermissionFor(schemas.ServiceStorage, "POST", "/loan-storage/loans")
+	acquire, _ := schemas.PermissionFor(schemas.ServiceStorage, "POST", "/check-out-lock-storage")
+	caller := uuid.NewString() // the lock's holder, who writes under it
 	token := func(permissions ...string) string {
-		tok, err := auth.Mint(harness.Secret(), auth.Claims{Tenant: c.Tenant, UserID: uuid.NewString(), Permissions: permissions}, time.Hour)
+		tok, err := auth.Mint(harness.Secret(), auth.Claims{Tenant: c.Tenant, UserID: caller, Permissions: permissions}, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tok
 	}
+	var lock struct{ ID string }
+	c.DoWith(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": user, "ttlMs": 60000},
+		map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: token(acquire)}).Want(t, http.StatusCreated).Decode(t, &lock)
 	write := func(item, tok string) harness.Response {
 		now := time.Now().UTC()
 		return c.DoWith(c.Storage, "POST", "/loan-storage/loans", map[string]any{

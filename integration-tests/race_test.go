@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,17 +35,22 @@ func burst(c *harness.Cluster, patron string, items []string) []harness.Response
 	return results
 }
 
-// TestWorkloadRaceWithoutLock (workload 1) shows the bug the product
-// exists for: with the feature off, 20 simultaneous check-outs for a patron
-// with itemLimit 2, spread over 3 instances, each validate the limit without
-// seeing the others' loans, and the patron ends above the limit. The
-// harness must be able to see this, or the workloads below prove nothing.
+// TestWorkloadRaceWithoutLock (workload 1) shows the race the product
+// exists for, and that storage stops it even without the lock: with the
+// feature off, 20 simultaneous check-outs for a patron with itemLimit 2,
+// spread over 3 instances, each validate the limit without seeing the
+// others' loans, so more than the limit reach storage's write; storage
+// counts again in the write, the patron's writes one after another, and
+// refuses those past the limit. The harness must see the race (writes
+// refused at the limit that validation let through, in storage's log), or
+// the workloads below prove nothing; and the patron must never end above
+// the limit.
 func TestWorkloadRaceWithoutLock(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: false})
 	const limit, racers, maxRounds = 2, 20, 10
 	lib := c.SetupLibrary(maxRounds, racers, limit)
-	requests, successes, refusals, exceeded := 0, 0, 0, 0
+	requests, successes, refusals, raced := 0, 0, 0, 0
 	worst := 0
 	for round := range maxRounds {
 		for _, r := range burst(c, lib.Patrons[round], lib.Items[round]) {
@@ -61,17 +67,26 @@ func TestWorkloadRaceWithoutLock(t *testing.T) {
 		n := c.OpenLoans(t, lib.Patrons[round])
 		worst = max(worst, n)
 		if n > limit {
-			exceeded++
+			t.Errorf("round %d: %d open loans, above the limit of %d", round, n, limit)
 		}
-		if exceeded >= 3 {
+		// Writes that passed validation and were refused at the limit
+		// in storage's own count: the race, caught.
+		raced = strings.Count(c.Storage.Log(), `"route":"/loan-storage/loans","status":422`)
+		if raced >= 3 {
 			break
 		}
 	}
-	summary(t, requests, successes, refusals, 0, fmt.Sprintf("rounds_over_limit=%d worst_open_loans=%d limit=%d", exceeded, worst, limit))
-	if exceeded == 0 {
-		t.Fatalf("the race never exceeded the limit of %d in %d rounds: the harness cannot see the bug", limit, maxRounds)
+	// A request's log line is written once its answer is sent.
+	harness.Poll(2*time.Second, 20*time.Millisecond, func() bool {
+		raced = strings.Count(c.Storage.Log(), `"route":"/loan-storage/loans","status":422`)
+		return raced > 0
+	})
+	summary(t, requests, successes, refusals, 0, fmt.Sprintf("writes_past_validation_refused_at_the_limit=%d worst_open_loans=%d limit=%d",
+		raced, worst, limit))
+	if raced == 0 {
+		t.Fatalf("no check-out got past validation to be refused at the limit in %d rounds: the harness cannot see the race", maxRounds)
 	}
-	// Everything but the limit still holds without the lock.
+	// Everything else holds without the lock.
 	c.CheckInvariants(t, harness.Invariants{})
 }
 

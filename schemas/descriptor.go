@@ -208,5 +208,18 @@ func PermissionsMarkdown() string {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString("\ncirculation's module permissions: what each of its handlers may do in storage, whoever calls it " +
+		"(`modulePermissions` in its descriptor; in jwt mode, what its module token holds):\n\n")
+	b.WriteString("| circulation route | module permissions at circulation-storage |\n|---|---|\n")
+	for _, r := range RoutesOf(ServiceCirculation) {
+		if len(r.ModulePermissions) == 0 {
+			continue
+		}
+		perms := make([]string, len(r.ModulePermissions))
+		for i, p := range r.ModulePermissions {
+			perms[i] = "`" + p + "`"
+		}
+		fmt.Fprintf(&b, "| `%s %s` | %s |\n", r.Method, r.Path, strings.Join(perms, ", "))
+	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"strings"
+	"time"
 )
 
 // The wire constants of the contract: header names, error codes, the time
@@ -39,6 +40,11 @@ const (
 
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// MaxLoanDateAhead is how far past a service's clock a check-out's
+// loanDate may be: a clock a little ahead is tolerated, a loan dated in
+// the future (out of a count by date, say) is refused.
+const MaxLoanDateAhead = 5 * time.Minute
 
 // TenantPattern is what a tenant id may look like; ids starting with "pg_"
 // are refused as well (see ValidTenant). It keeps the tenant's schema name,

@@ -49,7 +49,9 @@ if [ -z "$(psql "$admin" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'")
 fi
 
 # Authentication: jwt mode with a development secret kept in .run/ (made
-# on first use), and one token per role written to .run/tokens.env.
+# on first use), one token per role written to .run/tokens.env, and
+# circulation's module key pair (with which it calls storage as itself),
+# made on first use in .run/ too.
 mkdir -p .run
 if [ ! -s .run/jwt-secret ]; then
   (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > .run/jwt-secret)
@@ -59,7 +61,16 @@ if [ "$AUTH_MODE" = jwt ] && [ -z "${AUTH_JWT_SECRET:-}${AUTH_JWT_PUBLIC_KEY_FIL
   AUTH_JWT_SECRET="$(cat .run/jwt-secret)"
   export AUTH_JWT_SECRET
 fi
-bin/devtoken -secret-file .run/jwt-secret -tenant "$TENANT" > .run/tokens.env
+bin/devtoken -secret-file .run/jwt-secret -tenant "$TENANT" -module-key .run/module-key.pem > .run/tokens.env
+storage_auth=() circulation_auth=()
+if [ "$AUTH_MODE" = jwt ]; then
+  storage_auth=(AUTH_TRUSTED_MODULES="${AUTH_TRUSTED_MODULES:-circulation=$PWD/.run/module-key.pub.pem}")
+  circulation_auth=(AUTH_MODULE_KEY_FILE="${AUTH_MODULE_KEY_FILE:-$PWD/.run/module-key.pem}")
+fi
+# The check-out lock feature is on here, as in the shipped config files;
+# both services read the variable (storage for a tenant that stored no
+# setting of its own).
+export CHECKOUT_LOCK_FEATURE_ENABLED="${CHECKOUT_LOCK_FEATURE_ENABLED:-true}"
 # shellcheck source=/dev/null
 . .run/tokens.env
 
@@ -72,7 +83,7 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-HTTP_ADDR="$STORAGE_ADDR" bin/circulation-storage &
+env "${storage_auth[@]}" HTTP_ADDR="$STORAGE_ADDR" bin/circulation-storage &
 pids+=($!)
 
 wait_ready() { # url name pid
@@ -91,9 +102,7 @@ curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" \
   -H "X-Okapi-Tenant: $TENANT" -H "X-Okapi-Token: $ADMIN_TOKEN" -H 'Content-Type: application/json' \
   -d '{"module_to":"mod-circulation-storage-1.0.0","parameters":[{"key":"loadReference","value":"true"},{"key":"loadSample","value":"true"}]}'
 
-# The check-out lock feature is on here, as in the shipped config files.
-HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage_url" \
-  CHECKOUT_LOCK_FEATURE_ENABLED="${CHECKOUT_LOCK_FEATURE_ENABLED:-true}" bin/circulation &
+env "${circulation_auth[@]}" HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage_url" bin/circulation &
 pids+=($!)
 wait_ready "$circulation_url" circulation "${pids[1]}"
 

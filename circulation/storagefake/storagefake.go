@@ -742,8 +742,8 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if d, err := time.Parse(time.RFC3339Nano, str(doc["loanDate"])); err == nil && d.After(time.Now().Add(5*time.Minute)) {
-		writeError(w, 422, schemas.CodeValidation, "loanDate: "+str(doc["loanDate"])+" is more than 5m0s ahead of this server's clock",
+	if d, err := time.Parse(time.RFC3339Nano, str(doc["loanDate"])); err == nil && d.After(time.Now().Add(schemas.MaxLoanDateAhead)) {
+		writeError(w, 422, schemas.CodeValidation, "loanDate: "+str(doc["loanDate"])+" is more than "+schemas.MaxLoanDateAhead.String()+" ahead of this server's clock",
 			"loanDate", str(doc["loanDate"]))
 		return
 	}

@@ -224,11 +224,14 @@ func sanitizeName(s string) string {
 	}, s)
 }
 
+// RoleUser is the user a role's token (Token) acts for: one per role.
+func RoleUser(role string) string { return "aaaaaaaa-aaaa-4aaa-8aaa-" + fmt.Sprintf("%012d", len(role)) }
+
 // Token is a token for tenant holding role (see schemas.PermissionSets),
 // signed with the run's secret, valid for an hour.
 func Token(t testing.TB, tenant, role string) string {
 	t.Helper()
-	claims, err := auth.RoleClaims(role, tenant, "aaaaaaaa-aaaa-4aaa-8aaa-"+fmt.Sprintf("%012d", len(role)))
+	claims, err := auth.RoleClaims(role, tenant, RoleUser(role))
 	if err != nil {
 		t.Fatal(err)
 	}

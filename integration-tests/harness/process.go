@@ -43,6 +43,12 @@ func startProcess(t testing.TB, name, bin string, env ...string) *Process {
 	return p
 }
 
+// Log is what the process has logged so far.
+func (p *Process) Log() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
 // PID is the process id of the running process.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 

@@ -87,21 +87,17 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 	return w, nil
 }
 
-// MaxLoanDateAhead is how far past storage's clock a check-out's loanDate
-// may be: a clock a little ahead is tolerated, a loan dated in the future
-// (to keep it out of a count by date, say) is not.
-const MaxLoanDateAhead = 5 * time.Minute
-
-// notAhead refuses a loan dated more than MaxLoanDateAhead from now.
+// notAhead refuses a loan dated more than schemas.MaxLoanDateAhead from
+// now.
 func notAhead(doc json.RawMessage) error {
 	var l struct {
 		LoanDate string `json:"loanDate"`
 	}
 	_ = json.Unmarshal(doc, &l)
 	d, err := time.Parse(time.RFC3339Nano, l.LoanDate)
-	if err == nil && d.After(time.Now().Add(MaxLoanDateAhead)) {
+	if err == nil && d.After(time.Now().Add(schemas.MaxLoanDateAhead)) {
 		return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
-			"loanDate: %s is more than %s ahead of this server's clock", l.LoanDate, MaxLoanDateAhead).With("loanDate", l.LoanDate)
+			"loanDate: %s is more than %s ahead of this server's clock", l.LoanDate, schemas.MaxLoanDateAhead).With("loanDate", l.LoanDate)
 	}
 	return nil
 }

@@ -40,6 +40,7 @@ func (s *Server) pages(e *echo.Echo) {
 			h := c.Response().Header()
 			h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
 			h.Set("X-Content-Type-Options", "nosniff")
+			h.Set("Referrer-Policy", "no-referrer")
 			h.Set("Cache-Control", "no-cache")
 			return c.Blob(http.StatusOK, contentType(name), body)
 		}

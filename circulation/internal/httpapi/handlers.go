@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
@@ -78,6 +79,10 @@ func (s *Server) checkOut(c echo.Context) error {
 	loanDate, err := parseDate("loanDate", req.LoanDate)
 	if err != nil {
 		return err
+	}
+	if loanDate.After(time.Now().Add(schemas.MaxLoanDateAhead)) {
+		return circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation,
+			"loanDate: %s is more than %s ahead of this server's clock", req.LoanDate, schemas.MaxLoanDateAhead).With("loanDate", req.LoanDate)
 	}
 	start := time.Now()
 	res, err := s.svc.Circulation.CheckOut(c.Request().Context(), circulation.CheckOutRequest{
