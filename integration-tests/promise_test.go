@@ -176,17 +176,17 @@ func TestTheLimitHoldsWhoeverCalls(t *testing.T) {
 		status int
 		code   string
 	}{
-		"open a loan with no headers":                      {422, schemas.CodeCheckOutRequired},
-		"open a loan naming a forged limit":                {422, schemas.CodeLockRequired},
-		"open a loan under someone else's lock":            {409, schemas.CodeLockLost},
-		"close a loan without checking its item in":        {422, schemas.CodeCheckInRequired},
-		"delete an open loan":                              {422, schemas.CodeCheckInRequired},
-		"put a checked-out item back to Available":         {422, schemas.CodeItemStatusByCirculation},
-		"put an item Checked out":                          {422, schemas.CodeItemStatusByCirculation},
-		"take a 10-minute lock on another patron":          {503, schemas.CodeLockHeld},
-		"renew someone else's lock to 600 s":               {503, schemas.CodeLockHeld},
-		"release someone else's lock by id":                {0, ""}, // the administrator may: below
-		"switch the lock off with a one-millisecond TTL":   {422, schemas.CodeValidation},
+		"open a loan with no headers":                    {422, schemas.CodeCheckOutRequired},
+		"open a loan naming a forged limit":              {422, schemas.CodeLockRequired},
+		"open a loan under someone else's lock":          {409, schemas.CodeLockLost},
+		"close a loan without checking its item in":      {422, schemas.CodeCheckInRequired},
+		"delete an open loan":                            {422, schemas.CodeCheckInRequired},
+		"put a checked-out item back to Available":       {422, schemas.CodeItemStatusByCirculation},
+		"put an item Checked out":                        {422, schemas.CodeItemStatusByCirculation},
+		"take a 10-minute lock on another patron":        {503, schemas.CodeLockHeld},
+		"renew someone else's lock to 600 s":             {503, schemas.CodeLockHeld},
+		"release someone else's lock by id":              {0, ""}, // the administrator may: below
+		"switch the lock off with a one-millisecond TTL": {422, schemas.CodeValidation},
 	}
 	for _, a := range attacks {
 		w := want[a.name]

@@ -225,7 +225,9 @@ func sanitizeName(s string) string {
 }
 
 // RoleUser is the user a role's token (Token) acts for: one per role.
-func RoleUser(role string) string { return "aaaaaaaa-aaaa-4aaa-8aaa-" + fmt.Sprintf("%012d", len(role)) }
+func RoleUser(role string) string {
+	return "aaaaaaaa-aaaa-4aaa-8aaa-" + fmt.Sprintf("%012d", len(role))
+}
 
 // Token is a token for tenant holding role (see schemas.PermissionSets),
 // signed with the run's secret, valid for an hour.
