@@ -29,9 +29,10 @@ const (
 	KindConflict
 	// KindUnavailable: circulation-storage cannot be reached.
 	KindUnavailable
-	// KindUnauthorized: storage did not accept the caller's token.
+	// KindUnauthorized: storage did not accept this service's credentials.
 	KindUnauthorized
-	// KindForbidden: the caller's token lacks a permission storage needs.
+	// KindForbidden: this service's (module) permissions do not cover a
+	// call to storage.
 	KindForbidden
 	// KindInternal: a bug, here or in what storage answered.
 	KindInternal

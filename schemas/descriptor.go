@@ -128,7 +128,7 @@ func Descriptor(service string) []byte {
 		d.Provides = append(d.Provides, *byInterface[id])
 	}
 	if service == ServiceCirculation {
-		// What circulation calls in storage, with the caller's token.
+		// What circulation calls in storage, as itself.
 		var needs []string
 		for _, r := range RoutesOf(ServiceStorage) {
 			if r.Permission != "" && r.Interface != InterfaceTenant && !slices.Contains(needs, r.Interface) {

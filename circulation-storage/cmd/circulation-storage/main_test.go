@@ -117,3 +117,42 @@ func TestRunRefusesInvalidConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// TestThePublishedSecretNeedsSayingSo: storage refuses to start with the
+// development secret config/auth.env publishes unless
+// AUTH_ALLOW_DEVELOPMENT_KEYS=true, and then says so on /admin/health.
+func TestThePublishedSecretNeedsSayingSo(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"HTTP_ADDR": "127.0.0.1:0", "AUTH_MODE": "jwt", "DATABASE_URL": pgtest.Shared(t),
+		"AUTH_JWT_SECRET": "development-only-secret-replace-me-0123456789"}
+	var out syncBuffer
+	err := run(context.Background(), nil, env, &out, nil)
+	if err == nil || !strings.Contains(err.Error(), "AUTH_JWT_SECRET is a development key published in this repository") {
+		t.Fatalf("run with the published secret: %v, want it refused", err)
+	}
+	env["AUTH_ALLOW_DEVELOPMENT_KEYS"] = "true"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listening := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, env, &out, listening) }()
+	var addr string
+	select {
+	case addr = <-listening:
+	case err := <-done:
+		t.Fatalf("run returned before listening: %v", err)
+	}
+	res, err := http.Get("http://" + addr + "/admin/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), "a development key published in this repository is in use") {
+		t.Errorf("health %s, want the development warning", body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
+}

@@ -14,8 +14,8 @@ import (
 	"github.com/checkoutlock/circulation"
 )
 
-// Console is what the lock console reads and does in storage, with the
-// caller's token: storage checks the caller's permissions again.
+// Console is what the lock console reads and does in storage, as
+// circulation, with the console handlers' module permissions.
 type Console interface {
 	// GetJSON reads a storage resource into out.
 	GetJSON(ctx context.Context, path string, out any) error

@@ -1,0 +1,250 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// What storage keeps whoever calls, at the database layer: the lock and
+// its owner, the lock feature read from the tenant's setting, the limit
+// without a lock, and what plain writes of loans and items may not do.
+
+// as is ctx acting for user through module.
+func as(user, module string) context.Context {
+	return storage.WithCaller(context.Background(), storage.Caller{User: user, Module: module})
+}
+
+// TestALockIsItsOwners: only the caller that acquired a lock renews it,
+// writes under it or releases it; anyone else naming its id is refused
+// and the lock stays, unless it may release others' locks, and then the
+// history names who released it.
+func TestALockIsItsOwners(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	records := NewRecords(f.db, testPolicy)
+	alice := SampleID("1001")
+	kiosk, operator := as("kiosk-1", "circulation"), as("operator-1", "circulation")
+	owner := storage.Caller{User: "kiosk-1", Module: "circulation"}
+	lock, _, err := f.locks.Acquire(kiosk, f.tenant, alice, uuid.NewString(), ttl, owner.Holder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another caller naming the id: refused as any acquirer, not renewed.
+	for _, other := range []storage.Caller{{User: "kiosk-1"}, {User: "kiosk-2", Module: "circulation"}, {}} {
+		if _, _, err := f.locks.Acquire(context.Background(), f.tenant, alice, lock.ID, ttl*100, other.Holder()); !storage.IsKind(err, storage.KindLocked) {
+			t.Errorf("renewal by %+v: %v, want held", other, err)
+		}
+	}
+	// A write under it by another: the fence refuses, nothing written.
+	_, err = records.CreateCheckOutLoan(operator, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
+		Loan: loanDoc(alice, SampleID("book-001")), LockID: lock.ID, ItemVersion: 1, ReleaseLock: true})
+	if !isCode(err, storage.CodeLockLost) {
+		t.Errorf("a write under another's lock: %v, want %s", err, storage.CodeLockLost)
+	}
+	// A release by another without the permission: forbidden, kept.
+	if err := f.locks.Release(context.Background(), f.tenant, lock.ID, storage.Caller{User: "operator-1", Module: "circulation"}, false); !storage.IsKind(err, storage.KindForbidden) {
+		t.Errorf("release by another: %v, want forbidden", err)
+	}
+	if _, err := f.locks.Get(context.Background(), f.tenant, lock.ID); err != nil {
+		t.Fatalf("the lock after refused attempts: %v", err)
+	}
+	if n := f.count(t, "check_out_lock_event", ""); n != 0 {
+		t.Errorf("%d events after refused attempts, want none", n)
+	}
+	// The owner renews it.
+	if _, outcome, err := f.locks.Acquire(kiosk, f.tenant, alice, lock.ID, ttl, owner.Holder()); err != nil || outcome != storage.Renewed {
+		t.Errorf("renewal by its owner: %v %v, want renewed", outcome, err)
+	}
+	// Another with the permission releases it, and is named.
+	if err := f.locks.Release(context.Background(), f.tenant, lock.ID, storage.Caller{User: "operator-1", Module: "circulation"}, true); err != nil {
+		t.Fatalf("release with the permission: %v", err)
+	}
+	events, _, err := f.locks.History(context.Background(), f.tenant, storage.HistoryFilter{Limit: 10})
+	if err != nil || len(events) != 1 || events[0].Type != storage.EventReleasedByOther || events[0].By.AcquiredBy != "operator-1" ||
+		events[0].By.AcquiredByModule != "circulation" || events[0].Holder.AcquiredBy != "kiosk-1" {
+		t.Errorf("history %+v (%v), want released_by_other by operator-1 through circulation", events, err)
+	}
+}
+
+// TestTheLockFeatureIsReadFromTheTenantsSetting: a write without a lock
+// is refused while the tenant's setting (or, with none stored, the
+// environment's default) says the lock is on, in the object form and in
+// FOLIO's string form; a malformed value reads as not saying.
+func TestTheLockFeatureIsReadFromTheTenantsSetting(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	alice := SampleID("1001")
+	settingID := uuid.NewString()
+	put := func(value string) {
+		t.Helper()
+		doc := json.RawMessage(`{"scope":"mod-circulation","key":"checkoutLockFeature","value":` + value + `}`)
+		records := NewRecords(f.db, testPolicy)
+		if _, err := records.Get(ctx, f.tenant, storage.Settings, settingID); err != nil {
+			if _, err := records.Create(ctx, f.tenant, storage.Settings, settingID, doc); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := records.Update(ctx, f.tenant, storage.Settings, settingID, 0, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	write := func(def bool) error {
+		n++
+		_, err := NewRecords(f.db, Policy{LockFeatureDefault: def, EnforceUnscopedItemLimit: true}).CreateCheckOutLoan(ctx, f.tenant,
+			storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(alice, SampleID(fmt.Sprintf("book-%03d", 20+n))), ItemVersion: 1})
+		if err == nil {
+			// Check it back in, so the patron stays below her limit.
+			f.exec(t, `UPDATE `+table(f.tenant, "loan")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Closed"') WHERE user_id = $1`, alice)
+		}
+		return err
+	}
+	for _, c := range []struct {
+		stored   string // "" for no setting
+		def      bool
+		required bool
+	}{
+		{"", false, false},
+		{"", true, true},
+		{`{"checkOutLockFeatureEnabled":true}`, false, true},
+		{`{"checkOutLockFeatureEnabled":false}`, true, false},
+		{`"{\"checkOutLockFeatureEnabled\":true,\"lockTtl\":3000}"`, false, true},
+		{`"{\"checkOutLockFeatureEnabled\": false}"`, true, false},
+		{`{"lockTtl":3000}`, true, true},                             // says nothing: the default
+		{`{"checkOutLockFeatureEnabled":"false"}`, true, true},       // not a boolean: the default
+		{`"not json {\"checkOutLockFeatureEnabled\""`, false, false}, // malformed: the default
+	} {
+		if c.stored != "" {
+			put(c.stored)
+		}
+		err := write(c.def)
+		if got := isCode(err, storage.CodeLockRequired); got != c.required || (!c.required && err != nil) {
+			t.Errorf("setting %s, default %v: %v, want lock required %v", c.stored, c.def, err, c.required)
+		}
+	}
+}
+
+// TestUnlockedWritesKeepTheLimit: with no lock at all, twenty check-out
+// writes for one patron at once, round after round: the patron's writes
+// wait for one another (her row), each counts the ones before, and exactly
+// the limit the rules set is written.
+func TestUnlockedWritesKeepTheLimit(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	records := NewRecords(f.db, testPolicy)
+	const rounds, writers, room = 5, 20, 3 // undergraduates: three items that can circulate
+	for round := range rounds {
+		user := uuid.NewString()
+		if _, err := records.Create(ctx, f.tenant, storage.Patrons, user, json.RawMessage(fmt.Sprintf(
+			`{"barcode":"unlocked-%d","active":true,"patronGroup":%q,"personal":{"lastName":"Writer"}}`, round, GroupUndergrad))); err != nil {
+			t.Fatal(err)
+		}
+		errs := make([]error, writers)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range writers {
+			item := SampleID(fmt.Sprintf("book-%03d", round*writers+i+1))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[i] = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
+					Loan: loanDoc(user, item), ItemVersion: 1})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		written := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				written++
+			case !isCode(err, storage.CodeItemLimitReached):
+				t.Errorf("round %d: %v", round, err)
+			}
+		}
+		if n := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user); written != room || n != room {
+			t.Fatalf("round %d: %d written, %d open; want %d", round, written, n, room)
+		}
+	}
+}
+
+// TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem: a plain update
+// of a loan keeps its status and, while open, its borrower and item; an
+// open loan is not deleted; an item goes Checked out only with a loan, and
+// leaves it only without an open one; a check-in closes only an open loan.
+func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	records := NewRecords(f.db, testPolicy)
+	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-050")
+	loanID := uuid.NewString()
+	if _, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID, Loan: loanDoc(alice, item), ItemVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	doc := func(user, status string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"x","status":{"name":%q}}`,
+			user, item, status))
+	}
+	itemDoc := func(status string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"title":"t","barcode":"book-050","status":{"name":%q},"materialTypeId":%q,"permanentLoanTypeId":%q}`,
+			status, MaterialBook, LoanTypeCanCirculate))
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		code string
+	}{
+		{"close without a check-in", records.Update(ctx, f.tenant, storage.Loans, loanID, 0, doc(alice, "Closed")), storage.CodeCheckInRequired},
+		{"move to another borrower", records.Update(ctx, f.tenant, storage.Loans, loanID, 0, doc(bob, "Open")), storage.CodeCheckInRequired},
+		{"delete while open", records.Delete(ctx, f.tenant, storage.Loans, loanID), storage.CodeCheckInRequired},
+		{"item back to Available with its loan open", records.Update(ctx, f.tenant, storage.Items, item, 2, itemDoc("Available")),
+			storage.CodeItemStatusByCirculation},
+		{"another item put Checked out", records.Update(ctx, f.tenant, storage.Items, SampleID("book-051"), 1,
+			json.RawMessage(fmt.Sprintf(`{"title":"t","barcode":"book-051","status":{"name":"Checked out"},"materialTypeId":%q,"permanentLoanTypeId":%q}`,
+				MaterialBook, LoanTypeCanCirculate))), storage.CodeItemStatusByCirculation},
+		{"check in with another borrower", records.CheckInLoan(ctx, f.tenant, storage.CheckInWrite{LoanID: loanID, Loan: doc(bob, "Closed"),
+			ItemVersion: 2}), storage.CodeCheckInRequired},
+	} {
+		if !isCode(c.err, c.code) {
+			t.Errorf("%s: %v, want %s", c.name, c.err, c.code)
+		}
+	}
+	if n := f.count(t, "loan", "id = $1 AND status_name = 'Open' AND user_id = $2", loanID, alice); n != 1 {
+		t.Errorf("the loan changed")
+	}
+	if n := f.count(t, "item", "id = $1 AND status_name = 'Checked out' AND version = 2", item); n != 1 {
+		t.Errorf("the item changed")
+	}
+	// A renewal keeps everything but the due date: fine.
+	renewed := json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-02-01T10:00:00.000Z",
+		"action":"renewed","status":{"name":"Open"}}`, alice, item))
+	if err := records.Update(ctx, f.tenant, storage.Loans, loanID, 0, renewed); err != nil {
+		t.Errorf("renewal: %v", err)
+	}
+	// The check-in closes it; a second one finds nothing open.
+	if err := records.CheckInLoan(ctx, f.tenant, storage.CheckInWrite{LoanID: loanID, Loan: doc(alice, "Closed"), ItemVersion: 2}); err != nil {
+		t.Fatalf("check-in: %v", err)
+	}
+	if err := records.CheckInLoan(ctx, f.tenant, storage.CheckInWrite{LoanID: loanID, Loan: doc(alice, "Closed"), ItemVersion: 3}); !isCode(err, "NO_OPEN_LOAN") {
+		t.Errorf("a second check-in: %v, want NO_OPEN_LOAN", err)
+	}
+	// Closed, it may go, and its item may change status freely.
+	if err := records.Update(ctx, f.tenant, storage.Items, item, 3, itemDoc("Missing")); err != nil {
+		t.Errorf("item without an open loan to Missing: %v", err)
+	}
+	if err := records.Delete(ctx, f.tenant, storage.Loans, loanID); err != nil {
+		t.Errorf("delete a closed loan: %v", err)
+	}
+}
