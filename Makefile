@@ -11,7 +11,8 @@ BENCH_OUT ?= bench-results
 # 6): the one before check-outs made four calls to storage.
 BENCH_BASELINE ?= 86c6f12
 # BENCH_ONLY=lock-cycle runs scenario 1 alone, in a few minutes; BENCH_ONLY=burst
-# scenario 3 (a patron's bursts) alone, in under a minute.
+# scenario 3 (a patron's bursts) alone, in under a minute; BENCH_ONLY=before-after
+# scenario 6 (this version's check-out against BENCH_BASELINE's) alone.
 BENCH_ONLY ?=
 # BENCH_LOG_LEVEL=info logs every request of the benchmarked services (with
 # KEEP_LOGS=<dir> to keep the logs); it slows them.

@@ -178,6 +178,10 @@ func pgbenchScript(schema string) string {
 	acquire = strings.ReplaceAll(acquire, "$4", "'"+strings.TrimSuffix(benchHolder, "}")+`,"acquiredBy":"bench"}'`)
 	release := strings.ReplaceAll(fmt.Sprintf(locksql.Release, tbl, pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize()), "$1", ":lk_id")
 	release = strings.ReplaceAll(release, "$2::text", "'bench'::text")
+	// The releasing caller: the owner, as the holder names it.
+	release = strings.ReplaceAll(release, "$3::text", "'bench'::text")
+	release = strings.ReplaceAll(release, "$4::text", "NULL::text")
+	release = strings.ReplaceAll(release, "$5::boolean", "false")
 	return "\\set uid random(1, 9000000000000)\n" + strings.TrimSpace(acquire) + " \\gset lk_\n" + release + ";\n"
 }
 

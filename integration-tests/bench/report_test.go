@@ -55,11 +55,19 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
-	if *only != "" && *only != "lock-cycle" && *only != "burst" {
-		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle and burst", *only)
+	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" {
+		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst and before-after", *only)
 	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=" + *logLevel}
+	if *only == "before-after" {
+		ba := benchBeforeAfter(t, *baseline, p, quiet)
+		for _, r := range ba.Rows {
+			fmt.Printf("c=%d: %s p50 %.2f ms, %.0f µs CPU per check-out; this p50 %.2f ms, %.0f µs CPU; p50 ×%.3f, CPU ×%.3f\n",
+				r.Concurrency, ba.Baseline, r.Before.P50Ms, r.CPUBefore.Total, r.After.P50Ms, r.CPUAfter.Total, r.P50Ratio, r.CPURatio)
+		}
+		return
+	}
 	if *only == "burst" {
 		b := benchBursts(t, p, quiet)
 		for _, r := range b.Rows {

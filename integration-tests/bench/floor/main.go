@@ -76,8 +76,11 @@ func main() {
 		var live, notified bool
 		var holder json.RawMessage
 		var user string
-		var acquiredBy *string
-		err := pool.QueryRow(r.Context(), release, r.PathValue("id"), schema).Scan(&live, &holder, &acquiredBy, &notified, &user)
+		var acquiredBy, acquiredByModule *string
+		// Any caller may release (the service checks who: the floor does
+		// nothing but the SQL).
+		err := pool.QueryRow(r.Context(), release, r.PathValue("id"), schema, nil, nil, true).
+			Scan(&live, &holder, &acquiredBy, &acquiredByModule, &notified, &user)
 		switch {
 		case err == pgx.ErrNoRows || err == nil && !live:
 			w.WriteHeader(http.StatusNotFound)
