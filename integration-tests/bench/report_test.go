@@ -65,6 +65,13 @@ func TestBenchmarks(t *testing.T) {
 		for _, r := range ba.Rows {
 			fmt.Printf("c=%d: %s p50 %.2f ms, %.0f µs CPU per check-out; this p50 %.2f ms, %.0f µs CPU; p50 ×%.3f, CPU ×%.3f\n",
 				r.Concurrency, ba.Baseline, r.Before.P50Ms, r.CPUBefore.Total, r.After.P50Ms, r.CPUAfter.Total, r.P50Ratio, r.CPURatio)
+			for _, side := range []struct {
+				name string
+				cpu  CPUPerCheckOut
+			}{{ba.Baseline, r.CPUBefore}, {"this", r.CPUAfter}} {
+				fmt.Printf("    %s CPU µs: client %.0f, circulation %.0f, storage %.0f, PostgreSQL %.0f\n",
+					side.name, side.cpu.Client, side.cpu.Circulation, side.cpu.Storage, side.cpu.Postgres)
+			}
 		}
 		return
 	}

@@ -307,16 +307,17 @@ func itemWithStatus(name string) string {
 }
 
 // checkOutStatements are a check-out's write for one tenant's tables:
-// lockRowSQL, patronRowSQL and checkOutSQL. checkOutSQL's parameters: $1
+// lockRowsSQL (under a lock) or patronRowSQL (without one), and
+// checkOutSQL. checkOutSQL's parameters: $1
 // loan id, $2 loan, $3 lock id, $4 item version, $5 user for the metadata,
 // $6 whether an unscoped item limit is enforced, $7 the lock feature's
 // default, $8 and $11 the caller (user and module), $9 whether to release
 // the lock, $10 the tenant.
-type checkOutStatements struct{ lockRow, patronRow, write string }
+type checkOutStatements struct{ lockRows, patronRow, write string }
 
 func newCheckOutStatements(t storage.Tenant) checkOutStatements {
 	return checkOutStatements{
-		lockRow:   fmt.Sprintf(lockRowSQL, table(t, "check_out_lock")),
+		lockRows:  fmt.Sprintf(lockRowsSQL, table(t, "check_out_lock"), table(t, "patron")),
 		patronRow: fmt.Sprintf(patronRowSQL, table(t, "patron")),
 		write: fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"),
 			withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(itemWithStatus("Checked out"), 5, true),
@@ -325,13 +326,17 @@ func newCheckOutStatements(t storage.Tenant) checkOutStatements {
 	}
 }
 
-// lockRowSQL locks the row of the lock a check-out writes under, in the
-// write's transaction, before checkOutSQL takes its snapshot (a statement's
-// snapshot is taken when it starts, and what it waits for later, it does
-// not see). Parameter: $1 lock id.
-const lockRowSQL = `SELECT 1 FROM %s WHERE id = $1 FOR UPDATE`
+// lockRowsSQL locks, in one statement, the row of the lock a check-out
+// writes under and the borrower's row, in the write's transaction, before
+// checkOutSQL takes its snapshot (a statement's snapshot is taken when it
+// starts, and what it waits for later, it does not see): a takeover, a
+// release or another write under the lock waits for this write, and so
+// does every other check-out write for the patron (see patronRowSQL). A
+// lock row that is gone locks nothing, and the write's fence then refuses
+// it. Parameters: $1 lock id, $2 the patron.
+const lockRowsSQL = `SELECT 1 FROM %s l, %s p WHERE l.id = $1 AND p.id = $2 FOR UPDATE OF l FOR NO KEY UPDATE OF p`
 
-// patronRowSQL locks the borrower's row for the write's transaction, so
+// patronRowSQL locks the borrower's row for a write without a lock, so
 // that every check-out write for the patron, under a lock or not, waits
 // for the one before it and counts its loan (a loan's reference to the
 // patron takes a key share, which this does not block). Parameter: $1
@@ -351,17 +356,18 @@ type checkOutResult struct {
 }
 
 // checkOutBatch is a check-out's write as one batch, sent in one round trip
-// and run as one transaction: under a lock, lockRowSQL, then patronRowSQL
-// and checkOutSQL. The result is filled in when the batch's results are
-// read.
+// and run as one transaction: lockRowsSQL under a lock, patronRowSQL
+// without one, then checkOutSQL. The result is filled in when the batch's
+// results are read.
 func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
 	st := s.checkOuts.get(t)
 	caller := storage.CallerFrom(ctx)
 	b := &pgx.Batch{}
-	if w.LockID != "" {
-		b.Queue(st.lockRow, w.LockID)
+	if user := fieldValue(w.Loan, "userId"); w.LockID != "" {
+		b.Queue(st.lockRows, w.LockID, user)
+	} else {
+		b.Queue(st.patronRow, user)
 	}
-	b.Queue(st.patronRow, fieldValue(w.Loan, "userId"))
 	r := &checkOutResult{}
 	b.Queue(st.write, w.LoanID, w.Loan, nullable(w.LockID), w.ItemVersion, metadataUser(ctx),
 		s.policy.EnforceUnscopedItemLimit, s.policy.LockFeatureDefault, nullable(caller.User), w.ReleaseLock, string(t),
