@@ -101,11 +101,14 @@ func publicKeyOfBytes(data []byte) (*ecdsa.PublicKey, error) {
 	return ec, nil
 }
 
-// moduleKeyFiles are the files of AUTH_TRUSTED_MODULES
-// ("name=file[,name=file…]"), or an error naming the part that is not
-// name=file.
-func moduleKeyFiles(spec string) ([]string, error) {
-	var files []string
+// ModuleKey is a module and the file of its public key, as
+// AUTH_TRUSTED_MODULES names them.
+type ModuleKey struct{ Module, File string }
+
+// ParseModuleKeys reads AUTH_TRUSTED_MODULES ("name=file[,name=file…]"),
+// or says which part is not name=file.
+func ParseModuleKeys(spec string) ([]ModuleKey, error) {
+	var keys []ModuleKey
 	for _, part := range strings.Split(spec, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -115,7 +118,7 @@ func moduleKeyFiles(spec string) ([]string, error) {
 		if !ok || name == "" || file == "" {
 			return nil, fmt.Errorf("AUTH_TRUSTED_MODULES: %q is not module=public-key-file", part)
 		}
-		files = append(files, file)
+		keys = append(keys, ModuleKey{Module: name, File: file})
 	}
-	return files, nil
+	return keys, nil
 }

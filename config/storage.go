@@ -170,12 +170,13 @@ func (c Storage) validateTrustedModules() []error {
 	if c.Auth.Mode != "jwt" {
 		return []error{fmt.Errorf("AUTH_TRUSTED_MODULES applies to AUTH_MODE=jwt only, not %s", c.Auth.Mode)}
 	}
-	files, err := moduleKeyFiles(c.TrustedModules)
+	keys, err := ParseModuleKeys(c.TrustedModules)
 	if err != nil {
 		return []error{err}
 	}
 	var errs []error
-	for _, f := range files {
+	for _, k := range keys {
+		f := k.File
 		if _, err := publicKeyOfFile(f); err != nil {
 			errs = append(errs, fmt.Errorf("AUTH_TRUSTED_MODULES: %s: %v", f, err))
 		} else if isDevelopmentModuleKey(f) && !c.Auth.AllowDevelopmentKeys {
@@ -188,7 +189,11 @@ func (c Storage) validateTrustedModules() []error {
 // Warnings are what the configuration itself must tell an operator, on
 // /admin/health too: a published development key in use.
 func (c Storage) Warnings() []string {
-	files, _ := moduleKeyFiles(c.TrustedModules)
+	keys, _ := ParseModuleKeys(c.TrustedModules)
+	var files []string
+	for _, k := range keys {
+		files = append(files, k.File)
+	}
 	if c.Auth.developmentKeys(files...) {
 		return []string{DevelopmentWarning}
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -100,34 +99,22 @@ type TrustedModule struct {
 	Permissions []string
 }
 
-// ParseTrustedModules reads AUTH_TRUSTED_MODULES, "name=pem-file[,name=pem-file…]",
-// with permissions giving each module's declared permissions.
-func ParseTrustedModules(spec string, permissions func(module string) []string) ([]TrustedModule, error) {
-	var out []TrustedModule
-	for _, part := range strings.Split(spec, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		name, file, ok := strings.Cut(part, "=")
-		if !ok || name == "" || file == "" {
-			return nil, fmt.Errorf("AUTH_TRUSTED_MODULES: %q is not module=public-key-file", part)
-		}
-		pem, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("AUTH_TRUSTED_MODULES: %w", err)
-		}
-		key, err := jwt.ParseECPublicKeyFromPEM(pem)
-		if err != nil || key.Curve != elliptic.P256() {
-			return nil, fmt.Errorf("AUTH_TRUSTED_MODULES: %s is not a PEM P-256 (ES256) public key", file)
-		}
-		perms := permissions(name)
-		if len(perms) == 0 {
-			return nil, fmt.Errorf("AUTH_TRUSTED_MODULES: module %q declares no module permissions", name)
-		}
-		out = append(out, TrustedModule{Name: name, Key: key, Permissions: perms})
+// LoadTrustedModule reads module's P-256 public key from the PEM file,
+// with permissions giving its declared permissions.
+func LoadTrustedModule(module, file string, permissions func(module string) []string) (TrustedModule, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return TrustedModule{}, fmt.Errorf("AUTH_TRUSTED_MODULES: %w", err)
 	}
-	return out, nil
+	key, err := jwt.ParseECPublicKeyFromPEM(pem)
+	if err != nil || key.Curve != elliptic.P256() {
+		return TrustedModule{}, fmt.Errorf("AUTH_TRUSTED_MODULES: %s is not a PEM P-256 (ES256) public key", file)
+	}
+	perms := permissions(module)
+	if len(perms) == 0 {
+		return TrustedModule{}, fmt.Errorf("AUTH_TRUSTED_MODULES: module %q declares no module permissions", module)
+	}
+	return TrustedModule{Name: module, Key: key, Permissions: perms}, nil
 }
 
 // trusted is a TrustedModule as the verifier keeps it.

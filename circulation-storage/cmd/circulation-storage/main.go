@@ -62,9 +62,17 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, config.LogOptions(cfg.LogLevel))))
 	logger.Info("starting", slog.Any("config", cfg))
-	trusted, err := auth.ParseTrustedModules(cfg.TrustedModules, schemas.ModulePermissionsOf)
+	keys, err := config.ParseModuleKeys(cfg.TrustedModules)
 	if err != nil {
 		return err
+	}
+	var trusted []auth.TrustedModule
+	for _, k := range keys {
+		m, err := auth.LoadTrustedModule(k.Module, k.File, schemas.ModulePermissionsOf)
+		if err != nil {
+			return err
+		}
+		trusted = append(trusted, m)
 	}
 	authn, err := auth.NewGuard(ctx, auth.GuardConfig{Mode: cfg.Auth.Mode, Keys: auth.KeyConfig{Secret: cfg.Auth.JWTSecret,
 		PublicKeyFile: cfg.Auth.JWTPublicKeyFile, JWKSURL: cfg.Auth.JWKSURL}, Service: schemas.ServiceStorage,
