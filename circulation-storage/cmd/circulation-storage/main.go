@@ -112,7 +112,6 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	})
 	locks.UseReleased(waiters.Notify)
 	records.UseReleased(waiters.Notify)
-	records.UseHistory(locks.Record)
 	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,

@@ -69,7 +69,6 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	locks.UseReleased(waiters.Notify)
 	records := postgres.NewRecords(db, postgres.Policy{EnforceUnscopedItemLimit: true})
 	records.UseReleased(waiters.Notify)
-	records.UseHistory(locks.Record)
 	srv := New(Config{
 		LockDefaultTTL: 3 * time.Second,
 		LockMaxTTL:     10 * time.Minute,

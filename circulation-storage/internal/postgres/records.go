@@ -23,20 +23,10 @@ type Records struct {
 	// released, when set, is told of a check-out's release of a lock
 	// that someone waits for, at once (see Locks.UseReleased).
 	released func(t storage.Tenant, userID string)
-	// record, when set, writes the lock history's events (see UseHistory).
-	record func(ctx context.Context, t storage.Tenant, e storage.LockEvent) error
 	// checkOuts are the tenants' check-out write statements.
 	checkOuts tenantStatements[checkOutStatements]
 	// policy is how the check-out write applies the rules and the lock.
 	policy Policy
-}
-
-// UseHistory has record write the lock history's events of check-out
-// writes: a lock released by a write made by a user other than the one
-// who acquired it (storage.EventReleasedByOther), as Locks.Release records
-// a release by someone else.
-func (s *Records) UseHistory(record func(ctx context.Context, t storage.Tenant, e storage.LockEvent) error) {
-	s.record = record
 }
 
 // UseReleased has released told, at once, of every lock this instance's
@@ -233,9 +223,8 @@ var _ storage.LoanWriter = (*Records)(nil)
 // It always answers one row: the loan as stored (NULL when nothing was
 // written), whether the fence held, whether the lock requirement held, the
 // open loans counted and the limit (NULL without a limit), the patron whose
-// lock was released (NULL when none was), its holder and its owner, and
-// whether the release was announced, so a refusal is explained by what
-// this very statement saw.
+// lock was released (NULL when none was), and whether the release was
+// announced, so a refusal is explained by what this very statement saw.
 var checkOutSQL = `
 WITH fence AS (
     SELECT 1 FROM %[2]s
@@ -275,11 +264,11 @@ WITH fence AS (
 ), released AS (
     DELETE FROM %[2]s
      WHERE $9::boolean AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
-    RETURNING user_id, holder
+    RETURNING user_id
 )
 SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT ok FROM required),
        (SELECT n FROM counted), (SELECT n FROM limited),
-       released.user_id::text, released.holder, released.holder->>'acquiredBy', released.holder->>'acquiredByModule',
+       released.user_id::text,
        ` + locksql.Announce("%[6]s", "$10") + `
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
 
@@ -349,9 +338,6 @@ type checkOutResult struct {
 	fenced, required bool
 	open, limit      *int
 	released         *string
-	holder           []byte
-	acquiredBy       *string
-	acquiredByModule *string
 	notified         bool
 }
 
@@ -372,8 +358,7 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 	b.Queue(st.write, w.LoanID, w.Loan, nullable(w.LockID), w.ItemVersion, metadataUser(ctx),
 		s.policy.EnforceUnscopedItemLimit, s.policy.LockFeatureDefault, nullable(caller.User), w.ReleaseLock, string(t),
 		nullable(caller.Module)).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.holder, &r.acquiredBy,
-			&r.acquiredByModule, &r.notified)
+		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified)
 	})
 	return b, r
 }
@@ -388,7 +373,7 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 		return storage.CheckOutWritten{}, interpretWrite(err, t, storage.Loans, w.Loan)
 	case r.stored != nil:
 		if r.released != nil {
-			s.releasedByWrite(ctx, t, w.LockID, r)
+			s.releasedByWrite(t, r)
 		}
 		return storage.CheckOutWritten{Loan: r.stored, LockReleased: r.released != nil}, nil
 	// Nothing written: say which condition failed, as the statement saw it.
@@ -417,25 +402,14 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
 }
 
-// releasedByWrite tells of a lock a check-out's write released: the
-// patron's waiters on this instance at once, when the release was
-// announced, and the history, when the write was made by someone other
-// than the user who acquired the lock.
-func (s *Records) releasedByWrite(ctx context.Context, t storage.Tenant, lockID string, r *checkOutResult) {
+// releasedByWrite tells the patron's waiters on this instance, at once,
+// of a lock a check-out's write released, when the release was announced.
+// The history has nothing to learn of it: the fence lets only the lock's
+// owner write under it, so the release is always the owner's own.
+func (s *Records) releasedByWrite(t storage.Tenant, r *checkOutResult) {
 	if r.notified && s.released != nil {
 		s.released(t, *r.released)
 	}
-	by := storage.CallerFrom(ctx)
-	owner := storage.Holder{AcquiredBy: deref(r.acquiredBy), AcquiredByModule: deref(r.acquiredByModule)}
-	if s.record == nil || owner.OwnedBy(by) {
-		return
-	}
-	var holder storage.Holder
-	if len(r.holder) > 0 {
-		_ = holderScanner{&holder}.Scan(r.holder)
-	}
-	_ = s.record(ctx, t, storage.LockEvent{Type: storage.EventReleasedByOther, UserID: *r.released, LockID: lockID,
-		Holder: holder, By: by.Holder()})
 }
 
 // CheckInLoan implements storage.LoanWriter: the item becomes Available at
