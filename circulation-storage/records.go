@@ -148,6 +148,9 @@ type CheckOutWrite struct {
 	// its status Open).
 	LoanID string
 	Loan   json.RawMessage
+	// UserID is the borrower, as Loan names it (read once, with the
+	// rest of the request's body).
+	UserID string
 	// LockID fences the write: it happens only while that lock is live,
 	// the borrower's and held by the caller (else CodeLockLost). The lock
 	// row is locked before anything is counted and stays locked until the

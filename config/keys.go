@@ -54,6 +54,12 @@ func publicKeyOfFile(file string) (*ecdsa.PublicKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	return publicKeyOfPEM(data)
+}
+
+// publicKeyOfPEM is the EC public key a PEM block holds, itself or as the
+// public half of a private key.
+func publicKeyOfPEM(data []byte) (*ecdsa.PublicKey, error) {
 	block, _ := pem.Decode(data)
 	if block == nil {
 		return nil, errors.New("not a PEM file")
@@ -81,24 +87,8 @@ func isDevelopmentModuleKey(file string) bool {
 	if err != nil {
 		return false
 	}
-	dev, err := publicKeyOfBytes(devModulePublicKey)
+	dev, err := publicKeyOfPEM(devModulePublicKey)
 	return err == nil && k.Equal(dev)
-}
-
-func publicKeyOfBytes(data []byte) (*ecdsa.PublicKey, error) {
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return nil, errors.New("not a PEM file")
-	}
-	k, err := x509.ParsePKIXPublicKey(block.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	ec, ok := k.(*ecdsa.PublicKey)
-	if !ok {
-		return nil, errors.New("not an EC key")
-	}
-	return ec, nil
 }
 
 // ModuleKey is a module and the file of its public key, as

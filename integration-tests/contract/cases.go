@@ -341,8 +341,7 @@ var cases = []testCase{
 		name: "validation reads the patron, the item and its open loan in one call",
 		given: func(s *session) request {
 			r := s.seed()
-			s.step("a check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
-				want{status: http.StatusCreated, schema: "loan.json"})
+			s.checkOut()
 			return validationReq(r.ItemBarcode, r.PatronBarcode)
 		},
 		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
@@ -389,9 +388,7 @@ var cases = []testCase{
 		want: want{status: http.StatusNoContent},
 		then: func(s *session, _ response) {
 			s.wantItem("Available", 3)
-			if got := s.loanStatus(s.kept("loan")["id"].(string)); got != "Closed" {
-				s.t.Errorf("loan status %v, want Closed", got)
-			}
+			s.wantKeptLoan("Closed")
 		},
 	},
 	{
@@ -406,9 +403,7 @@ var cases = []testCase{
 		want: want{status: http.StatusConflict, code: schemas.CodeVersionConflict, params: map[string]string{"_version": "2"}},
 		then: func(s *session, _ response) {
 			s.wantItem("Checked out", 2)
-			if got := s.loanStatus(s.kept("loan")["id"].(string)); got != "Open" {
-				s.t.Errorf("loan status %v, want Open", got)
-			}
+			s.wantKeptLoan("Open")
 		},
 	},
 	{
@@ -507,8 +502,7 @@ var cases = []testCase{
 		name: "open-count counts the patron's open loans by material type and loan type",
 		given: func(s *session) request {
 			r := s.seed()
-			s.step("check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
-				want{status: http.StatusCreated, schema: "loan.json"})
+			s.checkOut()
 			return openCountReq(r.PatronID, "", "")
 		},
 		want: want{status: http.StatusOK, schema: "open-loan-count.json"},
@@ -562,9 +556,8 @@ var cases = []testCase{
 	{
 		name: "an open loan closed without a check-in is refused",
 		given: func(s *session) request {
-			r := s.seed()
-			loan := s.step("check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
-				want{status: http.StatusCreated, schema: "loan.json"}).decode(s.t)
+			s.seed()
+			loan := s.checkOut()
 			s.keep("loan", loan)
 			req := checkInReq(loan, "2")
 			delete(req.headers, schemas.HeaderCheckInItemVersion)
@@ -573,17 +566,14 @@ var cases = []testCase{
 		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeCheckInRequired},
 		then: func(s *session, _ response) {
 			s.wantItem("Checked out", 2)
-			if got := s.loanStatus(s.kept("loan")["id"].(string)); got != "Open" {
-				s.t.Errorf("loan status %v, want Open", got)
-			}
+			s.wantKeptLoan("Open")
 		},
 	},
 	{
 		name: "a check-in of a loan that is not open is refused",
 		given: func(s *session) request {
-			r := s.seed()
-			loan := s.step("check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
-				want{status: http.StatusCreated, schema: "loan.json"}).decode(s.t)
+			s.seed()
+			loan := s.checkOut()
 			s.step("check-in", checkInReq(loan, "2"), want{status: http.StatusNoContent})
 			return checkInReq(loan, "3")
 		},
@@ -604,9 +594,8 @@ var cases = []testCase{
 	{
 		name: "an item with an open loan leaves Checked out only by its check-in",
 		given: func(s *session) request {
-			r := s.seed()
-			s.step("check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
-				want{status: http.StatusCreated, schema: "loan.json"})
+			s.seed()
+			s.checkOut()
 			req := s.itemPutReq(2)
 			req.body.(map[string]any)["status"] = map[string]any{"name": "Available"}
 			return req
@@ -633,9 +622,7 @@ var cases = []testCase{
 		given: func(s *session) request {
 			r := s.seed()
 			id := newUUID()
-			first := acquireReq(r.PatronID, id, lockTTL)
-			first.headers = map[string]string{schemas.HeaderUserID: holderUser}
-			s.step("acquire as the holder", first, want{status: http.StatusCreated, schema: "checkout-lock.json"})
+			s.acquireAs(holderUser, r.PatronID, id)
 			again := acquireReq(r.PatronID, id, 600000)
 			again.headers = map[string]string{schemas.HeaderUserID: otherUser}
 			return again
@@ -647,9 +634,7 @@ var cases = []testCase{
 		given: func(s *session) request {
 			r := s.seed()
 			id := newUUID()
-			first := acquireReq(r.PatronID, id, lockTTL)
-			first.headers = map[string]string{schemas.HeaderUserID: holderUser}
-			s.step("acquire as the holder", first, want{status: http.StatusCreated, schema: "checkout-lock.json"})
+			s.acquireAs(holderUser, r.PatronID, id)
 			req := checkOutReq(r, id, "1")
 			req.headers[schemas.HeaderUserID] = otherUser
 			return req

@@ -69,6 +69,32 @@ func firstMessage(got response) string {
 	return env.Errors[0].Message
 }
 
+// checkOut checks the seeded item out to the seeded patron under a lock
+// of its own, which must succeed, and returns the loan.
+func (s *session) checkOut() map[string]any {
+	s.t.Helper()
+	r := s.rec
+	return s.step("check-out", checkOutReq(r, s.acquire(r.PatronID, newUUID(), lockTTL)["id"].(string), "1"),
+		want{status: http.StatusCreated, schema: "loan.json"}).decode(s.t)
+}
+
+// acquireAs takes patron's lock under lockID acting for user
+// (X-Okapi-User-Id), which must be granted.
+func (s *session) acquireAs(user, patron, lockID string) {
+	s.t.Helper()
+	req := acquireReq(patron, lockID, lockTTL)
+	req.headers = map[string]string{schemas.HeaderUserID: user}
+	s.step("acquire as "+user, req, want{status: http.StatusCreated, schema: "checkout-lock.json"})
+}
+
+// wantKeptLoan checks the status of the loan kept as "loan".
+func (s *session) wantKeptLoan(status string) {
+	s.t.Helper()
+	if got := s.loanStatus(s.kept("loan")["id"].(string)); got != status {
+		s.t.Errorf("loan status %v, want %s", got, status)
+	}
+}
+
 // limitItems makes the target's circulation rules give the seeded patron a
 // limit of n items of the seeded item's material type.
 func (s *session) limitItems(n int) {

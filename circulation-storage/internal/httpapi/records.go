@@ -42,8 +42,8 @@ const (
 // version it read (required: a loan opens only with its item checked out),
 // the lock it holds and whether to release it. What the write must respect
 // beyond them (the lock feature, the item limit) storage decides itself.
-func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (storage.CheckOutWrite, error) {
-	w := storage.CheckOutWrite{LoanID: id, Loan: doc}
+func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, loan recordHeader) (storage.CheckOutWrite, error) {
+	w := storage.CheckOutWrite{LoanID: id, Loan: doc, UserID: strings.ToLower(loan.UserID)}
 	h := c.Request().Header
 	v := h.Get(ItemVersionHeader)
 	if v == "" {
@@ -56,7 +56,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 		return w, err
 	}
 	w.ItemVersion = n
-	if err := notAhead(doc); err != nil {
+	if err := notAhead(loan.LoanDate); err != nil {
 		return w, err
 	}
 	if lockID := h.Get(LockIDHeader); lockID != "" {
@@ -87,30 +87,15 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage) (
 	return w, nil
 }
 
-// notAhead refuses a loan dated more than schemas.MaxLoanDateAhead from
+// notAhead refuses a loanDate more than schemas.MaxLoanDateAhead from
 // now.
-func notAhead(doc json.RawMessage) error {
-	var l struct {
-		LoanDate string `json:"loanDate"`
-	}
-	_ = json.Unmarshal(doc, &l)
-	d, err := time.Parse(time.RFC3339Nano, l.LoanDate)
+func notAhead(loanDate string) error {
+	d, err := time.Parse(time.RFC3339Nano, loanDate)
 	if err == nil && d.After(time.Now().Add(schemas.MaxLoanDateAhead)) {
 		return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
-			"loanDate: %s is more than %s ahead of this server's clock", l.LoanDate, schemas.MaxLoanDateAhead).With("loanDate", l.LoanDate)
+			"loanDate: %s is more than %s ahead of this server's clock", loanDate, schemas.MaxLoanDateAhead).With("loanDate", loanDate)
 	}
 	return nil
-}
-
-// docStatus is the status a loan or item document names.
-func docStatus(doc json.RawMessage) string {
-	var d struct {
-		Status struct {
-			Name string `json:"name"`
-		} `json:"status"`
-	}
-	_ = json.Unmarshal(doc, &d)
-	return d.Status.Name
 }
 
 // releasePermission is the permission to release a lock
@@ -133,12 +118,18 @@ func itemVersion(header, v string) (int, error) {
 	return int(n), nil
 }
 
-// recordHeader is what the handlers read of any record: its id and
-// version, and a settings entry's scope.
+// recordHeader is what the handlers read of any record, in the one
+// decoding of its body: its id and version, a settings entry's scope, a
+// loan's or an item's status, and a loan's date and borrower.
 type recordHeader struct {
 	ID      string `json:"id"`
 	Version *int   `json:"_version"`
 	Scope   string `json:"scope"`
+	Status  struct {
+		Name string `json:"name"`
+	} `json:"status"`
+	LoanDate string `json:"loanDate"`
+	UserID   string `json:"userId"`
 }
 
 // storedScope checks, for a change to the settings entry id, the scoped
@@ -196,12 +187,12 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		id = uuid.NewString()
 	}
 	var stored json.RawMessage
-	checkOut := r.Path == storage.Loans.Path && docStatus(doc) == "Open"
+	checkOut := r.Path == storage.Loans.Path && h.Status.Name == "Open"
 	switch {
 	case r.Path == storage.Loans.Path && !checkOut && slices.ContainsFunc(checkOutHeaders, func(h string) bool { return c.Request().Header.Get(h) != "" }):
 		return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
-			"status: a check-out's write opens a loan: its status must be Open, got %q", docStatus(doc)).With("status", docStatus(doc))
-	case r.Path == storage.Items.Path && docStatus(doc) == "Checked out":
+			"status: a check-out's write opens a loan: its status must be Open, got %q", h.Status.Name).With("status", h.Status.Name)
+	case r.Path == storage.Items.Path && h.Status.Name == "Checked out":
 		return storage.Errorf(storage.KindInvalid, storage.CodeItemStatusByCirculation,
 			"An item becomes Checked out only with its loan, by a check-out: create it with another status").With("status", "Checked out")
 	case r.Path == storage.Settings.Path:
@@ -210,7 +201,7 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		}
 	}
 	if checkOut {
-		w, err := s.checkOutWrite(c, id, doc)
+		w, err := s.checkOutWrite(c, id, doc, h)
 		if err != nil {
 			return err
 		}

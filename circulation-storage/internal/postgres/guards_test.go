@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -44,7 +43,7 @@ func TestALockIsItsOwners(t *testing.T) {
 	}
 	// A write under it by another: the fence refuses, nothing written.
 	_, err = records.CreateCheckOutLoan(operator, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
-		Loan: loanDoc(alice, SampleID("book-001")), LockID: lock.ID, ItemVersion: 1, ReleaseLock: true})
+		UserID: alice, Loan: loanDoc(alice, SampleID("book-001")), LockID: lock.ID, ItemVersion: 1, ReleaseLock: true})
 	if !isCode(err, storage.CodeLockLost) {
 		t.Errorf("a write under another's lock: %v, want %s", err, storage.CodeLockLost)
 	}
@@ -101,7 +100,7 @@ func TestTheLockFeatureIsReadFromTheTenantsSetting(t *testing.T) {
 	write := func(def bool) error {
 		n++
 		_, err := NewRecords(f.db, Policy{LockFeatureDefault: def, EnforceUnscopedItemLimit: true}).CreateCheckOutLoan(ctx, f.tenant,
-			storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(alice, SampleID(fmt.Sprintf("book-%03d", 20+n))), ItemVersion: 1})
+			storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice, Loan: loanDoc(alice, SampleID(fmt.Sprintf("book-%03d", 20+n))), ItemVersion: 1})
 		if err == nil {
 			// Check it back in, so the patron stays below her limit.
 			f.exec(t, `UPDATE `+table(f.tenant, "loan")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Closed"') WHERE user_id = $1`, alice)
@@ -139,44 +138,7 @@ func TestTheLockFeatureIsReadFromTheTenantsSetting(t *testing.T) {
 // the limit the rules set is written.
 func TestUnlockedWritesKeepTheLimit(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
-	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
-	const rounds, writers, room = 5, 20, 3 // undergraduates: three items that can circulate
-	for round := range rounds {
-		user := uuid.NewString()
-		if _, err := records.Create(ctx, f.tenant, storage.Patrons, user, json.RawMessage(fmt.Sprintf(
-			`{"barcode":"unlocked-%d","active":true,"patronGroup":%q,"personal":{"lastName":"Writer"}}`, round, GroupUndergrad))); err != nil {
-			t.Fatal(err)
-		}
-		errs := make([]error, writers)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range writers {
-			item := SampleID(fmt.Sprintf("book-%03d", round*writers+i+1))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, errs[i] = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
-					Loan: loanDoc(user, item), ItemVersion: 1})
-			}()
-		}
-		close(start)
-		wg.Wait()
-		written := 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				written++
-			case !isCode(err, storage.CodeItemLimitReached):
-				t.Errorf("round %d: %v", round, err)
-			}
-		}
-		if n := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user); written != room || n != room {
-			t.Fatalf("round %d: %d written, %d open; want %d", round, written, n, room)
-		}
-	}
+	raceToTheLimit(t, false)
 }
 
 // TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem: a plain update
@@ -190,7 +152,7 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 	records := NewRecords(f.db, testPolicy)
 	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-050")
 	loanID := uuid.NewString()
-	if _, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID, Loan: loanDoc(alice, item), ItemVersion: 1}); err != nil {
+	if _, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, Loan: loanDoc(alice, item), ItemVersion: 1}); err != nil {
 		t.Fatal(err)
 	}
 	doc := func(user, status string) json.RawMessage {

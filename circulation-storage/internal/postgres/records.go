@@ -349,10 +349,10 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 	st := s.checkOuts.get(t)
 	caller := storage.CallerFrom(ctx)
 	b := &pgx.Batch{}
-	if user := fieldValue(w.Loan, "userId"); w.LockID != "" {
-		b.Queue(st.lockRows, w.LockID, user)
+	if w.LockID != "" {
+		b.Queue(st.lockRows, w.LockID, w.UserID)
 	} else {
-		b.Queue(st.patronRow, user)
+		b.Queue(st.patronRow, w.UserID)
 	}
 	r := &checkOutResult{}
 	b.Queue(st.write, w.LoanID, w.Loan, nullable(w.LockID), w.ItemVersion, metadataUser(ctx),
@@ -666,32 +666,27 @@ func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource
 // Delete implements storage.RecordService. An open loan is removed only
 // by being checked in first.
 func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resource, id string) error {
-	var tag pgconn.CommandTag
 	sql := fmt.Sprintf(`DELETE FROM %s WHERE id = $1`, table(t, spec(r).table))
 	if r.Path == storage.Loans.Path {
 		sql += ` AND status_name <> 'Open'`
 	}
-	var err error
-	if r.Path == storage.Settings.Path {
-		err = s.db.inTx(ctx, t, func(tx pgx.Tx) error {
-			var old json.RawMessage
-			err := tx.QueryRow(ctx, sql+` RETURNING jsonb`, id).Scan(&old)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			tag = pgconn.NewCommandTag("DELETE 1")
-			return auditSetting(ctx, tx, t, "delete", id, old)
-		})
-	} else {
-		err = s.db.write(ctx, t, func(c *pgx.Conn) error {
-			var err error
-			tag, err = c.Exec(ctx, sql, id)
+	// A settings entry's removal is audited in its own transaction.
+	deleted := false
+	err := s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+		var old json.RawMessage
+		err := tx.QueryRow(ctx, sql+` RETURNING jsonb`, id).Scan(&old)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
 			return err
-		})
-	}
+		}
+		deleted = true
+		if r.Path == storage.Settings.Path {
+			return auditSetting(ctx, tx, t, "delete", id, old)
+		}
+		return nil
+	})
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == sqlstateForeignKeyViolation {
@@ -703,13 +698,13 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 		}
 		return interpret(err, t)
 	}
-	if tag.RowsAffected() == 0 && r.Path == storage.Loans.Path {
+	if !deleted && r.Path == storage.Loans.Path {
 		if _, err := s.Get(ctx, t, r, id); err == nil {
 			return storage.Errorf(storage.KindInvalid, storage.CodeCheckInRequired,
 				"Loan %s is open: check its item in before removing it", id).With("id", id)
 		}
 	}
-	if tag.RowsAffected() == 0 {
+	if !deleted {
 		return storage.NotFound(r.Name, id)
 	}
 	return nil

@@ -65,7 +65,7 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := uuid.NewString()
-	if _, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: id, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1}); err != nil {
+	if _, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: id, UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1}); err != nil {
 		t.Fatalf("create under a live lock: %v", err)
 	}
 	if n := f.count(t, "loan", "id = $1", id); n != 1 {
@@ -76,7 +76,7 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	}
 	// A stale version writes nothing, loan included.
 	_, err = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
-		Loan: loanDoc(SampleID("1002"), SampleID("book-003")), ItemVersion: 7})
+		UserID: SampleID("1002"), Loan: loanDoc(SampleID("1002"), SampleID("book-003")), ItemVersion: 7})
 	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeVersionConflict {
 		t.Errorf("stale item version: %v, want %s", err, storage.CodeVersionConflict)
 	}
@@ -85,7 +85,7 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	}
 	// A second open loan for the item fails the whole write: the item stays.
 	_, err = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
-		Loan: loanDoc(SampleID("1002"), item), ItemVersion: 2})
+		UserID: SampleID("1002"), Loan: loanDoc(SampleID("1002"), item), ItemVersion: 2})
 	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeOpenLoanExists {
 		t.Errorf("second open loan: %v, want %s", err, storage.CodeOpenLoanExists)
 	}
@@ -109,7 +109,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	expire(t, f, lapsed.ID)
-	_, err = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(alice, item), LockID: lapsed.ID, ItemVersion: 1})
+	_, err = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice, Loan: loanDoc(alice, item), LockID: lapsed.ID, ItemVersion: 1})
 	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeLockLost {
 		t.Errorf("expired lock not yet taken over: %v, want %s", err, storage.CodeLockLost)
 	}
@@ -128,7 +128,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	for name, lockID := range map[string]string{
 		"expired and taken over": expired.ID, "released": released.ID, "another patron's": bobs.ID, "never existed": uuid.NewString(),
 	} {
-		_, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(alice, item), LockID: lockID, ItemVersion: 1})
+		_, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice, Loan: loanDoc(alice, item), LockID: lockID, ItemVersion: 1})
 		e, ok := storage.AsError(err)
 		if !ok || e.Code != storage.CodeLockLost || e.Kind != storage.KindConflict {
 			t.Errorf("%s lock: %v, want %s", name, err, storage.CodeLockLost)
@@ -197,7 +197,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
+	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
 		t.Fatalf("fenced insert: %v (written: %v)", err, r.stored != nil)
 	}
@@ -236,7 +236,7 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	write := func(item string) storage.CheckOutWrite {
-		return storage.CheckOutWrite{LoanID: uuid.NewString(), Loan: loanDoc(user, SampleID(item)), LockID: lock.ID, ItemVersion: 1}
+		return storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, SampleID(item)), LockID: lock.ID, ItemVersion: 1}
 	}
 	tx, err := f.db.pool.Begin(ctx)
 	if err != nil {
@@ -268,11 +268,20 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 
 // TestConcurrentWritesUnderOneLockKeepTheLimit: twenty check-out writes
 // under one lock at once, round after round, for a patron with room for
-// three more loans (undergraduates may borrow three items that can
-// circulate, by the sample rules): exactly three are written, the others refused at the
+// three more loans: exactly three are written, the others refused at the
 // limit, and the database holds no more.
 func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
 	t.Parallel()
+	raceToTheLimit(t, true)
+}
+
+// raceToTheLimit fires twenty check-out writes at once for a fresh
+// undergraduate (who may borrow three items that can circulate, by the
+// sample rules), under one lock or none, five rounds: exactly three must
+// be written, every other refused at the limit, and no more open loans in
+// the database.
+func raceToTheLimit(t *testing.T, locked bool) {
+	t.Helper()
 	f := setupLibrary(t)
 	ctx := context.Background()
 	records := NewRecords(f.db, testPolicy)
@@ -283,9 +292,13 @@ func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
 			`{"barcode":"writers-%d","active":true,"patronGroup":%q,"personal":{"lastName":"Writer"}}`, round, GroupUndergrad))); err != nil {
 			t.Fatal(err)
 		}
-		lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
-		if err != nil {
-			t.Fatal(err)
+		var lockID string
+		if locked {
+			lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lockID = lock.ID
 		}
 		errs := make([]error, writers)
 		var wg sync.WaitGroup
@@ -297,7 +310,7 @@ func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
 				defer wg.Done()
 				<-start
 				_, errs[i] = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
-					Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
+					UserID: user, Loan: loanDoc(user, item), LockID: lockID, ItemVersion: 1})
 			}()
 		}
 		close(start)

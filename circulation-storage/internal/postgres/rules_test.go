@@ -33,8 +33,7 @@ func TestRulesMatch(t *testing.T) {
 	}
 	pg, otherPG := named(storage.PatronGroups, "group", "pg"), named(storage.PatronGroups, "group", "pg2")
 	mt, otherMT := named(storage.MaterialTypes, "name", "mt"), named(storage.MaterialTypes, "name", "mt2")
-	lt, otherLT := named(storage.LoanTypes, "name", "lt"), named(storage.LoanTypes, "name", "lt2")
-	_ = otherLT
+	lt := named(storage.LoanTypes, "name", "lt")
 	policies := map[string]string{}
 	policy := func(name string) string {
 		if id, ok := policies[name]; ok {

@@ -129,7 +129,7 @@ func cutWrite(t *testing.T) cut {
 	result := make(chan error, 1)
 	go func() {
 		_, err := NewRecords(db, testPolicy).CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID,
-			Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
+			UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
 		result <- err
 	}()
 	var writer int
