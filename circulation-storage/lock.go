@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/checkoutlock/schemas"
 )
 
@@ -173,8 +175,8 @@ type LockService interface {
 // The holder, when known, is named in the parameters (holderInstance,
 // holderRequestId, holderItemBarcode, holderServicePointId), so the refused
 // check-out can say which check-out it waited for.
-func LockHeld(userID string, expiresAt time.Time, remaining time.Duration, holder Holder) *Error {
-	e := Errorf(KindLocked, CodeLockHeld, "Unable to acquire lock").
+func LockHeld(userID string, expiresAt time.Time, remaining time.Duration, holder Holder) *errs.Error {
+	e := errs.Errorf(errs.KindLocked, schemas.CodeLockHeld, "Unable to acquire lock").
 		With("userId", userID)
 	if !expiresAt.IsZero() {
 		e.With("expiresAt", expiresAt.UTC().Format(TimeFormat))
@@ -197,7 +199,7 @@ func LockHeld(userID string, expiresAt time.Time, remaining time.Duration, holde
 const TimeFormat = schemas.TimeFormat
 
 // HolderOf reads the holder a LockHeld error names.
-func HolderOf(e *Error) Holder {
+func HolderOf(e *errs.Error) Holder {
 	var h Holder
 	for _, p := range e.Parameters {
 		switch p.Key {

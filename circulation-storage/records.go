@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/checkoutlock/circulation-storage/cql"
 	"github.com/checkoutlock/schemas"
 )
@@ -115,8 +117,8 @@ type RecordFilter struct {
 }
 
 // PageTooLarge is the error for a page of records over maxBytes.
-func PageTooLarge(maxBytes, limit int) *Error {
-	return Errorf(KindInvalid, CodePageTooLarge,
+func PageTooLarge(maxBytes, limit int) *errs.Error {
+	return errs.Errorf(errs.KindInvalid, schemas.CodePageTooLarge,
 		"The page of %d records would be larger than %d bytes; ask for fewer records (limit) and page with offset", limit, maxBytes).
 		With("limit", fmt.Sprint(limit)).With("maxPageBytes", fmt.Sprint(maxBytes))
 }
@@ -177,13 +179,10 @@ type ItemLimit struct {
 }
 
 // ItemLimitReached is storage's refusal of a write at the item limit.
-func ItemLimitReached(limit, open int) *Error {
-	return Errorf(KindInvalid, CodeItemLimitReached, "Patron has reached maximum limit of %d items", limit).
+func ItemLimitReached(limit, open int) *errs.Error {
+	return errs.Errorf(errs.KindInvalid, schemas.CodeItemLimitReached, "Patron has reached maximum limit of %d items", limit).
 		With("itemLimit", fmt.Sprint(limit)).With("openLoans", fmt.Sprint(open))
 }
-
-// CodeItemLimitReached is the code of a write refused at the item limit.
-const CodeItemLimitReached = schemas.CodeItemLimitReached
 
 // CheckInWrite is a loan to replace with the conditions of a check-in.
 type CheckInWrite struct {
@@ -216,22 +215,6 @@ type LoanWriter interface {
 	CheckInLoan(ctx context.Context, t Tenant, w CheckInWrite) error
 }
 
-// CodeLockLost is the code of a loan refused because its lock is gone.
-const CodeLockLost = schemas.CodeLockLost
-
-// CodeVersionConflict is the code of an optimistic-locking conflict.
-const CodeVersionConflict = schemas.CodeVersionConflict
-
-// CodeOpenLoanExists is the code of a second open loan for an item.
-const CodeOpenLoanExists = schemas.CodeItemHasOpenLoan
-
-// CodeAlreadyExists is the code of a write refused by a uniqueness rule.
-const CodeAlreadyExists = schemas.CodeAlreadyExists
-
-// CodeInUse is the code of a delete refused because other records refer to
-// the record.
-const CodeInUse = schemas.CodeInUse
-
 // Caller is who a request acts for: the user, as X-Okapi-User-Id or the
 // token names it, and the module calling on the user's behalf, when one
 // does (circulation, with its module token). A lock is its acquirer's: only
@@ -258,11 +241,3 @@ func CallerFrom(ctx context.Context) Caller {
 
 // UserFrom is the user ctx acts for, "" when none was named.
 func UserFrom(ctx context.Context) string { return CallerFrom(ctx).User }
-
-// The codes of what storage refuses whoever calls (see schemas).
-const (
-	CodeLockRequired            = schemas.CodeLockRequired
-	CodeCheckOutRequired        = schemas.CodeCheckOutRequired
-	CodeCheckInRequired         = schemas.CodeCheckInRequired
-	CodeItemStatusByCirculation = schemas.CodeItemStatusByCirculation
-)

@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/checkoutlock/schemas"
 )
 
@@ -16,14 +18,14 @@ type Tenant string
 // PostgreSQL reserves for its own schemas).
 func ParseTenant(s string) (Tenant, error) {
 	if s == "" {
-		return "", Errorf(KindBadRequest, CodeTenantMissing, "X-Okapi-Tenant header is required")
+		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeTenantMissing, "X-Okapi-Tenant header is required")
 	}
 	if !schemas.ValidTenant(s) {
 		shown := s
 		if len(shown) > 64 {
 			shown = shown[:64] + "…"
 		}
-		return "", Errorf(KindBadRequest, CodeInvalidTenant,
+		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidTenant,
 			"Invalid tenant %q: %s", shown, schemas.TenantRule).With("tenant", shown)
 	}
 	return Tenant(s), nil
@@ -34,17 +36,17 @@ func ParseTenant(s string) (Tenant, error) {
 func (t Tenant) Schema() string { return string(t) + "_mod_circulation_storage" }
 
 // TenantNotInitialized is the error for a tenant whose schema does not exist.
-func TenantNotInitialized(t Tenant) *Error {
-	return Errorf(KindBadRequest, CodeTenantNotInitialized,
+func TenantNotInitialized(t Tenant) *errs.Error {
+	return errs.Errorf(errs.KindBadRequest, schemas.CodeTenantNotInitialized,
 		"Tenant %s is not initialised for circulation-storage: call POST /_/tenant first", t).With("tenant", string(t))
 }
 
 // TenantAttributes is the body of POST /_/tenant.
 type TenantAttributes struct {
-	ModuleTo   string      `json:"module_to,omitempty"`
-	ModuleFrom string      `json:"module_from,omitempty"`
-	Purge      bool        `json:"purge,omitempty"`
-	Parameters []Parameter `json:"parameters,omitempty"`
+	ModuleTo   string           `json:"module_to,omitempty"`
+	ModuleFrom string           `json:"module_from,omitempty"`
+	Purge      bool             `json:"purge,omitempty"`
+	Parameters []errs.Parameter `json:"parameters,omitempty"`
 }
 
 // Parameter returns the value of the named parameter and whether it was given.

@@ -3,6 +3,9 @@ package storage
 import (
 	"strings"
 	"testing"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 )
 
 func TestParseTenant(t *testing.T) {
@@ -15,16 +18,16 @@ func TestParseTenant(t *testing.T) {
 		{"a", ""},
 		{"t_1", ""},
 		{"a" + strings.Repeat("b", 30), ""},
-		{"", CodeTenantMissing},
-		{"a" + strings.Repeat("b", 31), CodeInvalidTenant},
-		{"x;drop table", CodeInvalidTenant},
-		{`A"b`, CodeInvalidTenant},
-		{"Diku", CodeInvalidTenant},
-		{"1diku", CodeInvalidTenant},
-		{"_diku", CodeInvalidTenant},
-		{"diku-x", CodeInvalidTenant},
-		{"dikü", CodeInvalidTenant},
-		{strings.Repeat("a", 100), CodeInvalidTenant},
+		{"", schemas.CodeTenantMissing},
+		{"a" + strings.Repeat("b", 31), schemas.CodeInvalidTenant},
+		{"x;drop table", schemas.CodeInvalidTenant},
+		{`A"b`, schemas.CodeInvalidTenant},
+		{"Diku", schemas.CodeInvalidTenant},
+		{"1diku", schemas.CodeInvalidTenant},
+		{"_diku", schemas.CodeInvalidTenant},
+		{"diku-x", schemas.CodeInvalidTenant},
+		{"dikü", schemas.CodeInvalidTenant},
+		{strings.Repeat("a", 100), schemas.CodeInvalidTenant},
 	}
 	for _, tt := range tests {
 		got, err := ParseTenant(tt.in)
@@ -34,8 +37,8 @@ func TestParseTenant(t *testing.T) {
 			}
 			continue
 		}
-		e, ok := AsError(err)
-		if !ok || e.Code != tt.code || e.Kind != KindBadRequest {
+		e, ok := errs.As(err)
+		if !ok || e.Code != tt.code || e.Kind != errs.KindBadRequest {
 			t.Errorf("ParseTenant(%q) error = %v, want %s", tt.in, err, tt.code)
 		}
 	}

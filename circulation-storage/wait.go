@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/checkoutlock/schemas/errs"
 )
 
 // WakeCause says what made a waiting acquisition try again.
@@ -121,7 +123,7 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 	}
 	start := w.now()
 	lock, outcome, err := w.attempt(ctx, t, userID, lockID, ttl, holder)
-	if !IsKind(err, KindLocked) {
+	if !errs.IsKind(err, errs.KindLocked) {
 		return lock, outcome, err
 	}
 	key := waitKey{t, userID}
@@ -175,7 +177,7 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		case err == nil:
 			result = WaitAcquired
 			return true
-		case IsKind(err, KindLocked):
+		case errs.IsKind(err, errs.KindLocked):
 			heldErr, stale = err, false
 			return false
 		case ctx.Err() != nil:
@@ -192,7 +194,7 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		if turn {
 			// The expiry of a holder since replaced is no time to look
 			// again; the new holder's release wakes, and the poll backs it.
-			if e, _ := AsError(heldErr); e != nil && e.RetryAfter > 0 && !stale {
+			if e, _ := errs.As(heldErr); e != nil && e.RetryAfter > 0 && !stale {
 				resetTimer(expiry, e.RetryAfter+time.Millisecond)
 			}
 			resetTimer(poll, w.pollInterval())
@@ -226,8 +228,8 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 			}
 			result = WaitTimedOut
 			e := LockHeld(userID, time.Time{}, 0, Holder{})
-			if held, ok := AsError(heldErr); ok {
-				e.Parameters, e.RetryAfter = append([]Parameter(nil), held.Parameters...), held.RetryAfter
+			if held, ok := errs.As(heldErr); ok {
+				e.Parameters, e.RetryAfter = append([]errs.Parameter(nil), held.Parameters...), held.RetryAfter
 			}
 			e.With("waitedMs", strconv.FormatInt(w.now().Sub(start).Milliseconds(), 10))
 			return Lock{}, 0, e
@@ -246,7 +248,7 @@ func (w *Waiters) attempt(ctx context.Context, t Tenant, userID, lockID string, 
 	defer cancel()
 	lock, outcome, err := w.locks.Acquire(sctx, t, userID, lockID, ttl, holder)
 	if err == nil && ctx.Err() != nil {
-		if rerr := w.locks.Release(sctx, t, lock.ID, Caller{User: holder.AcquiredBy, Module: holder.AcquiredByModule}, false); rerr == nil || IsKind(rerr, KindNotFound) {
+		if rerr := w.locks.Release(sctx, t, lock.ID, Caller{User: holder.AcquiredBy, Module: holder.AcquiredByModule}, false); rerr == nil || errs.IsKind(rerr, errs.KindNotFound) {
 			w.obs.GrantedToGone()
 		}
 		return Lock{}, 0, ctx.Err()
@@ -261,7 +263,7 @@ func (w *Waiters) gaveUp(ctx context.Context, t Tenant, userID string, me Holder
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
 	defer cancel()
 	e := LockEvent{Type: EventWaiterGaveUp, UserID: userID, By: me, WaitedMs: int(waited.Milliseconds())}
-	if held, ok := AsError(heldErr); ok {
+	if held, ok := errs.As(heldErr); ok {
 		e.Holder = HolderOf(held)
 	}
 	_ = w.locks.Record(sctx, t, e)

@@ -2,6 +2,7 @@ package circulation_test
 
 import (
 	"context"
+	"github.com/checkoutlock/schemas/errs"
 	"maps"
 	"net/http"
 	"slices"
@@ -93,7 +94,7 @@ func TestCheckOutGivesUpWhenStorageWaitedInVain(t *testing.T) {
 	s.fake.WaitInVain(1)
 	before := s.fake.Dump()
 	_, err := s.checkOut(t)
-	wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
 	if got := acquireWaits(s.fake); !slices.Equal(got, []int{2000}) {
 		t.Errorf("acquires with waitMs %v, want one of 2000", got)
 	}
@@ -110,7 +111,7 @@ func TestCheckOutPollsAStorageThatDoesNotWait(t *testing.T) {
 	s := newStack(t, lockOn)
 	s.fake.HoldLock(-1)
 	_, err := s.checkOut(t)
-	wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
 	if got := acquireWaits(s.fake); !slices.Equal(got, []int{2000, 1500, 1000, 0}) {
 		t.Errorf("acquires with waitMs %v, want 2000, 1500, 1000, 0", got)
 	}
@@ -165,7 +166,7 @@ func TestCheckOutWaitEndsBeforeTheRequestDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(okapi(t), 2500*time.Millisecond)
 	defer cancel()
 	_, err := s.svc.CheckOut(ctx, request())
-	wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
 	got := acquireWaits(s.fake)
 	if len(got) != 1 || got[0] <= 0 || got[0] > 1500 {
 		t.Errorf("acquires with waitMs %v, want one of at most 1500 (2.5 s deadline less a second)", got)
@@ -188,8 +189,8 @@ func TestCheckOutSaysWhoHoldsTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.checkOut(t)
-	e := wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
-	wantParams := []circulation.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "3"},
+	e := wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
+	wantParams := []errs.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "3"},
 		{Key: "holderInstance", Value: "circ-b:8080"}, {Key: "holderRequestId", Value: "req-b"},
 		{Key: "holderItemBarcode", Value: "book-b"}, {Key: "holderServicePointId", Value: servicePoint}}
 	if !slices.Equal(e.Parameters, wantParams) {

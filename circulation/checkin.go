@@ -4,6 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 )
 
 // CheckInRequest is a check-in by barcode.
@@ -29,8 +32,8 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 		req.CheckInDate = s.now().UTC().Truncate(time.Millisecond)
 	}
 	item, err := s.storage.ItemByBarcode(ctx, req.ItemBarcode)
-	if IsKind(err, KindNotFound) {
-		return CheckInResult{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemBarcodeNotFound,
+	if errs.IsKind(err, errs.KindNotFound) {
+		return CheckInResult{}, &errs.Refusal{Errors: []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemBarcodeNotFound,
 			"No item with barcode %s could be found", req.ItemBarcode).With("itemBarcode", req.ItemBarcode)}}
 	}
 	if err != nil {
@@ -67,8 +70,8 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 	switch {
 	case err == nil:
 		return CheckInResult{Item: stored, Loan: &closed}, nil
-	case IsKind(err, KindConflict):
-		return CheckInResult{}, Errorf(KindConflict, CodeItemChanged,
+	case errs.IsKind(err, errs.KindConflict):
+		return CheckInResult{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").
 			With("itemBarcode", req.ItemBarcode).Because(err)
 	case !ambiguous(err):

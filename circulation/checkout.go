@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/cenkalti/backoff/v4"
 	"github.com/checkoutlock/schemas/locksettings"
 	"github.com/google/uuid"
@@ -127,7 +130,7 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 		// the settings were read, or on in storage's environment alone):
 		// then the check-out goes again, under the lock.
 		res, err := s.write(ctx, co, "")
-		if !IsCode(err, CodeLockRequired) {
+		if !errs.IsCode(err, schemas.CodeLockRequired) {
 			return res.CheckOutResult, err
 		}
 		s.settings.Forget(ctx)
@@ -170,7 +173,7 @@ func (s *Service) checkOutLocked(ctx context.Context, co checkOut, settings Lock
 
 // itemLimitOf is the limit a refusal at the item limit names.
 func itemLimitOf(err error) int {
-	if e, ok := AsError(err); ok {
+	if e, ok := errs.As(err); ok {
 		for _, p := range e.Parameters {
 			if p.Key == "itemLimit" {
 				n, _ := strconv.Atoi(p.Value)
@@ -197,61 +200,61 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	if err != nil {
 		return co, err
 	}
-	var refusals []*Error
+	var refusals []*errs.Error
 	switch {
 	case reads.Patron == nil:
-		refusals = append(refusals, Errorf(KindInvalid, CodeUserBarcodeNotFound, "Could not find user with matching barcode").
+		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserBarcodeNotFound, "Could not find user with matching barcode").
 			With("userBarcode", req.UserBarcode))
 	case !reads.Patron.Active:
-		refusals = append(refusals, Errorf(KindInvalid, CodeUserInactive, "Cannot check out to inactive user").
+		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").
 			With("userBarcode", req.UserBarcode))
 	}
 	if reads.Patron != nil {
 		co.patron = *reads.Patron
 	}
 	if reads.Item == nil {
-		refusals = append(refusals, Errorf(KindInvalid, CodeItemBarcodeNotFound, "No item with barcode %s could be found", req.ItemBarcode).
+		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemBarcodeNotFound, "No item with barcode %s could be found", req.ItemBarcode).
 			With("itemBarcode", req.ItemBarcode))
-		return co, &Refusal{Errors: refusals}
+		return co, &errs.Refusal{Errors: refusals}
 	}
 	co.item = *reads.Item
 	switch {
 	case co.item.Status == StatusCheckedOut:
-		refusals = append(refusals, Errorf(KindInvalid, CodeItemAlreadyCheckedOut, "Item is already checked out").
+		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemAlreadyCheckedOut, "Item is already checked out").
 			With("itemBarcode", req.ItemBarcode))
 	case refusedStatuses[co.item.Status]:
-		refusals = append(refusals, Errorf(KindInvalid, CodeItemStatusRefused,
+		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusRefused,
 			"%s (Barcode: %s) has the item status %s and cannot be checked out", co.item.Title, co.item.Barcode, co.item.Status).
 			With("itemBarcode", req.ItemBarcode))
 	}
 	if reads.OpenLoan {
-		refusals = append(refusals, Errorf(KindInvalid, CodeItemHasOpenLoan, "Cannot check out item that already has an open loan").
+		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan, "Cannot check out item that already has an open loan").
 			With("itemBarcode", req.ItemBarcode))
 	}
 	if reads.Patron != nil {
 		refusals = append(refusals, s.checkPolicy(&co, reads)...)
 	}
 	if len(refusals) > 0 {
-		return co, &Refusal{Errors: refusals}
+		return co, &errs.Refusal{Errors: refusals}
 	}
 	return co, nil
 }
 
 // checkPolicy applies the loan policy the rules chose: loanable, item
 // limit.
-func (s *Service) checkPolicy(co *checkOut, reads CheckOutReads) []*Error {
+func (s *Service) checkPolicy(co *checkOut, reads CheckOutReads) []*errs.Error {
 	if !reads.RulesSet {
-		return []*Error{Errorf(KindInvalid, CodeNoLoanPolicy, "No loan policy applies: the circulation rules are not set").
+		return []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeNoLoanPolicy, "No loan policy applies: the circulation rules are not set").
 			With("itemBarcode", co.req.ItemBarcode)}
 	}
 	co.match, co.policy = reads.Match, reads.Policy
 	if !co.policy.Loanable {
-		return []*Error{Errorf(KindInvalid, CodeItemNotLoanable, "Item is not loanable").
+		return []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemNotLoanable, "Item is not loanable").
 			With("itemBarcode", co.req.ItemBarcode).With("loanPolicyName", co.policy.Name)}
 	}
 	co.limit = reads.Limit
 	if co.limit != nil && reads.OpenLoans >= co.limit.Limit {
-		return []*Error{ItemLimitReached(co.limit.Limit, co.match, co.req.ItemBarcode)}
+		return []*errs.Error{ItemLimitReached(co.limit.Limit, co.match, co.req.ItemBarcode)}
 	}
 	return nil
 }
@@ -261,21 +264,21 @@ func (s *Service) checkPolicy(co *checkOut, reads CheckOutReads) []*Error {
 // patron group, when the rule names one, with the material type and the
 // loan type it counts by. ITEM_LIMIT, a code FOLIO does not have, is for a
 // limit whose rule names neither.
-func ItemLimitReached(limit int, m PolicyMatch, itemBarcode string) *Error {
+func ItemLimitReached(limit int, m PolicyMatch, itemBarcode string) *errs.Error {
 	type scope struct{ group, material, loan bool }
 	known := map[scope]struct{ code, cause string }{
-		{false, true, true}:  {CodeItemLimitBoth, " for combination of material type and loan type"},
-		{false, true, false}: {CodeItemLimitMaterialType, " for material type"},
-		{false, false, true}: {CodeItemLimitLoanType, " for loan type"},
-		{true, true, true}:   {CodeItemLimitPatronGroupBoth, " for combination of patron group, material type and loan type"},
-		{true, true, false}:  {CodeItemLimitPatronGroupMaterialType, " for combination of patron group and material type"},
-		{true, false, true}:  {CodeItemLimitPatronGroupLoanType, " for combination of patron group and loan type"},
+		{false, true, true}:  {schemas.CodeItemLimitBoth, " for combination of material type and loan type"},
+		{false, true, false}: {schemas.CodeItemLimitMaterialType, " for material type"},
+		{false, false, true}: {schemas.CodeItemLimitLoanType, " for loan type"},
+		{true, true, true}:   {schemas.CodeItemLimitPatronGroupBoth, " for combination of patron group, material type and loan type"},
+		{true, true, false}:  {schemas.CodeItemLimitPatronGroupMaterialType, " for combination of patron group and material type"},
+		{true, false, true}:  {schemas.CodeItemLimitPatronGroupLoanType, " for combination of patron group and loan type"},
 	}
 	answer, ok := known[scope{m.PatronGroupMatch, m.MaterialTypeMatch, m.LoanTypeMatch}]
 	if !ok {
-		answer.code = CodeItemLimit
+		answer.code = schemas.CodeItemLimit
 	}
-	return Errorf(KindInvalid, answer.code, "Patron has reached maximum limit of %d items%s", limit, answer.cause).
+	return errs.Errorf(errs.KindInvalid, answer.code, "Patron has reached maximum limit of %d items%s", limit, answer.cause).
 		With("itemBarcode", itemBarcode).With("itemLimit", strconv.Itoa(limit))
 }
 
@@ -325,9 +328,9 @@ func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSetti
 		}
 		lock, last = s.storage.AcquireLock(ctx, patron.ID, lockID, settings.LockTTL, wait, holder)
 		switch {
-		case last == nil || IsKind(last, KindUnavailable):
+		case last == nil || errs.IsKind(last, errs.KindUnavailable):
 			return last
-		case IsCode(last, CodeLockHeld) && !storageWaited(last):
+		case errs.IsCode(last, schemas.CodeLockHeld) && !storageWaited(last):
 			return last
 		}
 		return backoff.Permanent(last)
@@ -343,11 +346,11 @@ func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSetti
 		s.giveBack(ctx, lockID)
 	}
 	switch {
-	case IsCode(err, CodeLockHeld):
-		refusal := Errorf(KindInvalid, CodeUnableToAcquireLock, "unable to acquire lock").
+	case errs.IsCode(err, schemas.CodeLockHeld):
+		refusal := errs.Errorf(errs.KindInvalid, schemas.CodeUnableToAcquireLock, "unable to acquire lock").
 			With("userBarcode", patron.Barcode).With("attempts", strconv.Itoa(attempts))
 		// Say which check-out held it, as storage named it.
-		if held, ok := AsError(err); ok {
+		if held, ok := errs.As(err); ok {
 			for _, p := range held.Parameters {
 				if strings.HasPrefix(p.Key, "holder") {
 					refusal.With(p.Key, p.Value)
@@ -377,7 +380,7 @@ func waitWithin(ctx context.Context, d time.Duration) time.Duration {
 // storageWaited reports whether a held-lock answer came after storage
 // waited for the lock (it then names waitedMs), rather than at once.
 func storageWaited(err error) bool {
-	e, ok := AsError(err)
+	e, ok := errs.As(err)
 	if !ok {
 		return false
 	}
@@ -401,7 +404,7 @@ func (s *Service) release(ctx context.Context, lock Lock) {
 	// the desk should not wait long for this one's answer either.
 	err := s.retryAmbiguous(rctx, 2, func() error { return s.storage.ReleaseLock(rctx, lock.ID) })
 	s.observer.LockReleased(err)
-	if err != nil && !IsKind(err, KindNotFound) {
+	if err != nil && !errs.IsKind(err, errs.KindNotFound) {
 		s.logger.WarnContext(ctx, "lock release failed; it expires by itself",
 			slog.String("lock_id", lock.ID), slog.Time("expires_at", lock.ExpiresAt), slog.Any("error", err))
 	}
@@ -412,7 +415,7 @@ func (s *Service) release(ctx context.Context, lock Lock) {
 func (s *Service) giveBack(ctx context.Context, lockID string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.releaseTimeout)
 	defer cancel()
-	if err := s.storage.ReleaseLock(rctx, lockID); err != nil && !IsKind(err, KindNotFound) {
+	if err := s.storage.ReleaseLock(rctx, lockID); err != nil && !errs.IsKind(err, errs.KindNotFound) {
 		s.logger.DebugContext(ctx, "giving back an unheard lock failed; it expires by itself",
 			slog.String("lock_id", lockID), slog.Any("error", err))
 	}
@@ -462,19 +465,19 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (writte
 	switch {
 	case err == nil:
 		return written{CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}, stored.LockReleased}, nil
-	case IsCode(err, CodeItemLimitReached):
+	case errs.IsCode(err, schemas.CodeItemLimitReached):
 		// Storage counted again in the write and found the patron at the
 		// limit: another check-out came first (one without the lock).
 		limit := co.limit
 		if limit == nil {
 			limit = &ItemLimit{Limit: itemLimitOf(err)}
 		}
-		return written{}, &Refusal{Errors: []*Error{ItemLimitReached(limit.Limit, co.match, co.req.ItemBarcode)}}
-	case IsCode(err, CodeItemHasOpenLoan):
-		return written{}, &Refusal{Errors: []*Error{Errorf(KindInvalid, CodeItemHasOpenLoan,
+		return written{}, &errs.Refusal{Errors: []*errs.Error{ItemLimitReached(limit.Limit, co.match, co.req.ItemBarcode)}}
+	case errs.IsCode(err, schemas.CodeItemHasOpenLoan):
+		return written{}, &errs.Refusal{Errors: []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan,
 			"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}
-	case IsCode(err, CodeItemChanged):
-		return written{}, Errorf(KindConflict, CodeItemChanged,
+	case errs.IsCode(err, schemas.CodeItemChanged):
+		return written{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").
 			With("itemBarcode", co.req.ItemBarcode).Because(err)
 	case !ambiguous(err):
@@ -514,7 +517,7 @@ func (s *Service) updateItem(ctx context.Context, changed Item) (Item, error) {
 		switch {
 		case rerr == nil:
 			return stored, nil
-		case IsKind(rerr, KindConflict):
+		case errs.IsKind(rerr, errs.KindConflict):
 			current, gerr := s.storage.ItemByBarcode(sctx, changed.Barcode)
 			if gerr == nil && current.Version == changed.Version+1 && current.Status == changed.Status {
 				return current, nil
@@ -524,8 +527,8 @@ func (s *Service) updateItem(ctx context.Context, changed Item) (Item, error) {
 			return Item{}, err
 		}
 	}
-	if IsKind(err, KindConflict) {
-		return Item{}, Errorf(KindConflict, CodeItemChanged,
+	if errs.IsKind(err, errs.KindConflict) {
+		return Item{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").
 			With("itemBarcode", changed.Barcode).Because(err)
 	}
@@ -548,7 +551,7 @@ func (s *Service) loanExists(ctx context.Context, loanID string) existence {
 	switch {
 	case err == nil:
 		return found
-	case IsKind(err, KindNotFound):
+	case errs.IsKind(err, errs.KindNotFound):
 		return notFound
 	}
 	return unknown
@@ -581,7 +584,7 @@ func loanClosed(doc json.RawMessage) bool {
 // ambiguous reports whether a failed write may nevertheless have been
 // applied: no answer, or a server error, as opposed to a definite refusal.
 func ambiguous(err error) bool {
-	return IsKind(err, KindUnavailable) || IsKind(err, KindInternal) ||
+	return errs.IsKind(err, errs.KindUnavailable) || errs.IsKind(err, errs.KindInternal) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
@@ -592,7 +595,7 @@ func (s *Service) retryAmbiguous(ctx context.Context, max uint64, op func() erro
 	var last error
 	_ = backoff.RetryNotifyWithTimer(func() error {
 		last = op()
-		if last != nil && !IsKind(last, KindUnavailable) {
+		if last != nil && !errs.IsKind(last, errs.KindUnavailable) {
 			return backoff.Permanent(last)
 		}
 		return last

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -240,9 +242,9 @@ func wantWaits(t *testing.T, c *clock, want []time.Duration) {
 }
 
 // wantError checks err is an *circulation.Error of the kind and code.
-func wantError(t *testing.T, err error, kind circulation.Kind, code string) *circulation.Error {
+func wantError(t *testing.T, err error, kind errs.Kind, code string) *errs.Error {
 	t.Helper()
-	e, ok := circulation.AsError(err)
+	e, ok := errs.As(err)
 	if !ok || e.Kind != kind || e.Code != code {
 		t.Fatalf("error %v (%T), want kind %d code %s", err, err, kind, code)
 	}
@@ -252,14 +254,14 @@ func wantError(t *testing.T, err error, kind circulation.Kind, code string) *cir
 // refusals returns the code, message and parameters of every refusal in err.
 func refusals(t *testing.T, err error) []string {
 	t.Helper()
-	var r *circulation.Refusal
+	var r *errs.Refusal
 	if !errors.As(err, &r) {
-		t.Fatalf("error %v (%T), want a *circulation.Refusal", err, err)
+		t.Fatalf("error %v (%T), want a *errs.Refusal", err, err)
 	}
 	var out []string
 	for _, e := range r.Errors {
-		if e.Kind != circulation.KindInvalid {
-			t.Errorf("refusal %s has kind %d, want KindInvalid", e.Code, e.Kind)
+		if e.Kind != errs.KindInvalid {
+			t.Errorf("refusal %s has kind %d, want errs.KindInvalid", e.Code, e.Kind)
 		}
 		s := e.Code + ": " + e.Message
 		for _, p := range e.Parameters {
@@ -489,11 +491,11 @@ func TestCheckOutGivesUpOnALockHeldForever(t *testing.T) {
 	s.fake.HoldLock(-1)
 	before := s.fake.Dump()
 	_, err := s.checkOut(t)
-	e := wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	e := wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
 	if e.Message != "unable to acquire lock" {
 		t.Errorf("message %q, want FOLIO's %q", e.Message, "unable to acquire lock")
 	}
-	want := []circulation.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"}}
+	want := []errs.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"}}
 	if !reflect.DeepEqual(e.Parameters, want) {
 		t.Errorf("parameters %+v, want %+v", e.Parameters, want)
 	}
@@ -513,7 +515,7 @@ func TestCheckOutDoesNotRetryARefusedAcquire(t *testing.T) {
 	s.fake.FailAcquire(http.StatusUnprocessableEntity, "VALIDATION_FAILED")
 	_, err := s.checkOut(t)
 	// Storage's reason reaches the client as a refusal, not a 500.
-	wantError(t, err, circulation.KindInvalid, circulation.CodeValidation)
+	wantError(t, err, errs.KindInvalid, schemas.CodeValidation)
 	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
 	wantWaits(t, s.clock, nil)
 	wantNoWrites(t, s.fake)
@@ -525,7 +527,7 @@ func TestCheckOutRetriesAnUnavailableLockStore(t *testing.T) {
 	s := newStack(t, lockOn)
 	s.fake.FailAcquire(http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE")
 	_, err := s.checkOut(t)
-	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
 	wantCount(t, s.fake, storagefake.RouteAcquire, 4)
 	wantWaits(t, s.clock, ms(500, 500, 1000))
 	wantNoWrites(t, s.fake)
@@ -664,11 +666,11 @@ func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 		name     string
 		status   int
 		attempts int // a transient failure is retried twice
-		kind     circulation.Kind
+		kind     errs.Kind
 	}{
-		{"storage unavailable", http.StatusServiceUnavailable, 3, circulation.KindUnavailable},
-		{"storage failed", http.StatusInternalServerError, 1, circulation.KindInternal},
-		{"lock gone", http.StatusNotFound, 1, circulation.KindNotFound},
+		{"storage unavailable", http.StatusServiceUnavailable, 3, errs.KindUnavailable},
+		{"storage failed", http.StatusInternalServerError, 1, errs.KindInternal},
+		{"lock gone", http.StatusNotFound, 1, errs.KindNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -676,13 +678,13 @@ func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 			s.fake.FailLoanCreation(false)
 			s.fake.FailRelease(tc.status)
 			_, err := s.checkOut(t)
-			wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+			wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
 			if loans := s.fake.Loans(); len(loans) != 0 {
 				t.Errorf("stored loans %+v, want none", loans)
 			}
 			wantItem(t, s.fake, circulation.StatusAvailable, 1)
 			wantCount(t, s.fake, storagefake.RouteRelease, tc.attempts)
-			if len(s.obs.releases) != 1 || !circulation.IsKind(s.obs.releases[0], tc.kind) {
+			if len(s.obs.releases) != 1 || !errs.IsKind(s.obs.releases[0], tc.kind) {
 				t.Errorf("observer releases %v, want one of kind %d", s.obs.releases, tc.kind)
 			}
 			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].Released {
@@ -699,7 +701,7 @@ func TestCheckOutLeavesTheItemWhenTheLoanFails(t *testing.T) {
 	s := newStack(t, lockOn)
 	s.fake.FailLoanCreation(false)
 	_, err := s.checkOut(t)
-	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
 	if n := len(s.fake.Loans()); n != 0 {
 		t.Errorf("%d loans, want 0", n)
 	}
@@ -773,13 +775,13 @@ func TestCheckOutWritesNothingWhenTheLockIsLost(t *testing.T) {
 	s := newStack(t, lockOn)
 	s.fake.LoseLockBeforeLoan()
 	_, err := s.checkOut(t)
-	wantError(t, err, circulation.KindConflict, circulation.CodeLockLost)
+	wantError(t, err, errs.KindConflict, schemas.CodeLockLost)
 	if n := len(s.fake.Loans()); n != 0 {
 		t.Errorf("%d loans, want 0", n)
 	}
 	wantItem(t, s.fake, circulation.StatusAvailable, 1)
 	wantCount(t, s.fake, storagefake.RouteLoan, 0) // a refusal is not ambiguous
-	if len(s.obs.releases) != 1 || !circulation.IsKind(s.obs.releases[0], circulation.KindNotFound) {
+	if len(s.obs.releases) != 1 || !errs.IsKind(s.obs.releases[0], errs.KindNotFound) {
 		t.Errorf("observer releases %v, want one not found (the lock had expired)", s.obs.releases)
 	}
 }
@@ -790,7 +792,7 @@ func TestCheckOutWithStorageDown(t *testing.T) {
 	before := s.fake.Dump()
 	s.fake.Down()
 	_, err := s.checkOut(t)
-	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
 	s.fake.WantUnchanged(t, before)
 	if calls := s.fake.Calls(); len(calls) != 0 {
 		t.Errorf("a server that is down got calls: %+v", calls)
@@ -968,7 +970,7 @@ func TestStoredSettingsOverrideTheEnvironment(t *testing.T) {
 	}
 	s.fake.HoldLock(-1)
 	_, err := s.checkOut(t)
-	wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+	wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
 	wantCount(t, s.fake, storagefake.RouteAcquire, 3)
 	wantWaits(t, s.clock, ms(100, 200))
 	for _, c := range s.fake.Calls() {
@@ -1003,7 +1005,7 @@ func TestFolioRetrySettings(t *testing.T) {
 			}
 			s.fake.HoldLock(-1)
 			_, err := s.checkOut(t)
-			wantError(t, err, circulation.KindInvalid, circulation.CodeUnableToAcquireLock)
+			wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
 			wantCount(t, s.fake, storagefake.RouteAcquire, len(tc.waits)+1)
 			wantWaits(t, s.clock, tc.waits)
 		})
@@ -1308,7 +1310,7 @@ func TestCheckInThatFailsChangesNothing(t *testing.T) {
 	}
 	s.fake.FailLoanUpdates()
 	_, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint})
-	wantError(t, err, circulation.KindUnavailable, circulation.CodeStorageUnavailable)
+	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
 	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
 	if loans := s.fake.Loans(); len(loans) != 1 || loans[0].Status != "Open" {
 		t.Errorf("loans %+v, want the loan still open", loans)

@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
@@ -211,7 +214,7 @@ func (s *Settings) Effective(ctx context.Context) (LockSettings, error) {
 // fetch reads and resolves the stored entry; prev is what was cached.
 func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettings, error) {
 	entry, found, err := s.storage.Setting(ctx, locksettings.Scope, locksettings.Key)
-	if IsKind(err, KindBadRequest) || IsKind(err, KindUnauthorized) || IsKind(err, KindForbidden) {
+	if errs.IsKind(err, errs.KindBadRequest) || errs.IsKind(err, errs.KindUnauthorized) || errs.IsKind(err, errs.KindForbidden) {
 		// The tenant is unknown to storage, or the caller may not read
 		// the settings: nothing to fall back on, and nothing to remember
 		// (a client could otherwise fill the cache with invented tenants,
@@ -336,7 +339,7 @@ func (s *Settings) write(ctx context.Context, op string, build func(cur locksett
 		}
 		start := s.writes.Add(1)
 		err = s.storage.PutSetting(ctx, locksettings.Scope, locksettings.Key, raw, prev)
-		if IsKind(err, KindConflict) || IsCode(err, CodeAlreadyExists) {
+		if errs.IsKind(err, errs.KindConflict) || errs.IsCode(err, schemas.CodeAlreadyExists) {
 			continue // someone else wrote first: read theirs and build again
 		}
 		if err != nil {
@@ -361,15 +364,15 @@ func (s *Settings) write(ctx context.Context, op string, build func(cur locksett
 			slog.String("user_id", OkapiFrom(ctx).UserID), slog.Any("old", old), slog.Any("new", locksettings.Unwrap(raw)))
 		return effective, nil
 	}
-	return LockSettings{}, Errorf(KindConflict, CodeConflict, "The settings were changed by someone else meanwhile; try again")
+	return LockSettings{}, errs.Errorf(errs.KindConflict, schemas.CodeConflict, "The settings were changed by someone else meanwhile; try again")
 }
 
 // invalidSettings is the refusal of settings out of bounds, one entry per
 // field.
-func invalidSettings(errs []locksettings.FieldError) error {
-	r := &Refusal{}
-	for _, e := range errs {
-		err := Errorf(KindInvalid, CodeValidation, "%s", e.String())
+func invalidSettings(fields []locksettings.FieldError) error {
+	r := &errs.Refusal{}
+	for _, e := range fields {
+		err := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s", e.String())
 		if e.Field != "" {
 			err.With(e.Field, e.Value)
 		}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -384,7 +386,7 @@ func TestUnknownTenantSettingsAreRefusedAndNotCached(t *testing.T) {
 	for i := range 20 {
 		ctx := circulation.WithOkapi(t.Context(), circulation.Okapi{Tenant: fmt.Sprintf("nobody%d", i)})
 		_, err := s.settings.Effective(ctx)
-		wantError(t, err, circulation.KindBadRequest, circulation.CodeTenantNotInitialized)
+		wantError(t, err, errs.KindBadRequest, schemas.CodeTenantNotInitialized)
 	}
 	if n := s.settings.CachedTenants(); n != 1 {
 		t.Errorf("%d tenants cached, want only the known one", n)

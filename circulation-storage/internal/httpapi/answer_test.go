@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/checkoutlock/schemas"
+
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas/auth"
 )
@@ -114,9 +116,9 @@ func TestAPanicIsA500(t *testing.T) {
 		}
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if res.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), `"code":"`+storage.CodeInternal+`"`) ||
+		if res.StatusCode != http.StatusInternalServerError || !strings.Contains(string(body), `"code":"`+schemas.CodeInternal+`"`) ||
 			strings.Contains(string(body), "acquire broke") {
-			t.Fatalf("%d %s, want 500 with %s and nothing of the panic", res.StatusCode, body, storage.CodeInternal)
+			t.Fatalf("%d %s, want 500 with %s and nothing of the panic", res.StatusCode, body, schemas.CodeInternal)
 		}
 	}
 }

@@ -94,7 +94,7 @@ func (s *Server) checkSetting(scope string, doc json.RawMessage) error {
 		}
 		v.Violations = append(v.Violations, schemas.Violation{Field: field, Message: fe.Message, Value: fe.Value})
 	}
-	return &invalidBody{v}
+	return v
 }
 
 // authFailure is err's *auth.Failure, if it has one.

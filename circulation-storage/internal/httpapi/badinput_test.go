@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/checkoutlock/schemas"
 	"io"
 	"net/http"
 	"net/url"
@@ -181,19 +182,19 @@ func badInputCases(heldUser, lockID, jobID string) []badInputCase {
 
 	cases := []badInputCase{
 		// Malformed JSON.
-		post("truncated", `{"userId":"`+fresh, badRequest, codeMalformedJSON),
-		post("unclosed object", `{"userId":"`+fresh+`"`, badRequest, codeMalformedJSON),
-		post("trailing garbage after {}", `{} x`, badRequest, codeMalformedJSON),
-		post("trailing garbage after a valid body", lockBody("")+` x`, badRequest, codeMalformedJSON),
-		post("two objects", lockBody("")+lockBody(""), badRequest, codeMalformedJSON),
-		post("not JSON", `userId=`+fresh, badRequest, codeMalformedJSON),
-		post("XML", `<lock userId="`+fresh+`"/>`, badRequest, codeMalformedJSON),
-		post("single quotes", `{'userId':'`+fresh+`'}`, badRequest, codeMalformedJSON),
-		post("trailing comma", lockBody(`,`), badRequest, codeMalformedJSON),
-		post("raw control character in a string", `{"userId":"`+fresh[:8]+"\t"+fresh[9:]+`"}`, badRequest, codeMalformedJSON),
-		post("invalid escape", `{"userId":"\q"}`, badRequest, codeMalformedJSON),
-		post("whitespace only", "  \n\t ", badRequest, codeMalformedJSON),
-		{name: "POST lock/empty body", method: "POST", path: locksPath, header: jsonCT, status: badRequest, code: codeMalformedJSON},
+		post("truncated", `{"userId":"`+fresh, badRequest, schemas.CodeMalformedJSON),
+		post("unclosed object", `{"userId":"`+fresh+`"`, badRequest, schemas.CodeMalformedJSON),
+		post("trailing garbage after {}", `{} x`, badRequest, schemas.CodeMalformedJSON),
+		post("trailing garbage after a valid body", lockBody("")+` x`, badRequest, schemas.CodeMalformedJSON),
+		post("two objects", lockBody("")+lockBody(""), badRequest, schemas.CodeMalformedJSON),
+		post("not JSON", `userId=`+fresh, badRequest, schemas.CodeMalformedJSON),
+		post("XML", `<lock userId="`+fresh+`"/>`, badRequest, schemas.CodeMalformedJSON),
+		post("single quotes", `{'userId':'`+fresh+`'}`, badRequest, schemas.CodeMalformedJSON),
+		post("trailing comma", lockBody(`,`), badRequest, schemas.CodeMalformedJSON),
+		post("raw control character in a string", `{"userId":"`+fresh[:8]+"\t"+fresh[9:]+`"}`, badRequest, schemas.CodeMalformedJSON),
+		post("invalid escape", `{"userId":"\q"}`, badRequest, schemas.CodeMalformedJSON),
+		post("whitespace only", "  \n\t ", badRequest, schemas.CodeMalformedJSON),
+		{name: "POST lock/empty body", method: "POST", path: locksPath, header: jsonCT, status: badRequest, code: schemas.CodeMalformedJSON},
 
 		// Not an object.
 		post("array", `[]`, invalid, "VALIDATION_FAILED"),
@@ -256,19 +257,19 @@ func badInputCases(heldUser, lockID, jobID string) []badInputCase {
 
 		// Size.
 		post("at the 64 KiB limit", atLimit, invalid, "VALIDATION_FAILED"),
-		post("over the 64 KiB limit", overLimit, tooLarge, codeBodyTooLarge),
-		{name: "POST lock/over the limit, chunked", method: "POST", path: locksPath, body: overLimit, chunked: true, status: tooLarge, code: codeBodyTooLarge},
+		post("over the 64 KiB limit", overLimit, tooLarge, schemas.CodeBodyTooLarge),
+		{name: "POST lock/over the limit, chunked", method: "POST", path: locksPath, body: overLimit, chunked: true, status: tooLarge, code: schemas.CodeBodyTooLarge},
 		{name: "POST lock/at the limit, chunked", method: "POST", path: locksPath, body: atLimit, chunked: true, status: invalid, code: "VALIDATION_FAILED"},
 
 		// Content-Type.
-		{name: "POST lock/text/plain", method: "POST", path: locksPath, body: lockBody(""), header: map[string]string{"Content-Type": "text/plain"}, status: unsupported, code: codeUnsupportedMediaType},
-		{name: "POST lock/no Content-Type", method: "POST", path: locksPath, body: lockBody(""), unset: []string{"Content-Type"}, status: unsupported, code: codeUnsupportedMediaType},
-		{name: "POST lock/empty Content-Type", method: "POST", path: locksPath, body: lockBody(""), header: map[string]string{"Content-Type": ""}, status: unsupported, code: codeUnsupportedMediaType},
-		{name: "POST lock/form", method: "POST", path: locksPath, body: "userId=" + fresh, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, status: unsupported, code: codeUnsupportedMediaType},
-		{name: "POST lock/application/xml", method: "POST", path: locksPath, body: lockBody(""), header: map[string]string{"Content-Type": "application/xml"}, status: unsupported, code: codeUnsupportedMediaType},
-		{name: "POST lock/json suffix type", method: "POST", path: locksPath, body: lockBody(""), header: map[string]string{"Content-Type": "application/merge-patch+json"}, status: unsupported, code: codeUnsupportedMediaType},
-		{name: "POST lock/malformed Content-Type", method: "POST", path: locksPath, body: lockBody(""), header: map[string]string{"Content-Type": "application/json; charset"}, status: unsupported, code: codeUnsupportedMediaType},
-		{name: "POST lock/no Content-Type, no body", method: "POST", path: locksPath, status: unsupported, code: codeUnsupportedMediaType},
+		{name: "POST lock/text/plain", method: "POST", path: locksPath, body: lockBody(""), header: map[string]string{"Content-Type": "text/plain"}, status: unsupported, code: schemas.CodeUnsupportedMedia},
+		{name: "POST lock/no Content-Type", method: "POST", path: locksPath, body: lockBody(""), unset: []string{"Content-Type"}, status: unsupported, code: schemas.CodeUnsupportedMedia},
+		{name: "POST lock/empty Content-Type", method: "POST", path: locksPath, body: lockBody(""), header: map[string]string{"Content-Type": ""}, status: unsupported, code: schemas.CodeUnsupportedMedia},
+		{name: "POST lock/form", method: "POST", path: locksPath, body: "userId=" + fresh, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, status: unsupported, code: schemas.CodeUnsupportedMedia},
+		{name: "POST lock/application/xml", method: "POST", path: locksPath, body: lockBody(""), header: map[string]string{"Content-Type": "application/xml"}, status: unsupported, code: schemas.CodeUnsupportedMedia},
+		{name: "POST lock/json suffix type", method: "POST", path: locksPath, body: lockBody(""), header: map[string]string{"Content-Type": "application/merge-patch+json"}, status: unsupported, code: schemas.CodeUnsupportedMedia},
+		{name: "POST lock/malformed Content-Type", method: "POST", path: locksPath, body: lockBody(""), header: map[string]string{"Content-Type": "application/json; charset"}, status: unsupported, code: schemas.CodeUnsupportedMedia},
+		{name: "POST lock/no Content-Type, no body", method: "POST", path: locksPath, status: unsupported, code: schemas.CodeUnsupportedMedia},
 
 		// Tenant attributes.
 		postTenant("empty object", `{}`, invalid, "VALIDATION_FAILED"),
@@ -288,13 +289,13 @@ func badInputCases(heldUser, lockID, jobID string) []badInputCase {
 		postTenant("unknown property", `{"module_to":"`+okModule+`","foo":1}`, invalid, "VALIDATION_FAILED"),
 		postTenant("array", `[{"module_to":"`+okModule+`"}]`, invalid, "VALIDATION_FAILED"),
 		postTenant("null", `null`, invalid, "VALIDATION_FAILED"),
-		postTenant("truncated", `{"module_to":"`+okModule, badRequest, codeMalformedJSON),
-		postTenant("trailing garbage", `{"module_to":"`+okModule+`"} x`, badRequest, codeMalformedJSON),
-		postTenant("not JSON", `module_to=`+okModule, badRequest, codeMalformedJSON),
-		postTenant("over the 64 KiB limit", overLimitTenant, tooLarge, codeBodyTooLarge),
-		{name: "POST tenant/empty body", method: "POST", path: "/_/tenant", header: jsonCT, status: badRequest, code: codeMalformedJSON},
-		{name: "POST tenant/text/plain", method: "POST", path: "/_/tenant", body: `{"module_to":"` + okModule + `"}`, header: map[string]string{"Content-Type": "text/plain"}, status: unsupported, code: codeUnsupportedMediaType},
-		{name: "POST tenant/no Content-Type", method: "POST", path: "/_/tenant", body: `{"module_to":"` + okModule + `"}`, unset: []string{"Content-Type"}, status: unsupported, code: codeUnsupportedMediaType},
+		postTenant("truncated", `{"module_to":"`+okModule, badRequest, schemas.CodeMalformedJSON),
+		postTenant("trailing garbage", `{"module_to":"`+okModule+`"} x`, badRequest, schemas.CodeMalformedJSON),
+		postTenant("not JSON", `module_to=`+okModule, badRequest, schemas.CodeMalformedJSON),
+		postTenant("over the 64 KiB limit", overLimitTenant, tooLarge, schemas.CodeBodyTooLarge),
+		{name: "POST tenant/empty body", method: "POST", path: "/_/tenant", header: jsonCT, status: badRequest, code: schemas.CodeMalformedJSON},
+		{name: "POST tenant/text/plain", method: "POST", path: "/_/tenant", body: `{"module_to":"` + okModule + `"}`, header: map[string]string{"Content-Type": "text/plain"}, status: unsupported, code: schemas.CodeUnsupportedMedia},
+		{name: "POST tenant/no Content-Type", method: "POST", path: "/_/tenant", body: `{"module_to":"` + okModule + `"}`, unset: []string{"Content-Type"}, status: unsupported, code: schemas.CodeUnsupportedMedia},
 
 		// Query parameters of the list.
 		{name: "list/userId abc", method: "GET", path: locksPath + "?userId=abc", status: invalid, code: "INVALID_PARAMETER"},
@@ -328,20 +329,20 @@ func badInputCases(heldUser, lockID, jobID string) []badInputCase {
 		{name: "DELETE tenant job/unknown", method: "DELETE", path: "/_/tenant/" + uuid.NewString(), status: notFound, code: "NOT_FOUND"},
 
 		// Routes and methods.
-		{name: "route/unknown", method: "GET", path: "/nope", status: notFound, code: codeRouteNotFound},
-		{name: "route/plural", method: "POST", path: locksPath + "s", body: lockBody(""), status: notFound, code: codeRouteNotFound},
-		{name: "route/unknown without a tenant", method: "GET", path: "/nope", unset: []string{TenantHeader}, status: notFound, code: codeRouteNotFound},
-		{name: "route/tenant list", method: "GET", path: "/_/tenants", status: notFound, code: codeRouteNotFound},
-		{name: "method/PUT locks", method: "PUT", path: locksPath, body: lockBody(""), status: notAllowed, code: codeMethodNotAllowed},
-		{name: "method/PATCH locks", method: "PATCH", path: locksPath, body: lockBody(""), status: notAllowed, code: codeMethodNotAllowed},
-		{name: "method/DELETE locks", method: "DELETE", path: locksPath, status: notAllowed, code: codeMethodNotAllowed},
-		{name: "method/DELETE locks with a trailing slash", method: "DELETE", path: locksPath + "/", status: notAllowed, code: codeMethodNotAllowed},
-		{name: "method/PUT a lock", method: "PUT", path: locksPath + "/" + lockID, body: lockBody(`,"ttlMs":1`), status: notAllowed, code: codeMethodNotAllowed},
-		{name: "method/PATCH a lock", method: "PATCH", path: locksPath + "/" + lockID, body: `{"ttlMs":1}`, status: notAllowed, code: codeMethodNotAllowed},
-		{name: "method/POST a lock", method: "POST", path: locksPath + "/" + lockID, body: lockBody(""), status: notAllowed, code: codeMethodNotAllowed},
-		{name: "method/GET tenant", method: "GET", path: "/_/tenant", status: notAllowed, code: codeMethodNotAllowed},
-		{name: "method/DELETE tenant", method: "DELETE", path: "/_/tenant", status: notAllowed, code: codeMethodNotAllowed},
-		{name: "method/PUT tenant job", method: "PUT", path: "/_/tenant/" + jobID, body: `{}`, status: notAllowed, code: codeMethodNotAllowed},
+		{name: "route/unknown", method: "GET", path: "/nope", status: notFound, code: schemas.CodeRouteNotFound},
+		{name: "route/plural", method: "POST", path: locksPath + "s", body: lockBody(""), status: notFound, code: schemas.CodeRouteNotFound},
+		{name: "route/unknown without a tenant", method: "GET", path: "/nope", unset: []string{TenantHeader}, status: notFound, code: schemas.CodeRouteNotFound},
+		{name: "route/tenant list", method: "GET", path: "/_/tenants", status: notFound, code: schemas.CodeRouteNotFound},
+		{name: "method/PUT locks", method: "PUT", path: locksPath, body: lockBody(""), status: notAllowed, code: schemas.CodeMethodNotAllowed},
+		{name: "method/PATCH locks", method: "PATCH", path: locksPath, body: lockBody(""), status: notAllowed, code: schemas.CodeMethodNotAllowed},
+		{name: "method/DELETE locks", method: "DELETE", path: locksPath, status: notAllowed, code: schemas.CodeMethodNotAllowed},
+		{name: "method/DELETE locks with a trailing slash", method: "DELETE", path: locksPath + "/", status: notAllowed, code: schemas.CodeMethodNotAllowed},
+		{name: "method/PUT a lock", method: "PUT", path: locksPath + "/" + lockID, body: lockBody(`,"ttlMs":1`), status: notAllowed, code: schemas.CodeMethodNotAllowed},
+		{name: "method/PATCH a lock", method: "PATCH", path: locksPath + "/" + lockID, body: `{"ttlMs":1}`, status: notAllowed, code: schemas.CodeMethodNotAllowed},
+		{name: "method/POST a lock", method: "POST", path: locksPath + "/" + lockID, body: lockBody(""), status: notAllowed, code: schemas.CodeMethodNotAllowed},
+		{name: "method/GET tenant", method: "GET", path: "/_/tenant", status: notAllowed, code: schemas.CodeMethodNotAllowed},
+		{name: "method/DELETE tenant", method: "DELETE", path: "/_/tenant", status: notAllowed, code: schemas.CodeMethodNotAllowed},
+		{name: "method/PUT tenant job", method: "PUT", path: "/_/tenant/" + jobID, body: `{}`, status: notAllowed, code: schemas.CodeMethodNotAllowed},
 	}
 
 	// Lock ids in the path, on GET and DELETE alike.

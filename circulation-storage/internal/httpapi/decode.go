@@ -10,9 +10,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/labstack/echo/v4"
 
-	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/reqlimit"
 )
@@ -30,10 +31,10 @@ func (s *Server) bind(c echo.Context, schema string, dst any) error {
 		// range, say): still the client's mistake, told without Go's words.
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "%s: value %s is out of range", te.Field, te.Value).
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: value %s is out of range", te.Field, te.Value).
 				With(te.Field, te.Value)
 		}
-		return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "The body does not fit the record")
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "The body does not fit the record")
 	}
 	return nil
 }
@@ -43,7 +44,7 @@ func (s *Server) bind(c echo.Context, schema string, dst any) error {
 func (s *Server) validBody(c echo.Context, schema string) ([]byte, any, error) {
 	req := c.Request()
 	if !isJSON(req.Header.Get(echo.HeaderContentType)) {
-		return nil, nil, &httpError{Status: http.StatusUnsupportedMediaType, Code: codeUnsupportedMediaType,
+		return nil, nil, &reqlimit.Refusal{Status: http.StatusUnsupportedMediaType, Code: schemas.CodeUnsupportedMedia,
 			Message: "Content-Type must be application/json"}
 	}
 	body, err := reqlimit.Bytes(req)
@@ -52,19 +53,19 @@ func (s *Server) validBody(c echo.Context, schema string) ([]byte, any, error) {
 		if errors.As(err, &mbe) {
 			return nil, nil, reqlimit.BodyTooLarge(mbe.Limit)
 		}
-		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: codeMalformedJSON, Message: "Could not read the request body"}
+		return nil, nil, &reqlimit.Refusal{Status: http.StatusBadRequest, Code: schemas.CodeMalformedJSON, Message: "Could not read the request body"}
 	}
 	if len(body) == 0 {
-		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: codeMalformedJSON, Message: "Request body is empty; a JSON object is required"}
+		return nil, nil, &reqlimit.Refusal{Status: http.StatusBadRequest, Code: schemas.CodeMalformedJSON, Message: "Request body is empty; a JSON object is required"}
 	}
 	doc, err := schemas.Decode(body)
 	if err != nil {
-		return nil, nil, &httpError{Status: http.StatusBadRequest, Code: codeMalformedJSON, Message: "Malformed JSON: " + err.Error()}
+		return nil, nil, &reqlimit.Refusal{Status: http.StatusBadRequest, Code: schemas.CodeMalformedJSON, Message: "Malformed JSON: " + err.Error()}
 	}
 	if err := s.schemas.Validate(schema, doc); err != nil {
 		var verr *schemas.ValidationError
 		if errors.As(err, &verr) {
-			return nil, nil, &invalidBody{verr}
+			return nil, nil, verr
 		}
 		return nil, nil, err
 	}
@@ -99,7 +100,7 @@ func (s *Server) pathID(c echo.Context, what string) (string, error) {
 		if len(shown) > 64 {
 			shown = shown[:64] + "…"
 		}
-		return "", storage.Errorf(storage.KindBadRequest, storage.CodeInvalidID, "Invalid %s id", what).With("id", shown)
+		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid %s id", what).With("id", shown)
 	}
 	return strings.ToLower(id), nil
 }
@@ -144,11 +145,11 @@ func (s *Server) queryUUID(c echo.Context, name string) (string, error) {
 }
 
 // invalidParam is FOLIO's 422 for a query parameter it cannot use.
-func invalidParam(name, value, rule string) *storage.Error {
+func invalidParam(name, value, rule string) *errs.Error {
 	if r := []rune(value); len(r) > 100 {
 		value = string(r[:100]) + "…"
 	}
-	return storage.Errorf(storage.KindInvalid, storage.CodeInvalidParameter, "%s %s", name, rule).With(name, value)
+	return errs.Errorf(errs.KindInvalid, schemas.CodeInvalidParameter, "%s %s", name, rule).With(name, value)
 }
 
 // truncateText cuts a client's value to 64 bytes for an error parameter.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/labstack/echo/v4"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -55,7 +57,7 @@ func (s *Server) postLock(c echo.Context) error {
 		ms := int64(*req.TTLMs)
 		ttl = time.Duration(ms) * time.Millisecond
 		if ttl > s.cfg.LockMaxTTL {
-			return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 				"ttlMs: must be at most %d", s.cfg.LockMaxTTL.Milliseconds()).With("ttlMs", formatInt(ms))
 		}
 	}
@@ -64,7 +66,7 @@ func (s *Server) postLock(c echo.Context) error {
 		ms := int64(*req.WaitMs)
 		wait = time.Duration(ms) * time.Millisecond
 		if wait > s.cfg.LockMaxWait {
-			return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 				"waitMs: must be at most %d", s.cfg.LockMaxWait.Milliseconds()).With("waitMs", formatInt(ms))
 		}
 	}
@@ -76,7 +78,7 @@ func (s *Server) postLock(c echo.Context) error {
 	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), strings.ToLower(req.UserID), strings.ToLower(req.ID),
 		ttl, wait, holder)
 	if err != nil {
-		if storage.IsKind(err, storage.KindLocked) {
+		if errs.IsKind(err, errs.KindLocked) {
 			s.metrics.acquisition("held")
 		}
 		return err

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"github.com/checkoutlock/schemas/errs"
 	"io"
 	"log/slog"
 	"net/http"
@@ -165,10 +166,10 @@ func (r response) wantSchema(name string) response {
 }
 
 // wantError checks for an error envelope with the given status and first code.
-func (r response) wantError(status int, code string) errorsJSON {
+func (r response) wantError(status int, code string) errs.Envelope {
 	r.t.Helper()
 	r.wantStatus(status).wantSchema("errors.json")
-	var e errorsJSON
+	var e errs.Envelope
 	if err := json.Unmarshal(r.body, &e); err != nil {
 		r.t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
@@ -47,7 +49,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 	h := c.Request().Header
 	v := h.Get(ItemVersionHeader)
 	if v == "" {
-		return w, storage.Errorf(storage.KindInvalid, storage.CodeCheckOutRequired,
+		return w, errs.Errorf(errs.KindInvalid, schemas.CodeCheckOutRequired,
 			"A loan is opened only by a check-out's write, which checks its item out with it: name the _version of the item read in %s "+
 				"(and the borrower's lock in %s while the check-out lock is on)", ItemVersionHeader, LockIDHeader)
 	}
@@ -61,7 +63,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 	}
 	if lockID := h.Get(LockIDHeader); lockID != "" {
 		if !s.schemas.ValidUUID(lockID) {
-			return w, storage.Errorf(storage.KindBadRequest, storage.CodeInvalidID, "Invalid lock id in %s", LockIDHeader).
+			return w, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid lock id in %s", LockIDHeader).
 				With("lockId", truncateText(lockID))
 		}
 		w.LockID = strings.ToLower(lockID)
@@ -78,10 +80,10 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 		}
 		w.ReleaseLock = true
 	case v == "true":
-		return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
+		return w, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
 			"%s needs the lock to release in %s", schemas.HeaderReleaseLock, LockIDHeader)
 	case v != "" && v != "false":
-		return w, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
+		return w, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
 			"%s must be true or false", schemas.HeaderReleaseLock).With("releaseLock", truncateText(v))
 	}
 	return w, nil
@@ -92,7 +94,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 func notAhead(loanDate string) error {
 	d, err := time.Parse(time.RFC3339Nano, loanDate)
 	if err == nil && d.After(time.Now().Add(schemas.MaxLoanDateAhead)) {
-		return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 			"loanDate: %s is more than %s ahead of this server's clock", loanDate, schemas.MaxLoanDateAhead).With("loanDate", loanDate)
 	}
 	return nil
@@ -112,7 +114,7 @@ var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderRe
 func itemVersion(header, v string) (int, error) {
 	n, err := strconv.ParseInt(v, 10, 32)
 	if err != nil || n < 1 {
-		return 0, storage.Errorf(storage.KindBadRequest, schemas.CodeInvalidHeader,
+		return 0, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
 			"%s must be an integer from 1 to 2147483647", header).With("itemVersion", truncateText(v))
 	}
 	return int(n), nil
@@ -140,7 +142,7 @@ func (s *Server) storedScope(c echo.Context, r storage.Resource, id, newScope st
 		return nil
 	}
 	doc, err := s.svc.Records.Get(c.Request().Context(), tenantOf(c), r, id)
-	if storage.IsKind(err, storage.KindNotFound) {
+	if errs.IsKind(err, errs.KindNotFound) {
 		if newScope == "" {
 			return nil // the delete itself answers 404
 		}
@@ -169,7 +171,7 @@ func (s *Server) bindRecord(c echo.Context, r storage.Resource) (json.RawMessage
 	}
 	var h recordHeader
 	if err := json.Unmarshal(raw, &h); err != nil {
-		return nil, recordHeader{}, storage.Errorf(storage.KindInvalid, storage.CodeValidation, "_version: must be an integer")
+		return nil, recordHeader{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "_version: must be an integer")
 	}
 	return raw, h, nil
 }
@@ -190,10 +192,10 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 	checkOut := r.Path == storage.Loans.Path && h.Status.Name == "Open"
 	switch {
 	case r.Path == storage.Loans.Path && !checkOut && slices.ContainsFunc(checkOutHeaders, func(h string) bool { return c.Request().Header.Get(h) != "" }):
-		return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 			"status: a check-out's write opens a loan: its status must be Open, got %q", h.Status.Name).With("status", h.Status.Name)
 	case r.Path == storage.Items.Path && h.Status.Name == "Checked out":
-		return storage.Errorf(storage.KindInvalid, storage.CodeItemStatusByCirculation,
+		return errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusByCirculation,
 			"An item becomes Checked out only with its loan, by a check-out: create it with another status").With("status", "Checked out")
 	case r.Path == storage.Settings.Path:
 		if err := s.checkSetting(h.Scope, doc); err != nil {
@@ -337,13 +339,13 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 		}
 	}
 	if h.ID != "" && !strings.EqualFold(h.ID, id) {
-		return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "id: %s in the body does not match %s in the path", h.ID, id).
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "id: %s in the body does not match %s in the path", h.ID, id).
 			With("id", h.ID)
 	}
 	version := 0
 	if r.Versioned {
 		if h.Version == nil && !r.VersionOptional {
-			return storage.Errorf(storage.KindInvalid, storage.CodeValidation,
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 				"_version: is required to update a %s (optimistic locking)", r.Name).With("_version", "")
 		}
 		if h.Version != nil {

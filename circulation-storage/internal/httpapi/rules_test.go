@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -396,9 +398,9 @@ func TestOpenLoanCount(t *testing.T) {
 // loadData posts the tenant interface with the given parameters.
 func (f *fixture) loadData(params ...string) tenantJobJSON {
 	f.t.Helper()
-	var ps []storage.Parameter
+	var ps []errs.Parameter
 	for _, p := range params {
-		ps = append(ps, storage.Parameter{Key: p, Value: "true"})
+		ps = append(ps, errs.Parameter{Key: p, Value: "true"})
 	}
 	body := jsonBody(storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.0", Parameters: ps})
 	var job tenantJobJSON
@@ -556,9 +558,9 @@ func TestReferenceDataOnly(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	empty := f.recordsSnapshot()
-	var ps []storage.Parameter
+	var ps []errs.Parameter
 	for _, k := range []string{"loadReference", "loadSample"} {
-		ps = append(ps, storage.Parameter{Key: k, Value: "false"})
+		ps = append(ps, errs.Parameter{Key: k, Value: "false"})
 	}
 	f.do("POST", "/_/tenant", jsonBody(storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.0", Parameters: ps})).
 		wantStatus(http.StatusCreated)

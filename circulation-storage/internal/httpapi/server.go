@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
@@ -77,7 +79,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.HTTPErrorHandler = s.handleError
+	e.HTTPErrorHandler = errs.Handler(s.logger, "circulation-storage", s.cfg.MaxBodyBytes)
 	e.JSONSerializer = serve.JSON{}
 	e.Pre(middleware.RemoveTrailingSlash())
 	// One middleware for everything every request needs (echo builds a
@@ -226,7 +228,7 @@ func (s *Server) ready(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.svc.Ready(ctx); err != nil {
-		if !errors.As(err, new(*storage.Error)) {
+		if !errors.As(err, new(*errs.Error)) {
 			err = storage.Unavailable(err)
 		}
 		return err

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/google/uuid"
 
-	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/cql"
 )
 
@@ -80,7 +82,7 @@ func (q *cqlQuery) unsupported(format string, args ...any) error {
 	if r := []rune(text); len(r) > 100 {
 		text = string(r[:100]) + "…"
 	}
-	return storage.Errorf(storage.KindInvalid, storage.CodeInvalidParameter, "query: "+format, args...).With("query", text)
+	return errs.Errorf(errs.KindInvalid, schemas.CodeInvalidParameter, "query: "+format, args...).With("query", text)
 }
 
 func (q *cqlQuery) node(n cql.Node) (string, error) {

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/jackc/pgx/v5/pgconn"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -37,7 +40,7 @@ func interpret(err error, t storage.Tenant) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := storage.AsError(err); ok {
+	if _, ok := errs.As(err); ok {
 		return err
 	}
 	// A failed connection attempt may wrap a server error (database does not
@@ -56,34 +59,34 @@ func interpret(err error, t storage.Tenant) error {
 				return e
 			}
 		case pgErr.Code == sqlstateUniqueViolation:
-			e := storage.Errorf(storage.KindConflict, storage.CodeConflict, "A record with the same unique value already exists").
+			e := errs.Errorf(errs.KindConflict, schemas.CodeConflict, "A record with the same unique value already exists").
 				With("constraint", pgErr.ConstraintName)
 			e.Err = err
 			return e
 		case pgErr.Code == sqlstateForeignKeyViolation:
-			e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "A referenced record does not exist").
+			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A referenced record does not exist").
 				With("constraint", pgErr.ConstraintName)
 			e.Err = err
 			return e
 		case pgErr.Code == sqlstateUntranslatable:
 			// JSON allows "\u0000"; PostgreSQL's jsonb does not.
-			e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "Text must not contain the NUL character (\\u0000)")
+			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Text must not contain the NUL character (\\u0000)")
 			e.Err = err
 			return e
 		case pgErr.Code == sqlstateNotInRepertoire:
-			e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "Text must be valid UTF-8 without NUL characters")
+			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Text must be valid UTF-8 without NUL characters")
 			e.Err = err
 			return e
 		case pgErr.Code == sqlstateCheckViolation, pgErr.Code == sqlstateNotNullViolation,
 			pgErr.Code == sqlstateInvalidText, pgErr.Code == sqlstateNumericOutOfRange:
 			// The schemas should have refused the value first; if one slips
 			// through, it is still the client's value that is wrong.
-			e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "A value is out of range or malformed").
+			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A value is out of range or malformed").
 				With("constraint", pgErr.ConstraintName)
 			e.Err = err
 			return e
 		case pgErr.Code == sqlstateQueryCanceled:
-			e := storage.Errorf(storage.KindUnavailable, storage.CodeTimeout, "The request took too long and was cancelled")
+			e := errs.Errorf(errs.KindUnavailable, schemas.CodeTimeout, "The request took too long and was cancelled")
 			e.Err = err
 			return e
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
@@ -95,7 +98,7 @@ func interpret(err error, t storage.Tenant) error {
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		e := storage.Errorf(storage.KindUnavailable, storage.CodeTimeout, "The request took too long and was cancelled")
+		e := errs.Errorf(errs.KindUnavailable, schemas.CodeTimeout, "The request took too long and was cancelled")
 		e.Err = err
 		return e
 	}

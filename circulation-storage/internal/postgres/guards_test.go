@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -37,18 +40,18 @@ func TestALockIsItsOwners(t *testing.T) {
 	}
 	// Another caller naming the id: refused as any acquirer, not renewed.
 	for _, other := range []storage.Caller{{User: "kiosk-1"}, {User: "kiosk-2", Module: "circulation"}, {}} {
-		if _, _, err := f.locks.Acquire(context.Background(), f.tenant, alice, lock.ID, ttl*100, other.Holder()); !storage.IsKind(err, storage.KindLocked) {
+		if _, _, err := f.locks.Acquire(context.Background(), f.tenant, alice, lock.ID, ttl*100, other.Holder()); !errs.IsKind(err, errs.KindLocked) {
 			t.Errorf("renewal by %+v: %v, want held", other, err)
 		}
 	}
 	// A write under it by another: the fence refuses, nothing written.
 	_, err = records.CreateCheckOutLoan(operator, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
 		UserID: alice, Loan: loanDoc(alice, SampleID("book-001")), LockID: lock.ID, ItemVersion: 1, ReleaseLock: true})
-	if !isCode(err, storage.CodeLockLost) {
-		t.Errorf("a write under another's lock: %v, want %s", err, storage.CodeLockLost)
+	if !isCode(err, schemas.CodeLockLost) {
+		t.Errorf("a write under another's lock: %v, want %s", err, schemas.CodeLockLost)
 	}
 	// A release by another without the permission: forbidden, kept.
-	if err := f.locks.Release(context.Background(), f.tenant, lock.ID, storage.Caller{User: "operator-1", Module: "circulation"}, false); !storage.IsKind(err, storage.KindForbidden) {
+	if err := f.locks.Release(context.Background(), f.tenant, lock.ID, storage.Caller{User: "operator-1", Module: "circulation"}, false); !errs.IsKind(err, errs.KindForbidden) {
 		t.Errorf("release by another: %v, want forbidden", err)
 	}
 	if _, err := f.locks.Get(context.Background(), f.tenant, lock.ID); err != nil {
@@ -126,7 +129,7 @@ func TestTheLockFeatureIsReadFromTheTenantsSetting(t *testing.T) {
 			put(c.stored)
 		}
 		err := write(c.def)
-		if got := isCode(err, storage.CodeLockRequired); got != c.required || (!c.required && err != nil) {
+		if got := isCode(err, schemas.CodeLockRequired); got != c.required || (!c.required && err != nil) {
 			t.Errorf("setting %s, default %v: %v, want lock required %v", c.stored, c.def, err, c.required)
 		}
 	}
@@ -168,16 +171,16 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 		err  error
 		code string
 	}{
-		{"close without a check-in", records.Update(ctx, f.tenant, storage.Loans, loanID, 0, doc(alice, "Closed")), storage.CodeCheckInRequired},
-		{"move to another borrower", records.Update(ctx, f.tenant, storage.Loans, loanID, 0, doc(bob, "Open")), storage.CodeCheckInRequired},
-		{"delete while open", records.Delete(ctx, f.tenant, storage.Loans, loanID), storage.CodeCheckInRequired},
+		{"close without a check-in", records.Update(ctx, f.tenant, storage.Loans, loanID, 0, doc(alice, "Closed")), schemas.CodeCheckInRequired},
+		{"move to another borrower", records.Update(ctx, f.tenant, storage.Loans, loanID, 0, doc(bob, "Open")), schemas.CodeCheckInRequired},
+		{"delete while open", records.Delete(ctx, f.tenant, storage.Loans, loanID), schemas.CodeCheckInRequired},
 		{"item back to Available with its loan open", records.Update(ctx, f.tenant, storage.Items, item, 2, itemDoc("Available")),
-			storage.CodeItemStatusByCirculation},
+			schemas.CodeItemStatusByCirculation},
 		{"another item put Checked out", records.Update(ctx, f.tenant, storage.Items, SampleID("book-051"), 1,
 			json.RawMessage(fmt.Sprintf(`{"title":"t","barcode":"book-051","status":{"name":"Checked out"},"materialTypeId":%q,"permanentLoanTypeId":%q}`,
-				MaterialBook, LoanTypeCanCirculate))), storage.CodeItemStatusByCirculation},
+				MaterialBook, LoanTypeCanCirculate))), schemas.CodeItemStatusByCirculation},
 		{"check in with another borrower", records.CheckInLoan(ctx, f.tenant, storage.CheckInWrite{LoanID: loanID, Loan: doc(bob, "Closed"),
-			ItemVersion: 2}), storage.CodeCheckInRequired},
+			ItemVersion: 2}), schemas.CodeCheckInRequired},
 	} {
 		if !isCode(c.err, c.code) {
 			t.Errorf("%s: %v, want %s", c.name, c.err, c.code)

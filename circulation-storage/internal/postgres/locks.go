@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -123,7 +125,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 func interpretAcquire(err error, t storage.Tenant) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "check_out_lock_pkey" {
-		e := storage.Errorf(storage.KindConflict, storage.CodeConflict, "Lock id is already used by another patron's lock")
+		e := errs.Errorf(errs.KindConflict, schemas.CodeConflict, "Lock id is already used by another patron's lock")
 		e.Err = err
 		return e
 	}
@@ -136,7 +138,7 @@ func (s *Locks) Get(ctx context.Context, t storage.Tenant, id string) (storage.L
 	var l storage.Lock
 	err := scanLock(s.db.pool.QueryRow(ctx, q, id), &l)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return storage.Lock{}, storage.NotFound("Lock", id)
+		return storage.Lock{}, errs.NotFound("Lock", id)
 	}
 	if err != nil {
 		return storage.Lock{}, interpret(err, t)
@@ -205,7 +207,7 @@ func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string, by sto
 	case !live:
 		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventExpired, UserID: userID, LockID: id, Holder: holder(),
 			By: by.Holder()})
-		return storage.NotFound("Lock", id)
+		return errs.NotFound("Lock", id)
 	case !owner.OwnedBy(by):
 		_ = s.Record(ctx, t, storage.LockEvent{Type: storage.EventReleasedByOther, UserID: userID, LockID: id, Holder: holder(),
 			By: by.Holder()})
@@ -223,11 +225,11 @@ func (s *Locks) notReleased(ctx context.Context, t storage.Tenant, id string) er
 	err := s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT expires_at > now() FROM %s WHERE id = $1`, table(t, "check_out_lock")), id).Scan(&live)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || (err == nil && !live):
-		return storage.NotFound("Lock", id)
+		return errs.NotFound("Lock", id)
 	case err != nil:
 		return interpret(err, t)
 	}
-	return storage.Errorf(storage.KindForbidden, schemas.CodeForbidden,
+	return errs.Errorf(errs.KindForbidden, schemas.CodeForbidden,
 		"Lock %s is held by someone else: only its holder may release it, or a caller holding %s", id, schemas.PermissionReleaseOthers).
 		With("lockId", id).With("permission", schemas.PermissionReleaseOthers)
 }

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -50,10 +53,10 @@ func TestAcquireGetListRelease(t *testing.T) {
 	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); !storage.IsKind(err, storage.KindNotFound) {
+	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("second release: %v, want not found", err)
 	}
-	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); !storage.IsKind(err, storage.KindNotFound) {
+	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("get after release: %v, want not found", err)
 	}
 	if n := f.count(t, "check_out_lock", ""); n != 0 {
@@ -71,11 +74,11 @@ func TestAcquireHeldReportsHolder(t *testing.T) {
 		t.Fatalf("acquire: %v", err)
 	}
 	_, _, err = f.locks.Acquire(ctx, f.tenant, user, "", time.Second, storage.Holder{})
-	e, ok := storage.AsError(err)
-	if !ok || e.Kind != storage.KindLocked {
+	e, ok := errs.As(err)
+	if !ok || e.Kind != errs.KindLocked {
 		t.Fatalf("second acquire: %v, want KindLocked", err)
 	}
-	want := []storage.Parameter{
+	want := []errs.Parameter{
 		{Key: "userId", Value: user},
 		{Key: "expiresAt", Value: lock.ExpiresAt.UTC().Format(storage.TimeFormat)},
 	}
@@ -104,7 +107,7 @@ func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
 	expire(t, f, old.ID)
 
 	// An expired lock is the same as none for every read.
-	if _, err := f.locks.Get(ctx, f.tenant, old.ID); !storage.IsKind(err, storage.KindNotFound) {
+	if _, err := f.locks.Get(ctx, f.tenant, old.ID); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("get expired: %v, want not found", err)
 	}
 	if list, total, err := f.locks.List(ctx, f.tenant, storage.LockFilter{Limit: 10}); err != nil || total != 0 || len(list) != 0 {
@@ -122,7 +125,7 @@ func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
 		t.Errorf("takeover kept the old id %s", old.ID)
 	}
 	// The old holder cannot release the new holder's lock.
-	if err := f.locks.Release(ctx, f.tenant, old.ID, storage.Caller{}, false); !storage.IsKind(err, storage.KindNotFound) {
+	if err := f.locks.Release(ctx, f.tenant, old.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("release by old holder: %v, want not found", err)
 	}
 	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); err != nil {
@@ -142,7 +145,7 @@ func TestReleaseOfExpiredLockIsNotFoundAndCleansUp(t *testing.T) {
 		t.Fatalf("acquire: %v", err)
 	}
 	expire(t, f, lock.ID)
-	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); !storage.IsKind(err, storage.KindNotFound) {
+	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("release expired: %v, want not found", err)
 	}
 	if n := f.count(t, "check_out_lock", ""); n != 0 {
@@ -226,7 +229,7 @@ func TestConcurrentAcquireGrantsOnce(t *testing.T) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var won []storage.Lock
-		var errs []error
+		var failures []error
 		start := make(chan struct{})
 		for range racers {
 			wg.Add(1)
@@ -238,15 +241,15 @@ func TestConcurrentAcquireGrantsOnce(t *testing.T) {
 				defer mu.Unlock()
 				if err == nil {
 					won = append(won, l)
-				} else if !storage.IsKind(err, storage.KindLocked) {
-					errs = append(errs, err)
+				} else if !errs.IsKind(err, errs.KindLocked) {
+					failures = append(failures, err)
 				}
 			}()
 		}
 		close(start)
 		wg.Wait()
-		if len(errs) > 0 {
-			t.Fatalf("round %d: unexpected errors: %v", round, errs)
+		if len(failures) > 0 {
+			t.Fatalf("round %d: unexpected errors: %v", round, failures)
 		}
 		if len(won) != 1 {
 			t.Fatalf("round %d: %d acquisitions succeeded, want exactly 1", round, len(won))
@@ -275,10 +278,10 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if err != nil {
 		t.Fatalf("acquire in tenant B: %v", err)
 	}
-	if _, err := b.locks.Get(ctx, b.tenant, lockA.ID); !storage.IsKind(err, storage.KindNotFound) {
+	if _, err := b.locks.Get(ctx, b.tenant, lockA.ID); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("tenant B reads A's lock: %v, want not found", err)
 	}
-	if err := b.locks.Release(ctx, b.tenant, lockA.ID, storage.Caller{}, false); !storage.IsKind(err, storage.KindNotFound) {
+	if err := b.locks.Release(ctx, b.tenant, lockA.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("tenant B deletes A's lock: %v, want not found", err)
 	}
 	if _, err := a.locks.Get(ctx, a.tenant, lockA.ID); err != nil {
@@ -294,9 +297,9 @@ func TestUninitialisedTenant(t *testing.T) {
 	f := setup(t)
 	ghost := storage.Tenant("ghost" + f.tenant[1:])
 	_, _, err := f.locks.Acquire(context.Background(), ghost, uuid.NewString(), "", ttl, storage.Holder{})
-	e, ok := storage.AsError(err)
-	if !ok || e.Code != storage.CodeTenantNotInitialized || e.Kind != storage.KindBadRequest {
-		t.Fatalf("acquire in uninitialised tenant: %v, want %s", err, storage.CodeTenantNotInitialized)
+	e, ok := errs.As(err)
+	if !ok || e.Code != schemas.CodeTenantNotInitialized || e.Kind != errs.KindBadRequest {
+		t.Fatalf("acquire in uninitialised tenant: %v, want %s", err, schemas.CodeTenantNotInitialized)
 	}
 }
 
@@ -307,18 +310,18 @@ func TestTenantInitIsIdempotentAndConcurrent(t *testing.T) {
 	tenant := storage.Tenant("c" + f.tenant[1:])
 	t.Cleanup(func() { _ = f.tenants.Purge(context.Background(), tenant) })
 	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	results := make(chan error, 4)
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			_, err := f.tenants.Init(ctx, tenant, storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.0"})
-			errs <- err
+			results <- err
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
+	close(results)
+	for err := range results {
 		if err != nil {
 			t.Errorf("concurrent init: %v", err)
 		}
@@ -329,7 +332,7 @@ func TestTenantInitIsIdempotentAndConcurrent(t *testing.T) {
 	if err := f.tenants.Purge(ctx, tenant); err != nil {
 		t.Fatalf("purge: %v", err)
 	}
-	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl, storage.Holder{}); !storage.IsKind(err, storage.KindBadRequest) {
+	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl, storage.Holder{}); !errs.IsKind(err, errs.KindBadRequest) {
 		t.Errorf("acquire after purge: %v, want tenant not initialised", err)
 	}
 }
@@ -339,7 +342,7 @@ func TestTenantJobs(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	attrs := storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.1", ModuleFrom: "mod-circulation-storage-1.0.0",
-		Parameters: []storage.Parameter{{Key: "loadReference", Value: "false"}}}
+		Parameters: []errs.Parameter{{Key: "loadReference", Value: "false"}}}
 	job, err := f.tenants.Init(ctx, f.tenant, attrs)
 	if err != nil {
 		t.Fatal(err)
@@ -355,10 +358,10 @@ func TestTenantJobs(t *testing.T) {
 	if err := f.tenants.DeleteJob(ctx, f.tenant, job.ID); err != nil {
 		t.Fatalf("delete job: %v", err)
 	}
-	if _, err := f.tenants.Job(ctx, f.tenant, job.ID); !storage.IsKind(err, storage.KindNotFound) {
+	if _, err := f.tenants.Job(ctx, f.tenant, job.ID); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("job after delete: %v, want not found", err)
 	}
-	if err := f.tenants.DeleteJob(ctx, f.tenant, job.ID); !storage.IsKind(err, storage.KindNotFound) {
+	if err := f.tenants.DeleteJob(ctx, f.tenant, job.ID); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("second delete: %v, want not found", err)
 	}
 }
@@ -454,12 +457,12 @@ func TestAcquireWithOwnIDRenews(t *testing.T) {
 		t.Errorf("renewed lock %+v, want id and creation date kept, a later expiry and the new TTL (first %+v)", again, first)
 	}
 	for _, other := range []string{"", uuid.NewString()} {
-		if _, _, err := f.locks.Acquire(ctx, f.tenant, user, other, ttl, storage.Holder{}); !storage.IsKind(err, storage.KindLocked) {
+		if _, _, err := f.locks.Acquire(ctx, f.tenant, user, other, ttl, storage.Holder{}); !errs.IsKind(err, errs.KindLocked) {
 			t.Errorf("acquire with id %q while held: %v, want held", other, err)
 		}
 	}
 	// The id cannot be borrowed for another patron's lock.
-	if _, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), id, ttl, storage.Holder{}); !storage.IsKind(err, storage.KindConflict) {
+	if _, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), id, ttl, storage.Holder{}); !errs.IsKind(err, errs.KindConflict) {
 		t.Errorf("another patron's lock under the same id: %v, want a conflict", err)
 	}
 	// A takeover with a client id uses that id and a fresh creation date.

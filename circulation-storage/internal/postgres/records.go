@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -378,11 +380,11 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 		return storage.CheckOutWritten{Loan: r.stored, LockReleased: r.released != nil}, nil
 	// Nothing written: say which condition failed, as the statement saw it.
 	case !r.required:
-		return storage.CheckOutWritten{}, storage.Errorf(storage.KindInvalid, storage.CodeLockRequired,
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeLockRequired,
 			"The check-out lock is on for this tenant: a loan is opened only under the borrower's live lock (%s); nothing was written",
 			schemas.HeaderLockID)
 	case !r.fenced:
-		return storage.CheckOutWritten{}, storage.Errorf(storage.KindConflict, storage.CodeLockLost,
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeLockLost,
 			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
 			With("lockId", w.LockID)
 	case r.limit != nil && r.open != nil && *r.open >= *r.limit:
@@ -392,12 +394,12 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 	var stored2 int
 	err = s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT version FROM %s WHERE id = $1`, table(t, "item")), itemID).Scan(&stored2)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return storage.CheckOutWritten{}, storage.Errorf(storage.KindInvalid, storage.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
 	}
 	if err != nil {
 		return storage.CheckOutWritten{}, interpret(err, t)
 	}
-	return storage.CheckOutWritten{}, storage.Errorf(storage.KindConflict, storage.CodeVersionConflict,
+	return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
 		"Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
 		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
 }
@@ -429,9 +431,9 @@ SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE id = $
 		case err != nil:
 			return interpretWrite(err, t, storage.Loans, w.Loan)
 		case stored < 0:
-			return storage.Errorf(storage.KindInvalid, storage.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
 		case stored > 0:
-			return storage.Errorf(storage.KindConflict, storage.CodeVersionConflict,
+			return errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
 				"Cannot check in item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
 				itemID, stored, w.ItemVersion).With("_version", fmt.Sprint(stored))
 		}
@@ -447,7 +449,7 @@ func (s *Records) Get(ctx context.Context, t storage.Tenant, r storage.Resource,
 	var doc json.RawMessage
 	err := s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT jsonb FROM %s WHERE id = $1`, table(t, spec(r).table)), id).Scan(&doc)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, storage.NotFound(r.Name, id)
+		return nil, errs.NotFound(r.Name, id)
 	}
 	if err != nil {
 		return nil, interpret(err, t)
@@ -567,14 +569,14 @@ var updateGuards = map[string]*guard{
 			stored := *state[0].(*string)
 			switch status := fieldAt(doc, "status", "name"); {
 			case stored == "Open" && status != "Open":
-				return storage.Errorf(storage.KindInvalid, storage.CodeCheckInRequired,
+				return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
 					"Loan %s is open: it is closed only by a check-in (%s), which makes its item Available with it", id,
 					schemas.HeaderCheckInItemVersion).With("status", status)
 			case stored != "Open" && status == "Open":
-				return storage.Errorf(storage.KindInvalid, storage.CodeCheckOutRequired,
+				return errs.Errorf(errs.KindInvalid, schemas.CodeCheckOutRequired,
 					"Loan %s is closed and stays closed: a loan is opened only by a check-out", id).With("status", status)
 			}
-			return storage.Errorf(storage.KindInvalid, storage.CodeCheckInRequired,
+			return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
 				"Loan %s is open: its userId and itemId do not change; check the item in, and out to the other patron", id)
 		},
 	},
@@ -585,10 +587,10 @@ var updateGuards = map[string]*guard{
 		state: `status_name`,
 		why: func(id string, state []any, doc json.RawMessage) error {
 			if fieldAt(doc, "status", "name") == "Checked out" {
-				return storage.Errorf(storage.KindInvalid, storage.CodeItemStatusByCirculation,
+				return errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusByCirculation,
 					"Item %s becomes Checked out only with its loan, by a check-out", id).With("status", "Checked out")
 			}
-			return storage.Errorf(storage.KindInvalid, storage.CodeItemStatusByCirculation,
+			return errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusByCirculation,
 				"Item %s has an open loan: it leaves Checked out only by the check-in that closes the loan", id).
 				With("status", fieldAt(doc, "status", "name"))
 		},
@@ -603,10 +605,10 @@ var checkInGuard = &guard{
 	state: `status_name`,
 	why: func(id string, state []any, doc json.RawMessage) error {
 		if *state[0].(*string) != "Open" {
-			return storage.Errorf(storage.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open: there is nothing to check in", id).
+			return errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open: there is nothing to check in", id).
 				With("loanId", id)
 		}
-		return storage.Errorf(storage.KindInvalid, storage.CodeCheckInRequired,
+		return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
 			"A check-in closes the loan (status Closed) and changes neither its userId nor its itemId")
 	},
 }
@@ -635,7 +637,7 @@ func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource
 		return nil
 	}
 	if !r.Versioned && g == nil {
-		return storage.NotFound(r.Name, id)
+		return errs.NotFound(r.Name, id)
 	}
 	// Absent, present at another version, or refused by the guard: tell
 	// which.
@@ -650,13 +652,13 @@ func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource
 	}
 	err = q.QueryRow(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE id = $1`, cols, tbl), id).Scan(state...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return storage.NotFound(r.Name, id)
+		return errs.NotFound(r.Name, id)
 	}
 	if err != nil {
 		return interpret(err, t)
 	}
 	if r.Versioned && version != 0 && stored != nil && *stored != version {
-		return storage.Errorf(storage.KindConflict, storage.CodeVersionConflict,
+		return errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
 			"Cannot update record %s because it has been changed: stored _version is %d, request has %d", id, *stored, version).
 			With("_version", fmt.Sprint(*stored))
 	}
@@ -691,7 +693,7 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == sqlstateForeignKeyViolation {
 			c := constraints[pgErr.ConstraintName]
-			e := storage.Errorf(storage.KindConflict, storage.CodeInUse, "Cannot delete %s %s: %s refer to it",
+			e := errs.Errorf(errs.KindConflict, schemas.CodeInUse, "Cannot delete %s %s: %s refer to it",
 				strings.ToLower(r.Name), id, c.source).With("id", id)
 			e.Err = err
 			return e
@@ -700,12 +702,12 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 	}
 	if !deleted && r.Path == storage.Loans.Path {
 		if _, err := s.Get(ctx, t, r, id); err == nil {
-			return storage.Errorf(storage.KindInvalid, storage.CodeCheckInRequired,
+			return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
 				"Loan %s is open: check its item in before removing it", id).With("id", id)
 		}
 	}
 	if !deleted {
-		return storage.NotFound(r.Name, id)
+		return errs.NotFound(r.Name, id)
 	}
 	return nil
 }
@@ -754,11 +756,11 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 	switch {
 	case pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == spec(r).table+"_pkey":
 		id := fieldValue(doc, "id")
-		e := storage.Errorf(storage.KindConflict, storage.CodeConflict, "%s %s already exists", r.Name, id).With("id", id)
+		e := errs.Errorf(errs.KindConflict, schemas.CodeConflict, "%s %s already exists", r.Name, id).With("id", id)
 		e.Err = err
 		return e
 	case known && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "loan_one_open_loan_per_item":
-		e := storage.Errorf(storage.KindInvalid, storage.CodeOpenLoanExists, "Cannot have more than one open loan for the same item").
+		e := errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan, "Cannot have more than one open loan for the same item").
 			With("itemId", fieldValue(doc, c.field))
 		e.Err = err
 		return e
@@ -767,13 +769,13 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 		if pgErr.ConstraintName == "setting_scope_key_key" {
 			v = fieldValue(doc, "scope") + "/" + v
 		}
-		e := storage.Errorf(storage.KindInvalid, storage.CodeAlreadyExists, "%s with %s %q already exists", r.Name, c.field, v).
+		e := errs.Errorf(errs.KindInvalid, schemas.CodeAlreadyExists, "%s with %s %q already exists", r.Name, c.field, v).
 			With(c.field, v)
 		e.Err = err
 		return e
 	case known && pgErr.Code == sqlstateForeignKeyViolation:
 		v := fieldValue(doc, c.field)
-		e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "%s: %s %s does not exist", c.field, c.target, v).
+		e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: %s %s does not exist", c.field, c.target, v).
 			With(c.field, v)
 		e.Err = err
 		return e

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -20,7 +23,7 @@ func setupLibrary(t *testing.T) fixture {
 	f := setup(t)
 	tenants := NewTenants(f.db, discard, LoadData)
 	if _, err := tenants.Init(context.Background(), f.tenant, storage.TenantAttributes{ModuleTo: "m",
-		Parameters: []storage.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
+		Parameters: []errs.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
 		t.Fatalf("load sample: %v", err)
 	}
 	return f
@@ -77,8 +80,8 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	// A stale version writes nothing, loan included.
 	_, err = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
 		UserID: SampleID("1002"), Loan: loanDoc(SampleID("1002"), SampleID("book-003")), ItemVersion: 7})
-	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeVersionConflict {
-		t.Errorf("stale item version: %v, want %s", err, storage.CodeVersionConflict)
+	if e, ok := errs.As(err); !ok || e.Code != schemas.CodeVersionConflict {
+		t.Errorf("stale item version: %v, want %s", err, schemas.CodeVersionConflict)
 	}
 	if n := f.count(t, "loan", "item_id = $1", SampleID("book-003")); n != 0 {
 		t.Errorf("%d loans written with a stale item version", n)
@@ -86,8 +89,8 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	// A second open loan for the item fails the whole write: the item stays.
 	_, err = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
 		UserID: SampleID("1002"), Loan: loanDoc(SampleID("1002"), item), ItemVersion: 2})
-	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeOpenLoanExists {
-		t.Errorf("second open loan: %v, want %s", err, storage.CodeOpenLoanExists)
+	if e, ok := errs.As(err); !ok || e.Code != schemas.CodeItemHasOpenLoan {
+		t.Errorf("second open loan: %v, want %s", err, schemas.CodeItemHasOpenLoan)
 	}
 	if n := f.count(t, "item", "id = $1 AND version = 2", item); n != 1 {
 		t.Errorf("a refused second loan changed the item")
@@ -110,8 +113,8 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	}
 	expire(t, f, lapsed.ID)
 	_, err = records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice, Loan: loanDoc(alice, item), LockID: lapsed.ID, ItemVersion: 1})
-	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeLockLost {
-		t.Errorf("expired lock not yet taken over: %v, want %s", err, storage.CodeLockLost)
+	if e, ok := errs.As(err); !ok || e.Code != schemas.CodeLockLost {
+		t.Errorf("expired lock not yet taken over: %v, want %s", err, schemas.CodeLockLost)
 	}
 	expired := lapsed
 	released, _, err := f.locks.Acquire(ctx, f.tenant, alice, "", ttl, storage.Holder{}) // takes the expired one over
@@ -129,9 +132,9 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 		"expired and taken over": expired.ID, "released": released.ID, "another patron's": bobs.ID, "never existed": uuid.NewString(),
 	} {
 		_, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice, Loan: loanDoc(alice, item), LockID: lockID, ItemVersion: 1})
-		e, ok := storage.AsError(err)
-		if !ok || e.Code != storage.CodeLockLost || e.Kind != storage.KindConflict {
-			t.Errorf("%s lock: %v, want %s", name, err, storage.CodeLockLost)
+		e, ok := errs.As(err)
+		if !ok || e.Code != schemas.CodeLockLost || e.Kind != errs.KindConflict {
+			t.Errorf("%s lock: %v, want %s", name, err, schemas.CodeLockLost)
 		}
 	}
 	if n := f.count(t, "loan", ""); n != 0 {
@@ -159,10 +162,10 @@ func TestOneOpenLoanPerItemUnderConcurrency(t *testing.T) {
 				_, err := records.Create(ctx, f.tenant, storage.Loans, uuid.NewString(), loanDoc(SampleID("1002"), item))
 				mu.Lock()
 				defer mu.Unlock()
-				switch e, _ := storage.AsError(err); {
+				switch e, _ := errs.As(err); {
 				case err == nil:
 					created++
-				case e != nil && e.Code == storage.CodeOpenLoanExists:
+				case e != nil && e.Code == schemas.CodeItemHasOpenLoan:
 					refused++
 				default:
 					other = append(other, err)
@@ -258,8 +261,8 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = <-second
-	if e, ok := storage.AsError(err); !ok || e.Code != storage.CodeItemLimitReached {
-		t.Errorf("second write: %v, want %s", err, storage.CodeItemLimitReached)
+	if e, ok := errs.As(err); !ok || e.Code != schemas.CodeItemLimitReached {
+		t.Errorf("second write: %v, want %s", err, schemas.CodeItemLimitReached)
 	}
 	if n := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user); n != open+1 {
 		t.Errorf("%d open loans, want %d: the limit", n, open+1)
@@ -320,7 +323,7 @@ func raceToTheLimit(t *testing.T, locked bool) {
 			switch {
 			case err == nil:
 				written++
-			case isCode(err, storage.CodeItemLimitReached):
+			case isCode(err, schemas.CodeItemLimitReached):
 				refused++
 			default:
 				t.Errorf("round %d: %v", round, err)
@@ -337,7 +340,7 @@ func raceToTheLimit(t *testing.T, locked bool) {
 
 // isCode reports whether err is a storage error with code.
 func isCode(err error, code string) bool {
-	e, ok := storage.AsError(err)
+	e, ok := errs.As(err)
 	return ok && e.Code == code
 }
 

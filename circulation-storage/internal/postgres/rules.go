@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -49,7 +52,7 @@ func readRules(ctx context.Context, q querier, t storage.Tenant) (storage.Circul
 	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT fallback_loan_policy_id::text FROM %s`, table(t, "circulation_rules"))).
 		Scan(&rules.FallbackLoanPolicyID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return storage.CirculationRules{}, storage.Errorf(storage.KindNotFound, storage.CodeNotFound,
+		return storage.CirculationRules{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,
 			"No circulation rules are set: PUT /circulation-rules-storage first")
 	}
 	if err != nil {
@@ -119,7 +122,7 @@ func interpretRule(err error, t storage.Tenant, index int, rules storage.Circula
 		value = map[string]string{"patronGroupId": r.PatronGroupID, "materialTypeId": r.MaterialTypeID,
 			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID}[c.field]
 	}
-	e := storage.Errorf(storage.KindInvalid, storage.CodeValidation, "%s: %s %s does not exist", field, c.target, value).
+	e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: %s %s does not exist", field, c.target, value).
 		With(field, value)
 	e.Err = err
 	return e
@@ -258,7 +261,7 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 		out.Match.RuleIndex = *ruleIndex
 	}
 	if out.LoanPolicy == nil {
-		return storage.CheckOutRecords{}, storage.NotFound(storage.LoanPolicies.Name, deref(policyID))
+		return storage.CheckOutRecords{}, errs.NotFound(storage.LoanPolicies.Name, deref(policyID))
 	}
 	if count != nil {
 		out.OpenLoans = *count
@@ -278,7 +281,7 @@ func (s *Rules) MatchLoanPolicy(ctx context.Context, t storage.Tenant, patronGro
 		nullable(patronGroupID), nullable(materialTypeID), nullable(loanTypeID)).
 		Scan(&policyID, &ruleIndex, &m.PatronGroupMatch, &m.MaterialTypeMatch, &m.LoanTypeMatch)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return storage.PolicyMatch{}, storage.Errorf(storage.KindNotFound, storage.CodeNotFound,
+		return storage.PolicyMatch{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,
 			"No circulation rules are set: PUT /circulation-rules-storage first")
 	}
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -57,7 +59,7 @@ func TestRulesMatch(t *testing.T) {
 		},
 	}
 	service := NewRules(f.db, testPolicy)
-	if _, err := service.MatchLoanPolicy(ctx, f.tenant, pg, mt, lt); !storage.IsKind(err, storage.KindNotFound) {
+	if _, err := service.MatchLoanPolicy(ctx, f.tenant, pg, mt, lt); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("no rules set: %v, want not found", err)
 	}
 	if err := service.SetRules(ctx, f.tenant, rules); err != nil {

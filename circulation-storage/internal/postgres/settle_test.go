@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -102,7 +104,7 @@ func cutWrite(t *testing.T) cut {
 	t.Cleanup(db.Close)
 	f := setupTenant(t, db)
 	if _, err := NewTenants(db, discard, LoadData).Init(ctx, f.tenant, storage.TenantAttributes{ModuleTo: "m",
-		Parameters: []storage.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
+		Parameters: []errs.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
 		t.Fatalf("load sample: %v", err)
 	}
 	user, item := SampleID("1001"), SampleID("book-150")
@@ -188,7 +190,7 @@ func TestAWriteWhoseConnectionIsCutAnswersOnceItsOutcomeIsFinal(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the write never answered")
 	}
-	if e, ok := storage.AsError(err); !ok || e.Kind != storage.KindUnavailable {
+	if e, ok := errs.As(err); !ok || e.Kind != errs.KindUnavailable {
 		t.Fatalf("cut write: %v, want unavailable", err)
 	}
 	if running(t, w.f, w.writer) {
@@ -214,7 +216,7 @@ func TestACutWriteWaitsForItsOutcomeOnlySoLong(t *testing.T) {
 	if waited := time.Since(w.at); waited < settleWait {
 		t.Errorf("the write answered %s after the cut, before its process ended or %s passed", waited, settleWait)
 	}
-	if e, ok := storage.AsError(err); !ok || e.Kind != storage.KindUnavailable {
+	if e, ok := errs.As(err); !ok || e.Kind != errs.KindUnavailable {
 		t.Fatalf("cut write: %v, want unavailable", err)
 	}
 	if !running(t, w.f, w.writer) {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -106,7 +108,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	for _, schema := range schemas {
 		waiters := pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize()
 		if _, err := s.db.pool.Exec(ctx, `DELETE FROM `+waiters+` WHERE expires_at <= now()`); err != nil &&
-			!storage.IsKind(interpret(err, storage.Tenant(schema)), storage.KindBadRequest) {
+			!errs.IsKind(interpret(err, storage.Tenant(schema)), errs.KindBadRequest) {
 			return total, fmt.Errorf("sweep %s waiters: %w", schema, interpret(err, ""))
 		}
 		locks := pgx.Identifier{schema, "check_out_lock"}.Sanitize()
@@ -116,14 +118,14 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 			q = fmt.Sprintf(sweepRecordSQL, locks, events)
 		}
 		if _, err := s.db.pool.Exec(ctx, fmt.Sprintf(trimSQL, events), s.retention.Seconds(), s.maxEvents); err != nil &&
-			!storage.IsKind(interpret(err, storage.Tenant(schema)), storage.KindBadRequest) {
+			!errs.IsKind(interpret(err, storage.Tenant(schema)), errs.KindBadRequest) {
 			return total, fmt.Errorf("trim %s history: %w", schema, interpret(err, ""))
 		}
 		for {
 			tag, err := s.db.pool.Exec(ctx, q, s.batchSize)
 			if err != nil {
 				// A tenant purged since the listing is not an error.
-				if storage.IsKind(interpret(err, storage.Tenant(schema)), storage.KindBadRequest) {
+				if errs.IsKind(interpret(err, storage.Tenant(schema)), errs.KindBadRequest) {
 					break
 				}
 				return total, fmt.Errorf("sweep %s: %w", schema, interpret(err, ""))

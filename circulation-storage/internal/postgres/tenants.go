@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/golang-migrate/migrate/v4"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
@@ -144,7 +146,7 @@ func (s *Tenants) Job(ctx context.Context, t storage.Tenant, id string) (storage
 		fmt.Sprintf(`SELECT tenant_attributes, complete, error, messages FROM %s WHERE id = $1`, table(t, "tenant_job")), id).
 		Scan(&attrsJSON, &job.Complete, &jobErr, &messagesJSON)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return storage.TenantJob{}, storage.NotFound("Tenant job", id)
+		return storage.TenantJob{}, errs.NotFound("Tenant job", id)
 	}
 	if err != nil {
 		return storage.TenantJob{}, interpret(err, t)
@@ -166,7 +168,7 @@ func (s *Tenants) DeleteJob(ctx context.Context, t storage.Tenant, id string) er
 		return interpret(err, t)
 	}
 	if tag.RowsAffected() == 0 {
-		return storage.NotFound("Tenant job", id)
+		return errs.NotFound("Tenant job", id)
 	}
 	return nil
 }

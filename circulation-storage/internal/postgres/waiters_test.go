@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -143,9 +146,9 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 		t.Fatalf("the first waiter: %v", err)
 	}
 	err := <-gaveUp
-	e, ok := storage.AsError(err)
-	if !ok || e.Code != storage.CodeLockHeld {
-		t.Fatalf("the second waiter: %v, want %s", err, storage.CodeLockHeld)
+	e, ok := errs.As(err)
+	if !ok || e.Code != schemas.CodeLockHeld {
+		t.Fatalf("the second waiter: %v, want %s", err, schemas.CodeLockHeld)
 	}
 	if h := storage.HolderOf(e); h.Instance != "new" {
 		t.Errorf("the second waiter's answer names holder %q, want the one holding the lock now, %q (parameters %v)", h.Instance, "new", e.Parameters)

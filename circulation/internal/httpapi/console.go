@@ -9,6 +9,9 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/circulation"
@@ -169,7 +172,7 @@ func (s *Server) patrons(ctx context.Context) func(id string) *consolePatron {
 func (s *Server) releaseConsoleLock(c echo.Context) error {
 	id := c.Param("id")
 	if !s.schemas.ValidUUID(id) {
-		return circulation.Errorf(circulation.KindBadRequest, circulation.CodeInvalidID, "Invalid lock id").With("id", truncate(id))
+		return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid lock id").With("id", truncate(id))
 	}
 	if err := s.svc.Console.ReleaseLock(c.Request().Context(), id); err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/circulation"
@@ -73,7 +75,7 @@ func (s *Server) checkOut(c echo.Context) error {
 		return err
 	}
 	if req.ProxyUserBarcode != "" && req.ProxyUserBarcode != req.UserBarcode {
-		return circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation,
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 			"proxyUserBarcode: check-out by proxy is not supported").With("proxyUserBarcode", req.ProxyUserBarcode)
 	}
 	loanDate, err := parseDate("loanDate", req.LoanDate)
@@ -81,7 +83,7 @@ func (s *Server) checkOut(c echo.Context) error {
 		return err
 	}
 	if loanDate.After(time.Now().Add(schemas.MaxLoanDateAhead)) {
-		return circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation,
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 			"loanDate: %s is more than %s ahead of this server's clock", req.LoanDate, schemas.MaxLoanDateAhead).With("loanDate", req.LoanDate)
 	}
 	start := time.Now()
@@ -178,7 +180,7 @@ func (s *Server) getLoan(c echo.Context) error {
 		id = u
 	}
 	if !s.schemas.ValidUUID(id) {
-		return circulation.Errorf(circulation.KindBadRequest, circulation.CodeInvalidID, "Invalid loan id").With("id", truncate(id))
+		return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid loan id").With("id", truncate(id))
 	}
 	doc, err := s.svc.Storage.Loan(c.Request().Context(), id)
 	if err != nil {
@@ -288,7 +290,7 @@ func parseDate(field, value string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(value))
 	if err != nil || t.UTC().Year() < 1 || t.UTC().Year() > 9999 {
-		return time.Time{}, circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation,
+		return time.Time{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 			"%s: %q is not a date-time this service can use", field, value).With(field, truncate(value))
 	}
 	return t, nil
@@ -323,8 +325,8 @@ func intParam(c echo.Context, name string, def, min, max int) (int, error) {
 	return n, nil
 }
 
-func invalidParam(name, value, rule string) *circulation.Error {
-	return circulation.Errorf(circulation.KindInvalid, circulation.CodeInvalidParameter, "%s %s", name, rule).With(name, truncate(value))
+func invalidParam(name, value, rule string) *errs.Error {
+	return errs.Errorf(errs.KindInvalid, schemas.CodeInvalidParameter, "%s %s", name, rule).With(name, truncate(value))
 }
 
 func truncate(s string) string {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/checkoutlock/circulation"
@@ -195,7 +197,7 @@ func (r response) want(t *testing.T, status int, schema string) response {
 // codes returns the codes of an error envelope.
 func (r response) codes(t *testing.T) []string {
 	t.Helper()
-	var env errorsJSON
+	var env errs.Envelope
 	if err := json.Unmarshal(r.body, &env); err != nil {
 		t.Fatalf("error body %s: %v", r.body, err)
 	}
@@ -275,33 +277,33 @@ func TestCheckOutBadInput(t *testing.T) {
 		status  int
 		codes   []string
 	}{
-		{"malformed JSON", `{"itemBarcode":`, false, nil, 400, []string{codeMalformedJSON}},
-		{"empty body", ``, false, nil, 400, []string{codeMalformedJSON}},
-		{"trailing data", checkOutBody + `{}`, false, nil, 400, []string{codeMalformedJSON}},
-		{"not an object", `["i-2001"]`, false, nil, 422, []string{circulation.CodeValidation}},
-		{"missing fields", `{"itemBarcode":"i-2001"}`, false, nil, 422, []string{circulation.CodeValidation}},
+		{"malformed JSON", `{"itemBarcode":`, false, nil, 400, []string{schemas.CodeMalformedJSON}},
+		{"empty body", ``, false, nil, 400, []string{schemas.CodeMalformedJSON}},
+		{"trailing data", checkOutBody + `{}`, false, nil, 400, []string{schemas.CodeMalformedJSON}},
+		{"not an object", `["i-2001"]`, false, nil, 422, []string{schemas.CodeValidation}},
+		{"missing fields", `{"itemBarcode":"i-2001"}`, false, nil, 422, []string{schemas.CodeValidation}},
 		{"unknown field", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"` + servicePoint + `","pin":"1234"}`, false, nil,
-			422, []string{circulation.CodeValidation}},
+			422, []string{schemas.CodeValidation}},
 		{"invalid servicePointId", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"desk-1"}`, false, nil,
-			422, []string{circulation.CodeValidation}},
+			422, []string{schemas.CodeValidation}},
 		{"wrong type", `{"itemBarcode":2001,"userBarcode":"u","servicePointId":"` + servicePoint + `"}`, false, nil,
-			422, []string{circulation.CodeValidation}},
+			422, []string{schemas.CodeValidation}},
 		{"empty barcode", `{"itemBarcode":"","userBarcode":"u","servicePointId":"` + servicePoint + `"}`, false, nil,
-			422, []string{circulation.CodeValidation}},
+			422, []string{schemas.CodeValidation}},
 		{"bad loanDate", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"` + servicePoint + `","loanDate":"yesterday"}`, false, nil,
-			422, []string{circulation.CodeValidation}},
+			422, []string{schemas.CodeValidation}},
 		{"proxy", `{"itemBarcode":"i","userBarcode":"u","proxyUserBarcode":"p","servicePointId":"` + servicePoint + `"}`, false, nil,
-			422, []string{circulation.CodeValidation}},
-		{"no tenant", checkOutBody, false, map[string]string{"Content-Type": "application/json"}, 400, []string{circulation.CodeTenantMissing}},
-		{"SQL in tenant", checkOutBody, false, withTenant("diku; DROP SCHEMA public CASCADE"), 400, []string{circulation.CodeInvalidTenant}},
-		{"path in tenant", checkOutBody, false, withTenant("../diku"), 400, []string{circulation.CodeInvalidTenant}},
-		{"upper-case tenant", checkOutBody, false, withTenant("DIKU"), 400, []string{circulation.CodeInvalidTenant}},
-		{"long tenant", checkOutBody, false, withTenant(strings.Repeat("a", 300)), 400, []string{circulation.CodeInvalidTenant}},
+			422, []string{schemas.CodeValidation}},
+		{"no tenant", checkOutBody, false, map[string]string{"Content-Type": "application/json"}, 400, []string{schemas.CodeTenantMissing}},
+		{"SQL in tenant", checkOutBody, false, withTenant("diku; DROP SCHEMA public CASCADE"), 400, []string{schemas.CodeInvalidTenant}},
+		{"path in tenant", checkOutBody, false, withTenant("../diku"), 400, []string{schemas.CodeInvalidTenant}},
+		{"upper-case tenant", checkOutBody, false, withTenant("DIKU"), 400, []string{schemas.CodeInvalidTenant}},
+		{"long tenant", checkOutBody, false, withTenant(strings.Repeat("a", 300)), 400, []string{schemas.CodeInvalidTenant}},
 		{"text/plain", checkOutBody, false, map[string]string{"Content-Type": "text/plain", TenantHeader: tenant},
-			415, []string{codeUnsupportedMediaType}},
-		{"no Content-Type", checkOutBody, false, map[string]string{TenantHeader: tenant}, 415, []string{codeUnsupportedMediaType}},
-		{"huge body", huge, false, nil, 413, []string{codeBodyTooLarge}},
-		{"huge chunked body", huge, true, nil, 413, []string{codeBodyTooLarge}},
+			415, []string{schemas.CodeUnsupportedMedia}},
+		{"no Content-Type", checkOutBody, false, map[string]string{TenantHeader: tenant}, 415, []string{schemas.CodeUnsupportedMedia}},
+		{"huge body", huge, false, nil, 413, []string{schemas.CodeBodyTooLarge}},
+		{"huge chunked body", huge, true, nil, 413, []string{schemas.CodeBodyTooLarge}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -336,13 +338,13 @@ func TestCheckOutFailures(t *testing.T) {
 		status int
 		codes  []string
 	}{
-		{"lock held", func(f *storagefake.Fake) { f.HoldLock(-1) }, 422, []string{circulation.CodeUnableToAcquireLock}},
-		{"storage down", func(f *storagefake.Fake) { f.Down() }, 503, []string{circulation.CodeStorageUnavailable}},
+		{"lock held", func(f *storagefake.Fake) { f.HoldLock(-1) }, 422, []string{schemas.CodeUnableToAcquireLock}},
+		{"storage down", func(f *storagefake.Fake) { f.Down() }, 503, []string{schemas.CodeStorageUnavailable}},
 		{"refusals", func(f *storagefake.Fake) {
 			f.AddLoan(storagefake.Loan{ID: "99999999-9999-4999-8999-999999999999", UserID: patronID, ItemID: itemID,
 				Status: "Open", Action: "checkedout", LoanDate: "2025-02-01T10:00:00.000Z"})
-		}, 422, []string{circulation.CodeItemHasOpenLoan}},
-		{"loan creation fails", func(f *storagefake.Fake) { f.FailLoanCreation(false) }, 503, []string{circulation.CodeStorageUnavailable}},
+		}, 422, []string{schemas.CodeItemHasOpenLoan}},
+		{"loan creation fails", func(f *storagefake.Fake) { f.FailLoanCreation(false) }, 503, []string{schemas.CodeStorageUnavailable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -364,10 +366,10 @@ func TestCheckOutLockHeldWaitsTheIntervals(t *testing.T) {
 	a := newAPI(t, lockOn)
 	a.fake.HoldLock(-1)
 	res := a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, 422, "errors.json")
-	var env errorsJSON
+	var env errs.Envelope
 	res.decode(t, &env)
-	want := errorsJSON{Errors: []errorJSON{{Message: "unable to acquire lock", Code: circulation.CodeUnableToAcquireLock,
-		Parameters: []circulation.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"}}}}}
+	want := errs.Envelope{Errors: []errs.Entry{{Message: "unable to acquire lock", Code: schemas.CodeUnableToAcquireLock,
+		Parameters: []errs.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"}}}}}
 	if got, _ := json.Marshal(env); string(got) != mustJSON(t, want) {
 		t.Errorf("body %s, want %s", got, mustJSON(t, want))
 	}
@@ -449,7 +451,7 @@ func TestSettingsInvalidPut(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, lockOn)
 			res := a.send(t, "PUT", "/circulation/settings/check-out-lock", tc.body).want(t, 422, "errors.json")
-			if codes := slices.Compact(res.codes(t)); !slices.Equal(codes, []string{circulation.CodeValidation}) {
+			if codes := slices.Compact(res.codes(t)); !slices.Equal(codes, []string{schemas.CodeValidation}) {
 				t.Errorf("codes %q, want VALIDATION_FAILED", codes)
 			}
 			if calls := a.fake.Calls(); len(calls) != 0 {
@@ -502,7 +504,7 @@ func TestReady(t *testing.T) {
 	}
 	a.fake.Down()
 	res := a.do(t, "GET", "/admin/ready", nil, nil).want(t, http.StatusServiceUnavailable, "errors.json")
-	if codes := res.codes(t); !slices.Equal(codes, []string{circulation.CodeStorageUnavailable}) {
+	if codes := res.codes(t); !slices.Equal(codes, []string{schemas.CodeStorageUnavailable}) {
 		t.Errorf("codes %q", codes)
 	}
 }

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/checkoutlock/schemas"
+
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas/errs"
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
@@ -36,7 +39,7 @@ func TestPatchSettingsOverHTTP(t *testing.T) {
 	}
 	for _, body := range []string{`{"lockTtl":"5000"}`, `{"lockTTL":5000}`, `{"lockTtl":999}`, `[]`} {
 		res := a.send(t, "PATCH", "/circulation/settings/check-out-lock", body).want(t, http.StatusUnprocessableEntity, "errors.json")
-		if codes := res.codes(t); codes[0] != circulation.CodeValidation {
+		if codes := res.codes(t); codes[0] != schemas.CodeValidation {
 			t.Errorf("PATCH %s: codes %q", body, codes)
 		}
 	}
@@ -53,7 +56,7 @@ func TestLoansRefuseUnknownAndRepeatedParameters(t *testing.T) {
 	h := map[string]string{TenantHeader: tenant}
 	for _, q := range []string{"userId[]=" + patronID, "userid=" + patronID, "userId=" + patronID + "&userId=" + patronID, "limit=1&limit=2"} {
 		res := a.do(t, "GET", "/circulation/loans?"+q, nil, h).want(t, http.StatusUnprocessableEntity, "errors.json")
-		if codes := res.codes(t); codes[0] != circulation.CodeInvalidParameter {
+		if codes := res.codes(t); codes[0] != schemas.CodeInvalidParameter {
 			t.Errorf("?%s: codes %q, want INVALID_PARAMETER", q, codes)
 		}
 	}
@@ -113,7 +116,7 @@ func TestCheckInValidatesBeforeWriting(t *testing.T) {
 		res := a.send(t, "POST", "/circulation/check-in-by-barcode",
 			`{"itemBarcode":"`+itemBarcode+`","servicePointId":"`+servicePoint+`","checkInDate":"`+date+`"}`).
 			want(t, http.StatusUnprocessableEntity, "errors.json")
-		if codes := res.codes(t); codes[0] != circulation.CodeValidation {
+		if codes := res.codes(t); codes[0] != schemas.CodeValidation {
 			t.Errorf("checkInDate %s: codes %q", date, codes)
 		}
 	}
@@ -137,7 +140,7 @@ func TestManyViolationsAreCapped(t *testing.T) {
 	}
 	b.WriteString("}")
 	res := a.send(t, "POST", "/circulation/check-out-by-barcode", b.String()).want(t, http.StatusUnprocessableEntity, "errors.json")
-	var env errorsJSON
+	var env errs.Envelope
 	res.decode(t, &env)
 	if len(env.Errors) != 51 || env.Errors[50].Message != "… and 150 more violations (at most 50 are listed)" {
 		t.Errorf("%d entries, the last %+v", len(env.Errors), env.Errors[len(env.Errors)-1])
@@ -166,7 +169,7 @@ func TestSettingsOfAnUnknownTenantAre400(t *testing.T) {
 	a.fake.AddTenant(tenant)
 	res := a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: "nobody"}).
 		want(t, http.StatusBadRequest, "errors.json")
-	if codes := res.codes(t); codes[0] != circulation.CodeTenantNotInitialized {
+	if codes := res.codes(t); codes[0] != schemas.CodeTenantNotInitialized {
 		t.Errorf("codes %q, want TENANT_NOT_INITIALIZED", codes)
 	}
 }

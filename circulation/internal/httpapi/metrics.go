@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -114,10 +117,10 @@ func methodLabel(method string) string {
 
 func (m *Metrics) observeCheckOut(err error, elapsed time.Duration) {
 	outcome := "checked_out"
-	var refusal *circulation.Refusal
+	var refusal *errs.Refusal
 	switch {
 	case err == nil:
-	case circulation.IsCode(err, circulation.CodeUnableToAcquireLock):
+	case errs.IsCode(err, schemas.CodeUnableToAcquireLock):
 		outcome = "lock_unavailable"
 	case errors.As(err, &refusal):
 		outcome = "refused"
@@ -145,7 +148,7 @@ func (m *Metrics) LockReleased(err error) {
 	switch {
 	case err == nil:
 		m.releases.WithLabelValues("released").Inc()
-	case circulation.IsKind(err, circulation.KindNotFound):
+	case errs.IsKind(err, errs.KindNotFound):
 		m.releases.WithLabelValues("expired").Inc()
 	default:
 		m.releases.WithLabelValues("failed").Inc()

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
@@ -67,7 +69,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.HTTPErrorHandler = s.handleError
+	e.HTTPErrorHandler = errs.Handler(s.logger, "circulation", s.cfg.MaxBodyBytes)
 	e.JSONSerializer = serve.JSON{}
 	e.Pre(middleware.RemoveTrailingSlash())
 	// One middleware for everything every request needs (echo builds a
@@ -161,7 +163,7 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 		req := c.Request()
 		t := req.Header.Get(TenantHeader)
 		if t == "" {
-			return circulation.Errorf(circulation.KindBadRequest, circulation.CodeTenantMissing, "X-Okapi-Tenant header is required")
+			return errs.Errorf(errs.KindBadRequest, schemas.CodeTenantMissing, "X-Okapi-Tenant header is required")
 		}
 		// Storage's rule, checked here too so a bad header is answered
 		// before any call is made.
@@ -170,12 +172,12 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 			if len(shown) > 64 {
 				shown = shown[:64] + "…"
 			}
-			return circulation.Errorf(circulation.KindBadRequest, circulation.CodeInvalidTenant,
+			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidTenant,
 				"Invalid tenant %q: %s", shown, schemas.TenantRule).With("tenant", shown)
 		}
 		userID := req.Header.Get(schemas.HeaderUserID)
 		if userID != "" && !s.schemas.ValidUUID(userID) {
-			return circulation.Errorf(circulation.KindBadRequest, schemas.CodeInvalidHeader,
+			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
 				"%s must be a UUID", schemas.HeaderUserID).With(schemas.HeaderUserID, truncate(userID))
 		}
 		var id, who string
@@ -204,7 +206,7 @@ func (s *Server) ready(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
 	if err := s.svc.Ready(ctx); err != nil {
-		return circulation.Errorf(circulation.KindUnavailable, circulation.CodeStorageUnavailable,
+		return errs.Errorf(errs.KindUnavailable, schemas.CodeStorageUnavailable,
 			"circulation-storage is not ready").Because(err)
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "UP"})

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
 )
@@ -42,15 +44,6 @@ func New(baseURL string, timeout time.Duration) *Client {
 
 // Close drops idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
-
-// envelope is storage's error body.
-type envelope struct {
-	Errors []struct {
-		Message    string                  `json:"message"`
-		Code       string                  `json:"code"`
-		Parameters []circulation.Parameter `json:"parameters"`
-	} `json:"errors"`
-}
 
 // call sends one request and decodes a 2xx JSON answer into out (if not nil).
 // Headers beyond the Okapi ones may be given as key, value pairs.
@@ -124,12 +117,12 @@ func (c *Client) exchange(ctx context.Context, timeout time.Duration, method, pa
 			return res.Header, nil
 		}
 		if err := json.Unmarshal(data, out); err != nil {
-			return nil, circulation.Errorf(circulation.KindInternal, circulation.CodeInternal,
+			return nil, errs.Errorf(errs.KindInternal, schemas.CodeInternal,
 				"circulation-storage answered %s %s with unreadable JSON", method, path).Because(err)
 		}
 		return res.Header, nil
 	}
-	return nil, statusError(res, data, method, path)
+	return nil, errs.FromAnswer(res.StatusCode, data, method+" "+path)
 }
 
 // transportError is a call that got no answer: storage is unavailable,
@@ -138,71 +131,8 @@ func transportError(ctx context.Context, method, path string, err error) error {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	return circulation.Errorf(circulation.KindUnavailable, circulation.CodeStorageUnavailable,
+	return errs.Errorf(errs.KindUnavailable, schemas.CodeStorageUnavailable,
 		"circulation-storage is unavailable; try again").Because(fmt.Errorf("%s %s: %w", method, path, err))
-}
-
-// statusError maps storage's error answers to domain errors, by status and
-// storage's error code.
-func statusError(res *http.Response, data []byte, method, path string) error {
-	var env envelope
-	_ = json.Unmarshal(data, &env)
-	code, msg := "", fmt.Sprintf("status %d", res.StatusCode)
-	var params []circulation.Parameter
-	if len(env.Errors) > 0 {
-		code, msg, params = env.Errors[0].Code, env.Errors[0].Message, env.Errors[0].Parameters
-	}
-	cause := fmt.Errorf("%s %s: %d %s: %s", method, path, res.StatusCode, code, msg)
-	withParams := func(e *circulation.Error) error {
-		e.Parameters = params
-		return e
-	}
-	switch {
-	case res.StatusCode == http.StatusServiceUnavailable && code == schemas.CodeLockHeld:
-		return withParams(circulation.Errorf(circulation.KindConflict, circulation.CodeLockHeld, "%s", msg).Because(cause))
-	case res.StatusCode == http.StatusServiceUnavailable, res.StatusCode == http.StatusBadGateway, res.StatusCode == http.StatusGatewayTimeout:
-		return circulation.Errorf(circulation.KindUnavailable, circulation.CodeStorageUnavailable,
-			"circulation-storage is unavailable; try again").Because(cause)
-	case res.StatusCode >= 500:
-		// A storage bug: not worth retrying, and the write may have happened.
-		return circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "circulation-storage failed").Because(cause)
-	case res.StatusCode == http.StatusUnauthorized:
-		// Storage did not accept this service's credentials (its module
-		// key not trusted there, say): a configuration problem.
-		return withParams(circulation.Errorf(circulation.KindUnauthorized, code, "%s", msg).Because(cause))
-	case res.StatusCode == http.StatusForbidden:
-		// This service's module permissions do not cover the call (or,
-		// behind a gateway, the caller's do not).
-		return withParams(circulation.Errorf(circulation.KindForbidden, code, "%s", msg).Because(cause))
-	case res.StatusCode == http.StatusNotFound:
-		return circulation.Errorf(circulation.KindNotFound, circulation.CodeNotFound, "%s", msg).Because(cause)
-	case res.StatusCode == http.StatusConflict && code == schemas.CodeLockLost:
-		return circulation.Errorf(circulation.KindConflict, circulation.CodeLockLost,
-			"The patron's check-out lock expired before the loan was created; nothing was changed, try again").Because(cause)
-	case res.StatusCode == http.StatusConflict && code == schemas.CodeVersionConflict:
-		return circulation.Errorf(circulation.KindConflict, circulation.CodeItemChanged, "%s", msg).Because(cause)
-	case res.StatusCode == http.StatusConflict:
-		return withParams(circulation.Errorf(circulation.KindConflict, circulation.CodeConflict, "%s", msg).Because(cause))
-	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeItemHasOpenLoan:
-		return circulation.Errorf(circulation.KindInvalid, circulation.CodeItemHasOpenLoan, "%s", msg).Because(cause)
-	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeItemLimitReached:
-		return withParams(circulation.Errorf(circulation.KindInvalid, circulation.CodeItemLimitReached, "%s", msg).Because(cause))
-	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeLockRequired:
-		return circulation.Errorf(circulation.KindInvalid, circulation.CodeLockRequired, "%s", msg).Because(cause)
-	case res.StatusCode == http.StatusUnprocessableEntity && code == schemas.CodeAlreadyExists:
-		return withParams(circulation.Errorf(circulation.KindInvalid, circulation.CodeAlreadyExists, "%s", msg).Because(cause))
-	case res.StatusCode == http.StatusUnprocessableEntity:
-		// A value storage refuses (a lock TTL above its maximum, a record
-		// deleted meanwhile): the client hears storage's reason.
-		return withParams(circulation.Errorf(circulation.KindInvalid, circulation.CodeValidation, "%s", msg).Because(cause))
-	case res.StatusCode == http.StatusBadRequest && (code == schemas.CodeTenantNotInitialized || code == schemas.CodeInvalidTenant || code == schemas.CodeTenantMissing):
-		// The caller's tenant is the problem: say so in storage's words.
-		return withParams(circulation.Errorf(circulation.KindBadRequest, code, "%s", msg).Because(cause))
-	}
-	// Any other refusal means this service sent something storage's
-	// contract does not allow: a bug here.
-	return circulation.Errorf(circulation.KindInternal, circulation.CodeInternal,
-		"circulation-storage refused a request").Because(cause)
 }
 
 // query builds a query string from key, value pairs, skipping empty values.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
 )
@@ -138,7 +140,7 @@ func (c *Client) ItemByBarcode(ctx context.Context, barcode string) (circulation
 		return circulation.Item{}, err
 	}
 	if len(page.Items) == 0 {
-		return circulation.Item{}, circulation.Errorf(circulation.KindNotFound, circulation.CodeNotFound, "no item with barcode %s", barcode)
+		return circulation.Item{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound, "no item with barcode %s", barcode)
 	}
 	return decodeItem(page.Items[0])
 }
@@ -146,7 +148,7 @@ func (c *Client) ItemByBarcode(ctx context.Context, barcode string) (circulation
 func decodeItem(doc json.RawMessage) (circulation.Item, error) {
 	var i itemJSON
 	if err := json.Unmarshal(doc, &i); err != nil {
-		return circulation.Item{}, circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "unreadable item").Because(err)
+		return circulation.Item{}, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "unreadable item").Because(err)
 	}
 	return circulation.Item{ID: i.ID, Barcode: i.Barcode, Title: i.Title, Status: i.Status.Name,
 		MaterialTypeID: i.MaterialTypeID, PermanentLoanTypeID: i.PermanentLoanTypeID, TemporaryLoanTypeID: i.TemporaryLoanTypeID,
@@ -171,7 +173,7 @@ func (c *Client) OpenLoanForItem(ctx context.Context, itemID string) (circulatio
 func decodeLoan(doc json.RawMessage) (circulation.Loan, error) {
 	var l loanJSON
 	if err := json.Unmarshal(doc, &l); err != nil {
-		return circulation.Loan{}, circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "unreadable loan").Because(err)
+		return circulation.Loan{}, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "unreadable loan").Because(err)
 	}
 	return circulation.Loan{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: parseTime(l.LoanDate), DueDate: parseTime(l.DueDate),
 		ReturnDate: parseTime(l.ReturnDate), Action: l.Action, Status: l.Status.Name, LoanPolicyID: l.LoanPolicyID,
@@ -342,9 +344,9 @@ func (c *Client) PutSetting(ctx context.Context, scope, key string, value json.R
 	}
 	entry.ID, entry.Version = prev.ID, prev.Version
 	err := c.call(ctx, http.MethodPut, "/settings/entries/"+url.PathEscape(prev.ID), entry, nil)
-	if circulation.IsKind(err, circulation.KindNotFound) {
+	if errs.IsKind(err, errs.KindNotFound) {
 		// Deleted since it was read: as much a change as a new version.
-		return circulation.Errorf(circulation.KindConflict, circulation.CodeConflict, "The setting was deleted meanwhile").Because(err)
+		return errs.Errorf(errs.KindConflict, schemas.CodeConflict, "The setting was deleted meanwhile").Because(err)
 	}
 	return err
 }
@@ -353,7 +355,7 @@ func (c *Client) PutSetting(ctx context.Context, scope, key string, value json.R
 func withFields(doc json.RawMessage, fields map[string]any) (json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &m); err != nil {
-		return nil, circulation.Errorf(circulation.KindInternal, circulation.CodeInternal, "unreadable record").Because(err)
+		return nil, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "unreadable record").Because(err)
 	}
 	for k, v := range fields {
 		b, err := json.Marshal(v)

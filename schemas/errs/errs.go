@@ -1,0 +1,150 @@
+// Package errs is the one error type of both services and the storage
+// client: the kinds of error, the FOLIO error envelope they are sent in, the
+// one map from kind to HTTP status and the client's map back. Error codes
+// themselves are wire constants in package schemas.
+package errs
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/checkoutlock/schemas"
+)
+
+// Kind classifies an Error by what the client can do about it. Each kind is
+// one HTTP status (Status); the storage client maps an answer back with
+// FromAnswer.
+type Kind int
+
+// The kinds of error.
+const (
+	// KindBadRequest: the request cannot be interpreted (bad tenant, bad id).
+	KindBadRequest Kind = iota + 1
+	// KindInvalid: the request was understood but is refused (FOLIO's 422):
+	// a value is unacceptable, or a check-out or check-in may not happen.
+	KindInvalid
+	// KindNotFound: the record does not exist (or, for a lock, has expired).
+	KindNotFound
+	// KindConflict: the record changed or a uniqueness rule forbids the
+	// write; trying again may work.
+	KindConflict
+	// KindLocked: the patron's check-out lock is held by someone else: 503
+	// with Retry-After, as FOLIO answers it.
+	KindLocked
+	// KindUnauthorized: the credentials were not accepted.
+	KindUnauthorized
+	// KindForbidden: the caller may not do this (the envelope names the
+	// permission it lacks).
+	KindForbidden
+	// KindUnavailable: a dependency (the database, circulation-storage)
+	// cannot be reached; retrying may succeed.
+	KindUnavailable
+	// KindInternal: a bug.
+	KindInternal
+)
+
+// statusOf is the one map from kind to HTTP status.
+var statusOf = map[Kind]int{
+	KindBadRequest:   http.StatusBadRequest,
+	KindInvalid:      http.StatusUnprocessableEntity,
+	KindNotFound:     http.StatusNotFound,
+	KindConflict:     http.StatusConflict,
+	KindLocked:       http.StatusServiceUnavailable,
+	KindUnauthorized: http.StatusUnauthorized,
+	KindForbidden:    http.StatusForbidden,
+	KindUnavailable:  http.StatusServiceUnavailable,
+	KindInternal:     http.StatusInternalServerError,
+}
+
+// Status is the HTTP status of kind; an unknown kind is a bug (500).
+func (k Kind) Status() int {
+	if s, ok := statusOf[k]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// Parameter is one key/value detail of an error, as FOLIO sends them.
+type Parameter struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Error is the one error type the services return for anything a client
+// should hear about. Anything else reaching the HTTP layer is a bug (500).
+type Error struct {
+	Kind       Kind
+	Code       string
+	Message    string
+	Parameters []Parameter
+	// RetryAfter, when positive, tells the client when trying again may work.
+	RetryAfter time.Duration
+	// Err is the cause, for logs; it is never sent to the client.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return e.Code + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an Error of the given kind and code.
+func Errorf(kind Kind, code, format string, args ...any) *Error {
+	return &Error{Kind: kind, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// With returns e with one more parameter.
+func (e *Error) With(key, value string) *Error {
+	e.Parameters = append(e.Parameters, Parameter{Key: key, Value: value})
+	return e
+}
+
+// Because returns e with its cause set.
+func (e *Error) Because(err error) *Error {
+	e.Err = err
+	return e
+}
+
+// As returns err's *Error, if it has one.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// IsKind reports whether err is an *Error of the given kind.
+func IsKind(err error, kind Kind) bool {
+	e, ok := As(err)
+	return ok && e.Kind == kind
+}
+
+// IsCode reports whether err is an *Error with the given code.
+func IsCode(err error, code string) bool {
+	e, ok := As(err)
+	return ok && e.Code == code
+}
+
+// NotFound is the error for a record that does not exist.
+func NotFound(what, id string) *Error {
+	return Errorf(KindNotFound, schemas.CodeNotFound, "%s not found", what).With("id", id)
+}
+
+// Refusal is a request refused for one or more reasons, all reported
+// together as FOLIO does: one 422 envelope entry each.
+type Refusal struct {
+	Errors []*Error
+}
+
+func (r *Refusal) Error() string {
+	msg := "refused:"
+	for _, e := range r.Errors {
+		msg += " " + e.Message + ";"
+	}
+	return msg
+}
