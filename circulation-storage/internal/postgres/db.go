@@ -20,10 +20,10 @@ import (
 
 // DB is the connection pools shared by every service of this package.
 type DB struct {
-	pool *pgxpool.Pool
+	pool *pool
 	// lockPool runs the statements that acquire and release locks, with
 	// their own synchronous_commit (see Open); it is pool when that is on.
-	lockPool *pgxpool.Pool
+	lockPool *pool
 }
 
 // Open creates the pools. It does not wait for the database: connections
@@ -44,17 +44,20 @@ func Open(ctx context.Context, connString string, maxConns int32, lockCommit str
 // open is Open with the pools' connections made by dial, when set (tests
 // cut connections through it).
 func open(ctx context.Context, connString string, maxConns int32, lockCommit string, dial pgconn.DialFunc) (*DB, error) {
-	pool, err := openPool(ctx, connString, maxConns, "circulation-storage", "", dial)
+	main, err := openPool(ctx, connString, maxConns, "circulation-storage", "", dial)
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{pool: pool, lockPool: pool}
+	db := &DB{pool: &pool{Pool: main}}
+	db.lockPool = db.pool
 	if lockCommit != "" && lockCommit != "on" {
 		// Lock statements are short: half the connections serve them.
-		if db.lockPool, err = openPool(ctx, connString, max(2, maxConns/2), "circulation-storage-locks", lockCommit, dial); err != nil {
-			pool.Close()
+		locks, err := openPool(ctx, connString, max(2, maxConns/2), "circulation-storage-locks", lockCommit, dial)
+		if err != nil {
+			main.Close()
 			return nil, err
 		}
+		db.lockPool = &pool{Pool: locks}
 	}
 	return db, nil
 }
@@ -81,6 +84,10 @@ func openPool(ctx context.Context, connString string, maxConns int32, name, comm
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = commit
 	}
 	cfg.AfterConnect = noteBackend
+	// A connection the server closed while it sat in the pool (its backend
+	// terminated, the server restarted) is dropped before it is handed out,
+	// so that no statement, a write's least of all, is sent on it.
+	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) { return !closedByServer(c), nil }
 	if dial != nil {
 		cfg.ConnConfig.DialFunc = dial
 	}
@@ -147,11 +154,15 @@ func table(t storage.Tenant, name string) string {
 }
 
 // inTx runs fn in a transaction that commits when fn returns nil. Like
-// every write, it returns only once its outcome is final (see write).
+// every write, it returns only once its outcome is final (see write); one
+// whose BEGIN met a dead connection is run again on a fresh one.
 func (db *DB) inTx(ctx context.Context, t storage.Tenant, fn func(tx pgx.Tx) error) error {
 	return db.write(ctx, t, func(c *pgx.Conn) error {
 		tx, err := c.Begin(ctx)
 		if err != nil {
+			if deadConnection(err) {
+				return &deadBeforeRun{err}
+			}
 			return interpret(err, t)
 		}
 		// Rollback after Commit is a no-op; on error paths it ends the
@@ -175,7 +186,25 @@ func (db *DB) inTx(ctx context.Context, t storage.Tenant, fn func(tx pgx.Tx) err
 // that whoever hears of the failure and reads the record back, on another
 // connection, reads the write's final outcome: a check-out whose answer was
 // lost is settled by exactly such a read.
+//
+// A transaction whose BEGIN failed because its pooled connection was
+// already dead (fn returned a deadBeforeRun) ran nothing: it is run again
+// on a fresh connection (see pool).
 func (db *DB) write(ctx context.Context, t storage.Tenant, fn func(c *pgx.Conn) error) error {
+	err := db.writeOnce(ctx, t, fn)
+	var dead *deadBeforeRun
+	for attempt := 1; attempt < maxDeadAttempts && errors.As(err, &dead) && ctx.Err() == nil; attempt++ {
+		db.pool.Reset()
+		err = db.writeOnce(ctx, t, fn)
+	}
+	if errors.As(err, &dead) {
+		return interpret(dead.err, t)
+	}
+	return err
+}
+
+// writeOnce is one attempt of write.
+func (db *DB) writeOnce(ctx context.Context, t storage.Tenant, fn func(c *pgx.Conn) error) error {
 	c, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return interpret(err, t)

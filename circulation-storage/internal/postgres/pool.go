@@ -1,0 +1,95 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pool is a connection pool whose single-row statements survive the
+// connections it holds having died: the database restarted, failed over,
+// or an operator terminated its backends. pgxpool notices a dead connection
+// only when a statement fails on it, so without this the first statement on
+// each pooled connection that died would fail its request. Most dead
+// connections are dropped before they are handed out (closedByServer, in
+// openPool); this catches those that die between then and the statement.
+//
+// QueryRow runs a statement again, on a fresh connection, when it failed
+// because its connection was dead (see deadConnection). Every single-row
+// statement of this package may run twice: the reads, the validation read
+// and the lock statements are idempotent (acquiring with a lock id the
+// caller already holds renews it; releasing is the release of that lock
+// id). Writes go through DB.write, which runs a transaction again only when
+// its BEGIN met a dead connection, and otherwise settles an ambiguous
+// outcome by reading back.
+type pool struct {
+	*pgxpool.Pool
+}
+
+// maxDeadAttempts bounds the runs of one statement on dead connections. A
+// retry resets the pool first (every idle connection is closed, every
+// connection in use closes when it comes back), so a second dead one is
+// rare: a connection in use at the reset, or a second restart.
+const maxDeadAttempts = 3
+
+// QueryRow is pgxpool's, run again on a fresh connection when its
+// connection was dead.
+func (p *pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return &retriedRow{p: p, ctx: ctx, sql: sql, args: args}
+}
+
+// retriedRow runs its statement when it is scanned.
+type retriedRow struct {
+	p    *pool
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r *retriedRow) Scan(dest ...any) error {
+	err := r.p.Pool.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
+	for attempt := 1; attempt < maxDeadAttempts && deadConnection(err) && r.ctx.Err() == nil; attempt++ {
+		r.p.Reset()
+		err = r.p.Pool.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
+	}
+	return err
+}
+
+// deadConnection reports whether err says the connection a statement was
+// sent on had been closed by the server, or by the network, rather than
+// that the statement failed: the server ended the session (SQLSTATE class
+// 57, operator intervention: pg_terminate_backend, a shutdown, a crash), the
+// connection was reset or closed, or pgx sent nothing. A connection that
+// could not be made is not one: the database is down, and trying again at
+// once would only wait for it again.
+func deadConnection(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return false
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Severity == "FATAL" && len(pe.Code) == 5 && pe.Code[:2] == "57"
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// deadBeforeRun is a transaction whose BEGIN failed on a dead connection:
+// nothing of it ran.
+type deadBeforeRun struct{ err error }
+
+func (d *deadBeforeRun) Error() string { return "connection dead before the transaction began: " + d.err.Error() }
+func (d *deadBeforeRun) Unwrap() error { return d.err }

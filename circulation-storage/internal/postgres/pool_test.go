@@ -1,0 +1,124 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+)
+
+// TestStatementsOutliveTerminatedBackends fills both pools with
+// connections, ends every one of their server processes
+// (pg_terminate_backend, waiting until they are gone) and then runs at
+// once as many statements as the pools held connections: the lock
+// statements, a read, a transaction and a single-statement write. None may
+// fail: a connection the server closed is dropped before it is handed out,
+// and a statement that met one anyway runs again on a fresh one. Three
+// rounds.
+func TestStatementsOutliveTerminatedBackends(t *testing.T) {
+	url := pgtest.Shared(t)
+	db := openDB(t, url)
+	f := setupTenant(t, db)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(ctx) })
+
+	for round := range 3 {
+		pids := append(holdAll(t, db.pool), holdAll(t, db.lockPool)...)
+		terminate(t, admin, pids)
+
+		var wg sync.WaitGroup
+		failures := make(chan error, 4*len(pids))
+		for range len(pids) {
+			wg.Add(4)
+			go func() {
+				defer wg.Done()
+				lock, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", time.Minute, storage.Holder{})
+				if err == nil {
+					err = f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false)
+				}
+				failures <- err
+			}()
+			go func() {
+				defer wg.Done()
+				var n int
+				failures <- db.pool.QueryRow(ctx, `SELECT count(*) FROM `+table(f.tenant, "check_out_lock")).Scan(&n)
+			}()
+			go func() {
+				defer wg.Done()
+				failures <- db.inTx(ctx, f.tenant, func(tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, `SELECT 1`)
+					return err
+				})
+			}()
+			go func() {
+				defer wg.Done()
+				failures <- db.write(ctx, f.tenant, func(c *pgx.Conn) error {
+					_, err := c.Exec(ctx, `SELECT 1`)
+					return err
+				})
+			}()
+		}
+		wg.Wait()
+		close(failures)
+		for err := range failures {
+			if err != nil {
+				t.Errorf("round %d: a statement after the backends ended failed: %v", round, err)
+			}
+		}
+	}
+}
+
+// holdAll takes every connection p may hold at once, so that the pool is
+// full, and returns their server processes' ids, the connections idle again.
+func holdAll(t *testing.T, p *pool) []int32 {
+	t.Helper()
+	conns := make([]*pgxpool.Conn, p.Config().MaxConns)
+	pids := make([]int32, len(conns))
+	for i := range conns {
+		c, err := p.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i], pids[i] = c, int32(c.Conn().PgConn().PID())
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	return pids
+}
+
+// terminate ends the server processes pids and returns once they are gone.
+// It polls rather than have pg_terminate_backend wait, which looks only
+// every 100 ms per process: a pool's connections idle for a second are
+// pinged before use, and would hide what the test is after.
+func terminate(t *testing.T, admin *pgx.Conn, pids []int32) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var left int
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends still running 5 s after pg_terminate_backend", left)
+		}
+	}
+}

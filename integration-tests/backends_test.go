@@ -1,0 +1,204 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// TestBackendsTerminatedUnderCheckOuts terminates every database backend
+// of storage (pg_terminate_backend, as an operator or a failover does, and
+// waits until they have ended) several times while check-outs run at c = 8. Each kill leaves every
+// pooled connection dead; the first statement on each fails. No check-out
+// that started after a kill may fail for it: storage runs a statement
+// again on a fresh connection when its connection was dead. A check-out
+// whose write was in flight at the kill is answered with its true outcome:
+// a 201 has its loan, anything else has none. Beside every check-out a
+// lock is acquired and released straight at storage, where no retry of
+// circulation's hides a failed statement: none that started after a kill
+// may fail either.
+//
+// Not parallel: it terminates storage's backends on the shared test
+// database, so it runs while no other test does.
+func TestBackendsTerminatedUnderCheckOuts(t *testing.T) {
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	const workers, perPatron, rounds, killEvery = 8, 4, 4, 20
+	patrons := (rounds + 2) * killEvery / perPatron
+	lib := c.SetupLibrary(patrons, perPatron, perPatron)
+
+	type outcome struct {
+		item, body string
+		status     int
+		start, end time.Time
+	}
+	// A probe is a call straight to storage, which circulation's retries
+	// cannot hide: a lock acquired and released.
+	type probe struct {
+		call, body string
+		status     int
+		start, end time.Time
+	}
+	var (
+		mu       sync.Mutex
+		outcomes []outcome
+		probes   []probe
+		answered = make(chan struct{}, patrons*perPatron)
+	)
+	work := make(chan [2]int)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for job := range work {
+				p, i := job[0], job[1]
+				start := time.Now()
+				r := c.CheckOut(w, lib.Items[p][i], lib.Patrons[p])
+				mu.Lock()
+				outcomes = append(outcomes, outcome{item: lib.Items[p][i], status: r.Status, body: string(r.Body), start: start, end: time.Now()})
+				mu.Unlock()
+				start = time.Now()
+				r = c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": uuid.NewString(), "ttlMs": 10000})
+				got := []probe{{call: "acquire", status: r.Status, body: string(r.Body), start: start, end: time.Now()}}
+				var lock struct{ ID string }
+				if r.Status == http.StatusCreated && json.Unmarshal(r.Body, &lock) == nil {
+					start = time.Now()
+					r = c.Do(c.Storage, "DELETE", "/check-out-lock-storage/"+lock.ID, nil)
+					got = append(got, probe{call: "release", status: r.Status, body: string(r.Body), start: start, end: time.Now()})
+				}
+				mu.Lock()
+				probes = append(probes, got...)
+				mu.Unlock()
+				answered <- struct{}{}
+			}
+		}()
+	}
+	// Job j waits for kill j/killEvery - 1: the check-outs run on across
+	// every kill, and never run out before the last one.
+	killed := make([]chan struct{}, rounds+2)
+	for k := range killed {
+		killed[k] = make(chan struct{})
+	}
+	close(killed[0])
+	go func() {
+		for j := range patrons * perPatron {
+			<-killed[max(0, j/killEvery-1)]
+			work <- [2]int{j / perPatron, j % perPatron}
+		}
+		close(work)
+	}()
+
+	// Kill after every killEvery answers since the last kill: the kills fall
+	// among check-outs at every stage, and none waits on a clock.
+	type span struct{ start, end time.Time }
+	var kills []span
+	for range rounds {
+		for range killEvery {
+			<-answered
+		}
+		k := span{start: time.Now()}
+		terminateStorageBackends(t, c)
+		k.end = time.Now()
+		kills = append(kills, k)
+		close(killed[len(kills)])
+		// The next kill counts answers given after this one.
+		for drained := false; !drained; {
+			select {
+			case <-answered:
+			default:
+				drained = true
+			}
+		}
+	}
+	wg.Wait()
+
+	// A call that overlapped no kill began after one had ended (or before
+	// the first): it must succeed. One that overlapped a kill must be
+	// answered with its true outcome.
+	clear := func(start, end time.Time) bool {
+		for _, k := range kills {
+			if start.Before(k.end) && end.After(k.start) {
+				return false
+			}
+		}
+		return true
+	}
+	table := func(name string) string { return pgx.Identifier{c.Schema, name}.Sanitize() }
+	var created []string
+	failedAfter, inFlightFailed := 0, 0
+	for _, o := range outcomes {
+		var loans int
+		if err := c.DB.QueryRow(context.Background(), `SELECT count(*) FROM `+table("loan")+` l JOIN `+table("item")+` i ON i.id = l.item_id
+			WHERE i.jsonb->>'barcode' = $1 AND l.status_name = 'Open'`, o.item).Scan(&loans); err != nil {
+			t.Fatalf("count loans: %v", err)
+		}
+		switch {
+		case o.status == http.StatusCreated:
+			var loan struct{ ID string }
+			_ = json.Unmarshal([]byte(o.body), &loan)
+			created = append(created, loan.ID)
+			if loans != 1 {
+				t.Errorf("item %s: check-out answered 201 but has %d open loans", o.item, loans)
+			}
+		case clear(o.start, o.end):
+			failedAfter++
+			t.Errorf("item %s: a check-out that overlapped no kill failed: %d %s", o.item, o.status, o.body)
+		default:
+			inFlightFailed++
+			if loans != 0 {
+				t.Errorf("item %s: check-out answered %d but has %d open loans", o.item, o.status, loans)
+			}
+		}
+	}
+	probesFailed := 0
+	for _, p := range probes {
+		if p.status >= 300 && clear(p.start, p.end) {
+			probesFailed++
+			t.Errorf("storage's %s, which overlapped no kill, failed: %d %s", p.call, p.status, p.body)
+		}
+	}
+	violations := c.Violations(harness.Invariants{ItemLimit: perPatron, Created: created})
+	summary(t, len(outcomes), len(created), 0, len(violations),
+		fmt.Sprintf("kills=%d failed_clear_of_kills=%d failed_overlapping_a_kill=%d storage_calls=%d storage_calls_failed_clear_of_kills=%d",
+			rounds, failedAfter, inFlightFailed, len(probes), probesFailed))
+	if len(violations) > 0 {
+		t.Fatalf("invariant violations: %v", violations)
+	}
+}
+
+// terminateStorageBackends ends every server process of storage's pools
+// and returns once they are gone. It polls rather than have
+// pg_terminate_backend wait, which looks only every 100 ms per process:
+// connections idle for a second are pinged before use, which would hide
+// what the test is after.
+func terminateStorageBackends(t *testing.T, c *harness.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	var pids []int32
+	if err := c.DB.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name LIKE 'circulation-storage%'`).Scan(&pids); err != nil {
+		t.Fatalf("list backends: %v", err)
+	}
+	if len(pids) == 0 {
+		t.Fatal("no storage backend to terminate")
+	}
+	if _, err := c.DB.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
+		t.Fatalf("terminate backends: %v", err)
+	}
+	if !harness.Poll(5*time.Second, time.Millisecond, func() bool {
+		var left int
+		err := c.DB.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left)
+		return err == nil && left == 0
+	}) {
+		t.Fatal("storage's backends still running 5 s after pg_terminate_backend")
+	}
+}
