@@ -91,5 +91,7 @@ func deadConnection(err error) bool {
 // nothing of it ran.
 type deadBeforeRun struct{ err error }
 
-func (d *deadBeforeRun) Error() string { return "connection dead before the transaction began: " + d.err.Error() }
+func (d *deadBeforeRun) Error() string {
+	return "connection dead before the transaction began: " + d.err.Error()
+}
 func (d *deadBeforeRun) Unwrap() error { return d.err }
