@@ -127,8 +127,7 @@ func TestCheckOutPollsAStorageThatDoesNotWait(t *testing.T) {
 // storage to wait: the intervals are sleeps, FOLIO's way.
 func TestCheckOutWithWaitingOffPolls(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
-	s.svc.UseWaitAtStorage(false)
+	s := newStack(t, lockOn, withoutWaitAtStorage())
 	s.fake.HoldLock(2)
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
@@ -180,9 +179,7 @@ func TestCheckOutSaysWhoHoldsTheLock(t *testing.T) {
 	t.Parallel()
 	env := lockOn
 	env.RetryIntervals = ms(10, 10)
-	s := newStack(t, env)
-	s.svc.UseInstance("circ-a:8080")
-	s.svc.UseWaitAtStorage(false)
+	s := newStack(t, env, withInstance("circ-a:8080"), withoutWaitAtStorage())
 	other := circulation.LockHolder{Instance: "circ-b:8080", RequestID: "req-b", ItemBarcode: "book-b", ServicePointID: servicePoint}
 	held, err := s.storage.AcquireLock(okapi(t), patronID, uuid.NewString(), time.Minute, 0, other)
 	if err != nil {

@@ -2,6 +2,7 @@ package circulation
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -92,4 +93,54 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 			slog.String("loan_id", loan.ID), slog.String("item_id", item.ID), slog.Any("error", err))
 	}
 	return CheckInResult{}, err
+}
+
+// updateItem writes an item at the version it was read. A version conflict
+// means another request changed it first: nothing was written. An ambiguous
+// failure (no answer) is settled by writing the same version again, which
+// waits behind any copy still in flight: success, or a conflict after which
+// the item is read back: at the next version with the new status, the first
+// write was applied.
+func (s *Service) updateItem(ctx context.Context, changed Item) (Item, error) {
+	stored, err := s.storage.UpdateItem(ctx, changed)
+	if err == nil {
+		return stored, nil
+	}
+	if ambiguous(err) {
+		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+		defer cancel()
+		rerr := s.retryAmbiguous(sctx, 20, func() error {
+			var err error
+			stored, err = s.storage.UpdateItem(sctx, changed)
+			return err
+		})
+		switch {
+		case rerr == nil:
+			return stored, nil
+		case errs.IsKind(rerr, errs.KindConflict):
+			current, gerr := s.storage.ItemByBarcode(sctx, changed.Barcode)
+			if gerr == nil && current.Version == changed.Version+1 && current.Status == changed.Status {
+				return current, nil
+			}
+			err = rerr
+		default:
+			return Item{}, err
+		}
+	}
+	if errs.IsKind(err, errs.KindConflict) {
+		return Item{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
+			"The item was changed by another request; nothing was changed, try again").
+			With("itemBarcode", changed.Barcode).Because(err)
+	}
+	return Item{}, err
+}
+
+// loanClosed reports whether a stored loan document is closed.
+func loanClosed(doc json.RawMessage) bool {
+	var l struct {
+		Status struct {
+			Name string `json:"name"`
+		} `json:"status"`
+	}
+	return json.Unmarshal(doc, &l) == nil && l.Status.Name == "Closed"
 }

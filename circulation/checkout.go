@@ -42,35 +42,48 @@ type Service struct {
 	now      func() time.Time
 	newTimer func() backoff.Timer
 	// waitAtStorage says whether acquisitions ask storage to wait for a
-	// held lock (waitMs); see UseWaitAtStorage.
+	// held lock (waitMs); see ServiceConfig.WaitAtStorage.
 	waitAtStorage bool
 	// instance names this instance in the locks it takes.
 	instance string
 }
 
-// NewService returns the check-out service.
-func NewService(storage Storage, settings *Settings, observer Observer, logger *slog.Logger, releaseTimeout time.Duration) *Service {
-	return &Service{
-		storage: storage, settings: settings, observer: observer, logger: logger, releaseTimeout: releaseTimeout,
-		now: time.Now, newTimer: func() backoff.Timer { return nil }, waitAtStorage: true,
-	}
+// ServiceConfig is the check-out service's configuration, all of it given
+// to NewService.
+type ServiceConfig struct {
+	// ReleaseTimeout bounds the release of a lock, which runs even when the
+	// request has been cancelled.
+	ReleaseTimeout time.Duration
+	// WaitAtStorage says whether to ask storage to wait for a held lock
+	// (LOCK_WAIT_AT_STORAGE, on by default there). Off, acquisitions retry
+	// at the configured intervals only, as FOLIO's mod-circulation does:
+	// for a storage that does not know waitMs.
+	WaitAtStorage bool
+	// Instance names this instance in the locks it takes (a lock's
+	// holder), so operators and waiting check-outs can tell which instance
+	// holds one.
+	Instance string
+	// Now is the clock for timestamps and waits; nil means time.Now.
+	Now func() time.Time
+	// NewTimer makes the timers for the waits between lock attempts; nil
+	// means real timers. Tests use it, with Now, to record the waits
+	// instead of sleeping through them.
+	NewTimer func() backoff.Timer
 }
 
-// UseWaitAtStorage says whether to ask storage to wait for a held lock
-// (on by default). Off, acquisitions retry at the configured intervals
-// only, as FOLIO's mod-circulation does: for a storage that does not know
-// waitMs.
-func (s *Service) UseWaitAtStorage(on bool) { s.waitAtStorage = on }
-
-// UseInstance names this instance in the locks it takes (a lock's holder),
-// so operators and waiting check-outs can tell which instance holds one.
-func (s *Service) UseInstance(name string) { s.instance = name }
-
-// UseClock replaces the service's clock: now for timestamps and waits, and
-// newTimer for the waits between lock attempts (nil: real timers). Tests use
-// it to record the waits instead of sleeping through them.
-func (s *Service) UseClock(now func() time.Time, newTimer func() backoff.Timer) {
-	s.now, s.newTimer = now, newTimer
+// NewService returns the check-out service, configured by cfg.
+func NewService(storage Storage, settings *Settings, observer Observer, logger *slog.Logger, cfg ServiceConfig) *Service {
+	now, newTimer := cfg.Now, cfg.NewTimer
+	if now == nil {
+		now = time.Now
+	}
+	if newTimer == nil {
+		newTimer = func() backoff.Timer { return nil }
+	}
+	return &Service{
+		storage: storage, settings: settings, observer: observer, logger: logger, releaseTimeout: cfg.ReleaseTimeout,
+		now: now, newTimer: newTimer, waitAtStorage: cfg.WaitAtStorage, instance: cfg.Instance,
+	}
 }
 
 // CheckOutRequest is a check-out by barcode.
@@ -495,46 +508,6 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (writte
 	return written{}, err
 }
 
-// updateItem writes an item at the version it was read. A version conflict
-// means another request changed it first: nothing was written. An ambiguous
-// failure (no answer) is settled by writing the same version again, which
-// waits behind any copy still in flight: success, or a conflict after which
-// the item is read back: at the next version with the new status, the first
-// write was applied.
-func (s *Service) updateItem(ctx context.Context, changed Item) (Item, error) {
-	stored, err := s.storage.UpdateItem(ctx, changed)
-	if err == nil {
-		return stored, nil
-	}
-	if ambiguous(err) {
-		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
-		defer cancel()
-		rerr := s.retryAmbiguous(sctx, 20, func() error {
-			var err error
-			stored, err = s.storage.UpdateItem(sctx, changed)
-			return err
-		})
-		switch {
-		case rerr == nil:
-			return stored, nil
-		case errs.IsKind(rerr, errs.KindConflict):
-			current, gerr := s.storage.ItemByBarcode(sctx, changed.Barcode)
-			if gerr == nil && current.Version == changed.Version+1 && current.Status == changed.Status {
-				return current, nil
-			}
-			err = rerr
-		default:
-			return Item{}, err
-		}
-	}
-	if errs.IsKind(err, errs.KindConflict) {
-		return Item{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
-			"The item was changed by another request; nothing was changed, try again").
-			With("itemBarcode", changed.Barcode).Because(err)
-	}
-	return Item{}, err
-}
-
 // existence is what reading a record back found out.
 type existence int
 
@@ -569,16 +542,6 @@ func (s *Service) readLoan(ctx context.Context, loanID string) (json.RawMessage,
 		return err
 	})
 	return doc, err
-}
-
-// loanClosed reports whether a stored loan document is closed.
-func loanClosed(doc json.RawMessage) bool {
-	var l struct {
-		Status struct {
-			Name string `json:"name"`
-		} `json:"status"`
-	}
-	return json.Unmarshal(doc, &l) == nil && l.Status.Name == "Closed"
 }
 
 // ambiguous reports whether a failed write may nevertheless have been

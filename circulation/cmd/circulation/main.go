@@ -84,16 +84,28 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	storage := storageclient.New(cfg.StorageURL, cfg.StorageTimeout)
 	defer storage.Close()
 	metrics := httpapi.NewMetrics()
-	settings := circulation.NewSettings(storage, circulation.LockSettings{
-		Enabled:        cfg.CheckoutLockFeatureEnabled,
-		LockTTL:        time.Duration(cfg.LockTTLMs) * time.Millisecond,
-		RetryIntervals: cfg.RetryIntervalMs.Durations(),
-	}, cfg.SettingsCacheTTL, logger)
-	// A check-out's waits for the lock end a second before its deadline.
-	settings.UseBounds(locksettings.DefaultBounds(max(cfg.RequestTimeout-time.Second, cfg.RequestTimeout/2)))
-	settings.UseCacheSize(cfg.SettingsCacheTenants)
-	svc := circulation.NewService(storage, settings, metrics, logger, cfg.ReleaseTimeout)
-	svc.UseWaitAtStorage(cfg.LockWaitAtStorage)
+	settings := circulation.NewSettings(storage, circulation.SettingsConfig{
+		Env: circulation.LockSettings{
+			Enabled:        cfg.CheckoutLockFeatureEnabled,
+			LockTTL:        time.Duration(cfg.LockTTLMs) * time.Millisecond,
+			RetryIntervals: cfg.RetryIntervalMs.Durations(),
+		},
+		TTL: cfg.SettingsCacheTTL,
+		// A check-out's waits for the lock end a second before its deadline.
+		Bounds:     locksettings.DefaultBounds(max(cfg.RequestTimeout-time.Second, cfg.RequestTimeout/2)),
+		MaxTenants: cfg.SettingsCacheTenants,
+	}, logger)
+	// The port listened on names this instance in its locks, unless
+	// configured: it is bound before the service is built.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	svc := circulation.NewService(storage, settings, metrics, logger, circulation.ServiceConfig{
+		ReleaseTimeout: cfg.ReleaseTimeout,
+		WaitAtStorage:  cfg.LockWaitAtStorage,
+		Instance:       instanceName(cfg.InstanceName, ln.Addr()),
+	})
 	server := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxHeaderBytes: cfg.MaxHeaderBytes,
 		RequestTimeout: cfg.RequestTimeout, Auth: authn, Module: module},
 		httpapi.Services{
@@ -104,11 +116,6 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 			Ready:       storage.Ready,
 		}, sch, metrics, logger)
 
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-	}
-	svc.UseInstance(instanceName(cfg.InstanceName, ln.Addr()))
 	srv := &http.Server{
 		Handler:           server,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -132,13 +139,22 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down")
+	logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout))
 	// In-flight check-outs finish, releasing their locks, before exit.
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
+		// Check-outs still in flight are cut off; a lock one holds and
+		// has not released yet expires at its TTL.
+		logger.Error("check-outs still in flight after the shutdown timeout; closing their connections",
+			slog.Duration("timeout", cfg.ShutdownTimeout), slog.Any("error", err))
+		if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, http.ErrServerClosed) {
+			logger.Warn("closing the HTTP server", slog.Any("error", cerr))
+		}
+		return fmt.Errorf("shutdown: check-outs still in flight after SHUTDOWN_TIMEOUT (%s) were cut off: %w", cfg.ShutdownTimeout, err)
 	}
+	// The storage client closes after this (deferred above): no check-out
+	// uses it any more.
 	logger.Info("stopped")
 	return nil
 }

@@ -1,7 +1,7 @@
 package httpapi
 
 import (
-	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -44,9 +44,17 @@ func (s *Server) storageToken(c echo.Context, tenant, user string) (string, erro
 	return "", nil
 }
 
-// authFailure is err's *auth.Failure, if it has one.
-func authFailure(err error) (*auth.Failure, bool) {
-	var f *auth.Failure
-	ok := errors.As(err, &f)
-	return f, ok
+// mustBeInPermissionTable panics unless schemas.Routes names the route
+// (method, and path in a router's notation) among circulation's: it is
+// called for every route as the server is built. A route left out would
+// otherwise be found only at run time, and then as no permission at all:
+// auth.Guard.Check lets a route the table does not know through, and in jwt
+// mode its calls to storage would carry no module permissions.
+func mustBeInPermissionTable(method, path string) {
+	if method == http.MethodHead {
+		method = http.MethodGet // served wherever GET is, by GET's permission
+	}
+	if _, known := schemas.PermissionFor(schemas.ServiceCirculation, method, path); !known {
+		panic(fmt.Sprintf("httpapi: %s %s is served but not in the permission table (schemas.Routes)", method, path))
+	}
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"embed"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -29,11 +30,25 @@ type Console interface {
 //go:embed ui
 var uiFiles embed.FS
 
+// uiPages are the embedded pages, at their root; taken once, at start-up.
+var uiPages = mustSub(uiFiles, "ui")
+
+// mustSub is fsys's subtree dir. It panics if dir is not a valid path,
+// which for an embedded directory is a programming error, found at
+// start-up, not a request's.
+func mustSub(fsys fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(fmt.Sprintf("httpapi: embedded %s: %v", dir, err))
+	}
+	return sub
+}
+
 // pages serves the librarian's settings page and the operator's lock
 // console: static files, embedded, that call the API with the tenant and,
 // in jwt mode, a token the user gives them.
 func (s *Server) pages(e *echo.Echo) {
-	files, _ := fs.Sub(uiFiles, "ui")
+	files := uiPages
 	serve := func(name string) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			body, err := fs.ReadFile(files, name)

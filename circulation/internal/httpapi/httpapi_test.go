@@ -123,11 +123,11 @@ func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Ha
 		h = wrap(h)
 	}
 	logger := slog.New(LogHandler(h))
-	settings := circulation.NewSettings(client, env, time.Minute, logger)
+	settings := circulation.NewSettings(client, circulation.SettingsConfig{Env: env, TTL: time.Minute}, logger)
 	metrics := NewMetrics()
-	svc := circulation.NewService(client, settings, metrics, logger, time.Second)
 	w := &waits{}
-	svc.UseClock(time.Now, w.timer)
+	svc := circulation.NewService(client, settings, metrics, logger, circulation.ServiceConfig{ReleaseTimeout: time.Second,
+		WaitAtStorage: true, Now: time.Now, NewTimer: w.timer})
 	srv := New(Config{MaxBodyBytes: maxBody, MaxHeaderBytes: 16 << 10, RequestTimeout: 5 * time.Second},
 		Services{Circulation: svc, Settings: settings, Storage: client, Ready: client.Ready}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net/http"
 	"testing"
 
 	"github.com/checkoutlock/schemas"
@@ -24,4 +25,19 @@ func TestServedRoutesAreThePermissionTable(t *testing.T) {
 			t.Errorf("%s %s is in the permission table but not served", r.Method, r.Path)
 		}
 	}
+}
+
+// TestARouteOutsideThePermissionTablePanics: a route the table leaves out
+// is refused when the server is built, not found open at run time; HEAD
+// goes by GET's entry.
+func TestARouteOutsideThePermissionTablePanics(t *testing.T) {
+	t.Parallel()
+	mustBeInPermissionTable(http.MethodGet, "/circulation/loans/:id")
+	mustBeInPermissionTable(http.MethodHead, "/circulation/loans/{id}")
+	defer func() {
+		if recover() == nil {
+			t.Error("GET /circulation/unlisted was routed without a panic")
+		}
+	}()
+	mustBeInPermissionTable(http.MethodGet, "/circulation/unlisted")
 }

@@ -245,8 +245,10 @@ func get(e *echo.Echo, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc
 
 // handle routes method and path to h behind the route's middleware m,
 // applied here, once (the first of m runs first): echo would apply a
-// route's middleware anew on every request.
+// route's middleware anew on every request. A route the permission table
+// leaves out panics here, when the server is built.
 func handle(e *echo.Echo, method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	mustBeInPermissionTable(method, path)
 	for i := len(m) - 1; i >= 0; i-- {
 		h = m[i](h)
 	}
