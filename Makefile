@@ -23,7 +23,7 @@ FUZZTIME  ?= 10m
 # test's fuzzing coordinator, which can fail a run that found nothing.
 FUZZ_INPUTS ?= 400000x
 
-.PHONY: all build run test test-ha rules screenshots fuzz bench soak lint fmt clean
+.PHONY: all build run test test-ha mutate rules screenshots fuzz bench soak lint fmt clean
 
 all: build
 
@@ -50,6 +50,11 @@ test: lint rules
 test-ha:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=1 -timeout 30m -v -run 'TestFailover' ./integration-tests/ha -args -ha
+
+## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken in turn (the file restored after), its tests must fail; about a minute
+mutate:
+	scripts/ensure-postgres.sh >/dev/null
+	$(GO) run ./integration-tests/mutate
 
 ## rules: check the shipped Prometheus alerting rules with promtool (installed from Debian's prometheus package when missing)
 rules:

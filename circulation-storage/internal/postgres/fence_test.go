@@ -1,0 +1,78 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+
+	"github.com/google/uuid"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// TestFenceRefusesAWriteUnderALockTakenOver is the fence's core case: two
+// locks of one patron in turn. Check-out 1 acquires lock A and stalls past
+// A's expiry; check-out 2 takes the patron's lock over as B, which is live.
+// Check-out 1's write, naming A, must be refused LOCK_LOST while B lives:
+// the fence is A's own id, not "a live lock of the patron". That holds
+// also when B's owner is A's (two check-outs from one kiosk, through the
+// same module), where the owner check cannot tell them apart. Nothing is
+// written, B is not released by the refused write, and B's own write goes
+// through. (mutations.txt: fence-lock-id.)
+func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	records := NewRecords(f.db, testPolicy)
+	kiosk := storage.Caller{User: "kiosk-1", Module: "circulation"}
+	for _, c := range []struct {
+		name         string
+		second       storage.Caller
+		patron       string
+		stale, fresh string // the items check-outs 1 and 2 write
+	}{
+		{name: "by the same owner", second: kiosk, patron: "1001", stale: "book-061", fresh: "book-062"},
+		{name: "by another owner", second: storage.Caller{User: "kiosk-2", Module: "circulation"}, patron: "1002",
+			stale: "book-063", fresh: "book-064"},
+	} {
+		first := storage.WithCaller(context.Background(), kiosk)
+		second := storage.WithCaller(context.Background(), c.second)
+		user := SampleID(c.patron)
+		a, _, err := f.locks.Acquire(first, f.tenant, user, uuid.NewString(), ttl, kiosk.Holder())
+		if err != nil {
+			t.Fatal(err)
+		}
+		expire(t, f, a.ID)
+		b, outcome, err := f.locks.Acquire(second, f.tenant, user, uuid.NewString(), ttl, c.second.Holder())
+		if err != nil || outcome != storage.TookOverExpired || b.ID == a.ID {
+			t.Fatalf("%s: takeover of the expired lock: %+v %v %v", c.name, b, outcome, err)
+		}
+
+		// Check-out 1 writes under A, as if A were still its own.
+		_, err = records.CreateCheckOutLoan(first, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
+			Loan: loanDoc(user, SampleID(c.stale)), LockID: a.ID, ItemVersion: 1, ReleaseLock: true})
+		if e, ok := errs.As(err); !ok || e.Code != schemas.CodeLockLost || e.Kind != errs.KindConflict {
+			t.Errorf("%s: a write under lock A after B took it over: %v, want %s", c.name, err, schemas.CodeLockLost)
+		}
+		if n := f.count(t, "loan", "user_id = $1", user); n != 0 {
+			t.Errorf("%s: %d loans written under the lost lock A, want 0", c.name, n)
+		}
+		if n := f.count(t, "item", "id = $1 AND version = 1 AND status_name <> 'Checked out'", SampleID(c.stale)); n != 1 {
+			t.Errorf("%s: the item of the refused write changed", c.name)
+		}
+		if _, err := f.locks.Get(context.Background(), f.tenant, b.ID); err != nil {
+			t.Errorf("%s: lock B after the refused write under A: %v, want it still held", c.name, err)
+		}
+
+		// Check-out 2's write under B goes through, and releases B.
+		w, err := records.CreateCheckOutLoan(second, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
+			Loan: loanDoc(user, SampleID(c.fresh)), LockID: b.ID, ItemVersion: 1, ReleaseLock: true})
+		if err != nil || !w.LockReleased {
+			t.Errorf("%s: the write under lock B: %v (released %v), want the loan and B released", c.name, err, w.LockReleased)
+		}
+		if n := f.count(t, "loan", "user_id = $1", user); n != 1 {
+			t.Errorf("%s: %d loans after B's write, want 1", c.name, n)
+		}
+	}
+}
