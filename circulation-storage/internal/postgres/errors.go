@@ -11,24 +11,10 @@ import (
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	storage "github.com/checkoutlock/circulation-storage"
-)
-
-// SQLSTATE codes this package acts on.
-const (
-	sqlstateUniqueViolation     = "23505"
-	sqlstateForeignKeyViolation = "23503"
-	sqlstateCheckViolation      = "23514"
-	sqlstateNotNullViolation    = "23502"
-	sqlstateInvalidText         = "22P02"
-	sqlstateNumericOutOfRange   = "22003"
-	sqlstateUndefinedTable      = "42P01"
-	sqlstateInvalidSchemaName   = "3F000"
-	sqlstateQueryCanceled       = "57014"
-	sqlstateUntranslatable      = "22P05"
-	sqlstateNotInRepertoire     = "22021"
 )
 
 // interpret translates a driver error into a domain error by SQLSTATE code,
@@ -52,47 +38,47 @@ func interpret(err error, t storage.Tenant) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case pgErr.Code == sqlstateInvalidSchemaName, pgErr.Code == sqlstateUndefinedTable:
+		case pgErr.Code == pgerrcode.InvalidSchemaName, pgErr.Code == pgerrcode.UndefinedTable:
 			if t != "" {
 				e := storage.TenantNotInitialized(t)
 				e.Err = err
 				return e
 			}
-		case pgErr.Code == sqlstateUniqueViolation:
+		case pgErr.Code == pgerrcode.UniqueViolation:
 			e := errs.Errorf(errs.KindConflict, schemas.CodeConflict, "A record with the same unique value already exists").
 				With("constraint", pgErr.ConstraintName)
 			e.Err = err
 			return e
-		case pgErr.Code == sqlstateForeignKeyViolation:
+		case pgErr.Code == pgerrcode.ForeignKeyViolation:
 			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A referenced record does not exist").
 				With("constraint", pgErr.ConstraintName)
 			e.Err = err
 			return e
-		case pgErr.Code == sqlstateUntranslatable:
+		case pgErr.Code == pgerrcode.UntranslatableCharacter:
 			// JSON allows "\u0000"; PostgreSQL's jsonb does not.
 			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Text must not contain the NUL character (\\u0000)")
 			e.Err = err
 			return e
-		case pgErr.Code == sqlstateNotInRepertoire:
+		case pgErr.Code == pgerrcode.CharacterNotInRepertoire:
 			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Text must be valid UTF-8 without NUL characters")
 			e.Err = err
 			return e
-		case pgErr.Code == sqlstateCheckViolation, pgErr.Code == sqlstateNotNullViolation,
-			pgErr.Code == sqlstateInvalidText, pgErr.Code == sqlstateNumericOutOfRange:
+		case pgErr.Code == pgerrcode.CheckViolation, pgErr.Code == pgerrcode.NotNullViolation,
+			pgErr.Code == pgerrcode.InvalidTextRepresentation, pgErr.Code == pgerrcode.NumericValueOutOfRange:
 			// The schemas should have refused the value first; if one slips
 			// through, it is still the client's value that is wrong.
 			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A value is out of range or malformed").
 				With("constraint", pgErr.ConstraintName)
 			e.Err = err
 			return e
-		case pgErr.Code == sqlstateQueryCanceled:
+		case pgErr.Code == pgerrcode.QueryCanceled:
 			e := errs.Errorf(errs.KindUnavailable, schemas.CodeTimeout, "The request took too long and was cancelled")
 			e.Err = err
 			return e
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
-			strings.HasPrefix(pgErr.Code, "53"),          // insufficient resources
-			strings.HasPrefix(pgErr.Code, "57P"),         // operator intervention: shutdown, cannot connect now
-			pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock: retryable
+			strings.HasPrefix(pgErr.Code, "53"),                                                    // insufficient resources
+			strings.HasPrefix(pgErr.Code, "57P"),                                                   // operator intervention: shutdown, cannot connect now
+			pgErr.Code == pgerrcode.SerializationFailure, pgErr.Code == pgerrcode.DeadlockDetected: // retryable
 			return storage.Unavailable(err)
 		}
 		return err

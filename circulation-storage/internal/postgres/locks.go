@@ -9,6 +9,7 @@ import (
 
 	"github.com/checkoutlock/schemas/errs"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -124,7 +125,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 // patron's lock.
 func interpretAcquire(err error, t storage.Tenant) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "check_out_lock_pkey" {
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "check_out_lock_pkey" {
 		e := errs.Errorf(errs.KindConflict, schemas.CodeConflict, "Lock id is already used by another patron's lock")
 		e.Err = err
 		return e

@@ -7,6 +7,7 @@ import (
 	"net"
 	"syscall"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -81,7 +82,7 @@ func deadConnection(err error) bool {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return pe.Severity == "FATAL" && len(pe.Code) == 5 && pe.Code[:2] == "57"
+		return pe.SeverityUnlocalized == "FATAL" && pgerrcode.IsOperatorIntervention(pe.Code)
 	}
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)

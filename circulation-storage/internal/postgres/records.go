@@ -10,6 +10,7 @@ import (
 	"github.com/checkoutlock/schemas/errs"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -691,7 +692,7 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == sqlstateForeignKeyViolation {
+		if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation {
 			c := constraints[pgErr.ConstraintName]
 			e := errs.Errorf(errs.KindConflict, schemas.CodeInUse, "Cannot delete %s %s: %s refer to it",
 				strings.ToLower(r.Name), id, c.source).With("id", id)
@@ -754,17 +755,17 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 	}
 	c, known := constraints[pgErr.ConstraintName]
 	switch {
-	case pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == spec(r).table+"_pkey":
+	case pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == spec(r).table+"_pkey":
 		id := fieldValue(doc, "id")
 		e := errs.Errorf(errs.KindConflict, schemas.CodeConflict, "%s %s already exists", r.Name, id).With("id", id)
 		e.Err = err
 		return e
-	case known && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == "loan_one_open_loan_per_item":
+	case known && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "loan_one_open_loan_per_item":
 		e := errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan, "Cannot have more than one open loan for the same item").
 			With("itemId", fieldValue(doc, c.field))
 		e.Err = err
 		return e
-	case known && pgErr.Code == sqlstateUniqueViolation:
+	case known && pgErr.Code == pgerrcode.UniqueViolation:
 		v := fieldValue(doc, c.field)
 		if pgErr.ConstraintName == "setting_scope_key_key" {
 			v = fieldValue(doc, "scope") + "/" + v
@@ -773,7 +774,7 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 			With(c.field, v)
 		e.Err = err
 		return e
-	case known && pgErr.Code == sqlstateForeignKeyViolation:
+	case known && pgErr.Code == pgerrcode.ForeignKeyViolation:
 		v := fieldValue(doc, c.field)
 		e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: %s %s does not exist", c.field, c.target, v).
 			With(c.field, v)

@@ -8,6 +8,7 @@ import (
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -111,7 +112,7 @@ VALUES ($1, nullif($2, '')::uuid, nullif($3, '')::uuid, nullif($4, '')::uuid, $5
 // interpretRule names the rule and field of a reference that does not exist.
 func interpretRule(err error, t storage.Tenant, index int, rules storage.CirculationRules) error {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != sqlstateForeignKeyViolation {
+	if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.ForeignKeyViolation {
 		return interpret(err, t)
 	}
 	c := constraints[pgErr.ConstraintName]

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -105,43 +106,64 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 		return 0, interpret(err, "")
 	}
 	total := 0
+	var failed []error
 	for _, schema := range schemas {
-		waiters := pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize()
-		if _, err := s.db.pool.Exec(ctx, `DELETE FROM `+waiters+` WHERE expires_at <= now()`); err != nil &&
-			!errs.IsKind(interpret(err, storage.Tenant(schema)), errs.KindBadRequest) {
-			return total, fmt.Errorf("sweep %s waiters: %w", schema, interpret(err, ""))
-		}
-		locks := pgx.Identifier{schema, "check_out_lock"}.Sanitize()
-		events := pgx.Identifier{schema, "check_out_lock_event"}.Sanitize()
-		q := fmt.Sprintf(sweepSQL, locks)
-		if s.history {
-			q = fmt.Sprintf(sweepRecordSQL, locks, events)
-		}
-		if _, err := s.db.pool.Exec(ctx, fmt.Sprintf(trimSQL, events), s.retention.Seconds(), s.maxEvents); err != nil &&
-			!errs.IsKind(interpret(err, storage.Tenant(schema)), errs.KindBadRequest) {
-			return total, fmt.Errorf("trim %s history: %w", schema, interpret(err, ""))
-		}
-		for {
-			tag, err := s.db.pool.Exec(ctx, q, s.batchSize)
-			if err != nil {
-				// A tenant purged since the listing is not an error.
-				if errs.IsKind(interpret(err, storage.Tenant(schema)), errs.KindBadRequest) {
-					break
-				}
-				return total, fmt.Errorf("sweep %s: %w", schema, interpret(err, ""))
+		n, err := s.sweepTenant(ctx, schema)
+		total += n
+		if err != nil {
+			if ctx.Err() != nil {
+				return total, ctx.Err()
 			}
-			n := int(tag.RowsAffected())
-			total += n
-			if n > 0 {
-				s.onDeleted(n)
-			}
-			if n < s.batchSize {
-				break
-			}
+			// One tenant's failure (a table made unreadable, a lock
+			// timeout) does not keep the others' locks from expiring.
+			s.logger.WarnContext(ctx, "lock sweep of a tenant failed; going on with the others",
+				slog.String("schema", schema), slog.Any("error", err))
+			failed = append(failed, err)
 		}
 	}
 	if total > 0 {
 		s.logger.DebugContext(ctx, "expired locks swept", slog.Int("deleted", total))
 	}
+	if len(failed) > 0 {
+		return total, fmt.Errorf("%d of %d tenants not swept: %w", len(failed), len(schemas), errors.Join(failed...))
+	}
 	return total, nil
+}
+
+// sweepTenant deletes the expired waiters and locks of the tenant whose
+// schema is schema and trims its history; it returns how many locks it
+// deleted. A tenant purged since the listing is not an error.
+func (s *Sweeper) sweepTenant(ctx context.Context, schema string) (int, error) {
+	gone := func(err error) bool { return errs.IsKind(interpret(err, storage.Tenant(schema)), errs.KindBadRequest) }
+	waiters := pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize()
+	if _, err := s.db.pool.Exec(ctx, `DELETE FROM `+waiters+` WHERE expires_at <= now()`); err != nil && !gone(err) {
+		return 0, fmt.Errorf("sweep %s waiters: %w", schema, interpret(err, ""))
+	}
+	locks := pgx.Identifier{schema, "check_out_lock"}.Sanitize()
+	events := pgx.Identifier{schema, "check_out_lock_event"}.Sanitize()
+	q := fmt.Sprintf(sweepSQL, locks)
+	if s.history {
+		q = fmt.Sprintf(sweepRecordSQL, locks, events)
+	}
+	if _, err := s.db.pool.Exec(ctx, fmt.Sprintf(trimSQL, events), s.retention.Seconds(), s.maxEvents); err != nil && !gone(err) {
+		return 0, fmt.Errorf("trim %s history: %w", schema, interpret(err, ""))
+	}
+	total := 0
+	for {
+		tag, err := s.db.pool.Exec(ctx, q, s.batchSize)
+		if err != nil {
+			if gone(err) {
+				return total, nil
+			}
+			return total, fmt.Errorf("sweep %s: %w", schema, interpret(err, ""))
+		}
+		n := int(tag.RowsAffected())
+		total += n
+		if n > 0 {
+			s.onDeleted(n)
+		}
+		if n < s.batchSize {
+			return total, nil
+		}
+	}
 }
