@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"github.com/checkoutlock/schemas"
 	"strconv"
 	"sync"
 	"time"
@@ -34,7 +35,14 @@ const (
 	WaitTimedOut WaitResult = "timed_out"
 	WaitGone     WaitResult = "gone"
 	WaitFailed   WaitResult = "failed"
+	// WaitShutDown: the instance shut down (Close) while the request
+	// waited.
+	WaitShutDown WaitResult = "shut_down"
 )
+
+// WaitResults are the ways a wait ends, for metrics to name each from the
+// start.
+var WaitResults = []WaitResult{WaitAcquired, WaitTimedOut, WaitGone, WaitFailed, WaitShutDown}
 
 // WaitObserver is told what waiting acquisitions do. Implementations must
 // be safe for concurrent use.
@@ -81,11 +89,16 @@ type WaitConfig struct {
 // the first in line tries the lock; the others wait for their turn. Across
 // instances there is no order: each instance's first in line competes, and
 // the acquisition statement lets exactly one of them win.
+//
+// Close ends every wait, for a shutdown.
 type Waiters struct {
 	locks LockService
 	obs   WaitObserver
 	cfg   WaitConfig
 	now   func() time.Time
+	// closed is closed by Close.
+	closed    chan struct{}
+	closeOnce sync.Once
 
 	mu        sync.Mutex
 	queues    map[waitKey][]*waiter
@@ -106,14 +119,45 @@ type waiter struct {
 
 // NewWaiters returns the waiting service over locks.
 func NewWaiters(locks LockService, obs WaitObserver, cfg WaitConfig) *Waiters {
-	return &Waiters{locks: locks, obs: obs, cfg: cfg, now: time.Now, queues: map[waitKey][]*waiter{}}
+	return &Waiters{locks: locks, obs: obs, cfg: cfg, now: time.Now, closed: make(chan struct{}), queues: map[waitKey][]*waiter{}}
+}
+
+// ShuttingDown is the answer to an acquisition whose wait Close ended: 503,
+// waitedMs the time it waited. The client tries again, on another instance
+// or on this one restarted; the lock it waited for is untouched.
+func ShuttingDown(userID string, waited time.Duration) *errs.Error {
+	e := errs.Errorf(errs.KindUnavailable, schemas.CodeShuttingDown,
+		"circulation-storage is shutting down: the wait for the patron's lock ended without it; try again").
+		With("userId", userID).With("waitedMs", strconv.FormatInt(waited.Milliseconds(), 10))
+	e.RetryAfter = time.Second
+	return e
+}
+
+// Close ends every wait, for a shutdown: each waiting acquisition answers
+// at once with ShuttingDown and leaves its line, recording nothing (a
+// waiter_gave_up event would cost a statement per waiter, against a
+// database that may be the reason for the shutdown). From then on an
+// acquisition that finds the lock held is answered at once, as without a
+// wait. A grant already made is kept and answered. Close does not wait for
+// the answers (the HTTP server's Shutdown does); calling it again does
+// nothing.
+func (w *Waiters) Close() { w.closeOnce.Do(func() { close(w.closed) }) }
+
+// isClosed says whether Close was called.
+func (w *Waiters) isClosed() bool {
+	select {
+	case <-w.closed:
+		return true
+	default:
+		return false
+	}
 }
 
 // Acquire takes the patron's lock as LockService.Acquire does, waiting up to
 // wait for it while someone else holds it. A zero wait is exactly
 // LockService.Acquire. A lock granted to a client that has gone is released
 // at once. After a wait in vain the KindLocked error names how long was
-// waited (parameter waitedMs).
+// waited (parameter waitedMs); a wait ended by Close answers ShuttingDown.
 //
 // A wait that ends without the lock (timed out, or the client gone) is
 // recorded in the lock history as EventWaiterGaveUp, naming the holder.
@@ -129,7 +173,7 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 	key := waitKey{t, userID}
 	me := &waiter{wake: make(chan WakeCause, 1)}
 	if !w.join(key, me) {
-		return lock, outcome, err // too many waiting here: answer at once
+		return lock, outcome, err // too many waiting here, or closed: answer at once
 	}
 	result := WaitFailed
 	// heldErr is the last answer that the lock is held, for its expiry
@@ -186,7 +230,14 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		lock, outcome = Lock{}, 0
 		return true
 	}
+	shutDown := func() (Lock, AcquireOutcome, error) {
+		result = WaitShutDown
+		return Lock{}, 0, ShuttingDown(userID, w.now().Sub(start))
+	}
 	for {
+		if w.isClosed() {
+			return shutDown()
+		}
 		if tryNow && try() {
 			return lock, outcome, err
 		}
@@ -236,6 +287,8 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		case <-ctx.Done():
 			result = WaitGone
 			return Lock{}, 0, ctx.Err()
+		case <-w.closed:
+			return shutDown()
 		}
 	}
 }
@@ -280,11 +333,11 @@ func (w *Waiters) watch(ctx context.Context, t Tenant, userID string, wait time.
 }
 
 // join queues me behind the patron's other waiters here; false when too
-// many requests are waiting already.
+// many requests are waiting already, or after Close.
 func (w *Waiters) join(key waitKey, me *waiter) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.count >= w.cfg.MaxWaiters {
+	if w.count >= w.cfg.MaxWaiters || w.isClosed() {
 		return false
 	}
 	w.queues[key] = append(w.queues[key], me)

@@ -148,6 +148,9 @@ const (
 	CodeDatabaseUnavailable = "DATABASE_UNAVAILABLE"
 	CodeStorageUnavailable  = "STORAGE_UNAVAILABLE"
 	CodeTimeout             = "REQUEST_TIMEOUT"
+	// CodeShuttingDown: storage is shutting down; an acquisition waiting
+	// for a held lock is answered at once with it.
+	CodeShuttingDown = "SHUTTING_DOWN"
 
 	// Who may do what (the envelope of a 403 names the permission).
 	CodeForbidden = "FORBIDDEN"

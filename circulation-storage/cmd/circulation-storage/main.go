@@ -85,6 +85,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	if err != nil {
 		return err
 	}
+	// The pool closes last, once nothing that uses it runs any more (the
+	// defers below run before this one).
 	defer db.Close()
 	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	if err := db.Ping(pingCtx); err != nil {
@@ -150,10 +152,15 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 
+	// The background work (sweeper, release listener) runs until the HTTP
+	// server is down; stopBackground ends it and waits for it.
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	sweepCtx, stopSweeper := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSweeper()
+	stopBackground := func() {
+		stopSweeper()
+		wg.Wait()
+	}
+	defer stopBackground()
 	sweeper := postgres.NewSweeper(db, logger, cfg.SweepBatchSize, metrics.SweeperDeleted)
 	sweeper.UseHistory(cfg.LockHistory, cfg.LockHistoryRetention, cfg.LockHistoryMaxEvents)
 	wg.Add(2)
@@ -185,16 +192,38 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 
 	select {
 	case err := <-serveErr:
+		waiters.Close()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	return shutdown(logger, srv, waiters, stopBackground, cfg.ShutdownTimeout)
+}
+
+// shutdown ends what run started, in order: the waiting acquisitions
+// answer at once (503 SHUTTING_DOWN) instead of holding the shutdown up
+// for as long as LOCK_MAX_WAIT_MS; the HTTP server stops accepting and
+// lets the requests in flight finish within timeout (SHUTDOWN_TIMEOUT),
+// and closes their connections when they do not; the background work
+// stops. The database pool, deferred by run, closes after it all. A
+// shutdown whose requests outlived timeout is an error: they were cut off.
+func shutdown(logger *slog.Logger, srv *http.Server, waiters *storage.Waiters, stopBackground func(), timeout time.Duration) error {
+	logger.Info("shutting down", slog.Duration("timeout", timeout))
+	waiters.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
+	var failed error
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error("requests still in flight after the shutdown timeout; closing their connections",
+			slog.Duration("timeout", timeout), slog.Any("error", err))
+		if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, http.ErrServerClosed) {
+			logger.Warn("closing the HTTP server", slog.Any("error", cerr))
+		}
+		failed = fmt.Errorf("shutdown: requests still in flight after SHUTDOWN_TIMEOUT (%s) were cut off: %w", timeout, err)
 	}
-	stopSweeper()
+	stopBackground()
+	if failed != nil {
+		return failed
+	}
 	logger.Info("stopped")
 	return nil
 }

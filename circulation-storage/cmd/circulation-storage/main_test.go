@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/schemas/auth"
@@ -154,5 +157,166 @@ func TestThePublishedSecretNeedsSayingSo(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("run: %v", err)
+	}
+}
+
+// TestShutdownEndsWaitingAcquisitions: acquisitions waiting for a held
+// lock (waitMs well beyond SHUTDOWN_TIMEOUT) do not hold the shutdown up:
+// when run's context is cancelled (SIGTERM) they answer at once, 503
+// SHUTTING_DOWN, and run returns nil well within SHUTDOWN_TIMEOUT.
+func TestShutdownEndsWaitingAcquisitions(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.Shared(t)
+	tenant := pgtest.TenantID()
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+
+			pgx.Identifier{tenant + "_mod_circulation_storage"}.Sanitize()+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	listening := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "AUTH_MODE": "none", "DATABASE_URL": dbURL,
+			"SHUTDOWN_TIMEOUT": "5s", "LOCK_MAX_WAIT_MS": "60000"}, &out, listening)
+	}()
+	var addr string
+	select {
+	case addr = <-listening:
+	case err := <-done:
+		t.Fatalf("run returned before listening: %v\n%s", err, out.String())
+	}
+	post := func(path, body string) (int, string, error) {
+		req, _ := http.NewRequest("POST", "http://"+addr+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Okapi-Tenant", tenant)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), err
+	}
+	if status, body, err := post("/_/tenant", `{"module_to":"mod-circulation-storage-1.0.0"}`); err != nil || status != http.StatusCreated {
+		t.Fatalf("tenant init: %d %s %v", status, body, err)
+	}
+	user := "5b0e5a1c-7a1e-4f67-9d4b-0c6f1e2a3b4c"
+	if status, body, err := post("/check-out-lock-storage", `{"userId":"`+user+`","ttlMs":60000}`); err != nil || status != http.StatusCreated {
+		t.Fatalf("acquire: %d %s %v", status, body, err)
+	}
+	const n = 3
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	answers := make(chan answer, n)
+	for range n {
+		go func() {
+			status, body, err := post("/check-out-lock-storage", `{"userId":"`+user+`","ttlMs":60000,"waitMs":60000}`)
+			answers <- answer{status, body, err}
+		}()
+	}
+	// Wait until all of them wait.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(metrics(t, addr), "checkout_lock_waiters 3\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiters do not wait:\n%s", metrics(t, addr))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	for range n {
+		select {
+		case a := <-answers:
+			if a.err != nil || a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"code":"SHUTTING_DOWN"`) {
+				t.Errorf("a waiter answered %d %s %v, want 503 SHUTTING_DOWN", a.status, a.body, a.err)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("a waiter has not answered a second after the shutdown began")
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v\n%s", err, out.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not return within SHUTDOWN_TIMEOUT")
+	}
+}
+
+// metrics is the /metrics page of the service at addr.
+func metrics(t *testing.T, addr string) string {
+	t.Helper()
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestShutdownPastItsTimeoutClosesConnections: a request still in flight
+// when SHUTDOWN_TIMEOUT ends (a body that never finishes arriving, with
+// REQUEST_TIMEOUT far longer) does not keep the process up: its connection
+// is closed, and run says the shutdown cut requests off.
+func TestShutdownPastItsTimeoutClosesConnections(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	listening := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "AUTH_MODE": "none", "DATABASE_URL": pgtest.Shared(t),
+			"SHUTDOWN_TIMEOUT": "300ms", "REQUEST_TIMEOUT": "60s"}, &out, listening)
+	}()
+	var addr string
+	select {
+	case addr = <-listening:
+	case err := <-done:
+		t.Fatalf("run returned before listening: %v\n%s", err, out.String())
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Headers and the start of a body that never ends.
+	if _, err := io.WriteString(conn, "POST /check-out-lock-storage HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"X-Okapi-Tenant: diku\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the request is being read: in flight
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "SHUTDOWN_TIMEOUT") {
+			t.Fatalf("run: %v, want the shutdown to say it cut requests off\n%s", err, out.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not return after SHUTDOWN_TIMEOUT with a request in flight")
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Errorf("the in-flight request's connection was not closed: %v", err)
+	}
+	if !strings.Contains(out.String(), "closing their connections") {
+		t.Errorf("no word of the cut-off requests in the log:\n%s", out.String())
 	}
 }

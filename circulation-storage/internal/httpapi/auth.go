@@ -8,6 +8,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/checkoutlock/schemas/errs"
+
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
@@ -78,16 +80,20 @@ func (s *Server) checkSetting(scope string, doc json.RawMessage) error {
 		Key   string          `json:"key"`
 		Value json.RawMessage `json:"value"`
 	}
-	_ = json.Unmarshal(doc, &e)
+	if err := json.Unmarshal(doc, &e); err != nil {
+		// The body passed setting.json, so this is not expected; were it
+		// to happen, the bounds would go unchecked: refuse.
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "The body does not fit a settings entry").Because(err)
+	}
 	if scope != locksettings.Scope || e.Key != locksettings.Key {
 		return nil
 	}
-	errs := s.settingBounds().Validate(e.Value)
-	if len(errs) == 0 {
+	broken := s.settingBounds().Validate(e.Value)
+	if len(broken) == 0 {
 		return nil
 	}
 	v := &schemas.ValidationError{Schema: "setting.json"}
-	for _, fe := range errs {
+	for _, fe := range broken {
 		field := "value"
 		if fe.Field != "" {
 			field += "." + fe.Field

@@ -40,6 +40,7 @@ type fixture struct {
 	tenant  string
 	pool    *pgxpool.Pool
 	metrics *Metrics
+	waiters *storage.Waiters
 }
 
 func setup(t testing.TB) *fixture {
@@ -91,7 +92,7 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	f := &fixture{t: t, url: ts.URL, tenant: pgtest.TenantID(), pool: pool, metrics: metrics}
+	f := &fixture{t: t, url: ts.URL, tenant: pgtest.TenantID(), pool: pool, metrics: metrics, waiters: waiters}
 	res := f.do("POST", "/_/tenant", `{"module_to":"mod-circulation-storage-1.0.0"}`)
 	res.wantStatus(http.StatusCreated)
 	t.Cleanup(func() {

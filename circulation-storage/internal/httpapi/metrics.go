@@ -76,7 +76,7 @@ func NewMetrics() *Metrics {
 		}),
 		waitDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "checkout_lock_wait_seconds",
-			Help:    "Time acquisitions with waitMs spent waiting for a held lock, by result: acquired, timed_out, gone (client left), failed.",
+			Help:    "Time acquisitions with waitMs spent waiting for a held lock, by result: acquired, timed_out, gone (client left), failed, shut_down (the instance shut down).",
 			Buckets: latencyBuckets,
 		}, []string{"result"}),
 		waiters: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -118,7 +118,7 @@ func NewMetrics() *Metrics {
 	for _, outcome := range []string{"acquired", "took_over_expired", "renewed", "held"} {
 		m.acquisitions[outcome] = m.lockAcquisitions.WithLabelValues(outcome)
 	}
-	for _, r := range []storage.WaitResult{storage.WaitAcquired, storage.WaitTimedOut, storage.WaitGone, storage.WaitFailed} {
+	for _, r := range storage.WaitResults {
 		m.waitDuration.WithLabelValues(string(r))
 	}
 	for _, c := range []storage.WakeCause{storage.WokenByRelease, storage.WokenByExpiry, storage.WokenByPoll} {

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -103,7 +105,19 @@ func notAhead(loanDate string) error {
 // releasePermission is the permission to release a lock
 // (DELETE /check-out-lock-storage/{id}), which a check-out's write that
 // releases its lock needs too.
-var releasePermission, _ = schemas.PermissionFor(schemas.ServiceStorage, http.MethodDelete, locksPath+"/{id}")
+var releasePermission = permissionFor(http.MethodDelete, locksPath+"/{id}")
+
+// permissionFor is the permission of one of storage's routes (method, and
+// path in FOLIO's notation) as schemas.Routes lists it. A route missing
+// there is a bug that panics when the package is initialised, at start-up,
+// rather than a permission check against "" at run time.
+func permissionFor(method, path string) string {
+	p, ok := schemas.PermissionFor(schemas.ServiceStorage, method, path)
+	if !ok || p == "" {
+		panic(fmt.Sprintf("httpapi: schemas.Routes names no permission for %s %s", method, path))
+	}
+	return p
+}
 
 // checkOutHeaders are the headers of a check-out's write.
 var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderReleaseLock}
@@ -151,15 +165,36 @@ func (s *Server) storedScope(c echo.Context, r storage.Resource, id, newScope st
 	if err != nil {
 		return err
 	}
-	var stored recordHeader
-	_ = json.Unmarshal(doc, &stored)
-	if err := s.settingsScope(c, r, stored.Scope); err != nil {
+	scope, err := storedScopeOf(id, doc)
+	if err != nil {
 		return err
 	}
-	if newScope != "" && newScope != stored.Scope {
+	if err := s.settingsScope(c, r, scope); err != nil {
+		return err
+	}
+	if newScope != "" && newScope != scope {
 		return s.settingsScope(c, r, newScope)
 	}
 	return nil
+}
+
+// storedScopeOf is the scope of the settings entry id as stored, which
+// decides who may read or change it. An entry whose scope cannot be read
+// (written straight into the table, say) is an error, never a permission
+// check on an empty scope.
+func storedScopeOf(id string, doc json.RawMessage) (string, error) {
+	var h struct {
+		Scope string `json:"scope"`
+	}
+	err := json.Unmarshal(doc, &h)
+	if err == nil && h.Scope == "" {
+		err = errors.New("no scope")
+	}
+	if err != nil {
+		return "", errs.Errorf(errs.KindInternal, schemas.CodeInternal,
+			"The stored settings entry %s cannot be read: its scope is missing or not a string", id).With("id", id).Because(err)
+	}
+	return h.Scope, nil
 }
 
 // bindRecord validates the body against the resource's schema and returns it
@@ -237,10 +272,13 @@ func (s *Server) getRecord(c echo.Context, r storage.Resource) error {
 	if err != nil {
 		return err
 	}
-	if r.Path == storage.Settings.Path {
-		var h recordHeader
-		_ = json.Unmarshal(doc, &h)
-		if err := s.cfg.Auth.Require(claimsOf(c), schemas.SettingsScopeRead(h.Scope)); err != nil {
+	if r.Path == storage.Settings.Path && s.cfg.Auth.Mode == auth.JWT {
+		// Who may read an entry depends on its scope.
+		scope, err := storedScopeOf(id, doc)
+		if err != nil {
+			return err
+		}
+		if err := s.cfg.Auth.Require(claimsOf(c), schemas.SettingsScopeRead(scope)); err != nil {
 			return err
 		}
 	}
@@ -419,7 +457,13 @@ func (s *Server) settingChanged(c echo.Context, op, id string, doc json.RawMessa
 		Key   string          `json:"key"`
 		Value json.RawMessage `json:"value"`
 	}
-	_ = json.Unmarshal(doc, &e)
+	if doc != nil {
+		if err := json.Unmarshal(doc, &e); err != nil {
+			// The change is made; its log line says what could not be read.
+			s.logger.WarnContext(c.Request().Context(), "settings entry changed, its body unreadable for the log",
+				slog.String("operation", op), slog.String("id", id), slog.Any("error", err))
+		}
+	}
 	by := storage.CallerFrom(c.Request().Context())
 	s.logger.InfoContext(c.Request().Context(), "settings entry changed", slog.String("operation", op), slog.String("id", id),
 		slog.String("scope", e.Scope), slog.String("key", e.Key), slog.String("value", string(e.Value)),

@@ -146,11 +146,46 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// tableName is one of a tenant's tables: the closed list of identifiers
+// this package formats into SQL (with table and withTables). Nothing else
+// is ever formatted into a statement: values go in as parameters.
+type tableName string
+
+// A tenant's tables (see package migrations).
+const (
+	tableTenantJob        tableName = "tenant_job"
+	tableLock             tableName = "check_out_lock"
+	tableLockWaiter       tableName = "check_out_lock_waiter"
+	tableLockEvent        tableName = "check_out_lock_event"
+	tablePatronGroup      tableName = "patron_group"
+	tableMaterialType     tableName = "material_type"
+	tableLoanType         tableName = "loan_type"
+	tablePatron           tableName = "patron"
+	tableItem             tableName = "item"
+	tableLoanPolicy       tableName = "loan_policy"
+	tableLoan             tableName = "loan"
+	tableCirculationRule  tableName = "circulation_rule"
+	tableCirculationRules tableName = "circulation_rules"
+	tableSetting          tableName = "setting"
+	tableSettingChange    tableName = "setting_change"
+)
+
 // table is the quoted, schema-qualified name of one of the tenant's tables.
 // The tenant id was validated by storage.ParseTenant; quoting makes the name
 // safe regardless.
-func table(t storage.Tenant, name string) string {
-	return pgx.Identifier{t.Schema(), name}.Sanitize()
+func table(t storage.Tenant, name tableName) string {
+	return pgx.Identifier{t.Schema(), string(name)}.Sanitize()
+}
+
+// withTables is stmt with the tenant's tables named in its fmt verbs
+// (%s, or %[n]s), in order: identifier formatting only, from the closed
+// list of tableName.
+func withTables(stmt string, t storage.Tenant, names ...tableName) string {
+	ids := make([]any, len(names))
+	for i, name := range names {
+		ids[i] = table(t, name)
+	}
+	return fmt.Sprintf(stmt, ids...)
 }
 
 // inTx runs fn in a transaction that commits when fn returns nil. Like

@@ -36,8 +36,8 @@ type lockStatements struct{ acquire, release string }
 
 func newLockStatements(t storage.Tenant) lockStatements {
 	return lockStatements{
-		acquire: fmt.Sprintf(locksql.Acquire, table(t, "check_out_lock")),
-		release: fmt.Sprintf(locksql.Release, table(t, "check_out_lock"), table(t, "check_out_lock_waiter")),
+		acquire: withTables(locksql.Acquire, t, "check_out_lock"),
+		release: withTables(locksql.Release, t, "check_out_lock", "check_out_lock_waiter"),
 	}
 }
 
@@ -109,7 +109,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 		var expiresAt time.Time
 		var remainingMs int64
 		var held storage.Holder
-		err = s.db.pool.QueryRow(ctx, fmt.Sprintf(holderSQL, table(t, "check_out_lock")), userID).Scan(&expiresAt, &remainingMs, holderScanner{&held})
+		err = s.db.pool.QueryRow(ctx, withTables(holderSQL, t, "check_out_lock"), userID).Scan(&expiresAt, &remainingMs, holderScanner{&held})
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -135,7 +135,7 @@ func interpretAcquire(err error, t storage.Tenant) error {
 
 // Get implements storage.LockService.
 func (s *Locks) Get(ctx context.Context, t storage.Tenant, id string) (storage.Lock, error) {
-	q := fmt.Sprintf(`SELECT `+locksql.Columns+` FROM %s WHERE id = $1 AND expires_at > now()`, table(t, "check_out_lock"))
+	q := withTables(`SELECT `+locksql.Columns+` FROM %s WHERE id = $1 AND expires_at > now()`, t, "check_out_lock")
 	var l storage.Lock
 	err := scanLock(s.db.pool.QueryRow(ctx, q, id), &l)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -223,7 +223,7 @@ func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string, by sto
 // live lock the caller does not own and may not release (403).
 func (s *Locks) notReleased(ctx context.Context, t storage.Tenant, id string) error {
 	var live bool
-	err := s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT expires_at > now() FROM %s WHERE id = $1`, table(t, "check_out_lock")), id).Scan(&live)
+	err := s.db.pool.QueryRow(ctx, withTables(`SELECT expires_at > now() FROM %s WHERE id = $1`, t, "check_out_lock"), id).Scan(&live)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || (err == nil && !live):
 		return errs.NotFound("Lock", id)
@@ -258,8 +258,8 @@ func (s *Locks) Record(ctx context.Context, t storage.Tenant, e storage.LockEven
 	if e.WaitedMs > 0 {
 		waited = e.WaitedMs
 	}
-	_, err := s.db.pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (type, user_id, lock_id, holder, by_whom, waited_ms)
-		VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6)`, table(t, "check_out_lock_event")),
+	_, err := s.db.pool.Exec(ctx, withTables(`INSERT INTO %s (type, user_id, lock_id, holder, by_whom, waited_ms)
+		VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6)`, t, "check_out_lock_event"),
 		string(e.Type), e.UserID, lockID, holderValue(e.Holder), holderValue(e.By), waited)
 	if err != nil {
 		err = interpret(err, t)
@@ -344,7 +344,7 @@ func nullableTime(t time.Time) any {
 
 // Watch implements storage.LockService.
 func (s *Locks) Watch(ctx context.Context, t storage.Tenant, userID string, d time.Duration) error {
-	_, err := s.db.lockPool.Exec(ctx, fmt.Sprintf(locksql.Watch, table(t, "check_out_lock_waiter")), userID, d.Milliseconds())
+	_, err := s.db.lockPool.Exec(ctx, withTables(locksql.Watch, t, "check_out_lock_waiter"), userID, d.Milliseconds())
 	return interpret(err, t)
 }
 

@@ -77,15 +77,15 @@ func (f fixture) exec(t *testing.T, sql string, args ...any) {
 }
 
 // count returns the number of rows of the tenant's table matching where.
-func (f fixture) count(t *testing.T, tableName, where string, args ...any) int {
+func (f fixture) count(t *testing.T, name tableName, where string, args ...any) int {
 	t.Helper()
 	var n int
-	q := "SELECT count(*) FROM " + table(f.tenant, tableName)
+	q := "SELECT count(*) FROM " + table(f.tenant, name)
 	if where != "" {
 		q += " WHERE " + where
 	}
 	if err := f.db.pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
-		t.Fatalf("count %s: %v", tableName, err)
+		t.Fatalf("count %s: %v", name, err)
 	}
 	return n
 }

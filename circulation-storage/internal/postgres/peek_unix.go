@@ -29,11 +29,12 @@ func closedByServer(c *pgx.Conn) bool {
 		return false
 	}
 	closed := false
-	_ = raw.Read(func(fd uintptr) bool {
+	// Control, not Read: Read would wait for the socket's read lock, which
+	// pgx's background reader may hold while it blocks on the socket.
+	_ = raw.Control(func(fd uintptr) {
 		var b [1]byte
 		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		closed = n > 0 || (n == 0 && err == nil)
-		return true // never wait for the socket to become readable
 	})
 	return closed
 }

@@ -45,7 +45,7 @@ func NewRecords(db *DB, policy Policy) *Records {
 
 // tableSpec is how one resource is stored.
 type tableSpec struct {
-	table string
+	table tableName
 	// columns maps each filter parameter to its generated column.
 	columns map[string]string
 	// fields maps document fields (JSON paths, as CQL names them) to the
@@ -309,8 +309,8 @@ type checkOutStatements struct{ lockRows, patronRow, write string }
 
 func newCheckOutStatements(t storage.Tenant) checkOutStatements {
 	return checkOutStatements{
-		lockRows:  fmt.Sprintf(lockRowsSQL, table(t, "check_out_lock"), table(t, "patron")),
-		patronRow: fmt.Sprintf(patronRowSQL, table(t, "patron")),
+		lockRows:  withTables(lockRowsSQL, t, "check_out_lock", "patron"),
+		patronRow: withTables(patronRowSQL, t, "patron"),
 		write: fmt.Sprintf(checkOutSQL, table(t, "loan"), table(t, "check_out_lock"), table(t, "item"),
 			withMetadata(withID(storage.Loans, `'1'`), 5, false), withMetadata(itemWithStatus("Checked out"), 5, true),
 			table(t, "check_out_lock_waiter"), table(t, "setting"), table(t, "circulation_rule"), table(t, "circulation_rules"),
@@ -393,7 +393,7 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 	}
 	itemID := fieldValue(w.Loan, "itemId")
 	var stored2 int
-	err = s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT version FROM %s WHERE id = $1`, table(t, "item")), itemID).Scan(&stored2)
+	err = s.db.pool.QueryRow(ctx, withTables(`SELECT version FROM %s WHERE id = $1`, t, "item"), itemID).Scan(&stored2)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
 	}
@@ -448,7 +448,7 @@ SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE id = $
 // Get implements storage.RecordService.
 func (s *Records) Get(ctx context.Context, t storage.Tenant, r storage.Resource, id string) (json.RawMessage, error) {
 	var doc json.RawMessage
-	err := s.db.pool.QueryRow(ctx, fmt.Sprintf(`SELECT jsonb FROM %s WHERE id = $1`, table(t, spec(r).table)), id).Scan(&doc)
+	err := s.db.pool.QueryRow(ctx, withTables(`SELECT jsonb FROM %s WHERE id = $1`, t, spec(r).table), id).Scan(&doc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.NotFound(r.Name, id)
 	}
@@ -669,7 +669,7 @@ func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource
 // Delete implements storage.RecordService. An open loan is removed only
 // by being checked in first.
 func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resource, id string) error {
-	sql := fmt.Sprintf(`DELETE FROM %s WHERE id = $1`, table(t, spec(r).table))
+	sql := withTables(`DELETE FROM %s WHERE id = $1`, t, spec(r).table)
 	if r.Path == storage.Loans.Path {
 		sql += ` AND status_name <> 'Open'`
 	}
@@ -755,7 +755,7 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 	}
 	c, known := constraints[pgErr.ConstraintName]
 	switch {
-	case pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == spec(r).table+"_pkey":
+	case pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == string(spec(r).table)+"_pkey":
 		id := fieldValue(doc, "id")
 		e := errs.Errorf(errs.KindConflict, schemas.CodeConflict, "%s %s already exists", r.Name, id).With("id", id)
 		e.Err = err

@@ -50,7 +50,7 @@ func (s *Rules) Rules(ctx context.Context, t storage.Tenant) (storage.Circulatio
 
 func readRules(ctx context.Context, q querier, t storage.Tenant) (storage.CirculationRules, error) {
 	var rules storage.CirculationRules
-	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT fallback_loan_policy_id::text FROM %s`, table(t, "circulation_rules"))).
+	err := q.QueryRow(ctx, withTables(`SELECT fallback_loan_policy_id::text FROM %s`, t, "circulation_rules")).
 		Scan(&rules.FallbackLoanPolicyID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.CirculationRules{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,
@@ -59,10 +59,10 @@ func readRules(ctx context.Context, q querier, t storage.Tenant) (storage.Circul
 	if err != nil {
 		return storage.CirculationRules{}, interpret(err, t)
 	}
-	rows, err := q.Query(ctx, fmt.Sprintf(`
+	rows, err := q.Query(ctx, withTables(`
 SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, ''),
        coalesce(loan_type_id::text, ''), loan_policy_id::text
-  FROM %s ORDER BY position`, table(t, "circulation_rule")))
+  FROM %s ORDER BY position`, t, "circulation_rule"))
 	if err != nil {
 		return storage.CirculationRules{}, interpret(err, t)
 	}
@@ -87,20 +87,20 @@ func (s *Rules) SetRules(ctx context.Context, t storage.Tenant, rules storage.Ci
 }
 
 func writeRules(ctx context.Context, tx pgx.Tx, t storage.Tenant, rules storage.CirculationRules) error {
-	_, err := tx.Exec(ctx, fmt.Sprintf(`
+	_, err := tx.Exec(ctx, withTables(`
 INSERT INTO %s (id, fallback_loan_policy_id) VALUES (1, $1)
-ON CONFLICT (id) DO UPDATE SET fallback_loan_policy_id = excluded.fallback_loan_policy_id`, table(t, "circulation_rules")),
+ON CONFLICT (id) DO UPDATE SET fallback_loan_policy_id = excluded.fallback_loan_policy_id`, t, "circulation_rules"),
 		rules.FallbackLoanPolicyID)
 	if err != nil {
 		return interpretRule(err, t, -1, rules)
 	}
-	if _, err := tx.Exec(ctx, fmt.Sprintf(`DELETE FROM %s`, table(t, "circulation_rule"))); err != nil {
+	if _, err := tx.Exec(ctx, withTables(`DELETE FROM %s`, t, "circulation_rule")); err != nil {
 		return interpret(err, t)
 	}
 	for i, r := range rules.Rules {
-		_, err := tx.Exec(ctx, fmt.Sprintf(`
+		_, err := tx.Exec(ctx, withTables(`
 INSERT INTO %s (position, patron_group_id, material_type_id, loan_type_id, loan_policy_id)
-VALUES ($1, nullif($2, '')::uuid, nullif($3, '')::uuid, nullif($4, '')::uuid, $5)`, table(t, "circulation_rule")),
+VALUES ($1, nullif($2, '')::uuid, nullif($3, '')::uuid, nullif($4, '')::uuid, $5)`, t, "circulation_rule"),
 			i, r.PatronGroupID, r.MaterialTypeID, r.LoanTypeID, r.LoanPolicyID)
 		if err != nil {
 			return interpretRule(err, t, i, rules)

@@ -137,7 +137,7 @@ func LoadData(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage.Te
 		}
 		msgs = append(msgs, fmt.Sprintf("sample data: %d new records", n))
 		var exists bool
-		if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s)`, table(t, "circulation_rules"))).Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, withTables(`SELECT EXISTS (SELECT 1 FROM %s)`, t, "circulation_rules")).Scan(&exists); err != nil {
 			return nil, interpret(err, t)
 		}
 		if !exists {

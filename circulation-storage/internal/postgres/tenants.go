@@ -75,7 +75,7 @@ func (s *Tenants) Init(ctx context.Context, t storage.Tenant, attrs storage.Tena
 			return err
 		}
 		_, err = tx.Exec(ctx,
-			fmt.Sprintf(`INSERT INTO %s (id, tenant_attributes, complete, messages) VALUES ($1, $2, true, $3)`, table(t, "tenant_job")),
+			withTables(`INSERT INTO %s (id, tenant_attributes, complete, messages) VALUES ($1, $2, true, $3)`, t, "tenant_job"),
 			job.ID, attrsJSON, messagesJSON)
 		return interpret(err, t)
 	})
@@ -143,7 +143,7 @@ func (s *Tenants) Job(ctx context.Context, t storage.Tenant, id string) (storage
 	var attrsJSON, messagesJSON []byte
 	var jobErr sql.NullString
 	err := s.db.pool.QueryRow(ctx,
-		fmt.Sprintf(`SELECT tenant_attributes, complete, error, messages FROM %s WHERE id = $1`, table(t, "tenant_job")), id).
+		withTables(`SELECT tenant_attributes, complete, error, messages FROM %s WHERE id = $1`, t, "tenant_job"), id).
 		Scan(&attrsJSON, &job.Complete, &jobErr, &messagesJSON)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.TenantJob{}, errs.NotFound("Tenant job", id)
@@ -163,7 +163,7 @@ func (s *Tenants) Job(ctx context.Context, t storage.Tenant, id string) (storage
 
 // DeleteJob implements storage.TenantService.
 func (s *Tenants) DeleteJob(ctx context.Context, t storage.Tenant, id string) error {
-	tag, err := s.db.pool.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE id = $1`, table(t, "tenant_job")), id)
+	tag, err := s.db.pool.Exec(ctx, withTables(`DELETE FROM %s WHERE id = $1`, t, "tenant_job"), id)
 	if err != nil {
 		return interpret(err, t)
 	}
