@@ -1,7 +1,10 @@
-// Package locksql holds the SQL of the check-out lock: the statements that
-// acquire and release a patron's lock. The service runs them (package
-// postgres), and the benchmarks run the very same text through pgbench to
-// measure how close the service comes to the database's own limit.
+// Package locksql holds the SQL that carries the check-out lock's
+// guarantees, each statement with what it guarantees: acquiring and
+// releasing a patron's lock (this file), the write's fence (fence.go), the
+// row locks that order a patron's writes (rows.go) and the item limit's
+// count (limit.go). The service runs them (package postgres), and the
+// benchmarks run the very same text through pgbench to measure how close
+// the service comes to the database's own limit.
 //
 // Each statement takes quoted, schema-qualified table names as its fmt
 // arguments, as its comment says.

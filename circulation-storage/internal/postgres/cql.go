@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
 	"unicode"
@@ -42,7 +41,7 @@ type cqlQuery struct {
 // param adds a parameter and returns its placeholder.
 func (q *cqlQuery) param(v any) string {
 	q.args = append(q.args, v)
-	return fmt.Sprintf("$%d", q.base+len(q.args))
+	return param(q.base + len(q.args))
 }
 
 // translation is a query in SQL: the condition and its parameters, then

@@ -1,6 +1,9 @@
 // Package postgres implements circulation-storage's services on PostgreSQL
 // with pgx. Every tenant's records live in the tenant's own schema; queries
-// name their tables through table(), which quotes the validated schema name.
+// name their tables through table() and withTables(), which quote the
+// validated schema name and a table from a closed list (tableName): the
+// only thing ever formatted into SQL. The statements that carry the lock's
+// guarantees are in package locksql.
 // Driver errors are translated to domain errors in errors.go (interpret and
 // its refinements for named constraints), by SQLSTATE, never by message text.
 package postgres
@@ -9,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -176,6 +180,9 @@ const (
 func table(t storage.Tenant, name tableName) string {
 	return pgx.Identifier{t.Schema(), string(name)}.Sanitize()
 }
+
+// param is the placeholder of the n-th parameter of a statement.
+func param(n int) string { return "$" + strconv.Itoa(n) }
 
 // withTables is stmt with the tenant's tables named in its fmt verbs
 // (%s, or %[n]s), in order: identifier formatting only, from the closed

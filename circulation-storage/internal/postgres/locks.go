@@ -149,7 +149,6 @@ func (s *Locks) Get(ctx context.Context, t storage.Tenant, id string) (storage.L
 
 // List implements storage.LockService. Expired locks are never listed.
 func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter) ([]storage.Lock, int, error) {
-	tbl := table(t, "check_out_lock")
 	var userID *string
 	if f.UserID != "" {
 		userID = &f.UserID
@@ -157,8 +156,8 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 	where := `expires_at > now() AND ($1::uuid IS NULL OR user_id = $1::uuid)`
 	locks := []storage.Lock{}
 	total, err := page(ctx, s.db.pool, t,
-		fmt.Sprintf(`SELECT `+locksql.Columns+`, count(*) OVER () FROM %s WHERE %s ORDER BY creation_date, id OFFSET $2 LIMIT $3`, tbl, where),
-		fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s`, tbl, where),
+		withTables(`SELECT `+locksql.Columns+`, count(*) OVER () FROM %s WHERE `+where+` ORDER BY creation_date, id OFFSET $2 LIMIT $3`, t, tableLock),
+		withTables(`SELECT count(*) FROM %s WHERE `+where, t, tableLock),
 		[]any{userID}, 1, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			var l storage.Lock
@@ -272,15 +271,14 @@ func (s *Locks) Record(ctx context.Context, t storage.Tenant, e storage.LockEven
 
 // History implements storage.LockService.
 func (s *Locks) History(ctx context.Context, t storage.Tenant, f storage.HistoryFilter) ([]storage.LockEvent, int, error) {
-	tbl := table(t, "check_out_lock_event")
 	where := `($1::uuid IS NULL OR user_id = $1::uuid) AND ($2::timestamptz IS NULL OR occurred_at >= $2)
 	          AND ($3::timestamptz IS NULL OR occurred_at < $3)`
 	args := []any{nullable(f.UserID), nullableTime(f.From), nullableTime(f.To)}
 	events := []storage.LockEvent{}
 	total, err := page(ctx, s.db.pool, t,
-		fmt.Sprintf(`SELECT id, type, occurred_at, user_id, coalesce(lock_id::text, ''), holder, by_whom, coalesce(waited_ms, 0), count(*) OVER ()
-		               FROM %s WHERE %s ORDER BY occurred_at DESC, id DESC OFFSET $4 LIMIT $5`, tbl, where),
-		fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s`, tbl, where),
+		withTables(`SELECT id, type, occurred_at, user_id, coalesce(lock_id::text, ''), holder, by_whom, coalesce(waited_ms, 0), count(*) OVER ()
+		               FROM %s WHERE `+where+` ORDER BY occurred_at DESC, id DESC OFFSET $4 LIMIT $5`, t, tableLockEvent),
+		withTables(`SELECT count(*) FROM %s WHERE `+where, t, tableLockEvent),
 		args, len(args), f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			var e storage.LockEvent

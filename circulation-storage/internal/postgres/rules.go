@@ -3,8 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strconv"
 
+	"github.com/checkoutlock/circulation-storage/locksql"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 
@@ -119,7 +120,7 @@ func interpretRule(err error, t storage.Tenant, index int, rules storage.Circula
 	field, value := c.field, rules.FallbackLoanPolicyID
 	if index >= 0 {
 		r := rules.Rules[index]
-		field = fmt.Sprintf("rules.%d.%s", index, c.field)
+		field = "rules." + strconv.Itoa(index) + "." + c.field
 		value = map[string]string{"patronGroupId": r.PatronGroupID, "materialTypeId": r.MaterialTypeID,
 			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID}[c.field]
 	}
@@ -129,29 +130,10 @@ func interpretRule(err error, t storage.Tenant, index int, rules storage.Circula
 	return e
 }
 
-// openLoanCountSQL is the item limit's count, in the database, never by
-// fetching loans: the patron's open loans, not counting items Claimed
-// returned, of the material type and of the loan type (an item's temporary
-// one when set) when they are not NULL. loan and item are the tables, user,
-// materialType and loanType the SQL expressions that give them. Validation
-// (CountOpenLoans, PolicyAndCount) and the check-out's write (checkOutSQL)
-// count with it, so they never count differently.
-func openLoanCountSQL(loan, item, user, materialType, loanType string) string {
-	return `
-SELECT count(*)
-  FROM ` + loan + ` l
-  JOIN ` + item + ` i ON i.id = l.item_id
- WHERE l.user_id = ` + user + `
-   AND l.status_name = 'Open'
-   AND i.status_name <> 'Claimed returned'
-   AND (` + materialType + ` IS NULL OR i.material_type_id = ` + materialType + `)
-   AND (` + loanType + ` IS NULL OR coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id) = ` + loanType + `)`
-}
-
 // CountOpenLoans implements storage.LoanCounter.
 func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, materialTypeID, loanTypeID string) (int, error) {
 	var n int
-	err := s.db.pool.QueryRow(ctx, openLoanCountSQL(table(t, "loan"), table(t, "item"), "$1", "$2::uuid", "$3::uuid"),
+	err := s.db.pool.QueryRow(ctx, locksql.OpenLoanCount(table(t, "loan"), table(t, "item"), "$1", "$2::uuid", "$3::uuid"),
 		userID, nullable(materialTypeID), nullable(loanTypeID)).Scan(&n)
 	if err != nil {
 		return 0, interpret(err, t)
@@ -233,7 +215,7 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
        EXISTS (SELECT 1 FROM ` + table(t, "circulation_rules") + `),
        m.loan_policy_id::text, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
        p.jsonb, p.item_limit, p.mt::text, p.lt::text,
-       CASE WHEN p.jsonb IS NOT NULL THEN (` + openLoanCountSQL(table(t, "loan"), table(t, "item"), "(SELECT id FROM u)", "p.mt", "p.lt") + `) END
+       CASE WHEN p.jsonb IS NOT NULL THEN (` + locksql.OpenLoanCount(table(t, "loan"), table(t, "item"), "(SELECT id FROM u)", "p.mt", "p.lt") + `) END
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true`

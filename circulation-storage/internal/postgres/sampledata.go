@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -104,13 +106,13 @@ func sampleSeeds() []seed {
 			"status": map[string]any{"name": "Available"}, "materialTypeId": material, "permanentLoanTypeId": loanType}}
 	}
 	for i := 1; i <= 150; i++ {
-		seeds = append(seeds, item(fmt.Sprintf("book-%03d", i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeCanCirculate))
+		seeds = append(seeds, item(numbered("book-", 3, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeCanCirculate))
 	}
 	for i := 1; i <= 40; i++ {
-		seeds = append(seeds, item(fmt.Sprintf("dvd-%02d", i), films[(i-1)%len(films)], MaterialDVD, LoanTypeCanCirculate))
+		seeds = append(seeds, item(numbered("dvd-", 2, i), films[(i-1)%len(films)], MaterialDVD, LoanTypeCanCirculate))
 	}
 	for i := 1; i <= 10; i++ {
-		seeds = append(seeds, item(fmt.Sprintf("reading-%02d", i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeReadingRoom))
+		seeds = append(seeds, item(numbered("reading-", 2, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeReadingRoom))
 	}
 	return seeds
 }
@@ -128,14 +130,14 @@ func LoadData(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage.Te
 		if err != nil {
 			return nil, fmt.Errorf("load reference data: %w", err)
 		}
-		msgs = append(msgs, fmt.Sprintf("reference data: %d new records", n))
+		msgs = append(msgs, "reference data: "+strconv.Itoa(n)+" new records")
 	}
 	if sample {
 		n, err := loadSeeds(ctx, tx, t, sampleSeeds())
 		if err != nil {
 			return nil, fmt.Errorf("load sample data: %w", err)
 		}
-		msgs = append(msgs, fmt.Sprintf("sample data: %d new records", n))
+		msgs = append(msgs, "sample data: "+strconv.Itoa(n)+" new records")
 		var exists bool
 		if err := tx.QueryRow(ctx, withTables(`SELECT EXISTS (SELECT 1 FROM %s)`, t, "circulation_rules")).Scan(&exists); err != nil {
 			return nil, interpret(err, t)
@@ -144,7 +146,7 @@ func LoadData(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage.Te
 			if err := writeRules(ctx, tx, t, SampleRules); err != nil {
 				return nil, fmt.Errorf("load sample rules: %w", err)
 			}
-			msgs = append(msgs, fmt.Sprintf("sample data: circulation rules with %d rules", len(SampleRules.Rules)))
+			msgs = append(msgs, "sample data: circulation rules with "+strconv.Itoa(len(SampleRules.Rules))+" rules")
 		}
 	}
 	return msgs, nil
@@ -171,4 +173,10 @@ func loadSeeds(ctx context.Context, tx pgx.Tx, t storage.Tenant, seeds []seed) (
 		}
 	}
 	return n, nil
+}
+
+// numbered is prefix and n, zero-padded to width digits: a sample barcode.
+func numbered(prefix string, width, n int) string {
+	digits := strconv.Itoa(n)
+	return prefix + strings.Repeat("0", max(0, width-len(digits))) + digits
 }

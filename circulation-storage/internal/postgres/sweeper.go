@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/checkoutlock/schemas/errs"
@@ -53,6 +54,9 @@ SELECT n.nspname
  WHERE c.relname = 'check_out_lock' AND c.relkind = 'r'
    AND n.nspname LIKE '%\_mod\_circulation\_storage'
  ORDER BY n.nspname`
+
+// sweepWaitersSQL deletes the registrations of waiters that have lapsed.
+const sweepWaitersSQL = `DELETE FROM %s WHERE expires_at <= now()`
 
 // sweepSQL deletes one batch. SKIP LOCKED keeps concurrent sweepers (one per
 // instance) out of each other's way, and the outer expiry test is re-checked
@@ -134,18 +138,16 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 // schema is schema and trims its history; it returns how many locks it
 // deleted. A tenant purged since the listing is not an error.
 func (s *Sweeper) sweepTenant(ctx context.Context, schema string) (int, error) {
-	gone := func(err error) bool { return errs.IsKind(interpret(err, storage.Tenant(schema)), errs.KindBadRequest) }
-	waiters := pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize()
-	if _, err := s.db.pool.Exec(ctx, `DELETE FROM `+waiters+` WHERE expires_at <= now()`); err != nil && !gone(err) {
+	t := storage.Tenant(strings.TrimSuffix(schema, storage.Tenant("").Schema()))
+	gone := func(err error) bool { return errs.IsKind(interpret(err, t), errs.KindBadRequest) }
+	if _, err := s.db.pool.Exec(ctx, withTables(sweepWaitersSQL, t, tableLockWaiter)); err != nil && !gone(err) {
 		return 0, fmt.Errorf("sweep %s waiters: %w", schema, interpret(err, ""))
 	}
-	locks := pgx.Identifier{schema, "check_out_lock"}.Sanitize()
-	events := pgx.Identifier{schema, "check_out_lock_event"}.Sanitize()
-	q := fmt.Sprintf(sweepSQL, locks)
+	q := withTables(sweepSQL, t, tableLock)
 	if s.history {
-		q = fmt.Sprintf(sweepRecordSQL, locks, events)
+		q = withTables(sweepRecordSQL, t, tableLock, tableLockEvent)
 	}
-	if _, err := s.db.pool.Exec(ctx, fmt.Sprintf(trimSQL, events), s.retention.Seconds(), s.maxEvents); err != nil && !gone(err) {
+	if _, err := s.db.pool.Exec(ctx, withTables(trimSQL, t, tableLockEvent), s.retention.Seconds(), s.maxEvents); err != nil && !gone(err) {
 		return 0, fmt.Errorf("trim %s history: %w", schema, interpret(err, ""))
 	}
 	total := 0

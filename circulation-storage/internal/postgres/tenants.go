@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/checkoutlock/schemas/errs"
 
@@ -58,7 +59,7 @@ func (s *Tenants) Init(ctx context.Context, t storage.Tenant, attrs storage.Tena
 		if err != nil {
 			return err
 		}
-		job.Messages = append(job.Messages, fmt.Sprintf("schema %s at migration %d", t.Schema(), version))
+		job.Messages = append(job.Messages, "schema "+t.Schema()+" at migration "+strconv.FormatUint(uint64(version), 10))
 		for _, load := range s.loaders {
 			msgs, err := load(ctx, tx, t, attrs)
 			if err != nil {

@@ -1,0 +1,64 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// checkInItemSQL is a check-in's write of the item: Available, at the
+// version the check-in read ($2), and answers 0, or the version stored
+// when it differs, or -1 when there is no such item. Parameters: $1 item
+// id, $2 its version, $3 the user for the metadata.
+var checkInItemSQL = `
+WITH updated AS (
+    UPDATE %[1]s SET jsonb = ` + withMetadata(itemWithStatus("Available"), 3, true) + ` WHERE id = $1::uuid AND version = $2 RETURNING 0
+)
+SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE id = $1::uuid), -1)`
+
+// CheckInLoan implements storage.LoanWriter: the item becomes Available at
+// the version the check-in read, and the loan is replaced, in one
+// transaction.
+func (s *Records) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.CheckInWrite) error {
+	return s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+		itemID := fieldValue(w.Loan, "itemId")
+		var stored int
+		err := tx.QueryRow(ctx, withTables(checkInItemSQL, t, tableItem), itemID, w.ItemVersion, metadataUser(ctx)).Scan(&stored)
+		switch {
+		case err != nil:
+			return interpretWrite(err, t, storage.Loans, w.Loan)
+		case stored < 0:
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
+		case stored > 0:
+			return errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
+				"Cannot check in item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
+				itemID, stored, w.ItemVersion).With("_version", fmt.Sprint(stored))
+		}
+		// The loan closed is the item's open loan, as it was: a check-in
+		// closes a loan, and changes nothing else of whose and of what
+		// it is.
+		return update(ctx, tx, t, storage.Loans, w.LoanID, 0, w.Loan, checkInGuard)
+	})
+}
+
+// checkInGuard holds a check-in's loan: the item's open loan, closed, of
+// the same borrower and item.
+var checkInGuard = &guard{
+	cond: `status_name = 'Open' AND ` + newStatus + ` = 'Closed'
+           AND user_id = ($2::jsonb ->> 'userId')::uuid AND item_id = ($2::jsonb ->> 'itemId')::uuid`,
+	state: `status_name`,
+	why: func(id string, state []any, doc json.RawMessage) error {
+		if *state[0].(*string) != "Open" {
+			return errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open: there is nothing to check in", id).
+				With("loanId", id)
+		}
+		return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
+			"A check-in closes the loan (status Closed) and changes neither its userId nor its itemId")
+	},
+}

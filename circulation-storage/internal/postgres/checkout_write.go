@@ -1,0 +1,219 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/locksql"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/locksettings"
+)
+
+var _ storage.LoanWriter = (*Records)(nil)
+
+// checkOutSQL is a check-out's writes in one statement: the item moves to
+// "Checked out" at the version the check-out read ($4), and the loan is
+// inserted, only if everything storage itself requires holds, whoever
+// calls:
+//
+//   - the lock: with the tenant's lock feature on (lockFeatureSQL: the
+//     tenant's setting, else $7, the environment's), a lock is required;
+//     a lock named ($3) must be live, the borrower's and held by the
+//     caller ($8 user, $11 module: its owner), the fence;
+//   - the item limit: the loan policy the circulation rules choose for
+//     the borrower and the item (policyMatchSQL) sets it, enforced for a
+//     rule naming neither a material nor a loan type only when $6; the
+//     patron's open loans are counted here, in the write's own statement;
+//   - the item at that version. A second open loan for the item fails the
+//     whole statement, the item update included.
+//
+// The write runs in the transaction of its row locks, after them (see
+// checkOutBatch): the patron's row is locked against every other check-out
+// write for the patron, and the lock's row, under a lock, against every
+// acquisition of the patron's lock, before this statement takes its
+// snapshot, so the count is exact at the moment of the write: a second
+// write for the patron waits for this one's commit and then counts its
+// loan too.
+//
+// With $9 true, the loan written releases the lock in the same statement,
+// and the release is announced to the patron's waiters as locksql.Release
+// announces it (locksql.Announce, $10 the tenant): the next holder's
+// acquisition waits for this transaction's commit, so its recount sees the
+// loan.
+//
+// It always answers one row: the loan as stored (NULL when nothing was
+// written), whether the fence held, whether the lock requirement held, the
+// open loans counted and the limit (NULL without a limit), the patron whose
+// lock was released (NULL when none was), and whether the release was
+// announced, so a refusal is explained by what this very statement saw.
+var checkOutSQL = `
+WITH fence AS (
+    ` + locksql.Fence("%[2]s", "$3::uuid", "($2::jsonb ->> 'userId')::uuid", "$8::text", "$11::text") + `
+), required AS (
+    SELECT $3::uuid IS NOT NULL OR NOT ` + lockFeatureSQL("%[5]s", "$7::boolean") + ` AS ok
+), lent AS (
+    SELECT material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id
+      FROM %[3]s WHERE id = ($2::jsonb ->> 'itemId')::uuid
+), matched AS (` + policyMatchSQL("%[6]s", "%[7]s",
+	"(SELECT patron_group_id FROM %[8]s WHERE id = ($2::jsonb ->> 'userId')::uuid)",
+	"(SELECT material_type_id FROM lent)", "(SELECT loan_type_id FROM lent)") + `
+), limited AS (
+    SELECT ` + itemLimitSQL("m", "lp", "$6::boolean") + ` AS n,
+           CASE WHEN m.mt_match THEN (SELECT material_type_id FROM lent) END AS mt,
+           CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM lent) END AS lt
+      FROM matched m JOIN %[9]s lp ON lp.id = m.loan_policy_id
+), counted AS (
+    SELECT (` + locksql.OpenLoanCount("%[1]s", "%[3]s", "($2::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
+     WHERE (SELECT n FROM limited) IS NOT NULL
+), allowed AS (
+    SELECT (SELECT ok FROM required)
+       AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
+       AND ((SELECT n FROM limited) IS NULL OR (SELECT n FROM counted) < (SELECT n FROM limited)) AS ok
+), item AS (
+    UPDATE %[3]s
+       SET jsonb = ` + withMetadata(itemWithStatus("Checked out"), 5, true) + `
+     WHERE id = ($2::jsonb ->> 'itemId')::uuid AND version = $4::integer
+       AND (SELECT ok FROM allowed)
+ RETURNING id
+), loan AS (
+    INSERT INTO %[1]s (id, jsonb)
+    SELECT $1, ` + withMetadata(withID(storage.Loans, `'1'`), 5, false) + `
+     WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
+    RETURNING jsonb
+), released AS (
+    DELETE FROM %[2]s
+     WHERE $9::boolean AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
+    RETURNING user_id
+)
+SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT ok FROM required),
+       (SELECT n FROM counted), (SELECT n FROM limited),
+       released.user_id::text,
+       ` + locksql.Announce("%[4]s", "$10") + `
+  FROM (SELECT 1) AS one LEFT JOIN released ON true`
+
+// lockFeatureSQL is whether the tenant's check-out lock feature is on, as
+// storage reads it in a write: the checkoutLockFeature setting's
+// checkOutLockFeatureEnabled when it is a boolean (the value an object, or
+// a string holding one, as FOLIO stores it), else def (the environment's).
+// A malformed value reads as not saying, as circulation reads it: it can
+// never fail the write.
+func lockFeatureSQL(setting, def string) string {
+	return `coalesce((SELECT CASE jsonb_typeof(s.jsonb -> 'value')
+        WHEN 'object' THEN CASE WHEN jsonb_typeof(s.jsonb #> '{value,checkOutLockFeatureEnabled}') = 'boolean'
+                                THEN (s.jsonb #>> '{value,checkOutLockFeatureEnabled}')::boolean END
+        WHEN 'string' THEN CASE WHEN s.jsonb ->> 'value' ~ '"checkOutLockFeatureEnabled"\s*:\s*true\M' THEN true
+                                WHEN s.jsonb ->> 'value' ~ '"checkOutLockFeatureEnabled"\s*:\s*false\M' THEN false END END
+      FROM ` + setting + ` s WHERE s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'), ` + def + `)`
+}
+
+// itemWithStatus is the item row's document with the status named
+// (a constant of this package, never a client's value), dated now, one
+// version on: what a check-out or a check-in writes.
+func itemWithStatus(name string) string {
+	return `jsonb_set(jsonb_set(jsonb, '{status}', jsonb_build_object('name', '` + name + `', 'date', ` + sqlNow + `)),
+                   '{_version}', to_jsonb(version + 1))`
+}
+
+// checkOutStatements are a check-out's write for one tenant's tables:
+// locksql.LockRows (under a lock) or locksql.PatronRow (without one), and
+// checkOutSQL. checkOutSQL's parameters: $1
+// loan id, $2 loan, $3 lock id, $4 item version, $5 user for the metadata,
+// $6 whether an unscoped item limit is enforced, $7 the lock feature's
+// default, $8 and $11 the caller (user and module), $9 whether to release
+// the lock, $10 the tenant.
+type checkOutStatements struct{ lockRows, patronRow, write string }
+
+func newCheckOutStatements(t storage.Tenant) checkOutStatements {
+	return checkOutStatements{
+		lockRows:  withTables(locksql.LockRows, t, "check_out_lock", "patron"),
+		patronRow: withTables(locksql.PatronRow, t, "patron"),
+		write: withTables(checkOutSQL, t, tableLoan, tableLock, tableItem, tableLockWaiter, tableSetting,
+			tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy),
+	}
+}
+
+// checkOutResult is the row checkOutSQL answers.
+type checkOutResult struct {
+	stored           json.RawMessage
+	fenced, required bool
+	open, limit      *int
+	released         *string
+	notified         bool
+}
+
+// checkOutBatch is a check-out's write as one batch, sent in one round trip
+// and run as one transaction: locksql.LockRows under a lock, locksql.PatronRow
+// without one, then checkOutSQL. The result is filled in when the batch's
+// results are read.
+func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
+	st := s.checkOuts.get(t)
+	caller := storage.CallerFrom(ctx)
+	b := &pgx.Batch{}
+	if w.LockID != "" {
+		b.Queue(st.lockRows, w.LockID, w.UserID)
+	} else {
+		b.Queue(st.patronRow, w.UserID)
+	}
+	r := &checkOutResult{}
+	b.Queue(st.write, w.LoanID, w.Loan, nullable(w.LockID), w.ItemVersion, metadataUser(ctx),
+		s.policy.EnforceUnscopedItemLimit, s.policy.LockFeatureDefault, nullable(caller.User), w.ReleaseLock, string(t),
+		nullable(caller.Module)).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified)
+	})
+	return b, r
+}
+
+// CreateCheckOutLoan implements storage.LoanWriter.
+func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
+	b, r := s.checkOutBatch(ctx, t, w)
+	// A batch runs in one implicit transaction, committed at its end.
+	err := s.db.write(ctx, t, func(c *pgx.Conn) error { return c.SendBatch(ctx, b).Close() })
+	switch {
+	case err != nil:
+		return storage.CheckOutWritten{}, interpretWrite(err, t, storage.Loans, w.Loan)
+	case r.stored != nil:
+		if r.released != nil {
+			s.releasedByWrite(t, r)
+		}
+		return storage.CheckOutWritten{Loan: r.stored, LockReleased: r.released != nil}, nil
+	// Nothing written: say which condition failed, as the statement saw it.
+	case !r.required:
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeLockRequired,
+			"The check-out lock is on for this tenant: a loan is opened only under the borrower's live lock (%s); nothing was written",
+			schemas.HeaderLockID)
+	case !r.fenced:
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeLockLost,
+			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
+			With("lockId", w.LockID)
+	case r.limit != nil && r.open != nil && *r.open >= *r.limit:
+		return storage.CheckOutWritten{}, storage.ItemLimitReached(*r.limit, *r.open)
+	}
+	itemID := fieldValue(w.Loan, "itemId")
+	var stored2 int
+	err = s.db.pool.QueryRow(ctx, withTables(`SELECT version FROM %s WHERE id = $1`, t, "item"), itemID).Scan(&stored2)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
+	}
+	if err != nil {
+		return storage.CheckOutWritten{}, interpret(err, t)
+	}
+	return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
+		"Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
+		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
+}
+
+// releasedByWrite tells the patron's waiters on this instance, at once,
+// of a lock a check-out's write released, when the release was announced.
+// The history has nothing to learn of it: the fence lets only the lock's
+// owner write under it, so the release is always the owner's own.
+func (s *Records) releasedByWrite(t storage.Tenant, r *checkOutResult) {
+	if r.notified && s.released != nil {
+		s.released(t, *r.released)
+	}
+}

@@ -1,0 +1,22 @@
+package locksql
+
+// OpenLoanCount is the item limit's count, in the database, never by
+// fetching loans: the patron's open loans, not counting items Claimed
+// returned, of the material type and of the loan type (an item's temporary
+// one when set) when they are not NULL. Validation and the check-out's
+// write count with it, so they never count differently; the write counts
+// inside its own statement, after the patron's row is locked (LockRows,
+// PatronRow), so the limit holds whoever calls and however many writes
+// race. loan and item are the tables, user, materialType and loanType the
+// SQL expressions that give them.
+func OpenLoanCount(loan, item, user, materialType, loanType string) string {
+	return `
+SELECT count(*)
+  FROM ` + loan + ` l
+  JOIN ` + item + ` i ON i.id = l.item_id
+ WHERE l.user_id = ` + user + `
+   AND l.status_name = 'Open'
+   AND i.status_name <> 'Claimed returned'
+   AND (` + materialType + ` IS NULL OR i.material_type_id = ` + materialType + `)
+   AND (` + loanType + ` IS NULL OR coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id) = ` + loanType + `)`
+}
