@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/google/uuid"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/caarlos0/env/v10"
 
@@ -105,15 +106,16 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	policy := postgres.Policy{LockFeatureDefault: cfg.CheckoutLockFeatureEnabled,
 		EnforceUnscopedItemLimit: cfg.ItemLimitWithoutCriteria == "enforce"}
 	rules := postgres.NewRules(db, policy)
-	records := postgres.NewRecords(db, policy)
-	locks := postgres.NewLocks(db)
-	locks.UseHistory(cfg.LockHistory, metrics)
-	waiters := storage.NewWaiters(locks, metrics, storage.WaitConfig{
+	// The services tell the waiters of the releases they make; the waiters
+	// are made after them, from the locks.
+	var waiters *storage.Waiters
+	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
+	records := postgres.NewRecords(db, policy, released)
+	locks := postgres.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
+	waiters = storage.NewWaiters(locks, metrics, storage.WaitConfig{
 		Poll: cfg.LockWaitPoll, PollUnlistened: cfg.LockWaitPollUnlistened,
 		MaxWaiters: cfg.LockMaxWaiters, StatementTimeout: cfg.RequestTimeout,
 	})
-	locks.UseReleased(waiters.Notify)
-	records.UseReleased(waiters.Notify)
 	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
@@ -161,8 +163,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		wg.Wait()
 	}
 	defer stopBackground()
-	sweeper := postgres.NewSweeper(db, logger, cfg.SweepBatchSize, metrics.SweeperDeleted)
-	sweeper.UseHistory(cfg.LockHistory, cfg.LockHistoryRetention, cfg.LockHistoryMaxEvents)
+	sweeper := postgres.NewSweeper(db, logger, postgres.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted,
+		History: cfg.LockHistory, Retention: cfg.LockHistoryRetention, MaxEvents: cfg.LockHistoryMaxEvents})
 	wg.Add(2)
 	go func() {
 		defer wg.Done()

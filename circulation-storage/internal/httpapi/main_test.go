@@ -64,13 +64,12 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	metrics := NewMetrics()
-	locks := postgres.NewLocks(db)
-	locks.UseHistory(true, metrics)
-	waiters := storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
+	var waiters *storage.Waiters
+	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
+	locks := postgres.NewLocks(db, postgres.LockHistory(true, metrics), released)
+	waiters = storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
 		PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second})
-	locks.UseReleased(waiters.Notify)
-	records := postgres.NewRecords(db, postgres.Policy{EnforceUnscopedItemLimit: true})
-	records.UseReleased(waiters.Notify)
+	records := postgres.NewRecords(db, postgres.Policy{EnforceUnscopedItemLimit: true}, released)
 	srv := New(Config{
 		LockDefaultTTL: 3 * time.Second,
 		LockMaxTTL:     10 * time.Minute,

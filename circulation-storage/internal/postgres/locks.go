@@ -25,7 +25,7 @@ type Locks struct {
 	// history says whether events are recorded; off, Record does nothing.
 	history bool
 	// released, when set, is told of a release that someone waits for, at
-	// once (see UseReleased).
+	// once (see OnRelease).
 	released func(t storage.Tenant, userID string)
 	// statements are the tenants' acquire and release statements.
 	statements tenantStatements[lockStatements]
@@ -41,26 +41,15 @@ func newLockStatements(t storage.Tenant) lockStatements {
 	}
 }
 
-// UseReleased has released told, at once, of every release this instance
-// makes that someone waits for: the waiters on this instance are woken
-// without waiting for the release's notification to come back from the
-// database (which still wakes those on other instances).
-func (s *Locks) UseReleased(released func(t storage.Tenant, userID string)) { s.released = released }
-
 var _ storage.LockService = (*Locks)(nil)
 
-// NewLocks returns the lock service, recording the lock history.
-func NewLocks(db *DB) *Locks {
-	return &Locks{db: db, events: noEvents{}, history: true, statements: tenantStatements[lockStatements]{make: newLockStatements}}
-}
-
-// UseHistory says whether the lock history is recorded (on by default),
-// and who is told of its events.
-func (s *Locks) UseHistory(on bool, obs storage.EventObserver) {
-	s.history = on
-	if obs != nil {
-		s.events = obs
-	}
+// NewLocks returns the lock service, configured by opts (LockHistory,
+// OnRelease); without LockHistory it records the lock history and tells
+// no one of its events.
+func NewLocks(db *DB, opts ...Option) *Locks {
+	o := applyOptions(opts)
+	return &Locks{db: db, events: o.events, history: o.history, released: o.released,
+		statements: tenantStatements[lockStatements]{make: newLockStatements}}
 }
 
 type noEvents struct{}

@@ -387,7 +387,7 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 		}
 	}
 	var reported int
-	sweeper := NewSweeper(db, discard, 2, func(n int) { reported += n })
+	sweeper := NewSweeper(db, discard, SweeperConfig{BatchSize: 2, OnDeleted: func(n int) { reported += n }, History: true})
 	deleted, err := sweeper.SweepOnce(ctx)
 	if err != nil {
 		t.Fatalf("sweep: %v", err)
@@ -411,7 +411,7 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 	}
 	// The history is trimmed to its bounds: the newest 3, then none older
 	// than the retention.
-	sweeper.UseHistory(true, time.Hour, 3)
+	sweeper = NewSweeper(db, discard, SweeperConfig{BatchSize: 2, History: true, Retention: time.Hour, MaxEvents: 3})
 	if _, err := sweeper.SweepOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 type Records struct {
 	db *DB
 	// released, when set, is told of a check-out's release of a lock
-	// that someone waits for, at once (see Locks.UseReleased).
+	// that someone waits for, at once (see OnRelease).
 	released func(t storage.Tenant, userID string)
 	// checkOuts are the tenants' check-out write statements.
 	checkOuts tenantStatements[checkOutStatements]
@@ -30,15 +30,12 @@ type Records struct {
 	policy Policy
 }
 
-// UseReleased has released told, at once, of every lock this instance's
-// check-out writes release that someone waits for, as Locks.UseReleased.
-func (s *Records) UseReleased(released func(t storage.Tenant, userID string)) { s.released = released }
-
 var _ storage.RecordService = (*Records)(nil)
 
-// NewRecords returns the record service.
-func NewRecords(db *DB, policy Policy) *Records {
-	return &Records{db: db, policy: policy, checkOuts: tenantStatements[checkOutStatements]{make: newCheckOutStatements}}
+// NewRecords returns the record service, configured by opts (OnRelease).
+func NewRecords(db *DB, policy Policy, opts ...Option) *Records {
+	return &Records{db: db, policy: policy, released: applyOptions(opts).released,
+		checkOuts: tenantStatements[checkOutStatements]{make: newCheckOutStatements}}
 }
 
 // tableSpec is how one resource is stored.

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,19 +32,28 @@ type Sweeper struct {
 	onDeleted func(n int)
 }
 
-// NewSweeper returns a sweeper; onDeleted may be nil.
-func NewSweeper(db *DB, logger *slog.Logger, batchSize int, onDeleted func(n int)) *Sweeper {
-	if onDeleted == nil {
-		onDeleted = func(int) {}
-	}
-	return &Sweeper{db: db, logger: logger, batchSize: batchSize, onDeleted: onDeleted,
-		history: true, retention: 7 * 24 * time.Hour, maxEvents: 100000}
+// SweeperConfig is how a Sweeper sweeps.
+type SweeperConfig struct {
+	// BatchSize is how many expired locks one statement deletes.
+	BatchSize int
+	// OnDeleted, when set, is told how many expired locks each batch
+	// removed.
+	OnDeleted func(n int)
+	// History says whether swept locks are recorded in the lock history as
+	// expired while held; Retention and MaxEvents bound each tenant's
+	// history (defaults 7 days and 100000 events).
+	History   bool
+	Retention time.Duration
+	MaxEvents int
 }
 
-// UseHistory says whether swept locks are recorded in the lock history, and
-// how long and how many events each tenant keeps.
-func (s *Sweeper) UseHistory(on bool, retention time.Duration, maxEvents int) {
-	s.history, s.retention, s.maxEvents = on, retention, maxEvents
+// NewSweeper returns a sweeper.
+func NewSweeper(db *DB, logger *slog.Logger, cfg SweeperConfig) *Sweeper {
+	if cfg.OnDeleted == nil {
+		cfg.OnDeleted = func(int) {}
+	}
+	return &Sweeper{db: db, logger: logger, batchSize: max(1, cfg.BatchSize), onDeleted: cfg.OnDeleted,
+		history: cfg.History, retention: cmp.Or(cfg.Retention, 7*24*time.Hour), maxEvents: cmp.Or(cfg.MaxEvents, 100000)}
 }
 
 // tenantSchemasSQL finds every tenant schema that has a lock table.

@@ -53,7 +53,7 @@ func TestSweeperGoesOnPastAFailingTenant(t *testing.T) {
 	}
 	asRole.User = neturl.User(role)
 
-	deleted, err := NewSweeper(openDB(t, asRole.String()), discard, 2, nil).SweepOnce(ctx)
+	deleted, err := NewSweeper(openDB(t, asRole.String()), discard, SweeperConfig{BatchSize: 2, History: true}).SweepOnce(ctx)
 	if err == nil || !strings.Contains(err.Error(), "1 of 3 tenants not swept") || !strings.Contains(err.Error(), broken.tenant.Schema()) {
 		t.Errorf("sweep: %v, want it to report the one tenant it could not sweep", err)
 	}

@@ -57,12 +57,13 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
+	var waiters *storage.Waiters
+	f.locks = NewLocks(f.db, OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) }))
 	locks := &countingLocks{LockService: f.locks, attempts: map[string]int{}}
 	obs := &waitCounter{}
 	// Polling every minute: only releases wake the waiters in this test.
-	waiters := storage.NewWaiters(locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
+	waiters = storage.NewWaiters(locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
 		MaxWaiters: 10, StatementTimeout: 5 * time.Second})
-	f.locks.UseReleased(waiters.Notify)
 
 	user, holder, first, second := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
 	if _, _, err := f.locks.Acquire(ctx, f.tenant, user, holder, ttl, storage.Holder{}); err != nil {
@@ -118,9 +119,10 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	obs := &waitCounter{}
-	waiters := storage.NewWaiters(f.locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
+	var waiters *storage.Waiters
+	f.locks = NewLocks(f.db, OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) }))
+	waiters = storage.NewWaiters(f.locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
 		MaxWaiters: 10, StatementTimeout: 5 * time.Second})
-	f.locks.UseReleased(waiters.Notify)
 	user, old := uuid.NewString(), uuid.NewString()
 	if _, _, err := f.locks.Acquire(ctx, f.tenant, user, old, time.Minute, storage.Holder{Instance: "old"}); err != nil {
 		t.Fatal(err)
