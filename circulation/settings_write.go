@@ -21,23 +21,32 @@ func (s *Settings) Put(ctx context.Context, stored locksettings.Stored) (LockSet
 	if _, errs := s.bounds.Check(stored); len(errs) > 0 {
 		return LockSettings{}, invalidSettings(errs)
 	}
-	return s.write(ctx, "replace", func(locksettings.Stored) (locksettings.Stored, error) { return stored, nil })
+	return s.write(ctx, "replace", func(locksettings.Stored, []locksettings.FieldError) (locksettings.Stored, error) {
+		return stored, nil
+	})
 }
 
 // Patch changes only the fields patch names, a JSON merge patch (RFC 7386)
 // over the stored settings: a field set to null is removed, so the
 // environment's value applies to it again. The result must keep to the
-// bounds, or nothing is written. Fields already stored that are invalid
-// (written straight into the settings entry) are dropped, as they were
-// not in effect anyway.
+// bounds, or nothing is written. A field already stored that is invalid
+// (written straight into the settings entry) must be named in the patch,
+// with a value or null: a patch that leaves one as it is is refused, naming
+// it, rather than drop it unseen.
 func (s *Settings) Patch(ctx context.Context, patch json.RawMessage) (LockSettings, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(patch, &fields); err != nil || fields == nil {
 		return LockSettings{}, invalidSettings([]locksettings.FieldError{{Message: "a patch must be a JSON object", Value: string(patch)}})
 	}
-	return s.write(ctx, "patch", func(cur locksettings.Stored) (locksettings.Stored, error) {
+	return s.write(ctx, "patch", func(cur locksettings.Stored, invalid []locksettings.FieldError) (locksettings.Stored, error) {
 		next := cur
 		var errs []locksettings.FieldError
+		for _, e := range invalid {
+			if _, named := fields[e.Field]; !named {
+				e.Message = "the stored value is invalid (" + e.Message + "): set it, or set it to null, in this patch"
+				errs = append(errs, e)
+			}
+		}
 		for name, v := range fields {
 			if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 				locksettings.ClearField(&next, name)
@@ -65,19 +74,23 @@ const maxWriteAttempts = 3
 // write reads the stored settings, builds the new ones from them, and
 // writes them at the version read, again from the start if another write
 // came first. The change is logged with who made it.
-func (s *Settings) write(ctx context.Context, op string, build func(cur locksettings.Stored) (locksettings.Stored, error)) (LockSettings, error) {
+//
+// build is given the stored settings' valid fields and what was invalid
+// in the others.
+func (s *Settings) write(ctx context.Context, op string, build func(cur locksettings.Stored, invalid []locksettings.FieldError) (locksettings.Stored, error)) (LockSettings, error) {
 	for range maxWriteAttempts {
 		entry, found, err := s.storage.Setting(ctx, locksettings.Scope, locksettings.Key)
 		if err != nil {
 			return LockSettings{}, err
 		}
 		var cur locksettings.Stored
+		var invalid []locksettings.FieldError
 		var prev *SettingEntry
 		if found {
-			cur, _ = s.readStored(entry.Value)
+			cur, invalid = s.readStored(entry.Value)
 			prev = &entry
 		}
-		next, err := build(cur)
+		next, err := build(cur, invalid)
 		if err != nil {
 			return LockSettings{}, err
 		}

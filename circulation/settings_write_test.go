@@ -185,3 +185,25 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestPatchNamesAnInvalidStoredField: a field stored invalid (written
+// straight into the settings entry) is not dropped by a patch of other
+// fields: the patch is refused, naming it, and nothing is written; a patch
+// that names it, with a value or null, goes through.
+func TestPatchNamesAnInvalidStoredField(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, tableEnv)
+	ctx := okapi(t)
+	s.fake.AddSetting(locksettings.Scope, locksettings.Key, json.RawMessage(`{"lockTtl":5000,"retryInterval":"often"}`))
+	writes := len(s.fake.Writes())
+	_, err := s.settings.Patch(ctx, json.RawMessage(`{"lockTtl":6000}`))
+	wantStrings(t, "refusals", refusals(t, err), []string{
+		`VALIDATION_FAILED: retryInterval: the stored value is invalid (must be an integer, got "often"): set it, or set it to null, in this patch [retryInterval="often"]`})
+	if w := s.fake.Writes(); len(w) != writes {
+		t.Errorf("the refused patch wrote: %+v", w[writes:])
+	}
+	if _, err := s.settings.Patch(ctx, json.RawMessage(`{"lockTtl":6000,"retryInterval":null}`)); err != nil {
+		t.Fatalf("a patch naming the invalid field: %v", err)
+	}
+	wantStored(t, s.fake, `{"lockTtl":6000}`)
+}
