@@ -79,11 +79,12 @@ soak: build
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=3 -timeout 30m -v ./integration-tests/ -args -soak
 
-## lint: gofmt, go vet and staticcheck must be clean
+## lint: gofmt, go vet and staticcheck must be clean, and every module tidy on its own with the versions it shares agreeing
 lint:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(GO_PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) $(GO_PKGS)
+	scripts/check-modules.sh
 
 ## fmt: format the code
 fmt:

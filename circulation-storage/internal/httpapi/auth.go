@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -101,13 +100,6 @@ func (s *Server) checkSetting(scope string, doc json.RawMessage) error {
 		v.Violations = append(v.Violations, schemas.Violation{Field: field, Message: fe.Message, Value: fe.Value})
 	}
 	return v
-}
-
-// authFailure is err's *auth.Failure, if it has one.
-func authFailure(err error) (*auth.Failure, bool) {
-	var f *auth.Failure
-	ok := errors.As(err, &f)
-	return f, ok
 }
 
 // settingsScope checks the scoped permission a write of a settings entry of
