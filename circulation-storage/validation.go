@@ -24,6 +24,11 @@ type CheckOutRecords struct {
 	// Limit is the item limit storage enforces on this check-out's write,
 	// nil when none is: the same the write will count against.
 	Limit *ItemLimit
+	// LockSetting is the tenant's check-out lock settings entry as stored
+	// (nil when there is none), read in the same statement: a check-out
+	// whose caller does not hold the settings learns them with its
+	// validation instead of in a call of its own.
+	LockSetting json.RawMessage
 }
 
 // CheckOutStore reads a check-out's records in one round trip to the

@@ -115,6 +115,9 @@ type checkOut struct {
 	match  PolicyMatch
 	// limit is the item limit storage enforces, nil when none is.
 	limit *ItemLimit
+	// lockSetting is the tenant's lock settings entry as validation read
+	// it, nil when storage did not carry it.
+	lockSetting *SettingRead
 }
 
 // CheckOut checks an item out to a patron in at most three calls to storage:
@@ -128,12 +131,7 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	if req.LoanDate.IsZero() {
 		req.LoanDate = s.now().UTC().Truncate(time.Millisecond)
 	}
-	var co checkOut
-	settings, err := s.settingsBeside(ctx, func() error {
-		var err error
-		co, err = s.validate(ctx, req)
-		return err
-	})
+	co, settings, err := s.validateWithSettings(ctx, req)
 	if err != nil {
 		return CheckOutResult{}, err
 	}
@@ -213,6 +211,7 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	if err != nil {
 		return co, err
 	}
+	co.lockSetting = reads.LockSetting
 	var refusals []*errs.Error
 	switch {
 	case reads.Patron == nil:
@@ -566,28 +565,26 @@ func (s *Service) retryAmbiguous(ctx context.Context, max uint64, op func() erro
 	return last
 }
 
-// settingsBeside runs validate and returns the settings in effect. Settings
-// the cache does not hold are read from storage while validate runs, not
-// after it: a patron's first scan after the cache expired (the first of a
-// burst, often) does not wait for the two reads in turn. validate's error
-// comes first; a read started for a check-out that validate refused still
-// fills the cache (see Settings.Effective).
-func (s *Service) settingsBeside(ctx context.Context, validate func() error) (LockSettings, error) {
-	if settings, ok := s.settings.Cached(ctx); ok {
-		return settings, validate()
+// validateWithSettings validates the check-out and returns the settings in
+// effect. Settings the cache does not hold come with the validation's one
+// read (storage carries the tenant's entry in it), so a check-out makes
+// three calls to storage whether or not its tenant's settings were cached;
+// a storage that does not carry them is asked in a call of its own.
+// validate's error comes first; settings read with a refused check-out are
+// kept all the same.
+func (s *Service) validateWithSettings(ctx context.Context, req CheckOutRequest) (checkOut, LockSettings, error) {
+	settings, cached := s.settings.Cached(ctx)
+	mark := s.settings.Mark()
+	co, err := s.validate(ctx, req)
+	if cached {
+		return co, settings, err
 	}
-	type read struct {
-		settings LockSettings
-		err      error
+	if read := co.lockSetting; read != nil {
+		return co, s.settings.FromRead(ctx, *read, mark), err
 	}
-	done := make(chan read, 1)
-	go func() {
-		settings, err := s.settings.Effective(ctx)
-		done <- read{settings, err}
-	}()
-	if err := validate(); err != nil {
-		return LockSettings{}, err
+	if err != nil {
+		return co, LockSettings{}, err
 	}
-	r := <-done
-	return r.settings, r.err
+	settings, err = s.settings.Effective(ctx)
+	return co, settings, err
 }

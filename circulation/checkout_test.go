@@ -5,17 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/errs"
 	"log/slog"
 	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 
 	"github.com/cenkalti/backoff/v4"
 
@@ -342,13 +342,9 @@ func TestCheckOutWithFeatureOffMakesNoLockCalls(t *testing.T) {
 			t.Errorf("lock call or header with the feature off: %+v", c)
 		}
 	}
-	// Validation's one read and the settings (side by side, in either
-	// order), and the one write (item and loan together).
-	calls := routes(s.fake)
-	if len(calls) == 3 && calls[0] == storagefake.RouteGetSettings {
-		calls[0], calls[1] = calls[1], calls[0]
-	}
-	wantStrings(t, "calls", calls, []string{storagefake.RouteValidation, storagefake.RouteGetSettings, storagefake.RoutePostLoan})
+	// Validation's one read (which carries the settings) and the one
+	// write (item and loan together).
+	wantStrings(t, "calls", routes(s.fake), []string{storagefake.RouteValidation, storagefake.RoutePostLoan})
 
 	loans := s.fake.Loans()
 	wantLoan := storagefake.Loan{ID: res.Loan.ID, UserID: patronID, ItemID: itemID, Status: "Open", Action: "checkedout",
@@ -417,43 +413,43 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 	wantWaits(t, s.clock, nil)
 }
 
-// TestCheckOutReadsTheSettingsBesideValidation: settings the cache does not
-// hold are read while validation's read is under way, not after it. The
-// fake holds the validation until the settings call has arrived; read one
-// after the other, the settings would never come while it waits.
-func TestCheckOutReadsTheSettingsBesideValidation(t *testing.T) {
+// TestCheckOutReadsTheSettingsWithValidation: settings the cache does not
+// hold come with validation's one read: no call of their own, and they
+// apply (the tenant's stored "off" over the environment's "on": no lock
+// calls) and are kept for the next check-out.
+func TestCheckOutReadsTheSettingsWithValidation(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	settingsArrived := make(chan struct{})
-	var once sync.Once
-	var beside atomic.Bool
-	s.fake.OnArrival(func(route string) {
-		switch route {
-		case storagefake.RouteGetSettings:
-			once.Do(func() { close(settingsArrived) })
-		case storagefake.RouteValidation:
-			select {
-			case <-settingsArrived:
-				beside.Store(true)
-			case <-time.After(5 * time.Second):
-			}
-		}
-	})
+	s.fake.AddSetting(locksettings.Scope, locksettings.Key, map[string]any{"checkOutLockFeatureEnabled": false})
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	if !beside.Load() {
-		t.Error("the settings were not read while validation's read was under way")
+	wantStrings(t, "calls", routes(s.fake), []string{storagefake.RouteValidation, storagefake.RoutePostLoan})
+	if got, ok := s.settings.Cached(okapi(t)); !ok || got.Enabled || got.EnabledSource != circulation.FromSettings {
+		t.Errorf("cached settings %+v (%t), want the stored off", got, ok)
 	}
-	wantCount(t, s.fake, storagefake.RouteGetSettings, 1)
 	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
-
 }
 
-// TestARefusedCheckOutStillCachesTheSettingsReadBesideIt: validation's
-// refusal is the answer, at once; the settings read started beside it
-// completes and fills the cache, and nothing is written.
-func TestARefusedCheckOutStillCachesTheSettingsReadBesideIt(t *testing.T) {
+// TestCheckOutReadsTheSettingsApartFromAnOlderStorage: a storage whose
+// validation does not carry the settings is asked for them in a call of
+// their own, once, and they apply.
+func TestCheckOutReadsTheSettingsApartFromAnOlderStorage(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.fake.OmitLockSettings()
+	s.fake.AddSetting(locksettings.Scope, locksettings.Key, map[string]any{"checkOutLockFeatureEnabled": false})
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	wantStrings(t, "calls", routes(s.fake), []string{storagefake.RouteValidation, storagefake.RouteGetSettings, storagefake.RoutePostLoan})
+	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+}
+
+// TestARefusedCheckOutStillCachesTheSettingsReadWithIt: validation's
+// refusal is the answer; the settings its read carried are kept all the
+// same, and nothing is written.
+func TestARefusedCheckOutStillCachesTheSettingsReadWithIt(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	req := request()
@@ -461,20 +457,14 @@ func TestARefusedCheckOutStillCachesTheSettingsReadBesideIt(t *testing.T) {
 	_, err := s.svc.CheckOut(okapi(t), req)
 	wantStrings(t, "refusals", refusals(t, err), []string{
 		"ITEM_BARCODE_NOT_FOUND: No item with barcode nope could be found [itemBarcode=nope]"})
-	deadline := time.Now().Add(5 * time.Second)
-	for s.settings.CachedTenants() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the settings read beside the refused check-out never reached the cache")
-		}
-		time.Sleep(time.Millisecond) // the read completes in the background: polled, with a deadline
+	if n := s.settings.CachedTenants(); n != 1 {
+		t.Errorf("%d tenants' settings cached, want the one read with the refused check-out", n)
 	}
-	if w := s.fake.Writes(); len(w) != 0 {
-		t.Errorf("writes %+v, want none", w)
-	}
+	wantStrings(t, "calls", routes(s.fake), []string{storagefake.RouteValidation})
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	wantCount(t, s.fake, storagefake.RouteGetSettings, 1)
+	wantCount(t, s.fake, storagefake.RouteGetSettings, 0)
 }
 
 // TestCheckOutIsThreeCalls: once the settings are cached, a check-out under
@@ -977,6 +967,9 @@ func TestOkapiHeadersReachStorageOnEveryCall(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.fake.HoldLock(1)
+	// A storage that does not carry the settings with validation: they
+	// are read in a call of their own, which must carry the headers too.
+	s.fake.OmitLockSettings()
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}

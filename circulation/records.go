@@ -139,6 +139,17 @@ type CheckOutReads struct {
 	// (it decides it from the rules, and counts again in the write); nil
 	// when none is.
 	Limit *ItemLimit
+	// LockSetting is the tenant's check-out lock settings entry, read with
+	// the rest; nil when storage did not carry it (a storage that predates
+	// doing so).
+	LockSetting *SettingRead
+}
+
+// SettingRead is a settings entry as read: the entry, and whether there
+// is one.
+type SettingRead struct {
+	Entry SettingEntry
+	Found bool
 }
 
 // ItemLimit is an item limit and what it counts: the patron's open loans,

@@ -163,6 +163,26 @@ func (s *Settings) Effective(ctx context.Context) (LockSettings, error) {
 	return v.(LockSettings), nil
 }
 
+// Mark is where the settings' writes stand: FromRead keeps a read taken
+// after it only when no write has landed since.
+func (s *Settings) Mark() uint64 { return s.writes.Load() }
+
+// FromRead returns the settings in effect given the tenant's entry as read
+// with a check-out's validation, and keeps them as a read from storage
+// would be kept, unless a write landed after mark (taken before the read):
+// then the written ones are kept and returned.
+func (s *Settings) FromRead(ctx context.Context, read SettingRead, mark uint64) LockSettings {
+	c := s.resolve(ctx, read.Entry, read.Found)
+	tenant := OkapiFrom(ctx).Tenant
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.cache.Peek(tenant); ok && cur.write > mark {
+		return cur.settings
+	}
+	s.cache.Add(tenant, c)
+	return c.settings
+}
+
 // fetch reads and resolves the stored entry; prev is what was cached.
 func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettings, error) {
 	entry, found, err := s.storage.Setting(ctx, locksettings.Scope, locksettings.Key)
@@ -184,8 +204,13 @@ func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettin
 		out.SettingsError = "settings could not be read from storage; the environment's values apply"
 		return cachedSettings{settings: out, expires: s.now().Add(failureCacheTTL)}, nil
 	}
+	return s.resolve(ctx, entry, found), nil
+}
+
+// resolve is the settings in effect with entry stored (found), as kept.
+func (s *Settings) resolve(ctx context.Context, entry SettingEntry, found bool) cachedSettings {
 	if !found {
-		return cachedSettings{settings: s.env, expires: s.now().Add(s.ttl), read: true}, nil
+		return cachedSettings{settings: s.env, expires: s.now().Add(s.ttl), read: true}
 	}
 	stored, errs := s.readStored(entry.Value)
 	out := Resolve(s.env, stored)
@@ -197,5 +222,5 @@ func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettin
 		out.SettingsError = fmt.Sprintf("the stored %s setting is partly invalid (%s); those fields take their defaults",
 			locksettings.Key, msg)
 	}
-	return cachedSettings{settings: out, expires: s.now().Add(s.ttl), read: true}, nil
+	return cachedSettings{settings: out, expires: s.now().Add(s.ttl), read: true}
 }

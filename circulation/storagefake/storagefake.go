@@ -192,6 +192,7 @@ type Fake struct {
 	// 503, as when the connection breaks during COMMIT.
 	loanUpdatesAfterCommit bool
 	settingsFail           int
+	omitLockSettings       bool
 	openCounts             []int
 	// lockFeature is the lock feature for a tenant that stored no
 	// setting (storage's CHECKOUT_LOCK_FEATURE_ENABLED); see
@@ -381,6 +382,25 @@ func (f *Fake) AddSetting(scope, key string, value any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.settings = append(f.settings, map[string]any{"id": uuid.NewString(), "scope": scope, "key": key, "value": value, "_version": 1})
+}
+
+// OmitLockSettings makes validation answer without the tenant's lock
+// settings, as a storage that predates carrying them does.
+func (f *Fake) OmitLockSettings() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.omitLockSettings = true
+}
+
+// lockSettings is validation's lockSettings: the tenant's check-out lock
+// settings entry as stored, or none.
+func (f *Fake) lockSettings() map[string]any {
+	for _, st := range f.settings {
+		if st["scope"] == locksettings.Scope && st["key"] == locksettings.Key {
+			return map[string]any{"entry": st}
+		}
+	}
+	return map[string]any{}
 }
 
 // Faults.
@@ -983,6 +1003,9 @@ func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out := map[string]any{"circulationRulesSet": false}
+	if !f.omitLockSettings {
+		out["lockSettings"] = f.lockSettings()
+	}
 	user := firstWith(f.users, "barcode", q.Get("userBarcode"))
 	item := firstWith(f.items, "barcode", q.Get("itemBarcode"))
 	if user != nil {

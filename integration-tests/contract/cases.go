@@ -3,6 +3,7 @@ package contract
 import (
 	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -364,8 +365,30 @@ var cases = []testCase{
 		},
 		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
 		then: func(s *session, got response) {
-			if v := got.decode(s.t); len(v) != 1 || v["circulationRulesSet"] != false {
-				s.t.Errorf("validation answered %v, want only circulationRulesSet false", v)
+			v := got.decode(s.t)
+			if ls, _ := v["lockSettings"].(map[string]any); len(v) != 2 || v["circulationRulesSet"] != false || ls == nil || len(ls) != 0 {
+				s.t.Errorf("validation answered %v, want only circulationRulesSet false and no lock settings entry", v)
+			}
+		},
+	},
+	{
+		name: "validation carries the tenant's check-out lock settings entry as stored",
+		given: func(s *session) request {
+			r := s.seed()
+			s.step("the lock settings", settingReq("mod-circulation", "checkoutLockFeature",
+				map[string]any{"checkOutLockFeatureEnabled": false, "lockTtl": 4000}), want{status: http.StatusCreated, schema: "setting.json"})
+			return validationReq(r.ItemBarcode, r.PatronBarcode)
+		},
+		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
+		then: func(s *session, got response) {
+			v := got.decode(s.t)
+			ls, _ := v["lockSettings"].(map[string]any)
+			entry, _ := ls["entry"].(map[string]any)
+			page := s.step("the entry", request{method: http.MethodGet, path: "/settings/entries?scope=mod-circulation&key=checkoutLockFeature"},
+				want{status: http.StatusOK, schema: "settings.json"}).decode(s.t)
+			items, _ := page["items"].([]any)
+			if len(items) != 1 || !reflect.DeepEqual(entry, items[0]) {
+				s.t.Errorf("validation's lock settings %v, want the entry as stored: %v", ls, items)
 			}
 		},
 	},

@@ -79,6 +79,13 @@ type checkOutValidationJSON struct {
 	LoanPolicy    json.RawMessage  `json:"loanPolicy,omitempty"`
 	OpenLoanCount *int             `json:"openLoanCount,omitempty"`
 	ItemLimit     *itemLimitJSON   `json:"itemLimit,omitempty"`
+	LockSettings  lockSettingsJSON `json:"lockSettings"`
+}
+
+// lockSettingsJSON is the tenant's check-out lock settings entry, as
+// stored, absent when there is none.
+type lockSettingsJSON struct {
+	Entry json.RawMessage `json:"entry,omitempty"`
 }
 
 // itemLimitJSON is the item limit storage enforces on the check-out's
@@ -111,7 +118,7 @@ func (s *Server) validateCheckOut(c echo.Context) error {
 		return err
 	}
 	out := checkOutValidationJSON{User: recs.User, Item: recs.Item, OpenLoan: recs.OpenLoan, RulesSet: recs.RulesSet,
-		LoanPolicy: recs.LoanPolicy}
+		LoanPolicy: recs.LoanPolicy, LockSettings: lockSettingsJSON{Entry: recs.LockSetting}}
 	if recs.Match != nil {
 		m := matchJSON(*recs.Match)
 		out.Match = &m

@@ -8,6 +8,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/locksql"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/locksettings"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -215,7 +216,8 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
        EXISTS (SELECT 1 FROM ` + table(t, "circulation_rules") + `),
        m.loan_policy_id::text, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
        p.jsonb, p.item_limit, p.mt::text, p.lt::text,
-       CASE WHEN p.jsonb IS NOT NULL THEN (` + locksql.OpenLoanCount(table(t, "loan"), table(t, "item"), "(SELECT id FROM u)", "p.mt", "p.lt") + `) END
+       CASE WHEN p.jsonb IS NOT NULL THEN (` + locksql.OpenLoanCount(table(t, "loan"), table(t, "item"), "(SELECT id FROM u)", "p.mt", "p.lt") + `) END,
+       (SELECT s.jsonb FROM ` + table(t, "setting") + ` s WHERE s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `')
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true`
@@ -230,7 +232,7 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	var pg, mtMatch, ltMatch *bool
 	err := s.db.pool.QueryRow(ctx, checkOutReadSQL(t), userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit).
 		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
-			&out.LoanPolicy, &limit, &mt, &lt, &count)
+			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting)
 	if err != nil {
 		return storage.CheckOutRecords{}, interpret(err, t)
 	}

@@ -78,12 +78,21 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 			MaterialTypeID string `json:"materialTypeId"`
 			LoanTypeID     string `json:"loanTypeId"`
 		} `json:"itemLimit"`
+		LockSettings *struct {
+			Entry *settingJSON `json:"entry"`
+		} `json:"lockSettings"`
 	}
 	err := c.call(ctx, http.MethodGet, "/check-out-storage/validation"+query("itemBarcode", itemBarcode, "userBarcode", userBarcode), nil, &v)
 	if err != nil {
 		return circulation.CheckOutReads{}, err
 	}
 	out := circulation.CheckOutReads{OpenLoan: v.OpenLoan != nil, RulesSet: v.RulesSet, OpenLoans: v.OpenLoanCount}
+	if ls := v.LockSettings; ls != nil {
+		out.LockSetting = &circulation.SettingRead{}
+		if ls.Entry != nil {
+			out.LockSetting.Entry, out.LockSetting.Found = settingEntry(*ls.Entry), true
+		}
+	}
 	if l := v.ItemLimit; l != nil {
 		out.Limit = &circulation.ItemLimit{Limit: l.Limit, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID}
 	}
@@ -327,11 +336,16 @@ func (c *Client) findSetting(ctx context.Context, scope, key string) (settingJSO
 // Setting implements circulation.Storage.
 func (c *Client) Setting(ctx context.Context, scope, key string) (circulation.SettingEntry, bool, error) {
 	s, found, err := c.findSetting(ctx, scope, key)
+	return settingEntry(s), found, err
+}
+
+// settingEntry is a settings entry as circulation keeps it.
+func settingEntry(s settingJSON) circulation.SettingEntry {
 	e := circulation.SettingEntry{ID: s.ID, Value: s.Value, Version: s.Version}
 	if s.Metadata != nil {
 		e.UpdatedBy, e.UpdatedDate = s.Metadata.UpdatedByUserID, s.Metadata.UpdatedDate
 	}
-	return e, found, err
+	return e
 }
 
 // PutSetting implements circulation.Storage: create the entry, or replace
