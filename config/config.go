@@ -92,6 +92,9 @@ type Database struct {
 	Password string `env:"DB_PASSWORD"`
 	Database string `env:"DB_DATABASE" envDefault:"circulation"`
 	MaxConns int32  `env:"DB_MAX_CONNS" envDefault:"16"`
+	// MaxConnLifetime bounds how long a database connection lives: what
+	// its server process keeps for the tenants it served goes with it.
+	MaxConnLifetime time.Duration `env:"DB_MAX_CONN_LIFETIME" envDefault:"1h"`
 }
 
 // ConnString is the connection string to use: DATABASE_URL, or one built from
@@ -138,6 +141,9 @@ func (d Database) validate() error {
 	}
 	if d.MaxConns < 1 || d.MaxConns > 1000 {
 		errs = append(errs, fmt.Errorf("DB_MAX_CONNS must be 1..1000, got %d", d.MaxConns))
+	}
+	if d.MaxConnLifetime < time.Second || d.MaxConnLifetime > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("DB_MAX_CONN_LIFETIME must be 1s..24h, got %s", d.MaxConnLifetime))
 	}
 	return errors.Join(errs...)
 }

@@ -210,6 +210,7 @@ func (c Storage) LogValue() slog.Value {
 		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),
 		slog.String("item_limit_without_criteria", c.ItemLimitWithoutCriteria),
 		slog.Int("db_max_conns", int(c.Database.MaxConns)),
+		slog.Duration("db_max_conn_lifetime", c.Database.MaxConnLifetime),
 		slog.Int("lock_default_ttl_ms", c.LockDefaultTTLMs),
 		slog.Int("lock_max_ttl_ms", c.LockMaxTTLMs),
 		slog.Int("lock_max_wait_ms", c.LockMaxWaitMs),

@@ -57,6 +57,8 @@ func TestStorageInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"DB_PORT": "abc"}, `DB_PORT="abc" is not an integer`},
 		{map[string]string{"DB_PORT": "70000"}, "DB_PORT must be 1..65535"},
 		{map[string]string{"DB_MAX_CONNS": "0"}, "DB_MAX_CONNS must be 1..1000"},
+		{map[string]string{"DB_MAX_CONN_LIFETIME": "500ms"}, "DB_MAX_CONN_LIFETIME must be 1s..24h"},
+		{map[string]string{"DB_MAX_CONN_LIFETIME": "48h"}, "DB_MAX_CONN_LIFETIME must be 1s..24h"},
 		{map[string]string{"LOCK_DEFAULT_TTL_MS": "0"}, "LOCK_DEFAULT_TTL_MS must be 1..LOCK_MAX_TTL_MS"},
 		{map[string]string{"LOCK_DEFAULT_TTL_MS": "5000", "LOCK_MAX_TTL_MS": "4000"}, "LOCK_DEFAULT_TTL_MS must be 1..LOCK_MAX_TTL_MS (4000), got 5000"},
 		{map[string]string{"LOCK_MAX_TTL_MS": "-1"}, "LOCK_MAX_TTL_MS must be at least 1"},

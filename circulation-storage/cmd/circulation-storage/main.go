@@ -82,7 +82,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		return err
 	}
 
-	db, err := postgres.Open(ctx, cfg.Database.ConnString(), cfg.Database.MaxConns, cfg.LockSynchronousCommit)
+	db, err := postgres.Open(ctx, cfg.Database.ConnString(), postgres.PoolConfig{MaxConns: cfg.Database.MaxConns,
+		MaxConnLifetime: cfg.Database.MaxConnLifetime, LockCommit: cfg.LockSynchronousCommit})
 	if err != nil {
 		return err
 	}

@@ -355,7 +355,7 @@ func counterValue(t *testing.T, f *fixture, series string) float64 {
 // envelope, never a 500 or a driver message, and readiness says not ready.
 func TestDatabaseDownIs503(t *testing.T) {
 	t.Parallel()
-	db, err := postgres.Open(t.Context(), "postgres://postgres@127.0.0.1:1/nowhere?connect_timeout=2", 2, "off")
+	db, err := postgres.Open(t.Context(), "postgres://postgres@127.0.0.1:1/nowhere?connect_timeout=2", postgres.PoolConfig{MaxConns: 2, LockCommit: "off"})
 	if err != nil {
 		t.Fatal(err)
 	}

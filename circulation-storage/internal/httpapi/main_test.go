@@ -48,7 +48,7 @@ func setup(t testing.TB) *fixture {
 	url := pgtest.Shared(t)
 	shared.once.Do(func() {
 		ctx := context.Background()
-		if shared.db, shared.err = postgres.Open(ctx, url, 16, "off"); shared.err != nil {
+		if shared.db, shared.err = postgres.Open(ctx, url, postgres.PoolConfig{MaxConns: 16, LockCommit: "off"}); shared.err != nil {
 			return
 		}
 		shared.pool, shared.err = pgxpool.New(ctx, url)

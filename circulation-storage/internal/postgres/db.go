@@ -30,33 +30,47 @@ type DB struct {
 	lockPool *pool
 }
 
+// PoolConfig is how the pools connect.
+type PoolConfig struct {
+	// MaxConns bounds the main pool; the lock statements' pool, when
+	// they have one, has half as many.
+	MaxConns int32
+	// MaxConnLifetime bounds how long a connection, and the server
+	// process behind it, lives (pgxpool's default, one hour, when zero):
+	// what a backend keeps for every tenant it has served (catalog and
+	// plan caches, prepared statements) goes with it. Connections are
+	// retired at up to a tenth later than that, so that not all of them
+	// are made again at once.
+	MaxConnLifetime time.Duration
+	// LockCommit is PostgreSQL's synchronous_commit for the statements
+	// that acquire and release locks, run on a pool of their own ("on",
+	// or "" for the server's setting, shares the main pool). With "off"
+	// they do not wait for the WAL flush (or a standby), which is most of
+	// their cost; a lock row lost in a crash makes its holder's fenced
+	// write refuse (LOCK_LOST), and the write, whose commit is durable,
+	// flushes every lock statement before it.
+	LockCommit string
+}
+
 // Open creates the pools. It does not wait for the database: connections
 // are made on demand, so the service starts (and reports not ready) while
 // the database is down, and recovers by itself when it comes back.
-//
-// lockCommit is PostgreSQL's synchronous_commit for the statements that
-// acquire and release locks, run on a pool of their own ("on", or "" for
-// the server's setting, shares the main pool). With "off" they do not wait
-// for the WAL flush (or a standby), which is most of their cost; a lock row
-// lost in a crash makes its holder's fenced write refuse (LOCK_LOST), and
-// the write, whose commit is durable, flushes every lock statement before
-// it.
-func Open(ctx context.Context, connString string, maxConns int32, lockCommit string) (*DB, error) {
-	return open(ctx, connString, maxConns, lockCommit, nil)
+func Open(ctx context.Context, connString string, cfg PoolConfig) (*DB, error) {
+	return open(ctx, connString, cfg, nil)
 }
 
 // open is Open with the pools' connections made by dial, when set (tests
 // cut connections through it).
-func open(ctx context.Context, connString string, maxConns int32, lockCommit string, dial pgconn.DialFunc) (*DB, error) {
-	main, err := openPool(ctx, connString, maxConns, "circulation-storage", "", dial)
+func open(ctx context.Context, connString string, cfg PoolConfig, dial pgconn.DialFunc) (*DB, error) {
+	main, err := openPool(ctx, connString, cfg.MaxConns, cfg.MaxConnLifetime, "circulation-storage", "", dial)
 	if err != nil {
 		return nil, err
 	}
 	db := &DB{pool: &pool{Pool: main}}
 	db.lockPool = db.pool
-	if lockCommit != "" && lockCommit != "on" {
+	if cfg.LockCommit != "" && cfg.LockCommit != "on" {
 		// Lock statements are short: half the connections serve them.
-		locks, err := openPool(ctx, connString, max(2, maxConns/2), "circulation-storage-locks", lockCommit, dial)
+		locks, err := openPool(ctx, connString, max(2, cfg.MaxConns/2), cfg.MaxConnLifetime, "circulation-storage-locks", cfg.LockCommit, dial)
 		if err != nil {
 			main.Close()
 			return nil, err
@@ -69,13 +83,17 @@ func open(ctx context.Context, connString string, maxConns int32, lockCommit str
 // openPool creates one pool, its sessions named name, with
 // synchronous_commit set when commit is not empty, connecting through dial
 // when it is set.
-func openPool(ctx context.Context, connString string, maxConns int32, name, commit string, dial pgconn.DialFunc) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, connString string, maxConns int32, lifetime time.Duration, name, commit string, dial pgconn.DialFunc) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		// The parse error may quote the connection string, password included.
 		return nil, fmt.Errorf("parse database connection string: %w", redact(err))
 	}
 	cfg.MaxConns = maxConns
+	if lifetime > 0 {
+		cfg.MaxConnLifetime = lifetime
+		cfg.MaxConnLifetimeJitter = lifetime / 10
+	}
 	// Dead connections (database restarted, proxy cut) are noticed when a
 	// query fails; a periodic check finds idle ones before a request does.
 	cfg.HealthCheckPeriod = 5 * time.Second

@@ -25,7 +25,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 // openDB opens a pool on url, closed when the test ends.
 func openDB(t *testing.T, url string) *DB {
 	t.Helper()
-	db, err := Open(context.Background(), url, 8, "off")
+	db, err := Open(context.Background(), url, PoolConfig{MaxConns: 8, LockCommit: "off"})
 	if err != nil {
 		t.Fatalf("open database: %v", err)
 	}
@@ -45,7 +45,9 @@ var shared struct {
 func setup(t *testing.T) fixture {
 	t.Helper()
 	url := pgtest.Shared(t)
-	shared.once.Do(func() { shared.db, shared.err = Open(context.Background(), url, 16, "off") })
+	shared.once.Do(func() {
+		shared.db, shared.err = Open(context.Background(), url, PoolConfig{MaxConns: 16, LockCommit: "off"})
+	})
 	if shared.err != nil {
 		t.Fatalf("open database: %v", shared.err)
 	}

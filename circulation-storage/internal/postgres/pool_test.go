@@ -122,3 +122,34 @@ func terminate(t *testing.T, admin *pgx.Conn, pids []int32) {
 		}
 	}
 }
+
+// TestConnectionsAreRetiredAtTheirLifetime: with a lifetime of a second, the
+// server process behind the pool's connection is replaced within a few
+// seconds, as a busy pool's would be: what a backend keeps for the tenants
+// it served does not outlive DB_MAX_CONN_LIFETIME by much.
+func TestConnectionsAreRetiredAtTheirLifetime(t *testing.T) {
+	db, err := Open(context.Background(), pgtest.Shared(t), PoolConfig{MaxConns: 1, MaxConnLifetime: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	ctx := context.Background()
+	backend := func() int {
+		var pid int
+		if err := db.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	first := backend()
+	deadline := time.Now().Add(10 * time.Second)
+	for backend() == first {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection outlived its one-second lifetime by 9 s")
+		}
+		time.Sleep(50 * time.Millisecond) // a pool in use, polled with a deadline
+	}
+	if n := db.pool.Stat().MaxLifetimeDestroyCount(); n == 0 {
+		t.Errorf("the pool retired no connection for its lifetime")
+	}
+}

@@ -97,7 +97,7 @@ func cutWrite(t *testing.T) cut {
 	q.Set("sslmode", "disable")
 	u.RawQuery = q.Encode()
 	var network cutter
-	db, err := open(ctx, u.String(), 4, "off", network.dial)
+	db, err := open(ctx, u.String(), PoolConfig{MaxConns: 4, LockCommit: "off"}, network.dial)
 	if err != nil {
 		t.Fatal(err)
 	}
