@@ -101,11 +101,42 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			if _, err := s.SweepOnce(ctx); err != nil && ctx.Err() == nil {
+			if _, _, err := s.TrySweepOnce(ctx); err != nil && ctx.Err() == nil {
 				s.logger.WarnContext(ctx, "lock sweep failed", slog.Any("error", err))
 			}
 		}
 	}
+}
+
+// sweeperLock is the advisory lock a pass holds, so that of several
+// instances on one database one sweeps at a time: the others' passes in
+// the meantime are skipped, not queued.
+const sweeperLock int64 = 0x636f6c5f73776565 // "col_swee"
+
+// TrySweepOnce is SweepOnce unless another instance is sweeping this
+// database right now: then it skips the pass (swept false) and touches no
+// tenant.
+func (s *Sweeper) TrySweepOnce(ctx context.Context) (deleted int, swept bool, err error) {
+	c, err := s.db.pool.Acquire(ctx)
+	if err != nil {
+		return 0, false, interpret(err, "")
+	}
+	defer c.Release()
+	if err := c.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, sweeperLock).Scan(&swept); err != nil {
+		return 0, false, interpret(err, "")
+	}
+	if !swept {
+		return 0, false, nil
+	}
+	defer func() {
+		// The lock is the session's: unlocked here, or with the
+		// connection if it is gone.
+		if _, err := c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, sweeperLock); err != nil {
+			_ = c.Conn().Close(context.WithoutCancel(ctx)) // closing ends the session, and the lock with it
+		}
+	}()
+	deleted, err = s.SweepOnce(ctx)
+	return deleted, true, err
 }
 
 // SweepOnce deletes every lock that has expired, in every tenant, and returns

@@ -69,3 +69,46 @@ func TestSweeperGoesOnPastAFailingTenant(t *testing.T) {
 		t.Errorf("the failing tenant has %d locks, want its 4 untouched", n)
 	}
 }
+
+// TestOneInstanceSweepsAtATime: while another instance's pass holds the
+// sweeper's lock, a pass is skipped and deletes nothing; once it is free,
+// the pass sweeps.
+func TestOneInstanceSweepsAtATime(t *testing.T) {
+	t.Parallel()
+	// A database of its own: the sweeper's lock is the database's.
+	url := pgtest.Fresh(t)
+	db := openDB(t, url)
+	f := setupTenant(t, db)
+	ctx := context.Background()
+	l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expire(t, f, l.ID)
+	other, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, sweeperLock); err != nil {
+		t.Fatal(err)
+	}
+	sweeper := NewSweeper(db, discard, SweeperConfig{BatchSize: 10})
+	if n, swept, err := sweeper.TrySweepOnce(ctx); err != nil || swept || n != 0 {
+		t.Errorf("a pass while another sweeps: deleted %d, swept %t, %v; want it skipped", n, swept, err)
+	}
+	if n := f.count(t, tableLock, ""); n != 1 {
+		t.Errorf("%d locks after the skipped pass, want the expired one still there", n)
+	}
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, sweeperLock); err != nil {
+		t.Fatal(err)
+	}
+	if n, swept, err := sweeper.TrySweepOnce(ctx); err != nil || !swept || n != 1 {
+		t.Errorf("a pass with the lock free: deleted %d, swept %t, %v; want the one expired lock", n, swept, err)
+	}
+	// The pass let go of the lock: another instance can take it.
+	var free bool
+	if err := other.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, sweeperLock).Scan(&free); err != nil || !free {
+		t.Errorf("the sweeper's lock after a pass: free %t, %v", free, err)
+	}
+}
