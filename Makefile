@@ -12,8 +12,13 @@ BENCH_OUT ?= bench-results
 BENCH_BASELINE ?= 86c6f12
 # BENCH_ONLY=lock-cycle runs scenario 1 alone, in a few minutes; BENCH_ONLY=burst
 # scenario 3 (a patron's bursts) alone, in under a minute; BENCH_ONLY=before-after
-# scenario 6 (this version's check-out against BENCH_BASELINE's) alone.
+# scenario 6 (this version's check-out against BENCH_BASELINE's) alone;
+# BENCH_ONLY=tenants scenario 7 (BENCH_TENANTS tenants, spread traffic
+# against one tenant's) alone.
 BENCH_ONLY ?=
+# BENCH_TENANTS is how many tenants scenario 7 (BENCH_ONLY=tenants alone)
+# initialises.
+BENCH_TENANTS ?= 2000
 # BENCH_LOG_LEVEL=info logs every request of the benchmarked services (with
 # KEEP_LOGS=<dir> to keep the logs); it slows them.
 BENCH_LOG_LEVEL ?= warn
@@ -72,7 +77,7 @@ fuzz:
 ## bench: the benchmarks against real processes, a few minutes; table on stdout, results.json and charts in $(BENCH_OUT)
 bench: build
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -count=1 -timeout 30m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.loglevel=$(BENCH_LOG_LEVEL)
+	$(GO) test -count=1 -timeout 30m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.tenants=$(BENCH_TENANTS) -bench.loglevel=$(BENCH_LOG_LEVEL)
 
 ## soak: the workloads across real processes, five times larger, three times over
 soak: build

@@ -33,6 +33,7 @@ type Results struct {
 	Scale             []ScaleRow     `json:"scale"`
 	Memory            []MemoryRow    `json:"memory"`
 	BeforeAfter       *BeforeAfter   `json:"beforeAfter,omitempty"`
+	Tenants           *Tenants       `json:"tenants,omitempty"`
 	Targets           []Target       `json:"targets"`
 }
 
@@ -55,11 +56,17 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
-	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" {
-		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst and before-after", *only)
+	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" {
+		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after and tenants", *only)
 	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=" + *logLevel}
+	if *only == "tenants" {
+		tn := benchTenants(t, p, tenantsToBench(), quiet)
+		printTenants(os.Stdout, tn)
+		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Tenants: &tn})
+		return
+	}
 	if *only == "before-after" {
 		ba := benchBeforeAfter(t, *baseline, p, quiet)
 		for _, r := range ba.Rows {
@@ -117,6 +124,9 @@ func TestBenchmarks(t *testing.T) {
 		res.BeforeAfter = &ba
 	}
 
+	tn := benchTenants(t, p, tenantsToBench(), quiet)
+	res.Tenants = &tn
+
 	res.Memory = append(res.Memory, MemoryRow{Process: "circulation-storage", PeakMB: peakRSS(t, c.Storage.PID())})
 	for _, circ := range c.Circulations {
 		res.Memory = append(res.Memory, MemoryRow{Process: circ.Name, PeakMB: peakRSS(t, circ.PID())})
@@ -129,14 +139,9 @@ func TestBenchmarks(t *testing.T) {
 	}
 
 	printTable(os.Stdout, res)
+	printTenants(os.Stdout, tn)
 	if *outDir != "" {
-		if err := os.MkdirAll(*outDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		b, _ := json.MarshalIndent(res, "", "  ")
-		if err := os.WriteFile(filepath.Join(*outDir, "results.json"), append(b, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeResults(t, res)
 		if err := charts(res, *outDir); err != nil {
 			t.Fatal(err)
 		}
@@ -395,4 +400,33 @@ func groupedBars(p *plot.Plot, names, series []string, values ...plotter.Values)
 	p.Legend.Top, p.Legend.Left = true, true
 	p.NominalX(names...)
 	return nil
+}
+
+// printTenants prints scenario 7's table.
+func printTenants(w io.Writer, tn Tenants) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\n7. %d tenants: traffic spread over all of them / on one\tone\tspread\tratio\n", tn.Tenants)
+	fmt.Fprintf(tw, "check-out p50, c = 1 (ms)\t%.2f\t%.2f\t%.2f\n", tn.CheckOutOne.P50Ms, tn.CheckOutSpread.P50Ms, tn.P50Ratio)
+	fmt.Fprintf(tw, "check-out throughput, c = 1 (/s)\t%.0f\t%.0f\t%.2f\n", tn.CheckOutOne.Throughput, tn.CheckOutSpread.Throughput, tn.ThroughputRatio)
+	fmt.Fprintf(tw, "PostgreSQL CPU per check-out (µs)\t%.0f\t%.0f\t%.2f\n", tn.PostgresCPUOneUs, tn.PostgresCPUSpreadUs, tn.PostgresCPURatio)
+	fmt.Fprintf(tw, "storage calls per check-out\t%.2f\t%.2f\t\n", tn.CallsOne, tn.CallsSpread)
+	fmt.Fprintf(tw, "lock cycles, c = 8 (/s)\t%.0f\t%.0f\t%.2f\n", tn.LockCyclesOne, tn.LockCyclesSpread, tn.LockCycleRatio)
+	fmt.Fprintf(tw, "PostgreSQL backends' private memory after (MiB)\t\t%.1f in %d (largest %.1f)\t\n", tn.BackendsMiB, tn.Backends, tn.LargestBackendMiB)
+	fmt.Fprintf(tw, "initialising a tenant: first, last (ms); all (s)\t%.0f\t%.0f\t%.1f s\n", tn.InitFirstMs, tn.InitLastMs, tn.InitAllSeconds)
+	tw.Flush()
+}
+
+// writeResults writes results.json into -bench.out, when set.
+func writeResults(t *testing.T, res Results) {
+	t.Helper()
+	if *outDir == "" {
+		return
+	}
+	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(filepath.Join(*outDir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+var tenantCount = flag.Int("bench.tenants", 2000, "scenario 7: how many tenants to initialise (5 in a smoke run)")
+
+// Tenants is scenario 7: what a request costs when the traffic is spread
+// over many initialised tenants, against the same traffic on one, phases
+// alternated in one run.
+type Tenants struct {
+	Tenants int `json:"tenants"`
+	// InitFirstMs and InitLastMs are the first and the last tenant's
+	// POST /_/tenant; InitAllSeconds all of them.
+	InitFirstMs    float64 `json:"initFirstMs"`
+	InitLastMs     float64 `json:"initLastMs"`
+	InitAllSeconds float64 `json:"initAllSeconds"`
+	// CheckOutOne and CheckOutSpread are check-outs at c = 1, on one
+	// tenant and round-robin over all of them.
+	CheckOutOne    Stats `json:"checkOutOne"`
+	CheckOutSpread Stats `json:"checkOutSpread"`
+	// PostgresCPUOneUs and PostgresCPUSpreadUs are PostgreSQL's CPU per
+	// check-out, µs.
+	PostgresCPUOneUs    float64 `json:"postgresCpuOneUs"`
+	PostgresCPUSpreadUs float64 `json:"postgresCpuSpreadUs"`
+	// CallsOne and CallsSpread are storage's requests per check-out.
+	CallsOne    float64 `json:"callsOne"`
+	CallsSpread float64 `json:"callsSpread"`
+	// LockCyclesOne and LockCyclesSpread are acquire-and-release cycles
+	// per second straight at storage, c = 8.
+	LockCyclesOne    float64 `json:"lockCyclesOne"`
+	LockCyclesSpread float64 `json:"lockCyclesSpread"`
+	// Backends, BackendsMiB and LargestBackendMiB are PostgreSQL's
+	// processes serving the benchmark's database after the spread traffic,
+	// and their private memory.
+	Backends          int     `json:"backends"`
+	BackendsMiB       float64 `json:"backendsMiB"`
+	LargestBackendMiB float64 `json:"largestBackendMiB"`
+	// The ratios, spread / one.
+	P50Ratio         float64 `json:"p50Ratio"`
+	ThroughputRatio  float64 `json:"throughputRatio"`
+	PostgresCPURatio float64 `json:"postgresCpuRatio"`
+	LockCycleRatio   float64 `json:"lockCycleRatio"`
+}
+
+// tenantLibrary is one tenant's check-out population: patrons B<n> with
+// items BI<n>, handed out in turn.
+type tenantLibrary struct {
+	view   *harness.Cluster
+	header http.Header
+	pop    *population
+}
+
+// benchTenants initialises n tenants beside the cluster's own, gives each a
+// library, and alternates phases of check-outs (c = 1) and lock cycles
+// (c = 8) on the cluster's tenant alone and spread over all of them.
+func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
+		StorageEnv: append([]string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns)}, env...), CirculationEnv: env})
+	res := Tenants{Tenants: n}
+	// Enough patrons for every tenant's share of the spread check-outs at
+	// up to a thousand a second.
+	perTenant := 10 + int(float64(p.rounds)*p.slice.Seconds()*1000)/n
+	one := &tenantLibrary{view: c, header: jsonHeader(c), pop: populate(t, c, p.population, 0)}
+
+	// Initialise the others, four at a time, timing each.
+	views := make([]*harness.Cluster, n)
+	initMs := make([]float64, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	var failed atomic.Value
+	for i := range n {
+		v := *c
+		v.Tenant = fmt.Sprintf("%s_%05d", c.Tenant, i)
+		v.Schema = v.Tenant + "_mod_circulation_storage"
+		views[i] = &v
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			began := time.Now()
+			r := v.Do(c.Storage, "POST", "/_/tenant", map[string]any{"module_to": "mod-circulation-storage-1.0.0"})
+			initMs[i] = float64(time.Since(began).Microseconds()) / 1000
+			if r.Status != http.StatusCreated {
+				failed.Store(fmt.Sprintf("init tenant %s: %d %s", v.Tenant, r.Status, r.Body))
+			}
+		}()
+	}
+	wg.Wait()
+	if f := failed.Load(); f != nil {
+		t.Fatal(f)
+	}
+	res.InitAllSeconds = time.Since(start).Seconds()
+	res.InitFirstMs, res.InitLastMs = initMs[0], initMs[n-1]
+	libs := make([]*tenantLibrary, n)
+	for i, v := range views {
+		libs[i] = &tenantLibrary{view: v, header: jsonHeader(v), pop: populate(t, v, perTenant, 0)}
+	}
+	t.Logf("tenants: %d initialised in %.1f s (first %.0f ms, last %.0f ms), each with %d patrons",
+		n, res.InitAllSeconds, res.InitFirstMs, res.InitLastMs, perTenant)
+
+	var next atomic.Int64
+	spread := func() *tenantLibrary { return libs[int(next.Add(1))%n] }
+	single := func() *tenantLibrary { return one }
+	checkOuts := func(pick func() *tenantLibrary) vegeta.Targeter {
+		return func(tgt *vegeta.Target) error {
+			lib := pick()
+			k := lib.pop.next.Add(1)
+			if k > lib.pop.size {
+				return fmt.Errorf("tenant %s: population of %d patrons used up", lib.view.Tenant, lib.pop.size)
+			}
+			*tgt = vegeta.Target{Method: http.MethodPost, URL: c.Circulations[0].URL() + "/circulation/check-out-by-barcode",
+				Body:   fmt.Appendf(nil, `{"itemBarcode":"BI%d","userBarcode":"B%d","servicePointId":%q}`, k, k, harness.ServicePoint),
+				Header: lib.header}
+			return nil
+		}
+	}
+	oneHist, spreadHist := newHist(), newHist()
+	var oneErr, spreadErr int64
+	var oneTime, spreadTime, oneCPU, spreadCPU time.Duration
+	var oneCalls, spreadCalls float64
+	var oneCycles, spreadCycles, oneCycleTime, spreadCycleTime float64
+	for range p.rounds {
+		for _, isSpread := range []bool{false, true} {
+			pick := single
+			if isSpread {
+				pick = spread
+			}
+			calls, cpu := storageRequests(t, c), postgresCPU()
+			h, errs, elapsed := attack(t, checkOuts(pick), 1, p.slice)
+			cpu, calls = postgresCPU()-cpu, storageRequests(t, c)-calls
+			cycles, cycleTime := lockCycles(t, c, pick, 8, p.slice)
+			if isSpread {
+				spreadHist.Merge(h)
+				spreadErr, spreadTime, spreadCPU, spreadCalls = spreadErr+errs, spreadTime+elapsed, spreadCPU+cpu, spreadCalls+calls
+				spreadCycles, spreadCycleTime = spreadCycles+cycles, spreadCycleTime+cycleTime
+			} else {
+				oneHist.Merge(h)
+				oneErr, oneTime, oneCPU, oneCalls = oneErr+errs, oneTime+elapsed, oneCPU+cpu, oneCalls+calls
+				oneCycles, oneCycleTime = oneCycles+cycles, oneCycleTime+cycleTime
+			}
+		}
+	}
+	res.CheckOutOne, res.CheckOutSpread = stats(oneHist, oneErr, oneTime), stats(spreadHist, spreadErr, spreadTime)
+	perOp := func(cpu time.Duration, h Stats, elapsed time.Duration) float64 {
+		ops := h.Throughput * elapsed.Seconds()
+		return ratio(float64(cpu.Microseconds()), ops)
+	}
+	res.PostgresCPUOneUs = perOp(oneCPU, res.CheckOutOne, oneTime)
+	res.PostgresCPUSpreadUs = perOp(spreadCPU, res.CheckOutSpread, spreadTime)
+	res.CallsOne = ratio(oneCalls, res.CheckOutOne.Throughput*oneTime.Seconds())
+	res.CallsSpread = ratio(spreadCalls, res.CheckOutSpread.Throughput*spreadTime.Seconds())
+	res.LockCyclesOne, res.LockCyclesSpread = ratio(oneCycles, oneCycleTime), ratio(spreadCycles, spreadCycleTime)
+	res.P50Ratio = ratio(res.CheckOutSpread.P50Ms, res.CheckOutOne.P50Ms)
+	res.ThroughputRatio = ratio(res.CheckOutSpread.Throughput, res.CheckOutOne.Throughput)
+	res.PostgresCPURatio = ratio(res.PostgresCPUSpreadUs, res.PostgresCPUOneUs)
+	res.LockCycleRatio = ratio(res.LockCyclesSpread, res.LockCyclesOne)
+	res.Backends, res.BackendsMiB, res.LargestBackendMiB = backendMemory(t, c)
+	t.Logf("tenants=%d: check-out p50 ×%.2f, throughput ×%.2f, PostgreSQL CPU/check-out ×%.2f (%.0f → %.0f µs), "+
+		"lock cycles ×%.2f, storage calls/check-out %.2f → %.2f, %d backends %.1f MiB (largest %.1f MiB)",
+		n, res.P50Ratio, res.ThroughputRatio, res.PostgresCPURatio, res.PostgresCPUOneUs, res.PostgresCPUSpreadUs,
+		res.LockCycleRatio, res.CallsOne, res.CallsSpread, res.Backends, res.BackendsMiB, res.LargestBackendMiB)
+	return res
+}
+
+// lockCycles runs conc clients acquiring and releasing locks straight at
+// storage, each cycle on the tenant pick chooses, for d; it returns the
+// cycles completed and the seconds they took. A failed cycle fails the
+// benchmark.
+func lockCycles(t *testing.T, c *harness.Cluster, pick func() *tenantLibrary, conc int, d time.Duration) (float64, float64) {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc * 2}}
+	defer client.CloseIdleConnections()
+	base := c.Storage.URL() + "/check-out-lock-storage"
+	var done, failed atomic.Int64
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				lib := pick()
+				headers := map[string]string{}
+				for k := range lib.header {
+					headers[k] = lib.header.Get(k)
+				}
+				id, ok := post(client, base, headers, `{"userId":"`+uuid.NewString()+`","ttlMs":10000}`)
+				if !ok || !del(client, base+"/"+id, headers) {
+					failed.Add(1)
+					continue
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d lock cycles failed", n)
+	}
+	return float64(done.Load()), time.Since(start).Seconds()
+}
+
+// storageRequests is how many requests storage has answered, from its
+// request histogram's counts.
+func storageRequests(t *testing.T, c *harness.Cluster) float64 {
+	t.Helper()
+	r := c.DoWith(c.Storage, "GET", "/metrics", nil, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("storage metrics: %d", r.Status)
+	}
+	total := 0.0
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		if !strings.HasPrefix(line, "http_request_duration_seconds_count{") || strings.Contains(line, `route="/metrics"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err == nil {
+			total += v
+		}
+	}
+	return total
+}
+
+// backendMemory is the benchmark database's PostgreSQL processes and their
+// private memory (Private_Clean + Private_Dirty of /proc/<pid>/smaps_rollup):
+// how many, the sum and the largest, in MiB.
+func backendMemory(t *testing.T, c *harness.Cluster) (int, float64, float64) {
+	t.Helper()
+	rows, err := c.DB.Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	rows.Close()
+	var sizes []float64
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+		if err != nil {
+			continue // ended meanwhile, or not readable
+		}
+		kib := 0.0
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, field := range []string{"Private_Clean:", "Private_Dirty:"} {
+				if v, ok := strings.CutPrefix(line, field); ok {
+					n, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+					kib += n
+				}
+			}
+		}
+		sizes = append(sizes, kib/1024)
+	}
+	total := 0.0
+	for _, s := range sizes {
+		total += s
+	}
+	largest := 0.0
+	if len(sizes) > 0 {
+		largest = slices.Max(sizes)
+	}
+	return len(sizes), total, largest
+}
+
+// tenantsToBench is scenario 7's tenant count: -bench.tenants, or a few in a
+// smoke run.
+func tenantsToBench() int {
+	if *smoke {
+		return 5
+	}
+	return max(1, *tenantCount)
+}
