@@ -413,6 +413,7 @@ func printTenants(w io.Writer, tn Tenants) {
 	fmt.Fprintf(tw, "lock cycles, c = 8 (/s)\t%.0f\t%.0f\t%.2f\n", tn.LockCyclesOne, tn.LockCyclesSpread, tn.LockCycleRatio)
 	fmt.Fprintf(tw, "PostgreSQL backends' private memory after (MiB)\t\t%.1f in %d (largest %.1f)\t\n", tn.BackendsMiB, tn.Backends, tn.LargestBackendMiB)
 	fmt.Fprintf(tw, "initialising a tenant: first, last (ms); all (s)\t%.0f\t%.0f\t%.1f s\n", tn.InitFirstMs, tn.InitLastMs, tn.InitAllSeconds)
+	fmt.Fprintf(tw, "a sweeper pass over every tenant (ms, mean of %.0f)\t\t%.0f\t\n", tn.SweeperPasses, tn.SweeperPassMs)
 	tw.Flush()
 }
 

@@ -53,6 +53,11 @@ type Tenants struct {
 	Backends          int     `json:"backends"`
 	BackendsMiB       float64 `json:"backendsMiB"`
 	LargestBackendMiB float64 `json:"largestBackendMiB"`
+	// SweeperPasses and SweeperPassMs are the sweeper's passes over every
+	// tenant during the run and their mean duration
+	// (checkout_lock_sweeper_pass_seconds{result="swept"}).
+	SweeperPasses float64 `json:"sweeperPasses"`
+	SweeperPassMs float64 `json:"sweeperPassMs"`
 	// The ratios, spread / one.
 	P50Ratio         float64 `json:"p50Ratio"`
 	ThroughputRatio  float64 `json:"throughputRatio"`
@@ -72,8 +77,15 @@ type tenantLibrary struct {
 // library, and alternates phases of check-outs (c = 1) and lock cycles
 // (c = 8) on the cluster's tenant alone and spread over all of them.
 func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
+	// The sweeper passes over every tenant every 10 s (1 s in a smoke run):
+	// often enough to be measured over the phases, seldom enough to weigh
+	// little in them.
+	sweep := "LOCK_SWEEP_INTERVAL=10s"
+	if *smoke {
+		sweep = "LOCK_SWEEP_INTERVAL=1s"
+	}
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
-		StorageEnv: append([]string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns)}, env...), CirculationEnv: env})
+		StorageEnv: append([]string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns), sweep}, env...), CirculationEnv: env})
 	res := Tenants{Tenants: n}
 	// Enough patrons for every tenant's share of the spread check-outs at
 	// up to a thousand a second.
@@ -175,10 +187,13 @@ func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
 	res.PostgresCPURatio = ratio(res.PostgresCPUSpreadUs, res.PostgresCPUOneUs)
 	res.LockCycleRatio = ratio(res.LockCyclesSpread, res.LockCyclesOne)
 	res.Backends, res.BackendsMiB, res.LargestBackendMiB = backendMemory(t, c)
+	res.SweeperPasses, res.SweeperPassMs = sweeperPasses(t, c)
 	t.Logf("tenants=%d: check-out p50 ×%.2f, throughput ×%.2f, PostgreSQL CPU/check-out ×%.2f (%.0f → %.0f µs), "+
-		"lock cycles ×%.2f, storage calls/check-out %.2f → %.2f, %d backends %.1f MiB (largest %.1f MiB)",
+		"lock cycles ×%.2f, storage calls/check-out %.2f → %.2f, %d backends %.1f MiB (largest %.1f MiB), "+
+		"sweeper %.0f passes of %.0f ms",
 		n, res.P50Ratio, res.ThroughputRatio, res.PostgresCPURatio, res.PostgresCPUOneUs, res.PostgresCPUSpreadUs,
-		res.LockCycleRatio, res.CallsOne, res.CallsSpread, res.Backends, res.BackendsMiB, res.LargestBackendMiB)
+		res.LockCycleRatio, res.CallsOne, res.CallsSpread, res.Backends, res.BackendsMiB, res.LargestBackendMiB,
+		res.SweeperPasses, res.SweeperPassMs)
 	return res
 }
 
@@ -295,4 +310,20 @@ func tenantsToBench() int {
 		return 5
 	}
 	return max(1, *tenantCount)
+}
+
+// sweeperPasses is how many passes storage's sweeper made and their mean
+// duration in ms, from checkout_lock_sweeper_pass_seconds{result="swept"}.
+func sweeperPasses(t *testing.T, c *harness.Cluster) (float64, float64) {
+	t.Helper()
+	r := c.DoWith(c.Storage, "GET", "/metrics", nil, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("storage metrics: %d", r.Status)
+	}
+	value := func(name string) float64 {
+		v, _ := strconv.ParseFloat(metricText(r.Body, name+`{result="swept"}`), 64)
+		return v
+	}
+	n := value("checkout_lock_sweeper_pass_seconds_count")
+	return n, ratio(value("checkout_lock_sweeper_pass_seconds_sum")*1000, n)
 }

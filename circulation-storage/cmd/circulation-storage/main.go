@@ -164,7 +164,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		wg.Wait()
 	}
 	defer stopBackground()
-	sweeper := postgres.NewSweeper(db, logger, postgres.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted,
+	sweeper := postgres.NewSweeper(db, logger, postgres.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted, OnPass: metrics.SweeperPass,
 		History: cfg.LockHistory, Retention: cfg.LockHistoryRetention, MaxEvents: cfg.LockHistoryMaxEvents})
 	wg.Add(2)
 	go func() {

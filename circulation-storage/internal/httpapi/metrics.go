@@ -28,6 +28,7 @@ type Metrics struct {
 	// acquisitions are lockAcquisitions' series by outcome.
 	acquisitions       map[string]prometheus.Counter
 	sweeperDeleted     prometheus.Counter
+	sweeperPass        *prometheus.HistogramVec
 	waitDuration       *prometheus.HistogramVec
 	waiters            prometheus.Gauge
 	wakeups            *prometheus.CounterVec
@@ -74,6 +75,11 @@ func NewMetrics() *Metrics {
 			Name: "checkout_lock_sweeper_deleted_total",
 			Help: "Expired locks deleted by the background sweeper.",
 		}),
+		sweeperPass: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "checkout_lock_sweeper_pass_seconds",
+			Help:    "Time the sweeper's passes took, by result: swept, skipped (another instance was sweeping), failed (a tenant or the listing failed).",
+			Buckets: latencyBuckets,
+		}, []string{"result"}),
 		waitDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "checkout_lock_wait_seconds",
 			Help:    "Time acquisitions with waitMs spent waiting for a held lock, by result: acquired, timed_out, gone (client left), failed, shut_down (the instance shut down).",
@@ -107,7 +113,7 @@ func NewMetrics() *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requestDuration, m.lockAcquisitions, m.sweeperDeleted,
+		m.requestDuration, m.lockAcquisitions, m.sweeperDeleted, m.sweeperPass,
 		m.waitDuration, m.waiters, m.wakeups, m.grantsToGone, m.watchFailures, m.listenerUp, m.listenerReconnects,
 		m.lockEvents, m.lockEventsLost,
 	)
@@ -159,6 +165,12 @@ func (m *Metrics) ListenerReconnecting() { m.listenerReconnects.Inc() }
 // Handler serves the metrics in Prometheus' text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// SweeperPass records one pass of the sweeper: how long it took, and its
+// result (swept, skipped or failed).
+func (m *Metrics) SweeperPass(d time.Duration, result string) {
+	m.sweeperPass.WithLabelValues(result).Observe(d.Seconds())
 }
 
 // SweeperDeleted counts locks deleted by the sweeper.

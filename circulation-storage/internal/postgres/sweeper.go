@@ -30,6 +30,8 @@ type Sweeper struct {
 	maxEvents int
 	// onDeleted is told how many expired locks each batch removed.
 	onDeleted func(n int)
+	// onPass is told of every pass Run makes.
+	onPass func(d time.Duration, result string)
 }
 
 // SweeperConfig is how a Sweeper sweeps.
@@ -39,6 +41,10 @@ type SweeperConfig struct {
 	// OnDeleted, when set, is told how many expired locks each batch
 	// removed.
 	OnDeleted func(n int)
+	// OnPass, when set, is told of every pass Run makes: how long it took
+	// and its result (swept, skipped: another instance was sweeping, or
+	// failed).
+	OnPass func(d time.Duration, result string)
 	// History says whether swept locks are recorded in the lock history as
 	// expired while held; Retention and MaxEvents bound each tenant's
 	// history (defaults 7 days and 100000 events).
@@ -52,7 +58,10 @@ func NewSweeper(db *DB, logger *slog.Logger, cfg SweeperConfig) *Sweeper {
 	if cfg.OnDeleted == nil {
 		cfg.OnDeleted = func(int) {}
 	}
-	return &Sweeper{db: db, logger: logger, batchSize: max(1, cfg.BatchSize), onDeleted: cfg.OnDeleted,
+	if cfg.OnPass == nil {
+		cfg.OnPass = func(time.Duration, string) {}
+	}
+	return &Sweeper{db: db, logger: logger, batchSize: max(1, cfg.BatchSize), onDeleted: cfg.OnDeleted, onPass: cfg.OnPass,
 		history: cfg.History, retention: cmp.Or(cfg.Retention, 7*24*time.Hour), maxEvents: cmp.Or(cfg.MaxEvents, 100000)}
 }
 
@@ -101,8 +110,18 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			if _, _, err := s.TrySweepOnce(ctx); err != nil && ctx.Err() == nil {
+			start := time.Now()
+			_, swept, err := s.TrySweepOnce(ctx)
+			result := "swept"
+			switch {
+			case err != nil && ctx.Err() == nil:
+				result = "failed"
 				s.logger.WarnContext(ctx, "lock sweep failed", slog.Any("error", err))
+			case !swept:
+				result = "skipped"
+			}
+			if ctx.Err() == nil {
+				s.onPass(time.Since(start), result)
 			}
 		}
 	}

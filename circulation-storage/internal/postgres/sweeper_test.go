@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -110,5 +111,61 @@ func TestOneInstanceSweepsAtATime(t *testing.T) {
 	var free bool
 	if err := other.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, sweeperLock).Scan(&free); err != nil || !free {
 		t.Errorf("the sweeper's lock after a pass: free %t, %v", free, err)
+	}
+}
+
+// TestRunReportsEveryPass: Run tells OnPass of each pass, swept, or
+// skipped while another instance holds the sweeper's lock.
+func TestRunReportsEveryPass(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Fresh(t)
+	db := openDB(t, url)
+	setupTenant(t, db)
+	passes := make(chan string, 100)
+	sweeper := NewSweeper(db, discard, SweeperConfig{BatchSize: 10,
+		OnPass: func(d time.Duration, result string) {
+			if d <= 0 {
+				result = "no time"
+			}
+			select {
+			case passes <- result:
+			default:
+			}
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); sweeper.Run(ctx, 10*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+	next := func() string {
+		select {
+		case r := <-passes:
+			return r
+		case <-time.After(5 * time.Second):
+			t.Fatal("no pass reported within 5 s")
+			return ""
+		}
+	}
+	if r := next(); r != "swept" {
+		t.Fatalf("first pass %q, want swept", r)
+	}
+	other, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	if _, err := other.Exec(context.Background(), `SELECT pg_advisory_lock($1)`, sweeperLock); err != nil {
+		t.Fatal(err)
+	}
+	// Passes reported before the lock was taken are dropped; one may
+	// have been under way: one of the next two is skipped.
+	for drained := false; !drained; {
+		select {
+		case <-passes:
+		default:
+			drained = true
+		}
+	}
+	if a, b := next(), next(); a != "skipped" && b != "skipped" {
+		t.Errorf("passes while another instance sweeps: %q, %q; want skipped", a, b)
 	}
 }
