@@ -19,6 +19,11 @@ BENCH_ONLY ?=
 # BENCH_TENANTS is how many tenants scenario 7 (BENCH_ONLY=tenants alone)
 # initialises.
 BENCH_TENANTS ?= 2000
+# BENCH_TENANTS_STEADY=10m keeps scenario 7's spread check-outs going that
+# long afterwards, sampling PostgreSQL's memory; BENCH_TENANTS_LIFETIME sets
+# storage's DB_MAX_CONN_LIFETIME for it (0: the default).
+BENCH_TENANTS_STEADY ?= 0s
+BENCH_TENANTS_LIFETIME ?= 0s
 # BENCH_LOG_LEVEL=info logs every request of the benchmarked services (with
 # KEEP_LOGS=<dir> to keep the logs); it slows them.
 BENCH_LOG_LEVEL ?= warn
@@ -77,7 +82,7 @@ fuzz:
 ## bench: the benchmarks against real processes, a few minutes; table on stdout, results.json and charts in $(BENCH_OUT)
 bench: build
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -count=1 -timeout 30m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.tenants=$(BENCH_TENANTS) -bench.loglevel=$(BENCH_LOG_LEVEL)
+	$(GO) test -count=1 -timeout 60m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.tenants=$(BENCH_TENANTS) -bench.tenants.steady=$(BENCH_TENANTS_STEADY) -bench.tenants.lifetime=$(BENCH_TENANTS_LIFETIME) -bench.loglevel=$(BENCH_LOG_LEVEL)
 
 ## soak: the workloads across real processes, five times larger, three times over
 soak: build

@@ -20,7 +20,11 @@ import (
 	"github.com/checkoutlock/integration-tests/harness"
 )
 
-var tenantCount = flag.Int("bench.tenants", 2000, "scenario 7: how many tenants to initialise (5 in a smoke run)")
+var (
+	tenantCount    = flag.Int("bench.tenants", 2000, "scenario 7: how many tenants to initialise (5 in a smoke run)")
+	tenantSteady   = flag.Duration("bench.tenants.steady", 0, "scenario 7: after the phases, keep check-outs spread over every tenant this long, sampling the backends' memory")
+	tenantLifetime = flag.Duration("bench.tenants.lifetime", 0, "scenario 7: storage's DB_MAX_CONN_LIFETIME (0: its default)")
+)
 
 // Tenants is scenario 7: what a request costs when the traffic is spread
 // over many initialised tenants, against the same traffic on one, phases
@@ -58,11 +62,27 @@ type Tenants struct {
 	// (checkout_lock_sweeper_pass_seconds{result="swept"}).
 	SweeperPasses float64 `json:"sweeperPasses"`
 	SweeperPassMs float64 `json:"sweeperPassMs"`
+	// Steady is the backends' private memory sampled while check-outs
+	// stay spread over every tenant (-bench.tenants.steady).
+	Steady []MemorySample `json:"steady,omitempty"`
+	// ConnLifetime is storage's DB_MAX_CONN_LIFETIME in the run ("" for
+	// its default).
+	ConnLifetime string `json:"connLifetime,omitempty"`
 	// The ratios, spread / one.
 	P50Ratio         float64 `json:"p50Ratio"`
 	ThroughputRatio  float64 `json:"throughputRatio"`
 	PostgresCPURatio float64 `json:"postgresCpuRatio"`
 	LockCycleRatio   float64 `json:"lockCycleRatio"`
+}
+
+// MemorySample is the backends' private memory at a moment of the steady
+// traffic.
+type MemorySample struct {
+	Seconds    float64 `json:"seconds"`
+	CheckOuts  int64   `json:"checkOuts"`
+	Backends   int     `json:"backends"`
+	MiB        float64 `json:"mib"`
+	LargestMiB float64 `json:"largestMib"`
 }
 
 // tenantLibrary is one tenant's check-out population: patrons B<n> with
@@ -84,12 +104,17 @@ func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
 	if *smoke {
 		sweep = "LOCK_SWEEP_INTERVAL=1s"
 	}
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
-		StorageEnv: append([]string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns), sweep}, env...), CirculationEnv: env})
+	storageEnv := []string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns), sweep}
 	res := Tenants{Tenants: n}
+	if *tenantLifetime > 0 {
+		storageEnv = append(storageEnv, "DB_MAX_CONN_LIFETIME="+tenantLifetime.String())
+		res.ConnLifetime = tenantLifetime.String()
+	}
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
+		StorageEnv: append(storageEnv, env...), CirculationEnv: env})
 	// Enough patrons for every tenant's share of the spread check-outs at
 	// up to a thousand a second.
-	perTenant := 10 + int(float64(p.rounds)*p.slice.Seconds()*1000)/n
+	perTenant := 10 + int((float64(p.rounds)*p.slice.Seconds()+tenantSteady.Seconds())*1000)/n
 	one := &tenantLibrary{view: c, header: jsonHeader(c), pop: populate(t, c, p.population, 0)}
 
 	// Initialise the others, four at a time, timing each.
@@ -188,6 +213,9 @@ func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
 	res.LockCycleRatio = ratio(res.LockCyclesSpread, res.LockCyclesOne)
 	res.Backends, res.BackendsMiB, res.LargestBackendMiB = backendMemory(t, c)
 	res.SweeperPasses, res.SweeperPassMs = sweeperPasses(t, c)
+	if *tenantSteady > 0 {
+		res.Steady = steadyMemory(t, c, checkOuts(spread), *tenantSteady)
+	}
 	t.Logf("tenants=%d: check-out p50 ×%.2f, throughput ×%.2f, PostgreSQL CPU/check-out ×%.2f (%.0f → %.0f µs), "+
 		"lock cycles ×%.2f, storage calls/check-out %.2f → %.2f, %d backends %.1f MiB (largest %.1f MiB), "+
 		"sweeper %.0f passes of %.0f ms",
@@ -326,4 +354,26 @@ func sweeperPasses(t *testing.T, c *harness.Cluster) (float64, float64) {
 	}
 	n := value("checkout_lock_sweeper_pass_seconds_count")
 	return n, ratio(value("checkout_lock_sweeper_pass_seconds_sum")*1000, n)
+}
+
+// steadyMemory keeps check-outs spread at c = 1 for d, sampling the
+// backends' private memory every 30 s (and at the end).
+func steadyMemory(t *testing.T, c *harness.Cluster, targeter vegeta.Targeter, d time.Duration) []MemorySample {
+	t.Helper()
+	var samples []MemorySample
+	start := time.Now()
+	var done int64
+	for time.Since(start) < d {
+		slice := min(30*time.Second, d-time.Since(start))
+		h, errs, _ := attack(t, targeter, 1, slice)
+		if errs > 0 {
+			t.Errorf("%d check-outs failed in the steady traffic", errs)
+		}
+		done += h.TotalCount()
+		n, mib, largest := backendMemory(t, c)
+		samples = append(samples, MemorySample{Seconds: time.Since(start).Seconds(), CheckOuts: done, Backends: n, MiB: mib, LargestMiB: largest})
+		t.Logf("steady traffic, %.0f s: %d check-outs, %d backends %.1f MiB (largest %.1f MiB)",
+			time.Since(start).Seconds(), done, n, mib, largest)
+	}
+	return samples
 }
