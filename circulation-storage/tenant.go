@@ -8,9 +8,9 @@ import (
 	"github.com/checkoutlock/schemas"
 )
 
-// Tenant is a validated tenant id. Its data lives in the PostgreSQL schema
-// Schema(); because that name is built from the id, an id is only ever made by
-// ParseTenant.
+// Tenant is a validated tenant id, only ever made by ParseTenant. Its
+// rows are those of the shared tables that carry its id; Schema() names
+// the schema FOLIO would give it.
 type Tenant string
 
 // ParseTenant validates a tenant id from the X-Okapi-Tenant header
@@ -31,11 +31,12 @@ func ParseTenant(s string) (Tenant, error) {
 	return Tenant(s), nil
 }
 
-// Schema is the PostgreSQL schema holding the tenant's data, named as FOLIO
-// names module schemas.
+// Schema is the PostgreSQL schema FOLIO names for the tenant's data in
+// this module: it holds views of the tenant's rows (and held its tables in
+// the schema-per-tenant layout of earlier releases).
 func (t Tenant) Schema() string { return string(t) + "_mod_circulation_storage" }
 
-// TenantNotInitialized is the error for a tenant whose schema does not exist.
+// TenantNotInitialized is the error for a tenant that is not enabled.
 func TenantNotInitialized(t Tenant) *errs.Error {
 	return errs.Errorf(errs.KindBadRequest, schemas.CodeTenantNotInitialized,
 		"Tenant %s is not initialised for circulation-storage: call POST /_/tenant first", t).With("tenant", string(t))
@@ -76,8 +77,11 @@ type TenantService interface {
 	// parameters ask for and records the job. Concurrent calls for one tenant
 	// are serialised.
 	Init(ctx context.Context, t Tenant, attrs TenantAttributes) (TenantJob, error)
-	// Purge drops the tenant's schema and everything in it.
+	// Purge removes the tenant and every row of its.
 	Purge(ctx context.Context, t Tenant) error
+	// Enabled says whether the tenant is enabled (Init, and not purged
+	// since).
+	Enabled(ctx context.Context, t Tenant) (bool, error)
 	// Job reads a job recorded by Init.
 	Job(ctx context.Context, t Tenant, id string) (TenantJob, error)
 	// DeleteJob forgets a job.

@@ -11,9 +11,18 @@ import (
 // expects: NNNNNN_name.up.sql with its .down.sql, versions 1, 2, 3… with no gaps.
 func TestFilesArePairedAndNumberedInOrder(t *testing.T) {
 	t.Parallel()
-	names, err := fs.Glob(FS, "*.sql")
+	for name, fsys := range map[string]fs.FS{"shared": FS, "tenant schema": TenantSchemaFS} {
+		t.Run(name, func(t *testing.T) { pairedAndNumbered(t, fsys) })
+	}
+}
+
+func pairedAndNumbered(t *testing.T, fsys fs.FS) {
+	names, err := fs.Glob(fsys, "*.sql")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatal("no migrations")
 	}
 	pattern := regexp.MustCompile(`^(\d{6})_([a-z0-9_]+)\.(up|down)\.sql$`)
 	ups := map[int]string{}

@@ -11,10 +11,11 @@ package locksql
 // the lock's row is locked (LockRows), so no takeover or release can slip
 // between the fence and the write's commit.
 //
-// lock is the lock table; lockID, borrower, user and module are SQL
-// expressions (uuid, uuid, text, text; user and module NULL when unnamed).
-func Fence(lock, lockID, borrower, user, module string) string {
+// lock is the lock table; tenant, lockID, borrower, user and module are
+// SQL expressions (text, uuid, uuid, text, text; user and module NULL when
+// unnamed).
+func Fence(lock, tenant, lockID, borrower, user, module string) string {
 	return `SELECT 1 FROM ` + lock + `
-     WHERE id = ` + lockID + ` AND user_id = ` + borrower + ` AND expires_at > now()
+     WHERE tenant_id = ` + tenant + ` AND id = ` + lockID + ` AND user_id = ` + borrower + ` AND expires_at > now()
        AND holder->>'acquiredBy' IS NOT DISTINCT FROM ` + user + ` AND holder->>'acquiredByModule' IS NOT DISTINCT FROM ` + module
 }

@@ -7,14 +7,14 @@ package locksql
 // write count with it, so they never count differently; the write counts
 // inside its own statement, after the patron's row is locked (LockRows,
 // PatronRow), so the limit holds whoever calls and however many writes
-// race. loan and item are the tables, user, materialType and loanType the
-// SQL expressions that give them.
-func OpenLoanCount(loan, item, user, materialType, loanType string) string {
+// race. loan and item are the tables, tenant, user, materialType and
+// loanType the SQL expressions that give them.
+func OpenLoanCount(loan, item, tenant, user, materialType, loanType string) string {
 	return `
 SELECT count(*)
   FROM ` + loan + ` l
-  JOIN ` + item + ` i ON i.id = l.item_id
- WHERE l.user_id = ` + user + `
+  JOIN ` + item + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
+ WHERE l.tenant_id = ` + tenant + ` AND l.user_id = ` + user + `
    AND l.status_name = 'Open'
    AND i.status_name <> 'Claimed returned'
    AND (` + materialType + ` IS NULL OR i.material_type_id = ` + materialType + `)

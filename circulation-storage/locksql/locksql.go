@@ -7,8 +7,14 @@
 // the service comes to the database's own limit.
 //
 // Each statement takes quoted, schema-qualified table names as its fmt
-// arguments, as its comment says.
+// arguments, as its comment says, and the tenant as a parameter: the
+// tables are shared by every tenant, and a row is its tenant's by its
+// tenant_id.
 package locksql
+
+// Schema is the schema of the tables every tenant shares, where the
+// statements' tables are.
+const Schema = "circulation_storage"
 
 // Columns are the lock's columns, in the order the statements return them.
 const Columns = `id, user_id, creation_date, expires_at, ttl_ms, holder`
@@ -36,11 +42,11 @@ const Columns = `id, user_id, creation_date, expires_at, ttl_ms, holder`
 // a renewal returns previous NULL.
 //
 // Parameters: $1 user id, $2 TTL in milliseconds, $3 lock id or NULL for a
-// new random one, $4 holder.
+// new random one, $4 holder, $5 the tenant.
 var Acquire = `
-INSERT INTO %[1]s AS l (id, user_id, expires_at, ttl_ms, holder)
-VALUES (coalesce($3::uuid, gen_random_uuid()), $1, now() + $2::integer * interval '1 millisecond', $2, $4::jsonb)
-ON CONFLICT (user_id) DO UPDATE
+INSERT INTO %[1]s AS l (tenant_id, id, user_id, expires_at, ttl_ms, holder)
+VALUES ($5, coalesce($3::uuid, gen_random_uuid()), $1, now() + $2::integer * interval '1 millisecond', $2, $4::jsonb)
+ON CONFLICT (tenant_id, user_id) DO UPDATE
    SET id = excluded.id,
        creation_date = CASE WHEN l.id = excluded.id AND l.expires_at > now() THEN l.creation_date ELSE now() END,
        expires_at = excluded.expires_at,
@@ -79,7 +85,7 @@ const AcquireColumns = `id, user_id, creation_date, expires_at, ttl_ms`
 var Release = `
 WITH released AS (
     DELETE FROM %[1]s
-     WHERE id = $1
+     WHERE tenant_id = $2 AND id = $1
        AND (expires_at <= now() OR $5::boolean
             OR (holder->>'acquiredBy' IS NOT DISTINCT FROM $3::text AND holder->>'acquiredByModule' IS NOT DISTINCT FROM $4::text))
     RETURNING user_id, expires_at > now() AS live, holder)
@@ -107,7 +113,8 @@ const ReleaseChannel = "checkout_lock_released"
 // parameter). Release and a check-out's write that releases its lock
 // announce with it.
 func Announce(waiterTable, tenant string) string {
-	return `CASE WHEN EXISTS (SELECT 1 FROM ` + waiterTable + ` w WHERE w.user_id = released.user_id AND w.expires_at > now())
+	return `CASE WHEN EXISTS (SELECT 1 FROM ` + waiterTable + ` w
+                     WHERE w.tenant_id = ` + tenant + ` AND w.user_id = released.user_id AND w.expires_at > now())
             THEN (SELECT true FROM pg_notify('` + ReleaseChannel + `', ` + tenant + `::text || ':' || released.user_id::text))
             ELSE false END`
 }
@@ -115,7 +122,7 @@ func Announce(waiterTable, tenant string) string {
 // Watch registers that someone waits for a patron's lock until at least
 // $2 milliseconds from now, so its releases are announced (see Release).
 // A registration only ever extends. It takes the waiter table as its fmt
-// argument. Parameters: $1 user id, $2 milliseconds.
+// argument. Parameters: $1 user id, $2 milliseconds, $3 the tenant.
 const Watch = `
-INSERT INTO %s AS w (user_id, expires_at) VALUES ($1, now() + $2::integer * interval '1 millisecond')
-ON CONFLICT (user_id) DO UPDATE SET expires_at = greatest(w.expires_at, excluded.expires_at)`
+INSERT INTO %s AS w (tenant_id, user_id, expires_at) VALUES ($3, $1, now() + $2::integer * interval '1 millisecond')
+ON CONFLICT (tenant_id, user_id) DO UPDATE SET expires_at = greatest(w.expires_at, excluded.expires_at)`

@@ -167,17 +167,19 @@ func del(client *http.Client, url string, headers map[string]string) bool {
 }
 
 // pgbenchScript is the service's acquire and release statements, as a
-// pgbench transaction: a fresh patron id each time, the lock id carried from
-// one statement to the next with \gset.
-func pgbenchScript(schema string) string {
-	tbl := pgx.Identifier{schema, "check_out_lock"}.Sanitize()
+// pgbench transaction for the tenant: a fresh patron id each time, the lock
+// id carried from one statement to the next with \gset.
+func pgbenchScript(tenant string) string {
+	tbl := pgx.Identifier{locksql.Schema, "check_out_lock"}.Sanitize()
+	literal := "'" + tenant + "'" // a tenant id is letters, digits and underscores
 	acquire := fmt.Sprintf(locksql.Acquire, tbl)
+	acquire = strings.ReplaceAll(acquire, "$5", literal)
 	acquire = strings.ReplaceAll(acquire, "$1", "md5(:uid::text)::uuid")
 	acquire = strings.ReplaceAll(acquire, "$2", "3000")
 	acquire = strings.ReplaceAll(acquire, "$3", "NULL")
 	acquire = strings.ReplaceAll(acquire, "$4", "'"+strings.TrimSuffix(benchHolder, "}")+`,"acquiredBy":"bench"}'`)
-	release := strings.ReplaceAll(fmt.Sprintf(locksql.Release, tbl, pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize()), "$1", ":lk_id")
-	release = strings.ReplaceAll(release, "$2::text", "'bench'::text")
+	release := strings.ReplaceAll(fmt.Sprintf(locksql.Release, tbl, pgx.Identifier{locksql.Schema, "check_out_lock_waiter"}.Sanitize()), "$1", ":lk_id")
+	release = strings.ReplaceAll(release, "$2", literal)
 	// The releasing caller: the owner, as the holder names it.
 	release = strings.ReplaceAll(release, "$3::text", "'bench'::text")
 	release = strings.ReplaceAll(release, "$4::text", "NULL::text")
@@ -188,11 +190,11 @@ func pgbenchScript(schema string) string {
 // pgbenchCycles runs the script at concurrency conc for d (whole seconds),
 // in prepared mode as pgx runs statements, and reads each transaction's
 // latency from pgbench's log.
-func pgbenchCycles(t *testing.T, dbURL, schema string, conc int, d time.Duration, commit string) (*hdrhistogram.Histogram, time.Duration, int64) {
+func pgbenchCycles(t *testing.T, dbURL, tenant string, conc int, d time.Duration, commit string) (*hdrhistogram.Histogram, time.Duration, int64) {
 	t.Helper()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "cycle.sql")
-	if err := os.WriteFile(script, []byte(pgbenchScript(schema)), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(pgbenchScript(tenant)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	secs := max(1, int(d.Seconds()))
@@ -306,11 +308,11 @@ func benchLockCycle(t *testing.T, c *harness.Cluster, noHistory, floor *harness.
 			if round%p.pgbenchEvery != 0 {
 				continue
 			}
-			h, d, e2 := pgbenchCycles(t, dbURL, c.Schema, conc, time.Second, lockCommit)
+			h, d, e2 := pgbenchCycles(t, dbURL, c.Tenant, conc, time.Second, lockCommit)
 			rawTime += d
 			raw.Merge(h)
 			rawErrs += e2
-			h, d, e2 = pgbenchCycles(t, dbURL, c.Schema, conc, time.Second, "on")
+			h, d, e2 = pgbenchCycles(t, dbURL, c.Tenant, conc, time.Second, "on")
 			durableTime += d
 			durable.Merge(h)
 			durableErrs += e2
@@ -338,7 +340,7 @@ func benchLockCycle(t *testing.T, c *harness.Cluster, noHistory, floor *harness.
 // vacuumLocks vacuums the cluster's lock table.
 func vacuumLocks(t *testing.T, c *harness.Cluster) {
 	t.Helper()
-	if _, err := c.DB.Exec(context.Background(), "VACUUM "+pgx.Identifier{c.Schema, "check_out_lock"}.Sanitize()); err != nil {
+	if _, err := c.DB.Exec(context.Background(), "VACUUM "+pgx.Identifier{locksql.Schema, "check_out_lock"}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -95,7 +95,7 @@ func TestBenchmarks(t *testing.T) {
 	res := Results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(t, c), Smoke: *smoke}
 
 	noHistory := c.AddStorage("storage-without-history", "LOCK_HISTORY=false")
-	floor := harness.StartBinary(t, "floor", buildFloor(t), "DATABASE_URL="+harness.DatabaseURL(), "SCHEMA="+c.Schema,
+	floor := harness.StartBinary(t, "floor", buildFloor(t), "DATABASE_URL="+harness.DatabaseURL(), "TENANT="+c.Tenant,
 		"SYNCHRONOUS_COMMIT="+lockCommit, fmt.Sprintf("POOL_SIZE=%d", benchDBConns/2))
 	res.LockCycle = benchLockCycle(t, c, noHistory, floor, harness.DatabaseURL(), p)
 	// Their connections are needed by the scenarios that follow.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -12,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/schemas/auth"
 )
 
@@ -169,14 +170,13 @@ func TestShutdownEndsWaitingAcquisitions(t *testing.T) {
 	dbURL := pgtest.Shared(t)
 	tenant := pgtest.TenantID()
 	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), dbURL)
+		db, err := postgres.Open(context.Background(), dbURL, postgres.PoolConfig{MaxConns: 2})
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+
-			pgx.Identifier{tenant + "_mod_circulation_storage"}.Sanitize()+" CASCADE"); err != nil {
+		defer db.Close()
+		if err := postgres.NewTenants(db, slog.New(slog.DiscardHandler)).Purge(context.Background(), storage.Tenant(tenant)); err != nil {
 			t.Error(err)
 		}
 	})

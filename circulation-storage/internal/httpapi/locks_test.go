@@ -280,6 +280,13 @@ func TestPurgeDropsTheTenant(t *testing.T) {
 		t.Error("schema still exists after purge")
 	}
 	f.do("GET", "/check-out-lock-storage", "").wantError(http.StatusBadRequest, "TENANT_NOT_INITIALIZED")
+	f.do("POST", "/check-out-lock-storage", `{"userId":"`+uuid.NewString()+`"}`).wantError(http.StatusBadRequest, "TENANT_NOT_INITIALIZED")
+	f.do("POST", "/groups", `{"group":"after purge"}`).wantError(http.StatusBadRequest, "TENANT_NOT_INITIALIZED")
+	var rows int
+	if err := f.pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM circulation_storage.check_out_lock WHERE tenant_id = $1)
+		+ (SELECT count(*) FROM circulation_storage.patron_group WHERE tenant_id = $1)`, f.tenant).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("rows of the purged tenant: %d, %v", rows, err)
+	}
 	// Re-initialise so the fixture's cleanup (another purge) has a tenant.
 	f.do("POST", "/_/tenant", `{"module_to":"mod-circulation-storage-1.0.0"}`).wantStatus(http.StatusCreated)
 }

@@ -59,7 +59,7 @@ func (f *fixture) tableJSON(table, orderBy string) string {
 var recordTables = []struct{ name, order string }{
 	{"patron_group", "id"}, {"material_type", "id"}, {"loan_type", "id"}, {"patron", "id"},
 	{"item", "id"}, {"loan_policy", "id"}, {"loan", "id"}, {"setting", "id"},
-	{"circulation_rules", "id"}, {"circulation_rule", "position"},
+	{"circulation_rules", "tenant_id"}, {"circulation_rule", "position"},
 }
 
 // recordsSnapshot is every record and rule of the tenant, for "nothing changed".

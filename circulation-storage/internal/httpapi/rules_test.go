@@ -33,7 +33,7 @@ func (f *fixture) getRules() storage.CirculationRules {
 
 func (f *fixture) rulesSnapshot() string {
 	f.t.Helper()
-	return f.tableJSON("circulation_rules", "id") + f.tableJSON("circulation_rule", "position")
+	return f.tableJSON("circulation_rules", "tenant_id") + f.tableJSON("circulation_rule", "position")
 }
 
 // TestCirculationRules: rules are absent until set, come back in order,

@@ -94,7 +94,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 
 	// The tenant check is route middleware, not a group's: a group with
 	// middleware swallows unknown paths and methods into its own 404.
-	handle(e, http.MethodPost, "/_/tenant", s.postTenant, s.tenant)
+	handle(e, http.MethodPost, "/_/tenant", s.postTenant, s.anyTenant)
 	get(e, "/_/tenant/:id", s.getTenantJob, s.tenant)
 	handle(e, http.MethodDelete, "/_/tenant/:id", s.deleteTenantJob, s.tenant)
 
@@ -195,8 +195,27 @@ func (s *Server) admit(c echo.Context, r serve.Request) (_ *serve.Request, cance
 	return &info.Request, cancel, nil
 }
 
-// tenant validates X-Okapi-Tenant for the routes that act on a tenant's data.
+// tenant validates X-Okapi-Tenant for the routes that act on a tenant's
+// data, and refuses a tenant that is not enabled (TENANT_NOT_INITIALIZED):
+// every tenant's rows share the tables, so no statement would fail for
+// it by itself.
 func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
+	return s.anyTenant(func(c echo.Context) error {
+		t := tenantOf(c)
+		enabled, err := s.svc.Tenants.Enabled(c.Request().Context(), t)
+		if err != nil {
+			return err
+		}
+		if !enabled {
+			return storage.TenantNotInitialized(t)
+		}
+		return next(c)
+	})
+}
+
+// anyTenant validates X-Okapi-Tenant, enabled or not: for the tenant
+// interface, which enables tenants.
+func (s *Server) anyTenant(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		t, err := storage.ParseTenant(c.Request().Header.Get(TenantHeader))
 		if err != nil {

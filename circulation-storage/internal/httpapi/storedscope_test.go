@@ -68,7 +68,7 @@ func TestStoredSettingWithoutAReadableScopeIsRefused(t *testing.T) {
 	metrics := NewMetrics()
 	srv := New(Config{LockMaxWait: time.Second, MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 5 * time.Second,
 		Auth: auth.Guard{Mode: auth.JWT, Verifier: v}},
-		Services{Records: records}, sch, metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		Services{Tenants: everyTenant{}, Records: records}, sch, metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	claims, err := auth.RoleClaims(schemas.RoleTenantAdmin, "diku", testUser)

@@ -15,12 +15,13 @@ import (
 // checkInItemSQL is a check-in's write of the item: Available, at the
 // version the check-in read ($2), and answers 0, or the version stored
 // when it differs, or -1 when there is no such item. Parameters: $1 item
-// id, $2 its version, $3 the user for the metadata.
-var checkInItemSQL = `
+// id, $2 its version, $3 the user for the metadata, $4 the tenant.
+var checkInItemSQL = withTables(`
 WITH updated AS (
-    UPDATE %[1]s SET jsonb = ` + withMetadata(itemWithStatus("Available"), 3, true) + ` WHERE id = $1::uuid AND version = $2 RETURNING 0
+    UPDATE %[1]s SET jsonb = `+withMetadata(itemWithStatus("Available"), 3, true)+`
+     WHERE tenant_id = $4 AND id = $1::uuid AND version = $2 RETURNING 0
 )
-SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE id = $1::uuid), -1)`
+SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE tenant_id = $4 AND id = $1::uuid), -1)`, tableItem)
 
 // CheckInLoan implements storage.LoanWriter: the item becomes Available at
 // the version the check-in read, and the loan is replaced, in one
@@ -29,7 +30,7 @@ func (s *Records) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.C
 	return s.db.inTx(ctx, t, func(tx pgx.Tx) error {
 		itemID := fieldValue(w.Loan, "itemId")
 		var stored int
-		err := tx.QueryRow(ctx, withTables(checkInItemSQL, t, tableItem), itemID, w.ItemVersion, metadataUser(ctx)).Scan(&stored)
+		err := tx.QueryRow(ctx, checkInItemSQL, itemID, w.ItemVersion, metadataUser(ctx), string(t)).Scan(&stored)
 		switch {
 		case err != nil:
 			return interpretWrite(err, t, storage.Loans, w.Loan)

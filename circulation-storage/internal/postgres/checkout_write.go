@@ -54,22 +54,22 @@ var _ storage.LoanWriter = (*Records)(nil)
 // announced, so a refusal is explained by what this very statement saw.
 var checkOutSQL = `
 WITH fence AS (
-    ` + locksql.Fence("%[2]s", "$3::uuid", "($2::jsonb ->> 'userId')::uuid", "$8::text", "$11::text") + `
+    ` + locksql.Fence("%[2]s", "$10::text", "$3::uuid", "($2::jsonb ->> 'userId')::uuid", "$8::text", "$11::text") + `
 ), required AS (
-    SELECT $3::uuid IS NOT NULL OR NOT ` + lockFeatureSQL("%[5]s", "$7::boolean") + ` AS ok
+    SELECT $3::uuid IS NOT NULL OR NOT ` + lockFeatureSQL("%[5]s", "$10", "$7::boolean") + ` AS ok
 ), lent AS (
     SELECT material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id
-      FROM %[3]s WHERE id = ($2::jsonb ->> 'itemId')::uuid
-), matched AS (` + policyMatchSQL("%[6]s", "%[7]s",
-	"(SELECT patron_group_id FROM %[8]s WHERE id = ($2::jsonb ->> 'userId')::uuid)",
+      FROM %[3]s WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'itemId')::uuid
+), matched AS (` + policyMatchSQL("%[6]s", "%[7]s", "$10",
+	"(SELECT patron_group_id FROM %[8]s WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'userId')::uuid)",
 	"(SELECT material_type_id FROM lent)", "(SELECT loan_type_id FROM lent)") + `
 ), limited AS (
     SELECT ` + itemLimitSQL("m", "lp", "$6::boolean") + ` AS n,
            CASE WHEN m.mt_match THEN (SELECT material_type_id FROM lent) END AS mt,
            CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM lent) END AS lt
-      FROM matched m JOIN %[9]s lp ON lp.id = m.loan_policy_id
+      FROM matched m JOIN %[9]s lp ON lp.tenant_id = $10 AND lp.id = m.loan_policy_id
 ), counted AS (
-    SELECT (` + locksql.OpenLoanCount("%[1]s", "%[3]s", "($2::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
+    SELECT (` + locksql.OpenLoanCount("%[1]s", "%[3]s", "$10", "($2::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
      WHERE (SELECT n FROM limited) IS NOT NULL
 ), allowed AS (
     SELECT (SELECT ok FROM required)
@@ -78,17 +78,17 @@ WITH fence AS (
 ), item AS (
     UPDATE %[3]s
        SET jsonb = ` + withMetadata(itemWithStatus("Checked out"), 5, true) + `
-     WHERE id = ($2::jsonb ->> 'itemId')::uuid AND version = $4::integer
+     WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'itemId')::uuid AND version = $4::integer
        AND (SELECT ok FROM allowed)
  RETURNING id
 ), loan AS (
-    INSERT INTO %[1]s (id, jsonb)
-    SELECT $1, ` + withMetadata(withID(storage.Loans, `'1'`), 5, false) + `
+    INSERT INTO %[1]s (tenant_id, id, jsonb)
+    SELECT $10, $1, ` + withMetadata(withID(storage.Loans, `'1'`), 5, false) + `
      WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
     RETURNING jsonb
 ), released AS (
     DELETE FROM %[2]s
-     WHERE $9::boolean AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
+     WHERE $9::boolean AND tenant_id = $10 AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
     RETURNING user_id
 )
 SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT ok FROM required),
@@ -102,14 +102,15 @@ SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence
 // checkOutLockFeatureEnabled when it is a boolean (the value an object, or
 // a string holding one, as FOLIO stores it), else def (the environment's).
 // A malformed value reads as not saying, as circulation reads it: it can
-// never fail the write.
-func lockFeatureSQL(setting, def string) string {
+// never fail the write. setting is the settings table, tenant the SQL that
+// gives the tenant.
+func lockFeatureSQL(setting, tenant, def string) string {
 	return `coalesce((SELECT CASE jsonb_typeof(s.jsonb -> 'value')
         WHEN 'object' THEN CASE WHEN jsonb_typeof(s.jsonb #> '{value,checkOutLockFeatureEnabled}') = 'boolean'
                                 THEN (s.jsonb #>> '{value,checkOutLockFeatureEnabled}')::boolean END
         WHEN 'string' THEN CASE WHEN s.jsonb ->> 'value' ~ '"checkOutLockFeatureEnabled"\s*:\s*true\M' THEN true
                                 WHEN s.jsonb ->> 'value' ~ '"checkOutLockFeatureEnabled"\s*:\s*false\M' THEN false END END
-      FROM ` + setting + ` s WHERE s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'), ` + def + `)`
+      FROM ` + setting + ` s WHERE s.tenant_id = ` + tenant + ` AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'), ` + def + `)`
 }
 
 // itemWithStatus is the item row's document with the status named
@@ -120,23 +121,18 @@ func itemWithStatus(name string) string {
                    '{_version}', to_jsonb(version + 1))`
 }
 
-// checkOutStatements are a check-out's write for one tenant's tables:
-// locksql.LockRows (under a lock) or locksql.PatronRow (without one), and
-// checkOutSQL. checkOutSQL's parameters: $1
-// loan id, $2 loan, $3 lock id, $4 item version, $5 user for the metadata,
-// $6 whether an unscoped item limit is enforced, $7 the lock feature's
-// default, $8 and $11 the caller (user and module), $9 whether to release
-// the lock, $10 the tenant.
-type checkOutStatements struct{ lockRows, patronRow, write string }
-
-func newCheckOutStatements(t storage.Tenant) checkOutStatements {
-	return checkOutStatements{
-		lockRows:  withTables(locksql.LockRows, t, "check_out_lock", "patron"),
-		patronRow: withTables(locksql.PatronRow, t, "patron"),
-		write: withTables(checkOutSQL, t, tableLoan, tableLock, tableItem, tableLockWaiter, tableSetting,
-			tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy),
-	}
-}
+// A check-out's write on the shared tables: locksql.LockRows (under a
+// lock) or locksql.PatronRow (without one), and checkOutSQL, whose
+// parameters are: $1 loan id, $2 loan, $3 lock id, $4 item version, $5 user
+// for the metadata, $6 whether an unscoped item limit is enforced, $7 the
+// lock feature's default, $8 and $11 the caller (user and module), $9
+// whether to release the lock, $10 the tenant.
+var (
+	lockRowsSQL   = withTables(locksql.LockRows, tableLock, tablePatron)
+	patronRowSQL  = withTables(locksql.PatronRow, tablePatron)
+	checkOutWrite = withTables(checkOutSQL, tableLoan, tableLock, tableItem, tableLockWaiter, tableSetting,
+		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy)
+)
 
 // checkOutResult is the row checkOutSQL answers.
 type checkOutResult struct {
@@ -152,16 +148,15 @@ type checkOutResult struct {
 // without one, then checkOutSQL. The result is filled in when the batch's
 // results are read.
 func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
-	st := s.checkOuts.get(t)
 	caller := storage.CallerFrom(ctx)
 	b := &pgx.Batch{}
 	if w.LockID != "" {
-		b.Queue(st.lockRows, w.LockID, w.UserID)
+		b.Queue(lockRowsSQL, w.LockID, w.UserID, string(t))
 	} else {
-		b.Queue(st.patronRow, w.UserID)
+		b.Queue(patronRowSQL, w.UserID, string(t))
 	}
 	r := &checkOutResult{}
-	b.Queue(st.write, w.LoanID, w.Loan, nullable(w.LockID), w.ItemVersion, metadataUser(ctx),
+	b.Queue(checkOutWrite, w.LoanID, w.Loan, nullable(w.LockID), w.ItemVersion, metadataUser(ctx),
 		s.policy.EnforceUnscopedItemLimit, s.policy.LockFeatureDefault, nullable(caller.User), w.ReleaseLock, string(t),
 		nullable(caller.Module)).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified)
@@ -196,7 +191,7 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 	}
 	itemID := fieldValue(w.Loan, "itemId")
 	var stored2 int
-	err = s.db.pool.QueryRow(ctx, withTables(`SELECT version FROM %s WHERE id = $1`, t, "item"), itemID).Scan(&stored2)
+	err = s.db.pool.QueryRow(ctx, withTables(`SELECT version FROM %s WHERE tenant_id = $2 AND id = $1`, tableItem), itemID, string(t)).Scan(&stored2)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
 	}

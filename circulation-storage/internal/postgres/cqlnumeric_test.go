@@ -21,7 +21,7 @@ func TestCQLNumericComparisons(t *testing.T) {
 	// book-001 at _version 10, book-002 at 9, book-003 at 2; the other
 	// book-00x stay at 1.
 	for barcode, version := range map[string]int{"book-001": 10, "book-002": 9, "book-003": 2} {
-		f.exec(t, `UPDATE `+table(f.tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{_version}', to_jsonb($2::integer)) WHERE id = $1`,
+		f.exec(t, `UPDATE `+view(f.tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{_version}', to_jsonb($2::integer)) WHERE id = $1`,
 			SampleID(barcode), version)
 	}
 	records := NewRecords(f.db, testPolicy)

@@ -1,8 +1,9 @@
 // Package postgres implements circulation-storage's services on PostgreSQL
-// with pgx. Every tenant's records live in the tenant's own schema; queries
-// name their tables through table() and withTables(), which quote the
-// validated schema name and a table from a closed list (tableName): the
-// only thing ever formatted into SQL. The statements that carry the lock's
+// with pgx. Every tenant's records live in one set of shared tables
+// (SharedSchema), each row carrying its tenant's id, which every statement
+// takes as a parameter and names first in its conditions; queries name
+// their tables through table() and withTables(), from a closed list
+// (tableName): the only thing ever formatted into SQL. The statements that carry the lock's
 // guarantees are in package locksql.
 // Driver errors are translated to domain errors in errors.go (interpret and
 // its refinements for named constraints), by SQLSTATE, never by message text.
@@ -20,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/locksql"
 )
 
 // DB is the connection pools shared by every service of this package.
@@ -168,13 +170,22 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// tableName is one of a tenant's tables: the closed list of identifiers
+// SharedSchema is the schema holding every tenant's records, one set of
+// tables in which each row carries its tenant's id (tenant_id; see package
+// migrations): every tenant's statements are the same text, prepared and
+// planned once per connection, and a server process keeps one set of
+// catalog entries, whatever the number of tenants.
+const SharedSchema = locksql.Schema
+
+// tableName is one of the shared tables: the closed list of identifiers
 // this package formats into SQL (with table and withTables). Nothing else
-// is ever formatted into a statement: values go in as parameters.
+// is ever formatted into a statement: values, the tenant's id among them,
+// go in as parameters.
 type tableName string
 
-// A tenant's tables (see package migrations).
+// The shared tables (see package migrations).
 const (
+	tableTenant           tableName = "tenant"
 	tableTenantJob        tableName = "tenant_job"
 	tableLock             tableName = "check_out_lock"
 	tableLockWaiter       tableName = "check_out_lock_waiter"
@@ -192,23 +203,29 @@ const (
 	tableSettingChange    tableName = "setting_change"
 )
 
-// table is the quoted, schema-qualified name of one of the tenant's tables.
-// The tenant id was validated by storage.ParseTenant; quoting makes the name
-// safe regardless.
-func table(t storage.Tenant, name tableName) string {
-	return pgx.Identifier{t.Schema(), string(name)}.Sanitize()
+// tenantTables are the tables holding a tenant's rows, in the order a
+// purge deletes them (what refers to a row before the row).
+var tenantTables = []tableName{
+	tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatron, tableLoanPolicy, tableLoanType,
+	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
+	tableTenantJob,
+}
+
+// table is the quoted, schema-qualified name of one of the shared tables.
+func table(name tableName) string {
+	return pgx.Identifier{SharedSchema, string(name)}.Sanitize()
 }
 
 // param is the placeholder of the n-th parameter of a statement.
 func param(n int) string { return "$" + strconv.Itoa(n) }
 
-// withTables is stmt with the tenant's tables named in its fmt verbs
-// (%s, or %[n]s), in order: identifier formatting only, from the closed
-// list of tableName.
-func withTables(stmt string, t storage.Tenant, names ...tableName) string {
+// withTables is stmt with the shared tables named in its fmt verbs (%s,
+// or %[n]s), in order: identifier formatting only, from the closed list of
+// tableName.
+func withTables(stmt string, names ...tableName) string {
 	ids := make([]any, len(names))
 	for i, name := range names {
-		ids[i] = table(t, name)
+		ids[i] = table(name)
 	}
 	return fmt.Sprintf(stmt, ids...)
 }

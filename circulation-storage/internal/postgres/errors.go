@@ -49,6 +49,12 @@ func interpret(err error, t storage.Tenant) error {
 				With("constraint", pgErr.ConstraintName)
 			e.Err = err
 			return e
+		case pgErr.Code == pgerrcode.ForeignKeyViolation && strings.HasSuffix(pgErr.ConstraintName, "_tenant_fkey") && t != "":
+			// A durable record for a tenant that is not enabled (purged
+			// a moment ago, on another instance).
+			e := storage.TenantNotInitialized(t)
+			e.Err = err
+			return e
 		case pgErr.Code == pgerrcode.ForeignKeyViolation:
 			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A referenced record does not exist").
 				With("constraint", pgErr.ConstraintName)

@@ -76,3 +76,46 @@ func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantsSharingIDsStayApart: two libraries whose records carry the
+// same ids (FOLIO's reference data, the sample's patrons and items) share
+// the tables and nothing else. The patron at the limit in one tenant
+// borrows freely in the other, and a write in one changes no row of the
+// other. (mutations.txt: tenant-limit-count, tenant-item-write.)
+func TestTenantsSharingIDsStayApart(t *testing.T) {
+	t.Parallel()
+	a, b := setupLibrary(t), setupLibrary(t)
+	ctx := context.Background()
+	records := NewRecords(a.db, testPolicy)
+	patron := SampleID("1004") // faculty
+	open := a.count(t, tableLoan, "user_id = $1 AND status_name = 'Open'", patron)
+	for _, f := range []fixture{a, b} {
+		setItemLimit(t, f, GroupFaculty, open+1)
+	}
+	write := func(f fixture, barcode string) error {
+		_, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: patron,
+			Loan: loanDoc(patron, SampleID(barcode)), ItemVersion: 1})
+		return err
+	}
+	if err := write(a, "book-071"); err != nil {
+		t.Fatalf("tenant A's first loan: %v", err)
+	}
+	if err := write(a, "book-072"); !errs.IsKind(err, errs.KindInvalid) {
+		t.Errorf("tenant A's second loan, past its limit: %v, want refused", err)
+	}
+	// The same patron id, the same item, in tenant B: nothing lent there.
+	if err := write(b, "book-071"); err != nil {
+		t.Errorf("tenant B's loan of its own book-071 to its own patron: %v", err)
+	}
+	for _, f := range []fixture{a, b} {
+		if n := f.count(t, tableLoan, "user_id = $1 AND status_name = 'Open'", patron); n != open+1 {
+			t.Errorf("tenant %s: %d open loans, want %d", f.tenant, n, open+1)
+		}
+		if n := f.count(t, tableItem, "id = $1 AND version = 2 AND status_name = 'Checked out'", SampleID("book-071")); n != 1 {
+			t.Errorf("tenant %s: its book-071 not checked out once (version 2)", f.tenant)
+		}
+		if n := f.count(t, tableItem, "id = $1 AND version = 1 AND status_name = 'Available'", SampleID("book-072")); n != 1 {
+			t.Errorf("tenant %s: its book-072 changed", f.tenant)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func TestTheLockFeatureIsReadFromTheTenantsSetting(t *testing.T) {
 			storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice, Loan: loanDoc(alice, SampleID(fmt.Sprintf("book-%03d", 20+n))), ItemVersion: 1})
 		if err == nil {
 			// Check it back in, so the patron stays below her limit.
-			f.exec(t, `UPDATE `+table(f.tenant, "loan")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Closed"') WHERE user_id = $1`, alice)
+			f.exec(t, `UPDATE `+view(f.tenant, "loan")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Closed"') WHERE user_id = $1`, alice)
 		}
 		return err
 	}

@@ -27,19 +27,15 @@ type Locks struct {
 	// released, when set, is told of a release that someone waits for, at
 	// once (see OnRelease).
 	released func(t storage.Tenant, userID string)
-	// statements are the tenants' acquire and release statements.
-	statements tenantStatements[lockStatements]
 }
 
-// lockStatements are locksql's statements for one tenant's tables.
-type lockStatements struct{ acquire, release string }
-
-func newLockStatements(t storage.Tenant) lockStatements {
-	return lockStatements{
-		acquire: withTables(locksql.Acquire, t, "check_out_lock"),
-		release: withTables(locksql.Release, t, "check_out_lock", "check_out_lock_waiter"),
-	}
-}
+// locksql's statements on the shared tables: the same text for every
+// tenant, so each connection prepares them once.
+var (
+	acquireSQL = withTables(locksql.Acquire, tableLock)
+	releaseSQL = withTables(locksql.Release, tableLock, tableLockWaiter)
+	watchSQL   = withTables(locksql.Watch, tableLockWaiter)
+)
 
 var _ storage.LockService = (*Locks)(nil)
 
@@ -48,8 +44,7 @@ var _ storage.LockService = (*Locks)(nil)
 // no one of its events.
 func NewLocks(db *DB, opts ...Option) *Locks {
 	o := applyOptions(opts)
-	return &Locks{db: db, events: o.events, history: o.history, released: o.released,
-		statements: tenantStatements[lockStatements]{make: newLockStatements}}
+	return &Locks{db: db, events: o.events, history: o.history, released: o.released}
 }
 
 type noEvents struct{}
@@ -59,11 +54,11 @@ func (noEvents) EventLost(error)         {}
 
 // holderSQL reads the live lock that made an acquisition fail, for the
 // answer's holder information, with the time it has left by the database's
-// clock.
-const holderSQL = `
+// clock. Parameters: $1 user id, $2 the tenant.
+var holderSQL = withTables(`
 SELECT expires_at, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint, holder
   FROM %[1]s
- WHERE user_id = $1 AND expires_at > now()`
+ WHERE tenant_id = $2 AND user_id = $1 AND expires_at > now()`, tableLock)
 
 // Acquire implements storage.LockService.
 func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID string, ttl time.Duration, holder storage.Holder) (storage.Lock, storage.AcquireOutcome, error) {
@@ -77,7 +72,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 		var inserted, fresh bool
 		var previous *previousLock
 		var ttlMs int64
-		err := s.db.lockPool.QueryRow(ctx, s.statements.get(t).acquire, userID, ttl.Milliseconds(), nullable(lockID), holderJSON).
+		err := s.db.lockPool.QueryRow(ctx, acquireSQL, userID, ttl.Milliseconds(), nullable(lockID), holderJSON, string(t)).
 			Scan(&l.ID, &l.UserID, &l.CreationDate, &l.ExpiresAt, &ttlMs, &inserted, &fresh, &previous)
 		l.TTL, l.Holder = time.Duration(ttlMs)*time.Millisecond, holder
 		switch {
@@ -98,7 +93,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 		var expiresAt time.Time
 		var remainingMs int64
 		var held storage.Holder
-		err = s.db.pool.QueryRow(ctx, withTables(holderSQL, t, "check_out_lock"), userID).Scan(&expiresAt, &remainingMs, holderScanner{&held})
+		err = s.db.pool.QueryRow(ctx, holderSQL, userID, string(t)).Scan(&expiresAt, &remainingMs, holderScanner{&held})
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -124,9 +119,9 @@ func interpretAcquire(err error, t storage.Tenant) error {
 
 // Get implements storage.LockService.
 func (s *Locks) Get(ctx context.Context, t storage.Tenant, id string) (storage.Lock, error) {
-	q := withTables(`SELECT `+locksql.Columns+` FROM %s WHERE id = $1 AND expires_at > now()`, t, "check_out_lock")
+	q := withTables(`SELECT `+locksql.Columns+` FROM %s WHERE tenant_id = $2 AND id = $1 AND expires_at > now()`, tableLock)
 	var l storage.Lock
-	err := scanLock(s.db.pool.QueryRow(ctx, q, id), &l)
+	err := scanLock(s.db.pool.QueryRow(ctx, q, id, string(t)), &l)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.Lock{}, errs.NotFound("Lock", id)
 	}
@@ -142,12 +137,12 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 	if f.UserID != "" {
 		userID = &f.UserID
 	}
-	where := `expires_at > now() AND ($1::uuid IS NULL OR user_id = $1::uuid)`
+	where := `tenant_id = $1 AND expires_at > now() AND ($2::uuid IS NULL OR user_id = $2::uuid)`
 	locks := []storage.Lock{}
 	total, err := page(ctx, s.db.pool, t,
-		withTables(`SELECT `+locksql.Columns+`, count(*) OVER () FROM %s WHERE `+where+` ORDER BY creation_date, id OFFSET $2 LIMIT $3`, t, tableLock),
-		withTables(`SELECT count(*) FROM %s WHERE `+where, t, tableLock),
-		[]any{userID}, 1, f.Offset, f.Limit,
+		withTables(`SELECT `+locksql.Columns+`, count(*) OVER () FROM %s WHERE `+where+` ORDER BY creation_date, id OFFSET $3 LIMIT $4`, tableLock),
+		withTables(`SELECT count(*) FROM %s WHERE `+where, tableLock),
+		[]any{string(t), userID}, 2, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			var l storage.Lock
 			var total int
@@ -175,7 +170,7 @@ func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string, by sto
 	var holderJSON []byte
 	var acquiredBy, acquiredByModule *string
 	var userID string
-	err := s.db.lockPool.QueryRow(ctx, s.statements.get(t).release, id, string(t), nullable(by.User), nullable(by.Module), others).
+	err := s.db.lockPool.QueryRow(ctx, releaseSQL, id, string(t), nullable(by.User), nullable(by.Module), others).
 		Scan(&live, &holderJSON, &acquiredBy, &acquiredByModule, &notified, &userID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s.notReleased(ctx, t, id)
@@ -211,7 +206,7 @@ func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string, by sto
 // live lock the caller does not own and may not release (403).
 func (s *Locks) notReleased(ctx context.Context, t storage.Tenant, id string) error {
 	var live bool
-	err := s.db.pool.QueryRow(ctx, withTables(`SELECT expires_at > now() FROM %s WHERE id = $1`, t, "check_out_lock"), id).Scan(&live)
+	err := s.db.pool.QueryRow(ctx, withTables(`SELECT expires_at > now() FROM %s WHERE tenant_id = $2 AND id = $1`, tableLock), id, string(t)).Scan(&live)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || (err == nil && !live):
 		return errs.NotFound("Lock", id)
@@ -231,6 +226,11 @@ func deref(s *string) string {
 	return *s
 }
 
+// recordSQL adds an event to the history. Parameters: $1 type, $2 user id,
+// $3 lock id, $4 holder, $5 by whom, $6 milliseconds waited, $7 the tenant.
+var recordSQL = withTables(`INSERT INTO %s (tenant_id, type, user_id, lock_id, holder, by_whom, waited_ms)
+	VALUES ($7, $1, $2, $3, $4::jsonb, $5::jsonb, $6)`, tableLockEvent)
+
 // Record implements storage.LockService. It is best effort: the request
 // it explains goes on whatever happens to the record, and a lost record is
 // reported to the observer.
@@ -246,9 +246,7 @@ func (s *Locks) Record(ctx context.Context, t storage.Tenant, e storage.LockEven
 	if e.WaitedMs > 0 {
 		waited = e.WaitedMs
 	}
-	_, err := s.db.pool.Exec(ctx, withTables(`INSERT INTO %s (type, user_id, lock_id, holder, by_whom, waited_ms)
-		VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6)`, t, "check_out_lock_event"),
-		string(e.Type), e.UserID, lockID, holderValue(e.Holder), holderValue(e.By), waited)
+	_, err := s.db.pool.Exec(ctx, recordSQL, string(e.Type), e.UserID, lockID, holderValue(e.Holder), holderValue(e.By), waited, string(t))
 	if err != nil {
 		err = interpret(err, t)
 		s.events.EventLost(err)
@@ -260,14 +258,14 @@ func (s *Locks) Record(ctx context.Context, t storage.Tenant, e storage.LockEven
 
 // History implements storage.LockService.
 func (s *Locks) History(ctx context.Context, t storage.Tenant, f storage.HistoryFilter) ([]storage.LockEvent, int, error) {
-	where := `($1::uuid IS NULL OR user_id = $1::uuid) AND ($2::timestamptz IS NULL OR occurred_at >= $2)
-	          AND ($3::timestamptz IS NULL OR occurred_at < $3)`
-	args := []any{nullable(f.UserID), nullableTime(f.From), nullableTime(f.To)}
+	where := `tenant_id = $1 AND ($2::uuid IS NULL OR user_id = $2::uuid) AND ($3::timestamptz IS NULL OR occurred_at >= $3)
+	          AND ($4::timestamptz IS NULL OR occurred_at < $4)`
+	args := []any{string(t), nullable(f.UserID), nullableTime(f.From), nullableTime(f.To)}
 	events := []storage.LockEvent{}
 	total, err := page(ctx, s.db.pool, t,
 		withTables(`SELECT id, type, occurred_at, user_id, coalesce(lock_id::text, ''), holder, by_whom, coalesce(waited_ms, 0), count(*) OVER ()
-		               FROM %s WHERE `+where+` ORDER BY occurred_at DESC, id DESC OFFSET $4 LIMIT $5`, t, tableLockEvent),
-		withTables(`SELECT count(*) FROM %s WHERE `+where, t, tableLockEvent),
+		               FROM %s WHERE `+where+` ORDER BY occurred_at DESC, id DESC OFFSET $5 LIMIT $6`, tableLockEvent),
+		withTables(`SELECT count(*) FROM %s WHERE `+where, tableLockEvent),
 		args, len(args), f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			var e storage.LockEvent
@@ -331,7 +329,7 @@ func nullableTime(t time.Time) any {
 
 // Watch implements storage.LockService.
 func (s *Locks) Watch(ctx context.Context, t storage.Tenant, userID string, d time.Duration) error {
-	_, err := s.db.lockPool.Exec(ctx, withTables(locksql.Watch, t, "check_out_lock_waiter"), userID, d.Milliseconds())
+	_, err := s.db.lockPool.Exec(ctx, watchSQL, userID, d.Milliseconds(), string(t))
 	return interpret(err, t)
 }
 

@@ -295,11 +295,20 @@ func TestTenantsAreIsolated(t *testing.T) {
 func TestUninitialisedTenant(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
+	ctx := context.Background()
 	ghost := storage.Tenant("ghost" + f.tenant[1:])
-	_, _, err := f.locks.Acquire(context.Background(), ghost, uuid.NewString(), "", ttl, storage.Holder{})
+	if enabled, err := f.tenants.Enabled(ctx, ghost); err != nil || enabled {
+		t.Fatalf("a tenant never enabled: enabled %t, %v", enabled, err)
+	}
+	// Durable records refer to their tenant: none is written for a tenant
+	// that is not enabled, whoever skips the check at the door.
+	_, err := NewRecords(f.db, Policy{}).Create(ctx, ghost, storage.PatronGroups, uuid.NewString(), []byte(`{"group":"ghosts"}`))
 	e, ok := errs.As(err)
 	if !ok || e.Code != schemas.CodeTenantNotInitialized || e.Kind != errs.KindBadRequest {
-		t.Fatalf("acquire in uninitialised tenant: %v, want %s", err, schemas.CodeTenantNotInitialized)
+		t.Fatalf("a record in an uninitialised tenant: %v, want %s", err, schemas.CodeTenantNotInitialized)
+	}
+	if enabled, err := f.tenants.Enabled(ctx, f.tenant); err != nil || !enabled {
+		t.Fatalf("an enabled tenant: enabled %t, %v", enabled, err)
 	}
 }
 
@@ -332,8 +341,24 @@ func TestTenantInitIsIdempotentAndConcurrent(t *testing.T) {
 	if err := f.tenants.Purge(ctx, tenant); err != nil {
 		t.Fatalf("purge: %v", err)
 	}
-	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl, storage.Holder{}); !errs.IsKind(err, errs.KindBadRequest) {
-		t.Errorf("acquire after purge: %v, want tenant not initialised", err)
+	if enabled, err := f.tenants.Enabled(ctx, tenant); err != nil || enabled {
+		t.Errorf("after purge: enabled %t, %v", enabled, err)
+	}
+	// Nothing of the tenant is left: no row in any shared table, no
+	// schema.
+	for _, name := range append(tenantTables, tableTenant) {
+		column := "tenant_id"
+		if name == tableTenant {
+			column = "id"
+		}
+		var n int
+		if err := f.db.pool.QueryRow(ctx, withTables(`SELECT count(*) FROM %s WHERE `+column+` = $1`, name), string(tenant)).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%s after purge: %d rows, %v", name, n, err)
+		}
+	}
+	var schema bool
+	if err := f.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, tenant.Schema()).Scan(&schema); err != nil || schema {
+		t.Errorf("schema %s after purge: %t, %v", tenant.Schema(), schema, err)
 	}
 }
 
@@ -415,7 +440,7 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 	if _, err := sweeper.SweepOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a.exec(t, "UPDATE "+table(a.tenant, "check_out_lock_event")+" SET occurred_at = now() - interval '2 hours'")
+	a.exec(t, "UPDATE "+view(a.tenant, "check_out_lock_event")+" SET occurred_at = now() - interval '2 hours'")
 	if _, err := sweeper.SweepOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +458,7 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 // expire moves a lock's expiry into the past, as if its TTL had passed.
 func expire(t *testing.T, f fixture, id string) {
 	t.Helper()
-	f.exec(t, "UPDATE "+table(f.tenant, "check_out_lock")+
+	f.exec(t, "UPDATE "+view(f.tenant, "check_out_lock")+
 		" SET creation_date = now() - interval '2 minutes', expires_at = now() - interval '1 minute' WHERE id = $1", id)
 }
 

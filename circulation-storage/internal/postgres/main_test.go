@@ -9,6 +9,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // fixture is what a test needs: the shared database and a tenant of its own,
@@ -82,7 +83,7 @@ func (f fixture) exec(t *testing.T, sql string, args ...any) {
 func (f fixture) count(t *testing.T, name tableName, where string, args ...any) int {
 	t.Helper()
 	var n int
-	q := "SELECT count(*) FROM " + table(f.tenant, name)
+	q := "SELECT count(*) FROM " + view(f.tenant, name)
 	if where != "" {
 		q += " WHERE " + where
 	}
@@ -90,4 +91,11 @@ func (f fixture) count(t *testing.T, name tableName, where string, args ...any) 
 		t.Fatalf("count %s: %v", name, err)
 	}
 	return n
+}
+
+// view is the tenant's view of one of the shared tables, in its FOLIO
+// schema (see createViews): the tenant's rows only, for arranging state
+// and checking it.
+func view(t storage.Tenant, name tableName) string {
+	return pgx.Identifier{t.Schema(), string(name)}.Sanitize()
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
-	"github.com/checkoutlock/circulation-storage/locksql"
 )
 
 // TestReleaseNotifiesOnlyWhenWatched: PostgreSQL serialises the commits of
@@ -32,7 +30,7 @@ func TestReleaseNotifiesOnlyWhenWatched(t *testing.T) {
 	}
 	release := func(id string) (live, notified bool) {
 		t.Helper()
-		q := fmt.Sprintf(locksql.Release, table(f.tenant, "check_out_lock"), table(f.tenant, "check_out_lock_waiter"))
+		q := releaseSQL
 		var holder, acquiredBy, acquiredByModule, userID any
 		if err := f.db.pool.QueryRow(ctx, q, id, string(f.tenant), nil, nil, false).
 			Scan(&live, &holder, &acquiredBy, &acquiredByModule, &notified, &userID); err != nil {
@@ -87,7 +85,7 @@ func TestWatchOnlyExtends(t *testing.T) {
 		}
 	}
 	var left time.Duration
-	if err := f.db.pool.QueryRow(ctx, `SELECT expires_at - now() FROM `+table(f.tenant, "check_out_lock_waiter")+` WHERE user_id = $1`,
+	if err := f.db.pool.QueryRow(ctx, `SELECT expires_at - now() FROM `+view(f.tenant, "check_out_lock_waiter")+` WHERE user_id = $1`,
 		user).Scan(&left); err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestStatementsOutliveTerminatedBackends(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				var n int
-				failures <- db.pool.QueryRow(ctx, `SELECT count(*) FROM `+table(f.tenant, "check_out_lock")).Scan(&n)
+				failures <- db.pool.QueryRow(ctx, `SELECT count(*) FROM `+view(f.tenant, "check_out_lock")).Scan(&n)
 			}()
 			go func() {
 				defer wg.Done()

@@ -24,8 +24,6 @@ type Records struct {
 	// released, when set, is told of a check-out's release of a lock
 	// that someone waits for, at once (see OnRelease).
 	released func(t storage.Tenant, userID string)
-	// checkOuts are the tenants' check-out write statements.
-	checkOuts tenantStatements[checkOutStatements]
 	// policy is how the check-out write applies the rules and the lock.
 	policy Policy
 }
@@ -34,8 +32,7 @@ var _ storage.RecordService = (*Records)(nil)
 
 // NewRecords returns the record service, configured by opts (OnRelease).
 func NewRecords(db *DB, policy Policy, opts ...Option) *Records {
-	return &Records{db: db, policy: policy, released: applyOptions(opts).released,
-		checkOuts: tenantStatements[checkOutStatements]{make: newCheckOutStatements}}
+	return &Records{db: db, policy: policy, released: applyOptions(opts).released}
 }
 
 // tableSpec is how one resource is stored.
@@ -160,22 +157,22 @@ func auditSetting(ctx context.Context, q querier, t storage.Tenant, op, id strin
 	if op == "delete" {
 		value = `NULL`
 	}
-	_, err := q.Exec(ctx, withTables(`INSERT INTO %s (setting_id, scope, key, operation, value, changed_by, changed_by_module)
-		VALUES ($1, $2::jsonb ->> 'scope', $2::jsonb ->> 'key', $3, `+value+`, $4, $5)`, t, tableSettingChange),
-		id, doc, op, nullable(caller.User), nullable(caller.Module))
+	_, err := q.Exec(ctx, withTables(`INSERT INTO %s (tenant_id, setting_id, scope, key, operation, value, changed_by, changed_by_module)
+		VALUES ($6, $1, $2::jsonb ->> 'scope', $2::jsonb ->> 'key', $3, `+value+`, $4, $5)`, tableSettingChange),
+		id, doc, op, nullable(caller.User), nullable(caller.Module), string(t))
 	return interpret(err, t)
 }
 
 // insertRecord inserts one record; with skipExisting, an existing id is left
 // as it is (for loading reference data twice) and nil is returned for it.
 func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage, skipExisting bool) (json.RawMessage, error) {
-	sql := withTables(`INSERT INTO %s (id, jsonb) VALUES ($1, `+withMetadata(withID(r, `'1'`), 3, false)+`)`, t, spec(r).table)
+	sql := withTables(`INSERT INTO %s (tenant_id, id, jsonb) VALUES ($4, $1, `+withMetadata(withID(r, `'1'`), 3, false)+`)`, spec(r).table)
 	if skipExisting {
-		sql += ` ON CONFLICT (id) DO NOTHING`
+		sql += ` ON CONFLICT (tenant_id, id) DO NOTHING`
 	}
 	sql += ` RETURNING jsonb`
 	var stored json.RawMessage
-	err := q.QueryRow(ctx, sql, id, doc, metadataUser(ctx)).Scan(&stored)
+	err := q.QueryRow(ctx, sql, id, doc, metadataUser(ctx), string(t)).Scan(&stored)
 	if skipExisting && errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -188,7 +185,7 @@ func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Re
 // Get implements storage.RecordService.
 func (s *Records) Get(ctx context.Context, t storage.Tenant, r storage.Resource, id string) (json.RawMessage, error) {
 	var doc json.RawMessage
-	err := s.db.pool.QueryRow(ctx, withTables(`SELECT jsonb FROM %s WHERE id = $1`, t, spec(r).table), id).Scan(&doc)
+	err := s.db.pool.QueryRow(ctx, withTables(`SELECT jsonb FROM %s WHERE tenant_id = $2 AND id = $1`, spec(r).table), id, string(t)).Scan(&doc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.NotFound(r.Name, id)
 	}
@@ -202,8 +199,8 @@ func (s *Records) Get(ctx context.Context, t storage.Tenant, r storage.Resource,
 // column names from the spec are written into the SQL.
 func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource, f storage.RecordFilter) ([]json.RawMessage, int, error) {
 	sp := spec(r)
-	var conds []string
-	var args []any
+	conds := []string{"tenant_id = $1"}
+	args := []any{string(t)}
 	for _, filter := range r.Filters {
 		v, ok := f.Params[filter.Param]
 		if !ok {
@@ -234,18 +231,15 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 			order = strings.Join(tr.orderBy, ", ") + ", id"
 		}
 	}
-	where := "true"
-	if len(conds) > 0 {
-		where = strings.Join(conds, " AND ")
-	}
+	where := strings.Join(conds, " AND ")
 	countArgs := len(args)
 	args = append(args, sortArgs...)
 	n := len(args)
 	docs := []json.RawMessage{}
 	size := 0
 	total, err := page(ctx, s.db.pool, t,
-		withTables(`SELECT jsonb, count(*) OVER () FROM %s WHERE `+where+` ORDER BY `+order+` OFFSET `+param(n+1)+` LIMIT `+param(n+2), t, sp.table),
-		withTables(`SELECT count(*) FROM %s WHERE `+where, t, sp.table),
+		withTables(`SELECT jsonb, count(*) OVER () FROM %s WHERE `+where+` ORDER BY `+order+` OFFSET `+param(n+1)+` LIMIT `+param(n+2), sp.table),
+		withTables(`SELECT count(*) FROM %s WHERE `+where, sp.table),
 		args, countArgs, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			var doc json.RawMessage
@@ -284,6 +278,7 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 // the new document, {loan} the loan table), and, when the
 // row is there but cond is false, why, from the row as it is (stored, its
 // version, and the state columns of the resource) and the new document.
+// The row's tenant is rec.tenant_id.
 type guard struct {
 	cond string
 	// state reads the row's columns why needs.
@@ -323,7 +318,7 @@ var updateGuards = map[string]*guard{
 	storage.Items.Path: {
 		cond: `NOT (` + newStatus + ` = 'Checked out' AND status_name <> 'Checked out')
            AND NOT (` + newStatus + ` <> 'Checked out' AND status_name = 'Checked out' AND EXISTS (
-                 SELECT 1 FROM {loan} l WHERE l.item_id = rec.id AND l.status_name = 'Open'))`,
+                 SELECT 1 FROM {loan} l WHERE l.tenant_id = rec.tenant_id AND l.item_id = rec.id AND l.status_name = 'Open'))`,
 		state: `status_name`,
 		why: func(id string, state []any, doc json.RawMessage) error {
 			if fieldAt(doc, "status", "name") == "Checked out" {
@@ -341,16 +336,16 @@ var updateGuards = map[string]*guard{
 // g (if any) holds for the stored row.
 func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage, g *guard) error {
 	sql := withTables(`UPDATE %s AS rec SET jsonb = `+withMetadata(withID(r, `to_jsonb(coalesce(version, 0) + 1)`), 3, true)+
-		` WHERE rec.id = $1`, t, spec(r).table)
-	args := []any{id, doc, metadataUser(ctx)}
+		` WHERE rec.tenant_id = $4 AND rec.id = $1`, spec(r).table)
+	args := []any{id, doc, metadataUser(ctx), string(t)}
 	if r.Versioned {
 		// Version 0 is "any version" for a resource whose version is
 		// optional on update.
-		sql += ` AND ($4::integer IS NULL OR rec.version = $4::integer)`
+		sql += ` AND ($5::integer IS NULL OR rec.version = $5::integer)`
 		args = append(args, nullableInt(version))
 	}
 	if g != nil {
-		sql += ` AND ` + strings.ReplaceAll(g.cond, "{loan}", table(t, "loan"))
+		sql += ` AND ` + strings.ReplaceAll(g.cond, "{loan}", table(tableLoan))
 	}
 	tag, err := q.Exec(ctx, sql, args...)
 	if err != nil {
@@ -373,7 +368,7 @@ func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource
 		var s string
 		cols, state = cols+", "+g.state, append(state, &s)
 	}
-	err = q.QueryRow(ctx, withTables(`SELECT `+cols+` FROM %s WHERE id = $1`, t, spec(r).table), id).Scan(state...)
+	err = q.QueryRow(ctx, withTables(`SELECT `+cols+` FROM %s WHERE tenant_id = $2 AND id = $1`, spec(r).table), id, string(t)).Scan(state...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errs.NotFound(r.Name, id)
 	}
@@ -391,7 +386,7 @@ func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource
 // Delete implements storage.RecordService. An open loan is removed only
 // by being checked in first.
 func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resource, id string) error {
-	sql := withTables(`DELETE FROM %s WHERE id = $1`, t, spec(r).table)
+	sql := withTables(`DELETE FROM %s WHERE tenant_id = $2 AND id = $1`, spec(r).table)
 	if r.Path == storage.Loans.Path {
 		sql += ` AND status_name <> 'Open'`
 	}
@@ -399,7 +394,7 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 	deleted := false
 	err := s.db.inTx(ctx, t, func(tx pgx.Tx) error {
 		var old json.RawMessage
-		err := tx.QueryRow(ctx, sql+` RETURNING jsonb`, id).Scan(&old)
+		err := tx.QueryRow(ctx, sql+` RETURNING jsonb`, id, string(t)).Scan(&old)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}

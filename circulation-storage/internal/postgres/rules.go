@@ -52,7 +52,7 @@ func (s *Rules) Rules(ctx context.Context, t storage.Tenant) (storage.Circulatio
 
 func readRules(ctx context.Context, q querier, t storage.Tenant) (storage.CirculationRules, error) {
 	var rules storage.CirculationRules
-	err := q.QueryRow(ctx, withTables(`SELECT fallback_loan_policy_id::text FROM %s`, t, "circulation_rules")).
+	err := q.QueryRow(ctx, withTables(`SELECT fallback_loan_policy_id::text FROM %s WHERE tenant_id = $1`, tableCirculationRules), string(t)).
 		Scan(&rules.FallbackLoanPolicyID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.CirculationRules{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,
@@ -64,7 +64,7 @@ func readRules(ctx context.Context, q querier, t storage.Tenant) (storage.Circul
 	rows, err := q.Query(ctx, withTables(`
 SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, ''),
        coalesce(loan_type_id::text, ''), loan_policy_id::text
-  FROM %s ORDER BY position`, t, "circulation_rule"))
+  FROM %s WHERE tenant_id = $1 ORDER BY position`, tableCirculationRule), string(t))
 	if err != nil {
 		return storage.CirculationRules{}, interpret(err, t)
 	}
@@ -90,20 +90,20 @@ func (s *Rules) SetRules(ctx context.Context, t storage.Tenant, rules storage.Ci
 
 func writeRules(ctx context.Context, tx pgx.Tx, t storage.Tenant, rules storage.CirculationRules) error {
 	_, err := tx.Exec(ctx, withTables(`
-INSERT INTO %s (id, fallback_loan_policy_id) VALUES (1, $1)
-ON CONFLICT (id) DO UPDATE SET fallback_loan_policy_id = excluded.fallback_loan_policy_id`, t, "circulation_rules"),
-		rules.FallbackLoanPolicyID)
+INSERT INTO %s (tenant_id, fallback_loan_policy_id) VALUES ($2, $1)
+ON CONFLICT (tenant_id) DO UPDATE SET fallback_loan_policy_id = excluded.fallback_loan_policy_id`, tableCirculationRules),
+		rules.FallbackLoanPolicyID, string(t))
 	if err != nil {
 		return interpretRule(err, t, -1, rules)
 	}
-	if _, err := tx.Exec(ctx, withTables(`DELETE FROM %s`, t, "circulation_rule")); err != nil {
+	if _, err := tx.Exec(ctx, withTables(`DELETE FROM %s WHERE tenant_id = $1`, tableCirculationRule), string(t)); err != nil {
 		return interpret(err, t)
 	}
 	for i, r := range rules.Rules {
 		_, err := tx.Exec(ctx, withTables(`
-INSERT INTO %s (position, patron_group_id, material_type_id, loan_type_id, loan_policy_id)
-VALUES ($1, nullif($2, '')::uuid, nullif($3, '')::uuid, nullif($4, '')::uuid, $5)`, t, "circulation_rule"),
-			i, r.PatronGroupID, r.MaterialTypeID, r.LoanTypeID, r.LoanPolicyID)
+INSERT INTO %s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id)
+VALUES ($6, $1, nullif($2, '')::uuid, nullif($3, '')::uuid, nullif($4, '')::uuid, $5)`, tableCirculationRule),
+			i, r.PatronGroupID, r.MaterialTypeID, r.LoanTypeID, r.LoanPolicyID, string(t))
 		if err != nil {
 			return interpretRule(err, t, i, rules)
 		}
@@ -131,11 +131,14 @@ func interpretRule(err error, t storage.Tenant, index int, rules storage.Circula
 	return e
 }
 
+// openLoanCountSQL counts a patron's open loans. Parameters: $1 the
+// patron, $2 material type and $3 loan type (NULL: any), $4 the tenant.
+var openLoanCountSQL = locksql.OpenLoanCount(table(tableLoan), table(tableItem), "$4", "$1", "$2::uuid", "$3::uuid")
+
 // CountOpenLoans implements storage.LoanCounter.
 func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, materialTypeID, loanTypeID string) (int, error) {
 	var n int
-	err := s.db.pool.QueryRow(ctx, locksql.OpenLoanCount(table(t, "loan"), table(t, "item"), "$1", "$2::uuid", "$3::uuid"),
-		userID, nullable(materialTypeID), nullable(loanTypeID)).Scan(&n)
+	err := s.db.pool.QueryRow(ctx, openLoanCountSQL, userID, nullable(materialTypeID), nullable(loanTypeID), string(t)).Scan(&n)
 	if err != nil {
 		return 0, interpret(err, t)
 	}
@@ -151,11 +154,11 @@ var _ storage.CheckOutStore = (*Rules)(nil)
 // a tie goes to the rule naming the loan type, then the material type,
 // then the patron group (FOLIO's priority: the weights 14, 12 and 11); a
 // remaining tie to the earlier rule. When no rule matches, the fallback
-// policy applies. rule and rules are the tables; group, material and
-// loanType the SQL expressions (uuid, NULL matching no rule that names
-// one). It answers one row (loan_policy_id, rule_index NULL for the
+// policy applies. rule and rules are the tables; tenant, group, material
+// and loanType the SQL expressions (text; uuid, NULL matching no rule that
+// names one). It answers one row (loan_policy_id, rule_index NULL for the
 // fallback, pg_match, mt_match, lt_match), or none when no rules are set.
-func policyMatchSQL(rule, rules, group, material, loanType string) string {
+func policyMatchSQL(rule, rules, tenant, group, material, loanType string) string {
 	return `
 SELECT m.loan_policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match
   FROM (SELECT r.loan_policy_id, r.position AS rule_index,
@@ -164,12 +167,13 @@ SELECT m.loan_policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match
                CASE WHEN r.patron_group_id IS NULL THEN 0 ELSE 11 END + CASE WHEN r.material_type_id IS NULL THEN 0 ELSE 12 END
              + CASE WHEN r.loan_type_id IS NULL THEN 0 ELSE 14 END AS rank
           FROM ` + rule + ` r
-         WHERE (r.patron_group_id IS NULL OR r.patron_group_id = ` + group + `)
+         WHERE r.tenant_id = ` + tenant + `
+           AND (r.patron_group_id IS NULL OR r.patron_group_id = ` + group + `)
            AND (r.material_type_id IS NULL OR r.material_type_id = ` + material + `)
            AND (r.loan_type_id IS NULL OR r.loan_type_id = ` + loanType + `)
         UNION ALL
-        SELECT fallback_loan_policy_id, NULL, false, false, false, -1 FROM ` + rules + `) m
- WHERE EXISTS (SELECT 1 FROM ` + rules + `)
+        SELECT fallback_loan_policy_id, NULL, false, false, false, -1 FROM ` + rules + ` WHERE tenant_id = ` + tenant + `) m
+ WHERE EXISTS (SELECT 1 FROM ` + rules + ` WHERE tenant_id = ` + tenant + `)
  ORDER BY m.rank DESC, m.rule_index
  LIMIT 1`
 }
@@ -197,31 +201,30 @@ const borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
 // the item's open loan, whether rules are set, the policy they choose with
 // the chosen rule's criteria, the policy, the patron's open loans counted
 // as that policy's item limit counts them, and the limit enforced ($3:
-// whether an unscoped limit is).
-func checkOutReadSQL(t storage.Tenant) string {
-	return `
-WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(t, "patron") + ` WHERE barcode = $1 ORDER BY barcode, id LIMIT 1),
+// whether an unscoped limit is) in the tenant $4.
+var checkOutReadSQL = `
+WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(tablePatron) + ` WHERE tenant_id = $4 AND barcode = $1 ORDER BY barcode, id LIMIT 1),
      i AS (SELECT id, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb
-             FROM ` + table(t, "item") + ` WHERE barcode = $2 ORDER BY barcode, id LIMIT 1),
-     m AS (` + policyMatchSQL(table(t, "circulation_rule"), table(t, "circulation_rules"),
-		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `),
+             FROM ` + table(tableItem) + ` WHERE tenant_id = $4 AND barcode = $2 ORDER BY barcode, id LIMIT 1),
+     m AS (` + policyMatchSQL(table(tableCirculationRule), table(tableCirculationRules), "$4",
+	"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `),
      p AS (SELECT lp.jsonb, ` + itemLimitSQL("m", "lp", "$3::boolean") + ` AS item_limit,
                   CASE WHEN m.mt_match THEN (SELECT material_type_id FROM i) END AS mt,
                   CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM i) END AS lt
-             FROM m JOIN ` + table(t, "loan_policy") + ` lp ON lp.id = m.loan_policy_id
+             FROM m JOIN ` + table(tableLoanPolicy) + ` lp ON lp.tenant_id = $4 AND lp.id = m.loan_policy_id
             WHERE EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i))
 SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
-       (SELECT l.jsonb FROM ` + table(t, "loan") + ` l, i WHERE l.item_id = i.id AND l.status_name = 'Open'
+       (SELECT l.jsonb FROM ` + table(tableLoan) + ` l, i WHERE l.tenant_id = $4 AND l.item_id = i.id AND l.status_name = 'Open'
          ORDER BY l.jsonb ->> 'loanDate', l.id LIMIT 1),
-       EXISTS (SELECT 1 FROM ` + table(t, "circulation_rules") + `),
+       EXISTS (SELECT 1 FROM ` + table(tableCirculationRules) + ` WHERE tenant_id = $4),
        m.loan_policy_id::text, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
        p.jsonb, p.item_limit, p.mt::text, p.lt::text,
-       CASE WHEN p.jsonb IS NOT NULL THEN (` + locksql.OpenLoanCount(table(t, "loan"), table(t, "item"), "(SELECT id FROM u)", "p.mt", "p.lt") + `) END,
-       (SELECT s.jsonb FROM ` + table(t, "setting") + ` s WHERE s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `')
+       CASE WHEN p.jsonb IS NOT NULL THEN (` + locksql.OpenLoanCount(table(tableLoan), table(tableItem), "$4", "(SELECT id FROM u)", "p.mt", "p.lt") + `) END,
+       (SELECT s.jsonb FROM ` + table(tableSetting) + ` s
+         WHERE s.tenant_id = $4 AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `')
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true`
-}
 
 // ReadForCheckOut implements storage.CheckOutStore, in one statement.
 func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string) (storage.CheckOutRecords, error) {
@@ -230,7 +233,7 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	var policyID, mt, lt *string
 	var ruleIndex, limit, count *int
 	var pg, mtMatch, ltMatch *bool
-	err := s.db.pool.QueryRow(ctx, checkOutReadSQL(t), userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit).
+	err := s.db.pool.QueryRow(ctx, checkOutReadSQL, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
 		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
 			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting)
 	if err != nil {
@@ -257,13 +260,16 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	return out, nil
 }
 
+// matchLoanPolicySQL is the rules' choice. Parameters: $1 patron group,
+// $2 material type, $3 loan type, $4 the tenant.
+var matchLoanPolicySQL = policyMatchSQL(table(tableCirculationRule), table(tableCirculationRules), "$4", "$1::uuid", "$2::uuid", "$3::uuid")
+
 // MatchLoanPolicy implements storage.RulesService.
 func (s *Rules) MatchLoanPolicy(ctx context.Context, t storage.Tenant, patronGroupID, materialTypeID, loanTypeID string) (storage.PolicyMatch, error) {
 	var policyID string
 	var ruleIndex *int
 	m := storage.PolicyMatch{RuleIndex: -1}
-	err := s.db.pool.QueryRow(ctx, policyMatchSQL(table(t, "circulation_rule"), table(t, "circulation_rules"), "$1::uuid", "$2::uuid", "$3::uuid"),
-		nullable(patronGroupID), nullable(materialTypeID), nullable(loanTypeID)).
+	err := s.db.pool.QueryRow(ctx, matchLoanPolicySQL, nullable(patronGroupID), nullable(materialTypeID), nullable(loanTypeID), string(t)).
 		Scan(&policyID, &ruleIndex, &m.PatronGroupMatch, &m.MaterialTypeMatch, &m.LoanTypeMatch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.PolicyMatch{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,

@@ -139,7 +139,7 @@ func LoadData(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage.Te
 		}
 		msgs = append(msgs, "sample data: "+strconv.Itoa(n)+" new records")
 		var exists bool
-		if err := tx.QueryRow(ctx, withTables(`SELECT EXISTS (SELECT 1 FROM %s)`, t, "circulation_rules")).Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, withTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $1)`, tableCirculationRules), string(t)).Scan(&exists); err != nil {
 			return nil, interpret(err, t)
 		}
 		if !exists {

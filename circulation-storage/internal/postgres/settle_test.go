@@ -123,7 +123,7 @@ func cutWrite(t *testing.T) cut {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = blocker.Rollback(context.Background()) })
-	if _, err := blocker.Exec(ctx, `SELECT 1 FROM `+table(f.tenant, "item")+` WHERE id = $1 FOR UPDATE`, item); err != nil {
+	if _, err := blocker.Exec(ctx, `SELECT 1 FROM `+view(f.tenant, "item")+` WHERE id = $1 FOR UPDATE`, item); err != nil {
 		t.Fatal(err)
 	}
 

@@ -3,22 +3,17 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"sync/atomic"
 	"time"
-
-	"github.com/checkoutlock/schemas/errs"
-
-	"github.com/jackc/pgx/v5"
-
-	storage "github.com/checkoutlock/circulation-storage"
 )
 
-// Sweeper deletes expired check-out locks of every tenant in bounded batches,
-// so the lock table stays small, and the expired registrations of waiters. Correctness never depends on it: an expired
-// lock already counts as absent everywhere, and acquiring takes one over.
+// Sweeper deletes expired check-out locks of every tenant in bounded
+// batches, so the lock table stays small, and the expired registrations of
+// waiters, and trims the lock history. Correctness never depends on it: an
+// expired lock already counts as absent everywhere, and acquiring takes
+// one over.
 type Sweeper struct {
 	db        *DB
 	logger    *slog.Logger
@@ -32,6 +27,8 @@ type Sweeper struct {
 	onDeleted func(n int)
 	// onPass is told of every pass Run makes.
 	onPass func(d time.Duration, result string)
+	// trimmed is the newest event when the history was last trimmed.
+	trimmed atomic.Int64
 }
 
 // SweeperConfig is how a Sweeper sweeps.
@@ -65,41 +62,55 @@ func NewSweeper(db *DB, logger *slog.Logger, cfg SweeperConfig) *Sweeper {
 		history: cfg.History, retention: cmp.Or(cfg.Retention, 7*24*time.Hour), maxEvents: cmp.Or(cfg.MaxEvents, 100000)}
 }
 
-// tenantSchemasSQL finds every tenant schema that has a lock table.
-const tenantSchemasSQL = `
-SELECT n.nspname
-  FROM pg_namespace n
-  JOIN pg_class c ON c.relnamespace = n.oid
- WHERE c.relname = 'check_out_lock' AND c.relkind = 'r'
-   AND n.nspname LIKE '%\_mod\_circulation\_storage'
- ORDER BY n.nspname`
+// The sweeper's statements work across tenants, each through an index
+// that starts with the time it looks for: a pass with nothing expired is a
+// handful of index probes, however many tenants there are.
+var (
+	// sweepWaitersSQL deletes the registrations of waiters that have
+	// lapsed.
+	sweepWaitersSQL = withTables(`DELETE FROM %s WHERE expires_at <= now()`, tableLockWaiter)
 
-// sweepWaitersSQL deletes the registrations of waiters that have lapsed.
-const sweepWaitersSQL = `DELETE FROM %s WHERE expires_at <= now()`
+	// sweepSQL deletes one batch. SKIP LOCKED keeps a sweeper out of the
+	// way of a check-out's write that holds a lock's row, and the outer
+	// expiry test is re-checked on the newest row version, so a lock taken
+	// over (renewed) while the batch was being chosen is never deleted.
+	sweepSQL = withTables(sweepBatch, tableLock)
 
-// sweepSQL deletes one batch. SKIP LOCKED keeps concurrent sweepers (one per
-// instance) out of each other's way, and the outer expiry test is re-checked
-// on the newest row version, so a lock taken over (renewed) while the batch
-// was being chosen is never deleted.
-const sweepSQL = `
+	// sweepRecordSQL is sweepSQL recording each lock it deletes as expired
+	// while held (no one released it) in its tenant's lock history, in one
+	// statement.
+	sweepRecordSQL = withTables(`
+WITH swept AS (`+sweepBatch+`
+RETURNING tenant_id, id, user_id, holder, expires_at)
+INSERT INTO %[2]s (tenant_id, type, occurred_at, user_id, lock_id, holder)
+SELECT tenant_id, 'expired', expires_at, user_id, id, holder FROM swept`, tableLock, tableLockEvent)
+
+	// retainSQL deletes the history older than the retention. Parameter:
+	// $1 retention in seconds.
+	retainSQL = withTables(`DELETE FROM %s WHERE occurred_at < now() - $1::double precision * interval '1 second'`, tableLockEvent)
+
+	// capSQL keeps each tenant's history within its size, looking only at
+	// the tenants that recorded events since the last pass: newer than the
+	// event $1. Parameters: $1 the newest event the last pass saw, $2 the
+	// number of events a tenant keeps.
+	capSQL = withTables(`
+DELETE FROM %[1]s e
+ USING (SELECT t.tenant_id,
+               (SELECT x.id FROM %[1]s x WHERE x.tenant_id = t.tenant_id ORDER BY x.id DESC OFFSET $2 LIMIT 1) AS cut
+          FROM (SELECT DISTINCT tenant_id FROM %[1]s WHERE id > $1) t) c
+ WHERE e.tenant_id = c.tenant_id AND e.id <= c.cut`, tableLockEvent)
+
+	// newestEventSQL is the newest event recorded.
+	newestEventSQL = withTables(`SELECT coalesce(max(id), 0) FROM %s`, tableLockEvent)
+)
+
+// sweepBatch is one batch of expired locks, of any tenant, taking the lock
+// table as its fmt argument. Parameter: $1 the batch's size.
+const sweepBatch = `
 DELETE FROM %[1]s
- WHERE id IN (SELECT id FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+ WHERE (tenant_id, id) IN (SELECT tenant_id, id FROM %[1]s WHERE expires_at <= now()
+                            ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)
    AND expires_at <= now()`
-
-// sweepRecordSQL is sweepSQL recording each lock it deletes as expired
-// while held (no one released it) in the lock history, in one statement.
-const sweepRecordSQL = `
-WITH swept AS (` + sweepSQL + `
-RETURNING id, user_id, holder, expires_at)
-INSERT INTO %[2]s (type, occurred_at, user_id, lock_id, holder)
-SELECT 'expired', expires_at, user_id, id, holder FROM swept`
-
-// trimSQL keeps a tenant's history within its retention and size. Parameters:
-// $1 retention in seconds, $2 the number of events kept.
-const trimSQL = `
-DELETE FROM %[1]s
- WHERE occurred_at < now() - $1::double precision * interval '1 second'
-    OR id <= (SELECT id FROM %[1]s ORDER BY id DESC OFFSET $2 LIMIT 1)`
 
 // Run sweeps every interval until ctx is done.
 func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
@@ -158,66 +169,25 @@ func (s *Sweeper) TrySweepOnce(ctx context.Context) (deleted int, swept bool, er
 	return deleted, true, err
 }
 
-// SweepOnce deletes every lock that has expired, in every tenant, and returns
-// how many it deleted.
+// SweepOnce deletes every lock that has expired, of every tenant, and
+// the waiters' registrations that have lapsed, trims the history, and
+// returns how many locks it deleted.
 func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
-	rows, err := s.db.pool.Query(ctx, tenantSchemasSQL)
-	if err != nil {
-		return 0, interpret(err, "")
+	if _, err := s.db.pool.Exec(ctx, sweepWaitersSQL); err != nil {
+		return 0, fmt.Errorf("sweep waiters: %w", interpret(err, ""))
 	}
-	schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, interpret(err, "")
+	if err := s.trim(ctx); err != nil {
+		return 0, err
 	}
-	total := 0
-	var failed []error
-	for _, schema := range schemas {
-		n, err := s.sweepTenant(ctx, schema)
-		total += n
-		if err != nil {
-			if ctx.Err() != nil {
-				return total, ctx.Err()
-			}
-			// One tenant's failure (a table made unreadable, a lock
-			// timeout) does not keep the others' locks from expiring.
-			s.logger.WarnContext(ctx, "lock sweep of a tenant failed; going on with the others",
-				slog.String("schema", schema), slog.Any("error", err))
-			failed = append(failed, err)
-		}
-	}
-	if total > 0 {
-		s.logger.DebugContext(ctx, "expired locks swept", slog.Int("deleted", total))
-	}
-	if len(failed) > 0 {
-		return total, fmt.Errorf("%d of %d tenants not swept: %w", len(failed), len(schemas), errors.Join(failed...))
-	}
-	return total, nil
-}
-
-// sweepTenant deletes the expired waiters and locks of the tenant whose
-// schema is schema and trims its history; it returns how many locks it
-// deleted. A tenant purged since the listing is not an error.
-func (s *Sweeper) sweepTenant(ctx context.Context, schema string) (int, error) {
-	t := storage.Tenant(strings.TrimSuffix(schema, storage.Tenant("").Schema()))
-	gone := func(err error) bool { return errs.IsKind(interpret(err, t), errs.KindBadRequest) }
-	if _, err := s.db.pool.Exec(ctx, withTables(sweepWaitersSQL, t, tableLockWaiter)); err != nil && !gone(err) {
-		return 0, fmt.Errorf("sweep %s waiters: %w", schema, interpret(err, ""))
-	}
-	q := withTables(sweepSQL, t, tableLock)
+	q := sweepSQL
 	if s.history {
-		q = withTables(sweepRecordSQL, t, tableLock, tableLockEvent)
-	}
-	if _, err := s.db.pool.Exec(ctx, withTables(trimSQL, t, tableLockEvent), s.retention.Seconds(), s.maxEvents); err != nil && !gone(err) {
-		return 0, fmt.Errorf("trim %s history: %w", schema, interpret(err, ""))
+		q = sweepRecordSQL
 	}
 	total := 0
 	for {
 		tag, err := s.db.pool.Exec(ctx, q, s.batchSize)
 		if err != nil {
-			if gone(err) {
-				return total, nil
-			}
-			return total, fmt.Errorf("sweep %s: %w", schema, interpret(err, ""))
+			return total, fmt.Errorf("sweep locks: %w", interpret(err, ""))
 		}
 		n := int(tag.RowsAffected())
 		total += n
@@ -225,7 +195,33 @@ func (s *Sweeper) sweepTenant(ctx context.Context, schema string) (int, error) {
 			s.onDeleted(n)
 		}
 		if n < s.batchSize {
-			return total, nil
+			break
 		}
 	}
+	if total > 0 {
+		s.logger.DebugContext(ctx, "expired locks swept", slog.Int("deleted", total))
+	}
+	return total, nil
+}
+
+// trim keeps the history within its retention and each tenant's within
+// its size. Only the tenants that recorded events since the last pass are
+// looked at: the events before were within the size then, and events are
+// only ever added.
+func (s *Sweeper) trim(ctx context.Context) error {
+	if _, err := s.db.pool.Exec(ctx, retainSQL, s.retention.Seconds()); err != nil {
+		return fmt.Errorf("trim history: %w", interpret(err, ""))
+	}
+	var newest int64
+	if err := s.db.pool.QueryRow(ctx, newestEventSQL).Scan(&newest); err != nil {
+		return fmt.Errorf("trim history: %w", interpret(err, ""))
+	}
+	if newest <= s.trimmed.Load() {
+		return nil
+	}
+	if _, err := s.db.pool.Exec(ctx, capSQL, s.trimmed.Load(), s.maxEvents); err != nil {
+		return fmt.Errorf("trim history: %w", interpret(err, ""))
+	}
+	s.trimmed.Store(newest)
+	return nil
 }

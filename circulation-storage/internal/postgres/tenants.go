@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/checkoutlock/schemas/errs"
 
@@ -15,7 +18,10 @@ import (
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/google/uuid"
+	"github.com/hashicorp/golang-lru/v2/expirable"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -28,38 +34,83 @@ type Tenants struct {
 	logger *slog.Logger
 	// loaders run, in order, inside the job's transaction after migrating.
 	loaders []Loader
+	// enabled remembers, for enabledFor, the tenants found enabled.
+	enabled *expirable.LRU[storage.Tenant, struct{}]
 }
 
-// Loader loads data into a freshly migrated tenant schema when the tenant
+// Loader loads data into a freshly enabled tenant when the tenant
 // attributes ask for it (loadReference, loadSample). It runs inside the job's
 // transaction and must be idempotent: loading twice changes nothing.
 type Loader func(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage.TenantAttributes) (messages []string, err error)
 
 var _ storage.TenantService = (*Tenants)(nil)
 
+// Enabled tenants are remembered for enabledFor, at most this many.
+const (
+	enabledCacheSize = 10000
+	enabledFor       = 5 * time.Second
+)
+
 // NewTenants returns the tenant service.
 func NewTenants(db *DB, logger *slog.Logger, loaders ...Loader) *Tenants {
-	return &Tenants{db: db, logger: logger, loaders: loaders}
+	return &Tenants{db: db, logger: logger, loaders: loaders,
+		enabled: expirable.NewLRU[storage.Tenant, struct{}](enabledCacheSize, nil, enabledFor)}
 }
 
 // tenantLockSQL serialises Init and Purge of one tenant across every instance
-// of the service: two instances enabling a tenant at once would otherwise race
-// on CREATE SCHEMA. The lock is transaction-scoped, so it cannot outlive a
+// of the service. The lock is transaction-scoped, so it cannot outlive a
 // broken connection.
 const tenantLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('circulation-storage tenant ' || $1, 0))`
 
-// Init implements storage.TenantService.
+// enableSQL registers a tenant, or records its upgrade. Parameters: $1 the
+// tenant, $2 module_to.
+var enableSQL = withTables(`
+INSERT INTO %s AS t (id, module_to) VALUES ($1, nullif($2, ''))
+ON CONFLICT (id) DO UPDATE SET module_to = coalesce(excluded.module_to, t.module_to)`, tableTenant)
+
+// Init implements storage.TenantService: the shared schema is brought to
+// its last migration (once for all tenants), the tenant is registered,
+// its rows in a schema of the earlier schema-per-tenant layout are moved
+// into the shared tables, FOLIO's schema for the tenant holds views of
+// its rows, and the data the attributes ask for is loaded.
 func (s *Tenants) Init(ctx context.Context, t storage.Tenant, attrs storage.TenantAttributes) (storage.TenantJob, error) {
 	job := storage.TenantJob{ID: uuid.NewString(), Tenant: t, Attributes: attrs, Complete: true, Messages: []string{}}
-	err := s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+	version, err := s.migrateShared(ctx)
+	if err != nil {
+		return storage.TenantJob{}, err
+	}
+	job.Messages = append(job.Messages, "schema "+SharedSchema+" at migration "+strconv.FormatUint(uint64(version), 10))
+	legacy, err := s.tenantSchemaTables(ctx, t)
+	if err != nil {
+		return storage.TenantJob{}, err
+	}
+	if legacy {
+		// Bring the old layout to its last version first, so that
+		// adopting it reads one known shape.
+		v, err := s.migrateTenantSchema(ctx, t)
+		if err != nil {
+			return storage.TenantJob{}, err
+		}
+		job.Messages = append(job.Messages, "schema "+t.Schema()+" at migration "+strconv.FormatUint(uint64(v), 10)+
+			" of the schema-per-tenant layout")
+	}
+	err = s.db.inTx(ctx, t, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, tenantLockSQL, string(t)); err != nil {
 			return interpret(err, t)
 		}
-		version, err := s.migrate(ctx, t)
-		if err != nil {
+		if _, err := tx.Exec(ctx, enableSQL, string(t), attrs.ModuleTo); err != nil {
+			return interpret(err, t)
+		}
+		if legacy {
+			msgs, err := adoptTenantSchema(ctx, tx, t)
+			if err != nil {
+				return err
+			}
+			job.Messages = append(job.Messages, msgs...)
+		}
+		if err := createViews(ctx, tx, t); err != nil {
 			return err
 		}
-		job.Messages = append(job.Messages, "schema "+t.Schema()+" at migration "+strconv.FormatUint(uint64(version), 10))
 		for _, load := range s.loaders {
 			msgs, err := load(ctx, tx, t, attrs)
 			if err != nil {
@@ -76,66 +127,247 @@ func (s *Tenants) Init(ctx context.Context, t storage.Tenant, attrs storage.Tena
 			return err
 		}
 		_, err = tx.Exec(ctx,
-			withTables(`INSERT INTO %s (id, tenant_attributes, complete, messages) VALUES ($1, $2, true, $3)`, t, "tenant_job"),
-			job.ID, attrsJSON, messagesJSON)
+			withTables(`INSERT INTO %s (tenant_id, id, tenant_attributes, complete, messages) VALUES ($4, $1, $2, true, $3)`, tableTenantJob),
+			job.ID, attrsJSON, messagesJSON, string(t))
 		return interpret(err, t)
 	})
 	if err != nil {
 		return storage.TenantJob{}, err
 	}
-	s.logger.InfoContext(ctx, "tenant initialised", slog.String("schema", t.Schema()), slog.Any("messages", job.Messages))
+	s.logger.InfoContext(ctx, "tenant initialised", slog.String("tenant", string(t)), slog.Any("messages", job.Messages))
 	return job, nil
 }
 
-// migrate creates the tenant's schema if needed and applies every pending
-// migration inside it, returning the schema's migration version. It uses its
-// own connection whose search_path is the tenant's schema, because the
-// migration files name their tables without a schema.
-func (s *Tenants) migrate(ctx context.Context, t storage.Tenant) (uint, error) {
+// Enabled implements storage.TenantService. A tenant found enabled is
+// remembered for enabledFor, so that the common request asks the database
+// nothing; a purge on another instance is seen here within that time,
+// and in the meantime no durable record can be written for the purged
+// tenant (their tables refer to the tenant's row). A tenant not found is
+// asked again every time: one enabled a moment ago is served at once.
+func (s *Tenants) Enabled(ctx context.Context, t storage.Tenant) (bool, error) {
+	if _, ok := s.enabled.Get(t); ok {
+		return true, nil
+	}
+	var enabled bool
+	err := s.db.pool.QueryRow(ctx, withTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE id = $1)`, tableTenant), string(t)).Scan(&enabled)
+	if err != nil {
+		if errs.IsKind(interpret(err, t), errs.KindBadRequest) {
+			return false, nil // no shared schema yet: no tenant at all
+		}
+		return false, interpret(err, t)
+	}
+	if enabled {
+		s.enabled.Add(t, struct{}{})
+	}
+	return enabled, nil
+}
+
+// migrateShared brings the shared schema to its last migration, unless it
+// is there already (the common case, answered by one query), and returns
+// the schema's migration version. Instances migrating at once are
+// serialised by golang-migrate's own lock.
+func (s *Tenants) migrateShared(ctx context.Context) (uint, error) {
+	var version int64
+	var dirty bool
+	err := s.db.pool.QueryRow(ctx,
+		`SELECT version, dirty FROM `+pgx.Identifier{SharedSchema, "schema_migrations"}.Sanitize()).Scan(&version, &dirty)
+	latest := latestMigration(migrations.FS)
+	if err == nil && !dirty && version == int64(latest) {
+		return latest, nil
+	}
+	return s.migrate(ctx, SharedSchema, migrations.FS)
+}
+
+// latestMigration is the highest version in a migrations directory.
+func latestMigration(fsys fs.FS) uint {
+	names, _ := fs.Glob(fsys, "*.up.sql")
+	var latest uint
+	for _, n := range names {
+		if v, err := strconv.ParseUint(strings.SplitN(n, "_", 2)[0], 10, 32); err == nil && uint(v) > latest {
+			latest = uint(v)
+		}
+	}
+	return latest
+}
+
+// migrateTenantSchema brings t's schema of the schema-per-tenant layout to
+// that layout's last migration.
+func (s *Tenants) migrateTenantSchema(ctx context.Context, t storage.Tenant) (uint, error) {
+	return s.migrate(ctx, t.Schema(), migrations.TenantSchemaFS)
+}
+
+// migrate creates schema if needed and applies every pending migration of
+// fsys inside it, returning the schema's migration version. It uses its
+// own connection whose search_path is the schema, because the migration
+// files name their tables without a schema.
+func (s *Tenants) migrate(ctx context.Context, schema string, fsys fs.FS) (uint, error) {
 	connCfg := s.db.pool.Config().ConnConfig.Copy()
-	connCfg.RuntimeParams["search_path"] = pgx.Identifier{t.Schema()}.Sanitize()
+	connCfg.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	sqlDB := stdlib.OpenDB(*connCfg)
 	defer sqlDB.Close()
-	if _, err := sqlDB.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{t.Schema()}.Sanitize()); err != nil {
-		return 0, interpret(err, t)
+	if _, err := sqlDB.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return 0, interpret(err, "")
 	}
 	driver, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{})
 	if err != nil {
-		return 0, fmt.Errorf("migrate %s: %w", t.Schema(), interpret(err, t))
+		return 0, fmt.Errorf("migrate %s: %w", schema, interpret(err, ""))
 	}
-	src, err := iofs.New(migrations.FS, ".")
+	src, err := iofs.New(fsys, ".")
 	if err != nil {
 		return 0, fmt.Errorf("read migrations: %w", err)
 	}
 	m, err := migrate.NewWithInstance("iofs", src, "pgx5", driver)
 	if err != nil {
-		return 0, fmt.Errorf("migrate %s: %w", t.Schema(), err)
+		return 0, fmt.Errorf("migrate %s: %w", schema, err)
 	}
 	defer m.Close()
 	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return 0, fmt.Errorf("migrate %s: %w", t.Schema(), interpret(err, t))
+		return 0, fmt.Errorf("migrate %s: %w", schema, interpret(err, ""))
 	}
 	version, _, err := m.Version()
 	if err != nil {
-		return 0, fmt.Errorf("migrate %s: %w", t.Schema(), err)
+		return 0, fmt.Errorf("migrate %s: %w", schema, err)
 	}
 	return version, nil
 }
 
-// Purge implements storage.TenantService.
+// tenantSchemaTables says whether t's FOLIO-named schema holds tables of
+// the schema-per-tenant layout (an earlier release's), rather than this
+// layout's views.
+func (s *Tenants) tenantSchemaTables(ctx context.Context, t storage.Tenant) (bool, error) {
+	var legacy bool
+	err := s.db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = 'check_out_lock' AND c.relkind = 'r')`, t.Schema()).Scan(&legacy)
+	return legacy, interpret(err, t)
+}
+
+// adoptSQL moves a tenant's rows from its schema of the schema-per-tenant
+// layout (the statements' fmt argument, the schema's quoted name; the
+// layout's last version) into the shared tables (%[2]s…, in the order of
+// the list), tagged with the tenant ($1). Identity columns (the history's
+// and the settings audit's ids) are numbered anew, in their old order.
+var adoptSQL = []struct {
+	table tableName
+	sql   string
+}{
+	{tablePatronGroup, `INSERT INTO %[2]s (tenant_id, id, jsonb) SELECT $1, id, jsonb FROM %[1]s.patron_group`},
+	{tableMaterialType, `INSERT INTO %[2]s (tenant_id, id, jsonb) SELECT $1, id, jsonb FROM %[1]s.material_type`},
+	{tableLoanType, `INSERT INTO %[2]s (tenant_id, id, jsonb) SELECT $1, id, jsonb FROM %[1]s.loan_type`},
+	{tableLoanPolicy, `INSERT INTO %[2]s (tenant_id, id, jsonb) SELECT $1, id, jsonb FROM %[1]s.loan_policy`},
+	{tablePatron, `INSERT INTO %[2]s (tenant_id, id, jsonb) SELECT $1, id, jsonb FROM %[1]s.patron`},
+	{tableItem, `INSERT INTO %[2]s (tenant_id, id, jsonb) SELECT $1, id, jsonb FROM %[1]s.item`},
+	{tableLoan, `INSERT INTO %[2]s (tenant_id, id, jsonb) SELECT $1, id, jsonb FROM %[1]s.loan`},
+	{tableCirculationRules, `INSERT INTO %[2]s (tenant_id, fallback_loan_policy_id) SELECT $1, fallback_loan_policy_id FROM %[1]s.circulation_rules`},
+	{tableCirculationRule, `INSERT INTO %[2]s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id)
+		SELECT $1, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id FROM %[1]s.circulation_rule`},
+	{tableSetting, `INSERT INTO %[2]s (tenant_id, id, jsonb) SELECT $1, id, jsonb FROM %[1]s.setting`},
+	{tableSettingChange, `INSERT INTO %[2]s (tenant_id, changed_at, setting_id, scope, key, operation, value, changed_by, changed_by_module)
+		SELECT $1, changed_at, setting_id, scope, key, operation, value, changed_by, changed_by_module FROM %[1]s.setting_change ORDER BY id`},
+	{tableLock, `INSERT INTO %[2]s (tenant_id, id, user_id, creation_date, expires_at, ttl_ms, holder, previous)
+		SELECT $1, id, user_id, creation_date, expires_at, ttl_ms, holder, previous FROM %[1]s.check_out_lock`},
+	{tableLockWaiter, `INSERT INTO %[2]s (tenant_id, user_id, expires_at) SELECT $1, user_id, expires_at FROM %[1]s.check_out_lock_waiter`},
+	{tableLockEvent, `INSERT INTO %[2]s (tenant_id, occurred_at, type, user_id, lock_id, holder, by_whom, waited_ms)
+		SELECT $1, occurred_at, type, user_id, lock_id, holder, by_whom, waited_ms FROM %[1]s.check_out_lock_event ORDER BY id`},
+	{tableTenantJob, `INSERT INTO %[2]s (tenant_id, id, tenant_attributes, complete, error, messages, created_at)
+		SELECT $1, id, tenant_attributes, complete, error, messages, created_at FROM %[1]s.tenant_job`},
+}
+
+// adoptTenantSchema moves t's rows from its schema of the schema-per-tenant
+// layout into the shared tables and drops the old tables, in the
+// tenant's Init transaction: the move is all or nothing.
+func adoptTenantSchema(ctx context.Context, tx pgx.Tx, t storage.Tenant) ([]string, error) {
+	schema := pgx.Identifier{t.Schema()}.Sanitize()
+	moved := 0
+	for _, a := range adoptSQL {
+		tag, err := tx.Exec(ctx, fmt.Sprintf(a.sql, schema, table(a.table)), string(t))
+		if err != nil {
+			return nil, fmt.Errorf("move %s.%s: %w", t.Schema(), a.table, interpret(err, t))
+		}
+		moved += int(tag.RowsAffected())
+	}
+	if _, err := tx.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+		return nil, interpret(err, t)
+	}
+	return []string{"schema-per-tenant layout: " + strconv.Itoa(moved) + " rows moved into " + SharedSchema}, nil
+}
+
+// createViews gives t the schema FOLIO names for it, holding a view of
+// its rows in each shared table (without tenant_id, whose value the view
+// supplies on insert), for operators, reports and tools that read a
+// tenant's tables by FOLIO's names. The service itself never reads them.
+// A view is replaced, so an upgrade that adds columns shows them.
+func createViews(ctx context.Context, tx pgx.Tx, t storage.Tenant) error {
+	schema := pgx.Identifier{t.Schema()}.Sanitize()
+	if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema); err != nil {
+		return interpret(err, t)
+	}
+	var literal string
+	if err := tx.QueryRow(ctx, `SELECT quote_literal($1::text)`, string(t)).Scan(&literal); err != nil {
+		return interpret(err, t)
+	}
+	for _, name := range tenantTables {
+		view := schema + "." + pgx.Identifier{string(name)}.Sanitize()
+		if _, err := tx.Exec(ctx, "CREATE OR REPLACE VIEW "+view+" AS SELECT * FROM "+table(name)+" WHERE tenant_id = "+literal); err != nil {
+			return interpret(err, t)
+		}
+		if _, err := tx.Exec(ctx, "ALTER VIEW "+view+" ALTER COLUMN tenant_id SET DEFAULT "+literal); err != nil {
+			return interpret(err, t)
+		}
+	}
+	return nil
+}
+
+// purgeAttempts bounds how often a purge is tried again after a write
+// committed a row referring to one the purge had deleted.
+const purgeAttempts = 5
+
+// Purge implements storage.TenantService: every row of the tenant is
+// deleted, then the tenant, and its schema of views. A write of the tenant
+// that commits while the purge runs (a loan, after the purge deleted the
+// loans and before it deletes the items) makes the purge fail on the
+// reference; it is tried again, and a write after it finds no patron,
+// item or tenant to refer to.
 func (s *Tenants) Purge(ctx context.Context, t storage.Tenant) error {
-	err := s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+	var err error
+	for range purgeAttempts {
+		var pgErr *pgconn.PgError
+		if err = s.purgeOnce(ctx, t); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.ForeignKeyViolation {
+			break
+		}
+	}
+	if err != nil {
+		return interpret(err, t)
+	}
+	s.enabled.Remove(t)
+	s.logger.InfoContext(ctx, "tenant purged", slog.String("tenant", string(t)))
+	return nil
+}
+
+// purgeOnce is one attempt of Purge; a reference that fails it is
+// returned as the driver's error.
+func (s *Tenants) purgeOnce(ctx context.Context, t storage.Tenant) error {
+	return s.db.inTx(ctx, t, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, tenantLockSQL, string(t)); err != nil {
 			return interpret(err, t)
+		}
+		var shared bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, SharedSchema).Scan(&shared); err != nil {
+			return interpret(err, t)
+		}
+		if shared {
+			for _, name := range append(tenantTables, tableTenant) {
+				column := "tenant_id"
+				if name == tableTenant {
+					column = "id"
+				}
+				if _, err := tx.Exec(ctx, withTables(`DELETE FROM %s WHERE `+column+` = $1`, name), string(t)); err != nil {
+					return err
+				}
+			}
 		}
 		_, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{t.Schema()}.Sanitize()+" CASCADE")
 		return interpret(err, t)
 	})
-	if err != nil {
-		return err
-	}
-	s.logger.InfoContext(ctx, "tenant purged", slog.String("schema", t.Schema()))
-	return nil
 }
 
 // Job implements storage.TenantService.
@@ -144,7 +376,7 @@ func (s *Tenants) Job(ctx context.Context, t storage.Tenant, id string) (storage
 	var attrsJSON, messagesJSON []byte
 	var jobErr sql.NullString
 	err := s.db.pool.QueryRow(ctx,
-		withTables(`SELECT tenant_attributes, complete, error, messages FROM %s WHERE id = $1`, t, "tenant_job"), id).
+		withTables(`SELECT tenant_attributes, complete, error, messages FROM %s WHERE tenant_id = $2 AND id = $1`, tableTenantJob), id, string(t)).
 		Scan(&attrsJSON, &job.Complete, &jobErr, &messagesJSON)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.TenantJob{}, errs.NotFound("Tenant job", id)
@@ -164,7 +396,7 @@ func (s *Tenants) Job(ctx context.Context, t storage.Tenant, id string) (storage
 
 // DeleteJob implements storage.TenantService.
 func (s *Tenants) DeleteJob(ctx context.Context, t storage.Tenant, id string) error {
-	tag, err := s.db.pool.Exec(ctx, withTables(`DELETE FROM %s WHERE id = $1`, t, "tenant_job"), id)
+	tag, err := s.db.pool.Exec(ctx, withTables(`DELETE FROM %s WHERE tenant_id = $2 AND id = $1`, tableTenantJob), id, string(t))
 	if err != nil {
 		return interpret(err, t)
 	}

@@ -5,7 +5,8 @@
 // logging. What circulation-storage does on top of it is what the
 // benchmark's service ÷ floor ratio measures. It is not a product.
 //
-// Environment: HTTP_ADDR, DATABASE_URL, SCHEMA (the tenant's schema),
+// Environment: HTTP_ADDR, DATABASE_URL, TENANT (the tenant whose locks it
+// takes, in the shared tables),
 // SYNCHRONOUS_COMMIT (as circulation-storage's LOCK_SYNCHRONOUS_COMMIT),
 // POOL_SIZE (as the service's pool for lock statements).
 package main
@@ -40,10 +41,10 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	schema := os.Getenv("SCHEMA")
-	acquire := fmt.Sprintf(locksql.Acquire, pgx.Identifier{schema, "check_out_lock"}.Sanitize())
-	release := fmt.Sprintf(locksql.Release, pgx.Identifier{schema, "check_out_lock"}.Sanitize(),
-		pgx.Identifier{schema, "check_out_lock_waiter"}.Sanitize())
+	tenant := os.Getenv("TENANT")
+	acquire := fmt.Sprintf(locksql.Acquire, pgx.Identifier{locksql.Schema, "check_out_lock"}.Sanitize())
+	release := fmt.Sprintf(locksql.Release, pgx.Identifier{locksql.Schema, "check_out_lock"}.Sanitize(),
+		pgx.Identifier{locksql.Schema, "check_out_lock_waiter"}.Sanitize())
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -61,7 +62,7 @@ func main() {
 		var ttl int
 		var previous json.RawMessage
 		var inserted, fresh bool
-		err := pool.QueryRow(r.Context(), acquire, req.UserID, 3000, nil, req.Holder).
+		err := pool.QueryRow(r.Context(), acquire, req.UserID, 3000, nil, req.Holder, tenant).
 			Scan(&id, &user, &created, &expires, &ttl, &inserted, &fresh, &previous)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -79,7 +80,7 @@ func main() {
 		var acquiredBy, acquiredByModule *string
 		// Any caller may release (the service checks who: the floor does
 		// nothing but the SQL).
-		err := pool.QueryRow(r.Context(), release, r.PathValue("id"), schema, nil, nil, true).
+		err := pool.QueryRow(r.Context(), release, r.PathValue("id"), tenant, nil, nil, true).
 			Scan(&live, &holder, &acquiredBy, &acquiredByModule, &notified, &user)
 		switch {
 		case err == pgx.ErrNoRows || err == nil && !live:

@@ -1,0 +1,150 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+)
+
+// TestUpgradeMovesASchemaPerTenantIntoTheSharedTables: a tenant whose data
+// an earlier release kept in a schema of its own (the schema-per-tenant
+// layout, at an old migration) is upgraded: every row is moved into the
+// shared tables, where the services find it, and the old tables make way
+// for the tenant's views.
+func TestUpgradeMovesASchemaPerTenantIntoTheSharedTables(t *testing.T) {
+	t.Parallel()
+	f := setup(t) // the shared schema exists and another tenant is in it
+	ctx := context.Background()
+	tenant := storage.Tenant(pgtest.TenantID())
+	t.Cleanup(func() { _ = f.tenants.Purge(context.WithoutCancel(ctx), tenant) })
+	if _, err := f.tenants.migrateTenantSchema(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	old := func(name string) string { return pgx.Identifier{tenant.Schema(), name}.Sanitize() }
+	group, patron, mt, lt, item, policy, loan, setting, job := uuid.NewString(), uuid.NewString(), uuid.NewString(),
+		uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
+	doc := func(v map[string]any) string { b, _ := json.Marshal(v); return string(b) }
+	for _, st := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO ` + old("patron_group") + ` (id, jsonb) VALUES ($1, $2)`, []any{group, doc(map[string]any{"id": group, "group": "staff"})}},
+		{`INSERT INTO ` + old("patron") + ` (id, jsonb) VALUES ($1, $2)`, []any{patron, doc(map[string]any{"id": patron, "barcode": "P1", "patronGroup": group, "active": true})}},
+		{`INSERT INTO ` + old("material_type") + ` (id, jsonb) VALUES ($1, $2)`, []any{mt, doc(map[string]any{"id": mt, "name": "book"})}},
+		{`INSERT INTO ` + old("loan_type") + ` (id, jsonb) VALUES ($1, $2)`, []any{lt, doc(map[string]any{"id": lt, "name": "Can circulate"})}},
+		{`INSERT INTO ` + old("item") + ` (id, jsonb) VALUES ($1, $2)`, []any{item, doc(map[string]any{"id": item, "barcode": "I1",
+			"status": map[string]any{"name": "Checked out"}, "materialTypeId": mt, "permanentLoanTypeId": lt, "_version": 2})}},
+		{`INSERT INTO ` + old("loan_policy") + ` (id, jsonb) VALUES ($1, $2)`, []any{policy, doc(map[string]any{"id": policy, "name": "Standard",
+			"loansPolicy": map[string]any{"itemLimit": 5}})}},
+		{`INSERT INTO ` + old("loan") + ` (id, jsonb) VALUES ($1, $2)`, []any{loan, doc(map[string]any{"id": loan, "userId": patron, "itemId": item,
+			"status": map[string]any{"name": "Open"}, "loanDate": "2026-11-01T10:00:00.000Z", "action": "checkedout"})}},
+		{`INSERT INTO ` + old("circulation_rules") + ` (fallback_loan_policy_id) VALUES ($1)`, []any{policy}},
+		{`INSERT INTO ` + old("circulation_rule") + ` (position, material_type_id, loan_policy_id) VALUES (0, $1, $2)`, []any{mt, policy}},
+		{`INSERT INTO ` + old("setting") + ` (id, jsonb) VALUES ($1, $2)`, []any{setting, doc(map[string]any{"id": setting, "scope": "mod-circulation",
+			"key": "checkoutLockFeature", "value": map[string]any{"checkOutLockFeatureEnabled": true}, "_version": 3})}},
+		{`INSERT INTO ` + old("setting_change") + ` (setting_id, scope, key, operation) VALUES ($1, 'mod-circulation', 'checkoutLockFeature', 'create')`, []any{setting}},
+		{`INSERT INTO ` + old("check_out_lock") + ` (user_id, expires_at, ttl_ms) VALUES ($1, now() + interval '1 hour', 3600000)`, []any{patron}},
+		{`INSERT INTO ` + old("check_out_lock_event") + ` (type, user_id) VALUES ('waiter_gave_up', $1)`, []any{patron}},
+		{`INSERT INTO ` + old("tenant_job") + ` (id, tenant_attributes, complete) VALUES ($1, '{"module_to":"mod-circulation-storage-0.9.0"}', true)`, []any{job}},
+	} {
+		f.exec(t, st.sql, st.args...)
+	}
+
+	res, err := f.tenants.Init(ctx, tenant, storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.0", ModuleFrom: "mod-circulation-storage-0.9.0"})
+	if err != nil {
+		t.Fatalf("upgrade: %v", err)
+	}
+	if !strings.Contains(strings.Join(res.Messages, "\n"), "14 rows moved") {
+		t.Errorf("upgrade's messages %q, want 14 rows moved", res.Messages)
+	}
+	records := NewRecords(f.db, Policy{})
+	got, err := records.Get(ctx, tenant, storage.Loans, loan)
+	if err != nil || !strings.Contains(string(got), patron) {
+		t.Errorf("the moved loan: %s, %v", got, err)
+	}
+	rules := NewRules(f.db, Policy{})
+	read, err := rules.ReadForCheckOut(ctx, tenant, "I1", "P1")
+	if err != nil || read.OpenLoan == nil || read.Limit == nil || read.Limit.Limit != 5 || read.OpenLoans != 1 || read.LockSetting == nil {
+		t.Errorf("the check-out's read of the moved records: %+v, %v", read, err)
+	}
+	if locks, total, err := f.locks.List(ctx, tenant, storage.LockFilter{Limit: 10}); err != nil || total != 1 || locks[0].UserID != patron {
+		t.Errorf("the moved lock: %+v, %d, %v", locks, total, err)
+	}
+	if events, total, err := f.locks.History(ctx, tenant, storage.HistoryFilter{Limit: 10}); err != nil || total != 1 || events[0].Type != storage.EventWaiterGaveUp {
+		t.Errorf("the moved history: %+v, %d, %v", events, total, err)
+	}
+	if _, err := f.tenants.Job(ctx, tenant, job); err != nil {
+		t.Errorf("the moved tenant job: %v", err)
+	}
+	// The tenant's schema now holds views of its rows, not tables.
+	var kind string
+	if err := f.db.pool.QueryRow(ctx, `SELECT c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = 'loan'`, tenant.Schema()).Scan(&kind); err != nil || kind != "v" {
+		t.Errorf("%s.loan is %q (%v), want a view", tenant.Schema(), kind, err)
+	}
+	var viewed int
+	if err := f.db.pool.QueryRow(ctx, `SELECT count(*) FROM `+view(tenant, tableLoan)).Scan(&viewed); err != nil || viewed != 1 {
+		t.Errorf("the tenant's view of its loans: %d rows, %v", viewed, err)
+	}
+	// A second upgrade finds nothing to move and changes nothing.
+	res, err = f.tenants.Init(ctx, tenant, storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.0"})
+	if err != nil || strings.Contains(strings.Join(res.Messages, "\n"), "moved") {
+		t.Errorf("second upgrade: %q, %v", res.Messages, err)
+	}
+	if n := (fixture{db: f.db, tenant: tenant}).count(t, tableLoan, ""); n != 1 {
+		t.Errorf("loans after the second upgrade: %d, want 1", n)
+	}
+}
+
+// TestEnabledIsRememberedAndForgottenOnPurge: a tenant found enabled is
+// not looked up again; its purge on this instance forgets it at once.
+func TestEnabledIsRememberedAndForgottenOnPurge(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	tenant := storage.Tenant(pgtest.TenantID())
+	if _, err := f.tenants.Init(ctx, tenant, storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if enabled, err := f.tenants.Enabled(ctx, tenant); err != nil || !enabled {
+		t.Fatalf("enabled %t, %v", enabled, err)
+	}
+	// Another instance purges the tenant behind this one's back: this one
+	// goes on answering from memory, within enabledFor.
+	other := NewTenants(f.db, discard)
+	if err := other.Purge(ctx, tenant); err != nil {
+		t.Fatal(err)
+	}
+	if enabled, err := f.tenants.Enabled(ctx, tenant); err != nil || !enabled {
+		t.Errorf("remembered: enabled %t, %v", enabled, err)
+	}
+	if enabled, err := other.Enabled(ctx, tenant); err != nil || enabled {
+		t.Errorf("on the purging instance: enabled %t, %v", enabled, err)
+	}
+	// Durable records still cannot be written for it.
+	if _, err := NewRecords(f.db, Policy{}).Create(ctx, tenant, storage.MaterialTypes, uuid.NewString(), []byte(`{"name":"x"}`)); err == nil {
+		t.Error("a record written for a purged tenant")
+	}
+	deadline := time.Now().Add(enabledFor + 5*time.Second)
+	for {
+		enabled, err := f.tenants.Enabled(ctx, tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !enabled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still enabled %s after the purge elsewhere", enabledFor+5*time.Second)
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+}
