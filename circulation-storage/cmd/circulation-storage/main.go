@@ -118,6 +118,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		MaxWaiters: cfg.LockMaxWaiters, StatementTimeout: cfg.RequestTimeout,
 	})
 	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
+	tenants := postgres.NewTenants(db, logger, postgres.LoadData)
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
 		LockMaxTTL:     time.Duration(cfg.LockMaxTTLMs) * time.Millisecond,
@@ -130,7 +131,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}, httpapi.Services{
 		Locks:     locks,
 		Waiters:   waiters,
-		Tenants:   postgres.NewTenants(db, logger, postgres.LoadData),
+		Tenants:   tenants,
 		Records:   records,
 		Loans:     records,
 		Rules:     rules,
@@ -172,10 +173,15 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		sweeper.Run(sweepCtx, cfg.SweepInterval)
 	}()
 	// The release listener wakes this instance's waiters when any instance
-	// releases a patron's lock.
+	// releases a patron's lock, and forgets a tenant any instance purged.
 	listener := postgres.NewListener(cfg.ListenConnString(false), logger, postgres.ListenerHandlers{
 		Released: waiters.Notify,
+		Purged:   tenants.Forget,
 		Listening: func(up bool) {
+			if up {
+				// Purges announced while it was not listening were missed.
+				tenants.ForgetAll()
+			}
 			waiters.Listening(up)
 			metrics.ListenerUp(up)
 		},

@@ -20,10 +20,17 @@ import (
 // itself (see locksql.Announce), with the payload "<tenant>:<userId>".
 const ReleaseChannel = locksql.ReleaseChannel
 
+// PurgeChannel is the notification channel on which every purge of a
+// tenant is announced, by the purging transaction, with the tenant as the
+// payload: each instance forgets at once that the tenant was enabled.
+const PurgeChannel = "circulation_storage_tenant_purged"
+
 // ListenerHandlers are told what the listener hears.
 type ListenerHandlers struct {
 	// Released is called for each release announced.
 	Released func(t storage.Tenant, userID string)
+	// Purged, when set, is called for each purge of a tenant announced.
+	Purged func(t storage.Tenant)
 	// Listening is called with true once the listener receives
 	// notifications, and with false when it stops.
 	Listening func(up bool)
@@ -32,7 +39,8 @@ type ListenerHandlers struct {
 	Reconnecting func()
 }
 
-// Listener receives the release notifications of every tenant on one
+// Listener receives the release notifications of every tenant, and the
+// tenants' purges, on one
 // dedicated connection, outside the pool: a pooled connection goes back to
 // the pool between statements, and a LISTEN must stay on its session. It
 // reconnects with backoff when the connection fails, and checks an idle
@@ -95,7 +103,7 @@ func (l *Listener) listen(ctx context.Context, connected func()) error {
 		return fmt.Errorf("connect: %w", redact(err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+ReleaseChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+ReleaseChannel+"; LISTEN "+PurgeChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	connected()
@@ -106,6 +114,8 @@ func (l *Listener) listen(ctx context.Context, connected func()) error {
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
+		case err == nil && n.Channel == PurgeChannel:
+			l.purged(n.Payload)
 		case err == nil:
 			l.dispatch(n.Payload)
 		case ctx.Err() != nil:
@@ -121,6 +131,18 @@ func (l *Listener) listen(ctx context.Context, connected func()) error {
 		default:
 			return err
 		}
+	}
+}
+
+// purged hands one purge's payload, the tenant, to Purged.
+func (l *Listener) purged(payload string) {
+	t, err := storage.ParseTenant(payload)
+	if err != nil {
+		l.logger.Warn("tenant purge notification not understood", slog.String("payload", payload))
+		return
+	}
+	if l.h.Purged != nil {
+		l.h.Purged(t)
 	}
 }
 

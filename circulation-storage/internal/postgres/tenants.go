@@ -45,10 +45,13 @@ type Loader func(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage
 
 var _ storage.TenantService = (*Tenants)(nil)
 
-// Enabled tenants are remembered for enabledFor, at most this many.
+// Enabled tenants are remembered for enabledFor, at most this many. A
+// purge is announced to every instance (PurgeChannel), which forgets the
+// tenant at once (Forget); enabledFor bounds how long one that missed the
+// announcement remembers it.
 const (
 	enabledCacheSize = 10000
-	enabledFor       = 5 * time.Second
+	enabledFor       = time.Minute
 )
 
 // NewTenants returns the tenant service.
@@ -140,10 +143,11 @@ func (s *Tenants) Init(ctx context.Context, t storage.Tenant, attrs storage.Tena
 
 // Enabled implements storage.TenantService. A tenant found enabled is
 // remembered for enabledFor, so that the common request asks the database
-// nothing; a purge on another instance is seen here within that time,
-// and in the meantime no durable record can be written for the purged
-// tenant (their tables refer to the tenant's row). A tenant not found is
-// asked again every time: one enabled a moment ago is served at once.
+// nothing; a purge on another instance is forgotten when its announcement
+// arrives (Forget), or at the latest after enabledFor, and in the meantime
+// no durable record can be written for the purged tenant (their tables
+// refer to the tenant's row). A tenant not found is asked again every
+// time: one enabled a moment ago is served at once.
 func (s *Tenants) Enabled(ctx context.Context, t storage.Tenant) (bool, error) {
 	if _, ok := s.enabled.Get(t); ok {
 		return true, nil
@@ -161,6 +165,15 @@ func (s *Tenants) Enabled(ctx context.Context, t storage.Tenant) (bool, error) {
 	}
 	return enabled, nil
 }
+
+// Forget forgets that t was enabled: the next request asks the database.
+// The listener calls it for each purge announced.
+func (s *Tenants) Forget(t storage.Tenant) { s.enabled.Remove(t) }
+
+// ForgetAll forgets every tenant found enabled: the listener calls it when
+// it listens again, after a time in which announcements may have been
+// missed.
+func (s *Tenants) ForgetAll() { s.enabled.Purge() }
 
 // migrateShared brings the shared schema to its last migration, unless it
 // is there already (the common case, answered by one query), and returns
@@ -365,7 +378,11 @@ func (s *Tenants) purgeOnce(ctx context.Context, t storage.Tenant) error {
 				}
 			}
 		}
-		_, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{t.Schema()}.Sanitize()+" CASCADE")
+		if _, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{t.Schema()}.Sanitize()+" CASCADE"); err != nil {
+			return interpret(err, t)
+		}
+		// Every instance forgets the tenant when this commits.
+		_, err := tx.Exec(ctx, `SELECT pg_notify('`+PurgeChannel+`', $1)`, string(t))
 		return interpret(err, t)
 	})
 }

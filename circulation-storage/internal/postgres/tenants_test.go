@@ -105,7 +105,9 @@ func TestUpgradeMovesASchemaPerTenantIntoTheSharedTables(t *testing.T) {
 }
 
 // TestEnabledIsRememberedAndForgottenOnPurge: a tenant found enabled is
-// not looked up again; its purge on this instance forgets it at once.
+// not looked up again; its purge on this instance forgets it at once, and
+// a purge on another instance is announced to every instance's listener,
+// which forgets it.
 func TestEnabledIsRememberedAndForgottenOnPurge(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -117,8 +119,20 @@ func TestEnabledIsRememberedAndForgottenOnPurge(t *testing.T) {
 	if enabled, err := f.tenants.Enabled(ctx, tenant); err != nil || !enabled {
 		t.Fatalf("enabled %t, %v", enabled, err)
 	}
-	// Another instance purges the tenant behind this one's back: this one
-	// goes on answering from memory, within enabledFor.
+	purged := make(chan storage.Tenant, 100)
+	listening := make(chan bool, 10)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go NewListener(pgtest.Shared(t), discard, ListenerHandlers{Released: func(storage.Tenant, string) {},
+		Purged:    func(p storage.Tenant) { purged <- p },
+		Listening: func(up bool) { listening <- up }, Reconnecting: func() {}}).Run(lctx)
+	select {
+	case <-listening:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the listener did not listen within 5 s")
+	}
+	// Another instance purges the tenant: this one goes on answering from
+	// memory until the announcement arrives.
 	other := NewTenants(f.db, discard)
 	if err := other.Purge(ctx, tenant); err != nil {
 		t.Fatal(err)
@@ -129,22 +143,24 @@ func TestEnabledIsRememberedAndForgottenOnPurge(t *testing.T) {
 	if enabled, err := other.Enabled(ctx, tenant); err != nil || enabled {
 		t.Errorf("on the purging instance: enabled %t, %v", enabled, err)
 	}
-	// Durable records still cannot be written for it.
+	// Durable records cannot be written for it in the meantime.
 	if _, err := NewRecords(f.db, Policy{}).Create(ctx, tenant, storage.MaterialTypes, uuid.NewString(), []byte(`{"name":"x"}`)); err == nil {
 		t.Error("a record written for a purged tenant")
 	}
-	deadline := time.Now().Add(enabledFor + 5*time.Second)
+	deadline := time.After(5 * time.Second)
 	for {
-		enabled, err := f.tenants.Enabled(ctx, tenant)
-		if err != nil {
-			t.Fatal(err)
+		select {
+		case p := <-purged:
+			if p != tenant {
+				continue // another test's tenant
+			}
+			f.tenants.Forget(p)
+			if enabled, err := f.tenants.Enabled(ctx, tenant); err != nil || enabled {
+				t.Errorf("after the announcement: enabled %t, %v", enabled, err)
+			}
+			return
+		case <-deadline:
+			t.Fatal("the purge was not announced within 5 s")
 		}
-		if !enabled {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still enabled %s after the purge elsewhere", enabledFor+5*time.Second)
-		}
-		<-time.After(50 * time.Millisecond)
 	}
 }
