@@ -214,7 +214,7 @@ WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(tablePatron) + ` WHE
              FROM m JOIN ` + table(tableLoanPolicy) + ` lp ON lp.tenant_id = $4 AND lp.id = m.loan_policy_id
             WHERE EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i))
 SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
-       (SELECT l.jsonb FROM ` + table(tableLoan) + ` l, i WHERE l.tenant_id = $4 AND l.item_id = i.id AND l.status_name = 'Open'
+       (SELECT l.jsonb FROM ` + table(tableLoan) + ` l WHERE l.tenant_id = $4 AND l.item_id = (SELECT id FROM i) AND l.status_name = 'Open'
          ORDER BY l.jsonb ->> 'loanDate', l.id LIMIT 1),
        EXISTS (SELECT 1 FROM ` + table(tableCirculationRules) + ` WHERE tenant_id = $4),
        m.loan_policy_id::text, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
