@@ -93,7 +93,7 @@ type Database struct {
 	Database string `env:"DB_DATABASE" envDefault:"circulation"`
 	MaxConns int32  `env:"DB_MAX_CONNS" envDefault:"16"`
 	// MaxConnLifetime bounds how long a database connection lives: what
-	// its server process keeps for the tenants it served goes with it.
+	// its server process keeps (catalog and plan caches) goes with it.
 	MaxConnLifetime time.Duration `env:"DB_MAX_CONN_LIFETIME" envDefault:"1h"`
 }
 

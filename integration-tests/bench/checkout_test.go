@@ -61,13 +61,17 @@ func populate(t *testing.T, c *harness.Cluster, n, bursts int) *population {
 			t.Fatalf("populate: %v", err)
 		}
 	}
-	// Statistics of the tables as they are, as autovacuum gathers them
-	// within a minute of a bulk load: plans made before would be made
-	// for tables it last saw empty.
-	if _, err := c.DB.Exec(ctx, `ANALYZE`); err != nil {
-		t.Fatalf("populate: %v", err)
-	}
 	return &population{size: int64(n)}
+}
+
+// analyze gathers the statistics of the cluster's database as they are
+// after populate, as autovacuum does within a minute of a bulk load: a
+// plan made before would be made for tables it last saw empty.
+func analyze(t *testing.T, c *harness.Cluster) {
+	t.Helper()
+	if _, err := c.DB.Exec(context.Background(), `ANALYZE`); err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
 }
 
 // checkOutTargeter hands out check-outs of distinct patrons' items, spread

@@ -187,6 +187,8 @@ func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfte
 	before := harness.NewCluster(t, opts)
 	clusters := []*harness.Cluster{before, after}
 	pops := []*population{populate(t, before, p.population/2, 0), populate(t, after, p.population/2, 0)}
+	analyze(t, before)
+	analyze(t, after)
 	out := BeforeAfter{Baseline: rev}
 	for _, conc := range []int{1, 4} {
 		var hists = [2]*histPair{{h: newHist()}, {h: newHist()}}

@@ -63,6 +63,7 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 	// processes pays for their connections and caches.
 	const solosPerRound = 10
 	pop := populate(t, c, solosPerRound*(p.bursts+1), (p.bursts+1)*len(modes))
+	analyze(t, c)
 	// Solo check-outs, one after another through the hand-off instances,
 	// after each round's bursts: their p50 is what a burst is set against,
 	// measured in the same conditions.

@@ -114,6 +114,7 @@ func TestBenchmarks(t *testing.T) {
 	res.AcquireAtHalfPeak = benchAcquireAtHalfPeak(t, c, peak, p)
 
 	pop := populate(t, c, p.population, p.bursts*2)
+	analyze(t, c)
 	for _, conc := range []int{1, 4} {
 		res.CheckOut = append(res.CheckOut, benchCheckOutCost(t, c, pop, p, conc))
 	}

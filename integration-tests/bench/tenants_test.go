@@ -152,6 +152,7 @@ func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
 	for i, v := range views {
 		libs[i] = &tenantLibrary{view: v, header: jsonHeader(v), pop: populate(t, v, perTenant, 0)}
 	}
+	analyze(t, c)
 	t.Logf("tenants: %d initialised in %.1f s (first %.0f ms, last %.0f ms), each with %d patrons",
 		n, res.InitAllSeconds, res.InitFirstMs, res.InitLastMs, perTenant)
 

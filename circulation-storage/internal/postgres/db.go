@@ -39,8 +39,8 @@ type PoolConfig struct {
 	MaxConns int32
 	// MaxConnLifetime bounds how long a connection, and the server
 	// process behind it, lives (pgxpool's default, one hour, when zero):
-	// what a backend keeps for every tenant it has served (catalog and
-	// plan caches, prepared statements) goes with it. Connections are
+	// what a backend keeps (catalog and plan caches, prepared statements)
+	// goes with it. Connections are
 	// retired at up to a tenth later than that, so that not all of them
 	// are made again at once.
 	MaxConnLifetime time.Duration
