@@ -27,8 +27,8 @@ type population struct {
 
 // populate creates the records check-outs need: a patron group, types, a
 // loan policy without an item limit applied by the rules (through the API),
-// then n patrons and n items (through SQL), and burst patrons with 10 items
-// each.
+// then, through SQL, a tenth of n patrons with an item on loan each, n
+// patrons and n items to check out, and burst patrons with 10 items each.
 func populate(t *testing.T, c *harness.Cluster, n, bursts int) *population {
 	t.Helper()
 	c.SetupLibrary(0, 0, 0)
@@ -48,10 +48,24 @@ func populate(t *testing.T, c *harness.Cluster, n, bursts int) *population {
 		       'status', jsonb_build_object('name', 'Available'), 'materialTypeId', $2::text,
 		       'permanentLoanTypeId', $3::text, '_version', 1)
 		  FROM (SELECT gen_random_uuid() AS id, n FROM generate_series(1, $4) n) g`
+	// A library lends: a tenth as many patrons again (L<n>) each have an
+	// item (LI<n>) out on an open loan, so that the loan table the
+	// check-outs write to, and its statistics, are a library's.
+	insertLent := `WITH g AS (SELECT gen_random_uuid() AS pid, gen_random_uuid() AS iid, gen_random_uuid() AS lid, n
+		             FROM generate_series(1, $4) n),
+		  p AS (INSERT INTO ` + s + `.patron (id, jsonb)
+		        SELECT pid, jsonb_build_object('id', pid, 'barcode', 'L' || n, 'active', true, 'patronGroup', $1::text) FROM g),
+		  i AS (INSERT INTO ` + s + `.item (id, jsonb)
+		        SELECT iid, jsonb_build_object('id', iid, 'barcode', 'LI' || n, 'status', jsonb_build_object('name', 'Checked out'),
+		               'materialTypeId', $2::text, 'permanentLoanTypeId', $3::text, '_version', 2) FROM g)
+		INSERT INTO ` + s + `.loan (id, jsonb)
+		SELECT lid, jsonb_build_object('id', lid, 'userId', pid, 'itemId', iid, 'status', jsonb_build_object('name', 'Open'),
+		       'loanDate', '2026-01-01T10:00:00.000Z', 'action', 'checkedout') FROM g`
 	for _, q := range []struct {
 		sql  string
 		args []any
 	}{
+		{insertLent, []any{group, material, loanType, max(10, n/10)}},
 		{insertPatrons, []any{"B", group, n}},
 		{insertItems, []any{"BI", material, loanType, n}},
 		{insertPatrons, []any{"BURST", group, bursts}},
