@@ -73,7 +73,7 @@ type TenantJob struct {
 
 // TenantService creates, upgrades and removes tenants.
 type TenantService interface {
-	// Init creates or upgrades the tenant's schema, loads the data its
+	// Init enables or upgrades the tenant, loads the data its
 	// parameters ask for and records the job. Concurrent calls for one tenant
 	// are serialised.
 	Init(ctx context.Context, t Tenant, attrs TenantAttributes) (TenantJob, error)

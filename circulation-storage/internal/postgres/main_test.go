@@ -70,7 +70,7 @@ func setupTenant(t *testing.T, db *DB) fixture {
 	return f
 }
 
-// exec runs SQL against the tenant's schema directly, for arranging state
+// exec runs SQL directly (the tenant's tables through its views), for arranging state
 // (an expired lock) and checking it.
 func (f fixture) exec(t *testing.T, sql string, args ...any) {
 	t.Helper()
