@@ -1199,7 +1199,7 @@ func TestOneInvalidStoredFieldKeepsTheOthers(t *testing.T) {
 	got := effective(t, s.settings, okapi(t))
 	if !got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != locksettings.DefaultLockTTLMs*time.Millisecond ||
 		got.LockTTLSource != circulation.FromDefault || got.RetrySource != circulation.FromSettings ||
-		!strings.Contains(got.SettingsError, "lockTtl: must be from 1000 to 600000 ms, got 0") {
+		!strings.Contains(got.SettingsError, "lockTtl: must be from 100 to 600000 ms, got 0") {
 		t.Errorf("effective %+v, want enabled and waits from settings, FOLIO's lockTtl, and the error named", got)
 	}
 }

@@ -64,7 +64,7 @@ func TestStoredFieldsCannotFailOpen(t *testing.T) {
 		}()},
 		{"lockTtl", list, []variant{
 			{name: "string", value: "4000"}, {name: "fraction", value: 4000.5}, {name: "bool", value: true},
-			{name: "null", null: true}, {name: "below the bound", value: 999}, {name: "one", value: 1},
+			{name: "null", null: true}, {name: "below the bound", value: 99}, {name: "one", value: 1},
 			{name: "above the bound", value: 600001}, {name: "past int32", value: 1e10}, {name: "absent"},
 		}, func() circulation.LockSettings {
 			w := fromStore(ms(100, 200))
@@ -88,7 +88,7 @@ func TestStoredFieldsCannotFailOpen(t *testing.T) {
 		}, fromStore(folioRetries(100 * time.Millisecond))}, // FOLIO's count, the stored wait
 		{"retryInterval", pair, []variant{
 			{name: "string", value: "100"}, {name: "null", null: true}, {name: "zero", value: 0},
-			{name: "below the bound", value: 49}, {name: "above the bound", value: 60001}, {name: "absent"},
+			{name: "below the bound", value: 0}, {name: "above the bound", value: 60001}, {name: "absent"},
 		}, fromStore(ms(250, 250))}, // the stored count, FOLIO's wait
 	}
 	for _, c := range cases {
@@ -144,7 +144,7 @@ func TestReportedStoredValues(t *testing.T) {
 		{"a string cannot switch the lock off", `{"checkOutLockFeatureEnabled":"true"}`,
 			circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: folioRetries(250 * time.Millisecond),
 				RetrySource: circulation.FromDefault}},
-		{"a bad list does not drop the retries", `{"retryIntervalsMs":{"a":1},"noOfRetryAttempts":5,"retryInterval":10}`,
+		{"a bad list does not drop the retries", `{"retryIntervalsMs":{"a":1},"noOfRetryAttempts":5,"retryInterval":0}`,
 			circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: ms(250, 250, 250, 250, 250),
 				RetrySource: circulation.FromSettings}},
 		{"a one-millisecond lock", `{"lockTtl":1}`,

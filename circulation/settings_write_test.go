@@ -20,12 +20,12 @@ import (
 func TestPutRefusesValuesOutOfBounds(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, tableEnv, withBounds(locksettings.DefaultBounds(19*time.Second)))
-	ttl, attempts, interval, waits := 999, 100, 0, []int{100, 30000}
+	ttl, attempts, interval, waits := 99, 100, 0, []int{100, 30000}
 	_, err := s.settings.Put(okapi(t), locksettings.Stored{LockTTL: &ttl, NoOfRetryAttempts: &attempts,
 		RetryInterval: &interval, RetryIntervalsMs: &waits})
 	wantStrings(t, "refusals", refusals(t, err), []string{
-		"VALIDATION_FAILED: lockTtl: must be from 1000 to 600000 ms, got 999 [lockTtl=999]",
-		"VALIDATION_FAILED: retryInterval: must be from 50 to 60000 ms, got 0 [retryInterval=0]",
+		"VALIDATION_FAILED: lockTtl: must be from 100 to 600000 ms, got 99 [lockTtl=99]",
+		"VALIDATION_FAILED: retryInterval: must be from 1 to 60000 ms, got 0 [retryInterval=0]",
 		"VALIDATION_FAILED: noOfRetryAttempts: must be from 0 to 50, got 100 [noOfRetryAttempts=100]",
 		"VALIDATION_FAILED: retryIntervalsMs: makes the retry waits add up to 30100 ms, more than the 19000 ms a check-out may wait [retryIntervalsMs=[100,30000]]",
 	})
@@ -84,7 +84,7 @@ func TestPatchChangesOnlyTheNamedFields(t *testing.T) {
 	_, err = s.settings.Patch(ctx, json.RawMessage(`{"lockTtl":10,"retryInterval":"x"}`))
 	wantStrings(t, "refusals", refusals(t, err), []string{`VALIDATION_FAILED: retryInterval: must be an integer, got "x" [retryInterval="x"]`})
 	_, err = s.settings.Patch(ctx, json.RawMessage(`{"lockTtl":10}`))
-	wantStrings(t, "refusals", refusals(t, err), []string{"VALIDATION_FAILED: lockTtl: must be from 1000 to 600000 ms, got 10 [lockTtl=10]"})
+	wantStrings(t, "refusals", refusals(t, err), []string{"VALIDATION_FAILED: lockTtl: must be from 100 to 600000 ms, got 10 [lockTtl=10]"})
 	if w := s.fake.Writes(); len(w) != writes {
 		t.Errorf("refused patches wrote: %+v", w[writes:])
 	}

@@ -140,14 +140,14 @@ func TestSettingsPageInABrowser(t *testing.T) {
 
 	// A value out of bounds: refused on the page, nothing sent.
 	if err := chromedp.Run(ctx,
-		chromedp.SetValue("#waits", "10, 20", chromedp.ByQuery),
+		chromedp.SetValue("#waits", "0, 20", chromedp.ByQuery),
 		chromedp.Click("#save", chromedp.ByQuery),
 		chromedp.WaitVisible(`#save-status.error`, chromedp.ByQuery),
 		chromedp.Text("#waits-error", &status, chromedp.ByQuery),
 	); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(status, "Each wait must be from 50 to 60000 ms") {
+	if !strings.Contains(status, "Each wait must be from 1 to 60000 ms") {
 		t.Errorf("the waits' error reads %q", status)
 	}
 	// The entry the page wrote leaves the waits out: FOLIO's default
@@ -174,6 +174,26 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	// Only what changed was sent: the toggle stays off.
 	if enabled, _, _ := effectiveSettings(t, c); enabled {
 		t.Error("changing the waits switched the lock back on")
+	}
+
+	// FOLIO's own values (its settings fixture: a 500 ms lock, ten
+	// retries 5 ms apart) are accepted on the page and take effect.
+	if err := chromedp.Run(ctx,
+		chromedp.SetValue("#lockTtl", "500", chromedp.ByQuery),
+		chromedp.SetValue("#waits", "5, 5, 5, 5, 5, 5, 5, 5, 5, 5", chromedp.ByQuery),
+		chromedp.Click("#save", chromedp.ByQuery),
+		// The status of this save, not the one before it.
+		chromedp.Poll(`(() => { const s = document.querySelector("#save-status");
+			return s.classList.contains("ok") && s.textContent.startsWith("Saved:") && s.textContent.includes("lockTtl"); })()`, nil),
+	); err != nil {
+		t.Fatal(err)
+	}
+	var ttl struct {
+		LockTTL int `json:"lockTtl"`
+	}
+	c.Do(c.Circulations[0], "GET", "/circulation/settings/check-out-lock", nil).Want(t, http.StatusOK).Decode(t, &ttl)
+	if _, waits, _ := effectiveSettings(t, c); ttl.LockTTL != 500 || !equalInts(waits, []int{5, 5, 5, 5, 5, 5, 5, 5, 5, 5}) {
+		t.Errorf("after the page set FOLIO's values: lockTtl %d, waits %v; want 500 and ten of 5 ms", ttl.LockTTL, waits)
 	}
 }
 

@@ -382,7 +382,7 @@ func TestSettingsAreCheckedWhereTheyAreStored(t *testing.T) {
 	r = c.Do(c.Storage, "PUT", "/settings/entries/"+entry.ID, bad)
 	code, params := envelopeError(t, r)
 	if r.Status != http.StatusUnprocessableEntity || code != schemas.CodeValidation || params["value.lockTtl"] != "1" ||
-		!strings.Contains(string(r.Body), "must be from 1000 to 600000 ms, got 1") {
+		!strings.Contains(string(r.Body), "must be from 100 to 600000 ms, got 1") {
 		t.Errorf("lockTtl 1 at storage: %d %s, want 422 naming the bound", r.Status, r.Body)
 	}
 	if c.Snapshot(t) != before {

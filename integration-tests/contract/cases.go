@@ -441,6 +441,28 @@ var cases = []testCase{
 		then: nothingWritten,
 	},
 	{
+		// The fence's core case: the patron's lock expired while its
+		// check-out stalled, and another check-out took it over. The
+		// first holder's write is refused while the new lock lives (a
+		// fence that let any live lock of the patron through would write
+		// it), and the refused write leaves the new lock held.
+		name: "check-out write under a lock another check-out took over is refused while the new lock lives",
+		given: func(s *session) request {
+			r := s.seed()
+			first := s.acquire(r.PatronID, newUUID(), shortTTL)["id"].(string)
+			s.awaitExpiry(first)
+			s.keep("second", s.acquire(r.PatronID, newUUID(), lockTTL))
+			return checkOutReq(r, first, "1")
+		},
+		want: want{status: http.StatusConflict, code: schemas.CodeLockLost},
+		then: func(s *session, got response) {
+			nothingWritten(s, got)
+			second := s.kept("second")["id"].(string)
+			s.step("the lock that took over", request{method: http.MethodGet, path: "/check-out-lock-storage/" + second},
+				want{status: http.StatusOK, schema: "checkout-lock.json"})
+		},
+	},
+	{
 		name: "check-out write under another patron's lock is refused",
 		given: func(s *session) request {
 			r := s.seed()
@@ -684,7 +706,7 @@ var cases = []testCase{
 		},
 		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeValidation, params: map[string]string{"value.lockTtl": "1"}},
 		then: func(s *session, got response) {
-			if msg := firstMessage(got); !strings.Contains(msg, "must be from 1000 to 600000 ms") {
+			if msg := firstMessage(got); !strings.Contains(msg, "must be from 100 to 600000 ms") {
 				s.t.Errorf("message %q does not name the bound", msg)
 			}
 			page := s.step("the settings", request{method: http.MethodGet, path: "/settings/entries?scope=mod-circulation"},

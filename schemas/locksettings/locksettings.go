@@ -57,14 +57,20 @@ type Bounds struct {
 }
 
 // DefaultBounds are the bounds every stored value keeps to, written once
-// for both services: a lock lives 1 s to 10 min, a retry waits 50 ms to
-// 60 s, at most 50 retries, their waits adding up to at most maxTotalWait
+// for both services. Each refuses only what would stop check-outs, and
+// FOLIO's own values pass (its settings fixture: lockTtl 500,
+// retryInterval 5, noOfRetryAttempts 10): a lock lives 100 ms to 10 min
+// (it must outlive the check-out's write under it, p99 25 ms at c = 4 in
+// BENCHMARKS.md; a longer one only delays a crashed holder's successor), a
+// retry waits 1 ms to 60 s (never a loop without a wait), at most 50
+// retries (the calls one check-out may make), their waits adding up to at
+// most maxTotalWait
 // (no limit when it is 0): circulation passes a second less than its
 // request timeout, storage the longest it lets an acquisition wait.
 func DefaultBounds(maxTotalWait time.Duration) Bounds {
 	b := Bounds{
-		MinLockTTL: time.Second, MaxLockTTL: 10 * time.Minute,
-		MinRetryWait: 50 * time.Millisecond, MaxRetryWait: time.Minute,
+		MinLockTTL: 100 * time.Millisecond, MaxLockTTL: 10 * time.Minute,
+		MinRetryWait: time.Millisecond, MaxRetryWait: time.Minute,
 		MaxRetries: 50, MaxTotalWait: time.Duration(math.MaxInt64),
 	}
 	if maxTotalWait > 0 {

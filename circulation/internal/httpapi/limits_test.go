@@ -14,6 +14,22 @@ import (
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
+// TestFOLIOSettingsFixtureIsAccepted: the values of FOLIO's own settings
+// fixture (mod-circulation's check-out lock tests) are stored as they are,
+// and are the settings in effect.
+func TestFOLIOSettingsFixtureIsAccepted(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	var got settingsJSON
+	a.send(t, "PUT", "/circulation/settings/check-out-lock",
+		`{"checkOutLockFeatureEnabled":true,"lockTtl":500,"retryInterval":5,"noOfRetryAttempts":10}`).
+		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &got)
+	if !got.Enabled || got.LockTTL != 500 || got.NoOfRetryAttempts != 10 || len(got.RetryIntervalsMs) != 10 ||
+		got.RetryIntervalsMs[0] != 5 || got.Sources.LockTTL != circulation.FromSettings || got.Sources.RetryIntervals != circulation.FromSettings {
+		t.Errorf("FOLIO's fixture answered %+v, want it in effect: on, lockTtl 500, 10 waits of 5 ms", got)
+	}
+}
+
 // TestPatchSettingsOverHTTP: PATCH, as application/json or as a merge
 // patch, changes only what it names.
 func TestPatchSettingsOverHTTP(t *testing.T) {
@@ -25,7 +41,7 @@ func TestPatchSettingsOverHTTP(t *testing.T) {
 	a.do(t, "PATCH", "/circulation/settings/check-out-lock", strings.NewReader(`{"lockTtl":5000}`),
 		map[string]string{TenantHeader: tenant, "Content-Type": "application/merge-patch+json"}).
 		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &got)
-	if got.Enabled || got.Sources.Enabled != circulation.FromSettings || got.LockTTL != 5000 || got.Bounds.LockTTL.Minimum != 1000 {
+	if got.Enabled || got.Sources.Enabled != circulation.FromSettings || got.LockTTL != 5000 || got.Bounds.LockTTL.Minimum != 100 {
 		t.Errorf("PATCH answered %+v, want still off and lockTtl 5000", got)
 	}
 	a.send(t, "PATCH", "/circulation/settings/check-out-lock", `{"checkOutLockFeatureEnabled":null}`).
@@ -37,7 +53,7 @@ func TestPatchSettingsOverHTTP(t *testing.T) {
 	if string(raw) != `"{\"lockTtl\":5000}"` {
 		t.Errorf("stored %s, want \"{\\\"lockTtl\\\":5000}\"", raw)
 	}
-	for _, body := range []string{`{"lockTtl":"5000"}`, `{"lockTTL":5000}`, `{"lockTtl":999}`, `[]`} {
+	for _, body := range []string{`{"lockTtl":"5000"}`, `{"lockTTL":5000}`, `{"lockTtl":99}`, `[]`} {
 		res := a.send(t, "PATCH", "/circulation/settings/check-out-lock", body).want(t, http.StatusUnprocessableEntity, "errors.json")
 		if codes := res.codes(t); codes[0] != schemas.CodeValidation {
 			t.Errorf("PATCH %s: codes %q", body, codes)
