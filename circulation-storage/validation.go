@@ -12,6 +12,9 @@ import (
 // not exist is nil; the caller decides what its absence means.
 type CheckOutRecords struct {
 	User, Item, OpenLoan json.RawMessage
+	// MaterialType is the item's material type, {"id", "name"}: FOLIO's
+	// refusals name it.
+	MaterialType json.RawMessage
 	// RulesSet says whether the rules are set; it is reported only when
 	// the patron and the item exist, and then Match and LoanPolicy are set.
 	RulesSet   bool

@@ -195,16 +195,19 @@ func itemLimitOf(err error) int {
 	return 0
 }
 
-// refusedStatuses are item statuses FOLIO does not check out.
+// refusedStatuses are the item statuses FOLIO does not check out, besides
+// Checked out (mod-circulation's ItemStatusValidator): every other status
+// is checked out, Long missing, Restricted, Unavailable and Unknown among
+// them.
 var refusedStatuses = map[string]bool{
-	"Aged to lost": true, "Claimed returned": true, "Declared lost": true, "Intellectual item": true,
-	"In process (non-requestable)": true, "Long missing": true, "Lost and paid": true, "Unavailable": true,
-	"Unknown": true, "Withdrawn": true,
+	"Declared lost": true, "Claimed returned": true, "Intellectual item": true, "Aged to lost": true,
 }
 
-// validate reads the records and gathers every reason to refuse, FOLIO's
-// messages and codes. Storage failures are returned as they are; refusals
-// together as one *Refusal.
+// validate reads the records and gathers every reason to refuse, with
+// FOLIO's messages and codes, in FOLIO's order (mod-circulation's
+// CheckOutByBarcodeResource): the patron, then the item, then the loan
+// policy's item limit and whether it lends at all. Storage failures are
+// returned as they are; refusals together as one *Refusal.
 func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, error) {
 	co := checkOut{req: req}
 	reads, err := s.storage.ReadForCheckOut(ctx, req.ItemBarcode, req.UserBarcode)
@@ -217,7 +220,8 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	case reads.Patron == nil:
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserBarcodeNotFound, "Could not find user with matching barcode").
 			With("userBarcode", req.UserBarcode))
-	case !reads.Patron.Active:
+	case !reads.Patron.ActiveAt(s.now()):
+		// FOLIO's InactiveUserValidator: inactive, or expired.
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").
 			With("userBarcode", req.UserBarcode))
 	}
@@ -236,7 +240,8 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 			With("itemBarcode", req.ItemBarcode))
 	case refusedStatuses[co.item.Status]:
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusRefused,
-			"%s (Barcode: %s) has the item status %s and cannot be checked out", co.item.Title, co.item.Barcode, co.item.Status).
+			"%s (%s) (Barcode: %s) has the item status %s and cannot be checked out",
+			co.item.Title, co.item.MaterialTypeName, co.item.Barcode, co.item.Status).
 			With("itemBarcode", req.ItemBarcode))
 	}
 	if reads.OpenLoan {
@@ -252,23 +257,25 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	return co, nil
 }
 
-// checkPolicy applies the loan policy the rules chose: loanable, item
-// limit.
+// checkPolicy applies the loan policy the rules chose, as FOLIO does, both
+// reported when both apply: the item limit, then whether the policy lends
+// at all.
 func (s *Service) checkPolicy(co *checkOut, reads CheckOutReads) []*errs.Error {
 	if !reads.RulesSet {
 		return []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeNoLoanPolicy, "No loan policy applies: the circulation rules are not set").
 			With("itemBarcode", co.req.ItemBarcode)}
 	}
 	co.match, co.policy = reads.Match, reads.Policy
-	if !co.policy.Loanable {
-		return []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemNotLoanable, "Item is not loanable").
-			With("itemBarcode", co.req.ItemBarcode).With("loanPolicyName", co.policy.Name)}
-	}
 	co.limit = reads.Limit
+	var refusals []*errs.Error
 	if co.limit != nil && reads.OpenLoans >= co.limit.Limit {
-		return []*errs.Error{ItemLimitReached(co.limit.Limit, co.match, co.req.ItemBarcode)}
+		refusals = append(refusals, ItemLimitReached(co.limit.Limit, co.match, co.req.ItemBarcode))
 	}
-	return nil
+	if !co.policy.Loanable {
+		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemNotLoanable, "Item is not loanable").
+			With("itemBarcode", co.req.ItemBarcode).With("loanPolicyName", co.policy.Name))
+	}
+	return refusals
 }
 
 // ItemLimitReached is FOLIO's refusal for a patron at the item limit; its

@@ -918,18 +918,31 @@ func TestCheckOutRefusals(t *testing.T) {
 			"USER_BARCODE_NOT_FOUND: Could not find user with matching barcode [userBarcode=no-user]",
 			"ITEM_BARCODE_NOT_FOUND: No item with barcode no-item could be found [itemBarcode=no-item]",
 		}},
-		{"item status refused", func(f *storagefake.Fake) circulation.CheckOutRequest {
-			f.AddItem(storagefake.Item{ID: "33333333-3333-4333-8333-00000000000a", Barcode: "w-1", Title: "Gone",
-				Status: "Withdrawn", MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
-			return circulation.CheckOutRequest{ItemBarcode: "w-1", UserBarcode: userBarcode, ServicePointID: servicePoint}
-		}, []string{
-			"ITEM_STATUS_REFUSED: Gone (Barcode: w-1) has the item status Withdrawn and cannot be checked out [itemBarcode=w-1]",
-		}},
 		{"not loanable", func(f *storagefake.Fake) circulation.CheckOutRequest {
 			f.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Reference only", Loanable: false})
 			return request()
 		}, []string{
 			"ITEM_NOT_LOANABLE: Item is not loanable [itemBarcode=" + itemBarcode + "] [loanPolicyName=Reference only]",
+		}},
+		{"at the item limit and not loanable: both, the limit first", func(f *storagefake.Fake) circulation.CheckOutRequest {
+			f.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Reference only", Loanable: false, ItemLimit: 1})
+			f.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID, MaterialTypeMatch: true})
+			lent := "33333333-3333-4333-8333-0000000000b1"
+			f.AddItem(storagefake.Item{ID: lent, Barcode: "lent-1", Title: "Lent", Status: circulation.StatusCheckedOut,
+				MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+			f.AddLoan(storagefake.Loan{ID: otherLoan, UserID: patronID, ItemID: lent, Status: "Open", Action: "checkedout",
+				LoanDate: "2025-02-01T10:00:00.000Z"})
+			return request()
+		}, []string{
+			"ITEM_LIMIT_MATERIAL_TYPE: Patron has reached maximum limit of 1 items for material type [itemBarcode=" + itemBarcode + "] [itemLimit=1]",
+			"ITEM_NOT_LOANABLE: Item is not loanable [itemBarcode=" + itemBarcode + "] [loanPolicyName=Reference only]",
+		}},
+		{"expired patron", func(f *storagefake.Fake) circulation.CheckOutRequest {
+			f.AddUser(storagefake.User{ID: "22222222-2222-4222-8222-00000000000e", Barcode: "expired", Active: true,
+				PatronGroup: patronGroup, LastName: "E", ExpirationDate: "2020-01-01T00:00:00.000Z"})
+			return circulation.CheckOutRequest{ItemBarcode: itemBarcode, UserBarcode: "expired", ServicePointID: servicePoint}
+		}, []string{
+			"USER_IS_INACTIVE: Cannot check out to inactive user [userBarcode=expired]",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -944,6 +957,45 @@ func TestCheckOutRefusals(t *testing.T) {
 				t.Errorf("writes %+v, want none", w)
 			}
 			s.fake.WantUnchanged(t, before)
+		})
+	}
+}
+
+// TestCheckOutItemStatuses: the item statuses FOLIO refuses are refused
+// with FOLIO's message, naming title, material type, barcode and status;
+// those FOLIO lends are lent (mod-circulation's ItemStatusValidatorTest
+// lists both).
+func TestCheckOutItemStatuses(t *testing.T) {
+	t.Parallel()
+	for i, status := range []string{"Declared lost", "Claimed returned", "Aged to lost", "Intellectual item"} {
+		t.Run("refused/"+status, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			barcode := fmt.Sprintf("s-%d", i)
+			s.fake.AddItem(storagefake.Item{ID: fmt.Sprintf("33333333-3333-4333-8333-1000000000%02d", i), Barcode: barcode, Title: "Gone",
+				Status: status, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+			before := s.fake.Dump()
+			_, err := s.svc.CheckOut(okapi(t), circulation.CheckOutRequest{ItemBarcode: barcode, UserBarcode: userBarcode, ServicePointID: servicePoint})
+			wantStrings(t, "refusals", refusals(t, err), []string{"ITEM_STATUS_REFUSED: Gone (" + storagefake.MaterialTypeName +
+				") (Barcode: " + barcode + ") has the item status " + status + " and cannot be checked out [itemBarcode=" + barcode + "]"})
+			s.fake.WantUnchanged(t, before)
+		})
+	}
+	for i, status := range []string{"Long missing", "In process (non-requestable)", "Restricted", "Unavailable", "Unknown"} {
+		t.Run("lent/"+status, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			barcode := fmt.Sprintf("a-%d", i)
+			id := fmt.Sprintf("33333333-3333-4333-8333-2000000000%02d", i)
+			s.fake.AddItem(storagefake.Item{ID: id, Barcode: barcode, Title: "Here", Status: status,
+				MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+			res, err := s.svc.CheckOut(okapi(t), circulation.CheckOutRequest{ItemBarcode: barcode, UserBarcode: userBarcode, ServicePointID: servicePoint})
+			if err != nil || res.Item.Status != circulation.StatusCheckedOut {
+				t.Fatalf("check-out of an item %s: %+v %v, want it lent", status, res.Item, err)
+			}
+			if item, _ := s.fake.Item(id); item.Status != circulation.StatusCheckedOut {
+				t.Errorf("stored item %+v, want Checked out", item)
+			}
 		})
 	}
 }

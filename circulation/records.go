@@ -16,17 +16,40 @@ type Patron struct {
 	PatronGroupID string
 	FirstName     string
 	LastName      string
+	// ExpirationDate is when the patron's registration ends; zero when it
+	// does not. An expired patron is inactive, as FOLIO reads it.
+	ExpirationDate time.Time
+}
+
+// ActiveAt says whether the patron may borrow at now: active and not
+// expired (FOLIO's User.isActive).
+func (p Patron) ActiveAt(now time.Time) bool {
+	return p.Active && (p.ExpirationDate.IsZero() || !p.ExpirationDate.Before(now))
+}
+
+// PersonalName is the patron's name as FOLIO writes it in refusals:
+// "Last, First".
+func (p Patron) PersonalName() string {
+	switch {
+	case p.LastName == "":
+		return p.FirstName
+	case p.FirstName == "":
+		return p.LastName
+	}
+	return p.LastName + ", " + p.FirstName
 }
 
 // Item is what check-out needs of an item record. Doc is the record as
 // storage holds it, so that an update writes back every field, including
 // those this service does not know.
 type Item struct {
-	ID                  string
-	Barcode             string
-	Title               string
-	Status              string
-	MaterialTypeID      string
+	ID             string
+	Barcode        string
+	Title          string
+	Status         string
+	MaterialTypeID string
+	// MaterialTypeName is the material type's name, when the read gave it.
+	MaterialTypeName    string
 	PermanentLoanTypeID string
 	TemporaryLoanTypeID string
 	Version             int

@@ -97,6 +97,8 @@ type Call struct {
 type User struct {
 	ID, Barcode, PatronGroup, FirstName, LastName string
 	Active                                        bool
+	// ExpirationDate is as on the wire, "" for none.
+	ExpirationDate string
 }
 
 // Item is an item; Version is its _version (1 when seeded).
@@ -105,6 +107,11 @@ type Item struct {
 	MaterialTypeID, PermanentLoanTypeID, TemporaryLoanTypeID string
 	Version                                                  int
 }
+
+// MaterialTypeName is the name the fake gives every material type, as
+// validation reports it with the item.
+const MaterialTypeName = "book"
+
 
 // Loan is a loan; times are as on the wire.
 type Loan struct {
@@ -331,8 +338,12 @@ func (f *Fake) AddTenant(tenant string) {
 func (f *Fake) AddUser(u User) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.users = append(f.users, map[string]any{"id": u.ID, "barcode": u.Barcode, "active": u.Active,
-		"patronGroup": u.PatronGroup, "personal": map[string]any{"firstName": u.FirstName, "lastName": u.LastName}})
+	doc := map[string]any{"id": u.ID, "barcode": u.Barcode, "active": u.Active,
+		"patronGroup": u.PatronGroup, "personal": map[string]any{"firstName": u.FirstName, "lastName": u.LastName}}
+	if u.ExpirationDate != "" {
+		doc["expirationDate"] = u.ExpirationDate
+	}
+	f.users = append(f.users, doc)
 }
 
 // AddItem stores an item at _version 1.
@@ -1017,14 +1028,19 @@ func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
 				names[k] = v
 			}
 		}
-		out["user"] = map[string]any{"id": user["id"], "barcode": user["barcode"], "active": user["active"],
+		u := map[string]any{"id": user["id"], "barcode": user["barcode"], "active": user["active"],
 			"patronGroup": user["patronGroup"], "personal": names}
+		if e, ok := user["expirationDate"]; ok {
+			u["expirationDate"] = e
+		}
+		out["user"] = u
 	}
 	if item == nil {
 		writeJSON(w, 200, out)
 		return
 	}
 	out["item"] = item
+	out["materialType"] = map[string]any{"id": item["materialTypeId"], "name": MaterialTypeName}
 	for _, l := range f.loans {
 		if l["itemId"] == item["id"] && statusName(l) == "Open" {
 			out["openLoan"] = l

@@ -351,6 +351,10 @@ var cases = []testCase{
 			user, _ := v["user"].(map[string]any)
 			item, _ := v["item"].(map[string]any)
 			loan, _ := v["openLoan"].(map[string]any)
+			mt, _ := v["materialType"].(map[string]any)
+			if name, _ := mt["name"].(string); mt["id"] != s.rec.MaterialTypeID || name == "" {
+				s.t.Errorf("validation's material type %v, want the item's, named", mt)
+			}
 			if user["id"] != s.rec.PatronID || item["id"] != s.rec.ItemID || loan["itemId"] != s.rec.ItemID ||
 				v["circulationRulesSet"] != false || v["loanPolicyMatch"] != nil || v["openLoanCount"] != nil {
 				s.t.Errorf("validation answered %v", v)

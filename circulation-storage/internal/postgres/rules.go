@@ -198,7 +198,8 @@ const borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
 
 // checkOutReadSQL reads, in one statement, everything validating a
 // check-out by barcode needs: the patron ($1) and the item ($2) by barcode,
-// the item's open loan, whether rules are set, the policy they choose with
+// the item's material type (its name is in FOLIO's refusals), the item's
+// open loan, whether rules are set, the policy they choose with
 // the chosen rule's criteria, the policy, the patron's open loans counted
 // as that policy's item limit counts them, and the limit enforced ($3:
 // whether an unscoped limit is) in the tenant $4.
@@ -221,7 +222,9 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
        p.jsonb, p.item_limit, p.mt::text, p.lt::text,
        CASE WHEN p.jsonb IS NOT NULL THEN (` + locksql.OpenLoanCount(table(tableLoan), table(tableItem), "$4", "(SELECT id FROM u)", "p.mt", "p.lt") + `) END,
        (SELECT s.jsonb FROM ` + table(tableSetting) + ` s
-         WHERE s.tenant_id = $4 AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `')
+         WHERE s.tenant_id = $4 AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'),
+       (SELECT jsonb_build_object('id', mt.id, 'name', mt.name) FROM ` + table(tableMaterialType) + ` mt
+         WHERE mt.tenant_id = $4 AND mt.id = (SELECT material_type_id FROM i))
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true`
@@ -235,7 +238,7 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	var pg, mtMatch, ltMatch *bool
 	err := s.db.pool.QueryRow(ctx, checkOutReadSQL, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
 		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
-			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting)
+			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting, &out.MaterialType)
 	if err != nil {
 		return storage.CheckOutRecords{}, interpret(err, t)
 	}

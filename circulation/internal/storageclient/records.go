@@ -23,7 +23,9 @@ type patronJSON struct {
 	Barcode     string `json:"barcode"`
 	Active      bool   `json:"active"`
 	PatronGroup string `json:"patronGroup"`
-	Personal    struct {
+	// ExpirationDate is as on the wire: RFC 3339, "" when none.
+	ExpirationDate string `json:"expirationDate"`
+	Personal       struct {
 		FirstName string `json:"firstName"`
 		LastName  string `json:"lastName"`
 	} `json:"personal"`
@@ -66,8 +68,11 @@ func parseTime(s string) time.Time {
 // ReadForCheckOut implements circulation.Storage.
 func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode string) (circulation.CheckOutReads, error) {
 	var v struct {
-		User          *patronJSON      `json:"user"`
-		Item          json.RawMessage  `json:"item"`
+		User         *patronJSON     `json:"user"`
+		Item         json.RawMessage `json:"item"`
+		MaterialType *struct {
+			Name string `json:"name"`
+		} `json:"materialType"`
 		OpenLoan      json.RawMessage  `json:"openLoan"`
 		RulesSet      bool             `json:"circulationRulesSet"`
 		Match         *policyMatchJSON `json:"loanPolicyMatch"`
@@ -98,12 +103,15 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 	}
 	if u := v.User; u != nil {
 		out.Patron = &circulation.Patron{ID: u.ID, Barcode: u.Barcode, Active: u.Active, PatronGroupID: u.PatronGroup,
-			FirstName: u.Personal.FirstName, LastName: u.Personal.LastName}
+			FirstName: u.Personal.FirstName, LastName: u.Personal.LastName, ExpirationDate: parseTime(u.ExpirationDate)}
 	}
 	if v.Item != nil {
 		item, err := decodeItem(v.Item)
 		if err != nil {
 			return circulation.CheckOutReads{}, err
+		}
+		if mt := v.MaterialType; mt != nil {
+			item.MaterialTypeName = mt.Name
 		}
 		out.Item = &item
 	}
