@@ -79,6 +79,9 @@ var (
 		Schema: "loan.json", CollectionSchema: "loans.json",
 		Filters: []Filter{{Param: "userId", Kind: FilterUUID}, {Param: "itemId", Kind: FilterUUID},
 			{Param: "status", Kind: FilterText, Values: []string{"Open", "Closed"}}}}
+	ManualBlocks = Resource{Name: "Manual block", Path: "/manualblocks", Plural: "manualblocks",
+		Schema: "manualblock.json", CollectionSchema: "manualblocks.json",
+		Filters: []Filter{{Param: "userId", Kind: FilterUUID}}}
 	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
 		Schema: "setting.json", CollectionSchema: "settings.json",
 		Filters:   []Filter{{Param: "scope", Kind: FilterText}, {Param: "key", Kind: FilterText}},
@@ -94,7 +97,7 @@ var ItemStatuses = []string{
 
 // Resources lists every record kind, in the order their references allow
 // them to be created.
-var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, Loans, Settings}
+var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, Loans, ManualBlocks, Settings}
 
 // RecordFilter selects a page of records: Params maps filter parameters to
 // the value to match.

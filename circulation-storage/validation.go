@@ -15,6 +15,10 @@ type CheckOutRecords struct {
 	// MaterialType is the item's material type, {"id", "name"}: FOLIO's
 	// refusals name it.
 	MaterialType json.RawMessage
+	// ManualBlocks are the patron's manual blocks in force for borrowing
+	// (borrowing true, not expired), a JSON array; nil when there are
+	// none.
+	ManualBlocks json.RawMessage
 	// RulesSet says whether the rules are set; it is reported only when
 	// the patron and the item exist, and then Match and LoanPolicy are set.
 	RulesSet   bool

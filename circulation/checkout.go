@@ -216,10 +216,15 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	}
 	co.lockSetting = reads.LockSetting
 	var refusals []*errs.Error
-	switch {
-	case reads.Patron == nil:
+	if reads.Patron == nil {
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserBarcodeNotFound, "Could not find user with matching barcode").
 			With("userBarcode", req.UserBarcode))
+	}
+	if len(reads.ManualBlocks) > 0 {
+		refusals = append(refusals, manuallyBlocked(reads.ManualBlocks))
+	}
+	switch {
+	case reads.Patron == nil:
 	case !reads.Patron.ActiveAt(s.now()):
 		// FOLIO's InactiveUserValidator: inactive, or expired.
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").
@@ -255,6 +260,26 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 		return co, &errs.Refusal{Errors: refusals}
 	}
 	return co, nil
+}
+
+// manuallyBlocked is FOLIO's refusal for a patron with manual blocks in
+// force for borrowing (mod-circulation's UserManualBlocksValidator): its
+// reason is the blocks' descriptions joined by ";", as FOLIO gives it;
+// patronMessage their messages for the patron, likewise.
+func manuallyBlocked(blocks []ManualBlock) *errs.Error {
+	var reasons, messages []string
+	for _, b := range blocks {
+		reasons = append(reasons, b.Desc)
+		if b.PatronMessage != "" {
+			messages = append(messages, b.PatronMessage)
+		}
+	}
+	e := errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedManually, "Patron blocked from borrowing").
+		With("reason", strings.Join(reasons, ";"))
+	if len(messages) > 0 {
+		e.With("patronMessage", strings.Join(messages, ";"))
+	}
+	return e
 }
 
 // checkPolicy applies the loan policy the rules chose, as FOLIO does, both

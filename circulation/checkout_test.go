@@ -937,6 +937,27 @@ func TestCheckOutRefusals(t *testing.T) {
 			"ITEM_LIMIT_MATERIAL_TYPE: Patron has reached maximum limit of 1 items for material type [itemBarcode=" + itemBarcode + "] [itemLimit=1]",
 			"ITEM_NOT_LOANABLE: Item is not loanable [itemBarcode=" + itemBarcode + "] [loanPolicyName=Reference only]",
 		}},
+		{"manual blocks in force for borrowing: one refusal naming them all", func(f *storagefake.Fake) circulation.CheckOutRequest {
+			f.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Unpaid fines", PatronMessage: "Please see the desk", Borrowing: true})
+			f.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Damaged a book", Borrowing: true,
+				ExpirationDate: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+			// Not in force: expired, renewals only, someone else's.
+			f.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Old", Borrowing: true, ExpirationDate: "2020-01-01T00:00:00Z"})
+			f.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Renewals", Borrowing: false})
+			f.AddManualBlock(storagefake.ManualBlock{UserID: otherPatron, Desc: "Other", Borrowing: true})
+			return request()
+		}, []string{
+			"USER_IS_BLOCKED_MANUALLY: Patron blocked from borrowing [reason=Unpaid fines;Damaged a book] [patronMessage=Please see the desk]",
+		}},
+		{"blocked and inactive: the block first, as FOLIO", func(f *storagefake.Fake) circulation.CheckOutRequest {
+			f.AddUser(storagefake.User{ID: "22222222-2222-4222-8222-00000000000b", Barcode: "blocked-inactive", Active: false,
+				PatronGroup: patronGroup, LastName: "B"})
+			f.AddManualBlock(storagefake.ManualBlock{UserID: "22222222-2222-4222-8222-00000000000b", Desc: "Lost card", Borrowing: true})
+			return circulation.CheckOutRequest{ItemBarcode: itemBarcode, UserBarcode: "blocked-inactive", ServicePointID: servicePoint}
+		}, []string{
+			"USER_IS_BLOCKED_MANUALLY: Patron blocked from borrowing [reason=Lost card]",
+			"USER_IS_INACTIVE: Cannot check out to inactive user [userBarcode=blocked-inactive]",
+		}},
 		{"expired patron", func(f *storagefake.Fake) circulation.CheckOutRequest {
 			f.AddUser(storagefake.User{ID: "22222222-2222-4222-8222-00000000000e", Barcode: "expired", Active: true,
 				PatronGroup: patronGroup, LastName: "E", ExpirationDate: "2020-01-01T00:00:00.000Z"})

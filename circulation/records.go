@@ -150,6 +150,8 @@ type CheckOutReads struct {
 	Patron   *Patron
 	Item     *Item
 	OpenLoan bool
+	// ManualBlocks are the patron's manual blocks in force for borrowing.
+	ManualBlocks []ManualBlock
 	// RulesSet says whether the circulation rules are set; when they are,
 	// and the patron and item exist, Match and Policy are the loan policy
 	// they choose and OpenLoans the patron's open loans counted as Match's
@@ -166,6 +168,12 @@ type CheckOutReads struct {
 	// the rest; nil when storage did not carry it (a storage that predates
 	// doing so).
 	LockSetting *SettingRead
+}
+
+// ManualBlock is a manual patron block in force for borrowing: why, for
+// staff (Desc), and what the patron is told.
+type ManualBlock struct {
+	Desc, PatronMessage string
 }
 
 // SettingRead is a settings entry as read: the entry, and whether there

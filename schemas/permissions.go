@@ -47,6 +47,7 @@ const (
 	InterfaceMaterialTypes       = "material-types"
 	InterfaceLoanTypes           = "loan-types"
 	InterfaceSettings            = "settings"
+	InterfaceManualBlocks        = "manualblocks"
 	InterfaceTenant              = "_tenant"
 	InterfaceAdmin               = "_admin"
 )
@@ -117,6 +118,7 @@ var Routes = slices.Concat(
 	crud(InterfaceLoanPolicyStorage, "/loan-policy-storage/loan-policies", "circulation-storage.loan-policies", "loan policies"),
 	crud(InterfaceLoanStorage, "/loan-storage/loans", "circulation-storage.loans", "loans"),
 	crud(InterfaceSettings, "/settings/entries", "mod-settings.entries", "settings entries"),
+	crud(InterfaceManualBlocks, "/manualblocks", "manualblocks", "manual patron blocks"),
 	// Open on both services.
 	openRoutes(ServiceCirculation), openRoutes(ServiceStorage),
 	// circulation's pages: static files; every call they make needs its

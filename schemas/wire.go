@@ -109,6 +109,7 @@ const (
 	// Check-out and check-in refusals (FOLIO's codes where FOLIO has them).
 	CodeUserBarcodeNotFound   = "USER_BARCODE_NOT_FOUND"
 	CodeUserInactive          = "USER_IS_INACTIVE"
+	CodeUserBlockedManually   = "USER_IS_BLOCKED_MANUALLY"
 	CodeItemBarcodeNotFound   = "ITEM_BARCODE_NOT_FOUND"
 	CodeItemAlreadyCheckedOut = "ITEM_ALREADY_CHECKED_OUT"
 	CodeItemHasOpenLoan       = "ITEM_HAS_OPEN_LOAN"

@@ -108,10 +108,16 @@ type Item struct {
 	Version                                                  int
 }
 
+// ManualBlock is a manual patron block. ExpirationDate is as on the wire,
+// "" for none.
+type ManualBlock struct {
+	UserID, Desc, PatronMessage, ExpirationDate string
+	Borrowing                                   bool
+}
+
 // MaterialTypeName is the name the fake gives every material type, as
 // validation reports it with the item.
 const MaterialTypeName = "book"
-
 
 // Loan is a loan; times are as on the wire.
 type Loan struct {
@@ -167,6 +173,7 @@ type Fake struct {
 	items    []map[string]any
 	loans    []map[string]any
 	policies map[string]LoanPolicy
+	blocks   []ManualBlock
 	match    *PolicyMatch
 	settings []map[string]any
 	locks    []*Lock
@@ -344,6 +351,37 @@ func (f *Fake) AddUser(u User) {
 		doc["expirationDate"] = u.ExpirationDate
 	}
 	f.users = append(f.users, doc)
+}
+
+// AddManualBlock stores a manual patron block.
+func (f *Fake) AddManualBlock(b ManualBlock) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.blocks = append(f.blocks, b)
+}
+
+// borrowingBlocks are the user's manual blocks in force for borrowing, as
+// validation answers them.
+func (f *Fake) borrowingBlocks(userID string) []map[string]any {
+	var out []map[string]any
+	for _, b := range f.blocks {
+		if b.UserID != userID || !b.Borrowing {
+			continue
+		}
+		doc := map[string]any{"userId": b.UserID, "type": "Manual", "desc": b.Desc, "borrowing": true}
+		if b.PatronMessage != "" {
+			doc["patronMessage"] = b.PatronMessage
+		}
+		if b.ExpirationDate != "" {
+			at, err := time.Parse(time.RFC3339, b.ExpirationDate)
+			if err == nil && !at.After(time.Now()) {
+				continue
+			}
+			doc["expirationDate"] = b.ExpirationDate
+		}
+		out = append(out, doc)
+	}
+	return out
 }
 
 // AddItem stores an item at _version 1.
@@ -1034,6 +1072,9 @@ func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
 			u["expirationDate"] = e
 		}
 		out["user"] = u
+		if blocks := f.borrowingBlocks(str(user["id"])); len(blocks) > 0 {
+			out["manualBlocks"] = blocks
+		}
 	}
 	if item == nil {
 		writeJSON(w, 200, out)

@@ -362,6 +362,27 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "validation names the patron's manual blocks in force for borrowing, and no others",
+		given: func(s *session) request {
+			r := s.seed()
+			s.target.Block(s.t, r, map[string]any{"desc": "Unpaid fines", "patronMessage": "Please see the desk", "borrowing": true})
+			s.target.Block(s.t, r, map[string]any{"desc": "Expired", "borrowing": true, "expirationDate": "2020-01-01T00:00:00Z"})
+			s.target.Block(s.t, r, map[string]any{"desc": "Renewals only", "borrowing": false, "renewals": true})
+			return validationReq(r.ItemBarcode, r.PatronBarcode)
+		},
+		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
+		then: func(s *session, got response) {
+			blocks, _ := got.decode(s.t)["manualBlocks"].([]any)
+			if len(blocks) != 1 {
+				s.t.Fatalf("manualBlocks %v, want the one in force", blocks)
+			}
+			b, _ := blocks[0].(map[string]any)
+			if b["desc"] != "Unpaid fines" || b["patronMessage"] != "Please see the desk" || b["userId"] != s.rec.PatronID {
+				s.t.Errorf("manual block %v, want the one in force, for the patron", b)
+			}
+		},
+	},
+	{
 		name: "validation of unknown barcodes answers neither record",
 		given: func(s *session) request {
 			s.seed()

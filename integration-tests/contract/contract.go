@@ -54,6 +54,11 @@ type Target interface {
 	// real storage is given rules through its HTTP API (see
 	// LimitItemsHTTP).
 	LimitItems(t *testing.T, r Records, n int)
+	// Block gives the patron r names a manual block (FOLIO's
+	// /manualblocks shape: desc, patronMessage, borrowing,
+	// expirationDate), as the real storage is given one through its HTTP
+	// API (see BlockHTTP).
+	Block(t *testing.T, r Records, block map[string]any)
 }
 
 // Records are what Target.Seed created.
@@ -382,6 +387,17 @@ func LimitItemsHTTP(t *testing.T, base, tenant string, r Records, n int) {
 	req = request{method: http.MethodPut, path: "/circulation-rules-storage", body: map[string]any{
 		"fallbackLoanPolicyId": policy.ID, "rules": []any{map[string]any{"materialTypeId": r.MaterialTypeID, "loanPolicyId": policy.ID}}}}
 	check(t, "rules", req, send(t, client, base, tenant, req), want{status: http.StatusNoContent})
+}
+
+// BlockHTTP is Target.Block through the HTTP API at base.
+func BlockHTTP(t *testing.T, base, tenant string, r Records, block map[string]any) {
+	t.Helper()
+	body := map[string]any{"userId": r.PatronID, "type": "Manual"}
+	for k, v := range block {
+		body[k] = v
+	}
+	req := request{method: http.MethodPost, path: "/manualblocks", body: body}
+	check(t, "manual block", req, send(t, newHTTPClient(), base, tenant, req), want{status: http.StatusCreated, schema: "manualblock.json"})
 }
 
 // schemaOf is the schema of one record of each collection SeedHTTP writes.

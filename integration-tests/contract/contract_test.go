@@ -70,6 +70,13 @@ func (f *fakeTarget) LimitItems(_ *testing.T, _ contract.Records, n int) {
 	f.fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: id, MaterialTypeMatch: true})
 }
 
+func (f *fakeTarget) Block(_ *testing.T, r contract.Records, block map[string]any) {
+	str := func(k string) string { s, _ := block[k].(string); return s }
+	borrowing, _ := block["borrowing"].(bool)
+	f.fake.AddManualBlock(storagefake.ManualBlock{UserID: r.PatronID, Desc: str("desc"), PatronMessage: str("patronMessage"),
+		ExpirationDate: str("expirationDate"), Borrowing: borrowing})
+}
+
 // realTarget is circulation-storage, seeded through its HTTP API.
 type realTarget struct {
 	url, tenant, never string
@@ -82,6 +89,11 @@ func (r *realTarget) UninitializedTenant() string { return r.never }
 func (r *realTarget) LimitItems(t *testing.T, rec contract.Records, n int) {
 	t.Helper()
 	contract.LimitItemsHTTP(t, r.url, r.tenant, rec, n)
+}
+
+func (r *realTarget) Block(t *testing.T, rec contract.Records, block map[string]any) {
+	t.Helper()
+	contract.BlockHTTP(t, r.url, r.tenant, rec, block)
 }
 
 func (r *realTarget) Seed(t *testing.T) contract.Records {

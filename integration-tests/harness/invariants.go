@@ -127,7 +127,8 @@ func (c *Cluster) OpenLoans(t testing.TB, userBarcode string) int {
 // snapshotTables are every table of a tenant's schema that a request could
 // change.
 var snapshotTables = []string{"patron_group", "material_type", "loan_type", "patron", "item", "loan_policy", "loan",
-	"circulation_rules", "circulation_rule", "setting", "setting_change", "check_out_lock", "check_out_lock_event", "tenant_job"}
+	"circulation_rules", "circulation_rule", "setting", "setting_change", "check_out_lock", "check_out_lock_event", "tenant_job",
+	"manual_block"}
 
 // Snapshot is every row of the tenant's tables as JSON text, for "nothing
 // changed".

@@ -74,6 +74,7 @@ type checkOutValidationJSON struct {
 	User          json.RawMessage  `json:"user,omitempty"`
 	Item          json.RawMessage  `json:"item,omitempty"`
 	MaterialType  json.RawMessage  `json:"materialType,omitempty"`
+	ManualBlocks  json.RawMessage  `json:"manualBlocks,omitempty"`
 	OpenLoan      json.RawMessage  `json:"openLoan,omitempty"`
 	RulesSet      bool             `json:"circulationRulesSet"`
 	Match         *policyMatchJSON `json:"loanPolicyMatch,omitempty"`
@@ -118,7 +119,7 @@ func (s *Server) validateCheckOut(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := checkOutValidationJSON{User: recs.User, Item: recs.Item, MaterialType: recs.MaterialType, OpenLoan: recs.OpenLoan, RulesSet: recs.RulesSet,
+	out := checkOutValidationJSON{User: recs.User, Item: recs.Item, MaterialType: recs.MaterialType, ManualBlocks: recs.ManualBlocks, OpenLoan: recs.OpenLoan, RulesSet: recs.RulesSet,
 		LoanPolicy: recs.LoanPolicy, LockSettings: lockSettingsJSON{Entry: recs.LockSetting}}
 	if recs.Match != nil {
 		m := matchJSON(*recs.Match)

@@ -467,7 +467,7 @@ func TestSampleData(t *testing.T) {
 		t.Errorf("job messages %v, want the schema, reference and sample lines", job.Messages)
 	}
 	all := f.listAll()
-	counts := map[string]int{"/groups": 4, "/material-types": 2, "/loan-types": 2, "/users": 4, "/item-storage/items": 200,
+	counts := map[string]int{"/groups": 4, "/material-types": 2, "/loan-types": 2, "/users": 6, "/item-storage/items": 200,
 		"/loan-policy-storage/loan-policies": 4, "/loan-storage/loans": 0, "/settings/entries": 0}
 	for path, want := range counts {
 		if got := len(all[path]); got != want {
@@ -478,7 +478,8 @@ func TestSampleData(t *testing.T) {
 		"/groups":         {postgres.GroupFaculty, postgres.GroupGraduate, postgres.GroupStaff, postgres.GroupUndergrad},
 		"/material-types": {postgres.MaterialBook, postgres.MaterialDVD},
 		"/loan-types":     {postgres.LoanTypeCanCirculate, postgres.LoanTypeReadingRoom},
-		"/users":          {postgres.SampleID("1001"), postgres.SampleID("1002"), postgres.SampleID("1003"), postgres.SampleID("1004")},
+		"/users": {postgres.SampleID("1001"), postgres.SampleID("1002"), postgres.SampleID("1003"), postgres.SampleID("1004"),
+			postgres.SampleID("1005"), postgres.SampleID("1006")},
 		"/loan-policy-storage/loan-policies": {postgres.PolicyStandard, postgres.PolicyUndergrad, postgres.PolicyDVD,
 			postgres.PolicyReadingRoom},
 	}
@@ -489,8 +490,8 @@ func TestSampleData(t *testing.T) {
 			t.Errorf("%s ids %v, want %v", path, got, want)
 		}
 	}
-	if got := fieldValues(all["/users"], "barcode"); !slices.Equal(got, []string{"1001", "1002", "1003", "1004"}) {
-		t.Errorf("user barcodes %v, want 1001..1004", got)
+	if got := fieldValues(all["/users"], "barcode"); !slices.Equal(got, []string{"1001", "1002", "1003", "1004", "1005", "1006"}) {
+		t.Errorf("user barcodes %v, want 1001..1006", got)
 	}
 	if got := fieldValues(all["/groups"], "group"); !slices.Equal(got, []string{"faculty", "graduate", "staff", "undergrad"}) {
 		t.Errorf("group names %v", got)

@@ -208,12 +208,13 @@ const (
 	tableCirculationRules tableName = "circulation_rules"
 	tableSetting          tableName = "setting"
 	tableSettingChange    tableName = "setting_change"
+	tableManualBlock      tableName = "manual_block"
 )
 
 // tenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var tenantTables = []tableName{
-	tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatron, tableLoanPolicy, tableLoanType,
+	tableManualBlock, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatron, tableLoanPolicy, tableLoanType,
 	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
 	tableTenantJob,
 }

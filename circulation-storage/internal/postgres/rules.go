@@ -198,8 +198,9 @@ const borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
 
 // checkOutReadSQL reads, in one statement, everything validating a
 // check-out by barcode needs: the patron ($1) and the item ($2) by barcode,
-// the item's material type (its name is in FOLIO's refusals), the item's
-// open loan, whether rules are set, the policy they choose with
+// the item's material type (its name is in FOLIO's refusals), the
+// patron's manual blocks in force for borrowing (borrowing true, not
+// expired), the item's open loan, whether rules are set, the policy they choose with
 // the chosen rule's criteria, the policy, the patron's open loans counted
 // as that policy's item limit counts them, and the limit enforced ($3:
 // whether an unscoped limit is) in the tenant $4.
@@ -224,7 +225,10 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
        (SELECT s.jsonb FROM ` + table(tableSetting) + ` s
          WHERE s.tenant_id = $4 AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'),
        (SELECT jsonb_build_object('id', mt.id, 'name', mt.name) FROM ` + table(tableMaterialType) + ` mt
-         WHERE mt.tenant_id = $4 AND mt.id = (SELECT material_type_id FROM i))
+         WHERE mt.tenant_id = $4 AND mt.id = (SELECT material_type_id FROM i)),
+       (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
+         WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $4 AND b.jsonb ->> 'borrowing' = 'true'
+           AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now()))
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true`
@@ -238,7 +242,7 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	var pg, mtMatch, ltMatch *bool
 	err := s.db.pool.QueryRow(ctx, checkOutReadSQL, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
 		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
-			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting, &out.MaterialType)
+			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting, &out.MaterialType, &out.ManualBlocks)
 	if err != nil {
 		return storage.CheckOutRecords{}, interpret(err, t)
 	}

@@ -100,7 +100,15 @@ func sampleSeeds() []seed {
 		patron("1002", "Bob", "Baker", GroupGraduate, true),
 		patron("1003", "Carol", "Cole", GroupUndergrad, false),
 		patron("1004", "Dave", "Dunn", GroupFaculty, true),
+		patron("1005", "Erin", "Ellis", GroupGraduate, true),
+		patron("1006", "Frank", "Foster", GroupGraduate, true),
 	)
+	// Frank's registration has ended: he is refused as inactive.
+	seeds[len(seeds)-1].doc["expirationDate"] = "2025-06-30T23:59:59.000Z"
+	// Erin is blocked from borrowing.
+	seeds = append(seeds, seed{storage.ManualBlocks, SampleID("block-1005"), map[string]any{"userId": SampleID("1005"),
+		"type": "Manual", "desc": "Library card reported stolen", "patronMessage": "Please come to the circulation desk",
+		"borrowing": true, "renewals": true, "requests": true}})
 	item := func(barcode, title, material, loanType string) seed {
 		return seed{storage.Items, SampleID(barcode), map[string]any{"barcode": barcode, "title": title,
 			"status": map[string]any{"name": "Available"}, "materialTypeId": material, "permanentLoanTypeId": loanType}}

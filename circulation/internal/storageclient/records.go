@@ -73,7 +73,11 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 		MaterialType *struct {
 			Name string `json:"name"`
 		} `json:"materialType"`
-		OpenLoan      json.RawMessage  `json:"openLoan"`
+		OpenLoan     json.RawMessage `json:"openLoan"`
+		ManualBlocks []struct {
+			Desc          string `json:"desc"`
+			PatronMessage string `json:"patronMessage"`
+		} `json:"manualBlocks"`
 		RulesSet      bool             `json:"circulationRulesSet"`
 		Match         *policyMatchJSON `json:"loanPolicyMatch"`
 		LoanPolicy    *loanPolicyJSON  `json:"loanPolicy"`
@@ -100,6 +104,9 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 	}
 	if l := v.ItemLimit; l != nil {
 		out.Limit = &circulation.ItemLimit{Limit: l.Limit, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID}
+	}
+	for _, b := range v.ManualBlocks {
+		out.ManualBlocks = append(out.ManualBlocks, circulation.ManualBlock{Desc: b.Desc, PatronMessage: b.PatronMessage})
 	}
 	if u := v.User; u != nil {
 		out.Patron = &circulation.Patron{ID: u.ID, Barcode: u.Barcode, Active: u.Active, PatronGroupID: u.PatronGroup,
