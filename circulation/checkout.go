@@ -223,15 +223,13 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	if len(reads.ManualBlocks) > 0 {
 		refusals = append(refusals, manuallyBlocked(reads.ManualBlocks))
 	}
-	switch {
-	case reads.Patron == nil:
-	case !reads.Patron.ActiveAt(s.now()):
-		// FOLIO's InactiveUserValidator: inactive, or expired.
-		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").
-			With("userBarcode", req.UserBarcode))
-	}
 	if reads.Patron != nil {
 		co.patron = *reads.Patron
+		if !co.patron.ActiveAt(s.now()) {
+			// FOLIO's InactiveUserValidator: inactive, or expired.
+			refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").
+				With("userBarcode", req.UserBarcode))
+		}
 	}
 	if reads.Item == nil {
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemBarcodeNotFound, "No item with barcode %s could be found", req.ItemBarcode).
