@@ -209,16 +209,32 @@ func (s *Tenants) migrateTenantSchema(ctx context.Context, t storage.Tenant) (ui
 	return s.migrate(ctx, t.Schema(), migrations.TenantSchemaFS)
 }
 
+// migrateLockSQL serialises the migrations of one schema across every
+// instance, from the schema's creation on: two tenants enabled at once on
+// a database without the shared schema would otherwise both create it, and
+// one would fail (golang-migrate's own lock is taken only after).
+const migrateLockSQL = `SELECT pg_advisory_lock(hashtextextended('circulation-storage migrate ' || $1, 0))`
+
 // migrate creates schema if needed and applies every pending migration of
 // fsys inside it, returning the schema's migration version. It uses its
-// own connection whose search_path is the schema, because the migration
-// files name their tables without a schema.
+// own connections whose search_path is the schema, because the migration
+// files name their tables without a schema; one of them holds
+// migrateLockSQL's lock throughout.
 func (s *Tenants) migrate(ctx context.Context, schema string, fsys fs.FS) (uint, error) {
 	connCfg := s.db.pool.Config().ConnConfig.Copy()
 	connCfg.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
 	sqlDB := stdlib.OpenDB(*connCfg)
 	defer sqlDB.Close()
-	if _, err := sqlDB.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+	lock, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return 0, interpret(err, "")
+	}
+	// sqlDB.Close, deferred before, ends the session and the lock with it.
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, migrateLockSQL, schema); err != nil {
+		return 0, interpret(err, "")
+	}
+	if _, err := lock.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return 0, interpret(err, "")
 	}
 	driver, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{})

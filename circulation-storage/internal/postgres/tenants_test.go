@@ -164,3 +164,31 @@ func TestEnabledIsRememberedAndForgottenOnPurge(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantsEnabledAtOnceOnAFreshDatabase: the first tenants of a
+// database are enabled at the same moment, by instances of their own; the
+// shared schema is created once, and every one of them is enabled. Run
+// five times, each on a database of its own.
+func TestTenantsEnabledAtOnceOnAFreshDatabase(t *testing.T) {
+	t.Parallel()
+	for round := range 5 {
+		url := pgtest.Fresh(t)
+		const n = 6
+		errs := make(chan error, n)
+		start := make(chan struct{})
+		for range n {
+			db := openDB(t, url)
+			go func() {
+				<-start
+				_, err := NewTenants(db, discard).Init(context.Background(), storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{})
+				errs <- err
+			}()
+		}
+		close(start)
+		for range n {
+			if err := <-errs; err != nil {
+				t.Errorf("round %d: a tenant enabled at once with others: %v", round, err)
+			}
+		}
+	}
+}
