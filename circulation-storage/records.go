@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/checkoutlock/schemas/errs"
 
@@ -35,6 +36,10 @@ type Resource struct {
 	// out, replacing whatever is stored (FOLIO clients of mod-settings do);
 	// one that names a version is still checked against it.
 	VersionOptional bool
+	// Fixed records are a set the service keeps (FOLIO's patron block
+	// conditions): listed, read and changed, never created or deleted
+	// through the API.
+	Fixed bool
 }
 
 // FilterKind says what values a filter accepts.
@@ -82,11 +87,37 @@ var (
 	ManualBlocks = Resource{Name: "Manual block", Path: "/manualblocks", Plural: "manualblocks",
 		Schema: "manualblock.json", CollectionSchema: "manualblocks.json",
 		Filters: []Filter{{Param: "userId", Kind: FilterUUID}}}
+	PatronBlockConditions = Resource{Name: "Patron block condition", Path: "/patron-block-conditions", Plural: "patronBlockConditions",
+		Schema: "patron-block-condition.json", CollectionSchema: "patron-block-conditions.json", Fixed: true}
+	PatronBlockLimits = Resource{Name: "Patron block limit", Path: "/patron-block-limits", Plural: "patronBlockLimits",
+		Schema: "patron-block-limit.json", CollectionSchema: "patron-block-limits.json",
+		Filters: []Filter{{Param: "patronGroupId", Kind: FilterUUID}, {Param: "conditionId", Kind: FilterUUID}}}
 	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
 		Schema: "setting.json", CollectionSchema: "settings.json",
 		Filters:   []Filter{{Param: "scope", Kind: FilterText}, {Param: "key", Kind: FilterText}},
 		Versioned: true, VersionOptional: true}
 )
+
+// FOLIO's patron block conditions (mod-patron-blocks' ids): the ones
+// this service computes from its own records.
+const (
+	ConditionItemsChargedOut = schemas.ConditionItemsChargedOut
+	ConditionLostItems       = schemas.ConditionLostItems
+	ConditionOverdueItems    = schemas.ConditionOverdueItems
+)
+
+// PatronBlockConditionSet is FOLIO's six conditions as a tenant is given
+// them (mod-patron-blocks' populate-patron-block-conditions.sql): none
+// blocks anything until a librarian says so. Recalls and fees/fines are
+// not computed here: those conditions never block.
+var PatronBlockConditionSet = []struct{ ID, Name, ValueType string }{
+	{ConditionItemsChargedOut, "Maximum number of items charged out", "Integer"},
+	{ConditionLostItems, "Maximum number of lost items", "Integer"},
+	{ConditionOverdueItems, "Maximum number of overdue items", "Integer"},
+	{"e5b45031-a202-4abb-917b-e1df9346fe2c", "Maximum number of overdue recalls", "Integer"},
+	{"cf7a0d5f-a327-4ca1-aa9e-dc55ec006b8a", "Maximum outstanding fee/fine balance", "Double"},
+	{"08530ac4-07f2-48e6-9dda-a97bc2bf7053", "Recall overdue by maximum number of days", "Integer"},
+}
 
 // ItemStatuses are the item statuses FOLIO knows (schemas/item.json).
 var ItemStatuses = []string{
@@ -97,7 +128,8 @@ var ItemStatuses = []string{
 
 // Resources lists every record kind, in the order their references allow
 // them to be created.
-var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, Loans, ManualBlocks, Settings}
+var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, Loans, ManualBlocks,
+	PatronBlockConditions, PatronBlockLimits, Settings}
 
 // RecordFilter selects a page of records: Params maps filter parameters to
 // the value to match.
@@ -185,6 +217,15 @@ type ItemLimit struct {
 func ItemLimitReached(limit, open int) *errs.Error {
 	return errs.Errorf(errs.KindInvalid, schemas.CodeItemLimitReached, "Patron has reached maximum limit of %d items", limit).
 		With("itemLimit", fmt.Sprint(limit)).With("openLoans", fmt.Sprint(open))
+}
+
+// ChargedOutLimitReached is storage's refusal of a write at the patron
+// group's maximum items charged out (an automated patron block), with the
+// condition's message, as FOLIO refuses it.
+func ChargedOutLimitReached(message string, limit float64, open int) *errs.Error {
+	return errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", message).
+		With("patronBlockConditionId", ConditionItemsChargedOut).With("limit", strconv.FormatFloat(limit, 'f', -1, 64)).
+		With("openLoans", fmt.Sprint(open))
 }
 
 // CheckInWrite is a loan to replace with the conditions of a check-in.

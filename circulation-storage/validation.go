@@ -19,6 +19,9 @@ type CheckOutRecords struct {
 	// (borrowing true, not expired), a JSON array; nil when there are
 	// none.
 	ManualBlocks json.RawMessage
+	// AutomatedBlocks are the patron's automated blocks (conditions over
+	// their patron group's limits), a JSON array; nil when there are none.
+	AutomatedBlocks json.RawMessage
 	// RulesSet says whether the rules are set; it is reported only when
 	// the patron and the item exist, and then Match and LoanPolicy are set.
 	RulesSet   bool

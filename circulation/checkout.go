@@ -223,6 +223,13 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	if len(reads.ManualBlocks) > 0 {
 		refusals = append(refusals, manuallyBlocked(reads.ManualBlocks))
 	}
+	// FOLIO's AutomatedPatronBlocksValidator: one refusal per condition
+	// that blocks borrowing, its message as the condition gives it.
+	for _, b := range reads.AutomatedBlocks {
+		if b.BlockBorrowing {
+			refusals = append(refusals, automaticallyBlocked(b.ConditionID, b.Message))
+		}
+	}
 	if reads.Patron != nil {
 		co.patron = *reads.Patron
 		if !co.patron.ActiveAt(s.now()) {
@@ -278,6 +285,12 @@ func manuallyBlocked(blocks []ManualBlock) *errs.Error {
 		e.With("patronMessage", strings.Join(messages, ";"))
 	}
 	return e
+}
+
+// automaticallyBlocked is FOLIO's refusal for an automated patron block.
+func automaticallyBlocked(conditionID, message string) *errs.Error {
+	return errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", message).
+		With("patronBlockConditionId", conditionID)
 }
 
 // checkPolicy applies the loan policy the rules chose, as FOLIO does, both
@@ -515,6 +528,11 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (writte
 			limit = &ItemLimit{Limit: itemLimitOf(err)}
 		}
 		return written{}, &errs.Refusal{Errors: []*errs.Error{ItemLimitReached(limit.Limit, co.match, co.req.ItemBarcode)}}
+	case errs.IsCode(err, schemas.CodeUserBlockedAutomatically):
+		// Storage counted the patron's loans in the write and found them
+		// at the group's maximum items charged out.
+		e, _ := errs.As(err)
+		return written{}, &errs.Refusal{Errors: []*errs.Error{automaticallyBlocked(schemas.ConditionItemsChargedOut, e.Message)}}
 	case errs.IsCode(err, schemas.CodeItemHasOpenLoan):
 		return written{}, &errs.Refusal{Errors: []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan,
 			"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}

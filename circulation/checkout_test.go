@@ -588,6 +588,55 @@ func TestCheckOutRechecksTheItemLimitUnderTheLock(t *testing.T) {
 	wantItem(t, s.fake, circulation.StatusAvailable, 1)
 }
 
+// TestAutomatedBlocks: a patron at their group's maximum items charged
+// out is refused with the condition's message, FOLIO's code, before the
+// item is looked at; and the limit is counted again in the write, under
+// the lock: a check-out validated below it is refused when other
+// check-outs reached it meanwhile, and writes nothing.
+func TestAutomatedBlocks(t *testing.T) {
+	t.Parallel()
+	const refusal = "USER_IS_BLOCKED_AUTOMATICALLY: Maximum items charged out [patronBlockConditionId=" + schemas.ConditionItemsChargedOut + "]"
+	t.Run("at validation", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		s.fake.SetChargedOutLimit(storagefake.ChargedOutLimit{Limit: 2, Message: "Maximum items charged out"})
+		// Validation counts the patron's loans for the charged-out limit,
+		// then for the item limit.
+		s.fake.OpenCounts(2, 0)
+		before := s.fake.Dump()
+		_, err := s.checkOut(t)
+		wantStrings(t, "refusals", refusals(t, err), []string{refusal})
+		wantCount(t, s.fake, storagefake.RouteAcquire, 0)
+		s.fake.WantUnchanged(t, before)
+	})
+	t.Run("in the write", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		s.fake.SetChargedOutLimit(storagefake.ChargedOutLimit{Limit: 2, Message: "Maximum items charged out"})
+		// Validation counts 1; by the write (which counts for the item
+		// limit first), another check-out has made it 2.
+		s.fake.OpenCounts(1, 0, 0, 2)
+		_, err := s.checkOut(t)
+		wantStrings(t, "refusals", refusals(t, err), []string{refusal})
+		wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+		if n := len(s.fake.Loans()); n != 0 {
+			t.Errorf("%d loans, want none", n)
+		}
+		wantItem(t, s.fake, circulation.StatusAvailable, 1)
+		if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+			t.Errorf("locks %+v, want one, released", locks)
+		}
+	})
+	t.Run("below the limit", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		s.fake.SetChargedOutLimit(storagefake.ChargedOutLimit{Limit: 2, Message: "Maximum items charged out"})
+		if _, err := s.checkOut(t); err != nil {
+			t.Fatalf("the first check-out under a limit of 2: %v", err)
+		}
+	})
+}
+
 // TestCheckOutItemLimitNamesTheRuleScope walks every combination of the
 // criteria the rule that chose the policy names: FOLIO's message and code,
 // and the open loans counted in that scope.

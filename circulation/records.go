@@ -152,6 +152,8 @@ type CheckOutReads struct {
 	OpenLoan bool
 	// ManualBlocks are the patron's manual blocks in force for borrowing.
 	ManualBlocks []ManualBlock
+	// AutomatedBlocks are the patron's automated blocks.
+	AutomatedBlocks []AutomatedBlock
 	// RulesSet says whether the circulation rules are set; when they are,
 	// and the patron and item exist, Match and Policy are the loan policy
 	// they choose and OpenLoans the patron's open loans counted as Match's
@@ -174,6 +176,14 @@ type CheckOutReads struct {
 // staff (Desc), and what the patron is told.
 type ManualBlock struct {
 	Desc, PatronMessage string
+}
+
+// AutomatedBlock is a condition of automated patron blocks the patron is
+// over, as mod-patron-blocks reports it.
+type AutomatedBlock struct {
+	ConditionID    string
+	BlockBorrowing bool
+	Message        string
 }
 
 // SettingRead is a settings entry as read: the entry, and whether there

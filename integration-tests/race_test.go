@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
 )
 
 // burst fires n simultaneous check-outs of distinct items for one patron,
@@ -33,6 +34,44 @@ func burst(c *harness.Cluster, patron string, items []string) []harness.Response
 	close(start)
 	wg.Wait()
 	return results
+}
+
+// burstsToTheLimit runs a patron's burst (burst) in each of rounds, one
+// patron a round, for patrons with room for limit loans: exactly limit
+// check-outs must succeed, every other answer be the refusal code (its
+// body holding message, when set) or "unable to acquire lock", and the
+// patron hold limit open loans. It counts the answers.
+func burstsToTheLimit(t *testing.T, c *harness.Cluster, lib harness.Library, rounds, limit int, code, message string) (
+	requests, successes, refused, unlocked int) {
+	t.Helper()
+	for round := range rounds {
+		created := 0
+		for _, r := range burst(c, lib.Patrons[round], lib.Items[round]) {
+			requests++
+			codes := r.ErrorCodes()
+			switch {
+			case r.Status == http.StatusCreated:
+				created++
+			case r.Status == http.StatusUnprocessableEntity && len(codes) == 1 && codes[0] == code:
+				if !strings.Contains(string(r.Body), message) {
+					t.Fatalf("round %d: a refusal without its message %q: %s", round, message, r.Body)
+				}
+				refused++
+			case r.Status == http.StatusUnprocessableEntity && len(codes) == 1 && codes[0] == schemas.CodeUnableToAcquireLock:
+				unlocked++
+			default:
+				t.Fatalf("round %d: unexpected answer %d %s", round, r.Status, r.Body)
+			}
+		}
+		successes += created
+		if created != limit {
+			t.Fatalf("round %d: %d check-outs succeeded, want exactly %d", round, created, limit)
+		}
+		if n := c.OpenLoans(t, lib.Patrons[round]); n != limit {
+			t.Fatalf("round %d: patron has %d open loans, want %d", round, n, limit)
+		}
+	}
+	return requests, successes, refused, unlocked
 }
 
 // TestWorkloadRaceWithoutLock (workload 1) shows the race the product
@@ -100,33 +139,39 @@ func TestWorkloadLimitHoldsWithLock(t *testing.T) {
 	const limit, racers = 2, 20
 	rounds := scaled(10)
 	lib := c.SetupLibrary(rounds, racers, limit)
-	requests, successes, limited, unlocked := 0, 0, 0, 0
-	for round := range rounds {
-		created := 0
-		for _, r := range burst(c, lib.Patrons[round], lib.Items[round]) {
-			requests++
-			switch {
-			case r.Status == http.StatusCreated:
-				created++
-			case r.Status == http.StatusUnprocessableEntity && len(r.ErrorCodes()) == 1 && r.ErrorCodes()[0] == "ITEM_LIMIT_LOAN_TYPE":
-				limited++
-			case r.Status == http.StatusUnprocessableEntity && len(r.ErrorCodes()) == 1 && r.ErrorCodes()[0] == "UNABLE_TO_ACQUIRE_LOCK":
-				unlocked++
-			default:
-				t.Fatalf("round %d: unexpected answer %d %s", round, r.Status, r.Body)
-			}
-		}
-		successes += created
-		if created != limit {
-			t.Fatalf("round %d: %d check-outs succeeded, want exactly %d", round, created, limit)
-		}
-		if n := c.OpenLoans(t, lib.Patrons[round]); n != limit {
-			t.Fatalf("round %d: patron has %d open loans, want %d", round, n, limit)
-		}
-	}
+	requests, successes, limited, unlocked := burstsToTheLimit(t, c, lib, rounds, limit, "ITEM_LIMIT_LOAN_TYPE", "")
 	violations := c.Violations(harness.Invariants{ItemLimit: limit})
 	summary(t, requests, successes, limited+unlocked, len(violations),
 		fmt.Sprintf("refused_at_limit=%d unable_to_acquire_lock=%d", limited, unlocked))
+	c.CheckInvariants(t, harness.Invariants{ItemLimit: limit})
+}
+
+// TestChargedOutLimitHoldsWithLock: the patrons' group may have at most
+// three items charged out (an automated block of mod-patron-blocks' kind),
+// and no loan policy sets an item limit. A patron's ten simultaneous
+// check-outs over three circulation instances, round after round: exactly
+// three succeed, every other is refused with the block's message (or
+// "unable to acquire lock"), and the database never holds more than three
+// open loans for the patron.
+func TestChargedOutLimitHoldsWithLock(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true, RetryIntervalMs: "50|50|100|200|400|800"})
+	const limit, racers = 3, 10
+	rounds := scaled(10)
+	lib := c.SetupLibrary(rounds, racers, 0)
+	condition := "/patron-block-conditions/" + schemas.ConditionItemsChargedOut
+	var cond map[string]any
+	c.Do(c.Storage, "GET", condition, nil).Want(t, http.StatusOK).Decode(t, &cond)
+	cond["blockBorrowing"], cond["message"] = true, "You have reached the maximum number of items charged out"
+	delete(cond, "metadata")
+	c.Do(c.Storage, "PUT", condition, cond).Want(t, http.StatusNoContent)
+	c.Do(c.Storage, "POST", "/patron-block-limits", map[string]any{"patronGroupId": lib.GroupID,
+		"conditionId": schemas.ConditionItemsChargedOut, "value": limit}).Want(t, http.StatusCreated)
+	requests, successes, blocked, unlocked := burstsToTheLimit(t, c, lib, rounds, limit, schemas.CodeUserBlockedAutomatically,
+		"You have reached the maximum number of items charged out")
+	violations := c.Violations(harness.Invariants{ItemLimit: limit})
+	summary(t, requests, successes, blocked+unlocked, len(violations),
+		fmt.Sprintf("blocked_at_charged_out=%d unable_to_acquire_lock=%d", blocked, unlocked))
 	c.CheckInvariants(t, harness.Invariants{ItemLimit: limit})
 }
 

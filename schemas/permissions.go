@@ -48,6 +48,8 @@ const (
 	InterfaceLoanTypes           = "loan-types"
 	InterfaceSettings            = "settings"
 	InterfaceManualBlocks        = "manualblocks"
+	InterfaceBlockConditions     = "patron-block-conditions"
+	InterfaceBlockLimits         = "patron-block-limits"
 	InterfaceTenant              = "_tenant"
 	InterfaceAdmin               = "_admin"
 )
@@ -66,6 +68,19 @@ func crud(iface, path, prefix, what string) []Route {
 		r("PUT", path+"/{id}", ".item.put", "change a "+strings.TrimSuffix(what, "s")),
 		r("DELETE", path+"/{id}", ".item.delete", "delete a "+strings.TrimSuffix(what, "s")),
 	}
+}
+
+// fixedSet is the routes of a record set the service keeps, which clients
+// list, read and change but never create or delete (FOLIO's patron block
+// conditions): crud's GET, GET and PUT.
+func fixedSet(iface, path, prefix, what string) []Route {
+	var out []Route
+	for _, r := range crud(iface, path, prefix, what) {
+		if r.Method != "POST" && r.Method != "DELETE" {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Routes is every route of both services.
@@ -119,6 +134,8 @@ var Routes = slices.Concat(
 	crud(InterfaceLoanStorage, "/loan-storage/loans", "circulation-storage.loans", "loans"),
 	crud(InterfaceSettings, "/settings/entries", "mod-settings.entries", "settings entries"),
 	crud(InterfaceManualBlocks, "/manualblocks", "manualblocks", "manual patron blocks"),
+	fixedSet(InterfaceBlockConditions, "/patron-block-conditions", "patron-blocks.patron-block-conditions", "patron block conditions"),
+	crud(InterfaceBlockLimits, "/patron-block-limits", "patron-blocks.patron-block-limits", "patron block limits"),
 	// Open on both services.
 	openRoutes(ServiceCirculation), openRoutes(ServiceStorage),
 	// circulation's pages: static files; every call they make needs its

@@ -107,18 +107,21 @@ const (
 	CodeUnableToAcquireLock = "UNABLE_TO_ACQUIRE_LOCK"
 
 	// Check-out and check-in refusals (FOLIO's codes where FOLIO has them).
-	CodeUserBarcodeNotFound   = "USER_BARCODE_NOT_FOUND"
-	CodeUserInactive          = "USER_IS_INACTIVE"
-	CodeUserBlockedManually   = "USER_IS_BLOCKED_MANUALLY"
-	CodeItemBarcodeNotFound   = "ITEM_BARCODE_NOT_FOUND"
-	CodeItemAlreadyCheckedOut = "ITEM_ALREADY_CHECKED_OUT"
-	CodeItemHasOpenLoan       = "ITEM_HAS_OPEN_LOAN"
-	CodeItemStatusRefused     = "ITEM_STATUS_REFUSED"
-	CodeItemNotLoanable       = "ITEM_NOT_LOANABLE"
-	CodeItemLimit             = "ITEM_LIMIT"
-	CodeItemLimitMaterialType = "ITEM_LIMIT_MATERIAL_TYPE"
-	CodeItemLimitLoanType     = "ITEM_LIMIT_LOAN_TYPE"
-	CodeItemLimitBoth         = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
+	CodeUserBarcodeNotFound = "USER_BARCODE_NOT_FOUND"
+	CodeUserInactive        = "USER_IS_INACTIVE"
+	CodeUserBlockedManually = "USER_IS_BLOCKED_MANUALLY"
+	// CodeUserBlockedAutomatically is an automated patron block; storage
+	// refuses a check-out's write with it at the maximum items charged out.
+	CodeUserBlockedAutomatically = "USER_IS_BLOCKED_AUTOMATICALLY"
+	CodeItemBarcodeNotFound      = "ITEM_BARCODE_NOT_FOUND"
+	CodeItemAlreadyCheckedOut    = "ITEM_ALREADY_CHECKED_OUT"
+	CodeItemHasOpenLoan          = "ITEM_HAS_OPEN_LOAN"
+	CodeItemStatusRefused        = "ITEM_STATUS_REFUSED"
+	CodeItemNotLoanable          = "ITEM_NOT_LOANABLE"
+	CodeItemLimit                = "ITEM_LIMIT"
+	CodeItemLimitMaterialType    = "ITEM_LIMIT_MATERIAL_TYPE"
+	CodeItemLimitLoanType        = "ITEM_LIMIT_LOAN_TYPE"
+	CodeItemLimitBoth            = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
 	// With a patron group named by the rule too (FOLIO's codes).
 	CodeItemLimitPatronGroupMaterialType = "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE"
 	CodeItemLimitPatronGroupLoanType     = "ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE"
@@ -163,3 +166,11 @@ const (
 // MaxViolations is the most schema violations one 422 answer lists; the
 // answer's last entry says how many more there were.
 const MaxViolations = 50
+
+// FOLIO's patron block conditions (mod-patron-blocks' ids) that this
+// project computes from its own records.
+const (
+	ConditionItemsChargedOut = "3d7c52dc-c732-4223-8bf8-e5917801386f"
+	ConditionLostItems       = "72b67965-5b73-4840-bc0b-be8f3f6e047e"
+	ConditionOverdueItems    = "584fbd4f-6a34-4730-a6ca-73a6a6a9d845"
+)

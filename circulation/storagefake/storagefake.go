@@ -174,6 +174,9 @@ type Fake struct {
 	loans    []map[string]any
 	policies map[string]LoanPolicy
 	blocks   []ManualBlock
+	// charged is the maximum items charged out of every patron's group,
+	// nil for none.
+	charged  *ChargedOutLimit
 	match    *PolicyMatch
 	settings []map[string]any
 	locks    []*Lock
@@ -351,6 +354,22 @@ func (f *Fake) AddUser(u User) {
 		doc["expirationDate"] = u.ExpirationDate
 	}
 	f.users = append(f.users, doc)
+}
+
+// ChargedOutLimit is a patron group's limit of maximum items charged out,
+// with its condition blocking borrowing, and the condition's message.
+type ChargedOutLimit struct {
+	Limit   int
+	Message string
+}
+
+// SetChargedOutLimit gives every patron's group a limit of maximum items
+// charged out: validation reports the automated block at it, and a
+// check-out's write is refused at it.
+func (f *Fake) SetChargedOutLimit(l ChargedOutLimit) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.charged = &l
 }
 
 // AddManualBlock stores a manual patron block.
@@ -871,6 +890,13 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	if c := f.charged; c != nil {
+		if open := f.countOpen(str(doc["userId"]), "", ""); open >= c.Limit {
+			writeError(w, 422, schemas.CodeUserBlockedAutomatically, c.Message, "patronBlockConditionId", schemas.ConditionItemsChargedOut,
+				"limit", strconv.Itoa(c.Limit), "openLoans", strconv.Itoa(open))
+			return
+		}
+	}
 	// A check-out's loan moves its item to Checked out in the same
 	// transaction, at the version the check-out read.
 	item := f.loanItemAt(w, doc, itemVersion, "check out")
@@ -1074,6 +1100,10 @@ func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
 		out["user"] = u
 		if blocks := f.borrowingBlocks(str(user["id"])); len(blocks) > 0 {
 			out["manualBlocks"] = blocks
+		}
+		if c := f.charged; c != nil && f.countOpen(str(user["id"]), "", "") >= c.Limit {
+			out["automatedPatronBlocks"] = []map[string]any{{"patronBlockConditionId": schemas.ConditionItemsChargedOut,
+				"blockBorrowing": true, "blockRenewals": false, "blockRequests": false, "message": c.Message}}
 		}
 	}
 	if item == nil {

@@ -383,6 +383,41 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "validation reports the patron group's maximum items charged out as an automated block",
+		given: func(s *session) request {
+			r := s.seed()
+			s.target.LimitChargedOut(s.t, r, 0, "No more loans")
+			return validationReq(r.ItemBarcode, r.PatronBarcode)
+		},
+		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
+		then: func(s *session, got response) {
+			blocks, _ := got.decode(s.t)["automatedPatronBlocks"].([]any)
+			var b map[string]any
+			if len(blocks) == 1 {
+				b, _ = blocks[0].(map[string]any)
+			}
+			if b["patronBlockConditionId"] != schemas.ConditionItemsChargedOut || b["blockBorrowing"] != true || b["message"] != "No more loans" {
+				s.t.Errorf("automatedPatronBlocks %v, want the charged-out block with its message", blocks)
+			}
+		},
+	},
+	{
+		name: "a check-out write at the patron group's maximum items charged out is refused, with the condition's message",
+		given: func(s *session) request {
+			r := s.seed()
+			s.target.LimitChargedOut(s.t, r, 0, "No more loans")
+			return checkOutReq(r, "", "1")
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeUserBlockedAutomatically,
+			params: map[string]string{"patronBlockConditionId": schemas.ConditionItemsChargedOut, "openLoans": "0"}},
+		then: func(s *session, got response) {
+			if msg := firstMessage(got); msg != "No more loans" {
+				s.t.Errorf("message %q, want the condition's", msg)
+			}
+			nothingWritten(s, got)
+		},
+	},
+	{
 		name: "validation of unknown barcodes answers neither record",
 		given: func(s *session) request {
 			s.seed()

@@ -59,6 +59,11 @@ type Target interface {
 	// expirationDate), as the real storage is given one through its HTTP
 	// API (see BlockHTTP).
 	Block(t *testing.T, r Records, block map[string]any)
+	// LimitChargedOut gives the patron group r names a limit of n items
+	// charged out, its condition blocking borrowing with message, as the
+	// real storage is given one through its HTTP API (see
+	// LimitChargedOutHTTP).
+	LimitChargedOut(t *testing.T, r Records, n int, message string)
 }
 
 // Records are what Target.Seed created.
@@ -398,6 +403,27 @@ func BlockHTTP(t *testing.T, base, tenant string, r Records, block map[string]an
 	}
 	req := request{method: http.MethodPost, path: "/manualblocks", body: body}
 	check(t, "manual block", req, send(t, newHTTPClient(), base, tenant, req), want{status: http.StatusCreated, schema: "manualblock.json"})
+}
+
+// LimitChargedOutHTTP is Target.LimitChargedOut through the HTTP API at
+// base: the condition blocks borrowing with message, and the patron
+// group gets the limit.
+func LimitChargedOutHTTP(t *testing.T, base, tenant string, r Records, n int, message string) {
+	t.Helper()
+	client := newHTTPClient()
+	path := "/patron-block-conditions/" + schemas.ConditionItemsChargedOut
+	got := send(t, client, base, tenant, request{method: http.MethodGet, path: path})
+	var c map[string]any
+	if got.status != http.StatusOK || json.Unmarshal(got.body, &c) != nil {
+		t.Fatalf("the tenant's condition: %d %s", got.status, got.body)
+	}
+	c["blockBorrowing"], c["message"] = true, message
+	delete(c, "metadata")
+	req := request{method: http.MethodPut, path: path, body: c}
+	check(t, "condition", req, send(t, client, base, tenant, req), want{status: http.StatusNoContent})
+	req = request{method: http.MethodPost, path: "/patron-block-limits", body: map[string]any{
+		"patronGroupId": r.PatronGroupID, "conditionId": schemas.ConditionItemsChargedOut, "value": n}}
+	check(t, "limit", req, send(t, client, base, tenant, req), want{status: http.StatusCreated, schema: "patron-block-limit.json"})
 }
 
 // schemaOf is the schema of one record of each collection SeedHTTP writes.

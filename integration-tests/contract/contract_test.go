@@ -77,6 +77,10 @@ func (f *fakeTarget) Block(_ *testing.T, r contract.Records, block map[string]an
 		ExpirationDate: str("expirationDate"), Borrowing: borrowing})
 }
 
+func (f *fakeTarget) LimitChargedOut(_ *testing.T, _ contract.Records, n int, message string) {
+	f.fake.SetChargedOutLimit(storagefake.ChargedOutLimit{Limit: n, Message: message})
+}
+
 // realTarget is circulation-storage, seeded through its HTTP API.
 type realTarget struct {
 	url, tenant, never string
@@ -94,6 +98,11 @@ func (r *realTarget) LimitItems(t *testing.T, rec contract.Records, n int) {
 func (r *realTarget) Block(t *testing.T, rec contract.Records, block map[string]any) {
 	t.Helper()
 	contract.BlockHTTP(t, r.url, r.tenant, rec, block)
+}
+
+func (r *realTarget) LimitChargedOut(t *testing.T, rec contract.Records, n int, message string) {
+	t.Helper()
+	contract.LimitChargedOutHTTP(t, r.url, r.tenant, rec, n, message)
 }
 
 func (r *realTarget) Seed(t *testing.T) contract.Records {

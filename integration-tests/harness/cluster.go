@@ -347,7 +347,9 @@ func (c *Cluster) CheckIn(i int, itemBarcode string) Response {
 // Library is what SetupLibrary created.
 type Library struct {
 	PolicyID string
-	Patrons  []string // barcodes
+	// GroupID is the patrons' group.
+	GroupID string
+	Patrons []string // barcodes
 	// Items[i] are the items set aside for patron i.
 	Items [][]string
 }
@@ -380,7 +382,7 @@ func (c *Cluster) SetupLibrary(patrons, itemsPerPatron, itemLimit int) Library {
 		"rules":                []map[string]any{{"loanTypeId": loanType, "loanPolicyId": policy}},
 	}).Want(c.t, http.StatusNoContent)
 
-	lib := Library{PolicyID: policy, Items: make([][]string, patrons)}
+	lib := Library{PolicyID: policy, GroupID: group, Items: make([][]string, patrons)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make(chan string, patrons*(itemsPerPatron+1))

@@ -25,10 +25,13 @@ import (
 
 // routeRecords serves the FOLIO-style CRUD of one resource.
 func (s *Server) routeRecords(e *echo.Echo, r storage.Resource) {
-	handle(e, http.MethodPost, r.Path, func(c echo.Context) error { return s.createRecord(c, r) }, s.tenant)
 	get(e, r.Path, func(c echo.Context) error { return s.listRecords(c, r) }, s.tenant)
 	get(e, r.Path+"/:id", func(c echo.Context) error { return s.getRecord(c, r) }, s.tenant)
 	handle(e, http.MethodPut, r.Path+"/:id", func(c echo.Context) error { return s.putRecord(c, r) }, s.tenant)
+	if r.Fixed {
+		return
+	}
+	handle(e, http.MethodPost, r.Path, func(c echo.Context) error { return s.createRecord(c, r) }, s.tenant)
 	handle(e, http.MethodDelete, r.Path+"/:id", func(c echo.Context) error { return s.deleteRecord(c, r) }, s.tenant)
 }
 

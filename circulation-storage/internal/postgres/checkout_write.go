@@ -30,6 +30,11 @@ var _ storage.LoanWriter = (*Records)(nil)
 //     the borrower and the item (policyMatchSQL) sets it, enforced for a
 //     rule naming neither a material nor a loan type only when $6; the
 //     patron's open loans are counted here, in the write's own statement;
+//   - maximum items charged out: when the borrower's patron group has a
+//     limit for that condition of automated patron blocks and the
+//     condition blocks borrowing (chargedSQL), the patron's open loans
+//     are counted here too, as the item limit's are, and the loan is
+//     written only below the limit;
 //   - the item at that version. A second open loan for the item fails the
 //     whole statement, the item update included.
 //
@@ -71,10 +76,16 @@ WITH fence AS (
 ), counted AS (
     SELECT (` + locksql.OpenLoanCount("%[1]s", "%[3]s", "$10", "($2::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
      WHERE (SELECT n FROM limited) IS NOT NULL
+), charged AS (` + chargedSQL("%[10]s", "%[11]s", "$10",
+	"(SELECT patron_group_id FROM %[8]s WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'userId')::uuid)") + `
+), charged_count AS (
+    SELECT (` + locksql.OpenLoanCount("%[1]s", "%[3]s", "$10", "($2::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
+     WHERE EXISTS (SELECT 1 FROM charged)
 ), allowed AS (
     SELECT (SELECT ok FROM required)
        AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
-       AND ((SELECT n FROM limited) IS NULL OR (SELECT n FROM counted) < (SELECT n FROM limited)) AS ok
+       AND ((SELECT n FROM limited) IS NULL OR (SELECT n FROM counted) < (SELECT n FROM limited))
+       AND (NOT EXISTS (SELECT 1 FROM charged) OR (SELECT n FROM charged_count) < (SELECT lim FROM charged)) AS ok
 ), item AS (
     UPDATE %[3]s
        SET jsonb = ` + withMetadata(itemWithStatus("Checked out"), 5, true) + `
@@ -94,8 +105,22 @@ WITH fence AS (
 SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT ok FROM required),
        (SELECT n FROM counted), (SELECT n FROM limited),
        released.user_id::text,
-       ` + locksql.Announce("%[4]s", "$10") + `
+       ` + locksql.Announce("%[4]s", "$10") + `,
+       (SELECT n FROM charged_count), (SELECT lim FROM charged), (SELECT message FROM charged)
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
+
+// chargedSQL is the limit of maximum items charged out that holds a
+// check-out's write: one row (lim, message) when the patron group (group,
+// an SQL expression) has a limit for the condition and the condition
+// blocks borrowing, none otherwise. limit and condition are the tables,
+// tenant the SQL that gives the tenant.
+func chargedSQL(limit, condition, tenant, group string) string {
+	return `
+    SELECT pl.value AS lim, coalesce(nullif(c.jsonb ->> 'message', ''), c.jsonb ->> 'name') AS message
+      FROM ` + limit + ` pl JOIN ` + condition + ` c ON c.tenant_id = pl.tenant_id AND c.id = pl.condition_id
+     WHERE pl.tenant_id = ` + tenant + ` AND pl.patron_group_id = ` + group + `
+       AND pl.condition_id = '` + storage.ConditionItemsChargedOut + `' AND c.jsonb ->> 'blockBorrowing' = 'true'`
+}
 
 // lockFeatureSQL is whether the tenant's check-out lock feature is on, as
 // storage reads it in a write: the checkoutLockFeature setting's
@@ -131,7 +156,7 @@ var (
 	lockRowsSQL   = withTables(locksql.LockRows, tableLock, tablePatron)
 	patronRowSQL  = withTables(locksql.PatronRow, tablePatron)
 	checkOutWrite = withTables(checkOutSQL, tableLoan, tableLock, tableItem, tableLockWaiter, tableSetting,
-		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy)
+		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy, tableBlockLimit, tableBlockCondition)
 )
 
 // checkOutResult is the row checkOutSQL answers.
@@ -141,6 +166,12 @@ type checkOutResult struct {
 	open, limit      *int
 	released         *string
 	notified         bool
+	// charged and chargedLimit are the open loans counted against the
+	// patron group's maximum items charged out, and the limit, with the
+	// condition's message; nil without such a limit.
+	charged       *int
+	chargedLimit  *float64
+	chargedReason *string
 }
 
 // checkOutBatch is a check-out's write as one batch, sent in one round trip
@@ -159,7 +190,8 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 	b.Queue(checkOutWrite, w.LoanID, w.Loan, nullable(w.LockID), w.ItemVersion, metadataUser(ctx),
 		s.policy.EnforceUnscopedItemLimit, s.policy.LockFeatureDefault, nullable(caller.User), w.ReleaseLock, string(t),
 		nullable(caller.Module)).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified)
+		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified,
+			&r.charged, &r.chargedLimit, &r.chargedReason)
 	})
 	return b, r
 }
@@ -188,6 +220,8 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 			With("lockId", w.LockID)
 	case r.limit != nil && r.open != nil && *r.open >= *r.limit:
 		return storage.CheckOutWritten{}, storage.ItemLimitReached(*r.limit, *r.open)
+	case r.chargedLimit != nil && r.charged != nil && float64(*r.charged) >= *r.chargedLimit:
+		return storage.CheckOutWritten{}, storage.ChargedOutLimitReached(deref(r.chargedReason), *r.chargedLimit, *r.charged)
 	}
 	itemID := fieldValue(w.Loan, "itemId")
 	var stored2 int

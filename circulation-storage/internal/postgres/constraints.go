@@ -20,29 +20,33 @@ type constraint struct {
 	source string // records holding the reference, for refused deletes
 }
 
-// constraints lists every uniqueness rule and reference of migration 000003
+// constraints lists every uniqueness rule and reference of the migrations
 // by name, so violations are reported by SQLSTATE and constraint name.
 var constraints = map[string]constraint{
-	"patron_group_name_key":               {field: "group"},
-	"material_type_name_key":              {field: "name"},
-	"loan_type_name_key":                  {field: "name"},
-	"patron_barcode_key":                  {field: "barcode"},
-	"item_barcode_key":                    {field: "barcode"},
-	"loan_policy_name_key":                {field: "name"},
-	"setting_scope_key_key":               {field: "key"},
-	"loan_one_open_loan_per_item":         {field: "itemId"},
-	"patron_patron_group_fkey":            {field: "patronGroup", target: "patron group", source: "users"},
-	"item_material_type_fkey":             {field: "materialTypeId", target: "material type", source: "items"},
-	"item_permanent_loan_type_fkey":       {field: "permanentLoanTypeId", target: "loan type", source: "items"},
-	"item_temporary_loan_type_fkey":       {field: "temporaryLoanTypeId", target: "loan type", source: "items"},
-	"loan_user_fkey":                      {field: "userId", target: "user", source: "loans"},
-	"loan_item_fkey":                      {field: "itemId", target: "item", source: "loans"},
-	"loan_loan_policy_fkey":               {field: "loanPolicyId", target: "loan policy", source: "loans"},
-	"circulation_rules_fallback_fkey":     {field: "fallbackLoanPolicyId", target: "loan policy", source: "circulation rules"},
-	"circulation_rule_patron_group_fkey":  {field: "patronGroupId", target: "patron group", source: "circulation rules"},
-	"circulation_rule_material_type_fkey": {field: "materialTypeId", target: "material type", source: "circulation rules"},
-	"circulation_rule_loan_type_fkey":     {field: "loanTypeId", target: "loan type", source: "circulation rules"},
-	"circulation_rule_loan_policy_fkey":   {field: "loanPolicyId", target: "loan policy", source: "circulation rules"},
+	"patron_group_name_key":                  {field: "group"},
+	"material_type_name_key":                 {field: "name"},
+	"loan_type_name_key":                     {field: "name"},
+	"patron_barcode_key":                     {field: "barcode"},
+	"item_barcode_key":                       {field: "barcode"},
+	"loan_policy_name_key":                   {field: "name"},
+	"setting_scope_key_key":                  {field: "key"},
+	"loan_one_open_loan_per_item":            {field: "itemId"},
+	"patron_patron_group_fkey":               {field: "patronGroup", target: "patron group", source: "users"},
+	"item_material_type_fkey":                {field: "materialTypeId", target: "material type", source: "items"},
+	"item_permanent_loan_type_fkey":          {field: "permanentLoanTypeId", target: "loan type", source: "items"},
+	"item_temporary_loan_type_fkey":          {field: "temporaryLoanTypeId", target: "loan type", source: "items"},
+	"loan_user_fkey":                         {field: "userId", target: "user", source: "loans"},
+	"loan_item_fkey":                         {field: "itemId", target: "item", source: "loans"},
+	"loan_loan_policy_fkey":                  {field: "loanPolicyId", target: "loan policy", source: "loans"},
+	"circulation_rules_fallback_fkey":        {field: "fallbackLoanPolicyId", target: "loan policy", source: "circulation rules"},
+	"circulation_rule_patron_group_fkey":     {field: "patronGroupId", target: "patron group", source: "circulation rules"},
+	"circulation_rule_material_type_fkey":    {field: "materialTypeId", target: "material type", source: "circulation rules"},
+	"circulation_rule_loan_type_fkey":        {field: "loanTypeId", target: "loan type", source: "circulation rules"},
+	"circulation_rule_loan_policy_fkey":      {field: "loanPolicyId", target: "loan policy", source: "circulation rules"},
+	"manual_block_user_fkey":                 {field: "userId", target: "user", source: "manual blocks"},
+	"patron_block_limit_group_condition_key": {field: "conditionId"},
+	"patron_block_limit_patron_group_fkey":   {field: "patronGroupId", target: "patron group", source: "patron block limits"},
+	"patron_block_limit_condition_fkey":      {field: "conditionId", target: "patron block condition", source: "patron block limits"},
 }
 
 // interpretWrite is interpret for a write of doc, naming the offending field

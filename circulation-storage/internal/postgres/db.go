@@ -209,12 +209,14 @@ const (
 	tableSetting          tableName = "setting"
 	tableSettingChange    tableName = "setting_change"
 	tableManualBlock      tableName = "manual_block"
+	tableBlockCondition   tableName = "patron_block_condition"
+	tableBlockLimit       tableName = "patron_block_limit"
 )
 
 // tenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var tenantTables = []tableName{
-	tableManualBlock, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatron, tableLoanPolicy, tableLoanType,
+	tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatron, tableLoanPolicy, tableLoanType,
 	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
 	tableTenantJob,
 }

@@ -285,14 +285,22 @@ func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
 // the database.
 func raceToTheLimit(t *testing.T, locked bool) {
 	t.Helper()
-	f := setupLibrary(t)
+	raceWrites(t, setupLibrary(t), GroupUndergrad, locked, schemas.CodeItemLimitReached)
+}
+
+// raceWrites fires twenty check-out writes at once for a fresh patron of
+// group, who has room for three loans, under one lock or none, five
+// rounds: exactly three must be written, every other refused with
+// refusal, and no more open loans in the database.
+func raceWrites(t *testing.T, f fixture, group string, locked bool, refusal string) {
+	t.Helper()
 	ctx := context.Background()
 	records := NewRecords(f.db, testPolicy)
 	const rounds, writers, room = 5, 20, 3
 	for round := range rounds {
 		user := uuid.NewString()
 		if _, err := records.Create(ctx, f.tenant, storage.Patrons, user, json.RawMessage(fmt.Sprintf(
-			`{"barcode":"writers-%d","active":true,"patronGroup":%q,"personal":{"lastName":"Writer"}}`, round, GroupUndergrad))); err != nil {
+			`{"barcode":"writers-%d","active":true,"patronGroup":%q,"personal":{"lastName":"Writer"}}`, round, group))); err != nil {
 			t.Fatal(err)
 		}
 		var lockID string
@@ -323,7 +331,7 @@ func raceToTheLimit(t *testing.T, locked bool) {
 			switch {
 			case err == nil:
 				written++
-			case isCode(err, schemas.CodeItemLimitReached):
+			case isCode(err, refusal):
 				refused++
 			default:
 				t.Errorf("round %d: %v", round, err)

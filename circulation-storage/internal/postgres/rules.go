@@ -188,6 +188,44 @@ func itemLimitSQL(m, lp, enforceUnscoped string) string {
              THEN (` + lp + `.jsonb #>> '{loansPolicy,itemLimit}')::numeric::integer END`
 }
 
+// automatedBlocksSQL is the patron's automated blocks, computed as
+// mod-patron-blocks computes them (ActionBlocks.byLimit) from this
+// service's own records, for the conditions it can compute honestly: the
+// patron group's limit of each, against the patron's open loans (items
+// Claimed returned never count): maximum items charged out blocks borrowing
+// at the limit and renewals and requests above it; maximum lost items
+// (Declared lost, Aged to lost) and maximum overdue items (due before now:
+// FOLIO's grace periods and closed days are not known here) block above
+// it. A condition blocks an action only when it says so. It is a jsonb
+// array of automated-patron-block.json, NULL when no condition blocks
+// anything; the message is the condition's, its name when that is empty.
+// tenant, user and group are SQL expressions.
+func automatedBlocksSQL(tenant, user, group string) string {
+	over := func(strict string) string {
+		return `CASE c.id WHEN '` + storage.ConditionItemsChargedOut + `' THEN s.open ` + strict + ` pl.value
+                          WHEN '` + storage.ConditionLostItems + `' THEN s.lost > pl.value ELSE s.overdue > pl.value END`
+	}
+	return `(SELECT jsonb_agg(jsonb_build_object('patronBlockConditionId', b.id, 'blockBorrowing', b.borrowing,
+            'blockRenewals', b.renewals, 'blockRequests', b.requests, 'message', b.message) ORDER BY b.id)
+   FROM (SELECT c.id::text AS id, coalesce(nullif(c.jsonb ->> 'message', ''), c.jsonb ->> 'name') AS message,
+                c.jsonb ->> 'blockBorrowing' = 'true' AND ` + over(">=") + ` AS borrowing,
+                c.jsonb ->> 'blockRenewals' = 'true' AND ` + over(">") + ` AS renewals,
+                c.jsonb ->> 'blockRequests' = 'true' AND ` + over(">") + ` AS requests
+           FROM ` + table(tableBlockLimit) + ` pl
+           JOIN ` + table(tableBlockCondition) + ` c ON c.tenant_id = pl.tenant_id AND c.id = pl.condition_id
+          CROSS JOIN LATERAL (
+                SELECT count(*) AS open,
+                       count(*) FILTER (WHERE i.status_name IN ('Declared lost', 'Aged to lost')) AS lost,
+                       count(*) FILTER (WHERE (l.jsonb ->> 'dueDate')::timestamptz < now()) AS overdue
+                  FROM ` + table(tableLoan) + ` l JOIN ` + table(tableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
+                 WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND l.status_name = 'Open'
+                   AND i.status_name <> 'Claimed returned') s
+          WHERE pl.tenant_id = ` + tenant + ` AND pl.patron_group_id = ` + group + `
+            AND pl.condition_id IN ('` + storage.ConditionItemsChargedOut + `', '` + storage.ConditionLostItems + `', '` +
+		storage.ConditionOverdueItems + `')) b
+  WHERE b.borrowing OR b.renewals OR b.requests)`
+}
+
 // borrowerSQL is the part of a patron's record a check-out decides on,
 // the least personal data validation hands out: no e-mail, phone or
 // address (u is the patron row).
@@ -200,7 +238,7 @@ const borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
 // check-out by barcode needs: the patron ($1) and the item ($2) by barcode,
 // the item's material type (its name is in FOLIO's refusals), the
 // patron's manual blocks in force for borrowing (borrowing true, not
-// expired), the item's open loan, whether rules are set, the policy they choose with
+// expired) and automated blocks, the item's open loan, whether rules are set, the policy they choose with
 // the chosen rule's criteria, the policy, the patron's open loans counted
 // as that policy's item limit counts them, and the limit enforced ($3:
 // whether an unscoped limit is) in the tenant $4.
@@ -228,7 +266,8 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
          WHERE mt.tenant_id = $4 AND mt.id = (SELECT material_type_id FROM i)),
        (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $4 AND b.jsonb ->> 'borrowing' = 'true'
-           AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now()))
+           AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now())),
+       ` + automatedBlocksSQL("$4", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true`
@@ -242,7 +281,7 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	var pg, mtMatch, ltMatch *bool
 	err := s.db.pool.QueryRow(ctx, checkOutReadSQL, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
 		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
-			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting, &out.MaterialType, &out.ManualBlocks)
+			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting, &out.MaterialType, &out.ManualBlocks, &out.AutomatedBlocks)
 	if err != nil {
 		return storage.CheckOutRecords{}, interpret(err, t)
 	}

@@ -71,6 +71,26 @@ var enableSQL = withTables(`
 INSERT INTO %s AS t (id, module_to) VALUES ($1, nullif($2, ''))
 ON CONFLICT (id) DO UPDATE SET module_to = coalesce(excluded.module_to, t.module_to)`, tableTenant)
 
+// conditionsSQL gives a tenant FOLIO's patron block conditions, each
+// blocking nothing, as mod-patron-blocks does when it is enabled; a
+// condition the tenant has is left as it is. Parameters: $1 the tenant,
+// $2, $3, $4 the conditions' ids, names and value types.
+var conditionsSQL = withTables(`
+INSERT INTO %s (tenant_id, id, jsonb)
+SELECT $1, c.id, jsonb_build_object('id', c.id::text, 'name', c.name, 'blockBorrowing', false, 'blockRenewals', false,
+                                    'blockRequests', false, 'valueType', c.value_type, 'message', '')
+  FROM unnest($2::uuid[], $3::text[], $4::text[]) AS c(id, name, value_type)
+ON CONFLICT (tenant_id, id) DO NOTHING`, tableBlockCondition)
+
+// blockConditions is storage.PatronBlockConditionSet as conditionsSQL's
+// parameters.
+func blockConditions() (ids, names, types []string) {
+	for _, c := range storage.PatronBlockConditionSet {
+		ids, names, types = append(ids, c.ID), append(names, c.Name), append(types, c.ValueType)
+	}
+	return ids, names, types
+}
+
 // Init implements storage.TenantService: the shared schema is brought to
 // its last migration (once for all tenants), the tenant is registered,
 // its rows in a schema of the earlier schema-per-tenant layout are moved
@@ -102,6 +122,10 @@ func (s *Tenants) Init(ctx context.Context, t storage.Tenant, attrs storage.Tena
 			return interpret(err, t)
 		}
 		if _, err := tx.Exec(ctx, enableSQL, string(t), attrs.ModuleTo); err != nil {
+			return interpret(err, t)
+		}
+		ids, names, types := blockConditions()
+		if _, err := tx.Exec(ctx, conditionsSQL, string(t), ids, names, types); err != nil {
 			return interpret(err, t)
 		}
 		if legacy {

@@ -73,7 +73,12 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 		MaterialType *struct {
 			Name string `json:"name"`
 		} `json:"materialType"`
-		OpenLoan     json.RawMessage `json:"openLoan"`
+		OpenLoan  json.RawMessage `json:"openLoan"`
+		Automated []struct {
+			ConditionID    string `json:"patronBlockConditionId"`
+			BlockBorrowing bool   `json:"blockBorrowing"`
+			Message        string `json:"message"`
+		} `json:"automatedPatronBlocks"`
 		ManualBlocks []struct {
 			Desc          string `json:"desc"`
 			PatronMessage string `json:"patronMessage"`
@@ -104,6 +109,10 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 	}
 	if l := v.ItemLimit; l != nil {
 		out.Limit = &circulation.ItemLimit{Limit: l.Limit, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID}
+	}
+	for _, b := range v.Automated {
+		out.AutomatedBlocks = append(out.AutomatedBlocks, circulation.AutomatedBlock{ConditionID: b.ConditionID,
+			BlockBorrowing: b.BlockBorrowing, Message: b.Message})
 	}
 	for _, b := range v.ManualBlocks {
 		out.ManualBlocks = append(out.ManualBlocks, circulation.ManualBlock{Desc: b.Desc, PatronMessage: b.PatronMessage})

@@ -1,0 +1,1 @@
+DROP TABLE patron_block_limit, patron_block_condition;
