@@ -92,6 +92,10 @@ var (
 	PatronBlockLimits = Resource{Name: "Patron block limit", Path: "/patron-block-limits", Plural: "patronBlockLimits",
 		Schema: "patron-block-limit.json", CollectionSchema: "patron-block-limits.json",
 		Filters: []Filter{{Param: "patronGroupId", Kind: FilterUUID}, {Param: "conditionId", Kind: FilterUUID}}}
+	Requests = Resource{Name: "Request", Path: "/request-storage/requests", Plural: "requests",
+		Schema: "request.json", CollectionSchema: "requests.json",
+		Filters: []Filter{{Param: "itemId", Kind: FilterUUID}, {Param: "requesterId", Kind: FilterUUID},
+			{Param: "status", Kind: FilterText, Values: RequestStatuses}}}
 	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
 		Schema: "setting.json", CollectionSchema: "settings.json",
 		Filters:   []Filter{{Param: "scope", Kind: FilterText}, {Param: "key", Kind: FilterText}},
@@ -129,7 +133,13 @@ var ItemStatuses = []string{
 // Resources lists every record kind, in the order their references allow
 // them to be created.
 var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, Loans, ManualBlocks,
-	PatronBlockConditions, PatronBlockLimits, Settings}
+	PatronBlockConditions, PatronBlockLimits, Requests, Settings}
+
+// RequestStatuses are the statuses of a request (schemas/request.json).
+var RequestStatuses = []string{
+	"Open - Not yet filled", "Open - Awaiting pickup", "Open - In transit", "Open - Awaiting delivery",
+	"Closed - Filled", "Closed - Cancelled", "Closed - Unfilled", "Closed - Pickup expired",
+}
 
 // RecordFilter selects a page of records: Params maps filter parameters to
 // the value to match.

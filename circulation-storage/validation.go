@@ -22,6 +22,9 @@ type CheckOutRecords struct {
 	// AutomatedBlocks are the patron's automated blocks (conditions over
 	// their patron group's limits), a JSON array; nil when there are none.
 	AutomatedBlocks json.RawMessage
+	// QueueHead is the first request of the item's queue, nil when the
+	// item has no open request.
+	QueueHead json.RawMessage
 	// RulesSet says whether the rules are set; it is reported only when
 	// the patron and the item exist, and then Match and LoanPolicy are set.
 	RulesSet   bool

@@ -258,6 +258,9 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan, "Cannot check out item that already has an open loan").
 			With("itemBarcode", req.ItemBarcode))
 	}
+	if h := reads.QueueHead; h != nil && reads.Patron != nil && h.RequesterID != co.patron.ID {
+		refusals = append(refusals, requestedByAnotherPatron(co))
+	}
 	if reads.Patron != nil {
 		refusals = append(refusals, s.checkPolicy(&co, reads)...)
 	}
@@ -285,6 +288,15 @@ func manuallyBlocked(blocks []ManualBlock) *errs.Error {
 		e.With("patronMessage", strings.Join(messages, ";"))
 	}
 	return e
+}
+
+// requestedByAnotherPatron is FOLIO's refusal of an item whose first
+// request is another patron's (mod-circulation's
+// RequestedByAnotherPatronValidator).
+func requestedByAnotherPatron(co checkOut) *errs.Error {
+	return errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
+		"%s (Barcode: %s) cannot be checked out to user %s because it has been requested by another patron",
+		co.item.Title, co.item.Barcode, co.patron.PersonalName()).With("userBarcode", co.req.UserBarcode)
 }
 
 // automaticallyBlocked is FOLIO's refusal for an automated patron block.
@@ -528,6 +540,10 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (writte
 			limit = &ItemLimit{Limit: itemLimitOf(err)}
 		}
 		return written{}, &errs.Refusal{Errors: []*errs.Error{ItemLimitReached(limit.Limit, co.match, co.req.ItemBarcode)}}
+	case errs.IsCode(err, schemas.CodeItemRequestedByAnotherPatron):
+		// A request of another patron came first in the queue since
+		// validation.
+		return written{}, &errs.Refusal{Errors: []*errs.Error{requestedByAnotherPatron(co)}}
 	case errs.IsCode(err, schemas.CodeUserBlockedAutomatically):
 		// Storage counted the patron's loans in the write and found them
 		// at the group's maximum items charged out.

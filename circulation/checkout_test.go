@@ -637,6 +637,61 @@ func TestAutomatedBlocks(t *testing.T) {
 	})
 }
 
+// TestCheckOutAndTheRequestQueue: an item whose first request is another
+// patron's is refused with FOLIO's message and no request changes; the
+// requester's own check-out fills the request in the write (Closed -
+// Filled, no position) and moves the queue up; a request of another
+// patron that came first since validation refuses the write.
+func TestCheckOutAndTheRequestQueue(t *testing.T) {
+	t.Parallel()
+	const theirs, mine, later = "aaaaaaaa-0000-4000-8000-000000000001", "aaaaaaaa-0000-4000-8000-000000000002",
+		"aaaaaaaa-0000-4000-8000-000000000003"
+	refused := "ITEM_REQUESTED_BY_ANOTHER_PATRON: " + itemTitle + " (Barcode: " + itemBarcode +
+		") cannot be checked out to user Lovelace, Ada because it has been requested by another patron [userBarcode=" + userBarcode + "]"
+	t.Run("another patron's first", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		s.fake.AddRequest(storagefake.Request{ID: theirs, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Awaiting pickup", Position: 1})
+		s.fake.AddRequest(storagefake.Request{ID: mine, ItemID: itemID, RequesterID: patronID, Status: "Open - Not yet filled", Position: 2})
+		before := s.fake.Dump()
+		_, err := s.checkOut(t)
+		wantStrings(t, "refusals", refusals(t, err), []string{refused})
+		wantCount(t, s.fake, storagefake.RouteAcquire, 0)
+		s.fake.WantUnchanged(t, before)
+	})
+	t.Run("the borrower's first: filled", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		s.fake.AddRequest(storagefake.Request{ID: mine, ItemID: itemID, RequesterID: patronID, Status: "Open - Awaiting pickup", Position: 1})
+		s.fake.AddRequest(storagefake.Request{ID: later, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Not yet filled", Position: 2})
+		if _, err := s.checkOut(t); err != nil {
+			t.Fatalf("the requester's check-out: %v", err)
+		}
+		want := []storagefake.Request{
+			{ID: mine, ItemID: itemID, RequesterID: patronID, Status: "Closed - Filled"},
+			{ID: later, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Not yet filled", Position: 1},
+		}
+		if got := s.fake.Requests(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("requests %+v, want %+v", got, want)
+		}
+	})
+	t.Run("another patron's first since validation", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		s.fake.OnArrival(func(route string) {
+			if route == storagefake.RoutePostLoan {
+				s.fake.AddRequest(storagefake.Request{ID: theirs, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Awaiting pickup", Position: 1})
+			}
+		})
+		_, err := s.checkOut(t)
+		wantStrings(t, "refusals", refusals(t, err), []string{refused})
+		if n := len(s.fake.Loans()); n != 0 {
+			t.Errorf("%d loans, want none", n)
+		}
+		wantItem(t, s.fake, circulation.StatusAvailable, 1)
+	})
+}
+
 // TestCheckOutItemLimitNamesTheRuleScope walks every combination of the
 // criteria the rule that chose the policy names: FOLIO's message and code,
 // and the open loans counted in that scope.

@@ -154,6 +154,9 @@ type CheckOutReads struct {
 	ManualBlocks []ManualBlock
 	// AutomatedBlocks are the patron's automated blocks.
 	AutomatedBlocks []AutomatedBlock
+	// QueueHead is the first request of the item's queue; nil when the
+	// item has no open request.
+	QueueHead *QueuedRequest
 	// RulesSet says whether the circulation rules are set; when they are,
 	// and the patron and item exist, Match and Policy are the loan policy
 	// they choose and OpenLoans the patron's open loans counted as Match's
@@ -184,6 +187,11 @@ type AutomatedBlock struct {
 	ConditionID    string
 	BlockBorrowing bool
 	Message        string
+}
+
+// QueuedRequest is a request in an item's queue: which, and whose.
+type QueuedRequest struct {
+	ID, RequesterID string
 }
 
 // SettingRead is a settings entry as read: the entry, and whether there

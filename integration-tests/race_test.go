@@ -175,6 +175,51 @@ func TestChargedOutLimitHoldsWithLock(t *testing.T) {
 	c.CheckInvariants(t, harness.Invariants{ItemLimit: limit})
 }
 
+// TestRequestedItemGoesToItsRequester: an item is held for one patron
+// (the first request of its queue); that patron and another check it out at
+// the same moment, on two circulation instances, round after round: the
+// requester gets it every time, the other never, and the request is filled
+// with the loan.
+func TestRequestedItemGoesToItsRequester(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	rounds := scaled(10)
+	lib := c.SetupLibrary(2*rounds, 1, 0)
+	for round := range rounds {
+		requester, other, item := lib.Patrons[2*round], lib.Patrons[2*round+1], lib.Items[2*round][0]
+		request := c.Request(t, item, requester, 1)
+		answers := make([]harness.Response, 2)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, patron := range []string{requester, other} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				answers[i] = c.CheckOut(i, item, patron)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if answers[0].Status != http.StatusCreated {
+			t.Fatalf("round %d: the requester's check-out: %d %s", round, answers[0].Status, answers[0].Body)
+		}
+		// The other is refused, as requested by another patron or, when
+		// its validation came after the loan, as checked out.
+		if codes := answers[1].ErrorCodes(); answers[1].Status != http.StatusUnprocessableEntity || len(codes) == 0 ||
+			(codes[0] != schemas.CodeItemRequestedByAnotherPatron && codes[0] != schemas.CodeItemAlreadyCheckedOut) {
+			t.Fatalf("round %d: the other patron's check-out: %d %s", round, answers[1].Status, answers[1].Body)
+		}
+		var stored struct{ Status string }
+		c.Do(c.Storage, "GET", "/request-storage/requests/"+request, nil).Want(t, http.StatusOK).Decode(t, &stored)
+		if stored.Status != "Closed - Filled" {
+			t.Fatalf("round %d: the request is %q after its requester's check-out", round, stored.Status)
+		}
+	}
+	c.CheckInvariants(t, harness.Invariants{})
+	summary(t, 2*rounds, rounds, rounds, 0, "")
+}
+
 // TestWorkloadManyPatrons (workload 3): 50 patrons × 10 simultaneous
 // check-outs each, mixed with check-ins, over 3 instances. A monitor reads
 // the database throughout: no patron is ever above the limit. At the end no

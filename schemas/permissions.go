@@ -50,6 +50,7 @@ const (
 	InterfaceManualBlocks        = "manualblocks"
 	InterfaceBlockConditions     = "patron-block-conditions"
 	InterfaceBlockLimits         = "patron-block-limits"
+	InterfaceRequestStorage      = "request-storage"
 	InterfaceTenant              = "_tenant"
 	InterfaceAdmin               = "_admin"
 )
@@ -136,6 +137,7 @@ var Routes = slices.Concat(
 	crud(InterfaceManualBlocks, "/manualblocks", "manualblocks", "manual patron blocks"),
 	fixedSet(InterfaceBlockConditions, "/patron-block-conditions", "patron-blocks.patron-block-conditions", "patron block conditions"),
 	crud(InterfaceBlockLimits, "/patron-block-limits", "patron-blocks.patron-block-limits", "patron block limits"),
+	crud(InterfaceRequestStorage, "/request-storage/requests", "request-storage.requests", "requests"),
 	// Open on both services.
 	openRoutes(ServiceCirculation), openRoutes(ServiceStorage),
 	// circulation's pages: static files; every call they make needs its

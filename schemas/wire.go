@@ -113,15 +113,18 @@ const (
 	// CodeUserBlockedAutomatically is an automated patron block; storage
 	// refuses a check-out's write with it at the maximum items charged out.
 	CodeUserBlockedAutomatically = "USER_IS_BLOCKED_AUTOMATICALLY"
-	CodeItemBarcodeNotFound      = "ITEM_BARCODE_NOT_FOUND"
-	CodeItemAlreadyCheckedOut    = "ITEM_ALREADY_CHECKED_OUT"
-	CodeItemHasOpenLoan          = "ITEM_HAS_OPEN_LOAN"
-	CodeItemStatusRefused        = "ITEM_STATUS_REFUSED"
-	CodeItemNotLoanable          = "ITEM_NOT_LOANABLE"
-	CodeItemLimit                = "ITEM_LIMIT"
-	CodeItemLimitMaterialType    = "ITEM_LIMIT_MATERIAL_TYPE"
-	CodeItemLimitLoanType        = "ITEM_LIMIT_LOAN_TYPE"
-	CodeItemLimitBoth            = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
+	// CodeItemRequestedByAnotherPatron: the item's first request is
+	// another patron's.
+	CodeItemRequestedByAnotherPatron = "ITEM_REQUESTED_BY_ANOTHER_PATRON"
+	CodeItemBarcodeNotFound          = "ITEM_BARCODE_NOT_FOUND"
+	CodeItemAlreadyCheckedOut        = "ITEM_ALREADY_CHECKED_OUT"
+	CodeItemHasOpenLoan              = "ITEM_HAS_OPEN_LOAN"
+	CodeItemStatusRefused            = "ITEM_STATUS_REFUSED"
+	CodeItemNotLoanable              = "ITEM_NOT_LOANABLE"
+	CodeItemLimit                    = "ITEM_LIMIT"
+	CodeItemLimitMaterialType        = "ITEM_LIMIT_MATERIAL_TYPE"
+	CodeItemLimitLoanType            = "ITEM_LIMIT_LOAN_TYPE"
+	CodeItemLimitBoth                = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
 	// With a patron group named by the rule too (FOLIO's codes).
 	CodeItemLimitPatronGroupMaterialType = "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE"
 	CodeItemLimitPatronGroupLoanType     = "ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE"

@@ -176,7 +176,9 @@ type Fake struct {
 	blocks   []ManualBlock
 	// charged is the maximum items charged out of every patron's group,
 	// nil for none.
-	charged  *ChargedOutLimit
+	charged *ChargedOutLimit
+	// requests are request documents, every item's queue.
+	requests []map[string]any
 	match    *PolicyMatch
 	settings []map[string]any
 	locks    []*Lock
@@ -370,6 +372,67 @@ func (f *Fake) SetChargedOutLimit(l ChargedOutLimit) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.charged = &l
+}
+
+// Request is a request for an item; Position 0 means none (a closed
+// request).
+type Request struct {
+	ID, ItemID, RequesterID, Status string
+	Position                        int
+}
+
+// AddRequest stores a request.
+func (f *Fake) AddRequest(r Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	doc := map[string]any{"id": r.ID, "requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
+		"requesterId": r.RequesterID, "itemId": r.ItemID, "status": r.Status, "fulfillmentPreference": "Hold Shelf"}
+	if r.Position > 0 {
+		doc["position"] = r.Position
+	}
+	f.requests = append(f.requests, doc)
+}
+
+// Requests returns the stored requests.
+func (f *Fake) Requests() []Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Request
+	for _, d := range f.requests {
+		p, _ := d["position"].(int)
+		out = append(out, Request{ID: str(d["id"]), ItemID: str(d["itemId"]), RequesterID: str(d["requesterId"]),
+			Status: str(d["status"]), Position: p})
+	}
+	return out
+}
+
+// queueHead is the first request of the item's queue, as storage finds
+// it: the open request with the lowest position; nil when none.
+func (f *Fake) queueHead(itemID string) map[string]any {
+	var head map[string]any
+	for _, d := range f.requests {
+		p, ok := d["position"].(int)
+		if d["itemId"] != itemID || !strings.HasPrefix(str(d["status"]), "Open ") || !ok {
+			continue
+		}
+		if hp, _ := head["position"].(int); head == nil || p < hp {
+			head = d
+		}
+	}
+	return head
+}
+
+// fill closes the first request of the item's queue as filled and moves
+// the queue up, as a check-out's write by its requester does.
+func (f *Fake) fill(head map[string]any) {
+	at, _ := head["position"].(int)
+	for _, d := range f.requests {
+		if p, ok := d["position"].(int); ok && d["itemId"] == head["itemId"] && strings.HasPrefix(str(d["status"]), "Open ") && p > at {
+			d["position"] = p - 1
+		}
+	}
+	head["status"] = "Closed - Filled"
+	delete(head, "position")
 }
 
 // AddManualBlock stores a manual patron block.
@@ -881,6 +944,12 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 503, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later")
 		return
 	}
+	head := f.queueHead(str(doc["itemId"]))
+	if head != nil && head["requesterId"] != doc["userId"] {
+		writeError(w, 422, schemas.CodeItemRequestedByAnotherPatron, "The item's first request is another patron's; nothing was written",
+			"requestId", str(head["id"]))
+		return
+	}
 	if item := find(f.items, str(doc["itemId"])); item != nil {
 		if limit, mt, lt := f.itemLimit(item); limit > 0 {
 			if open := f.countOpen(str(doc["userId"]), mt, lt); open >= limit {
@@ -916,6 +985,9 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	item["status"] = map[string]any{"name": "Checked out", "date": time.Now().UTC().Format(schemas.TimeFormat)}
 	item["_version"] = version(item) + 1
 	f.loans = append(f.loans, doc)
+	if head != nil {
+		f.fill(head)
+	}
 	if release {
 		// The lock goes with the loan, in the same transaction.
 		f.releaseLocked(lockID)
@@ -1111,6 +1183,9 @@ func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out["item"] = item
+	if head := f.queueHead(str(item["id"])); head != nil {
+		out["requestQueueHead"] = head
+	}
 	out["materialType"] = map[string]any{"id": item["materialTypeId"], "name": MaterialTypeName}
 	for _, l := range f.loans {
 		if l["itemId"] == item["id"] && statusName(l) == "Open" {

@@ -418,6 +418,45 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "a check-out write of an item another patron requested first is refused, and the queue stays",
+		given: func(s *session) request {
+			r := s.seed()
+			s.keep("theirs", map[string]any{"id": s.target.Request(s.t, r, true, 1)})
+			s.target.Request(s.t, r, false, 2)
+			return checkOutReq(r, "", "1")
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeItemRequestedByAnotherPatron},
+		then: func(s *session, got response) {
+			theirs := s.kept("theirs")["id"]
+			if param(got, "requestId") != theirs {
+				s.t.Errorf("requestId %q, want the first request %v", param(got, "requestId"), theirs)
+			}
+			nothingWritten(s, got)
+			head, _ := s.step("validation", validationReq(s.rec.ItemBarcode, s.rec.PatronBarcode),
+				want{status: http.StatusOK, schema: "check-out-validation.json"}).decode(s.t)["requestQueueHead"].(map[string]any)
+			if head["id"] != theirs || head["position"] != 1.0 {
+				s.t.Errorf("the queue's first request after the refused write: %v, want %v at 1", head, theirs)
+			}
+		},
+	},
+	{
+		name: "the requester's check-out write fills the request and moves the queue up",
+		given: func(s *session) request {
+			r := s.seed()
+			s.target.Request(s.t, r, false, 1)
+			s.keep("next", map[string]any{"id": s.target.Request(s.t, r, true, 2)})
+			return checkOutReq(r, "", "1")
+		},
+		want: want{status: http.StatusCreated, schema: "loan.json"},
+		then: func(s *session, _ response) {
+			head, _ := s.step("validation", validationReq(s.rec.ItemBarcode, s.rec.PatronBarcode),
+				want{status: http.StatusOK, schema: "check-out-validation.json"}).decode(s.t)["requestQueueHead"].(map[string]any)
+			if head["id"] != s.kept("next")["id"] || head["position"] != 1.0 {
+				s.t.Errorf("the queue's first request after the filled one: %v, want the next request at 1", head)
+			}
+		},
+	},
+	{
 		name: "validation of unknown barcodes answers neither record",
 		given: func(s *session) request {
 			s.seed()

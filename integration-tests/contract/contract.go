@@ -64,6 +64,11 @@ type Target interface {
 	// real storage is given one through its HTTP API (see
 	// LimitChargedOutHTTP).
 	LimitChargedOut(t *testing.T, r Records, n int, message string)
+	// Request puts a request for r's item in its queue at position, by
+	// r's patron or, with byAnother, by another patron it creates, and
+	// returns the request's id; the real storage through its HTTP API
+	// (see RequestHTTP).
+	Request(t *testing.T, r Records, byAnother bool, position int) string
 }
 
 // Records are what Target.Seed created.
@@ -424,6 +429,25 @@ func LimitChargedOutHTTP(t *testing.T, base, tenant string, r Records, n int, me
 	req = request{method: http.MethodPost, path: "/patron-block-limits", body: map[string]any{
 		"patronGroupId": r.PatronGroupID, "conditionId": schemas.ConditionItemsChargedOut, "value": n}}
 	check(t, "limit", req, send(t, client, base, tenant, req), want{status: http.StatusCreated, schema: "patron-block-limit.json"})
+}
+
+// RequestHTTP is Target.Request through the HTTP API at base.
+func RequestHTTP(t *testing.T, base, tenant string, r Records, byAnother bool, position int) string {
+	t.Helper()
+	client := newHTTPClient()
+	requester := r.PatronID
+	if byAnother {
+		requester = newUUID()
+		req := request{method: http.MethodPost, path: "/users", body: map[string]any{"id": requester, "barcode": "other-" + requester[:8],
+			"active": true, "patronGroup": r.PatronGroupID, "personal": map[string]any{"lastName": "Other"}}}
+		check(t, "another patron", req, send(t, client, base, tenant, req), want{status: http.StatusCreated, schema: "user.json"})
+	}
+	id := newUUID()
+	req := request{method: http.MethodPost, path: "/request-storage/requests", body: map[string]any{"id": id, "requestType": "Hold",
+		"requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z", "requesterId": requester, "itemId": r.ItemID,
+		"status": "Open - Awaiting pickup", "position": position, "fulfillmentPreference": "Hold Shelf"}}
+	check(t, "request", req, send(t, client, base, tenant, req), want{status: http.StatusCreated, schema: "request.json"})
+	return id
 }
 
 // schemaOf is the schema of one record of each collection SeedHTTP writes.

@@ -81,6 +81,18 @@ func (f *fakeTarget) LimitChargedOut(_ *testing.T, _ contract.Records, n int, me
 	f.fake.SetChargedOutLimit(storagefake.ChargedOutLimit{Limit: n, Message: message})
 }
 
+func (f *fakeTarget) Request(_ *testing.T, r contract.Records, byAnother bool, position int) string {
+	requester := r.PatronID
+	if byAnother {
+		requester = uuid.NewString()
+		f.fake.AddUser(storagefake.User{ID: requester, Barcode: "other-" + requester[:8], PatronGroup: r.PatronGroupID,
+			LastName: "Other", Active: true})
+	}
+	id := uuid.NewString()
+	f.fake.AddRequest(storagefake.Request{ID: id, ItemID: r.ItemID, RequesterID: requester, Status: "Open - Awaiting pickup", Position: position})
+	return id
+}
+
 // realTarget is circulation-storage, seeded through its HTTP API.
 type realTarget struct {
 	url, tenant, never string
@@ -103,6 +115,11 @@ func (r *realTarget) Block(t *testing.T, rec contract.Records, block map[string]
 func (r *realTarget) LimitChargedOut(t *testing.T, rec contract.Records, n int, message string) {
 	t.Helper()
 	contract.LimitChargedOutHTTP(t, r.url, r.tenant, rec, n, message)
+}
+
+func (r *realTarget) Request(t *testing.T, rec contract.Records, byAnother bool, position int) string {
+	t.Helper()
+	return contract.RequestHTTP(t, r.url, r.tenant, rec, byAnother, position)
 }
 
 func (r *realTarget) Seed(t *testing.T) contract.Records {

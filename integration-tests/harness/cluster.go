@@ -354,6 +354,31 @@ type Library struct {
 	Items [][]string
 }
 
+// IDOf is the id of the record at path (a storage collection, plural its
+// key) whose barcode is barcode.
+func (c *Cluster) IDOf(t testing.TB, path, plural, barcode string) string {
+	t.Helper()
+	var page map[string]json.RawMessage
+	c.Do(c.Storage, "GET", path+"?barcode="+url.QueryEscape(barcode), nil).Want(t, http.StatusOK).Decode(t, &page)
+	var records []struct{ ID string }
+	if err := json.Unmarshal(page[plural], &records); err != nil || len(records) != 1 {
+		t.Fatalf("%s with barcode %s: %s", path, barcode, page[plural])
+	}
+	return records[0].ID
+}
+
+// Request puts a hold of the item (by barcode) for the patron (by barcode)
+// in the item's queue at position, awaiting pickup, and returns its id.
+func (c *Cluster) Request(t testing.TB, itemBarcode, patronBarcode string, position int) string {
+	t.Helper()
+	var out struct{ ID string }
+	c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold", "requestLevel": "Item",
+		"requestDate": "2026-01-01T10:00:00.000Z", "requesterId": c.IDOf(t, "/users", "users", patronBarcode),
+		"itemId": c.IDOf(t, "/item-storage/items", "items", itemBarcode), "status": "Open - Awaiting pickup",
+		"position": position, "fulfillmentPreference": "Hold Shelf"}).Want(t, http.StatusCreated).Decode(t, &out)
+	return out.ID
+}
+
 // SetupLibrary creates, through storage's HTTP API, a patron group, a
 // material type, a loan type, a loan policy with the given item limit (0:
 // none) and rules applying it by loan type, and patrons each with their own

@@ -58,6 +58,17 @@ func (c *Cluster) Violations(inv Invariants) []string {
 		AND EXISTS (SELECT 1 FROM $schema.loan l WHERE l.item_id = i.id AND l.status_name = 'Open')`) {
 		out = append(out, "item with an open loan but not Checked out: "+v)
 	}
+	// A request is filled by its requester's loan of its item, in the
+	// same write: never one without the other.
+	for _, v := range q(`SELECT r.id::text FROM $schema.request r WHERE r.status = 'Closed - Filled'
+		AND NOT EXISTS (SELECT 1 FROM $schema.loan l WHERE l.item_id = r.item_id AND l.user_id = r.requester_id)`) {
+		out = append(out, "request filled without its requester's loan: "+v)
+	}
+	for _, v := range q(`SELECT r.id::text FROM $schema.request r WHERE left(r.status, 5) = 'Open '
+		AND r.position = (SELECT min(q.position) FROM $schema.request q WHERE q.item_id = r.item_id AND left(q.status, 5) = 'Open ')
+		AND EXISTS (SELECT 1 FROM $schema.loan l WHERE l.item_id = r.item_id AND l.user_id = r.requester_id AND l.status_name = 'Open')`) {
+		out = append(out, "first request of a queue still open while its requester holds the item: "+v)
+	}
 	for _, v := range q(`SELECT user_id::text FROM $schema.check_out_lock WHERE expires_at > now()`) {
 		out = append(out, "live lock left behind for patron "+v)
 	}
@@ -128,7 +139,7 @@ func (c *Cluster) OpenLoans(t testing.TB, userBarcode string) int {
 // change.
 var snapshotTables = []string{"patron_group", "material_type", "loan_type", "patron", "item", "loan_policy", "loan",
 	"circulation_rules", "circulation_rule", "setting", "setting_change", "check_out_lock", "check_out_lock_event", "tenant_job",
-	"manual_block", "patron_block_condition", "patron_block_limit"}
+	"manual_block", "patron_block_condition", "patron_block_limit", "request"}
 
 // Snapshot is every row of the tenant's tables as JSON text, for "nothing
 // changed".

@@ -55,6 +55,8 @@ func FromAnswer(status int, data []byte, call string) error {
 		return Errorf(KindInvalid, schemas.CodeItemHasOpenLoan, "%s", msg).Because(cause)
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeItemLimitReached:
 		return withParams(Errorf(KindInvalid, schemas.CodeItemLimitReached, "%s", msg).Because(cause))
+	case status == http.StatusUnprocessableEntity && code == schemas.CodeItemRequestedByAnotherPatron:
+		return withParams(Errorf(KindInvalid, schemas.CodeItemRequestedByAnotherPatron, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeUserBlockedAutomatically:
 		return withParams(Errorf(KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeLockRequired:

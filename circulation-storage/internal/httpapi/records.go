@@ -141,14 +141,30 @@ func itemVersion(header, v string) (int, error) {
 // decoding of its body: its id and version, a settings entry's scope, a
 // loan's or an item's status, and a loan's date and borrower.
 type recordHeader struct {
-	ID      string `json:"id"`
-	Version *int   `json:"_version"`
-	Scope   string `json:"scope"`
-	Status  struct {
+	ID       string      `json:"id"`
+	Version  *int        `json:"_version"`
+	Scope    string      `json:"scope"`
+	Status   statusField `json:"status"`
+	LoanDate string      `json:"loanDate"`
+	UserID   string      `json:"userId"`
+}
+
+// statusField is a record's status: {"name": …} on loans and items, a
+// string on requests, read alike.
+type statusField struct{ Name string }
+
+func (f *statusField) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &f.Name)
+	}
+	var v struct {
 		Name string `json:"name"`
-	} `json:"status"`
-	LoanDate string `json:"loanDate"`
-	UserID   string `json:"userId"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	f.Name = v.Name
+	return nil
 }
 
 // storedScope checks, for a change to the settings entry id, the scoped

@@ -76,6 +76,7 @@ type checkOutValidationJSON struct {
 	MaterialType  json.RawMessage  `json:"materialType,omitempty"`
 	ManualBlocks  json.RawMessage  `json:"manualBlocks,omitempty"`
 	Automated     json.RawMessage  `json:"automatedPatronBlocks,omitempty"`
+	QueueHead     json.RawMessage  `json:"requestQueueHead,omitempty"`
 	OpenLoan      json.RawMessage  `json:"openLoan,omitempty"`
 	RulesSet      bool             `json:"circulationRulesSet"`
 	Match         *policyMatchJSON `json:"loanPolicyMatch,omitempty"`
@@ -120,7 +121,7 @@ func (s *Server) validateCheckOut(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := checkOutValidationJSON{User: recs.User, Item: recs.Item, MaterialType: recs.MaterialType, ManualBlocks: recs.ManualBlocks, Automated: recs.AutomatedBlocks, OpenLoan: recs.OpenLoan, RulesSet: recs.RulesSet,
+	out := checkOutValidationJSON{User: recs.User, Item: recs.Item, MaterialType: recs.MaterialType, ManualBlocks: recs.ManualBlocks, Automated: recs.AutomatedBlocks, QueueHead: recs.QueueHead, OpenLoan: recs.OpenLoan, RulesSet: recs.RulesSet,
 		LoanPolicy: recs.LoanPolicy, LockSettings: lockSettingsJSON{Entry: recs.LockSetting}}
 	if recs.Match != nil {
 		m := matchJSON(*recs.Match)

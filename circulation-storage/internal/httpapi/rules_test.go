@@ -511,8 +511,20 @@ func TestSampleData(t *testing.T) {
 	}; !reflect.DeepEqual(byMaterial, want) {
 		t.Errorf("items by material type/loan type %v, want %v", byMaterial, want)
 	}
-	if n := f.countRows("item", "status_name = 'Available'"); n != 200 {
-		t.Errorf("%d available items, want 200", n)
+	// Every item available but book-020, on the hold shelf for Bob, with
+	// his request first in its queue; Erin blocked; Frank expired.
+	if n := f.countRows("item", "status_name = 'Available'"); n != 199 {
+		t.Errorf("%d available items, want 199", n)
+	}
+	if n := f.countRows("item", "barcode = 'book-020' AND status_name = 'Awaiting pickup'"); n != 1 {
+		t.Errorf("book-020 is not awaiting pickup")
+	}
+	if n := f.countRows("request", fmt.Sprintf("item_id = '%s' AND requester_id = '%s' AND position = 1 AND status = 'Open - Awaiting pickup'",
+		postgres.SampleID("book-020"), postgres.SampleID("1002"))); n != 1 {
+		t.Errorf("%d requests of book-020 by Bob first in its queue, want 1", n)
+	}
+	if n := f.countRows("manual_block", fmt.Sprintf("user_id = '%s' AND jsonb ->> 'borrowing' = 'true'", postgres.SampleID("1005"))); n != 1 {
+		t.Errorf("%d borrowing blocks of Erin, want 1", n)
 	}
 	if got := f.getRules(); !reflect.DeepEqual(got, postgres.SampleRules) {
 		t.Errorf("rules %+v, want the sample rules %+v", got, postgres.SampleRules)

@@ -35,6 +35,11 @@ var _ storage.LoanWriter = (*Records)(nil)
 //     condition blocks borrowing (chargedSQL), the patron's open loans
 //     are counted here too, as the item limit's are, and the loan is
 //     written only below the limit;
+//   - the item's request queue: when its first request (queueHeadSQL)
+//     is another patron's, nothing is written; when it is the
+//     borrower's, the loan fills it: the request is "Closed - Filled",
+//     without a position, and every later request of the queue moves up
+//     one, in this statement;
 //   - the item at that version. A second open loan for the item fails the
 //     whole statement, the item update included.
 //
@@ -76,6 +81,9 @@ WITH fence AS (
 ), counted AS (
     SELECT (` + locksql.OpenLoanCount("%[1]s", "%[3]s", "$10", "($2::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
      WHERE (SELECT n FROM limited) IS NOT NULL
+), head AS (` + queueHeadSQL("%[12]s", "($2::jsonb ->> 'itemId')::uuid", "$10") + `
+), queued AS (
+    SELECT coalesce((SELECT requester_id <> ($2::jsonb ->> 'userId')::uuid FROM head), false) AS other
 ), charged AS (` + chargedSQL("%[10]s", "%[11]s", "$10",
 	"(SELECT patron_group_id FROM %[8]s WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'userId')::uuid)") + `
 ), charged_count AS (
@@ -85,7 +93,8 @@ WITH fence AS (
     SELECT (SELECT ok FROM required)
        AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
        AND ((SELECT n FROM limited) IS NULL OR (SELECT n FROM counted) < (SELECT n FROM limited))
-       AND (NOT EXISTS (SELECT 1 FROM charged) OR (SELECT n FROM charged_count) < (SELECT lim FROM charged)) AS ok
+       AND (NOT EXISTS (SELECT 1 FROM charged) OR (SELECT n FROM charged_count) < (SELECT lim FROM charged))
+       AND NOT (SELECT other FROM queued) AS ok
 ), item AS (
     UPDATE %[3]s
        SET jsonb = ` + withMetadata(itemWithStatus("Checked out"), 5, true) + `
@@ -97,6 +106,17 @@ WITH fence AS (
     SELECT $10, $1, ` + withMetadata(withID(storage.Loans, `'1'`), 5, false) + `
      WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
     RETURNING jsonb
+), filled AS (
+    UPDATE %[12]s r
+       SET jsonb = ` + withMetadata(`jsonb_set(r.jsonb - 'position', '{status}', '"Closed - Filled"')`, 5, true) + `
+     WHERE r.tenant_id = $10 AND r.id = (SELECT id FROM head) AND EXISTS (SELECT 1 FROM loan)
+    RETURNING r.id
+), moved_up AS (
+    UPDATE %[12]s r
+       SET jsonb = jsonb_set(r.jsonb, '{position}', to_jsonb(r.position - 1))
+     WHERE r.item_id = ($2::jsonb ->> 'itemId')::uuid AND r.tenant_id = $10 AND left(r.status, 5) = 'Open '
+       AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
+    RETURNING r.id
 ), released AS (
     DELETE FROM %[2]s
      WHERE $9::boolean AND tenant_id = $10 AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
@@ -106,7 +126,8 @@ SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence
        (SELECT n FROM counted), (SELECT n FROM limited),
        released.user_id::text,
        ` + locksql.Announce("%[4]s", "$10") + `,
-       (SELECT n FROM charged_count), (SELECT lim FROM charged), (SELECT message FROM charged)
+       (SELECT n FROM charged_count), (SELECT lim FROM charged), (SELECT message FROM charged),
+       (SELECT other FROM queued), (SELECT id::text FROM head)
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
 
 // chargedSQL is the limit of maximum items charged out that holds a
@@ -156,7 +177,7 @@ var (
 	lockRowsSQL   = withTables(locksql.LockRows, tableLock, tablePatron)
 	patronRowSQL  = withTables(locksql.PatronRow, tablePatron)
 	checkOutWrite = withTables(checkOutSQL, tableLoan, tableLock, tableItem, tableLockWaiter, tableSetting,
-		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy, tableBlockLimit, tableBlockCondition)
+		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy, tableBlockLimit, tableBlockCondition, tableRequest)
 )
 
 // checkOutResult is the row checkOutSQL answers.
@@ -172,6 +193,10 @@ type checkOutResult struct {
 	charged       *int
 	chargedLimit  *float64
 	chargedReason *string
+	// requested says the item's first request is another patron's, head
+	// names the first request (nil without one).
+	requested bool
+	head      *string
 }
 
 // checkOutBatch is a check-out's write as one batch, sent in one round trip
@@ -191,7 +216,7 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 		s.policy.EnforceUnscopedItemLimit, s.policy.LockFeatureDefault, nullable(caller.User), w.ReleaseLock, string(t),
 		nullable(caller.Module)).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified,
-			&r.charged, &r.chargedLimit, &r.chargedReason)
+			&r.charged, &r.chargedLimit, &r.chargedReason, &r.requested, &r.head)
 	})
 	return b, r
 }
@@ -218,6 +243,9 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeLockLost,
 			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
 			With("lockId", w.LockID)
+	case r.requested:
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
+			"The item's first request is another patron's; nothing was written").With("requestId", deref(r.head))
 	case r.limit != nil && r.open != nil && *r.open >= *r.limit:
 		return storage.CheckOutWritten{}, storage.ItemLimitReached(*r.limit, *r.open)
 	case r.chargedLimit != nil && r.charged != nil && float64(*r.charged) >= *r.chargedLimit:

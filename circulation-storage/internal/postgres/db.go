@@ -211,12 +211,13 @@ const (
 	tableManualBlock      tableName = "manual_block"
 	tableBlockCondition   tableName = "patron_block_condition"
 	tableBlockLimit       tableName = "patron_block_limit"
+	tableRequest          tableName = "request"
 )
 
 // tenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var tenantTables = []tableName{
-	tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatron, tableLoanPolicy, tableLoanType,
+	tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatron, tableLoanPolicy, tableLoanType,
 	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
 	tableTenantJob,
 }

@@ -188,6 +188,16 @@ func itemLimitSQL(m, lp, enforceUnscoped string) string {
              THEN (` + lp + `.jsonb #>> '{loansPolicy,itemLimit}')::numeric::integer END`
 }
 
+// queueHeadSQL is the first request of an item's queue: the open request
+// ("Open - …") with the lowest position, the earliest when positions are
+// missing. It answers id, requester_id, position and the request, or no
+// row. request is the table; item and tenant SQL expressions.
+func queueHeadSQL(request, item, tenant string) string {
+	return `SELECT r.id, r.requester_id, r.position, r.jsonb FROM ` + request + ` r
+     WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + ` AND left(r.status, 5) = 'Open '
+     ORDER BY r.position NULLS LAST, r.jsonb ->> 'requestDate', r.id LIMIT 1`
+}
+
 // automatedBlocksSQL is the patron's automated blocks, computed as
 // mod-patron-blocks computes them (ActionBlocks.byLimit) from this
 // service's own records, for the conditions it can compute honestly: the
@@ -238,7 +248,8 @@ const borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
 // check-out by barcode needs: the patron ($1) and the item ($2) by barcode,
 // the item's material type (its name is in FOLIO's refusals), the
 // patron's manual blocks in force for borrowing (borrowing true, not
-// expired) and automated blocks, the item's open loan, whether rules are set, the policy they choose with
+// expired) and automated blocks, the item's open loan, the first request
+// of the item's queue, whether rules are set, the policy they choose with
 // the chosen rule's criteria, the policy, the patron's open loans counted
 // as that policy's item limit counts them, and the limit enforced ($3:
 // whether an unscoped limit is) in the tenant $4.
@@ -267,7 +278,8 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
        (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $4 AND b.jsonb ->> 'borrowing' = 'true'
            AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now())),
-       ` + automatedBlocksSQL("$4", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `
+       ` + automatedBlocksSQL("$4", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `,
+       (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `) h)
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true`
@@ -281,7 +293,7 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	var pg, mtMatch, ltMatch *bool
 	err := s.db.pool.QueryRow(ctx, checkOutReadSQL, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
 		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
-			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting, &out.MaterialType, &out.ManualBlocks, &out.AutomatedBlocks)
+			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting, &out.MaterialType, &out.ManualBlocks, &out.AutomatedBlocks, &out.QueueHead)
 	if err != nil {
 		return storage.CheckOutRecords{}, interpret(err, t)
 	}

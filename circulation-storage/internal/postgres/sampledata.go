@@ -119,6 +119,16 @@ func sampleSeeds() []seed {
 	for i := 1; i <= 40; i++ {
 		seeds = append(seeds, item(numbered("dvd-", 2, i), films[(i-1)%len(films)], MaterialDVD, LoanTypeCanCirculate))
 	}
+	// book-020 waits on the hold shelf for Bob: the first request of its
+	// queue is his.
+	for _, s := range seeds {
+		if s.r.Path == storage.Items.Path && s.doc["barcode"] == "book-020" {
+			s.doc["status"] = map[string]any{"name": "Awaiting pickup"}
+		}
+	}
+	seeds = append(seeds, seed{storage.Requests, SampleID("hold-book-020"), map[string]any{"requestType": "Hold",
+		"requestLevel": "Item", "requestDate": "2026-01-05T09:00:00.000Z", "requesterId": SampleID("1002"),
+		"itemId": SampleID("book-020"), "status": "Open - Awaiting pickup", "position": 1, "fulfillmentPreference": "Hold Shelf"}})
 	for i := 1; i <= 10; i++ {
 		seeds = append(seeds, item(numbered("reading-", 2, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeReadingRoom))
 	}

@@ -74,6 +74,10 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 			Name string `json:"name"`
 		} `json:"materialType"`
 		OpenLoan  json.RawMessage `json:"openLoan"`
+		QueueHead *struct {
+			ID          string `json:"id"`
+			RequesterID string `json:"requesterId"`
+		} `json:"requestQueueHead"`
 		Automated []struct {
 			ConditionID    string `json:"patronBlockConditionId"`
 			BlockBorrowing bool   `json:"blockBorrowing"`
@@ -109,6 +113,9 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 	}
 	if l := v.ItemLimit; l != nil {
 		out.Limit = &circulation.ItemLimit{Limit: l.Limit, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID}
+	}
+	if h := v.QueueHead; h != nil {
+		out.QueueHead = &circulation.QueuedRequest{ID: h.ID, RequesterID: h.RequesterID}
 	}
 	for _, b := range v.Automated {
 		out.AutomatedBlocks = append(out.AutomatedBlocks, circulation.AutomatedBlock{ConditionID: b.ConditionID,

@@ -1,0 +1,80 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+)
+
+// request creates an open request of item by requester at position.
+func request(t *testing.T, f fixture, item, requester string, position int, status string) string {
+	t.Helper()
+	id := uuid.NewString()
+	if _, err := NewRecords(f.db, testPolicy).Create(context.Background(), f.tenant, storage.Requests, id, json.RawMessage(fmt.Sprintf(
+		`{"requestType":"Hold","requestLevel":"Item","requestDate":"2026-01-0%dT10:00:00.000Z","requesterId":%q,"itemId":%q,
+		  "status":%q,"position":%d,"fulfillmentPreference":"Hold Shelf"}`, position, requester, item, status, position))); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestCheckOutFillsTheBorrowersRequest: an item's queue is Bob's request
+// (awaiting pickup), then Alice's, then Dave's. Alice's check-out write is
+// refused (the first request is Bob's) and changes no request; Bob's fills
+// his request in the write: "Closed - Filled", without a position, and
+// Alice's and Dave's move up to 1 and 2.
+func TestCheckOutFillsTheBorrowersRequest(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	records := NewRecords(f.db, testPolicy)
+	item := SampleID("book-090")
+	bob, alice, dave := SampleID("1002"), SampleID("1001"), SampleID("1004")
+	bobs := request(t, f, item, bob, 1, "Open - Awaiting pickup")
+	alices := request(t, f, item, alice, 2, "Open - Not yet filled")
+	daves := request(t, f, item, dave, 3, "Open - Not yet filled")
+	queue := func() string {
+		t.Helper()
+		var out string
+		f.db.pool.QueryRow(ctx, `SELECT string_agg(id::text || ' ' || status || ' ' || coalesce(position::text, '-'), ', ' ORDER BY id)
+			FROM `+view(f.tenant, tableRequest)).Scan(&out)
+		return out
+	}
+	before := queue()
+
+	_, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
+		Loan: loanDoc(alice, item), ItemVersion: 1})
+	if !isCode(err, schemas.CodeItemRequestedByAnotherPatron) {
+		t.Fatalf("Alice's write of Bob's item: %v, want %s", err, schemas.CodeItemRequestedByAnotherPatron)
+	}
+	if got := queue(); got != before {
+		t.Errorf("a refused write changed the queue:\n%s\nwant\n%s", got, before)
+	}
+	if n := f.count(t, tableLoan, "item_id = $1", item); n != 0 {
+		t.Errorf("%d loans after the refused write", n)
+	}
+
+	if _, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: bob,
+		Loan: loanDoc(bob, item), ItemVersion: 1}); err != nil {
+		t.Fatalf("Bob's write: %v", err)
+	}
+	for id, want := range map[string]string{bobs: "Closed - Filled -", alices: "Open - Not yet filled 1", daves: "Open - Not yet filled 2"} {
+		var got string
+		f.db.pool.QueryRow(ctx, `SELECT status || ' ' || coalesce(position::text, '-') FROM `+view(f.tenant, tableRequest)+` WHERE id = $1`, id).Scan(&got)
+		if got != want {
+			t.Errorf("request %s after Bob's check-out: %q, want %q", id, got, want)
+		}
+	}
+	var doc map[string]any
+	var raw []byte
+	f.db.pool.QueryRow(ctx, `SELECT jsonb FROM `+view(f.tenant, tableRequest)+` WHERE id = $1`, bobs).Scan(&raw)
+	if err := json.Unmarshal(raw, &doc); err != nil || doc["position"] != nil || doc["status"] != "Closed - Filled" {
+		t.Errorf("Bob's request as stored: %s", raw)
+	}
+}
