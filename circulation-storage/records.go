@@ -214,6 +214,11 @@ type CheckOutWrite struct {
 	// ReleaseLock releases the lock LockID names in the same transaction,
 	// when the loan is written; a write that writes nothing leaves it.
 	ReleaseLock bool
+	// OverrideItemLimit and OverridePatronBlock lift the item limit and
+	// the maximum items charged out from the write (an override a
+	// librarian was allowed; schemas.HeaderCheckOutOverride). The lock and
+	// its fence still hold it.
+	OverrideItemLimit, OverridePatronBlock bool
 }
 
 // ItemLimit is an item limit and the loans it counts: the patron's open

@@ -93,7 +93,25 @@ type CheckOutRequest struct {
 	ServicePointID string
 	// LoanDate defaults to now.
 	LoanDate time.Time
+	// Overrides are the blocks a librarian overrides, already allowed
+	// (the caller holds their permissions).
+	Overrides Overrides
 }
+
+// Overrides are FOLIO's overrideBlocks of a check-out: which blocks to
+// lift, the due date for an item its loan policy does not lend, and the
+// comment every override needs.
+type Overrides struct {
+	PatronBlock, ItemLimit, ItemNotLoanable bool
+	DueDate                                 time.Time
+	Comment                                 string
+}
+
+// Any says whether any block is overridden.
+func (o Overrides) Any() bool { return o.PatronBlock || o.ItemLimit || o.ItemNotLoanable }
+
+// ActionOverride is the action of a loan made through an override.
+const ActionOverride = "checkedOutThroughOverride"
 
 // CheckOutResult is the loan made, with the item and patron it joins.
 type CheckOutResult struct {
@@ -220,13 +238,13 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserBarcodeNotFound, "Could not find user with matching barcode").
 			With("userBarcode", req.UserBarcode))
 	}
-	if len(reads.ManualBlocks) > 0 {
+	if len(reads.ManualBlocks) > 0 && !req.Overrides.PatronBlock {
 		refusals = append(refusals, manuallyBlocked(reads.ManualBlocks))
 	}
 	// FOLIO's AutomatedPatronBlocksValidator: one refusal per condition
 	// that blocks borrowing, its message as the condition gives it.
 	for _, b := range reads.AutomatedBlocks {
-		if b.BlockBorrowing {
+		if b.BlockBorrowing && !req.Overrides.PatronBlock {
 			refusals = append(refusals, automaticallyBlocked(b.ConditionID, b.Message))
 		}
 	}
@@ -316,10 +334,10 @@ func (s *Service) checkPolicy(co *checkOut, reads CheckOutReads) []*errs.Error {
 	co.match, co.policy = reads.Match, reads.Policy
 	co.limit = reads.Limit
 	var refusals []*errs.Error
-	if co.limit != nil && reads.OpenLoans >= co.limit.Limit {
+	if co.limit != nil && reads.OpenLoans >= co.limit.Limit && !co.req.Overrides.ItemLimit {
 		refusals = append(refusals, ItemLimitReached(co.limit.Limit, co.match, co.req.ItemBarcode))
 	}
-	if !co.policy.Loanable {
+	if !co.policy.Loanable && !co.req.Overrides.ItemNotLoanable {
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemNotLoanable, "Item is not loanable").
 			With("itemBarcode", co.req.ItemBarcode).With("loanPolicyName", co.policy.Name))
 	}
@@ -528,7 +546,16 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (writte
 		LoanPolicyID:           co.policy.ID,
 		CheckoutServicePointID: co.req.ServicePointID,
 	}
-	stored, err := s.storage.CheckOutItem(ctx, loan, co.item, lockID)
+	// FOLIO's OverridingLoanValidator: the loan says it was made through
+	// an override, with the comment; an item its policy does not lend is
+	// lent until the override's due date.
+	if o := co.req.Overrides; o.Any() {
+		loan.Action, loan.ActionComment = ActionOverride, o.Comment
+		if o.ItemNotLoanable && !co.policy.Loanable {
+			loan.DueDate = o.DueDate
+		}
+	}
+	stored, err := s.storage.CheckOutItem(ctx, loan, co.item, lockID, co.req.Overrides)
 	switch {
 	case err == nil:
 		return written{CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}, stored.LockReleased}, nil

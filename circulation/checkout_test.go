@@ -692,6 +692,56 @@ func TestCheckOutAndTheRequestQueue(t *testing.T) {
 	})
 }
 
+// TestCheckOutOverrides: an override lifts exactly its block (FOLIO's
+// OverridingLoanValidator): an item its policy does not lend is lent until
+// the override's due date, the loan saying it was made through the
+// override, with the comment; the item limit and the patron's blocks are
+// lifted in the write too (storage is told), while a block not overridden
+// still refuses.
+func TestCheckOutOverrides(t *testing.T) {
+	t.Parallel()
+	due := time.Date(2026, 12, 24, 12, 0, 0, 0, time.UTC)
+	t.Run("item not loanable", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		s.fake.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Reference only", Loanable: false})
+		req := request()
+		req.Overrides = circulation.Overrides{ItemNotLoanable: true, DueDate: due, Comment: "For the weekend"}
+		res, err := s.svc.CheckOut(okapi(t), req)
+		if err != nil {
+			t.Fatalf("the override: %v", err)
+		}
+		loans := s.fake.Loans()
+		if len(loans) != 1 || loans[0].Action != circulation.ActionOverride || loans[0].DueDate != "2026-12-24T12:00:00.000Z" ||
+			res.Loan.ActionComment != "For the weekend" {
+			t.Errorf("loan %+v (answered %+v), want due at the override's date, made through the override", loans, res.Loan)
+		}
+	})
+	t.Run("a block not overridden still refuses", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		s.fake.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Unpaid fines", Borrowing: true})
+		req := request()
+		req.Overrides = circulation.Overrides{ItemLimit: true, Comment: "x"}
+		_, err := s.svc.CheckOut(okapi(t), req)
+		wantStrings(t, "refusals", refusals(t, err), []string{"USER_IS_BLOCKED_MANUALLY: Patron blocked from borrowing [reason=Unpaid fines]"})
+	})
+	t.Run("the patron's blocks, at the write too", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		s.fake.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Unpaid fines", Borrowing: true})
+		s.fake.SetChargedOutLimit(storagefake.ChargedOutLimit{Limit: 0, Message: "No more loans"})
+		req := request()
+		req.Overrides = circulation.Overrides{PatronBlock: true, Comment: "Paid at the desk"}
+		if _, err := s.svc.CheckOut(okapi(t), req); err != nil {
+			t.Fatalf("the override of the patron's blocks: %v", err)
+		}
+		if loans := s.fake.Loans(); len(loans) != 1 || loans[0].Action != circulation.ActionOverride {
+			t.Errorf("loans %+v, want one made through the override", loans)
+		}
+	})
+}
+
 // TestCheckOutItemLimitNamesTheRuleScope walks every combination of the
 // criteria the rule that chose the policy names: FOLIO's message and code,
 // and the open loans counted in that scope.

@@ -210,13 +210,15 @@ type ItemLimit struct {
 
 // Loan is a loan record.
 type Loan struct {
-	ID                     string
-	UserID                 string
-	ItemID                 string
-	LoanDate               time.Time
-	DueDate                time.Time
-	ReturnDate             time.Time
-	Action                 string
+	ID         string
+	UserID     string
+	ItemID     string
+	LoanDate   time.Time
+	DueDate    time.Time
+	ReturnDate time.Time
+	Action     string
+	// ActionComment is an override's comment.
+	ActionComment          string
 	Status                 string // Open or Closed
 	LoanPolicyID           string
 	CheckoutServicePointID string
@@ -295,7 +297,10 @@ type Storage interface {
 	// stored, and whether storage said it released the lock (a storage
 	// that does not release it with the write says nothing, and the caller
 	// releases it).
-	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string) (CheckedOut, error)
+	//
+	// lifted names the blocks an override lifts from the write (the item
+	// limit, the patron's blocks); the lock and its fence still hold it.
+	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string, lifted Overrides) (CheckedOut, error)
 	// CheckInItem is a check-in's writes, in one storage transaction: the
 	// item (read at item.Version) becomes "Available" and the loan (its Doc
 	// with the fields check-in changes) is written, or neither happens

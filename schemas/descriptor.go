@@ -116,8 +116,15 @@ func Descriptor(service string) []byte {
 		}
 		h := handler{Methods: []string{r.Method}, PathPattern: r.Path, PermissionsRequired: []string{r.Permission},
 			ModulePermissions: r.ModulePermissions}
-		if r.Service == ServiceStorage && r.Method == "DELETE" && r.Path == "/check-out-lock-storage/{id}" {
+		switch {
+		case r.Service == ServiceStorage && r.Method == "DELETE" && r.Path == "/check-out-lock-storage/{id}":
 			h.PermissionsDesired = []string{PermissionReleaseOthers}
+		case r.Service == ServiceStorage && r.Method == "POST" && r.Path == "/loan-storage/loans":
+			h.PermissionsDesired = []string{PermissionCheckOutOverride}
+		case r.Service == ServiceCirculation && r.Method == "POST" && r.Path == "/circulation/check-out-by-barcode":
+			for _, o := range OverridePermissions {
+				h.PermissionsDesired = append(h.PermissionsDesired, o.Permission)
+			}
 		}
 		p.Handlers = append(p.Handlers, h)
 		if _, ok := perms[r.Permission]; !ok {
@@ -155,7 +162,16 @@ func Descriptor(service string) []byte {
 		}
 		d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: PermissionReleaseOthers,
 			DisplayName: service + ": release a check-out lock someone else holds",
-			Description: "Release a live check-out lock acquired by someone else (recorded in the lock history as released_by_other)"})
+			Description: "Release a live check-out lock acquired by someone else (recorded in the lock history as released_by_other)"},
+			permissionSet{PermissionName: PermissionCheckOutOverride,
+				DisplayName: service + ": write a check-out past the limits an override lifts",
+				Description: "Write a check-out's loan past the item limit or a patron block (X-Check-Out-Override), still under the patron's lock"})
+	}
+	if service == ServiceCirculation {
+		for _, o := range OverridePermissions {
+			d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: o.Permission,
+				DisplayName: service + ": " + o.Display, Description: o.Display})
+		}
 	}
 	if service == ServiceCirculation {
 		// The roles are circulation's: they span both modules.

@@ -239,6 +239,29 @@ func circ(method, path, permission, display string, modulePerms ...string) Route
 		Permission: permission, Display: display, ModulePermissions: modulePerms}
 }
 
+// FOLIO's override permissions: beside the check-out route's own, each
+// lets a check-out override one kind of block (overrideBlocks). The
+// librarian holds them; a self-check machine never does.
+const (
+	PermissionOverridePatronBlock     = "circulation.override-patron-block.post"
+	PermissionOverrideItemLimit       = "circulation.override-item-limit-block.post"
+	PermissionOverrideItemNotLoanable = "circulation.override-item-not-loanable-block.post"
+)
+
+// OverridePermissions are the override permissions with their blocks'
+// names in overrideBlocks, in FOLIO's order.
+var OverridePermissions = []struct{ Block, Permission, Display string }{
+	{"patronBlock", PermissionOverridePatronBlock, "override a patron block at check-out"},
+	{"itemLimitBlock", PermissionOverrideItemLimit, "override the item limit at check-out"},
+	{"itemNotLoanableBlock", PermissionOverrideItemNotLoanable, "lend an item its loan policy does not lend"},
+}
+
+// PermissionCheckOutOverride lets a check-out's write at storage pass the
+// limits an override lifts (HeaderCheckOutOverride): circulation's
+// check-out holds it, having checked the caller's override permission;
+// nobody's token reaches storage with it but the tenant administrator's.
+const PermissionCheckOutOverride = "circulation-storage.loans.check-out.override"
+
 // PermissionReleaseOthers lets a caller release a live check-out lock that
 // another identity acquired (a lock id alone is not enough): beside the
 // release route's own permission, it is what the operator's release through
@@ -256,7 +279,7 @@ var (
 		"circulation-storage.check-out.validation.get",
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
 		"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
-		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get",
+		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get", PermissionCheckOutOverride,
 	}
 	checkInModule = []string{
 		"inventory-storage.items.collection.get", "inventory-storage.items.item.put",
@@ -312,7 +335,8 @@ var (
 	selfCheckRole = []string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post"}
 	librarianRole = slices.Concat(selfCheckRole, []string{
 		"circulation.loans.collection.get", "circulation.loans.item.get",
-		"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put"})
+		"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
+		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable})
 	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
 		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get"}
 )
@@ -320,7 +344,7 @@ var (
 // PermissionSets are the roles.
 var PermissionSets = []PermissionSet{
 	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in.", selfCheckRole},
-	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, and reading loans.",
+	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, and overriding blocks at check-out.",
 		librarianRole},
 	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, and read the lock settings.",
 		operatorRole},
@@ -336,7 +360,8 @@ func tenantAdmin() []string {
 			out = append(out, r.Permission)
 		}
 	}
-	return append(out, SettingsScopeRead("mod-circulation"), SettingsScopeWrite("mod-circulation"), PermissionReleaseOthers)
+	return append(out, SettingsScopeRead("mod-circulation"), SettingsScopeWrite("mod-circulation"), PermissionReleaseOthers,
+		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionCheckOutOverride)
 }
 
 // PermissionSetNamed returns the permission set named name.

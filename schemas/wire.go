@@ -31,6 +31,10 @@ const (
 	// the check-out's last call is its write. A write that writes nothing
 	// leaves the lock held.
 	HeaderReleaseLock = "X-Check-Out-Release-Lock"
+	// HeaderCheckOutOverride names, on a check-out's write, the blocks an
+	// override lifts: itemLimitBlock, patronBlock (comma-separated). It
+	// needs PermissionCheckOutOverride.
+	HeaderCheckOutOverride = "X-Check-Out-Override"
 	// HeaderLockReleased "true" on the 201 of such a write says that its
 	// transaction released the lock: a client that does not see it (a
 	// storage that does not know HeaderReleaseLock) releases the lock
@@ -116,15 +120,18 @@ const (
 	// CodeItemRequestedByAnotherPatron: the item's first request is
 	// another patron's.
 	CodeItemRequestedByAnotherPatron = "ITEM_REQUESTED_BY_ANOTHER_PATRON"
-	CodeItemBarcodeNotFound          = "ITEM_BARCODE_NOT_FOUND"
-	CodeItemAlreadyCheckedOut        = "ITEM_ALREADY_CHECKED_OUT"
-	CodeItemHasOpenLoan              = "ITEM_HAS_OPEN_LOAN"
-	CodeItemStatusRefused            = "ITEM_STATUS_REFUSED"
-	CodeItemNotLoanable              = "ITEM_NOT_LOANABLE"
-	CodeItemLimit                    = "ITEM_LIMIT"
-	CodeItemLimitMaterialType        = "ITEM_LIMIT_MATERIAL_TYPE"
-	CodeItemLimitLoanType            = "ITEM_LIMIT_LOAN_TYPE"
-	CodeItemLimitBoth                = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
+	// CodeInsufficientOverridePermissions: an override asked for without
+	// its permission (FOLIO's code).
+	CodeInsufficientOverridePermissions = "INSUFFICIENT_OVERRIDE_PERMISSIONS"
+	CodeItemBarcodeNotFound             = "ITEM_BARCODE_NOT_FOUND"
+	CodeItemAlreadyCheckedOut           = "ITEM_ALREADY_CHECKED_OUT"
+	CodeItemHasOpenLoan                 = "ITEM_HAS_OPEN_LOAN"
+	CodeItemStatusRefused               = "ITEM_STATUS_REFUSED"
+	CodeItemNotLoanable                 = "ITEM_NOT_LOANABLE"
+	CodeItemLimit                       = "ITEM_LIMIT"
+	CodeItemLimitMaterialType           = "ITEM_LIMIT_MATERIAL_TYPE"
+	CodeItemLimitLoanType               = "ITEM_LIMIT_LOAN_TYPE"
+	CodeItemLimitBoth                   = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
 	// With a patron group named by the rule too (FOLIO's codes).
 	CodeItemLimitPatronGroupMaterialType = "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE"
 	CodeItemLimitPatronGroupLoanType     = "ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE"

@@ -872,7 +872,7 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	// A loan opens only by a check-out's write; its headers are read
 	// before anything is written, and refused as storage refuses them.
 	if statusName(doc) != "Open" {
-		for _, h := range []string{schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderReleaseLock} {
+		for _, h := range []string{schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderReleaseLock, schemas.HeaderCheckOutOverride} {
 			if r.Header.Get(h) != "" {
 				writeError(w, 422, schemas.CodeValidation, fmt.Sprintf("status: a check-out's write opens a loan: its status must be Open, got %q",
 					statusName(doc)), "status", statusName(doc))
@@ -902,6 +902,22 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 	if lockID != "" && !validUUID(lockID) {
 		writeError(w, 400, schemas.CodeInvalidID, "Invalid lock id in "+schemas.HeaderLockID, "lockId", lockID)
 		return
+	}
+	// The blocks an override lifts (the fake holds no permissions).
+	var overrideLimit, overrideBlock bool
+	if v := r.Header.Get(schemas.HeaderCheckOutOverride); v != "" {
+		for _, b := range strings.Split(v, ",") {
+			switch strings.TrimSpace(b) {
+			case "itemLimitBlock":
+				overrideLimit = true
+			case "patronBlock":
+				overrideBlock = true
+			default:
+				writeError(w, 400, schemas.CodeInvalidHeader, schemas.HeaderCheckOutOverride+" lists the blocks an override lifts: itemLimitBlock, patronBlock",
+					"override", v)
+				return
+			}
+		}
 	}
 	lockID = strings.ToLower(lockID)
 	release := false
@@ -950,7 +966,7 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 			"requestId", str(head["id"]))
 		return
 	}
-	if item := find(f.items, str(doc["itemId"])); item != nil {
+	if item := find(f.items, str(doc["itemId"])); item != nil && !overrideLimit {
 		if limit, mt, lt := f.itemLimit(item); limit > 0 {
 			if open := f.countOpen(str(doc["userId"]), mt, lt); open >= limit {
 				writeError(w, 422, schemas.CodeItemLimitReached, fmt.Sprintf("Patron has reached maximum limit of %d items", limit),
@@ -959,7 +975,7 @@ func (f *Fake) postLoan(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if c := f.charged; c != nil {
+	if c := f.charged; c != nil && !overrideBlock {
 		if open := f.countOpen(str(doc["userId"]), "", ""); open >= c.Limit {
 			writeError(w, 422, schemas.CodeUserBlockedAutomatically, c.Message, "patronBlockConditionId", schemas.ConditionItemsChargedOut,
 				"limit", strconv.Itoa(c.Limit), "openLoans", strconv.Itoa(open))

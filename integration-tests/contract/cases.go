@@ -457,6 +457,32 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "a check-out write with the patron-block override passes the maximum items charged out",
+		given: func(s *session) request {
+			r := s.seed()
+			s.target.LimitChargedOut(s.t, r, 0, "No more loans")
+			req := checkOutReq(r, "", "1")
+			req.headers[schemas.HeaderCheckOutOverride] = "patronBlock"
+			return req
+		},
+		want: want{status: http.StatusCreated, schema: "loan.json"},
+		then: func(s *session, _ response) {
+			s.wantItem("Checked out", 2)
+			s.wantLoans(1)
+		},
+	},
+	{
+		name: "a check-out write naming an override that does not exist is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			req := checkOutReq(r, "", "1")
+			req.headers[schemas.HeaderCheckOutOverride] = "everything"
+			return req
+		},
+		want: want{status: http.StatusBadRequest, code: schemas.CodeInvalidHeader},
+		then: nothingWritten,
+	},
+	{
 		name: "validation of unknown barcodes answers neither record",
 		given: func(s *session) request {
 			s.seed()

@@ -91,6 +91,23 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 		return w, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
 			"%s must be true or false", schemas.HeaderReleaseLock).With("releaseLock", truncateText(v))
 	}
+	if v := h.Get(schemas.HeaderCheckOutOverride); v != "" {
+		if err := s.cfg.Auth.Require(claimsOf(c), schemas.PermissionCheckOutOverride); err != nil {
+			return w, err
+		}
+		for _, block := range strings.Split(v, ",") {
+			switch strings.TrimSpace(block) {
+			case "itemLimitBlock":
+				w.OverrideItemLimit = true
+			case "patronBlock":
+				w.OverridePatronBlock = true
+			default:
+				return w, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
+					"%s lists the blocks an override lifts: itemLimitBlock, patronBlock", schemas.HeaderCheckOutOverride).
+					With("override", truncateText(v))
+			}
+		}
+	}
 	return w, nil
 }
 
@@ -123,7 +140,7 @@ func permissionFor(method, path string) string {
 }
 
 // checkOutHeaders are the headers of a check-out's write.
-var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderReleaseLock}
+var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderReleaseLock, schemas.HeaderCheckOutOverride}
 
 // itemVersion reads an item version from header. The column is a
 // PostgreSQL integer: what it cannot hold is refused here, before any
@@ -268,6 +285,12 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		stored = written.Loan
 		if written.LockReleased {
 			c.Response().Header().Set(schemas.HeaderLockReleased, "true")
+		}
+		if w.OverrideItemLimit || w.OverridePatronBlock {
+			caller := storage.CallerFrom(c.Request().Context())
+			s.logger.InfoContext(c.Request().Context(), "check-out override", slog.String("loan_id", id),
+				slog.String("user_id", w.UserID), slog.Bool("item_limit", w.OverrideItemLimit),
+				slog.Bool("patron_block", w.OverridePatronBlock), slog.String("caller", caller.User), slog.String("module", caller.Module))
 		}
 	} else {
 		stored, err = s.svc.Records.Create(c.Request().Context(), tenantOf(c), r, id, doc)

@@ -92,8 +92,8 @@ WITH fence AS (
 ), allowed AS (
     SELECT (SELECT ok FROM required)
        AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
-       AND ((SELECT n FROM limited) IS NULL OR (SELECT n FROM counted) < (SELECT n FROM limited))
-       AND (NOT EXISTS (SELECT 1 FROM charged) OR (SELECT n FROM charged_count) < (SELECT lim FROM charged))
+       AND ($12::boolean OR (SELECT n FROM limited) IS NULL OR (SELECT n FROM counted) < (SELECT n FROM limited))
+       AND ($13::boolean OR NOT EXISTS (SELECT 1 FROM charged) OR (SELECT n FROM charged_count) < (SELECT lim FROM charged))
        AND NOT (SELECT other FROM queued) AS ok
 ), item AS (
     UPDATE %[3]s
@@ -172,7 +172,8 @@ func itemWithStatus(name string) string {
 // parameters are: $1 loan id, $2 loan, $3 lock id, $4 item version, $5 user
 // for the metadata, $6 whether an unscoped item limit is enforced, $7 the
 // lock feature's default, $8 and $11 the caller (user and module), $9
-// whether to release the lock, $10 the tenant.
+// whether to release the lock, $10 the tenant, $12 and $13 whether an
+// override lifts the item limit and the maximum items charged out.
 var (
 	lockRowsSQL   = withTables(locksql.LockRows, tableLock, tablePatron)
 	patronRowSQL  = withTables(locksql.PatronRow, tablePatron)
@@ -214,7 +215,7 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 	r := &checkOutResult{}
 	b.Queue(checkOutWrite, w.LoanID, w.Loan, nullable(w.LockID), w.ItemVersion, metadataUser(ctx),
 		s.policy.EnforceUnscopedItemLimit, s.policy.LockFeatureDefault, nullable(caller.User), w.ReleaseLock, string(t),
-		nullable(caller.Module)).QueryRow(func(row pgx.Row) error {
+		nullable(caller.Module), w.OverrideItemLimit, w.OverridePatronBlock).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified,
 			&r.charged, &r.chargedLimit, &r.chargedReason, &r.requested, &r.head)
 	})
@@ -246,9 +247,9 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 	case r.requested:
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
 			"The item's first request is another patron's; nothing was written").With("requestId", deref(r.head))
-	case r.limit != nil && r.open != nil && *r.open >= *r.limit:
+	case !w.OverrideItemLimit && r.limit != nil && r.open != nil && *r.open >= *r.limit:
 		return storage.CheckOutWritten{}, storage.ItemLimitReached(*r.limit, *r.open)
-	case r.chargedLimit != nil && r.charged != nil && float64(*r.charged) >= *r.chargedLimit:
+	case !w.OverridePatronBlock && r.chargedLimit != nil && r.charged != nil && float64(*r.charged) >= *r.chargedLimit:
 		return storage.CheckOutWritten{}, storage.ChargedOutLimitReached(deref(r.chargedReason), *r.chargedLimit, *r.charged)
 	}
 	itemID := fieldValue(w.Loan, "itemId")

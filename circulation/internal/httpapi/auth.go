@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
@@ -13,12 +15,39 @@ import (
 // authorize lets the request through if its caller may use the route (see
 // auth.Guard.Check), and remembers who the caller is.
 func (s *Server) authorize(c echo.Context, r *requestInfo) error {
-	who, _, err := s.cfg.Auth.Check(schemas.ServiceCirculation, c.Request().Method, c.Path(), c.Request().Header)
+	who, claims, err := s.cfg.Auth.Check(schemas.ServiceCirculation, c.Request().Method, c.Path(), c.Request().Header)
 	if err != nil {
 		return err
 	}
-	r.Caller = who.User
+	r.Caller, r.claims = who.User, claims
 	return nil
+}
+
+// holds says whether the caller holds permission beyond the route's: in
+// jwt mode, whether the token does; behind a gateway, whether the gateway
+// granted it (X-Okapi-Permissions, where FOLIO's gateway puts the
+// permissionsDesired the caller holds); with authentication off, always.
+func (s *Server) holds(c echo.Context, permission string) bool {
+	switch s.cfg.Auth.Mode {
+	case auth.JWT:
+		r := requestOf(c.Request().Context())
+		return r != nil && r.claims != nil && r.claims.Has(permission)
+	case auth.Gateway:
+		var granted []string
+		if err := json.Unmarshal([]byte(c.Request().Header.Get(schemas.HeaderPermissions)), &granted); err != nil {
+			return false
+		}
+		return slices.Contains(granted, permission)
+	}
+	return true
+}
+
+// callerOf is who the request acts for, "" when unknown.
+func callerOf(c echo.Context) string {
+	if r := requestOf(c.Request().Context()); r != nil {
+		return r.Caller
+	}
+	return ""
 }
 
 // storageToken is the token the request's calls to storage carry: never

@@ -49,6 +49,7 @@ type loanJSON struct {
 	DueDate                string          `json:"dueDate,omitempty"`
 	ReturnDate             string          `json:"returnDate,omitempty"`
 	Action                 string          `json:"action"`
+	ActionComment          string          `json:"actionComment,omitempty"`
 	Status                 statusJSON      `json:"status"`
 	LoanPolicyID           string          `json:"loanPolicyId,omitempty"`
 	CheckoutServicePointID string          `json:"checkoutServicePointId,omitempty"`
@@ -70,6 +71,14 @@ func (s *Server) checkOut(c echo.Context) error {
 		ProxyUserBarcode string `json:"proxyUserBarcode"`
 		ServicePointID   string `json:"servicePointId"`
 		LoanDate         string `json:"loanDate"`
+		OverrideBlocks   *struct {
+			PatronBlock          *struct{} `json:"patronBlock"`
+			ItemLimitBlock       *struct{} `json:"itemLimitBlock"`
+			ItemNotLoanableBlock *struct {
+				DueDate string `json:"dueDate"`
+			} `json:"itemNotLoanableBlock"`
+			Comment *string `json:"comment"`
+		} `json:"overrideBlocks"`
 	}
 	if err := s.bind(c, "check-out-by-barcode-request.json", &req); err != nil {
 		return err
@@ -86,9 +95,26 @@ func (s *Server) checkOut(c echo.Context) error {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 			"loanDate: %s is more than %s ahead of this server's clock", req.LoanDate, schemas.MaxLoanDateAhead).With("loanDate", req.LoanDate)
 	}
+	var overrides circulation.Overrides
+	if o := req.OverrideBlocks; o != nil {
+		overrides = circulation.Overrides{PatronBlock: o.PatronBlock != nil, ItemLimit: o.ItemLimitBlock != nil,
+			ItemNotLoanable: o.ItemNotLoanableBlock != nil}
+		if o.Comment != nil {
+			overrides.Comment = *o.Comment
+		}
+		if o.ItemNotLoanableBlock != nil && o.ItemNotLoanableBlock.DueDate != "" {
+			if overrides.DueDate, err = parseDate("overrideBlocks.itemNotLoanableBlock.dueDate", o.ItemNotLoanableBlock.DueDate); err != nil {
+				return err
+			}
+		}
+		if err := s.allowOverrides(c, overrides, o.Comment != nil, loanDate); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	res, err := s.svc.Circulation.CheckOut(c.Request().Context(), circulation.CheckOutRequest{
 		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID, LoanDate: loanDate,
+		Overrides: overrides,
 	})
 	s.metrics.observeCheckOut(err, time.Since(start))
 	if err != nil {
@@ -96,15 +122,53 @@ func (s *Server) checkOut(c echo.Context) error {
 	}
 	l := res.Loan
 	logAttrs(c, slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("loan_id", l.ID))
+	if overrides.Any() {
+		// The audit log of overrides: who lifted which block, for whom, why.
+		s.logger.InfoContext(c.Request().Context(), "check-out override", slog.String("loan_id", l.ID),
+			slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("by", callerOf(c)),
+			slog.Bool("patron_block", overrides.PatronBlock), slog.Bool("item_limit", overrides.ItemLimit),
+			slog.Bool("item_not_loanable", overrides.ItemNotLoanable), slog.String("comment", overrides.Comment))
+	}
 	out := loanJSON{
 		ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: circulation.FormatTime(l.LoanDate), DueDate: circulation.FormatTime(l.DueDate),
-		Action: l.Action, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID, CheckoutServicePointID: l.CheckoutServicePointID,
-		Item: itemSummary(res.Item),
+		Action: l.Action, ActionComment: l.ActionComment, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
+		CheckoutServicePointID: l.CheckoutServicePointID, Item: itemSummary(res.Item),
 		Borrower: borrowerJSON{ID: res.Patron.ID, Barcode: res.Patron.Barcode, FirstName: res.Patron.FirstName,
 			LastName: res.Patron.LastName},
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)
 	return c.JSON(http.StatusCreated, out)
+}
+
+// allowOverrides applies FOLIO's rules for overriding blocks
+// (mod-circulation's OverridingBlockValidator and OverridingLoanValidator):
+// the caller holds each override's permission, the comment is there, and
+// an item that is not loanable gets a due date after the loan date. Each
+// is refused with FOLIO's message.
+func (s *Server) allowOverrides(c echo.Context, o circulation.Overrides, hasComment bool, loanDate time.Time) error {
+	asked := map[string]bool{"patronBlock": o.PatronBlock, "itemLimitBlock": o.ItemLimit, "itemNotLoanableBlock": o.ItemNotLoanable}
+	for _, p := range schemas.OverridePermissions {
+		if asked[p.Block] && !s.holds(c, p.Permission) {
+			return errs.Errorf(errs.KindInvalid, schemas.CodeInsufficientOverridePermissions, "Insufficient override permissions").
+				With("overridableBlock", p.Block).With("missingPermissions", p.Permission)
+		}
+	}
+	if !hasComment {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Override should be performed with the comment specified").
+			With("comment", "")
+	}
+	if o.ItemNotLoanable && o.DueDate.IsZero() {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Override should be performed with due date specified").
+			With("dueDate", "")
+	}
+	if loanDate.IsZero() {
+		loanDate = time.Now()
+	}
+	if o.ItemNotLoanable && !o.DueDate.After(loanDate) {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Due date should be later than loan date").
+			With("dueDate", circulation.FormatTime(o.DueDate))
+	}
+	return nil
 }
 
 // checkIn is POST /circulation/check-in-by-barcode.

@@ -112,7 +112,11 @@ const (
 // the request id (see LogHandler). The request path (serve.Middleware)
 // makes it and admit fills it in, before the handler runs; nothing changes
 // it after that but the handler's additions to the log line.
-type requestInfo struct{ serve.Request }
+type requestInfo struct {
+	serve.Request
+	// claims are the verified claims of a jwt-mode request (authorize).
+	claims *auth.Claims
+}
 
 type ctxKey int
 

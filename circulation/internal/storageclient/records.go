@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/checkoutlock/schemas/errs"
@@ -54,6 +55,7 @@ type loanJSON struct {
 	DueDate                string     `json:"dueDate,omitempty"`
 	ReturnDate             string     `json:"returnDate,omitempty"`
 	Action                 string     `json:"action"`
+	ActionComment          string     `json:"actionComment,omitempty"`
 	Status                 statusJSON `json:"status"`
 	LoanPolicyID           string     `json:"loanPolicyId,omitempty"`
 	CheckoutServicePointID string     `json:"checkoutServicePointId,omitempty"`
@@ -216,7 +218,7 @@ func decodeLoan(doc json.RawMessage) (circulation.Loan, error) {
 		return circulation.Loan{}, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "unreadable loan").Because(err)
 	}
 	return circulation.Loan{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: parseTime(l.LoanDate), DueDate: parseTime(l.DueDate),
-		ReturnDate: parseTime(l.ReturnDate), Action: l.Action, Status: l.Status.Name, LoanPolicyID: l.LoanPolicyID,
+		ReturnDate: parseTime(l.ReturnDate), Action: l.Action, ActionComment: l.ActionComment, Status: l.Status.Name, LoanPolicyID: l.LoanPolicyID,
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID, Doc: doc}, nil
 }
 
@@ -271,10 +273,21 @@ func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circula
 // applies in one transaction with the item's update, with the item limit
 // and lock requirement it decides itself, asked to release the lock with
 // the loan; storage says whether it did (HeaderLockReleased).
-func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string) (circulation.CheckedOut, error) {
+func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string,
+	lifted circulation.Overrides) (circulation.CheckedOut, error) {
 	headers := []string{schemas.HeaderItemVersion, strconv.Itoa(item.Version)}
 	if lockID != "" {
 		headers = append(headers, schemas.HeaderLockID, lockID, schemas.HeaderReleaseLock, "true")
+	}
+	var lifts []string
+	if lifted.PatronBlock {
+		lifts = append(lifts, "patronBlock")
+	}
+	if lifted.ItemLimit {
+		lifts = append(lifts, "itemLimitBlock")
+	}
+	if len(lifts) > 0 {
+		headers = append(headers, schemas.HeaderCheckOutOverride, strings.Join(lifts, ","))
 	}
 	var stored json.RawMessage
 	answer, err := c.callHeaders(ctx, http.MethodPost, "/loan-storage/loans", toLoanJSON(loan), &stored, headers...)
@@ -291,7 +304,8 @@ func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item c
 
 func toLoanJSON(l circulation.Loan) loanJSON {
 	return loanJSON{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: circulation.FormatTime(l.LoanDate), DueDate: circulation.FormatTime(l.DueDate),
-		ReturnDate: circulation.FormatTime(l.ReturnDate), Action: l.Action, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
+		ReturnDate: circulation.FormatTime(l.ReturnDate), Action: l.Action, ActionComment: l.ActionComment,
+		Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID}
 }
 
