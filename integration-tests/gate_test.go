@@ -9,8 +9,8 @@ import (
 )
 
 // TestOverridesNeedTheirPermission: FOLIO's overrideBlocks, across the
-// real services in jwt mode. A self-check machine asking to override the
-// item limit is refused INSUFFICIENT_OVERRIDE_PERMISSIONS and nothing is
+// real services in jwt mode. A self-check machine asking to override any
+// block is refused INSUFFICIENT_OVERRIDE_PERMISSIONS and nothing is
 // written; a librarian must give a comment; with one, the librarian lends
 // past the item limit (still under the patron's lock, which is left
 // released) and past a manual block, and each loan records the override.
@@ -43,6 +43,11 @@ func TestOverridesNeedTheirPermission(t *testing.T) {
 	before := c.Snapshot(t)
 	wantRefusal(checkOut(schemas.RoleSelfCheck, lib.Items[0][1], lib.Patrons[0], overLimit),
 		schemas.CodeInsufficientOverridePermissions, "Insufficient override permissions")
+	for _, o := range []map[string]any{{"patronBlock": map[string]any{}, "comment": "x"},
+		{"itemNotLoanableBlock": map[string]any{"dueDate": "2030-01-01T00:00:00Z"}, "comment": "x"}} {
+		wantRefusal(checkOut(schemas.RoleSelfCheck, lib.Items[0][1], lib.Patrons[0], o),
+			schemas.CodeInsufficientOverridePermissions, "Insufficient override permissions")
+	}
 	wantRefusal(checkOut(schemas.RoleLibrarian, lib.Items[0][1], lib.Patrons[0], map[string]any{"itemLimitBlock": map[string]any{}}),
 		schemas.CodeValidation, "Override should be performed with the comment specified")
 	wantRefusal(checkOut(schemas.RoleLibrarian, lib.Items[0][1], lib.Patrons[0], nil), "ITEM_LIMIT_LOAN_TYPE",
