@@ -177,13 +177,15 @@ func scaleCPU(a CPUPerCheckOut, f float64) CPUPerCheckOut {
 }
 
 // benchBeforeAfter is scenario 6: this version's check-out against the
-// baseline's, same topology, same database, alternating slices; latency and
-// CPU per check-out of each.
+// baseline's, same topology, same PostgreSQL (the baseline in a database
+// of its own, its schema being another release's), alternating slices;
+// latency and CPU per check-out of each.
 func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfter {
 	t.Helper()
 	opts := harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: env, CirculationEnv: env}
 	after := harness.NewCluster(t, opts)
 	opts.BinDir = buildAt(t, rev)
+	opts.DatabaseURL = harness.FreshDatabase(t)
 	before := harness.NewCluster(t, opts)
 	clusters := []*harness.Cluster{before, after}
 	pops := []*population{populate(t, before, p.population/2, 0), populate(t, after, p.population/2, 0)}

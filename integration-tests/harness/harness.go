@@ -146,6 +146,24 @@ func Main(m *testing.M) int {
 // DatabaseURL is the database created for this test run.
 func DatabaseURL() string { return envState().DatabaseURL }
 
+// FreshDatabase creates a database of its own for t, dropped when t ends,
+// and returns its URL: for a cluster of another release, whose schema
+// must not meet this one's.
+func FreshDatabase(t testing.TB) string {
+	t.Helper()
+	name := "circ_it_" + randomSuffix()
+	admin := serverURL()
+	if err := adminExec(admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := adminExec(admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database: %v", err)
+		}
+	})
+	return withDatabase(admin, name)
+}
+
 // serverURL is the PostgreSQL server to use: TEST_DATABASE_URL's server, or
 // the local one.
 func serverURL() string {

@@ -202,15 +202,18 @@ func (s *Tenants) ForgetAll() { s.enabled.Purge() }
 // migrateShared brings the shared schema to its last migration, unless it
 // is there already (the common case, answered by one query), and returns
 // the schema's migration version. Instances migrating at once are
-// serialised by golang-migrate's own lock.
+// serialised (migrate). A schema a later release has migrated further is
+// left as it is: migrations add tables, columns and indexes, so this
+// release works on it, as an instance not yet upgraded must during a
+// rolling upgrade.
 func (s *Tenants) migrateShared(ctx context.Context) (uint, error) {
 	var version int64
 	var dirty bool
 	err := s.db.pool.QueryRow(ctx,
 		`SELECT version, dirty FROM `+pgx.Identifier{SharedSchema, "schema_migrations"}.Sanitize()).Scan(&version, &dirty)
 	latest := latestMigration(migrations.FS)
-	if err == nil && !dirty && version == int64(latest) {
-		return latest, nil
+	if err == nil && !dirty && version >= int64(latest) {
+		return uint(version), nil
 	}
 	return s.migrate(ctx, SharedSchema, migrations.FS)
 }

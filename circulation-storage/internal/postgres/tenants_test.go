@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+	"github.com/checkoutlock/migrations"
 )
 
 // TestUpgradeMovesASchemaPerTenantIntoTheSharedTables: a tenant whose data
@@ -190,5 +192,31 @@ func TestTenantsEnabledAtOnceOnAFreshDatabase(t *testing.T) {
 				t.Errorf("round %d: a tenant enabled at once with others: %v", round, err)
 			}
 		}
+	}
+}
+
+// TestASchemaMigratedFurtherIsLeftAsItIs: a later release has migrated the
+// shared schema beyond this release's last migration (a rolling upgrade:
+// this instance is not upgraded yet). Enabling a tenant here leaves the
+// schema as it is and enables the tenant, instead of failing to find the
+// later migration.
+func TestASchemaMigratedFurtherIsLeftAsItIs(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, pgtest.Fresh(t))
+	tenants := NewTenants(db, discard)
+	ctx := context.Background()
+	if _, err := tenants.Init(ctx, storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{}); err != nil {
+		t.Fatal(err)
+	}
+	ahead := latestMigration(migrations.FS) + 1
+	if _, err := db.pool.Exec(ctx, `UPDATE `+pgx.Identifier{SharedSchema, "schema_migrations"}.Sanitize()+` SET version = $1`, ahead); err != nil {
+		t.Fatal(err)
+	}
+	job, err := tenants.Init(ctx, storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{})
+	if err != nil {
+		t.Fatalf("a tenant enabled on a schema migrated further: %v", err)
+	}
+	if want := fmt.Sprintf("schema %s at migration %d", SharedSchema, ahead); len(job.Messages) == 0 || job.Messages[0] != want {
+		t.Errorf("job messages %q, want first %q", job.Messages, want)
 	}
 }
