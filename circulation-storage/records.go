@@ -96,6 +96,9 @@ var (
 		Schema: "request.json", CollectionSchema: "requests.json",
 		Filters: []Filter{{Param: "itemId", Kind: FilterUUID}, {Param: "requesterId", Kind: FilterUUID},
 			{Param: "status", Kind: FilterText, Values: RequestStatuses}}}
+	Accounts = Resource{Name: "Account", Path: "/accounts", Plural: "accounts",
+		Schema: "account.json", CollectionSchema: "accounts.json",
+		Filters: []Filter{{Param: "username", Kind: FilterText}}}
 	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
 		Schema: "setting.json", CollectionSchema: "settings.json",
 		Filters:   []Filter{{Param: "scope", Kind: FilterText}, {Param: "key", Kind: FilterText}},
@@ -133,7 +136,7 @@ var ItemStatuses = []string{
 // Resources lists every record kind, in the order their references allow
 // them to be created.
 var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, Loans, ManualBlocks,
-	PatronBlockConditions, PatronBlockLimits, Requests, Settings}
+	PatronBlockConditions, PatronBlockLimits, Requests, Accounts, Settings}
 
 // RequestStatuses are the statuses of a request (schemas/request.json).
 var RequestStatuses = []string{

@@ -80,6 +80,26 @@ type Storage struct {
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	// Login is FOLIO's login (/authn): "on" signs people in with the
+	// tenant's accounts, its access tokens signed with AUTH_JWT_SECRET
+	// (AUTH_MODE=jwt); "off" where an identity provider issues the tokens.
+	Login string `env:"LOGIN" envDefault:"on"`
+	// LoginAccessTTL and LoginRefreshTTL are how long a sign-in's access
+	// and refresh tokens live.
+	LoginAccessTTL  time.Duration `env:"LOGIN_ACCESS_TTL" envDefault:"10m"`
+	LoginRefreshTTL time.Duration `env:"LOGIN_REFRESH_TTL" envDefault:"24h"`
+	// LoginMaxFailures failed sign-ins of one account, or
+	// LoginMaxAddressFailures from one client address, within LoginLockout
+	// lock it for LoginLockout.
+	LoginMaxFailures        int           `env:"LOGIN_MAX_FAILURES" envDefault:"5"`
+	LoginMaxAddressFailures int           `env:"LOGIN_MAX_ADDRESS_FAILURES" envDefault:"20"`
+	LoginLockout            time.Duration `env:"LOGIN_LOCKOUT" envDefault:"15m"`
+}
+
+// LoginOn says whether storage signs people in: LOGIN=on, and tokens it
+// can sign (AUTH_MODE=jwt with AUTH_JWT_SECRET).
+func (c Storage) LoginOn() bool {
+	return c.Login == "on" && c.Auth.Mode == "jwt" && c.Auth.JWTSecret != ""
 }
 
 // LoadStorage reads and validates circulation-storage's configuration from
@@ -108,6 +128,17 @@ func (c Storage) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateTrustedModules()...)
+	if c.Login != "on" && c.Login != "off" {
+		errs = append(errs, fmt.Errorf("LOGIN must be on or off, got %q", c.Login))
+	}
+	if c.LoginAccessTTL < time.Minute || c.LoginAccessTTL > 24*time.Hour || c.LoginRefreshTTL < c.LoginAccessTTL || c.LoginRefreshTTL > 30*24*time.Hour {
+		errs = append(errs, fmt.Errorf("LOGIN_ACCESS_TTL must be from 1m to 24h and LOGIN_REFRESH_TTL from it to 720h, got %s and %s",
+			c.LoginAccessTTL, c.LoginRefreshTTL))
+	}
+	if c.LoginMaxFailures < 1 || c.LoginMaxAddressFailures < c.LoginMaxFailures || c.LoginLockout < time.Second {
+		errs = append(errs, fmt.Errorf("LOGIN_MAX_FAILURES must be at least 1, LOGIN_MAX_ADDRESS_FAILURES at least it, LOGIN_LOCKOUT at least 1s; got %d, %d, %s",
+			c.LoginMaxFailures, c.LoginMaxAddressFailures, c.LoginLockout))
+	}
 	if c.ItemLimitWithoutCriteria != "enforce" && c.ItemLimitWithoutCriteria != "ignore" {
 		errs = append(errs, fmt.Errorf("ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got %q", c.ItemLimitWithoutCriteria))
 	}

@@ -51,6 +51,8 @@ const (
 	InterfaceBlockConditions     = "patron-block-conditions"
 	InterfaceBlockLimits         = "patron-block-limits"
 	InterfaceRequestStorage      = "request-storage"
+	InterfaceLogin               = "login"
+	InterfaceAccounts            = "accounts"
 	InterfaceTenant              = "_tenant"
 	InterfaceAdmin               = "_admin"
 )
@@ -138,6 +140,16 @@ var Routes = slices.Concat(
 	fixedSet(InterfaceBlockConditions, "/patron-block-conditions", "patron-blocks.patron-block-conditions", "patron block conditions"),
 	crud(InterfaceBlockLimits, "/patron-block-limits", "patron-blocks.patron-block-limits", "patron block limits"),
 	crud(InterfaceRequestStorage, "/request-storage/requests", "request-storage.requests", "requests"),
+	crud(InterfaceAccounts, "/accounts", "circulation-storage.accounts", "accounts"),
+	[]Route{
+		// FOLIO's login: signing in, refreshing and signing out need no
+		// permission (they are how a caller gets one); setting a password
+		// is the administrator's.
+		stor(InterfaceLogin, "POST", "/authn/login-with-expiry", "", "sign in"),
+		stor(InterfaceLogin, "POST", "/authn/refresh", "", "refresh a sign-in's tokens"),
+		stor(InterfaceLogin, "POST", "/authn/logout", "", "sign out"),
+		stor(InterfaceLogin, "POST", "/authn/credentials", "login.item.post", "set an account's password"),
+	},
 	// Open on both services.
 	openRoutes(ServiceCirculation), openRoutes(ServiceStorage),
 	// circulation's pages: static files; every call they make needs its

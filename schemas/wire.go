@@ -123,15 +123,24 @@ const (
 	// CodeInsufficientOverridePermissions: an override asked for without
 	// its permission (FOLIO's code).
 	CodeInsufficientOverridePermissions = "INSUFFICIENT_OVERRIDE_PERMISSIONS"
-	CodeItemBarcodeNotFound             = "ITEM_BARCODE_NOT_FOUND"
-	CodeItemAlreadyCheckedOut           = "ITEM_ALREADY_CHECKED_OUT"
-	CodeItemHasOpenLoan                 = "ITEM_HAS_OPEN_LOAN"
-	CodeItemStatusRefused               = "ITEM_STATUS_REFUSED"
-	CodeItemNotLoanable                 = "ITEM_NOT_LOANABLE"
-	CodeItemLimit                       = "ITEM_LIMIT"
-	CodeItemLimitMaterialType           = "ITEM_LIMIT_MATERIAL_TYPE"
-	CodeItemLimitLoanType               = "ITEM_LIMIT_LOAN_TYPE"
-	CodeItemLimitBoth                   = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
+
+	// Signing in (FOLIO's login): a wrong name or password (one answer for
+	// both), a sign-in locked by failures, a refresh token that no longer
+	// works, and a login switched off (tokens come from an identity
+	// provider).
+	CodeLoginFailed           = "LOGIN_FAILED"
+	CodeLoginLocked           = "LOGIN_LOCKED"
+	CodeSessionEnded          = "SESSION_ENDED"
+	CodeLoginOff              = "LOGIN_OFF"
+	CodeItemBarcodeNotFound   = "ITEM_BARCODE_NOT_FOUND"
+	CodeItemAlreadyCheckedOut = "ITEM_ALREADY_CHECKED_OUT"
+	CodeItemHasOpenLoan       = "ITEM_HAS_OPEN_LOAN"
+	CodeItemStatusRefused     = "ITEM_STATUS_REFUSED"
+	CodeItemNotLoanable       = "ITEM_NOT_LOANABLE"
+	CodeItemLimit             = "ITEM_LIMIT"
+	CodeItemLimitMaterialType = "ITEM_LIMIT_MATERIAL_TYPE"
+	CodeItemLimitLoanType     = "ITEM_LIMIT_LOAN_TYPE"
+	CodeItemLimitBoth         = "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE"
 	// With a patron group named by the rule too (FOLIO's codes).
 	CodeItemLimitPatronGroupMaterialType = "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE"
 	CodeItemLimitPatronGroupLoanType     = "ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE"

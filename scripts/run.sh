@@ -102,6 +102,20 @@ curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" \
   -H "X-Okapi-Tenant: $TENANT" -H "X-Okapi-Token: $ADMIN_TOKEN" -H 'Content-Type: application/json' \
   -d '{"module_to":"mod-circulation-storage-1.0.0","parameters":[{"key":"loadReference","value":"true"},{"key":"loadSample","value":"true"}]}'
 
+# The demo accounts, one per role, each with a demo password (made again on
+# every run; an account that exists is kept and gets its demo password).
+demo_accounts=""
+for a in "kiosk:self-check:Self-check:Kiosk" "librarian:librarian:Lee:Librarian" "operator:operator:Olga:Operator" "admin:tenant-admin:Ada:Admin"; do
+  IFS=: read -r user role first last <<<"$a"
+  curl -sS -o /dev/null -X POST "$storage_url/accounts" \
+    -H "X-Okapi-Tenant: $TENANT" -H "X-Okapi-Token: $ADMIN_TOKEN" -H 'Content-Type: application/json' \
+    -d '{"username":"'"$user"'","personal":{"firstName":"'"$first"'","lastName":"'"$last"'"},"roles":["circulation.role.'"$role"'"]}'
+  curl -fsS -o /dev/null -X POST "$storage_url/authn/credentials" \
+    -H "X-Okapi-Tenant: $TENANT" -H "X-Okapi-Token: $ADMIN_TOKEN" -H 'Content-Type: application/json' \
+    -d '{"username":"'"$user"'","password":"'"$user"'-demo"}'
+  demo_accounts+="        $user / $user-demo   ($role)"$'\n'
+done
+
 env "${circulation_auth[@]}" HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage_url" bin/circulation &
 pids+=($!)
 wait_ready "$circulation_url" circulation "${pids[1]}"
@@ -110,6 +124,8 @@ cat <<MSG
 
   circulation          $circulation_url   (check-out lock feature on)
   circulation-storage  $storage_url   (tenant $TENANT, database $db, sample data loaded)
+  demo accounts        sign in with a name and a password (POST $storage_url/authn/login-with-expiry):
+$demo_accounts
   authentication       AUTH_MODE=$AUTH_MODE; a token per role, valid for a week, also in .run/tokens.env:
 
 $(cat .run/tokens.env)

@@ -43,19 +43,23 @@ const (
 	KindUnavailable
 	// KindInternal: a bug.
 	KindInternal
+	// KindTooManyRequests: the caller must wait before trying again (a
+	// sign-in locked by failures): 429 with Retry-After.
+	KindTooManyRequests
 )
 
 // statusOf is the one map from kind to HTTP status.
 var statusOf = map[Kind]int{
-	KindBadRequest:   http.StatusBadRequest,
-	KindInvalid:      http.StatusUnprocessableEntity,
-	KindNotFound:     http.StatusNotFound,
-	KindConflict:     http.StatusConflict,
-	KindLocked:       http.StatusServiceUnavailable,
-	KindUnauthorized: http.StatusUnauthorized,
-	KindForbidden:    http.StatusForbidden,
-	KindUnavailable:  http.StatusServiceUnavailable,
-	KindInternal:     http.StatusInternalServerError,
+	KindBadRequest:      http.StatusBadRequest,
+	KindInvalid:         http.StatusUnprocessableEntity,
+	KindNotFound:        http.StatusNotFound,
+	KindConflict:        http.StatusConflict,
+	KindLocked:          http.StatusServiceUnavailable,
+	KindUnauthorized:    http.StatusUnauthorized,
+	KindForbidden:       http.StatusForbidden,
+	KindUnavailable:     http.StatusServiceUnavailable,
+	KindInternal:        http.StatusInternalServerError,
+	KindTooManyRequests: http.StatusTooManyRequests,
 }
 
 // Status is the HTTP status of kind; an unknown kind is a bug (500).

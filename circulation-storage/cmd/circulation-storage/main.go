@@ -25,6 +25,7 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/httpapi"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/checkoutlock/config"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
@@ -119,6 +120,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	})
 	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
 	tenants := postgres.NewTenants(db, logger, postgres.LoadData)
+	var signIn *login.Service
+	if cfg.LoginOn() {
+		signIn = login.New(postgres.NewAccounts(db), login.Config{Secret: cfg.Auth.JWTSecret,
+			AccessTTL: cfg.LoginAccessTTL, RefreshTTL: cfg.LoginRefreshTTL,
+			MaxFailures: cfg.LoginMaxFailures, MaxAddressFailures: cfg.LoginMaxAddressFailures,
+			FailureWindow: cfg.LoginLockout, Lockout: cfg.LoginLockout, Hashes: loginHashes})
+	}
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
 		LockMaxTTL:     time.Duration(cfg.LockMaxTTLMs) * time.Millisecond,
@@ -138,6 +146,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Counter:   rules,
 		CheckOuts: rules,
 		Ready:     db.Ping,
+		Login:     signIn,
 	}, sch, metrics, logger)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -236,3 +245,7 @@ func shutdown(logger *slog.Logger, srv *http.Server, waiters *storage.Waiters, s
 	logger.Info("stopped")
 	return nil
 }
+
+// loginHashes bounds the password hashes computed at once: each holds
+// argon2id's 19 MiB.
+const loginHashes = 4

@@ -18,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
 	"github.com/checkoutlock/schemas/reqlimit"
@@ -61,6 +62,8 @@ type Services struct {
 	CheckOuts storage.CheckOutStore
 	// Ready reports whether the service can do its work (the database answers).
 	Ready func(ctx context.Context) error
+	// Login signs people in (/authn); nil when the login is off.
+	Login *login.Service
 }
 
 // Server is the HTTP face of circulation-storage.
@@ -113,6 +116,10 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	for _, r := range storage.Resources {
 		s.routeRecords(e, r)
 	}
+	handle(e, http.MethodPost, "/authn/login-with-expiry", s.login, s.tenant)
+	handle(e, http.MethodPost, "/authn/refresh", s.refresh, s.tenant)
+	handle(e, http.MethodPost, "/authn/logout", s.logout, s.tenant)
+	handle(e, http.MethodPost, "/authn/credentials", s.setCredentials, s.tenant)
 
 	s.echo = e
 	return s

@@ -212,12 +212,16 @@ const (
 	tableBlockCondition   tableName = "patron_block_condition"
 	tableBlockLimit       tableName = "patron_block_limit"
 	tableRequest          tableName = "request"
+	tableAccount          tableName = "account"
+	tableCredential       tableName = "account_credential"
+	tableRefreshToken     tableName = "refresh_token"
+	tableLoginFailure     tableName = "login_failure"
 )
 
 // tenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var tenantTables = []tableName{
-	tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatron, tableLoanPolicy, tableLoanType,
+	tableLoginFailure, tableRefreshToken, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatron, tableLoanPolicy, tableLoanType,
 	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
 	tableTenantJob,
 }

@@ -90,6 +90,8 @@ var specs = map[string]tableSpec{
 		fields: map[string]column{"id": uuidColumn("id"), "itemId": uuidColumn("item_id"), "requesterId": uuidColumn("requester_id"),
 			"status": textColumn("status")},
 		order: "item_id, position, jsonb ->> 'requestDate', id"},
+	storage.Accounts.Path: {table: "account", columns: map[string]string{"username": "username"},
+		fields: map[string]column{"id": uuidColumn("id"), "username": textColumn("username")}, order: "username, id"},
 	storage.Settings.Path: {table: "setting", columns: map[string]string{"scope": "scope", "key": "key"},
 		fields: map[string]column{"id": uuidColumn("id"), "scope": textColumn("scope"), "key": textColumn("key")},
 		order:  "scope, key, id"},

@@ -374,7 +374,8 @@ func createViews(ctx context.Context, tx pgx.Tx, t storage.Tenant) error {
 }
 
 // purgeAttempts bounds how often a purge is tried again after a write
-// committed a row referring to one the purge had deleted.
+// committed a row referring to one the purge had deleted, or a write still
+// running when the purge began locked rows in the other order (deadlock).
 const purgeAttempts = 5
 
 // Purge implements storage.TenantService: every row of the tenant is
@@ -387,7 +388,8 @@ func (s *Tenants) Purge(ctx context.Context, t storage.Tenant) error {
 	var err error
 	for range purgeAttempts {
 		var pgErr *pgconn.PgError
-		if err = s.purgeOnce(ctx, t); !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.ForeignKeyViolation {
+		if err = s.purgeOnce(ctx, t); !errors.As(err, &pgErr) ||
+			(pgErr.Code != pgerrcode.ForeignKeyViolation && pgErr.Code != pgerrcode.DeadlockDetected) {
 			break
 		}
 	}

@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/login"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// FOLIO's cookies of a sign-in.
+const (
+	accessCookie  = "folioAccessToken"
+	refreshCookie = "folioRefreshToken"
+)
+
+// loginService is the login, or the refusal while it is off.
+func (s *Server) loginService() (*login.Service, error) {
+	if s.svc.Login == nil {
+		return nil, errs.Errorf(errs.KindNotFound, schemas.CodeLoginOff,
+			"Signing in here is off: tokens come from the identity provider (LOGIN=off, or AUTH_MODE is not jwt with AUTH_JWT_SECRET)")
+	}
+	return s.svc.Login, nil
+}
+
+// login is POST /authn/login-with-expiry: the tokens in FOLIO's HttpOnly
+// cookies, their expirations in the body. The password is never logged
+// or returned.
+func (s *Server) login(c echo.Context) error {
+	svc, err := s.loginService()
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if err := s.bind(c, "login-request.json", &req); err != nil {
+		return err
+	}
+	t, err := svc.Login(c.Request().Context(), string(tenantOf(c)), req.Username, req.Password, clientAddress(c))
+	if err != nil {
+		return err
+	}
+	return s.signedIn(c, t, http.StatusCreated)
+}
+
+// refresh is POST /authn/refresh: the refresh cookie, once, for new tokens.
+func (s *Server) refresh(c echo.Context) error {
+	svc, err := s.loginService()
+	if err != nil {
+		return err
+	}
+	t, err := svc.Refresh(c.Request().Context(), string(tenantOf(c)), cookie(c, refreshCookie))
+	if err != nil {
+		return err
+	}
+	return s.signedIn(c, t, http.StatusCreated)
+}
+
+// logout is POST /authn/logout: the refresh token no longer works, and
+// both cookies are cleared.
+func (s *Server) logout(c echo.Context) error {
+	svc, err := s.loginService()
+	if err != nil {
+		return err
+	}
+	if err := svc.Logout(c.Request().Context(), string(tenantOf(c)), cookie(c, refreshCookie)); err != nil {
+		return err
+	}
+	for _, name := range []string{accessCookie, refreshCookie} {
+		c.SetCookie(&http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode,
+			Secure: c.IsTLS()})
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// setCredentials is POST /authn/credentials: an account's password, the
+// account named by userId or username.
+func (s *Server) setCredentials(c echo.Context) error {
+	svc, err := s.loginService()
+	if err != nil {
+		return err
+	}
+	var req struct {
+		UserID   string `json:"userId"`
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if err := s.bind(c, "credentials.json", &req); err != nil {
+		return err
+	}
+	id := req.UserID
+	if id == "" {
+		if req.Username == "" {
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "userId or username: one names the account")
+		}
+		page, _, err := s.svc.Records.List(c.Request().Context(), tenantOf(c), storage.Accounts,
+			storage.RecordFilter{Params: map[string]string{"username": strings.ToLower(req.Username)}, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return errs.NotFound(storage.Accounts.Name, req.Username)
+		}
+		var h recordHeader
+		if err := json.Unmarshal(page[0], &h); err != nil {
+			return err
+		}
+		id = h.ID
+	}
+	if err := svc.SetPassword(c.Request().Context(), string(tenantOf(c)), id, req.Password); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusCreated)
+}
+
+// signedIn answers a sign-in or a refresh: the cookies, and the body.
+func (s *Server) signedIn(c echo.Context, t login.Tokens, status int) error {
+	for _, k := range []struct {
+		name, value string
+		expires     time.Time
+	}{{accessCookie, t.Access, t.AccessExpires}, {refreshCookie, t.Refresh, t.RefreshExpires}} {
+		c.SetCookie(&http.Cookie{Name: k.name, Value: k.value, Path: "/", Expires: k.expires,
+			MaxAge: int(time.Until(k.expires).Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.IsTLS()})
+	}
+	return c.JSON(status, map[string]string{"accessTokenExpiration": t.AccessExpires.UTC().Format(schemas.TimeFormat),
+		"refreshTokenExpiration": t.RefreshExpires.UTC().Format(schemas.TimeFormat)})
+}
+
+// cookie is the named cookie's value, "" when there is none.
+func cookie(c echo.Context, name string) string {
+	k, err := c.Cookie(name)
+	if err != nil {
+		return ""
+	}
+	return k.Value
+}
+
+// clientAddress is the address failures are counted by: the connection's
+// peer, never a header a client could choose.
+func clientAddress(c echo.Context) string {
+	host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
+	if err != nil {
+		return c.Request().RemoteAddr
+	}
+	return host
+}

@@ -1,0 +1,1 @@
+DROP TABLE login_failure, refresh_token, account_credential, account;
