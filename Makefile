@@ -33,9 +33,13 @@ FUZZTIME  ?= 10m
 # test's fuzzing coordinator, which can fail a run that found nothing.
 FUZZ_INPUTS ?= 400000x
 
-.PHONY: all build run test test-ha mutate rules screenshots fuzz bench soak lint fmt clean
+.PHONY: all help build run test test-ha mutate rules screenshots fuzz bench soak lint fmt clean
 
 all: build
+
+## help: list the targets, what each does
+help:
+	@sed -n 's/^## \([a-z-]*\): \(.*\)/\1\t\2/p' $(MAKEFILE_LIST) | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 ## build: compile the services into bin/
 build:

@@ -44,7 +44,7 @@ fi
 cat >&2 <<MSG
 ensure-postgres: no PostgreSQL answers at ${admin%%@*}@${admin#*@}
   and no local cluster could be started. Either
-  - point DATABASE_URL at a PostgreSQL 13+ server you can create databases on, e.g.
+  - point DATABASE_URL at a PostgreSQL 15+ server you can create databases on, e.g.
       export DATABASE_URL=postgres://postgres:secret@db.example:5432/circulation
   - or install one: sudo apt-get install postgresql && sudo pg_ctlcluster 15 main start
 MSG
