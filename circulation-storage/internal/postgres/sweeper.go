@@ -69,6 +69,14 @@ var (
 	// sweepWaitersSQL deletes the registrations of waiters that have
 	// lapsed.
 	sweepWaitersSQL = withTables(`DELETE FROM %s WHERE expires_at <= now()`, tableLockWaiter)
+	// sweepLoginSQL deletes what the login keeps past its use: failure
+	// counts a day old and not locking, refresh tokens expired or revoked
+	// a day ago. Sign-ins with names made up by the thousand leave rows
+	// for a day at most.
+	sweepLoginSQL = withTables(`WITH f AS (
+    DELETE FROM %[1]s WHERE first_at < now() - interval '1 day' AND (locked_until IS NULL OR locked_until < now())
+)
+DELETE FROM %[2]s WHERE expires_at < now() OR revoked_at < now() - interval '1 day'`, tableLoginFailure, tableRefreshToken)
 
 	// sweepSQL deletes one batch. SKIP LOCKED keeps a sweeper out of the
 	// way of a check-out's write that holds a lock's row, and the outer
@@ -175,6 +183,9 @@ func (s *Sweeper) TrySweepOnce(ctx context.Context) (deleted int, swept bool, er
 func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	if _, err := s.db.pool.Exec(ctx, sweepWaitersSQL); err != nil {
 		return 0, fmt.Errorf("sweep waiters: %w", interpret(err, ""))
+	}
+	if _, err := s.db.pool.Exec(ctx, sweepLoginSQL); err != nil {
+		return 0, fmt.Errorf("sweep login: %w", interpret(err, ""))
 	}
 	if err := s.trim(ctx); err != nil {
 		return 0, err

@@ -110,3 +110,34 @@ func TestRunReportsEveryPass(t *testing.T) {
 		t.Errorf("passes while another instance sweeps: %q, %q; want skipped", a, b)
 	}
 }
+
+// TestSweepForgetsStaleSignIns: the sweeper deletes failure counts a day
+// old that lock nothing and refresh tokens expired or revoked a day ago,
+// and keeps the rest: sign-ins with made-up names cannot grow the tables
+// for longer than a day.
+func TestSweepForgetsStaleSignIns(t *testing.T) {
+	t.Parallel()
+	db := openDB(t, pgtest.Fresh(t))
+	f := setupTenant(t, db)
+	ctx := context.Background()
+	account := uuid.NewString()
+	f.exec(t, `INSERT INTO `+view(f.tenant, tableAccount)+` (id, jsonb) VALUES ($1, '{"username":"ada","roles":[]}')`, account)
+	f.exec(t, `INSERT INTO `+view(f.tenant, tableLoginFailure)+` (key, failures, first_at, locked_until) VALUES
+		('account:stale', 3, now() - interval '2 days', NULL),
+		('account:locked', 5, now() - interval '2 days', now() + interval '1 hour'),
+		('account:fresh', 1, now(), NULL)`)
+	f.exec(t, `INSERT INTO `+view(f.tenant, tableRefreshToken)+` (hash, account_id, expires_at, revoked_at) VALUES
+		('\x01', $1, now() - interval '1 minute', NULL),
+		('\x02', $1, now() + interval '1 day', now() - interval '2 days'),
+		('\x03', $1, now() + interval '1 day', now()),
+		('\x04', $1, now() + interval '1 day', NULL)`, account)
+	if _, err := NewSweeper(db, discard, SweeperConfig{BatchSize: 10}).SweepOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var failures, tokens string
+	f.db.pool.QueryRow(ctx, `SELECT string_agg(key, ',' ORDER BY key) FROM `+view(f.tenant, tableLoginFailure)).Scan(&failures)
+	f.db.pool.QueryRow(ctx, `SELECT string_agg(encode(hash, 'hex'), ',' ORDER BY hash) FROM `+view(f.tenant, tableRefreshToken)).Scan(&tokens)
+	if failures != "account:fresh,account:locked" || tokens != "03,04" {
+		t.Errorf("after a sweep: failures %q, refresh tokens %q; want account:fresh,account:locked and 03,04", failures, tokens)
+	}
+}
