@@ -1260,8 +1260,8 @@ func TestFolioRetrySettings(t *testing.T) {
 			s := newStack(t, lockOn)
 			s.fake.AddSetting(locksettings.Scope, locksettings.Key, tc.stored)
 			got := effective(t, s.settings, okapi(t))
-			want := circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: tc.waits,
-				EnabledSource: circulation.FromEnvironment, LockTTLSource: circulation.FromDefault, RetrySource: circulation.FromSettings}
+			want := circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: tc.waits,
+				EnabledSource: circulation.FromEnvironment, LockTTLSource: circulation.FromEnvironment, RetrySource: circulation.FromSettings}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("effective %+v, want %+v", got, want)
 			}
@@ -1308,9 +1308,9 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	// What the entry leaves out takes FOLIO's defaults.
-	want := circulation.LockSettings{Enabled: true, LockTTL: 4 * time.Second, RetryIntervals: folioRetries(250 * time.Millisecond),
-		EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromDefault}
+	// What the entry leaves out takes the environment's values.
+	want := circulation.LockSettings{Enabled: true, LockTTL: 4 * time.Second, RetryIntervals: lockOff.RetryIntervals,
+		EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromEnvironment}
 	if got := effective(t, s.settings, ctx); !reflect.DeepEqual(put, want) || !reflect.DeepEqual(got, want) {
 		t.Errorf("put answered %+v, effective %+v; want %+v", put, got, want)
 	}
@@ -1329,7 +1329,7 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 		t.Fatalf("second put: %v", err)
 	}
 	got := effective(t, s.settings, ctx)
-	if got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != 2*time.Second || got.LockTTLSource != circulation.FromDefault {
+	if got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != lockOff.LockTTL || got.LockTTLSource != circulation.FromEnvironment {
 		t.Errorf("effective after second put %+v", got)
 	}
 	wantStored(t, s.fake, `{"checkOutLockFeatureEnabled":false}`)
@@ -1367,10 +1367,10 @@ func wantStored(t *testing.T, f *storagefake.Fake, want string) {
 	}
 }
 
-// TestInvalidStoredSettingsFallBackToTheDefaults: a value written past the
-// API (straight to /settings/entries) that breaks the rules is not used;
-// FOLIO's defaults apply and the reason is reported.
-func TestInvalidStoredSettingsFallBackToTheDefaults(t *testing.T) {
+// TestInvalidStoredSettingsFallBackToTheEnvironment: a value written past
+// the API (straight to /settings/entries) that breaks the rules is not used;
+// the environment's values apply and the reason is reported.
+func TestInvalidStoredSettingsFallBackToTheEnvironment(t *testing.T) {
 	t.Parallel()
 	for _, value := range []any{
 		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 0},
@@ -1380,9 +1380,10 @@ func TestInvalidStoredSettingsFallBackToTheDefaults(t *testing.T) {
 		s := newStack(t, lockOn)
 		s.fake.AddSetting(locksettings.Scope, locksettings.Key, value)
 		got := effective(t, s.settings, okapi(t))
-		if got.LockTTL != locksettings.DefaultLockTTLMs*time.Millisecond || got.LockTTLSource != circulation.FromDefault ||
-			got.RetrySource != circulation.FromDefault || got.SettingsError == "" || !got.Enabled {
-			t.Errorf("stored %v: effective %+v, want the lock on, FOLIO's defaults and a settings error", value, got)
+		if got.LockTTL != lockOn.LockTTL || got.LockTTLSource != circulation.FromEnvironment ||
+			!reflect.DeepEqual(got.RetryIntervals, lockOn.RetryIntervals) || got.RetrySource != circulation.FromEnvironment ||
+			got.SettingsError == "" || !got.Enabled {
+			t.Errorf("stored %v: effective %+v, want the lock on, the environment's values and a settings error", value, got)
 		}
 		if _, err := s.checkOut(t); err != nil {
 			t.Errorf("stored %v: check-out failed: %v", value, err)
@@ -1424,10 +1425,10 @@ func TestOneInvalidStoredFieldKeepsTheOthers(t *testing.T) {
 	s.fake.AddSetting(locksettings.Scope, locksettings.Key,
 		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 0, "retryIntervalsMs": []int{100, 200}})
 	got := effective(t, s.settings, okapi(t))
-	if !got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != locksettings.DefaultLockTTLMs*time.Millisecond ||
-		got.LockTTLSource != circulation.FromDefault || got.RetrySource != circulation.FromSettings ||
+	if !got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != env.LockTTL ||
+		got.LockTTLSource != circulation.FromEnvironment || got.RetrySource != circulation.FromSettings ||
 		!strings.Contains(got.SettingsError, "lockTtl: must be from 100 to 600000 ms, got 0") {
-		t.Errorf("effective %+v, want enabled and waits from settings, FOLIO's lockTtl, and the error named", got)
+		t.Errorf("effective %+v, want enabled and waits from settings, the environment's lockTtl, and the error named", got)
 	}
 }
 

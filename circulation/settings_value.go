@@ -16,11 +16,11 @@ type Source string
 
 // The sources of a setting.
 const (
+	// FromEnvironment is the environment's value (its variable, or the
+	// service's default for it): a field the stored entry leaves out, or
+	// holds as null, takes it.
 	FromEnvironment Source = "environment"
 	FromSettings    Source = "settings"
-	// FromDefault is FOLIO's default for a field the stored entry leaves
-	// out (see Resolve).
-	FromDefault Source = "default"
 )
 
 // LockSettings are the check-out lock settings in effect for a tenant.
@@ -41,31 +41,30 @@ type LockSettings struct {
 }
 
 // Resolve gives the settings in effect when a tenant's settings entry
-// exists and holds stored. Fields the entry leaves out take FOLIO's
-// defaults (DefaultNoOfRetryAttempts, DefaultRetryIntervalMs,
-// DefaultLockTTLMs), as mod-circulation reading the same entry would,
-// except the feature flag: an entry that does not say
-// checkOutLockFeatureEnabled keeps the environment's (FOLIO reads it as
-// false, and no field left out may switch the lock off). When no entry
-// exists the environment's settings apply whole.
+// holds stored, by one rule: each field the entry sets applies, and each
+// it leaves out (or holds as null, or holds unusable) takes the
+// environment's value. The waits may be stored in FOLIO's shape,
+// noOfRetryAttempts waits of retryInterval ms; a missing half of that
+// pair takes FOLIO's default for it (30 retries, 250 ms), there being no
+// environment variable for either half alone.
 func Resolve(env LockSettings, stored locksettings.Stored) LockSettings {
 	out := env
-	out.EnabledSource = FromEnvironment
+	out.EnabledSource, out.LockTTLSource, out.RetrySource = FromEnvironment, FromEnvironment, FromEnvironment
 	if stored.CheckOutLockFeatureEnabled != nil {
 		out.Enabled, out.EnabledSource = *stored.CheckOutLockFeatureEnabled, FromSettings
 	}
-	out.LockTTL, out.LockTTLSource = locksettings.DefaultLockTTLMs*time.Millisecond, FromDefault
 	if stored.LockTTL != nil {
 		out.LockTTL, out.LockTTLSource = time.Duration(*stored.LockTTL)*time.Millisecond, FromSettings
 	}
-	// The waits: the stored list, else FOLIO's shape, n retries each
-	// after the same wait, a missing half taking FOLIO's default.
-	out.RetryIntervals, out.RetrySource = stored.RetryIntervals(), FromDefault
 	if stored.RetryIntervalsMs != nil || stored.NoOfRetryAttempts != nil || stored.RetryInterval != nil {
-		out.RetrySource = FromSettings
+		out.RetryIntervals, out.RetrySource = stored.RetryIntervals(), FromSettings
 	}
 	return out
 }
+
+// Environment returns the environment's settings: what a field the stored
+// entry leaves out takes.
+func (s *Settings) Environment() LockSettings { return s.env }
 
 // Bounds returns the bounds runtime settings must keep to.
 func (s *Settings) Bounds() locksettings.Bounds { return s.bounds }

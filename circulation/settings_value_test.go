@@ -29,8 +29,7 @@ var tableEnv = circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second,
 
 // TestStoredFieldsCannotFailOpen walks every stored field through a wrong
 // type, null, a value out of bounds and its absence, with the other fields
-// valid. FOLIO's default for the field applies (the environment's, for the
-// feature flag) and the field is named in settingsError (absence is not an
+// valid. The environment's value for the field applies and the field is named in settingsError (absence is not an
 // error); every other field keeps its stored value. Above all, no bad value
 // turns the lock off.
 func TestStoredFieldsCannotFailOpen(t *testing.T) {
@@ -68,7 +67,7 @@ func TestStoredFieldsCannotFailOpen(t *testing.T) {
 			{name: "above the bound", value: 600001}, {name: "past int32", value: 1e10}, {name: "absent"},
 		}, func() circulation.LockSettings {
 			w := fromStore(ms(100, 200))
-			w.LockTTL, w.LockTTLSource = 2*time.Second, circulation.FromDefault
+			w.LockTTL, w.LockTTLSource = 3*time.Second, circulation.FromEnvironment
 			return w
 		}()},
 		{"retryIntervalsMs", list, []variant{
@@ -78,8 +77,8 @@ func TestStoredFieldsCannotFailOpen(t *testing.T) {
 			{name: "51 waits", value: slices.Repeat([]int{100}, 51)},
 			{name: "waits past the request timeout", value: []int{10000, 10000}}, {name: "absent"},
 		}, func() circulation.LockSettings {
-			w := fromStore(folioRetries(250 * time.Millisecond))
-			w.RetrySource = circulation.FromDefault
+			w := fromStore(ms(500, 500, 1000))
+			w.RetrySource = circulation.FromEnvironment
 			return w
 		}()},
 		{"noOfRetryAttempts", pair, []variant{
@@ -131,8 +130,8 @@ func folioRetries(wait time.Duration) []time.Duration {
 }
 
 // TestReportedStoredValues are the stored values found to break check-out:
-// each now leaves FOLIO's default in effect for the bad field, and the lock
-// on.
+// each now leaves the environment's value in effect for the bad field, and
+// the lock on.
 func TestReportedStoredValues(t *testing.T) {
 	t.Parallel()
 	env := tableEnv
@@ -142,17 +141,14 @@ func TestReportedStoredValues(t *testing.T) {
 		want   circulation.LockSettings
 	}{
 		{"a string cannot switch the lock off", `{"checkOutLockFeatureEnabled":"true"}`,
-			circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: folioRetries(250 * time.Millisecond),
-				RetrySource: circulation.FromDefault}},
+			circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: ms(500, 500, 1000)}},
 		{"a bad list does not drop the retries", `{"retryIntervalsMs":{"a":1},"noOfRetryAttempts":5,"retryInterval":0}`,
-			circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: ms(250, 250, 250, 250, 250),
+			circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: ms(250, 250, 250, 250, 250),
 				RetrySource: circulation.FromSettings}},
 		{"a one-millisecond lock", `{"lockTtl":1}`,
-			circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: folioRetries(250 * time.Millisecond),
-				RetrySource: circulation.FromDefault}},
+			circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: ms(500, 500, 1000)}},
 		{"a hundred retries without a wait", `{"noOfRetryAttempts":100,"retryInterval":0}`,
-			circulation.LockSettings{Enabled: true, LockTTL: 2 * time.Second, RetryIntervals: folioRetries(250 * time.Millisecond),
-				RetrySource: circulation.FromDefault}},
+			circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: ms(500, 500, 1000)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -163,18 +159,21 @@ func TestReportedStoredValues(t *testing.T) {
 				t.Errorf("no settingsError for %s", c.stored)
 			}
 			want := c.want
-			want.EnabledSource, want.LockTTLSource = circulation.FromEnvironment, circulation.FromDefault
+			want.EnabledSource, want.LockTTLSource = circulation.FromEnvironment, circulation.FromEnvironment
+			if want.RetrySource == "" {
+				want.RetrySource = circulation.FromEnvironment
+			}
 			got.SettingsError = ""
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("stored %s:\n effective %+v\n want      %+v", c.stored, got, want)
 			}
-			// The check-out runs under the lock, with FOLIO's default TTL.
+			// The check-out runs under the lock, with the environment's TTL.
 			if _, err := s.checkOut(t); err != nil {
 				t.Fatalf("check-out: %v", err)
 			}
 			wantCount(t, s.fake, storagefake.RouteAcquire, 1)
-			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].TTLMs != 2000 {
-				t.Errorf("locks %+v, want one of 2000 ms", locks)
+			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].TTLMs != 3000 {
+				t.Errorf("locks %+v, want one of 3000 ms", locks)
 			}
 		})
 	}

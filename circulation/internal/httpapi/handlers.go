@@ -265,6 +265,13 @@ type settingsJSON struct {
 		LockTTL        circulation.Source `json:"lockTtl"`
 		RetryIntervals circulation.Source `json:"retryIntervalsMs"`
 	} `json:"sources"`
+	// Environment is what each field takes when the stored entry leaves
+	// it out, or holds it as null.
+	Environment struct {
+		Enabled          bool  `json:"checkOutLockFeatureEnabled"`
+		LockTTL          int64 `json:"lockTtl"`
+		RetryIntervalsMs []int `json:"retryIntervalsMs"`
+	} `json:"environment"`
 	Bounds     boundsJSON  `json:"bounds"`
 	LastChange *changeJSON `json:"lastChange,omitempty"`
 }
@@ -287,12 +294,11 @@ type boundsJSON struct {
 	MaxTotalWaitMs int64     `json:"maxTotalWaitMs"`
 }
 
-func toSettingsJSON(s circulation.LockSettings, b locksettings.Bounds) settingsJSON {
+func toSettingsJSON(s, env circulation.LockSettings, b locksettings.Bounds) settingsJSON {
 	out := settingsJSON{Enabled: s.Enabled, LockTTL: s.LockTTL.Milliseconds(), NoOfRetryAttempts: len(s.RetryIntervals),
-		SettingsError: s.SettingsError, RetryIntervalsMs: make([]int, len(s.RetryIntervals))}
-	for i, d := range s.RetryIntervals {
-		out.RetryIntervalsMs[i] = int(d.Milliseconds())
-	}
+		SettingsError: s.SettingsError, RetryIntervalsMs: millis(s.RetryIntervals)}
+	out.Environment.Enabled, out.Environment.LockTTL, out.Environment.RetryIntervalsMs = env.Enabled, env.LockTTL.Milliseconds(),
+		millis(env.RetryIntervals)
 	out.Sources.Enabled, out.Sources.LockTTL, out.Sources.RetryIntervals = s.EnabledSource, s.LockTTLSource, s.RetrySource
 	out.Bounds = boundsJSON{
 		LockTTL:        rangeJSON{b.MinLockTTL.Milliseconds(), b.MaxLockTTL.Milliseconds()},
@@ -306,12 +312,21 @@ func toSettingsJSON(s circulation.LockSettings, b locksettings.Bounds) settingsJ
 	return out
 }
 
+// millis is ds in whole milliseconds.
+func millis(ds []time.Duration) []int {
+	out := make([]int, len(ds))
+	for i, d := range ds {
+		out[i] = int(d.Milliseconds())
+	}
+	return out
+}
+
 func (s *Server) getSettings(c echo.Context) error {
 	effective, err := s.svc.Settings.Effective(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Bounds()))
+	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Environment(), s.svc.Settings.Bounds()))
 }
 
 // putSettings replaces the stored settings with the body, the whole
@@ -325,7 +340,7 @@ func (s *Server) putSettings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Bounds()))
+	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Environment(), s.svc.Settings.Bounds()))
 }
 
 // patchSettings changes only the fields the body names (a JSON merge
@@ -339,7 +354,7 @@ func (s *Server) patchSettings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Bounds()))
+	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Environment(), s.svc.Settings.Bounds()))
 }
 
 // parseDate reads an optional date-time the schema accepted. JSON Schema's

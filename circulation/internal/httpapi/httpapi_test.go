@@ -399,6 +399,10 @@ func TestSettingsRoundTrip(t *testing.T) {
 	var got settingsJSON
 	a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: tenant}).
 		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &got)
+	// What each field comes back to when the stored entry leaves it out.
+	if e := got.Environment; !e.Enabled || e.LockTTL != 3000 || !slices.Equal(e.RetryIntervalsMs, []int{500, 500, 1000}) {
+		t.Errorf("the environment's values %+v", e)
+	}
 	if got.LockTTL != 3000 || !got.Enabled || !slices.Equal(got.RetryIntervalsMs, []int{500, 500, 1000}) || got.NoOfRetryAttempts != 3 ||
 		got.Sources.Enabled != circulation.FromEnvironment || got.Sources.LockTTL != circulation.FromEnvironment ||
 		got.Sources.RetryIntervals != circulation.FromEnvironment {
@@ -427,8 +431,8 @@ func TestSettingsRoundTrip(t *testing.T) {
 	a.send(t, "PUT", "/circulation/settings/check-out-lock", `{"noOfRetryAttempts":2,"retryInterval":250}`).
 		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &put)
 	if !put.Enabled || put.Sources.Enabled != circulation.FromEnvironment || !slices.Equal(put.RetryIntervalsMs, []int{250, 250}) ||
-		put.NoOfRetryAttempts != 2 || put.Sources.RetryIntervals != circulation.FromSettings || put.LockTTL != 2000 ||
-		put.Sources.LockTTL != circulation.FromDefault {
+		put.NoOfRetryAttempts != 2 || put.Sources.RetryIntervals != circulation.FromSettings || put.LockTTL != 3000 ||
+		put.Sources.LockTTL != circulation.FromEnvironment {
 		t.Errorf("PUT of FOLIO's form answered %+v", put)
 	}
 	if n := a.fake.Count(storagefake.RoutePutSetting); n != 1 {
