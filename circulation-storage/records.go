@@ -99,6 +99,9 @@ var (
 	Accounts = Resource{Name: "Account", Path: "/accounts", Plural: "accounts",
 		Schema: "account.json", CollectionSchema: "accounts.json",
 		Filters: []Filter{{Param: "username", Kind: FilterText}}}
+	ServicePoints = Resource{Name: "Service point", Path: "/service-points", Plural: "servicepoints",
+		Schema: "service-point.json", CollectionSchema: "service-points.json",
+		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
 		Schema: "setting.json", CollectionSchema: "settings.json",
 		Filters:   []Filter{{Param: "scope", Kind: FilterText}, {Param: "key", Kind: FilterText}},
@@ -136,7 +139,7 @@ var ItemStatuses = []string{
 // Resources lists every record kind, in the order their references allow
 // them to be created.
 var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, Loans, ManualBlocks,
-	PatronBlockConditions, PatronBlockLimits, Requests, Accounts, Settings}
+	PatronBlockConditions, PatronBlockLimits, Requests, Accounts, ServicePoints, Settings}
 
 // RequestStatuses are the statuses of a request (schemas/request.json).
 var RequestStatuses = []string{

@@ -131,8 +131,8 @@ func (c Storage) Validate() error {
 	if c.Login != "on" && c.Login != "off" {
 		errs = append(errs, fmt.Errorf("LOGIN must be on or off, got %q", c.Login))
 	}
-	if c.LoginAccessTTL < time.Minute || c.LoginAccessTTL > 24*time.Hour || c.LoginRefreshTTL < c.LoginAccessTTL || c.LoginRefreshTTL > 30*24*time.Hour {
-		errs = append(errs, fmt.Errorf("LOGIN_ACCESS_TTL must be from 1m to 24h and LOGIN_REFRESH_TTL from it to 720h, got %s and %s",
+	if c.LoginAccessTTL < time.Second || c.LoginAccessTTL > 24*time.Hour || c.LoginRefreshTTL < c.LoginAccessTTL || c.LoginRefreshTTL > 30*24*time.Hour {
+		errs = append(errs, fmt.Errorf("LOGIN_ACCESS_TTL must be from 1s to 24h and LOGIN_REFRESH_TTL from it to 720h, got %s and %s",
 			c.LoginAccessTTL, c.LoginRefreshTTL))
 	}
 	if c.LoginMaxFailures < 1 || c.LoginMaxAddressFailures < c.LoginMaxFailures || c.LoginLockout < time.Second {

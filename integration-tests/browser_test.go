@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -53,19 +54,71 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-// signIn opens page for the cluster's tenant and gives the token the
-// page asks for (jwt mode answers its first call 401).
-func signIn(t *testing.T, ctx context.Context, c *harness.Cluster, page, role string) {
+// pageURL is the address of page for the cluster's tenant.
+func pageURL(c *harness.Cluster, page string) string {
+	return c.Circulations[0].URL() + page + "?tenant=" + c.Tenant
+}
+
+// signIn opens page for the cluster's tenant and signs in with a name
+// and a password on the page's form.
+func signIn(t *testing.T, ctx context.Context, c *harness.Cluster, page, username, password string) {
 	t.Helper()
-	url := c.Circulations[0].URL() + page + "?tenant=" + c.Tenant
-	if err := chromedp.Run(ctx,
-		chromedp.Navigate(url),
-		chromedp.WaitVisible("#token-dialog", chromedp.ByQuery),
-		chromedp.SendKeys("#token-input", c.Token(role), chromedp.ByQuery),
-		chromedp.Click(`#token-dialog button[value="ok"]`, chromedp.ByQuery),
-	); err != nil {
-		t.Fatalf("sign in to %s: %v", page, err)
+	if err := chromedp.Run(ctx, chromedp.Navigate(pageURL(c, page))); err != nil {
+		t.Fatalf("open %s: %v", page, err)
 	}
+	signInHere(t, ctx, username, password)
+}
+
+// signInHere signs in on the form the page shows.
+func signInHere(t *testing.T, ctx context.Context, username, password string) {
+	t.Helper()
+	if err := chromedp.Run(ctx,
+		chromedp.WaitVisible("#signin-panel", chromedp.ByQuery),
+		chromedp.SetValue("#signin-username", username, chromedp.ByQuery),
+		chromedp.SetValue("#signin-password", password, chromedp.ByQuery),
+		chromedp.Click("#signin-submit", chromedp.ByQuery),
+		chromedp.WaitVisible("#sign-out", chromedp.ByQuery),
+	); err != nil {
+		t.Fatalf("sign in as %s: %v", username, err)
+	}
+}
+
+// textOf is the text of the element sel finds.
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	var s string
+	if err := chromedp.Run(ctx, chromedp.Text(sel, &s, chromedp.ByQuery)); err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// evaluate runs a script on the page and decodes its value.
+func evaluate[T any](t *testing.T, ctx context.Context, script string) T {
+	t.Helper()
+	var out T
+	if err := chromedp.Run(ctx, chromedp.Evaluate(script, &out)); err != nil {
+		t.Fatalf("evaluate %s: %v", script, err)
+	}
+	return out
+}
+
+// waitUntil polls a script on the page until it is true.
+func waitUntil(t *testing.T, ctx context.Context, what, script string) {
+	t.Helper()
+	if err := chromedp.Run(ctx, chromedp.Poll(script, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("waiting until %s: %v", what, err)
+	}
+}
+
+// phoneWidth narrows the page to a phone's 390 px and says whether
+// anything is wider than that: the document's scroll width.
+func phoneWidth(t *testing.T, ctx context.Context) int {
+	t.Helper()
+	if err := chromedp.Run(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(1))); err != nil {
+		t.Fatal(err)
+	}
+	return evaluate[int](t, ctx, `document.documentElement.scrollWidth`)
 }
 
 func screenshot(t *testing.T, ctx context.Context, name string) {
@@ -94,25 +147,46 @@ func effectiveSettings(t *testing.T, c *harness.Cluster) (enabled bool, waits []
 	return s.Enabled, s.Waits, s.Sources
 }
 
-// TestSettingsPageInABrowser: a librarian switches the lock off on the
-// page, and the next check-out runs without a lock call; changes the
-// retry waits, and the settings in effect change; a value out of bounds is
-// refused on the page, before anything is sent.
+// TestSettingsPageInABrowser: a librarian signs in with a name and a
+// password (a wrong one is told so, without saying which of the two was
+// wrong), sees who is signed in, switches the lock off on the page (the
+// next check-out runs without a lock call, the page names who changed it),
+// changes the retry waits (one out of bounds is refused on the page,
+// before anything is sent; a long list reads "30 × 250"), gives the waits
+// back to the environment's value, and signs out: the settings leave the
+// screen and the sign-in is over.
 func TestSettingsPageInABrowser(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
 	lib := c.SetupLibrary(1, 2, 5)
+	librarian := c.Account(t, "lee", "Lee", "Librarian", schemas.RoleLibrarian, "lee-password")
+	_, envWaits, _ := effectiveSettings(t, c)
 	ctx := browser(t)
-	signIn(t, ctx, c, "/ui/settings.html", schemas.RoleLibrarian)
 
-	var status, source string
 	if err := chromedp.Run(ctx,
-		chromedp.WaitVisible("#settings", chromedp.ByQuery),
-		chromedp.Text("#enabled-source", &source, chromedp.ByQuery),
+		chromedp.Navigate(pageURL(c, "/ui/settings.html")),
+		chromedp.WaitVisible("#signin-panel", chromedp.ByQuery),
+		chromedp.SetValue("#signin-username", "lee", chromedp.ByQuery),
+		chromedp.SetValue("#signin-password", "not the password", chromedp.ByQuery),
+		chromedp.Click("#signin-submit", chromedp.ByQuery),
+		chromedp.WaitVisible("#signin-status.error", chromedp.ByQuery),
 	); err != nil {
 		t.Fatal(err)
 	}
-	if source != "from the environment" {
+	if got := textOf(t, ctx, "#signin-status"); got != "Wrong username or password." {
+		t.Errorf("a wrong password reads %q", got)
+	}
+	if evaluate[bool](t, ctx, `!document.getElementById("content").hidden`) {
+		t.Error("the settings show before anyone signed in")
+	}
+	signInHere(t, ctx, "lee", "lee-password")
+	if got := textOf(t, ctx, "#who"); got != "Signed in as Lee Librarian" {
+		t.Errorf("who is signed in reads %q", got)
+	}
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#settings", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if source := textOf(t, ctx, "#enabled-source"); source != "from the environment" {
 		t.Errorf("the toggle's source reads %q", source)
 	}
 	screenshot(t, ctx, "settings.png")
@@ -122,15 +196,21 @@ func TestSettingsPageInABrowser(t *testing.T) {
 		chromedp.Click("#enabled", chromedp.ByQuery),
 		chromedp.Click("#save", chromedp.ByQuery),
 		chromedp.WaitVisible(`#save-status.ok`, chromedp.ByQuery),
-		chromedp.Text("#save-status", &status, chromedp.ByQuery),
 	); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(status, "Saved: checkOutLockFeatureEnabled.") {
+	if status := textOf(t, ctx, "#save-status"); !strings.HasPrefix(status, "Saved: checkOutLockFeatureEnabled.") {
 		t.Errorf("save status %q", status)
 	}
 	if enabled, _, sources := effectiveSettings(t, c); enabled || sources["checkOutLockFeatureEnabled"] != "settings" {
 		t.Fatalf("after the page switched the lock off: enabled %v, sources %v", enabled, sources)
+	}
+	// Who changed it, by name; the id on hover.
+	if last := textOf(t, ctx, "#last-change"); !strings.HasSuffix(last, " by Lee Librarian.") {
+		t.Errorf("the last change reads %q, want it to name Lee Librarian", last)
+	}
+	if title := evaluate[string](t, ctx, `document.getElementById("last-change").title`); title != librarian {
+		t.Errorf("the last change's title %q, want the id %s", title, librarian)
 	}
 	before := metricLine(c, `checkout_lock_acquisitions_total{outcome="acquired"}`)
 	c.CheckOut(0, lib.Items[0][0], lib.Patrons[0]).Want(t, http.StatusCreated)
@@ -143,32 +223,30 @@ func TestSettingsPageInABrowser(t *testing.T) {
 		chromedp.SetValue("#waits", "0, 20", chromedp.ByQuery),
 		chromedp.Click("#save", chromedp.ByQuery),
 		chromedp.WaitVisible(`#save-status.error`, chromedp.ByQuery),
-		chromedp.Text("#waits-error", &status, chromedp.ByQuery),
 	); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(status, "Each wait must be from 1 to 60000 ms") {
+	if status := textOf(t, ctx, "#waits-error"); !strings.Contains(status, "Each wait must be from 1 to 60000 ms") {
 		t.Errorf("the waits' error reads %q", status)
 	}
-	// The entry the page wrote leaves the waits out: FOLIO's default
-	// applies, 30 waits of 250 ms, and the refused change left it so.
-	if _, waits, _ := effectiveSettings(t, c); len(waits) != 30 || waits[0] != 250 {
-		t.Errorf("waits after a refused change %v, want FOLIO's 30 of 250 ms", waits)
+	// The entry the page wrote leaves the waits out: the environment's
+	// apply, and the refused change left them so.
+	if _, waits, sources := effectiveSettings(t, c); !equalInts(waits, envWaits) || sources["retryIntervalsMs"] != "environment" {
+		t.Errorf("waits after a refused change %v from %s, want the environment's %v", waits, sources["retryIntervalsMs"], envWaits)
 	}
 
 	// The retry waits, changed.
 	if err := chromedp.Run(ctx,
 		chromedp.SetValue("#waits", "100, 200, 400", chromedp.ByQuery),
 		chromedp.Click("#save", chromedp.ByQuery),
-		chromedp.WaitVisible(`#save-status.ok`, chromedp.ByQuery),
-		chromedp.Text("#waits-source", &source, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector("#save-status").textContent.startsWith("Saved: retryIntervalsMs")`, nil),
 	); err != nil {
 		t.Fatal(err)
 	}
 	if _, waits, sources := effectiveSettings(t, c); !equalInts(waits, []int{100, 200, 400}) || sources["retryIntervalsMs"] != "settings" {
 		t.Errorf("after the page changed the waits: %v from %s", waits, sources["retryIntervalsMs"])
 	}
-	if source != "set here" {
+	if source := textOf(t, ctx, "#waits-source"); source != "set here" {
 		t.Errorf("the waits' source reads %q", source)
 	}
 	// Only what changed was sent: the toggle stays off.
@@ -177,14 +255,14 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	}
 
 	// FOLIO's own values (its settings fixture: a 500 ms lock, ten
-	// retries 5 ms apart) are accepted on the page and take effect.
+	// retries 5 ms apart), written as a run, are accepted and take effect;
+	// the page shows them back as the run.
 	if err := chromedp.Run(ctx,
 		chromedp.SetValue("#lockTtl", "500", chromedp.ByQuery),
-		chromedp.SetValue("#waits", "5, 5, 5, 5, 5, 5, 5, 5, 5, 5", chromedp.ByQuery),
+		chromedp.SetValue("#waits", "10 × 5", chromedp.ByQuery),
 		chromedp.Click("#save", chromedp.ByQuery),
-		// The status of this save, not the one before it.
 		chromedp.Poll(`(() => { const s = document.querySelector("#save-status");
-			return s.classList.contains("ok") && s.textContent.startsWith("Saved:") && s.textContent.includes("lockTtl"); })()`, nil),
+			return s.classList.contains("ok") && s.textContent.includes("lockTtl"); })()`, nil),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +273,69 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	if _, waits, _ := effectiveSettings(t, c); ttl.LockTTL != 500 || !equalInts(waits, []int{5, 5, 5, 5, 5, 5, 5, 5, 5, 5}) {
 		t.Errorf("after the page set FOLIO's values: lockTtl %d, waits %v; want 500 and ten of 5 ms", ttl.LockTTL, waits)
 	}
+	if got := evaluate[string](t, ctx, `document.getElementById("waits").value`); got != "10 × 5" {
+		t.Errorf("ten waits of 5 ms read %q", got)
+	}
+
+	// Back to the environment's value, from the page: the button says
+	// which value that is.
+	want := "Back to the environment's value: " + formatWaits(envWaits) + " ms"
+	if got := textOf(t, ctx, "#waits-default"); got != want {
+		t.Errorf("the waits' way back reads %q, want %q", got, want)
+	}
+	if err := chromedp.Run(ctx,
+		chromedp.Click("#waits-default", chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector("#save-status").textContent.startsWith("Saved: retryIntervalsMs back")`, nil),
+		chromedp.WaitNotVisible("#waits-default", chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if _, waits, sources := effectiveSettings(t, c); !equalInts(waits, envWaits) || sources["retryIntervalsMs"] != "environment" {
+		t.Errorf("after back to default: waits %v from %s, want the environment's %v", waits, sources["retryIntervalsMs"], envWaits)
+	}
+	if source := textOf(t, ctx, "#waits-source"); source != "from the environment" {
+		t.Errorf("the waits' source reads %q after going back", source)
+	}
+
+	// Signing out: the settings leave the screen, the form says why, and
+	// the sign-in is over (a new page load asks again).
+	if err := chromedp.Run(ctx,
+		chromedp.Click("#sign-out", chromedp.ByQuery),
+		chromedp.WaitVisible("#signin-panel", chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#signin-status"); got != "You have signed out." {
+		t.Errorf("after signing out the form says %q", got)
+	}
+	if left := evaluate[string](t, ctx, `document.getElementById("lockTtl").value + document.getElementById("last-change").textContent +
+		(document.getElementById("content").hidden ? "" : "content shown")`); left != "" {
+		t.Errorf("after signing out the page still shows %q", left)
+	}
+	if err := chromedp.Run(ctx, chromedp.Reload(), chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
+		t.Fatalf("after signing out, a new load does not ask to sign in: %v", err)
+	}
+}
+
+// formatWaits is the page's way of writing a list of waits: a run of three
+// or more as "n × wait".
+func formatWaits(waits []int) string {
+	var parts []string
+	for i := 0; i < len(waits); {
+		j := i
+		for j < len(waits) && waits[j] == waits[i] {
+			j++
+		}
+		if j-i >= 3 {
+			parts = append(parts, fmt.Sprintf("%d × %d", j-i, waits[i]))
+		} else {
+			for k := i; k < j; k++ {
+				parts = append(parts, fmt.Sprint(waits[k]))
+			}
+		}
+		i = j
+	}
+	return strings.Join(parts, ", ")
 }
 
 func equalInts(a, b []int) bool {
@@ -209,42 +350,56 @@ func equalInts(a, b []int) bool {
 	return true
 }
 
-// TestLockConsoleInABrowser: a held lock appears in the console with its
-// patron and its holder; the operator releases it from there, from the
-// keyboard, after a confirmation, and the release appears in the history as
-// made by someone other than the holder. The Release button keeps the
-// focus while the countdowns are redrawn and while an older lock's row
-// above it goes.
+// TestLockConsoleInABrowser: an operator signs in; a held lock appears
+// with its patron, holder and service point by name; the operator releases
+// it from the keyboard after a confirmation whose default is to keep it,
+// and the release appears in the history under the operator's name. The
+// Release button keeps the focus while the countdowns are redrawn and
+// while an older lock's row above it goes; after the release the focus
+// lands on the next lock's button. At a phone's width nothing scrolls
+// sideways. Another tenant typed in the header takes the locks off the
+// screen at once and puts the tenant in the address; the settings page
+// shows the operator the settings read-only, saying why.
 func TestLockConsoleInABrowser(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
-	lib := c.SetupLibrary(2, 1, 5)
+	lib := c.SetupLibrary(3, 1, 5)
+	operator := c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
+	servicePoint := uuid.NewString()
+	c.Do(c.Storage, "POST", "/service-points", map[string]any{"id": servicePoint, "name": "Front desk", "code": "fd",
+		"discoveryDisplayName": "Front desk"}).Want(t, http.StatusCreated)
 	patron := patronID(t, c, lib.Patrons[0])
-	var older, lock struct {
+	var older, lock, after struct {
 		ID string `json:"id"`
 	}
-	// Listed first (oldest first); released below, while the page shows it.
+	// Listed oldest first: older, lock, after. older is released
+	// elsewhere while the page shows it, lock from the page.
 	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, lib.Patrons[1]), "id": uuid.NewString(),
 		"ttlMs": 120000}).Want(t, http.StatusCreated).Decode(t, &older)
 	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patron, "id": uuid.NewString(), "ttlMs": 120000,
-		"holder": map[string]any{"instance": "circ-7:8080", "requestId": "req-77", "itemBarcode": lib.Items[0][0]}}).
+		"holder": map[string]any{"instance": "circ-7:8080", "requestId": "req-77", "itemBarcode": lib.Items[0][0],
+			"servicePointId": servicePoint}}).
 		Want(t, http.StatusCreated).Decode(t, &lock)
+	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, lib.Patrons[2]), "id": uuid.NewString(),
+		"ttlMs": 120000}).Want(t, http.StatusCreated).Decode(t, &after)
 	ctx := browser(t)
-	signIn(t, ctx, c, "/ui/locks.html", schemas.RoleOperator)
+	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
 
 	row := `#locks tr[data-lock="` + lock.ID + `"]`
-	var text string
 	if err := chromedp.Run(ctx,
 		chromedp.WaitVisible(`#locks tr[data-lock="`+older.ID+`"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(row, chromedp.ByQuery),
-		chromedp.Text(row, &text, chromedp.ByQuery),
 	); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{lib.Patrons[0], "circ-7:8080", lib.Items[0][0], "req-77"} {
+	text := textOf(t, ctx, row)
+	for _, want := range []string{"Patron " + lib.Patrons[0] + " (" + lib.Patrons[0] + ")", "circ-7:8080", lib.Items[0][0], "req-77", "Front desk"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the lock's row %q does not show %q", text, want)
 		}
+	}
+	if strings.Contains(text, servicePoint) || strings.Contains(text, patron) {
+		t.Errorf("the lock's row %q shows ids where names belong", text)
 	}
 	screenshot(t, ctx, "locks.png")
 
@@ -254,19 +409,35 @@ func TestLockConsoleInABrowser(t *testing.T) {
 	// (a button replaced at each redraw would lose it, and swallow a click
 	// whose press and release straddled one; a row moved would lose it
 	// too).
-	var focused string
 	if err := chromedp.Run(ctx, chromedp.Focus(row+" button", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
 	c.Do(c.Storage, "DELETE", "/check-out-lock-storage/"+older.ID, nil).Want(t, http.StatusNoContent)
+	if err := chromedp.Run(ctx, chromedp.WaitNotPresent(`#locks tr[data-lock="`+older.ID+`"]`, chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if focused := evaluate[string](t, ctx, `(document.activeElement && document.activeElement.dataset.lock) || ""`); focused != lock.ID {
+		t.Fatalf("after redraws and the older lock's row going, the focus is on %q, not on the lock's Release button", focused)
+	}
+	// The confirmation's default is to keep the lock: Enter keeps it.
 	if err := chromedp.Run(ctx,
-		chromedp.WaitNotPresent(`#locks tr[data-lock="`+older.ID+`"]`, chromedp.ByQuery),
-		chromedp.Evaluate(`(document.activeElement && document.activeElement.dataset.lock) || ""`, &focused),
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible("#confirm-dialog", chromedp.ByQuery),
 	); err != nil {
 		t.Fatal(err)
 	}
-	if focused != lock.ID {
-		t.Fatalf("after redraws and the older lock's row going, the focus is on %q, not on the lock's Release button", focused)
+	if focused := evaluate[string](t, ctx, `document.activeElement.id`); focused != "confirm-keep" {
+		t.Errorf("the confirmation opens with the focus on %q, want the safe choice (confirm-keep)", focused)
+	}
+	if err := chromedp.Run(ctx,
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitNotVisible("#confirm-dialog", chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	c.Do(c.Storage, "GET", "/check-out-lock-storage/"+lock.ID, nil).Want(t, http.StatusOK)
+	if focused := evaluate[string](t, ctx, `(document.activeElement && document.activeElement.dataset.lock) || ""`); focused != lock.ID {
+		t.Errorf("after keeping the lock the focus is on %q, not back on its Release button", focused)
 	}
 	if err := chromedp.Run(ctx,
 		chromedp.KeyEvent("\r"),
@@ -278,6 +449,8 @@ func TestLockConsoleInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Do(c.Storage, "GET", "/check-out-lock-storage/"+lock.ID, nil).Want(t, http.StatusNotFound)
+	// The focus went to the next lock's Release button.
+	waitUntil(t, ctx, "the focus on the next lock", `(document.activeElement && document.activeElement.dataset.lock) === "`+after.ID+`"`)
 	var h struct {
 		Events []struct {
 			Type string            `json:"type"`
@@ -285,9 +458,137 @@ func TestLockConsoleInABrowser(t *testing.T) {
 		} `json:"events"`
 	}
 	c.Do(c.Storage, "GET", "/check-out-lock-storage/history?userId="+patron, nil).Want(t, http.StatusOK).Decode(t, &h)
-	if len(h.Events) != 1 || h.Events[0].Type != "released_by_other" || h.Events[0].By["acquiredBy"] == "" {
+	if len(h.Events) != 1 || h.Events[0].Type != "released_by_other" || h.Events[0].By["acquiredBy"] != operator {
 		raw, _ := json.Marshal(h)
-		t.Errorf("history after the console's release: %s", raw)
+		t.Errorf("history after the console's release: %s, want it released by %s", raw, operator)
+	}
+	if by := textOf(t, ctx, `#history tr[data-event="released_by_other"] td:last-child`); by != "Olga Operator" {
+		t.Errorf("the history's By reads %q, want Olga Operator", by)
 	}
 	screenshot(t, ctx, "locks-history.png")
+
+	// A phone: nothing wider than the screen, the Release button on it.
+	if w := phoneWidth(t, ctx); w > 390 {
+		t.Errorf("the console is %d px wide at 390 px", w)
+	}
+	if right := evaluate[float64](t, ctx, `document.querySelector('#locks tr[data-lock="`+after.ID+`"] button').getBoundingClientRect().right`); right > 390 || right <= 0 {
+		t.Errorf("the Release button ends at %v px on a 390 px screen", right)
+	}
+	screenshot(t, ctx, "locks-phone.png")
+	if err := chromedp.Run(ctx, chromedp.EmulateViewport(1100, 900)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another tenant: the locks go at once, the address says the tenant,
+	// and the form asks to sign in to it.
+	if err := chromedp.Run(ctx,
+		chromedp.SetValue("#tenant", "elsewhere", chromedp.ByQuery),
+		chromedp.Click(`#tenant-form button[type="submit"]`, chromedp.ByQuery),
+		chromedp.WaitVisible("#signin-panel", chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if n := evaluate[int](t, ctx, `document.querySelectorAll("#locks tbody tr, #history tbody tr").length`); n != 0 {
+		t.Errorf("%d rows of tenant %s stay on screen after changing to another tenant", n, c.Tenant)
+	}
+	if search := evaluate[string](t, ctx, `location.search`); search != "?tenant=elsewhere" {
+		t.Errorf("the address says %q after changing the tenant to elsewhere", search)
+	}
+	if got := textOf(t, ctx, "#signin-title"); got != "Sign in to tenant elsewhere" {
+		t.Errorf("the form reads %q", got)
+	}
+	// Opened without a tenant in the address, the page puts the one it
+	// uses there.
+	if err := chromedp.Run(ctx, chromedp.Navigate(c.Circulations[0].URL()+"/ui/locks.html"),
+		chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if got := evaluate[string](t, ctx, `location.search + " " + document.getElementById("tenant").value`); got != "?tenant=elsewhere elsewhere" {
+		t.Errorf("address and tenant field %q, want both to say elsewhere", got)
+	}
+
+	// The settings, read-only for an operator, with the reason; and on a
+	// phone's width.
+	if err := chromedp.Run(ctx, chromedp.Navigate(pageURL(c, "/ui/settings.html")), chromedp.WaitVisible("#settings", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#readonly-note"); !strings.Contains(got, "Olga Operator may read these settings but not change them") ||
+		!strings.Contains(got, "circulation.settings.check-out-lock.put") {
+		t.Errorf("the read-only note reads %q", got)
+	}
+	if got := evaluate[string](t, ctx, `["enabled", "lockTtl", "waits"].map((id) => document.getElementById(id).disabled).join() +
+		" " + document.getElementById("actions").hidden`); got != "true,true,true true" {
+		t.Errorf("an operator's settings controls (disabled ×3, actions hidden): %s", got)
+	}
+	if w := phoneWidth(t, ctx); w > 390 {
+		t.Errorf("the settings page is %d px wide at 390 px", w)
+	}
+}
+
+// accountDoc reads an account as storage keeps it.
+func accountDoc(t *testing.T, c *harness.Cluster, id string) map[string]any {
+	t.Helper()
+	var a map[string]any
+	c.Do(c.Storage, "GET", "/accounts/"+id, nil).Want(t, http.StatusOK).Decode(t, &a)
+	return a
+}
+
+// TestSessionsInABrowser: with a one-second access token, the console
+// keeps working as the page refreshes its sign-in behind the scenes. When
+// an administrator takes the operator role away, the next token holds
+// less and the console's data leaves the screen on the 403; when an
+// account is switched off, its refresh fails and the page says the
+// session ended, the data gone.
+func TestSessionsInABrowser(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
+		StorageEnv: []string{"LOGIN_ACCESS_TTL=1s", "LOGIN_REFRESH_TTL=1h"}})
+	lib := c.SetupLibrary(1, 1, 5)
+	olga := c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
+	otto := c.Account(t, "otto", "Otto", "Operator", schemas.RoleOperator, "otto-password")
+	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, lib.Patrons[0]), "ttlMs": 600000}).
+		Want(t, http.StatusCreated)
+	ctx := browser(t)
+	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#locks tbody tr", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	// The access token lives a second; the page goes on through refreshes.
+	waitFor(t, "the page to refresh its sign-in twice", func() bool {
+		return strings.Count(c.Circulations[0].Log(), `"/authn/refresh"`) >= 2
+	})
+	if n := evaluate[int](t, ctx, `document.querySelectorAll("#locks tbody tr").length`); n != 1 {
+		t.Errorf("%d locks on screen after the sign-in was refreshed, want 1", n)
+	}
+
+	// Switched off: the session ends.
+	doc := accountDoc(t, c, olga)
+	doc["active"] = false
+	c.Do(c.Storage, "PUT", "/accounts/"+olga, doc).Want(t, http.StatusNoContent)
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#signin-status"); got != "Your session has ended: sign in again." {
+		t.Errorf("a session that ended reads %q", got)
+	}
+	if n := evaluate[int](t, ctx, `document.querySelectorAll("#locks tbody tr").length`); n != 0 {
+		t.Errorf("%d locks stay on screen after the session ended", n)
+	}
+
+	// The operator role taken away: the next call is refused, and the
+	// locks go.
+	signInHere(t, ctx, "otto", "otto-password")
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#locks tbody tr", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	doc = accountDoc(t, c, otto)
+	doc["roles"] = []string{schemas.RoleLibrarian}
+	c.Do(c.Storage, "PUT", "/accounts/"+otto, doc).Want(t, http.StatusNoContent)
+	waitUntil(t, ctx, "the refusal on screen", `document.getElementById("page-status").textContent.startsWith("You may not do this")`)
+	if n := evaluate[int](t, ctx, `document.querySelectorAll("#locks tbody tr").length`); n != 0 {
+		t.Errorf("%d locks stay on screen after a 403", n)
+	}
+	if got := textOf(t, ctx, "#page-status"); !strings.Contains(got, "circulation.check-out-locks.collection.get") {
+		t.Errorf("the refusal reads %q, want it to name the permission", got)
+	}
 }

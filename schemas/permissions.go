@@ -53,6 +53,7 @@ const (
 	InterfaceRequestStorage      = "request-storage"
 	InterfaceLogin               = "login"
 	InterfaceAccounts            = "accounts"
+	InterfaceServicePoints       = "service-points"
 	InterfaceTenant              = "_tenant"
 	InterfaceAdmin               = "_admin"
 )
@@ -103,9 +104,9 @@ var Routes = slices.Concat(
 			settingsWriteModule...),
 		circ("GET", "/circulation/check-out-locks", "circulation.check-out-locks.collection.get",
 			"list the live check-out locks with their patrons and holders",
-			"checkout-lock-storage.checkout-locks.collection.get", "users.item.get"),
+			"checkout-lock-storage.checkout-locks.collection.get", namesUser, namesServicePoint),
 		circ("GET", "/circulation/check-out-locks/history", "circulation.check-out-locks.history.get", "read the check-out lock history",
-			"checkout-lock-storage.checkout-locks.history.get", "users.item.get"),
+			"checkout-lock-storage.checkout-locks.history.get", namesUser, namesAccount, namesServicePoint),
 		circ("DELETE", "/circulation/check-out-locks/{id}", "circulation.check-out-locks.item.delete", "release a check-out lock",
 			"checkout-lock-storage.checkout-locks.item.delete", PermissionReleaseOthers),
 
@@ -141,6 +142,7 @@ var Routes = slices.Concat(
 	crud(InterfaceBlockLimits, "/patron-block-limits", "patron-blocks.patron-block-limits", "patron block limits"),
 	crud(InterfaceRequestStorage, "/request-storage/requests", "request-storage.requests", "requests"),
 	crud(InterfaceAccounts, "/accounts", "circulation-storage.accounts", "accounts"),
+	crud(InterfaceServicePoints, "/service-points", "inventory-storage.service-points", "service points"),
 	[]Route{
 		// FOLIO's login: signing in, refreshing and signing out need no
 		// permission (they are how a caller gets one); setting a password
@@ -157,6 +159,13 @@ var Routes = slices.Concat(
 	[]Route{
 		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/"},
 		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/ui/{file}"},
+		// The pages' sign-in, passed on to storage's login, and who is
+		// signed in (in jwt mode, a valid token of any permission).
+		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/login-with-expiry"},
+		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/refresh"},
+		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/logout"},
+		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/bl-users/_self",
+			ModulePermissions: []string{namesAccount}},
 	},
 )
 
@@ -297,9 +306,18 @@ var (
 		"inventory-storage.items.collection.get", "inventory-storage.items.item.put",
 		"circulation-storage.loans.collection.get", "circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
 	}
-	settingsReadModule  = []string{"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation")}
+	settingsReadModule = []string{"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
+		namesAccount, namesUser}
 	settingsWriteModule = []string{"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
-		"mod-settings.entries.item.post", "mod-settings.entries.item.put", SettingsScopeWrite("mod-circulation")}
+		"mod-settings.entries.item.post", "mod-settings.entries.item.put", SettingsScopeWrite("mod-circulation"), namesAccount, namesUser}
+)
+
+// What circulation reads to show people and service points by name on the
+// pages.
+const (
+	namesAccount      = "circulation-storage.accounts.item.get"
+	namesUser         = "users.item.get"
+	namesServicePoint = "inventory-storage.service-points.item.get"
 )
 
 // ModulePermissionsOf is every permission service's handlers may hold when

@@ -19,8 +19,12 @@ const (
 	HeaderUserID      = "X-Okapi-User-Id"
 	HeaderURL         = "X-Okapi-Url"
 	HeaderPermissions = "X-Okapi-Permissions"
-	HeaderLockID      = "X-Check-Out-Lock-Id"
-	HeaderItemVersion = "X-Check-Out-Item-Version"
+	// HeaderForwardedFor carries the address of the client a sign-in
+	// came from when circulation passes it on (storage believes it only
+	// from circulation's module token).
+	HeaderForwardedFor = "X-Forwarded-For"
+	HeaderLockID       = "X-Check-Out-Lock-Id"
+	HeaderItemVersion  = "X-Check-Out-Item-Version"
 	// HeaderCheckInItemVersion on a loan's replacement makes it a
 	// check-in's writes, in one transaction: the item becomes Available at
 	// the version after the one named.

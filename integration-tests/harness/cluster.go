@@ -447,3 +447,17 @@ func (c *Cluster) SetupLibrary(patrons, itemsPerPatron, itemLimit int) Library {
 	}
 	return lib
 }
+
+// Account makes an account in the cluster's tenant, a person with role
+// who signs in with username and password, and returns its id.
+func (c *Cluster) Account(t testing.TB, username, first, last, role, password string) string {
+	t.Helper()
+	var a struct {
+		ID string `json:"id"`
+	}
+	c.Do(c.Storage, "POST", "/accounts", map[string]any{"username": username,
+		"personal": map[string]any{"firstName": first, "lastName": last}, "roles": []string{role}}).
+		Want(t, http.StatusCreated).Decode(t, &a)
+	c.Do(c.Storage, "POST", "/authn/credentials", map[string]any{"userId": a.ID, "password": password}).Want(t, http.StatusCreated)
+	return a.ID
+}

@@ -139,7 +139,7 @@ func (c *Cluster) OpenLoans(t testing.TB, userBarcode string) int {
 // change.
 var snapshotTables = []string{"patron_group", "material_type", "loan_type", "patron", "item", "loan_policy", "loan",
 	"circulation_rules", "circulation_rule", "setting", "setting_change", "check_out_lock", "check_out_lock_event", "tenant_job",
-	"manual_block", "patron_block_condition", "patron_block_limit", "request"}
+	"manual_block", "patron_block_condition", "patron_block_limit", "request", "service_point"}
 
 // Snapshot is every row of the tenant's tables as JSON text, for "nothing
 // changed".

@@ -266,9 +266,14 @@ const (
 	CodeForbidden    = schemas.CodeForbidden
 )
 
+// AccessCookie is the cookie of a sign-in's access token
+// (POST /authn/login-with-expiry), as FOLIO names it.
+const AccessCookie = "folioAccessToken"
+
 // Token is the bearer token of a request: X-Okapi-Token, or the
-// Authorization header's Bearer token. When both are sent they must be the
-// same token (see Authorize).
+// Authorization header's Bearer token, or else a page's sign-in cookie
+// (see cookieToken). When both headers are sent they must carry the same
+// token (see Authorize).
 func Token(h http.Header) string {
 	t, _ := tokens(h)
 	return t
@@ -291,8 +296,30 @@ func tokens(h http.Header) (string, error) {
 		return "", errTwoTokens
 	case okapi != "":
 		return okapi, nil
+	case bearer != "":
+		return bearer, nil
 	}
-	return bearer, nil
+	return cookieToken(h), nil
+}
+
+// cookieToken is the access token in a page's sign-in cookie, for a request
+// that only a page of the service's own origin can make: it must carry
+// X-Okapi-Tenant, a header no cross-site form can send and no cross-site
+// script can send without a CORS preflight, which neither service answers;
+// and a browser that says where a request comes from (Sec-Fetch-Site) must
+// say the same origin. The cookie itself is SameSite=Strict.
+func cookieToken(h http.Header) string {
+	if h.Get(schemas.HeaderTenant) == "" {
+		return ""
+	}
+	if site := h.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return ""
+	}
+	k, err := (&http.Request{Header: h}).Cookie(AccessCookie)
+	if err != nil {
+		return ""
+	}
+	return k.Value
 }
 
 // Authorize checks that the request with headers h may use a route that
@@ -300,6 +327,21 @@ func tokens(h http.Header) (string, error) {
 // tenant, holding the permission (a module's token holding only what its
 // module declared). It returns the token's claims.
 func (v *Verifier) Authorize(h http.Header, permission string) (*Claims, error) {
+	claims, err := v.Identify(h)
+	if err != nil {
+		return nil, err
+	}
+	if !claims.Has(permission) {
+		return nil, &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: permission,
+			Message: "Access requires permission: " + permission}
+	}
+	return claims, nil
+}
+
+// Identify is who the request with headers h is, in jwt mode, whatever it
+// may do: one token, valid, for the request's tenant (a module's token
+// holding only what its module declared). It returns the token's claims.
+func (v *Verifier) Identify(h http.Header) (*Claims, error) {
 	token, err := tokens(h)
 	if err != nil {
 		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeInvalidToken,
@@ -322,10 +364,6 @@ func (v *Verifier) Authorize(h http.Header, permission string) (*Claims, error) 
 	if tenant := h.Get(schemas.HeaderTenant); schemas.ValidTenant(tenant) && claims.Tenant != tenant {
 		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeInvalidToken,
 			Message: "The token is not for tenant " + truncate(tenant), Cause: fmt.Errorf("token tenant %q", claims.Tenant)}
-	}
-	if !claims.Has(permission) {
-		return nil, &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: permission,
-			Message: "Access requires permission: " + permission}
 	}
 	return claims, nil
 }

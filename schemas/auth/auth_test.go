@@ -68,6 +68,20 @@ func TestAuthorizeOutcomes(t *testing.T) {
 		{"no expiry", header("diku", noExp), 401, CodeInvalidToken},
 		{"alg none", header("diku", unsigned), 401, CodeInvalidToken},
 		{"garbage", header("diku", "x.y.z"), 401, CodeInvalidToken},
+		// A page's sign-in cookie: only with the tenant header (which no
+		// cross-site form can send) and from the same origin.
+		{"cookie", http.Header{schemas.HeaderTenant: {"diku"}, "Cookie": {AccessCookie + "=" + good}}, 0, ""},
+		{"cookie, same origin", http.Header{schemas.HeaderTenant: {"diku"}, "Sec-Fetch-Site": {"same-origin"},
+			"Cookie": {"other=1; " + AccessCookie + "=" + good}}, 0, ""},
+		{"cookie without the tenant header", http.Header{"Cookie": {AccessCookie + "=" + good}}, 401, CodeAuthRequired},
+		{"cookie from another site", http.Header{schemas.HeaderTenant: {"diku"}, "Sec-Fetch-Site": {"cross-site"},
+			"Cookie": {AccessCookie + "=" + good}}, 401, CodeAuthRequired},
+		{"cookie from a sibling site", http.Header{schemas.HeaderTenant: {"diku"}, "Sec-Fetch-Site": {"same-site"},
+			"Cookie": {AccessCookie + "=" + good}}, 401, CodeAuthRequired},
+		{"an expired cookie", http.Header{schemas.HeaderTenant: {"diku"}, "Cookie": {AccessCookie + "=" + expired}}, 401, CodeInvalidToken},
+		// A header's token speaks for the caller, whatever the cookie says.
+		{"header over cookie", http.Header{schemas.HeaderTenant: {"diku"}, schemas.HeaderToken: {noPerm},
+			"Cookie": {AccessCookie + "=" + good}}, 403, CodeForbidden},
 		// A malformed tenant is the service's to refuse (400), not auth's.
 		{"malformed tenant", header("Bad Tenant", good), 0, ""},
 	} {

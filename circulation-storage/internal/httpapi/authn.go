@@ -12,6 +12,7 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/auth"
 	"github.com/checkoutlock/schemas/errs"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) login(c echo.Context) error {
 	if err := s.bind(c, "login-request.json", &req); err != nil {
 		return err
 	}
-	t, err := svc.Login(c.Request().Context(), string(tenantOf(c)), req.Username, req.Password, clientAddress(c))
+	t, err := svc.Login(c.Request().Context(), string(tenantOf(c)), req.Username, req.Password, s.clientAddress(c))
 	if err != nil {
 		return err
 	}
@@ -145,11 +146,26 @@ func cookie(c echo.Context, name string) string {
 }
 
 // clientAddress is the address failures are counted by: the connection's
-// peer, never a header a client could choose.
-func clientAddress(c echo.Context) string {
-	host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
+// peer, never a header a client could choose; except that a sign-in
+// circulation passes on for its pages, carrying circulation's own module
+// token, names the page's address in X-Forwarded-For, where circulation
+// put it.
+func (s *Server) clientAddress(c echo.Context) string {
+	req := c.Request()
+	peer, _, err := net.SplitHostPort(req.RemoteAddr)
 	if err != nil {
-		return c.Request().RemoteAddr
+		peer = req.RemoteAddr
 	}
-	return host
+	fwd := req.Header.Get(schemas.HeaderForwardedFor)
+	if fwd == "" || s.cfg.Auth.Mode != auth.JWT {
+		return peer
+	}
+	claims, err := s.cfg.Auth.Verifier.Verify(req.Header.Get(schemas.HeaderToken))
+	if err != nil || claims.Module != schemas.ServiceCirculation {
+		return peer
+	}
+	if ip := net.ParseIP(strings.TrimSpace(fwd)); ip != nil {
+		return ip.String()
+	}
+	return peer
 }

@@ -44,6 +44,7 @@ var constraints = map[string]constraint{
 	"circulation_rule_loan_type_fkey":        {field: "loanTypeId", target: "loan type", source: "circulation rules"},
 	"circulation_rule_loan_policy_fkey":      {field: "loanPolicyId", target: "loan policy", source: "circulation rules"},
 	"account_username_key":                   {field: "username"},
+	"service_point_name_key":                 {field: "name"},
 	"request_item_fkey":                      {field: "itemId", target: "item", source: "requests"},
 	"request_requester_fkey":                 {field: "requesterId", target: "user", source: "requests"},
 	"request_queue_position_key":             {field: "position"},

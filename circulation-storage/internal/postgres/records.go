@@ -92,6 +92,8 @@ var specs = map[string]tableSpec{
 		order: "item_id, position, jsonb ->> 'requestDate', id"},
 	storage.Accounts.Path: {table: "account", columns: map[string]string{"username": "username"},
 		fields: map[string]column{"id": uuidColumn("id"), "username": textColumn("username")}, order: "username, id"},
+	storage.ServicePoints.Path: {table: "service_point", columns: map[string]string{"name": "name"},
+		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
 	storage.Settings.Path: {table: "setting", columns: map[string]string{"scope": "scope", "key": "key"},
 		fields: map[string]column{"id": uuidColumn("id"), "scope": textColumn("scope"), "key": textColumn("key")},
 		order:  "scope, key, id"},

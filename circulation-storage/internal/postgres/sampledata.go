@@ -26,6 +26,9 @@ const (
 
 	LoanTypeCanCirculate = "2b94c631-fca9-4892-a730-03ee529ffe27"
 	LoanTypeReadingRoom  = "2e48e713-17f3-4c13-a9f8-23845bb210a4"
+
+	ServicePointDesk1 = "3a40852d-49fd-4df2-a1f9-6e2641a6e91f"
+	ServicePointDesk2 = "c4c90014-c8c9-4ade-8f24-b5e313319f4b"
 )
 
 // Sample loan policies.
@@ -59,6 +62,10 @@ func referenceSeeds() []seed {
 		{storage.MaterialTypes, MaterialDVD, map[string]any{"name": "dvd"}},
 		{storage.LoanTypes, LoanTypeCanCirculate, map[string]any{"name": "Can circulate"}},
 		{storage.LoanTypes, LoanTypeReadingRoom, map[string]any{"name": "Reading room"}},
+		{storage.ServicePoints, ServicePointDesk1, map[string]any{"name": "Circ Desk 1", "code": "cd1",
+			"discoveryDisplayName": "Circulation Desk -- Hallway"}},
+		{storage.ServicePoints, ServicePointDesk2, map[string]any{"name": "Circ Desk 2", "code": "cd2",
+			"discoveryDisplayName": "Circulation Desk -- Back Entrance"}},
 	}
 }
 

@@ -113,6 +113,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 			Settings:    settings,
 			Storage:     storage,
 			Console:     storage,
+			Pass:        storage,
 			Ready:       storage.Ready,
 		}, sch, metrics, logger)
 

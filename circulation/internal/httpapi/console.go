@@ -89,6 +89,8 @@ type consoleLock struct {
 	TTLMs        int64             `json:"ttlMs"`
 	Holder       map[string]string `json:"holder,omitempty"`
 	Patron       *consolePatron    `json:"patron,omitempty"`
+	// ServicePointName names the holder's service point.
+	ServicePointName string `json:"servicePointName,omitempty"`
 }
 
 type consolePatron struct {
@@ -109,9 +111,11 @@ func (s *Server) listConsoleLocks(c echo.Context) error {
 	if err := s.svc.Console.GetJSON(ctx, "/check-out-lock-storage?limit="+strconv.Itoa(consoleLimit), &page); err != nil {
 		return err
 	}
-	patrons := s.patrons(ctx)
+	patrons, names := s.patrons(ctx), s.names(ctx)
 	for i := range page.CheckoutLocks {
-		page.CheckoutLocks[i].Patron = patrons(page.CheckoutLocks[i].UserID)
+		l := &page.CheckoutLocks[i]
+		l.Patron = patrons(l.UserID)
+		l.ServicePointName = names.servicePoint(l.Holder["servicePointId"])
 	}
 	return c.JSON(http.StatusOK, page)
 }
@@ -137,6 +141,10 @@ func (s *Server) lockHistory(c echo.Context) error {
 			By         map[string]string `json:"by,omitempty"`
 			WaitedMs   int               `json:"waitedMs,omitempty"`
 			Patron     *consolePatron    `json:"patron,omitempty"`
+			// ByName names the person who released the lock, when
+			// someone did; ServicePointName the holder's service point.
+			ByName           string `json:"byName,omitempty"`
+			ServicePointName string `json:"servicePointName,omitempty"`
 		} `json:"events"`
 		TotalRecords int `json:"totalRecords"`
 	}
@@ -144,9 +152,12 @@ func (s *Server) lockHistory(c echo.Context) error {
 	if err := s.svc.Console.GetJSON(ctx, "/check-out-lock-storage/history?"+q.Encode(), &page); err != nil {
 		return err
 	}
-	patrons := s.patrons(ctx)
+	patrons, names := s.patrons(ctx), s.names(ctx)
 	for i := range page.Events {
-		page.Events[i].Patron = patrons(page.Events[i].UserID)
+		e := &page.Events[i]
+		e.Patron = patrons(e.UserID)
+		e.ByName = names.person(e.By["acquiredBy"])
+		e.ServicePointName = names.servicePoint(e.Holder["servicePointId"])
 	}
 	return c.JSON(http.StatusOK, page)
 }

@@ -278,8 +278,9 @@ type settingsJSON struct {
 
 // changeJSON is who changed the stored settings last, and when.
 type changeJSON struct {
-	UserID string `json:"userId,omitempty"`
-	Date   string `json:"date"`
+	UserID   string `json:"userId,omitempty"`
+	UserName string `json:"userName,omitempty"`
+	Date     string `json:"date"`
 }
 
 type rangeJSON struct {
@@ -321,12 +322,22 @@ func millis(ds []time.Duration) []int {
 	return out
 }
 
+// settingsAnswer answers the settings in effect, naming who changed them
+// last.
+func (s *Server) settingsAnswer(c echo.Context, effective circulation.LockSettings) error {
+	out := toSettingsJSON(effective, s.svc.Settings.Environment(), s.svc.Settings.Bounds())
+	if out.LastChange != nil {
+		out.LastChange.UserName = s.names(c.Request().Context()).person(out.LastChange.UserID)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
 func (s *Server) getSettings(c echo.Context) error {
 	effective, err := s.svc.Settings.Effective(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Environment(), s.svc.Settings.Bounds()))
+	return s.settingsAnswer(c, effective)
 }
 
 // putSettings replaces the stored settings with the body, the whole
@@ -340,7 +351,7 @@ func (s *Server) putSettings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Environment(), s.svc.Settings.Bounds()))
+	return s.settingsAnswer(c, effective)
 }
 
 // patchSettings changes only the fields the body names (a JSON merge
@@ -354,7 +365,7 @@ func (s *Server) patchSettings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toSettingsJSON(effective, s.svc.Settings.Environment(), s.svc.Settings.Bounds()))
+	return s.settingsAnswer(c, effective)
 }
 
 // parseDate reads an optional date-time the schema accepted. JSON Schema's

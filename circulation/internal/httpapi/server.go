@@ -49,6 +49,8 @@ type Services struct {
 	Storage     circulation.Storage
 	// Console reads and releases locks for the operator's console.
 	Console Console
+	// Pass passes the pages' sign-in on to storage.
+	Pass Passer
 	// Ready reports whether circulation-storage answers.
 	Ready func(ctx context.Context) error
 }
@@ -91,6 +93,10 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	get(e, "/circulation/check-out-locks/history", s.lockHistory, s.tenant)
 	handle(e, http.MethodDelete, "/circulation/check-out-locks/:id", s.releaseConsoleLock, s.tenant)
 	s.pages(e)
+	for _, p := range []string{"/authn/login-with-expiry", "/authn/refresh", "/authn/logout"} {
+		handle(e, http.MethodPost, p, s.passAuthn, s.tenant)
+	}
+	get(e, "/bl-users/_self", s.self, s.tenant)
 	handle(e, http.MethodPut, "/circulation/settings/check-out-lock", s.putSettings, s.tenant)
 	handle(e, http.MethodPatch, "/circulation/settings/check-out-lock", s.patchSettings, s.tenant)
 	s.echo = e

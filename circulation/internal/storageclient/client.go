@@ -158,3 +158,41 @@ func (c *Client) Ready(ctx context.Context) error {
 func (c *Client) GetJSON(ctx context.Context, path string, out any) error {
 	return c.call(ctx, http.MethodGet, path, nil, out)
 }
+
+// maxPassedAnswer bounds the body of an answer Pass passes on.
+const maxPassedAnswer = 64 << 10
+
+// Pass sends storage a request of the sign-in (FOLIO's /authn routes) as
+// the pages sent it to circulation: the body, and the headers named in
+// header (its cookies, the client's address), besides the Okapi ones. It
+// answers storage's status, headers and body whatever the status: the
+// answer goes back to the page as storage gave it.
+func (c *Client) Pass(ctx context.Context, method, path string, body []byte, header http.Header) (int, http.Header, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	okapi := circulation.OkapiFrom(ctx)
+	req.Header.Set(schemas.HeaderTenant, okapi.Tenant)
+	if okapi.RequestID != "" {
+		req.Header.Set(schemas.HeaderRequestID, okapi.RequestID)
+	}
+	if okapi.Token != "" {
+		req.Header.Set(schemas.HeaderToken, okapi.Token)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return 0, nil, nil, transportError(ctx, method, path, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxPassedAnswer))
+	if err != nil {
+		return 0, nil, nil, transportError(ctx, method, path, err)
+	}
+	return res.StatusCode, res.Header, data, nil
+}

@@ -1,67 +1,48 @@
-// Shared by the check-out lock pages: the tenant and, when the service
-// asks for one, the token; calls to circulation's API in FOLIO's envelope.
+// Shared by the check-out lock pages: the tenant (always the one in the
+// address), signing in with a name and a password, who is signed in, and
+// calls to circulation's API in FOLIO's envelope. A page gives boot() its
+// start (show the data) and clear (forget it) and is told when the data on
+// screen must go: on sign-out, on a session that ended, on a refusal and on
+// a change of tenant.
 "use strict";
 
+// The tenant is the address's ?tenant=, else the last one used here, else
+// diku; the address is made to say it, so the two always agree.
+function currentTenant() {
+  return new URLSearchParams(location.search).get("tenant") || localStorage.getItem("tenant") || "diku";
+}
+
+function showTenantInAddress(tenant) {
+  const url = new URL(location.href);
+  if (url.searchParams.get("tenant") === tenant) return;
+  url.searchParams.set("tenant", tenant);
+  history.replaceState(null, "", url);
+}
+
 const session = {
-  get tenant() {
-    return new URLSearchParams(location.search).get("tenant") || localStorage.getItem("tenant") || "diku";
-  },
-  set tenant(v) { localStorage.setItem("tenant", v); },
-  get token() { return sessionStorage.getItem("token") || ""; },
-  set token(v) { if (v) sessionStorage.setItem("token", v); else sessionStorage.removeItem("token"); },
+  tenant: "",
+  me: null, // GET /bl-users/_self while signed in
+  page: null,
 };
 
-// The token dialog: asked once when a call answers 401 (jwt mode), kept for
-// the browser session.
-// Calls that are refused together share one question.
-let pendingToken = null;
-
-function askToken(message) {
-  if (pendingToken) return pendingToken;
-  const dialog = document.getElementById("token-dialog");
-  document.getElementById("token-reason").textContent = message;
-  const input = document.getElementById("token-input");
-  input.value = "";
-  dialog.showModal();
-  input.focus();
-  pendingToken = new Promise((resolve) => {
-    dialog.onclose = () => {
-      pendingToken = null;
-      resolve(dialog.returnValue === "ok" ? input.value.trim() : "");
-    };
-  });
-  return pendingToken;
+// Permissions the signed-in person holds.
+function may(permission) {
+  return !!(session.me && session.me.permissions.permissions.includes(permission));
 }
 
-// api calls circulation and answers the decoded body; an error answer
-// throws an Error whose message is the envelope's messages.
-async function api(method, path, body) {
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const headers = { "X-Okapi-Tenant": session.tenant };
-    if (session.token) headers["X-Okapi-Token"] = session.token;
-    if (body !== undefined) headers["Content-Type"] = method === "PATCH" ? "application/merge-patch+json" : "application/json";
-    const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-    if (res.status === 401) {
-      const token = await askToken(await errorText(res));
-      if (!token) throw new Error("A token is needed to go on.");
-      session.token = token;
-      continue;
-    }
-    if (res.status === 204) return null;
-    const data = await res.json().catch(() => null);
-    if (!res.ok) {
-      const err = new Error(envelopeText(data) || `${res.status} ${res.statusText}`);
-      err.status = res.status;
-      err.errors = (data && data.errors) || [];
-      throw err;
-    }
-    return data;
+function personName(me) {
+  const p = (me && me.user && me.user.personal) || {};
+  return [p.firstName, p.lastName].filter(Boolean).join(" ") || (me && me.user && me.user.username) || "";
+}
+
+// An API error: status and FOLIO's errors.
+class ApiError extends Error {
+  constructor(status, data, fallback) {
+    super(envelopeText(data) || fallback);
+    this.status = status;
+    this.errors = (data && data.errors) || [];
   }
-  throw new Error("The token was not accepted.");
-}
-
-async function errorText(res) {
-  return envelopeText(await res.json().catch(() => null)) || `${res.status} ${res.statusText}`;
+  get code() { return this.errors.length ? this.errors[0].code : ""; }
 }
 
 function envelopeText(data) {
@@ -69,19 +50,193 @@ function envelopeText(data) {
   return data.errors.map((e) => e.message).join("; ");
 }
 
-// The header's tenant field and token button, on every page.
-function setupHeader(onChange) {
-  const tenant = document.getElementById("tenant");
-  tenant.value = session.tenant;
+async function call(method, path, body) {
+  const headers = { "X-Okapi-Tenant": session.tenant };
+  if (body !== undefined) headers["Content-Type"] = method === "PATCH" ? "application/merge-patch+json" : "application/json";
+  const res = await fetch(path, { method, headers, credentials: "same-origin",
+    body: body === undefined ? undefined : JSON.stringify(body) });
+  if (res.status === 204) return { status: 204, data: null };
+  const data = await res.json().catch(() => null);
+  if (!res.ok) throw new ApiError(res.status, data, `${res.status} ${res.statusText}`);
+  return { status: res.status, data };
+}
+
+// refreshing is the one refresh of the sign-in under way: calls refused
+// together share it.
+let refreshing = null;
+
+function refreshSignIn() {
+  if (!refreshing) {
+    refreshing = call("POST", "/authn/refresh").then(() => true, () => false).finally(() => { refreshing = null; });
+  }
+  return refreshing;
+}
+
+// api calls circulation and answers the decoded body. A 401 refreshes the
+// sign-in once and tries again; if the session has ended, the page's data
+// goes and the sign-in form says so. A 403 takes the page's data away too:
+// what the person may not see does not stay on screen.
+async function api(method, path, body) {
+  const tenant = session.tenant;
+  const me = session.me;
+  try {
+    return (await call(method, path, body)).data;
+  } catch (err) {
+    if (err.status !== 401 || tenant !== session.tenant) throw asRefusal(err);
+    if (await refreshSignIn() && tenant === session.tenant) {
+      try {
+        return (await call(method, path, body)).data;
+      } catch (again) {
+        if (again.status !== 401) throw asRefusal(again);
+      }
+    }
+    // Calls refused together sign out once, saying why.
+    if (tenant === session.tenant && session.me === me) signedOut(me ? "Your session has ended: sign in again." : "");
+    throw err;
+  }
+}
+
+function asRefusal(err) {
+  if (err.status === 403) {
+    session.page.clear();
+    err.message = "You may not do this: " + err.message;
+    say("page-status", err.message, false);
+  }
+  return err;
+}
+
+// signedOut forgets the person and the data and shows the sign-in form,
+// with why.
+function signedOut(reason) {
+  session.me = null;
+  session.page.clear();
+  renderWho();
+  document.getElementById("content").hidden = true;
+  const panel = document.getElementById("signin-panel");
+  panel.hidden = false;
+  document.getElementById("signin-tenant").textContent = session.tenant;
+  say("signin-status", reason, false);
+  document.getElementById("signin-password").value = "";
+  document.getElementById("signin-username").focus();
+}
+
+function signedIn(me) {
+  session.me = me;
+  renderWho();
+  document.getElementById("signin-panel").hidden = true;
+  say("signin-status", "", true);
+  document.getElementById("content").hidden = false;
+  session.page.start();
+}
+
+function renderWho() {
+  const who = document.getElementById("who");
+  const out = document.getElementById("sign-out");
+  const me = session.me;
+  if (!me || !me.user.username) {
+    who.textContent = "";
+    out.hidden = true;
+    return;
+  }
+  who.textContent = `Signed in as ${personName(me)}`;
+  who.title = `${me.user.username} · ${me.user.id}`;
+  out.hidden = false;
+}
+
+// whoIsSignedIn asks who the cookie (or the absence of authentication)
+// makes the caller; a sign-in whose access token expired is refreshed.
+async function whoIsSignedIn(reason) {
+  const tenant = session.tenant;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const me = (await call("GET", "/bl-users/_self")).data;
+      if (tenant === session.tenant) signedIn(me);
+      return;
+    } catch (err) {
+      if (tenant !== session.tenant) return;
+      if (err.status !== 401) {
+        session.page.clear();
+        say("signin-status", "", true);
+        document.getElementById("content").hidden = true;
+        say("page-status", err.message, false);
+        return;
+      }
+      if (attempt === 0 && await refreshSignIn()) continue;
+      signedOut(reason);
+      return;
+    }
+  }
+}
+
+async function signIn(ev) {
+  ev.preventDefault();
+  const username = document.getElementById("signin-username").value.trim();
+  const password = document.getElementById("signin-password").value;
+  if (!username || !password) {
+    say("signin-status", "Enter your username and your password.", false);
+    return;
+  }
+  const button = document.getElementById("signin-submit");
+  button.disabled = true;
+  try {
+    await call("POST", "/authn/login-with-expiry", { username, password });
+    document.getElementById("signin-password").value = "";
+    await whoIsSignedIn("");
+  } catch (err) {
+    document.getElementById("signin-password").value = "";
+    let text = err.message;
+    if (err.code === "LOGIN_FAILED") text = "Wrong username or password.";
+    say("signin-status", text, false);
+    document.getElementById("signin-password").focus();
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function signOut() {
+  try {
+    await call("POST", "/authn/logout");
+  } catch (err) {
+    // Signed out here whatever storage said: the cookies are HttpOnly,
+    // and the refresh token is spent or unknown.
+  }
+  signedOut("You have signed out.");
+}
+
+// useTenant switches to tenant: the address says it, the data of the one
+// before goes, and the person signs in again if their sign-in is another
+// tenant's.
+function useTenant(tenant) {
+  session.tenant = tenant;
+  localStorage.setItem("tenant", tenant);
+  showTenantInAddress(tenant);
+  document.getElementById("tenant").value = tenant;
+  session.page.clear();
+  say("page-status", "", true);
+  document.getElementById("content").hidden = true;
+  whoIsSignedIn(session.me ? `Sign in to tenant ${tenant}.` : "");
+}
+
+// boot wires the header and the sign-in form and starts the page.
+function boot(page) {
+  session.page = page;
+  session.tenant = currentTenant();
+  localStorage.setItem("tenant", session.tenant);
+  showTenantInAddress(session.tenant);
+  const field = document.getElementById("tenant");
+  field.value = session.tenant;
   document.getElementById("tenant-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
-    session.tenant = tenant.value.trim();
-    onChange();
+    const t = field.value.trim();
+    if (t) useTenant(t);
   });
-  document.getElementById("forget-token").addEventListener("click", () => {
-    session.token = "";
-    onChange();
+  // Back and forward move through addresses: the tenant follows.
+  addEventListener("popstate", () => {
+    if (currentTenant() !== session.tenant) useTenant(currentTenant());
   });
+  document.getElementById("signin-form").addEventListener("submit", signIn);
+  document.getElementById("sign-out").addEventListener("click", signOut);
+  whoIsSignedIn("");
 }
 
 function el(tag, attrs, ...children) {
@@ -97,5 +252,5 @@ function el(tag, attrs, ...children) {
 function say(id, text, ok) {
   const node = document.getElementById(id);
   node.textContent = text;
-  node.className = "status " + (ok ? "ok" : "error");
+  node.className = "status " + (text ? (ok ? "ok" : "error") : "");
 }

@@ -1,7 +1,12 @@
-// The operator's lock console: the live locks with their patrons and
-// holders, refreshed every second with a countdown to each expiry, the
-// recent lock history, and releasing a lock after a confirmation.
+// The operator's lock console: the live locks with their patrons, holders
+// and service points by name, refreshed every second with a countdown to
+// each expiry, the recent lock history, and releasing a lock after a
+// confirmation whose default is to keep it.
 "use strict";
+
+const LIST = "circulation.check-out-locks.collection.get";
+const HISTORY = "circulation.check-out-locks.history.get";
+const RELEASE = "circulation.check-out-locks.item.delete";
 
 const eventText = {
   expired: "expired while held",
@@ -10,9 +15,16 @@ const eventText = {
   waiter_gave_up: "a waiting check-out gave up",
 };
 
+const columns = ["Patron", "Held by", "Item", "Service point", "Request", "Held for", "Expires in", "Action"];
+const historyColumns = ["When", "What", "Patron", "Holder", "By"];
+
 let locks = [];
 let fetchedAt = 0;
 let busy = false;
+let timers = [];
+// generation counts the clears: an answer that arrives after one belongs
+// to data that went, and is dropped.
+let generation = 0;
 
 function seconds(ms) {
   return ms < 0 ? "expired" : (ms / 1000).toFixed(1) + " s";
@@ -20,11 +32,17 @@ function seconds(ms) {
 
 function patronText(p, userId) {
   if (!p) return userId;
-  return [p.barcode, p.name].filter(Boolean).join(" · ") || userId;
+  if (p.name && p.barcode) return `${p.name} (${p.barcode})`;
+  return p.name || p.barcode || userId;
 }
 
 function holderText(h) {
   return (h && h.instance) || "(not said)";
+}
+
+function setCell(td, text, title) {
+  if (td.textContent !== text) td.textContent = text;
+  if ((td.title || "") !== (title || "")) td.title = title || "";
 }
 
 // renderLocks shows the locks, four times a second for the countdowns. A
@@ -50,13 +68,12 @@ function renderLocks() {
     const h = l.holder || {};
     const held = new Date(fetchedAt).getTime() - new Date(l.creationDate).getTime() + skew;
     const left = new Date(l.expiresAt).getTime() - now;
-    const texts = [patronText(l.patron, l.userId), holderText(h), h.itemBarcode || "", h.servicePointId || "",
-      h.requestId || "", seconds(held), seconds(left)];
-    texts.forEach((text, i) => {
-      if (tr.cells[i].textContent !== text) tr.cells[i].textContent = text;
-    });
+    const patron = patronText(l.patron, l.userId);
+    const cells = [[patron, l.userId], [holderText(h)], [h.itemBarcode || ""],
+      [l.servicePointName || h.servicePointId || "", h.servicePointId], [h.requestId || ""], [seconds(held)], [seconds(left)]];
+    cells.forEach(([text, title], i) => setCell(tr.cells[i], text, title));
     const button = tr.querySelector("button");
-    const label = "Release the lock of patron " + texts[0];
+    const label = "Release the lock of patron " + patron;
     if (button.getAttribute("aria-label") !== label) button.setAttribute("aria-label", label);
     if (tr !== before) body.insertBefore(tr, before);
     before = tr.nextElementSibling;
@@ -65,46 +82,56 @@ function renderLocks() {
 }
 
 // lockRow is an empty row for the lock with this id, its Release button
-// asking about the lock as last fetched.
+// asking about the lock as last fetched; read-only, with the reason, for a
+// person who may not release locks.
 function lockRow(id) {
   const release = el("button", { type: "button", class: "danger", "data-lock": id, text: "Release…" });
-  release.addEventListener("click", () => {
-    const l = locks.find((x) => x.id === id);
-    if (l) confirmRelease(l);
-  });
-  return el("tr", { "data-lock": id }, el("td"), el("td"), el("td"), el("td"), el("td"), el("td"), el("td"), el("td", {}, release));
+  if (may(RELEASE)) {
+    release.addEventListener("click", () => {
+      const l = locks.find((x) => x.id === id);
+      if (l) confirmRelease(l);
+    });
+  } else {
+    release.disabled = true;
+    release.title = "Releasing a lock needs the operator role";
+  }
+  const tds = columns.map((c) => el("td", { "data-label": c }));
+  tds[tds.length - 1].append(release);
+  return el("tr", { "data-lock": id }, ...tds);
 }
 
 function renderHistory(events) {
   const body = document.querySelector("#history tbody");
   body.replaceChildren();
   for (const e of events) {
-    const by = e.by ? [e.by.instance, e.by.itemBarcode, e.by.acquiredBy].filter(Boolean).join(" · ") : "";
+    const by = e.by ? (e.byName || e.by.acquiredBy || e.by.instance || "") : "";
+    const byTitle = e.by ? [e.by.instance, e.by.itemBarcode, e.by.acquiredBy].filter(Boolean).join(" · ") : "";
     const what = (eventText[e.type] || e.type) + (e.waitedMs ? ` after ${e.waitedMs} ms` : "");
+    const holder = holderText(e.holder) + (e.holder && e.holder.itemBarcode ? " · " + e.holder.itemBarcode : "") +
+      (e.servicePointName ? " · " + e.servicePointName : "");
+    const texts = [[new Date(e.occurredAt).toLocaleString()], [what], [patronText(e.patron, e.userId), e.userId], [holder], [by, byTitle]];
     body.append(el("tr", { "data-event": e.type },
-      el("td", { text: new Date(e.occurredAt).toLocaleString() }),
-      el("td", { text: what }),
-      el("td", { text: patronText(e.patron, e.userId) }),
-      el("td", { text: holderText(e.holder) + (e.holder && e.holder.itemBarcode ? " · " + e.holder.itemBarcode : "") }),
-      el("td", { text: by })));
+      ...texts.map(([text, title], i) => el("td", Object.assign({ "data-label": historyColumns[i], text }, title ? { title } : {})))));
   }
 }
 
 async function refresh() {
   if (busy) return;
   busy = true;
+  const gen = generation;
   try {
     const [page, history] = await Promise.all([
       api("GET", "/circulation/check-out-locks"),
-      api("GET", "/circulation/check-out-locks/history"),
+      may(HISTORY) ? api("GET", "/circulation/check-out-locks/history") : Promise.resolve({ events: [] }),
     ]);
+    if (gen !== generation) return;
     locks = page.checkoutLocks;
     fetchedAt = Date.now();
     renderLocks();
     renderHistory(history.events);
     say("status", `${page.totalRecords} lock${page.totalRecords === 1 ? "" : "s"} held. Updated ${new Date().toLocaleTimeString()}.`, true);
   } catch (err) {
-    say("status", err.message, false);
+    if (gen === generation) say("page-status", err.message, false);
   } finally {
     busy = false;
   }
@@ -112,26 +139,66 @@ async function refresh() {
 
 function confirmRelease(l) {
   const dialog = document.getElementById("confirm-dialog");
+  const patron = patronText(l.patron, l.userId);
   document.getElementById("confirm-text").textContent =
-    `Release the lock of patron ${patronText(l.patron, l.userId)}, held by ${holderText(l.holder)}? ` +
+    `Release the lock of patron ${patron}, held by ${holderText(l.holder)}? ` +
     "The check-out holding it will fail if it has not written yet; the release is recorded with your name.";
   dialog.onclose = async () => {
-    if (dialog.returnValue !== "ok") return;
+    if (dialog.returnValue !== "ok") {
+      focusRelease(l.id);
+      return;
+    }
+    // The focus goes to the row after the released one, else to the
+    // status that says what happened.
+    const row = document.querySelector(`#locks tr[data-lock="${l.id}"]`);
+    const next = row && row.nextElementSibling ? row.nextElementSibling.dataset.lock : "";
     try {
       await api("DELETE", "/circulation/check-out-locks/" + encodeURIComponent(l.id));
-      say("status", "Released the lock of patron " + patronText(l.patron, l.userId) + ".", true);
+      say("status", "Released the lock of patron " + patron + ".", true);
     } catch (err) {
       say("status", "Not released: " + err.message, false);
     }
-    refresh();
+    await refresh();
+    if (!focusRelease(next)) document.getElementById("status").focus();
   };
+  dialog.returnValue = "";
   dialog.showModal();
-  document.getElementById("confirm-release").focus();
+  document.getElementById("confirm-keep").focus();
 }
 
-document.addEventListener("DOMContentLoaded", () => {
-  setupHeader(refresh);
+function focusRelease(id) {
+  const button = id && document.querySelector(`#locks tr[data-lock="${id}"] button`);
+  if (!button) return false;
+  button.focus();
+  return true;
+}
+
+function clear() {
+  generation++;
+  for (const t of timers) clearInterval(t);
+  timers = [];
+  locks = [];
+  document.querySelector("#locks tbody").replaceChildren();
+  document.querySelector("#history tbody").replaceChildren();
+  document.getElementById("no-locks").hidden = true;
+  say("status", "", true);
+  const dialog = document.getElementById("confirm-dialog");
+  if (dialog.open) dialog.close("cancel");
+}
+
+function start() {
+  clear();
+  if (!may(LIST)) {
+    document.getElementById("content").hidden = true;
+    say("page-status", `${personName(session.me) || "You"} may not see the locks: that needs the operator role (permission ${LIST}).`, false);
+    return;
+  }
+  say("page-status", "", true);
+  const note = document.getElementById("release-note");
+  note.hidden = may(RELEASE);
+  note.textContent = may(RELEASE) ? "" : "You may see the locks but not release them: that needs the operator role.";
   refresh();
-  setInterval(refresh, 1000);
-  setInterval(renderLocks, 250);
-});
+  timers.push(setInterval(refresh, 1000), setInterval(renderLocks, 250));
+}
+
+document.addEventListener("DOMContentLoaded", () => boot({ start, clear }));

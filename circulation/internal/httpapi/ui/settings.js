@@ -1,30 +1,102 @@
 // The librarian's settings page: shows the settings in effect and where
-// each comes from, checks a change against the bounds before saving, and
-// saves only what was changed, as a JSON merge patch.
+// each comes from, gives each field set here a way back to the
+// environment's value, checks a change against the bounds before saving,
+// and saves only what was changed, as a JSON merge patch. A person who may
+// read the settings but not change them sees them read-only, with why.
 "use strict";
+
+const WRITE = "circulation.settings.check-out-lock.put";
 
 let current = null; // the effective settings as last read
 
-const sourceText = { environment: "from the environment", settings: "set here", default: "FOLIO's default" };
+const sourceText = { environment: "from the environment", settings: "set here" };
+
+// formatWaits writes a list of waits readably: a run of three or more of
+// the same wait as "n × wait".
+function formatWaits(waits) {
+  const parts = [];
+  for (let i = 0; i < waits.length;) {
+    let j = i;
+    while (j < waits.length && waits[j] === waits[i]) j++;
+    const n = j - i;
+    if (n >= 3) parts.push(`${n} × ${waits[i]}`);
+    else for (let k = i; k < j; k++) parts.push(String(waits[k]));
+    i = j;
+  }
+  return parts.join(", ");
+}
+
+// parseWaits reads what formatWaits writes, and plain lists: waits
+// separated by commas (or spaces), "n × wait" (or "n x wait", "n*wait")
+// for n of the same. It answers null for what it cannot read.
+function parseWaits(text) {
+  const out = [];
+  for (const item of text.split(/[,|;]/).map((s) => s.trim()).filter(Boolean)) {
+    const run = item.match(/^(\d+)\s*[×xX*]\s*(\d+)$/);
+    if (run) {
+      const n = Number(run[1]);
+      if (n > 1000) return null;
+      for (let k = 0; k < n; k++) out.push(Number(run[2]));
+      continue;
+    }
+    for (const w of item.split(/\s+/)) {
+      if (!/^\d+$/.test(w)) return null;
+      out.push(Number(w));
+    }
+  }
+  return out;
+}
+
+function waitsSummary(waits) {
+  if (waits.length === 0) return "No retries: a check-out that finds the lock held is refused at once.";
+  const sum = waits.reduce((a, w) => a + w, 0);
+  return `${waits.length} retr${waits.length === 1 ? "y" : "ies"}, waiting up to ${sum} ms in all.`;
+}
+
+function valueText(field, v) {
+  if (field === "enabled") return v ? "on" : "off";
+  if (field === "lockTtl") return `${v} ms`;
+  return v.length ? `${formatWaits(v)} ms` : "no retries";
+}
+
+const fields = [
+  { id: "enabled", key: "checkOutLockFeatureEnabled", nulls: ["checkOutLockFeatureEnabled"] },
+  { id: "lockTtl", key: "lockTtl", nulls: ["lockTtl"] },
+  { id: "waits", key: "retryIntervalsMs", nulls: ["retryIntervalsMs", "noOfRetryAttempts", "retryInterval"] },
+];
 
 function show(s) {
   current = s;
+  const writable = may(WRITE);
   document.getElementById("enabled").checked = s.checkOutLockFeatureEnabled;
-  document.getElementById("lockTtl").value = s.lockTtl;
-  document.getElementById("waits").value = s.retryIntervalsMs.join(", ");
-  for (const [id, key] of [["enabled", "checkOutLockFeatureEnabled"], ["lockTtl", "lockTtl"], ["waits", "retryIntervalsMs"]]) {
-    document.getElementById(id + "-source").textContent = sourceText[s.sources[key]] || s.sources[key];
+  document.getElementById("lockTtl").value = String(s.lockTtl);
+  document.getElementById("waits").value = formatWaits(s.retryIntervalsMs);
+  document.getElementById("waits-summary").textContent = waitsSummary(s.retryIntervalsMs);
+  for (const f of fields) {
+    document.getElementById(f.id + "-source").textContent = sourceText[s.sources[f.key]] || s.sources[f.key];
+    const back = document.getElementById(f.id + "-default");
+    back.hidden = !writable || s.sources[f.key] !== "settings";
+    back.textContent = `Back to the environment's value: ${valueText(f.id, s.environment[f.key])}`;
+    document.getElementById(f.id).disabled = !writable;
   }
   const b = s.bounds;
   document.getElementById("lockTtl-hint").textContent = `From ${b.lockTtl.minimum} to ${b.lockTtl.maximum} ms.`;
   document.getElementById("waits-hint").textContent =
-    `Up to ${b.maxRetries} waits, each from ${b.retryWaitMs.minimum} to ${b.retryWaitMs.maximum} ms, ` +
-    `adding up to at most ${b.maxTotalWaitMs} ms. A check-out waits for a held lock up to their sum.`;
+    `Separate waits with commas; write “30 × 250” for thirty waits of 250 ms. Up to ${b.maxRetries} waits, ` +
+    `each from ${b.retryWaitMs.minimum} to ${b.retryWaitMs.maximum} ms, adding up to at most ${b.maxTotalWaitMs} ms. ` +
+    "A check-out waits for a held lock up to their sum.";
   document.getElementById("settings-error").textContent = s.settingsError || "";
   const last = s.lastChange;
-  document.getElementById("last-change").textContent = last
-    ? `Last changed ${new Date(last.date).toLocaleString()}${last.userId ? " by user " + last.userId : ""}.` : "";
+  const lastChange = document.getElementById("last-change");
+  lastChange.textContent = last
+    ? `Last changed ${new Date(last.date).toLocaleString()}${last.userName ? " by " + last.userName : last.userId ? " by user " + last.userId : ""}.` : "";
+  lastChange.title = (last && last.userId) || "";
   for (const id of ["lockTtl-error", "waits-error"]) document.getElementById(id).textContent = "";
+  document.getElementById("actions").hidden = !writable;
+  const note = document.getElementById("readonly-note");
+  note.hidden = writable;
+  note.textContent = writable ? "" :
+    `${personName(session.me) || "You"} may read these settings but not change them: that needs the librarian role (permission ${WRITE}).`;
   document.getElementById("settings").hidden = false;
 }
 
@@ -43,14 +115,12 @@ function changes() {
   else if (ttl < b.lockTtl.minimum || ttl > b.lockTtl.maximum) problems.lockTtl = `Must be from ${b.lockTtl.minimum} to ${b.lockTtl.maximum} ms.`;
   else if (ttl !== current.lockTtl) patch.lockTtl = ttl;
 
-  const waitsText = document.getElementById("waits").value.trim();
-  const parts = waitsText === "" ? [] : waitsText.split(/[\s,|]+/).filter((x) => x !== "");
-  if (parts.some((p) => !/^\d+$/.test(p))) {
-    problems.waits = "Enter whole numbers of milliseconds, separated by commas.";
+  const waits = parseWaits(document.getElementById("waits").value);
+  if (waits === null) {
+    problems.waits = "Enter whole numbers of milliseconds separated by commas, or “30 × 250” for a run of the same.";
   } else {
-    const waits = parts.map(Number);
     const sum = waits.reduce((a, w) => a + w, 0);
-    if (waits.length > b.maxRetries) problems.waits = `At most ${b.maxRetries} waits.`;
+    if (waits.length > b.maxRetries) problems.waits = `At most ${b.maxRetries} waits, not ${waits.length}.`;
     else if (waits.some((w) => w < b.retryWaitMs.minimum || w > b.retryWaitMs.maximum))
       problems.waits = `Each wait must be from ${b.retryWaitMs.minimum} to ${b.retryWaitMs.maximum} ms.`;
     else if (sum > b.maxTotalWaitMs) problems.waits = `The waits add up to ${sum} ms, more than ${b.maxTotalWaitMs} ms.`;
@@ -70,19 +140,39 @@ function showProblems(problems, focus) {
   return first === null;
 }
 
+let generation = 0;
+
 async function load() {
-  say("load-status", "Loading…", true);
+  const gen = generation;
+  say("page-status", "Loading…", true);
   try {
-    show(await api("GET", "/circulation/settings/check-out-lock"));
-    say("load-status", "", true);
+    const s = await api("GET", "/circulation/settings/check-out-lock");
+    if (gen !== generation) return;
+    show(s);
+    say("page-status", "", true);
   } catch (err) {
-    document.getElementById("settings").hidden = true;
-    say("load-status", err.message, false);
+    if (gen === generation) say("page-status", err.message, false);
   }
 }
 
-async function save(ev) {
+async function send(patch, what) {
+  const gen = generation;
+  document.getElementById("save").disabled = true;
+  try {
+    const s = await api("PATCH", "/circulation/settings/check-out-lock", patch);
+    if (gen !== generation) return;
+    show(s);
+    say("save-status", `Saved: ${what}. Every instance applies it within seconds.`, true);
+  } catch (err) {
+    if (gen === generation) say("save-status", "Not saved: " + err.message, false);
+  } finally {
+    document.getElementById("save").disabled = false;
+  }
+}
+
+function save(ev) {
   ev.preventDefault();
+  if (!current || !may(WRITE)) return;
   const { patch, problems } = changes();
   if (!showProblems(problems, true)) {
     say("save-status", "Nothing was saved: correct the fields marked.", false);
@@ -92,23 +182,41 @@ async function save(ev) {
     say("save-status", "Nothing to save: no setting was changed.", true);
     return;
   }
-  document.getElementById("save").disabled = true;
-  try {
-    show(await api("PATCH", "/circulation/settings/check-out-lock", patch));
-    say("save-status", "Saved: " + Object.keys(patch).join(", ") + ". Every instance applies it within seconds.", true);
-  } catch (err) {
-    say("save-status", "Not saved: " + err.message, false);
-  } finally {
-    document.getElementById("save").disabled = false;
+  send(patch, Object.keys(patch).join(", "));
+}
+
+// backToDefault removes a field from the stored settings: the environment's
+// value applies to it again.
+function backToDefault(f) {
+  if (!current) return;
+  const patch = {};
+  for (const k of f.nulls) patch[k] = null;
+  send(patch, `${f.key} back to the environment's value, ${valueText(f.id, current.environment[f.key])}`);
+}
+
+function clear() {
+  generation++;
+  current = null;
+  document.getElementById("settings").hidden = true;
+  for (const id of ["lockTtl", "waits"]) document.getElementById(id).value = "";
+  document.getElementById("enabled").checked = false;
+  for (const id of ["last-change", "settings-error", "waits-summary", "lockTtl-error", "waits-error"]) {
+    document.getElementById(id).textContent = "";
   }
+  say("save-status", "", true);
+}
+
+function start() {
+  clear();
+  load();
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  setupHeader(load);
   document.getElementById("settings").addEventListener("submit", save);
   document.getElementById("reset").addEventListener("click", () => { if (current) show(current); say("save-status", "", true); });
   for (const id of ["lockTtl", "waits"]) {
     document.getElementById(id).addEventListener("input", () => { if (current) showProblems(changes().problems); });
   }
-  load();
+  for (const f of fields) document.getElementById(f.id + "-default").addEventListener("click", () => backToDefault(f));
+  boot({ start, clear });
 });

@@ -1,0 +1,200 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/auth"
+)
+
+// The pages' sign-in. Storage keeps the accounts and signs people in
+// (FOLIO's /authn routes); circulation passes those routes on, so that the
+// pages sign in on the origin that serves them: the tokens stay in
+// storage's HttpOnly, SameSite=Strict cookies, which the page never reads,
+// and every call the page makes carries them. /bl-users/_self says who is
+// signed in and what they may do.
+
+// Passer passes a request of the sign-in on to storage and answers what
+// storage answered.
+type Passer interface {
+	Pass(ctx context.Context, method, path string, body []byte, header http.Header) (status int, h http.Header, body2 []byte, err error)
+}
+
+// passAuthn is POST /authn/login-with-expiry, /authn/refresh and
+// /authn/logout: storage's answer, cookies included. The caller's address
+// goes along for storage to count failed sign-ins by (storage believes it
+// only from circulation's module token).
+func (s *Server) passAuthn(c echo.Context) error {
+	req := c.Request()
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body) // read whole and bounded by admit
+		if err != nil {
+			return err
+		}
+		body = b
+	}
+	h := http.Header{}
+	for _, k := range []string{"Content-Type", "Cookie"} {
+		if v := req.Header.Values(k); len(v) > 0 {
+			h[k] = v
+		}
+	}
+	h.Set(schemas.HeaderForwardedFor, peerAddress(req))
+	status, answer, data, err := s.svc.Pass.Pass(req.Context(), req.Method, c.Path(), body, h)
+	if err != nil {
+		return err
+	}
+	out := c.Response().Header()
+	for _, k := range []string{"Set-Cookie", "Content-Type", "Retry-After"} {
+		for _, v := range answer.Values(k) {
+			out.Add(k, v)
+		}
+	}
+	out.Set("Cache-Control", "no-store")
+	c.Response().WriteHeader(status)
+	_, err = c.Response().Write(data)
+	return err
+}
+
+// peerAddress is the connection's peer, never a header a client chose.
+func peerAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// selfJSON is GET /bl-users/_self as FOLIO's mod-users-bl answers it, the
+// part the pages use: the user and the permissions the caller holds.
+type selfJSON struct {
+	User struct {
+		ID       string      `json:"id,omitempty"`
+		Username string      `json:"username,omitempty"`
+		Personal *personJSON `json:"personal,omitempty"`
+	} `json:"user"`
+	Permissions struct {
+		Permissions []string `json:"permissions"`
+	} `json:"permissions"`
+}
+
+type personJSON struct {
+	FirstName string `json:"firstName,omitempty"`
+	LastName  string `json:"lastName,omitempty"`
+}
+
+// self is GET /bl-users/_self: in jwt mode the token's user, named by its
+// account when it has one, and the token's permissions (401 without a
+// valid token); otherwise the user the gateway (or the caller) names, with
+// every permission, the gateway or nobody deciding per route.
+func (s *Server) self(c echo.Context) error {
+	var out selfJSON
+	switch s.cfg.Auth.Mode {
+	case auth.JWT:
+		claims, err := s.cfg.Auth.Verifier.Identify(c.Request().Header)
+		if err != nil {
+			return err
+		}
+		out.User.ID, out.User.Username = claims.UserID, claims.Subject
+		out.Permissions.Permissions = slices.Clone(claims.Permissions)
+		if claims.UserID != "" {
+			var a struct {
+				Username string     `json:"username"`
+				Personal personJSON `json:"personal"`
+			}
+			if err := s.svc.Console.GetJSON(c.Request().Context(), "/accounts/"+url.PathEscape(claims.UserID), &a); err == nil {
+				out.User.Username, out.User.Personal = a.Username, &a.Personal
+			}
+		}
+	default:
+		out.User.ID = c.Request().Header.Get(schemas.HeaderUserID)
+		set, _ := schemas.PermissionSetNamed(schemas.RoleTenantAdmin)
+		out.Permissions.Permissions = set.Permissions
+	}
+	if out.Permissions.Permissions == nil {
+		out.Permissions.Permissions = []string{}
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, out)
+}
+
+// names looks people and service points up by id for one request, each
+// once: a person by their account (who signs in), else as a patron; a
+// service point by its record. One that cannot be read has no name.
+type names struct {
+	console Console
+	ctx     context.Context
+	seen    map[string]string
+}
+
+func (s *Server) names(ctx context.Context) *names {
+	return &names{console: s.svc.Console, ctx: ctx, seen: map[string]string{}}
+}
+
+// person is the name of the account or patron with this id, "" when
+// neither is found.
+func (n *names) person(id string) string {
+	if id == "" || !validID(id) {
+		return ""
+	}
+	key := "person/" + id
+	if name, ok := n.seen[key]; ok {
+		return name
+	}
+	var r struct {
+		Username string     `json:"username"`
+		Personal personJSON `json:"personal"`
+	}
+	name := ""
+	if err := n.console.GetJSON(n.ctx, "/accounts/"+url.PathEscape(id), &r); err == nil {
+		name = fullName(r.Personal, r.Username)
+	} else if err := n.console.GetJSON(n.ctx, "/users/"+url.PathEscape(id), &r); err == nil {
+		name = fullName(r.Personal, r.Username)
+	}
+	n.seen[key] = name
+	return name
+}
+
+// servicePoint is the name of the service point with this id.
+func (n *names) servicePoint(id string) string {
+	if id == "" || !validID(id) {
+		return ""
+	}
+	key := "sp/" + id
+	if name, ok := n.seen[key]; ok {
+		return name
+	}
+	var r struct {
+		Name string `json:"name"`
+	}
+	name := ""
+	if err := n.console.GetJSON(n.ctx, "/service-points/"+url.PathEscape(id), &r); err == nil {
+		name = r.Name
+	}
+	n.seen[key] = name
+	return name
+}
+
+// validID is a UUID's shape: only those are looked up.
+func validID(id string) bool {
+	return len(id) == 36 && strings.Count(id, "-") == 4
+}
+
+// fullName is "first last", either alone when the other is missing, or
+// fallback when both are.
+func fullName(p personJSON, fallback string) string {
+	name := strings.TrimSpace(p.FirstName + " " + p.LastName)
+	if name == "" {
+		return fallback
+	}
+	return name
+}
