@@ -33,7 +33,7 @@ FUZZTIME  ?= 10m
 # test's fuzzing coordinator, which can fail a run that found nothing.
 FUZZ_INPUTS ?= 400000x
 
-.PHONY: all help build run test test-ha mutate rules screenshots fuzz bench soak lint fmt clean
+.PHONY: all help build run demo-reset test test-ha mutate rules screenshots fuzz bench soak lint fmt clean
 
 all: build
 
@@ -51,6 +51,10 @@ build:
 ## run: start PostgreSQL if needed, create the database, start the services with tenant diku
 run: build
 	scripts/run.sh
+
+## demo-reset: put the demo tenant of a running make run back as make run made it (loans, requests, settings, accounts)
+demo-reset:
+	scripts/demo-reset.sh
 
 ## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL parser, the workloads across real processes (race detector on), and a smoke run of the benchmarks
 test: lint rules
@@ -77,7 +81,7 @@ rules:
 ## screenshots: run the browser tests and save pictures of the pages into docs/screenshots
 screenshots: build
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -count=1 -run InABrowser ./integration-tests/ -args -screenshots=$(abspath docs/screenshots)
+	$(GO) test -count=1 -run 'InABrowser|TestReadmeAndWalkthrough' ./integration-tests/ -args -screenshots=$(abspath docs/screenshots)
 
 ## fuzz: fuzz the CQL parser for longer (ten minutes; FUZZTIME=1h make fuzz)
 fuzz:

@@ -186,17 +186,17 @@ func TestEveryRoutePermissionIsDeclared(t *testing.T) {
 // what the table generates.
 func TestREADMEPermissionTableIsGenerated(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(readme)
 	begin, end := strings.Index(s, PermissionsBegin), strings.Index(s, PermissionsEnd)
 	if begin < 0 || end < begin {
-		t.Fatal("README.md has no permission table markers")
+		t.Fatal("docs/security.md has no permission table markers")
 	}
 	if got := s[begin+len(PermissionsBegin) : end]; strings.TrimSpace(got) != strings.TrimSpace(PermissionsMarkdown()) {
-		t.Error("README.md's permission table is not what the permission table generates: run go run ./schemas/cmd/descriptors")
+		t.Error("docs/security.md's permission table is not what the permission table generates: run go run ./schemas/cmd/descriptors")
 	}
 }
 

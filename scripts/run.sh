@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 STORAGE_ADDR="${STORAGE_ADDR:-127.0.0.1:8081}"
 CIRCULATION_ADDR="${CIRCULATION_ADDR:-127.0.0.1:8080}"
 TENANT="${TENANT:-diku}"
+# The binaries make build made (the tests point this at their own build).
+BIN_DIR="${BIN_DIR:-bin}"
 
 # url_of turns a listen address (":8080", "0.0.0.0:8080", "host:8080") into
 # the URL to reach it from here.
@@ -61,7 +63,7 @@ if [ "$AUTH_MODE" = jwt ] && [ -z "${AUTH_JWT_SECRET:-}${AUTH_JWT_PUBLIC_KEY_FIL
   AUTH_JWT_SECRET="$(cat .run/jwt-secret)"
   export AUTH_JWT_SECRET
 fi
-bin/devtoken -secret-file .run/jwt-secret -tenant "$TENANT" -module-key .run/module-key.pem > .run/tokens.env
+"$BIN_DIR/devtoken" -secret-file .run/jwt-secret -tenant "$TENANT" -module-key .run/module-key.pem > .run/tokens.env
 storage_auth=() circulation_auth=()
 if [ "$AUTH_MODE" = jwt ]; then
   storage_auth=(AUTH_TRUSTED_MODULES="${AUTH_TRUSTED_MODULES:-circulation=$PWD/.run/module-key.pub.pem}")
@@ -83,7 +85,7 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-env "${storage_auth[@]}" HTTP_ADDR="$STORAGE_ADDR" bin/circulation-storage &
+env "${storage_auth[@]}" HTTP_ADDR="$STORAGE_ADDR" "$BIN_DIR/circulation-storage" &
 pids+=($!)
 
 wait_ready() { # url name pid
@@ -98,25 +100,9 @@ wait_ready() { # url name pid
 wait_ready "$storage_url" circulation-storage "${pids[0]}"
 
 echo "run: initialising tenant $TENANT"
-curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" \
-  -H "X-Okapi-Tenant: $TENANT" -H "X-Okapi-Token: $ADMIN_TOKEN" -H 'Content-Type: application/json' \
-  -d '{"module_to":"mod-circulation-storage-1.0.0","parameters":[{"key":"loadReference","value":"true"},{"key":"loadSample","value":"true"}]}'
+demo_accounts=$(scripts/demo-tenant.sh "$storage_url" "$TENANT" "$ADMIN_TOKEN")
 
-# The demo accounts, one per role, each with a demo password (made again on
-# every run; an account that exists is kept and gets its demo password).
-demo_accounts=""
-for a in "kiosk:self-check:Self-check:Kiosk" "librarian:librarian:Lee:Librarian" "operator:operator:Olga:Operator" "admin:tenant-admin:Ada:Admin"; do
-  IFS=: read -r user role first last <<<"$a"
-  curl -sS -o /dev/null -X POST "$storage_url/accounts" \
-    -H "X-Okapi-Tenant: $TENANT" -H "X-Okapi-Token: $ADMIN_TOKEN" -H 'Content-Type: application/json' \
-    -d '{"username":"'"$user"'","personal":{"firstName":"'"$first"'","lastName":"'"$last"'"},"roles":["circulation.role.'"$role"'"]}'
-  curl -fsS -o /dev/null -X POST "$storage_url/authn/credentials" \
-    -H "X-Okapi-Tenant: $TENANT" -H "X-Okapi-Token: $ADMIN_TOKEN" -H 'Content-Type: application/json' \
-    -d '{"username":"'"$user"'","password":"'"$user"'-demo"}'
-  demo_accounts+="        $user / $user-demo   ($role)"$'\n'
-done
-
-env "${circulation_auth[@]}" HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage_url" bin/circulation &
+env "${circulation_auth[@]}" HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage_url" "$BIN_DIR/circulation" &
 pids+=($!)
 wait_ready "$circulation_url" circulation "${pids[1]}"
 
@@ -124,18 +110,14 @@ cat <<MSG
 
   circulation          $circulation_url   (check-out lock feature on)
   circulation-storage  $storage_url   (tenant $TENANT, database $db, sample data loaded)
-  demo accounts        sign in with a name and a password (POST $storage_url/authn/login-with-expiry):
+
+  Sign in on the pages with a demo account (name, password):
+        $circulation_url/ui/settings.html?tenant=$TENANT    settings (librarian)
+        $circulation_url/ui/locks.html?tenant=$TENANT       lock console (operator)
 $demo_accounts
-  authentication       AUTH_MODE=$AUTH_MODE; a token per role, valid for a week, also in .run/tokens.env:
 
-$(cat .run/tokens.env)
-
-  Try, in another terminal:
-        source .run/tokens.env
-        curl -s -X POST $circulation_url/circulation/check-out-by-barcode \\
-          -H 'X-Okapi-Tenant: $TENANT' -H "X-Okapi-Token: \$SELF_CHECK_TOKEN" -H 'Content-Type: application/json' \\
-          -d '{"itemBarcode":"book-001","userBarcode":"1001","servicePointId":"c4c90014-c8c9-4ade-8f24-b5e313319f4b"}'
-  More in README.md. Stop: Ctrl-C
+  Try it: README.md, "Try it". Tokens per role for API clients: .run/tokens.env
+  Put the demo back as it was: make demo-reset.  Stop: Ctrl-C
 
 MSG
 wait -n "${pids[@]}"

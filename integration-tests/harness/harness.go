@@ -202,8 +202,9 @@ func build(dir string) error {
 	if err != nil {
 		goBin = "/usr/local/go/bin/go"
 	}
-	for _, svc := range []string{"circulation-storage", "circulation"} {
-		cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, svc), "./"+svc+"/cmd/"+svc)
+	for _, pkg := range []string{"circulation-storage/cmd/circulation-storage", "circulation/cmd/circulation", "schemas/cmd/devtoken"} {
+		svc := filepath.Base(pkg)
+		cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, svc), "./"+pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build %s: %v\n%s", svc, err, out)
@@ -211,6 +212,13 @@ func build(dir string) error {
 	}
 	return nil
 }
+
+// BinDir is where the binaries the tests run were built: the services and
+// devtoken, as make build puts them into bin/.
+func BinDir() string { return envState().BinDir }
+
+// RepoRoot is the repository's top directory.
+func RepoRoot() string { return repoRoot() }
 
 // repoRoot is the repository's top directory.
 func repoRoot() string {

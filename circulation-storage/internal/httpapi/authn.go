@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -129,8 +130,11 @@ func (s *Server) signedIn(c echo.Context, t login.Tokens, status int) error {
 		name, value string
 		expires     time.Time
 	}{{accessCookie, t.Access, t.AccessExpires}, {refreshCookie, t.Refresh, t.RefreshExpires}} {
+		// Max-Age rounds up: one rounded down would end a short-lived
+		// token's cookie before the token (a Max-Age of 0 is none at all,
+		// leaving the second-granular Expires, already past).
 		c.SetCookie(&http.Cookie{Name: k.name, Value: k.value, Path: "/", Expires: k.expires,
-			MaxAge: int(time.Until(k.expires).Seconds()), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.IsTLS()})
+			MaxAge: int(math.Ceil(time.Until(k.expires).Seconds())), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.IsTLS()})
 	}
 	return c.JSON(status, map[string]string{"accessTokenExpiration": t.AccessExpires.UTC().Format(schemas.TimeFormat),
 		"refreshTokenExpiration": t.RefreshExpires.UTC().Format(schemas.TimeFormat)})

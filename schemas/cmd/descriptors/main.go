@@ -30,7 +30,7 @@ func main() {
 		}
 		fmt.Println("wrote", path)
 	}
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("docs/security.md")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -38,13 +38,13 @@ func main() {
 	begin := strings.Index(string(readme), schemas.PermissionsBegin)
 	end := strings.Index(string(readme), schemas.PermissionsEnd)
 	if begin < 0 || end < begin {
-		fmt.Fprintln(os.Stderr, "README.md has no permission table markers")
+		fmt.Fprintln(os.Stderr, "docs/security.md has no permission table markers")
 		os.Exit(1)
 	}
 	out := string(readme[:begin]) + schemas.PermissionsBegin + "\n\n" + schemas.PermissionsMarkdown() + "\n" + string(readme[end:])
-	if err := os.WriteFile("README.md", []byte(out), 0o644); err != nil {
+	if err := os.WriteFile("docs/security.md", []byte(out), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Println("wrote the permission table in README.md")
+	fmt.Println("wrote the permission table in docs/security.md")
 }

@@ -1,0 +1,349 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
+)
+
+// demo is a make run (scripts/run.sh) on free ports and its own database.
+type demo struct {
+	root                   string
+	storage, circulation   string // URLs
+	storageAddr, circulAdr string
+	adminToken             string
+	out                    *syncBuffer
+}
+
+// syncBuffer is make run's output, written as it comes and read by the
+// test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) WriteString(x string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.WriteString(x)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// freeAddr is a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startDemo runs scripts/run.sh as make run does, and waits for its banner.
+func startDemo(t *testing.T) *demo {
+	t.Helper()
+	d := &demo{root: harness.RepoRoot(), storageAddr: freeAddr(t), circulAdr: freeAddr(t), out: &syncBuffer{}}
+	d.storage, d.circulation = "http://"+d.storageAddr, "http://"+d.circulAdr
+	cmd := exec.Command("bash", filepath.Join(d.root, "scripts", "run.sh"))
+	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr,
+		"DATABASE_URL="+harness.FreshDatabase(t), "BIN_DIR="+harness.BinDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Ctrl-C: the script stops what it started.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		_ = cmd.Wait()
+	})
+	banner := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		seen := false
+		for sc.Scan() {
+			d.out.WriteString(sc.Text() + "\n")
+			if !seen && strings.Contains(sc.Text(), "make demo-reset") {
+				seen = true
+				banner <- nil
+			}
+		}
+		if !seen {
+			banner <- io.ErrUnexpectedEOF
+		}
+	}()
+	select {
+	case err := <-banner:
+		if err != nil {
+			t.Fatalf("make run ended before its banner:\n%s", d.out)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("make run printed no banner in 3 minutes:\n%s", d.out)
+	}
+	tokens, err := os.ReadFile(filepath.Join(d.root, ".run", "tokens.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^(?:export )?ADMIN_TOKEN=(\S+)$`).FindStringSubmatch(string(tokens))
+	if m == nil {
+		t.Fatalf("no ADMIN_TOKEN in .run/tokens.env")
+	}
+	d.adminToken = strings.Trim(m[1], `'"`)
+	return d
+}
+
+// shell runs script with bash in the repository's root, the demo's
+// addresses put where the documents say 127.0.0.1:8080 and :8081.
+func (d *demo) shell(t *testing.T, script string) string {
+	t.Helper()
+	script = strings.NewReplacer("http://127.0.0.1:8080", d.circulation, "http://127.0.0.1:8081", d.storage).Replace(script)
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = d.root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v running:\n%s\n--- output:\n%s", err, script, out)
+	}
+	return string(out)
+}
+
+// reset is make demo-reset against this demo.
+func (d *demo) reset(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command("make", "-s", "demo-reset")
+	cmd.Dir = d.root
+	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("demo-reset: %v\n%s", err, out)
+	}
+}
+
+// get reads a JSON answer as the tenant's administrator.
+func (d *demo) get(t *testing.T, url string, out any) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set(schemas.HeaderTenant, "diku")
+	req.Header.Set(schemas.HeaderToken, d.adminToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, res.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// openLoans counts patron's open loans.
+func (d *demo) openLoans(t *testing.T, patronID string) int {
+	t.Helper()
+	var page struct {
+		TotalRecords int `json:"totalRecords"`
+	}
+	d.get(t, d.storage+"/loan-storage/loans?status=Open&userId="+patronID, &page)
+	return page.TotalRecords
+}
+
+// settingsSources are where each setting in effect comes from.
+func (d *demo) settingsSources(t *testing.T) map[string]string {
+	t.Helper()
+	var s struct {
+		Sources map[string]string `json:"sources"`
+	}
+	d.get(t, d.circulation+"/circulation/settings/check-out-lock", &s)
+	return s.Sources
+}
+
+// shellBlocks are the ```sh blocks of a Markdown document, from the
+// heading that starts with from on.
+func shellBlocks(t *testing.T, path, from string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	if i := strings.Index(doc, from); i >= 0 {
+		doc = doc[i:]
+	} else {
+		t.Fatalf("%s has no %q", path, from)
+	}
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(doc, -1) {
+		blocks = append(blocks, m[1])
+	}
+	return blocks
+}
+
+// slowly puts a pause after each command of a block, as a person pasting
+// one command at a time would: longer than a lock's default lifetime, so
+// a walk-through that counts on a lock outliving the next command fails.
+func slowly(block string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(block, "\n") {
+		b.WriteString(line + "\n")
+		trimmed := strings.TrimSpace(line)
+		if trimmed != "" && !strings.HasPrefix(trimmed, "#") && !strings.HasSuffix(trimmed, "\\") {
+			b.WriteString("sleep 3.5\n")
+		}
+	}
+	return b.String()
+}
+
+// TestReadmeAndWalkthrough: make run (scripts/run.sh) on free ports prints
+// the demo accounts; the README's Try it runs as written against it (a
+// burst of five scans for a patron with a limit of three: three loans, two
+// refusals, FOLIO's reason); make demo-reset puts back the loans and the
+// settings; the walk-through (docs/walkthrough.md) runs as written, its
+// lock API slowly, as pasted one command at a time, and gets every answer
+// it says; make demo-reset again restores loans, requests and settings. A
+// newcomer signs in to both pages with the demo accounts.
+func TestReadmeAndWalkthrough(t *testing.T) {
+	d := startDemo(t)
+	for _, want := range []string{"kiosk      kiosk-demo", "librarian  librarian-demo", "operator   operator-demo", "admin      admin-demo"} {
+		if !strings.Contains(d.out.String(), want) {
+			t.Errorf("make run's banner does not show the demo account %q:\n%s", want, d.out)
+		}
+	}
+	if strings.Contains(d.out.String(), "eyJ") {
+		t.Errorf("make run's banner prints a token:\n%s", d.out)
+	}
+	// make help lists the targets the README names.
+	help := exec.Command("make", "-s", "help")
+	help.Dir = d.root
+	if out, err := help.CombinedOutput(); err != nil || !strings.Contains(string(out), "make demo-reset") || !strings.Contains(string(out), "make run") {
+		t.Errorf("make help: %v\n%s", err, out)
+	}
+	readme := shellBlocks(t, filepath.Join(d.root, "README.md"), "## Try it")
+	if len(readme) == 0 {
+		t.Fatal("the README's Try it has no commands")
+	}
+	out := d.shell(t, readme[0])
+	alice := regexp.MustCompile(`(?m)^book-00\d (\d+)$`).FindAllStringSubmatch(out, -1)
+	codes := map[string]int{}
+	for _, m := range alice {
+		codes[m[1]]++
+	}
+	if len(alice) != 5 || codes["201"] != 3 || codes["422"] != 2 || !strings.Contains(out, "accessTokenExpiration") ||
+		!strings.Contains(out, schemas.CodeItemLimitPatronGroupLoanType) {
+		t.Fatalf("the README's Try it answered:\n%s", out)
+	}
+	aliceID := "6717fd9c-1f38-547a-bba4-52052e92b785"
+	if n := d.openLoans(t, aliceID); n != 3 {
+		t.Errorf("Alice has %d open loans after the README's burst, want 3", n)
+	}
+
+	// The pages, signed in with the demo accounts: the settings for the
+	// librarian, the console for the operator.
+	ctx := browser(t)
+	d.signIn(t, ctx, "/ui/settings.html", "librarian")
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#settings", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#who"); got != "Signed in as Lee Librarian" {
+		t.Errorf("the librarian's page says %q", got)
+	}
+	screenshot(t, ctx, "demo-settings.png")
+	if err := chromedp.Run(ctx, chromedp.Click("#sign-out", chromedp.ByQuery), chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	d.shell(t, `curl -fsS -o /dev/null -X POST http://127.0.0.1:8081/check-out-lock-storage -H 'X-Okapi-Tenant: diku' `+
+		`-H 'Content-Type: application/json' -H "X-Okapi-Token: `+d.adminToken+`" `+
+		`-d '{"userId":"`+aliceID+`","ttlMs":60000,"holder":{"instance":"kiosk-3","itemBarcode":"book-007",`+
+		`"servicePointId":"c4c90014-c8c9-4ade-8f24-b5e313319f4b"}}'`)
+	d.signIn(t, ctx, "/ui/locks.html", "operator")
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#locks tbody tr", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if row := textOf(t, ctx, "#locks tbody tr"); !strings.Contains(row, "Alice Archer (1001)") || !strings.Contains(row, "Circ Desk 2") {
+		t.Errorf("the demo's lock reads %q, want Alice Archer (1001) at Circ Desk 2", row)
+	}
+	screenshot(t, ctx, "demo-locks.png")
+
+	d.reset(t)
+	if n := d.openLoans(t, aliceID); n != 0 {
+		t.Errorf("Alice has %d open loans after demo-reset, want 0", n)
+	}
+
+	walk := shellBlocks(t, filepath.Join(d.root, "docs", "walkthrough.md"), "## Check-outs, every answer")
+	if len(walk) != 2 {
+		t.Fatalf("the walk-through has %d blocks, want 2", len(walk))
+	}
+	out = d.shell(t, walk[0]+slowly(walk[1]))
+	for _, want := range []string{schemas.CodeItemLimitPatronGroupLoanType, schemas.CodeUserInactive, schemas.CodeUserBlockedManually,
+		schemas.CodeItemRequestedByAnotherPatron, schemas.CodeInsufficientOverridePermissions, "checkedOutThroughOverride", "Closed - Filled",
+		"Unable to acquire lock", `"waitedMs"`, "HTTP/1.1 204"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the walk-through's answers do not include %q", want)
+		}
+	}
+	if strings.Contains(out, "405") || !strings.HasSuffix(strings.TrimSpace(out), "204") {
+		t.Errorf("the walk-through's lock API, pasted slowly, ended:\n%s", out[max(0, len(out)-600):])
+	}
+	if t.Failed() {
+		t.Logf("the walk-through answered:\n%s", out)
+	}
+	if s := d.settingsSources(t); s["retryIntervalsMs"] != "environment" || s["checkOutLockFeatureEnabled"] != "settings" {
+		t.Errorf("after the walk-through the settings come from %v", s)
+	}
+
+	d.reset(t)
+	if n := d.openLoans(t, aliceID); n != 0 {
+		t.Errorf("Alice has %d open loans after the second demo-reset, want 0", n)
+	}
+	waitFor(t, "the settings back from the environment", func() bool {
+		s := d.settingsSources(t)
+		return s["checkOutLockFeatureEnabled"] == "environment" && s["lockTtl"] == "environment" && s["retryIntervalsMs"] == "environment"
+	})
+	// Bob's hold on book-020, filled by the walk-through, waits for him
+	// again.
+	for status, want := range map[string]int{"Open - Awaiting pickup": 1, "Closed - Filled": 0} {
+		var page struct {
+			TotalRecords int `json:"totalRecords"`
+		}
+		d.get(t, d.storage+"/request-storage/requests?status="+url.QueryEscape(status), &page)
+		if page.TotalRecords != want {
+			t.Errorf("%d requests %q after demo-reset, want %d", page.TotalRecords, status, want)
+		}
+	}
+}
+
+// signIn opens a page of the demo and signs in with a demo account.
+func (d *demo) signIn(t *testing.T, ctx context.Context, page, account string) {
+	t.Helper()
+	if err := chromedp.Run(ctx, chromedp.Navigate(d.circulation+page+"?tenant=diku")); err != nil {
+		t.Fatal(err)
+	}
+	signInHere(t, ctx, account, account+"-demo")
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Sets up the demo tenant at a running circulation-storage, as `make run`
+# does: initialises it with FOLIO's reference data and the sample library,
+# and makes the demo accounts, one per role, each with the password
+# <name>-demo (an account that exists keeps its id and gets its demo
+# password again). With -reset it first purges the tenant: its loans,
+# requests, settings and accounts go, and come back as `make run` made them.
+#
+#   scripts/demo-tenant.sh [-reset] STORAGE_URL TENANT ADMIN_TOKEN
+#
+# It prints the demo accounts, one line each.
+set -euo pipefail
+reset=false
+if [ "${1:-}" = -reset ]; then reset=true; shift; fi
+storage_url="$1" tenant="$2" token="$3"
+hdr=(-H "X-Okapi-Tenant: $tenant" -H "X-Okapi-Token: $token" -H 'Content-Type: application/json')
+
+if $reset; then
+  curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" "${hdr[@]}" \
+    -d '{"module_from":"mod-circulation-storage-1.0.0","purge":true}'
+fi
+curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" "${hdr[@]}" \
+  -d '{"module_to":"mod-circulation-storage-1.0.0","parameters":[{"key":"loadReference","value":"true"},{"key":"loadSample","value":"true"}]}'
+
+for a in "kiosk:self-check:Self-check:Kiosk" "librarian:librarian:Lee:Librarian" "operator:operator:Olga:Operator" "admin:tenant-admin:Ada:Admin"; do
+  IFS=: read -r user role first last <<<"$a"
+  # 201, or 422 when the account is there already: either will do.
+  curl -sS -o /dev/null -X POST "$storage_url/accounts" "${hdr[@]}" \
+    -d '{"username":"'"$user"'","personal":{"firstName":"'"$first"'","lastName":"'"$last"'"},"roles":["circulation.role.'"$role"'"]}'
+  curl -fsS -o /dev/null -X POST "$storage_url/authn/credentials" "${hdr[@]}" \
+    -d '{"username":"'"$user"'","password":"'"$user"'-demo"}'
+  printf '        %-10s %-16s %s\n' "$user" "$user-demo" "($first $last, $role)"
+done
