@@ -308,7 +308,8 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 			t.Errorf("the walk-through's answers do not include %q", want)
 		}
 	}
-	if strings.Contains(out, "405") || !strings.HasSuffix(strings.TrimSpace(out), "204") {
+	// A release that found no lock to name would hit the collection: 405.
+	if regexp.MustCompile(`(?m)^(HTTP/1.1 405|405$)`).MatchString(out) || !strings.HasSuffix(strings.TrimSpace(out), "204") {
 		t.Errorf("the walk-through's lock API, pasted slowly, ended:\n%s", out[max(0, len(out)-600):])
 	}
 	if t.Failed() {
