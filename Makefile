@@ -69,7 +69,7 @@ test-ha:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=1 -timeout 30m -v -run 'TestFailover' ./integration-tests/ha -args -ha
 
-## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken in turn (the file restored after), its tests must fail; about a minute
+## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken in turn (the file restored after), its tests must fail; three to four minutes (the pages' in Chromium)
 mutate:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) run ./integration-tests/mutate
