@@ -25,7 +25,7 @@ import (
 // Passer passes a request of the sign-in on to storage and answers what
 // storage answered.
 type Passer interface {
-	Pass(ctx context.Context, method, path string, body []byte, header http.Header) (status int, h http.Header, body2 []byte, err error)
+	Pass(ctx context.Context, method, path string, request []byte, header http.Header) (status int, answerHeader http.Header, answer []byte, err error)
 }
 
 // passAuthn is POST /authn/login-with-expiry, /authn/refresh and
@@ -133,17 +133,18 @@ func (s *Server) self(c echo.Context) error {
 type names struct {
 	console Console
 	ctx     context.Context
+	valid   func(id string) bool
 	seen    map[string]string
 }
 
 func (s *Server) names(ctx context.Context) *names {
-	return &names{console: s.svc.Console, ctx: ctx, seen: map[string]string{}}
+	return &names{console: s.svc.Console, ctx: ctx, valid: s.schemas.ValidUUID, seen: map[string]string{}}
 }
 
 // person is the name of the account or patron with this id, "" when
 // neither is found.
 func (n *names) person(id string) string {
-	if id == "" || !validID(id) {
+	if id == "" || !n.valid(id) {
 		return ""
 	}
 	key := "person/" + id
@@ -166,7 +167,7 @@ func (n *names) person(id string) string {
 
 // servicePoint is the name of the service point with this id.
 func (n *names) servicePoint(id string) string {
-	if id == "" || !validID(id) {
+	if id == "" || !n.valid(id) {
 		return ""
 	}
 	key := "sp/" + id
@@ -182,11 +183,6 @@ func (n *names) servicePoint(id string) string {
 	}
 	n.seen[key] = name
 	return name
-}
-
-// validID is a UUID's shape: only those are looked up.
-func validID(id string) bool {
-	return len(id) == 36 && strings.Count(id, "-") == 4
 }
 
 // fullName is "first last", either alone when the other is missing, or
