@@ -3,7 +3,7 @@
 
 SHELL     := /bin/bash
 GO        ?= go
-MODULES   := circulation-storage circulation schemas migrations config integration-tests
+MODULES   := circulation-storage circulation sip2 schemas migrations config integration-tests
 GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 BENCH_OUT ?= bench-results
@@ -46,6 +46,7 @@ build:
 	@mkdir -p bin
 	$(GO) build -o bin/circulation-storage ./circulation-storage/cmd/circulation-storage
 	$(GO) build -o bin/circulation ./circulation/cmd/circulation
+	$(GO) build -o bin/sip2 ./sip2/cmd/sip2
 	$(GO) build -o bin/devtoken ./schemas/cmd/devtoken
 
 ## run: start PostgreSQL if needed, create the database, start the services with tenant diku

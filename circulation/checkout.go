@@ -264,8 +264,15 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	co.item = *reads.Item
 	switch {
 	case co.item.Status == StatusCheckedOut:
-		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemAlreadyCheckedOut, "Item is already checked out").
-			With("itemBarcode", req.ItemBarcode))
+		e := errs.Errorf(errs.KindInvalid, schemas.CodeItemAlreadyCheckedOut, "Item is already checked out").
+			With("itemBarcode", req.ItemBarcode)
+		if l := reads.OpenLoanOf; l != nil && reads.Patron != nil && l.UserID == reads.Patron.ID {
+			// The item is on loan to this very patron: a check-out retried
+			// after its answer was lost learns its loan (a kiosk must not
+			// tell the patron "no" for a book they hold).
+			e = e.With("loanId", l.ID).With("dueDate", l.DueDate.UTC().Format(time.RFC3339))
+		}
+		refusals = append(refusals, e)
 	case refusedStatuses[co.item.Status]:
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusRefused,
 			"%s (%s) (Barcode: %s) has the item status %s and cannot be checked out",

@@ -150,6 +150,10 @@ type CheckOutReads struct {
 	Patron   *Patron
 	Item     *Item
 	OpenLoan bool
+	// OpenLoanOf is the item's open loan, when it has one: whose it is and
+	// when it is due (a check-out retried after its answer was lost finds
+	// its own loan).
+	OpenLoanOf *OpenLoan
 	// ManualBlocks are the patron's manual blocks in force for borrowing.
 	ManualBlocks []ManualBlock
 	// AutomatedBlocks are the patron's automated blocks.
@@ -225,6 +229,12 @@ type Loan struct {
 	CheckinServicePointID  string
 	// Doc is the record as storage holds it, for updates.
 	Doc json.RawMessage
+}
+
+// OpenLoan is an item's open loan as a check-out's validation sees it.
+type OpenLoan struct {
+	ID, UserID string
+	DueDate    time.Time
 }
 
 // LockHolder says which check-out holds, or asks for, a patron's lock.

@@ -107,6 +107,16 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 		return circulation.CheckOutReads{}, err
 	}
 	out := circulation.CheckOutReads{OpenLoan: v.OpenLoan != nil, RulesSet: v.RulesSet, OpenLoans: v.OpenLoanCount}
+	if v.OpenLoan != nil {
+		var l struct {
+			ID      string    `json:"id"`
+			UserID  string    `json:"userId"`
+			DueDate time.Time `json:"dueDate"`
+		}
+		if json.Unmarshal(v.OpenLoan, &l) == nil {
+			out.OpenLoanOf = &circulation.OpenLoan{ID: l.ID, UserID: l.UserID, DueDate: l.DueDate}
+		}
+	}
 	if ls := v.LockSettings; ls != nil {
 		out.LockSetting = &circulation.SettingRead{}
 		if ls.Entry != nil {

@@ -1,0 +1,121 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// SIP2 configures the SIP2 door: where its listeners are is in the file
+// SIP2_CONFIG names (reloaded on SIGHUP); how it behaves towards every
+// kiosk is here.
+type SIP2 struct {
+	// ConfigFile is the listeners' file (JSON).
+	ConfigFile string `env:"SIP2_CONFIG"`
+	// CirculationURL is circulation's base URL (or a load balancer's).
+	CirculationURL string `env:"CIRCULATION_URL" envDefault:"http://127.0.0.1:8080"`
+	// CallTimeout bounds each call to circulation; the timeout the status
+	// reply (98) advertises is a second more.
+	CallTimeout time.Duration `env:"SIP2_CALL_TIMEOUT" envDefault:"10s"`
+	// HTTPAddr is where /admin/health (with the listeners' bound addresses)
+	// and /metrics answer.
+	HTTPAddr string `env:"HTTP_ADDR" envDefault:"127.0.0.1:8082"`
+	// MaxLine is the longest message, in bytes; a longer line closes the
+	// connection.
+	MaxLine int `env:"SIP2_MAX_LINE" envDefault:"2048"`
+	// MaxConnections bounds the connections of all listeners together, and
+	// MaxConnectionsPerAddress those from one client address.
+	MaxConnections           int `env:"SIP2_MAX_CONNECTIONS" envDefault:"2000"`
+	MaxConnectionsPerAddress int `env:"SIP2_MAX_CONNECTIONS_PER_ADDRESS" envDefault:"64"`
+	// LoginTimeout is how long a new connection has to log in (93).
+	LoginTimeout time.Duration `env:"SIP2_LOGIN_TIMEOUT" envDefault:"30s"`
+	// IdleTimeout closes a connection that sends nothing for that long.
+	IdleTimeout time.Duration `env:"SIP2_IDLE_TIMEOUT" envDefault:"10m"`
+	// LineTimeout closes a connection whose message, once begun, does not
+	// end (CR) within it.
+	LineTimeout time.Duration `env:"SIP2_LINE_TIMEOUT" envDefault:"10s"`
+	// WriteTimeout closes a connection that does not take a reply within
+	// it (a kiosk that stopped reading).
+	WriteTimeout time.Duration `env:"SIP2_WRITE_TIMEOUT" envDefault:"10s"`
+	// LoginFailures is how many failed logins (93) from one client address
+	// within LoginLockout make the door refuse that address's logins for
+	// LoginLockout, before asking circulation.
+	LoginFailures int           `env:"SIP2_LOGIN_FAILURES" envDefault:"5"`
+	LoginLockout  time.Duration `env:"SIP2_LOGIN_LOCKOUT" envDefault:"15m"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
+	// ShutdownTimeout bounds the wait for messages being handled on
+	// SIGTERM.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
+}
+
+// LoadSIP2 reads and validates the SIP2 door's configuration from environ.
+func LoadSIP2(environ map[string]string) (SIP2, error) {
+	var c SIP2
+	if err := parse(&c, environ); err != nil {
+		return SIP2{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return SIP2{}, fmt.Errorf("configuration: %w", err)
+	}
+	return c, nil
+}
+
+// Validate reports every value that is out of range, naming its variable.
+func (c SIP2) Validate() error {
+	var errs []error
+	if c.ConfigFile == "" {
+		errs = append(errs, errors.New("SIP2_CONFIG must name the listeners' file (see docs/sip2.md)"))
+	}
+	if c.HTTPAddr == "" {
+		errs = append(errs, errors.New("HTTP_ADDR must not be empty"))
+	}
+	if !strings.HasPrefix(c.CirculationURL, "http://") && !strings.HasPrefix(c.CirculationURL, "https://") {
+		errs = append(errs, fmt.Errorf("CIRCULATION_URL must be an http:// or https:// URL, got %q", c.CirculationURL))
+	}
+	if c.CallTimeout < time.Second || c.CallTimeout > 90*time.Second {
+		errs = append(errs, fmt.Errorf("SIP2_CALL_TIMEOUT must be from 1s to 90s (the status reply advertises it in tenths of a second, at most 99.9), got %s", c.CallTimeout))
+	}
+	if c.MaxLine < 256 || c.MaxLine > 1<<20 {
+		errs = append(errs, fmt.Errorf("SIP2_MAX_LINE must be 256..1048576 bytes, got %d", c.MaxLine))
+	}
+	if c.MaxConnections < 1 || c.MaxConnectionsPerAddress < 1 {
+		errs = append(errs, fmt.Errorf("SIP2_MAX_CONNECTIONS (%d) and SIP2_MAX_CONNECTIONS_PER_ADDRESS (%d) must be at least 1",
+			c.MaxConnections, c.MaxConnectionsPerAddress))
+	}
+	if c.LoginFailures < 1 {
+		errs = append(errs, fmt.Errorf("SIP2_LOGIN_FAILURES must be at least 1, got %d", c.LoginFailures))
+	}
+	for name, d := range map[string]time.Duration{
+		"SIP2_LOGIN_TIMEOUT": c.LoginTimeout, "SIP2_IDLE_TIMEOUT": c.IdleTimeout, "SIP2_LINE_TIMEOUT": c.LineTimeout,
+		"SIP2_WRITE_TIMEOUT": c.WriteTimeout, "SIP2_LOGIN_LOCKOUT": c.LoginLockout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 10s, got %s", name, d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LogValue lists the configuration for the start-up log.
+func (c SIP2) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("sip2_config", c.ConfigFile),
+		slog.String("circulation_url", c.CirculationURL),
+		slog.Duration("sip2_call_timeout", c.CallTimeout),
+		slog.String("http_addr", c.HTTPAddr),
+		slog.Int("sip2_max_line", c.MaxLine),
+		slog.Int("sip2_max_connections", c.MaxConnections),
+		slog.Int("sip2_max_connections_per_address", c.MaxConnectionsPerAddress),
+		slog.Duration("sip2_login_timeout", c.LoginTimeout),
+		slog.Duration("sip2_idle_timeout", c.IdleTimeout),
+		slog.Duration("sip2_line_timeout", c.LineTimeout),
+		slog.Duration("sip2_write_timeout", c.WriteTimeout),
+		slog.Int("sip2_login_failures", c.LoginFailures),
+		slog.Duration("sip2_login_lockout", c.LoginLockout),
+		slog.String("log_level", c.LogLevel.String()),
+		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+	)
+}

@@ -1,0 +1,509 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
+)
+
+// sip2Cluster is a cluster with the lock on, one circulation, a library
+// of patrons with an item limit, a kiosk account "user_id" / "passw0rd"
+// holding the self-check role (edge-sip2's fixture's), and the SIP2 door
+// in front.
+func sip2Cluster(t *testing.T, circulations, patrons, items, limit int, listener map[string]any, env ...string) (*harness.Cluster, harness.Library, *harness.SIP2Door) {
+	t.Helper()
+	c := harness.NewCluster(t, harness.Options{Circulations: circulations, FeatureOn: true})
+	lib := c.SetupLibrary(patrons, items, limit)
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	return c, lib, c.StartSIP2(t, 0, listener, env...)
+}
+
+// openLoans counts the patron's open loans in the database.
+func openLoans(t *testing.T, c *harness.Cluster, patron string) int {
+	t.Helper()
+	var n int
+	err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan l JOIN %s.patron p ON p.id = l.user_id
+		WHERE p.barcode = $1 AND l.status_name = 'Open'`, c.Schema, c.Schema), patron).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func checkOutMsg(patron, item string) string {
+	return "11YN" + harness.SIP2Date() + harness.SIP2Date() + "AOdiku|AA" + patron + "|AB" + item + "|AC|"
+}
+
+func checkInMsg(item string) string {
+	return "09N" + harness.SIP2Date() + harness.SIP2Date() + "APdesk|AOdiku|AB" + item + "|AC|"
+}
+
+// TestSIP2ThirdPartyStrings sends other projects' test strings over a
+// socket to the real door: edge-sip2's login fixture, good and with a
+// checksum one off, Evergreen's login reply, resend request and resend.
+func TestSIP2ThirdPartyStrings(t *testing.T) {
+	c, lib, door := sip2Cluster(t, 1, 1, 1, 0, nil)
+
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	// edge-sip2's fixture with its checksum one off: "send it again".
+	if got := k.Raw("9300CNuser_id|COpassw0rd|AY1AZF595"); got != "96AZFEF6" {
+		t.Fatalf("bad checksum: %q, want 96AZFEF6", got)
+	}
+	// Nothing was logged in: a check-out is refused and makes no loan.
+	if got := k.Send(checkOutMsg(lib.Patrons[0], lib.Items[0][0])); !strings.HasPrefix(got, "120") ||
+		harness.SIP2Field(got, "AF") != "Please log in first" {
+		t.Fatalf("check-out before login: %q", got)
+	}
+	if n := openLoans(t, c, lib.Patrons[0]); n != 0 {
+		t.Fatalf("a check-out before login made %d loans", n)
+	}
+	// edge-sip2's valid fixture: logged in, the reply with its sequence
+	// number and checksum.
+	if got := k.Raw("9300CNuser_id|COpassw0rd|AY1AZF594"); got != "941AY1AZFDFC" {
+		t.Fatalf("login: %q, want 941AY1AZFDFC", got)
+	}
+	// Evergreen's login reply for sequence 0.
+	k2 := harness.DialSIP2(t, door.SIP2Addr)
+	msg := "9300CNuser_id|COpassw0rd|AY0AZ"
+	if got := k2.Raw(msg + harness.SIP2Checksum([]byte(msg))); got != "941AY0AZFDFD" {
+		t.Fatalf("login: %q, want Evergreen's 941AY0AZFDFD", got)
+	}
+	// Evergreen's resend request: the last reply again.
+	if got := k2.Raw("97AZFEF5"); got != "941AY0AZFDFD" {
+		t.Fatalf("97AZFEF5: %q, want the last reply again", got)
+	}
+	// A wrong password: 940, and no session.
+	k3 := harness.DialSIP2(t, door.SIP2Addr)
+	if got := k3.Send("9300CNuser_id|COwrong|"); !strings.HasPrefix(got, "940") {
+		t.Fatalf("wrong password: %q", got)
+	}
+	// The password never reaches the door's log.
+	if log := door.Log(); strings.Contains(log, "passw0rd") || strings.Contains(log, "wrong") {
+		t.Fatalf("the door logged a password:\n%s", log)
+	}
+}
+
+// TestSIP2CharsetsChecksumTheEncodedBytes checks out an item whose title
+// is not ASCII through a UTF-8 listener and an IBM850 one: each message's
+// checksum is over its bytes as encoded, the request's too.
+func TestSIP2CharsetsChecksumTheEncodedBytes(t *testing.T) {
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(1, 0, 0)
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	var loanType struct {
+		LoanTypes []struct {
+			ID string `json:"id"`
+		} `json:"loantypes"`
+	}
+	c.Do(c.Storage, "GET", "/loan-types", nil).Want(t, http.StatusOK).Decode(t, &loanType)
+	var mt struct {
+		Mtypes []struct {
+			ID string `json:"id"`
+		} `json:"mtypes"`
+	}
+	c.Do(c.Storage, "GET", "/material-types", nil).Want(t, http.StatusOK).Decode(t, &mt)
+	for _, b := range []string{"U-1", "U-2"} {
+		c.Do(c.Storage, "POST", "/item-storage/items", map[string]any{"barcode": b, "title": "Ärger über Größe",
+			"status": map[string]any{"name": "Available"}, "materialTypeId": mt.Mtypes[0].ID,
+			"permanentLoanTypeId": loanType.LoanTypes[0].ID}).Want(t, http.StatusCreated)
+	}
+	for _, tc := range []struct {
+		charset, item string
+		title         []byte
+	}{
+		{"UTF-8", "U-1", []byte("Ärger über Größe")},
+		{"IBM850", "U-2", []byte{0x8e, 'r', 'g', 'e', 'r', ' ', 0x81, 'b', 'e', 'r', ' ', 'G', 'r', 0x94, 0xe1, 'e'}},
+	} {
+		t.Run(tc.charset, func(t *testing.T) {
+			door := c.StartSIP2(t, 0, map[string]any{"charset": tc.charset})
+			k := harness.DialSIP2(t, door.SIP2Addr)
+			k.Login("user_id", "passw0rd")
+			// The request carries the title's bytes in a field of its own
+			// (CH, item properties), so its checksum is over them.
+			body := append([]byte(checkOutMsg(lib.Patrons[0], tc.item)+"CH"), tc.title...)
+			body = append(body, "|AY9AZ"...)
+			msg := append(body, harness.SIP2Checksum(body)...)
+			got := k.Raw(string(msg))
+			if !strings.HasPrefix(got, "121") {
+				t.Fatalf("check-out: %q", got)
+			}
+			if !strings.Contains(got, "AJ"+string(tc.title)+"|") {
+				t.Fatalf("the title is not in %s in the reply: %q", tc.charset, got)
+			}
+			n := len(got)
+			if want := harness.SIP2Checksum([]byte(got[:n-4])); got[n-4:] != want {
+				t.Fatalf("the reply's checksum %s is not over its bytes (%s)", got[n-4:], want)
+			}
+		})
+	}
+}
+
+// TestSIP2Conversation walks a kiosk's session: status, check-out, the
+// same check-out again (a retry), check-in, a request the door does not
+// implement, a malformed one, end of session; then three bad messages in
+// a row close the connection.
+func TestSIP2Conversation(t *testing.T) {
+	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
+	patron, item := lib.Patrons[0], lib.Items[0][0]
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	// 99 before login is answered.
+	status := k.Send("9900302.00")
+	if !strings.HasPrefix(status, "98YYYNNN") || harness.SIP2Field(status, "BX") != "NYYNYYYNYNNNNNNN" {
+		t.Fatalf("status: %q", status)
+	}
+	if tp := status[8:11]; tp != "110" {
+		t.Fatalf("status: timeout period %s, want 110 (SIP2_CALL_TIMEOUT 10s + 1s)", tp)
+	}
+	k.Login("user_id", "passw0rd")
+
+	out := k.Send(checkOutMsg(patron, item))
+	if !strings.HasPrefix(out, "121NUY") || harness.SIP2Field(out, "AJ") != "Item "+item || harness.SIP2Field(out, "AH") == "" {
+		t.Fatalf("check-out: %q", out)
+	}
+	if n := openLoans(t, c, patron); n != 1 {
+		t.Fatalf("open loans after a check-out: %d", n)
+	}
+	// The item again for the same patron: ok, with the same due date.
+	again := k.Send(checkOutMsg(patron, item))
+	if !strings.HasPrefix(again, "121NUY") || harness.SIP2Field(again, "AH") != harness.SIP2Field(out, "AH") {
+		t.Fatalf("the same check-out again: %q (first %q)", again, out)
+	}
+	in := k.Send(checkInMsg(item))
+	if !strings.HasPrefix(in, "101YUN") || harness.SIP2Field(in, "AJ") != "Item "+item {
+		t.Fatalf("check-in: %q", in)
+	}
+	if n := openLoans(t, c, patron); n != 0 {
+		t.Fatalf("open loans after check-in: %d", n)
+	}
+	// Checking in again: refused with FOLIO's reason, not silence.
+	if got := k.Send(checkInMsg("no-such-item")); !strings.HasPrefix(got, "100") || harness.SIP2Field(got, "AF") == "" {
+		t.Fatalf("check-in of an unknown item: %q", got)
+	}
+	// Known but not implemented: the negative reply with a screen message.
+	for code, want := range map[string]string{
+		"6300020261125    101010          AOdiku|AA" + patron + "|":                             "64",
+		"1720261125    101010AOdiku|AB" + item + "|":                                            "18",
+		"2900020261125    101010" + "                  AOdiku|AA" + patron + "|AB" + item + "|": "30",
+	} {
+		if got := k.Send(code); !strings.HasPrefix(got, want) || harness.SIP2Field(got, "AF") != "This request is not supported here" {
+			t.Fatalf("%s…: %q, want %s with a screen message", code[:2], got, want)
+		}
+	}
+	// A check-out whose fixed fields are cut short: its negative reply.
+	if got := k.Send("11YN2026"); !strings.HasPrefix(got, "120") || harness.SIP2Field(got, "AF") != "The message's fixed fields are malformed" {
+		t.Fatalf("short check-out: %q", got)
+	}
+	end := k.Send("3520261125    101010AOdiku|AA" + patron + "|")
+	if !strings.HasPrefix(end, "36Y") {
+		t.Fatalf("end session: %q", end)
+	}
+	// Three bad messages in a row: the connection is closed.
+	for range 3 {
+		if got := k.Raw("XXgarbage"); got != "96AZFEF6" {
+			t.Fatalf("garbage: %q", got)
+		}
+	}
+	waitClosed(t, k.Conn, 5*time.Second)
+}
+
+// waitClosed waits until the door closes conn.
+func waitClosed(t *testing.T, conn net.Conn, within time.Duration) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(within))
+	buf := make([]byte, 4096)
+	for {
+		_, err := conn.Read(buf)
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the connection is still open after %s", within)
+		}
+		return
+	}
+}
+
+// TestSIP2BurstHoldsTheLimit: a patron with an item limit of 3 scans 10
+// items released together over 1, 3 and 10 kiosk connections, 20 rounds
+// each, and then SIP2 and HTTP check-outs at once: never more than 3 open
+// loans, and every refused scan says why.
+func TestSIP2BurstHoldsTheLimit(t *testing.T) {
+	const limit, items, rounds = 3, 10, 20
+	c, lib, door := sip2Cluster(t, 2, 1, items, limit, nil)
+	patron := lib.Patrons[0]
+	clients := make([]*harness.SIP2Client, items)
+	for i := range clients {
+		clients[i] = harness.DialSIP2(t, door.SIP2Addr)
+		clients[i].Login("user_id", "passw0rd")
+	}
+	checkInAll := func() {
+		for _, it := range lib.Items[0] {
+			if r := c.CheckIn(0, it); r.Status != http.StatusOK && r.Status != http.StatusUnprocessableEntity {
+				t.Fatalf("check-in %s: %d %s", it, r.Status, r.Body)
+			}
+		}
+	}
+	for _, conns := range []int{1, 3, 10} {
+		for round := range rounds {
+			var wg sync.WaitGroup
+			replies := make([]string, items)
+			// Each connection sends its share of the scans one after the
+			// other (one message at a time per connection), all
+			// connections at once.
+			for ci := range conns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := ci; i < items; i += conns {
+						replies[i] = clients[ci].Send(checkOutMsg(patron, lib.Items[0][i]))
+					}
+				}()
+			}
+			wg.Wait()
+			ok := 0
+			for i, r := range replies {
+				switch {
+				case strings.HasPrefix(r, "121"):
+					ok++
+				case strings.HasPrefix(r, "120") && strings.Contains(harness.SIP2Field(r, "AF"), "maximum limit of 3 items"):
+				default:
+					t.Fatalf("%d connections, round %d, scan %d: %q", conns, round, i, r)
+				}
+			}
+			if n := openLoans(t, c, patron); n != limit || ok != limit {
+				t.Fatalf("%d connections, round %d: %d ok, %d open loans; want %d", conns, round, ok, n, limit)
+			}
+			checkInAll()
+		}
+	}
+	// SIP2 and HTTP together for one patron.
+	for round := range rounds {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		ok := 0
+		for i, it := range lib.Items[0] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i%2 == 0 {
+					r := clients[i].Send(checkOutMsg(patron, it))
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case strings.HasPrefix(r, "121"):
+						ok++
+					case !strings.Contains(harness.SIP2Field(r, "AF"), "maximum limit of 3 items"):
+						t.Errorf("SIP2 scan %s: %q", it, r)
+					}
+					return
+				}
+				r := c.CheckOut(i, it, patron)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case r.Status == http.StatusCreated:
+					ok++
+				case r.Status != http.StatusUnprocessableEntity:
+					t.Errorf("HTTP check-out %s: %d %s", it, r.Status, r.Body)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := openLoans(t, c, patron); n != limit || ok != limit {
+			t.Fatalf("SIP2 and HTTP, round %d: %d ok, %d open loans; want %d", round, ok, n, limit)
+		}
+		checkInAll()
+	}
+}
+
+// TestSIP2LostReplies: a check-out whose reply was lost, sent again with
+// the same sequence number on the same connection, and retried on a new
+// connection, each leave exactly one loan and answer ok.
+func TestSIP2LostReplies(t *testing.T) {
+	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
+	patron := lib.Patrons[0]
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	sealed := k.Seal(checkOutMsg(patron, lib.Items[0][0]))
+	first := k.Raw(sealed)
+	if !strings.HasPrefix(first, "121") {
+		t.Fatalf("check-out: %q", first)
+	}
+	if again := k.Raw(sealed); again != first {
+		t.Fatalf("the same message again: %q, want the first reply %q", again, first)
+	}
+	if n := openLoans(t, c, patron); n != 1 {
+		t.Fatalf("open loans: %d, want 1", n)
+	}
+	if !strings.Contains(door.Log(), `"outcome":"replayed"`) {
+		t.Fatal("the door's log does not say the reply was replayed")
+	}
+
+	// The second item: the reply lost with the connection; the kiosk
+	// tries again on a new one.
+	lost := harness.DialSIP2(t, door.SIP2Addr)
+	lost.Login("user_id", "passw0rd")
+	if _, err := lost.Conn.Write([]byte(lost.Seal(checkOutMsg(patron, lib.Items[0][1])) + "\r")); err != nil {
+		t.Fatal(err)
+	}
+	if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool { return openLoans(t, c, patron) == 2 }) {
+		t.Fatal("the check-out whose reply was lost made no loan")
+	}
+	lost.Conn.Close()
+	retry := harness.DialSIP2(t, door.SIP2Addr)
+	retry.Login("user_id", "passw0rd")
+	if got := retry.Send(checkOutMsg(patron, lib.Items[0][1])); !strings.HasPrefix(got, "121NUY") || harness.SIP2Field(got, "AH") == "" {
+		t.Fatalf("the retry on a new connection: %q", got)
+	}
+	if n := openLoans(t, c, patron); n != 2 {
+		t.Fatalf("open loans: %d, want 2", n)
+	}
+}
+
+// TestSIP2Robustness: a long line without a CR, a trickling sender, and
+// five hundred idle connections.
+func TestSIP2Robustness(t *testing.T) {
+	_, _, door := sip2Cluster(t, 1, 1, 1, 0, nil, "SIP2_LINE_TIMEOUT=3s", "SIP2_MAX_CONNECTIONS_PER_ADDRESS=1000")
+
+	t.Run("64 KiB without CR", func(t *testing.T) {
+		before := rss(t, door.PID())
+		k := harness.DialSIP2(t, door.SIP2Addr)
+		big := []byte("11" + strings.Repeat("x", 64<<10))
+		// The door reads at most SIP2_MAX_LINE bytes of it, then closes:
+		// the write may fail part-way, which is the point.
+		_, _ = k.Conn.Write(big)
+		waitClosed(t, k.Conn, 5*time.Second)
+		if grew := rss(t, door.PID()) - before; grew > 1<<20 {
+			t.Fatalf("the door grew %d bytes", grew)
+		}
+		if !strings.Contains(door.Log(), `"reason":"too_long"`) {
+			t.Fatal("the door's log does not say the line was too long")
+		}
+	})
+
+	t.Run("a byte every 2 s", func(t *testing.T) {
+		k := harness.DialSIP2(t, door.SIP2Addr)
+		start := time.Now()
+		closed := make(chan time.Duration, 1)
+		go func() {
+			buf := make([]byte, 64)
+			_ = k.Conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+			for {
+				if _, err := k.Conn.Read(buf); err != nil {
+					closed <- time.Since(start)
+					return
+				}
+			}
+		}()
+		msg := "9300CNuser_id|COpassw0rd|"
+		for i := 0; ; i++ {
+			if _, err := k.Conn.Write([]byte{msg[i%len(msg)]}); err != nil {
+				break
+			}
+			select {
+			case d := <-closed:
+				if d > 4*time.Second {
+					t.Fatalf("dropped after %s, want within SIP2_LINE_TIMEOUT (3s) + 1s", d)
+				}
+				return
+			case <-time.After(2 * time.Second):
+			}
+		}
+		if d := <-closed; d > 4*time.Second {
+			t.Fatalf("dropped after %s, want within 4s", d)
+		}
+	})
+
+	t.Run("500 idle connections", func(t *testing.T) {
+		login := func() time.Duration {
+			k := harness.DialSIP2(t, door.SIP2Addr)
+			start := time.Now()
+			k.Login("user_id", "passw0rd")
+			d := time.Since(start)
+			k.Conn.Close()
+			return d
+		}
+		idle := make([]net.Conn, 0, 500)
+		for range 500 {
+			conn, err := net.Dial("tcp", door.SIP2Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			idle = append(idle, conn)
+		}
+		defer func() {
+			for _, conn := range idle {
+				conn.Close()
+			}
+		}()
+		if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool {
+			v, _ := openConnections(door)
+			return v >= 500
+		}) {
+			t.Fatal("the door did not take 500 connections")
+		}
+		var ds []time.Duration
+		for range 40 {
+			ds = append(ds, login())
+		}
+		slices.Sort(ds)
+		if p95 := ds[len(ds)*95/100]; p95 > 50*time.Millisecond {
+			t.Fatalf("login p95 %s with 500 idle connections, want under 50ms", p95)
+		}
+		// The idle ones are still there: nothing dropped them to make room.
+		for _, conn := range idle[:10] {
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("an idle connection was closed: %v", err)
+			}
+		}
+	})
+}
+
+// openConnections is the door's open connections, from its metrics.
+func openConnections(door *harness.SIP2Door) (float64, bool) {
+	res, err := http.Get(door.URL() + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "sip2_connections "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// rss is a process's resident memory in bytes.
+func rss(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}

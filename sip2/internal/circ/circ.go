@@ -1,0 +1,275 @@
+// Package circ is the SIP2 door's way into circulation: a kiosk signs in
+// with its account (circulation passes FOLIO's login on to storage), and
+// checks items out and in through circulation's own API, under the
+// patron's lock, the item limit and the kiosk's permissions. The door
+// never calls storage and never holds more than the kiosk's own token.
+package circ
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/checkoutlock/schemas"
+)
+
+// Client calls one circulation (or a load balancer in front of several).
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// New returns a client of the circulation at baseURL; timeout bounds each
+// call.
+func New(baseURL string, timeout time.Duration) *Client {
+	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Timeout: timeout}}
+}
+
+// Session is a kiosk signed in: its tokens, refreshed when the access
+// token has expired.
+type Session struct {
+	Tenant, Username string
+	mu               sync.Mutex
+	access, refresh  string
+}
+
+// Refusal is circulation's refusal of a request: FOLIO's messages, joined,
+// the first error's code, and every error with its parameters.
+type Refusal struct {
+	Status  int
+	Code    string
+	Message string
+	Errors  []RefusalError
+}
+
+// RefusalError is one error of FOLIO's envelope.
+type RefusalError struct {
+	Code, Message string
+	Parameters    map[string]string
+}
+
+// OwnLoan says whether the refusal is of a check-out of an item already on
+// loan to the same patron (a retry whose first answer was lost), and that
+// loan's due date.
+func (r *Refusal) OwnLoan() (time.Time, bool) {
+	for _, e := range r.Errors {
+		if e.Code == schemas.CodeItemAlreadyCheckedOut && e.Parameters["loanId"] != "" {
+			due, err := time.Parse(time.RFC3339, e.Parameters["dueDate"])
+			return due, err == nil
+		}
+	}
+	return time.Time{}, false
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("%d %s: %s", r.Status, r.Code, r.Message) }
+
+// ErrLoginFailed is a kiosk whose name or password is wrong, or whose
+// sign-ins are locked for a while.
+var ErrLoginFailed = errors.New("circ: login failed")
+
+// ErrTooMuch is a kiosk account that holds more than the self-check role:
+// a kiosk may check items out and in, nothing else.
+var ErrTooMuch = errors.New("circ: the kiosk account holds more than the self-check role")
+
+// Login signs a kiosk in and checks that its account holds no more than
+// the self-check role.
+func (c *Client) Login(ctx context.Context, tenant, username, password string) (*Session, error) {
+	body, _ := json.Marshal(map[string]string{"username": username, "password": password})
+	res, data, err := c.do(ctx, tenant, "", http.MethodPost, "/authn/login-with-expiry", body, "")
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode == http.StatusUnprocessableEntity || res.StatusCode == http.StatusTooManyRequests {
+		return nil, ErrLoginFailed
+	}
+	if res.StatusCode != http.StatusCreated {
+		return nil, refusal(res.StatusCode, data)
+	}
+	s := &Session{Tenant: tenant, Username: username}
+	s.access, s.refresh = cookie(res, "folioAccessToken"), cookie(res, "folioRefreshToken")
+	if s.access == "" {
+		return nil, errors.New("circ: the login answered no access token")
+	}
+	var self struct {
+		Permissions struct {
+			Permissions []string `json:"permissions"`
+		} `json:"permissions"`
+	}
+	if err := c.call(ctx, s, http.MethodGet, "/bl-users/_self", nil, &self); err != nil {
+		return nil, err
+	}
+	kiosk, _ := schemas.PermissionSetNamed(schemas.RoleSelfCheck)
+	for _, p := range self.Permissions.Permissions {
+		if !slices.Contains(kiosk.Permissions, p) {
+			return nil, ErrTooMuch
+		}
+	}
+	return s, nil
+}
+
+// Loan is what a check-out answers a kiosk.
+type Loan struct {
+	DueDate time.Time
+	Title   string
+}
+
+// CheckOut checks item out to patron at servicePoint.
+func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, servicePoint string) (Loan, error) {
+	body, _ := json.Marshal(map[string]string{"itemBarcode": item, "userBarcode": patron, "servicePointId": servicePoint})
+	var out struct {
+		DueDate time.Time `json:"dueDate"`
+		Item    struct {
+			Title string `json:"title"`
+		} `json:"item"`
+	}
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out); err != nil {
+		return Loan{}, err
+	}
+	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil
+}
+
+// Return is what a check-in answers a kiosk.
+type Return struct {
+	Title, Location string
+	// Patron is the barcode of the patron whose loan closed, when known.
+	Patron string
+}
+
+// CheckIn checks item in at servicePoint.
+func (c *Client) CheckIn(ctx context.Context, s *Session, item, servicePoint string, at time.Time) (Return, error) {
+	body, _ := json.Marshal(map[string]string{"itemBarcode": item, "servicePointId": servicePoint,
+		"checkInDate": at.UTC().Format("2006-01-02T15:04:05.000Z")})
+	var out struct {
+		Item struct {
+			Title string `json:"title"`
+		} `json:"item"`
+	}
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-in-by-barcode", body, &out); err != nil {
+		return Return{}, err
+	}
+	return Return{Title: out.Item.Title}, nil
+}
+
+// call sends a request with the session's access token, refreshing the
+// sign-in once when circulation answers 401, and decodes a 2xx answer
+// into out; any other answer is a *Refusal.
+func (c *Client) call(ctx context.Context, s *Session, method, path string, body []byte, out any) error {
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		token := s.access
+		s.mu.Unlock()
+		res, data, err := c.do(ctx, s.Tenant, token, method, path, body, "")
+		if err != nil {
+			return err
+		}
+		if res.StatusCode == http.StatusUnauthorized && attempt == 0 {
+			if err := c.refreshSession(ctx, s); err != nil {
+				return err
+			}
+			continue
+		}
+		if res.StatusCode < 200 || res.StatusCode > 299 {
+			return refusal(res.StatusCode, data)
+		}
+		if out == nil {
+			return nil
+		}
+		return json.Unmarshal(data, out)
+	}
+}
+
+// refreshSession takes the refresh token for new tokens.
+func (c *Client) refreshSession(ctx context.Context, s *Session) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res, data, err := c.do(ctx, s.Tenant, "", http.MethodPost, "/authn/refresh", nil, "folioRefreshToken="+s.refresh)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusCreated {
+		return refusal(res.StatusCode, data)
+	}
+	s.access, s.refresh = cookie(res, "folioAccessToken"), cookie(res, "folioRefreshToken")
+	return nil
+}
+
+// maxAnswer bounds an answer's body.
+const maxAnswer = 1 << 20
+
+func (c *Client) do(ctx context.Context, tenant, token, method, path string, body []byte, cookies string) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set(schemas.HeaderTenant, tenant)
+	if token != "" {
+		req.Header.Set(schemas.HeaderToken, token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if cookies != "" {
+		req.Header.Set("Cookie", cookies)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
+	return res, data, err
+}
+
+// refusal reads FOLIO's error envelope.
+func refusal(status int, data []byte) *Refusal {
+	var env struct {
+		Errors []struct {
+			Message    string `json:"message"`
+			Code       string `json:"code"`
+			Parameters []struct {
+				Key   string `json:"key"`
+				Value string `json:"value"`
+			} `json:"parameters"`
+		} `json:"errors"`
+	}
+	r := &Refusal{Status: status}
+	if json.Unmarshal(data, &env) == nil && len(env.Errors) > 0 {
+		msgs := make([]string, len(env.Errors))
+		for i, e := range env.Errors {
+			msgs[i] = e.Message
+			re := RefusalError{Code: e.Code, Message: e.Message, Parameters: map[string]string{}}
+			for _, p := range e.Parameters {
+				re.Parameters[p.Key] = p.Value
+			}
+			r.Errors = append(r.Errors, re)
+		}
+		r.Code, r.Message = env.Errors[0].Code, strings.Join(msgs, "; ")
+		return r
+	}
+	r.Message = http.StatusText(status)
+	return r
+}
+
+// Busy says whether a refusal is the patron's lock not acquired in time:
+// the kiosk should try again.
+func (r *Refusal) Busy() bool {
+	return r.Code == schemas.CodeUnableToAcquireLock || r.Code == schemas.CodeLockHeld ||
+		r.Status == http.StatusServiceUnavailable
+}
+
+func cookie(res *http.Response, name string) string {
+	for _, k := range res.Cookies() {
+		if k.Name == name {
+			return k.Value
+		}
+	}
+	return ""
+}

@@ -1,0 +1,349 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/checkoutlock/sip2/internal/circ"
+	"github.com/checkoutlock/sip2/wire"
+)
+
+// implemented is what the door answers, by request code.
+var implemented = map[string]bool{"11": true, "09": true, "99": true, "97": true, "93": true, "35": true}
+
+// bxOrder is SIP2's sixteen requests in the order of the status reply's
+// BX field: patron status, checkout, checkin, block patron, SC/ACS status,
+// resend, login, patron information, end session, fee paid, item
+// information, item status update, patron enable, hold, renew, renew all.
+var bxOrder = []string{"23", "11", "09", "01", "99", "97", "93", "63", "35", "37", "17", "19", "25", "15", "29", "65"}
+
+// Supported is the status reply's BX: exactly what is implemented.
+var Supported = func() string {
+	var b strings.Builder
+	for _, code := range bxOrder {
+		b.WriteString(wire.YN(implemented[code]))
+	}
+	return b.String()
+}()
+
+// Screen messages (AF).
+const (
+	msgBusy        = "System busy, please try again"
+	msgLogInFirst  = "Please log in first"
+	msgMalformed   = "The message's fixed fields are malformed"
+	msgUnsupported = "This request is not supported here"
+	msgBarcodes    = "Scan the patron's card and the item"
+	msgCheckedIn   = "Item checked in"
+)
+
+// resendReply is 96 (request the message again), with error detection:
+// exactly "96AZFEF6".
+var resendReply = []byte("96AZFEF6\r")
+
+// handle answers one message and says whether the connection goes on
+// (not after three bad messages in a row).
+func (c *conn) handle(line []byte) bool {
+	started := time.Now()
+	c.mu.Lock()
+	c.last, c.messages = started, c.messages+1
+	c.mu.Unlock()
+	req, err := wire.Parse(line, c.cfg.Charset, c.cfg.delimiter())
+	var reply []byte
+	var outcome string
+	var item string
+	switch {
+	case errors.Is(err, wire.ErrChecksum):
+		reply, outcome = resendReply, "checksum"
+		c.bad++
+	case err == nil && req.Code == "97":
+		reply, outcome = c.lastReply, "resent"
+		if reply == nil {
+			reply = resendReply
+		}
+	case err == nil && req.Checked && c.lastReply != nil && bytes.Equal(line, c.lastRaw):
+		// The kiosk lost the reply and sent the same message again, with
+		// the same sequence number: the reply again, nothing done twice.
+		reply, outcome = c.lastReply, "replayed"
+	case err != nil:
+		c.bad++
+		outcome = "malformed"
+		if neg, ok := negative[req.Code]; ok && req.Code != "" {
+			reply = c.encode(req, neg(c, msgMalformed))
+		} else {
+			reply = resendReply
+		}
+	default:
+		c.bad = 0
+		var r *wire.Reply
+		r, outcome = c.dispatch(req)
+		item, _ = req.Get("AB")
+		reply = c.encode(req, r)
+		c.lastRaw, c.lastReply = append(c.lastRaw[:0], line...), reply
+	}
+	werr := c.write(reply)
+	code := "unknown"
+	if req != nil && knownCode[req.Code] {
+		code = req.Code
+	}
+	elapsed := time.Since(started)
+	c.s.metrics.messages.WithLabelValues(code, outcome).Inc()
+	c.s.metrics.duration.WithLabelValues(code).Observe(elapsed.Seconds())
+	attrs := []any{slog.String("tenant", c.cfg.Tenant), slog.String("peer", c.peer), slog.String("message", code),
+		slog.String("outcome", outcome), slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000)}
+	if s := c.sessionOf(); s != nil {
+		attrs = append(attrs, slog.String("kiosk", s.Username))
+	}
+	if item != "" {
+		attrs = append(attrs, slog.String("item", item))
+	}
+	if werr != nil {
+		attrs = append(attrs, slog.String("write_error", werr.Error()))
+	}
+	c.s.logger.Info("sip2", attrs...)
+	return c.bad < 3 && werr == nil
+}
+
+// encode writes a reply in the listener's character set and delimiter,
+// with error detection when the request had it.
+func (c *conn) encode(req *wire.Request, r *wire.Reply) []byte {
+	b, err := r.Encode(c.cfg.Charset, c.cfg.delimiter(), req.Checked, req.Seq)
+	if err != nil {
+		// The charset was checked when the configuration was read.
+		panic(err)
+	}
+	return b
+}
+
+// dispatch answers a well-formed message: before a login only 93, 99 and
+// 97 (handled before); a request the door does not implement gets its
+// negative reply.
+func (c *conn) dispatch(req *wire.Request) (*wire.Reply, string) {
+	if req.Code == "93" {
+		return c.login(req)
+	}
+	if req.Code == "99" {
+		return c.status(), "ok"
+	}
+	neg, known := negative[req.Code]
+	if !known {
+		// A response code, or 96: nothing to answer but "again".
+		return &wire.Reply{Code: "96"}, "unexpected"
+	}
+	s := c.sessionOf()
+	if s == nil {
+		return neg(c, msgLogInFirst), "not_logged_in"
+	}
+	switch req.Code {
+	case "11":
+		return c.checkOut(s, req)
+	case "09":
+		return c.checkIn(s, req)
+	case "35":
+		patron, _ := req.Get("AA")
+		r := &wire.Reply{Code: "36", Fixed: "Y" + c.now()}
+		r.Add("AO", c.cfg.Institution).Add("AA", patron)
+		return r, "ok"
+	}
+	return neg(c, msgUnsupported), "unsupported"
+}
+
+func (c *conn) now() string { return wire.Date(time.Now().In(c.cfg.location)) }
+
+func (c *conn) call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), c.s.opts.CallTimeout)
+}
+
+// login is 93: the kiosk's account, checked once for the connection; a
+// failed login is counted by the kiosk's address.
+func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
+	user, _ := req.Get("CN")
+	password, _ := req.Get("CO")
+	fail := &wire.Reply{Code: "94", Fixed: "0"}
+	if c.s.loginLocked(c.peer) {
+		return fail, "locked"
+	}
+	if user == "" || password == "" {
+		c.s.loginFailed(c.peer)
+		return fail, "refused"
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	s, err := c.s.circ.Login(ctx, c.cfg.Tenant, user, password)
+	switch {
+	case err == nil:
+		c.mu.Lock()
+		c.session = s
+		c.mu.Unlock()
+		return &wire.Reply{Code: "94", Fixed: "1"}, "ok"
+	case errors.Is(err, circ.ErrLoginFailed), errors.Is(err, circ.ErrTooMuch):
+		c.s.loginFailed(c.peer)
+		if errors.Is(err, circ.ErrTooMuch) {
+			c.s.logger.Warn("a kiosk account holds more than the self-check role: refused",
+				slog.String("tenant", c.cfg.Tenant), slog.String("kiosk", user))
+			return fail, "too_much"
+		}
+		return fail, "refused"
+	}
+	c.s.logger.Error("login: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+	return fail, "error"
+}
+
+// status is 98: online, check-out and check-in allowed, the timeout a
+// kiosk should wait (a second more than the door waits for circulation),
+// what is supported.
+func (c *conn) status() *wire.Reply {
+	timeout := min((c.s.opts.CallTimeout+time.Second)/(100*time.Millisecond), 999)
+	r := &wire.Reply{Code: "98", Fixed: "YYYNNN" + wire.Width(int(timeout)) + "003" + c.now() + "2.00"}
+	r.Add("AO", c.cfg.Institution).Add("BX", Supported)
+	return r
+}
+
+// checkOut is 11 → 12, through circulation's check-out: under the
+// patron's lock, the item limit and the kiosk's permissions.
+func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
+	patron, _ := req.Get("AA")
+	item, _ := req.Get("AB")
+	reply := func(ok bool, due time.Time, title, msg string) *wire.Reply {
+		fixed := "0NUN"
+		if ok {
+			fixed = "1NUY"
+		}
+		r := &wire.Reply{Code: "12", Fixed: fixed + c.now()}
+		r.Add("AO", c.cfg.Institution).Add("AA", patron).Add("AB", item).Add("AJ", title)
+		if ok {
+			r.Add("AH", wire.Date(due.In(c.cfg.location)))
+		}
+		if msg != "" {
+			r.Add("AF", msg)
+		}
+		return r
+	}
+	if patron == "" || item == "" {
+		return reply(false, time.Time{}, "", msgBarcodes), "refused"
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	loan, err := c.s.circ.CheckOut(ctx, s, item, patron, c.cfg.ServicePointID)
+	if err == nil {
+		return reply(true, loan.DueDate, loan.Title, ""), "ok"
+	}
+	var ref *circ.Refusal
+	switch {
+	case errors.As(err, &ref) && ref.Busy():
+		return reply(false, time.Time{}, "", msgBusy), "busy"
+	case errors.As(err, &ref) && ref.Status/100 == 4:
+		if due, own := ref.OwnLoan(); own {
+			// Already on loan to this patron: a retry whose first reply
+			// was lost.
+			return reply(true, due, "", ""), "ok_again"
+		}
+		return reply(false, time.Time{}, "", ref.Message), "refused"
+	}
+	c.s.logger.Error("check-out: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+	return reply(false, time.Time{}, "", msgBusy), "error"
+}
+
+// checkIn is 09 → 10.
+func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
+	item, _ := req.Get("AB")
+	reply := func(ok bool, title, msg string) *wire.Reply {
+		fixed := "0NUN"
+		if ok {
+			fixed = "1YUN"
+		}
+		r := &wire.Reply{Code: "10", Fixed: fixed + c.now()}
+		r.Add("AO", c.cfg.Institution).Add("AB", item).Add("AQ", "").Add("AJ", title)
+		if msg != "" {
+			r.Add("AF", msg)
+		}
+		return r
+	}
+	if item == "" {
+		return reply(false, "", msgBarcodes), "refused"
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	ret, err := c.s.circ.CheckIn(ctx, s, item, c.cfg.ServicePointID, time.Now())
+	if err == nil {
+		return reply(true, ret.Title, msgCheckedIn), "ok"
+	}
+	var ref *circ.Refusal
+	if errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy() {
+		return reply(false, "", ref.Message), "refused"
+	}
+	if !errors.As(err, &ref) {
+		c.s.logger.Error("check-in: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+	}
+	return reply(false, "", msgBusy), "busy"
+}
+
+// knownCode are the requests of SIP2 2.00: the metrics' message label
+// takes no other value.
+var knownCode = map[string]bool{}
+
+func init() {
+	for code := range negative {
+		knownCode[code] = true
+	}
+	for _, code := range []string{"93", "99", "97", "96"} {
+		knownCode[code] = true
+	}
+}
+
+// negative is each request's refusal, with a screen message: a request
+// the door does not implement, or a malformed one, is answered in SIP2,
+// never with silence.
+var negative = map[string]func(c *conn, msg string) *wire.Reply{
+	"93": func(c *conn, msg string) *wire.Reply { return &wire.Reply{Code: "94", Fixed: "0"} },
+	"99": func(c *conn, msg string) *wire.Reply { return c.status().Add("AF", msg) },
+	"11": func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: "12", Fixed: "0NUN" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AB", "").
+			Add("AJ", "").Add("AF", msg)
+	},
+	"09": func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: "10", Fixed: "0NUN" + c.now()}).Add("AO", c.cfg.Institution).Add("AB", "").Add("AQ", "").
+			Add("AF", msg)
+	},
+	"35": func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: "36", Fixed: "N" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AF", msg)
+	},
+	"23": patronStatusRefused("24"),
+	"01": patronStatusRefused("24"),
+	"25": patronStatusRefused("26"),
+	"63": func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: "64", Fixed: "YYYY          " + "000" + c.now() + strings.Repeat("    ", 6)}).
+			Add("AO", c.cfg.Institution).Add("AA", "").Add("AE", "").Add("BL", "N").Add("AF", msg)
+	},
+	"17": func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: "18", Fixed: "010101" + c.now()}).Add("AB", "").Add("AJ", "").Add("AF", msg)
+	},
+	"19": func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: "20", Fixed: "0" + c.now()}).Add("AB", "").Add("AF", msg)
+	},
+	"37": func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: "38", Fixed: "N" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AF", msg)
+	},
+	"15": func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: "16", Fixed: "0N" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AF", msg)
+	},
+	"29": func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: "30", Fixed: "0NUN" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AB", "").
+			Add("AJ", "").Add("AF", msg)
+	},
+	"65": func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: "66", Fixed: "0" + "0000" + "0000" + c.now()}).Add("AO", c.cfg.Institution).Add("AF", msg)
+	},
+}
+
+// patronStatusRefused is a patron status reply (24, 26) that says nothing
+// about the patron: every privilege denied, not a valid patron.
+func patronStatusRefused(code string) func(c *conn, msg string) *wire.Reply {
+	return func(c *conn, msg string) *wire.Reply {
+		return (&wire.Reply{Code: code, Fixed: "YYYY          " + "000" + c.now()}).Add("AO", c.cfg.Institution).
+			Add("AA", "").Add("AE", "").Add("BL", "N").Add("AF", msg)
+	}
+}

@@ -1,0 +1,330 @@
+// Package server is the SIP2 door: listeners per tenant that accept kiosks'
+// connections, read one message at a time, and answer each in order
+// through circulation.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
+
+	"github.com/checkoutlock/sip2/internal/circ"
+)
+
+// Options are the door's limits and timeouts (config.SIP2).
+type Options struct {
+	MaxLine                  int
+	MaxConnections           int
+	MaxConnectionsPerAddress int
+	LoginTimeout             time.Duration
+	IdleTimeout              time.Duration
+	LineTimeout              time.Duration
+	WriteTimeout             time.Duration
+	CallTimeout              time.Duration
+	LoginFailures            int
+	LoginLockout             time.Duration
+}
+
+// Server is the door: its listeners, the connections they accepted, and
+// the circulation it answers through.
+type Server struct {
+	opts    Options
+	circ    *circ.Client
+	logger  *slog.Logger
+	metrics *Metrics
+
+	// failures counts failed logins per client address (bounded; entries
+	// expire after the lockout).
+	failures *expirable.LRU[string, int]
+
+	mu        sync.Mutex
+	listeners map[string]*listener // by configured address
+	conns     map[*conn]struct{}
+	perAddr   map[string]int
+	closing   bool
+	handlers  sync.WaitGroup
+}
+
+// New returns a door answering through c.
+func New(opts Options, c *circ.Client, logger *slog.Logger, metrics *Metrics) *Server {
+	return &Server{opts: opts, circ: c, logger: logger, metrics: metrics,
+		failures:  expirable.NewLRU[string, int](100_000, nil, opts.LoginLockout),
+		listeners: map[string]*listener{}, conns: map[*conn]struct{}{}, perAddr: map[string]int{}}
+}
+
+// listener is one configured address: its socket and its current
+// settings, which a reload may change for the connections that come next.
+type listener struct {
+	ln    net.Listener
+	bound string
+	mu    sync.Mutex
+	cfg   Listener
+	tls   *tls.Config
+}
+
+func (l *listener) settings() (Listener, *tls.Config) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cfg, l.tls
+}
+
+// Bound is a listener as it runs: its configured address, the address it
+// is bound to (the port chosen when the configuration says 0), and its
+// tenant.
+type Bound struct {
+	Address string `json:"address"`
+	Bound   string `json:"bound"`
+	Tenant  string `json:"tenant"`
+	TLS     bool   `json:"tls"`
+}
+
+// Listeners lists the running listeners.
+func (s *Server) Listeners() []Bound {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Bound, 0, len(s.listeners))
+	for addr, l := range s.listeners {
+		cfg, t := l.settings()
+		out = append(out, Bound{Address: addr, Bound: l.bound, Tenant: cfg.Tenant, TLS: t != nil})
+	}
+	return out
+}
+
+// Apply starts the configuration's listeners: on a reload, a listener
+// whose address stays keeps its socket and its connections and takes the
+// new settings for connections to come; a new address starts listening; a
+// removed one stops accepting (its connections go on until they end).
+// Nothing changes when any listener of c cannot start.
+func (s *Server) Apply(c Config) error {
+	type prepared struct {
+		cfg Listener
+		tls *tls.Config
+	}
+	ready := make(map[string]prepared, len(c.Listeners))
+	for _, l := range c.Listeners {
+		t, err := tlsConfig(l)
+		if err != nil {
+			return fmt.Errorf("listener %s: %w", l.Address, err)
+		}
+		ready[l.Address] = prepared{l, t}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return errors.New("the door is shutting down")
+	}
+	started := map[string]*listener{}
+	for addr, p := range ready {
+		if _, ok := s.listeners[addr]; ok {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range started {
+				l.ln.Close()
+			}
+			return fmt.Errorf("listener %s: %w", addr, err)
+		}
+		started[addr] = &listener{ln: ln, bound: ln.Addr().String(), cfg: p.cfg, tls: p.tls}
+	}
+	for addr, l := range s.listeners {
+		p, keep := ready[addr]
+		if !keep {
+			l.ln.Close()
+			delete(s.listeners, addr)
+			s.logger.Info("listener stopped", slog.String("address", addr))
+			continue
+		}
+		l.mu.Lock()
+		l.cfg, l.tls = p.cfg, p.tls
+		l.mu.Unlock()
+	}
+	for addr, l := range started {
+		s.listeners[addr] = l
+		go s.accept(l)
+		s.logger.Info("listening", slog.String("address", addr), slog.String("bound", l.bound),
+			slog.String("tenant", l.cfg.Tenant), slog.Bool("tls", l.tls != nil))
+	}
+	return nil
+}
+
+// tlsConfig is a listener's TLS configuration, nil for plain TCP: TLS 1.2
+// or later, and client certificates verified when it names their CAs.
+func tlsConfig(l Listener) (*tls.Config, error) {
+	if l.TLS == nil {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(l.TLS.CertFile, l.TLS.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if l.TLS.ClientCAFile != "" {
+		pem, err := os.ReadFile(l.TLS.ClientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("clientCaFile %s holds no PEM certificate", l.TLS.ClientCAFile)
+		}
+		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}
+
+// accept takes a listener's connections until it is closed.
+func (s *Server) accept(l *listener) {
+	var delay time.Duration
+	for {
+		nc, err := l.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off a little.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.logger.Warn("accept", slog.Any("error", err))
+			t := time.NewTimer(delay)
+			<-t.C
+			continue
+		}
+		delay = 0
+		cfg, tc := l.settings()
+		c := &conn{s: s, nc: nc, cfg: cfg, tls: tc, peer: hostOf(nc.RemoteAddr())}
+		if !cfg.ProxyProtocol && !s.admit(c) {
+			nc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// admit counts a connection in, unless the door is at its cap in total
+// or for the connection's address.
+func (s *Server) admit(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closing:
+		return false
+	case len(s.conns) >= s.opts.MaxConnections:
+		s.metrics.refused.WithLabelValues("total").Inc()
+		return false
+	case s.perAddr[c.peer] >= s.opts.MaxConnectionsPerAddress:
+		s.metrics.refused.WithLabelValues("address").Inc()
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.perAddr[c.peer]++
+	c.admitted = true
+	s.metrics.connections.Inc()
+	return true
+}
+
+// release counts a connection out.
+func (s *Server) release(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !c.admitted {
+		return
+	}
+	delete(s.conns, c)
+	if s.perAddr[c.peer]--; s.perAddr[c.peer] <= 0 {
+		delete(s.perAddr, c.peer)
+	}
+	s.metrics.connections.Dec()
+}
+
+// Kiosk is a connected kiosk, as the lock console lists it.
+type Kiosk struct {
+	Tenant    string    `json:"tenant"`
+	Address   string    `json:"address"`
+	Username  string    `json:"username,omitempty"`
+	Since     time.Time `json:"since"`
+	LastSeen  time.Time `json:"lastMessage"`
+	Messages  int64     `json:"messages"`
+	LoggedIn  bool      `json:"loggedIn"`
+	Listening string    `json:"listener"`
+}
+
+// Kiosks lists the connected kiosks of tenant ("" for all).
+func (s *Server) Kiosks(tenant string) []Kiosk {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	out := []Kiosk{}
+	for _, c := range conns {
+		k := c.kiosk()
+		if tenant == "" || k.Tenant == tenant {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Shutdown stops accepting, lets every message being handled finish and
+// be answered (within ctx), then closes every connection.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for _, l := range s.listeners {
+		l.ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	// A connection waiting for its next message is woken and ends; one
+	// handling a message answers it first.
+	for _, c := range conns {
+		c.stopReading()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		for _, c := range conns {
+			c.nc.Close()
+		}
+		return ctx.Err()
+	}
+}
+
+// loginLocked says whether logins from addr are refused for a while.
+func (s *Server) loginLocked(addr string) bool {
+	n, _ := s.failures.Get(addr)
+	return n >= s.opts.LoginFailures
+}
+
+// loginFailed counts a failed login from addr.
+func (s *Server) loginFailed(addr string) {
+	n, _ := s.failures.Get(addr)
+	s.failures.Add(addr, n+1)
+}
+
+func hostOf(a net.Addr) string {
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}

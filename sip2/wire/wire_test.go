@@ -1,0 +1,128 @@
+package wire
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestThirdPartyChecksums: the strings other SIP2 implementations test
+// with. edge-sip2's login fixture is valid with F594 and not with F595;
+// Evergreen's login reply 941AY0AZFDFD, its resend request 96AZFEF6 and
+// its request for the last reply 97AZFEF5 carry their own checksums.
+func TestThirdPartyChecksums(t *testing.T) {
+	t.Parallel()
+	r, err := Parse([]byte("9300CNuser_id|COpassw0rd|AY1AZF594"), IBM850, '|')
+	if err != nil {
+		t.Fatalf("edge-sip2's valid login: %v", err)
+	}
+	if r.Code != "93" || r.Fixed != "00" || r.Seq != "1" {
+		t.Errorf("parsed %+v", r)
+	}
+	if v, _ := r.Get("CN"); v != "user_id" {
+		t.Errorf("CN %q", v)
+	}
+	if v, _ := r.Get("CO"); v != "passw0rd" {
+		t.Errorf("CO %q", v)
+	}
+	if _, err := Parse([]byte("9300CNuser_id|COpassw0rd|AY1AZF595"), IBM850, '|'); !errors.Is(err, ErrChecksum) {
+		t.Errorf("edge-sip2's invalid login: %v, want ErrChecksum", err)
+	}
+	for _, s := range []string{"941AY0AZFDFD", "96AZFEF6", "97AZFEF5"} {
+		if got := Checksum([]byte(s[:len(s)-4])); got != s[len(s)-4:] {
+			t.Errorf("checksum of %s: %s", s[:len(s)-4], got)
+		}
+	}
+	for _, s := range []string{"96AZFEF6", "97AZFEF5"} {
+		r, err := Parse([]byte(s), IBM850, '|')
+		if err != nil || r.Code != s[:2] || r.Seq != "" {
+			t.Errorf("%s: %+v %v", s, r, err)
+		}
+	}
+	// Evergreen's login reply is what Encode writes for an ok login of
+	// sequence 0.
+	got, err := (&Reply{Code: "94", Fixed: "1"}).Encode(IBM850, '|', true, "0")
+	if err != nil || string(got) != "941AY0AZFDFD\r" {
+		t.Errorf("login reply %q %v", got, err)
+	}
+	got, _ = (&Reply{Code: "96"}).Encode(IBM850, '|', true, "")
+	if string(got) != "96AZFEF6\r" {
+		t.Errorf("resend %q", got)
+	}
+}
+
+// TestChecksumOverEncodedBytes: a name with letters beyond ASCII sums
+// differently in each character set, and each verifies in its own.
+func TestChecksumOverEncodedBytes(t *testing.T) {
+	t.Parallel()
+	seen := map[string]Charset{}
+	for _, cs := range []Charset{IBM850, Latin1, UTF8} {
+		out, err := (&Reply{Code: "24", Fixed: "              00120261125    120000"}).Add("AE", "Jürgen Ørsted").Encode(cs, '|', true, "3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := out[:len(out)-1]
+		if c, dup := seen[string(raw[len(raw)-4:])]; dup {
+			t.Errorf("%s and %s give the same checksum", cs, c)
+		}
+		seen[string(raw[len(raw)-4:])] = cs
+		// Verified as sent, in its own charset.
+		sum := Checksum(raw[:len(raw)-4])
+		if sum != string(raw[len(raw)-4:]) {
+			t.Errorf("%s: checksum %s, computed %s", cs, raw[len(raw)-4:], sum)
+		}
+	}
+	// A UTF-8 request: the sum is over its bytes, two for ü.
+	msg := "2300120261125    120000AOdiku|AA1001|AEJürgen|AY2AZ"
+	raw := []byte(msg + Checksum([]byte(msg)))
+	r, err := Parse(raw, UTF8, '|')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.Get("AE"); v != "Jürgen" {
+		t.Errorf("AE %q", v)
+	}
+	// The same bytes read as IBM850 fail no checksum, but mean other letters.
+	r, _ = Parse(raw, IBM850, '|')
+	if v, _ := r.Get("AE"); v == "Jürgen" {
+		t.Error("UTF-8 bytes read as IBM850 gave the same text")
+	}
+}
+
+// TestRepliesNeverCarryTheDelimiterOrControls: a value holding the
+// delimiter, a CR or other controls goes out without them, and is cut to
+// 255 characters.
+func TestRepliesNeverCarryTheDelimiterOrControls(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 300)
+	out, err := (&Reply{Code: "12", Fixed: "0NNY20261125    120000"}).
+		Add("AF", "a|b\rc\nd\x00e").Add("AJ", long).Encode(UTF8, '|', false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	if strings.Count(s, "\r") != 1 || !strings.HasSuffix(s, "\r") {
+		t.Errorf("reply %q carries a CR inside", s)
+	}
+	if !strings.Contains(s, "AFa b c d e|") || !strings.Contains(s, "AJ"+strings.Repeat("x", 255)+"|") {
+		t.Errorf("reply %q", s)
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "9", "11N", "XX000", "9300C"} {
+		if _, err := Parse([]byte(s), IBM850, '|'); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%q: %v, want ErrMalformed", s, err)
+		}
+	}
+}
+
+func TestDate(t *testing.T) {
+	t.Parallel()
+	loc := time.FixedZone("X", 3600)
+	if got := Date(time.Date(2026, 11, 25, 9, 5, 7, 0, loc)); got != "20261125    090507" || len(got) != 18 {
+		t.Errorf("date %q", got)
+	}
+}
