@@ -86,6 +86,10 @@ func TestComposeIsSecureByDefault(t *testing.T) {
 			if _, err := LoadStorage(merged(svc.EnvFile, svc.Volumes)); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
+		case name == "sip2":
+			if _, err := LoadSIP2(merged(svc.EnvFile, svc.Volumes)); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
 		case strings.HasPrefix(name, "circulation-"):
 			if !slices.Contains(svc.EnvFile, "config/auth.env") {
 				t.Errorf("%s does not take config/auth.env", name)

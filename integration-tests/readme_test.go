@@ -29,6 +29,7 @@ type demo struct {
 	root                   string
 	storage, circulation   string // URLs
 	storageAddr, circulAdr string
+	sip2Addr               string
 	adminToken             string
 	out                    *syncBuffer
 }
@@ -66,10 +67,11 @@ func freeAddr(t *testing.T) string {
 // startDemo runs scripts/run.sh as make run does, and waits for its banner.
 func startDemo(t *testing.T) *demo {
 	t.Helper()
-	d := &demo{root: harness.RepoRoot(), storageAddr: freeAddr(t), circulAdr: freeAddr(t), out: &syncBuffer{}}
+	d := &demo{root: harness.RepoRoot(), storageAddr: freeAddr(t), circulAdr: freeAddr(t), sip2Addr: freeAddr(t), out: &syncBuffer{}}
 	d.storage, d.circulation = "http://"+d.storageAddr, "http://"+d.circulAdr
 	cmd := exec.Command("bash", filepath.Join(d.root, "scripts", "run.sh"))
 	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr,
+		"SIP2_ADDR="+d.sip2Addr, "SIP2_ADMIN_ADDR="+freeAddr(t),
 		"DATABASE_URL="+harness.FreshDatabase(t), "BIN_DIR="+harness.BinDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
@@ -124,7 +126,8 @@ func startDemo(t *testing.T) *demo {
 // addresses put where the documents say 127.0.0.1:8080 and :8081.
 func (d *demo) shell(t *testing.T, script string) string {
 	t.Helper()
-	script = strings.NewReplacer("http://127.0.0.1:8080", d.circulation, "http://127.0.0.1:8081", d.storage).Replace(script)
+	script = strings.NewReplacer("http://127.0.0.1:8080", d.circulation, "http://127.0.0.1:8081", d.storage,
+		"127.0.0.1:6443", d.sip2Addr).Replace(script)
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = d.root
 	out, err := cmd.CombinedOutput()
@@ -183,6 +186,31 @@ func (d *demo) settingsSources(t *testing.T) map[string]string {
 	}
 	d.get(t, d.circulation+"/circulation/settings/check-out-lock", &s)
 	return s.Sources
+}
+
+// sip2Session runs the README's SIP2 session against the demo and
+// compares what was sent and received with what the README shows, dates
+// and checksums aside.
+func (d *demo) sip2Session(t *testing.T) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(d.root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(raw)[strings.Index(string(raw), "## A self-check machine (SIP2)"):]
+	cmd := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(section)
+	want := regexp.MustCompile("(?s)```text\n(.*?)```").FindStringSubmatch(section)
+	if cmd == nil || want == nil {
+		t.Fatal("the README's SIP2 section has no command or no session")
+	}
+	mask := func(s string) string {
+		s = regexp.MustCompile(`\d{8}    \d{6}`).ReplaceAllString(s, "YYYYMMDD    HHMMSS")
+		return regexp.MustCompile(`AZ[0-9A-F]{4}`).ReplaceAllString(s, "AZxxxx")
+	}
+	got := d.shell(t, cmd[1])
+	if mask(got) != mask(want[1]) {
+		t.Fatalf("the README's SIP2 session went otherwise:\n%s\nthe README shows:\n%s", got, want[1])
+	}
 }
 
 // shellBlocks are the ```sh blocks of a Markdown document, from the
@@ -263,6 +291,10 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 	if n := d.openLoans(t, aliceID); n != 3 {
 		t.Errorf("Alice has %d open loans after the README's burst, want 3", n)
 	}
+
+	// The README's SIP2 session, byte for byte but for the dates and the
+	// checksums over them.
+	d.sip2Session(t)
 
 	// The pages, signed in with the demo accounts: the settings for the
 	// librarian, the console for the operator.

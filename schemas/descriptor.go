@@ -25,6 +25,7 @@ var interfaceVersions = map[string]string{
 var ModuleIDs = map[string]string{
 	ServiceCirculation: "mod-circulation-1.0.0",
 	ServiceStorage:     "mod-circulation-storage-1.0.0",
+	ServiceSIP2:        "edge-sip2-checkout-lock-1.0.0",
 }
 
 type descriptor struct {
@@ -86,6 +87,7 @@ var launchEnv = map[string][]envVar{
 	ServiceCirculation: {{"AUTH_MODE", "gateway"}, {"STORAGE_URL", "http://mod-circulation-storage:8081"},
 		{"CHECKOUT_LOCK_FEATURE_ENABLED", "false"}, {"LOCK_TTL_MS", "3000"}, {"RETRY_INTERVAL_MS", "500|500|1000"},
 		{"HTTP_ADDR", ":8080"}},
+	ServiceSIP2: {{"HTTP_ADDR", ":8082"}, {"SIP2_CONFIG", "/config/sip2.json"}, {"CIRCULATION_URL", "http://mod-circulation:8080"}},
 }
 
 // Descriptor is service's ModuleDescriptor-template.json.
@@ -97,6 +99,20 @@ func Descriptor(service string) []byte {
 		d.Name = "Circulation: check-out by barcode under the patron's check-out lock"
 	case ServiceStorage:
 		d.Name = "Circulation storage: the check-out lock and the records a check-out reads and writes"
+	case ServiceSIP2:
+		// An edge module: it serves kiosks over SIP2, not HTTP routes, and
+		// calls circulation as the kiosk that logged in, whose account
+		// holds the self-check role.
+		d.Name = "SIP2 door: self-check machines check out and in through circulation, under the patron's lock"
+		d.Provides = []provided{}
+		d.PermissionSets = []permissionSet{}
+		d.Requires = []required{{ID: InterfaceCirculation, Version: interfaceVersions[InterfaceCirculation]},
+			{ID: InterfaceLogin, Version: interfaceVersions[InterfaceLogin]}}
+		b, err := json.MarshalIndent(d, "", "  ")
+		if err != nil {
+			panic(err)
+		}
+		return append(b, '\n')
 	}
 	byInterface := map[string]*provided{}
 	var order []string

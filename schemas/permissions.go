@@ -14,6 +14,8 @@ import (
 const (
 	ServiceCirculation = "circulation"
 	ServiceStorage     = "circulation-storage"
+	// ServiceSIP2 serves no route of its own; it has a descriptor.
+	ServiceSIP2 = "sip2"
 )
 
 // Route is one served route and the permission it requires. Path is in

@@ -129,7 +129,7 @@ func FuzzValidTenantIsThePattern(f *testing.F) {
 // rewrites them), valid JSON with FOLIO's top-level fields.
 func TestDescriptorsAreGeneratedFromThePermissionTable(t *testing.T) {
 	t.Parallel()
-	for _, service := range []string{ServiceCirculation, ServiceStorage} {
+	for _, service := range []string{ServiceCirculation, ServiceStorage, ServiceSIP2} {
 		path := "../" + service + "/descriptors/ModuleDescriptor-template.json"
 		got, err := os.ReadFile(path)
 		if err != nil {

@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 # Where the services listen: loopback only unless told otherwise.
 STORAGE_ADDR="${STORAGE_ADDR:-127.0.0.1:8081}"
 CIRCULATION_ADDR="${CIRCULATION_ADDR:-127.0.0.1:8080}"
+# The SIP2 door: kiosks' plain TCP on loopback (SIP2_ADDR), its health and
+# metrics on SIP2_ADMIN_ADDR.
+SIP2_ADDR="${SIP2_ADDR:-127.0.0.1:6443}"
+SIP2_ADMIN_ADDR="${SIP2_ADMIN_ADDR:-127.0.0.1:8082}"
 TENANT="${TENANT:-diku}"
 # The binaries make build made (the tests point this at their own build).
 BIN_DIR="${BIN_DIR:-bin}"
@@ -22,15 +26,17 @@ url_of() {
 }
 storage_url=$(url_of "$STORAGE_ADDR")
 circulation_url=$(url_of "$CIRCULATION_ADDR")
+sip2_admin_url=$(url_of "$SIP2_ADMIN_ADDR")
+sip2_hostport=$(url_of "$SIP2_ADDR"); sip2_hostport="${sip2_hostport#http://}"
 
 # A port already taken means another copy (or another program) would answer
 # in our place: stop here, before anything starts, and say how to move.
-for pair in "STORAGE_ADDR $storage_url" "CIRCULATION_ADDR $circulation_url"; do
+for pair in "STORAGE_ADDR $storage_url" "CIRCULATION_ADDR $circulation_url" "SIP2_ADDR http://$sip2_hostport" "SIP2_ADMIN_ADDR $sip2_admin_url"; do
   var="${pair%% *}" url="${pair#* }"
   hostport="${url#http://}"
   if (exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}") 2>/dev/null; then
     echo "run: ${hostport} ($var) is already in use, by another make run or another program." >&2
-    echo "run: stop it, or choose other ports, e.g. STORAGE_ADDR=127.0.0.1:9081 CIRCULATION_ADDR=127.0.0.1:9080 make run" >&2
+    echo "run: stop it, or choose other ports, e.g. STORAGE_ADDR=127.0.0.1:9081 CIRCULATION_ADDR=127.0.0.1:9080 SIP2_ADDR=127.0.0.1:7443 SIP2_ADMIN_ADDR=127.0.0.1:9082 make run" >&2
     exit 1
   fi
 done
@@ -106,10 +112,22 @@ env "${circulation_auth[@]}" HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage
 pids+=($!)
 wait_ready "$circulation_url" circulation "${pids[1]}"
 
+# The SIP2 door's listener for the demo tenant: plain TCP on loopback, as
+# the file says explicitly; check-outs at Circ Desk 1.
+cat > .run/sip2.json <<JSON
+{"listeners": [{"address": "$SIP2_ADDR", "tenant": "$TENANT", "servicePointId": "c4c90014-c8c9-4ade-8f24-b5e313319f4b",
+  "plain": true, "timeZone": "UTC"}]}
+JSON
+HTTP_ADDR="$SIP2_ADMIN_ADDR" SIP2_CONFIG=.run/sip2.json CIRCULATION_URL="$circulation_url" "$BIN_DIR/sip2" &
+pids+=($!)
+wait_ready "$sip2_admin_url" sip2 "${pids[2]}"
+
 cat <<MSG
 
   circulation          $circulation_url   (check-out lock feature on)
   circulation-storage  $storage_url   (tenant $TENANT, database $db, sample data loaded)
+  SIP2 door            $sip2_hostport     (plain TCP; kiosk account: kiosk, kiosk-demo)
+                       a session with it: scripts/sip2-session.sh $sip2_hostport
 
   Sign in on the pages with a demo account (name, password):
         $circulation_url/ui/settings.html?tenant=$TENANT    settings (librarian)

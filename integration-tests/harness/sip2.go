@@ -30,33 +30,75 @@ type SIP2Door struct {
 // door's environment.
 func (c *Cluster) StartSIP2(t testing.TB, circ int, listener map[string]any, env ...string) *SIP2Door {
 	t.Helper()
+	return c.StartSIP2With(t, circ, []map[string]any{listener}, env...)
+}
+
+// SIP2Listener is a listener of the cluster's tenant with settings added.
+func (c *Cluster) SIP2Listener(settings map[string]any) map[string]any {
 	l := map[string]any{"address": "127.0.0.1:0", "tenant": c.Tenant, "servicePointId": ServicePoint, "plain": true}
-	for k, v := range listener {
+	for k, v := range settings {
+		if v == nil {
+			delete(l, k)
+			continue
+		}
 		l[k] = v
 	}
-	raw, _ := json.Marshal(map[string]any{"listeners": []any{l}})
+	return l
+}
+
+// StartSIP2With starts the door with a listener per entry (each given to
+// SIP2Listener); SIP2Addr is the first's bound address.
+func (c *Cluster) StartSIP2With(t testing.TB, circ int, listeners []map[string]any, env ...string) *SIP2Door {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "sip2.json")
-	if err := os.WriteFile(file, raw, 0o644); err != nil {
+	d := &SIP2Door{ConfigFile: file}
+	d.WriteConfig(t, c, listeners)
+	d.Process = startProcess(t, "sip2", filepath.Join(c.binDir(), "sip2"),
+		append([]string{"SIP2_CONFIG=" + file, "CIRCULATION_URL=" + c.Circulations[circ].URL(), "LOG_LEVEL=info"}, env...)...)
+	bound := d.Bound(t)
+	if len(bound) != len(listeners) {
+		t.Fatalf("the door's health names %d listeners, want %d", len(bound), len(listeners))
+	}
+	d.SIP2Addr = bound[c.SIP2Listener(listeners[0])["address"].(string)]
+	return d
+}
+
+// WriteConfig writes the door's listeners' file.
+func (d *SIP2Door) WriteConfig(t testing.TB, c *Cluster, listeners []map[string]any) {
+	t.Helper()
+	ls := make([]any, len(listeners))
+	for i, l := range listeners {
+		ls[i] = c.SIP2Listener(l)
+	}
+	raw, _ := json.Marshal(map[string]any{"listeners": ls})
+	if err := os.WriteFile(d.ConfigFile, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := startProcess(t, "sip2", filepath.Join(c.binDir(), "sip2"),
-		append([]string{"SIP2_CONFIG=" + file, "CIRCULATION_URL=" + c.Circulations[circ].URL(), "LOG_LEVEL=info"}, env...)...)
-	d := &SIP2Door{Process: p, ConfigFile: file}
+}
+
+// Bound is the door's listeners, configured address → bound address, from
+// its health answer.
+func (d *SIP2Door) Bound(t testing.TB) map[string]string {
+	t.Helper()
 	var health struct {
 		Listeners []struct {
-			Bound string `json:"bound"`
+			Address string `json:"address"`
+			Bound   string `json:"bound"`
 		} `json:"listeners"`
 	}
-	res, err := http.Get(p.URL() + "/admin/health")
+	res, err := http.Get(d.URL() + "/admin/health")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	if err := json.NewDecoder(res.Body).Decode(&health); err != nil || len(health.Listeners) != 1 {
-		t.Fatalf("the door's health names no listener: %v", err)
+	if err := json.NewDecoder(res.Body).Decode(&health); err != nil {
+		t.Fatalf("the door's health: %v", err)
 	}
-	d.SIP2Addr = health.Listeners[0].Bound
-	return d
+	out := map[string]string{}
+	for _, l := range health.Listeners {
+		out[l.Address] = l.Bound
+	}
+	return out
 }
 
 // SIP2Client is a kiosk's connection to the door: it sends messages and
@@ -75,6 +117,11 @@ func DialSIP2(t testing.TB, addr string) *SIP2Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return SIP2Over(t, conn)
+}
+
+// SIP2Over is a kiosk's session over conn (TLS, or after a PROXY header).
+func SIP2Over(t testing.TB, conn net.Conn) *SIP2Client {
 	t.Cleanup(func() { conn.Close() })
 	return &SIP2Client{t: t, Conn: conn, r: bufio.NewReaderSize(conn, 4096)}
 }

@@ -17,7 +17,7 @@ import (
 )
 
 func main() {
-	for _, service := range []string{schemas.ServiceCirculation, schemas.ServiceStorage} {
+	for _, service := range []string{schemas.ServiceCirculation, schemas.ServiceStorage, schemas.ServiceSIP2} {
 		dir := filepath.Join(service, "descriptors")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			fmt.Fprintln(os.Stderr, err)

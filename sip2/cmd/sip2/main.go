@@ -67,9 +67,11 @@ func run(ctx context.Context, environ map[string]string, stdout io.Writer, reloa
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /admin/health", func(w http.ResponseWriter, r *http.Request) {
+	health := func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"status": "ok", "listeners": srv.Listeners()})
-	})
+	}
+	mux.HandleFunc("GET /admin/health", health)
+	mux.HandleFunc("GET /admin/ready", health)
 	mux.HandleFunc("GET /admin/kiosks", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"kiosks": srv.Kiosks(r.URL.Query().Get("tenant"))})
 	})

@@ -241,7 +241,7 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 			// was lost.
 			return reply(true, due, "", ""), "ok_again"
 		}
-		return reply(false, time.Time{}, "", ref.Message), "refused"
+		return reply(false, time.Time{}, "", screenMessage(ref)), "refused"
 	}
 	c.s.logger.Error("check-out: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 	return reply(false, time.Time{}, "", msgBusy), "error"
@@ -279,6 +279,24 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 		c.s.logger.Error("check-in: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 	}
 	return reply(false, "", msgBusy), "busy"
+}
+
+// screenMessage is a refusal as a kiosk shows it: FOLIO's reasons
+// verbatim, each followed by what the library wrote for the patron (a
+// block's patron message), when it did.
+func screenMessage(ref *circ.Refusal) string {
+	if len(ref.Errors) == 0 {
+		return ref.Message
+	}
+	parts := make([]string, 0, len(ref.Errors))
+	for _, e := range ref.Errors {
+		if m := e.Parameters["patronMessage"]; m != "" {
+			parts = append(parts, e.Message+": "+m)
+			continue
+		}
+		parts = append(parts, e.Message)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // knownCode are the requests of SIP2 2.00: the metrics' message label

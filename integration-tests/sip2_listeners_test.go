@@ -1,0 +1,225 @@
+package integration
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// testCA is a certificate authority of a test's own, and what it signs.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+	dir  string
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	ca := &testCA{cert: cert, key: key, pool: x509.NewCertPool(), dir: t.TempDir()}
+	ca.pool.AddCert(cert)
+	ca.write(t, "ca.pem", "CERTIFICATE", der)
+	return ca
+}
+
+func (ca *testCA) write(t *testing.T, name, kind string, der []byte) string {
+	t.Helper()
+	path := filepath.Join(ca.dir, name)
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// issue signs a certificate for a server (127.0.0.1) or a client, writes
+// it and its key as PEM files, and returns them and the tls.Certificate.
+func (ca *testCA) issue(t *testing.T, name string, server bool) (certFile, keyFile string, pair tls.Certificate) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature}
+	if server {
+		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []net.IP{net.ParseIP("127.0.0.1")}
+	} else {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	certFile, keyFile = ca.write(t, name+".pem", "CERTIFICATE", der), ca.write(t, name+"-key.pem", "PRIVATE KEY", kder)
+	pair, err = tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, pair
+}
+
+// TestSIP2ListenersTLSProxyAndReload: a TLS listener asking for client
+// certificates, a listener behind a PROXY-protocol load balancer (the
+// kiosk's address counts for login failures and shows in the kiosk list),
+// and a reload that adds a listener while a kiosk stays connected.
+func TestSIP2ListenersTLSProxyAndReload(t *testing.T) {
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	c.SetupLibrary(1, 1, 0)
+	c.Account(t, "user_id", "Kiosk", "One", "circulation.role.self-check", "passw0rd")
+	ca := newTestCA(t)
+	certFile, keyFile, _ := ca.issue(t, "door", true)
+	_, _, kioskCert := ca.issue(t, "kiosk", false)
+	tlsAddr, proxyAddr := freeAddr(t), freeAddr(t)
+	listeners := []map[string]any{
+		{"address": tlsAddr, "plain": nil, "tls": map[string]any{"certFile": certFile, "keyFile": keyFile, "clientCaFile": filepath.Join(ca.dir, "ca.pem")}},
+		{"address": proxyAddr, "proxyProtocol": true},
+	}
+	door := c.StartSIP2With(t, 0, listeners, "SIP2_LOGIN_FAILURES=3")
+
+	t.Run("TLS with a client certificate", func(t *testing.T) {
+		conn, err := tls.Dial("tcp", tlsAddr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{kioskCert}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := harness.SIP2Over(t, conn)
+		k.Login("user_id", "passw0rd")
+		if v := conn.ConnectionState().Version; v < tls.VersionTLS12 {
+			t.Fatalf("TLS version %x", v)
+		}
+		// No client certificate: no session. TLS 1.3 reports the refusal on
+		// the first read.
+		bare, err := tls.Dial("tcp", tlsAddr, &tls.Config{RootCAs: ca.pool})
+		if err == nil {
+			_ = bare.SetDeadline(time.Now().Add(5 * time.Second))
+			_, _ = bare.Write([]byte("9900302.00\r"))
+			_, err = bare.Read(make([]byte, 64))
+			bare.Close()
+		}
+		if err == nil {
+			t.Fatal("a kiosk without a client certificate was answered")
+		}
+		// Plain TCP to the TLS listener gets no SIP2 answer.
+		plain := harness.DialSIP2(t, tlsAddr)
+		_, _ = plain.Conn.Write([]byte("9900302.00\r"))
+		waitClosed(t, plain.Conn, 5*time.Second)
+	})
+
+	t.Run("PROXY protocol", func(t *testing.T) {
+		via := func(addr string) *harness.SIP2Client {
+			conn, err := net.Dial("tcp", proxyAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Write([]byte("PROXY TCP4 " + addr + " 127.0.0.1 40000 6443\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			return harness.SIP2Over(t, conn)
+		}
+		// Three failed logins from 10.1.2.3 lock that kiosk's address out,
+		// the right password included; 10.9.9.9 behind the same balancer
+		// logs in.
+		bad := via("10.1.2.3")
+		for range 3 {
+			if got := bad.Send("9300CNuser_id|COwrong|"); !strings.HasPrefix(got, "940") {
+				t.Fatalf("wrong password: %q", got)
+			}
+		}
+		if got := bad.Send("9300CNuser_id|COpassw0rd|"); !strings.HasPrefix(got, "940") {
+			t.Fatalf("a locked address logged in: %q", got)
+		}
+		good := via("10.9.9.9")
+		good.Login("user_id", "passw0rd")
+		var kiosks struct {
+			Kiosks []struct {
+				Address  string `json:"address"`
+				Username string `json:"username"`
+				LoggedIn bool   `json:"loggedIn"`
+			} `json:"kiosks"`
+		}
+		res, err := http.Get(door.URL() + "/admin/kiosks?tenant=" + c.Tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if err := json.NewDecoder(res.Body).Decode(&kiosks); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, k := range kiosks.Kiosks {
+			if k.Address == "10.9.9.9" && k.Username == "user_id" && k.LoggedIn {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("the kiosk list does not show 10.9.9.9 logged in as user_id: %+v", kiosks.Kiosks)
+		}
+		// A connection without the header is closed.
+		raw := harness.DialSIP2(t, proxyAddr)
+		_, _ = raw.Conn.Write([]byte("9900302.00\r\n"))
+		waitClosed(t, raw.Conn, 5*time.Second)
+	})
+
+	t.Run("reload", func(t *testing.T) {
+		conn, err := tls.Dial("tcp", tlsAddr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{kioskCert}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stay := harness.SIP2Over(t, conn)
+		stay.Login("user_id", "passw0rd")
+		added := freeAddr(t)
+		// The PROXY listener goes, a plain one comes; the TLS one stays.
+		door.WriteConfig(t, c, []map[string]any{listeners[0], {"address": added, "charset": "UTF-8"}})
+		if err := syscall.Kill(door.PID(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool {
+			b := door.Bound(t)
+			return b[added] != "" && b[proxyAddr] == ""
+		}) {
+			t.Fatalf("the reload did not take: %v", door.Bound(t))
+		}
+		k := harness.DialSIP2(t, added)
+		k.Login("user_id", "passw0rd")
+		// The connection made before the reload goes on.
+		if got := stay.Send("9900302.00"); !strings.HasPrefix(got, "98") {
+			t.Fatalf("the kiosk connected before the reload: %q", got)
+		}
+		// A file with an error changes nothing.
+		if err := os.WriteFile(door.ConfigFile, []byte(`{"listeners":[{"address":"127.0.0.1:1"}]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(door.PID(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(door.Log(), "reload refused") }) {
+			t.Fatal("the door did not refuse the bad file")
+		}
+		if b := door.Bound(t); b[added] == "" || b[tlsAddr] == "" {
+			t.Fatalf("a refused reload changed the listeners: %v", b)
+		}
+		k.Send("9900302.00")
+	})
+}
