@@ -34,6 +34,7 @@ type Results struct {
 	Memory            []MemoryRow    `json:"memory"`
 	BeforeAfter       *BeforeAfter   `json:"beforeAfter,omitempty"`
 	Tenants           *Tenants       `json:"tenants,omitempty"`
+	SIP2              *SIP2          `json:"sip2,omitempty"`
 	Targets           []Target       `json:"targets"`
 }
 
@@ -56,11 +57,26 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
-	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" {
-		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after and tenants", *only)
+	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" {
+		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants and sip2", *only)
 	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=" + *logLevel}
+	if *only == "sip2" {
+		s := benchSIP2(t, p, quiet)
+		r := Results{SIP2: &s}
+		printSIP2(os.Stdout, s)
+		for _, tg := range targets(r) {
+			if !strings.HasPrefix(tg.What, "SIP2") {
+				continue
+			}
+			fmt.Printf("%s: %.2f (%s) met=%t\n", tg.What, tg.Value, tg.Goal, tg.Met)
+		}
+		for _, e := range requestErrors(r) {
+			t.Error(e)
+		}
+		return
+	}
 	if *only == "tenants" {
 		tn := benchTenants(t, p, tenantsToBench(), quiet)
 		printTenants(os.Stdout, tn)
@@ -120,6 +136,11 @@ func TestBenchmarks(t *testing.T) {
 	}
 	res.Scale = benchScale(t, c, pop, p)
 	res.Bursts = benchBursts(t, p, quiet)
+	// In a subtest of its own, so that its cluster's processes and
+	// database connections are gone before the scenarios that follow.
+	var sip2 SIP2
+	t.Run("sip2", func(t *testing.T) { sip2 = benchSIP2(t, p, quiet) })
+	res.SIP2 = &sip2
 	if *baseline != "" {
 		ba := benchBeforeAfter(t, *baseline, p, quiet)
 		res.BeforeAfter = &ba
@@ -215,6 +236,10 @@ func requestErrors(r Results) []string {
 	for _, sc := range r.Scale {
 		check(fmt.Sprintf("scale, %d instances", sc.Instances), sc.Stats)
 	}
+	if s := r.SIP2; s != nil {
+		check("SIP2 scenario, HTTP check-outs", s.HTTP)
+		check("SIP2 scenario, SIP2 check-outs", s.SIP2)
+	}
 	if r.BeforeAfter != nil {
 		for _, row := range r.BeforeAfter.Rows {
 			check(fmt.Sprintf("check-out c=%d, %s", row.Concurrency, r.BeforeAfter.Baseline), row.Before)
@@ -249,7 +274,15 @@ func targets(r Results) []Target {
 			add("burst with hand-off, time / (10 x solo check-out p50)", b.Ratio, "<= 1.0", b.Ratio <= 1.0)
 		}
 	}
-	add("hand-off p50 across two storage instances (ms)", r.Bursts.HandOff.P50Ms, "< 3", r.Bursts.HandOff.P50Ms < 3)
+	if r.Bursts.HandOff.HandOffs > 0 {
+		add("hand-off p50 across two storage instances (ms)", r.Bursts.HandOff.P50Ms, "< 3", r.Bursts.HandOff.P50Ms < 3)
+	}
+	if s := r.SIP2; s != nil {
+		add("SIP2 check-out p50 - HTTP check-out p50 (ms)", s.P50DiffMs, "<= 1", s.P50DiffMs <= 1)
+		add("SIP2 check-out p95 - HTTP check-out p95 (ms)", s.P95DiffMs, "<= 1", s.P95DiffMs <= 1)
+		add("SIP2 10-scan burst, slowest scan (ms)", s.SlowestScanMs, "< 1000", s.SlowestScanMs < 1000)
+		add("SIP2 10-scan burst, scans answered ok of 10", s.BurstSucceeded, "10", s.BurstSucceeded == 10)
+	}
 	for _, m := range r.Memory {
 		add("peak RSS of "+m.Process+" (MB)", m.PeakMB, "< 60", m.PeakMB < 60)
 	}
@@ -323,6 +356,10 @@ func printTable(w io.Writer, r Results) {
 			}
 			fmt.Fprintf(tw, "c=%d: p50 x%.2f, CPU per check-out x%.2f\n", row.Concurrency, row.P50Ratio, row.CPURatio)
 		}
+	}
+
+	if r.SIP2 != nil {
+		printSIP2(tw, *r.SIP2)
 	}
 
 	fmt.Fprintln(tw, "\n5. Peak resident memory (VmHWM) over the whole run")
@@ -431,4 +468,19 @@ func writeResults(t *testing.T, res Results) {
 	if err := os.WriteFile(filepath.Join(*outDir, "results.json"), append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// printSIP2 prints scenario 8.
+func printSIP2(w io.Writer, s SIP2) {
+	fmt.Fprintln(w, "\n8. A kiosk's check-outs, one at a time, through the SIP2 door and over HTTP, one circulation instance, alternating")
+	fmt.Fprintln(w, "way\tcheck-outs/s\tp50 ms\tp95 ms\tp99 ms\terrors")
+	for _, x := range []struct {
+		name string
+		s    Stats
+	}{{"HTTP", s.HTTP}, {"SIP2", s.SIP2}} {
+		fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%d\n", x.name, x.s.Throughput, x.s.P50Ms, x.s.P95Ms, x.s.P99Ms, x.s.Errors)
+	}
+	fmt.Fprintf(w, "SIP2 - HTTP: p50 %+.2f ms, p95 %+.2f ms\n", s.P50DiffMs, s.P95DiffMs)
+	fmt.Fprintf(w, "a patron's 10 scans at once over 10 kiosk connections, %d bursts: %.1f of 10 ok, slowest scan %.0f ms (median burst's slowest %.0f ms)\n",
+		s.Bursts, s.BurstSucceeded, s.SlowestScanMs, s.BurstP50Ms)
 }
