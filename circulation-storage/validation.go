@@ -50,4 +50,27 @@ type CheckOutStore interface {
 	// ReadForCheckOut gathers the records for a check-out of itemBarcode
 	// to userBarcode.
 	ReadForCheckOut(ctx context.Context, t Tenant, itemBarcode, userBarcode string) (CheckOutRecords, error)
+	// ReadPatronSummary gathers what a self-check machine shows the patron
+	// with userBarcode.
+	ReadPatronSummary(ctx context.Context, t Tenant, userBarcode string) (PatronSummary, error)
+}
+
+// PatronSummaryLoans is how many of a patron's open loans a summary lists.
+const PatronSummaryLoans = 50
+
+// PatronSummary is what a self-check machine shows a patron, read in one
+// statement: the patron as a check-out's validation sees them (nil when
+// there is no such patron), their open loans (the PatronSummaryLoans due
+// first, a JSON array, nil when none) and how many, how many are overdue,
+// the smallest item limit a loan policy the rules may choose for the
+// patron's group enforces (nil when none), and their blocks as validation
+// reads them.
+type PatronSummary struct {
+	User            json.RawMessage
+	OpenLoanCount   int
+	OverdueCount    int
+	OpenLoans       json.RawMessage
+	ItemLimit       *int
+	ManualBlocks    json.RawMessage
+	AutomatedBlocks json.RawMessage
 }

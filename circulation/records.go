@@ -279,6 +279,9 @@ type Storage interface {
 	// of itemBarcode to userBarcode needs.
 	ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode string) (CheckOutReads, error)
 	ItemByBarcode(ctx context.Context, barcode string) (Item, error)
+	// PatronSummary reads, in one call, what a self-check machine shows the
+	// patron with barcode.
+	PatronSummary(ctx context.Context, barcode string) (PatronRecords, error)
 	OpenLoanForItem(ctx context.Context, itemID string) (Loan, bool, error)
 
 	// AcquireLock takes the patron's lock under the given lock id; asking

@@ -161,7 +161,7 @@ func TestSIP2Conversation(t *testing.T) {
 	k := harness.DialSIP2(t, door.SIP2Addr)
 	// 99 before login is answered.
 	status := k.Send("9900302.00")
-	if !strings.HasPrefix(status, "98YYYNNN") || harness.SIP2Field(status, "BX") != "NYYNYYYNYNNNNNNN" {
+	if !strings.HasPrefix(status, "98YYYNNN") || harness.SIP2Field(status, "BX") != "YYYNYYYYYNYNNNNN" {
 		t.Fatalf("status: %q", status)
 	}
 	if tp := status[8:11]; tp != "110" {
@@ -194,9 +194,9 @@ func TestSIP2Conversation(t *testing.T) {
 	}
 	// Known but not implemented: the negative reply with a screen message.
 	for code, want := range map[string]string{
-		"6300020261125    101010          AOdiku|AA" + patron + "|":                             "64",
-		"1720261125    101010AOdiku|AB" + item + "|":                                            "18",
 		"2900020261125    101010" + "                  AOdiku|AA" + patron + "|AB" + item + "|": "30",
+		"15+20261125    101010AOdiku|AA" + patron + "|AB" + item + "|":                          "16",
+		"3720261125    1010100100USDAOdiku|AA" + patron + "|BV1.00|":                            "38",
 	} {
 		if got := k.Send(code); !strings.HasPrefix(got, want) || harness.SIP2Field(got, "AF") != "This request is not supported here" {
 			t.Fatalf("%s…: %q, want %s with a screen message", code[:2], got, want)
@@ -217,6 +217,51 @@ func TestSIP2Conversation(t *testing.T) {
 		}
 	}
 	waitClosed(t, k.Conn, 5*time.Second)
+}
+
+// TestSIP2PatronAndItemInformation: patron status and information say
+// whether the patron may borrow and why not, in FOLIO's words, with the
+// items out and the item limit; item information gives an item's status
+// and due date.
+func TestSIP2PatronAndItemInformation(t *testing.T) {
+	c, lib, door := sip2Cluster(t, 1, 1, 4, 3, nil)
+	patron, items := lib.Patrons[0], lib.Items[0]
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	for _, it := range items[:2] {
+		if got := k.Send(checkOutMsg(patron, it)); !strings.HasPrefix(got, "121") {
+			t.Fatalf("check-out: %q", got)
+		}
+	}
+	// 63 asking for the charged items (summary position 3).
+	info := k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|")
+	if !strings.HasPrefix(info, "64N") || info[2+14+3+18:2+14+3+18+24] != "000000000002000000000000" ||
+		harness.SIP2Field(info, "CB") != "0003" || harness.SIP2Field(info, "BL") != "Y" ||
+		harness.SIP2Field(info, "AE") != "Patron "+patron || !strings.Contains(info, "|AU"+items[0]+"|AU"+items[1]+"|") {
+		t.Fatalf("patron information: %q", info)
+	}
+	if got := k.Send(checkOutMsg(patron, items[2])); !strings.HasPrefix(got, "121") {
+		t.Fatalf("check-out: %q", got)
+	}
+	// At the limit: charge privileges denied, too many items charged, and
+	// FOLIO's reason.
+	st := k.Send("23001" + harness.SIP2Date() + "AOdiku|AA" + patron + "|")
+	if !strings.HasPrefix(st, "24YYYY Y") || harness.SIP2Field(st, "AF") != "Patron has reached maximum limit of 3 items" {
+		t.Fatalf("patron status at the limit: %q", st)
+	}
+	if got := k.Send("23001" + harness.SIP2Date() + "AOdiku|AAnobody|"); !strings.HasPrefix(got, "24YYYY") ||
+		harness.SIP2Field(got, "BL") != "N" || harness.SIP2Field(got, "AF") != "Could not find user with matching barcode" {
+		t.Fatalf("patron status of nobody: %q", got)
+	}
+	for it, want := range map[string]string{items[0]: "04", items[3]: "03", "no-such-item": "01"} {
+		got := k.Send("17" + harness.SIP2Date() + "AOdiku|AB" + it + "|")
+		if !strings.HasPrefix(got, "18"+want+"0001") || (want == "04") != (harness.SIP2Field(got, "AH") != "") {
+			t.Fatalf("item information of %s: %q, want status %s", it, got, want)
+		}
+	}
+	if n := openLoans(t, c, patron); n != 3 {
+		t.Fatalf("open loans %d, want 3", n)
+	}
 }
 
 // waitClosed waits until the door closes conn.

@@ -96,6 +96,12 @@ var Routes = slices.Concat(
 		// only the storage permissions it needs.
 		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...),
 		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...),
+		circ("GET", "/circulation/patron-summary", "circulation.patron-summary.get",
+			"read what a self-check machine shows a patron: whether they may borrow and why not, their loans out and the item limit",
+			PermissionPatronSummary),
+		circ("GET", "/circulation/item-summary", "circulation.item-summary.get",
+			"read what a self-check machine shows of an item: its title, status and due date",
+			"inventory-storage.items.collection.get", "circulation-storage.loans.collection.get"),
 		circ("GET", "/circulation/loans", "circulation.loans.collection.get", "list loans", "circulation-storage.loans.collection.get"),
 		circ("GET", "/circulation/loans/{id}", "circulation.loans.item.get", "read a loan", "circulation-storage.loans.item.get"),
 		circ("GET", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.get", "read the check-out lock settings",
@@ -121,6 +127,8 @@ var Routes = slices.Concat(
 
 		// circulation-storage: the item limit and the rules
 		stor(InterfaceLoanStorage, "GET", "/check-out-storage/validation", "circulation-storage.check-out.validation.get", "read everything a check-out's validation needs"),
+		stor(InterfaceLoanStorage, "GET", "/check-out-storage/patron", PermissionPatronSummary,
+			"read a patron's loans out, item limit and blocks, as a self-check machine shows them"),
 		stor(InterfaceLoanStorage, "GET", "/loan-storage/loans/open-count", "circulation-storage.loans.open-count.get", "count a patron's open loans"),
 		stor(InterfaceCirculationRules, "GET", "/circulation-rules-storage", "circulation-storage.circulation-rules.get", "read the circulation rules"),
 		stor(InterfaceCirculationRules, "PUT", "/circulation-rules-storage", "circulation-storage.circulation-rules.put", "change the circulation rules"),
@@ -285,6 +293,10 @@ var OverridePermissions = []struct{ Block, Permission, Display string }{
 // nobody's token reaches storage with it but the tenant administrator's.
 const PermissionCheckOutOverride = "circulation-storage.loans.check-out.override"
 
+// PermissionPatronSummary reads, at storage, what a self-check machine
+// shows a patron: circulation's patron summary holds it.
+const PermissionPatronSummary = "circulation-storage.check-out.patron.get"
+
 // PermissionReleaseOthers lets a caller release a live check-out lock that
 // another identity acquired (a lock id alone is not enough): beside the
 // release route's own permission, it is what the operator's release through
@@ -364,7 +376,8 @@ var modulePermissionIndex = func() map[routeKey][]string {
 // which calls storage as itself. Only the tenant administrator reaches
 // storage directly.
 var (
-	selfCheckRole = []string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post"}
+	selfCheckRole = []string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post",
+		"circulation.patron-summary.get", "circulation.item-summary.get"}
 	librarianRole = slices.Concat(selfCheckRole, []string{
 		"circulation.loans.collection.get", "circulation.loans.item.get",
 		"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
@@ -375,7 +388,7 @@ var (
 
 // PermissionSets are the roles.
 var PermissionSets = []PermissionSet{
-	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in.", selfCheckRole},
+	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in, and read what a kiosk shows a patron and of an item.", selfCheckRole},
 	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, and overriding blocks at check-out.",
 		librarianRole},
 	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, and read the lock settings.",

@@ -23,6 +23,7 @@ package storagefake
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -54,6 +55,7 @@ const (
 	RoutePutLoan     = "PUT /loan-storage/loans/{id}"
 	RouteOpenCount   = "GET /loan-storage/loans/open-count"
 	RouteValidation  = "GET /check-out-storage/validation"
+	RoutePatron      = "GET /check-out-storage/patron"
 	RouteMatchPolicy = "GET /circulation-rules-storage/loan-policy"
 	RouteLoanPolicy  = "GET /loan-policy-storage/loan-policies/{id}"
 	RouteAcquire     = "POST /check-out-lock-storage"
@@ -253,6 +255,7 @@ func New(t interface{ Cleanup(func()) }) *Fake {
 		RouteUsers: f.listUsers, RouteItems: f.listItems, RoutePutItem: f.putItem,
 		RouteLoans: f.listLoans, RouteLoan: f.getLoan, RoutePostLoan: f.postLoan, RoutePutLoan: f.putLoan,
 		RouteOpenCount: f.openCount, RouteMatchPolicy: f.matchPolicy, RouteLoanPolicy: f.getPolicy, RouteValidation: f.validation,
+		RoutePatron:  f.patronSummary,
 		RouteAcquire: f.acquire, RouteGetLock: f.getLock, RouteRelease: f.release,
 		RouteGetSettings: f.listSettings, RoutePostSetting: f.postSetting, RoutePutSetting: f.putSetting,
 		RouteReady: func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "UP"}) },
@@ -1172,27 +1175,7 @@ func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
 	user := firstWith(f.users, "barcode", q.Get("userBarcode"))
 	item := firstWith(f.items, "barcode", q.Get("itemBarcode"))
 	if user != nil {
-		// What a check-out decides on, never contact details.
-		personal, _ := user["personal"].(map[string]any)
-		names := map[string]any{}
-		for _, k := range []string{"firstName", "lastName"} {
-			if v, ok := personal[k]; ok {
-				names[k] = v
-			}
-		}
-		u := map[string]any{"id": user["id"], "barcode": user["barcode"], "active": user["active"],
-			"patronGroup": user["patronGroup"], "personal": names}
-		if e, ok := user["expirationDate"]; ok {
-			u["expirationDate"] = e
-		}
-		out["user"] = u
-		if blocks := f.borrowingBlocks(str(user["id"])); len(blocks) > 0 {
-			out["manualBlocks"] = blocks
-		}
-		if c := f.charged; c != nil && f.countOpen(str(user["id"]), "", "") >= c.Limit {
-			out["automatedPatronBlocks"] = []map[string]any{{"patronBlockConditionId": schemas.ConditionItemsChargedOut,
-				"blockBorrowing": true, "blockRenewals": false, "blockRequests": false, "message": c.Message}}
-		}
+		f.addPatron(out, user)
 	}
 	if item == nil {
 		writeJSON(w, 200, out)
@@ -1238,6 +1221,90 @@ func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
 				l["loanTypeId"] = lt
 			}
 			out["itemLimit"] = l
+		}
+	}
+	writeJSON(w, 200, out)
+}
+
+// addPatron adds to a validation's or a patron summary's answer the
+// patron (what a check-out decides on, never contact details) and their
+// blocks.
+func (f *Fake) addPatron(out, user map[string]any) {
+	personal, _ := user["personal"].(map[string]any)
+	names := map[string]any{}
+	for _, k := range []string{"firstName", "lastName"} {
+		if v, ok := personal[k]; ok {
+			names[k] = v
+		}
+	}
+	u := map[string]any{"id": user["id"], "barcode": user["barcode"], "active": user["active"],
+		"patronGroup": user["patronGroup"], "personal": names}
+	if e, ok := user["expirationDate"]; ok {
+		u["expirationDate"] = e
+	}
+	out["user"] = u
+	if blocks := f.borrowingBlocks(str(user["id"])); len(blocks) > 0 {
+		out["manualBlocks"] = blocks
+	}
+	if c := f.charged; c != nil && f.countOpen(str(user["id"]), "", "") >= c.Limit {
+		out["automatedPatronBlocks"] = []map[string]any{{"patronBlockConditionId": schemas.ConditionItemsChargedOut,
+			"blockBorrowing": true, "blockRenewals": false, "blockRequests": false, "message": c.Message}}
+	}
+}
+
+// patronSummary is GET /check-out-storage/patron: the patron, their open
+// loans (the fifty due first), how many and how many overdue, the item
+// limit of the policy the fake's rules choose, and their blocks.
+func (f *Fake) patronSummary(w http.ResponseWriter, r *http.Request) {
+	barcode := r.URL.Query().Get("userBarcode")
+	if barcode == "" {
+		writeError(w, 422, schemas.CodeInvalidParameter, "userBarcode is required", "userBarcode", "")
+		return
+	}
+	out := map[string]any{"openLoanCount": 0, "overdueCount": 0}
+	user := firstWith(f.users, "barcode", barcode)
+	if user == nil {
+		writeJSON(w, 200, out)
+		return
+	}
+	f.addPatron(out, user)
+	type loan struct{ due, barcode, title string }
+	var open []loan
+	overdue := 0
+	for _, l := range f.loans {
+		if l["userId"] != user["id"] || statusName(l) != "Open" {
+			continue
+		}
+		item := find(f.items, str(l["itemId"]))
+		if item == nil {
+			continue
+		}
+		due := str(l["dueDate"])
+		if at, err := time.Parse(time.RFC3339, due); err == nil && at.Before(time.Now()) {
+			overdue++
+		}
+		open = append(open, loan{due, str(item["barcode"]), str(item["title"])})
+	}
+	out["openLoanCount"], out["overdueCount"] = len(open), overdue
+	slices.SortFunc(open, func(a, b loan) int { return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.barcode, b.barcode)) })
+	var listed []map[string]any
+	for _, l := range open[:min(len(open), 50)] {
+		doc := map[string]any{"itemBarcode": l.barcode}
+		if l.title != "" {
+			doc["title"] = l.title
+		}
+		if l.due != "" {
+			doc["dueDate"] = l.due
+		}
+		listed = append(listed, doc)
+	}
+	if len(listed) > 0 {
+		out["openLoans"] = listed
+	}
+	if f.match != nil {
+		if p, ok := f.policies[f.match.LoanPolicyID]; ok && p.ItemLimit > 0 &&
+			!(f.unscopedIgnored && !f.match.MaterialTypeMatch && !f.match.LoanTypeMatch) {
+			out["itemLimit"] = p.ItemLimit
 		}
 	}
 	writeJSON(w, 200, out)

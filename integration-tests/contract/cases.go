@@ -362,6 +362,51 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "the patron summary counts and lists the patron's open loans, with the item limit and the blocks",
+		given: func(s *session) request {
+			r := s.seed()
+			s.limitItems(3)
+			s.checkOut()
+			s.target.Block(s.t, r, map[string]any{"desc": "Unpaid fines", "patronMessage": "Please see the desk", "borrowing": true})
+			return patronReq(r.PatronBarcode)
+		},
+		want: want{status: http.StatusOK, schema: "patron-summary.json"},
+		then: func(s *session, got response) {
+			v := got.decode(s.t)
+			user, _ := v["user"].(map[string]any)
+			loans, _ := v["openLoans"].([]any)
+			blocks, _ := v["manualBlocks"].([]any)
+			var first map[string]any
+			if len(loans) == 1 {
+				first, _ = loans[0].(map[string]any)
+			}
+			if user["id"] != s.rec.PatronID || v["openLoanCount"] != float64(1) || v["overdueCount"] != float64(0) ||
+				first["itemBarcode"] != s.rec.ItemBarcode || first["dueDate"] == nil || v["itemLimit"] != float64(3) || len(blocks) != 1 {
+				s.t.Errorf("patron summary %v, want the patron, one open loan of the seeded item, the limit of 3 and the block", v)
+			}
+		},
+	},
+	{
+		name: "the patron summary of no patron counts nothing",
+		given: func(s *session) request {
+			s.seed()
+			return patronReq("no-such-patron")
+		},
+		want: want{status: http.StatusOK, schema: "patron-summary.json"},
+		then: func(s *session, got response) {
+			if v := got.decode(s.t); len(v) != 2 || v["openLoanCount"] != float64(0) || v["overdueCount"] != float64(0) {
+				s.t.Errorf("patron summary %v, want counts of 0 and nothing else", v)
+			}
+		},
+	},
+	{
+		name: "the patron summary without a barcode is refused",
+		given: func(s *session) request {
+			return request{method: http.MethodGet, path: "/check-out-storage/patron"}
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeInvalidParameter},
+	},
+	{
 		name: "validation names the patron's manual blocks in force for borrowing, and no others",
 		given: func(s *session) request {
 			r := s.seed()

@@ -108,6 +108,11 @@ func validationReq(itemBarcode, userBarcode string) request {
 		url.Values{"itemBarcode": {itemBarcode}, "userBarcode": {userBarcode}}.Encode()}
 }
 
+// patronReq asks for what a self-check machine shows a patron.
+func patronReq(userBarcode string) request {
+	return request{method: http.MethodGet, path: "/check-out-storage/patron?" + url.Values{"userBarcode": {userBarcode}}.Encode()}
+}
+
 // checkInReq is a check-in's write: the loan, closed, moving the item from
 // itemVersion to the next.
 func checkInReq(loan map[string]any, itemVersion string) request {

@@ -134,6 +134,35 @@ func (s *Server) validateCheckOut(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// patronSummaryJSON is schemas/patron-summary.json.
+type patronSummaryJSON struct {
+	User          json.RawMessage `json:"user,omitempty"`
+	OpenLoanCount int             `json:"openLoanCount"`
+	OverdueCount  int             `json:"overdueCount"`
+	OpenLoans     json.RawMessage `json:"openLoans,omitempty"`
+	ItemLimit     *int            `json:"itemLimit,omitempty"`
+	ManualBlocks  json.RawMessage `json:"manualBlocks,omitempty"`
+	Automated     json.RawMessage `json:"automatedPatronBlocks,omitempty"`
+}
+
+// patronSummary answers, in one call, what a self-check machine shows a
+// patron: who, their loans out, the item limit and their blocks.
+func (s *Server) patronSummary(c echo.Context) error {
+	barcode, ok, err := s.filterParam(c, storage.Filter{Param: "userBarcode", Kind: storage.FilterText})
+	if err != nil {
+		return err
+	}
+	if !ok || barcode == "" {
+		return invalidParam("userBarcode", barcode, "is required")
+	}
+	sum, err := s.svc.CheckOuts.ReadPatronSummary(c.Request().Context(), tenantOf(c), barcode)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, patronSummaryJSON{User: sum.User, OpenLoanCount: sum.OpenLoanCount, OverdueCount: sum.OverdueCount,
+		OpenLoans: sum.OpenLoans, ItemLimit: sum.ItemLimit, ManualBlocks: sum.ManualBlocks, Automated: sum.AutomatedBlocks})
+}
+
 // countOpenLoans answers the item-limit count: {"totalRecords": N}.
 func (s *Server) countOpenLoans(c echo.Context) error {
 	userID, err := s.queryUUID(c, "userId")

@@ -110,6 +110,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	// Static routes win over /:id, so these sit safely beside the records.
 	get(e, "/loan-storage/loans/open-count", s.countOpenLoans, s.tenant)
 	get(e, "/check-out-storage/validation", s.validateCheckOut, s.tenant)
+	get(e, "/check-out-storage/patron", s.patronSummary, s.tenant)
 	get(e, "/circulation-rules-storage", s.getRules, s.tenant)
 	handle(e, http.MethodPut, "/circulation-rules-storage", s.putRules, s.tenant)
 	get(e, "/circulation-rules-storage/loan-policy", s.matchLoanPolicy, s.tenant)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/checkoutlock/circulation-storage/locksql"
@@ -314,6 +315,49 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	}
 	if limit != nil {
 		out.Limit = &storage.ItemLimit{Limit: *limit, MaterialTypeID: deref(mt), LoanTypeID: deref(lt)}
+	}
+	return out, nil
+}
+
+// patronSummarySQL reads what a self-check machine shows a patron ($1, by
+// barcode) of tenant $3 in one statement: the patron, their open loans
+// counted, the overdue ones counted, the fifty due first with their items'
+// barcodes and titles, the smallest enforced item limit of the loan
+// policies the rules may choose for the patron's group (the fallback's
+// among them; a rule naming neither a material type nor a loan type, and
+// the fallback, only when $2, as the check-out's write enforces them), and
+// the blocks validation reads.
+var patronSummarySQL = `
+WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(tablePatron) + ` WHERE tenant_id = $3 AND barcode = $1 ORDER BY barcode, id LIMIT 1),
+     ol AS (SELECT l.jsonb ->> 'dueDate' AS due, i.jsonb ->> 'barcode' AS barcode, i.jsonb ->> 'title' AS title
+              FROM ` + table(tableLoan) + ` l JOIN ` + table(tableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
+             WHERE l.tenant_id = $3 AND l.user_id = (SELECT id FROM u) AND l.status_name = 'Open'),
+     lim AS (SELECT (lp.jsonb #>> '{loansPolicy,itemLimit}')::numeric AS n
+               FROM (SELECT r.loan_policy_id AS id, r.material_type_id IS NOT NULL OR r.loan_type_id IS NOT NULL AS scoped
+                       FROM ` + table(tableCirculationRule) + ` r
+                      WHERE r.tenant_id = $3 AND (r.patron_group_id IS NULL OR r.patron_group_id = (SELECT patron_group_id FROM u))
+                     UNION ALL
+                     SELECT fallback_loan_policy_id, false FROM ` + table(tableCirculationRules) + ` WHERE tenant_id = $3) c
+               JOIN ` + table(tableLoanPolicy) + ` lp ON lp.tenant_id = $3 AND lp.id = c.id
+              WHERE c.scoped OR $2::boolean)
+SELECT (SELECT ` + borrowerSQL + ` FROM u),
+       (SELECT count(*) FROM ol)::int,
+       (SELECT count(*) FROM ol WHERE due::timestamptz < now())::int,
+       (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('itemBarcode', barcode, 'title', title, 'dueDate', due)) ORDER BY due, barcode)
+          FROM (SELECT * FROM ol ORDER BY due, barcode LIMIT ` + fmt.Sprint(storage.PatronSummaryLoans) + `) x),
+       (SELECT min(n)::integer FROM lim WHERE n > 0 AND EXISTS (SELECT 1 FROM u)),
+       (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
+         WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $3 AND b.jsonb ->> 'borrowing' = 'true'
+           AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now())),
+       ` + automatedBlocksSQL("$3", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)")
+
+// ReadPatronSummary implements storage.CheckOutStore, in one statement.
+func (s *Rules) ReadPatronSummary(ctx context.Context, t storage.Tenant, userBarcode string) (storage.PatronSummary, error) {
+	var out storage.PatronSummary
+	err := s.db.pool.QueryRow(ctx, patronSummarySQL, userBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
+		Scan(&out.User, &out.OpenLoanCount, &out.OverdueCount, &out.OpenLoans, &out.ItemLimit, &out.ManualBlocks, &out.AutomatedBlocks)
+	if err != nil {
+		return storage.PatronSummary{}, interpret(err, t)
 	}
 	return out, nil
 }

@@ -183,6 +183,49 @@ type loanPolicyJSON struct {
 	} `json:"loansPolicy"`
 }
 
+// PatronSummary implements circulation.Storage.
+func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation.PatronRecords, error) {
+	var v struct {
+		User          *patronJSON `json:"user"`
+		OpenLoanCount int         `json:"openLoanCount"`
+		OverdueCount  int         `json:"overdueCount"`
+		OpenLoans     []struct {
+			ItemBarcode string    `json:"itemBarcode"`
+			Title       string    `json:"title"`
+			DueDate     time.Time `json:"dueDate"`
+		} `json:"openLoans"`
+		ItemLimit int `json:"itemLimit"`
+		Automated []struct {
+			ConditionID    string `json:"patronBlockConditionId"`
+			BlockBorrowing bool   `json:"blockBorrowing"`
+			Message        string `json:"message"`
+		} `json:"automatedPatronBlocks"`
+		ManualBlocks []struct {
+			Desc          string `json:"desc"`
+			PatronMessage string `json:"patronMessage"`
+		} `json:"manualBlocks"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/check-out-storage/patron"+query("userBarcode", barcode), nil, &v); err != nil {
+		return circulation.PatronRecords{}, err
+	}
+	out := circulation.PatronRecords{OpenLoanCount: v.OpenLoanCount, OverdueCount: v.OverdueCount, ItemLimit: v.ItemLimit}
+	if u := v.User; u != nil {
+		out.Patron = &circulation.Patron{ID: u.ID, Barcode: u.Barcode, Active: u.Active, PatronGroupID: u.PatronGroup,
+			FirstName: u.Personal.FirstName, LastName: u.Personal.LastName, ExpirationDate: parseTime(u.ExpirationDate)}
+	}
+	for _, l := range v.OpenLoans {
+		out.OpenLoans = append(out.OpenLoans, circulation.SummaryLoan{ItemBarcode: l.ItemBarcode, Title: l.Title, DueDate: l.DueDate})
+	}
+	for _, b := range v.Automated {
+		out.AutomatedBlocks = append(out.AutomatedBlocks, circulation.AutomatedBlock{ConditionID: b.ConditionID,
+			BlockBorrowing: b.BlockBorrowing, Message: b.Message})
+	}
+	for _, b := range v.ManualBlocks {
+		out.ManualBlocks = append(out.ManualBlocks, circulation.ManualBlock{Desc: b.Desc, PatronMessage: b.PatronMessage})
+	}
+	return out, nil
+}
+
 // ItemByBarcode implements circulation.Storage.
 func (c *Client) ItemByBarcode(ctx context.Context, barcode string) (circulation.Item, error) {
 	var page struct {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -156,6 +157,56 @@ func (c *Client) CheckIn(ctx context.Context, s *Session, item, servicePoint str
 		return Return{}, err
 	}
 	return Return{Title: out.Item.Title}, nil
+}
+
+// PatronSummary is what a kiosk shows a patron, as circulation answers
+// GET /circulation/patron-summary.
+type PatronSummary struct {
+	Patron struct {
+		ID        string `json:"id"`
+		Barcode   string `json:"barcode"`
+		Active    bool   `json:"active"`
+		FirstName string `json:"firstName"`
+		LastName  string `json:"lastName"`
+	} `json:"patron"`
+	CanBorrow bool `json:"canBorrow"`
+	Reasons   []struct {
+		Code          string `json:"code"`
+		Message       string `json:"message"`
+		PatronMessage string `json:"patronMessage"`
+	} `json:"reasons"`
+	OpenLoanCount int `json:"openLoanCount"`
+	OverdueCount  int `json:"overdueCount"`
+	ItemLimit     int `json:"itemLimit"`
+	OpenLoans     []struct {
+		ItemBarcode string    `json:"itemBarcode"`
+		Title       string    `json:"title"`
+		DueDate     time.Time `json:"dueDate"`
+	} `json:"openLoans"`
+}
+
+// PatronSummary reads what a kiosk shows the patron with barcode; a
+// barcode of no patron is a *Refusal with status 404.
+func (c *Client) PatronSummary(ctx context.Context, s *Session, barcode string) (PatronSummary, error) {
+	var out PatronSummary
+	err := c.call(ctx, s, http.MethodGet, "/circulation/patron-summary?"+url.Values{"userBarcode": {barcode}}.Encode(), nil, &out)
+	return out, err
+}
+
+// ItemSummary is what a kiosk shows of an item.
+type ItemSummary struct {
+	Barcode string    `json:"barcode"`
+	Title   string    `json:"title"`
+	Status  string    `json:"status"`
+	DueDate time.Time `json:"dueDate"`
+}
+
+// ItemSummary reads what a kiosk shows of the item with barcode; a barcode
+// of no item is a *Refusal with status 404.
+func (c *Client) ItemSummary(ctx context.Context, s *Session, barcode string) (ItemSummary, error) {
+	var out ItemSummary
+	err := c.call(ctx, s, http.MethodGet, "/circulation/item-summary?"+url.Values{"itemBarcode": {barcode}}.Encode(), nil, &out)
+	return out, err
 }
 
 // call sends a request with the session's access token, refreshing the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 )
 
 // implemented is what the door answers, by request code.
-var implemented = map[string]bool{"11": true, "09": true, "99": true, "97": true, "93": true, "35": true}
+var implemented = map[string]bool{"11": true, "09": true, "99": true, "97": true, "93": true, "35": true,
+	"23": true, "63": true, "17": true}
 
 // bxOrder is SIP2's sixteen requests in the order of the status reply's
 // BX field: patron status, checkout, checkin, block patron, SC/ACS status,
@@ -142,6 +144,10 @@ func (c *conn) dispatch(req *wire.Request) (*wire.Reply, string) {
 		return c.checkOut(s, req)
 	case "09":
 		return c.checkIn(s, req)
+	case "23", "63":
+		return c.patron(s, req)
+	case "17":
+		return c.item(s, req)
 	case "35":
 		patron, _ := req.Get("AA")
 		r := &wire.Reply{Code: "36", Fixed: "Y" + c.now()}
@@ -281,6 +287,148 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	return reply(false, "", msgBusy), "busy"
 }
 
+// patron is 23 → 24 (patron status) and 63 → 64 (patron information):
+// whether the patron may borrow, and why not in FOLIO's words; for 63 the
+// counts of items out and overdue, the item limit (CB) and, as the
+// request's summary asks, the charged (AU) and overdue (AT) items.
+func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
+	barcode, _ := req.Get("AA")
+	info := req.Code == "63"
+	code := "24"
+	if info {
+		code = "64"
+	}
+	reply := func(status, counts, name string, valid bool, msg string) *wire.Reply {
+		r := &wire.Reply{Code: code, Fixed: status + "000" + c.now() + counts}
+		r.Add("AO", c.cfg.Institution).Add("AA", barcode).Add("AE", name).Add("BL", wire.YN(valid))
+		if msg != "" {
+			r.Add("AF", msg)
+		}
+		return r
+	}
+	noCounts := ""
+	if info {
+		noCounts = strings.Repeat("    ", 6)
+	}
+	if barcode == "" {
+		return reply(deniedStatus, noCounts, "", false, msgBarcodes), "refused"
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	sum, err := c.s.circ.PatronSummary(ctx, s, barcode)
+	var ref *circ.Refusal
+	switch {
+	case errors.As(err, &ref) && ref.Status == http.StatusNotFound:
+		return reply(deniedStatus, noCounts, "", false, ref.Message), "refused"
+	case err != nil:
+		if !errors.As(err, &ref) {
+			c.s.logger.Error("patron summary: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+		}
+		return reply(deniedStatus, noCounts, "", false, msgBusy), "busy"
+	}
+	denied := !sum.CanBorrow
+	status := []byte(wire.YN(denied) + wire.YN(denied) + wire.YN(denied) + wire.YN(denied) + strings.Repeat(" ", 10))
+	if sum.ItemLimit > 0 && sum.OpenLoanCount >= sum.ItemLimit {
+		status[5] = 'Y' // too many items charged
+	}
+	var reasons []string
+	for _, r := range sum.Reasons {
+		if r.PatronMessage != "" {
+			reasons = append(reasons, r.Message+": "+r.PatronMessage)
+			continue
+		}
+		reasons = append(reasons, r.Message)
+	}
+	name := strings.TrimSpace(sum.Patron.FirstName + " " + sum.Patron.LastName)
+	counts := ""
+	if info {
+		counts = "0000" + wire.Counter(sum.OverdueCount) + wire.Counter(sum.OpenLoanCount) + "0000" + "0000" + "0000"
+	}
+	r := reply(string(status), counts, name, true, strings.Join(reasons, "; "))
+	if info {
+		if sum.ItemLimit > 0 {
+			r.Add("CB", wire.Counter(sum.ItemLimit))
+		}
+		summary := req.Fixed[21:]
+		now := time.Now()
+		for _, l := range sum.OpenLoans {
+			switch {
+			case summary[2] == 'Y':
+				r.Add("AU", l.ItemBarcode)
+			case summary[1] == 'Y' && !l.DueDate.IsZero() && l.DueDate.Before(now):
+				r.Add("AT", l.ItemBarcode)
+			}
+		}
+	}
+	return r, "ok"
+}
+
+// deniedStatus is a patron status that grants nothing: charge, renewal,
+// recall and hold privileges denied.
+const deniedStatus = "YYYY          "
+
+// item is 17 → 18 (item information): the item's circulation status as
+// SIP2 names FOLIO's statuses, its title and, on loan, its due date.
+func (c *conn) item(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
+	barcode, _ := req.Get("AB")
+	reply := func(status, title string, due time.Time, msg string) *wire.Reply {
+		r := &wire.Reply{Code: "18", Fixed: status + "00" + "01" + c.now()}
+		r.Add("AB", barcode).Add("AJ", title)
+		if !due.IsZero() {
+			r.Add("AH", wire.Date(due.In(c.cfg.location)))
+		}
+		if msg != "" {
+			r.Add("AF", msg)
+		}
+		return r
+	}
+	if barcode == "" {
+		return reply("01", "", time.Time{}, msgBarcodes), "refused"
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	sum, err := c.s.circ.ItemSummary(ctx, s, barcode)
+	var ref *circ.Refusal
+	switch {
+	case errors.As(err, &ref) && ref.Status == http.StatusNotFound:
+		return reply("01", "", time.Time{}, "No item with barcode "+barcode+" could be found"), "refused"
+	case err != nil:
+		if !errors.As(err, &ref) {
+			c.s.logger.Error("item summary: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+		}
+		return reply("01", "", time.Time{}, msgBusy), "busy"
+	}
+	return reply(circulationStatus(sum.Status), sum.Title, sum.DueDate, ""), "ok"
+}
+
+// circulationStatus is SIP2's circulation status (18's first field) of a
+// FOLIO item status: 01 other, 02 on order, 03 available, 04 charged, 06
+// in process, 08 waiting on the hold shelf, 10 in transit, 11 claimed
+// returned, 12 lost, 13 missing.
+func circulationStatus(folio string) string {
+	switch folio {
+	case "On order":
+		return "02"
+	case "Available":
+		return "03"
+	case "Checked out":
+		return "04"
+	case "In process", "In process (non-requestable)":
+		return "06"
+	case "Awaiting pickup", "Awaiting delivery":
+		return "08"
+	case "In transit":
+		return "10"
+	case "Claimed returned":
+		return "11"
+	case "Declared lost", "Aged to lost", "Lost and paid":
+		return "12"
+	case "Missing", "Long missing":
+		return "13"
+	}
+	return "01"
+}
+
 // screenMessage is a refusal as a kiosk shows it: FOLIO's reasons
 // verbatim, each followed by what the library wrote for the patron (a
 // block's patron message), when it did.
@@ -330,12 +478,12 @@ var negative = map[string]func(c *conn, msg string) *wire.Reply{
 		return (&wire.Reply{Code: "36", Fixed: "N" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AF", msg)
 	},
 	"23": patronStatusRefused("24"),
-	"01": patronStatusRefused("24"),
-	"25": patronStatusRefused("26"),
 	"63": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "64", Fixed: "YYYY          " + "000" + c.now() + strings.Repeat("    ", 6)}).
+		return (&wire.Reply{Code: "64", Fixed: deniedStatus + "000" + c.now() + strings.Repeat("    ", 6)}).
 			Add("AO", c.cfg.Institution).Add("AA", "").Add("AE", "").Add("BL", "N").Add("AF", msg)
 	},
+	"01": patronStatusRefused("24"),
+	"25": patronStatusRefused("26"),
 	"17": func(c *conn, msg string) *wire.Reply {
 		return (&wire.Reply{Code: "18", Fixed: "010101" + c.now()}).Add("AB", "").Add("AJ", "").Add("AF", msg)
 	},
@@ -361,7 +509,7 @@ var negative = map[string]func(c *conn, msg string) *wire.Reply{
 // about the patron: every privilege denied, not a valid patron.
 func patronStatusRefused(code string) func(c *conn, msg string) *wire.Reply {
 	return func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: code, Fixed: "YYYY          " + "000" + c.now()}).Add("AO", c.cfg.Institution).
+		return (&wire.Reply{Code: code, Fixed: deniedStatus + "000" + c.now()}).Add("AO", c.cfg.Institution).
 			Add("AA", "").Add("AE", "").Add("BL", "N").Add("AF", msg)
 	}
 }
