@@ -282,6 +282,12 @@ type Storage interface {
 	// PatronSummary reads, in one call, what a self-check machine shows the
 	// patron with barcode.
 	PatronSummary(ctx context.Context, barcode string) (PatronRecords, error)
+	// PatronIDByBarcode is the id of the patron with barcode; found is
+	// false when there is none.
+	PatronIDByBarcode(ctx context.Context, barcode string) (id string, found bool, err error)
+	// VerifyPin checks a patron's PIN: nil when it matches, CodePinInvalid
+	// when not, CodePinLocked after too many wrong ones.
+	VerifyPin(ctx context.Context, patronID, pin string) error
 	OpenLoanForItem(ctx context.Context, itemID string) (Loan, bool, error)
 
 	// AcquireLock takes the patron's lock under the given lock id; asking

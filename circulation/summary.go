@@ -91,3 +91,18 @@ func (s *Service) ItemSummary(ctx context.Context, barcode string) (ItemSummary,
 	}
 	return out, nil
 }
+
+// VerifyPatronPin checks the PIN a patron typed at a self-check machine:
+// nil when it matches; CodePinInvalid when it does not, the patron has
+// none or there is no such patron (one answer for the three);
+// CodePinLocked after too many wrong ones.
+func (s *Service) VerifyPatronPin(ctx context.Context, barcode, pin string) error {
+	id, found, err := s.storage.PatronIDByBarcode(ctx, barcode)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return errs.Errorf(errs.KindInvalid, schemas.CodePinInvalid, "Wrong PIN")
+	}
+	return s.storage.VerifyPin(ctx, id, pin)
+}

@@ -552,3 +552,49 @@ func rss(t *testing.T, pid int) int {
 	t.Fatal("no VmRSS")
 	return 0
 }
+
+// TestSIP2PatronPins: where the listener requires PINs, a check-out needs
+// the patron's (AD): none, or a wrong one, makes no loan and says why;
+// patron information says whether it matched (CQ) and tells nothing more
+// without it; five wrong ones lock the patron's PIN; no PIN reaches the
+// door's log.
+func TestSIP2PatronPins(t *testing.T) {
+	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, map[string]any{"patronPin": "required"})
+	patron, items := lib.Patrons[0], lib.Items[0]
+	id := c.IDOf(t, "/users", "users", patron)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	for pin, want := range map[string]string{"": "Please enter your PIN", "AD0000|": "Wrong PIN"} {
+		if got := k.Send(checkOutMsg(patron, items[0]) + pin); !strings.HasPrefix(got, "120") || harness.SIP2Field(got, "AF") != want {
+			t.Fatalf("check-out with %q: %q, want %q", pin, got, want)
+		}
+	}
+	if n := openLoans(t, c, patron); n != 0 {
+		t.Fatalf("a check-out without the PIN made %d loans", n)
+	}
+	if got := k.Send(checkOutMsg(patron, items[0]) + "AD7319|"); !strings.HasPrefix(got, "121") {
+		t.Fatalf("check-out with the PIN: %q", got)
+	}
+	info := k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|AD7319|")
+	if harness.SIP2Field(info, "CQ") != "Y" || !strings.Contains(info, "|AU"+items[0]+"|") {
+		t.Fatalf("patron information with the PIN: %q", info)
+	}
+	info = k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|AD1111|")
+	if harness.SIP2Field(info, "CQ") != "N" || strings.Contains(info, "|AU") || harness.SIP2Field(info, "AE") != "" {
+		t.Fatalf("patron information with a wrong PIN tells more than that: %q", info)
+	}
+	// Four more wrong ones make five: the PIN is locked, the right one too.
+	for range 4 {
+		k.Send(checkOutMsg(patron, items[1]) + "AD2222|")
+	}
+	if got := k.Send(checkOutMsg(patron, items[1]) + "AD7319|"); harness.SIP2Field(got, "AF") != "Too many wrong PINs: please try again later or ask at the desk" {
+		t.Fatalf("after five wrong PINs: %q", got)
+	}
+	if n := openLoans(t, c, patron); n != 1 {
+		t.Fatalf("open loans %d, want 1", n)
+	}
+	if log := door.Log(); strings.Contains(log, "7319") || strings.Contains(log, "2222") {
+		t.Fatal("the door logged a PIN")
+	}
+}

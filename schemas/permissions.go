@@ -56,6 +56,7 @@ const (
 	InterfaceLogin               = "login"
 	InterfaceAccounts            = "accounts"
 	InterfaceServicePoints       = "service-points"
+	InterfacePatronPin           = "patron-pin"
 	InterfaceTenant              = "_tenant"
 	InterfaceAdmin               = "_admin"
 )
@@ -102,6 +103,8 @@ var Routes = slices.Concat(
 		circ("GET", "/circulation/item-summary", "circulation.item-summary.get",
 			"read what a self-check machine shows of an item: its title, status and due date",
 			"inventory-storage.items.collection.get", "circulation-storage.loans.collection.get"),
+		circ("POST", "/circulation/patron-pin/verify", "circulation.patron-pin.verify.post",
+			"verify the PIN a patron typed at a self-check machine", "users.collection.get", PermissionVerifyPin),
 		circ("GET", "/circulation/loans", "circulation.loans.collection.get", "list loans", "circulation-storage.loans.collection.get"),
 		circ("GET", "/circulation/loans/{id}", "circulation.loans.item.get", "read a loan", "circulation-storage.loans.item.get"),
 		circ("GET", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.get", "read the check-out lock settings",
@@ -161,6 +164,8 @@ var Routes = slices.Concat(
 		stor(InterfaceLogin, "POST", "/authn/refresh", "", "refresh a sign-in's tokens"),
 		stor(InterfaceLogin, "POST", "/authn/logout", "", "sign out"),
 		stor(InterfaceLogin, "POST", "/authn/credentials", "login.item.post", "set an account's password"),
+		stor(InterfacePatronPin, "POST", "/patron-pin", "users.patron-pin.set", "set a patron's PIN"),
+		stor(InterfacePatronPin, "POST", "/patron-pin/verify", PermissionVerifyPin, "verify a patron's PIN"),
 	},
 	// Open on both services.
 	openRoutes(ServiceCirculation), openRoutes(ServiceStorage),
@@ -293,6 +298,10 @@ var OverridePermissions = []struct{ Block, Permission, Display string }{
 // nobody's token reaches storage with it but the tenant administrator's.
 const PermissionCheckOutOverride = "circulation-storage.loans.check-out.override"
 
+// PermissionVerifyPin verifies a patron's PIN at storage: circulation's
+// verification for a self-check machine holds it.
+const PermissionVerifyPin = "users.patron-pin.verify"
+
 // PermissionPatronSummary reads, at storage, what a self-check machine
 // shows a patron: circulation's patron summary holds it.
 const PermissionPatronSummary = "circulation-storage.check-out.patron.get"
@@ -377,7 +386,7 @@ var modulePermissionIndex = func() map[routeKey][]string {
 // storage directly.
 var (
 	selfCheckRole = []string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post",
-		"circulation.patron-summary.get", "circulation.item-summary.get"}
+		"circulation.patron-summary.get", "circulation.item-summary.get", "circulation.patron-pin.verify.post"}
 	librarianRole = slices.Concat(selfCheckRole, []string{
 		"circulation.loans.collection.get", "circulation.loans.item.get",
 		"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",

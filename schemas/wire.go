@@ -132,8 +132,13 @@ const (
 	// both), a sign-in locked by failures, a refresh token that no longer
 	// works, and a login switched off (tokens come from an identity
 	// provider).
-	CodeLoginFailed           = "LOGIN_FAILED"
-	CodeLoginLocked           = "LOGIN_LOCKED"
+	CodeLoginFailed = "LOGIN_FAILED"
+	CodeLoginLocked = "LOGIN_LOCKED"
+	// CodePinInvalid is a patron's PIN that does not match (or a patron
+	// without one); CodePinLocked a patron's PIN locked after too many
+	// wrong ones.
+	CodePinInvalid            = "PIN_INVALID"
+	CodePinLocked             = "PIN_LOCKED"
 	CodeSessionEnded          = "SESSION_ENDED"
 	CodeLoginOff              = "LOGIN_OFF"
 	CodeItemBarcodeNotFound   = "ITEM_BARCODE_NOT_FOUND"

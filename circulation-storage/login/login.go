@@ -57,6 +57,11 @@ type Store interface {
 	// TakeRefresh revokes a live refresh token and returns its account;
 	// found is false for a token that is unknown, revoked or expired.
 	TakeRefresh(ctx context.Context, tenant string, hash []byte) (accountID string, found bool, err error)
+	// SetPinHash replaces a patron's PIN hash; KindNotFound when there is
+	// no such patron.
+	SetPinHash(ctx context.Context, tenant, patronID, hash string) error
+	// PinHash is a patron's PIN hash; found is false when they have none.
+	PinHash(ctx context.Context, tenant, patronID string) (hash string, found bool, err error)
 }
 
 // Config is the login's configuration.
@@ -302,4 +307,64 @@ func (s *Service) SetPassword(ctx context.Context, tenant, accountID, password s
 		return err
 	}
 	return s.store.SetHash(ctx, tenant, accountID, h)
+}
+
+// PIN lengths: a kiosk's keypad takes digits, and FOLIO's patron PINs are
+// short; the upper bound keeps hashing bounded.
+const (
+	MinPin = 4
+	MaxPin = 64
+)
+
+func pinKey(patronID string) string { return "pin:" + patronID }
+
+// SetPin sets a patron's PIN (FOLIO's POST /patron-pin).
+func (s *Service) SetPin(ctx context.Context, tenant, patronID, pin string) error {
+	if n := len([]rune(pin)); n < MinPin || n > MaxPin {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A PIN has %d to %d characters", MinPin, MaxPin)
+	}
+	hash, err := s.hash(ctx, pin)
+	if err != nil {
+		return err
+	}
+	if err := s.store.SetPinHash(ctx, tenant, patronID, hash); err != nil {
+		return err
+	}
+	return s.store.Forget(ctx, tenant, pinKey(patronID))
+}
+
+// VerifyPin checks a patron's PIN (FOLIO's POST /patron-pin/verify): nil
+// when it matches; PIN_INVALID when it does not or the patron has none;
+// PIN_LOCKED (KindTooManyRequests) while MaxFailures wrong ones within
+// FailureWindow lock it, for Lockout.
+func (s *Service) VerifyPin(ctx context.Context, tenant, patronID, pin string) error {
+	keys := []string{pinKey(patronID)}
+	until, err := s.store.LockedUntil(ctx, tenant, keys)
+	if err != nil {
+		return err
+	}
+	if now := s.now(); until.After(now) {
+		wait := until.Sub(now)
+		e := errs.Errorf(errs.KindTooManyRequests, schemas.CodePinLocked, "Too many wrong PINs: try again in %d s", int(wait.Seconds())+1)
+		e.RetryAfter = wait
+		return e
+	}
+	hash, found, err := s.store.PinHash(ctx, tenant, patronID)
+	if err != nil {
+		return err
+	}
+	if !found {
+		hash = s.dummy
+	}
+	ok, err := s.matches(ctx, pin, hash)
+	if err != nil {
+		return err
+	}
+	if !found || !ok {
+		if err := s.store.Fail(ctx, tenant, keys, []int{s.cfg.MaxFailures}, s.cfg.FailureWindow, s.cfg.Lockout); err != nil {
+			return err
+		}
+		return errs.Errorf(errs.KindInvalid, schemas.CodePinInvalid, "Wrong PIN")
+	}
+	return s.store.Forget(ctx, tenant, keys[0])
 }

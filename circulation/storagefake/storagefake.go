@@ -56,6 +56,8 @@ const (
 	RouteOpenCount   = "GET /loan-storage/loans/open-count"
 	RouteValidation  = "GET /check-out-storage/validation"
 	RoutePatron      = "GET /check-out-storage/patron"
+	RouteSetPin      = "POST /patron-pin"
+	RouteVerifyPin   = "POST /patron-pin/verify"
 	RouteMatchPolicy = "GET /circulation-rules-storage/loan-policy"
 	RouteLoanPolicy  = "GET /loan-policy-storage/loan-policies/{id}"
 	RouteAcquire     = "POST /check-out-lock-storage"
@@ -183,8 +185,12 @@ type Fake struct {
 	requests []map[string]any
 	match    *PolicyMatch
 	settings []map[string]any
-	locks    []*Lock
-	tenants  map[string]bool // initialised tenants; nil: every valid one
+	// pins are patrons' PINs by patron id, and pinFailures the wrong ones
+	// in a row (storage's LOGIN_MAX_FAILURES, 5, lock a PIN).
+	pins        map[string]string
+	pinFailures map[string]int
+	locks       []*Lock
+	tenants     map[string]bool // initialised tenants; nil: every valid one
 	// released is closed, and replaced, whenever a lock is released: the
 	// waiting acquisitions watch it.
 	released chan struct{}
@@ -255,7 +261,7 @@ func New(t interface{ Cleanup(func()) }) *Fake {
 		RouteUsers: f.listUsers, RouteItems: f.listItems, RoutePutItem: f.putItem,
 		RouteLoans: f.listLoans, RouteLoan: f.getLoan, RoutePostLoan: f.postLoan, RoutePutLoan: f.putLoan,
 		RouteOpenCount: f.openCount, RouteMatchPolicy: f.matchPolicy, RouteLoanPolicy: f.getPolicy, RouteValidation: f.validation,
-		RoutePatron:  f.patronSummary,
+		RoutePatron: f.patronSummary, RouteSetPin: f.setPin, RouteVerifyPin: f.verifyPin,
 		RouteAcquire: f.acquire, RouteGetLock: f.getLock, RouteRelease: f.release,
 		RouteGetSettings: f.listSettings, RoutePostSetting: f.postSetting, RoutePutSetting: f.putSetting,
 		RouteReady: func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "UP"}) },
@@ -1250,6 +1256,55 @@ func (f *Fake) addPatron(out, user map[string]any) {
 		out["automatedPatronBlocks"] = []map[string]any{{"patronBlockConditionId": schemas.ConditionItemsChargedOut,
 			"blockBorrowing": true, "blockRenewals": false, "blockRequests": false, "message": c.Message}}
 	}
+}
+
+// pinMaxFailures is storage's LOGIN_MAX_FAILURES default: that many wrong
+// PINs in a row lock a patron's PIN.
+const pinMaxFailures = 5
+
+// setPin is POST /patron-pin: the patron's PIN, replaced.
+func (f *Fake) setPin(w http.ResponseWriter, r *http.Request) {
+	doc, ok := f.bind(w, r, "patron-pin.json")
+	if !ok {
+		return
+	}
+	id := strings.ToLower(str(doc["id"]))
+	if find(f.users, id) == nil {
+		writeError(w, 404, schemas.CodeNotFound, "User not found", "id", id)
+		return
+	}
+	if f.pins == nil {
+		f.pins, f.pinFailures = map[string]string{}, map[string]int{}
+	}
+	f.pins[id] = str(doc["pin"])
+	delete(f.pinFailures, id)
+	w.WriteHeader(http.StatusCreated)
+}
+
+// verifyPin is POST /patron-pin/verify: 200 for the patron's PIN, 422
+// PIN_INVALID for another (or none), 429 PIN_LOCKED after pinMaxFailures
+// wrong ones in a row.
+func (f *Fake) verifyPin(w http.ResponseWriter, r *http.Request) {
+	doc, ok := f.bind(w, r, "patron-pin.json")
+	if !ok {
+		return
+	}
+	id := strings.ToLower(str(doc["id"]))
+	if f.pinFailures[id] >= pinMaxFailures {
+		w.Header().Set("Retry-After", "900")
+		writeError(w, 429, schemas.CodePinLocked, "Too many wrong PINs: try again in 900 s")
+		return
+	}
+	if pin, ok := f.pins[id]; !ok || pin != str(doc["pin"]) {
+		if f.pinFailures == nil {
+			f.pins, f.pinFailures = map[string]string{}, map[string]int{}
+		}
+		f.pinFailures[id]++
+		writeError(w, 422, schemas.CodePinInvalid, "Wrong PIN")
+		return
+	}
+	delete(f.pinFailures, id)
+	w.WriteHeader(http.StatusOK)
 }
 
 // patronSummary is GET /check-out-storage/patron: the patron, their open

@@ -400,6 +400,45 @@ var cases = []testCase{
 		},
 	},
 	{
+		name: "a patron's PIN, once set, verifies; another does not",
+		given: func(s *session) request {
+			r := s.seed()
+			s.step("set the PIN", pinReq("/patron-pin", r.PatronID, "4321"), want{status: http.StatusCreated})
+			s.step("a wrong PIN", pinReq("/patron-pin/verify", r.PatronID, "1234"),
+				want{status: http.StatusUnprocessableEntity, code: schemas.CodePinInvalid})
+			return pinReq("/patron-pin/verify", r.PatronID, "4321")
+		},
+		want: want{status: http.StatusOK},
+	},
+	{
+		name: "five wrong PINs in a row lock a patron's PIN, the right one included",
+		given: func(s *session) request {
+			r := s.seed()
+			s.step("set the PIN", pinReq("/patron-pin", r.PatronID, "4321"), want{status: http.StatusCreated})
+			for range 5 {
+				s.step("a wrong PIN", pinReq("/patron-pin/verify", r.PatronID, "0000"),
+					want{status: http.StatusUnprocessableEntity, code: schemas.CodePinInvalid})
+			}
+			return pinReq("/patron-pin/verify", r.PatronID, "4321")
+		},
+		want: want{status: http.StatusTooManyRequests, code: schemas.CodePinLocked},
+	},
+	{
+		name: "a patron without a PIN does not verify",
+		given: func(s *session) request {
+			return pinReq("/patron-pin/verify", s.seed().PatronID, "4321")
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodePinInvalid},
+	},
+	{
+		name: "a PIN for no patron is not set",
+		given: func(s *session) request {
+			s.seed()
+			return pinReq("/patron-pin", newUUID(), "4321")
+		},
+		want: want{status: http.StatusNotFound, code: schemas.CodeNotFound},
+	},
+	{
 		name: "the patron summary without a barcode is refused",
 		given: func(s *session) request {
 			return request{method: http.MethodGet, path: "/check-out-storage/patron"}

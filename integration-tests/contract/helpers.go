@@ -113,6 +113,12 @@ func patronReq(userBarcode string) request {
 	return request{method: http.MethodGet, path: "/check-out-storage/patron?" + url.Values{"userBarcode": {userBarcode}}.Encode()}
 }
 
+// pinReq sets (path /patron-pin) or verifies (/patron-pin/verify) a
+// patron's PIN.
+func pinReq(path, patronID, pin string) request {
+	return request{method: http.MethodPost, path: path, body: map[string]any{"id": patronID, "pin": pin}}
+}
+
 // checkInReq is a check-in's write: the loan, closed, moving the item from
 // itemVersion to the next.
 func checkInReq(loan map[string]any, itemVersion string) request {

@@ -61,6 +61,10 @@ func FromAnswer(status int, data []byte, call string) error {
 		return withParams(Errorf(KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeLockRequired:
 		return Errorf(KindInvalid, schemas.CodeLockRequired, "%s", msg).Because(cause)
+	case status == http.StatusUnprocessableEntity && code == schemas.CodePinInvalid:
+		return Errorf(KindInvalid, schemas.CodePinInvalid, "%s", msg).Because(cause)
+	case status == http.StatusTooManyRequests && code == schemas.CodePinLocked:
+		return Errorf(KindTooManyRequests, schemas.CodePinLocked, "%s", msg).Because(cause)
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeAlreadyExists:
 		return withParams(Errorf(KindInvalid, schemas.CodeAlreadyExists, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity:

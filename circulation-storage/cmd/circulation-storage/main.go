@@ -120,12 +120,16 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	})
 	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
 	tenants := postgres.NewTenants(db, logger, postgres.LoadData)
+	loginCfg := login.Config{Secret: cfg.Auth.JWTSecret,
+		AccessTTL: cfg.LoginAccessTTL, RefreshTTL: cfg.LoginRefreshTTL,
+		MaxFailures: cfg.LoginMaxFailures, MaxAddressFailures: cfg.LoginMaxAddressFailures,
+		FailureWindow: cfg.LoginLockout, Lockout: cfg.LoginLockout, Hashes: loginHashes}
+	// Patrons' PINs are kept whether or not people sign in here: a
+	// self-check machine asks for them either way.
+	pins := login.New(postgres.NewAccounts(db), loginCfg)
 	var signIn *login.Service
 	if cfg.LoginOn() {
-		signIn = login.New(postgres.NewAccounts(db), login.Config{Secret: cfg.Auth.JWTSecret,
-			AccessTTL: cfg.LoginAccessTTL, RefreshTTL: cfg.LoginRefreshTTL,
-			MaxFailures: cfg.LoginMaxFailures, MaxAddressFailures: cfg.LoginMaxAddressFailures,
-			FailureWindow: cfg.LoginLockout, Lockout: cfg.LoginLockout, Hashes: loginHashes})
+		signIn = pins
 	}
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
@@ -147,6 +151,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		CheckOuts: rules,
 		Ready:     db.Ping,
 		Login:     signIn,
+		Pins:      pins,
 	}, sch, metrics, logger)
 
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -32,6 +32,14 @@ func (s *Server) loginService() (*login.Service, error) {
 	return s.svc.Login, nil
 }
 
+// pinService is the patrons' PINs' keeper.
+func (s *Server) pinService() (*login.Service, error) {
+	if s.svc.Pins == nil {
+		return nil, errs.Errorf(errs.KindNotFound, schemas.CodeRouteNotFound, "Patrons' PINs are not kept here")
+	}
+	return s.svc.Pins, nil
+}
+
 // login is POST /authn/login-with-expiry: the tokens in FOLIO's HttpOnly
 // cookies, their expirations in the body. The password is never logged
 // or returned.
@@ -122,6 +130,40 @@ func (s *Server) setCredentials(c echo.Context) error {
 		return err
 	}
 	return c.NoContent(http.StatusCreated)
+}
+
+// setPatronPin is POST /patron-pin (FOLIO's mod-users): sets a patron's
+// PIN.
+func (s *Server) setPatronPin(c echo.Context) error {
+	svc, err := s.pinService()
+	if err != nil {
+		return err
+	}
+	var req struct{ ID, Pin string }
+	if err := s.bind(c, "patron-pin.json", &req); err != nil {
+		return err
+	}
+	if err := svc.SetPin(c.Request().Context(), string(tenantOf(c)), strings.ToLower(req.ID), req.Pin); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusCreated)
+}
+
+// verifyPatronPin is POST /patron-pin/verify: 200 when the PIN matches,
+// 422 PIN_INVALID when not, 429 PIN_LOCKED after too many wrong ones.
+func (s *Server) verifyPatronPin(c echo.Context) error {
+	svc, err := s.pinService()
+	if err != nil {
+		return err
+	}
+	var req struct{ ID, Pin string }
+	if err := s.bind(c, "patron-pin.json", &req); err != nil {
+		return err
+	}
+	if err := svc.VerifyPin(c.Request().Context(), string(tenantOf(c)), strings.ToLower(req.ID), req.Pin); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusOK)
 }
 
 // signedIn answers a sign-in or a refresh: the cookies, and the body.

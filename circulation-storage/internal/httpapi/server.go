@@ -64,6 +64,9 @@ type Services struct {
 	Ready func(ctx context.Context) error
 	// Login signs people in (/authn); nil when the login is off.
 	Login *login.Service
+	// Pins keeps patrons' PINs (/patron-pin), whether or not the login is
+	// on.
+	Pins *login.Service
 }
 
 // Server is the HTTP face of circulation-storage.
@@ -121,6 +124,8 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	handle(e, http.MethodPost, "/authn/refresh", s.refresh, s.tenant)
 	handle(e, http.MethodPost, "/authn/logout", s.logout, s.tenant)
 	handle(e, http.MethodPost, "/authn/credentials", s.setCredentials, s.tenant)
+	handle(e, http.MethodPost, "/patron-pin", s.setPatronPin, s.tenant)
+	handle(e, http.MethodPost, "/patron-pin/verify", s.verifyPatronPin, s.tenant)
 
 	s.echo = e
 	return s

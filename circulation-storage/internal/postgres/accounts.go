@@ -41,6 +41,10 @@ ON CONFLICT (tenant_id, key) DO UPDATE SET
     locked_until = CASE WHEN (CASE WHEN f.first_at < now() - $4::interval THEN 1 ELSE f.failures + 1 END)
                              >= (SELECT max FROM k WHERE k.key = f.key)
                         THEN now() + $5::interval ELSE f.locked_until END`, tableLoginFailure)
+	setPinSQL = withTables(`INSERT INTO %[1]s (tenant_id, patron_id, hash)
+SELECT $1, p.id, $3 FROM %[2]s p WHERE p.tenant_id = $1 AND p.id = $2
+ON CONFLICT (tenant_id, patron_id) DO UPDATE SET hash = excluded.hash, changed_at = now()`, tablePatronPin, tablePatron)
+	pinSQL         = withTables(`SELECT hash FROM %s WHERE tenant_id = $1 AND patron_id = $2`, tablePatronPin)
 	forgetSQL      = withTables(`DELETE FROM %s WHERE tenant_id = $1 AND key = $2`, tableLoginFailure)
 	keepRefreshSQL = withTables(`INSERT INTO %s (tenant_id, hash, account_id, expires_at) VALUES ($1, $2, $3, $4)`, tableRefreshToken)
 	takeRefreshSQL = withTables(`UPDATE %s SET revoked_at = now()
@@ -144,4 +148,29 @@ func (s *Accounts) TakeRefresh(ctx context.Context, tenant string, hash []byte) 
 		return "", false, interpret(err, "")
 	}
 	return id, true, nil
+}
+
+// SetPinHash implements login.Store.
+func (s *Accounts) SetPinHash(ctx context.Context, tenant, patronID, hash string) error {
+	tag, err := s.db.pool.Exec(ctx, setPinSQL, tenant, patronID, hash)
+	if err != nil {
+		return interpret(err, "")
+	}
+	if tag.RowsAffected() == 0 {
+		return errs.NotFound("User", patronID)
+	}
+	return nil
+}
+
+// PinHash implements login.Store.
+func (s *Accounts) PinHash(ctx context.Context, tenant, patronID string) (string, bool, error) {
+	var hash string
+	err := s.db.pool.QueryRow(ctx, pinSQL, tenant, patronID).Scan(&hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, interpret(err, "")
+	}
+	return hash, true, nil
 }

@@ -217,12 +217,13 @@ const (
 	tableRefreshToken     tableName = "refresh_token"
 	tableLoginFailure     tableName = "login_failure"
 	tableServicePoint     tableName = "service_point"
+	tablePatronPin        tableName = "patron_pin"
 )
 
 // tenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var tenantTables = []tableName{
-	tableServicePoint, tableLoginFailure, tableRefreshToken, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatron, tableLoanPolicy, tableLoanType,
+	tableServicePoint, tableLoginFailure, tableRefreshToken, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
 	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
 	tableTenantJob,
 }

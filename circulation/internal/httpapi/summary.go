@@ -108,3 +108,19 @@ func requiredParam(c echo.Context, name string) (string, error) {
 	}
 	return v, nil
 }
+
+// verifyPatronPin is POST /circulation/patron-pin/verify: 204 when the PIN
+// matches; 422 PIN_INVALID, 429 PIN_LOCKED.
+func (s *Server) verifyPatronPin(c echo.Context) error {
+	var req struct {
+		UserBarcode string `json:"userBarcode"`
+		Pin         string `json:"pin"`
+	}
+	if err := s.bind(c, "circulation-patron-pin.json", &req); err != nil {
+		return err
+	}
+	if err := s.svc.Circulation.VerifyPatronPin(c.Request().Context(), req.UserBarcode, req.Pin); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}

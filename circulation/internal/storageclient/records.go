@@ -183,6 +183,27 @@ type loanPolicyJSON struct {
 	} `json:"loansPolicy"`
 }
 
+// PatronIDByBarcode implements circulation.Storage.
+func (c *Client) PatronIDByBarcode(ctx context.Context, barcode string) (string, bool, error) {
+	var page struct {
+		Users []struct {
+			ID string `json:"id"`
+		} `json:"users"`
+	}
+	if err := c.call(ctx, http.MethodGet, "/users"+query("barcode", barcode, "limit", "1"), nil, &page); err != nil {
+		return "", false, err
+	}
+	if len(page.Users) == 0 {
+		return "", false, nil
+	}
+	return page.Users[0].ID, true, nil
+}
+
+// VerifyPin implements circulation.Storage.
+func (c *Client) VerifyPin(ctx context.Context, patronID, pin string) error {
+	return c.call(ctx, http.MethodPost, "/patron-pin/verify", map[string]string{"id": patronID, "pin": pin}, nil)
+}
+
 // PatronSummary implements circulation.Storage.
 func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation.PatronRecords, error) {
 	var v struct {

@@ -193,6 +193,13 @@ func (c *Client) PatronSummary(ctx context.Context, s *Session, barcode string) 
 	return out, err
 }
 
+// VerifyPin checks the PIN a patron typed: nil when it matches; a
+// *Refusal with PIN_INVALID (422) or PIN_LOCKED (429) when not.
+func (c *Client) VerifyPin(ctx context.Context, s *Session, barcode, pin string) error {
+	body, _ := json.Marshal(map[string]string{"userBarcode": barcode, "pin": pin})
+	return c.call(ctx, s, http.MethodPost, "/circulation/patron-pin/verify", body, nil)
+}
+
 // ItemSummary is what a kiosk shows of an item.
 type ItemSummary struct {
 	Barcode string    `json:"barcode"`

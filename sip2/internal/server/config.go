@@ -41,9 +41,19 @@ type Listener struct {
 	// ProxyProtocol reads a PROXY protocol (v1) header first, from a load
 	// balancer in front: the kiosk's address is the one it names.
 	ProxyProtocol bool `json:"proxyProtocol"`
+	// PatronPin is "required" when a patron must give their PIN (AD) to
+	// check out and to see their information here, "off" (the default)
+	// when the card alone will do.
+	PatronPin string `json:"patronPin"`
 
 	location *time.Location
 }
+
+// The listener's patronPin values.
+const (
+	PinOff      = "off"
+	PinRequired = "required"
+)
 
 // TLSFiles are a listener's certificate files.
 type TLSFiles struct {
@@ -130,6 +140,13 @@ func ParseConfig(raw []byte) (Config, error) {
 			bad("both tls and plain: choose one")
 		case l.TLS != nil && (l.TLS.CertFile == "" || l.TLS.KeyFile == ""):
 			bad("tls needs certFile and keyFile")
+		}
+		switch l.PatronPin {
+		case "":
+			l.PatronPin = PinOff
+		case PinOff, PinRequired:
+		default:
+			bad("patronPin %q: %q or %q", l.PatronPin, PinOff, PinRequired)
 		}
 		if l.ServicePointID == "" {
 			bad("servicePointId is required: check-outs are made at a service point")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/sip2/internal/circ"
 	"github.com/checkoutlock/sip2/wire"
 )
@@ -233,6 +234,11 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	}
 	ctx, cancel := c.call()
 	defer cancel()
+	if c.cfg.PatronPin == PinRequired {
+		if ok, msg, outcome := c.pinGiven(ctx, s, req, patron); !ok {
+			return reply(false, time.Time{}, "", msg), outcome
+		}
+	}
 	loan, err := c.s.circ.CheckOut(ctx, s, item, patron, c.cfg.ServicePointID)
 	if err == nil {
 		return reply(true, loan.DueDate, loan.Title, ""), "ok"
@@ -315,6 +321,18 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 	}
 	ctx, cancel := c.call()
 	defer cancel()
+	// CQ says whether the PIN given (AD) is the patron's; where PINs are
+	// required, a patron without theirs is told nothing more.
+	pinChecked, pinOK := false, false
+	if _, given := req.Get("AD"); given || c.cfg.PatronPin == PinRequired {
+		ok, msg, outcome := c.pinGiven(ctx, s, req, barcode)
+		pinChecked, pinOK = true, ok
+		if !ok && c.cfg.PatronPin == PinRequired {
+			r := reply(deniedStatus, noCounts, "", true, msg)
+			r.Add("CQ", "N")
+			return r, outcome
+		}
+	}
 	sum, err := c.s.circ.PatronSummary(ctx, s, barcode)
 	var ref *circ.Refusal
 	switch {
@@ -345,6 +363,9 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 		counts = "0000" + wire.Counter(sum.OverdueCount) + wire.Counter(sum.OpenLoanCount) + "0000" + "0000" + "0000"
 	}
 	r := reply(string(status), counts, name, true, strings.Join(reasons, "; "))
+	if pinChecked {
+		r.Add("CQ", wire.YN(pinOK))
+	}
 	if info {
 		if sum.ItemLimit > 0 {
 			r.Add("CB", wire.Counter(sum.ItemLimit))
@@ -361,6 +382,36 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 		}
 	}
 	return r, "ok"
+}
+
+// Screen messages about PINs.
+const (
+	msgPinNeeded = "Please enter your PIN"
+	msgPinWrong  = "Wrong PIN"
+	msgPinLocked = "Too many wrong PINs: please try again later or ask at the desk"
+)
+
+// pinGiven checks the patron's PIN (AD): whether it matches, and when not
+// the screen message and the outcome to log (the PIN itself never is).
+func (c *conn) pinGiven(ctx context.Context, s *circ.Session, req *wire.Request, patron string) (ok bool, msg, outcome string) {
+	pin, given := req.Get("AD")
+	if !given || pin == "" {
+		return false, msgPinNeeded, "pin_needed"
+	}
+	err := c.s.circ.VerifyPin(ctx, s, patron, pin)
+	var ref *circ.Refusal
+	switch {
+	case err == nil:
+		return true, "", ""
+	case errors.As(err, &ref) && ref.Code == schemas.CodePinInvalid:
+		return false, msgPinWrong, "pin_wrong"
+	case errors.As(err, &ref) && ref.Code == schemas.CodePinLocked:
+		return false, msgPinLocked, "pin_locked"
+	}
+	if !errors.As(err, &ref) {
+		c.s.logger.Error("PIN: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+	}
+	return false, msgBusy, "busy"
 }
 
 // deniedStatus is a patron status that grants nothing: charge, renewal,
