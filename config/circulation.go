@@ -56,6 +56,9 @@ type Circulation struct {
 	// RequestTimeout bounds the work done for one request, retries included,
 	// up to its writes, which then finish on a deadline of their own.
 	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"20s"`
+	// SIP2AdminURLs are the SIP2 doors' admin addresses (their HTTP_ADDR),
+	// comma-separated: the lock console lists the kiosks connected to them.
+	SIP2AdminURLs []string `env:"SIP2_ADMIN_URLS" envSeparator:","`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM; it
@@ -135,6 +138,14 @@ func (c Circulation) Validate() error {
 	errs = append(errs, c.validateModuleKey()...)
 	if !strings.HasPrefix(c.StorageURL, "http://") && !strings.HasPrefix(c.StorageURL, "https://") {
 		errs = append(errs, fmt.Errorf("STORAGE_URL must be an http:// or https:// URL, got %q", c.StorageURL))
+	}
+	for _, u := range c.SIP2AdminURLs {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			errs = append(errs, fmt.Errorf("SIP2_ADMIN_URLS must list http:// or https:// URLs, got %q", u))
+		}
+	}
+	if len(c.SIP2AdminURLs) > 16 {
+		errs = append(errs, fmt.Errorf("SIP2_ADMIN_URLS lists %d doors; at most 16", len(c.SIP2AdminURLs)))
 	}
 	if c.LockTTLMs < 1 || c.LockTTLMs > 600000 {
 		errs = append(errs, fmt.Errorf("LOCK_TTL_MS must be 1..600000, got %d", c.LockTTLMs))
@@ -217,6 +228,7 @@ func (c Circulation) LogValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Int("max_header_bytes", c.MaxHeaderBytes),
 		slog.Int("settings_cache_tenants", c.SettingsCacheTenants),
+		slog.Any("sip2_admin_urls", c.SIP2AdminURLs),
 		slog.Duration("request_timeout", c.RequestTimeout),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),

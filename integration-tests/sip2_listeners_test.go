@@ -19,7 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
 )
 
 // testCA is a certificate authority of a test's own, and what it signs.
@@ -88,7 +91,7 @@ func (ca *testCA) issue(t *testing.T, name string, server bool) (certFile, keyFi
 func TestSIP2ListenersTLSProxyAndReload(t *testing.T) {
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
 	c.SetupLibrary(1, 1, 0)
-	c.Account(t, "user_id", "Kiosk", "One", "circulation.role.self-check", "passw0rd")
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
 	ca := newTestCA(t)
 	certFile, keyFile, _ := ca.issue(t, "door", true)
 	_, _, kioskCert := ca.issue(t, "kiosk", false)
@@ -222,4 +225,58 @@ func TestSIP2ListenersTLSProxyAndReload(t *testing.T) {
 		}
 		k.Send("9900302.00")
 	})
+}
+
+// TestKiosksOnTheLockConsole: circulation lists the kiosks connected to
+// its SIP2 doors for the caller's tenant (the operator may, a kiosk may
+// not), says which door did not answer, and the lock console shows them.
+func TestKiosksOnTheLockConsole(t *testing.T) {
+	adminAddr, silent := harness.FreeAddr(t), harness.FreeAddr(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
+		CirculationEnv: []string{"SIP2_ADMIN_URLS=http://" + adminAddr + ",http://" + silent}})
+	c.SetupLibrary(1, 1, 0)
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
+	door := c.StartSIP2At(t, adminAddr, 0, []map[string]any{nil})
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	k.Send("9900302.00")
+
+	var got struct {
+		Kiosks []struct {
+			Address, Username string
+			LoggedIn          bool
+			Messages          int
+		}
+		Doors []struct{ URL, Error string }
+	}
+	c.DoWith(c.Circulations[0], "GET", "/circulation/kiosks", nil, c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleOperator))).
+		Want(t, http.StatusOK).Decode(t, &got)
+	if len(got.Kiosks) != 1 || got.Kiosks[0].Username != "user_id" || !got.Kiosks[0].LoggedIn || got.Kiosks[0].Messages != 2 ||
+		got.Kiosks[0].Address != "127.0.0.1" {
+		t.Fatalf("kiosks %+v, want the one logged in with its two messages", got.Kiosks)
+	}
+	if len(got.Doors) != 2 || got.Doors[0].Error != "" || got.Doors[1].Error != "the door did not answer" {
+		t.Fatalf("doors %+v, want the running one and the silent one named", got.Doors)
+	}
+	// Another tenant's console sees none of them.
+	other := c.DoWith(c.Circulations[0], "GET", "/circulation/kiosks", nil,
+		map[string]string{schemas.HeaderTenant: "diku", schemas.HeaderToken: harness.Token(t, "diku", schemas.RoleOperator)})
+	if other.Status == http.StatusOK && strings.Contains(string(other.Body), "user_id") {
+		t.Fatalf("another tenant sees this tenant's kiosks: %s", other.Body)
+	}
+	c.DoWith(c.Circulations[0], "GET", "/circulation/kiosks", nil, c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck))).
+		Want(t, http.StatusForbidden)
+
+	ctx := browser(t)
+	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#kiosks tbody tr", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if row := textOf(t, ctx, "#kiosks tbody tr"); !strings.Contains(row, "user_id") || !strings.Contains(row, "127.0.0.1") {
+		t.Errorf("the console's kiosk row reads %q", row)
+	}
+	if status := textOf(t, ctx, "#kiosks-status"); !strings.Contains(status, "1 connected.") || !strings.Contains(status, silent) {
+		t.Errorf("the console's kiosk status reads %q, want the count and the silent door", status)
+	}
 }

@@ -118,6 +118,8 @@ var Routes = slices.Concat(
 			"checkout-lock-storage.checkout-locks.collection.get", namesUser, namesServicePoint),
 		circ("GET", "/circulation/check-out-locks/history", "circulation.check-out-locks.history.get", "read the check-out lock history",
 			"checkout-lock-storage.checkout-locks.history.get", namesUser, namesAccount, namesServicePoint),
+		circ("GET", "/circulation/kiosks", "circulation.kiosks.collection.get",
+			"list the self-check machines connected to the SIP2 doors"),
 		circ("DELETE", "/circulation/check-out-locks/{id}", "circulation.check-out-locks.item.delete", "release a check-out lock",
 			"checkout-lock-storage.checkout-locks.item.delete", PermissionReleaseOthers),
 
@@ -392,7 +394,7 @@ var (
 		"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable})
 	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
-		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get"}
+		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get", "circulation.kiosks.collection.get"}
 )
 
 // PermissionSets are the roles.
@@ -400,7 +402,7 @@ var PermissionSets = []PermissionSet{
 	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in, and read what a kiosk shows a patron and of an item.", selfCheckRole},
 	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, and overriding blocks at check-out.",
 		librarianRole},
-	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, and read the lock settings.",
+	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, see the connected self-check machines, and read the lock settings.",
 		operatorRole},
 	{RoleTenantAdmin, "Circulation: tenant administrator", "Every permission of both modules: initialise, upgrade and purge tenants, load the library's records, and call storage directly.",
 		tenantAdmin()},

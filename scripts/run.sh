@@ -108,7 +108,7 @@ wait_ready "$storage_url" circulation-storage "${pids[0]}"
 echo "run: initialising tenant $TENANT"
 demo_accounts=$(scripts/demo-tenant.sh "$storage_url" "$TENANT" "$ADMIN_TOKEN")
 
-env "${circulation_auth[@]}" HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage_url" "$BIN_DIR/circulation" &
+env "${circulation_auth[@]}" HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage_url" SIP2_ADMIN_URLS="$sip2_admin_url" "$BIN_DIR/circulation" &
 pids+=($!)
 wait_ready "$circulation_url" circulation "${pids[1]}"
 

@@ -29,7 +29,13 @@ type Process struct {
 // test failed.
 func startProcess(t testing.TB, name, bin string, env ...string) *Process {
 	t.Helper()
-	p := &Process{t: t, Name: name, bin: bin, env: env, Addr: freeAddr(t),
+	return startProcessAt(t, freeAddr(t), name, bin, env...)
+}
+
+// startProcessAt is startProcess on addr.
+func startProcessAt(t testing.TB, addr, name, bin string, env ...string) *Process {
+	t.Helper()
+	p := &Process{t: t, Name: name, bin: bin, env: env, Addr: addr,
 		logPath: filepath.Join(envState().LogDir, sanitizeName(t.Name())+"-"+name+".log")}
 	p.Start()
 	t.Cleanup(func() {
@@ -139,6 +145,9 @@ func (p *Process) Restart() {
 	p.Stop()
 	p.Start()
 }
+
+// FreeAddr is a loopback address whose port is free now.
+func FreeAddr(t testing.TB) string { return freeAddr(t) }
 
 // freeAddr finds a free loopback port.
 func freeAddr(t testing.TB) string {

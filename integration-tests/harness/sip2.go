@@ -50,10 +50,17 @@ func (c *Cluster) SIP2Listener(settings map[string]any) map[string]any {
 // SIP2Listener); SIP2Addr is the first's bound address.
 func (c *Cluster) StartSIP2With(t testing.TB, circ int, listeners []map[string]any, env ...string) *SIP2Door {
 	t.Helper()
+	return c.StartSIP2At(t, freeAddr(t), circ, listeners, env...)
+}
+
+// StartSIP2At is StartSIP2With with the door's admin address (health,
+// metrics, kiosks) at adminAddr: circulation's SIP2_ADMIN_URLS names it.
+func (c *Cluster) StartSIP2At(t testing.TB, adminAddr string, circ int, listeners []map[string]any, env ...string) *SIP2Door {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "sip2.json")
 	d := &SIP2Door{ConfigFile: file}
 	d.WriteConfig(t, c, listeners)
-	d.Process = startProcess(t, "sip2", filepath.Join(c.binDir(), "sip2"),
+	d.Process = startProcessAt(t, adminAddr, "sip2", filepath.Join(c.binDir(), "sip2"),
 		append([]string{"SIP2_CONFIG=" + file, "CIRCULATION_URL=" + c.Circulations[circ].URL(), "LOG_LEVEL=info"}, env...)...)
 	bound := d.Bound(t)
 	if len(bound) != len(listeners) {

@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Instance:       instanceName(cfg.InstanceName, ln.Addr()),
 	})
 	server := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxHeaderBytes: cfg.MaxHeaderBytes,
-		RequestTimeout: cfg.RequestTimeout, Auth: authn, Module: module},
+		RequestTimeout: cfg.RequestTimeout, Auth: authn, Module: module, SIP2AdminURLs: cfg.SIP2AdminURLs},
 		httpapi.Services{
 			Circulation: svc,
 			Settings:    settings,

@@ -27,6 +27,9 @@ import (
 // Config is what the HTTP layer needs from the configuration.
 type Config struct {
 	MaxBodyBytes int64
+	// SIP2AdminURLs are the SIP2 doors' admin addresses, whose connected
+	// kiosks the lock console lists.
+	SIP2AdminURLs []string
 	// MaxHeaderBytes bounds the request's header block; larger ones get
 	// 431 with the envelope (net/http's own, larger, limit answers in
 	// plain text).
@@ -95,6 +98,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	get(e, "/circulation/check-out-locks", s.listConsoleLocks, s.tenant)
 	get(e, "/circulation/check-out-locks/history", s.lockHistory, s.tenant)
 	handle(e, http.MethodDelete, "/circulation/check-out-locks/:id", s.releaseConsoleLock, s.tenant)
+	get(e, "/circulation/kiosks", s.kiosks, s.tenant)
 	s.pages(e)
 	for _, p := range []string{"/authn/login-with-expiry", "/authn/refresh", "/authn/logout"} {
 		handle(e, http.MethodPost, p, s.passAuthn, s.tenant)

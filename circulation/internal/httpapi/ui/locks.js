@@ -1,12 +1,14 @@
 // The operator's lock console: the live locks with their patrons, holders
 // and service points by name, refreshed every second with a countdown to
-// each expiry, the recent lock history, and releasing a lock after a
-// confirmation whose default is to keep it.
+// each expiry, the self-check machines connected to the SIP2 doors, the
+// recent lock history, and releasing a lock after a confirmation whose
+// default is to keep it.
 "use strict";
 
 const LIST = "circulation.check-out-locks.collection.get";
 const HISTORY = "circulation.check-out-locks.history.get";
 const RELEASE = "circulation.check-out-locks.item.delete";
+const KIOSKS = "circulation.kiosks.collection.get";
 
 const eventText = {
   expired: "expired while held",
@@ -17,6 +19,7 @@ const eventText = {
 
 const columns = ["Patron", "Held by", "Item", "Service point", "Request", "Held for", "Expires in", "Action"];
 const historyColumns = ["When", "What", "Patron", "Holder", "By"];
+const kioskColumns = ["Kiosk", "Address", "Connected since", "Last message", "Messages"];
 
 let locks = [];
 let fetchedAt = 0;
@@ -115,20 +118,41 @@ function renderHistory(events) {
   }
 }
 
+// renderKiosks lists the self-check machines connected to the SIP2 doors,
+// and says which door did not answer.
+function renderKiosks(answer) {
+  const section = document.getElementById("kiosks-section");
+  section.hidden = !answer || answer.doors.length === 0;
+  if (section.hidden) return;
+  const body = document.querySelector("#kiosks tbody");
+  body.replaceChildren();
+  for (const k of answer.kiosks) {
+    const texts = [k.username || "not logged in", k.address, new Date(k.since).toLocaleString(),
+      new Date(k.lastMessage).toLocaleTimeString(), String(k.messages)];
+    body.append(el("tr", { "data-kiosk": k.address + " " + k.since },
+      ...texts.map((text, i) => el("td", { "data-label": kioskColumns[i], text }))));
+  }
+  const down = answer.doors.filter((d) => d.error).map((d) => `${d.url}: ${d.error}`);
+  const count = `${answer.kiosks.length} connected.`;
+  document.getElementById("kiosks-status").textContent = down.length ? `${count} Not heard from ${down.join("; ")}.` : count;
+}
+
 async function refresh() {
   if (busy) return;
   busy = true;
   const gen = generation;
   try {
-    const [page, history] = await Promise.all([
+    const [page, history, kiosks] = await Promise.all([
       api("GET", "/circulation/check-out-locks"),
       may(HISTORY) ? api("GET", "/circulation/check-out-locks/history") : Promise.resolve({ events: [] }),
+      may(KIOSKS) ? api("GET", "/circulation/kiosks") : Promise.resolve(null),
     ]);
     if (gen !== generation) return;
     locks = page.checkoutLocks;
     fetchedAt = Date.now();
     renderLocks();
     renderHistory(history.events);
+    renderKiosks(kiosks);
     say("status", `${page.totalRecords} lock${page.totalRecords === 1 ? "" : "s"} held. Updated ${new Date().toLocaleTimeString()}.`, true);
   } catch (err) {
     if (gen === generation) say("page-status", err.message, false);
@@ -180,6 +204,8 @@ function clear() {
   locks = [];
   document.querySelector("#locks tbody").replaceChildren();
   document.querySelector("#history tbody").replaceChildren();
+  document.querySelector("#kiosks tbody").replaceChildren();
+  document.getElementById("kiosks-section").hidden = true;
   document.getElementById("no-locks").hidden = true;
   say("status", "", true);
   const dialog = document.getElementById("confirm-dialog");

@@ -1,0 +1,104 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/checkoutlock/circulation"
+)
+
+// maxKiosks bounds the kiosks the console lists, and kioskAnswerBytes a
+// door's answer.
+const (
+	maxKiosks        = 500
+	kioskAnswerBytes = 1 << 20
+)
+
+// kioskJSON is a connected kiosk as a SIP2 door lists it
+// (schemas/circulation-kiosks.json).
+type kioskJSON struct {
+	Address     string    `json:"address"`
+	Username    string    `json:"username,omitempty"`
+	LoggedIn    bool      `json:"loggedIn"`
+	Since       time.Time `json:"since"`
+	LastMessage time.Time `json:"lastMessage"`
+	Messages    int64     `json:"messages"`
+	Listener    string    `json:"listener"`
+}
+
+// doorJSON is a SIP2 door and whether it answered.
+type doorJSON struct {
+	URL   string `json:"url"`
+	Error string `json:"error,omitempty"`
+}
+
+// kiosks is GET /circulation/kiosks: the self-check machines connected to
+// the SIP2 doors (SIP2_ADMIN_URLS) for the caller's tenant, each door
+// asked at once with a deadline of a second; a door that does not answer
+// is named with the reason.
+func (s *Server) kiosks(c echo.Context) error {
+	tenant := circulation.OkapiFrom(c.Request().Context()).Tenant
+	ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
+	defer cancel()
+	doors := make([]doorJSON, len(s.cfg.SIP2AdminURLs))
+	found := make([][]kioskJSON, len(doors))
+	var wg sync.WaitGroup
+	for i, base := range s.cfg.SIP2AdminURLs {
+		doors[i].URL = base
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ks, err := doorKiosks(ctx, base, tenant)
+			if err != nil {
+				doors[i].Error = err.Error()
+			}
+			found[i] = ks
+		}()
+	}
+	wg.Wait()
+	out := struct {
+		Kiosks []kioskJSON `json:"kiosks"`
+		Doors  []doorJSON  `json:"doors"`
+	}{Kiosks: []kioskJSON{}, Doors: doors}
+	for _, ks := range found {
+		for _, k := range ks {
+			if len(out.Kiosks) < maxKiosks {
+				out.Kiosks = append(out.Kiosks, k)
+			}
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// doorKiosks asks one door for the tenant's kiosks.
+func doorKiosks(ctx context.Context, base, tenant string) ([]kioskJSON, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		strings.TrimRight(base, "/")+"/admin/kiosks?"+url.Values{"tenant": {tenant}}.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("the door did not answer")
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the door answered %d", res.StatusCode)
+	}
+	var v struct {
+		Kiosks []kioskJSON `json:"kiosks"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, kioskAnswerBytes)).Decode(&v); err != nil {
+		return nil, fmt.Errorf("the door's answer is unreadable")
+	}
+	return v.Kiosks, nil
+}
