@@ -617,3 +617,117 @@ func TestSIP2PatronPins(t *testing.T) {
 		t.Fatal("the door logged a PIN")
 	}
 }
+
+// TestSIP2TimeoutsAndCaps: a connection that does not log in, one that
+// falls silent, and one that stops reading its replies are each closed
+// within their timeout; connections beyond the cap of one address are
+// closed at once while the others go on.
+func TestSIP2TimeoutsAndCaps(t *testing.T) {
+	_, _, door := sip2Cluster(t, 1, 1, 1, 0, nil, "SIP2_LOGIN_TIMEOUT=1s", "SIP2_IDLE_TIMEOUT=2s",
+		"SIP2_WRITE_TIMEOUT=1s", "SIP2_MAX_CONNECTIONS_PER_ADDRESS=3")
+	closedWithin := func(k *harness.SIP2Client, from time.Time, most time.Duration) time.Duration {
+		t.Helper()
+		waitClosed(t, k.Conn, most+5*time.Second)
+		d := time.Since(from)
+		if d > most {
+			t.Fatalf("closed after %s, want within %s", d, most)
+		}
+		return d
+	}
+
+	t.Run("no login", func(t *testing.T) {
+		k := harness.DialSIP2(t, door.SIP2Addr)
+		start := time.Now()
+		// A status request is answered, but it is not a login.
+		if got := k.Send("9900302.00"); !strings.HasPrefix(got, "98") {
+			t.Fatalf("status: %q", got)
+		}
+		closedWithin(k, start, 2*time.Second)
+	})
+
+	t.Run("silent after login", func(t *testing.T) {
+		k := harness.DialSIP2(t, door.SIP2Addr)
+		k.Login("user_id", "passw0rd")
+		start := time.Now()
+		if d := closedWithin(k, start, 3*time.Second); d < 2*time.Second {
+			t.Fatalf("closed after %s, before SIP2_IDLE_TIMEOUT (2s)", d)
+		}
+	})
+
+	t.Run("a kiosk that stops reading", func(t *testing.T) {
+		k := harness.DialSIP2(t, door.SIP2Addr)
+		k.Login("user_id", "passw0rd")
+		// Status requests, never reading a reply, until the door's writes
+		// block on the full socket and it gives up: its writes then fail.
+		msg := []byte(strings.Repeat("9900302.00\r", 100))
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			_ = k.Conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+			if _, err := k.Conn.Write(msg); err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the door kept taking messages from a kiosk that reads no reply")
+			}
+		}
+		if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+			return strings.Contains(door.Log(), `"write_error"`)
+		}) {
+			t.Fatal("the door's log does not say the reply could not be written")
+		}
+	})
+
+	t.Run("cap per address", func(t *testing.T) {
+		var open []*harness.SIP2Client
+		if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool {
+			v, ok := openConnections(door)
+			return ok && v == 0
+		}) {
+			t.Fatal("connections of the subtests before are still open")
+		}
+		for range 3 {
+			k := harness.DialSIP2(t, door.SIP2Addr)
+			if got := k.Send("9900302.00"); !strings.HasPrefix(got, "98") {
+				t.Fatalf("status: %q", got)
+			}
+			open = append(open, k)
+		}
+		fourth := harness.DialSIP2(t, door.SIP2Addr)
+		waitClosed(t, fourth.Conn, 5*time.Second)
+		if got := open[0].Send("9900302.00"); !strings.HasPrefix(got, "98") {
+			t.Fatalf("a connection within the cap: %q", got)
+		}
+	})
+}
+
+// TestSIP2BusyBeforeTheTimeout: a patron whose lock another check-out
+// holds is answered "System busy" once circulation's retry budget is
+// spent, well within the timeout the status reply advertises, and no loan
+// is made.
+func TestSIP2BusyBeforeTheTimeout(t *testing.T) {
+	c, lib, door := sip2Cluster(t, 1, 1, 1, 0, nil)
+	patron := lib.Patrons[0]
+	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": c.IDOf(t, "/users", "users", patron),
+		"ttlMs": 60000}).Want(t, http.StatusCreated)
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	status := k.Send("9900302.00")
+	advertised, _ := strconv.Atoi(status[8:11]) // tenths of a second
+	start := time.Now()
+	got := k.Send(checkOutMsg(patron, lib.Items[0][0]))
+	took := time.Since(start)
+	if !strings.HasPrefix(got, "120") || harness.SIP2Field(got, "AF") != "System busy, please try again" {
+		t.Fatalf("check-out of a patron whose lock is held: %q", got)
+	}
+	if limit := time.Duration(advertised) * 100 * time.Millisecond / 2; took > limit {
+		t.Fatalf("busy after %s, want within half the advertised timeout (%s)", took, limit)
+	}
+	if n := openLoans(t, c, patron); n != 0 {
+		t.Fatalf("%d loans", n)
+	}
+	// A kiosk account holding more than the self-check role is refused.
+	c.Account(t, "lee", "Lee", "Librarian", schemas.RoleLibrarian, "lee-password")
+	if got := harness.DialSIP2(t, door.SIP2Addr).Send("9300CNlee|COlee-password|"); !strings.HasPrefix(got, "940") {
+		t.Fatalf("a librarian's account as a kiosk: %q", got)
+	}
+}
