@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net"
@@ -135,23 +136,18 @@ func (s *Server) setCredentials(c echo.Context) error {
 // setPatronPin is POST /patron-pin (FOLIO's mod-users): sets a patron's
 // PIN.
 func (s *Server) setPatronPin(c echo.Context) error {
-	svc, err := s.pinService()
-	if err != nil {
-		return err
-	}
-	var req struct{ ID, Pin string }
-	if err := s.bind(c, "patron-pin.json", &req); err != nil {
-		return err
-	}
-	if err := svc.SetPin(c.Request().Context(), string(tenantOf(c)), strings.ToLower(req.ID), req.Pin); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusCreated)
+	return s.withPin(c, http.StatusCreated, (*login.Service).SetPin)
 }
 
 // verifyPatronPin is POST /patron-pin/verify: 200 when the PIN matches,
 // 422 PIN_INVALID when not, 429 PIN_LOCKED after too many wrong ones.
 func (s *Server) verifyPatronPin(c echo.Context) error {
+	return s.withPin(c, http.StatusOK, (*login.Service).VerifyPin)
+}
+
+// withPin reads a patron-pin.json body and does what with it, answering
+// status when it succeeds.
+func (s *Server) withPin(c echo.Context, status int, what func(*login.Service, context.Context, string, string, string) error) error {
 	svc, err := s.pinService()
 	if err != nil {
 		return err
@@ -160,10 +156,10 @@ func (s *Server) verifyPatronPin(c echo.Context) error {
 	if err := s.bind(c, "patron-pin.json", &req); err != nil {
 		return err
 	}
-	if err := svc.VerifyPin(c.Request().Context(), string(tenantOf(c)), strings.ToLower(req.ID), req.Pin); err != nil {
+	if err := what(svc, c.Request().Context(), string(tenantOf(c)), strings.ToLower(req.ID), req.Pin); err != nil {
 		return err
 	}
-	return c.NoContent(http.StatusOK)
+	return c.NoContent(status)
 }
 
 // signedIn answers a sign-in or a refresh: the cookies, and the body.

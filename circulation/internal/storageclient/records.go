@@ -32,6 +32,37 @@ type patronJSON struct {
 	} `json:"personal"`
 }
 
+// patron is the patron as the domain sees it.
+func (u *patronJSON) patron() *circulation.Patron {
+	return &circulation.Patron{ID: u.ID, Barcode: u.Barcode, Active: u.Active, PatronGroupID: u.PatronGroup,
+		FirstName: u.Personal.FirstName, LastName: u.Personal.LastName, ExpirationDate: parseTime(u.ExpirationDate)}
+}
+
+// blocksJSON are a patron's blocks as validation and the patron summary
+// carry them.
+type blocksJSON struct {
+	Automated []struct {
+		ConditionID    string `json:"patronBlockConditionId"`
+		BlockBorrowing bool   `json:"blockBorrowing"`
+		Message        string `json:"message"`
+	} `json:"automatedPatronBlocks"`
+	ManualBlocks []struct {
+		Desc          string `json:"desc"`
+		PatronMessage string `json:"patronMessage"`
+	} `json:"manualBlocks"`
+}
+
+// blocks are the blocks as the domain sees them.
+func (b blocksJSON) blocks() (automated []circulation.AutomatedBlock, manual []circulation.ManualBlock) {
+	for _, a := range b.Automated {
+		automated = append(automated, circulation.AutomatedBlock{ConditionID: a.ConditionID, BlockBorrowing: a.BlockBorrowing, Message: a.Message})
+	}
+	for _, m := range b.ManualBlocks {
+		manual = append(manual, circulation.ManualBlock{Desc: m.Desc, PatronMessage: m.PatronMessage})
+	}
+	return automated, manual
+}
+
 type statusJSON struct {
 	Name string `json:"name"`
 }
@@ -80,15 +111,7 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 			ID          string `json:"id"`
 			RequesterID string `json:"requesterId"`
 		} `json:"requestQueueHead"`
-		Automated []struct {
-			ConditionID    string `json:"patronBlockConditionId"`
-			BlockBorrowing bool   `json:"blockBorrowing"`
-			Message        string `json:"message"`
-		} `json:"automatedPatronBlocks"`
-		ManualBlocks []struct {
-			Desc          string `json:"desc"`
-			PatronMessage string `json:"patronMessage"`
-		} `json:"manualBlocks"`
+		blocksJSON
 		RulesSet      bool             `json:"circulationRulesSet"`
 		Match         *policyMatchJSON `json:"loanPolicyMatch"`
 		LoanPolicy    *loanPolicyJSON  `json:"loanPolicy"`
@@ -129,16 +152,9 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 	if h := v.QueueHead; h != nil {
 		out.QueueHead = &circulation.QueuedRequest{ID: h.ID, RequesterID: h.RequesterID}
 	}
-	for _, b := range v.Automated {
-		out.AutomatedBlocks = append(out.AutomatedBlocks, circulation.AutomatedBlock{ConditionID: b.ConditionID,
-			BlockBorrowing: b.BlockBorrowing, Message: b.Message})
-	}
-	for _, b := range v.ManualBlocks {
-		out.ManualBlocks = append(out.ManualBlocks, circulation.ManualBlock{Desc: b.Desc, PatronMessage: b.PatronMessage})
-	}
+	out.AutomatedBlocks, out.ManualBlocks = v.blocks()
 	if u := v.User; u != nil {
-		out.Patron = &circulation.Patron{ID: u.ID, Barcode: u.Barcode, Active: u.Active, PatronGroupID: u.PatronGroup,
-			FirstName: u.Personal.FirstName, LastName: u.Personal.LastName, ExpirationDate: parseTime(u.ExpirationDate)}
+		out.Patron = u.patron()
 	}
 	if v.Item != nil {
 		item, err := decodeItem(v.Item)
@@ -216,34 +232,19 @@ func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation
 			DueDate     time.Time `json:"dueDate"`
 		} `json:"openLoans"`
 		ItemLimit int `json:"itemLimit"`
-		Automated []struct {
-			ConditionID    string `json:"patronBlockConditionId"`
-			BlockBorrowing bool   `json:"blockBorrowing"`
-			Message        string `json:"message"`
-		} `json:"automatedPatronBlocks"`
-		ManualBlocks []struct {
-			Desc          string `json:"desc"`
-			PatronMessage string `json:"patronMessage"`
-		} `json:"manualBlocks"`
+		blocksJSON
 	}
 	if err := c.call(ctx, http.MethodGet, "/check-out-storage/patron"+query("userBarcode", barcode), nil, &v); err != nil {
 		return circulation.PatronRecords{}, err
 	}
 	out := circulation.PatronRecords{OpenLoanCount: v.OpenLoanCount, OverdueCount: v.OverdueCount, ItemLimit: v.ItemLimit}
 	if u := v.User; u != nil {
-		out.Patron = &circulation.Patron{ID: u.ID, Barcode: u.Barcode, Active: u.Active, PatronGroupID: u.PatronGroup,
-			FirstName: u.Personal.FirstName, LastName: u.Personal.LastName, ExpirationDate: parseTime(u.ExpirationDate)}
+		out.Patron = u.patron()
 	}
 	for _, l := range v.OpenLoans {
 		out.OpenLoans = append(out.OpenLoans, circulation.SummaryLoan{ItemBarcode: l.ItemBarcode, Title: l.Title, DueDate: l.DueDate})
 	}
-	for _, b := range v.Automated {
-		out.AutomatedBlocks = append(out.AutomatedBlocks, circulation.AutomatedBlock{ConditionID: b.ConditionID,
-			BlockBorrowing: b.BlockBorrowing, Message: b.Message})
-	}
-	for _, b := range v.ManualBlocks {
-		out.ManualBlocks = append(out.ManualBlocks, circulation.ManualBlock{Desc: b.Desc, PatronMessage: b.PatronMessage})
-	}
+	out.AutomatedBlocks, out.ManualBlocks = v.blocks()
 	return out, nil
 }
 
