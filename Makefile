@@ -59,11 +59,12 @@ run: build
 demo-reset:
 	scripts/demo-reset.sh
 
-## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL parser, the workloads across real processes (race detector on), and a smoke run of the benchmarks
+## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks
 test: lint rules
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_INPUTS) ./cql
+	cd sip2 && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_INPUTS) ./wire
 	$(GO) test -race -count=1 -v ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
 	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke -bench.baseline=HEAD
 

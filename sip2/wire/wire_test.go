@@ -126,3 +126,20 @@ func TestDate(t *testing.T) {
 		t.Errorf("date %q", got)
 	}
 }
+
+// FuzzParse: no message makes Parse panic, and a message that parses
+// keeps its code and fixed part.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"9300CNuser_id|COpassw0rd|AY1AZF594", "97AZFEF5", "9900302.00",
+		"11YN20261125    10383420261125    103834AOdiku|AA1004|ABbook-101|AC|AY2AZEE1F", "63001", "\xff\xfe|AZ"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		for _, cs := range []Charset{IBM850, Latin1, UTF8} {
+			r, err := Parse(raw, cs, '|')
+			if err == nil && (len(r.Code) != 2 || len(r.Fixed) != fixedLength[r.Code]) {
+				t.Fatalf("%q parsed as code %q fixed %q", raw, r.Code, r.Fixed)
+			}
+		}
+	})
+}
