@@ -15,3 +15,13 @@ import (
 func Unavailable(cause error) *errs.Error {
 	return errs.Errorf(errs.KindUnavailable, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later").Because(cause)
 }
+
+// The outbox's event kinds and types beside FOLIO's CREATED, UPDATED and
+// DELETED of a loan, an item or a request: a check-out's and a
+// check-in's own event.
+const (
+	EventKindCheckOut = "check-out"
+	EventKindCheckIn  = "check-in"
+	EventCheckedOut   = "CHECKED_OUT"
+	EventCheckedIn    = "CHECKED_IN"
+)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -84,6 +85,28 @@ type Storage struct {
 	// tenant's accounts, its access tokens signed with AUTH_JWT_SECRET
 	// (AUTH_MODE=jwt); "off" where an identity provider issues the tokens.
 	Login string `env:"LOGIN" envDefault:"on"`
+	// Outbox records domain events of loans, items' statuses, requests,
+	// check-outs and check-ins with their writes (on), or none (off).
+	Outbox string `env:"OUTBOX" envDefault:"on"`
+	// NATSURL is the NATS server the outbox relay publishes to; empty: no
+	// relay runs here (the events wait for an instance that has one).
+	NATSURL string `env:"NATS_URL"`
+	// NATSStream and NATSSubjectPrefix are the JetStream stream and the
+	// subjects' prefix: <prefix>.<tenant>.<kind>.
+	NATSStream        string `env:"NATS_STREAM" envDefault:"CHECKOUT_EVENTS"`
+	NATSSubjectPrefix string `env:"NATS_SUBJECT_PREFIX" envDefault:"checkout.events"`
+	// NATSDuplicateWindow is the stream's duplicate window, NATSMaxAge how
+	// long it keeps a message.
+	NATSDuplicateWindow time.Duration `env:"NATS_DUPLICATE_WINDOW" envDefault:"10m"`
+	NATSMaxAge          time.Duration `env:"NATS_MAX_AGE" envDefault:"168h"`
+	// OutboxRetention is how long published events stay in the outbox;
+	// OutboxBatch how many the relay reads at once; OutboxPoll the longest
+	// it waits without being told of new ones.
+	OutboxRetention time.Duration `env:"OUTBOX_RETENTION" envDefault:"24h"`
+	OutboxBatch     int           `env:"OUTBOX_BATCH" envDefault:"500"`
+	OutboxPoll      time.Duration `env:"OUTBOX_POLL" envDefault:"1s"`
+	// OutboxFault, for the fault tests only: exit-after-publish.
+	OutboxFault string `env:"OUTBOX_FAULT"`
 	// LoginAccessTTL and LoginRefreshTTL are how long a sign-in's access
 	// and refresh tokens live.
 	LoginAccessTTL  time.Duration `env:"LOGIN_ACCESS_TTL" envDefault:"10m"`
@@ -128,6 +151,23 @@ func (c Storage) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateTrustedModules()...)
+	if c.Outbox != "on" && c.Outbox != "off" {
+		errs = append(errs, fmt.Errorf("OUTBOX must be on or off, got %q", c.Outbox))
+	}
+	if c.NATSURL != "" && !strings.HasPrefix(c.NATSURL, "nats://") && !strings.HasPrefix(c.NATSURL, "tls://") {
+		errs = append(errs, fmt.Errorf("NATS_URL must be a nats:// or tls:// URL, got %q", c.NATSURL))
+	}
+	if c.NATSDuplicateWindow < time.Second || c.NATSMaxAge < c.NATSDuplicateWindow {
+		errs = append(errs, fmt.Errorf("NATS_DUPLICATE_WINDOW must be at least 1s and NATS_MAX_AGE at least it, got %s and %s",
+			c.NATSDuplicateWindow, c.NATSMaxAge))
+	}
+	if c.OutboxRetention < time.Minute || c.OutboxBatch < 1 || c.OutboxBatch > 10000 || c.OutboxPoll < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("OUTBOX_RETENTION must be at least 1m, OUTBOX_BATCH 1..10000, OUTBOX_POLL at least 10ms; got %s, %d, %s",
+			c.OutboxRetention, c.OutboxBatch, c.OutboxPoll))
+	}
+	if c.OutboxFault != "" && c.OutboxFault != "exit-after-publish" {
+		errs = append(errs, fmt.Errorf("OUTBOX_FAULT is for the fault tests: exit-after-publish or empty, got %q", c.OutboxFault))
+	}
 	if c.Login != "on" && c.Login != "off" {
 		errs = append(errs, fmt.Errorf("LOGIN must be on or off, got %q", c.Login))
 	}
@@ -261,6 +301,10 @@ func (c Storage) LogValue() slog.Value {
 		slog.Duration("request_timeout", c.RequestTimeout),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+		slog.String("outbox", c.Outbox),
+		slog.String("nats_url", c.NATSURL),
+		slog.String("nats_stream", c.NATSStream),
+		slog.Duration("outbox_retention", c.OutboxRetention),
 	)
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/httpapi"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/login"
+	"github.com/checkoutlock/circulation-storage/relay"
 	"github.com/checkoutlock/config"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
@@ -84,7 +85,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 
 	db, err := postgres.Open(ctx, cfg.Database.ConnString(), postgres.PoolConfig{MaxConns: cfg.Database.MaxConns,
-		MaxConnLifetime: cfg.Database.MaxConnLifetime, LockCommit: cfg.LockSynchronousCommit})
+		MaxConnLifetime: cfg.Database.MaxConnLifetime, LockCommit: cfg.LockSynchronousCommit, NoOutbox: cfg.Outbox == "off"})
 	if err != nil {
 		return err
 	}
@@ -186,6 +187,24 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		defer wg.Done()
 		sweeper.Run(sweepCtx, cfg.SweepInterval)
 	}()
+	// The outbox relay: one instance of those on the database publishes.
+	outboxMetrics := metrics.Outbox()
+	if cfg.NATSURL != "" {
+		broker, err := relay.DialNATS(sweepCtx, relay.NATSConfig{URL: cfg.NATSURL, Stream: cfg.NATSStream, Prefix: cfg.NATSSubjectPrefix,
+			Duplicates: cfg.NATSDuplicateWindow, MaxAge: cfg.NATSMaxAge})
+		if err != nil {
+			return err
+		}
+		r := relay.New(postgres.NewOutbox(cfg.Database.ConnString()), broker, outboxMetrics, relay.Config{Batch: cfg.OutboxBatch,
+			Poll: cfg.OutboxPoll, Retention: cfg.OutboxRetention, Retry: 5 * time.Second, ExitAfterPublish: cfg.OutboxFault == "exit-after-publish"},
+			logger)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer broker.Close()
+			r.Run(sweepCtx)
+		}()
+	}
 	// The release listener wakes this instance's waiters when any instance
 	// releases a patron's lock, and forgets a tenant any instance purged.
 	listener := postgres.NewListener(cfg.ListenConnString(false), logger, postgres.ListenerHandlers{

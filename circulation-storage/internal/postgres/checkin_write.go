@@ -44,9 +44,22 @@ func (s *Records) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.C
 		// The loan closed is the item's open loan, as it was: a check-in
 		// closes a loan, and changes nothing else of whose and of what
 		// it is.
-		return update(ctx, tx, t, storage.Loans, w.LoanID, 0, w.Loan, checkInGuard)
+		if err := update(ctx, tx, t, storage.Loans, w.LoanID, 0, w.Loan, checkInGuard); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, checkInEventSQL, w.Loan, string(t))
+		return interpret(err, t)
 	})
 }
+
+// checkInEventSQL records a check-in's event in the outbox, with the
+// loan's changes the triggers record: the loan ($1) closed, and where.
+var checkInEventSQL = withTables(`
+INSERT INTO %s (tenant_id, kind, type, data)
+SELECT $2, '`+storage.EventKindCheckIn+`', '`+storage.EventCheckedIn+`', jsonb_build_object('old', NULL, 'new', jsonb_strip_nulls(jsonb_build_object(
+       'loanId', $1::jsonb -> 'id', 'userId', $1::jsonb -> 'userId', 'itemId', $1::jsonb -> 'itemId',
+       'servicePointId', $1::jsonb -> 'checkinServicePointId', 'returnDate', $1::jsonb -> 'returnDate')))
+ WHERE `+outboxOn, tableOutbox)
 
 // checkInGuard holds a check-in's loan: the item's open loan, closed, of
 // the same borrower and item.

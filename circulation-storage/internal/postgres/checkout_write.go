@@ -106,6 +106,14 @@ WITH fence AS (
     SELECT $10, $1, ` + withMetadata(withID(storage.Loans, `'1'`), 5, false) + `
      WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
     RETURNING jsonb
+), announced AS (
+    INSERT INTO %[13]s (tenant_id, kind, type, data)
+    SELECT $10, '` + storage.EventKindCheckOut + `', '` + storage.EventCheckedOut + `', jsonb_build_object('old', NULL, 'new', jsonb_strip_nulls(jsonb_build_object(
+               'loanId', l.jsonb -> 'id', 'userId', l.jsonb -> 'userId', 'itemId', l.jsonb -> 'itemId',
+               'servicePointId', l.jsonb -> 'checkoutServicePointId', 'lockId', $3::uuid,
+               'loanDate', l.jsonb -> 'loanDate', 'dueDate', l.jsonb -> 'dueDate')))
+      FROM loan l WHERE ` + outboxOn + `
+    RETURNING 1
 ), filled AS (
     UPDATE %[12]s r
        SET jsonb = ` + withMetadata(`jsonb_set(r.jsonb - 'position', '{status}', '"Closed - Filled"')`, 5, true) + `
@@ -178,7 +186,7 @@ var (
 	lockRowsSQL   = withTables(locksql.LockRows, tableLock, tablePatron)
 	patronRowSQL  = withTables(locksql.PatronRow, tablePatron)
 	checkOutWrite = withTables(checkOutSQL, tableLoan, tableLock, tableItem, tableLockWaiter, tableSetting,
-		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy, tableBlockLimit, tableBlockCondition, tableRequest)
+		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy, tableBlockLimit, tableBlockCondition, tableRequest, tableOutbox)
 )
 
 // checkOutResult is the row checkOutSQL answers.

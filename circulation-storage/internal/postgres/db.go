@@ -52,6 +52,9 @@ type PoolConfig struct {
 	// write refuse (LOCK_LOST), and the write, whose commit is durable,
 	// flushes every lock statement before it.
 	LockCommit string
+	// NoOutbox records no events: the sessions run with
+	// checkoutlock.outbox = 'off' (OUTBOX=off).
+	NoOutbox bool
 }
 
 // Open creates the pools. It does not wait for the database: connections
@@ -64,7 +67,7 @@ func Open(ctx context.Context, connString string, cfg PoolConfig) (*DB, error) {
 // open is Open with the pools' connections made by dial, when set (tests
 // cut connections through it).
 func open(ctx context.Context, connString string, cfg PoolConfig, dial pgconn.DialFunc) (*DB, error) {
-	main, err := openPool(ctx, connString, cfg.MaxConns, cfg.MaxConnLifetime, "circulation-storage", "", dial)
+	main, err := openPool(ctx, connString, cfg.MaxConns, cfg.MaxConnLifetime, "circulation-storage", "", cfg.NoOutbox, dial)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +75,7 @@ func open(ctx context.Context, connString string, cfg PoolConfig, dial pgconn.Di
 	db.lockPool = db.pool
 	if cfg.LockCommit != "" && cfg.LockCommit != "on" {
 		// Lock statements are short: half the connections serve them.
-		locks, err := openPool(ctx, connString, max(2, cfg.MaxConns/2), cfg.MaxConnLifetime, "circulation-storage-locks", cfg.LockCommit, dial)
+		locks, err := openPool(ctx, connString, max(2, cfg.MaxConns/2), cfg.MaxConnLifetime, "circulation-storage-locks", cfg.LockCommit, cfg.NoOutbox, dial)
 		if err != nil {
 			main.Close()
 			return nil, err
@@ -85,7 +88,8 @@ func open(ctx context.Context, connString string, cfg PoolConfig, dial pgconn.Di
 // openPool creates one pool, its sessions named name, with
 // synchronous_commit set when commit is not empty, connecting through dial
 // when it is set.
-func openPool(ctx context.Context, connString string, maxConns int32, lifetime time.Duration, name, commit string, dial pgconn.DialFunc) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, connString string, maxConns int32, lifetime time.Duration, name, commit string, noOutbox bool,
+	dial pgconn.DialFunc) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		// The parse error may quote the connection string, password included.
@@ -113,6 +117,9 @@ func openPool(ctx context.Context, connString string, maxConns int32, lifetime t
 	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
 	if commit != "" {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = commit
+	}
+	if noOutbox {
+		cfg.ConnConfig.RuntimeParams["checkoutlock.outbox"] = "off"
 	}
 	cfg.AfterConnect = noteBackend
 	// A connection the server closed while it sat in the pool (its backend
@@ -218,12 +225,18 @@ const (
 	tableLoginFailure     tableName = "login_failure"
 	tableServicePoint     tableName = "service_point"
 	tablePatronPin        tableName = "patron_pin"
+	tableOutbox           tableName = "outbox"
+	tableOutboxSequence   tableName = "outbox_sequence"
 )
+
+// outboxOn is SQL that holds unless the session records no events
+// (checkoutlock.outbox = 'off': a purge, a bulk load, OUTBOX=off).
+const outboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 'off'`
 
 // tenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var tenantTables = []tableName{
-	tableServicePoint, tableLoginFailure, tableRefreshToken, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
+	tableOutbox, tableOutboxSequence, tableServicePoint, tableLoginFailure, tableRefreshToken, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
 	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
 	tableTenantJob,
 }

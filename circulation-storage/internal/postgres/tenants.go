@@ -408,6 +408,10 @@ func (s *Tenants) purgeOnce(ctx context.Context, t storage.Tenant) error {
 		if _, err := tx.Exec(ctx, tenantLockSQL, string(t)); err != nil {
 			return interpret(err, t)
 		}
+		// A purge announces nothing: the tenant's events go with it.
+		if _, err := tx.Exec(ctx, `SET LOCAL checkoutlock.outbox = 'off'`); err != nil {
+			return interpret(err, t)
+		}
 		var shared bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, SharedSchema).Scan(&shared); err != nil {
 			return interpret(err, t)

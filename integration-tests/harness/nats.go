@@ -1,0 +1,210 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// NATSServer is a NATS server with JetStream, Debian's nats-server (installed
+// when missing), run by the test on a free loopback port with its store in
+// the test's directory; stopped when the test ends.
+type NATSServer struct {
+	t       testing.TB
+	Addr    string
+	dir     string
+	logPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// StartNATS starts a NATS server with JetStream.
+func StartNATS(t testing.TB) *NATSServer {
+	t.Helper()
+	s := &NATSServer{t: t, Addr: freeAddr(t), dir: t.TempDir(),
+		logPath: filepath.Join(envState().LogDir, sanitizeName(t.Name())+"-nats.log")}
+	s.Start()
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			if b, err := os.ReadFile(s.logPath); err == nil {
+				t.Logf("---- log of nats-server ----\n%s", tail(b, 50))
+			}
+		}
+	})
+	return s
+}
+
+// URL is the server's nats:// URL.
+func (s *NATSServer) URL() string { return "nats://" + s.Addr }
+
+// Start starts (or starts again) the server on its port and store, and
+// waits until it answers.
+func (s *NATSServer) Start() {
+	s.t.Helper()
+	path, err := exec.Command(scriptPath("ensure-package.sh"), "nats-server", "nats-server").Output()
+	if err != nil {
+		s.t.Fatalf("nats-server: %v", err)
+	}
+	log, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(s.Addr, ":")
+	cmd := exec.Command(strings.TrimSpace(string(path)), "-js", "-a", host, "-p", port, "-sd", s.dir)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start nats-server: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		log.Close()
+		close(exited)
+	}()
+	s.cmd, s.exited = cmd, exited
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		nc, err := nats.Connect(s.URL(), nats.Timeout(time.Second))
+		if err == nil {
+			nc.Close()
+			return
+		}
+		select {
+		case <-exited:
+			s.t.Fatalf("nats-server exited while starting; see %s", s.logPath)
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("nats-server not answering at %s after 15s: %v", s.Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the port, with a deadline
+	}
+}
+
+// Stop stops the server (SIGTERM, then SIGKILL after 10 s).
+func (s *NATSServer) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+// Event is a domain event as a consumer receives it.
+type Event struct {
+	Subject string
+	// Seq is the tenant's sequence number (header Outbox-Seq): commit order.
+	Seq       int64
+	ID        string `json:"id"`
+	Type      string `json:"type"`
+	Tenant    string `json:"tenant"`
+	Timestamp int64  `json:"timestamp"`
+	Data      struct {
+		Old json.RawMessage `json:"old"`
+		New json.RawMessage `json:"new"`
+	} `json:"data"`
+	// Raw is the message's body; Received when the consumer got it.
+	Raw      []byte
+	Received time.Time
+}
+
+// Events is a consumer of a stream from its first message: what it
+// received so far, in order.
+type Events struct {
+	mu   sync.Mutex
+	list []Event
+	bad  []string
+}
+
+// WatchEvents consumes stream at url (an ordered consumer, from the
+// start; the stream may not exist yet) until the test ends.
+func WatchEvents(t testing.TB, url, stream string) *Events {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Events{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var cc jetstream.ConsumeContext
+		for ctx.Err() == nil {
+			cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+			if err == nil {
+				cc, err = cons.Consume(func(m jetstream.Msg) {
+					e.add(m)
+				})
+				if err == nil {
+					break
+				}
+			}
+			t := time.NewTimer(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		}
+		<-ctx.Done()
+		if cc != nil {
+			cc.Stop()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		nc.Close()
+	})
+	return e
+}
+
+func (e *Events) add(m jetstream.Msg) {
+	var ev Event
+	err := json.Unmarshal(m.Data(), &ev)
+	ev.Subject, ev.Raw, ev.Received = m.Subject(), m.Data(), time.Now()
+	ev.Seq, _ = strconv.ParseInt(m.Headers().Get("Outbox-Seq"), 10, 64)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		e.bad = append(e.bad, fmt.Sprintf("%s: %v: %s", m.Subject(), err, m.Data()))
+		return
+	}
+	e.list = append(e.list, ev)
+}
+
+// All is every event received so far, in order, and the messages that
+// were not events.
+func (e *Events) All() ([]Event, []string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.list), slices.Clone(e.bad)
+}
