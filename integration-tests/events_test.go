@@ -206,3 +206,154 @@ func TestEventsEqualTheCommittedLoans(t *testing.T) {
 		t.Fatal("an event without its timestamp or tenant")
 	}
 }
+
+// pendingEvents counts the tenant's events not yet marked published.
+func pendingEvents(t *testing.T, c *harness.Cluster) int {
+	t.Helper()
+	var n int
+	if err := c.DB.QueryRow(t.Context(), `SELECT count(*) FROM circulation_storage.outbox WHERE tenant_id = $1 AND published_at IS NULL`,
+		c.Tenant).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestEventsRelayKilledBetweenPublishingAndMarking: the relay publishes a
+// batch and dies before marking it published; the next relay publishes
+// it again, and the broker, knowing the event ids, drops the repeats: the
+// consumer hears each event once.
+func TestEventsRelayKilledBetweenPublishingAndMarking(t *testing.T) {
+	broker := harness.StartNATS(t)
+	// The cluster's own storage instance relays nothing: the relays are
+	// started below.
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	events := harness.WatchEvents(t, broker.URL(), eventStream)
+	lib := c.SetupLibrary(3, 4, 2)
+	burstAtTheLimit(t, c, lib)
+	pending := pendingEvents(t, c)
+	crashing := c.AddStorage("relay-crashes", "NATS_URL="+broker.URL(), "OUTBOX_FAULT=exit-after-publish")
+	if code, exited := crashing.WaitExit(30 * time.Second); !exited || code != 3 {
+		t.Fatalf("the relay with the fault did not exit 3 after publishing (exited %t, code %d)", exited, code)
+	}
+	// The batch reached the consumer, and is still unmarked.
+	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return len(tenantEvents(t, events, c.Tenant)) == pending }) {
+		t.Fatalf("the consumer has %d events, want the %d the relay published before dying", len(tenantEvents(t, events, c.Tenant)), pending)
+	}
+	if n := pendingEvents(t, c); n != pending {
+		t.Fatalf("%d events unmarked, want all %d: the relay died before marking", n, pending)
+	}
+	c.AddStorage("relay", "NATS_URL="+broker.URL(), "OUTBOX_POLL=200ms")
+	if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool { return pendingEvents(t, c) == 0 }) {
+		t.Fatal("the second relay did not publish the batch again")
+	}
+	burstAtTheLimit(t, c, lib)
+	checkEvents(t, c, events)
+}
+
+// TestEventsWaitForTheBroker: the broker stopped in the middle of bursts
+// and started again: every check-out is answered as if nothing happened,
+// the events wait in the outbox (its depth and age in the metrics), and
+// every one arrives afterwards, once, in order.
+func TestEventsWaitForTheBroker(t *testing.T) {
+	c, broker, events := eventsCluster(t)
+	lib := c.SetupLibrary(4, 6, 2)
+	burstAtTheLimit(t, c, lib)
+	if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool { return pendingEvents(t, c) == 0 }) {
+		t.Fatal("the events were not published while the broker was up")
+	}
+	broker.Stop()
+	for p := range lib.Patrons {
+		for _, item := range lib.Items[p] {
+			if r := c.CheckIn(0, item); r.Status != http.StatusOK && r.Status != http.StatusUnprocessableEntity {
+				t.Fatalf("check-in while the broker is down: %d %s", r.Status, r.Body)
+			}
+		}
+	}
+	ok, _ := burstAtTheLimit(t, c, lib)
+	if ok != 2*len(lib.Patrons) {
+		t.Fatalf("%d check-outs while the broker is down, want %d", ok, 2*len(lib.Patrons))
+	}
+	waiting := pendingEvents(t, c)
+	if waiting == 0 {
+		t.Fatal("no event waits while the broker is down")
+	}
+	// The leading relay says how far behind delivery is.
+	if !harness.Poll(10*time.Second, 100*time.Millisecond, func() bool {
+		for _, s := range c.Storages {
+			if v, _ := c.Metric(t, s, "checkout_outbox_depth"); v >= float64(waiting) {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no storage instance's checkout_outbox_depth says the events wait")
+	}
+	broker.Start()
+	if !harness.Poll(30*time.Second, 100*time.Millisecond, func() bool { return pendingEvents(t, c) == 0 }) {
+		t.Fatalf("%d events still wait 30s after the broker came back", pendingEvents(t, c))
+	}
+	checkEvents(t, c, events)
+}
+
+// TestEventsIfAndOnlyIfLoans: storage's database connections cut again
+// and again under bursts (some cuts land in a check-out's write, whose
+// batch ends with its commit): afterwards the events are exactly the
+// loans that exist, whatever each check-out was answered.
+func TestEventsIfAndOnlyIfLoans(t *testing.T) {
+	broker := harness.StartNATS(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, DBProxy: true, RetryIntervalMs: "50|100|200|400|800",
+		StorageEnv: []string{"NATS_URL=" + broker.URL(), "OUTBOX_POLL=200ms"}})
+	events := harness.WatchEvents(t, broker.URL(), eventStream)
+	lib := c.SetupLibrary(8, 4, 2)
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for round := range 3 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			var wg sync.WaitGroup
+			for p, patron := range lib.Patrons {
+				for i, item := range lib.Items[p] {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						time.Sleep(time.Duration(p*len(lib.Items[p])+i) * 5 * time.Millisecond) // spread over the cuts
+						r := c.CheckOut(i, item, patron)
+						if r.Status >= 500 && r.Status != http.StatusServiceUnavailable {
+							t.Errorf("round %d, check-out %s: %d %s", round, item, r.Status, r.Body)
+						}
+						mu.Lock()
+						statuses[r.Status]++
+						mu.Unlock()
+					}()
+				}
+			}
+			wg.Wait()
+		}()
+		for range 4 {
+			time.Sleep(40 * time.Millisecond) // the fault schedule, not a wait for an event
+			c.DBProxy.Cut()
+		}
+		<-done
+		for p := range lib.Patrons {
+			for _, item := range lib.Items[p] {
+				c.CheckIn(0, item)
+			}
+		}
+	}
+	// The last check-ins may have met a cut: every item back on the
+	// shelf before the count.
+	for p := range lib.Patrons {
+		for _, item := range lib.Items[p] {
+			if r := c.CheckIn(0, item); r.Status != http.StatusOK && r.Status != http.StatusUnprocessableEntity {
+				t.Fatalf("check-in %s: %d %s", item, r.Status, r.Body)
+			}
+		}
+	}
+	got := checkEvents(t, c, events)
+	all, _ := loanIDs(t, c)
+	t.Logf("check-outs answered %v; %d loans, %d events", statuses, len(all), len(got))
+	if statuses[http.StatusServiceUnavailable] == 0 {
+		t.Log("no check-out met a cut this time")
+	}
+}

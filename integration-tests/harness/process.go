@@ -133,6 +133,17 @@ func (p *Process) Stop() {
 	}
 }
 
+// WaitExit waits up to d for the process to end by itself, and says
+// whether it did, with its exit code.
+func (p *Process) WaitExit(d time.Duration) (code int, exited bool) {
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode(), true
+	case <-time.After(d):
+		return 0, false
+	}
+}
+
 // Kill ends the process with SIGKILL: no cleanup, no lock released.
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
