@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
 )
 
 // eventStream is the stream the relay publishes to (NATS_STREAM's default).
@@ -84,9 +85,13 @@ func checkEvents(t *testing.T, c *harness.Cluster, events *harness.Events) []har
 	}) {
 		t.Fatalf("%d events of check-outs and check-ins arrived within 30s, want %d", len(got), len(all)+len(closed))
 	}
+	sch := schemas.MustLoad()
 	ids := map[string]int{}
 	for i, e := range got {
 		ids[e.ID]++
+		if err := sch.ValidateJSON("domain-event.json", e.Raw); err != nil {
+			t.Fatalf("event %d is not a domain event: %v\n%s", i, err, e.Raw)
+		}
 		if want := int64(i + 1); e.Seq != want {
 			t.Fatalf("event %d has seq %d, want %d: commit order with no gap and no repeat", i, e.Seq, want)
 		}

@@ -71,7 +71,7 @@ func startDemo(t *testing.T) *demo {
 	d.storage, d.circulation = "http://"+d.storageAddr, "http://"+d.circulAdr
 	cmd := exec.Command("bash", filepath.Join(d.root, "scripts", "run.sh"))
 	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr,
-		"SIP2_ADDR="+d.sip2Addr, "SIP2_ADMIN_ADDR="+freeAddr(t),
+		"SIP2_ADDR="+d.sip2Addr, "SIP2_ADMIN_ADDR="+freeAddr(t), "NATS_ADDR="+freeAddr(t), "NATS_STORE="+filepath.Join(t.TempDir(), "nats"),
 		"DATABASE_URL="+harness.FreshDatabase(t), "BIN_DIR="+harness.BinDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
@@ -188,6 +188,42 @@ func (d *demo) settingsSources(t *testing.T) map[string]string {
 	return s.Sources
 }
 
+// watchEvents runs the command make run's banner gives to watch the demo
+// tenant's events for a few seconds: it prints the check-outs made so
+// far, as domain events.
+func (d *demo) watchEvents(t *testing.T) {
+	t.Helper()
+	m := regexp.MustCompile(`watch the demo tenant's: (\S+/events -nats \S+ -tenant diku)`).FindStringSubmatch(d.out.String())
+	if m == nil {
+		t.Fatalf("make run's banner gives no command to watch the events:\n%s", d.out)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", m[1])
+	cmd.Dir = d.root
+	out, _ := cmd.Output()
+	sch := schemas.MustLoad()
+	checkedOut := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var l struct {
+			Subject string          `json:"subject"`
+			Event   json.RawMessage `json:"event"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("the events command printed %q", line)
+		}
+		if err := sch.ValidateJSON("domain-event.json", l.Event); err != nil {
+			t.Fatalf("not a domain event: %v\n%s", err, l.Event)
+		}
+		if l.Subject == "checkout.events.diku.check-out" {
+			checkedOut++
+		}
+	}
+	if checkedOut != 4 {
+		t.Fatalf("the events command showed %d check-outs, want 4 (the README's 3, the SIP2 session's 1):\n%s", checkedOut, out)
+	}
+}
+
 // sip2Session runs the README's SIP2 session against the demo and
 // compares what was sent and received with what the README shows, dates
 // and checksums aside.
@@ -295,6 +331,10 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 	// The README's SIP2 session, byte for byte but for the dates and the
 	// checksums over them.
 	d.sip2Session(t)
+
+	// The banner's command to watch the demo tenant's events shows the
+	// check-outs made so far: the README's three and the SIP2 session's.
+	d.watchEvents(t)
 
 	// The pages, signed in with the demo accounts: the settings for the
 	// librarian, the console for the operator.

@@ -13,6 +13,10 @@ CIRCULATION_ADDR="${CIRCULATION_ADDR:-127.0.0.1:8080}"
 # metrics on SIP2_ADMIN_ADDR.
 SIP2_ADDR="${SIP2_ADDR:-127.0.0.1:6443}"
 SIP2_ADMIN_ADDR="${SIP2_ADMIN_ADDR:-127.0.0.1:8082}"
+# The message broker the domain events go to (NATS with JetStream, Debian's
+# nats-server), its store in NATS_STORE.
+NATS_ADDR="${NATS_ADDR:-127.0.0.1:4223}"
+NATS_STORE="${NATS_STORE:-.run/nats}"
 TENANT="${TENANT:-diku}"
 # The binaries make build made (the tests point this at their own build).
 BIN_DIR="${BIN_DIR:-bin}"
@@ -31,12 +35,13 @@ sip2_hostport=$(url_of "$SIP2_ADDR"); sip2_hostport="${sip2_hostport#http://}"
 
 # A port already taken means another copy (or another program) would answer
 # in our place: stop here, before anything starts, and say how to move.
-for pair in "STORAGE_ADDR $storage_url" "CIRCULATION_ADDR $circulation_url" "SIP2_ADDR http://$sip2_hostport" "SIP2_ADMIN_ADDR $sip2_admin_url"; do
+nats_url="nats://$NATS_ADDR"
+for pair in "STORAGE_ADDR $storage_url" "CIRCULATION_ADDR $circulation_url" "SIP2_ADDR http://$sip2_hostport" "SIP2_ADMIN_ADDR $sip2_admin_url" "NATS_ADDR http://$NATS_ADDR"; do
   var="${pair%% *}" url="${pair#* }"
   hostport="${url#http://}"
   if (exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}") 2>/dev/null; then
     echo "run: ${hostport} ($var) is already in use, by another make run or another program." >&2
-    echo "run: stop it, or choose other ports, e.g. STORAGE_ADDR=127.0.0.1:9081 CIRCULATION_ADDR=127.0.0.1:9080 SIP2_ADDR=127.0.0.1:7443 SIP2_ADMIN_ADDR=127.0.0.1:9082 make run" >&2
+    echo "run: stop it, or choose other ports, e.g. STORAGE_ADDR=127.0.0.1:9081 CIRCULATION_ADDR=127.0.0.1:9080 SIP2_ADDR=127.0.0.1:7443 SIP2_ADMIN_ADDR=127.0.0.1:9082 NATS_ADDR=127.0.0.1:5223 make run" >&2
     exit 1
   fi
 done
@@ -84,14 +89,29 @@ export CHECKOUT_LOCK_FEATURE_ENABLED="${CHECKOUT_LOCK_FEATURE_ENABLED:-true}"
 
 
 pids=()
+nats_pid=""
 stop() {
   trap - INT TERM EXIT
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  # The broker last: the relay stops publishing first.
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  [ -n "$nats_pid" ] && kill -TERM "$nats_pid" 2>/dev/null || true
   wait 2>/dev/null || true
 }
 trap stop INT TERM EXIT
 
-env "${storage_auth[@]}" HTTP_ADDR="$STORAGE_ADDR" "$BIN_DIR/circulation-storage" &
+# The broker first: storage's relay publishes to it as soon as it starts.
+nats_server=$(scripts/ensure-package.sh nats-server nats-server)
+mkdir -p "$NATS_STORE"
+"$nats_server" -js -a "${NATS_ADDR%:*}" -p "${NATS_ADDR##*:}" -sd "$NATS_STORE" >"$NATS_STORE.log" 2>&1 &
+nats_pid=$!
+for _ in $(seq 1 100); do
+  if (exec 3<>"/dev/tcp/${NATS_ADDR%:*}/${NATS_ADDR##*:}") 2>/dev/null; then break; fi
+  if ! kill -0 "$nats_pid" 2>/dev/null; then echo "run: nats-server exited; see $NATS_STORE.log" >&2; exit 1; fi
+  sleep 0.1
+done
+
+env "${storage_auth[@]}" HTTP_ADDR="$STORAGE_ADDR" NATS_URL="$nats_url" "$BIN_DIR/circulation-storage" &
 pids+=($!)
 
 wait_ready() { # url name pid
@@ -128,6 +148,8 @@ cat <<MSG
   circulation-storage  $storage_url   (tenant $TENANT, database $db, sample data loaded)
   SIP2 door            $sip2_hostport     (plain TCP; kiosk account: kiosk, kiosk-demo)
                        a session with it: scripts/sip2-session.sh $sip2_hostport
+  NATS JetStream       $nats_url   (the domain events: check-outs, check-ins, loans, items, requests)
+                       watch the demo tenant's: $BIN_DIR/events -nats $nats_url -tenant $TENANT
 
   Sign in on the pages with a demo account (name, password):
         $circulation_url/ui/settings.html?tenant=$TENANT    settings (librarian)

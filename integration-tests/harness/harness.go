@@ -202,7 +202,7 @@ func build(dir string) error {
 	if err != nil {
 		goBin = "/usr/local/go/bin/go"
 	}
-	for _, pkg := range []string{"circulation-storage/cmd/circulation-storage", "circulation/cmd/circulation", "schemas/cmd/devtoken", "sip2/cmd/sip2"} {
+	for _, pkg := range []string{"circulation-storage/cmd/circulation-storage", "circulation/cmd/circulation", "schemas/cmd/devtoken", "sip2/cmd/sip2", "circulation-storage/cmd/events"} {
 		svc := filepath.Base(pkg)
 		cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, svc), "./"+pkg)
 		cmd.Dir = root
