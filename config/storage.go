@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -100,11 +101,14 @@ type Storage struct {
 	NATSDuplicateWindow time.Duration `env:"NATS_DUPLICATE_WINDOW" envDefault:"10m"`
 	NATSMaxAge          time.Duration `env:"NATS_MAX_AGE" envDefault:"168h"`
 	// OutboxRetention is how long published events stay in the outbox;
-	// OutboxBatch how many the relay reads at once; OutboxPoll the longest
-	// it waits without being told of new ones.
+	// OutboxBatch how many the relay numbers and publishes at once;
+	// OutboxPoll the longest it waits without being told of new ones;
+	// OutboxLinger how long it lets events gather once told, so that a
+	// busy tenant's events go out in batches rather than one by one.
 	OutboxRetention time.Duration `env:"OUTBOX_RETENTION" envDefault:"24h"`
 	OutboxBatch     int           `env:"OUTBOX_BATCH" envDefault:"500"`
 	OutboxPoll      time.Duration `env:"OUTBOX_POLL" envDefault:"1s"`
+	OutboxLinger    time.Duration `env:"OUTBOX_LINGER" envDefault:"20ms"`
 	// OutboxFault, for the fault tests only: exit-after-publish.
 	OutboxFault string `env:"OUTBOX_FAULT"`
 	// LoginAccessTTL and LoginRefreshTTL are how long a sign-in's access
@@ -161,9 +165,10 @@ func (c Storage) Validate() error {
 		errs = append(errs, fmt.Errorf("NATS_DUPLICATE_WINDOW must be at least 1s and NATS_MAX_AGE at least it, got %s and %s",
 			c.NATSDuplicateWindow, c.NATSMaxAge))
 	}
-	if c.OutboxRetention < time.Minute || c.OutboxBatch < 1 || c.OutboxBatch > 10000 || c.OutboxPoll < 10*time.Millisecond {
-		errs = append(errs, fmt.Errorf("OUTBOX_RETENTION must be at least 1m, OUTBOX_BATCH 1..10000, OUTBOX_POLL at least 10ms; got %s, %d, %s",
-			c.OutboxRetention, c.OutboxBatch, c.OutboxPoll))
+	if c.OutboxRetention < time.Minute || c.OutboxBatch < 1 || c.OutboxBatch > 10000 || c.OutboxPoll < 10*time.Millisecond ||
+		c.OutboxLinger < 0 || c.OutboxLinger > c.OutboxPoll {
+		errs = append(errs, fmt.Errorf("OUTBOX_RETENTION must be at least 1m, OUTBOX_BATCH 1..10000, OUTBOX_POLL at least 10ms, "+
+			"OUTBOX_LINGER 0 to OUTBOX_POLL; got %s, %d, %s, %s", c.OutboxRetention, c.OutboxBatch, c.OutboxPoll, c.OutboxLinger))
 	}
 	if c.OutboxFault != "" && c.OutboxFault != "exit-after-publish" {
 		errs = append(errs, fmt.Errorf("OUTBOX_FAULT is for the fault tests: exit-after-publish or empty, got %q", c.OutboxFault))
@@ -302,10 +307,23 @@ func (c Storage) LogValue() slog.Value {
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.String("outbox", c.Outbox),
-		slog.String("nats_url", c.NATSURL),
+		slog.String("nats_url", redactURL(c.NATSURL)),
 		slog.String("nats_stream", c.NATSStream),
+		slog.String("nats_subject_prefix", c.NATSSubjectPrefix),
 		slog.Duration("outbox_retention", c.OutboxRetention),
+		slog.Int("outbox_batch", c.OutboxBatch),
+		slog.Duration("outbox_poll", c.OutboxPoll),
+		slog.Duration("outbox_linger", c.OutboxLinger),
 	)
+}
+
+// redactURL is u with a password in it masked.
+func redactURL(u string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return parsed.Redacted()
 }
 
 // ListenConnString is the release listener's connection string:

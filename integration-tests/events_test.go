@@ -133,7 +133,45 @@ func checkEvents(t *testing.T, c *harness.Cluster, events *harness.Events) []har
 	if len(checkedIn) != len(closed) {
 		t.Fatalf("%d CHECKED_IN events for %d closed loans", len(checkedIn), len(closed))
 	}
+	checkCausalOrder(t, got)
 	return got
+}
+
+// checkCausalOrder holds the events to the order of the writes that
+// depend on one another: each item's status changes form one chain (each
+// change starts from the status the one before it left), and each item's
+// check-outs and check-ins alternate, a check-out first.
+func checkCausalOrder(t *testing.T, got []harness.Event) {
+	t.Helper()
+	status := map[string]string{}
+	lastMove := map[string]string{}
+	for i, e := range got {
+		switch {
+		case kindOf(e) == "item" && e.Type == "UPDATED":
+			var old, updated struct {
+				ID     string `json:"id"`
+				Status struct {
+					Name string `json:"name"`
+				} `json:"status"`
+			}
+			_ = json.Unmarshal(e.Data.Old, &old)
+			_ = json.Unmarshal(e.Data.New, &updated)
+			if prev, ok := status[old.ID]; ok && prev != old.Status.Name {
+				t.Fatalf("event %d: item %s changes from %q, but the event before it left it %q: out of order", i, old.ID, old.Status.Name, prev)
+			}
+			status[old.ID] = updated.Status.Name
+		case e.Type == "CHECKED_OUT" || e.Type == "CHECKED_IN":
+			var doc struct {
+				ItemID string `json:"itemId"`
+			}
+			_ = json.Unmarshal(e.Data.New, &doc)
+			prev := lastMove[doc.ItemID]
+			if e.Type == prev || (prev == "" && e.Type == "CHECKED_IN") {
+				t.Fatalf("event %d: item %s %s after %q: out of order", i, doc.ItemID, e.Type, prev)
+			}
+			lastMove[doc.ItemID] = e.Type
+		}
+	}
 }
 
 // kindOf is the kind an event's subject names, from its type and data.
@@ -212,11 +250,13 @@ func TestEventsEqualTheCommittedLoans(t *testing.T) {
 	}
 }
 
-// pendingEvents counts the tenant's events not yet marked published.
+// pendingEvents counts the tenant's events committed and not yet marked
+// published: numbered after the relay's published mark.
 func pendingEvents(t *testing.T, c *harness.Cluster) int {
 	t.Helper()
 	var n int
-	if err := c.DB.QueryRow(t.Context(), `SELECT count(*) FROM circulation_storage.outbox WHERE tenant_id = $1 AND published_at IS NULL`,
+	if err := c.DB.QueryRow(t.Context(), `SELECT coalesce((SELECT numbered FROM circulation_storage.outbox_tenant WHERE tenant_id = $1), 0)
+		- coalesce((SELECT published FROM circulation_storage.outbox_published WHERE tenant_id = $1), 0)`,
 		c.Tenant).Scan(&n); err != nil {
 		t.Fatal(err)
 	}

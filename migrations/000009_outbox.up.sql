@@ -2,36 +2,54 @@
 -- an item's status or a request records its event here, in the same
 -- transaction, by the triggers below; a check-out and a check-in record
 -- one more naming what happened. A rolled-back write leaves no event, a
--- committed one exactly one per change. The relay publishes them per
--- tenant in seq order, which is commit order: seq is given at commit, by a
--- deferred trigger that takes the tenant's outbox_sequence row last of
--- all, so a transaction's events are numbered only once every earlier
--- committer of the tenant has finished, and nothing waits on the row
--- while holding another. A session with checkoutlock.outbox = 'off' (a
--- purge, a bulk load) records nothing.
+-- committed one exactly one per change. A session with
+-- checkoutlock.outbox = 'off' (a purge, a bulk load) records nothing.
+--
+-- Each tenant's events are numbered in commit order, without a gap: at
+-- commit, a deferred trigger gives the transaction's events the numbers
+-- after the tenant's last (outbox_tenant), and records the commit
+-- (outbox_commit). The tenant's row stays locked from there to the end of
+-- the commit, so a later commit of the tenant is numbered after this one
+-- is visible, and a reader never sees a number before the ones below it.
+-- The events themselves are only ever inserted, and deleted once
+-- published and older than the retention; the relay keeps how far it has
+-- published in outbox_published.
 CREATE TABLE outbox (
-    tenant_id    text NOT NULL,
-    id           uuid NOT NULL DEFAULT gen_random_uuid(),
+    tenant_id  text NOT NULL,
+    xid        xid8 NOT NULL DEFAULT pg_current_xact_id(),
     -- pos orders a transaction's events as they were recorded.
-    pos          bigserial NOT NULL,
-    seq          bigint,
-    kind         text NOT NULL,
-    type         text NOT NULL,
-    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
-    data         jsonb NOT NULL,
-    published_at timestamptz,
-    CONSTRAINT outbox_pkey PRIMARY KEY (tenant_id, id),
-    CONSTRAINT outbox_seq_key UNIQUE (tenant_id, seq)
+    pos        bigint GENERATED ALWAYS AS IDENTITY,
+    id         uuid NOT NULL DEFAULT gen_random_uuid(),
+    kind       text NOT NULL,
+    type       text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    data       jsonb NOT NULL,
+    CONSTRAINT outbox_pkey PRIMARY KEY (tenant_id, xid, pos)
 );
 
-CREATE INDEX outbox_pending_idx ON outbox (tenant_id, seq) WHERE published_at IS NULL;
-CREATE INDEX outbox_unsequenced_idx ON outbox (tenant_id, pos) WHERE seq IS NULL;
-CREATE INDEX outbox_published_at_idx ON outbox (published_at) WHERE published_at IS NOT NULL;
+-- A committed transaction's events of a tenant: numbers seq to
+-- seq + events - 1, in pos order.
+CREATE TABLE outbox_commit (
+    tenant_id    text NOT NULL,
+    seq          bigint NOT NULL,
+    events       integer NOT NULL,
+    xid          xid8 NOT NULL,
+    committed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT outbox_commit_pkey PRIMARY KEY (tenant_id, seq)
+);
 
-CREATE TABLE outbox_sequence (
+-- The tenant's last event number given.
+CREATE TABLE outbox_tenant (
     tenant_id text NOT NULL,
-    last      bigint NOT NULL,
-    CONSTRAINT outbox_sequence_pkey PRIMARY KEY (tenant_id)
+    numbered  bigint NOT NULL,
+    CONSTRAINT outbox_tenant_pkey PRIMARY KEY (tenant_id)
+);
+
+-- The tenant's last event number published, written by the relay only.
+CREATE TABLE outbox_published (
+    tenant_id text NOT NULL,
+    published bigint NOT NULL,
+    CONSTRAINT outbox_published_pkey PRIMARY KEY (tenant_id)
 );
 
 -- outbox_record records a loan's, an item's (when its status changes) or
@@ -64,29 +82,28 @@ CREATE TRIGGER item_outbox AFTER INSERT OR UPDATE OR DELETE ON item
 CREATE TRIGGER request_outbox AFTER INSERT OR UPDATE OR DELETE ON request
     FOR EACH ROW EXECUTE FUNCTION outbox_record('request');
 
--- outbox_number numbers, at commit, the transaction's events of the
--- tenant that have no seq yet, in the order they were recorded, and tells
--- the relay; the first call of a transaction numbers them all.
-CREATE FUNCTION outbox_number() RETURNS trigger
+-- outbox_commit_events numbers, at commit, the transaction's events of a
+-- tenant: the first call for the tenant does it (and notes so in the
+-- transaction's checkoutlock.outbox_numbered), the others return.
+CREATE FUNCTION outbox_commit_events() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-    n    bigint;
+    done text := coalesce(current_setting('checkoutlock.outbox_numbered', true), '');
+    mark text := '|' || NEW.xid::text || ':' || NEW.tenant_id || '|';
+    n    integer;
     last bigint;
 BEGIN
-    SELECT count(*) INTO n FROM outbox WHERE tenant_id = NEW.tenant_id AND seq IS NULL;
-    IF n = 0 THEN
+    IF strpos(done, mark) > 0 THEN
         RETURN NULL;
     END IF;
-    INSERT INTO outbox_sequence AS s (tenant_id, last) VALUES (NEW.tenant_id, n)
-    ON CONFLICT (tenant_id) DO UPDATE SET last = s.last + n
-    RETURNING s.last INTO last;
-    UPDATE outbox o SET seq = last - n + r.k
-      FROM (SELECT id, row_number() OVER (ORDER BY pos) AS k FROM outbox
-             WHERE tenant_id = NEW.tenant_id AND seq IS NULL) r
-     WHERE o.tenant_id = NEW.tenant_id AND o.id = r.id;
-    PERFORM pg_notify('checkout_outbox', NEW.tenant_id);
+    PERFORM set_config('checkoutlock.outbox_numbered', done || mark, true);
+    SELECT count(*) INTO n FROM outbox WHERE tenant_id = NEW.tenant_id AND xid = NEW.xid;
+    INSERT INTO outbox_tenant AS t (tenant_id, numbered) VALUES (NEW.tenant_id, n)
+    ON CONFLICT (tenant_id) DO UPDATE SET numbered = t.numbered + n
+    RETURNING t.numbered INTO last;
+    INSERT INTO outbox_commit (tenant_id, seq, events, xid) VALUES (NEW.tenant_id, last - n + 1, n, NEW.xid);
     RETURN NULL;
 END $$;
 
-CREATE CONSTRAINT TRIGGER outbox_number AFTER INSERT ON outbox
-    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION outbox_number();
+CREATE CONSTRAINT TRIGGER outbox_commit_events AFTER INSERT ON outbox
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION outbox_commit_events();

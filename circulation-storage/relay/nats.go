@@ -19,6 +19,9 @@ type NATS struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	prefix string
+	// last is the id of the last event the broker acknowledged storing
+	// anew, when the stream's last message is known to be it.
+	last string
 }
 
 // NATSConfig names the broker and the stream.
@@ -72,23 +75,92 @@ func DialNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	return n, nil
 }
 
-// Publish implements Publisher.
-func (n *NATS) Publish(ctx context.Context, e Event) error {
-	body, err := e.Message()
-	if err != nil {
-		return err
+// ackWait bounds the wait for the broker's acknowledgements.
+const ackWait = 5 * time.Second
+
+// Publish implements Publisher. It keeps the order without waiting for
+// each acknowledgement: each event after the first goes with the one
+// before it as the stream's expected last message (the stream rejects it
+// when that one was not stored), so a lost event stops those after it.
+// The chain starts from an event the broker acknowledged as stored anew;
+// until one is (after a start, a failure, or a duplicate), events go one
+// at a time. The stream is the relay's alone.
+func (n *NATS) Publish(ctx context.Context, events []Event) (int, error) {
+	done := 0
+	for done < len(events) && n.last == "" {
+		ack, err := n.publishOne(ctx, events[done])
+		if err != nil {
+			return done, err
+		}
+		if !ack.Duplicate {
+			n.last = events[done].ID
+		}
+		done++
 	}
+	if done == len(events) {
+		return done, nil
+	}
+	futures := make([]jetstream.PubAckFuture, 0, len(events)-done)
+	expected := n.last
+	var sendErr error
+	for _, e := range events[done:] {
+		msg := n.message(e)
+		msg.Header.Set(jetstream.ExpectedLastMsgIDHeader, expected)
+		f, err := n.js.PublishMsgAsync(msg)
+		if err != nil {
+			sendErr = err
+			break
+		}
+		futures = append(futures, f)
+		expected = e.ID
+	}
+	timeout := time.NewTimer(ackWait)
+	defer timeout.Stop()
+	for _, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				// Stored before: the stream's last message is not known.
+				n.last = ""
+			} else {
+				n.last = events[done].ID
+			}
+			done++
+			continue
+		case err := <-f.Err():
+			sendErr = err
+		case <-timeout.C:
+			sendErr = fmt.Errorf("the broker did not acknowledge within %s", ackWait)
+		case <-ctx.Done():
+			sendErr = ctx.Err()
+		}
+		n.last = ""
+		return done, sendErr
+	}
+	if sendErr != nil {
+		n.last = ""
+	}
+	return done, sendErr
+}
+
+// publishOne publishes an event and waits for the broker's answer.
+func (n *NATS) publishOne(ctx context.Context, e Event) (*jetstream.PubAck, error) {
+	pctx, cancel := context.WithTimeout(ctx, ackWait)
+	defer cancel()
+	ack, err := n.js.PublishMsg(pctx, n.message(e))
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return nil, fmt.Errorf("the broker did not acknowledge within %s", ackWait)
+	}
+	return ack, err
+}
+
+// message is the event's message: its subject, body, id and number.
+func (n *NATS) message(e Event) *nats.Msg {
 	msg := nats.NewMsg(n.prefix + "." + e.Tenant + "." + e.Kind)
-	msg.Data = body
+	msg.Data = e.Message()
 	msg.Header.Set(jetstream.MsgIDHeader, e.ID)
 	msg.Header.Set("Outbox-Seq", strconv.FormatInt(e.Seq, 10))
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err = n.js.PublishMsg(pctx, msg)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("the broker did not acknowledge within 5s")
-	}
-	return err
+	return msg
 }
 
 // Close closes the connection.

@@ -35,6 +35,7 @@ type Results struct {
 	BeforeAfter       *BeforeAfter   `json:"beforeAfter,omitempty"`
 	Tenants           *Tenants       `json:"tenants,omitempty"`
 	SIP2              *SIP2          `json:"sip2,omitempty"`
+	Outbox            *Outbox        `json:"outbox,omitempty"`
 	Targets           []Target       `json:"targets"`
 }
 
@@ -57,11 +58,27 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
-	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" {
-		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants and sip2", *only)
+	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" && *only != "outbox" {
+		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants, sip2 and outbox", *only)
 	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=" + *logLevel}
+	if *only == "outbox" {
+		o := benchOutbox(t, p, quiet)
+		r := Results{Outbox: &o}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		printOutbox(tw, o)
+		tw.Flush()
+		for _, tg := range targets(r) {
+			if strings.Contains(tg.What, "outbox") || strings.Contains(tg.What, "delivery") {
+				fmt.Printf("%s: %.3f (%s) met=%t\n", tg.What, tg.Value, tg.Goal, tg.Met)
+			}
+		}
+		for _, e := range requestErrors(r) {
+			t.Error(e)
+		}
+		return
+	}
 	if *only == "sip2" {
 		s := benchSIP2(t, p, quiet)
 		r := Results{SIP2: &s}
@@ -141,6 +158,9 @@ func TestBenchmarks(t *testing.T) {
 	var sip2 SIP2
 	t.Run("sip2", func(t *testing.T) { sip2 = benchSIP2(t, p, quiet) })
 	res.SIP2 = &sip2
+	var outbox Outbox
+	t.Run("outbox", func(t *testing.T) { outbox = benchOutbox(t, p, quiet) })
+	res.Outbox = &outbox
 	if *baseline != "" {
 		ba := benchBeforeAfter(t, *baseline, p, quiet)
 		res.BeforeAfter = &ba
@@ -236,6 +256,12 @@ func requestErrors(r Results) []string {
 	for _, sc := range r.Scale {
 		check(fmt.Sprintf("scale, %d instances", sc.Instances), sc.Stats)
 	}
+	if o := r.Outbox; o != nil {
+		for _, row := range o.Rows {
+			check(fmt.Sprintf("check-out c=%d without the outbox", row.Concurrency), row.Without)
+			check(fmt.Sprintf("check-out c=%d with the outbox", row.Concurrency), row.With)
+		}
+	}
 	if s := r.SIP2; s != nil {
 		check("SIP2 scenario, HTTP check-outs", s.HTTP)
 		check("SIP2 scenario, SIP2 check-outs", s.SIP2)
@@ -276,6 +302,12 @@ func targets(r Results) []Target {
 	}
 	if r.Bursts.HandOff.HandOffs > 0 {
 		add("hand-off p50 across two storage instances (ms)", r.Bursts.HandOff.P50Ms, "< 3", r.Bursts.HandOff.P50Ms < 3)
+	}
+	if o := r.Outbox; o != nil {
+		for _, row := range o.Rows {
+			add(fmt.Sprintf("check-out p50 with the outbox / without, c=%d", row.Concurrency), row.P50Ratio, "<= 1.10", row.P50Ratio <= 1.10)
+			add(fmt.Sprintf("CPU per check-out with the outbox / without, c=%d", row.Concurrency), row.CPURatio, "<= 1.10", row.CPURatio <= 1.10)
+		}
 	}
 	if s := r.SIP2; s != nil {
 		add("SIP2 check-out p50 - HTTP check-out p50 (ms)", s.P50DiffMs, "<= 1", s.P50DiffMs <= 1)
@@ -360,6 +392,9 @@ func printTable(w io.Writer, r Results) {
 
 	if r.SIP2 != nil {
 		printSIP2(tw, *r.SIP2)
+	}
+	if r.Outbox != nil {
+		printOutbox(tw, *r.Outbox)
 	}
 
 	fmt.Fprintln(tw, "\n5. Peak resident memory (VmHWM) over the whole run")

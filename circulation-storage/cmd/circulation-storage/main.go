@@ -132,6 +132,36 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	if cfg.LoginOn() {
 		signIn = pins
 	}
+	// The background work (sweeper, release listener) runs until the HTTP
+	// server is down; stopBackground ends it and waits for it.
+	var wg sync.WaitGroup
+	sweepCtx, stopSweeper := context.WithCancel(context.WithoutCancel(ctx))
+	stopBackground := func() {
+		stopSweeper()
+		wg.Wait()
+	}
+	defer stopBackground()
+	// The outbox relay: one instance of those on the database publishes;
+	// an instance that wrote events wakes it.
+	outboxMetrics := metrics.Outbox()
+	var outboxRelay *relay.Relay
+	var broker *relay.NATS
+	if cfg.NATSURL != "" {
+		broker, err = relay.DialNATS(sweepCtx, relay.NATSConfig{URL: cfg.NATSURL, Stream: cfg.NATSStream, Prefix: cfg.NATSSubjectPrefix,
+			Duplicates: cfg.NATSDuplicateWindow, MaxAge: cfg.NATSMaxAge})
+		if err != nil {
+			return err
+		}
+		outboxRelay = relay.New(postgres.NewOutbox(cfg.Database.ConnString()), broker, outboxMetrics, relay.Config{Batch: cfg.OutboxBatch,
+			Poll: cfg.OutboxPoll, Linger: cfg.OutboxLinger, Retention: cfg.OutboxRetention, Retry: 5 * time.Second, ExitAfterPublish: cfg.OutboxFault == "exit-after-publish"},
+			logger)
+	}
+	var announcer *relay.Announcer
+	var written func(string)
+	if cfg.Outbox != "off" {
+		announcer = relay.NewAnnouncer(outboxRelay, db.AnnounceOutbox, logger)
+		written = announcer.Written
+	}
 	server := httpapi.New(httpapi.Config{
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
 		LockMaxTTL:     time.Duration(cfg.LockMaxTTLMs) * time.Millisecond,
@@ -141,6 +171,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		MaxPageBytes:   cfg.MaxPageBytes,
 		RequestTimeout: cfg.RequestTimeout,
 		Auth:           authn,
+		EventsWritten:  written,
 	}, httpapi.Services{
 		Locks:     locks,
 		Waiters:   waiters,
@@ -171,15 +202,6 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 
-	// The background work (sweeper, release listener) runs until the HTTP
-	// server is down; stopBackground ends it and waits for it.
-	var wg sync.WaitGroup
-	sweepCtx, stopSweeper := context.WithCancel(context.WithoutCancel(ctx))
-	stopBackground := func() {
-		stopSweeper()
-		wg.Wait()
-	}
-	defer stopBackground()
 	sweeper := postgres.NewSweeper(db, logger, postgres.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted, OnPass: metrics.SweeperPass,
 		History: cfg.LockHistory, Retention: cfg.LockHistoryRetention, MaxEvents: cfg.LockHistoryMaxEvents})
 	wg.Add(2)
@@ -187,22 +209,19 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		defer wg.Done()
 		sweeper.Run(sweepCtx, cfg.SweepInterval)
 	}()
-	// The outbox relay: one instance of those on the database publishes.
-	outboxMetrics := metrics.Outbox()
-	if cfg.NATSURL != "" {
-		broker, err := relay.DialNATS(sweepCtx, relay.NATSConfig{URL: cfg.NATSURL, Stream: cfg.NATSStream, Prefix: cfg.NATSSubjectPrefix,
-			Duplicates: cfg.NATSDuplicateWindow, MaxAge: cfg.NATSMaxAge})
-		if err != nil {
-			return err
-		}
-		r := relay.New(postgres.NewOutbox(cfg.Database.ConnString()), broker, outboxMetrics, relay.Config{Batch: cfg.OutboxBatch,
-			Poll: cfg.OutboxPoll, Retention: cfg.OutboxRetention, Retry: 5 * time.Second, ExitAfterPublish: cfg.OutboxFault == "exit-after-publish"},
-			logger)
+	if outboxRelay != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer broker.Close()
-			r.Run(sweepCtx)
+			outboxRelay.Run(sweepCtx)
+		}()
+	}
+	if announcer != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			announcer.Run(sweepCtx)
 		}()
 	}
 	// The release listener wakes this instance's waiters when any instance

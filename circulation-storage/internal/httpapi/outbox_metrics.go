@@ -36,7 +36,7 @@ func (m *Metrics) Outbox() *OutboxMetrics {
 		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "checkout_outbox_publish_retries_total",
 			Help: "Times the relay paused and tried again because the broker did not take an event."}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "checkout_outbox_publish_failures_total",
-			Help: "Events the broker did not take (each is published again, in order)."}),
+			Help: "Publications the broker refused or did not acknowledge (their events are published again, in order)."}),
 	}
 	m.registry.MustRegister(o.leading, o.depth, o.age, o.published, o.retries, o.failures)
 	return o
@@ -54,7 +54,7 @@ func (o *OutboxMetrics) Leading(on bool) {
 }
 
 // Backlog implements relay.Observer.
-func (o *OutboxMetrics) Backlog(n int, oldest time.Duration) {
+func (o *OutboxMetrics) Backlog(n int64, oldest time.Duration) {
 	o.depth.Set(float64(n))
 	o.age.Set(oldest.Seconds())
 }

@@ -27,12 +27,28 @@ import (
 func (s *Server) routeRecords(e *echo.Echo, r storage.Resource) {
 	get(e, r.Path, func(c echo.Context) error { return s.listRecords(c, r) }, s.tenant)
 	get(e, r.Path+"/:id", func(c echo.Context) error { return s.getRecord(c, r) }, s.tenant)
-	handle(e, http.MethodPut, r.Path+"/:id", func(c echo.Context) error { return s.putRecord(c, r) }, s.tenant)
+	handle(e, http.MethodPut, r.Path+"/:id", s.announcing(r, func(c echo.Context) error { return s.putRecord(c, r) }), s.tenant)
 	if r.Fixed {
 		return
 	}
-	handle(e, http.MethodPost, r.Path, func(c echo.Context) error { return s.createRecord(c, r) }, s.tenant)
-	handle(e, http.MethodDelete, r.Path+"/:id", func(c echo.Context) error { return s.deleteRecord(c, r) }, s.tenant)
+	handle(e, http.MethodPost, r.Path, s.announcing(r, func(c echo.Context) error { return s.createRecord(c, r) }), s.tenant)
+	handle(e, http.MethodDelete, r.Path+"/:id", s.announcing(r, func(c echo.Context) error { return s.deleteRecord(c, r) }), s.tenant)
+}
+
+// announcing is a write of r's records that tells EventsWritten when it
+// succeeded and r's changes are among the outbox's (loans, items,
+// requests).
+func (s *Server) announcing(r storage.Resource, write echo.HandlerFunc) echo.HandlerFunc {
+	if s.cfg.EventsWritten == nil || (r.Path != storage.Loans.Path && r.Path != storage.Items.Path && r.Path != storage.Requests.Path) {
+		return write
+	}
+	return func(c echo.Context) error {
+		err := write(c)
+		if err == nil && c.Response().Status < http.StatusMultipleChoices {
+			s.cfg.EventsWritten(string(tenantOf(c)))
+		}
+		return err
+	}
 }
 
 // Headers of POST /loan-storage/loans that make it a check-out's writes, in

@@ -46,6 +46,9 @@ type Config struct {
 	// Auth is who may call: every route but health, readiness and metrics
 	// requires its permission (schemas.Routes).
 	Auth auth.Guard
+	// EventsWritten, when set, is told after a write of loans, items or
+	// requests succeeded: it recorded events for the outbox relay.
+	EventsWritten func(tenant string)
 }
 
 // Services are the domain services the API serves.

@@ -226,7 +226,9 @@ const (
 	tableServicePoint     tableName = "service_point"
 	tablePatronPin        tableName = "patron_pin"
 	tableOutbox           tableName = "outbox"
-	tableOutboxSequence   tableName = "outbox_sequence"
+	tableOutboxTenant     tableName = "outbox_tenant"
+	tableOutboxCommit     tableName = "outbox_commit"
+	tableOutboxPublished  tableName = "outbox_published"
 )
 
 // outboxOn is SQL that holds unless the session records no events
@@ -236,7 +238,7 @@ const outboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 
 // tenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var tenantTables = []tableName{
-	tableOutbox, tableOutboxSequence, tableServicePoint, tableLoginFailure, tableRefreshToken, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
+	tableOutbox, tableOutboxCommit, tableOutboxTenant, tableOutboxPublished, tableServicePoint, tableLoginFailure, tableRefreshToken, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
 	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
 	tableTenantJob,
 }

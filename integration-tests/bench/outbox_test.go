@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// Outbox is scenario 9: uncontended check-outs with the lock on, with the
+// outbox and its relay publishing to a NATS JetStream server, and with the
+// outbox off (OUTBOX=off), one circulation and one storage instance each,
+// same PostgreSQL, alternating slices; and how long an event takes from
+// its check-out's write to a consumer.
+type Outbox struct {
+	Rows []OutboxRow `json:"rows"`
+	// Lag is from an event's recording (in the check-out's transaction) to
+	// a consumer of the stream receiving it, over every check-out event.
+	Lag struct {
+		Events int     `json:"events"`
+		P50Ms  float64 `json:"p50Ms"`
+		P99Ms  float64 `json:"p99Ms"`
+	} `json:"deliveryLag"`
+}
+
+// OutboxRow is one concurrency's comparison.
+type OutboxRow struct {
+	Concurrency int            `json:"concurrency"`
+	Without     Stats          `json:"without"`
+	With        Stats          `json:"with"`
+	CPUWithout  CPUPerCheckOut `json:"cpuWithout"`
+	CPUWith     CPUPerCheckOut `json:"cpuWith"`
+	// P50Ratio and CPURatio are with ÷ without.
+	P50Ratio float64 `json:"p50WithOverWithout"`
+	CPURatio float64 `json:"cpuWithOverWithout"`
+}
+
+func benchOutbox(t *testing.T, p plan, env []string) Outbox {
+	t.Helper()
+	broker := harness.StartNATS(t)
+	without := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
+		StorageEnv: append([]string{"OUTBOX=off"}, env...), CirculationEnv: env})
+	with := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
+		StorageEnv: append([]string{"NATS_URL=" + broker.URL(), "OUTBOX_POLL=100ms"}, env...), CirculationEnv: env})
+	events := harness.WatchEvents(t, broker.URL(), "CHECKOUT_EVENTS")
+	clusters := []*harness.Cluster{without, with}
+	pops := []*population{populate(t, without, p.population/2, 0), populate(t, with, p.population/2, 0)}
+	analyze(t, without)
+	var out Outbox
+	for _, conc := range []int{1, 4} {
+		hists := [2]*histPair{{h: newHist()}, {h: newHist()}}
+		var cpu [2]CPUPerCheckOut
+		for round := range p.rounds + 1 {
+			for i, c := range clusters {
+				s0 := sampleCPU(t, c.Circulations[0], c.Storage)
+				h, errs, elapsed := attack(t, checkOutTargeter(c, pops[i], 1), conc, p.slice)
+				s1 := sampleCPU(t, c.Circulations[0], c.Storage)
+				if round == 0 {
+					continue // the first round warms both up
+				}
+				hists[i].h.Merge(h)
+				hists[i].errs += errs
+				hists[i].elapsed += elapsed
+				cpu[i] = addCPU(cpu[i], perCheckOut(s0, s1, h.TotalCount()), float64(h.TotalCount()))
+			}
+		}
+		row := OutboxRow{Concurrency: conc,
+			Without: stats(hists[0].h, hists[0].errs, hists[0].elapsed), With: stats(hists[1].h, hists[1].errs, hists[1].elapsed)}
+		row.CPUWithout = scaleCPU(cpu[0], 1/float64(max(1, hists[0].h.TotalCount())))
+		row.CPUWith = scaleCPU(cpu[1], 1/float64(max(1, hists[1].h.TotalCount())))
+		row.P50Ratio = ratio(row.With.P50Ms, row.Without.P50Ms)
+		row.CPURatio = ratio(row.CPUWith.Total, row.CPUWithout.Total)
+		out.Rows = append(out.Rows, row)
+		t.Logf("outbox c=%d: without p50 %.2f ms, %.0f µs CPU; with p50 %.2f ms, %.0f µs CPU; p50 ×%.3f, CPU ×%.3f",
+			conc, row.Without.P50Ms, row.CPUWithout.Total, row.With.P50Ms, row.CPUWith.Total, row.P50Ratio, row.CPURatio)
+	}
+	// Every check-out event is delivered; its lag is from its recording.
+	n := int64(0)
+	for _, r := range out.Rows {
+		n += r.With.Requests
+	}
+	var got []harness.Event
+	if !harness.Poll(60*time.Second, 100*time.Millisecond, func() bool {
+		all, _ := events.All()
+		got = slices.DeleteFunc(all, func(e harness.Event) bool { return e.Type != "CHECKED_OUT" || e.Tenant != with.Tenant })
+		return int64(len(got)) >= n
+	}) {
+		t.Errorf("%d check-out events delivered, want at least %d", len(got), n)
+	}
+	lag := hdrhistogram.New(1, 60_000_000, 3)
+	for _, e := range got {
+		record(lag, e.Received.Sub(time.UnixMilli(e.Timestamp)))
+	}
+	out.Lag.Events = len(got)
+	out.Lag.P50Ms, out.Lag.P99Ms = float64(lag.ValueAtQuantile(50))/1000, float64(lag.ValueAtQuantile(99))/1000
+	t.Logf("delivery lag of %d check-out events: p50 %.2f ms, p99 %.2f ms", out.Lag.Events, out.Lag.P50Ms, out.Lag.P99Ms)
+	return out
+}
+
+// printOutbox prints scenario 9.
+func printOutbox(w interface{ Write([]byte) (int, error) }, o Outbox) {
+	fmt.Fprintln(w, "\n9. Check-out with the lock, uncontended: with the outbox (relay publishing to NATS JetStream) and without (OUTBOX=off), interleaved; CPU in µs per check-out")
+	fmt.Fprintln(w, "concurrency\toutbox\tcheck-outs/s\tp50 ms\tp99 ms\tcirculation\tstorage\tPostgreSQL\tCPU total\terrors")
+	for _, r := range o.Rows {
+		for _, v := range []struct {
+			name string
+			s    Stats
+			cpu  CPUPerCheckOut
+		}{{"off", r.Without, r.CPUWithout}, {"on", r.With, r.CPUWith}} {
+			fmt.Fprintf(w, "%d\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\n", r.Concurrency, v.name, v.s.Throughput, v.s.P50Ms, v.s.P99Ms,
+				v.cpu.Circulation, v.cpu.Storage, v.cpu.Postgres, v.cpu.Total, v.s.Errors)
+		}
+		fmt.Fprintf(w, "c=%d: p50 x%.3f, CPU per check-out x%.3f\n", r.Concurrency, r.P50Ratio, r.CPURatio)
+	}
+	fmt.Fprintf(w, "delivery lag, event recorded -> consumer, %d check-out events: p50 %.2f ms, p99 %.2f ms\n", o.Lag.Events, o.Lag.P50Ms, o.Lag.P99Ms)
+}
