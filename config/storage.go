@@ -108,7 +108,7 @@ type Storage struct {
 	OutboxRetention time.Duration `env:"OUTBOX_RETENTION" envDefault:"24h"`
 	OutboxBatch     int           `env:"OUTBOX_BATCH" envDefault:"500"`
 	OutboxPoll      time.Duration `env:"OUTBOX_POLL" envDefault:"1s"`
-	OutboxLinger    time.Duration `env:"OUTBOX_LINGER" envDefault:"20ms"`
+	OutboxLinger    time.Duration `env:"OUTBOX_LINGER" envDefault:"50ms"`
 	// OutboxFault, for the fault tests only: exit-after-publish.
 	OutboxFault string `env:"OUTBOX_FAULT"`
 	// LoginAccessTTL and LoginRefreshTTL are how long a sign-in's access

@@ -1,7 +1,6 @@
 DROP TRIGGER request_outbox ON request;
 DROP TRIGGER item_outbox ON item;
 DROP TRIGGER loan_outbox ON loan;
-DROP TABLE outbox_published;
 DROP TABLE outbox_tenant;
 DROP TABLE outbox_commit;
 DROP TABLE outbox;

@@ -5,15 +5,15 @@
 -- committed one exactly one per change. A session with
 -- checkoutlock.outbox = 'off' (a purge, a bulk load) records nothing.
 --
--- Each tenant's events are numbered in commit order, without a gap: at
--- commit, a deferred trigger gives the transaction's events the numbers
--- after the tenant's last (outbox_tenant), and records the commit
--- (outbox_commit). The tenant's row stays locked from there to the end of
--- the commit, so a later commit of the tenant is numbered after this one
--- is visible, and a reader never sees a number before the ones below it.
--- The events themselves are only ever inserted, and deleted once
--- published and older than the retention; the relay keeps how far it has
--- published in outbox_published.
+-- A write only inserts, and takes no lock another write waits for: its
+-- events, and at commit (a deferred trigger) one row for the transaction
+-- (outbox_commit), whose pos is taken then, after everything the
+-- transaction waited for. The relay, one session of one instance at a
+-- time, numbers the commits it finds, each tenant's from 1 without a gap,
+-- in pos order: a transaction that waited for another's row commits after
+-- it, so it is found with it or after it, and numbered after it. Then it
+-- publishes the events in number order and moves the tenant's published
+-- mark. Published events go after the retention.
 CREATE TABLE outbox (
     tenant_id  text NOT NULL,
     xid        xid8 NOT NULL DEFAULT pg_current_xact_id(),
@@ -27,29 +27,27 @@ CREATE TABLE outbox (
     CONSTRAINT outbox_pkey PRIMARY KEY (tenant_id, xid, pos)
 );
 
--- A committed transaction's events of a tenant: numbers seq to
--- seq + events - 1, in pos order.
+-- A committed transaction's events of a tenant; the relay numbers them
+-- seq to seq + events - 1, in their pos order.
 CREATE TABLE outbox_commit (
+    pos          bigint GENERATED ALWAYS AS IDENTITY,
     tenant_id    text NOT NULL,
-    seq          bigint NOT NULL,
-    events       integer NOT NULL,
     xid          xid8 NOT NULL,
+    events       integer NOT NULL,
+    seq          bigint,
     committed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    CONSTRAINT outbox_commit_pkey PRIMARY KEY (tenant_id, seq)
+    CONSTRAINT outbox_commit_pkey PRIMARY KEY (pos)
 );
 
--- The tenant's last event number given.
+CREATE INDEX outbox_commit_unnumbered_idx ON outbox_commit (pos) WHERE seq IS NULL;
+CREATE INDEX outbox_commit_seq_idx ON outbox_commit (tenant_id, seq);
+
+-- A tenant's last event number given and last published: the relay's.
 CREATE TABLE outbox_tenant (
     tenant_id text NOT NULL,
     numbered  bigint NOT NULL,
+    published bigint NOT NULL DEFAULT 0,
     CONSTRAINT outbox_tenant_pkey PRIMARY KEY (tenant_id)
-);
-
--- The tenant's last event number published, written by the relay only.
-CREATE TABLE outbox_published (
-    tenant_id text NOT NULL,
-    published bigint NOT NULL,
-    CONSTRAINT outbox_published_pkey PRIMARY KEY (tenant_id)
 );
 
 -- outbox_record records a loan's, an item's (when its status changes) or
@@ -82,26 +80,21 @@ CREATE TRIGGER item_outbox AFTER INSERT OR UPDATE OR DELETE ON item
 CREATE TRIGGER request_outbox AFTER INSERT OR UPDATE OR DELETE ON request
     FOR EACH ROW EXECUTE FUNCTION outbox_record('request');
 
--- outbox_commit_events numbers, at commit, the transaction's events of a
+-- outbox_commit_events records, at commit, the transaction's events of a
 -- tenant: the first call for the tenant does it (and notes so in the
--- transaction's checkoutlock.outbox_numbered), the others return.
+-- transaction's checkoutlock.outbox_committed), the others return.
 CREATE FUNCTION outbox_commit_events() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-    done text := coalesce(current_setting('checkoutlock.outbox_numbered', true), '');
+    done text := coalesce(current_setting('checkoutlock.outbox_committed', true), '');
     mark text := '|' || NEW.xid::text || ':' || NEW.tenant_id || '|';
-    n    integer;
-    last bigint;
 BEGIN
     IF strpos(done, mark) > 0 THEN
         RETURN NULL;
     END IF;
-    PERFORM set_config('checkoutlock.outbox_numbered', done || mark, true);
-    SELECT count(*) INTO n FROM outbox WHERE tenant_id = NEW.tenant_id AND xid = NEW.xid;
-    INSERT INTO outbox_tenant AS t (tenant_id, numbered) VALUES (NEW.tenant_id, n)
-    ON CONFLICT (tenant_id) DO UPDATE SET numbered = t.numbered + n
-    RETURNING t.numbered INTO last;
-    INSERT INTO outbox_commit (tenant_id, seq, events, xid) VALUES (NEW.tenant_id, last - n + 1, n, NEW.xid);
+    PERFORM set_config('checkoutlock.outbox_committed', done || mark, true);
+    INSERT INTO outbox_commit (tenant_id, xid, events)
+    SELECT NEW.tenant_id, NEW.xid, count(*) FROM outbox WHERE tenant_id = NEW.tenant_id AND xid = NEW.xid;
     RETURN NULL;
 END $$;
 

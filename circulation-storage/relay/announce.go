@@ -3,46 +3,35 @@ package relay
 import (
 	"context"
 	"log/slog"
-	"maps"
-	"slices"
-	"sync"
 	"time"
 )
 
-// Announcer wakes the leading relay after this instance committed a
-// tenant's events: at once when it leads in this process, through the
-// database when it runs elsewhere (one notification statement on its way
-// at a time, naming the tenants written meanwhile). A relay that hears
-// nothing still looks at every tenant every second or so.
+// Announcer wakes the leading relay after this instance committed
+// events: at once when it leads in this process, through the database
+// when it runs elsewhere (one notification on its way at a time; commits
+// made meanwhile are folded into the next). A relay that hears nothing
+// still looks every Poll.
 type Announcer struct {
-	local  *Relay
-	notify func(ctx context.Context, tenants []string) error
-	logger *slog.Logger
-
-	mu      sync.Mutex
-	tenants map[string]struct{}
-	ready   chan struct{}
+	local   *Relay
+	notify  func(context.Context) error
+	pending chan struct{}
+	logger  *slog.Logger
 }
 
 // NewAnnouncer returns an announcer for the relay in this process (nil
 // when none runs here) that wakes the others with notify.
-func NewAnnouncer(local *Relay, notify func(ctx context.Context, tenants []string) error, logger *slog.Logger) *Announcer {
-	return &Announcer{local: local, notify: notify, logger: logger, tenants: map[string]struct{}{}, ready: make(chan struct{}, 1)}
+func NewAnnouncer(local *Relay, notify func(context.Context) error, logger *slog.Logger) *Announcer {
+	return &Announcer{local: local, notify: notify, pending: make(chan struct{}, 1), logger: logger}
 }
 
-// Written says that the tenant's events were committed. It never blocks.
-func (a *Announcer) Written(tenant string) {
+// Written says that events were committed. It never blocks.
+func (a *Announcer) Written() {
 	if a.local != nil && a.local.Leading() {
-		a.local.Wake(tenant)
+		a.local.Wake()
 		return
 	}
-	a.mu.Lock()
-	if len(a.tenants) < maxWoken {
-		a.tenants[tenant] = struct{}{}
-	}
-	a.mu.Unlock()
 	select {
-	case a.ready <- struct{}{}:
+	case a.pending <- struct{}{}:
 	default:
 	}
 }
@@ -53,13 +42,9 @@ func (a *Announcer) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.ready:
-			a.mu.Lock()
-			tenants := slices.Sorted(maps.Keys(a.tenants))
-			clear(a.tenants)
-			a.mu.Unlock()
+		case <-a.pending:
 			nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if err := a.notify(nctx, tenants); err != nil && ctx.Err() == nil {
+			if err := a.notify(nctx); err != nil && ctx.Err() == nil {
 				// The relay finds the events when it next looks.
 				a.logger.Debug("outbox: cannot wake the relay", slog.Any("error", err))
 			}

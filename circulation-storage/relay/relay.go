@@ -18,7 +18,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -68,28 +67,51 @@ type Store interface {
 }
 
 // Leader is the store while leading. Every tenant's events are numbered
-// from 1 in commit order; a published mark is the last number published.
+// from 1, by the relay, in commit order; the relay alone keeps the numbers
+// given and the published marks.
 type Leader interface {
-	// Marks are the tenants' published marks as stored.
-	Marks(ctx context.Context) (map[string]int64, error)
-	// Numbered are the tenants' last numbers given.
-	Numbered(ctx context.Context) (map[string]int64, error)
+	// Progress is each tenant's last number given and last published.
+	Progress(ctx context.Context) (map[string]Progress, error)
+	// Unnumbered are up to limit committed transactions whose events have
+	// no numbers yet, in the order they committed (as far as one depended
+	// on another).
+	Unnumbered(ctx context.Context, limit int) ([]Commit, error)
+	// Number gives the commits their first numbers and stores the
+	// tenants' last numbers given, at once and durably.
+	Number(ctx context.Context, commits []Commit, numbered map[string]int64) error
 	// Events are up to limit of the tenant's events numbered after
 	// after, in number order.
 	Events(ctx context.Context, tenant string, after int64, limit int) ([]Event, error)
 	// Published stores the tenant's published mark.
 	Published(ctx context.Context, tenant string, upTo int64) error
 	// Oldest is when the tenant's first event numbered after after was
-	// committed.
+	// committed; zero when there is none.
 	Oldest(ctx context.Context, tenant string, after int64) (time.Time, error)
+	// Waiting are the events of unnumbered commits, and when the oldest
+	// of those committed.
+	Waiting(ctx context.Context) (int64, time.Time, error)
 	// Trim deletes the tenant's events numbered up to upTo and committed
 	// before before.
 	Trim(ctx context.Context, tenant string, upTo int64, before time.Time) (int64, error)
-	// Wait returns the tenants an instance announced events of, when one
-	// does, after d, or when ctx ends.
-	Wait(ctx context.Context, d time.Duration) ([]string, error)
+	// Wait returns when an instance announces events, after d, or when
+	// ctx ends.
+	Wait(ctx context.Context, d time.Duration) error
 	// Close gives up the lead.
 	Close()
+}
+
+// Progress is how far a tenant's events are numbered and published.
+type Progress struct {
+	Numbered, Published int64
+}
+
+// Commit is a committed transaction's events of a tenant: Events of them,
+// numbered from Seq once the relay numbered them.
+type Commit struct {
+	Pos    int64
+	Tenant string
+	Events int64
+	Seq    int64
 }
 
 // Publisher is the broker.
@@ -111,7 +133,8 @@ type Observer interface {
 
 // Config is the relay's.
 type Config struct {
-	// Batch is the most events of a tenant read and published at once.
+	// Batch is the most commits numbered, and events of a tenant read
+	// and published, at once.
 	Batch int
 	// Poll is the longest wait for new events without a notification.
 	Poll time.Duration
@@ -129,10 +152,6 @@ type Config struct {
 	ExitAfterPublish bool
 }
 
-// maxWoken bounds the tenants a relay remembers being woken for; past
-// it, it looks at every tenant.
-const maxWoken = 10000
-
 // Relay publishes the outbox.
 type Relay struct {
 	store   Store
@@ -141,51 +160,25 @@ type Relay struct {
 	cfg     Config
 	logger  *slog.Logger
 	leading atomic.Bool
-
-	mu sync.Mutex
-	// woken are the tenants this instance wrote events of since the
-	// relay last looked; all, when there were too many to name.
-	woken map[string]struct{}
-	all   bool
 	// wake holds a wake-up for a relay waiting for events.
 	wake chan struct{}
 }
 
 // New returns a relay.
 func New(store Store, pub Publisher, obs Observer, cfg Config, logger *slog.Logger) *Relay {
-	return &Relay{store: store, pub: pub, obs: obs, cfg: cfg, logger: logger,
-		woken: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+	return &Relay{store: store, pub: pub, obs: obs, cfg: cfg, logger: logger, wake: make(chan struct{}, 1)}
 }
 
 // Leading reports whether this relay leads.
 func (r *Relay) Leading() bool { return r.leading.Load() }
 
-// Wake tells the relay that the tenant's events were committed: a leading
-// relay waiting for events looks at once. It never blocks.
-func (r *Relay) Wake(tenant string) {
-	r.mu.Lock()
-	if len(r.woken) < maxWoken {
-		r.woken[tenant] = struct{}{}
-	} else {
-		r.all = true
-	}
-	r.mu.Unlock()
+// Wake tells the relay that events were committed: a leading relay
+// waiting for events looks at once. It never blocks.
+func (r *Relay) Wake() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
-}
-
-// takeWoken returns the tenants woken for since the last call, and
-// whether there were more than it names.
-func (r *Relay) takeWoken() ([]string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	tenants := slices.Collect(maps.Keys(r.woken))
-	all := r.all
-	clear(r.woken)
-	r.all = false
-	return tenants, all
 }
 
 // Run relays until ctx is done: it tries to lead every Poll, and while
@@ -212,72 +205,88 @@ func (r *Relay) Run(ctx context.Context) {
 	}
 }
 
-// lead publishes while the session holding the lead works. It keeps the
-// published marks (it alone writes them); it looks at the tenants it is
-// woken for, and at every tenant once a second, for events numbered
-// after their marks.
+// lead publishes while the session holding the lead works. Each round
+// numbers the commits found since the last, then publishes every tenant's
+// events numbered past its mark; rounds are Linger apart at least, unless
+// the last one left events behind.
 func (r *Relay) lead(ctx context.Context, l Leader) error {
-	marks, err := l.Marks(ctx)
+	progress, err := l.Progress(ctx)
 	if err != nil {
-		return fmt.Errorf("read the published marks: %w", err)
+		return fmt.Errorf("read the numbers given and published: %w", err)
 	}
-	due := map[string]struct{}{}
-	var lastLook, lastTrim, lastRound time.Time
+	var lastCount, lastTrim, lastRound time.Time
 	var pause time.Duration
 	behind := false
 	for {
-		if time.Since(lastLook) >= time.Second {
-			if err := r.look(ctx, l, marks, due); err != nil {
+		if time.Since(lastCount) >= time.Second {
+			if err := r.count(ctx, l, progress); err != nil {
 				return err
 			}
-			lastLook = time.Now()
+			lastCount = time.Now()
 		}
 		if time.Since(lastTrim) >= time.Minute {
-			if err := r.trim(ctx, l, marks); err != nil {
+			if err := r.trim(ctx, l, progress); err != nil {
 				return err
 			}
 			lastTrim = time.Now()
 		}
-		woken, all := r.takeWoken()
-		for _, t := range woken {
-			due[t] = struct{}{}
-		}
-		if all {
-			lastLook = time.Time{}
-			continue
-		}
-		if len(due) == 0 {
-			announced, err := r.wait(ctx, l)
-			if err != nil {
-				return fmt.Errorf("wait: %w", err)
-			}
-			for _, t := range announced {
-				if len(due) < maxWoken {
-					due[t] = struct{}{}
-				}
-			}
-			continue
-		}
-		// Events gather for Linger between two rounds, unless the last
-		// one left some behind.
 		if !behind {
 			sleep(ctx, r.cfg.Linger-time.Since(lastRound))
 		}
 		lastRound, behind = time.Now(), false
-		failed := false
-		for _, t := range slices.Sorted(maps.Keys(due)) {
-			events, err := l.Events(ctx, t, marks[t], r.cfg.Batch)
+
+		commits, err := l.Unnumbered(ctx, r.cfg.Batch)
+		if err != nil {
+			return fmt.Errorf("read the commits to number: %w", err)
+		}
+		if len(commits) > 0 {
+			behind = len(commits) == r.cfg.Batch
+			numbered := map[string]int64{}
+			for i, c := range commits {
+				n, ok := numbered[c.Tenant]
+				if !ok {
+					n = progress[c.Tenant].Numbered
+				}
+				commits[i].Seq = n + 1
+				numbered[c.Tenant] = n + c.Events
+			}
+			if err := l.Number(ctx, commits, numbered); err != nil {
+				return fmt.Errorf("number the events: %w", err)
+			}
+			for t, n := range numbered {
+				p := progress[t]
+				p.Numbered = n
+				progress[t] = p
+			}
+		}
+
+		published, failed := 0, false
+		for _, t := range slices.Sorted(maps.Keys(progress)) {
+			p := progress[t]
+			if p.Numbered <= p.Published {
+				continue
+			}
+			events, err := l.Events(ctx, t, p.Published, r.cfg.Batch)
 			if err != nil {
 				return fmt.Errorf("read the events of %s: %w", t, err)
 			}
-			if len(events) < r.cfg.Batch {
-				delete(due, t)
-			} else {
+			if len(events) == 0 {
+				// Numbered and gone: the tenant was purged.
+				if err := l.Published(ctx, t, p.Numbered); err != nil {
+					return fmt.Errorf("%w: mark published: %v", errStore, err)
+				}
+				p.Published = p.Numbered
+				progress[t] = p
+				continue
+			}
+			if len(events) == r.cfg.Batch {
 				behind = true
 			}
 			n, err := r.publish(ctx, l, t, events)
 			if n > 0 {
-				marks[t] = events[n-1].Seq
+				p.Published = events[n-1].Seq
+				progress[t] = p
+				published += n
 				pause = 0
 			}
 			if err != nil {
@@ -286,7 +295,6 @@ func (r *Relay) lead(ctx context.Context, l Leader) error {
 				}
 				// The broker refused or is away: the tenant's events wait,
 				// in order, and are read again.
-				due[t] = struct{}{}
 				failed = true
 				r.obs.Retried()
 				pause = min(max(2*pause, 100*time.Millisecond), r.cfg.Retry)
@@ -295,8 +303,13 @@ func (r *Relay) lead(ctx context.Context, l Leader) error {
 				break
 			}
 		}
-		if failed {
+		switch {
+		case failed:
 			sleep(ctx, pause)
+		case len(commits) == 0 && published == 0:
+			if err := r.wait(ctx, l); err != nil {
+				return fmt.Errorf("wait: %w", err)
+			}
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -304,55 +317,44 @@ func (r *Relay) lead(ctx context.Context, l Leader) error {
 	}
 }
 
-// look reads every tenant's last number: a tenant numbered past its mark
-// is due, and the backlog (and its oldest event's age, over the first
-// tenants behind) goes to the metrics. A tenant numbered below its mark
-// was purged and enabled again: its mark starts over.
-func (r *Relay) look(ctx context.Context, l Leader, marks map[string]int64, due map[string]struct{}) error {
-	numbered, err := l.Numbered(ctx)
+// count tells the metrics how many events wait, and how long the oldest
+// has (over the first tenants behind).
+func (r *Relay) count(ctx context.Context, l Leader, progress map[string]Progress) error {
+	backlog, oldest, err := l.Waiting(ctx)
 	if err != nil {
-		return fmt.Errorf("read the numbers given: %w", err)
+		return fmt.Errorf("count the events waiting: %w", err)
 	}
-	var backlog int64
 	var behind []string
-	for t, n := range numbered {
-		if n < marks[t] {
-			marks[t] = 0
-		}
-		if n > marks[t] {
-			backlog += n - marks[t]
+	for t, p := range progress {
+		if p.Numbered > p.Published {
+			backlog += p.Numbered - p.Published
 			behind = append(behind, t)
-			if len(due) < maxWoken {
-				due[t] = struct{}{}
-			}
 		}
 	}
-	for t := range marks {
-		if _, ok := numbered[t]; !ok {
-			delete(marks, t) // purged
-		}
-	}
-	var age time.Duration
 	slices.Sort(behind)
 	for _, t := range behind[:min(len(behind), 100)] {
-		at, err := l.Oldest(ctx, t, marks[t])
+		at, err := l.Oldest(ctx, t, progress[t].Published)
 		if err != nil {
 			return fmt.Errorf("read the oldest event of %s: %w", t, err)
 		}
-		if !at.IsZero() {
-			age = max(age, time.Since(at))
+		if !at.IsZero() && (oldest.IsZero() || at.Before(oldest)) {
+			oldest = at
 		}
+	}
+	var age time.Duration
+	if !oldest.IsZero() {
+		age = time.Since(oldest)
 	}
 	r.obs.Backlog(backlog, age)
 	return nil
 }
 
 // trim deletes the events published and older than the retention.
-func (r *Relay) trim(ctx context.Context, l Leader, marks map[string]int64) error {
+func (r *Relay) trim(ctx context.Context, l Leader, progress map[string]Progress) error {
 	before := time.Now().Add(-r.cfg.Retention)
 	var total int64
-	for _, t := range slices.Sorted(maps.Keys(marks)) {
-		n, err := l.Trim(ctx, t, marks[t], before)
+	for _, t := range slices.Sorted(maps.Keys(progress)) {
+		n, err := l.Trim(ctx, t, progress[t].Published, before)
 		if err != nil {
 			return fmt.Errorf("trim the events of %s: %w", t, err)
 		}
@@ -366,7 +368,7 @@ func (r *Relay) trim(ctx context.Context, l Leader, marks map[string]int64) erro
 
 // wait waits for events: until an instance announces some, this one wakes
 // the relay (Wake), or Poll passes.
-func (r *Relay) wait(ctx context.Context, l Leader) ([]string, error) {
+func (r *Relay) wait(ctx context.Context, l Leader) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -378,11 +380,10 @@ func (r *Relay) wait(ctx context.Context, l Leader) ([]string, error) {
 		case <-done:
 		}
 	}()
-	tenants, err := l.Wait(wctx, r.cfg.Poll)
-	if err != nil && ctx.Err() == nil {
-		return nil, err
+	if err := l.Wait(wctx, r.cfg.Poll); err != nil && ctx.Err() == nil {
+		return err
 	}
-	return tenants, ctx.Err()
+	return ctx.Err()
 }
 
 // errStore marks a failure of the store, which ends the lead.

@@ -157,7 +157,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 			logger)
 	}
 	var announcer *relay.Announcer
-	var written func(string)
+	var written func()
 	if cfg.Outbox != "off" {
 		announcer = relay.NewAnnouncer(outboxRelay, db.AnnounceOutbox, logger)
 		written = announcer.Written

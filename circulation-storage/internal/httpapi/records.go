@@ -45,7 +45,7 @@ func (s *Server) announcing(r storage.Resource, write echo.HandlerFunc) echo.Han
 	return func(c echo.Context) error {
 		err := write(c)
 		if err == nil && c.Response().Status < http.StatusMultipleChoices {
-			s.cfg.EventsWritten(string(tenantOf(c)))
+			s.cfg.EventsWritten()
 		}
 		return err
 	}

@@ -48,7 +48,7 @@ type Config struct {
 	Auth auth.Guard
 	// EventsWritten, when set, is told after a write of loans, items or
 	// requests succeeded: it recorded events for the outbox relay.
-	EventsWritten func(tenant string)
+	EventsWritten func()
 }
 
 // Services are the domain services the API serves.

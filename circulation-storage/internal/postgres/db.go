@@ -228,7 +228,6 @@ const (
 	tableOutbox           tableName = "outbox"
 	tableOutboxTenant     tableName = "outbox_tenant"
 	tableOutboxCommit     tableName = "outbox_commit"
-	tableOutboxPublished  tableName = "outbox_published"
 )
 
 // outboxOn is SQL that holds unless the session records no events
@@ -238,7 +237,7 @@ const outboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 
 // tenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var tenantTables = []tableName{
-	tableOutbox, tableOutboxCommit, tableOutboxTenant, tableOutboxPublished, tableServicePoint, tableLoginFailure, tableRefreshToken, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
+	tableOutbox, tableOutboxCommit, tableOutboxTenant, tableServicePoint, tableLoginFailure, tableRefreshToken, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
 	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
 	tableTenantJob,
 }

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/checkoutlock/circulation-storage/relay"
 )
@@ -17,10 +15,6 @@ import (
 // OutboxChannel is the channel instances wake the relay on when they have
 // written events.
 const OutboxChannel = "checkout_outbox"
-
-// maxAnnounced bounds the tenants a leader remembers being told of between
-// two waits; the relay looks at every tenant every second anyway.
-const maxAnnounced = 10000
 
 // relayLockKey is the advisory lock the relay holds: one instance of all
 // those on the database publishes at a time.
@@ -49,16 +43,12 @@ func (o *Outbox) Lead(ctx context.Context) (relay.Leader, bool, error) {
 	// As the pools: plans made for every tenant at once go by the indexes,
 	// whatever the statistics of the shared tables say.
 	cfg.RuntimeParams["enable_seqscan"] = "off"
-	// The relay writes its published marks and trims: a mark lost in a
-	// crash only has events published again, which the broker drops.
+	// The relay's published marks and trims need not wait for the disk:
+	// a mark lost in a crash only has events published again, which the
+	// broker drops. Its numbers given must (numberSQL says so itself).
 	cfg.RuntimeParams["synchronous_commit"] = "off"
 	cfg.ConnectTimeout = connectTimeout(cfg.ConnectTimeout)
-	leader := &outboxLeader{}
-	cfg.OnNotification = func(_ *pgconn.PgConn, n *pgconn.Notification) {
-		if len(leader.announced) < maxAnnounced {
-			leader.announced = append(leader.announced, strings.Split(n.Payload, ",")...)
-		}
-	}
+
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, false, redact(err)
@@ -76,8 +66,7 @@ func (o *Outbox) Lead(ctx context.Context) (relay.Leader, bool, error) {
 		conn.Close(context.Background())
 		return nil, false, err
 	}
-	leader.conn = conn
-	return leader, true, nil
+	return &outboxLeader{conn: conn}, true, nil
 }
 
 // outboxLeader is the store as the leading relay uses it, on the session
@@ -86,14 +75,26 @@ func (o *Outbox) Lead(ctx context.Context) (relay.Leader, bool, error) {
 // plan made while they were small is kept by the session.
 type outboxLeader struct {
 	conn *pgx.Conn
-	// announced are the tenants named by notifications not yet waited
-	// for (pgx hands them over during any statement).
-	announced []string
 }
 
 var (
-	marksSQL    = withTables(`SELECT tenant_id, published FROM %s`, tableOutboxPublished)
-	numberedSQL = withTables(`SELECT tenant_id, numbered FROM %s`, tableOutboxTenant)
+	progressSQL   = withTables(`SELECT tenant_id, numbered, published FROM %s`, tableOutboxTenant)
+	unnumberedSQL = withTables(`SELECT pos, tenant_id, events FROM %s WHERE seq IS NULL ORDER BY pos LIMIT $1`, tableOutboxCommit)
+	// numberSQL gives the commits at positions $3 their first numbers
+	// $4, and stores the tenants' ($1) last numbers given ($2). Its
+	// commit waits for the disk (the session's synchronous_commit is off):
+	// numbers published and then lost in a crash could be given again to
+	// other events.
+	numberSQL = withTables(`
+WITH durable AS (
+    SELECT set_config('synchronous_commit', 'on', true)
+), given AS (
+    INSERT INTO %[2]s AS t (tenant_id, numbered) SELECT * FROM unnest($1::text[], $2::bigint[])
+    ON CONFLICT (tenant_id) DO UPDATE SET numbered = EXCLUDED.numbered
+)
+UPDATE %[1]s SET seq = ($4::bigint[])[array_position($3::bigint[], pos)]
+ WHERE pos = ANY($3::bigint[]) AND EXISTS (SELECT FROM durable)`,
+		tableOutboxCommit, tableOutboxTenant)
 	// firstCommitSQL is the number of the tenant's ($1) commit holding
 	// the event numbered after $2.
 	firstCommitSQL = `coalesce((SELECT max(seq) FROM %[2]s WHERE tenant_id = $1 AND seq <= $2 + 1), 1)`
@@ -109,10 +110,11 @@ SELECT e.tenant_id, c.seq + e.k - 1, e.id::text, e.kind, e.type, e.created_at, e
  ORDER BY 2 LIMIT $3`, tableOutbox, tableOutboxCommit)
 	oldestSQL = withTables(`SELECT committed_at FROM %[2]s WHERE tenant_id = $1 AND seq >= `+firstCommitSQL+` ORDER BY seq LIMIT 1`,
 		tableOutbox, tableOutboxCommit)
-	markSQL = withTables(`INSERT INTO %s AS p (tenant_id, published) VALUES ($1, $2)
-ON CONFLICT (tenant_id) DO UPDATE SET published = EXCLUDED.published`, tableOutboxPublished)
+	waitingSQL = withTables(`SELECT coalesce(sum(events), 0), min(committed_at) FROM %s WHERE seq IS NULL`, tableOutboxCommit)
+	markSQL    = withTables(`UPDATE %s SET published = $2 WHERE tenant_id = $1`, tableOutboxTenant)
 	// oldCommitsSQL reads the tenant's oldest commits.
-	oldCommitsSQL = withTables(`SELECT seq, events, committed_at FROM %s WHERE tenant_id = $1 ORDER BY seq LIMIT $2`, tableOutboxCommit)
+	oldCommitsSQL = withTables(`SELECT seq, events, committed_at FROM %s WHERE tenant_id = $1 AND seq IS NOT NULL ORDER BY seq LIMIT $2`,
+		tableOutboxCommit)
 	// trimSQL deletes the tenant's commits numbered before $2, and their
 	// events.
 	trimSQL = withTables(`
@@ -123,26 +125,44 @@ DELETE FROM %[1]s WHERE tenant_id = $1 AND xid = ANY(ARRAY(SELECT xid FROM gone)
 // trimBatch is the most commits one trimming statement deletes.
 const trimBatch = 1000
 
-// Marks implements relay.Leader.
-func (l *outboxLeader) Marks(ctx context.Context) (map[string]int64, error) {
-	return l.perTenant(ctx, marksSQL)
-}
-
-// Numbered implements relay.Leader.
-func (l *outboxLeader) Numbered(ctx context.Context) (map[string]int64, error) {
-	return l.perTenant(ctx, numberedSQL)
-}
-
-func (l *outboxLeader) perTenant(ctx context.Context, sql string) (map[string]int64, error) {
-	rows, err := l.conn.Query(ctx, sql)
+// Progress implements relay.Leader.
+func (l *outboxLeader) Progress(ctx context.Context) (map[string]relay.Progress, error) {
+	rows, err := l.conn.Query(ctx, progressSQL)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int64{}
+	out := map[string]relay.Progress{}
 	var tenant string
-	var n int64
-	_, err = pgx.ForEachRow(rows, []any{&tenant, &n}, func() error { out[tenant] = n; return nil })
+	var p relay.Progress
+	_, err = pgx.ForEachRow(rows, []any{&tenant, &p.Numbered, &p.Published}, func() error { out[tenant] = p; return nil })
 	return out, err
+}
+
+// Unnumbered implements relay.Leader.
+func (l *outboxLeader) Unnumbered(ctx context.Context, limit int) ([]relay.Commit, error) {
+	rows, err := l.conn.Query(ctx, unnumberedSQL, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (relay.Commit, error) {
+		var c relay.Commit
+		err := row.Scan(&c.Pos, &c.Tenant, &c.Events)
+		return c, err
+	})
+}
+
+// Number implements relay.Leader.
+func (l *outboxLeader) Number(ctx context.Context, commits []relay.Commit, numbered map[string]int64) error {
+	tenants, lasts := make([]string, 0, len(numbered)), make([]int64, 0, len(numbered))
+	for t, n := range numbered {
+		tenants, lasts = append(tenants, t), append(lasts, n)
+	}
+	positions, firsts := make([]int64, len(commits)), make([]int64, len(commits))
+	for i, c := range commits {
+		positions[i], firsts[i] = c.Pos, c.Seq
+	}
+	_, err := l.conn.Exec(ctx, numberSQL, tenants, lasts, positions, firsts)
+	return err
 }
 
 // Events implements relay.Leader.
@@ -176,9 +196,20 @@ func (l *outboxLeader) Oldest(ctx context.Context, tenant string, after int64) (
 	return at, err
 }
 
+// Waiting implements relay.Leader.
+func (l *outboxLeader) Waiting(ctx context.Context) (int64, time.Time, error) {
+	var n int64
+	var oldest *time.Time
+	if err := l.conn.QueryRow(ctx, waitingSQL).Scan(&n, &oldest); err != nil || oldest == nil {
+		return n, time.Time{}, err
+	}
+	return n, *oldest, nil
+}
+
 // Trim implements relay.Leader: the oldest commits go while they are
 // published and committed before before (a tenant's commits are numbered
-// in the order of their commit times).
+// about in the order of their commit times; one committed later than a
+// younger one stays until the next trim reaches it).
 func (l *outboxLeader) Trim(ctx context.Context, tenant string, upTo int64, before time.Time) (int64, error) {
 	var total int64
 	for limit := 1; ; limit = trimBatch {
@@ -186,18 +217,17 @@ func (l *outboxLeader) Trim(ctx context.Context, tenant string, upTo int64, befo
 		if err != nil {
 			return total, err
 		}
-		var seq int64
-		var events int32
+		var seq, events int64
 		var at time.Time
 		var until int64 // the first commit that stays
 		read, stop := 0, false
 		if _, err := pgx.ForEachRow(rows, []any{&seq, &events, &at}, func() error {
 			read++
-			if !stop && (seq+int64(events)-1 > upTo || !at.Before(before)) {
+			if !stop && (seq+events-1 > upTo || !at.Before(before)) {
 				stop = true
 			}
 			if !stop {
-				until = seq + int64(events)
+				until = seq + events
 			}
 			return nil
 		}); err != nil {
@@ -210,7 +240,7 @@ func (l *outboxLeader) Trim(ctx context.Context, tenant string, upTo int64, befo
 			}
 			total += tag.RowsAffected()
 		}
-		if stop || read < limit || (limit == 1 && until == 0) {
+		if stop || read < limit {
 			return total, nil
 		}
 	}
@@ -219,46 +249,23 @@ func (l *outboxLeader) Trim(ctx context.Context, tenant string, upTo int64, befo
 // Wait implements relay.Leader: until an instance announces events, or d,
 // or ctx ends (which is not an error unless the relay's own context ended:
 // the relay wakes itself that way when this instance wrote events).
-func (l *outboxLeader) Wait(ctx context.Context, d time.Duration) ([]string, error) {
-	if len(l.announced) == 0 {
-		wctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		if _, err := l.conn.WaitForNotification(wctx); err != nil && (wctx.Err() == nil || l.conn.IsClosed()) {
-			return nil, err
-		}
+func (l *outboxLeader) Wait(ctx context.Context, d time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if _, err := l.conn.WaitForNotification(wctx); err != nil && (wctx.Err() == nil || l.conn.IsClosed()) {
+		return err
 	}
-	tenants := l.announced
-	l.announced = nil
-	return tenants, nil
+	return nil
 }
 
 // Close implements relay.Leader: the session ends, and the lead with it.
 func (l *outboxLeader) Close() { _ = l.conn.Close(context.Background()) }
 
 // AnnounceOutbox wakes the leading relay, wherever it runs: this instance
-// committed the tenants' events. The notification is a statement of its
-// own, after the writes' commits, so that they take no part in
-// PostgreSQL's serialising of notifying commits.
-func (db *DB) AnnounceOutbox(ctx context.Context, tenants []string) error {
-	// A notification's payload holds less than 8000 bytes.
-	var payloads []string
-	var b strings.Builder
-	for _, t := range tenants {
-		if b.Len() > 0 && b.Len()+1+len(t) > 7000 {
-			payloads = append(payloads, b.String())
-			b.Reset()
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(t)
-	}
-	if b.Len() > 0 {
-		payloads = append(payloads, b.String())
-	}
-	if len(payloads) == 0 {
-		return nil
-	}
-	_, err := db.lockPool.Exec(ctx, `SELECT pg_notify('`+OutboxChannel+`', p) FROM unnest($1::text[]) p`, payloads)
+// committed events. The notification is a statement of its own, after
+// the writes' commits, so that they take no part in PostgreSQL's
+// serialising of notifying commits.
+func (db *DB) AnnounceOutbox(ctx context.Context) error {
+	_, err := db.lockPool.Exec(ctx, `SELECT pg_notify('`+OutboxChannel+`', '')`)
 	return err
 }
