@@ -83,8 +83,11 @@ func TestComposeIsSecureByDefault(t *testing.T) {
 			if !slices.Contains(svc.EnvFile, "config/auth.env") {
 				t.Errorf("%s does not take config/auth.env", name)
 			}
-			if _, err := LoadStorage(merged(svc.EnvFile, svc.Volumes)); err != nil {
+			cfg, err := LoadStorage(merged(svc.EnvFile, svc.Volumes))
+			if err != nil {
 				t.Errorf("%s: %v", name, err)
+			} else if _, ok := compose.Services["nats"]; !ok || cfg.NATSURL != "nats://nats:4222" {
+				t.Errorf("%s publishes its events to %q; the compose file's broker is nats:4222", name, cfg.NATSURL)
 			}
 		case name == "sip2":
 			if _, err := LoadSIP2(merged(svc.EnvFile, svc.Volumes)); err != nil {

@@ -403,3 +403,89 @@ func TestEventsIfAndOnlyIfLoans(t *testing.T) {
 		t.Log("no check-out met a cut this time")
 	}
 }
+
+// TestEventsOfACheckOutThatFillsARequest: a check-out records its events
+// itself (not through the triggers): the item's status, the loan, the
+// borrower's request filled and the next request moved up, its own
+// CHECKED_OUT; consecutive numbers, each old state the one before the
+// change. A request's creation, through the triggers, comes before.
+func TestEventsOfACheckOutThatFillsARequest(t *testing.T) {
+	c, _, events := eventsCluster(t)
+	lib := c.SetupLibrary(2, 1, 0)
+	item, borrower, next := lib.Items[0][0], lib.Patrons[0], lib.Patrons[1]
+	first := c.Request(t, item, borrower, 1)
+	second := c.Request(t, item, next, 2)
+	if r := c.CheckOut(0, item, borrower); r.Status != http.StatusCreated {
+		t.Fatalf("check-out: %d %s", r.Status, r.Body)
+	}
+	var got []harness.Event
+	if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool {
+		got = tenantEvents(t, events, c.Tenant)
+		return len(got) > 0 && got[len(got)-1].Type == "CHECKED_OUT"
+	}) {
+		t.Fatalf("no CHECKED_OUT event within 20s; got %d events", len(got))
+	}
+	tail := got[len(got)-5:]
+	type doc struct {
+		ID       string `json:"id"`
+		Status   any    `json:"status"`
+		Position *int   `json:"position"`
+	}
+	want := []struct{ kind, typ, id, oldStatus, newStatus string }{
+		{"item", "UPDATED", "", "Available", "Checked out"},
+		{"loan", "CREATED", "", "", "Open"},
+		{"request", "UPDATED", first, "Open - Awaiting pickup", "Closed - Filled"},
+		{"request", "UPDATED", second, "Open - Awaiting pickup", "Open - Awaiting pickup"},
+		{"check-out", "CHECKED_OUT", "", "", ""},
+	}
+	statusOf := func(raw json.RawMessage) string {
+		var d doc
+		_ = json.Unmarshal(raw, &d)
+		switch s := d.Status.(type) {
+		case string:
+			return s
+		case map[string]any:
+			name, _ := s["name"].(string)
+			return name
+		}
+		return ""
+	}
+	for i, w := range want {
+		e := tail[i]
+		if kindOf(e) != w.kind || e.Type != w.typ {
+			t.Fatalf("event %d of the check-out is %s %s, want %s %s", i, kindOf(e), e.Type, w.kind, w.typ)
+		}
+		if i > 0 && e.Seq != tail[i-1].Seq+1 {
+			t.Fatalf("event %d of the check-out has seq %d after %d: not consecutive", i, e.Seq, tail[i-1].Seq)
+		}
+		var d doc
+		_ = json.Unmarshal(e.Data.New, &d)
+		if w.id != "" && d.ID != w.id {
+			t.Fatalf("event %d names request %s, want %s", i, d.ID, w.id)
+		}
+		if w.newStatus != "" && (statusOf(e.Data.Old) != w.oldStatus || statusOf(e.Data.New) != w.newStatus) {
+			t.Fatalf("event %d: status %q -> %q, want %q -> %q", i, statusOf(e.Data.Old), statusOf(e.Data.New), w.oldStatus, w.newStatus)
+		}
+	}
+	var moved, before doc
+	_ = json.Unmarshal(tail[3].Data.New, &moved)
+	_ = json.Unmarshal(tail[3].Data.Old, &before)
+	if moved.Position == nil || before.Position == nil || *moved.Position != 1 || *before.Position != 2 {
+		t.Fatalf("the next request moved from position %s to %s, want 2 to 1", tail[3].Data.Old, tail[3].Data.New)
+	}
+	var filled doc
+	_ = json.Unmarshal(tail[2].Data.New, &filled)
+	if filled.Position != nil {
+		t.Fatalf("the filled request keeps position %d", *filled.Position)
+	}
+	// The requests' creations came before, through the triggers.
+	created := 0
+	for _, e := range got[:len(got)-5] {
+		if kindOf(e) == "request" && e.Type == "CREATED" {
+			created++
+		}
+	}
+	if created != 2 {
+		t.Fatalf("%d request CREATED events before the check-out, want 2", created)
+	}
+}

@@ -73,12 +73,18 @@ BEGIN
     RETURN NULL;
 END $$;
 
+-- A transaction whose checkoutlock.outbox is 'own' records its events
+-- and its commit itself, in its statements (a check-out's write); 'off'
+-- records none.
 CREATE TRIGGER loan_outbox AFTER INSERT OR UPDATE OR DELETE ON loan
-    FOR EACH ROW EXECUTE FUNCTION outbox_record('loan');
+    FOR EACH ROW WHEN (coalesce(current_setting('checkoutlock.outbox', true), '') NOT IN ('off', 'own'))
+    EXECUTE FUNCTION outbox_record('loan');
 CREATE TRIGGER item_outbox AFTER INSERT OR UPDATE OR DELETE ON item
-    FOR EACH ROW EXECUTE FUNCTION outbox_record('item');
+    FOR EACH ROW WHEN (coalesce(current_setting('checkoutlock.outbox', true), '') NOT IN ('off', 'own'))
+    EXECUTE FUNCTION outbox_record('item');
 CREATE TRIGGER request_outbox AFTER INSERT OR UPDATE OR DELETE ON request
-    FOR EACH ROW EXECUTE FUNCTION outbox_record('request');
+    FOR EACH ROW WHEN (coalesce(current_setting('checkoutlock.outbox', true), '') NOT IN ('off', 'own'))
+    EXECUTE FUNCTION outbox_record('request');
 
 -- outbox_commit_events records, at commit, the transaction's events of a
 -- tenant: the first call for the tenant does it (and notes so in the
@@ -99,4 +105,6 @@ BEGIN
 END $$;
 
 CREATE CONSTRAINT TRIGGER outbox_commit_events AFTER INSERT ON outbox
-    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION outbox_commit_events();
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    WHEN (coalesce(current_setting('checkoutlock.outbox', true), '') <> 'own')
+    EXECUTE FUNCTION outbox_commit_events();

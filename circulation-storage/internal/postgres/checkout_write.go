@@ -68,7 +68,7 @@ WITH fence AS (
 ), required AS (
     SELECT $3::uuid IS NOT NULL OR NOT ` + lockFeatureSQL("%[5]s", "$10", "$7::boolean") + ` AS ok
 ), lent AS (
-    SELECT material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id
+    SELECT material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb AS before
       FROM %[3]s WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'itemId')::uuid
 ), matched AS (` + policyMatchSQL("%[6]s", "%[7]s", "$10",
 	"(SELECT patron_group_id FROM %[8]s WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'userId')::uuid)",
@@ -100,31 +100,54 @@ WITH fence AS (
        SET jsonb = ` + withMetadata(itemWithStatus("Checked out"), 5, true) + `
      WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'itemId')::uuid AND version = $4::integer
        AND (SELECT ok FROM allowed)
- RETURNING id
+ RETURNING id, jsonb
 ), loan AS (
     INSERT INTO %[1]s (tenant_id, id, jsonb)
     SELECT $10, $1, ` + withMetadata(withID(storage.Loans, `'1'`), 5, false) + `
      WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
     RETURNING jsonb
-), announced AS (
-    INSERT INTO %[13]s (tenant_id, kind, type, data)
-    SELECT $10, '` + storage.EventKindCheckOut + `', '` + storage.EventCheckedOut + `', jsonb_build_object('old', NULL, 'new', jsonb_strip_nulls(jsonb_build_object(
-               'loanId', l.jsonb -> 'id', 'userId', l.jsonb -> 'userId', 'itemId', l.jsonb -> 'itemId',
-               'servicePointId', l.jsonb -> 'checkoutServicePointId', 'lockId', $3::uuid,
-               'loanDate', l.jsonb -> 'loanDate', 'dueDate', l.jsonb -> 'dueDate')))
-      FROM loan l WHERE ` + outboxOn + `
-    RETURNING 1
 ), filled AS (
     UPDATE %[12]s r
        SET jsonb = ` + withMetadata(`jsonb_set(r.jsonb - 'position', '{status}', '"Closed - Filled"')`, 5, true) + `
      WHERE r.tenant_id = $10 AND r.id = (SELECT id FROM head) AND EXISTS (SELECT 1 FROM loan)
-    RETURNING r.id
+    RETURNING r.id, r.jsonb
 ), moved_up AS (
     UPDATE %[12]s r
        SET jsonb = jsonb_set(r.jsonb, '{position}', to_jsonb(r.position - 1))
      WHERE r.item_id = ($2::jsonb ->> 'itemId')::uuid AND r.tenant_id = $10 AND left(r.status, 5) = 'Open '
        AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
-    RETURNING r.id
+    RETURNING r.id, r.position, r.jsonb
+), announced AS (
+    -- The write's events, as migration 9's triggers record other writes'
+    -- (the session's checkoutlock.outbox is 'own' here: they record
+    -- nothing), and the check-out's own.
+    INSERT INTO %[13]s (tenant_id, kind, type, data)
+    SELECT $10, e.kind, e.type, e.data FROM (
+        SELECT 1 AS n, 0 AS k, 'item' AS kind, 'UPDATED' AS type,
+               jsonb_build_object('old', (SELECT before FROM lent), 'new', i.jsonb) AS data
+          FROM item i WHERE ((SELECT before FROM lent) #>> '{status,name}') IS DISTINCT FROM (i.jsonb #>> '{status,name}')
+        UNION ALL
+        SELECT 2, 0, 'loan', 'CREATED', jsonb_build_object('old', NULL, 'new', l.jsonb) FROM loan l
+        UNION ALL
+        SELECT 3, 0, 'request', 'UPDATED', jsonb_build_object('old', (SELECT jsonb FROM head), 'new', f.jsonb) FROM filled f
+        UNION ALL
+        SELECT 4, m.position, 'request', 'UPDATED',
+               jsonb_build_object('old', jsonb_set(m.jsonb, '{position}', to_jsonb(m.position + 1)), 'new', m.jsonb) FROM moved_up m
+        UNION ALL
+        SELECT 5, 0, '`+storage.EventKindCheckOut+`', '`+storage.EventCheckedOut+`', jsonb_build_object('old', NULL, 'new', jsonb_strip_nulls(jsonb_build_object(
+               'loanId', l.jsonb -> 'id', 'userId', l.jsonb -> 'userId', 'itemId', l.jsonb -> 'itemId',
+               'servicePointId', l.jsonb -> 'checkoutServicePointId', 'lockId', $3::uuid,
+               'loanDate', l.jsonb -> 'loanDate', 'dueDate', l.jsonb -> 'dueDate'))) FROM loan l
+    ) e
+     WHERE `+outboxOn+`
+     ORDER BY e.n, e.k
+    RETURNING 1
+), committed AS (
+    -- The transaction's commit, recorded after everything it waited for
+    -- (migration 9's outbox_commit_events, which this statement stands in
+    -- for).
+    INSERT INTO %[14]s (tenant_id, xid, events)
+    SELECT $10, pg_current_xact_id(), count(*) FROM announced HAVING count(*) > 0
 ), released AS (
     DELETE FROM %[2]s
      WHERE $9::boolean AND tenant_id = $10 AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
@@ -186,7 +209,8 @@ var (
 	lockRowsSQL   = withTables(locksql.LockRows, tableLock, tablePatron)
 	patronRowSQL  = withTables(locksql.PatronRow, tablePatron)
 	checkOutWrite = withTables(checkOutSQL, tableLoan, tableLock, tableItem, tableLockWaiter, tableSetting,
-		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy, tableBlockLimit, tableBlockCondition, tableRequest, tableOutbox)
+		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy, tableBlockLimit, tableBlockCondition, tableRequest, tableOutbox,
+		tableOutboxCommit)
 )
 
 // checkOutResult is the row checkOutSQL answers.
@@ -208,13 +232,20 @@ type checkOutResult struct {
 	head      *string
 }
 
+// ownEventsSQL has the transaction record its events itself (checkOutSQL
+// does, and records its commit), instead of the triggers of migration 9,
+// unless the session records none: one statement inserts them all, where
+// the triggers would run a statement for each.
+var ownEventsSQL = `SELECT set_config('checkoutlock.outbox', 'own', true) WHERE ` + outboxOn
+
 // checkOutBatch is a check-out's write as one batch, sent in one round trip
-// and run as one transaction: locksql.LockRows under a lock, locksql.PatronRow
-// without one, then checkOutSQL. The result is filled in when the batch's
+// and run as one transaction: ownEventsSQL, locksql.LockRows under a lock,
+// locksql.PatronRow without one, then checkOutSQL. The result is filled in when the batch's
 // results are read.
 func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
 	caller := storage.CallerFrom(ctx)
 	b := &pgx.Batch{}
+	b.Queue(ownEventsSQL)
 	if w.LockID != "" {
 		b.Queue(lockRowsSQL, w.LockID, w.UserID, string(t))
 	} else {

@@ -231,7 +231,9 @@ const (
 )
 
 // outboxOn is SQL that holds unless the session records no events
-// (checkoutlock.outbox = 'off': a purge, a bulk load, OUTBOX=off).
+// (checkoutlock.outbox = 'off': a purge, a bulk load, OUTBOX=off). With
+// 'own' the transaction records its events itself, not through the
+// triggers (a check-out's write).
 const outboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 'off'`
 
 // tenantTables are the tables holding a tenant's rows, in the order a
