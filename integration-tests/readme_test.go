@@ -197,6 +197,16 @@ func (d *demo) watchEvents(t *testing.T) {
 	if m == nil {
 		t.Fatalf("make run's banner gives no command to watch the events:\n%s", d.out)
 	}
+	// The README gives the same command, for make run's default address.
+	blocks := shellBlocks(t, filepath.Join(d.root, "README.md"), "## Events")
+	if len(blocks) == 0 {
+		t.Fatal("the README's Events section has no command")
+	}
+	readme := strings.TrimSpace(blocks[0])
+	want := regexp.MustCompile(`nats://\S+`).ReplaceAllString(m[1], "nats://127.0.0.1:4223")
+	if want = regexp.MustCompile(`^\S*/events `).ReplaceAllString(want, "bin/events "); readme != want {
+		t.Errorf("the README's command to watch the events is %q; make run's banner says %q", readme, want)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", m[1])
