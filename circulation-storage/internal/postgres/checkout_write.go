@@ -134,12 +134,12 @@ WITH fence AS (
         SELECT 4, m.position, 'request', 'UPDATED',
                jsonb_build_object('old', jsonb_set(m.jsonb, '{position}', to_jsonb(m.position + 1)), 'new', m.jsonb) FROM moved_up m
         UNION ALL
-        SELECT 5, 0, '`+storage.EventKindCheckOut+`', '`+storage.EventCheckedOut+`', jsonb_build_object('old', NULL, 'new', jsonb_strip_nulls(jsonb_build_object(
+        SELECT 5, 0, '` + storage.EventKindCheckOut + `', '` + storage.EventCheckedOut + `', jsonb_build_object('old', NULL, 'new', jsonb_strip_nulls(jsonb_build_object(
                'loanId', l.jsonb -> 'id', 'userId', l.jsonb -> 'userId', 'itemId', l.jsonb -> 'itemId',
                'servicePointId', l.jsonb -> 'checkoutServicePointId', 'lockId', $3::uuid,
                'loanDate', l.jsonb -> 'loanDate', 'dueDate', l.jsonb -> 'dueDate'))) FROM loan l
     ) e
-     WHERE `+outboxOn+`
+     WHERE ` + outboxOn + `
      ORDER BY e.n, e.k
     RETURNING 1
 ), committed AS (
