@@ -184,6 +184,9 @@ func (r *Relay) Wake() {
 // Run relays until ctx is done: it tries to lead every Poll, and while
 // leading publishes what is committed.
 func (r *Relay) Run(ctx context.Context) {
+	if c, ok := r.store.(interface{ Close() }); ok {
+		defer c.Close()
+	}
 	for ctx.Err() == nil {
 		l, leading, err := r.store.Lead(ctx)
 		if err != nil && ctx.Err() == nil {

@@ -23,9 +23,11 @@ const relayLockKey = 0x6f7574626f78 // "outbox"
 // Outbox is the relay's store (relay.Store) on the shared tables. Leading
 // takes a connection of its own, outside the pools: the relay's advisory
 // lock lives as long as that session, so an instance that loses its
-// connection loses the lead with it, and another takes over.
+// connection loses the lead with it, and another takes over. An instance
+// that does not lead keeps its connection for its next try.
 type Outbox struct {
 	connString string
+	idle       *pgx.Conn
 }
 
 var _ relay.Store = (*Outbox)(nil)
@@ -35,9 +37,43 @@ func NewOutbox(connString string) *Outbox { return &Outbox{connString: connStrin
 
 // Lead implements relay.Store.
 func (o *Outbox) Lead(ctx context.Context) (relay.Leader, bool, error) {
+	conn := o.idle
+	o.idle = nil
+	if conn == nil || conn.IsClosed() {
+		var err error
+		if conn, err = o.connect(ctx); err != nil {
+			return nil, false, err
+		}
+	}
+	var leading bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(relayLockKey)).Scan(&leading); err != nil {
+		conn.Close(context.Background())
+		return nil, false, err
+	}
+	if !leading {
+		o.idle = conn
+		return nil, false, nil
+	}
+	if _, err := conn.Exec(ctx, `LISTEN `+OutboxChannel); err != nil {
+		conn.Close(context.Background())
+		return nil, false, err
+	}
+	return &outboxLeader{conn: conn}, true, nil
+}
+
+// Close closes the connection kept between tries to lead.
+func (o *Outbox) Close() {
+	if o.idle != nil {
+		_ = o.idle.Close(context.Background())
+		o.idle = nil
+	}
+}
+
+// connect opens the relay's session.
+func (o *Outbox) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(o.connString)
 	if err != nil {
-		return nil, false, fmt.Errorf("parse database connection string: %w", redact(err))
+		return nil, fmt.Errorf("parse database connection string: %w", redact(err))
 	}
 	cfg.RuntimeParams["application_name"] = "circulation-storage-relay"
 	// As the pools: plans made for every tenant at once go by the indexes,
@@ -48,25 +84,11 @@ func (o *Outbox) Lead(ctx context.Context) (relay.Leader, bool, error) {
 	// broker drops. Its numbers given must (numberSQL says so itself).
 	cfg.RuntimeParams["synchronous_commit"] = "off"
 	cfg.ConnectTimeout = connectTimeout(cfg.ConnectTimeout)
-
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, false, redact(err)
+		return nil, redact(err)
 	}
-	var leading bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(relayLockKey)).Scan(&leading); err != nil {
-		conn.Close(context.Background())
-		return nil, false, err
-	}
-	if !leading {
-		conn.Close(context.Background())
-		return nil, false, nil
-	}
-	if _, err := conn.Exec(ctx, `LISTEN `+OutboxChannel); err != nil {
-		conn.Close(context.Background())
-		return nil, false, err
-	}
-	return &outboxLeader{conn: conn}, true, nil
+	return conn, nil
 }
 
 // outboxLeader is the store as the leading relay uses it, on the session
