@@ -263,12 +263,16 @@ func (r *Relay) lead(ctx context.Context, l Leader) error {
 			}
 		}
 
-		published, failed := 0, false
-		for _, t := range slices.Sorted(maps.Keys(progress)) {
-			p := progress[t]
-			if p.Numbered <= p.Published {
-				continue
+		var due []string
+		for t, p := range progress {
+			if p.Numbered > p.Published {
+				due = append(due, t)
 			}
+		}
+		slices.Sort(due)
+		published, failed := 0, false
+		for _, t := range due {
+			p := progress[t]
 			events, err := l.Events(ctx, t, p.Published, r.cfg.Batch)
 			if err != nil {
 				return fmt.Errorf("read the events of %s: %w", t, err)
