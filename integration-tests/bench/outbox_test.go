@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -154,7 +155,7 @@ func median(xs []float64) float64 {
 }
 
 // printOutbox prints scenario 9.
-func printOutbox(w interface{ Write([]byte) (int, error) }, o Outbox) {
+func printOutbox(w io.Writer, o Outbox) {
 	fmt.Fprintln(w, "\n9. Check-out with the lock, uncontended: with the outbox (relay publishing to NATS JetStream) and without (OUTBOX=off), interleaved; CPU in µs per check-out")
 	fmt.Fprintln(w, "concurrency\toutbox\tcheck-outs/s\tp50 ms\tp99 ms\tcirculation\tstorage\tPostgreSQL\tCPU total\terrors")
 	for _, r := range o.Rows {
