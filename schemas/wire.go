@@ -202,3 +202,20 @@ const (
 	ConditionLostItems       = "72b67965-5b73-4840-bc0b-be8f3f6e047e"
 	ConditionOverdueItems    = "584fbd4f-6a34-4730-a6ca-73a6a6a9d845"
 )
+
+// Kiosk is a self-check machine connected to a SIP2 door: one entry of
+// the door's /admin/kiosks, and of circulation's GET /circulation/kiosks
+// (circulation-kiosks.json), which lists only its caller's tenant's and
+// leaves Tenant out.
+type Kiosk struct {
+	Tenant   string `json:"tenant,omitempty"`
+	Address  string `json:"address"`
+	Username string `json:"username,omitempty"`
+	LoggedIn bool   `json:"loggedIn"`
+	// Since is when it connected, LastMessage when it last sent one.
+	Since       time.Time `json:"since"`
+	LastMessage time.Time `json:"lastMessage"`
+	Messages    int64     `json:"messages"`
+	// Listener is the door's address the kiosk connected to.
+	Listener string `json:"listener"`
+}

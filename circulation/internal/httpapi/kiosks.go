@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas"
 )
 
 // maxKiosks bounds the kiosks the console lists, and kioskAnswerBytes a
@@ -22,18 +23,6 @@ const (
 	maxKiosks        = 500
 	kioskAnswerBytes = 1 << 20
 )
-
-// kioskJSON is a connected kiosk as a SIP2 door lists it
-// (schemas/circulation-kiosks.json).
-type kioskJSON struct {
-	Address     string    `json:"address"`
-	Username    string    `json:"username,omitempty"`
-	LoggedIn    bool      `json:"loggedIn"`
-	Since       time.Time `json:"since"`
-	LastMessage time.Time `json:"lastMessage"`
-	Messages    int64     `json:"messages"`
-	Listener    string    `json:"listener"`
-}
 
 // doorJSON is a SIP2 door and whether it answered.
 type doorJSON struct {
@@ -50,7 +39,7 @@ func (s *Server) kiosks(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
 	defer cancel()
 	doors := make([]doorJSON, len(s.cfg.SIP2AdminURLs))
-	found := make([][]kioskJSON, len(doors))
+	found := make([][]schemas.Kiosk, len(doors))
 	var wg sync.WaitGroup
 	for i, base := range s.cfg.SIP2AdminURLs {
 		doors[i].URL = base
@@ -66,12 +55,13 @@ func (s *Server) kiosks(c echo.Context) error {
 	}
 	wg.Wait()
 	out := struct {
-		Kiosks []kioskJSON `json:"kiosks"`
-		Doors  []doorJSON  `json:"doors"`
-	}{Kiosks: []kioskJSON{}, Doors: doors}
+		Kiosks []schemas.Kiosk `json:"kiosks"`
+		Doors  []doorJSON      `json:"doors"`
+	}{Kiosks: []schemas.Kiosk{}, Doors: doors}
 	for _, ks := range found {
 		for _, k := range ks {
 			if len(out.Kiosks) < maxKiosks {
+				k.Tenant = "" // the caller's, every one
 				out.Kiosks = append(out.Kiosks, k)
 			}
 		}
@@ -80,7 +70,7 @@ func (s *Server) kiosks(c echo.Context) error {
 }
 
 // doorKiosks asks one door for the tenant's kiosks.
-func doorKiosks(ctx context.Context, base, tenant string) ([]kioskJSON, error) {
+func doorKiosks(ctx context.Context, base, tenant string) ([]schemas.Kiosk, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
 		strings.TrimRight(base, "/")+"/admin/kiosks?"+url.Values{"tenant": {tenant}}.Encode(), nil)
 	if err != nil {
@@ -95,7 +85,7 @@ func doorKiosks(ctx context.Context, base, tenant string) ([]kioskJSON, error) {
 		return nil, fmt.Errorf("the door answered %d", res.StatusCode)
 	}
 	var v struct {
-		Kiosks []kioskJSON `json:"kiosks"`
+		Kiosks []schemas.Kiosk `json:"kiosks"`
 	}
 	if err := json.NewDecoder(io.LimitReader(res.Body, kioskAnswerBytes)).Decode(&v); err != nil {
 		return nil, fmt.Errorf("the door's answer is unreadable")

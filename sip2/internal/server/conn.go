@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/sip2/internal/circ"
 )
 
@@ -213,11 +214,11 @@ func (c *conn) write(reply []byte) error {
 }
 
 // kiosk is the connection as the console lists it.
-func (c *conn) kiosk() Kiosk {
+func (c *conn) kiosk() schemas.Kiosk {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := Kiosk{Tenant: c.cfg.Tenant, Address: c.peer, Since: c.since, LastSeen: c.last, Messages: c.messages,
-		Listening: c.cfg.Address, LoggedIn: c.session != nil}
+	k := schemas.Kiosk{Tenant: c.cfg.Tenant, Address: c.peer, Since: c.since, LastMessage: c.last, Messages: c.messages,
+		Listener: c.cfg.Address, LoggedIn: c.session != nil}
 	if c.session != nil {
 		k.Username = c.session.Username
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
+	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/sip2/internal/circ"
 )
 
@@ -245,27 +246,15 @@ func (s *Server) release(c *conn) {
 	s.metrics.connections.Dec()
 }
 
-// Kiosk is a connected kiosk, as the lock console lists it.
-type Kiosk struct {
-	Tenant    string    `json:"tenant"`
-	Address   string    `json:"address"`
-	Username  string    `json:"username,omitempty"`
-	Since     time.Time `json:"since"`
-	LastSeen  time.Time `json:"lastMessage"`
-	Messages  int64     `json:"messages"`
-	LoggedIn  bool      `json:"loggedIn"`
-	Listening string    `json:"listener"`
-}
-
 // Kiosks lists the connected kiosks of tenant ("" for all).
-func (s *Server) Kiosks(tenant string) []Kiosk {
+func (s *Server) Kiosks(tenant string) []schemas.Kiosk {
 	s.mu.Lock()
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	out := []Kiosk{}
+	out := []schemas.Kiosk{}
 	for _, c := range conns {
 		k := c.kiosk()
 		if tenant == "" || k.Tenant == tenant {
