@@ -250,20 +250,6 @@ func TestEventsEqualTheCommittedLoans(t *testing.T) {
 	}
 }
 
-// pendingEvents counts the tenant's events committed and not yet marked
-// published: those not numbered yet, and those numbered after the relay's
-// published mark.
-func pendingEvents(t *testing.T, c *harness.Cluster) int {
-	t.Helper()
-	var n int
-	if err := c.DB.QueryRow(t.Context(), `SELECT coalesce((SELECT numbered - published FROM circulation_storage.outbox_tenant WHERE tenant_id = $1), 0)
-		+ coalesce((SELECT sum(events) FROM circulation_storage.outbox_commit WHERE tenant_id = $1 AND seq IS NULL), 0)`,
-		c.Tenant).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // TestEventsRelayKilledBetweenPublishingAndMarking: the relay publishes a
 // batch and dies before marking it published; the next relay publishes
 // it again, and the broker, knowing the event ids, drops the repeats: the
@@ -276,7 +262,7 @@ func TestEventsRelayKilledBetweenPublishingAndMarking(t *testing.T) {
 	events := harness.WatchEvents(t, broker.URL(), eventStream)
 	lib := c.SetupLibrary(3, 4, 2)
 	burstAtTheLimit(t, c, lib)
-	pending := pendingEvents(t, c)
+	pending := c.PendingEvents(t)
 	crashing := c.AddStorage("relay-crashes", "NATS_URL="+broker.URL(), "OUTBOX_FAULT=exit-after-publish")
 	if code, exited := crashing.WaitExit(30 * time.Second); !exited || code != 3 {
 		t.Fatalf("the relay with the fault did not exit 3 after publishing (exited %t, code %d)", exited, code)
@@ -285,11 +271,11 @@ func TestEventsRelayKilledBetweenPublishingAndMarking(t *testing.T) {
 	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return len(tenantEvents(t, events, c.Tenant)) == pending }) {
 		t.Fatalf("the consumer has %d events, want the %d the relay published before dying", len(tenantEvents(t, events, c.Tenant)), pending)
 	}
-	if n := pendingEvents(t, c); n != pending {
+	if n := c.PendingEvents(t); n != pending {
 		t.Fatalf("%d events unmarked, want all %d: the relay died before marking", n, pending)
 	}
 	c.AddStorage("relay", "NATS_URL="+broker.URL(), "OUTBOX_POLL=200ms")
-	if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool { return pendingEvents(t, c) == 0 }) {
+	if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool { return c.PendingEvents(t) == 0 }) {
 		t.Fatal("the second relay did not publish the batch again")
 	}
 	burstAtTheLimit(t, c, lib)
@@ -304,7 +290,7 @@ func TestEventsWaitForTheBroker(t *testing.T) {
 	c, broker, events := eventsCluster(t)
 	lib := c.SetupLibrary(4, 6, 2)
 	burstAtTheLimit(t, c, lib)
-	if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool { return pendingEvents(t, c) == 0 }) {
+	if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool { return c.PendingEvents(t) == 0 }) {
 		t.Fatal("the events were not published while the broker was up")
 	}
 	broker.Stop()
@@ -319,7 +305,7 @@ func TestEventsWaitForTheBroker(t *testing.T) {
 	if ok != 2*len(lib.Patrons) {
 		t.Fatalf("%d check-outs while the broker is down, want %d", ok, 2*len(lib.Patrons))
 	}
-	waiting := pendingEvents(t, c)
+	waiting := c.PendingEvents(t)
 	if waiting == 0 {
 		t.Fatal("no event waits while the broker is down")
 	}
@@ -335,8 +321,8 @@ func TestEventsWaitForTheBroker(t *testing.T) {
 		t.Fatal("no storage instance's checkout_outbox_depth says the events wait")
 	}
 	broker.Start()
-	if !harness.Poll(30*time.Second, 100*time.Millisecond, func() bool { return pendingEvents(t, c) == 0 }) {
-		t.Fatalf("%d events still wait 30s after the broker came back", pendingEvents(t, c))
+	if !harness.Poll(30*time.Second, 100*time.Millisecond, func() bool { return c.PendingEvents(t) == 0 }) {
+		t.Fatalf("%d events still wait 30s after the broker came back", c.PendingEvents(t))
 	}
 	checkEvents(t, c, events)
 }

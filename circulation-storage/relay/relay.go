@@ -77,8 +77,10 @@ type Leader interface {
 	// on another).
 	Unnumbered(ctx context.Context, limit int) ([]Commit, error)
 	// Number gives the commits their first numbers and stores the
-	// tenants' last numbers given, at once and durably.
-	Number(ctx context.Context, commits []Commit, numbered map[string]int64) error
+	// tenants' last numbers given, at once and durably; with read, it
+	// returns the commits' events, numbered, each tenant's in number
+	// order (what is still there of them: a purge deletes events).
+	Number(ctx context.Context, commits []Commit, numbered map[string]int64, read bool) ([]Event, error)
 	// Events are up to limit of the tenant's events numbered after
 	// after, in number order.
 	Events(ctx context.Context, tenant string, after int64, limit int) ([]Event, error)
@@ -242,9 +244,14 @@ func (r *Relay) lead(ctx context.Context, l Leader) error {
 		if err != nil {
 			return fmt.Errorf("read the commits to number: %w", err)
 		}
+		// fresh are the events just numbered of the tenants that were
+		// published up to them: read with the numbering, published next
+		// without reading again.
+		fresh := map[string][]Event{}
 		if len(commits) > 0 {
 			behind = len(commits) == r.cfg.Batch
 			numbered := map[string]int64{}
+			events := int64(0)
 			for i, c := range commits {
 				n, ok := numbered[c.Tenant]
 				if !ok {
@@ -252,12 +259,20 @@ func (r *Relay) lead(ctx context.Context, l Leader) error {
 				}
 				commits[i].Seq = n + 1
 				numbered[c.Tenant] = n + c.Events
+				events += c.Events
 			}
-			if err := l.Number(ctx, commits, numbered); err != nil {
+			read, err := l.Number(ctx, commits, numbered, events <= int64(r.cfg.Batch))
+			if err != nil {
 				return fmt.Errorf("number the events: %w", err)
+			}
+			for _, e := range read {
+				fresh[e.Tenant] = append(fresh[e.Tenant], e)
 			}
 			for t, n := range numbered {
 				p := progress[t]
+				if p.Published != p.Numbered || !numberedFrom(fresh[t], p.Numbered+1, n) {
+					delete(fresh, t) // behind, or some were purged: read in order
+				}
 				p.Numbered = n
 				progress[t] = p
 			}
@@ -273,9 +288,11 @@ func (r *Relay) lead(ctx context.Context, l Leader) error {
 		published, failed := 0, false
 		for _, t := range due {
 			p := progress[t]
-			events, err := l.Events(ctx, t, p.Published, r.cfg.Batch)
-			if err != nil {
-				return fmt.Errorf("read the events of %s: %w", t, err)
+			events, ok := fresh[t]
+			if !ok {
+				if events, err = l.Events(ctx, t, p.Published, r.cfg.Batch); err != nil {
+					return fmt.Errorf("read the events of %s: %w", t, err)
+				}
 			}
 			if len(events) == 0 {
 				// Numbered and gone: the tenant was purged.
@@ -322,6 +339,20 @@ func (r *Relay) lead(ctx context.Context, l Leader) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// numberedFrom reports whether events are numbered first to last, one
+// after the other.
+func numberedFrom(events []Event, first, last int64) bool {
+	if int64(len(events)) != last-first+1 {
+		return false
+	}
+	for i, e := range events {
+		if e.Seq != first+int64(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // count tells the metrics how many events wait, and how long the oldest

@@ -48,6 +48,23 @@ func StartNATS(t testing.TB) *NATSServer {
 	return s
 }
 
+// PID is the running server's process id.
+func (s *NATSServer) PID() int { return s.cmd.Process.Pid }
+
+// PendingEvents counts the tenant's events committed and not yet marked
+// published: those not numbered yet, and those numbered after the relay's
+// published mark.
+func (c *Cluster) PendingEvents(t testing.TB) int {
+	t.Helper()
+	var n int
+	if err := c.DB.QueryRow(context.Background(), `SELECT coalesce((SELECT numbered - published FROM circulation_storage.outbox_tenant WHERE tenant_id = $1), 0)
+		+ coalesce((SELECT sum(events) FROM circulation_storage.outbox_commit WHERE tenant_id = $1 AND seq IS NULL), 0)`,
+		c.Tenant).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // URL is the server's nats:// URL.
 func (s *NATSServer) URL() string { return "nats://" + s.Addr }
 

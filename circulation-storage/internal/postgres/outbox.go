@@ -103,20 +103,29 @@ var (
 	progressSQL   = withTables(`SELECT tenant_id, numbered, published FROM %s`, tableOutboxTenant)
 	unnumberedSQL = withTables(`SELECT pos, tenant_id, events FROM %s WHERE seq IS NULL ORDER BY pos LIMIT $1`, tableOutboxCommit)
 	// numberSQL gives the commits at positions $3 their first numbers
-	// $4, and stores the tenants' ($1) last numbers given ($2). Its
-	// commit waits for the disk (the session's synchronous_commit is off):
-	// numbers published and then lost in a crash could be given again to
-	// other events.
+	// $4, and stores the tenants' ($1) last numbers given ($2); when $5,
+	// it returns the commits' events, numbered, in eventsSQL's columns and
+	// in the tenants' and the numbers' order. Its commit waits for the
+	// disk (the session's synchronous_commit is off): numbers published
+	// and then lost in a crash could be given again to other events.
 	numberSQL = withTables(`
 WITH durable AS (
     SELECT set_config('synchronous_commit', 'on', true)
 ), given AS (
     INSERT INTO %[2]s AS t (tenant_id, numbered) SELECT * FROM unnest($1::text[], $2::bigint[])
     ON CONFLICT (tenant_id) DO UPDATE SET numbered = EXCLUDED.numbered
+), numbered AS (
+    UPDATE %[1]s SET seq = ($4::bigint[])[array_position($3::bigint[], pos)]
+     WHERE pos = ANY($3::bigint[]) AND EXISTS (SELECT FROM durable)
+    RETURNING tenant_id, xid, seq
 )
-UPDATE %[1]s SET seq = ($4::bigint[])[array_position($3::bigint[], pos)]
- WHERE pos = ANY($3::bigint[]) AND EXISTS (SELECT FROM durable)`,
-		tableOutboxCommit, tableOutboxTenant)
+SELECT n.tenant_id, n.seq + e.k - 1, e.id::text, e.kind, e.type, e.created_at, e.data
+  FROM numbered n
+ CROSS JOIN LATERAL (SELECT id, kind, type, created_at, data, row_number() OVER (ORDER BY pos) AS k
+                       FROM %[3]s WHERE tenant_id = n.tenant_id AND xid = n.xid) e
+ WHERE $5::boolean
+ ORDER BY 1, 2`,
+		tableOutboxCommit, tableOutboxTenant, tableOutbox)
 	// firstCommitSQL is the number of the tenant's ($1) commit holding
 	// the event numbered after $2.
 	firstCommitSQL = `coalesce((SELECT max(seq) FROM %[2]s WHERE tenant_id = $1 AND seq <= $2 + 1), 1)`
@@ -174,7 +183,7 @@ func (l *outboxLeader) Unnumbered(ctx context.Context, limit int) ([]relay.Commi
 }
 
 // Number implements relay.Leader.
-func (l *outboxLeader) Number(ctx context.Context, commits []relay.Commit, numbered map[string]int64) error {
+func (l *outboxLeader) Number(ctx context.Context, commits []relay.Commit, numbered map[string]int64, read bool) ([]relay.Event, error) {
 	tenants, lasts := make([]string, 0, len(numbered)), make([]int64, 0, len(numbered))
 	for t, n := range numbered {
 		tenants, lasts = append(tenants, t), append(lasts, n)
@@ -183,8 +192,13 @@ func (l *outboxLeader) Number(ctx context.Context, commits []relay.Commit, numbe
 	for i, c := range commits {
 		positions[i], firsts[i] = c.Pos, c.Seq
 	}
-	_, err := l.conn.Exec(ctx, numberSQL, tenants, lasts, positions, firsts)
-	return err
+	rows, err := l.conn.Query(ctx, numberSQL, tenants, lasts, positions, firsts, read)
+	if err != nil {
+		return nil, err
+	}
+	// The rows are read before the commit; CollectRows returns after it,
+	// with its error if it failed.
+	return pgx.CollectRows(rows, scanEvent)
 }
 
 // Events implements relay.Leader.
@@ -193,13 +207,16 @@ func (l *outboxLeader) Events(ctx context.Context, tenant string, after int64, l
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (relay.Event, error) {
-		var e relay.Event
-		var data json.RawMessage
-		err := row.Scan(&e.Tenant, &e.Seq, &e.ID, &e.Kind, &e.Type, &e.At, &data)
-		e.Data = data
-		return e, err
-	})
+	return pgx.CollectRows(rows, scanEvent)
+}
+
+// scanEvent reads an event in eventsSQL's columns.
+func scanEvent(row pgx.CollectableRow) (relay.Event, error) {
+	var e relay.Event
+	var data json.RawMessage
+	err := row.Scan(&e.Tenant, &e.Seq, &e.ID, &e.Kind, &e.Type, &e.At, &data)
+	e.Data = data
+	return e, err
 }
 
 // Published implements relay.Leader.
