@@ -14,7 +14,7 @@ BENCH_BASELINE ?= 86c6f12
 # scenario 3 (a patron's bursts) alone, in under a minute; BENCH_ONLY=before-after
 # scenario 6 (this version's check-out against BENCH_BASELINE's) alone;
 # BENCH_ONLY=outbox scenario 9 (check-outs with the outbox and without, and the
-# events' delivery lag) alone, in about two minutes; BENCH_ONLY=sip2 scenario 8 (a kiosk's check-outs through the SIP2 door
+# events' delivery lag) alone, in about five minutes; BENCH_ONLY=sip2 scenario 8 (a kiosk's check-outs through the SIP2 door
 # against HTTP, and its bursts) alone, in about a minute;
 # BENCH_ONLY=tenants scenario 7 (BENCH_TENANTS tenants, spread traffic
 # against one tenant's) alone.
