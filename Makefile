@@ -93,7 +93,7 @@ screenshots: build
 fuzz:
 	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cql
 
-## bench: the benchmarks against real processes, a few minutes; table on stdout, results.json and charts in $(BENCH_OUT)
+## bench: the benchmarks against real processes, about fifteen minutes; table on stdout, results.json and charts in $(BENCH_OUT)
 bench: build
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=1 -timeout 60m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.tenants=$(BENCH_TENANTS) -bench.tenants.steady=$(BENCH_TENANTS_STEADY) -bench.tenants.lifetime=$(BENCH_TENANTS_LIFETIME) -bench.loglevel=$(BENCH_LOG_LEVEL)
