@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -123,7 +122,7 @@ func benchOutbox(t *testing.T, p plan, env []string) Outbox {
 			Without: stats(hists[0].h, hists[0].errs, hists[0].elapsed), With: stats(hists[1].h, hists[1].errs, hists[1].elapsed)}
 		row.CPUWithout = scaleCPU(cpu[0], 1/float64(max(1, hists[0].h.TotalCount())))
 		row.CPUWith = scaleCPU(cpu[1], 1/float64(max(1, hists[1].h.TotalCount())))
-		t.Logf("outbox c=%d, each round's ratios: p50 %s; CPU %s", conc, fmtRatios(p50Ratios), fmtRatios(cpuRatios))
+		t.Logf("outbox c=%d, each round's ratios: p50 %.3f; CPU %.3f", conc, p50Ratios, cpuRatios)
 		row.BrokerUs = float64(broker.Microseconds()) / float64(max(1, hists[1].h.TotalCount()))
 		row.P50Ratio, row.CPURatio = median(p50Ratios), median(cpuRatios)
 		row.PooledP50Ratio = ratio(row.With.P50Ms, row.Without.P50Ms)
@@ -166,18 +165,6 @@ func benchOutbox(t *testing.T, p plan, env []string) Outbox {
 	out.Lag.P50Ms, out.Lag.P99Ms = float64(lag.ValueAtQuantile(50))/1000, float64(lag.ValueAtQuantile(99))/1000
 	t.Logf("delivery lag of %d check-out events: p50 %.2f ms, p99 %.2f ms", out.Lag.Events, out.Lag.P50Ms, out.Lag.P99Ms)
 	return out
-}
-
-// fmtRatios lists ratios to three places.
-func fmtRatios(xs []float64) string {
-	var b strings.Builder
-	for i, x := range xs {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%.3f", x)
-	}
-	return b.String()
 }
 
 // median is the median of xs (0 for none).
