@@ -263,7 +263,7 @@ func TestEventsRelayKilledBetweenPublishingAndMarking(t *testing.T) {
 	lib := c.SetupLibrary(3, 4, 2)
 	burstAtTheLimit(t, c, lib)
 	pending := c.PendingEvents(t)
-	crashing := c.AddStorage("relay-crashes", "NATS_URL="+broker.URL(), "OUTBOX_FAULT=exit-after-publish")
+	crashing := c.LaunchStorage("relay-crashes", "NATS_URL="+broker.URL(), "OUTBOX_FAULT=exit-after-publish")
 	if code, exited := crashing.WaitExit(30 * time.Second); !exited || code != 3 {
 		t.Fatalf("the relay with the fault did not exit 3 after publishing (exited %t, code %d)", exited, code)
 	}

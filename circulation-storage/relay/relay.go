@@ -32,14 +32,16 @@ type Event struct {
 	// CREATED, UPDATED, DELETED, or CHECKED_OUT, CHECKED_IN.
 	Kind, Type string
 	At         time.Time
-	// Data is {"old": …, "new": …}.
-	Data json.RawMessage
+	// Old and New are the record's states before and after the change
+	// (nil for none: old of CREATED, new of DELETED), FOLIO's data.
+	Old, New json.RawMessage
 }
 
 // Message is the event as published (schemas/domain-event.json): FOLIO's
-// {id, type, tenant, timestamp, data}, data as the database wrote it.
+// {id, type, tenant, timestamp, data: {new, old}}, the states as the
+// database wrote them.
 func (e Event) Message() []byte {
-	b := make([]byte, 0, len(e.Data)+len(e.ID)+len(e.Type)+len(e.Tenant)+64)
+	b := make([]byte, 0, len(e.Old)+len(e.New)+len(e.ID)+len(e.Type)+len(e.Tenant)+96)
 	b = append(b, `{"id":`...)
 	b = appendString(b, e.ID)
 	b = append(b, `,"type":`...)
@@ -48,9 +50,19 @@ func (e Event) Message() []byte {
 	b = appendString(b, e.Tenant)
 	b = append(b, `,"timestamp":`...)
 	b = strconv.AppendInt(b, e.At.UnixMilli(), 10)
-	b = append(b, `,"data":`...)
-	b = append(b, e.Data...)
-	return append(b, '}')
+	b = append(b, `,"data":{"new":`...)
+	b = appendState(b, e.New)
+	b = append(b, `,"old":`...)
+	b = appendState(b, e.Old)
+	return append(b, "}}"...)
+}
+
+// appendState appends a record's state, null for none.
+func appendState(b []byte, state json.RawMessage) []byte {
+	if state == nil {
+		return append(b, "null"...)
+	}
+	return append(b, state...)
 }
 
 // appendString appends s as a JSON string.
@@ -72,10 +84,11 @@ type Store interface {
 type Leader interface {
 	// Progress is each tenant's last number given and last published.
 	Progress(ctx context.Context) (map[string]Progress, error)
-	// Unnumbered are up to limit committed transactions whose events have
-	// no numbers yet, in the order they committed (as far as one depended
-	// on another).
-	Unnumbered(ctx context.Context, limit int) ([]Commit, error)
+	// Unnumbered stores the published marks given (as Published does),
+	// then reads up to limit committed transactions whose events have no
+	// numbers yet, in the order they committed (as far as one depended on
+	// another).
+	Unnumbered(ctx context.Context, limit int, published map[string]int64) ([]Commit, error)
 	// Number gives the commits their first numbers and stores the
 	// tenants' last numbers given, at once and durably; with read, it
 	// returns the commits' events, numbered, each tenant's in number
@@ -84,8 +97,8 @@ type Leader interface {
 	// Events are up to limit of the tenant's events numbered after
 	// after, in number order.
 	Events(ctx context.Context, tenant string, after int64, limit int) ([]Event, error)
-	// Published stores the tenant's published mark.
-	Published(ctx context.Context, tenant string, upTo int64) error
+	// Published stores the tenants' published marks.
+	Published(ctx context.Context, marks map[string]int64) error
 	// Oldest is when the tenant's first event numbered after after was
 	// committed; zero when there is none.
 	Oldest(ctx context.Context, tenant string, after int64) (time.Time, error)
@@ -213,12 +226,27 @@ func (r *Relay) Run(ctx context.Context) {
 // lead publishes while the session holding the lead works. Each round
 // numbers the commits found since the last, then publishes every tenant's
 // events numbered past its mark; rounds are Linger apart at least, unless
-// the last one left events behind.
-func (r *Relay) lead(ctx context.Context, l Leader) error {
+// the last one left events behind. The published marks a round moves are
+// stored with the next round's first read, in its round trip, or when the
+// lead ends: a relay that dies before storing them publishes those events
+// again, as one that dies between publishing and marking does, and the
+// broker drops them.
+func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 	progress, err := l.Progress(ctx)
 	if err != nil {
 		return fmt.Errorf("read the numbers given and published: %w", err)
 	}
+	marks := map[string]int64{}
+	defer func() {
+		if len(marks) == 0 || (err != nil && !errors.Is(err, context.Canceled)) {
+			return // the session failed: the next relay publishes them again
+		}
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if merr := l.Published(mctx, marks); merr != nil {
+			r.logger.Warn("outbox relay: cannot store the published marks; their events will be published again", slog.Any("error", merr))
+		}
+	}()
 	var lastCount, lastTrim, lastRound time.Time
 	var pause time.Duration
 	behind := false
@@ -240,10 +268,11 @@ func (r *Relay) lead(ctx context.Context, l Leader) error {
 		}
 		lastRound, behind = time.Now(), false
 
-		commits, err := l.Unnumbered(ctx, r.cfg.Batch)
+		commits, err := l.Unnumbered(ctx, r.cfg.Batch, marks)
 		if err != nil {
-			return fmt.Errorf("read the commits to number: %w", err)
+			return fmt.Errorf("store the published marks and read the commits to number: %w", err)
 		}
+		clear(marks)
 		// fresh are the events just numbered of the tenants that were
 		// published up to them: read with the numbering, published next
 		// without reading again.
@@ -296,27 +325,23 @@ func (r *Relay) lead(ctx context.Context, l Leader) error {
 			}
 			if len(events) == 0 {
 				// Numbered and gone: the tenant was purged.
-				if err := l.Published(ctx, t, p.Numbered); err != nil {
-					return fmt.Errorf("%w: mark published: %v", errStore, err)
-				}
 				p.Published = p.Numbered
+				marks[t] = p.Published
 				progress[t] = p
 				continue
 			}
 			if len(events) == r.cfg.Batch {
 				behind = true
 			}
-			n, err := r.publish(ctx, l, t, events)
+			n, err := r.publish(ctx, events)
 			if n > 0 {
 				p.Published = events[n-1].Seq
+				marks[t] = p.Published
 				progress[t] = p
 				published += n
 				pause = 0
 			}
 			if err != nil {
-				if errors.Is(err, errStore) {
-					return err
-				}
 				// The broker refused or is away: the tenant's events wait,
 				// in order, and are read again.
 				failed = true
@@ -424,13 +449,9 @@ func (r *Relay) wait(ctx context.Context, l Leader) error {
 	return ctx.Err()
 }
 
-// errStore marks a failure of the store, which ends the lead.
-var errStore = errors.New("outbox store")
-
-// publish sends a tenant's events in order and marks what the broker
-// took; none goes before an earlier one. It returns how many were
-// published.
-func (r *Relay) publish(ctx context.Context, l Leader, tenant string, events []Event) (int, error) {
+// publish sends a tenant's events in order; none goes before an earlier
+// one. It returns how many the broker took.
+func (r *Relay) publish(ctx context.Context, events []Event) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
@@ -444,9 +465,6 @@ func (r *Relay) publish(ctx context.Context, l Leader, tenant string, events []E
 	if r.cfg.ExitAfterPublish {
 		r.logger.Error("outbox relay: OUTBOX_FAULT=exit-after-publish: exiting before marking published", slog.Int64("seq", events[n-1].Seq))
 		os.Exit(3)
-	}
-	if err := l.Published(ctx, tenant, events[n-1].Seq); err != nil {
-		return n, fmt.Errorf("%w: mark published: %v", errStore, err)
 	}
 	r.obs.Published(n)
 	return n, failed

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/checkoutlock/integration-tests/harness"
 )
@@ -50,6 +52,11 @@ type OutboxRow struct {
 	PooledCPURatio float64 `json:"pooledCpuWithOverWithout"`
 }
 
+// eventsPerCheckOut is what each of the scenario's check-outs announces:
+// the item's status, the loan and CHECKED_OUT (its patrons have no
+// requests).
+const eventsPerCheckOut = 3
+
 func benchOutbox(t *testing.T, p plan, env []string) Outbox {
 	t.Helper()
 	nats := harness.StartNATS(t)
@@ -72,10 +79,19 @@ func benchOutbox(t *testing.T, p plan, env []string) Outbox {
 	// rounds' ratios is not one slice's luck (a slice's CPU per check-out
 	// varies by a tenth and more on a shared machine).
 	rounds, slice := 8*p.rounds, p.slice*2/3
+	// Each slice with the outbox starts with every event before it
+	// published, and ends when its own are.
+	lastSeq := nats.StreamLastSeq(t, "CHECKOUT_EVENTS")
+	if !harness.Poll(60*time.Second, 10*time.Millisecond, func() bool { return with.PendingEvents(t) == 0 }) {
+		t.Fatalf("the relay did not publish the events of the set-up within 60s: %d wait", with.PendingEvents(t))
+	}
 	var out Outbox
 	checkOuts := int64(0)
 	for _, conc := range []int{1, 4} {
 		hists := [2]*histPair{{h: newHist()}, {h: newHist()}}
+		// byKind is PostgreSQL's CPU by the kind of process, to tell the
+		// check-outs' own sessions from the relay's and the server's.
+		byKind := [2]map[string]time.Duration{{}, {}}
 		var cpu [2]CPUPerCheckOut
 		var broker time.Duration
 		var p50Ratios, cpuRatios []float64
@@ -87,16 +103,29 @@ func benchOutbox(t *testing.T, p plan, env []string) Outbox {
 					i = len(clusters) - 1 - k
 				}
 				c := clusters[i]
+				var published uint64
+				if i == 1 {
+					published = lastSeq()
+				}
+				k0 := postgresCPUByKind(t, c)
 				s0, b0 := sampleCPU(t, c.Circulations[0], c.Storage), processCPU(nats.PID())
 				h, errs, elapsed := attack(t, checkOutTargeter(c, pops[i], 1), conc, slice)
 				if i == 1 {
 					// The slice's CPU includes the relay's publishing of
-					// all its events, and none of it falls in the next.
-					if !harness.Poll(30*time.Second, 5*time.Millisecond, func() bool { return c.PendingEvents(t) == 0 }) {
-						t.Fatalf("the relay did not publish a slice's events within 30s: %d wait", c.PendingEvents(t))
+					// all its events, and none of it falls in the next;
+					// the wait asks the broker, so that it adds no work
+					// to the database measured.
+					want := published + eventsPerCheckOut*uint64(h.TotalCount())
+					if !harness.Poll(30*time.Second, 5*time.Millisecond, func() bool { return lastSeq() >= want }) {
+						t.Fatalf("the relay did not publish a slice's events within 30s: %d of %d", lastSeq()-published, want-published)
 					}
 				}
 				s1, b1 := sampleCPU(t, c.Circulations[0], c.Storage), processCPU(nats.PID())
+				if round > 0 {
+					for kind, d := range postgresCPUByKind(t, c) {
+						byKind[i][kind] += d - k0[kind]
+					}
+				}
 				if i == 1 {
 					checkOuts += h.TotalCount()
 				}
@@ -128,6 +157,8 @@ func benchOutbox(t *testing.T, p plan, env []string) Outbox {
 		row.PooledP50Ratio = ratio(row.With.P50Ms, row.Without.P50Ms)
 		row.PooledCPURatio = ratio(row.CPUWith.Total, row.CPUWithout.Total)
 		out.Rows = append(out.Rows, row)
+		t.Logf("outbox c=%d, PostgreSQL's CPU per check-out by process, µs without → with: %s", conc,
+			cpuByKind(byKind, [2]int64{hists[0].h.TotalCount(), hists[1].h.TotalCount()}))
 		t.Logf("outbox c=%d: without p50 %.2f ms, %.0f µs CPU; with p50 %.2f ms, %.0f µs CPU (and the broker's %.0f); p50 ×%.3f, CPU ×%.3f",
 			conc, row.Without.P50Ms, row.CPUWithout.Total, row.With.P50Ms, row.CPUWith.Total, row.BrokerUs, row.P50Ratio, row.CPURatio)
 	}
@@ -165,6 +196,53 @@ func benchOutbox(t *testing.T, p plan, env []string) Outbox {
 	out.Lag.P50Ms, out.Lag.P99Ms = float64(lag.ValueAtQuantile(50))/1000, float64(lag.ValueAtQuantile(99))/1000
 	t.Logf("delivery lag of %d check-out events: p50 %.2f ms, p99 %.2f ms", out.Lag.Events, out.Lag.P50Ms, out.Lag.P99Ms)
 	return out
+}
+
+// postgresCPUByKind is the CPU time so far of the cluster's database
+// server's processes, by kind: a session's application name and backend
+// type (the storage's pools, the relay's session, the WAL writer, …).
+func postgresCPUByKind(t *testing.T, c *harness.Cluster) map[string]time.Duration {
+	t.Helper()
+	rows, err := c.DB.Query(context.Background(), `SELECT pid, concat_ws(' ', nullif(application_name, ''), backend_type) FROM pg_stat_activity`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[int]string{}
+	var pid int
+	var kind string
+	if _, err := pgx.ForEachRow(rows, []any{&pid, &kind}, func() error { kinds[pid] = kind; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]time.Duration{}
+	for pid, kind := range kinds {
+		out[kind] += processCPU(pid)
+	}
+	return out
+}
+
+// cpuByKind lists the kinds of process that spent at least half a
+// microsecond per check-out in either, as "kind a → b".
+func cpuByKind(byKind [2]map[string]time.Duration, checkOuts [2]int64) string {
+	per := func(i int, kind string) float64 {
+		if checkOuts[i] == 0 {
+			return 0
+		}
+		return float64(byKind[i][kind].Microseconds()) / float64(checkOuts[i])
+	}
+	var kinds []string
+	for _, m := range byKind {
+		for kind := range m {
+			if !slices.Contains(kinds, kind) && (per(0, kind) >= 0.5 || per(1, kind) >= 0.5) {
+				kinds = append(kinds, kind)
+			}
+		}
+	}
+	slices.Sort(kinds)
+	parts := make([]string, len(kinds))
+	for i, kind := range kinds {
+		parts[i] = fmt.Sprintf("%s %.1f → %.1f", kind, per(0, kind), per(1, kind))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // median is the median of xs (0 for none).

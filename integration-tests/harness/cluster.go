@@ -60,13 +60,29 @@ func StartBinary(t testing.TB, name, bin string, env ...string) *Process {
 
 // startStorage starts storage instance i (its listener named after i).
 func (c *Cluster) startStorage(name string, i int, env []string) *Process {
+	p := c.storageProcess(name, i, env)
+	p.Start()
+	return p
+}
+
+// storageProcess is storage instance i, not started yet.
+func (c *Cluster) storageProcess(name string, i int, env []string) *Process {
 	listen := *c.listenURL
 	q := listen.Query()
 	q.Set("application_name", ListenerName(c.Tenant, i))
 	listen.RawQuery = q.Encode()
-	return startProcess(c.t, name, filepath.Join(c.binDir(), "circulation-storage"),
+	return newProcess(c.t, freeAddr(c.t), name, filepath.Join(c.binDir(), "circulation-storage"),
 		append(append(storageAuthEnv(), "DATABASE_URL="+c.dbURL, "LISTEN_DATABASE_URL="+listen.String(), "LOG_LEVEL=info", "DB_MAX_CONNS=20",
 			fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", c.opts.FeatureOn)), env...)...)
+}
+
+// LaunchStorage starts one more storage instance as AddStorage does, but
+// does not wait for it to answer: for an instance meant to exit (it may be
+// gone before it would have been seen healthy).
+func (c *Cluster) LaunchStorage(name string, env ...string) *Process {
+	p := c.storageProcess(name, len(c.Storages)+1, append(append([]string(nil), c.opts.StorageEnv...), env...))
+	p.launch()
+	return p
 }
 
 // AddStorage starts one more storage instance on the cluster's database,

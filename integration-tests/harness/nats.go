@@ -65,6 +65,31 @@ func (c *Cluster) PendingEvents(t testing.TB) int {
 	return n
 }
 
+// StreamLastSeq returns a function that reads the stream's last message
+// number from the broker (0 while the stream does not exist), for a test
+// that waits for the relay without asking the database.
+func (s *NATSServer) StreamLastSeq(t testing.TB, stream string) func() uint64 {
+	t.Helper()
+	nc, err := nats.Connect(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() uint64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			return 0
+		}
+		return st.CachedInfo().State.LastSeq
+	}
+}
+
 // URL is the server's nats:// URL.
 func (s *NATSServer) URL() string { return "nats://" + s.Addr }
 

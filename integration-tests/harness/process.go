@@ -35,9 +35,17 @@ func startProcess(t testing.TB, name, bin string, env ...string) *Process {
 // startProcessAt is startProcess on addr.
 func startProcessAt(t testing.TB, addr, name, bin string, env ...string) *Process {
 	t.Helper()
+	p := newProcess(t, addr, name, bin, env...)
+	p.Start()
+	return p
+}
+
+// newProcess is a process of the test, not started yet: stopped when the
+// test ends, its log printed if the test failed.
+func newProcess(t testing.TB, addr, name, bin string, env ...string) *Process {
+	t.Helper()
 	p := &Process{t: t, Name: name, bin: bin, env: env, Addr: addr,
 		logPath: filepath.Join(envState().LogDir, sanitizeName(t.Name())+"-"+name+".log")}
-	p.Start()
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
@@ -64,6 +72,13 @@ func (p *Process) URL() string { return "http://" + p.Addr }
 // Start starts (or restarts) the process on its port.
 func (p *Process) Start() {
 	p.t.Helper()
+	p.launch()
+	p.waitHealthy()
+}
+
+// launch starts the process without waiting for it to answer.
+func (p *Process) launch() {
+	p.t.Helper()
 	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		p.t.Fatal(err)
@@ -82,7 +97,6 @@ func (p *Process) Start() {
 		close(exited)
 	}()
 	p.cmd, p.exited = cmd, exited
-	p.waitHealthy()
 }
 
 // waitHealthy polls /admin/health until it answers 200, with a deadline.

@@ -120,34 +120,34 @@ WITH fence AS (
 ), announced AS (
     -- The write's events, as migration 9's triggers record other writes'
     -- (the session's checkoutlock.outbox is 'own' here: they record
-    -- nothing), and the check-out's own.
-    INSERT INTO %[13]s (tenant_id, kind, type, data)
-    SELECT $10, e.kind, e.type, e.data FROM (
-        SELECT 1 AS n, 0 AS k, 'item' AS kind, 'UPDATED' AS type,
-               jsonb_build_object('old', (SELECT before FROM lent), 'new', i.jsonb) AS data
+    -- nothing), and the check-out's own, in the order recorded: each
+    -- record's states as they are (building JSON of whole documents
+    -- would cost the write more than all the rest of its events).
+    SELECT count(*) AS events,
+           array_agg(ROW(gen_random_uuid(), e.kind, e.type, e.old, e.new)::%[14]s ORDER BY e.n, e.k) AS payload
+      FROM (
+        SELECT 1 AS n, 0 AS k, 'item' AS kind, 'UPDATED' AS type, (SELECT before FROM lent) AS old, i.jsonb AS new
           FROM item i WHERE ((SELECT before FROM lent) #>> '{status,name}') IS DISTINCT FROM (i.jsonb #>> '{status,name}')
         UNION ALL
-        SELECT 2, 0, 'loan', 'CREATED', jsonb_build_object('old', NULL, 'new', l.jsonb) FROM loan l
+        SELECT 2, 0, 'loan', 'CREATED', NULL, l.jsonb FROM loan l
         UNION ALL
-        SELECT 3, 0, 'request', 'UPDATED', jsonb_build_object('old', (SELECT jsonb FROM head), 'new', f.jsonb) FROM filled f
+        SELECT 3, 0, 'request', 'UPDATED', (SELECT jsonb FROM head), f.jsonb FROM filled f
         UNION ALL
-        SELECT 4, m.position, 'request', 'UPDATED',
-               jsonb_build_object('old', jsonb_set(m.jsonb, '{position}', to_jsonb(m.position + 1)), 'new', m.jsonb) FROM moved_up m
+        SELECT 4, m.position, 'request', 'UPDATED', jsonb_set(m.jsonb, '{position}', to_jsonb(m.position + 1)), m.jsonb FROM moved_up m
         UNION ALL
-        SELECT 5, 0, '` + storage.EventKindCheckOut + `', '` + storage.EventCheckedOut + `', jsonb_build_object('old', NULL, 'new', jsonb_strip_nulls(jsonb_build_object(
+        SELECT 5, 0, '` + storage.EventKindCheckOut + `', '` + storage.EventCheckedOut + `', NULL, jsonb_strip_nulls(jsonb_build_object(
                'loanId', l.jsonb -> 'id', 'userId', l.jsonb -> 'userId', 'itemId', l.jsonb -> 'itemId',
                'servicePointId', l.jsonb -> 'checkoutServicePointId', 'lockId', $3::uuid,
-               'loanDate', l.jsonb -> 'loanDate', 'dueDate', l.jsonb -> 'dueDate'))) FROM loan l
-    ) e
+               'loanDate', l.jsonb -> 'loanDate', 'dueDate', l.jsonb -> 'dueDate')) FROM loan l
+      ) e
      WHERE ` + outboxOn + `
-     ORDER BY e.n, e.k
-    RETURNING 1
 ), committed AS (
-    -- The transaction's commit, recorded after everything it waited for
+    -- The transaction's commit with its events (migration 10's payload),
+    -- recorded after everything it waited for: one row, one index entry
     -- (migration 9's outbox_commit_events, which this statement stands in
-    -- for).
-    INSERT INTO %[14]s (tenant_id, xid, events)
-    SELECT $10, pg_current_xact_id(), count(*) FROM announced HAVING count(*) > 0
+    -- for, would find a row of outbox for each event).
+    INSERT INTO %[13]s (tenant_id, xid, events, payload)
+    SELECT $10, pg_current_xact_id(), events, payload FROM announced WHERE events > 0
 ), released AS (
     DELETE FROM %[2]s
      WHERE $9::boolean AND tenant_id = $10 AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
@@ -209,8 +209,8 @@ var (
 	lockRowsSQL   = withTables(locksql.LockRows, tableLock, tablePatron)
 	patronRowSQL  = withTables(locksql.PatronRow, tablePatron)
 	checkOutWrite = withTables(checkOutSQL, tableLoan, tableLock, tableItem, tableLockWaiter, tableSetting,
-		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy, tableBlockLimit, tableBlockCondition, tableRequest, tableOutbox,
-		tableOutboxCommit)
+		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy, tableBlockLimit, tableBlockCondition, tableRequest, tableOutboxCommit,
+		typeOutboxEvent)
 )
 
 // checkOutResult is the row checkOutSQL answers.

@@ -228,6 +228,9 @@ const (
 	tableOutbox           tableName = "outbox"
 	tableOutboxTenant     tableName = "outbox_tenant"
 	tableOutboxCommit     tableName = "outbox_commit"
+	// typeOutboxEvent is not a table but the composite type of an event
+	// in outbox_commit's payload (migration 10), named as the tables are.
+	typeOutboxEvent tableName = "outbox_event"
 )
 
 // outboxOn is SQL that holds unless the session records no events

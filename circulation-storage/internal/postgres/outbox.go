@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -112,20 +111,19 @@ var (
 WITH durable AS (
     SELECT set_config('synchronous_commit', 'on', true)
 ), given AS (
-    INSERT INTO %[2]s AS t (tenant_id, numbered) SELECT * FROM unnest($1::text[], $2::bigint[])
+    INSERT INTO %[3]s AS t (tenant_id, numbered) SELECT * FROM unnest($1::text[], $2::bigint[])
     ON CONFLICT (tenant_id) DO UPDATE SET numbered = EXCLUDED.numbered
 ), numbered AS (
-    UPDATE %[1]s SET seq = ($4::bigint[])[array_position($3::bigint[], pos)]
-     WHERE pos = ANY($3::bigint[]) AND EXISTS (SELECT FROM durable)
-    RETURNING tenant_id, xid, seq
+    UPDATE %[2]s SET seq = ($4::bigint[])[array_position($3::bigint[], pos)]
+     WHERE seq IS NULL AND pos = ANY($3::bigint[]) AND EXISTS (SELECT FROM durable)
+    RETURNING tenant_id, xid, seq, committed_at, payload
 )
-SELECT n.tenant_id, n.seq + e.k - 1, e.id::text, e.kind, e.type, e.created_at, e.data
+SELECT n.tenant_id, n.seq + e.k - 1, e.id, e.kind, e.type, e.at, e.old, e.new
   FROM numbered n
- CROSS JOIN LATERAL (SELECT id, kind, type, created_at, data, row_number() OVER (ORDER BY pos) AS k
-                       FROM %[3]s WHERE tenant_id = n.tenant_id AND xid = n.xid) e
+ CROSS JOIN LATERAL (`+commitEventsSQL+`) e
  WHERE $5::boolean
  ORDER BY 1, 2`,
-		tableOutboxCommit, tableOutboxTenant, tableOutbox)
+		tableOutbox, tableOutboxCommit, tableOutboxTenant)
 	// firstCommitSQL is the number of the tenant's ($1) commit holding
 	// the event numbered after $2.
 	firstCommitSQL = `coalesce((SELECT max(seq) FROM %[2]s WHERE tenant_id = $1 AND seq <= $2 + 1), 1)`
@@ -133,25 +131,42 @@ SELECT n.tenant_id, n.seq + e.k - 1, e.id::text, e.kind, e.type, e.created_at, e
 	// the commits from the one holding the next event on, each one's
 	// events in the order they were recorded.
 	eventsSQL = withTables(`
-SELECT e.tenant_id, c.seq + e.k - 1, e.id::text, e.kind, e.type, e.created_at, e.data
-  FROM (SELECT seq, xid FROM %[2]s WHERE tenant_id = $1 AND seq >= `+firstCommitSQL+` ORDER BY seq LIMIT $3) c
- CROSS JOIN LATERAL (SELECT tenant_id, id, kind, type, created_at, data, row_number() OVER (ORDER BY pos) AS k
-                       FROM %[1]s WHERE tenant_id = $1 AND xid = c.xid) e
- WHERE c.seq + e.k - 1 > $2
+SELECT n.tenant_id, n.seq + e.k - 1, e.id, e.kind, e.type, e.at, e.old, e.new
+  FROM (SELECT tenant_id, seq, xid, committed_at, payload FROM %[2]s
+         WHERE tenant_id = $1 AND seq >= `+firstCommitSQL+` ORDER BY seq LIMIT $3) n
+ CROSS JOIN LATERAL (`+commitEventsSQL+`) e
+ WHERE n.seq + e.k - 1 > $2
  ORDER BY 2 LIMIT $3`, tableOutbox, tableOutboxCommit)
 	oldestSQL = withTables(`SELECT committed_at FROM %[2]s WHERE tenant_id = $1 AND seq >= `+firstCommitSQL+` ORDER BY seq LIMIT 1`,
 		tableOutbox, tableOutboxCommit)
 	waitingSQL = withTables(`SELECT coalesce(sum(events), 0), min(committed_at) FROM %s WHERE seq IS NULL`, tableOutboxCommit)
-	markSQL    = withTables(`UPDATE %s SET published = $2 WHERE tenant_id = $1`, tableOutboxTenant)
+	// markSQL stores the tenants' ($1) published marks ($2).
+	markSQL = withTables(`
+UPDATE %s t SET published = m.published FROM unnest($1::text[], $2::bigint[]) AS m (tenant_id, published)
+ WHERE t.tenant_id = m.tenant_id`, tableOutboxTenant)
 	// oldCommitsSQL reads the tenant's oldest commits.
 	oldCommitsSQL = withTables(`SELECT seq, events, committed_at FROM %s WHERE tenant_id = $1 AND seq IS NOT NULL ORDER BY seq LIMIT $2`,
 		tableOutboxCommit)
-	// trimSQL deletes the tenant's commits numbered before $2, and their
-	// events.
+	// trimSQL deletes the tenant's commits numbered before $2, and the
+	// events of those that kept them in rows of their own.
 	trimSQL = withTables(`
-WITH gone AS (DELETE FROM %[2]s WHERE tenant_id = $1 AND seq < $2 RETURNING xid)
-DELETE FROM %[1]s WHERE tenant_id = $1 AND xid = ANY(ARRAY(SELECT xid FROM gone))`, tableOutbox, tableOutboxCommit)
+WITH gone AS (DELETE FROM %[2]s WHERE tenant_id = $1 AND seq < $2 RETURNING xid, payload IS NULL AS apart)
+DELETE FROM %[1]s WHERE tenant_id = $1 AND xid = ANY(ARRAY(SELECT xid FROM gone WHERE apart))`, tableOutbox, tableOutboxCommit)
 )
+
+// commitEventsSQL is a commit's (n: tenant_id, xid, committed_at,
+// payload) events, each with its place k among them: from its payload
+// when it recorded them there (a check-out's write), else from its rows
+// of the outbox (%[1]s), in the order they were recorded. Columns: id,
+// kind, type, at, old, new, k.
+const commitEventsSQL = `
+    SELECT e.id::text AS id, e.kind, e.type, n.committed_at AS at, e.old, e.new, e.k
+      FROM unnest(n.payload) WITH ORDINALITY AS e (id, kind, type, old, new, k)
+     WHERE n.payload IS NOT NULL
+    UNION ALL
+    SELECT o.id::text, o.kind, o.type, o.created_at, o.data -> 'old', o.data -> 'new', row_number() OVER (ORDER BY o.pos)
+      FROM %[1]s o
+     WHERE n.payload IS NULL AND o.tenant_id = n.tenant_id AND o.xid = n.xid`
 
 // trimBatch is the most commits one trimming statement deletes.
 const trimBatch = 1000
@@ -169,25 +184,39 @@ func (l *outboxLeader) Progress(ctx context.Context) (map[string]relay.Progress,
 	return out, err
 }
 
-// Unnumbered implements relay.Leader.
-func (l *outboxLeader) Unnumbered(ctx context.Context, limit int) ([]relay.Commit, error) {
-	rows, err := l.conn.Query(ctx, unnumberedSQL, limit)
-	if err != nil {
-		return nil, err
+// Unnumbered implements relay.Leader: the marks and the read go in one
+// round trip, and one transaction.
+func (l *outboxLeader) Unnumbered(ctx context.Context, limit int, published map[string]int64) ([]relay.Commit, error) {
+	b := &pgx.Batch{}
+	if len(published) > 0 {
+		tenants, marks := splitMarks(published)
+		b.Queue(markSQL, tenants, marks)
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (relay.Commit, error) {
-		var c relay.Commit
-		err := row.Scan(&c.Pos, &c.Tenant, &c.Events)
-		return c, err
+	var commits []relay.Commit
+	b.Queue(unnumberedSQL, limit).Query(func(rows pgx.Rows) error {
+		var err error
+		commits, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (relay.Commit, error) {
+			var c relay.Commit
+			err := row.Scan(&c.Pos, &c.Tenant, &c.Events)
+			return c, err
+		})
+		return err
 	})
+	return commits, l.conn.SendBatch(ctx, b).Close()
+}
+
+// splitMarks is the tenants and their numbers, in two arrays.
+func splitMarks(m map[string]int64) ([]string, []int64) {
+	tenants, numbers := make([]string, 0, len(m)), make([]int64, 0, len(m))
+	for t, n := range m {
+		tenants, numbers = append(tenants, t), append(numbers, n)
+	}
+	return tenants, numbers
 }
 
 // Number implements relay.Leader.
 func (l *outboxLeader) Number(ctx context.Context, commits []relay.Commit, numbered map[string]int64, read bool) ([]relay.Event, error) {
-	tenants, lasts := make([]string, 0, len(numbered)), make([]int64, 0, len(numbered))
-	for t, n := range numbered {
-		tenants, lasts = append(tenants, t), append(lasts, n)
-	}
+	tenants, lasts := splitMarks(numbered)
 	positions, firsts := make([]int64, len(commits)), make([]int64, len(commits))
 	for i, c := range commits {
 		positions[i], firsts[i] = c.Pos, c.Seq
@@ -210,18 +239,21 @@ func (l *outboxLeader) Events(ctx context.Context, tenant string, after int64, l
 	return pgx.CollectRows(rows, scanEvent)
 }
 
-// scanEvent reads an event in eventsSQL's columns.
+// scanEvent reads an event in eventsSQL's columns. The states are taken
+// as the database sends them (a json.RawMessage would be parsed whole, to
+// be checked, for every event).
 func scanEvent(row pgx.CollectableRow) (relay.Event, error) {
 	var e relay.Event
-	var data json.RawMessage
-	err := row.Scan(&e.Tenant, &e.Seq, &e.ID, &e.Kind, &e.Type, &e.At, &data)
-	e.Data = data
+	var old, new []byte
+	err := row.Scan(&e.Tenant, &e.Seq, &e.ID, &e.Kind, &e.Type, &e.At, &old, &new)
+	e.Old, e.New = old, new
 	return e, err
 }
 
 // Published implements relay.Leader.
-func (l *outboxLeader) Published(ctx context.Context, tenant string, upTo int64) error {
-	_, err := l.conn.Exec(ctx, markSQL, tenant, upTo)
+func (l *outboxLeader) Published(ctx context.Context, marks map[string]int64) error {
+	tenants, numbers := splitMarks(marks)
+	_, err := l.conn.Exec(ctx, markSQL, tenants, numbers)
 	return err
 }
 
