@@ -13,4 +13,6 @@ ALTER TABLE outbox_commit ADD CONSTRAINT outbox_commit_pkey PRIMARY KEY (pos);
 
 ALTER TABLE outbox_commit DROP COLUMN payload;
 
+ALTER TABLE outbox_commit RESET (toast_tuple_target);
+
 DROP TYPE outbox_event;

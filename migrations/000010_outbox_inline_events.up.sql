@@ -23,6 +23,13 @@ CREATE TYPE outbox_event AS (
 
 ALTER TABLE outbox_commit ADD COLUMN payload outbox_event[];
 
+-- A payload stays in its row, as it is, while the row fits a page: the
+-- write then never compresses it (pglz cost a check-out more than the
+-- rest of recording its events, at PostgreSQL's default of about 2 kB),
+-- nor does the relay decompress it. A larger one is compressed and moved
+-- out of the row as usual.
+ALTER TABLE outbox_commit SET (toast_tuple_target = 8160);
+
 ALTER TABLE outbox_commit DROP CONSTRAINT outbox_commit_pkey;
 
 DROP INDEX outbox_commit_seq_idx;

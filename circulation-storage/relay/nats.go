@@ -79,75 +79,82 @@ func DialNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 const ackWait = 5 * time.Second
 
 // Publish implements Publisher. It keeps the order without waiting for
-// each acknowledgement: each event after the first goes with the one
-// before it as the stream's expected last message (the stream rejects it
-// when that one was not stored), so a lost event stops those after it.
+// each event's acknowledgement: each event after the first goes with the
+// one before it as the stream's expected last message (the stream refuses
+// it when that one was not stored), so a lost event stops every later one;
+// all but the last go without asking for an acknowledgement, and the last
+// one's acknowledgement, stored anew, says that all were stored in order.
 // The chain starts from an event the broker acknowledged as stored anew;
-// until one is (after a start, a failure, or a duplicate), events go one
-// at a time. The stream is the relay's alone.
+// until one is (after a start, a failure, a duplicate, or a chain whose
+// end was refused), events go one at a time, each acknowledged, and the
+// broker drops those it stored before. The stream is the relay's alone.
 func (n *NATS) Publish(ctx context.Context, events []Event) (int, error) {
 	done := 0
-	for done < len(events) && n.last == "" {
-		ack, err := n.publishOne(ctx, events[done])
-		if err != nil {
-			return done, err
-		}
-		if !ack.Duplicate {
-			n.last = events[done].ID
-		}
-		done++
-	}
-	if done == len(events) {
-		return done, nil
-	}
-	futures := make([]jetstream.PubAckFuture, 0, len(events)-done)
-	expected := n.last
-	var sendErr error
-	for _, e := range events[done:] {
-		msg := n.message(e)
-		msg.Header.Set(jetstream.ExpectedLastMsgIDHeader, expected)
-		f, err := n.js.PublishMsgAsync(msg)
-		if err != nil {
-			sendErr = err
-			break
-		}
-		futures = append(futures, f)
-		expected = e.ID
-	}
-	timeout := time.NewTimer(ackWait)
-	defer timeout.Stop()
-	for _, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			if ack.Duplicate {
-				// Stored before: the stream's last message is not known.
-				n.last = ""
-			} else {
+	for done < len(events) {
+		if n.last == "" {
+			ack, err := n.publishOne(ctx, n.message(events[done]))
+			if err != nil {
+				return done, err
+			}
+			if !ack.Duplicate {
 				n.last = events[done].ID
 			}
 			done++
 			continue
-		case err := <-f.Err():
-			sendErr = err
-		case <-timeout.C:
-			sendErr = fmt.Errorf("the broker did not acknowledge within %s", ackWait)
-		case <-ctx.Done():
-			sendErr = ctx.Err()
 		}
-		n.last = ""
-		return done, sendErr
+		stored, err := n.publishChain(ctx, events[done:])
+		if err != nil {
+			n.last = ""
+			return done, err
+		}
+		if !stored {
+			// Some event of the chain was not stored, or its end was
+			// stored before: which ones are is not known. One at a time
+			// from its start, what is stored already is dropped.
+			n.last = ""
+			continue
+		}
+		n.last = events[len(events)-1].ID
+		done = len(events)
 	}
-	if sendErr != nil {
-		n.last = ""
-	}
-	return done, sendErr
+	return done, nil
 }
 
-// publishOne publishes an event and waits for the broker's answer.
-func (n *NATS) publishOne(ctx context.Context, e Event) (*jetstream.PubAck, error) {
+// publishChain publishes events after n.last, each expecting the one
+// before it as the stream's last message, and waits for the last one's
+// acknowledgement: stored reports it stored anew (and so every one before
+// it, in order).
+func (n *NATS) publishChain(ctx context.Context, events []Event) (stored bool, err error) {
+	expected := n.last
+	for _, e := range events[:len(events)-1] {
+		msg := n.message(e)
+		msg.Header.Set(jetstream.ExpectedLastMsgIDHeader, expected)
+		if err := n.nc.PublishMsg(msg); err != nil {
+			return false, err
+		}
+		expected = e.ID
+	}
+	msg := n.message(events[len(events)-1])
+	msg.Header.Set(jetstream.ExpectedLastMsgIDHeader, expected)
+	ack, err := n.publishOne(ctx, msg)
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr):
+		// The stream refused the end of the chain (its expected last
+		// message was not the one before it).
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return !ack.Duplicate, nil
+}
+
+// publishOne publishes an event's message and waits for the broker's
+// answer.
+func (n *NATS) publishOne(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
 	pctx, cancel := context.WithTimeout(ctx, ackWait)
 	defer cancel()
-	ack, err := n.js.PublishMsg(pctx, n.message(e))
+	ack, err := n.js.PublishMsg(pctx, msg)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return nil, fmt.Errorf("the broker did not acknowledge within %s", ackWait)
 	}

@@ -65,10 +65,19 @@ func appendState(b []byte, state json.RawMessage) []byte {
 	return append(b, state...)
 }
 
-// appendString appends s as a JSON string.
+// appendString appends s as a JSON string: quoted as it is when it holds
+// nothing JSON would escape (ids, types and tenants do not), else as
+// encoding/json writes it.
 func appendString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s)
-	return append(b, q...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Store is the outbox as the relay sees it.
