@@ -108,18 +108,17 @@ var (
 	// $4, and stores the tenants' ($1) last numbers given ($2); when $5,
 	// it returns the commits' events, numbered, in eventsSQL's columns, in
 	// no order (Number sorts them, where sorting costs the database a
-	// work area every round). Its commit waits for the
-	// disk (the session's synchronous_commit is off): numbers published
-	// and then lost in a crash could be given again to other events.
+	// work area every round). Its commit does not wait for the disk (the
+	// session's synchronous_commit is off): Number waits for it after
+	// (flushedSQL), as numbers published and then lost in a crash could be
+	// given again to other events.
 	numberSQL = withTables(`
-WITH durable AS (
-    SELECT set_config('synchronous_commit', 'on', true)
-), given AS (
+WITH given AS (
     INSERT INTO %[3]s AS t (tenant_id, numbered) SELECT * FROM unnest($1::text[], $2::bigint[])
     ON CONFLICT (tenant_id) DO UPDATE SET numbered = EXCLUDED.numbered
 ), numbered AS (
     UPDATE %[2]s SET seq = ($4::bigint[])[array_position($3::bigint[], pos)]
-     WHERE seq IS NULL AND pos = ANY($3::bigint[]) AND EXISTS (SELECT FROM durable)
+     WHERE seq IS NULL AND pos = ANY($3::bigint[])
     RETURNING tenant_id, xid, seq, committed_at, payload
 )
 SELECT n.tenant_id, n.seq + e.k - 1, e.id, e.kind, e.type, e.at, e.old, e.new
@@ -156,6 +155,30 @@ UPDATE %s t SET published = m.published FROM unnest($1::text[], $2::bigint[]) AS
 WITH gone AS (DELETE FROM %[2]s WHERE tenant_id = $1 AND seq < $2 RETURNING xid, payload IS NULL AS apart)
 DELETE FROM %[1]s WHERE tenant_id = $1 AND xid = ANY(ARRAY(SELECT xid FROM gone WHERE apart))`, tableOutbox, tableOutboxCommit)
 )
+
+// The relay's numbering is on disk once the WAL is flushed past its
+// commit. Under load the writes' own commits flush it within a few
+// milliseconds, so the relay waits that long (flushWaits) for them rather
+// than flushing the WAL itself every round (whose flush the writes would
+// then wait behind); past that, or when a synchronous standby must have it
+// too (synchronous_standby_names set: only a commit that waits for it
+// knows), it commits a transaction of its own that waits for the disk and
+// the standbys, and so for everything before it.
+const (
+	// walMarkSQL is the WAL's end after the session's last commit, and
+	// whether it is on disk already (and counts as durable there).
+	walMarkSQL = `SELECT m::text, current_setting('synchronous_standby_names') = '', pg_current_wal_flush_lsn() >= m
+  FROM pg_current_wal_insert_lsn() AS m`
+	// flushedSQL is whether the WAL is on disk up to $1.
+	flushedSQL = `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`
+	// flushSQL commits a transaction (it is given an id, so its commit is
+	// written) that waits for the disk and the synchronous standbys.
+	flushSQL = `SELECT set_config('synchronous_commit', 'on', true), pg_current_xact_id()`
+)
+
+// flushWaits are the relay's waits for the writes to flush its numbering
+// before it flushes the WAL itself.
+var flushWaits = []time.Duration{time.Millisecond, 2 * time.Millisecond}
 
 // commitEventsSQL is a commit's (n: tenant_id, xid, committed_at,
 // payload) events, each with its place k among them: from its payload
@@ -231,10 +254,50 @@ func (l *outboxLeader) Number(ctx context.Context, commits []relay.Commit, numbe
 	// The rows are read before the commit; CollectRows returns after it,
 	// with its error if it failed.
 	events, err := pgx.CollectRows(rows, scanEvent)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.durable(ctx); err != nil {
+		return nil, fmt.Errorf("wait for the numbers to reach the disk: %w", err)
+	}
 	slices.SortFunc(events, func(a, b relay.Event) int {
 		return cmp.Or(strings.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Seq, b.Seq))
 	})
-	return events, err
+	return events, nil
+}
+
+// durable returns once the session's last commit is on disk (and with the
+// synchronous standbys, when there are any).
+func (l *outboxLeader) durable(ctx context.Context) error {
+	var mark string
+	var local, flushed bool
+	if err := l.conn.QueryRow(ctx, walMarkSQL).Scan(&mark, &local, &flushed); err != nil {
+		return err
+	}
+	for _, d := range flushWaits {
+		if flushed || !local {
+			break
+		}
+		sleep(ctx, d)
+		if err := l.conn.QueryRow(ctx, flushedSQL, mark).Scan(&flushed); err != nil {
+			return err
+		}
+	}
+	if flushed && local {
+		return nil
+	}
+	_, err := l.conn.Exec(ctx, flushSQL)
+	return err
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // Events implements relay.Leader.

@@ -418,12 +418,20 @@ func (s *Tenants) purgeOnce(ctx context.Context, t storage.Tenant) error {
 		}
 		if shared {
 			for _, name := range append(tenantTables, tableTenant) {
-				column := "tenant_id"
-				if name == tableTenant {
-					column = "id"
+				where := []string{"tenant_id = $1"}
+				switch name {
+				case tableTenant:
+					where = []string{"id = $1"}
+				case tableOutboxCommit:
+					// Its indexes hold numbered and unnumbered commits
+					// apart (migration 10): one statement for each, each
+					// through its index.
+					where = []string{"tenant_id = $1 AND seq IS NOT NULL", "seq IS NULL AND tenant_id = $1"}
 				}
-				if _, err := tx.Exec(ctx, withTables(`DELETE FROM %s WHERE `+column+` = $1`, name), string(t)); err != nil {
-					return err
+				for _, w := range where {
+					if _, err := tx.Exec(ctx, withTables(`DELETE FROM %s WHERE `+w, name), string(t)); err != nil {
+						return err
+					}
 				}
 			}
 		}
