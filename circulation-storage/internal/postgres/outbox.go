@@ -81,6 +81,9 @@ func (o *Outbox) connect(ctx context.Context) (*pgx.Conn, error) {
 	// As the pools: plans made for every tenant at once go by the indexes,
 	// whatever the statistics of the shared tables say.
 	cfg.RuntimeParams["enable_seqscan"] = "off"
+	// Its statements are the same every round, each by one index: planned
+	// once, not again for each round's arrays of commits.
+	cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	// The relay's published marks and trims need not wait for the disk:
 	// a mark lost in a crash only has events published again, which the
 	// broker drops. Its numbers given must (numberSQL says so itself).
