@@ -43,7 +43,7 @@ var shared struct {
 // setup gives the test a tenant of its own in the shared database, reached
 // through one pool for the whole package (so parallel tests do not exhaust
 // the server's connections).
-func setup(t *testing.T) fixture {
+func setup(t testing.TB) fixture {
 	t.Helper()
 	url := pgtest.Shared(t)
 	shared.once.Do(func() {
@@ -55,7 +55,7 @@ func setup(t *testing.T) fixture {
 	return setupTenant(t, shared.db)
 }
 
-func setupTenant(t *testing.T, db *DB) fixture {
+func setupTenant(t testing.TB, db *DB) fixture {
 	t.Helper()
 	f := fixture{db: db, tenant: storage.Tenant(pgtest.TenantID()), locks: NewLocks(db), tenants: NewTenants(db, discard)}
 	ctx := context.Background()

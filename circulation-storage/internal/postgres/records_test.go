@@ -18,7 +18,7 @@ import (
 )
 
 // setupLibrary loads the sample library into the fixture's tenant.
-func setupLibrary(t *testing.T) fixture {
+func setupLibrary(t testing.TB) fixture {
 	t.Helper()
 	f := setup(t)
 	tenants := NewTenants(f.db, discard, LoadData)
