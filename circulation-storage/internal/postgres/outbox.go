@@ -86,7 +86,9 @@ func (o *Outbox) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	// The relay's published marks and trims need not wait for the disk:
 	// a mark lost in a crash only has events published again, which the
-	// broker drops. Its numbers given must (numberSQL says so itself).
+	// broker drops. Its numbers given must be on disk before they are
+	// published: Number waits for that (durable), without a flush of its
+	// own while the writes' commits flush the WAL.
 	cfg.RuntimeParams["synchronous_commit"] = "off"
 	cfg.ConnectTimeout = connectTimeout(cfg.ConnectTimeout)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
