@@ -198,9 +198,11 @@ func benchOutbox(t *testing.T, p plan, env []string) Outbox {
 	return out
 }
 
-// postgresCPUByKind is the CPU time so far of the cluster's database
-// server's processes, by kind: a session's application name and backend
-// type (the storage's pools, the relay's session, the WAL writer, …).
+// postgresCPUByKind is the CPU time so far of the database server's
+// processes, by kind: a session's application name and backend type (the
+// storage's pools, the relay's session, the WAL writer, …). The server is
+// both pairs', and pg_stat_activity lists every database's sessions: the
+// idle pair's, named alike, spend next to nothing in the other's slice.
 func postgresCPUByKind(t *testing.T, c *harness.Cluster) map[string]time.Duration {
 	t.Helper()
 	rows, err := c.DB.Query(context.Background(), `SELECT pid, concat_ws(' ', nullif(application_name, ''), backend_type) FROM pg_stat_activity`)

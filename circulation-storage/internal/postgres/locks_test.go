@@ -338,6 +338,12 @@ func TestTenantInitIsIdempotentAndConcurrent(t *testing.T) {
 	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl, storage.Holder{}); err != nil {
 		t.Errorf("acquire in the new tenant: %v", err)
 	}
+	// Events of the tenant, one commit not numbered yet and one numbered
+	// (each found through an index of its own by the purge).
+	if _, err := f.db.pool.Exec(ctx, withTables(`INSERT INTO %s (tenant_id, xid, events, seq)
+		VALUES ($1, pg_current_xact_id(), 1, NULL), ($1, pg_current_xact_id(), 1, 1)`, tableOutboxCommit), string(tenant)); err != nil {
+		t.Fatalf("record the tenant's commits: %v", err)
+	}
 	if err := f.tenants.Purge(ctx, tenant); err != nil {
 		t.Fatalf("purge: %v", err)
 	}
