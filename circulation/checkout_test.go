@@ -212,7 +212,7 @@ func withoutWaitAtStorage() stackOption {
 
 func stackOver(t *testing.T, fake *storagefake.Fake, env circulation.LockSettings, opts ...stackOption) *stack {
 	t.Helper()
-	client := storageclient.New(fake.URL, time.Second)
+	client := storageclient.New(fake.URL, time.Second, nil)
 	t.Cleanup(client.Close)
 	logger := slog.New(slog.DiscardHandler)
 	s := &stack{fake: fake, storage: client, clock: &clock{now: start}, obs: &observer{}}

@@ -28,16 +28,32 @@ type SummaryLoan struct {
 }
 
 // PatronSummary is what a self-check machine shows a patron: whether they
-// may borrow, and why not in the words a check-out's refusal would use.
+// may borrow, and why not in the words a check-out's refusal would use;
+// in the full view, who they are and their loans out too.
 type PatronSummary struct {
 	PatronRecords
 	CanBorrow bool
 	Reasons   []*errs.Error
+	// Full says the summary names the patron and lists their loans; the
+	// verdict alone (Full false) keeps of the patron only the barcode and
+	// whether they are active, and of their loans only the counts.
+	Full bool
+}
+
+// SummaryAccess is what a caller may see of a patron summary: Details,
+// every patron's name and loans (a librarian); otherwise they come with
+// the PIN the patron typed (Pin, "" for none), right.
+type SummaryAccess struct {
+	Details bool
+	Pin     string
 }
 
 // PatronSummary reads what a self-check machine shows the patron with
-// barcode: a patron that does not exist is KindNotFound.
-func (s *Service) PatronSummary(ctx context.Context, barcode string) (PatronSummary, error) {
+// barcode: a patron that does not exist is KindNotFound. A PIN given is
+// checked (counted before it is, as every PIN guess): a wrong one is
+// CodePinInvalid, and a locked one CodePinLocked, with nothing shown.
+// Without Details or a right PIN the summary is the verdict alone.
+func (s *Service) PatronSummary(ctx context.Context, barcode string, access SummaryAccess) (PatronSummary, error) {
 	recs, err := s.storage.PatronSummary(ctx, barcode)
 	if err != nil {
 		return PatronSummary{}, err
@@ -46,7 +62,13 @@ func (s *Service) PatronSummary(ctx context.Context, barcode string) (PatronSumm
 		return PatronSummary{}, errs.Errorf(errs.KindNotFound, schemas.CodeUserBarcodeNotFound,
 			"Could not find user with matching barcode").With("userBarcode", barcode)
 	}
-	out := PatronSummary{PatronRecords: recs}
+	out := PatronSummary{PatronRecords: recs, Full: access.Details}
+	if access.Pin != "" {
+		if err := s.storage.VerifyPin(ctx, recs.Patron.ID, access.Pin); err != nil {
+			return PatronSummary{}, err
+		}
+		out.Full = true
+	}
 	// The check-out's own refusals, in its order.
 	if len(recs.ManualBlocks) > 0 {
 		out.Reasons = append(out.Reasons, manuallyBlocked(recs.ManualBlocks))
@@ -64,6 +86,11 @@ func (s *Service) PatronSummary(ctx context.Context, barcode string) (PatronSumm
 		out.Reasons = append(out.Reasons, ItemLimitReached(recs.ItemLimit, PolicyMatch{}, ""))
 	}
 	out.CanBorrow = len(out.Reasons) == 0
+	if !out.Full {
+		p := *recs.Patron
+		out.Patron = &Patron{Barcode: p.Barcode, Active: p.Active, ExpirationDate: p.ExpirationDate}
+		out.OpenLoans = nil
+	}
 	return out, nil
 }
 

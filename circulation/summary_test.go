@@ -24,7 +24,7 @@ func TestPatronSummarySaysWhyNot(t *testing.T) {
 			Action: "checkedout", LoanDate: "2025-02-01T10:00:00.000Z", DueDate: fmt.Sprintf("2025-03-%02dT10:00:00.000Z", 20+i)})
 	}
 	s.fake.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Card reported stolen", PatronMessage: "Please see the desk", Borrowing: true})
-	sum, err := s.svc.PatronSummary(okapi(t), userBarcode)
+	sum, err := s.svc.PatronSummary(okapi(t), userBarcode, circulation.SummaryAccess{Details: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,22 @@ func TestPatronSummarySaysWhyNot(t *testing.T) {
 	if sum.OpenLoans[0].ItemBarcode != "lent-0" {
 		t.Errorf("loans listed %+v, want the one due first first", sum.OpenLoans)
 	}
-	if _, err := s.svc.PatronSummary(okapi(t), "no-such-patron"); !isNotFound(err) {
+	if !sum.Full || sum.Patron.ID != patronID || sum.Patron.LastName == "" {
+		t.Errorf("the details' view: full %v, patron %+v; want the patron named", sum.Full, sum.Patron)
+	}
+	// Without the details permission or the patron's PIN: the verdict and
+	// the counts, the same reasons, and neither the patron's name nor
+	// their loans.
+	verdict, err := s.svc.PatronSummary(okapi(t), userBarcode, circulation.SummaryAccess{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if verdict.Full || verdict.Patron.ID != "" || verdict.Patron.FirstName != "" || verdict.Patron.LastName != "" ||
+		verdict.Patron.Barcode != userBarcode || len(verdict.OpenLoans) != 0 || verdict.CanBorrow ||
+		len(verdict.Reasons) != 2 || verdict.OpenLoanCount != itemLimit || verdict.ItemLimit != itemLimit {
+		t.Errorf("the verdict's view: %+v, patron %+v, loans %v", verdict, verdict.Patron, verdict.OpenLoans)
+	}
+	if _, err := s.svc.PatronSummary(okapi(t), "no-such-patron", circulation.SummaryAccess{Details: true}); !isNotFound(err) {
 		t.Errorf("unknown patron: %v, want not found", err)
 	}
 }

@@ -16,6 +16,7 @@ type Circulation struct {
 	// HTTPAddr is the address the API listens on.
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
 	Auth     Auth
+	Serving  Serving
 	// ModuleKeyFile is circulation's own P-256 private key (PEM), with
 	// which it signs the module tokens it calls storage with in jwt mode;
 	// storage trusts its public half (AUTH_TRUSTED_MODULES).
@@ -28,6 +29,9 @@ type Circulation struct {
 	InstanceName string `env:"INSTANCE_NAME"`
 	// StorageURL is circulation-storage's base URL.
 	StorageURL string `env:"STORAGE_URL" envDefault:"http://127.0.0.1:8081"`
+	// StorageCAFile (PEM) holds CA certificates to trust, besides the
+	// system's, for an https:// STORAGE_URL.
+	StorageCAFile string `env:"STORAGE_CA_FILE"`
 	// CheckoutLockFeatureEnabled turns the patron lock around check-out on.
 	// Off by default, as in FOLIO.
 	CheckoutLockFeatureEnabled bool `env:"CHECKOUT_LOCK_FEATURE_ENABLED" envDefault:"false"`
@@ -56,6 +60,11 @@ type Circulation struct {
 	// RequestTimeout bounds the work done for one request, retries included,
 	// up to its writes, which then finish on a deadline of their own.
 	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"20s"`
+	// PatronSummaryRate is how many patron summaries a minute a
+	// self-check machine (a caller without
+	// circulation.patron-summary.details.get) may read, per account and
+	// client address, on each instance (0: no bound).
+	PatronSummaryRate int `env:"PATRON_SUMMARY_RATE" envDefault:"30"`
 	// SIP2AdminURLs are the SIP2 doors' admin addresses (their HTTP_ADDR),
 	// comma-separated: the lock console lists the kiosks connected to them.
 	SIP2AdminURLs []string `env:"SIP2_ADMIN_URLS" envSeparator:","`
@@ -135,9 +144,15 @@ func (c Circulation) Validate() error {
 	if err := c.Auth.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Serving.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, c.validateModuleKey()...)
 	if !strings.HasPrefix(c.StorageURL, "http://") && !strings.HasPrefix(c.StorageURL, "https://") {
 		errs = append(errs, fmt.Errorf("STORAGE_URL must be an http:// or https:// URL, got %q", c.StorageURL))
+	}
+	if _, err := CertPool(c.StorageCAFile); err != nil {
+		errs = append(errs, fmt.Errorf("STORAGE_CA_FILE: %v", err))
 	}
 	for _, u := range c.SIP2AdminURLs {
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
@@ -166,6 +181,9 @@ func (c Circulation) Validate() error {
 		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be at least 1024, got %d", c.MaxBodyBytes))
 	}
 	errs = append(errs, validateLimits(c.MaxHeaderBytes)...)
+	if c.PatronSummaryRate < 0 {
+		errs = append(errs, fmt.Errorf("PATRON_SUMMARY_RATE must be at least 0, got %d", c.PatronSummaryRate))
+	}
 	if c.SettingsCacheTenants < 1 {
 		errs = append(errs, fmt.Errorf("SETTINGS_CACHE_TENANTS must be at least 1, got %d", c.SettingsCacheTenants))
 	}
@@ -215,7 +233,10 @@ func (c Circulation) LogValue() slog.Value {
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("instance_name", c.InstanceName),
 		slog.String("storage_url", c.StorageURL),
+		slog.String("storage_ca_file", c.StorageCAFile),
 		slog.Any("auth", c.Auth.LogValue()),
+		slog.Any("serving", c.Serving.LogValue()),
+		slog.Int("patron_summary_rate", c.PatronSummaryRate),
 		slog.String("module_key_file", c.ModuleKeyFile),
 		slog.Duration("module_token_ttl", c.ModuleTokenTTL),
 		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),

@@ -5,11 +5,15 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -70,6 +74,8 @@ func describe(t reflect.Type) string {
 		return "a duration such as 500ms, 10s or 1m"
 	case reflect.TypeOf(slog.Level(0)):
 		return "one of debug, info, warn, error"
+	case reflect.TypeOf(Proxies(nil)):
+		return "IP addresses or CIDR blocks separated by commas, such as 10.0.0.0/8,192.168.1.7"
 	case reflect.TypeOf(Intervals(nil)):
 		return fmt.Sprintf("waits in milliseconds separated by |, such as 500|500|1000 (each 0..%d, at most %d)", MaxRetryInterval, MaxRetries)
 	}
@@ -254,4 +260,104 @@ func LogOptions(level slog.Level) *slog.HandlerOptions {
 		}
 		return a
 	}}
+}
+
+// Serving is how clients reach a service: over TLS of its own, when a
+// certificate and its key are given, and through the reverse proxies it
+// trusts to say who a client is and whether it came over TLS.
+type Serving struct {
+	// TLSCertFile and TLSKeyFile (PEM) make the service serve HTTPS
+	// (TLS 1.2 or later) instead of plain HTTP: both or neither.
+	TLSCertFile string `env:"TLS_CERT_FILE"`
+	TLSKeyFile  string `env:"TLS_KEY_FILE"`
+	// TrustedProxies are the addresses (an IP, or a CIDR block) of the
+	// reverse proxies in front of the service, comma-separated: from them
+	// alone X-Forwarded-For names the client (failed sign-ins are counted
+	// by it) and X-Forwarded-Proto: https makes the sign-in's cookies
+	// Secure. From any other address both headers are ignored.
+	TrustedProxies Proxies `env:"TRUSTED_PROXIES"`
+}
+
+// TLS says whether the service serves HTTPS.
+func (s Serving) TLS() bool { return s.TLSCertFile != "" }
+
+func (s Serving) validate() error {
+	if (s.TLSCertFile == "") != (s.TLSKeyFile == "") {
+		return errors.New("TLS_CERT_FILE and TLS_KEY_FILE go together: set both to serve HTTPS, or neither")
+	}
+	if s.TLSCertFile == "" {
+		return nil
+	}
+	if _, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile); err != nil {
+		return fmt.Errorf("TLS_CERT_FILE and TLS_KEY_FILE: %v", err)
+	}
+	return nil
+}
+
+// Proxies are address blocks, written as IPs or CIDR blocks separated by
+// commas: "10.0.0.0/8, 192.168.1.7".
+type Proxies []netip.Prefix
+
+// UnmarshalText parses a list of addresses and blocks.
+func (p *Proxies) UnmarshalText(text []byte) error {
+	*p = nil
+	for _, f := range strings.Split(string(text), ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if strings.Contains(f, "/") {
+			prefix, err := netip.ParsePrefix(f)
+			if err != nil {
+				return err
+			}
+			*p = append(*p, prefix.Masked())
+			continue
+		}
+		addr, err := netip.ParseAddr(f)
+		if err != nil {
+			return err
+		}
+		addr = addr.Unmap()
+		*p = append(*p, netip.PrefixFrom(addr, addr.BitLen()))
+	}
+	return nil
+}
+
+// String lists the blocks, for the start-up log.
+func (p Proxies) String() string {
+	parts := make([]string, len(p))
+	for i, prefix := range p {
+		parts[i] = prefix.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// CertPool reads the CA certificates (PEM) a client trusts besides the
+// system's: nil when file is "".
+func CertPool(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
+// LogValue lists the serving configuration for the start-up log.
+func (s Serving) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("tls_cert_file", s.TLSCertFile),
+		slog.String("tls_key_file", s.TLSKeyFile),
+		slog.String("trusted_proxies", s.TrustedProxies.String()),
+	)
 }

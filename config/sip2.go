@@ -16,6 +16,9 @@ type SIP2 struct {
 	ConfigFile string `env:"SIP2_CONFIG"`
 	// CirculationURL is circulation's base URL (or a load balancer's).
 	CirculationURL string `env:"CIRCULATION_URL" envDefault:"http://127.0.0.1:8080"`
+	// CirculationCAFile (PEM) holds CA certificates to trust, besides the
+	// system's, for an https:// CIRCULATION_URL.
+	CirculationCAFile string `env:"CIRCULATION_CA_FILE"`
 	// CallTimeout bounds each call to circulation; the timeout the status
 	// reply (98) advertises is a second more.
 	CallTimeout time.Duration `env:"SIP2_CALL_TIMEOUT" envDefault:"10s"`
@@ -39,11 +42,6 @@ type SIP2 struct {
 	// WriteTimeout closes a connection that does not take a reply within
 	// it (a kiosk that stopped reading).
 	WriteTimeout time.Duration `env:"SIP2_WRITE_TIMEOUT" envDefault:"10s"`
-	// LoginFailures is how many failed logins (93) from one client address
-	// within LoginLockout make the door refuse that address's logins for
-	// LoginLockout, before asking circulation.
-	LoginFailures int           `env:"SIP2_LOGIN_FAILURES" envDefault:"5"`
-	LoginLockout  time.Duration `env:"SIP2_LOGIN_LOCKOUT" envDefault:"15m"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// ShutdownTimeout bounds the wait for messages being handled on
@@ -75,6 +73,9 @@ func (c SIP2) Validate() error {
 	if !strings.HasPrefix(c.CirculationURL, "http://") && !strings.HasPrefix(c.CirculationURL, "https://") {
 		errs = append(errs, fmt.Errorf("CIRCULATION_URL must be an http:// or https:// URL, got %q", c.CirculationURL))
 	}
+	if _, err := CertPool(c.CirculationCAFile); err != nil {
+		errs = append(errs, fmt.Errorf("CIRCULATION_CA_FILE: %v", err))
+	}
 	if c.CallTimeout < time.Second || c.CallTimeout > 90*time.Second {
 		errs = append(errs, fmt.Errorf("SIP2_CALL_TIMEOUT must be from 1s to 90s (the status reply advertises it in tenths of a second, at most 99.9), got %s", c.CallTimeout))
 	}
@@ -85,12 +86,9 @@ func (c SIP2) Validate() error {
 		errs = append(errs, fmt.Errorf("SIP2_MAX_CONNECTIONS (%d) and SIP2_MAX_CONNECTIONS_PER_ADDRESS (%d) must be at least 1",
 			c.MaxConnections, c.MaxConnectionsPerAddress))
 	}
-	if c.LoginFailures < 1 {
-		errs = append(errs, fmt.Errorf("SIP2_LOGIN_FAILURES must be at least 1, got %d", c.LoginFailures))
-	}
 	for name, d := range map[string]time.Duration{
 		"SIP2_LOGIN_TIMEOUT": c.LoginTimeout, "SIP2_IDLE_TIMEOUT": c.IdleTimeout, "SIP2_LINE_TIMEOUT": c.LineTimeout,
-		"SIP2_WRITE_TIMEOUT": c.WriteTimeout, "SIP2_LOGIN_LOCKOUT": c.LoginLockout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
+		"SIP2_WRITE_TIMEOUT": c.WriteTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 10s, got %s", name, d))
@@ -104,6 +102,7 @@ func (c SIP2) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("sip2_config", c.ConfigFile),
 		slog.String("circulation_url", c.CirculationURL),
+		slog.String("circulation_ca_file", c.CirculationCAFile),
 		slog.Duration("sip2_call_timeout", c.CallTimeout),
 		slog.String("http_addr", c.HTTPAddr),
 		slog.Int("sip2_max_line", c.MaxLine),
@@ -113,8 +112,6 @@ func (c SIP2) LogValue() slog.Value {
 		slog.Duration("sip2_idle_timeout", c.IdleTimeout),
 		slog.Duration("sip2_line_timeout", c.LineTimeout),
 		slog.Duration("sip2_write_timeout", c.WriteTimeout),
-		slog.Int("sip2_login_failures", c.LoginFailures),
-		slog.Duration("sip2_login_lockout", c.LoginLockout),
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 	)

@@ -16,6 +16,7 @@ type Storage struct {
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8081"`
 	Database Database
 	Auth     Auth
+	Serving  Serving
 	// TrustedModules are the modules whose tokens jwt mode accepts, each
 	// with its P-256 public key: "circulation=/keys/circulation.pub.pem".
 	// Their tokens hold at most what the module declares
@@ -115,12 +116,20 @@ type Storage struct {
 	// and refresh tokens live.
 	LoginAccessTTL  time.Duration `env:"LOGIN_ACCESS_TTL" envDefault:"10m"`
 	LoginRefreshTTL time.Duration `env:"LOGIN_REFRESH_TTL" envDefault:"24h"`
-	// LoginMaxFailures failed sign-ins of one account, or
-	// LoginMaxAddressFailures from one client address, within LoginLockout
-	// lock it for LoginLockout.
+	// LoginMaxFailures failed sign-ins of one account from one client
+	// address, or LoginMaxAddressFailures from one address whatever the
+	// account, within LoginLockout lock that pair, or that address, for
+	// LoginLockout; LoginMaxFailures wrong PINs lock a patron's PIN.
+	// Attempts are counted before they are checked.
 	LoginMaxFailures        int           `env:"LOGIN_MAX_FAILURES" envDefault:"5"`
 	LoginMaxAddressFailures int           `env:"LOGIN_MAX_ADDRESS_FAILURES" envDefault:"20"`
 	LoginLockout            time.Duration `env:"LOGIN_LOCKOUT" envDefault:"15m"`
+	// LoginAccountRate bounds the sign-ins of one account checked per
+	// minute from addresses it has not signed in from within
+	// LoginKnownFor (0: no bound): guesses spread over many addresses
+	// slow the account there, and lock it nowhere.
+	LoginAccountRate int           `env:"LOGIN_ACCOUNT_RATE" envDefault:"10"`
+	LoginKnownFor    time.Duration `env:"LOGIN_KNOWN_FOR" envDefault:"720h"`
 }
 
 // LoginOn says whether storage signs people in: LOGIN=on, and tokens it
@@ -154,6 +163,9 @@ func (c Storage) Validate() error {
 	if err := c.Auth.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Serving.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, c.validateTrustedModules()...)
 	if c.Outbox != "on" && c.Outbox != "off" {
 		errs = append(errs, fmt.Errorf("OUTBOX must be on or off, got %q", c.Outbox))
@@ -179,6 +191,10 @@ func (c Storage) Validate() error {
 	if c.LoginAccessTTL < time.Second || c.LoginAccessTTL > 24*time.Hour || c.LoginRefreshTTL < c.LoginAccessTTL || c.LoginRefreshTTL > 30*24*time.Hour {
 		errs = append(errs, fmt.Errorf("LOGIN_ACCESS_TTL must be from 1s to 24h and LOGIN_REFRESH_TTL from it to 720h, got %s and %s",
 			c.LoginAccessTTL, c.LoginRefreshTTL))
+	}
+	if c.LoginAccountRate < 0 || c.LoginKnownFor < time.Minute {
+		errs = append(errs, fmt.Errorf("LOGIN_ACCOUNT_RATE must be at least 0 and LOGIN_KNOWN_FOR at least 1m; got %d and %s",
+			c.LoginAccountRate, c.LoginKnownFor))
 	}
 	if c.LoginMaxFailures < 1 || c.LoginMaxAddressFailures < c.LoginMaxFailures || c.LoginLockout < time.Second {
 		errs = append(errs, fmt.Errorf("LOGIN_MAX_FAILURES must be at least 1, LOGIN_MAX_ADDRESS_FAILURES at least it, LOGIN_LOCKOUT at least 1s; got %d, %d, %s",
@@ -282,7 +298,16 @@ func (c Storage) LogValue() slog.Value {
 		slog.String("http_addr", c.HTTPAddr),
 		slog.String("database", c.Database.Redacted()),
 		slog.Any("auth", c.Auth.LogValue()),
+		slog.Any("serving", c.Serving.LogValue()),
 		slog.String("trusted_modules", c.TrustedModules),
+		slog.String("login", c.Login),
+		slog.Duration("login_access_ttl", c.LoginAccessTTL),
+		slog.Duration("login_refresh_ttl", c.LoginRefreshTTL),
+		slog.Int("login_max_failures", c.LoginMaxFailures),
+		slog.Int("login_max_address_failures", c.LoginMaxAddressFailures),
+		slog.Duration("login_lockout", c.LoginLockout),
+		slog.Int("login_account_rate", c.LoginAccountRate),
+		slog.Duration("login_known_for", c.LoginKnownFor),
 		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),
 		slog.String("item_limit_without_criteria", c.ItemLimitWithoutCriteria),
 		slog.Int("db_max_conns", int(c.Database.MaxConns)),

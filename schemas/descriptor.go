@@ -141,6 +141,9 @@ func Descriptor(service string) []byte {
 			for _, o := range OverridePermissions {
 				h.PermissionsDesired = append(h.PermissionsDesired, o.Permission)
 			}
+			h.PermissionsDesired = append(h.PermissionsDesired, PermissionOverrideLoanDate)
+		case r.Service == ServiceCirculation && r.Method == "GET" && r.Path == "/circulation/patron-summary":
+			h.PermissionsDesired = []string{PermissionPatronSummaryDetails}
 		}
 		p.Handlers = append(p.Handlers, h)
 		if _, ok := perms[r.Permission]; !ok {
@@ -187,6 +190,13 @@ func Descriptor(service string) []byte {
 		for _, o := range OverridePermissions {
 			d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: o.Permission,
 				DisplayName: service + ": " + o.Display, Description: o.Display})
+		}
+		for _, p := range []struct{ name, display string }{
+			{PermissionOverrideLoanDate, "check an item out with a loan date more than five minutes before now"},
+			{PermissionPatronSummaryDetails, "read a patron's name and loans out in a patron summary without the patron's PIN"},
+		} {
+			d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: p.name,
+				DisplayName: service + ": " + p.display, Description: p.display})
 		}
 	}
 	if service == ServiceCirculation {

@@ -10,6 +10,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/labstack/echo/v4 v4.16.0
+	golang.org/x/sync v0.24.0
 	golang.org/x/text v0.42.0
 )
 

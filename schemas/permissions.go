@@ -98,8 +98,8 @@ var Routes = slices.Concat(
 		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...),
 		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...),
 		circ("GET", "/circulation/patron-summary", "circulation.patron-summary.get",
-			"read what a self-check machine shows a patron: whether they may borrow and why not, their loans out and the item limit",
-			PermissionPatronSummary),
+			"read what a self-check machine shows a patron: whether they may borrow and why not, the loans counted and the item limit; with the patron's PIN, who they are and their loans out",
+			PermissionPatronSummary, PermissionVerifyPin),
 		circ("GET", "/circulation/item-summary", "circulation.item-summary.get",
 			"read what a self-check machine shows of an item: its title, status and due date",
 			"inventory-storage.items.collection.get", "circulation-storage.loans.collection.get"),
@@ -166,6 +166,7 @@ var Routes = slices.Concat(
 		stor(InterfaceLogin, "POST", "/authn/refresh", "", "refresh a sign-in's tokens"),
 		stor(InterfaceLogin, "POST", "/authn/logout", "", "sign out"),
 		stor(InterfaceLogin, "POST", "/authn/credentials", "login.item.post", "set an account's password"),
+		stor(InterfaceLogin, "GET", "/authn/sessions/{id}", PermissionSessionGet, "read whether a sign-in's session is alive"),
 		stor(InterfacePatronPin, "POST", "/patron-pin", "users.patron-pin.set", "set a patron's PIN"),
 		stor(InterfacePatronPin, "POST", "/patron-pin/verify", PermissionVerifyPin, "verify a patron's PIN"),
 	},
@@ -182,7 +183,7 @@ var Routes = slices.Concat(
 		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/refresh"},
 		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/logout"},
 		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/bl-users/_self",
-			ModulePermissions: []string{namesAccount}},
+			ModulePermissions: []string{namesAccount, PermissionSessionGet}},
 	},
 )
 
@@ -271,10 +272,11 @@ func stor(iface, method, path, permission, display string) Route {
 }
 
 // circ is a route of circulation whose handler calls storage with the
-// module permissions modulePerms.
+// module permissions modulePerms, and asks storage whether its caller's
+// session is alive (PermissionSessionGet).
 func circ(method, path, permission, display string, modulePerms ...string) Route {
 	return Route{Service: ServiceCirculation, Interface: InterfaceCirculation, Method: method, Path: path,
-		Permission: permission, Display: display, ModulePermissions: modulePerms}
+		Permission: permission, Display: display, ModulePermissions: append(modulePerms, PermissionSessionGet)}
 }
 
 // FOLIO's override permissions: beside the check-out route's own, each
@@ -284,6 +286,10 @@ const (
 	PermissionOverridePatronBlock     = "circulation.override-patron-block.post"
 	PermissionOverrideItemLimit       = "circulation.override-item-limit-block.post"
 	PermissionOverrideItemNotLoanable = "circulation.override-item-not-loanable-block.post"
+	// PermissionOverrideLoanDate lets a check-out be dated more than
+	// MaxLoanDateBehind before now (a loan recorded late). The librarian
+	// holds it; a self-check machine never does.
+	PermissionOverrideLoanDate = "circulation.override-loan-date.post"
 )
 
 // OverridePermissions are the override permissions with their blocks'
@@ -300,6 +306,11 @@ var OverridePermissions = []struct{ Block, Permission, Display string }{
 // nobody's token reaches storage with it but the tenant administrator's.
 const PermissionCheckOutOverride = "circulation-storage.loans.check-out.override"
 
+// PermissionSessionGet reads at storage whether a sign-in's session is
+// alive: every handler of circulation holds it, to refuse the tokens of a
+// session that has ended.
+const PermissionSessionGet = "login.sessions.item.get"
+
 // PermissionVerifyPin verifies a patron's PIN at storage: circulation's
 // verification for a self-check machine holds it.
 const PermissionVerifyPin = "users.patron-pin.verify"
@@ -307,6 +318,12 @@ const PermissionVerifyPin = "users.patron-pin.verify"
 // PermissionPatronSummary reads, at storage, what a self-check machine
 // shows a patron: circulation's patron summary holds it.
 const PermissionPatronSummary = "circulation-storage.check-out.patron.get"
+
+// PermissionPatronSummaryDetails lets a caller read, in a patron summary,
+// who the patron is and their loans out without the patron's PIN: the
+// librarian holds it; a self-check machine gets them only with the PIN the
+// patron typed, and otherwise the verdict and the counts.
+const PermissionPatronSummaryDetails = "circulation.patron-summary.details.get"
 
 // PermissionReleaseOthers lets a caller release a live check-out lock that
 // another identity acquired (a lock id alone is not enough): beside the
@@ -389,10 +406,10 @@ var modulePermissionIndex = func() map[routeKey][]string {
 var (
 	selfCheckRole = []string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post",
 		"circulation.patron-summary.get", "circulation.item-summary.get", "circulation.patron-pin.verify.post"}
-	librarianRole = slices.Concat(selfCheckRole, []string{
+	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.loans.collection.get", "circulation.loans.item.get",
 		"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
-		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable})
+		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate})
 	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
 		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get", "circulation.kiosks.collection.get"}
 )
@@ -417,7 +434,8 @@ func tenantAdmin() []string {
 		}
 	}
 	return append(out, SettingsScopeRead("mod-circulation"), SettingsScopeWrite("mod-circulation"), PermissionReleaseOthers,
-		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionCheckOutOverride)
+		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate,
+		PermissionPatronSummaryDetails, PermissionCheckOutOverride)
 }
 
 // PermissionSetNamed returns the permission set named name.

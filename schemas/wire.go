@@ -23,8 +23,15 @@ const (
 	// came from when circulation passes it on (storage believes it only
 	// from circulation's module token).
 	HeaderForwardedFor = "X-Forwarded-For"
-	HeaderLockID       = "X-Check-Out-Lock-Id"
-	HeaderItemVersion  = "X-Check-Out-Item-Version"
+	// HeaderForwardedProto is the scheme the client used, as a reverse
+	// proxy (or circulation, for a page's sign-in) says.
+	HeaderForwardedProto = "X-Forwarded-Proto"
+	// HeaderPatronPin carries the PIN a patron typed at a self-check
+	// machine, with a patron summary: the summary then names the patron
+	// and lists their loans (never logged).
+	HeaderPatronPin   = "X-Patron-Pin"
+	HeaderLockID      = "X-Check-Out-Lock-Id"
+	HeaderItemVersion = "X-Check-Out-Item-Version"
 	// HeaderCheckInItemVersion on a loan's replacement makes it a
 	// check-in's writes, in one transaction: the item becomes Available at
 	// the version after the one named.
@@ -53,6 +60,12 @@ const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 // loanDate may be: a clock a little ahead is tolerated, a loan dated in
 // the future (out of a count by date, say) is refused.
 const MaxLoanDateAhead = 5 * time.Minute
+
+// MaxLoanDateBehind is how far before circulation's clock a check-out's
+// loanDate may be without PermissionOverrideLoanDate: a kiosk's clock a
+// little behind is tolerated, a backdated loan (due, and overdue, before
+// the patron leaves) is the librarian's to make.
+const MaxLoanDateBehind = 5 * time.Minute
 
 // TenantPattern is what a tenant id may look like; ids starting with "pg_"
 // are refused as well (see ValidTenant). It keeps the tenant's schema name,
@@ -137,8 +150,11 @@ const (
 	// CodePinInvalid is a patron's PIN that does not match (or a patron
 	// without one); CodePinLocked a patron's PIN locked after too many
 	// wrong ones.
-	CodePinInvalid            = "PIN_INVALID"
-	CodePinLocked             = "PIN_LOCKED"
+	CodePinInvalid = "PIN_INVALID"
+	CodePinLocked  = "PIN_LOCKED"
+	// CodeTooManyRequests is a caller over its rate (patron summaries per
+	// kiosk account and address).
+	CodeTooManyRequests       = "TOO_MANY_REQUESTS"
 	CodeSessionEnded          = "SESSION_ENDED"
 	CodeLoginOff              = "LOGIN_OFF"
 	CodeItemBarcodeNotFound   = "ITEM_BARCODE_NOT_FOUND"

@@ -8,7 +8,6 @@ require (
 	github.com/caarlos0/env/v10 v10.0.0
 	github.com/checkoutlock/config v0.0.0-00010101000000-000000000000
 	github.com/checkoutlock/schemas v0.0.0
-	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/prometheus/client_golang v1.25.0
 )
 

@@ -64,6 +64,11 @@ type Claims struct {
 	Tenant      string   `json:"tenant"`
 	UserID      string   `json:"user_id,omitempty"`
 	Permissions []string `json:"permissions"`
+	// SessionID names the sign-in a token was issued for (storage's
+	// login): such a token stops working when its session ends (see
+	// Sessions). Tokens of an identity provider, and module tokens, name
+	// none.
+	SessionID string `json:"session_id,omitempty"`
 	jwt.RegisteredClaims
 
 	// Module is the module whose token this is (its issuer), when it is a
@@ -384,13 +389,51 @@ type Guard struct {
 	// published development key in use, a gateway trusted blindly): said
 	// at start-up and on /admin/health.
 	Warnings []string
+	// Sessions, in jwt mode, refuses the tokens of sessions that have
+	// ended; nil checks none.
+	Sessions *Sessions
 }
 
 // Identity is who a request acts for: the user (an id, or a token's
 // subject) and, when a module calls on the user's behalf, the module.
+// Unverified marks what a refused token claims, not proven.
 type Identity struct {
-	User   string
-	Module string
+	User       string
+	Module     string
+	Unverified bool
+}
+
+// Unverified is what the token of a request claims of its caller without
+// its signature checked, for the log line of a refused request: the user
+// and, as the module, the issuer (a module token's issuer is its module),
+// each at most 64 characters; empty without a readable token.
+func Unverified(h http.Header) Identity {
+	token, err := tokens(h)
+	if err != nil || token == "" {
+		return Identity{}
+	}
+	var c Claims
+	if _, _, err := jwt.NewParser().ParseUnverified(token, &c); err != nil {
+		return Identity{}
+	}
+	who := Identity{User: truncate(c.Caller()), Module: truncate(c.Issuer), Unverified: true}
+	if who.User == "" && who.Module == "" {
+		return Identity{}
+	}
+	return who
+}
+
+// Identify is who the request with headers h is, in jwt mode, whatever it
+// may do (Verifier.Identify), refusing a token whose session has ended.
+func (g Guard) Identify(ctx context.Context, h http.Header) (*Claims, error) {
+	claims, err := g.Verifier.Identify(h)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.checkSession(ctx, claims); err != nil {
+		return nil, err
+	}
+	return claims, nil
 }
 
 // Check decides whether a request may use a route of service, by the
@@ -398,7 +441,11 @@ type Identity struct {
 // ":name" or "{name}" parameters. Open routes, and routes not in the table
 // (which the service answers 404 or 405), need nothing. It returns who the
 // request acts for (empty when unknown) and, in jwt mode, the token's claims.
-func (g Guard) Check(service, method, route string, h http.Header) (Identity, *Claims, error) {
+// A refused request's identity is what is known of its caller, for the
+// log: a valid token's user and module when it lacks the permission or
+// its session has ended, and otherwise what an unverified token claims,
+// marked as such.
+func (g Guard) Check(ctx context.Context, service, method, route string, h http.Header) (Identity, *Claims, error) {
 	if method == http.MethodHead {
 		method = http.MethodGet
 	}
@@ -407,11 +454,19 @@ func (g Guard) Check(service, method, route string, h http.Header) (Identity, *C
 		return Identity{}, nil, nil
 	}
 	if g.Mode == JWT {
-		claims, err := g.Verifier.Authorize(h, permission)
+		claims, err := g.Verifier.Identify(h)
 		if err != nil {
-			return Identity{}, nil, err
+			return Unverified(h), nil, err
 		}
-		return Identity{User: claims.Caller(), Module: claims.Module}, claims, nil
+		who := Identity{User: claims.Caller(), Module: claims.Module}
+		if !claims.Has(permission) {
+			return who, nil, &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: permission,
+				Message: "Access requires permission: " + permission}
+		}
+		if err := g.checkSession(ctx, claims); err != nil {
+			return who, nil, err
+		}
+		return who, claims, nil
 	}
 	// The gateway vouches for X-Okapi-User-Id; with authentication off,
 	// it is the caller's word.

@@ -32,6 +32,10 @@ type Request struct {
 	// Module the module calling on the caller's behalf, if one is.
 	Caller string
 	Module string
+	// Claimed says Caller and Module are only what a refused request's
+	// token claims, its signature not checked (auth.Unverified): the line
+	// names them claimed_caller and claimed_module.
+	Claimed bool
 	// Logged says whether the request's line is logged (info enabled).
 	Logged bool
 	// attrs are what the handler adds to the line (Log).
@@ -91,12 +95,17 @@ func Middleware(logger *slog.Logger, admit Admit, observe Observe) echo.Middlewa
 			}
 			attrs := append([]slog.Attr{slog.String("method", req.Method), slog.String("route", route), slog.Int("status", status),
 				slog.Duration("duration", elapsed)}, recorded.attrs...)
-			// Who did it: the user, and the module acting for them.
+			// Who did it: the user, and the module acting for them; of a
+			// token refused as not valid, who it claims to be.
+			callerKey, moduleKey := "caller", "module"
+			if recorded.Claimed {
+				callerKey, moduleKey = "claimed_caller", "claimed_module"
+			}
 			if recorded.Caller != "" {
-				attrs = append(attrs, slog.String("caller", recorded.Caller))
+				attrs = append(attrs, slog.String(callerKey, recorded.Caller))
 			}
 			if recorded.Module != "" {
-				attrs = append(attrs, slog.String("module", recorded.Module))
+				attrs = append(attrs, slog.String(moduleKey, recorded.Module))
 			}
 			logger.LogAttrs(c.Request().Context(), slog.LevelInfo, "request", attrs...)
 			return nil

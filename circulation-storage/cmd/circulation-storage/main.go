@@ -30,6 +30,7 @@ import (
 	"github.com/checkoutlock/config"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/schemas/serve"
 )
 
 func main() {
@@ -124,10 +125,17 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	loginCfg := login.Config{Secret: cfg.Auth.JWTSecret,
 		AccessTTL: cfg.LoginAccessTTL, RefreshTTL: cfg.LoginRefreshTTL,
 		MaxFailures: cfg.LoginMaxFailures, MaxAddressFailures: cfg.LoginMaxAddressFailures,
-		FailureWindow: cfg.LoginLockout, Lockout: cfg.LoginLockout, Hashes: loginHashes}
+		FailureWindow: cfg.LoginLockout, Lockout: cfg.LoginLockout,
+		AccountRate: cfg.LoginAccountRate, KnownFor: cfg.LoginKnownFor, Hashes: loginHashes,
+		Checked: metrics.SecretChecked, Refused: metrics.AttemptRefused}
 	// Patrons' PINs are kept whether or not people sign in here: a
 	// self-check machine asks for them either way.
 	pins := login.New(postgres.NewAccounts(db), loginCfg)
+	if authn.Mode == auth.JWT {
+		// A token of a session that has ended (logout, a refresh token
+		// used twice, its account disabled or deleted) is refused.
+		authn.Sessions = auth.NewSessions(pins.SessionAlive)
+	}
 	var signIn *login.Service
 	if cfg.LoginOn() {
 		signIn = pins
@@ -171,6 +179,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		MaxPageBytes:   cfg.MaxPageBytes,
 		RequestTimeout: cfg.RequestTimeout,
 		Auth:           authn,
+		Clients:        serve.NewClients(cfg.Serving.TrustedProxies),
 		EventsWritten:  written,
 	}, httpapi.Services{
 		Locks:     locks,
@@ -203,7 +212,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 
 	sweeper := postgres.NewSweeper(db, logger, postgres.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted, OnPass: metrics.SweeperPass,
-		History: cfg.LockHistory, Retention: cfg.LockHistoryRetention, MaxEvents: cfg.LockHistoryMaxEvents})
+		History: cfg.LockHistory, Retention: cfg.LockHistoryRetention, MaxEvents: cfg.LockHistoryMaxEvents,
+		KnownFor: cfg.LoginKnownFor})
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -245,8 +255,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}()
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("listening", slog.String("addr", ln.Addr().String()))
+	go func() { serveErr <- serve.Serve(srv, ln, cfg.Serving.TLSCertFile, cfg.Serving.TLSKeyFile) }()
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.Bool("tls", cfg.Serving.TLS()))
 	if listening != nil {
 		listening <- ln.Addr().String()
 	}

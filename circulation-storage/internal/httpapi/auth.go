@@ -29,12 +29,10 @@ func caller(ctx context.Context) string {
 // writes is recorded as theirs (storage.WithUser, in the context admit
 // makes).
 func (s *Server) authorize(c echo.Context, r *requestInfo) error {
-	who, claims, err := s.cfg.Auth.Check(schemas.ServiceStorage, c.Request().Method, c.Path(), c.Request().Header)
-	if err != nil {
-		return err
-	}
-	r.Caller, r.Module, r.claims = who.User, who.Module, claims
-	return nil
+	who, claims, err := s.cfg.Auth.Check(c.Request().Context(), schemas.ServiceStorage, c.Request().Method, c.Path(), c.Request().Header)
+	// A refused request is logged with who it is, or claims to be, too.
+	r.Caller, r.Module, r.Claimed, r.claims = who.User, who.Module, who.Unverified, claims
+	return err
 }
 
 // claimsOf is the request's verified claims (jwt mode), nil otherwise.

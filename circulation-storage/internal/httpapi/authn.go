@@ -76,21 +76,47 @@ func (s *Server) refresh(c echo.Context) error {
 	return s.signedIn(c, t, http.StatusCreated)
 }
 
-// logout is POST /authn/logout: the refresh token no longer works, and
-// both cookies are cleared.
+// logout is POST /authn/logout: the session ends, named by the refresh
+// cookie or by a valid access token (header or cookie); its refresh
+// tokens no longer work, nor, at either service within auth.SessionTTL,
+// its access tokens; and both cookies are cleared.
 func (s *Server) logout(c echo.Context) error {
 	svc, err := s.loginService()
 	if err != nil {
 		return err
 	}
-	if err := svc.Logout(c.Request().Context(), string(tenantOf(c)), cookie(c, refreshCookie)); err != nil {
+	tenant := string(tenantOf(c))
+	var sid string
+	if claims, err := s.cfg.Auth.Verifier.Verify(auth.Token(c.Request().Header)); err == nil && claims.Tenant == tenant {
+		sid = claims.SessionID
+	}
+	if err := svc.Logout(c.Request().Context(), tenant, sid, cookie(c, refreshCookie)); err != nil {
 		return err
+	}
+	if sid != "" && s.cfg.Auth.Sessions != nil {
+		s.cfg.Auth.Sessions.Forget(tenant, sid)
 	}
 	for _, name := range []string{accessCookie, refreshCookie} {
 		c.SetCookie(&http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode,
-			Secure: c.IsTLS()})
+			Secure: s.secure(c)})
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// session is GET /authn/sessions/{id}: whether a sign-in's session still
+// speaks for its account (circulation asks, to refuse the tokens of one
+// that has ended).
+func (s *Server) session(c echo.Context) error {
+	svc, err := s.pinService()
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	alive, err := svc.SessionAlive(c.Request().Context(), string(tenantOf(c)), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"id": id, "active": alive})
 }
 
 // setCredentials is POST /authn/credentials: an account's password, the
@@ -172,7 +198,7 @@ func (s *Server) signedIn(c echo.Context, t login.Tokens, status int) error {
 		// token's cookie before the token (a Max-Age of 0 is none at all,
 		// leaving the second-granular Expires, already past).
 		c.SetCookie(&http.Cookie{Name: k.name, Value: k.value, Path: "/", Expires: k.expires,
-			MaxAge: int(math.Ceil(time.Until(k.expires).Seconds())), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.IsTLS()})
+			MaxAge: int(math.Ceil(time.Until(k.expires).Seconds())), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(c)})
 	}
 	return c.JSON(status, map[string]string{"accessTokenExpiration": t.AccessExpires.UTC().Format(schemas.TimeFormat),
 		"refreshTokenExpiration": t.RefreshExpires.UTC().Format(schemas.TimeFormat)})
@@ -187,27 +213,40 @@ func cookie(c echo.Context, name string) string {
 	return k.Value
 }
 
-// clientAddress is the address failures are counted by: the connection's
-// peer, never a header a client could choose; except that a sign-in
-// circulation passes on for its pages, carrying circulation's own module
-// token, names the page's address in X-Forwarded-For, where circulation
-// put it.
+// fromCirculation says whether the request is circulation passing on a
+// page's or a kiosk's sign-in: it carries circulation's own module token
+// (jwt mode), and only then are the client's address and scheme it names
+// believed.
+func (s *Server) fromCirculation(c echo.Context) bool {
+	if s.cfg.Auth.Mode != auth.JWT {
+		return false
+	}
+	claims, err := s.cfg.Auth.Verifier.Verify(c.Request().Header.Get(schemas.HeaderToken))
+	return err == nil && claims.Module == schemas.ServiceCirculation
+}
+
+// clientAddress is the address failures are counted by: the client's as
+// the connection and the trusted proxies say (serve.Clients), never a
+// header a client could choose; except that for a sign-in circulation
+// passes on, carrying its module token, it is the address circulation
+// names in X-Forwarded-For.
 func (s *Server) clientAddress(c echo.Context) string {
 	req := c.Request()
-	peer, _, err := net.SplitHostPort(req.RemoteAddr)
-	if err != nil {
-		peer = req.RemoteAddr
+	if fwd := req.Header.Get(schemas.HeaderForwardedFor); fwd != "" && s.fromCirculation(c) {
+		if ip := net.ParseIP(strings.TrimSpace(fwd)); ip != nil {
+			return ip.String()
+		}
 	}
-	fwd := req.Header.Get(schemas.HeaderForwardedFor)
-	if fwd == "" || s.cfg.Auth.Mode != auth.JWT {
-		return peer
+	return s.cfg.Clients.Address(req)
+}
+
+// secure says whether the client reached us over TLS, so that the
+// sign-in's cookies are Secure: the connection is TLS or a trusted proxy
+// says https, or circulation, passing a sign-in on, does.
+func (s *Server) secure(c echo.Context) bool {
+	req := c.Request()
+	if s.cfg.Clients.Secure(req) {
+		return true
 	}
-	claims, err := s.cfg.Auth.Verifier.Verify(req.Header.Get(schemas.HeaderToken))
-	if err != nil || claims.Module != schemas.ServiceCirculation {
-		return peer
-	}
-	if ip := net.ParseIP(strings.TrimSpace(fwd)); ip != nil {
-		return ip.String()
-	}
-	return peer
+	return strings.EqualFold(req.Header.Get(schemas.HeaderForwardedProto), "https") && s.fromCirculation(c)
 }

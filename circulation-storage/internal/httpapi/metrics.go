@@ -38,6 +38,8 @@ type Metrics struct {
 	listenerReconnects prometheus.Counter
 	lockEvents         *prometheus.CounterVec
 	lockEventsLost     prometheus.Counter
+	secretsChecked     *prometheus.CounterVec
+	attemptsRefused    *prometheus.CounterVec
 }
 
 var (
@@ -109,14 +111,27 @@ func NewMetrics() *Metrics {
 			Name: "checkout_lock_listener_reconnects_total",
 			Help: "Times the lock release listener connected again after losing its connection.",
 		}),
+		secretsChecked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "login_secrets_checked_total",
+			Help: "Passwords and PINs checked against their hash, by kind (password, pin) and result (match, mismatch): each was counted first.",
+		}, []string{"kind", "result"}),
+		attemptsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "login_attempts_refused_total",
+			Help: "Sign-ins and PIN checks refused before anything was checked, because a count was full, by kind (password, pin).",
+		}, []string{"kind"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requestDuration, m.lockAcquisitions, m.sweeperDeleted, m.sweeperPass,
 		m.waitDuration, m.waiters, m.wakeups, m.grantsToGone, m.watchFailures, m.listenerUp, m.listenerReconnects,
-		m.lockEvents, m.lockEventsLost,
+		m.lockEvents, m.lockEventsLost, m.secretsChecked, m.attemptsRefused,
 	)
+	for _, kind := range []string{"password", "pin"} {
+		m.secretsChecked.WithLabelValues(kind, "match")
+		m.secretsChecked.WithLabelValues(kind, "mismatch")
+		m.attemptsRefused.WithLabelValues(kind)
+	}
 	for _, t := range storage.EventTypes {
 		m.lockEvents.WithLabelValues(string(t))
 	}
@@ -132,6 +147,18 @@ func NewMetrics() *Metrics {
 	}
 	return m
 }
+
+// SecretChecked counts a password or PIN checked (login.Config.Checked).
+func (m *Metrics) SecretChecked(kind string, matched bool) {
+	result := "mismatch"
+	if matched {
+		result = "match"
+	}
+	m.secretsChecked.WithLabelValues(kind, result).Inc()
+}
+
+// AttemptRefused counts an attempt refused unchecked (login.Config.Refused).
+func (m *Metrics) AttemptRefused(kind string) { m.attemptsRefused.WithLabelValues(kind).Inc() }
 
 // Waiters implements storage.WaitObserver.
 func (m *Metrics) Waiters(delta int) { m.waiters.Add(float64(delta)) }

@@ -46,6 +46,8 @@ type Config struct {
 	// Auth is who may call: every route but health, readiness and metrics
 	// requires its permission (schemas.Routes).
 	Auth auth.Guard
+	// Clients says who a client is behind the trusted proxies.
+	Clients serve.Clients
 	// EventsWritten, when set, is told after a write of loans, items or
 	// requests succeeded: it recorded events for the outbox relay.
 	EventsWritten func()
@@ -127,6 +129,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	handle(e, http.MethodPost, "/authn/refresh", s.refresh, s.tenant)
 	handle(e, http.MethodPost, "/authn/logout", s.logout, s.tenant)
 	handle(e, http.MethodPost, "/authn/credentials", s.setCredentials, s.tenant)
+	get(e, "/authn/sessions/:id", s.session, s.tenant)
 	handle(e, http.MethodPost, "/patron-pin", s.setPatronPin, s.tenant)
 	handle(e, http.MethodPost, "/patron-pin/verify", s.verifyPatronPin, s.tenant)
 

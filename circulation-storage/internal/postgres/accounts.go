@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
 
 	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/checkoutlock/schemas/errs"
@@ -28,28 +33,87 @@ var (
 	setHashSQL     = withTables(`INSERT INTO %[1]s (tenant_id, account_id, hash)
 SELECT $1, a.id, $3 FROM %[2]s a WHERE a.tenant_id = $1 AND a.id = $2
 ON CONFLICT (tenant_id, account_id) DO UPDATE SET hash = excluded.hash, changed_at = now()`, tableCredential, tableAccount)
-	lockedUntilSQL = withTables(`SELECT max(locked_until) FROM %s WHERE tenant_id = $1 AND key = ANY($2::text[])`, tableLoginFailure)
-	// failSQL counts one failure of each key ($2, with its maximum in $3):
-	// a count older than the window ($4) starts again, and a count at its
-	// maximum locks the key for $5 (each further failure locks it again).
-	failSQL = withTables(`WITH k AS (SELECT key, max FROM unnest($2::text[], $3::integer[]) AS k(key, max))
-INSERT INTO %s AS f (tenant_id, key, failures, first_at, locked_until)
-SELECT $1, k.key, 1, now(), CASE WHEN k.max <= 1 THEN now() + $5::interval END FROM k
-ON CONFLICT (tenant_id, key) DO UPDATE SET
-    failures = CASE WHEN f.first_at < now() - $4::interval THEN 1 ELSE f.failures + 1 END,
-    first_at = CASE WHEN f.first_at < now() - $4::interval THEN now() ELSE f.first_at END,
-    locked_until = CASE WHEN (CASE WHEN f.first_at < now() - $4::interval THEN 1 ELSE f.failures + 1 END)
-                             >= (SELECT max FROM k WHERE k.key = f.key)
-                        THEN now() + $5::interval ELSE f.locked_until END`, tableLoginFailure)
+	// ensureCountsSQL makes the rows of keys ($2, sorted) that are not
+	// there yet and locks every one, in key order, until the transaction
+	// ends (DO UPDATE locks a row that is there; the update changes
+	// nothing): a row the sweeper deletes meanwhile is made again, and no
+	// attempt reads a count another is deciding on.
+	ensureCountsSQL = withTables(`INSERT INTO %s AS f (tenant_id, key, failures, first_at)
+SELECT $1, k, 0, now() FROM unnest($2::text[]) AS k ORDER BY k
+ON CONFLICT (tenant_id, key) DO UPDATE SET failures = f.failures`, tableLoginFailure)
+	// countsSQL reads the counts of keys ($2), which ensureCountsSQL
+	// locked, with the transaction's time.
+	countsSQL = withTables(`SELECT key, failures, first_at, locked_until, now() FROM %s
+ WHERE tenant_id = $1 AND key = ANY($2::text[])`, tableLoginFailure)
+	// setCountsSQL stores the counts decided.
+	setCountsSQL = withTables(`UPDATE %s AS f SET failures = n.failures, first_at = n.first_at, locked_until = n.locked_until
+  FROM unnest($2::text[], $3::integer[], $4::timestamptz[], $5::timestamptz[]) AS n(key, failures, first_at, locked_until)
+ WHERE f.tenant_id = $1 AND f.key = n.key`, tableLoginFailure)
+	// lockCountsSQL locks the rows of keys ($2), in key order as Count
+	// locks them, and reads whether each is locked now.
+	lockCountsSQL = withTables(`SELECT key, locked_until > now() FROM %s
+ WHERE tenant_id = $1 AND key = ANY($2::text[]) ORDER BY key FOR UPDATE`, tableLoginFailure)
+	// giveBackSQL takes a succeeded attempt's count off each key ($2,
+	// with its maximum in $3, rows locked by lockCountsSQL), lifting the
+	// lock when the count falls below the maximum, and records the
+	// success of the key in $4.
+	giveBackSQL = withTables(`UPDATE %s AS f SET
+    failures = greatest(f.failures - 1, 0),
+    locked_until = CASE WHEN f.failures - 1 < k.max THEN NULL ELSE f.locked_until END,
+    succeeded_at = CASE WHEN f.key = $4 THEN now() ELSE f.succeeded_at END
+  FROM unnest($2::text[], $3::integer[]) AS k(key, max)
+ WHERE f.tenant_id = $1 AND f.key = k.key`, tableLoginFailure)
+	signedInSQL = withTables(`SELECT EXISTS (SELECT FROM %s WHERE tenant_id = $1 AND key = $2
+   AND succeeded_at > now() - $3::double precision * interval '1 second')`, tableLoginFailure)
 	setPinSQL = withTables(`INSERT INTO %[1]s (tenant_id, patron_id, hash)
 SELECT $1, p.id, $3 FROM %[2]s p WHERE p.tenant_id = $1 AND p.id = $2
 ON CONFLICT (tenant_id, patron_id) DO UPDATE SET hash = excluded.hash, changed_at = now()`, tablePatronPin, tablePatron)
-	pinSQL         = withTables(`SELECT hash FROM %s WHERE tenant_id = $1 AND patron_id = $2`, tablePatronPin)
-	forgetSQL      = withTables(`DELETE FROM %s WHERE tenant_id = $1 AND key = $2`, tableLoginFailure)
-	keepRefreshSQL = withTables(`INSERT INTO %s (tenant_id, hash, account_id, expires_at) VALUES ($1, $2, $3, $4)`, tableRefreshToken)
-	takeRefreshSQL = withTables(`UPDATE %s SET revoked_at = now()
- WHERE tenant_id = $1 AND hash = $2 AND revoked_at IS NULL AND expires_at > now()
-RETURNING account_id::text`, tableRefreshToken)
+	pinSQL          = withTables(`SELECT hash FROM %s WHERE tenant_id = $1 AND patron_id = $2`, tablePatronPin)
+	forgetSQL       = withTables(`DELETE FROM %s WHERE tenant_id = $1 AND key = $2`, tableLoginFailure)
+	startSessionSQL = withTables(`WITH s AS (
+    INSERT INTO %[1]s (tenant_id, id, account_id, expires_at) VALUES ($1, $2, $3, $5)
+)
+INSERT INTO %[2]s (tenant_id, hash, account_id, session_id, expires_at) VALUES ($1, $4, $3, $2, $5)`, tableLoginSession, tableRefreshToken)
+	// rotateSQL takes a live refresh token of a live session and keeps
+	// the next one in its place, extending the session; a token found
+	// already taken ends its session instead (it was used twice). The
+	// taking and the ending read the token's row as the UPDATE left it:
+	// of two refreshes with one token at once, one takes it and the other
+	// ends the session.
+	rotateSQL = withTables(`WITH taken AS (
+    UPDATE %[2]s AS r SET revoked_at = now()
+      FROM %[1]s s
+     WHERE r.tenant_id = $1 AND r.hash = $2 AND r.revoked_at IS NULL AND r.expires_at > now()
+       AND s.tenant_id = r.tenant_id AND s.id = r.session_id AND s.ended_at IS NULL
+    RETURNING r.account_id, r.session_id
+), kept AS (
+    INSERT INTO %[2]s (tenant_id, hash, account_id, session_id, expires_at)
+    SELECT $1, $3, account_id, session_id, $4 FROM taken
+), extended AS (
+    UPDATE %[1]s s SET expires_at = $4 FROM taken WHERE s.tenant_id = $1 AND s.id = taken.session_id
+), reused AS (
+    UPDATE %[1]s s SET ended_at = now(), end_reason = 'refresh_reused'
+      FROM %[2]s r
+     WHERE NOT EXISTS (SELECT FROM taken)
+       AND r.tenant_id = $1 AND r.hash = $2 AND r.revoked_at IS NOT NULL
+       AND s.tenant_id = r.tenant_id AND s.id = r.session_id AND s.ended_at IS NULL
+)
+SELECT account_id::text, session_id::text FROM taken`, tableLoginSession, tableRefreshToken)
+	// endSessionSQL ends the session named by id ($2) or by a refresh
+	// token's hash ($3), and revokes its refresh tokens.
+	endSessionSQL = withTables(`WITH s AS (
+    UPDATE %[1]s s SET ended_at = now(), end_reason = $4
+     WHERE s.tenant_id = $1 AND s.ended_at IS NULL
+       AND (s.id = $2::uuid OR s.id = (SELECT session_id FROM %[2]s WHERE tenant_id = $1 AND hash = $3))
+    RETURNING s.id
+)
+UPDATE %[2]s r SET revoked_at = now() FROM s
+ WHERE r.tenant_id = $1 AND r.session_id = s.id AND r.revoked_at IS NULL`, tableLoginSession, tableRefreshToken)
+	// sessionAliveSQL: a session speaks for its account while it has not
+	// ended nor expired and the account is there and active.
+	sessionAliveSQL = withTables(`SELECT EXISTS (SELECT FROM %[1]s s JOIN %[2]s a ON a.tenant_id = s.tenant_id AND a.id = s.account_id
+ WHERE s.tenant_id = $1 AND s.id = $2 AND s.ended_at IS NULL AND s.expires_at > now()
+   AND a.jsonb -> 'active' IS DISTINCT FROM 'false'::jsonb)`, tableLoginSession, tableAccount)
 )
 
 // accountOf reads an account's document.
@@ -107,22 +171,119 @@ func (s *Accounts) SetHash(ctx context.Context, tenant, accountID, hash string) 
 	return nil
 }
 
-// LockedUntil implements login.Store.
-func (s *Accounts) LockedUntil(ctx context.Context, tenant string, keys []string) (time.Time, error) {
-	var until *time.Time
-	if err := s.db.pool.QueryRow(ctx, lockedUntilSQL, tenant, keys).Scan(&until); err != nil {
-		return time.Time{}, interpret(err, "")
+// Count implements login.Store: in one transaction, the rows of the
+// limits' keys are made if missing and locked in key order (so that
+// attempts on the same keys queue, and attempts on overlapping keys
+// cannot deadlock), the counts decided (login.Decide), and stored only
+// when every limit let the attempt in. Nothing is checked before the
+// attempt is counted: the caller checks the secret after Count returns.
+func (s *Accounts) Count(ctx context.Context, tenant string, limits []login.Limit) (time.Duration, []string, error) {
+	limits = slices.Clone(limits)
+	slices.SortFunc(limits, func(a, b login.Limit) int { return strings.Compare(a.Key, b.Key) })
+	keys := make([]string, len(limits))
+	for i, l := range limits {
+		keys[i] = l.Key
 	}
-	if until == nil {
-		return time.Time{}, nil
+	var wait time.Duration
+	var filled []string
+	err := s.db.inTx(ctx, storage.Tenant(tenant), func(tx pgx.Tx) error {
+		wait, filled = 0, nil
+		if _, err := tx.Exec(ctx, ensureCountsSQL, tenant, keys); err != nil {
+			return interpret(err, "")
+		}
+		rows, err := tx.Query(ctx, countsSQL, tenant, keys)
+		if err != nil {
+			return interpret(err, "")
+		}
+		counts := map[string]login.Count{}
+		var now time.Time
+		for rows.Next() {
+			var key string
+			var c login.Count
+			if err := rows.Scan(&key, &c.Failures, &c.FirstAt, &c.LockedUntil, &now); err != nil {
+				rows.Close()
+				return interpret(err, "")
+			}
+			counts[key] = c
+		}
+		if err := rows.Err(); err != nil {
+			return interpret(err, "")
+		}
+		next := make([]login.Count, len(limits))
+		for i, l := range limits {
+			n, w := login.Decide(l, counts[l.Key], now)
+			next[i], wait = n, max(wait, w)
+			if w == 0 && n.LockedUntil != nil {
+				filled = append(filled, l.Key)
+			}
+		}
+		if wait > 0 {
+			return nil
+		}
+		failures := make([]int, len(next))
+		firsts := make([]time.Time, len(next))
+		locks := make([]*time.Time, len(next))
+		for i, n := range next {
+			failures[i], firsts[i], locks[i] = n.Failures, n.FirstAt, n.LockedUntil
+		}
+		_, err = tx.Exec(ctx, setCountsSQL, tenant, keys, failures, firsts, locks)
+		return interpret(err, "")
+	})
+	if wait > 0 {
+		filled = nil
 	}
-	return *until, nil
+	return wait, filled, err
 }
 
-// Fail implements login.Store.
-func (s *Accounts) Fail(ctx context.Context, tenant string, keys []string, max []int, window, lockout time.Duration) error {
-	_, err := s.db.pool.Exec(ctx, failSQL, tenant, keys, max, window, lockout)
-	return interpret(err, "")
+// Succeed implements login.Store: in one transaction, the rows are
+// locked in key order (as Count locks them), the guard read, and the
+// count given back unless the guard is locked and this attempt did not
+// lock it.
+func (s *Accounts) Succeed(ctx context.Context, tenant string, limits []login.Limit, guard string, filledGuard bool, signedIn string) (bool, error) {
+	keys := make([]string, len(limits))
+	maxes := make([]int, len(limits))
+	for i, l := range limits {
+		keys[i], maxes[i] = l.Key, l.Max
+	}
+	var granted bool
+	err := s.db.inTx(ctx, storage.Tenant(tenant), func(tx pgx.Tx) error {
+		granted = false
+		rows, err := tx.Query(ctx, lockCountsSQL, tenant, keys)
+		if err != nil {
+			return interpret(err, "")
+		}
+		filledByOthers := false
+		for rows.Next() {
+			var key string
+			var locked *bool
+			if err := rows.Scan(&key, &locked); err != nil {
+				rows.Close()
+				return interpret(err, "")
+			}
+			if key == guard && locked != nil && *locked && !filledGuard {
+				filledByOthers = true
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return interpret(err, "")
+		}
+		if filledByOthers {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, giveBackSQL, tenant, keys, maxes, signedIn); err != nil {
+			return interpret(err, "")
+		}
+		granted = true
+		return nil
+	})
+	return granted, err
+}
+
+// SignedIn implements login.Store.
+func (s *Accounts) SignedIn(ctx context.Context, tenant, key string, d time.Duration) (bool, error) {
+	var known bool
+	err := s.db.pool.QueryRow(ctx, signedInSQL, tenant, key, d.Seconds()).Scan(&known)
+	return known, interpret(err, "")
 }
 
 // Forget implements login.Store.
@@ -131,23 +292,46 @@ func (s *Accounts) Forget(ctx context.Context, tenant, key string) error {
 	return interpret(err, "")
 }
 
-// KeepRefresh implements login.Store.
-func (s *Accounts) KeepRefresh(ctx context.Context, tenant string, hash []byte, accountID string, expires time.Time) error {
-	_, err := s.db.pool.Exec(ctx, keepRefreshSQL, tenant, hash, accountID, expires)
+// StartSession implements login.Store.
+func (s *Accounts) StartSession(ctx context.Context, tenant, sessionID, accountID string, refreshHash []byte, expires time.Time) error {
+	_, err := s.db.pool.Exec(ctx, startSessionSQL, tenant, sessionID, accountID, refreshHash, expires)
 	return interpret(err, "")
 }
 
-// TakeRefresh implements login.Store.
-func (s *Accounts) TakeRefresh(ctx context.Context, tenant string, hash []byte) (string, bool, error) {
-	var id string
-	err := s.db.pool.QueryRow(ctx, takeRefreshSQL, tenant, hash).Scan(&id)
+// Rotate implements login.Store.
+func (s *Accounts) Rotate(ctx context.Context, tenant string, hash, next []byte, expires time.Time) (string, string, bool, error) {
+	var id, sid string
+	err := s.db.pool.QueryRow(ctx, rotateSQL, tenant, hash, next, expires).Scan(&id, &sid)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", false, nil
+		return "", "", false, nil
 	}
 	if err != nil {
-		return "", false, interpret(err, "")
+		return "", "", false, interpret(err, "")
 	}
-	return id, true, nil
+	return id, sid, true, nil
+}
+
+// EndSession implements login.Store.
+func (s *Accounts) EndSession(ctx context.Context, tenant, sessionID string, refreshHash []byte, reason string) error {
+	var id *string
+	if sessionID != "" {
+		if _, err := uuid.Parse(sessionID); err != nil {
+			return nil // no such session
+		}
+		id = &sessionID
+	}
+	_, err := s.db.pool.Exec(ctx, endSessionSQL, tenant, id, refreshHash, reason)
+	return interpret(err, "")
+}
+
+// SessionAlive implements login.Store.
+func (s *Accounts) SessionAlive(ctx context.Context, tenant, sessionID string) (bool, error) {
+	if _, err := uuid.Parse(sessionID); err != nil {
+		return false, nil
+	}
+	var alive bool
+	err := s.db.pool.QueryRow(ctx, sessionAliveSQL, tenant, sessionID).Scan(&alive)
+	return alive, interpret(err, "")
 }
 
 // SetPinHash implements login.Store.

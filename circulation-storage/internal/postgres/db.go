@@ -222,6 +222,7 @@ const (
 	tableAccount          tableName = "account"
 	tableCredential       tableName = "account_credential"
 	tableRefreshToken     tableName = "refresh_token"
+	tableLoginSession     tableName = "login_session"
 	tableLoginFailure     tableName = "login_failure"
 	tableServicePoint     tableName = "service_point"
 	tablePatronPin        tableName = "patron_pin"
@@ -242,7 +243,7 @@ const outboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 
 // tenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var tenantTables = []tableName{
-	tableOutbox, tableOutboxCommit, tableOutboxTenant, tableServicePoint, tableLoginFailure, tableRefreshToken, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
+	tableOutbox, tableOutboxCommit, tableOutboxTenant, tableServicePoint, tableLoginFailure, tableRefreshToken, tableLoginSession, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
 	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
 	tableTenantJob,
 }

@@ -23,6 +23,8 @@ type Sweeper struct {
 	history   bool
 	retention time.Duration
 	maxEvents int
+	// knownFor is how long the login's marks of sign-ins are kept.
+	knownFor time.Duration
 	// onDeleted is told how many expired locks each batch removed.
 	onDeleted func(n int)
 	// onPass is told of every pass Run makes.
@@ -48,6 +50,10 @@ type SweeperConfig struct {
 	History   bool
 	Retention time.Duration
 	MaxEvents int
+	// KnownFor is how long the login remembers that an account signed in
+	// from an address (login.Config.KnownFor): the sweeper keeps the
+	// marks that long (default 30 days).
+	KnownFor time.Duration
 }
 
 // NewSweeper returns a sweeper.
@@ -59,7 +65,8 @@ func NewSweeper(db *DB, logger *slog.Logger, cfg SweeperConfig) *Sweeper {
 		cfg.OnPass = func(time.Duration, string) {}
 	}
 	return &Sweeper{db: db, logger: logger, batchSize: max(1, cfg.BatchSize), onDeleted: cfg.OnDeleted, onPass: cfg.OnPass,
-		history: cfg.History, retention: cmp.Or(cfg.Retention, 7*24*time.Hour), maxEvents: cmp.Or(cfg.MaxEvents, 100000)}
+		history: cfg.History, retention: cmp.Or(cfg.Retention, 7*24*time.Hour), maxEvents: cmp.Or(cfg.MaxEvents, 100000),
+		knownFor: cmp.Or(cfg.KnownFor, 30*24*time.Hour)}
 }
 
 // The sweeper's statements work across tenants, each through an index
@@ -69,14 +76,20 @@ var (
 	// sweepWaitersSQL deletes the registrations of waiters that have
 	// lapsed.
 	sweepWaitersSQL = withTables(`DELETE FROM %s WHERE expires_at <= now()`, tableLockWaiter)
-	// sweepLoginSQL deletes what the login keeps past its use: failure
-	// counts a day old and not locking, refresh tokens expired or revoked
-	// a day ago. Sign-ins with names made up by the thousand leave rows
-	// for a day at most.
+	// sweepLoginSQL deletes what the login keeps past its use: counts a
+	// day old that lock nothing and mark no sign-in within
+	// the sweeper's KnownFor ($1, seconds); sessions expired or ended a day
+	// ago, with their refresh tokens; and expired refresh tokens.
+	// Sign-ins with names made up by the thousand leave rows for a day at
+	// most. A live session keeps its refresh tokens, taken ones included,
+	// so that a taken one used again still ends it.
 	sweepLoginSQL = withTables(`WITH f AS (
     DELETE FROM %[1]s WHERE first_at < now() - interval '1 day' AND (locked_until IS NULL OR locked_until < now())
+       AND (succeeded_at IS NULL OR succeeded_at < now() - $1::double precision * interval '1 second')
+), s AS (
+    DELETE FROM %[3]s WHERE expires_at < now() - interval '1 day' OR ended_at < now() - interval '1 day'
 )
-DELETE FROM %[2]s WHERE expires_at < now() OR revoked_at < now() - interval '1 day'`, tableLoginFailure, tableRefreshToken)
+DELETE FROM %[2]s WHERE expires_at < now()`, tableLoginFailure, tableRefreshToken, tableLoginSession)
 
 	// sweepSQL deletes one batch. SKIP LOCKED keeps a sweeper out of the
 	// way of a check-out's write that holds a lock's row, and the outer
@@ -184,7 +197,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	if _, err := s.db.pool.Exec(ctx, sweepWaitersSQL); err != nil {
 		return 0, fmt.Errorf("sweep waiters: %w", interpret(err, ""))
 	}
-	if _, err := s.db.pool.Exec(ctx, sweepLoginSQL); err != nil {
+	if _, err := s.db.pool.Exec(ctx, sweepLoginSQL, s.knownFor.Seconds()); err != nil {
 		return 0, fmt.Errorf("sweep login: %w", interpret(err, ""))
 	}
 	if err := s.trim(ctx); err != nil {

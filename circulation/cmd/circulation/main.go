@@ -30,6 +30,7 @@ import (
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
 	"github.com/checkoutlock/schemas/locksettings"
+	"github.com/checkoutlock/schemas/serve"
 )
 
 func main() {
@@ -81,8 +82,24 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	if err != nil {
 		return err
 	}
-	storage := storageclient.New(cfg.StorageURL, cfg.StorageTimeout)
+	roots, err := config.CertPool(cfg.StorageCAFile)
+	if err != nil {
+		return err
+	}
+	storage := storageclient.New(cfg.StorageURL, cfg.StorageTimeout, roots)
 	defer storage.Close()
+	if module != nil {
+		// A token of a sign-in whose session has ended (logout, a refresh
+		// token used twice, its account disabled or deleted) is refused:
+		// storage, which keeps the sessions, is asked, as circulation.
+		authn.Sessions = auth.NewSessions(func(ctx context.Context, tenant, id string) (bool, error) {
+			token, err := module.Token(tenant, "", "session check", []string{schemas.PermissionSessionGet})
+			if err != nil {
+				return false, err
+			}
+			return storage.SessionAlive(circulation.WithOkapi(ctx, circulation.Okapi{Tenant: tenant, Token: token}), id)
+		})
+	}
 	metrics := httpapi.NewMetrics()
 	settings := circulation.NewSettings(storage, circulation.SettingsConfig{
 		Env: circulation.LockSettings{
@@ -107,7 +124,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Instance:       instanceName(cfg.InstanceName, ln.Addr()),
 	})
 	server := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes, MaxHeaderBytes: cfg.MaxHeaderBytes,
-		RequestTimeout: cfg.RequestTimeout, Auth: authn, Module: module, SIP2AdminURLs: cfg.SIP2AdminURLs},
+		RequestTimeout: cfg.RequestTimeout, Auth: authn, Module: module, SIP2AdminURLs: cfg.SIP2AdminURLs,
+		Clients: serve.NewClients(cfg.Serving.TrustedProxies), SummaryRate: cfg.PatronSummaryRate},
 		httpapi.Services{
 			Circulation: svc,
 			Settings:    settings,
@@ -130,8 +148,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("listening", slog.String("addr", ln.Addr().String()))
+	go func() { serveErr <- serve.Serve(srv, ln, cfg.Serving.TLSCertFile, cfg.Serving.TLSKeyFile) }()
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.Bool("tls", cfg.Serving.TLS()))
 	if listening != nil {
 		listening <- ln.Addr().String()
 	}

@@ -15,12 +15,10 @@ import (
 // authorize lets the request through if its caller may use the route (see
 // auth.Guard.Check), and remembers who the caller is.
 func (s *Server) authorize(c echo.Context, r *requestInfo) error {
-	who, claims, err := s.cfg.Auth.Check(schemas.ServiceCirculation, c.Request().Method, c.Path(), c.Request().Header)
-	if err != nil {
-		return err
-	}
-	r.Caller, r.claims = who.User, claims
-	return nil
+	who, claims, err := s.cfg.Auth.Check(c.Request().Context(), schemas.ServiceCirculation, c.Request().Method, c.Path(), c.Request().Header)
+	// A refused request is logged with who it is, or claims to be, too.
+	r.Caller, r.Module, r.Claimed, r.claims = who.User, who.Module, who.Unverified, claims
+	return err
 }
 
 // holds says whether the caller holds permission beyond the route's: in

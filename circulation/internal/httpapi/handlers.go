@@ -91,9 +91,8 @@ func (s *Server) checkOut(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if loanDate.After(time.Now().Add(schemas.MaxLoanDateAhead)) {
-		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
-			"loanDate: %s is more than %s ahead of this server's clock", req.LoanDate, schemas.MaxLoanDateAhead).With("loanDate", req.LoanDate)
+	if err := s.allowLoanDate(c, loanDate, req.LoanDate); err != nil {
+		return err
 	}
 	var overrides circulation.Overrides
 	if o := req.OverrideBlocks; o != nil {
@@ -138,6 +137,29 @@ func (s *Server) checkOut(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)
 	return c.JSON(http.StatusCreated, out)
+}
+
+// allowLoanDate refuses a check-out's loanDate (raw as sent) that no
+// caller may give, more than schemas.MaxLoanDateAhead ahead of this
+// server's clock, or that the caller may not: more than
+// schemas.MaxLoanDateBehind behind it without PermissionOverrideLoanDate.
+// A loan dated by a kiosk is a loan of now.
+func (s *Server) allowLoanDate(c echo.Context, loanDate time.Time, raw string) error {
+	if loanDate.IsZero() {
+		return nil
+	}
+	now := time.Now()
+	if loanDate.After(now.Add(schemas.MaxLoanDateAhead)) {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"loanDate: %s is more than %s ahead of this server's clock", raw, schemas.MaxLoanDateAhead).With("loanDate", raw)
+	}
+	if loanDate.Before(now.Add(-schemas.MaxLoanDateBehind)) && !s.holds(c, schemas.PermissionOverrideLoanDate) {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeInsufficientOverridePermissions,
+			"loanDate: %s is more than %s before this server's clock, which takes permission %s",
+			raw, schemas.MaxLoanDateBehind, schemas.PermissionOverrideLoanDate).
+			With("loanDate", raw).With("missingPermissions", schemas.PermissionOverrideLoanDate)
+	}
+	return nil
 }
 
 // allowOverrides applies FOLIO's rules for overriding blocks

@@ -115,7 +115,7 @@ func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Ha
 	fake.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks"})
 	fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID})
 
-	client := storageclient.New(fake.URL, time.Second)
+	client := storageclient.New(fake.URL, time.Second, nil)
 	t.Cleanup(client.Close)
 	logs := &logBuffer{}
 	var h slog.Handler = slog.NewJSONHandler(logs, nil)

@@ -43,6 +43,13 @@ type Config struct {
 	// Module signs circulation's module tokens, with which it calls
 	// storage in jwt mode (nil in the other modes).
 	Module *auth.ModuleSigner
+	// Clients says who a client is behind the trusted proxies (the SIP2
+	// door among them, naming its kiosks).
+	Clients serve.Clients
+	// SummaryRate is how many patron summaries a minute a caller without
+	// the details permission may read, per account and client address (0:
+	// no bound).
+	SummaryRate int
 }
 
 // Services are the domain services the API serves.
@@ -66,11 +73,14 @@ type Server struct {
 	metrics *Metrics
 	logger  *slog.Logger
 	echo    *echo.Echo
+	// summaries holds self-check machines to their rate of patron
+	// summaries.
+	summaries *summaryRate
 }
 
 // New builds the HTTP handler with every route and middleware.
 func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *slog.Logger) *Server {
-	s := &Server{cfg: cfg, svc: svc, schemas: sch, metrics: metrics, logger: logger}
+	s := &Server{cfg: cfg, svc: svc, schemas: sch, metrics: metrics, logger: logger, summaries: newSummaryRate(cfg.SummaryRate)}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -29,9 +28,11 @@ type Passer interface {
 }
 
 // passAuthn is POST /authn/login-with-expiry, /authn/refresh and
-// /authn/logout: storage's answer, cookies included. The caller's address
-// goes along for storage to count failed sign-ins by (storage believes it
-// only from circulation's module token).
+// /authn/logout: storage's answer, cookies included. The client's address
+// (behind the trusted proxies: a kiosk's, named by the SIP2 door) goes
+// along for storage to count failed sign-ins by, and whether it came over
+// TLS, for storage to make the cookies Secure; storage believes both only
+// from circulation's module token.
 func (s *Server) passAuthn(c echo.Context) error {
 	req := c.Request()
 	var body []byte
@@ -48,7 +49,10 @@ func (s *Server) passAuthn(c echo.Context) error {
 			h[k] = v
 		}
 	}
-	h.Set(schemas.HeaderForwardedFor, peerAddress(req))
+	h.Set(schemas.HeaderForwardedFor, s.cfg.Clients.Address(req))
+	if s.cfg.Clients.Secure(req) {
+		h.Set(schemas.HeaderForwardedProto, "https")
+	}
 	status, answer, data, err := s.svc.Pass.Pass(req.Context(), req.Method, c.Path(), body, h)
 	if err != nil {
 		return err
@@ -63,15 +67,6 @@ func (s *Server) passAuthn(c echo.Context) error {
 	c.Response().WriteHeader(status)
 	_, err = c.Response().Write(data)
 	return err
-}
-
-// peerAddress is the connection's peer, never a header a client chose.
-func peerAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // selfJSON is GET /bl-users/_self as FOLIO's mod-users-bl answers it, the
@@ -100,7 +95,7 @@ func (s *Server) self(c echo.Context) error {
 	var out selfJSON
 	switch s.cfg.Auth.Mode {
 	case auth.JWT:
-		claims, err := s.cfg.Auth.Verifier.Identify(c.Request().Header)
+		claims, err := s.cfg.Auth.Identify(c.Request().Context(), c.Request().Header)
 		if err != nil {
 			return err
 		}

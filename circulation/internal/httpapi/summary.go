@@ -2,11 +2,16 @@ package httpapi
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
 
+	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 )
 
 // summaryLoanJSON is an open loan in schemas/circulation-patron-summary.json.
@@ -24,18 +29,29 @@ type reasonJSON struct {
 }
 
 // patronSummary is GET /circulation/patron-summary?userBarcode=: what a
-// self-check machine shows a patron.
+// self-check machine shows a patron. A caller without
+// PermissionPatronSummaryDetails (a self-check machine) gets the
+// patron's name and loans only with the PIN the patron typed
+// (X-Patron-Pin), and is held to PATRON_SUMMARY_RATE summaries a minute
+// per account and address, counted before anything is read.
 func (s *Server) patronSummary(c echo.Context) error {
 	barcode, err := requiredParam(c, "userBarcode")
 	if err != nil {
 		return err
 	}
-	sum, err := s.svc.Circulation.PatronSummary(c.Request().Context(), barcode)
+	details := s.holds(c, schemas.PermissionPatronSummaryDetails)
+	if !details {
+		if err := s.summaries.take(c, s.cfg.Clients.Address(c.Request())); err != nil {
+			return err
+		}
+	}
+	sum, err := s.svc.Circulation.PatronSummary(c.Request().Context(), barcode, circulation.SummaryAccess{
+		Details: details, Pin: c.Request().Header.Get(schemas.HeaderPatronPin)})
 	if err != nil {
 		return err
 	}
 	type patronJSON struct {
-		ID        string `json:"id"`
+		ID        string `json:"id,omitempty"`
 		Barcode   string `json:"barcode"`
 		Active    bool   `json:"active"`
 		FirstName string `json:"firstName,omitempty"`
@@ -43,6 +59,7 @@ func (s *Server) patronSummary(c echo.Context) error {
 	}
 	p := sum.Patron
 	out := struct {
+		View          string            `json:"view"`
 		Patron        patronJSON        `json:"patron"`
 		CanBorrow     bool              `json:"canBorrow"`
 		Reasons       []reasonJSON      `json:"reasons"`
@@ -50,9 +67,12 @@ func (s *Server) patronSummary(c echo.Context) error {
 		OverdueCount  int               `json:"overdueCount"`
 		ItemLimit     int               `json:"itemLimit,omitempty"`
 		OpenLoans     []summaryLoanJSON `json:"openLoans,omitempty"`
-	}{Patron: patronJSON{ID: p.ID, Barcode: p.Barcode, Active: p.ActiveAt(time.Now()), FirstName: p.FirstName, LastName: p.LastName},
+	}{View: "verdict", Patron: patronJSON{ID: p.ID, Barcode: p.Barcode, Active: p.ActiveAt(time.Now()), FirstName: p.FirstName, LastName: p.LastName},
 		CanBorrow: sum.CanBorrow, Reasons: []reasonJSON{}, OpenLoanCount: sum.OpenLoanCount, OverdueCount: sum.OverdueCount,
 		ItemLimit: sum.ItemLimit}
+	if sum.Full {
+		out.View = "full"
+	}
 	for _, r := range sum.Reasons {
 		j := reasonJSON{Code: r.Code, Message: r.Message}
 		for _, param := range r.Parameters {
@@ -70,6 +90,49 @@ func (s *Server) patronSummary(c echo.Context) error {
 		out.OpenLoans = append(out.OpenLoans, j)
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// summaryRate holds callers to a rate of patron summaries, per tenant,
+// caller and client address: a token bucket each (golang.org/x/time/rate)
+// that holds a minute's summaries, taken from before the summary is read.
+// The buckets are bounded in number and forgotten after two minutes
+// unused (a forgotten one starts full, as it would be by then).
+type summaryRate struct {
+	perMinute int
+	buckets   *expirable.LRU[string, *rate.Limiter]
+	mu        sync.Mutex
+}
+
+func newSummaryRate(perMinute int) *summaryRate {
+	return &summaryRate{perMinute: perMinute, buckets: expirable.NewLRU[string, *rate.Limiter](maxSummaryBuckets, nil, 2*time.Minute)}
+}
+
+// maxSummaryBuckets bounds the callers whose rate is remembered.
+const maxSummaryBuckets = 10000
+
+// take takes one summary from the caller's bucket at address, or refuses
+// it (429 TOO_MANY_REQUESTS, with when to try again).
+func (r *summaryRate) take(c echo.Context, address string) error {
+	if r == nil || r.perMinute <= 0 {
+		return nil
+	}
+	key := c.Request().Header.Get(schemas.HeaderTenant) + "\x00" + callerOf(c) + "\x00" + address
+	r.mu.Lock()
+	l, ok := r.buckets.Get(key)
+	if !ok {
+		l = rate.NewLimiter(rate.Every(time.Minute/time.Duration(r.perMinute)), r.perMinute)
+		r.buckets.Add(key, l)
+	}
+	r.mu.Unlock()
+	res := l.Reserve()
+	if wait := res.Delay(); wait > 0 {
+		res.Cancel()
+		e := errs.Errorf(errs.KindTooManyRequests, schemas.CodeTooManyRequests,
+			"Too many patron summaries from this self-check machine: at most %d a minute", r.perMinute)
+		e.RetryAfter = wait
+		return e
+	}
+	return nil
 }
 
 // itemSummary is GET /circulation/item-summary?itemBarcode=: what a

@@ -7,6 +7,8 @@ package storageclient
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,9 +34,14 @@ type Client struct {
 
 var _ circulation.Storage = (*Client)(nil)
 
-// New returns a client for the storage at baseURL. timeout bounds each call.
-func New(baseURL string, timeout time.Duration) *Client {
+// New returns a client for the storage at baseURL. timeout bounds each call;
+// roots, when not nil, are the CAs an https:// storage's certificate is
+// checked against.
+func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if roots != nil {
+		transport.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
 	// Check-outs fan out several calls each; keep connections warm.
 	transport.MaxIdleConns = 256
 	transport.MaxIdleConnsPerHost = 256
@@ -157,6 +164,20 @@ func (c *Client) Ready(ctx context.Context) error {
 // GetJSON reads a storage resource at path into out (for the lock console).
 func (c *Client) GetJSON(ctx context.Context, path string, out any) error {
 	return c.call(ctx, http.MethodGet, path, nil, out)
+}
+
+// SessionAlive asks whether a sign-in's session still speaks for its
+// account (GET /authn/sessions/{id}). Storage without a login of its own
+// has no sessions: none of them is alive.
+func (c *Client) SessionAlive(ctx context.Context, id string) (bool, error) {
+	var out struct {
+		Active bool `json:"active"`
+	}
+	err := c.call(ctx, http.MethodGet, "/authn/sessions/"+url.PathEscape(id), nil, &out)
+	if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
+		return false, nil
+	}
+	return out.Active, err
 }
 
 // maxPassedAnswer bounds the body of an answer Pass passes on.

@@ -54,13 +54,16 @@ func run(ctx context.Context, environ map[string]string, stdout io.Writer, reloa
 		return err
 	}
 	logger.Info("starting", slog.Any("config", cfg))
+	roots, err := config.CertPool(cfg.CirculationCAFile)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv := server.New(server.Options{MaxLine: cfg.MaxLine, MaxConnections: cfg.MaxConnections,
 		MaxConnectionsPerAddress: cfg.MaxConnectionsPerAddress, LoginTimeout: cfg.LoginTimeout, IdleTimeout: cfg.IdleTimeout,
-		LineTimeout: cfg.LineTimeout, WriteTimeout: cfg.WriteTimeout, CallTimeout: cfg.CallTimeout,
-		LoginFailures: cfg.LoginFailures, LoginLockout: cfg.LoginLockout},
-		circ.New(cfg.CirculationURL, cfg.CallTimeout), logger, server.NewMetrics(reg))
+		LineTimeout: cfg.LineTimeout, WriteTimeout: cfg.WriteTimeout, CallTimeout: cfg.CallTimeout},
+		circ.New(cfg.CirculationURL, cfg.CallTimeout, roots), logger, server.NewMetrics(reg))
 	if err := srv.Apply(listeners); err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ package circ
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/checkoutlock/schemas"
@@ -29,18 +32,32 @@ type Client struct {
 }
 
 // New returns a client of the circulation at baseURL; timeout bounds each
-// call.
-func New(baseURL string, timeout time.Duration) *Client {
-	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Timeout: timeout}}
+// call; roots, when not nil, are the CAs an https:// circulation's
+// certificate is checked against.
+func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if roots != nil {
+		transport.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Timeout: timeout, Transport: transport}}
 }
 
 // Session is a kiosk signed in: its tokens, refreshed when the access
-// token has expired.
+// token has expired, and the kiosk's address, which every call names to
+// circulation (X-Forwarded-For: circulation believes it from the door, a
+// proxy it trusts), so that failed logins and PIN guesses are counted,
+// and patron summaries rated, by kiosk rather than by door.
 type Session struct {
 	Tenant, Username string
+	Address          string
 	mu               sync.Mutex
 	access, refresh  string
+	ended            atomic.Bool
 }
+
+// Ended says whether the session has ended (ErrSessionEnded): the kiosk
+// must log in again.
+func (s *Session) Ended() bool { return s.ended.Load() }
 
 // Refusal is circulation's refusal of a request: FOLIO's messages, joined,
 // the first error's code, and every error with its parameters.
@@ -72,29 +89,40 @@ func (r *Refusal) OwnLoan() (time.Time, bool) {
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%d %s: %s", r.Status, r.Code, r.Message) }
 
-// ErrLoginFailed is a kiosk whose name or password is wrong, or whose
-// sign-ins are locked for a while.
-var ErrLoginFailed = errors.New("circ: login failed")
+// ErrLoginFailed is a kiosk whose name or password is wrong;
+// ErrLoginLocked one whose sign-ins are refused for a while (too many
+// failed from its address), its password not checked.
+var (
+	ErrLoginFailed = errors.New("circ: login failed")
+	ErrLoginLocked = fmt.Errorf("%w: locked for a while", ErrLoginFailed)
+)
+
+// ErrSessionEnded is a kiosk whose sign-in has ended (its account was
+// disabled or deleted, or its session ended): it must log in again.
+var ErrSessionEnded = errors.New("circ: the kiosk's session has ended")
 
 // ErrTooMuch is a kiosk account that holds more than the self-check role:
 // a kiosk may check items out and in, nothing else.
 var ErrTooMuch = errors.New("circ: the kiosk account holds more than the self-check role")
 
-// Login signs a kiosk in and checks that its account holds no more than
-// the self-check role.
-func (c *Client) Login(ctx context.Context, tenant, username, password string) (*Session, error) {
+// Login signs the kiosk at address in and checks that its account holds
+// no more than the self-check role.
+func (c *Client) Login(ctx context.Context, tenant, username, password, address string) (*Session, error) {
 	body, _ := json.Marshal(map[string]string{"username": username, "password": password})
-	res, data, err := c.do(ctx, tenant, "", http.MethodPost, "/authn/login-with-expiry", body, "")
+	res, data, err := c.do(ctx, tenant, address, "", http.MethodPost, "/authn/login-with-expiry", body, "")
 	if err != nil {
 		return nil, err
 	}
-	if res.StatusCode == http.StatusUnprocessableEntity || res.StatusCode == http.StatusTooManyRequests {
+	switch res.StatusCode {
+	case http.StatusUnprocessableEntity:
 		return nil, ErrLoginFailed
+	case http.StatusTooManyRequests:
+		return nil, ErrLoginLocked
 	}
 	if res.StatusCode != http.StatusCreated {
 		return nil, refusal(res.StatusCode, data)
 	}
-	s := &Session{Tenant: tenant, Username: username}
+	s := &Session{Tenant: tenant, Username: username, Address: address}
 	s.access, s.refresh = cookie(res, "folioAccessToken"), cookie(res, "folioRefreshToken")
 	if s.access == "" {
 		return nil, errors.New("circ: the login answered no access token")
@@ -160,8 +188,10 @@ func (c *Client) CheckIn(ctx context.Context, s *Session, item, servicePoint str
 }
 
 // PatronSummary is what a kiosk shows a patron, as circulation answers
-// GET /circulation/patron-summary.
+// GET /circulation/patron-summary: View "full" with the patron's name and
+// loans out (the patron's PIN was right), "verdict" without.
 type PatronSummary struct {
+	View   string `json:"view"`
 	Patron struct {
 		ID        string `json:"id"`
 		Barcode   string `json:"barcode"`
@@ -185,11 +215,17 @@ type PatronSummary struct {
 	} `json:"openLoans"`
 }
 
-// PatronSummary reads what a kiosk shows the patron with barcode; a
-// barcode of no patron is a *Refusal with status 404.
-func (c *Client) PatronSummary(ctx context.Context, s *Session, barcode string) (PatronSummary, error) {
+// PatronSummary reads what a kiosk shows the patron with barcode, with the
+// PIN the patron typed ("" for none: the verdict alone); a barcode of no
+// patron is a *Refusal with status 404, a wrong PIN one with PIN_INVALID
+// and a locked one PIN_LOCKED.
+func (c *Client) PatronSummary(ctx context.Context, s *Session, barcode, pin string) (PatronSummary, error) {
 	var out PatronSummary
-	err := c.call(ctx, s, http.MethodGet, "/circulation/patron-summary?"+url.Values{"userBarcode": {barcode}}.Encode(), nil, &out)
+	var header []string
+	if pin != "" {
+		header = []string{schemas.HeaderPatronPin, pin}
+	}
+	err := c.call(ctx, s, http.MethodGet, "/circulation/patron-summary?"+url.Values{"userBarcode": {barcode}}.Encode(), nil, &out, header...)
 	return out, err
 }
 
@@ -216,15 +252,16 @@ func (c *Client) ItemSummary(ctx context.Context, s *Session, barcode string) (I
 	return out, err
 }
 
-// call sends a request with the session's access token, refreshing the
-// sign-in once when circulation answers 401, and decodes a 2xx answer
-// into out; any other answer is a *Refusal.
-func (c *Client) call(ctx context.Context, s *Session, method, path string, body []byte, out any) error {
+// call sends a request with the session's access token (and header, as
+// name, value pairs), refreshing the sign-in once when circulation
+// answers 401, and decodes a 2xx answer into out; any other answer is a
+// *Refusal.
+func (c *Client) call(ctx context.Context, s *Session, method, path string, body []byte, out any, header ...string) error {
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		token := s.access
 		s.mu.Unlock()
-		res, data, err := c.do(ctx, s.Tenant, token, method, path, body, "")
+		res, data, err := c.do(ctx, s.Tenant, s.Address, token, method, path, body, "", header...)
 		if err != nil {
 			return err
 		}
@@ -248,9 +285,13 @@ func (c *Client) call(ctx context.Context, s *Session, method, path string, body
 func (c *Client) refreshSession(ctx context.Context, s *Session) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	res, data, err := c.do(ctx, s.Tenant, "", http.MethodPost, "/authn/refresh", nil, "folioRefreshToken="+s.refresh)
+	res, data, err := c.do(ctx, s.Tenant, s.Address, "", http.MethodPost, "/authn/refresh", nil, "folioRefreshToken="+s.refresh)
 	if err != nil {
 		return err
+	}
+	if res.StatusCode == http.StatusUnauthorized {
+		s.ended.Store(true)
+		return ErrSessionEnded
 	}
 	if res.StatusCode != http.StatusCreated {
 		return refusal(res.StatusCode, data)
@@ -262,12 +303,20 @@ func (c *Client) refreshSession(ctx context.Context, s *Session) error {
 // maxAnswer bounds an answer's body.
 const maxAnswer = 1 << 20
 
-func (c *Client) do(ctx context.Context, tenant, token, method, path string, body []byte, cookies string) (*http.Response, []byte, error) {
+// do sends one request for the kiosk at address, with header's name,
+// value pairs.
+func (c *Client) do(ctx context.Context, tenant, address, token, method, path string, body []byte, cookies string, header ...string) (*http.Response, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
 	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	req.Header.Set(schemas.HeaderTenant, tenant)
+	if address != "" {
+		req.Header.Set(schemas.HeaderForwardedFor, address)
+	}
 	if token != "" {
 		req.Header.Set(schemas.HeaderToken, token)
 	}

@@ -101,6 +101,12 @@ func (c *conn) serve() {
 			c.closed("bad_messages", errors.New("three bad messages in a row"))
 			return
 		}
+		if s := c.sessionOf(); s != nil && s.Ended() {
+			// The kiosk's account was disabled or deleted, or its session
+			// ended: it connects and logs in again, or cannot.
+			c.closed("session_ended", circ.ErrSessionEnded)
+			return
+		}
 		if c.stop.Load() {
 			c.closed("shutdown", nil)
 			return

@@ -164,36 +164,35 @@ func (c *conn) call() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), c.s.opts.CallTimeout)
 }
 
-// login is 93: the kiosk's account, checked once for the connection; a
-// failed login is counted by the kiosk's address.
+// login is 93: the kiosk's account, checked once for the connection.
+// The door counts nothing itself: circulation's login (storage's) counts
+// every attempt before it checks the password, by account and kiosk
+// address, which the door names; guesses from one kiosk lock that kiosk
+// out, never the shared account at the others.
 func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 	user, _ := req.Get("CN")
 	password, _ := req.Get("CO")
 	fail := &wire.Reply{Code: "94", Fixed: "0"}
-	if c.s.loginLocked(c.peer) {
-		return fail, "locked"
-	}
 	if user == "" || password == "" {
-		c.s.loginFailed(c.peer)
 		return fail, "refused"
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	s, err := c.s.circ.Login(ctx, c.cfg.Tenant, user, password)
+	s, err := c.s.circ.Login(ctx, c.cfg.Tenant, user, password, c.peer)
 	switch {
 	case err == nil:
 		c.mu.Lock()
 		c.session = s
 		c.mu.Unlock()
 		return &wire.Reply{Code: "94", Fixed: "1"}, "ok"
-	case errors.Is(err, circ.ErrLoginFailed), errors.Is(err, circ.ErrTooMuch):
-		c.s.loginFailed(c.peer)
-		if errors.Is(err, circ.ErrTooMuch) {
-			c.s.logger.Warn("a kiosk account holds more than the self-check role: refused",
-				slog.String("tenant", c.cfg.Tenant), slog.String("kiosk", user))
-			return fail, "too_much"
-		}
+	case errors.Is(err, circ.ErrLoginLocked):
+		return fail, "locked"
+	case errors.Is(err, circ.ErrLoginFailed):
 		return fail, "refused"
+	case errors.Is(err, circ.ErrTooMuch):
+		c.s.logger.Warn("a kiosk account holds more than the self-check role: refused",
+			slog.String("tenant", c.cfg.Tenant), slog.String("kiosk", user))
+		return fail, "too_much"
 	}
 	c.s.logger.Error("login: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 	return fail, "error"
@@ -321,29 +320,47 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	// CQ says whether the PIN given (AD) is the patron's; where PINs are
-	// required, a patron without theirs is told nothing more.
-	pinChecked, pinOK := false, false
-	if _, given := req.Get("AD"); given || c.cfg.PatronPin == PinRequired {
-		ok, msg, outcome := c.pinGiven(ctx, s, req, barcode)
-		pinChecked, pinOK = true, ok
-		if !ok && c.cfg.PatronPin == PinRequired {
-			r := reply(deniedStatus, noCounts, "", true, msg)
-			r.Add("CQ", "N")
-			return r, outcome
-		}
+	// The patron's name and loans come only with their PIN (AD), which
+	// circulation checks with the summary; CQ says whether it was right.
+	// Where PINs are required, a patron without theirs is told nothing
+	// more; elsewhere, the verdict and the counts.
+	pin, _ := req.Get("AD")
+	pinChecked := pin != "" || c.cfg.PatronPin == PinRequired
+	refused := func(msg, outcome string) (*wire.Reply, string) {
+		r := reply(deniedStatus, noCounts, "", true, msg)
+		r.Add("CQ", "N")
+		return r, outcome
 	}
-	sum, err := c.s.circ.PatronSummary(ctx, s, barcode)
+	if pin == "" && c.cfg.PatronPin == PinRequired {
+		return refused(msgPinNeeded, "pin_needed")
+	}
+	sum, err := c.s.circ.PatronSummary(ctx, s, barcode, pin)
 	var ref *circ.Refusal
+	pinOutcome := ""
+	if errors.As(err, &ref) && (ref.Code == schemas.CodePinInvalid || ref.Code == schemas.CodePinLocked) {
+		msg, outcome := msgPinWrong, "pin_wrong"
+		if ref.Code == schemas.CodePinLocked {
+			msg, outcome = msgPinLocked, "pin_locked"
+		}
+		if c.cfg.PatronPin == PinRequired {
+			return refused(msg, outcome)
+		}
+		// PINs are not required here: the verdict, without the PIN.
+		pinOutcome = outcome
+		sum, err = c.s.circ.PatronSummary(ctx, s, barcode, "")
+	}
 	switch {
 	case errors.As(err, &ref) && ref.Status == http.StatusNotFound:
 		return reply(deniedStatus, noCounts, "", false, ref.Message), "refused"
+	case errors.As(err, &ref) && ref.Code == schemas.CodeTooManyRequests:
+		return reply(deniedStatus, noCounts, "", true, msgBusy), "rate_limited"
 	case err != nil:
 		if !errors.As(err, &ref) {
 			c.s.logger.Error("patron summary: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 		}
 		return reply(deniedStatus, noCounts, "", false, msgBusy), "busy"
 	}
+	pinOK := pin != "" && sum.View == "full"
 	denied := !sum.CanBorrow
 	status := []byte(wire.YN(denied) + wire.YN(denied) + wire.YN(denied) + wire.YN(denied) + strings.Repeat(" ", 10))
 	if sum.ItemLimit > 0 && sum.OpenLoanCount >= sum.ItemLimit {
@@ -380,6 +397,9 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 				r.Add("AT", l.ItemBarcode)
 			}
 		}
+	}
+	if pinOutcome != "" {
+		return r, pinOutcome
 	}
 	return r, "ok"
 }

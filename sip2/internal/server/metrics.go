@@ -26,7 +26,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sip2_connections_refused_total",
 			Help: "Connections closed at once: the door at its cap in total or for the client's address."}, []string{"reason"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sip2_connections_closed_total",
-			Help: "Connections ended, by reason (too_long, line_timeout, idle, no_login, bad_messages, tls, proxy_header, shutdown, closed)."},
+			Help: "Connections ended, by reason (too_long, line_timeout, idle, no_login, bad_messages, session_ended, tls, proxy_header, shutdown, closed)."},
 			[]string{"reason"}),
 	}
 	reg.MustRegister(m.messages, m.duration, m.connections, m.refused, m.closed)

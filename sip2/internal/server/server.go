@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
-
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/sip2/internal/circ"
 )
@@ -31,8 +29,6 @@ type Options struct {
 	LineTimeout              time.Duration
 	WriteTimeout             time.Duration
 	CallTimeout              time.Duration
-	LoginFailures            int
-	LoginLockout             time.Duration
 }
 
 // Server is the door: its listeners, the connections they accepted, and
@@ -42,10 +38,6 @@ type Server struct {
 	circ    *circ.Client
 	logger  *slog.Logger
 	metrics *Metrics
-
-	// failures counts failed logins per client address (bounded; entries
-	// expire after the lockout).
-	failures *expirable.LRU[string, int]
 
 	mu        sync.Mutex
 	listeners map[string]*listener // by configured address
@@ -58,7 +50,6 @@ type Server struct {
 // New returns a door answering through c.
 func New(opts Options, c *circ.Client, logger *slog.Logger, metrics *Metrics) *Server {
 	return &Server{opts: opts, circ: c, logger: logger, metrics: metrics,
-		failures:  expirable.NewLRU[string, int](100_000, nil, opts.LoginLockout),
 		listeners: map[string]*listener{}, conns: map[*conn]struct{}{}, perAddr: map[string]int{}}
 }
 
@@ -296,18 +287,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		return ctx.Err()
 	}
-}
-
-// loginLocked says whether logins from addr are refused for a while.
-func (s *Server) loginLocked(addr string) bool {
-	n, _ := s.failures.Get(addr)
-	return n >= s.opts.LoginFailures
-}
-
-// loginFailed counts a failed login from addr.
-func (s *Server) loginFailed(addr string) {
-	n, _ := s.failures.Get(addr)
-	s.failures.Add(addr, n+1)
 }
 
 func hostOf(a net.Addr) string {

@@ -1,0 +1,427 @@
+package postgres
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/checkoutlock/circulation-storage/login"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// loginFixture is a tenant with the login over its real store, counting
+// the secrets it checks.
+type loginFixture struct {
+	fixture
+	svc     *login.Service
+	checked atomic.Int64
+	matched atomic.Int64
+}
+
+// The limits of the tests' login: five wrong passwords per account and
+// address, twenty per address, and, unless a test says otherwise, three
+// checks a minute of an account from addresses it has not signed in from.
+const (
+	testMaxFailures = 5
+	testAccountRate = 3
+)
+
+func newLoginFixture(t *testing.T, accountRate int) *loginFixture {
+	t.Helper()
+	f := &loginFixture{fixture: setup(t)}
+	f.svc = login.New(NewAccounts(f.db), login.Config{Secret: "a secret of at least thirty-two characters",
+		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 20,
+		FailureWindow: time.Hour, Lockout: time.Hour, AccountRate: accountRate, KnownFor: time.Hour, Hashes: 4,
+		Checked: func(_ string, matched bool) {
+			f.checked.Add(1)
+			if matched {
+				f.matched.Add(1)
+			}
+		}})
+	return f
+}
+
+// account makes an account with password and returns its id.
+func (f *loginFixture) account(t *testing.T, username, password string) string {
+	t.Helper()
+	id := uuid.NewString()
+	f.exec(t, `INSERT INTO `+view(f.tenant, tableAccount)+` (id, jsonb) VALUES ($1, jsonb_build_object('id', $2::text, 'username', $3::text, 'roles', '[]'::jsonb))`,
+		id, id, username)
+	if err := f.svc.SetPassword(context.Background(), string(f.tenant), id, password); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// burst signs username in from address with each password at once, all
+// released together; it returns how many got tokens, were refused as wrong
+// (LOGIN_FAILED) and were refused unchecked (LOGIN_LOCKED).
+func (f *loginFixture) burst(t *testing.T, username, address string, passwords []string) (ok, wrong, locked int) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, p := range passwords {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := f.svc.Login(context.Background(), string(f.tenant), username, p, address)
+			mu.Lock()
+			defer mu.Unlock()
+			e, _ := errs.As(err)
+			switch {
+			case err == nil:
+				ok++
+			case e != nil && e.Code == schemas.CodeLoginFailed:
+				wrong++
+			case e != nil && e.Code == schemas.CodeLoginLocked:
+				locked++
+			default:
+				t.Errorf("sign-in: %v", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return ok, wrong, locked
+}
+
+// wrongAndRight is forty wrong passwords and the right one.
+func wrongAndRight(right string) []string {
+	out := []string{right}
+	for i := range 40 {
+		out = append(out, fmt.Sprintf("guess %d", i))
+	}
+	return out
+}
+
+// TestABurstOfGuessesGetsNoMoreChecksThanTheLimit: forty wrong passwords
+// and the right one at once, ten rounds, each from an address of its own:
+// never more than five of them checked, the rest refused unchecked; the
+// account never opened by the burst (the right password, when it is one
+// of the five checked, is refused as locked: the others filled the count
+// while it was checked); the database counts every one checked; and the
+// right password after the burst is refused unchecked.
+func TestABurstOfGuessesGetsNoMoreChecksThanTheLimit(t *testing.T) {
+	t.Parallel()
+	f := newLoginFixture(t, 0)
+	const password = "correct horse battery staple"
+	f.account(t, "ada", password)
+	for round := range 10 {
+		address := fmt.Sprintf("192.0.2.%d", round+1)
+		before, matchedBefore := f.checked.Load(), f.matched.Load()
+		ok, wrong, locked := f.burst(t, "ada", address, wrongAndRight(password))
+		checked, matched := int(f.checked.Load()-before), int(f.matched.Load()-matchedBefore)
+		if checked != testMaxFailures || ok != 0 || wrong+matched != checked || wrong+locked != 41 {
+			t.Fatalf("round %d: %d checked (%d the right one), %d signed in, %d wrong, %d locked; "+
+				"want %d checked, none signed in, the rest locked", round, checked, matched, ok, wrong, locked, testMaxFailures)
+		}
+		if n := f.count(t, tableLoginFailure, "key = $1 AND failures = $2", "pair:"+address+"|ada", checked); n != 1 {
+			t.Errorf("round %d: the pair's count is not the %d passwords checked", round, checked)
+		}
+		before = f.checked.Load()
+		if _, err := f.svc.Login(context.Background(), string(f.tenant), "ada", password, address); !isCode(err, schemas.CodeLoginLocked) ||
+			f.checked.Load() != before {
+			t.Errorf("round %d: the right password after the burst: %v, want LOGIN_LOCKED unchecked", round, err)
+		}
+	}
+}
+
+// TestGuessesLockTheAddressNotTheAccount: five wrong passwords lock
+// (account, address A) hard; the owner signs in from address B at once,
+// and from A is refused unchecked until the lock ends.
+func TestGuessesLockTheAddressNotTheAccount(t *testing.T) {
+	t.Parallel()
+	f := newLoginFixture(t, 2*testMaxFailures)
+	const password = "correct horse battery staple"
+	f.account(t, "kiosk", password)
+	for i := range testMaxFailures {
+		if _, err := f.svc.Login(context.Background(), string(f.tenant), "kiosk", fmt.Sprintf("guess %d", i), "198.51.100.1"); !isCode(err, schemas.CodeLoginFailed) {
+			t.Fatalf("guess %d: %v", i, err)
+		}
+	}
+	before := f.checked.Load()
+	if _, err := f.svc.Login(context.Background(), string(f.tenant), "kiosk", password, "198.51.100.1"); !isCode(err, schemas.CodeLoginLocked) {
+		t.Errorf("the right password from the guessing address: %v, want LOGIN_LOCKED", err)
+	}
+	if f.checked.Load() != before {
+		t.Error("a locked sign-in had its password checked")
+	}
+	if _, err := f.svc.Login(context.Background(), string(f.tenant), "kiosk", password, "198.51.100.2"); err != nil {
+		t.Errorf("the owner from another address: %v, want signed in", err)
+	}
+}
+
+// TestGuessesFromManyAddressesSlowTheAccountOnlyWhereItIsNotKnown: an
+// account signed in from A; guesses from more addresses than the account's
+// rate allow fill its count of a minute: a new address is refused
+// unchecked even with the right password, while A signs in at once.
+func TestGuessesFromManyAddressesSlowTheAccountOnlyWhereItIsNotKnown(t *testing.T) {
+	t.Parallel()
+	f := newLoginFixture(t, testAccountRate)
+	const password = "correct horse battery staple"
+	f.account(t, "kiosk", password)
+	if _, err := f.svc.Login(context.Background(), string(f.tenant), "kiosk", password, "203.0.113.1"); err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for i := range 2 * testAccountRate {
+		_, err := f.svc.Login(context.Background(), string(f.tenant), "kiosk", "guess", fmt.Sprintf("203.0.113.%d", 10+i))
+		if isCode(err, schemas.CodeLoginLocked) {
+			refused++
+		}
+	}
+	if refused != testAccountRate {
+		t.Errorf("%d of %d guesses from new addresses refused unchecked; want %d past the account's rate", refused, 2*testAccountRate, testAccountRate)
+	}
+	var e *errs.Error
+	if _, err := f.svc.Login(context.Background(), string(f.tenant), "kiosk", password, "203.0.113.99"); !errors.As(err, &e) ||
+		e.Code != schemas.CodeLoginLocked || e.RetryAfter <= 0 || e.RetryAfter > time.Minute {
+		t.Errorf("the right password from a new address: %v, want LOGIN_LOCKED for at most a minute", err)
+	}
+	if _, err := f.svc.Login(context.Background(), string(f.tenant), "kiosk", password, "203.0.113.1"); err != nil {
+		t.Errorf("the owner from the address it signed in from: %v, want signed in", err)
+	}
+}
+
+// TestCountIsAllOrNothing: an attempt refused by one full count is counted
+// on none of the others, whatever the order of their keys.
+func TestCountIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	store := NewAccounts(f.db)
+	ctx := context.Background()
+	full := login.Limit{Key: "b-full", Max: 1, Window: time.Hour, Lockout: time.Hour}
+	if wait, filled, err := store.Count(ctx, string(f.tenant), []login.Limit{full}); err != nil || wait != 0 || len(filled) != 1 {
+		t.Fatalf("first attempt: %v, %v, %v; want counted, filling its key", wait, filled, err)
+	}
+	other := login.Limit{Key: "a-other", Max: 10, Window: time.Hour}
+	last := login.Limit{Key: "c-other", Max: 10, Window: time.Hour}
+	wait, _, err := store.Count(ctx, string(f.tenant), []login.Limit{last, full, other})
+	if err != nil || wait <= 0 {
+		t.Fatalf("an attempt with a full count: %v, %v; want refused", wait, err)
+	}
+	if n := f.count(t, tableLoginFailure, "key IN ('a-other', 'c-other') AND failures > 0"); n != 0 {
+		t.Errorf("%d other counts took the refused attempt", n)
+	}
+}
+
+// TestPinGuessesAreCountedBeforeTheyAreChecked: forty wrong PINs and the
+// right one at once, ten rounds: five checked, the rest refused unchecked,
+// and the right one never taken.
+func TestPinGuessesAreCountedBeforeTheyAreChecked(t *testing.T) {
+	t.Parallel()
+	f := newLoginFixture(t, 0)
+	ctx := context.Background()
+	group := uuid.NewString()
+	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatronGroup)+` (id, jsonb) VALUES ($1, '{"group": "patrons"}')`, group)
+	for round := range 10 {
+		patron := uuid.NewString()
+		f.exec(t, `INSERT INTO `+view(f.tenant, tablePatron)+` (id, jsonb)
+VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', true, 'patronGroup', $3::text))`, patron, patron, group)
+		if err := f.svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
+			t.Fatal(err)
+		}
+		pins := []string{"4711"}
+		for i := range 40 {
+			pins = append(pins, fmt.Sprintf("%04d", 1000+i))
+		}
+		before := f.checked.Load()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		outcomes := map[string]int{}
+		start := make(chan struct{})
+		for _, pin := range pins {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				err := f.svc.VerifyPin(ctx, string(f.tenant), patron, pin)
+				code := "ok"
+				if e, ok := errs.As(err); ok {
+					code = e.Code
+				} else if err != nil {
+					code = err.Error()
+				}
+				mu.Lock()
+				outcomes[code]++
+				mu.Unlock()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		checked := int(f.checked.Load() - before)
+		if checked != testMaxFailures || outcomes["ok"] != 0 || outcomes[schemas.CodePinInvalid]+outcomes[schemas.CodePinLocked] != 41 {
+			t.Fatalf("round %d: %d checked, outcomes %v; want %d checked, none right, the rest PIN_LOCKED", round, checked, outcomes, testMaxFailures)
+		}
+	}
+}
+
+// TestSessionsEnd: a session is alive until its refresh token is used a
+// second time (which ends the whole session, the token rotated from it
+// included), until logout, and while its account is active and there.
+func TestSessionsEnd(t *testing.T) {
+	t.Parallel()
+	f := newLoginFixture(t, 0)
+	ctx := context.Background()
+	tenant := string(f.tenant)
+	const password = "correct horse battery staple"
+	id := f.account(t, "ada", password)
+	sessionOf := func(tok login.Tokens) string {
+		t.Helper()
+		var c struct {
+			SessionID string `json:"session_id"`
+		}
+		decodeClaims(t, tok.Access, &c)
+		if c.SessionID == "" {
+			t.Fatal("an access token names no session")
+		}
+		return c.SessionID
+	}
+	alive := func(sid string) bool {
+		t.Helper()
+		ok, err := f.svc.SessionAlive(ctx, tenant, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	first, err := f.svc.Login(ctx, tenant, "ada", password, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := sessionOf(first)
+	second, err := f.svc.Refresh(ctx, tenant, first.Refresh)
+	if err != nil || sessionOf(second) != sid || !alive(sid) {
+		t.Fatalf("a refresh: %v; want the same session, alive", err)
+	}
+	// The first refresh token again: the session ends, and the token
+	// rotated from it stops working too.
+	if _, err := f.svc.Refresh(ctx, tenant, first.Refresh); !isCode(err, schemas.CodeSessionEnded) {
+		t.Errorf("a refresh token used twice: %v, want SESSION_ENDED", err)
+	}
+	if alive(sid) {
+		t.Error("the session is alive after its refresh token was used twice")
+	}
+	if _, err := f.svc.Refresh(ctx, tenant, second.Refresh); !isCode(err, schemas.CodeSessionEnded) {
+		t.Errorf("the rotated refresh token after the reuse: %v, want SESSION_ENDED", err)
+	}
+
+	// Logout by the access token's session.
+	third, err := f.svc.Login(ctx, tenant, "ada", password, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.Logout(ctx, tenant, sessionOf(third), ""); err != nil || alive(sessionOf(third)) {
+		t.Errorf("logout: %v, alive %v", err, alive(sessionOf(third)))
+	}
+
+	// An account disabled, then deleted.
+	fourth, err := f.svc.Login(ctx, tenant, "ada", password, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.exec(t, `UPDATE `+view(f.tenant, tableAccount)+` SET jsonb = jsonb || '{"active": false}' WHERE id = $1`, id)
+	if alive(sessionOf(fourth)) {
+		t.Error("a session of a disabled account is alive")
+	}
+	f.exec(t, `UPDATE `+view(f.tenant, tableAccount)+` SET jsonb = jsonb || '{"active": true}' WHERE id = $1`, id)
+	if !alive(sessionOf(fourth)) {
+		t.Error("a session of an account enabled again is not alive")
+	}
+	f.exec(t, `DELETE FROM `+view(f.tenant, tableAccount)+` WHERE id = $1`, id)
+	if alive(sessionOf(fourth)) {
+		t.Error("a session of a deleted account is alive")
+	}
+	if alive("not a uuid") || alive(uuid.NewString()) {
+		t.Error("an unknown session is alive")
+	}
+}
+
+// decodeClaims reads a token's claims into v, unverified (the test made
+// the token).
+func decodeClaims(t *testing.T, token string, v any) {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", token)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// slowCounts is the real store with every Count after the first held
+// back until release is closed: a database that counts a burst's other
+// attempts late (a fault, not a rule).
+type slowCounts struct {
+	*Accounts
+	first   sync.Once
+	counted chan struct{}
+	release chan struct{}
+}
+
+func (s *slowCounts) Count(ctx context.Context, tenant string, limits []login.Limit) (time.Duration, []string, error) {
+	isFirst := false
+	s.first.Do(func() { isFirst = true })
+	if !isFirst {
+		<-s.release
+	}
+	wait, filled, err := s.Accounts.Count(ctx, tenant, limits)
+	if isFirst {
+		close(s.counted)
+	}
+	return wait, filled, err
+}
+
+// TestTheRightPasswordInABurstOpensNothing: the right password, counted
+// first and checked while forty wrong ones from the same place arrive,
+// opens nothing even when the database has not counted them yet (they
+// are held back): the burst was larger than the limit.
+func TestTheRightPasswordInABurstOpensNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	store := &slowCounts{Accounts: NewAccounts(f.db), counted: make(chan struct{}), release: make(chan struct{})}
+	svc := login.New(store, login.Config{Secret: "a secret of at least thirty-two characters",
+		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 100,
+		FailureWindow: time.Hour, Lockout: time.Hour, KnownFor: time.Hour, Hashes: 4})
+	lf := &loginFixture{fixture: f, svc: svc}
+	const password = "correct horse battery staple"
+	lf.account(t, "ada", password)
+	ctx := context.Background()
+	right := make(chan error, 1)
+	go func() {
+		_, err := svc.Login(ctx, string(f.tenant), "ada", password, "192.0.2.7")
+		right <- err
+	}()
+	<-store.counted
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = svc.Login(ctx, string(f.tenant), "ada", fmt.Sprintf("guess %d", i), "192.0.2.7")
+		}()
+	}
+	if err := <-right; !isCode(err, schemas.CodeLoginLocked) {
+		t.Errorf("the right password in a burst of forty-one: %v, want LOGIN_LOCKED", err)
+	}
+	close(store.release)
+	wg.Wait()
+}
