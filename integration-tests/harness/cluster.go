@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -115,6 +116,14 @@ type Cluster struct {
 	started     int // circulation instances started, for their names
 }
 
+// clientsFrom are DoFrom's clients, by local address, shared by every
+// cluster.
+var clientsFrom sync.Map
+
+// TrustedProxy is the address circulation trusts to name its clients (the
+// SIP2 door's, and every test's that connects from the default address).
+const TrustedProxy = "127.0.0.1"
+
 // AddCirculations starts n more circulation instances with the cluster's
 // options and env added to their environment, and returns them (they are
 // not added to Circulations). Instance i talks to storage i mod Storages.
@@ -132,6 +141,10 @@ func (c *Cluster) AddCirculations(n int, env ...string) []*Process {
 				"SETTINGS_CACHE_TTL=200ms",
 				"STORAGE_TIMEOUT=3s",
 				"LOG_LEVEL=info",
+				// The SIP2 door connects from here and names its kiosks'
+				// addresses; tests that play clients at addresses of
+				// their own connect from 127.0.0.2 and up (DoFrom).
+				"TRUSTED_PROXIES="+TrustedProxy,
 			), c.opts.CirculationEnv...), env...)...))
 		c.started++
 	}
@@ -293,6 +306,11 @@ func (c *Cluster) Token(role string) string {
 // DoWith sends a request with exactly the given headers (plus a JSON
 // Content-Type when there is a body and none is given).
 func (c *Cluster) DoWith(p *Process, method, path string, body any, headers map[string]string) Response {
+	return c.do(c.client, p, method, path, body, headers)
+}
+
+// do sends a request with client.
+func (c *Cluster) do(client *http.Client, p *Process, method, path string, body any, headers map[string]string) Response {
 	var r io.Reader
 	if body != nil {
 		switch b := body.(type) {
@@ -318,13 +336,27 @@ func (c *Cluster) DoWith(p *Process, method, path string, body any, headers map[
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	res, err := c.client.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		return Response{Err: err}
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)
 	return Response{Status: res.StatusCode, Header: res.Header, Body: data, Err: err}
+}
+
+// DoFrom is DoWith from the local address local (127.0.0.2 and up on
+// loopback: a client at an address of its own, which no service trusts as
+// a proxy).
+func (c *Cluster) DoFrom(local string, p *Process, method, path string, body any, headers map[string]string) Response {
+	client, ok := clientsFrom.Load(local)
+	if !ok {
+		client, _ = clientsFrom.LoadOrStore(local, &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+			DialContext:         (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 64,
+		}})
+	}
+	return c.do(client.(*http.Client), p, method, path, body, headers)
 }
 
 // Metric reads one series of a process's /metrics ("name" or

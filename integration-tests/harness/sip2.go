@@ -127,6 +127,18 @@ func DialSIP2(t testing.TB, addr string) *SIP2Client {
 	return SIP2Over(t, conn)
 }
 
+// DialSIP2From connects to a SIP2 listener from the local address local
+// (127.0.0.2 and up on loopback: a kiosk at an address of its own).
+func DialSIP2From(t testing.TB, local, addr string) *SIP2Client {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 5 * time.Second}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return SIP2Over(t, conn)
+}
+
 // SIP2Over is a kiosk's session over conn (TLS, or after a PROXY header).
 func SIP2Over(t testing.TB, conn net.Conn) *SIP2Client {
 	t.Cleanup(func() { conn.Close() })
