@@ -89,7 +89,7 @@ func (ca *testCA) issue(t *testing.T, name string, server bool) (certFile, keyFi
 // kiosk's address counts for login failures and shows in the kiosk list),
 // and a reload that adds a listener while a kiosk stays connected.
 func TestSIP2ListenersTLSProxyAndReload(t *testing.T) {
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"LOGIN_MAX_FAILURES=3"}})
 	c.SetupLibrary(1, 1, 0)
 	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
 	ca := newTestCA(t)
@@ -100,7 +100,7 @@ func TestSIP2ListenersTLSProxyAndReload(t *testing.T) {
 		{"address": tlsAddr, "plain": nil, "tls": map[string]any{"certFile": certFile, "keyFile": keyFile, "clientCaFile": filepath.Join(ca.dir, "ca.pem")}},
 		{"address": proxyAddr, "proxyProtocol": true},
 	}
-	door := c.StartSIP2With(t, 0, listeners, "SIP2_LOGIN_FAILURES=3")
+	door := c.StartSIP2With(t, 0, listeners)
 
 	t.Run("TLS with a client certificate", func(t *testing.T) {
 		conn, err := tls.Dial("tcp", tlsAddr, &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{kioskCert}})
@@ -141,9 +141,11 @@ func TestSIP2ListenersTLSProxyAndReload(t *testing.T) {
 			}
 			return harness.SIP2Over(t, conn)
 		}
-		// Three failed logins from 10.1.2.3 lock that kiosk's address out,
-		// the right password included; 10.9.9.9 behind the same balancer
-		// logs in.
+		// Three failed logins from 10.1.2.3 (LOGIN_MAX_FAILURES) lock the
+		// kiosk account out at that address, the right password included;
+		// 10.9.9.9 behind the same balancer logs in: storage counts by the
+		// kiosk's address, which the door names and circulation believes
+		// from the door.
 		bad := via("10.1.2.3")
 		for range 3 {
 			if got := bad.Send("9300CNuser_id|COwrong|"); !strings.HasPrefix(got, "940") {

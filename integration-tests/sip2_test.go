@@ -221,8 +221,8 @@ func TestSIP2Conversation(t *testing.T) {
 
 // TestSIP2PatronAndItemInformation: patron status and information say
 // whether the patron may borrow and why not, in FOLIO's words, with the
-// items out and the item limit; item information gives an item's status
-// and due date.
+// counts and the item limit, and, with the patron's PIN, their name and
+// the items out; item information gives an item's status and due date.
 func TestSIP2PatronAndItemInformation(t *testing.T) {
 	c, lib, door := sip2Cluster(t, 1, 1, 4, 3, nil)
 	patron, items := lib.Patrons[0], lib.Items[0]
@@ -233,12 +233,22 @@ func TestSIP2PatronAndItemInformation(t *testing.T) {
 			t.Fatalf("check-out: %q", got)
 		}
 	}
-	// 63 asking for the charged items (summary position 3).
+	// 63 asking for the charged items (summary position 3), without the
+	// patron's PIN: the counts and the limit, neither the name nor the
+	// items.
 	info := k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|")
 	if !strings.HasPrefix(info, "64N") || info[2+14+3+18:2+14+3+18+24] != "000000000002000000000000" ||
 		harness.SIP2Field(info, "CB") != "0003" || harness.SIP2Field(info, "BL") != "Y" ||
+		harness.SIP2Field(info, "AE") != "" || strings.Contains(info, "|AU") || strings.Contains(info, "|CQ") {
+		t.Fatalf("patron information without the PIN: %q", info)
+	}
+	// With the patron's PIN: who they are and the items out too.
+	id := c.IDOf(t, "/users", "users", patron)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
+	info = k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|AD7319|")
+	if !strings.HasPrefix(info, "64N") || harness.SIP2Field(info, "CQ") != "Y" || harness.SIP2Field(info, "CB") != "0003" ||
 		harness.SIP2Field(info, "AE") != "Patron "+patron || !strings.Contains(info, "|AU"+items[0]+"|AU"+items[1]+"|") {
-		t.Fatalf("patron information: %q", info)
+		t.Fatalf("patron information with the PIN: %q", info)
 	}
 	if got := k.Send(checkOutMsg(patron, items[2])); !strings.HasPrefix(got, "121") {
 		t.Fatalf("check-out: %q", got)

@@ -8,9 +8,9 @@
 ALTER TABLE login_failure ADD COLUMN succeeded_at timestamptz;
 
 -- A session is one sign-in and the refresh tokens rotated from it. Its
--- access tokens name it (the "session_id" claim); both services refuse them once
--- the session has ended (logout, a refresh token used twice) or its
--- account is disabled or deleted.
+-- access tokens name it (the "session_id" claim); both services refuse
+-- them once the session has ended (logout, a refresh token used twice,
+-- its account disabled) or is gone with its deleted account.
 CREATE TABLE login_session (
     tenant_id  text NOT NULL,
     id         uuid NOT NULL,
@@ -24,6 +24,21 @@ CREATE TABLE login_session (
 );
 
 CREATE INDEX login_session_expires_at_idx ON login_session (expires_at);
+CREATE INDEX login_session_account_idx ON login_session (tenant_id, account_id);
+
+-- Disabling an account ends its sessions, in the write that disables it
+-- (deleting one deletes them); enabling it again revives none.
+CREATE FUNCTION login_session_end_disabled() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    UPDATE login_session SET ended_at = now(), end_reason = 'account_disabled'
+     WHERE tenant_id = NEW.tenant_id AND account_id = NEW.id AND ended_at IS NULL;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER account_disabled AFTER UPDATE OF jsonb ON account
+    FOR EACH ROW WHEN (NEW.jsonb -> 'active' = 'false'::jsonb AND OLD.jsonb -> 'active' IS DISTINCT FROM 'false'::jsonb)
+    EXECUTE FUNCTION login_session_end_disabled();
 
 -- The refresh tokens issued before sessions existed each become a session
 -- of their own.

@@ -135,8 +135,8 @@ type Store interface {
 	// refresh tokens' hashes (whichever is given), for reason; ending an
 	// unknown or ended one is no error.
 	EndSession(ctx context.Context, tenant, sessionID string, refreshHash []byte, reason string) error
-	// SessionAlive says whether a session has not ended and its account
-	// exists and is active.
+	// SessionAlive says whether a session has not ended nor expired; a
+	// disabled account's have ended, a deleted one's are gone.
 	SessionAlive(ctx context.Context, tenant, sessionID string) (bool, error)
 	// SetPinHash replaces a patron's PIN hash; KindNotFound when there is
 	// no such patron.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -91,6 +93,17 @@ func (c *Cluster) LaunchStorage(name string, env ...string) *Process {
 // instance talks to it; it is not in Storages.
 func (c *Cluster) AddStorage(name string, env ...string) *Process {
 	return c.startStorage(name, len(c.Storages)+1, append(append([]string(nil), c.opts.StorageEnv...), env...))
+}
+
+// AddStorageTLS is AddStorage serving HTTPS with certFile and keyFile,
+// whose CA is in roots.
+func (c *Cluster) AddStorageTLS(name string, roots *x509.CertPool, certFile, keyFile string, env ...string) *Process {
+	p := c.storageProcess(name, len(c.Storages)+1, append(append([]string(nil), c.opts.StorageEnv...),
+		append(env, "TLS_CERT_FILE="+certFile, "TLS_KEY_FILE="+keyFile)...))
+	p.Client = &http.Client{Timeout: 60 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	p.Start()
+	return p
 }
 
 // Cluster is one circulation-storage and several circulation instances on
@@ -306,6 +319,9 @@ func (c *Cluster) Token(role string) string {
 // DoWith sends a request with exactly the given headers (plus a JSON
 // Content-Type when there is a body and none is given).
 func (c *Cluster) DoWith(p *Process, method, path string, body any, headers map[string]string) Response {
+	if p.Client != nil {
+		return c.do(p.Client, p, method, path, body, headers)
+	}
 	return c.do(c.client, p, method, path, body, headers)
 }
 

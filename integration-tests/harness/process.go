@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +24,21 @@ type Process struct {
 	logPath string
 	cmd     *exec.Cmd
 	exited  chan struct{}
+	// Client reaches it: over HTTPS, trusting its certificate's CA, for a
+	// process started with StartBinaryTLS; nil for plain HTTP.
+	Client *http.Client
+}
+
+// StartBinaryTLS is StartBinary for a process serving HTTPS (its
+// TLS_CERT_FILE and TLS_KEY_FILE in env), whose certificate roots
+// signed.
+func StartBinaryTLS(t testing.TB, name, bin string, roots *x509.CertPool, env ...string) *Process {
+	t.Helper()
+	p := newProcess(t, freeAddr(t), name, bin, env...)
+	p.Client = &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	p.Start()
+	return p
 }
 
 // startProcess starts bin with env on a free port and waits until it answers
@@ -67,7 +84,12 @@ func (p *Process) Log() string {
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // URL is the process's base URL.
-func (p *Process) URL() string { return "http://" + p.Addr }
+func (p *Process) URL() string {
+	if p.Client != nil {
+		return "https://" + p.Addr
+	}
+	return "http://" + p.Addr
+}
 
 // Start starts (or restarts) the process on its port.
 func (p *Process) Start() {
@@ -108,7 +130,11 @@ func (p *Process) waitHealthy() {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/admin/health", nil)
-		res, err := http.DefaultClient.Do(req)
+		client := http.DefaultClient
+		if p.Client != nil {
+			client = p.Client
+		}
+		res, err := client.Do(req)
 		cancel()
 		if err == nil {
 			res.Body.Close()

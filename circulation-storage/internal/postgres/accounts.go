@@ -110,10 +110,10 @@ SELECT account_id::text, session_id::text FROM taken`, tableLoginSession, tableR
 UPDATE %[2]s r SET revoked_at = now() FROM s
  WHERE r.tenant_id = $1 AND r.session_id = s.id AND r.revoked_at IS NULL`, tableLoginSession, tableRefreshToken)
 	// sessionAliveSQL: a session speaks for its account while it has not
-	// ended nor expired and the account is there and active.
-	sessionAliveSQL = withTables(`SELECT EXISTS (SELECT FROM %[1]s s JOIN %[2]s a ON a.tenant_id = s.tenant_id AND a.id = s.account_id
- WHERE s.tenant_id = $1 AND s.id = $2 AND s.ended_at IS NULL AND s.expires_at > now()
-   AND a.jsonb -> 'active' IS DISTINCT FROM 'false'::jsonb)`, tableLoginSession, tableAccount)
+	// ended nor expired. Disabling the account ends it (the trigger
+	// account_disabled, migration 11); deleting it deletes it.
+	sessionAliveSQL = withTables(`SELECT EXISTS (SELECT FROM %s
+ WHERE tenant_id = $1 AND id = $2 AND ended_at IS NULL AND expires_at > now())`, tableLoginSession)
 )
 
 // accountOf reads an account's document.

@@ -270,7 +270,8 @@ VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', tr
 
 // TestSessionsEnd: a session is alive until its refresh token is used a
 // second time (which ends the whole session, the token rotated from it
-// included), until logout, and while its account is active and there.
+// included), until logout, and until its account is disabled (enabling it
+// again revives none) or deleted.
 func TestSessionsEnd(t *testing.T) {
 	t.Parallel()
 	f := newLoginFixture(t, 0)
@@ -338,11 +339,15 @@ func TestSessionsEnd(t *testing.T) {
 		t.Error("a session of a disabled account is alive")
 	}
 	f.exec(t, `UPDATE `+view(f.tenant, tableAccount)+` SET jsonb = jsonb || '{"active": true}' WHERE id = $1`, id)
-	if !alive(sessionOf(fourth)) {
-		t.Error("a session of an account enabled again is not alive")
+	if alive(sessionOf(fourth)) {
+		t.Error("a session of an account disabled and enabled again is alive again")
+	}
+	fifth, err := f.svc.Login(ctx, tenant, "ada", password, "192.0.2.1")
+	if err != nil || !alive(sessionOf(fifth)) {
+		t.Fatalf("a sign-in of the account enabled again: %v", err)
 	}
 	f.exec(t, `DELETE FROM `+view(f.tenant, tableAccount)+` WHERE id = $1`, id)
-	if alive(sessionOf(fourth)) {
+	if alive(sessionOf(fifth)) {
 		t.Error("a session of a deleted account is alive")
 	}
 	if alive("not a uuid") || alive(uuid.NewString()) {

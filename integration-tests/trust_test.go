@@ -1,0 +1,422 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
+)
+
+// What a self-check machine may read and bend, and how long a session
+// speaks for its account, at the real services.
+
+// TestPatronSummaryIsTheVerdictWithoutThePIN: a self-check machine reads a
+// patron's summary as the verdict and the counts, with neither the
+// patron's name, id nor titles; with the patron's PIN, all of it; a wrong
+// PIN is 422 and shows nothing; a librarian sees all without a PIN. More
+// summaries than PATRON_SUMMARY_RATE a minute from one kiosk account at
+// one address are 429 with Retry-After; another address has its own.
+func TestPatronSummaryIsTheVerdictWithoutThePIN(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, CirculationEnv: []string{"PATRON_SUMMARY_RATE=6"}})
+	lib := c.SetupLibrary(1, 2, 0)
+	patron := lib.Patrons[0]
+	c.CheckOut(0, lib.Items[0][0], patron).Want(t, http.StatusCreated)
+	id := c.IDOf(t, "/users", "users", patron)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
+	var title string
+	{
+		var item struct {
+			Items []struct {
+				Title string `json:"title"`
+			} `json:"items"`
+		}
+		c.Do(c.Storage, "GET", "/item-storage/items?query=barcode=="+lib.Items[0][0], nil).Want(t, http.StatusOK).Decode(t, &item)
+		title = item.Items[0].Title
+	}
+	path := "/circulation/patron-summary?userBarcode=" + patron
+	kiosk := func(kv ...string) map[string]string {
+		h := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleSelfCheck)}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h[kv[i]] = kv[i+1]
+		}
+		return h
+	}
+	type summary struct {
+		View   string `json:"view"`
+		Patron struct {
+			ID, Barcode, FirstName, LastName string
+		} `json:"patron"`
+		OpenLoanCount int `json:"openLoanCount"`
+		OpenLoans     []struct {
+			Title string `json:"title"`
+		} `json:"openLoans"`
+	}
+	from := "127.0.6.1"
+
+	r := c.DoFrom(from, c.Circulations[0], "GET", path, nil, kiosk()).Want(t, http.StatusOK)
+	var v summary
+	r.Decode(t, &v)
+	if v.View != "verdict" || v.OpenLoanCount != 1 || v.Patron.Barcode != patron || len(v.OpenLoans) != 0 ||
+		bytes.Contains(r.Body, []byte(title)) || bytes.Contains(r.Body, []byte(id)) || bytes.Contains(r.Body, []byte("Patron "+patron)) {
+		t.Errorf("a kiosk's summary without the PIN: %s; want the verdict and the counts alone", r.Body)
+	}
+	r = c.DoFrom(from, c.Circulations[0], "GET", path, nil, kiosk(schemas.HeaderPatronPin, "7319")).Want(t, http.StatusOK)
+	var full summary
+	r.Decode(t, &full)
+	if full.View != "full" || full.Patron.ID != id || len(full.OpenLoans) != 1 || full.OpenLoans[0].Title != title {
+		t.Errorf("a kiosk's summary with the PIN: %s; want the patron and the loans", r.Body)
+	}
+	r = c.DoFrom(from, c.Circulations[0], "GET", path, nil, kiosk(schemas.HeaderPatronPin, "0000"))
+	if r.Status != http.StatusUnprocessableEntity || r.ErrorCodes()[0] != schemas.CodePinInvalid || bytes.Contains(r.Body, []byte(title)) {
+		t.Errorf("a kiosk's summary with a wrong PIN: %d %s; want 422 PIN_INVALID", r.Status, r.Body)
+	}
+	lib2 := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
+	r = c.DoFrom(from, c.Circulations[0], "GET", path, nil, lib2).Want(t, http.StatusOK)
+	var librarian summary
+	r.Decode(t, &librarian)
+	if librarian.View != "full" || librarian.Patron.ID != id || len(librarian.OpenLoans) != 1 {
+		t.Errorf("a librarian's summary: %s; want the patron and the loans", r.Body)
+	}
+
+	// Three summaries from this address so far; three more, then 429.
+	for i := range 3 {
+		c.DoFrom(from, c.Circulations[0], "GET", path, nil, kiosk()).Want(t, http.StatusOK)
+		_ = i
+	}
+	r = c.DoFrom(from, c.Circulations[0], "GET", path, nil, kiosk())
+	if r.Status != http.StatusTooManyRequests || r.ErrorCodes()[0] != schemas.CodeTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Errorf("a seventh summary in a minute: %d %s; want 429 TOO_MANY_REQUESTS with Retry-After", r.Status, r.Body)
+	}
+	c.DoFrom("127.0.6.2", c.Circulations[0], "GET", path, nil, kiosk()).Want(t, http.StatusOK)
+	for range 8 {
+		c.DoFrom(from, c.Circulations[0], "GET", path, nil, lib2).Want(t, http.StatusOK)
+	}
+}
+
+// TestLoanDatesAKioskCannotBend: a self-check machine's check-out dated
+// years ago is refused 422 naming the permission, and makes no loan; one
+// dated a minute ago is lent; a librarian (who holds
+// circulation.override-loan-date.post) records the late loan as dated.
+func TestLoanDatesAKioskCannotBend(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(1, 3, 0)
+	patron, items := lib.Patrons[0], lib.Items[0]
+	checkOut := func(role, item, loanDate string) harness.Response {
+		return c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode",
+			map[string]any{"itemBarcode": item, "userBarcode": patron, "servicePointId": harness.ServicePoint, "loanDate": loanDate},
+			map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(role)})
+	}
+	r := checkOut(schemas.RoleSelfCheck, items[0], "2001-01-01T00:00:00.000Z")
+	if r.Status != http.StatusUnprocessableEntity || r.ErrorCodes()[0] != schemas.CodeInsufficientOverridePermissions ||
+		!strings.Contains(string(r.Body), schemas.PermissionOverrideLoanDate) {
+		t.Errorf("a kiosk's backdated check-out: %d %s; want 422 naming %s", r.Status, r.Body, schemas.PermissionOverrideLoanDate)
+	}
+	if n := openLoans(t, c, patron); n != 0 {
+		t.Fatalf("a refused backdated check-out made %d loans", n)
+	}
+	checkOut(schemas.RoleSelfCheck, items[0], time.Now().Add(-time.Minute).UTC().Format(schemas.TimeFormat)).Want(t, http.StatusCreated)
+	var loan struct {
+		LoanDate string `json:"loanDate"`
+		DueDate  string `json:"dueDate"`
+	}
+	checkOut(schemas.RoleLibrarian, items[1], "2001-01-01T00:00:00.000Z").Want(t, http.StatusCreated).Decode(t, &loan)
+	if loan.LoanDate != "2001-01-01T00:00:00.000Z" {
+		t.Errorf("the librarian's late loan is dated %s", loan.LoanDate)
+	}
+	for _, role := range []string{schemas.RoleSelfCheck, schemas.RoleLibrarian} {
+		if r := checkOut(role, items[2], time.Now().Add(time.Hour).UTC().Format(schemas.TimeFormat)); r.Status != http.StatusUnprocessableEntity {
+			t.Errorf("a check-out dated an hour ahead by %s: %d, want 422", role, r.Status)
+		}
+	}
+	if n := openLoans(t, c, patron); n != 2 {
+		t.Errorf("open loans %d, want 2", n)
+	}
+}
+
+// TestAccountsRefuseFieldsTheyDoNotDescribe: an account sent with a
+// password (or any field account.json does not describe) is refused 422
+// and nothing is stored; the password goes only through
+// /authn/credentials.
+func TestAccountsRefuseFieldsTheyDoNotDescribe(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1})
+	for _, body := range []map[string]any{
+		{"username": "eve", "roles": []string{schemas.RoleSelfCheck}, "password": "in clear"},
+		{"username": "eve", "roles": []string{schemas.RoleSelfCheck}, "personal": map[string]any{"firstName": "Eve", "pin": "1234"}},
+	} {
+		r := c.Do(c.Storage, "POST", "/accounts", body)
+		if r.Status != http.StatusUnprocessableEntity || len(r.ErrorCodes()) == 0 {
+			t.Errorf("an account with a field it does not describe: %d %s, want 422", r.Status, r.Body)
+		}
+	}
+	id := c.Account(t, "ada", "Ada", "Lovelace", schemas.RoleLibrarian, "correct horse battery staple")
+	r := c.Do(c.Storage, "PUT", "/accounts/"+id, map[string]any{"id": id, "username": "ada", "roles": []string{schemas.RoleLibrarian}, "password": "x"})
+	if r.Status != http.StatusUnprocessableEntity {
+		t.Errorf("an account replaced with a password: %d %s, want 422", r.Status, r.Body)
+	}
+	var n int
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.account WHERE jsonb ? 'password' OR jsonb->>'username' = 'eve'`, c.Schema)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d refused accounts or passwords stored", n)
+	}
+	if body := string(c.Do(c.Storage, "GET", "/accounts/"+id, nil).Want(t, http.StatusOK).Body); strings.Contains(body, "password") {
+		t.Errorf("an account reads %s", body)
+	}
+}
+
+// sessionIDOf is the session an access token names.
+func sessionIDOf(t *testing.T, token string) string {
+	t.Helper()
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %q", token)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.SessionID
+}
+
+// sessionBound is how long a session ended at one service may still be
+// honoured at the other: what an answer is remembered (auth.SessionTTL,
+// 2 s) and a second for the question.
+const sessionBound = 3 * time.Second
+
+// TestSessionsEndAtBothServices: a tenant administrator's access token
+// works at both services until its session ends, then is refused at both
+// (401 SESSION_ENDED) within sessionBound: after logout; after its refresh
+// token is used a second time (which ends the token rotated from it too);
+// after the account is disabled (enabling it again revives none); after
+// the account is deleted.
+func TestSessionsEndAtBothServices(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1})
+	const password = "correct horse battery staple"
+	id := c.Account(t, "root", "Rita", "Root", schemas.RoleTenantAdmin, password)
+	signIn := func() (access, refresh string) {
+		t.Helper()
+		r := logIn(c, "root", password).Want(t, http.StatusCreated)
+		return cookieOf(r, "folioAccessToken"), cookieOf(r, "folioRefreshToken")
+	}
+	as := func(token string) map[string]string {
+		return map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: token}
+	}
+	works := func(token string) {
+		t.Helper()
+		c.DoWith(c.Storage, "GET", "/accounts/"+id, nil, as(token)).Want(t, http.StatusOK)
+		c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks", nil, as(token)).Want(t, http.StatusOK)
+	}
+	// ended waits until token is refused at both services, and says how
+	// long that took after ended.
+	endedWithin := func(what, token string, ended time.Time) {
+		t.Helper()
+		var took time.Duration
+		for _, at := range []struct {
+			p    *harness.Process
+			path string
+		}{{c.Storage, "/accounts/" + id}, {c.Circulations[0], "/circulation/check-out-locks"}} {
+			var r harness.Response
+			harness.Poll(sessionBound+5*time.Second, 20*time.Millisecond, func() bool {
+				r = c.DoWith(at.p, "GET", at.path, nil, as(token))
+				return r.Status == http.StatusUnauthorized
+			})
+			took = max(took, time.Since(ended))
+			if r.Status != http.StatusUnauthorized || r.ErrorCodes()[0] != schemas.CodeSessionEnded {
+				t.Fatalf("%s: the token at %s answers %d %s, want 401 SESSION_ENDED", what, at.p.Name, r.Status, r.Body)
+			}
+		}
+		if took > sessionBound {
+			t.Errorf("%s: the token was honoured for %s, want at most %s", what, took, sessionBound)
+		}
+		t.Logf("%s: refused at both services %s after", what, took.Round(time.Millisecond))
+	}
+	withRefresh := func(token string) map[string]string {
+		return map[string]string{schemas.HeaderTenant: c.Tenant, "Cookie": "folioRefreshToken=" + token}
+	}
+
+	access, _ := signIn()
+	works(access)
+	c.DoWith(c.Storage, "POST", "/authn/logout", nil, as(access)).Want(t, http.StatusNoContent)
+	endedWithin("logout", access, time.Now())
+
+	access, refresh := signIn()
+	again := c.DoWith(c.Storage, "POST", "/authn/refresh", nil, withRefresh(refresh)).Want(t, http.StatusCreated)
+	next, nextAccess := cookieOf(again, "folioRefreshToken"), cookieOf(again, "folioAccessToken")
+	if sessionIDOf(t, nextAccess) != sessionIDOf(t, access) {
+		t.Error("a refresh started another session")
+	}
+	works(nextAccess)
+	reused := time.Now()
+	if r := c.DoWith(c.Storage, "POST", "/authn/refresh", nil, withRefresh(refresh)); r.Status != http.StatusUnauthorized {
+		t.Fatalf("a refresh token used twice: %d %s", r.Status, r.Body)
+	}
+	if r := c.DoWith(c.Storage, "POST", "/authn/refresh", nil, withRefresh(next)); r.Status != http.StatusUnauthorized ||
+		r.ErrorCodes()[0] != schemas.CodeSessionEnded {
+		t.Errorf("the refresh token rotated from a reused one: %d %s, want 401 SESSION_ENDED", r.Status, r.Body)
+	}
+	endedWithin("a refresh token used twice", nextAccess, reused)
+
+	access, _ = signIn()
+	works(access)
+	account := map[string]any{"id": id, "username": "root", "roles": []string{schemas.RoleTenantAdmin},
+		"personal": map[string]any{"firstName": "Rita", "lastName": "Root"}}
+	account["active"] = false
+	c.Do(c.Storage, "PUT", "/accounts/"+id, account).Want(t, http.StatusNoContent)
+	endedWithin("the account disabled", access, time.Now())
+	account["active"] = true
+	c.Do(c.Storage, "PUT", "/accounts/"+id, account).Want(t, http.StatusNoContent)
+	if r := c.DoWith(c.Storage, "GET", "/accounts/"+id, nil, as(access)); r.Status != http.StatusUnauthorized {
+		t.Errorf("a token of a disabled account enabled again: %d, want 401", r.Status)
+	}
+
+	access, _ = signIn()
+	works(access)
+	c.Do(c.Storage, "DELETE", "/accounts/"+id, nil).Want(t, http.StatusNoContent)
+	deleted := time.Now()
+	var r harness.Response
+	harness.Poll(sessionBound+5*time.Second, 20*time.Millisecond, func() bool {
+		r = c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks", nil, as(access))
+		return r.Status == http.StatusUnauthorized
+	})
+	if r.Status != http.StatusUnauthorized || time.Since(deleted) > sessionBound {
+		t.Errorf("a token of a deleted account at circulation: %d after %s", r.Status, time.Since(deleted))
+	}
+	if r := c.DoWith(c.Storage, "GET", "/check-out-lock-storage", nil, as(access)); r.Status != http.StatusUnauthorized {
+		t.Errorf("a token of a deleted account at storage: %d, want 401", r.Status)
+	}
+}
+
+// secureCookies says whether every cookie an answer sets is Secure, and
+// whether it sets any.
+func secureCookies(r harness.Response) (secure, any bool) {
+	secure = true
+	for _, k := range (&http.Response{Header: r.Header}).Cookies() {
+		any = true
+		secure = secure && k.Secure
+	}
+	return secure, any
+}
+
+// TestCookiesAreSecureOverTLSAndBehindATrustedProxyOnly: storage serving
+// HTTPS itself sets Secure cookies; a sign-in through circulation is
+// Secure when a proxy circulation trusts (127.0.0.1 here) says the client
+// came over https, and not when a client at another address says so;
+// storage reached over plain HTTP sets none Secure, whatever the header
+// says.
+func TestCookiesAreSecureOverTLSAndBehindATrustedProxyOnly(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1})
+	const password = "correct horse battery staple"
+	c.Account(t, "ada", "Ada", "Lovelace", schemas.RoleLibrarian, password)
+	ca := newTestCA(t)
+	certFile, keyFile, _ := ca.issue(t, "storage", true)
+	tlsStorage := c.AddStorageTLS("storage-tls", ca.pool, certFile, keyFile)
+	login := map[string]any{"username": "ada", "password": password}
+	plain := map[string]string{schemas.HeaderTenant: c.Tenant}
+	https := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderForwardedProto: "https"}
+
+	for _, tc := range []struct {
+		what   string
+		resp   harness.Response
+		secure bool
+	}{
+		{"storage over HTTPS", c.DoWith(tlsStorage, "POST", "/authn/login-with-expiry", login, plain), true},
+		{"storage over HTTP", c.DoWith(c.Storage, "POST", "/authn/login-with-expiry", login, plain), false},
+		{"storage over HTTP, a client saying https", c.DoWith(c.Storage, "POST", "/authn/login-with-expiry", login, https), false},
+		{"circulation behind its trusted proxy saying https", c.DoWith(c.Circulations[0], "POST", "/authn/login-with-expiry", login, https), true},
+		{"circulation behind its trusted proxy saying nothing", c.DoWith(c.Circulations[0], "POST", "/authn/login-with-expiry", login, plain), false},
+		{"circulation, an untrusted client saying https", c.DoFrom("127.0.7.1", c.Circulations[0], "POST", "/authn/login-with-expiry", login, https), false},
+	} {
+		secure, anyCookie := secureCookies(tc.resp)
+		if tc.resp.Status != http.StatusCreated || !anyCookie || secure != tc.secure {
+			t.Errorf("%s: %d, cookies %q; want 201 with cookies Secure %v", tc.what, tc.resp.Status, tc.resp.Header.Values("Set-Cookie"), tc.secure)
+		}
+	}
+	if !strings.Contains(tlsStorage.Log(), `"tls":true`) {
+		t.Error("storage over HTTPS does not say so at start-up")
+	}
+}
+
+// TestRefusedRequestsAreLoggedWithTheirCaller: storage's log line of a
+// request refused 403 names the caller and the module; one refused 401
+// for a token that does not verify names who it claims to be, as claimed.
+func TestRefusedRequestsAreLoggedWithTheirCaller(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1})
+	user := harness.RoleUser(schemas.RoleSelfCheck)
+	r := c.DoWith(c.Storage, "GET", "/accounts", nil, map[string]string{schemas.HeaderTenant: c.Tenant,
+		schemas.HeaderToken: c.Token(schemas.RoleSelfCheck), schemas.HeaderRequestID: "refused-403"})
+	if r.Status != http.StatusForbidden {
+		t.Fatalf("a kiosk's token at storage's accounts: %d", r.Status)
+	}
+	forged := c.Token(schemas.RoleTenantAdmin)
+	forged = forged[:len(forged)-4] + "AAAA"
+	if r := c.DoWith(c.Storage, "GET", "/accounts", nil, map[string]string{schemas.HeaderTenant: c.Tenant,
+		schemas.HeaderToken: forged, schemas.HeaderRequestID: "refused-401"}); r.Status != http.StatusUnauthorized {
+		t.Fatalf("a forged token: %d", r.Status)
+	}
+	var line403, line401 map[string]any
+	harness.Poll(5*time.Second, 20*time.Millisecond, func() bool {
+		for _, l := range strings.Split(c.Storage.Log(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) != nil || m["msg"] != "request" {
+				continue
+			}
+			switch m["request_id"] {
+			case "refused-403":
+				line403 = m
+			case "refused-401":
+				line401 = m
+			}
+		}
+		return line403 != nil && line401 != nil
+	})
+	if line403 == nil || line403["caller"] != user || line403["status"] != float64(http.StatusForbidden) {
+		t.Errorf("the log line of a 403: %v, want caller %s", line403, user)
+	}
+	if line401 == nil || line401["claimed_caller"] != harness.RoleUser(schemas.RoleTenantAdmin) || line401["caller"] != nil {
+		t.Errorf("the log line of a 401: %v, want claimed_caller and no caller", line401)
+	}
+	// A module's token refused for a permission it does not hold names
+	// the module and the user it acts for.
+	token, err := moduleSigner(t, harness.ModuleKey()).Token(c.Tenant, user, "check-out",
+		schemas.ModulePermissionsFor(schemas.ServiceCirculation, "POST", "/circulation/check-out-by-barcode"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.DoWith(c.Storage, "GET", "/accounts", nil, map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: token,
+		schemas.HeaderRequestID: "refused-module"})
+	var lineModule map[string]any
+	harness.Poll(5*time.Second, 20*time.Millisecond, func() bool {
+		for _, l := range strings.Split(c.Storage.Log(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" && m["request_id"] == "refused-module" {
+				lineModule = m
+			}
+		}
+		return lineModule != nil
+	})
+	if lineModule == nil || lineModule["status"] != float64(http.StatusForbidden) || lineModule["module"] != schemas.ServiceCirculation ||
+		lineModule["caller"] != user {
+		t.Errorf("the log line of a module's refused request: %v, want 403 naming module circulation", lineModule)
+	}
+}
