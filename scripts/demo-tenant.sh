@@ -31,3 +31,8 @@ for a in "kiosk:self-check:Self-check:Kiosk" "librarian:librarian:Lee:Librarian"
     -d '{"username":"'"$user"'","password":"'"$user"'-demo"}'
   printf '        %-10s %-16s %s\n' "$user" "$user-demo" "($first $last, $role)"
 done
+# Dave (1004) types his PIN at the kiosk: a kiosk shows a patron their
+# name and loans with it (SIP2's AD), the verdict alone without it.
+dave=$(curl -fsS "$storage_url/users?query=barcode==1004" "${hdr[@]}" | grep -o '"id" *: *"[0-9a-f-]\{36\}"' | head -1 | grep -o '[0-9a-f-]\{36\}')
+curl -fsS -o /dev/null -X POST "$storage_url/patron-pin" "${hdr[@]}" -d '{"id":"'"$dave"'","pin":"4711"}'
+printf '        %-10s %-16s %s\n' "1004" "PIN 4711" "(Dave Dunn, a patron, at the kiosk)"

@@ -128,7 +128,11 @@ wait_ready "$storage_url" circulation-storage "${pids[0]}"
 echo "run: initialising tenant $TENANT"
 demo_accounts=$(scripts/demo-tenant.sh "$storage_url" "$TENANT" "$ADMIN_TOKEN")
 
-env "${circulation_auth[@]}" HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage_url" SIP2_ADMIN_URLS="$sip2_admin_url" "$BIN_DIR/circulation" &
+# The SIP2 door connects to circulation from 127.0.0.1 and names each
+# kiosk's address, by which storage counts the kiosks' failed logins:
+# circulation trusts it to.
+env "${circulation_auth[@]}" HTTP_ADDR="$CIRCULATION_ADDR" STORAGE_URL="$storage_url" SIP2_ADMIN_URLS="$sip2_admin_url" \
+  TRUSTED_PROXIES="${TRUSTED_PROXIES:-127.0.0.1}" "$BIN_DIR/circulation" &
 pids+=($!)
 wait_ready "$circulation_url" circulation "${pids[1]}"
 

@@ -3,7 +3,8 @@
 # byte: the kiosk logs in, asks the door's status, checks a book out to
 # Dave (1004), shows Dave his items out and his allowance, tries a book for
 # Erin (1005, whose card is blocked), checks Dave's book in again and ends
-# the session. Each message carries error
+# the session. Dave gives his PIN (AD) with patron information: with it
+# the door shows his name and loans. Each message carries error
 # detection (AY sequence number, AZ checksum). Lines starting ">" are sent,
 # "<" received; a message's CR is not shown.
 #
@@ -34,7 +35,7 @@ now() { date -u +'%Y%m%d    %H%M%S'; }
 send "9300CNkiosk|COkiosk-demo|CPkiosk-1|"
 send "9900302.00"
 send "11YN$(now)$(now)AOdiku|AA1004|ABbook-101|AC|"
-send "63001$(now)  Y       AOdiku|AA1004|"
+send "63001$(now)  Y       AOdiku|AA1004|AD4711|"
 send "11YN$(now)$(now)AOdiku|AA1005|ABbook-102|AC|"
 send "09N$(now)$(now)APkiosk-1|AOdiku|ABbook-101|AC|"
 send "35$(now)AOdiku|AA1004|"
