@@ -420,3 +420,27 @@ func TestRefusedRequestsAreLoggedWithTheirCaller(t *testing.T) {
 		t.Errorf("the log line of a module's refused request: %v, want 403 naming module circulation", lineModule)
 	}
 }
+
+// TestSIP2ConnectionEndsItsSession: a kiosk's login over SIP2 is a
+// session of its account, ended when the connection closes.
+func TestSIP2ConnectionEndsItsSession(t *testing.T) {
+	t.Parallel()
+	c, _, door := sip2Cluster(t, 1, 1, 1, 0, nil)
+	alive := func() int {
+		t.Helper()
+		var n int
+		err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %[1]s.login_session s JOIN %[1]s.account a ON a.id = s.account_id
+			WHERE a.jsonb->>'username' = 'user_id' AND s.ended_at IS NULL`, c.Schema)).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	if n := alive(); n != 1 {
+		t.Fatalf("%d sessions alive after a kiosk's login, want 1", n)
+	}
+	k.Conn.Close()
+	waitFor(t, "the kiosk's session to end with its connection", func() bool { return alive() == 0 })
+}

@@ -144,6 +144,23 @@ func (c *Client) Login(ctx context.Context, tenant, username, password, address 
 	return s, nil
 }
 
+// Logout ends the kiosk's session (its refresh token, and its access
+// tokens at both services within seconds).
+func (c *Client) Logout(ctx context.Context, s *Session) error {
+	s.mu.Lock()
+	refresh := s.refresh
+	s.mu.Unlock()
+	res, data, err := c.do(ctx, s.Tenant, s.Address, "", http.MethodPost, "/authn/logout", nil, "folioRefreshToken="+refresh)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusNoContent {
+		return refusal(res.StatusCode, data)
+	}
+	s.ended.Store(true)
+	return nil
+}
+
 // Loan is what a check-out answers a kiosk.
 type Loan struct {
 	DueDate time.Time

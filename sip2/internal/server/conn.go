@@ -59,6 +59,7 @@ var (
 
 func (c *conn) serve() {
 	defer c.s.release(c)
+	defer c.logout()
 	defer c.nc.Close()
 	now := time.Now()
 	c.since, c.last, c.loginBy = now, now, now.Add(c.s.opts.LoginTimeout)
@@ -204,6 +205,21 @@ func (c *conn) closed(reason string, err error) {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	c.s.logger.Info("connection closed", attrs...)
+}
+
+// logout ends the kiosk's session when its connection ends: the next
+// connection logs in again, and no session outlives the connection that
+// started it. Best effort, within the call timeout.
+func (c *conn) logout() {
+	s := c.sessionOf()
+	if s == nil || s.Ended() {
+		return
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	if err := c.s.circ.Logout(ctx, s); err != nil {
+		c.s.logger.Warn("logout: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+	}
 }
 
 func (c *conn) sessionOf() *circ.Session {
