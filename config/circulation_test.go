@@ -23,6 +23,19 @@ func TestCirculationDefaults(t *testing.T) {
 	}
 }
 
+// TestTrustedProxiesParse: addresses and blocks, IPv4 and IPv6, an IPv4
+// address in IPv6 form taken as IPv4.
+func TestTrustedProxiesParse(t *testing.T) {
+	t.Parallel()
+	c, err := LoadCirculation(map[string]string{"AUTH_MODE": "gateway", "TRUSTED_PROXIES": " 10.0.0.0/8, 192.0.2.7 ,::ffff:198.51.100.1,2001:db8::/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Serving.TrustedProxies.String(); got != "10.0.0.0/8,192.0.2.7/32,198.51.100.1/32,2001:db8::/32" {
+		t.Errorf("TRUSTED_PROXIES parsed as %s", got)
+	}
+}
+
 func TestCirculationSeedVariables(t *testing.T) {
 	t.Parallel()
 	c, err := LoadCirculation(map[string]string{"AUTH_MODE": "gateway",
@@ -59,6 +72,11 @@ func TestCirculationInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"AUTH_MODE": "jwt", "AUTH_JWT_SECRET": strings.Repeat("s", 32), "AUTH_MODULE_KEY_FILE": "dev-keys/circulation-module.pem",
 			"AUTH_MODULE_TOKEN_TTL": "10m"}, "AUTH_MODULE_TOKEN_TTL must be from 10s to 5m"},
 		{map[string]string{"SHUTDOWN_TIMEOUT": "5s", "REQUEST_TIMEOUT": "10s"}, "SHUTDOWN_TIMEOUT (5s) must be at least REQUEST_TIMEOUT (10s)"},
+		{map[string]string{"TRUSTED_PROXIES": "10.0.0.0/8,door"}, `TRUSTED_PROXIES="10.0.0.0/8,door" is not IP addresses or CIDR blocks`},
+		{map[string]string{"TLS_CERT_FILE": "cert.pem"}, "TLS_CERT_FILE and TLS_KEY_FILE go together"},
+		{map[string]string{"TLS_CERT_FILE": "no-such.pem", "TLS_KEY_FILE": "no-such-key.pem"}, "TLS_CERT_FILE and TLS_KEY_FILE: open no-such.pem"},
+		{map[string]string{"STORAGE_CA_FILE": "no-such.pem"}, "STORAGE_CA_FILE: open no-such.pem"},
+		{map[string]string{"PATRON_SUMMARY_RATE": "-1"}, "PATRON_SUMMARY_RATE must be at least 0"},
 	}
 	for _, tt := range tests {
 		_, err := LoadCirculation(tt.env)
