@@ -75,15 +75,20 @@ ON CONFLICT (tenant_id, patron_id) DO UPDATE SET hash = excluded.hash, changed_a
 )
 INSERT INTO %[2]s (tenant_id, hash, account_id, session_id, expires_at) VALUES ($1, $4, $3, $2, $5)`, tableLoginSession, tableRefreshToken)
 	// rotateSQL takes a live refresh token of a live session and keeps
-	// the next one in its place, extending the session; a token found
+	// the next one ($3) in its place, extending the session; a token found
 	// already taken ends its session instead (it was used twice). The
 	// taking and the ending read the token's row as the UPDATE left it:
 	// of two refreshes with one token at once, one takes it and the other
-	// ends the session.
-	rotateSQL = withTables(`WITH taken AS (
+	// ends the session. The statement may run again after its commit (its
+	// answer lost on a dead connection, see pool): the next token, new to
+	// this call, already kept says it did its work, and that is answered.
+	rotateSQL = withTables(`WITH done AS (
+    SELECT account_id, session_id FROM %[2]s WHERE tenant_id = $1 AND hash = $3
+), taken AS (
     UPDATE %[2]s AS r SET revoked_at = now()
       FROM %[1]s s
-     WHERE r.tenant_id = $1 AND r.hash = $2 AND r.revoked_at IS NULL AND r.expires_at > now()
+     WHERE NOT EXISTS (SELECT FROM done)
+       AND r.tenant_id = $1 AND r.hash = $2 AND r.revoked_at IS NULL AND r.expires_at > now()
        AND s.tenant_id = r.tenant_id AND s.id = r.session_id AND s.ended_at IS NULL
     RETURNING r.account_id, r.session_id
 ), kept AS (
@@ -94,11 +99,13 @@ INSERT INTO %[2]s (tenant_id, hash, account_id, session_id, expires_at) VALUES (
 ), reused AS (
     UPDATE %[1]s s SET ended_at = now(), end_reason = 'refresh_reused'
       FROM %[2]s r
-     WHERE NOT EXISTS (SELECT FROM taken)
+     WHERE NOT EXISTS (SELECT FROM taken) AND NOT EXISTS (SELECT FROM done)
        AND r.tenant_id = $1 AND r.hash = $2 AND r.revoked_at IS NOT NULL
        AND s.tenant_id = r.tenant_id AND s.id = r.session_id AND s.ended_at IS NULL
 )
-SELECT account_id::text, session_id::text FROM taken`, tableLoginSession, tableRefreshToken)
+SELECT account_id::text, session_id::text FROM taken
+UNION ALL
+SELECT account_id::text, session_id::text FROM done`, tableLoginSession, tableRefreshToken)
 	// endSessionSQL ends the session named by id ($2) or by a refresh
 	// token's hash ($3), and revokes its refresh tokens.
 	endSessionSQL = withTables(`WITH s AS (

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -429,4 +430,44 @@ func TestTheRightPasswordInABurstOpensNothing(t *testing.T) {
 	}
 	close(store.release)
 	wg.Wait()
+}
+
+// TestARotationRunAgainAnswersItsOwnOutcome: a refresh whose statement
+// committed and is run again (its answer lost on a dead connection, as
+// the pool retries it) answers the rotation it made, and does not take
+// its own earlier run for a second use of the token.
+func TestARotationRunAgainAnswersItsOwnOutcome(t *testing.T) {
+	t.Parallel()
+	f := newLoginFixture(t, 0)
+	ctx := context.Background()
+	tenant := string(f.tenant)
+	const password = "correct horse battery staple"
+	id := f.account(t, "ada", password)
+	tok, err := f.svc.Login(ctx, tenant, "ada", password, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := NewAccounts(f.db)
+	old := sha256.Sum256([]byte(tok.Refresh))
+	next := sha256.Sum256([]byte("the next refresh token"))
+	expires := time.Now().Add(time.Hour)
+	account, sid, found, err := store.Rotate(ctx, tenant, old[:], next[:], expires)
+	if err != nil || !found || account != id {
+		t.Fatalf("a rotation: %s %s %v %v", account, sid, found, err)
+	}
+	again, sidAgain, found, err := store.Rotate(ctx, tenant, old[:], next[:], expires)
+	if err != nil || !found || again != id || sidAgain != sid {
+		t.Fatalf("the rotation run again: %s %s %v %v; want the same outcome", again, sidAgain, found, err)
+	}
+	if alive, err := store.SessionAlive(ctx, tenant, sid); err != nil || !alive {
+		t.Errorf("the session after a rotation run again: alive %v, %v", alive, err)
+	}
+	// Another caller with the taken token is a second use: the session ends.
+	other := sha256.Sum256([]byte("a thief's next token"))
+	if _, _, found, err := store.Rotate(ctx, tenant, old[:], other[:], expires); err != nil || found {
+		t.Errorf("a second use: found %v, %v", found, err)
+	}
+	if alive, _ := store.SessionAlive(ctx, tenant, sid); alive {
+		t.Error("the session is alive after its refresh token's second use")
+	}
 }
