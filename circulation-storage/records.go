@@ -232,6 +232,10 @@ type CheckOutWrite struct {
 type ItemLimit struct {
 	Limit                      int
 	MaterialTypeID, LoanTypeID string
+	// Reached says the patron's open loans it counts leave no room for
+	// one more, compared as the check-out's write compares them
+	// (locksql.Reached).
+	Reached bool
 }
 
 // ItemLimitReached is storage's refusal of a write at the item limit.

@@ -66,11 +66,17 @@ const PatronSummaryLoans = 50
 // patron's group enforces (nil when none), and their blocks as validation
 // reads them.
 type PatronSummary struct {
-	User            json.RawMessage
-	OpenLoanCount   int
-	OverdueCount    int
-	OpenLoans       json.RawMessage
-	ItemLimit       *int
+	User          json.RawMessage
+	OpenLoanCount int
+	OverdueCount  int
+	OpenLoans     json.RawMessage
+	// ItemLimits are the item limits that apply to the patron, each with
+	// the loans it counts and whether it is reached (the write's own
+	// rules and comparison); Unlimited says some material type and loan
+	// type has no enforced limit, so that limits never stop every
+	// check-out.
+	ItemLimits      json.RawMessage
+	Unlimited       bool
 	ManualBlocks    json.RawMessage
 	AutomatedBlocks json.RawMessage
 }

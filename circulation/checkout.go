@@ -341,7 +341,7 @@ func (s *Service) checkPolicy(co *checkOut, reads CheckOutReads) []*errs.Error {
 	co.match, co.policy = reads.Match, reads.Policy
 	co.limit = reads.Limit
 	var refusals []*errs.Error
-	if co.limit != nil && reads.OpenLoans >= co.limit.Limit && !co.req.Overrides.ItemLimit {
+	if co.limit != nil && co.limit.Reached && !co.req.Overrides.ItemLimit {
 		refusals = append(refusals, ItemLimitReached(co.limit.Limit, co.match, co.req.ItemBarcode))
 	}
 	if !co.policy.Loanable && !co.req.Overrides.ItemNotLoanable {

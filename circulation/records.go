@@ -210,6 +210,9 @@ type SettingRead struct {
 type ItemLimit struct {
 	Limit                      int
 	MaterialTypeID, LoanTypeID string
+	// Reached says the patron is at it, as storage's write compares:
+	// circulation refuses at it without comparing.
+	Reached bool
 }
 
 // Loan is a loan record.

@@ -10,16 +10,36 @@ import (
 
 // PatronRecords is what storage reads for a patron summary: the patron
 // (nil when there is none), their open loans counted and the first
-// listed, the item limit they meet first (0: none), and their blocks.
+// listed, the item limits that apply to them, and their blocks.
 type PatronRecords struct {
-	Patron          *Patron
-	OpenLoanCount   int
-	OverdueCount    int
-	OpenLoans       []SummaryLoan
-	ItemLimit       int
+	Patron        *Patron
+	OpenLoanCount int
+	OverdueCount  int
+	OpenLoans     []SummaryLoan
+	// ItemLimits are the limits the check-out's write would hold the
+	// patron to, for some material type and loan type each, as storage
+	// counts and compares them; Unlimited says some kind of item has
+	// none.
+	ItemLimits      []LimitState
+	Unlimited       bool
 	ManualBlocks    []ManualBlock
 	AutomatedBlocks []AutomatedBlock
 }
+
+// LimitState is an item limit that applies to a patron: the limit, the
+// criteria of the rule that sets it (as a refusal names them), the loans
+// it counts and whether it is reached.
+type LimitState struct {
+	Limit     int
+	Match     PolicyMatch
+	OpenLoans int
+	Reached   bool
+}
+
+// AllLoans says the limit counts all the patron's loans: its rule names
+// neither a material type nor a loan type (the patron group's limit, or
+// the fallback's).
+func (l LimitState) AllLoans() bool { return !l.Match.MaterialTypeMatch && !l.Match.LoanTypeMatch }
 
 // SummaryLoan is an open loan as a kiosk lists it.
 type SummaryLoan struct {
@@ -34,6 +54,13 @@ type PatronSummary struct {
 	PatronRecords
 	CanBorrow bool
 	Reasons   []*errs.Error
+	// AtItemLimit says the item limits stop every check-out: each limit
+	// that applies is reached, and no kind of item is without one. A
+	// patron at one limit but not another may borrow.
+	AtItemLimit bool
+	// Reached are the limits reached, in the words a check-out's refusal
+	// would use, whether or not they stop every check-out.
+	Reached []*errs.Error
 	// Full says the summary names the patron and lists their loans; the
 	// verdict alone (Full false) keeps of the patron only the barcode and
 	// whether they are active, and of their loans only the counts.
@@ -49,7 +76,10 @@ type SummaryAccess struct {
 }
 
 // PatronSummary reads what a self-check machine shows the patron with
-// barcode: a patron that does not exist is KindNotFound. A PIN given is
+// barcode: a patron that does not exist is KindNotFound. The patron may
+// borrow unless blocked, inactive or expired, or at every item limit that
+// applies (storage counts and compares them as the check-out's write
+// does), so that a kiosk is told what a check-out would do. A PIN given is
 // checked (counted before it is, as every PIN guess): a wrong one is
 // CodePinInvalid, and a locked one CodePinLocked, with nothing shown.
 // Without Details or a right PIN the summary is the verdict alone.
@@ -82,8 +112,16 @@ func (s *Service) PatronSummary(ctx context.Context, barcode string, access Summ
 		out.Reasons = append(out.Reasons, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").
 			With("userBarcode", barcode))
 	}
-	if recs.ItemLimit > 0 && recs.OpenLoanCount >= recs.ItemLimit {
-		out.Reasons = append(out.Reasons, ItemLimitReached(recs.ItemLimit, PolicyMatch{}, ""))
+	out.AtItemLimit = !recs.Unlimited && len(recs.ItemLimits) > 0
+	for _, l := range recs.ItemLimits {
+		if !l.Reached {
+			out.AtItemLimit = false
+			continue
+		}
+		out.Reached = append(out.Reached, ItemLimitReached(l.Limit, l.Match, ""))
+	}
+	if out.AtItemLimit {
+		out.Reasons = append(out.Reasons, out.Reached...)
 	}
 	out.CanBorrow = len(out.Reasons) == 0
 	if !out.Full {

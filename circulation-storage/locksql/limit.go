@@ -20,3 +20,12 @@ SELECT count(*)
    AND (` + materialType + ` IS NULL OR i.material_type_id = ` + materialType + `)
    AND (` + loanType + ` IS NULL OR coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id) = ` + loanType + `)`
 }
+
+// Reached is "at the limit": count loans counted against limit, both SQL
+// expressions, leave no room for one more. The item limit's check in the
+// check-out's write, validation's and the patron summary's verdicts, and
+// the maximum items charged out all compare with it, so that what a kiosk
+// is told is what the write will do. A NULL limit is never reached.
+func Reached(count, limit string) string {
+	return `coalesce((` + count + `) >= (` + limit + `), false)`
+}

@@ -23,7 +23,6 @@ package storagefake
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -55,7 +54,6 @@ const (
 	RoutePutLoan     = "PUT /loan-storage/loans/{id}"
 	RouteOpenCount   = "GET /loan-storage/loans/open-count"
 	RouteValidation  = "GET /check-out-storage/validation"
-	RoutePatron      = "GET /check-out-storage/patron"
 	RouteSetPin      = "POST /patron-pin"
 	RouteVerifyPin   = "POST /patron-pin/verify"
 	RouteMatchPolicy = "GET /circulation-rules-storage/loan-policy"
@@ -261,7 +259,7 @@ func New(t interface{ Cleanup(func()) }) *Fake {
 		RouteUsers: f.listUsers, RouteItems: f.listItems, RoutePutItem: f.putItem,
 		RouteLoans: f.listLoans, RouteLoan: f.getLoan, RoutePostLoan: f.postLoan, RoutePutLoan: f.putLoan,
 		RouteOpenCount: f.openCount, RouteMatchPolicy: f.matchPolicy, RouteLoanPolicy: f.getPolicy, RouteValidation: f.validation,
-		RoutePatron: f.patronSummary, RouteSetPin: f.setPin, RouteVerifyPin: f.verifyPin,
+		RouteSetPin: f.setPin, RouteVerifyPin: f.verifyPin,
 		RouteAcquire: f.acquire, RouteGetLock: f.getLock, RouteRelease: f.release,
 		RouteGetSettings: f.listSettings, RoutePostSetting: f.postSetting, RoutePutSetting: f.putSetting,
 		RouteReady: func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "UP"}) },
@@ -1219,7 +1217,7 @@ func (f *Fake) validation(w http.ResponseWriter, r *http.Request) {
 		open := f.countOpen(str(user["id"]), mt, lt)
 		out["openLoanCount"] = open
 		if limit, mt, lt := f.itemLimit(item); limit > 0 {
-			l := map[string]any{"limit": limit, "openLoans": open}
+			l := map[string]any{"limit": limit, "openLoans": open, "reached": open >= limit}
 			if mt != "" {
 				l["materialTypeId"] = mt
 			}
@@ -1305,64 +1303,6 @@ func (f *Fake) verifyPin(w http.ResponseWriter, r *http.Request) {
 	}
 	delete(f.pinFailures, id)
 	w.WriteHeader(http.StatusOK)
-}
-
-// patronSummary is GET /check-out-storage/patron: the patron, their open
-// loans (the fifty due first), how many and how many overdue, the item
-// limit of the policy the fake's rules choose, and their blocks.
-func (f *Fake) patronSummary(w http.ResponseWriter, r *http.Request) {
-	barcode := r.URL.Query().Get("userBarcode")
-	if barcode == "" {
-		writeError(w, 422, schemas.CodeInvalidParameter, "userBarcode is required", "userBarcode", "")
-		return
-	}
-	out := map[string]any{"openLoanCount": 0, "overdueCount": 0}
-	user := firstWith(f.users, "barcode", barcode)
-	if user == nil {
-		writeJSON(w, 200, out)
-		return
-	}
-	f.addPatron(out, user)
-	type loan struct{ due, barcode, title string }
-	var open []loan
-	overdue := 0
-	for _, l := range f.loans {
-		if l["userId"] != user["id"] || statusName(l) != "Open" {
-			continue
-		}
-		item := find(f.items, str(l["itemId"]))
-		if item == nil {
-			continue
-		}
-		due := str(l["dueDate"])
-		if at, err := time.Parse(time.RFC3339, due); err == nil && at.Before(time.Now()) {
-			overdue++
-		}
-		open = append(open, loan{due, str(item["barcode"]), str(item["title"])})
-	}
-	out["openLoanCount"], out["overdueCount"] = len(open), overdue
-	slices.SortFunc(open, func(a, b loan) int { return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.barcode, b.barcode)) })
-	var listed []map[string]any
-	for _, l := range open[:min(len(open), 50)] {
-		doc := map[string]any{"itemBarcode": l.barcode}
-		if l.title != "" {
-			doc["title"] = l.title
-		}
-		if l.due != "" {
-			doc["dueDate"] = l.due
-		}
-		listed = append(listed, doc)
-	}
-	if len(listed) > 0 {
-		out["openLoans"] = listed
-	}
-	if f.match != nil {
-		if p, ok := f.policies[f.match.LoanPolicyID]; ok && p.ItemLimit > 0 &&
-			!(f.unscopedIgnored && !f.match.MaterialTypeMatch && !f.match.LoanTypeMatch) {
-			out["itemLimit"] = p.ItemLimit
-		}
-	}
-	writeJSON(w, 200, out)
 }
 
 // itemLimit is the item limit the rules set for a check-out of item, as

@@ -380,11 +380,19 @@ var cases = []testCase{
 			if len(loans) == 1 {
 				first, _ = loans[0].(map[string]any)
 			}
+			limits, _ := v["itemLimits"].([]any)
+			var limit map[string]any
+			if len(limits) == 1 {
+				limit, _ = limits[0].(map[string]any)
+			}
 			if user["id"] != s.rec.PatronID || v["openLoanCount"] != float64(1) || v["overdueCount"] != float64(0) ||
-				first["itemBarcode"] != s.rec.ItemBarcode || first["dueDate"] == nil || v["itemLimit"] != float64(3) || len(blocks) != 1 {
-				s.t.Errorf("patron summary %v, want the patron, one open loan of the seeded item, the limit of 3 and the block", v)
+				first["itemBarcode"] != s.rec.ItemBarcode || first["dueDate"] == nil || len(blocks) != 1 || v["unlimited"] != false ||
+				limit["itemLimit"] != float64(3) || limit["openLoans"] != float64(1) || limit["reached"] != false ||
+				limit["materialTypeId"] != s.rec.MaterialTypeID || limit["materialTypeMatch"] != true {
+				s.t.Errorf("patron summary %v, want the patron, one open loan of the seeded item, the material type's limit of 3 not reached and the block", v)
 			}
 		},
+		realOnly: true,
 	},
 	{
 		name: "the patron summary of no patron counts nothing",
@@ -394,10 +402,11 @@ var cases = []testCase{
 		},
 		want: want{status: http.StatusOK, schema: "patron-summary.json"},
 		then: func(s *session, got response) {
-			if v := got.decode(s.t); len(v) != 2 || v["openLoanCount"] != float64(0) || v["overdueCount"] != float64(0) {
-				s.t.Errorf("patron summary %v, want counts of 0 and nothing else", v)
+			if v := got.decode(s.t); len(v) != 3 || v["openLoanCount"] != float64(0) || v["overdueCount"] != float64(0) || v["unlimited"] != true {
+				s.t.Errorf("patron summary %v, want counts of 0, no limit and nothing else", v)
 			}
 		},
+		realOnly: true,
 	},
 	{
 		name: "a patron's PIN, once set, verifies; another does not",
@@ -443,7 +452,8 @@ var cases = []testCase{
 		given: func(s *session) request {
 			return request{method: http.MethodGet, path: "/check-out-storage/patron"}
 		},
-		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeInvalidParameter},
+		want:     want{status: http.StatusUnprocessableEntity, code: schemas.CodeInvalidParameter},
+		realOnly: true,
 	},
 	{
 		name: "validation names the patron's manual blocks in force for borrowing, and no others",

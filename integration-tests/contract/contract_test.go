@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 // contract.
 func TestContractFakeStorage(t *testing.T) {
 	t.Parallel()
-	contract.Exercise(t, func(t *testing.T) contract.Target {
+	contract.Exercise(t, true, func(t *testing.T) contract.Target {
 		f := storagefake.New(t)
 		// Naming the initialised tenant makes every other one
 		// uninitialised, as in storage.
@@ -38,7 +38,7 @@ func TestContractRealStorage(t *testing.T) {
 	t.Parallel()
 	s := harness.StartStorage(t, fmt.Sprintf("LOCK_DEFAULT_TTL_MS=%d", contract.DefaultLockTTLMs),
 		fmt.Sprintf("LOCK_MAX_TTL_MS=%d", contract.MaxLockTTLMs), fmt.Sprintf("LOCK_MAX_WAIT_MS=%d", contract.MaxWaitMs))
-	contract.Exercise(t, func(t *testing.T) contract.Target {
+	contract.Exercise(t, false, func(t *testing.T) contract.Target {
 		return &realTarget{url: s.URL(), tenant: s.InitTenant(t), never: harness.TenantID()}
 	})
 }

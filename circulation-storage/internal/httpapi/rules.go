@@ -99,6 +99,7 @@ type itemLimitJSON struct {
 	OpenLoans      int    `json:"openLoans"`
 	MaterialTypeID string `json:"materialTypeId,omitempty"`
 	LoanTypeID     string `json:"loanTypeId,omitempty"`
+	Reached        bool   `json:"reached"`
 }
 
 // validateCheckOut answers, in one call, everything validating a check-out
@@ -129,7 +130,8 @@ func (s *Server) validateCheckOut(c echo.Context) error {
 		out.OpenLoanCount = &recs.OpenLoans
 	}
 	if l := recs.Limit; l != nil {
-		out.ItemLimit = &itemLimitJSON{Limit: l.Limit, OpenLoans: recs.OpenLoans, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID}
+		out.ItemLimit = &itemLimitJSON{Limit: l.Limit, OpenLoans: recs.OpenLoans, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID,
+			Reached: l.Reached}
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -140,13 +142,15 @@ type patronSummaryJSON struct {
 	OpenLoanCount int             `json:"openLoanCount"`
 	OverdueCount  int             `json:"overdueCount"`
 	OpenLoans     json.RawMessage `json:"openLoans,omitempty"`
-	ItemLimit     *int            `json:"itemLimit,omitempty"`
+	ItemLimits    json.RawMessage `json:"itemLimits,omitempty"`
+	Unlimited     bool            `json:"unlimited"`
 	ManualBlocks  json.RawMessage `json:"manualBlocks,omitempty"`
 	Automated     json.RawMessage `json:"automatedPatronBlocks,omitempty"`
 }
 
 // patronSummary answers, in one call, what a self-check machine shows a
-// patron: who, their loans out, the item limit and their blocks.
+// patron: who, their loans out, the item limits that apply to them and
+// their blocks.
 func (s *Server) patronSummary(c echo.Context) error {
 	barcode, ok, err := s.filterParam(c, storage.Filter{Param: "userBarcode", Kind: storage.FilterText})
 	if err != nil {
@@ -160,7 +164,7 @@ func (s *Server) patronSummary(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, patronSummaryJSON{User: sum.User, OpenLoanCount: sum.OpenLoanCount, OverdueCount: sum.OverdueCount,
-		OpenLoans: sum.OpenLoans, ItemLimit: sum.ItemLimit, ManualBlocks: sum.ManualBlocks, Automated: sum.AutomatedBlocks})
+		OpenLoans: sum.OpenLoans, ItemLimits: sum.ItemLimits, Unlimited: sum.Unlimited, ManualBlocks: sum.ManualBlocks, Automated: sum.AutomatedBlocks})
 }
 
 // countOpenLoans answers the item-limit count: {"totalRecords": N}.

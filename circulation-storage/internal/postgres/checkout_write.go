@@ -92,8 +92,8 @@ WITH fence AS (
 ), allowed AS (
     SELECT (SELECT ok FROM required)
        AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
-       AND ($12::boolean OR (SELECT n FROM limited) IS NULL OR (SELECT n FROM counted) < (SELECT n FROM limited))
-       AND ($13::boolean OR NOT EXISTS (SELECT 1 FROM charged) OR (SELECT n FROM charged_count) < (SELECT lim FROM charged))
+       AND ($12::boolean OR NOT ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
+       AND ($13::boolean OR NOT ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
        AND NOT (SELECT other FROM queued) AS ok
 ), item AS (
     UPDATE %[3]s
@@ -158,7 +158,9 @@ SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence
        released.user_id::text,
        ` + locksql.Announce("%[4]s", "$10") + `,
        (SELECT n FROM charged_count), (SELECT lim FROM charged), (SELECT message FROM charged),
-       (SELECT other FROM queued), (SELECT id::text FROM head)
+       (SELECT other FROM queued), (SELECT id::text FROM head),
+       ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `,
+       ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
 
 // chargedSQL is the limit of maximum items charged out that holds a
@@ -230,6 +232,9 @@ type checkOutResult struct {
 	// names the first request (nil without one).
 	requested bool
 	head      *string
+	// limitReached and chargedReached say the patron is at the item limit
+	// and at the maximum items charged out, as the write compared them.
+	limitReached, chargedReached bool
 }
 
 // ownEventsSQL has the transaction record its events itself (checkOutSQL
@@ -256,7 +261,7 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 		s.policy.EnforceUnscopedItemLimit, s.policy.LockFeatureDefault, nullable(caller.User), w.ReleaseLock, string(t),
 		nullable(caller.Module), w.OverrideItemLimit, w.OverridePatronBlock).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified,
-			&r.charged, &r.chargedLimit, &r.chargedReason, &r.requested, &r.head)
+			&r.charged, &r.chargedLimit, &r.chargedReason, &r.requested, &r.head, &r.limitReached, &r.chargedReached)
 	})
 	return b, r
 }
@@ -286,9 +291,9 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 	case r.requested:
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
 			"The item's first request is another patron's; nothing was written").With("requestId", deref(r.head))
-	case !w.OverrideItemLimit && r.limit != nil && r.open != nil && *r.open >= *r.limit:
+	case !w.OverrideItemLimit && r.limitReached:
 		return storage.CheckOutWritten{}, storage.ItemLimitReached(*r.limit, *r.open)
-	case !w.OverridePatronBlock && r.chargedLimit != nil && r.charged != nil && float64(*r.charged) >= *r.chargedLimit:
+	case !w.OverridePatronBlock && r.chargedReached:
 		return storage.CheckOutWritten{}, storage.ChargedOutLimitReached(deref(r.chargedReason), *r.chargedLimit, *r.charged)
 	}
 	itemID := fieldValue(w.Loan, "itemId")

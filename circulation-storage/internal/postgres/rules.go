@@ -212,16 +212,22 @@ func queueHeadSQL(request, item, tenant string) string {
 // anything; the message is the condition's, its name when that is empty.
 // tenant, user and group are SQL expressions.
 func automatedBlocksSQL(tenant, user, group string) string {
-	over := func(strict string) string {
-		return `CASE c.id WHEN '` + storage.ConditionItemsChargedOut + `' THEN s.open ` + strict + ` pl.value
+	// Items charged out block borrowing at the limit (locksql.Reached, as
+	// the check-out's write compares), everything else above it.
+	over := func(atTheLimit bool) string {
+		charged := "s.open > pl.value"
+		if atTheLimit {
+			charged = locksql.Reached("s.open", "pl.value")
+		}
+		return `CASE c.id WHEN '` + storage.ConditionItemsChargedOut + `' THEN ` + charged + `
                           WHEN '` + storage.ConditionLostItems + `' THEN s.lost > pl.value ELSE s.overdue > pl.value END`
 	}
 	return `(SELECT jsonb_agg(jsonb_build_object('patronBlockConditionId', b.id, 'blockBorrowing', b.borrowing,
             'blockRenewals', b.renewals, 'blockRequests', b.requests, 'message', b.message) ORDER BY b.id)
    FROM (SELECT c.id::text AS id, coalesce(nullif(c.jsonb ->> 'message', ''), c.jsonb ->> 'name') AS message,
-                c.jsonb ->> 'blockBorrowing' = 'true' AND ` + over(">=") + ` AS borrowing,
-                c.jsonb ->> 'blockRenewals' = 'true' AND ` + over(">") + ` AS renewals,
-                c.jsonb ->> 'blockRequests' = 'true' AND ` + over(">") + ` AS requests
+                c.jsonb ->> 'blockBorrowing' = 'true' AND ` + over(true) + ` AS borrowing,
+                c.jsonb ->> 'blockRenewals' = 'true' AND ` + over(false) + ` AS renewals,
+                c.jsonb ->> 'blockRequests' = 'true' AND ` + over(false) + ` AS requests
            FROM ` + table(tableBlockLimit) + ` pl
            JOIN ` + table(tableBlockCondition) + ` c ON c.tenant_id = pl.tenant_id AND c.id = pl.condition_id
           CROSS JOIN LATERAL (
@@ -271,7 +277,8 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
        EXISTS (SELECT 1 FROM ` + table(tableCirculationRules) + ` WHERE tenant_id = $4),
        m.loan_policy_id::text, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
        p.jsonb, p.item_limit, p.mt::text, p.lt::text,
-       CASE WHEN p.jsonb IS NOT NULL THEN (` + locksql.OpenLoanCount(table(tableLoan), table(tableItem), "$4", "(SELECT id FROM u)", "p.mt", "p.lt") + `) END,
+       c.n,
+       ` + locksql.Reached("c.n", "p.item_limit") + `,
        (SELECT s.jsonb FROM ` + table(tableSetting) + ` s
          WHERE s.tenant_id = $4 AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'),
        (SELECT jsonb_build_object('id', mt.id, 'name', mt.name) FROM ` + table(tableMaterialType) + ` mt
@@ -283,7 +290,9 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
        (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `) h)
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
-  LEFT JOIN p ON true`
+  LEFT JOIN p ON true
+  LEFT JOIN LATERAL (SELECT (` + locksql.OpenLoanCount(table(tableLoan), table(tableItem), "$4", "(SELECT id FROM u)", "p.mt", "p.lt") + `) AS n
+                      WHERE p.jsonb IS NOT NULL) c ON true`
 
 // ReadForCheckOut implements storage.CheckOutStore, in one statement.
 func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string) (storage.CheckOutRecords, error) {
@@ -292,9 +301,10 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	var policyID, mt, lt *string
 	var ruleIndex, limit, count *int
 	var pg, mtMatch, ltMatch *bool
+	var reached bool
 	err := s.db.pool.QueryRow(ctx, checkOutReadSQL, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
 		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
-			&out.LoanPolicy, &limit, &mt, &lt, &count, &out.LockSetting, &out.MaterialType, &out.ManualBlocks, &out.AutomatedBlocks, &out.QueueHead)
+			&out.LoanPolicy, &limit, &mt, &lt, &count, &reached, &out.LockSetting, &out.MaterialType, &out.ManualBlocks, &out.AutomatedBlocks, &out.QueueHead)
 	if err != nil {
 		return storage.CheckOutRecords{}, interpret(err, t)
 	}
@@ -314,7 +324,7 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 		out.OpenLoans = *count
 	}
 	if limit != nil {
-		out.Limit = &storage.ItemLimit{Limit: *limit, MaterialTypeID: deref(mt), LoanTypeID: deref(lt)}
+		out.Limit = &storage.ItemLimit{Limit: *limit, MaterialTypeID: deref(mt), LoanTypeID: deref(lt), Reached: reached}
 	}
 	return out, nil
 }
@@ -322,30 +332,45 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 // patronSummarySQL reads what a self-check machine shows a patron ($1, by
 // barcode) of tenant $3 in one statement: the patron, their open loans
 // counted, the overdue ones counted, the fifty due first with their items'
-// barcodes and titles, the smallest enforced item limit of the loan
-// policies the rules may choose for the patron's group (the fallback's
-// among them; a rule naming neither a material type nor a loan type, and
-// the fallback, only when $2, as the check-out's write enforces them), and
-// the blocks validation reads.
+// barcodes and titles, the item limits that apply to the patron, and the
+// blocks validation reads.
+//
+// The item limits are the check-out's own, asked of every material type
+// and loan type the tenant has: for each pair the circulation rules choose
+// the policy (policyMatchSQL), its limit is enforced or not
+// (itemLimitSQL, with $2 as the write has it) and counts the patron's
+// loans of the rule's criteria (locksql.OpenLoanCount), and is reached or
+// not (locksql.Reached): the very fragments the write runs. Each distinct
+// limit is answered once, with the loans it counts and whether it is
+// reached; and whether some pair has no enforced limit at all, in which
+// case a limit never stops every check-out (nor when the tenant has no
+// pair: nothing is lent then, but not because of a limit).
 var patronSummarySQL = `
 WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(tablePatron) + ` WHERE tenant_id = $3 AND barcode = $1 ORDER BY barcode, id LIMIT 1),
      ol AS (SELECT l.jsonb ->> 'dueDate' AS due, i.jsonb ->> 'barcode' AS barcode, i.jsonb ->> 'title' AS title
               FROM ` + table(tableLoan) + ` l JOIN ` + table(tableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
              WHERE l.tenant_id = $3 AND l.user_id = (SELECT id FROM u) AND l.status_name = 'Open'),
-     lim AS (SELECT (lp.jsonb #>> '{loansPolicy,itemLimit}')::numeric AS n
-               FROM (SELECT r.loan_policy_id AS id, r.material_type_id IS NOT NULL OR r.loan_type_id IS NOT NULL AS scoped
-                       FROM ` + table(tableCirculationRule) + ` r
-                      WHERE r.tenant_id = $3 AND (r.patron_group_id IS NULL OR r.patron_group_id = (SELECT patron_group_id FROM u))
-                     UNION ALL
-                     SELECT fallback_loan_policy_id, false FROM ` + table(tableCirculationRules) + ` WHERE tenant_id = $3) c
-               JOIN ` + table(tableLoanPolicy) + ` lp ON lp.tenant_id = $3 AND lp.id = c.id
-              WHERE c.scoped OR $2::boolean)
+     pairs AS (SELECT m.pg_match, m.mt_match, m.lt_match, ` + itemLimitSQL("m", "lp", "$2::boolean") + ` AS n,
+                      CASE WHEN m.mt_match THEN mt.id END AS mt, CASE WHEN m.lt_match THEN lt.id END AS lt
+                 FROM ` + table(tableMaterialType) + ` mt
+                 JOIN ` + table(tableLoanType) + ` lt ON lt.tenant_id = mt.tenant_id
+                 CROSS JOIN LATERAL (` + policyMatchSQL(table(tableCirculationRule), table(tableCirculationRules), "$3",
+	"(SELECT patron_group_id FROM u)", "mt.id", "lt.id") + `) m
+                 JOIN ` + table(tableLoanPolicy) + ` lp ON lp.tenant_id = $3 AND lp.id = m.loan_policy_id
+                WHERE mt.tenant_id = $3 AND EXISTS (SELECT 1 FROM u)),
+     limits AS (SELECT DISTINCT pg_match, mt_match, lt_match, n, mt, lt FROM pairs WHERE n IS NOT NULL),
+     counted AS (SELECT lim.*, c.open, ` + locksql.Reached("c.open", "lim.n") + ` AS reached
+                   FROM limits lim CROSS JOIN LATERAL (SELECT (` + locksql.OpenLoanCount(table(tableLoan), table(tableItem), "$3",
+	"(SELECT id FROM u)", "lim.mt", "lim.lt") + `) AS open) c)
 SELECT (SELECT ` + borrowerSQL + ` FROM u),
        (SELECT count(*) FROM ol)::int,
        (SELECT count(*) FROM ol WHERE due::timestamptz < now())::int,
        (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('itemBarcode', barcode, 'title', title, 'dueDate', due)) ORDER BY due, barcode)
           FROM (SELECT * FROM ol ORDER BY due, barcode LIMIT ` + fmt.Sprint(storage.PatronSummaryLoans) + `) x),
-       (SELECT min(n)::integer FROM lim WHERE n > 0 AND EXISTS (SELECT 1 FROM u)),
+       (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('itemLimit', n, 'openLoans', open, 'reached', reached,
+               'patronGroupMatch', pg_match, 'materialTypeMatch', mt_match, 'loanTypeMatch', lt_match,
+               'materialTypeId', mt, 'loanTypeId', lt)) ORDER BY n, mt, lt) FROM counted),
+       NOT EXISTS (SELECT 1 FROM pairs) OR EXISTS (SELECT 1 FROM pairs WHERE n IS NULL),
        (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $3 AND b.jsonb ->> 'borrowing' = 'true'
            AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now())),
@@ -355,7 +380,7 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u),
 func (s *Rules) ReadPatronSummary(ctx context.Context, t storage.Tenant, userBarcode string) (storage.PatronSummary, error) {
 	var out storage.PatronSummary
 	err := s.db.pool.QueryRow(ctx, patronSummarySQL, userBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
-		Scan(&out.User, &out.OpenLoanCount, &out.OverdueCount, &out.OpenLoans, &out.ItemLimit, &out.ManualBlocks, &out.AutomatedBlocks)
+		Scan(&out.User, &out.OpenLoanCount, &out.OverdueCount, &out.OpenLoans, &out.ItemLimits, &out.Unlimited, &out.ManualBlocks, &out.AutomatedBlocks)
 	if err != nil {
 		return storage.PatronSummary{}, interpret(err, t)
 	}

@@ -58,6 +58,14 @@ func (s *Server) patronSummary(c echo.Context) error {
 		LastName  string `json:"lastName,omitempty"`
 	}
 	p := sum.Patron
+	type limitJSON struct {
+		ItemLimit int    `json:"itemLimit"`
+		OpenLoans int    `json:"openLoans"`
+		Reached   bool   `json:"reached"`
+		AllLoans  bool   `json:"allLoans"`
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+	}
 	out := struct {
 		View          string            `json:"view"`
 		Patron        patronJSON        `json:"patron"`
@@ -65,11 +73,17 @@ func (s *Server) patronSummary(c echo.Context) error {
 		Reasons       []reasonJSON      `json:"reasons"`
 		OpenLoanCount int               `json:"openLoanCount"`
 		OverdueCount  int               `json:"overdueCount"`
-		ItemLimit     int               `json:"itemLimit,omitempty"`
+		AtItemLimit   bool              `json:"atItemLimit"`
+		ItemLimits    []limitJSON       `json:"itemLimits"`
 		OpenLoans     []summaryLoanJSON `json:"openLoans,omitempty"`
 	}{View: "verdict", Patron: patronJSON{ID: p.ID, Barcode: p.Barcode, Active: p.ActiveAt(time.Now()), FirstName: p.FirstName, LastName: p.LastName},
 		CanBorrow: sum.CanBorrow, Reasons: []reasonJSON{}, OpenLoanCount: sum.OpenLoanCount, OverdueCount: sum.OverdueCount,
-		ItemLimit: sum.ItemLimit}
+		AtItemLimit: sum.AtItemLimit, ItemLimits: []limitJSON{}}
+	for _, l := range sum.ItemLimits {
+		e := circulation.ItemLimitReached(l.Limit, l.Match, "")
+		out.ItemLimits = append(out.ItemLimits, limitJSON{ItemLimit: l.Limit, OpenLoans: l.OpenLoans, Reached: l.Reached, AllLoans: l.AllLoans(),
+			Code: e.Code, Message: e.Message})
+	}
 	if sum.Full {
 		out.View = "full"
 	}

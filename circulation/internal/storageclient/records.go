@@ -120,6 +120,7 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 			Limit          int    `json:"limit"`
 			MaterialTypeID string `json:"materialTypeId"`
 			LoanTypeID     string `json:"loanTypeId"`
+			Reached        bool   `json:"reached"`
 		} `json:"itemLimit"`
 		LockSettings *struct {
 			Entry *settingJSON `json:"entry"`
@@ -147,7 +148,7 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 		}
 	}
 	if l := v.ItemLimit; l != nil {
-		out.Limit = &circulation.ItemLimit{Limit: l.Limit, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID}
+		out.Limit = &circulation.ItemLimit{Limit: l.Limit, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID, Reached: l.Reached}
 	}
 	if h := v.QueueHead; h != nil {
 		out.QueueHead = &circulation.QueuedRequest{ID: h.ID, RequesterID: h.RequesterID}
@@ -231,13 +232,25 @@ func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation
 			Title       string    `json:"title"`
 			DueDate     time.Time `json:"dueDate"`
 		} `json:"openLoans"`
-		ItemLimit int `json:"itemLimit"`
+		ItemLimits []struct {
+			ItemLimit         int  `json:"itemLimit"`
+			OpenLoans         int  `json:"openLoans"`
+			Reached           bool `json:"reached"`
+			PatronGroupMatch  bool `json:"patronGroupMatch"`
+			MaterialTypeMatch bool `json:"materialTypeMatch"`
+			LoanTypeMatch     bool `json:"loanTypeMatch"`
+		} `json:"itemLimits"`
+		Unlimited bool `json:"unlimited"`
 		blocksJSON
 	}
 	if err := c.call(ctx, http.MethodGet, "/check-out-storage/patron"+query("userBarcode", barcode), nil, &v); err != nil {
 		return circulation.PatronRecords{}, err
 	}
-	out := circulation.PatronRecords{OpenLoanCount: v.OpenLoanCount, OverdueCount: v.OverdueCount, ItemLimit: v.ItemLimit}
+	out := circulation.PatronRecords{OpenLoanCount: v.OpenLoanCount, OverdueCount: v.OverdueCount, Unlimited: v.Unlimited}
+	for _, l := range v.ItemLimits {
+		out.ItemLimits = append(out.ItemLimits, circulation.LimitState{Limit: l.ItemLimit, OpenLoans: l.OpenLoans, Reached: l.Reached,
+			Match: circulation.PolicyMatch{PatronGroupMatch: l.PatronGroupMatch, MaterialTypeMatch: l.MaterialTypeMatch, LoanTypeMatch: l.LoanTypeMatch}})
+	}
 	if u := v.User; u != nil {
 		out.Patron = u.patron()
 	}

@@ -222,10 +222,16 @@ type PatronSummary struct {
 		Message       string `json:"message"`
 		PatronMessage string `json:"patronMessage"`
 	} `json:"reasons"`
-	OpenLoanCount int `json:"openLoanCount"`
-	OverdueCount  int `json:"overdueCount"`
-	ItemLimit     int `json:"itemLimit"`
-	OpenLoans     []struct {
+	OpenLoanCount int  `json:"openLoanCount"`
+	OverdueCount  int  `json:"overdueCount"`
+	AtItemLimit   bool `json:"atItemLimit"`
+	ItemLimits    []struct {
+		ItemLimit int    `json:"itemLimit"`
+		Reached   bool   `json:"reached"`
+		AllLoans  bool   `json:"allLoans"`
+		Message   string `json:"message"`
+	} `json:"itemLimits"`
+	OpenLoans []struct {
 		ItemBarcode string    `json:"itemBarcode"`
 		Title       string    `json:"title"`
 		DueDate     time.Time `json:"dueDate"`

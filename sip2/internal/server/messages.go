@@ -363,8 +363,8 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 	pinOK := pin != "" && sum.View == "full"
 	denied := !sum.CanBorrow
 	status := []byte(wire.YN(denied) + wire.YN(denied) + wire.YN(denied) + wire.YN(denied) + strings.Repeat(" ", 10))
-	if sum.ItemLimit > 0 && sum.OpenLoanCount >= sum.ItemLimit {
-		status[5] = 'Y' // too many items charged
+	if sum.AtItemLimit {
+		status[5] = 'Y' // too many items charged: every limit that applies
 	}
 	var reasons []string
 	for _, r := range sum.Reasons {
@@ -373,6 +373,17 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 			continue
 		}
 		reasons = append(reasons, r.Message)
+	}
+	// The patron may borrow, but not every kind of item: the limits
+	// reached, named as a check-out would refuse at them.
+	groupLimit := 0
+	for _, l := range sum.ItemLimits {
+		if l.Reached && sum.CanBorrow {
+			reasons = append(reasons, l.Message)
+		}
+		if l.AllLoans {
+			groupLimit = l.ItemLimit
+		}
 	}
 	name := strings.TrimSpace(sum.Patron.FirstName + " " + sum.Patron.LastName)
 	counts := ""
@@ -384,8 +395,10 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 		r.Add("CQ", wire.YN(pinOK))
 	}
 	if info {
-		if sum.ItemLimit > 0 {
-			r.Add("CB", wire.Counter(sum.ItemLimit))
+		// CB is the limit on all the patron's loans (their group's), when
+		// there is one; limits by material or loan type are not one count.
+		if groupLimit > 0 {
+			r.Add("CB", wire.Counter(groupLimit))
 		}
 		summary := req.Fixed[21:]
 		now := time.Now()
