@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
@@ -176,5 +178,87 @@ func TestSummaryVerdictIsTheCheckOutsOutcome(t *testing.T) {
 			}
 			t.Logf("%s: may borrow %v, limits %+v", tc.name, sum.CanBorrow, sum.ItemLimits)
 		})
+	}
+}
+
+// TestLockSettingIsReadOneWay: tricky values of the lock settings entry,
+// written straight to storage's settings: one that reads two ways (a key
+// repeated or nested) is refused 422 at storage, and at circulation's
+// settings too; every value storage takes, circulation and storage's
+// check-out write read alike: circulation's effective setting says on
+// exactly when storage refuses a write without a lock (LOCK_REQUIRED).
+func TestLockSettingIsReadOneWay(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: false})
+	lib := c.SetupLibrary(1, 20, 0)
+	user := patronID(t, c, lib.Patrons[0])
+	quoted := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	var entryID string
+	for i, tc := range []struct {
+		value   string
+		refused bool
+	}{
+		{`{"checkOutLockFeatureEnabled":true}`, false},
+		{quoted(`{"checkOutLockFeatureEnabled":false}`), false},
+		{quoted(`{"checkOutLockFeatureEnabled":false,"x":{"checkOutLockFeatureEnabled":true}}`), true},
+		{`{"checkOutLockFeatureEnabled":false,"x":{"checkOutLockFeatureEnabled":true}}`, true},
+		{quoted(`{"checkOutLockFeatureEnabled":true,"checkOutLockFeatureEnabled":false}`), true},
+		{quoted(`{"note":"\"checkOutLockFeatureEnabled\": true","checkOutLockFeatureEnabled":false}`), false},
+		{quoted(`{"lockTtl":3000}`), false},
+		{quoted(`{ "checkOutLockFeatureEnabled" : true }`), false},
+		{`{"checkOutLockFeatureEnabled":"true"}`, true},
+		{quoted(`not json at all`), true},
+	} {
+		entry := map[string]any{"scope": "mod-circulation", "key": "checkoutLockFeature", "value": json.RawMessage(tc.value)}
+		var r harness.Response
+		if entryID == "" {
+			r = c.Do(c.Storage, "POST", "/settings/entries", entry)
+			var created struct {
+				ID string `json:"id"`
+			}
+			if r.Status == http.StatusCreated {
+				r.Decode(t, &created)
+				entryID = created.ID
+			}
+		} else {
+			var current map[string]any
+			c.Do(c.Storage, "GET", "/settings/entries/"+entryID, nil).Want(t, http.StatusOK).Decode(t, &current)
+			entry["id"], entry["_version"] = entryID, current["_version"]
+			r = c.Do(c.Storage, "PUT", "/settings/entries/"+entryID, entry)
+		}
+		if tc.refused {
+			if r.Status != http.StatusUnprocessableEntity {
+				t.Errorf("%s: %d %s, want 422", tc.value, r.Status, r.Body)
+			}
+			continue
+		}
+		if r.Status != http.StatusCreated && r.Status != http.StatusNoContent {
+			t.Fatalf("%s: %d %s", tc.value, r.Status, r.Body)
+		}
+		w := c.DoWith(c.Storage, "POST", "/loan-storage/loans", map[string]any{
+			"userId": user, "itemId": itemID(t, c, lib.Items[0][i]), "action": "checkedout", "status": map[string]any{"name": "Open"},
+			"loanDate": time.Now().UTC().Format(schemas.TimeFormat)}, c.HeadersWith(schemas.HeaderItemVersion, "1"))
+		storageOn := w.Status == http.StatusUnprocessableEntity && len(w.ErrorCodes()) > 0 && w.ErrorCodes()[0] == schemas.CodeLockRequired
+		if !storageOn && w.Status != http.StatusCreated {
+			t.Fatalf("%s: a write without a lock: %d %s", tc.value, w.Status, w.Body)
+		}
+		// Circulation reads the entry anew once its settings cache (200 ms
+		// in the harness) has let it go: it must come to read it as the
+		// write did, and stay there.
+		var effective struct {
+			On bool `json:"checkOutLockFeatureEnabled"`
+		}
+		if !harness.Poll(5*time.Second, 50*time.Millisecond, func() bool {
+			c.Do(c.Circulations[0], "GET", "/circulation/settings/check-out-lock", nil).Want(t, http.StatusOK).Decode(t, &effective)
+			return effective.On == storageOn
+		}) {
+			t.Errorf("%s: circulation reads the lock feature %v, storage's write %v", tc.value, effective.On, storageOn)
+		}
+	}
+	// At circulation, a body with a field it does not know is refused too.
+	r := c.Do(c.Circulations[0], "PUT", "/circulation/settings/check-out-lock",
+		json.RawMessage(`{"checkOutLockFeatureEnabled":false,"x":{"checkOutLockFeatureEnabled":true}}`))
+	if r.Status != http.StatusUnprocessableEntity {
+		t.Errorf("circulation's settings with a nested flag: %d %s, want 422", r.Status, r.Body)
 	}
 }

@@ -226,13 +226,17 @@ func TestSessionsEndAtBothServices(t *testing.T) {
 		c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks", nil, as(token)).Want(t, http.StatusOK)
 	}
 	// endedWithin waits until token is refused at both services, asking
-	// both at once, and says how long after ended (when the call that
-	// ended the session was answered) each was first asked and refused.
+	// both at once, and fails the test if either honoured it when asked
+	// more than sessionBound after ended (when the call that ended the
+	// session was answered): the last request answered 200 was sent no
+	// later than that. A slow answer on a busy machine proves nothing, so
+	// it is the sending that counts.
 	endedWithin := func(what, token string, ended time.Time) {
 		t.Helper()
 		type outcome struct {
-			r    harness.Response
-			sent time.Time
+			r            harness.Response
+			lastHonoured time.Time
+			firstRefusal time.Time
 		}
 		out := atOnce(2, func(i int) outcome {
 			p, path := c.Storage, "/accounts/"+id
@@ -241,23 +245,32 @@ func TestSessionsEndAtBothServices(t *testing.T) {
 			}
 			var o outcome
 			harness.Poll(sessionBound+5*time.Second, 20*time.Millisecond, func() bool {
-				o.sent = time.Now()
+				sent := time.Now()
 				o.r = c.DoWith(p, "GET", path, nil, as(token))
-				return o.r.Status == http.StatusUnauthorized
+				if o.r.Status == http.StatusUnauthorized {
+					o.firstRefusal = sent
+					return true
+				}
+				o.lastHonoured = sent
+				return false
 			})
 			return o
 		})
-		var took time.Duration
+		var honoured, refused time.Duration
 		for i, o := range out {
 			if o.r.Status != http.StatusUnauthorized || o.r.ErrorCodes()[0] != schemas.CodeSessionEnded {
 				t.Fatalf("%s: the token at service %d answers %d %s, want 401 SESSION_ENDED", what, i, o.r.Status, o.r.Body)
 			}
-			took = max(took, o.sent.Sub(ended))
+			if !o.lastHonoured.IsZero() {
+				honoured = max(honoured, o.lastHonoured.Sub(ended))
+			}
+			refused = max(refused, o.firstRefusal.Sub(ended))
 		}
-		if took > sessionBound {
-			t.Errorf("%s: the token was still honoured %s after, want at most %s", what, took, sessionBound)
+		if honoured > sessionBound {
+			t.Errorf("%s: the token was honoured when asked %s after, want at most %s", what, honoured, sessionBound)
 		}
-		t.Logf("%s: refused at both services %s after", what, took.Round(time.Millisecond))
+		t.Logf("%s: last honoured when asked %s after, refused at both services when asked %s after", what,
+			honoured.Round(time.Millisecond), refused.Round(time.Millisecond))
 	}
 	withRefresh := func(token string) map[string]string {
 		return map[string]string{schemas.HeaderTenant: c.Tenant, "Cookie": "folioRefreshToken=" + token}
@@ -303,14 +316,17 @@ func TestSessionsEndAtBothServices(t *testing.T) {
 	c.Do(c.Storage, "DELETE", "/accounts/"+id, nil).Want(t, http.StatusNoContent)
 	deleted := time.Now()
 	var r harness.Response
-	var sent time.Time
+	var honoured time.Time
 	harness.Poll(sessionBound+5*time.Second, 20*time.Millisecond, func() bool {
-		sent = time.Now()
+		sent := time.Now()
 		r = c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks", nil, as(access))
+		if r.Status != http.StatusUnauthorized {
+			honoured = sent
+		}
 		return r.Status == http.StatusUnauthorized
 	})
-	if r.Status != http.StatusUnauthorized || sent.Sub(deleted) > sessionBound {
-		t.Errorf("a token of a deleted account at circulation: %d, asked %s after", r.Status, sent.Sub(deleted))
+	if r.Status != http.StatusUnauthorized || honoured.Sub(deleted) > sessionBound {
+		t.Errorf("a token of a deleted account at circulation: %d, last honoured when asked %s after", r.Status, honoured.Sub(deleted))
 	}
 	if r := c.DoWith(c.Storage, "GET", "/check-out-lock-storage", nil, as(access)); r.Status != http.StatusUnauthorized {
 		t.Errorf("a token of a deleted account at storage: %d, want 401", r.Status)

@@ -124,6 +124,9 @@ func Decode(raw json.RawMessage) (Stored, []FieldError) {
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return Stored{}, []FieldError{fieldError("", raw, "the value is neither a JSON object nor a string holding one")}
 	}
+	if e := ambiguous(raw); e != nil {
+		return Stored{}, []FieldError{*e}
+	}
 	var s Stored
 	var errs []FieldError
 	for _, name := range []string{fieldEnabled, fieldAttempts, fieldInterval, fieldTTL, fieldIntervals} {
@@ -136,6 +139,56 @@ func Decode(raw json.RawMessage) (Stored, []FieldError) {
 		}
 	}
 	return s, errs
+}
+
+// ambiguous says why an object (raw) could be read two ways, or nil: a
+// key given twice (a reader may take either), or a field's name as a key
+// of a nested object (a reader may look there). Such a value is refused
+// whole: no two readers of it could then disagree.
+func ambiguous(raw json.RawMessage) *FieldError {
+	known := map[string]bool{fieldEnabled: true, fieldAttempts: true, fieldInterval: true, fieldTTL: true, fieldIntervals: true}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	seen := map[string]bool{}
+	// stack holds, for each open container, whether it is an object and
+	// whether its next token is a key.
+	type open struct{ object, key bool }
+	var stack []open
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return nil // the end, or what json.Unmarshal already refused
+		}
+		top := len(stack) - 1
+		if key, isKey := tok.(string); isKey && top >= 0 && stack[top].object && stack[top].key {
+			stack[top].key = false
+			switch {
+			case top == 0 && seen[key]:
+				e := fieldError(key, raw, "is given twice")
+				return &e
+			case top == 0:
+				seen[key] = true
+			case known[key]:
+				e := fieldError(key, raw, "may be given only at the top of the value, not inside another field")
+				return &e
+			}
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, open{object: true, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, open{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:top]
+		}
+		// A value ended (or a container closed): the enclosing object's
+		// next token is a key.
+		if n := len(stack) - 1; n >= 0 && stack[n].object {
+			stack[n].key = true
+		}
+	}
 }
 
 // decodeField decodes one stored field into s, or says why it cannot.

@@ -97,6 +97,14 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	if err := db.Ping(pingCtx); err != nil {
 		// Not fatal: the pool reconnects, and readiness says when it has.
 		logger.Warn("database not reachable yet", slog.Any("error", err))
+	} else if n, err := db.DecodeLockFeatures(pingCtx); err != nil {
+		// Not fatal either: the next tenant operation decodes them; until
+		// then a check-out's write takes the environment's lock feature
+		// for an entry not decoded yet. Before migration 12 there is
+		// nothing to decode.
+		logger.Warn("decoding the lock settings entries", slog.Any("error", err))
+	} else if n > 0 {
+		logger.Info("lock settings entries decoded", slog.Int("entries", n))
 	}
 	cancel()
 

@@ -177,18 +177,13 @@ func chargedSQL(limit, condition, tenant, group string) string {
 }
 
 // lockFeatureSQL is whether the tenant's check-out lock feature is on, as
-// storage reads it in a write: the checkoutLockFeature setting's
-// checkOutLockFeatureEnabled when it is a boolean (the value an object, or
-// a string holding one, as FOLIO stores it), else def (the environment's).
-// A malformed value reads as not saying, as circulation reads it: it can
-// never fail the write. setting is the settings table, tenant the SQL that
-// gives the tenant.
+// storage reads it in a write: what the checkoutLockFeature entry says,
+// decoded when the entry was written by the decoder circulation reads it
+// with (lockFeature, migration 12), else def (the environment's). The
+// value's text is never read here. setting is the settings table, tenant
+// the SQL that gives the tenant.
 func lockFeatureSQL(setting, tenant, def string) string {
-	return `coalesce((SELECT CASE jsonb_typeof(s.jsonb -> 'value')
-        WHEN 'object' THEN CASE WHEN jsonb_typeof(s.jsonb #> '{value,checkOutLockFeatureEnabled}') = 'boolean'
-                                THEN (s.jsonb #>> '{value,checkOutLockFeatureEnabled}')::boolean END
-        WHEN 'string' THEN CASE WHEN s.jsonb ->> 'value' ~ '"checkOutLockFeatureEnabled"\s*:\s*true\M' THEN true
-                                WHEN s.jsonb ->> 'value' ~ '"checkOutLockFeatureEnabled"\s*:\s*false\M' THEN false END END
+	return `coalesce((SELECT CASE s.lock_feature WHEN 'on' THEN true WHEN 'off' THEN false END
       FROM ` + setting + ` s WHERE s.tenant_id = ` + tenant + ` AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'), ` + def + `)`
 }
 

@@ -161,6 +161,14 @@ func (s *Tenants) Init(ctx context.Context, t storage.Tenant, attrs storage.Tena
 	if err != nil {
 		return storage.TenantJob{}, err
 	}
+	// The lock settings entries written before the shared schema learned
+	// to keep what they say decoded (migration 12), or by an earlier
+	// release, of every tenant.
+	if n, err := s.db.DecodeLockFeatures(ctx); err != nil {
+		return storage.TenantJob{}, err
+	} else if n > 0 {
+		s.logger.InfoContext(ctx, "lock settings entries decoded", slog.Int("entries", n))
+	}
 	s.logger.InfoContext(ctx, "tenant initialised", slog.String("tenant", string(t)), slog.Any("messages", job.Messages))
 	return job, nil
 }
