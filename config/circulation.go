@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // Circulation configures the circulation service. The check-out lock
@@ -78,12 +80,6 @@ type Circulation struct {
 // Intervals is a list of waits in milliseconds written "500|500|1000".
 type Intervals []int
 
-// MaxRetryInterval bounds one wait, and MaxRetries the number of waits.
-const (
-	MaxRetryInterval = 60000
-	MaxRetries       = 100
-)
-
 // UnmarshalText parses "500|500|1000". An empty list means no retry.
 func (iv *Intervals) UnmarshalText(text []byte) error {
 	s := strings.TrimSpace(string(text))
@@ -91,15 +87,18 @@ func (iv *Intervals) UnmarshalText(text []byte) error {
 	if s == "" {
 		return nil
 	}
+	// A tenant's retryIntervalsMs keeps to the same bounds
+	// (locksettings): the environment sets nothing a tenant could not.
 	for _, part := range strings.Split(s, "|") {
 		n, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || n < 0 || n > MaxRetryInterval {
-			return fmt.Errorf("%q is not a wait in milliseconds (0..%d)", part, MaxRetryInterval)
+		if d := time.Duration(n) * time.Millisecond; err != nil || d < locksettings.MinRetryWait || d > locksettings.MaxRetryWait {
+			return fmt.Errorf("%q is not a wait in milliseconds (%d..%d)", part,
+				locksettings.MinRetryWait.Milliseconds(), locksettings.MaxRetryWait.Milliseconds())
 		}
 		*iv = append(*iv, n)
 	}
-	if len(*iv) > MaxRetries {
-		return fmt.Errorf("%d waits; at most %d", len(*iv), MaxRetries)
+	if len(*iv) > locksettings.MaxRetries {
+		return fmt.Errorf("%d waits; at most %d", len(*iv), locksettings.MaxRetries)
 	}
 	return nil
 }
@@ -162,8 +161,9 @@ func (c Circulation) Validate() error {
 	if len(c.SIP2AdminURLs) > 16 {
 		errs = append(errs, fmt.Errorf("SIP2_ADMIN_URLS lists %d doors; at most 16", len(c.SIP2AdminURLs)))
 	}
-	if c.LockTTLMs < 1 || c.LockTTLMs > 600000 {
-		errs = append(errs, fmt.Errorf("LOCK_TTL_MS must be 1..600000, got %d", c.LockTTLMs))
+	if err := locksettings.InBounds("LOCK_TTL_MS", time.Duration(c.LockTTLMs)*time.Millisecond, locksettings.MinLockTTL, locksettings.MaxLockTTL,
+		"the bounds a tenant's lockTtl keeps to"); err != nil {
+		errs = append(errs, err)
 	}
 	for name, d := range map[string]time.Duration{
 		"SETTINGS_CACHE_TTL": c.SettingsCacheTTL, "STORAGE_TIMEOUT": c.StorageTimeout, "RELEASE_TIMEOUT": c.ReleaseTimeout,

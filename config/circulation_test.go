@@ -39,12 +39,12 @@ func TestTrustedProxiesParse(t *testing.T) {
 func TestCirculationSeedVariables(t *testing.T) {
 	t.Parallel()
 	c, err := LoadCirculation(map[string]string{"AUTH_MODE": "gateway",
-		"CHECKOUT_LOCK_FEATURE_ENABLED": "true", "LOCK_TTL_MS": "2000", "RETRY_INTERVAL_MS": " 250 | 0|1000 ",
+		"CHECKOUT_LOCK_FEATURE_ENABLED": "true", "LOCK_TTL_MS": "2000", "RETRY_INTERVAL_MS": " 250 | 1|1000 ",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.CheckoutLockFeatureEnabled || c.LockTTLMs != 2000 || !reflect.DeepEqual(c.RetryIntervalMs, Intervals{250, 0, 1000}) {
+	if !c.CheckoutLockFeatureEnabled || c.LockTTLMs != 2000 || !reflect.DeepEqual(c.RetryIntervalMs, Intervals{250, 1, 1000}) {
 		t.Errorf("parsed %+v", c)
 	}
 }
@@ -60,7 +60,9 @@ func TestCirculationInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"RETRY_INTERVAL_MS": "500|-1"}, `RETRY_INTERVAL_MS="500|-1"`},
 		{map[string]string{"RETRY_INTERVAL_MS": "60001"}, `RETRY_INTERVAL_MS="60001"`},
 		{map[string]string{"RETRY_INTERVAL_MS": strings.Repeat("1|", 100) + "1"}, `RETRY_INTERVAL_MS=`},
-		{map[string]string{"LOCK_TTL_MS": "0"}, "LOCK_TTL_MS must be 1..600000, got 0"},
+		{map[string]string{"LOCK_TTL_MS": "0"}, "LOCK_TTL_MS must be from 100 to 600000 ms (the bounds a tenant's lockTtl keeps to), got 0"},
+		{map[string]string{"LOCK_TTL_MS": "50"}, "LOCK_TTL_MS must be from 100 to 600000 ms"},
+		{map[string]string{"RETRY_INTERVAL_MS": "500|0"}, `RETRY_INTERVAL_MS="500|0"`},
 		{map[string]string{"LOCK_TTL_MS": "3s"}, `LOCK_TTL_MS="3s" is not an integer`},
 		{map[string]string{"STORAGE_URL": "127.0.0.1:8081"}, "STORAGE_URL must be an http:// or https:// URL"},
 		{map[string]string{"RELEASE_TIMEOUT": "0s"}, "RELEASE_TIMEOUT must be a positive duration"},

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v10"
+
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // parse fills cfg from environ (not from the process environment, so tests
@@ -77,7 +79,8 @@ func describe(t reflect.Type) string {
 	case reflect.TypeOf(Proxies(nil)):
 		return "IP addresses or CIDR blocks separated by commas, such as 10.0.0.0/8,192.168.1.7"
 	case reflect.TypeOf(Intervals(nil)):
-		return fmt.Sprintf("waits in milliseconds separated by |, such as 500|500|1000 (each 0..%d, at most %d)", MaxRetryInterval, MaxRetries)
+		return fmt.Sprintf("waits in milliseconds separated by |, such as 500|500|1000 (each %d..%d, at most %d)",
+			locksettings.MinRetryWait.Milliseconds(), locksettings.MaxRetryWait.Milliseconds(), locksettings.MaxRetries)
 	}
 	switch t.Kind() {
 	case reflect.Bool:

@@ -11,3 +11,7 @@ require (
 	github.com/rogpeppe/go-internal v1.14.1 // indirect
 	gopkg.in/check.v1 v1.0.0-20201130134442-10cb98267c6c // indirect
 )
+
+require github.com/checkoutlock/schemas v0.0.0
+
+replace github.com/checkoutlock/schemas => ../schemas

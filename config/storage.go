@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // Storage configures circulation-storage. Every field is one environment
@@ -36,8 +38,10 @@ type Storage struct {
 	ItemLimitWithoutCriteria string `env:"ITEM_LIMIT_WITHOUT_CRITERIA" envDefault:"enforce"`
 	// LockDefaultTTLMs is a lock's lifetime when the request names none.
 	LockDefaultTTLMs int `env:"LOCK_DEFAULT_TTL_MS" envDefault:"3000"`
-	// LockMaxTTLMs is the longest lifetime a request may ask for.
-	LockMaxTTLMs int `env:"LOCK_MAX_TTL_MS" envDefault:"600000"`
+	// LockMaxTTLMs is the longest lifetime a request may ask for, and a
+	// tenant's lockTtl may be: at most the lock's bound
+	// (locksettings.MaxLockTTL), which it is when unset.
+	LockMaxTTLMs int `env:"LOCK_MAX_TTL_MS"`
 	// LockMaxWaitMs is the longest an acquisition may wait for a held lock
 	// (waitMs); it must cover circulation's retry budget.
 	LockMaxWaitMs int `env:"LOCK_MAX_WAIT_MS" envDefault:"20000"`
@@ -145,6 +149,9 @@ func LoadStorage(environ map[string]string) (Storage, error) {
 	if err := parse(&c, environ); err != nil {
 		return Storage{}, err
 	}
+	if _, set := environ["LOCK_MAX_TTL_MS"]; !set {
+		c.LockMaxTTLMs = int(locksettings.MaxLockTTL / time.Millisecond)
+	}
 	if err := c.Validate(); err != nil {
 		return Storage{}, fmt.Errorf("configuration: %w", err)
 	}
@@ -203,14 +210,19 @@ func (c Storage) Validate() error {
 	if c.ItemLimitWithoutCriteria != "enforce" && c.ItemLimitWithoutCriteria != "ignore" {
 		errs = append(errs, fmt.Errorf("ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got %q", c.ItemLimitWithoutCriteria))
 	}
-	if c.LockMaxTTLMs < 1 {
-		errs = append(errs, fmt.Errorf("LOCK_MAX_TTL_MS must be at least 1, got %d", c.LockMaxTTLMs))
+	// The lock's bounds are locksettings': an operator narrows them,
+	// never widens them.
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	if err := locksettings.InBounds("LOCK_MAX_TTL_MS", ms(c.LockMaxTTLMs), locksettings.MinLockTTL, locksettings.MaxLockTTL,
+		"the bounds of a lock's lifetime"); err != nil {
+		errs = append(errs, err)
+	} else if err := locksettings.InBounds("LOCK_DEFAULT_TTL_MS", ms(c.LockDefaultTTLMs), locksettings.MinLockTTL, ms(c.LockMaxTTLMs),
+		"from the shortest lock's lifetime to LOCK_MAX_TTL_MS"); err != nil {
+		errs = append(errs, err)
 	}
-	if c.LockDefaultTTLMs < 1 || c.LockDefaultTTLMs > c.LockMaxTTLMs {
-		errs = append(errs, fmt.Errorf("LOCK_DEFAULT_TTL_MS must be 1..LOCK_MAX_TTL_MS (%d), got %d", c.LockMaxTTLMs, c.LockDefaultTTLMs))
-	}
-	if c.LockMaxWaitMs < 0 || c.LockMaxWaitMs > 600000 {
-		errs = append(errs, fmt.Errorf("LOCK_MAX_WAIT_MS must be 0..600000, got %d", c.LockMaxWaitMs))
+	if err := locksettings.InBounds("LOCK_MAX_WAIT_MS", ms(c.LockMaxWaitMs), 0, locksettings.MaxWait,
+		"the longest an acquisition may wait"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.LockWaitPoll < 10*time.Millisecond || c.LockWaitPollUnlistened < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("LOCK_WAIT_POLL_INTERVAL and LOCK_WAIT_POLL_UNLISTENED must be at least 10ms, got %s and %s",

@@ -262,3 +262,22 @@ func TestLockSettingIsReadOneWay(t *testing.T) {
 		t.Errorf("circulation's settings with a nested flag: %d %s, want 422", r.Status, r.Body)
 	}
 }
+
+// TestOperatorsNarrowTheLocksBounds: storage with LOCK_MAX_TTL_MS=60000
+// refuses a tenant's lockTtl of 300000 (every acquisition would be refused
+// under it), at its settings and through circulation's, naming the bound;
+// 60000 is taken.
+func TestOperatorsNarrowTheLocksBounds(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, StorageEnv: []string{"LOCK_MAX_TTL_MS=60000"}})
+	r := c.Do(c.Storage, "POST", "/settings/entries", map[string]any{"scope": "mod-circulation", "key": "checkoutLockFeature",
+		"value": map[string]any{"lockTtl": 300000}})
+	if r.Status != http.StatusUnprocessableEntity || !strings.Contains(string(r.Body), "must be from 100 to 60000 ms") {
+		t.Errorf("a lockTtl beyond LOCK_MAX_TTL_MS at storage: %d %s, want 422 naming the bound", r.Status, r.Body)
+	}
+	r = c.Do(c.Circulations[0], "PATCH", "/circulation/settings/check-out-lock", json.RawMessage(`{"lockTtl":300000}`))
+	if r.Status != http.StatusUnprocessableEntity || !strings.Contains(string(r.Body), "must be from 100 to 60000 ms") {
+		t.Errorf("a lockTtl beyond LOCK_MAX_TTL_MS through circulation: %d %s, want 422 naming the bound", r.Status, r.Body)
+	}
+	c.Do(c.Circulations[0], "PATCH", "/circulation/settings/check-out-lock", json.RawMessage(`{"lockTtl":60000}`)).Want(t, http.StatusOK)
+}

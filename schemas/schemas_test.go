@@ -42,7 +42,7 @@ func TestValidation(t *testing.T) {
 		{"checkout-lock-request.json", `{"userId":"` + id + `","ttlMs":2000}`, nil},
 		{"checkout-lock-request.json", `{}`, []Violation{{Field: "userId", Message: "is required"}}},
 		{"checkout-lock-request.json", `{"userId":"` + id + `","extra":[1]}`, []Violation{{Field: "extra", Message: "is not a known property", Value: "[1]"}}},
-		{"checkout-lock-request.json", `{"userId":"` + id + `","ttlMs":0}`, []Violation{{Field: "ttlMs", Message: "minimum: got 0, want 1", Value: "0"}}},
+		{"checkout-lock-request.json", `{"userId":"` + id + `","ttlMs":0}`, []Violation{{Field: "ttlMs", Message: "minimum: got 0, want 100", Value: "0"}}},
 		{"checkout-lock-request.json", `{"userId":5}`, []Violation{{Field: "userId", Message: "got number, want string", Value: "5"}}},
 		{"checkout-lock-request.json", `[]`, []Violation{{Message: "got array, want object"}}},
 		{"checkout-lock.json", `{"id":"` + id + `","userId":"` + id + `","creationDate":"2026-01-02T03:04:05.000Z","expiresAt":"2026-01-02T03:04:08.000Z","ttlMs":3000}`, nil},

@@ -24,6 +24,7 @@ package storagefake
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -69,10 +70,11 @@ const (
 )
 
 // defaultLockTTLMs, maxLockTTLMs and maxWaitMs are storage's
-// LOCK_DEFAULT_TTL_MS, LOCK_MAX_TTL_MS and LOCK_MAX_WAIT_MS defaults.
+// LOCK_DEFAULT_TTL_MS, LOCK_MAX_TTL_MS and LOCK_MAX_WAIT_MS defaults (the
+// longest lock the lock's bound).
 const (
 	defaultLockTTLMs = 3000
-	maxLockTTLMs     = 600000
+	maxLockTTLMs     = float64(locksettings.MaxLockTTL / time.Millisecond)
 	maxWaitMs        = 20000
 )
 
@@ -1443,7 +1445,7 @@ func (f *Fake) acquire(w http.ResponseWriter, r *http.Request) {
 	ttl := defaultLockTTLMs
 	if v, ok := doc["ttlMs"].(float64); ok {
 		if v > maxLockTTLMs {
-			writeError(w, 422, schemas.CodeValidation, fmt.Sprintf("ttlMs: must be at most %d", maxLockTTLMs), "ttlMs", strconv.FormatFloat(v, 'f', -1, 64))
+			writeError(w, 422, schemas.CodeValidation, fmt.Sprintf("ttlMs: must be at most %.0f", maxLockTTLMs), "ttlMs", strconv.FormatFloat(v, 'f', -1, 64))
 			return
 		}
 		ttl = int(v)
@@ -1724,7 +1726,15 @@ func checkSetting(w http.ResponseWriter, doc map[string]any) bool {
 func (f *Fake) bind(w http.ResponseWriter, r *http.Request, schema string) (map[string]any, bool) {
 	body, _ := io.ReadAll(r.Body)
 	if err := f.schemas.ValidateJSON(schema, body); err != nil {
-		writeError(w, 422, schemas.CodeValidation, err.Error())
+		// As storage answers it: each violation's field and value.
+		var params []string
+		var v *schemas.ValidationError
+		if errors.As(err, &v) {
+			for _, vi := range v.Violations {
+				params = append(params, vi.Field, vi.Value)
+			}
+		}
+		writeError(w, 422, schemas.CodeValidation, err.Error(), params...)
 		return nil, false
 	}
 	var doc map[string]any

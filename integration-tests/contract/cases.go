@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // lockTTL is the lifetime of the locks cases hold: long enough never to
@@ -887,7 +888,7 @@ var cases = []testCase{
 			r := s.seed()
 			id := newUUID()
 			s.acquireAs(holderUser, r.PatronID, id)
-			again := acquireReq(r.PatronID, id, 600000)
+			again := acquireReq(r.PatronID, id, MaxLockTTLMs)
 			again.headers = map[string]string{schemas.HeaderUserID: otherUser}
 			return again
 		},
@@ -925,7 +926,8 @@ var cases = []testCase{
 		},
 		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeValidation, params: map[string]string{"value.lockTtl": "1"}},
 		then: func(s *session, got response) {
-			if msg := firstMessage(got); !strings.Contains(msg, "must be from 100 to 600000 ms") {
+			if msg := firstMessage(got); !strings.Contains(msg, fmt.Sprintf("must be from %d to %d ms",
+				locksettings.MinLockTTL.Milliseconds(), locksettings.MaxLockTTL.Milliseconds())) {
 				s.t.Errorf("message %q does not name the bound", msg)
 			}
 			page := s.step("the settings", request{method: http.MethodGet, path: "/settings/entries?scope=mod-circulation"},

@@ -24,13 +24,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // The storage configuration the cases assume: LOCK_DEFAULT_TTL_MS,
 // LOCK_MAX_TTL_MS and LOCK_MAX_WAIT_MS at their defaults. A target must run with these.
 const (
 	DefaultLockTTLMs = 3000
-	MaxLockTTLMs     = 600000
+	MaxLockTTLMs     = int(locksettings.MaxLockTTL / time.Millisecond)
 	MaxWaitMs        = 20000
 )
 

@@ -56,27 +56,61 @@ type Bounds struct {
 	MaxTotalWait time.Duration
 }
 
-// DefaultBounds are the bounds every stored value keeps to, written once
-// for both services. Each refuses only what would stop check-outs, and
+// The bounds of the check-out lock, written here once: every lock's
+// lifetime and every retry wait, wherever it comes from (the environment,
+// a tenant's settings, an acquisition's ttlMs and waitMs), keeps to them,
+// and the JSON Schemas that carry them are checked against them.
+// Operators may narrow them (storage's LOCK_MAX_TTL_MS, LOCK_MAX_WAIT_MS);
+// nothing widens them. Each refuses only what would stop check-outs, and
 // FOLIO's own values pass (its settings fixture: lockTtl 500,
 // retryInterval 5, noOfRetryAttempts 10): a lock lives 100 ms to 10 min
 // (it must outlive the check-out's write under it, p99 25 ms at c = 4 in
 // BENCHMARKS.md; a longer one only delays a crashed holder's successor), a
 // retry waits 1 ms to 60 s (never a loop without a wait), at most 50
-// retries (the calls one check-out may make), their waits adding up to at
-// most maxTotalWait
-// (no limit when it is 0): circulation passes a second less than its
-// request timeout, storage the longest it lets an acquisition wait.
+// retries (the calls one check-out may make), and an acquisition waits at
+// storage at most 10 min.
+const (
+	MinLockTTL   = 100 * time.Millisecond
+	MaxLockTTL   = 10 * time.Minute
+	MinRetryWait = time.Millisecond
+	MaxRetryWait = time.Minute
+	MaxRetries   = 50
+	MaxWait      = 10 * time.Minute
+)
+
+// DefaultBounds are the bounds every stored value keeps to, their waits
+// adding up to at most maxTotalWait (no limit when it is 0): circulation
+// passes a second less than its request timeout, storage the longest it
+// lets an acquisition wait. Narrow narrows them further.
 func DefaultBounds(maxTotalWait time.Duration) Bounds {
 	b := Bounds{
-		MinLockTTL: 100 * time.Millisecond, MaxLockTTL: 10 * time.Minute,
-		MinRetryWait: time.Millisecond, MaxRetryWait: time.Minute,
-		MaxRetries: 50, MaxTotalWait: time.Duration(math.MaxInt64),
+		MinLockTTL: MinLockTTL, MaxLockTTL: MaxLockTTL,
+		MinRetryWait: MinRetryWait, MaxRetryWait: MaxRetryWait,
+		MaxRetries: MaxRetries, MaxTotalWait: time.Duration(math.MaxInt64),
 	}
 	if maxTotalWait > 0 {
 		b.MaxTotalWait = maxTotalWait
 	}
 	return b
+}
+
+// Narrow is b with locks living at most maxLockTTL (an operator's
+// LOCK_MAX_TTL_MS), when that is shorter.
+func (b Bounds) Narrow(maxLockTTL time.Duration) Bounds {
+	if maxLockTTL > 0 && maxLockTTL < b.MaxLockTTL {
+		b.MaxLockTTL = maxLockTTL
+	}
+	return b
+}
+
+// InBounds checks that an environment variable's duration d keeps to
+// [min, max], in milliseconds, naming the variable and, as why, what
+// keeps to the same bounds.
+func InBounds(variable string, d, min, max time.Duration, why string) error {
+	if d < min || d > max {
+		return fmt.Errorf("%s must be from %d to %d ms (%s), got %d", variable, min.Milliseconds(), max.Milliseconds(), why, d.Milliseconds())
+	}
+	return nil
 }
 
 // Total is the sum of waits.

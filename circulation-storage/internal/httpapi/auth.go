@@ -63,9 +63,11 @@ func (s *Server) readableScopes(c echo.Context) []string {
 // settingBounds are the bounds of the check-out lock settings entry,
 // checked on every write of it whoever writes: the bounds circulation
 // keeps to, with waits adding up to at most the longest an acquisition
-// may wait here.
+// may wait here, and locks living at most as long as an acquisition may
+// ask for here (LOCK_MAX_TTL_MS): a tenant stores nothing every
+// acquisition would then be refused.
 func (s *Server) settingBounds() locksettings.Bounds {
-	return locksettings.DefaultBounds(s.cfg.LockMaxWait)
+	return locksettings.DefaultBounds(s.cfg.LockMaxWait).Narrow(s.cfg.LockMaxTTL)
 }
 
 // checkSetting refuses a check-out lock settings entry (scope

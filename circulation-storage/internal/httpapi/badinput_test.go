@@ -600,7 +600,7 @@ func TestEdgeInputsFoundByTheBattery(t *testing.T) {
 		t.Errorf("GET by percent-encoded id = %+v, want %s", got, lock.ID)
 	}
 
-	for _, ttl := range []string{"1.0", "1e3", "2500.0"} {
+	for _, ttl := range []string{"100.0", "1e3", "2500.0"} {
 		var l lockJSON
 		f.do("POST", "/check-out-lock-storage", fmt.Sprintf(`{"userId":%q,"ttlMs":%s}`, uuid.NewString(), ttl)).
 			wantStatus(http.StatusCreated).decode(&l)
