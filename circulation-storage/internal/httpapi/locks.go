@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"github.com/google/uuid"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -75,7 +76,17 @@ func (s *Server) postLock(c echo.Context) error {
 	// The lock is its acquirer's: the caller, as its credentials say.
 	owner := storage.CallerFrom(c.Request().Context())
 	holder.AcquiredBy, holder.AcquiredByModule = owner.User, owner.Module
-	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), strings.ToLower(req.UserID), strings.ToLower(req.ID),
+	// A request that names no lock id gets one now, before any statement
+	// runs: a statement run again after its answer was lost (the pool
+	// runs a single-row statement again on a fresh connection), or a
+	// waiter's next try, then names the lock it may have taken, and finds
+	// it its own (a renewal), instead of a lock it cannot tell from
+	// someone else's.
+	id := strings.ToLower(req.ID)
+	if id == "" {
+		id = uuid.NewString()
+	}
+	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), strings.ToLower(req.UserID), id,
 		ttl, wait, holder)
 	if err != nil {
 		if errs.IsKind(err, errs.KindLocked) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/checkoutlock/schemas/errs"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -63,6 +64,13 @@ SELECT expires_at, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 100
 // Acquire implements storage.LockService.
 func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID string, ttl time.Duration, holder storage.Holder) (storage.Lock, storage.AcquireOutcome, error) {
 	holderJSON := holderValue(holder)
+	// The id is chosen before the statement runs, never by it: the pool
+	// runs the statement again when its connection died (its answer lost,
+	// perhaps after it committed), and the second run must name the lock
+	// the first may have taken, to find it the caller's own (renewed).
+	if lockID == "" {
+		lockID = uuid.NewString()
+	}
 	// The loop only repeats when the holder vanished between the failed insert
 	// and the holder read: the lock is free, so try again. Three rounds are
 	// plenty; after them the patron's lock is changing hands too fast to

@@ -22,12 +22,24 @@ import (
 // openPool); this catches those that die between then and the statement.
 //
 // QueryRow runs a statement again, on a fresh connection, when it failed
-// because its connection was dead (see deadConnection). Every single-row
-// statement of this package may run twice: the reads, the validation read
-// and the lock statements are idempotent (acquiring with a lock id the
-// caller already holds renews it; releasing is the release of that lock
-// id). Writes go through DB.write, which runs a transaction again only when
-// its BEGIN met a dead connection, and otherwise settles an ambiguous
+// because its connection was dead (see deadConnection): perhaps after it
+// committed, its answer lost. So every statement this package sends
+// through QueryRow must be one that may run twice, and is:
+//
+//   - the reads (validation's, the patron summary, a lock, a record, an
+//     account, a session, whether a key signed in);
+//   - acquiring a lock: the lock id is chosen before the statement
+//     (Locks.Acquire), so a second run names the lock the first took, and
+//     renews it as its owner's (TestAnAcquireWhoseAnswerIsLostAnswersItsLock);
+//   - releasing a lock: a second run finds it gone and answers 404, which
+//     circulation takes as released (the lock is gone either way);
+//   - rotating a refresh token: a second run finds the next token it kept
+//     and answers that rotation (rotateSQL;
+//     TestARefreshWhoseAnswerIsLostAnswersItsTokens).
+//
+// Anything else that consumes or counts goes through Exec (never run
+// again) or DB.write and DB.inTx, which run a transaction again only when
+// its BEGIN met a dead connection, and otherwise settle an ambiguous
 // outcome by reading back.
 type pool struct {
 	*pgxpool.Pool
