@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/errs/errhttp"
 )
 
 // heldLocks is a lock service whose every lock is held by someone else:
@@ -91,7 +92,7 @@ func TestCloseEndsEveryWait(t *testing.T) {
 		select {
 		case err := <-errc:
 			e, ok := errs.As(err)
-			if !ok || e.Kind != errs.KindUnavailable || e.Code != schemas.CodeShuttingDown || e.Kind.Status() != 503 {
+			if !ok || e.Kind != errs.KindUnavailable || e.Code != schemas.CodeShuttingDown || errhttp.Status(e.Kind) != 503 {
 				t.Fatalf("a wait ended by Close answered %v, want the 503 %s", err, schemas.CodeShuttingDown)
 			}
 		case <-time.After(time.Second):

@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 )
 
 // Mode is how a service learns who calls it.
@@ -245,23 +246,16 @@ func RoleClaims(role, tenant, user string) (Claims, error) {
 		RegisteredClaims: jwt.RegisteredClaims{Subject: strings.TrimPrefix(role, "circulation.role.")}}, nil
 }
 
-// Failure is why a request is refused: Status is 401 (no token, or one
-// that does not hold) or 403 (a token without the permission).
-type Failure struct {
-	Status  int
-	Code    string
-	Message string
-	// Permission is the permission missing, for a 403.
-	Permission string
-	// Cause is why a token was refused, for logs; never sent.
-	Cause error
+// unauthorized is a request refused because it has no token, or one that
+// does not hold (401); cause is why, for logs, never sent.
+func unauthorized(code, message string, cause error) *errs.Error {
+	return errs.Errorf(errs.KindUnauthorized, code, "%s", message).Because(cause)
 }
 
-func (f *Failure) Error() string {
-	if f.Cause != nil {
-		return fmt.Sprintf("%s: %s: %v", f.Code, f.Message, f.Cause)
-	}
-	return f.Code + ": " + f.Message
+// forbidden is a valid token without the permission the request needs
+// (403), naming it in the parameter "permission".
+func forbidden(permission, message string, cause error) *errs.Error {
+	return errs.Errorf(errs.KindForbidden, CodeForbidden, "%s", message).With("permission", permission).Because(cause)
 }
 
 // The codes of a refusal.
@@ -337,8 +331,7 @@ func (v *Verifier) Authorize(h http.Header, permission string) (*Claims, error) 
 		return nil, err
 	}
 	if !claims.Has(permission) {
-		return nil, &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: permission,
-			Message: "Access requires permission: " + permission}
+		return nil, forbidden(permission, "Access requires permission: "+permission, nil)
 	}
 	return claims, nil
 }
@@ -349,26 +342,22 @@ func (v *Verifier) Authorize(h http.Header, permission string) (*Claims, error) 
 func (v *Verifier) Identify(h http.Header) (*Claims, error) {
 	token, err := tokens(h)
 	if err != nil {
-		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeInvalidToken,
-			Message: "Send one token: X-Okapi-Token and Authorization carry different ones", Cause: err}
+		return nil, unauthorized(CodeInvalidToken, "Send one token: X-Okapi-Token and Authorization carry different ones", err)
 	}
 	if token == "" {
-		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeAuthRequired,
-			Message: "A token is required: send it in X-Okapi-Token or as Authorization: Bearer"}
+		return nil, unauthorized(CodeAuthRequired, "A token is required: send it in X-Okapi-Token or as Authorization: Bearer", nil)
 	}
 	claims, err := v.Verify(token)
 	var u *undeclared
 	if errors.As(err, &u) {
-		return nil, &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: u.permission,
-			Message: "A module token may hold only its module's declared permissions, not " + u.permission, Cause: err}
+		return nil, forbidden(u.permission, "A module token may hold only its module's declared permissions, not "+u.permission, err)
 	}
 	if err != nil {
-		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeInvalidToken, Message: "The token is not valid", Cause: err}
+		return nil, unauthorized(CodeInvalidToken, "The token is not valid", err)
 	}
 	// A missing or malformed tenant is answered 400 by the service itself.
 	if tenant := h.Get(schemas.HeaderTenant); schemas.ValidTenant(tenant) && claims.Tenant != tenant {
-		return nil, &Failure{Status: http.StatusUnauthorized, Code: CodeInvalidToken,
-			Message: "The token is not for tenant " + truncate(tenant), Cause: fmt.Errorf("token tenant %q", claims.Tenant)}
+		return nil, unauthorized(CodeInvalidToken, "The token is not for tenant "+truncate(tenant), fmt.Errorf("token tenant %q", claims.Tenant))
 	}
 	return claims, nil
 }
@@ -457,8 +446,7 @@ func (g Guard) Check(ctx context.Context, service, method, route string, h http.
 		claims, err := g.Verifier.Identify(h)
 		if err != nil {
 			who := Unverified(h)
-			var f *Failure
-			if errors.As(err, &f) && f.Status == http.StatusForbidden {
+			if errs.IsKind(err, errs.KindForbidden) {
 				// A module token holding what its module did not
 				// declare: its signature held, so it is who it says.
 				who.Unverified = false
@@ -467,8 +455,7 @@ func (g Guard) Check(ctx context.Context, service, method, route string, h http.
 		}
 		who := Identity{User: claims.Caller(), Module: claims.Module}
 		if !claims.Has(permission) {
-			return who, nil, &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: permission,
-				Message: "Access requires permission: " + permission}
+			return who, nil, forbidden(permission, "Access requires permission: "+permission, nil)
 		}
 		if err := g.checkSession(ctx, claims); err != nil {
 			return who, nil, err
@@ -484,8 +471,7 @@ func (g Guard) Check(ctx context.Context, service, method, route string, h http.
 // from Check; nil outside jwt mode, where the gateway decided).
 func (g Guard) Require(claims *Claims, permission string) error {
 	if !g.Holds(claims, permission) {
-		return &Failure{Status: http.StatusForbidden, Code: CodeForbidden, Permission: permission,
-			Message: "Access requires permission: " + permission}
+		return forbidden(permission, "Access requires permission: "+permission, nil)
 	}
 	return nil
 }

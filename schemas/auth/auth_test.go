@@ -86,11 +86,11 @@ func TestAuthorizeOutcomes(t *testing.T) {
 		{"malformed tenant", header("Bad Tenant", good), 0, ""},
 	} {
 		_, err := v.Authorize(c.h, "p.get")
-		f, _ := err.(*Failure)
+		f, isRefusal := failure(err)
 		switch {
 		case c.status == 0 && err != nil:
 			t.Errorf("%s: %v, want accepted", c.name, err)
-		case c.status != 0 && (f == nil || f.Status != c.status || f.Code != c.code):
+		case c.status != 0 && (!isRefusal || f.Status != c.status || f.Code != c.code):
 			t.Errorf("%s: %v, want %d %s", c.name, err, c.status, c.code)
 		}
 	}

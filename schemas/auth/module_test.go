@@ -5,6 +5,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/errs/errhttp"
 	"net/http"
 	"testing"
 	"time"
@@ -79,7 +81,7 @@ func TestModuleTokens(t *testing.T) {
 			}
 			continue
 		}
-		f, ok := err.(*Failure)
+		f, ok := failure(err)
 		if !ok || f.Status != c.status {
 			t.Errorf("%s: %v, want %d", c.name, err, c.status)
 		}
@@ -128,7 +130,22 @@ func TestTwoTokensAreRefused(t *testing.T) {
 	}
 }
 
-func err2Failure(_ *Claims, err error) (*Failure, bool) {
-	f, ok := err.(*Failure)
-	return f, ok
+func err2Failure(_ *Claims, err error) (refusal, bool) {
+	return failure(err)
+}
+
+// refusal is how a refused request is answered: its status and code.
+type refusal struct {
+	Status int
+	Code   string
+}
+
+// failure is err's status and code, when err is a refusal (an
+// *errs.Error).
+func failure(err error) (refusal, bool) {
+	e, ok := errs.As(err)
+	if !ok {
+		return refusal{}, false
+	}
+	return refusal{Status: errhttp.Status(e.Kind), Code: e.Code}, true
 }

@@ -2,13 +2,13 @@ package auth
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 )
 
 // Sessions says whether the sessions that tokens name (the "session_id" claim of
@@ -65,8 +65,8 @@ func (s *Sessions) Alive(ctx context.Context, tenant, id string) (bool, error) {
 func (s *Sessions) Forget(tenant, id string) { s.answers.Remove(tenant + "/" + id) }
 
 // sessionEnded is the refusal of a token whose session has ended.
-func sessionEnded() *Failure {
-	return &Failure{Status: http.StatusUnauthorized, Code: schemas.CodeSessionEnded, Message: "The session has ended: sign in again"}
+func sessionEnded() *errs.Error {
+	return unauthorized(schemas.CodeSessionEnded, "The session has ended: sign in again", nil)
 }
 
 // checkSession refuses claims whose session has ended.

@@ -89,12 +89,11 @@ func TestGuardRefusesEndedSessions(t *testing.T) {
 	if _, _, err := g.Check(context.Background(), schemas.ServiceStorage, "GET", route, mint("live")); err != nil {
 		t.Errorf("a live session: %v", err)
 	}
-	var f *Failure
 	who, _, err := g.Check(context.Background(), schemas.ServiceStorage, "GET", route, mint("ended"))
-	if !errors.As(err, &f) || f.Status != http.StatusUnauthorized || f.Code != schemas.CodeSessionEnded || who.User != "u1" || who.Unverified {
+	if f, ok := failure(err); !ok || f.Status != http.StatusUnauthorized || f.Code != schemas.CodeSessionEnded || who.User != "u1" || who.Unverified {
 		t.Errorf("an ended session: %v, who %+v; want 401 SESSION_ENDED naming u1", err, who)
 	}
-	if _, err := g.Identify(context.Background(), mint("ended")); !errors.As(err, &f) || f.Code != schemas.CodeSessionEnded {
+	if f, ok := failure(func() error { _, err := g.Identify(context.Background(), mint("ended")); return err }()); !ok || f.Code != schemas.CodeSessionEnded {
 		t.Errorf("Identify of an ended session: %v", err)
 	}
 	before := asked.Load()

@@ -1,21 +1,22 @@
-// Package errs is the one error type of both services and the storage
-// client: the kinds of error, the FOLIO error envelope they are sent in, the
-// one map from kind to HTTP status and the client's map back. Error codes
-// themselves are wire constants in package schemas.
+// Package errs is the one error type of both services' domains: the kinds
+// of error, FOLIO's codes and parameters, and a refusal of several reasons
+// at once. It knows nothing of HTTP: the HTTP adapter (errs/errhttp) gives
+// each kind its status and writes the envelope; the servers' request path
+// (package serve) answers errors with it. Error codes themselves are wire
+// constants in package schemas.
 package errs
 
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/checkoutlock/schemas"
 )
 
-// Kind classifies an Error by what the client can do about it. Each kind is
-// one HTTP status (Status); the storage client maps an answer back with
-// FromAnswer.
+// Kind classifies an Error by what the client can do about it. The HTTP
+// adapter (errs/errhttp) gives each kind its one status; the domain knows
+// kinds and FOLIO's codes, never HTTP.
 type Kind int
 
 // The kinds of error.
@@ -46,29 +47,16 @@ const (
 	// KindTooManyRequests: the caller must wait before trying again (a
 	// sign-in locked by failures): 429 with Retry-After.
 	KindTooManyRequests
+	// KindTooLarge: a request's body is larger than the service takes.
+	KindTooLarge
+	// KindHeadersTooLarge: a request's headers are larger than the service
+	// takes.
+	KindHeadersTooLarge
+	// KindTimeout: a request's body did not arrive in time.
+	KindTimeout
+	// KindUnsupportedMedia: a request's body is not JSON.
+	KindUnsupportedMedia
 )
-
-// statusOf is the one map from kind to HTTP status.
-var statusOf = map[Kind]int{
-	KindBadRequest:      http.StatusBadRequest,
-	KindInvalid:         http.StatusUnprocessableEntity,
-	KindNotFound:        http.StatusNotFound,
-	KindConflict:        http.StatusConflict,
-	KindLocked:          http.StatusServiceUnavailable,
-	KindUnauthorized:    http.StatusUnauthorized,
-	KindForbidden:       http.StatusForbidden,
-	KindUnavailable:     http.StatusServiceUnavailable,
-	KindInternal:        http.StatusInternalServerError,
-	KindTooManyRequests: http.StatusTooManyRequests,
-}
-
-// Status is the HTTP status of kind; an unknown kind is a bug (500).
-func (k Kind) Status() int {
-	if s, ok := statusOf[k]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
-}
 
 // Parameter is one key/value detail of an error, as FOLIO sends them.
 type Parameter struct {

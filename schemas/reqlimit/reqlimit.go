@@ -2,35 +2,25 @@
 // handler runs: the header block (in size, and one value for each
 // single-valued header) and the body (in size, and in time: it is read
 // whole, by a deadline). Both services apply it in their limits middleware,
-// and answer its refusals with the FOLIO error envelope.
+// and answer its refusals (each an *errs.Error) with the FOLIO error
+// envelope.
 package reqlimit
 
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"time"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 )
 
-// Refusal is a request refused by the HTTP layer itself: the status, the
-// error code and the message of its envelope.
-type Refusal struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
-
 // BodyTooLarge is the refusal of a body over limit bytes (413).
-func BodyTooLarge(limit int64) *Refusal {
-	return &Refusal{Status: http.StatusRequestEntityTooLarge, Code: schemas.CodeBodyTooLarge,
-		Message: fmt.Sprintf("Request body is larger than %d bytes", limit)}
+func BodyTooLarge(limit int64) *errs.Error {
+	return errs.Errorf(errs.KindTooLarge, schemas.CodeBodyTooLarge, "Request body is larger than %d bytes", limit)
 }
 
 // singleValued are the headers a request may carry once: a second value
@@ -53,7 +43,7 @@ func canonical(names ...string) []string {
 
 // CheckHeaders refuses a header block larger than maxBytes (431) and a
 // single-valued header given more than once (400). The error, when there
-// is one, is a *Refusal.
+// is one, is an *errs.Error.
 func CheckHeaders(req *http.Request, maxBytes int) error {
 	size := len(req.Method) + len(req.RequestURI) + len(req.Proto) + 4
 	repeated := false
@@ -64,8 +54,7 @@ func CheckHeaders(req *http.Request, maxBytes int) error {
 		repeated = repeated || len(vs) > 1
 	}
 	if maxBytes > 0 && size > maxBytes {
-		return &Refusal{Status: http.StatusRequestHeaderFieldsTooLarge, Code: schemas.CodeHeadersTooLarge,
-			Message: fmt.Sprintf("Request headers are larger than %d bytes", maxBytes)}
+		return errs.Errorf(errs.KindHeadersTooLarge, schemas.CodeHeadersTooLarge, "Request headers are larger than %d bytes", maxBytes)
 	}
 	if !repeated {
 		return nil
@@ -76,7 +65,7 @@ func CheckHeaders(req *http.Request, maxBytes int) error {
 			if name == schemas.HeaderTenant {
 				code = schemas.CodeInvalidTenant
 			}
-			return &Refusal{Status: http.StatusBadRequest, Code: code, Message: name + " must be given at most once"}
+			return errs.Errorf(errs.KindBadRequest, code, "%s must be given at most once", name)
 		}
 	}
 	return nil
@@ -87,7 +76,7 @@ func CheckHeaders(req *http.Request, maxBytes int) error {
 // sends its headers and then trickles or withholds the body is cut off at
 // the deadline instead of holding a goroutine and a socket for ever. The
 // body read replaces req.Body, and Bytes gives it without a copy. Errors
-// are *Refusal but for a connection that cannot take deadlines.
+// are *errs.Error but for a connection that cannot take deadlines.
 func ReadBody(w http.ResponseWriter, req *http.Request, maxBytes int64, deadline time.Time) error {
 	if req.ContentLength > maxBytes {
 		return BodyTooLarge(maxBytes)
@@ -110,10 +99,9 @@ func ReadBody(w http.ResponseWriter, req *http.Request, maxBytes int64, deadline
 		case errors.As(err, &mbe):
 			return BodyTooLarge(mbe.Limit)
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			return &Refusal{Status: http.StatusRequestTimeout, Code: schemas.CodeBodyTimeout,
-				Message: "The request body did not arrive in time; send it at once"}
+			return errs.Errorf(errs.KindTimeout, schemas.CodeBodyTimeout, "The request body did not arrive in time; send it at once")
 		}
-		return &Refusal{Status: http.StatusBadRequest, Code: schemas.CodeMalformedJSON, Message: "Could not read the request body"}
+		return errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Could not read the request body")
 	}
 	// The whole body is here: the connection may wait for the client's
 	// next request again, on the server's idle timeout.

@@ -1,7 +1,6 @@
 package reqlimit
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,15 +9,23 @@ import (
 	"time"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/errs/errhttp"
 )
 
-func refusal(t *testing.T, err error) *Refusal {
+// answer is a refusal as a client hears it: its status and code.
+type answer struct {
+	Status int
+	Code   string
+}
+
+func refusal(t *testing.T, err error) answer {
 	t.Helper()
-	var r *Refusal
-	if !errors.As(err, &r) {
-		t.Fatalf("error %v, want a *Refusal", err)
+	e, ok := errs.As(err)
+	if !ok {
+		t.Fatalf("error %v, want an *errs.Error", err)
 	}
-	return r
+	return answer{Status: errhttp.Status(e.Kind), Code: e.Code}
 }
 
 func TestCheckHeaders(t *testing.T) {

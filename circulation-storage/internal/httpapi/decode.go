@@ -44,8 +44,7 @@ func (s *Server) bind(c echo.Context, schema string, dst any) error {
 func (s *Server) validBody(c echo.Context, schema string) ([]byte, any, error) {
 	req := c.Request()
 	if !isJSON(req.Header.Get(echo.HeaderContentType)) {
-		return nil, nil, &reqlimit.Refusal{Status: http.StatusUnsupportedMediaType, Code: schemas.CodeUnsupportedMedia,
-			Message: "Content-Type must be application/json"}
+		return nil, nil, errs.Errorf(errs.KindUnsupportedMedia, schemas.CodeUnsupportedMedia, "Content-Type must be application/json")
 	}
 	body, err := reqlimit.Bytes(req)
 	if err != nil {
@@ -53,14 +52,14 @@ func (s *Server) validBody(c echo.Context, schema string) ([]byte, any, error) {
 		if errors.As(err, &mbe) {
 			return nil, nil, reqlimit.BodyTooLarge(mbe.Limit)
 		}
-		return nil, nil, &reqlimit.Refusal{Status: http.StatusBadRequest, Code: schemas.CodeMalformedJSON, Message: "Could not read the request body"}
+		return nil, nil, errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Could not read the request body")
 	}
 	if len(body) == 0 {
-		return nil, nil, &reqlimit.Refusal{Status: http.StatusBadRequest, Code: schemas.CodeMalformedJSON, Message: "Request body is empty; a JSON object is required"}
+		return nil, nil, errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Request body is empty; a JSON object is required")
 	}
 	doc, err := schemas.Decode(body)
 	if err != nil {
-		return nil, nil, &reqlimit.Refusal{Status: http.StatusBadRequest, Code: schemas.CodeMalformedJSON, Message: "Malformed JSON: " + err.Error()}
+		return nil, nil, errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Malformed JSON: %v", err)
 	}
 	if err := s.schemas.Validate(schema, doc); err != nil {
 		var verr *schemas.ValidationError

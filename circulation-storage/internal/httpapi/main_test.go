@@ -3,7 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/errs/errhttp"
 	"io"
 	"log/slog"
 	"net/http"
@@ -166,10 +166,10 @@ func (r response) wantSchema(name string) response {
 }
 
 // wantError checks for an error envelope with the given status and first code.
-func (r response) wantError(status int, code string) errs.Envelope {
+func (r response) wantError(status int, code string) errhttp.Envelope {
 	r.t.Helper()
 	r.wantStatus(status).wantSchema("errors.json")
-	var e errs.Envelope
+	var e errhttp.Envelope
 	if err := json.Unmarshal(r.body, &e); err != nil {
 		r.t.Fatal(err)
 	}

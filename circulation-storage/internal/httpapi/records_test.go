@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/errs/errhttp"
 	"maps"
 	"net/http"
 	"net/url"
@@ -111,7 +111,7 @@ func (r response) doc() map[string]any {
 }
 
 // params is the first error's parameters as a map.
-func params(e errs.Envelope) map[string]string {
+func params(e errhttp.Envelope) map[string]string {
 	m := map[string]string{}
 	for _, p := range e.Errors[0].Parameters {
 		m[p.Key] = p.Value
@@ -120,7 +120,7 @@ func params(e errs.Envelope) map[string]string {
 }
 
 // wantErrorParam checks the error's first entry names key with value.
-func wantErrorParam(t *testing.T, e errs.Envelope, key, value string) {
+func wantErrorParam(t *testing.T, e errhttp.Envelope, key, value string) {
 	t.Helper()
 	p := params(e)
 	if v, ok := p[key]; !ok || v != value {
@@ -959,7 +959,7 @@ func rawDoWith(t *testing.T, f *fixture, method, path, body string, headers map[
 		return 0
 	}
 	defer res.Body.Close()
-	var e errs.Envelope
+	var e errhttp.Envelope
 	if res.StatusCode >= 400 {
 		if err := json.NewDecoder(res.Body).Decode(&e); err != nil || len(e.Errors) == 0 {
 			t.Errorf("%s %s: %d without an error envelope", method, path, res.StatusCode)

@@ -26,8 +26,7 @@ func (s *Server) bind(c echo.Context, schema string, dst any, also ...string) er
 	req := c.Request()
 	mediaType, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
 	if err != nil || (mediaType != echo.MIMEApplicationJSON && !slices.Contains(also, mediaType)) {
-		return &reqlimit.Refusal{Status: http.StatusUnsupportedMediaType, Code: schemas.CodeUnsupportedMedia,
-			Message: "Content-Type must be " + strings.Join(append([]string{echo.MIMEApplicationJSON}, also...), " or ")}
+		return errs.Errorf(errs.KindUnsupportedMedia, schemas.CodeUnsupportedMedia, "Content-Type must be %s", strings.Join(append([]string{echo.MIMEApplicationJSON}, also...), " or "))
 	}
 	body, err := reqlimit.Bytes(req)
 	if err != nil {
@@ -35,14 +34,14 @@ func (s *Server) bind(c echo.Context, schema string, dst any, also ...string) er
 		if errors.As(err, &mbe) {
 			return reqlimit.BodyTooLarge(mbe.Limit)
 		}
-		return &reqlimit.Refusal{Status: http.StatusBadRequest, Code: schemas.CodeMalformedJSON, Message: "Could not read the request body"}
+		return errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Could not read the request body")
 	}
 	if len(body) == 0 {
-		return &reqlimit.Refusal{Status: http.StatusBadRequest, Code: schemas.CodeMalformedJSON, Message: "Request body is empty; a JSON object is required"}
+		return errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Request body is empty; a JSON object is required")
 	}
 	doc, err := schemas.Decode(body)
 	if err != nil {
-		return &reqlimit.Refusal{Status: http.StatusBadRequest, Code: schemas.CodeMalformedJSON, Message: "Malformed JSON: " + err.Error()}
+		return errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Malformed JSON: %v", err)
 	}
 	if err := s.schemas.Validate(schema, doc); err != nil {
 		var verr *schemas.ValidationError

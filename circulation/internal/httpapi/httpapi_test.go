@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/errs/errhttp"
 
 	"github.com/cenkalti/backoff/v4"
 
@@ -197,7 +198,7 @@ func (r response) want(t *testing.T, status int, schema string) response {
 // codes returns the codes of an error envelope.
 func (r response) codes(t *testing.T) []string {
 	t.Helper()
-	var env errs.Envelope
+	var env errhttp.Envelope
 	if err := json.Unmarshal(r.body, &env); err != nil {
 		t.Fatalf("error body %s: %v", r.body, err)
 	}
@@ -366,9 +367,9 @@ func TestCheckOutLockHeldWaitsTheIntervals(t *testing.T) {
 	a := newAPI(t, lockOn)
 	a.fake.HoldLock(-1)
 	res := a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, 422, "errors.json")
-	var env errs.Envelope
+	var env errhttp.Envelope
 	res.decode(t, &env)
-	want := errs.Envelope{Errors: []errs.Entry{{Message: "unable to acquire lock", Code: schemas.CodeUnableToAcquireLock,
+	want := errhttp.Envelope{Errors: []errhttp.Entry{{Message: "unable to acquire lock", Code: schemas.CodeUnableToAcquireLock,
 		Parameters: []errs.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"}}}}}
 	if got, _ := json.Marshal(env); string(got) != mustJSON(t, want) {
 		t.Errorf("body %s, want %s", got, mustJSON(t, want))

@@ -10,7 +10,7 @@ import (
 	"github.com/checkoutlock/schemas"
 
 	"github.com/checkoutlock/circulation"
-	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/errs/errhttp"
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
@@ -156,7 +156,7 @@ func TestManyViolationsAreCapped(t *testing.T) {
 	}
 	b.WriteString("}")
 	res := a.send(t, "POST", "/circulation/check-out-by-barcode", b.String()).want(t, http.StatusUnprocessableEntity, "errors.json")
-	var env errs.Envelope
+	var env errhttp.Envelope
 	res.decode(t, &env)
 	if len(env.Errors) != 51 || env.Errors[50].Message != "… and 150 more violations (at most 50 are listed)" {
 		t.Errorf("%d entries, the last %+v", len(env.Errors), env.Errors[len(env.Errors)-1])

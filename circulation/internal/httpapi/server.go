@@ -84,7 +84,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	e.HTTPErrorHandler = errs.Handler(s.logger, "circulation", s.cfg.MaxBodyBytes)
+	e.HTTPErrorHandler = serve.ErrorHandler(s.logger, "circulation", s.cfg.MaxBodyBytes)
 	e.JSONSerializer = serve.JSON{}
 	e.Pre(middleware.RemoveTrailingSlash())
 	// One middleware for everything every request needs (echo builds a

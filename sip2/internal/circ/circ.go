@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs/errhttp"
 )
 
 // Client calls one circulation (or a load balancer in front of several).
@@ -65,13 +66,7 @@ type Refusal struct {
 	Status  int
 	Code    string
 	Message string
-	Errors  []RefusalError
-}
-
-// RefusalError is one error of FOLIO's envelope.
-type RefusalError struct {
-	Code, Message string
-	Parameters    map[string]string
+	Errors  []errhttp.Entry
 }
 
 // OwnLoan says whether the refusal is of a check-out of an item already on
@@ -79,8 +74,8 @@ type RefusalError struct {
 // loan's due date.
 func (r *Refusal) OwnLoan() (time.Time, bool) {
 	for _, e := range r.Errors {
-		if e.Code == schemas.CodeItemAlreadyCheckedOut && e.Parameters["loanId"] != "" {
-			due, err := time.Parse(time.RFC3339, e.Parameters["dueDate"])
+		if e.Code == schemas.CodeItemAlreadyCheckedOut && e.Param("loanId") != "" {
+			due, err := time.Parse(time.RFC3339, e.Param("dueDate"))
 			return due, err == nil
 		}
 	}
@@ -358,33 +353,21 @@ func (c *Client) do(ctx context.Context, tenant, address, token, method, path st
 	return res, data, err
 }
 
-// refusal reads FOLIO's error envelope.
+// refusal reads FOLIO's error envelope (errhttp.Decode, as circulation
+// reads storage's); an answer without one is named by its status.
 func refusal(status int, data []byte) *Refusal {
-	var env struct {
-		Errors []struct {
-			Message    string `json:"message"`
-			Code       string `json:"code"`
-			Parameters []struct {
-				Key   string `json:"key"`
-				Value string `json:"value"`
-			} `json:"parameters"`
-		} `json:"errors"`
-	}
 	r := &Refusal{Status: status}
-	if json.Unmarshal(data, &env) == nil && len(env.Errors) > 0 {
-		msgs := make([]string, len(env.Errors))
-		for i, e := range env.Errors {
-			msgs[i] = e.Message
-			re := RefusalError{Code: e.Code, Message: e.Message, Parameters: map[string]string{}}
-			for _, p := range e.Parameters {
-				re.Parameters[p.Key] = p.Value
-			}
-			r.Errors = append(r.Errors, re)
-		}
-		r.Code, r.Message = env.Errors[0].Code, strings.Join(msgs, "; ")
+	env, found := errhttp.Decode(data)
+	if !found {
+		r.Message = http.StatusText(status)
 		return r
 	}
-	r.Message = http.StatusText(status)
+	msgs := make([]string, len(env.Errors))
+	for i, e := range env.Errors {
+		msgs[i] = e.Message
+	}
+	r.Errors = env.Errors
+	r.Code, r.Message = env.Errors[0].Code, strings.Join(msgs, "; ")
 	return r
 }
 

@@ -522,7 +522,7 @@ func screenMessage(ref *circ.Refusal) string {
 	}
 	parts := make([]string, 0, len(ref.Errors))
 	for _, e := range ref.Errors {
-		if m := e.Parameters["patronMessage"]; m != "" {
+		if m := e.Param("patronMessage"); m != "" {
 			parts = append(parts, e.Message+": "+m)
 			continue
 		}
