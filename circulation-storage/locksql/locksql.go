@@ -35,17 +35,17 @@ const Columns = `id, user_id, creation_date, expires_at, ttl_ms, holder`
 // inserted row) and fresh (a takeover starts a new creation date, a renewal
 // keeps the old one).
 //
-// The holder ($4, JSON or NULL) is stored with the lock; it is not
+// The holder (@holder, JSON or NULL) is stored with the lock; it is not
 // returned, being the caller's own. A takeover keeps what it replaced in
 // previous, returned with the row, so the lock that expired while held can
 // be recorded without the common path reading anything first; an insert or
 // a renewal returns previous NULL.
 //
-// Parameters: $1 user id, $2 TTL in milliseconds, $3 lock id or NULL for a
-// new random one, $4 holder, $5 the tenant.
+// Its arguments are named: @user_id, @ttl_ms (the TTL in milliseconds),
+// @lock_id (NULL for a new random one), @holder and @tenant.
 var Acquire = `
 INSERT INTO %[1]s AS l (tenant_id, id, user_id, expires_at, ttl_ms, holder)
-VALUES ($5, coalesce($3::uuid, gen_random_uuid()), $1, now() + $2::integer * interval '1 millisecond', $2, $4::jsonb)
+VALUES (@tenant, coalesce(@lock_id::uuid, gen_random_uuid()), @user_id, now() + @ttl_ms::integer * interval '1 millisecond', @ttl_ms, @holder::jsonb)
 ON CONFLICT (tenant_id, user_id) DO UPDATE
    SET id = excluded.id,
        creation_date = CASE WHEN l.id = excluded.id AND l.expires_at > now() THEN l.creation_date ELSE now() END,
@@ -64,8 +64,8 @@ const AcquireColumns = `id, user_id, creation_date, expires_at, ttl_ms`
 // Release deletes a lock by id whatever its expiry, so an expired lock is
 // cleaned up, and says whether it was still live: for a client an expired
 // lock is the same as none. A live lock is deleted only for its owner
-// ($3 user and $4 module, NULL when not known, as SameOwner compares them)
-// or with $5 true (the caller may release others' locks): otherwise no row
+// (@by_user and @by_module, NULL when not known, as SameOwner compares
+// them) or with @others true (the caller may release others' locks): otherwise no row
 // is returned, as for no lock at all, and the caller asks which it was.
 // When someone is waiting for the patron's lock (a live row in
 // check_out_lock_waiter, see Watch), it announces the release
@@ -79,18 +79,18 @@ const AcquireColumns = `id, user_id, creation_date, expires_at, ttl_ms`
 // (by its owner) need not decode the holder to know it is the common one.
 //
 // Each statement here takes the lock table as its fmt argument; Release
-// takes the waiter table as the second. Parameters: $1 lock id, $2 tenant,
-// $3 and $4 the releasing user and module, $5 whether it may release
-// others' locks.
+// takes the waiter table as the second. Its arguments are named: @lock_id,
+// @tenant, @by_user and @by_module (who releases), @others (whether it may
+// release others' locks).
 var Release = `
 WITH released AS (
     DELETE FROM %[1]s
-     WHERE tenant_id = $2 AND id = $1
-       AND (expires_at <= now() OR $5::boolean
-            OR (holder->>'acquiredBy' IS NOT DISTINCT FROM $3::text AND holder->>'acquiredByModule' IS NOT DISTINCT FROM $4::text))
+     WHERE tenant_id = @tenant AND id = @lock_id
+       AND (expires_at <= now() OR @others::boolean
+            OR (holder->>'acquiredBy' IS NOT DISTINCT FROM @by_user::text AND holder->>'acquiredByModule' IS NOT DISTINCT FROM @by_module::text))
     RETURNING user_id, expires_at > now() AS live, holder)
 SELECT live, holder, holder->>'acquiredBy' AS acquired_by, holder->>'acquiredByModule' AS acquired_by_module,
-       ` + Announce("%[2]s", "$2") + ` AS notified,
+       ` + Announce("%[2]s", "@tenant") + ` AS notified,
        user_id
   FROM released`
 

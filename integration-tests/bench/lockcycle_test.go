@@ -173,17 +173,17 @@ func pgbenchScript(tenant string) string {
 	tbl := pgx.Identifier{locksql.Schema, "check_out_lock"}.Sanitize()
 	literal := "'" + tenant + "'" // a tenant id is letters, digits and underscores
 	acquire := fmt.Sprintf(locksql.Acquire, tbl)
-	acquire = strings.ReplaceAll(acquire, "$5", literal)
-	acquire = strings.ReplaceAll(acquire, "$1", "md5(:uid::text)::uuid")
-	acquire = strings.ReplaceAll(acquire, "$2", "3000")
-	acquire = strings.ReplaceAll(acquire, "$3", "NULL")
-	acquire = strings.ReplaceAll(acquire, "$4", "'"+strings.TrimSuffix(benchHolder, "}")+`,"acquiredBy":"bench"}'`)
-	release := strings.ReplaceAll(fmt.Sprintf(locksql.Release, tbl, pgx.Identifier{locksql.Schema, "check_out_lock_waiter"}.Sanitize()), "$1", ":lk_id")
-	release = strings.ReplaceAll(release, "$2", literal)
+	acquire = strings.ReplaceAll(acquire, "@tenant", literal)
+	acquire = strings.ReplaceAll(acquire, "@user_id", "md5(:uid::text)::uuid")
+	acquire = strings.ReplaceAll(acquire, "@ttl_ms", "3000")
+	acquire = strings.ReplaceAll(acquire, "@lock_id", "NULL")
+	acquire = strings.ReplaceAll(acquire, "@holder", "'"+strings.TrimSuffix(benchHolder, "}")+`,"acquiredBy":"bench"}'`)
+	release := strings.ReplaceAll(fmt.Sprintf(locksql.Release, tbl, pgx.Identifier{locksql.Schema, "check_out_lock_waiter"}.Sanitize()), "@lock_id", ":lk_id")
+	release = strings.ReplaceAll(release, "@tenant", literal)
 	// The releasing caller: the owner, as the holder names it.
-	release = strings.ReplaceAll(release, "$3::text", "'bench'::text")
-	release = strings.ReplaceAll(release, "$4::text", "NULL::text")
-	release = strings.ReplaceAll(release, "$5::boolean", "false")
+	release = strings.ReplaceAll(release, "@by_user", "'bench'")
+	release = strings.ReplaceAll(release, "@by_module", "NULL")
+	release = strings.ReplaceAll(release, "@others", "false")
 	return "\\set uid random(1, 9000000000000)\n" + strings.TrimSpace(acquire) + " \\gset lk_\n" + release + ";\n"
 }
 

@@ -18,7 +18,7 @@ import (
 // id, $2 its version, $3 the user for the metadata, $4 the tenant.
 var checkInItemSQL = withTables(`
 WITH updated AS (
-    UPDATE %[1]s SET jsonb = `+withMetadata(itemWithStatus("Available"), 3, true)+`
+    UPDATE %[1]s SET jsonb = `+withMetadata(itemWithStatus("Available"), "$3", true)+`
      WHERE tenant_id = $4 AND id = $1::uuid AND version = $2 RETURNING 0
 )
 SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE tenant_id = $4 AND id = $1::uuid), -1)`, tableItem)

@@ -18,17 +18,17 @@ import (
 var _ storage.LoanWriter = (*Records)(nil)
 
 // checkOutSQL is a check-out's writes in one statement: the item moves to
-// "Checked out" at the version the check-out read ($4), and the loan is
+// "Checked out" at the version the check-out read (@item_version), and the loan is
 // inserted, only if everything storage itself requires holds, whoever
 // calls:
 //
 //   - the lock: with the tenant's lock feature on (lockFeatureSQL: the
-//     tenant's setting, else $7, the environment's), a lock is required;
-//     a lock named ($3) must be live, the borrower's and held by the
-//     caller ($8 user, $11 module: its owner), the fence;
+//     tenant's setting, else @lock_default, the environment's), a lock is required;
+//     a lock named (@lock_id) must be live, the borrower's and held by the
+//     caller (@caller_user, @caller_module: its owner), the fence;
 //   - the item limit: the loan policy the circulation rules choose for
 //     the borrower and the item (policyMatchSQL) sets it, enforced for a
-//     rule naming neither a material nor a loan type only when $6; the
+//     rule naming neither a material nor a loan type only when @enforce_unscoped; the
 //     patron's open loans are counted here, in the write's own statement;
 //   - maximum items charged out: when the borrower's patron group has a
 //     limit for that condition of automated patron blocks and the
@@ -51,9 +51,9 @@ var _ storage.LoanWriter = (*Records)(nil)
 // write for the patron waits for this one's commit and then counts its
 // loan too.
 //
-// With $9 true, the loan written releases the lock in the same statement,
+// With @release true, the loan written releases the lock in the same statement,
 // and the release is announced to the patron's waiters as locksql.Release
-// announces it (locksql.Announce, $10 the tenant): the next holder's
+// announces it (locksql.Announce)): the next holder's
 // acquisition waits for this transaction's commit, so its recount sees the
 // loan.
 //
@@ -62,59 +62,63 @@ var _ storage.LoanWriter = (*Records)(nil)
 // open loans counted and the limit (NULL without a limit), the patron whose
 // lock was released (NULL when none was), and whether the release was
 // announced, so a refusal is explained by what this very statement saw.
-var checkOutSQL = `
+func checkOutSQL() string {
+	loan, lock, item, waiter := table(tableLoan), table(tableLock), table(tableItem), table(tableLockWaiter)
+	setting, rule, rules, patron := table(tableSetting), table(tableCirculationRule), table(tableCirculationRules), table(tablePatron)
+	policy, blockLimit, condition, request := table(tableLoanPolicy), table(tableBlockLimit), table(tableBlockCondition), table(tableRequest)
+	commit, event := table(tableOutboxCommit), table(typeOutboxEvent)
+	group := "(SELECT patron_group_id FROM " + patron + " WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'userId')::uuid)"
+	return `
 WITH fence AS (
-    ` + locksql.Fence("%[2]s", "$10::text", "$3::uuid", "($2::jsonb ->> 'userId')::uuid", "$8::text", "$11::text") + `
+    ` + locksql.Fence(lock, "@tenant::text", "@lock_id::uuid", "(@loan::jsonb ->> 'userId')::uuid", "@caller_user::text", "@caller_module::text") + `
 ), required AS (
-    SELECT $3::uuid IS NOT NULL OR NOT ` + lockFeatureSQL("%[5]s", "$10", "$7::boolean") + ` AS ok
+    SELECT @lock_id::uuid IS NOT NULL OR NOT ` + lockFeatureSQL(setting, "@tenant", "@lock_default::boolean") + ` AS ok
 ), lent AS (
     SELECT material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb AS before
-      FROM %[3]s WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'itemId')::uuid
-), matched AS (` + policyMatchSQL("%[6]s", "%[7]s", "$10",
-	"(SELECT patron_group_id FROM %[8]s WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'userId')::uuid)",
-	"(SELECT material_type_id FROM lent)", "(SELECT loan_type_id FROM lent)") + `
+      FROM ` + item + ` WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'itemId')::uuid
+), matched AS (` + policyMatchSQL(rule, rules, "@tenant", group,
+		"(SELECT material_type_id FROM lent)", "(SELECT loan_type_id FROM lent)") + `
 ), limited AS (
-    SELECT ` + itemLimitSQL("m", "lp", "$6::boolean") + ` AS n,
+    SELECT ` + itemLimitSQL("m", "lp", "@enforce_unscoped::boolean") + ` AS n,
            CASE WHEN m.mt_match THEN (SELECT material_type_id FROM lent) END AS mt,
            CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM lent) END AS lt
-      FROM matched m JOIN %[9]s lp ON lp.tenant_id = $10 AND lp.id = m.loan_policy_id
+      FROM matched m JOIN ` + policy + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
 ), counted AS (
-    SELECT (` + locksql.OpenLoanCount("%[1]s", "%[3]s", "$10", "($2::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
+    SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
      WHERE (SELECT n FROM limited) IS NOT NULL
-), head AS (` + queueHeadSQL("%[12]s", "($2::jsonb ->> 'itemId')::uuid", "$10") + `
+), head AS (` + queueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant") + `
 ), queued AS (
-    SELECT coalesce((SELECT requester_id <> ($2::jsonb ->> 'userId')::uuid FROM head), false) AS other
-), charged AS (` + chargedSQL("%[10]s", "%[11]s", "$10",
-	"(SELECT patron_group_id FROM %[8]s WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'userId')::uuid)") + `
+    SELECT coalesce((SELECT requester_id <> (@loan::jsonb ->> 'userId')::uuid FROM head), false) AS other
+), charged AS (` + chargedSQL(blockLimit, condition, "@tenant", group) + `
 ), charged_count AS (
-    SELECT (` + locksql.OpenLoanCount("%[1]s", "%[3]s", "$10", "($2::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
+    SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
      WHERE EXISTS (SELECT 1 FROM charged)
 ), allowed AS (
     SELECT (SELECT ok FROM required)
-       AND ($3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
-       AND ($12::boolean OR NOT ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
-       AND ($13::boolean OR NOT ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
+       AND (@lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
+       AND (@override_limit::boolean OR NOT ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
+       AND (@override_charged::boolean OR NOT ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
        AND NOT (SELECT other FROM queued) AS ok
 ), item AS (
-    UPDATE %[3]s
-       SET jsonb = ` + withMetadata(itemWithStatus("Checked out"), 5, true) + `
-     WHERE tenant_id = $10 AND id = ($2::jsonb ->> 'itemId')::uuid AND version = $4::integer
+    UPDATE ` + item + `
+       SET jsonb = ` + withMetadata(itemWithStatus("Checked out"), "@metadata_user", true) + `
+     WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'itemId')::uuid AND version = @item_version::integer
        AND (SELECT ok FROM allowed)
  RETURNING id, jsonb
 ), loan AS (
-    INSERT INTO %[1]s (tenant_id, id, jsonb)
-    SELECT $10, $1, ` + withMetadata(withID(storage.Loans, `'1'`), 5, false) + `
+    INSERT INTO ` + loan + ` (tenant_id, id, jsonb)
+    SELECT @tenant, @loan_id, ` + withMetadata(withID(storage.Loans, "@loan_id", "@loan", `'1'`), "@metadata_user", false) + `
      WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
     RETURNING jsonb
 ), filled AS (
-    UPDATE %[12]s r
-       SET jsonb = ` + withMetadata(`jsonb_set(r.jsonb - 'position', '{status}', '"Closed - Filled"')`, 5, true) + `
-     WHERE r.tenant_id = $10 AND r.id = (SELECT id FROM head) AND EXISTS (SELECT 1 FROM loan)
+    UPDATE ` + request + ` r
+       SET jsonb = ` + withMetadata(`jsonb_set(r.jsonb - 'position', '{status}', '"Closed - Filled"')`, "@metadata_user", true) + `
+     WHERE r.tenant_id = @tenant AND r.id = (SELECT id FROM head) AND EXISTS (SELECT 1 FROM loan)
     RETURNING r.id, r.jsonb
 ), moved_up AS (
-    UPDATE %[12]s r
+    UPDATE ` + request + ` r
        SET jsonb = jsonb_set(r.jsonb, '{position}', to_jsonb(r.position - 1))
-     WHERE r.item_id = ($2::jsonb ->> 'itemId')::uuid AND r.tenant_id = $10 AND left(r.status, 5) = 'Open '
+     WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND left(r.status, 5) = 'Open '
        AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
     RETURNING r.id, r.position, r.jsonb
 ), announced AS (
@@ -124,7 +128,7 @@ WITH fence AS (
     -- record's states as they are (building JSON of whole documents
     -- would cost the write more than all the rest of its events).
     SELECT count(*) AS events,
-           array_agg(ROW(gen_random_uuid(), e.kind, e.type, e.old, e.new)::%[14]s ORDER BY e.n, e.k) AS payload
+           array_agg(ROW(gen_random_uuid(), e.kind, e.type, e.old, e.new)::` + event + ` ORDER BY e.n, e.k) AS payload
       FROM (
         SELECT 1 AS n, 0 AS k, 'item' AS kind, 'UPDATED' AS type, (SELECT before FROM lent) AS old, i.jsonb AS new
           FROM item i WHERE ((SELECT before FROM lent) #>> '{status,name}') IS DISTINCT FROM (i.jsonb #>> '{status,name}')
@@ -137,7 +141,7 @@ WITH fence AS (
         UNION ALL
         SELECT 5, 0, '` + storage.EventKindCheckOut + `', '` + storage.EventCheckedOut + `', NULL, jsonb_strip_nulls(jsonb_build_object(
                'loanId', l.jsonb -> 'id', 'userId', l.jsonb -> 'userId', 'itemId', l.jsonb -> 'itemId',
-               'servicePointId', l.jsonb -> 'checkoutServicePointId', 'lockId', $3::uuid,
+               'servicePointId', l.jsonb -> 'checkoutServicePointId', 'lockId', @lock_id::uuid,
                'loanDate', l.jsonb -> 'loanDate', 'dueDate', l.jsonb -> 'dueDate')) FROM loan l
       ) e
      WHERE ` + outboxOn + `
@@ -146,22 +150,23 @@ WITH fence AS (
     -- recorded after everything it waited for: one row, one index entry
     -- (migration 9's outbox_commit_events, which this statement stands in
     -- for, would find a row of outbox for each event).
-    INSERT INTO %[13]s (tenant_id, xid, events, payload)
-    SELECT $10, pg_current_xact_id(), events, payload FROM announced WHERE events > 0
+    INSERT INTO ` + commit + ` (tenant_id, xid, events, payload)
+    SELECT @tenant, pg_current_xact_id(), events, payload FROM announced WHERE events > 0
 ), released AS (
-    DELETE FROM %[2]s
-     WHERE $9::boolean AND tenant_id = $10 AND id = $3::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
+    DELETE FROM ` + lock + `
+     WHERE @release::boolean AND tenant_id = @tenant AND id = @lock_id::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
     RETURNING user_id
 )
-SELECT (SELECT jsonb FROM loan), $3::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT ok FROM required),
+SELECT (SELECT jsonb FROM loan), @lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT ok FROM required),
        (SELECT n FROM counted), (SELECT n FROM limited),
        released.user_id::text,
-       ` + locksql.Announce("%[4]s", "$10") + `,
+       ` + locksql.Announce(waiter, "@tenant") + `,
        (SELECT n FROM charged_count), (SELECT lim FROM charged), (SELECT message FROM charged),
        (SELECT other FROM queued), (SELECT id::text FROM head),
        ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `,
        ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
+}
 
 // chargedSQL is the limit of maximum items charged out that holds a
 // check-out's write: one row (lim, message) when the patron group (group,
@@ -197,18 +202,40 @@ func itemWithStatus(name string) string {
 
 // A check-out's write on the shared tables: locksql.LockRows (under a
 // lock) or locksql.PatronRow (without one), and checkOutSQL, whose
-// parameters are: $1 loan id, $2 loan, $3 lock id, $4 item version, $5 user
-// for the metadata, $6 whether an unscoped item limit is enforced, $7 the
-// lock feature's default, $8 and $11 the caller (user and module), $9
-// whether to release the lock, $10 the tenant, $12 and $13 whether an
-// override lifts the item limit and the maximum items charged out.
+// arguments are named (checkOutArgs).
 var (
 	lockRowsSQL   = withTables(locksql.LockRows, tableLock, tablePatron)
 	patronRowSQL  = withTables(locksql.PatronRow, tablePatron)
-	checkOutWrite = withTables(checkOutSQL, tableLoan, tableLock, tableItem, tableLockWaiter, tableSetting,
-		tableCirculationRule, tableCirculationRules, tablePatron, tableLoanPolicy, tableBlockLimit, tableBlockCondition, tableRequest, tableOutboxCommit,
-		typeOutboxEvent)
+	checkOutWrite = named(checkOutSQL(), "tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
+		"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged")
 )
+
+// checkOutArgs are checkOutSQL's arguments, by name: a name the statement
+// uses and this does not give, or one it gives and the statement does not
+// use, fails the write (namedSQL.bind) before it reaches the database.
+func (s *Records) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) pgx.StrictNamedArgs {
+	caller := storage.CallerFrom(ctx)
+	return pgx.StrictNamedArgs{
+		"tenant":        string(t),
+		"loan_id":       w.LoanID,
+		"loan":          w.Loan,
+		"lock_id":       nullable(w.LockID),
+		"item_version":  w.ItemVersion,
+		"metadata_user": metadataUser(ctx),
+		// The environment's part: whether a rule naming neither a material
+		// nor a loan type limits, and whether the lock is on for a tenant
+		// without a setting.
+		"enforce_unscoped": s.policy.EnforceUnscopedItemLimit,
+		"lock_default":     s.policy.LockFeatureDefault,
+		// The caller, who must own the lock named.
+		"caller_user":   nullable(caller.User),
+		"caller_module": nullable(caller.Module),
+		"release":       w.ReleaseLock,
+		// Overrides lifting the item limit and maximum items charged out.
+		"override_limit":   w.OverrideItemLimit,
+		"override_charged": w.OverridePatronBlock,
+	}
+}
 
 // checkOutResult is the row checkOutSQL answers.
 type checkOutResult struct {
@@ -243,7 +270,6 @@ var ownEventsSQL = `SELECT set_config('checkoutlock.outbox', 'own', true) WHERE 
 // locksql.PatronRow without one, then checkOutSQL. The result is filled in when the batch's
 // results are read.
 func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
-	caller := storage.CallerFrom(ctx)
 	b := &pgx.Batch{}
 	b.Queue(ownEventsSQL)
 	if w.LockID != "" {
@@ -252,9 +278,7 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 		b.Queue(patronRowSQL, w.UserID, string(t))
 	}
 	r := &checkOutResult{}
-	b.Queue(checkOutWrite, w.LoanID, w.Loan, nullable(w.LockID), w.ItemVersion, metadataUser(ctx),
-		s.policy.EnforceUnscopedItemLimit, s.policy.LockFeatureDefault, nullable(caller.User), w.ReleaseLock, string(t),
-		nullable(caller.Module), w.OverrideItemLimit, w.OverridePatronBlock).QueryRow(func(row pgx.Row) error {
+	b.Queue(checkOutWrite.sql, checkOutWrite.bind(s.checkOutArgs(ctx, t, w))).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified,
 			&r.charged, &r.chargedLimit, &r.chargedReason, &r.requested, &r.head, &r.limitReached, &r.chargedReached)
 	})

@@ -30,9 +30,9 @@ func TestReleaseNotifiesOnlyWhenWatched(t *testing.T) {
 	}
 	release := func(id string) (live, notified bool) {
 		t.Helper()
-		q := releaseSQL
 		var holder, acquiredBy, acquiredByModule, userID any
-		if err := f.db.pool.QueryRow(ctx, q, id, string(f.tenant), nil, nil, false).
+		if err := f.db.pool.QueryRow(ctx, releaseSQL.sql, releaseSQL.bind(pgx.StrictNamedArgs{
+			"lock_id": id, "tenant": string(f.tenant), "by_user": nil, "by_module": nil, "others": false})).
 			Scan(&live, &holder, &acquiredBy, &acquiredByModule, &notified, &userID); err != nil {
 			t.Fatal(err)
 		}

@@ -108,10 +108,11 @@ func spec(r storage.Resource) tableSpec {
 	return s
 }
 
-// withID sets the document's id (and, for versioned records, its version) in
-// SQL, so the stored document always agrees with its columns.
-func withID(r storage.Resource, version string) string {
-	expr := `jsonb_set($2::jsonb, '{id}', to_jsonb($1::uuid::text))`
+// withID sets the document doc's id to id (and, for versioned records, its
+// version) in SQL, so the stored document always agrees with its columns;
+// id, doc and version are SQL expressions.
+func withID(r storage.Resource, id, doc, version string) string {
+	expr := `jsonb_set(` + doc + `::jsonb, '{id}', to_jsonb(` + id + `::uuid::text))`
 	if r.Versioned {
 		expr = `jsonb_set(` + expr + `, '{_version}', ` + version + `)`
 	}
@@ -122,11 +123,11 @@ func withID(r storage.Resource, version string) string {
 const sqlNow = `to_jsonb(to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`
 
 // withMetadata sets FOLIO's metadata block on the document expr: created
-// and updated now by the user in parameter userParam (left out when NULL),
+// and updated now by the user userID, an SQL expression (left out when NULL),
 // whatever the client sent. For an update, created names the stored
 // record's columns (the row being replaced), whose creation is kept.
-func withMetadata(expr string, userParam int, update bool) string {
-	user := "to_jsonb(" + param(userParam) + "::text)"
+func withMetadata(expr, userID string, update bool) string {
+	user := "to_jsonb(" + userID + "::text)"
 	createdDate, createdBy := sqlNow, user
 	if update {
 		createdDate = `coalesce(jsonb #> '{metadata,createdDate}', ` + sqlNow + `)`
@@ -271,7 +272,7 @@ func auditSetting(ctx context.Context, q querier, t storage.Tenant, op, id strin
 // insertRecord inserts one record; with skipExisting, an existing id is left
 // as it is (for loading reference data twice) and nil is returned for it.
 func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage, skipExisting bool) (json.RawMessage, error) {
-	sql := withTables(`INSERT INTO %s (tenant_id, id, jsonb) VALUES ($4, $1, `+withMetadata(withID(r, `'1'`), 3, false)+`)`, spec(r).table)
+	sql := withTables(`INSERT INTO %s (tenant_id, id, jsonb) VALUES ($4, $1, `+withMetadata(withID(r, "$1", "$2", `'1'`), "$3", false)+`)`, spec(r).table)
 	if skipExisting {
 		sql += ` ON CONFLICT (tenant_id, id) DO NOTHING`
 	}
@@ -443,7 +444,7 @@ var updateGuards = map[string]*guard{
 // update replaces a record through q (the pool, or a transaction), when
 // g (if any) holds for the stored row.
 func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage, g *guard) error {
-	sql := withTables(`UPDATE %s AS rec SET jsonb = `+withMetadata(withID(r, `to_jsonb(coalesce(version, 0) + 1)`), 3, true)+
+	sql := withTables(`UPDATE %s AS rec SET jsonb = `+withMetadata(withID(r, "$1", "$2", `to_jsonb(coalesce(version, 0) + 1)`), "$3", true)+
 		` WHERE rec.tenant_id = $4 AND rec.id = $1`, spec(r).table)
 	args := []any{id, doc, metadataUser(ctx), string(t)}
 	if r.Versioned {
