@@ -238,7 +238,7 @@ func TestSIP2PatronAndItemInformation(t *testing.T) {
 	// limit being the loan type's (the library's rule names it), not one
 	// on all the patron's loans.
 	info := k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|")
-	if !strings.HasPrefix(info, "64N") || info[2+14+3+18:2+14+3+18+24] != "000000000002000000000000" ||
+	if !strings.HasPrefix(info, "64    ") || info[2+14+3+18:2+14+3+18+24] != "000000000002000000000000" ||
 		strings.Contains(info, "|CB") || harness.SIP2Field(info, "BL") != "Y" ||
 		harness.SIP2Field(info, "AE") != "" || strings.Contains(info, "|AU") || strings.Contains(info, "|CQ") {
 		t.Fatalf("patron information without the PIN: %q", info)
@@ -247,7 +247,7 @@ func TestSIP2PatronAndItemInformation(t *testing.T) {
 	id := c.IDOf(t, "/users", "users", patron)
 	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
 	info = k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|AD7319|")
-	if !strings.HasPrefix(info, "64N") || harness.SIP2Field(info, "CQ") != "Y" ||
+	if !strings.HasPrefix(info, "64    ") || harness.SIP2Field(info, "CQ") != "Y" ||
 		harness.SIP2Field(info, "AE") != "Patron "+patron || !strings.Contains(info, "|AU"+items[0]+"|AU"+items[1]+"|") {
 		t.Fatalf("patron information with the PIN: %q", info)
 	}

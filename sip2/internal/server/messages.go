@@ -11,6 +11,7 @@ import (
 
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/sip2/internal/circ"
+	"github.com/checkoutlock/sip2/msg"
 	"github.com/checkoutlock/sip2/wire"
 )
 
@@ -18,20 +19,8 @@ import (
 var implemented = map[string]bool{"11": true, "09": true, "99": true, "97": true, "93": true, "35": true,
 	"23": true, "63": true, "17": true}
 
-// bxOrder is SIP2's sixteen requests in the order of the status reply's
-// BX field: patron status, checkout, checkin, block patron, SC/ACS status,
-// resend, login, patron information, end session, fee paid, item
-// information, item status update, patron enable, hold, renew, renew all.
-var bxOrder = []string{"23", "11", "09", "01", "99", "97", "93", "63", "35", "37", "17", "19", "25", "15", "29", "65"}
-
 // Supported is the status reply's BX: exactly what is implemented.
-var Supported = func() string {
-	var b strings.Builder
-	for _, code := range bxOrder {
-		b.WriteString(wire.YN(implemented[code]))
-	}
-	return b.String()
-}()
+var Supported = msg.Supported(func(code string) bool { return implemented[code] })
 
 // Screen messages (AF).
 const (
@@ -74,15 +63,19 @@ func (c *conn) handle(line []byte) bool {
 	case err != nil:
 		c.bad++
 		outcome = "malformed"
-		if neg, ok := negative[req.Code]; ok && req.Code != "" {
-			reply = c.encode(req, neg(c, msgMalformed))
+		if r, ok := c.refusal(req.Code, msgMalformed); ok {
+			reply = c.encode(req, r)
 		} else {
 			reply = resendReply
 		}
 	default:
-		c.bad = 0
 		var r *wire.Reply
 		r, outcome = c.dispatch(req)
+		if outcome == "malformed" {
+			c.bad++
+		} else {
+			c.bad = 0
+		}
 		item, _ = req.Get("AB")
 		reply = c.encode(req, r)
 		c.lastRaw, c.lastReply = append(c.lastRaw[:0], line...), reply
@@ -122,23 +115,26 @@ func (c *conn) encode(req *wire.Request, r *wire.Reply) []byte {
 }
 
 // dispatch answers a well-formed message: before a login only 93, 99 and
-// 97 (handled before); a request the door does not implement gets its
-// negative reply.
+// 97 (handled before); a request the door does not implement, or whose
+// fixed fields are malformed, gets its refusal.
 func (c *conn) dispatch(req *wire.Request) (*wire.Reply, string) {
 	if req.Code == "93" {
 		return c.login(req)
 	}
 	if req.Code == "99" {
-		return c.status(), "ok"
+		if _, err := msg.ReadSCStatus(req); err != nil {
+			return c.status(msgMalformed), "malformed"
+		}
+		return c.status(""), "ok"
 	}
-	neg, known := negative[req.Code]
-	if !known {
+	if _, request := c.refusal(req.Code, ""); !request {
 		// A response code, or 96: nothing to answer but "again".
 		return &wire.Reply{Code: "96"}, "unexpected"
 	}
 	s := c.sessionOf()
 	if s == nil {
-		return neg(c, msgLogInFirst), "not_logged_in"
+		r, _ := c.refusal(req.Code, msgLogInFirst)
+		return r, "not_logged_in"
 	}
 	switch req.Code {
 	case "11":
@@ -150,15 +146,33 @@ func (c *conn) dispatch(req *wire.Request) (*wire.Reply, string) {
 	case "17":
 		return c.item(s, req)
 	case "35":
-		patron, _ := req.Get("AA")
-		r := &wire.Reply{Code: "36", Fixed: "Y" + c.now()}
-		r.Add("AO", c.cfg.Institution).Add("AA", patron)
-		return r, "ok"
+		m, err := msg.ReadEndSession(req)
+		if err != nil {
+			return c.malformed(req)
+		}
+		return msg.EndSessionResponse{End: true, Date: c.now(), Institution: c.cfg.Institution, Patron: m.Patron}.Reply(), "ok"
 	}
-	return neg(c, msgUnsupported), "unsupported"
+	r, _ := c.refusal(req.Code, msgUnsupported)
+	return r, "unsupported"
 }
 
-func (c *conn) now() string { return wire.Date(time.Now().In(c.cfg.location)) }
+// refusal is the request's own negative reply, with a screen message; ok
+// is false for a code that is not a request.
+func (c *conn) refusal(code, message string) (*wire.Reply, bool) {
+	if code == "99" {
+		return c.status(message), true
+	}
+	return msg.Refusal(code, c.now(), c.cfg.Institution, message)
+}
+
+// malformed answers a request whose fixed fields are not SIP2's.
+func (c *conn) malformed(req *wire.Request) (*wire.Reply, string) {
+	r, _ := c.refusal(req.Code, msgMalformed)
+	return r, "malformed"
+}
+
+// now is the time replies are dated with, in the listener's zone.
+func (c *conn) now() time.Time { return time.Now().In(c.cfg.location) }
 
 func (c *conn) call() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), c.s.opts.CallTimeout)
@@ -170,21 +184,24 @@ func (c *conn) call() (context.Context, context.CancelFunc) {
 // address, which the door names; guesses from one kiosk lock that kiosk
 // out, never the shared account at the others.
 func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
-	user, _ := req.Get("CN")
-	password, _ := req.Get("CO")
-	fail := &wire.Reply{Code: "94", Fixed: "0"}
-	if user == "" || password == "" {
+	m, err := msg.ReadLogin(req)
+	user := m.User
+	fail := msg.LoginResponse{OK: false}.Reply()
+	if err != nil {
+		return fail, "malformed"
+	}
+	if m.User == "" || m.Password == "" {
 		return fail, "refused"
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	s, err := c.s.circ.Login(ctx, c.cfg.Tenant, user, password, c.peer)
+	s, err := c.s.circ.Login(ctx, c.cfg.Tenant, m.User, m.Password, c.peer)
 	switch {
 	case err == nil:
 		c.mu.Lock()
 		c.session = s
 		c.mu.Unlock()
-		return &wire.Reply{Code: "94", Fixed: "1"}, "ok"
+		return msg.LoginResponse{OK: true}.Reply(), "ok"
 	case errors.Is(err, circ.ErrLoginLocked):
 		return fail, "locked"
 	case errors.Is(err, circ.ErrLoginFailed):
@@ -201,44 +218,34 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 // status is 98: online, check-out and check-in allowed, the timeout a
 // kiosk should wait (a second more than the door waits for circulation),
 // what is supported.
-func (c *conn) status() *wire.Reply {
+func (c *conn) status(message string) *wire.Reply {
 	timeout := min((c.s.opts.CallTimeout+time.Second)/(100*time.Millisecond), 999)
-	r := &wire.Reply{Code: "98", Fixed: "YYYNNN" + wire.Width(int(timeout)) + "003" + c.now() + "2.00"}
-	r.Add("AO", c.cfg.Institution).Add("BX", Supported)
-	return r
+	return msg.ACSStatus{Online: true, CheckIn: true, CheckOut: true, Timeout: int(timeout), Retries: 3, Date: c.now(),
+		Institution: c.cfg.Institution, Supported: Supported, Message: message}.Reply()
 }
 
 // checkOut is 11 → 12, through circulation's check-out: under the
 // patron's lock, the item limit and the kiosk's permissions.
 func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
-	patron, _ := req.Get("AA")
-	item, _ := req.Get("AB")
-	reply := func(ok bool, due time.Time, title, msg string) *wire.Reply {
-		fixed := "0NUN"
-		if ok {
-			fixed = "1NUY"
-		}
-		r := &wire.Reply{Code: "12", Fixed: fixed + c.now()}
-		r.Add("AO", c.cfg.Institution).Add("AA", patron).Add("AB", item).Add("AJ", title)
-		if ok {
-			r.Add("AH", wire.Date(due.In(c.cfg.location)))
-		}
-		if msg != "" {
-			r.Add("AF", msg)
-		}
-		return r
+	m, err := msg.ReadCheckOut(req)
+	if err != nil {
+		return c.malformed(req)
 	}
-	if patron == "" || item == "" {
+	reply := func(ok bool, due time.Time, title, message string) *wire.Reply {
+		return msg.CheckOutResponse{OK: ok, Date: c.now(), Institution: c.cfg.Institution, Patron: m.Patron, Item: m.Item,
+			Title: title, Due: due.In(c.cfg.location), Message: message}.Reply()
+	}
+	if m.Patron == "" || m.Item == "" {
 		return reply(false, time.Time{}, "", msgBarcodes), "refused"
 	}
 	ctx, cancel := c.call()
 	defer cancel()
 	if c.cfg.PatronPin == PinRequired {
-		if ok, msg, outcome := c.pinGiven(ctx, s, req, patron); !ok {
-			return reply(false, time.Time{}, "", msg), outcome
+		if ok, message, outcome := c.pinGiven(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
+			return reply(false, time.Time{}, "", message), outcome
 		}
 	}
-	loan, err := c.s.circ.CheckOut(ctx, s, item, patron, c.cfg.ServicePointID)
+	loan, err := c.s.circ.CheckOut(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID)
 	if err == nil {
 		return reply(true, loan.DueDate, loan.Title, ""), "ok"
 	}
@@ -260,18 +267,14 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 
 // checkIn is 09 → 10.
 func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
-	item, _ := req.Get("AB")
-	reply := func(ok bool, title, msg string) *wire.Reply {
-		fixed := "0NUN"
-		if ok {
-			fixed = "1YUN"
-		}
-		r := &wire.Reply{Code: "10", Fixed: fixed + c.now()}
-		r.Add("AO", c.cfg.Institution).Add("AB", item).Add("AQ", "").Add("AJ", title)
-		if msg != "" {
-			r.Add("AF", msg)
-		}
-		return r
+	m, err := msg.ReadCheckIn(req)
+	if err != nil {
+		return c.malformed(req)
+	}
+	item := m.Item
+	reply := func(ok bool, title, message string) *wire.Reply {
+		return msg.CheckInResponse{OK: ok, Date: c.now(), Institution: c.cfg.Institution, Item: item, Title: title,
+			Message: message}.Reply()
 	}
 	if item == "" {
 		return reply(false, "", msgBarcodes), "refused"
@@ -297,26 +300,20 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 // counts of items out and overdue, the item limit (CB) and, as the
 // request's summary asks, the charged (AU) and overdue (AT) items.
 func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
-	barcode, _ := req.Get("AA")
-	info := req.Code == "63"
+	m, err := msg.ReadPatron(req)
+	if err != nil {
+		return c.malformed(req)
+	}
 	code := "24"
-	if info {
+	if m.Information {
 		code = "64"
 	}
-	reply := func(status, counts, name string, valid bool, msg string) *wire.Reply {
-		r := &wire.Reply{Code: code, Fixed: status + "000" + c.now() + counts}
-		r.Add("AO", c.cfg.Institution).Add("AA", barcode).Add("AE", name).Add("BL", wire.YN(valid))
-		if msg != "" {
-			r.Add("AF", msg)
-		}
-		return r
+	reply := func(status msg.PatronStatus, counts msg.Counts, name string, valid bool, message string) msg.PatronResponse {
+		return msg.PatronResponse{Code: code, Status: status, Date: c.now(), Counts: counts, Institution: c.cfg.Institution,
+			Patron: m.Patron, Name: name, Valid: valid, Message: message}
 	}
-	noCounts := ""
-	if info {
-		noCounts = strings.Repeat("    ", 6)
-	}
-	if barcode == "" {
-		return reply(deniedStatus, noCounts, "", false, msgBarcodes), "refused"
+	if m.Patron == "" {
+		return reply(msg.Denied, msg.Counts{}, "", false, msgBarcodes).Reply(), "refused"
 	}
 	ctx, cancel := c.call()
 	defer cancel()
@@ -324,48 +321,46 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 	// circulation checks with the summary; CQ says whether it was right.
 	// Where PINs are required, a patron without theirs is told nothing
 	// more; elsewhere, the verdict and the counts.
-	pin, _ := req.Get("AD")
+	pin := m.PatronPassword
 	pinChecked := pin != "" || c.cfg.PatronPin == PinRequired
-	refused := func(msg, outcome string) (*wire.Reply, string) {
-		r := reply(deniedStatus, noCounts, "", true, msg)
-		r.Add("CQ", "N")
-		return r, outcome
+	refused := func(message, outcome string) (*wire.Reply, string) {
+		r := reply(msg.Denied, msg.Counts{}, "", true, message)
+		r.PasswordChecked = true
+		return r.Reply(), outcome
 	}
 	if pin == "" && c.cfg.PatronPin == PinRequired {
 		return refused(msgPinNeeded, "pin_needed")
 	}
-	sum, err := c.s.circ.PatronSummary(ctx, s, barcode, pin)
+	sum, err := c.s.circ.PatronSummary(ctx, s, m.Patron, pin)
 	var ref *circ.Refusal
 	pinOutcome := ""
 	if errors.As(err, &ref) && (ref.Code == schemas.CodePinInvalid || ref.Code == schemas.CodePinLocked) {
-		msg, outcome := msgPinWrong, "pin_wrong"
+		message, outcome := msgPinWrong, "pin_wrong"
 		if ref.Code == schemas.CodePinLocked {
-			msg, outcome = msgPinLocked, "pin_locked"
+			message, outcome = msgPinLocked, "pin_locked"
 		}
 		if c.cfg.PatronPin == PinRequired {
-			return refused(msg, outcome)
+			return refused(message, outcome)
 		}
 		// PINs are not required here: the verdict, without the PIN.
 		pinOutcome = outcome
-		sum, err = c.s.circ.PatronSummary(ctx, s, barcode, "")
+		sum, err = c.s.circ.PatronSummary(ctx, s, m.Patron, "")
 	}
 	switch {
 	case errors.As(err, &ref) && ref.Status == http.StatusNotFound:
-		return reply(deniedStatus, noCounts, "", false, ref.Message), "refused"
+		return reply(msg.Denied, msg.Counts{}, "", false, ref.Message).Reply(), "refused"
 	case errors.As(err, &ref) && ref.Code == schemas.CodeTooManyRequests:
-		return reply(deniedStatus, noCounts, "", true, msgBusy), "rate_limited"
+		return reply(msg.Denied, msg.Counts{}, "", true, msgBusy).Reply(), "rate_limited"
 	case err != nil:
 		if !errors.As(err, &ref) {
 			c.s.logger.Error("patron summary: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 		}
-		return reply(deniedStatus, noCounts, "", false, msgBusy), "busy"
+		return reply(msg.Denied, msg.Counts{}, "", false, msgBusy).Reply(), "busy"
 	}
-	pinOK := pin != "" && sum.View == "full"
 	denied := !sum.CanBorrow
-	status := []byte(wire.YN(denied) + wire.YN(denied) + wire.YN(denied) + wire.YN(denied) + strings.Repeat(" ", 10))
-	if sum.AtItemLimit {
-		status[5] = 'Y' // too many items charged: every limit that applies
-	}
+	status := msg.PatronStatus{ChargeDenied: denied, RenewalDenied: denied, RecallDenied: denied, HoldDenied: denied,
+		// Too many items charged: at every limit that applies.
+		TooManyCharged: sum.AtItemLimit}
 	var reasons []string
 	for _, r := range sum.Reasons {
 		if r.PatronMessage != "" {
@@ -386,35 +381,26 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 		}
 	}
 	name := strings.TrimSpace(sum.Patron.FirstName + " " + sum.Patron.LastName)
-	counts := ""
-	if info {
-		counts = "0000" + wire.Counter(sum.OverdueCount) + wire.Counter(sum.OpenLoanCount) + "0000" + "0000" + "0000"
-	}
-	r := reply(string(status), counts, name, true, strings.Join(reasons, "; "))
-	if pinChecked {
-		r.Add("CQ", wire.YN(pinOK))
-	}
-	if info {
+	r := reply(status, msg.Counts{Overdue: sum.OverdueCount, Charged: sum.OpenLoanCount}, name, true, strings.Join(reasons, "; "))
+	r.PasswordChecked, r.PasswordValid = pinChecked, pin != "" && sum.View == "full"
+	if m.Information {
 		// CB is the limit on all the patron's loans (their group's), when
 		// there is one; limits by material or loan type are not one count.
-		if groupLimit > 0 {
-			r.Add("CB", wire.Counter(groupLimit))
-		}
-		summary := req.Fixed[21:]
+		r.ChargedLimit = groupLimit
 		now := time.Now()
 		for _, l := range sum.OpenLoans {
 			switch {
-			case summary[2] == 'Y':
-				r.Add("AU", l.ItemBarcode)
-			case summary[1] == 'Y' && !l.DueDate.IsZero() && l.DueDate.Before(now):
-				r.Add("AT", l.ItemBarcode)
+			case m.Summary.Charged:
+				r.Charged = append(r.Charged, l.ItemBarcode)
+			case m.Summary.Overdue && !l.DueDate.IsZero() && l.DueDate.Before(now):
+				r.Overdue = append(r.Overdue, l.ItemBarcode)
 			}
 		}
 	}
 	if pinOutcome != "" {
-		return r, pinOutcome
+		return r.Reply(), pinOutcome
 	}
-	return r, "ok"
+	return r.Reply(), "ok"
 }
 
 // Screen messages about PINs.
@@ -426,8 +412,7 @@ const (
 
 // pinGiven checks the patron's PIN (AD): whether it matches, and when not
 // the screen message and the outcome to log (the PIN itself never is).
-func (c *conn) pinGiven(ctx context.Context, s *circ.Session, req *wire.Request, patron string) (ok bool, msg, outcome string) {
-	pin, given := req.Get("AD")
+func (c *conn) pinGiven(ctx context.Context, s *circ.Session, pin string, given bool, patron string) (ok bool, message, outcome string) {
 	if !given || pin == "" {
 		return false, msgPinNeeded, "pin_needed"
 	}
@@ -447,70 +432,36 @@ func (c *conn) pinGiven(ctx context.Context, s *circ.Session, req *wire.Request,
 	return false, msgBusy, "busy"
 }
 
-// deniedStatus is a patron status that grants nothing: charge, renewal,
-// recall and hold privileges denied.
-const deniedStatus = "YYYY          "
-
 // item is 17 → 18 (item information): the item's circulation status as
 // SIP2 names FOLIO's statuses, its title and, on loan, its due date.
 func (c *conn) item(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
-	barcode, _ := req.Get("AB")
-	reply := func(status, title string, due time.Time, msg string) *wire.Reply {
-		r := &wire.Reply{Code: "18", Fixed: status + "00" + "01" + c.now()}
-		r.Add("AB", barcode).Add("AJ", title)
-		if !due.IsZero() {
-			r.Add("AH", wire.Date(due.In(c.cfg.location)))
-		}
-		if msg != "" {
-			r.Add("AF", msg)
-		}
-		return r
+	m, err := msg.ReadItem(req)
+	if err != nil {
+		return c.malformed(req)
 	}
-	if barcode == "" {
+	reply := func(status, title string, due time.Time, message string) *wire.Reply {
+		if !due.IsZero() {
+			due = due.In(c.cfg.location)
+		}
+		return msg.ItemResponse{Status: status, Date: c.now(), Item: m.Item, Title: title, Due: due, Message: message}.Reply()
+	}
+	if m.Item == "" {
 		return reply("01", "", time.Time{}, msgBarcodes), "refused"
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	sum, err := c.s.circ.ItemSummary(ctx, s, barcode)
+	sum, err := c.s.circ.ItemSummary(ctx, s, m.Item)
 	var ref *circ.Refusal
 	switch {
 	case errors.As(err, &ref) && ref.Status == http.StatusNotFound:
-		return reply("01", "", time.Time{}, "No item with barcode "+barcode+" could be found"), "refused"
+		return reply("01", "", time.Time{}, "No item with barcode "+m.Item+" could be found"), "refused"
 	case err != nil:
 		if !errors.As(err, &ref) {
 			c.s.logger.Error("item summary: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 		}
 		return reply("01", "", time.Time{}, msgBusy), "busy"
 	}
-	return reply(circulationStatus(sum.Status), sum.Title, sum.DueDate, ""), "ok"
-}
-
-// circulationStatus is SIP2's circulation status (18's first field) of a
-// FOLIO item status: 01 other, 02 on order, 03 available, 04 charged, 06
-// in process, 08 waiting on the hold shelf, 10 in transit, 11 claimed
-// returned, 12 lost, 13 missing.
-func circulationStatus(folio string) string {
-	switch folio {
-	case "On order":
-		return "02"
-	case "Available":
-		return "03"
-	case "Checked out":
-		return "04"
-	case "In process", "In process (non-requestable)":
-		return "06"
-	case "Awaiting pickup", "Awaiting delivery":
-		return "08"
-	case "In transit":
-		return "10"
-	case "Claimed returned":
-		return "11"
-	case "Declared lost", "Aged to lost", "Lost and paid":
-		return "12"
-	case "Missing", "Long missing":
-		return "13"
-	}
-	return "01"
+	return reply(msg.CirculationStatus(sum.Status), sum.Title, sum.DueDate, ""), "ok"
 }
 
 // screenMessage is a refusal as a kiosk shows it: FOLIO's reasons
@@ -533,67 +484,10 @@ func screenMessage(ref *circ.Refusal) string {
 
 // knownCode are the requests of SIP2 2.00: the metrics' message label
 // takes no other value.
-var knownCode = map[string]bool{}
-
-func init() {
-	for code := range negative {
-		knownCode[code] = true
+var knownCode = func() map[string]bool {
+	known := map[string]bool{"96": true}
+	for _, code := range msg.BXOrder {
+		known[code] = true
 	}
-	for _, code := range []string{"93", "99", "97", "96"} {
-		knownCode[code] = true
-	}
-}
-
-// negative is each request's refusal, with a screen message: a request
-// the door does not implement, or a malformed one, is answered in SIP2,
-// never with silence.
-var negative = map[string]func(c *conn, msg string) *wire.Reply{
-	"93": func(c *conn, msg string) *wire.Reply { return &wire.Reply{Code: "94", Fixed: "0"} },
-	"99": func(c *conn, msg string) *wire.Reply { return c.status().Add("AF", msg) },
-	"11": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "12", Fixed: "0NUN" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AB", "").
-			Add("AJ", "").Add("AF", msg)
-	},
-	"09": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "10", Fixed: "0NUN" + c.now()}).Add("AO", c.cfg.Institution).Add("AB", "").Add("AQ", "").
-			Add("AF", msg)
-	},
-	"35": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "36", Fixed: "N" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AF", msg)
-	},
-	"23": patronStatusRefused("24"),
-	"63": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "64", Fixed: deniedStatus + "000" + c.now() + strings.Repeat("    ", 6)}).
-			Add("AO", c.cfg.Institution).Add("AA", "").Add("AE", "").Add("BL", "N").Add("AF", msg)
-	},
-	"01": patronStatusRefused("24"),
-	"25": patronStatusRefused("26"),
-	"17": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "18", Fixed: "010101" + c.now()}).Add("AB", "").Add("AJ", "").Add("AF", msg)
-	},
-	"19": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "20", Fixed: "0" + c.now()}).Add("AB", "").Add("AF", msg)
-	},
-	"37": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "38", Fixed: "N" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AF", msg)
-	},
-	"15": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "16", Fixed: "0N" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AF", msg)
-	},
-	"29": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "30", Fixed: "0NUN" + c.now()}).Add("AO", c.cfg.Institution).Add("AA", "").Add("AB", "").
-			Add("AJ", "").Add("AF", msg)
-	},
-	"65": func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: "66", Fixed: "0" + "0000" + "0000" + c.now()}).Add("AO", c.cfg.Institution).Add("AF", msg)
-	},
-}
-
-// patronStatusRefused is a patron status reply (24, 26) that says nothing
-// about the patron: every privilege denied, not a valid patron.
-func patronStatusRefused(code string) func(c *conn, msg string) *wire.Reply {
-	return func(c *conn, msg string) *wire.Reply {
-		return (&wire.Reply{Code: code, Fixed: deniedStatus + "000" + c.now()}).Add("AO", c.cfg.Institution).
-			Add("AA", "").Add("AE", "").Add("BL", "N").Add("AF", msg)
-	}
-}
+	return known
+}()
