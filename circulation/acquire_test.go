@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/checkoutlock/circulation"
-	"github.com/checkoutlock/circulation/storagefake"
+	"github.com/checkoutlock/circulation-storage/storagetest"
 	"github.com/checkoutlock/schemas"
 )
 
@@ -23,32 +23,19 @@ import (
 
 // acquireWaits lists the waitMs of every acquire call a check-out made, in
 // order.
-func acquireWaits(f *storagefake.Fake) []int {
+func acquireWaits(f *storagetest.Storage) []int {
 	var out []int
 	for _, c := range f.Calls() {
-		if c.Route == storagefake.RouteAcquire && c.RequestID == requestID {
-			out = append(out, c.WaitMs)
+		if c.Route == storagetest.RouteAcquire && c.RequestID == requestID {
+			out = append(out, c.WaitMs())
 		}
 	}
 	return out
 }
 
-// holdPatronLock has someone else take the patron's lock in the fake, and
-// returns its id.
-func holdPatronLock(t *testing.T, f *storagefake.Fake) string {
-	t.Helper()
-	id := uuid.NewString()
-	req, _ := http.NewRequest("POST", f.URL+"/check-out-lock-storage",
-		strings.NewReader(`{"userId":"`+patronID+`","id":"`+id+`","ttlMs":60000}`))
-	req.Header.Set(schemas.HeaderTenant, tenant)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil || res.StatusCode != http.StatusCreated {
-		t.Fatalf("hold the patron's lock: %v %v", res, err)
-	}
-	res.Body.Close()
-	return id
-}
+// asFOLIOStorage makes the stack's storage answer a held lock at once, as
+// FOLIO's storage does: it never reads waitMs.
+func asFOLIOStorage(s *stack) { s.store.AsIfUnread(storagetest.RouteAcquire, -1, "waitMs") }
 
 // TestCheckOutWaitsAtStorageForTheRelease: the lock is held; the check-out
 // asks storage to wait for it with its whole budget, and gets it when the
@@ -56,31 +43,22 @@ func holdPatronLock(t *testing.T, f *storagefake.Fake) string {
 func TestCheckOutWaitsAtStorageForTheRelease(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	holder := holdPatronLock(t, s.fake)
+	holder := s.store.Hold(patronID, time.Minute)
 	// The holder works for 100 ms, then releases.
-	released := make(chan int, 1)
+	released := make(chan struct{})
 	time.AfterFunc(100*time.Millisecond, func() {
-		req, _ := http.NewRequest("DELETE", s.fake.URL+"/check-out-lock-storage/"+holder, nil)
-		req.Header.Set(schemas.HeaderTenant, tenant)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			released <- 0
-			return
-		}
-		res.Body.Close()
-		released <- res.StatusCode
+		defer close(released)
+		s.store.Release(holder)
 	})
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	if status := <-released; status != http.StatusNoContent {
-		t.Fatalf("the holder's release answered %d", status)
-	}
-	if got := acquireWaits(s.fake); !slices.Equal(got, []int{2000}) {
+	<-released
+	if got := acquireWaits(s.store); !slices.Equal(got, []int{2000}) {
 		t.Errorf("acquires with waitMs %v, want one with the whole budget, 2000", got)
 	}
 	wantWaits(t, s.clock, nil)
-	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
 	if len(s.obs.acquired) != 1 || s.obs.acquired[0].attempts != 1 {
 		t.Errorf("observer acquisitions %+v, want one of 1 attempt", s.obs.acquired)
 	}
@@ -91,16 +69,16 @@ func TestCheckOutWaitsAtStorageForTheRelease(t *testing.T) {
 func TestCheckOutGivesUpWhenStorageWaitedInVain(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.WaitInVain(1)
-	before := s.fake.Dump()
+	holdLock(s, -1) // storage waits the whole budget for it, in vain
+	before := s.store.Snapshot()
 	_, err := s.checkOut(t)
 	wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
-	if got := acquireWaits(s.fake); !slices.Equal(got, []int{2000}) {
+	if got := acquireWaits(s.store); !slices.Equal(got, []int{2000}) {
 		t.Errorf("acquires with waitMs %v, want one of 2000", got)
 	}
 	wantWaits(t, s.clock, nil)
-	wantNoWrites(t, s.fake)
-	s.fake.WantUnchanged(t, before)
+	wantNoWrites(t, s.store)
+	s.store.WantUnchanged(before)
 }
 
 // TestCheckOutPollsAStorageThatDoesNotWait: a storage that answers a held
@@ -109,15 +87,16 @@ func TestCheckOutGivesUpWhenStorageWaitedInVain(t *testing.T) {
 func TestCheckOutPollsAStorageThatDoesNotWait(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.HoldLock(-1)
+	asFOLIOStorage(s)
+	holdLock(s, -1)
 	_, err := s.checkOut(t)
 	wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
-	if got := acquireWaits(s.fake); !slices.Equal(got, []int{2000, 1500, 1000, 0}) {
+	if got := acquireWaits(s.store); !slices.Equal(got, []int{2000, 1500, 1000, 0}) {
 		t.Errorf("acquires with waitMs %v, want 2000, 1500, 1000, 0", got)
 	}
 	wantWaits(t, s.clock, ms(500, 500, 1000))
-	for _, c := range s.fake.Calls() {
-		if c.Route == storagefake.RouteAcquire && c.WaitMs == 0 && strings.Contains(c.Body, "waitMs") {
+	for _, c := range s.store.Calls() {
+		if c.Route == storagetest.RouteAcquire && c.WaitMs() == 0 && strings.Contains(c.Body, "waitMs") {
 			t.Errorf("an acquire with nothing left to wait sent waitMs: %s", c.Body)
 		}
 	}
@@ -128,11 +107,11 @@ func TestCheckOutPollsAStorageThatDoesNotWait(t *testing.T) {
 func TestCheckOutWithWaitingOffPolls(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn, withoutWaitAtStorage())
-	s.fake.HoldLock(2)
+	holdLock(s, 2)
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	if got := acquireWaits(s.fake); !slices.Equal(got, []int{0, 0, 0}) {
+	if got := acquireWaits(s.store); !slices.Equal(got, []int{0, 0, 0}) {
 		t.Errorf("acquires with waitMs %v, want three without", got)
 	}
 	wantWaits(t, s.clock, ms(500, 500))
@@ -144,11 +123,11 @@ func TestCheckOutWithWaitingOffPolls(t *testing.T) {
 func TestCheckOutRetriesStorageFailuresWithTheBudgetLeft(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.FailAcquires(1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+	s.store.Refuse(storagetest.RouteAcquire, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	if got := acquireWaits(s.fake); !slices.Equal(got, []int{2000, 1500}) {
+	if got := acquireWaits(s.store); !slices.Equal(got, []int{2000, 1500}) {
 		t.Errorf("acquires with waitMs %v, want 2000 then 1500", got)
 	}
 	wantWaits(t, s.clock, ms(500))
@@ -159,14 +138,14 @@ func TestCheckOutRetriesStorageFailuresWithTheBudgetLeft(t *testing.T) {
 func TestCheckOutWaitEndsBeforeTheRequestDeadline(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.WaitInVain(1)
+	holdLock(s, -1) // storage waits for it in vain
 	// The budget is 2 s; the deadline leaves 1.5 s once its last second is
 	// kept, and validation has the rest however slowly it runs.
 	ctx, cancel := context.WithTimeout(okapi(t), 2500*time.Millisecond)
 	defer cancel()
 	_, err := s.svc.CheckOut(ctx, request())
 	wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
-	got := acquireWaits(s.fake)
+	got := acquireWaits(s.store)
 	if len(got) != 1 || got[0] <= 0 || got[0] > 1500 {
 		t.Errorf("acquires with waitMs %v, want one of at most 1500 (2.5 s deadline less a second)", got)
 	}
@@ -200,8 +179,8 @@ func TestCheckOutSaysWhoHoldsTheLock(t *testing.T) {
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	locks := s.fake.Locks()
-	want := map[string]string{"instance": "circ-a:8080", "requestId": requestID, "itemBarcode": itemBarcode, "servicePointId": servicePoint}
+	locks := s.store.Granted()
+	want := map[string]any{"instance": "circ-a:8080", "requestId": requestID, "itemBarcode": itemBarcode, "servicePointId": servicePoint}
 	if got := locks[len(locks)-1].Holder; !maps.Equal(got, want) {
 		t.Errorf("the check-out's lock holder %v, want %v", got, want)
 	}

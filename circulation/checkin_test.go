@@ -1,11 +1,12 @@
 package circulation_test
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/checkoutlock/circulation"
-	"github.com/checkoutlock/circulation/storagefake"
+	"github.com/checkoutlock/circulation-storage/storagetest"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 )
@@ -23,8 +24,8 @@ func TestCheckInClosesTheOpenLoan(t *testing.T) {
 	if err != nil {
 		t.Fatalf("check-in: %v", err)
 	}
-	wantItem(t, s.fake, circulation.StatusAvailable, 3)
-	loans := s.fake.Loans()
+	wantItem(t, s.store, circulation.StatusAvailable, 3)
+	loans := s.store.Loans()
 	if len(loans) != 1 {
 		t.Fatalf("loans %+v, want one", loans)
 	}
@@ -37,24 +38,24 @@ func TestCheckInClosesTheOpenLoan(t *testing.T) {
 		t.Errorf("result %+v", in)
 	}
 	// Check-in takes no lock.
-	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+	wantCount(t, s.store, storagetest.RouteAcquire, 1)
 }
 
 func TestCheckInWithoutALoanMakesTheItemAvailable(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.AddItem(storagefake.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "t-1", Title: "Travelling",
+	s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "t-1", Title: "Travelling",
 		Status: "In transit", MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 	in, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: "t-1", ServicePointID: servicePoint})
 	if err != nil {
 		t.Fatalf("check-in: %v", err)
 	}
-	item, _ := s.fake.Item("33333333-3333-4333-8333-00000000000b")
+	item, _ := s.store.Item("33333333-3333-4333-8333-00000000000b")
 	if item.Status != circulation.StatusAvailable || item.Version != 2 || in.Loan != nil || in.Item.Status != circulation.StatusAvailable {
 		t.Errorf("stored item %+v, result %+v", item, in)
 	}
-	wantCount(t, s.fake, storagefake.RoutePutLoan, 0)
-	wantCount(t, s.fake, storagefake.RoutePutItem, 1)
+	wantCount(t, s.store, storagetest.RoutePutLoan, 0)
+	wantCount(t, s.store, storagetest.RoutePutItem, 1)
 }
 
 func TestCheckInOfAnUnknownBarcodeIsRefused(t *testing.T) {
@@ -63,7 +64,7 @@ func TestCheckInOfAnUnknownBarcodeIsRefused(t *testing.T) {
 	_, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: "nope", ServicePointID: servicePoint})
 	wantStrings(t, "refusals", refusals(t, err), []string{
 		"ITEM_BARCODE_NOT_FOUND: No item with barcode nope could be found [itemBarcode=nope]"})
-	if w := s.fake.Writes(); len(w) != 0 {
+	if w := s.store.Writes(); len(w) != 0 {
 		t.Errorf("writes %+v, want none", w)
 	}
 }
@@ -77,20 +78,26 @@ func TestAmbiguousCheckInItemUpdateIsSettled(t *testing.T) {
 	t.Parallel()
 	for _, committed := range []bool{false, true} {
 		s := newStack(t, lockOn)
-		s.fake.AddItem(storagefake.Item{ID: "33333333-3333-4333-8333-00000000000a", Barcode: "in-transit", Title: "Travelling",
+		s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-00000000000a", Barcode: "in-transit", Title: "Travelling",
 			Status: "In transit", MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
-		s.fake.FailItemUpdates(committed)
+		// The first update's answer is lost: before storage saw it, or
+		// after it committed.
+		if committed {
+			s.store.Lose(storagetest.RoutePutItem, 1, storagetest.LostUnavailable)
+		} else {
+			s.store.Refuse(storagetest.RoutePutItem, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+		}
 		res, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: "in-transit", ServicePointID: servicePoint})
 		if err != nil {
 			t.Fatalf("committed=%v: check-in: %v", committed, err)
 		}
-		if item, _ := s.fake.Item("33333333-3333-4333-8333-00000000000a"); item.Status != circulation.StatusAvailable || item.Version != 2 {
+		if item, _ := s.store.Item("33333333-3333-4333-8333-00000000000a"); item.Status != circulation.StatusAvailable || item.Version != 2 {
 			t.Errorf("committed=%v: item %+v, want Available at version 2", committed, item)
 		}
 		if res.Loan != nil || res.Item.Status != circulation.StatusAvailable {
 			t.Errorf("committed=%v: answered %+v", committed, res)
 		}
-		wantCount(t, s.fake, storagefake.RoutePutItem, 2)
+		wantCount(t, s.store, storagetest.RoutePutItem, 2)
 	}
 }
 
@@ -109,10 +116,10 @@ func TestCheckInIsOneWrite(t *testing.T) {
 	if res.Loan == nil || res.Item.Status != circulation.StatusAvailable || res.Item.Version != 3 {
 		t.Errorf("check-in answered item %+v, loan %+v", res.Item, res.Loan)
 	}
-	wantItem(t, s.fake, circulation.StatusAvailable, 3)
-	wantCount(t, s.fake, storagefake.RoutePutItem, 0)
-	wantCount(t, s.fake, storagefake.RoutePutLoan, 1)
-	if loans := s.fake.Loans(); len(loans) != 1 || loans[0].Status != "Closed" {
+	wantItem(t, s.store, circulation.StatusAvailable, 3)
+	wantCount(t, s.store, storagetest.RoutePutItem, 0)
+	wantCount(t, s.store, storagetest.RoutePutLoan, 1)
+	if loans := s.store.Loans(); len(loans) != 1 || loans[0].Status != "Closed" {
 		t.Errorf("loans %+v, want the loan closed", loans)
 	}
 }
@@ -125,7 +132,7 @@ func TestCheckInIsOneWrite(t *testing.T) {
 func TestCheckInOfAnAvailableItemIsConditionalToo(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.AddLoan(storagefake.Loan{ID: "66666666-6666-4666-8666-000000000001", UserID: patronID, ItemID: itemID, Status: "Open",
+	s.store.AddLoan(storagetest.Loan{ID: "66666666-6666-4666-8666-000000000001", UserID: patronID, ItemID: itemID, Status: "Open",
 		Action: "checkedout", LoanDate: "2026-01-01T10:00:00.000Z", DueDate: "2026-01-22T10:00:00.000Z"})
 	res, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint})
 	if err != nil {
@@ -134,9 +141,9 @@ func TestCheckInOfAnAvailableItemIsConditionalToo(t *testing.T) {
 	if res.Loan == nil {
 		t.Errorf("check-in answered no loan")
 	}
-	wantItem(t, s.fake, circulation.StatusAvailable, 2) // written at the version read, 1
-	wantCount(t, s.fake, storagefake.RoutePutLoan, 1)
-	wantCount(t, s.fake, storagefake.RoutePutItem, 0)
+	wantItem(t, s.store, circulation.StatusAvailable, 2) // written at the version read, 1
+	wantCount(t, s.store, storagetest.RoutePutLoan, 1)
+	wantCount(t, s.store, storagetest.RoutePutItem, 0)
 }
 
 // TestCheckInThatFailsChangesNothing: the loan cannot be closed (storage
@@ -148,14 +155,14 @@ func TestCheckInThatFailsChangesNothing(t *testing.T) {
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatal(err)
 	}
-	s.fake.FailLoanUpdates()
+	s.store.Refuse(storagetest.RoutePutLoan, -1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 	_, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint})
 	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
-	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
-	if loans := s.fake.Loans(); len(loans) != 1 || loans[0].Status != "Open" {
+	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	if loans := s.store.Loans(); len(loans) != 1 || loans[0].Status != "Open" {
 		t.Errorf("loans %+v, want the loan still open", loans)
 	}
-	wantCount(t, s.fake, storagefake.RouteLoan, 1) // the read-back found it open
+	wantCount(t, s.store, storagetest.RouteLoan, 1) // the read-back found it open
 }
 
 // TestCheckInReadsBackALostAnswer: the check-in's write commits but its
@@ -167,7 +174,7 @@ func TestCheckInReadsBackALostAnswer(t *testing.T) {
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatal(err)
 	}
-	s.fake.LoseLoanUpdateAnswers()
+	s.store.Lose(storagetest.RoutePutLoan, -1, storagetest.LostUnavailable)
 	res, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint})
 	if err != nil {
 		t.Fatalf("check-in: %v", err)
@@ -175,9 +182,9 @@ func TestCheckInReadsBackALostAnswer(t *testing.T) {
 	if res.Loan == nil || res.Item.Status != circulation.StatusAvailable {
 		t.Errorf("check-in answered item %+v, loan %+v", res.Item, res.Loan)
 	}
-	wantItem(t, s.fake, circulation.StatusAvailable, 3)
-	wantCount(t, s.fake, storagefake.RoutePutItem, 0)
-	if loans := s.fake.Loans(); len(loans) != 1 || loans[0].Status != "Closed" {
+	wantItem(t, s.store, circulation.StatusAvailable, 3)
+	wantCount(t, s.store, storagetest.RoutePutItem, 0)
+	if loans := s.store.Loans(); len(loans) != 1 || loans[0].Status != "Closed" {
 		t.Errorf("loans %+v, want the loan closed", loans)
 	}
 }

@@ -18,17 +18,18 @@ import (
 	"github.com/checkoutlock/schemas/errs"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/google/uuid"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/circulation-storage/storagetest"
 	"github.com/checkoutlock/circulation/internal/storageclient"
-	"github.com/checkoutlock/circulation/storagefake"
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
-// The records every test starts from: an active patron, an available item,
-// and circulation rules that lend it for 3 weeks with an item limit of 3.
+// The records every test starts from, in a tenant of its own on the real
+// storage (storagetest): an active patron, an available item, and
+// circulation rules that lend it for 3 weeks with an item limit of 3.
 const (
-	tenant       = "diku"
 	requestID    = "req-42/circulation"
 	patronID     = "11111111-1111-4111-8111-111111111111"
 	patronGroup  = "22222222-2222-4222-8222-222222222222"
@@ -157,9 +158,10 @@ func (o *observer) LockReleased(err error) {
 	o.releases = append(o.releases, err)
 }
 
-// stack is the real service and storage client over the fake storage.
+// stack is the real service and storage client over the real storage,
+// behind the test's boundary.
 type stack struct {
-	fake     *storagefake.Fake
+	store    *storagetest.Storage
 	storage  *storageclient.Client
 	settings *circulation.Settings
 	svc      *circulation.Service
@@ -167,18 +169,24 @@ type stack struct {
 	obs      *observer
 }
 
-// newStack builds the stack over a fake holding the standard records.
+// newStack builds the stack over a storage holding the standard records.
 func newStack(t *testing.T, env circulation.LockSettings, opts ...stackOption) *stack {
 	t.Helper()
-	fake := storagefake.New(t)
-	seed(fake)
-	return stackOver(t, fake, env, opts...)
+	var cfg stackConfig
+	for _, o := range opts {
+		o(&cfg, &clock{})
+	}
+	store := storagetest.Start(t, cfg.storageEnv...)
+	seed(store)
+	return stackOver(t, store, env, opts...)
 }
 
-// stackConfig is how a stack's settings and service are built.
+// stackConfig is how a stack's settings and service are built, and the
+// environment its storage runs with.
 type stackConfig struct {
-	settings circulation.SettingsConfig
-	service  circulation.ServiceConfig
+	settings   circulation.SettingsConfig
+	service    circulation.ServiceConfig
+	storageEnv []string
 }
 
 // stackOption changes how a stack's settings and service are built; c is
@@ -205,17 +213,29 @@ func withInstance(name string) stackOption {
 	return func(cfg *stackConfig, _ *clock) { cfg.service.Instance = name }
 }
 
-// withoutWaitAtStorage never asks storage to wait for a held lock.
+// withoutWaitAtStorage never asks storage to wait for a held lock, as
+// against FOLIO's storage, which cannot: a held lock is retried on the
+// retry intervals.
 func withoutWaitAtStorage() stackOption {
 	return func(cfg *stackConfig, _ *clock) { cfg.service.WaitAtStorage = false }
 }
 
-func stackOver(t *testing.T, fake *storagefake.Fake, env circulation.LockSettings, opts ...stackOption) *stack {
+// withStorageEnv runs the stack's storage with env ("NAME=value").
+func withStorageEnv(env ...string) stackOption {
+	return func(cfg *stackConfig, _ *clock) { cfg.storageEnv = append(cfg.storageEnv, env...) }
+}
+
+// tenants is each test's tenant, for okapi.
+var tenants sync.Map // testing.TB → string
+
+func stackOver(t *testing.T, store *storagetest.Storage, env circulation.LockSettings, opts ...stackOption) *stack {
 	t.Helper()
-	client := storageclient.New(fake.URL, time.Second, nil)
+	tenants.Store(t, store.Tenant)
+	t.Cleanup(func() { tenants.Delete(t) })
+	client := storageclient.New(store.URL, 5*time.Second, nil)
 	t.Cleanup(client.Close)
 	logger := slog.New(slog.DiscardHandler)
-	s := &stack{fake: fake, storage: client, clock: &clock{now: start}, obs: &observer{}}
+	s := &stack{store: store, storage: client, clock: &clock{now: start}, obs: &observer{}}
 	cfg := stackConfig{
 		settings: circulation.SettingsConfig{Env: env, TTL: time.Minute},
 		service: circulation.ServiceConfig{ReleaseTimeout: time.Second, WaitAtStorage: true,
@@ -229,18 +249,110 @@ func stackOver(t *testing.T, fake *storagefake.Fake, env circulation.LockSetting
 	return s
 }
 
-func seed(f *storagefake.Fake) {
-	f.AddUser(storagefake.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup,
+// materialTypeName is the seeded material type's name, as validation
+// reports it with the item.
+const materialTypeName = "book"
+
+func seed(f *storagetest.Storage) {
+	seedTypes(f)
+	f.AddUser(storagetest.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup,
 		FirstName: "Ada", LastName: "Lovelace"})
-	f.AddItem(storagefake.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusAvailable,
+	f.AddUser(storagetest.User{ID: otherPatron, Barcode: "u-1002", Active: true, PatronGroup: patronGroup,
+		FirstName: "Charles", LastName: "Babbage"})
+	f.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusAvailable,
 		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
-	f.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks",
+	f.AddLoanPolicy(storagetest.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks",
 		ItemLimit: itemLimit})
-	f.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID})
+	f.SetRules(policyID)
 }
 
+// seedTypes stores the patron group, material type and loan type the
+// records name.
+func seedTypes(f *storagetest.Storage) {
+	f.AddPatronGroup(patronGroup, "undergrad")
+	f.AddMaterialType(materialType, materialTypeName)
+	f.AddLoanType(loanType, "Can circulate")
+}
+
+// reference is a loan policy that lends nothing, for the tests that need
+// one.
+const reference = "66666666-6666-4666-8666-00000000000b"
+
+// holdLock has someone else (another check-out of the patron's) hold the
+// patron's lock through the next n acquisitions, then let it go before the
+// one after; n < 0 holds it through every one.
+func holdLock(s *stack, n int) {
+	lock := s.store.Hold(patronID, time.Minute)
+	if n < 0 {
+		return
+	}
+	var mu sync.Mutex
+	seen := 0
+	s.store.Before(storagetest.RouteAcquire, n+1, func(storagetest.Call) {
+		mu.Lock()
+		seen++
+		last := seen == n+1
+		mu.Unlock()
+		if last {
+			s.store.Release(lock)
+		}
+	})
+}
+
+// setRule has the circulation rules choose the seeded policy by a rule
+// naming the seeded patron group, material type and loan type as said
+// (none: the fallback), the item limit counted in that scope.
+func setRule(s *stack, group, material, byLoanType bool) {
+	r := storagetest.Rule{LoanPolicyID: policyID}
+	if group {
+		r.PatronGroupID = patronGroup
+	}
+	if material {
+		r.MaterialTypeID = materialType
+	}
+	if byLoanType {
+		r.LoanTypeID = loanType
+	}
+	if !group && !material && !byLoanType {
+		s.store.SetRules(policyID)
+		return
+	}
+	const otherwise = "66666666-6666-4666-8666-00000000000f"
+	s.store.AddLoanPolicy(storagetest.LoanPolicy{ID: otherwise, Name: "Otherwise", Loanable: true, Duration: 1, Interval: "Weeks"})
+	s.store.SetRules(otherwise, r)
+}
+
+// lendOthers gives the patron n more open loans, of other items of the
+// seeded material and loan type (counted by every item limit the seeded
+// policy sets).
+func lendOthers(s *stack, n int) {
+	for range n {
+		id := uuid.NewString()
+		s.store.AddItem(storagetest.Item{ID: id, Barcode: "other-" + id[:8], Title: "Other", Status: circulation.StatusCheckedOut,
+			MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+		s.store.AddLoan(storagetest.Loan{ID: uuid.NewString(), UserID: patronID, ItemID: id, Status: "Open", Action: "checkedout",
+			LoanDate: "2025-02-01T10:00:00.000Z"})
+	}
+}
+
+// lendOthersBeforeTheWrite gives the patron n more open loans between
+// validation and the write: other check-outs of theirs, meanwhile.
+func lendOthersBeforeTheWrite(s *stack, n int) {
+	s.store.Before(storagetest.RoutePostLoan, 1, func(storagetest.Call) { lendOthers(s, n) })
+}
+
+// okapi is the context of a request of the test's tenant.
 func okapi(t *testing.T) context.Context {
-	return circulation.WithOkapi(t.Context(), circulation.Okapi{Tenant: tenant, RequestID: requestID})
+	return circulation.WithOkapi(t.Context(), circulation.Okapi{Tenant: tenantOf(t), RequestID: requestID})
+}
+
+// tenantOf is the test's tenant.
+func tenantOf(t testing.TB) string {
+	v, ok := tenants.Load(t)
+	if !ok {
+		t.Fatal("the test has no stack, so no tenant")
+	}
+	return v.(string)
 }
 
 func request() circulation.CheckOutRequest {
@@ -253,7 +365,7 @@ func (s *stack) checkOut(t *testing.T) (circulation.CheckOutResult, error) {
 }
 
 // wantCount checks how many calls route got.
-func wantCount(t *testing.T, f *storagefake.Fake, route string, want int) {
+func wantCount(t *testing.T, f *storagetest.Storage, route string, want int) {
 	t.Helper()
 	if got := f.Count(route); got != want {
 		t.Errorf("%s called %d times, want %d", route, got, want)
@@ -261,14 +373,14 @@ func wantCount(t *testing.T, f *storagefake.Fake, route string, want int) {
 }
 
 // wantNoWrites checks that neither the item nor any loan was written.
-func wantNoWrites(t *testing.T, f *storagefake.Fake) {
+func wantNoWrites(t *testing.T, f *storagetest.Storage) {
 	t.Helper()
-	wantCount(t, f, storagefake.RoutePutItem, 0)
-	wantCount(t, f, storagefake.RoutePostLoan, 0)
-	wantCount(t, f, storagefake.RoutePutLoan, 0)
+	wantCount(t, f, storagetest.RoutePutItem, 0)
+	wantCount(t, f, storagetest.RoutePostLoan, 0)
+	wantCount(t, f, storagetest.RoutePutLoan, 0)
 }
 
-func wantItem(t *testing.T, f *storagefake.Fake, status string, version int) {
+func wantItem(t *testing.T, f *storagetest.Storage, status string, version int) {
 	t.Helper()
 	item, ok := f.Item(itemID)
 	if !ok || item.Status != status || item.Version != version {
@@ -322,13 +434,7 @@ func wantStrings(t *testing.T, what string, got, want []string) {
 }
 
 // routes lists the routes called, in order.
-func routes(f *storagefake.Fake) []string {
-	var out []string
-	for _, c := range f.Calls() {
-		out = append(out, c.Route)
-	}
-	return out
-}
+func routes(f *storagetest.Storage) []string { return f.Routes() }
 
 func TestCheckOutWithFeatureOffMakesNoLockCalls(t *testing.T) {
 	t.Parallel()
@@ -337,23 +443,23 @@ func TestCheckOutWithFeatureOffMakesNoLockCalls(t *testing.T) {
 	if err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	for _, c := range s.fake.Calls() {
+	for _, c := range s.store.Calls() {
 		if strings.HasPrefix(c.Path, "/check-out-lock-storage") || c.LockID != "" {
 			t.Errorf("lock call or header with the feature off: %+v", c)
 		}
 	}
 	// Validation's one read (which carries the settings) and the one
 	// write (item and loan together).
-	wantStrings(t, "calls", routes(s.fake), []string{storagefake.RouteValidation, storagefake.RoutePostLoan})
+	wantStrings(t, "calls", routes(s.store), []string{storagetest.RouteValidation, storagetest.RoutePostLoan})
 
-	loans := s.fake.Loans()
-	wantLoan := storagefake.Loan{ID: res.Loan.ID, UserID: patronID, ItemID: itemID, Status: "Open", Action: "checkedout",
+	loans := s.store.Loans()
+	wantLoan := storagetest.Loan{ID: res.Loan.ID, UserID: patronID, ItemID: itemID, Status: "Open", Action: "checkedout",
 		LoanDate: "2025-03-01T10:00:00.000Z", DueDate: "2025-03-22T10:00:00.000Z", LoanPolicyID: policyID,
 		CheckoutServicePointID: servicePoint}
 	if len(loans) != 1 || loans[0] != wantLoan {
 		t.Errorf("stored loans %+v, want [%+v]", loans, wantLoan)
 	}
-	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
 	if res.Locked || res.Item.Status != circulation.StatusCheckedOut || res.Item.Version != 2 || res.Patron.ID != patronID {
 		t.Errorf("result locked %v, item %q v%d, patron %s", res.Locked, res.Item.Status, res.Item.Version, res.Patron.ID)
 	}
@@ -369,11 +475,11 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+	wantCount(t, s.store, storagetest.RouteAcquire, 1)
 	// The write released the lock with the loan: no call of its own.
-	wantCount(t, s.fake, storagefake.RouteRelease, 0)
-	locks := s.fake.Locks()
-	if len(locks) != 1 || locks[0].UserID != patronID || locks[0].TTLMs != 3000 || !locks[0].Released {
+	wantCount(t, s.store, storagetest.RouteRelease, 0)
+	locks := s.store.Granted()
+	if len(locks) != 1 || locks[0].UserID != patronID || locks[0].TTLMs != 3000 || s.store.Live(locks[0].ID) {
 		t.Fatalf("locks %+v, want one 3000 ms lock of the patron, released", locks)
 	}
 	lockID := locks[0].ID
@@ -382,25 +488,25 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 	// by the lock, the item limit re-checked in it, the lock released in
 	// it): in that order.
 	var order []string
-	for _, c := range s.fake.Calls() {
+	for _, c := range s.store.Calls() {
 		switch c.Route {
-		case storagefake.RouteAcquire, storagefake.RoutePutItem, storagefake.RouteRelease, storagefake.RouteOpenCount:
+		case storagetest.RouteAcquire, storagetest.RoutePutItem, storagetest.RouteRelease:
 			order = append(order, c.Route)
-		case storagefake.RoutePostLoan:
+		case storagetest.RoutePostLoan:
 			order = append(order, c.Route)
 			if c.LockID != lockID || c.ReleaseLock != "true" || c.Status != http.StatusCreated {
 				t.Errorf("loan created with X-Check-Out-Lock-Id %q, X-Check-Out-Release-Lock %q (status %d), want %q and true",
 					c.LockID, c.ReleaseLock, c.Status, lockID)
 			}
 		}
-		if c.Route == storagefake.RouteRelease && c.Path != "/check-out-lock-storage/"+lockID {
+		if c.Route == storagetest.RouteRelease && c.Path != "/check-out-lock-storage/"+lockID {
 			t.Errorf("released %s, want the acquired lock %s", c.Path, lockID)
 		}
 	}
-	wantStrings(t, "order under the lock", order, []string{storagefake.RouteAcquire, storagefake.RoutePostLoan})
+	wantStrings(t, "order under the lock", order, []string{storagetest.RouteAcquire, storagetest.RoutePostLoan})
 
-	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
-	loans := s.fake.Loans()
+	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	loans := s.store.Loans()
 	if len(loans) != 1 || loans[0].ID != res.Loan.ID || loans[0].Status != "Open" {
 		t.Errorf("stored loans %+v, want the one returned (%s), open", loans, res.Loan.ID)
 	}
@@ -420,15 +526,15 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 func TestCheckOutReadsTheSettingsWithValidation(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.AddSetting(locksettings.Scope, locksettings.Key, map[string]any{"checkOutLockFeatureEnabled": false})
+	s.store.AddSetting(locksettings.Scope, locksettings.Key, map[string]any{"checkOutLockFeatureEnabled": false})
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	wantStrings(t, "calls", routes(s.fake), []string{storagefake.RouteValidation, storagefake.RoutePostLoan})
+	wantStrings(t, "calls", routes(s.store), []string{storagetest.RouteValidation, storagetest.RoutePostLoan})
 	if got, ok := s.settings.Cached(okapi(t)); !ok || got.Enabled || got.EnabledSource != circulation.FromSettings {
 		t.Errorf("cached settings %+v (%t), want the stored off", got, ok)
 	}
-	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
 }
 
 // TestCheckOutReadsTheSettingsApartFromAnOlderStorage: a storage whose
@@ -437,13 +543,13 @@ func TestCheckOutReadsTheSettingsWithValidation(t *testing.T) {
 func TestCheckOutReadsTheSettingsApartFromAnOlderStorage(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.OmitLockSettings()
-	s.fake.AddSetting(locksettings.Scope, locksettings.Key, map[string]any{"checkOutLockFeatureEnabled": false})
+	s.store.AsIfUnanswered(storagetest.RouteValidation, -1, "lockSettings")
+	s.store.AddSetting(locksettings.Scope, locksettings.Key, map[string]any{"checkOutLockFeatureEnabled": false})
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	wantStrings(t, "calls", routes(s.fake), []string{storagefake.RouteValidation, storagefake.RouteGetSettings, storagefake.RoutePostLoan})
-	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	wantStrings(t, "calls", routes(s.store), []string{storagetest.RouteValidation, storagetest.RouteGetSettings, storagetest.RoutePostLoan})
+	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
 }
 
 // TestARefusedCheckOutStillCachesTheSettingsReadWithIt: validation's
@@ -460,11 +566,11 @@ func TestARefusedCheckOutStillCachesTheSettingsReadWithIt(t *testing.T) {
 	if n := s.settings.CachedTenants(); n != 1 {
 		t.Errorf("%d tenants' settings cached, want the one read with the refused check-out", n)
 	}
-	wantStrings(t, "calls", routes(s.fake), []string{storagefake.RouteValidation})
+	wantStrings(t, "calls", routes(s.store), []string{storagetest.RouteValidation})
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	wantCount(t, s.fake, storagefake.RouteGetSettings, 0)
+	wantCount(t, s.store, storagetest.RouteGetSettings, 0)
 }
 
 // TestCheckOutIsThreeCalls: once the settings are cached, a check-out under
@@ -474,22 +580,22 @@ func TestARefusedCheckOutStillCachesTheSettingsReadWithIt(t *testing.T) {
 func TestCheckOutIsThreeCalls(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.AddItem(storagefake.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "second", Title: "Second",
+	s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "second", Title: "Second",
 		Status: circulation.StatusAvailable, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("first check-out: %v", err)
 	}
-	before := len(s.fake.Calls())
+	before := len(s.store.Calls())
 	req := request()
 	req.ItemBarcode = "second"
 	if _, err := s.svc.CheckOut(okapi(t), req); err != nil {
 		t.Fatalf("second check-out: %v", err)
 	}
-	wantStrings(t, "a check-out's calls", routes(s.fake)[before:], []string{storagefake.RouteValidation, storagefake.RouteAcquire,
-		storagefake.RoutePostLoan})
-	var write storagefake.Call
-	for _, c := range s.fake.Calls()[before:] {
-		if c.Route == storagefake.RoutePostLoan {
+	wantStrings(t, "a check-out's calls", routes(s.store)[before:], []string{storagetest.RouteValidation, storagetest.RouteAcquire,
+		storagetest.RoutePostLoan})
+	var write storagetest.Call
+	for _, c := range s.store.Calls()[before:] {
+		if c.Route == storagetest.RoutePostLoan {
 			write = c
 		}
 	}
@@ -500,16 +606,16 @@ func TestCheckOutIsThreeCalls(t *testing.T) {
 
 func TestCheckOutRetriesAHeldLock(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
-	s.fake.HoldLock(2)
+	s := newStack(t, lockOn, withoutWaitAtStorage())
+	holdLock(s, 2)
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	wantCount(t, s.fake, storagefake.RouteAcquire, 3)
+	wantCount(t, s.store, storagetest.RouteAcquire, 3)
 	wantWaits(t, s.clock, ms(500, 500))
-	wantCount(t, s.fake, storagefake.RouteRelease, 0) // released by the write
-	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
-	if n := len(s.fake.Loans()); n != 1 {
+	wantCount(t, s.store, storagetest.RouteRelease, 0) // released by the write
+	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	if n := len(s.store.Loans()); n != 1 {
 		t.Errorf("%d loans, want 1", n)
 	}
 	if want := []attempt{{3, time.Second}}; !reflect.DeepEqual(s.obs.acquired, want) {
@@ -519,23 +625,24 @@ func TestCheckOutRetriesAHeldLock(t *testing.T) {
 
 func TestCheckOutGivesUpOnALockHeldForever(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
-	s.fake.HoldLock(-1)
-	before := s.fake.Dump()
+	s := newStack(t, lockOn, withoutWaitAtStorage())
+	holdLock(s, -1)
+	before := s.store.Snapshot()
 	_, err := s.checkOut(t)
 	e := wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
 	if e.Message != "unable to acquire lock" {
 		t.Errorf("message %q, want FOLIO's %q", e.Message, "unable to acquire lock")
 	}
-	want := []errs.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"}}
+	want := []errs.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"},
+		{Key: "holderInstance", Value: "another"}}
 	if !reflect.DeepEqual(e.Parameters, want) {
 		t.Errorf("parameters %+v, want %+v", e.Parameters, want)
 	}
-	wantCount(t, s.fake, storagefake.RouteAcquire, 4)
+	wantCount(t, s.store, storagetest.RouteAcquire, 4)
 	wantWaits(t, s.clock, ms(500, 500, 1000))
-	wantNoWrites(t, s.fake)
-	wantCount(t, s.fake, storagefake.RouteRelease, 0)
-	s.fake.WantUnchanged(t, before)
+	wantNoWrites(t, s.store)
+	wantCount(t, s.store, storagetest.RouteRelease, 0)
+	s.store.WantUnchanged(before)
 	if want := []attempt{{4, 2 * time.Second}}; !reflect.DeepEqual(s.obs.notAcquired, want) {
 		t.Errorf("observer notAcquired %+v, want %+v", s.obs.notAcquired, want)
 	}
@@ -544,25 +651,25 @@ func TestCheckOutGivesUpOnALockHeldForever(t *testing.T) {
 func TestCheckOutDoesNotRetryARefusedAcquire(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.FailAcquire(http.StatusUnprocessableEntity, "VALIDATION_FAILED")
+	s.store.Refuse(storagetest.RouteAcquire, -1, http.StatusUnprocessableEntity, schemas.CodeValidation)
 	_, err := s.checkOut(t)
 	// Storage's reason reaches the client as a refusal, not a 500.
 	wantError(t, err, errs.KindInvalid, schemas.CodeValidation)
-	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+	wantCount(t, s.store, storagetest.RouteAcquire, 1)
 	wantWaits(t, s.clock, nil)
-	wantNoWrites(t, s.fake)
-	wantCount(t, s.fake, storagefake.RouteRelease, 0)
+	wantNoWrites(t, s.store)
+	wantCount(t, s.store, storagetest.RouteRelease, 0)
 }
 
 func TestCheckOutRetriesAnUnavailableLockStore(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.FailAcquire(http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE")
+	s.store.Refuse(storagetest.RouteAcquire, -1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 	_, err := s.checkOut(t)
 	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
-	wantCount(t, s.fake, storagefake.RouteAcquire, 4)
+	wantCount(t, s.store, storagetest.RouteAcquire, 4)
 	wantWaits(t, s.clock, ms(500, 500, 1000))
-	wantNoWrites(t, s.fake)
+	wantNoWrites(t, s.store)
 }
 
 // TestCheckOutRechecksTheItemLimitUnderTheLock: the item limit is counted
@@ -572,20 +679,21 @@ func TestCheckOutRechecksTheItemLimitUnderTheLock(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	// Validation counts 2; by the write, another check-out has made it 3.
-	s.fake.OpenCounts(itemLimit-1, itemLimit)
+	lendOthers(s, itemLimit-1)
+	lendOthersBeforeTheWrite(s, 1)
 	_, err := s.checkOut(t)
 	wantStrings(t, "refusals", refusals(t, err), []string{
 		"ITEM_LIMIT: Patron has reached maximum limit of 3 items [itemBarcode=" + itemBarcode + "] [itemLimit=3]"})
-	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
-	wantCount(t, s.fake, storagefake.RouteRelease, 1)
-	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+	wantCount(t, s.store, storagetest.RouteAcquire, 1)
+	wantCount(t, s.store, storagetest.RouteRelease, 1)
+	if locks := s.store.Granted(); len(locks) != 1 || s.store.Live(locks[0].ID) {
 		t.Errorf("locks %+v, want one, released", locks)
 	}
 	// The write was refused by storage's count in it: nothing written.
-	if n := len(s.fake.Loans()); n != 0 {
-		t.Errorf("%d loans, want none", n)
+	if n := len(s.store.Loans()); n != itemLimit {
+		t.Errorf("%d loans, want the %d others", n, itemLimit)
 	}
-	wantItem(t, s.fake, circulation.StatusAvailable, 1)
+	wantItem(t, s.store, circulation.StatusAvailable, 1)
 }
 
 // TestAutomatedBlocks: a patron at their group's maximum items charged
@@ -599,38 +707,37 @@ func TestAutomatedBlocks(t *testing.T) {
 	t.Run("at validation", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.SetChargedOutLimit(storagefake.ChargedOutLimit{Limit: 2, Message: "Maximum items charged out"})
-		// Validation counts the patron's loans for the charged-out limit,
-		// then for the item limit.
-		s.fake.OpenCounts(2, 0)
-		before := s.fake.Dump()
+		s.store.LimitChargedOut(patronGroup, 2, "Maximum items charged out")
+		lendOthers(s, 2)
+		before := s.store.Snapshot()
 		_, err := s.checkOut(t)
 		wantStrings(t, "refusals", refusals(t, err), []string{refusal})
-		wantCount(t, s.fake, storagefake.RouteAcquire, 0)
-		s.fake.WantUnchanged(t, before)
+		wantCount(t, s.store, storagetest.RouteAcquire, 0)
+		s.store.WantUnchanged(before)
 	})
 	t.Run("in the write", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.SetChargedOutLimit(storagefake.ChargedOutLimit{Limit: 2, Message: "Maximum items charged out"})
-		// Validation counts 1; by the write (which counts for the item
-		// limit first), another check-out has made it 2.
-		s.fake.OpenCounts(1, 0, 0, 2)
+		s.store.LimitChargedOut(patronGroup, 2, "Maximum items charged out")
+		// Validation counts 1; by the write, another check-out has made
+		// it 2.
+		lendOthers(s, 1)
+		lendOthersBeforeTheWrite(s, 1)
 		_, err := s.checkOut(t)
 		wantStrings(t, "refusals", refusals(t, err), []string{refusal})
-		wantCount(t, s.fake, storagefake.RouteAcquire, 1)
-		if n := len(s.fake.Loans()); n != 0 {
-			t.Errorf("%d loans, want none", n)
+		wantCount(t, s.store, storagetest.RouteAcquire, 1)
+		if n := len(s.store.Loans()); n != 2 {
+			t.Errorf("%d loans, want the 2 others", n)
 		}
-		wantItem(t, s.fake, circulation.StatusAvailable, 1)
-		if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+		wantItem(t, s.store, circulation.StatusAvailable, 1)
+		if locks := s.store.Granted(); len(locks) != 1 || s.store.Live(locks[0].ID) {
 			t.Errorf("locks %+v, want one, released", locks)
 		}
 	})
 	t.Run("below the limit", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.SetChargedOutLimit(storagefake.ChargedOutLimit{Limit: 2, Message: "Maximum items charged out"})
+		s.store.LimitChargedOut(patronGroup, 2, "Maximum items charged out")
 		if _, err := s.checkOut(t); err != nil {
 			t.Fatalf("the first check-out under a limit of 2: %v", err)
 		}
@@ -651,44 +758,42 @@ func TestCheckOutAndTheRequestQueue(t *testing.T) {
 	t.Run("another patron's first", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.AddRequest(storagefake.Request{ID: theirs, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Awaiting pickup", Position: 1})
-		s.fake.AddRequest(storagefake.Request{ID: mine, ItemID: itemID, RequesterID: patronID, Status: "Open - Not yet filled", Position: 2})
-		before := s.fake.Dump()
+		s.store.AddRequest(storagetest.Request{ID: theirs, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Awaiting pickup", Position: 1})
+		s.store.AddRequest(storagetest.Request{ID: mine, ItemID: itemID, RequesterID: patronID, Status: "Open - Not yet filled", Position: 2})
+		before := s.store.Snapshot()
 		_, err := s.checkOut(t)
 		wantStrings(t, "refusals", refusals(t, err), []string{refused})
-		wantCount(t, s.fake, storagefake.RouteAcquire, 0)
-		s.fake.WantUnchanged(t, before)
+		wantCount(t, s.store, storagetest.RouteAcquire, 0)
+		s.store.WantUnchanged(before)
 	})
 	t.Run("the borrower's first: filled", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.AddRequest(storagefake.Request{ID: mine, ItemID: itemID, RequesterID: patronID, Status: "Open - Awaiting pickup", Position: 1})
-		s.fake.AddRequest(storagefake.Request{ID: later, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Not yet filled", Position: 2})
+		s.store.AddRequest(storagetest.Request{ID: mine, ItemID: itemID, RequesterID: patronID, Status: "Open - Awaiting pickup", Position: 1})
+		s.store.AddRequest(storagetest.Request{ID: later, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Not yet filled", Position: 2})
 		if _, err := s.checkOut(t); err != nil {
 			t.Fatalf("the requester's check-out: %v", err)
 		}
-		want := []storagefake.Request{
+		want := []storagetest.Request{
 			{ID: mine, ItemID: itemID, RequesterID: patronID, Status: "Closed - Filled"},
 			{ID: later, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Not yet filled", Position: 1},
 		}
-		if got := s.fake.Requests(); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got := s.store.Requests(); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("requests %+v, want %+v", got, want)
 		}
 	})
 	t.Run("another patron's first since validation", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.OnArrival(func(route string) {
-			if route == storagefake.RoutePostLoan {
-				s.fake.AddRequest(storagefake.Request{ID: theirs, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Awaiting pickup", Position: 1})
-			}
+		s.store.Before(storagetest.RoutePostLoan, 1, func(storagetest.Call) {
+			s.store.AddRequest(storagetest.Request{ID: theirs, ItemID: itemID, RequesterID: otherPatron, Status: "Open - Awaiting pickup", Position: 1})
 		})
 		_, err := s.checkOut(t)
 		wantStrings(t, "refusals", refusals(t, err), []string{refused})
-		if n := len(s.fake.Loans()); n != 0 {
+		if n := len(s.store.Loans()); n != 0 {
 			t.Errorf("%d loans, want none", n)
 		}
-		wantItem(t, s.fake, circulation.StatusAvailable, 1)
+		wantItem(t, s.store, circulation.StatusAvailable, 1)
 	})
 }
 
@@ -704,14 +809,15 @@ func TestCheckOutOverrides(t *testing.T) {
 	t.Run("item not loanable", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Reference only", Loanable: false})
+		s.store.AddLoanPolicy(storagetest.LoanPolicy{ID: reference, Name: "Reference only", Loanable: false})
+		s.store.SetRules(reference)
 		req := request()
 		req.Overrides = circulation.Overrides{ItemNotLoanable: true, DueDate: due, Comment: "For the weekend"}
 		res, err := s.svc.CheckOut(okapi(t), req)
 		if err != nil {
 			t.Fatalf("the override: %v", err)
 		}
-		loans := s.fake.Loans()
+		loans := s.store.Loans()
 		if len(loans) != 1 || loans[0].Action != circulation.ActionOverride || loans[0].DueDate != "2026-12-24T12:00:00.000Z" ||
 			res.Loan.ActionComment != "For the weekend" {
 			t.Errorf("loan %+v (answered %+v), want due at the override's date, made through the override", loans, res.Loan)
@@ -720,7 +826,7 @@ func TestCheckOutOverrides(t *testing.T) {
 	t.Run("a block not overridden still refuses", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Unpaid fines", Borrowing: true})
+		s.store.AddManualBlock(storagetest.ManualBlock{UserID: patronID, Desc: "Unpaid fines", Borrowing: true})
 		req := request()
 		req.Overrides = circulation.Overrides{ItemLimit: true, Comment: "x"}
 		_, err := s.svc.CheckOut(okapi(t), req)
@@ -729,14 +835,14 @@ func TestCheckOutOverrides(t *testing.T) {
 	t.Run("the patron's blocks, at the write too", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Unpaid fines", Borrowing: true})
-		s.fake.SetChargedOutLimit(storagefake.ChargedOutLimit{Limit: 0, Message: "No more loans"})
+		s.store.AddManualBlock(storagetest.ManualBlock{UserID: patronID, Desc: "Unpaid fines", Borrowing: true})
+		s.store.LimitChargedOut(patronGroup, 0, "No more loans")
 		req := request()
 		req.Overrides = circulation.Overrides{PatronBlock: true, Comment: "Paid at the desk"}
 		if _, err := s.svc.CheckOut(okapi(t), req); err != nil {
 			t.Fatalf("the override of the patron's blocks: %v", err)
 		}
-		if loans := s.fake.Loans(); len(loans) != 1 || loans[0].Action != circulation.ActionOverride {
+		if loans := s.store.Loans(); len(loans) != 1 || loans[0].Action != circulation.ActionOverride {
 			t.Errorf("loans %+v, want one made through the override", loans)
 		}
 	})
@@ -748,46 +854,35 @@ func TestCheckOutOverrides(t *testing.T) {
 func TestCheckOutItemLimitNamesTheRuleScope(t *testing.T) {
 	t.Parallel()
 	const limit3 = "Patron has reached maximum limit of 3 items"
-	all := "userId=" + patronID
-	byMT := "materialTypeId=" + materialType + "&userId=" + patronID
-	byLT := "loanTypeId=" + loanType + "&userId=" + patronID
-	byBoth := "loanTypeId=" + loanType + "&materialTypeId=" + materialType + "&userId=" + patronID
 	for _, tc := range []struct {
 		name          string
 		pg, mt, lt    bool
 		code, message string
-		query         string
 	}{
-		{"no criterion", false, false, false, "ITEM_LIMIT", limit3, all},
-		{"patron group only", true, false, false, "ITEM_LIMIT", limit3, all},
-		{"material type", false, true, false, "ITEM_LIMIT_MATERIAL_TYPE", limit3 + " for material type", byMT},
-		{"loan type", false, false, true, "ITEM_LIMIT_LOAN_TYPE", limit3 + " for loan type", byLT},
+		{"no criterion", false, false, false, "ITEM_LIMIT", limit3},
+		{"patron group only", true, false, false, "ITEM_LIMIT", limit3},
+		{"material type", false, true, false, "ITEM_LIMIT_MATERIAL_TYPE", limit3 + " for material type"},
+		{"loan type", false, false, true, "ITEM_LIMIT_LOAN_TYPE", limit3 + " for loan type"},
 		{"material type and loan type", false, true, true, "ITEM_LIMIT_MATERIAL_TYPE_LOAN_TYPE",
-			limit3 + " for combination of material type and loan type", byBoth},
+			limit3 + " for combination of material type and loan type"},
 		{"patron group and material type", true, true, false, "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE",
-			limit3 + " for combination of patron group and material type", byMT},
+			limit3 + " for combination of patron group and material type"},
 		{"patron group and loan type", true, false, true, "ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE",
-			limit3 + " for combination of patron group and loan type", byLT},
+			limit3 + " for combination of patron group and loan type"},
 		{"all three", true, true, true, "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE_LOAN_TYPE",
-			limit3 + " for combination of patron group, material type and loan type", byBoth},
+			limit3 + " for combination of patron group, material type and loan type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
-			s.fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID, PatronGroupMatch: tc.pg,
-				MaterialTypeMatch: tc.mt, LoanTypeMatch: tc.lt})
-			s.fake.OpenCounts(itemLimit)
+			setRule(s, tc.pg, tc.mt, tc.lt)
+			lendOthers(s, itemLimit)
 			_, err := s.checkOut(t)
 			wantStrings(t, "refusals", refusals(t, err), []string{
 				tc.code + ": " + tc.message + " [itemBarcode=" + itemBarcode + "] [itemLimit=3]"})
-			for _, c := range s.fake.Calls() {
-				if c.Route == storagefake.RouteOpenCount && c.Query != tc.query {
-					t.Errorf("open-count query %q, want %q", c.Query, tc.query)
-				}
-			}
 			// Refused at validation: no lock taken.
-			wantCount(t, s.fake, storagefake.RouteAcquire, 0)
-			wantNoWrites(t, s.fake)
+			wantCount(t, s.store, storagetest.RouteAcquire, 0)
+			wantNoWrites(t, s.store)
 		})
 	}
 }
@@ -799,20 +894,18 @@ func TestCheckOutItemLimitNamesTheRuleScope(t *testing.T) {
 // refuses.
 func TestUnscopedItemLimitAsFOLIO(t *testing.T) {
 	t.Parallel()
-	for _, m := range []storagefake.PolicyMatch{{}, {PatronGroupMatch: true}} {
-		s := newStack(t, lockOn)
-		s.fake.IgnoreUnscopedItemLimits()
-		m.LoanPolicyID = policyID
-		s.fake.SetPolicyMatch(m)
-		s.fake.OpenCounts(itemLimit, itemLimit)
+	asFOLIO := withStorageEnv("ITEM_LIMIT_WITHOUT_CRITERIA=ignore")
+	for _, byGroup := range []bool{false, true} {
+		s := newStack(t, lockOn, asFOLIO)
+		setRule(s, byGroup, false, false)
+		lendOthers(s, itemLimit)
 		if _, err := s.checkOut(t); err != nil {
-			t.Fatalf("match %+v: check-out refused: %v", m, err)
+			t.Fatalf("a rule naming the patron group %v, and no type: check-out refused: %v", byGroup, err)
 		}
 	}
-	s := newStack(t, lockOn)
-	s.fake.IgnoreUnscopedItemLimits()
-	s.fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID, PatronGroupMatch: true, LoanTypeMatch: true})
-	s.fake.OpenCounts(itemLimit)
+	s := newStack(t, lockOn, asFOLIO)
+	setRule(s, true, false, true)
+	lendOthers(s, itemLimit)
 	_, err := s.checkOut(t)
 	wantStrings(t, "refusals", refusals(t, err), []string{"ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE: Patron has reached maximum limit of 3 items" +
 		" for combination of patron group and loan type [itemBarcode=" + itemBarcode + "] [itemLimit=3]"})
@@ -825,16 +918,16 @@ func TestCheckOutCountsTheStoredOpenLoans(t *testing.T) {
 	// returned does not.
 	for i, status := range []string{"Checked out", "Checked out", "Claimed returned"} {
 		id := fmt.Sprintf("33333333-3333-4333-8333-%012d", i+1)
-		s.fake.AddItem(storagefake.Item{ID: id, Barcode: fmt.Sprintf("other-%d", i), Title: "Other", Status: status,
+		s.store.AddItem(storagetest.Item{ID: id, Barcode: fmt.Sprintf("other-%d", i), Title: "Other", Status: status,
 			MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
-		s.fake.AddLoan(storagefake.Loan{ID: fmt.Sprintf("99999999-9999-4999-8999-%012d", i+1),
+		s.store.AddLoan(storagetest.Loan{ID: fmt.Sprintf("99999999-9999-4999-8999-%012d", i+1),
 			UserID: patronID, ItemID: id, Status: "Open", Action: "checkedout", LoanDate: "2025-02-01T10:00:00.000Z"})
 	}
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out with 2 of 3 counted: %v", err)
 	}
 	// Now the patron has three: the next check-out is refused.
-	s.fake.AddItem(storagefake.Item{ID: "33333333-3333-4333-8333-000000000009", Barcode: "i-9", Title: "Next",
+	s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-000000000009", Barcode: "i-9", Title: "Next",
 		Status: circulation.StatusAvailable, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 	req := request()
 	req.ItemBarcode = "i-9"
@@ -851,29 +944,30 @@ func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		status   int
+		code     string
 		attempts int // a transient failure is retried twice
 		kind     errs.Kind
 	}{
-		{"storage unavailable", http.StatusServiceUnavailable, 3, errs.KindUnavailable},
-		{"storage failed", http.StatusInternalServerError, 1, errs.KindInternal},
-		{"lock gone", http.StatusNotFound, 1, errs.KindNotFound},
+		{"storage unavailable", http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable, 3, errs.KindUnavailable},
+		{"storage failed", http.StatusInternalServerError, schemas.CodeInternal, 1, errs.KindInternal},
+		{"lock gone", http.StatusNotFound, schemas.CodeNotFound, 1, errs.KindNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
-			s.fake.FailLoanCreation(false)
-			s.fake.FailRelease(tc.status)
+			s.store.Refuse(storagetest.RoutePostLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+			s.store.Refuse(storagetest.RouteRelease, -1, tc.status, tc.code)
 			_, err := s.checkOut(t)
 			wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
-			if loans := s.fake.Loans(); len(loans) != 0 {
+			if loans := s.store.Loans(); len(loans) != 0 {
 				t.Errorf("stored loans %+v, want none", loans)
 			}
-			wantItem(t, s.fake, circulation.StatusAvailable, 1)
-			wantCount(t, s.fake, storagefake.RouteRelease, tc.attempts)
+			wantItem(t, s.store, circulation.StatusAvailable, 1)
+			wantCount(t, s.store, storagetest.RouteRelease, tc.attempts)
 			if len(s.obs.releases) != 1 || !errs.IsKind(s.obs.releases[0], tc.kind) {
 				t.Errorf("observer releases %v, want one of kind %d", s.obs.releases, tc.kind)
 			}
-			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].Released {
+			if locks := s.store.Granted(); len(locks) != 1 || !s.store.Live(locks[0].ID) {
 				t.Errorf("locks %+v, want one, not released (it expires by itself)", locks)
 			}
 		})
@@ -885,17 +979,17 @@ func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 func TestCheckOutLeavesTheItemWhenTheLoanFails(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.FailLoanCreation(false)
+	s.store.Refuse(storagetest.RoutePostLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 	_, err := s.checkOut(t)
 	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
-	if n := len(s.fake.Loans()); n != 0 {
+	if n := len(s.store.Loans()); n != 0 {
 		t.Errorf("%d loans, want 0", n)
 	}
-	wantItem(t, s.fake, circulation.StatusAvailable, 1)
-	wantCount(t, s.fake, storagefake.RoutePutItem, 0)
-	wantCount(t, s.fake, storagefake.RouteLoan, 1) // the read-back found nothing
-	wantCount(t, s.fake, storagefake.RouteRelease, 1)
-	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+	wantItem(t, s.store, circulation.StatusAvailable, 1)
+	wantCount(t, s.store, storagetest.RoutePutItem, 0)
+	wantCount(t, s.store, storagetest.RouteLoan, 1) // the read-back found nothing
+	wantCount(t, s.store, storagetest.RouteRelease, 1)
+	if locks := s.store.Granted(); len(locks) != 1 || s.store.Live(locks[0].ID) {
 		t.Errorf("locks %+v, want one, released", locks)
 	}
 }
@@ -903,28 +997,28 @@ func TestCheckOutLeavesTheItemWhenTheLoanFails(t *testing.T) {
 func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.FailLoanCreation(true)
+	s.store.Lose(storagetest.RoutePostLoan, 1, storagetest.LostUnavailable)
 	res, err := s.checkOut(t)
 	if err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	loans := s.fake.Loans()
+	loans := s.store.Loans()
 	if len(loans) != 1 || loans[0].ID != res.Loan.ID || loans[0].Status != "Open" {
 		t.Errorf("stored loans %+v, want the returned %s, open", loans, res.Loan.ID)
 	}
-	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
-	wantCount(t, s.fake, storagefake.RoutePutItem, 0)
-	wantCount(t, s.fake, storagefake.RouteLoan, 1)
+	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	wantCount(t, s.store, storagetest.RoutePutItem, 0)
+	wantCount(t, s.store, storagetest.RouteLoan, 1)
 	// The write that committed released the lock with the loan, but its
 	// answer, which said so, was lost: the check-out releases the lock by
 	// a call of its own, which finds it gone.
-	wantCount(t, s.fake, storagefake.RouteRelease, 1)
-	for _, c := range s.fake.Calls() {
-		if c.Route == storagefake.RouteRelease && c.Status != http.StatusNotFound {
+	wantCount(t, s.store, storagetest.RouteRelease, 1)
+	for _, c := range s.store.Calls() {
+		if c.Route == storagetest.RouteRelease && c.Status != http.StatusNotFound {
 			t.Errorf("the release after the lost answer answered %d, want 404: the write had released the lock", c.Status)
 		}
 	}
-	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+	if locks := s.store.Granted(); len(locks) != 1 || s.store.Live(locks[0].ID) {
 		t.Errorf("locks %+v, want one, released", locks)
 	}
 }
@@ -937,17 +1031,17 @@ func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
 func TestCheckOutReleasesTheLockAStorageKeeps(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.KeepLocksOnWrite()
+	s.store.AsIfUnknown(storagetest.RoutePostLoan, -1, schemas.HeaderReleaseLock)
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	wantCount(t, s.fake, storagefake.RouteRelease, 1)
-	locks := s.fake.Locks()
-	if len(locks) != 1 || !locks[0].Released {
+	wantCount(t, s.store, storagetest.RouteRelease, 1)
+	locks := s.store.Granted()
+	if len(locks) != 1 || s.store.Live(locks[0].ID) {
 		t.Fatalf("locks %+v, want one, released", locks)
 	}
-	for _, c := range s.fake.Calls() {
-		if c.Route == storagefake.RouteRelease && (c.Status != http.StatusNoContent || c.Path != "/check-out-lock-storage/"+locks[0].ID) {
+	for _, c := range s.store.Calls() {
+		if c.Route == storagetest.RouteRelease && (c.Status != http.StatusNoContent || c.Path != "/check-out-lock-storage/"+locks[0].ID) {
 			t.Errorf("release %s answered %d, want 204 for lock %s", c.Path, c.Status, locks[0].ID)
 		}
 	}
@@ -959,14 +1053,15 @@ func TestCheckOutReleasesTheLockAStorageKeeps(t *testing.T) {
 func TestCheckOutWritesNothingWhenTheLockIsLost(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.LoseLockBeforeLoan()
+	// The lock expires between the acquisition and the write.
+	s.store.Before(storagetest.RoutePostLoan, 1, func(c storagetest.Call) { s.store.Release(c.LockID) })
 	_, err := s.checkOut(t)
 	wantError(t, err, errs.KindConflict, schemas.CodeLockLost)
-	if n := len(s.fake.Loans()); n != 0 {
+	if n := len(s.store.Loans()); n != 0 {
 		t.Errorf("%d loans, want 0", n)
 	}
-	wantItem(t, s.fake, circulation.StatusAvailable, 1)
-	wantCount(t, s.fake, storagefake.RouteLoan, 0) // a refusal is not ambiguous
+	wantItem(t, s.store, circulation.StatusAvailable, 1)
+	wantCount(t, s.store, storagetest.RouteLoan, 0) // a refusal is not ambiguous
 	if len(s.obs.releases) != 1 || !errs.IsKind(s.obs.releases[0], errs.KindNotFound) {
 		t.Errorf("observer releases %v, want one not found (the lock had expired)", s.obs.releases)
 	}
@@ -975,12 +1070,12 @@ func TestCheckOutWritesNothingWhenTheLockIsLost(t *testing.T) {
 func TestCheckOutWithStorageDown(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	before := s.fake.Dump()
-	s.fake.Down()
+	before := s.store.Snapshot()
+	s.store.Down()
 	_, err := s.checkOut(t)
 	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
-	s.fake.WantUnchanged(t, before)
-	if calls := s.fake.Calls(); len(calls) != 0 {
+	s.store.WantUnchanged(before)
+	if calls := s.store.Calls(); len(calls) != 0 {
 		t.Errorf("a server that is down got calls: %+v", calls)
 	}
 	if len(s.obs.acquired)+len(s.obs.notAcquired) != 0 {
@@ -990,9 +1085,9 @@ func TestCheckOutWithStorageDown(t *testing.T) {
 
 func TestCheckOutStopsWhenCancelledWhileWaitingForTheLock(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
-	s.fake.HoldLock(-1)
-	before := s.fake.Dump()
+	s := newStack(t, lockOn, withoutWaitAtStorage())
+	holdLock(s, -1)
+	before := s.store.Snapshot()
 	ctx, cancel := context.WithCancel(okapi(t))
 	defer cancel()
 	s.clock.cancelOnWait(cancel)
@@ -1000,11 +1095,11 @@ func TestCheckOutStopsWhenCancelledWhileWaitingForTheLock(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want context.Canceled", err)
 	}
-	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+	wantCount(t, s.store, storagetest.RouteAcquire, 1)
 	wantWaits(t, s.clock, ms(500))
-	wantNoWrites(t, s.fake)
-	wantCount(t, s.fake, storagefake.RouteRelease, 0)
-	s.fake.WantUnchanged(t, before)
+	wantNoWrites(t, s.store)
+	wantCount(t, s.store, storagetest.RouteRelease, 0)
+	s.store.WantUnchanged(before)
 	if want := []attempt{{1, 500 * time.Millisecond}}; !reflect.DeepEqual(s.obs.notAcquired, want) {
 		t.Errorf("observer notAcquired %+v, want %+v", s.obs.notAcquired, want)
 	}
@@ -1020,100 +1115,103 @@ func TestCheckOutReleasesTheLockOfACancelledRequest(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want context.Canceled", err)
 	}
-	wantNoWrites(t, s.fake)
-	wantItem(t, s.fake, circulation.StatusAvailable, 1)
-	locks := s.fake.Locks()
-	if len(locks) != 1 || !locks[0].Released {
+	wantNoWrites(t, s.store)
+	wantItem(t, s.store, circulation.StatusAvailable, 1)
+	locks := s.store.Granted()
+	if len(locks) != 1 || s.store.Live(locks[0].ID) {
 		t.Errorf("locks %+v, want one, released", locks)
 	}
-	for _, c := range s.fake.Calls() {
-		if c.Route == storagefake.RouteRelease && (c.Status != http.StatusNoContent || c.Tenant != tenant || c.RequestID != requestID) {
+	for _, c := range s.store.Calls() {
+		if c.Route == storagetest.RouteRelease && (c.Status != http.StatusNoContent || c.Tenant != s.store.Tenant || c.RequestID != requestID) {
 			t.Errorf("release %+v, want 204 with the request's tenant and id", c)
 		}
 	}
-	wantCount(t, s.fake, storagefake.RouteRelease, 1)
+	wantCount(t, s.store, storagetest.RouteRelease, 1)
 }
 
 func TestCheckOutCollectsEveryRefusal(t *testing.T) {
 	t.Parallel()
-	fake := storagefake.New(t)
-	fake.AddUser(storagefake.User{ID: patronID, Barcode: userBarcode, Active: false, PatronGroup: patronGroup, LastName: "L"})
-	fake.AddItem(storagefake.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusCheckedOut,
+	fake := storagetest.Start(t)
+	seedTypes(fake)
+	fake.AddUser(storagetest.User{ID: patronID, Barcode: userBarcode, Active: false, PatronGroup: patronGroup, LastName: "L"})
+	fake.AddUser(storagetest.User{ID: otherPatron, Barcode: "u-1002", Active: true, PatronGroup: patronGroup, LastName: "O"})
+	fake.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusCheckedOut,
 		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
-	fake.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks"})
-	fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID})
-	fake.AddLoan(storagefake.Loan{ID: otherLoan, UserID: otherPatron, ItemID: itemID, Status: "Open", Action: "checkedout",
+	fake.AddLoanPolicy(storagetest.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks"})
+	fake.SetRules(policyID)
+	fake.AddLoan(storagetest.Loan{ID: otherLoan, UserID: otherPatron, ItemID: itemID, Status: "Open", Action: "checkedout",
 		LoanDate: "2025-02-01T10:00:00.000Z"})
 	s := stackOver(t, fake, lockOn)
-	before := fake.Dump()
+	before := fake.Snapshot()
 	_, err := s.checkOut(t)
 	wantStrings(t, "refusals", refusals(t, err), []string{
 		"USER_IS_INACTIVE: Cannot check out to inactive user [userBarcode=" + userBarcode + "]",
 		"ITEM_ALREADY_CHECKED_OUT: Item is already checked out [itemBarcode=" + itemBarcode + "]",
 		"ITEM_HAS_OPEN_LOAN: Cannot check out item that already has an open loan [itemBarcode=" + itemBarcode + "]",
 	})
-	wantCount(t, fake, storagefake.RouteAcquire, 0)
+	wantCount(t, fake, storagetest.RouteAcquire, 0)
 	if w := fake.Writes(); len(w) != 0 {
 		t.Errorf("writes %+v, want none", w)
 	}
-	fake.WantUnchanged(t, before)
+	fake.WantUnchanged(before)
 }
 
 func TestCheckOutRefusals(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
-		setup func(f *storagefake.Fake) circulation.CheckOutRequest
+		setup func(f *storagetest.Storage) circulation.CheckOutRequest
 		want  []string
 	}{
-		{"unknown barcodes", func(f *storagefake.Fake) circulation.CheckOutRequest {
+		{"unknown barcodes", func(f *storagetest.Storage) circulation.CheckOutRequest {
 			return circulation.CheckOutRequest{ItemBarcode: "no-item", UserBarcode: "no-user", ServicePointID: servicePoint}
 		}, []string{
 			"USER_BARCODE_NOT_FOUND: Could not find user with matching barcode [userBarcode=no-user]",
 			"ITEM_BARCODE_NOT_FOUND: No item with barcode no-item could be found [itemBarcode=no-item]",
 		}},
-		{"not loanable", func(f *storagefake.Fake) circulation.CheckOutRequest {
-			f.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Reference only", Loanable: false})
+		{"not loanable", func(f *storagetest.Storage) circulation.CheckOutRequest {
+			f.AddLoanPolicy(storagetest.LoanPolicy{ID: reference, Name: "Reference only", Loanable: false})
+			f.SetRules(reference)
 			return request()
 		}, []string{
 			"ITEM_NOT_LOANABLE: Item is not loanable [itemBarcode=" + itemBarcode + "] [loanPolicyName=Reference only]",
 		}},
-		{"at the item limit and not loanable: both, the limit first", func(f *storagefake.Fake) circulation.CheckOutRequest {
-			f.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Reference only", Loanable: false, ItemLimit: 1})
-			f.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID, MaterialTypeMatch: true})
+		{"at the item limit and not loanable: both, the limit first", func(f *storagetest.Storage) circulation.CheckOutRequest {
+			f.AddLoanPolicy(storagetest.LoanPolicy{ID: reference, Name: "Reference only", Loanable: false, ItemLimit: 1})
+			f.SetRules(policyID, storagetest.Rule{MaterialTypeID: materialType, LoanPolicyID: reference})
 			lent := "33333333-3333-4333-8333-0000000000b1"
-			f.AddItem(storagefake.Item{ID: lent, Barcode: "lent-1", Title: "Lent", Status: circulation.StatusCheckedOut,
+			f.AddItem(storagetest.Item{ID: lent, Barcode: "lent-1", Title: "Lent", Status: circulation.StatusCheckedOut,
 				MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
-			f.AddLoan(storagefake.Loan{ID: otherLoan, UserID: patronID, ItemID: lent, Status: "Open", Action: "checkedout",
+			f.AddLoan(storagetest.Loan{ID: otherLoan, UserID: patronID, ItemID: lent, Status: "Open", Action: "checkedout",
 				LoanDate: "2025-02-01T10:00:00.000Z"})
 			return request()
 		}, []string{
 			"ITEM_LIMIT_MATERIAL_TYPE: Patron has reached maximum limit of 1 items for material type [itemBarcode=" + itemBarcode + "] [itemLimit=1]",
 			"ITEM_NOT_LOANABLE: Item is not loanable [itemBarcode=" + itemBarcode + "] [loanPolicyName=Reference only]",
 		}},
-		{"manual blocks in force for borrowing: one refusal naming them all", func(f *storagefake.Fake) circulation.CheckOutRequest {
-			f.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Unpaid fines", PatronMessage: "Please see the desk", Borrowing: true})
-			f.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Damaged a book", Borrowing: true,
+		{"manual blocks in force for borrowing: one refusal naming them all", func(f *storagetest.Storage) circulation.CheckOutRequest {
+			f.AddManualBlock(storagetest.ManualBlock{UserID: patronID, Desc: "Unpaid fines", PatronMessage: "Please see the desk", Borrowing: true})
+			f.AddManualBlock(storagetest.ManualBlock{UserID: patronID, Desc: "Damaged a book", Borrowing: true,
 				ExpirationDate: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
 			// Not in force: expired, renewals only, someone else's.
-			f.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Old", Borrowing: true, ExpirationDate: "2020-01-01T00:00:00Z"})
-			f.AddManualBlock(storagefake.ManualBlock{UserID: patronID, Desc: "Renewals", Borrowing: false})
-			f.AddManualBlock(storagefake.ManualBlock{UserID: otherPatron, Desc: "Other", Borrowing: true})
+			f.AddManualBlock(storagetest.ManualBlock{UserID: patronID, Desc: "Old", Borrowing: true, ExpirationDate: "2020-01-01T00:00:00Z"})
+			f.AddManualBlock(storagetest.ManualBlock{UserID: patronID, Desc: "Renewals", Borrowing: false})
+			f.AddManualBlock(storagetest.ManualBlock{UserID: otherPatron, Desc: "Other", Borrowing: true})
 			return request()
 		}, []string{
 			"USER_IS_BLOCKED_MANUALLY: Patron blocked from borrowing [reason=Unpaid fines;Damaged a book] [patronMessage=Please see the desk]",
 		}},
-		{"blocked and inactive: the block first, as FOLIO", func(f *storagefake.Fake) circulation.CheckOutRequest {
-			f.AddUser(storagefake.User{ID: "22222222-2222-4222-8222-00000000000b", Barcode: "blocked-inactive", Active: false,
+		{"blocked and inactive: the block first, as FOLIO", func(f *storagetest.Storage) circulation.CheckOutRequest {
+			f.AddUser(storagetest.User{ID: "22222222-2222-4222-8222-00000000000b", Barcode: "blocked-inactive", Active: false,
 				PatronGroup: patronGroup, LastName: "B"})
-			f.AddManualBlock(storagefake.ManualBlock{UserID: "22222222-2222-4222-8222-00000000000b", Desc: "Lost card", Borrowing: true})
+			f.AddManualBlock(storagetest.ManualBlock{UserID: "22222222-2222-4222-8222-00000000000b", Desc: "Lost card", Borrowing: true})
 			return circulation.CheckOutRequest{ItemBarcode: itemBarcode, UserBarcode: "blocked-inactive", ServicePointID: servicePoint}
 		}, []string{
 			"USER_IS_BLOCKED_MANUALLY: Patron blocked from borrowing [reason=Lost card]",
 			"USER_IS_INACTIVE: Cannot check out to inactive user [userBarcode=blocked-inactive]",
 		}},
-		{"expired patron", func(f *storagefake.Fake) circulation.CheckOutRequest {
-			f.AddUser(storagefake.User{ID: "22222222-2222-4222-8222-00000000000e", Barcode: "expired", Active: true,
+		{"expired patron", func(f *storagetest.Storage) circulation.CheckOutRequest {
+			f.AddUser(storagetest.User{ID: "22222222-2222-4222-8222-00000000000e", Barcode: "expired", Active: true,
 				PatronGroup: patronGroup, LastName: "E", ExpirationDate: "2020-01-01T00:00:00.000Z"})
 			return circulation.CheckOutRequest{ItemBarcode: itemBarcode, UserBarcode: "expired", ServicePointID: servicePoint}
 		}, []string{
@@ -1123,15 +1221,15 @@ func TestCheckOutRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
-			req := tc.setup(s.fake)
-			before := s.fake.Dump()
+			req := tc.setup(s.store)
+			before := s.store.Snapshot()
 			_, err := s.svc.CheckOut(okapi(t), req)
 			wantStrings(t, "refusals", refusals(t, err), tc.want)
-			wantCount(t, s.fake, storagefake.RouteAcquire, 0)
-			if w := s.fake.Writes(); len(w) != 0 {
+			wantCount(t, s.store, storagetest.RouteAcquire, 0)
+			if w := s.store.Writes(); len(w) != 0 {
 				t.Errorf("writes %+v, want none", w)
 			}
-			s.fake.WantUnchanged(t, before)
+			s.store.WantUnchanged(before)
 		})
 	}
 }
@@ -1147,13 +1245,13 @@ func TestCheckOutItemStatuses(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
 			barcode := fmt.Sprintf("s-%d", i)
-			s.fake.AddItem(storagefake.Item{ID: fmt.Sprintf("33333333-3333-4333-8333-1000000000%02d", i), Barcode: barcode, Title: "Gone",
+			s.store.AddItem(storagetest.Item{ID: fmt.Sprintf("33333333-3333-4333-8333-1000000000%02d", i), Barcode: barcode, Title: "Gone",
 				Status: status, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
-			before := s.fake.Dump()
+			before := s.store.Snapshot()
 			_, err := s.svc.CheckOut(okapi(t), circulation.CheckOutRequest{ItemBarcode: barcode, UserBarcode: userBarcode, ServicePointID: servicePoint})
-			wantStrings(t, "refusals", refusals(t, err), []string{"ITEM_STATUS_REFUSED: Gone (" + storagefake.MaterialTypeName +
+			wantStrings(t, "refusals", refusals(t, err), []string{"ITEM_STATUS_REFUSED: Gone (" + materialTypeName +
 				") (Barcode: " + barcode + ") has the item status " + status + " and cannot be checked out [itemBarcode=" + barcode + "]"})
-			s.fake.WantUnchanged(t, before)
+			s.store.WantUnchanged(before)
 		})
 	}
 	for i, status := range []string{"Long missing", "In process (non-requestable)", "Restricted", "Unavailable", "Unknown"} {
@@ -1162,13 +1260,13 @@ func TestCheckOutItemStatuses(t *testing.T) {
 			s := newStack(t, lockOn)
 			barcode := fmt.Sprintf("a-%d", i)
 			id := fmt.Sprintf("33333333-3333-4333-8333-2000000000%02d", i)
-			s.fake.AddItem(storagefake.Item{ID: id, Barcode: barcode, Title: "Here", Status: status,
+			s.store.AddItem(storagetest.Item{ID: id, Barcode: barcode, Title: "Here", Status: status,
 				MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 			res, err := s.svc.CheckOut(okapi(t), circulation.CheckOutRequest{ItemBarcode: barcode, UserBarcode: userBarcode, ServicePointID: servicePoint})
 			if err != nil || res.Item.Status != circulation.StatusCheckedOut {
 				t.Fatalf("check-out of an item %s: %+v %v, want it lent", status, res.Item, err)
 			}
-			if item, _ := s.fake.Item(id); item.Status != circulation.StatusCheckedOut {
+			if item, _ := s.store.Item(id); item.Status != circulation.StatusCheckedOut {
 				t.Errorf("stored item %+v, want Checked out", item)
 			}
 		})
@@ -1177,9 +1275,10 @@ func TestCheckOutItemStatuses(t *testing.T) {
 
 func TestCheckOutWithoutCirculationRules(t *testing.T) {
 	t.Parallel()
-	fake := storagefake.New(t)
-	fake.AddUser(storagefake.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup, LastName: "L"})
-	fake.AddItem(storagefake.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusAvailable,
+	fake := storagetest.Start(t)
+	seedTypes(fake)
+	fake.AddUser(storagetest.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup, LastName: "L"})
+	fake.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusAvailable,
 		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 	s := stackOver(t, fake, lockOn)
 	_, err := s.checkOut(t)
@@ -1192,27 +1291,27 @@ func TestCheckOutWithoutCirculationRules(t *testing.T) {
 
 func TestOkapiHeadersReachStorageOnEveryCall(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
-	s.fake.HoldLock(1)
+	s := newStack(t, lockOn, withoutWaitAtStorage())
+	holdLock(s, 1)
 	// A storage that does not carry the settings with validation: they
 	// are read in a call of their own, which must carry the headers too.
-	s.fake.OmitLockSettings()
+	s.store.AsIfUnanswered(storagetest.RouteValidation, -1, "lockSettings")
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
 	if _, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint}); err != nil {
 		t.Fatalf("check-in: %v", err)
 	}
-	calls := s.fake.Calls()
+	calls := s.store.Calls()
 	seen := map[string]bool{}
 	for _, c := range calls {
 		seen[c.Route] = true
-		if c.Tenant != tenant || c.RequestID != requestID {
-			t.Errorf("%s %s got tenant %q request id %q, want %q %q", c.Method, c.Path, c.Tenant, c.RequestID, tenant, requestID)
+		if c.Tenant != s.store.Tenant || c.RequestID != requestID {
+			t.Errorf("%s %s got tenant %q request id %q, want %q %q", c.Method, c.Path, c.Tenant, c.RequestID, s.store.Tenant, requestID)
 		}
 	}
-	for _, r := range []string{storagefake.RouteGetSettings, storagefake.RouteAcquire,
-		storagefake.RoutePostLoan, storagefake.RoutePutLoan} {
+	for _, r := range []string{storagetest.RouteGetSettings, storagetest.RouteAcquire,
+		storagetest.RoutePostLoan, storagetest.RoutePutLoan} {
 		if !seen[r] {
 			t.Errorf("no %s call among %d", r, len(calls))
 		}
@@ -1221,22 +1320,26 @@ func TestOkapiHeadersReachStorageOnEveryCall(t *testing.T) {
 
 func TestStoredSettingsOverrideTheEnvironment(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOff)
-	s.fake.AddSetting(locksettings.Scope, locksettings.Key,
+	s := newStack(t, lockOff, withoutWaitAtStorage())
+	s.store.AddSetting(locksettings.Scope, locksettings.Key,
 		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 7000, "retryIntervalsMs": []int{100, 200}})
 	got := effective(t, s.settings, okapi(t))
+	if got.ChangedAt == "" {
+		t.Errorf("effective %+v says nothing of when the entry changed", got)
+	}
+	got.ChangedAt = ""
 	want := circulation.LockSettings{Enabled: true, LockTTL: 7 * time.Second, RetryIntervals: ms(100, 200),
 		EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromSettings}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("effective %+v, want %+v", got, want)
 	}
-	s.fake.HoldLock(-1)
+	holdLock(s, -1)
 	_, err := s.checkOut(t)
 	wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
-	wantCount(t, s.fake, storagefake.RouteAcquire, 3)
+	wantCount(t, s.store, storagetest.RouteAcquire, 3)
 	wantWaits(t, s.clock, ms(100, 200))
-	for _, c := range s.fake.Calls() {
-		if c.Route == storagefake.RouteAcquire && !strings.Contains(c.Body, `"ttlMs":7000`) {
+	for _, c := range s.store.Calls() {
+		if c.Route == storagetest.RouteAcquire && !strings.Contains(c.Body, `"ttlMs":7000`) {
 			t.Errorf("acquire body %s, want ttlMs 7000", c.Body)
 		}
 	}
@@ -1257,18 +1360,19 @@ func TestFolioRetrySettings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := newStack(t, lockOn)
-			s.fake.AddSetting(locksettings.Scope, locksettings.Key, tc.stored)
+			s := newStack(t, lockOn, withoutWaitAtStorage())
+			s.store.AddSetting(locksettings.Scope, locksettings.Key, tc.stored)
 			got := effective(t, s.settings, okapi(t))
+			got.ChangedAt = "" // when storage wrote it
 			want := circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second, RetryIntervals: tc.waits,
 				EnabledSource: circulation.FromEnvironment, LockTTLSource: circulation.FromEnvironment, RetrySource: circulation.FromSettings}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("effective %+v, want %+v", got, want)
 			}
-			s.fake.HoldLock(-1)
+			holdLock(s, -1)
 			_, err := s.checkOut(t)
 			wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
-			wantCount(t, s.fake, storagefake.RouteAcquire, len(tc.waits)+1)
+			wantCount(t, s.store, storagetest.RouteAcquire, len(tc.waits)+1)
 			wantWaits(t, s.clock, tc.waits)
 		})
 	}
@@ -1277,7 +1381,10 @@ func TestFolioRetrySettings(t *testing.T) {
 func TestUnreadableSettingsFallBackToTheEnvironment(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.fake.FailSettingsGet(http.StatusInternalServerError)
+	// A storage that carries no settings with validation, and fails to
+	// answer their own read.
+	s.store.AsIfUnanswered(storagetest.RouteValidation, -1, "lockSettings")
+	s.store.Refuse(storagetest.RouteGetSettings, -1, http.StatusInternalServerError, schemas.CodeInternal)
 	got := effective(t, s.settings, okapi(t))
 	if got.SettingsError == "" {
 		t.Error("no settingsError reported")
@@ -1291,9 +1398,9 @@ func TestUnreadableSettingsFallBackToTheEnvironment(t *testing.T) {
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
-	wantCount(t, s.fake, storagefake.RouteRelease, 0) // released by the write
-	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
+	wantCount(t, s.store, storagetest.RouteAcquire, 1)
+	wantCount(t, s.store, storagetest.RouteRelease, 0) // released by the write
+	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
 }
 
 func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
@@ -1314,12 +1421,12 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 	if got := effective(t, s.settings, ctx); !reflect.DeepEqual(put, want) || !reflect.DeepEqual(got, want) {
 		t.Errorf("put answered %+v, effective %+v; want %+v", put, got, want)
 	}
-	wantStored(t, s.fake, `{"checkOutLockFeatureEnabled":true,"lockTtl":4000}`)
-	wantCount(t, s.fake, storagefake.RoutePostSetting, 1)
+	wantStored(t, s.store, `{"checkOutLockFeatureEnabled":true,"lockTtl":4000}`)
+	wantCount(t, s.store, storagetest.RoutePostSetting, 1)
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}
-	if locks := s.fake.Locks(); len(locks) != 1 || locks[0].TTLMs != 4000 {
+	if locks := s.store.Granted(); len(locks) != 1 || locks[0].TTLMs != 4000 {
 		t.Errorf("locks %+v, want one of 4000 ms", locks)
 	}
 
@@ -1332,8 +1439,8 @@ func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
 	if got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != lockOff.LockTTL || got.LockTTLSource != circulation.FromEnvironment {
 		t.Errorf("effective after second put %+v", got)
 	}
-	wantStored(t, s.fake, `{"checkOutLockFeatureEnabled":false}`)
-	wantCount(t, s.fake, storagefake.RoutePutSetting, 1)
+	wantStored(t, s.store, `{"checkOutLockFeatureEnabled":false}`)
+	wantCount(t, s.store, storagetest.RoutePutSetting, 1)
 }
 
 func TestPutInvalidSettingsWritesNothing(t *testing.T) {
@@ -1346,12 +1453,12 @@ func TestPutInvalidSettingsWritesNothing(t *testing.T) {
 			t.Errorf("refusals %q, want one VALIDATION_FAILED", r)
 		}
 	}
-	if calls := s.fake.Calls(); len(calls) != 0 {
+	if calls := s.store.Calls(); len(calls) != 0 {
 		t.Errorf("calls %+v, want none", calls)
 	}
 }
 
-func wantStored(t *testing.T, f *storagefake.Fake, want string) {
+func wantStored(t *testing.T, f *storagetest.Storage, want string) {
 	t.Helper()
 	raw, ok := f.Setting(locksettings.Scope, locksettings.Key)
 	// Stored as FOLIO stores it: a string holding the JSON object.
@@ -1367,9 +1474,9 @@ func wantStored(t *testing.T, f *storagefake.Fake, want string) {
 	}
 }
 
-// TestInvalidStoredSettingsFallBackToTheEnvironment: a value written past
-// the API (straight to /settings/entries) that breaks the rules is not used;
-// the environment's values apply and the reason is reported.
+// TestInvalidStoredSettingsFallBackToTheEnvironment: a value that breaks
+// the rules (stored before storage checked values) is not used; the
+// environment's values apply and the reason is reported.
 func TestInvalidStoredSettingsFallBackToTheEnvironment(t *testing.T) {
 	t.Parallel()
 	for _, value := range []any{
@@ -1378,7 +1485,7 @@ func TestInvalidStoredSettingsFallBackToTheEnvironment(t *testing.T) {
 		map[string]any{"retryIntervalsMs": []int{-5}},
 	} {
 		s := newStack(t, lockOn)
-		s.fake.AddSetting(locksettings.Scope, locksettings.Key, value)
+		s.store.AddSettingUnchecked(locksettings.Scope, locksettings.Key, value)
 		got := effective(t, s.settings, okapi(t))
 		if got.LockTTL != lockOn.LockTTL || got.LockTTLSource != circulation.FromEnvironment ||
 			!reflect.DeepEqual(got.RetryIntervals, lockOn.RetryIntervals) || got.RetrySource != circulation.FromEnvironment ||
@@ -1399,11 +1506,13 @@ func TestUnreadableSettingsKeepTheLastRead(t *testing.T) {
 	env := lockOn
 	env.Enabled = false
 	s := newStack(t, env, withSettingsClock())
-	s.fake.AddSetting(locksettings.Scope, locksettings.Key, map[string]any{"checkOutLockFeatureEnabled": true})
+	s.store.AddSetting(locksettings.Scope, locksettings.Key, map[string]any{"checkOutLockFeatureEnabled": true})
 	if got := effective(t, s.settings, okapi(t)); !got.Enabled || got.EnabledSource != circulation.FromSettings {
 		t.Fatalf("effective %+v, want enabled from settings", got)
 	}
-	s.fake.FailSettingsGet(http.StatusServiceUnavailable)
+	// The outage: settings carried by no answer, their read failing.
+	s.store.AsIfUnanswered(storagetest.RouteValidation, -1, "lockSettings")
+	s.store.Refuse(storagetest.RouteGetSettings, -1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 	s.clock.Advance(2 * time.Minute) // past the cache period
 	got := effective(t, s.settings, okapi(t))
 	if !got.Enabled || got.SettingsError == "" {
@@ -1412,17 +1521,17 @@ func TestUnreadableSettingsKeepTheLastRead(t *testing.T) {
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out during the outage: %v", err)
 	}
-	wantCount(t, s.fake, storagefake.RouteAcquire, 1)
+	wantCount(t, s.store, storagetest.RouteAcquire, 1)
 }
 
-// TestOneInvalidStoredFieldKeepsTheOthers: a bad lockTtl written straight to
-// /settings/entries does not throw away checkOutLockFeatureEnabled.
+// TestOneInvalidStoredFieldKeepsTheOthers: a bad lockTtl (stored before
+// storage checked values) does not throw away checkOutLockFeatureEnabled.
 func TestOneInvalidStoredFieldKeepsTheOthers(t *testing.T) {
 	t.Parallel()
 	env := lockOn
 	env.Enabled = false
 	s := newStack(t, env)
-	s.fake.AddSetting(locksettings.Scope, locksettings.Key,
+	s.store.AddSettingUnchecked(locksettings.Scope, locksettings.Key,
 		map[string]any{"checkOutLockFeatureEnabled": true, "lockTtl": 0, "retryIntervalsMs": []int{100, 200}})
 	got := effective(t, s.settings, okapi(t))
 	if !got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != env.LockTTL ||
@@ -1439,16 +1548,16 @@ func TestCancelledRequestStillFinishesItsWrites(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	ctx, cancel := context.WithCancel(okapi(t))
-	s.fake.OnLoanCreation(cancel)
+	s.store.Before(storagetest.RoutePostLoan, 1, func(storagetest.Call) { cancel() })
 	res, err := s.svc.CheckOut(ctx, request())
 	if err != nil {
 		t.Fatalf("check-out cancelled during its writes: %v", err)
 	}
-	wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
-	if loans := s.fake.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
+	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
 		t.Errorf("loans %+v, want the one returned", loans)
 	}
-	if locks := s.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+	if locks := s.store.Granted(); len(locks) != 1 || s.store.Live(locks[0].ID) {
 		t.Errorf("locks %+v, want one, released", locks)
 	}
 }
@@ -1462,24 +1571,24 @@ func TestCheckOutRetriesAnUnheardGrantUnderTheSameLockID(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
-		how   storagefake.AnswerLoss
+		how   storagetest.Loss
 		first int // the status the unheard grant was recorded with
 	}{
-		{"503 after the grant", storagefake.AnswerUnavailable, http.StatusServiceUnavailable},
-		{"connection cut after the grant", storagefake.AnswerCut, 0},
+		{"503 after the grant", storagetest.LostUnavailable, http.StatusServiceUnavailable},
+		{"connection cut after the grant", storagetest.LostCut, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
-			s.fake.LoseAcquireAnswers(1, tc.how)
+			s.store.Lose(storagetest.RouteAcquire, 1, tc.how)
 			res, err := s.checkOut(t)
 			if err != nil {
 				t.Fatalf("check-out: %v", err)
 			}
 			var ids []string
 			var statuses []int
-			for _, c := range s.fake.Calls() {
-				if c.Route != storagefake.RouteAcquire {
+			for _, c := range s.store.Calls() {
+				if c.Route != storagetest.RouteAcquire {
 					continue
 				}
 				var body struct {
@@ -1503,21 +1612,21 @@ func TestCheckOutRetriesAnUnheardGrantUnderTheSameLockID(t *testing.T) {
 			}
 			// One lock, granted unheard, renewed, written under and
 			// released by the write.
-			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].ID != lockID || !locks[0].Released {
+			if locks := s.store.Granted(); len(locks) != 1 || locks[0].ID != lockID || s.store.Live(locks[0].ID) {
 				t.Errorf("locks %+v, want the one lock %s, released", locks, lockID)
 			}
-			for _, c := range s.fake.Calls() {
-				if c.Route == storagefake.RoutePostLoan && (c.LockID != lockID || c.Status != http.StatusCreated) {
+			for _, c := range s.store.Calls() {
+				if c.Route == storagetest.RoutePostLoan && (c.LockID != lockID || c.Status != http.StatusCreated) {
 					t.Errorf("loan created with X-Check-Out-Lock-Id %q (status %d), want %q and 201", c.LockID, c.Status, lockID)
 				}
-				if c.Route == storagefake.RouteRelease && c.Path != "/check-out-lock-storage/"+lockID {
+				if c.Route == storagetest.RouteRelease && c.Path != "/check-out-lock-storage/"+lockID {
 					t.Errorf("released %s, want the lock %s", c.Path, lockID)
 				}
 			}
-			wantCount(t, s.fake, storagefake.RoutePostLoan, 1)
-			wantCount(t, s.fake, storagefake.RouteRelease, 0) // released by the write
-			wantItem(t, s.fake, circulation.StatusCheckedOut, 2)
-			if loans := s.fake.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID || !res.Locked {
+			wantCount(t, s.store, storagetest.RoutePostLoan, 1)
+			wantCount(t, s.store, storagetest.RouteRelease, 0) // released by the write
+			wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+			if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID || !res.Locked {
 				t.Errorf("loans %+v (locked: %t), want the one returned (%s), under the lock", loans, res.Locked, res.Loan.ID)
 			}
 		})

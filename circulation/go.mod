@@ -10,6 +10,7 @@ require (
 
 require (
 	github.com/caarlos0/env/v10 v10.0.0
+	github.com/checkoutlock/circulation-storage v0.0.0
 	github.com/checkoutlock/config v0.0.0-00010101000000-000000000000
 	github.com/checkoutlock/schemas v0.0.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
@@ -23,11 +24,22 @@ require (
 	github.com/MicahParks/keyfunc/v3 v3.9.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/checkoutlock/migrations v0.0.0 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
+	github.com/golang-migrate/migrate/v4 v4.20.1 // indirect
+	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/klauspost/compress v1.20.1 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/nats-io/nats.go v1.55.0 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
@@ -42,6 +54,8 @@ require (
 )
 
 replace (
+	github.com/checkoutlock/circulation-storage => ../circulation-storage
 	github.com/checkoutlock/config => ../config
+	github.com/checkoutlock/migrations => ../migrations
 	github.com/checkoutlock/schemas => ../schemas
 )

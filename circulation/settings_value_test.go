@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/circulation"
-	"github.com/checkoutlock/circulation/storagefake"
+	"github.com/checkoutlock/circulation-storage/storagetest"
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
@@ -106,7 +106,7 @@ func TestStoredFieldsCannotFailOpen(t *testing.T) {
 					doc[c.field] = v.value
 				}
 				s := newStack(t, tableEnv, withBounds(locksettings.DefaultBounds(19*time.Second)))
-				s.fake.AddSetting(locksettings.Scope, locksettings.Key, doc)
+				s.store.AddSettingUnchecked(locksettings.Scope, locksettings.Key, doc)
 				got := effective(t, s.settings, okapi(t))
 				gotErr := got.SettingsError
 				got.SettingsError = ""
@@ -153,7 +153,7 @@ func TestReportedStoredValues(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, env, withBounds(locksettings.DefaultBounds(19*time.Second)))
-			s.fake.AddSetting(locksettings.Scope, locksettings.Key, json.RawMessage(c.stored))
+			s.store.AddSettingUnchecked(locksettings.Scope, locksettings.Key, json.RawMessage(c.stored))
 			got := effective(t, s.settings, okapi(t))
 			if got.SettingsError == "" {
 				t.Errorf("no settingsError for %s", c.stored)
@@ -171,8 +171,8 @@ func TestReportedStoredValues(t *testing.T) {
 			if _, err := s.checkOut(t); err != nil {
 				t.Fatalf("check-out: %v", err)
 			}
-			wantCount(t, s.fake, storagefake.RouteAcquire, 1)
-			if locks := s.fake.Locks(); len(locks) != 1 || locks[0].TTLMs != 3000 {
+			wantCount(t, s.store, storagetest.RouteAcquire, 1)
+			if locks := s.store.Granted(); len(locks) != 1 || locks[0].TTLMs != 3000 {
 				t.Errorf("locks %+v, want one of 3000 ms", locks)
 			}
 		})
@@ -194,7 +194,7 @@ func TestTheStoredValueBothWays(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn)
-			s.fake.AddSetting(locksettings.Scope, locksettings.Key, c.value)
+			s.store.AddSettingUnchecked(locksettings.Scope, locksettings.Key, c.value)
 			got := effective(t, s.settings, okapi(t))
 			want := circulation.LockSettings{Enabled: false, LockTTL: 4 * time.Second, RetryIntervals: ms(100, 100),
 				EnabledSource: circulation.FromSettings, LockTTLSource: circulation.FromSettings, RetrySource: circulation.FromSettings}
@@ -205,19 +205,19 @@ func TestTheStoredValueBothWays(t *testing.T) {
 			if _, err := s.checkOut(t); err != nil {
 				t.Fatalf("check-out: %v", err)
 			}
-			wantCount(t, s.fake, storagefake.RouteAcquire, 0)
+			wantCount(t, s.store, storagetest.RouteAcquire, 0)
 
 			// A change writes FOLIO's shape, keeping the other fields.
 			if _, err := s.settings.Patch(okapi(t), json.RawMessage(`{"lockTtl":5000}`)); err != nil {
 				t.Fatalf("patch: %v", err)
 			}
-			wantStored(t, s.fake, `{"checkOutLockFeatureEnabled":false,"noOfRetryAttempts":2,"retryInterval":100,"lockTtl":5000}`)
+			wantStored(t, s.store, `{"checkOutLockFeatureEnabled":false,"noOfRetryAttempts":2,"retryInterval":100,"lockTtl":5000}`)
 		})
 	}
 	t.Run("a string that holds no object", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, lockOn)
-		s.fake.AddSetting(locksettings.Scope, locksettings.Key, `checkOutLockFeatureEnabled=false`)
+		s.store.AddSettingUnchecked(locksettings.Scope, locksettings.Key, `checkOutLockFeatureEnabled=false`)
 		got := effective(t, s.settings, okapi(t))
 		if !got.Enabled || got.EnabledSource != circulation.FromEnvironment ||
 			!strings.Contains(got.SettingsError, "neither a JSON object nor a string holding one") {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/circulation"
-	"github.com/checkoutlock/circulation/storagefake"
+	"github.com/checkoutlock/circulation-storage/storagetest"
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
@@ -29,8 +29,8 @@ func TestPutRefusesValuesOutOfBounds(t *testing.T) {
 		"VALIDATION_FAILED: noOfRetryAttempts: must be from 0 to 50, got 100 [noOfRetryAttempts=100]",
 		"VALIDATION_FAILED: retryIntervalsMs: makes the retry waits add up to 30100 ms, more than the 19000 ms a check-out may wait [retryIntervalsMs=[100,30000]]",
 	})
-	wantCount(t, s.fake, storagefake.RoutePostSetting, 0)
-	wantCount(t, s.fake, storagefake.RoutePutSetting, 0)
+	wantCount(t, s.store, storagetest.RoutePostSetting, 0)
+	wantCount(t, s.store, storagetest.RoutePutSetting, 0)
 }
 
 // TestPutReplacesTheWholeDocument and TestPatchChangesOnlyTheNamedFields:
@@ -51,7 +51,7 @@ func TestPutReplacesTheWholeDocument(t *testing.T) {
 	if !got.Enabled || got.EnabledSource != circulation.FromEnvironment || got.LockTTL != 5*time.Second {
 		t.Errorf("after PUT {lockTtl}: %+v, want the environment's enabled and lockTtl 5000", got)
 	}
-	wantStored(t, s.fake, `{"lockTtl":5000}`)
+	wantStored(t, s.store, `{"lockTtl":5000}`)
 }
 
 func TestPatchChangesOnlyTheNamedFields(t *testing.T) {
@@ -69,26 +69,26 @@ func TestPatchChangesOnlyTheNamedFields(t *testing.T) {
 	if got.Enabled || got.EnabledSource != circulation.FromSettings || got.LockTTL != 5*time.Second {
 		t.Errorf("after PATCH {lockTtl}: %+v, want still off, lockTtl 5000", got)
 	}
-	wantStored(t, s.fake, `{"checkOutLockFeatureEnabled":false,"lockTtl":5000}`)
+	wantStored(t, s.store, `{"checkOutLockFeatureEnabled":false,"lockTtl":5000}`)
 
 	if _, err := s.settings.Patch(ctx, json.RawMessage(`{"retryIntervalsMs":[100,200],"checkOutLockFeatureEnabled":null}`)); err != nil {
 		t.Fatal(err)
 	}
-	wantStored(t, s.fake, `{"lockTtl":5000,"retryIntervalsMs":[100,200]}`)
+	wantStored(t, s.store, `{"lockTtl":5000,"retryIntervalsMs":[100,200]}`)
 	if got := effective(t, s.settings, ctx); !got.Enabled || got.EnabledSource != circulation.FromEnvironment {
 		t.Errorf("after PATCH {checkOutLockFeatureEnabled: null}: %+v, want the environment's (on)", got)
 	}
 
 	// A patch out of bounds writes nothing.
-	writes := len(s.fake.Writes())
+	writes := len(s.store.Writes())
 	_, err = s.settings.Patch(ctx, json.RawMessage(`{"lockTtl":10,"retryInterval":"x"}`))
 	wantStrings(t, "refusals", refusals(t, err), []string{`VALIDATION_FAILED: retryInterval: must be an integer, got "x" [retryInterval="x"]`})
 	_, err = s.settings.Patch(ctx, json.RawMessage(`{"lockTtl":10}`))
 	wantStrings(t, "refusals", refusals(t, err), []string{"VALIDATION_FAILED: lockTtl: must be from 100 to 600000 ms, got 10 [lockTtl=10]"})
-	if w := s.fake.Writes(); len(w) != writes {
+	if w := s.store.Writes(); len(w) != writes {
 		t.Errorf("refused patches wrote: %+v", w[writes:])
 	}
-	wantStored(t, s.fake, `{"lockTtl":5000,"retryIntervalsMs":[100,200]}`)
+	wantStored(t, s.store, `{"lockTtl":5000,"retryIntervalsMs":[100,200]}`)
 }
 
 // TestConcurrentPatchesLoseNothing: librarians on two instances change
@@ -96,7 +96,7 @@ func TestPatchChangesOnlyTheNamedFields(t *testing.T) {
 // write names the version it read and the loser merges again.
 func TestConcurrentPatchesLoseNothing(t *testing.T) {
 	t.Parallel()
-	fake := storagefake.New(t)
+	fake := storagetest.Start(t)
 	seed(fake)
 	a, b := stackOver(t, fake, tableEnv), stackOver(t, fake, tableEnv)
 	if _, err := a.settings.Put(okapi(t), locksettings.Stored{}); err != nil {
@@ -128,14 +128,14 @@ func TestConcurrentPatchesLoseNothing(t *testing.T) {
 // made it, and the old and new values.
 func TestSettingsChangesAreLogged(t *testing.T) {
 	t.Parallel()
-	fake := storagefake.New(t)
+	fake := storagetest.Start(t)
 	seed(fake)
 	s := stackOver(t, fake, tableEnv)
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	logger := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	s.settings = circulation.NewSettings(s.storage, circulation.SettingsConfig{Env: tableEnv, TTL: time.Minute}, logger)
-	ctx := circulation.WithOkapi(t.Context(), circulation.Okapi{Tenant: tenant, UserID: "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"})
+	ctx := circulation.WithOkapi(t.Context(), circulation.Okapi{Tenant: fake.Tenant, UserID: "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"})
 	off := false
 	if _, err := s.settings.Put(ctx, locksettings.Stored{CheckOutLockFeatureEnabled: &off}); err != nil {
 		t.Fatal(err)
@@ -194,16 +194,16 @@ func TestPatchNamesAnInvalidStoredField(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, tableEnv)
 	ctx := okapi(t)
-	s.fake.AddSetting(locksettings.Scope, locksettings.Key, json.RawMessage(`{"lockTtl":5000,"retryInterval":"often"}`))
-	writes := len(s.fake.Writes())
+	s.store.AddSettingUnchecked(locksettings.Scope, locksettings.Key, json.RawMessage(`{"lockTtl":5000,"retryInterval":"often"}`))
+	writes := len(s.store.Writes())
 	_, err := s.settings.Patch(ctx, json.RawMessage(`{"lockTtl":6000}`))
 	wantStrings(t, "refusals", refusals(t, err), []string{
 		`VALIDATION_FAILED: retryInterval: the stored value is invalid (must be an integer, got "often"): set it, or set it to null, in this patch [retryInterval="often"]`})
-	if w := s.fake.Writes(); len(w) != writes {
+	if w := s.store.Writes(); len(w) != writes {
 		t.Errorf("the refused patch wrote: %+v", w[writes:])
 	}
 	if _, err := s.settings.Patch(ctx, json.RawMessage(`{"lockTtl":6000,"retryInterval":null}`)); err != nil {
 		t.Fatalf("a patch naming the invalid field: %v", err)
 	}
-	wantStored(t, s.fake, `{"lockTtl":6000}`)
+	wantStored(t, s.store, `{"lockTtl":6000}`)
 }

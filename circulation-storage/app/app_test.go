@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -51,7 +51,7 @@ func TestRunServesAndShutsDownOnCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		done <- run(ctx, nil, map[string]string{
+		done <- Run(ctx, nil, map[string]string{
 			"HTTP_ADDR":   "127.0.0.1:0",
 			"AUTH_MODE":   "gateway",
 			"DB_HOST":     u.Hostname(),
@@ -103,7 +103,7 @@ func TestRunServesAndShutsDownOnCancel(t *testing.T) {
 // TestRunRefusesToStartWithoutAnAuthMode: there is no silent default.
 func TestRunRefusesToStartWithoutAnAuthMode(t *testing.T) {
 	t.Parallel()
-	err := run(context.Background(), nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0"}, io.Discard, nil)
+	err := Run(context.Background(), nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0"}, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "AUTH_MODE must be set: gateway") {
 		t.Fatalf("run without AUTH_MODE: %v, want a refusal naming AUTH_MODE", err)
 	}
@@ -111,7 +111,7 @@ func TestRunRefusesToStartWithoutAnAuthMode(t *testing.T) {
 
 func TestRunRefusesInvalidConfiguration(t *testing.T) {
 	t.Parallel()
-	err := run(context.Background(), nil, map[string]string{"LOCK_DEFAULT_TTL_MS": "soon", "LOG_LEVEL": "loud"}, io.Discard, nil)
+	err := Run(context.Background(), nil, map[string]string{"LOCK_DEFAULT_TTL_MS": "soon", "LOG_LEVEL": "loud"}, io.Discard, nil)
 	if err == nil {
 		t.Fatal("run accepted an invalid configuration")
 	}
@@ -130,7 +130,7 @@ func TestThePublishedSecretNeedsSayingSo(t *testing.T) {
 	env := map[string]string{"HTTP_ADDR": "127.0.0.1:0", "AUTH_MODE": "jwt", "DATABASE_URL": pgtest.Shared(t),
 		"AUTH_JWT_SECRET": "development-only-secret-replace-me-0123456789"}
 	var out syncBuffer
-	err := run(context.Background(), nil, env, &out, nil)
+	err := Run(context.Background(), nil, env, &out, nil)
 	if err == nil || !strings.Contains(err.Error(), "AUTH_JWT_SECRET is a development key published in this repository") {
 		t.Fatalf("run with the published secret: %v, want it refused", err)
 	}
@@ -139,7 +139,7 @@ func TestThePublishedSecretNeedsSayingSo(t *testing.T) {
 	defer cancel()
 	listening := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, nil, env, &out, listening) }()
+	go func() { done <- Run(ctx, nil, env, &out, listening) }()
 	var addr string
 	select {
 	case addr = <-listening:
@@ -186,7 +186,7 @@ func TestShutdownEndsWaitingAcquisitions(t *testing.T) {
 	listening := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "AUTH_MODE": "none", "DATABASE_URL": dbURL,
+		done <- Run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "AUTH_MODE": "none", "DATABASE_URL": dbURL,
 			"SHUTDOWN_TIMEOUT": "5s", "LOCK_MAX_WAIT_MS": "60000"}, &out, listening)
 	}()
 	var addr string
@@ -283,7 +283,7 @@ func TestShutdownPastItsTimeoutClosesConnections(t *testing.T) {
 	listening := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "AUTH_MODE": "none", "DATABASE_URL": pgtest.Shared(t),
+		done <- Run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "AUTH_MODE": "none", "DATABASE_URL": pgtest.Shared(t),
 			"SHUTDOWN_TIMEOUT": "300ms", "REQUEST_TIMEOUT": "60s"}, &out, listening)
 	}()
 	var addr string

@@ -1,0 +1,293 @@
+// Package app is circulation-storage's process: configuration from the
+// environment, the database, the HTTP server and the background work
+// (sweeper, release listener, events relay), wired once. The command
+// runs it; storagetest runs it in-process for other modules' tests.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/httpapi"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/login"
+	"github.com/checkoutlock/circulation-storage/relay"
+	"github.com/checkoutlock/config"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/schemas/serve"
+)
+
+// Run starts the service and blocks until ctx is done, then shuts down
+// gracefully: the command's whole life, and what tests start in-process
+// (storagetest) so they run the very wiring the command runs. When listening is not nil, the bound address is sent on it once
+// the server accepts connections (tests pass HTTP_ADDR=127.0.0.1:0).
+func Run(ctx context.Context, args []string, environ map[string]string, stdout io.Writer, listening chan<- string) error {
+	flags := flag.NewFlagSet("circulation-storage", flag.ContinueOnError)
+	flags.SetOutput(stdout)
+	flags.Usage = func() {
+		fmt.Fprintln(stdout, "usage: circulation-storage\n\nConfigured by environment variables; see README.md.")
+	}
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+
+	cfg, err := config.LoadStorage(environ)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, config.LogOptions(cfg.LogLevel))))
+	logger.Info("starting", slog.Any("config", cfg))
+	keys, err := config.ParseModuleKeys(cfg.TrustedModules)
+	if err != nil {
+		return err
+	}
+	var trusted []auth.TrustedModule
+	for _, k := range keys {
+		m, err := auth.LoadTrustedModule(k.Module, k.File, schemas.ModulePermissionsOf)
+		if err != nil {
+			return err
+		}
+		trusted = append(trusted, m)
+	}
+	authn, err := auth.NewGuard(ctx, auth.GuardConfig{Mode: cfg.Auth.Mode, Keys: auth.KeyConfig{Secret: cfg.Auth.JWTSecret,
+		PublicKeyFile: cfg.Auth.JWTPublicKeyFile, JWKSURL: cfg.Auth.JWKSURL}, Service: schemas.ServiceStorage,
+		TrustedModules: trusted, Warnings: cfg.Warnings()}, logger)
+	if err != nil {
+		return err
+	}
+
+	db, err := postgres.Open(ctx, cfg.Database.ConnString(), postgres.PoolConfig{MaxConns: cfg.Database.MaxConns,
+		MaxConnLifetime: cfg.Database.MaxConnLifetime, LockCommit: cfg.LockSynchronousCommit, NoOutbox: cfg.Outbox == "off"})
+	if err != nil {
+		return err
+	}
+	// The pool closes last, once nothing that uses it runs any more (the
+	// defers below run before this one).
+	defer db.Close()
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := db.Ping(pingCtx); err != nil {
+		// Not fatal: the pool reconnects, and readiness says when it has.
+		logger.Warn("database not reachable yet", slog.Any("error", err))
+	} else if n, err := db.DecodeLockFeatures(pingCtx); err != nil {
+		// Not fatal either: the next tenant operation decodes them; until
+		// then a check-out's write takes the environment's lock feature
+		// for an entry not decoded yet. Before migration 12 there is
+		// nothing to decode.
+		logger.Warn("decoding the lock settings entries", slog.Any("error", err))
+	} else if n > 0 {
+		logger.Info("lock settings entries decoded", slog.Int("entries", n))
+	}
+	cancel()
+
+	sch, err := schemas.Load()
+	if err != nil {
+		return err
+	}
+	metrics := httpapi.NewMetrics()
+	// Storage applies the circulation rules and the lock setting itself,
+	// whoever calls: in validation and in the check-out's write alike.
+	policy := postgres.Policy{LockFeatureDefault: cfg.CheckoutLockFeatureEnabled,
+		EnforceUnscopedItemLimit: cfg.ItemLimitWithoutCriteria == "enforce"}
+	rules := postgres.NewRules(db, policy)
+	// The services tell the waiters of the releases they make; the waiters
+	// are made after them, from the locks.
+	var waiters *storage.Waiters
+	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
+	records := postgres.NewRecords(db, policy, released)
+	locks := postgres.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
+	waiters = storage.NewWaiters(locks, metrics, storage.WaitConfig{
+		Poll: cfg.LockWaitPoll, PollUnlistened: cfg.LockWaitPollUnlistened,
+		MaxWaiters: cfg.LockMaxWaiters, StatementTimeout: cfg.RequestTimeout,
+	})
+	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
+	tenants := postgres.NewTenants(db, logger, postgres.LoadData)
+	loginCfg := login.Config{Secret: cfg.Auth.JWTSecret,
+		AccessTTL: cfg.LoginAccessTTL, RefreshTTL: cfg.LoginRefreshTTL,
+		MaxFailures: cfg.LoginMaxFailures, MaxAddressFailures: cfg.LoginMaxAddressFailures,
+		FailureWindow: cfg.LoginLockout, Lockout: cfg.LoginLockout,
+		AccountRate: cfg.LoginAccountRate, KnownFor: cfg.LoginKnownFor, Hashes: loginHashes,
+		Checked: metrics.SecretChecked, Refused: metrics.AttemptRefused}
+	// Patrons' PINs are kept whether or not people sign in here: a
+	// self-check machine asks for them either way.
+	pins := login.New(postgres.NewAccounts(db), loginCfg)
+	if authn.Mode == auth.JWT {
+		// A token of a session that has ended (logout, a refresh token
+		// used twice, its account disabled or deleted) is refused.
+		authn.Sessions = auth.NewSessions(pins.SessionAlive)
+	}
+	var signIn *login.Service
+	if cfg.LoginOn() {
+		signIn = pins
+	}
+	// The background work (sweeper, release listener) runs until the HTTP
+	// server is down; stopBackground ends it and waits for it.
+	var wg sync.WaitGroup
+	sweepCtx, stopSweeper := context.WithCancel(context.WithoutCancel(ctx))
+	stopBackground := func() {
+		stopSweeper()
+		wg.Wait()
+	}
+	defer stopBackground()
+	// The outbox relay: one instance of those on the database publishes;
+	// an instance that wrote events wakes it.
+	outboxMetrics := metrics.Outbox()
+	var outboxRelay *relay.Relay
+	var broker *relay.NATS
+	if cfg.NATSURL != "" {
+		broker, err = relay.DialNATS(sweepCtx, relay.NATSConfig{URL: cfg.NATSURL, Stream: cfg.NATSStream, Prefix: cfg.NATSSubjectPrefix,
+			Duplicates: cfg.NATSDuplicateWindow, MaxAge: cfg.NATSMaxAge})
+		if err != nil {
+			return err
+		}
+		outboxRelay = relay.New(postgres.NewOutbox(cfg.Database.ConnString()), broker, outboxMetrics, relay.Config{Batch: cfg.OutboxBatch,
+			Poll: cfg.OutboxPoll, Linger: cfg.OutboxLinger, Retention: cfg.OutboxRetention, Retry: 5 * time.Second, ExitAfterPublish: cfg.OutboxFault == "exit-after-publish"},
+			logger)
+	}
+	var announcer *relay.Announcer
+	var written func()
+	if cfg.Outbox != "off" {
+		announcer = relay.NewAnnouncer(outboxRelay, db.AnnounceOutbox, logger)
+		written = announcer.Written
+	}
+	server := httpapi.New(httpapi.Config{
+		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
+		LockMaxTTL:     time.Duration(cfg.LockMaxTTLMs) * time.Millisecond,
+		LockMaxWait:    lockMaxWait,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		MaxHeaderBytes: cfg.MaxHeaderBytes,
+		MaxPageBytes:   cfg.MaxPageBytes,
+		RequestTimeout: cfg.RequestTimeout,
+		Auth:           authn,
+		Clients:        serve.NewClients(cfg.Serving.TrustedProxies),
+		EventsWritten:  written,
+	}, httpapi.Services{
+		Locks:     locks,
+		Waiters:   waiters,
+		Tenants:   tenants,
+		Records:   records,
+		Loans:     records,
+		Rules:     rules,
+		Counter:   rules,
+		CheckOuts: rules,
+		Ready:     db.Ping,
+		Login:     signIn,
+		Pins:      pins,
+	}, sch, metrics, logger)
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{
+		Handler:           server,
+		ReadHeaderTimeout: 5 * time.Second,
+		// Bodies are read on the request's deadline by the server's
+		// middleware; a client that does not read its answer is cut off
+		// a little after the longest a request can take.
+		WriteTimeout:   cfg.RequestTimeout + lockMaxWait + 5*time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: config.NetHTTPMaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+
+	sweeper := postgres.NewSweeper(db, logger, postgres.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted, OnPass: metrics.SweeperPass,
+		History: cfg.LockHistory, Retention: cfg.LockHistoryRetention, MaxEvents: cfg.LockHistoryMaxEvents,
+		KnownFor: cfg.LoginKnownFor})
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sweeper.Run(sweepCtx, cfg.SweepInterval)
+	}()
+	if outboxRelay != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer broker.Close()
+			outboxRelay.Run(sweepCtx)
+		}()
+	}
+	if announcer != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			announcer.Run(sweepCtx)
+		}()
+	}
+	// The release listener wakes this instance's waiters when any instance
+	// releases a patron's lock, and forgets a tenant any instance purged.
+	listener := postgres.NewListener(cfg.ListenConnString(false), logger, postgres.ListenerHandlers{
+		Released: waiters.Notify,
+		Purged:   tenants.Forget,
+		Listening: func(up bool) {
+			if up {
+				// Purges announced while it was not listening were missed.
+				tenants.ForgetAll()
+			}
+			waiters.Listening(up)
+			metrics.ListenerUp(up)
+		},
+		Reconnecting: metrics.ListenerReconnecting,
+	})
+	go func() {
+		defer wg.Done()
+		listener.Run(sweepCtx)
+	}()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- serve.Serve(srv, ln, cfg.Serving.TLSCertFile, cfg.Serving.TLSKeyFile) }()
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.Bool("tls", cfg.Serving.TLS()))
+	if listening != nil {
+		listening <- ln.Addr().String()
+	}
+
+	select {
+	case err := <-serveErr:
+		waiters.Close()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	return shutdown(logger, srv, waiters, stopBackground, cfg.ShutdownTimeout)
+}
+
+// shutdown ends what run started, in order: the waiting acquisitions
+// answer at once (503 SHUTTING_DOWN) instead of holding the shutdown up
+// for as long as LOCK_MAX_WAIT_MS; the HTTP server stops accepting and
+// lets the requests in flight finish within timeout (SHUTDOWN_TIMEOUT),
+// and closes their connections when they do not; the background work
+// stops. The database pool, deferred by run, closes after it all. A
+// shutdown whose requests outlived timeout is an error: they were cut off.
+func shutdown(logger *slog.Logger, srv *http.Server, waiters *storage.Waiters, stopBackground func(), timeout time.Duration) error {
+	logger.Info("shutting down", slog.Duration("timeout", timeout))
+	waiters.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var failed error
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error("requests still in flight after the shutdown timeout; closing their connections",
+			slog.Duration("timeout", timeout), slog.Any("error", err))
+		if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, http.ErrServerClosed) {
+			logger.Warn("closing the HTTP server", slog.Any("error", cerr))
+		}
+		failed = fmt.Errorf("shutdown: requests still in flight after SHUTDOWN_TIMEOUT (%s) were cut off: %w", timeout, err)
+	}
+	stopBackground()
+	if failed != nil {
+		return failed
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// loginHashes bounds the password hashes computed at once: each holds
+// argon2id's 19 MiB.
+const loginHashes = 4
