@@ -6,9 +6,8 @@ import (
 )
 
 // The wire constants of the contract: header names, error codes, the time
-// format and the tenant rule. Both services and circulation's fake of
-// storage use these names, never their own copies, so the three cannot
-// drift apart.
+// format and the tenant rule. Both services and the SIP2 door use these
+// names, never their own copies, so they cannot drift apart.
 
 // Headers. The X-Okapi ones are FOLIO's; the X-Check-Out ones make a loan
 // creation a check-out's fenced write (see POST /loan-storage/loans).

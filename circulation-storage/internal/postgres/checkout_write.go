@@ -206,13 +206,13 @@ func itemWithStatus(name string) string {
 var (
 	lockRowsSQL   = withTables(locksql.LockRows, tableLock, tablePatron)
 	patronRowSQL  = withTables(locksql.PatronRow, tablePatron)
-	checkOutWrite = named(checkOutSQL(), "tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
+	checkOutWrite = locksql.NewNamed(checkOutSQL(), "tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
 		"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged")
 )
 
 // checkOutArgs are checkOutSQL's arguments, by name: a name the statement
 // uses and this does not give, or one it gives and the statement does not
-// use, fails the write (namedSQL.bind) before it reaches the database.
+// use, fails the write (locksql.Named.Bind) before it reaches the database.
 func (s *Records) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) pgx.StrictNamedArgs {
 	caller := storage.CallerFrom(ctx)
 	return pgx.StrictNamedArgs{
@@ -278,7 +278,7 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 		b.Queue(patronRowSQL, w.UserID, string(t))
 	}
 	r := &checkOutResult{}
-	b.Queue(checkOutWrite.sql, checkOutWrite.bind(s.checkOutArgs(ctx, t, w))).QueryRow(func(row pgx.Row) error {
+	b.Queue(checkOutWrite.SQL, checkOutWrite.Bind(s.checkOutArgs(ctx, t, w))).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified,
 			&r.charged, &r.chargedLimit, &r.chargedReason, &r.requested, &r.head, &r.limitReached, &r.chargedReached)
 	})

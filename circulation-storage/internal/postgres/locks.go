@@ -33,8 +33,8 @@ type Locks struct {
 // locksql's statements on the shared tables: the same text for every
 // tenant, so each connection prepares them once.
 var (
-	acquireSQL = named(withTables(locksql.Acquire, tableLock), "user_id", "ttl_ms", "lock_id", "holder", "tenant")
-	releaseSQL = named(withTables(locksql.Release, tableLock, tableLockWaiter), "lock_id", "tenant", "by_user", "by_module", "others")
+	acquireSQL = locksql.NewNamed(withTables(locksql.Acquire, tableLock), "user_id", "ttl_ms", "lock_id", "holder", "tenant")
+	releaseSQL = locksql.NewNamed(withTables(locksql.Release, tableLock, tableLockWaiter), "lock_id", "tenant", "by_user", "by_module", "others")
 	watchSQL   = withTables(locksql.Watch, tableLockWaiter)
 )
 
@@ -80,7 +80,7 @@ func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID st
 		var inserted, fresh bool
 		var previous *previousLock
 		var ttlMs int64
-		err := s.db.lockPool.QueryRow(ctx, acquireSQL.sql, acquireSQL.bind(pgx.StrictNamedArgs{
+		err := s.db.lockPool.QueryRow(ctx, acquireSQL.SQL, acquireSQL.Bind(pgx.StrictNamedArgs{
 			"tenant": string(t), "user_id": userID, "lock_id": nullable(lockID), "ttl_ms": ttl.Milliseconds(), "holder": holderJSON})).
 			Scan(&l.ID, &l.UserID, &l.CreationDate, &l.ExpiresAt, &ttlMs, &inserted, &fresh, &previous)
 		l.TTL, l.Holder = time.Duration(ttlMs)*time.Millisecond, holder
@@ -179,7 +179,7 @@ func (s *Locks) Release(ctx context.Context, t storage.Tenant, id string, by sto
 	var holderJSON []byte
 	var acquiredBy, acquiredByModule *string
 	var userID string
-	err := s.db.lockPool.QueryRow(ctx, releaseSQL.sql, releaseSQL.bind(pgx.StrictNamedArgs{
+	err := s.db.lockPool.QueryRow(ctx, releaseSQL.SQL, releaseSQL.Bind(pgx.StrictNamedArgs{
 		"tenant": string(t), "lock_id": id, "by_user": nullable(by.User), "by_module": nullable(by.Module), "others": others})).
 		Scan(&live, &holderJSON, &acquiredBy, &acquiredByModule, &notified, &userID)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -237,7 +237,7 @@ func deref(s *string) string {
 }
 
 // recordSQL adds an event to the history.
-var recordSQL = named(withTables(`INSERT INTO %s (tenant_id, type, user_id, lock_id, holder, by_whom, waited_ms)
+var recordSQL = locksql.NewNamed(withTables(`INSERT INTO %s (tenant_id, type, user_id, lock_id, holder, by_whom, waited_ms)
 	VALUES (@tenant, @type, @user_id, @lock_id, @holder::jsonb, @by_whom::jsonb, @waited_ms)`, tableLockEvent),
 	"tenant", "type", "user_id", "lock_id", "holder", "by_whom", "waited_ms")
 
@@ -256,7 +256,7 @@ func (s *Locks) Record(ctx context.Context, t storage.Tenant, e storage.LockEven
 	if e.WaitedMs > 0 {
 		waited = e.WaitedMs
 	}
-	_, err := s.db.pool.Exec(ctx, recordSQL.sql, recordSQL.bind(pgx.StrictNamedArgs{
+	_, err := s.db.pool.Exec(ctx, recordSQL.SQL, recordSQL.Bind(pgx.StrictNamedArgs{
 		"tenant": string(t), "type": string(e.Type), "user_id": e.UserID, "lock_id": lockID,
 		"holder": holderValue(e.Holder), "by_whom": holderValue(e.By), "waited_ms": waited}))
 	if err != nil {

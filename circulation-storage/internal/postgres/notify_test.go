@@ -31,7 +31,7 @@ func TestReleaseNotifiesOnlyWhenWatched(t *testing.T) {
 	release := func(id string) (live, notified bool) {
 		t.Helper()
 		var holder, acquiredBy, acquiredByModule, userID any
-		if err := f.db.pool.QueryRow(ctx, releaseSQL.sql, releaseSQL.bind(pgx.StrictNamedArgs{
+		if err := f.db.pool.QueryRow(ctx, releaseSQL.SQL, releaseSQL.Bind(pgx.StrictNamedArgs{
 			"lock_id": id, "tenant": string(f.tenant), "by_user": nil, "by_module": nil, "others": false})).
 			Scan(&live, &holder, &acquiredBy, &acquiredByModule, &notified, &userID); err != nil {
 			t.Fatal(err)

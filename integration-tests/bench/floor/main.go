@@ -42,9 +42,9 @@ func main() {
 		log.Fatal(err)
 	}
 	tenant := os.Getenv("TENANT")
-	acquire := positional(fmt.Sprintf(locksql.Acquire, pgx.Identifier{locksql.Schema, "check_out_lock"}.Sanitize()),
+	acquire := locksql.NewNamed(fmt.Sprintf(locksql.Acquire, pgx.Identifier{locksql.Schema, "check_out_lock"}.Sanitize()),
 		"user_id", "ttl_ms", "lock_id", "holder", "tenant")
-	release := positional(fmt.Sprintf(locksql.Release, pgx.Identifier{locksql.Schema, "check_out_lock"}.Sanitize(),
+	release := locksql.NewNamed(fmt.Sprintf(locksql.Release, pgx.Identifier{locksql.Schema, "check_out_lock"}.Sanitize(),
 		pgx.Identifier{locksql.Schema, "check_out_lock_waiter"}.Sanitize()), "lock_id", "tenant", "by_user", "by_module", "others")
 
 	mux := http.NewServeMux()
@@ -63,8 +63,8 @@ func main() {
 		var ttl int
 		var previous json.RawMessage
 		var inserted, fresh bool
-		err := pool.QueryRow(r.Context(), acquire.sql, acquire.args(map[string]any{
-			"user_id": req.UserID, "ttl_ms": 3000, "lock_id": nil, "holder": req.Holder, "tenant": tenant})...).
+		err := pool.QueryRow(r.Context(), acquire.SQL, acquire.Bind(pgx.StrictNamedArgs{
+			"user_id": req.UserID, "ttl_ms": 3000, "lock_id": nil, "holder": req.Holder, "tenant": tenant})).
 			Scan(&id, &user, &created, &expires, &ttl, &inserted, &fresh, &previous)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -82,8 +82,8 @@ func main() {
 		var acquiredBy, acquiredByModule *string
 		// Any caller may release (the service checks who: the floor does
 		// nothing but the SQL).
-		err := pool.QueryRow(r.Context(), release.sql, release.args(map[string]any{
-			"lock_id": r.PathValue("id"), "tenant": tenant, "by_user": nil, "by_module": nil, "others": true})...).
+		err := pool.QueryRow(r.Context(), release.SQL, release.Bind(pgx.StrictNamedArgs{
+			"lock_id": r.PathValue("id"), "tenant": tenant, "by_user": nil, "by_module": nil, "others": true})).
 			Scan(&live, &holder, &acquiredBy, &acquiredByModule, &notified, &user)
 		switch {
 		case err == pgx.ErrNoRows || err == nil && !live:
@@ -95,35 +95,4 @@ func main() {
 		}
 	})
 	log.Fatal(http.ListenAndServe(os.Getenv("HTTP_ADDR"), mux))
-}
-
-// statement is a statement of named arguments made positional once, at
-// start-up, as storage runs them (pgx's rewriting, not repeated per call).
-type statement struct {
-	sql   string
-	order []string
-}
-
-func positional(stmt string, names ...string) statement {
-	probe := pgx.StrictNamedArgs{}
-	for _, n := range names {
-		probe[n] = n
-	}
-	sql, args, err := probe.RewriteQuery(context.Background(), nil, stmt, nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	st := statement{sql: sql}
-	for _, a := range args {
-		st.order = append(st.order, a.(string))
-	}
-	return st
-}
-
-func (st statement) args(values map[string]any) []any {
-	out := make([]any, len(st.order))
-	for i, n := range st.order {
-		out[i] = values[n]
-	}
-	return out
 }
