@@ -43,7 +43,6 @@ require (
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
-	github.com/checkoutlock/circulation v0.0.0-00010101000000-000000000000
 	github.com/checkoutlock/circulation-storage v0.0.0
 	github.com/checkoutlock/schemas v0.0.0
 	github.com/chromedp/chromedp v0.16.0
@@ -55,7 +54,6 @@ require (
 )
 
 replace (
-	github.com/checkoutlock/circulation => ../circulation
 	github.com/checkoutlock/circulation-storage => ../circulation-storage
 	github.com/checkoutlock/config => ../config
 	github.com/checkoutlock/migrations => ../migrations

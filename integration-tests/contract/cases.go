@@ -393,7 +393,6 @@ var cases = []testCase{
 				s.t.Errorf("patron summary %v, want the patron, one open loan of the seeded item, the material type's limit of 3 not reached and the block", v)
 			}
 		},
-		realOnly: true,
 	},
 	{
 		name: "the patron summary of no patron counts nothing",
@@ -407,7 +406,6 @@ var cases = []testCase{
 				s.t.Errorf("patron summary %v, want counts of 0, no limit and nothing else", v)
 			}
 		},
-		realOnly: true,
 	},
 	{
 		name: "a patron's PIN, once set, verifies; another does not",
@@ -453,8 +451,7 @@ var cases = []testCase{
 		given: func(s *session) request {
 			return request{method: http.MethodGet, path: "/check-out-storage/patron"}
 		},
-		want:     want{status: http.StatusUnprocessableEntity, code: schemas.CodeInvalidParameter},
-		realOnly: true,
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeInvalidParameter},
 	},
 	{
 		name: "validation names the patron's manual blocks in force for borrowing, and no others",

@@ -1,10 +1,14 @@
-// Package contract is circulation-storage's HTTP contract as one table of
-// cases, run against every implementation of it: the real service and the
-// in-memory fake circulation's unit tests use (circulation/storagefake).
-// Modelled on riverqueue/river's driver suite (riverdrivertest.Exercise):
-// an implementation passes by giving Exercise a way to make a Target, and
-// the same cases hold it to the same statuses, error codes, body schemas
-// and headers. The real storage is the reference; the fake must follow it.
+// Package contract is circulation-storage's HTTP acceptance table: one
+// row per case, each the requests that bring a tenant to the state the
+// case needs (every one checked on the way), the request under test, and
+// the answer it must get (status, error code and parameters, body schema,
+// headers) with what it must have written or left alone. Every answer is
+// also held to the rules of all of storage's answers (see check). The
+// table runs against the real service, one process on a real PostgreSQL
+// built from this repository, each case on a tenant of its own
+// (contract_test.go). Circulation's own tests call the same real storage
+// (circulation-storage/storagetest), so no second implementation of
+// storage exists for the table to compare.
 package contract
 
 import (
@@ -35,7 +39,7 @@ const (
 	MaxWaitMs        = 20000
 )
 
-// Target is one implementation of storage's HTTP API, ready for one case.
+// Target is the running storage, ready for one case.
 type Target interface {
 	// URL is the base URL the API is served at.
 	URL() string
@@ -47,28 +51,24 @@ type Target interface {
 	UninitializedTenant() string
 	// Seed creates for Tenant an active patron (with its patron group) and
 	// an Available item at _version 1 (with its material and loan types),
-	// failing t if it cannot. The real storage is seeded through its HTTP
-	// API (see SeedHTTP), a fake as it seeds itself.
+	// failing t if it cannot, through storage's HTTP API (see SeedHTTP).
 	Seed(t *testing.T) Records
 	// LimitItems makes the circulation rules give the patron r names a
-	// limit of n items of r's material type (a rule naming it), as the
-	// real storage is given rules through its HTTP API (see
-	// LimitItemsHTTP).
+	// limit of n items of r's material type (a rule naming it), through
+	// storage's HTTP API (see LimitItemsHTTP).
 	LimitItems(t *testing.T, r Records, n int)
 	// Block gives the patron r names a manual block (FOLIO's
 	// /manualblocks shape: desc, patronMessage, borrowing,
-	// expirationDate), as the real storage is given one through its HTTP
-	// API (see BlockHTTP).
+	// expirationDate), through storage's HTTP API (see BlockHTTP).
 	Block(t *testing.T, r Records, block map[string]any)
 	// LimitChargedOut gives the patron group r names a limit of n items
-	// charged out, its condition blocking borrowing with message, as the
-	// real storage is given one through its HTTP API (see
-	// LimitChargedOutHTTP).
+	// charged out, its condition blocking borrowing with message, through
+	// storage's HTTP API (see LimitChargedOutHTTP).
 	LimitChargedOut(t *testing.T, r Records, n int, message string)
 	// Request puts a request for r's item in its queue at position, by
 	// r's patron or, with byAnother, by another patron it creates, and
-	// returns the request's id; the real storage through its HTTP API
-	// (see RequestHTTP).
+	// returns the request's id, through storage's HTTP API (see
+	// RequestHTTP).
 	Request(t *testing.T, r Records, byAnother bool, position int) string
 }
 
@@ -84,14 +84,10 @@ type Records struct {
 }
 
 // Exercise runs every case against a fresh Target from newTarget, each in
-// a parallel subtest of its own; for a fake (fake true), only the cases of
-// what the fake serves (not realOnly).
-func Exercise(t *testing.T, fake bool, newTarget func(t *testing.T) Target) {
+// a parallel subtest of its own.
+func Exercise(t *testing.T, newTarget func(t *testing.T) Target) {
 	t.Helper()
 	for _, tc := range cases {
-		if fake && tc.realOnly {
-			continue
-		}
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			target := newTarget(t)
@@ -115,11 +111,6 @@ type testCase struct {
 	given func(s *session) request
 	want  want
 	then  func(s *session, got response)
-	// realOnly marks a case of a route the fake does not serve: the
-	// patron summary, whose rules (every item limit that applies) the
-	// fake does not copy; circulation's summary is tested against the
-	// real storage.
-	realOnly bool
 }
 
 // request is one HTTP request to the target.
@@ -356,7 +347,7 @@ func randomHex(n int) string {
 }
 
 // SeedHTTP creates what Target.Seed promises through the HTTP API at base
-// for tenant: for a target that is a real storage.
+// for tenant.
 func SeedHTTP(t *testing.T, base, tenant string) Records {
 	t.Helper()
 	client := newHTTPClient()

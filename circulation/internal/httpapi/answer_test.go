@@ -48,7 +48,7 @@ func TestTheAnswerLeavesBeforeTheBookkeeping(t *testing.T) {
 		{`{"itemBarcode":""}`, http.StatusUnprocessableEntity, `"errors"`},
 	} {
 		req, _ := http.NewRequest("POST", a.url+"/circulation/check-out-by-barcode", strings.NewReader(c.body))
-		for k, v := range jsonHeaders() {
+		for k, v := range a.jsonHeaders() {
 			req.Header.Set(k, v)
 		}
 		res, err := client.Do(req)

@@ -19,14 +19,16 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/circulation-storage/storagetest"
 	"github.com/checkoutlock/circulation/internal/storageclient"
-	"github.com/checkoutlock/circulation/storagefake"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
+// The records every test starts from, in a tenant of its own on the real
+// storage (storagetest): an active patron, an available item, and
+// circulation rules that lend it for 3 weeks.
 const (
-	tenant       = "diku"
 	patronID     = "11111111-1111-4111-8111-111111111111"
 	patronGroup  = "22222222-2222-4222-8222-222222222222"
 	itemID       = "33333333-3333-4333-8333-333333333333"
@@ -73,13 +75,16 @@ func (t *immediate) Start(d time.Duration) {
 func (t *immediate) Stop()               {}
 func (t *immediate) C() <-chan time.Time { return t.c }
 
-// api is the real HTTP handler and service over the fake storage.
+// api is the real HTTP handler and service over the real storage, behind
+// the test's boundary.
 type api struct {
 	url   string
 	http  *http.Client
-	fake  *storagefake.Fake
-	waits *waits
-	logs  *logBuffer
+	store *storagetest.Storage
+	// tenant is the test's tenant, the one its storage has initialised.
+	tenant string
+	waits  *waits
+	logs   *logBuffer
 }
 
 // logBuffer collects log output, safe for concurrent writers.
@@ -108,15 +113,20 @@ func newAPI(t *testing.T, env circulation.LockSettings) *api {
 // newAPILogging is newAPI with the log handler wrapped by wrap.
 func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Handler) slog.Handler) *api {
 	t.Helper()
-	fake := storagefake.New(t)
-	fake.AddUser(storagefake.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup,
+	store := storagetest.Start(t)
+	// The patron group, material type and loan type the records name
+	// come first: storage refuses a record naming one it does not hold.
+	store.AddPatronGroup(patronGroup, "undergrad")
+	store.AddMaterialType(materialType, "book")
+	store.AddLoanType(loanType, "Can circulate")
+	store.AddUser(storagetest.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup,
 		FirstName: "Ada", LastName: "Lovelace"})
-	fake.AddItem(storagefake.Item{ID: itemID, Barcode: itemBarcode, Title: "The Name of the Rose", Status: "Available",
+	store.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: "The Name of the Rose", Status: "Available",
 		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
-	fake.AddLoanPolicy(storagefake.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks"})
-	fake.SetPolicyMatch(storagefake.PolicyMatch{LoanPolicyID: policyID})
+	store.AddLoanPolicy(storagetest.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks"})
+	store.SetRules(policyID)
 
-	client := storageclient.New(fake.URL, time.Second, nil)
+	client := storageclient.New(store.URL, 5*time.Second, nil)
 	t.Cleanup(client.Close)
 	logs := &logBuffer{}
 	var h slog.Handler = slog.NewJSONHandler(logs, nil)
@@ -133,7 +143,17 @@ func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Ha
 		Services{Circulation: svc, Settings: settings, Storage: client, Ready: client.Ready}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	return &api{url: ts.URL, http: ts.Client(), fake: fake, waits: w, logs: logs}
+	return &api{url: ts.URL, http: ts.Client(), store: store, tenant: store.Tenant, waits: w, logs: logs}
+}
+
+// holdLock has someone else (another check-out of the patron's) hold the
+// patron's lock through every acquisition, and makes storage answer each
+// at once that it is held, as FOLIO's storage, which never reads waitMs,
+// does: the check-out retries on the retry intervals, which the test's
+// timer fires at once.
+func (a *api) holdLock() {
+	a.store.Hold(patronID, time.Minute)
+	a.store.AsIfUnread(storagetest.RouteAcquire, -1, "waitMs")
 }
 
 var lockOn = circulation.LockSettings{Enabled: true, LockTTL: 3 * time.Second,
@@ -145,9 +165,9 @@ type response struct {
 	body   []byte
 }
 
-// jsonHeaders are a well-formed request's headers.
-func jsonHeaders() map[string]string {
-	return map[string]string{"Content-Type": "application/json", TenantHeader: tenant}
+// jsonHeaders are a well-formed request's headers, for the test's tenant.
+func (a *api) jsonHeaders() map[string]string {
+	return map[string]string{"Content-Type": "application/json", TenantHeader: a.tenant}
 }
 
 func (a *api) do(t *testing.T, method, path string, body io.Reader, headers map[string]string) response {
@@ -173,7 +193,7 @@ func (a *api) do(t *testing.T, method, path string, body io.Reader, headers map[
 
 func (a *api) send(t *testing.T, method, path, body string) response {
 	t.Helper()
-	return a.do(t, method, path, strings.NewReader(body), jsonHeaders())
+	return a.do(t, method, path, strings.NewReader(body), a.jsonHeaders())
 }
 
 // want checks the status and that the body is valid against schema (when
@@ -219,7 +239,7 @@ func (r response) decode(t *testing.T, v any) {
 func TestCheckOutByBarcode(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)
-	h := jsonHeaders()
+	h := a.jsonHeaders()
 	h[RequestIDHeader] = "req-7/front-desk"
 	res := a.do(t, "POST", "/circulation/check-out-by-barcode", strings.NewReader(checkOutBody), h).
 		want(t, http.StatusCreated, "circulation-loan.json")
@@ -236,24 +256,24 @@ func TestCheckOutByBarcode(t *testing.T) {
 		loan.Item.Barcode != itemBarcode || loan.Borrower.Barcode != userBarcode || loan.Borrower.LastName != "Lovelace" {
 		t.Errorf("loan %+v", loan)
 	}
-	stored := a.fake.Loans()
+	stored := a.store.Loans()
 	if len(stored) != 1 || stored[0].ID != loan.ID || stored[0].LoanDate != loan.LoanDate || stored[0].DueDate != loan.DueDate {
 		t.Errorf("stored loans %+v, want the one answered", stored)
 	}
-	if item, _ := a.fake.Item(itemID); item.Status != "Checked out" || item.Version != 2 {
+	if item, _ := a.store.Item(itemID); item.Status != "Checked out" || item.Version != 2 {
 		t.Errorf("stored item %+v", item)
 	}
-	if locks := a.fake.Locks(); len(locks) != 1 || !locks[0].Released {
+	if locks := a.store.Granted(); len(locks) != 1 || a.store.Live(locks[0].ID) {
 		t.Errorf("locks %+v, want one, released", locks)
 	}
-	for _, c := range a.fake.Calls() {
-		if c.Tenant != tenant || c.RequestID != "req-7/front-desk" {
+	for _, c := range a.store.Calls() {
+		if c.Tenant != a.tenant || c.RequestID != "req-7/front-desk" {
 			t.Errorf("storage call %s %s with tenant %q request id %q", c.Method, c.Path, c.Tenant, c.RequestID)
 		}
 	}
 
 	// Location leads to the loan as storage holds it.
-	got := a.do(t, "GET", "/circulation/loans/"+loan.ID, nil, map[string]string{TenantHeader: tenant}).
+	got := a.do(t, "GET", "/circulation/loans/"+loan.ID, nil, map[string]string{TenantHeader: a.tenant}).
 		want(t, http.StatusOK, "loan.json")
 	var l struct{ ID, UserID string }
 	got.decode(t, &l)
@@ -265,16 +285,24 @@ func TestCheckOutByBarcode(t *testing.T) {
 func TestCheckOutBadInput(t *testing.T) {
 	t.Parallel()
 	huge := `{"itemBarcode":"` + strings.Repeat("x", 2*maxBody) + `","userBarcode":"u","servicePointId":"` + servicePoint + `"}`
-	withTenant := func(v string) map[string]string {
-		h := jsonHeaders()
-		h[TenantHeader] = v
-		return h
+	// The headers of a case, for the test's api: a well-formed request's,
+	// with the tenant header given v, which is no valid tenant id.
+	withTenant := func(v string) func(*api) map[string]string {
+		return func(a *api) map[string]string {
+			h := a.jsonHeaders()
+			h[TenantHeader] = v
+			return h
+		}
+	}
+	fixed := func(h map[string]string) func(*api) map[string]string {
+		return func(*api) map[string]string { return h }
 	}
 	for _, tc := range []struct {
 		name    string
 		body    string
 		chunked bool
-		headers map[string]string
+		// headers are the request's headers (nil: a.jsonHeaders()).
+		headers func(a *api) map[string]string
 		status  int
 		codes   []string
 	}{
@@ -295,24 +323,27 @@ func TestCheckOutBadInput(t *testing.T) {
 			422, []string{schemas.CodeValidation}},
 		{"proxy", `{"itemBarcode":"i","userBarcode":"u","proxyUserBarcode":"p","servicePointId":"` + servicePoint + `"}`, false, nil,
 			422, []string{schemas.CodeValidation}},
-		{"no tenant", checkOutBody, false, map[string]string{"Content-Type": "application/json"}, 400, []string{schemas.CodeTenantMissing}},
+		{"no tenant", checkOutBody, false, fixed(map[string]string{"Content-Type": "application/json"}), 400,
+			[]string{schemas.CodeTenantMissing}},
 		{"SQL in tenant", checkOutBody, false, withTenant("diku; DROP SCHEMA public CASCADE"), 400, []string{schemas.CodeInvalidTenant}},
 		{"path in tenant", checkOutBody, false, withTenant("../diku"), 400, []string{schemas.CodeInvalidTenant}},
 		{"upper-case tenant", checkOutBody, false, withTenant("DIKU"), 400, []string{schemas.CodeInvalidTenant}},
 		{"long tenant", checkOutBody, false, withTenant(strings.Repeat("a", 300)), 400, []string{schemas.CodeInvalidTenant}},
-		{"text/plain", checkOutBody, false, map[string]string{"Content-Type": "text/plain", TenantHeader: tenant},
+		{"text/plain", checkOutBody, false, func(a *api) map[string]string {
+			return map[string]string{"Content-Type": "text/plain", TenantHeader: a.tenant}
+		}, 415, []string{schemas.CodeUnsupportedMedia}},
+		{"no Content-Type", checkOutBody, false, func(a *api) map[string]string { return map[string]string{TenantHeader: a.tenant} },
 			415, []string{schemas.CodeUnsupportedMedia}},
-		{"no Content-Type", checkOutBody, false, map[string]string{TenantHeader: tenant}, 415, []string{schemas.CodeUnsupportedMedia}},
 		{"huge body", huge, false, nil, 413, []string{schemas.CodeBodyTooLarge}},
 		{"huge chunked body", huge, true, nil, 413, []string{schemas.CodeBodyTooLarge}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, lockOn)
-			before := a.fake.Dump()
-			headers := tc.headers
-			if headers == nil {
-				headers = jsonHeaders()
+			before := a.store.Snapshot()
+			headers := a.jsonHeaders()
+			if tc.headers != nil {
+				headers = tc.headers(a)
 			}
 			var body io.Reader = strings.NewReader(tc.body)
 			if tc.chunked {
@@ -323,10 +354,10 @@ func TestCheckOutBadInput(t *testing.T) {
 			if !slices.Equal(codes, tc.codes) {
 				t.Errorf("codes %q, want %q; body %s", codes, tc.codes, res.body)
 			}
-			if calls := a.fake.Calls(); len(calls) != 0 {
+			if calls := a.store.Calls(); len(calls) != 0 {
 				t.Errorf("storage got calls: %+v", calls)
 			}
-			a.fake.WantUnchanged(t, before)
+			a.store.WantUnchanged(before)
 		})
 	}
 }
@@ -335,27 +366,30 @@ func TestCheckOutFailures(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
-		setup  func(f *storagefake.Fake)
+		setup  func(a *api)
 		status int
 		codes  []string
 	}{
-		{"lock held", func(f *storagefake.Fake) { f.HoldLock(-1) }, 422, []string{schemas.CodeUnableToAcquireLock}},
-		{"storage down", func(f *storagefake.Fake) { f.Down() }, 503, []string{schemas.CodeStorageUnavailable}},
-		{"refusals", func(f *storagefake.Fake) {
-			f.AddLoan(storagefake.Loan{ID: "99999999-9999-4999-8999-999999999999", UserID: patronID, ItemID: itemID,
+		{"lock held", func(a *api) { a.holdLock() }, 422, []string{schemas.CodeUnableToAcquireLock}},
+		{"storage down", func(a *api) { a.store.Down() }, 503, []string{schemas.CodeStorageUnavailable}},
+		{"refusals", func(a *api) {
+			a.store.AddLoan(storagetest.Loan{ID: "99999999-9999-4999-8999-999999999999", UserID: patronID, ItemID: itemID,
 				Status: "Open", Action: "checkedout", LoanDate: "2025-02-01T10:00:00.000Z"})
 		}, 422, []string{schemas.CodeItemHasOpenLoan}},
-		{"loan creation fails", func(f *storagefake.Fake) { f.FailLoanCreation(false) }, 503, []string{schemas.CodeStorageUnavailable}},
+		// Every loan creation is refused before storage writes anything.
+		{"loan creation fails", func(a *api) {
+			a.store.Refuse(storagetest.RoutePostLoan, -1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+		}, 503, []string{schemas.CodeStorageUnavailable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			a := newAPI(t, lockOn)
-			tc.setup(a.fake)
+			tc.setup(a)
 			res := a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, tc.status, "errors.json")
 			if codes := res.codes(t); !slices.Equal(codes, tc.codes) {
 				t.Errorf("codes %q, want %q", codes, tc.codes)
 			}
-			if item, _ := a.fake.Item(itemID); item.Status != "Available" {
+			if item, _ := a.store.Item(itemID); item.Status != "Available" {
 				t.Errorf("item left %q", item.Status)
 			}
 		})
@@ -365,22 +399,25 @@ func TestCheckOutFailures(t *testing.T) {
 func TestCheckOutLockHeldWaitsTheIntervals(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)
-	a.fake.HoldLock(-1)
+	a.holdLock()
 	res := a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, 422, "errors.json")
 	var env errhttp.Envelope
 	res.decode(t, &env)
+	// The refusal names the patron, the attempts, and the instance that
+	// held the lock (holdLock's, "another").
 	want := errhttp.Envelope{Errors: []errhttp.Entry{{Message: "unable to acquire lock", Code: schemas.CodeUnableToAcquireLock,
-		Parameters: []errs.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"}}}}}
+		Parameters: []errs.Parameter{{Key: "userBarcode", Value: userBarcode}, {Key: "attempts", Value: "4"},
+			{Key: "holderInstance", Value: "another"}}}}}
 	if got, _ := json.Marshal(env); string(got) != mustJSON(t, want) {
 		t.Errorf("body %s, want %s", got, mustJSON(t, want))
 	}
 	if got := a.waits.list(); !slices.Equal(got, lockOn.RetryIntervals) {
 		t.Errorf("waits %v, want %v", got, lockOn.RetryIntervals)
 	}
-	if n := a.fake.Count(storagefake.RouteAcquire); n != 4 {
+	if n := a.store.Count(storagetest.RouteAcquire); n != 4 {
 		t.Errorf("%d acquire attempts, want 4", n)
 	}
-	if w := a.fake.Writes(); len(w) != 4 { // the four acquire attempts only
+	if w := a.store.Writes(); len(w) != 4 { // the four acquire attempts only
 		t.Errorf("writes %+v, want the 4 acquire attempts", w)
 	}
 }
@@ -398,7 +435,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)
 	var got settingsJSON
-	a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: tenant}).
+	a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: a.tenant}).
 		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &got)
 	// What each field comes back to when the stored entry leaves it out.
 	if e := got.Environment; !e.Enabled || e.LockTTL != 3000 || !slices.Equal(e.RetryIntervalsMs, []int{500, 500, 1000}) {
@@ -418,12 +455,12 @@ func TestSettingsRoundTrip(t *testing.T) {
 		put.Sources.RetryIntervals != circulation.FromSettings || put.SettingsError != "" {
 		t.Errorf("PUT answered %+v", put)
 	}
-	res := a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: tenant}).
+	res := a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: a.tenant}).
 		want(t, http.StatusOK, "checkout-lock-settings-effective.json")
 	if string(res.body) != mustJSON(t, put)+"\n" {
 		t.Errorf("GET after PUT %s, want %s", res.body, mustJSON(t, put))
 	}
-	raw, ok := a.fake.Setting(locksettings.Scope, locksettings.Key)
+	raw, ok := a.store.Setting(locksettings.Scope, locksettings.Key)
 	if !ok || string(raw) != `"{\"checkOutLockFeatureEnabled\":false,\"lockTtl\":5000,\"retryIntervalsMs\":[100,200]}"` {
 		t.Errorf("stored %s (found %v)", raw, ok)
 	}
@@ -436,7 +473,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 		put.Sources.LockTTL != circulation.FromEnvironment {
 		t.Errorf("PUT of FOLIO's form answered %+v", put)
 	}
-	if n := a.fake.Count(storagefake.RoutePutSetting); n != 1 {
+	if n := a.store.Count(storagetest.RoutePutSetting); n != 1 {
 		t.Errorf("%d settings replaced, want 1", n)
 	}
 }
@@ -459,7 +496,7 @@ func TestSettingsInvalidPut(t *testing.T) {
 			if codes := slices.Compact(res.codes(t)); !slices.Equal(codes, []string{schemas.CodeValidation}) {
 				t.Errorf("codes %q, want VALIDATION_FAILED", codes)
 			}
-			if calls := a.fake.Calls(); len(calls) != 0 {
+			if calls := a.store.Calls(); len(calls) != 0 {
 				t.Errorf("storage got calls: %+v", calls)
 			}
 		})
@@ -507,7 +544,7 @@ func TestReady(t *testing.T) {
 	if res := a.do(t, "GET", "/admin/ready", nil, nil).want(t, http.StatusOK, ""); string(res.body) != `{"status":"UP"}`+"\n" {
 		t.Errorf("ready answered %s", res.body)
 	}
-	a.fake.Down()
+	a.store.Down()
 	res := a.do(t, "GET", "/admin/ready", nil, nil).want(t, http.StatusServiceUnavailable, "errors.json")
 	if codes := res.codes(t); !slices.Equal(codes, []string{schemas.CodeStorageUnavailable}) {
 		t.Errorf("codes %q", codes)
@@ -527,7 +564,7 @@ func TestOneInfoLinePerRequest(t *testing.T) {
 	a.send(t, "POST", "/circulation/check-in-by-barcode",
 		`{"itemBarcode":"`+itemBarcode+`","servicePointId":"`+servicePoint+`","checkInDate":"2026-01-02T10:00:00.000Z"}`).
 		want(t, http.StatusOK, "")
-	a.do(t, "GET", "/circulation/loans/not-a-uuid", nil, map[string]string{TenantHeader: tenant})
+	a.do(t, "GET", "/circulation/loans/not-a-uuid", nil, map[string]string{TenantHeader: a.tenant})
 	// A request is logged just after its answer is sent.
 	var lines []map[string]any
 	eventually(t, "both requests logged", func() bool {
@@ -545,7 +582,7 @@ func TestOneInfoLinePerRequest(t *testing.T) {
 	}
 	co, ci, bad := lines[0], lines[1], lines[2]
 	if co["level"] != "INFO" || co["method"] != "POST" || co["route"] != "/circulation/check-out-by-barcode" || co["status"] != 201.0 ||
-		co["tenant"] != tenant || co["request_id"] == nil || co["duration"] == nil ||
+		co["tenant"] != a.tenant || co["request_id"] == nil || co["duration"] == nil ||
 		co["user_id"] != patronID || co["item_id"] != itemID || co["loan_id"] == nil {
 		t.Errorf("check-out line %v", co)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/checkoutlock/schemas"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/circulation-storage/storagetest"
 	"github.com/checkoutlock/schemas/errs/errhttp"
 	"github.com/checkoutlock/schemas/locksettings"
 )
@@ -39,7 +40,7 @@ func TestPatchSettingsOverHTTP(t *testing.T) {
 		want(t, http.StatusOK, "checkout-lock-settings-effective.json")
 	var got settingsJSON
 	a.do(t, "PATCH", "/circulation/settings/check-out-lock", strings.NewReader(`{"lockTtl":5000}`),
-		map[string]string{TenantHeader: tenant, "Content-Type": "application/merge-patch+json"}).
+		map[string]string{TenantHeader: a.tenant, "Content-Type": "application/merge-patch+json"}).
 		want(t, http.StatusOK, "checkout-lock-settings-effective.json").decode(t, &got)
 	if got.Enabled || got.Sources.Enabled != circulation.FromSettings || got.LockTTL != 5000 || got.Bounds.LockTTL.Minimum != 100 {
 		t.Errorf("PATCH answered %+v, want still off and lockTtl 5000", got)
@@ -49,7 +50,7 @@ func TestPatchSettingsOverHTTP(t *testing.T) {
 	if !got.Enabled || got.Sources.Enabled != circulation.FromEnvironment || got.LockTTL != 5000 {
 		t.Errorf("PATCH null answered %+v, want the environment's (on) and lockTtl 5000", got)
 	}
-	raw, _ := a.fake.Setting(locksettings.Scope, locksettings.Key)
+	raw, _ := a.store.Setting(locksettings.Scope, locksettings.Key)
 	if string(raw) != `"{\"lockTtl\":5000}"` {
 		t.Errorf("stored %s, want \"{\\\"lockTtl\\\":5000}\"", raw)
 	}
@@ -59,7 +60,7 @@ func TestPatchSettingsOverHTTP(t *testing.T) {
 			t.Errorf("PATCH %s: codes %q", body, codes)
 		}
 	}
-	if raw2, _ := a.fake.Setting(locksettings.Scope, locksettings.Key); string(raw2) != string(raw) {
+	if raw2, _ := a.store.Setting(locksettings.Scope, locksettings.Key); string(raw2) != string(raw) {
 		t.Errorf("refused patches changed the setting to %s", raw2)
 	}
 }
@@ -69,14 +70,14 @@ func TestPatchSettingsOverHTTP(t *testing.T) {
 func TestLoansRefuseUnknownAndRepeatedParameters(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)
-	h := map[string]string{TenantHeader: tenant}
+	h := map[string]string{TenantHeader: a.tenant}
 	for _, q := range []string{"userId[]=" + patronID, "userid=" + patronID, "userId=" + patronID + "&userId=" + patronID, "limit=1&limit=2"} {
 		res := a.do(t, "GET", "/circulation/loans?"+q, nil, h).want(t, http.StatusUnprocessableEntity, "errors.json")
 		if codes := res.codes(t); codes[0] != schemas.CodeInvalidParameter {
 			t.Errorf("?%s: codes %q, want INVALID_PARAMETER", q, codes)
 		}
 	}
-	if n := a.fake.Count("GET /loan-storage/loans"); n != 0 {
+	if n := a.store.Count(storagetest.RouteLoans); n != 0 {
 		t.Errorf("storage was asked for loans %d times", n)
 	}
 }
@@ -92,10 +93,10 @@ func TestHeadersAreChecked(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"two tenants", http.Header{TenantHeader: {tenant, "other"}}, http.StatusBadRequest, "INVALID_TENANT"},
-		{"two request ids", http.Header{TenantHeader: {tenant}, RequestIDHeader: {"a", "b"}}, http.StatusBadRequest, "INVALID_HEADER"},
-		{"user id not a UUID", http.Header{TenantHeader: {tenant}, "X-Okapi-User-Id": {"nobody"}}, http.StatusBadRequest, "INVALID_HEADER"},
-		{"huge headers", http.Header{TenantHeader: {tenant}, "X-Padding": {strings.Repeat("p", 17<<10)}},
+		{"two tenants", http.Header{TenantHeader: {a.tenant, "other"}}, http.StatusBadRequest, "INVALID_TENANT"},
+		{"two request ids", http.Header{TenantHeader: {a.tenant}, RequestIDHeader: {"a", "b"}}, http.StatusBadRequest, "INVALID_HEADER"},
+		{"user id not a UUID", http.Header{TenantHeader: {a.tenant}, "X-Okapi-User-Id": {"nobody"}}, http.StatusBadRequest, "INVALID_HEADER"},
+		{"huge headers", http.Header{TenantHeader: {a.tenant}, "X-Padding": {strings.Repeat("p", 17<<10)}},
 			http.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE"},
 	} {
 		req, err := http.NewRequest("POST", a.url+"/circulation/check-out-by-barcode", strings.NewReader(checkOutBody))
@@ -116,7 +117,7 @@ func TestHeadersAreChecked(t *testing.T) {
 			t.Errorf("%s: codes %q, want %s", c.name, codes, c.code)
 		}
 	}
-	if w := a.fake.Writes(); len(w) != 0 {
+	if w := a.store.Writes(); len(w) != 0 {
 		t.Errorf("storage writes: %+v", w)
 	}
 }
@@ -127,7 +128,7 @@ func TestCheckInValidatesBeforeWriting(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)
 	a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, http.StatusCreated, "circulation-loan.json")
-	writes := len(a.fake.Writes())
+	writes := len(a.store.Writes())
 	for _, date := range []string{"9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+00:01"} {
 		res := a.send(t, "POST", "/circulation/check-in-by-barcode",
 			`{"itemBarcode":"`+itemBarcode+`","servicePointId":"`+servicePoint+`","checkInDate":"`+date+`"}`).
@@ -136,10 +137,10 @@ func TestCheckInValidatesBeforeWriting(t *testing.T) {
 			t.Errorf("checkInDate %s: codes %q", date, codes)
 		}
 	}
-	if w := a.fake.Writes(); len(w) != writes {
+	if w := a.store.Writes(); len(w) != writes {
 		t.Errorf("storage writes: %+v", w[writes:])
 	}
-	if item, _ := a.fake.Item(itemID); item.Status != "Checked out" || item.Version != 2 {
+	if item, _ := a.store.Item(itemID); item.Status != "Checked out" || item.Version != 2 {
 		t.Errorf("item %+v, want still checked out at _version 2", item)
 	}
 }
@@ -169,7 +170,7 @@ func TestInventedMethodsShareOneMetricLabel(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)
 	for i := range 100 {
-		a.do(t, fmt.Sprintf("INVENTED%d", i), "/circulation/check-out-by-barcode", nil, map[string]string{TenantHeader: tenant})
+		a.do(t, fmt.Sprintf("INVENTED%d", i), "/circulation/check-out-by-barcode", nil, map[string]string{TenantHeader: a.tenant})
 	}
 	res := a.do(t, "GET", "/metrics", nil, nil)
 	if strings.Contains(string(res.body), `method="INVENTED`) || !strings.Contains(string(res.body), `method="OTHER"`) {
@@ -182,7 +183,8 @@ func TestInventedMethodsShareOneMetricLabel(t *testing.T) {
 func TestSettingsOfAnUnknownTenantAre400(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)
-	a.fake.AddTenant(tenant)
+	// The test's own tenant is initialised; "nobody", a valid tenant id,
+	// is no test's (storagetest names its tenants st…).
 	res := a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: "nobody"}).
 		want(t, http.StatusBadRequest, "errors.json")
 	if codes := res.codes(t); codes[0] != schemas.CodeTenantNotInitialized {
