@@ -206,6 +206,13 @@ const (
 	CodeInternal = "INTERNAL_ERROR"
 )
 
+// A page of a list: limit's default and its most, on every list of both
+// services (offset and limit, as FOLIO's lists take them).
+const (
+	DefaultPageSize = 10
+	MaxPageSize     = 1000
+)
+
 // MaxViolations is the most schema violations one 422 answer lists; the
 // answer's last entry says how many more there were.
 const MaxViolations = 50

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -199,7 +200,7 @@ func (s *Storage) Loans() []Loan {
 			CheckoutServicePointID, CheckinServicePointID string
 		}
 	}
-	s.send(http.MethodGet, "/loan-storage/loans?limit=1000", nil, &page, http.StatusOK)
+	s.send(http.MethodGet, "/loan-storage/loans?limit="+strconv.Itoa(schemas.MaxPageSize), nil, &page, http.StatusOK)
 	var out []Loan
 	for _, l := range page.Loans {
 		out = append(out, Loan{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, Status: l.Status.Name, Action: l.Action,
@@ -272,7 +273,7 @@ func (s *Storage) Requests() []Request {
 			Position                        int
 		}
 	}
-	s.send(http.MethodGet, "/request-storage/requests?limit=1000", nil, &page, http.StatusOK)
+	s.send(http.MethodGet, "/request-storage/requests?limit="+strconv.Itoa(schemas.MaxPageSize), nil, &page, http.StatusOK)
 	var out []Request
 	for _, r := range page.Requests {
 		out = append(out, Request{ID: r.ID, ItemID: r.ItemID, RequesterID: r.RequesterID, Status: r.Status, Position: r.Position})
@@ -329,7 +330,7 @@ func (s *Storage) Locks() []Lock {
 	var page struct {
 		Locks []Lock `json:"checkoutLocks"`
 	}
-	s.send(http.MethodGet, "/check-out-lock-storage?limit=1000", nil, &page, http.StatusOK)
+	s.send(http.MethodGet, "/check-out-lock-storage?limit="+strconv.Itoa(schemas.MaxPageSize), nil, &page, http.StatusOK)
 	return page.Locks
 }
 

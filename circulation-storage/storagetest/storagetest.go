@@ -32,6 +32,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -265,7 +266,7 @@ func (s *Storage) Snapshot() string {
 	for _, path := range []string{"/users", "/item-storage/items", "/loan-storage/loans", "/check-out-lock-storage",
 		"/settings/entries", "/request-storage/requests", "/manualblocks"} {
 		var page map[string]any
-		s.send(http.MethodGet, path+"?limit=1000", nil, &page, http.StatusOK)
+		s.send(http.MethodGet, path+"?limit="+strconv.Itoa(schemas.MaxPageSize), nil, &page, http.StatusOK)
 		var docs []string
 		for k, v := range page {
 			list, ok := v.([]any)

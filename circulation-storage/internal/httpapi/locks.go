@@ -147,9 +147,6 @@ func (s *Server) getLock(c echo.Context) error {
 	return c.JSON(http.StatusOK, toLockJSON(lock))
 }
 
-// maxPageSize bounds limit on every list.
-const maxPageSize = 1000
-
 func (s *Server) listLocks(c echo.Context) error {
 	userID, err := s.queryUUID(c, "userId")
 	if err != nil {

@@ -490,7 +490,7 @@ func pageParams(c echo.Context) (offset, limit int, err error) {
 	if offset, err = queryInt(c, "offset", 0, 0, 1<<31-1); err != nil {
 		return 0, 0, err
 	}
-	if limit, err = queryInt(c, "limit", 10, 0, maxPageSize); err != nil {
+	if limit, err = queryInt(c, "limit", schemas.DefaultPageSize, 0, schemas.MaxPageSize); err != nil {
 		return 0, 0, err
 	}
 	return offset, limit, nil

@@ -246,7 +246,7 @@ func (s *Server) listLoans(c echo.Context) error {
 	if f.Offset, err = intParam(c, "offset", 0, 0, 1<<31-1); err != nil {
 		return err
 	}
-	if f.Limit, err = intParam(c, "limit", 10, 0, 1000); err != nil {
+	if f.Limit, err = intParam(c, "limit", schemas.DefaultPageSize, 0, schemas.MaxPageSize); err != nil {
 		return err
 	}
 	doc, err := s.svc.Storage.Loans(c.Request().Context(), f)
