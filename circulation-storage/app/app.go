@@ -29,8 +29,9 @@ import (
 
 // Run starts the service and blocks until ctx is done, then shuts down
 // gracefully: the command's whole life, and what tests start in-process
-// (storagetest) so they run the very wiring the command runs. When listening is not nil, the bound address is sent on it once
-// the server accepts connections (tests pass HTTP_ADDR=127.0.0.1:0).
+// (storagetest) so they run the very wiring the command runs. When
+// listening is not nil, the bound address is sent on it once the server
+// accepts connections (tests pass HTTP_ADDR=127.0.0.1:0).
 func Run(ctx context.Context, args []string, environ map[string]string, stdout io.Writer, listening chan<- string) error {
 	flags := flag.NewFlagSet("circulation-storage", flag.ContinueOnError)
 	flags.SetOutput(stdout)
