@@ -742,3 +742,77 @@ func TestSIP2BusyBeforeTheTimeout(t *testing.T) {
 		t.Fatalf("a librarian's account as a kiosk: %q", got)
 	}
 }
+
+// TestSIP2FieldsAsKiosksReadThem holds the door's replies to SIP2 2.00's
+// layouts over a plain socket, as an independent kiosk reads them: a
+// valid patron's status is only Y or blank; every 12 and 30 carries AH
+// (empty when nothing was lent); 63's BP and BQ pick the items listed; a
+// name the listener's charset cannot carry goes out with "?" and no
+// control byte; a request circulation refuses (422) is answered with its
+// reason, not "System busy".
+func TestSIP2FieldsAsKiosksReadThem(t *testing.T) {
+	c, lib, door := sip2Cluster(t, 1, 2, 4, 0, nil)
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	patron, items := lib.Patrons[0], lib.Items[0]
+	for _, item := range items {
+		if got := k.Send(checkOutMsg(patron, item)); !strings.HasPrefix(got, "121") || harness.SIP2Field(got, "AH") == "" {
+			t.Fatalf("check-out of %s: %q, want 121 with AH", item, got)
+		}
+	}
+	// Refused (the item is out to someone else): AH there, empty.
+	if got := k.Send(checkOutMsg(lib.Patrons[1], items[0])); !strings.HasPrefix(got, "120") || !strings.Contains(got, "|AH|") {
+		t.Fatalf("refused check-out: %q, want 120 with an empty AH", got)
+	}
+	if got := k.Send("29NN" + harness.SIP2Date() + harness.SIP2Date() + "AOdiku|AA" + patron + "|AB" + items[0] + "|"); !strings.HasPrefix(got, "30") ||
+		!strings.Contains(got, "|AH") {
+		t.Fatalf("renew: %q, want 30 with AH", got)
+	}
+
+	// The patron's status: Y or blank in each of its fourteen places.
+	statusOf := func(reply string) string { return reply[2 : 2+14] }
+	for _, msg := range []string{"23001" + harness.SIP2Date() + "AOdiku|AA" + patron + "|",
+		"63001" + harness.SIP2Date() + "          AOdiku|AA" + patron + "|"} {
+		got := k.Send(msg)
+		if status := statusOf(got); strings.Trim(status, "Y ") != "" || harness.SIP2Field(got, "BL") != "Y" {
+			t.Errorf("%s: status %q, want only Y and blanks (%q)", msg[:2], status, got)
+		}
+	}
+
+	// Items 2 to 3 of the charged items: exactly those.
+	id := c.IDOf(t, "/users", "users", patron)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
+	info := k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|AD7319|BP2|BQ3|")
+	var listed []string
+	for _, f := range strings.Split(info, "|") {
+		if strings.HasPrefix(f, "AU") {
+			listed = append(listed, f[2:])
+		}
+	}
+	if !slices.Equal(listed, items[1:3]) {
+		t.Errorf("BP2 BQ3 listed %q, want %q (%q)", listed, items[1:3], info)
+	}
+
+	// A name outside IBM850 (the listener's charset).
+	var user map[string]any
+	c.Do(c.Storage, "GET", "/users/"+id, nil).Want(t, http.StatusOK).Decode(t, &user)
+	user["personal"] = map[string]any{"firstName": "Zoë", "lastName": "Ørsted-Łukasz 中"}
+	delete(user, "metadata")
+	c.Do(c.Storage, "PUT", "/users/"+id, user).Want(t, http.StatusNoContent)
+	raw := k.Send("63001" + harness.SIP2Date() + "          AOdiku|AA" + patron + "|AD7319|")
+	if name := harness.SIP2Field(raw, "AE"); name != "Zo\x89 \x9drsted-?ukasz ?" {
+		t.Errorf("AE %q, want the name in IBM850 with ? for what it cannot carry", name)
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] < 0x20 {
+			t.Errorf("byte %#x at %d of %q", raw[i], i, raw)
+		}
+	}
+
+	// Item information that circulation refuses (a NUL in the barcode):
+	// the refusal's reason.
+	got := k.Send("17" + harness.SIP2Date() + "AOdiku|ABbad\x00barcode|")
+	if af := harness.SIP2Field(got, "AF"); !strings.HasPrefix(got, "18") || af == "" || af == "System busy, please try again" {
+		t.Errorf("17 with a NUL: %q, want circulation's reason in AF", got)
+	}
+}

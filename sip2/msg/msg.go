@@ -190,11 +190,31 @@ type PatronRequest struct {
 	Institution     string
 	Patron          string
 	PatronPassword  string
-	given           map[string]bool
+	// Start and End are 63's BP and BQ: the first and last item (counting
+	// from 1) of the list the summary asks for; 0 when not given (the list
+	// from its first, to its last).
+	Start, End int
+	given      map[string]bool
 }
 
 // Has says whether the request carried the variable field id.
 func (m PatronRequest) Has(id string) bool { return m.given[id] }
+
+// Window is the part of list, counting from 1, that Start and End ask
+// for: all of it when neither is given, nothing when they ask for items
+// past its end or End is before Start.
+func Window[T any](list []T, start, end int) []T {
+	if start < 1 {
+		start = 1
+	}
+	if end < 1 || end > len(list) {
+		end = len(list)
+	}
+	if start > end {
+		return nil
+	}
+	return list[start-1 : end]
+}
 
 // ReadPatron reads a 23 or a 63.
 func ReadPatron(r *wire.Request) (PatronRequest, error) {
@@ -221,7 +241,25 @@ func ReadPatron(r *wire.Request) (PatronRequest, error) {
 	m.Patron, _ = r.Get("AA")
 	m.PatronPassword, _ = r.Get("AD")
 	m.given = given(r)
+	if m.Information {
+		m.Start, m.End = itemNumber(r, "BP", &f), itemNumber(r, "BQ", &f)
+	}
 	return m, f.err
+}
+
+// itemNumber is the variable field id as an item number (a count from 1),
+// 0 when absent; one that is not a number makes the request malformed.
+func itemNumber(r *wire.Request, id string, f *fixed) int {
+	v, ok := r.Get(id)
+	if !ok || strings.TrimSpace(v) == "" {
+		return 0
+	}
+	n := wire.Atoi(strings.TrimSpace(v))
+	if n < 0 {
+		f.fail("%s %q is not an item number", id, v)
+		return 0
+	}
+	return n
 }
 
 // ItemRequest is 17 (item information).

@@ -128,7 +128,7 @@ func TestReplyLayouts(t *testing.T) {
 		{"12 lent", CheckOutResponse{OK: true, Date: at, Institution: "diku", Patron: "1004", Item: "book-101", Title: "Middlemarch",
 			Due: due}.Reply(), "121NUY" + d + "AOdiku|AA1004|ABbook-101|AJMiddlemarch|AH20261216    235900|"},
 		{"12 refused", CheckOutResponse{Date: at, Institution: "diku", Patron: "1005", Item: "book-102", Due: due,
-			Message: "Patron blocked"}.Reply(), "120NUN" + d + "AOdiku|AA1005|ABbook-102|AJ|AFPatron blocked|"},
+			Message: "Patron blocked"}.Reply(), "120NUN" + d + "AOdiku|AA1005|ABbook-102|AJ|AH|AFPatron blocked|"},
 		{"10 returned", CheckInResponse{OK: true, Date: at, Institution: "diku", Item: "book-101", Title: "Middlemarch",
 			Message: "Item checked in"}.Reply(), "101YUN" + d + "AOdiku|ABbook-101|AQ|AJMiddlemarch|AFItem checked in|"},
 		{"10 refused", CheckInResponse{Date: at, Institution: "diku", Item: "x"}.Reply(), "100NUN" + d + "AOdiku|ABx|AQ|AJ|"},
@@ -197,5 +197,29 @@ func TestCirculationStatus(t *testing.T) {
 		if got := CirculationStatus(folio); got != want {
 			t.Errorf("%q: %s, want %s", folio, got, want)
 		}
+	}
+}
+
+// TestItemWindows: 63's BP and BQ pick items of a list counting from 1;
+// absent, the whole list; past its end, what there is.
+func TestItemWindows(t *testing.T) {
+	t.Parallel()
+	list := []string{"a", "b", "c", "d"}
+	for _, c := range []struct {
+		start, end int
+		want       string
+	}{
+		{0, 0, "abcd"}, {2, 3, "bc"}, {1, 1, "a"}, {3, 0, "cd"}, {0, 2, "ab"}, {3, 9, "cd"}, {5, 6, ""}, {3, 2, ""},
+	} {
+		if got := strings.Join(Window(list, c.start, c.end), ""); got != c.want {
+			t.Errorf("Window(%d, %d) = %q, want %q", c.start, c.end, got, c.want)
+		}
+	}
+	pi, err := ReadPatron(parse(t, "63001"+"20261125    105317"+"  Y       "+"AOdiku|AA1004|BP2|BQ3|"))
+	if err != nil || pi.Start != 2 || pi.End != 3 {
+		t.Errorf("BP2 BQ3: %+v %v", pi, err)
+	}
+	if _, err := ReadPatron(parse(t, "63001"+"20261125    105317"+"  Y       "+"AA1004|BPtwo|")); !errors.Is(err, ErrFixedField) {
+		t.Errorf("BPtwo: %v, want malformed", err)
 	}
 }

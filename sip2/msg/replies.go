@@ -54,7 +54,9 @@ func Supported(implemented func(code string) bool) string {
 }
 
 // CheckOutResponse is 12. The door never renews in a check-out and knows
-// nothing of magnetic media ("U"); a lent item is to be desensitized.
+// nothing of magnetic media ("U"); a lent item is to be desensitized. Its
+// variable fields are AO, AA, AB, AJ and AH, all required (empty when
+// there is nothing to say), then AF.
 type CheckOutResponse struct {
 	OK                  bool
 	Date                time.Time
@@ -67,10 +69,12 @@ type CheckOutResponse struct {
 // Reply builds the message.
 func (m CheckOutResponse) Reply() *wire.Reply {
 	r := &wire.Reply{Code: "12", Fixed: wire.Bit(m.OK) + "N" + "U" + wire.YN(m.OK) + wire.Date(m.Date)}
-	r.Add("AO", m.Institution).Add("AA", m.Patron).Add("AB", m.Item).Add("AJ", m.Title)
+	// AH is required: the due date when lent, empty when not.
+	due := ""
 	if m.OK {
-		r.Add("AH", wire.Date(m.Due))
+		due = wire.Date(m.Due)
 	}
+	r.Add("AO", m.Institution).Add("AA", m.Patron).Add("AB", m.Item).Add("AJ", m.Title).Add("AH", due)
 	return optional(r, "AF", m.Message)
 }
 
@@ -279,7 +283,7 @@ func Refusal(code string, date time.Time, institution, message string) (r *wire.
 		return (&wire.Reply{Code: "16", Fixed: "0N" + d}).Add("AO", institution).Add("AA", "").Add("AF", message), true
 	case "29":
 		return (&wire.Reply{Code: "30", Fixed: "0NUN" + d}).Add("AO", institution).Add("AA", "").Add("AB", "").
-			Add("AJ", "").Add("AF", message), true
+			Add("AJ", "").Add("AH", "").Add("AF", message), true
 	case "65":
 		return (&wire.Reply{Code: "66", Fixed: "0" + "0000" + "0000" + d}).Add("AO", institution).Add("AF", message), true
 	}

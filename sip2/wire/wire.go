@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/text/encoding"
 	"golang.org/x/text/encoding/charmap"
@@ -217,10 +218,7 @@ func (r *Reply) Encode(cs Charset, delim byte, errorDetection bool, seq string) 
 		b.WriteString(Clean(f.Value, delim))
 		b.WriteByte(delim)
 	}
-	out, err := encoding.ReplaceUnsupported(enc.NewEncoder()).Bytes([]byte(b.String()))
-	if err != nil {
-		return nil, err
-	}
+	out := encodeText(enc, b.String())
 	if errorDetection {
 		if seq != "" {
 			out = append(out, "AY"+seq...)
@@ -229,6 +227,29 @@ func (r *Reply) Encode(cs Charset, delim byte, errorDetection bool, seq string) 
 		out = append(out, Checksum(out)...)
 	}
 	return append(out, '\r'), nil
+}
+
+// encodeText is text in enc, every character enc cannot carry (and every
+// byte that is not UTF-8) written as "?": never the charset's substitute
+// control character (0x1A), which a kiosk would print or choke on.
+func encodeText(enc encoding.Encoding, text string) []byte {
+	out := make([]byte, 0, len(text))
+	cm, isCharmap := enc.(*charmap.Charmap)
+	for _, r := range text {
+		switch {
+		case r == utf8.RuneError:
+			out = append(out, '?')
+		case isCharmap:
+			b, ok := cm.EncodeRune(r)
+			if !ok {
+				b = '?'
+			}
+			out = append(out, b)
+		default:
+			out = utf8.AppendRune(out, r)
+		}
+	}
+	return out
 }
 
 // Clean makes v safe to send in a variable field: the delimiter and

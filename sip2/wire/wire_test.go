@@ -143,3 +143,32 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestCharactersTheCharsetCannotCarry: a character outside the listener's
+// character set goes out as "?", never as the charset's substitute control
+// character (0x1A); one it carries goes out as its own byte.
+func TestCharactersTheCharsetCannotCarry(t *testing.T) {
+	t.Parallel()
+	name := "Zoë Ørsted-Łukasz 中"
+	for _, c := range []struct {
+		cs   Charset
+		want string
+	}{
+		{IBM850, "AEZo\x89 \x9drsted-?ukasz ?|"},
+		{Latin1, "AEZo\xeb \xd8rsted-?ukasz ?|"},
+		{UTF8, "AE" + name + "|"},
+	} {
+		got, err := (&Reply{Code: "64", Fields: []Field{{"AE", name}}}).Encode(c.cs, '|', false, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != "64"+c.want+"\r" {
+			t.Errorf("%s: %q, want %q", c.cs, got, "64"+c.want+"\r")
+		}
+		for _, b := range got[:len(got)-1] {
+			if b < 0x20 {
+				t.Errorf("%s: byte %#x below 0x20 in %q", c.cs, b, got)
+			}
+		}
+	}
+}

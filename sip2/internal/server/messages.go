@@ -351,6 +351,9 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 		return reply(msg.Denied, msg.Counts{}, "", false, ref.Message).Reply(), "refused"
 	case errors.As(err, &ref) && ref.Code == schemas.CodeTooManyRequests:
 		return reply(msg.Denied, msg.Counts{}, "", true, msgBusy).Reply(), "rate_limited"
+	case errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy():
+		// Circulation refused the request itself: its reason, not "busy".
+		return reply(msg.Denied, msg.Counts{}, "", false, screenMessage(ref)).Reply(), "refused"
 	case err != nil:
 		if !errors.As(err, &ref) {
 			c.s.logger.Error("patron summary: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
@@ -388,13 +391,19 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 		// there is one; limits by material or loan type are not one count.
 		r.ChargedLimit = groupLimit
 		now := time.Now()
+		var charged, overdue []string
 		for _, l := range sum.OpenLoans {
-			switch {
-			case m.Summary.Charged:
-				r.Charged = append(r.Charged, l.ItemBarcode)
-			case m.Summary.Overdue && !l.DueDate.IsZero() && l.DueDate.Before(now):
-				r.Overdue = append(r.Overdue, l.ItemBarcode)
+			charged = append(charged, l.ItemBarcode)
+			if !l.DueDate.IsZero() && l.DueDate.Before(now) {
+				overdue = append(overdue, l.ItemBarcode)
 			}
+		}
+		// The list the summary asks for, from item BP to item BQ.
+		switch {
+		case m.Summary.Charged:
+			r.Charged = msg.Window(charged, m.Start, m.End)
+		case m.Summary.Overdue:
+			r.Overdue = msg.Window(overdue, m.Start, m.End)
 		}
 	}
 	if pinOutcome != "" {
@@ -455,6 +464,9 @@ func (c *conn) item(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	switch {
 	case errors.As(err, &ref) && ref.Status == http.StatusNotFound:
 		return reply("01", "", time.Time{}, "No item with barcode "+m.Item+" could be found"), "refused"
+	case errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy():
+		// Circulation refused the request itself: its reason, not "busy".
+		return reply("01", "", time.Time{}, screenMessage(ref)), "refused"
 	case err != nil:
 		if !errors.As(err, &ref) {
 			c.s.logger.Error("item summary: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
