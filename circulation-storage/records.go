@@ -282,6 +282,29 @@ type LoanWriter interface {
 	CreateCheckOutLoan(ctx context.Context, t Tenant, w CheckOutWrite) (CheckOutWritten, error)
 	// CheckInLoan performs w in one transaction.
 	CheckInLoan(ctx context.Context, t Tenant, w CheckInWrite) error
+	// ActOnLoan performs w in one transaction.
+	ActOnLoan(ctx context.Context, t Tenant, w LoanActionWrite) error
+}
+
+// LoanActionWrite is an open loan to replace with one of the actions that
+// keep it open and change its item's status (FOLIO's claim item returned
+// and declare item lost; LoanActionItemStatus): in the same transaction
+// the item takes the action's status at the version after ItemVersion
+// (else CodeVersionConflict), and the loan stays open, its borrower's and
+// of its item.
+type LoanActionWrite struct {
+	LoanID      string
+	Loan        json.RawMessage
+	ItemVersion int
+}
+
+// LoanActionItemStatus is the item status each loan action that keeps its
+// loan open gives the item: what the item limit then counts as FOLIO
+// counts it (an item claimed returned is not counted; one declared lost
+// is).
+var LoanActionItemStatus = map[string]string{
+	"claimedReturned": "Claimed returned",
+	"declaredLost":    "Declared lost",
 }
 
 // Caller is who a request acts for: the user, as X-Okapi-User-Id or the

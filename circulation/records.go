@@ -96,6 +96,7 @@ const (
 	StatusAvailable       = "Available"
 	StatusCheckedOut      = "Checked out"
 	StatusClaimedReturned = "Claimed returned"
+	StatusDeclaredLost    = "Declared lost"
 )
 
 // LoanPolicy is what check-out needs of a loan policy.
@@ -230,6 +231,10 @@ type Loan struct {
 	LoanPolicyID           string
 	CheckoutServicePointID string
 	CheckinServicePointID  string
+	// ClaimedReturnedDate and DeclaredLostDate are when the patron said
+	// they returned the item and when it was declared lost (zero when
+	// neither happened).
+	ClaimedReturnedDate, DeclaredLostDate time.Time
 	// Doc is the record as storage holds it, for updates.
 	Doc json.RawMessage
 }
@@ -329,6 +334,14 @@ type Storage interface {
 	// (KindConflict for a changed item). It returns the loan and the item
 	// as stored.
 	CheckInItem(ctx context.Context, loan Loan, item Item) (Loan, Item, error)
+	// ActOnLoan is the writes of a loan action that keeps the loan open
+	// (claimedReturned, declaredLost), in one storage transaction: the
+	// item (read at item.Version) takes the action's status and the loan
+	// (its Doc with the action's fields) is written, or neither happens
+	// (KindConflict for a changed item).
+	ActOnLoan(ctx context.Context, loan Loan, item Item) error
+	ItemByID(ctx context.Context, id string) (Item, error)
+	LoanByID(ctx context.Context, id string) (Loan, error)
 	Loan(ctx context.Context, id string) (json.RawMessage, error)
 	Loans(ctx context.Context, f LoanFilter) (json.RawMessage, error)
 

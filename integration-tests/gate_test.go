@@ -2,6 +2,7 @@ package integration
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/checkoutlock/integration-tests/harness"
@@ -87,4 +88,61 @@ func TestOverridesNeedTheirPermission(t *testing.T) {
 		t.Errorf("the loan past the block: %+v", loan)
 	}
 	c.CheckInvariants(t, harness.Invariants{})
+}
+
+// TestLoanActionsNeedTheirPermission: FOLIO's claim item returned and
+// declare item lost across the real services in jwt mode. A self-check
+// machine holds neither permission: 403 naming it, nothing written. A
+// librarian claims a loan's item returned (204) and the patron, at a
+// limit of 1, borrows again; declares the new loan's item lost (204),
+// which still counts: the next check-out is refused.
+func TestLoanActionsNeedTheirPermission(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(1, 3, 1)
+	patron, items := lib.Patrons[0], lib.Items[0]
+	c.CheckOut(0, items[0], patron).Want(t, http.StatusCreated)
+	loanOf := func(item string) string {
+		t.Helper()
+		var page struct {
+			Loans []struct{ ID string } `json:"loans"`
+		}
+		c.Do(c.Storage, "GET", "/loan-storage/loans?itemId="+c.IDOf(t, "/item-storage/items", "items", item)+"&status=Open", nil).
+			Want(t, http.StatusOK).Decode(t, &page)
+		if len(page.Loans) != 1 {
+			t.Fatalf("%d open loans of %s, want 1", len(page.Loans), item)
+		}
+		return page.Loans[0].ID
+	}
+	act := func(role, loan, action string, body map[string]any) harness.Response {
+		t.Helper()
+		return c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loan+"/"+action, body,
+			map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(role)})
+	}
+	claim := map[string]any{"itemClaimedReturnedDateTime": "2026-03-05T12:00:00.000Z", "comment": "In the book drop"}
+	lost := map[string]any{"servicePointId": "c4c90014-c8c9-4ade-8f24-b5e313319f4b", "comment": "Not seen since March"}
+
+	first := loanOf(items[0])
+	before := c.Snapshot(t)
+	for action, body := range map[string]map[string]any{"claim-item-returned": claim, "declare-item-lost": lost} {
+		r := act(schemas.RoleSelfCheck, first, action, body).Want(t, http.StatusForbidden)
+		if want := map[string]string{"claim-item-returned": schemas.PermissionClaimItemReturned,
+			"declare-item-lost": schemas.PermissionDeclareItemLost}[action]; !strings.Contains(string(r.Body), want) {
+			t.Errorf("%s as a kiosk: %s, want the permission %s named", action, r.Body, want)
+		}
+	}
+	if c.Snapshot(t) != before {
+		t.Fatal("a refused loan action changed the tenant's data")
+	}
+	c.CheckOut(0, items[1], patron).Want(t, http.StatusUnprocessableEntity)
+
+	act(schemas.RoleLibrarian, first, "claim-item-returned", claim).Want(t, http.StatusNoContent)
+	c.CheckOut(0, items[1], patron).Want(t, http.StatusCreated)
+	act(schemas.RoleLibrarian, loanOf(items[1]), "declare-item-lost", lost).Want(t, http.StatusNoContent)
+	r := c.CheckOut(0, items[2], patron).Want(t, http.StatusUnprocessableEntity)
+	if !strings.Contains(string(r.Body), "ITEM_LIMIT_LOAN_TYPE") {
+		t.Errorf("check-out past a loan declared lost: %s, want the item limit", r.Body)
+	}
+	// A loan that does not exist: 404.
+	act(schemas.RoleLibrarian, "00000000-0000-4000-8000-000000000000", "claim-item-returned", claim).Want(t, http.StatusNotFound)
 }

@@ -107,6 +107,10 @@ var Routes = slices.Concat(
 			"verify the PIN a patron typed at a self-check machine", "users.collection.get", PermissionVerifyPin),
 		circ("GET", "/circulation/loans", "circulation.loans.collection.get", "list loans", "circulation-storage.loans.collection.get"),
 		circ("GET", "/circulation/loans/{id}", "circulation.loans.item.get", "read a loan", "circulation-storage.loans.item.get"),
+		circ("POST", "/circulation/loans/{id}/claim-item-returned", PermissionClaimItemReturned,
+			"record that the patron says they returned a loan's item (the item Claimed returned, the loan open)", loanActionModule...),
+		circ("POST", "/circulation/loans/{id}/declare-item-lost", PermissionDeclareItemLost,
+			"declare a loan's item lost (the item Declared lost, the loan open)", loanActionModule...),
 		circ("GET", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.get", "read the check-out lock settings",
 			settingsReadModule...),
 		circ("PUT", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.put", "change the check-out lock settings",
@@ -332,6 +336,13 @@ const PermissionPatronSummaryDetails = "circulation.patron-summary.details.get"
 // history, naming who released it.
 const PermissionReleaseOthers = "checkout-lock-storage.checkout-locks.release-others"
 
+// PermissionClaimItemReturned and PermissionDeclareItemLost are FOLIO's
+// loan actions that keep a loan open and change its item.
+const (
+	PermissionClaimItemReturned = "circulation.loans.claim-item-returned.post"
+	PermissionDeclareItemLost   = "circulation.loans.declare-item-lost.post"
+)
+
 // What circulation's handlers may do in storage (their module
 // permissions). A check-out reads what validation needs and the settings,
 // takes and gives back the patron's lock, and writes the loan (reading it
@@ -344,6 +355,8 @@ var (
 		"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
 		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get", PermissionCheckOutOverride,
 	}
+	loanActionModule = []string{"circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
+		"inventory-storage.items.item.get"}
 	checkInModule = []string{
 		"inventory-storage.items.collection.get", "inventory-storage.items.item.put",
 		"circulation-storage.loans.collection.get", "circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
@@ -407,7 +420,7 @@ var (
 	selfCheckRole = []string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post",
 		"circulation.patron-summary.get", "circulation.item-summary.get", "circulation.patron-pin.verify.post"}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
-		"circulation.loans.collection.get", "circulation.loans.item.get",
+		"circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
 		"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate})
 	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",

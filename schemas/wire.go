@@ -35,6 +35,12 @@ const (
 	// check-in's writes, in one transaction: the item becomes Available at
 	// the version after the one named.
 	HeaderCheckInItemVersion = "X-Check-In-Item-Version"
+	// HeaderLoanActionItemVersion on an open loan's replacement whose
+	// action keeps it open and changes its item (claimedReturned,
+	// declaredLost) makes it that action's writes, in one transaction:
+	// the item takes the action's status at the version after the one
+	// named.
+	HeaderLoanActionItemVersion = "X-Loan-Action-Item-Version"
 	// HeaderReleaseLock "true" on a check-out's write under a lock
 	// (HeaderLockID) releases the lock in the write's own transaction when
 	// the loan is written, waking the patron's waiters as a release does:

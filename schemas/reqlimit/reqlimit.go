@@ -29,7 +29,7 @@ func BodyTooLarge(limit int64) *errs.Error {
 // up in the header map as they are.
 var singleValued = canonical(
 	schemas.HeaderTenant, schemas.HeaderToken, schemas.HeaderRequestID, schemas.HeaderUserID,
-	schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderCheckInItemVersion,
+	schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderCheckInItemVersion, schemas.HeaderLoanActionItemVersion,
 	schemas.HeaderReleaseLock,
 	"Content-Type", "Authorization",
 )

@@ -459,6 +459,17 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 		}
 		return c.NoContent(http.StatusNoContent)
 	}
+	if v := c.Request().Header.Get(schemas.HeaderLoanActionItemVersion); v != "" && r.Path == storage.Loans.Path {
+		n, err := itemVersion(schemas.HeaderLoanActionItemVersion, v)
+		if err != nil {
+			return err
+		}
+		err = s.svc.Loans.ActOnLoan(c.Request().Context(), tenantOf(c), storage.LoanActionWrite{LoanID: id, Loan: doc, ItemVersion: n})
+		if err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusNoContent)
+	}
 	if err := s.svc.Records.Update(c.Request().Context(), tenantOf(c), r, id, version, doc); err != nil {
 		return err
 	}

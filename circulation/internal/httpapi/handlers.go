@@ -275,6 +275,71 @@ func (s *Server) getLoan(c echo.Context) error {
 	return c.JSON(http.StatusOK, doc)
 }
 
+// loanID is the path's loan id: a UUID (400 otherwise).
+func (s *Server) loanID(c echo.Context) (string, error) {
+	id := c.Param("id")
+	if u, err := url.PathUnescape(id); err == nil {
+		id = u
+	}
+	if !s.schemas.ValidUUID(id) {
+		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid loan id").With("id", truncate(id))
+	}
+	return id, nil
+}
+
+// claimItemReturned is POST /circulation/loans/{id}/claim-item-returned
+// (FOLIO's): 204.
+func (s *Server) claimItemReturned(c echo.Context) error {
+	id, err := s.loanID(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		At      string `json:"itemClaimedReturnedDateTime"`
+		Comment string `json:"comment"`
+	}
+	if err := s.bind(c, "claim-item-returned-request.json", &req); err != nil {
+		return err
+	}
+	at, err := parseDate("itemClaimedReturnedDateTime", req.At)
+	if err != nil {
+		return err
+	}
+	logAttrs(c, slog.String("loan_id", id))
+	if err := s.svc.Circulation.ClaimItemReturned(c.Request().Context(), id,
+		circulation.ClaimItemReturnedRequest{At: at, Comment: req.Comment}); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// declareItemLost is POST /circulation/loans/{id}/declare-item-lost
+// (FOLIO's): 204.
+func (s *Server) declareItemLost(c echo.Context) error {
+	id, err := s.loanID(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		At             string `json:"declaredLostDateTime"`
+		Comment        string `json:"comment"`
+		ServicePointID string `json:"servicePointId"`
+	}
+	if err := s.bind(c, "declare-item-lost-request.json", &req); err != nil {
+		return err
+	}
+	at, err := parseDate("declaredLostDateTime", req.At)
+	if err != nil {
+		return err
+	}
+	logAttrs(c, slog.String("loan_id", id))
+	if err := s.svc.Circulation.DeclareItemLost(c.Request().Context(), id,
+		circulation.DeclareItemLostRequest{At: at, Comment: req.Comment, ServicePointID: req.ServicePointID}); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
 // settingsJSON is schemas/checkout-lock-settings-effective.json.
 type settingsJSON struct {
 	Enabled           bool   `json:"checkOutLockFeatureEnabled"`

@@ -104,6 +104,8 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	get(e, "/circulation/item-summary", s.itemSummary, s.tenant)
 	get(e, "/circulation/loans", s.listLoans, s.tenant)
 	get(e, "/circulation/loans/:id", s.getLoan, s.tenant)
+	handle(e, http.MethodPost, "/circulation/loans/:id/claim-item-returned", s.claimItemReturned, s.tenant)
+	handle(e, http.MethodPost, "/circulation/loans/:id/declare-item-lost", s.declareItemLost, s.tenant)
 	get(e, "/circulation/settings/check-out-lock", s.getSettings, s.tenant)
 	get(e, "/circulation/check-out-locks", s.listConsoleLocks, s.tenant)
 	get(e, "/circulation/check-out-locks/history", s.lockHistory, s.tenant)

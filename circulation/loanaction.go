@@ -1,0 +1,130 @@
+package circulation
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// FOLIO's loan actions that keep a loan open and change its item: the
+// patron says they returned the item (claim item returned), or the item
+// is declared lost. The item limit then counts the loan as FOLIO counts
+// it (storage's one count: an item claimed returned is not counted, one
+// declared lost is).
+const (
+	ActionClaimedReturned = "claimedReturned"
+	ActionDeclaredLost    = "declaredLost"
+)
+
+// ClaimItemReturnedRequest is FOLIO's claim item returned.
+type ClaimItemReturnedRequest struct {
+	// At is itemClaimedReturnedDateTime: required.
+	At      time.Time
+	Comment string
+}
+
+// DeclareItemLostRequest is FOLIO's declare item lost.
+type DeclareItemLostRequest struct {
+	// At is declaredLostDateTime; now when not given, as a desk declares
+	// an item lost the moment it says so.
+	At             time.Time
+	Comment        string
+	ServicePointID string
+}
+
+// ClaimItemReturned records that the loan's patron says they returned its
+// item: the item becomes Claimed returned, the loan stays open with the
+// action claimedReturned, the date, and the comment when there is one
+// (mod-circulation's ClaimItemReturnedResource).
+func (s *Service) ClaimItemReturned(ctx context.Context, loanID string, req ClaimItemReturnedRequest) error {
+	if req.At.IsZero() {
+		return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Item claimed returned date is a required field").
+			With("itemClaimedReturnedDateTime", ""))
+	}
+	loan, item, err := s.openLoanAndItem(ctx, loanID)
+	if err != nil {
+		return err
+	}
+	loan.Action, loan.ClaimedReturnedDate = ActionClaimedReturned, req.At.UTC()
+	if strings.TrimSpace(req.Comment) != "" {
+		loan.ActionComment = req.Comment
+	}
+	return s.actOnLoan(ctx, loan, item)
+}
+
+// DeclareItemLost records the loan's item lost: the item becomes Declared
+// lost, the loan stays open with the action declaredLost, the date and the
+// comment (mod-circulation's DeclareLostResource; fees are not this
+// service's).
+func (s *Service) DeclareItemLost(ctx context.Context, loanID string, req DeclareItemLostRequest) error {
+	if strings.TrimSpace(req.ServicePointID) == "" {
+		return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A service point is required for item to be declared lost").
+			With("servicePointId", ""))
+	}
+	loan, item, err := s.openLoanAndItem(ctx, loanID)
+	if err != nil {
+		return err
+	}
+	if item.Status == StatusDeclaredLost {
+		return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "The item is already declared lost").With("itemId", item.ID))
+	}
+	at := req.At
+	if at.IsZero() {
+		at = s.now()
+	}
+	loan.Action, loan.DeclaredLostDate, loan.ActionComment = ActionDeclaredLost, at.UTC(), req.Comment
+	return s.actOnLoan(ctx, loan, item)
+}
+
+// openLoanAndItem reads the loan, which must exist (404) and be open
+// (FOLIO's "Loan is closed"), and its item.
+func (s *Service) openLoanAndItem(ctx context.Context, loanID string) (Loan, Item, error) {
+	loan, err := s.storage.LoanByID(ctx, loanID)
+	if errs.IsKind(err, errs.KindNotFound) {
+		return Loan{}, Item{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound, "loan record with ID %q cannot be found", loanID).
+			With("id", loanID)
+	}
+	if err != nil {
+		return Loan{}, Item{}, err
+	}
+	if loan.Status != "Open" {
+		return Loan{}, Item{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Loan is closed").With("loanId", loanID))
+	}
+	item, err := s.storage.ItemByID(ctx, loan.ItemID)
+	return loan, item, err
+}
+
+// actOnLoan writes the action: the item's status and the loan, together.
+// A write whose answer is lost is settled by reading the loan back.
+func (s *Service) actOnLoan(ctx context.Context, loan Loan, item Item) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
+	defer cancel()
+	err := s.storage.ActOnLoan(ctx, loan, item)
+	switch {
+	case err == nil:
+		return nil
+	case errs.IsKind(err, errs.KindConflict):
+		return errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
+			"The item was changed by another request; nothing was changed, try again").With("itemId", item.ID).Because(err)
+	case !ambiguous(err):
+		return err
+	}
+	stored, rerr := s.storage.LoanByID(ctx, loan.ID)
+	if rerr == nil && stored.Action == loan.Action && stored.ClaimedReturnedDate.Equal(loan.ClaimedReturnedDate) &&
+		stored.DeclaredLostDate.Equal(loan.DeclaredLostDate) {
+		return nil
+	}
+	if rerr != nil {
+		s.logger.ErrorContext(ctx, "loan action outcome unknown: storage did not answer whether it was written",
+			slog.String("loan_id", loan.ID), slog.String("action", loan.Action), slog.Any("error", err))
+	}
+	return err
+}
+
+// refusal is one reason a request is refused, as FOLIO refuses: an
+// envelope of one error.
+func refusal(e *errs.Error) error { return &errs.Refusal{Errors: []*errs.Error{e}} }
