@@ -284,6 +284,22 @@ type LoanWriter interface {
 	CheckInLoan(ctx context.Context, t Tenant, w CheckInWrite) error
 	// ActOnLoan performs w in one transaction.
 	ActOnLoan(ctx context.Context, t Tenant, w LoanActionWrite) error
+	// RenewLoan performs w in one statement and returns the loan as
+	// stored.
+	RenewLoan(ctx context.Context, t Tenant, w RenewalWrite) (json.RawMessage, error)
+}
+
+// RenewalWrite is an open loan to replace with its renewal: written only
+// while the loan is open, its borrower's and of its item, at the renewal
+// count the renewal read (CodeLoanChanged when another renewal came
+// first: two renewals of one loan at once renew it once), the new
+// document's count one more and its action renewed, and while the item
+// has no open recall (CodeRenewalBlockedByRecall); the renewal is
+// announced (EventRenewed) in the same transaction.
+type RenewalWrite struct {
+	LoanID       string
+	Loan         json.RawMessage
+	RenewalCount int
 }
 
 // LoanActionWrite is an open loan to replace with one of the actions that

@@ -22,6 +22,8 @@ func Unavailable(cause error) *errs.Error {
 const (
 	EventKindCheckOut = "check-out"
 	EventKindCheckIn  = "check-in"
+	EventKindRenewal  = "renewal"
 	EventCheckedOut   = "CHECKED_OUT"
 	EventCheckedIn    = "CHECKED_IN"
+	EventRenewed      = "RENEWED"
 )

@@ -16,8 +16,7 @@ type CheckOutRecords struct {
 	// refusals name it.
 	MaterialType json.RawMessage
 	// ManualBlocks are the patron's manual blocks in force for borrowing
-	// (borrowing true, not expired), a JSON array; nil when there are
-	// none.
+	// or renewals (not expired), a JSON array; nil when there are none.
 	ManualBlocks json.RawMessage
 	// AutomatedBlocks are the patron's automated blocks (conditions over
 	// their patron group's limits), a JSON array; nil when there are none.
@@ -25,6 +24,8 @@ type CheckOutRecords struct {
 	// QueueHead is the first request of the item's queue, nil when the
 	// item has no open request.
 	QueueHead json.RawMessage
+	// OpenRecall says the item has an open recall, which stops a renewal.
+	OpenRecall bool
 	// RulesSet says whether the rules are set; it is reported only when
 	// the patron and the item exist, and then Match and LoanPolicy are set.
 	RulesSet   bool

@@ -238,8 +238,8 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserBarcodeNotFound, "Could not find user with matching barcode").
 			With("userBarcode", req.UserBarcode))
 	}
-	if len(reads.ManualBlocks) > 0 && !req.Overrides.PatronBlock {
-		refusals = append(refusals, manuallyBlocked(reads.ManualBlocks))
+	if blocks := blocking(reads.ManualBlocks, stopsBorrowing); len(blocks) > 0 && !req.Overrides.PatronBlock {
+		refusals = append(refusals, manuallyBlocked(blocks))
 	}
 	// FOLIO's AutomatedPatronBlocksValidator: one refusal per condition
 	// that blocks borrowing, its message as the condition gives it.

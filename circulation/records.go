@@ -97,6 +97,7 @@ const (
 	StatusCheckedOut      = "Checked out"
 	StatusClaimedReturned = "Claimed returned"
 	StatusDeclaredLost    = "Declared lost"
+	StatusAgedToLost      = "Aged to lost"
 )
 
 // LoanPolicy is what check-out needs of a loan policy.
@@ -109,7 +110,32 @@ type LoanPolicy struct {
 	// ItemLimit is the most items the patron may have on loan under the
 	// rule that chose the policy; 0 means no limit.
 	ItemLimit int
+	// Renewable says a loan under the policy may be renewed, as Renewals
+	// says; HoldsRenewable that a hold at the head of the item's queue
+	// does not stop a renewal (FOLIO's
+	// requestManagement.holds.renewItemsWithRequest).
+	Renewable      bool
+	Renewals       Renewals
+	HoldsRenewable bool
 }
+
+// Renewals is how a policy renews loans (FOLIO's renewalsPolicy): how many
+// times (NumberAllowed, unless Unlimited), from when (From: RenewFromDueDate
+// or RenewFromNow; anything else is a policy FOLIO cannot renew by), for
+// Period (the policy's different period when it names one, else the loan
+// period).
+type Renewals struct {
+	Unlimited     bool
+	NumberAllowed int
+	From          string
+	Period        Period
+}
+
+// What a renewal's due date counts from (FOLIO's renewFromId).
+const (
+	RenewFromDueDate = "CURRENT_DUE_DATE"
+	RenewFromNow     = "SYSTEM_DATE"
+)
 
 // Period is a loan period: Duration Intervals.
 type Period struct {
@@ -155,8 +181,12 @@ type CheckOutReads struct {
 	// when it is due (a check-out retried after its answer was lost finds
 	// its own loan).
 	OpenLoanOf *OpenLoan
-	// ManualBlocks are the patron's manual blocks in force for borrowing.
+	// ManualBlocks are the patron's manual blocks in force for borrowing
+	// or renewals.
 	ManualBlocks []ManualBlock
+	// OpenRecall says the item has an open recall: its loan is not
+	// renewed.
+	OpenRecall bool
 	// AutomatedBlocks are the patron's automated blocks.
 	AutomatedBlocks []AutomatedBlock
 	// QueueHead is the first request of the item's queue; nil when the
@@ -180,23 +210,40 @@ type CheckOutReads struct {
 	LockSetting *SettingRead
 }
 
-// ManualBlock is a manual patron block in force for borrowing: why, for
-// staff (Desc), and what the patron is told.
+// ManualBlock is a manual patron block in force: why, for staff (Desc),
+// what the patron is told, and whether it blocks borrowing and renewals.
 type ManualBlock struct {
 	Desc, PatronMessage string
+	Borrowing, Renewals bool
 }
+
+// blocking is the blocks among blocks that stop what stops says.
+func blocking(blocks []ManualBlock, stops func(ManualBlock) bool) []ManualBlock {
+	var out []ManualBlock
+	for _, b := range blocks {
+		if stops(b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// stopsBorrowing and stopsRenewals say what a manual block stops.
+func stopsBorrowing(b ManualBlock) bool { return b.Borrowing }
+func stopsRenewals(b ManualBlock) bool  { return b.Renewals }
 
 // AutomatedBlock is a condition of automated patron blocks the patron is
 // over, as mod-patron-blocks reports it.
 type AutomatedBlock struct {
-	ConditionID    string
-	BlockBorrowing bool
-	Message        string
+	ConditionID                   string
+	BlockBorrowing, BlockRenewals bool
+	Message                       string
 }
 
-// QueuedRequest is a request in an item's queue: which, and whose.
+// QueuedRequest is a request in an item's queue: which, whose, and of
+// what type (Hold, Recall, Page).
 type QueuedRequest struct {
-	ID, RequesterID string
+	ID, RequesterID, RequestType string
 }
 
 // SettingRead is a settings entry as read: the entry, and whether there
@@ -231,6 +278,8 @@ type Loan struct {
 	LoanPolicyID           string
 	CheckoutServicePointID string
 	CheckinServicePointID  string
+	// RenewalCount is how many times the loan was renewed.
+	RenewalCount int
 	// ClaimedReturnedDate and DeclaredLostDate are when the patron said
 	// they returned the item and when it was declared lost (zero when
 	// neither happened).
@@ -239,10 +288,14 @@ type Loan struct {
 	Doc json.RawMessage
 }
 
-// OpenLoan is an item's open loan as a check-out's validation sees it.
+// OpenLoan is an item's open loan as a check-out's or a renewal's
+// validation sees it.
 type OpenLoan struct {
-	ID, UserID string
-	DueDate    time.Time
+	ID, UserID   string
+	DueDate      time.Time
+	RenewalCount int
+	// Doc is the loan as storage holds it, for a renewal's write.
+	Doc json.RawMessage
 }
 
 // LockHolder says which check-out holds, or asks for, a patron's lock.
@@ -340,6 +393,13 @@ type Storage interface {
 	// (its Doc with the action's fields) is written, or neither happens
 	// (KindConflict for a changed item).
 	ActOnLoan(ctx context.Context, loan Loan, item Item) error
+	// RenewLoan is a renewal's write: the loan (its Doc with the renewal's
+	// fields: due date, policy, action, count) replaces the stored one
+	// only while storage holds it open at renewal count count and its item
+	// has no open recall (CodeRenewalBlockedByRecall), else nothing is
+	// written (CodeLoanChanged when another renewal came first). It
+	// returns the loan as stored.
+	RenewLoan(ctx context.Context, loan Loan, count int) (Loan, error)
 	ItemByID(ctx context.Context, id string) (Item, error)
 	LoanByID(ctx context.Context, id string) (Loan, error)
 	Loan(ctx context.Context, id string) (json.RawMessage, error)

@@ -100,8 +100,8 @@ func (s *Service) PatronSummary(ctx context.Context, barcode string, access Summ
 		out.Full = true
 	}
 	// The check-out's own refusals, in its order.
-	if len(recs.ManualBlocks) > 0 {
-		out.Reasons = append(out.Reasons, manuallyBlocked(recs.ManualBlocks))
+	if blocks := blocking(recs.ManualBlocks, stopsBorrowing); len(blocks) > 0 {
+		out.Reasons = append(out.Reasons, manuallyBlocked(blocks))
 	}
 	for _, b := range recs.AutomatedBlocks {
 		if b.BlockBorrowing {

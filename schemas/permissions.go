@@ -97,6 +97,7 @@ var Routes = slices.Concat(
 		// only the storage permissions it needs.
 		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...),
 		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...),
+		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...),
 		circ("GET", "/circulation/patron-summary", "circulation.patron-summary.get",
 			"read what a self-check machine shows a patron: whether they may borrow and why not, the loans counted and the item limit; with the patron's PIN, who they are and their loans out",
 			PermissionPatronSummary, PermissionVerifyPin),
@@ -355,6 +356,8 @@ var (
 		"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
 		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get", PermissionCheckOutOverride,
 	}
+	renewModule = []string{"circulation-storage.check-out.validation.get", "circulation-storage.loans.item.get",
+		"circulation-storage.loans.item.put"}
 	loanActionModule = []string{"circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
 		"inventory-storage.items.item.get"}
 	checkInModule = []string{
@@ -418,6 +421,7 @@ var modulePermissionIndex = func() map[routeKey][]string {
 // storage directly.
 var (
 	selfCheckRole = []string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post",
+		"circulation.renew-by-barcode.post",
 		"circulation.patron-summary.get", "circulation.item-summary.get", "circulation.patron-pin.verify.post"}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
@@ -429,7 +433,7 @@ var (
 
 // PermissionSets are the roles.
 var PermissionSets = []PermissionSet{
-	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in, and read what a kiosk shows a patron and of an item.", selfCheckRole},
+	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in, renew loans, and read what a kiosk shows a patron and of an item.", selfCheckRole},
 	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, and overriding blocks at check-out.",
 		librarianRole},
 	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, see the connected self-check machines, and read the lock settings.",

@@ -41,6 +41,10 @@ const (
 	// the item takes the action's status at the version after the one
 	// named.
 	HeaderLoanActionItemVersion = "X-Loan-Action-Item-Version"
+	// HeaderRenewalCount on an open loan's replacement makes it a
+	// renewal's write: the loan is replaced only while its renewalCount is
+	// the one named (absent counts as 0), the new one one more.
+	HeaderRenewalCount = "X-Renewal-Count"
 	// HeaderReleaseLock "true" on a check-out's write under a lock
 	// (HeaderLockID) releases the lock in the write's own transaction when
 	// the loan is written, waking the patron's waiters as a release does:
@@ -182,6 +186,24 @@ const (
 	CodeItemLimitReached = "ITEM_LIMIT_REACHED"
 	CodeItemChanged      = "ITEM_CHANGED"
 	CodeNoOpenLoan       = "NO_OPEN_LOAN"
+	// CodeLoanChanged: a renewal found the loan renewed (or otherwise
+	// changed) since it read it; nothing was written.
+	CodeLoanChanged = "LOAN_CHANGED"
+
+	// FOLIO's renewal refusals (mod-circulation's RenewalValidator and
+	// friends), in the order it checks them.
+	CodeUserNotFound                     = "USER_NOT_FOUND"
+	CodeItemCheckedOutToDifferentUser    = "ITEM_CHECKED_OUT_TO_DIFFERENT_USER"
+	CodeUserIsInactiveOrExpired          = "USER_IS_INACTIVE_OR_EXPIRED"
+	CodeRenewalBlockedByRecall           = "RENEWAL_BLOCKED_BY_RECALL"
+	CodeItemDeclaredLostNotRenewable     = "ITEM_DECLARED_LOST_NOT_RENEWABLE"
+	CodeItemAgedToLostNotRenewable       = "ITEM_AGED_TO_LOST_NOT_RENEWABLE"
+	CodeLoanRenewalLimitReached          = "LOAN_RENEWAL_LIMIT_REACHED"
+	CodeLoanNotRenewable                 = "LOAN_NOT_RENEWABLE"
+	CodeRenewalBlockedByHoldRequest      = "RENEWAL_BLOCKED_BY_HOLD_REQUEST"
+	CodeItemClaimedReturnedNotRenewable  = "ITEM_CLAIMED_RETURNED_NOT_RENEWABLE"
+	CodeRenewalWouldNotChangeDueDate     = "RENEWAL_WOULD_NOT_CHANGE_DUE_DATE"
+	CodeLoanPolicyRenewFromNotRecognized = "LOAN_POLICY_RENEW_FROM_NOT_RECOGNIZED"
 
 	// What storage refuses whoever calls, so that a loan, an item's status
 	// and the item limit change only as a check-out or a check-in changes

@@ -110,13 +110,16 @@ func (s *Storage) SetItemStatus(id, status string) {
 	s.send(http.MethodPut, "/item-storage/items/"+url.PathEscape(id), doc, nil, http.StatusNoContent)
 }
 
-// LoanPolicy is a loan policy; ItemLimit 0 means none.
+// LoanPolicy is a loan policy; ItemLimit 0 means none. Extra fields
+// (renewable, renewalsPolicy, requestManagement, …) go into the document
+// as given.
 type LoanPolicy struct {
 	ID, Name  string
 	Loanable  bool
 	Duration  int
 	Interval  string
 	ItemLimit int
+	Extra     map[string]any
 }
 
 // AddLoanPolicy stores a loan policy.
@@ -133,6 +136,9 @@ func (s *Storage) AddLoanPolicy(p LoanPolicy) {
 			lp["itemLimit"] = p.ItemLimit
 		}
 		doc["loansPolicy"] = lp
+	}
+	for k, v := range p.Extra {
+		doc[k] = v
 	}
 	s.send(http.MethodPost, "/loan-policy-storage/loan-policies", doc, nil, http.StatusCreated)
 }
@@ -247,16 +253,21 @@ func (s *Storage) LimitChargedOut(group string, limit int, message string) {
 }
 
 // Request is a request for an item; Position 0 means none (a closed
-// request).
+// request); Type is its requestType, Hold when not given.
 type Request struct {
 	ID, ItemID, RequesterID, Status string
 	Position                        int
+	Type                            string
 }
 
 // AddRequest stores a request.
 func (s *Storage) AddRequest(r Request) {
 	s.t.Helper()
-	doc := map[string]any{"id": r.ID, "requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
+	kind := r.Type
+	if kind == "" {
+		kind = "Hold"
+	}
+	doc := map[string]any{"id": r.ID, "requestType": kind, "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
 		"requesterId": r.RequesterID, "itemId": r.ItemID, "status": r.Status, "fulfillmentPreference": "Hold Shelf"}
 	if r.Position > 0 {
 		doc["position"] = r.Position

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -454,23 +455,29 @@ var cases = []testCase{
 		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeInvalidParameter},
 	},
 	{
-		name: "validation names the patron's manual blocks in force for borrowing, and no others",
+		name: "validation names the patron's manual blocks in force for borrowing or renewals, and no others",
 		given: func(s *session) request {
 			r := s.seed()
 			s.target.Block(s.t, r, map[string]any{"desc": "Unpaid fines", "patronMessage": "Please see the desk", "borrowing": true})
 			s.target.Block(s.t, r, map[string]any{"desc": "Expired", "borrowing": true, "expirationDate": "2020-01-01T00:00:00Z"})
 			s.target.Block(s.t, r, map[string]any{"desc": "Renewals only", "borrowing": false, "renewals": true})
+			s.target.Block(s.t, r, map[string]any{"desc": "Requests only", "borrowing": false, "renewals": false, "requests": true})
 			return validationReq(r.ItemBarcode, r.PatronBarcode)
 		},
 		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
 		then: func(s *session, got response) {
 			blocks, _ := got.decode(s.t)["manualBlocks"].([]any)
-			if len(blocks) != 1 {
-				s.t.Fatalf("manualBlocks %v, want the one in force", blocks)
+			var descs []string
+			for _, b := range blocks {
+				m, _ := b.(map[string]any)
+				if m["userId"] != s.rec.PatronID {
+					s.t.Errorf("manual block %v, not the patron's", m)
+				}
+				desc, _ := m["desc"].(string)
+				descs = append(descs, fmt.Sprintf("%s borrowing=%v renewals=%v", desc, m["borrowing"], m["renewals"]))
 			}
-			b, _ := blocks[0].(map[string]any)
-			if b["desc"] != "Unpaid fines" || b["patronMessage"] != "Please see the desk" || b["userId"] != s.rec.PatronID {
-				s.t.Errorf("manual block %v, want the one in force, for the patron", b)
+			if want := []string{"Unpaid fines borrowing=true renewals=<nil>", "Renewals only borrowing=false renewals=true"}; !slices.Equal(descs, want) {
+				s.t.Errorf("manualBlocks %q, want %q: the ones in force, each with what it blocks", descs, want)
 			}
 		},
 	},

@@ -30,6 +30,7 @@ func BodyTooLarge(limit int64) *errs.Error {
 var singleValued = canonical(
 	schemas.HeaderTenant, schemas.HeaderToken, schemas.HeaderRequestID, schemas.HeaderUserID,
 	schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderCheckInItemVersion, schemas.HeaderLoanActionItemVersion,
+	schemas.HeaderRenewalCount,
 	schemas.HeaderReleaseLock,
 	"Content-Type", "Authorization",
 )

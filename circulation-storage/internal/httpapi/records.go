@@ -459,6 +459,18 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 		}
 		return c.NoContent(http.StatusNoContent)
 	}
+	if v := c.Request().Header.Get(schemas.HeaderRenewalCount); v != "" && r.Path == storage.Loans.Path {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 {
+			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
+				"%s must be an integer from 0 to 2147483647", schemas.HeaderRenewalCount).With("renewalCount", truncateText(v))
+		}
+		stored, err := s.svc.Loans.RenewLoan(c.Request().Context(), tenantOf(c), storage.RenewalWrite{LoanID: id, Loan: doc, RenewalCount: int(n)})
+		if err != nil {
+			return err
+		}
+		return c.JSONBlob(http.StatusOK, stored)
+	}
 	if v := c.Request().Header.Get(schemas.HeaderLoanActionItemVersion); v != "" && r.Path == storage.Loans.Path {
 		n, err := itemVersion(schemas.HeaderLoanActionItemVersion, v)
 		if err != nil {

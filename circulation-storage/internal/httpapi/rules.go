@@ -78,6 +78,7 @@ type checkOutValidationJSON struct {
 	Automated     json.RawMessage  `json:"automatedPatronBlocks,omitempty"`
 	QueueHead     json.RawMessage  `json:"requestQueueHead,omitempty"`
 	OpenLoan      json.RawMessage  `json:"openLoan,omitempty"`
+	OpenRecall    bool             `json:"openRecall,omitempty"`
 	RulesSet      bool             `json:"circulationRulesSet"`
 	Match         *policyMatchJSON `json:"loanPolicyMatch,omitempty"`
 	LoanPolicy    json.RawMessage  `json:"loanPolicy,omitempty"`
@@ -122,7 +123,7 @@ func (s *Server) validateCheckOut(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := checkOutValidationJSON{User: recs.User, Item: recs.Item, MaterialType: recs.MaterialType, ManualBlocks: recs.ManualBlocks, Automated: recs.AutomatedBlocks, QueueHead: recs.QueueHead, OpenLoan: recs.OpenLoan, RulesSet: recs.RulesSet,
+	out := checkOutValidationJSON{User: recs.User, Item: recs.Item, MaterialType: recs.MaterialType, ManualBlocks: recs.ManualBlocks, Automated: recs.AutomatedBlocks, QueueHead: recs.QueueHead, OpenLoan: recs.OpenLoan, OpenRecall: recs.OpenRecall, RulesSet: recs.RulesSet,
 		LoanPolicy: recs.LoanPolicy, LockSettings: lockSettingsJSON{Entry: recs.LockSetting}}
 	if recs.Match != nil {
 		m := matchJSON(*recs.Match)

@@ -199,6 +199,14 @@ func queueHeadSQL(request, item, tenant string) string {
      ORDER BY r.position NULLS LAST, r.jsonb ->> 'requestDate', r.id LIMIT 1`
 }
 
+// openRecallSQL is whether the item has an open recall ("Open - …"): a
+// loan of it is not renewed (FOLIO's RENEWAL_BLOCKED_BY_RECALL, whatever
+// the policy). request is the table; item and tenant SQL expressions.
+func openRecallSQL(request, item, tenant string) string {
+	return `EXISTS (SELECT 1 FROM ` + request + ` r WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + `
+                   AND left(r.status, 5) = 'Open ' AND r.jsonb ->> 'requestType' = 'Recall')`
+}
+
 // automatedBlocksSQL is the patron's automated blocks, computed as
 // mod-patron-blocks computes them (ActionBlocks.byLimit) from this
 // service's own records, for the conditions it can compute honestly: the
@@ -254,9 +262,10 @@ const borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
 // checkOutReadSQL reads, in one statement, everything validating a
 // check-out by barcode needs: the patron ($1) and the item ($2) by barcode,
 // the item's material type (its name is in FOLIO's refusals), the
-// patron's manual blocks in force for borrowing (borrowing true, not
-// expired) and automated blocks, the item's open loan, the first request
-// of the item's queue, whether rules are set, the policy they choose with
+// patron's manual blocks in force for borrowing or renewals (not expired)
+// and automated blocks, the item's open loan, the first request of the
+// item's queue, whether the item has an open recall (a renewal's
+// validation reads the same), whether rules are set, the policy they choose with
 // the chosen rule's criteria, the policy, the patron's open loans counted
 // as that policy's item limit counts them, and the limit enforced ($3:
 // whether an unscoped limit is) in the tenant $4.
@@ -284,10 +293,12 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
        (SELECT jsonb_build_object('id', mt.id, 'name', mt.name) FROM ` + table(tableMaterialType) + ` mt
          WHERE mt.tenant_id = $4 AND mt.id = (SELECT material_type_id FROM i)),
        (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
-         WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $4 AND b.jsonb ->> 'borrowing' = 'true'
+         WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $4
+           AND (b.jsonb ->> 'borrowing' = 'true' OR b.jsonb ->> 'renewals' = 'true')
            AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now())),
        ` + automatedBlocksSQL("$4", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `,
-       (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `) h)
+       (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `) h),
+       ` + openRecallSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true
@@ -304,7 +315,8 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	var reached bool
 	err := s.db.pool.QueryRow(ctx, checkOutReadSQL, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
 		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
-			&out.LoanPolicy, &limit, &mt, &lt, &count, &reached, &out.LockSetting, &out.MaterialType, &out.ManualBlocks, &out.AutomatedBlocks, &out.QueueHead)
+			&out.LoanPolicy, &limit, &mt, &lt, &count, &reached, &out.LockSetting, &out.MaterialType, &out.ManualBlocks, &out.AutomatedBlocks, &out.QueueHead,
+			&out.OpenRecall)
 	if err != nil {
 		return storage.CheckOutRecords{}, interpret(err, t)
 	}

@@ -47,6 +47,7 @@ type loanJSON struct {
 	ItemID                 string          `json:"itemId"`
 	LoanDate               string          `json:"loanDate"`
 	DueDate                string          `json:"dueDate,omitempty"`
+	RenewalCount           int             `json:"renewalCount,omitempty"`
 	ReturnDate             string          `json:"returnDate,omitempty"`
 	Action                 string          `json:"action"`
 	ActionComment          string          `json:"actionComment,omitempty"`
@@ -128,15 +129,42 @@ func (s *Server) checkOut(c echo.Context) error {
 			slog.Bool("patron_block", overrides.PatronBlock), slog.Bool("item_limit", overrides.ItemLimit),
 			slog.Bool("item_not_loanable", overrides.ItemNotLoanable), slog.String("comment", overrides.Comment))
 	}
-	out := loanJSON{
-		ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: circulation.FormatTime(l.LoanDate), DueDate: circulation.FormatTime(l.DueDate),
-		Action: l.Action, ActionComment: l.ActionComment, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
-		CheckoutServicePointID: l.CheckoutServicePointID, Item: itemSummary(res.Item),
-		Borrower: borrowerJSON{ID: res.Patron.ID, Barcode: res.Patron.Barcode, FirstName: res.Patron.FirstName,
-			LastName: res.Patron.LastName},
-	}
 	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)
-	return c.JSON(http.StatusCreated, out)
+	return c.JSON(http.StatusCreated, loanAnswer(l, res.Item, res.Patron))
+}
+
+// loanAnswer is a loan with its item and borrower, as a check-out and a
+// renewal answer it (circulation-loan.json).
+func loanAnswer(l circulation.Loan, item circulation.Item, patron circulation.Patron) loanJSON {
+	return loanJSON{
+		ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: circulation.FormatTime(l.LoanDate), DueDate: circulation.FormatTime(l.DueDate),
+		RenewalCount: l.RenewalCount, ReturnDate: circulation.FormatTime(l.ReturnDate),
+		Action: l.Action, ActionComment: l.ActionComment, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
+		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID, Item: itemSummary(item),
+		Borrower: borrowerJSON{ID: patron.ID, Barcode: patron.Barcode, FirstName: patron.FirstName, LastName: patron.LastName},
+	}
+}
+
+// renew is POST /circulation/renew-by-barcode (FOLIO's): 200 with the loan
+// renewed and Location.
+func (s *Server) renew(c echo.Context) error {
+	var req struct {
+		ItemBarcode    string `json:"itemBarcode"`
+		UserBarcode    string `json:"userBarcode"`
+		ServicePointID string `json:"servicePointId"`
+	}
+	if err := s.bind(c, "renew-by-barcode-request.json", &req); err != nil {
+		return err
+	}
+	res, err := s.svc.Circulation.RenewByBarcode(c.Request().Context(), circulation.RenewRequest{
+		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID})
+	if err != nil {
+		return err
+	}
+	l := res.Loan
+	logAttrs(c, slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("loan_id", l.ID))
+	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)
+	return c.JSON(http.StatusOK, loanAnswer(l, res.Item, res.Patron))
 }
 
 // allowLoanDate refuses a check-out's loanDate (raw as sent) that no

@@ -99,6 +99,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 
 	handle(e, http.MethodPost, "/circulation/check-out-by-barcode", s.checkOut, s.tenant)
 	handle(e, http.MethodPost, "/circulation/check-in-by-barcode", s.checkIn, s.tenant)
+	handle(e, http.MethodPost, "/circulation/renew-by-barcode", s.renew, s.tenant)
 	get(e, "/circulation/patron-summary", s.patronSummary, s.tenant)
 	handle(e, http.MethodPost, "/circulation/patron-pin/verify", s.verifyPatronPin, s.tenant)
 	get(e, "/circulation/item-summary", s.itemSummary, s.tenant)

@@ -48,6 +48,8 @@ func fromAnswer(status int, data []byte, call string) error {
 			"The patron's check-out lock expired before the loan was created; nothing was changed, try again").Because(cause)
 	case status == http.StatusConflict && code == schemas.CodeVersionConflict:
 		return errs.Errorf(errs.KindConflict, schemas.CodeItemChanged, "%s", msg).Because(cause)
+	case status == http.StatusConflict && code == schemas.CodeLoanChanged:
+		return withParams(errs.Errorf(errs.KindConflict, schemas.CodeLoanChanged, "%s", msg).Because(cause))
 	case status == http.StatusConflict:
 		return withParams(errs.Errorf(errs.KindConflict, schemas.CodeConflict, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeItemHasOpenLoan:
@@ -58,6 +60,8 @@ func fromAnswer(status int, data []byte, call string) error {
 		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeUserBlockedAutomatically:
 		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", msg).Because(cause))
+	case status == http.StatusUnprocessableEntity && code == schemas.CodeRenewalBlockedByRecall:
+		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeLockRequired:
 		return errs.Errorf(errs.KindInvalid, schemas.CodeLockRequired, "%s", msg).Because(cause)
 	case status == http.StatusUnprocessableEntity && code == schemas.CodePinInvalid:

@@ -44,21 +44,26 @@ type blocksJSON struct {
 	Automated []struct {
 		ConditionID    string `json:"patronBlockConditionId"`
 		BlockBorrowing bool   `json:"blockBorrowing"`
+		BlockRenewals  bool   `json:"blockRenewals"`
 		Message        string `json:"message"`
 	} `json:"automatedPatronBlocks"`
 	ManualBlocks []struct {
 		Desc          string `json:"desc"`
 		PatronMessage string `json:"patronMessage"`
+		Borrowing     bool   `json:"borrowing"`
+		Renewals      bool   `json:"renewals"`
 	} `json:"manualBlocks"`
 }
 
 // blocks are the blocks as the domain sees them.
 func (b blocksJSON) blocks() (automated []circulation.AutomatedBlock, manual []circulation.ManualBlock) {
 	for _, a := range b.Automated {
-		automated = append(automated, circulation.AutomatedBlock{ConditionID: a.ConditionID, BlockBorrowing: a.BlockBorrowing, Message: a.Message})
+		automated = append(automated, circulation.AutomatedBlock{ConditionID: a.ConditionID, BlockBorrowing: a.BlockBorrowing,
+			BlockRenewals: a.BlockRenewals, Message: a.Message})
 	}
 	for _, m := range b.ManualBlocks {
-		manual = append(manual, circulation.ManualBlock{Desc: m.Desc, PatronMessage: m.PatronMessage})
+		manual = append(manual, circulation.ManualBlock{Desc: m.Desc, PatronMessage: m.PatronMessage, Borrowing: m.Borrowing,
+			Renewals: m.Renewals})
 	}
 	return automated, manual
 }
@@ -91,6 +96,7 @@ type loanJSON struct {
 	LoanPolicyID           string     `json:"loanPolicyId,omitempty"`
 	CheckoutServicePointID string     `json:"checkoutServicePointId,omitempty"`
 	CheckinServicePointID  string     `json:"checkinServicePointId,omitempty"`
+	RenewalCount           int        `json:"renewalCount,omitempty"`
 	ClaimedReturnedDate    string     `json:"claimedReturnedDate,omitempty"`
 	DeclaredLostDate       string     `json:"declaredLostDate,omitempty"`
 }
@@ -112,7 +118,9 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 		QueueHead *struct {
 			ID          string `json:"id"`
 			RequesterID string `json:"requesterId"`
+			RequestType string `json:"requestType"`
 		} `json:"requestQueueHead"`
+		OpenRecall bool `json:"openRecall"`
 		blocksJSON
 		RulesSet      bool             `json:"circulationRulesSet"`
 		Match         *policyMatchJSON `json:"loanPolicyMatch"`
@@ -132,15 +140,18 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 	if err != nil {
 		return circulation.CheckOutReads{}, err
 	}
-	out := circulation.CheckOutReads{OpenLoan: v.OpenLoan != nil, RulesSet: v.RulesSet, OpenLoans: v.OpenLoanCount}
+	out := circulation.CheckOutReads{OpenLoan: v.OpenLoan != nil, RulesSet: v.RulesSet, OpenLoans: v.OpenLoanCount,
+		OpenRecall: v.OpenRecall}
 	if v.OpenLoan != nil {
 		var l struct {
-			ID      string    `json:"id"`
-			UserID  string    `json:"userId"`
-			DueDate time.Time `json:"dueDate"`
+			ID           string    `json:"id"`
+			UserID       string    `json:"userId"`
+			DueDate      time.Time `json:"dueDate"`
+			RenewalCount int       `json:"renewalCount"`
 		}
 		if json.Unmarshal(v.OpenLoan, &l) == nil {
-			out.OpenLoanOf = &circulation.OpenLoan{ID: l.ID, UserID: l.UserID, DueDate: l.DueDate}
+			out.OpenLoanOf = &circulation.OpenLoan{ID: l.ID, UserID: l.UserID, DueDate: l.DueDate, RenewalCount: l.RenewalCount,
+				Doc: v.OpenLoan}
 		}
 	}
 	if ls := v.LockSettings; ls != nil {
@@ -153,7 +164,7 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 		out.Limit = &circulation.ItemLimit{Limit: l.Limit, MaterialTypeID: l.MaterialTypeID, LoanTypeID: l.LoanTypeID, Reached: l.Reached}
 	}
 	if h := v.QueueHead; h != nil {
-		out.QueueHead = &circulation.QueuedRequest{ID: h.ID, RequesterID: h.RequesterID}
+		out.QueueHead = &circulation.QueuedRequest{ID: h.ID, RequesterID: h.RequesterID, RequestType: h.RequestType}
 	}
 	out.AutomatedBlocks, out.ManualBlocks = v.blocks()
 	if u := v.User; u != nil {
@@ -174,8 +185,7 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 			MaterialTypeMatch: m.Conditions.MaterialTypeMatch, LoanTypeMatch: m.Conditions.LoanTypeMatch}
 	}
 	if p := v.LoanPolicy; p != nil {
-		out.Policy = circulation.LoanPolicy{ID: p.ID, Name: p.Name, Loanable: p.Loanable, ItemLimit: p.LoansPolicy.ItemLimit,
-			Period: circulation.Period{Duration: p.LoansPolicy.Period.Duration, Interval: p.LoansPolicy.Period.IntervalID}}
+		out.Policy = p.policy()
 	}
 	return out, nil
 }
@@ -194,12 +204,45 @@ type loanPolicyJSON struct {
 	Name        string `json:"name"`
 	Loanable    bool   `json:"loanable"`
 	LoansPolicy struct {
-		Period struct {
-			Duration   int    `json:"duration"`
-			IntervalID string `json:"intervalId"`
-		} `json:"period"`
-		ItemLimit int `json:"itemLimit"`
+		Period    periodJSON `json:"period"`
+		ItemLimit int        `json:"itemLimit"`
 	} `json:"loansPolicy"`
+	Renewable      bool `json:"renewable"`
+	RenewalsPolicy struct {
+		Unlimited       bool       `json:"unlimited"`
+		NumberAllowed   int        `json:"numberAllowed"`
+		RenewFromID     string     `json:"renewFromId"`
+		DifferentPeriod bool       `json:"differentPeriod"`
+		Period          periodJSON `json:"period"`
+	} `json:"renewalsPolicy"`
+	RequestManagement struct {
+		Holds struct {
+			RenewItemsWithRequest bool `json:"renewItemsWithRequest"`
+		} `json:"holds"`
+	} `json:"requestManagement"`
+}
+
+type periodJSON struct {
+	Duration   int    `json:"duration"`
+	IntervalID string `json:"intervalId"`
+}
+
+func (p periodJSON) period() circulation.Period {
+	return circulation.Period{Duration: p.Duration, Interval: p.IntervalID}
+}
+
+// policy is the loan policy as the domain sees it: a renewal's period is
+// the loan period unless the policy names a different one.
+func (p *loanPolicyJSON) policy() circulation.LoanPolicy {
+	r := p.RenewalsPolicy
+	renewals := circulation.Renewals{Unlimited: r.Unlimited, NumberAllowed: r.NumberAllowed, From: r.RenewFromID,
+		Period: p.LoansPolicy.Period.period()}
+	if r.DifferentPeriod {
+		renewals.Period = r.Period.period()
+	}
+	return circulation.LoanPolicy{ID: p.ID, Name: p.Name, Loanable: p.Loanable, ItemLimit: p.LoansPolicy.ItemLimit,
+		Period: p.LoansPolicy.Period.period(), Renewable: p.Renewable, Renewals: renewals,
+		HoldsRenewable: p.RequestManagement.Holds.RenewItemsWithRequest}
 }
 
 // PatronIDByBarcode implements circulation.Storage.
@@ -310,7 +353,8 @@ func decodeLoan(doc json.RawMessage) (circulation.Loan, error) {
 	return circulation.Loan{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: parseTime(l.LoanDate), DueDate: parseTime(l.DueDate),
 		ReturnDate: parseTime(l.ReturnDate), Action: l.Action, ActionComment: l.ActionComment, Status: l.Status.Name, LoanPolicyID: l.LoanPolicyID,
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID,
-		ClaimedReturnedDate: parseTime(l.ClaimedReturnedDate), DeclaredLostDate: parseTime(l.DeclaredLostDate), Doc: doc}, nil
+		RenewalCount: l.RenewalCount, ClaimedReturnedDate: parseTime(l.ClaimedReturnedDate), DeclaredLostDate: parseTime(l.DeclaredLostDate),
+		Doc: doc}, nil
 }
 
 // AcquireLock implements circulation.Storage. The call's own timeout is
@@ -451,6 +495,26 @@ func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circ
 		schemas.HeaderLoanActionItemVersion, strconv.Itoa(item.Version))
 }
 
+// RenewLoan implements circulation.Storage: the loan's replacement with the
+// renewal's fields (actionComment and reminders gone, as FOLIO's renewal
+// removes them), carrying the renewal count read.
+func (c *Client) RenewLoan(ctx context.Context, loan circulation.Loan, count int) (circulation.Loan, error) {
+	doc, err := withFields(loan.Doc, map[string]any{"dueDate": circulation.FormatTime(loan.DueDate), "action": loan.Action,
+		"renewalCount": loan.RenewalCount, "loanPolicyId": loan.LoanPolicyID})
+	if err != nil {
+		return circulation.Loan{}, err
+	}
+	if doc, err = withoutFields(doc, "actionComment", "reminders"); err != nil {
+		return circulation.Loan{}, err
+	}
+	var stored json.RawMessage
+	if err := c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, &stored,
+		schemas.HeaderRenewalCount, strconv.Itoa(count)); err != nil {
+		return circulation.Loan{}, err
+	}
+	return decodeLoan(stored)
+}
+
 // ItemByID implements circulation.Storage.
 func (c *Client) ItemByID(ctx context.Context, id string) (circulation.Item, error) {
 	var doc json.RawMessage
@@ -542,6 +606,18 @@ func (c *Client) PutSetting(ctx context.Context, scope, key string, value json.R
 }
 
 // withFields returns doc with the given top-level fields replaced.
+// withoutFields is doc without the named fields.
+func withoutFields(doc json.RawMessage, names ...string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "unreadable record").Because(err)
+	}
+	for _, n := range names {
+		delete(m, n)
+	}
+	return json.Marshal(m)
+}
+
 func withFields(doc json.RawMessage, fields map[string]any) (json.RawMessage, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &m); err != nil {

@@ -1,0 +1,167 @@
+package circulation
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// RenewRequest is FOLIO's renew by barcode: the item on loan to the
+// patron.
+type RenewRequest struct {
+	ItemBarcode, UserBarcode, ServicePointID string
+}
+
+// RenewResult is a renewal done: the loan as stored, its item and patron.
+type RenewResult struct {
+	Loan   Loan
+	Item   Item
+	Patron Patron
+}
+
+// ActionRenewed is a renewed loan's action.
+const ActionRenewed = "renewed"
+
+// RenewByBarcode renews the loan of the item to the patron, as
+// mod-circulation's RenewByBarcodeResource does: every refusal at once,
+// in FOLIO's order and words; the new due date from the policy the rules
+// choose now, counted from the current due date or from now as the
+// policy says. The write renews the loan only at the renewal count read
+// and while the item has no open recall (storage checks both in it), so
+// two renewals of one loan at once renew it once.
+func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewResult, error) {
+	reads, err := s.storage.ReadForCheckOut(ctx, req.ItemBarcode, req.UserBarcode)
+	if err != nil {
+		return RenewResult{}, err
+	}
+	item, patron, loan := reads.Item, reads.Patron, reads.OpenLoanOf
+	switch {
+	case item == nil:
+		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeItemBarcodeNotFound,
+			"No item with barcode %s exists", req.ItemBarcode).With("itemBarcode", req.ItemBarcode))
+	case loan == nil:
+		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan,
+			"No open loan for item %s", req.ItemBarcode).With("itemBarcode", req.ItemBarcode))
+	case patron == nil || patron.ID != loan.UserID:
+		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeItemCheckedOutToDifferentUser,
+			"Cannot renew item checked out to different user").With("userBarcode", req.UserBarcode))
+	}
+	now := s.now().UTC().Truncate(time.Millisecond)
+	policy := reads.Policy
+	due, refusals := renewalRefusals(reads, now)
+	if len(refusals) > 0 {
+		return RenewResult{}, &errs.Refusal{Errors: refusals}
+	}
+	renewed := Loan{ID: loan.ID, UserID: loan.UserID, ItemID: item.ID, DueDate: due, Action: ActionRenewed, Status: "Open",
+		LoanPolicyID: policy.ID, RenewalCount: loan.RenewalCount + 1, Doc: loan.Doc}
+	// From here on the request cannot cancel the work: a write once begun
+	// is settled.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
+	defer cancel()
+	stored, err := s.storage.RenewLoan(ctx, renewed, loan.RenewalCount)
+	switch {
+	case err == nil:
+		return RenewResult{Loan: stored, Item: *item, Patron: *patron}, nil
+	case errs.IsCode(err, schemas.CodeRenewalBlockedByRecall):
+		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
+			"items cannot be renewed when there is an active recall request").Because(err))
+	case errs.IsCode(err, schemas.CodeLoanChanged):
+		return RenewResult{}, errs.Errorf(errs.KindConflict, schemas.CodeLoanChanged,
+			"The loan was renewed by another request meanwhile; nothing was changed").With("itemBarcode", req.ItemBarcode).Because(err)
+	case !ambiguous(err):
+		return RenewResult{}, err
+	}
+	// The answer was lost: the loan, read back, says whether the write
+	// happened.
+	back, rerr := s.storage.LoanByID(ctx, loan.ID)
+	if rerr == nil && back.Action == ActionRenewed && back.RenewalCount == renewed.RenewalCount && back.DueDate.Equal(due) {
+		return RenewResult{Loan: back, Item: *item, Patron: *patron}, nil
+	}
+	if rerr != nil {
+		s.logger.ErrorContext(ctx, "renewal outcome unknown: storage did not answer whether the loan was renewed",
+			slog.String("loan_id", loan.ID), slog.Any("error", err))
+	}
+	return RenewResult{}, err
+}
+
+// renewalRefusals are FOLIO's reasons not to renew, in the order
+// mod-circulation adds them (RenewalResource, RenewalValidator), and,
+// when there are none, the new due date.
+func renewalRefusals(reads CheckOutReads, now time.Time) (time.Time, []*errs.Error) {
+	item, patron, loan, policy := reads.Item, reads.Patron, reads.OpenLoanOf, reads.Policy
+	var out []*errs.Error
+	withPolicy := func(e *errs.Error) *errs.Error {
+		return e.With("loanPolicyId", policy.ID).With("loanPolicyName", policy.Name)
+	}
+	if !patron.ActiveAt(now) {
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeUserIsInactiveOrExpired,
+			"Cannot renew loan when user is inactive or expired").With("reason", "User is inactive."))
+	}
+	if blocks := blocking(reads.ManualBlocks, stopsRenewals); len(blocks) > 0 {
+		var reasons []string
+		for _, b := range blocks {
+			reasons = append(reasons, b.Desc)
+		}
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedManually, "Patron blocked from renewing").
+			With("reason", strings.Join(reasons, ";")))
+	}
+	for _, b := range reads.AutomatedBlocks {
+		if b.BlockRenewals {
+			out = append(out, automaticallyBlocked(b.ConditionID, b.Message))
+		}
+	}
+	if !reads.RulesSet {
+		return time.Time{}, append(out, errs.Errorf(errs.KindInvalid, schemas.CodeNoLoanPolicy,
+			"No loan policy applies: the circulation rules are not set").With("itemBarcode", item.Barcode))
+	}
+	if !policy.Loanable {
+		out = append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeItemNotLoanable, "item is not loanable")))
+	}
+	if reads.OpenRecall {
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
+			"items cannot be renewed when there is an active recall request"))
+	}
+	switch item.Status {
+	case StatusDeclaredLost:
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemDeclaredLostNotRenewable, "item is %s", item.Status).With("itemId", item.ID))
+	case StatusAgedToLost:
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemAgedToLostNotRenewable, "item is %s", item.Status).With("itemId", item.ID))
+	}
+	switch {
+	case !policy.Renewable:
+		out = append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeLoanNotRenewable, "loan is not renewable")))
+	case !policy.Renewals.Unlimited && loan.RenewalCount >= policy.Renewals.NumberAllowed:
+		out = append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeLoanRenewalLimitReached, "loan at maximum renewal number")))
+	}
+	if h := reads.QueueHead; h != nil && h.RequestType == "Hold" && !policy.HoldsRenewable {
+		out = append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByHoldRequest,
+			"Items with this loan policy cannot be renewed when there is an active, pending hold request")))
+	}
+	if item.Status == StatusClaimedReturned {
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemClaimedReturnedNotRenewable, "item is %s", item.Status).
+			With("itemId", item.ID))
+	}
+	if !policy.Loanable || !policy.Renewable {
+		return time.Time{}, out
+	}
+	var from time.Time
+	switch policy.Renewals.From {
+	case RenewFromDueDate:
+		from = loan.DueDate
+	case RenewFromNow:
+		from = now
+	default:
+		return time.Time{}, append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeLoanPolicyRenewFromNotRecognized,
+			"cannot determine when to renew from")))
+	}
+	due := policy.Renewals.Period.DueDate(from)
+	if !due.After(loan.DueDate) {
+		out = append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalWouldNotChangeDueDate,
+			"renewal would not change the due date")))
+	}
+	return due, out
+}
