@@ -161,7 +161,7 @@ func TestSIP2Conversation(t *testing.T) {
 	k := harness.DialSIP2(t, door.SIP2Addr)
 	// 99 before login is answered.
 	status := k.Send("9900302.00")
-	if !strings.HasPrefix(status, "98YYYNNN") || harness.SIP2Field(status, "BX") != "YYYNYYYYYNYNNNNN" {
+	if !strings.HasPrefix(status, "98YYYYNN") || harness.SIP2Field(status, "BX") != "YYYNYYYYYNYNNNYY" {
 		t.Fatalf("status: %q", status)
 	}
 	if tp := status[8:11]; tp != "110" {
@@ -194,9 +194,9 @@ func TestSIP2Conversation(t *testing.T) {
 	}
 	// Known but not implemented: the negative reply with a screen message.
 	for code, want := range map[string]string{
-		"2900020261125    101010" + "                  AOdiku|AA" + patron + "|AB" + item + "|": "30",
-		"15+20261125    101010AOdiku|AA" + patron + "|AB" + item + "|":                          "16",
-		"3720261125    1010100100USDAOdiku|AA" + patron + "|BV1.00|":                            "38",
+		"1920261125    101010AOdiku|AB" + item + "|AC|":                "20",
+		"15+20261125    101010AOdiku|AA" + patron + "|AB" + item + "|": "16",
+		"3720261125    1010100100USDAOdiku|AA" + patron + "|BV1.00|":   "38",
 	} {
 		if got := k.Send(code); !strings.HasPrefix(got, want) || harness.SIP2Field(got, "AF") != "This request is not supported here" {
 			t.Fatalf("%s…: %q, want %s with a screen message", code[:2], got, want)

@@ -262,6 +262,55 @@ func itemNumber(r *wire.Request, id string, f *fixed) int {
 	return n
 }
 
+// Renew is 29 (renew).
+type Renew struct {
+	ThirdPartyAllowed, NoBlock bool
+	TransactionDate            string
+	NoBlockDueDate             string
+	Institution, Patron, Item  string
+	PatronPassword             string
+	given                      map[string]bool
+}
+
+// Has says whether the request carried the variable field id.
+func (m Renew) Has(id string) bool { return m.given[id] }
+
+// ReadRenew reads a 29.
+func ReadRenew(r *wire.Request) (Renew, error) {
+	f := fixed{s: r.Fixed}
+	m := Renew{ThirdPartyAllowed: f.yn("third party allowed"), NoBlock: f.yn("no block")}
+	m.TransactionDate = f.date("transaction date")
+	m.NoBlockDueDate = f.date("nb due date")
+	m.Institution, _ = r.Get("AO")
+	m.Patron, _ = r.Get("AA")
+	m.Item, _ = r.Get("AB")
+	m.PatronPassword, _ = r.Get("AD")
+	m.given = given(r)
+	return m, f.err
+}
+
+// RenewAll is 65 (renew all).
+type RenewAll struct {
+	TransactionDate     string
+	Institution, Patron string
+	PatronPassword      string
+	given               map[string]bool
+}
+
+// Has says whether the request carried the variable field id.
+func (m RenewAll) Has(id string) bool { return m.given[id] }
+
+// ReadRenewAll reads a 65.
+func ReadRenewAll(r *wire.Request) (RenewAll, error) {
+	f := fixed{s: r.Fixed}
+	m := RenewAll{TransactionDate: f.date("transaction date")}
+	m.Institution, _ = r.Get("AO")
+	m.Patron, _ = r.Get("AA")
+	m.PatronPassword, _ = r.Get("AD")
+	m.given = given(r)
+	return m, f.err
+}
+
 // ItemRequest is 17 (item information).
 type ItemRequest struct {
 	TransactionDate   string

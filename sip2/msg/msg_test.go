@@ -122,7 +122,7 @@ func TestReplyLayouts(t *testing.T) {
 		{"94 ok", LoginResponse{OK: true}.Reply(), "941"},
 		{"94 refused", LoginResponse{}.Reply(), "940"},
 		{"98", ACSStatus{Online: true, CheckIn: true, CheckOut: true, Timeout: 110, Retries: 3, Date: at, Institution: "diku",
-			Supported: "YYYNYYYYYNYNNNNN"}.Reply(), "98YYYNNN110003" + d + "2.00AOdiku|BXYYYNYYYYYNYNNNNN|"},
+			Supported: "YYYNYYYYYNYNNNYY"}.Reply(), "98YYYNNN110003" + d + "2.00AOdiku|BXYYYNYYYYYNYNNNYY|"},
 		{"98 every flag", ACSStatus{RenewalPolicy: true, StatusUpdate: true, Offline: true, Timeout: 5000, Retries: -1, Date: at,
 			Message: "m"}.Reply(), "98NNNYYY999000" + d + "2.00AO|BX|AFm|"},
 		{"12 lent", CheckOutResponse{OK: true, Date: at, Institution: "diku", Patron: "1004", Item: "book-101", Title: "Middlemarch",
@@ -150,6 +150,12 @@ func TestReplyLayouts(t *testing.T) {
 			Due: due}.Reply(), "18040001" + d + "ABbook-101|AJMiddlemarch|AH20261216    235900|"},
 		{"18 unknown", ItemResponse{Status: "01", Date: at, Item: "x", Message: "No item"}.Reply(), "18010001" + d + "ABx|AJ|AFNo item|"},
 		{"36", EndSessionResponse{End: true, Date: at, Institution: "diku", Patron: "1004"}.Reply(), "36Y" + d + "AOdiku|AA1004|"},
+		{"30 renewed", RenewResponse{OK: true, Date: at, Institution: "diku", Patron: "1004", Item: "book-101", Title: "Middlemarch",
+			Due: due}.Reply(), "301YUU" + d + "AOdiku|AA1004|ABbook-101|AJMiddlemarch|AH20261216    235900|"},
+		{"30 refused", RenewResponse{Date: at, Institution: "diku", Patron: "1004", Item: "book-101", Due: due,
+			Message: "loan is not renewable"}.Reply(), "300NUU" + d + "AOdiku|AA1004|ABbook-101|AJ|AH|AFloan is not renewable|"},
+		{"66", RenewAllResponse{OK: true, Date: at, Institution: "diku", Renewed: []string{"a", "b"}, NotRenewed: []string{"c"},
+			Message: "c: loan is not renewable"}.Reply(), "6610002" + "0001" + d + "AOdiku|BMa|BMb|BNc|AFc: loan is not renewable|"},
 	} {
 		if got := encode(t, c.reply); got != c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)

@@ -237,6 +237,53 @@ func CirculationStatus(folio string) string {
 	return "01"
 }
 
+// RenewResponse is 30: whether the item was renewed (its renewal ok
+// flag the same), magnetic media and desensitize unknown ("U"), AO, AA,
+// AB, AJ and AH (the new due date; empty when not renewed), all required,
+// then AF.
+type RenewResponse struct {
+	OK                  bool
+	Date                time.Time
+	Institution         string
+	Patron, Item, Title string
+	Due                 time.Time
+	Message             string
+}
+
+// Reply builds the message.
+func (m RenewResponse) Reply() *wire.Reply {
+	due := ""
+	if m.OK {
+		due = wire.Date(m.Due)
+	}
+	r := &wire.Reply{Code: "30", Fixed: wire.Bit(m.OK) + wire.YN(m.OK) + "U" + "U" + wire.Date(m.Date)}
+	r.Add("AO", m.Institution).Add("AA", m.Patron).Add("AB", m.Item).Add("AJ", m.Title).Add("AH", due)
+	return optional(r, "AF", m.Message)
+}
+
+// RenewAllResponse is 66: ok, the counts of items renewed and not, AO,
+// then each item renewed (BM) and not (BN), then AF.
+type RenewAllResponse struct {
+	OK                  bool
+	Date                time.Time
+	Institution         string
+	Renewed, NotRenewed []string
+	Message             string
+}
+
+// Reply builds the message.
+func (m RenewAllResponse) Reply() *wire.Reply {
+	r := &wire.Reply{Code: "66", Fixed: wire.Bit(m.OK) + wire.Counter(len(m.Renewed)) + wire.Counter(len(m.NotRenewed)) + wire.Date(m.Date)}
+	r.Add("AO", m.Institution)
+	for _, b := range m.Renewed {
+		r.Add("BM", b)
+	}
+	for _, b := range m.NotRenewed {
+		r.Add("BN", b)
+	}
+	return optional(r, "AF", m.Message)
+}
+
 // EndSessionResponse is 36.
 type EndSessionResponse struct {
 	End                 bool
@@ -282,10 +329,9 @@ func Refusal(code string, date time.Time, institution, message string) (r *wire.
 	case "15":
 		return (&wire.Reply{Code: "16", Fixed: "0N" + d}).Add("AO", institution).Add("AA", "").Add("AF", message), true
 	case "29":
-		return (&wire.Reply{Code: "30", Fixed: "0NUN" + d}).Add("AO", institution).Add("AA", "").Add("AB", "").
-			Add("AJ", "").Add("AH", "").Add("AF", message), true
+		return RenewResponse{Date: date, Institution: institution, Message: message}.Reply(), true
 	case "65":
-		return (&wire.Reply{Code: "66", Fixed: "0" + "0000" + "0000" + d}).Add("AO", institution).Add("AF", message), true
+		return RenewAllResponse{Date: date, Institution: institution, Message: message}.Reply(), true
 	}
 	return nil, false
 }

@@ -63,6 +63,7 @@ var readers = map[string]func(*wire.Request) (any, error){
 	"63": func(r *wire.Request) (any, error) { return ReadPatron(r) },
 	"17": func(r *wire.Request) (any, error) { return ReadItem(r) },
 	"35": func(r *wire.Request) (any, error) { return ReadEndSession(r) },
+	"29": func(r *wire.Request) (any, error) { return ReadRenew(r) },
 }
 
 // TestThirdPartyRequests: every request other implementations send is
@@ -141,6 +142,15 @@ func TestThirdPartyRequests(t *testing.T) {
 			t.Errorf("%s: %+v, want summary %+v", text, pi, want)
 		}
 	}
+	rn := got("29NN20210814    08345520210814    083455AO|AApatronId|ADpatronPassword|ABitemId|AJtitleId|ACterminalPassword|BON|AY3AZDA8D").(Renew)
+	if rn.ThirdPartyAllowed || rn.NoBlock || rn.TransactionDate != date || rn.Patron != "patronId" || rn.Item != "itemId" ||
+		rn.PatronPassword != "patronPassword" || !rn.Has("AD") {
+		t.Errorf("jsip2's renewal: %+v", rn)
+	}
+	rn = got("29NY20210814    08345520210814    083455AOinstitutionId|AApatronId|ABitemId|AJtitleId|CHitemProperties|BOY|AY0AZDCB7").(Renew)
+	if !rn.NoBlock || rn.Institution != "institutionId" || rn.Has("AD") {
+		t.Errorf("jsip2's renewal without a password: %+v", rn)
+	}
 	ps := got("2300020070102    080109AOinstitutionId|AApatronIdentifier|AC|ADpatronPassword|AY1AZE467").(PatronRequest)
 	if ps.Information || ps.Language != "000" || ps.TransactionDate != "20070102    080109" || ps.Patron != "patronIdentifier" ||
 		ps.PatronPassword != "patronPassword" {
@@ -162,6 +172,8 @@ var replyLayouts = map[string]*wire.Reply{
 	"64": PatronResponse{Code: "64", Date: layoutDate}.Reply(),
 	"18": ItemResponse{Status: "01", Date: layoutDate}.Reply(),
 	"36": EndSessionResponse{Date: layoutDate}.Reply(),
+	"30": RenewResponse{Date: layoutDate}.Reply(),
+	"66": RenewAllResponse{Date: layoutDate}.Reply(),
 }
 
 // TestThirdPartyReplies: every reply of other implementations has the

@@ -177,6 +177,25 @@ func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, service
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil
 }
 
+// Renew renews the loan of item to patron at servicePoint.
+func (c *Client) Renew(ctx context.Context, s *Session, item, patron, servicePoint string) (Loan, error) {
+	req := map[string]string{"itemBarcode": item, "userBarcode": patron}
+	if servicePoint != "" {
+		req["servicePointId"] = servicePoint
+	}
+	body, _ := json.Marshal(req)
+	var out struct {
+		DueDate time.Time `json:"dueDate"`
+		Item    struct {
+			Title string `json:"title"`
+		} `json:"item"`
+	}
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/renew-by-barcode", body, &out); err != nil {
+		return Loan{}, err
+	}
+	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil
+}
+
 // Return is what a check-in answers a kiosk.
 type Return struct {
 	Title, Location string

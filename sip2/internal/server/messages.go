@@ -17,7 +17,7 @@ import (
 
 // implemented is what the door answers, by request code.
 var implemented = map[string]bool{"11": true, "09": true, "99": true, "97": true, "93": true, "35": true,
-	"23": true, "63": true, "17": true}
+	"23": true, "63": true, "17": true, "29": true, "65": true}
 
 // Supported is the status reply's BX: exactly what is implemented.
 var Supported = msg.Supported(func(code string) bool { return implemented[code] })
@@ -145,6 +145,10 @@ func (c *conn) dispatch(req *wire.Request) (*wire.Reply, string) {
 		return c.patron(s, req)
 	case "17":
 		return c.item(s, req)
+	case "29":
+		return c.renew(s, req)
+	case "65":
+		return c.renewAll(s, req)
 	case "35":
 		m, err := msg.ReadEndSession(req)
 		if err != nil {
@@ -215,12 +219,12 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 	return fail, "error"
 }
 
-// status is 98: online, check-out and check-in allowed, the timeout a
+// status is 98: online, check-out, check-in and renewals allowed, the timeout a
 // kiosk should wait (a second more than the door waits for circulation),
 // what is supported.
 func (c *conn) status(message string) *wire.Reply {
 	timeout := min((c.s.opts.CallTimeout+time.Second)/(100*time.Millisecond), 999)
-	return msg.ACSStatus{Online: true, CheckIn: true, CheckOut: true, Timeout: int(timeout), Retries: 3, Date: c.now(),
+	return msg.ACSStatus{Online: true, CheckIn: true, CheckOut: true, RenewalPolicy: true, Timeout: int(timeout), Retries: 3, Date: c.now(),
 		Institution: c.cfg.Institution, Supported: Supported, Message: message}.Reply()
 }
 
@@ -263,6 +267,94 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	}
 	c.s.logger.Error("check-out: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 	return reply(false, time.Time{}, "", msgBusy), "error"
+}
+
+// renew is 29 → 30, through circulation's renewal: FOLIO's reasons in AF
+// when it is refused.
+func (c *conn) renew(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
+	m, err := msg.ReadRenew(req)
+	if err != nil {
+		return c.malformed(req)
+	}
+	reply := func(ok bool, loan circ.Loan, message string) *wire.Reply {
+		return msg.RenewResponse{OK: ok, Date: c.now(), Institution: c.cfg.Institution, Patron: m.Patron, Item: m.Item,
+			Title: loan.Title, Due: loan.DueDate.In(c.cfg.location), Message: message}.Reply()
+	}
+	if m.Patron == "" || m.Item == "" {
+		return reply(false, circ.Loan{}, msgBarcodes), "refused"
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	if c.cfg.PatronPin == PinRequired {
+		if ok, message, outcome := c.pinGiven(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
+			return reply(false, circ.Loan{}, message), outcome
+		}
+	}
+	loan, err := c.s.circ.Renew(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID)
+	if err == nil {
+		return reply(true, loan, ""), "ok"
+	}
+	var ref *circ.Refusal
+	if errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy() {
+		return reply(false, circ.Loan{}, screenMessage(ref)), "refused"
+	}
+	if !errors.As(err, &ref) {
+		c.s.logger.Error("renew: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+	}
+	return reply(false, circ.Loan{}, msgBusy), "busy"
+}
+
+// renewAll is 65 → 66: each of the patron's loans out (the fifty due
+// first, which circulation lists with the patron's PIN) renewed in turn;
+// BM lists those renewed, BN the others, AF why each of those was not.
+func (c *conn) renewAll(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
+	m, err := msg.ReadRenewAll(req)
+	if err != nil {
+		return c.malformed(req)
+	}
+	reply := func(renewed, notRenewed []string, message string) *wire.Reply {
+		return msg.RenewAllResponse{OK: len(renewed) > 0 || len(notRenewed) == 0 && message == "", Date: c.now(),
+			Institution: c.cfg.Institution, Renewed: renewed, NotRenewed: notRenewed, Message: message}.Reply()
+	}
+	if m.Patron == "" {
+		return reply(nil, nil, msgBarcodes), "refused"
+	}
+	if m.PatronPassword == "" {
+		// Which items are the patron's is told only with their PIN.
+		return reply(nil, nil, msgPinNeeded), "pin_needed"
+	}
+	ctx, cancel := c.call()
+	defer cancel()
+	sum, err := c.s.circ.PatronSummary(ctx, s, m.Patron, m.PatronPassword)
+	var ref *circ.Refusal
+	switch {
+	case errors.As(err, &ref) && ref.Code == schemas.CodePinInvalid:
+		return reply(nil, nil, msgPinWrong), "pin_wrong"
+	case errors.As(err, &ref) && ref.Code == schemas.CodePinLocked:
+		return reply(nil, nil, msgPinLocked), "pin_locked"
+	case errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy():
+		return reply(nil, nil, screenMessage(ref)), "refused"
+	case err != nil:
+		if !errors.As(err, &ref) {
+			c.s.logger.Error("renew all: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+		}
+		return reply(nil, nil, msgBusy), "busy"
+	}
+	var renewed, notRenewed, reasons []string
+	for _, l := range sum.OpenLoans {
+		_, err := c.s.circ.Renew(ctx, s, l.ItemBarcode, m.Patron, c.cfg.ServicePointID)
+		if err == nil {
+			renewed = append(renewed, l.ItemBarcode)
+			continue
+		}
+		notRenewed = append(notRenewed, l.ItemBarcode)
+		why := msgBusy
+		if errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy() {
+			why = screenMessage(ref)
+		}
+		reasons = append(reasons, l.ItemBarcode+": "+why)
+	}
+	return reply(renewed, notRenewed, strings.Join(reasons, "; ")), "ok"
 }
 
 // checkIn is 09 → 10.
