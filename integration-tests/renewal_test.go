@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
 )
 
 // renewable makes the library's loan policy renew twice, from the due
@@ -166,4 +167,133 @@ func TestTwoRenewalsAtOnceAcrossInstances(t *testing.T) {
 		t.Errorf("%d RENEWED events, %d renewals", n, renewedOK)
 	}
 	t.Logf("20 rounds of two renewals at once: %d renewed, %d told the loan changed", renewedOK, 40-renewedOK)
+}
+
+// TestEachRenewalRefusalOverHTTPAndSIP2: every reason FOLIO refuses a
+// renewal for, arranged through the real services, reaches an HTTP caller
+// as FOLIO's code and message (422, the loan unchanged) and a kiosk as
+// that message in a 30's AF with ok=0 and AH empty.
+func TestEachRenewalRefusalOverHTTPAndSIP2(t *testing.T) {
+	c, lib, door := sip2Cluster(t, 1, 5, 3, 0, nil)
+	renewable(t, c, lib, map[string]any{"numberAllowed": 5, "renewFromId": "CURRENT_DUE_DATE"})
+	for p, patron := range lib.Patrons {
+		for _, item := range lib.Items[p] {
+			c.CheckOut(0, item, patron).Want(t, http.StatusCreated)
+		}
+	}
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	userID := func(patron string) string { return c.IDOf(t, "/users", "users", patron) }
+	itemID := func(item string) string { return c.IDOf(t, "/item-storage/items", "items", item) }
+	loanOf := func(item string) string {
+		t.Helper()
+		var page struct {
+			Loans []struct{ ID string } `json:"loans"`
+		}
+		c.Do(c.Storage, "GET", "/loan-storage/loans?itemId="+itemID(item)+"&status=Open", nil).Want(t, http.StatusOK).Decode(t, &page)
+		if len(page.Loans) != 1 {
+			t.Fatalf("%d open loans of %s, want 1", len(page.Loans), item)
+		}
+		return page.Loans[0].ID
+	}
+	request := func(kind, item string) {
+		c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": kind, "requestLevel": "Item",
+			"requestDate": "2026-01-01T10:00:00.000Z", "requesterId": userID(lib.Patrons[4]), "itemId": itemID(item),
+			"status": "Open - Not yet filled", "position": 1, "fulfillmentPreference": "Hold Shelf"}).Want(t, http.StatusCreated)
+	}
+	setPolicy := func(change map[string]any) {
+		var policy map[string]any
+		c.Do(c.Storage, "GET", "/loan-policy-storage/loan-policies/"+lib.PolicyID, nil).Want(t, http.StatusOK).Decode(t, &policy)
+		delete(policy, "metadata")
+		for k, v := range change {
+			policy[k] = v
+		}
+		c.Do(c.Storage, "PUT", "/loan-policy-storage/loan-policies/"+lib.PolicyID, policy).Want(t, http.StatusNoContent)
+	}
+	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
+	p0, p1, p2, p3 := lib.Items[0], lib.Items[1], lib.Items[2], lib.Items[3]
+
+	for _, tc := range []struct {
+		name, patron, item string
+		arrange            func()
+		code, message      string
+	}{
+		{name: "a recall", patron: lib.Patrons[0], item: p0[0], arrange: func() { request("Recall", p0[0]) },
+			code: "RENEWAL_BLOCKED_BY_RECALL", message: "items cannot be renewed when there is an active recall request"},
+		{name: "a hold first", patron: lib.Patrons[0], item: p0[1], arrange: func() { request("Hold", p0[1]) },
+			code:    "RENEWAL_BLOCKED_BY_HOLD_REQUEST",
+			message: "Items with this loan policy cannot be renewed when there is an active, pending hold request"},
+		{name: "claimed returned", patron: lib.Patrons[0], item: p0[2], arrange: func() {
+			c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loanOf(p0[2])+"/claim-item-returned",
+				map[string]any{"itemClaimedReturnedDateTime": "2026-03-05T12:00:00.000Z"}, librarian).Want(t, http.StatusNoContent)
+		}, code: "ITEM_CLAIMED_RETURNED_NOT_RENEWABLE", message: "item is Claimed returned"},
+		{name: "declared lost", patron: lib.Patrons[1], item: p1[0], arrange: func() {
+			c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loanOf(p1[0])+"/declare-item-lost",
+				map[string]any{"servicePointId": harness.ServicePoint}, librarian).Want(t, http.StatusNoContent)
+		}, code: "ITEM_DECLARED_LOST_NOT_RENEWABLE", message: "item is Declared lost"},
+		{name: "another patron's item", patron: lib.Patrons[0], item: p1[1],
+			code: "ITEM_CHECKED_OUT_TO_DIFFERENT_USER", message: "Cannot renew item checked out to different user"},
+		{name: "no such item", patron: lib.Patrons[0], item: "no-such-item",
+			code: "ITEM_BARCODE_NOT_FOUND", message: "No item with barcode no-such-item exists"},
+		{name: "blocked from renewing", patron: lib.Patrons[2], item: p2[0], arrange: func() {
+			c.Do(c.Storage, "POST", "/manualblocks", map[string]any{"userId": userID(lib.Patrons[2]), "desc": "Overdue books",
+				"renewals": true}).Want(t, http.StatusCreated)
+		}, code: "USER_IS_BLOCKED_MANUALLY", message: "Patron blocked from renewing"},
+		{name: "inactive", patron: lib.Patrons[3], item: p3[0], arrange: func() {
+			var user map[string]any
+			c.Do(c.Storage, "GET", "/users/"+userID(lib.Patrons[3]), nil).Want(t, http.StatusOK).Decode(t, &user)
+			delete(user, "metadata")
+			user["active"] = false
+			c.Do(c.Storage, "PUT", "/users/"+userID(lib.Patrons[3]), user).Want(t, http.StatusNoContent)
+		}, code: "USER_IS_INACTIVE_OR_EXPIRED", message: "Cannot renew loan when user is inactive or expired"},
+		// What follows changes the whole library's policy and blocks.
+		{name: "not renewable", patron: lib.Patrons[4], item: lib.Items[4][0], arrange: func() {
+			setPolicy(map[string]any{"renewable": false})
+		}, code: "LOAN_NOT_RENEWABLE", message: "loan is not renewable"},
+		{name: "the due date would not move", patron: lib.Patrons[4], item: lib.Items[4][1], arrange: func() {
+			setPolicy(map[string]any{"renewable": true, "renewalsPolicy": map[string]any{"numberAllowed": 5, "renewFromId": "SYSTEM_DATE",
+				"differentPeriod": true, "period": map[string]any{"duration": 1, "intervalId": "Days"}}})
+		}, code: "RENEWAL_WOULD_NOT_CHANGE_DUE_DATE", message: "renewal would not change the due date"},
+		// The patron has three items out (one declared lost, which
+		// counts), above the limit of two: FOLIO blocks renewals above
+		// the limit, borrowing at it.
+		{name: "blocked automatically", patron: lib.Patrons[1], item: p1[2], arrange: func() {
+			setPolicy(map[string]any{"renewalsPolicy": map[string]any{"numberAllowed": 5, "renewFromId": "CURRENT_DUE_DATE"}})
+			condition := "/patron-block-conditions/" + schemas.ConditionItemsChargedOut
+			var cond map[string]any
+			c.Do(c.Storage, "GET", condition, nil).Want(t, http.StatusOK).Decode(t, &cond)
+			cond["blockRenewals"], cond["message"] = true, "Too many items out to renew"
+			delete(cond, "metadata")
+			c.Do(c.Storage, "PUT", condition, cond).Want(t, http.StatusNoContent)
+			c.Do(c.Storage, "POST", "/patron-block-limits", map[string]any{"patronGroupId": lib.GroupID,
+				"conditionId": schemas.ConditionItemsChargedOut, "value": 2}).Want(t, http.StatusCreated)
+		}, code: "USER_IS_BLOCKED_AUTOMATICALLY", message: "Too many items out to renew"},
+	} {
+		if tc.arrange != nil {
+			tc.arrange()
+		}
+		before := c.Snapshot(t)
+		r := c.Do(c.Circulations[0], "POST", "/circulation/renew-by-barcode",
+			map[string]string{"itemBarcode": tc.item, "userBarcode": tc.patron})
+		var body struct {
+			Errors []struct{ Code, Message string } `json:"errors"`
+		}
+		if r.Status == http.StatusUnprocessableEntity {
+			r.Decode(t, &body)
+		}
+		if r.Status != http.StatusUnprocessableEntity || len(body.Errors) != 1 || body.Errors[0].Code != tc.code || body.Errors[0].Message != tc.message {
+			t.Errorf("%s over HTTP: %d %s, want 422 %s %q", tc.name, r.Status, r.Body, tc.code, tc.message)
+		}
+		got := k.Send("29NN" + harness.SIP2Date() + harness.SIP2Date() + "AOdiku|AA" + tc.patron + "|AB" + tc.item + "|")
+		if !strings.HasPrefix(got, "300N") || harness.SIP2Field(got, "AF") != tc.message || harness.SIP2Field(got, "AH") != "" ||
+			!strings.Contains(got, "|AH|") {
+			t.Errorf("%s over SIP2: %q, want 300N with AH empty and AF %q", tc.name, got, tc.message)
+		}
+		if c.Snapshot(t) != before {
+			t.Errorf("%s: a refused renewal changed the tenant's data", tc.name)
+		}
+	}
+	if n := renewalEvents(t, c); n != 0 {
+		t.Errorf("%d RENEWED events after refusals only", n)
+	}
 }
