@@ -606,6 +606,16 @@ func TestSIP2PatronPins(t *testing.T) {
 	if got := k.Send(checkOutMsg(patron, items[0]) + "AD7319|"); !strings.HasPrefix(got, "121") {
 		t.Fatalf("check-out with the PIN: %q", got)
 	}
+	// A renewal too needs the PIN first.
+	renewable(t, c, lib, map[string]any{"numberAllowed": 1, "renewFromId": "CURRENT_DUE_DATE"})
+	renew := "29NN" + harness.SIP2Date() + harness.SIP2Date() + "AOdiku|AA" + patron + "|AB" + items[0] + "|"
+	if got := k.Send(renew); !strings.HasPrefix(got, "300") || harness.SIP2Field(got, "AF") != "Please enter your PIN" ||
+		renewalCount(t, c, items[0]) != 0 {
+		t.Fatalf("renewal without the PIN: %q (renewal count %d)", got, renewalCount(t, c, items[0]))
+	}
+	if got := k.Send(renew + "AD7319|"); !strings.HasPrefix(got, "301Y") || renewalCount(t, c, items[0]) != 1 {
+		t.Fatalf("renewal with the PIN: %q", got)
+	}
 	info := k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|AD7319|")
 	if harness.SIP2Field(info, "CQ") != "Y" || !strings.Contains(info, "|AU"+items[0]+"|") {
 		t.Fatalf("patron information with the PIN: %q", info)

@@ -20,14 +20,20 @@ import (
 // SIP2 is scenario 8: a kiosk's check-outs through the SIP2 door against
 // the same kiosk's check-outs over HTTP, one after another (a kiosk scans
 // one item at a time), through the same circulation instance, in
-// alternating slices; and a patron's ten scans sent at once over ten
-// kiosk connections.
+// alternating slices; then the same kiosk renewing those loans (29 against
+// POST /circulation/renew-by-barcode) the same way; and a patron's ten
+// scans sent at once over ten kiosk connections.
 type SIP2 struct {
 	HTTP      Stats   `json:"http"`
 	SIP2      Stats   `json:"sip2"`
 	P50DiffMs float64 `json:"p50DiffMs"`
 	P95DiffMs float64 `json:"p95DiffMs"`
-	Bursts    int     `json:"bursts"`
+	// RenewHTTP and RenewSIP2 are the renewals, each way.
+	RenewHTTP      Stats   `json:"renewHttp"`
+	RenewSIP2      Stats   `json:"renewSip2"`
+	RenewP50DiffMs float64 `json:"renewP50DiffMs"`
+	RenewP95DiffMs float64 `json:"renewP95DiffMs"`
+	Bursts         int     `json:"bursts"`
 	// BurstSucceeded is the mean of each burst's scans answered ok.
 	BurstSucceeded float64 `json:"meanSucceededOf10"`
 	// SlowestScanMs is the slowest scan of any burst, and BurstP50Ms the
@@ -50,7 +56,7 @@ func benchSIP2(t *testing.T, p plan, env []string) SIP2 {
 	token := kioskToken(t, c, "bench-kiosk", "bench-kiosk-password")
 	client := &http.Client{Timeout: 30 * time.Second}
 	url := c.Circulations[0].URL() + "/circulation/check-out-by-barcode"
-	httpCheckOut := func(n int64) error {
+	post := func(url string, n int64, want int) error {
 		body := fmt.Sprintf(`{"itemBarcode":"BI%d","userBarcode":"B%d","servicePointId":%q}`, n, n, harness.ServicePoint)
 		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -62,11 +68,12 @@ func benchSIP2(t *testing.T, p plan, env []string) SIP2 {
 		}
 		defer res.Body.Close()
 		b, _ := io.ReadAll(res.Body)
-		if res.StatusCode != http.StatusCreated {
+		if res.StatusCode != want {
 			return fmt.Errorf("%d %s", res.StatusCode, b)
 		}
 		return nil
 	}
+	httpCheckOut := func(n int64) error { return post(url, n, http.StatusCreated) }
 	sip2CheckOut := func(n int64) error {
 		reply := kiosk.Send(fmt.Sprintf("11YN%s%sAOit|AAB%d|ABBI%d|AC|", harness.SIP2Date(), harness.SIP2Date(), n, n))
 		if !strings.HasPrefix(reply, "121") {
@@ -74,38 +81,60 @@ func benchSIP2(t *testing.T, p plan, env []string) SIP2 {
 		}
 		return nil
 	}
-	hists := [2]*hdrhistogram.Histogram{newHist(), newHist()}
-	var errs [2]int64
-	var elapsed [2]time.Duration
-	for s := range slices {
-		way := s % 2
-		do := httpCheckOut
-		if way == 1 {
-			do = sip2CheckOut
-		}
-		start := time.Now()
-		for time.Since(start) < p.slice {
-			n := pop.next.Add(1)
-			t0 := time.Now()
-			err := do(n)
-			if s < 2 {
-				continue // the first slice of each: connections and caches warm up
-			}
-			if err != nil {
-				if errs[way] == 0 {
-					t.Logf("a check-out failed: %v", err)
+	// alternate times each way in turn, slice by slice; next is the
+	// number of the patron and item each call takes.
+	alternate := func(what string, next func() int64, ways [2]func(n int64) error) [2]Stats {
+		hists := [2]*hdrhistogram.Histogram{newHist(), newHist()}
+		var errs [2]int64
+		var elapsed [2]time.Duration
+		for s := range slices {
+			way := s % 2
+			start := time.Now()
+			for time.Since(start) < p.slice {
+				n := next()
+				t0 := time.Now()
+				err := ways[way](n)
+				if s < 2 {
+					continue // the first slice of each: connections and caches warm up
 				}
-				errs[way]++
-				continue
+				if err != nil {
+					if errs[way] == 0 {
+						t.Logf("a %s failed: %v", what, err)
+					}
+					errs[way]++
+					continue
+				}
+				record(hists[way], time.Since(t0))
 			}
-			record(hists[way], time.Since(t0))
+			if s >= 2 {
+				elapsed[way] += time.Since(start)
+			}
 		}
-		if s >= 2 {
-			elapsed[way] += time.Since(start)
-		}
+		return [2]Stats{stats(hists[0], errs[0], elapsed[0]), stats(hists[1], errs[1], elapsed[1])}
 	}
-	out := SIP2{HTTP: stats(hists[0], errs[0], elapsed[0]), SIP2: stats(hists[1], errs[1], elapsed[1])}
+	first := pop.next.Load() + 1
+	st := alternate("check-out", func() int64 { return pop.next.Add(1) }, [2]func(int64) error{httpCheckOut, sip2CheckOut})
+	out := SIP2{HTTP: st[0], SIP2: st[1]}
 	out.P50DiffMs, out.P95DiffMs = out.SIP2.P50Ms-out.HTTP.P50Ms, out.SIP2.P95Ms-out.HTTP.P95Ms
+
+	// Renewals of the loans just made, round and round, under a policy
+	// that renews them without end from their due date.
+	renewForever(t, c)
+	last := pop.next.Load()
+	var turn int64
+	httpRenew := func(n int64) error {
+		return post(c.Circulations[0].URL()+"/circulation/renew-by-barcode", n, http.StatusOK)
+	}
+	sip2Renew := func(n int64) error {
+		reply := kiosk.Send(fmt.Sprintf("29NN%s%sAOit|AAB%d|ABBI%d|", harness.SIP2Date(), harness.SIP2Date(), n, n))
+		if !strings.HasPrefix(reply, "301Y") {
+			return fmt.Errorf("%s", reply)
+		}
+		return nil
+	}
+	st = alternate("renewal", func() int64 { turn++; return first + turn%(last-first+1) }, [2]func(int64) error{httpRenew, sip2Renew})
+	out.RenewHTTP, out.RenewSIP2 = st[0], st[1]
+	out.RenewP50DiffMs, out.RenewP95DiffMs = out.RenewSIP2.P50Ms-out.RenewHTTP.P50Ms, out.RenewSIP2.P95Ms-out.RenewHTTP.P95Ms
 
 	// Bursts: ten kiosk connections, one scan each, sent together.
 	kiosks := make([]*harness.SIP2Client, 10)
@@ -146,9 +175,29 @@ func benchSIP2(t *testing.T, p plan, env []string) SIP2 {
 	out.BurstSucceeded = float64(succeeded) / float64(out.Bursts)
 	out.SlowestScanMs = float64(slowest.Max()) / 1000
 	out.BurstP50Ms = float64(slowest.ValueAtQuantile(50)) / 1000
-	t.Logf("SIP2 check-out p50 %.2f ms, p95 %.2f ms; HTTP p50 %.2f ms, p95 %.2f ms; bursts: %.1f of 10 ok, slowest scan %.0f ms",
-		out.SIP2.P50Ms, out.SIP2.P95Ms, out.HTTP.P50Ms, out.HTTP.P95Ms, out.BurstSucceeded, out.SlowestScanMs)
+	t.Logf("SIP2 check-out p50 %.2f ms, p95 %.2f ms; HTTP p50 %.2f ms, p95 %.2f ms; renewals SIP2 p50 %.2f ms, HTTP p50 %.2f ms; "+
+		"bursts: %.1f of 10 ok, slowest scan %.0f ms", out.SIP2.P50Ms, out.SIP2.P95Ms, out.HTTP.P50Ms, out.HTTP.P95Ms,
+		out.RenewSIP2.P50Ms, out.RenewHTTP.P50Ms, out.BurstSucceeded, out.SlowestScanMs)
 	return out
+}
+
+// renewForever makes the tenant's loan policy renew without end, a week
+// at a time from the due date, through storage's API.
+func renewForever(t *testing.T, c *harness.Cluster) {
+	t.Helper()
+	var page struct {
+		Policies []map[string]any `json:"loanPolicies"`
+	}
+	c.Do(c.Storage, "GET", "/loan-policy-storage/loan-policies", nil).Want(t, http.StatusOK).Decode(t, &page)
+	if len(page.Policies) != 1 {
+		t.Fatalf("%d loan policies, want the bench library's one", len(page.Policies))
+	}
+	policy := page.Policies[0]
+	delete(policy, "metadata")
+	policy["renewable"] = true
+	policy["renewalsPolicy"] = map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE", "differentPeriod": true,
+		"period": map[string]any{"duration": 1, "intervalId": "Weeks"}}
+	c.Do(c.Storage, "PUT", fmt.Sprintf("/loan-policy-storage/loan-policies/%s", policy["id"]), policy).Want(t, http.StatusNoContent)
 }
 
 // kioskToken signs the kiosk in over HTTP, as a kiosk speaking HTTP would,

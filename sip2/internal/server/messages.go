@@ -244,10 +244,8 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	if c.cfg.PatronPin == PinRequired {
-		if ok, message, outcome := c.pinGiven(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
-			return reply(false, time.Time{}, "", message), outcome
-		}
+	if ok, message, outcome := c.pinFirst(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
+		return reply(false, time.Time{}, "", message), outcome
 	}
 	loan, err := c.s.circ.CheckOut(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID)
 	if err == nil {
@@ -285,10 +283,8 @@ func (c *conn) renew(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	if c.cfg.PatronPin == PinRequired {
-		if ok, message, outcome := c.pinGiven(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
-			return reply(false, circ.Loan{}, message), outcome
-		}
+	if ok, message, outcome := c.pinFirst(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
+		return reply(false, circ.Loan{}, message), outcome
 	}
 	loan, err := c.s.circ.Renew(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID)
 	if err == nil {
@@ -510,6 +506,16 @@ const (
 	msgPinWrong  = "Wrong PIN"
 	msgPinLocked = "Too many wrong PINs: please try again later or ask at the desk"
 )
+
+// pinFirst is whether a patron's loans may be changed before anything
+// else is done: where the listener requires PINs, only with the patron's
+// right PIN (pinGiven); elsewhere always.
+func (c *conn) pinFirst(ctx context.Context, s *circ.Session, pin string, given bool, patron string) (ok bool, message, outcome string) {
+	if c.cfg.PatronPin != PinRequired {
+		return true, "", ""
+	}
+	return c.pinGiven(ctx, s, pin, given, patron)
+}
 
 // pinGiven checks the patron's PIN (AD): whether it matches, and when not
 // the screen message and the outcome to log (the PIN itself never is).
