@@ -6,6 +6,11 @@ GO        ?= go
 MODULES   := circulation-storage circulation sip2 schemas migrations config integration-tests
 GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
+# How long one package's tests may take in make test before it is failed
+# as hung: a few times what they take on two cores (the slowest unit
+# package about 40 s, the workloads across real processes about 3 min).
+UNIT_TIMEOUT        ?= 3m
+INTEGRATION_TIMEOUT ?= 8m
 BENCH_OUT ?= bench-results
 # The revision make bench compares this version's check-out with (scenario
 # 6): the one before check-outs made four calls to storage.
@@ -64,11 +69,11 @@ demo-reset:
 ## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks
 test: lint rules
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -race -count=1 $(UNIT_PKGS)
+	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
 	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_INPUTS) ./cql
 	cd sip2 && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_INPUTS) ./wire
-	$(GO) test -race -count=1 -v ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
-	$(GO) test -count=1 -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke -bench.baseline=HEAD
+	$(GO) test -race -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
+	$(GO) test -count=1 -timeout 5m -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke -bench.baseline=HEAD
 
 ## test-ha: the failover proof on a three-node Patroni cluster (installs patroni and etcd-server when missing), a few minutes
 test-ha:

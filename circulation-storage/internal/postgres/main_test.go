@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
@@ -30,8 +31,25 @@ func openDB(t *testing.T, url string) *DB {
 	if err != nil {
 		t.Fatalf("open database: %v", err)
 	}
-	t.Cleanup(db.Close)
+	t.Cleanup(func() { closeWithin(t, db, 10*time.Second) })
 	return db
+}
+
+// closeWithin closes db, and fails the test if that takes longer than d: a
+// connection a test took and never gave back would have the close wait for
+// it for ever, and the package hang until go test's timeout.
+func closeWithin(t *testing.T, db *DB, d time.Duration) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		db.Close()
+	}()
+	select {
+	case <-closed:
+	case <-time.After(d):
+		t.Errorf("closing the database took longer than %s: a connection taken was not given back", d)
+	}
 }
 
 var shared struct {
@@ -63,7 +81,11 @@ func setupTenant(t testing.TB, db *DB) fixture {
 		t.Fatalf("init tenant: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := f.tenants.Purge(context.WithoutCancel(ctx), f.tenant); err != nil {
+		// Within a bound: a test that failed holding connections must not
+		// leave its purge waiting for one.
+		pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := f.tenants.Purge(pctx, f.tenant); err != nil {
 			t.Errorf("purge tenant %s: %v", f.tenant, err)
 		}
 	})

@@ -26,15 +26,18 @@ func TestStatementsOutliveTerminatedBackends(t *testing.T) {
 	url := pgtest.Shared(t)
 	db := openDB(t, url)
 	f := setupTenant(t, db)
-	ctx := context.Background()
+	// A statement that cannot have a connection fails the test in seconds
+	// rather than wait for one until go test's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	admin, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.Close(ctx) })
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
 
 	for round := range 3 {
-		pids := append(holdAll(t, db.pool), holdAll(t, db.lockPool)...)
+		pids := append(holdAll(ctx, t, db.pool), holdAll(ctx, t, db.lockPool)...)
 		terminate(t, admin, pids)
 
 		var wg sync.WaitGroup
@@ -80,20 +83,25 @@ func TestStatementsOutliveTerminatedBackends(t *testing.T) {
 }
 
 // holdAll takes every connection p may hold at once, so that the pool is
-// full, and returns their server processes' ids, the connections idle again.
-func holdAll(t *testing.T, p *pool) []int32 {
+// full, and returns their server processes' ids, the connections idle again:
+// given back before the test fails too, so that closing the pool does not
+// wait for them.
+func holdAll(ctx context.Context, t *testing.T, p *pool) []int32 {
 	t.Helper()
-	conns := make([]*pgxpool.Conn, p.Config().MaxConns)
-	pids := make([]int32, len(conns))
-	for i := range conns {
-		c, err := p.Acquire(context.Background())
-		if err != nil {
-			t.Fatal(err)
+	var conns []*pgxpool.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Release()
 		}
-		conns[i], pids[i] = c, int32(c.Conn().PgConn().PID())
-	}
-	for _, c := range conns {
-		c.Release()
+	}()
+	pids := make([]int32, p.Config().MaxConns)
+	for i := range pids {
+		c, err := p.Acquire(ctx)
+		if err != nil {
+			t.Fatalf("take connection %d of %d: %v", i+1, len(pids), err)
+		}
+		conns = append(conns, c)
+		pids[i] = int32(c.Conn().PgConn().PID())
 	}
 	return pids
 }
