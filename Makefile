@@ -88,6 +88,7 @@ mutate:
 ## rules: check the shipped Prometheus alerting rules with promtool (installed from Debian's prometheus package when missing)
 rules:
 	$$(scripts/ensure-package.sh promtool prometheus) check rules config/monitoring/checkout-lock-alerts.yml
+	cd config/monitoring && $$(../../scripts/ensure-package.sh promtool prometheus) test rules checkout-lock-alerts.test.yml
 
 ## screenshots: run the browser tests and save pictures of the pages into docs/screenshots
 screenshots: build

@@ -13,7 +13,9 @@ import (
 
 // Unavailable is the error for a database that cannot be reached.
 func Unavailable(cause error) *errs.Error {
-	return errs.Errorf(errs.KindUnavailable, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later").Because(cause)
+	e := errs.Errorf(errs.KindUnavailable, schemas.CodeDatabaseUnavailable, "Database unavailable, try again later").Because(cause)
+	e.RetryAfter = schemas.UnavailableRetryAfter
+	return e
 }
 
 // The outbox's event kinds and types beside FOLIO's CREATED, UPDATED and

@@ -114,7 +114,13 @@ type Storage struct {
 	OutboxBatch     int           `env:"OUTBOX_BATCH" envDefault:"500"`
 	OutboxPoll      time.Duration `env:"OUTBOX_POLL" envDefault:"1s"`
 	OutboxLinger    time.Duration `env:"OUTBOX_LINGER" envDefault:"50ms"`
-	// OutboxFault, for the fault tests only: exit-after-publish.
+	// OutboxLeadTimeout is how long the leading relay may fall silent
+	// before PostgreSQL ends its session, and the lead with it: a leader
+	// that stops answering (frozen, paused, swapping) is replaced within
+	// it and OUTBOX_POLL.
+	OutboxLeadTimeout time.Duration `env:"OUTBOX_LEAD_TIMEOUT" envDefault:"5s"`
+	// OutboxFault, for the fault tests only: exit-after-publish or
+	// stop-after-publish.
 	OutboxFault string `env:"OUTBOX_FAULT"`
 	// LoginAccessTTL and LoginRefreshTTL are how long a sign-in's access
 	// and refresh tokens live.
@@ -189,8 +195,14 @@ func (c Storage) Validate() error {
 		errs = append(errs, fmt.Errorf("OUTBOX_RETENTION must be at least 1m, OUTBOX_BATCH 1..10000, OUTBOX_POLL at least 10ms, "+
 			"OUTBOX_LINGER 0 to OUTBOX_POLL; got %s, %d, %s, %s", c.OutboxRetention, c.OutboxBatch, c.OutboxPoll, c.OutboxLinger))
 	}
-	if c.OutboxFault != "" && c.OutboxFault != "exit-after-publish" {
-		errs = append(errs, fmt.Errorf("OUTBOX_FAULT is for the fault tests: exit-after-publish or empty, got %q", c.OutboxFault))
+	if c.OutboxLeadTimeout < time.Second || c.OutboxLeadTimeout > time.Minute || c.OutboxPoll > c.OutboxLeadTimeout/3 ||
+		c.NATSDuplicateWindow < 2*c.OutboxLeadTimeout {
+		errs = append(errs, fmt.Errorf("OUTBOX_LEAD_TIMEOUT must be from 1s to 1m, at least three times OUTBOX_POLL and at most half "+
+			"NATS_DUPLICATE_WINDOW; got %s (OUTBOX_POLL %s, NATS_DUPLICATE_WINDOW %s)", c.OutboxLeadTimeout, c.OutboxPoll, c.NATSDuplicateWindow))
+	}
+	if c.OutboxFault != "" && c.OutboxFault != "exit-after-publish" && c.OutboxFault != "stop-after-publish" {
+		errs = append(errs, fmt.Errorf("OUTBOX_FAULT is for the fault tests: exit-after-publish, stop-after-publish or empty, got %q",
+			c.OutboxFault))
 	}
 	if c.Login != "on" && c.Login != "off" {
 		errs = append(errs, fmt.Errorf("LOGIN must be on or off, got %q", c.Login))

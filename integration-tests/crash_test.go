@@ -33,15 +33,7 @@ func TestCrashLosesOnlyLocksAndTheFenceRefusesTheirWrites(t *testing.T) {
 	t.Parallel()
 	pg := harness.StartPostgres(t, "wal_writer_delay=10s", "bgwriter_lru_maxpages=0")
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pg.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE circulation"); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close(ctx)
-	c := harness.NewCluster(t, harness.Options{DatabaseURL: pg.URL("circulation"), Circulations: 3, FeatureOn: true})
+	c := harness.NewCluster(t, harness.Options{DatabaseURL: pg.CreateDatabase("circulation"), Circulations: 3, FeatureOn: true})
 	const limit, lockers, bursters = 3, 10, 12
 	lib := c.SetupLibrary(lockers+bursters, 6, limit)
 

@@ -76,6 +76,12 @@ const MaxLoanDateAhead = 5 * time.Minute
 // the patron leaves) is the librarian's to make.
 const MaxLoanDateBehind = 5 * time.Minute
 
+// UnavailableRetryAfter is the Retry-After of a 503 that says a dependency
+// (storage's database, circulation's storage) cannot be reached or has no
+// connection to give right now: soon enough for a kiosk's scan to go
+// through once it is back, late enough not to add to a crowd.
+const UnavailableRetryAfter = time.Second
+
 // TenantPattern is what a tenant id may look like; ids starting with "pg_"
 // are refused as well (see ValidTenant). It keeps the tenant's schema name,
 // <tenant>_mod_circulation_storage, a plain identifier within PostgreSQL's

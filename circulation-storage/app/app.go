@@ -150,8 +150,9 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		if err != nil {
 			return err
 		}
-		outboxRelay = relay.New(postgres.NewOutbox(cfg.Database.ConnString()), broker, outboxMetrics, relay.Config{Batch: cfg.OutboxBatch,
-			Poll: cfg.OutboxPoll, Linger: cfg.OutboxLinger, Retention: cfg.OutboxRetention, Retry: 5 * time.Second, ExitAfterPublish: cfg.OutboxFault == "exit-after-publish"},
+		outboxRelay = relay.New(postgres.NewOutbox(cfg.Database.ConnString(), cfg.OutboxLeadTimeout), broker, outboxMetrics,
+			relay.Config{Batch: cfg.OutboxBatch, Poll: cfg.OutboxPoll, Linger: cfg.OutboxLinger, Retention: cfg.OutboxRetention,
+				Retry: 5 * time.Second, LeadTimeout: cfg.OutboxLeadTimeout, AfterPublish: outboxFault(cfg.OutboxFault, logger)},
 			logger)
 	}
 	var announcer *relay.Announcer

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -83,8 +82,14 @@ func appendString(b []byte, s string) []byte {
 // Store is the outbox as the relay sees it.
 type Store interface {
 	// Lead tries to become the relay; leading is false while another
-	// instance leads.
+	// instance leads. The lead lasts while the leader uses it: one
+	// silent for Config.LeadTimeout loses it.
 	Lead(ctx context.Context) (l Leader, leading bool, err error)
+	// Behind is what the leader's Waiting and Oldest say together, read
+	// by an instance that does not lead: the events not yet published
+	// (as far as the marks stored say), and when the oldest of them
+	// committed.
+	Behind(ctx context.Context) (int64, time.Time, error)
 }
 
 // Leader is the store while leading. Every tenant's events are numbered
@@ -120,6 +125,8 @@ type Leader interface {
 	// Wait returns when an instance announces events, after d, or when
 	// ctx ends.
 	Wait(ctx context.Context, d time.Duration) error
+	// Alive reports whether the lead is still held, and keeps it.
+	Alive(ctx context.Context) error
 	// Close gives up the lead.
 	Close()
 }
@@ -170,10 +177,14 @@ type Config struct {
 	Retention time.Duration
 	// Retry is the longest pause after the broker failed.
 	Retry time.Duration
-	// ExitAfterPublish ends the process with status 3 after publishing a
-	// batch and before marking it published: a fault for the tests that
-	// prove the broker drops what is published again (OUTBOX_FAULT).
-	ExitAfterPublish bool
+	// LeadTimeout is how long the leader may leave its lead unused
+	// before the store ends it. The leader uses it at least every third
+	// of it, and before it publishes after a third of it unused.
+	LeadTimeout time.Duration
+	// AfterPublish, when set, is called after a batch is published and
+	// before it is marked: a fault for the tests that prove the broker
+	// drops what is published again (OUTBOX_FAULT).
+	AfterPublish func(seq int64)
 }
 
 // Relay publishes the outbox.
@@ -215,6 +226,15 @@ func (r *Relay) Run(ctx context.Context) {
 		l, leading, err := r.store.Lead(ctx)
 		if err != nil && ctx.Err() == nil {
 			r.logger.Warn("outbox relay: cannot reach the database to lead", slog.Any("error", err))
+		}
+		if !leading && err == nil {
+			// Every instance says how far behind delivery is, from the
+			// database: a leader that fell silent cannot be asked.
+			if n, oldest, err := r.store.Behind(ctx); err == nil {
+				r.obs.Backlog(n, ageOf(oldest))
+			} else if ctx.Err() == nil {
+				r.logger.Warn("outbox relay: cannot read how far behind delivery is", slog.Any("error", err))
+			}
 		}
 		if leading {
 			r.logger.Info("outbox relay: leading")
@@ -259,6 +279,11 @@ func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 	var lastCount, lastTrim, lastRound time.Time
 	var pause time.Duration
 	behind := false
+	// used is when the lead was last used (each round's read uses it):
+	// before publishing after a third of the lead timeout unused, the
+	// leader makes sure it still leads (a leader that was frozen may have
+	// lost it meanwhile).
+	var used time.Time
 	for {
 		if time.Since(lastCount) >= time.Second {
 			if err := r.count(ctx, l, progress); err != nil {
@@ -281,6 +306,7 @@ func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 		if err != nil {
 			return fmt.Errorf("store the published marks and read the commits to number: %w", err)
 		}
+		used = time.Now()
 		clear(marks)
 		// fresh are the events just numbered of the tenants that were
 		// published up to them: read with the numbering, published next
@@ -331,6 +357,7 @@ func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 				if events, err = l.Events(ctx, t, p.Published, r.cfg.Batch); err != nil {
 					return fmt.Errorf("read the events of %s: %w", t, err)
 				}
+				used = time.Now()
 			}
 			if len(events) == 0 {
 				// Numbered and gone: the tenant was purged.
@@ -341,6 +368,12 @@ func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 			}
 			if len(events) == r.cfg.Batch {
 				behind = true
+			}
+			if time.Since(used) > r.keepAlive() {
+				if err := l.Alive(ctx); err != nil {
+					return fmt.Errorf("make sure of the lead before publishing: %w", err)
+				}
+				used = time.Now()
 			}
 			n, err := r.publish(ctx, events)
 			if n > 0 {
@@ -363,7 +396,9 @@ func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 		}
 		switch {
 		case failed:
-			sleep(ctx, pause)
+			if err := r.pause(ctx, l, pause); err != nil {
+				return fmt.Errorf("keep the lead while the broker is away: %w", err)
+			}
 		case len(commits) == 0 && published == 0:
 			if err := r.wait(ctx, l); err != nil {
 				return fmt.Errorf("wait: %w", err)
@@ -373,6 +408,40 @@ func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 			return ctx.Err()
 		}
 	}
+}
+
+// pause waits d, using the lead at least every third of the lead timeout
+// so that it is not lost meanwhile.
+func (r *Relay) pause(ctx context.Context, l Leader, d time.Duration) error {
+	end, step := time.Now().Add(d), r.keepAlive()
+	for ctx.Err() == nil {
+		left := time.Until(end)
+		if left <= 0 {
+			return nil
+		}
+		sleep(ctx, min(left, step))
+		if err := l.Alive(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keepAlive is the longest the leader leaves its lead unused: a third of
+// the lead timeout (Poll when there is none).
+func (r *Relay) keepAlive() time.Duration {
+	if r.cfg.LeadTimeout <= 0 {
+		return r.cfg.Poll
+	}
+	return r.cfg.LeadTimeout / 3
+}
+
+// ageOf is how long ago oldest was; 0 for none.
+func ageOf(oldest time.Time) time.Duration {
+	if oldest.IsZero() {
+		return 0
+	}
+	return time.Since(oldest)
 }
 
 // numberedFrom reports whether events are numbered first to last, one
@@ -413,11 +482,7 @@ func (r *Relay) count(ctx context.Context, l Leader, progress map[string]Progres
 			oldest = at
 		}
 	}
-	var age time.Duration
-	if !oldest.IsZero() {
-		age = time.Since(oldest)
-	}
-	r.obs.Backlog(backlog, age)
+	r.obs.Backlog(backlog, ageOf(oldest))
 	return nil
 }
 
@@ -452,7 +517,7 @@ func (r *Relay) wait(ctx context.Context, l Leader) error {
 		case <-done:
 		}
 	}()
-	if err := l.Wait(wctx, r.cfg.Poll); err != nil && ctx.Err() == nil {
+	if err := l.Wait(wctx, min(r.cfg.Poll, r.keepAlive())); err != nil && ctx.Err() == nil {
 		return err
 	}
 	return ctx.Err()
@@ -471,9 +536,8 @@ func (r *Relay) publish(ctx context.Context, events []Event) (int, error) {
 	if n == 0 {
 		return 0, failed
 	}
-	if r.cfg.ExitAfterPublish {
-		r.logger.Error("outbox relay: OUTBOX_FAULT=exit-after-publish: exiting before marking published", slog.Int64("seq", events[n-1].Seq))
-		os.Exit(3)
+	if r.cfg.AfterPublish != nil {
+		r.cfg.AfterPublish(events[n-1].Seq)
 	}
 	r.obs.Published(n)
 	return n, failed

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Postgres is a PostgreSQL server of a test's own, made with initdb in a
@@ -92,6 +95,21 @@ func (p *Postgres) Crash() {
 	if err := p.pgctl("stop", "-m", "immediate"); err != nil {
 		p.t.Fatal(err)
 	}
+}
+
+// CreateDatabase creates database on the server and returns its URL.
+func (p *Postgres) CreateDatabase(database string) string {
+	p.t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, p.URL("postgres"))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{database}.Sanitize()); err != nil {
+		p.t.Fatal(err)
+	}
+	return p.URL(database)
 }
 
 // URL is a connection string for database on the server.

@@ -1,9 +1,11 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -165,6 +167,8 @@ func (p *Process) Stop() {
 	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	// A stopped process acts on SIGTERM only once it goes on.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-p.exited:
 	case <-time.After(15 * time.Second):
@@ -182,6 +186,33 @@ func (p *Process) WaitExit(d time.Duration) (code int, exited bool) {
 	case <-time.After(d):
 		return 0, false
 	}
+}
+
+// Freeze stops the process (SIGSTOP) as a paused VM, a hung process or a
+// swap storm would: it keeps its sockets open and answers nothing until
+// Thaw. The test's end thaws it, so that it can be stopped.
+func (p *Process) Freeze() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		p.t.Fatalf("freeze %s: %v", p.Name, err)
+	}
+	p.t.Cleanup(p.Thaw)
+}
+
+// Thaw lets a frozen process go on (SIGCONT).
+func (p *Process) Thaw() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Frozen reports whether the process is stopped by a signal (by Freeze,
+// or by itself).
+func (p *Process) Frozen() bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID()))
+	if err != nil {
+		return false
+	}
+	// The state follows the command's name in parentheses.
+	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+	state := bytes.TrimSpace(rest)
+	return len(state) > 0 && (state[0] == 'T' || state[0] == 't')
 }
 
 // Kill ends the process with SIGKILL: no cleanup, no lock released.

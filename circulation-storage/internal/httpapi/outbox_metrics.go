@@ -28,9 +28,9 @@ func (m *Metrics) Outbox() *OutboxMetrics {
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{Name: "checkout_outbox_relay_leading",
 			Help: "1 while this instance is the outbox relay (one instance of those on a database leads)."}),
 		depth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "checkout_outbox_depth",
-			Help: "Events committed and not yet published, as the leading relay last counted them."}),
+			Help: "Events committed and not yet published, as this instance last counted them (the leader from its own progress, every other from the marks the leader stored)."}),
 		age: prometheus.NewGauge(prometheus.GaugeOpts{Name: "checkout_outbox_oldest_age_seconds",
-			Help: "Age of the oldest event not yet published (0 when none waits): how far behind delivery is."}),
+			Help: "Age of the oldest event not yet published (0 when none waits): how far behind delivery is; every instance with NATS_URL reports it, read from the database."}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "checkout_outbox_published_total",
 			Help: "Events published to the broker (and stored by it)."}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "checkout_outbox_publish_retries_total",
@@ -49,8 +49,6 @@ func (o *OutboxMetrics) Leading(on bool) {
 		return
 	}
 	o.leading.Set(0)
-	o.depth.Set(0)
-	o.age.Set(0)
 }
 
 // Backlog implements relay.Observer.

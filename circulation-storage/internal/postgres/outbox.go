@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,17 +26,26 @@ const relayLockKey = 0x6f7574626f78 // "outbox"
 // Outbox is the relay's store (relay.Store) on the shared tables. Leading
 // takes a connection of its own, outside the pools: the relay's advisory
 // lock lives as long as that session, so an instance that loses its
-// connection loses the lead with it, and another takes over. An instance
-// that does not lead keeps its connection for its next try.
+// connection loses the lead with it, and another takes over. The session
+// lives only while it is used: PostgreSQL ends it once it has been idle for
+// the lead timeout (idle_session_timeout, and
+// idle_in_transaction_session_timeout within a transaction), so a leader
+// that stops answering without closing its connection (frozen, paused,
+// swapping) loses the lead too. An instance that does not lead keeps its
+// connection for its next try.
 type Outbox struct {
-	connString string
-	idle       *pgx.Conn
+	connString  string
+	leadTimeout time.Duration
+	idle        *pgx.Conn
 }
 
 var _ relay.Store = (*Outbox)(nil)
 
-// NewOutbox returns the relay's store on the database at connString.
-func NewOutbox(connString string) *Outbox { return &Outbox{connString: connString} }
+// NewOutbox returns the relay's store on the database at connString, whose
+// sessions end after leadTimeout idle.
+func NewOutbox(connString string, leadTimeout time.Duration) *Outbox {
+	return &Outbox{connString: connString, leadTimeout: leadTimeout}
+}
 
 // Lead implements relay.Store.
 func (o *Outbox) Lead(ctx context.Context) (relay.Leader, bool, error) {
@@ -61,6 +71,32 @@ func (o *Outbox) Lead(ctx context.Context) (relay.Leader, bool, error) {
 		return nil, false, err
 	}
 	return &outboxLeader{conn: conn}, true, nil
+}
+
+// Behind implements relay.Store: what the leader's Waiting and Oldest say
+// together, read by an instance that does not lead, from the published
+// marks the leader stored (at most a round behind what it published). A
+// leader that fell silent publishes nothing and stores no mark: the age
+// every other instance reports grows.
+func (o *Outbox) Behind(ctx context.Context) (int64, time.Time, error) {
+	conn := o.idle
+	if conn == nil || conn.IsClosed() {
+		var err error
+		if conn, err = o.connect(ctx); err != nil {
+			return 0, time.Time{}, err
+		}
+		o.idle = conn
+	}
+	var n int64
+	var oldest *time.Time
+	if err := conn.QueryRow(ctx, behindSQL).Scan(&n, &oldest); err != nil {
+		o.Close()
+		return 0, time.Time{}, err
+	}
+	if oldest == nil {
+		return n, time.Time{}, nil
+	}
+	return n, *oldest, nil
 }
 
 // Close closes the connection kept between tries to lead.
@@ -90,6 +126,10 @@ func (o *Outbox) connect(ctx context.Context) (*pgx.Conn, error) {
 	// published: Number waits for that (durable), without a flush of its
 	// own while the writes' commits flush the WAL.
 	cfg.RuntimeParams["synchronous_commit"] = "off"
+	// The lead lasts while the session is used; see Outbox.
+	timeout := strconv.FormatInt(o.leadTimeout.Milliseconds(), 10)
+	cfg.RuntimeParams["idle_session_timeout"] = timeout
+	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = timeout
 	cfg.ConnectTimeout = connectTimeout(cfg.ConnectTimeout)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -147,6 +187,21 @@ SELECT n.tenant_id, n.seq + e.k - 1, e.id, e.kind, e.type, e.at, e.old, e.new
 	oldestSQL = withTables(`SELECT committed_at FROM %[2]s WHERE tenant_id = $1 AND seq >= `+firstCommitSQL+` ORDER BY seq LIMIT 1`,
 		tableOutbox, tableOutboxCommit)
 	waitingSQL = withTables(`SELECT coalesce(sum(events), 0), min(committed_at) FROM %s WHERE seq IS NULL`, tableOutboxCommit)
+	// behindSQL is waitingSQL, plus each tenant's events numbered and not
+	// published, and the oldest of those (oldestSQL's, tenant by tenant).
+	behindSQL = withTables(`
+WITH behind AS (
+    SELECT t.numbered - t.published AS events,
+           (SELECT c.committed_at FROM %[2]s c
+             WHERE c.tenant_id = t.tenant_id
+               AND c.seq >= coalesce((SELECT max(seq) FROM %[2]s WHERE tenant_id = t.tenant_id AND seq <= t.published + 1), 1)
+             ORDER BY c.seq LIMIT 1) AS oldest
+      FROM %[1]s t WHERE t.numbered > t.published
+), waiting AS (
+    SELECT coalesce(sum(events), 0) AS events, min(committed_at) AS oldest FROM %[2]s WHERE seq IS NULL
+)
+SELECT (w.events + coalesce((SELECT sum(events) FROM behind), 0))::bigint, least(w.oldest, (SELECT min(oldest) FROM behind))
+  FROM waiting w`, tableOutboxTenant, tableOutboxCommit)
 	// markSQL stores the tenants' ($1) published marks ($2).
 	markSQL = withTables(`
 UPDATE %s t SET published = m.published FROM unnest($1::text[], $2::bigint[]) AS m (tenant_id, published)
@@ -402,6 +457,13 @@ func (l *outboxLeader) Wait(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	return nil
+}
+
+// Alive implements relay.Leader: the session still holds the lead, and its
+// idle time starts again.
+func (l *outboxLeader) Alive(ctx context.Context) error {
+	_, err := l.conn.Exec(ctx, `SELECT`)
+	return err
 }
 
 // Close implements relay.Leader: the session ends, and the lead with it.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -31,7 +32,18 @@ type Sweeper struct {
 	onPass func(d time.Duration, result string)
 	// trimmed is the newest event when the history was last trimmed.
 	trimmed atomic.Int64
+	// passTimeout is how long the connection holding the sweeper's lock
+	// may stay idle before PostgreSQL ends its session, and the lock
+	// with it (sweepPassTimeout; shorter in tests).
+	passTimeout time.Duration
 }
+
+// sweepPassTimeout bounds how long a pass holds the sweeper's lock
+// without using the connection that holds it: a process frozen in the
+// middle of a pass (paused, hung) lets the other instances sweep again
+// after it. A pass takes milliseconds; one that took longer would only
+// let another instance sweep beside it, which is harmless.
+const sweepPassTimeout = 30 * time.Second
 
 // SweeperConfig is how a Sweeper sweeps.
 type SweeperConfig struct {
@@ -66,7 +78,7 @@ func NewSweeper(db *DB, logger *slog.Logger, cfg SweeperConfig) *Sweeper {
 	}
 	return &Sweeper{db: db, logger: logger, batchSize: max(1, cfg.BatchSize), onDeleted: cfg.OnDeleted, onPass: cfg.OnPass,
 		history: cfg.History, retention: cmp.Or(cfg.Retention, 7*24*time.Hour), maxEvents: cmp.Or(cfg.MaxEvents, 100000),
-		knownFor: cmp.Or(cfg.KnownFor, 30*24*time.Hour)}
+		knownFor: cmp.Or(cfg.KnownFor, 30*24*time.Hour), passTimeout: sweepPassTimeout}
 }
 
 // The sweeper's statements work across tenants, each through an index
@@ -168,26 +180,44 @@ const sweeperLock int64 = 0x636f6c5f73776565 // "col_swee"
 // database right now: then it skips the pass (swept false) and touches no
 // tenant.
 func (s *Sweeper) TrySweepOnce(ctx context.Context) (deleted int, swept bool, err error) {
-	c, err := s.db.pool.Acquire(ctx)
-	if err != nil {
-		return 0, false, interpret(err, "")
+	release, swept, err := s.takeSweep(ctx)
+	if err != nil || !swept {
+		return 0, false, err
 	}
-	defer c.Release()
-	if err := c.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, sweeperLock).Scan(&swept); err != nil {
-		return 0, false, interpret(err, "")
-	}
-	if !swept {
-		return 0, false, nil
-	}
-	defer func() {
-		// The lock is the session's: unlocked here, or with the
-		// connection if it is gone.
-		if _, err := c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, sweeperLock); err != nil {
-			_ = c.Conn().Close(context.WithoutCancel(ctx)) // closing ends the session, and the lock with it
-		}
-	}()
+	defer release()
 	deleted, err = s.SweepOnce(ctx)
 	return deleted, true, err
+}
+
+// takeSweep takes the sweeper's lock when it is free, on a pooled
+// connection whose session PostgreSQL ends once it has been idle
+// passTimeout (the lock goes with it); release gives both back.
+func (s *Sweeper) takeSweep(ctx context.Context) (release func(), swept bool, err error) {
+	c, err := s.db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, interpret(err, "")
+	}
+	if err := c.QueryRow(ctx, `SELECT CASE WHEN pg_try_advisory_lock($1)
+	    THEN set_config('idle_session_timeout', $2, false) IS NOT NULL ELSE false END`,
+		sweeperLock, strconv.FormatInt(s.passTimeout.Milliseconds(), 10)).Scan(&swept); err != nil {
+		c.Release()
+		return nil, false, interpret(err, "")
+	}
+	if !swept {
+		c.Release()
+		return nil, false, nil
+	}
+	return func() {
+		// The lock is the session's: unlocked here, the connection as
+		// the pool made it, or closed if it is gone (closing ends the
+		// session, and the lock with it).
+		bg := context.WithoutCancel(ctx)
+		if _, err := c.Exec(bg, `SELECT pg_advisory_unlock($1), set_config('idle_session_timeout', reset_val, false)
+		    FROM pg_settings WHERE name = 'idle_session_timeout'`, sweeperLock); err != nil {
+			_ = c.Conn().Close(bg)
+		}
+		c.Release()
+	}, true, nil
 }
 
 // SweepOnce deletes every lock that has expired, of every tenant, and

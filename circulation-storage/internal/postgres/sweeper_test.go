@@ -154,3 +154,56 @@ func TestSweepForgetsStaleSignIns(t *testing.T) {
 			failures, sessions, tokens, live)
 	}
 }
+
+// TestAFrozenPassLetsGoOfTheSweep: a pass that holds the sweeper's lock
+// and then falls silent (its process frozen in the middle of the pass)
+// loses it once its connection has been idle the pass timeout: another
+// instance sweeps after it, and the frozen one, thawed, gives back what
+// it holds without an error.
+func TestAFrozenPassLetsGoOfTheSweep(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Fresh(t)
+	db := openDB(t, url)
+	f := setupTenant(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expire(t, f, l.ID)
+	frozen := NewSweeper(db, discard, SweeperConfig{BatchSize: 10})
+	frozen.passTimeout = time.Second
+	release, swept, err := frozen.takeSweep(ctx)
+	if err != nil || !swept {
+		t.Fatalf("take the sweep: swept %t, %v", swept, err)
+	}
+	other := NewSweeper(db, discard, SweeperConfig{BatchSize: 10})
+	if _, swept, err := other.TrySweepOnce(ctx); err != nil || swept {
+		t.Fatalf("a pass while the frozen one holds the lock: swept %t, %v; want it skipped", swept, err)
+	}
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n, swept, err := other.TrySweepOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if swept {
+			if n != 1 {
+				t.Errorf("the pass after the frozen one deleted %d locks, want the expired one", n)
+			}
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the frozen pass still holds the sweeper's lock 10 s later")
+		}
+		<-tick.C
+	}
+	t.Logf("another instance swept %s after the frozen pass's last statement", time.Since(start).Round(time.Millisecond))
+	release()
+	if _, swept, err := other.TrySweepOnce(ctx); err != nil || !swept {
+		t.Errorf("a pass after the frozen one gave back its connection: swept %t, %v", swept, err)
+	}
+}

@@ -28,8 +28,7 @@ func fromAnswer(status int, data []byte, call string) error {
 	case status == http.StatusServiceUnavailable && code == schemas.CodeLockHeld:
 		return withParams(errs.Errorf(errs.KindConflict, schemas.CodeLockHeld, "%s", msg).Because(cause))
 	case status == http.StatusServiceUnavailable, status == http.StatusBadGateway, status == http.StatusGatewayTimeout:
-		return errs.Errorf(errs.KindUnavailable, schemas.CodeStorageUnavailable,
-			"circulation-storage is unavailable; try again").Because(cause)
+		return unavailable(cause)
 	case status >= 500:
 		// A storage bug: not worth retrying, and the write may have happened.
 		return errs.Errorf(errs.KindInternal, schemas.CodeInternal, "circulation-storage failed").Because(cause)
@@ -82,4 +81,12 @@ func fromAnswer(status int, data []byte, call string) error {
 	// contract does not allow: a bug here.
 	return errs.Errorf(errs.KindInternal, schemas.CodeInternal,
 		"circulation-storage refused a request").Because(cause)
+}
+
+// unavailable is storage unreachable, or unable to serve right now (its
+// database down or out of connections): 503 with Retry-After.
+func unavailable(cause error) *errs.Error {
+	e := errs.Errorf(errs.KindUnavailable, schemas.CodeStorageUnavailable, "circulation-storage is unavailable; try again").Because(cause)
+	e.RetryAfter = schemas.UnavailableRetryAfter
+	return e
 }

@@ -138,8 +138,7 @@ func transportError(ctx context.Context, method, path string, err error) error {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	return errs.Errorf(errs.KindUnavailable, schemas.CodeStorageUnavailable,
-		"circulation-storage is unavailable; try again").Because(fmt.Errorf("%s %s: %w", method, path, err))
+	return unavailable(fmt.Errorf("%s %s: %w", method, path, err))
 }
 
 // query builds a query string from key, value pairs, skipping empty values.

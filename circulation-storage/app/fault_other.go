@@ -1,0 +1,6 @@
+//go:build !unix
+
+package app
+
+// stopSelf does nothing where there is no SIGSTOP.
+func stopSelf() {}

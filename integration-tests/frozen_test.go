@@ -1,0 +1,161 @@
+package integration
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// leadTimeout is the relays' OUTBOX_LEAD_TIMEOUT in these tests (the
+// default): a leader silent that long loses the lead.
+const leadTimeout = 5 * time.Second
+
+// relayEnv are the settings of the relays these tests start beside the
+// cluster's own storage instance, which serves circulation and relays
+// nothing.
+func relayEnv(broker *harness.NATSServer, extra ...string) []string {
+	return append([]string{"NATS_URL=" + broker.URL(), "OUTBOX_POLL=200ms", "OUTBOX_LEAD_TIMEOUT=" + leadTimeout.String()}, extra...)
+}
+
+// leads reports whether the relay p says it leads.
+func leads(t *testing.T, c *harness.Cluster, p *harness.Process) bool {
+	v, _ := c.Metric(t, p, "checkout_outbox_relay_leading")
+	return v == 1
+}
+
+// checkInAll checks in every item of the library (refusals of items not
+// on loan are fine).
+func checkInAll(t *testing.T, c *harness.Cluster, lib harness.Library) {
+	t.Helper()
+	for p := range lib.Patrons {
+		for _, item := range lib.Items[p] {
+			if r := c.CheckIn(0, item); r.Status != http.StatusOK && r.Status != http.StatusUnprocessableEntity {
+				t.Errorf("check-in %s: %d %s", item, r.Status, r.Body)
+			}
+		}
+	}
+}
+
+// TestEventsFrozenLeaderIsReplaced: the leading relay is frozen (SIGSTOP)
+// while bursts of check-outs and check-ins go on. Its database session
+// falls silent, PostgreSQL ends it after the lead timeout, and the other
+// relay leads within the lead timeout and a poll; meanwhile the standby's
+// metrics show the oldest event's age growing. Thawed, the old leader
+// finds its lead gone and publishes nothing more. The consumer hears every
+// event once, numbered without a gap, in commit order.
+func TestEventsFrozenLeaderIsReplaced(t *testing.T) {
+	broker := harness.StartNATS(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	events := harness.WatchEvents(t, broker.URL(), eventStream)
+	lib := c.SetupLibrary(4, 6, 2)
+	first := c.AddStorage("relay-a", relayEnv(broker)...)
+	waitFor(t, "relay-a to lead", func() bool { return leads(t, c, first) })
+	second := c.AddStorage("relay-b", relayEnv(broker)...)
+	burstAtTheLimit(t, c, lib)
+	waitFor(t, "the first burst's events to be published", func() bool { return c.PendingEvents(t) == 0 })
+
+	// Bursts go on in the background, before, during and after the freeze.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			checkInAll(t, c, lib)
+			burstAtTheLimit(t, c, lib)
+		}
+	}()
+	first.Freeze()
+	frozenAt := time.Now()
+	// Until the lead passes, the standby reads the outbox's age from the
+	// database: it grows while the check-outs' events wait.
+	var ages []float64
+	scrape := time.NewTicker(250 * time.Millisecond)
+	defer scrape.Stop()
+	for !leads(t, c, second) && time.Since(frozenAt) < 3*leadTimeout {
+		if age, _ := c.Metric(t, second, "checkout_outbox_oldest_age_seconds"); age > 0 {
+			ages = append(ages, age)
+		}
+		<-scrape.C
+	}
+	tookOver := time.Since(frozenAt)
+	if !leads(t, c, second) {
+		t.Fatalf("relay-b did not lead within %s of relay-a's freeze", 3*leadTimeout)
+	}
+	if bound := 2 * leadTimeout; tookOver > bound {
+		t.Errorf("relay-b led %s after relay-a froze, want within %s", tookOver.Round(time.Millisecond), bound)
+	}
+	if len(ages) < 2 || ages[len(ages)-1] <= ages[0] {
+		t.Errorf("the standby's checkout_outbox_oldest_age_seconds while the leader was frozen: %v, want it growing", ages)
+	}
+	// Thawed, the old leader publishes nothing more: it finds its session
+	// ended at its next statement.
+	first.Thaw()
+	waitFor(t, "relay-a to say it lost the lead", func() bool { return strings.Contains(first.Log(), "outbox relay: lead lost") })
+	published, _ := c.Metric(t, first, "checkout_outbox_published_total")
+	close(stop)
+	wg.Wait()
+	burstAtTheLimit(t, c, lib)
+	waitFor(t, "every event to be published", func() bool { return c.PendingEvents(t) == 0 })
+	if after, _ := c.Metric(t, first, "checkout_outbox_published_total"); after != published || leads(t, c, first) {
+		t.Errorf("relay-a published %v events after it was thawed (leading: %t)", after-published, leads(t, c, first))
+	}
+	got := checkEvents(t, c, events)
+	t.Logf("relay-b led %s after relay-a froze; standby's oldest-event ages %v; %d events, each once, in order",
+		tookOver.Round(time.Millisecond), ages, len(got))
+}
+
+// TestEventsLeaderFrozenBetweenPublishingAndMarking: the leading relay
+// publishes a batch and freezes before marking it published
+// (OUTBOX_FAULT=stop-after-publish). The other relay leads once the
+// frozen one's session has ended, publishes the batch again (the broker
+// drops it: same event ids) and what follows; thawed, the old leader's
+// marks go nowhere and it publishes nothing more. Every event once, in
+// order, numbered without a gap.
+func TestEventsLeaderFrozenBetweenPublishingAndMarking(t *testing.T) {
+	broker := harness.StartNATS(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	events := harness.WatchEvents(t, broker.URL(), eventStream)
+	lib := c.SetupLibrary(3, 4, 2)
+	burstAtTheLimit(t, c, lib)
+	pending := c.PendingEvents(t)
+	first := c.AddStorage("relay-a", relayEnv(broker, "OUTBOX_FAULT=stop-after-publish")...)
+	waitFor(t, "relay-a to freeze after publishing", first.Frozen)
+	t.Cleanup(first.Thaw)
+	frozenAt := time.Now()
+	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return len(tenantEvents(t, events, c.Tenant)) == pending }) {
+		t.Fatalf("the consumer has %d events, want the %d relay-a published before freezing", len(tenantEvents(t, events, c.Tenant)), pending)
+	}
+	if n := c.PendingEvents(t); n != pending {
+		t.Fatalf("%d events unmarked, want all %d: relay-a froze before marking", n, pending)
+	}
+	second := c.AddStorage("relay-b", relayEnv(broker)...)
+	waitFor(t, "relay-b to lead", func() bool { return leads(t, c, second) })
+	tookOver := time.Since(frozenAt)
+	if bound := 2 * leadTimeout; tookOver > bound {
+		t.Errorf("relay-b led %s after relay-a froze, want within %s", tookOver.Round(time.Millisecond), bound)
+	}
+	waitFor(t, "relay-b to publish the batch again", func() bool { return c.PendingEvents(t) == 0 })
+	checkInAll(t, c, lib)
+	burstAtTheLimit(t, c, lib)
+	first.Thaw()
+	waitFor(t, "relay-a to say it lost the lead", func() bool { return strings.Contains(first.Log(), "outbox relay: lead lost") })
+	published, _ := c.Metric(t, first, "checkout_outbox_published_total")
+	checkInAll(t, c, lib)
+	burstAtTheLimit(t, c, lib)
+	waitFor(t, "every event to be published", func() bool { return c.PendingEvents(t) == 0 })
+	if after, _ := c.Metric(t, first, "checkout_outbox_published_total"); after != published || leads(t, c, first) {
+		t.Errorf("relay-a published %v events after it was thawed (leading: %t)", after-published, leads(t, c, first))
+	}
+	got := checkEvents(t, c, events)
+	t.Logf("relay-b led %s after relay-a froze; %d events, each once, in order", tookOver.Round(time.Millisecond), len(got))
+}
