@@ -94,9 +94,14 @@ type Storage struct {
 	// Outbox records domain events of loans, items' statuses, requests,
 	// check-outs and check-ins with their writes (on), or none (off).
 	Outbox string `env:"OUTBOX" envDefault:"on"`
-	// NATSURL is the NATS server the outbox relay publishes to; empty: no
-	// relay runs here (the events wait for an instance that has one).
+	// NATSURL is the NATS server the outbox relay publishes to, or the
+	// servers of a cluster, comma-separated; empty: no relay runs here
+	// (the events wait for an instance that has one).
 	NATSURL string `env:"NATS_URL"`
+	// NATSStreamReplicas is how many servers of a JetStream cluster keep
+	// the stream (1 for a single server; 3 keeps it through the loss of
+	// one).
+	NATSStreamReplicas int `env:"NATS_STREAM_REPLICAS" envDefault:"1"`
 	// NATSStream and NATSSubjectPrefix are the JetStream stream and the
 	// subjects' prefix: <prefix>.<tenant>.<kind>.
 	NATSStream        string `env:"NATS_STREAM" envDefault:"CHECKOUT_EVENTS"`
@@ -183,8 +188,16 @@ func (c Storage) Validate() error {
 	if c.Outbox != "on" && c.Outbox != "off" {
 		errs = append(errs, fmt.Errorf("OUTBOX must be on or off, got %q", c.Outbox))
 	}
-	if c.NATSURL != "" && !strings.HasPrefix(c.NATSURL, "nats://") && !strings.HasPrefix(c.NATSURL, "tls://") {
-		errs = append(errs, fmt.Errorf("NATS_URL must be a nats:// or tls:// URL, got %q", c.NATSURL))
+	if c.NATSURL != "" {
+		for _, u := range strings.Split(c.NATSURL, ",") {
+			if !strings.HasPrefix(u, "nats://") && !strings.HasPrefix(u, "tls://") {
+				errs = append(errs, fmt.Errorf("NATS_URL must be nats:// or tls:// URLs, comma-separated, got %q", c.NATSURL))
+				break
+			}
+		}
+	}
+	if c.NATSStreamReplicas < 1 || c.NATSStreamReplicas > 5 {
+		errs = append(errs, fmt.Errorf("NATS_STREAM_REPLICAS must be 1..5 (JetStream's limit), got %d", c.NATSStreamReplicas))
 	}
 	if c.NATSDuplicateWindow < time.Second || c.NATSMaxAge < c.NATSDuplicateWindow {
 		errs = append(errs, fmt.Errorf("NATS_DUPLICATE_WINDOW must be at least 1s and NATS_MAX_AGE at least it, got %s and %s",
@@ -356,7 +369,7 @@ func (c Storage) LogValue() slog.Value {
 		slog.String("log_level", c.LogLevel.String()),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.String("outbox", c.Outbox),
-		slog.String("nats_url", redactURL(c.NATSURL)),
+		slog.String("nats_url", redactURLs(c.NATSURL)),
 		slog.String("nats_stream", c.NATSStream),
 		slog.String("nats_subject_prefix", c.NATSSubjectPrefix),
 		slog.Duration("outbox_retention", c.OutboxRetention),
@@ -367,6 +380,15 @@ func (c Storage) LogValue() slog.Value {
 }
 
 // redactURL is u with a password in it masked.
+// redactURLs is redactURL of each of comma-separated URLs.
+func redactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, u := range parts {
+		parts[i] = redactURL(u)
+	}
+	return strings.Join(parts, ",")
+}
+
 func redactURL(u string) string {
 	parsed, err := url.Parse(u)
 	if err != nil {

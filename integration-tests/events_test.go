@@ -93,7 +93,8 @@ func checkEvents(t *testing.T, c *harness.Cluster, events *harness.Events) []har
 			t.Fatalf("event %d is not a domain event: %v\n%s", i, err, e.Raw)
 		}
 		if want := int64(i + 1); e.Seq != want {
-			t.Fatalf("event %d has seq %d, want %d: commit order with no gap and no repeat", i, e.Seq, want)
+			t.Fatalf("event %d has seq %d (the stream's message %d, after the stream's %d), want %d: commit order with no gap and no repeat",
+				i, e.Seq, e.StreamSeq, got[max(i-1, 0)].StreamSeq, want)
 		}
 		if !strings.HasSuffix(e.Subject, "."+c.Tenant+"."+kindOf(e)) {
 			t.Fatalf("event %s on subject %s", e.ID, e.Subject)

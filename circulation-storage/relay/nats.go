@@ -26,6 +26,7 @@ type NATS struct {
 
 // NATSConfig names the broker and the stream.
 type NATSConfig struct {
+	// URL is the server's, or a cluster's servers', comma-separated.
 	URL    string
 	Stream string
 	// Prefix is the subjects' first tokens: <Prefix>.<tenant>.<kind>.
@@ -36,6 +37,8 @@ type NATSConfig struct {
 	Duplicates time.Duration
 	// MaxAge is how long the stream keeps a message.
 	MaxAge time.Duration
+	// Replicas is how many servers of a cluster keep the stream (0: 1).
+	Replicas int
 }
 
 // DialNATS connects (reconnecting by itself for ever) and makes sure the
@@ -54,7 +57,7 @@ func DialNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	}
 	n := &NATS{nc: nc, js: js, prefix: cfg.Prefix}
 	stream := jetstream.StreamConfig{Name: cfg.Stream, Subjects: []string{cfg.Prefix + ".>"}, Storage: jetstream.FileStorage,
-		Duplicates: cfg.Duplicates, MaxAge: cfg.MaxAge}
+		Duplicates: cfg.Duplicates, MaxAge: cfg.MaxAge, Replicas: max(1, cfg.Replicas)}
 	// The stream is made when the broker first answers; until then
 	// publishing fails and the relay tries again.
 	go func() {

@@ -29,23 +29,83 @@ type NATSServer struct {
 	logPath string
 	cmd     *exec.Cmd
 	exited  chan struct{}
+	// Name is the server's name; cluster its arguments as a node of a
+	// cluster (none for a server alone).
+	Name    string
+	cluster []string
 }
 
 // StartNATS starts a NATS server with JetStream.
 func StartNATS(t testing.TB) *NATSServer {
 	t.Helper()
-	s := &NATSServer{t: t, Addr: freeAddr(t), dir: t.TempDir(),
-		logPath: filepath.Join(envState().LogDir, sanitizeName(t.Name())+"-nats.log")}
+	s := newNATS(t, "nats", nil)
 	s.Start()
+	return s
+}
+
+// StartNATSCluster starts n NATS servers with JetStream as one cluster
+// (routes between every two), each with its own store.
+func StartNATSCluster(t testing.TB, n int) []*NATSServer {
+	t.Helper()
+	routes := make([]string, n)
+	for i := range routes {
+		routes[i] = "nats://" + freeAddr(t)
+	}
+	nodes := make([]*NATSServer, n)
+	for i := range nodes {
+		name := fmt.Sprintf("nats-%d", i+1)
+		nodes[i] = newNATS(t, name, []string{"-n", name, "--cluster_name", "checkout-events", "--cluster", routes[i],
+			"--routes", strings.Join(routes, ",")})
+	}
+	for _, s := range nodes {
+		s.Start()
+	}
+	return nodes
+}
+
+// NATSURLs are the servers' URLs, comma-separated, as NATS_URL takes them.
+func NATSURLs(nodes []*NATSServer) string {
+	urls := make([]string, len(nodes))
+	for i, s := range nodes {
+		urls[i] = s.URL()
+	}
+	return strings.Join(urls, ",")
+}
+
+// newNATS prepares a server named name; it is stopped when the test ends.
+func newNATS(t testing.TB, name string, cluster []string) *NATSServer {
+	s := &NATSServer{t: t, Addr: freeAddr(t), dir: t.TempDir(), Name: name, cluster: cluster,
+		logPath: filepath.Join(envState().LogDir, sanitizeName(t.Name())+"-"+name+".log")}
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
 			if b, err := os.ReadFile(s.logPath); err == nil {
-				t.Logf("---- log of nats-server ----\n%s", tail(b, 50))
+				t.Logf("---- log of %s ----\n%s", name, tail(b, 50))
 			}
 		}
 	})
 	return s
+}
+
+// Kill ends the server with SIGKILL, as a lost machine would.
+func (s *NATSServer) Kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+}
+
+// WipeStore deletes the server's JetStream store, as a lost disk would:
+// started again, it has to be sent what it held.
+func (s *NATSServer) WipeStore() {
+	s.t.Helper()
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(s.dir, e.Name())); err != nil {
+			s.t.Fatal(err)
+		}
+	}
 }
 
 // PID is the running server's process id.
@@ -70,7 +130,20 @@ func (c *Cluster) PendingEvents(t testing.TB) int {
 // that waits for the relay without asking the database.
 func (s *NATSServer) StreamLastSeq(t testing.TB, stream string) func() uint64 {
 	t.Helper()
-	nc, err := nats.Connect(s.URL())
+	info := StreamInfo(t, s.URL(), stream)
+	return func() uint64 {
+		if i := info(); i != nil {
+			return i.State.LastSeq
+		}
+		return 0
+	}
+}
+
+// StreamInfo returns a reader of the stream's state as the server or
+// cluster at urls (comma-separated) reports it: nil while it cannot say.
+func StreamInfo(t testing.TB, urls, stream string) func() *jetstream.StreamInfo {
+	t.Helper()
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +152,14 @@ func (s *NATSServer) StreamLastSeq(t testing.TB, stream string) func() uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func() uint64 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	return func() *jetstream.StreamInfo {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
-			return 0
+			return nil
 		}
-		return st.CachedInfo().State.LastSeq
+		return st.CachedInfo()
 	}
 }
 
@@ -106,7 +179,7 @@ func (s *NATSServer) Start() {
 		s.t.Fatal(err)
 	}
 	host, port, _ := strings.Cut(s.Addr, ":")
-	cmd := exec.Command(strings.TrimSpace(string(path)), "-js", "-a", host, "-p", port, "-sd", s.dir)
+	cmd := exec.Command(strings.TrimSpace(string(path)), append([]string{"-js", "-a", host, "-p", port, "-sd", s.dir}, s.cluster...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start nats-server: %v", err)
@@ -169,6 +242,8 @@ type Event struct {
 		Old json.RawMessage `json:"old"`
 		New json.RawMessage `json:"new"`
 	} `json:"data"`
+	// StreamSeq is the message's number in the stream.
+	StreamSeq uint64
 	// Raw is the message's body; Received when the consumer got it.
 	Raw      []byte
 	Received time.Time
@@ -180,6 +255,10 @@ type Events struct {
 	mu   sync.Mutex
 	list []Event
 	bad  []string
+	// position is the number in the stream of the last message taken;
+	// replayed counts those given again before it.
+	position uint64
+	replayed int
 }
 
 // WatchEvents consumes stream at url (an ordered consumer, from the
@@ -234,13 +313,33 @@ func (e *Events) add(m jetstream.Msg) {
 	err := json.Unmarshal(m.Data(), &ev)
 	ev.Subject, ev.Raw, ev.Received = m.Subject(), m.Data(), time.Now()
 	ev.Seq, _ = strconv.ParseInt(m.Headers().Get("Outbox-Seq"), 10, 64)
+	if md, err := m.Metadata(); err == nil {
+		ev.StreamSeq = md.Sequence.Stream
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if ev.StreamSeq != 0 && ev.StreamSeq <= e.position {
+		// The ordered consumer, recreated after the server that served it
+		// went away, can start again before where it was: a consumer keeps
+		// its place in the stream and skips what it has had. A repeat the
+		// stream stored twice has a number of its own, and is kept.
+		e.replayed++
+		return
+	}
+	e.position = max(e.position, ev.StreamSeq)
 	if err != nil {
 		e.bad = append(e.bad, fmt.Sprintf("%s: %v: %s", m.Subject(), err, m.Data()))
 		return
 	}
 	e.list = append(e.list, ev)
+}
+
+// Replayed is how many messages the consumer was given again, before its
+// place in the stream, and skipped.
+func (e *Events) Replayed() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.replayed
 }
 
 // All is every event received so far, in order, and the messages that
