@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/checkoutlock/circulation-storage/relay"
@@ -47,15 +46,7 @@ func TestRelayPublishRecoversABrokenChain(t *testing.T) {
 		t.Fatalf("a chain after a stored event: published %d, %v; want 2, nil", n, err)
 	}
 
-	nc, err := nats.Connect(broker.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := harness.JetStream(t, broker.URL())
 	if _, err := js.Publish(ctx, "chain.diku.other", []byte(`{}`), jetstream.WithMsgID("someone-else")); err != nil {
 		t.Fatal(err)
 	}

@@ -143,15 +143,7 @@ func (s *NATSServer) StreamLastSeq(t testing.TB, stream string) func() uint64 {
 // cluster at urls (comma-separated) reports it: nil while it cannot say.
 func StreamInfo(t testing.TB, urls, stream string) func() *jetstream.StreamInfo {
 	t.Helper()
-	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := JetStream(t, urls)
 	return func() *jetstream.StreamInfo {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -348,4 +340,46 @@ func (e *Events) All() ([]Event, []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(e.list), slices.Clone(e.bad)
+}
+
+// StreamIDs reads every message of the stream at urls and returns how many
+// times each message id (Nats-Msg-Id: the event's id) of tenant's events is
+// stored (the relays publish every tenant's of the database).
+func StreamIDs(t testing.TB, urls, stream, tenant string) map[string]int {
+	t.Helper()
+	js := JetStream(t, urls)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := st.CachedInfo().State
+	ids := map[string]int{}
+	for seq := state.FirstSeq; seq <= state.LastSeq && seq > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			continue // deleted
+		}
+		if strings.Contains(m.Subject, "."+tenant+".") {
+			ids[m.Header.Get(jetstream.MsgIDHeader)]++
+		}
+	}
+	return ids
+}
+
+// JetStream is a JetStream client of the server or cluster at urls
+// (comma-separated), reconnecting by itself, closed when the test ends.
+func JetStream(t testing.TB, urls string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }

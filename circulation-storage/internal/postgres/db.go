@@ -55,6 +55,14 @@ type PoolConfig struct {
 	// NoOutbox records no events: the sessions run with
 	// checkoutlock.outbox = 'off' (OUTBOX=off).
 	NoOutbox bool
+	// IdleInTransaction, when positive, is how long a session may sit in
+	// a transaction without a statement before PostgreSQL ends it
+	// (idle_in_transaction_session_timeout): an instance frozen in the
+	// middle of a transaction (paused, hung) gives back the rows and
+	// locks it holds, rather than stall every other instance's writes of
+	// them. This service's transactions never wait between statements;
+	// the request deadline is a safe bound.
+	IdleInTransaction time.Duration
 }
 
 // Open creates the pools. It does not wait for the database: connections
@@ -67,7 +75,7 @@ func Open(ctx context.Context, connString string, cfg PoolConfig) (*DB, error) {
 // open is Open with the pools' connections made by dial, when set (tests
 // cut connections through it).
 func open(ctx context.Context, connString string, cfg PoolConfig, dial pgconn.DialFunc) (*DB, error) {
-	main, err := openPool(ctx, connString, cfg.MaxConns, cfg.MaxConnLifetime, "circulation-storage", "", cfg.NoOutbox, dial)
+	main, err := openPool(ctx, connString, cfg, cfg.MaxConns, "circulation-storage", "", dial)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +83,7 @@ func open(ctx context.Context, connString string, cfg PoolConfig, dial pgconn.Di
 	db.lockPool = db.pool
 	if cfg.LockCommit != "" && cfg.LockCommit != "on" {
 		// Lock statements are short: half the connections serve them.
-		locks, err := openPool(ctx, connString, max(2, cfg.MaxConns/2), cfg.MaxConnLifetime, "circulation-storage-locks", cfg.LockCommit, cfg.NoOutbox, dial)
+		locks, err := openPool(ctx, connString, cfg, max(2, cfg.MaxConns/2), "circulation-storage-locks", cfg.LockCommit, dial)
 		if err != nil {
 			main.Close()
 			return nil, err
@@ -85,11 +93,12 @@ func open(ctx context.Context, connString string, cfg PoolConfig, dial pgconn.Di
 	return db, nil
 }
 
-// openPool creates one pool, its sessions named name, with
-// synchronous_commit set when commit is not empty, connecting through dial
-// when it is set.
-func openPool(ctx context.Context, connString string, maxConns int32, lifetime time.Duration, name, commit string, noOutbox bool,
+// openPool creates one pool of maxConns connections as pc says, its
+// sessions named name, with synchronous_commit set when commit is not
+// empty, connecting through dial when it is set.
+func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns int32, name, commit string,
 	dial pgconn.DialFunc) (*pgxpool.Pool, error) {
+	lifetime, noOutbox := pc.MaxConnLifetime, pc.NoOutbox
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		// The parse error may quote the connection string, password included.
@@ -108,6 +117,9 @@ func openPool(ctx context.Context, connString string, maxConns int32, lifetime t
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	if pc.IdleInTransaction > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(pc.IdleInTransaction.Milliseconds(), 10)
+	}
 	// Every statement names its tenant, and every table has an index for
 	// what a statement looks for within a tenant: reading a whole table,
 	// every tenant's rows, is never the plan. PostgreSQL would still

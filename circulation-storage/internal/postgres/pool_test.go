@@ -161,3 +161,44 @@ func TestConnectionsAreRetiredAtTheirLifetime(t *testing.T) {
 		t.Errorf("the pool retired no connection for its lifetime")
 	}
 }
+
+// TestAFrozenTransactionLetsGo: a transaction that holds a lock and then
+// falls silent (its instance frozen between two statements) is ended by
+// PostgreSQL after IdleInTransaction: another session waiting for the same
+// lock has it about then, not never; the frozen one's next statement
+// fails, and its connection is not handed out again.
+func TestAFrozenTransactionLetsGo(t *testing.T) {
+	t.Parallel()
+	db, err := Open(context.Background(), pgtest.Shared(t), PoolConfig{MaxConns: 4, IdleInTransaction: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeWithin(t, db, 10*time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	key := time.Now().UnixNano()
+	frozen, err := db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := frozen.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = db.inTx(ctx, "", func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key)
+		return err
+	})
+	waited := time.Since(start)
+	if err != nil {
+		t.Fatalf("the other session's lock: %v", err)
+	}
+	if waited < 500*time.Millisecond || waited > 5*time.Second {
+		t.Errorf("the other session had the lock after %s, want about the 1 s idle limit", waited.Round(time.Millisecond))
+	}
+	if _, err := frozen.Exec(ctx, `SELECT 1`); err == nil {
+		t.Error("the frozen transaction's next statement succeeded; its session should have ended")
+	}
+	_ = frozen.Rollback(ctx)
+	t.Logf("the lock passed %s after the frozen transaction's last statement", waited.Round(time.Millisecond))
+}
