@@ -8,7 +8,7 @@ GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 # How long one package's tests may take in make test before it is failed
 # as hung: a few times what they take on two cores (the slowest unit
-# package about 40 s, the workloads across real processes about 3 min).
+# package about 40 s, the workloads across real processes about 3.5 min).
 UNIT_TIMEOUT        ?= 3m
 INTEGRATION_TIMEOUT ?= 8m
 BENCH_OUT ?= bench-results

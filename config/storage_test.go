@@ -76,12 +76,36 @@ func TestStorageInvalidValuesNameTheirVariable(t *testing.T) {
 			`AUTH_TRUSTED_MODULES: "circulation" is not module=public-key-file`},
 		{map[string]string{"AUTH_MODE": "jwt", "AUTH_JWT_SECRET": strings.Repeat("s", 32), "AUTH_TRUSTED_MODULES": "circulation=nope.pem"},
 			"AUTH_TRUSTED_MODULES: nope.pem"},
+		{map[string]string{"OUTBOX_LEAD_TIMEOUT": "500ms"}, "OUTBOX_LEAD_TIMEOUT must be from 1s to 1m, got 500ms"},
+		{map[string]string{"OUTBOX_LEAD_TIMEOUT": "2m"}, "OUTBOX_LEAD_TIMEOUT must be from 1s to 1m, got 2m0s"},
+		{map[string]string{"OUTBOX_LEAD_TIMEOUT": "10s", "NATS_DUPLICATE_WINDOW": "15s"},
+			"NATS_DUPLICATE_WINDOW must be at least twice OUTBOX_LEAD_TIMEOUT (20s) and NATS_MAX_AGE at least it, got 15s"},
+		{map[string]string{"NATS_URL": "nats://a:4222,http://b:4222"}, "NATS_URL must be nats:// or tls:// URLs, comma-separated"},
+		{map[string]string{"NATS_STREAM_REPLICAS": "0"}, "NATS_STREAM_REPLICAS must be 1..5"},
+		{map[string]string{"NATS_STREAM_REPLICAS": "7"}, "NATS_STREAM_REPLICAS must be 1..5"},
+		{map[string]string{"OUTBOX_FAULT": "crash"}, "OUTBOX_FAULT is for the fault tests: exit-after-publish, stop-after-publish or empty"},
 	}
 	for _, tt := range tests {
 		_, err := LoadStorage(tt.env)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("LoadStorage(%v) = %v, want an error saying %q", tt.env, err, tt.want)
 		}
+	}
+}
+
+// TestOutboxSettingsThatFitTogether: a cluster's servers with spaces after
+// the commas, a poll longer than the lead timeout's third, and a duplicate
+// window exactly twice the lead timeout are all accepted.
+func TestOutboxSettingsThatFitTogether(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"AUTH_MODE": "none", "NATS_URL": "nats://a:4222, nats://b:4222,tls://c:4222", "NATS_STREAM_REPLICAS": "3",
+		"OUTBOX_POLL": "4s", "OUTBOX_LINGER": "50ms", "OUTBOX_LEAD_TIMEOUT": "5s", "NATS_DUPLICATE_WINDOW": "10s"}
+	c, err := LoadStorage(env)
+	if err != nil {
+		t.Fatalf("LoadStorage(%v): %v", env, err)
+	}
+	if c.NATSStreamReplicas != 3 || c.OutboxLeadTimeout != 5*time.Second {
+		t.Errorf("replicas %d, lead timeout %s", c.NATSStreamReplicas, c.OutboxLeadTimeout)
 	}
 }
 

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,6 +36,10 @@ func TestEventsThroughAJetStreamCluster(t *testing.T) {
 	published("after the first burst")
 	if i := info(); i == nil || i.Config.Replicas != 3 || i.Cluster == nil || len(i.Cluster.Replicas) != 2 {
 		t.Fatalf("the stream: %+v, want three replicas", i)
+	}
+	lostBefore := map[string]int{}
+	for _, s := range c.Storages {
+		lostBefore[s.Name] = strings.Count(s.Log(), "outbox relay: lead lost")
 	}
 	for _, wipe := range []bool{false, true} {
 		var leader *harness.NATSServer
@@ -78,6 +83,13 @@ func TestEventsThroughAJetStreamCluster(t *testing.T) {
 		t.Logf("killed %s (store wiped: %t); the stream's leader is now %s", leader.Name, wipe, info().Cluster.Leader)
 	}
 	got := checkEvents(t, c, events)
+	// The leading relay kept its lead while the stream chose a new leader
+	// (its publishes waited for acknowledgements meanwhile).
+	for _, s := range c.Storages {
+		if n := strings.Count(s.Log(), "outbox relay: lead lost"); n != lostBefore[s.Name] {
+			t.Errorf("%s lost the lead %d times while a broker was down", s.Name, n-lostBefore[s.Name])
+		}
+	}
 	// The stream holds the tenant's events heard, each once.
 	ids := harness.StreamIDs(t, urls, eventStream, c.Tenant)
 	stored := 0

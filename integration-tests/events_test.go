@@ -305,6 +305,10 @@ func TestEventsWaitForTheBroker(t *testing.T) {
 	if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool { return c.PendingEvents(t) == 0 }) {
 		t.Fatal("the events were not published while the broker was up")
 	}
+	lostBefore := map[string]int{}
+	for _, s := range c.Storages {
+		lostBefore[s.Name] = strings.Count(s.Log(), "outbox relay: lead lost")
+	}
 	broker.Stop()
 	for p := range lib.Patrons {
 		for _, item := range lib.Items[p] {
@@ -337,6 +341,13 @@ func TestEventsWaitForTheBroker(t *testing.T) {
 		t.Fatalf("%d events still wait 30s after the broker came back", c.PendingEvents(t))
 	}
 	checkEvents(t, c, events)
+	// The leader kept its lead all along: waiting for the broker's
+	// acknowledgements and pausing between tries used its session.
+	for _, s := range c.Storages {
+		if n := strings.Count(s.Log(), "outbox relay: lead lost"); n != lostBefore[s.Name] {
+			t.Errorf("%s lost the lead %d times while the broker was away", s.Name, n-lostBefore[s.Name])
+		}
+	}
 }
 
 // TestEventsIfAndOnlyIfLoans: storage's database connections cut again

@@ -27,6 +27,23 @@ func leads(t *testing.T, c *harness.Cluster, p *harness.Process) bool {
 	return v == 1
 }
 
+// twoRelays is a cluster whose own storage instance relays nothing, a
+// broker, a consumer, a library, and two relays beside it: the first
+// leading, the second standing by, a first burst's events published.
+func twoRelays(t *testing.T) (*harness.NATSServer, *harness.Cluster, *harness.Events, harness.Library, *harness.Process, *harness.Process) {
+	t.Helper()
+	broker := harness.StartNATS(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	events := harness.WatchEvents(t, broker.URL(), eventStream)
+	lib := c.SetupLibrary(4, 6, 2)
+	first := c.AddStorage("relay-a", relayEnv(broker)...)
+	waitFor(t, "relay-a to lead", func() bool { return leads(t, c, first) })
+	second := c.AddStorage("relay-b", relayEnv(broker)...)
+	burstAtTheLimit(t, c, lib)
+	waitFor(t, "the first burst's events to be published", func() bool { return c.PendingEvents(t) == 0 })
+	return broker, c, events, lib, first, second
+}
+
 // checkInAll checks in every item of the library (refusals of items not
 // on loan are fine).
 func checkInAll(t *testing.T, c *harness.Cluster, lib harness.Library) {
@@ -48,15 +65,7 @@ func checkInAll(t *testing.T, c *harness.Cluster, lib harness.Library) {
 // finds its lead gone and publishes nothing more. The consumer hears every
 // event once, numbered without a gap, in commit order.
 func TestEventsFrozenLeaderIsReplaced(t *testing.T) {
-	broker := harness.StartNATS(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
-	events := harness.WatchEvents(t, broker.URL(), eventStream)
-	lib := c.SetupLibrary(4, 6, 2)
-	first := c.AddStorage("relay-a", relayEnv(broker)...)
-	waitFor(t, "relay-a to lead", func() bool { return leads(t, c, first) })
-	second := c.AddStorage("relay-b", relayEnv(broker)...)
-	burstAtTheLimit(t, c, lib)
-	waitFor(t, "the first burst's events to be published", func() bool { return c.PendingEvents(t) == 0 })
+	_, c, events, lib, first, second := twoRelays(t)
 
 	// Bursts go on in the background, before, during and after the freeze.
 	stop := make(chan struct{})
@@ -158,4 +167,35 @@ func TestEventsLeaderFrozenBetweenPublishingAndMarking(t *testing.T) {
 	}
 	got := checkEvents(t, c, events)
 	t.Logf("relay-b led %s after relay-a froze; %d events, each once, in order", tookOver.Round(time.Millisecond), len(got))
+}
+
+// TestEventsLeaderKeepsItsLeadWhileTheBrokerHangs: the broker is frozen
+// (SIGSTOP: connections open, nothing acknowledged) for three lead
+// timeouts while check-outs go on. The leading relay waits for
+// acknowledgements and pauses between tries, using its database session
+// all the while, so it keeps the lead: no instance loses or takes it, and
+// once the broker goes on every event arrives once, in order.
+func TestEventsLeaderKeepsItsLeadWhileTheBrokerHangs(t *testing.T) {
+	broker, c, events, lib, first, second := twoRelays(t)
+	broker.Freeze()
+	hung := time.Now()
+	checkInAll(t, c, lib)
+	burstAtTheLimit(t, c, lib)
+	waitFor(t, "the relay to be waiting for the hung broker", func() bool { return c.PendingEvents(t) > 0 })
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for time.Since(hung) < 3*leadTimeout {
+		if !leads(t, c, first) || leads(t, c, second) {
+			t.Fatalf("%s after the broker hung: relay-a leading %t, relay-b leading %t; want the lead kept",
+				time.Since(hung).Round(time.Millisecond), leads(t, c, first), leads(t, c, second))
+		}
+		<-tick.C
+	}
+	broker.Thaw()
+	waitFor(t, "every event to be published once the broker goes on", func() bool { return c.PendingEvents(t) == 0 })
+	if strings.Contains(first.Log(), "outbox relay: lead lost") {
+		t.Error("relay-a lost the lead while the broker hung")
+	}
+	got := checkEvents(t, c, events)
+	t.Logf("the broker hung %s; relay-a kept the lead; %d events, each once, in order", (3 * leadTimeout).String(), len(got))
 }

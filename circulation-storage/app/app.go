@@ -147,7 +147,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	var broker *relay.NATS
 	if cfg.NATSURL != "" {
 		broker, err = relay.DialNATS(sweepCtx, relay.NATSConfig{URL: cfg.NATSURL, Stream: cfg.NATSStream, Prefix: cfg.NATSSubjectPrefix,
-			Duplicates: cfg.NATSDuplicateWindow, MaxAge: cfg.NATSMaxAge, Replicas: cfg.NATSStreamReplicas})
+			Duplicates: cfg.NATSDuplicateWindow, MaxAge: cfg.NATSMaxAge, Replicas: cfg.NATSStreamReplicas, Logger: logger})
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -39,6 +40,9 @@ type NATSConfig struct {
 	MaxAge time.Duration
 	// Replicas is how many servers of a cluster keep the stream (0: 1).
 	Replicas int
+	// Logger, when set, is told why the stream cannot be made (more
+	// replicas than servers, say): the first time, then every minute.
+	Logger *slog.Logger
 }
 
 // DialNATS connects (reconnecting by itself for ever) and makes sure the
@@ -61,12 +65,18 @@ func DialNATS(ctx context.Context, cfg NATSConfig) (*NATS, error) {
 	// The stream is made when the broker first answers; until then
 	// publishing fails and the relay tries again.
 	go func() {
+		var told time.Time
 		for ctx.Err() == nil {
 			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, err := js.CreateOrUpdateStream(sctx, stream)
 			cancel()
 			if err == nil {
 				return
+			}
+			if cfg.Logger != nil && ctx.Err() == nil && time.Since(told) >= time.Minute {
+				told = time.Now()
+				cfg.Logger.Warn("outbox relay: cannot make the stream; trying again every second", slog.String("stream", cfg.Stream),
+					slog.Int("replicas", stream.Replicas), slog.Any("error", err))
 			}
 			t := time.NewTimer(time.Second)
 			select {
@@ -130,6 +140,9 @@ func (n *NATS) Publish(ctx context.Context, events []Event) (int, error) {
 func (n *NATS) publishChain(ctx context.Context, events []Event) (stored bool, err error) {
 	expected := n.last
 	for _, e := range events[:len(events)-1] {
+		if err := ctx.Err(); err != nil {
+			return false, err // the lead is gone: nothing more is sent
+		}
 		msg := n.message(e)
 		msg.Header.Set(jetstream.ExpectedLastMsgIDHeader, expected)
 		if err := n.nc.PublishMsg(msg); err != nil {

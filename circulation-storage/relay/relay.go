@@ -225,6 +225,7 @@ func (r *Relay) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		l, leading, err := r.store.Lead(ctx)
 		if err != nil && ctx.Err() == nil {
+			r.obs.Backlog(0, 0) // unknown here; see below
 			r.logger.Warn("outbox relay: cannot reach the database to lead", slog.Any("error", err))
 		}
 		if !leading && err == nil {
@@ -233,6 +234,9 @@ func (r *Relay) Run(ctx context.Context) {
 			if n, oldest, err := r.store.Behind(ctx); err == nil {
 				r.obs.Backlog(n, ageOf(oldest))
 			} else if ctx.Err() == nil {
+				// Unknown is not "behind": the instances that can read
+				// the database say it (the metrics take the max).
+				r.obs.Backlog(0, 0)
 				r.logger.Warn("outbox relay: cannot read how far behind delivery is", slog.Any("error", err))
 			}
 		}
@@ -248,7 +252,9 @@ func (r *Relay) Run(ctx context.Context) {
 				r.logger.Warn("outbox relay: lead lost", slog.Any("error", err))
 			}
 		}
-		sleep(ctx, r.cfg.Poll)
+		// Within the lead timeout: the session kept for the next try
+		// ends once idle that long.
+		sleep(ctx, min(r.cfg.Poll, r.keepAlive()))
 	}
 }
 
@@ -375,7 +381,15 @@ func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 				}
 				used = time.Now()
 			}
-			n, err := r.publish(ctx, events)
+			n, err, lost := r.publishLeading(ctx, l, events)
+			if lost != nil {
+				if n > 0 {
+					p.Published = events[n-1].Seq
+					marks[t] = p.Published
+					progress[t] = p
+				}
+				return fmt.Errorf("the lead, while publishing: %w", lost)
+			}
 			if n > 0 {
 				p.Published = events[n-1].Seq
 				marks[t] = p.Published
@@ -521,6 +535,38 @@ func (r *Relay) wait(ctx context.Context, l Leader) error {
 		return err
 	}
 	return ctx.Err()
+}
+
+// publishLeading is publish while keeping the lead: the broker may take up
+// to its acknowledgement wait, longer than the lead may stay unused, so the
+// lead is used every keepAlive meanwhile (the broker's side does not touch
+// the database). When the lead is lost, what is left of the batch is not
+// sent (the publisher stops at its context's end), and lost says why.
+func (r *Relay) publishLeading(ctx context.Context, l Leader, events []Event) (n int, err, lost error) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	kept := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(r.keepAlive())
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				kept <- nil
+				return
+			case <-tick.C:
+				if err := l.Alive(pctx); err != nil {
+					cancel()
+					kept <- err
+					return
+				}
+			}
+		}
+	}()
+	n, err = r.publish(pctx, events)
+	close(done)
+	return n, err, <-kept
 }
 
 // publish sends a tenant's events in order; none goes before an earlier

@@ -87,6 +87,16 @@ func newNATS(t testing.TB, name string, cluster []string) *NATSServer {
 	return s
 }
 
+// Freeze stops the server (SIGSTOP): its connections stay open and
+// nothing is answered, as with a hung broker, until Thaw.
+func (s *NATSServer) Freeze() {
+	_ = s.cmd.Process.Signal(syscall.SIGSTOP)
+	s.t.Cleanup(s.Thaw)
+}
+
+// Thaw lets a frozen server go on (SIGCONT).
+func (s *NATSServer) Thaw() { _ = s.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Kill ends the server with SIGKILL, as a lost machine would.
 func (s *NATSServer) Kill() {
 	_ = s.cmd.Process.Kill()
@@ -213,6 +223,7 @@ func (s *NATSServer) Stop() {
 	default:
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a frozen server acts on SIGTERM once it goes on
 	select {
 	case <-s.exited:
 	case <-time.After(10 * time.Second):
