@@ -336,6 +336,20 @@ func TestEventsWaitForTheBroker(t *testing.T) {
 	}) {
 		t.Fatal("no storage instance's checkout_outbox_depth says the events wait")
 	}
+	// Down long enough for a publication to fail (the client holds
+	// messages while it reconnects, and the broker's acknowledgement is
+	// waited for 5 s): the events are then read again from the outbox, in
+	// order.
+	if !harness.Poll(20*time.Second, 100*time.Millisecond, func() bool {
+		for _, s := range c.Storages {
+			if v, _ := c.Metric(t, s, "checkout_outbox_publish_failures_total"); v > 0 {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("no publication failed while the broker was down")
+	}
 	broker.Start()
 	if !harness.Poll(30*time.Second, 100*time.Millisecond, func() bool { return c.PendingEvents(t) == 0 }) {
 		t.Fatalf("%d events still wait 30s after the broker came back", c.PendingEvents(t))
