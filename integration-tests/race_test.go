@@ -159,20 +159,28 @@ func TestChargedOutLimitHoldsWithLock(t *testing.T) {
 	const limit, racers = 3, 10
 	rounds := scaled(10)
 	lib := c.SetupLibrary(rounds, racers, 0)
-	condition := "/patron-block-conditions/" + schemas.ConditionItemsChargedOut
-	var cond map[string]any
-	c.Do(c.Storage, "GET", condition, nil).Want(t, http.StatusOK).Decode(t, &cond)
-	cond["blockBorrowing"], cond["message"] = true, "You have reached the maximum number of items charged out"
-	delete(cond, "metadata")
-	c.Do(c.Storage, "PUT", condition, cond).Want(t, http.StatusNoContent)
-	c.Do(c.Storage, "POST", "/patron-block-limits", map[string]any{"patronGroupId": lib.GroupID,
-		"conditionId": schemas.ConditionItemsChargedOut, "value": limit}).Want(t, http.StatusCreated)
+	chargedOutLimit(t, c, lib, "blockBorrowing", "You have reached the maximum number of items charged out", limit)
 	requests, successes, blocked, unlocked := burstsToTheLimit(t, c, lib, rounds, limit, schemas.CodeUserBlockedAutomatically,
 		"You have reached the maximum number of items charged out")
 	violations := c.Violations(harness.Invariants{ItemLimit: limit})
 	summary(t, requests, successes, blocked+unlocked, len(violations),
 		fmt.Sprintf("blocked_at_charged_out=%d unable_to_acquire_lock=%d", blocked, unlocked))
 	c.CheckInvariants(t, harness.Invariants{ItemLimit: limit})
+}
+
+// chargedOutLimit has the maximum-items-charged-out condition block what
+// block says (blockBorrowing, blockRenewals) with message, and gives the
+// library's patron group a limit of value for it.
+func chargedOutLimit(t *testing.T, c *harness.Cluster, lib harness.Library, block, message string, value int) {
+	t.Helper()
+	condition := "/patron-block-conditions/" + schemas.ConditionItemsChargedOut
+	var cond map[string]any
+	c.Do(c.Storage, "GET", condition, nil).Want(t, http.StatusOK).Decode(t, &cond)
+	cond[block], cond["message"] = true, message
+	delete(cond, "metadata")
+	c.Do(c.Storage, "PUT", condition, cond).Want(t, http.StatusNoContent)
+	c.Do(c.Storage, "POST", "/patron-block-limits", map[string]any{"patronGroupId": lib.GroupID,
+		"conditionId": schemas.ConditionItemsChargedOut, "value": value}).Want(t, http.StatusCreated)
 }
 
 // TestRequestedItemGoesToItsRequester: an item is held for one patron

@@ -13,15 +13,22 @@ import (
 	"github.com/checkoutlock/schemas"
 )
 
-// renewable makes the library's loan policy renew twice, from the due
-// date, for a week.
+// renewable makes the library's loan policy renew as renewalsPolicy says.
 func renewable(t *testing.T, c *harness.Cluster, lib harness.Library, renewalsPolicy map[string]any) {
+	t.Helper()
+	changePolicy(t, c, lib, map[string]any{"renewable": true, "renewalsPolicy": renewalsPolicy})
+}
+
+// changePolicy sets the fields of change on the library's loan policy,
+// through storage's API.
+func changePolicy(t *testing.T, c *harness.Cluster, lib harness.Library, change map[string]any) {
 	t.Helper()
 	var policy map[string]any
 	c.Do(c.Storage, "GET", "/loan-policy-storage/loan-policies/"+lib.PolicyID, nil).Want(t, http.StatusOK).Decode(t, &policy)
 	delete(policy, "metadata")
-	policy["renewable"] = true
-	policy["renewalsPolicy"] = renewalsPolicy
+	for k, v := range change {
+		policy[k] = v
+	}
 	c.Do(c.Storage, "PUT", "/loan-policy-storage/loan-policies/"+lib.PolicyID, policy).Want(t, http.StatusNoContent)
 }
 
@@ -201,15 +208,7 @@ func TestEachRenewalRefusalOverHTTPAndSIP2(t *testing.T) {
 			"requestDate": "2026-01-01T10:00:00.000Z", "requesterId": userID(lib.Patrons[4]), "itemId": itemID(item),
 			"status": "Open - Not yet filled", "position": 1, "fulfillmentPreference": "Hold Shelf"}).Want(t, http.StatusCreated)
 	}
-	setPolicy := func(change map[string]any) {
-		var policy map[string]any
-		c.Do(c.Storage, "GET", "/loan-policy-storage/loan-policies/"+lib.PolicyID, nil).Want(t, http.StatusOK).Decode(t, &policy)
-		delete(policy, "metadata")
-		for k, v := range change {
-			policy[k] = v
-		}
-		c.Do(c.Storage, "PUT", "/loan-policy-storage/loan-policies/"+lib.PolicyID, policy).Want(t, http.StatusNoContent)
-	}
+	setPolicy := func(change map[string]any) { changePolicy(t, c, lib, change) }
 	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
 	p0, p1, p2, p3 := lib.Items[0], lib.Items[1], lib.Items[2], lib.Items[3]
 
@@ -259,14 +258,7 @@ func TestEachRenewalRefusalOverHTTPAndSIP2(t *testing.T) {
 		// the limit, borrowing at it.
 		{name: "blocked automatically", patron: lib.Patrons[1], item: p1[2], arrange: func() {
 			setPolicy(map[string]any{"renewalsPolicy": map[string]any{"numberAllowed": 5, "renewFromId": "CURRENT_DUE_DATE"}})
-			condition := "/patron-block-conditions/" + schemas.ConditionItemsChargedOut
-			var cond map[string]any
-			c.Do(c.Storage, "GET", condition, nil).Want(t, http.StatusOK).Decode(t, &cond)
-			cond["blockRenewals"], cond["message"] = true, "Too many items out to renew"
-			delete(cond, "metadata")
-			c.Do(c.Storage, "PUT", condition, cond).Want(t, http.StatusNoContent)
-			c.Do(c.Storage, "POST", "/patron-block-limits", map[string]any{"patronGroupId": lib.GroupID,
-				"conditionId": schemas.ConditionItemsChargedOut, "value": 2}).Want(t, http.StatusCreated)
+			chargedOutLimit(t, c, lib, "blockRenewals", "Too many items out to renew", 2)
 		}, code: "USER_IS_BLOCKED_AUTOMATICALLY", message: "Too many items out to renew"},
 	} {
 		if tc.arrange != nil {

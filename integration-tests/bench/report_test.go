@@ -522,22 +522,19 @@ func writeResults(t *testing.T, res Results) {
 // printSIP2 prints scenario 8.
 func printSIP2(w io.Writer, s SIP2) {
 	fmt.Fprintln(w, "\n8. A kiosk's check-outs, then renewals, one at a time, through the SIP2 door and over HTTP, one circulation instance, alternating")
-	fmt.Fprintln(w, "way\tcheck-outs/s\tp50 ms\tp95 ms\tp99 ms\terrors")
-	for _, x := range []struct {
-		name string
-		s    Stats
-	}{{"HTTP", s.HTTP}, {"SIP2", s.SIP2}} {
-		fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%d\n", x.name, x.s.Throughput, x.s.P50Ms, x.s.P95Ms, x.s.P99Ms, x.s.Errors)
+	table := func(unit string, http, sip2 Stats) {
+		fmt.Fprintf(w, "way\t%s/s\tp50 ms\tp95 ms\tp99 ms\terrors\n", unit)
+		for _, x := range []struct {
+			name string
+			s    Stats
+		}{{"HTTP", http}, {"SIP2", sip2}} {
+			fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%d\n", x.name, x.s.Throughput, x.s.P50Ms, x.s.P95Ms, x.s.P99Ms, x.s.Errors)
+		}
 	}
+	table("check-outs", s.HTTP, s.SIP2)
 	fmt.Fprintf(w, "SIP2 - HTTP: p50 %+.2f ms, p95 %+.2f ms\n", s.P50DiffMs, s.P95DiffMs)
 	fmt.Fprintln(w, "the same kiosk renewing those loans, one at a time, alternating")
-	fmt.Fprintln(w, "way\trenewals/s\tp50 ms\tp95 ms\tp99 ms\terrors")
-	for _, x := range []struct {
-		name string
-		s    Stats
-	}{{"HTTP", s.RenewHTTP}, {"SIP2", s.RenewSIP2}} {
-		fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.2f\t%d\n", x.name, x.s.Throughput, x.s.P50Ms, x.s.P95Ms, x.s.P99Ms, x.s.Errors)
-	}
+	table("renewals", s.RenewHTTP, s.RenewSIP2)
 	fmt.Fprintf(w, "SIP2 - HTTP: renewal p50 %+.2f ms, p95 %+.2f ms\n", s.RenewP50DiffMs, s.RenewP95DiffMs)
 	fmt.Fprintf(w, "a patron's 10 scans at once over 10 kiosk connections, %d bursts: %.1f of 10 ok, slowest scan %.0f ms (median burst's slowest %.0f ms)\n",
 		s.Bursts, s.BurstSucceeded, s.SlowestScanMs, s.BurstP50Ms)

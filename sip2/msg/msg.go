@@ -128,31 +128,41 @@ func ReadSCStatus(r *wire.Request) (SCStatus, error) {
 	return m, f.err
 }
 
-// CheckOut is 11.
-type CheckOut struct {
-	RenewalPolicy, NoBlock bool
-	TransactionDate        string
-	NoBlockDueDate         string // blanks when none
-	Institution            string
-	Patron, Item           string
-	PatronPassword         string
-	given                  map[string]bool
+// PatronItem is what a check-out (11) and a renewal (29) carry after
+// their flags: the two dates, then the institution, the patron, the item
+// and the patron's password (PIN).
+type PatronItem struct {
+	TransactionDate           string
+	NoBlockDueDate            string // blanks when none
+	Institution, Patron, Item string
+	PatronPassword            string
+	given                     map[string]bool
 }
 
 // Has says whether the request carried the variable field id.
-func (m CheckOut) Has(id string) bool { return m.given[id] }
+func (m PatronItem) Has(id string) bool { return m.given[id] }
+
+// readPatronItem reads the dates from f and the fields from r.
+func readPatronItem(f *fixed, r *wire.Request) PatronItem {
+	m := PatronItem{TransactionDate: f.date("transaction date"), NoBlockDueDate: f.date("nb due date"), given: given(r)}
+	m.Institution, _ = r.Get("AO")
+	m.Patron, _ = r.Get("AA")
+	m.Item, _ = r.Get("AB")
+	m.PatronPassword, _ = r.Get("AD")
+	return m
+}
+
+// CheckOut is 11.
+type CheckOut struct {
+	RenewalPolicy, NoBlock bool
+	PatronItem
+}
 
 // ReadCheckOut reads an 11.
 func ReadCheckOut(r *wire.Request) (CheckOut, error) {
 	f := fixed{s: r.Fixed}
 	m := CheckOut{RenewalPolicy: f.yn("SC renewal policy"), NoBlock: f.yn("no block")}
-	m.TransactionDate = f.date("transaction date")
-	m.NoBlockDueDate = f.date("nb due date")
-	m.Institution, _ = r.Get("AO")
-	m.Patron, _ = r.Get("AA")
-	m.Item, _ = r.Get("AB")
-	m.PatronPassword, _ = r.Get("AD")
-	m.given = given(r)
+	m.PatronItem = readPatronItem(&f, r)
 	return m, f.err
 }
 
@@ -265,27 +275,14 @@ func itemNumber(r *wire.Request, id string, f *fixed) int {
 // Renew is 29 (renew).
 type Renew struct {
 	ThirdPartyAllowed, NoBlock bool
-	TransactionDate            string
-	NoBlockDueDate             string
-	Institution, Patron, Item  string
-	PatronPassword             string
-	given                      map[string]bool
+	PatronItem
 }
-
-// Has says whether the request carried the variable field id.
-func (m Renew) Has(id string) bool { return m.given[id] }
 
 // ReadRenew reads a 29.
 func ReadRenew(r *wire.Request) (Renew, error) {
 	f := fixed{s: r.Fixed}
 	m := Renew{ThirdPartyAllowed: f.yn("third party allowed"), NoBlock: f.yn("no block")}
-	m.TransactionDate = f.date("transaction date")
-	m.NoBlockDueDate = f.date("nb due date")
-	m.Institution, _ = r.Get("AO")
-	m.Patron, _ = r.Get("AA")
-	m.Item, _ = r.Get("AB")
-	m.PatronPassword, _ = r.Get("AD")
-	m.given = given(r)
+	m.PatronItem = readPatronItem(&f, r)
 	return m, f.err
 }
 
