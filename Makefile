@@ -66,7 +66,7 @@ run: build
 demo-reset:
 	scripts/demo-reset.sh
 
-## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks
+## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks; about ten minutes
 test: lint rules
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
@@ -80,7 +80,7 @@ test-ha:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=1 -timeout 30m -v -run 'TestFailover' ./integration-tests/ha -args -ha
 
-## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken in turn (the file restored after), its tests must fail; three to four minutes (the pages' in Chromium)
+## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken in turn (the file restored after), its tests must fail; about fifteen minutes (the pages' in Chromium)
 mutate:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) run ./integration-tests/mutate
@@ -99,7 +99,7 @@ screenshots: build
 fuzz:
 	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./cql
 
-## bench: the benchmarks against real processes, about fifteen minutes; table on stdout, results.json and charts in $(BENCH_OUT)
+## bench: the benchmarks against real processes, about fifteen minutes; table on stdout, results.json and charts in bench-results/ (BENCH_OUT=dir elsewhere)
 bench: build
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=1 -timeout 60m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.tenants=$(BENCH_TENANTS) -bench.tenants.steady=$(BENCH_TENANTS_STEADY) -bench.tenants.lifetime=$(BENCH_TENANTS_LIFETIME) -bench.loglevel=$(BENCH_LOG_LEVEL)
@@ -120,5 +120,6 @@ lint:
 fmt:
 	gofmt -w $(MODULES)
 
+## clean: remove the built binaries (bin/); make run's state is in .run/ and the database circulation (README, Stop and clean up)
 clean:
 	rm -rf bin

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,6 +129,8 @@ func (d *demo) shell(t *testing.T, script string) string {
 		"127.0.0.1:6443", d.sip2Addr).Replace(script)
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = d.root
+	// make demo-reset in a document reaches this demo.
+	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v running:\n%s\n--- output:\n%s", err, script, out)
@@ -142,7 +143,7 @@ func (d *demo) reset(t *testing.T) {
 	t.Helper()
 	cmd := exec.Command("make", "-s", "demo-reset")
 	cmd.Dir = d.root
-	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr)
+	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("demo-reset: %v\n%s", err, out)
 	}
@@ -178,16 +179,6 @@ func (d *demo) openLoans(t *testing.T, patronID string) int {
 	return page.TotalRecords
 }
 
-// settingsSources are where each setting in effect comes from.
-func (d *demo) settingsSources(t *testing.T) map[string]string {
-	t.Helper()
-	var s struct {
-		Sources map[string]string `json:"sources"`
-	}
-	d.get(t, d.circulation+"/circulation/settings/check-out-lock", &s)
-	return s.Sources
-}
-
 // watchEvents runs the command make run's banner gives to watch the demo
 // tenant's events for a few seconds: it prints the check-outs made so
 // far, as domain events.
@@ -207,30 +198,14 @@ func (d *demo) watchEvents(t *testing.T) {
 	if want = regexp.MustCompile(`^\S*/events `).ReplaceAllString(want, "bin/events "); readme != want {
 		t.Errorf("the README's command to watch the events is %q; make run's banner says %q", readme, want)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", m[1])
-	cmd.Dir = d.root
-	out, _ := cmd.Output()
-	sch := schemas.MustLoad()
 	checkedOut := 0
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var l struct {
-			Subject string          `json:"subject"`
-			Event   json.RawMessage `json:"event"`
-		}
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Fatalf("the events command printed %q", line)
-		}
-		if err := sch.ValidateJSON("domain-event.json", l.Event); err != nil {
-			t.Fatalf("not a domain event: %v\n%s", err, l.Event)
-		}
-		if l.Subject == "checkout.events.diku.check-out" {
+	for _, e := range d.events(t) {
+		if e.Subject == "checkout.events.diku.check-out" {
 			checkedOut++
 		}
 	}
 	if checkedOut != 4 {
-		t.Fatalf("the events command showed %d check-outs, want 4 (the README's 3, the SIP2 session's 1):\n%s", checkedOut, out)
+		t.Fatalf("the events command showed %d check-outs, want 4 (the README's 3, the SIP2 session's 1)", checkedOut)
 	}
 }
 
@@ -313,12 +288,8 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 	if strings.Contains(d.out.String(), "eyJ") {
 		t.Errorf("make run's banner prints a token:\n%s", d.out)
 	}
-	// make help lists the targets the README names.
-	help := exec.Command("make", "-s", "help")
-	help.Dir = d.root
-	if out, err := help.CombinedOutput(); err != nil || !strings.Contains(string(out), "make demo-reset") || !strings.Contains(string(out), "make run") {
-		t.Errorf("make help: %v\n%s", err, out)
-	}
+	d.makeHelp(t)
+	made := d.snapshot(t)
 	readme := shellBlocks(t, filepath.Join(d.root, "README.md"), "## Try it")
 	if len(readme) == 0 {
 		t.Fatal("the README's Try it has no commands")
@@ -360,66 +331,80 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 	if err := chromedp.Run(ctx, chromedp.Click("#sign-out", chromedp.ByQuery), chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
-	d.shell(t, `curl -fsS -o /dev/null -X POST http://127.0.0.1:8081/check-out-lock-storage -H 'X-Okapi-Tenant: diku' `+
-		`-H 'Content-Type: application/json' -H "X-Okapi-Token: `+d.adminToken+`" `+
-		`-d '{"userId":"`+aliceID+`","ttlMs":60000,"holder":{"instance":"kiosk-3","itemBarcode":"book-007",`+
-		`"servicePointId":"c4c90014-c8c9-4ade-8f24-b5e313319f4b"}}'`)
-	d.signIn(t, ctx, "/ui/locks.html", "operator")
-	if err := chromedp.Run(ctx, chromedp.WaitVisible("#locks tbody tr", chromedp.ByQuery)); err != nil {
-		t.Fatal(err)
-	}
-	if row := textOf(t, ctx, "#locks tbody tr"); !strings.Contains(row, "Alice Archer (1001)") || !strings.Contains(row, "Circ Desk 2") {
-		t.Errorf("the demo's lock reads %q, want Alice Archer (1001) at Circ Desk 2", row)
-	}
-	screenshot(t, ctx, "demo-locks.png")
-
 	d.reset(t)
 	if n := d.openLoans(t, aliceID); n != 0 {
 		t.Errorf("Alice has %d open loans after demo-reset, want 0", n)
 	}
 
+	// The walk-through's check-outs, run as written, end with its step
+	// that puts the demo back: the database and the settings are as make
+	// run made them, and every loan opened so far was announced closed.
 	walk := shellBlocks(t, filepath.Join(d.root, "docs", "walkthrough.md"), "## Check-outs, every answer")
 	if len(walk) != 2 {
 		t.Fatalf("the walk-through has %d blocks, want 2", len(walk))
 	}
-	out = d.shell(t, walk[0]+slowly(walk[1]))
+	out = d.shell(t, walk[0])
 	for _, want := range []string{schemas.CodeItemLimitPatronGroupLoanType, schemas.CodeUserInactive, schemas.CodeUserBlockedManually,
 		schemas.CodeItemRequestedByAnotherPatron, schemas.CodeInsufficientOverridePermissions, "checkedOutThroughOverride", "Closed - Filled",
-		"Unable to acquire lock", `"waitedMs"`, "HTTP/1.1 204"} {
+		"demo-reset: checked in 5 open loan(s)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the walk-through's answers do not include %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("the walk-through answered:\n%s", out)
+	}
+	d.sameAsMade(t, made, "after the walk-through's last step")
+	d.loansAnnouncedClosed(t)
+
+	// The walk-through's lock, held: the console shows it as the README's
+	// picture says, and the picture is taken of it.
+	setup, _, _ := strings.Cut(walk[0], "\n\n")
+	vars, acquire, ok1 := strings.Cut(walk[1], "# Acquire Alice's lock")
+	acquire, rest, ok2 := strings.Cut(acquire, "# Again")
+	if !ok1 || !ok2 {
+		t.Fatalf("the walk-through's lock API has no steps \"# Acquire Alice's lock\" and \"# Again\":\n%s", walk[1])
+	}
+	if out := d.shell(t, setup+"\n"+vars+"# Acquire Alice's lock"+acquire); !strings.Contains(out, `"itemBarcode":"book-007"`) {
+		t.Fatalf("the walk-through's lock: %s", out)
+	}
+	d.signIn(t, ctx, "/ui/locks.html", "operator")
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#locks tbody tr", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	picture := d.readmePicture(t)
+	row := evaluate[[]string](t, ctx, `[...document.querySelector("#locks tbody tr").cells].slice(0, 4).map((c) => c.textContent)`)
+	if strings.Join(row, " | ") != strings.Join(picture, " | ") {
+		t.Errorf("the walk-through's lock reads %q in the console; the README's picture shows %q", row, picture)
+	}
+	screenshot(t, ctx, "demo-locks.png")
+
+	// The rest of the lock API, slowly, as pasted one command at a time.
+	out = d.shell(t, setup+"\n"+vars+slowly("# Again"+rest))
+	for _, want := range []string{"Unable to acquire lock", `"waitedMs"`, "HTTP/1.1 204"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the walk-through's lock API does not answer %q", want)
 		}
 	}
 	// A release that found no lock to name would hit the collection: 405.
 	if regexp.MustCompile(`(?m)^(HTTP/1.1 405|405$)`).MatchString(out) || !strings.HasSuffix(strings.TrimSpace(out), "204") {
 		t.Errorf("the walk-through's lock API, pasted slowly, ended:\n%s", out[max(0, len(out)-600):])
 	}
-	if t.Failed() {
-		t.Logf("the walk-through answered:\n%s", out)
+	// The history names who acted, for every event.
+	waitUntil(t, ctx, "the waiter that gave up in the history", `document.querySelector('#history tr[data-event="waiter_gave_up"]') !== null`)
+	history := evaluate[[][]string](t, ctx, `[...document.querySelectorAll("#history tbody tr")].map((r) => [r.dataset.event, r.cells[2].textContent, r.cells[4].textContent])`)
+	for _, h := range history {
+		if h[1] != "Alice Archer (1001)" || h[0] == "waiter_gave_up" && h[2] != "Ada Admin" || uuidPattern.MatchString(h[2]) {
+			t.Errorf("a history row reads %q: want Alice Archer (1001), and the person who acted by name", h)
+		}
 	}
-	if s := d.settingsSources(t); s["retryIntervalsMs"] != "environment" || s["checkOutLockFeatureEnabled"] != "settings" {
-		t.Errorf("after the walk-through the settings come from %v", s)
+	if len(history) == 0 {
+		t.Error("the console's history is empty after the walk-through's lock API")
 	}
 
 	d.reset(t)
-	if n := d.openLoans(t, aliceID); n != 0 {
-		t.Errorf("Alice has %d open loans after the second demo-reset, want 0", n)
-	}
-	waitFor(t, "the settings back from the environment", func() bool {
-		s := d.settingsSources(t)
-		return s["checkOutLockFeatureEnabled"] == "environment" && s["lockTtl"] == "environment" && s["retryIntervalsMs"] == "environment"
-	})
-	// Bob's hold on book-020, filled by the walk-through, waits for him
-	// again.
-	for status, want := range map[string]int{"Open - Awaiting pickup": 1, "Closed - Filled": 0} {
-		var page struct {
-			TotalRecords int `json:"totalRecords"`
-		}
-		d.get(t, d.storage+"/request-storage/requests?status="+url.QueryEscape(status), &page)
-		if page.TotalRecords != want {
-			t.Errorf("%d requests %q after demo-reset, want %d", page.TotalRecords, status, want)
-		}
-	}
+	d.sameAsMade(t, made, "after the second demo-reset")
+	d.loansAnnouncedClosed(t)
 }
 
 // signIn opens a page of the demo and signs in with a demo account.

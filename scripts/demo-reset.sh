@@ -1,27 +1,91 @@
 #!/usr/bin/env bash
 # `make demo-reset`: puts the demo tenant of a running `make run` back as
-# `make run` made it: the sample library's records, no loans but the
-# sample's, the requests as they were, the lock settings from the
-# environment again (the tenant's settings entry goes), and the demo
-# accounts with their demo passwords. circulation applies the settings
-# within its settings cache period (SETTINGS_CACHE_TTL, 3 s).
+# `make run` made it: the sample library's records, no loans, the requests
+# as they were, the lock settings from the environment again (the tenant's
+# settings entry goes), and the demo accounts with their demo passwords.
+# circulation applies the settings within its settings cache period
+# (SETTINGS_CACHE_TTL, 3 s).
+#
+# What a watcher of the events sees: every open loan is first checked in
+# through circulation, as a librarian's desk would, so each loan closed is
+# announced (the loan UPDATED to Closed, its item's status, a CHECKED_IN).
+# The tenant is then purged, which announces nothing (a purge deletes a
+# tenant's records, it does not change them one by one), and the sample
+# library loaded again, which announces each of its records as CREATED
+# (the items, Bob's request) under the ids they had.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STORAGE_ADDR="${STORAGE_ADDR:-127.0.0.1:8081}"
+CIRCULATION_ADDR="${CIRCULATION_ADDR:-127.0.0.1:8080}"
 TENANT="${TENANT:-diku}"
-host="${STORAGE_ADDR%:*}" port="${STORAGE_ADDR##*:}"
-case "$host" in ""|0.0.0.0|"[::]") host=127.0.0.1 ;; esac
-storage_url="http://$host:$port"
+url_of() {
+  local host="${1%:*}" port="${1##*:}"
+  case "$host" in ""|0.0.0.0|"[::]") host=127.0.0.1 ;; esac
+  echo "http://$host:$port"
+}
+storage_url=$(url_of "$STORAGE_ADDR")
+circulation_url=$(url_of "$CIRCULATION_ADDR")
+# The service point the check-ins are made at: Circ Desk 2, the demo's.
+service_point=c4c90014-c8c9-4ade-8f24-b5e313319f4b
 if [ ! -s .run/tokens.env ]; then
   echo "demo-reset: no .run/tokens.env: start the demo with make run first" >&2
   exit 1
 fi
 # shellcheck source=/dev/null
 . .run/tokens.env
-if ! curl -fsS -o /dev/null "$storage_url/admin/ready" 2>/dev/null; then
-  echo "demo-reset: circulation-storage does not answer at $storage_url: is make run running (STORAGE_ADDR)?" >&2
-  exit 1
-fi
+for pair in "circulation-storage $storage_url STORAGE_ADDR" "circulation $circulation_url CIRCULATION_ADDR"; do
+  read -r name url var <<<"$pair"
+  if ! curl -fsS -o /dev/null "$url/admin/ready" 2>/dev/null; then
+    echo "demo-reset: $name does not answer at $url: is make run running ($var)?" >&2
+    exit 1
+  fi
+done
+hdr=(-H "X-Okapi-Tenant: $TENANT" -H "X-Okapi-Token: $ADMIN_TOKEN" -H 'Content-Type: application/json')
 echo "demo-reset: tenant $TENANT at $storage_url"
+
+# metric is the value of one of storage's metrics (a series without
+# labels), 0 when it has none yet.
+metric() {
+  curl -fsS "$storage_url/metrics" | awk -v m="$1" '$1 == m { v = $2 } END { print v + 0 }'
+}
+published_before=$(metric checkout_outbox_published_total)
+
+# The open loans' items, by barcode, then each checked in. A loan opened
+# meanwhile is found by the next round.
+closed=0
+for _ in 1 2 3; do
+  items=$(curl -fsS "${hdr[@]}" "$storage_url/loan-storage/loans?status=Open&limit=1000" |
+    grep -o '"itemId" *: *"[0-9a-f-]\{36\}"' | grep -o '[0-9a-f-]\{36\}' || true)
+  [ -z "$items" ] && break
+  for item in $items; do
+    barcode=$(curl -fsS "${hdr[@]}" "$storage_url/item-storage/items/$item" | grep -o '"barcode" *: *"[^"]*"' | head -1 | sed 's/.*: *"\(.*\)"/\1/')
+    code=$(curl -sS -o /dev/null -w '%{http_code}' "${hdr[@]}" -X POST "$circulation_url/circulation/check-in-by-barcode" \
+      -d '{"itemBarcode":"'"$barcode"'","servicePointId":"'"$service_point"'"}')
+    if [ "$code" != 200 ]; then
+      echo "demo-reset: checking in $barcode answered $code" >&2
+      exit 1
+    fi
+    closed=$((closed + 1))
+  done
+done
+echo "demo-reset: checked in $closed open loan(s); each is announced as events (the loan closed, its item's status, the check-in)"
+# A purge takes the tenant's events not yet published with it: wait until
+# the relay has published the check-ins' (three at least each) and has
+# nothing left, for at most ten seconds.
+want=$((published_before + 3 * closed))
+published=no
+for _ in $(seq 1 100); do
+  if awk -v p="$(metric checkout_outbox_published_total)" -v d="$(metric checkout_outbox_depth)" -v w="$want" \
+    'BEGIN { exit !(p >= w && d == 0) }'; then
+    published=yes
+    break
+  fi
+  sleep 0.1
+done
+if [ "$published" = no ]; then
+  echo "demo-reset: the check-ins' events are not all published after 10 s (is the broker up? see storage's log); a watcher may miss them" >&2
+fi
+
 scripts/demo-tenant.sh -reset "$storage_url" "$TENANT" "$ADMIN_TOKEN" >/dev/null
-echo "demo-reset: done: sample library, loans, requests, settings and demo accounts as make run made them"
+echo "demo-reset: purged the tenant (a purge announces nothing) and loaded the sample library again (each record announced as CREATED)"
+echo "demo-reset: done: sample library, no loans, requests, settings and demo accounts as make run made them"

@@ -2,8 +2,10 @@
 # Sets up the demo tenant at a running circulation-storage, as `make run`
 # does: initialises it with FOLIO's reference data and the sample library,
 # and makes the demo accounts, one per role, each with the password
-# <name>-demo (an account that exists keeps its id and gets its demo
-# password again). With -reset it first purges the tenant: its loans,
+# <name>-demo and the id devtoken's token for its role names
+# (<ROLE>_USER_ID, from .run/tokens.env), so that whoever acts with a token
+# of make run's is named on the pages (an account that exists keeps its id
+# and gets its demo password again). With -reset it first purges the tenant: its loans,
 # requests, settings and accounts go, and come back as `make run` made them.
 #
 #   scripts/demo-tenant.sh [-reset] STORAGE_URL TENANT ADMIN_TOKEN
@@ -22,11 +24,12 @@ fi
 curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" "${hdr[@]}" \
   -d '{"module_to":"mod-circulation-storage-1.0.0","parameters":[{"key":"loadReference","value":"true"},{"key":"loadSample","value":"true"}]}'
 
-for a in "kiosk:self-check:Self-check:Kiosk" "librarian:librarian:Lee:Librarian" "operator:operator:Olga:Operator" "admin:tenant-admin:Ada:Admin"; do
-  IFS=: read -r user role first last <<<"$a"
+for a in "kiosk:self-check:Self-check:Kiosk:${SELF_CHECK_USER_ID:-}" "librarian:librarian:Lee:Librarian:${LIBRARIAN_USER_ID:-}" \
+  "operator:operator:Olga:Operator:${OPERATOR_USER_ID:-}" "admin:tenant-admin:Ada:Admin:${ADMIN_USER_ID:-}"; do
+  IFS=: read -r user role first last id <<<"$a"
   # 201, or 422 when the account is there already: either will do.
   curl -sS -o /dev/null -X POST "$storage_url/accounts" "${hdr[@]}" \
-    -d '{"username":"'"$user"'","personal":{"firstName":"'"$first"'","lastName":"'"$last"'"},"roles":["circulation.role.'"$role"'"]}'
+    -d '{'"${id:+\"id\":\"$id\",}"'"username":"'"$user"'","personal":{"firstName":"'"$first"'","lastName":"'"$last"'"},"roles":["circulation.role.'"$role"'"]}'
   curl -fsS -o /dev/null -X POST "$storage_url/authn/credentials" "${hdr[@]}" \
     -d '{"username":"'"$user"'","password":"'"$user"'-demo"}'
   printf '        %-10s %-16s %s\n' "$user" "$user-demo" "($first $last, $role)"

@@ -84,6 +84,9 @@ fi
 # both services read the variable (storage for a tenant that stored no
 # setting of its own).
 export CHECKOUT_LOCK_FEATURE_ENABLED="${CHECKOUT_LOCK_FEATURE_ENABLED:-true}"
+# Warnings only, so that the banner stays in view while the pages poll;
+# LOG_LEVEL=info make run logs a line per request.
+export LOG_LEVEL="${LOG_LEVEL:-warn}"
 # shellcheck source=/dev/null
 . .run/tokens.env
 
@@ -137,7 +140,7 @@ pids+=($!)
 wait_ready "$circulation_url" circulation "${pids[1]}"
 
 # The SIP2 door's listener for the demo tenant: plain TCP on loopback, as
-# the file says explicitly; check-outs at Circ Desk 1.
+# the file says explicitly; check-outs at Circ Desk 2.
 cat > .run/sip2.json <<JSON
 {"listeners": [{"address": "$SIP2_ADDR", "tenant": "$TENANT", "servicePointId": "c4c90014-c8c9-4ade-8f24-b5e313319f4b",
   "plain": true, "timeZone": "UTC"}]}
@@ -161,7 +164,8 @@ cat <<MSG
 $demo_accounts
 
   Try it: README.md, "Try it". Tokens per role for API clients: .run/tokens.env
-  Put the demo back as it was: make demo-reset.  Stop: Ctrl-C
+  Logs: warnings only (LOG_LEVEL=info make run logs a line per request)
+  Put the demo back as it was: make demo-reset.  Stop: Ctrl-C (README: "Stop and clean up")
 
 MSG
 wait -n "${pids[@]}"

@@ -445,25 +445,21 @@ func locked(wait time.Duration) *errs.Error {
 	return e
 }
 
-// permissions are what a's roles hold, each once.
-func permissions(a Account) []string {
-	var perms []string
+// roles are a's roles that exist, each once: a token names them, and
+// each service expands them from the one permission table (auth.Claims),
+// so a token is as small for the tenant's administrator as for a kiosk.
+func roles(a Account) []string {
+	var out []string
 	for _, role := range a.Roles {
-		set, ok := schemas.PermissionSetNamed(role)
-		if !ok {
-			continue
-		}
-		for _, p := range set.Permissions {
-			if !slices.Contains(perms, p) {
-				perms = append(perms, p)
-			}
+		if _, ok := schemas.PermissionSetNamed(role); ok && !slices.Contains(out, role) {
+			out = append(out, role)
 		}
 	}
-	return perms
+	return out
 }
 
-// issue starts a session of a's: an access token naming it and holding
-// a's roles' permissions, and its first refresh token, kept by its hash.
+// issue starts a session of a's: an access token naming it and a's
+// roles, and its first refresh token, kept by its hash.
 func (s *Service) issue(ctx context.Context, tenant string, a Account) (Tokens, error) {
 	sid := uuid.NewString()
 	refresh, err := newRefresh()
@@ -486,7 +482,7 @@ func (s *Service) tokens(tenant string, a Account, sid, refresh string) (Tokens,
 	now := s.now()
 	t := Tokens{Refresh: refresh, AccessExpires: now.Add(s.cfg.AccessTTL), RefreshExpires: now.Add(s.cfg.RefreshTTL)}
 	var err error
-	t.Access, err = auth.Mint(s.cfg.Secret, auth.Claims{Tenant: tenant, UserID: a.ID, Permissions: permissions(a), SessionID: sid,
+	t.Access, err = auth.Mint(s.cfg.Secret, auth.Claims{Tenant: tenant, UserID: a.ID, Permissions: roles(a), SessionID: sid,
 		RegisteredClaims: jwt.RegisteredClaims{Subject: a.Username}}, s.cfg.AccessTTL)
 	return t, err
 }

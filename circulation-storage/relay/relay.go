@@ -79,6 +79,11 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// ErrNotSetUp marks a store's error that says its tables do not exist yet
+// (no tenant was initialised on the database): the relay tries again
+// quietly, for a fresh install is not a fault.
+var ErrNotSetUp = errors.New("outbox: no tenant initialised on this database yet")
+
 // Store is the outbox as the relay sees it.
 type Store interface {
 	// Lead tries to become the relay; leading is false while another
@@ -237,7 +242,7 @@ func (r *Relay) Run(ctx context.Context) {
 				// Unknown is not "behind": the instances that can read
 				// the database say it (the metrics take the max).
 				r.obs.Backlog(0, 0)
-				r.logger.Warn("outbox relay: cannot read how far behind delivery is", slog.Any("error", err))
+				r.logger.Log(ctx, quietIfNotSetUp(err), "outbox relay: cannot read how far behind delivery is", slog.Any("error", err))
 			}
 		}
 		if leading {
@@ -249,13 +254,23 @@ func (r *Relay) Run(ctx context.Context) {
 			r.leading.Store(false)
 			r.obs.Leading(false)
 			if ctx.Err() == nil {
-				r.logger.Warn("outbox relay: lead lost", slog.Any("error", err))
+				r.logger.Log(ctx, quietIfNotSetUp(err), "outbox relay: lead lost", slog.Any("error", err))
 			}
 		}
 		// Within the lead timeout: the session kept for the next try
 		// ends once idle that long.
 		sleep(ctx, min(r.cfg.Poll, r.keepAlive()))
 	}
+}
+
+// quietIfNotSetUp is the level of a relay's failure: debug for a database
+// no tenant was initialised on yet (nothing to publish; a fresh install),
+// a warning for anything else.
+func quietIfNotSetUp(err error) slog.Level {
+	if errors.Is(err, ErrNotSetUp) {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // lead publishes while the session holding the lead works. Each round

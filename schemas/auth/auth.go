@@ -59,8 +59,11 @@ func ParseMode(s string) (Mode, error) {
 }
 
 // Claims are a token's claims: FOLIO's (Okapi puts sub, user_id and tenant
-// in its tokens) plus the permissions the bearer holds, already expanded
-// from permission sets.
+// in its tokens) plus the permissions the bearer holds. A permission may be
+// a permission set's name (a role, schemas.PermissionSets), as in FOLIO,
+// where a set is itself a permission: the token holds every permission of
+// the set (see Held). A sign-in's token names its account's roles, so it
+// stays small whatever they hold.
 type Claims struct {
 	Tenant      string   `json:"tenant"`
 	UserID      string   `json:"user_id,omitempty"`
@@ -76,8 +79,8 @@ type Claims struct {
 	// trusted module's token (see TrustedModule); "" for a user's.
 	Module string `json:"-"`
 
-	// held is Permissions as a set, made once when a verified token is
-	// remembered (see Verify); nil until then.
+	// held is what Permissions hold (Held) as a set, made once when a
+	// verified token is remembered (see Verify); nil until then.
 	held map[string]struct{}
 }
 
@@ -90,13 +93,43 @@ func (c *Claims) Caller() string {
 	return c.Subject
 }
 
-// Has reports whether the token holds permission.
+// Has reports whether the token holds permission, itself or through a
+// permission set it names.
 func (c *Claims) Has(permission string) bool {
-	if c.held != nil {
-		_, ok := c.held[permission]
-		return ok
+	held := c.held
+	if held == nil {
+		held = expand(c.Permissions)
 	}
-	return slices.Contains(c.Permissions, permission)
+	_, ok := held[permission]
+	return ok
+}
+
+// Held is every permission the token holds, each once: those it names,
+// each permission set among them followed by the set's permissions.
+func (c *Claims) Held() []string {
+	var out []string
+	seen := map[string]struct{}{}
+	for _, p := range c.Permissions {
+		set, _ := schemas.PermissionSetNamed(p)
+		for _, q := range append([]string{p}, set.Permissions...) {
+			if _, ok := seen[q]; !ok {
+				seen[q] = struct{}{}
+				out = append(out, q)
+			}
+		}
+	}
+	return out
+}
+
+// expand is the permissions a token naming permissions holds (Held), as
+// a set.
+func expand(permissions []string) map[string]struct{} {
+	held := (&Claims{Permissions: permissions}).Held()
+	m := make(map[string]struct{}, len(held))
+	for _, p := range held {
+		m[p] = struct{}{}
+	}
+	return m
 }
 
 // KeyConfig says where jwt mode's keys come from: exactly one of them.
@@ -217,10 +250,7 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 			return nil, err
 		}
 	}
-	c.held = make(map[string]struct{}, len(c.Permissions))
-	for _, p := range c.Permissions {
-		c.held[p] = struct{}{}
-	}
+	c.held = expand(c.Permissions)
 	// The key is a copy: token may be a slice of a larger header buffer.
 	v.verified.Add(strings.Clone(token), &c)
 	return &c, nil
@@ -236,13 +266,12 @@ func Mint(secret string, c Claims, ttl time.Duration) (string, error) {
 }
 
 // RoleClaims are the claims of a token holding one of the roles
-// (schemas.PermissionSets) for tenant, for user.
+// (schemas.PermissionSets) for tenant, for user: the token names the role.
 func RoleClaims(role, tenant, user string) (Claims, error) {
-	set, ok := schemas.PermissionSetNamed(role)
-	if !ok {
+	if _, ok := schemas.PermissionSetNamed(role); !ok {
 		return Claims{}, fmt.Errorf("no role %q", role)
 	}
-	return Claims{Tenant: tenant, UserID: user, Permissions: set.Permissions,
+	return Claims{Tenant: tenant, UserID: user, Permissions: []string{role},
 		RegisteredClaims: jwt.RegisteredClaims{Subject: strings.TrimPrefix(role, "circulation.role.")}}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,14 +174,45 @@ func TestPublicKeysAndJWKS(t *testing.T) {
 	}
 }
 
-// TestRolesHoldTheirPermissions: the role claims hold exactly their set.
+// TestRolesHoldTheirPermissions: a role's token names the role and, once
+// verified, holds exactly the role's permissions: every one of its set,
+// none of another role's that it lacks. A token naming every role is small
+// enough for a cookie.
 func TestRolesHoldTheirPermissions(t *testing.T) {
 	t.Parallel()
+	v, err := NewVerifier(context.Background(), KeyConfig{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var every []string
 	for _, s := range schemas.PermissionSets {
+		every = append(every, s.Name)
 		c, err := RoleClaims(s.Name, "diku", "u")
-		if err != nil || len(c.Permissions) != len(s.Permissions) || c.Tenant != "diku" {
-			t.Errorf("%s: %+v %v", s.Name, c, err)
+		if err != nil || len(c.Permissions) != 1 || c.Permissions[0] != s.Name || c.Tenant != "diku" {
+			t.Fatalf("%s: %+v %v", s.Name, c, err)
 		}
+		token, err := Mint(secret, c, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := v.Verify(token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range schemas.PermissionSets {
+			for _, p := range other.Permissions {
+				if want := slices.Contains(s.Permissions, p); got.Has(p) != want {
+					t.Errorf("%s's token holds %s: %v, want %v", s.Name, p, got.Has(p), want)
+				}
+			}
+		}
+		if held := got.Held(); len(held) != len(s.Permissions)+1 || held[0] != s.Name {
+			t.Errorf("%s's token's permissions expanded: %v", s.Name, held)
+		}
+	}
+	all, _ := Mint(secret, claims("diku", every...), time.Hour)
+	if len(all) > 1024 {
+		t.Errorf("a token naming every role is %d bytes", len(all))
 	}
 	if _, err := RoleClaims("circulation.role.nobody", "diku", "u"); err == nil {
 		t.Error("an unknown role was minted")

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/checkoutlock/circulation-storage/relay"
 )
@@ -91,7 +93,7 @@ func (o *Outbox) Behind(ctx context.Context) (int64, time.Time, error) {
 	var oldest *time.Time
 	if err := conn.QueryRow(ctx, behindSQL).Scan(&n, &oldest); err != nil {
 		o.Close()
-		return 0, time.Time{}, err
+		return 0, time.Time{}, notSetUp(err)
 	}
 	if oldest == nil {
 		return n, time.Time{}, nil
@@ -261,13 +263,23 @@ const trimBatch = 1000
 func (l *outboxLeader) Progress(ctx context.Context) (map[string]relay.Progress, error) {
 	rows, err := l.conn.Query(ctx, progressSQL)
 	if err != nil {
-		return nil, err
+		return nil, notSetUp(err)
 	}
 	out := map[string]relay.Progress{}
 	var tenant string
 	var p relay.Progress
 	_, err = pgx.ForEachRow(rows, []any{&tenant, &p.Numbered, &p.Published}, func() error { out[tenant] = p; return nil })
-	return out, err
+	return out, notSetUp(err)
+}
+
+// notSetUp is err, marked relay.ErrNotSetUp when it is the shared tables'
+// absence: no tenant was initialised on this database yet.
+func notSetUp(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.InvalidSchemaName || pgErr.Code == pgerrcode.UndefinedTable) {
+		return fmt.Errorf("%w: %w", relay.ErrNotSetUp, err)
+	}
+	return err
 }
 
 // Unnumbered implements relay.Leader: the marks and the read go in one

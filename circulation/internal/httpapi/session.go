@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -88,7 +87,9 @@ type personJSON struct {
 }
 
 // self is GET /bl-users/_self: in jwt mode the token's user, named by its
-// account when it has one, and the token's permissions (401 without a
+// account when it has one, and the token's permissions expanded, as
+// FOLIO's answers with expandPermissions=true (the roles it names, then
+// what each holds) (401 without a
 // valid token); otherwise the user the gateway (or the caller) names, with
 // every permission, the gateway or nobody deciding per route.
 func (s *Server) self(c echo.Context) error {
@@ -100,7 +101,7 @@ func (s *Server) self(c echo.Context) error {
 			return err
 		}
 		out.User.ID, out.User.Username = claims.UserID, claims.Subject
-		out.Permissions.Permissions = slices.Clone(claims.Permissions)
+		out.Permissions.Permissions = claims.Held()
 		if claims.UserID != "" {
 			var a struct {
 				Username string     `json:"username"`

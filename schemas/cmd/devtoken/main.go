@@ -1,6 +1,8 @@
 // Command devtoken prints development tokens for jwt mode, signed with an
 // HS256 secret: one per role (self-check, librarian, operator, tenant
-// administrator), as shell exports. With -module-key it first makes
+// administrator), as shell exports, each with the id of the user it names
+// (<ROLE>_USER_ID: make run's demo accounts take these ids, so the pages
+// name whoever acts with a token). With -module-key it first makes
 // circulation's module key pair, when the file does not exist yet: the
 // private key (AUTH_MODULE_KEY_FILE) and its public half beside it, file
 // name ending .pub.pem (AUTH_TRUSTED_MODULES). make run uses it; never use
@@ -43,10 +45,10 @@ func main() {
 		os.Exit(2)
 	}
 	roles := []struct{ name, role, user string }{
-		{"SELF_CHECK_TOKEN", schemas.RoleSelfCheck, "5e1fc4ec-0000-4000-8000-000000000001"},
-		{"LIBRARIAN_TOKEN", schemas.RoleLibrarian, "11b1a1a1-0000-4000-8000-000000000002"},
-		{"OPERATOR_TOKEN", schemas.RoleOperator, "0be1a1a1-0000-4000-8000-000000000003"},
-		{"ADMIN_TOKEN", schemas.RoleTenantAdmin, "ad111111-0000-4000-8000-000000000004"},
+		{"SELF_CHECK", schemas.RoleSelfCheck, "5e1fc4ec-0000-4000-8000-000000000001"},
+		{"LIBRARIAN", schemas.RoleLibrarian, "11b1a1a1-0000-4000-8000-000000000002"},
+		{"OPERATOR", schemas.RoleOperator, "0be1a1a1-0000-4000-8000-000000000003"},
+		{"ADMIN", schemas.RoleTenantAdmin, "ad111111-0000-4000-8000-000000000004"},
 	}
 	for _, r := range roles {
 		claims, err := auth.RoleClaims(r.role, *tenant, r.user)
@@ -59,7 +61,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "devtoken:", err)
 			os.Exit(1)
 		}
-		fmt.Printf("export %s=%s\n", r.name, token)
+		fmt.Printf("export %s_TOKEN=%s\nexport %s_USER_ID=%s\n", r.name, token, r.name, r.user)
 	}
 }
 

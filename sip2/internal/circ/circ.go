@@ -132,7 +132,7 @@ func (c *Client) Login(ctx context.Context, tenant, username, password, address 
 	}
 	kiosk, _ := schemas.PermissionSetNamed(schemas.RoleSelfCheck)
 	for _, p := range self.Permissions.Permissions {
-		if !slices.Contains(kiosk.Permissions, p) {
+		if p != kiosk.Name && !slices.Contains(kiosk.Permissions, p) {
 			return nil, ErrTooMuch
 		}
 	}

@@ -74,20 +74,31 @@ function refreshSignIn() {
 
 // api calls circulation and answers the decoded body. A 401 refreshes the
 // sign-in once and tries again; if the session has ended, the page's data
-// goes and the sign-in form says so. A 403 takes the page's data away too:
-// what the person may not see does not stay on screen.
+// goes and the sign-in form says so. A 403, and a refresh, ask again who is
+// signed in (recheck): the cookie may be another account's now, signed in
+// in another tab, and the page follows it. A 403 that stands takes the
+// page's data away: what the person may not see does not stay on screen.
+// A call whose page restarted or signed out meanwhile throws an error the
+// page does not show (its generation of data is gone).
 async function api(method, path, body) {
   const tenant = session.tenant;
   const me = session.me;
   try {
     return (await call(method, path, body)).data;
   } catch (err) {
-    if (err.status !== 401 || tenant !== session.tenant) throw asRefusal(err);
-    if (await refreshSignIn() && tenant === session.tenant) {
+    if (tenant !== session.tenant || session.me !== me) throw err;
+    if (err.status === 403) {
+      if (await recheck() !== "same") throw err;
+      throw asRefusal(err);
+    }
+    if (err.status !== 401) throw err;
+    if (await refreshSignIn() && tenant === session.tenant && session.me === me) {
+      if (await recheck() !== "same") throw err;
       try {
         return (await call(method, path, body)).data;
       } catch (again) {
-        if (again.status !== 401) throw asRefusal(again);
+        if (again.status === 403) throw asRefusal(again);
+        if (again.status !== 401) throw again;
       }
     }
     // Calls refused together sign out once, saying why.
@@ -105,26 +116,85 @@ function asRefusal(err) {
   return err;
 }
 
+// rechecking is the one recheck under way: calls refused together, a
+// focus and another tab's sign-in share it.
+let rechecking = null;
+
+// recheck asks who the cookie makes the caller now and makes the page
+// follow: another account (or other permissions) restarts the page for
+// it, no valid sign-in shows the form. It answers "same" when nothing
+// changed (or nothing could be learnt), "changed" or "out" otherwise.
+function recheck() {
+  if (!rechecking) rechecking = doRecheck().finally(() => { rechecking = null; });
+  return rechecking;
+}
+
+async function doRecheck() {
+  const tenant = session.tenant;
+  const before = session.me;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    let me;
+    try {
+      me = (await call("GET", "/bl-users/_self")).data;
+    } catch (err) {
+      if (tenant !== session.tenant || session.me !== before) return "changed";
+      // Nobody was signed in here, and nobody is: nothing to refresh.
+      if (err.status !== 401 || !before) return "same";
+      if (attempt === 0 && await refreshSignIn()) continue;
+      signedOut("Your session has ended: sign in again.");
+      return "out";
+    }
+    if (tenant !== session.tenant || session.me !== before) return "changed";
+    if (sameSignIn(before, me)) return "same";
+    signedIn(me);
+    return "changed";
+  }
+  return "same";
+}
+
+// sameSignIn reports whether two answers of /bl-users/_self are the same
+// person holding the same permissions.
+function sameSignIn(a, b) {
+  return !!a && !!b && a.user.id === b.user.id && a.user.username === b.user.username &&
+    a.permissions.permissions.join(" ") === b.permissions.permissions.join(" ");
+}
+
+// SESSION_POLL_MS is how often a page in view asks who is signed in, for
+// a sign-in or sign-out it was not told of (another tab's, in a browser
+// that does not pass the word on).
+const SESSION_POLL_MS = 2000;
+
+// signins carries word of a sign-in or a sign-out to the other tabs of
+// this site: they recheck at once, not at their next call or focus.
+const signins = new BroadcastChannel("signin");
+
+function announce() {
+  signins.postMessage("changed");
+}
+
 // signedOut forgets the person and the data and shows the sign-in form,
-// with why.
+// with a note saying why (never an error: signing out is not one).
 function signedOut(reason) {
   session.me = null;
   session.page.clear();
   renderWho();
   document.getElementById("content").hidden = true;
+  say("page-status", "", true);
   const panel = document.getElementById("signin-panel");
   panel.hidden = false;
   document.getElementById("signin-tenant").textContent = session.tenant;
-  say("signin-status", reason, false);
+  note("signin-status", reason);
   document.getElementById("signin-password").value = "";
   document.getElementById("signin-username").focus();
 }
 
 function signedIn(me) {
+  session.page.clear();
   session.me = me;
   renderWho();
   document.getElementById("signin-panel").hidden = true;
   say("signin-status", "", true);
+  say("page-status", "", true);
   document.getElementById("content").hidden = false;
   session.page.start();
 }
@@ -145,6 +215,7 @@ function renderWho() {
 
 // whoIsSignedIn asks who the cookie (or the absence of authentication)
 // makes the caller; a sign-in whose access token expired is refreshed.
+// reason is what the sign-in form says if nobody is signed in.
 async function whoIsSignedIn(reason) {
   const tenant = session.tenant;
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -168,6 +239,8 @@ async function whoIsSignedIn(reason) {
   }
 }
 
+const NOT_KEPT = "The sign-in succeeded, but this browser did not keep its cookie: allow cookies for this site, then sign in again.";
+
 async function signIn(ev) {
   ev.preventDefault();
   const username = document.getElementById("signin-username").value.trim();
@@ -181,7 +254,10 @@ async function signIn(ev) {
   try {
     await call("POST", "/authn/login-with-expiry", { username, password });
     document.getElementById("signin-password").value = "";
-    await whoIsSignedIn("");
+    announce();
+    // Signed in, and yet no sign-in: the browser did not keep the cookie.
+    await whoIsSignedIn(NOT_KEPT);
+    if (!session.me) say("signin-status", NOT_KEPT, false);
   } catch (err) {
     document.getElementById("signin-password").value = "";
     let text = err.message;
@@ -236,6 +312,12 @@ function boot(page) {
   });
   document.getElementById("signin-form").addEventListener("submit", signIn);
   document.getElementById("sign-out").addEventListener("click", signOut);
+  // Another tab signed in or out, or the person comes back to this one:
+  // the page follows whoever the cookie makes them now.
+  signins.onmessage = () => recheck();
+  setInterval(() => { if (!document.hidden) recheck(); }, SESSION_POLL_MS);
+  addEventListener("focus", () => { if (session.me) recheck(); });
+  document.addEventListener("visibilitychange", () => { if (!document.hidden && session.me) recheck(); });
   whoIsSignedIn("");
 }
 
@@ -253,4 +335,11 @@ function say(id, text, ok) {
   const node = document.getElementById(id);
   node.textContent = text;
   node.className = "status " + (text ? (ok ? "ok" : "error") : "");
+}
+
+// note says something neutral: neither a success nor an error.
+function note(id, text) {
+  const node = document.getElementById(id);
+  node.textContent = text;
+  node.className = "status " + (text ? "info" : "");
 }

@@ -5,15 +5,32 @@
 // read the settings but not change them sees them read-only, with why.
 "use strict";
 
+const READ = "circulation.settings.check-out-lock.get";
 const WRITE = "circulation.settings.check-out-lock.put";
 
 let current = null; // the effective settings as last read
+let shownFor = ""; // who the settings on screen were read for
+// draft is the unsaved edits of the fields when the settings left the
+// screen (the session ended, another account signed in), with whose they
+// are: they come back when the same person signs in again.
+let draft = null;
+const EDITABLE = ["enabled", "lockTtl", "waits"];
+
+function fieldValues() {
+  const v = {};
+  for (const id of EDITABLE) {
+    const node = document.getElementById(id);
+    v[id] = node.type === "checkbox" ? node.checked : node.value;
+  }
+  return v;
+}
 
 const sourceText = { environment: "from the environment", settings: "set here" };
 
 // formatWaits writes a list of waits readably: a run of three or more of
-// the same wait as "n × wait".
+// the same wait as "n × wait"; no waits as "none".
 function formatWaits(waits) {
+  if (waits.length === 0) return NONE;
   const parts = [];
   for (let i = 0; i < waits.length;) {
     let j = i;
@@ -26,10 +43,17 @@ function formatWaits(waits) {
   return parts.join(", ");
 }
 
+// NONE is what the waits field says for no retries: an empty field is
+// not read as that, but refused.
+const NONE = "none";
+
 // parseWaits reads what formatWaits writes, and plain lists: waits
 // separated by commas (or spaces), "n × wait" (or "n x wait", "n*wait")
-// for n of the same. It answers null for what it cannot read.
+// for n of the same, and "none" for no waits. It answers null for what it
+// cannot read, an empty field among it.
 function parseWaits(text) {
+  if (text.trim().toLowerCase() === NONE) return [];
+  if (text.trim() === "") return null;
   const out = [];
   for (const item of text.split(/[,|;]/).map((s) => s.trim()).filter(Boolean)) {
     const run = item.match(/^(\d+)\s*[×xX*]\s*(\d+)$/);
@@ -67,6 +91,7 @@ const fields = [
 
 function show(s) {
   current = s;
+  shownFor = (session.me && session.me.user.id) || "";
   const writable = may(WRITE);
   document.getElementById("enabled").checked = s.checkOutLockFeatureEnabled;
   document.getElementById("lockTtl").value = String(s.lockTtl);
@@ -82,7 +107,7 @@ function show(s) {
   const b = s.bounds;
   document.getElementById("lockTtl-hint").textContent = `From ${b.lockTtl.minimum} to ${b.lockTtl.maximum} ms.`;
   document.getElementById("waits-hint").textContent =
-    `Separate waits with commas; write “30 × 250” for thirty waits of 250 ms. Up to ${b.maxRetries} waits, ` +
+    `Separate waits with commas; write “30 × 250” for thirty waits of 250 ms, and “none” for no retries. Up to ${b.maxRetries} waits, ` +
     `each from ${b.retryWaitMs.minimum} to ${b.retryWaitMs.maximum} ms, adding up to at most ${b.maxTotalWaitMs} ms. ` +
     "A check-out waits for a held lock up to their sum.";
   document.getElementById("settings-error").textContent = s.settingsError || "";
@@ -117,7 +142,7 @@ function changes() {
 
   const waits = parseWaits(document.getElementById("waits").value);
   if (waits === null) {
-    problems.waits = "Enter whole numbers of milliseconds separated by commas, or “30 × 250” for a run of the same.";
+    problems.waits = "Enter whole numbers of milliseconds separated by commas, “30 × 250” for a run of the same, or “none” for no retries.";
   } else {
     const sum = waits.reduce((a, w) => a + w, 0);
     if (waits.length > b.maxRetries) problems.waits = `At most ${b.maxRetries} waits, not ${waits.length}.`;
@@ -150,6 +175,7 @@ async function load() {
     if (gen !== generation) return;
     show(s);
     say("page-status", "", true);
+    restoreDraft();
   } catch (err) {
     if (gen === generation) say("page-status", err.message, false);
   }
@@ -194,9 +220,35 @@ function backToDefault(f) {
   send(patch, `${f.key} back to the environment's value, ${valueText(f.id, current.environment[f.key])}`);
 }
 
+// keepDraft remembers the fields' unsaved edits, if any, before the
+// settings leave the screen.
+function keepDraft() {
+  if (!current) return;
+  const now = fieldValues();
+  const shown = { enabled: current.checkOutLockFeatureEnabled, lockTtl: String(current.lockTtl), waits: formatWaits(current.retryIntervalsMs) };
+  if (EDITABLE.some((id) => now[id] !== shown[id])) draft = { user: shownFor, values: now };
+}
+
+// restoreDraft puts back the edits kept for the person signed in now;
+// another person's are never shown, and wait for their author.
+function restoreDraft() {
+  const d = draft;
+  if (!d || !session.me || d.user !== session.me.user.id || !may(WRITE)) return;
+  draft = null;
+  for (const id of EDITABLE) {
+    const node = document.getElementById(id);
+    if (node.type === "checkbox") node.checked = d.values[id];
+    else node.value = d.values[id];
+  }
+  showProblems(changes().problems);
+  say("save-status", "Your unsaved changes are back: save them, or undo them.", true);
+}
+
 function clear() {
+  keepDraft();
   generation++;
   current = null;
+  shownFor = "";
   document.getElementById("settings").hidden = true;
   for (const id of ["lockTtl", "waits"]) document.getElementById(id).value = "";
   document.getElementById("enabled").checked = false;
@@ -208,6 +260,11 @@ function clear() {
 
 function start() {
   clear();
+  if (!may(READ)) {
+    document.getElementById("content").hidden = true;
+    say("page-status", `${personName(session.me) || "You"} may not see the settings: that needs the librarian or the operator role (permission ${READ}).`, false);
+    return;
+  }
   load();
 }
 
@@ -215,7 +272,12 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("settings").addEventListener("submit", save);
   document.getElementById("reset").addEventListener("click", () => { if (current) show(current); say("save-status", "", true); });
   for (const id of ["lockTtl", "waits"]) {
-    document.getElementById(id).addEventListener("input", () => { if (current) showProblems(changes().problems); });
+    document.getElementById(id).addEventListener("input", () => {
+      if (!current) return;
+      showProblems(changes().problems);
+      const waits = parseWaits(document.getElementById("waits").value);
+      if (waits !== null) document.getElementById("waits-summary").textContent = waitsSummary(waits);
+    });
   }
   for (const f of fields) document.getElementById(f.id + "-default").addEventListener("click", () => backToDefault(f));
   boot({ start, clear });
