@@ -235,6 +235,28 @@ func TestSettingsPageInABrowser(t *testing.T) {
 		t.Errorf("waits after a refused change %v from %s, want the environment's %v", waits, sources["retryIntervalsMs"], envWaits)
 	}
 
+	// An empty field is not "no retries": refused on the page, saying how
+	// to write that; "none" is, and the page says so before saving.
+	if err := chromedp.Run(ctx,
+		chromedp.Evaluate(`document.getElementById("waits").value = ""`, nil),
+		chromedp.Click("#save", chromedp.ByQuery),
+		chromedp.WaitVisible(`#save-status.error`, chromedp.ByQuery),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#waits-error"); !strings.Contains(got, "“none” for no retries") {
+		t.Errorf("an empty waits field reads %q", got)
+	}
+	if _, waits, sources := effectiveSettings(t, c); !equalInts(waits, envWaits) || sources["retryIntervalsMs"] != "environment" {
+		t.Errorf("waits after an empty field was refused: %v from %s", waits, sources["retryIntervalsMs"])
+	}
+	if err := chromedp.Run(ctx, chromedp.SendKeys("#waits", "none", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#waits-summary"); got != "No retries: a check-out that finds the lock held is refused at once." {
+		t.Errorf("with none typed, the waits' summary reads %q", got)
+	}
+
 	// The retry waits, changed.
 	if err := chromedp.Run(ctx,
 		chromedp.SetValue("#waits", "100, 200, 400", chromedp.ByQuery),

@@ -52,7 +52,8 @@ func accessCookie(t *testing.T, ctx context.Context) int {
 // a phone's width and a desktop's: its cookie is under what a browser
 // keeps, the header names it, and each page shows what the account may see
 // (the settings writable, read-only, or a sentence saying which role they
-// need; the locks, or the same), with nothing wider than the screen.
+// need; the locks, or the same), with nothing wider than the screen. Signed
+// out, the page shows the form and a neutral note alone.
 func TestEveryRoleSignsInOnThePages(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
@@ -127,6 +128,12 @@ func TestEveryRoleSignsInOnThePages(t *testing.T) {
 				}
 				if err := chromedp.Run(ctx, chromedp.Click("#sign-out", chromedp.ByQuery), chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
 					t.Fatal(err)
+				}
+				// Signed out: the form and a neutral note, nothing else.
+				left := evaluate[[]string](t, ctx, `[document.getElementById("signin-status").textContent, document.getElementById("signin-status").className,
+					document.getElementById("page-status").textContent, document.getElementById("who").textContent, String(document.getElementById("content").hidden)]`)
+				if strings.Join(left, "|") != "You have signed out.|status info|||true" {
+					t.Errorf("%s: signed out, the page shows %q", where, left)
 				}
 			}
 		}

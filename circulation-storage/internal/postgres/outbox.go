@@ -10,9 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/checkoutlock/circulation-storage/relay"
 )
@@ -275,8 +273,7 @@ func (l *outboxLeader) Progress(ctx context.Context) (map[string]relay.Progress,
 // notSetUp is err, marked relay.ErrNotSetUp when it is the shared tables'
 // absence: no tenant was initialised on this database yet.
 func notSetUp(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.InvalidSchemaName || pgErr.Code == pgerrcode.UndefinedTable) {
+	if tablesMissing(err) {
 		return fmt.Errorf("%w: %w", relay.ErrNotSetUp, err)
 	}
 	return err

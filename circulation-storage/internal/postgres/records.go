@@ -224,6 +224,9 @@ var undecodedSQL = withTables(`SELECT tenant_id, id::text, jsonb FROM %s
 // for it. Running it twice, or on two instances at once, decodes alike.
 func (db *DB) DecodeLockFeatures(ctx context.Context) (int, error) {
 	rows, err := db.pool.Query(ctx, undecodedSQL)
+	if tablesMissing(err) {
+		return 0, nil // no tenant yet, so no entry
+	}
 	if err != nil {
 		return 0, interpret(err, "")
 	}
