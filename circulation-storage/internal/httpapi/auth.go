@@ -51,7 +51,7 @@ func (s *Server) readableScopes(c echo.Context) []string {
 	}
 	scopes := []string{}
 	if claims := claimsOf(c); claims != nil {
-		for _, p := range claims.Permissions {
+		for _, p := range claims.Held() {
 			if scope, ok := strings.CutPrefix(p, schemas.SettingsScopeRead("")); ok && scope != "" {
 				scopes = append(scopes, scope)
 			}
