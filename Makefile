@@ -22,7 +22,9 @@ BENCH_BASELINE ?= 86c6f12
 # events' delivery lag) alone, in about five minutes; BENCH_ONLY=sip2 scenario 8 (a kiosk's check-outs through the SIP2 door
 # against HTTP, and its bursts) alone, in about a minute;
 # BENCH_ONLY=tenants scenario 7 (BENCH_TENANTS tenants, spread traffic
-# against one tenant's) alone.
+# against one tenant's) alone; BENCH_ONLY=busy scenario 10 (one busy
+# tenant, its statistics taken while empty against after ANALYZE, 10^3 and
+# 10^5 open loans) alone, in a few minutes.
 BENCH_ONLY ?=
 # BENCH_TENANTS is how many tenants scenario 7 (BENCH_ONLY=tenants alone)
 # initialises.

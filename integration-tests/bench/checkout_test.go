@@ -32,6 +32,13 @@ type population struct {
 func populate(t *testing.T, c *harness.Cluster, n, bursts int) *population {
 	t.Helper()
 	c.SetupLibrary(0, 0, 0)
+	return lend(t, c, n, bursts, max(10, n/10))
+}
+
+// lend is populate after the library's setup, with lent patrons each with
+// an item on an open loan.
+func lend(t *testing.T, c *harness.Cluster, n, bursts, lent int) *population {
+	t.Helper()
 	ctx := context.Background()
 	s := pgx.Identifier{c.Schema}.Sanitize()
 	var group, material, loanType string
@@ -74,7 +81,7 @@ func populate(t *testing.T, c *harness.Cluster, n, bursts int) *population {
 		sql  string
 		args []any
 	}{
-		{insertLent, []any{group, material, loanType, max(10, n/10)}},
+		{insertLent, []any{group, material, loanType, lent}},
 		{insertPatrons, []any{"B", group, n}},
 		{insertItems, []any{"BI", material, loanType, n}},
 		{insertPatrons, []any{"BURST", group, bursts}},

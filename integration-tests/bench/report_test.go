@@ -37,6 +37,7 @@ type Results struct {
 	Tenants           *Tenants       `json:"tenants,omitempty"`
 	SIP2              *SIP2          `json:"sip2,omitempty"`
 	Outbox            *Outbox        `json:"outbox,omitempty"`
+	Busy              *Busy          `json:"busy,omitempty"`
 	Targets           []Target       `json:"targets"`
 }
 
@@ -62,8 +63,8 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
-	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" && *only != "outbox" {
-		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants, sip2 and outbox", *only)
+	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" && *only != "outbox" && *only != "busy" {
+		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants, sip2, outbox and busy", *only)
 	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=" + *logLevel}
@@ -79,6 +80,15 @@ func TestBenchmarks(t *testing.T) {
 			}
 		}
 		for _, e := range requestErrors(r) {
+			t.Error(e)
+		}
+		return
+	}
+	if *only == "busy" {
+		b := benchBusy(t, p, quiet)
+		printBusy(b)
+		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Busy: &b})
+		for _, e := range requestErrors(Results{Busy: &b}) {
 			t.Error(e)
 		}
 		return
@@ -176,6 +186,9 @@ func TestBenchmarks(t *testing.T) {
 	var outbox Outbox
 	t.Run("outbox", func(t *testing.T) { outbox = benchOutbox(t, p, quiet) })
 	res.Outbox = &outbox
+	var busy Busy
+	t.Run("busy", func(t *testing.T) { busy = benchBusy(t, p, quiet) })
+	res.Busy = &busy
 	if *baseline != "" {
 		ba := benchBeforeAfter(t, *baseline, p, quiet)
 		res.BeforeAfter = &ba
@@ -192,6 +205,7 @@ func TestBenchmarks(t *testing.T) {
 	}
 
 	printTable(os.Stdout, res)
+	printBusy(busy)
 	printTenants(os.Stdout, tn)
 	if *outDir != "" {
 		writeResults(t, res)
@@ -271,6 +285,11 @@ func requestErrors(r Results) []string {
 		for _, row := range o.Rows {
 			check(fmt.Sprintf("check-out c=%d without the outbox", row.Concurrency), row.Without)
 			check(fmt.Sprintf("check-out c=%d with the outbox", row.Concurrency), row.With)
+		}
+	}
+	if b := r.Busy; b != nil {
+		for _, row := range b.Rows {
+			check(fmt.Sprintf("busy tenant, %d open loans, statistics %s, c=%d", row.OpenLoans, row.Statistics, row.Concurrency), row.Stats)
 		}
 	}
 	if s := r.SIP2; s != nil {

@@ -416,9 +416,13 @@ func (s *Tenants) purgeOnce(ctx context.Context, t storage.Tenant) error {
 		if _, err := tx.Exec(ctx, tenantLockSQL, string(t)); err != nil {
 			return interpret(err, t)
 		}
-		// A purge announces nothing: the tenant's events go with it.
-		if _, err := tx.Exec(ctx, `SET LOCAL checkoutlock.outbox = 'off'`); err != nil {
-			return interpret(err, t)
+		// A purge announces nothing: the tenant's events go with it. Its
+		// loans go before its loan policies, which it deletes without
+		// holding every tenant's loan writes (migration 14).
+		for _, set := range []string{`SET LOCAL checkoutlock.outbox = 'off'`, `SET LOCAL checkoutlock.purge = 'on'`} {
+			if _, err := tx.Exec(ctx, set); err != nil {
+				return interpret(err, t)
+			}
 		}
 		var shared bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, SharedSchema).Scan(&shared); err != nil {
