@@ -137,7 +137,9 @@ func TestEventsLeaderFrozenBetweenPublishingAndMarking(t *testing.T) {
 	lib := c.SetupLibrary(3, 4, 2)
 	burstAtTheLimit(t, c, lib)
 	pending := c.PendingEvents(t)
-	first := c.AddStorage("relay-a", relayEnv(broker, "OUTBOX_FAULT=stop-after-publish")...)
+	// Launched, not waited for: it may freeze before its first health
+	// check.
+	first := c.LaunchStorage("relay-a", relayEnv(broker, "OUTBOX_FAULT=stop-after-publish")...)
 	waitFor(t, "relay-a to freeze after publishing", first.Frozen)
 	t.Cleanup(first.Thaw)
 	frozenAt := time.Now()

@@ -80,8 +80,9 @@ func (c *Cluster) storageProcess(name string, i int, env []string) *Process {
 }
 
 // LaunchStorage starts one more storage instance as AddStorage does, but
-// does not wait for it to answer: for an instance meant to exit (it may be
-// gone before it would have been seen healthy).
+// does not wait for it to answer: for an instance meant to exit or to
+// freeze itself (it may be gone or stopped before it would have been seen
+// healthy).
 func (c *Cluster) LaunchStorage(name string, env ...string) *Process {
 	p := c.storageProcess(name, len(c.Storages)+1, append(append([]string(nil), c.opts.StorageEnv...), env...))
 	p.launch()
