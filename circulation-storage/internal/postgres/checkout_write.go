@@ -36,8 +36,7 @@ var _ storage.LoanWriter = (*Records)(nil)
 //     are counted here too, as the item limit's are, and the loan is
 //     written only below the limit;
 //   - the item's request queue: when its first request (queueHeadSQL)
-//     is another patron's, nothing is written (a tenant that has never had
-//     a request, or a limit, skips looking: tenantGateSQL); when it is the
+//     is another patron's, nothing is written; when it is the
 //     borrower's, the loan fills it: the request is "Closed - Filled",
 //     without a position, and every later request of the queue moves up
 //     one, in this statement;
@@ -87,13 +86,10 @@ WITH fence AS (
 ), counted AS (
     SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
      WHERE (SELECT n FROM limited) IS NOT NULL
-), gate AS (` + tenantGateSQL("@tenant") + `
-), head AS (
-    SELECT * FROM (` + queueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant") + `) h WHERE (SELECT has_requests FROM gate)
+), head AS (` + queueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant") + `
 ), queued AS (
     SELECT coalesce((SELECT requester_id <> (@loan::jsonb ->> 'userId')::uuid FROM head), false) AS other
-), charged AS (
-    SELECT * FROM (` + chargedSQL(blockLimit, condition, "@tenant", group) + `) c WHERE (SELECT has_block_limits FROM gate)
+), charged AS (` + chargedSQL(blockLimit, condition, "@tenant", group) + `
 ), charged_count AS (
     SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
      WHERE EXISTS (SELECT 1 FROM charged)

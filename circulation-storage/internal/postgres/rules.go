@@ -207,14 +207,6 @@ func openRecallSQL(request, item, tenant string) string {
                    AND left(r.status, 5) = 'Open ' AND r.jsonb ->> 'requestType' = 'Recall')`
 }
 
-// tenantGateSQL reads whether the tenant (an SQL expression) has ever had
-// manual blocks, automated block limits and requests (has_manual_blocks,
-// has_block_limits, has_requests; migration 15): a check-out of a tenant
-// without them looks for none.
-func tenantGateSQL(tenant string) string {
-	return `SELECT has_manual_blocks, has_block_limits, has_requests FROM ` + table(tableTenant) + ` WHERE id = ` + tenant
-}
-
 // automatedBlocksSQL is the patron's automated blocks, computed as
 // mod-patron-blocks computes them (ActionBlocks.byLimit) from this
 // service's own records, for the conditions it can compute honestly: the
@@ -278,8 +270,7 @@ const borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
 // as that policy's item limit counts them, and the limit enforced ($3:
 // whether an unscoped limit is) in the tenant $4.
 var checkOutReadSQL = `
-WITH g AS (` + tenantGateSQL("$4") + `),
-     u AS (SELECT id, patron_group_id, jsonb FROM ` + table(tablePatron) + ` WHERE tenant_id = $4 AND barcode = $1 ORDER BY barcode, id LIMIT 1),
+WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(tablePatron) + ` WHERE tenant_id = $4 AND barcode = $1 ORDER BY barcode, id LIMIT 1),
      i AS (SELECT id, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb
              FROM ` + table(tableItem) + ` WHERE tenant_id = $4 AND barcode = $2 ORDER BY barcode, id LIMIT 1),
      m AS (` + policyMatchSQL(table(tableCirculationRule), table(tableCirculationRules), "$4",
@@ -301,15 +292,13 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
          WHERE s.tenant_id = $4 AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'),
        (SELECT jsonb_build_object('id', mt.id, 'name', mt.name) FROM ` + table(tableMaterialType) + ` mt
          WHERE mt.tenant_id = $4 AND mt.id = (SELECT material_type_id FROM i)),
-       CASE WHEN (SELECT has_manual_blocks FROM g) THEN
        (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $4
            AND (b.jsonb ->> 'borrowing' = 'true' OR b.jsonb ->> 'renewals' = 'true')
-           AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now())) END,
-       CASE WHEN (SELECT has_block_limits FROM g) THEN
-       ` + automatedBlocksSQL("$4", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + ` END,
-       CASE WHEN (SELECT has_requests FROM g) THEN (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `) h) END,
-       CASE WHEN (SELECT has_requests FROM g) THEN ` + openRecallSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + ` ELSE false END
+           AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now())),
+       ` + automatedBlocksSQL("$4", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `,
+       (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `) h),
+       ` + openRecallSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true
