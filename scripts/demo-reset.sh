@@ -48,6 +48,22 @@ echo "demo-reset: tenant $TENANT at $storage_url"
 metric() {
   curl -fsS "$storage_url/metrics" | awk -v m="$1" '$1 == m { v = $2 } END { print v + 0 }'
 }
+# wait_published waits until the relay has published every event of the
+# database and, with a count, that many since published_before, for at
+# most ten seconds; it says whether it saw that.
+wait_published() {
+  for _ in $(seq 1 100); do
+    if awk -v p="$(metric checkout_outbox_published_total)" -v d="$(metric checkout_outbox_depth)" -v w="${1:-0}" \
+      'BEGIN { exit !(p >= w && d == 0) }'; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+# What was waiting before the reset is published first, so that the count
+# below is of the check-ins' events alone.
+wait_published || true
 published_before=$(metric checkout_outbox_published_total)
 
 # The open loans' items, by barcode, then each checked in. A loan opened
@@ -72,17 +88,7 @@ echo "demo-reset: checked in $closed open loan(s); each is announced as events (
 # A purge takes the tenant's events not yet published with it: wait until
 # the relay has published the check-ins' (three at least each) and has
 # nothing left, for at most ten seconds.
-want=$((published_before + 3 * closed))
-published=no
-for _ in $(seq 1 100); do
-  if awk -v p="$(metric checkout_outbox_published_total)" -v d="$(metric checkout_outbox_depth)" -v w="$want" \
-    'BEGIN { exit !(p >= w && d == 0) }'; then
-    published=yes
-    break
-  fi
-  sleep 0.1
-done
-if [ "$published" = no ]; then
+if ! wait_published $((published_before + 3 * closed)); then
   echo "demo-reset: the check-ins' events are not all published after 10 s (is the broker up? see storage's log); a watcher may miss them" >&2
 fi
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/hashicorp/golang-lru/v2/expirable"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // Module identity: a service calls another as itself, FOLIO's
@@ -161,7 +163,9 @@ func (v *Verifier) checkModule(c *Claims) error {
 		return errors.New("module token names no tenant")
 	}
 	for _, p := range c.Permissions {
-		if _, ok := m.allowed[p]; !ok {
+		// A role is never a module's: its token names permissions only.
+		_, role := schemas.PermissionSetNamed(p)
+		if _, ok := m.allowed[p]; !ok || role {
 			return &undeclared{permission: p}
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // moduleVerifier is a verifier of users' tokens (the shared secret) that
@@ -48,6 +50,12 @@ func TestModuleTokens(t *testing.T) {
 	good, _ := signer.Token("diku", "u-1", "GET /x", []string{"p.get"})
 	beyond, _ := signer.Token("diku", "u-1", "GET /y", []string{"p.get", "admin.everything"})
 	other, _ := signer.Token("other", "u-1", "GET /x", []string{"p.get"})
+	// A role the module was even told it may hold is not a module's.
+	roleV := moduleVerifier(t, key, "p.get", schemas.RoleTenantAdmin)
+	role, _ := signer.Token("diku", "u-1", "GET /z", []string{"p.get", schemas.RoleTenantAdmin})
+	if _, err := roleV.Authorize(header("diku", role), "p.get"); err == nil {
+		t.Error("a module token naming a role was accepted")
+	}
 	craft := func(k any, method jwt.SigningMethod, iss, aud string, iat, exp time.Time) string {
 		tok, err := jwt.NewWithClaims(method, Claims{Tenant: "diku", Permissions: []string{"p.get"}, RegisteredClaims: jwt.RegisteredClaims{
 			Issuer: iss, Audience: jwt.ClaimStrings{aud}, IssuedAt: jwt.NewNumericDate(iat), ExpiresAt: jwt.NewNumericDate(exp)}}).SignedString(k)

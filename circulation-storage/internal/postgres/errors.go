@@ -22,13 +22,6 @@ import (
 // refine it where a constraint name says which field was at fault.
 // Errors it does not recognise stay as they are: the HTTP layer answers them
 // with 500, because they are bugs.
-// tablesMissing reports whether err is the shared tables' absence: no
-// tenant was initialised on this database yet (its migrations make them).
-func tablesMissing(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.InvalidSchemaName || pgErr.Code == pgerrcode.UndefinedTable)
-}
-
 func interpret(err error, t storage.Tenant) error {
 	if err == nil {
 		return nil
@@ -119,4 +112,11 @@ func isConnectionError(err error) bool {
 		errors.Is(err, net.ErrClosed) ||
 		pgconn.SafeToRetry(err) ||
 		pgconn.Timeout(err)
+}
+
+// tablesMissing reports whether err is the shared tables' absence: no
+// tenant was initialised on this database yet (its migrations make them).
+func tablesMissing(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.InvalidSchemaName || pgErr.Code == pgerrcode.UndefinedTable)
 }

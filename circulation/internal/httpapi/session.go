@@ -86,12 +86,12 @@ type personJSON struct {
 	LastName  string `json:"lastName,omitempty"`
 }
 
-// self is GET /bl-users/_self: in jwt mode the token's user, named by its
-// account when it has one, and the token's permissions expanded, as
-// FOLIO's answers with expandPermissions=true (the roles it names, then
-// what each holds) (401 without a
-// valid token); otherwise the user the gateway (or the caller) names, with
-// every permission, the gateway or nobody deciding per route.
+// self is GET /bl-users/_self: in jwt mode (401 without a valid token) the
+// token's user, named by its account when it has one, and the token's
+// permissions expanded, as FOLIO's answers with expandPermissions=true (the
+// roles it names, then what each holds); otherwise the user the gateway
+// (or the caller) names, with every permission, the gateway or nobody
+// deciding per route.
 func (s *Server) self(c echo.Context) error {
 	var out selfJSON
 	switch s.cfg.Auth.Mode {

@@ -155,14 +155,14 @@ async function doRecheck() {
 // sameSignIn reports whether two answers of /bl-users/_self are the same
 // person holding the same permissions.
 function sameSignIn(a, b) {
-  return !!a && !!b && a.user.id === b.user.id && a.user.username === b.user.username &&
+  return !!a && !!b && a.user.id === b.user.id &&
     a.permissions.permissions.join(" ") === b.permissions.permissions.join(" ");
 }
 
 // SESSION_POLL_MS is how often a page in view asks who is signed in, for
 // a sign-in or sign-out it was not told of (another tab's, in a browser
 // that does not pass the word on).
-const SESSION_POLL_MS = 2000;
+const SESSION_POLL_MS = 5000;
 
 // signins carries word of a sign-in or a sign-out to the other tabs of
 // this site: they recheck at once, not at their next call or focus.
@@ -276,6 +276,7 @@ async function signOut() {
     // Signed out here whatever storage said: the cookies are HttpOnly,
     // and the refresh token is spent or unknown.
   }
+  announce();
   signedOut("You have signed out.");
 }
 

@@ -9,7 +9,7 @@ const READ = "circulation.settings.check-out-lock.get";
 const WRITE = "circulation.settings.check-out-lock.put";
 
 let current = null; // the effective settings as last read
-let shownFor = ""; // who the settings on screen were read for
+let shownFor = ""; // who the settings on screen were read for (draftOwner)
 // draft is the unsaved edits of the fields when the settings left the
 // screen (the session ended, another account signed in), with whose they
 // are: they come back when the same person signs in again.
@@ -91,7 +91,7 @@ const fields = [
 
 function show(s) {
   current = s;
-  shownFor = (session.me && session.me.user.id) || "";
+  shownFor = draftOwner();
   const writable = may(WRITE);
   document.getElementById("enabled").checked = s.checkOutLockFeatureEnabled;
   document.getElementById("lockTtl").value = String(s.lockTtl);
@@ -220,25 +220,33 @@ function backToDefault(f) {
   send(patch, `${f.key} back to the environment's value, ${valueText(f.id, current.environment[f.key])}`);
 }
 
-// keepDraft remembers the fields' unsaved edits, if any, before the
-// settings leave the screen.
+// keepDraft remembers the fields the person changed and did not save, if
+// any, before the settings leave the screen: only those, so that what
+// others saved meanwhile to the other fields stays.
 function keepDraft() {
   if (!current) return;
   const now = fieldValues();
   const shown = { enabled: current.checkOutLockFeatureEnabled, lockTtl: String(current.lockTtl), waits: formatWaits(current.retryIntervalsMs) };
-  if (EDITABLE.some((id) => now[id] !== shown[id])) draft = { user: shownFor, values: now };
+  const edited = {};
+  for (const id of EDITABLE) if (now[id] !== shown[id]) edited[id] = now[id];
+  if (Object.keys(edited).length) draft = { owner: shownFor, values: edited };
 }
 
-// restoreDraft puts back the edits kept for the person signed in now;
-// another person's are never shown, and wait for their author.
+// draftOwner is whose edits a draft holds: the person and the tenant.
+function draftOwner() {
+  return session.me ? `${session.tenant} ${session.me.user.id}` : "";
+}
+
+// restoreDraft puts back the edits kept for the person signed in now, in
+// this tenant; another's are never shown, and wait for their author.
 function restoreDraft() {
   const d = draft;
-  if (!d || !session.me || d.user !== session.me.user.id || !may(WRITE)) return;
+  if (!d || !session.me || d.owner !== draftOwner() || !may(WRITE)) return;
   draft = null;
-  for (const id of EDITABLE) {
+  for (const [id, value] of Object.entries(d.values)) {
     const node = document.getElementById(id);
-    if (node.type === "checkbox") node.checked = d.values[id];
-    else node.value = d.values[id];
+    if (node.type === "checkbox") node.checked = value;
+    else node.value = value;
   }
   showProblems(changes().problems);
   say("save-status", "Your unsaved changes are back: save them, or undo them.", true);
