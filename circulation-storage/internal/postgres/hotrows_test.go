@@ -35,7 +35,7 @@ func multiXacts(t *testing.T, db *DB) int64 {
 // may add to it meanwhile: a burst that meets none passes, up to three
 // bursts are tried (a hot row makes hundreds in every one).
 func TestCheckOutsShareNoRow(t *testing.T) {
-	db, tenant := sampleDatabase(t)
+	db, tenant := sampleDatabase(t, 8)
 	ctx := context.Background()
 	const n, bursts = 1000, 3
 	if _, err := db.pool.Exec(ctx, withTables(`INSERT INTO %s (tenant_id, id, jsonb)
@@ -109,8 +109,7 @@ func burst(t *testing.T, db *DB, records *Records, tenant storage.Tenant, first,
 // is still not deleted; a purge deletes the tenant's policies with its
 // loans.
 func TestLoanPolicyReferencesHold(t *testing.T) {
-	t.Parallel()
-	db, tenant := sampleDatabase(t)
+	db, tenant := sampleDatabase(t, 2)
 	ctx := context.Background()
 	records := NewRecords(db, testPolicy)
 	var user, item string
