@@ -71,7 +71,9 @@ demo-reset:
 ## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks; about ten minutes
 test: lint rules
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
+	# One package at a time: several packages' tests each open databases of
+	# their own, and together they came near PostgreSQL's 100 connections.
+	$(GO) test -race -count=1 -p 1 -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
 	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_INPUTS) ./cql
 	cd sip2 && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_INPUTS) ./wire
 	$(GO) test -race -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/

@@ -178,8 +178,15 @@ func TestTenantsEnabledAtOnceOnAFreshDatabase(t *testing.T) {
 		const n = 6
 		errs := make(chan error, n)
 		start := make(chan struct{})
-		for range n {
-			db := openDB(t, url)
+		// Each round's pools close with the round: five rounds' at once
+		// would hold a good part of the server's connections.
+		dbs := make([]*DB, n)
+		for i := range dbs {
+			db, err := Open(context.Background(), url, PoolConfig{MaxConns: 4, LockCommit: "off"})
+			if err != nil {
+				t.Fatalf("open database: %v", err)
+			}
+			dbs[i] = db
 			go func() {
 				<-start
 				_, err := NewTenants(db, discard).Init(context.Background(), storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{})
@@ -191,6 +198,9 @@ func TestTenantsEnabledAtOnceOnAFreshDatabase(t *testing.T) {
 			if err := <-errs; err != nil {
 				t.Errorf("round %d: a tenant enabled at once with others: %v", round, err)
 			}
+		}
+		for _, db := range dbs {
+			closeWithin(t, db, 10*time.Second)
 		}
 	}
 }
