@@ -160,7 +160,8 @@ func TestPagesFollowTheSignInOfAnotherTab(t *testing.T) {
 	second, cancel := chromedp.NewContext(first)
 	t.Cleanup(cancel)
 	// Within a poll: the console's is a second, the pages' own of who is
-	// signed in five (headless Chromium passes no word between tabs).
+	// signed in five; a tab that signs in or out on the page tells the
+	// others at once.
 	within := func(ctx context.Context, what, script string) {
 		t.Helper()
 		if err := chromedp.Run(ctx, chromedp.Poll(script, nil, chromedp.WithPollingTimeout(7*time.Second))); err != nil {
