@@ -69,16 +69,20 @@ func signIn(t *testing.T, ctx context.Context, c *harness.Cluster, page, usernam
 	signInHere(t, ctx, username, password)
 }
 
-// signInHere signs in on the form the page shows.
-func signInHere(t *testing.T, ctx context.Context, username, password string) {
-	t.Helper()
-	if err := chromedp.Run(ctx,
+// submitSignIn fills the sign-in form the page shows and submits it.
+func submitSignIn(username, password string) chromedp.Tasks {
+	return chromedp.Tasks{
 		chromedp.WaitVisible("#signin-panel", chromedp.ByQuery),
 		chromedp.SetValue("#signin-username", username, chromedp.ByQuery),
 		chromedp.SetValue("#signin-password", password, chromedp.ByQuery),
 		chromedp.Click("#signin-submit", chromedp.ByQuery),
-		chromedp.WaitVisible("#sign-out", chromedp.ByQuery),
-	); err != nil {
+	}
+}
+
+// signInHere signs in on the form the page shows.
+func signInHere(t *testing.T, ctx context.Context, username, password string) {
+	t.Helper()
+	if err := chromedp.Run(ctx, submitSignIn(username, password), chromedp.WaitVisible("#sign-out", chromedp.ByQuery)); err != nil {
 		t.Fatalf("sign in as %s: %v", username, err)
 	}
 }
@@ -165,10 +169,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(pageURL(c, "/ui/settings.html")),
-		chromedp.WaitVisible("#signin-panel", chromedp.ByQuery),
-		chromedp.SetValue("#signin-username", "lee", chromedp.ByQuery),
-		chromedp.SetValue("#signin-password", "not the password", chromedp.ByQuery),
-		chromedp.Click("#signin-submit", chromedp.ByQuery),
+		submitSignIn("lee", "not the password"),
 		chromedp.WaitVisible("#signin-status.error", chromedp.ByQuery),
 	); err != nil {
 		t.Fatal(err)

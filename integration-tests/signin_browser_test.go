@@ -291,10 +291,7 @@ func TestARefusedCookieIsSaid(t *testing.T) {
 	}
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(pageURL(c, "/ui/settings.html")),
-		chromedp.WaitVisible("#signin-panel", chromedp.ByQuery),
-		chromedp.SetValue("#signin-username", "lee", chromedp.ByQuery),
-		chromedp.SetValue("#signin-password", "lee-password", chromedp.ByQuery),
-		chromedp.Click("#signin-submit", chromedp.ByQuery),
+		submitSignIn("lee", "lee-password"),
 	); err != nil {
 		t.Fatal(err)
 	}

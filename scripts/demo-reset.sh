@@ -18,11 +18,8 @@ cd "$(dirname "$0")/.."
 STORAGE_ADDR="${STORAGE_ADDR:-127.0.0.1:8081}"
 CIRCULATION_ADDR="${CIRCULATION_ADDR:-127.0.0.1:8080}"
 TENANT="${TENANT:-diku}"
-url_of() {
-  local host="${1%:*}" port="${1##*:}"
-  case "$host" in ""|0.0.0.0|"[::]") host=127.0.0.1 ;; esac
-  echo "http://$host:$port"
-}
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 storage_url=$(url_of "$STORAGE_ADDR")
 circulation_url=$(url_of "$CIRCULATION_ADDR")
 # The service point the check-ins are made at: Circ Desk 2, the demo's.

@@ -21,13 +21,8 @@ TENANT="${TENANT:-diku}"
 # The binaries make build made (the tests point this at their own build).
 BIN_DIR="${BIN_DIR:-bin}"
 
-# url_of turns a listen address (":8080", "0.0.0.0:8080", "host:8080") into
-# the URL to reach it from here.
-url_of() {
-  local host="${1%:*}" port="${1##*:}"
-  case "$host" in ""|0.0.0.0|"[::]") host=127.0.0.1 ;; esac
-  echo "http://$host:$port"
-}
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 storage_url=$(url_of "$STORAGE_ADDR")
 circulation_url=$(url_of "$CIRCULATION_ADDR")
 sip2_admin_url=$(url_of "$SIP2_ADMIN_ADDR")
