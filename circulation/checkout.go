@@ -270,7 +270,10 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 			// The item is on loan to this very patron: a check-out retried
 			// after its answer was lost learns its loan (a kiosk must not
 			// tell the patron "no" for a book they hold).
-			e = e.With("loanId", l.ID).With("dueDate", l.DueDate.UTC().Format(time.RFC3339))
+			e = e.With("loanId", l.ID)
+			if !l.DueDate.IsZero() {
+				e = e.With("dueDate", l.DueDate.UTC().Format(time.RFC3339))
+			}
 		}
 		refusals = append(refusals, e)
 	case refusedStatuses[co.item.Status]:

@@ -435,6 +435,10 @@ type Okapi struct {
 	Token string
 	// UserID is X-Okapi-User-Id, the user the request acts for, if known.
 	UserID string
+	// ClientAddress is the address of the client the request came from,
+	// as the connection and the trusted proxies say: storage counts a PIN
+	// check's failures by it (and by the patron), as a sign-in's.
+	ClientAddress string
 }
 
 type okapiKey struct{}

@@ -69,7 +69,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 
 	db, err := postgres.Open(ctx, cfg.Database.ConnString(), postgres.PoolConfig{MaxConns: cfg.Database.MaxConns,
 		MaxConnLifetime: cfg.Database.MaxConnLifetime, LockCommit: cfg.LockSynchronousCommit, NoOutbox: cfg.Outbox == "off",
-		IdleInTransaction: cfg.RequestTimeout})
+		IdleInTransaction: cfg.RequestTimeout, Logger: logger})
 	if err != nil {
 		return err
 	}

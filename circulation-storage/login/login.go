@@ -379,6 +379,9 @@ func (s *Service) limits(ctx context.Context, tenant, username, address string) 
 // was checked (Store.Succeed), is refused as locked: a burst of guesses
 // opens nothing, whatever is among them.
 func (s *Service) Login(ctx context.Context, tenant, username, password, address string) (Tokens, error) {
+	// As accounts compare names: a variant of a username is the username,
+	// for its counts as for its account.
+	username = schemas.NormalUsername(username)
 	at := s.arrive(tenant + "\x00" + pairKey(address, username))
 	defer s.leave(at)
 	limits, err := s.limits(ctx, tenant, username, address)
@@ -584,6 +587,10 @@ const (
 
 func pinKey(patronID string) string { return "pin:" + patronID }
 
+// pinAddressKey counts the PIN checks from one address, whatever the
+// patron.
+func pinAddressKey(address string) string { return "pin-address:" + address }
+
 // SetPin sets a patron's PIN (FOLIO's POST /patron-pin).
 func (s *Service) SetPin(ctx context.Context, tenant, patronID, pin string) error {
 	if n := len([]rune(pin)); n < MinPin || n > MaxPin {
@@ -599,20 +606,35 @@ func (s *Service) SetPin(ctx context.Context, tenant, patronID, pin string) erro
 	return s.store.Forget(ctx, tenant, pinKey(patronID))
 }
 
-// VerifyPin checks a patron's PIN (FOLIO's POST /patron-pin/verify): nil
-// when it matches; PIN_INVALID when it does not or the patron has none;
-// PIN_LOCKED (KindTooManyRequests) while MaxFailures wrong ones within
-// FailureWindow lock it, for Lockout. Like a sign-in, the attempt is
-// counted before the PIN is checked, and a success gives its count back,
-// unless other guesses filled the count while it was checked.
-func (s *Service) VerifyPin(ctx context.Context, tenant, patronID, pin string) error {
+// VerifyPin checks a patron's PIN (FOLIO's POST /patron-pin/verify), tried
+// from address: nil when it matches; PIN_INVALID when it does not or the
+// patron has none; PIN_LOCKED (KindTooManyRequests) while MaxFailures
+// wrong ones for the patron, or MaxAddressFailures from the address,
+// within FailureWindow lock it, for Lockout. Like a sign-in, the attempt is
+// counted before the PIN is checked, and a success gives its counts back,
+// unless other guesses filled the patron's count while it was checked.
+//
+// The address is counted first, alone: guesses at made-up patrons from one
+// address stop at its limit, without a count of their own for each beyond
+// it (every count is a row until the sweeper removes it).
+func (s *Service) VerifyPin(ctx context.Context, tenant, patronID, pin, address string) error {
 	key := pinKey(patronID)
 	at := s.arrive(tenant + "\x00" + key)
 	defer s.leave(at)
-	limits := []Limit{{Key: key, Max: s.cfg.MaxFailures, Window: s.cfg.FailureWindow, Lockout: s.cfg.Lockout}}
-	wait, filled, err := s.store.Count(ctx, tenant, limits)
+	byAddress := []Limit{{Key: pinAddressKey(address), Max: s.cfg.MaxAddressFailures, Window: s.cfg.FailureWindow, Lockout: s.cfg.Lockout}}
+	wait, _, err := s.store.Count(ctx, tenant, byAddress)
 	if err != nil {
 		return err
+	}
+	if wait > 0 {
+		s.cfg.Refused("pin")
+		return pinLocked(wait)
+	}
+	byPatron := []Limit{{Key: key, Max: s.cfg.MaxFailures, Window: s.cfg.FailureWindow, Lockout: s.cfg.Lockout}}
+	limits := append(slices.Clone(byPatron), byAddress...)
+	wait, filled, err := s.store.Count(ctx, tenant, byPatron)
+	if err != nil {
+		return s.unchecked(ctx, tenant, byAddress, err)
 	}
 	if wait > 0 {
 		s.cfg.Refused("pin")

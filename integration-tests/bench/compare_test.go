@@ -147,22 +147,48 @@ func processCPU(pid int) time.Duration {
 	return time.Duration(u+st) * clockTick
 }
 
-// postgresCPU is the CPU time of every postgres process, so far.
+// postgresCPU is the CPU time of every postgres process so far, those that
+// have ended included: a server process's ends with it, and the
+// postmaster, which waits for it, counts it among its children's
+// (cutime and cstime of /proc/<pid>/stat, in clock ticks). Without them a
+// backend ending in a slice (a pool retiring a connection) took its whole
+// life's CPU out of the sum.
 func postgresCPU() time.Duration {
 	entries, _ := os.ReadDir("/proc")
 	var total time.Duration
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
-		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+		if err != nil || !isPostgres(pid) {
 			continue
 		}
 		total += processCPU(pid)
+		if fields := statFields(pid); len(fields) > 14 {
+			if ppid, _ := strconv.Atoi(fields[1]); !isPostgres(ppid) {
+				cu, _ := strconv.ParseInt(fields[13], 10, 64)
+				cs, _ := strconv.ParseInt(fields[14], 10, 64)
+				total += time.Duration(cu+cs) * clockTick
+			}
+		}
 	}
 	return total
+}
+
+// isPostgres says whether process pid is a PostgreSQL server process.
+func isPostgres(pid int) bool {
+	comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return err == nil && strings.TrimSpace(string(comm)) == "postgres"
+}
+
+// statFields are the fields of /proc/<pid>/stat after the command (which
+// may hold spaces): the state first, then the parent's pid; nil when the
+// process is gone.
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 }
 
 // perCheckOut divides the CPU spent between two samples by n check-outs.

@@ -44,6 +44,16 @@ type Tenants struct {
 	// check-out, µs.
 	PostgresCPUOneUs    float64 `json:"postgresCpuOneUs"`
 	PostgresCPUSpreadUs float64 `json:"postgresCpuSpreadUs"`
+	// CheckOutOne8, CheckOutSpread8 and their CPU are the same at c = 8,
+	// where check-outs of one tenant meet each other.
+	CheckOutOne8         Stats   `json:"checkOutOneC8"`
+	CheckOutSpread8      Stats   `json:"checkOutSpreadC8"`
+	PostgresCPUOne8Us    float64 `json:"postgresCpuOneC8Us"`
+	PostgresCPUSpread8Us float64 `json:"postgresCpuSpreadC8Us"`
+	// MultiXactsOne8 and MultiXactsSpread8 are the MultiXacts PostgreSQL
+	// created during the c = 8 check-outs: rows every check-out locks.
+	MultiXactsOne8    int64 `json:"multiXactsOneC8"`
+	MultiXactsSpread8 int64 `json:"multiXactsSpreadC8"`
 	// CallsOne and CallsSpread are storage's requests per check-out.
 	CallsOne    float64 `json:"callsOne"`
 	CallsSpread float64 `json:"callsSpread"`
@@ -114,7 +124,7 @@ func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
 		StorageEnv: append(storageEnv, env...), CirculationEnv: env})
 	// Enough patrons for every tenant's share of the spread check-outs at
 	// up to a thousand a second.
-	perTenant := 10 + int((float64(p.rounds)*p.slice.Seconds()+tenantSteady.Seconds())*1000)/n
+	perTenant := 10 + int((float64(p.rounds)*p.slice.Seconds()*2+tenantSteady.Seconds())*1000)/n
 	one := &tenantLibrary{view: c, header: jsonHeader(c), pop: populate(t, c, p.population, 0)}
 
 	// Initialise the others, four at a time, timing each.
@@ -173,8 +183,10 @@ func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
 		}
 	}
 	oneHist, spreadHist := newHist(), newHist()
-	var oneErr, spreadErr int64
+	oneHist8, spreadHist8 := newHist(), newHist()
+	var oneErr, spreadErr, oneErr8, spreadErr8 int64
 	var oneTime, spreadTime, oneCPU, spreadCPU time.Duration
+	var oneTime8, spreadTime8, oneCPU8, spreadCPU8 time.Duration
 	var oneCalls, spreadCalls float64
 	var oneCycles, spreadCycles, oneCycleTime, spreadCycleTime float64
 	for range p.rounds {
@@ -187,6 +199,18 @@ func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
 			h, errs, elapsed := attack(t, checkOuts(pick), 1, p.slice)
 			cpu, calls = postgresCPU()-cpu, storageRequests(t, c)-calls
 			cycles, cycleTime := lockCycles(t, c, pick, 8, p.slice)
+			cpu8, mx := postgresCPU(), multiXacts(t, c)
+			h8, errs8, elapsed8 := attack(t, checkOuts(pick), 8, p.slice)
+			cpu8, mx = postgresCPU()-cpu8, multiXacts(t, c)-mx
+			if isSpread {
+				spreadHist8.Merge(h8)
+				spreadErr8, spreadTime8, spreadCPU8 = spreadErr8+errs8, spreadTime8+elapsed8, spreadCPU8+cpu8
+				res.MultiXactsSpread8 += mx
+			} else {
+				oneHist8.Merge(h8)
+				oneErr8, oneTime8, oneCPU8 = oneErr8+errs8, oneTime8+elapsed8, oneCPU8+cpu8
+				res.MultiXactsOne8 += mx
+			}
 			if isSpread {
 				spreadHist.Merge(h)
 				spreadErr, spreadTime, spreadCPU, spreadCalls = spreadErr+errs, spreadTime+elapsed, spreadCPU+cpu, spreadCalls+calls
@@ -205,6 +229,9 @@ func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
 	}
 	res.PostgresCPUOneUs = perOp(oneCPU, res.CheckOutOne, oneTime)
 	res.PostgresCPUSpreadUs = perOp(spreadCPU, res.CheckOutSpread, spreadTime)
+	res.CheckOutOne8, res.CheckOutSpread8 = stats(oneHist8, oneErr8, oneTime8), stats(spreadHist8, spreadErr8, spreadTime8)
+	res.PostgresCPUOne8Us = perOp(oneCPU8, res.CheckOutOne8, oneTime8)
+	res.PostgresCPUSpread8Us = perOp(spreadCPU8, res.CheckOutSpread8, spreadTime8)
 	res.CallsOne = ratio(oneCalls, res.CheckOutOne.Throughput*oneTime.Seconds())
 	res.CallsSpread = ratio(spreadCalls, res.CheckOutSpread.Throughput*spreadTime.Seconds())
 	res.LockCyclesOne, res.LockCyclesSpread = ratio(oneCycles, oneCycleTime), ratio(spreadCycles, spreadCycleTime)
@@ -223,6 +250,9 @@ func benchTenants(t *testing.T, p plan, n int, env []string) Tenants {
 		n, res.P50Ratio, res.ThroughputRatio, res.PostgresCPURatio, res.PostgresCPUOneUs, res.PostgresCPUSpreadUs,
 		res.LockCycleRatio, res.CallsOne, res.CallsSpread, res.Backends, res.BackendsMiB, res.LargestBackendMiB,
 		res.SweeperPasses, res.SweeperPassMs)
+	t.Logf("tenants=%d, c = 8: check-out p50 %.2f ms one, %.2f ms spread; throughput %.0f/s, %.0f/s; PostgreSQL CPU/check-out %.0f µs, %.0f µs; "+
+		"MultiXacts %d, %d", n, res.CheckOutOne8.P50Ms, res.CheckOutSpread8.P50Ms, res.CheckOutOne8.Throughput, res.CheckOutSpread8.Throughput,
+		res.PostgresCPUOne8Us, res.PostgresCPUSpread8Us, res.MultiXactsOne8, res.MultiXactsSpread8)
 	return res
 }
 
@@ -377,4 +407,17 @@ func steadyMemory(t *testing.T, c *harness.Cluster, targeter vegeta.Targeter, d 
 			time.Since(start).Seconds(), done, n, mib, largest)
 	}
 	return samples
+}
+
+// multiXacts is how many MultiXacts the server has created: the age of the
+// oldest the benchmark's database may hold, which grows by one with each
+// new one.
+func multiXacts(t *testing.T, c *harness.Cluster) int64 {
+	t.Helper()
+	var n int64
+	if err := c.DB.QueryRow(context.Background(),
+		"SELECT mxid_age(datminmxid) FROM pg_database WHERE datname = current_database()").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

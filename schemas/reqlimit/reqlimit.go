@@ -31,7 +31,7 @@ var singleValued = canonical(
 	schemas.HeaderTenant, schemas.HeaderToken, schemas.HeaderRequestID, schemas.HeaderUserID,
 	schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderCheckInItemVersion, schemas.HeaderLoanActionItemVersion,
 	schemas.HeaderRenewalCount,
-	schemas.HeaderReleaseLock,
+	schemas.HeaderReleaseLock, schemas.HeaderCheckOutOverride, schemas.HeaderPatronPin,
 	"Content-Type", "Authorization",
 )
 

@@ -45,6 +45,14 @@ func TestCheckHeaders(t *testing.T) {
 	if r := refusal(t, CheckHeaders(req, 1000)); r.Status != http.StatusBadRequest || r.Code != schemas.CodeInvalidHeader {
 		t.Errorf("two release flags: %+v, want 400 %s", r, schemas.CodeInvalidHeader)
 	}
+	for _, h := range []string{schemas.HeaderCheckOutOverride, schemas.HeaderPatronPin} {
+		req = httptest.NewRequest(http.MethodGet, "/x", nil)
+		req.Header.Set(h, "patronBlock")
+		req.Header.Add(h, "itemLimitBlock")
+		if r := refusal(t, CheckHeaders(req, 1000)); r.Status != http.StatusBadRequest || r.Code != schemas.CodeInvalidHeader {
+			t.Errorf("%s twice: %+v, want 400 %s", h, r, schemas.CodeInvalidHeader)
+		}
+	}
 	req = httptest.NewRequest(http.MethodGet, "/x", nil)
 	req.Header.Set("X-Big", strings.Repeat("a", 1000))
 	if r := refusal(t, CheckHeaders(req, 1000)); r.Status != http.StatusRequestHeaderFieldsTooLarge || r.Code != schemas.CodeHeadersTooLarge {

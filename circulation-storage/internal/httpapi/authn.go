@@ -168,7 +168,10 @@ func (s *Server) setPatronPin(c echo.Context) error {
 // verifyPatronPin is POST /patron-pin/verify: 200 when the PIN matches,
 // 422 PIN_INVALID when not, 429 PIN_LOCKED after too many wrong ones.
 func (s *Server) verifyPatronPin(c echo.Context) error {
-	return s.withPin(c, http.StatusOK, (*login.Service).VerifyPin)
+	address := s.clientAddress(c)
+	return s.withPin(c, http.StatusOK, func(svc *login.Service, ctx context.Context, tenant, id, pin string) error {
+		return svc.VerifyPin(ctx, tenant, id, pin, address)
+	})
 }
 
 // withPin reads a patron-pin.json body and does what with it, answering

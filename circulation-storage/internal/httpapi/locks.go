@@ -217,9 +217,9 @@ func (s *Server) lockHistory(c echo.Context) error {
 		if !ok {
 			continue
 		}
-		t, err := time.Parse(time.RFC3339Nano, raw)
-		if err != nil || t.Year() < 1 || t.Year() > 9999 {
-			return invalidParam(p.name, raw, "must be a date-time such as 2025-03-01T10:00:00Z")
+		t, err := schemas.ParseDateTime(raw)
+		if err != nil {
+			return invalidParam(p.name, raw, "must be a date-time such as 2025-03-01T10:00:00Z: it "+err.Error())
 		}
 		*p.dst = t
 	}

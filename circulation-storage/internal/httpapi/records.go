@@ -130,7 +130,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 // notAhead refuses a loanDate more than schemas.MaxLoanDateAhead from
 // now.
 func notAhead(loanDate string) error {
-	d, err := time.Parse(time.RFC3339Nano, loanDate)
+	d, err := schemas.ParseDateTime(loanDate)
 	if err == nil && d.After(time.Now().Add(schemas.MaxLoanDateAhead)) {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 			"loanDate: %s is more than %s ahead of this server's clock", loanDate, schemas.MaxLoanDateAhead).With("loanDate", loanDate)
@@ -172,7 +172,8 @@ func itemVersion(header, v string) (int, error) {
 
 // recordHeader is what the handlers read of any record, in the one
 // decoding of its body: its id and version, a settings entry's scope, a
-// loan's or an item's status, and a loan's date and borrower.
+// loan's or an item's status, a loan's date and borrower, and an
+// account's username.
 type recordHeader struct {
 	ID       string      `json:"id"`
 	Version  *int        `json:"_version"`
@@ -180,6 +181,7 @@ type recordHeader struct {
 	Status   statusField `json:"status"`
 	LoanDate string      `json:"loanDate"`
 	UserID   string      `json:"userId"`
+	Username string      `json:"username"`
 }
 
 // statusField is a record's status: {"name": …} on loans and items, a
@@ -259,6 +261,11 @@ func (s *Server) bindRecord(c echo.Context, r storage.Resource) (json.RawMessage
 	var h recordHeader
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return nil, recordHeader{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "_version: must be an integer")
+	}
+	if r.Path == storage.Accounts.Path {
+		if err := schemas.CheckUsername(h.Username); err != nil {
+			return nil, recordHeader{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%v", err).With("username", truncateText(h.Username))
+		}
 	}
 	return raw, h, nil
 }

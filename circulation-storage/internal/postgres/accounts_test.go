@@ -248,7 +248,7 @@ VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', tr
 			go func() {
 				defer wg.Done()
 				<-start
-				err := f.svc.VerifyPin(ctx, string(f.tenant), patron, pin)
+				err := f.svc.VerifyPin(ctx, string(f.tenant), patron, pin, fmt.Sprintf("192.0.2.%d", round+1))
 				code := "ok"
 				if e, ok := errs.As(err); ok {
 					code = e.Code
@@ -266,6 +266,65 @@ VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', tr
 		if checked != testMaxFailures || outcomes["ok"] != 0 || outcomes[schemas.CodePinInvalid]+outcomes[schemas.CodePinLocked] != 41 {
 			t.Fatalf("round %d: %d checked, outcomes %v; want %d checked, none right, the rest PIN_LOCKED", round, checked, outcomes, testMaxFailures)
 		}
+	}
+}
+
+// TestPinChecksAreCountedByAddress: PIN checks from one address at made-up
+// patrons stop at the address's limit, counted before the check: the first
+// MaxAddressFailures are checked (and wrong), the rest refused PIN_LOCKED
+// unchecked, and no count is kept for the patrons beyond those checked;
+// another address is not held by them.
+func TestPinChecksAreCountedByAddress(t *testing.T) {
+	t.Parallel()
+	f := newLoginFixture(t, 0)
+	ctx := context.Background()
+	group, patron := uuid.NewString(), uuid.NewString()
+	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatronGroup)+` (id, jsonb) VALUES ($1, '{"group": "patrons"}')`, group)
+	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatron)+` (id, jsonb)
+VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', true, 'patronGroup', $3::text))`, patron, patron, group)
+	if err := f.svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
+		t.Fatal(err)
+	}
+	const guesses, maxAddress = 60, 20
+	outcomes := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range guesses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			err := f.svc.VerifyPin(ctx, string(f.tenant), uuid.NewString(), "1234", "198.51.100.7")
+			code := "ok"
+			if e, ok := errs.As(err); ok {
+				code = e.Code
+			} else if err != nil {
+				code = err.Error()
+			}
+			mu.Lock()
+			outcomes[code]++
+			mu.Unlock()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if outcomes[schemas.CodePinInvalid] != maxAddress || outcomes[schemas.CodePinLocked] != guesses-maxAddress {
+		t.Errorf("outcomes %v; want %d PIN_INVALID and the rest PIN_LOCKED", outcomes, maxAddress)
+	}
+	var perPatron int
+	if err := f.db.pool.QueryRow(ctx, withTables(`SELECT count(*) FROM %s WHERE tenant_id = $1 AND key LIKE 'pin:%%'`, tableLoginFailure),
+		string(f.tenant)).Scan(&perPatron); err != nil {
+		t.Fatal(err)
+	}
+	if perPatron != maxAddress {
+		t.Errorf("%d counts kept for patrons, want %d: one per PIN checked", perPatron, maxAddress)
+	}
+	if err := f.svc.VerifyPin(ctx, string(f.tenant), patron, "4711", "203.0.113.9"); err != nil {
+		t.Errorf("the right PIN from another address: %v", err)
+	}
+	if err := f.svc.VerifyPin(ctx, string(f.tenant), patron, "4711", "198.51.100.7"); err == nil {
+		t.Errorf("the right PIN from the locked address was accepted")
 	}
 }
 

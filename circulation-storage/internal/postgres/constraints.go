@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -56,6 +57,10 @@ var constraints = map[string]constraint{
 
 // interpretWrite is interpret for a write of doc, naming the offending field
 // and value of a uniqueness or reference violation.
+// queueKeyDetail reads a request_queue_position_key violation's detail,
+// "Key (item_id, tenant_id, "position")=(<item>, <tenant>, <position>) already exists."
+var queueKeyDetail = regexp.MustCompile(`=\(([0-9a-f-]+), .*, (\d+)\) already exists`)
+
 func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.RawMessage) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -71,6 +76,18 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 	case known && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "loan_one_open_loan_per_item":
 		e := errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan, "Cannot have more than one open loan for the same item").
 			With("itemId", fieldValue(doc, c.field))
+		e.Err = err
+		return e
+	case known && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "request_queue_position_key":
+		// The key is (item_id, tenant_id, position): the detail names
+		// them, whatever the document written (a loan's, for a
+		// check-out's write).
+		item, position := "", ""
+		if m := queueKeyDetail.FindStringSubmatch(pgErr.Detail); m != nil {
+			item, position = m[1], m[2]
+		}
+		e := errs.Errorf(errs.KindInvalid, schemas.CodeAlreadyExists, "Request with position %s already exists in the queue of item %s",
+			position, item).With("position", position)
 		e.Err = err
 		return e
 	case known && pgErr.Code == pgerrcode.UniqueViolation:

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -63,6 +64,9 @@ type PoolConfig struct {
 	// them. This service's transactions never wait between statements;
 	// the request deadline is a safe bound.
 	IdleInTransaction time.Duration
+	// Logger logs what PostgreSQL warns a session of (a stored date that
+	// cannot be read, migration 15's stored_time); nil discards it.
+	Logger *slog.Logger
 }
 
 // Open creates the pools. It does not wait for the database: connections
@@ -134,6 +138,11 @@ func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns in
 		cfg.ConnConfig.RuntimeParams["checkoutlock.outbox"] = "off"
 	}
 	cfg.AfterConnect = noteBackend
+	if logger := pc.Logger; logger != nil {
+		cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+			logger.Warn("postgres: "+n.Message, slog.String("severity", n.Severity), slog.String("sqlstate", n.Code))
+		}
+	}
 	// A connection the server closed while it sat in the pool (its backend
 	// terminated, the server restarted) is dropped before it is handed out,
 	// so that no statement, a write's least of all, is sent on it.
@@ -244,7 +253,16 @@ const (
 	// typeOutboxEvent is not a table but the composite type of an event
 	// in outbox_commit's payload (migration 10), named as the tables are.
 	typeOutboxEvent tableName = "outbox_event"
+	// funcStoredTime is migration 15's function reading a stored date
+	// (NULL, with a warning, for one that cannot be read).
+	funcStoredTime tableName = "stored_time"
 )
+
+// storedTime is SQL reading the stored date expr (text) of field, as
+// stored_time reads it.
+func storedTime(expr, field string) string {
+	return table(funcStoredTime) + `(` + expr + `, '` + field + `')`
+}
 
 // outboxOn is SQL that holds unless the session records no events
 // (checkoutlock.outbox = 'off': a purge, a bulk load, OUTBOX=off). With

@@ -27,13 +27,32 @@ type Records struct {
 	released func(t storage.Tenant, userID string)
 	// policy is how the check-out write applies the rules and the lock.
 	policy Policy
+	// queueWrites holds a place for each write of a request running on
+	// this instance: a quarter of the pool's connections. Writes of one
+	// item's queue take their turns on the item's row (request_write.go),
+	// each holding a connection while it waits; twenty of them for one
+	// item must not hold every connection that reads of other records
+	// need. The others wait for a place here, holding none.
+	queueWrites chan struct{}
 }
 
 var _ storage.RecordService = (*Records)(nil)
 
 // NewRecords returns the record service, configured by opts (OnRelease).
 func NewRecords(db *DB, policy Policy, opts ...Option) *Records {
-	return &Records{db: db, policy: policy, released: applyOptions(opts).released}
+	return &Records{db: db, policy: policy, released: applyOptions(opts).released,
+		queueWrites: make(chan struct{}, max(1, int(db.pool.Config().MaxConns)/4))}
+}
+
+// queueTurn waits for a place among the writes of requests (queueWrites),
+// for as long as ctx allows; release gives it back.
+func (s *Records) queueTurn(ctx context.Context, t storage.Tenant) (release func(), err error) {
+	select {
+	case s.queueWrites <- struct{}{}:
+		return func() { <-s.queueWrites }, nil
+	case <-ctx.Done():
+		return nil, interpret(ctx.Err(), t)
+	}
 }
 
 // tableSpec is how one resource is stored.
@@ -161,6 +180,19 @@ func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resour
 				return err
 			}
 			return auditSetting(ctx, tx, t, "create", id, stored)
+		})
+		return stored, err
+	}
+	if r.Path == storage.Requests.Path {
+		release, err := s.queueTurn(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		err = s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+			var err error
+			stored, err = createRequest(ctx, tx, t, id, doc)
+			return err
 		})
 		return stored, err
 	}
@@ -382,6 +414,14 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 			return auditSetting(ctx, tx, t, "update", id, doc)
 		})
 	}
+	if r.Path == storage.Requests.Path {
+		release, err := s.queueTurn(ctx, t)
+		if err != nil {
+			return err
+		}
+		defer release()
+		return s.db.inTx(ctx, t, func(tx pgx.Tx) error { return updateRequest(ctx, tx, t, id, doc) })
+	}
 	return s.db.write(ctx, t, func(c *pgx.Conn) error { return update(ctx, c, t, r, id, version, doc, updateGuards[r.Path]) })
 }
 
@@ -502,22 +542,36 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 	if r.Path == storage.Loans.Path {
 		sql += ` AND status_name <> 'Open'`
 	}
-	// A settings entry's removal is audited in its own transaction.
-	deleted := false
-	err := s.db.inTx(ctx, t, func(tx pgx.Tx) error {
-		var old json.RawMessage
-		err := tx.QueryRow(ctx, sql+` RETURNING jsonb`, id, string(t)).Scan(&old)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
+	if r.Path == storage.Requests.Path {
+		release, err := s.queueTurn(ctx, t)
 		if err != nil {
 			return err
 		}
-		deleted = true
-		if r.Path == storage.Settings.Path {
-			return auditSetting(ctx, tx, t, "delete", id, old)
+		defer release()
+	}
+	// A settings entry's removal is audited in its own transaction.
+	deleted := false
+	err := s.db.inTx(ctx, t, func(tx pgx.Tx) error {
+		del := func() (bool, error) {
+			var old json.RawMessage
+			err := tx.QueryRow(ctx, sql+` RETURNING jsonb`, id, string(t)).Scan(&old)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			deleted = true
+			if r.Path == storage.Settings.Path {
+				return true, auditSetting(ctx, tx, t, "delete", id, old)
+			}
+			return true, nil
 		}
-		return nil
+		if r.Path == storage.Requests.Path {
+			return deleteRequest(ctx, tx, t, id, del)
+		}
+		_, err := del()
+		return err
 	})
 	if err != nil {
 		var pgErr *pgconn.PgError

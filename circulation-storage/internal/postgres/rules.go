@@ -241,7 +241,7 @@ func automatedBlocksSQL(tenant, user, group string) string {
           CROSS JOIN LATERAL (
                 SELECT count(*) AS open,
                        count(*) FILTER (WHERE i.status_name IN ('Declared lost', 'Aged to lost')) AS lost,
-                       count(*) FILTER (WHERE (l.jsonb ->> 'dueDate')::timestamptz < now()) AS overdue
+                       count(*) FILTER (WHERE ` + storedTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` < now()) AS overdue
                   FROM ` + table(tableLoan) + ` l JOIN ` + table(tableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
                  WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND l.status_name = 'Open'
                    AND i.status_name <> 'Claimed returned') s
@@ -251,12 +251,20 @@ func automatedBlocksSQL(tenant, user, group string) string {
   WHERE b.borrowing OR b.renewals OR b.requests)`
 }
 
+// blockInForce is SQL saying whether the manual block b has not expired:
+// one whose expiry cannot be read (stored_time) is in force until removed.
+func blockInForce(b string) string {
+	return `(` + b + `.jsonb ->> 'expirationDate' IS NULL OR coalesce(` +
+		storedTime(b+".jsonb ->> 'expirationDate'", "manual block expirationDate") + ` > now(), true))`
+}
+
 // borrowerSQL is the part of a patron's record a check-out decides on,
 // the least personal data validation hands out: no e-mail, phone or
 // address (u is the patron row).
-const borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
+var borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
     'id', u.jsonb -> 'id', 'barcode', u.jsonb -> 'barcode', 'active', u.jsonb -> 'active',
-    'patronGroup', u.jsonb -> 'patronGroup', 'expirationDate', u.jsonb -> 'expirationDate',
+    'patronGroup', u.jsonb -> 'patronGroup',
+    'expirationDate', CASE WHEN ` + storedTime("u.jsonb ->> 'expirationDate'", "patron expirationDate") + ` IS NOT NULL THEN u.jsonb -> 'expirationDate' END,
     'personal', jsonb_build_object('firstName', u.jsonb #> '{personal,firstName}', 'lastName', u.jsonb #> '{personal,lastName}')))`
 
 // checkOutReadSQL reads, in one statement, everything validating a
@@ -295,7 +303,7 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
        (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $4
            AND (b.jsonb ->> 'borrowing' = 'true' OR b.jsonb ->> 'renewals' = 'true')
-           AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now())),
+           AND ` + blockInForce("b") + `),
        ` + automatedBlocksSQL("$4", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `,
        (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `) h),
        ` + openRecallSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `
@@ -359,7 +367,7 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 // pair: nothing is lent then, but not because of a limit).
 var patronSummarySQL = `
 WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(tablePatron) + ` WHERE tenant_id = $3 AND barcode = $1 ORDER BY barcode, id LIMIT 1),
-     ol AS (SELECT l.jsonb ->> 'dueDate' AS due, i.jsonb ->> 'barcode' AS barcode, i.jsonb ->> 'title' AS title
+     ol AS (SELECT CASE WHEN ` + storedTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` IS NOT NULL THEN l.jsonb ->> 'dueDate' END AS due, i.jsonb ->> 'barcode' AS barcode, i.jsonb ->> 'title' AS title
               FROM ` + table(tableLoan) + ` l JOIN ` + table(tableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
              WHERE l.tenant_id = $3 AND l.user_id = (SELECT id FROM u) AND l.status_name = 'Open'),
      pairs AS (SELECT m.pg_match, m.mt_match, m.lt_match, ` + itemLimitSQL("m", "lp", "$2::boolean") + ` AS n,
@@ -385,7 +393,7 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u),
        NOT EXISTS (SELECT 1 FROM pairs) OR EXISTS (SELECT 1 FROM pairs WHERE n IS NULL),
        (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $3 AND b.jsonb ->> 'borrowing' = 'true'
-           AND (b.jsonb ->> 'expirationDate' IS NULL OR (b.jsonb ->> 'expirationDate')::timestamptz > now())),
+           AND ` + blockInForce("b") + `),
        ` + automatedBlocksSQL("$3", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)")
 
 // ReadPatronSummary implements storage.CheckOutStore, in one statement.

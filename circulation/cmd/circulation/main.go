@@ -88,6 +88,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	storage := storageclient.New(cfg.StorageURL, cfg.StorageTimeout, roots)
 	defer storage.Close()
+	storage.SetLogger(logger)
 	if module != nil {
 		// A token of a sign-in whose session has ended (logout, a refresh
 		// token used twice, its account disabled or deleted) is refused:

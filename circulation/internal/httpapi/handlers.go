@@ -483,20 +483,18 @@ func (s *Server) patchSettings(c echo.Context) error {
 	return s.settingsAnswer(c, effective)
 }
 
-// parseDate reads an optional date-time the schema accepted. JSON Schema's
-// date-time (RFC 3339) allows a lowercase "t" and "z" and leap seconds; the
-// first two are read, a leap second is refused rather than replaced by now.
-// A date that falls outside the years 1 to 9999 once in UTC (9999-12-31
-// 23:59 at -23:59, say) cannot be written back in RFC 3339 and is refused
-// here, before anything is changed.
+// parseDate reads an optional date-time the schema accepted, by the
+// schema's own rule (schemas.ParseDateTime: RFC 3339, a lowercase "t" and
+// "z" read, years schemas.MinYear to MaxYear); anything else is refused
+// here, before anything is changed, never replaced by now.
 func parseDate(field, value string) (time.Time, error) {
 	if value == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(value))
-	if err != nil || t.UTC().Year() < 1 || t.UTC().Year() > 9999 {
+	t, err := schemas.ParseDateTime(value)
+	if err != nil {
 		return time.Time{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
-			"%s: %q is not a date-time this service can use", field, value).With(field, truncate(value))
+			"%s: %q %v", field, truncate(value), err).With(field, truncate(value))
 	}
 	return t, nil
 }

@@ -219,7 +219,8 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: token, UserID: who})
+		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: token, UserID: who,
+			ClientAddress: s.cfg.Clients.Address(req)})
 		c.SetRequest(req.WithContext(ctx))
 		return next(c)
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -30,7 +31,13 @@ type Client struct {
 	base    string
 	http    *http.Client
 	timeout time.Duration
+	// logger says what the client works around in storage's answers (a
+	// stored date that cannot be read); SetLogger sets it.
+	logger *slog.Logger
 }
+
+// SetLogger has the client log to logger.
+func (c *Client) SetLogger(logger *slog.Logger) { c.logger = logger }
 
 var _ circulation.Storage = (*Client)(nil)
 
@@ -46,7 +53,8 @@ func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
 	transport.MaxIdleConns = 256
 	transport.MaxIdleConnsPerHost = 256
 	transport.IdleConnTimeout = 90 * time.Second
-	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Transport: transport}, timeout: timeout}
+	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Transport: transport}, timeout: timeout,
+		logger: slog.New(slog.DiscardHandler)}
 }
 
 // Close drops idle connections.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -101,8 +102,10 @@ type loanJSON struct {
 	DeclaredLostDate       string     `json:"declaredLostDate,omitempty"`
 }
 
+// parseTime reads a date storage answered; one that cannot be read
+// (schemas.ParseDateTime) is the zero time, as an absent one.
 func parseTime(s string) time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, s)
+	t, _ := schemas.ParseDateTime(s)
 	return t
 }
 
@@ -144,13 +147,13 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 		OpenRecall: v.OpenRecall}
 	if v.OpenLoan != nil {
 		var l struct {
-			ID           string    `json:"id"`
-			UserID       string    `json:"userId"`
-			DueDate      time.Time `json:"dueDate"`
-			RenewalCount int       `json:"renewalCount"`
+			ID           string `json:"id"`
+			UserID       string `json:"userId"`
+			DueDate      string `json:"dueDate"`
+			RenewalCount int    `json:"renewalCount"`
 		}
 		if json.Unmarshal(v.OpenLoan, &l) == nil {
-			out.OpenLoanOf = &circulation.OpenLoan{ID: l.ID, UserID: l.UserID, DueDate: l.DueDate, RenewalCount: l.RenewalCount,
+			out.OpenLoanOf = &circulation.OpenLoan{ID: l.ID, UserID: l.UserID, DueDate: parseTime(l.DueDate), RenewalCount: l.RenewalCount,
 				Doc: v.OpenLoan}
 		}
 	}
@@ -263,7 +266,13 @@ func (c *Client) PatronIDByBarcode(ctx context.Context, barcode string) (string,
 
 // VerifyPin implements circulation.Storage.
 func (c *Client) VerifyPin(ctx context.Context, patronID, pin string) error {
-	return c.call(ctx, http.MethodPost, "/patron-pin/verify", map[string]string{"id": patronID, "pin": pin}, nil)
+	// Storage counts wrong PINs by the client's address too, which it
+	// believes of circulation's module token alone.
+	var headers []string
+	if a := circulation.OkapiFrom(ctx).ClientAddress; a != "" {
+		headers = []string{schemas.HeaderForwardedFor, a}
+	}
+	return c.call(ctx, http.MethodPost, "/patron-pin/verify", map[string]string{"id": patronID, "pin": pin}, nil, headers...)
 }
 
 // PatronSummary implements circulation.Storage.
@@ -273,9 +282,9 @@ func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation
 		OpenLoanCount int         `json:"openLoanCount"`
 		OverdueCount  int         `json:"overdueCount"`
 		OpenLoans     []struct {
-			ItemBarcode string    `json:"itemBarcode"`
-			Title       string    `json:"title"`
-			DueDate     time.Time `json:"dueDate"`
+			ItemBarcode string `json:"itemBarcode"`
+			Title       string `json:"title"`
+			DueDate     string `json:"dueDate"`
 		} `json:"openLoans"`
 		ItemLimits []struct {
 			ItemLimit         int  `json:"itemLimit"`
@@ -300,7 +309,7 @@ func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation
 		out.Patron = u.patron()
 	}
 	for _, l := range v.OpenLoans {
-		out.OpenLoans = append(out.OpenLoans, circulation.SummaryLoan{ItemBarcode: l.ItemBarcode, Title: l.Title, DueDate: l.DueDate})
+		out.OpenLoans = append(out.OpenLoans, circulation.SummaryLoan{ItemBarcode: l.ItemBarcode, Title: l.Title, DueDate: parseTime(l.DueDate)})
 	}
 	out.AutomatedBlocks, out.ManualBlocks = v.blocks()
 	return out, nil
@@ -446,7 +455,7 @@ func toLoanJSON(l circulation.Loan) loanJSON {
 
 // checkedInLoan is the stored loan document with the fields check-in
 // changes.
-func checkedInLoan(loan circulation.Loan) (json.RawMessage, error) {
+func (c *Client) checkedInLoan(loan circulation.Loan) (json.RawMessage, error) {
 	fields := map[string]any{"status": statusJSON{Name: loan.Status}, "action": loan.Action}
 	if !loan.ReturnDate.IsZero() {
 		fields["returnDate"] = circulation.FormatTime(loan.ReturnDate)
@@ -454,14 +463,55 @@ func checkedInLoan(loan circulation.Loan) (json.RawMessage, error) {
 	if loan.CheckinServicePointID != "" {
 		fields["checkinServicePointId"] = loan.CheckinServicePointID
 	}
-	return withFields(loan.Doc, fields)
+	doc, err := withFields(loan.Doc, fields)
+	if err != nil {
+		return nil, err
+	}
+	return c.readableDates(loan.ID, doc)
+}
+
+// optionalLoanDates are the dates a loan may be without: one stored that
+// cannot be read is left out of the loan written back.
+var optionalLoanDates = []string{"dueDate", "claimedReturnedDate", "declaredLostDate"}
+
+// readableDates is loan id's document doc without the optional dates it
+// stores that cannot be read (schemas.ParseDateTime: a value stored before
+// storage held dates to it, or written in SQL), logged: a check-in or a
+// loan action of such a loan goes through, rather than being refused for a
+// date it did not write.
+func (c *Client) readableDates(id string, doc json.RawMessage) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "unreadable record").Because(err)
+	}
+	var dropped []string
+	for _, f := range optionalLoanDates {
+		raw, ok := m[f]
+		if !ok {
+			continue
+		}
+		var v string
+		if json.Unmarshal(raw, &v) == nil {
+			if _, err := schemas.ParseDateTime(v); err == nil {
+				continue
+			}
+		}
+		delete(m, f)
+		dropped = append(dropped, f+"="+string(raw))
+	}
+	if len(dropped) == 0 {
+		return doc, nil
+	}
+	c.logger.Warn("a loan's stored dates cannot be read; the loan is written without them", slog.String("loan_id", id),
+		slog.Any("dropped", dropped))
+	return json.Marshal(m)
 }
 
 // CheckInItem implements circulation.Storage: the loan's replacement
 // carrying the item's version, which storage applies in one transaction
 // with the item's update.
 func (c *Client) CheckInItem(ctx context.Context, loan circulation.Loan, item circulation.Item) (circulation.Loan, circulation.Item, error) {
-	doc, err := checkedInLoan(loan)
+	doc, err := c.checkedInLoan(loan)
 	if err != nil {
 		return circulation.Loan{}, circulation.Item{}, err
 	}
@@ -488,6 +538,9 @@ func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circ
 		fields["declaredLostDate"] = circulation.FormatTime(loan.DeclaredLostDate)
 	}
 	doc, err := withFields(loan.Doc, fields)
+	if err == nil {
+		doc, err = c.readableDates(loan.ID, doc)
+	}
 	if err != nil {
 		return err
 	}

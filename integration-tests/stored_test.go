@@ -1,0 +1,336 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
+)
+
+// errorParams is the first error of a FOLIO error envelope: its code and
+// its parameters by key.
+func errorParams(t *testing.T, r harness.Response) (string, map[string]string) {
+	t.Helper()
+	var env struct {
+		Errors []struct {
+			Code       string `json:"code"`
+			Parameters []struct {
+				Key   string `json:"key"`
+				Value string `json:"value"`
+			} `json:"parameters"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(r.Body, &env); err != nil || len(env.Errors) == 0 {
+		t.Fatalf("not an error envelope: %d %s", r.Status, r.Body)
+	}
+	params := map[string]string{}
+	for _, p := range env.Errors[0].Parameters {
+		params[p.Key] = p.Value
+	}
+	return env.Errors[0].Code, params
+}
+
+// TestStoredDatesCannotBreakAPatron: a date no service can compute with is
+// refused where it is written, naming its field (a block's expiry, a
+// loan's due date, a patron's expiry, a check-out's loan date), and one
+// stored before that rule (written here in SQL) is read as absent with a
+// line in storage's log, never a 500: the block stays in force, the loan
+// is not counted overdue, the patron does not expire.
+func TestStoredDatesCannotBreakAPatron(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
+	lib := c.SetupLibrary(2, 3, 0)
+	blocked, expiring := lib.Patrons[0], lib.Patrons[1]
+	blockedID, expiringID := patronID(t, c, blocked), patronID(t, c, expiring)
+
+	for _, date := range []string{"0000-01-01T00:00:00Z", "1899-12-31T23:59:59Z", "10000-01-01T00:00:00Z", "2026-02-30T00:00:00Z", "soon"} {
+		r := c.Do(c.Storage, "POST", "/manualblocks", map[string]any{"userId": blockedID, "desc": "Bad date", "borrowing": true,
+			"expirationDate": date}).Want(t, http.StatusUnprocessableEntity)
+		if _, params := errorParams(t, r); params["expirationDate"] != date {
+			t.Errorf("block expiring %s: the refusal names %v, not expirationDate", date, params)
+		}
+		r = c.Do(c.Storage, "PUT", "/users/"+expiringID, map[string]any{"id": expiringID, "barcode": expiring, "active": true,
+			"patronGroup": lib.GroupID, "personal": map[string]any{"lastName": "Patron " + expiring}, "expirationDate": date}).
+			Want(t, http.StatusUnprocessableEntity)
+		if _, params := errorParams(t, r); params["expirationDate"] != date {
+			t.Errorf("patron expiring %s: the refusal names %v, not expirationDate", date, params)
+		}
+	}
+	var loan map[string]any
+	c.CheckOut(0, lib.Items[0][0], blocked).Want(t, http.StatusCreated).Decode(t, &loan)
+	loanID := loan["id"].(string)
+	var stored map[string]any
+	c.Do(c.Storage, "GET", "/loan-storage/loans/"+loanID, nil).Want(t, http.StatusOK).Decode(t, &stored)
+	stored["dueDate"] = "0000-01-01T00:00:00Z"
+	r := c.Do(c.Storage, "PUT", "/loan-storage/loans/"+loanID, stored).Want(t, http.StatusUnprocessableEntity)
+	if _, params := errorParams(t, r); params["dueDate"] != "0000-01-01T00:00:00Z" {
+		t.Errorf("due date 0000: the refusal names %v, not dueDate", params)
+	}
+	// Go's zero time: refused, not taken for "now".
+	r = c.Do(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": lib.Items[0][1],
+		"userBarcode": blocked, "servicePointId": harness.ServicePoint, "loanDate": "0001-01-01T00:00:00Z"}).
+		Want(t, http.StatusUnprocessableEntity)
+	if _, params := errorParams(t, r); params["loanDate"] != "0001-01-01T00:00:00Z" {
+		t.Errorf("loan date 0001: the refusal names %v, not loanDate", params)
+	}
+	if n := c.OpenLoans(t, blocked); n != 1 {
+		t.Fatalf("%d open loans after the refusals, want 1", n)
+	}
+
+	// Stored before the rule, in SQL: an import.
+	ctx := context.Background()
+	for _, stmt := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO circulation_storage.manual_block (tenant_id, id, jsonb) VALUES ($1, gen_random_uuid(),
+		    jsonb_build_object('userId', $2::text, 'desc', 'Imported', 'borrowing', true, 'expirationDate', '0000-01-01T00:00:00Z'))`,
+			[]any{c.Tenant, blockedID}},
+		{`UPDATE circulation_storage.loan SET jsonb = jsonb_set(jsonb, '{dueDate}', '"0000-01-01T00:00:00Z"') WHERE tenant_id = $1 AND id = $2`,
+			[]any{c.Tenant, loanID}},
+		{`UPDATE circulation_storage.patron SET jsonb = jsonb_set(jsonb, '{expirationDate}', '"0000-12-31T00:00:00Z"') WHERE tenant_id = $1 AND id = $2`,
+			[]any{c.Tenant, expiringID}},
+	} {
+		if _, err := c.DB.Exec(ctx, stmt.sql, stmt.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// With an overdue-items limit, the check-out counts overdue loans.
+	c.Do(c.Storage, "POST", "/patron-block-limits", map[string]any{"patronGroupId": lib.GroupID,
+		"conditionId": schemas.ConditionOverdueItems, "value": 5}).Want(t, http.StatusCreated)
+
+	var summary struct {
+		CanBorrow     bool `json:"canBorrow"`
+		OpenLoanCount int  `json:"openLoanCount"`
+		OverdueCount  int  `json:"overdueCount"`
+		Reasons       []struct {
+			Code string `json:"code"`
+		} `json:"reasons"`
+	}
+	c.Do(c.Circulations[0], "GET", "/circulation/patron-summary?userBarcode="+blocked, nil).Want(t, http.StatusOK).Decode(t, &summary)
+	if summary.CanBorrow || summary.OpenLoanCount != 1 || summary.OverdueCount != 0 || len(summary.Reasons) != 1 ||
+		summary.Reasons[0].Code != schemas.CodeUserBlockedManually {
+		t.Errorf("summary of the blocked patron: %+v; want the imported block in force, 1 loan, none overdue", summary)
+	}
+	r = c.CheckOut(0, lib.Items[0][1], blocked).Want(t, http.StatusUnprocessableEntity)
+	if codes := r.ErrorCodes(); !slices.Equal(codes, []string{schemas.CodeUserBlockedManually}) {
+		t.Errorf("check-out of the blocked patron: %v, want the block alone", codes)
+	}
+	c.Do(c.Circulations[0], "GET", "/circulation/patron-summary?userBarcode="+expiring, nil).Want(t, http.StatusOK).Decode(t, &summary)
+	if !summary.CanBorrow {
+		t.Errorf("summary of the patron whose expiry cannot be read: %+v; want them served", summary)
+	}
+	c.CheckOut(0, lib.Items[1][0], expiring).Want(t, http.StatusCreated)
+	// The loan whose due date cannot be read is checked in, written back
+	// without it.
+	c.CheckIn(0, lib.Items[0][0]).Want(t, http.StatusOK)
+	stored = nil
+	c.Do(c.Storage, "GET", "/loan-storage/loans/"+loanID, nil).Want(t, http.StatusOK).Decode(t, &stored)
+	if _, ok := stored["dueDate"]; ok || stored["status"].(map[string]any)["name"] != "Closed" {
+		t.Errorf("the loan checked in: %v; want it closed, without the due date that cannot be read", stored)
+	}
+
+	for _, field := range []string{"manual block expirationDate", "loan dueDate", "patron expirationDate"} {
+		want := fmt.Sprintf("stored %s", field)
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(c.Storage.Log(), want) {
+			if time.Now().After(deadline) {
+				t.Errorf("storage's log does not say %q", want)
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // polling a log file, with a deadline
+		}
+	}
+}
+
+// TestAClosedRequestGivesUpItsPlace: a request closed while it kept its
+// position (a client's PUT) leaves the queue, the requests after it move
+// up, and the first requester's check-out is lent; a closed request
+// created with a position stores none; positions stay dense, a taken one
+// is refused naming it.
+func TestAClosedRequestGivesUpItsPlace(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
+	lib := c.SetupLibrary(4, 1, 0)
+	item := lib.Items[0][0]
+	first := c.Request(t, item, lib.Patrons[1], 1)
+	second := c.Request(t, item, lib.Patrons[2], 2)
+	third := c.Request(t, item, lib.Patrons[3], 3)
+
+	positions := func() map[string]any {
+		t.Helper()
+		out := map[string]any{}
+		for _, id := range []string{first, second, third} {
+			var req map[string]any
+			c.Do(c.Storage, "GET", "/request-storage/requests/"+id, nil).Want(t, http.StatusOK).Decode(t, &req)
+			out[id] = req["position"]
+		}
+		return out
+	}
+	var req map[string]any
+	c.Do(c.Storage, "GET", "/request-storage/requests/"+second, nil).Want(t, http.StatusOK).Decode(t, &req)
+	req["status"] = "Closed - Cancelled"
+	delete(req, "metadata")
+	c.Do(c.Storage, "PUT", "/request-storage/requests/"+second, req).Want(t, http.StatusNoContent)
+	if got, want := positions(), map[string]any{first: 1.0, second: nil, third: 2.0}; !mapsEqual(got, want) {
+		t.Fatalf("positions after the second request was cancelled: %v, want %v", got, want)
+	}
+
+	// A taken position is refused, naming it; a gap too.
+	body := func(patron string, position int) map[string]any {
+		return map[string]any{"requestType": "Hold", "requestDate": "2026-01-02T10:00:00Z", "requesterId": patronID(t, c, patron),
+			"itemId": itemID(t, c, item), "status": "Open - Not yet filled", "position": position, "fulfillmentPreference": "Hold Shelf"}
+	}
+	r := c.Do(c.Storage, "POST", "/request-storage/requests", body(lib.Patrons[0], 2)).Want(t, http.StatusUnprocessableEntity)
+	if code, params := errorParams(t, r); code != schemas.CodeAlreadyExists || params["position"] != "2" {
+		t.Errorf("position 2 taken: %s %v", code, params)
+	}
+	r = c.Do(c.Storage, "POST", "/request-storage/requests", body(lib.Patrons[0], 4)).Want(t, http.StatusUnprocessableEntity)
+	if _, params := errorParams(t, r); params["position"] != "4" {
+		t.Errorf("position 4 after a queue of 2: %v", params)
+	}
+	// A closed request created with a position holds none.
+	closed := body(lib.Patrons[0], 3)
+	closed["status"] = "Closed - Unfilled"
+	var made map[string]any
+	c.Do(c.Storage, "POST", "/request-storage/requests", closed).Want(t, http.StatusCreated).Decode(t, &made)
+	if _, ok := made["position"]; ok {
+		t.Errorf("a closed request was stored with position %v", made["position"])
+	}
+
+	// The first requester's check-out fills the first request; the third
+	// moves up to 1.
+	c.CheckOut(0, item, lib.Patrons[1]).Want(t, http.StatusCreated)
+	if got, want := positions(), map[string]any{first: nil, second: nil, third: 1.0}; !mapsEqual(got, want) {
+		t.Fatalf("positions after the first requester's check-out: %v, want %v", got, want)
+	}
+	c.CheckIn(0, item).Want(t, http.StatusOK)
+	c.CheckOut(0, item, lib.Patrons[3]).Want(t, http.StatusCreated)
+	c.CheckInvariants(t, harness.Invariants{})
+}
+
+func mapsEqual(a, b map[string]any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestConcurrentRequestsForOneItemDoNotDeadlock: twenty requests for one
+// item's same position at once, ten rounds: one is created, the others
+// are refused with a 4xx within a second, PostgreSQL detects no deadlock,
+// and a read of another record meanwhile answers within 100 ms.
+func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
+	const writers, rounds = 20, 10
+	lib := c.SetupLibrary(writers, 1, 0)
+	requesters := make([]string, writers)
+	for i, p := range lib.Patrons {
+		requesters[i] = patronID(t, c, p)
+	}
+	deadlocks := func() int64 {
+		var n int64
+		if err := c.DB.QueryRow(context.Background(), `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := deadlocks()
+	other := lib.Items[writers-1][0]
+	// Storage's connections opened first, as a running service has them:
+	// the first use of each costs a new server process.
+	var warm sync.WaitGroup
+	for range writers {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			c.Do(c.Storage, "GET", "/request-storage/requests?itemId="+itemID(t, c, other), nil).Want(t, http.StatusOK)
+		}()
+	}
+	warm.Wait()
+	for round := range rounds {
+		item := itemID(t, c, lib.Items[round][0])
+		answers := make([]harness.Response, writers)
+		took := make([]time.Duration, writers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				began := time.Now()
+				answers[i] = c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold",
+					"requestDate": "2026-01-02T10:00:00Z", "requesterId": requesters[i], "itemId": item,
+					"status": "Open - Not yet filled", "position": 1, "fulfillmentPreference": "Hold Shelf"})
+				took[i] = time.Since(began)
+			}()
+		}
+		// Reads of another record while the writes run.
+		reads := make(chan time.Duration, 64)
+		done := make(chan struct{})
+		go func() {
+			defer close(reads)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				began := time.Now()
+				c.Do(c.Storage, "GET", "/item-storage/items?barcode="+other, nil).Want(t, http.StatusOK)
+				select {
+				case reads <- time.Since(began):
+				default:
+				}
+			}
+		}()
+		close(start)
+		wg.Wait()
+		close(done)
+		slowest := time.Duration(0)
+		for d := range reads {
+			slowest = max(slowest, d)
+		}
+		created := 0
+		for i, a := range answers {
+			switch {
+			case a.Status == http.StatusCreated:
+				created++
+			case a.Status < 400 || a.Status >= 500:
+				t.Errorf("round %d, writer %d: %d %s", round, i, a.Status, a.Body)
+			case took[i] > time.Second:
+				t.Errorf("round %d, writer %d: refused after %v", round, i, took[i])
+			}
+		}
+		if created != 1 {
+			t.Errorf("round %d: %d requests created at position 1, want 1", round, created)
+		}
+		if slowest > 100*time.Millisecond {
+			t.Errorf("round %d: a read of another record took %v during the writes", round, slowest)
+		}
+	}
+	// PostgreSQL counts a deadlock when its backend reports its
+	// statistics: at the latest a second after it was idle again.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := deadlocks() - before; n > 0 {
+			t.Fatalf("PostgreSQL detected %d deadlocks", n)
+		}
+		time.Sleep(200 * time.Millisecond) // statistics flushed by other backends, polled with a deadline
+	}
+}

@@ -1,0 +1,1 @@
+DROP FUNCTION stored_time(text, text);

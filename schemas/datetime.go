@@ -1,0 +1,44 @@
+package schemas
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The years a stored date may fall in, in UTC. Every record that stores a
+// date (loans, requests, manual blocks, patrons' expiry, items' status
+// dates) and every request that names one is held to them: PostgreSQL,
+// which computes with the dates (overdue loans, blocks in force), knows no
+// year 0, and a date a service cannot write back in RFC 3339 would break
+// every later read of the record.
+const (
+	MinYear = 1900
+	MaxYear = 9999
+)
+
+// ParseDateTime reads a JSON Schema date-time (RFC 3339: a lowercase "t" or
+// "z" is read as its capital) within MinYear to MaxYear once in UTC. It is
+// the "date-time" format of every schema in the set and what the services
+// decode dates with: the one home of what a date is. A leap second (":60")
+// is refused rather than moved.
+func ParseDateTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("is not an RFC 3339 date-time such as 2026-01-31T17:00:00Z")
+	}
+	if y := t.UTC().Year(); y < MinYear || y > MaxYear {
+		return time.Time{}, fmt.Errorf("is outside the years %d to %d", MinYear, MaxYear)
+	}
+	return t, nil
+}
+
+// dateTimeFormat is ParseDateTime as the validator's "date-time" format.
+func dateTimeFormat(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return nil // not a string: "type" says so
+	}
+	_, err := ParseDateTime(s)
+	return err
+}

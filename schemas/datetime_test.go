@@ -1,0 +1,51 @@
+package schemas
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDatesThisServiceCanComputeWith: the one rule of a date, as the
+// schemas assert it and the services decode it.
+func TestDatesThisServiceCanComputeWith(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"2026-01-31T17:00:00Z", true},
+		{"2026-01-31t17:00:00.123z", true},
+		{"1900-01-01T00:00:00Z", true},
+		{"9999-12-31T23:59:59.999Z", true},
+		{"1900-01-01T00:30:00+01:00", false}, // 1899 in UTC
+		{"9999-12-31T23:00:00-02:00", false}, // year 10000 in UTC
+		{"0000-01-01T00:00:00Z", false},
+		{"0001-01-01T00:00:00Z", false},
+		{"1899-12-31T23:59:59Z", false},
+		{"2026-02-30T00:00:00Z", false},
+		{"2026-01-31T23:59:60Z", false},
+		{"2026-01-31", false},
+		{"2026-01-31T17:00:00", false},
+	} {
+		_, err := ParseDateTime(tc.in)
+		if (err == nil) != tc.ok {
+			t.Errorf("ParseDateTime(%q): error %v, want ok=%v", tc.in, err, tc.ok)
+		}
+	}
+}
+
+// TestOutOfRangeDatesNameTheirField: a record whose date is out of range is
+// refused by its schema, naming the field.
+func TestOutOfRangeDatesNameTheirField(t *testing.T) {
+	set := MustLoad()
+	for _, tc := range []struct{ schema, doc, field string }{
+		{"manualblock.json", `{"userId":"0b8d1c2e-2f55-4b1e-9d3f-6d6f7f0a9a11","desc":"x","borrowing":true,"expirationDate":"0000-01-01T00:00:00Z"}`, "expirationDate"},
+		{"user.json", `{"active":true,"patronGroup":"0b8d1c2e-2f55-4b1e-9d3f-6d6f7f0a9a11","personal":{"lastName":"A"},"expirationDate":"0000-01-01T00:00:00Z"}`, "expirationDate"},
+		{"check-out-by-barcode-request.json", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"0b8d1c2e-2f55-4b1e-9d3f-6d6f7f0a9a11","loanDate":"0001-01-01T00:00:00Z"}`, "loanDate"},
+	} {
+		err := set.ValidateJSON(tc.schema, []byte(tc.doc))
+		verr, ok := err.(*ValidationError)
+		if !ok || len(verr.Violations) != 1 || verr.Violations[0].Field != tc.field || !strings.Contains(verr.Violations[0].Message, "1900 to 9999") {
+			t.Errorf("%s: %v, want one violation of %s naming the years", tc.schema, err, tc.field)
+		}
+	}
+}
