@@ -272,6 +272,7 @@ func seedTypes(f *storagetest.Storage) {
 	f.AddPatronGroup(patronGroup, "undergrad")
 	f.AddMaterialType(materialType, materialTypeName)
 	f.AddLoanType(loanType, "Can circulate")
+	f.AddServicePoint(servicePoint, "Circ Desk 1")
 }
 
 // reference is a loan policy that lends nothing, for the tests that need

@@ -334,3 +334,116 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // statistics flushed by other backends, polled with a deadline
 	}
 }
+
+// lowCluster is a cluster whose one patron has three items.
+func lowCluster(t *testing.T) (*harness.Cluster, harness.Library) {
+	t.Helper()
+	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
+	return c, c.SetupLibrary(1, 3, 0)
+}
+
+// TestAnOverrideNeedsAComment: an override's comment must hold a visible
+// character: empty, spaces, non-ASCII spaces and invisible characters are
+// refused naming the field, and nothing is lent.
+func TestAnOverrideNeedsAComment(t *testing.T) {
+	t.Parallel()
+	c, lib := lowCluster(t)
+	before := c.Snapshot(t)
+	for _, comment := range []string{"", "   ", "\u3000\u00a0", "\u200b\u2060"} {
+		r := c.Do(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": lib.Items[0][0],
+			"userBarcode": lib.Patrons[0], "servicePointId": harness.ServicePoint,
+			"overrideBlocks": map[string]any{"patronBlock": map[string]any{}, "comment": comment}})
+		if r.Status != http.StatusUnprocessableEntity {
+			t.Errorf("override comment %q: %d %s, want 422", comment, r.Status, r.Body)
+			continue
+		}
+		if _, params := errorParams(t, r); params["overrideBlocks.comment"] != comment {
+			t.Errorf("override comment %q: the refusal names %v", comment, params)
+		}
+	}
+	if after := c.Snapshot(t); after != before {
+		t.Fatalf("a refused override changed the records:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// TestCheckOutsAndCheckInsAtTheTenantsServicePoints: a check-out or a
+// check-in naming no service point of the tenant is refused naming
+// servicePointId, and changes nothing.
+func TestCheckOutsAndCheckInsAtTheTenantsServicePoints(t *testing.T) {
+	t.Parallel()
+	c, lib := lowCluster(t)
+	patron, item := lib.Patrons[0], lib.Items[0][0]
+	unknown := "0b8d1c2e-2f55-4b1e-9d3f-6d6f7f0a9a11"
+	before := c.Snapshot(t)
+	r := c.Do(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": item,
+		"userBarcode": patron, "servicePointId": unknown})
+	if _, params := errorParams(t, r); r.Status != http.StatusUnprocessableEntity || params["servicePointId"] != unknown {
+		t.Errorf("check-out at no service point: %d %s", r.Status, r.Body)
+	}
+	if after := c.Snapshot(t); after != before {
+		t.Fatalf("a refused check-out changed the records:\n%s\nwas\n%s", after, before)
+	}
+	c.CheckOut(0, item, patron).Want(t, http.StatusCreated)
+	lent := c.Snapshot(t)
+	r = c.Do(c.Circulations[0], "POST", "/circulation/check-in-by-barcode", map[string]any{"itemBarcode": item, "servicePointId": unknown})
+	if _, params := errorParams(t, r); r.Status != http.StatusUnprocessableEntity || params["servicePointId"] != unknown {
+		t.Errorf("check-in at no service point: %d %s", r.Status, r.Body)
+	}
+	if after := c.Snapshot(t); after != lent {
+		t.Fatalf("a refused check-in changed the records:\n%s\nwas\n%s", after, lent)
+	}
+	c.CheckIn(0, item).Want(t, http.StatusOK)
+}
+
+// TestUsernamesAreComparedNormalised: a username differing from another
+// only by an invisible or a non-ASCII space character, or written other
+// than in Unicode NFKC, is refused naming the field; a sign-in's username
+// is read in NFKC, so full-width letters find the account.
+func TestUsernamesAreComparedNormalised(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
+	c.Account(t, "lee", "Lee", "Librarian", schemas.RoleLibrarian, "a long enough password")
+	for _, name := range []string{"lee\u200b", "lee\u00a0", "lee\u3000", "\u2060lee", "ｌｅｅ", "le\u0301e", "lee lee"} {
+		r := c.Do(c.Storage, "POST", "/accounts", map[string]any{"username": name, "roles": []string{schemas.RoleLibrarian}})
+		if r.Status != http.StatusUnprocessableEntity {
+			t.Errorf("username %q: %d %s, want 422", name, r.Status, r.Body)
+			continue
+		}
+		if _, params := errorParams(t, r); params["username"] != name {
+			t.Errorf("username %q: the refusal names %v", name, params)
+		}
+	}
+	if r := logIn(c, "ｌｅｅ", "a long enough password"); r.Status != http.StatusCreated {
+		t.Errorf("signing in with full-width letters: %d %s, want 201", r.Status, r.Body)
+	}
+}
+
+// TestTheOverrideHeaderOnce: X-Check-Out-Override sent twice is refused
+// (400) like every other header of a check-out's write.
+func TestTheOverrideHeaderOnce(t *testing.T) {
+	t.Parallel()
+	c, lib := lowCluster(t)
+	before := c.Snapshot(t)
+	body := fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-05T10:00:00Z","action":"checkedout","status":{"name":"Open"}}`,
+		patronID(t, c, lib.Patrons[0]), itemID(t, c, lib.Items[0][0]))
+	req, err := http.NewRequest(http.MethodPost, c.Storage.URL()+"/loan-storage/loans", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range c.HeadersWith(schemas.HeaderCheckOutOverride, "patronBlock", "X-Check-Out-Item-Version", "1") {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Add(schemas.HeaderCheckOutOverride, "itemLimitBlock")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Errorf("%s twice: %d, want 400", schemas.HeaderCheckOutOverride, res.StatusCode)
+	}
+	if after := c.Snapshot(t); after != before {
+		t.Fatalf("the refused write changed the records:\n%s\nwas\n%s", after, before)
+	}
+}

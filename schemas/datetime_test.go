@@ -3,6 +3,7 @@ package schemas
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDatesThisServiceCanComputeWith: the one rule of a date, as the
@@ -48,4 +49,32 @@ func TestOutOfRangeDatesNameTheirField(t *testing.T) {
 			t.Errorf("%s: %v, want one violation of %s naming the years", tc.schema, err, tc.field)
 		}
 	}
+}
+
+// FuzzDateTimeIsTheSchemas: whatever the text, the schemas' date-time and
+// ParseDateTime give the same answer, and a date accepted is within the
+// years and reads back as itself once written as the services write dates.
+func FuzzDateTimeIsTheSchemas(f *testing.F) {
+	for _, s := range []string{"2026-01-31T17:00:00Z", "0000-01-01T00:00:00Z", "1900-01-01T00:30:00+01:00",
+		"9999-12-31T23:59:59.999999999Z", "2026-02-30T00:00:00Z", "2026-01-31t17:00:00z", "", "x"} {
+		f.Add(s)
+	}
+	set := MustLoad()
+	f.Fuzz(func(t *testing.T, s string) {
+		parsed, err := ParseDateTime(s)
+		doc := map[string]any{"userId": "0b8d1c2e-2f55-4b1e-9d3f-6d6f7f0a9a11", "desc": "x", "expirationDate": s}
+		if verr := set.Validate("manualblock.json", doc); (verr == nil) != (err == nil) {
+			t.Fatalf("%q: schema %v, ParseDateTime %v", s, verr, err)
+		}
+		if err != nil {
+			return
+		}
+		if y := parsed.UTC().Year(); y < MinYear || y > MaxYear {
+			t.Fatalf("%q accepted in year %d", s, y)
+		}
+		again, err := ParseDateTime(parsed.UTC().Format(TimeFormat))
+		if err != nil || !again.Equal(parsed.Truncate(time.Millisecond)) {
+			t.Fatalf("%q written as %s reads back as %v, %v", s, parsed.UTC().Format(TimeFormat), again, err)
+		}
+	})
 }

@@ -616,7 +616,9 @@ func (s *Service) SetPin(ctx context.Context, tenant, patronID, pin string) erro
 //
 // The address is counted first, alone: guesses at made-up patrons from one
 // address stop at its limit, without a count of their own for each beyond
-// it (every count is a row until the sweeper removes it).
+// it (every count is a row until the sweeper removes it). An attempt the
+// patron's count then refuses unchecked is given back to the address: what
+// the address counts is the PINs checked from it.
 func (s *Service) VerifyPin(ctx context.Context, tenant, patronID, pin, address string) error {
 	key := pinKey(patronID)
 	at := s.arrive(tenant + "\x00" + key)
@@ -637,8 +639,9 @@ func (s *Service) VerifyPin(ctx context.Context, tenant, patronID, pin, address 
 		return s.unchecked(ctx, tenant, byAddress, err)
 	}
 	if wait > 0 {
+		// Refused unchecked: not a guess from the address either.
 		s.cfg.Refused("pin")
-		return pinLocked(wait)
+		return s.unchecked(ctx, tenant, byAddress, pinLocked(wait))
 	}
 	hash, found, err := s.store.PinHash(ctx, tenant, patronID)
 	if err != nil {

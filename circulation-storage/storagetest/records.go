@@ -34,6 +34,12 @@ func (s *Storage) AddLoanType(id, name string) {
 	s.send(http.MethodPost, "/loan-types", map[string]any{"id": id, "name": name}, nil, http.StatusCreated)
 }
 
+// AddServicePoint stores a service point: a loan names its tenant's.
+func (s *Storage) AddServicePoint(id, name string) {
+	s.t.Helper()
+	s.send(http.MethodPost, "/service-points", map[string]any{"id": id, "name": name, "code": id[:8], "discoveryDisplayName": name}, nil, http.StatusCreated)
+}
+
 // User is a patron.
 type User struct {
 	ID, Barcode, PatronGroup, FirstName, LastName string

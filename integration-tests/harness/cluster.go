@@ -228,6 +228,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 
 	res := c.Do(c.Storage, "POST", "/_/tenant", map[string]any{"module_to": "mod-circulation-storage-1.0.0"})
 	res.Want(t, http.StatusCreated)
+	c.AddServicePoint(t)
 	pool, err := pgxpool.New(context.Background(), base)
 	if err != nil {
 		t.Fatal(err)
@@ -394,8 +395,20 @@ func (c *Cluster) Metric(t testing.TB, p *Process, series string) (value float64
 	return 0, false
 }
 
-// ServicePoint is the service point every check-out names.
+// ServicePoint is the service point every check-out names: the sample
+// data's Circ Desk 2, which a cluster's tenant has (AddServicePoint).
 const ServicePoint = "c4c90014-c8c9-4ade-8f24-b5e313319f4b"
+
+// AddServicePoint gives the cluster's tenant the service point ServicePoint
+// (a loan must name one of its tenant's), unless it has it.
+func (c *Cluster) AddServicePoint(t testing.TB) {
+	t.Helper()
+	r := c.Do(c.Storage, "POST", "/service-points", map[string]any{"id": ServicePoint, "name": "Circ Desk 2", "code": "cd2",
+		"discoveryDisplayName": "Circulation Desk -- Back Entrance"})
+	if r.Status != http.StatusCreated && r.Status != http.StatusConflict {
+		t.Fatalf("service point: %d %s", r.Status, r.Body)
+	}
+}
 
 // CheckOut checks an item out through circulation instance i.
 func (c *Cluster) CheckOut(i int, itemBarcode, userBarcode string) Response {
@@ -459,6 +472,7 @@ func (c *Cluster) SetupLibrary(patrons, itemsPerPatron, itemLimit int) Library {
 		c.Do(s, "POST", path, body).Want(c.t, http.StatusCreated).Decode(c.t, &out)
 		return out.ID
 	}
+	c.AddServicePoint(c.t)
 	group := post("/groups", map[string]any{"group": "patrons"})
 	material := post("/material-types", map[string]any{"name": "book"})
 	loanType := post("/loan-types", map[string]any{"name": "Can circulate"})

@@ -39,6 +39,8 @@ var constraints = map[string]constraint{
 	"loan_user_fkey":                         {field: "userId", target: "user", source: "loans"},
 	"loan_item_fkey":                         {field: "itemId", target: "item", source: "loans"},
 	"loan_loan_policy_fkey":                  {field: "loanPolicyId", target: "loan policy", source: "loans"},
+	"loan_checkoutServicePointId_fkey":       {field: "checkoutServicePointId", target: "service point", source: "loans"},
+	"loan_checkinServicePointId_fkey":        {field: "checkinServicePointId", target: "service point", source: "loans"},
 	"circulation_rules_fallback_fkey":        {field: "fallbackLoanPolicyId", target: "loan policy", source: "circulation rules"},
 	"circulation_rule_patron_group_fkey":     {field: "patronGroupId", target: "patron group", source: "circulation rules"},
 	"circulation_rule_material_type_fkey":    {field: "materialTypeId", target: "material type", source: "circulation rules"},

@@ -140,7 +140,11 @@ func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns in
 	cfg.AfterConnect = noteBackend
 	if logger := pc.Logger; logger != nil {
 		cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-			logger.Warn("postgres: "+n.Message, slog.String("severity", n.Severity), slog.String("sqlstate", n.Code))
+			level := slog.LevelDebug // a NOTICE: a migration's "drop cascades", say
+			if n.Severity == "WARNING" {
+				level = slog.LevelWarn
+			}
+			logger.Log(context.Background(), level, "postgres: "+n.Message, slog.String("severity", n.Severity), slog.String("sqlstate", n.Code))
 		}
 	}
 	// A connection the server closed while it sat in the pool (its backend

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"testing"
 
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/migrations"
 	"github.com/checkoutlock/schemas"
 )
 
@@ -76,5 +78,51 @@ func TestCheckOutFillsTheBorrowersRequest(t *testing.T) {
 	f.db.pool.QueryRow(ctx, `SELECT jsonb FROM `+view(f.tenant, tableRequest)+` WHERE id = $1`, bobs).Scan(&raw)
 	if err := json.Unmarshal(raw, &doc); err != nil || doc["position"] != nil || doc["status"] != "Closed - Filled" {
 		t.Errorf("Bob's request as stored: %s", raw)
+	}
+}
+
+// TestMigrationPutsQueuesRight: queues written before storage kept them
+// dense (written here straight into the table: a closed request keeping
+// its position, a gap, open requests past it) are put right by migration
+// 17: the closed request without a position, the open ones numbered from
+// 1 in their order.
+func TestMigrationPutsQueuesRight(t *testing.T) {
+	// A database of its own: the migration puts every tenant's queues
+	// right, not only this test's.
+	db, tenant := sampleDatabase(t, 2)
+	f := fixture{db: db, tenant: tenant}
+	ctx := context.Background()
+	item := SampleID("book-090")
+	raw := func(requester string, position int, status string) string {
+		t.Helper()
+		id := uuid.NewString()
+		f.exec(t, `INSERT INTO `+view(f.tenant, tableRequest)+` (id, jsonb) VALUES ($1::uuid, jsonb_build_object('id', $1::text,
+			'requestType', 'Hold', 'requestDate', '2026-01-01T10:00:00.000Z', 'requesterId', $2::text, 'itemId', $3::text,
+			'status', $4::text, 'position', $5::integer, 'fulfillmentPreference', 'Hold Shelf'))`, id, requester, item, status, position)
+		return id
+	}
+	closed := raw(SampleID("1002"), 2, "Closed - Cancelled")
+	third := raw(SampleID("1004"), 7, "Open - Not yet filled")
+	first := raw(SampleID("1001"), 3, "Open - Awaiting pickup")
+	up, err := fs.ReadFile(migrations.FS, "000017_request_queues_dense.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the migrator runs it: in the shared schema, in one transaction.
+	if _, err := f.db.pool.Exec(ctx, "BEGIN; SET LOCAL search_path TO "+SharedSchema+"; "+string(up)+"; COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{closed: "-", first: "1", third: "2"} {
+		var got string
+		if err := f.db.pool.QueryRow(ctx, `SELECT coalesce(position::text, '-') || coalesce(jsonb ->> 'position', '') FROM `+
+			view(f.tenant, tableRequest)+` WHERE id = $1`, id).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want != "-" {
+			want += want // the column and the document agree
+		}
+		if got != want {
+			t.Errorf("request %s: position %q after the migration, want %q", id, got, want)
+		}
 	}
 }

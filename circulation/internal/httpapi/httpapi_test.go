@@ -118,6 +118,7 @@ func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Ha
 	// come first: storage refuses a record naming one it does not hold.
 	store.AddPatronGroup(patronGroup, "undergrad")
 	store.AddMaterialType(materialType, "book")
+	store.AddServicePoint(servicePoint, "Circ Desk 1")
 	store.AddLoanType(loanType, "Can circulate")
 	store.AddUser(storagetest.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup,
 		FirstName: "Ada", LastName: "Lovelace"})

@@ -9,6 +9,17 @@ import (
 	"github.com/checkoutlock/schemas/errs/errhttp"
 )
 
+// servicePointOf is the service point a refusal of a loan's write names,
+// "" when it names none.
+func servicePointOf(params []errs.Parameter) string {
+	for _, p := range params {
+		if p.Key == "checkoutServicePointId" || p.Key == "checkinServicePointId" {
+			return p.Value
+		}
+	}
+	return ""
+}
+
 // fromAnswer is this service's map back from an answer of
 // circulation-storage to an Error, by status and storage's error code;
 // call names the request (method and path), for logs. A held lock is a
@@ -69,6 +80,12 @@ func fromAnswer(status int, data []byte, call string) error {
 		return errs.Errorf(errs.KindTooManyRequests, schemas.CodePinLocked, "%s", msg).Because(cause)
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeAlreadyExists:
 		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeAlreadyExists, "%s", msg).Because(cause))
+	case status == http.StatusUnprocessableEntity && servicePointOf(params) != "":
+		// A loan's service point that is not the tenant's: the request's
+		// servicePointId.
+		sp := servicePointOf(params)
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "servicePointId: service point %s does not exist", sp).
+			With("servicePointId", sp).Because(cause)
 	case status == http.StatusUnprocessableEntity:
 		// A value storage refuses (a lock TTL above its maximum, a record
 		// deleted meanwhile): the client hears storage's reason.

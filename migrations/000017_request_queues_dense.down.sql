@@ -1,0 +1,2 @@
+-- The queues put right stay right: nothing to undo.
+SELECT 1;
