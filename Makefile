@@ -10,7 +10,7 @@ UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 # as hung: a few times what they take on two cores (the slowest unit
 # package about 40 s, the workloads across real processes about 3.5 min).
 UNIT_TIMEOUT        ?= 3m
-INTEGRATION_TIMEOUT ?= 8m
+INTEGRATION_TIMEOUT ?= 15m
 BENCH_OUT ?= bench-results
 # The revision make bench compares this version's check-out with (scenario
 # 6): the one before check-outs made four calls to storage.
