@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,7 +26,7 @@ const (
 func ParseDateTime(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
 	if err != nil {
-		return time.Time{}, fmt.Errorf("is not an RFC 3339 date-time such as 2026-01-31T17:00:00Z")
+		return time.Time{}, errors.New("is not an RFC 3339 date-time such as 2026-01-31T17:00:00Z")
 	}
 	if y := t.UTC().Year(); y < MinYear || y > MaxYear {
 		return time.Time{}, fmt.Errorf("is outside the years %d to %d", MinYear, MaxYear)

@@ -204,8 +204,14 @@ func itemWithStatus(name string) string {
 // lock) or locksql.PatronRow (without one), and checkOutSQL, whose
 // arguments are named (checkOutArgs).
 var (
-	lockRowsSQL   = withTables(locksql.LockRows, tableLock, tablePatron)
-	patronRowSQL  = withTables(locksql.PatronRow, tablePatron)
+	lockRowsSQL  = withTables(locksql.LockRows, tableLock, tablePatron)
+	patronRowSQL = withTables(locksql.PatronRow, tablePatron)
+	// itemRowSQL locks the item's row after the patron's (and the lock's),
+	// before the write takes its snapshot: the write fills the item's
+	// queue and moves it up, and a request joining the queue meanwhile
+	// (request_write.go, which takes the same row first) must be seen by
+	// it or wait for it. Parameters: $1 the item, $2 the tenant.
+	itemRowSQL    = withTables(`SELECT 1 FROM %s WHERE tenant_id = $2 AND id = $1 FOR NO KEY UPDATE`, tableItem)
 	checkOutWrite = locksql.NewNamed(checkOutSQL(), "tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
 		"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged")
 )
@@ -267,7 +273,8 @@ var ownEventsSQL = `SELECT set_config('checkoutlock.outbox', 'own', true) WHERE 
 
 // checkOutBatch is a check-out's write as one batch, sent in one round trip
 // and run as one transaction: ownEventsSQL, locksql.LockRows under a lock,
-// locksql.PatronRow without one, then checkOutSQL. The result is filled in when the batch's
+// locksql.PatronRow without one, the item's row (itemRowSQL), then
+// checkOutSQL. The result is filled in when the batch's
 // results are read.
 func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
 	b := &pgx.Batch{}
@@ -277,6 +284,7 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 	} else {
 		b.Queue(patronRowSQL, w.UserID, string(t))
 	}
+	b.Queue(itemRowSQL, fieldValue(w.Loan, "itemId"), string(t))
 	r := &checkOutResult{}
 	b.Queue(checkOutWrite.SQL, checkOutWrite.Bind(s.checkOutArgs(ctx, t, w))).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified,

@@ -30,7 +30,7 @@ import (
 //   - A request joining a queue (created open, reopened, moved to another
 //     item) goes to its end when it names no position, or to the position
 //     it names when that is the end (n + 1); a position taken is refused
-//     (ALREADY_EXISTS, naming it), one beyond the end too.
+//     (ALREADY_EXISTS, naming it), one beyond the end too (VALIDATION_FAILED).
 //   - An open request given another position in its queue moves there, the
 //     requests between moving one place to make room.
 //   - A request leaving a queue (closed, deleted, moved to another item)
@@ -77,13 +77,21 @@ func decodeRequest(doc json.RawMessage) (requestDoc, error) {
 	if err := json.Unmarshal(doc, &d.fields); err != nil {
 		return d, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A request must be a JSON object")
 	}
+	// The schema has checked the fields: an id (in either case, compared
+	// here as the database writes it), a status, an integer position
+	// (which JSON may write 2.0).
 	var status string
 	_ = json.Unmarshal(d.fields["itemId"], &d.place.item)
+	d.place.item = strings.ToLower(d.place.item)
 	_ = json.Unmarshal(d.fields["status"], &status)
 	d.place.open = strings.HasPrefix(status, "Open ")
 	if raw, ok := d.fields["position"]; ok && string(raw) != "null" {
-		d.named = true
-		_ = json.Unmarshal(raw, &d.place.position)
+		var p float64
+		if err := json.Unmarshal(raw, &p); err != nil || p != math.Trunc(p) || p < 1 || p > math.MaxInt32 {
+			return d, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "position: %s is not a position from 1", string(raw)).
+				With("position", string(raw))
+		}
+		d.named, d.place.position = true, int(p)
 	}
 	return d, nil
 }
@@ -165,8 +173,16 @@ func placeAt(d requestDoc, n int, joining bool) error {
 	return nil
 }
 
-// leave gives up position pos of item's queue (request id leaving it): the
-// requests after it move up one.
+// movedMeanwhile is the answer to a write of request id that another
+// write moved to another item's queue while this one waited for the
+// queues it had read.
+func movedMeanwhile(id string) error {
+	return errs.Errorf(errs.KindConflict, schemas.CodeConflict,
+		"Request %s was moved to another item while this write waited for its queue: nothing was written; read it again", id).With("id", id)
+}
+
+// leave gives up from's position in its item's queue (request id leaving
+// it): the requests after it move up one.
 func leave(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, from queuePlace) error {
 	if !from.open || from.position == 0 {
 		return nil
@@ -209,14 +225,18 @@ func updateRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 		return err
 	}
 	// Read again under the queues' locks: a write that moved the request
-	// meanwhile is in what is read now (the request moves to another
-	// item only by a write holding both items' locks, this one's among
-	// them).
+	// meanwhile has committed, and is in what is read now. Moved to a
+	// third item, whose queue this write has not locked, it is the
+	// client's to try again.
+	item := before.item
 	if before, found, err = storedPlace(ctx, tx, t, id); err != nil || !found {
 		if err == nil {
 			err = errs.NotFound(storage.Requests.Name, id)
 		}
 		return err
+	}
+	if before.item != item && before.item != d.place.item {
+		return movedMeanwhile(id)
 	}
 	staying := before.open && before.position > 0 && d.place.open && before.item == d.place.item
 	switch {
@@ -264,8 +284,12 @@ func deleteRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 	if err := lockQueues(ctx, tx, t, before.item); err != nil {
 		return err
 	}
+	item := before.item
 	if before, found, err = storedPlace(ctx, tx, t, id); err != nil || !found {
 		return err
+	}
+	if before.item != item {
+		return movedMeanwhile(id)
 	}
 	deleted, err := deleteFn()
 	if err != nil || !deleted {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -124,5 +126,96 @@ func TestMigrationPutsQueuesRight(t *testing.T) {
 		if got != want {
 			t.Errorf("request %s: position %q after the migration, want %q", id, got, want)
 		}
+	}
+}
+
+// TestQueueStaysDense: every write of a request keeps its item's queue
+// positions 1 to n: requests join at the end (an item id in capitals is
+// the same item), a request moved up or down in its queue moves the ones
+// between, a position beyond the end is refused, a deleted request's
+// position is given up, and a position written 2.0 is 2.
+func TestQueueStaysDense(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	records := NewRecords(f.db, testPolicy)
+	item := SampleID("book-095")
+	doc := func(requester, itemID, position string) json.RawMessage {
+		d := fmt.Sprintf(`{"requestType":"Hold","requestDate":"2026-01-01T10:00:00.000Z","requesterId":%q,"itemId":%q,
+		  "status":"Open - Not yet filled","fulfillmentPreference":"Hold Shelf"`, requester, itemID)
+		if position != "" {
+			d += `,"position":` + position
+		}
+		return json.RawMessage(d + "}")
+	}
+	patrons := []string{SampleID("1001"), SampleID("1002"), SampleID("1003"), SampleID("1004"), SampleID("1005")}
+	ids := make([]string, len(patrons))
+	for i, p := range patrons {
+		ids[i] = uuid.NewString()
+		itemID := item
+		if i == 4 {
+			itemID = strings.ToUpper(item)
+		}
+		if _, err := records.Create(ctx, f.tenant, storage.Requests, ids[i], doc(p, itemID, "")); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	queue := func() []string {
+		t.Helper()
+		rows, err := f.db.pool.Query(ctx, `SELECT id::text, position FROM `+view(f.tenant, tableRequest)+
+			` WHERE item_id = $1 AND left(status, 5) = 'Open ' ORDER BY position`, item)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for n := 1; rows.Next(); n++ {
+			var id string
+			var pos int
+			if err := rows.Scan(&id, &pos); err != nil {
+				t.Fatal(err)
+			}
+			if pos != n {
+				t.Fatalf("position %d where %d was expected: the queue has a gap", pos, n)
+			}
+			out = append(out, id)
+		}
+		return out
+	}
+	want := func(step string, order ...int) {
+		t.Helper()
+		var ids2 []string
+		for _, i := range order {
+			ids2 = append(ids2, ids[i])
+		}
+		if got := queue(); !slices.Equal(got, ids2) {
+			t.Fatalf("%s: queue %v, want %v", step, got, ids2)
+		}
+	}
+	want("joined at the end", 0, 1, 2, 3, 4)
+	move := func(i int, position string) error {
+		return records.Update(ctx, f.tenant, storage.Requests, ids[i], 0, doc(patrons[i], item, position))
+	}
+	if err := move(3, "2"); err != nil {
+		t.Fatal(err)
+	}
+	want("the fourth moved up to 2", 0, 3, 1, 2, 4)
+	if err := move(0, "5"); err != nil {
+		t.Fatal(err)
+	}
+	want("the first moved down to 5", 3, 1, 2, 4, 0)
+	if err := move(1, "6"); !isCode(err, schemas.CodeValidation) {
+		t.Fatalf("a move beyond the end: %v, want %s", err, schemas.CodeValidation)
+	}
+	if err := records.Delete(ctx, f.tenant, storage.Requests, ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	want("the third deleted", 3, 1, 4, 0)
+	if err := move(4, "2.0"); err != nil {
+		t.Fatal(err)
+	}
+	want("the fifth moved to 2.0", 3, 4, 1, 0)
+	if err := move(1, "1.5"); !isCode(err, schemas.CodeValidation) {
+		t.Fatalf("position 1.5: %v, want %s", err, schemas.CodeValidation)
 	}
 }

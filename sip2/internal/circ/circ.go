@@ -71,12 +71,13 @@ type Refusal struct {
 
 // OwnLoan says whether the refusal is of a check-out of an item already on
 // loan to the same patron (a retry whose first answer was lost), and that
-// loan's due date.
+// loan's due date: the zero time when circulation named none (a due date
+// stored that cannot be read).
 func (r *Refusal) OwnLoan() (time.Time, bool) {
 	for _, e := range r.Errors {
 		if e.Code == schemas.CodeItemAlreadyCheckedOut && e.Param("loanId") != "" {
-			due, err := time.Parse(time.RFC3339, e.Param("dueDate"))
-			return due, err == nil
+			due, _ := schemas.ParseDateTime(e.Param("dueDate"))
+			return due, true
 		}
 	}
 	return time.Time{}, false
