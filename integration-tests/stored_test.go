@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -13,26 +12,19 @@ import (
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs/errhttp"
 )
 
 // The tests of this file run one at a time, before the parallel ones: each
 // starts a cluster whose storage may open a few dozen connections, and with
 // the parallel tests' clusters they came near PostgreSQL's hundred.
 
-// errorParams is the first error of a FOLIO error envelope: its code and
-// its parameters by key.
+// errorParams is the first error of a FOLIO error envelope (errhttp's
+// decoding): its code and its parameters by key.
 func errorParams(t *testing.T, r harness.Response) (string, map[string]string) {
 	t.Helper()
-	var env struct {
-		Errors []struct {
-			Code       string `json:"code"`
-			Parameters []struct {
-				Key   string `json:"key"`
-				Value string `json:"value"`
-			} `json:"parameters"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(r.Body, &env); err != nil || len(env.Errors) == 0 {
+	env, ok := errhttp.Decode(r.Body)
+	if !ok {
 		t.Fatalf("not an error envelope: %d %s", r.Status, r.Body)
 	}
 	params := map[string]string{}
