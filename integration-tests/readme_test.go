@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -52,16 +51,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// freeAddr is a loopback address with a port free right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is a loopback address with a port free right now, reserved
+// for the test.
+func freeAddr(t *testing.T) string { return harness.FreeAddr(t) }
 
 // startDemo runs scripts/run.sh as make run does, and waits for its banner.
 func startDemo(t *testing.T) *demo {

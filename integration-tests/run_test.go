@@ -17,12 +17,7 @@ func TestMakeRunRefusesTakenPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	freeAddr := free.Addr().String()
-	free.Close()
+	freeAddr := freeAddr(t)
 	for _, c := range []struct{ storage, circulation, names string }{
 		{taken.Addr().String(), freeAddr, "STORAGE_ADDR"},
 		{freeAddr, taken.Addr().String(), "CIRCULATION_ADDR"},

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -230,17 +229,6 @@ func (p *Process) Restart() {
 
 // FreeAddr is a loopback address whose port is free now.
 func FreeAddr(t testing.TB) string { return freeAddr(t) }
-
-// freeAddr finds a free loopback port.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 func tail(b []byte, lines int) string {
 	n := 0
