@@ -18,6 +18,13 @@ import (
 	"github.com/checkoutlock/integration-tests/harness"
 )
 
+// baRounds and baSlice shape scenario 6 run alone, for a small
+// difference: many short rounds, each a slice of either version.
+var (
+	baRounds = flag.Int("bench.rounds", 0, "scenario 6's rounds (0: the plan's three); each round is one slice of either version, the first alternating")
+	baSlice  = flag.Duration("bench.slice", 2*time.Second, "scenario 6's slice, with -bench.rounds")
+)
+
 var baseline = flag.String("bench.baseline", "",
 	"a git revision of this repository whose services the check-out is compared with, built and run in the same run (scenario 6)")
 
@@ -89,6 +96,13 @@ type BeforeAfterRow struct {
 	// P50Ratio and CPURatio are after ÷ before.
 	P50Ratio float64 `json:"p50AfterOverBefore"`
 	CPURatio float64 `json:"cpuAfterOverBefore"`
+	// RoundP50Ratio and RoundCPURatio are the medians of the same ratios
+	// taken round by round, each round's two slices side by side: what
+	// the machine does meanwhile moves both slices of a round, and the
+	// median leaves out a round it moved one of.
+	RoundP50Ratio float64 `json:"roundMedianP50AfterOverBefore"`
+	RoundCPURatio float64 `json:"roundMedianCPUAfterOverBefore"`
+	Rounds        int     `json:"rounds"`
 }
 
 // BeforeAfter is scenario 6's rows and the revision compared with.
@@ -230,19 +244,32 @@ func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfte
 	analyze(t, before)
 	analyze(t, after)
 	out := BeforeAfter{Baseline: rev}
+	rounds, slice := p.rounds, p.slice
+	if *baRounds > 0 {
+		rounds, slice = *baRounds, *baSlice
+	}
 	for _, conc := range []int{1, 4} {
 		var hists = [2]*histPair{{h: newHist()}, {h: newHist()}}
 		var cpu [2]CPUPerCheckOut
-		for range p.rounds {
-			for i, c := range clusters {
+		var p50Ratios, cpuRatios []float64
+		for round := range rounds {
+			var p50 [2]float64
+			var perCO [2]float64
+			for k := range clusters {
+				i := (k + round) % 2 // each goes first in every other round
+				c := clusters[i]
 				s0 := sampleCPU(t, c.Circulations[0], c.Storage)
-				h, errs, elapsed := attack(t, checkOutTargeter(c, pops[i], 1), conc, p.slice)
+				h, errs, elapsed := attack(t, checkOutTargeter(c, pops[i], 1), conc, slice)
 				s1 := sampleCPU(t, c.Circulations[0], c.Storage)
 				hists[i].h.Merge(h)
 				hists[i].errs += errs
 				hists[i].elapsed += elapsed
-				cpu[i] = addCPU(cpu[i], perCheckOut(s0, s1, h.TotalCount()), float64(h.TotalCount()))
+				one := perCheckOut(s0, s1, h.TotalCount())
+				cpu[i] = addCPU(cpu[i], one, float64(h.TotalCount()))
+				p50[i], perCO[i] = float64(h.ValueAtQuantile(50)), one.Total
 			}
+			p50Ratios = append(p50Ratios, ratio(p50[1], p50[0]))
+			cpuRatios = append(cpuRatios, ratio(perCO[1], perCO[0]))
 		}
 		row := BeforeAfterRow{Concurrency: conc,
 			Before: stats(hists[0].h, hists[0].errs, hists[0].elapsed), After: stats(hists[1].h, hists[1].errs, hists[1].elapsed)}
@@ -250,10 +277,11 @@ func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfte
 		row.CPUAfter = scaleCPU(cpu[1], 1/float64(max(1, hists[1].h.TotalCount())))
 		row.P50Ratio = ratio(row.After.P50Ms, row.Before.P50Ms)
 		row.CPURatio = ratio(row.CPUAfter.Total, row.CPUBefore.Total)
+		row.RoundP50Ratio, row.RoundCPURatio, row.Rounds = median(p50Ratios), median(cpuRatios), rounds
 		out.Rows = append(out.Rows, row)
-		t.Logf("check-out c=%d before (%s) p50 %.2f ms p99 %.2f ms, %.0f µs CPU; after p50 %.2f ms p99 %.2f ms, %.0f µs CPU; p50 ×%.2f, CPU ×%.2f",
+		t.Logf("check-out c=%d before (%s) p50 %.2f ms p99 %.2f ms, %.0f µs CPU; after p50 %.2f ms p99 %.2f ms, %.0f µs CPU; p50 ×%.2f, CPU ×%.2f; round by round, median of %d: p50 ×%.3f, CPU ×%.3f",
 			conc, rev, row.Before.P50Ms, row.Before.P99Ms, row.CPUBefore.Total, row.After.P50Ms, row.After.P99Ms, row.CPUAfter.Total,
-			row.P50Ratio, row.CPURatio)
+			row.P50Ratio, row.CPURatio, rounds, row.RoundP50Ratio, row.RoundCPURatio)
 	}
 	return out
 }

@@ -117,8 +117,9 @@ func TestBenchmarks(t *testing.T) {
 	if *only == "before-after" {
 		ba := benchBeforeAfter(t, *baseline, p, quiet)
 		for _, r := range ba.Rows {
-			fmt.Printf("c=%d: %s p50 %.2f ms, %.0f µs CPU per check-out; this p50 %.2f ms, %.0f µs CPU; p50 ×%.3f, CPU ×%.3f\n",
-				r.Concurrency, ba.Baseline, r.Before.P50Ms, r.CPUBefore.Total, r.After.P50Ms, r.CPUAfter.Total, r.P50Ratio, r.CPURatio)
+			fmt.Printf("c=%d: %s p50 %.2f ms, %.0f µs CPU per check-out; this p50 %.2f ms, %.0f µs CPU; p50 ×%.3f, CPU ×%.3f; median of %d rounds: p50 ×%.3f, CPU ×%.3f\n",
+				r.Concurrency, ba.Baseline, r.Before.P50Ms, r.CPUBefore.Total, r.After.P50Ms, r.CPUAfter.Total, r.P50Ratio, r.CPURatio,
+				r.Rounds, r.RoundP50Ratio, r.RoundCPURatio)
 			for _, side := range []struct {
 				name string
 				cpu  CPUPerCheckOut
