@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Sweeper deletes expired check-out locks of every tenant in bounded
@@ -88,20 +90,24 @@ var (
 	// sweepWaitersSQL deletes the registrations of waiters that have
 	// lapsed.
 	sweepWaitersSQL = withTables(`DELETE FROM %s WHERE expires_at <= now()`, tableLockWaiter)
-	// sweepLoginSQL deletes what the login keeps past its use: counts a
-	// day old that lock nothing and mark no sign-in within
-	// the sweeper's KnownFor ($1, seconds); sessions expired or ended a day
-	// ago, with their refresh tokens; and expired refresh tokens.
-	// Sign-ins with names made up by the thousand leave rows for a day at
-	// most. A live session keeps its refresh tokens, taken ones included,
-	// so that a taken one used again still ends it.
-	sweepLoginSQL = withTables(`WITH f AS (
-    DELETE FROM %[1]s WHERE first_at < now() - interval '1 day' AND (locked_until IS NULL OR locked_until < now())
-       AND (succeeded_at IS NULL OR succeeded_at < now() - $1::double precision * interval '1 second')
-), s AS (
-    DELETE FROM %[3]s WHERE expires_at < now() - interval '1 day' OR ended_at < now() - interval '1 day'
-)
-DELETE FROM %[2]s WHERE expires_at < now()`, tableLoginFailure, tableRefreshToken, tableLoginSession)
+	// sweepLoginSQL deletes what the login keeps past its use, a
+	// statement for each table, sent together (sweepLogin): counts a day
+	// old that lock nothing and mark no sign-in within the sweeper's
+	// KnownFor ($1, seconds); sessions expired or ended a day ago, with
+	// their refresh tokens; and expired refresh tokens. Sign-ins with
+	// names made up by the thousand leave rows for a day at most. A live
+	// session keeps its refresh tokens, taken ones included, so that a
+	// taken one used again still ends it. Each is a statement of its own:
+	// as one statement, two of them its data-modifying WITH queries, they
+	// took 0.1 to 1.3 s to delete nothing in a database of 2000 tenants
+	// (`make bench BENCH_ONLY=tenants`), where each alone takes about a
+	// millisecond.
+	sweepLoginSQL = []string{
+		withTables(`DELETE FROM %s WHERE first_at < now() - interval '1 day' AND (locked_until IS NULL OR locked_until < now())
+   AND (succeeded_at IS NULL OR succeeded_at < now() - $1::double precision * interval '1 second')`, tableLoginFailure),
+		withTables(`DELETE FROM %s WHERE expires_at < now() - interval '1 day' OR ended_at < now() - interval '1 day'`, tableLoginSession),
+		withTables(`DELETE FROM %s WHERE expires_at < now()`, tableRefreshToken),
+	}
 
 	// sweepSQL deletes one batch. SKIP LOCKED keeps a sweeper out of the
 	// way of a check-out's write that holds a lock's row, and the outer
@@ -227,7 +233,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	if _, err := s.db.pool.Exec(ctx, sweepWaitersSQL); err != nil {
 		return 0, fmt.Errorf("sweep waiters: %w", interpret(err, ""))
 	}
-	if _, err := s.db.pool.Exec(ctx, sweepLoginSQL, s.knownFor.Seconds()); err != nil {
+	if err := s.sweepLogin(ctx); err != nil {
 		return 0, fmt.Errorf("sweep login: %w", interpret(err, ""))
 	}
 	if err := s.trim(ctx); err != nil {
@@ -256,6 +262,17 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 		s.logger.DebugContext(ctx, "expired locks swept", slog.Int("deleted", total))
 	}
 	return total, nil
+}
+
+// sweepLogin runs sweepLoginSQL's statements in one round trip, one
+// transaction.
+func (s *Sweeper) sweepLogin(ctx context.Context) error {
+	b := &pgx.Batch{}
+	b.Queue(sweepLoginSQL[0], s.knownFor.Seconds())
+	for _, q := range sweepLoginSQL[1:] {
+		b.Queue(q)
+	}
+	return s.db.pool.SendBatch(ctx, b).Close()
 }
 
 // trim keeps the history within its retention and each tenant's within
