@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -337,6 +338,67 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 			t.Fatalf("PostgreSQL detected %d deadlocks", n)
 		}
 		time.Sleep(200 * time.Millisecond) // statistics flushed by other backends, polled with a deadline
+	}
+}
+
+// TestConcurrentRequestsJoinAQueueInTurn: twenty requests naming no
+// position, for one item at once, in five rounds: every one is created,
+// and the queue holds positions 1 to 20, each once. Writes of one item's
+// queue take their turns on the item's row; without it, requests reading
+// the same end of the queue would take the same position (and be refused)
+// or deadlock.
+func TestConcurrentRequestsJoinAQueueInTurn(t *testing.T) {
+	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
+	const writers, rounds = 20, 5
+	lib := c.SetupLibrary(writers, 1, 0)
+	requesters := make([]string, writers)
+	for i, p := range lib.Patrons {
+		requesters[i] = patronID(t, c, p)
+	}
+	for round := range rounds {
+		item := itemID(t, c, lib.Items[round][0])
+		answers := make([]harness.Response, writers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				answers[i] = c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold",
+					"requestDate": "2026-01-02T10:00:00Z", "requesterId": requesters[i], "itemId": item,
+					"status": "Open - Not yet filled", "fulfillmentPreference": "Hold Shelf"})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, a := range answers {
+			if a.Status != http.StatusCreated {
+				t.Errorf("round %d, writer %d: %d %s", round, i, a.Status, a.Body)
+			}
+		}
+		var queue struct {
+			Requests []struct {
+				Position int `json:"position"`
+			} `json:"requests"`
+		}
+		res := c.Do(c.Storage, "GET", "/request-storage/requests?itemId="+item+"&limit=100", nil)
+		res.Want(t, http.StatusOK)
+		if err := json.Unmarshal(res.Body, &queue); err != nil {
+			t.Fatal(err)
+		}
+		positions := make([]int, 0, len(queue.Requests))
+		for _, r := range queue.Requests {
+			positions = append(positions, r.Position)
+		}
+		slices.Sort(positions)
+		want := make([]int, writers)
+		for i := range want {
+			want[i] = i + 1
+		}
+		if !slices.Equal(positions, want) {
+			t.Errorf("round %d: the queue's positions are %v, want 1 to %d each once", round, positions, writers)
+		}
 	}
 }
 
