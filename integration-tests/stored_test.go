@@ -232,10 +232,7 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
 	const writers, rounds = 20, 10
 	lib := c.SetupLibrary(writers, 1, 0)
-	requesters := make([]string, writers)
-	for i, p := range lib.Patrons {
-		requesters[i] = patronID(t, c, p)
-	}
+	requesters := patronIDs(t, c, lib.Patrons)
 	deadlocks := func() int64 {
 		var n int64
 		if err := c.DB.QueryRow(context.Background(), `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
@@ -260,22 +257,6 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 	warm.Wait()
 	for round := range rounds {
 		item := itemID(t, c, lib.Items[round][0])
-		answers := make([]harness.Response, writers)
-		took := make([]time.Duration, writers)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				began := time.Now()
-				answers[i] = c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold",
-					"requestDate": "2026-01-02T10:00:00Z", "requesterId": requesters[i], "itemId": item,
-					"status": "Open - Not yet filled", "position": 1, "fulfillmentPreference": "Hold Shelf"})
-				took[i] = time.Since(began)
-			}()
-		}
 		// Reads of another record while the writes run, one after
 		// another: the slowest of them, and any that failed.
 		type readResult struct {
@@ -300,8 +281,7 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 				r.slowest = max(r.slowest, time.Since(began))
 			}
 		}()
-		close(start)
-		wg.Wait()
+		answers, took := holdsAtOnce(c, item, requesters, 1)
 		close(done)
 		reads := <-read
 		if len(reads.failed) > 0 {
@@ -351,27 +331,10 @@ func TestConcurrentRequestsJoinAQueueInTurn(t *testing.T) {
 	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
 	const writers, rounds = 20, 5
 	lib := c.SetupLibrary(writers, 1, 0)
-	requesters := make([]string, writers)
-	for i, p := range lib.Patrons {
-		requesters[i] = patronID(t, c, p)
-	}
+	requesters := patronIDs(t, c, lib.Patrons)
 	for round := range rounds {
 		item := itemID(t, c, lib.Items[round][0])
-		answers := make([]harness.Response, writers)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				answers[i] = c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold",
-					"requestDate": "2026-01-02T10:00:00Z", "requesterId": requesters[i], "itemId": item,
-					"status": "Open - Not yet filled", "fulfillmentPreference": "Hold Shelf"})
-			}()
-		}
-		close(start)
-		wg.Wait()
+		answers, _ := holdsAtOnce(c, item, requesters, 0)
 		for i, a := range answers {
 			if a.Status != http.StatusCreated {
 				t.Errorf("round %d, writer %d: %d %s", round, i, a.Status, a.Body)
@@ -400,6 +363,44 @@ func TestConcurrentRequestsJoinAQueueInTurn(t *testing.T) {
 			t.Errorf("round %d: the queue's positions are %v, want 1 to %d each once", round, positions, writers)
 		}
 	}
+}
+
+// patronIDs are the ids of the patrons with barcodes, in their order.
+func patronIDs(t *testing.T, c *harness.Cluster, barcodes []string) []string {
+	t.Helper()
+	ids := make([]string, len(barcodes))
+	for i, b := range barcodes {
+		ids[i] = patronID(t, c, b)
+	}
+	return ids
+}
+
+// holdsAtOnce sends a Hold request for item by each of requesters, all
+// released at once, at position when it is positive (else naming none),
+// and returns each answer and how long it took.
+func holdsAtOnce(c *harness.Cluster, item string, requesters []string, position int) ([]harness.Response, []time.Duration) {
+	answers := make([]harness.Response, len(requesters))
+	took := make([]time.Duration, len(requesters))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, requester := range requesters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := map[string]any{"requestType": "Hold", "requestDate": "2026-01-02T10:00:00Z", "requesterId": requester,
+				"itemId": item, "status": "Open - Not yet filled", "fulfillmentPreference": "Hold Shelf"}
+			if position > 0 {
+				req["position"] = position
+			}
+			<-start
+			began := time.Now()
+			answers[i] = c.Do(c.Storage, "POST", "/request-storage/requests", req)
+			took[i] = time.Since(began)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return answers, took
 }
 
 // lowCluster is a cluster whose one patron has three items.
