@@ -99,7 +99,7 @@ var (
 	// session keeps its refresh tokens, taken ones included, so that a
 	// taken one used again still ends it. Each is a statement of its own:
 	// as one statement, two of them its data-modifying WITH queries, they
-	// took 0.1 to 1.3 s to delete nothing in a database of 2000 tenants
+	// took 120 to 700 ms to delete nothing in a database of 2000 tenants
 	// (`make bench BENCH_ONLY=tenants`), where each alone takes about a
 	// millisecond.
 	sweepLoginSQL = []string{
