@@ -61,13 +61,39 @@ var _ storage.LoanWriter = (*Records)(nil)
 // written), whether the fence held, whether the lock requirement held, the
 // open loans counted and the limit (NULL without a limit), the patron whose
 // lock was released (NULL when none was), and whether the release was
-// announced, so a refusal is explained by what this very statement saw.
-func checkOutSQL() string {
+// announced, so a refusal is explained by what this very statement saw;
+// and, last, whether the statement must be run in full: always false in
+// full; lean (gate.go), whether the tenant has a gate row, in which case
+// nothing was written. The lean form reads no request and no block limit:
+// the item's queue is taken as empty and no maximum items charged out
+// applies.
+func checkOutSQL(lean bool) string {
 	loan, lock, item, waiter := table(tableLoan), table(tableLock), table(tableItem), table(tableLockWaiter)
 	setting, rule, rules, patron := table(tableSetting), table(tableCirculationRule), table(tableCirculationRules), table(tablePatron)
 	policy, blockLimit, condition, request := table(tableLoanPolicy), table(tableBlockLimit), table(tableBlockCondition), table(tableRequest)
 	commit, event := table(tableOutboxCommit), table(typeOutboxEvent)
 	group := "(SELECT patron_group_id FROM " + patron + " WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'userId')::uuid)"
+	head := queueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant")
+	charged := chargedSQL(blockLimit, condition, "@tenant", group)
+	filled := `
+    UPDATE ` + request + ` r
+       SET jsonb = ` + withMetadata(`jsonb_set(r.jsonb - 'position', '{status}', '"Closed - Filled"')`, "@metadata_user", true) + `
+     WHERE r.tenant_id = @tenant AND r.id = (SELECT id FROM head) AND EXISTS (SELECT 1 FROM loan)
+    RETURNING r.id, r.jsonb`
+	movedUp := `
+    UPDATE ` + request + ` r
+       SET jsonb = jsonb_set(r.jsonb, '{position}', to_jsonb(r.position - 1))
+     WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND left(r.status, 5) = 'Open '
+       AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
+    RETURNING r.id, r.position, r.jsonb`
+	gated := "false"
+	if lean {
+		head = `SELECT NULL::uuid AS id, NULL::uuid AS requester_id, NULL::integer AS position, NULL::jsonb AS jsonb WHERE false`
+		charged = `SELECT NULL::numeric AS lim, NULL::text AS message WHERE false`
+		filled = `SELECT NULL::uuid AS id, NULL::jsonb AS jsonb WHERE false`
+		movedUp = `SELECT NULL::uuid AS id, NULL::integer AS position, NULL::jsonb AS jsonb WHERE false`
+		gated = gateRowSQL("@tenant")
+	}
 	return `
 WITH fence AS (
     ` + locksql.Fence(lock, "@tenant::text", "@lock_id::uuid", "(@loan::jsonb ->> 'userId')::uuid", "@caller_user::text", "@caller_module::text") + `
@@ -86,10 +112,12 @@ WITH fence AS (
 ), counted AS (
     SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
      WHERE (SELECT n FROM limited) IS NOT NULL
-), head AS (` + queueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant") + `
+), gate AS (
+    SELECT ` + gated + ` AS gated
+), head AS (` + head + `
 ), queued AS (
     SELECT coalesce((SELECT requester_id <> (@loan::jsonb ->> 'userId')::uuid FROM head), false) AS other
-), charged AS (` + chargedSQL(blockLimit, condition, "@tenant", group) + `
+), charged AS (` + charged + `
 ), charged_count AS (
     SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
      WHERE EXISTS (SELECT 1 FROM charged)
@@ -98,7 +126,8 @@ WITH fence AS (
        AND (@lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
        AND (@override_limit::boolean OR NOT ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
        AND (@override_charged::boolean OR NOT ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
-       AND NOT (SELECT other FROM queued) AS ok
+       AND NOT (SELECT other FROM queued)
+       AND NOT (SELECT gated FROM gate) AS ok
 ), item AS (
     UPDATE ` + item + `
        SET jsonb = ` + withMetadata(itemWithStatus("Checked out"), "@metadata_user", true) + `
@@ -110,17 +139,8 @@ WITH fence AS (
     SELECT @tenant, @loan_id, ` + withMetadata(withID(storage.Loans, "@loan_id", "@loan", `'1'`), "@metadata_user", false) + `
      WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
     RETURNING jsonb
-), filled AS (
-    UPDATE ` + request + ` r
-       SET jsonb = ` + withMetadata(`jsonb_set(r.jsonb - 'position', '{status}', '"Closed - Filled"')`, "@metadata_user", true) + `
-     WHERE r.tenant_id = @tenant AND r.id = (SELECT id FROM head) AND EXISTS (SELECT 1 FROM loan)
-    RETURNING r.id, r.jsonb
-), moved_up AS (
-    UPDATE ` + request + ` r
-       SET jsonb = jsonb_set(r.jsonb, '{position}', to_jsonb(r.position - 1))
-     WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND left(r.status, 5) = 'Open '
-       AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
-    RETURNING r.id, r.position, r.jsonb
+), filled AS (` + filled + `
+), moved_up AS (` + movedUp + `
 ), announced AS (
     -- The write's events, as migration 9's triggers record other writes'
     -- (the session's checkoutlock.outbox is 'own' here: they record
@@ -164,7 +184,8 @@ SELECT (SELECT jsonb FROM loan), @lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM
        (SELECT n FROM charged_count), (SELECT lim FROM charged), (SELECT message FROM charged),
        (SELECT other FROM queued), (SELECT id::text FROM head),
        ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `,
-       ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `
+       ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `,
+       (SELECT gated FROM gate)
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
 }
 
@@ -211,10 +232,15 @@ var (
 	// queue and moves it up, and a request joining the queue meanwhile
 	// (request_write.go, which takes the same row first) must be seen by
 	// it or wait for it. Parameters: $1 the item, $2 the tenant.
-	itemRowSQL    = withTables(`SELECT 1 FROM %s WHERE tenant_id = $2 AND id = $1 FOR NO KEY UPDATE`, tableItem)
-	checkOutWrite = locksql.NewNamed(checkOutSQL(), "tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
-		"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged")
+	itemRowSQL = withTables(`SELECT 1 FROM %s WHERE tenant_id = $2 AND id = $1 FOR NO KEY UPDATE`, tableItem)
+	// checkOutWrite is checkOutSQL in full, checkOutWriteLean lean (gate.go).
+	checkOutWrite     = locksql.NewNamed(checkOutSQL(false), checkOutNames...)
+	checkOutWriteLean = locksql.NewNamed(checkOutSQL(true), checkOutNames...)
 )
+
+// checkOutNames are the names of checkOutSQL's arguments.
+var checkOutNames = []string{"tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
+	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged"}
 
 // checkOutArgs are checkOutSQL's arguments, by name: a name the statement
 // uses and this does not give, or one it gives and the statement does not
@@ -263,6 +289,9 @@ type checkOutResult struct {
 	// limitReached and chargedReached say the patron is at the item limit
 	// and at the maximum items charged out, as the write compared them.
 	limitReached, chargedReached bool
+	// full says the lean statement found the tenant's gate row and wrote
+	// nothing: the full one must run.
+	full bool
 }
 
 // ownEventsSQL has the transaction record its events itself (checkOutSQL
@@ -274,9 +303,9 @@ var ownEventsSQL = `SELECT set_config('checkoutlock.outbox', 'own', true) WHERE 
 // checkOutBatch is a check-out's write as one batch, sent in one round trip
 // and run as one transaction: ownEventsSQL, locksql.LockRows under a lock,
 // locksql.PatronRow without one, the item's row (itemRowSQL), then
-// checkOutSQL. The result is filled in when the batch's
-// results are read.
-func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (*pgx.Batch, *checkOutResult) {
+// checkOutSQL, lean or in full (gate.go). The result is filled in when
+// the batch's results are read.
+func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (*pgx.Batch, *checkOutResult) {
 	b := &pgx.Batch{}
 	b.Queue(ownEventsSQL)
 	if w.LockID != "" {
@@ -286,21 +315,30 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 	}
 	b.Queue(itemRowSQL, fieldValue(w.Loan, "itemId"), string(t))
 	r := &checkOutResult{}
-	b.Queue(checkOutWrite.SQL, checkOutWrite.Bind(s.checkOutArgs(ctx, t, w))).QueryRow(func(row pgx.Row) error {
+	write := checkOutWrite
+	if lean {
+		write = checkOutWriteLean
+	}
+	b.Queue(write.SQL, write.Bind(s.checkOutArgs(ctx, t, w))).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified,
-			&r.charged, &r.chargedLimit, &r.chargedReason, &r.requested, &r.head, &r.limitReached, &r.chargedReached)
+			&r.charged, &r.chargedLimit, &r.chargedReason, &r.requested, &r.head, &r.limitReached, &r.chargedReached, &r.full)
 	})
 	return b, r
 }
 
 // CreateCheckOutLoan implements storage.LoanWriter.
 func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
-	b, r := s.checkOutBatch(ctx, t, w)
+	b, r := s.checkOutBatch(ctx, t, w, !s.db.gates.has(t))
 	// A batch runs in one implicit transaction, committed at its end.
 	err := s.db.write(ctx, t, func(c *pgx.Conn) error { return c.SendBatch(ctx, b).Close() })
 	switch {
 	case err != nil:
 		return storage.CheckOutWritten{}, interpretWrite(err, t, storage.Loans, w.Loan)
+	case r.full:
+		// The tenant has a gate row this instance did not know of: the
+		// lean write wrote nothing, and the full one runs.
+		s.db.gates.found(t)
+		return s.CreateCheckOutLoan(ctx, t, w)
 	case r.stored != nil:
 		if r.released != nil {
 			s.releasedByWrite(t, r)

@@ -31,6 +31,8 @@ type DB struct {
 	// lockPool runs the statements that acquire and release locks, with
 	// their own synchronous_commit (see Open); it is pool when that is on.
 	lockPool *pool
+	// gates is the tenants known to have a check-out gate (gate.go).
+	gates gates
 }
 
 // PoolConfig is how the pools connect.
@@ -254,6 +256,7 @@ const (
 	tableOutbox           tableName = "outbox"
 	tableOutboxTenant     tableName = "outbox_tenant"
 	tableOutboxCommit     tableName = "outbox_commit"
+	tableTenantGate       tableName = "tenant_gate"
 	// typeOutboxEvent is not a table but the composite type of an event
 	// in outbox_commit's payload (migration 10), named as the tables are.
 	typeOutboxEvent tableName = "outbox_event"
@@ -277,7 +280,7 @@ const outboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 
 // tenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var tenantTables = []tableName{
-	tableOutbox, tableOutboxCommit, tableOutboxTenant, tableServicePoint, tableLoginFailure, tableRefreshToken, tableLoginSession, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
+	tableOutbox, tableOutboxCommit, tableOutboxTenant, tableTenantGate, tableServicePoint, tableLoginFailure, tableRefreshToken, tableLoginSession, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
 	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
 	tableTenantJob,
 }

@@ -63,6 +63,12 @@ var shared struct {
 // the server's connections).
 func setup(t testing.TB) fixture {
 	t.Helper()
+	return setupTenant(t, sharedDB(t))
+}
+
+// sharedDB is the package's pool of the shared database.
+func sharedDB(t testing.TB) *DB {
+	t.Helper()
 	url := pgtest.Shared(t)
 	shared.once.Do(func() {
 		shared.db, shared.err = Open(context.Background(), url, PoolConfig{MaxConns: 16, LockCommit: "off"})
@@ -70,7 +76,7 @@ func setup(t testing.TB) fixture {
 	if shared.err != nil {
 		t.Fatalf("open database: %v", shared.err)
 	}
-	return setupTenant(t, shared.db)
+	return shared.db
 }
 
 func setupTenant(t testing.TB, db *DB) fixture {

@@ -46,7 +46,7 @@ func BenchmarkCheckOutWriteEvents(b *testing.B) {
 			b.Fatal(err)
 		}
 		w := storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, item), ItemVersion: version}
-		batch, r := records.checkOutBatch(ctx, f.tenant, w)
+		batch, r := records.checkOutBatch(ctx, f.tenant, w, false)
 		c0 := backendCPU(pid)
 		if err := conn.SendBatch(ctx, batch).Close(); err != nil {
 			b.Fatal(err)

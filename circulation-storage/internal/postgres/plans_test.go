@@ -201,8 +201,13 @@ func TestCheckOutPlansReadOnlyWhatTheyNeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	records := NewRecords(db, testPolicy)
-	write, err := checkOutWrite.Args(records.checkOutArgs(ctx, tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
-		Loan: loanDoc(user, item), ItemVersion: 1}))
+	args := records.checkOutArgs(ctx, tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
+		Loan: loanDoc(user, item), ItemVersion: 1})
+	write, err := checkOutWrite.Args(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lean, err := checkOutWriteLean.Args(args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +219,8 @@ func TestCheckOutPlansReadOnlyWhatTheyNeed(t *testing.T) {
 		{"validation's read", checkOutReadSQL, []any{"p1", "i0", true, string(tenant)}},
 		{"the patron's row", patronRowSQL, []any{user, string(tenant)}},
 		{"the write", checkOutWrite.SQL, write},
+		{"validation's lean read", checkOutReadLeanSQL, []any{"p1", "i0", true, string(tenant)}},
+		{"the lean write", checkOutWriteLean.SQL, lean},
 		{"the patron summary", patronSummarySQL, []any{"p1", true, string(tenant)}},
 	}
 	for _, s := range statements {

@@ -20,7 +20,13 @@ import (
 // setupLibrary loads the sample library into the fixture's tenant.
 func setupLibrary(t testing.TB) fixture {
 	t.Helper()
-	f := setup(t)
+	return libraryIn(t, sharedDB(t))
+}
+
+// libraryIn is setupLibrary's tenant, in db.
+func libraryIn(t testing.TB, db *DB) fixture {
+	t.Helper()
+	f := setupTenant(t, db)
 	tenants := NewTenants(f.db, discard, LoadData)
 	if _, err := tenants.Init(context.Background(), f.tenant, storage.TenantAttributes{ModuleTo: "m",
 		Parameters: []errs.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
@@ -200,7 +206,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
+	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1}, false)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
 		t.Fatalf("fenced insert: %v (written: %v)", err, r.stored != nil)
 	}
@@ -246,7 +252,7 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, write("book-140"))
+	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, write("book-140"), false)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
 		t.Fatalf("first write: %v (written: %v, open loans counted %v)", err, r.stored != nil, r.open)
 	}
@@ -282,10 +288,16 @@ func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
 // undergraduate (who may borrow three items that can circulate, by the
 // sample rules), under one lock or none, five rounds: exactly three must
 // be written, every other refused at the limit, and no more open loans in
-// the database.
+// the database: on the sample library, whose request makes its writes run
+// in full, and on the same without it, whose writes are lean (gate.go).
 func raceToTheLimit(t *testing.T, locked bool) {
 	t.Helper()
 	raceWrites(t, setupLibrary(t), GroupUndergrad, locked, schemas.CodeItemLimitReached)
+	lean := setupLeanLibrary(t)
+	raceWrites(t, lean, GroupUndergrad, locked, schemas.CodeItemLimitReached)
+	if lean.db.gates.has(lean.tenant) {
+		t.Errorf("tenant %s without a gate row was written in full", lean.tenant)
+	}
 }
 
 // raceWrites fires twenty check-out writes at once for a fresh patron of

@@ -276,13 +276,31 @@ var borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
 // validation reads the same), whether rules are set, the policy they choose with
 // the chosen rule's criteria, the policy, the patron's open loans counted
 // as that policy's item limit counts them, and the limit enforced ($3:
-// whether an unscoped limit is) in the tenant $4.
-var checkOutReadSQL = `
+// whether an unscoped limit is) in the tenant $4. Its last column says
+// whether the statement must be run in full: always false in full; in the
+// lean form (checkOutRead), whether the tenant has a gate row.
+var checkOutReadSQL, checkOutReadLeanSQL = checkOutRead(false), checkOutRead(true)
+
+// checkOutRead is checkOutReadSQL, lean or in full (gate.go): lean, it
+// reads no blocks and no request and answers none.
+func checkOutRead(lean bool) string {
+	gate := `(SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
+         WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $4
+           AND (b.jsonb ->> 'borrowing' = 'true' OR b.jsonb ->> 'renewals' = 'true')
+           AND ` + blockInForce("b") + `),
+       ` + automatedBlocksSQL("$4", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `,
+       (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `) h),
+       ` + openRecallSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `,
+       false`
+	if lean {
+		gate = `NULL::jsonb, NULL::jsonb, NULL::jsonb, false, ` + gateRowSQL("$4")
+	}
+	return `
 WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(tablePatron) + ` WHERE tenant_id = $4 AND barcode = $1 ORDER BY barcode, id LIMIT 1),
      i AS (SELECT id, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb
              FROM ` + table(tableItem) + ` WHERE tenant_id = $4 AND barcode = $2 ORDER BY barcode, id LIMIT 1),
      m AS (` + policyMatchSQL(table(tableCirculationRule), table(tableCirculationRules), "$4",
-	"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `),
+		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `),
      p AS (SELECT lp.jsonb, ` + itemLimitSQL("m", "lp", "$3::boolean") + ` AS item_limit,
                   CASE WHEN m.mt_match THEN (SELECT material_type_id FROM i) END AS mt,
                   CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM i) END AS lt
@@ -300,18 +318,13 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
          WHERE s.tenant_id = $4 AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'),
        (SELECT jsonb_build_object('id', mt.id, 'name', mt.name) FROM ` + table(tableMaterialType) + ` mt
          WHERE mt.tenant_id = $4 AND mt.id = (SELECT material_type_id FROM i)),
-       (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
-         WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $4
-           AND (b.jsonb ->> 'borrowing' = 'true' OR b.jsonb ->> 'renewals' = 'true')
-           AND ` + blockInForce("b") + `),
-       ` + automatedBlocksSQL("$4", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `,
-       (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `) h),
-       ` + openRecallSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `
+       ` + gate + `
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true
   LEFT JOIN LATERAL (SELECT (` + locksql.OpenLoanCount(table(tableLoan), table(tableItem), "$4", "(SELECT id FROM u)", "p.mt", "p.lt") + `) AS n
                       WHERE p.jsonb IS NOT NULL) c ON true`
+}
 
 // ReadForCheckOut implements storage.CheckOutStore, in one statement.
 func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string) (storage.CheckOutRecords, error) {
@@ -320,13 +333,23 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	var policyID, mt, lt *string
 	var ruleIndex, limit, count *int
 	var pg, mtMatch, ltMatch *bool
-	var reached bool
-	err := s.db.pool.QueryRow(ctx, checkOutReadSQL, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
+	var reached, full bool
+	stmt := checkOutReadLeanSQL
+	if s.db.gates.has(t) {
+		stmt = checkOutReadSQL
+	}
+	err := s.db.pool.QueryRow(ctx, stmt, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
 		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
 			&out.LoanPolicy, &limit, &mt, &lt, &count, &reached, &out.LockSetting, &out.MaterialType, &out.ManualBlocks, &out.AutomatedBlocks, &out.QueueHead,
-			&out.OpenRecall)
+			&out.OpenRecall, &full)
 	if err != nil {
 		return storage.CheckOutRecords{}, interpret(err, t)
+	}
+	if full {
+		// The tenant has a gate row this instance did not know of: what
+		// the lean read answered is thrown away, and the full one runs.
+		s.db.gates.found(t)
+		return s.ReadForCheckOut(ctx, t, itemBarcode, userBarcode)
 	}
 	if out.User == nil || out.Item == nil || !rulesSet {
 		return out, nil

@@ -405,6 +405,7 @@ func (s *Tenants) Purge(ctx context.Context, t storage.Tenant) error {
 		return interpret(err, t)
 	}
 	s.enabled.Remove(t)
+	s.db.gates.forget(t)
 	s.logger.InfoContext(ctx, "tenant purged", slog.String("tenant", string(t)))
 	return nil
 }

@@ -1,0 +1,47 @@
+package postgres
+
+import (
+	"sync"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// The check-out gate is what a check-out reads beyond the item limit:
+// the patron's manual blocks and automated blocks, and the item's request
+// queue (validation's read), the queue's head and the maximum items charged
+// out (the write). Most tenants have none of these records, and reading
+// them anyway costs each check-out about a tenth more: PostgreSQL opens
+// and locks every table and index a statement names whether it finds
+// anything or not, and the gate's tables take validation's read and the
+// write past the sixteen relation locks a session takes on its fast path.
+//
+// So each statement comes in two forms: the full one, and a lean one that
+// names none of the gate's tables and reads instead, in its own snapshot,
+// whether the tenant has a gate row (migration 18's tenant_gate, written by
+// the transaction that writes the tenant's first manual block, block limit
+// or request, and never removed but by a purge). A lean statement that
+// finds the row does nothing and says so; the full one is then run, and
+// this instance runs the full one for that tenant from then on.
+
+// gates is the tenants this instance has found a gate row for: at most the
+// tenants of the database that have one. A tenant missing here is only
+// slower once: its lean statement finds the row.
+type gates struct{ gated sync.Map }
+
+// has says whether t is known to have a gate row.
+func (g *gates) has(t storage.Tenant) bool {
+	_, ok := g.gated.Load(t)
+	return ok
+}
+
+// found records that a lean statement found t's gate row.
+func (g *gates) found(t storage.Tenant) { g.gated.Store(t, struct{}{}) }
+
+// forget drops t, purged with its gate row.
+func (g *gates) forget(t storage.Tenant) { g.gated.Delete(t) }
+
+// gateRowSQL is SQL saying whether the tenant (an SQL expression) has a
+// gate row.
+func gateRowSQL(tenant string) string {
+	return `EXISTS (SELECT 1 FROM ` + table(tableTenantGate) + ` WHERE tenant_id = ` + tenant + `)`
+}

@@ -1,0 +1,162 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+	"github.com/checkoutlock/schemas"
+)
+
+// setupLeanLibrary is the sample library without its manual block and its
+// request, and so without a gate row (migration 18): a tenant whose
+// check-outs storage reads and writes with its lean statements.
+func setupLeanLibrary(t *testing.T) fixture {
+	t.Helper()
+	return lean(t, setupLibrary(t))
+}
+
+// lean takes f's manual blocks, block limits, requests and gate row away.
+func lean(t *testing.T, f fixture) fixture {
+	t.Helper()
+	for _, name := range []tableName{tableManualBlock, tableRequest, tableBlockLimit, tableTenantGate} {
+		f.exec(t, "DELETE FROM "+view(f.tenant, name))
+	}
+	if f.db.gates.has(f.tenant) {
+		t.Fatalf("tenant %s is known to have a gate row before any check-out", f.tenant)
+	}
+	return f
+}
+
+// gateRows is the number of gate rows of the fixture's tenant.
+func gateRows(t *testing.T, f fixture) int { t.Helper(); return f.count(t, tableTenantGate, "") }
+
+// TestTheFirstBlockLimitOrRequestWritesTheGateRow: a tenant without
+// manual blocks, block limits and requests has no gate row; the write of
+// its first of any of the three writes one, in its own transaction, and
+// later ones leave it as it is. In a database of its own, which has the
+// migrations as they are (mutations.txt in migrations: gate-row-written).
+func TestTheFirstBlockLimitOrRequestWritesTheGateRow(t *testing.T) {
+	db, _ := sampleDatabase(t, 2)
+	ctx := context.Background()
+	first := map[string]func(f fixture, i int){
+		"manual block": func(f fixture, _ int) {
+			if _, err := NewRecords(f.db, testPolicy).Create(ctx, f.tenant, storage.ManualBlocks, uuid.NewString(), json.RawMessage(fmt.Sprintf(
+				`{"userId":%q,"type":"Manual","desc":"Lost the library's laptop","borrowing":true}`, SampleID("1004")))); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"block limit": func(f fixture, i int) {
+			blockOn(t, f, []string{storage.ConditionItemsChargedOut, storage.ConditionLostItems}[i], GroupGraduate, 3, false, "At most three")
+		},
+		"request": func(f fixture, i int) {
+			request(t, f, SampleID("book-090"), []string{SampleID("1002"), SampleID("1004")}[i], i+1, "Open - Not yet filled")
+		},
+	}
+	for name, write := range first {
+		f := lean(t, libraryIn(t, db))
+		if n := gateRows(t, f); n != 0 {
+			t.Fatalf("%s: %d gate rows before, want 0", name, n)
+		}
+		write(f, 0)
+		if n := gateRows(t, f); n != 1 {
+			t.Errorf("after the first %s: %d gate rows, want 1", name, n)
+		}
+		write(f, 1)
+		if n := gateRows(t, f); n != 1 {
+			t.Errorf("after a second %s: %d gate rows, want 1", name, n)
+		}
+	}
+}
+
+// TestALeanCheckOutMeetsTheGateWrittenMeanwhile: an instance that has
+// read and written a tenant's check-outs with its lean statements, and so
+// knows of no gate, meets one another instance writes meanwhile: a manual
+// block is in its next validation, a request of another patron's refuses
+// its next write of the item, and a limit of maximum items charged out its
+// next write of the patron. Nothing is written by a refused write.
+// (mutations.txt: lean-read-meets-the-gate, lean-write-meets-the-gate.)
+func TestALeanCheckOutMeetsTheGateWrittenMeanwhile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// The instance under test: a database handle, and its knowledge of
+	// gates, of its own.
+	instance := func(f fixture) (*Rules, *Records) {
+		db := openDB(t, pgtest.Shared(t))
+		return NewRules(db, testPolicy), NewRecords(db, testPolicy)
+	}
+	lend := func(records *Records, f fixture, user, item string) error {
+		_, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
+			Loan: loanDoc(user, item), ItemVersion: 1})
+		return err
+	}
+	alice, bob := SampleID("1001"), SampleID("1002")
+
+	t.Run("manual block", func(t *testing.T) {
+		f := setupLeanLibrary(t)
+		rules, _ := instance(f)
+		before, err := rules.ReadForCheckOut(ctx, f.tenant, "book-090", "1001")
+		if err != nil || before.User == nil || before.ManualBlocks != nil {
+			t.Fatalf("validation before the block: %v, blocks %s", err, before.ManualBlocks)
+		}
+		if _, err := NewRecords(f.db, testPolicy).Create(ctx, f.tenant, storage.ManualBlocks, uuid.NewString(), json.RawMessage(fmt.Sprintf(
+			`{"userId":%q,"type":"Manual","desc":"Lost the library's laptop","borrowing":true}`, alice))); err != nil {
+			t.Fatal(err)
+		}
+		after, err := rules.ReadForCheckOut(ctx, f.tenant, "book-090", "1001")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var blocks []map[string]any
+		if err := json.Unmarshal(after.ManualBlocks, &blocks); err != nil || len(blocks) != 1 || blocks[0]["desc"] != "Lost the library's laptop" {
+			t.Errorf("validation after the block: blocks %s (%v), want the one block", after.ManualBlocks, err)
+		}
+	})
+
+	t.Run("request", func(t *testing.T) {
+		f := setupLeanLibrary(t)
+		_, records := instance(f)
+		if err := lend(records, f, alice, SampleID("book-091")); err != nil {
+			t.Fatalf("a lean write: %v", err)
+		}
+		item := SampleID("book-090")
+		request(t, f, item, bob, 1, "Open - Not yet filled")
+		if err := lend(records, f, alice, item); !isCode(err, schemas.CodeItemRequestedByAnotherPatron) {
+			t.Errorf("Alice's write of the item Bob requested meanwhile: %v, want %s", err, schemas.CodeItemRequestedByAnotherPatron)
+		}
+		if n := f.count(t, tableLoan, "item_id = $1", item); n != 0 {
+			t.Errorf("%d loans of the requested item, want 0", n)
+		}
+		if err := lend(records, f, bob, item); err != nil {
+			t.Errorf("Bob's write of the item he requested: %v", err)
+		}
+		if n := f.count(t, tableRequest, "status = 'Closed - Filled'"); n != 1 {
+			t.Errorf("%d requests filled by Bob's write, want 1", n)
+		}
+	})
+
+	t.Run("maximum items charged out", func(t *testing.T) {
+		f := setupLeanLibrary(t)
+		_, records := instance(f)
+		user := uuid.NewString()
+		if _, err := NewRecords(f.db, testPolicy).Create(ctx, f.tenant, storage.Patrons, user, json.RawMessage(fmt.Sprintf(
+			`{"barcode":"charged","active":true,"patronGroup":%q,"personal":{"lastName":"Charged"}}`, GroupGraduate))); err != nil {
+			t.Fatal(err)
+		}
+		if err := lend(records, f, user, SampleID("book-091")); err != nil {
+			t.Fatalf("a lean write: %v", err)
+		}
+		blockOn(t, f, storage.ConditionItemsChargedOut, GroupGraduate, 1, false, "At most one")
+		if err := lend(records, f, user, SampleID("book-092")); !isCode(err, schemas.CodeUserBlockedAutomatically) {
+			t.Errorf("a write past the limit set meanwhile: %v, want %s", err, schemas.CodeUserBlockedAutomatically)
+		}
+		if n := f.count(t, tableLoan, "user_id = $1", user); n != 1 {
+			t.Errorf("%d loans of the patron, want 1", n)
+		}
+	})
+}
