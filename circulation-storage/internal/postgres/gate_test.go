@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
@@ -159,4 +160,102 @@ func TestALeanCheckOutMeetsTheGateWrittenMeanwhile(t *testing.T) {
 			t.Errorf("%d loans of the patron, want 1", n)
 		}
 	})
+}
+
+// TestLeanStatementsLockNoGateTable: validation's read and the check-out's
+// write, lean, lock none of the gate's tables or their indexes, which the
+// full ones lock; and they lock fewer relations in all, each of which
+// PostgreSQL locks whether the statement finds anything there or not.
+// Each runs eight times on one connection, in a transaction of its own
+// rolled back, on the sample library: as a connection runs it once it has
+// settled on a plan (planning locks every index of every table named). The
+// relations the last run locked are read from pg_locks before its rollback
+// (go test -v logs how many).
+func TestLeanStatementsLockNoGateTable(t *testing.T) {
+	t.Parallel()
+	f := setupLibrary(t)
+	ctx := context.Background()
+	user, item := SampleID("1004"), SampleID("book-140")
+	args := NewRecords(f.db, testPolicy).checkOutArgs(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
+		Loan: loanDoc(user, item), ItemVersion: 1})
+	write, err := checkOutWrite.Args(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leanWrite, err := checkOutWriteLean.Args(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := []any{"1004", "book-140", true, string(f.tenant)}
+	gateTables := []tableName{tableManualBlock, tableBlockLimit, tableBlockCondition, tableRequest}
+	// locked is the relations of the shared schema the statement locked,
+	// and those of them that are gate tables or their indexes.
+	locked := func(sql string, args []any) (all, gate []string) {
+		t.Helper()
+		conn, err := f.db.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		var tx pgx.Tx
+		for range 8 {
+			if tx != nil {
+				_ = tx.Rollback(ctx)
+			}
+			if tx, err = conn.Begin(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := tx.Query(ctx, sql, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		rows, err := tx.Query(ctx, `SELECT DISTINCT c.relname, coalesce(t.relname, c.relname)
+  FROM pg_locks l JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_index i ON i.indexrelid = c.oid LEFT JOIN pg_class t ON t.oid = i.indrelid
+ WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation' AND n.nspname = $1 ORDER BY 1`, SharedSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var rel, owner string
+			if err := rows.Scan(&rel, &owner); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, rel)
+			for _, g := range gateTables {
+				if owner == string(g) {
+					gate = append(gate, rel)
+				}
+			}
+		}
+		return all, gate
+	}
+	for _, s := range []struct {
+		name              string
+		full, lean        string
+		fullArgs, leanArg []any
+	}{
+		{"validation's read", checkOutReadSQL, checkOutReadLeanSQL, read, read},
+		{"the write", checkOutWrite.SQL, checkOutWriteLean.SQL, write, leanWrite},
+	} {
+		all, gate := locked(s.full, s.fullArgs)
+		leanAll, leanGate := locked(s.lean, s.leanArg)
+		t.Logf("%s locks %d relations in full, %d lean", s.name, len(all), len(leanAll))
+		if len(gate) == 0 {
+			t.Errorf("%s in full locks no gate table: %v", s.name, all)
+		}
+		if len(leanGate) > 0 {
+			t.Errorf("%s, lean, locks %v", s.name, leanGate)
+		}
+		if len(leanAll) >= len(all) {
+			t.Errorf("%s locks %d relations lean, %d in full", s.name, len(leanAll), len(all))
+		}
+	}
 }
