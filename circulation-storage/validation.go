@@ -46,7 +46,7 @@ type CheckOutRecords struct {
 }
 
 // CheckOutStore reads a check-out's records in one round trip to the
-// database.
+// database (two when an instance first meets a tenant's check-out gate).
 type CheckOutStore interface {
 	// ReadForCheckOut gathers the records for a check-out of itemBarcode
 	// to userBarcode.

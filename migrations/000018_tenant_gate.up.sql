@@ -15,9 +15,10 @@ CREATE TABLE tenant_gate (
 CREATE FUNCTION tenant_gate_open() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
+    -- A row there already is left as it is; one a transaction is deleting
+    -- (a purge) is waited for, and written again if it goes.
     INSERT INTO tenant_gate (tenant_id)
     SELECT DISTINCT n.tenant_id FROM new_rows n
-     WHERE NOT EXISTS (SELECT 1 FROM tenant_gate g WHERE g.tenant_id = n.tenant_id)
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END

@@ -328,7 +328,13 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 
 // CreateCheckOutLoan implements storage.LoanWriter.
 func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
-	b, r := s.checkOutBatch(ctx, t, w, !s.db.gates.has(t))
+	return s.createCheckOutLoan(ctx, t, w, !s.db.gates.has(t))
+}
+
+// createCheckOutLoan is CreateCheckOutLoan, lean or in full (gate.go); a
+// lean write that meets a gate row, having written nothing, runs in full.
+func (s *Records) createCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (storage.CheckOutWritten, error) {
+	b, r := s.checkOutBatch(ctx, t, w, lean)
 	// A batch runs in one implicit transaction, committed at its end.
 	err := s.db.write(ctx, t, func(c *pgx.Conn) error { return c.SendBatch(ctx, b).Close() })
 	switch {
@@ -338,7 +344,7 @@ func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 		// The tenant has a gate row this instance did not know of: the
 		// lean write wrote nothing, and the full one runs.
 		s.db.gates.found(t)
-		return s.CreateCheckOutLoan(ctx, t, w)
+		return s.createCheckOutLoan(ctx, t, w, false)
 	case r.stored != nil:
 		if r.released != nil {
 			s.releasedByWrite(t, r)

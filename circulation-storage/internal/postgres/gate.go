@@ -14,8 +14,9 @@ import (
 // PostgreSQL opens and locks every table and index a statement names,
 // whether it finds anything there or not (the locks past the sixteen a
 // session keeps on its fast path go to the shared lock table), and starts
-// every subplan. The gate's tables are six of validation's 26 relations and
-// eight of the write's 30 (TestLeanStatementsLockNoGateTable).
+// every subplan. Validation's read locks 26 relations in full and 20
+// lean, the write 30 and 22, the lean ones tenant_gate and its key among
+// them (TestLeanStatementsLockNoGateTable).
 //
 // So each statement comes in two forms: the full one, and a lean one that
 // names none of the gate's tables and reads instead, in its own snapshot,
@@ -26,8 +27,9 @@ import (
 // this instance runs the full one for that tenant from then on.
 
 // gates is the tenants this instance has found a gate row for: at most the
-// tenants of the database that have one. A tenant missing here is only
-// slower once: its lean statement finds the row.
+// tenants of the database that have one, as a purge announced to every
+// instance drops its tenant (Tenants.Forget). A tenant missing here is
+// only slower once: its lean statement finds the row.
 type gates struct{ gated sync.Map }
 
 // has says whether t is known to have a gate row.
@@ -41,6 +43,10 @@ func (g *gates) found(t storage.Tenant) { g.gated.Store(t, struct{}{}) }
 
 // forget drops t, purged with its gate row.
 func (g *gates) forget(t storage.Tenant) { g.gated.Delete(t) }
+
+// forgetAll drops every tenant, after a time in which purges may have gone
+// unannounced.
+func (g *gates) forgetAll() { g.gated.Clear() }
 
 // gateRowSQL is SQL saying whether the tenant (an SQL expression) has a
 // gate row.

@@ -25,22 +25,32 @@ func setupLeanLibrary(t *testing.T) fixture {
 // lean takes f's manual blocks, block limits, requests and gate row away.
 func lean(t *testing.T, f fixture) fixture {
 	t.Helper()
-	for _, name := range []tableName{tableManualBlock, tableRequest, tableBlockLimit, tableTenantGate} {
+	for _, name := range []tableName{tableManualBlock, tableRequest, tableBlockLimit} {
 		f.exec(t, "DELETE FROM "+view(f.tenant, name))
 	}
+	f.exec(t, "DELETE FROM "+table(tableTenantGate)+" WHERE tenant_id = $1", string(f.tenant))
 	if f.db.gates.has(f.tenant) {
 		t.Fatalf("tenant %s is known to have a gate row before any check-out", f.tenant)
 	}
 	return f
 }
 
-// gateRows is the number of gate rows of the fixture's tenant.
-func gateRows(t *testing.T, f fixture) int { t.Helper(); return f.count(t, tableTenantGate, "") }
+// gateRows is the number of gate rows of the fixture's tenant (a table of
+// storage's own, with no view in the tenant's schema).
+func gateRows(t *testing.T, f fixture) int {
+	t.Helper()
+	var n int
+	if err := f.db.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table(tableTenantGate)+" WHERE tenant_id = $1",
+		string(f.tenant)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
 
 // TestTheFirstBlockLimitOrRequestWritesTheGateRow: a tenant without
 // manual blocks, block limits and requests has no gate row; the write of
-// its first of any of the three writes one, in its own transaction, and
-// later ones leave it as it is. In a database of its own, which has the
+// its first of any of the three writes one, in its own transaction (a
+// transaction rolled back leaves none), and later ones leave it as it is. In a database of its own, which has the
 // migrations as they are (mutations.txt in migrations: gate-row-written).
 func TestTheFirstBlockLimitOrRequestWritesTheGateRow(t *testing.T) {
 	db, _ := sampleDatabase(t, 2)
@@ -72,6 +82,32 @@ func TestTheFirstBlockLimitOrRequestWritesTheGateRow(t *testing.T) {
 		if n := gateRows(t, f); n != 1 {
 			t.Errorf("after a second %s: %d gate rows, want 1", name, n)
 		}
+	}
+	// The row is the record's transaction's: there with the record, and
+	// gone with it when that transaction is rolled back.
+	f := lean(t, libraryIn(t, db))
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var inside int
+	if err := tx.QueryRow(ctx, `WITH b AS (INSERT INTO `+view(f.tenant, tableManualBlock)+` (id, jsonb)
+	  VALUES (gen_random_uuid(), jsonb_build_object('userId', $1::text, 'borrowing', true)))
+	  SELECT 1`, SampleID("1004")).Scan(&inside); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+table(tableTenantGate)+" WHERE tenant_id = $1", string(f.tenant)).Scan(&inside); err != nil {
+		t.Fatal(err)
+	}
+	if inside != 1 {
+		t.Errorf("%d gate rows in the block's transaction, want 1", inside)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := gateRows(t, f); n != 0 {
+		t.Errorf("%d gate rows after the block's transaction was rolled back, want 0", n)
 	}
 }
 
@@ -175,17 +211,7 @@ func TestLeanStatementsLockNoGateTable(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	user, item := SampleID("1004"), SampleID("book-140")
-	args := NewRecords(f.db, testPolicy).checkOutArgs(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
-		Loan: loanDoc(user, item), ItemVersion: 1})
-	write, err := checkOutWrite.Args(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leanWrite, err := checkOutWriteLean.Args(args)
-	if err != nil {
-		t.Fatal(err)
-	}
+	write, leanWrite := writeArgs(t, f.db, f.tenant, SampleID("1004"), SampleID("book-140"))
 	read := []any{"1004", "book-140", true, string(f.tenant)}
 	gateTables := []tableName{tableManualBlock, tableBlockLimit, tableBlockCondition, tableRequest}
 	// locked is the relations of the shared schema the statement locked,

@@ -326,17 +326,24 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
                       WHERE p.jsonb IS NOT NULL) c ON true`
 }
 
-// ReadForCheckOut implements storage.CheckOutStore, in one statement.
+// ReadForCheckOut implements storage.CheckOutStore, in one statement (two
+// the first time this instance meets a tenant's gate row).
 func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string) (storage.CheckOutRecords, error) {
+	return s.readForCheckOut(ctx, t, itemBarcode, userBarcode, !s.db.gates.has(t))
+}
+
+// readForCheckOut is ReadForCheckOut, lean or in full (gate.go); a lean
+// read that meets a gate row runs in full.
+func (s *Rules) readForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string, lean bool) (storage.CheckOutRecords, error) {
 	var out storage.CheckOutRecords
 	var rulesSet bool
 	var policyID, mt, lt *string
 	var ruleIndex, limit, count *int
 	var pg, mtMatch, ltMatch *bool
 	var reached, full bool
-	stmt := checkOutReadLeanSQL
-	if s.db.gates.has(t) {
-		stmt = checkOutReadSQL
+	stmt := checkOutReadSQL
+	if lean {
+		stmt = checkOutReadLeanSQL
 	}
 	err := s.db.pool.QueryRow(ctx, stmt, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
 		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
@@ -349,7 +356,7 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 		// The tenant has a gate row this instance did not know of: what
 		// the lean read answered is thrown away, and the full one runs.
 		s.db.gates.found(t)
-		return s.ReadForCheckOut(ctx, t, itemBarcode, userBarcode)
+		return s.readForCheckOut(ctx, t, itemBarcode, userBarcode, false)
 	}
 	if out.User == nil || out.Item == nil || !rulesSet {
 		return out, nil

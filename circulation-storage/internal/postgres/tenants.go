@@ -199,13 +199,20 @@ func (s *Tenants) Enabled(ctx context.Context, t storage.Tenant) (bool, error) {
 }
 
 // Forget forgets that t was enabled: the next request asks the database.
-// The listener calls it for each purge announced.
-func (s *Tenants) Forget(t storage.Tenant) { s.enabled.Remove(t) }
+// The listener calls it for each purge announced. A purged tenant's gate
+// row is gone too (gate.go).
+func (s *Tenants) Forget(t storage.Tenant) {
+	s.enabled.Remove(t)
+	s.db.gates.forget(t)
+}
 
-// ForgetAll forgets every tenant found enabled: the listener calls it when
-// it listens again, after a time in which announcements may have been
-// missed.
-func (s *Tenants) ForgetAll() { s.enabled.Purge() }
+// ForgetAll forgets every tenant found enabled, and every gate row met:
+// the listener calls it when it listens again, after a time in which
+// announcements may have been missed.
+func (s *Tenants) ForgetAll() {
+	s.enabled.Purge()
+	s.db.gates.forgetAll()
+}
 
 // migrateShared brings the shared schema to its last migration, unless it
 // is there already (the common case, answered by one query), and returns
@@ -370,6 +377,10 @@ func createViews(ctx context.Context, tx pgx.Tx, t storage.Tenant) error {
 		return interpret(err, t)
 	}
 	for _, name := range tenantTables {
+		if name == tableTenantGate {
+			// Storage's own, not a FOLIO table: no view to write it through.
+			continue
+		}
 		view := schema + "." + pgx.Identifier{string(name)}.Sanitize()
 		if _, err := tx.Exec(ctx, "CREATE OR REPLACE VIEW "+view+" AS SELECT * FROM "+table(name)+" WHERE tenant_id = "+literal); err != nil {
 			return interpret(err, t)
