@@ -415,8 +415,7 @@ func (s *Tenants) Purge(ctx context.Context, t storage.Tenant) error {
 	if err != nil {
 		return interpret(err, t)
 	}
-	s.enabled.Remove(t)
-	s.db.gates.forget(t)
+	s.Forget(t)
 	s.logger.InfoContext(ctx, "tenant purged", slog.String("tenant", string(t)))
 	return nil
 }
