@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
@@ -65,6 +66,68 @@ func guessCount(t *testing.T, c *harness.Cluster, key string) int {
 
 const maxFailures = 5 // LOGIN_MAX_FAILURES, the default
 
+// heldAtStorage runs burst while storage's count of key is held by a
+// transaction of the test's own, and lets the count go once at least
+// 2×maxFailures of the burst's attempts wait for it at storage (for the
+// held row, or behind another attempt waiting for it): the burst is then
+// at once where the limit is decided, whatever pace its requests kept on
+// the way there (kiosks, the SIP2 door, circulation, a loaded machine).
+// Held so, no order of the burst can open anything: until the count is
+// full, more than maxFailures attempts are in progress at storage, so the
+// right secret among them is a guess among guesses (login.Service's
+// others), and once it is full, the right one is refused unchecked.
+// Without the hold, the right secret sent first could reach storage,
+// be checked and be granted before the others had even arrived, which is
+// what a lone attempt is owed.
+func heldAtStorage(t *testing.T, c *harness.Cluster, key string, burst func()) {
+	t.Helper()
+	const want = 2 * maxFailures
+	ctx := context.Background()
+	tx, err := c.DB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var holder int
+	if err := tx.QueryRow(ctx, `INSERT INTO circulation_storage.login_failure AS f (tenant_id, key, failures, first_at)
+VALUES ($1, $2, 0, now()) ON CONFLICT (tenant_id, key) DO UPDATE SET failures = f.failures
+RETURNING pg_backend_pid()`, c.Tenant, key).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		burst()
+	}()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	// Circulation gives up on storage after STORAGE_TIMEOUT (3 s in the
+	// harness): the burst must be let go well before.
+	deadline := time.After(2 * time.Second)
+	for waiting := 0; waiting < want; {
+		// Not in tx: a transaction sees pg_stat_activity as it was at
+		// its first look.
+		if err := c.DB.QueryRow(ctx, `WITH RECURSIVE w(pid) AS (
+    SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))
+    UNION
+    SELECT a.pid FROM pg_stat_activity a JOIN w ON w.pid = ANY(pg_blocking_pids(a.pid))
+) SELECT count(*) FROM w`, holder).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-tick.C:
+		case <-done:
+			t.Fatalf("the burst ended with %d attempts waiting for the held count, want %d", waiting, want)
+		case <-deadline:
+			t.Fatalf("%d attempts of the burst waited for the held count within 2 s, want %d", waiting, want)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+}
+
 // TestPasswordBurstsGetNoMoreChecksThanTheLimit: forty wrong passwords
 // and the right one at once, ten rounds, each from an address of its own,
 // at storage's sign-in and at circulation's (the pages'): five checked,
@@ -86,12 +149,15 @@ func TestPasswordBurstsGetNoMoreChecksThanTheLimit(t *testing.T) {
 		}
 		address := fmt.Sprintf("127.0.1.%d", round+1)
 		before := checked(t, c, "password")
-		statuses := atOnce(41, func(i int) int {
-			p := password
-			if i > 0 {
-				p = fmt.Sprintf("guess %d", i)
-			}
-			return c.DoFrom(address, at, "POST", "/authn/login-with-expiry", map[string]any{"username": "ada", "password": p}, headers).Status
+		var statuses []int
+		heldAtStorage(t, c, "pair:"+address+"|ada", func() {
+			statuses = atOnce(41, func(i int) int {
+				p := password
+				if i > 0 {
+					p = fmt.Sprintf("guess %d", i)
+				}
+				return c.DoFrom(address, at, "POST", "/authn/login-with-expiry", map[string]any{"username": "ada", "password": p}, headers).Status
+			})
 		})
 		n := checked(t, c, "password") - before
 		count := map[int]int{}
@@ -171,15 +237,18 @@ func TestPINBurstsGetNoMoreChecksThanTheLimit(t *testing.T) {
 		// Setting the PIN again starts its count again.
 		c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
 		before := checked(t, c, "pin")
-		statuses := atOnce(41, func(i int) int {
-			pin := "7319"
-			if i > 0 {
-				pin = fmt.Sprintf("%04d", 1000+i)
-			}
-			// Each round from an address of its own: five wrong PINs a
-			// round, ten rounds, would lock one address (twenty).
-			return c.DoFrom(fmt.Sprintf("127.0.4.%d", round+1), c.Circulations[0], "POST", "/circulation/patron-pin/verify",
-				map[string]any{"userBarcode": patron, "pin": pin}, kiosk).Status
+		var statuses []int
+		heldAtStorage(t, c, "pin:"+id, func() {
+			statuses = atOnce(41, func(i int) int {
+				pin := "7319"
+				if i > 0 {
+					pin = fmt.Sprintf("%04d", 1000+i)
+				}
+				// Each round from an address of its own: five wrong PINs
+				// a round, ten rounds, would lock one address (twenty).
+				return c.DoFrom(fmt.Sprintf("127.0.4.%d", round+1), c.Circulations[0], "POST", "/circulation/patron-pin/verify",
+					map[string]any{"userBarcode": patron, "pin": pin}, kiosk).Status
+			})
 		})
 		n := checked(t, c, "pin") - before
 		count := map[int]int{}
@@ -214,16 +283,19 @@ func TestSIP2PINBurstsGetNoMoreChecksThanTheLimit(t *testing.T) {
 		before := checked(t, c, "pin")
 		// Connection i sends the PINs i, i+10, i+20…: the right one is
 		// the round's, so it comes early and late in turn.
-		replies := atOnce(len(kiosks), func(k int) []string {
-			var out []string
-			for p := k; p < 41; p += len(kiosks) {
-				pin := fmt.Sprintf("%04d", 1000+p)
-				if p == (round*4)%41 {
-					pin = "7319"
+		var replies [][]string
+		heldAtStorage(t, c, "pin:"+id, func() {
+			replies = atOnce(len(kiosks), func(k int) []string {
+				var out []string
+				for p := k; p < 41; p += len(kiosks) {
+					pin := fmt.Sprintf("%04d", 1000+p)
+					if p == (round*4)%41 {
+						pin = "7319"
+					}
+					out = append(out, kiosks[k].Send(checkOutMsg(patron, item)+"AD"+pin+"|"))
 				}
-				out = append(out, kiosks[k].Send(checkOutMsg(patron, item)+"AD"+pin+"|"))
-			}
-			return out
+				return out
+			})
 		})
 		n := checked(t, c, "pin") - before
 		for _, rs := range replies {
@@ -263,12 +335,15 @@ func TestSIP2LoginBurstsLockTheKioskNotTheAccount(t *testing.T) {
 			conns[i] = harness.DialSIP2From(t, address, door.SIP2Addr)
 		}
 		before := checked(t, c, "password")
-		replies := atOnce(len(conns), func(i int) string {
-			p := fmt.Sprintf("guess-%d", i)
-			if i == round*6 {
-				p = "passw0rd"
-			}
-			return conns[i].Send("9300CNuser_id|CO" + p + "|CPkiosk|")
+		var replies []string
+		heldAtStorage(t, c, "pair:"+address+"|user_id", func() {
+			replies = atOnce(len(conns), func(i int) string {
+				p := fmt.Sprintf("guess-%d", i)
+				if i == round*6 {
+					p = "passw0rd"
+				}
+				return conns[i].Send("9300CNuser_id|CO" + p + "|CPkiosk|")
+			})
 		})
 		n := checked(t, c, "password") - before
 		for _, r := range replies {

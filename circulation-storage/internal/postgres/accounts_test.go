@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -434,15 +435,20 @@ func decodeClaims(t *testing.T, token string, v any) {
 
 // slowCounts is the real store with every Count after the first held
 // back until release is closed: a database that counts a burst's other
-// attempts late (a fault, not a rule).
+// attempts late (a fault, not a rule). With key set, only the Counts of
+// that key are: the others go through.
 type slowCounts struct {
 	*Accounts
+	key     string
 	first   sync.Once
 	counted chan struct{}
 	release chan struct{}
 }
 
 func (s *slowCounts) Count(ctx context.Context, tenant string, limits []login.Limit) (time.Duration, []string, error) {
+	if s.key != "" && !slices.ContainsFunc(limits, func(l login.Limit) bool { return l.Key == s.key }) {
+		return s.Accounts.Count(ctx, tenant, limits)
+	}
 	isFirst := false
 	s.first.Do(func() { isFirst = true })
 	if !isFirst {
@@ -489,6 +495,51 @@ func TestTheRightPasswordInABurstOpensNothing(t *testing.T) {
 	}
 	close(store.release)
 	wg.Wait()
+}
+
+// TestTheRightPinInABurstOpensNothing: the same with PINs: the patron's
+// right PIN, counted first and checked while forty wrong ones from the
+// same kiosk arrive, is refused PIN_LOCKED though the database has not
+// counted them yet, and the patron's PIN is not unlocked by it.
+func TestTheRightPinInABurstOpensNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	patron := uuid.NewString()
+	store := &slowCounts{Accounts: NewAccounts(f.db), key: "pin:" + patron, counted: make(chan struct{}), release: make(chan struct{})}
+	svc := login.New(store, login.Config{Secret: "a secret of at least thirty-two characters",
+		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 100,
+		FailureWindow: time.Hour, Lockout: time.Hour, KnownFor: time.Hour, Hashes: 4})
+	group := uuid.NewString()
+	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatronGroup)+` (id, jsonb) VALUES ($1, '{"group": "patrons"}')`, group)
+	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatron)+` (id, jsonb)
+VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', true, 'patronGroup', $3::text))`, patron, patron, group)
+	ctx := context.Background()
+	if err := svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
+		t.Fatal(err)
+	}
+	right := make(chan error, 1)
+	go func() { right <- svc.VerifyPin(ctx, string(f.tenant), patron, "4711", "192.0.2.7") }()
+	<-store.counted
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = svc.VerifyPin(ctx, string(f.tenant), patron, fmt.Sprintf("%04d", 1000+i), "192.0.2.7")
+		}()
+	}
+	if err := <-right; !isCode(err, schemas.CodePinLocked) {
+		t.Errorf("the right PIN in a burst of forty-one: %v, want PIN_LOCKED", err)
+	}
+	close(store.release)
+	wg.Wait()
+	var failures int
+	if err := f.db.pool.QueryRow(ctx, `SELECT failures FROM `+table(tableLoginFailure)+` WHERE tenant_id = $1 AND key = $2`, string(f.tenant), store.key).Scan(&failures); err != nil {
+		t.Fatal(err)
+	}
+	if failures != testMaxFailures {
+		t.Errorf("the patron's PIN count is %d after the burst, want %d", failures, testMaxFailures)
+	}
 }
 
 // TestARotationRunAgainAnswersItsOwnOutcome: a refresh whose statement
