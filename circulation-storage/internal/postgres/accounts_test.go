@@ -65,6 +65,17 @@ func (f *loginFixture) account(t *testing.T, username, password string) string {
 	return id
 }
 
+// patron makes an active patron of a group of its own (named by its id)
+// and returns the patron's id, which is its barcode too.
+func (f fixture) patron(t *testing.T) string {
+	t.Helper()
+	group, patron := uuid.NewString(), uuid.NewString()
+	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatronGroup)+` (id, jsonb) VALUES ($1, jsonb_build_object('group', $2::text))`, group, group)
+	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatron)+` (id, jsonb)
+VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', true, 'patronGroup', $3::text))`, patron, patron, group)
+	return patron
+}
+
 // burst signs username in from address with each password at once, all
 // released together; it returns how many got tokens, were refused as wrong
 // (LOGIN_FAILED) and were refused unchecked (LOGIN_LOCKED).
@@ -226,12 +237,8 @@ func TestPinGuessesAreCountedBeforeTheyAreChecked(t *testing.T) {
 	t.Parallel()
 	f := newLoginFixture(t, 0)
 	ctx := context.Background()
-	group := uuid.NewString()
-	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatronGroup)+` (id, jsonb) VALUES ($1, '{"group": "patrons"}')`, group)
 	for round := range 10 {
-		patron := uuid.NewString()
-		f.exec(t, `INSERT INTO `+view(f.tenant, tablePatron)+` (id, jsonb)
-VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', true, 'patronGroup', $3::text))`, patron, patron, group)
+		patron := f.patron(t)
 		if err := f.svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
 			t.Fatal(err)
 		}
@@ -279,10 +286,7 @@ func TestPinChecksAreCountedByAddress(t *testing.T) {
 	t.Parallel()
 	f := newLoginFixture(t, 0)
 	ctx := context.Background()
-	group, patron := uuid.NewString(), uuid.NewString()
-	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatronGroup)+` (id, jsonb) VALUES ($1, '{"group": "patrons"}')`, group)
-	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatron)+` (id, jsonb)
-VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', true, 'patronGroup', $3::text))`, patron, patron, group)
+	patron := f.patron(t)
 	if err := f.svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
 		t.Fatal(err)
 	}
@@ -445,6 +449,27 @@ type slowCounts struct {
 	release chan struct{}
 }
 
+// burst runs right, and once it is counted forty guesses at once, whose
+// counts are held back until right has its outcome, which it returns
+// when the guesses are done.
+func (s *slowCounts) burst(right func() error, guess func(i int)) error {
+	outcome := make(chan error, 1)
+	go func() { outcome <- right() }()
+	<-s.counted
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			guess(i)
+		}()
+	}
+	err := <-outcome
+	close(s.release)
+	wg.Wait()
+	return err
+}
+
 func (s *slowCounts) Count(ctx context.Context, tenant string, limits []login.Limit) (time.Duration, []string, error) {
 	if s.key != "" && !slices.ContainsFunc(limits, func(l login.Limit) bool { return l.Key == s.key }) {
 		return s.Accounts.Count(ctx, tenant, limits)
@@ -476,25 +501,15 @@ func TestTheRightPasswordInABurstOpensNothing(t *testing.T) {
 	const password = "correct horse battery staple"
 	lf.account(t, "ada", password)
 	ctx := context.Background()
-	right := make(chan error, 1)
-	go func() {
+	err := store.burst(func() error {
 		_, err := svc.Login(ctx, string(f.tenant), "ada", password, "192.0.2.7")
-		right <- err
-	}()
-	<-store.counted
-	var wg sync.WaitGroup
-	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = svc.Login(ctx, string(f.tenant), "ada", fmt.Sprintf("guess %d", i), "192.0.2.7")
-		}()
-	}
-	if err := <-right; !isCode(err, schemas.CodeLoginLocked) {
+		return err
+	}, func(i int) {
+		_, _ = svc.Login(ctx, string(f.tenant), "ada", fmt.Sprintf("guess %d", i), "192.0.2.7")
+	})
+	if !isCode(err, schemas.CodeLoginLocked) {
 		t.Errorf("the right password in a burst of forty-one: %v, want LOGIN_LOCKED", err)
 	}
-	close(store.release)
-	wg.Wait()
 }
 
 // TestTheRightPinInABurstOpensNothing: the same with PINs: the patron's
@@ -504,35 +519,23 @@ func TestTheRightPasswordInABurstOpensNothing(t *testing.T) {
 func TestTheRightPinInABurstOpensNothing(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	patron := uuid.NewString()
+	patron := f.patron(t)
 	store := &slowCounts{Accounts: NewAccounts(f.db), key: "pin:" + patron, counted: make(chan struct{}), release: make(chan struct{})}
 	svc := login.New(store, login.Config{Secret: "a secret of at least thirty-two characters",
 		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 100,
 		FailureWindow: time.Hour, Lockout: time.Hour, KnownFor: time.Hour, Hashes: 4})
-	group := uuid.NewString()
-	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatronGroup)+` (id, jsonb) VALUES ($1, '{"group": "patrons"}')`, group)
-	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatron)+` (id, jsonb)
-VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', true, 'patronGroup', $3::text))`, patron, patron, group)
 	ctx := context.Background()
 	if err := svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
 		t.Fatal(err)
 	}
-	right := make(chan error, 1)
-	go func() { right <- svc.VerifyPin(ctx, string(f.tenant), patron, "4711", "192.0.2.7") }()
-	<-store.counted
-	var wg sync.WaitGroup
-	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = svc.VerifyPin(ctx, string(f.tenant), patron, fmt.Sprintf("%04d", 1000+i), "192.0.2.7")
-		}()
-	}
-	if err := <-right; !isCode(err, schemas.CodePinLocked) {
+	err := store.burst(func() error {
+		return svc.VerifyPin(ctx, string(f.tenant), patron, "4711", "192.0.2.7")
+	}, func(i int) {
+		_ = svc.VerifyPin(ctx, string(f.tenant), patron, fmt.Sprintf("%04d", 1000+i), "192.0.2.7")
+	})
+	if !isCode(err, schemas.CodePinLocked) {
 		t.Errorf("the right PIN in a burst of forty-one: %v, want PIN_LOCKED", err)
 	}
-	close(store.release)
-	wg.Wait()
 	var failures int
 	if err := f.db.pool.QueryRow(ctx, `SELECT failures FROM `+table(tableLoginFailure)+` WHERE tenant_id = $1 AND key = $2`, string(f.tenant), store.key).Scan(&failures); err != nil {
 		t.Fatal(err)
