@@ -203,9 +203,7 @@ func TestCheckOutPlansReadOnlyWhatTheyNeed(t *testing.T) {
 	write, lean := writeArgs(t, db, tenant, user, item)
 	// Without the tenant's gate row, the lean statements do their work
 	// instead of finding the row and stopping (gate.go).
-	if _, err := db.pool.Exec(ctx, "DELETE FROM "+table(tableTenantGate)+" WHERE tenant_id = $1", string(tenant)); err != nil {
-		t.Fatal(err)
-	}
+	dropGateRow(t, db, tenant)
 	statements := []struct {
 		name string
 		sql  string
