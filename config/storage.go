@@ -131,14 +131,18 @@ type Storage struct {
 	// and refresh tokens live.
 	LoginAccessTTL  time.Duration `env:"LOGIN_ACCESS_TTL" envDefault:"10m"`
 	LoginRefreshTTL time.Duration `env:"LOGIN_REFRESH_TTL" envDefault:"24h"`
-	// LoginMaxFailures failed sign-ins of one account from one client
+	// LoginMaxFailures wrong passwords of one account from one client
 	// address, or LoginMaxAddressFailures from one address whatever the
 	// account, within LoginLockout lock that pair, or that address, for
 	// LoginLockout; LoginMaxFailures wrong PINs lock a patron's PIN.
-	// Attempts are counted before they are checked.
+	// Attempts are counted before they are checked: no more of a pair's
+	// (a patron's) are checked at once than its limit leaves room for,
+	// and the others wait their turn for up to LoginBusyWait, then are
+	// refused busy, unchecked.
 	LoginMaxFailures        int           `env:"LOGIN_MAX_FAILURES" envDefault:"5"`
 	LoginMaxAddressFailures int           `env:"LOGIN_MAX_ADDRESS_FAILURES" envDefault:"20"`
 	LoginLockout            time.Duration `env:"LOGIN_LOCKOUT" envDefault:"15m"`
+	LoginBusyWait           time.Duration `env:"LOGIN_BUSY_WAIT" envDefault:"2s"`
 	// LoginAccountRate bounds the sign-ins of one account checked per
 	// minute from addresses it has not signed in from within
 	// LoginKnownFor (0: no bound): guesses spread over many addresses
@@ -231,6 +235,9 @@ func (c Storage) Validate() error {
 	if c.LoginMaxFailures < 1 || c.LoginMaxAddressFailures < c.LoginMaxFailures || c.LoginLockout < time.Second {
 		errs = append(errs, fmt.Errorf("LOGIN_MAX_FAILURES must be at least 1, LOGIN_MAX_ADDRESS_FAILURES at least it, LOGIN_LOCKOUT at least 1s; got %d, %d, %s",
 			c.LoginMaxFailures, c.LoginMaxAddressFailures, c.LoginLockout))
+	}
+	if c.LoginBusyWait < 0 || c.LoginBusyWait > c.RequestTimeout/2 {
+		errs = append(errs, fmt.Errorf("LOGIN_BUSY_WAIT must be from 0 to half REQUEST_TIMEOUT (%s), got %s", c.RequestTimeout/2, c.LoginBusyWait))
 	}
 	if c.ItemLimitWithoutCriteria != "enforce" && c.ItemLimitWithoutCriteria != "ignore" {
 		errs = append(errs, fmt.Errorf("ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got %q", c.ItemLimitWithoutCriteria))
@@ -343,6 +350,7 @@ func (c Storage) LogValue() slog.Value {
 		slog.Int("login_max_failures", c.LoginMaxFailures),
 		slog.Int("login_max_address_failures", c.LoginMaxAddressFailures),
 		slog.Duration("login_lockout", c.LoginLockout),
+		slog.Duration("login_busy_wait", c.LoginBusyWait),
 		slog.Int("login_account_rate", c.LoginAccountRate),
 		slog.Duration("login_known_for", c.LoginKnownFor),
 		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),

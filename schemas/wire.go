@@ -157,16 +157,20 @@ const (
 	CodeInsufficientOverridePermissions = "INSUFFICIENT_OVERRIDE_PERMISSIONS"
 
 	// Signing in (FOLIO's login): a wrong name or password (one answer for
-	// both), a sign-in locked by failures, a refresh token that no longer
-	// works, and a login switched off (tokens come from an identity
-	// provider).
+	// both), a sign-in locked by failures, one refused unchecked for a
+	// moment while as many others from its place are being checked as
+	// the limit lets be, a refresh token that no longer works, and a login
+	// switched off (tokens come from an identity provider).
 	CodeLoginFailed = "LOGIN_FAILED"
 	CodeLoginLocked = "LOGIN_LOCKED"
+	CodeLoginBusy   = "LOGIN_BUSY"
 	// CodePinInvalid is a patron's PIN that does not match (or a patron
 	// without one); CodePinLocked a patron's PIN locked after too many
-	// wrong ones.
+	// wrong ones; CodePinBusy one refused unchecked for a moment while as
+	// many others of the patron's are being checked as the limit lets be.
 	CodePinInvalid = "PIN_INVALID"
 	CodePinLocked  = "PIN_LOCKED"
+	CodePinBusy    = "PIN_BUSY"
 	// CodeTooManyRequests is a caller over its rate (patron summaries per
 	// kiosk account and address).
 	CodeTooManyRequests       = "TOO_MANY_REQUESTS"

@@ -117,7 +117,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		AccessTTL: cfg.LoginAccessTTL, RefreshTTL: cfg.LoginRefreshTTL,
 		MaxFailures: cfg.LoginMaxFailures, MaxAddressFailures: cfg.LoginMaxAddressFailures,
 		FailureWindow: cfg.LoginLockout, Lockout: cfg.LoginLockout,
-		AccountRate: cfg.LoginAccountRate, KnownFor: cfg.LoginKnownFor, Hashes: loginHashes,
+		AccountRate: cfg.LoginAccountRate, KnownFor: cfg.LoginKnownFor, Hashes: loginHashes, BusyWait: cfg.LoginBusyWait,
 		Checked: metrics.SecretChecked, Refused: metrics.AttemptRefused}
 	// Patrons' PINs are kept whether or not people sign in here: a
 	// self-check machine asks for them either way.
@@ -205,7 +205,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 
 	sweeper := postgres.NewSweeper(db, logger, postgres.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted, OnPass: metrics.SweeperPass,
 		History: cfg.LockHistory, Retention: cfg.LockHistoryRetention, MaxEvents: cfg.LockHistoryMaxEvents,
-		KnownFor: cfg.LoginKnownFor})
+		KnownFor: cfg.LoginKnownFor, LoginWindow: cfg.LoginLockout})
 	wg.Add(2)
 	go func() {
 		defer wg.Done()

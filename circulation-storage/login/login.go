@@ -1,9 +1,11 @@
 // Package login is FOLIO's login for the tenant's accounts: passwords
 // hashed with argon2id, sign-in that answers the same whether the name or
 // the password was wrong, attempts counted before they are checked (so
-// that a burst of guesses gets no more checks than the limits allow), and
-// failures that lock the account at one client address, or the address,
-// for a while, while an account's failures elsewhere only slow it down;
+// that a burst of guesses gets no more wrong secrets checked than the
+// limits allow, while a crowd of right ones all get in, each in its
+// turn), and wrong secrets that lock the account at one client address,
+// or the address, for a while, while an account's failures elsewhere only
+// slow it down;
 // sessions whose access tokens hold the account's roles' permissions (the
 // tokens both services verify in jwt mode) and whose refresh tokens are
 // rotated on use; a session ends on logout, when a refresh token is used
@@ -20,7 +22,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -39,12 +40,14 @@ type Account struct {
 	Roles        []string
 }
 
-// Limit is one count an attempt is held to: at most Max attempts counted
-// on Key within Window of the first. The attempt that reaches Max locks
-// Key for Lockout (zero: until the window ends), and while Key is locked
-// or at Max every attempt is refused before anything is checked. An
-// attempt that succeeds gives its count back, so only what failed (or is
-// still being checked) stays counted.
+// Limit is one count an attempt is held to: at most Max wrong secrets
+// counted on Key within Window of the first, together with the attempts
+// on Key being checked now. The wrong secret that reaches Max locks Key
+// for Lockout (zero: until the window ends); while Key is locked every
+// attempt is refused unchecked, and while its wrong secrets and the
+// attempts being checked fill Max, an attempt waits its turn (or is
+// refused unchecked, busy, when no turn comes soon enough). A right
+// secret costs nothing: its turn ends and leaves the count as it was.
 type Limit struct {
 	Key     string
 	Max     int
@@ -52,43 +55,112 @@ type Limit struct {
 	Lockout time.Duration
 }
 
-// Count is a key's count as kept: the attempts counted since FirstAt
-// that did not succeed (or are still being checked), and the end of the
-// lock they set, if any.
+// Count is a key's count as kept: the wrong secrets counted since
+// FirstAt, the end of the lock they set, if any, and the attempts
+// admitted and not yet settled (Checking, the last admitted at
+// CheckingAt).
 type Count struct {
 	Failures    int
 	FirstAt     time.Time
 	LockedUntil *time.Time
+	Checking    int
+	CheckingAt  time.Time
 }
 
-// Decide is what one attempt held to l does to its key's count c at now:
-// the count with the attempt in it, or, when the key is locked or full,
-// c as it was and how long until the key lets attempts in again. A window
-// that has passed, or a lock that has, starts the count again. The
-// attempt that fills the count locks the key at once: it is still checked,
-// and gives the lock back if it succeeds (Store.Succeed).
-func Decide(l Limit, c Count, now time.Time) (Count, time.Duration) {
-	if c.LockedUntil != nil {
-		if c.LockedUntil.After(now) {
-			return c, c.LockedUntil.Sub(now)
-		}
-		c = Count{FirstAt: now}
+// Verdict is what an attempt's count says of it before its secret is
+// checked.
+type Verdict int
+
+const (
+	// Admitted: the attempt is counted among those being checked, and
+	// its secret may be checked.
+	Admitted Verdict = iota
+	// Busy: the key's wrong secrets and the attempts being checked fill
+	// its limit; the attempt is not counted, and may try again when one
+	// of those being checked has ended.
+	Busy
+	// Locked: wrong secrets lock the key; the attempt is not counted.
+	Locked
+)
+
+// Outcome is how an admitted attempt ended.
+type Outcome int
+
+const (
+	// Right: its secret was checked and matched.
+	Right Outcome = iota
+	// Wrong: its secret was checked and did not match.
+	Wrong
+	// Unchecked: its secret was never checked (the database failed, the
+	// caller went away, another count refused it).
+	Unchecked
+)
+
+// MaxCheck bounds an admitted attempt's check; an attempt admitted more
+// than twice as long ago is taken to have ended with the instance that
+// checked it (stopped mid-check, before it settled), and its place is
+// given to others.
+const MaxCheck = 15 * time.Second
+
+// BusyRetry is how soon an attempt refused busy may try again: by then
+// the attempts being checked, a hash each, have ended.
+const BusyRetry = time.Second
+
+// fresh is c with what has passed at now forgotten: a lock or window that
+// ended starts the count of wrong secrets again, and attempts admitted
+// longer ago than an attempt can last no longer hold places.
+func fresh(l Limit, c Count, now time.Time) Count {
+	if c.LockedUntil != nil && !c.LockedUntil.After(now) {
+		c.Failures, c.FirstAt, c.LockedUntil = 0, now, nil
 	}
-	if now.Sub(c.FirstAt) >= l.Window {
-		c = Count{FirstAt: now}
+	if c.LockedUntil == nil && now.Sub(c.FirstAt) >= l.Window {
+		c.Failures, c.FirstAt = 0, now
 	}
-	if c.Failures >= l.Max {
-		return c, c.FirstAt.Add(l.Window).Sub(now)
+	if c.Checking > 0 && now.Sub(c.CheckingAt) >= 2*MaxCheck {
+		c.Checking = 0
+	}
+	return c
+}
+
+// Admit is what one attempt held to l does to its key's count c at now,
+// before its secret is checked: the count with the attempt among those
+// being checked (Admitted), or c as it was and the verdict with how long
+// until the key may let it in (Locked: the lock's end; Busy: BusyRetry).
+func Admit(l Limit, c Count, now time.Time) (Count, Verdict, time.Duration) {
+	c = fresh(l, c, now)
+	switch {
+	case c.LockedUntil != nil:
+		return c, Locked, c.LockedUntil.Sub(now)
+	case c.Failures >= l.Max:
+		// Full of wrong secrets without a lock (the limit was lowered
+		// since): refused to the window's end.
+		return c, Locked, c.FirstAt.Add(l.Window).Sub(now)
+	case c.Failures+c.Checking >= l.Max:
+		return c, Busy, BusyRetry
+	}
+	c.Checking++
+	c.CheckingAt = now
+	return c, Admitted, 0
+}
+
+// Settle is what an admitted attempt's outcome does to its key's count c
+// at now: its place among those being checked is given up, and a wrong
+// secret is counted, the one that reaches Max locking the key.
+func Settle(l Limit, c Count, o Outcome, now time.Time) Count {
+	c = fresh(l, c, now)
+	c.Checking = max(c.Checking-1, 0)
+	if o != Wrong {
+		return c
 	}
 	c.Failures++
-	if c.Failures >= l.Max {
+	if c.Failures >= l.Max && c.LockedUntil == nil {
 		until := c.FirstAt.Add(l.Window)
 		if l.Lockout > 0 {
 			until = now.Add(l.Lockout)
 		}
 		c.LockedUntil = &until
 	}
-	return c, 0
+	return c
 }
 
 // Store keeps accounts, password hashes, counted attempts, sessions and
@@ -103,21 +175,16 @@ type Store interface {
 	// SetHash replaces the account's password hash; KindNotFound when
 	// there is no such account.
 	SetHash(ctx context.Context, tenant, accountID, hash string) error
-	// Count counts one attempt against every limit, atomically: all of
-	// them counted, or none when any is locked or at its maximum, and
-	// then wait is how long until the last of those lets attempts in
-	// again. Nothing else may decide on these counts between reading and
-	// counting them. filled lists the keys whose count this attempt
-	// filled (locking them).
-	Count(ctx context.Context, tenant string, limits []Limit) (wait time.Duration, filled []string, err error)
-	// Succeed settles a counted attempt whose secret matched, atomically:
-	// unless guard ("" for none) is locked by a count other attempts
-	// filled while this one was checked (filledGuard says whether this
-	// one filled it), the attempt's count is given back on each limit,
-	// lifting the locks it set, signedIn (when not "") is recorded as
-	// signed in now, and granted is true. Otherwise nothing changes: the
-	// attempt stays counted, as a failure.
-	Succeed(ctx context.Context, tenant string, limits []Limit, guard string, filledGuard bool, signedIn string) (granted bool, err error)
+	// Count admits one attempt on every limit, atomically (Admit): on
+	// all of them, or on none when any is locked or busy, and then the
+	// verdict is the worst of theirs (Locked before Busy) with the longest
+	// wait of those. Nothing else may decide on these counts between
+	// reading and counting them.
+	Count(ctx context.Context, tenant string, limits []Limit) (Verdict, time.Duration, error)
+	// Settle records an admitted attempt's outcome on every limit,
+	// atomically (Settle); a Right outcome also records signedIn (when
+	// not "") as signed in now.
+	Settle(ctx context.Context, tenant string, limits []Limit, o Outcome, signedIn string) error
 	// SignedIn says whether key signed in within the last d.
 	SignedIn(ctx context.Context, tenant, key string, d time.Duration) (bool, error)
 	// Forget clears key's count.
@@ -167,11 +234,14 @@ type Config struct {
 	// Hashes bounds the password hashes computed at once (each holds
 	// argon2's memory, 19 MiB).
 	Hashes int
+	// BusyWait is how long an attempt waits for its turn while its key is
+	// busy (Busy) before it is refused unchecked, busy.
+	BusyWait time.Duration
 	// Checked, when set, is told of every secret checked ("password" or
 	// "pin") and whether it matched; Refused of every attempt refused
-	// before it was checked.
+	// before it was checked, and why ("locked" or "busy").
 	Checked func(kind string, matched bool)
-	Refused func(kind string)
+	Refused func(kind, why string)
 }
 
 // Service signs people in.
@@ -183,63 +253,8 @@ type Service struct {
 	// dummy is a hash checked when no account matches, so that a wrong
 	// name takes as long as a wrong password.
 	dummy string
-
-	// arrivals are the attempts on each guarded key (a pair, a patron's
-	// PIN) this instance is handling now, by tenant and key: an entry
-	// lives while one is.
-	mu       sync.Mutex
-	arrivals map[string]*arrival
-}
-
-// arrival is the attempts on one guarded key in progress here: how many
-// have arrived in all (each attempt's number) and how many are in
-// progress.
-type arrival struct {
-	seq      uint64
-	inFlight int
-}
-
-// attempt is one attempt on a guarded key in progress: before is how many
-// others were in progress when it arrived, and seq its number.
-type attempt struct {
-	key    string
-	seq    uint64
-	before int
-}
-
-// arrive records an attempt on key arriving, before anything else is done
-// for it.
-func (s *Service) arrive(key string) attempt {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a := s.arrivals[key]
-	if a == nil {
-		a = &arrival{}
-		s.arrivals[key] = a
-	}
-	a.seq++
-	a.inFlight++
-	return attempt{key: key, seq: a.seq, before: a.inFlight - 1}
-}
-
-// others is how many other attempts on at's key were in progress here at
-// some time while at was: those in progress when it arrived and those
-// that arrived since.
-func (s *Service) others(at attempt) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return at.before + int(s.arrivals[at.key].seq-at.seq)
-}
-
-// leave records the end of an attempt.
-func (s *Service) leave(at attempt) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if a := s.arrivals[at.key]; a != nil {
-		if a.inFlight--; a.inFlight <= 0 {
-			delete(s.arrivals, at.key)
-		}
-	}
+	// turns are the attempts waiting here for a turn on a busy key.
+	turns *turns
 }
 
 // New returns the login service.
@@ -248,9 +263,9 @@ func New(store Store, cfg Config) *Service {
 		cfg.Checked = func(string, bool) {}
 	}
 	if cfg.Refused == nil {
-		cfg.Refused = func(string) {}
+		cfg.Refused = func(string, string) {}
 	}
-	s := &Service{store: store, cfg: cfg, hashes: make(chan struct{}, max(1, cfg.Hashes)), now: time.Now, arrivals: map[string]*arrival{}}
+	s := &Service{store: store, cfg: cfg, hashes: make(chan struct{}, max(1, cfg.Hashes)), now: time.Now, turns: newTurns(maxTurns)}
 	s.dummy, _ = s.hash(context.Background(), "not a password of anyone's")
 	return s
 }
@@ -366,78 +381,175 @@ func (s *Service) limits(ctx context.Context, tenant, username, address string) 
 }
 
 // Login signs username in with password, from address: the tokens, or
-// Failed, or a lock (KindTooManyRequests) while too many attempts lock the
-// pair, the address or, from an address the account has not signed in
-// from, the account.
+// Failed, or, unchecked, a lock (KindTooManyRequests, LOGIN_LOCKED)
+// while wrong passwords lock the pair, the address or, from an address
+// the account has not signed in from, the account, or busy
+// (KindTooManyRequests, LOGIN_BUSY) when no turn came within BusyWait.
 //
-// The attempt is counted before the password is checked (Store.Count),
-// and refused without a check when a count is full: a burst of guesses at
-// once has no more of them checked than the limits allow, whatever their
-// order. A success gives its own count back; a failure leaves it; and the
-// right password in a burst from its pair larger than MaxFailures (as this
-// instance saw it arrive), or in one that filled the pair's count while it
-// was checked (Store.Succeed), is refused as locked: a burst of guesses
-// opens nothing, whatever is among them.
+// The attempt is counted before the password is checked (Store.Count):
+// at most the limit's attempts of a pair are checked at once, and a
+// wrong password ends its turn as a failure, a right one as nothing.
+// However many arrive together, no more wrong passwords of a pair are
+// checked than its limit, and every right one is let in once its turn
+// comes: kiosks behind one address signing in together all get in. What
+// a refused attempt is told depends on the counts alone, never on its
+// password.
 func (s *Service) Login(ctx context.Context, tenant, username, password, address string) (Tokens, error) {
 	// As accounts compare names: a variant of a username is the username,
 	// for its counts as for its account.
 	username = schemas.NormalUsername(username)
-	at := s.arrive(tenant + "\x00" + pairKey(address, username))
-	defer s.leave(at)
 	limits, err := s.limits(ctx, tenant, username, address)
 	if err != nil {
 		return Tokens{}, err
 	}
-	wait, filled, err := s.store.Count(ctx, tenant, limits)
-	if err != nil {
+	pair := limits[0].Key
+	queue := tenant + "\x00" + pair
+	if err := s.admit(ctx, tenant, queue, "password", limits); err != nil {
 		return Tokens{}, err
 	}
-	if wait > 0 {
-		s.cfg.Refused("password")
-		return Tokens{}, locked(wait)
-	}
-	pair := limits[0].Key
-	a, hash, found, err := s.store.Account(ctx, tenant, username)
+	defer s.turns.wake(queue)
+	// The check is bounded, so that the attempt's place is given up in
+	// time (MaxCheck), and settled whatever becomes of the caller.
+	check, cancel := context.WithTimeout(ctx, MaxCheck)
+	defer cancel()
+	a, hash, found, err := s.store.Account(check, tenant, username)
 	if err != nil {
-		return Tokens{}, s.unchecked(ctx, tenant, limits, err)
+		return Tokens{}, s.settle(ctx, tenant, limits, Unchecked, "", err)
 	}
 	if !found || hash == "" {
 		hash = s.dummy
 	}
-	ok, err := s.matches(ctx, password, hash)
+	ok, err := s.matches(check, password, hash)
 	if err != nil {
-		return Tokens{}, s.unchecked(ctx, tenant, limits, err)
+		return Tokens{}, s.settle(ctx, tenant, limits, Unchecked, "", err)
 	}
 	ok = ok && found && a.Active
 	s.cfg.Checked("password", ok)
 	if !ok {
-		return Tokens{}, Failed()
+		return Tokens{}, s.settle(ctx, tenant, limits, Wrong, "", Failed())
 	}
-	// The right password, but in a burst from the same place larger than
-	// the limit, or one that filled the pair's count (at any instance)
-	// while it was checked: a guess among guesses, which opens nothing and
-	// stays counted.
-	granted := s.others(at) < s.cfg.MaxFailures
-	if granted {
-		if granted, err = s.store.Succeed(ctx, tenant, limits, pair, slices.Contains(filled, pair), pair); err != nil {
-			return Tokens{}, err
-		}
-	}
-	if !granted {
-		s.cfg.Refused("password")
-		return Tokens{}, locked(s.cfg.Lockout)
+	if err := s.settle(ctx, tenant, limits, Right, pair, nil); err != nil {
+		return Tokens{}, err
 	}
 	return s.issue(ctx, tenant, a)
 }
 
-// unchecked gives back the count of an attempt whose secret was never
-// checked (the database failed, the caller went away) and returns err:
-// only a check that was made is a guess.
-func (s *Service) unchecked(ctx context.Context, tenant string, limits []Limit, err error) error {
-	if _, gerr := s.store.Succeed(context.WithoutCancel(ctx), tenant, limits, "", false, ""); gerr != nil {
-		return errors.Join(err, gerr)
+// admit counts an attempt in on each group of limits in turn (Store.Count:
+// each group all or nothing, the groups before given back when a later
+// one refuses), waiting while a key is busy for a turn on queue (woken
+// when an attempt on it here settles; the first in line looks again every
+// turnPoll, for places given up at other instances) until BusyWait has
+// passed. nil when
+// it is admitted on every group; otherwise the refusal, the same whatever
+// its secret: locked, or busy.
+func (s *Service) admit(ctx context.Context, tenant, queue, kind string, groups ...[]Limit) error {
+	deadline := s.now().Add(s.cfg.BusyWait)
+	// front: the attempt was woken, or was first in the line when it
+	// looked again: it goes back to the front.
+	woken, front := false, false
+	// An attempt that finds others waiting here joins the line without
+	// looking: their turns come first, and a crowd arriving together
+	// waits without queueing at the count's row ahead of the attempts
+	// that would settle there.
+	look := !s.turns.queued(queue)
+	for {
+		v, wait, err := Busy, time.Duration(0), error(nil)
+		if look {
+			v, wait, err = s.countAll(ctx, tenant, groups)
+		}
+		look = true
+		if err != nil {
+			return err
+		}
+		if v != Busy {
+			if front {
+				// What let this attempt in, or locked it out, may do the
+				// same for the next, which looks in its place.
+				s.turns.wake(queue)
+			}
+			if v == Locked {
+				s.cfg.Refused(kind, "locked")
+				return lockedAnswer(kind, wait)
+			}
+			return nil
+		}
+		left := deadline.Sub(s.now())
+		var turn chan struct{}
+		first, joined := false, false
+		if left > 0 {
+			turn, first, joined = s.turns.join(queue, front)
+		}
+		if !joined {
+			if front {
+				s.turns.wake(queue)
+			}
+			s.cfg.Refused(kind, "busy")
+			return busyAnswer(kind)
+		}
+		if first {
+			left = min(left, turnPoll)
+		}
+		if woken, err = s.turns.await(ctx, queue, turn, left); err != nil {
+			return err
+		}
+		front = woken || first
 	}
-	return err
+}
+
+// countAll counts an attempt in on every group, in order: Admitted on
+// all, or the first refusal, with the groups counted before it given back
+// (Unchecked).
+func (s *Service) countAll(ctx context.Context, tenant string, groups [][]Limit) (Verdict, time.Duration, error) {
+	for i, g := range groups {
+		v, wait, err := s.store.Count(ctx, tenant, g)
+		if err == nil && v == Admitted {
+			continue
+		}
+		var before []Limit
+		for _, counted := range groups[:i] {
+			before = append(before, counted...)
+		}
+		if len(before) > 0 {
+			if serr := s.store.Settle(context.WithoutCancel(ctx), tenant, before, Unchecked, ""); serr != nil {
+				err = errors.Join(err, serr)
+			}
+		}
+		return v, wait, err
+	}
+	return Admitted, 0, nil
+}
+
+// settle records an admitted attempt's outcome and returns answer; an
+// error settling is joined to it. It is done whatever becomes of the
+// caller: an attempt's place is given back.
+func (s *Service) settle(ctx context.Context, tenant string, limits []Limit, o Outcome, signedIn string, answer error) error {
+	if err := s.store.Settle(context.WithoutCancel(ctx), tenant, limits, o, signedIn); err != nil {
+		if answer == nil {
+			return err
+		}
+		return errors.Join(answer, err)
+	}
+	return answer
+}
+
+// lockedAnswer and busyAnswer are the refusals of an attempt unchecked, a
+// sign-in's or a PIN's (kind).
+func lockedAnswer(kind string, wait time.Duration) *errs.Error {
+	if kind == "pin" {
+		return pinLocked(wait)
+	}
+	return locked(wait)
+}
+
+func busyAnswer(kind string) *errs.Error {
+	code, what := schemas.CodeLoginBusy, "sign-ins"
+	if kind == "pin" {
+		code, what = schemas.CodePinBusy, "PINs"
+	}
+	e := errs.Errorf(errs.KindTooManyRequests, code, "As many %s from here as can be checked at once are being checked: try again in %d s",
+		what, int(BusyRetry.Seconds()))
+	e.RetryAfter = BusyRetry
+	return e
 }
 
 // locked is the answer while failures lock the sign-in.
@@ -610,9 +722,10 @@ func (s *Service) SetPin(ctx context.Context, tenant, patronID, pin string) erro
 // from address: nil when it matches; PIN_INVALID when it does not or the
 // patron has none; PIN_LOCKED (KindTooManyRequests) while MaxFailures
 // wrong ones for the patron, or MaxAddressFailures from the address,
-// within FailureWindow lock it, for Lockout. Like a sign-in, the attempt is
-// counted before the PIN is checked, and a success gives its counts back,
-// unless other guesses filled the patron's count while it was checked.
+// within FailureWindow lock it, for Lockout; PIN_BUSY when no turn came
+// within BusyWait. Like a sign-in, the attempt is counted before the PIN
+// is checked, a wrong one ends its turn as a failure and a right one as
+// nothing.
 //
 // The address is counted first, alone: guesses at made-up patrons from one
 // address stop at its limit, without a count of their own for each beyond
@@ -621,57 +734,33 @@ func (s *Service) SetPin(ctx context.Context, tenant, patronID, pin string) erro
 // the address counts is the PINs checked from it.
 func (s *Service) VerifyPin(ctx context.Context, tenant, patronID, pin, address string) error {
 	key := pinKey(patronID)
-	at := s.arrive(tenant + "\x00" + key)
-	defer s.leave(at)
+	queue := tenant + "\x00" + key
 	byAddress := []Limit{{Key: pinAddressKey(address), Max: s.cfg.MaxAddressFailures, Window: s.cfg.FailureWindow, Lockout: s.cfg.Lockout}}
-	wait, _, err := s.store.Count(ctx, tenant, byAddress)
-	if err != nil {
+	byPatron := []Limit{{Key: key, Max: s.cfg.MaxFailures, Window: s.cfg.FailureWindow, Lockout: s.cfg.Lockout}}
+	if err := s.admit(ctx, tenant, queue, "pin", byAddress, byPatron); err != nil {
 		return err
 	}
-	if wait > 0 {
-		s.cfg.Refused("pin")
-		return pinLocked(wait)
-	}
-	byPatron := []Limit{{Key: key, Max: s.cfg.MaxFailures, Window: s.cfg.FailureWindow, Lockout: s.cfg.Lockout}}
+	defer s.turns.wake(queue)
 	limits := append(slices.Clone(byPatron), byAddress...)
-	wait, filled, err := s.store.Count(ctx, tenant, byPatron)
+	check, cancel := context.WithTimeout(ctx, MaxCheck)
+	defer cancel()
+	hash, found, err := s.store.PinHash(check, tenant, patronID)
 	if err != nil {
-		return s.unchecked(ctx, tenant, byAddress, err)
-	}
-	if wait > 0 {
-		// Refused unchecked: not a guess from the address either.
-		s.cfg.Refused("pin")
-		return s.unchecked(ctx, tenant, byAddress, pinLocked(wait))
-	}
-	hash, found, err := s.store.PinHash(ctx, tenant, patronID)
-	if err != nil {
-		return s.unchecked(ctx, tenant, limits, err)
+		return s.settle(ctx, tenant, limits, Unchecked, "", err)
 	}
 	if !found {
 		hash = s.dummy
 	}
-	ok, err := s.matches(ctx, pin, hash)
+	ok, err := s.matches(check, pin, hash)
 	if err != nil {
-		return s.unchecked(ctx, tenant, limits, err)
+		return s.settle(ctx, tenant, limits, Unchecked, "", err)
 	}
 	ok = ok && found
 	s.cfg.Checked("pin", ok)
 	if !ok {
-		return errs.Errorf(errs.KindInvalid, schemas.CodePinInvalid, "Wrong PIN")
+		return s.settle(ctx, tenant, limits, Wrong, "", errs.Errorf(errs.KindInvalid, schemas.CodePinInvalid, "Wrong PIN"))
 	}
-	// The right PIN in a burst of guesses larger than the limit, or one
-	// that filled the count while it was checked, opens nothing either.
-	granted := s.others(at) < s.cfg.MaxFailures
-	if granted {
-		if granted, err = s.store.Succeed(ctx, tenant, limits, key, slices.Contains(filled, key), ""); err != nil {
-			return err
-		}
-	}
-	if !granted {
-		s.cfg.Refused("pin")
-		return pinLocked(s.cfg.Lockout)
-	}
-	return nil
+	return s.settle(ctx, tenant, limits, Right, "", nil)
 }
 
 // pinLocked is the answer while wrong PINs lock a patron's PIN.

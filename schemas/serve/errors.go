@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -112,8 +111,7 @@ func ErrorHandler(logger *slog.Logger, realm string, maxBody int64) echo.HTTPErr
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="`+realm+`"`)
 		}
 		if retryAfter > 0 {
-			// Retry-After is whole seconds; round up so a client never comes back early.
-			c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter.Seconds()))))
+			errhttp.SetRetryAfter(c.Response().Header(), retryAfter)
 		}
 		if err := c.JSON(status, body); err != nil {
 			logger.WarnContext(ctx, "write error response", slog.Any("error", err))

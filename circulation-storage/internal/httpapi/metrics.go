@@ -117,8 +117,8 @@ func NewMetrics() *Metrics {
 		}, []string{"kind", "result"}),
 		attemptsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "login_attempts_refused_total",
-			Help: "Sign-ins and PIN checks refused before anything was checked, because a count was full, by kind (password, pin).",
-		}, []string{"kind"}),
+			Help: "Sign-ins and PIN checks refused before anything was checked, by kind (password, pin) and reason: locked (wrong secrets lock their count) or busy (no turn came while as many others were being checked as the count lets be).",
+		}, []string{"kind", "reason"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -130,7 +130,8 @@ func NewMetrics() *Metrics {
 	for _, kind := range []string{"password", "pin"} {
 		m.secretsChecked.WithLabelValues(kind, "match")
 		m.secretsChecked.WithLabelValues(kind, "mismatch")
-		m.attemptsRefused.WithLabelValues(kind)
+		m.attemptsRefused.WithLabelValues(kind, "locked")
+		m.attemptsRefused.WithLabelValues(kind, "busy")
 	}
 	for _, t := range storage.EventTypes {
 		m.lockEvents.WithLabelValues(string(t))
@@ -158,7 +159,7 @@ func (m *Metrics) SecretChecked(kind string, matched bool) {
 }
 
 // AttemptRefused counts an attempt refused unchecked (login.Config.Refused).
-func (m *Metrics) AttemptRefused(kind string) { m.attemptsRefused.WithLabelValues(kind).Inc() }
+func (m *Metrics) AttemptRefused(kind, reason string) { m.attemptsRefused.WithLabelValues(kind, reason).Inc() }
 
 // Waiters implements storage.WaitObserver.
 func (m *Metrics) Waiters(delta int) { m.waiters.Add(float64(delta)) }

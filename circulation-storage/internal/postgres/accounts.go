@@ -43,26 +43,17 @@ SELECT $1, k, 0, now() FROM unnest($2::text[]) AS k ORDER BY k
 ON CONFLICT (tenant_id, key) DO UPDATE SET failures = f.failures`, tableLoginFailure)
 	// countsSQL reads the counts of keys ($2), which ensureCountsSQL
 	// locked, with the transaction's time.
-	countsSQL = withTables(`SELECT key, failures, first_at, locked_until, now() FROM %s
+	countsSQL = withTables(`SELECT key, failures, first_at, locked_until, checking, coalesce(checking_at, first_at), now() FROM %s
  WHERE tenant_id = $1 AND key = ANY($2::text[])`, tableLoginFailure)
-	// setCountsSQL stores the counts decided.
-	setCountsSQL = withTables(`UPDATE %s AS f SET failures = n.failures, first_at = n.first_at, locked_until = n.locked_until
-  FROM unnest($2::text[], $3::integer[], $4::timestamptz[], $5::timestamptz[]) AS n(key, failures, first_at, locked_until)
- WHERE f.tenant_id = $1 AND f.key = n.key`, tableLoginFailure)
-	// lockCountsSQL locks the rows of keys ($2), in key order as Count
-	// locks them, and reads whether each is locked now.
-	lockCountsSQL = withTables(`SELECT key, locked_until > now() FROM %s
- WHERE tenant_id = $1 AND key = ANY($2::text[]) ORDER BY key FOR UPDATE`, tableLoginFailure)
-	// giveBackSQL takes a succeeded attempt's count off each key ($2,
-	// with its maximum in $3, rows locked by lockCountsSQL), lifting the
-	// lock when the count falls below the maximum, and records the
-	// success of the key in $4.
-	giveBackSQL = withTables(`UPDATE %s AS f SET
-    failures = greatest(f.failures - 1, 0),
-    locked_until = CASE WHEN f.failures - 1 < k.max THEN NULL ELSE f.locked_until END,
-    succeeded_at = CASE WHEN f.key = $4 THEN now() ELSE f.succeeded_at END
-  FROM unnest($2::text[], $3::integer[]) AS k(key, max)
- WHERE f.tenant_id = $1 AND f.key = k.key`, tableLoginFailure)
+	// setCountsSQL stores the counts decided, and marks the key
+	// @signed_in (when it is one of them) signed in now.
+	setCountsSQL = withTables(`UPDATE %s AS f SET failures = n.failures, first_at = n.first_at, locked_until = n.locked_until,
+    checking = n.checking, checking_at = n.checking_at,
+    succeeded_at = CASE WHEN f.key = @signed_in THEN now() ELSE f.succeeded_at END
+  FROM unnest(@keys::text[], @failures::integer[], @first_at::timestamptz[], @locked_until::timestamptz[],
+              @checking::integer[], @checking_at::timestamptz[])
+       AS n(key, failures, first_at, locked_until, checking, checking_at)
+ WHERE f.tenant_id = @tenant AND f.key = n.key`, tableLoginFailure)
 	signedInSQL = withTables(`SELECT EXISTS (SELECT FROM %s WHERE tenant_id = $1 AND key = $2
    AND succeeded_at > now() - $3::double precision * interval '1 second')`, tableLoginFailure)
 	setPinSQL = withTables(`INSERT INTO %[1]s (tenant_id, patron_id, hash)
@@ -181,20 +172,61 @@ func (s *Accounts) SetHash(ctx context.Context, tenant, accountID, hash string) 
 // Count implements login.Store: in one transaction, the rows of the
 // limits' keys are made if missing and locked in key order (so that
 // attempts on the same keys queue, and attempts on overlapping keys
-// cannot deadlock), the counts decided (login.Decide), and stored only
-// when every limit let the attempt in. Nothing is checked before the
-// attempt is counted: the caller checks the secret after Count returns.
-func (s *Accounts) Count(ctx context.Context, tenant string, limits []login.Limit) (time.Duration, []string, error) {
+// cannot deadlock), each limit's verdict decided (login.Admit), and the
+// counts stored only when every limit admitted the attempt. Nothing is
+// checked before the attempt is counted: the caller checks the secret
+// after Count returns.
+func (s *Accounts) Count(ctx context.Context, tenant string, limits []login.Limit) (login.Verdict, time.Duration, error) {
+	var verdict login.Verdict
+	var wait time.Duration
+	err := s.decide(ctx, tenant, limits, "", func(limits []login.Limit, counts []login.Count, now time.Time) bool {
+		verdict, wait = login.Admitted, 0
+		for i, l := range limits {
+			var v login.Verdict
+			var w time.Duration
+			counts[i], v, w = login.Admit(l, counts[i], now)
+			if v > verdict || (v == verdict && w > wait) {
+				verdict, wait = v, w
+			}
+		}
+		return verdict == login.Admitted
+	})
+	if err != nil {
+		return login.Admitted, 0, err
+	}
+	return verdict, wait, nil
+}
+
+// Settle implements login.Store: in one transaction, the rows locked in
+// key order (as Count locks them, made again if the sweeper took them
+// meanwhile), the outcome settled on each (login.Settle) and stored.
+func (s *Accounts) Settle(ctx context.Context, tenant string, limits []login.Limit, o login.Outcome, signedIn string) error {
+	if o != login.Right {
+		signedIn = ""
+	}
+	return s.decide(ctx, tenant, limits, signedIn, func(limits []login.Limit, counts []login.Count, now time.Time) bool {
+		for i, l := range limits {
+			counts[i] = login.Settle(l, counts[i], o, now)
+		}
+		return true
+	})
+}
+
+// decide runs one decision on the counts of limits' keys: their rows
+// made if missing and locked in key order, read, and handed to next with
+// the transaction's time, to be changed in place; what next leaves is
+// stored when it returns true, signedIn (when not "") marked signed in
+// with it. The transaction may run again (a serialisation failure), and
+// next with it.
+func (s *Accounts) decide(ctx context.Context, tenant string, limits []login.Limit, signedIn string,
+	next func(limits []login.Limit, counts []login.Count, now time.Time) (store bool)) error {
 	limits = slices.Clone(limits)
 	slices.SortFunc(limits, func(a, b login.Limit) int { return strings.Compare(a.Key, b.Key) })
 	keys := make([]string, len(limits))
 	for i, l := range limits {
 		keys[i] = l.Key
 	}
-	var wait time.Duration
-	var filled []string
-	err := s.db.inTx(ctx, storage.Tenant(tenant), func(tx pgx.Tx) error {
-		wait, filled = 0, nil
+	return s.db.inTx(ctx, storage.Tenant(tenant), func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, ensureCountsSQL, tenant, keys); err != nil {
 			return interpret(err, "")
 		}
@@ -202,88 +234,38 @@ func (s *Accounts) Count(ctx context.Context, tenant string, limits []login.Limi
 		if err != nil {
 			return interpret(err, "")
 		}
-		counts := map[string]login.Count{}
+		byKey := map[string]login.Count{}
 		var now time.Time
 		for rows.Next() {
 			var key string
 			var c login.Count
-			if err := rows.Scan(&key, &c.Failures, &c.FirstAt, &c.LockedUntil, &now); err != nil {
+			if err := rows.Scan(&key, &c.Failures, &c.FirstAt, &c.LockedUntil, &c.Checking, &c.CheckingAt, &now); err != nil {
 				rows.Close()
 				return interpret(err, "")
 			}
-			counts[key] = c
+			byKey[key] = c
 		}
 		if err := rows.Err(); err != nil {
 			return interpret(err, "")
 		}
-		next := make([]login.Count, len(limits))
+		counts := make([]login.Count, len(limits))
 		for i, l := range limits {
-			n, w := login.Decide(l, counts[l.Key], now)
-			next[i], wait = n, max(wait, w)
-			if w == 0 && n.LockedUntil != nil {
-				filled = append(filled, l.Key)
-			}
+			counts[i] = byKey[l.Key]
 		}
-		if wait > 0 {
+		if !next(limits, counts, now) {
 			return nil
 		}
-		failures := make([]int, len(next))
-		firsts := make([]time.Time, len(next))
-		locks := make([]*time.Time, len(next))
-		for i, n := range next {
-			failures[i], firsts[i], locks[i] = n.Failures, n.FirstAt, n.LockedUntil
+		n := len(counts)
+		failures, checking := make([]int, n), make([]int, n)
+		firsts, checkingAt := make([]time.Time, n), make([]time.Time, n)
+		locks := make([]*time.Time, n)
+		for i, c := range counts {
+			failures[i], firsts[i], locks[i], checking[i], checkingAt[i] = c.Failures, c.FirstAt, c.LockedUntil, c.Checking, c.CheckingAt
 		}
-		_, err = tx.Exec(ctx, setCountsSQL, tenant, keys, failures, firsts, locks)
+		_, err = tx.Exec(ctx, setCountsSQL, pgx.StrictNamedArgs{"tenant": tenant, "keys": keys, "failures": failures,
+			"first_at": firsts, "locked_until": locks, "checking": checking, "checking_at": checkingAt, "signed_in": signedIn})
 		return interpret(err, "")
 	})
-	if wait > 0 {
-		filled = nil
-	}
-	return wait, filled, err
-}
-
-// Succeed implements login.Store: in one transaction, the rows are
-// locked in key order (as Count locks them), the guard read, and the
-// count given back unless the guard is locked and this attempt did not
-// lock it.
-func (s *Accounts) Succeed(ctx context.Context, tenant string, limits []login.Limit, guard string, filledGuard bool, signedIn string) (bool, error) {
-	keys := make([]string, len(limits))
-	maxes := make([]int, len(limits))
-	for i, l := range limits {
-		keys[i], maxes[i] = l.Key, l.Max
-	}
-	var granted bool
-	err := s.db.inTx(ctx, storage.Tenant(tenant), func(tx pgx.Tx) error {
-		granted = false
-		rows, err := tx.Query(ctx, lockCountsSQL, tenant, keys)
-		if err != nil {
-			return interpret(err, "")
-		}
-		filledByOthers := false
-		for rows.Next() {
-			var key string
-			var locked *bool
-			if err := rows.Scan(&key, &locked); err != nil {
-				rows.Close()
-				return interpret(err, "")
-			}
-			if key == guard && locked != nil && *locked && !filledGuard {
-				filledByOthers = true
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return interpret(err, "")
-		}
-		if filledByOthers {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, giveBackSQL, tenant, keys, maxes, signedIn); err != nil {
-			return interpret(err, "")
-		}
-		granted = true
-		return nil
-	})
-	return granted, err
 }
 
 // SignedIn implements login.Store.

@@ -36,6 +36,9 @@ type loginFixture struct {
 const (
 	testMaxFailures = 5
 	testAccountRate = 3
+	// testBusyWait is the login's wait for a turn: long enough for fifty
+	// argon2 hashes, four at once, with the race detector on.
+	testBusyWait = 10 * time.Second
 )
 
 func newLoginFixture(t *testing.T, accountRate int) *loginFixture {
@@ -43,7 +46,7 @@ func newLoginFixture(t *testing.T, accountRate int) *loginFixture {
 	f := &loginFixture{fixture: setup(t)}
 	f.svc = login.New(NewAccounts(f.db), login.Config{Secret: "a secret of at least thirty-two characters",
 		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 20,
-		FailureWindow: time.Hour, Lockout: time.Hour, AccountRate: accountRate, KnownFor: time.Hour, Hashes: 4,
+		FailureWindow: time.Hour, Lockout: time.Hour, AccountRate: accountRate, KnownFor: time.Hour, Hashes: 4, BusyWait: testBusyWait,
 		Checked: func(_ string, matched bool) {
 			f.checked.Add(1)
 			if matched {
@@ -76,41 +79,47 @@ VALUES ($1, jsonb_build_object('id', $2::text, 'barcode', $2::text, 'active', tr
 	return patron
 }
 
-// burst signs username in from address with each password at once, all
-// released together; it returns how many got tokens, were refused as wrong
-// (LOGIN_FAILED) and were refused unchecked (LOGIN_LOCKED).
-func (f *loginFixture) burst(t *testing.T, username, address string, passwords []string) (ok, wrong, locked int) {
-	t.Helper()
-	var mu sync.Mutex
+// outcome names what a sign-in or PIN check answered: "ok", or its
+// error's code.
+func outcome(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if e, ok := errs.As(err); ok {
+		return e.Code
+	}
+	return err.Error()
+}
+
+// atOnce runs call(i) for each of n goroutines released together, and
+// returns the outcome of each, in order.
+func atOnce(n int, call func(i int) error) []string {
+	out := make([]string, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for _, p := range passwords {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			_, err := f.svc.Login(context.Background(), string(f.tenant), username, p, address)
-			mu.Lock()
-			defer mu.Unlock()
-			e, _ := errs.As(err)
-			switch {
-			case err == nil:
-				ok++
-			case e != nil && e.Code == schemas.CodeLoginFailed:
-				wrong++
-			case e != nil && e.Code == schemas.CodeLoginLocked:
-				locked++
-			default:
-				t.Errorf("sign-in: %v", err)
-			}
+			out[i] = outcome(call(i))
 		}()
 	}
 	close(start)
 	wg.Wait()
-	return ok, wrong, locked
+	return out
 }
 
-// wrongAndRight is forty wrong passwords and the right one.
+// burst signs username in from address with each password at once, all
+// released together, and returns what each was answered.
+func (f *loginFixture) burst(username, address string, passwords []string) []string {
+	return atOnce(len(passwords), func(i int) error {
+		_, err := f.svc.Login(context.Background(), string(f.tenant), username, passwords[i], address)
+		return err
+	})
+}
+
+// wrongAndRight is forty wrong passwords and the right one, first.
 func wrongAndRight(right string) []string {
 	out := []string{right}
 	for i := range 40 {
@@ -119,13 +128,49 @@ func wrongAndRight(right string) []string {
 	return out
 }
 
+// tally counts outcomes by name.
+func tally(outcomes []string) map[string]int {
+	n := map[string]int{}
+	for _, o := range outcomes {
+		n[o]++
+	}
+	return n
+}
+
+// checkBurst holds a burst of one right secret (outcomes[0]) and wrong
+// ones: exactly the limit's wrong ones checked, the right one checked at
+// most once; the wrong ones answered wrong, or refused unchecked; and the
+// right one let in (when it was checked) or refused as some wrong one
+// was, unchecked: nothing sets its answer apart but success.
+func checkBurst(t *testing.T, round int, outcomes []string, mismatched, matched int, wrong string, unchecked ...string) {
+	t.Helper()
+	counts := tally(outcomes[1:])
+	if mismatched != testMaxFailures || matched > 1 || counts[wrong] != mismatched {
+		t.Fatalf("round %d: %d wrong checked, %d right checked, answers %v; want %d wrong checked (answered %s), the right one at most once",
+			round, mismatched, matched, counts, testMaxFailures, wrong)
+	}
+	for o, n := range counts {
+		if o != wrong && !slices.Contains(unchecked, o) {
+			t.Fatalf("round %d: %d wrong secrets answered %s; want %s or refused unchecked (%v)", round, n, o, wrong, unchecked)
+		}
+	}
+	right := outcomes[0]
+	switch {
+	case right == "ok" && matched == 1:
+	case right != "ok" && matched == 0 && counts[right] > 0 && slices.Contains(unchecked, right):
+	default:
+		t.Fatalf("round %d: the right secret answered %s (checked %d times), wrong ones %v; want let in when checked, else refused as a wrong one was",
+			round, right, matched, counts)
+	}
+}
+
 // TestABurstOfGuessesGetsNoMoreChecksThanTheLimit: forty wrong passwords
 // and the right one at once, ten rounds, each from an address of its own:
-// never more than five of them checked, the rest refused unchecked; the
-// account never opened by the burst (the right password, when it is one
-// of the five checked, is refused as locked: the others filled the count
-// while it was checked); the database counts every one checked; and the
-// right password after the burst is refused unchecked.
+// exactly five wrong ones checked, the rest refused unchecked; the right
+// one let in only if its turn came before the five wrong ones locked the
+// pair, and otherwise answered as the wrong ones refused; the database
+// counts the five wrong ones, and none being checked once the burst is
+// done; and the right password after the burst is refused unchecked.
 func TestABurstOfGuessesGetsNoMoreChecksThanTheLimit(t *testing.T) {
 	t.Parallel()
 	f := newLoginFixture(t, 0)
@@ -134,19 +179,43 @@ func TestABurstOfGuessesGetsNoMoreChecksThanTheLimit(t *testing.T) {
 	for round := range 10 {
 		address := fmt.Sprintf("192.0.2.%d", round+1)
 		before, matchedBefore := f.checked.Load(), f.matched.Load()
-		ok, wrong, locked := f.burst(t, "ada", address, wrongAndRight(password))
-		checked, matched := int(f.checked.Load()-before), int(f.matched.Load()-matchedBefore)
-		if checked != testMaxFailures || ok != 0 || wrong+matched != checked || wrong+locked != 41 {
-			t.Fatalf("round %d: %d checked (%d the right one), %d signed in, %d wrong, %d locked; "+
-				"want %d checked, none signed in, the rest locked", round, checked, matched, ok, wrong, locked, testMaxFailures)
-		}
-		if n := f.count(t, tableLoginFailure, "key = $1 AND failures = $2", "pair:"+address+"|ada", checked); n != 1 {
-			t.Errorf("round %d: the pair's count is not the %d passwords checked", round, checked)
+		outcomes := f.burst("ada", address, wrongAndRight(password))
+		matched := int(f.matched.Load() - matchedBefore)
+		checkBurst(t, round, outcomes, int(f.checked.Load()-before)-matched, matched,
+			schemas.CodeLoginFailed, schemas.CodeLoginLocked, schemas.CodeLoginBusy)
+		if n := f.count(t, tableLoginFailure, "key = $1 AND failures = $2 AND checking = 0", "pair:"+address+"|ada", testMaxFailures); n != 1 {
+			t.Errorf("round %d: the pair's count is not the %d wrong passwords, with none being checked", round, testMaxFailures)
 		}
 		before = f.checked.Load()
 		if _, err := f.svc.Login(context.Background(), string(f.tenant), "ada", password, address); !isCode(err, schemas.CodeLoginLocked) ||
 			f.checked.Load() != before {
 			t.Errorf("round %d: the right password after the burst: %v, want LOGIN_LOCKED unchecked", round, err)
+		}
+	}
+}
+
+// TestACrowdOfRightPasswordsAllGetIn: fifty sign-ins with the right
+// password at once from one address (a branch's kiosks behind one
+// address, starting together), three rounds: every one signed in, nothing
+// counted against the pair, and the next sign-in from there let in too.
+func TestACrowdOfRightPasswordsAllGetIn(t *testing.T) {
+	t.Parallel()
+	f := newLoginFixture(t, testAccountRate)
+	const password = "correct horse battery staple"
+	f.account(t, "kiosk", password)
+	crowd := make([]string, 50)
+	for i := range crowd {
+		crowd[i] = password
+	}
+	for round := range 3 {
+		if got := tally(f.burst("kiosk", "192.0.2.50", crowd)); got["ok"] != len(crowd) {
+			t.Fatalf("round %d: %v; want all %d signed in", round, got, len(crowd))
+		}
+		if n := f.count(t, tableLoginFailure, "key = 'pair:192.0.2.50|kiosk' AND failures = 0 AND checking = 0"); n != 1 {
+			t.Errorf("round %d: the pair's count is not empty after a crowd of right passwords", round)
+		}
+		if _, err := f.svc.Login(context.Background(), string(f.tenant), "kiosk", password, "192.0.2.50"); err != nil {
+			t.Errorf("round %d: a sign-in after the crowd: %v", round, err)
 		}
 	}
 }
@@ -216,23 +285,39 @@ func TestCountIsAllOrNothing(t *testing.T) {
 	store := NewAccounts(f.db)
 	ctx := context.Background()
 	full := login.Limit{Key: "b-full", Max: 1, Window: time.Hour, Lockout: time.Hour}
-	if wait, filled, err := store.Count(ctx, string(f.tenant), []login.Limit{full}); err != nil || wait != 0 || len(filled) != 1 {
-		t.Fatalf("first attempt: %v, %v, %v; want counted, filling its key", wait, filled, err)
+	if v, _, err := store.Count(ctx, string(f.tenant), []login.Limit{full}); err != nil || v != login.Admitted {
+		t.Fatalf("first attempt: %v, %v; want admitted", v, err)
 	}
 	other := login.Limit{Key: "a-other", Max: 10, Window: time.Hour}
 	last := login.Limit{Key: "c-other", Max: 10, Window: time.Hour}
-	wait, _, err := store.Count(ctx, string(f.tenant), []login.Limit{last, full, other})
-	if err != nil || wait <= 0 {
-		t.Fatalf("an attempt with a full count: %v, %v; want refused", wait, err)
+	v, wait, err := store.Count(ctx, string(f.tenant), []login.Limit{last, full, other})
+	if err != nil || v != login.Busy || wait != login.BusyRetry {
+		t.Fatalf("an attempt beside one being checked at a limit of one: %v, %s, %v; want busy for %s", v, wait, err, login.BusyRetry)
 	}
-	if n := f.count(t, tableLoginFailure, "key IN ('a-other', 'c-other') AND failures > 0"); n != 0 {
+	if n := f.count(t, tableLoginFailure, "key IN ('a-other', 'c-other') AND checking > 0"); n != 0 {
 		t.Errorf("%d other counts took the refused attempt", n)
+	}
+	if err := store.Settle(ctx, string(f.tenant), []login.Limit{full}, login.Wrong, ""); err != nil {
+		t.Fatal(err)
+	}
+	v, wait, err = store.Count(ctx, string(f.tenant), []login.Limit{other, full})
+	if err != nil || v != login.Locked || wait <= time.Hour-time.Minute {
+		t.Fatalf("an attempt after the wrong secret that filled the limit: %v, %s, %v; want locked for the hour", v, wait, err)
 	}
 }
 
+// pinBurst checks pins of patron at once from address, and returns what
+// each was answered.
+func (f *loginFixture) pinBurst(patron, address string, pins []string) []string {
+	return atOnce(len(pins), func(i int) error {
+		return f.svc.VerifyPin(context.Background(), string(f.tenant), patron, pins[i], address)
+	})
+}
+
 // TestPinGuessesAreCountedBeforeTheyAreChecked: forty wrong PINs and the
-// right one at once, ten rounds: five checked, the rest refused unchecked,
-// and the right one never taken.
+// right one at once, ten rounds: five wrong ones checked, the rest refused
+// unchecked, and the right one let in only when its turn came before the
+// five locked the PIN, otherwise refused as the wrong ones were.
 func TestPinGuessesAreCountedBeforeTheyAreChecked(t *testing.T) {
 	t.Parallel()
 	f := newLoginFixture(t, 0)
@@ -246,33 +331,35 @@ func TestPinGuessesAreCountedBeforeTheyAreChecked(t *testing.T) {
 		for i := range 40 {
 			pins = append(pins, fmt.Sprintf("%04d", 1000+i))
 		}
-		before := f.checked.Load()
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		outcomes := map[string]int{}
-		start := make(chan struct{})
-		for _, pin := range pins {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				err := f.svc.VerifyPin(ctx, string(f.tenant), patron, pin, fmt.Sprintf("192.0.2.%d", round+1))
-				code := "ok"
-				if e, ok := errs.As(err); ok {
-					code = e.Code
-				} else if err != nil {
-					code = err.Error()
-				}
-				mu.Lock()
-				outcomes[code]++
-				mu.Unlock()
-			}()
+		before, matchedBefore := f.checked.Load(), f.matched.Load()
+		outcomes := f.pinBurst(patron, fmt.Sprintf("192.0.2.%d", round+1), pins)
+		matched := int(f.matched.Load() - matchedBefore)
+		checkBurst(t, round, outcomes, int(f.checked.Load()-before)-matched, matched,
+			schemas.CodePinInvalid, schemas.CodePinLocked, schemas.CodePinBusy)
+	}
+}
+
+// TestACrowdOfRightPinsAllGetIn: a patron's right PIN fifty times at once
+// from one kiosk's address, three rounds: every one let in, and nothing
+// counted against the PIN or the address.
+func TestACrowdOfRightPinsAllGetIn(t *testing.T) {
+	t.Parallel()
+	f := newLoginFixture(t, 0)
+	ctx := context.Background()
+	patron := f.patron(t)
+	if err := f.svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
+		t.Fatal(err)
+	}
+	crowd := make([]string, 50)
+	for i := range crowd {
+		crowd[i] = "4711"
+	}
+	for round := range 3 {
+		if got := tally(f.pinBurst(patron, "192.0.2.60", crowd)); got["ok"] != len(crowd) {
+			t.Fatalf("round %d: %v; want all %d let in", round, got, len(crowd))
 		}
-		close(start)
-		wg.Wait()
-		checked := int(f.checked.Load() - before)
-		if checked != testMaxFailures || outcomes["ok"] != 0 || outcomes[schemas.CodePinInvalid]+outcomes[schemas.CodePinLocked] != 41 {
-			t.Fatalf("round %d: %d checked, outcomes %v; want %d checked, none right, the rest PIN_LOCKED", round, checked, outcomes, testMaxFailures)
+		if n := f.count(t, tableLoginFailure, "key IN ($1, 'pin-address:192.0.2.60') AND failures = 0 AND checking = 0", "pin:"+patron); n != 2 {
+			t.Errorf("round %d: %d of the PIN's and the address's counts are empty after a crowd of right PINs, want both", round, n)
 		}
 	}
 }
@@ -291,31 +378,11 @@ func TestPinChecksAreCountedByAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	const guesses, maxAddress = 60, 20
-	outcomes := map[string]int{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range guesses {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			err := f.svc.VerifyPin(ctx, string(f.tenant), uuid.NewString(), "1234", "198.51.100.7")
-			code := "ok"
-			if e, ok := errs.As(err); ok {
-				code = e.Code
-			} else if err != nil {
-				code = err.Error()
-			}
-			mu.Lock()
-			outcomes[code]++
-			mu.Unlock()
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if outcomes[schemas.CodePinInvalid] != maxAddress || outcomes[schemas.CodePinLocked] != guesses-maxAddress {
-		t.Errorf("outcomes %v; want %d PIN_INVALID and the rest PIN_LOCKED", outcomes, maxAddress)
+	got := tally(atOnce(guesses, func(int) error {
+		return f.svc.VerifyPin(ctx, string(f.tenant), uuid.NewString(), "1234", "198.51.100.7")
+	}))
+	if got[schemas.CodePinInvalid] != maxAddress || got[schemas.CodePinLocked] != guesses-maxAddress {
+		t.Errorf("outcomes %v; want %d PIN_INVALID and the rest PIN_LOCKED", got, maxAddress)
 	}
 	var perPatron int
 	if err := f.db.pool.QueryRow(ctx, withTables(`SELECT count(*) FROM %s WHERE tenant_id = $1 AND key LIKE 'pin:%%'`, tableLoginFailure),
@@ -470,7 +537,7 @@ func (s *slowCounts) burst(right func() error, guess func(i int)) error {
 	return err
 }
 
-func (s *slowCounts) Count(ctx context.Context, tenant string, limits []login.Limit) (time.Duration, []string, error) {
+func (s *slowCounts) Count(ctx context.Context, tenant string, limits []login.Limit) (login.Verdict, time.Duration, error) {
 	if s.key != "" && !slices.ContainsFunc(limits, func(l login.Limit) bool { return l.Key == s.key }) {
 		return s.Accounts.Count(ctx, tenant, limits)
 	}
@@ -479,24 +546,24 @@ func (s *slowCounts) Count(ctx context.Context, tenant string, limits []login.Li
 	if !isFirst {
 		<-s.release
 	}
-	wait, filled, err := s.Accounts.Count(ctx, tenant, limits)
+	v, wait, err := s.Accounts.Count(ctx, tenant, limits)
 	if isFirst {
 		close(s.counted)
 	}
-	return wait, filled, err
+	return v, wait, err
 }
 
-// TestTheRightPasswordInABurstOpensNothing: the right password, counted
-// first and checked while forty wrong ones from the same place arrive,
-// opens nothing even when the database has not counted them yet (they
-// are held back): the burst was larger than the limit.
-func TestTheRightPasswordInABurstOpensNothing(t *testing.T) {
+// TestTheRightPasswordCheckedInABurstIsLetIn: the right password, counted
+// first and checked while forty wrong ones from the same place arrive, is
+// let in: a burst around it is no reason to refuse a secret checked and
+// right (the wrong ones are what the count holds to its limit).
+func TestTheRightPasswordCheckedInABurstIsLetIn(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	store := &slowCounts{Accounts: NewAccounts(f.db), counted: make(chan struct{}), release: make(chan struct{})}
 	svc := login.New(store, login.Config{Secret: "a secret of at least thirty-two characters",
 		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 100,
-		FailureWindow: time.Hour, Lockout: time.Hour, KnownFor: time.Hour, Hashes: 4})
+		FailureWindow: time.Hour, Lockout: time.Hour, KnownFor: time.Hour, Hashes: 4, BusyWait: testBusyWait})
 	lf := &loginFixture{fixture: f, svc: svc}
 	const password = "correct horse battery staple"
 	lf.account(t, "ada", password)
@@ -507,23 +574,21 @@ func TestTheRightPasswordInABurstOpensNothing(t *testing.T) {
 	}, func(i int) {
 		_, _ = svc.Login(ctx, string(f.tenant), "ada", fmt.Sprintf("guess %d", i), "192.0.2.7")
 	})
-	if !isCode(err, schemas.CodeLoginLocked) {
-		t.Errorf("the right password in a burst of forty-one: %v, want LOGIN_LOCKED", err)
+	if err != nil {
+		t.Errorf("the right password checked in a burst of forty-one: %v, want signed in", err)
 	}
 }
 
-// TestTheRightPinInABurstOpensNothing: the same with PINs: the patron's
-// right PIN, counted first and checked while forty wrong ones from the
-// same kiosk arrive, is refused PIN_LOCKED though the database has not
-// counted them yet, and the patron's PIN is not unlocked by it.
-func TestTheRightPinInABurstOpensNothing(t *testing.T) {
+// TestTheRightPinCheckedInABurstIsLetIn: the same with PINs; the guesses
+// then lock the patron's PIN with their five wrong ones, no more.
+func TestTheRightPinCheckedInABurstIsLetIn(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	patron := f.patron(t)
 	store := &slowCounts{Accounts: NewAccounts(f.db), key: "pin:" + patron, counted: make(chan struct{}), release: make(chan struct{})}
 	svc := login.New(store, login.Config{Secret: "a secret of at least thirty-two characters",
 		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 100,
-		FailureWindow: time.Hour, Lockout: time.Hour, KnownFor: time.Hour, Hashes: 4})
+		FailureWindow: time.Hour, Lockout: time.Hour, KnownFor: time.Hour, Hashes: 4, BusyWait: testBusyWait})
 	ctx := context.Background()
 	if err := svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
 		t.Fatal(err)
@@ -533,15 +598,86 @@ func TestTheRightPinInABurstOpensNothing(t *testing.T) {
 	}, func(i int) {
 		_ = svc.VerifyPin(ctx, string(f.tenant), patron, fmt.Sprintf("%04d", 1000+i), "192.0.2.7")
 	})
-	if !isCode(err, schemas.CodePinLocked) {
-		t.Errorf("the right PIN in a burst of forty-one: %v, want PIN_LOCKED", err)
+	if err != nil {
+		t.Errorf("the right PIN checked in a burst of forty-one: %v, want let in", err)
 	}
-	var failures int
-	if err := f.db.pool.QueryRow(ctx, `SELECT failures FROM `+table(tableLoginFailure)+` WHERE tenant_id = $1 AND key = $2`, string(f.tenant), store.key).Scan(&failures); err != nil {
+	var failures, checking int
+	if err := f.db.pool.QueryRow(ctx, `SELECT failures, checking FROM `+table(tableLoginFailure)+` WHERE tenant_id = $1 AND key = $2`,
+		string(f.tenant), store.key).Scan(&failures, &checking); err != nil {
 		t.Fatal(err)
 	}
-	if failures != testMaxFailures {
-		t.Errorf("the patron's PIN count is %d after the burst, want %d", failures, testMaxFailures)
+	if failures != testMaxFailures || checking != 0 {
+		t.Errorf("the patron's PIN count is %d wrong, %d being checked after the burst; want %d, none", failures, checking, testMaxFailures)
+	}
+}
+
+// TestARefusalUncheckedIsTheSameWhateverTheSecret: while as many attempts
+// of a pair are being checked as its limit lets be (held by the test), a
+// sign-in waits its turn for BusyWait, then is refused LOGIN_BUSY with
+// Retry-After of a second, the same for the right password and a wrong
+// one, with nothing checked and nothing counted; the PIN's likewise.
+func TestARefusalUncheckedIsTheSameWhateverTheSecret(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	store := NewAccounts(f.db)
+	var checked atomic.Int64
+	svc := login.New(store, login.Config{Secret: "a secret of at least thirty-two characters",
+		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 100,
+		FailureWindow: time.Hour, Lockout: time.Hour, KnownFor: time.Hour, Hashes: 4, BusyWait: 300 * time.Millisecond,
+		Checked: func(string, bool) { checked.Add(1) }})
+	lf := &loginFixture{fixture: f, svc: svc}
+	const password = "correct horse battery staple"
+	lf.account(t, "ada", password)
+	patron := f.patron(t)
+	ctx := context.Background()
+	if err := svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
+		t.Fatal(err)
+	}
+	tenant := string(f.tenant)
+	for _, tc := range []struct {
+		key          string
+		right, wrong func() error
+		code         string
+	}{
+		{"pair:192.0.2.9|ada",
+			func() error { _, err := svc.Login(ctx, tenant, "ada", password, "192.0.2.9"); return err },
+			func() error { _, err := svc.Login(ctx, tenant, "ada", "guess", "192.0.2.9"); return err },
+			schemas.CodeLoginBusy},
+		{"pin:" + patron,
+			func() error { return svc.VerifyPin(ctx, tenant, patron, "4711", "192.0.2.9") },
+			func() error { return svc.VerifyPin(ctx, tenant, patron, "0000", "192.0.2.9") },
+			schemas.CodePinBusy},
+	} {
+		held := []login.Limit{{Key: tc.key, Max: testMaxFailures, Window: time.Hour, Lockout: time.Hour}}
+		for range testMaxFailures {
+			if v, _, err := store.Count(ctx, tenant, held); err != nil || v != login.Admitted {
+				t.Fatalf("holding %s: %v, %v", tc.key, v, err)
+			}
+		}
+		var answers []*errs.Error
+		for _, try := range []func() error{tc.right, tc.wrong} {
+			e, ok := errs.As(try())
+			if !ok {
+				t.Fatalf("%s: an attempt beside %d being checked was not refused", tc.key, testMaxFailures)
+			}
+			answers = append(answers, e)
+		}
+		if answers[0].Code != tc.code || answers[0].RetryAfter != time.Second || answers[0].Kind != answers[1].Kind ||
+			answers[0].Code != answers[1].Code || answers[0].Message != answers[1].Message || answers[0].RetryAfter != answers[1].RetryAfter {
+			t.Errorf("%s: the right secret %+v, a wrong one %+v; want both %s with Retry-After 1 s", tc.key, answers[0], answers[1], tc.code)
+		}
+		if n := f.count(t, tableLoginFailure, "key = $1 AND failures = 0 AND checking = $2", tc.key, testMaxFailures); n != 1 {
+			t.Errorf("%s: the refused attempts were counted", tc.key)
+		}
+		if err := store.Settle(ctx, tenant, held, login.Right, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.right(); err != nil {
+			t.Errorf("%s: the right secret once a turn is free: %v", tc.key, err)
+		}
+	}
+	if checked.Load() != 2 {
+		t.Errorf("%d secrets checked, want the two let in once a turn was free", checked.Load())
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/checkoutlock/circulation-storage/login"
 )
 
 // Sweeper deletes expired check-out locks of every tenant in bounded
@@ -26,8 +28,9 @@ type Sweeper struct {
 	history   bool
 	retention time.Duration
 	maxEvents int
-	// knownFor is how long the login's marks of sign-ins are kept.
-	knownFor time.Duration
+	// knownFor is how long the login's marks of sign-ins are kept, and
+	// loginWindow how long its counts of wrong secrets.
+	knownFor, loginWindow time.Duration
 	// onDeleted is told how many expired locks each batch removed.
 	onDeleted func(n int)
 	// onPass is told of every pass Run makes.
@@ -68,6 +71,10 @@ type SweeperConfig struct {
 	// from an address (login.Config.KnownFor): the sweeper keeps the
 	// marks that long (default 30 days).
 	KnownFor time.Duration
+	// LoginWindow is the longest window the login counts wrong secrets in
+	// (login.Config.FailureWindow): a count is kept until it has passed
+	// (default 15 minutes).
+	LoginWindow time.Duration
 }
 
 // NewSweeper returns a sweeper.
@@ -80,7 +87,7 @@ func NewSweeper(db *DB, logger *slog.Logger, cfg SweeperConfig) *Sweeper {
 	}
 	return &Sweeper{db: db, logger: logger, batchSize: max(1, cfg.BatchSize), onDeleted: cfg.OnDeleted, onPass: cfg.OnPass,
 		history: cfg.History, retention: cmp.Or(cfg.Retention, 7*24*time.Hour), maxEvents: cmp.Or(cfg.MaxEvents, 100000),
-		knownFor: cmp.Or(cfg.KnownFor, 30*24*time.Hour), passTimeout: sweepPassTimeout}
+		knownFor: cmp.Or(cfg.KnownFor, 30*24*time.Hour), loginWindow: cmp.Or(cfg.LoginWindow, 15*time.Minute), passTimeout: sweepPassTimeout}
 }
 
 // The sweeper's statements work across tenants, each through an index
@@ -91,20 +98,24 @@ var (
 	// lapsed.
 	sweepWaitersSQL = withTables(`DELETE FROM %s WHERE expires_at <= now()`, tableLockWaiter)
 	// sweepLoginSQL deletes what the login keeps past its use, a
-	// statement for each table, sent together (sweepLogin): counts a day
-	// old that lock nothing and mark no sign-in within the sweeper's
-	// KnownFor ($1, seconds); sessions expired or ended a day ago, with
-	// their refresh tokens; and expired refresh tokens. Sign-ins with
-	// names made up by the thousand leave rows for a day at most. A live
-	// session keeps its refresh tokens, taken ones included, so that a
-	// taken one used again still ends it. Each is a statement of its own:
-	// as one statement, two of them its data-modifying WITH queries, they
-	// took 120 to 700 ms to delete nothing in a database of 2000 tenants
+	// statement for each table, sent together (sweepLogin): counts whose
+	// window (@window, seconds) has passed that lock nothing, have no
+	// attempt being checked and mark no sign-in within the sweeper's
+	// KnownFor (@known_for); sessions expired or ended a day ago, with
+	// their refresh tokens; and expired refresh tokens. A flood of wrong
+	// passwords from many addresses leaves rows for its window at most
+	// (two an address, the pair's and the address's). A live session
+	// keeps its refresh tokens, taken ones included, so that a taken one
+	// used again still ends it. Each is a statement of its own: as one
+	// statement, two of them its data-modifying WITH queries, they took
+	// 120 to 700 ms to delete nothing in a database of 2000 tenants
 	// (`make bench BENCH_ONLY=tenants`), where each alone takes about a
 	// millisecond.
 	sweepLoginSQL = []string{
-		withTables(`DELETE FROM %s WHERE first_at < now() - interval '1 day' AND (locked_until IS NULL OR locked_until < now())
-   AND (succeeded_at IS NULL OR succeeded_at < now() - $1::double precision * interval '1 second')`, tableLoginFailure),
+		withTables(`DELETE FROM %s WHERE first_at < now() - @window::double precision * interval '1 second'
+   AND (locked_until IS NULL OR locked_until < now())
+   AND (checking = 0 OR checking_at < now() - @stale::double precision * interval '1 second')
+   AND (succeeded_at IS NULL OR succeeded_at < now() - @known_for::double precision * interval '1 second')`, tableLoginFailure),
 		withTables(`DELETE FROM %s WHERE expires_at < now() - interval '1 day' OR ended_at < now() - interval '1 day'`, tableLoginSession),
 		withTables(`DELETE FROM %s WHERE expires_at < now()`, tableRefreshToken),
 	}
@@ -268,7 +279,8 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 // transaction.
 func (s *Sweeper) sweepLogin(ctx context.Context) error {
 	b := &pgx.Batch{}
-	b.Queue(sweepLoginSQL[0], s.knownFor.Seconds())
+	b.Queue(sweepLoginSQL[0], pgx.StrictNamedArgs{"window": s.loginWindow.Seconds(), "stale": (2 * login.MaxCheck).Seconds(),
+		"known_for": s.knownFor.Seconds()})
 	for _, q := range sweepLoginSQL[1:] {
 		b.Queue(q)
 	}

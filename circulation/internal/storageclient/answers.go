@@ -21,10 +21,11 @@ func servicePointOf(params []errs.Parameter) string {
 }
 
 // fromAnswer is this service's map back from an answer of
-// circulation-storage to an Error, by status and storage's error code;
-// call names the request (method and path), for logs. A held lock is a
-// errs.KindConflict here: the caller tries again.
-func fromAnswer(status int, data []byte, call string) error {
+// circulation-storage to an Error, by status and storage's error code,
+// with the wait its Retry-After asks for (header); call names the request
+// (method and path), for logs. A held lock is a errs.KindConflict here:
+// the caller tries again.
+func fromAnswer(status int, header http.Header, data []byte, call string) error {
 	code, msg := "", fmt.Sprintf("status %d", status)
 	var params []errs.Parameter
 	if env, ok := errhttp.Decode(data); ok {
@@ -76,8 +77,10 @@ func fromAnswer(status int, data []byte, call string) error {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeLockRequired, "%s", msg).Because(cause)
 	case status == http.StatusUnprocessableEntity && code == schemas.CodePinInvalid:
 		return errs.Errorf(errs.KindInvalid, schemas.CodePinInvalid, "%s", msg).Because(cause)
-	case status == http.StatusTooManyRequests && code == schemas.CodePinLocked:
-		return errs.Errorf(errs.KindTooManyRequests, schemas.CodePinLocked, "%s", msg).Because(cause)
+	case status == http.StatusTooManyRequests && (code == schemas.CodePinLocked || code == schemas.CodePinBusy):
+		e := errs.Errorf(errs.KindTooManyRequests, code, "%s", msg).Because(cause)
+		e.RetryAfter = errhttp.RetryAfter(header)
+		return e
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeAlreadyExists:
 		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeAlreadyExists, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && servicePointOf(params) != "":

@@ -137,7 +137,7 @@ func (c *Client) exchange(ctx context.Context, timeout time.Duration, method, pa
 		}
 		return res.Header, nil
 	}
-	return nil, fromAnswer(res.StatusCode, data, method+" "+path)
+	return nil, fromAnswer(res.StatusCode, res.Header, data, method+" "+path)
 }
 
 // transportError is a call that got no answer: storage is unavailable,

@@ -7,7 +7,10 @@ package errhttp
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/checkoutlock/schemas/errs"
 )
@@ -72,4 +75,20 @@ func (e Entry) Param(key string) string {
 		}
 	}
 	return ""
+}
+
+// SetRetryAfter says in h when trying again may work: Retry-After in whole
+// seconds, rounded up so that a client never comes back early.
+func SetRetryAfter(h http.Header, d time.Duration) {
+	h.Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
+}
+
+// RetryAfter is the wait an answer's Retry-After (in seconds) asks for,
+// zero when it asks none or says it otherwise.
+func RetryAfter(h http.Header) time.Duration {
+	n, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
 }
