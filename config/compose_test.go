@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -33,8 +34,10 @@ func readEnvFile(t *testing.T, path string) map[string]string {
 
 // TestComposeIsSecureByDefault reads docker-compose.yml: only circulation
 // is published on every interface (storage on 127.0.0.1 alone), both
-// services run in jwt mode with the key from config/auth.env, and the
-// configuration each gets is valid.
+// services run in jwt mode with the key from config/auth.env, the
+// configuration each gets is valid, and the SIP2 door is given longer
+// than its SHUTDOWN_TIMEOUT to stop (its kiosks logged out) before it is
+// killed.
 func TestComposeIsSecureByDefault(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("../docker-compose.yml")
@@ -43,9 +46,10 @@ func TestComposeIsSecureByDefault(t *testing.T) {
 	}
 	var compose struct {
 		Services map[string]struct {
-			EnvFile []string `yaml:"env_file"`
-			Ports   []string `yaml:"ports"`
-			Volumes []string `yaml:"volumes"`
+			EnvFile         []string `yaml:"env_file"`
+			Ports           []string `yaml:"ports"`
+			Volumes         []string `yaml:"volumes"`
+			StopGracePeriod string   `yaml:"stop_grace_period"`
 		} `yaml:"services"`
 	}
 	if err := yaml.Unmarshal(b, &compose); err != nil {
@@ -90,8 +94,15 @@ func TestComposeIsSecureByDefault(t *testing.T) {
 				t.Errorf("%s publishes its events to %q; the compose file's broker is nats:4222", name, cfg.NATSURL)
 			}
 		case name == "sip2":
-			if _, err := LoadSIP2(merged(svc.EnvFile, svc.Volumes)); err != nil {
+			cfg, err := LoadSIP2(merged(svc.EnvFile, svc.Volumes))
+			if err != nil {
 				t.Errorf("%s: %v", name, err)
+				break
+			}
+			// Without stop_grace_period, docker compose kills after 10 s.
+			if grace, err := time.ParseDuration(svc.StopGracePeriod); err != nil || grace <= cfg.ShutdownTimeout {
+				t.Errorf("%s: stop_grace_period %q, want longer than its SHUTDOWN_TIMEOUT (%s), or it is killed before its kiosks are logged out",
+					name, svc.StopGracePeriod, cfg.ShutdownTimeout)
 			}
 		case strings.HasPrefix(name, "circulation-"):
 			if !slices.Contains(svc.EnvFile, "config/auth.env") {

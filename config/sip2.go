@@ -44,9 +44,11 @@ type SIP2 struct {
 	WriteTimeout time.Duration `env:"SIP2_WRITE_TIMEOUT" envDefault:"10s"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
-	// ShutdownTimeout bounds the wait for messages being handled on
-	// SIGTERM.
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	// ShutdownTimeout bounds a stop (SIGTERM): every connection's message
+	// being handled is answered, then the connection closes and its kiosk
+	// is logged out. It is at least ShutdownNeeds, so that a logout waits
+	// behind the slowest message and still fits.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"40s"`
 }
 
 // LoadSIP2 reads and validates the SIP2 door's configuration from environ.
@@ -94,7 +96,19 @@ func (c SIP2) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 10s, got %s", name, d))
 		}
 	}
+	if need := c.ShutdownNeeds(); c.ShutdownTimeout > 0 && c.ShutdownTimeout < need {
+		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT (%s) must be at least %s (twice SIP2_CALL_TIMEOUT and SIP2_WRITE_TIMEOUT), so that a stop logs every kiosk out",
+			c.ShutdownTimeout, need))
+	}
 	return errors.Join(errs...)
+}
+
+// ShutdownNeeds is the longest a connection can take to end on SIGTERM: a
+// message being handled (its calls within SIP2_CALL_TIMEOUT, its reply
+// taken within SIP2_WRITE_TIMEOUT), then its kiosk's logout (one more
+// call).
+func (c SIP2) ShutdownNeeds() time.Duration {
+	return 2*c.CallTimeout + c.WriteTimeout
 }
 
 // LogValue lists the configuration for the start-up log.

@@ -367,3 +367,98 @@ func TestShutdownLetsAnInFlightCheckOutFinish(t *testing.T) {
 		t.Errorf("%d live locks after the check-out, want none (it releases its lock with the write)", n)
 	}
 }
+
+// TestSIP2StopLogsEveryKioskOut: twenty kiosks at five addresses are
+// connected and logged in to the SIP2 door when it gets SIGTERM. Every
+// kiosk's session ends at storage before the door exits (ended_at set on
+// all twenty login_session rows), and the door exits 0 with nothing in its
+// log about a logout it could not do. Each logout takes two seconds (a
+// second each way between the door and circulation), twenty of them forty
+// in a row, and SHUTDOWN_TIMEOUT is eleven: they fit only when they run at
+// once.
+func TestSIP2StopLogsEveryKioskOut(t *testing.T) {
+	t.Parallel()
+	const kiosks = 20
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	toCirculation := harness.NewProxy(t, c.Circulations[0].Addr)
+	door := c.StartSIP2(t, 0, nil, "CIRCULATION_URL=http://"+toCirculation.Addr(),
+		"SIP2_CALL_TIMEOUT=5s", "SIP2_WRITE_TIMEOUT=1s", "SHUTDOWN_TIMEOUT=11s")
+	sessions := func() (alive, ended int) {
+		t.Helper()
+		err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FILTER (WHERE s.ended_at IS NULL), count(s.ended_at)
+			FROM %[1]s.login_session s JOIN %[1]s.account a ON a.id = s.account_id
+			WHERE a.jsonb->>'username' = 'user_id'`, c.Schema)).Scan(&alive, &ended)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return alive, ended
+	}
+	for i := range kiosks {
+		harness.DialSIP2From(t, fmt.Sprintf("127.0.3.%d", 1+i%5), door.SIP2Addr).Login("user_id", "passw0rd")
+	}
+	if alive, ended := sessions(); alive != kiosks || ended != 0 {
+		t.Fatalf("%d sessions alive and %d ended after %d kiosks' logins, want %d alive", alive, ended, kiosks, kiosks)
+	}
+
+	toCirculation.SetLatency(time.Second)
+	signalled := time.Now()
+	door.Stop()
+	code, exited := door.WaitExit(time.Second)
+	t.Logf("the door exited %d, %s after SIGTERM", code, time.Since(signalled).Round(time.Millisecond))
+	if !exited || code != 0 {
+		t.Errorf("the door's exit status %d (exited: %t), want 0", code, exited)
+	}
+	if alive, ended := sessions(); alive != 0 || ended != kiosks {
+		t.Errorf("%d kiosks' sessions alive and %d ended after the door stopped, want all %d ended", alive, ended, kiosks)
+	}
+	log := door.Log()
+	if strings.Contains(log, `"msg":"logout`) || !strings.Contains(log, `"msg":"stopped"`) {
+		t.Errorf("the door's log after SIGTERM:\n%s", log)
+	}
+}
+
+// TestSIP2StopWithoutCirculationSaysWhichSessionsLiveOn: three kiosks are
+// logged in when circulation stops answering the door (nothing passes
+// between them) and the door gets SIGTERM. Each logout gives up at
+// SIP2_CALL_TIMEOUT, the door exits 0 within SHUTDOWN_TIMEOUT, and its log
+// names each kiosk whose session lives on, which storage still holds.
+func TestSIP2StopWithoutCirculationSaysWhichSessionsLiveOn(t *testing.T) {
+	t.Parallel()
+	const kiosks = 3
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	toCirculation := harness.NewProxy(t, c.Circulations[0].Addr)
+	door := c.StartSIP2(t, 0, nil, "CIRCULATION_URL=http://"+toCirculation.Addr(),
+		"SIP2_CALL_TIMEOUT=2s", "SIP2_WRITE_TIMEOUT=1s", "SHUTDOWN_TIMEOUT=5s")
+	for i := range kiosks {
+		harness.DialSIP2From(t, fmt.Sprintf("127.0.3.%d", 11+i), door.SIP2Addr).Login("user_id", "passw0rd")
+	}
+
+	toCirculation.Blackhole(true)
+	door.Stop()
+	code, exited := door.WaitExit(time.Second)
+	if !exited || code != 0 {
+		t.Errorf("the door's exit status %d (exited: %t), want 0", code, exited)
+	}
+	notDone := map[string]bool{}
+	for line := range strings.Lines(door.Log()) {
+		var l struct {
+			Msg, Kiosk, Peer string
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && strings.HasPrefix(l.Msg, "logout not done") && l.Kiosk == "user_id" {
+			notDone[l.Peer] = true
+		}
+	}
+	if len(notDone) != kiosks {
+		t.Errorf("the door's log names logouts not done at %v, want one at each of the %d kiosks' addresses", notDone, kiosks)
+	}
+	var alive int
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %[1]s.login_session s
+		JOIN %[1]s.account a ON a.id = s.account_id WHERE a.jsonb->>'username' = 'user_id' AND s.ended_at IS NULL`, c.Schema)).Scan(&alive); err != nil {
+		t.Fatal(err)
+	}
+	if alive != kiosks {
+		t.Errorf("%d sessions alive at storage, want the %d the door could not end", alive, kiosks)
+	}
+}

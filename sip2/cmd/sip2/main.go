@@ -104,12 +104,19 @@ func run(ctx context.Context, environ map[string]string, stdout io.Writer, reloa
 			}
 			logger.Info("reloaded", slog.Int("listeners", len(next.Listeners)))
 		case <-ctx.Done():
-			logger.Info("shutting down")
+			logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout))
+			// Every connection ends, its message answered and its kiosk
+			// logged out, before the process exits: a session not ended
+			// would live on at storage until its refresh token expires.
 			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 			defer cancel()
 			err := srv.Shutdown(sctx)
 			_ = admin.Shutdown(sctx)
-			return err
+			if err != nil {
+				return fmt.Errorf("shutdown: connections still open after SHUTDOWN_TIMEOUT (%s) were cut off: %w", cfg.ShutdownTimeout, err)
+			}
+			logger.Info("stopped")
+			return nil
 		}
 	}
 }

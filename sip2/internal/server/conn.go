@@ -55,6 +55,7 @@ var (
 	errLineTimeout = errors.New("message not ended within SIP2_LINE_TIMEOUT")
 	errIdle        = errors.New("nothing sent within SIP2_IDLE_TIMEOUT")
 	errNoLogin     = errors.New("no login within SIP2_LOGIN_TIMEOUT")
+	errStopping    = errors.New("the door is shutting down")
 )
 
 func (c *conn) serve() {
@@ -78,6 +79,11 @@ func (c *conn) serve() {
 	if c.tls != nil {
 		tc := tls.Server(c.nc, c.tls)
 		_ = tc.SetDeadline(c.loginBy)
+		if c.stop.Load() {
+			// Woken by a shutdown before that deadline replaced its own.
+			c.closed("shutdown", nil)
+			return
+		}
 		if err := tc.Handshake(); err != nil {
 			c.closed("tls", err)
 			return
@@ -92,13 +98,11 @@ func (c *conn) serve() {
 			c.closed(reasonOf(err), err)
 			return
 		}
-		if c.stop.Load() || !c.s.begin() {
+		if c.stop.Load() || c.s.shuttingDown() {
 			c.closed("shutdown", nil)
 			return
 		}
-		keep := c.handle(line)
-		c.s.end()
-		if !keep {
+		if !c.handle(line) {
 			c.closed("bad_messages", errors.New("three bad messages in a row"))
 			return
 		}
@@ -167,6 +171,12 @@ func (c *conn) readLine() ([]byte, error) {
 			deadline, late = c.loginBy, errNoLogin
 		}
 		_ = c.rw.SetReadDeadline(deadline)
+		// stopReading may have woken the connection just before that
+		// deadline replaced its own: then its stop is seen here, rather
+		// than waited out until the idle timeout.
+		if c.stop.Load() {
+			return nil, errStopping
+		}
 		n, err := c.rw.Read(c.buf[c.end:])
 		c.end += n
 		if err != nil {
@@ -188,7 +198,7 @@ func reasonOf(err error) string {
 		return "idle"
 	case errors.Is(err, errNoLogin):
 		return "no_login"
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, errStopping), errors.Is(err, os.ErrDeadlineExceeded):
 		return "shutdown"
 	}
 	return "closed"
@@ -209,7 +219,9 @@ func (c *conn) closed(reason string, err error) {
 
 // logout ends the kiosk's session when its connection ends: the next
 // connection logs in again, and no session outlives the connection that
-// started it. Best effort, within the call timeout.
+// started it. Best effort, within the call timeout; on a shutdown, also
+// within the shutdown's deadline. A session not ended here lives on at
+// storage until its refresh token expires, so each is logged.
 func (c *conn) logout() {
 	s := c.sessionOf()
 	if s == nil || s.Ended() {
@@ -218,7 +230,9 @@ func (c *conn) logout() {
 	ctx, cancel := c.call()
 	defer cancel()
 	if err := c.s.circ.Logout(ctx, s); err != nil {
-		c.s.logger.Warn("logout: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+		c.s.logger.Warn("logout not done: the kiosk's session lives on until it expires", slog.String("tenant", c.cfg.Tenant),
+			slog.String("kiosk", s.Username), slog.String("peer", c.peer), slog.Bool("shutdown_deadline", c.s.calls.Err() != nil),
+			slog.Any("error", err))
 	}
 }
 
@@ -247,18 +261,13 @@ func (c *conn) kiosk() schemas.Kiosk {
 	return k
 }
 
-// begin counts a message being handled, unless the door is shutting down.
-func (s *Server) begin() bool {
+// shuttingDown says whether Shutdown has begun: a message read after it
+// is not handled.
+func (s *Server) shuttingDown() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing {
-		return false
-	}
-	s.handlers.Add(1)
-	return true
+	return s.closing
 }
-
-func (s *Server) end() { s.handlers.Done() }
 
 // readProxyHeader reads a PROXY protocol v1 header ("PROXY TCP4 <src>
 // <dst> <sport> <dport>\r\n", at most 107 bytes) byte by byte, so that

@@ -178,8 +178,10 @@ func (c *conn) malformed(req *wire.Request) (*wire.Reply, string) {
 // now is the time replies are dated with, in the listener's zone.
 func (c *conn) now() time.Time { return time.Now().In(c.cfg.location) }
 
+// call is the deadline of a message's calls to circulation, or of a
+// logout: SIP2_CALL_TIMEOUT, cut short when a shutdown runs out of time.
 func (c *conn) call() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), c.s.opts.CallTimeout)
+	return context.WithTimeout(c.s.calls, c.s.opts.CallTimeout)
 }
 
 // login is 93: the kiosk's account, checked once for the connection.

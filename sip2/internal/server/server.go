@@ -39,17 +39,28 @@ type Server struct {
 	logger  *slog.Logger
 	metrics *Metrics
 
+	// calls is the context every call to circulation is made in (a
+	// message's and a logout's, each within its own timeout):
+	// abandonCalls cancels it when a shutdown runs out of time.
+	calls        context.Context
+	abandonCalls context.CancelFunc
+
 	mu        sync.Mutex
 	listeners map[string]*listener // by configured address
 	conns     map[*conn]struct{}
 	perAddr   map[string]int
 	closing   bool
-	handlers  sync.WaitGroup
+	// serving counts the connections admitted whose serve has not
+	// returned: their last message answered and their kiosk logged out.
+	// It is added to under mu, never once closing is set, so Shutdown
+	// may wait on it.
+	serving sync.WaitGroup
 }
 
 // New returns a door answering through c.
 func New(opts Options, c *circ.Client, logger *slog.Logger, metrics *Metrics) *Server {
-	return &Server{opts: opts, circ: c, logger: logger, metrics: metrics,
+	calls, abandon := context.WithCancel(context.Background())
+	return &Server{opts: opts, circ: c, logger: logger, metrics: metrics, calls: calls, abandonCalls: abandon,
 		listeners: map[string]*listener{}, conns: map[*conn]struct{}{}, perAddr: map[string]int{}}
 }
 
@@ -218,12 +229,13 @@ func (s *Server) admit(c *conn) bool {
 	}
 	s.conns[c] = struct{}{}
 	s.perAddr[c.peer]++
+	s.serving.Add(1)
 	c.admitted = true
 	s.metrics.connections.Inc()
 	return true
 }
 
-// release counts a connection out.
+// release counts a connection out, once its kiosk is logged out.
 func (s *Server) release(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -235,6 +247,7 @@ func (s *Server) release(c *conn) {
 		delete(s.perAddr, c.peer)
 	}
 	s.metrics.connections.Dec()
+	s.serving.Done()
 }
 
 // Kiosks lists the connected kiosks of tenant ("" for all).
@@ -255,8 +268,14 @@ func (s *Server) Kiosks(tenant string) []schemas.Kiosk {
 	return out
 }
 
-// Shutdown stops accepting, lets every message being handled finish and
-// be answered (within ctx), then closes every connection.
+// Shutdown stops accepting and ends every connection: a message being
+// handled is answered first, then the connection closes and its kiosk is
+// logged out at circulation, each connection on its own goroutine, so the
+// logouts of many kiosks run at once. It returns when every connection
+// has ended, logout included. When ctx ends first, every call still
+// running (a message's or a logout's) is abandoned and every connection
+// closed: each then ends at once, logging a logout it could not do, and
+// Shutdown returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
@@ -275,18 +294,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	done := make(chan struct{})
 	go func() {
-		s.handlers.Wait()
+		s.serving.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		for _, c := range conns {
-			c.nc.Close()
-		}
-		return ctx.Err()
 	}
+	// Nothing a connection waits on is left: its calls are cancelled and
+	// its socket closed, so the wait below is short.
+	s.abandonCalls()
+	for _, c := range conns {
+		c.nc.Close()
+	}
+	<-done
+	return ctx.Err()
 }
 
 func hostOf(a net.Addr) string {
