@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,22 +17,69 @@ import (
 
 // Guesses at the real services: every attempt (a password, a PIN, a
 // kiosk's login) is counted before its secret is checked, so a burst gets
-// no more checks than the limit; guesses lock the place they come from,
-// not the account.
+// no more wrong secrets checked than the limit, and a crowd of right ones
+// all get in; guesses lock the place they come from, not the account.
 
 // checked is how many secrets of kind (password, pin) storage has checked
-// so far, by its metrics.
-func checked(t *testing.T, c *harness.Cluster, kind string) int {
+// so far, by its metrics: those that matched and those that did not.
+func checked(t *testing.T, c *harness.Cluster, kind string) (matched, mismatched int) {
 	t.Helper()
-	n := 0
+	n := map[string]int{}
 	for _, result := range []string{"match", "mismatch"} {
 		v, found := c.Metric(t, c.Storage, fmt.Sprintf(`login_secrets_checked_total{kind=%q,result=%q}`, kind, result))
 		if !found {
 			t.Fatalf("storage exports no login_secrets_checked_total for %s", kind)
 		}
-		n += int(v)
+		n[result] = int(v)
 	}
-	return n
+	return n["match"], n["mismatch"]
+}
+
+// checkedSince is how many secrets of kind storage has checked since
+// checked said matched and mismatched.
+func checkedSince(t *testing.T, c *harness.Cluster, kind string, matched, mismatched int) (int, int) {
+	t.Helper()
+	m, mm := checked(t, c, kind)
+	return m - matched, mm - mismatched
+}
+
+// answerOf is an HTTP answer as the burst tests compare them: its status,
+// and its first error's code when it has one.
+func answerOf(r harness.Response) string {
+	if codes := r.ErrorCodes(); len(codes) > 0 {
+		return fmt.Sprintf("%d %s", r.Status, codes[0])
+	}
+	return strconv.Itoa(r.Status)
+}
+
+// checkBurst holds a burst's answers (the right secret's first, the wrong
+// ones' after): exactly maxFailures wrong secrets checked and answered
+// wrong, the right one checked at most once; the other wrong ones refused
+// unchecked (one of unchecked); and the right one answered ok when it was
+// checked, and otherwise as some wrong one was refused unchecked: nothing
+// sets its answer apart but success.
+func checkBurst(t *testing.T, round int, answers []string, matched, mismatched int, ok, wrong string, unchecked ...string) {
+	t.Helper()
+	counts := map[string]int{}
+	for _, a := range answers[1:] {
+		counts[a]++
+	}
+	if mismatched != maxFailures || matched > 1 || counts[wrong] != mismatched {
+		t.Fatalf("round %d: %d wrong and %d right secrets checked, the wrong ones answered %v; want %d wrong checked (answered %s), the right one at most once",
+			round, mismatched, matched, counts, maxFailures, wrong)
+	}
+	for a, n := range counts {
+		if a != wrong && !slices.Contains(unchecked, a) {
+			t.Fatalf("round %d: %d wrong secrets answered %s; want %s or refused unchecked %v", round, n, a, wrong, unchecked)
+		}
+	}
+	switch right := answers[0]; {
+	case right == ok && matched == 1:
+	case right != ok && matched == 0 && counts[right] > 0 && slices.Contains(unchecked, right):
+	default:
+		t.Fatalf("round %d: the right secret answered %s (checked %d times), the wrong ones %v; want %s when checked, else refused as a wrong one was",
+			round, right, matched, counts, ok)
+	}
 }
 
 // atOnce runs each of n calls in a goroutine of its own, released
@@ -72,13 +121,11 @@ const maxFailures = 5 // LOGIN_MAX_FAILURES, the default
 // held row, or behind another attempt waiting for it): the burst is then
 // at once where the limit is decided, whatever pace its requests kept on
 // the way there (kiosks, the SIP2 door, circulation, a loaded machine).
-// Held so, no order of the burst can open anything: until the count is
-// full, more than maxFailures attempts are in progress at storage, so the
-// right secret among them is a guess among guesses (login.Service's
-// others), and once it is full, the right one is refused unchecked.
-// Without the hold, the right secret sent first could reach storage,
-// be checked and be granted before the others had even arrived, which is
-// what a lone attempt is owed.
+// Held so, the right secret among them is one of the burst in any order:
+// it may be let in first, or wait its turn behind the wrong ones until
+// they lock the count. Without the hold, the right secret sent first
+// could reach storage and be checked before the others had even arrived,
+// which is what a lone attempt is owed, and tests nothing of a burst.
 func heldAtStorage(t *testing.T, c *harness.Cluster, key string, burst func()) {
 	t.Helper()
 	const want = 2 * maxFailures
@@ -130,10 +177,12 @@ RETURNING pg_backend_pid()`, c.Tenant, key).Scan(&holder); err != nil {
 
 // TestPasswordBurstsGetNoMoreChecksThanTheLimit: forty wrong passwords
 // and the right one at once, ten rounds, each from an address of its own,
-// at storage's sign-in and at circulation's (the pages'): five checked,
-// the rest refused unchecked (429 LOGIN_LOCKED), the account never opened
-// by the burst, storage's count the five; the right password after the
-// burst is refused unchecked too.
+// at storage's sign-in and at circulation's (the pages'): exactly five
+// wrong ones checked, the rest refused unchecked (429 LOGIN_LOCKED, or
+// LOGIN_BUSY); the right one signed in only when its turn came before the
+// five wrong ones locked the pair, else refused as the wrong ones were;
+// storage's count the five; the right password after the burst refused
+// unchecked.
 func TestPasswordBurstsGetNoMoreChecksThanTheLimit(t *testing.T) {
 	t.Parallel()
 	// The account's rate from new addresses is lifted: every round's
@@ -148,35 +197,30 @@ func TestPasswordBurstsGetNoMoreChecksThanTheLimit(t *testing.T) {
 			at = c.Circulations[0]
 		}
 		address := fmt.Sprintf("127.0.1.%d", round+1)
-		before := checked(t, c, "password")
-		var statuses []int
+		matched, mismatched := checked(t, c, "password")
+		var answers []string
 		heldAtStorage(t, c, "pair:"+address+"|ada", func() {
-			statuses = atOnce(41, func(i int) int {
+			answers = atOnce(41, func(i int) string {
 				p := password
 				if i > 0 {
 					p = fmt.Sprintf("guess %d", i)
 				}
-				return c.DoFrom(address, at, "POST", "/authn/login-with-expiry", map[string]any{"username": "ada", "password": p}, headers).Status
+				return answerOf(c.DoFrom(address, at, "POST", "/authn/login-with-expiry", map[string]any{"username": "ada", "password": p}, headers))
 			})
 		})
-		n := checked(t, c, "password") - before
-		count := map[int]int{}
-		for _, s := range statuses {
-			count[s]++
-		}
-		if n != maxFailures || count[http.StatusCreated] != 0 || count[http.StatusUnprocessableEntity]+count[http.StatusTooManyRequests] != 41 {
-			t.Fatalf("round %d at %s: %d passwords checked, answers %v; want %d checked, none signed in, the rest 422 or 429",
-				round, at.Name, n, count, maxFailures)
-		}
+		matched, mismatched = checkedSince(t, c, "password", matched, mismatched)
+		checkBurst(t, round, answers, matched, mismatched, "201", "422 "+schemas.CodeLoginFailed,
+			"429 "+schemas.CodeLoginLocked, "429 "+schemas.CodeLoginBusy)
 		if got := guessCount(t, c, "pair:"+address+"|ada"); got != maxFailures {
-			t.Errorf("round %d: storage counts %d attempts of the pair, want %d", round, got, maxFailures)
+			t.Errorf("round %d: storage counts %d wrong passwords of the pair, want %d", round, got, maxFailures)
 		}
-		before = checked(t, c, "password")
-		if r := c.DoFrom(address, at, "POST", "/authn/login-with-expiry", map[string]any{"username": "ada", "password": password}, headers); r.Status != http.StatusTooManyRequests ||
-			r.ErrorCodes()[0] != schemas.CodeLoginLocked || checked(t, c, "password") != before {
+		before, _ := checked(t, c, "password")
+		if r := c.DoFrom(address, at, "POST", "/authn/login-with-expiry", map[string]any{"username": "ada", "password": password}, headers); answerOf(r) != "429 "+schemas.CodeLoginLocked {
 			t.Errorf("round %d: the right password after the burst: %d %s, want 429 LOGIN_LOCKED unchecked", round, r.Status, r.Body)
+		} else if after, _ := checked(t, c, "password"); after != before {
+			t.Errorf("round %d: the right password after the burst was checked", round)
 		}
-		t.Logf("round %d at %s: %d checked, answers %v", round, at.Name, n, count)
+		t.Logf("round %d at %s: the right one %s, %d wrong checked", round, at.Name, answers[0], mismatched)
 	}
 }
 
@@ -224,8 +268,10 @@ func TestGuessesLockThePlaceNotTheAccount(t *testing.T) {
 
 // TestPINBurstsGetNoMoreChecksThanTheLimit: forty wrong PINs and the right
 // one at once, ten rounds, from a self-check machine at circulation's
-// POST /circulation/patron-pin/verify: five checked, the rest refused
-// unchecked (429 PIN_LOCKED), the right one never taken (no 204).
+// POST /circulation/patron-pin/verify: exactly five wrong ones checked,
+// the rest refused unchecked (429 PIN_LOCKED, or PIN_BUSY); the right one
+// taken (204) only when its turn came before the five locked the PIN,
+// else refused as the wrong ones were.
 func TestPINBurstsGetNoMoreChecksThanTheLimit(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
@@ -236,38 +282,35 @@ func TestPINBurstsGetNoMoreChecksThanTheLimit(t *testing.T) {
 	for round := range 10 {
 		// Setting the PIN again starts its count again.
 		c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
-		before := checked(t, c, "pin")
-		var statuses []int
+		matched, mismatched := checked(t, c, "pin")
+		var answers []string
 		heldAtStorage(t, c, "pin:"+id, func() {
-			statuses = atOnce(41, func(i int) int {
+			answers = atOnce(41, func(i int) string {
 				pin := "7319"
 				if i > 0 {
 					pin = fmt.Sprintf("%04d", 1000+i)
 				}
 				// Each round from an address of its own: five wrong PINs
 				// a round, ten rounds, would lock one address (twenty).
-				return c.DoFrom(fmt.Sprintf("127.0.4.%d", round+1), c.Circulations[0], "POST", "/circulation/patron-pin/verify",
-					map[string]any{"userBarcode": patron, "pin": pin}, kiosk).Status
+				return answerOf(c.DoFrom(fmt.Sprintf("127.0.4.%d", round+1), c.Circulations[0], "POST", "/circulation/patron-pin/verify",
+					map[string]any{"userBarcode": patron, "pin": pin}, kiosk))
 			})
 		})
-		n := checked(t, c, "pin") - before
-		count := map[int]int{}
-		for _, s := range statuses {
-			count[s]++
-		}
-		if n != maxFailures || count[http.StatusNoContent] != 0 || count[http.StatusUnprocessableEntity]+count[http.StatusTooManyRequests] != 41 {
-			t.Fatalf("round %d: %d PINs checked, answers %v; want %d checked, none right, the rest 422 or 429", round, n, count, maxFailures)
-		}
+		matched, mismatched = checkedSince(t, c, "pin", matched, mismatched)
+		checkBurst(t, round, answers, matched, mismatched, "204", "422 "+schemas.CodePinInvalid,
+			"429 "+schemas.CodePinLocked, "429 "+schemas.CodePinBusy)
 		if got := guessCount(t, c, "pin:"+id); got != maxFailures {
-			t.Errorf("round %d: storage counts %d PIN attempts, want %d", round, got, maxFailures)
+			t.Errorf("round %d: storage counts %d wrong PINs, want %d", round, got, maxFailures)
 		}
 	}
 }
 
 // TestSIP2PINBurstsGetNoMoreChecksThanTheLimit: forty wrong PINs and the
 // right one, sent at once over ten kiosks' connections to a listener that
-// requires PINs, each a check-out of the patron's item, ten rounds: five
-// checked, no check-out answered 121, no loan made.
+// requires PINs, each a check-out of the patron's item, ten rounds:
+// exactly five wrong ones checked, none of their check-outs lent; the
+// right one's check-out lent (121, one loan) only when its PIN's turn came
+// before the five locked it, else refused (120) like the rest.
 func TestSIP2PINBurstsGetNoMoreChecksThanTheLimit(t *testing.T) {
 	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 1, 0, map[string]any{"patronPin": "required"})
@@ -280,16 +323,17 @@ func TestSIP2PINBurstsGetNoMoreChecksThanTheLimit(t *testing.T) {
 	}
 	for round := range 10 {
 		c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
-		before := checked(t, c, "pin")
+		matched, mismatched := checked(t, c, "pin")
 		// Connection i sends the PINs i, i+10, i+20…: the right one is
 		// the round's, so it comes early and late in turn.
+		right := (round * 4) % 41
 		var replies [][]string
 		heldAtStorage(t, c, "pin:"+id, func() {
 			replies = atOnce(len(kiosks), func(k int) []string {
 				var out []string
 				for p := k; p < 41; p += len(kiosks) {
 					pin := fmt.Sprintf("%04d", 1000+p)
-					if p == (round*4)%41 {
+					if p == right {
 						pin = "7319"
 					}
 					out = append(out, kiosks[k].Send(checkOutMsg(patron, item)+"AD"+pin+"|"))
@@ -297,34 +341,47 @@ func TestSIP2PINBurstsGetNoMoreChecksThanTheLimit(t *testing.T) {
 				return out
 			})
 		})
-		n := checked(t, c, "pin") - before
-		for _, rs := range replies {
-			for _, r := range rs {
-				if !strings.HasPrefix(r, "120") {
-					t.Fatalf("round %d: a check-out in a burst of PINs answered %q", round, r)
+		matched, mismatched = checkedSince(t, c, "pin", matched, mismatched)
+		lent := 0
+		for k, rs := range replies {
+			for i, r := range rs {
+				switch {
+				case strings.HasPrefix(r, "121") && k+i*len(kiosks) == right:
+					lent++
+				case !strings.HasPrefix(r, "120"):
+					t.Fatalf("round %d: a check-out with a wrong PIN, or refused, answered %q", round, r)
 				}
 			}
 		}
-		if n != maxFailures {
-			t.Fatalf("round %d: %d PINs checked, want %d", round, n, maxFailures)
+		if mismatched != maxFailures || matched != lent {
+			t.Fatalf("round %d: %d wrong and %d right PINs checked, %d lent; want %d wrong, the right one lent exactly when checked",
+				round, mismatched, matched, lent, maxFailures)
 		}
-		if l := openLoans(t, c, patron); l != 0 {
-			t.Fatalf("round %d: %d loans made", round, l)
+		if l := openLoans(t, c, patron); l != lent {
+			t.Fatalf("round %d: %d loans made, want %d", round, l, lent)
 		}
+		if lent > 0 {
+			if r := kiosks[0].Send(checkInMsg(item)); !strings.HasPrefix(r, "101") {
+				t.Fatalf("round %d: the check-in after the burst: %q", round, r)
+			}
+		}
+		t.Logf("round %d: lent %d", round, lent)
 	}
 }
 
 // TestSIP2LoginBurstsLockTheKioskNotTheAccount: ten rounds of sixty-four
 // connections from one address each (SIP2_MAX_CONNECTIONS_PER_ADDRESS),
 // logging in to the shared kiosk account at once with sixty-three wrong
-// passwords and the right one: five checked, none logged in (940 each).
-// After every round the kiosks at other addresses log in at once: the
-// guesses locked the guessing kiosk's address, not the account.
+// passwords and the right one: exactly five wrong ones checked, all of
+// them refused (940), the right one logged in (941) only when its turn
+// came before the five locked the kiosk's address. After every round the
+// kiosks at other addresses log in at once: the guesses locked the
+// guessing kiosk's address, not the account.
 func TestSIP2LoginBurstsLockTheKioskNotTheAccount(t *testing.T) {
 	t.Parallel()
 	// The account's rate from new addresses is lifted: every round's
 	// address is new, and this test is about the pair's count (the rate is
-	// TestGuessesFromManyAddressesSlowOnlyNewOnes's).
+	// the next test's).
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"LOGIN_ACCOUNT_RATE=0"}})
 	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
 	door := c.StartSIP2(t, 0, nil)
@@ -334,28 +391,34 @@ func TestSIP2LoginBurstsLockTheKioskNotTheAccount(t *testing.T) {
 		for i := range conns {
 			conns[i] = harness.DialSIP2From(t, address, door.SIP2Addr)
 		}
-		before := checked(t, c, "password")
+		right := round * 6
+		matched, mismatched := checked(t, c, "password")
 		var replies []string
 		heldAtStorage(t, c, "pair:"+address+"|user_id", func() {
 			replies = atOnce(len(conns), func(i int) string {
 				p := fmt.Sprintf("guess-%d", i)
-				if i == round*6 {
+				if i == right {
 					p = "passw0rd"
 				}
-				return conns[i].Send("9300CNuser_id|CO" + p + "|CPkiosk|")
+				return conns[i].Send("9300CNuser_id|CO" + p + "|CPkiosk|")[:3]
 			})
 		})
-		n := checked(t, c, "password") - before
-		for _, r := range replies {
-			if !strings.HasPrefix(r, "940") {
-				t.Fatalf("round %d: a login in a burst of guesses answered %q", round, r)
+		matched, mismatched = checkedSince(t, c, "password", matched, mismatched)
+		in := 0
+		for i, r := range replies {
+			switch {
+			case r == "941" && i == right:
+				in++
+			case r != "940":
+				t.Fatalf("round %d: a login with a wrong password, or refused, answered %q", round, r)
 			}
 		}
-		if n != maxFailures {
-			t.Fatalf("round %d: %d passwords checked, want %d", round, n, maxFailures)
+		if mismatched != maxFailures || matched != in {
+			t.Fatalf("round %d: %d wrong and %d right passwords checked, %d logged in; want %d wrong, the right one in exactly when checked",
+				round, mismatched, matched, in, maxFailures)
 		}
 		if got := guessCount(t, c, "pair:"+address+"|user_id"); got != maxFailures {
-			t.Errorf("round %d: storage counts %d logins of the guessing kiosk, want %d", round, got, maxFailures)
+			t.Errorf("round %d: storage counts %d wrong logins of the guessing kiosk, want %d", round, got, maxFailures)
 		}
 		harness.DialSIP2From(t, fmt.Sprintf("127.0.4.%d", 100+round), door.SIP2Addr).Login("user_id", "passw0rd")
 		for _, k := range conns {
@@ -380,7 +443,7 @@ func TestGuessesFromManyAddressesSlowOnlyNewOnes(t *testing.T) {
 				map[string]any{"username": "user_id", "password": fmt.Sprintf("guess %d", i)}, headers)
 		}
 	}
-	before := checked(t, c, "password")
+	matched, mismatched := checked(t, c, "password")
 	r := c.DoFrom("127.0.5.9", c.Storage, "POST", "/authn/login-with-expiry", map[string]any{"username": "user_id", "password": "passw0rd"}, headers)
 	if r.Status != http.StatusTooManyRequests || r.ErrorCodes()[0] != schemas.CodeLoginLocked || r.Header.Get("Retry-After") == "" {
 		t.Errorf("the right password from a new address: %d %s, want 429 LOGIN_LOCKED", r.Status, r.Body)
@@ -390,8 +453,8 @@ func TestGuessesFromManyAddressesSlowOnlyNewOnes(t *testing.T) {
 	if got := harness.DialSIP2From(t, "127.0.5.10", door.SIP2Addr).Send("9300CNuser_id|COpassw0rd|CPkiosk|"); !strings.HasPrefix(got, "940") {
 		t.Errorf("a kiosk at a new address: %q, want 940 while the account's rate is full", got)
 	}
-	if n := checked(t, c, "password") - before; n != 0 {
-		t.Errorf("%d passwords checked past the account's rate", n)
+	if m, mm := checkedSince(t, c, "password", matched, mismatched); m+mm != 0 {
+		t.Errorf("%d passwords checked past the account's rate", m+mm)
 	}
 	harness.DialSIP2From(t, "127.0.5.250", door.SIP2Addr).Login("user_id", "passw0rd")
 }

@@ -87,10 +87,13 @@ func (r *Refusal) Error() string { return fmt.Sprintf("%d %s: %s", r.Status, r.C
 
 // ErrLoginFailed is a kiosk whose name or password is wrong;
 // ErrLoginLocked one whose sign-ins are refused for a while (too many
-// failed from its address), its password not checked.
+// failed from its address), its password not checked; ErrLoginBusy one
+// whose turn did not come within the call's time (others from its place
+// being checked all along), its password not checked either.
 var (
 	ErrLoginFailed = errors.New("circ: login failed")
 	ErrLoginLocked = fmt.Errorf("%w: locked for a while", ErrLoginFailed)
+	ErrLoginBusy   = fmt.Errorf("%w: no turn came", ErrLoginFailed)
 )
 
 // ErrSessionEnded is a kiosk whose sign-in has ended (its account was
@@ -113,6 +116,9 @@ func (c *Client) Login(ctx context.Context, tenant, username, password, address 
 	case http.StatusUnprocessableEntity:
 		return nil, ErrLoginFailed
 	case http.StatusTooManyRequests:
+		if _, busy := busyFor(res, data); busy {
+			return nil, ErrLoginBusy
+		}
 		return nil, ErrLoginLocked
 	}
 	if res.StatusCode != http.StatusCreated {
@@ -255,8 +261,8 @@ type PatronSummary struct {
 
 // PatronSummary reads what a kiosk shows the patron with barcode, with the
 // PIN the patron typed ("" for none: the verdict alone); a barcode of no
-// patron is a *Refusal with status 404, a wrong PIN one with PIN_INVALID
-// and a locked one PIN_LOCKED.
+// patron is a *Refusal with status 404, a wrong PIN one with PIN_INVALID,
+// a locked one PIN_LOCKED, and one whose turn did not come PIN_BUSY.
 func (c *Client) PatronSummary(ctx context.Context, s *Session, barcode, pin string) (PatronSummary, error) {
 	var out PatronSummary
 	var header []string
@@ -268,7 +274,7 @@ func (c *Client) PatronSummary(ctx context.Context, s *Session, barcode, pin str
 }
 
 // VerifyPin checks the PIN a patron typed: nil when it matches; a
-// *Refusal with PIN_INVALID (422) or PIN_LOCKED (429) when not.
+// *Refusal with PIN_INVALID (422), PIN_LOCKED or PIN_BUSY (429) when not.
 func (c *Client) VerifyPin(ctx context.Context, s *Session, barcode, pin string) error {
 	body, _ := json.Marshal(map[string]string{"userBarcode": barcode, "pin": pin})
 	return c.call(ctx, s, http.MethodPost, "/circulation/patron-pin/verify", body, nil)
@@ -341,9 +347,52 @@ func (c *Client) refreshSession(ctx context.Context, s *Session) error {
 // maxAnswer bounds an answer's body.
 const maxAnswer = 1 << 20
 
-// do sends one request for the kiosk at address, with header's name,
-// value pairs.
+// do sends a request for the kiosk at address, with header's name, value
+// pairs. A sign-in or PIN refused unchecked for a moment (LOGIN_BUSY,
+// PIN_BUSY: as many others from its place were being checked as their
+// limit lets be, and nothing was counted or done) is sent again after
+// the Retry-After it was answered, for as long as ctx gives the kiosk: a
+// branch's kiosks signing in together all get in, each in its turn.
 func (c *Client) do(ctx context.Context, tenant, address, token, method, path string, body []byte, cookies string, header ...string) (*http.Response, []byte, error) {
+	for {
+		res, data, err := c.send(ctx, tenant, address, token, method, path, body, cookies, header...)
+		if err != nil {
+			return nil, nil, err
+		}
+		wait, busy := busyFor(res, data)
+		if dl, ok := ctx.Deadline(); !busy || (ok && time.Until(dl) < wait) {
+			return res, data, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, data, nil
+		case <-t.C:
+		}
+	}
+}
+
+// busyFor says whether an answer is a refusal unchecked for a moment
+// (LOGIN_BUSY, PIN_BUSY), and how long it asks to wait: its Retry-After,
+// at least minBusyWait.
+func busyFor(res *http.Response, data []byte) (time.Duration, bool) {
+	if res.StatusCode != http.StatusTooManyRequests {
+		return 0, false
+	}
+	env, found := errhttp.Decode(data)
+	if !found || (env.Errors[0].Code != schemas.CodeLoginBusy && env.Errors[0].Code != schemas.CodePinBusy) {
+		return 0, false
+	}
+	return max(errhttp.RetryAfter(res.Header), minBusyWait), true
+}
+
+// minBusyWait is the least wait before a refusal unchecked for a moment is
+// asked again, whatever its Retry-After says.
+const minBusyWait = 100 * time.Millisecond
+
+// send sends one request for the kiosk at address.
+func (c *Client) send(ctx context.Context, tenant, address, token, method, path string, body []byte, cookies string, header ...string) (*http.Response, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err
@@ -391,10 +440,11 @@ func refusal(status int, data []byte) *Refusal {
 	return r
 }
 
-// Busy says whether a refusal is the patron's lock not acquired in time:
-// the kiosk should try again.
+// Busy says whether a refusal is the patron's lock not acquired in time,
+// or a PIN whose turn did not come (PIN_BUSY): the kiosk should try
+// again.
 func (r *Refusal) Busy() bool {
-	return r.Code == schemas.CodeUnableToAcquireLock || r.Code == schemas.CodeLockHeld ||
+	return r.Code == schemas.CodeUnableToAcquireLock || r.Code == schemas.CodeLockHeld || r.Code == schemas.CodePinBusy ||
 		r.Status == http.StatusServiceUnavailable
 }
 

@@ -188,7 +188,10 @@ func (c *conn) call() (context.Context, context.CancelFunc) {
 // The door counts nothing itself: circulation's login (storage's) counts
 // every attempt before it checks the password, by account and kiosk
 // address, which the door names; guesses from one kiosk lock that kiosk
-// out, never the shared account at the others.
+// out, never the shared account at the others. Kiosks behind one address
+// logging in together all get in, each in its turn: while their turns
+// have not come, circulation answers busy and the door asks again
+// (circ.Client's do), within the call's time.
 func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadLogin(req)
 	user := m.User
@@ -208,6 +211,8 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 		c.session = s
 		c.mu.Unlock()
 		return msg.LoginResponse{OK: true}.Reply(), "ok"
+	case errors.Is(err, circ.ErrLoginBusy):
+		return fail, "busy"
 	case errors.Is(err, circ.ErrLoginLocked):
 		return fail, "locked"
 	case errors.Is(err, circ.ErrLoginFailed):
