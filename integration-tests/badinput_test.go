@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io/fs"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -131,4 +135,207 @@ func TestWorkloadBadInput(t *testing.T) {
 	// Still healthy: a good check-out works.
 	c.CheckOut(0, item, patron).Want(t, http.StatusCreated)
 	summary(t, len(cases)+1, 1, len(cases), 0, "server_errors=0")
+}
+
+// TestNoSecretInAnyError sends every route that takes a password or a PIN,
+// at both services, bodies (and an X-Patron-Pin) that are refused with a
+// secret in them: too long, too short, of the wrong type, beside another
+// fault, under a field the schema does not describe. Each answer is the
+// exact 4xx naming the field at fault, and no answer quotes the secret,
+// in a message or a parameter. Every schema that marks a property
+// writeOnly (a secret) is one of the bodies sent.
+func TestNoSecretInAnyError(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1})
+	lib := c.SetupLibrary(1, 0, 0)
+	patron := lib.Patrons[0]
+	patronID := c.IDOf(t, "/users", "users", patron)
+	const password = "correct horse battery staple"
+	accountID := c.Account(t, "ada", "Ada", "Lovelace", schemas.RoleLibrarian, password)
+
+	// The secrets: each one sent is looked for in every answer.
+	const (
+		secret      = "Zebra-Quill-7319"
+		shortSecret = "Zq-731!" // shorter than a password may be
+		shortPin    = "Q7z"     // shorter than a PIN may be
+		wrongPin    = "97315531"
+	)
+	secrets := []string{secret, shortSecret, shortPin, wrongPin}
+	long := secret + strings.Repeat("x", 300) // longer than any password or PIN may be
+	tenantOnly := map[string]string{schemas.HeaderTenant: c.Tenant}
+	admin := c.Headers()
+	kiosk := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleSelfCheck)}
+	kioskWithPin := func(pin string) map[string]string {
+		h := maps.Clone(kiosk)
+		h[schemas.HeaderPatronPin] = pin
+		return h
+	}
+	selfCheck := []string{schemas.RoleSelfCheck}
+
+	type secretCase struct {
+		name    string
+		storage bool   // to storage rather than circulation
+		schema  string // the body's schema, where the secret is refused
+		method  string
+		path    string
+		body    any
+		headers map[string]string
+		status  int
+		code    string
+		field   string // the field an error names; "" for none
+	}
+	cases := []secretCase{
+		{"sign-in: password too long", true, "login-request.json", "POST", "/authn/login-with-expiry",
+			map[string]any{"username": "ada", "password": long}, tenantOnly, 422, schemas.CodeValidation, "password"},
+		{"sign-in: password not a string", true, "login-request.json", "POST", "/authn/login-with-expiry",
+			map[string]any{"username": "ada", "password": []string{secret}}, tenantOnly, 422, schemas.CodeValidation, "password"},
+		{"sign-in: username an object holding the password", true, "login-request.json", "POST", "/authn/login-with-expiry",
+			map[string]any{"username": map[string]any{"password": secret}, "password": secret}, tenantOnly, 422, schemas.CodeValidation, "username"},
+		{"sign-in: wrong password", true, "login-request.json", "POST", "/authn/login-with-expiry",
+			map[string]any{"username": "ada", "password": secret}, tenantOnly, 422, schemas.CodeLoginFailed, ""},
+		{"credentials: password too short", true, "credentials.json", "POST", "/authn/credentials",
+			map[string]any{"userId": accountID, "password": shortSecret}, admin, 422, schemas.CodeValidation, "password"},
+		{"credentials: password too long", true, "credentials.json", "POST", "/authn/credentials",
+			map[string]any{"username": "ada", "password": long}, admin, 422, schemas.CodeValidation, "password"},
+		{"credentials: password an object beside a bad userId", true, "credentials.json", "POST", "/authn/credentials",
+			map[string]any{"userId": "not-an-id", "password": map[string]any{"value": secret}}, admin, 422, schemas.CodeValidation, "password"},
+		{"accounts: a password", true, "account.json", "POST", "/accounts",
+			map[string]any{"username": "eve", "roles": selfCheck, "password": secret}, admin, 422, schemas.CodeValidation, "password"},
+		{"accounts: a PIN in personal", true, "account.json", "POST", "/accounts",
+			map[string]any{"username": "eve", "roles": selfCheck, "personal": map[string]any{"firstName": "Eve", "pin": secret}}, admin, 422,
+			schemas.CodeValidation, "personal.pin"},
+		{"accounts: personal an array holding a secret", true, "account.json", "POST", "/accounts",
+			map[string]any{"username": "eve", "roles": selfCheck, "personal": []string{secret}}, admin, 422, schemas.CodeValidation, "personal"},
+		{"accounts: a password replaced", true, "account.json", "PUT", "/accounts/" + accountID,
+			map[string]any{"id": accountID, "username": "ada", "roles": []string{schemas.RoleLibrarian}, "newPassword": secret}, admin, 422,
+			schemas.CodeValidation, "newPassword"},
+		{"patron PIN: too long", true, "patron-pin.json", "POST", "/patron-pin",
+			map[string]any{"id": patronID, "pin": long}, admin, 422, schemas.CodeValidation, "pin"},
+		{"patron PIN: too short", true, "patron-pin.json", "POST", "/patron-pin",
+			map[string]any{"id": patronID, "pin": shortPin}, admin, 422, schemas.CodeValidation, "pin"},
+		{"patron PIN: a password beside it", true, "patron-pin.json", "POST", "/patron-pin",
+			map[string]any{"id": patronID, "pin": "1234", "password": secret}, admin, 422, schemas.CodeValidation, "password"},
+		{"patron PIN verified: too long", true, "patron-pin.json", "POST", "/patron-pin/verify",
+			map[string]any{"id": patronID, "pin": long}, admin, 422, schemas.CodeValidation, "pin"},
+		{"patron PIN verified: not a string", true, "patron-pin.json", "POST", "/patron-pin/verify",
+			map[string]any{"id": patronID, "pin": []string{secret}}, admin, 422, schemas.CodeValidation, "pin"},
+		{"patron PIN verified: an old PIN beside it", true, "patron-pin.json", "POST", "/patron-pin/verify",
+			map[string]any{"id": patronID, "pin": "1234", "oldPin": secret}, admin, 422, schemas.CodeValidation, "oldPin"},
+
+		{"circulation sign-in: password too long", false, "login-request.json", "POST", "/authn/login-with-expiry",
+			map[string]any{"username": "ada", "password": long}, tenantOnly, 422, schemas.CodeValidation, "password"},
+		{"circulation sign-in: wrong password", false, "login-request.json", "POST", "/authn/login-with-expiry",
+			map[string]any{"username": "ada", "password": secret}, tenantOnly, 422, schemas.CodeLoginFailed, ""},
+		{"kiosk PIN: too long", false, "circulation-patron-pin.json", "POST", "/circulation/patron-pin/verify",
+			map[string]any{"userBarcode": patron, "pin": long}, kiosk, 422, schemas.CodeValidation, "pin"},
+		{"kiosk PIN: too short for storage", false, "circulation-patron-pin.json", "POST", "/circulation/patron-pin/verify",
+			map[string]any{"userBarcode": patron, "pin": shortPin}, kiosk, 422, schemas.CodeValidation, "pin"},
+		{"kiosk PIN: not a string", false, "circulation-patron-pin.json", "POST", "/circulation/patron-pin/verify",
+			map[string]any{"userBarcode": patron, "pin": map[string]any{"pin": secret}}, kiosk, 422, schemas.CodeValidation, "pin"},
+		{"kiosk PIN: a password beside it", false, "circulation-patron-pin.json", "POST", "/circulation/patron-pin/verify",
+			map[string]any{"userBarcode": patron, "pin": "1234", "password": secret}, kiosk, 422, schemas.CodeValidation, "password"},
+		{"kiosk PIN: wrong", false, "circulation-patron-pin.json", "POST", "/circulation/patron-pin/verify",
+			map[string]any{"userBarcode": patron, "pin": wrongPin}, kiosk, 422, schemas.CodePinInvalid, ""},
+		{"summary PIN: too long", false, "patron-pin.json", "GET", "/circulation/patron-summary?userBarcode=" + patron,
+			nil, kioskWithPin(long), 422, schemas.CodeValidation, "pin"},
+		{"summary PIN: too short", false, "patron-pin.json", "GET", "/circulation/patron-summary?userBarcode=" + patron,
+			nil, kioskWithPin(shortPin), 422, schemas.CodeValidation, "pin"},
+		{"summary PIN: wrong", false, "patron-pin.json", "GET", "/circulation/patron-summary?userBarcode=" + patron,
+			nil, kioskWithPin(wrongPin), 422, schemas.CodePinInvalid, ""},
+	}
+	sent := map[string]bool{}
+	for _, tc := range cases {
+		sent[tc.schema] = true
+		p := c.Circulations[0]
+		if tc.storage {
+			p = c.Storage
+		}
+		r := c.DoWith(p, tc.method, tc.path, tc.body, tc.headers)
+		if r.Err != nil {
+			t.Errorf("%s: no answer: %v", tc.name, r.Err)
+			continue
+		}
+		for _, s := range secrets {
+			if bytes.Contains(r.Body, []byte(s)) || strings.Contains(fmt.Sprint(r.Header), s) {
+				t.Errorf("%s: the answer quotes the secret %q: %d %s", tc.name, s, r.Status, r.Body)
+			}
+		}
+		var env struct {
+			Errors []struct {
+				Code       string `json:"code"`
+				Parameters []struct {
+					Key string `json:"key"`
+				} `json:"parameters"`
+			} `json:"errors"`
+		}
+		if err := json.Unmarshal(r.Body, &env); err != nil || len(env.Errors) == 0 {
+			t.Errorf("%s: %d, not an error envelope: %.300s", tc.name, r.Status, r.Body)
+			continue
+		}
+		if r.Status != tc.status || env.Errors[0].Code != tc.code {
+			t.Errorf("%s: %d %s, want %d %s: %.300s", tc.name, r.Status, env.Errors[0].Code, tc.status, tc.code, r.Body)
+		}
+		named := tc.field == ""
+		for _, e := range env.Errors {
+			for _, p := range e.Parameters {
+				named = named || p.Key == tc.field
+			}
+		}
+		if !named {
+			t.Errorf("%s: no error names %s: %.300s", tc.name, tc.field, r.Body)
+		}
+	}
+	for _, name := range writeOnlySchemas(t) {
+		if !sent[name] {
+			t.Errorf("%s takes a secret (a property writeOnly), and no body of it was sent", name)
+		}
+	}
+}
+
+// writeOnlySchemas are the schemas that mark some property writeOnly.
+func writeOnlySchemas(t *testing.T) []string {
+	t.Helper()
+	names, err := fs.Glob(schemas.Files(), "*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, name := range names {
+		data, err := fs.ReadFile(schemas.Files(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		var marks func(v any) bool
+		marks = func(v any) bool {
+			switch c := v.(type) {
+			case map[string]any:
+				if c["writeOnly"] == true {
+					return true
+				}
+				for _, sub := range c {
+					if marks(sub) {
+						return true
+					}
+				}
+			case []any:
+				for _, sub := range c {
+					if marks(sub) {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		if marks(doc) {
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no schema marks a property writeOnly")
+	}
+	return out
 }

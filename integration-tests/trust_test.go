@@ -225,52 +225,9 @@ func TestSessionsEndAtBothServices(t *testing.T) {
 		c.DoWith(c.Storage, "GET", "/accounts/"+id, nil, as(token)).Want(t, http.StatusOK)
 		c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks", nil, as(token)).Want(t, http.StatusOK)
 	}
-	// endedWithin waits until token is refused at both services, asking
-	// both at once, and fails the test if either honoured it when asked
-	// more than sessionBound after ended (when the call that ended the
-	// session was answered): the last request answered 200 was sent no
-	// later than that. A slow answer on a busy machine proves nothing, so
-	// it is the sending that counts.
 	endedWithin := func(what, token string, ended time.Time) {
 		t.Helper()
-		type outcome struct {
-			r            harness.Response
-			lastHonoured time.Time
-			firstRefusal time.Time
-		}
-		out := atOnce(2, func(i int) outcome {
-			p, path := c.Storage, "/accounts/"+id
-			if i == 1 {
-				p, path = c.Circulations[0], "/circulation/check-out-locks"
-			}
-			var o outcome
-			harness.Poll(sessionBound+5*time.Second, 20*time.Millisecond, func() bool {
-				sent := time.Now()
-				o.r = c.DoWith(p, "GET", path, nil, as(token))
-				if o.r.Status == http.StatusUnauthorized {
-					o.firstRefusal = sent
-					return true
-				}
-				o.lastHonoured = sent
-				return false
-			})
-			return o
-		})
-		var honoured, refused time.Duration
-		for i, o := range out {
-			if o.r.Status != http.StatusUnauthorized || o.r.ErrorCodes()[0] != schemas.CodeSessionEnded {
-				t.Fatalf("%s: the token at service %d answers %d %s, want 401 SESSION_ENDED", what, i, o.r.Status, o.r.Body)
-			}
-			if !o.lastHonoured.IsZero() {
-				honoured = max(honoured, o.lastHonoured.Sub(ended))
-			}
-			refused = max(refused, o.firstRefusal.Sub(ended))
-		}
-		if honoured > sessionBound {
-			t.Errorf("%s: the token was honoured when asked %s after, want at most %s", what, honoured, sessionBound)
-		}
-		t.Logf("%s: last honoured when asked %s after, refused at both services when asked %s after", what,
-			honoured.Round(time.Millisecond), refused.Round(time.Millisecond))
+		sessionEndedWithin(t, c, what, token, ended, probe{c.Storage, "/accounts/" + id}, probe{c.Circulations[0], "/circulation/check-out-locks"})
 	}
 	withRefresh := func(token string) map[string]string {
 		return map[string]string{schemas.HeaderTenant: c.Tenant, "Cookie": "folioRefreshToken=" + token}
@@ -331,6 +288,142 @@ func TestSessionsEndAtBothServices(t *testing.T) {
 	if r := c.DoWith(c.Storage, "GET", "/check-out-lock-storage", nil, as(access)); r.Status != http.StatusUnauthorized {
 		t.Errorf("a token of a deleted account at storage: %d, want 401", r.Status)
 	}
+}
+
+// probe is a route of one service that a token is tried on.
+type probe struct {
+	p    *harness.Process
+	path string
+}
+
+// sessionEndedWithin waits until token is refused at every probe, asking
+// them all at once, and fails the test if any honoured it when asked more
+// than sessionBound after ended (when the call that ended the session was
+// answered): the last request answered 200 was sent no later than that. A
+// slow answer on a busy machine proves nothing, so it is the sending that
+// counts.
+func sessionEndedWithin(t *testing.T, c *harness.Cluster, what, token string, ended time.Time, probes ...probe) {
+	t.Helper()
+	type outcome struct {
+		r            harness.Response
+		lastHonoured time.Time
+		firstRefusal time.Time
+	}
+	as := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: token}
+	out := atOnce(len(probes), func(i int) outcome {
+		var o outcome
+		harness.Poll(sessionBound+5*time.Second, 20*time.Millisecond, func() bool {
+			sent := time.Now()
+			o.r = c.DoWith(probes[i].p, "GET", probes[i].path, nil, as)
+			if o.r.Status == http.StatusUnauthorized {
+				o.firstRefusal = sent
+				return true
+			}
+			o.lastHonoured = sent
+			return false
+		})
+		return o
+	})
+	var honoured, refused time.Duration
+	for i, o := range out {
+		if o.r.Status != http.StatusUnauthorized || o.r.ErrorCodes()[0] != schemas.CodeSessionEnded {
+			t.Fatalf("%s: the token at %s %s answers %d %s, want 401 SESSION_ENDED", what, probes[i].p.Name, probes[i].path, o.r.Status, o.r.Body)
+		}
+		if !o.lastHonoured.IsZero() {
+			honoured = max(honoured, o.lastHonoured.Sub(ended))
+		}
+		refused = max(refused, o.firstRefusal.Sub(ended))
+	}
+	if honoured > sessionBound {
+		t.Errorf("%s: the token was honoured when asked %s after, want at most %s", what, honoured, sessionBound)
+	}
+	t.Logf("%s: last honoured when asked %s after, refused at every service asked when asked %s after", what,
+		honoured.Round(time.Millisecond), refused.Round(time.Millisecond))
+}
+
+// TestARoleChangeEndsItsSessionsAtBothServices: an access token names the
+// roles its account had at sign-in, so a write that changes the roles
+// (through the accounts API) ends the account's sessions. A librarian made
+// a self-check machine has its old token refused the librarian's loans at
+// circulation within sessionBound (401 SESSION_ENDED), and its refresh
+// token at storage; signed in again, it holds the kiosk's role only. A
+// tenant administrator made a self-check machine has its old token refused
+// at storage's accounts and circulation's loans alike, within sessionBound.
+// A change that leaves the roles as they were (the name, the roles in
+// another order) ends nothing: the tokens are honoured at both services
+// throughout sessionBound after it.
+func TestARoleChangeEndsItsSessionsAtBothServices(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1})
+	const password = "correct horse battery staple"
+	librarian := c.Account(t, "ada", "Ada", "Lovelace", schemas.RoleLibrarian, password)
+	admin := c.Account(t, "root", "Rita", "Root", schemas.RoleTenantAdmin, password)
+	put := func(id, username string, roles []string, lastName string) {
+		t.Helper()
+		c.Do(c.Storage, "PUT", "/accounts/"+id, map[string]any{"id": id, "username": username, "roles": roles,
+			"personal": map[string]any{"firstName": "Someone", "lastName": lastName}}).Want(t, http.StatusNoContent)
+	}
+	put(admin, "root", []string{schemas.RoleLibrarian, schemas.RoleTenantAdmin}, "Root")
+	signIn := func(username string) (access, refresh string) {
+		t.Helper()
+		r := logIn(c, username, password).Want(t, http.StatusCreated)
+		return cookieOf(r, "folioAccessToken"), cookieOf(r, "folioRefreshToken")
+	}
+	as := func(token string) map[string]string {
+		return map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: token}
+	}
+	loans := probe{c.Circulations[0], "/circulation/loans"}
+	accounts := probe{c.Storage, "/accounts/" + admin}
+	libAccess, libRefresh := signIn("ada")
+	adminAccess, _ := signIn("root")
+	type use struct {
+		token string
+		at    probe
+	}
+	uses := []use{{libAccess, loans}, {adminAccess, loans}, {adminAccess, accounts}}
+	for _, u := range uses {
+		c.DoWith(u.at.p, "GET", u.at.path, nil, as(u.token)).Want(t, http.StatusOK)
+	}
+
+	// The same roles, in another order, under another name: every token
+	// is honoured at both services for as long as an ended session could
+	// still be.
+	put(librarian, "ada", []string{schemas.RoleLibrarian}, "King")
+	put(admin, "root", []string{schemas.RoleTenantAdmin, schemas.RoleLibrarian}, "Rooted")
+	var r harness.Response
+	var refused use
+	if harness.Poll(sessionBound, 50*time.Millisecond, func() bool {
+		for _, u := range uses {
+			if r = c.DoWith(u.at.p, "GET", u.at.path, nil, as(u.token)); r.Status != http.StatusOK {
+				refused = u
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("after a change that kept the roles, a token at %s %s: %d %s, want 200", refused.at.p.Name, refused.at.path, r.Status, r.Body)
+	}
+
+	// A librarian made a self-check machine.
+	put(librarian, "ada", []string{schemas.RoleSelfCheck}, "King")
+	sessionEndedWithin(t, c, "a librarian made a self-check machine", libAccess, time.Now(), loans)
+	if r := c.DoWith(c.Storage, "POST", "/authn/refresh", nil, map[string]string{schemas.HeaderTenant: c.Tenant,
+		"Cookie": "folioRefreshToken=" + libRefresh}); r.Status != http.StatusUnauthorized || r.ErrorCodes()[0] != schemas.CodeSessionEnded {
+		t.Errorf("the refresh token of a librarian made a self-check machine: %d %s, want 401 SESSION_ENDED", r.Status, r.Body)
+	}
+	var reason string
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT end_reason FROM %s.login_session WHERE id = $1`, c.Schema),
+		sessionIDOf(t, libAccess)).Scan(&reason); err != nil || reason != "roles_changed" {
+		t.Errorf("the librarian's session ended for %q (%v), want roles_changed", reason, err)
+	}
+	kioskAccess, _ := signIn("ada")
+	c.DoWith(loans.p, "GET", loans.path, nil, as(kioskAccess)).Want(t, http.StatusForbidden)
+	c.DoWith(c.Circulations[0], "GET", "/circulation/item-summary?itemBarcode=none", nil, as(kioskAccess)).Want(t, http.StatusNotFound)
+
+	// A tenant administrator made a self-check machine, refused at both
+	// services.
+	put(admin, "root", []string{schemas.RoleSelfCheck}, "Rooted")
+	sessionEndedWithin(t, c, "a tenant administrator made a self-check machine", adminAccess, time.Now(), accounts, loans)
 }
 
 // secureCookies says whether every cookie an answer sets is Secure, and

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,10 +98,13 @@ type Violation struct {
 	// Field is the dotted path of the offending value ("personal.lastName",
 	// "rules.0.loanPolicyId"); empty for the document itself.
 	Field string
-	// Message says what is wrong, in the validator's words.
+	// Message says what is wrong, in the validator's words, which never
+	// quote a value that Value may not show (see shown).
 	Message string
 	// Value is the offending value as text (JSON for objects and arrays),
-	// cut to 100 characters; empty when the document itself is at fault.
+	// cut to 100 characters; empty when the document itself is at fault,
+	// and when the value may not be shown (a secret, or what the schema
+	// does not describe).
 	Value string
 }
 
@@ -162,7 +166,7 @@ func (s *Set) Validate(name string, doc any) error {
 	if !errors.As(err, &verr) {
 		return fmt.Errorf("validate against %s: %w", name, err)
 	}
-	vs, more := violations(verr, doc)
+	vs, more := violations(sch, verr, doc)
 	return &ValidationError{Schema: name, Violations: vs, More: more}
 }
 
@@ -189,8 +193,9 @@ func (s *Set) ValidateJSON(name string, data []byte) error {
 // that an anyOf or oneOf that failed is one violation naming its branches.
 // Wrappers such as "validation failed" or "$ref" add nothing and are skipped.
 // It keeps the first MaxViolations and counts the rest, so that a document
-// of a hundred thousand unknown keys costs an answer of fifty lines.
-func violations(root *jsonschema.ValidationError, doc any) ([]Violation, int) {
+// of a hundred thousand unknown keys costs an answer of fifty lines. A
+// value is quoted, in the message as in Value, only where shown allows.
+func violations(sch *jsonschema.Schema, root *jsonschema.ValidationError, doc any) ([]Violation, int) {
 	var vs []Violation
 	more := 0
 	seen := map[Violation]bool{}
@@ -204,19 +209,29 @@ func violations(root *jsonschema.ValidationError, doc any) ([]Violation, int) {
 			vs = append(vs, v)
 		}
 	}
+	// at is the violation of kind k by the value at loc.
+	at := func(loc []string, k jsonschema.ErrorKind) Violation {
+		v := Violation{Field: field(loc)}
+		show := shown(sch, doc, loc)
+		v.Message = describe(k, show)
+		if show {
+			v.Value = valueAt(doc, loc)
+		}
+		return v
+	}
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		switch e.ErrorKind.(type) {
 		case *kind.AnyOf, *kind.OneOf:
 			branches := make([]string, 0, len(e.Causes))
 			for _, c := range e.Causes {
-				branches = append(branches, leafMessages(c)...)
+				branches = append(branches, leafMessages(sch, doc, c)...)
 			}
-			msg := e.ErrorKind.LocalizedString(printer)
+			v := at(e.InstanceLocation, e.ErrorKind)
 			if len(branches) > 0 {
-				msg += ": " + strings.Join(branches, " | ")
+				v.Message += ": " + strings.Join(branches, " | ")
 			}
-			add(Violation{Field: field(e.InstanceLocation), Message: msg, Value: valueAt(doc, e.InstanceLocation)})
+			add(v)
 			return
 		}
 		if len(e.Causes) == 0 {
@@ -234,12 +249,16 @@ func violations(root *jsonschema.ValidationError, doc any) ([]Violation, int) {
 						more += len(k.Properties) - i
 						return
 					}
+					// An unknown property is named, never quoted: the
+					// schema does not describe it, so shown refuses it.
 					loc := append(e.InstanceLocation[:len(e.InstanceLocation):len(e.InstanceLocation)], p)
-					add(Violation{Field: field(loc), Message: "is not a known property", Value: valueAt(doc, loc)})
+					v := at(loc, e.ErrorKind)
+					v.Message = "is not a known property"
+					add(v)
 				}
 				return
 			}
-			add(Violation{Field: field(e.InstanceLocation), Message: e.ErrorKind.LocalizedString(printer), Value: valueAt(doc, e.InstanceLocation)})
+			add(at(e.InstanceLocation, e.ErrorKind))
 			return
 		}
 		for _, c := range e.Causes {
@@ -254,16 +273,160 @@ func violations(root *jsonschema.ValidationError, doc any) ([]Violation, int) {
 }
 
 // leafMessages is the messages of the leaves under e, for summarising a
-// failed anyOf branch.
-func leafMessages(e *jsonschema.ValidationError) []string {
+// failed anyOf branch, each quoting its value only where shown allows.
+func leafMessages(sch *jsonschema.Schema, doc any, e *jsonschema.ValidationError) []string {
 	if len(e.Causes) == 0 {
-		return []string{e.ErrorKind.LocalizedString(printer)}
+		return []string{describe(e.ErrorKind, shown(sch, doc, e.InstanceLocation))}
 	}
 	var out []string
 	for _, c := range e.Causes {
-		out = append(out, leafMessages(c)...)
+		out = append(out, leafMessages(sch, doc, c)...)
 	}
 	return out
+}
+
+// describe is what a violation of kind k says. A few of the validator's
+// messages quote the offending value (a pattern's, a format's, a number's
+// bound); where the value may not be shown, any message but those known
+// to quote none says only which keyword the value fails.
+func describe(k jsonschema.ErrorKind, show bool) string {
+	if !show {
+		switch k.(type) {
+		case *kind.Type, *kind.Enum, *kind.Const, *kind.MinLength, *kind.MaxLength, *kind.MinItems, *kind.MaxItems,
+			*kind.MinProperties, *kind.MaxProperties, *kind.UniqueItems, *kind.Required, *kind.AdditionalProperties,
+			*kind.FalseSchema, *kind.AnyOf, *kind.OneOf:
+		default:
+			return "does not satisfy " + strings.Join(k.KeywordPath(), "/")
+		}
+	}
+	return k.LocalizedString(printer)
+}
+
+// shown says whether the value at location in doc may be quoted back in
+// an error. A value the schema marks writeOnly (a password, a PIN: JSON
+// Schema's word for what is sent and never returned) is not, nor anything
+// inside one; nor is a value the schema does not describe (an unknown
+// property, the members of an array sent where a string belongs), which
+// could be anything, a secret sent under another name among them: it is
+// named by its field and not quoted. An object or an array is shown only
+// when everything in it would be. The document itself is never quoted.
+func shown(sch *jsonschema.Schema, doc any, location []string) bool {
+	if len(location) == 0 {
+		return false
+	}
+	set := expand(nil, sch)
+	v := doc
+	for _, step := range location {
+		if writeOnly(set) {
+			return false
+		}
+		var ok bool
+		if set, v, ok = member(set, v, step); !ok {
+			return false
+		}
+	}
+	return shownValue(set, v)
+}
+
+// shownValue says whether v, described by set, may be quoted: nothing in
+// it writeOnly, and every member of it described.
+func shownValue(set []*jsonschema.Schema, v any) bool {
+	if len(set) == 0 || writeOnly(set) {
+		return false
+	}
+	switch c := v.(type) {
+	case map[string]any:
+		for k := range c {
+			if sub, w, ok := member(set, c, k); !ok || !shownValue(sub, w) {
+				return false
+			}
+		}
+	case []any:
+		for i := range c {
+			if sub, w, ok := member(set, c, strconv.Itoa(i)); !ok || !shownValue(sub, w) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// member is the schemas that describe v's member step (a property of an
+// object, an index of an array) and the member itself; ok is false when
+// there is no such member or no schema of set describes it.
+func member(set []*jsonschema.Schema, v any, step string) ([]*jsonschema.Schema, any, bool) {
+	var out []*jsonschema.Schema
+	var w any
+	switch c := v.(type) {
+	case map[string]any:
+		var found bool
+		if w, found = c[step]; !found {
+			return nil, nil, false
+		}
+		for _, s := range set {
+			sub, matched := s.Properties[step]
+			if matched {
+				out = expand(out, sub)
+			}
+			for re, sub := range s.PatternProperties {
+				if re.MatchString(step) {
+					matched = true
+					out = expand(out, sub)
+				}
+			}
+			if additional, isSchema := s.AdditionalProperties.(*jsonschema.Schema); !matched && isSchema {
+				out = expand(out, additional)
+			}
+		}
+	case []any:
+		i, err := strconv.Atoi(step)
+		if err != nil || i < 0 || i >= len(c) {
+			return nil, nil, false
+		}
+		w = c[i]
+		for _, s := range set {
+			switch items := s.Items.(type) {
+			case *jsonschema.Schema:
+				out = expand(out, items)
+			case []*jsonschema.Schema:
+				if i < len(items) {
+					out = expand(out, items[i])
+				} else if additional, isSchema := s.AdditionalItems.(*jsonschema.Schema); isSchema {
+					out = expand(out, additional)
+				}
+			}
+			if i < len(s.PrefixItems) {
+				out = expand(out, s.PrefixItems[i])
+			} else if s.Items2020 != nil {
+				out = expand(out, s.Items2020)
+			}
+		}
+	default:
+		return nil, nil, false
+	}
+	return out, w, len(out) > 0
+}
+
+// expand adds to set the schema s and those it applies to the same value:
+// what it refers to and the branches of its allOf, anyOf, oneOf and
+// if/then/else. A boolean schema describes nothing.
+func expand(set []*jsonschema.Schema, s *jsonschema.Schema) []*jsonschema.Schema {
+	if s == nil || s.Bool != nil || slices.Contains(set, s) {
+		return set
+	}
+	set = append(set, s)
+	set = expand(set, s.Ref)
+	for _, group := range [][]*jsonschema.Schema{s.AllOf, s.AnyOf, s.OneOf, {s.If, s.Then, s.Else}} {
+		for _, sub := range group {
+			set = expand(set, sub)
+		}
+	}
+	return set
+}
+
+// writeOnly says whether any schema of set marks its value writeOnly.
+func writeOnly(set []*jsonschema.Schema) bool {
+	return slices.ContainsFunc(set, func(s *jsonschema.Schema) bool { return s.WriteOnly })
 }
 
 var printer = message.NewPrinter(language.English)

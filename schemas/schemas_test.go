@@ -3,9 +3,12 @@ package schemas
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,7 +44,7 @@ func TestValidation(t *testing.T) {
 		{"checkout-lock-request.json", `{"userId":"` + id + `"}`, nil},
 		{"checkout-lock-request.json", `{"userId":"` + id + `","ttlMs":2000}`, nil},
 		{"checkout-lock-request.json", `{}`, []Violation{{Field: "userId", Message: "is required"}}},
-		{"checkout-lock-request.json", `{"userId":"` + id + `","extra":[1]}`, []Violation{{Field: "extra", Message: "is not a known property", Value: "[1]"}}},
+		{"checkout-lock-request.json", `{"userId":"` + id + `","extra":[1]}`, []Violation{{Field: "extra", Message: "is not a known property"}}},
 		{"checkout-lock-request.json", `{"userId":"` + id + `","ttlMs":0}`, []Violation{{Field: "ttlMs", Message: "minimum: got 0, want 100", Value: "0"}}},
 		{"checkout-lock-request.json", `{"userId":5}`, []Violation{{Field: "userId", Message: "got number, want string", Value: "5"}}},
 		{"checkout-lock-request.json", `[]`, []Violation{{Message: "got array, want object"}}},
@@ -73,6 +76,151 @@ func TestValidation(t *testing.T) {
 				t.Errorf("%s %s: violation %d = %+v, want %+v", tt.schema, tt.doc, i, verr.Violations[i], tt.want[i])
 			}
 		}
+	}
+}
+
+// TestSecretsAreNotQuoted: a violation names the field of a value the
+// schema marks writeOnly (a password, a PIN) or does not describe (an
+// unknown property, the members of a value of the wrong type), and quotes
+// it in neither its message nor its value; a value it describes is quoted.
+func TestSecretsAreNotQuoted(t *testing.T) {
+	t.Parallel()
+	s := MustLoad()
+	const secret = "Tr0ub4dor-sekrit"
+	const id = "0bab56e5-1ab6-4ac2-afdf-8b2df0434379"
+	for _, tt := range []struct {
+		schema, doc string
+		fields      []string
+	}{
+		{"login-request.json", `{"username":"ada","password":"` + secret + strings.Repeat("x", 300) + `"}`, []string{"password"}},
+		{"login-request.json", `{"username":"ada","password":["` + secret + `"]}`, []string{"password"}},
+		{"login-request.json", `{"username":{"password":"` + secret + `"},"password":"` + secret + `"}`, []string{"username"}},
+		{"credentials.json", `{"userId":"` + id + `","password":"` + secret[:5] + `"}`, []string{"password"}},
+		{"credentials.json", `{"userId":"not-an-id","password":{"` + secret + `":1}}`, []string{"password", "userId"}},
+		{"patron-pin.json", `{"id":"` + id + `","pin":"` + secret + strings.Repeat("9", 64) + `"}`, []string{"pin"}},
+		{"patron-pin.json", `{"id":"` + id + `","pin":"1234","password":"` + secret + `"}`, []string{"password"}},
+		{"circulation-patron-pin.json", `{"userBarcode":"b","pin":` + "12345678" + `,"newPin":"` + secret + `"}`, []string{"newPin", "pin"}},
+		{"account.json", `{"username":"eve","roles":["circulation.role.self-check"],"password":"` + secret + `"}`, []string{"password"}},
+		{"account.json", `{"username":"eve","roles":["circulation.role.self-check"],"personal":{"firstName":"Eve","pin":"` + secret + `"}}`,
+			[]string{"personal.pin"}},
+		{"account.json", `{"username":"eve","roles":["circulation.role.self-check"],"personal":["` + secret + `"]}`, []string{"personal"}},
+	} {
+		err := s.ValidateJSON(tt.schema, []byte(tt.doc))
+		verr, ok := err.(*ValidationError)
+		if !ok {
+			t.Errorf("%s %s: %v, want a *ValidationError", tt.schema, tt.doc, err)
+			continue
+		}
+		var fields []string
+		for _, v := range verr.Violations {
+			fields = append(fields, v.Field)
+		}
+		slices.Sort(fields)
+		if !reflect.DeepEqual(fields, tt.fields) {
+			t.Errorf("%s %s: violations of %q, want %q", tt.schema, tt.doc, fields, tt.fields)
+		}
+		if strings.Contains(verr.Error(), secret[:5]) || strings.Contains(fmt.Sprint(verr.Violations), secret[:5]) {
+			t.Errorf("%s %s: the secret is quoted: %+v", tt.schema, tt.doc, verr.Violations)
+		}
+	}
+	// What is described and no secret is quoted, as before.
+	err := s.ValidateJSON("account.json", []byte(`{"username":"a b","roles":[],"personal":{"firstName":5}}`))
+	verr, _ := err.(*ValidationError)
+	if verr != nil {
+		slices.SortFunc(verr.Violations, func(a, b Violation) int { return strings.Compare(b.Field, a.Field) })
+	}
+	want := []Violation{
+		{Field: "username", Message: `'a b' does not match pattern '^[^\\s\\p{Z}\\p{C}]+$'`, Value: "a b"},
+		{Field: "personal.firstName", Message: "got number, want string", Value: "5"},
+	}
+	if verr == nil || !reflect.DeepEqual(verr.Violations, want) {
+		t.Errorf("an account's described values: %+v, want %+v", err, want)
+	}
+}
+
+// TestSecretsKeywordsThatQuoteTheValue: where a value may not be quoted, a
+// violation whose message would quote it (a pattern's, a format's, a
+// bound's) says only the keyword it fails.
+func TestSecretsKeywordsThatQuoteTheValue(t *testing.T) {
+	t.Parallel()
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(`{"type":"object","properties":{
+		"code":{"type":"string","writeOnly":true,"pattern":"^[0-9]+$"},
+		"mail":{"type":"string","writeOnly":true,"format":"email"},
+		"n":{"type":"integer","writeOnly":true,"minimum":1000000},
+		"either":{"writeOnly":true,"anyOf":[{"type":"string","pattern":"^a"},{"type":"string","pattern":"^b"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddResource("inline.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch := c.MustCompile("inline.json")
+	instance := map[string]any{"code": "xyz-sekrit", "mail": "sekrit", "n": json.Number("424242"), "either": "c-sekrit"}
+	verr := sch.Validate(instance).(*jsonschema.ValidationError)
+	vs, _ := violations(sch, verr, instance)
+	got := map[string]string{}
+	for _, v := range vs {
+		if v.Value != "" || strings.Contains(v.Message, "sekrit") || strings.Contains(v.Message, "424242") {
+			t.Errorf("a writeOnly value quoted: %+v", v)
+		}
+		got[v.Field] += v.Message + ";"
+	}
+	want := map[string]string{"code": "does not satisfy pattern;", "mail": "does not satisfy format;", "n": "does not satisfy minimum;",
+		"either": "'anyOf' failed: does not satisfy pattern | does not satisfy pattern;"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("messages %q, want %q", got, want)
+	}
+}
+
+// TestSecretPropertiesAreWriteOnly: every property whose name says it
+// holds a password, a PIN or a secret is marked writeOnly, which is what
+// keeps it out of every error (shown).
+func TestSecretPropertiesAreWriteOnly(t *testing.T) {
+	t.Parallel()
+	secretName := regexp.MustCompile(`(?i)(password|passwd|secret|^pin$|pin$|pincode)`)
+	names, err := fs.Glob(files, "*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, name := range names {
+		data, err := files.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatal(err)
+		}
+		var walk func(v any, path string)
+		walk = func(v any, path string) {
+			switch c := v.(type) {
+			case map[string]any:
+				if props, ok := c["properties"].(map[string]any); ok {
+					for p, sub := range props {
+						if m, ok := sub.(map[string]any); ok && secretName.MatchString(p) {
+							found++
+							if m["writeOnly"] != true {
+								t.Errorf("%s: property %s%s is not writeOnly", name, path, p)
+							}
+						}
+					}
+				}
+				for k, sub := range c {
+					walk(sub, path+k+"/")
+				}
+			case []any:
+				for _, sub := range c {
+					walk(sub, path)
+				}
+			}
+		}
+		walk(doc, "")
+	}
+	if found < 4 {
+		t.Errorf("%d secret properties found, want the 4 of credentials, login-request, patron-pin and circulation-patron-pin", found)
 	}
 }
 

@@ -9,7 +9,7 @@
 // sessions whose access tokens hold the account's roles' permissions (the
 // tokens both services verify in jwt mode) and whose refresh tokens are
 // rotated on use; a session ends on logout, when a refresh token is used
-// twice, and with its account.
+// twice, when its account's roles change, and with its account.
 package login
 
 import (
@@ -203,7 +203,8 @@ type Store interface {
 	// unknown or ended one is no error.
 	EndSession(ctx context.Context, tenant, sessionID string, refreshHash []byte, reason string) error
 	// SessionAlive says whether a session has not ended nor expired; a
-	// disabled account's have ended, a deleted one's are gone.
+	// disabled account's have ended, and so have those of an account
+	// whose roles changed since; a deleted one's are gone.
 	SessionAlive(ctx context.Context, tenant, sessionID string) (bool, error)
 	// SetPinHash replaces a patron's PIN hash; KindNotFound when there is
 	// no such patron.
@@ -654,11 +655,15 @@ func (s *Service) Refresh(ctx context.Context, tenant, refresh string) (Tokens, 
 	return s.tokens(tenant, a, sid, next)
 }
 
-// Why a session ended (login_session.end_reason).
+// Why a session ended (login_session.end_reason). The database ends an
+// account's sessions itself in the write that disables it (EndAccount) or
+// changes its roles (EndRoles, migration 20): a token names the roles its
+// account had at sign-in, so a session outlives no change of them.
 const (
 	EndLogout  = "logout"
 	EndReused  = "refresh_reused"
 	EndAccount = "account_disabled"
+	EndRoles   = "roles_changed"
 )
 
 // Logout ends the session named by sessionID (an access token's) or

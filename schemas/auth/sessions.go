@@ -13,9 +13,10 @@ import (
 
 // Sessions says whether the sessions that tokens name (the "session_id" claim of
 // storage's login) are still alive: a session ends on logout, when one of
-// its refresh tokens is used twice, and when its account is disabled or
-// deleted, and its access tokens stop working at both services within
-// the time an answer is remembered (TTL), whatever their expiry.
+// its refresh tokens is used twice, when its account's roles change, and
+// when its account is disabled or deleted, and its access tokens stop
+// working at both services within the time an answer is remembered (TTL),
+// whatever their expiry.
 //
 // Each answer is remembered for TTL, at most Max of them, so that a
 // kiosk's burst of scans asks once; concurrent asks for one session share

@@ -108,8 +108,9 @@ SELECT account_id::text, session_id::text FROM done`, tableLoginSession, tableRe
 UPDATE %[2]s r SET revoked_at = now() FROM s
  WHERE r.tenant_id = $1 AND r.session_id = s.id AND r.revoked_at IS NULL`, tableLoginSession, tableRefreshToken)
 	// sessionAliveSQL: a session speaks for its account while it has not
-	// ended nor expired. Disabling the account ends it (the trigger
-	// account_disabled, migration 11); deleting it deletes it.
+	// ended nor expired. Disabling the account ends it, and so does
+	// changing its roles (the triggers account_disabled and
+	// account_roles_changed, migrations 11 and 20); deleting it deletes it.
 	sessionAliveSQL = withTables(`SELECT EXISTS (SELECT FROM %s
  WHERE tenant_id = $1 AND id = $2 AND ended_at IS NULL AND expires_at > now())`, tableLoginSession)
 )

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
@@ -43,7 +44,13 @@ const (
 
 func newLoginFixture(t *testing.T, accountRate int) *loginFixture {
 	t.Helper()
-	f := &loginFixture{fixture: setup(t)}
+	return loginFixtureOn(t, setup(t), accountRate)
+}
+
+// loginFixtureOn is newLoginFixture on the tenant of fx.
+func loginFixtureOn(t *testing.T, fx fixture, accountRate int) *loginFixture {
+	t.Helper()
+	f := &loginFixture{fixture: fx}
 	f.svc = login.New(NewAccounts(f.db), login.Config{Secret: "a secret of at least thirty-two characters",
 		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 20,
 		FailureWindow: time.Hour, Lockout: time.Hour, AccountRate: accountRate, KnownFor: time.Hour, Hashes: 4, BusyWait: testBusyWait,
@@ -484,6 +491,75 @@ func TestSessionsEnd(t *testing.T) {
 	}
 	if alive("not a uuid") || alive(uuid.NewString()) {
 		t.Error("an unknown session is alive")
+	}
+}
+
+// TestARoleChangeEndsTheSessions: a write that changes an account's roles
+// ends its sessions (login.EndRoles), as disabling it does; one that keeps
+// the same roles, in another order or beside another name, ends none; an
+// account disabled and given other roles in one write ends them as
+// disabled.
+func TestARoleChangeEndsTheSessions(t *testing.T) {
+	t.Parallel()
+	// A database of its own, migrated by this tree's migrations whatever
+	// the shared one was migrated with.
+	f := loginFixtureOn(t, setupTenant(t, openDB(t, pgtest.Fresh(t))), 0)
+	ctx := context.Background()
+	tenant := string(f.tenant)
+	const password = "correct horse battery staple"
+	id := f.account(t, "ada", password)
+	account := view(f.tenant, tableAccount)
+	f.exec(t, `UPDATE `+account+` SET jsonb = jsonb || '{"roles": ["circulation.role.librarian", "circulation.role.operator"]}' WHERE id = $1`, id)
+	// session signs in and returns the session's id.
+	session := func() string {
+		t.Helper()
+		tok, err := f.svc.Login(ctx, tenant, "ada", password, "192.0.2.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c struct {
+			SessionID string `json:"session_id"`
+		}
+		decodeClaims(t, tok.Access, &c)
+		return c.SessionID
+	}
+	// ended is why the session ended, "" while it has not.
+	ended := func(sid string) string {
+		t.Helper()
+		var reason *string
+		if err := f.db.pool.QueryRow(ctx, `SELECT end_reason FROM `+view(f.tenant, tableLoginSession)+` WHERE id = $1`, sid).Scan(&reason); err != nil {
+			t.Fatal(err)
+		}
+		if reason == nil {
+			return ""
+		}
+		return *reason
+	}
+
+	sid := session()
+	f.exec(t, `UPDATE `+account+` SET jsonb = jsonb || '{"roles": ["circulation.role.operator", "circulation.role.librarian"],
+		"personal": {"firstName": "Ada", "lastName": "King"}}' WHERE id = $1`, id)
+	if why := ended(sid); why != "" {
+		t.Errorf("a change of the name and of the roles' order ended the session (%s)", why)
+	}
+	f.exec(t, `UPDATE `+account+` SET jsonb = jsonb || '{"roles": ["circulation.role.self-check"]}' WHERE id = $1`, id)
+	if why := ended(sid); why != login.EndRoles {
+		t.Errorf("the session of an account given other roles ended for %q, want %q", why, login.EndRoles)
+	}
+	if alive, err := f.svc.SessionAlive(ctx, tenant, sid); err != nil || alive {
+		t.Errorf("the session of an account given other roles: alive %v, %v", alive, err)
+	}
+
+	sid = session()
+	f.exec(t, `UPDATE `+account+` SET jsonb = jsonb || '{"roles": ["circulation.role.self-check", "circulation.role.librarian"]}' WHERE id = $1`, id)
+	if why := ended(sid); why != login.EndRoles {
+		t.Errorf("the session of an account given a role more ended for %q, want %q", why, login.EndRoles)
+	}
+
+	sid = session()
+	f.exec(t, `UPDATE `+account+` SET jsonb = jsonb || '{"active": false, "roles": []}' WHERE id = $1`, id)
+	if why := ended(sid); why != login.EndAccount {
+		t.Errorf("the session of an account disabled and given other roles ended for %q, want %q", why, login.EndAccount)
 	}
 }
 
