@@ -11,9 +11,10 @@ import (
 )
 
 // RenewRequest is FOLIO's renew by barcode: the item on loan to the
-// patron.
+// patron, and what the caller may learn of the patron and do for them.
 type RenewRequest struct {
 	ItemBarcode, UserBarcode, ServicePointID string
+	Access                                   PatronAccess
 }
 
 // RenewResult is a renewal done: the loan as stored, its item and patron.
@@ -21,6 +22,10 @@ type RenewResult struct {
 	Loan   Loan
 	Item   Item
 	Patron Patron
+	// Named says the caller may be told who the borrower is (Access:
+	// Details, or the patron's right PIN); when not, Patron is Unnamed and
+	// the answer names no borrower beyond the barcode the caller gave.
+	Named bool
 }
 
 // ActionRenewed is a renewed loan's action.
@@ -33,8 +38,22 @@ const ActionRenewed = "renewed"
 // policy says. The write renews the loan only at the renewal count read
 // and while the item has no open recall (storage checks both in it), so
 // two renewals of one loan at once renew it once.
+//
+// A self-check machine (no Access.Details) renews without the patron's
+// PIN only where the tenant does not require it: where it does, it is
+// refused before anything is read (CodePinRequired), and a PIN given is
+// checked, whatever the tenant requires, before any of FOLIO's refusals
+// (which tell whether the patron holds the item). With the right PIN the
+// renewal goes on as a librarian's.
 func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewResult, error) {
+	if err := s.pinBeforeAnything(ctx, req.Access); err != nil {
+		return RenewResult{}, err
+	}
 	reads, err := s.storage.ReadForCheckOut(ctx, req.ItemBarcode, req.UserBarcode)
+	if err != nil {
+		return RenewResult{}, err
+	}
+	named, err := s.named(ctx, reads.Patron, req.Access)
 	if err != nil {
 		return RenewResult{}, err
 	}
@@ -62,10 +81,16 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 	// is settled.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
+	done := func(stored Loan) (RenewResult, error) {
+		if named {
+			return RenewResult{Loan: stored, Item: *item, Patron: *patron, Named: true}, nil
+		}
+		return RenewResult{Loan: stored, Item: *item, Patron: patron.Unnamed()}, nil
+	}
 	stored, err := s.storage.RenewLoan(ctx, renewed, loan.RenewalCount)
 	switch {
 	case err == nil:
-		return RenewResult{Loan: stored, Item: *item, Patron: *patron}, nil
+		return done(stored)
 	case errs.IsCode(err, schemas.CodeRenewalBlockedByRecall):
 		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
 			"items cannot be renewed when there is an active recall request").Because(err))
@@ -79,7 +104,7 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 	// happened.
 	back, rerr := s.storage.LoanByID(ctx, loan.ID)
 	if rerr == nil && back.Action == ActionRenewed && back.RenewalCount == renewed.RenewalCount && back.DueDate.Equal(due) {
-		return RenewResult{Loan: back, Item: *item, Patron: *patron}, nil
+		return done(back)
 	}
 	if rerr != nil {
 		s.logger.ErrorContext(ctx, "renewal outcome unknown: storage did not answer whether the loan was renewed",

@@ -10,6 +10,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/storagetest"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/selfcheck"
 )
 
 const renewPolicy = "66666666-6666-4666-8666-00000000000e"
@@ -242,5 +243,29 @@ func TestTwoRenewalsAtOnceRenewOnce(t *testing.T) {
 		if count != round {
 			t.Fatalf("round %d: %d renewals written in all, want %d", round, count, round)
 		}
+	}
+}
+
+// TestAnUnreadableSelfCheckEntryRequiresPins: a self-check settings entry
+// storage would now refuse, stored before it checked them, makes a
+// self-check machine's renewal without the patron's PIN PIN_REQUIRED,
+// nothing written, never PINs off; a librarian renews all the same.
+func TestAnUnreadableSelfCheckEntryRequiresPins(t *testing.T) {
+	t.Parallel()
+	s := renewStack(t, nil)
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatal(err)
+	}
+	s.store.AddSettingUnchecked(selfcheck.Scope, selfcheck.Key, map[string]any{"patronPin": "sometimes"})
+	before := s.store.Snapshot()
+	_, err := s.svc.RenewByBarcode(okapi(t), renewRequest())
+	if !errs.IsCode(err, schemas.CodePinRequired) {
+		t.Fatalf("a kiosk's renewal without the PIN under an unreadable entry: %v, want %s", err, schemas.CodePinRequired)
+	}
+	s.store.WantUnchanged(before)
+	librarian := renewRequest()
+	librarian.Access.Details = true
+	if res, err := s.svc.RenewByBarcode(okapi(t), librarian); err != nil || res.Loan.RenewalCount != 1 || !res.Named {
+		t.Fatalf("a librarian's renewal: %+v, %v; want renewed, the borrower named", res, err)
 	}
 }

@@ -67,14 +67,6 @@ type PatronSummary struct {
 	Full bool
 }
 
-// SummaryAccess is what a caller may see of a patron summary: Details,
-// every patron's name and loans (a librarian); otherwise they come with
-// the PIN the patron typed (Pin, "" for none), right.
-type SummaryAccess struct {
-	Details bool
-	Pin     string
-}
-
 // PatronSummary reads what a self-check machine shows the patron with
 // barcode: a patron that does not exist is KindNotFound. The patron may
 // borrow unless blocked, inactive or expired, or at every item limit that
@@ -83,7 +75,7 @@ type SummaryAccess struct {
 // checked (counted before it is, as every PIN guess): a wrong one is
 // CodePinInvalid, and a locked one CodePinLocked, with nothing shown.
 // Without Details or a right PIN the summary is the verdict alone.
-func (s *Service) PatronSummary(ctx context.Context, barcode string, access SummaryAccess) (PatronSummary, error) {
+func (s *Service) PatronSummary(ctx context.Context, barcode string, access PatronAccess) (PatronSummary, error) {
 	recs, err := s.storage.PatronSummary(ctx, barcode)
 	if err != nil {
 		return PatronSummary{}, err
@@ -92,13 +84,11 @@ func (s *Service) PatronSummary(ctx context.Context, barcode string, access Summ
 		return PatronSummary{}, errs.Errorf(errs.KindNotFound, schemas.CodeUserBarcodeNotFound,
 			"Could not find user with matching barcode").With("userBarcode", barcode)
 	}
-	out := PatronSummary{PatronRecords: recs, Full: access.Details}
-	if access.Pin != "" {
-		if err := s.storage.VerifyPin(ctx, recs.Patron.ID, access.Pin); err != nil {
-			return PatronSummary{}, err
-		}
-		out.Full = true
+	full, err := s.named(ctx, recs.Patron, access)
+	if err != nil {
+		return PatronSummary{}, err
 	}
+	out := PatronSummary{PatronRecords: recs, Full: full}
 	// The check-out's own refusals, in its order.
 	if blocks := blocking(recs.ManualBlocks, stopsBorrowing); len(blocks) > 0 {
 		out.Reasons = append(out.Reasons, manuallyBlocked(blocks))
@@ -125,8 +115,8 @@ func (s *Service) PatronSummary(ctx context.Context, barcode string, access Summ
 	}
 	out.CanBorrow = len(out.Reasons) == 0
 	if !out.Full {
-		p := *recs.Patron
-		out.Patron = &Patron{Barcode: p.Barcode, Active: p.Active, ExpirationDate: p.ExpirationDate}
+		p := recs.Patron.Unnamed()
+		out.Patron = &p
 		out.OpenLoans = nil
 	}
 	return out, nil

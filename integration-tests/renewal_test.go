@@ -11,6 +11,7 @@ import (
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/selfcheck"
 )
 
 // renewable makes the library's loan policy renew as renewalsPolicy says.
@@ -128,6 +129,42 @@ func TestRenewalsOverHTTPAndSIP2(t *testing.T) {
 	}
 	if n := renewalEvents(t, c); n != 3 {
 		t.Errorf("%d RENEWED events, want one per renewal: 3", n)
+	}
+}
+
+// TestSIP2RenewalsFollowTheTenantsPinRule: where the tenant requires
+// PINs, a kiosk's renewal (29) at a listener that does not is refused
+// without the patron's PIN ("Please enter your PIN") and with a wrong one,
+// renewing nothing, and renews with the right one; a renew all (65)
+// renews with it, each of its renewals carrying it.
+func TestSIP2RenewalsFollowTheTenantsPinRule(t *testing.T) {
+	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
+	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
+	patron, items := lib.Patrons[0], lib.Items[0]
+	for _, item := range items {
+		c.CheckOut(0, item, patron).Want(t, http.StatusCreated)
+	}
+	id := c.IDOf(t, "/users", "users", patron)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
+	selfCheckSettings(t, c, selfcheck.PinRequired)
+
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	renew := "29NN" + harness.SIP2Date() + harness.SIP2Date() + "AOdiku|AA" + patron + "|AB" + items[0] + "|"
+	for pin, want := range map[string]string{"": "Please enter your PIN", "AD0000|": "Wrong PIN"} {
+		if got := k.Send(renew + pin); !strings.HasPrefix(got, "300") || harness.SIP2Field(got, "AF") != want ||
+			renewalCount(t, c, items[0]) != 0 {
+			t.Fatalf("29 with %q at a listener without PINs, the tenant requiring them: %q (renewal count %d), want %q",
+				pin, got, renewalCount(t, c, items[0]), want)
+		}
+	}
+	if got := k.Send(renew + "AD7319|"); !strings.HasPrefix(got, "301Y") || renewalCount(t, c, items[0]) != 1 {
+		t.Fatalf("29 with the PIN: %q (renewal count %d), want renewed", got, renewalCount(t, c, items[0]))
+	}
+	if got := k.Send("65" + harness.SIP2Date() + "AOdiku|AA" + patron + "|AD7319|"); !strings.HasPrefix(got, "66100020000") ||
+		renewalCount(t, c, items[0]) != 2 || renewalCount(t, c, items[1]) != 1 {
+		t.Errorf("65 with the PIN: %q (renewal counts %d and %d), want both renewed", got,
+			renewalCount(t, c, items[0]), renewalCount(t, c, items[1]))
 	}
 }
 

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/selfcheck"
 )
 
 // What a self-check machine may read and bend, and how long a session
@@ -100,6 +102,141 @@ func TestPatronSummaryIsTheVerdictWithoutThePIN(t *testing.T) {
 	for range 8 {
 		c.DoFrom(from, c.Circulations[0], "GET", path, nil, lib2).Want(t, http.StatusOK)
 	}
+}
+
+// selfCheckSettings writes the tenant's self-check settings entry with
+// patronPin, as its administrator does at storage.
+func selfCheckSettings(t *testing.T, c *harness.Cluster, patronPin string) {
+	t.Helper()
+	const id = "5e1fc4ec-7a11-4c0d-9e55-00000000c0de"
+	entry := map[string]any{"id": id, "scope": selfcheck.Scope, "key": selfcheck.Key, "value": map[string]any{"patronPin": patronPin}}
+	if r := c.Do(c.Storage, "PUT", "/settings/entries/"+id, entry); r.Status != http.StatusNotFound {
+		r.Want(t, http.StatusNoContent)
+		return
+	}
+	c.Do(c.Storage, "POST", "/settings/entries", entry).Want(t, http.StatusCreated)
+}
+
+// TestKioskRenewalNeedsThePatronWherePinsAreRequired: at a tenant that
+// requires PINs, a self-check machine's renewal without the patron's PIN
+// is refused alike for the patron's own loan, another patron's and an
+// item of nobody's (the same status, code and body, naming neither
+// patron), and renews nothing; a wrong PIN is PIN_INVALID and renews
+// nothing; the right one renews. A librarian renews without a PIN, told
+// of the borrower as FOLIO tells. Where PINs are not required, a kiosk
+// renews on the card alone and is told of the borrower only the barcode
+// it gave. A value circulation could not read as a self-check setting is
+// refused at storage.
+func TestKioskRenewalNeedsThePatronWherePinsAreRequired(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(2, 1, 0)
+	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
+	patron, other := lib.Patrons[0], lib.Patrons[1]
+	own, others := lib.Items[0][0], lib.Items[1][0]
+	c.CheckOut(0, own, patron).Want(t, http.StatusCreated)
+	c.CheckOut(0, others, other).Want(t, http.StatusCreated)
+	patronID, otherID := c.IDOf(t, "/users", "users", patron), c.IDOf(t, "/users", "users", other)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": patronID, "pin": "7319"}).Want(t, http.StatusCreated)
+
+	r := c.Do(c.Storage, "POST", "/settings/entries", map[string]any{"scope": selfcheck.Scope, "key": selfcheck.Key,
+		"value": map[string]any{"patronPin": "sometimes"}})
+	if r.Status != http.StatusUnprocessableEntity || !strings.Contains(string(r.Body), "value.patronPin") {
+		t.Fatalf("a self-check setting of patronPin sometimes: %d %s; want 422 naming value.patronPin", r.Status, r.Body)
+	}
+	selfCheckSettings(t, c, selfcheck.PinRequired)
+
+	renew := func(role, item string, kv ...string) harness.Response {
+		h := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(role)}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h[kv[i]] = kv[i+1]
+		}
+		return c.DoWith(c.Circulations[0], "POST", "/circulation/renew-by-barcode",
+			map[string]string{"itemBarcode": item, "userBarcode": patron, "servicePointId": harness.ServicePoint}, h)
+	}
+	// Who the patrons are: neither may be named to a kiosk without the PIN.
+	names := []string{patronID, otherID, other, "Patron " + patron}
+	namesNone := func(what string, r harness.Response) {
+		t.Helper()
+		for _, n := range names {
+			if strings.Contains(string(r.Body), n) {
+				t.Errorf("%s: %s names %q", what, r.Body, n)
+			}
+		}
+	}
+	unrenewed := func(what string) {
+		t.Helper()
+		if a, b := renewalCount(t, c, own), renewalCount(t, c, others); a != 0 || b != 0 {
+			t.Fatalf("%s: renewal counts %d and %d, want nothing renewed", what, a, b)
+		}
+	}
+
+	ownLoan, othersLoan := renew(schemas.RoleSelfCheck, own), renew(schemas.RoleSelfCheck, others)
+	if ownLoan.Status != http.StatusUnprocessableEntity || !slices.Equal(ownLoan.ErrorCodes(), []string{schemas.CodePinRequired}) {
+		t.Errorf("a kiosk's renewal of the patron's loan without the PIN: %d %s; want 422 %s", ownLoan.Status, ownLoan.Body,
+			schemas.CodePinRequired)
+	}
+	for what, r := range map[string]harness.Response{"another patron's loan": othersLoan,
+		"an item of nobody's": renew(schemas.RoleSelfCheck, "no-such-item")} {
+		if r.Status != ownLoan.Status || !bytes.Equal(r.Body, ownLoan.Body) {
+			t.Errorf("without the PIN, %s: %d %s; the patron's own loan: %d %s; want one answer",
+				what, r.Status, r.Body, ownLoan.Status, ownLoan.Body)
+		}
+	}
+	namesNone("the patron's loan without the PIN", ownLoan)
+	namesNone("another patron's loan without the PIN", othersLoan)
+	unrenewed("without the PIN")
+
+	ownLoan = renew(schemas.RoleSelfCheck, own, schemas.HeaderPatronPin, "0000")
+	othersLoan = renew(schemas.RoleSelfCheck, others, schemas.HeaderPatronPin, "0000")
+	for _, r := range []harness.Response{ownLoan, othersLoan} {
+		if r.Status != http.StatusUnprocessableEntity || !slices.Equal(r.ErrorCodes(), []string{schemas.CodePinInvalid}) {
+			t.Errorf("a kiosk's renewal with a wrong PIN: %d %s; want 422 %s", r.Status, r.Body, schemas.CodePinInvalid)
+		}
+		namesNone("a wrong PIN", r)
+	}
+	unrenewed("with a wrong PIN")
+
+	// The right PIN: the patron's loan renews; another's is not theirs,
+	// and is still not named.
+	type renewed struct {
+		UserID       string `json:"userId"`
+		RenewalCount int    `json:"renewalCount"`
+		Borrower     struct {
+			ID, Barcode, LastName string
+		} `json:"borrower"`
+	}
+	var loan renewed
+	renew(schemas.RoleSelfCheck, own, schemas.HeaderPatronPin, "7319").Want(t, http.StatusOK).Decode(t, &loan)
+	if loan.RenewalCount != 1 || renewalCount(t, c, own) != 1 || loan.UserID != patronID {
+		t.Errorf("a kiosk's renewal with the PIN: %+v (stored count %d), want renewed once, as a summary with the PIN naming the patron",
+			loan, renewalCount(t, c, own))
+	}
+	r = renew(schemas.RoleSelfCheck, others, schemas.HeaderPatronPin, "7319")
+	if r.Status != http.StatusUnprocessableEntity || r.ErrorCodes()[0] != schemas.CodeItemCheckedOutToDifferentUser {
+		t.Errorf("another patron's loan with the patron's PIN: %d %s", r.Status, r.Body)
+	}
+	namesNone("another patron's loan with the patron's PIN", r)
+	if renewalCount(t, c, others) != 0 {
+		t.Errorf("another patron's loan renewed with the patron's PIN")
+	}
+
+	// A librarian: no PIN, FOLIO's answer naming the borrower.
+	renew(schemas.RoleLibrarian, own).Want(t, http.StatusOK).Decode(t, &loan)
+	if loan.RenewalCount != 2 || loan.UserID != patronID || loan.Borrower.ID != patronID || loan.Borrower.LastName != "Patron "+patron {
+		t.Errorf("a librarian's renewal: %+v, want renewed and the borrower named", loan)
+	}
+
+	// PINs not required: the card alone renews, and the answer names the
+	// borrower by the barcode the kiosk gave alone.
+	selfCheckSettings(t, c, selfcheck.PinOff)
+	r = renew(schemas.RoleSelfCheck, own).Want(t, http.StatusOK)
+	loan = renewed{}
+	r.Decode(t, &loan)
+	if loan.RenewalCount != 3 || loan.Borrower.Barcode != patron {
+		t.Errorf("a kiosk's renewal where PINs are not required: %s, want renewed", r.Body)
+	}
+	namesNone("a kiosk's renewal without the PIN where PINs are not required", r)
 }
 
 // TestLoanDatesAKioskCannotBend: a self-check machine's check-out dated

@@ -325,9 +325,12 @@ const PermissionVerifyPin = "users.patron-pin.verify"
 const PermissionPatronSummary = "circulation-storage.check-out.patron.get"
 
 // PermissionPatronSummaryDetails lets a caller read, in a patron summary,
-// who the patron is and their loans out without the patron's PIN: the
-// librarian holds it; a self-check machine gets them only with the PIN the
-// patron typed, and otherwise the verdict and the counts.
+// who the patron is and their loans out without the patron's PIN, and act
+// for a patron without it: the librarian holds it; a self-check machine
+// gets them only with the PIN the patron typed, and otherwise the verdict
+// and the counts, and renews a loan without the PIN only where the tenant
+// does not require it (selfcheck), told of the borrower no more than the
+// verdict tells.
 const PermissionPatronSummaryDetails = "circulation.patron-summary.details.get"
 
 // PermissionReleaseOthers lets a caller release a live check-out lock that
@@ -347,8 +350,10 @@ const (
 // What circulation's handlers may do in storage (their module
 // permissions). A check-out reads what validation needs and the settings,
 // takes and gives back the patron's lock, and writes the loan (reading it
-// back when the write's answer is lost); a check-in finds the item and its
-// open loan and writes the check-in (an item without a loan changes alone).
+// back when the write's answer is lost); a renewal reads the same and the
+// tenant's self-check settings, checks a patron's PIN, and writes the
+// loan; a check-in finds the item and its open loan and writes the
+// check-in (an item without a loan changes alone).
 var (
 	checkOutModule = []string{
 		"circulation-storage.check-out.validation.get",
@@ -356,8 +361,9 @@ var (
 		"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
 		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get", PermissionCheckOutOverride,
 	}
-	renewModule = []string{"circulation-storage.check-out.validation.get", "circulation-storage.loans.item.get",
-		"circulation-storage.loans.item.put"}
+	renewModule = []string{"circulation-storage.check-out.validation.get",
+		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), PermissionVerifyPin,
+		"circulation-storage.loans.item.get", "circulation-storage.loans.item.put"}
 	loanActionModule = []string{"circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
 		"inventory-storage.items.item.get"}
 	checkInModule = []string{

@@ -26,8 +26,9 @@ const (
 	// proxy (or circulation, for a page's sign-in) says.
 	HeaderForwardedProto = "X-Forwarded-Proto"
 	// HeaderPatronPin carries the PIN a patron typed at a self-check
-	// machine, with a patron summary: the summary then names the patron
-	// and lists their loans (never logged).
+	// machine, with a patron summary (which then names the patron and
+	// lists their loans) or a renewal (which a tenant may require it of);
+	// never logged.
 	HeaderPatronPin   = "X-Patron-Pin"
 	HeaderLockID      = "X-Check-Out-Lock-Id"
 	HeaderItemVersion = "X-Check-Out-Item-Version"
@@ -167,10 +168,13 @@ const (
 	// CodePinInvalid is a patron's PIN that does not match (or a patron
 	// without one); CodePinLocked a patron's PIN locked after too many
 	// wrong ones; CodePinBusy one refused unchecked for a moment while as
-	// many others of the patron's are being checked as the limit lets be.
-	CodePinInvalid = "PIN_INVALID"
-	CodePinLocked  = "PIN_LOCKED"
-	CodePinBusy    = "PIN_BUSY"
+	// many others of the patron's are being checked as the limit lets be;
+	// CodePinRequired a self-check machine's request without the patron's
+	// PIN where the tenant requires it.
+	CodePinInvalid  = "PIN_INVALID"
+	CodePinLocked   = "PIN_LOCKED"
+	CodePinBusy     = "PIN_BUSY"
+	CodePinRequired = "PIN_REQUIRED"
 	// CodeTooManyRequests is a caller over its rate (patron summaries per
 	// kiosk account and address).
 	CodeTooManyRequests       = "TOO_MANY_REQUESTS"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/locksettings"
+	"github.com/checkoutlock/schemas/selfcheck"
 )
 
 // lockTTL is the lifetime of the locks cases hold: long enough never to
@@ -934,6 +935,21 @@ var cases = []testCase{
 				locksettings.MinLockTTL.Milliseconds(), locksettings.MaxLockTTL.Milliseconds())) {
 				s.t.Errorf("message %q does not name the bound", msg)
 			}
+			page := s.step("the settings", request{method: http.MethodGet, path: "/settings/entries?scope=mod-circulation"},
+				want{status: http.StatusOK, schema: "settings.json"}).decode(s.t)
+			if page["totalRecords"] != 0.0 {
+				s.t.Errorf("a refused setting was stored: %v", page)
+			}
+		},
+	},
+	{
+		name: "a self-check setting circulation's decoder cannot read is refused, naming the field",
+		given: func(s *session) request {
+			s.seed()
+			return settingReq(selfcheck.Scope, selfcheck.Key, map[string]any{"patronPin": "sometimes"})
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeValidation, params: map[string]string{"value.patronPin": `"sometimes"`}},
+		then: func(s *session, got response) {
 			page := s.step("the settings", request{method: http.MethodGet, path: "/settings/entries?scope=mod-circulation"},
 				want{status: http.StatusOK, schema: "settings.json"}).decode(s.t)
 			if page["totalRecords"] != 0.0 {

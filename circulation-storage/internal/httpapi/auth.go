@@ -13,6 +13,7 @@ import (
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/auth"
 	"github.com/checkoutlock/schemas/locksettings"
+	"github.com/checkoutlock/schemas/selfcheck"
 )
 
 // caller is who the request acts for: the token's user in jwt mode, the
@@ -72,8 +73,10 @@ func (s *Server) settingBounds() locksettings.Bounds {
 
 // checkSetting refuses a check-out lock settings entry (scope
 // mod-circulation, key checkoutLockFeature) whose value breaks the bounds:
-// one 422 entry for each field, naming the bound. Other entries are the
-// writer's business.
+// one 422 entry for each field, naming the bound; and a self-check
+// settings entry (key selfCheck) whose value the decoder circulation reads
+// it with cannot read (circulation would take it as PINs required). Other
+// entries are the writer's business.
 func (s *Server) checkSetting(scope string, doc json.RawMessage) error {
 	var e struct {
 		Key   string          `json:"key"`
@@ -83,6 +86,17 @@ func (s *Server) checkSetting(scope string, doc json.RawMessage) error {
 		// The body passed setting.json, so this is not expected; were it
 		// to happen, the bounds would go unchecked: refuse.
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "The body does not fit a settings entry").Because(err)
+	}
+	if scope == selfcheck.Scope && e.Key == selfcheck.Key {
+		if _, fe := selfcheck.Decode(e.Value); fe != nil {
+			field := "value"
+			if fe.Field != "" {
+				field += "." + fe.Field
+			}
+			return &schemas.ValidationError{Schema: "self-check-settings.json",
+				Violations: []schemas.Violation{{Field: field, Message: fe.Message, Value: fe.Value}}}
+		}
+		return nil
 	}
 	if scope != locksettings.Scope || e.Key != locksettings.Key {
 		return nil

@@ -35,7 +35,7 @@ type itemSummaryJSON struct {
 }
 
 type borrowerJSON struct {
-	ID        string `json:"id"`
+	ID        string `json:"id,omitempty"`
 	Barcode   string `json:"barcode,omitempty"`
 	FirstName string `json:"firstName,omitempty"`
 	LastName  string `json:"lastName,omitempty"`
@@ -43,7 +43,7 @@ type borrowerJSON struct {
 
 type loanJSON struct {
 	ID                     string          `json:"id"`
-	UserID                 string          `json:"userId"`
+	UserID                 string          `json:"userId,omitempty"`
 	ItemID                 string          `json:"itemId"`
 	LoanDate               string          `json:"loanDate"`
 	DueDate                string          `json:"dueDate,omitempty"`
@@ -146,7 +146,10 @@ func loanAnswer(l circulation.Loan, item circulation.Item, patron circulation.Pa
 }
 
 // renew is POST /circulation/renew-by-barcode (FOLIO's): 200 with the loan
-// renewed and Location.
+// renewed and Location. A self-check machine gives the patron's PIN in
+// X-Patron-Pin, which the tenant may require (circulation.RenewByBarcode);
+// its answer names the borrower (userId, and the borrower's id and name)
+// only when the PIN was given and right, as a patron summary's would.
 func (s *Server) renew(c echo.Context) error {
 	var req struct {
 		ItemBarcode    string `json:"itemBarcode"`
@@ -157,14 +160,19 @@ func (s *Server) renew(c echo.Context) error {
 		return err
 	}
 	res, err := s.svc.Circulation.RenewByBarcode(c.Request().Context(), circulation.RenewRequest{
-		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID})
+		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID,
+		Access: s.patronAccess(c)})
 	if err != nil {
 		return err
 	}
 	l := res.Loan
 	logAttrs(c, slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("loan_id", l.ID))
 	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)
-	return c.JSON(http.StatusOK, loanAnswer(l, res.Item, res.Patron))
+	out := loanAnswer(l, res.Item, res.Patron)
+	if !res.Named {
+		out.UserID = ""
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // allowLoanDate refuses a check-out's loanDate (raw as sent) that no

@@ -39,14 +39,13 @@ func (s *Server) patronSummary(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	details := s.holds(c, schemas.PermissionPatronSummaryDetails)
-	if !details {
+	access := s.patronAccess(c)
+	if !access.Details {
 		if err := s.summaries.take(c, s.cfg.Clients.Address(c.Request())); err != nil {
 			return err
 		}
 	}
-	sum, err := s.svc.Circulation.PatronSummary(c.Request().Context(), barcode, circulation.SummaryAccess{
-		Details: details, Pin: c.Request().Header.Get(schemas.HeaderPatronPin)})
+	sum, err := s.svc.Circulation.PatronSummary(c.Request().Context(), barcode, access)
 	if err != nil {
 		return err
 	}
@@ -104,6 +103,15 @@ func (s *Server) patronSummary(c echo.Context) error {
 		out.OpenLoans = append(out.OpenLoans, j)
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// patronAccess is what the caller may learn of a patron and do for them:
+// everything when it holds PermissionPatronSummaryDetails (a librarian);
+// otherwise (a self-check machine) what the PIN the patron typed
+// (X-Patron-Pin), if right, opens.
+func (s *Server) patronAccess(c echo.Context) circulation.PatronAccess {
+	return circulation.PatronAccess{Details: s.holds(c, schemas.PermissionPatronSummaryDetails),
+		Pin: c.Request().Header.Get(schemas.HeaderPatronPin)}
 }
 
 // summaryRate holds callers to a rate of patron summaries, per tenant,

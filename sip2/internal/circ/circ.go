@@ -184,8 +184,11 @@ func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, service
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil
 }
 
-// Renew renews the loan of item to patron at servicePoint.
-func (c *Client) Renew(ctx context.Context, s *Session, item, patron, servicePoint string) (Loan, error) {
+// Renew renews the loan of item to patron at servicePoint, with the PIN
+// the patron typed ("" for none), which circulation checks when given
+// and the tenant may require: a *Refusal with PIN_REQUIRED, PIN_INVALID
+// or PIN_LOCKED when it is missing or not right.
+func (c *Client) Renew(ctx context.Context, s *Session, item, patron, servicePoint, pin string) (Loan, error) {
 	req := map[string]string{"itemBarcode": item, "userBarcode": patron}
 	if servicePoint != "" {
 		req["servicePointId"] = servicePoint
@@ -197,7 +200,11 @@ func (c *Client) Renew(ctx context.Context, s *Session, item, patron, servicePoi
 			Title string `json:"title"`
 		} `json:"item"`
 	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/renew-by-barcode", body, &out); err != nil {
+	var header []string
+	if pin != "" {
+		header = []string{schemas.HeaderPatronPin, pin}
+	}
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/renew-by-barcode", body, &out, header...); err != nil {
 		return Loan{}, err
 	}
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/selfcheck"
 	"github.com/checkoutlock/sip2/wire"
 )
 
@@ -42,17 +43,20 @@ type Listener struct {
 	// balancer in front: the kiosk's address is the one it names.
 	ProxyProtocol bool `json:"proxyProtocol"`
 	// PatronPin is "required" when a patron must give their PIN (AD) to
-	// check out and to see their information here, "off" (the default)
-	// when the card alone will do.
+	// check out, renew and see their information here, "off" (the
+	// default) when the card alone will do. It adds to the tenant's own
+	// rule, never lifts it: where the tenant requires PINs (its selfCheck
+	// settings entry), circulation refuses a kiosk's renewal without the
+	// PIN at every listener.
 	PatronPin string `json:"patronPin"`
 
 	location *time.Location
 }
 
-// The listener's patronPin values.
+// The listener's patronPin values, the tenant's words.
 const (
-	PinOff      = "off"
-	PinRequired = "required"
+	PinOff      = selfcheck.PinOff
+	PinRequired = selfcheck.PinRequired
 )
 
 // TLSFiles are a listener's certificate files.

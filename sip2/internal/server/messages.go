@@ -288,14 +288,21 @@ func (c *conn) renew(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	if m.Patron == "" || m.Item == "" {
 		return reply(false, circ.Loan{}, msgBarcodes), "refused"
 	}
+	// The patron's PIN goes with the renewal, and circulation checks it
+	// there: where the listener requires it, nothing is called without
+	// it; where the tenant does, circulation refuses the renewal without
+	// it, whatever the listener says.
+	if c.cfg.PatronPin == PinRequired && (!m.Has("AD") || m.PatronPassword == "") {
+		return reply(false, circ.Loan{}, msgPinNeeded), "pin_needed"
+	}
 	ctx, cancel := c.call()
 	defer cancel()
-	if ok, message, outcome := c.pinFirst(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
-		return reply(false, circ.Loan{}, message), outcome
-	}
-	loan, err := c.s.circ.Renew(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID)
+	loan, err := c.s.circ.Renew(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, m.PatronPassword)
 	if err == nil {
 		return reply(true, loan, ""), "ok"
+	}
+	if message, outcome, ok := pinRefused(err); ok {
+		return reply(false, circ.Loan{}, message), outcome
 	}
 	var ref *circ.Refusal
 	if errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy() {
@@ -329,12 +336,11 @@ func (c *conn) renewAll(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	ctx, cancel := c.call()
 	defer cancel()
 	sum, err := c.s.circ.PatronSummary(ctx, s, m.Patron, m.PatronPassword)
+	if message, outcome, ok := pinRefused(err); ok {
+		return reply(nil, nil, message), outcome
+	}
 	var ref *circ.Refusal
 	switch {
-	case errors.As(err, &ref) && ref.Code == schemas.CodePinInvalid:
-		return reply(nil, nil, msgPinWrong), "pin_wrong"
-	case errors.As(err, &ref) && ref.Code == schemas.CodePinLocked:
-		return reply(nil, nil, msgPinLocked), "pin_locked"
 	case errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy():
 		return reply(nil, nil, screenMessage(ref)), "refused"
 	case err != nil:
@@ -344,8 +350,10 @@ func (c *conn) renewAll(s *circ.Session, req *wire.Request) (*wire.Reply, string
 		return reply(nil, nil, msgBusy), "busy"
 	}
 	var renewed, notRenewed, reasons []string
+	// Each renewal carries the PIN, as a 29's does: the tenant may
+	// require it of every one.
 	for _, l := range sum.OpenLoans {
-		_, err := c.s.circ.Renew(ctx, s, l.ItemBarcode, m.Patron, c.cfg.ServicePointID)
+		_, err := c.s.circ.Renew(ctx, s, l.ItemBarcode, m.Patron, c.cfg.ServicePointID, m.PatronPassword)
 		if err == nil {
 			renewed = append(renewed, l.ItemBarcode)
 			continue
@@ -429,11 +437,7 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 	sum, err := c.s.circ.PatronSummary(ctx, s, m.Patron, pin)
 	var ref *circ.Refusal
 	pinOutcome := ""
-	if errors.As(err, &ref) && (ref.Code == schemas.CodePinInvalid || ref.Code == schemas.CodePinLocked) {
-		message, outcome := msgPinWrong, "pin_wrong"
-		if ref.Code == schemas.CodePinLocked {
-			message, outcome = msgPinLocked, "pin_locked"
-		}
+	if message, outcome, ok := pinRefused(err); ok {
 		if c.cfg.PatronPin == PinRequired {
 			return refused(message, outcome)
 		}
@@ -514,6 +518,26 @@ const (
 	msgPinLocked = "Too many wrong PINs: please try again later or ask at the desk"
 )
 
+// pinRefused is circulation's refusal of a patron's PIN as a kiosk is
+// told it, with the outcome to log (the PIN itself never is): missing
+// where the tenant requires it, wrong, or locked after too many wrong
+// ones; ok false for any other answer.
+func pinRefused(err error) (message, outcome string, ok bool) {
+	var ref *circ.Refusal
+	if !errors.As(err, &ref) {
+		return "", "", false
+	}
+	switch ref.Code {
+	case schemas.CodePinRequired:
+		return msgPinNeeded, "pin_needed", true
+	case schemas.CodePinInvalid:
+		return msgPinWrong, "pin_wrong", true
+	case schemas.CodePinLocked:
+		return msgPinLocked, "pin_locked", true
+	}
+	return "", "", false
+}
+
 // pinFirst is whether a patron's loans may be changed before anything
 // else is done: where the listener requires PINs, only with the patron's
 // right PIN (pinGiven); elsewhere always.
@@ -531,15 +555,13 @@ func (c *conn) pinGiven(ctx context.Context, s *circ.Session, pin string, given 
 		return false, msgPinNeeded, "pin_needed"
 	}
 	err := c.s.circ.VerifyPin(ctx, s, patron, pin)
-	var ref *circ.Refusal
-	switch {
-	case err == nil:
+	if err == nil {
 		return true, "", ""
-	case errors.As(err, &ref) && ref.Code == schemas.CodePinInvalid:
-		return false, msgPinWrong, "pin_wrong"
-	case errors.As(err, &ref) && ref.Code == schemas.CodePinLocked:
-		return false, msgPinLocked, "pin_locked"
 	}
+	if message, outcome, ok := pinRefused(err); ok {
+		return false, message, outcome
+	}
+	var ref *circ.Refusal
 	if !errors.As(err, &ref) {
 		c.s.logger.Error("PIN: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 	}

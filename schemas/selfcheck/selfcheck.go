@@ -1,0 +1,91 @@
+// Package selfcheck is a tenant's self-check settings as stored in its
+// selfCheck settings entry: the value's shape and how it is read. Storage
+// checks every write of the entry with Decode, and circulation reads the
+// entry with it, so that a value one refuses the other never meets as
+// anything but unreadable. The SIP2 door's listeners name their own PIN
+// rule in the same words.
+package selfcheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// The settings entry that holds a tenant's self-check settings, beside the
+// check-out lock's.
+const (
+	Scope = "mod-circulation"
+	Key   = "selfCheck"
+)
+
+// The values of patronPin, a tenant's and a SIP2 listener's: whether a
+// self-check machine acts for a patron only with the patron's PIN.
+const (
+	PinOff      = "off"
+	PinRequired = "required"
+)
+
+// Settings is the value of the selfCheck entry (self-check-settings.json).
+type Settings struct {
+	// PatronPin is PinRequired when a self-check machine renews a
+	// patron's loan only with the patron's PIN; PinOff (or absent) when
+	// the card alone will do.
+	PatronPin string `json:"patronPin,omitempty"`
+}
+
+// PinRequired says whether the settings require the patron's PIN.
+func (s Settings) PinRequired() bool { return s.PatronPin == PinRequired }
+
+// Decode reads a stored value: a JSON object holding nothing but
+// patronPin, "off" or "required" (absent: "off"). Anything else is an
+// error naming the field (Field "" for the value as a whole): storage
+// refuses to store it, and circulation, meeting it all the same, requires
+// PINs.
+func Decode(raw json.RawMessage) (Settings, *FieldError) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return Settings{}, &FieldError{Message: "the value is not a JSON object", Value: clip(raw)}
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if name != fieldPatronPin {
+			return Settings{}, &FieldError{Field: name, Message: "is not a self-check setting", Value: clip(fields[name])}
+		}
+	}
+	v, ok := fields[fieldPatronPin]
+	if !ok {
+		return Settings{PatronPin: PinOff}, nil
+	}
+	// A null unmarshals as "", which is neither value.
+	var pin string
+	if err := json.Unmarshal(v, &pin); err != nil || (pin != PinOff && pin != PinRequired) {
+		return Settings{}, &FieldError{Field: fieldPatronPin, Message: fmt.Sprintf("is %q or %q", PinOff, PinRequired), Value: clip(v)}
+	}
+	return Settings{PatronPin: pin}, nil
+}
+
+// fieldPatronPin is the one field, by its JSON name.
+const fieldPatronPin = "patronPin"
+
+// FieldError is a stored value that cannot be used, and why.
+type FieldError struct {
+	Field   string
+	Message string
+	// Value is the offending value as JSON, cut to 100 characters.
+	Value string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
+
+func clip(v json.RawMessage) string {
+	if r := []rune(string(v)); len(r) > 100 {
+		return string(r[:100]) + "…"
+	}
+	return string(v)
+}

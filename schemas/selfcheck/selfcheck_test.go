@@ -1,0 +1,45 @@
+package selfcheck_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/selfcheck"
+)
+
+// TestDecodeIsTheSchema: the decoder reads what self-check-settings.json
+// describes and refuses, naming the field, what it does not; a value
+// refused is never read as PINs off.
+func TestDecodeIsTheSchema(t *testing.T) {
+	t.Parallel()
+	set := schemas.MustLoad()
+	for _, tc := range []struct {
+		value    string
+		required bool
+		field    string // the field refused; "-" for none, "" for the value as a whole
+	}{
+		{`{}`, false, "-"},
+		{`{"patronPin":"off"}`, false, "-"},
+		{`{"patronPin":"required"}`, true, "-"},
+		{`{"patronPin":"Required"}`, false, "patronPin"},
+		{`{"patronPin":null}`, false, "patronPin"},
+		{`{"patronPin":true}`, false, "patronPin"},
+		{`{"patronPin":"required","pinRequired":true}`, false, "pinRequired"},
+		{`"{\"patronPin\":\"required\"}"`, false, ""},
+		{`[]`, false, ""},
+		{`null`, false, ""},
+	} {
+		s, ferr := selfcheck.Decode(json.RawMessage(tc.value))
+		schemaErr := set.ValidateJSON("self-check-settings.json", []byte(tc.value))
+		switch {
+		case tc.field == "-" && (ferr != nil || s.PinRequired() != tc.required):
+			t.Errorf("Decode(%s) = %+v, %v; want PINs required %v", tc.value, s, ferr, tc.required)
+		case tc.field != "-" && (ferr == nil || ferr.Field != tc.field || s.PinRequired()):
+			t.Errorf("Decode(%s) = %+v, %v; want %q refused", tc.value, s, ferr, tc.field)
+		}
+		if (ferr == nil) != (schemaErr == nil) {
+			t.Errorf("%s: the decoder says %v, self-check-settings.json %v", tc.value, ferr, schemaErr)
+		}
+	}
+}
