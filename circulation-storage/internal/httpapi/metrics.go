@@ -159,7 +159,9 @@ func (m *Metrics) SecretChecked(kind string, matched bool) {
 }
 
 // AttemptRefused counts an attempt refused unchecked (login.Config.Refused).
-func (m *Metrics) AttemptRefused(kind, reason string) { m.attemptsRefused.WithLabelValues(kind, reason).Inc() }
+func (m *Metrics) AttemptRefused(kind, reason string) {
+	m.attemptsRefused.WithLabelValues(kind, reason).Inc()
+}
 
 // Waiters implements storage.WaitObserver.
 func (m *Metrics) Waiters(delta int) { m.waiters.Add(float64(delta)) }
