@@ -143,3 +143,37 @@ func TestTurns(t *testing.T) {
 		t.Error("a turn woken before its wait timed out says it was not")
 	}
 }
+
+// TestARightSecretIsRememberedAWrongOneAlwaysHashed: a secret that matched
+// its hash matches again without argon2; any other secret, and the same
+// secret against another hash, is hashed (seen here by a hash argon2
+// cannot read: the remembered secret matches it, anything else fails on
+// it).
+func TestARightSecretIsRememberedAWrongOneAlwaysHashed(t *testing.T) {
+	t.Parallel()
+	s := New(nil, Config{Hashes: 1})
+	ctx := context.Background()
+	hash, err := s.hash(ctx, "correct horse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.matches(ctx, "correct horse", hash); !ok || err != nil {
+		t.Fatalf("the right secret: %v, %v", ok, err)
+	}
+	if ok, err := s.matches(ctx, "correct horse ", hash); ok || err != nil {
+		t.Fatalf("a wrong secret after the right one: %v, %v; want no match", ok, err)
+	}
+	unreadable := "$argon2id$v=19$m=19456,t=2,p=1$not base64!$"
+	s.recent.remember(unreadable, "correct horse")
+	if ok, err := s.matches(ctx, "correct horse", unreadable); !ok || err != nil {
+		t.Errorf("the remembered secret: %v, %v; want a match without argon2", ok, err)
+	}
+	for _, secret := range []string{"correct horsE", "", "correct horse\x00"} {
+		if ok, err := s.matches(ctx, secret, unreadable); ok || err == nil {
+			t.Errorf("%q against the remembered hash: %v, %v; want it hashed (and failing on the unreadable hash)", secret, ok, err)
+		}
+	}
+	if ok, err := s.matches(ctx, "correct horse", "$argon2id$v=19$m=19456,t=2,p=1$also not base64!$"); ok || err == nil {
+		t.Errorf("the remembered secret against another hash: %v, %v; want it hashed", ok, err)
+	}
+}

@@ -256,6 +256,8 @@ type Service struct {
 	dummy string
 	// turns are the attempts waiting here for a turn on a busy key.
 	turns *turns
+	// recent remembers the secrets that matched a while ago.
+	recent *matched
 }
 
 // New returns the login service.
@@ -266,7 +268,7 @@ func New(store Store, cfg Config) *Service {
 	if cfg.Refused == nil {
 		cfg.Refused = func(string, string) {}
 	}
-	s := &Service{store: store, cfg: cfg, hashes: make(chan struct{}, max(1, cfg.Hashes)), now: time.Now, turns: newTurns(maxTurns)}
+	s := &Service{store: store, cfg: cfg, hashes: make(chan struct{}, max(1, cfg.Hashes)), now: time.Now, turns: newTurns(maxTurns), recent: newMatched()}
 	s.dummy, _ = s.hash(context.Background(), "not a password of anyone's")
 	return s
 }
@@ -306,8 +308,22 @@ func (s *Service) derive(ctx context.Context, password string, salt []byte, t, m
 	return argon2.IDKey([]byte(password), salt, t, m, p, argonKeyLen), nil
 }
 
-// matches says whether password is the one hash was made from.
+// matches says whether password is the one hash was made from: at once
+// when it is the one that last matched hash within matchedFor, else by
+// argon2.
 func (s *Service) matches(ctx context.Context, password, hash string) (bool, error) {
+	if s.recent.holds(hash, password) {
+		return true, nil
+	}
+	ok, err := s.derived(ctx, password, hash)
+	if ok && err == nil {
+		s.recent.remember(hash, password)
+	}
+	return ok, err
+}
+
+// derived says whether password is the one hash was made from, by argon2.
+func (s *Service) derived(ctx context.Context, password, hash string) (bool, error) {
 	var v int
 	var m, t uint32
 	var p uint8

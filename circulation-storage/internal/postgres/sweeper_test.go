@@ -111,12 +111,14 @@ func TestRunReportsEveryPass(t *testing.T) {
 	}
 }
 
-// TestSweepForgetsStaleSignIns: the sweeper deletes counts a day old
-// that lock nothing and mark no sign-in within KnownFor, sessions expired
-// or ended a day ago with their refresh tokens, and expired refresh
-// tokens; it keeps the rest, a live session's taken tokens included (a
-// taken one used again must still end it): sign-ins with made-up names
-// cannot grow the tables for longer than a day.
+// TestSweepForgetsStaleSignIns: the sweeper deletes counts whose window
+// has passed that lock nothing, have no attempt being checked (one
+// admitted longer ago than a check can last counts as none) and mark no
+// sign-in within KnownFor, sessions expired or ended a day ago with their
+// refresh tokens, and expired refresh tokens; it keeps the rest, a live
+// session's taken tokens included (a taken one used again must still end
+// it): sign-ins with made-up names cannot grow the tables for longer than
+// a window.
 func TestSweepForgetsStaleSignIns(t *testing.T) {
 	t.Parallel()
 	db := openDB(t, pgtest.Fresh(t))
@@ -124,12 +126,14 @@ func TestSweepForgetsStaleSignIns(t *testing.T) {
 	ctx := context.Background()
 	account := uuid.NewString()
 	f.exec(t, `INSERT INTO `+view(f.tenant, tableAccount)+` (id, jsonb) VALUES ($1, '{"username":"ada","roles":[]}')`, account)
-	f.exec(t, `INSERT INTO `+view(f.tenant, tableLoginFailure)+` (key, failures, first_at, locked_until, succeeded_at) VALUES
-		('account:stale', 3, now() - interval '2 days', NULL, NULL),
-		('account:locked', 5, now() - interval '2 days', now() + interval '1 hour', NULL),
-		('account:fresh', 1, now(), NULL, NULL),
-		('pair:known', 0, now() - interval '2 days', NULL, now() - interval '1 day'),
-		('pair:forgotten', 0, now() - interval '40 days', NULL, now() - interval '40 days')`)
+	f.exec(t, `INSERT INTO `+view(f.tenant, tableLoginFailure)+` (key, failures, first_at, locked_until, succeeded_at, checking, checking_at) VALUES
+		('account:stale', 3, now() - interval '16 minutes', NULL, NULL, 0, NULL),
+		('account:locked', 5, now() - interval '2 days', now() + interval '1 hour', NULL, 0, NULL),
+		('account:fresh', 1, now() - interval '14 minutes', NULL, NULL, 0, NULL),
+		('pair:checking', 0, now() - interval '1 hour', NULL, NULL, 2, now()),
+		('pair:checked-long-ago', 0, now() - interval '1 hour', NULL, NULL, 1, now() - interval '1 hour'),
+		('pair:known', 0, now() - interval '2 days', NULL, now() - interval '1 day', 0, NULL),
+		('pair:forgotten', 0, now() - interval '40 days', NULL, now() - interval '40 days', 0, NULL)`)
 	live, ended, expired := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	f.exec(t, `INSERT INTO `+view(f.tenant, tableLoginSession)+` (id, account_id, expires_at, ended_at) VALUES
 		($1, $4, now() + interval '1 day', NULL),
@@ -142,15 +146,15 @@ func TestSweepForgetsStaleSignIns(t *testing.T) {
 		('\x04', $1, $2, now() + interval '1 day', NULL),
 		('\x05', $1, $3, now() + interval '1 day', NULL),
 		('\x06', $1, $4, now() + interval '1 day', NULL)`, account, live, ended, expired)
-	if _, err := NewSweeper(db, discard, SweeperConfig{BatchSize: 10, KnownFor: 30 * 24 * time.Hour}).SweepOnce(ctx); err != nil {
+	if _, err := NewSweeper(db, discard, SweeperConfig{BatchSize: 10, KnownFor: 30 * 24 * time.Hour, LoginWindow: 15 * time.Minute}).SweepOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var failures, sessions, tokens string
 	f.db.pool.QueryRow(ctx, `SELECT string_agg(key, ',' ORDER BY key) FROM `+view(f.tenant, tableLoginFailure)).Scan(&failures)
 	f.db.pool.QueryRow(ctx, `SELECT string_agg(id::text, ',') FROM `+view(f.tenant, tableLoginSession)).Scan(&sessions)
 	f.db.pool.QueryRow(ctx, `SELECT string_agg(encode(hash, 'hex'), ',' ORDER BY hash) FROM `+view(f.tenant, tableRefreshToken)).Scan(&tokens)
-	if failures != "account:fresh,account:locked,pair:known" || sessions != live || tokens != "02,03,04" {
-		t.Errorf("after a sweep: counts %q, sessions %q, refresh tokens %q; want account:fresh,account:locked,pair:known, %s and 02,03,04",
+	if failures != "account:fresh,account:locked,pair:checking,pair:known" || sessions != live || tokens != "02,03,04" {
+		t.Errorf("after a sweep: counts %q, sessions %q, refresh tokens %q; want account:fresh,account:locked,pair:checking,pair:known, %s and 02,03,04",
 			failures, sessions, tokens, live)
 	}
 }
