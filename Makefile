@@ -24,7 +24,9 @@ BENCH_BASELINE ?= 86c6f12
 # BENCH_ONLY=tenants scenario 7 (BENCH_TENANTS tenants, spread traffic
 # against one tenant's) alone; BENCH_ONLY=busy scenario 10 (one busy
 # tenant, its statistics taken while empty against after ANALYZE, 10^3 and
-# 10^5 open loans) alone, in about two minutes.
+# 10^5 open loans) alone, in about two minutes; BENCH_ONLY=flood scenario 11
+# (wrong passwords from 10,000 addresses against the owner's sign-ins, and
+# the counts left after the window) alone, in about a minute.
 BENCH_ONLY ?=
 # BENCH_TENANTS is how many tenants scenario 7 (BENCH_ONLY=tenants alone)
 # initialises.

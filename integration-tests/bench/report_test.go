@@ -38,6 +38,7 @@ type Results struct {
 	SIP2              *SIP2          `json:"sip2,omitempty"`
 	Outbox            *Outbox        `json:"outbox,omitempty"`
 	Busy              *Busy          `json:"busy,omitempty"`
+	Flood             *Flood         `json:"flood,omitempty"`
 	Targets           []Target       `json:"targets"`
 }
 
@@ -63,8 +64,8 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
-	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" && *only != "outbox" && *only != "busy" {
-		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants, sip2, outbox and busy", *only)
+	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" && *only != "outbox" && *only != "busy" && *only != "flood" {
+		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants, sip2, outbox, busy and flood", *only)
 	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=" + *logLevel}
@@ -91,6 +92,12 @@ func TestBenchmarks(t *testing.T) {
 		for _, e := range requestErrors(Results{Busy: &b}) {
 			t.Error(e)
 		}
+		return
+	}
+	if *only == "flood" {
+		f := benchFlood(t, quiet)
+		printFlood(os.Stdout, f)
+		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Flood: &f})
 		return
 	}
 	if *only == "sip2" {
@@ -191,6 +198,9 @@ func TestBenchmarks(t *testing.T) {
 	var busy Busy
 	t.Run("busy", func(t *testing.T) { busy = benchBusy(t, p, quiet) })
 	res.Busy = &busy
+	var flood Flood
+	t.Run("flood", func(t *testing.T) { flood = benchFlood(t, quiet) })
+	res.Flood = &flood
 	if *baseline != "" {
 		ba := benchBeforeAfter(t, *baseline, p, quiet)
 		res.BeforeAfter = &ba
@@ -208,6 +218,7 @@ func TestBenchmarks(t *testing.T) {
 
 	printTable(os.Stdout, res)
 	printBusy(busy)
+	printFlood(os.Stdout, flood)
 	printTenants(os.Stdout, tn)
 	if *outDir != "" {
 		writeResults(t, res)
