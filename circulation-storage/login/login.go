@@ -26,6 +26,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"golang.org/x/crypto/argon2"
 
 	"github.com/checkoutlock/schemas"
@@ -82,6 +83,15 @@ const (
 	// Locked: wrong secrets lock the key; the attempt is not counted.
 	Locked
 )
+
+// Admission is what Count decided of an attempt: its verdict, how long
+// until it may be let in when it was not, and the keys it found locked,
+// each with how long its lock lasts yet.
+type Admission struct {
+	Verdict Verdict
+	Wait    time.Duration
+	Locks   map[string]time.Duration
+}
 
 // Outcome is how an admitted attempt ended.
 type Outcome int
@@ -180,7 +190,7 @@ type Store interface {
 	// verdict is the worst of theirs (Locked before Busy) with the longest
 	// wait of those. Nothing else may decide on these counts between
 	// reading and counting them.
-	Count(ctx context.Context, tenant string, limits []Limit) (Verdict, time.Duration, error)
+	Count(ctx context.Context, tenant string, limits []Limit) (Admission, error)
 	// Settle records an admitted attempt's outcome on every limit,
 	// atomically (Settle); a Right outcome also records signedIn (when
 	// not "") as signed in now.
@@ -258,7 +268,14 @@ type Service struct {
 	turns *turns
 	// recent remembers the secrets that matched a while ago.
 	recent *matched
+	// locks remembers the sign-in keys this instance found locked, by
+	// tenant and key, with the end of each lock (countAll).
+	locks *expirable.LRU[string, time.Time]
 }
+
+// maxLocks bounds the locks an instance remembers: past it, the least
+// recently used are forgotten (and asked of the database again).
+const maxLocks = 10000
 
 // New returns the login service.
 func New(store Store, cfg Config) *Service {
@@ -268,7 +285,8 @@ func New(store Store, cfg Config) *Service {
 	if cfg.Refused == nil {
 		cfg.Refused = func(string, string) {}
 	}
-	s := &Service{store: store, cfg: cfg, hashes: make(chan struct{}, max(1, cfg.Hashes)), now: time.Now, turns: newTurns(maxTurns), recent: newMatched()}
+	s := &Service{store: store, cfg: cfg, hashes: make(chan struct{}, max(1, cfg.Hashes)), now: time.Now, turns: newTurns(maxTurns), recent: newMatched(),
+		locks: expirable.NewLRU[string, time.Time](maxLocks, nil, max(cfg.Lockout, cfg.FailureWindow, time.Minute))}
 	s.dummy, _ = s.hash(context.Background(), "not a password of anyone's")
 	return s
 }
@@ -472,7 +490,7 @@ func (s *Service) admit(ctx context.Context, tenant, queue, kind string, groups 
 	for {
 		v, wait, err := Busy, time.Duration(0), error(nil)
 		if look {
-			v, wait, err = s.countAll(ctx, tenant, groups)
+			v, wait, err = s.countAll(ctx, tenant, kind, groups)
 		}
 		look = true
 		if err != nil {
@@ -515,11 +533,25 @@ func (s *Service) admit(ctx context.Context, tenant, queue, kind string, groups 
 
 // countAll counts an attempt in on every group, in order: Admitted on
 // all, or the first refusal, with the groups counted before it given back
-// (Unchecked).
-func (s *Service) countAll(ctx context.Context, tenant string, groups [][]Limit) (Verdict, time.Duration, error) {
+// (Unchecked). A sign-in's (kind password) is refused here, without a
+// word to the database, while one of its keys is locked as a count told
+// this instance (remembered): a flood of guesses at a locked account costs
+// the database nothing more.
+func (s *Service) countAll(ctx context.Context, tenant, kind string, groups [][]Limit) (Verdict, time.Duration, error) {
+	remember := kind == "password"
+	if remember {
+		if wait := s.lockedHere(tenant, groups); wait > 0 {
+			return Locked, wait, nil
+		}
+	}
 	for i, g := range groups {
-		v, wait, err := s.store.Count(ctx, tenant, g)
-		if err == nil && v == Admitted {
+		a, err := s.store.Count(ctx, tenant, g)
+		if err == nil && remember {
+			for key, left := range a.Locks {
+				s.locks.Add(tenant+"\x00"+key, s.now().Add(left))
+			}
+		}
+		if err == nil && a.Verdict == Admitted {
 			continue
 		}
 		var before []Limit
@@ -531,9 +563,28 @@ func (s *Service) countAll(ctx context.Context, tenant string, groups [][]Limit)
 				err = errors.Join(err, serr)
 			}
 		}
-		return v, wait, err
+		return a.Verdict, a.Wait, err
 	}
 	return Admitted, 0, nil
+}
+
+// lockedHere is how long the longest lock this instance remembers of the
+// groups' keys lasts yet; zero when it remembers none. A lock ends only
+// when its time is up (none is lifted early), so remembering it refuses
+// nothing the database would let in. PINs' locks are not remembered:
+// setting a patron's PIN anew ends their lock (SetPin), at every
+// instance.
+func (s *Service) lockedHere(tenant string, groups [][]Limit) time.Duration {
+	var wait time.Duration
+	now := s.now()
+	for _, g := range groups {
+		for _, l := range g {
+			if until, ok := s.locks.Get(tenant + "\x00" + l.Key); ok && until.After(now) {
+				wait = max(wait, until.Sub(now))
+			}
+		}
+	}
+	return wait
 }
 
 // settle records an admitted attempt's outcome and returns answer; an

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,18 +34,16 @@ var (
 	setHashSQL     = withTables(`INSERT INTO %[1]s (tenant_id, account_id, hash)
 SELECT $1, a.id, $3 FROM %[2]s a WHERE a.tenant_id = $1 AND a.id = $2
 ON CONFLICT (tenant_id, account_id) DO UPDATE SET hash = excluded.hash, changed_at = now()`, tableCredential, tableAccount)
-	// ensureCountsSQL makes the rows of keys ($2, sorted) that are not
-	// there yet and locks every one, in key order, until the transaction
-	// ends (DO UPDATE locks a row that is there; the update changes
-	// nothing): a row the sweeper deletes meanwhile is made again, and no
-	// attempt reads a count another is deciding on.
-	ensureCountsSQL = withTables(`INSERT INTO %s AS f (tenant_id, key, failures, first_at)
+	// lockCountsSQL makes the rows of keys ($2, sorted) that are not there
+	// yet and locks every one, in key order, until the transaction ends
+	// (DO UPDATE locks a row that is there; the update changes nothing),
+	// and answers each count as it is, with the transaction's time: a row
+	// the sweeper deletes meanwhile is made again, and no attempt reads a
+	// count another is deciding on.
+	lockCountsSQL = withTables(`INSERT INTO %s AS f (tenant_id, key, failures, first_at)
 SELECT $1, k, 0, now() FROM unnest($2::text[]) AS k ORDER BY k
-ON CONFLICT (tenant_id, key) DO UPDATE SET failures = f.failures`, tableLoginFailure)
-	// countsSQL reads the counts of keys ($2), which ensureCountsSQL
-	// locked, with the transaction's time.
-	countsSQL = withTables(`SELECT key, failures, first_at, locked_until, checking, coalesce(checking_at, first_at), now() FROM %s
- WHERE tenant_id = $1 AND key = ANY($2::text[])`, tableLoginFailure)
+ON CONFLICT (tenant_id, key) DO UPDATE SET failures = f.failures
+RETURNING key, failures, first_at, locked_until, checking, coalesce(checking_at, first_at), now()`, tableLoginFailure)
 	// setCountsSQL stores the counts decided, and marks the key
 	// @signed_in (when it is one of them) signed in now.
 	setCountsSQL = withTables(`UPDATE %s AS f SET failures = n.failures, first_at = n.first_at, locked_until = n.locked_until,
@@ -177,25 +176,30 @@ func (s *Accounts) SetHash(ctx context.Context, tenant, accountID, hash string) 
 // counts stored only when every limit admitted the attempt. Nothing is
 // checked before the attempt is counted: the caller checks the secret
 // after Count returns.
-func (s *Accounts) Count(ctx context.Context, tenant string, limits []login.Limit) (login.Verdict, time.Duration, error) {
-	var verdict login.Verdict
-	var wait time.Duration
+func (s *Accounts) Count(ctx context.Context, tenant string, limits []login.Limit) (login.Admission, error) {
+	var a login.Admission
 	err := s.decide(ctx, tenant, limits, "", func(limits []login.Limit, counts []login.Count, now time.Time) bool {
-		verdict, wait = login.Admitted, 0
+		a = login.Admission{Verdict: login.Admitted}
 		for i, l := range limits {
 			var v login.Verdict
 			var w time.Duration
 			counts[i], v, w = login.Admit(l, counts[i], now)
-			if v > verdict || (v == verdict && w > wait) {
-				verdict, wait = v, w
+			if v > a.Verdict || (v == a.Verdict && w > a.Wait) {
+				a.Verdict, a.Wait = v, w
+			}
+			if v == login.Locked {
+				if a.Locks == nil {
+					a.Locks = map[string]time.Duration{}
+				}
+				a.Locks[l.Key] = w
 			}
 		}
-		return verdict == login.Admitted
+		return a.Verdict == login.Admitted
 	})
 	if err != nil {
-		return login.Admitted, 0, err
+		return login.Admission{}, err
 	}
-	return verdict, wait, nil
+	return a, nil
 }
 
 // Settle implements login.Store: in one transaction, the rows locked in
@@ -213,12 +217,13 @@ func (s *Accounts) Settle(ctx context.Context, tenant string, limits []login.Lim
 	})
 }
 
-// decide runs one decision on the counts of limits' keys: their rows
-// made if missing and locked in key order, read, and handed to next with
-// the transaction's time, to be changed in place; what next leaves is
+// decide runs one decision on the counts of limits' keys, in two round
+// trips: their rows made if missing, locked in key order and read
+// (lockCountsSQL, sent with the transaction's BEGIN), handed to next with
+// the transaction's time to be changed in place, and what next leaves
 // stored when it returns true, signedIn (when not "") marked signed in
-// with it. The transaction may run again (a serialisation failure), and
-// next with it.
+// with it, sent with the COMMIT. The rows are locked for one round trip
+// and the decision: attempts at one count queue for no longer.
 func (s *Accounts) decide(ctx context.Context, tenant string, limits []login.Limit, signedIn string,
 	next func(limits []login.Limit, counts []login.Count, now time.Time) (store bool)) error {
 	limits = slices.Clone(limits)
@@ -227,45 +232,68 @@ func (s *Accounts) decide(ctx context.Context, tenant string, limits []login.Lim
 	for i, l := range limits {
 		keys[i] = l.Key
 	}
-	return s.db.inTx(ctx, storage.Tenant(tenant), func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, ensureCountsSQL, tenant, keys); err != nil {
-			return interpret(err, "")
-		}
-		rows, err := tx.Query(ctx, countsSQL, tenant, keys)
-		if err != nil {
-			return interpret(err, "")
+	t := storage.Tenant(tenant)
+	return s.db.write(ctx, t, func(c *pgx.Conn) error {
+		committed := false
+		defer func() {
+			if !committed && !c.IsClosed() {
+				_, _ = c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			}
+		}()
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(lockCountsSQL, tenant, keys)
+		br := c.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			if deadConnection(err) {
+				return &deadBeforeRun{err}
+			}
+			return interpret(err, t)
 		}
 		byKey := map[string]login.Count{}
 		var now time.Time
-		for rows.Next() {
-			var key string
-			var c login.Count
-			if err := rows.Scan(&key, &c.Failures, &c.FirstAt, &c.LockedUntil, &c.Checking, &c.CheckingAt, &now); err != nil {
-				rows.Close()
-				return interpret(err, "")
+		rows, err := br.Query()
+		if err == nil {
+			for rows.Next() {
+				var key string
+				var c login.Count
+				if err = rows.Scan(&key, &c.Failures, &c.FirstAt, &c.LockedUntil, &c.Checking, &c.CheckingAt, &now); err != nil {
+					break
+				}
+				byKey[key] = c
 			}
-			byKey[key] = c
+			rows.Close()
+			err = cmp.Or(err, rows.Err())
 		}
-		if err := rows.Err(); err != nil {
-			return interpret(err, "")
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return interpret(err, t)
 		}
 		counts := make([]login.Count, len(limits))
 		for i, l := range limits {
 			counts[i] = byKey[l.Key]
 		}
-		if !next(limits, counts, now) {
-			return nil
+		b = &pgx.Batch{}
+		if next(limits, counts, now) {
+			n := len(counts)
+			failures, checking := make([]int, n), make([]int, n)
+			firsts, checkingAt := make([]time.Time, n), make([]time.Time, n)
+			locks := make([]*time.Time, n)
+			for i, c := range counts {
+				failures[i], firsts[i], locks[i], checking[i], checkingAt[i] = c.Failures, c.FirstAt, c.LockedUntil, c.Checking, c.CheckingAt
+			}
+			b.Queue(setCountsSQL, pgx.StrictNamedArgs{"tenant": tenant, "keys": keys, "failures": failures,
+				"first_at": firsts, "locked_until": locks, "checking": checking, "checking_at": checkingAt, "signed_in": signedIn})
 		}
-		n := len(counts)
-		failures, checking := make([]int, n), make([]int, n)
-		firsts, checkingAt := make([]time.Time, n), make([]time.Time, n)
-		locks := make([]*time.Time, n)
-		for i, c := range counts {
-			failures[i], firsts[i], locks[i], checking[i], checkingAt[i] = c.Failures, c.FirstAt, c.LockedUntil, c.Checking, c.CheckingAt
+		b.Queue("COMMIT")
+		if err := c.SendBatch(ctx, b).Close(); err != nil {
+			return interpret(err, t)
 		}
-		_, err = tx.Exec(ctx, setCountsSQL, pgx.StrictNamedArgs{"tenant": tenant, "keys": keys, "failures": failures,
-			"first_at": firsts, "locked_until": locks, "checking": checking, "checking_at": checkingAt, "signed_in": signedIn})
-		return interpret(err, "")
+		committed = true
+		return nil
 	})
 }
 

@@ -292,14 +292,14 @@ func TestCountIsAllOrNothing(t *testing.T) {
 	store := NewAccounts(f.db)
 	ctx := context.Background()
 	full := login.Limit{Key: "b-full", Max: 1, Window: time.Hour, Lockout: time.Hour}
-	if v, _, err := store.Count(ctx, string(f.tenant), []login.Limit{full}); err != nil || v != login.Admitted {
-		t.Fatalf("first attempt: %v, %v; want admitted", v, err)
+	if a, err := store.Count(ctx, string(f.tenant), []login.Limit{full}); err != nil || a.Verdict != login.Admitted {
+		t.Fatalf("first attempt: %+v, %v; want admitted", a, err)
 	}
 	other := login.Limit{Key: "a-other", Max: 10, Window: time.Hour}
 	last := login.Limit{Key: "c-other", Max: 10, Window: time.Hour}
-	v, wait, err := store.Count(ctx, string(f.tenant), []login.Limit{last, full, other})
-	if err != nil || v != login.Busy || wait != login.BusyRetry {
-		t.Fatalf("an attempt beside one being checked at a limit of one: %v, %s, %v; want busy for %s", v, wait, err, login.BusyRetry)
+	a, err := store.Count(ctx, string(f.tenant), []login.Limit{last, full, other})
+	if err != nil || a.Verdict != login.Busy || a.Wait != login.BusyRetry || len(a.Locks) != 0 {
+		t.Fatalf("an attempt beside one being checked at a limit of one: %+v, %v; want busy for %s", a, err, login.BusyRetry)
 	}
 	if n := f.count(t, tableLoginFailure, "key IN ('a-other', 'c-other') AND checking > 0"); n != 0 {
 		t.Errorf("%d other counts took the refused attempt", n)
@@ -307,9 +307,9 @@ func TestCountIsAllOrNothing(t *testing.T) {
 	if err := store.Settle(ctx, string(f.tenant), []login.Limit{full}, login.Wrong, ""); err != nil {
 		t.Fatal(err)
 	}
-	v, wait, err = store.Count(ctx, string(f.tenant), []login.Limit{other, full})
-	if err != nil || v != login.Locked || wait <= time.Hour-time.Minute {
-		t.Fatalf("an attempt after the wrong secret that filled the limit: %v, %s, %v; want locked for the hour", v, wait, err)
+	a, err = store.Count(ctx, string(f.tenant), []login.Limit{other, full})
+	if err != nil || a.Verdict != login.Locked || a.Wait <= time.Hour-time.Minute || len(a.Locks) != 1 || a.Locks[full.Key] != a.Wait {
+		t.Fatalf("an attempt after the wrong secret that filled the limit: %+v, %v; want locked for the hour, naming the key", a, err)
 	}
 }
 
@@ -613,7 +613,7 @@ func (s *slowCounts) burst(right func() error, guess func(i int)) error {
 	return err
 }
 
-func (s *slowCounts) Count(ctx context.Context, tenant string, limits []login.Limit) (login.Verdict, time.Duration, error) {
+func (s *slowCounts) Count(ctx context.Context, tenant string, limits []login.Limit) (login.Admission, error) {
 	if s.key != "" && !slices.ContainsFunc(limits, func(l login.Limit) bool { return l.Key == s.key }) {
 		return s.Accounts.Count(ctx, tenant, limits)
 	}
@@ -622,11 +622,11 @@ func (s *slowCounts) Count(ctx context.Context, tenant string, limits []login.Li
 	if !isFirst {
 		<-s.release
 	}
-	v, wait, err := s.Accounts.Count(ctx, tenant, limits)
+	a, err := s.Accounts.Count(ctx, tenant, limits)
 	if isFirst {
 		close(s.counted)
 	}
-	return v, wait, err
+	return a, err
 }
 
 // TestTheRightPasswordCheckedInABurstIsLetIn: the right password, counted
@@ -726,8 +726,8 @@ func TestARefusalUncheckedIsTheSameWhateverTheSecret(t *testing.T) {
 	} {
 		held := []login.Limit{{Key: tc.key, Max: testMaxFailures, Window: time.Hour, Lockout: time.Hour}}
 		for range testMaxFailures {
-			if v, _, err := store.Count(ctx, tenant, held); err != nil || v != login.Admitted {
-				t.Fatalf("holding %s: %v, %v", tc.key, v, err)
+			if a, err := store.Count(ctx, tenant, held); err != nil || a.Verdict != login.Admitted {
+				t.Fatalf("holding %s: %+v, %v", tc.key, a, err)
 			}
 		}
 		var answers []*errs.Error
@@ -794,5 +794,63 @@ func TestARotationRunAgainAnswersItsOwnOutcome(t *testing.T) {
 	}
 	if alive, _ := store.SessionAlive(ctx, tenant, sid); alive {
 		t.Error("the session is alive after its refresh token's second use")
+	}
+}
+
+// countedStore is the real store, counting the Counts asked of it.
+type countedStore struct {
+	*Accounts
+	counts atomic.Int64
+}
+
+func (s *countedStore) Count(ctx context.Context, tenant string, limits []login.Limit) (login.Admission, error) {
+	s.counts.Add(1)
+	return s.Accounts.Count(ctx, tenant, limits)
+}
+
+// TestALockIsRememberedUntilItEnds: once a count told the instance a
+// pair is locked, sign-ins from it are refused LOGIN_LOCKED without
+// asking the database, for as long as the lock lasts, and no longer: the
+// right password is let in once the lock (of a second here) has ended.
+func TestALockIsRememberedUntilItEnds(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	store := &countedStore{Accounts: NewAccounts(f.db)}
+	svc := login.New(store, login.Config{Secret: "a secret of at least thirty-two characters",
+		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 100,
+		FailureWindow: time.Minute, Lockout: time.Second, KnownFor: time.Hour, Hashes: 4, BusyWait: testBusyWait})
+	lf := &loginFixture{fixture: f, svc: svc}
+	const password = "correct horse battery staple"
+	lf.account(t, "ada", password)
+	ctx, tenant := context.Background(), string(f.tenant)
+	for i := range testMaxFailures {
+		if _, err := svc.Login(ctx, tenant, "ada", fmt.Sprintf("guess %d", i), "192.0.2.8"); !isCode(err, schemas.CodeLoginFailed) {
+			t.Fatalf("guess %d: %v", i, err)
+		}
+	}
+	if _, err := svc.Login(ctx, tenant, "ada", password, "192.0.2.8"); !isCode(err, schemas.CodeLoginLocked) {
+		t.Fatalf("the right password once locked: %v, want LOGIN_LOCKED", err)
+	}
+	asked := store.counts.Load()
+	for range 20 {
+		_, err := svc.Login(ctx, tenant, "ada", "guess", "192.0.2.8")
+		if e, ok := errs.As(err); !ok || e.Code != schemas.CodeLoginLocked || e.RetryAfter <= 0 || e.RetryAfter > time.Second {
+			t.Fatalf("a sign-in while the lock is remembered: %v, want LOGIN_LOCKED for at most the second", err)
+		}
+	}
+	if n := store.counts.Load() - asked; n != 0 {
+		t.Errorf("%d counts asked of the database while the lock was remembered, want none", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := svc.Login(ctx, tenant, "ada", password, "192.0.2.8")
+		if err == nil {
+			break
+		}
+		if !isCode(err, schemas.CodeLoginLocked) || time.Now().After(deadline) {
+			t.Fatalf("the right password after the lock's second: %v", err)
+		}
+		e, _ := errs.As(err)
+		<-time.After(e.RetryAfter)
 	}
 }
