@@ -74,7 +74,7 @@ func benchFlood(t *testing.T, env []string) Flood {
 		addresses = 1000
 	}
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
-		StorageEnv: append([]string{"TRUSTED_PROXIES=127.0.0.1", "LOGIN_LOCKOUT=" + floodWindow().String(), "LOCK_SWEEP_INTERVAL=1s"}, env...),
+		StorageEnv:     append([]string{"TRUSTED_PROXIES=127.0.0.1", "LOGIN_LOCKOUT=" + floodWindow().String(), "LOCK_SWEEP_INTERVAL=1s"}, env...),
 		CirculationEnv: env})
 	const owner, password = "ada", "correct horse battery staple"
 	c.Account(t, owner, "Ada", "Lovelace", schemas.RoleLibrarian, password)
