@@ -368,6 +368,31 @@ func TestShutdownLetsAnInFlightCheckOutFinish(t *testing.T) {
 	}
 }
 
+// doorBehindAProxy is a cluster with the kiosk account user_id and a SIP2
+// door (with env) that reaches circulation through a proxy, which the
+// test slows or silences.
+func doorBehindAProxy(t *testing.T, env ...string) (*harness.Cluster, *harness.Proxy, *harness.SIP2Door) {
+	t.Helper()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	toCirculation := harness.NewProxy(t, c.Circulations[0].Addr)
+	door := c.StartSIP2(t, 0, nil, append([]string{"CIRCULATION_URL=http://" + toCirculation.Addr()}, env...)...)
+	return c, toCirculation, door
+}
+
+// kioskSessions counts the sessions of the kiosk account user_id at
+// storage: alive, and ended.
+func kioskSessions(t *testing.T, c *harness.Cluster) (alive, ended int) {
+	t.Helper()
+	err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FILTER (WHERE s.ended_at IS NULL), count(s.ended_at)
+		FROM %[1]s.login_session s JOIN %[1]s.account a ON a.id = s.account_id
+		WHERE a.jsonb->>'username' = 'user_id'`, c.Schema)).Scan(&alive, &ended)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return alive, ended
+}
+
 // TestSIP2StopLogsEveryKioskOut: twenty kiosks at five addresses are
 // connected and logged in to the SIP2 door when it gets SIGTERM. Every
 // kiosk's session ends at storage before the door exits (ended_at set on
@@ -379,21 +404,8 @@ func TestShutdownLetsAnInFlightCheckOutFinish(t *testing.T) {
 func TestSIP2StopLogsEveryKioskOut(t *testing.T) {
 	t.Parallel()
 	const kiosks = 20
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
-	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
-	toCirculation := harness.NewProxy(t, c.Circulations[0].Addr)
-	door := c.StartSIP2(t, 0, nil, "CIRCULATION_URL=http://"+toCirculation.Addr(),
-		"SIP2_CALL_TIMEOUT=5s", "SIP2_WRITE_TIMEOUT=1s", "SHUTDOWN_TIMEOUT=11s")
-	sessions := func() (alive, ended int) {
-		t.Helper()
-		err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FILTER (WHERE s.ended_at IS NULL), count(s.ended_at)
-			FROM %[1]s.login_session s JOIN %[1]s.account a ON a.id = s.account_id
-			WHERE a.jsonb->>'username' = 'user_id'`, c.Schema)).Scan(&alive, &ended)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return alive, ended
-	}
+	c, toCirculation, door := doorBehindAProxy(t, "SIP2_CALL_TIMEOUT=5s", "SIP2_WRITE_TIMEOUT=1s", "SHUTDOWN_TIMEOUT=11s")
+	sessions := func() (alive, ended int) { return kioskSessions(t, c) }
 	for i := range kiosks {
 		harness.DialSIP2From(t, fmt.Sprintf("127.0.3.%d", 1+i%5), door.SIP2Addr).Login("user_id", "passw0rd")
 	}
@@ -426,11 +438,7 @@ func TestSIP2StopLogsEveryKioskOut(t *testing.T) {
 func TestSIP2StopWithoutCirculationSaysWhichSessionsLiveOn(t *testing.T) {
 	t.Parallel()
 	const kiosks = 3
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
-	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
-	toCirculation := harness.NewProxy(t, c.Circulations[0].Addr)
-	door := c.StartSIP2(t, 0, nil, "CIRCULATION_URL=http://"+toCirculation.Addr(),
-		"SIP2_CALL_TIMEOUT=2s", "SIP2_WRITE_TIMEOUT=1s", "SHUTDOWN_TIMEOUT=5s")
+	c, toCirculation, door := doorBehindAProxy(t, "SIP2_CALL_TIMEOUT=2s", "SIP2_WRITE_TIMEOUT=1s", "SHUTDOWN_TIMEOUT=5s")
 	for i := range kiosks {
 		harness.DialSIP2From(t, fmt.Sprintf("127.0.3.%d", 11+i), door.SIP2Addr).Login("user_id", "passw0rd")
 	}
@@ -453,12 +461,7 @@ func TestSIP2StopWithoutCirculationSaysWhichSessionsLiveOn(t *testing.T) {
 	if len(notDone) != kiosks {
 		t.Errorf("the door's log names logouts not done at %v, want one at each of the %d kiosks' addresses", notDone, kiosks)
 	}
-	var alive int
-	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %[1]s.login_session s
-		JOIN %[1]s.account a ON a.id = s.account_id WHERE a.jsonb->>'username' = 'user_id' AND s.ended_at IS NULL`, c.Schema)).Scan(&alive); err != nil {
-		t.Fatal(err)
-	}
-	if alive != kiosks {
+	if alive, _ := kioskSessions(t, c); alive != kiosks {
 		t.Errorf("%d sessions alive at storage, want the %d the door could not end", alive, kiosks)
 	}
 }

@@ -117,6 +117,16 @@ func atOnce(n int, call func(i int) error) []string {
 	return out
 }
 
+// pinnedPatron makes a patron (fixture.patron) whose PIN is pin.
+func (f *loginFixture) pinnedPatron(t *testing.T, pin string) string {
+	t.Helper()
+	patron := f.patron(t)
+	if err := f.svc.SetPin(context.Background(), string(f.tenant), patron, pin); err != nil {
+		t.Fatal(err)
+	}
+	return patron
+}
+
 // burst signs username in from address with each password at once, all
 // released together, and returns what each was answered.
 func (f *loginFixture) burst(username, address string, passwords []string) []string {
@@ -328,12 +338,8 @@ func (f *loginFixture) pinBurst(patron, address string, pins []string) []string 
 func TestPinGuessesAreCountedBeforeTheyAreChecked(t *testing.T) {
 	t.Parallel()
 	f := newLoginFixture(t, 0)
-	ctx := context.Background()
 	for round := range 10 {
-		patron := f.patron(t)
-		if err := f.svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
-			t.Fatal(err)
-		}
+		patron := f.pinnedPatron(t, "4711")
 		pins := []string{"4711"}
 		for i := range 40 {
 			pins = append(pins, fmt.Sprintf("%04d", 1000+i))
@@ -352,11 +358,7 @@ func TestPinGuessesAreCountedBeforeTheyAreChecked(t *testing.T) {
 func TestACrowdOfRightPinsAllGetIn(t *testing.T) {
 	t.Parallel()
 	f := newLoginFixture(t, 0)
-	ctx := context.Background()
-	patron := f.patron(t)
-	if err := f.svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
-		t.Fatal(err)
-	}
+	patron := f.pinnedPatron(t, "4711")
 	crowd := make([]string, 50)
 	for i := range crowd {
 		crowd[i] = "4711"
@@ -380,10 +382,7 @@ func TestPinChecksAreCountedByAddress(t *testing.T) {
 	t.Parallel()
 	f := newLoginFixture(t, 0)
 	ctx := context.Background()
-	patron := f.patron(t)
-	if err := f.svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
-		t.Fatal(err)
-	}
+	patron := f.pinnedPatron(t, "4711")
 	const guesses, maxAddress = 60, 20
 	got := tally(atOnce(guesses, func(int) error {
 		return f.svc.VerifyPin(ctx, string(f.tenant), uuid.NewString(), "1234", "198.51.100.7")
