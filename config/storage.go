@@ -137,8 +137,9 @@ type Storage struct {
 	// LoginLockout; LoginMaxFailures wrong PINs lock a patron's PIN.
 	// Attempts are counted before they are checked: no more of a pair's
 	// (a patron's) are checked at once than its limit leaves room for,
-	// and the others wait their turn for up to LoginBusyWait, then are
-	// refused busy, unchecked.
+	// and the others wait their turn for up to LoginBusyWait (and half
+	// what is left of the request's time), then are refused busy,
+	// unchecked.
 	LoginMaxFailures        int           `env:"LOGIN_MAX_FAILURES" envDefault:"5"`
 	LoginMaxAddressFailures int           `env:"LOGIN_MAX_ADDRESS_FAILURES" envDefault:"20"`
 	LoginLockout            time.Duration `env:"LOGIN_LOCKOUT" envDefault:"15m"`
@@ -236,8 +237,8 @@ func (c Storage) Validate() error {
 		errs = append(errs, fmt.Errorf("LOGIN_MAX_FAILURES must be at least 1, LOGIN_MAX_ADDRESS_FAILURES at least it, LOGIN_LOCKOUT at least 1s; got %d, %d, %s",
 			c.LoginMaxFailures, c.LoginMaxAddressFailures, c.LoginLockout))
 	}
-	if c.LoginBusyWait < 0 || c.LoginBusyWait > c.RequestTimeout/2 {
-		errs = append(errs, fmt.Errorf("LOGIN_BUSY_WAIT must be from 0 to half REQUEST_TIMEOUT (%s), got %s", c.RequestTimeout/2, c.LoginBusyWait))
+	if c.LoginBusyWait < 0 || c.LoginBusyWait > c.RequestTimeout {
+		errs = append(errs, fmt.Errorf("LOGIN_BUSY_WAIT must be from 0 to REQUEST_TIMEOUT (%s), got %s", c.RequestTimeout, c.LoginBusyWait))
 	}
 	if c.ItemLimitWithoutCriteria != "enforce" && c.ItemLimitWithoutCriteria != "ignore" {
 		errs = append(errs, fmt.Errorf("ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got %q", c.ItemLimitWithoutCriteria))

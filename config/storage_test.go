@@ -68,6 +68,8 @@ func TestStorageInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"SHUTDOWN_TIMEOUT": "-1s"}, "SHUTDOWN_TIMEOUT must be a positive duration"},
 		{map[string]string{"LOG_LEVEL": "verbose"}, `LOG_LEVEL="verbose" is not one of debug, info, warn, error`},
 		{map[string]string{"LOCK_SWEEP_INTERVAL": "0s"}, "LOCK_SWEEP_INTERVAL must be a positive duration"},
+		{map[string]string{"LOGIN_BUSY_WAIT": "-1s"}, "LOGIN_BUSY_WAIT must be from 0 to REQUEST_TIMEOUT (10s), got -1s"},
+		{map[string]string{"LOGIN_BUSY_WAIT": "3s", "REQUEST_TIMEOUT": "2s"}, "LOGIN_BUSY_WAIT must be from 0 to REQUEST_TIMEOUT (2s), got 3s"},
 		{map[string]string{"MAX_BODY_BYTES": "10"}, "MAX_BODY_BYTES must be at least 1024"},
 		{map[string]string{"ITEM_LIMIT_WITHOUT_CRITERIA": "folio"}, `ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got "folio"`},
 		{map[string]string{"AUTH_MODE": "gateway", "AUTH_TRUSTED_MODULES": "circulation=dev-keys/circulation-module.pub.pem"},

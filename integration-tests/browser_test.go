@@ -558,10 +558,9 @@ func accountDoc(t *testing.T, c *harness.Cluster, id string) map[string]any {
 
 // TestSessionsInABrowser: with a two-second access token, the console
 // keeps working as the page refreshes its sign-in behind the scenes. When
-// an administrator takes the operator role away, the next token holds
-// less and the console's data leaves the screen on the 403; when an
-// account is switched off, its refresh fails and the page says the
-// session ended, the data gone.
+// an account is switched off, or an administrator takes the operator role
+// away, its session ends: the page says so, the data gone; signed in
+// again without the role, the console says what is missing (the 403).
 func TestSessionsInABrowser(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
@@ -599,9 +598,10 @@ func TestSessionsInABrowser(t *testing.T) {
 		t.Errorf("%d locks stay on screen after the session ended", n)
 	}
 
-	// The operator role taken away: the next call is refused, the page
-	// asks who is signed in now, and follows: the same person, who may
-	// no longer see the locks, which go.
+	// The operator role taken away: a role change ends the account's
+	// sessions, as switching it off does, and the locks go; signed in
+	// again, the same person may no longer see the locks, and the page
+	// says why.
 	signInHere(t, ctx, "otto", "otto-password")
 	if err := chromedp.Run(ctx, chromedp.WaitVisible("#locks tbody tr", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
@@ -609,6 +609,16 @@ func TestSessionsInABrowser(t *testing.T) {
 	doc = accountDoc(t, c, otto)
 	doc["roles"] = []string{schemas.RoleLibrarian}
 	c.Do(c.Storage, "PUT", "/accounts/"+otto, doc).Want(t, http.StatusNoContent)
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, ctx, "#signin-status"); got != "Your session has ended: sign in again." {
+		t.Errorf("a session its role change ended reads %q", got)
+	}
+	if n := evaluate[int](t, ctx, `document.querySelectorAll("#locks tbody tr").length`); n != 0 {
+		t.Errorf("%d locks stay on screen after the role change ended the session", n)
+	}
+	signInHere(t, ctx, "otto", "otto-password")
 	want := "Otto Operator may not see the locks: that needs the operator role (permission circulation.check-out-locks.collection.get)."
 	waitUntil(t, ctx, "the refusal on screen", `document.getElementById("page-status").textContent === `+jsString(want))
 	if n := evaluate[int](t, ctx, `document.querySelectorAll("#locks tbody tr").length`); n != 0 {

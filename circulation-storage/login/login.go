@@ -473,12 +473,20 @@ func (s *Service) Login(ctx context.Context, tenant, username, password, address
 // each group all or nothing, the groups before given back when a later
 // one refuses), waiting while a key is busy for a turn on queue (woken
 // when an attempt on it here settles; the first in line looks again every
-// turnPoll, for places given up at other instances) until BusyWait has
-// passed. nil when
-// it is admitted on every group; otherwise the refusal, the same whatever
-// its secret: locked, or busy.
+// turnPoll, for places given up at other instances) until BusyWait, or
+// half what is left of ctx's time, has passed. nil when it is admitted on
+// every group; otherwise the refusal, the same whatever its secret: locked,
+// or busy.
 func (s *Service) admit(ctx context.Context, tenant, queue, kind string, groups ...[]Limit) error {
-	deadline := s.now().Add(s.cfg.BusyWait)
+	now := s.now()
+	deadline := now.Add(s.cfg.BusyWait)
+	if dl, ok := ctx.Deadline(); ok {
+		// Half what is left of the request's time at most: its check and
+		// its answer fit in the rest.
+		if half := now.Add(dl.Sub(now) / 2); half.Before(deadline) {
+			deadline = half
+		}
+	}
 	// front: the attempt was woken, or was first in the line when it
 	// looked again: it goes back to the front.
 	woken, front := false, false
