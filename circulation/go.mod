@@ -13,6 +13,7 @@ require (
 	github.com/checkoutlock/circulation-storage v0.0.0
 	github.com/checkoutlock/config v0.0.0-00010101000000-000000000000
 	github.com/checkoutlock/schemas v0.0.0
+	github.com/checkoutlock/serverkit v0.0.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/prometheus/client_golang v1.25.0
@@ -58,4 +59,5 @@ replace (
 	github.com/checkoutlock/config => ../config
 	github.com/checkoutlock/migrations => ../migrations
 	github.com/checkoutlock/schemas => ../schemas
+	github.com/checkoutlock/serverkit => ../serverkit
 )

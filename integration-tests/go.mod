@@ -30,7 +30,6 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/rs/dnscache v0.0.0-20230804202142-fc85eb664529 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
@@ -44,6 +43,7 @@ require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/checkoutlock/circulation-storage v0.0.0
 	github.com/checkoutlock/schemas v0.0.0
+	github.com/checkoutlock/serverkit v0.0.0
 	github.com/chromedp/cdproto v0.0.0-20260714215040-dc233986426f
 	github.com/chromedp/chromedp v0.16.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
@@ -58,4 +58,5 @@ replace (
 	github.com/checkoutlock/config => ../config
 	github.com/checkoutlock/migrations => ../migrations
 	github.com/checkoutlock/schemas => ../schemas
+	github.com/checkoutlock/serverkit => ../serverkit
 )

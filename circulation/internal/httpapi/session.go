@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // The pages' sign-in. Storage keeps the accounts and signs people in
@@ -134,7 +134,7 @@ type names struct {
 }
 
 func (s *Server) names(ctx context.Context) *names {
-	return &names{console: s.svc.Console, ctx: ctx, valid: s.schemas.ValidUUID, seen: map[string]string{}}
+	return &names{console: s.svc.Console, ctx: ctx, valid: s.Schemas().ValidUUID, seen: map[string]string{}}
 }
 
 // person is the name of the account or patron with this id, "" when
