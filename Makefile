@@ -3,7 +3,7 @@
 
 SHELL     := /bin/bash
 GO        ?= go
-MODULES   := circulation-storage circulation sip2 schemas migrations config integration-tests
+MODULES   := circulation-storage circulation sip2 schemas serverkit migrations config integration-tests
 GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 # How long one package's tests may take in make test before it is failed

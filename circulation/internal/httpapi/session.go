@@ -36,7 +36,7 @@ func (s *Server) passAuthn(c echo.Context) error {
 	req := c.Request()
 	var body []byte
 	if req.Body != nil {
-		b, err := io.ReadAll(req.Body) // read whole and bounded by admit
+		b, err := io.ReadAll(req.Body) // read whole and bounded by the admission (serverkit)
 		if err != nil {
 			return err
 		}
