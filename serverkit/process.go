@@ -9,16 +9,46 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
+
+	"github.com/caarlos0/env/v10"
+	"github.com/google/uuid"
 
 	"github.com/checkoutlock/config"
 	"github.com/checkoutlock/serverkit/auth"
 )
 
-// A service's process, from its configuration to its shutdown, as both
-// services' Run take it: Start (the arguments, the configuration, the
-// logger), NewGuard (who may call), ConfigOf (the server's
-// configuration), Bind and Listen (the listener, serving), Shutdown.
+// A service's process, from its command to its shutdown: Main (the
+// command), and as both services' Run take it, Start (the arguments, the
+// configuration, the logger), NewGuard (who may call), ConfigOf (the
+// server's configuration), Bind and Listen (the listener, serving),
+// Shutdown.
+
+// Run is a service's whole life (its app package's Run): it starts the
+// service and blocks until ctx is done, then shuts it down. When listening
+// is not nil, the bound address is sent on it once the server accepts
+// connections.
+type Run func(ctx context.Context, args []string, environ map[string]string, stdout io.Writer, listening chan<- string) error
+
+// Main is a service's command: ids (request, lock and loan ids, several
+// per check-out) drawn from a buffer of random bytes instead of a system
+// call each, the runtime tuned (config.TuneRuntime), run with the
+// process's arguments and environment until SIGINT or SIGTERM, and exit
+// code 1, the error on stderr, when run fails.
+func Main(name string, run Run) {
+	uuid.EnableRandPool()
+	config.TuneRuntime()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], env.ToMap(os.Environ()), os.Stdout, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		stop()
+		os.Exit(1)
+	}
+}
 
 // Configuration is a service's configuration: it has the server's
 // section (config.Server) and says how it is logged.
