@@ -2,6 +2,7 @@ package serverkit
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -113,7 +114,7 @@ func Bind(s config.Server) (net.Listener, error) {
 func Listen(ctx context.Context, srv *http.Server, ln net.Listener, serving config.Serving, logger *slog.Logger,
 	listening chan<- string) error {
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- Serve(srv, ln, serving.TLSCertFile, serving.TLSKeyFile) }()
+	go func() { serveErr <- serve(srv, ln, serving.TLSCertFile, serving.TLSKeyFile) }()
 	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.Bool("tls", serving.TLS()))
 	if listening != nil {
 		listening <- ln.Addr().String()
@@ -144,4 +145,14 @@ func Shutdown(srv *http.Server, timeout time.Duration, logger *slog.Logger) erro
 		logger.Warn("closing the HTTP server", slog.Any("error", cerr))
 	}
 	return fmt.Errorf("shutdown: requests still in flight after SHUTDOWN_TIMEOUT (%s) were cut off: %w", timeout, err)
+}
+
+// serve serves srv on ln: HTTPS (TLS 1.2 or later) with the certificate
+// and key files when they are given, plain HTTP otherwise.
+func serve(srv *http.Server, ln net.Listener, certFile, keyFile string) error {
+	if certFile == "" {
+		return srv.Serve(ln)
+	}
+	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	return srv.ServeTLS(ln, certFile, keyFile)
 }
