@@ -3,7 +3,7 @@
 
 SHELL     := /bin/bash
 GO        ?= go
-MODULES   := circulation-storage circulation sip2 schemas migrations config integration-tests
+MODULES   := circulation-storage circulation sip2 schemas serverkit migrations config integration-tests
 GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 # How long one package's tests may take in make test before it is failed
@@ -64,7 +64,7 @@ build:
 	$(GO) build -o bin/circulation ./circulation/cmd/circulation
 	$(GO) build -o bin/sip2 ./sip2/cmd/sip2
 	$(GO) build -o bin/events ./circulation-storage/cmd/events
-	$(GO) build -o bin/devtoken ./schemas/cmd/devtoken
+	$(GO) build -o bin/devtoken ./serverkit/cmd/devtoken
 
 ## run: start PostgreSQL if needed, create the database, start the services with tenant diku
 run: build

@@ -3,11 +3,11 @@ module github.com/checkoutlock/circulation-storage
 go 1.26.0
 
 require (
-	github.com/caarlos0/env/v10 v10.0.0
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/checkoutlock/config v0.0.0-00010101000000-000000000000
 	github.com/checkoutlock/migrations v0.0.0
 	github.com/checkoutlock/schemas v0.0.0
+	github.com/checkoutlock/serverkit v0.0.0
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/google/uuid v1.6.0
@@ -24,6 +24,7 @@ require (
 	github.com/MicahParks/jwkset v0.11.4 // indirect
 	github.com/MicahParks/keyfunc/v3 v3.9.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/caarlos0/env/v10 v10.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -53,4 +54,5 @@ replace (
 	github.com/checkoutlock/config => ../config
 	github.com/checkoutlock/migrations => ../migrations
 	github.com/checkoutlock/schemas => ../schemas
+	github.com/checkoutlock/serverkit => ../serverkit
 )

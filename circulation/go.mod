@@ -9,10 +9,10 @@ require (
 )
 
 require (
-	github.com/caarlos0/env/v10 v10.0.0
 	github.com/checkoutlock/circulation-storage v0.0.0
 	github.com/checkoutlock/config v0.0.0-00010101000000-000000000000
 	github.com/checkoutlock/schemas v0.0.0
+	github.com/checkoutlock/serverkit v0.0.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/prometheus/client_golang v1.25.0
@@ -23,6 +23,7 @@ require (
 	github.com/MicahParks/jwkset v0.11.4 // indirect
 	github.com/MicahParks/keyfunc/v3 v3.9.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/caarlos0/env/v10 v10.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/checkoutlock/migrations v0.0.0 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
@@ -58,4 +59,5 @@ replace (
 	github.com/checkoutlock/config => ../config
 	github.com/checkoutlock/migrations => ../migrations
 	github.com/checkoutlock/schemas => ../schemas
+	github.com/checkoutlock/serverkit => ../serverkit
 )

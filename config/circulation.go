@@ -15,10 +15,10 @@ import (
 // variables are the seed design's; each tenant's librarians can override
 // them at runtime through the checkoutLockFeature setting.
 type Circulation struct {
-	// HTTPAddr is the address the API listens on.
-	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
-	Auth     Auth
-	Serving  Serving
+	// Server is what the HTTP server reads (the address, the request and
+	// shutdown timeouts, the serving and authentication sections, the
+	// bounds on a request, the log level), the same for both services.
+	Server
 	// ModuleKeyFile is circulation's own P-256 private key (PEM), with
 	// which it signs the module tokens it calls storage with in jwt mode;
 	// storage trusts its public half (AUTH_TRUSTED_MODULES).
@@ -30,7 +30,7 @@ type Circulation struct {
 	// host:port.
 	InstanceName string `env:"INSTANCE_NAME"`
 	// StorageURL is circulation-storage's base URL.
-	StorageURL string `env:"STORAGE_URL" envDefault:"http://127.0.0.1:8081"`
+	StorageURL string `env:"STORAGE_URL" envDefault:"http://127.0.0.1:8081" log:"redact"`
 	// StorageCAFile (PEM) holds CA certificates to trust, besides the
 	// system's, for an https:// STORAGE_URL.
 	StorageCAFile string `env:"STORAGE_CA_FILE"`
@@ -53,15 +53,8 @@ type Circulation struct {
 	StorageTimeout time.Duration `env:"STORAGE_TIMEOUT" envDefault:"5s"`
 	// ReleaseTimeout bounds the release of a lock after a check-out.
 	ReleaseTimeout time.Duration `env:"RELEASE_TIMEOUT" envDefault:"2s"`
-	// MaxBodyBytes bounds request bodies; larger ones get 413.
-	MaxBodyBytes int64 `env:"MAX_BODY_BYTES" envDefault:"1048576"`
-	// MaxHeaderBytes bounds a request's headers; larger ones get 431.
-	MaxHeaderBytes int `env:"MAX_HEADER_BYTES" envDefault:"65536"`
 	// SettingsCacheTenants bounds how many tenants' settings are cached.
 	SettingsCacheTenants int `env:"SETTINGS_CACHE_TENANTS" envDefault:"10000"`
-	// RequestTimeout bounds the work done for one request, retries included,
-	// up to its writes, which then finish on a deadline of their own.
-	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"20s"`
 	// PatronSummaryRate is how many patron summaries a minute a
 	// self-check machine (a caller without
 	// circulation.patron-summary.details.get) may read, per account and
@@ -70,11 +63,6 @@ type Circulation struct {
 	// SIP2AdminURLs are the SIP2 doors' admin addresses (their HTTP_ADDR),
 	// comma-separated: the lock console lists the kiosks connected to them.
 	SIP2AdminURLs []string `env:"SIP2_ADMIN_URLS" envSeparator:","`
-	// LogLevel is debug, info, warn or error.
-	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
-	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM; it
-	// must cover REQUEST_TIMEOUT so in-flight check-outs finish.
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
 }
 
 // Intervals is a list of waits in milliseconds written "500|500|1000".
@@ -124,7 +112,7 @@ func (iv Intervals) Durations() []time.Duration {
 // LoadCirculation reads and validates the circulation service's
 // configuration from environ.
 func LoadCirculation(environ map[string]string) (Circulation, error) {
-	var c Circulation
+	c := Circulation{Server: circulationServer}
 	if err := parse(&c, environ); err != nil {
 		return Circulation{}, err
 	}
@@ -136,16 +124,7 @@ func LoadCirculation(environ map[string]string) (Circulation, error) {
 
 // Validate reports every value that is out of range, naming its variable.
 func (c Circulation) Validate() error {
-	var errs []error
-	if c.HTTPAddr == "" {
-		errs = append(errs, errors.New("HTTP_ADDR must not be empty"))
-	}
-	if err := c.Auth.validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.Serving.validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs := c.Server.validate()
 	errs = append(errs, c.validateModuleKey()...)
 	if !strings.HasPrefix(c.StorageURL, "http://") && !strings.HasPrefix(c.StorageURL, "https://") {
 		errs = append(errs, fmt.Errorf("STORAGE_URL must be an http:// or https:// URL, got %q", c.StorageURL))
@@ -167,7 +146,6 @@ func (c Circulation) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"SETTINGS_CACHE_TTL": c.SettingsCacheTTL, "STORAGE_TIMEOUT": c.StorageTimeout, "RELEASE_TIMEOUT": c.ReleaseTimeout,
-		"REQUEST_TIMEOUT": c.RequestTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 5s, got %s", name, d))
@@ -177,10 +155,6 @@ func (c Circulation) Validate() error {
 		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT (%s) must be at least REQUEST_TIMEOUT (%s), so in-flight check-outs finish on SIGTERM",
 			c.ShutdownTimeout, c.RequestTimeout))
 	}
-	if c.MaxBodyBytes < 1024 {
-		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be at least 1024, got %d", c.MaxBodyBytes))
-	}
-	errs = append(errs, validateLimits(c.MaxHeaderBytes)...)
 	if c.PatronSummaryRate < 0 {
 		errs = append(errs, fmt.Errorf("PATRON_SUMMARY_RATE must be at least 0, got %d", c.PatronSummaryRate))
 	}
@@ -228,30 +202,4 @@ func (c Circulation) Warnings() []string {
 }
 
 // LogValue lists the configuration for the start-up log.
-func (c Circulation) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("http_addr", c.HTTPAddr),
-		slog.String("instance_name", c.InstanceName),
-		slog.String("storage_url", c.StorageURL),
-		slog.String("storage_ca_file", c.StorageCAFile),
-		slog.Any("auth", c.Auth.LogValue()),
-		slog.Any("serving", c.Serving.LogValue()),
-		slog.Int("patron_summary_rate", c.PatronSummaryRate),
-		slog.String("module_key_file", c.ModuleKeyFile),
-		slog.Duration("module_token_ttl", c.ModuleTokenTTL),
-		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),
-		slog.Int("lock_ttl_ms", c.LockTTLMs),
-		slog.String("retry_interval_ms", c.RetryIntervalMs.String()),
-		slog.Bool("lock_wait_at_storage", c.LockWaitAtStorage),
-		slog.Duration("settings_cache_ttl", c.SettingsCacheTTL),
-		slog.Duration("storage_timeout", c.StorageTimeout),
-		slog.Duration("release_timeout", c.ReleaseTimeout),
-		slog.Int64("max_body_bytes", c.MaxBodyBytes),
-		slog.Int("max_header_bytes", c.MaxHeaderBytes),
-		slog.Int("settings_cache_tenants", c.SettingsCacheTenants),
-		slog.Any("sip2_admin_urls", c.SIP2AdminURLs),
-		slog.Duration("request_timeout", c.RequestTimeout),
-		slog.String("log_level", c.LogLevel.String()),
-		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-	)
-}
+func (c Circulation) LogValue() slog.Value { return logValue(c) }

@@ -15,7 +15,7 @@ type SIP2 struct {
 	// ConfigFile is the listeners' file (JSON).
 	ConfigFile string `env:"SIP2_CONFIG"`
 	// CirculationURL is circulation's base URL (or a load balancer's).
-	CirculationURL string `env:"CIRCULATION_URL" envDefault:"http://127.0.0.1:8080"`
+	CirculationURL string `env:"CIRCULATION_URL" envDefault:"http://127.0.0.1:8080" log:"redact"`
 	// CirculationCAFile (PEM) holds CA certificates to trust, besides the
 	// system's, for an https:// CIRCULATION_URL.
 	CirculationCAFile string `env:"CIRCULATION_CA_FILE"`
@@ -112,21 +112,4 @@ func (c SIP2) ShutdownNeeds() time.Duration {
 }
 
 // LogValue lists the configuration for the start-up log.
-func (c SIP2) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("sip2_config", c.ConfigFile),
-		slog.String("circulation_url", c.CirculationURL),
-		slog.String("circulation_ca_file", c.CirculationCAFile),
-		slog.Duration("sip2_call_timeout", c.CallTimeout),
-		slog.String("http_addr", c.HTTPAddr),
-		slog.Int("sip2_max_line", c.MaxLine),
-		slog.Int("sip2_max_connections", c.MaxConnections),
-		slog.Int("sip2_max_connections_per_address", c.MaxConnectionsPerAddress),
-		slog.Duration("sip2_login_timeout", c.LoginTimeout),
-		slog.Duration("sip2_idle_timeout", c.IdleTimeout),
-		slog.Duration("sip2_line_timeout", c.LineTimeout),
-		slog.Duration("sip2_write_timeout", c.WriteTimeout),
-		slog.String("log_level", c.LogLevel.String()),
-		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-	)
-}
+func (c SIP2) LogValue() slog.Value { return logValue(c) }

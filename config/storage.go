@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
@@ -14,11 +13,11 @@ import (
 // Storage configures circulation-storage. Every field is one environment
 // variable; the README's configuration table lists them.
 type Storage struct {
-	// HTTPAddr is the address the API listens on.
-	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8081"`
+	// Server is what the HTTP server reads (the address, the request and
+	// shutdown timeouts, the serving and authentication sections, the
+	// bounds on a request, the log level), the same for both services.
+	Server
 	Database Database
-	Auth     Auth
-	Serving  Serving
 	// TrustedModules are the modules whose tokens jwt mode accepts, each
 	// with its P-256 public key: "circulation=/keys/circulation.pub.pem".
 	// Their tokens hold at most what the module declares
@@ -55,7 +54,7 @@ type Storage struct {
 	// ListenDatabaseURL is the connection the release listener uses, when
 	// it cannot be DATABASE_URL's (behind a transaction-mode pooler,
 	// LISTEN needs a direct connection).
-	ListenDatabaseURL string `env:"LISTEN_DATABASE_URL"`
+	ListenDatabaseURL string `env:"LISTEN_DATABASE_URL" log:"redact"`
 	// SweepInterval is how often expired locks are deleted, across tenants.
 	SweepInterval time.Duration `env:"LOCK_SWEEP_INTERVAL" envDefault:"30s"`
 	// SweepBatchSize bounds each DELETE of the sweeper.
@@ -73,20 +72,9 @@ type Storage struct {
 	// lock history; the sweeper trims it.
 	LockHistoryRetention time.Duration `env:"LOCK_HISTORY_RETENTION" envDefault:"168h"`
 	LockHistoryMaxEvents int           `env:"LOCK_HISTORY_MAX_EVENTS" envDefault:"100000"`
-	// MaxBodyBytes bounds request bodies; larger ones get 413.
-	MaxBodyBytes int64 `env:"MAX_BODY_BYTES" envDefault:"1048576"`
-	// MaxHeaderBytes bounds a request's headers; larger ones get 431.
-	MaxHeaderBytes int `env:"MAX_HEADER_BYTES" envDefault:"65536"`
 	// MaxPageBytes bounds the records of one list answer; a larger page
 	// gets 422 PAGE_TOO_LARGE.
 	MaxPageBytes int `env:"MAX_PAGE_BYTES" envDefault:"4194304"`
-	// RequestTimeout bounds the work done for one request, the arrival of
-	// its body included.
-	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"10s"`
-	// LogLevel is debug, info, warn or error.
-	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
-	// ShutdownTimeout bounds the wait for in-flight requests on SIGTERM.
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
 	// Login is FOLIO's login (/authn): "on" signs people in with the
 	// tenant's accounts, its access tokens signed with AUTH_JWT_SECRET
 	// (AUTH_MODE=jwt); "off" where an identity provider issues the tokens.
@@ -97,7 +85,7 @@ type Storage struct {
 	// NATSURL is the NATS server the outbox relay publishes to, or the
 	// servers of a cluster, comma-separated; empty: no relay runs here
 	// (the events wait for an instance that has one).
-	NATSURL string `env:"NATS_URL"`
+	NATSURL string `env:"NATS_URL" log:"redact"`
 	// NATSStreamReplicas is how many servers of a JetStream cluster keep
 	// the stream (1 for a single server; 3 keeps it through the loss of
 	// one).
@@ -161,7 +149,7 @@ func (c Storage) LoginOn() bool {
 // LoadStorage reads and validates circulation-storage's configuration from
 // environ (typically the process environment as a map).
 func LoadStorage(environ map[string]string) (Storage, error) {
-	var c Storage
+	c := Storage{Server: storageServer}
 	if err := parse(&c, environ); err != nil {
 		return Storage{}, err
 	}
@@ -176,17 +164,8 @@ func LoadStorage(environ map[string]string) (Storage, error) {
 
 // Validate reports every value that is out of range, naming its variable.
 func (c Storage) Validate() error {
-	var errs []error
-	if c.HTTPAddr == "" {
-		errs = append(errs, errors.New("HTTP_ADDR must not be empty"))
-	}
+	errs := c.Server.validate()
 	if err := c.Database.validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.Auth.validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.Serving.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateTrustedModules()...)
@@ -281,18 +260,8 @@ func (c Storage) Validate() error {
 	if c.LockHistoryMaxEvents < 1 || c.LockHistoryMaxEvents > 10000000 {
 		errs = append(errs, fmt.Errorf("LOCK_HISTORY_MAX_EVENTS must be 1..10000000, got %d", c.LockHistoryMaxEvents))
 	}
-	if c.MaxBodyBytes < 1024 {
-		errs = append(errs, fmt.Errorf("MAX_BODY_BYTES must be at least 1024, got %d", c.MaxBodyBytes))
-	}
-	errs = append(errs, validateLimits(c.MaxHeaderBytes)...)
 	if c.MaxPageBytes < 65536 {
 		errs = append(errs, fmt.Errorf("MAX_PAGE_BYTES must be at least 65536, got %d", c.MaxPageBytes))
-	}
-	if c.RequestTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("REQUEST_TIMEOUT must be a positive duration such as 10s, got %s", c.RequestTimeout))
-	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT must be a positive duration such as 10s, got %s", c.ShutdownTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -337,74 +306,9 @@ func (c Storage) Warnings() []string {
 	return nil
 }
 
-// LogValue lists the configuration for the start-up log, password masked.
-func (c Storage) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("http_addr", c.HTTPAddr),
-		slog.String("database", c.Database.Redacted()),
-		slog.Any("auth", c.Auth.LogValue()),
-		slog.Any("serving", c.Serving.LogValue()),
-		slog.String("trusted_modules", c.TrustedModules),
-		slog.String("login", c.Login),
-		slog.Duration("login_access_ttl", c.LoginAccessTTL),
-		slog.Duration("login_refresh_ttl", c.LoginRefreshTTL),
-		slog.Int("login_max_failures", c.LoginMaxFailures),
-		slog.Int("login_max_address_failures", c.LoginMaxAddressFailures),
-		slog.Duration("login_lockout", c.LoginLockout),
-		slog.Duration("login_busy_wait", c.LoginBusyWait),
-		slog.Int("login_account_rate", c.LoginAccountRate),
-		slog.Duration("login_known_for", c.LoginKnownFor),
-		slog.Bool("checkout_lock_feature_enabled", c.CheckoutLockFeatureEnabled),
-		slog.String("item_limit_without_criteria", c.ItemLimitWithoutCriteria),
-		slog.Int("db_max_conns", int(c.Database.MaxConns)),
-		slog.Duration("db_max_conn_lifetime", c.Database.MaxConnLifetime),
-		slog.Int("lock_default_ttl_ms", c.LockDefaultTTLMs),
-		slog.Int("lock_max_ttl_ms", c.LockMaxTTLMs),
-		slog.Int("lock_max_wait_ms", c.LockMaxWaitMs),
-		slog.String("lock_synchronous_commit", c.LockSynchronousCommit),
-		slog.Duration("lock_wait_poll_interval", c.LockWaitPoll),
-		slog.Duration("lock_wait_poll_unlistened", c.LockWaitPollUnlistened),
-		slog.Int("lock_max_waiters", c.LockMaxWaiters),
-		slog.String("listen_database", c.ListenConnString(true)),
-		slog.Duration("lock_sweep_interval", c.SweepInterval),
-		slog.Int("lock_sweep_batch_size", c.SweepBatchSize),
-		slog.Bool("lock_history", c.LockHistory),
-		slog.String("lock_history_retention", c.LockHistoryRetention.String()),
-		slog.Int("lock_history_max_events", c.LockHistoryMaxEvents),
-		slog.Int64("max_body_bytes", c.MaxBodyBytes),
-		slog.Int("max_header_bytes", c.MaxHeaderBytes),
-		slog.Int("max_page_bytes", c.MaxPageBytes),
-		slog.Duration("request_timeout", c.RequestTimeout),
-		slog.String("log_level", c.LogLevel.String()),
-		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-		slog.String("outbox", c.Outbox),
-		slog.String("nats_url", redactURLs(c.NATSURL)),
-		slog.String("nats_stream", c.NATSStream),
-		slog.String("nats_subject_prefix", c.NATSSubjectPrefix),
-		slog.Duration("outbox_retention", c.OutboxRetention),
-		slog.Int("outbox_batch", c.OutboxBatch),
-		slog.Duration("outbox_poll", c.OutboxPoll),
-		slog.Duration("outbox_linger", c.OutboxLinger),
-	)
-}
-
-// redactURLs is redactURL of each of comma-separated URLs.
-func redactURLs(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, u := range parts {
-		parts[i] = redactURL(u)
-	}
-	return strings.Join(parts, ",")
-}
-
-// redactURL is u with a password in it masked.
-func redactURL(u string) string {
-	parsed, err := url.Parse(u)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return parsed.Redacted()
-}
+// LogValue lists the configuration for the start-up log, passwords
+// masked.
+func (c Storage) LogValue() slog.Value { return logValue(c) }
 
 // ListenConnString is the release listener's connection string:
 // LISTEN_DATABASE_URL, or the pool's. With redacted, a password is masked.

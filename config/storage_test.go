@@ -1,6 +1,8 @@
 package config
 
 import (
+	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +145,36 @@ func TestAuthModeHasNoDefault(t *testing.T) {
 	}
 	if logged := c.LogValue().String(); strings.Contains(logged, secret) || !strings.Contains(logged, "jwt") {
 		t.Errorf("start-up log %s shows the secret or not the mode", logged)
+	}
+}
+
+// TestTheStartUpLogNamesEveryVariableAndNoPassword: the start-up log lists
+// every variable of each service under its own name, and no password:
+// neither DB_PASSWORD nor one inside a URL or a key=value connection
+// string.
+func TestTheStartUpLogNamesEveryVariableAndNoPassword(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{"postgres://u:pw-in-url@db:5432/x", "host=db user=u password=pw-in-dsn dbname=x"} {
+		c, err := LoadStorage(map[string]string{"AUTH_MODE": "gateway", "DATABASE_URL": dsn, "DB_PASSWORD": "pw-of-db",
+			"LISTEN_DATABASE_URL": "postgres://u:pw-of-listener@db/x", "NATS_URL": "nats://a:pw-of-nats@n1:4222,nats://n2:4222"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log strings.Builder
+		slog.New(slog.NewJSONHandler(&log, LogOptions(slog.LevelInfo))).Info("starting", slog.Any("config", c))
+		if strings.Contains(log.String(), "pw-") {
+			t.Errorf("the start-up log shows a password: %s", log.String())
+		}
+	}
+	for name, cfg := range map[string]any{"circulation": Circulation{}, "storage": Storage{}, "sip2": SIP2{}} {
+		logged := logValue(cfg).String()
+		for _, v := range envVars(reflect.TypeOf(cfg)) {
+			// Auth and Serving log themselves, their secrets left out.
+			if !strings.HasPrefix(v, "AUTH_JWT") && v != "AUTH_JWKS_URL" && v != "AUTH_ALLOW_DEVELOPMENT_KEYS" && v != "AUTH_MODE" &&
+				!strings.HasPrefix(v, "TLS_") && v != "TRUSTED_PROXIES" && v != "DB_PASSWORD" &&
+				!strings.Contains(logged, strings.ToLower(v)+"=") {
+				t.Errorf("%s's start-up log does not name %s: %s", name, v, logged)
+			}
+		}
 	}
 }

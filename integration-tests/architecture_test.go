@@ -18,7 +18,7 @@ func TestArchitectureNamesLivePackages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	modules := []string{"circulation-storage", "circulation", "sip2", "schemas", "config", "migrations", "integration-tests"}
+	modules := []string{"circulation-storage", "circulation", "sip2", "schemas", "serverkit", "config", "migrations", "integration-tests"}
 	named := regexp.MustCompile("`([a-z][a-z0-9./_-]*)`").FindAllStringSubmatch(string(doc), -1)
 	checked := 0
 	for _, m := range named {

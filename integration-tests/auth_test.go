@@ -14,7 +14,7 @@ import (
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // Who may do what, against the real binaries in jwt mode: every route of

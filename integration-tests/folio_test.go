@@ -10,7 +10,7 @@ import (
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // settingEntry is the checkoutLockFeature entry as storage holds it, found

@@ -16,7 +16,7 @@ import (
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // The item limit holds whoever calls: circulation calls storage as itself,

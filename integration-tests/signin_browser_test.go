@@ -19,7 +19,7 @@ import (
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // maxCookie is what a browser keeps of a cookie, its name and value

@@ -4,7 +4,7 @@
 # is selected at the same version in both. Run by `make lint`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-modules=(circulation circulation-storage sip2 schemas config migrations integration-tests)
+modules=(circulation circulation-storage sip2 schemas serverkit config migrations integration-tests)
 status=0
 versions=$(mktemp)
 trap 'rm -f "$versions"' EXIT

@@ -4,7 +4,7 @@
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/devtoken ./schemas/cmd/devtoken
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/devtoken ./serverkit/cmd/devtoken
 
 FROM curlimages/curl:8.10.1
 COPY --from=build /out/devtoken /usr/local/bin/devtoken

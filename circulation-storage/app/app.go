@@ -6,12 +6,8 @@ package app
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -23,8 +19,8 @@ import (
 	"github.com/checkoutlock/circulation-storage/relay"
 	"github.com/checkoutlock/config"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
-	"github.com/checkoutlock/schemas/serve"
+	"github.com/checkoutlock/serverkit"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // Run starts the service and blocks until ctx is done, then shuts down
@@ -33,21 +29,10 @@ import (
 // listening is not nil, the bound address is sent on it once the server
 // accepts connections (tests pass HTTP_ADDR=127.0.0.1:0).
 func Run(ctx context.Context, args []string, environ map[string]string, stdout io.Writer, listening chan<- string) error {
-	flags := flag.NewFlagSet("circulation-storage", flag.ContinueOnError)
-	flags.SetOutput(stdout)
-	flags.Usage = func() {
-		fmt.Fprintln(stdout, "usage: circulation-storage\n\nConfigured by environment variables; see README.md.")
-	}
-	if err := flags.Parse(args); err != nil {
-		return err
-	}
-
-	cfg, err := config.LoadStorage(environ)
+	cfg, logger, err := serverkit.Start("circulation-storage", args, environ, stdout, config.LoadStorage)
 	if err != nil {
 		return err
 	}
-	logger := slog.New(httpapi.LogHandler(slog.NewJSONHandler(stdout, config.LogOptions(cfg.LogLevel))))
-	logger.Info("starting", slog.Any("config", cfg))
 	keys, err := config.ParseModuleKeys(cfg.TrustedModules)
 	if err != nil {
 		return err
@@ -60,9 +45,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		}
 		trusted = append(trusted, m)
 	}
-	authn, err := auth.NewGuard(ctx, auth.GuardConfig{Mode: cfg.Auth.Mode, Keys: auth.KeyConfig{Secret: cfg.Auth.JWTSecret,
-		PublicKeyFile: cfg.Auth.JWTPublicKeyFile, JWKSURL: cfg.Auth.JWKSURL}, Service: schemas.ServiceStorage,
-		TrustedModules: trusted, Warnings: cfg.Warnings()}, logger)
+	authn, err := serverkit.NewGuard(ctx, schemas.ServiceStorage, cfg.Auth, cfg.Warnings(), trusted, logger)
 	if err != nil {
 		return err
 	}
@@ -163,15 +146,11 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		written = announcer.Written
 	}
 	server := httpapi.New(httpapi.Config{
+		Config:         serverkit.ConfigOf(cfg.Server, authn),
 		LockDefaultTTL: time.Duration(cfg.LockDefaultTTLMs) * time.Millisecond,
 		LockMaxTTL:     time.Duration(cfg.LockMaxTTLMs) * time.Millisecond,
 		LockMaxWait:    lockMaxWait,
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		MaxHeaderBytes: cfg.MaxHeaderBytes,
 		MaxPageBytes:   cfg.MaxPageBytes,
-		RequestTimeout: cfg.RequestTimeout,
-		Auth:           authn,
-		Clients:        serve.NewClients(cfg.Serving.TrustedProxies),
 		EventsWritten:  written,
 	}, httpapi.Services{
 		Locks:     locks,
@@ -187,21 +166,13 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Pins:      pins,
 	}, sch, metrics, logger)
 
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := serverkit.Bind(cfg.Server)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		return err
 	}
-	srv := &http.Server{
-		Handler:           server,
-		ReadHeaderTimeout: 5 * time.Second,
-		// Bodies are read on the request's deadline by the server's
-		// middleware; a client that does not read its answer is cut off
-		// a little after the longest a request can take.
-		WriteTimeout:   cfg.RequestTimeout + lockMaxWait + 5*time.Second,
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: config.NetHTTPMaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	// A client that does not read its answer is cut off a little after
+	// the longest a request can take.
+	srv := server.HTTP(cfg.RequestTimeout + lockMaxWait + 5*time.Second)
 
 	sweeper := postgres.NewSweeper(db, logger, postgres.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted, OnPass: metrics.SweeperPass,
 		History: cfg.LockHistory, Retention: cfg.LockHistoryRetention, MaxEvents: cfg.LockHistoryMaxEvents,
@@ -246,18 +217,9 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		listener.Run(sweepCtx)
 	}()
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- serve.Serve(srv, ln, cfg.Serving.TLSCertFile, cfg.Serving.TLSKeyFile) }()
-	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.Bool("tls", cfg.Serving.TLS()))
-	if listening != nil {
-		listening <- ln.Addr().String()
-	}
-
-	select {
-	case err := <-serveErr:
+	if err := serverkit.Listen(ctx, srv, ln, cfg.Serving, logger, listening); err != nil {
 		waiters.Close()
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
+		return err
 	}
 	return shutdown(logger, srv, waiters, stopBackground, cfg.ShutdownTimeout)
 }
@@ -272,17 +234,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 func shutdown(logger *slog.Logger, srv *http.Server, waiters *storage.Waiters, stopBackground func(), timeout time.Duration) error {
 	logger.Info("shutting down", slog.Duration("timeout", timeout))
 	waiters.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var failed error
-	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Error("requests still in flight after the shutdown timeout; closing their connections",
-			slog.Duration("timeout", timeout), slog.Any("error", err))
-		if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, http.ErrServerClosed) {
-			logger.Warn("closing the HTTP server", slog.Any("error", cerr))
-		}
-		failed = fmt.Errorf("shutdown: requests still in flight after SHUTDOWN_TIMEOUT (%s) were cut off: %w", timeout, err)
-	}
+	failed := serverkit.Shutdown(srv, timeout, logger)
 	stopBackground()
 	if failed != nil {
 		return failed

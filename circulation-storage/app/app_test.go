@@ -16,7 +16,7 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // syncBuffer is a bytes.Buffer safe for the service's logger and the test.

@@ -30,8 +30,8 @@ import (
 	"golang.org/x/crypto/argon2"
 
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
 	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // Account is what signing in needs of an account.

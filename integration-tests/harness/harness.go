@@ -26,7 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // Env is the test binary's shared state, set up once by Main.
@@ -202,7 +202,7 @@ func build(dir string) error {
 	if err != nil {
 		goBin = "/usr/local/go/bin/go"
 	}
-	for _, pkg := range []string{"circulation-storage/cmd/circulation-storage", "circulation/cmd/circulation", "schemas/cmd/devtoken", "sip2/cmd/sip2", "circulation-storage/cmd/events"} {
+	for _, pkg := range []string{"circulation-storage/cmd/circulation-storage", "circulation/cmd/circulation", "serverkit/cmd/devtoken", "sip2/cmd/sip2", "circulation-storage/cmd/events"} {
 		svc := filepath.Base(pkg)
 		cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, svc), "./"+pkg)
 		cmd.Dir = root

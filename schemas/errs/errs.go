@@ -2,7 +2,7 @@
 // of error, FOLIO's codes and parameters, and a refusal of several reasons
 // at once. It knows nothing of HTTP: the HTTP adapter (errs/errhttp) gives
 // each kind its status and writes the envelope; the servers' request path
-// (package serve) answers errors with it. Error codes themselves are wire
+// (serverkit) answers errors with it. Error codes themselves are wire
 // constants in package schemas.
 package errs
 

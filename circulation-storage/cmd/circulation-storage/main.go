@@ -4,29 +4,8 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/caarlos0/env/v10"
-	"github.com/google/uuid"
-
 	"github.com/checkoutlock/circulation-storage/app"
-	"github.com/checkoutlock/config"
+	"github.com/checkoutlock/serverkit"
 )
 
-func main() {
-	// Request, lock and loan ids are random UUIDs, several per check-out:
-	// drawn from a buffer of crypto/rand bytes instead of a system call
-	// each.
-	uuid.EnableRandPool()
-	config.TuneRuntime()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := app.Run(ctx, os.Args[1:], env.ToMap(os.Environ()), os.Stdout, nil); err != nil {
-		fmt.Fprintf(os.Stderr, "circulation-storage: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { serverkit.Main("circulation-storage", app.Run) }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 
@@ -11,38 +10,11 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
 	"github.com/checkoutlock/schemas/locksettings"
 	"github.com/checkoutlock/schemas/selfcheck"
+	"github.com/checkoutlock/serverkit"
+	"github.com/checkoutlock/serverkit/auth"
 )
-
-// caller is who the request acts for: the token's user in jwt mode, the
-// gateway's X-Okapi-User-Id in gateway mode; "" when unknown.
-func caller(ctx context.Context) string {
-	if r := requestOf(ctx); r != nil {
-		return r.Caller
-	}
-	return ""
-}
-
-// authorize lets the request through if its caller may use the route (see
-// auth.Guard.Check), and remembers who the caller is; what the request
-// writes is recorded as theirs (storage.WithUser, in the context admit
-// makes).
-func (s *Server) authorize(c echo.Context, r *requestInfo) error {
-	who, claims, err := s.cfg.Auth.Check(c.Request().Context(), schemas.ServiceStorage, c.Request().Method, c.Path(), c.Request().Header)
-	// A refused request is logged with who it is, or claims to be, too.
-	r.Caller, r.Module, r.Claimed, r.claims = who.User, who.Module, who.Unverified, claims
-	return err
-}
-
-// claimsOf is the request's verified claims (jwt mode), nil otherwise.
-func claimsOf(c echo.Context) *auth.Claims {
-	if r := requestOf(c.Request().Context()); r != nil {
-		return r.claims
-	}
-	return nil
-}
 
 // readableScopes are the settings scopes the caller may read
 // (mod-settings.global.read.<scope>), nil for any (outside jwt mode).
@@ -51,7 +23,7 @@ func (s *Server) readableScopes(c echo.Context) []string {
 		return nil
 	}
 	scopes := []string{}
-	if claims := claimsOf(c); claims != nil {
+	if claims := serverkit.Claims(c.Request().Context()); claims != nil {
 		for _, p := range claims.Held() {
 			if scope, ok := strings.CutPrefix(p, schemas.SettingsScopeRead("")); ok && scope != "" {
 				scopes = append(scopes, scope)
@@ -122,9 +94,5 @@ func (s *Server) settingsScope(c echo.Context, r storage.Resource, scope string)
 	if r.Path != storage.Settings.Path {
 		return nil
 	}
-	var claims *auth.Claims
-	if r := requestOf(c.Request().Context()); r != nil {
-		claims = r.claims
-	}
-	return s.cfg.Auth.Require(claims, schemas.SettingsScopeWrite(scope))
+	return s.cfg.Auth.Require(serverkit.Claims(c.Request().Context()), schemas.SettingsScopeWrite(scope))
 }

@@ -14,8 +14,8 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
 	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // FOLIO's cookies of a sign-in.
@@ -229,7 +229,7 @@ func (s *Server) fromCirculation(c echo.Context) bool {
 }
 
 // clientAddress is the address failures are counted by: the client's as
-// the connection and the trusted proxies say (serve.Clients), never a
+// the connection and the trusted proxies say (serverkit.Clients), never a
 // header a client could choose; except that for a sign-in circulation
 // passes on, carrying its module token, it is the address circulation
 // names in X-Forwarded-For.

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -15,14 +13,15 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/reqlimit"
 )
 
 // bind reads the JSON body, validates it against the named schema and decodes
-// it into dst. Errors: 415 for a body that is not JSON, 413 for one over the
-// limit, 400 for malformed JSON, 422 listing every schema violation.
+// it into dst (serverkit's Body). Errors: 415 for a body that is not JSON,
+// 413 for one over the limit, 400 for malformed JSON, 422 listing every
+// schema violation, and 422 for a value the schema accepts and the record
+// cannot hold.
 func (s *Server) bind(c echo.Context, schema string, dst any) error {
-	body, _, err := s.validBody(c, schema)
+	body, _, err := s.Body(c, schema)
 	if err != nil {
 		return err
 	}
@@ -39,49 +38,6 @@ func (s *Server) bind(c echo.Context, schema string, dst any) error {
 	return nil
 }
 
-// validBody is bind's reading and validation: the body and the document
-// decoded from it, valid against the named schema.
-func (s *Server) validBody(c echo.Context, schema string) ([]byte, any, error) {
-	req := c.Request()
-	if !isJSON(req.Header.Get(echo.HeaderContentType)) {
-		return nil, nil, errs.Errorf(errs.KindUnsupportedMedia, schemas.CodeUnsupportedMedia, "Content-Type must be application/json")
-	}
-	body, err := reqlimit.Bytes(req)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, nil, reqlimit.BodyTooLarge(mbe.Limit)
-		}
-		return nil, nil, errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Could not read the request body")
-	}
-	if len(body) == 0 {
-		return nil, nil, errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Request body is empty; a JSON object is required")
-	}
-	doc, err := schemas.Decode(body)
-	if err != nil {
-		return nil, nil, errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Malformed JSON: %v", err)
-	}
-	if err := s.schemas.Validate(schema, doc); err != nil {
-		var verr *schemas.ValidationError
-		if errors.As(err, &verr) {
-			return nil, nil, verr
-		}
-		return nil, nil, err
-	}
-	return body, doc, nil
-}
-
-// isJSON says whether a Content-Type is JSON's media type, with any
-// parameters; the type as clients send it most is recognised without
-// parsing.
-func isJSON(contentType string) bool {
-	if contentType == echo.MIMEApplicationJSON {
-		return true
-	}
-	mediaType, _, err := mime.ParseMediaType(contentType)
-	return err == nil && mediaType == echo.MIMEApplicationJSON
-}
-
 // pathID validates the :id path parameter as a UUID; what is not one is a
 // 400 ("Invalid lock id"), as FOLIO answers it.
 func (s *Server) pathID(c echo.Context, what string) (string, error) {
@@ -94,7 +50,7 @@ func (s *Server) pathID(c echo.Context, what string) (string, error) {
 	if unescaped, err := url.PathUnescape(id); err == nil {
 		id = unescaped
 	}
-	if !s.schemas.ValidUUID(id) {
+	if !s.Schemas().ValidUUID(id) {
 		shown := id
 		if len(shown) > 64 {
 			shown = shown[:64] + "…"
@@ -136,7 +92,7 @@ func (s *Server) queryUUID(c echo.Context, name string) (string, error) {
 	if err != nil || !ok {
 		return "", err
 	}
-	if !s.schemas.ValidUUID(raw) {
+	if !s.Schemas().ValidUUID(raw) {
 		return "", invalidParam(name, raw, "must be a UUID")
 	}
 	// UUIDs compare in canonical lowercase everywhere.

@@ -14,6 +14,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/serverkit"
 )
 
 // lockJSON is a lock on the wire (schemas/checkout-lock.json).
@@ -48,7 +49,7 @@ type locksJSON struct {
 // postLock acquires a patron's lock: 201 with the lock, or 503 with the
 // holder's expiry and Retry-After when someone else holds it.
 func (s *Server) postLock(c echo.Context) error {
-	_, doc, err := s.validBody(c, "checkout-lock-request.json")
+	_, doc, err := s.Body(c, "checkout-lock-request.json")
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func (s *Server) postLock(c echo.Context) error {
 		return err
 	}
 	s.metrics.acquisition(outcome.String())
-	logAttrs(c, slog.String("user_id", lock.UserID), slog.String("lock_id", lock.ID), slog.String("outcome", outcome.String()))
+	serverkit.Log(c, slog.String("user_id", lock.UserID), slog.String("lock_id", lock.ID), slog.String("outcome", outcome.String()))
 	c.Response().Header().Set(echo.HeaderLocation, "/check-out-lock-storage/"+lock.ID)
 	return c.JSON(http.StatusCreated, toLockJSON(lock))
 }
@@ -177,11 +178,11 @@ func (s *Server) deleteLock(c echo.Context) error {
 	}
 	by := storage.CallerFrom(c.Request().Context())
 	// Any lock, not only the caller's own, with the permission to.
-	others := s.cfg.Auth.Holds(claimsOf(c), schemas.PermissionReleaseOthers)
+	others := s.cfg.Auth.Holds(serverkit.Claims(c.Request().Context()), schemas.PermissionReleaseOthers)
 	if err := s.svc.Locks.Release(c.Request().Context(), tenantOf(c), id, by, others); err != nil {
 		return err
 	}
-	s.logger.InfoContext(c.Request().Context(), "check-out lock released", slog.String("lock_id", id),
+	s.Logger().InfoContext(c.Request().Context(), "check-out lock released", slog.String("lock_id", id),
 		slog.String("caller", by.User), slog.String("module", by.Module))
 	return c.NoContent(http.StatusNoContent)
 }

@@ -16,6 +16,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/serverkit"
 )
 
 func (f *fixture) acquire(userID string) lockJSON {
@@ -368,7 +369,7 @@ func TestDatabaseDownIs503(t *testing.T) {
 	}
 	t.Cleanup(db.Close)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := New(Config{LockDefaultTTL: time.Second, LockMaxTTL: time.Minute, MaxBodyBytes: 1 << 16, RequestTimeout: 5 * time.Second},
+	srv := New(Config{Config: serverkit.Config{MaxBodyBytes: 1 << 16, RequestTimeout: 5 * time.Second}, LockDefaultTTL: time.Second, LockMaxTTL: time.Minute},
 		Services{Locks: postgres.NewLocks(db), Waiters: storage.NewWaiters(postgres.NewLocks(db), NewMetrics(), storage.WaitConfig{
 			Poll: time.Second, PollUnlistened: time.Second, MaxWaiters: 1, StatementTimeout: time.Second}),
 			Tenants: postgres.NewTenants(db, logger), Ready: db.Ping}, sch, NewMetrics(), logger)

@@ -20,6 +20,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/serverkit"
 )
 
 // These tests run the real handler over real HTTP against a real PostgreSQL.
@@ -71,13 +72,11 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second})
 	records := postgres.NewRecords(db, postgres.Policy{EnforceUnscopedItemLimit: true}, released)
 	srv := New(Config{
+		Config:         serverkit.Config{MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 10 * time.Second},
 		LockDefaultTTL: 3 * time.Second,
 		LockMaxTTL:     10 * time.Minute,
 		LockMaxWait:    20 * time.Second,
-		MaxBodyBytes:   64 << 10,
-		MaxHeaderBytes: 16 << 10,
 		MaxPageBytes:   256 << 10,
-		RequestTimeout: 10 * time.Second,
 	}, Services{
 		Locks:     locks,
 		Waiters:   waiters,

@@ -1,29 +1,19 @@
 package httpapi
 
 import (
-	"net/http"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/serverkit"
 )
 
-// Metrics are circulation-storage's Prometheus metrics, on a registry of
-// their own (no global state, so tests can build as many servers as they like).
+// Metrics are circulation-storage's Prometheus metrics: the server's
+// (serverkit.Metrics: the runtime, the process, the HTTP requests) and the
+// lock's, the sweeper's, the release listener's and the sign-in's.
 type Metrics struct {
-	registry        *prometheus.Registry
-	requestDuration *prometheus.HistogramVec
-	// requestSeries are requestDuration's series by seriesKey, resolved
-	// once each: finding a series by its label values hashes and checks
-	// them on every request. The keys are bounded as the series are: the
-	// router's routes, methodLabel's methods and the statuses the service
-	// answers.
-	requestSeries    sync.Map
+	*serverkit.Metrics
 	lockAcquisitions *prometheus.CounterVec
 	// acquisitions are lockAcquisitions' series by outcome.
 	acquisitions       map[string]prometheus.Counter
@@ -51,16 +41,10 @@ var (
 // lives in.
 var latencyBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
-// NewMetrics creates and registers the metrics, with the Go runtime and
-// process collectors.
+// NewMetrics creates and registers the metrics.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		registry: prometheus.NewRegistry(),
-		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "http_request_duration_seconds",
-			Help:    "Time to answer HTTP requests, by method, route and status.",
-			Buckets: latencyBuckets,
-		}, []string{"method", "route", "status"}),
+		Metrics: serverkit.NewMetrics(latencyBuckets),
 		lockAcquisitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_lock_acquisitions_total",
 			Help: "Lock acquisition attempts by outcome: acquired, took_over_expired, renewed, held.",
@@ -120,10 +104,8 @@ func NewMetrics() *Metrics {
 			Help: "Sign-ins and PIN checks refused before anything was checked, by kind (password, pin) and reason: locked (wrong secrets lock their count) or busy (no turn came while as many others were being checked as the count lets be).",
 		}, []string{"kind", "reason"}),
 	}
-	m.registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requestDuration, m.lockAcquisitions, m.sweeperDeleted, m.sweeperPass,
+	m.MustRegister(
+		m.lockAcquisitions, m.sweeperDeleted, m.sweeperPass,
 		m.waitDuration, m.waiters, m.wakeups, m.grantsToGone, m.watchFailures, m.listenerUp, m.listenerReconnects,
 		m.lockEvents, m.lockEventsLost, m.secretsChecked, m.attemptsRefused,
 	)
@@ -192,11 +174,6 @@ func (m *Metrics) ListenerUp(up bool) {
 // ListenerReconnecting counts an attempt to listen again.
 func (m *Metrics) ListenerReconnecting() { m.listenerReconnects.Inc() }
 
-// Handler serves the metrics in Prometheus' text format.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
-}
-
 // SweeperPass records one pass of the sweeper: how long it took, and its
 // result (swept, skipped or failed).
 func (m *Metrics) SweeperPass(d time.Duration, result string) {
@@ -215,21 +192,6 @@ func (m *Metrics) Event(t storage.EventType) { m.lockEvents.WithLabelValues(stri
 // EventLost implements storage.EventObserver.
 func (m *Metrics) EventLost(error) { m.lockEventsLost.Inc() }
 
-// seriesKey names a series of the request histogram.
-type seriesKey struct {
-	method, route string
-	status        int
-}
-
-func (m *Metrics) observeRequest(method, route string, status int, elapsed time.Duration) {
-	key := seriesKey{methodLabel(method), route, status}
-	o, ok := m.requestSeries.Load(key)
-	if !ok {
-		o, _ = m.requestSeries.LoadOrStore(key, m.requestDuration.WithLabelValues(key.method, route, strconv.Itoa(status)))
-	}
-	o.(prometheus.Observer).Observe(elapsed.Seconds())
-}
-
 // acquisition counts a lock acquisition attempt by its outcome: acquired,
 // took_over_expired, renewed or held.
 func (m *Metrics) acquisition(outcome string) {
@@ -238,20 +200,4 @@ func (m *Metrics) acquisition(outcome string) {
 		return
 	}
 	m.lockAcquisitions.WithLabelValues(outcome).Inc()
-}
-
-// knownMethods are the HTTP methods that label metrics as themselves.
-var knownMethods = map[string]bool{
-	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true,
-	http.MethodDelete: true, http.MethodOptions: true, http.MethodConnect: true, http.MethodTrace: true,
-}
-
-// methodLabel is the method as a metric label: a client may send any token
-// as its method, and each new label value is a new series kept for ever, so
-// every method HTTP does not define is counted as OTHER.
-func methodLabel(method string) string {
-	if knownMethods[method] {
-		return method
-	}
-	return "OTHER"
 }

@@ -38,7 +38,7 @@ func (m *Metrics) Outbox() *OutboxMetrics {
 		failures: prometheus.NewCounter(prometheus.CounterOpts{Name: "checkout_outbox_publish_failures_total",
 			Help: "Publications the broker refused or did not acknowledge (their events are published again, in order)."}),
 	}
-	m.registry.MustRegister(o.leading, o.depth, o.age, o.published, o.retries, o.failures)
+	m.MustRegister(o.leading, o.depth, o.age, o.published, o.retries, o.failures)
 	return o
 }
 

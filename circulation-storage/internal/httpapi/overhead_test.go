@@ -14,7 +14,8 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // memLocks grants every lock at once, in memory: the benchmark below
@@ -33,8 +34,8 @@ func (memLocks) Release(context.Context, storage.Tenant, string, storage.Caller,
 // it, with authentication g.
 func memServer(locks storage.LockService, g auth.Guard, logger *slog.Logger) *Server {
 	metrics := NewMetrics()
-	return New(Config{LockDefaultTTL: 3 * time.Second, LockMaxTTL: 10 * time.Minute, LockMaxWait: 20 * time.Second,
-		MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, MaxPageBytes: 256 << 10, RequestTimeout: 10 * time.Second, Auth: g},
+	return New(Config{Config: serverkit.Config{MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 10 * time.Second, Auth: g},
+		LockDefaultTTL: 3 * time.Second, LockMaxTTL: 10 * time.Minute, LockMaxWait: 20 * time.Second, MaxPageBytes: 256 << 10},
 		Services{Tenants: everyTenant{}, Locks: locks, Waiters: storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: time.Second,
 			PollUnlistened: time.Second, MaxWaiters: 10, StatementTimeout: time.Second})},
 		schemas.MustLoad(), metrics, logger)

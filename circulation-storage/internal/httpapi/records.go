@@ -20,19 +20,20 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/cql"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // routeRecords serves the FOLIO-style CRUD of one resource.
-func (s *Server) routeRecords(e *echo.Echo, r storage.Resource) {
-	get(e, r.Path, func(c echo.Context) error { return s.listRecords(c, r) }, s.tenant)
-	get(e, r.Path+"/:id", func(c echo.Context) error { return s.getRecord(c, r) }, s.tenant)
-	handle(e, http.MethodPut, r.Path+"/:id", s.announcing(r, func(c echo.Context) error { return s.putRecord(c, r) }), s.tenant)
+func (s *Server) routeRecords(r storage.Resource) {
+	s.Get(r.Path, func(c echo.Context) error { return s.listRecords(c, r) }, s.tenant)
+	s.Get(r.Path+"/:id", func(c echo.Context) error { return s.getRecord(c, r) }, s.tenant)
+	s.Handle(http.MethodPut, r.Path+"/:id", s.announcing(r, func(c echo.Context) error { return s.putRecord(c, r) }), s.tenant)
 	if r.Fixed {
 		return
 	}
-	handle(e, http.MethodPost, r.Path, s.announcing(r, func(c echo.Context) error { return s.createRecord(c, r) }), s.tenant)
-	handle(e, http.MethodDelete, r.Path+"/:id", s.announcing(r, func(c echo.Context) error { return s.deleteRecord(c, r) }), s.tenant)
+	s.Handle(http.MethodPost, r.Path, s.announcing(r, func(c echo.Context) error { return s.createRecord(c, r) }), s.tenant)
+	s.Handle(http.MethodDelete, r.Path+"/:id", s.announcing(r, func(c echo.Context) error { return s.deleteRecord(c, r) }), s.tenant)
 }
 
 // announcing is a write of r's records that tells EventsWritten when it
@@ -83,7 +84,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 		return w, err
 	}
 	if lockID := h.Get(LockIDHeader); lockID != "" {
-		if !s.schemas.ValidUUID(lockID) {
+		if !s.Schemas().ValidUUID(lockID) {
 			return w, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid lock id in %s", LockIDHeader).
 				With("lockId", truncateText(lockID))
 		}
@@ -92,11 +93,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 	switch v := h.Get(schemas.HeaderReleaseLock); {
 	case v == "true" && w.LockID != "":
 		// Releasing a lock is a permission of its own, here as on DELETE.
-		var claims *auth.Claims
-		if r := requestOf(c.Request().Context()); r != nil {
-			claims = r.claims
-		}
-		if err := s.cfg.Auth.Require(claims, releasePermission); err != nil {
+		if err := s.cfg.Auth.Require(serverkit.Claims(c.Request().Context()), releasePermission); err != nil {
 			return w, err
 		}
 		w.ReleaseLock = true
@@ -108,7 +105,7 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 			"%s must be true or false", schemas.HeaderReleaseLock).With("releaseLock", truncateText(v))
 	}
 	if v := h.Get(schemas.HeaderCheckOutOverride); v != "" {
-		if err := s.cfg.Auth.Require(claimsOf(c), schemas.PermissionCheckOutOverride); err != nil {
+		if err := s.cfg.Auth.Require(serverkit.Claims(c.Request().Context()), schemas.PermissionCheckOutOverride); err != nil {
 			return w, err
 		}
 		for _, block := range strings.Split(v, ",") {
@@ -311,7 +308,7 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		}
 		if w.OverrideItemLimit || w.OverridePatronBlock {
 			caller := storage.CallerFrom(c.Request().Context())
-			s.logger.InfoContext(c.Request().Context(), "check-out override", slog.String("loan_id", id),
+			s.Logger().InfoContext(c.Request().Context(), "check-out override", slog.String("loan_id", id),
 				slog.String("user_id", w.UserID), slog.Bool("item_limit", w.OverrideItemLimit),
 				slog.Bool("patron_block", w.OverridePatronBlock), slog.String("caller", caller.User), slog.String("module", caller.Module))
 		}
@@ -343,7 +340,7 @@ func (s *Server) getRecord(c echo.Context, r storage.Resource) error {
 		if err != nil {
 			return err
 		}
-		if err := s.cfg.Auth.Require(claimsOf(c), schemas.SettingsScopeRead(scope)); err != nil {
+		if err := s.cfg.Auth.Require(serverkit.Claims(c.Request().Context()), schemas.SettingsScopeRead(scope)); err != nil {
 			return err
 		}
 	}
@@ -404,7 +401,7 @@ func (s *Server) filterParam(c echo.Context, f storage.Filter) (string, bool, er
 			"must be valid UTF-8 without NUL characters")
 	}
 	if f.Kind == storage.FilterUUID {
-		if !s.schemas.ValidUUID(v) {
+		if !s.Schemas().ValidUUID(v) {
 			return "", false, invalidParam(f.Param, v, "must be a UUID")
 		}
 		v = strings.ToLower(v)
@@ -548,12 +545,12 @@ func (s *Server) settingChanged(c echo.Context, op, id string, doc json.RawMessa
 	if doc != nil {
 		if err := json.Unmarshal(doc, &e); err != nil {
 			// The change is made; its log line says what could not be read.
-			s.logger.WarnContext(c.Request().Context(), "settings entry changed, its body unreadable for the log",
+			s.Logger().WarnContext(c.Request().Context(), "settings entry changed, its body unreadable for the log",
 				slog.String("operation", op), slog.String("id", id), slog.Any("error", err))
 		}
 	}
 	by := storage.CallerFrom(c.Request().Context())
-	s.logger.InfoContext(c.Request().Context(), "settings entry changed", slog.String("operation", op), slog.String("id", id),
+	s.Logger().InfoContext(c.Request().Context(), "settings entry changed", slog.String("operation", op), slog.String("id", id),
 		slog.String("scope", e.Scope), slog.String("key", e.Key), slog.String("value", string(e.Value)),
 		slog.String("caller", by.User), slog.String("module", by.Module))
 }

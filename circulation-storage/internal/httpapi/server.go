@@ -1,8 +1,9 @@
-// Package httpapi serves circulation-storage's services over HTTP with echo:
-// the check-out lock API, the tenant interface, health and metrics. Handlers
-// decode and validate (against the JSON Schemas in package schemas), call a
-// domain service and encode; every error becomes a FOLIO error envelope in
-// exactly one place, the server's HTTPErrorHandler.
+// Package httpapi serves circulation-storage's services over HTTP, on the
+// server both services are built on (serverkit): the check-out lock API,
+// the records, the rules, the sign-in and the tenant interface. Handlers
+// decode and validate (against the JSON Schemas in package schemas), call
+// a domain service and encode; every error becomes a FOLIO error envelope
+// in exactly one place, the kit's error handler.
 package httpapi
 
 import (
@@ -12,42 +13,30 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/checkoutlock/schemas/errs"
-
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
-	"github.com/checkoutlock/schemas/reqlimit"
-	"github.com/checkoutlock/schemas/serve"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/serverkit"
 )
 
 // Config is what the HTTP layer needs from the service's configuration.
 type Config struct {
+	// Config is the server's: who may call (every route but health,
+	// readiness, metrics and signing in requires its permission,
+	// schemas.Routes), who a client is behind the trusted proxies, and the
+	// bounds on a request.
+	serverkit.Config
 	LockDefaultTTL time.Duration
 	LockMaxTTL     time.Duration
 	// LockMaxWait bounds waitMs; a waiting acquisition may take that long
 	// beyond RequestTimeout.
-	LockMaxWait  time.Duration
-	MaxBodyBytes int64
-	// MaxHeaderBytes bounds the request's header block; larger ones get
-	// 431 with the envelope (net/http's own, larger, limit answers in
-	// plain text).
-	MaxHeaderBytes int
+	LockMaxWait time.Duration
 	// MaxPageBytes bounds the records of one list answer, in bytes; a
 	// larger page is refused (422 PAGE_TOO_LARGE) rather than built.
 	MaxPageBytes int
-	// RequestTimeout bounds the work for one request, the reading of its
-	// body included.
-	RequestTimeout time.Duration
-	// Auth is who may call: every route but health, readiness and metrics
-	// requires its permission (schemas.Routes).
-	Auth auth.Guard
-	// Clients says who a client is behind the trusted proxies.
-	Clients serve.Clients
 	// EventsWritten, when set, is told after a write of loans, items or
 	// requests succeeded: it recorded events for the outbox relay.
 	EventsWritten func()
@@ -74,98 +63,55 @@ type Services struct {
 	Pins *login.Service
 }
 
-// Server is the HTTP face of circulation-storage.
+// Server is the HTTP face of circulation-storage, on the server both
+// services are built on (serverkit).
 type Server struct {
+	*serverkit.Server
 	cfg     Config
 	svc     Services
-	schemas *schemas.Set
 	metrics *Metrics
-	logger  *slog.Logger
-	echo    *echo.Echo
 }
 
 // New builds the HTTP handler with every route and middleware.
 func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *slog.Logger) *Server {
-	s := &Server{cfg: cfg, svc: svc, schemas: sch, metrics: metrics, logger: logger}
-	e := echo.New()
-	e.HideBanner = true
-	e.HidePort = true
-	e.HTTPErrorHandler = serve.ErrorHandler(s.logger, "circulation-storage", s.cfg.MaxBodyBytes)
-	e.JSONSerializer = serve.JSON{}
-	e.Pre(middleware.RemoveTrailingSlash())
-	// One middleware for everything every request needs (echo builds a
-	// request's chain of middleware anew for each request, so one is
-	// cheaper than several); a route's own middleware is applied once, when
-	// it is routed (see handle).
-	e.Use(serve.Middleware(logger, s.admit, metrics.observeRequest))
-
-	get(e, "/admin/health", s.health)
-	get(e, "/admin/ready", s.ready)
-	get(e, "/metrics", echo.WrapHandler(metrics.Handler()))
+	s := &Server{cfg: cfg, svc: svc, metrics: metrics}
+	s.Server = serverkit.New(serverkit.Service{Name: schemas.ServiceStorage, Ready: s.ready, Longer: s.longer, Admitted: admitted},
+		cfg.Config, sch, metrics.Metrics, logger)
 
 	// The tenant check is route middleware, not a group's: a group with
 	// middleware swallows unknown paths and methods into its own 404.
-	handle(e, http.MethodPost, "/_/tenant", s.postTenant, s.anyTenant)
-	get(e, "/_/tenant/:id", s.getTenantJob, s.tenant)
-	handle(e, http.MethodDelete, "/_/tenant/:id", s.deleteTenantJob, s.tenant)
+	s.Handle(http.MethodPost, "/_/tenant", s.postTenant, s.anyTenant)
+	s.Get("/_/tenant/:id", s.getTenantJob, s.tenant)
+	s.Handle(http.MethodDelete, "/_/tenant/:id", s.deleteTenantJob, s.tenant)
 
-	handle(e, http.MethodPost, locksPath, s.postLock, s.tenant)
-	get(e, locksPath, s.listLocks, s.tenant)
-	get(e, locksPath+"/history", s.lockHistory, s.tenant)
-	get(e, locksPath+"/:id", s.getLock, s.tenant)
-	handle(e, http.MethodDelete, locksPath+"/:id", s.deleteLock, s.tenant)
+	s.Handle(http.MethodPost, locksPath, s.postLock, s.tenant)
+	s.Get(locksPath, s.listLocks, s.tenant)
+	s.Get(locksPath+"/history", s.lockHistory, s.tenant)
+	s.Get(locksPath+"/:id", s.getLock, s.tenant)
+	s.Handle(http.MethodDelete, locksPath+"/:id", s.deleteLock, s.tenant)
 
 	// Static routes win over /:id, so these sit safely beside the records.
-	get(e, "/loan-storage/loans/open-count", s.countOpenLoans, s.tenant)
-	get(e, "/check-out-storage/validation", s.validateCheckOut, s.tenant)
-	get(e, "/check-out-storage/patron", s.patronSummary, s.tenant)
-	get(e, "/circulation-rules-storage", s.getRules, s.tenant)
-	handle(e, http.MethodPut, "/circulation-rules-storage", s.putRules, s.tenant)
-	get(e, "/circulation-rules-storage/loan-policy", s.matchLoanPolicy, s.tenant)
+	s.Get("/loan-storage/loans/open-count", s.countOpenLoans, s.tenant)
+	s.Get("/check-out-storage/validation", s.validateCheckOut, s.tenant)
+	s.Get("/check-out-storage/patron", s.patronSummary, s.tenant)
+	s.Get("/circulation-rules-storage", s.getRules, s.tenant)
+	s.Handle(http.MethodPut, "/circulation-rules-storage", s.putRules, s.tenant)
+	s.Get("/circulation-rules-storage/loan-policy", s.matchLoanPolicy, s.tenant)
 	for _, r := range storage.Resources {
-		s.routeRecords(e, r)
+		s.routeRecords(r)
 	}
-	handle(e, http.MethodPost, "/authn/login-with-expiry", s.login, s.tenant)
-	handle(e, http.MethodPost, "/authn/refresh", s.refresh, s.tenant)
-	handle(e, http.MethodPost, "/authn/logout", s.logout, s.tenant)
-	handle(e, http.MethodPost, "/authn/credentials", s.setCredentials, s.tenant)
-	get(e, "/authn/sessions/:id", s.session, s.tenant)
-	handle(e, http.MethodPost, "/patron-pin", s.setPatronPin, s.tenant)
-	handle(e, http.MethodPost, "/patron-pin/verify", s.verifyPatronPin, s.tenant)
-
-	s.echo = e
+	s.Handle(http.MethodPost, "/authn/login-with-expiry", s.login, s.tenant)
+	s.Handle(http.MethodPost, "/authn/refresh", s.refresh, s.tenant)
+	s.Handle(http.MethodPost, "/authn/logout", s.logout, s.tenant)
+	s.Handle(http.MethodPost, "/authn/credentials", s.setCredentials, s.tenant)
+	s.Get("/authn/sessions/:id", s.session, s.tenant)
+	s.Handle(http.MethodPost, "/patron-pin", s.setPatronPin, s.tenant)
+	s.Handle(http.MethodPost, "/patron-pin/verify", s.verifyPatronPin, s.tenant)
 	return s
 }
 
 // locksPath is the check-out lock collection.
 const locksPath = "/check-out-lock-storage"
-
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
-
-// requestInfo is what the middleware learns of a request, in its context
-// under requestKey, so that every log line written with the context names
-// the request id and tenant (see LogHandler). The request path
-// (serve.Middleware) makes it and admit fills it in, before the handler
-// runs; nothing changes it after that but the tenant middleware and the
-// handler's additions to the log line.
-type requestInfo struct {
-	serve.Request
-	tenant storage.Tenant
-	// claims are the verified claims of a jwt-mode request (see
-	// authorize).
-	claims *auth.Claims
-}
-
-type ctxKey int
-
-const requestKey ctxKey = 0
-
-// requestOf is the request's requestInfo; nil outside a request.
-func requestOf(ctx context.Context) *requestInfo {
-	r, _ := ctx.Value(requestKey).(*requestInfo)
-	return r
-}
 
 // RequestIDHeader is FOLIO's request id header, echoed back on every answer.
 const RequestIDHeader = schemas.HeaderRequestID
@@ -173,45 +119,22 @@ const RequestIDHeader = schemas.HeaderRequestID
 // TenantHeader carries the tenant id on every tenant-scoped call.
 const TenantHeader = schemas.HeaderTenant
 
-// admit is the request path's admission (serve.Admit): it bounds what a
-// request may make the server hold before its handler runs: its headers (in
-// size, and one value for each single-valued header), its body (in size,
-// and in time: the body is read here and must arrive within the request's
-// deadline), and the time spent on it. Who calls is settled before anything
-// is read or done for them. On success the request's context carries info,
-// who it acts for (storage.WithCaller) and its deadline, and cancel
-// releases the deadline's timer; on failure it carries info alone, so that
-// the error is logged with the request id.
-func (s *Server) admit(c echo.Context, r serve.Request) (_ *serve.Request, cancel context.CancelFunc, err error) {
-	info := &requestInfo{Request: r}
-	req := c.Request()
-	parent := req.Context()
-	defer func() {
-		if err != nil {
-			c.SetRequest(req.WithContext(context.WithValue(parent, requestKey, info)))
-		}
-	}()
-	if err := reqlimit.CheckHeaders(req, s.cfg.MaxHeaderBytes); err != nil {
-		return &info.Request, nil, err
+// longer is the time a request may take beyond REQUEST_TIMEOUT: an
+// acquisition may wait for the lock on top of its work.
+func (s *Server) longer(method, route string) time.Duration {
+	if method == http.MethodPost && route == locksPath {
+		return s.cfg.LockMaxWait
 	}
-	if err := s.authorize(c, info); err != nil {
-		return &info.Request, nil, err
+	return 0
+}
+
+// admitted is an admitted request's context with who it acts for
+// (storage.WithCaller): what it writes is recorded as theirs.
+func admitted(ctx context.Context, r *serverkit.Request) context.Context {
+	if r.Caller != "" || r.Module != "" {
+		ctx = storage.WithCaller(ctx, storage.Caller{User: r.Caller, Module: r.Module})
 	}
-	deadline := time.Now().Add(s.cfg.RequestTimeout)
-	if err := reqlimit.ReadBody(c.Response().Writer, req, s.cfg.MaxBodyBytes, deadline); err != nil {
-		return &info.Request, nil, err
-	}
-	if req.Method == http.MethodPost && c.Path() == locksPath {
-		// An acquisition may wait for the lock on top of its work.
-		deadline = deadline.Add(s.cfg.LockMaxWait)
-	}
-	ctx := context.WithValue(parent, requestKey, info)
-	if info.Caller != "" || info.Module != "" {
-		ctx = storage.WithCaller(ctx, storage.Caller{User: info.Caller, Module: info.Module})
-	}
-	ctx, cancel = context.WithDeadline(ctx, deadline)
-	c.SetRequest(req.WithContext(ctx))
-	return &info.Request, cancel, nil
+	return ctx
 }
 
 // tenant validates X-Okapi-Tenant for the routes that act on a tenant's
@@ -240,8 +163,8 @@ func (s *Server) anyTenant(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if r := requestOf(c.Request().Context()); r != nil {
-			r.tenant = t
+		if r := serverkit.RequestOf(c.Request().Context()); r != nil {
+			r.Tenant = string(t)
 		}
 		return next(c)
 	}
@@ -249,64 +172,19 @@ func (s *Server) anyTenant(next echo.HandlerFunc) echo.HandlerFunc {
 
 // tenantOf returns the tenant the tenant middleware validated.
 func tenantOf(c echo.Context) storage.Tenant {
-	if r := requestOf(c.Request().Context()); r != nil {
-		return r.tenant
+	if r := serverkit.RequestOf(c.Request().Context()); r != nil {
+		return storage.Tenant(r.Tenant)
 	}
 	return ""
 }
 
-// health is liveness: the process serves HTTP. It names the
-// authentication mode, and warns while it is none.
-func (s *Server) health(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.cfg.Auth.Health())
-}
-
 // ready is readiness: the database answers.
-func (s *Server) ready(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
+func (s *Server) ready(ctx context.Context) error {
 	if err := s.svc.Ready(ctx); err != nil {
 		if !errors.As(err, new(*errs.Error)) {
 			err = storage.Unavailable(err)
 		}
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "UP"})
-}
-
-// get routes GET and HEAD to h: net/http sends a HEAD answer's headers and
-// discards its body.
-func get(e *echo.Echo, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-	handle(e, http.MethodGet, path, h, m...)
-	handle(e, http.MethodHead, path, h, m...)
-}
-
-// handle routes method and path to h behind the route's middleware m,
-// applied here, once (the first of m runs first): echo would apply a
-// route's middleware anew on every request.
-func handle(e *echo.Echo, method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-	for i := len(m) - 1; i >= 0; i-- {
-		h = m[i](h)
-	}
-	e.Add(method, path, h)
-}
-
-// Routes lists the routes served, method and path in FOLIO's notation
-// ("/users/{id}"); HEAD, served wherever GET is, is left out.
-func (s *Server) Routes() [][2]string {
-	var out [][2]string
-	for _, r := range s.echo.Routes() {
-		if r.Method == http.MethodHead || r.Method == echo.RouteNotFound {
-			continue
-		}
-		out = append(out, [2]string{r.Method, auth.Pattern(r.Path)})
-	}
-	return out
-}
-
-// logAttrs adds attributes to the request's log line.
-func logAttrs(c echo.Context, attrs ...slog.Attr) {
-	if r := requestOf(c.Request().Context()); r != nil {
-		r.Log(attrs...)
-	}
+	return nil
 }

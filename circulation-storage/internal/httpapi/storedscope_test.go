@@ -14,7 +14,8 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // storedSettings serves settings entries from memory and remembers the
@@ -66,8 +67,8 @@ func TestStoredSettingWithoutAReadableScopeIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := NewMetrics()
-	srv := New(Config{LockMaxWait: time.Second, MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 5 * time.Second,
-		Auth: auth.Guard{Mode: auth.JWT, Verifier: v}},
+	srv := New(Config{Config: serverkit.Config{MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 5 * time.Second,
+		Auth: auth.Guard{Mode: auth.JWT, Verifier: v}}, LockMaxWait: time.Second},
 		Services{Tenants: everyTenant{}, Records: records}, sch, metrics, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/serverkit"
 )
 
 // tenantJobJSON is a tenant job on the wire (schemas/tenant-job.json).
@@ -51,8 +52,8 @@ func (s *Server) postTenant(c echo.Context) error {
 		op = "upgrade"
 	}
 	// Every tenant operation is an administrator's act: audited.
-	s.logger.InfoContext(ctx, "tenant operation", slog.String("operation", op), slog.String("module_to", attrs.ModuleTo),
-		slog.String("module_from", attrs.ModuleFrom), slog.String("caller", caller(ctx)))
+	s.Logger().InfoContext(ctx, "tenant operation", slog.String("operation", op), slog.String("module_to", attrs.ModuleTo),
+		slog.String("module_from", attrs.ModuleFrom), slog.String("caller", serverkit.Caller(ctx)))
 	switch {
 	case attrs.Purge:
 		if err := s.svc.Tenants.Purge(ctx, t); err != nil {
@@ -90,8 +91,8 @@ func (s *Server) deleteTenantJob(c echo.Context) error {
 	if err := s.svc.Tenants.DeleteJob(c.Request().Context(), tenantOf(c), id); err != nil {
 		return err
 	}
-	s.logger.InfoContext(c.Request().Context(), "tenant job forgotten", slog.String("job_id", id),
-		slog.String("caller", caller(c.Request().Context())))
+	s.Logger().InfoContext(c.Request().Context(), "tenant job forgotten", slog.String("job_id", id),
+		slog.String("caller", serverkit.Caller(c.Request().Context())))
 	return c.NoContent(http.StatusNoContent)
 }
 

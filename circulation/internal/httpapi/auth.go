@@ -2,24 +2,15 @@ package httpapi
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit"
+	"github.com/checkoutlock/serverkit/auth"
 )
-
-// authorize lets the request through if its caller may use the route (see
-// auth.Guard.Check), and remembers who the caller is.
-func (s *Server) authorize(c echo.Context, r *requestInfo) error {
-	who, claims, err := s.cfg.Auth.Check(c.Request().Context(), schemas.ServiceCirculation, c.Request().Method, c.Path(), c.Request().Header)
-	// A refused request is logged with who it is, or claims to be, too.
-	r.Caller, r.Module, r.Claimed, r.claims = who.User, who.Module, who.Unverified, claims
-	return err
-}
 
 // holds says whether the caller holds permission beyond the route's: in
 // jwt mode, whether the token does; behind a gateway, whether the gateway
@@ -28,8 +19,8 @@ func (s *Server) authorize(c echo.Context, r *requestInfo) error {
 func (s *Server) holds(c echo.Context, permission string) bool {
 	switch s.cfg.Auth.Mode {
 	case auth.JWT:
-		r := requestOf(c.Request().Context())
-		return r != nil && r.claims != nil && r.claims.Has(permission)
+		claims := serverkit.Claims(c.Request().Context())
+		return claims != nil && claims.Has(permission)
 	case auth.Gateway:
 		var granted []string
 		if err := json.Unmarshal([]byte(c.Request().Header.Get(schemas.HeaderPermissions)), &granted); err != nil {
@@ -38,14 +29,6 @@ func (s *Server) holds(c echo.Context, permission string) bool {
 		return slices.Contains(granted, permission)
 	}
 	return true
-}
-
-// callerOf is who the request acts for, "" when unknown.
-func callerOf(c echo.Context) string {
-	if r := requestOf(c.Request().Context()); r != nil {
-		return r.Caller
-	}
-	return ""
 }
 
 // storageToken is the token the request's calls to storage carry: never
@@ -69,19 +52,4 @@ func (s *Server) storageToken(c echo.Context, tenant, user string) (string, erro
 		return auth.Token(c.Request().Header), nil
 	}
 	return "", nil
-}
-
-// mustBeInPermissionTable panics unless schemas.Routes names the route
-// (method, and path in a router's notation) among circulation's: it is
-// called for every route as the server is built. A route left out would
-// otherwise be found only at run time, and then as no permission at all:
-// auth.Guard.Check lets a route the table does not know through, and in jwt
-// mode its calls to storage would carry no module permissions.
-func mustBeInPermissionTable(method, path string) {
-	if method == http.MethodHead {
-		method = http.MethodGet // served wherever GET is, by GET's permission
-	}
-	if _, known := schemas.PermissionFor(schemas.ServiceCirculation, method, path); !known {
-		panic(fmt.Sprintf("httpapi: %s %s is served but not in the permission table (schemas.Routes)", method, path))
-	}
 }

@@ -47,7 +47,7 @@ func mustSub(fsys fs.FS, dir string) fs.FS {
 // pages serves the librarian's settings page and the operator's lock
 // console: static files, embedded, that call the API with the tenant and,
 // in jwt mode, a token the user gives them.
-func (s *Server) pages(e *echo.Echo) {
+func (s *Server) pages() {
 	files := uiPages
 	serve := func(name string) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -63,8 +63,8 @@ func (s *Server) pages(e *echo.Echo) {
 			return c.Blob(http.StatusOK, contentType(name), body)
 		}
 	}
-	get(e, "/", serve("index.html"))
-	get(e, "/ui/:file", func(c echo.Context) error { return serve(c.Param("file"))(c) })
+	s.Get("/", serve("index.html"))
+	s.Get("/ui/:file", func(c echo.Context) error { return serve(c.Param("file"))(c) })
 }
 
 func contentType(name string) string {
@@ -125,7 +125,7 @@ func (s *Server) listConsoleLocks(c echo.Context) error {
 func (s *Server) lockHistory(c echo.Context) error {
 	q := url.Values{"limit": {strconv.Itoa(consoleLimit)}}
 	if v := c.QueryParam("userId"); v != "" {
-		if !s.schemas.ValidUUID(v) {
+		if !s.Schemas().ValidUUID(v) {
 			return invalidParam("userId", v, "must be a UUID")
 		}
 		q.Set("userId", v)
@@ -197,13 +197,13 @@ func (s *Server) patrons(ctx context.Context) func(id string) *consolePatron {
 // release in the lock history as made by the caller.
 func (s *Server) releaseConsoleLock(c echo.Context) error {
 	id := c.Param("id")
-	if !s.schemas.ValidUUID(id) {
+	if !s.Schemas().ValidUUID(id) {
 		return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid lock id").With("id", truncate(id))
 	}
 	if err := s.svc.Console.ReleaseLock(c.Request().Context(), id); err != nil {
 		return err
 	}
-	s.logger.InfoContext(c.Request().Context(), "check-out lock released from the console", slog.String("lock_id", id),
+	s.Logger().InfoContext(c.Request().Context(), "check-out lock released from the console", slog.String("lock_id", id),
 		slog.String("user_id", circulation.OkapiFrom(c.Request().Context()).UserID))
 	return c.NoContent(http.StatusNoContent)
 }

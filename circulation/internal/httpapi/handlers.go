@@ -17,6 +17,7 @@ import (
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/locksettings"
+	"github.com/checkoutlock/serverkit"
 )
 
 type statusJSON struct {
@@ -121,11 +122,11 @@ func (s *Server) checkOut(c echo.Context) error {
 		return err
 	}
 	l := res.Loan
-	logAttrs(c, slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("loan_id", l.ID))
+	serverkit.Log(c, slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("loan_id", l.ID))
 	if overrides.Any() {
 		// The audit log of overrides: who lifted which block, for whom, why.
-		s.logger.InfoContext(c.Request().Context(), "check-out override", slog.String("loan_id", l.ID),
-			slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("by", callerOf(c)),
+		s.Logger().InfoContext(c.Request().Context(), "check-out override", slog.String("loan_id", l.ID),
+			slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("by", serverkit.Caller(c.Request().Context())),
 			slog.Bool("patron_block", overrides.PatronBlock), slog.Bool("item_limit", overrides.ItemLimit),
 			slog.Bool("item_not_loanable", overrides.ItemNotLoanable), slog.String("comment", overrides.Comment))
 	}
@@ -166,7 +167,7 @@ func (s *Server) renew(c echo.Context) error {
 		return err
 	}
 	l := res.Loan
-	logAttrs(c, slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("loan_id", l.ID))
+	serverkit.Log(c, slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("loan_id", l.ID))
 	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)
 	out := loanAnswer(l, res.Item, res.Patron)
 	if !res.Named {
@@ -249,9 +250,9 @@ func (s *Server) checkIn(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	logAttrs(c, slog.String("item_id", res.Item.ID))
+	serverkit.Log(c, slog.String("item_id", res.Item.ID))
 	if res.Loan != nil {
-		logAttrs(c, slog.String("loan_id", res.Loan.ID))
+		serverkit.Log(c, slog.String("loan_id", res.Loan.ID))
 	}
 	out := struct {
 		Item itemSummaryJSON `json:"item"`
@@ -271,7 +272,7 @@ func (s *Server) listLoans(c echo.Context) error {
 		return err
 	}
 	for _, name := range []string{"userId", "itemId"} {
-		if v := q.Get(name); v != "" && !s.schemas.ValidUUID(v) {
+		if v := q.Get(name); v != "" && !s.Schemas().ValidUUID(v) {
 			return invalidParam(name, v, "must be a UUID")
 		}
 	}
@@ -301,7 +302,7 @@ func (s *Server) getLoan(c echo.Context) error {
 	if u, err := url.PathUnescape(id); err == nil {
 		id = u
 	}
-	if !s.schemas.ValidUUID(id) {
+	if !s.Schemas().ValidUUID(id) {
 		return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid loan id").With("id", truncate(id))
 	}
 	doc, err := s.svc.Storage.Loan(c.Request().Context(), id)
@@ -317,7 +318,7 @@ func (s *Server) loanID(c echo.Context) (string, error) {
 	if u, err := url.PathUnescape(id); err == nil {
 		id = u
 	}
-	if !s.schemas.ValidUUID(id) {
+	if !s.Schemas().ValidUUID(id) {
 		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid loan id").With("id", truncate(id))
 	}
 	return id, nil
@@ -341,7 +342,7 @@ func (s *Server) claimItemReturned(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	logAttrs(c, slog.String("loan_id", id))
+	serverkit.Log(c, slog.String("loan_id", id))
 	if err := s.svc.Circulation.ClaimItemReturned(c.Request().Context(), id,
 		circulation.ClaimItemReturnedRequest{At: at, Comment: req.Comment}); err != nil {
 		return err
@@ -368,7 +369,7 @@ func (s *Server) declareItemLost(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	logAttrs(c, slog.String("loan_id", id))
+	serverkit.Log(c, slog.String("loan_id", id))
 	if err := s.svc.Circulation.DeclareItemLost(c.Request().Context(), id,
 		circulation.DeclareItemLostRequest{At: at, Comment: req.Comment, ServicePointID: req.ServicePointID}); err != nil {
 		return err

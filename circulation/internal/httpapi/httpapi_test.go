@@ -23,6 +23,7 @@ import (
 	"github.com/checkoutlock/circulation/internal/storageclient"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/locksettings"
+	"github.com/checkoutlock/serverkit"
 )
 
 // The records every test starts from, in a tenant of its own on the real
@@ -134,13 +135,13 @@ func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Ha
 	if wrap != nil {
 		h = wrap(h)
 	}
-	logger := slog.New(LogHandler(h))
+	logger := slog.New(serverkit.LogHandler(h))
 	settings := circulation.NewSettings(client, circulation.SettingsConfig{Env: env, TTL: time.Minute}, logger)
 	metrics := NewMetrics()
 	w := &waits{}
 	svc := circulation.NewService(client, settings, metrics, logger, circulation.ServiceConfig{ReleaseTimeout: time.Second,
 		WaitAtStorage: true, Now: time.Now, NewTimer: w.timer})
-	srv := New(Config{MaxBodyBytes: maxBody, MaxHeaderBytes: 16 << 10, RequestTimeout: 5 * time.Second},
+	srv := New(Config{Config: serverkit.Config{MaxBodyBytes: maxBody, MaxHeaderBytes: 16 << 10, RequestTimeout: 5 * time.Second}},
 		Services{Circulation: svc, Settings: settings, Storage: client, Ready: client.Ready}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)

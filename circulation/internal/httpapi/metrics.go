@@ -2,37 +2,26 @@ package httpapi
 
 import (
 	"errors"
-	"net/http"
-	"strconv"
-	"sync"
 	"time"
 
-	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/errs"
-
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/serverkit"
 )
 
-// Metrics are the circulation service's Prometheus metrics, on a registry of
-// their own. They implement circulation.Observer.
+// Metrics are the circulation service's Prometheus metrics: the server's
+// (serverkit.Metrics: the runtime, the process, the HTTP requests) and the
+// check-out's and its lock's. They implement circulation.Observer.
 type Metrics struct {
-	registry        *prometheus.Registry
-	requestDuration *prometheus.HistogramVec
-	// requestSeries are requestDuration's series by seriesKey, resolved
-	// once each: finding a series by its label values hashes and checks
-	// them on every request. The keys are bounded as the series are: the
-	// router's routes, methodLabel's methods and the statuses the service
-	// answers.
-	requestSeries sync.Map
-	checkOuts     *prometheus.HistogramVec
-	lockWait      *prometheus.HistogramVec
-	lockAttempts  prometheus.Histogram
-	lockFailures  prometheus.Counter
-	releases      *prometheus.CounterVec
+	*serverkit.Metrics
+	checkOuts    *prometheus.HistogramVec
+	lockWait     *prometheus.HistogramVec
+	lockAttempts prometheus.Histogram
+	lockFailures prometheus.Counter
+	releases     *prometheus.CounterVec
 }
 
 var _ circulation.Observer = (*Metrics)(nil)
@@ -42,11 +31,7 @@ var latencyBuckets = []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, 
 // NewMetrics creates and registers the metrics.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		registry: prometheus.NewRegistry(),
-		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "http_request_duration_seconds", Help: "Time to answer HTTP requests, by method, route and status.",
-			Buckets: latencyBuckets,
-		}, []string{"method", "route", "status"}),
+		Metrics: serverkit.NewMetrics(latencyBuckets),
 		checkOuts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "checkout_duration_seconds", Help: "Check-out latency by outcome: checked_out, refused, lock_unavailable, error.",
 			Buckets: latencyBuckets,
@@ -66,8 +51,7 @@ func NewMetrics() *Metrics {
 			Name: "checkout_lock_releases_total", Help: "Lock releases by result: released, expired (already gone), failed.",
 		}, []string{"result"}),
 	}
-	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requestDuration, m.checkOuts, m.lockWait, m.lockAttempts, m.lockFailures, m.releases)
+	m.MustRegister(m.checkOuts, m.lockWait, m.lockAttempts, m.lockFailures, m.releases)
 	for _, r := range []string{"released", "expired", "failed"} {
 		m.releases.WithLabelValues(r)
 	}
@@ -77,42 +61,6 @@ func NewMetrics() *Metrics {
 		m.checkOuts.WithLabelValues(o)
 	}
 	return m
-}
-
-// Handler serves the metrics.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
-}
-
-// seriesKey names a series of the request histogram.
-type seriesKey struct {
-	method, route string
-	status        int
-}
-
-func (m *Metrics) observeRequest(method, route string, status int, elapsed time.Duration) {
-	key := seriesKey{methodLabel(method), route, status}
-	o, ok := m.requestSeries.Load(key)
-	if !ok {
-		o, _ = m.requestSeries.LoadOrStore(key, m.requestDuration.WithLabelValues(key.method, route, strconv.Itoa(status)))
-	}
-	o.(prometheus.Observer).Observe(elapsed.Seconds())
-}
-
-// knownMethods are the HTTP methods that label metrics as themselves.
-var knownMethods = map[string]bool{
-	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true,
-	http.MethodDelete: true, http.MethodOptions: true, http.MethodConnect: true, http.MethodTrace: true,
-}
-
-// methodLabel is the method as a metric label: a client may send any token
-// as its method, and each new label value is a new series kept for ever, so
-// every method HTTP does not define is counted as OTHER.
-func methodLabel(method string) string {
-	if knownMethods[method] {
-		return method
-	}
-	return "OTHER"
 }
 
 func (m *Metrics) observeCheckOut(err error, elapsed time.Duration) {

@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // The pages' sign-in. Storage keeps the accounts and signs people in
@@ -36,7 +36,7 @@ func (s *Server) passAuthn(c echo.Context) error {
 	req := c.Request()
 	var body []byte
 	if req.Body != nil {
-		b, err := io.ReadAll(req.Body) // read whole and bounded by admit
+		b, err := io.ReadAll(req.Body) // read whole and bounded by the admission (serverkit)
 		if err != nil {
 			return err
 		}
@@ -134,7 +134,7 @@ type names struct {
 }
 
 func (s *Server) names(ctx context.Context) *names {
-	return &names{console: s.svc.Console, ctx: ctx, valid: s.schemas.ValidUUID, seen: map[string]string{}}
+	return &names{console: s.svc.Console, ctx: ctx, valid: s.Schemas().ValidUUID, seen: map[string]string{}}
 }
 
 // person is the name of the account or patron with this id, "" when

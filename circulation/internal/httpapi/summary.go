@@ -12,6 +12,7 @@ import (
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/serverkit"
 )
 
 // summaryLoanJSON is an open loan in schemas/circulation-patron-summary.json.
@@ -138,7 +139,7 @@ func (r *summaryRate) take(c echo.Context, address string) error {
 	if r == nil || r.perMinute <= 0 {
 		return nil
 	}
-	key := c.Request().Header.Get(schemas.HeaderTenant) + "\x00" + callerOf(c) + "\x00" + address
+	key := c.Request().Header.Get(schemas.HeaderTenant) + "\x00" + serverkit.Caller(c.Request().Context()) + "\x00" + address
 	r.mu.Lock()
 	l, ok := r.buckets.Get(key)
 	if !ok {

@@ -1,10 +1,11 @@
-// Package reqlimit bounds what a request may make a service hold before its
-// handler runs: the header block (in size, and one value for each
-// single-valued header) and the body (in size, and in time: it is read
-// whole, by a deadline). Both services apply it in their limits middleware,
-// and answer its refusals (each an *errs.Error) with the FOLIO error
-// envelope.
-package reqlimit
+package serverkit
+
+// The bounds on what a request may make a service hold before its handler
+// runs: the header block (in size, and one value for each single-valued
+// header) and the body (in size, and in time: it is read whole, by a
+// deadline). The admission applies them to every request of both
+// services, and their refusals (each an *errs.Error) are answered with
+// the FOLIO error envelope.
 
 import (
 	"bytes"

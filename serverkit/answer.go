@@ -1,10 +1,10 @@
-// Package answer writes the services' answers so that they can leave
-// before a request's bookkeeping is done: a JSON answer is encoded whole
-// before any of it is written, so it carries its Content-Length (and an
-// encoding error can still become a 500 rather than half an answer), and
-// Send sends a complete answer at once rather than when the handler
-// returns.
-package answer
+package serverkit
+
+// Answers leave before a request's bookkeeping is done: a JSON answer is
+// encoded whole before any of it is written, so it carries its
+// Content-Length (and an encoding error can still become a 500 rather than
+// half an answer), and send sends a complete answer at once rather than
+// when the handler returns.
 
 import (
 	"bytes"
@@ -30,10 +30,10 @@ var encoders = sync.Pool{New: func() any {
 
 const maxPooled = 64 << 10
 
-// JSON writes v to w as JSON, as encoding/json's Encoder writes it (indented
+// writeJSON writes v to w as JSON, as encoding/json's Encoder writes it (indented
 // by indent when it is not empty), with its Content-Length. Nothing is
 // written when v cannot be encoded.
-func JSON(w http.ResponseWriter, v any, indent string) error {
+func writeJSON(w http.ResponseWriter, v any, indent string) error {
 	e := encoders.Get().(*encoder)
 	e.buf.Reset()
 	e.enc.SetIndent("", indent)
@@ -50,13 +50,13 @@ func JSON(w http.ResponseWriter, v any, indent string) error {
 	return err
 }
 
-// Send sends the answer written to w so far now, if it is complete: one
+// send sends the answer written to w so far now, if it is complete: one
 // with its Content-Length, or one that has no body (204, 304). Anything
 // else (an answer to HEAD among them, whose Content-Length net/http works
 // out when the handler returns) is left to net/http. status is the
-// answer's status; call Send only once the answer's header has been
+// answer's status; call send only once the answer's header has been
 // written.
-func Send(w http.ResponseWriter, status int) {
+func send(w http.ResponseWriter, status int) {
 	if w.Header().Get("Content-Length") == "" && status != http.StatusNoContent && status != http.StatusNotModified {
 		return
 	}

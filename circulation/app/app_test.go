@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -17,7 +17,7 @@ func TestRunServesAndShutsDownOnCancel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		// Storage is not running: liveness answers, readiness says so.
-		done <- run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "STORAGE_URL": "http://127.0.0.1:1", "AUTH_MODE": "gateway"},
+		done <- Run(ctx, nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "STORAGE_URL": "http://127.0.0.1:1", "AUTH_MODE": "gateway"},
 			io.Discard, listening)
 	}()
 	var addr string
@@ -50,7 +50,7 @@ func TestRunServesAndShutsDownOnCancel(t *testing.T) {
 // TestRunRefusesToStartWithoutAnAuthMode: there is no silent default.
 func TestRunRefusesToStartWithoutAnAuthMode(t *testing.T) {
 	t.Parallel()
-	err := run(context.Background(), nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0"}, io.Discard, nil)
+	err := Run(context.Background(), nil, map[string]string{"HTTP_ADDR": "127.0.0.1:0"}, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "AUTH_MODE must be set: gateway") {
 		t.Fatalf("run without AUTH_MODE: %v, want a refusal naming AUTH_MODE", err)
 	}
@@ -58,7 +58,7 @@ func TestRunRefusesToStartWithoutAnAuthMode(t *testing.T) {
 
 func TestRunRefusesInvalidConfiguration(t *testing.T) {
 	t.Parallel()
-	err := run(context.Background(), nil, map[string]string{"RETRY_INTERVAL_MS": "500|soon", "CHECKOUT_LOCK_FEATURE_ENABLED": "yes"}, io.Discard, nil)
+	err := Run(context.Background(), nil, map[string]string{"RETRY_INTERVAL_MS": "500|soon", "CHECKOUT_LOCK_FEATURE_ENABLED": "yes"}, io.Discard, nil)
 	if err == nil {
 		t.Fatal("run accepted an invalid configuration")
 	}

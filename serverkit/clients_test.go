@@ -1,4 +1,4 @@
-package serve
+package serverkit
 
 import (
 	"crypto/tls"

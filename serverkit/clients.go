@@ -1,7 +1,6 @@
-package serve
+package serverkit
 
 import (
-	"crypto/tls"
 	"net"
 	"net/http"
 	"net/netip"
@@ -75,14 +74,4 @@ func (c Clients) Secure(r *http.Request) bool {
 		return true
 	}
 	return c.fromTrusted(r) && strings.EqualFold(strings.TrimSpace(r.Header.Get(schemas.HeaderForwardedProto)), "https")
-}
-
-// Serve serves srv on ln: HTTPS (TLS 1.2 or later) with the certificate
-// and key files when they are given, plain HTTP otherwise.
-func Serve(srv *http.Server, ln net.Listener, certFile, keyFile string) error {
-	if certFile == "" {
-		return srv.Serve(ln)
-	}
-	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	return srv.ServeTLS(ln, certFile, keyFile)
 }

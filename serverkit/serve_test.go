@@ -1,4 +1,4 @@
-package serve
+package serverkit
 
 import (
 	"bytes"
@@ -12,47 +12,44 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
-// observed is one Observe call.
+// observed is one observe call.
 type observed struct {
 	method, route string
 	status        int
 }
 
-// newServer serves GET /things/:id with h behind the request path, with
-// an admission that refuses a request carrying "X-Refuse" and otherwise
-// sets a deadline; it returns the server, the log and what was observed.
-func newServer(t *testing.T, h echo.HandlerFunc) (*echo.Echo, *bytes.Buffer, *[]observed, *[]context.Context) {
+// newServer serves GET /groups/:id (a route of storage's in the table)
+// with h behind the request path, authentication off; it returns the
+// server, the log, what was observed and the contexts the handler ran
+// with.
+func newServer(t *testing.T, h echo.HandlerFunc) (*Server, *bytes.Buffer, *[]observed, *[]context.Context) {
 	t.Helper()
 	var log bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	var obs []observed
-	var deadlines []context.Context
-	admit := func(c echo.Context, r Request) (*Request, context.CancelFunc, error) {
-		r.Caller = "caller-1"
-		if c.Request().Header.Get("X-Refuse") != "" {
-			return &r, nil, echo.NewHTTPError(http.StatusForbidden, "refused")
-		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), time.Minute)
-		deadlines = append(deadlines, ctx)
-		c.SetRequest(c.Request().WithContext(ctx))
-		return &r, cancel, nil
-	}
-	e := echo.New()
-	e.JSONSerializer = JSON{}
-	e.Use(Middleware(logger, admit, func(method, route string, status int, _ time.Duration) {
+	var contexts []context.Context
+	s := New(Service{Name: schemas.ServiceStorage}, Config{Auth: auth.Guard{Mode: auth.None}, MaxBodyBytes: 1 << 20,
+		MaxHeaderBytes: 1 << 16, RequestTimeout: time.Minute}, nil, NewMetrics(nil), logger)
+	s.observe = func(method, route string, status int, _ time.Duration) {
 		obs = append(obs, observed{method, route, status})
-	}))
-	e.GET("/things/:id", h)
-	return e, &log, &obs, &deadlines
+	}
+	s.Get("/groups/:id", func(c echo.Context) error {
+		contexts = append(contexts, c.Request().Context())
+		return h(c)
+	})
+	return s, &log, &obs, &contexts
 }
 
 func TestTheRequestPathAnswersObservesAndLogsOnce(t *testing.T) {
 	e, log, obs, deadlines := newServer(t, func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"id": c.Param("id")})
 	})
-	req := httptest.NewRequest("GET", "/things/7", nil)
+	req := httptest.NewRequest("GET", "/groups/7", nil)
 	req.Header.Set("X-Okapi-Request-Id", "123456/things")
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, req)
@@ -65,13 +62,13 @@ func TestTheRequestPathAnswersObservesAndLogsOnce(t *testing.T) {
 	if got := rec.Header().Get("X-Okapi-Request-Id"); got != "123456/things" {
 		t.Errorf("request id echoed %q", got)
 	}
-	if len(*obs) != 1 || (*obs)[0] != (observed{"GET", "/things/:id", 200}) {
+	if len(*obs) != 1 || (*obs)[0] != (observed{"GET", "/groups/:id", 200}) {
 		t.Errorf("observed %v", *obs)
 	}
 	if n := strings.Count(log.String(), "msg=request"); n != 1 {
 		t.Errorf("%d request lines, want 1: %s", n, log)
 	}
-	if len(*deadlines) != 1 || (*deadlines)[0].Err() == nil {
+	if len(*deadlines) != 1 || (*deadlines)[0].Err() == nil || RequestOf((*deadlines)[0]).ID != "123456/things" {
 		t.Error("the request's deadline was not released")
 	}
 }
@@ -81,10 +78,12 @@ func TestTheRequestPathTurnsRefusalsAndPanicsIntoAnswers(t *testing.T) {
 	for _, c := range []struct {
 		refuse bool
 		status int
-	}{{true, http.StatusForbidden}, {false, http.StatusInternalServerError}} {
-		req := httptest.NewRequest("GET", "/things/7", nil)
+	}{{true, http.StatusBadRequest}, {false, http.StatusInternalServerError}} {
+		req := httptest.NewRequest("GET", "/groups/7", nil)
 		if c.refuse {
-			req.Header.Set("X-Refuse", "1")
+			// Two tenants: refused by the admission (400).
+			req.Header.Add("X-Okapi-Tenant", "a")
+			req.Header.Add("X-Okapi-Tenant", "b")
 		}
 		req.Header.Set("X-Okapi-Request-Id", "bad id with spaces")
 		rec := httptest.NewRecorder()
@@ -96,7 +95,7 @@ func TestTheRequestPathTurnsRefusalsAndPanicsIntoAnswers(t *testing.T) {
 			t.Errorf("an invalid request id was not replaced: %q", id)
 		}
 	}
-	if len(*obs) != 2 || (*obs)[0].status != http.StatusForbidden || (*obs)[1].status != http.StatusInternalServerError {
+	if len(*obs) != 2 || (*obs)[0].status != http.StatusBadRequest || (*obs)[1].status != http.StatusInternalServerError {
 		t.Errorf("observed %v", *obs)
 	}
 	if n := strings.Count(log.String(), "msg=request"); n != 2 {
@@ -111,7 +110,7 @@ func TestAnAbortedHandlerStaysAborted(t *testing.T) {
 			t.Errorf("recovered %v, want http.ErrAbortHandler passed on to net/http", r)
 		}
 	}()
-	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/things/7", nil))
+	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/groups/7", nil))
 }
 
 func TestValidRequestID(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/auth"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 func main() {

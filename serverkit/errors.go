@@ -1,4 +1,4 @@
-package serve
+package serverkit
 
 import (
 	"context"
@@ -14,15 +14,14 @@ import (
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/checkoutlock/schemas/errs/errhttp"
-	"github.com/checkoutlock/schemas/reqlimit"
 )
 
-// Response is what err answers over HTTP: its status (errhttp's map of
+// response is what err answers over HTTP: its status (errhttp's map of
 // its kind), its envelope and, when positive, how long the client should
 // wait before trying again. Anything that is not one of the errors it
 // knows is a bug: 500, with no internals in the body. maxBody is the body
 // limit a 413 names.
-func Response(err error, req *http.Request, maxBody int64) (int, errhttp.Envelope, time.Duration) {
+func response(err error, req *http.Request, maxBody int64) (int, errhttp.Envelope, time.Duration) {
 	var refusal *errs.Refusal
 	if errors.As(err, &refusal) {
 		body := errhttp.Envelope{}
@@ -45,7 +44,7 @@ func Response(err error, req *http.Request, maxBody int64) (int, errhttp.Envelop
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		e := reqlimit.BodyTooLarge(mbe.Limit)
+		e := BodyTooLarge(mbe.Limit)
 		return errhttp.Status(e.Kind), errhttp.Single(e.Message, e.Code), 0
 	}
 	var he *echo.HTTPError
@@ -57,7 +56,7 @@ func Response(err error, req *http.Request, maxBody int64) (int, errhttp.Envelop
 			return http.StatusMethodNotAllowed, errhttp.Single(fmt.Sprintf("Method %s is not allowed on %s", req.Method, req.URL.Path),
 				schemas.CodeMethodNotAllowed), 0
 		case http.StatusRequestEntityTooLarge:
-			e := reqlimit.BodyTooLarge(maxBody)
+			e := BodyTooLarge(maxBody)
 			return errhttp.Status(e.Kind), errhttp.Single(e.Message, e.Code), 0
 		}
 		if he.Code >= 400 && he.Code < 500 {
@@ -88,15 +87,15 @@ func violations(verr *schemas.ValidationError) errhttp.Envelope {
 	return body
 }
 
-// ErrorHandler is an echo HTTPErrorHandler: the one place where an error
-// becomes a status and an envelope, and where it is logged. realm names the
-// service in WWW-Authenticate; maxBody is its body limit.
-func ErrorHandler(logger *slog.Logger, realm string, maxBody int64) echo.HTTPErrorHandler {
+// errorHandler is both services' echo HTTPErrorHandler: the one place
+// where an error becomes a status and an envelope, and where it is logged.
+// realm names the service in WWW-Authenticate; maxBody is its body limit.
+func errorHandler(logger *slog.Logger, realm string, maxBody int64) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
 		}
-		status, body, retryAfter := Response(err, c.Request(), maxBody)
+		status, body, retryAfter := response(err, c.Request(), maxBody)
 		ctx := c.Request().Context()
 		switch {
 		case status >= 500 && status != http.StatusServiceUnavailable:

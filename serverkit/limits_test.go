@@ -1,4 +1,4 @@
-package reqlimit
+package serverkit
 
 import (
 	"io"
@@ -13,19 +13,19 @@ import (
 	"github.com/checkoutlock/schemas/errs/errhttp"
 )
 
-// answer is a refusal as a client hears it: its status and code.
-type answer struct {
+// refused is a refusal as a client hears it: its status and code.
+type refused struct {
 	Status int
 	Code   string
 }
 
-func refusal(t *testing.T, err error) answer {
+func refusal(t *testing.T, err error) refused {
 	t.Helper()
 	e, ok := errs.As(err)
 	if !ok {
 		t.Fatalf("error %v, want an *errs.Error", err)
 	}
-	return answer{Status: errhttp.Status(e.Kind), Code: e.Code}
+	return refused{Status: errhttp.Status(e.Kind), Code: e.Code}
 }
 
 func TestCheckHeaders(t *testing.T) {

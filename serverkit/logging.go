@@ -1,4 +1,4 @@
-package httpapi
+package serverkit
 
 import (
 	"context"
@@ -6,16 +6,17 @@ import (
 )
 
 // LogHandler wraps h so that every record logged with a request's context
-// carries the request id and tenant, wherever in the service it is logged.
+// carries the request id and, once the service has validated it, the
+// tenant, wherever in the service it is logged.
 func LogHandler(h slog.Handler) slog.Handler { return requestLogHandler{h} }
 
 type requestLogHandler struct{ slog.Handler }
 
 func (h requestLogHandler) Handle(ctx context.Context, r slog.Record) error {
-	if req := requestOf(ctx); req != nil {
+	if req := RequestOf(ctx); req != nil {
 		r.AddAttrs(slog.String("request_id", req.ID))
-		if req.tenant != "" {
-			r.AddAttrs(slog.String("tenant", string(req.tenant)))
+		if req.Tenant != "" {
+			r.AddAttrs(slog.String("tenant", req.Tenant))
 		}
 	}
 	return h.Handler.Handle(ctx, r)

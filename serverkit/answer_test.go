@@ -1,4 +1,4 @@
-package answer
+package serverkit
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func TestJSONIsTheEncodersWithItsLength(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := httptest.NewRecorder()
-		if err := JSON(w, c.v, c.indent); err != nil {
+		if err := writeJSON(w, c.v, c.indent); err != nil {
 			t.Fatal(err)
 		}
 		if w.Body.String() != want.String() || w.Header().Get("Content-Length") != strconvItoa(want.Len()) {
@@ -39,7 +39,7 @@ func TestJSONIsTheEncodersWithItsLength(t *testing.T) {
 		}
 	}
 	w := httptest.NewRecorder()
-	if err := JSON(w, math.Inf(1), ""); err == nil || w.Body.Len() != 0 || w.Header().Get("Content-Length") != "" {
+	if err := writeJSON(w, math.Inf(1), ""); err == nil || w.Body.Len() != 0 || w.Header().Get("Content-Length") != "" {
 		t.Errorf("an unencodable value: error %v, wrote %q", err, w.Body)
 	}
 }
@@ -64,9 +64,28 @@ func TestSendSendsOnlyCompleteAnswers(t *testing.T) {
 			w.Header().Set("Content-Length", c.length)
 		}
 		w.WriteHeader(c.status)
-		Send(w, c.status)
+		send(w, c.status)
 		if w.Flushed != c.flushed {
 			t.Errorf("%d with Content-Length %q: flushed %v, want %v", c.status, c.length, w.Flushed, c.flushed)
 		}
+	}
+}
+
+// TestJSONMediaTypes: JSON is recognised with parameters and in any case,
+// as mime.ParseMediaType reads it, and nothing else is, but the media
+// types a route takes besides.
+func TestJSONMediaTypes(t *testing.T) {
+	t.Parallel()
+	for ct, want := range map[string]bool{
+		"application/json": true, "application/json; charset=utf-8": true, "Application/JSON;charset=UTF-8": true,
+		"application/json; charset": false, "application/jsonx": false, "text/json": false, "": false, " application/json": true,
+		"application/merge-patch+json": false,
+	} {
+		if got := isJSON(ct, nil); got != want {
+			t.Errorf("isJSON(%q) = %v, want %v", ct, got, want)
+		}
+	}
+	if !isJSON("application/merge-patch+json; charset=utf-8", []string{"application/merge-patch+json"}) {
+		t.Error("a media type the route takes besides JSON is refused")
 	}
 }

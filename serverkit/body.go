@@ -1,0 +1,62 @@
+package serverkit
+
+import (
+	"errors"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// Body is the request's body, read whole by the admission, and the
+// document decoded from it, valid against the named JSON Schema. The body
+// must be application/json, or one of the media types also names.
+// Errors: 415 for a body that is not JSON, 413 for one over the limit,
+// 400 for an empty body or malformed JSON, 422 listing every schema
+// violation.
+func (s *Server) Body(c echo.Context, schema string, also ...string) ([]byte, any, error) {
+	req := c.Request()
+	if !isJSON(req.Header.Get(echo.HeaderContentType), also) {
+		return nil, nil, errs.Errorf(errs.KindUnsupportedMedia, schemas.CodeUnsupportedMedia, "Content-Type must be %s",
+			strings.Join(append([]string{echo.MIMEApplicationJSON}, also...), " or "))
+	}
+	body, err := Bytes(req)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, nil, BodyTooLarge(mbe.Limit)
+		}
+		return nil, nil, errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Could not read the request body")
+	}
+	if len(body) == 0 {
+		return nil, nil, errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Request body is empty; a JSON object is required")
+	}
+	doc, err := schemas.Decode(body)
+	if err != nil {
+		return nil, nil, errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Malformed JSON: %v", err)
+	}
+	if err := s.schemas.Validate(schema, doc); err != nil {
+		var verr *schemas.ValidationError
+		if errors.As(err, &verr) {
+			return nil, nil, verr
+		}
+		return nil, nil, err
+	}
+	return body, doc, nil
+}
+
+// isJSON says whether a Content-Type is JSON's media type, or one of
+// also, with any parameters; the type as clients send it most is
+// recognised without parsing.
+func isJSON(contentType string, also []string) bool {
+	if contentType == echo.MIMEApplicationJSON {
+		return true
+	}
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mediaType == echo.MIMEApplicationJSON || slices.Contains(also, mediaType))
+}

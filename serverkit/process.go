@@ -1,0 +1,158 @@
+package serverkit
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/caarlos0/env/v10"
+	"github.com/google/uuid"
+
+	"github.com/checkoutlock/config"
+	"github.com/checkoutlock/serverkit/auth"
+)
+
+// A service's process, from its command to its shutdown: Main (the
+// command), and as both services' Run take it, Start (the arguments, the
+// configuration, the logger), NewGuard (who may call), ConfigOf (the
+// server's configuration), Bind and Listen (the listener, serving),
+// Shutdown.
+
+// Run is a service's whole life (its app package's Run): it starts the
+// service and blocks until ctx is done, then shuts it down. When listening
+// is not nil, the bound address is sent on it once the server accepts
+// connections.
+type Run func(ctx context.Context, args []string, environ map[string]string, stdout io.Writer, listening chan<- string) error
+
+// Main is a service's command: ids (request, lock and loan ids, several
+// per check-out) drawn from a buffer of random bytes instead of a system
+// call each, the runtime tuned (config.TuneRuntime), run with the
+// process's arguments and environment until SIGINT or SIGTERM, and exit
+// code 1, the error on stderr, when run fails.
+func Main(name string, run Run) {
+	uuid.EnableRandPool()
+	config.TuneRuntime()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], env.ToMap(os.Environ()), os.Stdout, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// Configuration is a service's configuration: it has the server's
+// section (config.Server) and says how it is logged.
+type Configuration interface {
+	slog.LogValuer
+	ServerConfig() config.Server
+}
+
+// Start begins a service's process: it takes no arguments (the
+// environment configures the service; -h says so), reads the
+// configuration from environ with load, and makes the service's logger
+// (JSON on stdout at the configured level, every line logged with a
+// request's context naming the request), which logs the configuration.
+func Start[C Configuration](name string, args []string, environ map[string]string, stdout io.Writer,
+	load func(map[string]string) (C, error)) (cfg C, logger *slog.Logger, err error) {
+	flags := flag.NewFlagSet(name, flag.ContinueOnError)
+	flags.SetOutput(stdout)
+	flags.Usage = func() {
+		fmt.Fprintf(stdout, "usage: %s\n\nConfigured by environment variables; see README.md.\n", name)
+	}
+	if err := flags.Parse(args); err != nil {
+		return cfg, nil, err
+	}
+	if cfg, err = load(environ); err != nil {
+		return cfg, nil, err
+	}
+	logger = slog.New(LogHandler(slog.NewJSONHandler(stdout, config.LogOptions(cfg.ServerConfig().LogLevel))))
+	logger.Info("starting", slog.Any("config", cfg))
+	return cfg, logger, nil
+}
+
+// NewGuard is the authentication the Auth section asks for (auth.NewGuard),
+// for service, with the warnings of its configuration (a published
+// development key in use) and the modules whose tokens it trusts.
+func NewGuard(ctx context.Context, service string, cfg config.Auth, warnings []string, trusted []auth.TrustedModule,
+	logger *slog.Logger) (auth.Guard, error) {
+	return auth.NewGuard(ctx, auth.GuardConfig{Mode: cfg.Mode, Keys: auth.KeyConfig{Secret: cfg.JWTSecret,
+		PublicKeyFile: cfg.JWTPublicKeyFile, JWKSURL: cfg.JWKSURL}, Service: service,
+		TrustedModules: trusted, Warnings: warnings}, logger)
+}
+
+// ConfigOf is the server's configuration from the service's server
+// section, with its authentication.
+func ConfigOf(s config.Server, guard auth.Guard) Config {
+	return Config{Auth: guard, Clients: NewClients(s.Serving.TrustedProxies), MaxBodyBytes: s.MaxBodyBytes,
+		MaxHeaderBytes: s.MaxHeaderBytes, RequestTimeout: s.RequestTimeout}
+}
+
+// Bind listens on the section's address (HTTP_ADDR).
+func Bind(s config.Server) (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", s.HTTPAddr, err)
+	}
+	return ln, nil
+}
+
+// Listen serves srv on ln, HTTPS when the serving section names a
+// certificate and key, until ctx is done (nil) or serving fails (its
+// error). Once it accepts connections it logs where, and sends the address
+// on listening when that is not nil (tests listen on 127.0.0.1:0).
+func Listen(ctx context.Context, srv *http.Server, ln net.Listener, serving config.Serving, logger *slog.Logger,
+	listening chan<- string) error {
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- serve(srv, ln, serving.TLSCertFile, serving.TLSKeyFile) }()
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.Bool("tls", serving.TLS()))
+	if listening != nil {
+		listening <- ln.Addr().String()
+	}
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// Shutdown stops srv: it stops accepting and lets the requests in flight
+// finish within timeout (SHUTDOWN_TIMEOUT), and closes their connections
+// when they do not. A shutdown whose requests outlived timeout is an
+// error: they were cut off (a check-out's lock not yet released expires at
+// its TTL).
+func Shutdown(srv *http.Server, timeout time.Duration, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	logger.Error("requests still in flight after the shutdown timeout; closing their connections",
+		slog.Duration("timeout", timeout), slog.Any("error", err))
+	if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, http.ErrServerClosed) {
+		logger.Warn("closing the HTTP server", slog.Any("error", cerr))
+	}
+	return fmt.Errorf("shutdown: requests still in flight after SHUTDOWN_TIMEOUT (%s) were cut off: %w", timeout, err)
+}
+
+// serve serves srv on ln: HTTPS (TLS 1.2 or later) with the certificate
+// and key files when they are given, plain HTTP otherwise.
+func serve(srv *http.Server, ln net.Listener, certFile, keyFile string) error {
+	if certFile == "" {
+		return srv.Serve(ln)
+	}
+	srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	return srv.ServeTLS(ln, certFile, keyFile)
+}
