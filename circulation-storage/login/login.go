@@ -410,10 +410,16 @@ func (s *Service) limits(ctx context.Context, tenant, username, address string) 
 		return nil, err
 	}
 	if !known {
-		limits = append(limits, Limit{Key: accountKey(username), Max: s.cfg.AccountRate, Window: time.Minute})
+		limits = append(limits, Limit{Key: accountKey(username), Max: s.cfg.AccountRate, Window: AccountRateWindow})
 	}
 	return limits, nil
 }
+
+// AccountRateWindow is the window of LOGIN_ACCOUNT_RATE: the sign-ins of
+// an account checked from addresses it has not signed in from are
+// counted a minute at a time, and a count that reached the rate slows
+// the account there until its minute ends.
+const AccountRateWindow = time.Minute
 
 // Login signs username in with password, from address: the tokens, or
 // Failed, or, unchecked, a lock (KindTooManyRequests, LOGIN_LOCKED)

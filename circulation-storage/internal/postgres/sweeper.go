@@ -104,7 +104,8 @@ var (
 	// KnownFor (@known_for); sessions expired or ended a day ago, with
 	// their refresh tokens; and expired refresh tokens. A flood of wrong
 	// passwords from many addresses leaves rows for its window at most
-	// (two an address, the pair's and the address's). A live session
+	// (two an address, the pair's and the address's), and the account's
+	// rate count for its minute. A live session
 	// keeps its refresh tokens, taken ones included, so that a taken one
 	// used again still ends it. Each is a statement of its own: as one
 	// statement, two of them its data-modifying WITH queries, they took
