@@ -119,7 +119,10 @@ func Main(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := build(env.BinDir); err != nil {
+	if prebuilt := os.Getenv(BinDirVariable); prebuilt != "" {
+		// make test builds the binaries once for every package it runs.
+		env.BinDir = prebuilt
+	} else if err := build(env.BinDir); err != nil {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)
 		return 1
 	}
@@ -194,6 +197,15 @@ func adminExec(server, sql string) error {
 	return err
 }
 
+// BinDirVariable names a directory holding the binaries build makes, built
+// beforehand (make test builds them once for every package it runs, and
+// the mutation checks once per mutation); unset, Main builds them itself.
+const BinDirVariable = "CHECKOUT_LOCK_BIN_DIR"
+
+// Binaries are the packages of the commands the tests run, each built to
+// its base name.
+var Binaries = []string{"circulation-storage/cmd/circulation-storage", "circulation/cmd/circulation", "serverkit/cmd/devtoken", "sip2/cmd/sip2", "circulation-storage/cmd/events"}
+
 // build compiles both services into dir from the workspace this module
 // belongs to.
 func build(dir string) error {
@@ -202,7 +214,7 @@ func build(dir string) error {
 	if err != nil {
 		goBin = "/usr/local/go/bin/go"
 	}
-	for _, pkg := range []string{"circulation-storage/cmd/circulation-storage", "circulation/cmd/circulation", "serverkit/cmd/devtoken", "sip2/cmd/sip2", "circulation-storage/cmd/events"} {
+	for _, pkg := range Binaries {
 		svc := filepath.Base(pkg)
 		cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, svc), "./"+pkg)
 		cmd.Dir = root
