@@ -74,16 +74,9 @@ run: build
 demo-reset:
 	scripts/demo-reset.sh
 
-## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks; about ten minutes
+## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; about five minutes
 test: lint rules
-	scripts/ensure-postgres.sh >/dev/null
-	# One package at a time: several packages' tests each open databases of
-	# their own, and together they came near PostgreSQL's 100 connections.
-	$(GO) test -race -count=1 -p 1 -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
-	cd circulation-storage && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_INPUTS) ./cql
-	cd sip2 && $(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_INPUTS) ./wire
-	$(GO) test -race -count=1 -timeout $(INTEGRATION_TIMEOUT) -v ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
-	$(GO) test -count=1 -timeout 5m -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke -bench.baseline=HEAD
+	GO=$(GO) UNIT_PKGS="$(UNIT_PKGS)" UNIT_TIMEOUT=$(UNIT_TIMEOUT) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) FUZZ_INPUTS=$(FUZZ_INPUTS) scripts/test.sh
 
 ## test-ha: the failover proof on a three-node Patroni cluster (installs patroni and etcd-server when missing), a few minutes
 test-ha:

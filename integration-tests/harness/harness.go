@@ -122,7 +122,7 @@ func Main(m *testing.M) int {
 	if prebuilt := os.Getenv(BinDirVariable); prebuilt != "" {
 		// make test builds the binaries once for every package it runs.
 		env.BinDir = prebuilt
-	} else if err := build(env.BinDir); err != nil {
+	} else if err := Build(env.BinDir); err != nil {
 		fmt.Fprintln(os.Stderr, "build binaries:", err)
 		return 1
 	}
@@ -206,21 +206,25 @@ const BinDirVariable = "CHECKOUT_LOCK_BIN_DIR"
 // its base name.
 var Binaries = []string{"circulation-storage/cmd/circulation-storage", "circulation/cmd/circulation", "serverkit/cmd/devtoken", "sip2/cmd/sip2", "circulation-storage/cmd/events"}
 
-// build compiles both services into dir from the workspace this module
-// belongs to.
-func build(dir string) error {
+// Build compiles the Binaries into dir from the workspace this module
+// belongs to, in one go build.
+func Build(dir string) error {
 	root := repoRoot()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = "/usr/local/go/bin/go"
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	for _, pkg := range Binaries {
-		svc := filepath.Base(pkg)
-		cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, svc), "./"+pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", svc, err, out)
-		}
+		args = append(args, "./"+pkg)
+	}
+	cmd := exec.Command(goBin, args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return nil
 }
