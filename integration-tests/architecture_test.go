@@ -13,6 +13,7 @@ import (
 // repository's modules) is a directory holding Go files, and every file it
 // names (`postgres/listener.go`, `circulation/checkout.go`) exists.
 func TestArchitectureNamesLivePackages(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join("..")
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
 	if err != nil {

@@ -27,10 +27,11 @@ import (
 // circulation's hides a failed statement: none that started after a kill
 // may fail either.
 //
-// Not parallel: it terminates storage's backends on the shared test
-// database, so it runs while no other test does.
+// Its cluster has a database of its own: the backends it terminates are
+// its storage's alone, whatever runs beside it.
 func TestBackendsTerminatedUnderCheckOuts(t *testing.T) {
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t)})
 	const workers, perPatron, rounds, killEvery = 8, 4, 4, 20
 	patrons := (rounds + 2) * killEvery / perPatron
 	lib := c.SetupLibrary(patrons, perPatron, perPatron)

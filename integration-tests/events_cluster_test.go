@@ -19,9 +19,10 @@ import (
 // committed loans one for one: none lost, none twice, in order, numbered
 // without a gap; the stream holds each event once.
 func TestEventsThroughAJetStreamCluster(t *testing.T) {
+	t.Parallel()
 	nodes := harness.StartNATSCluster(t, 3)
 	urls := harness.NATSURLs(nodes)
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true,
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true, DatabaseURL: relayDatabase(t),
 		StorageEnv: []string{"NATS_URL=" + urls, "NATS_STREAM_REPLICAS=3", "OUTBOX_POLL=200ms"}})
 	events := harness.WatchEvents(t, urls, eventStream)
 	info := harness.StreamInfo(t, urls, eventStream)

@@ -17,12 +17,18 @@ import (
 // eventStream is the stream the relay publishes to (NATS_STREAM's default).
 const eventStream = "CHECKOUT_EVENTS"
 
+// relayDatabase is a database of the test's own for a cluster whose
+// storage relays events: a relay leads its database's outbox for every
+// tenant, so relays of two tests in one database would take turns at one
+// lead, each test waiting on the other's.
+func relayDatabase(t *testing.T) string { return harness.FreshDatabase(t) }
+
 // eventsCluster is a cluster whose storage instances (two: one relays at a
 // time) publish their outbox to a NATS server of the test's own.
 func eventsCluster(t *testing.T, env ...string) (*harness.Cluster, *harness.NATSServer, *harness.Events) {
 	t.Helper()
 	broker := harness.StartNATS(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true,
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true, DatabaseURL: relayDatabase(t),
 		StorageEnv: append([]string{"NATS_URL=" + broker.URL(), "OUTBOX_POLL=200ms"}, env...)})
 	return c, broker, harness.WatchEvents(t, broker.URL(), eventStream)
 }
@@ -214,6 +220,7 @@ func burstAtTheLimit(t *testing.T, c *harness.Cluster, lib harness.Library) (ok,
 // NATS JetStream: the consumer's events are the committed loans one for
 // one, none for a refused check-out, none twice, in commit order.
 func TestEventsEqualTheCommittedLoans(t *testing.T) {
+	t.Parallel()
 	c, _, events := eventsCluster(t)
 	lib := c.SetupLibrary(4, 6, 2)
 	totalOK, totalRefused := 0, 0
@@ -256,10 +263,11 @@ func TestEventsEqualTheCommittedLoans(t *testing.T) {
 // it again, and the broker, knowing the event ids, drops the repeats: the
 // consumer hears each event once.
 func TestEventsRelayKilledBetweenPublishingAndMarking(t *testing.T) {
+	t.Parallel()
 	broker := harness.StartNATS(t)
 	// The cluster's own storage instance relays nothing: the relays are
 	// started below.
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, DatabaseURL: relayDatabase(t)})
 	events := harness.WatchEvents(t, broker.URL(), eventStream)
 	lib := c.SetupLibrary(3, 4, 2)
 	// Check-outs, their items checked in, check-outs again: with no relay
@@ -299,6 +307,7 @@ func TestEventsRelayKilledBetweenPublishingAndMarking(t *testing.T) {
 // the events wait in the outbox (its depth and age in the metrics), and
 // every one arrives afterwards, once, in order.
 func TestEventsWaitForTheBroker(t *testing.T) {
+	t.Parallel()
 	c, broker, events := eventsCluster(t)
 	lib := c.SetupLibrary(4, 6, 2)
 	burstAtTheLimit(t, c, lib)
@@ -369,8 +378,9 @@ func TestEventsWaitForTheBroker(t *testing.T) {
 // batch ends with its commit): afterwards the events are exactly the
 // loans that exist, whatever each check-out was answered.
 func TestEventsIfAndOnlyIfLoans(t *testing.T) {
+	t.Parallel()
 	broker := harness.StartNATS(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, DBProxy: true, RetryIntervalMs: "50|100|200|400|800",
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, DatabaseURL: relayDatabase(t), DBProxy: true, RetryIntervalMs: "50|100|200|400|800",
 		StorageEnv: []string{"NATS_URL=" + broker.URL(), "OUTBOX_POLL=200ms"}})
 	events := harness.WatchEvents(t, broker.URL(), eventStream)
 	lib := c.SetupLibrary(8, 4, 2)
@@ -433,6 +443,7 @@ func TestEventsIfAndOnlyIfLoans(t *testing.T) {
 // CHECKED_OUT; consecutive numbers, each old state the one before the
 // change. A request's creation, through the triggers, comes before.
 func TestEventsOfACheckOutThatFillsARequest(t *testing.T) {
+	t.Parallel()
 	c, _, events := eventsCluster(t)
 	lib := c.SetupLibrary(2, 1, 0)
 	item, borrower, next := lib.Items[0][0], lib.Patrons[0], lib.Patrons[1]

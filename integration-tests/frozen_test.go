@@ -33,7 +33,7 @@ func leads(t *testing.T, c *harness.Cluster, p *harness.Process) bool {
 func twoRelays(t *testing.T) (*harness.NATSServer, *harness.Cluster, *harness.Events, harness.Library, *harness.Process, *harness.Process) {
 	t.Helper()
 	broker := harness.StartNATS(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, DatabaseURL: relayDatabase(t)})
 	events := harness.WatchEvents(t, broker.URL(), eventStream)
 	lib := c.SetupLibrary(4, 6, 2)
 	first := c.AddStorage("relay-a", relayEnv(broker)...)
@@ -65,6 +65,7 @@ func checkInAll(t *testing.T, c *harness.Cluster, lib harness.Library) {
 // finds its lead gone and publishes nothing more. The consumer hears every
 // event once, numbered without a gap, in commit order.
 func TestEventsFrozenLeaderIsReplaced(t *testing.T) {
+	t.Parallel()
 	_, c, events, lib, first, second := twoRelays(t)
 
 	// Bursts go on in the background, before, during and after the freeze.
@@ -131,8 +132,9 @@ func TestEventsFrozenLeaderIsReplaced(t *testing.T) {
 // marks go nowhere and it publishes nothing more. Every event once, in
 // order, numbered without a gap.
 func TestEventsLeaderFrozenBetweenPublishingAndMarking(t *testing.T) {
+	t.Parallel()
 	broker := harness.StartNATS(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, DatabaseURL: relayDatabase(t)})
 	events := harness.WatchEvents(t, broker.URL(), eventStream)
 	lib := c.SetupLibrary(3, 4, 2)
 	burstAtTheLimit(t, c, lib)
@@ -178,6 +180,7 @@ func TestEventsLeaderFrozenBetweenPublishingAndMarking(t *testing.T) {
 // all the while, so it keeps the lead: no instance loses or takes it, and
 // once the broker goes on every event arrives once, in order.
 func TestEventsLeaderKeepsItsLeadWhileTheBrokerHangs(t *testing.T) {
+	t.Parallel()
 	broker, c, events, lib, first, second := twoRelays(t)
 	broker.Freeze()
 	hung := time.Now()

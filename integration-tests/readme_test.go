@@ -276,6 +276,7 @@ func slowly(block string) string {
 // and the console's history names who acted. make demo-reset again gives
 // the same demo and the same account of the loans.
 func TestReadmeAndWalkthrough(t *testing.T) {
+	t.Parallel()
 	d := startDemo(t)
 	for _, want := range []string{"kiosk      kiosk-demo", "librarian  librarian-demo", "operator   operator-demo", "admin      admin-demo"} {
 		if !strings.Contains(d.out.String(), want) {

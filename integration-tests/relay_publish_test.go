@@ -21,6 +21,7 @@ import (
 // stream refuses the whole chain; Publish then sends the events again one
 // at a time and reports them all published, once each, in order.
 func TestRelayPublishRecoversABrokenChain(t *testing.T) {
+	t.Parallel()
 	broker := harness.StartNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -63,6 +63,7 @@ func renewalCount(t *testing.T, c *harness.Cluster, item string) int {
 // renews what it can and lists each item where it belongs (a recalled
 // one among those not renewed, with FOLIO's reason).
 func TestRenewalsOverHTTPAndSIP2(t *testing.T) {
+	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 2, 4, 0, nil)
 	renewable(t, c, lib, map[string]any{"numberAllowed": 1, "renewFromId": "CURRENT_DUE_DATE"})
 	patron, items := lib.Patrons[0], lib.Items[0]
@@ -138,6 +139,7 @@ func TestRenewalsOverHTTPAndSIP2(t *testing.T) {
 // renewing nothing, and renews with the right one; a renew all (65)
 // renews with it, each of its renewals carrying it.
 func TestSIP2RenewalsFollowTheTenantsPinRule(t *testing.T) {
+	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
 	patron, items := lib.Patrons[0], lib.Items[0]
@@ -173,6 +175,7 @@ func TestSIP2RenewalsFollowTheTenantsPinRule(t *testing.T) {
 // is one more on the loan's count and one RENEWED event, the other
 // answers are the loan changed (409), never a 5xx.
 func TestTwoRenewalsAtOnceAcrossInstances(t *testing.T) {
+	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
 	lib := c.SetupLibrary(1, 1, 0)
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
@@ -218,6 +221,7 @@ func TestTwoRenewalsAtOnceAcrossInstances(t *testing.T) {
 // as FOLIO's code and message (422, the loan unchanged) and a kiosk as
 // that message in a 30's AF with ok=0 and AH empty.
 func TestEachRenewalRefusalOverHTTPAndSIP2(t *testing.T) {
+	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 5, 3, 0, nil)
 	renewable(t, c, lib, map[string]any{"numberAllowed": 5, "renewFromId": "CURRENT_DUE_DATE"})
 	for p, patron := range lib.Patrons {

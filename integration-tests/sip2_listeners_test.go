@@ -89,6 +89,7 @@ func (ca *testCA) issue(t *testing.T, name string, server bool) (certFile, keyFi
 // kiosk's address counts for login failures and shows in the kiosk list),
 // and a reload that adds a listener while a kiosk stays connected.
 func TestSIP2ListenersTLSProxyAndReload(t *testing.T) {
+	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"LOGIN_MAX_FAILURES=3"}})
 	c.SetupLibrary(1, 1, 0)
 	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
@@ -233,6 +234,7 @@ func TestSIP2ListenersTLSProxyAndReload(t *testing.T) {
 // its SIP2 doors for the caller's tenant (the operator may, a kiosk may
 // not), says which door did not answer, and the lock console shows them.
 func TestKiosksOnTheLockConsole(t *testing.T) {
+	t.Parallel()
 	adminAddr, silent := harness.FreeAddr(t), harness.FreeAddr(t)
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
 		CirculationEnv: []string{"SIP2_ADMIN_URLS=http://" + adminAddr + ",http://" + silent}})

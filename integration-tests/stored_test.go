@@ -42,6 +42,7 @@ func errorParams(t *testing.T, r harness.Response) (string, map[string]string) {
 // line in storage's log, never a 500: the block stays in force, the loan
 // is not counted overdue, the patron does not expire.
 func TestStoredDatesCannotBreakAPatron(t *testing.T) {
+	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
 	lib := c.SetupLibrary(2, 3, 0)
 	blocked, expiring := lib.Patrons[0], lib.Patrons[1]
@@ -153,6 +154,7 @@ func TestStoredDatesCannotBreakAPatron(t *testing.T) {
 // created with a position stores none; positions stay dense, a taken one
 // is refused naming it.
 func TestAClosedRequestGivesUpItsPlace(t *testing.T) {
+	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
 	lib := c.SetupLibrary(4, 1, 0)
 	item := lib.Items[0][0]
@@ -229,6 +231,7 @@ func mapsEqual(a, b map[string]any) bool {
 // are refused with a 4xx within a second, PostgreSQL detects no deadlock,
 // and a read of another record meanwhile answers within 100 ms.
 func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
+	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
 	const writers, rounds = 20, 10
 	lib := c.SetupLibrary(writers, 1, 0)
@@ -328,6 +331,7 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 // the same end of the queue would take the same position (and be refused)
 // or deadlock.
 func TestConcurrentRequestsJoinAQueueInTurn(t *testing.T) {
+	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
 	const writers, rounds = 20, 5
 	lib := c.SetupLibrary(writers, 1, 0)
@@ -414,6 +418,7 @@ func lowCluster(t *testing.T) (*harness.Cluster, harness.Library) {
 // character: empty, spaces, non-ASCII spaces and invisible characters are
 // refused naming the field, and nothing is lent.
 func TestAnOverrideNeedsAComment(t *testing.T) {
+	t.Parallel()
 	c, lib := lowCluster(t)
 	before := c.Snapshot(t)
 	for _, comment := range []string{"", "   ", "\u3000\u00a0", "\u200b\u2060"} {
@@ -437,6 +442,7 @@ func TestAnOverrideNeedsAComment(t *testing.T) {
 // check-in naming no service point of the tenant is refused naming
 // servicePointId, and changes nothing.
 func TestCheckOutsAndCheckInsAtTheTenantsServicePoints(t *testing.T) {
+	t.Parallel()
 	c, lib := lowCluster(t)
 	patron, item := lib.Patrons[0], lib.Items[0][0]
 	unknown := "0b8d1c2e-2f55-4b1e-9d3f-6d6f7f0a9a11"
@@ -466,6 +472,7 @@ func TestCheckOutsAndCheckInsAtTheTenantsServicePoints(t *testing.T) {
 // than in Unicode NFKC, is refused naming the field; a sign-in's username
 // is read in NFKC, so full-width letters find the account.
 func TestUsernamesAreComparedNormalised(t *testing.T) {
+	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
 	c.Account(t, "lee", "Lee", "Librarian", schemas.RoleLibrarian, "a long enough password")
 	for _, name := range []string{"lee\u200b", "lee\u00a0", "lee\u3000", "\u2060lee", "ｌｅｅ", "le\u0301e", "lee lee"} {
@@ -486,6 +493,7 @@ func TestUsernamesAreComparedNormalised(t *testing.T) {
 // TestTheOverrideHeaderOnce: X-Check-Out-Override sent twice is refused
 // (400) like every other header of a check-out's write.
 func TestTheOverrideHeaderOnce(t *testing.T) {
+	t.Parallel()
 	c, lib := lowCluster(t)
 	before := c.Snapshot(t)
 	body := fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-05T10:00:00Z","action":"checkedout","status":{"name":"Open"}}`,
@@ -518,6 +526,7 @@ func TestTheOverrideHeaderOnce(t *testing.T) {
 // round: whichever comes first, the joiner ends at position 1, never
 // behind a gap.
 func TestARequestJoiningDuringACheckOut(t *testing.T) {
+	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
 	rounds := scaled(10)
 	lib := c.SetupLibrary(2*rounds, 1, 0)

@@ -217,9 +217,10 @@ func TestLocalReleaseWakesAtOnce(t *testing.T) {
 // one acquires exactly once, none times out, and there are never two
 // holders at a time. Three rounds.
 func TestManyWaitersOneHolderAtATime(t *testing.T) {
-	// Not beside the parallel tests: a hundred acquisitions at once open
-	// every connection its two storage instances may (sixty), and with
-	// another test's cluster beside them PostgreSQL's hundred ran out.
+	t.Parallel()
+	// A hundred acquisitions at once open every connection its two
+	// storage instances may (sixty): the test run's PostgreSQL allows
+	// enough for the clusters beside it (scripts/test-postgres.sh).
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 2})
 	waitListening(t, c, c.Storages...)
 	const waiters = 100

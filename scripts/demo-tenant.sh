@@ -21,7 +21,10 @@ if $reset; then
   curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" "${hdr[@]}" \
     -d '{"module_from":"mod-circulation-storage-1.0.0","purge":true}'
 fi
-curl -fsS -o /dev/null -X POST "$storage_url/_/tenant" "${hdr[@]}" \
+# Enabling the tenant is idempotent (its loaders change nothing the second
+# time): on a busy machine, where loading the sample data can outlast
+# REQUEST_TIMEOUT (503, rolled back), it is asked again.
+curl -fsS -o /dev/null --retry 3 --retry-delay 1 -X POST "$storage_url/_/tenant" "${hdr[@]}" \
   -d '{"module_to":"mod-circulation-storage-1.0.0","parameters":[{"key":"loadReference","value":"true"},{"key":"loadSample","value":"true"}]}'
 
 for a in "kiosk:self-check:Self-check:Kiosk:${SELF_CHECK_USER_ID:-}" "librarian:librarian:Lee:Librarian:${LIBRARIAN_USER_ID:-}" \
