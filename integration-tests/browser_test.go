@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
@@ -32,26 +34,89 @@ var chromium = sync.OnceValues(func() (string, error) {
 	return strings.TrimSpace(string(out)), err
 })
 
-// browser starts a headless Chromium and returns a context driving one tab.
+// shared is the one headless Chromium the browser tests share: started
+// by the first that needs it, stopped when the package's tests end
+// (stopBrowser). Each test drives it in a browser context of its own, with
+// cookies and storage of its own, as a separate profile would.
+var shared struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+	err    error
+}
+
+// stopBrowser stops the shared Chromium, if a test started it.
+func stopBrowser() {
+	if shared.cancel != nil {
+		shared.cancel()
+	}
+}
+
+// browser returns a context driving one tab of a browser context of t's
+// own in the shared Chromium, closed when t ends.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	path, err := chromium()
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
+	shared.once.Do(func() {
+		path, err := chromium()
+		if err != nil {
+			shared.err = fmt.Errorf("chromium: %w", err)
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.WindowSize(1100, 900), chromedp.Flag("lang", "en-GB"))
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		bctx, cancelBrowser := chromedp.NewContext(actx)
+		shared.ctx, shared.cancel = bctx, func() { cancelBrowser(); cancelAlloc() }
+		if err := chromedp.Run(bctx); err != nil {
+			shared.err = fmt.Errorf("start chromium: %w", err)
+		}
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1100, 900), chromedp.Flag("lang", "en-GB"))
-	actx, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancelTab := chromedp.NewContext(actx)
+	// A browser context of t's own, its first tab in a window of its own:
+	// Chromium opens a tab of a new context only in a new window.
+	b := cdp.WithExecutor(shared.ctx, chromedp.FromContext(shared.ctx).Browser)
+	profile, err := target.CreateBrowserContext().WithDisposeOnDetach(true).Do(b)
+	if err != nil {
+		t.Fatalf("create a browser context: %v", err)
+	}
+	t.Cleanup(func() { _ = target.DisposeBrowserContext(profile).Do(b) })
+	tab, err := target.CreateTarget("about:blank").WithBrowserContextID(profile).WithNewWindow(true).
+		WithWidth(1100).WithHeight(900).Do(b)
+	if err != nil {
+		t.Fatalf("open a tab: %v", err)
+	}
+	ctx, cancelTab := chromedp.NewContext(context.WithValue(shared.ctx, profileKey{}, profile), chromedp.WithTargetID(tab))
 	t.Cleanup(cancelTab)
 	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
 	t.Cleanup(cancelTime)
 	if err := chromedp.Run(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
+		t.Fatalf("open a browser context: %v", err)
 	}
 	return ctx
+}
+
+// profileKey keys the browser context of a test's tabs.
+type profileKey struct{}
+
+// anotherTab opens a second tab beside ctx's, in its browser context (its
+// cookies and storage), closed when t ends.
+func anotherTab(t *testing.T, ctx context.Context) context.Context {
+	t.Helper()
+	profile, _ := ctx.Value(profileKey{}).(cdp.BrowserContextID)
+	b := cdp.WithExecutor(shared.ctx, chromedp.FromContext(shared.ctx).Browser)
+	tab, err := target.CreateTarget("about:blank").WithBrowserContextID(profile).Do(b)
+	if err != nil {
+		t.Fatalf("open another tab: %v", err)
+	}
+	second, cancel := chromedp.NewContext(ctx, chromedp.WithTargetID(tab))
+	t.Cleanup(cancel)
+	if err := chromedp.Run(second); err != nil {
+		t.Fatalf("open another tab: %v", err)
+	}
+	return second
 }
 
 // pageURL is the address of page for the cluster's tenant.

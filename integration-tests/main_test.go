@@ -16,7 +16,9 @@ var soak = flag.Bool("soak", false, "run the workloads five times larger (make s
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(harness.Main(m))
+	code := harness.Main(m)
+	stopBrowser()
+	os.Exit(code)
 }
 
 // scaled is n, or five times n in a soak run.

@@ -157,8 +157,7 @@ func TestPagesFollowTheSignInOfAnotherTab(t *testing.T) {
 	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, lib.Patrons[0]), "ttlMs": 600000}).
 		Want(t, http.StatusCreated)
 	first := browser(t)
-	second, cancel := chromedp.NewContext(first)
-	t.Cleanup(cancel)
+	second := anotherTab(t, first)
 	// Within a poll: the console's is a second, the pages' own of who is
 	// signed in five; a tab that signs in or out on the page tells the
 	// others at once.
