@@ -160,7 +160,7 @@ func run() int {
 	fmt.Printf("killed %d, survived %d, stale %d, broken %d, baseline failed %d, interrupted %d\n",
 		counts[killed], counts[survived], counts[stale], counts[broken], counts[baselineBad], counts[interrupted])
 	if counts[survived] > 0 {
-		fmt.Println("A survivor is a guarantee no test holds: write the test that fails under it (see README, Mutation checks).")
+		fmt.Println("A survivor is a guarantee no test holds: write the test that fails under it (see docs/testing.md, Mutation checks).")
 	}
 	if counts[stale] > 0 {
 		fmt.Println("A stale entry's text is no longer in its file exactly once: update the entry in its mutations.txt.")
