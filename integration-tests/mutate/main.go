@@ -558,10 +558,12 @@ func writeOverlay(dir, path string, content []byte) (string, error) {
 
 // goTest runs m's packages' tests (with m's -run pattern, under timeout)
 // in m's module, through overlay if given and with env added, killing
-// them (their whole process group) if ctx ends or they outlive the
-// timeout by a minute.
+// them (their whole process group) if ctx ends or they outlive their
+// deadline: each package's timeout (their test binaries may run one after
+// another) and two minutes to build them on a busy machine. Before it,
+// go test's own timeout has said which test hangs.
 func goTest(ctx context.Context, m *mutation, timeout time.Duration, overlay string, env []string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(len(m.Packages))*timeout+2*time.Minute)
 	defer cancel()
 	args := []string{"test", "-count=1", "-vet=off", "-timeout", timeout.String()}
 	if overlay != "" {
