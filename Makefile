@@ -83,7 +83,7 @@ test-ha:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=1 -timeout 30m -v -run 'TestFailover' ./integration-tests/ha -args -ha
 
-## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken in turn (the file restored after), its tests must fail; about fifteen minutes (the pages' in Chromium)
+## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken through go -overlay (the working tree untouched), one per CPU side by side, its tests must fail; about half an hour on two shared cores (the pages' in Chromium)
 mutate:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) run ./integration-tests/mutate

@@ -1,29 +1,36 @@
 // Command mutate runs the repository's mutation checks: for each mutation
-// listed beside the code it mutates (<module>/mutations.txt), it changes the
-// working tree's file in place (one exact-string replacement), runs the
-// mutation's tests, puts the file back byte for byte, and says whether the
-// tests noticed (killed) or not (survived). A survivor is a guarantee the
-// tests do not hold; a stale entry (its text no longer found exactly once)
-// is a list to update. Either fails the run.
+// listed beside the code it mutates (<module>/mutations.txt), it builds the
+// mutation's tests with the file changed (one exact-string replacement),
+// runs them, and says whether the tests noticed (killed) or not (survived).
+// A survivor is a guarantee the tests do not hold; a stale entry (its text
+// no longer found exactly once) is a list to update. Either fails the run.
 //
 //	go run ./integration-tests/mutate            # every mutation (make mutate)
 //	go run ./integration-tests/mutate -only fence
 //	go run ./integration-tests/mutate -list
+//	go run ./integration-tests/mutate -j 1       # one at a time
 //
-// Before a mutation's tests, the same tests run without it (once per
-// package set and -run pattern): a test that fails anyway would make every
-// mutation look killed.
+// The working tree is never written: the mutated copy of the file lives in
+// a temporary directory and reaches the compiler through go's -overlay
+// flag, so mutations run side by side (-j, one per CPU by default). A
+// mutation whose tests start the real binaries (the integration-tests
+// package) gets them built with the same overlay into its temporary
+// directory, handed to the tests in CHECKOUT_LOCK_BIN_DIR; a binary that
+// does not compile the mutated file is the one built once from the
+// unmodified tree.
 //
-// The file is restored on every path: after the tests, on a panic, and on
-// SIGINT or SIGTERM (the tests are killed first; a second signal restores
-// at once and exits). The restore is checked by hash. If someone else
-// changed the file while it was mutated, only the mutation is undone.
+// Each package set and -run pattern also runs once without any mutation
+// (the baseline, beside the mutations that share it): a test that fails
+// anyway would make every mutation look killed.
+//
+// On SIGINT or SIGTERM the running tests are killed (their whole process
+// groups), no further mutation starts, and the temporary directories are
+// removed; a second signal exits at once.
 package main
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -34,11 +41,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
 )
 
 // listName is the name of a module's mutation list.
@@ -66,10 +76,11 @@ func main() { os.Exit(run()) }
 func run() int {
 	only := flag.String("only", "", "run only the mutations whose name contains this")
 	list := flag.Bool("list", false, "list the mutations, and whether each still applies, without running any")
-	baseline := flag.Bool("baseline", true, "run each mutation's tests without it first")
+	baseline := flag.Bool("baseline", true, "run each package set's tests without any mutation too")
 	root := flag.String("root", "", "the repository (default: the directory holding go.work, from the current one up)")
 	verbose := flag.Bool("v", false, "print the tests' output of every run")
 	wide := flag.Bool("wide", false, "ignore the entries' run: patterns and -failfast, to see every test that kills each mutation")
+	workers := flag.Int("j", runtime.NumCPU(), "how many mutations and baselines to run at once")
 	flag.Parse()
 
 	dir, err := findRoot(*root)
@@ -95,53 +106,49 @@ func run() int {
 	if *list {
 		return listMutations(dir, chosen)
 	}
+	if *wide {
+		for _, m := range chosen {
+			m.Run, m.wide = "", true
+		}
+	}
 
-	// A signal cancels ctx: the running tests are killed, the file is
-	// restored by the deferred restore, and no further mutation starts. A
-	// second signal restores at once and exits.
+	tmp, err := os.MkdirTemp("", "mutate-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
+		return 2
+	}
+	defer os.RemoveAll(tmp)
+
+	// A signal cancels ctx: the running tests are killed, no further
+	// mutation starts, and each job removes its temporary directory as it
+	// returns. A second signal removes them all at once and exits.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		s := <-sigs
-		fmt.Fprintf(os.Stderr, "\nmutate: %v: stopping the tests and restoring the file\n", s)
+		fmt.Fprintf(os.Stderr, "\nmutate: %v: stopping the tests\n", s)
 		cancel()
 		<-sigs
-		fmt.Fprintln(os.Stderr, "mutate: second signal: restoring now and exiting")
-		if err := restoreCurrent(); err != nil {
-			fmt.Fprintln(os.Stderr, "mutate:", err)
-		}
+		fmt.Fprintln(os.Stderr, "mutate: second signal: exiting now")
+		os.RemoveAll(tmp)
 		os.Exit(130)
 	}()
 
-	if *wide {
-		for _, m := range chosen {
-			m.Run, m.wide = "", true
-		}
-	}
-	r := &runner{root: dir, baseline: *baseline, verbose: *verbose, baselines: map[string]baselineResult{}}
-	var results []result
+	r := &runner{root: dir, tmp: tmp, baseline: *baseline, verbose: *verbose, workers: max(*workers, 1)}
 	start := time.Now()
-	for i, m := range chosen {
+	results, err := r.runAll(ctx, chosen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutate:", err)
 		if ctx.Err() != nil {
-			results = append(results, result{m: m, status: interrupted})
-			continue
+			return 130
 		}
-		fmt.Fprintf(os.Stderr, "[%d/%d] %s: %s in %s ... ", i+1, len(chosen), m.Name, rel(dir, m.path()), pkgText(m))
-		res := r.one(ctx, m)
-		fmt.Fprintf(os.Stderr, "%s (%.1fs)%s\n", res.status, res.elapsed.Seconds(), suffix(res.detail))
-		results = append(results, res)
-		if fatalRestore != nil {
-			break
-		}
+		return 2
 	}
 	printTable(os.Stdout, dir, results)
-	fmt.Printf("\n%d mutations in %.0fs (baselines %.0fs of it)\n", len(results), time.Since(start).Seconds(), r.baselineTime.Seconds())
-	if fatalRestore != nil {
-		fmt.Fprintln(os.Stderr, "mutate: RESTORE FAILED:", fatalRestore)
-		return 3
-	}
+	fmt.Printf("\n%d mutations in %.0fs on %d workers (baselines %.0fs of their time)\n",
+		len(results), time.Since(start).Seconds(), r.workers, r.baselineTime.Seconds())
 	code := 0
 	counts := map[string]int{}
 	for _, res := range results {
@@ -153,7 +160,7 @@ func run() int {
 	fmt.Printf("killed %d, survived %d, stale %d, broken %d, baseline failed %d, interrupted %d\n",
 		counts[killed], counts[survived], counts[stale], counts[broken], counts[baselineBad], counts[interrupted])
 	if counts[survived] > 0 {
-		fmt.Println("A survivor is a guarantee no test holds: write the test that fails under it (see README, Mutation checks).")
+		fmt.Println("A survivor is a guarantee no test holds: write the test that fails under it (see docs/testing.md, Mutation checks).")
 	}
 	if counts[stale] > 0 {
 		fmt.Println("A stale entry's text is no longer in its file exactly once: update the entry in its mutations.txt.")
@@ -172,13 +179,21 @@ func suffix(s string) string {
 }
 
 // findRoot is the directory holding go.work: dir if given, else the
-// current directory or the nearest one above it.
+// current directory or the nearest one above it. Symbolic links are
+// resolved: go names files by the real path, and an overlay must too.
 func findRoot(dir string) (string, error) {
 	if dir != "" {
-		return filepath.Abs(dir)
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", err
+		}
+		return filepath.EvalSymlinks(abs)
 	}
 	d, err := os.Getwd()
 	if err != nil {
+		return "", err
+	}
+	if d, err = filepath.EvalSymlinks(d); err != nil {
 		return "", err
 	}
 	for {
@@ -230,13 +245,17 @@ func loadAll(root string) ([]*mutation, error) {
 	return all, nil
 }
 
-// occurrences is how often m's text occurs in its file now.
-func occurrences(m *mutation) (int, error) {
+// mutate is the content of m's file with m in it. The file must hold
+// m.From exactly once; otherwise the entry is stale and the error says so.
+func mutate(m *mutation) ([]byte, error) {
 	data, err := os.ReadFile(m.path())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return bytes.Count(data, []byte(m.From)), nil
+	if n := bytes.Count(data, []byte(m.From)); n != 1 {
+		return nil, fmt.Errorf("from: found %d times in the file, want once (%s)", n, m.Where)
+	}
+	return bytes.Replace(data, []byte(m.From), []byte(m.To), 1), nil
 }
 
 func listMutations(root string, muts []*mutation) int {
@@ -245,11 +264,8 @@ func listMutations(root string, muts []*mutation) int {
 	code := 0
 	for _, m := range muts {
 		state := "applies"
-		switch n, err := occurrences(m); {
-		case err != nil:
-			state, code = "STALE (file unreadable)", 1
-		case n != 1:
-			state, code = fmt.Sprintf("STALE (%d occurrences)", n), 1
+		if _, err := mutate(m); err != nil {
+			state, code = "STALE ("+err.Error()+")", 1
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.Name, rel(root, m.path()), pkgText(m), state, m.Why)
 	}
@@ -291,93 +307,268 @@ func pkgText(m *mutation) string {
 	return pkgs(m)
 }
 
-type baselineResult struct {
-	ok     bool
-	detail string
+// startsBinaries says whether one of m's test packages starts the real
+// binaries: those of the integration-tests module, whose harness takes
+// them from CHECKOUT_LOCK_BIN_DIR when set.
+func startsBinaries(root string, m *mutation) bool {
+	it := filepath.Join(root, "integration-tests")
+	for _, p := range m.Packages {
+		d := filepath.Join(m.Module, p)
+		if d == it || strings.HasPrefix(d, it+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
+// job is one mutation to run.
+type job struct {
+	m        *mutation
+	mutated  []byte // the file's content with m in
+	binaries bool   // its tests start the real binaries
+	base     *baseline
+	res      result
+}
+
+// baseline is one package set and -run pattern, run without mutations.
+type baseline struct {
+	m        *mutation // the first mutation with this set: its packages and -run
+	timeout  time.Duration
+	binaries bool
+	ran, ok  bool
+	detail   string
+}
+
+// key names the baseline m shares with every mutation of the same
+// packages and -run pattern.
+func key(m *mutation) string {
+	return m.Module + "\x00" + strings.Join(m.Packages, " ") + "\x00" + m.Run
 }
 
 type runner struct {
-	root         string
-	baseline     bool
-	verbose      bool
-	baselines    map[string]baselineResult
+	root     string
+	tmp      string // every job's temporary directory is inside it
+	baseline bool
+	verbose  bool
+	workers  int
+	bins     *binaries // set when a mutation starts the binaries
+
+	mu           sync.Mutex // guards what follows, and stderr
+	done         int
+	total        int
 	baselineTime time.Duration
 }
 
-// one runs a mutation: the baseline (once per test set), then the tests
-// with the mutation in.
-func (r *runner) one(ctx context.Context, m *mutation) result {
-	if n, err := occurrences(m); err != nil || n != 1 {
-		detail := fmt.Sprintf("from: found %d times in the file, want once (%s)", n, m.Where)
+// runAll runs the mutations and their baselines on r.workers workers and
+// returns the mutations' results in the order given. Baselines and the
+// mutations that start the binaries go first: they take longest.
+func (r *runner) runAll(ctx context.Context, muts []*mutation) ([]result, error) {
+	var (
+		jobs      []*job
+		baselines = map[string]*baseline{}
+		order     []*baseline
+		needBins  bool
+	)
+	for _, m := range muts {
+		j := &job{m: m, binaries: startsBinaries(r.root, m), res: result{m: m, status: interrupted}}
+		jobs = append(jobs, j)
+		var err error
+		if j.mutated, err = mutate(m); err != nil {
+			j.res.status, j.res.detail = stale, err.Error()
+			continue
+		}
+		needBins = needBins || j.binaries
+		r.total++
+		if !r.baseline {
+			continue
+		}
+		b := baselines[key(m)]
+		if b == nil {
+			b = &baseline{m: m, binaries: j.binaries}
+			baselines[key(m)] = b
+			order = append(order, b)
+		}
+		b.timeout = max(b.timeout, m.Timeout)
+		j.base = b
+	}
+	if needBins && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "building the binaries from the unmodified tree ...\n")
+		bins, err := prepareBinaries(ctx, r.root, filepath.Join(r.tmp, "bin"))
 		if err != nil {
-			detail = err.Error()
+			return nil, err
 		}
-		return result{m: m, status: stale, detail: detail}
+		r.bins = bins
 	}
-	if r.baseline {
-		key := m.Module + "\x00" + strings.Join(m.Packages, " ") + "\x00" + m.Run
-		b, done := r.baselines[key]
-		if !done {
-			start := time.Now()
-			out, err := goTest(ctx, m)
-			r.baselineTime += time.Since(start)
-			if ctx.Err() != nil {
-				return result{m: m, status: interrupted}
+
+	var work []func()
+	for _, first := range []bool{true, false} {
+		for _, b := range order {
+			if b.binaries == first {
+				work = append(work, func() { r.runBaseline(ctx, b) })
 			}
-			b = baselineResult{ok: err == nil}
-			if err != nil {
-				b.detail = "without the mutation: " + failureSummary(out, err, m.wide)
-				fmt.Fprintf(os.Stderr, "\n--- baseline output (%s) ---\n%s\n", pkgText(m), tail(out, 40))
-			}
-			r.baselines[key] = b
 		}
-		if !b.ok {
-			return result{m: m, status: baselineBad, detail: b.detail}
+		for _, j := range jobs {
+			if j.binaries == first && j.mutated != nil {
+				work = append(work, func() { r.runJob(ctx, j) })
+			}
 		}
 	}
-	return r.mutated(ctx, m)
+	queue := make(chan func())
+	var wg sync.WaitGroup
+	for range r.workers {
+		wg.Go(func() {
+			for f := range queue {
+				if ctx.Err() == nil {
+					f()
+				}
+			}
+		})
+	}
+	for _, f := range work {
+		queue <- f
+	}
+	close(queue)
+	wg.Wait()
+
+	results := make([]result, len(jobs))
+	for i, j := range jobs {
+		results[i] = j.res
+		if b := j.base; b != nil && j.res.status != stale {
+			switch {
+			case !b.ran:
+				results[i].status, results[i].detail = interrupted, ""
+			case !b.ok:
+				results[i].status, results[i].detail = baselineBad, b.detail
+			}
+		}
+	}
+	return results, nil
 }
 
-// mutated applies m, runs its tests and restores the file.
-func (r *runner) mutated(ctx context.Context, m *mutation) (res result) {
-	res.m = m
-	a, err := apply(m)
-	if err != nil {
-		return result{m: m, status: stale, detail: err.Error()}
+// runBaseline runs b's tests without any mutation.
+func (r *runner) runBaseline(ctx context.Context, b *baseline) {
+	var env []string
+	if b.binaries {
+		env = []string{harness.BinDirVariable + "=" + r.bins.dir}
 	}
-	defer func() {
-		if err := a.restore(); err != nil {
-			fatalRestore = err
-			res.detail += " RESTORE FAILED: " + err.Error()
-		}
-	}()
 	start := time.Now()
-	out, err := goTest(ctx, m)
+	out, err := goTest(ctx, b.m, b.timeout, "", env)
+	elapsed := time.Since(start)
+	if ctx.Err() != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.baselineTime += elapsed
+	b.ran, b.ok = true, err == nil
+	if err != nil {
+		b.detail = "without the mutation: " + failureSummary(out, err, b.m.wide)
+		fmt.Fprintf(os.Stderr, "\n--- baseline (%s) FAILED ---\n%s\n", pkgText(b.m), tail(out, 40))
+	} else {
+		fmt.Fprintf(os.Stderr, "baseline %s: ok (%.1fs)\n", pkgText(b.m), elapsed.Seconds())
+	}
+}
+
+// runJob runs one mutation: the binaries built with it, if its tests
+// start them, then its tests built with it.
+func (r *runner) runJob(ctx context.Context, j *job) {
+	m := j.m
+	start := time.Now()
+	res := r.mutated(ctx, j)
 	res.elapsed = time.Since(start)
+	if ctx.Err() != nil {
+		res.status, res.detail = interrupted, ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	j.res = res
+	r.done++
+	fmt.Fprintf(os.Stderr, "[%d/%d] %s: %s (%.1fs)%s\n", r.done, r.total, m.Name, res.status, res.elapsed.Seconds(), suffix(res.detail))
+}
+
+// mutated builds and runs j's tests with the mutation in, through an
+// overlay in a temporary directory of its own.
+func (r *runner) mutated(ctx context.Context, j *job) result {
+	m := j.m
+	res := result{m: m}
+	dir, err := os.MkdirTemp(r.tmp, m.Name+"-*")
+	if err != nil {
+		res.status, res.detail = broken, err.Error()
+		return res
+	}
+	defer os.RemoveAll(dir)
+	overlay, err := writeOverlay(dir, m.path(), j.mutated)
+	if err != nil {
+		res.status, res.detail = broken, err.Error()
+		return res
+	}
+	var env []string
+	if j.binaries {
+		binDir, out, err := r.bins.build(ctx, r.root, filepath.Join(dir, "bin"), overlay, m.path())
+		if err != nil {
+			if ctx.Err() == nil {
+				res.status, res.detail = broken, "the mutated binaries do not build: "+firstLine(out)
+				r.print(fmt.Sprintf("\n--- %s: the binaries do not build ---\n%s\n", m.Name, tail(out, 20)))
+			}
+			return res
+		}
+		env = []string{harness.BinDirVariable + "=" + binDir}
+	}
+	out, err := goTest(ctx, m, m.Timeout, overlay, env)
 	if r.verbose {
-		fmt.Fprintf(os.Stderr, "\n--- output ---\n%s\n", out)
+		r.print(fmt.Sprintf("\n--- %s: output ---\n%s\n", m.Name, out))
 	}
 	switch {
 	case ctx.Err() != nil:
 		res.status = interrupted
 	case err == nil:
 		res.status, res.detail = survived, "the tests passed with the mutation in"
-		fmt.Fprintf(os.Stderr, "\n--- %s survived%s ---\n%s\n", m.Name, suffix(m.Why), tail(out, 15))
+		r.print(fmt.Sprintf("\n--- %s survived%s ---\n%s\n", m.Name, suffix(m.Why), tail(out, 15)))
 	case buildFailed(out):
 		res.status, res.detail = broken, "the mutated code does not build: "+firstLine(out)
-		fmt.Fprintf(os.Stderr, "\n--- %s does not build ---\n%s\n", m.Name, tail(out, 20))
+		r.print(fmt.Sprintf("\n--- %s does not build ---\n%s\n", m.Name, tail(out, 20)))
 	default:
 		res.status, res.detail = killed, failureSummary(out, err, m.wide)
 	}
 	return res
 }
 
-// goTest runs m's tests in its module, killing them (their whole process
-// group) if ctx ends or they outlive the timeout by a minute.
-func goTest(ctx context.Context, m *mutation) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.Timeout+time.Minute)
+// print writes s to stderr whole, between other workers' lines.
+func (r *runner) print(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprint(os.Stderr, s)
+}
+
+// writeOverlay writes content, the mutated copy of the file at path, into
+// dir with an overlay (go build -overlay) that puts it in path's place,
+// and returns the overlay's path.
+func writeOverlay(dir, path string, content []byte) (string, error) {
+	mutated := filepath.Join(dir, filepath.Base(path))
+	if err := os.WriteFile(mutated, content, 0o644); err != nil {
+		return "", err
+	}
+	data, err := json.Marshal(struct{ Replace map[string]string }{map[string]string{path: mutated}})
+	if err != nil {
+		return "", err
+	}
+	overlay := filepath.Join(dir, "overlay.json")
+	return overlay, os.WriteFile(overlay, data, 0o644)
+}
+
+// goTest runs m's packages' tests (with m's -run pattern, under timeout)
+// in m's module, through overlay if given and with env added, killing
+// them (their whole process group) if ctx ends or they outlive their
+// deadline: each package's timeout (their test binaries may run one after
+// another) and two minutes to build them on a busy machine. Before it,
+// go test's own timeout has said which test hangs.
+func goTest(ctx context.Context, m *mutation, timeout time.Duration, overlay string, env []string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(len(m.Packages))*timeout+2*time.Minute)
 	defer cancel()
-	args := []string{"test", "-count=1", "-vet=off", "-timeout", m.Timeout.String()}
+	args := []string{"test", "-count=1", "-vet=off", "-timeout", timeout.String()}
+	if overlay != "" {
+		args = append(args, "-overlay", overlay)
+	}
 	if !m.wide {
 		args = append(args, "-failfast")
 	}
@@ -385,8 +576,17 @@ func goTest(ctx context.Context, m *mutation) ([]byte, error) {
 		args = append(args, "-run", m.Run)
 	}
 	args = append(args, m.Packages...)
+	return goCommand(ctx, m.Module, env, args...)
+}
+
+// goCommand runs go with args in dir, its output combined, in a process
+// group of its own that is killed when ctx ends.
+func goCommand(ctx context.Context, dir string, env []string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = m.Module
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(cmd.Environ(), env...)
+	}
 	ownProcessGroup(cmd)
 	cmd.WaitDelay = 10 * time.Second
 	var out bytes.Buffer
@@ -446,128 +646,4 @@ func tail(out []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// applied is a mutation in a file, and what restores the file.
-type applied struct {
-	m       *mutation
-	path    string
-	mode    os.FileMode
-	orig    []byte
-	sum     [sha256.Size]byte
-	mutated []byte
-	done    bool
-}
-
-var (
-	// mu guards current and restores: the main goroutine and the signal
-	// handler may both restore.
-	mu      sync.Mutex
-	current *applied
-	// fatalRestore is a restore that failed: the run stops.
-	fatalRestore error
-)
-
-// apply makes m's replacement in its file, which must hold m.From exactly
-// once.
-func apply(m *mutation) (*applied, error) {
-	path := m.path()
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	orig, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if n := bytes.Count(orig, []byte(m.From)); n != 1 {
-		return nil, fmt.Errorf("from: found %d times in the file, want once (%s)", n, m.Where)
-	}
-	a := &applied{m: m, path: path, mode: info.Mode().Perm(), orig: orig, sum: sha256.Sum256(orig),
-		mutated: bytes.Replace(orig, []byte(m.From), []byte(m.To), 1)}
-	mu.Lock()
-	defer mu.Unlock()
-	current = a
-	if err := writeFile(path, a.mutated, a.mode); err != nil {
-		current = nil
-		return nil, err
-	}
-	return a, nil
-}
-
-// restoreCurrent restores the mutation in place, if any.
-func restoreCurrent() error {
-	mu.Lock()
-	a := current
-	mu.Unlock()
-	if a == nil {
-		return nil
-	}
-	return a.restore()
-}
-
-// restore puts the file back as it was and checks it by hash. If the file
-// changed otherwise while mutated (someone editing it), only the mutation
-// is undone, and the original is kept beside the system's temporary files.
-func (a *applied) restore() error {
-	mu.Lock()
-	defer mu.Unlock()
-	if a.done {
-		return nil
-	}
-	a.done = true
-	if current == a {
-		current = nil
-	}
-	now, err := os.ReadFile(a.path)
-	if err != nil {
-		return fmt.Errorf("%s: %w", a.path, err)
-	}
-	if bytes.Equal(now, a.orig) {
-		return nil
-	}
-	if !bytes.Equal(now, a.mutated) {
-		backup := filepath.Join(os.TempDir(), fmt.Sprintf("mutate-%s-%s.orig", a.m.Name, filepath.Base(a.path)))
-		_ = os.WriteFile(backup, a.orig, 0o644)
-		if bytes.Count(now, []byte(a.m.To)) != 1 {
-			return fmt.Errorf("%s changed while mutated and the mutation (%s) cannot be found in it to undo: "+
-				"undo it by hand (the original is in %s)", a.path, a.m.Name, backup)
-		}
-		fmt.Fprintf(os.Stderr, "mutate: %s changed while mutated: undoing only the mutation (the original is in %s)\n", a.path, backup)
-		return writeFile(a.path, bytes.Replace(now, []byte(a.m.To), []byte(a.m.From), 1), a.mode)
-	}
-	if err := writeFile(a.path, a.orig, a.mode); err != nil {
-		return fmt.Errorf("restore %s: %w", a.path, err)
-	}
-	back, err := os.ReadFile(a.path)
-	if err != nil {
-		return fmt.Errorf("restore %s: %w", a.path, err)
-	}
-	if sha256.Sum256(back) != a.sum {
-		return fmt.Errorf("restore %s: its hash differs from the original's", a.path)
-	}
-	return nil
-}
-
-// writeFile replaces path's content at once (a new file renamed over it),
-// so that a build reading it meanwhile sees one version or the other.
-func writeFile(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".mutate-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), mode)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,10 +47,10 @@ func TestParseListRefuses(t *testing.T) {
 	}
 }
 
-// TestApplyAndRestore: the file is mutated in place and put back byte for
-// byte; a mutation whose text is not there exactly once is stale; a file
-// changed while mutated keeps the change and loses only the mutation.
-func TestApplyAndRestore(t *testing.T) {
+// TestMutateAndOverlay: the mutated copy goes into the job's directory and
+// the overlay puts it in the file's place; the file itself is untouched; a
+// mutation whose text is not there exactly once is stale.
+func TestMutateAndOverlay(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.go")
 	orig := "package a\n\nconst x = 1 < 2\n"
@@ -56,49 +58,164 @@ func TestApplyAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &mutation{Name: "m", File: "a.go", Module: dir, From: "1 < 2", To: "1 <= 2"}
-	a, err := apply(m)
+	mutated, err := mutate(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(path); string(got) != "package a\n\nconst x = 1 <= 2\n" {
-		t.Errorf("mutated: %q", got)
+	if string(mutated) != "package a\n\nconst x = 1 <= 2\n" {
+		t.Errorf("mutated: %q", mutated)
 	}
-	if err := a.restore(); err != nil {
+	job := t.TempDir()
+	overlay, err := writeOverlay(job, path, mutated)
+	if err != nil {
 		t.Fatal(err)
 	}
+	data, err := os.ReadFile(overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct{ Replace map[string]string }
+	if err := json.Unmarshal(data, &o); err != nil {
+		t.Fatalf("overlay %s: %v", data, err)
+	}
+	if len(o.Replace) != 1 || o.Replace[path] == "" {
+		t.Fatalf("overlay replaces %v, want only %s", o.Replace, path)
+	}
+	if !strings.HasPrefix(o.Replace[path], job+string(filepath.Separator)) {
+		t.Errorf("the mutated copy %s is outside the job's directory %s", o.Replace[path], job)
+	}
+	if got, _ := os.ReadFile(o.Replace[path]); string(got) != string(mutated) {
+		t.Errorf("the overlay's copy: %q", got)
+	}
 	if got, _ := os.ReadFile(path); string(got) != orig {
-		t.Errorf("restored: %q", got)
-	}
-	if info, _ := os.Stat(path); info.Mode().Perm() != 0o640 {
-		t.Errorf("mode %v, want 0640", info.Mode().Perm())
-	}
-	if err := a.restore(); err != nil {
-		t.Errorf("a second restore: %v", err)
+		t.Errorf("the file itself changed: %q", got)
 	}
 
 	for _, from := range []string{"nowhere", "a"} { // absent; present twice
-		if s, err := apply(&mutation{Name: "s", File: "a.go", Module: dir, From: from, To: "x"}); err == nil {
-			t.Errorf("from %q applied", from)
-			_ = s.restore()
+		if _, err := mutate(&mutation{Name: "s", File: "a.go", Module: dir, From: from, To: "x"}); err == nil {
+			t.Errorf("from %q applies", from)
 		}
 	}
+	if _, err := mutate(&mutation{Name: "s", File: "gone.go", Module: dir, From: "a", To: "x"}); err == nil {
+		t.Error("a mutation of a missing file applies")
+	}
+}
 
-	a, err = apply(m)
+// TestRunAll runs mutations of a small module through the overlay, side by
+// side: the one its test notices is killed, the one it does not survives,
+// the stale one is stale, one that does not compile is broken, and the
+// module's file is as it was.
+func TestRunAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":    "module example.com/m\n\ngo 1.26\n",
+		"m.go":      "package m\n\n// Less says whether a comes first.\nfunc Less(a, b int) bool { return a < b }\n",
+		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestLess(t *testing.T) {\n\tif Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mut := func(name, from, to string) *mutation {
+		return &mutation{Name: name, File: "m.go", Module: dir, Packages: []string{"."}, Timeout: time.Minute, From: from, To: to}
+	}
+	muts := []*mutation{
+		mut("boundary", "a < b", "a <= b"),
+		mut("comment", "comes first", "comes second"),
+		mut("gone", "a > b", "a >= b"),
+		mut("typo", "return a < b", "return a < c"),
+	}
+	r := &runner{root: dir, tmp: t.TempDir(), baseline: true, workers: 4}
+	results, err := r.runAll(context.Background(), muts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte("package a\n\n// edited\nconst x = 1 <= 2\n"), 0o640); err != nil {
+	want := []string{killed, survived, stale, broken}
+	for i, res := range results {
+		if res.m != muts[i] || res.status != want[i] {
+			t.Errorf("%s: %s (%s), want %s", res.m.Name, res.status, res.detail, want[i])
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "m.go")); string(got) != files["m.go"] {
+		t.Errorf("the file changed: %q", got)
+	}
+	if left, _ := os.ReadDir(r.tmp); len(left) != 0 {
+		t.Errorf("temporary directories left: %v", left)
+	}
+}
+
+// TestParseSourceFiles: a binary's files are its packages' Go, assembly
+// and embedded files, by absolute path.
+func TestParseSourceFiles(t *testing.T) {
+	out := `{"Dir": "/r/a", "GoFiles": ["a.go"], "EmbedFiles": ["ui/app.js"]}
+{"Dir": "/r/b", "GoFiles": ["b.go"], "SFiles": ["b_amd64.s"], "CgoFiles": ["c.go"]}
+`
+	files, err := parseSourceFiles([]byte(out))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.restore(); err != nil {
+	for _, f := range []string{"/r/a/a.go", "/r/a/ui/app.js", "/r/b/b.go", "/r/b/b_amd64.s", "/r/b/c.go"} {
+		if !files[f] {
+			t.Errorf("%s missing from %v", f, files)
+		}
+	}
+	if len(files) != 5 {
+		t.Errorf("%d files, want 5: %v", len(files), files)
+	}
+}
+
+// TestStorageCompilesItsMigrations: go list names the files the storage
+// binary is compiled from as the mutations name them, embedded SQL
+// included, so a mutation of either rebuilds it.
+func TestStorageCompilesItsMigrations(t *testing.T) {
+	root, err := findRoot(filepath.Join("..", ".."))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := os.ReadFile(path); string(got) != "package a\n\n// edited\nconst x = 1 < 2\n" {
-		t.Errorf("restored after an edit: %q", got)
+	files, err := sourceFiles(context.Background(), root, "circulation-storage/cmd/circulation-storage")
+	if err != nil {
+		t.Fatal(err)
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("files left beside the mutated one: %v", entries)
+	muts, err := loadAll(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"circulation-storage", "migrations"} {
+		found := false
+		for _, m := range muts {
+			if filepath.Base(m.Module) == name && files[m.path()] {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("no mutation of %s names a file the storage binary is compiled from", name)
+		}
+	}
+}
+
+// TestStartsBinaries: the integration-tests packages start the binaries;
+// a module's own packages do not.
+func TestStartsBinaries(t *testing.T) {
+	root := "/r"
+	for _, tc := range []struct {
+		module string
+		pkgs   []string
+		want   bool
+	}{
+		{"/r/circulation", []string{"."}, false},
+		{"/r/circulation", []string{".", "../integration-tests"}, true},
+		{"/r/integration-tests", []string{"./contract"}, true},
+		{"/r/schemas", []string{"../integration-tests-other"}, false},
+	} {
+		if got := startsBinaries(root, &mutation{Module: tc.module, Packages: tc.pkgs}); got != tc.want {
+			t.Errorf("%s %v: %v, want %v", tc.module, tc.pkgs, got, tc.want)
+		}
 	}
 }
 
