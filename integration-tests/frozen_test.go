@@ -71,6 +71,10 @@ func TestEventsFrozenLeaderIsReplaced(t *testing.T) {
 	// Bursts go on in the background, before, during and after the freeze.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	// Stopped before the test ends however it ends: a burst must not
+	// report to a test that is over.
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(halt)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -112,8 +116,7 @@ func TestEventsFrozenLeaderIsReplaced(t *testing.T) {
 	first.Thaw()
 	waitFor(t, "relay-a to say it lost the lead", func() bool { return strings.Contains(first.Log(), "outbox relay: lead lost") })
 	published, _ := c.Metric(t, first, "checkout_outbox_published_total")
-	close(stop)
-	wg.Wait()
+	halt()
 	burstAtTheLimit(t, c, lib)
 	waitFor(t, "every event to be published", func() bool { return c.PendingEvents(t) == 0 })
 	if after, _ := c.Metric(t, first, "checkout_outbox_published_total"); after != published || leads(t, c, first) {
