@@ -47,7 +47,7 @@ STATICCHECK := v0.8.2
 FUZZTIME  ?= 10m
 # make test fuzzes for a number of inputs, not a time: a time limit races go
 # test's fuzzing coordinator, which can fail a run that found nothing.
-FUZZ_INPUTS ?= 400000x
+FUZZ_INPUTS ?= 100000x
 
 .PHONY: all help build run demo-reset test test-ha mutate rules screenshots fuzz bench soak lint fmt clean
 

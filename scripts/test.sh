@@ -1,23 +1,34 @@
 #!/usr/bin/env bash
-# make test's body: the tests on a PostgreSQL of the run's own and on
-# binaries built once, each phase timed.
+# make test's body: the tests on PostgreSQL servers of the run's own and
+# on binaries built once, each phase timed.
 #
-# A PostgreSQL is started for the run (scripts/test-postgres.sh) unless
-# TEST_DATABASE_URL names one; the five binaries the workloads run are
-# built once into the run's directory and named to every test package by
-# CHECKOUT_LOCK_BIN_DIR. The run's directory, and its server, go when the
-# run ends, however it ends.
+# Three lines run at once, each with its log: the unit packages; the
+# workloads across real processes; the parsers' fuzzing and then the
+# benchmarks' smoke run. Each line has a PostgreSQL of its own
+# (scripts/test-postgres.sh), so that what one measures of its server
+# (MultiXacts made, plans, backends' memory) is its own; TEST_DATABASE_URL
+# names one server for all three instead. The five binaries the workloads
+# run are built once into the run's directory and named to every test
+# package by CHECKOUT_LOCK_BIN_DIR. The run's directory, and its servers,
+# go when the run ends, however it ends.
+#
+# Most of what the tests do is wait on PostgreSQL and on processes, so
+# each package runs several tests at a time (TEST_PARALLEL), not one per
+# core.
 #
 # Variables (set by the Makefile): GO, UNIT_PKGS, UNIT_TIMEOUT,
-# INTEGRATION_TIMEOUT, FUZZ_INPUTS.
+# INTEGRATION_TIMEOUT, FUZZ_INPUTS; TEST_PARALLEL (default 6).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GO="${GO:-go}"
+parallel="${TEST_PARALLEL:-6}"
+lines=(unit workloads fuzz_and_smoke)
 run_dir="$(mktemp -d -t checkout-lock-test-XXXXXX)"
-own_server=""
 cleanup() {
-  if [ -n "$own_server" ]; then scripts/test-postgres.sh stop "$run_dir/pg"; fi
+  for line in "${lines[@]}"; do
+    if [ -d "$run_dir/pg-$line" ]; then scripts/test-postgres.sh stop "$run_dir/pg-$line"; fi
+  done
   rm -rf "$run_dir"
 }
 trap cleanup EXIT
@@ -27,44 +38,44 @@ phase() {
   echo "== $1 ($((SECONDS - phase_start)) s into the run)"
 }
 
-if [ -z "${TEST_DATABASE_URL:-}" ]; then
-  phase "starting the run's PostgreSQL"
-  own_server=1
-  TEST_DATABASE_URL="$(scripts/test-postgres.sh start "$run_dir/pg")"
-  export TEST_DATABASE_URL
+declare -A server
+if [ -n "${TEST_DATABASE_URL:-}" ]; then
+  for line in "${lines[@]}"; do server[$line]="$TEST_DATABASE_URL"; done
+else
+  phase "starting the run's PostgreSQL servers"
+  # One after another: each takes the first free port from 55432.
+  for line in "${lines[@]}"; do
+    server[$line]="$(scripts/test-postgres.sh start "$run_dir/pg-$line")"
+  done
 fi
-echo "PostgreSQL: $TEST_DATABASE_URL"
+for line in "${lines[@]}"; do echo "PostgreSQL of $line: ${server[$line]}"; done
 
 phase "building the binaries once"
 export CHECKOUT_LOCK_BIN_DIR="$run_dir/bin"
 "$GO" run ./integration-tests/harness/cmd/buildbins "$CHECKOUT_LOCK_BIN_DIR"
 
-# Three lines at once, each with its log: the unit packages; the
-# workloads across real processes; the parsers' fuzzing and then the
-# benchmarks' smoke run. Most of what the tests do is wait on PostgreSQL
-# and on processes, so each package runs many tests at a time
-# (-parallel), not one per core.
-parallel="${TEST_PARALLEL:-8}"
-phase "unit tests, workloads, fuzzing and the benchmarks' smoke run, at once"
 unit() {
   # shellcheck disable=SC2086 # UNIT_PKGS is a list
   "$GO" test -race -count=1 -parallel "$parallel" -timeout "${UNIT_TIMEOUT:-3m}" ${UNIT_PKGS:?}
 }
 workloads() {
-  "$GO" test -race -count=1 -parallel "$parallel" -timeout "${INTEGRATION_TIMEOUT:-15m}" -v ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
+  "$GO" test -race -count=1 -parallel "$parallel" -timeout "${INTEGRATION_TIMEOUT:-15m}" -v \
+    ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
 }
 fuzz_and_smoke() {
-  (cd circulation-storage && "$GO" test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZ_INPUTS:-400000x}" ./cql)
-  (cd sip2 && "$GO" test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZ_INPUTS:-400000x}" ./wire)
+  (cd circulation-storage && "$GO" test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZ_INPUTS:-100000x}" ./cql)
+  (cd sip2 && "$GO" test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZ_INPUTS:-100000x}" ./wire)
   "$GO" test -count=1 -timeout 5m -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke -bench.baseline=HEAD
 }
+
+phase "unit tests, workloads, fuzzing and the benchmarks' smoke run, at once"
 declare -A pids
-for line in unit workloads fuzz_and_smoke; do
-  "$line" >"$run_dir/$line.log" 2>&1 &
+for line in "${lines[@]}"; do
+  TEST_DATABASE_URL="${server[$line]}" "$line" >"$run_dir/$line.log" 2>&1 &
   pids[$line]=$!
 done
 failed=()
-for line in unit workloads fuzz_and_smoke; do
+for line in "${lines[@]}"; do
   if wait "${pids[$line]}"; then status=passed; else status=FAILED; failed+=("$line"); fi
   echo "== $line $status ($((SECONDS - phase_start)) s into the run); its log:"
   cat "$run_dir/$line.log"
