@@ -9,7 +9,7 @@ UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 # How long one package's tests may take in make test before it is failed
 # as hung: a few times what they take on two cores (the slowest unit
 # package about 40 s, the workloads across real processes about 3.5 min).
-UNIT_TIMEOUT        ?= 3m
+UNIT_TIMEOUT        ?= 5m
 INTEGRATION_TIMEOUT ?= 15m
 BENCH_OUT ?= bench-results
 # The revision make bench compares this version's check-out with (scenario
