@@ -387,8 +387,16 @@ func TestPinChecksAreCountedByAddress(t *testing.T) {
 	got := tally(atOnce(guesses, func(int) error {
 		return f.svc.VerifyPin(ctx, string(f.tenant), uuid.NewString(), "1234", "198.51.100.7")
 	}))
-	if got[schemas.CodePinInvalid] != maxAddress || got[schemas.CodePinLocked] != guesses-maxAddress {
-		t.Errorf("outcomes %v; want %d PIN_INVALID and the rest PIN_LOCKED", got, maxAddress)
+	// The guesses past the address's limit are refused unchecked, and how
+	// is a matter of timing: once the address is locked, PIN_LOCKED; while
+	// its last wrong guesses are still being checked (the key is full of
+	// guesses in flight), an attempt waits for a turn, and on a loaded
+	// machine its BusyWait can pass first: PIN_BUSY. Either refusal checks
+	// and counts nothing, which is what the test holds; only their sum is
+	// fixed.
+	refused := got[schemas.CodePinLocked] + got[schemas.CodePinBusy]
+	if got[schemas.CodePinInvalid] != maxAddress || refused != guesses-maxAddress {
+		t.Errorf("outcomes %v; want %d PIN_INVALID and the rest PIN_LOCKED or PIN_BUSY", got, maxAddress)
 	}
 	var perPatron int
 	if err := f.db.pool.QueryRow(ctx, withTables(`SELECT count(*) FROM %s WHERE tenant_id = $1 AND key LIKE 'pin:%%'`, tableLoginFailure),
