@@ -3,7 +3,6 @@ package postgres
 import (
 	"encoding/json"
 	"errors"
-	"regexp"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -58,11 +57,10 @@ var constraints = map[string]constraint{
 }
 
 // interpretWrite is interpret for a write of doc, naming the offending field
-// and value of a uniqueness or reference violation.
-// queueKeyDetail reads a request_queue_position_key violation's detail,
-// "Key (item_id, tenant_id, "position")=(<item>, <tenant>, <position>) already exists."
-var queueKeyDetail = regexp.MustCompile(`=\(([0-9a-f-]+), .*, (\d+)\) already exists`)
-
+// and value of a uniqueness or reference violation. It reads the violation
+// by SQLSTATE and constraint name (pgconn.PgError's fields), and the values
+// it names from doc, never from the message or detail text, whose wording
+// is the server's (and its locale's) to change.
 func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.RawMessage) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -81,12 +79,15 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 		e.Err = err
 		return e
 	case known && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "request_queue_position_key":
-		// The key is (item_id, tenant_id, position): the detail names
-		// them, whatever the document written (a loan's, for a
-		// check-out's write).
-		item, position := "", ""
-		if m := queueKeyDetail.FindStringSubmatch(pgErr.Detail); m != nil {
-			item, position = m[1], m[2]
+		// The key is (item_id, tenant_id, position): the request written
+		// names the item and the position; a loan written (a check-out's
+		// write filling a request) names the item only.
+		item, position := queuePlaceOf(doc)
+		if position == "" {
+			e := errs.Errorf(errs.KindInvalid, schemas.CodeAlreadyExists,
+				"Two open requests would share a position in the queue of item %s", item).With("itemId", item)
+			e.Err = err
+			return e
 		}
 		e := errs.Errorf(errs.KindInvalid, schemas.CodeAlreadyExists, "Request with position %s already exists in the queue of item %s",
 			position, item).With("position", position)
@@ -109,4 +110,17 @@ func interpretWrite(err error, t storage.Tenant, r storage.Resource, doc json.Ra
 		return e
 	}
 	return interpret(err, t)
+}
+
+// queuePlaceOf is the item and the queue position (empty when it has none)
+// that doc, a request or a loan, names.
+func queuePlaceOf(doc json.RawMessage) (item, position string) {
+	var d struct {
+		ItemID   string      `json:"itemId"`
+		Position json.Number `json:"position"`
+	}
+	if json.Unmarshal(doc, &d) != nil {
+		return "", ""
+	}
+	return d.ItemID, d.Position.String()
 }
