@@ -61,11 +61,11 @@ ON CONFLICT (tenant_id, patron_id) DO UPDATE SET hash = excluded.hash, changed_a
 	pinSQL          = withTables(`SELECT hash FROM %s WHERE tenant_id = $1 AND patron_id = $2`, tablePatronPin)
 	forgetSQL       = withTables(`DELETE FROM %s WHERE tenant_id = $1 AND key = $2`, tableLoginFailure)
 	startSessionSQL = withTables(`WITH s AS (
-    INSERT INTO %[1]s (tenant_id, id, account_id, expires_at) VALUES ($1, $2, $3, $5)
+    INSERT INTO %[1]s (tenant_id, id, account_id, expires_at) VALUES (@tenant, @session, @account, @expires)
 )
-INSERT INTO %[2]s (tenant_id, hash, account_id, session_id, expires_at) VALUES ($1, $4, $3, $2, $5)`, tableLoginSession, tableRefreshToken)
+INSERT INTO %[2]s (tenant_id, hash, account_id, session_id, expires_at) VALUES (@tenant, @hash, @account, @session, @expires)`, tableLoginSession, tableRefreshToken)
 	// rotateSQL takes a live refresh token of a live session and keeps
-	// the next one ($3) in its place, extending the session; a token found
+	// the next one (@next) in its place, extending the session; a token found
 	// already taken ends its session instead (it was used twice). The
 	// taking and the ending read the token's row as the UPDATE left it:
 	// of two refreshes with one token at once, one takes it and the other
@@ -73,39 +73,39 @@ INSERT INTO %[2]s (tenant_id, hash, account_id, session_id, expires_at) VALUES (
 	// answer lost on a dead connection, see pool): the next token, new to
 	// this call, already kept says it did its work, and that is answered.
 	rotateSQL = withTables(`WITH done AS (
-    SELECT account_id, session_id FROM %[2]s WHERE tenant_id = $1 AND hash = $3
+    SELECT account_id, session_id FROM %[2]s WHERE tenant_id = @tenant AND hash = @next
 ), taken AS (
     UPDATE %[2]s AS r SET revoked_at = now()
       FROM %[1]s s
      WHERE NOT EXISTS (SELECT FROM done)
-       AND r.tenant_id = $1 AND r.hash = $2 AND r.revoked_at IS NULL AND r.expires_at > now()
+       AND r.tenant_id = @tenant AND r.hash = @hash AND r.revoked_at IS NULL AND r.expires_at > now()
        AND s.tenant_id = r.tenant_id AND s.id = r.session_id AND s.ended_at IS NULL
     RETURNING r.account_id, r.session_id
 ), kept AS (
     INSERT INTO %[2]s (tenant_id, hash, account_id, session_id, expires_at)
-    SELECT $1, $3, account_id, session_id, $4 FROM taken
+    SELECT @tenant, @next, account_id, session_id, @expires FROM taken
 ), extended AS (
-    UPDATE %[1]s s SET expires_at = $4 FROM taken WHERE s.tenant_id = $1 AND s.id = taken.session_id
+    UPDATE %[1]s s SET expires_at = @expires FROM taken WHERE s.tenant_id = @tenant AND s.id = taken.session_id
 ), reused AS (
     UPDATE %[1]s s SET ended_at = now(), end_reason = 'refresh_reused'
       FROM %[2]s r
      WHERE NOT EXISTS (SELECT FROM taken) AND NOT EXISTS (SELECT FROM done)
-       AND r.tenant_id = $1 AND r.hash = $2 AND r.revoked_at IS NOT NULL
+       AND r.tenant_id = @tenant AND r.hash = @hash AND r.revoked_at IS NOT NULL
        AND s.tenant_id = r.tenant_id AND s.id = r.session_id AND s.ended_at IS NULL
 )
 SELECT account_id::text, session_id::text FROM taken
 UNION ALL
 SELECT account_id::text, session_id::text FROM done`, tableLoginSession, tableRefreshToken)
-	// endSessionSQL ends the session named by id ($2) or by a refresh
-	// token's hash ($3), and revokes its refresh tokens.
+	// endSessionSQL ends the session named by id (@session) or by a
+	// refresh token's hash (@hash), and revokes its refresh tokens.
 	endSessionSQL = withTables(`WITH s AS (
-    UPDATE %[1]s s SET ended_at = now(), end_reason = $4
-     WHERE s.tenant_id = $1 AND s.ended_at IS NULL
-       AND (s.id = $2::uuid OR s.id = (SELECT session_id FROM %[2]s WHERE tenant_id = $1 AND hash = $3))
+    UPDATE %[1]s s SET ended_at = now(), end_reason = @reason
+     WHERE s.tenant_id = @tenant AND s.ended_at IS NULL
+       AND (s.id = @session::uuid OR s.id = (SELECT session_id FROM %[2]s WHERE tenant_id = @tenant AND hash = @hash))
     RETURNING s.id
 )
 UPDATE %[2]s r SET revoked_at = now() FROM s
- WHERE r.tenant_id = $1 AND r.session_id = s.id AND r.revoked_at IS NULL`, tableLoginSession, tableRefreshToken)
+ WHERE r.tenant_id = @tenant AND r.session_id = s.id AND r.revoked_at IS NULL`, tableLoginSession, tableRefreshToken)
 	// sessionAliveSQL: a session speaks for its account while it has not
 	// ended nor expired. Disabling the account ends it, and so does
 	// changing its roles (the triggers account_disabled and
@@ -312,14 +312,15 @@ func (s *Accounts) Forget(ctx context.Context, tenant, key string) error {
 
 // StartSession implements login.Store.
 func (s *Accounts) StartSession(ctx context.Context, tenant, sessionID, accountID string, refreshHash []byte, expires time.Time) error {
-	_, err := s.db.pool.Exec(ctx, startSessionSQL, tenant, sessionID, accountID, refreshHash, expires)
+	_, err := s.db.pool.Exec(ctx, startSessionSQL, pgx.StrictNamedArgs{"tenant": tenant, "session": sessionID, "account": accountID,
+		"hash": refreshHash, "expires": expires})
 	return interpret(err, "")
 }
 
 // Rotate implements login.Store.
 func (s *Accounts) Rotate(ctx context.Context, tenant string, hash, next []byte, expires time.Time) (string, string, bool, error) {
 	var id, sid string
-	err := s.db.pool.QueryRow(ctx, rotateSQL, tenant, hash, next, expires).Scan(&id, &sid)
+	err := s.db.pool.QueryRow(ctx, rotateSQL, pgx.StrictNamedArgs{"tenant": tenant, "hash": hash, "next": next, "expires": expires}).Scan(&id, &sid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", "", false, nil
 	}
@@ -338,7 +339,7 @@ func (s *Accounts) EndSession(ctx context.Context, tenant, sessionID string, ref
 		}
 		id = &sessionID
 	}
-	_, err := s.db.pool.Exec(ctx, endSessionSQL, tenant, id, refreshHash, reason)
+	_, err := s.db.pool.Exec(ctx, endSessionSQL, pgx.StrictNamedArgs{"tenant": tenant, "session": id, "hash": refreshHash, "reason": reason})
 	return interpret(err, "")
 }
 

@@ -13,15 +13,27 @@ import (
 )
 
 // checkInItemSQL is a check-in's write of the item: Available, at the
-// version the check-in read ($2), and answers 0, or the version stored
-// when it differs, or -1 when there is no such item. Parameters: $1 item
-// id, $2 its version, $3 the user for the metadata, $4 the tenant.
-var checkInItemSQL = withTables(`
+// version the check-in read (itemStatusSQL).
+var checkInItemSQL = itemStatusSQL("Available")
+
+// itemStatusSQL is a write of an item's status (a check-in's, a loan
+// action's) at the version the write read (@version), which answers 0,
+// or the version stored when it differs, or -1 when there is no such item.
+// Arguments: @item the item's id, @version, @metadata_user the user for
+// the metadata, @tenant.
+func itemStatusSQL(status string) string {
+	return withTables(`
 WITH updated AS (
-    UPDATE %[1]s SET jsonb = `+withMetadata(itemWithStatus("Available"), "$3", true)+`
-     WHERE tenant_id = $4 AND id = $1::uuid AND version = $2 RETURNING 0
+    UPDATE %[1]s SET jsonb = `+withMetadata(itemWithStatus(status), "@metadata_user", true)+`
+     WHERE tenant_id = @tenant AND id = @item::uuid AND version = @version RETURNING 0
 )
-SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE tenant_id = $4 AND id = $1::uuid), -1)`, tableItem)
+SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE tenant_id = @tenant AND id = @item::uuid), -1)`, tableItem)
+}
+
+// itemStatusArgs are itemStatusSQL's arguments.
+func itemStatusArgs(ctx context.Context, t storage.Tenant, itemID string, version int) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{"item": itemID, "version": version, "metadata_user": metadataUser(ctx), "tenant": string(t)}
+}
 
 // CheckInLoan implements storage.LoanWriter: the item becomes Available at
 // the version the check-in read, and the loan is replaced, in one
@@ -30,7 +42,7 @@ func (s *Records) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.C
 	return s.db.inTx(ctx, t, func(tx pgx.Tx) error {
 		itemID := fieldValue(w.Loan, "itemId")
 		var stored int
-		err := tx.QueryRow(ctx, checkInItemSQL, itemID, w.ItemVersion, metadataUser(ctx), string(t)).Scan(&stored)
+		err := tx.QueryRow(ctx, checkInItemSQL, itemStatusArgs(ctx, t, itemID, w.ItemVersion)).Scan(&stored)
 		switch {
 		case err != nil:
 			return interpretWrite(err, t, storage.Loans, w.Loan)
@@ -65,7 +77,7 @@ SELECT $2, '`+storage.EventKindCheckIn+`', '`+storage.EventCheckedIn+`', jsonb_b
 // the same borrower and item.
 var checkInGuard = &guard{
 	cond: `status_name = 'Open' AND ` + newStatus + ` = 'Closed'
-           AND user_id = ($2::jsonb ->> 'userId')::uuid AND item_id = ($2::jsonb ->> 'itemId')::uuid`,
+           AND user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid`,
 	state: `status_name`,
 	why: func(id string, state []any, doc json.RawMessage) error {
 		if *state[0].(*string) != "Open" {

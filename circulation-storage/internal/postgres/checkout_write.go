@@ -177,15 +177,17 @@ WITH fence AS (
      WHERE @release::boolean AND tenant_id = @tenant AND id = @lock_id::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
     RETURNING user_id
 )
-SELECT (SELECT jsonb FROM loan), @lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence), (SELECT ok FROM required),
-       (SELECT n FROM counted), (SELECT n FROM limited),
-       released.user_id::text,
-       ` + locksql.Announce(waiter, "@tenant") + `,
-       (SELECT n FROM charged_count), (SELECT lim FROM charged), (SELECT message FROM charged),
-       (SELECT other FROM queued), (SELECT id::text FROM head),
-       ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `,
-       ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `,
-       (SELECT gated FROM gate)
+SELECT (SELECT jsonb FROM loan) AS stored, @lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence) AS fenced,
+       (SELECT ok FROM required) AS required,
+       (SELECT n FROM counted) AS open, (SELECT n FROM limited) AS item_limit,
+       released.user_id::text AS released,
+       ` + locksql.Announce(waiter, "@tenant") + ` AS notified,
+       (SELECT n FROM charged_count) AS charged, (SELECT lim FROM charged) AS charged_limit,
+       (SELECT message FROM charged) AS charged_reason,
+       (SELECT other FROM queued) AS requested, (SELECT id::text FROM head) AS head,
+       ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + ` AS limit_reached,
+       ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + ` AS charged_reached,
+       (SELECT gated FROM gate) AS full
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
 }
 
@@ -269,29 +271,36 @@ func (s *Records) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.
 	}
 }
 
-// checkOutResult is the row checkOutSQL answers.
+// checkOutResult is the row checkOutSQL answers, read by column name.
 type checkOutResult struct {
-	stored           json.RawMessage
-	fenced, required bool
-	open, limit      *int
-	released         *string
-	notified         bool
-	// charged and chargedLimit are the open loans counted against the
+	Stored json.RawMessage `db:"stored"`
+	// Fenced says the lock named covers the write (or none was named),
+	// Required that the tenant's lock rule lets it be written.
+	Fenced   bool `db:"fenced"`
+	Required bool `db:"required"`
+	// Open and Limit are the patron's open loans counted against the item
+	// limit, and the limit; nil without one.
+	Open     *int    `db:"open"`
+	Limit    *int    `db:"item_limit"`
+	Released *string `db:"released"`
+	Notified bool    `db:"notified"`
+	// Charged and ChargedLimit are the open loans counted against the
 	// patron group's maximum items charged out, and the limit, with the
 	// condition's message; nil without such a limit.
-	charged       *int
-	chargedLimit  *float64
-	chargedReason *string
-	// requested says the item's first request is another patron's, head
+	Charged       *int     `db:"charged"`
+	ChargedLimit  *float64 `db:"charged_limit"`
+	ChargedReason *string  `db:"charged_reason"`
+	// Requested says the item's first request is another patron's, Head
 	// names the first request (nil without one).
-	requested bool
-	head      *string
-	// limitReached and chargedReached say the patron is at the item limit
+	Requested bool    `db:"requested"`
+	Head      *string `db:"head"`
+	// LimitReached and ChargedReached say the patron is at the item limit
 	// and at the maximum items charged out, as the write compared them.
-	limitReached, chargedReached bool
-	// full says the lean statement found the tenant's gate row and wrote
+	LimitReached   bool `db:"limit_reached"`
+	ChargedReached bool `db:"charged_reached"`
+	// Full says the lean statement found the tenant's gate row and wrote
 	// nothing: the full one must run.
-	full bool
+	Full bool `db:"full"`
 }
 
 // ownEventsSQL has the transaction record its events itself (checkOutSQL
@@ -319,9 +328,10 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 	if lean {
 		write = checkOutWriteLean
 	}
-	b.Queue(write.SQL, write.Bind(s.checkOutArgs(ctx, t, w))).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&r.stored, &r.fenced, &r.required, &r.open, &r.limit, &r.released, &r.notified,
-			&r.charged, &r.chargedLimit, &r.chargedReason, &r.requested, &r.head, &r.limitReached, &r.chargedReached, &r.full)
+	b.Queue(write.SQL, write.Bind(s.checkOutArgs(ctx, t, w))).Query(func(rows pgx.Rows) error {
+		row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkOutResult])
+		*r = row
+		return err
 	})
 	return b, r
 }
@@ -340,32 +350,32 @@ func (s *Records) createCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 	switch {
 	case err != nil:
 		return storage.CheckOutWritten{}, interpretWrite(err, t, storage.Loans, w.Loan)
-	case r.full:
+	case r.Full:
 		// The tenant has a gate row this instance did not know of: the
 		// lean write wrote nothing, and the full one runs.
 		s.db.gates.found(t)
 		return s.createCheckOutLoan(ctx, t, w, false)
-	case r.stored != nil:
-		if r.released != nil {
+	case r.Stored != nil:
+		if r.Released != nil {
 			s.releasedByWrite(t, r)
 		}
-		return storage.CheckOutWritten{Loan: r.stored, LockReleased: r.released != nil}, nil
+		return storage.CheckOutWritten{Loan: r.Stored, LockReleased: r.Released != nil}, nil
 	// Nothing written: say which condition failed, as the statement saw it.
-	case !r.required:
+	case !r.Required:
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeLockRequired,
 			"The check-out lock is on for this tenant: a loan is opened only under the borrower's live lock (%s); nothing was written",
 			schemas.HeaderLockID)
-	case !r.fenced:
+	case !r.Fenced:
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeLockLost,
 			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
 			With("lockId", w.LockID)
-	case r.requested:
+	case r.Requested:
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
-			"The item's first request is another patron's; nothing was written").With("requestId", deref(r.head))
-	case !w.OverrideItemLimit && r.limitReached:
-		return storage.CheckOutWritten{}, storage.ItemLimitReached(*r.limit, *r.open)
-	case !w.OverridePatronBlock && r.chargedReached:
-		return storage.CheckOutWritten{}, storage.ChargedOutLimitReached(deref(r.chargedReason), *r.chargedLimit, *r.charged)
+			"The item's first request is another patron's; nothing was written").With("requestId", deref(r.Head))
+	case !w.OverrideItemLimit && r.LimitReached:
+		return storage.CheckOutWritten{}, storage.ItemLimitReached(*r.Limit, *r.Open)
+	case !w.OverridePatronBlock && r.ChargedReached:
+		return storage.CheckOutWritten{}, storage.ChargedOutLimitReached(deref(r.ChargedReason), *r.ChargedLimit, *r.Charged)
 	}
 	itemID := fieldValue(w.Loan, "itemId")
 	var stored2 int
@@ -386,7 +396,7 @@ func (s *Records) createCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 // The history has nothing to learn of it: the fence lets only the lock's
 // owner write under it, so the release is always the owner's own.
 func (s *Records) releasedByWrite(t storage.Tenant, r *checkOutResult) {
-	if r.notified && s.released != nil {
-		s.released(t, *r.released)
+	if r.Notified && s.released != nil {
+		s.released(t, *r.Released)
 	}
 }

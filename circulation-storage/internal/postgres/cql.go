@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/google/uuid"
 
@@ -29,41 +31,42 @@ type column struct {
 // fieldPath is a field name: dot-separated JSON keys.
 var fieldPath = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,7}$`)
 
-// cqlQuery is a query in translation: the parameters so far, numbered
-// after the first base ones, and the query's text for errors.
+// cqlQuery is a query in translation: the arguments so far, named prefix
+// and their number, and the query's text for errors.
 type cqlQuery struct {
-	spec tableSpec
-	base int
-	args []any
-	text string
+	spec   tableSpec
+	prefix string
+	args   pgx.StrictNamedArgs
+	text   string
 }
 
-// param adds a parameter and returns its placeholder.
+// param adds an argument and returns its placeholder.
 func (q *cqlQuery) param(v any) string {
-	q.args = append(q.args, v)
-	return param(q.base + len(q.args))
+	name := q.prefix + strconv.Itoa(len(q.args)+1)
+	q.args[name] = v
+	return "@" + name
 }
 
-// translation is a query in SQL: the condition and its parameters, then
-// the sort and its parameters, numbered after the condition's.
+// translation is a query in SQL: the condition and its arguments (named
+// cql_where_1, 2, ...), then the sort and its arguments (cql_sort_1, ...).
 type translation struct {
 	where     string
-	whereArgs []any
+	whereArgs pgx.StrictNamedArgs
 	orderBy   []string
-	sortArgs  []any
+	sortArgs  pgx.StrictNamedArgs
 }
 
 // translateCQL translates a parsed query (text, as the client wrote it, for
-// errors) over the table of sp; its parameters follow the first base.
-func translateCQL(query *cql.Query, text string, sp tableSpec, base int) (translation, error) {
-	q := &cqlQuery{spec: sp, base: base, text: text}
+// errors) over the table of sp.
+func translateCQL(query *cql.Query, text string, sp tableSpec) (translation, error) {
+	q := &cqlQuery{spec: sp, prefix: "cql_where_", args: pgx.StrictNamedArgs{}, text: text}
 	var tr translation
 	var err error
 	if tr.where, err = q.node(query.Root); err != nil {
 		return translation{}, err
 	}
 	tr.whereArgs = q.args
-	q.base, q.args = base+len(q.args), nil
+	q.prefix, q.args = "cql_sort_", pgx.StrictNamedArgs{}
 	for _, key := range query.Sort {
 		expr, err := q.sortKey(key)
 		if err != nil {

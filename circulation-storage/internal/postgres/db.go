@@ -290,9 +290,6 @@ func table(name tableName) string {
 	return pgx.Identifier{SharedSchema, string(name)}.Sanitize()
 }
 
-// param is the placeholder of the n-th parameter of a statement.
-func param(n int) string { return "$" + strconv.Itoa(n) }
-
 // withTables is stmt with the shared tables named in its fmt verbs (%s,
 // or %[n]s), in order: identifier formatting only, from the closed list of
 // tableName.

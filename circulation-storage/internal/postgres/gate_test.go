@@ -219,7 +219,7 @@ func TestLeanStatementsLockNoGateTable(t *testing.T) {
 	f := setupLibrary(t)
 	ctx := context.Background()
 	write, leanWrite := writeArgs(t, f.db, f.tenant, SampleID("1004"), SampleID("book-140"))
-	read := []any{"1004", "book-140", true, string(f.tenant)}
+	read, leanRead := readArgs(t, f.tenant, "1004", "book-140")
 	gateTables := []tableName{tableManualBlock, tableBlockLimit, tableBlockCondition, tableRequest}
 	// locked is the relations of the shared schema the statement locked,
 	// and those of them that are gate tables or their indexes.
@@ -275,7 +275,7 @@ func TestLeanStatementsLockNoGateTable(t *testing.T) {
 		full, lean        string
 		fullArgs, leanArg []any
 	}{
-		{"validation's read", checkOutReadSQL, checkOutReadLeanSQL, read, read},
+		{"validation's read", checkOutReadSQL.SQL, checkOutReadLeanSQL.SQL, read, leanRead},
 		{"the write", checkOutWrite.SQL, checkOutWriteLean.SQL, write, leanWrite},
 	} {
 		all, gate := locked(s.full, s.fullArgs)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
@@ -44,9 +45,10 @@ SELECT $1, md5('p' || g)::uuid, jsonb_build_object('id', md5('p' || g)::uuid, 'b
 		t.Fatal(err)
 	}
 	if _, err := db.pool.Exec(ctx, withTables(`INSERT INTO %s (tenant_id, id, jsonb)
-SELECT $1, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uuid, 'barcode', 'i' || g, '_version', 1,
-       'status', jsonb_build_object('name', 'Available'), 'materialTypeId', $2::text, 'permanentLoanTypeId', $3::text)
-  FROM generate_series(1, $4::int) g`, tableItem), string(tenant), MaterialBook, LoanTypeCanCirculate, n*bursts); err != nil {
+SELECT @tenant, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uuid, 'barcode', 'i' || g, '_version', 1,
+       'status', jsonb_build_object('name', 'Available'), 'materialTypeId', @material_type::text, 'permanentLoanTypeId', @loan_type::text)
+  FROM generate_series(1, @n::int) g`, tableItem), pgx.StrictNamedArgs{"tenant": string(tenant), "material_type": MaterialBook,
+		"loan_type": LoanTypeCanCirculate, "n": n * bursts}); err != nil {
 		t.Fatal(err)
 	}
 	records := NewRecords(db, testPolicy)

@@ -14,18 +14,11 @@ import (
 
 // loanActionItemSQL is, for each status a loan action gives an item, the
 // action's write of the item: that status, at the version the action
-// read ($2); it answers 0, or the version stored when it differs, or -1
-// when there is no such item. Parameters: $1 item id, $2 its version, $3
-// the user for the metadata, $4 the tenant.
+// read (itemStatusSQL).
 var loanActionItemSQL = func() map[string]string {
 	out := map[string]string{}
 	for _, status := range storage.LoanActionItemStatus {
-		out[status] = withTables(`
-WITH updated AS (
-    UPDATE %[1]s SET jsonb = `+withMetadata(itemWithStatus(status), "$3", true)+`
-     WHERE tenant_id = $4 AND id = $1::uuid AND version = $2 RETURNING 0
-)
-SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE tenant_id = $4 AND id = $1::uuid), -1)`, tableItem)
+		out[status] = itemStatusSQL(status)
 	}
 	return out
 }()
@@ -34,7 +27,7 @@ SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE tenant
 // open still, its borrower's and of its item.
 var loanActionGuard = &guard{
 	cond: `status_name = 'Open' AND ` + newStatus + ` = 'Open'
-           AND user_id = ($2::jsonb ->> 'userId')::uuid AND item_id = ($2::jsonb ->> 'itemId')::uuid`,
+           AND user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid`,
 	state: `status_name`,
 	why: func(id string, state []any, doc json.RawMessage) error {
 		if *state[0].(*string) != "Open" {
@@ -60,7 +53,7 @@ func (s *Records) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.Loa
 	return s.db.inTx(ctx, t, func(tx pgx.Tx) error {
 		itemID := fieldValue(w.Loan, "itemId")
 		var stored int
-		err := tx.QueryRow(ctx, loanActionItemSQL[status], itemID, w.ItemVersion, metadataUser(ctx), string(t)).Scan(&stored)
+		err := tx.QueryRow(ctx, loanActionItemSQL[status], itemStatusArgs(ctx, t, itemID, w.ItemVersion)).Scan(&stored)
 		switch {
 		case err != nil:
 			return interpretWrite(err, t, storage.Loans, w.Loan)

@@ -146,12 +146,12 @@ func (s *Locks) List(ctx context.Context, t storage.Tenant, f storage.LockFilter
 	if f.UserID != "" {
 		userID = &f.UserID
 	}
-	where := `tenant_id = $1 AND expires_at > now() AND ($2::uuid IS NULL OR user_id = $2::uuid)`
+	where := `tenant_id = @tenant AND expires_at > now() AND (@user::uuid IS NULL OR user_id = @user::uuid)`
 	locks := []storage.Lock{}
 	total, err := page(ctx, s.db.pool, t,
-		withTables(`SELECT `+locksql.Columns+`, count(*) OVER () FROM %s WHERE `+where+` ORDER BY creation_date, id OFFSET $3 LIMIT $4`, tableLock),
+		withTables(`SELECT `+locksql.Columns+`, count(*) OVER () FROM %s WHERE `+where+` ORDER BY creation_date, id OFFSET @offset LIMIT @limit`, tableLock),
 		withTables(`SELECT count(*) FROM %s WHERE `+where, tableLock),
-		[]any{string(t), userID}, 2, f.Offset, f.Limit,
+		pgx.StrictNamedArgs{"tenant": string(t), "user": userID}, nil, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			var l storage.Lock
 			var total int
@@ -270,32 +270,51 @@ func (s *Locks) Record(ctx context.Context, t storage.Tenant, e storage.LockEven
 
 // History implements storage.LockService.
 func (s *Locks) History(ctx context.Context, t storage.Tenant, f storage.HistoryFilter) ([]storage.LockEvent, int, error) {
-	where := `tenant_id = $1 AND ($2::uuid IS NULL OR user_id = $2::uuid) AND ($3::timestamptz IS NULL OR occurred_at >= $3)
-	          AND ($4::timestamptz IS NULL OR occurred_at < $4)`
-	args := []any{string(t), nullable(f.UserID), nullableTime(f.From), nullableTime(f.To)}
+	where := `tenant_id = @tenant AND (@user::uuid IS NULL OR user_id = @user::uuid)
+	          AND (@from::timestamptz IS NULL OR occurred_at >= @from) AND (@to::timestamptz IS NULL OR occurred_at < @to)`
+	args := pgx.StrictNamedArgs{"tenant": string(t), "user": nullable(f.UserID), "from": nullableTime(f.From), "to": nullableTime(f.To)}
 	events := []storage.LockEvent{}
 	total, err := page(ctx, s.db.pool, t,
-		withTables(`SELECT id, type, occurred_at, user_id, coalesce(lock_id::text, ''), holder, by_whom, coalesce(waited_ms, 0), count(*) OVER ()
-		               FROM %s WHERE `+where+` ORDER BY occurred_at DESC, id DESC OFFSET $5 LIMIT $6`, tableLockEvent),
+		withTables(`SELECT id, type, occurred_at, user_id, coalesce(lock_id::text, '') AS lock_id, holder, by_whom,
+		                   coalesce(waited_ms, 0) AS waited_ms, count(*) OVER () AS total
+		               FROM %s WHERE `+where+` ORDER BY occurred_at DESC, id DESC OFFSET @offset LIMIT @limit`, tableLockEvent),
 		withTables(`SELECT count(*) FROM %s WHERE `+where, tableLockEvent),
-		args, len(args), f.Offset, f.Limit,
+		args, nil, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
-			var e storage.LockEvent
-			var typ string
-			var total int
-			if err := rows.Scan(&e.ID, &typ, &e.OccurredAt, &e.UserID, &e.LockID, holderScanner{&e.Holder}, holderScanner{&e.By},
-				&e.WaitedMs, &total); err != nil {
+			r, err := pgx.RowToStructByName[historyRow](rows)
+			if err != nil {
 				return 0, err
 			}
-			e.Type = storage.EventType(typ)
-			events = append(events, e)
-			return total, nil
+			events = append(events, storage.LockEvent{ID: r.ID, Type: storage.EventType(r.Type), OccurredAt: r.OccurredAt,
+				UserID: r.UserID, LockID: r.LockID, Holder: storage.Holder(r.Holder), By: storage.Holder(r.By), WaitedMs: r.WaitedMs})
+			return r.Total, nil
 		})
 	if err != nil {
 		return nil, 0, err
 	}
 	return events, total, nil
 }
+
+// historyRow is a row of History's page, read by column name.
+type historyRow struct {
+	ID         int64      `db:"id"`
+	Type       string     `db:"type"`
+	OccurredAt time.Time  `db:"occurred_at"`
+	UserID     string     `db:"user_id"`
+	LockID     string     `db:"lock_id"`
+	Holder     jsonHolder `db:"holder"`
+	By         jsonHolder `db:"by_whom"`
+	WaitedMs   int        `db:"waited_ms"`
+	// Total is the number of all the events matching (page).
+	Total int `db:"total"`
+}
+
+// jsonHolder is a storage.Holder read from its JSON column as
+// holderScanner reads it.
+type jsonHolder storage.Holder
+
+// Scan implements sql.Scanner.
+func (h *jsonHolder) Scan(src any) error { return holderScanner{(*storage.Holder)(h)}.Scan(src) }
 
 // previousLock is what a takeover replaced (locksql.Acquire's previous).
 type previousLock struct {

@@ -149,27 +149,27 @@ type outboxLeader struct {
 var (
 	progressSQL   = withTables(`SELECT tenant_id, numbered, published FROM %s`, tableOutboxTenant)
 	unnumberedSQL = withTables(`SELECT pos, tenant_id, events FROM %s WHERE seq IS NULL ORDER BY pos LIMIT $1`, tableOutboxCommit)
-	// numberSQL gives the commits at positions $3 their first numbers
-	// $4, and stores the tenants' ($1) last numbers given ($2); when $5,
-	// it returns the commits' events, numbered, in eventsSQL's columns, in
-	// no order (Number sorts them, where sorting costs the database a
-	// work area every round). Its commit does not wait for the disk (the
+	// numberSQL gives the commits at @positions their first numbers
+	// (@firsts), and stores the @tenants' last numbers given (@lasts);
+	// when @read, it returns the commits' events, numbered, in
+	// eventsSQL's columns, in no order (Number sorts them, where sorting
+	// costs the database a work area every round). Its commit does not wait for the disk (the
 	// session's synchronous_commit is off): Number waits for it after
 	// (flushedSQL), as numbers published and then lost in a crash could be
 	// given again to other events.
 	numberSQL = withTables(`
 WITH given AS (
-    INSERT INTO %[3]s AS t (tenant_id, numbered) SELECT * FROM unnest($1::text[], $2::bigint[])
+    INSERT INTO %[3]s AS t (tenant_id, numbered) SELECT * FROM unnest(@tenants::text[], @lasts::bigint[])
     ON CONFLICT (tenant_id) DO UPDATE SET numbered = EXCLUDED.numbered
 ), numbered AS (
-    UPDATE %[2]s SET seq = ($4::bigint[])[array_position($3::bigint[], pos)]
-     WHERE seq IS NULL AND pos = ANY($3::bigint[])
+    UPDATE %[2]s SET seq = (@firsts::bigint[])[array_position(@positions::bigint[], pos)]
+     WHERE seq IS NULL AND pos = ANY(@positions::bigint[])
     RETURNING tenant_id, xid, seq, committed_at, payload
 )
 SELECT n.tenant_id, n.seq + e.k - 1, e.id, e.kind, e.type, e.at, e.old, e.new
   FROM numbered n
  CROSS JOIN LATERAL (`+commitEventsSQL+`) e
- WHERE $5::boolean`,
+ WHERE @read::boolean`,
 		tableOutbox, tableOutboxCommit, tableOutboxTenant)
 	// firstCommitSQL is the number of the tenant's ($1) commit holding
 	// the event numbered after $2.
@@ -316,7 +316,8 @@ func (l *outboxLeader) Number(ctx context.Context, commits []relay.Commit, numbe
 	for i, c := range commits {
 		positions[i], firsts[i] = c.Pos, c.Seq
 	}
-	rows, err := l.conn.Query(ctx, numberSQL, tenants, lasts, positions, firsts, read)
+	rows, err := l.conn.Query(ctx, numberSQL, pgx.StrictNamedArgs{"tenants": tenants, "lasts": lasts, "positions": positions,
+		"firsts": firsts, "read": read})
 	if err != nil {
 		return nil, err
 	}

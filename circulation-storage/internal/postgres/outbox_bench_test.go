@@ -52,7 +52,7 @@ func BenchmarkCheckOutWriteEvents(b *testing.B) {
 			b.Fatal(err)
 		}
 		cpu := backendCPU(pid) - c0
-		if r.stored == nil {
+		if r.Stored == nil {
 			b.Fatalf("nothing written: %+v", r)
 		}
 		version++

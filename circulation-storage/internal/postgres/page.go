@@ -2,20 +2,26 @@ package postgres
 
 import (
 	"context"
+	"maps"
 
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
 )
 
-// page runs a list query whose last two parameters are OFFSET and LIMIT and
-// whose last column is count(*) OVER (), the number of all matches. The
-// window count comes free with a non-empty page; only when the page is empty
-// (an offset past the end, or limit 0) is countSQL, taking the first
-// countArgs of args (those of the WHERE clause), run to learn the total. scan reads one row and returns its count column.
-func page(ctx context.Context, q querier, t storage.Tenant, pageSQL, countSQL string, args []any, countArgs, offset, limit int,
+// page runs a list query whose page is @offset and @limit and whose last
+// column is count(*) OVER (), the number of all matches. where are the
+// arguments of its WHERE clause, order those of its ORDER BY. The window
+// count comes free with a non-empty page; only when the page is empty (an
+// offset past the end, or limit 0) is countSQL, taking the where
+// arguments alone, run to learn the total. scan reads one row and returns
+// its count column.
+func page(ctx context.Context, q querier, t storage.Tenant, pageSQL, countSQL string, where, order pgx.StrictNamedArgs, offset, limit int,
 	scan func(rows pgx.Rows) (int, error)) (int, error) {
-	rows, err := q.Query(ctx, pageSQL, append(args[:len(args):len(args)], offset, limit)...)
+	args := pgx.StrictNamedArgs{"offset": offset, "limit": limit}
+	maps.Copy(args, where)
+	maps.Copy(args, order)
+	rows, err := q.Query(ctx, pageSQL, args)
 	if err != nil {
 		return 0, interpret(err, t)
 	}
@@ -35,7 +41,7 @@ func page(ctx context.Context, q querier, t storage.Tenant, pageSQL, countSQL st
 		// there are no matches at all.
 		return total, nil
 	}
-	if err := q.QueryRow(ctx, countSQL, args[:countArgs]...).Scan(&total); err != nil {
+	if err := q.QueryRow(ctx, countSQL, where).Scan(&total); err != nil {
 		return 0, interpret(err, t)
 	}
 	return total, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
@@ -37,17 +38,18 @@ func busyTenant(t *testing.T, n int) (*DB, storage.Tenant) {
 SELECT $1, md5('p' || g)::uuid, jsonb_build_object('id', md5('p' || g)::uuid, 'barcode', 'p' || g, 'active', true, 'patronGroup', $2::text)
   FROM generate_series(1, $3::int) g`, tablePatron), string(tenant), GroupUndergrad, patrons)
 	exec(withTables(`INSERT INTO %s (tenant_id, id, jsonb)
-SELECT $1, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uuid, 'barcode', 'i' || g, '_version', 1,
+SELECT @tenant, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uuid, 'barcode', 'i' || g, '_version', 1,
        'status', jsonb_build_object('name', CASE WHEN g = 0 THEN 'Available' ELSE 'Checked out' END),
-       'materialTypeId', $2::text, 'permanentLoanTypeId', $3::text)
-  FROM generate_series(0, $4::int) g`, tableItem), string(tenant), MaterialBook, LoanTypeCanCirculate, n)
+       'materialTypeId', @material_type::text, 'permanentLoanTypeId', @loan_type::text)
+  FROM generate_series(0, @n::int) g`, tableItem), pgx.StrictNamedArgs{"tenant": string(tenant), "material_type": MaterialBook,
+		"loan_type": LoanTypeCanCirculate, "n": n})
 	loans := func(from, to int) {
 		exec(withTables(`INSERT INTO %s (tenant_id, id, jsonb)
-SELECT $1, gen_random_uuid(), jsonb_build_object('userId', md5('p' || (g %% $3::int + 1))::uuid,
-       'itemId', md5('i' || g)::uuid, 'loanPolicyId', $2::text,
+SELECT @tenant, gen_random_uuid(), jsonb_build_object('userId', md5('p' || (g %% @patrons::int + 1))::uuid,
+       'itemId', md5('i' || g)::uuid, 'loanPolicyId', @policy::text,
        'status', jsonb_build_object('name', 'Open'), 'loanDate', '2026-01-01T10:00:00.000Z', 'action', 'checkedout')
-  FROM generate_series($4::int, $5::int) g`, tableLoan),
-			string(tenant), PolicyStandard, patrons, from, to)
+  FROM generate_series(@from::int, @to::int) g`, tableLoan),
+			pgx.StrictNamedArgs{"tenant": string(tenant), "policy": PolicyStandard, "patrons": patrons, "from": from, "to": to})
 	}
 	// The statistics are taken while the tenant has a few loans and no
 	// request.
@@ -201,6 +203,7 @@ func TestCheckOutPlansReadOnlyWhatTheyNeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	write, lean := writeArgs(t, db, tenant, user, item)
+	read, leanRead := readArgs(t, tenant, "p1", "i0")
 	// Without the tenant's gate row, the lean statements do their work
 	// instead of finding the row and stopping (gate.go).
 	dropGateRow(t, db, tenant)
@@ -209,10 +212,10 @@ func TestCheckOutPlansReadOnlyWhatTheyNeed(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{"validation's read", checkOutReadSQL, []any{"p1", "i0", true, string(tenant)}},
+		{"validation's read", checkOutReadSQL.SQL, read},
 		{"the patron's row", patronRowSQL, []any{user, string(tenant)}},
 		{"the write", checkOutWrite.SQL, write},
-		{"validation's lean read", checkOutReadLeanSQL, []any{"p1", "i0", true, string(tenant)}},
+		{"validation's lean read", checkOutReadLeanSQL.SQL, leanRead},
 		{"the lean write", checkOutWriteLean.SQL, lean},
 		{"the patron summary", patronSummarySQL, []any{"p1", true, string(tenant)}},
 	}
@@ -226,6 +229,21 @@ func TestCheckOutPlansReadOnlyWhatTheyNeed(t *testing.T) {
 			t.Errorf("%s touched %d buffers", s.name, buffers)
 		}
 	}
+}
+
+// readArgs are the positional arguments of validation's read of item (by
+// barcode) for user (by barcode), in full and lean.
+func readArgs(t *testing.T, tenant storage.Tenant, user, item string) (full, lean []any) {
+	t.Helper()
+	args := pgx.StrictNamedArgs{"user_barcode": user, "item_barcode": item, "enforce_unscoped": true, "tenant": string(tenant)}
+	full, err := checkOutReadSQL.Args(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lean, err = checkOutReadLeanSQL.Args(args); err != nil {
+		t.Fatal(err)
+	}
+	return full, lean
 }
 
 // writeArgs are the positional arguments of the check-out's write of item

@@ -108,3 +108,24 @@ func (d *deadBeforeRun) Error() string {
 	return "connection dead before the transaction began: " + d.err.Error()
 }
 func (d *deadBeforeRun) Unwrap() error { return d.err }
+
+// queryOne runs a single-row read through p and reads its row into a T
+// by column name (pgx.RowToStructByName): run again on a fresh connection
+// when its connection was dead, as QueryRow is, so only a statement that
+// may run twice goes through it.
+func queryOne[T any](ctx context.Context, p *pool, sql string, args ...any) (T, error) {
+	run := func() (T, error) {
+		rows, err := p.Pool.Query(ctx, sql, args...)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
+	}
+	v, err := run()
+	for attempt := 1; attempt < maxDeadAttempts && deadConnection(err) && ctx.Err() == nil; attempt++ {
+		p.Reset()
+		v, err = run()
+	}
+	return v, err
+}

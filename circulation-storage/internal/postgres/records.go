@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 
 	"github.com/checkoutlock/schemas/errs"
@@ -281,8 +283,9 @@ func (db *DB) DecodeLockFeatures(ctx context.Context) (int, error) {
 	for _, e := range found {
 		// Only a row still as read is decoded: one written meanwhile is
 		// its writer's to decode.
-		if _, err := db.pool.Exec(ctx, withTables(`UPDATE %s SET lock_feature = $3 WHERE tenant_id = $1 AND id = $2 AND jsonb = $4`, tableSetting),
-			e.tenant, e.id, lockFeature(e.doc), e.doc); err != nil {
+		if _, err := db.pool.Exec(ctx, withTables(`UPDATE %s SET lock_feature = @feature
+ WHERE tenant_id = @tenant AND id = @id AND jsonb = @read`, tableSetting),
+			pgx.StrictNamedArgs{"tenant": e.tenant, "id": e.id, "feature": lockFeature(e.doc), "read": e.doc}); err != nil {
 			return 0, interpret(err, storage.Tenant(e.tenant))
 		}
 	}
@@ -294,26 +297,26 @@ func (db *DB) DecodeLockFeatures(ctx context.Context) (int, error) {
 // in the change's own transaction (q).
 func auditSetting(ctx context.Context, q querier, t storage.Tenant, op, id string, doc json.RawMessage) error {
 	caller := storage.CallerFrom(ctx)
-	value := `$2::jsonb -> 'value'`
+	value := `@doc::jsonb -> 'value'`
 	if op == "delete" {
 		value = `NULL`
 	}
 	_, err := q.Exec(ctx, withTables(`INSERT INTO %s (tenant_id, setting_id, scope, key, operation, value, changed_by, changed_by_module)
-		VALUES ($6, $1, $2::jsonb ->> 'scope', $2::jsonb ->> 'key', $3, `+value+`, $4, $5)`, tableSettingChange),
-		id, doc, op, nullable(caller.User), nullable(caller.Module), string(t))
+		VALUES (@tenant, @id, @doc::jsonb ->> 'scope', @doc::jsonb ->> 'key', @op, `+value+`, @user, @module)`, tableSettingChange),
+		pgx.StrictNamedArgs{"tenant": string(t), "id": id, "doc": doc, "op": op, "user": nullable(caller.User), "module": nullable(caller.Module)})
 	return interpret(err, t)
 }
 
 // insertRecord inserts one record; with skipExisting, an existing id is left
 // as it is (for loading reference data twice) and nil is returned for it.
 func insertRecord(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage, skipExisting bool) (json.RawMessage, error) {
-	sql := withTables(`INSERT INTO %s (tenant_id, id, jsonb) VALUES ($4, $1, `+withMetadata(withID(r, "$1", "$2", `'1'`), "$3", false)+`)`, spec(r).table)
+	sql := withTables(`INSERT INTO %s (tenant_id, id, jsonb) VALUES (@tenant, @id, `+withMetadata(withID(r, "@id", "@doc", `'1'`), "@metadata_user", false)+`)`, spec(r).table)
 	if skipExisting {
 		sql += ` ON CONFLICT (tenant_id, id) DO NOTHING`
 	}
 	sql += ` RETURNING jsonb`
 	var stored json.RawMessage
-	err := q.QueryRow(ctx, sql, id, doc, metadataUser(ctx), string(t)).Scan(&stored)
+	err := q.QueryRow(ctx, sql, pgx.StrictNamedArgs{"tenant": string(t), "id": id, "doc": doc, "metadata_user": metadataUser(ctx)}).Scan(&stored)
 	if skipExisting && errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -340,48 +343,46 @@ func (s *Records) Get(ctx context.Context, t storage.Tenant, r storage.Resource,
 // column names from the spec are written into the SQL.
 func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource, f storage.RecordFilter) ([]json.RawMessage, int, error) {
 	sp := spec(r)
-	conds := []string{"tenant_id = $1"}
-	args := []any{string(t)}
-	for _, filter := range r.Filters {
+	conds := []string{"tenant_id = @tenant"}
+	args := pgx.StrictNamedArgs{"tenant": string(t)}
+	for i, filter := range r.Filters {
 		v, ok := f.Params[filter.Param]
 		if !ok {
 			continue
 		}
-		args = append(args, v)
+		name := "filter_" + strconv.Itoa(i)
+		args[name] = v
 		cast := "text"
 		if filter.Kind == storage.FilterUUID {
 			cast = "uuid"
 		}
-		conds = append(conds, sp.columns[filter.Param]+" = "+param(len(args))+"::"+cast)
+		conds = append(conds, sp.columns[filter.Param]+" = @"+name+"::"+cast)
 	}
 	if f.Scopes != nil {
-		args = append(args, f.Scopes)
-		conds = append(conds, "scope = ANY("+param(len(args))+"::text[])")
+		args["scopes"] = f.Scopes
+		conds = append(conds, "scope = ANY(@scopes::text[])")
 	}
 	order := sp.order
-	var sortArgs []any
+	var sortArgs pgx.StrictNamedArgs
 	if f.Query != nil {
-		tr, err := translateCQL(f.Query, f.QueryText, sp, len(args))
+		tr, err := translateCQL(f.Query, f.QueryText, sp)
 		if err != nil {
 			return nil, 0, err
 		}
 		conds = append(conds, tr.where)
-		args = append(args, tr.whereArgs...)
+		maps.Copy(args, tr.whereArgs)
 		sortArgs = tr.sortArgs
 		if len(tr.orderBy) > 0 {
 			order = strings.Join(tr.orderBy, ", ") + ", id"
 		}
 	}
 	where := strings.Join(conds, " AND ")
-	countArgs := len(args)
-	args = append(args, sortArgs...)
-	n := len(args)
 	docs := []json.RawMessage{}
 	size := 0
 	total, err := page(ctx, s.db.pool, t,
-		withTables(`SELECT jsonb, count(*) OVER () FROM %s WHERE `+where+` ORDER BY `+order+` OFFSET `+param(n+1)+` LIMIT `+param(n+2), sp.table),
+		withTables(`SELECT jsonb, count(*) OVER () FROM %s WHERE `+where+` ORDER BY `+order+` OFFSET @offset LIMIT @limit`, sp.table),
 		withTables(`SELECT count(*) FROM %s WHERE `+where, sp.table),
-		args, countArgs, f.Offset, f.Limit,
+		args, sortArgs, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			var doc json.RawMessage
 			var total int
@@ -426,7 +427,7 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 }
 
 // guard is what a write of a record requires of the stored row, whoever
-// calls, in the write's own statement: cond, SQL over the row (rec; $2 is
+// calls, in the write's own statement: cond, SQL over the row (rec; @doc is
 // the new document, {loan} the loan table), and, when the
 // row is there but cond is false, why, from the row as it is (stored, its
 // version, and the state columns of the resource) and the new document.
@@ -439,7 +440,7 @@ type guard struct {
 }
 
 // newStatus is the status a loan or item document names.
-const newStatus = `($2::jsonb #>> '{status,name}')`
+const newStatus = `(@doc::jsonb #>> '{status,name}')`
 
 // updateGuards hold plain updates to what only the check-out and the
 // check-in writes may do. A loan keeps its status (an open loan is closed
@@ -450,7 +451,7 @@ const newStatus = `($2::jsonb #>> '{status,name}')`
 var updateGuards = map[string]*guard{
 	storage.Loans.Path: {
 		cond: `status_name = ` + newStatus + ` AND (status_name <> 'Open'
-                 OR (user_id = ($2::jsonb ->> 'userId')::uuid AND item_id = ($2::jsonb ->> 'itemId')::uuid))`,
+                 OR (user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid))`,
 		state: `status_name`,
 		why: func(id string, state []any, doc json.RawMessage) error {
 			stored := *state[0].(*string)
@@ -487,19 +488,19 @@ var updateGuards = map[string]*guard{
 // update replaces a record through q (the pool, or a transaction), when
 // g (if any) holds for the stored row.
 func update(ctx context.Context, q querier, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage, g *guard) error {
-	sql := withTables(`UPDATE %s AS rec SET jsonb = `+withMetadata(withID(r, "$1", "$2", `to_jsonb(coalesce(version, 0) + 1)`), "$3", true)+
-		` WHERE rec.tenant_id = $4 AND rec.id = $1`, spec(r).table)
-	args := []any{id, doc, metadataUser(ctx), string(t)}
+	sql := withTables(`UPDATE %s AS rec SET jsonb = `+withMetadata(withID(r, "@id", "@doc", `to_jsonb(coalesce(version, 0) + 1)`), "@metadata_user", true)+
+		` WHERE rec.tenant_id = @tenant AND rec.id = @id`, spec(r).table)
+	args := pgx.StrictNamedArgs{"tenant": string(t), "id": id, "doc": doc, "metadata_user": metadataUser(ctx)}
 	if r.Versioned {
 		// Version 0 is "any version" for a resource whose version is
 		// optional on update.
-		sql += ` AND ($5::integer IS NULL OR rec.version = $5::integer)`
-		args = append(args, nullableInt(version))
+		sql += ` AND (@version::integer IS NULL OR rec.version = @version::integer)`
+		args["version"] = nullableInt(version)
 	}
 	if g != nil {
 		sql += ` AND ` + strings.ReplaceAll(g.cond, "{loan}", table(tableLoan))
 	}
-	tag, err := q.Exec(ctx, sql, args...)
+	tag, err := q.Exec(ctx, sql, args)
 	if err != nil {
 		return interpretWrite(err, t, r, doc)
 	}

@@ -207,8 +207,8 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1}, false)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
-		t.Fatalf("fenced insert: %v (written: %v)", err, r.stored != nil)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.Stored == nil {
+		t.Fatalf("fenced insert: %v (written: %v)", err, r.Stored != nil)
 	}
 
 	released := make(chan error, 1)
@@ -253,8 +253,8 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, write("book-140"), false)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.stored == nil {
-		t.Fatalf("first write: %v (written: %v, open loans counted %v)", err, r.stored != nil, r.open)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.Stored == nil {
+		t.Fatalf("first write: %v (written: %v, open loans counted %v)", err, r.Stored != nil, r.Open)
 	}
 
 	second := make(chan error, 1)

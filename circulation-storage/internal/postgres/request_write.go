@@ -50,10 +50,16 @@ var queueLengthSQL = withTables(`SELECT count(*) FROM %s
 // storedRequestSQL reads what request $2 of tenant $1 is in its queue.
 var storedRequestSQL = withTables(`SELECT item_id::text, left(status, 5) = 'Open ', position FROM %s WHERE tenant_id = $1 AND id = $2`, tableRequest)
 
-// shiftQueueSQL moves the open requests of item $2 (tenant $1) at positions
-// $3 to $4, but request $6, by $5 places.
-var shiftQueueSQL = withTables(`UPDATE %s SET jsonb = jsonb_set(jsonb, '{position}', to_jsonb(position + $5::integer))
- WHERE item_id = $2 AND tenant_id = $1 AND left(status, 5) = 'Open ' AND position BETWEEN $3 AND $4 AND id IS DISTINCT FROM $6::uuid`, tableRequest)
+// shiftQueueSQL moves the open requests of @item (of @tenant) at positions
+// @from to @to, but request @except, by @by places.
+var shiftQueueSQL = withTables(`UPDATE %s SET jsonb = jsonb_set(jsonb, '{position}', to_jsonb(position + @by::integer))
+ WHERE item_id = @item AND tenant_id = @tenant AND left(status, 5) = 'Open ' AND position BETWEEN @from AND @to AND id IS DISTINCT FROM @except::uuid`, tableRequest)
+
+// shiftArgs are shiftQueueSQL's arguments: item's open requests at
+// positions from to to, but request except, move by places.
+func shiftArgs(t storage.Tenant, item string, from, to, by int, except string) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{"tenant": string(t), "item": item, "from": from, "to": to, "by": by, "except": except}
+}
 
 // queuePlace is a request's place in a queue: its item, and its position
 // when it is open (0 when it holds none).
@@ -187,7 +193,7 @@ func leave(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, from que
 	if !from.open || from.position == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, shiftQueueSQL, string(t), from.item, from.position+1, math.MaxInt32, -1, id)
+	_, err := tx.Exec(ctx, shiftQueueSQL, shiftArgs(t, from.item, from.position+1, math.MaxInt32, -1, id))
 	return interpret(err, t)
 }
 
@@ -265,9 +271,9 @@ func updateRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 	}
 	switch {
 	case staying && d.place.position < before.position:
-		_, err = tx.Exec(ctx, shiftQueueSQL, string(t), d.place.item, d.place.position, before.position-1, 1, id)
+		_, err = tx.Exec(ctx, shiftQueueSQL, shiftArgs(t, d.place.item, d.place.position, before.position-1, 1, id))
 	case staying && d.place.position > before.position:
-		_, err = tx.Exec(ctx, shiftQueueSQL, string(t), d.place.item, before.position+1, d.place.position, -1, id)
+		_, err = tx.Exec(ctx, shiftQueueSQL, shiftArgs(t, d.place.item, before.position+1, d.place.position, -1, id))
 	case !staying:
 		return leave(ctx, tx, t, id, before)
 	}

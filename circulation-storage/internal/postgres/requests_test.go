@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/migrations"
@@ -98,9 +99,10 @@ func TestMigrationPutsQueuesRight(t *testing.T) {
 	raw := func(requester string, position int, status string) string {
 		t.Helper()
 		id := uuid.NewString()
-		f.exec(t, `INSERT INTO `+view(f.tenant, tableRequest)+` (id, jsonb) VALUES ($1::uuid, jsonb_build_object('id', $1::text,
-			'requestType', 'Hold', 'requestDate', '2026-01-01T10:00:00.000Z', 'requesterId', $2::text, 'itemId', $3::text,
-			'status', $4::text, 'position', $5::integer, 'fulfillmentPreference', 'Hold Shelf'))`, id, requester, item, status, position)
+		f.exec(t, `INSERT INTO `+view(f.tenant, tableRequest)+` (id, jsonb) VALUES (@id::uuid, jsonb_build_object('id', @id::text,
+			'requestType', 'Hold', 'requestDate', '2026-01-01T10:00:00.000Z', 'requesterId', @requester::text, 'itemId', @item::text,
+			'status', @status::text, 'position', @position::integer, 'fulfillmentPreference', 'Hold Shelf'))`,
+			pgx.StrictNamedArgs{"id": id, "requester": requester, "item": item, "status": status, "position": position})
 		return id
 	}
 	closed := raw(SampleID("1002"), 2, "Closed - Cancelled")

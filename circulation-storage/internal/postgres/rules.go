@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -103,8 +104,9 @@ ON CONFLICT (tenant_id) DO UPDATE SET fallback_loan_policy_id = excluded.fallbac
 	for i, r := range rules.Rules {
 		_, err := tx.Exec(ctx, withTables(`
 INSERT INTO %s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id)
-VALUES ($6, $1, nullif($2, '')::uuid, nullif($3, '')::uuid, nullif($4, '')::uuid, $5)`, tableCirculationRule),
-			i, r.PatronGroupID, r.MaterialTypeID, r.LoanTypeID, r.LoanPolicyID, string(t))
+VALUES (@tenant, @position, nullif(@group, '')::uuid, nullif(@material_type, '')::uuid, nullif(@loan_type, '')::uuid, @policy)`,
+			tableCirculationRule), pgx.StrictNamedArgs{"tenant": string(t), "position": i, "group": r.PatronGroupID,
+			"material_type": r.MaterialTypeID, "loan_type": r.LoanTypeID, "policy": r.LoanPolicyID})
 		if err != nil {
 			return interpretRule(err, t, i, rules)
 		}
@@ -132,14 +134,15 @@ func interpretRule(err error, t storage.Tenant, index int, rules storage.Circula
 	return e
 }
 
-// openLoanCountSQL counts a patron's open loans. Parameters: $1 the
-// patron, $2 material type and $3 loan type (NULL: any), $4 the tenant.
-var openLoanCountSQL = locksql.OpenLoanCount(table(tableLoan), table(tableItem), "$4", "$1", "$2::uuid", "$3::uuid")
+// openLoanCountSQL counts a patron's open loans. Arguments: @user the
+// patron, @material_type and @loan_type (NULL: any), @tenant.
+var openLoanCountSQL = locksql.OpenLoanCount(table(tableLoan), table(tableItem), "@tenant", "@user", "@material_type::uuid", "@loan_type::uuid")
 
 // CountOpenLoans implements storage.LoanCounter.
 func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, materialTypeID, loanTypeID string) (int, error) {
 	var n int
-	err := s.db.pool.QueryRow(ctx, openLoanCountSQL, userID, nullable(materialTypeID), nullable(loanTypeID), string(t)).Scan(&n)
+	err := s.db.pool.QueryRow(ctx, openLoanCountSQL, pgx.StrictNamedArgs{"tenant": string(t), "user": userID,
+		"material_type": nullable(materialTypeID), "loan_type": nullable(loanTypeID)}).Scan(&n)
 	if err != nil {
 		return 0, interpret(err, t)
 	}
@@ -268,61 +271,70 @@ var borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
     'personal', jsonb_build_object('firstName', u.jsonb #> '{personal,firstName}', 'lastName', u.jsonb #> '{personal,lastName}')))`
 
 // checkOutReadSQL reads, in one statement, everything validating a
-// check-out by barcode needs: the patron ($1) and the item ($2) by barcode,
+// check-out by barcode needs: the patron (@user_barcode) and the item
+// (@item_barcode) by barcode,
 // the item's material type (its name is in FOLIO's refusals), the
 // patron's manual blocks in force for borrowing or renewals (not expired)
 // and automated blocks, the item's open loan, the first request of the
 // item's queue, whether the item has an open recall (a renewal's
 // validation reads the same), whether rules are set, the policy they choose with
 // the chosen rule's criteria, the policy, the patron's open loans counted
-// as that policy's item limit counts them, and the limit enforced ($3:
-// whether an unscoped limit is) in the tenant $4. Its last column says
+// as that policy's item limit counts them, and the limit enforced
+// (@enforce_unscoped: whether an unscoped limit is) in @tenant. Each column
+// is named as checkOutRow reads it; the last (full) says
 // whether the statement must be run in full: always false in full; in the
 // lean form (checkOutRead), whether the tenant has a gate row.
-var checkOutReadSQL, checkOutReadLeanSQL = checkOutRead(false), checkOutRead(true)
+var (
+	checkOutReadSQL     = locksql.NewNamed(checkOutRead(false), checkOutReadNames...)
+	checkOutReadLeanSQL = locksql.NewNamed(checkOutRead(true), checkOutReadNames...)
+)
+
+// checkOutReadNames are the names of checkOutRead's arguments.
+var checkOutReadNames = []string{"user_barcode", "item_barcode", "enforce_unscoped", "tenant"}
 
 // checkOutRead is checkOutReadSQL, lean or in full (gate.go): lean, it
 // reads no blocks and no request and answers none.
 func checkOutRead(lean bool) string {
 	gate := `(SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + table(tableManualBlock) + ` b
-         WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $4
+         WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = @tenant
            AND (b.jsonb ->> 'borrowing' = 'true' OR b.jsonb ->> 'renewals' = 'true')
-           AND ` + blockInForce("b") + `),
-       ` + automatedBlocksSQL("$4", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `,
-       (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `) h),
-       ` + openRecallSQL(table(tableRequest), "(SELECT id FROM i)", "$4") + `,
-       false`
+           AND ` + blockInForce("b") + `) AS manual_blocks,
+       ` + automatedBlocksSQL("@tenant", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + ` AS automated_blocks,
+       (SELECT h.jsonb FROM (` + queueHeadSQL(table(tableRequest), "(SELECT id FROM i)", "@tenant") + `) h) AS queue_head,
+       ` + openRecallSQL(table(tableRequest), "(SELECT id FROM i)", "@tenant") + ` AS open_recall,
+       false AS full`
 	if lean {
-		gate = `NULL::jsonb, NULL::jsonb, NULL::jsonb, false, ` + gateRowSQL("$4")
+		gate = `NULL::jsonb AS manual_blocks, NULL::jsonb AS automated_blocks, NULL::jsonb AS queue_head, false AS open_recall,
+       ` + gateRowSQL("@tenant") + ` AS full`
 	}
 	return `
-WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(tablePatron) + ` WHERE tenant_id = $4 AND barcode = $1 ORDER BY barcode, id LIMIT 1),
+WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + table(tablePatron) + ` WHERE tenant_id = @tenant AND barcode = @user_barcode ORDER BY barcode, id LIMIT 1),
      i AS (SELECT id, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb
-             FROM ` + table(tableItem) + ` WHERE tenant_id = $4 AND barcode = $2 ORDER BY barcode, id LIMIT 1),
-     m AS (` + policyMatchSQL(table(tableCirculationRule), table(tableCirculationRules), "$4",
+             FROM ` + table(tableItem) + ` WHERE tenant_id = @tenant AND barcode = @item_barcode ORDER BY barcode, id LIMIT 1),
+     m AS (` + policyMatchSQL(table(tableCirculationRule), table(tableCirculationRules), "@tenant",
 		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `),
-     p AS (SELECT lp.jsonb, ` + itemLimitSQL("m", "lp", "$3::boolean") + ` AS item_limit,
+     p AS (SELECT lp.jsonb, ` + itemLimitSQL("m", "lp", "@enforce_unscoped::boolean") + ` AS item_limit,
                   CASE WHEN m.mt_match THEN (SELECT material_type_id FROM i) END AS mt,
                   CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM i) END AS lt
-             FROM m JOIN ` + table(tableLoanPolicy) + ` lp ON lp.tenant_id = $4 AND lp.id = m.loan_policy_id
+             FROM m JOIN ` + table(tableLoanPolicy) + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
             WHERE EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i))
-SELECT (SELECT ` + borrowerSQL + ` FROM u), (SELECT jsonb FROM i),
-       (SELECT l.jsonb FROM ` + table(tableLoan) + ` l WHERE l.tenant_id = $4 AND l.item_id = (SELECT id FROM i) AND l.status_name = 'Open'
-         ORDER BY l.jsonb ->> 'loanDate', l.id LIMIT 1),
-       EXISTS (SELECT 1 FROM ` + table(tableCirculationRules) + ` WHERE tenant_id = $4),
-       m.loan_policy_id::text, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
-       p.jsonb, p.item_limit, p.mt::text, p.lt::text,
-       c.n,
-       ` + locksql.Reached("c.n", "p.item_limit") + `,
+SELECT (SELECT ` + borrowerSQL + ` FROM u) AS patron, (SELECT jsonb FROM i) AS item,
+       (SELECT l.jsonb FROM ` + table(tableLoan) + ` l WHERE l.tenant_id = @tenant AND l.item_id = (SELECT id FROM i) AND l.status_name = 'Open'
+         ORDER BY l.jsonb ->> 'loanDate', l.id LIMIT 1) AS open_loan,
+       EXISTS (SELECT 1 FROM ` + table(tableCirculationRules) + ` WHERE tenant_id = @tenant) AS rules_set,
+       m.loan_policy_id::text AS policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
+       p.jsonb AS loan_policy, p.item_limit, p.mt::text AS mt, p.lt::text AS lt,
+       c.n AS open_loans,
+       ` + locksql.Reached("c.n", "p.item_limit") + ` AS reached,
        (SELECT s.jsonb FROM ` + table(tableSetting) + ` s
-         WHERE s.tenant_id = $4 AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'),
+         WHERE s.tenant_id = @tenant AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `') AS lock_setting,
        (SELECT jsonb_build_object('id', mt.id, 'name', mt.name) FROM ` + table(tableMaterialType) + ` mt
-         WHERE mt.tenant_id = $4 AND mt.id = (SELECT material_type_id FROM i)),
+         WHERE mt.tenant_id = @tenant AND mt.id = (SELECT material_type_id FROM i)) AS material_type,
        ` + gate + `
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true
-  LEFT JOIN LATERAL (SELECT (` + locksql.OpenLoanCount(table(tableLoan), table(tableItem), "$4", "(SELECT id FROM u)", "p.mt", "p.lt") + `) AS n
+  LEFT JOIN LATERAL (SELECT (` + locksql.OpenLoanCount(table(tableLoan), table(tableItem), "@tenant", "(SELECT id FROM u)", "p.mt", "p.lt") + `) AS n
                       WHERE p.jsonb IS NOT NULL) c ON true`
 }
 
@@ -335,48 +347,73 @@ func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 // readForCheckOut is ReadForCheckOut, lean or in full (gate.go); a lean
 // read that meets a gate row runs in full.
 func (s *Rules) readForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string, lean bool) (storage.CheckOutRecords, error) {
-	var out storage.CheckOutRecords
-	var rulesSet bool
-	var policyID, mt, lt *string
-	var ruleIndex, limit, count *int
-	var pg, mtMatch, ltMatch *bool
-	var reached, full bool
 	stmt := checkOutReadSQL
 	if lean {
 		stmt = checkOutReadLeanSQL
 	}
-	err := s.db.pool.QueryRow(ctx, stmt, userBarcode, itemBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
-		Scan(&out.User, &out.Item, &out.OpenLoan, &rulesSet, &policyID, &ruleIndex, &pg, &mtMatch, &ltMatch,
-			&out.LoanPolicy, &limit, &mt, &lt, &count, &reached, &out.LockSetting, &out.MaterialType, &out.ManualBlocks, &out.AutomatedBlocks, &out.QueueHead,
-			&out.OpenRecall, &full)
+	r, err := queryOne[checkOutRow](ctx, s.db.pool, stmt.SQL, stmt.Bind(pgx.StrictNamedArgs{"user_barcode": userBarcode,
+		"item_barcode": itemBarcode, "enforce_unscoped": s.policy.EnforceUnscopedItemLimit, "tenant": string(t)}))
 	if err != nil {
 		return storage.CheckOutRecords{}, interpret(err, t)
 	}
-	if full {
+	if r.Full {
 		// The tenant has a gate row this instance did not know of: what
 		// the lean read answered is thrown away, and the full one runs.
 		s.db.gates.found(t)
 		return s.readForCheckOut(ctx, t, itemBarcode, userBarcode, false)
 	}
-	if out.User == nil || out.Item == nil || !rulesSet {
+	out := storage.CheckOutRecords{User: r.User, Item: r.Item, OpenLoan: r.OpenLoan, MaterialType: r.MaterialType,
+		ManualBlocks: r.ManualBlocks, AutomatedBlocks: r.AutomatedBlocks, QueueHead: r.QueueHead, OpenRecall: r.OpenRecall,
+		LoanPolicy: r.LoanPolicy, LockSetting: r.LockSetting}
+	if out.User == nil || out.Item == nil || !r.RulesSet {
 		return out, nil
 	}
 	out.RulesSet = true
-	out.Match = &storage.PolicyMatch{LoanPolicyID: deref(policyID), PatronGroupMatch: pg != nil && *pg,
-		MaterialTypeMatch: mtMatch != nil && *mtMatch, LoanTypeMatch: ltMatch != nil && *ltMatch, RuleIndex: -1}
-	if ruleIndex != nil {
-		out.Match.RuleIndex = *ruleIndex
+	out.Match = &storage.PolicyMatch{LoanPolicyID: deref(r.PolicyID), PatronGroupMatch: r.PatronGroupMatch != nil && *r.PatronGroupMatch,
+		MaterialTypeMatch: r.MaterialTypeMatch != nil && *r.MaterialTypeMatch, LoanTypeMatch: r.LoanTypeMatch != nil && *r.LoanTypeMatch,
+		RuleIndex: -1}
+	if r.RuleIndex != nil {
+		out.Match.RuleIndex = *r.RuleIndex
 	}
 	if out.LoanPolicy == nil {
-		return storage.CheckOutRecords{}, errs.NotFound(storage.LoanPolicies.Name, deref(policyID))
+		return storage.CheckOutRecords{}, errs.NotFound(storage.LoanPolicies.Name, deref(r.PolicyID))
 	}
-	if count != nil {
-		out.OpenLoans = *count
+	if r.OpenLoans != nil {
+		out.OpenLoans = *r.OpenLoans
 	}
-	if limit != nil {
-		out.Limit = &storage.ItemLimit{Limit: *limit, MaterialTypeID: deref(mt), LoanTypeID: deref(lt), Reached: reached}
+	if r.Limit != nil {
+		out.Limit = &storage.ItemLimit{Limit: *r.Limit, MaterialTypeID: deref(r.MaterialTypeID), LoanTypeID: deref(r.LoanTypeID),
+			Reached: r.Reached}
 	}
 	return out, nil
+}
+
+// checkOutRow is the row checkOutReadSQL answers, read by column name.
+type checkOutRow struct {
+	User              json.RawMessage `db:"patron"`
+	Item              json.RawMessage `db:"item"`
+	OpenLoan          json.RawMessage `db:"open_loan"`
+	RulesSet          bool            `db:"rules_set"`
+	PolicyID          *string         `db:"policy_id"`
+	RuleIndex         *int            `db:"rule_index"`
+	PatronGroupMatch  *bool           `db:"pg_match"`
+	MaterialTypeMatch *bool           `db:"mt_match"`
+	LoanTypeMatch     *bool           `db:"lt_match"`
+	LoanPolicy        json.RawMessage `db:"loan_policy"`
+	Limit             *int            `db:"item_limit"`
+	// MaterialTypeID and LoanTypeID are the limit's criteria (nil: any).
+	MaterialTypeID  *string         `db:"mt"`
+	LoanTypeID      *string         `db:"lt"`
+	OpenLoans       *int            `db:"open_loans"`
+	Reached         bool            `db:"reached"`
+	LockSetting     json.RawMessage `db:"lock_setting"`
+	MaterialType    json.RawMessage `db:"material_type"`
+	ManualBlocks    json.RawMessage `db:"manual_blocks"`
+	AutomatedBlocks json.RawMessage `db:"automated_blocks"`
+	QueueHead       json.RawMessage `db:"queue_head"`
+	OpenRecall      bool            `db:"open_recall"`
+	// Full says the lean read met the tenant's gate row: run it in full.
+	Full bool `db:"full"`
 }
 
 // patronSummarySQL reads what a self-check machine shows a patron ($1, by
@@ -437,16 +474,18 @@ func (s *Rules) ReadPatronSummary(ctx context.Context, t storage.Tenant, userBar
 	return out, nil
 }
 
-// matchLoanPolicySQL is the rules' choice. Parameters: $1 patron group,
-// $2 material type, $3 loan type, $4 the tenant.
-var matchLoanPolicySQL = policyMatchSQL(table(tableCirculationRule), table(tableCirculationRules), "$4", "$1::uuid", "$2::uuid", "$3::uuid")
+// matchLoanPolicySQL is the rules' choice. Arguments: @group the patron
+// group, @material_type, @loan_type, @tenant.
+var matchLoanPolicySQL = policyMatchSQL(table(tableCirculationRule), table(tableCirculationRules), "@tenant",
+	"@group::uuid", "@material_type::uuid", "@loan_type::uuid")
 
 // MatchLoanPolicy implements storage.RulesService.
 func (s *Rules) MatchLoanPolicy(ctx context.Context, t storage.Tenant, patronGroupID, materialTypeID, loanTypeID string) (storage.PolicyMatch, error) {
 	var policyID string
 	var ruleIndex *int
 	m := storage.PolicyMatch{RuleIndex: -1}
-	err := s.db.pool.QueryRow(ctx, matchLoanPolicySQL, nullable(patronGroupID), nullable(materialTypeID), nullable(loanTypeID), string(t)).
+	err := s.db.pool.QueryRow(ctx, matchLoanPolicySQL, pgx.StrictNamedArgs{"tenant": string(t), "group": nullable(patronGroupID),
+		"material_type": nullable(materialTypeID), "loan_type": nullable(loanTypeID)}).
 		Scan(&policyID, &ruleIndex, &m.PatronGroupMatch, &m.MaterialTypeMatch, &m.LoanTypeMatch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.PolicyMatch{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,

@@ -136,16 +136,18 @@ func TestSweepForgetsStaleSignIns(t *testing.T) {
 		('pair:forgotten', 0, now() - interval '40 days', NULL, now() - interval '40 days', 0, NULL)`)
 	live, ended, expired := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	f.exec(t, `INSERT INTO `+view(f.tenant, tableLoginSession)+` (id, account_id, expires_at, ended_at) VALUES
-		($1, $4, now() + interval '1 day', NULL),
-		($2, $4, now() + interval '1 day', now() - interval '2 days'),
-		($3, $4, now() - interval '2 days', NULL)`, live, ended, expired, account)
+		(@live, @account, now() + interval '1 day', NULL),
+		(@ended, @account, now() + interval '1 day', now() - interval '2 days'),
+		(@expired, @account, now() - interval '2 days', NULL)`,
+		pgx.StrictNamedArgs{"live": live, "ended": ended, "expired": expired, "account": account})
 	f.exec(t, `INSERT INTO `+view(f.tenant, tableRefreshToken)+` (hash, account_id, session_id, expires_at, revoked_at) VALUES
-		('\x01', $1, $2, now() - interval '1 minute', NULL),
-		('\x02', $1, $2, now() + interval '1 day', now() - interval '2 days'),
-		('\x03', $1, $2, now() + interval '1 day', now()),
-		('\x04', $1, $2, now() + interval '1 day', NULL),
-		('\x05', $1, $3, now() + interval '1 day', NULL),
-		('\x06', $1, $4, now() + interval '1 day', NULL)`, account, live, ended, expired)
+		('\x01', @account, @live, now() - interval '1 minute', NULL),
+		('\x02', @account, @live, now() + interval '1 day', now() - interval '2 days'),
+		('\x03', @account, @live, now() + interval '1 day', now()),
+		('\x04', @account, @live, now() + interval '1 day', NULL),
+		('\x05', @account, @ended, now() + interval '1 day', NULL),
+		('\x06', @account, @expired, now() + interval '1 day', NULL)`,
+		pgx.StrictNamedArgs{"account": account, "live": live, "ended": ended, "expired": expired})
 	if _, err := NewSweeper(db, discard, SweeperConfig{BatchSize: 10, KnownFor: 30 * 24 * time.Hour, LoginWindow: 15 * time.Minute}).SweepOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -73,13 +73,13 @@ ON CONFLICT (id) DO UPDATE SET module_to = coalesce(excluded.module_to, t.module
 
 // conditionsSQL gives a tenant FOLIO's patron block conditions, each
 // blocking nothing, as mod-patron-blocks does when it is enabled; a
-// condition the tenant has is left as it is. Parameters: $1 the tenant,
-// $2, $3, $4 the conditions' ids, names and value types.
+// condition the tenant has is left as it is. Arguments: @tenant, and
+// @ids, @names, @types the conditions' ids, names and value types.
 var conditionsSQL = withTables(`
 INSERT INTO %s (tenant_id, id, jsonb)
-SELECT $1, c.id, jsonb_build_object('id', c.id::text, 'name', c.name, 'blockBorrowing', false, 'blockRenewals', false,
+SELECT @tenant, c.id, jsonb_build_object('id', c.id::text, 'name', c.name, 'blockBorrowing', false, 'blockRenewals', false,
                                     'blockRequests', false, 'valueType', c.value_type, 'message', '')
-  FROM unnest($2::uuid[], $3::text[], $4::text[]) AS c(id, name, value_type)
+  FROM unnest(@ids::uuid[], @names::text[], @types::text[]) AS c(id, name, value_type)
 ON CONFLICT (tenant_id, id) DO NOTHING`, tableBlockCondition)
 
 // blockConditions is storage.PatronBlockConditionSet as conditionsSQL's
@@ -125,7 +125,7 @@ func (s *Tenants) Init(ctx context.Context, t storage.Tenant, attrs storage.Tena
 			return interpret(err, t)
 		}
 		ids, names, types := blockConditions()
-		if _, err := tx.Exec(ctx, conditionsSQL, string(t), ids, names, types); err != nil {
+		if _, err := tx.Exec(ctx, conditionsSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": ids, "names": names, "types": types}); err != nil {
 			return interpret(err, t)
 		}
 		if legacy {
@@ -154,8 +154,9 @@ func (s *Tenants) Init(ctx context.Context, t storage.Tenant, attrs storage.Tena
 			return err
 		}
 		_, err = tx.Exec(ctx,
-			withTables(`INSERT INTO %s (tenant_id, id, tenant_attributes, complete, messages) VALUES ($4, $1, $2, true, $3)`, tableTenantJob),
-			job.ID, attrsJSON, messagesJSON, string(t))
+			withTables(`INSERT INTO %s (tenant_id, id, tenant_attributes, complete, messages)
+VALUES (@tenant, @id, @attributes, true, @messages)`, tableTenantJob),
+			pgx.StrictNamedArgs{"tenant": string(t), "id": job.ID, "attributes": attrsJSON, "messages": messagesJSON})
 		return interpret(err, t)
 	})
 	if err != nil {
