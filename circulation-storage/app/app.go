@@ -88,7 +88,8 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	// are made after them, from the locks.
 	var waiters *storage.Waiters
 	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
-	records := postgres.NewRecords(db, policy, released)
+	records := postgres.NewRecords(db)
+	loans := postgres.NewLoans(db, policy, released)
 	locks := postgres.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
 	waiters = storage.NewWaiters(locks, metrics, storage.WaitConfig{
 		Poll: cfg.LockWaitPoll, PollUnlistened: cfg.LockWaitPollUnlistened,
@@ -157,7 +158,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Waiters:   waiters,
 		Tenants:   tenants,
 		Records:   records,
-		Loans:     records,
+		Loans:     loans,
 		Rules:     rules,
 		Counter:   rules,
 		CheckOuts: rules,

@@ -70,7 +70,7 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	locks := postgres.NewLocks(db, postgres.LockHistory(true, metrics), released)
 	waiters = storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
 		PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second})
-	records := postgres.NewRecords(db, postgres.Policy{EnforceUnscopedItemLimit: true}, released)
+	records := postgres.NewRecords(db)
 	srv := New(Config{
 		Config:         serverkit.Config{MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 10 * time.Second},
 		LockDefaultTTL: 3 * time.Second,
@@ -82,7 +82,7 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		Waiters:   waiters,
 		Tenants:   postgres.NewTenants(db, logger, postgres.LoadData),
 		Records:   records,
-		Loans:     records,
+		Loans:     postgres.NewLoans(db, postgres.Policy{EnforceUnscopedItemLimit: true}, released),
 		Rules:     postgres.NewRules(db, postgres.Policy{EnforceUnscopedItemLimit: true}),
 		Counter:   postgres.NewRules(db, postgres.Policy{EnforceUnscopedItemLimit: true}),
 		CheckOuts: postgres.NewRules(db, postgres.Policy{EnforceUnscopedItemLimit: true}),

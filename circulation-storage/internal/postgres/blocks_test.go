@@ -18,7 +18,7 @@ import (
 func blockOn(t *testing.T, f fixture, condition, group string, value int, renewals bool, message string) {
 	t.Helper()
 	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	doc, err := records.Get(ctx, f.tenant, storage.PatronBlockConditions, condition)
 	if err != nil {
 		t.Fatalf("the tenant's condition %s: %v", condition, err)
@@ -60,7 +60,7 @@ func TestAutomatedBlocksAsModPatronBlocks(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	rules := NewRules(f.db, testPolicy)
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	ctx := context.Background()
 	// Dave (faculty) has three loans: one overdue, one of an item
 	// declared lost.

@@ -38,7 +38,7 @@ func itemStatusArgs(ctx context.Context, t storage.Tenant, itemID string, versio
 // CheckInLoan implements storage.LoanWriter: the item becomes Available at
 // the version the check-in read, and the loan is replaced, in one
 // transaction.
-func (s *Records) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.CheckInWrite) error {
+func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.CheckInWrite) error {
 	return s.db.inTx(ctx, t, func(tx pgx.Tx) error {
 		itemID := fieldValue(w.Loan, "itemId")
 		var stored int

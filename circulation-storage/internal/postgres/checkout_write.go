@@ -15,7 +15,25 @@ import (
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
-var _ storage.LoanWriter = (*Records)(nil)
+// Loans writes loans as circulation does: a check-out, a check-in, a
+// renewal and a loan action, each in one transaction that holds the
+// rules (the lock, the limits, the blocks, the requests, the versions
+// read) whoever calls.
+type Loans struct {
+	db *DB
+	// released, when set, is told of a check-out's release of a lock
+	// that someone waits for, at once (see OnRelease).
+	released func(t storage.Tenant, userID string)
+	// policy is how the check-out write applies the rules and the lock.
+	policy Policy
+}
+
+var _ storage.LoanWriter = (*Loans)(nil)
+
+// NewLoans returns the loan writer, configured by opts (OnRelease).
+func NewLoans(db *DB, policy Policy, opts ...Option) *Loans {
+	return &Loans{db: db, policy: policy, released: applyOptions(opts).released}
+}
 
 // checkOutSQL is a check-out's writes in one statement: the item moves to
 // "Checked out" at the version the check-out read (@item_version), and the loan is
@@ -247,7 +265,7 @@ var checkOutNames = []string{"tenant", "loan_id", "loan", "lock_id", "item_versi
 // checkOutArgs are checkOutSQL's arguments, by name: a name the statement
 // uses and this does not give, or one it gives and the statement does not
 // use, fails the write (locksql.Named.Bind) before it reaches the database.
-func (s *Records) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) pgx.StrictNamedArgs {
+func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) pgx.StrictNamedArgs {
 	caller := storage.CallerFrom(ctx)
 	return pgx.StrictNamedArgs{
 		"tenant":        string(t),
@@ -314,7 +332,7 @@ var ownEventsSQL = `SELECT set_config('checkoutlock.outbox', 'own', true) WHERE 
 // locksql.PatronRow without one, the item's row (itemRowSQL), then
 // checkOutSQL, lean or in full (gate.go). The result is filled in when
 // the batch's results are read.
-func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (*pgx.Batch, *checkOutResult) {
+func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (*pgx.Batch, *checkOutResult) {
 	b := &pgx.Batch{}
 	b.Queue(ownEventsSQL)
 	if w.LockID != "" {
@@ -337,13 +355,13 @@ func (s *Records) checkOutBatch(ctx context.Context, t storage.Tenant, w storage
 }
 
 // CreateCheckOutLoan implements storage.LoanWriter.
-func (s *Records) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
+func (s *Loans) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
 	return s.createCheckOutLoan(ctx, t, w, !s.db.gates.has(t))
 }
 
 // createCheckOutLoan is CreateCheckOutLoan, lean or in full (gate.go); a
 // lean write that meets a gate row, having written nothing, runs in full.
-func (s *Records) createCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (storage.CheckOutWritten, error) {
+func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (storage.CheckOutWritten, error) {
 	b, r := s.checkOutBatch(ctx, t, w, lean)
 	// A batch runs in one implicit transaction, committed at its end.
 	err := s.db.write(ctx, t, func(c *pgx.Conn) error { return c.SendBatch(ctx, b).Close() })
@@ -395,7 +413,7 @@ func (s *Records) createCheckOutLoan(ctx context.Context, t storage.Tenant, w st
 // of a lock a check-out's write released, when the release was announced.
 // The history has nothing to learn of it: the fence lets only the lock's
 // owner write under it, so the release is always the owner's own.
-func (s *Records) releasedByWrite(t storage.Tenant, r *checkOutResult) {
+func (s *Loans) releasedByWrite(t storage.Tenant, r *checkOutResult) {
 	if r.Notified && s.released != nil {
 		s.released(t, *r.Released)
 	}

@@ -24,7 +24,7 @@ func TestCQLNumericComparisons(t *testing.T) {
 		f.exec(t, `UPDATE `+view(f.tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{_version}', to_jsonb($2::integer)) WHERE id = $1`,
 			SampleID(barcode), version)
 	}
-	records := NewRecords(f.db, testPolicy)
+	records := NewRecords(f.db)
 	ones := []string{"book-004", "book-005", "book-006", "book-007", "book-008", "book-009"}
 	for _, c := range []struct {
 		query string

@@ -24,7 +24,7 @@ import (
 func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	kiosk := storage.Caller{User: "kiosk-1", Module: "circulation"}
 	for _, c := range []struct {
 		name         string
@@ -86,7 +86,7 @@ func TestTenantsSharingIDsStayApart(t *testing.T) {
 	t.Parallel()
 	a, b := setupLibrary(t), setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(a.db, testPolicy)
+	records := newLibrary(a.db, testPolicy)
 	patron := SampleID("1004") // faculty
 	open := a.count(t, tableLoan, "user_id = $1 AND status_name = 'Open'", patron)
 	for _, f := range []fixture{a, b} {

@@ -69,7 +69,7 @@ func TestTheFirstBlockLimitOrRequestWritesTheGateRow(t *testing.T) {
 	ctx := context.Background()
 	first := map[string]func(f fixture, i int){
 		"manual block": func(f fixture, _ int) {
-			if _, err := NewRecords(f.db, testPolicy).Create(ctx, f.tenant, storage.ManualBlocks, uuid.NewString(), json.RawMessage(fmt.Sprintf(
+			if _, err := newLibrary(f.db, testPolicy).Create(ctx, f.tenant, storage.ManualBlocks, uuid.NewString(), json.RawMessage(fmt.Sprintf(
 				`{"userId":%q,"type":"Manual","desc":"Lost the library's laptop","borrowing":true}`, SampleID("1004")))); err != nil {
 				t.Fatal(err)
 			}
@@ -130,11 +130,11 @@ func TestALeanCheckOutMeetsTheGateWrittenMeanwhile(t *testing.T) {
 	ctx := context.Background()
 	// The instance under test: a database handle, and its knowledge of
 	// gates, of its own.
-	instance := func(f fixture) (*Rules, *Records) {
+	instance := func(f fixture) (*Rules, library) {
 		db := openDB(t, pgtest.Shared(t))
-		return NewRules(db, testPolicy), NewRecords(db, testPolicy)
+		return NewRules(db, testPolicy), newLibrary(db, testPolicy)
 	}
-	lend := func(records *Records, f fixture, user, item string) error {
+	lend := func(records library, f fixture, user, item string) error {
 		_, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
 			Loan: loanDoc(user, item), ItemVersion: 1})
 		return err
@@ -148,7 +148,7 @@ func TestALeanCheckOutMeetsTheGateWrittenMeanwhile(t *testing.T) {
 		if err != nil || before.User == nil || before.ManualBlocks != nil {
 			t.Fatalf("validation before the block: %v, blocks %s", err, before.ManualBlocks)
 		}
-		if _, err := NewRecords(f.db, testPolicy).Create(ctx, f.tenant, storage.ManualBlocks, uuid.NewString(), json.RawMessage(fmt.Sprintf(
+		if _, err := newLibrary(f.db, testPolicy).Create(ctx, f.tenant, storage.ManualBlocks, uuid.NewString(), json.RawMessage(fmt.Sprintf(
 			`{"userId":%q,"type":"Manual","desc":"Lost the library's laptop","borrowing":true}`, alice))); err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestALeanCheckOutMeetsTheGateWrittenMeanwhile(t *testing.T) {
 		f := setupLeanLibrary(t)
 		_, records := instance(f)
 		user := uuid.NewString()
-		if _, err := NewRecords(f.db, testPolicy).Create(ctx, f.tenant, storage.Patrons, user, json.RawMessage(fmt.Sprintf(
+		if _, err := newLibrary(f.db, testPolicy).Create(ctx, f.tenant, storage.Patrons, user, json.RawMessage(fmt.Sprintf(
 			`{"barcode":"charged","active":true,"patronGroup":%q,"personal":{"lastName":"Charged"}}`, GroupGraduate))); err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,7 @@ func as(user, module string) context.Context {
 func TestALockIsItsOwners(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	alice := SampleID("1001")
 	kiosk, operator := as("kiosk-1", "circulation"), as("operator-1", "circulation")
 	owner := storage.Caller{User: "kiosk-1", Module: "circulation"}
@@ -88,7 +88,7 @@ func TestTheLockFeatureIsReadFromTheTenantsSetting(t *testing.T) {
 	put := func(value string) {
 		t.Helper()
 		doc := json.RawMessage(`{"scope":"mod-circulation","key":"checkoutLockFeature","value":` + value + `}`)
-		records := NewRecords(f.db, testPolicy)
+		records := newLibrary(f.db, testPolicy)
 		if _, err := records.Get(ctx, f.tenant, storage.Settings, settingID); err != nil {
 			if _, err := records.Create(ctx, f.tenant, storage.Settings, settingID, doc); err != nil {
 				t.Fatal(err)
@@ -102,7 +102,7 @@ func TestTheLockFeatureIsReadFromTheTenantsSetting(t *testing.T) {
 	n := 0
 	write := func(def bool) error {
 		n++
-		_, err := NewRecords(f.db, Policy{LockFeatureDefault: def, EnforceUnscopedItemLimit: true}).CreateCheckOutLoan(ctx, f.tenant,
+		_, err := newLibrary(f.db, Policy{LockFeatureDefault: def, EnforceUnscopedItemLimit: true}).CreateCheckOutLoan(ctx, f.tenant,
 			storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice, Loan: loanDoc(alice, SampleID(fmt.Sprintf("book-%03d", 20+n))), ItemVersion: 1})
 		if err == nil {
 			// Check it back in, so the patron stays below her limit.
@@ -152,7 +152,7 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-050")
 	loanID := uuid.NewString()
 	if _, err := records.CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, Loan: loanDoc(alice, item), ItemVersion: 1}); err != nil {

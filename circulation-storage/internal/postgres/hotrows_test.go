@@ -51,7 +51,7 @@ SELECT @tenant, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uui
 		"loan_type": LoanTypeCanCirculate, "n": n * bursts}); err != nil {
 		t.Fatal(err)
 	}
-	records := NewRecords(db, testPolicy)
+	records := newLibrary(db, testPolicy)
 	var made []int64
 	for b := range bursts {
 		before := multiXacts(t, db)
@@ -75,7 +75,7 @@ SELECT @tenant, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uui
 
 // burst checks out item i to patron i, for i from first to last, eight at
 // a time.
-func burst(t *testing.T, db *DB, records *Records, tenant storage.Tenant, first, last int) {
+func burst(t *testing.T, db *DB, records library, tenant storage.Tenant, first, last int) {
 	t.Helper()
 	ctx := context.Background()
 	work := make(chan int)
@@ -113,7 +113,7 @@ func burst(t *testing.T, db *DB, records *Records, tenant storage.Tenant, first,
 func TestLoanPolicyReferencesHold(t *testing.T) {
 	db, tenant := sampleDatabase(t, 2)
 	ctx := context.Background()
-	records := NewRecords(db, testPolicy)
+	records := newLibrary(db, testPolicy)
 	var user, item string
 	if err := db.pool.QueryRow(ctx, withTables(`SELECT (SELECT id::text FROM %s WHERE tenant_id = $1 AND barcode = '1004'),
 	       (SELECT id::text FROM %s WHERE tenant_id = $1 AND barcode = 'book-001')`, tablePatron, tableItem), string(tenant)).Scan(&user, &item); err != nil {

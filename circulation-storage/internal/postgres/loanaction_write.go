@@ -42,7 +42,7 @@ var loanActionGuard = &guard{
 // the loan's action at the version the action read, and the loan is
 // replaced, in one transaction. The triggers of migration 9 announce both
 // changes.
-func (s *Records) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanActionWrite) error {
+func (s *Loans) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanActionWrite) error {
 	action := fieldValue(w.Loan, "action")
 	status, ok := storage.LoanActionItemStatus[action]
 	if !ok {

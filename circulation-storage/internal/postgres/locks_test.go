@@ -302,7 +302,7 @@ func TestUninitialisedTenant(t *testing.T) {
 	}
 	// Durable records refer to their tenant: none is written for a tenant
 	// that is not enabled, whoever skips the check at the door.
-	_, err := NewRecords(f.db, Policy{}).Create(ctx, ghost, storage.PatronGroups, uuid.NewString(), []byte(`{"group":"ghosts"}`))
+	_, err := NewRecords(f.db).Create(ctx, ghost, storage.PatronGroups, uuid.NewString(), []byte(`{"group":"ghosts"}`))
 	e, ok := errs.As(err)
 	if !ok || e.Code != schemas.CodeTenantNotInitialized || e.Kind != errs.KindBadRequest {
 		t.Fatalf("a record in an uninitialised tenant: %v, want %s", err, schemas.CodeTenantNotInitialized)

@@ -21,7 +21,7 @@ import (
 // CheckOutWriteEvents ./circulation-storage/internal/postgres.
 func BenchmarkCheckOutWriteEvents(b *testing.B) {
 	f := setupLibrary(b)
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	ctx := storage.WithCaller(context.Background(), storage.Caller{User: "kiosk-1", Module: "circulation"})
 	conn, err := f.db.pool.Acquire(ctx)
 	if err != nil {

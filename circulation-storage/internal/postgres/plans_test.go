@@ -250,7 +250,7 @@ func readArgs(t *testing.T, tenant storage.Tenant, user, item string) (full, lea
 // to user, at version 1, in full and lean.
 func writeArgs(t *testing.T, db *DB, tenant storage.Tenant, user, item string) (full, lean []any) {
 	t.Helper()
-	args := NewRecords(db, testPolicy).checkOutArgs(context.Background(), tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
+	args := newLibrary(db, testPolicy).checkOutArgs(context.Background(), tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
 		UserID: user, Loan: loanDoc(user, item), ItemVersion: 1})
 	full, err := checkOutWrite.Args(args)
 	if err != nil {

@@ -24,11 +24,6 @@ import (
 // Records implements storage.RecordService on jsonb tables.
 type Records struct {
 	db *DB
-	// released, when set, is told of a check-out's release of a lock
-	// that someone waits for, at once (see OnRelease).
-	released func(t storage.Tenant, userID string)
-	// policy is how the check-out write applies the rules and the lock.
-	policy Policy
 	// queueWrites holds a place for each write of a request running on
 	// this instance: a quarter of the pool's connections. Writes of one
 	// item's queue take their turns on the item's row (request_write.go),
@@ -40,9 +35,9 @@ type Records struct {
 
 var _ storage.RecordService = (*Records)(nil)
 
-// NewRecords returns the record service, configured by opts (OnRelease).
-func NewRecords(db *DB, policy Policy, opts ...Option) *Records {
-	return &Records{db: db, policy: policy, released: applyOptions(opts).released,
+// NewRecords returns the record service.
+func NewRecords(db *DB) *Records {
+	return &Records{db: db,
 		queueWrites: make(chan struct{}, max(1, int(db.pool.Config().MaxConns)/4))}
 }
 

@@ -44,7 +44,7 @@ var testPolicy = Policy{EnforceUnscopedItemLimit: true}
 func setItemLimit(t *testing.T, f fixture, group string, n int) {
 	t.Helper()
 	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	policy := uuid.NewString()
 	if _, err := records.Create(ctx, f.tenant, storage.LoanPolicies, policy, json.RawMessage(fmt.Sprintf(
 		`{"name":"limit %d %s","loanable":true,"loansPolicy":{"profileId":"Rolling","period":{"duration":1,"intervalId":"Weeks"},"itemLimit":%d}}`,
@@ -67,7 +67,7 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	user, item := SampleID("1001"), SampleID("book-001")
 	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
@@ -109,7 +109,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-002")
 
 	// Expired and still there: nobody took it over yet.
@@ -154,7 +154,7 @@ func TestOneOpenLoanPerItemUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	for round := range 10 {
 		item := SampleID(fmt.Sprintf("book-%03d", 100+round))
 		var wg sync.WaitGroup
@@ -206,7 +206,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1}, false)
+	b, r := newLibrary(f.db, testPolicy).checkOutBatch(ctx, f.tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1}, false)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.Stored == nil {
 		t.Fatalf("fenced insert: %v (written: %v)", err, r.Stored != nil)
 	}
@@ -252,14 +252,14 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := NewRecords(f.db, testPolicy).checkOutBatch(ctx, f.tenant, write("book-140"), false)
+	b, r := newLibrary(f.db, testPolicy).checkOutBatch(ctx, f.tenant, write("book-140"), false)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.Stored == nil {
 		t.Fatalf("first write: %v (written: %v, open loans counted %v)", err, r.Stored != nil, r.Open)
 	}
 
 	second := make(chan error, 1)
 	go func() {
-		_, err := NewRecords(f.db, testPolicy).CreateCheckOutLoan(ctx, f.tenant, write("book-141"))
+		_, err := newLibrary(f.db, testPolicy).CreateCheckOutLoan(ctx, f.tenant, write("book-141"))
 		second <- err
 	}()
 	f.waitForLockWait(t, "%FOR UPDATE%", second, "the second write")
@@ -307,7 +307,7 @@ func raceToTheLimit(t *testing.T, locked bool) {
 func raceWrites(t *testing.T, f fixture, group string, locked bool, refusal string) {
 	t.Helper()
 	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	const rounds, writers, room = 5, 20, 3
 	for round := range rounds {
 		user := uuid.NewString()

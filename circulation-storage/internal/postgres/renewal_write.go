@@ -52,7 +52,7 @@ SELECT (SELECT jsonb FROM renewed), (SELECT open FROM recall)`
 var renewWrite = locksql.NewNamed(renewSQL(), "tenant", "loan_id", "loan", "count", "metadata_user")
 
 // RenewLoan implements storage.LoanWriter.
-func (s *Records) RenewLoan(ctx context.Context, t storage.Tenant, w storage.RenewalWrite) (json.RawMessage, error) {
+func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.RenewalWrite) (json.RawMessage, error) {
 	var stored json.RawMessage
 	var recalled bool
 	err := s.db.write(ctx, t, func(c *pgx.Conn) error {

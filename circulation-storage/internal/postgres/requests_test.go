@@ -21,7 +21,7 @@ import (
 func request(t *testing.T, f fixture, item, requester string, position int, status string) string {
 	t.Helper()
 	id := uuid.NewString()
-	if _, err := NewRecords(f.db, testPolicy).Create(context.Background(), f.tenant, storage.Requests, id, json.RawMessage(fmt.Sprintf(
+	if _, err := newLibrary(f.db, testPolicy).Create(context.Background(), f.tenant, storage.Requests, id, json.RawMessage(fmt.Sprintf(
 		`{"requestType":"Hold","requestLevel":"Item","requestDate":"2026-01-0%dT10:00:00.000Z","requesterId":%q,"itemId":%q,
 		  "status":%q,"position":%d,"fulfillmentPreference":"Hold Shelf"}`, position, requester, item, status, position))); err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestCheckOutFillsTheBorrowersRequest(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	item := SampleID("book-090")
 	bob, alice, dave := SampleID("1002"), SampleID("1001"), SampleID("1004")
 	bobs := request(t, f, item, bob, 1, "Open - Awaiting pickup")
@@ -140,7 +140,7 @@ func TestQueueStaysDense(t *testing.T) {
 	t.Parallel()
 	f := setupLibrary(t)
 	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	item := SampleID("book-095")
 	doc := func(requester, itemID, position string) json.RawMessage {
 		d := fmt.Sprintf(`{"requestType":"Hold","requestDate":"2026-01-01T10:00:00.000Z","requesterId":%q,"itemId":%q,

@@ -21,7 +21,7 @@ func TestRulesMatch(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	records := NewRecords(f.db, testPolicy)
+	records := newLibrary(f.db, testPolicy)
 	create := func(r storage.Resource, doc string) string {
 		t.Helper()
 		id := uuid.NewString()

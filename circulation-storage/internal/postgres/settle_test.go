@@ -134,7 +134,7 @@ func cutWrite(t *testing.T) cut {
 	// row (a lean write would find the row and write nothing).
 	db.gates.found(f.tenant)
 	go func() {
-		_, err := NewRecords(db, testPolicy).CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID,
+		_, err := newLibrary(db, testPolicy).CreateCheckOutLoan(ctx, f.tenant, storage.CheckOutWrite{LoanID: loanID,
 			UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
 		result <- err
 	}()

@@ -67,7 +67,7 @@ func TestUpgradeMovesASchemaPerTenantIntoTheSharedTables(t *testing.T) {
 	if !strings.Contains(strings.Join(res.Messages, "\n"), "14 rows moved") {
 		t.Errorf("upgrade's messages %q, want 14 rows moved", res.Messages)
 	}
-	records := NewRecords(f.db, Policy{})
+	records := NewRecords(f.db)
 	got, err := records.Get(ctx, tenant, storage.Loans, loan)
 	if err != nil || !strings.Contains(string(got), patron) {
 		t.Errorf("the moved loan: %s, %v", got, err)
@@ -146,7 +146,7 @@ func TestEnabledIsRememberedAndForgottenOnPurge(t *testing.T) {
 		t.Errorf("on the purging instance: enabled %t, %v", enabled, err)
 	}
 	// Durable records cannot be written for it in the meantime.
-	if _, err := NewRecords(f.db, Policy{}).Create(ctx, tenant, storage.MaterialTypes, uuid.NewString(), []byte(`{"name":"x"}`)); err == nil {
+	if _, err := NewRecords(f.db).Create(ctx, tenant, storage.MaterialTypes, uuid.NewString(), []byte(`{"name":"x"}`)); err == nil {
 		t.Error("a record written for a purged tenant")
 	}
 	deadline := time.After(5 * time.Second)

@@ -1,0 +1,13 @@
+package postgres
+
+// library is what a test of the loan writes works with: the records, to
+// arrange them and read them back, and the loan writes.
+type library struct {
+	*Records
+	*Loans
+}
+
+// newLibrary is a library of db whose loan writes apply policy.
+func newLibrary(db *DB, policy Policy) library {
+	return library{Records: NewRecords(db), Loans: NewLoans(db, policy)}
+}
