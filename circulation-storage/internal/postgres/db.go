@@ -218,6 +218,11 @@ type querier interface {
 // catalog entries, whatever the number of tenants.
 const SharedSchema = locksql.Schema
 
+// PurgeChannel is the notification channel on which every purge of a
+// tenant is announced, by the purging transaction, with the tenant as the
+// payload: each instance forgets at once that the tenant was enabled.
+const PurgeChannel = "circulation_storage_tenant_purged"
+
 // tableName is one of the shared tables: the closed list of identifiers
 // this package formats into SQL (with table and withTables). Nothing else
 // is ever formatted into a statement: values, the tenant's id among them,

@@ -39,12 +39,12 @@ func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 		first := storage.WithCaller(context.Background(), kiosk)
 		second := storage.WithCaller(context.Background(), c.second)
 		user := SampleID(c.patron)
-		a, _, err := f.locks.Acquire(first, f.tenant, user, uuid.NewString(), ttl, kiosk.Holder())
+		a, _, err := NewLocks(f.db).Acquire(first, f.tenant, user, uuid.NewString(), ttl, kiosk.Holder())
 		if err != nil {
 			t.Fatal(err)
 		}
 		expire(t, f, a.ID)
-		b, outcome, err := f.locks.Acquire(second, f.tenant, user, uuid.NewString(), ttl, c.second.Holder())
+		b, outcome, err := NewLocks(f.db).Acquire(second, f.tenant, user, uuid.NewString(), ttl, c.second.Holder())
 		if err != nil || outcome != storage.TookOverExpired || b.ID == a.ID {
 			t.Fatalf("%s: takeover of the expired lock: %+v %v %v", c.name, b, outcome, err)
 		}
@@ -61,7 +61,7 @@ func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 		if n := f.count(t, "item", "id = $1 AND version = 1 AND status_name <> 'Checked out'", SampleID(c.stale)); n != 1 {
 			t.Errorf("%s: the item of the refused write changed", c.name)
 		}
-		if _, err := f.locks.Get(context.Background(), f.tenant, b.ID); err != nil {
+		if _, err := NewLocks(f.db).Get(context.Background(), f.tenant, b.ID); err != nil {
 			t.Errorf("%s: lock B after the refused write under A: %v, want it still held", c.name, err)
 		}
 

@@ -34,13 +34,13 @@ func TestALockIsItsOwners(t *testing.T) {
 	alice := SampleID("1001")
 	kiosk, operator := as("kiosk-1", "circulation"), as("operator-1", "circulation")
 	owner := storage.Caller{User: "kiosk-1", Module: "circulation"}
-	lock, _, err := f.locks.Acquire(kiosk, f.tenant, alice, uuid.NewString(), ttl, owner.Holder())
+	lock, _, err := NewLocks(f.db).Acquire(kiosk, f.tenant, alice, uuid.NewString(), ttl, owner.Holder())
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another caller naming the id: refused as any acquirer, not renewed.
 	for _, other := range []storage.Caller{{User: "kiosk-1"}, {User: "kiosk-2", Module: "circulation"}, {}} {
-		if _, _, err := f.locks.Acquire(context.Background(), f.tenant, alice, lock.ID, ttl*100, other.Holder()); !errs.IsKind(err, errs.KindLocked) {
+		if _, _, err := NewLocks(f.db).Acquire(context.Background(), f.tenant, alice, lock.ID, ttl*100, other.Holder()); !errs.IsKind(err, errs.KindLocked) {
 			t.Errorf("renewal by %+v: %v, want held", other, err)
 		}
 	}
@@ -51,24 +51,24 @@ func TestALockIsItsOwners(t *testing.T) {
 		t.Errorf("a write under another's lock: %v, want %s", err, schemas.CodeLockLost)
 	}
 	// A release by another without the permission: forbidden, kept.
-	if err := f.locks.Release(context.Background(), f.tenant, lock.ID, storage.Caller{User: "operator-1", Module: "circulation"}, false); !errs.IsKind(err, errs.KindForbidden) {
+	if err := NewLocks(f.db).Release(context.Background(), f.tenant, lock.ID, storage.Caller{User: "operator-1", Module: "circulation"}, false); !errs.IsKind(err, errs.KindForbidden) {
 		t.Errorf("release by another: %v, want forbidden", err)
 	}
-	if _, err := f.locks.Get(context.Background(), f.tenant, lock.ID); err != nil {
+	if _, err := NewLocks(f.db).Get(context.Background(), f.tenant, lock.ID); err != nil {
 		t.Fatalf("the lock after refused attempts: %v", err)
 	}
 	if n := f.count(t, "check_out_lock_event", ""); n != 0 {
 		t.Errorf("%d events after refused attempts, want none", n)
 	}
 	// The owner renews it.
-	if _, outcome, err := f.locks.Acquire(kiosk, f.tenant, alice, lock.ID, ttl, owner.Holder()); err != nil || outcome != storage.Renewed {
+	if _, outcome, err := NewLocks(f.db).Acquire(kiosk, f.tenant, alice, lock.ID, ttl, owner.Holder()); err != nil || outcome != storage.Renewed {
 		t.Errorf("renewal by its owner: %v %v, want renewed", outcome, err)
 	}
 	// Another with the permission releases it, and is named.
-	if err := f.locks.Release(context.Background(), f.tenant, lock.ID, storage.Caller{User: "operator-1", Module: "circulation"}, true); err != nil {
+	if err := NewLocks(f.db).Release(context.Background(), f.tenant, lock.ID, storage.Caller{User: "operator-1", Module: "circulation"}, true); err != nil {
 		t.Fatalf("release with the permission: %v", err)
 	}
-	events, _, err := f.locks.History(context.Background(), f.tenant, storage.HistoryFilter{Limit: 10})
+	events, _, err := NewLocks(f.db).History(context.Background(), f.tenant, storage.HistoryFilter{Limit: 10})
 	if err != nil || len(events) != 1 || events[0].Type != storage.EventReleasedByOther || events[0].By.AcquiredBy != "operator-1" ||
 		events[0].By.AcquiredByModule != "circulation" || events[0].Holder.AcquiredBy != "kiosk-1" {
 		t.Errorf("history %+v (%v), want released_by_other by operator-1 through circulation", events, err)

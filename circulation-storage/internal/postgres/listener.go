@@ -20,11 +20,6 @@ import (
 // itself (see locksql.Announce), with the payload "<tenant>:<userId>".
 const ReleaseChannel = locksql.ReleaseChannel
 
-// PurgeChannel is the notification channel on which every purge of a
-// tenant is announced, by the purging transaction, with the tenant as the
-// payload: each instance forgets at once that the tenant was enabled.
-const PurgeChannel = "circulation_storage_tenant_purged"
-
 // ListenerHandlers are told what the listener hears.
 type ListenerHandlers struct {
 	// Released is called for each release announced.

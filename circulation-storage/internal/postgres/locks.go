@@ -48,11 +48,6 @@ func NewLocks(db *DB, opts ...Option) *Locks {
 	return &Locks{db: db, events: o.events, history: o.history, released: o.released}
 }
 
-type noEvents struct{}
-
-func (noEvents) Event(storage.EventType) {}
-func (noEvents) EventLost(error)         {}
-
 // holderSQL reads the live lock that made an acquisition fail, for the
 // answer's holder information, with the time it has left by the database's
 // clock. Parameters: $1 user id, $2 the tenant.
@@ -226,14 +221,6 @@ func (s *Locks) notReleased(ctx context.Context, t storage.Tenant, id string) er
 	return errs.Errorf(errs.KindForbidden, schemas.CodeForbidden,
 		"Lock %s is held by someone else: only its holder may release it, or a caller holding %s", id, schemas.PermissionReleaseOthers).
 		With("lockId", id).With("permission", schemas.PermissionReleaseOthers)
-}
-
-// deref is *s, or "" for nil.
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // recordSQL adds an event to the history.

@@ -23,7 +23,7 @@ func TestAcquireGetListRelease(t *testing.T) {
 	ctx := context.Background()
 	user := uuid.NewString()
 
-	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+	lock, outcome, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -37,7 +37,7 @@ func TestAcquireGetListRelease(t *testing.T) {
 		t.Errorf("expiresAt - creationDate = %s, want %s", got, ttl)
 	}
 
-	got, err := f.locks.Get(ctx, f.tenant, lock.ID)
+	got, err := NewLocks(f.db).Get(ctx, f.tenant, lock.ID)
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
@@ -45,18 +45,18 @@ func TestAcquireGetListRelease(t *testing.T) {
 		t.Errorf("get = %+v, want %+v", got, lock)
 	}
 
-	list, total, err := f.locks.List(ctx, f.tenant, storage.LockFilter{UserID: user, Limit: 10})
+	list, total, err := NewLocks(f.db).List(ctx, f.tenant, storage.LockFilter{UserID: user, Limit: 10})
 	if err != nil || total != 1 || len(list) != 1 || list[0] != lock {
 		t.Fatalf("list = %+v, %d, %v; want the one lock", list, total, err)
 	}
 
-	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); err != nil {
+	if err := NewLocks(f.db).Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
+	if err := NewLocks(f.db).Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("second release: %v, want not found", err)
 	}
-	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); !errs.IsKind(err, errs.KindNotFound) {
+	if _, err := NewLocks(f.db).Get(ctx, f.tenant, lock.ID); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("get after release: %v, want not found", err)
 	}
 	if n := f.count(t, "check_out_lock", ""); n != 0 {
@@ -69,11 +69,11 @@ func TestAcquireHeldReportsHolder(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	user := uuid.NewString()
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+	lock, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
-	_, _, err = f.locks.Acquire(ctx, f.tenant, user, "", time.Second, storage.Holder{})
+	_, _, err = NewLocks(f.db).Acquire(ctx, f.tenant, user, "", time.Second, storage.Holder{})
 	e, ok := errs.As(err)
 	if !ok || e.Kind != errs.KindLocked {
 		t.Fatalf("second acquire: %v, want KindLocked", err)
@@ -89,7 +89,7 @@ func TestAcquireHeldReportsHolder(t *testing.T) {
 		t.Errorf("RetryAfter = %s, want within (0, %s]", e.RetryAfter, ttl)
 	}
 	// The failed attempt changed nothing.
-	got, err := f.locks.Get(ctx, f.tenant, lock.ID)
+	got, err := NewLocks(f.db).Get(ctx, f.tenant, lock.ID)
 	if err != nil || got != lock {
 		t.Errorf("lock after failed acquire = %+v, %v; want unchanged %+v", got, err, lock)
 	}
@@ -100,21 +100,21 @@ func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	user := uuid.NewString()
-	old, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+	old, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
 	expire(t, f, old.ID)
 
 	// An expired lock is the same as none for every read.
-	if _, err := f.locks.Get(ctx, f.tenant, old.ID); !errs.IsKind(err, errs.KindNotFound) {
+	if _, err := NewLocks(f.db).Get(ctx, f.tenant, old.ID); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("get expired: %v, want not found", err)
 	}
-	if list, total, err := f.locks.List(ctx, f.tenant, storage.LockFilter{Limit: 10}); err != nil || total != 0 || len(list) != 0 {
+	if list, total, err := NewLocks(f.db).List(ctx, f.tenant, storage.LockFilter{Limit: 10}); err != nil || total != 0 || len(list) != 0 {
 		t.Errorf("list with only an expired lock = %v, %d, %v; want empty", list, total, err)
 	}
 
-	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+	lock, outcome, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire over expired: %v", err)
 	}
@@ -125,10 +125,10 @@ func TestExpiredLockIsTakenOverWithNewID(t *testing.T) {
 		t.Errorf("takeover kept the old id %s", old.ID)
 	}
 	// The old holder cannot release the new holder's lock.
-	if err := f.locks.Release(ctx, f.tenant, old.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
+	if err := NewLocks(f.db).Release(ctx, f.tenant, old.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("release by old holder: %v, want not found", err)
 	}
-	if _, err := f.locks.Get(ctx, f.tenant, lock.ID); err != nil {
+	if _, err := NewLocks(f.db).Get(ctx, f.tenant, lock.ID); err != nil {
 		t.Errorf("new lock after old holder's release: %v", err)
 	}
 	if n := f.count(t, "check_out_lock", "user_id = $1", user); n != 1 {
@@ -140,12 +140,12 @@ func TestReleaseOfExpiredLockIsNotFoundAndCleansUp(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
+	lock, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
 	expire(t, f, lock.ID)
-	if err := f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
+	if err := NewLocks(f.db).Release(ctx, f.tenant, lock.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("release expired: %v, want not found", err)
 	}
 	if n := f.count(t, "check_out_lock", ""); n != 0 {
@@ -159,13 +159,13 @@ func TestListPagesAndCountsAllMatches(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for range 5 {
-		l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
+		l, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
 		ids = append(ids, l.ID)
 	}
-	expired, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
+	expired, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -178,7 +178,7 @@ func TestListPagesAndCountsAllMatches(t *testing.T) {
 		{0, 10, 5}, {0, 2, 2}, {4, 2, 1}, {5, 2, 0}, {100, 10, 0}, {0, 0, 0},
 	}
 	for _, tt := range tests {
-		list, total, err := f.locks.List(ctx, f.tenant, storage.LockFilter{Offset: tt.offset, Limit: tt.limit})
+		list, total, err := NewLocks(f.db).List(ctx, f.tenant, storage.LockFilter{Offset: tt.offset, Limit: tt.limit})
 		if err != nil {
 			t.Fatalf("list %+v: %v", tt, err)
 		}
@@ -189,7 +189,7 @@ func TestListPagesAndCountsAllMatches(t *testing.T) {
 	// Pages are in creation order and cover every live lock once.
 	var seen []string
 	for offset := 0; offset < 5; offset += 2 {
-		list, _, err := f.locks.List(ctx, f.tenant, storage.LockFilter{Offset: offset, Limit: 2})
+		list, _, err := NewLocks(f.db).List(ctx, f.tenant, storage.LockFilter{Offset: offset, Limit: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +220,7 @@ func TestConcurrentAcquireGrantsOnce(t *testing.T) {
 		user := uuid.NewString()
 		// Every other round races over an expired lock, so takeover races too.
 		if round%2 == 1 {
-			l, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+			l, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -236,7 +236,7 @@ func TestConcurrentAcquireGrantsOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				l, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+				l, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 				mu.Lock()
 				defer mu.Unlock()
 				if err == nil {
@@ -257,7 +257,7 @@ func TestConcurrentAcquireGrantsOnce(t *testing.T) {
 		if n := f.count(t, "check_out_lock", "user_id = $1 AND expires_at > now()", user); n != 1 {
 			t.Fatalf("round %d: %d live rows for the user, want 1", round, n)
 		}
-		got, err := f.locks.Get(ctx, f.tenant, won[0].ID)
+		got, err := NewLocks(f.db).Get(ctx, f.tenant, won[0].ID)
 		if err != nil || got != won[0] {
 			t.Fatalf("round %d: stored lock %+v, %v; want the winner's %+v", round, got, err, won[0])
 		}
@@ -269,25 +269,25 @@ func TestTenantsAreIsolated(t *testing.T) {
 	a, b := setup(t), setup(t)
 	ctx := context.Background()
 	user := uuid.NewString()
-	lockA, _, err := a.locks.Acquire(ctx, a.tenant, user, "", ttl, storage.Holder{})
+	lockA, _, err := NewLocks(a.db).Acquire(ctx, a.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same patron id in another tenant is another patron.
-	lockB, _, err := b.locks.Acquire(ctx, b.tenant, user, "", ttl, storage.Holder{})
+	lockB, _, err := NewLocks(b.db).Acquire(ctx, b.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatalf("acquire in tenant B: %v", err)
 	}
-	if _, err := b.locks.Get(ctx, b.tenant, lockA.ID); !errs.IsKind(err, errs.KindNotFound) {
+	if _, err := NewLocks(b.db).Get(ctx, b.tenant, lockA.ID); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("tenant B reads A's lock: %v, want not found", err)
 	}
-	if err := b.locks.Release(ctx, b.tenant, lockA.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
+	if err := NewLocks(b.db).Release(ctx, b.tenant, lockA.ID, storage.Caller{}, false); !errs.IsKind(err, errs.KindNotFound) {
 		t.Errorf("tenant B deletes A's lock: %v, want not found", err)
 	}
-	if _, err := a.locks.Get(ctx, a.tenant, lockA.ID); err != nil {
+	if _, err := NewLocks(a.db).Get(ctx, a.tenant, lockA.ID); err != nil {
 		t.Errorf("A's lock after B's delete: %v", err)
 	}
-	if list, total, _ := b.locks.List(ctx, b.tenant, storage.LockFilter{Limit: 10}); total != 1 || list[0].ID != lockB.ID {
+	if list, total, _ := NewLocks(b.db).List(ctx, b.tenant, storage.LockFilter{Limit: 10}); total != 1 || list[0].ID != lockB.ID {
 		t.Errorf("tenant B lists %+v, want only its own lock", list)
 	}
 }
@@ -335,7 +335,7 @@ func TestTenantInitIsIdempotentAndConcurrent(t *testing.T) {
 			t.Errorf("concurrent init: %v", err)
 		}
 	}
-	if _, _, err := f.locks.Acquire(ctx, tenant, uuid.NewString(), "", ttl, storage.Holder{}); err != nil {
+	if _, _, err := NewLocks(f.db).Acquire(ctx, tenant, uuid.NewString(), "", ttl, storage.Holder{}); err != nil {
 		t.Errorf("acquire in the new tenant: %v", err)
 	}
 	// Events of the tenant, one commit not numbered yet and one numbered
@@ -406,7 +406,7 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 	var live []string
 	for _, f := range []fixture{a, b} {
 		for i := range 7 {
-			l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
+			l, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -455,7 +455,7 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 	}
 	for i, id := range live {
 		f := []fixture{a, a, b, b}[i]
-		if _, err := f.locks.Get(ctx, f.tenant, id); err != nil {
+		if _, err := NewLocks(f.db).Get(ctx, f.tenant, id); err != nil {
 			t.Errorf("live lock %s after the sweep: %v", id, err)
 		}
 	}
@@ -476,11 +476,11 @@ func TestAcquireWithOwnIDRenews(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	user, id := uuid.NewString(), uuid.NewString()
-	first, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl, storage.Holder{})
+	first, outcome, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, id, ttl, storage.Holder{})
 	if err != nil || outcome != storage.Acquired || first.ID != id {
 		t.Fatalf("acquire with an id: %+v %v %v", first, outcome, err)
 	}
-	again, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, 2*ttl, storage.Holder{})
+	again, outcome, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, id, 2*ttl, storage.Holder{})
 	if err != nil || outcome != storage.Renewed {
 		t.Fatalf("acquire again with the same id: %v %v, want renewed", outcome, err)
 	}
@@ -488,18 +488,18 @@ func TestAcquireWithOwnIDRenews(t *testing.T) {
 		t.Errorf("renewed lock %+v, want id and creation date kept, a later expiry and the new TTL (first %+v)", again, first)
 	}
 	for _, other := range []string{"", uuid.NewString()} {
-		if _, _, err := f.locks.Acquire(ctx, f.tenant, user, other, ttl, storage.Holder{}); !errs.IsKind(err, errs.KindLocked) {
+		if _, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, other, ttl, storage.Holder{}); !errs.IsKind(err, errs.KindLocked) {
 			t.Errorf("acquire with id %q while held: %v, want held", other, err)
 		}
 	}
 	// The id cannot be borrowed for another patron's lock.
-	if _, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), id, ttl, storage.Holder{}); !errs.IsKind(err, errs.KindConflict) {
+	if _, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, uuid.NewString(), id, ttl, storage.Holder{}); !errs.IsKind(err, errs.KindConflict) {
 		t.Errorf("another patron's lock under the same id: %v, want a conflict", err)
 	}
 	// A takeover with a client id uses that id and a fresh creation date.
 	expire(t, f, id)
 	next := uuid.NewString()
-	taken, outcome, err := f.locks.Acquire(ctx, f.tenant, user, next, ttl, storage.Holder{})
+	taken, outcome, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, next, ttl, storage.Holder{})
 	if err != nil || outcome != storage.TookOverExpired || taken.ID != next {
 		t.Errorf("takeover with an id: %+v %v %v", taken, outcome, err)
 	}
@@ -516,12 +516,12 @@ func TestOwnExpiredLockIsTakenOverNotRenewed(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	user, id := uuid.NewString(), uuid.NewString()
-	first, _, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl, storage.Holder{})
+	first, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, id, ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	expire(t, f, id)
-	again, outcome, err := f.locks.Acquire(ctx, f.tenant, user, id, ttl, storage.Holder{})
+	again, outcome, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, id, ttl, storage.Holder{})
 	if err != nil || outcome != storage.TookOverExpired || again.ID != id || !again.CreationDate.After(first.CreationDate) {
 		t.Errorf("own expired lock asked for again: %+v %v %v, want taken over with a fresh creation date (first %+v)",
 			again, outcome, err, first)

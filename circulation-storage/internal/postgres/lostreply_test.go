@@ -156,7 +156,7 @@ func TestAnAcquireWhoseAnswerIsLostAnswersItsLock(t *testing.T) {
 	user := uuid.NewString()
 	holder := storage.Holder{AcquiredBy: "kiosk-1", AcquiredByModule: "circulation"}
 	l.arm("INSERT INTO")
-	lock, outcome, err := f.locks.Acquire(ctx, f.tenant, user, "", 30*time.Second, holder)
+	lock, outcome, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", 30*time.Second, holder)
 	if l.lost.Load() != 1 {
 		t.Fatalf("%d answers lost, want 1", l.lost.Load())
 	}

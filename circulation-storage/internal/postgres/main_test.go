@@ -18,7 +18,6 @@ import (
 type fixture struct {
 	db      *DB
 	tenant  storage.Tenant
-	locks   *Locks
 	tenants *Tenants
 }
 
@@ -81,7 +80,7 @@ func sharedDB(t testing.TB) *DB {
 
 func setupTenant(t testing.TB, db *DB) fixture {
 	t.Helper()
-	f := fixture{db: db, tenant: storage.Tenant(pgtest.TenantID()), locks: NewLocks(db), tenants: NewTenants(db, discard)}
+	f := fixture{db: db, tenant: storage.Tenant(pgtest.TenantID()), tenants: NewTenants(db, discard)}
 	ctx := context.Background()
 	if _, err := f.tenants.Init(ctx, f.tenant, storage.TenantAttributes{ModuleTo: "mod-circulation-storage-1.0.0"}); err != nil {
 		t.Fatalf("init tenant: %v", err)

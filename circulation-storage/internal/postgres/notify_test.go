@@ -41,12 +41,12 @@ func TestReleaseNotifiesOnlyWhenWatched(t *testing.T) {
 
 	quiet, watched := uuid.NewString(), uuid.NewString()
 	for _, user := range []string{quiet, watched} {
-		lock, _, err := f.locks.Acquire(ctx, f.tenant, user, user, ttl, storage.Holder{})
+		lock, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, user, ttl, storage.Holder{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if user == watched {
-			if err := f.locks.Watch(ctx, f.tenant, user, time.Minute); err != nil {
+			if err := NewLocks(f.db).Watch(ctx, f.tenant, user, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -80,7 +80,7 @@ func TestWatchOnlyExtends(t *testing.T) {
 	ctx := context.Background()
 	user := uuid.NewString()
 	for _, d := range []time.Duration{time.Minute, time.Second} {
-		if err := f.locks.Watch(ctx, f.tenant, user, d); err != nil {
+		if err := NewLocks(f.db).Watch(ctx, f.tenant, user, d); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -39,3 +39,9 @@ func LockHistory(on bool, obs storage.EventObserver) Option {
 func OnRelease(released func(t storage.Tenant, userID string)) Option {
 	return func(o *options) { o.released = released }
 }
+
+// noEvents is the observer of a service told of no events.
+type noEvents struct{}
+
+func (noEvents) Event(storage.EventType) {}
+func (noEvents) EventLost(error)         {}

@@ -46,9 +46,9 @@ func TestStatementsOutliveTerminatedBackends(t *testing.T) {
 			wg.Add(4)
 			go func() {
 				defer wg.Done()
-				lock, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", time.Minute, storage.Holder{})
+				lock, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, uuid.NewString(), "", time.Minute, storage.Holder{})
 				if err == nil {
-					err = f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false)
+					err = NewLocks(f.db).Release(ctx, f.tenant, lock.ID, storage.Caller{}, false)
 				}
 				failures <- err
 			}()

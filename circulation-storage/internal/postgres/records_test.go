@@ -69,7 +69,7 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	ctx := context.Background()
 	records := newLibrary(f.db, testPolicy)
 	user, item := SampleID("1001"), SampleID("book-001")
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+	lock, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-002")
 
 	// Expired and still there: nobody took it over yet.
-	lapsed, _, err := f.locks.Acquire(ctx, f.tenant, alice, "", ttl, storage.Holder{})
+	lapsed, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, alice, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,14 +123,14 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 		t.Errorf("expired lock not yet taken over: %v, want %s", err, schemas.CodeLockLost)
 	}
 	expired := lapsed
-	released, _, err := f.locks.Acquire(ctx, f.tenant, alice, "", ttl, storage.Holder{}) // takes the expired one over
+	released, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, alice, "", ttl, storage.Holder{}) // takes the expired one over
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.locks.Release(ctx, f.tenant, released.ID, storage.Caller{}, false); err != nil {
+	if err := NewLocks(f.db).Release(ctx, f.tenant, released.ID, storage.Caller{}, false); err != nil {
 		t.Fatal(err)
 	}
-	bobs, _, err := f.locks.Acquire(ctx, f.tenant, bob, "", ttl, storage.Holder{})
+	bobs, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, bob, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	f := setupLibrary(t)
 	ctx := context.Background()
 	user, item := SampleID("1004"), SampleID("book-140")
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+	lock, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	}
 
 	released := make(chan error, 1)
-	go func() { released <- f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false) }()
+	go func() { released <- NewLocks(f.db).Release(ctx, f.tenant, lock.ID, storage.Caller{}, false) }()
 	// Wait until the release is blocked on the lock row, by the database's
 	// own account.
 	f.waitForLockWait(t, "%DELETE FROM %check_out_lock%", released, "release")
@@ -240,7 +240,7 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 	user := SampleID("1004")
 	open := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user)
 	setItemLimit(t, f, GroupFaculty, open+1)
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+	lock, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func raceWrites(t *testing.T, f fixture, group string, locked bool, refusal stri
 		}
 		var lockID string
 		if locked {
-			lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+			lock, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -108,7 +108,7 @@ func cutWrite(t *testing.T) cut {
 		t.Fatalf("load sample: %v", err)
 	}
 	user, item := SampleID("1001"), SampleID("book-150")
-	lock, _, err := f.locks.Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
+	lock, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}

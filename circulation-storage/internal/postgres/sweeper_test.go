@@ -22,7 +22,7 @@ func TestOneInstanceSweepsAtATime(t *testing.T) {
 	db := openDB(t, url)
 	f := setupTenant(t, db)
 	ctx := context.Background()
-	l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
+	l, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestAFrozenPassLetsGoOfTheSweep(t *testing.T) {
 	f := setupTenant(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
+	l, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, uuid.NewString(), "", ttl, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,10 +77,10 @@ func TestUpgradeMovesASchemaPerTenantIntoTheSharedTables(t *testing.T) {
 	if err != nil || read.OpenLoan == nil || read.Limit == nil || read.Limit.Limit != 5 || read.OpenLoans != 1 || read.LockSetting == nil {
 		t.Errorf("the check-out's read of the moved records: %+v, %v", read, err)
 	}
-	if locks, total, err := f.locks.List(ctx, tenant, storage.LockFilter{Limit: 10}); err != nil || total != 1 || locks[0].UserID != patron {
+	if locks, total, err := NewLocks(f.db).List(ctx, tenant, storage.LockFilter{Limit: 10}); err != nil || total != 1 || locks[0].UserID != patron {
 		t.Errorf("the moved lock: %+v, %d, %v", locks, total, err)
 	}
-	if events, total, err := f.locks.History(ctx, tenant, storage.HistoryFilter{Limit: 10}); err != nil || total != 1 || events[0].Type != storage.EventWaiterGaveUp {
+	if events, total, err := NewLocks(f.db).History(ctx, tenant, storage.HistoryFilter{Limit: 10}); err != nil || total != 1 || events[0].Type != storage.EventWaiterGaveUp {
 		t.Errorf("the moved history: %+v, %d, %v", events, total, err)
 	}
 	if _, err := f.tenants.Job(ctx, tenant, job); err != nil {

@@ -58,15 +58,15 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	var waiters *storage.Waiters
-	f.locks = NewLocks(f.db, OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) }))
-	locks := &countingLocks{LockService: f.locks, attempts: map[string]int{}}
+	fLocks := NewLocks(f.db, OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) }))
+	locks := &countingLocks{LockService: fLocks, attempts: map[string]int{}}
 	obs := &waitCounter{}
 	// Polling every minute: only releases wake the waiters in this test.
 	waiters = storage.NewWaiters(locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
 		MaxWaiters: 10, StatementTimeout: 5 * time.Second})
 
 	user, holder, first, second := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
-	if _, _, err := f.locks.Acquire(ctx, f.tenant, user, holder, ttl, storage.Holder{}); err != nil {
+	if _, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, holder, ttl, storage.Holder{}); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -86,7 +86,7 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 	secondDone := wait(second)
 	waitFor(t, "the second to wait", func() bool { return obs.now() == 2 })
 
-	if err := f.locks.Release(ctx, f.tenant, holder, storage.Caller{}, false); err != nil {
+	if err := NewLocks(f.db).Release(ctx, f.tenant, holder, storage.Caller{}, false); err != nil {
 		t.Fatal(err)
 	}
 	r := <-firstDone
@@ -98,7 +98,7 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end) && locks.count(second) == 1; {
 		time.Sleep(time.Millisecond) // watching for a try that must not come, bounded
 	}
-	if err := f.locks.Release(ctx, f.tenant, first, storage.Caller{}, false); err != nil {
+	if err := NewLocks(f.db).Release(ctx, f.tenant, first, storage.Caller{}, false); err != nil {
 		t.Fatal(err)
 	}
 	r = <-secondDone
@@ -120,11 +120,11 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 	ctx := context.Background()
 	obs := &waitCounter{}
 	var waiters *storage.Waiters
-	f.locks = NewLocks(f.db, OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) }))
-	waiters = storage.NewWaiters(f.locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
+	fLocks := NewLocks(f.db, OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) }))
+	waiters = storage.NewWaiters(fLocks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
 		MaxWaiters: 10, StatementTimeout: 5 * time.Second})
 	user, old := uuid.NewString(), uuid.NewString()
-	if _, _, err := f.locks.Acquire(ctx, f.tenant, user, old, time.Minute, storage.Holder{Instance: "old"}); err != nil {
+	if _, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, old, time.Minute, storage.Holder{Instance: "old"}); err != nil {
 		t.Fatal(err)
 	}
 	granted := make(chan error, 1)
@@ -141,7 +141,7 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 		gaveUp <- err
 	}()
 	waitFor(t, "the second to wait", func() bool { return obs.now() == 2 })
-	if err := f.locks.Release(ctx, f.tenant, old, storage.Caller{}, false); err != nil {
+	if err := NewLocks(f.db).Release(ctx, f.tenant, old, storage.Caller{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-granted; err != nil {
@@ -158,7 +158,7 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 	if e.RetryAfter < 30*time.Second {
 		t.Errorf("Retry-After %s, want the new holder's minute, not the old one's remains", e.RetryAfter)
 	}
-	events, _, err := f.locks.History(ctx, f.tenant, storage.HistoryFilter{UserID: user, Limit: 10})
+	events, _, err := NewLocks(f.db).History(ctx, f.tenant, storage.HistoryFilter{UserID: user, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
