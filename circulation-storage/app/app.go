@@ -63,7 +63,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	if err := db.Ping(pingCtx); err != nil {
 		// Not fatal: the pool reconnects, and readiness says when it has.
 		logger.Warn("database not reachable yet", slog.Any("error", err))
-	} else if n, err := db.DecodeLockFeatures(pingCtx); err != nil {
+	} else if n, err := postgres.DecodeLockFeatures(pingCtx, db); err != nil {
 		// Not fatal either: the next tenant operation decodes them; until
 		// then a check-out's write takes the environment's lock feature
 		// for an entry not decoded yet. Before migration 12 there is
@@ -143,7 +143,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	var announcer *relay.Announcer
 	var written func()
 	if cfg.Outbox != "off" {
-		announcer = relay.NewAnnouncer(outboxRelay, db.AnnounceOutbox, logger)
+		announcer = relay.NewAnnouncer(outboxRelay, func(ctx context.Context) error { return postgres.Announce(ctx, db) }, logger)
 		written = announcer.Written
 	}
 	server := httpapi.New(httpapi.Config{

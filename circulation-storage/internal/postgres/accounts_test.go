@@ -75,9 +75,9 @@ func (f *loginFixture) account(t *testing.T, username, password string) string {
 	return id
 }
 
-// patron makes an active patron of a group of its own (named by its id)
+// newPatron makes an active patron of a group of its own (named by its id)
 // and returns the patron's id, which is its barcode too.
-func (f fixture) patron(t *testing.T) string {
+func newPatron(t *testing.T, f fixture) string {
 	t.Helper()
 	group, patron := uuid.NewString(), uuid.NewString()
 	f.exec(t, `INSERT INTO `+view(f.tenant, tablePatronGroup)+` (id, jsonb) VALUES ($1, jsonb_build_object('group', $2::text))`, group, group)
@@ -120,7 +120,7 @@ func atOnce(n int, call func(i int) error) []string {
 // pinnedPatron makes a patron (fixture.patron) whose PIN is pin.
 func (f *loginFixture) pinnedPatron(t *testing.T, pin string) string {
 	t.Helper()
-	patron := f.patron(t)
+	patron := newPatron(t, f.fixture)
 	if err := f.svc.SetPin(context.Background(), string(f.tenant), patron, pin); err != nil {
 		t.Fatal(err)
 	}
@@ -667,7 +667,7 @@ func TestTheRightPasswordCheckedInABurstIsLetIn(t *testing.T) {
 func TestTheRightPinCheckedInABurstIsLetIn(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	patron := f.patron(t)
+	patron := newPatron(t, f)
 	store := &slowCounts{Accounts: NewAccounts(f.db), key: "pin:" + patron, counted: make(chan struct{}), release: make(chan struct{})}
 	svc := login.New(store, login.Config{Secret: "a secret of at least thirty-two characters",
 		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: testMaxFailures, MaxAddressFailures: 100,
@@ -711,7 +711,7 @@ func TestARefusalUncheckedIsTheSameWhateverTheSecret(t *testing.T) {
 	lf := &loginFixture{fixture: f, svc: svc}
 	const password = "correct horse battery staple"
 	lf.account(t, "ada", password)
-	patron := f.patron(t)
+	patron := newPatron(t, f)
 	ctx := context.Background()
 	if err := svc.SetPin(ctx, string(f.tenant), patron, "4711"); err != nil {
 		t.Fatal(err)
@@ -859,5 +859,41 @@ func TestALockIsRememberedUntilItEnds(t *testing.T) {
 		}
 		e, _ := errs.As(err)
 		<-time.After(e.RetryAfter)
+	}
+}
+
+// TestARefreshWhoseAnswerIsLostAnswersItsTokens: a refresh's rotation
+// commits and its answer is lost; the pool runs it again. The caller is
+// answered the rotation it made, and the session lives on.
+func TestARefreshWhoseAnswerIsLostAnswersItsTokens(t *testing.T) {
+	t.Parallel()
+	l, f := loserDB(t)
+	ctx := context.Background()
+	tenant := string(f.tenant)
+	svc := login.New(NewAccounts(f.db), login.Config{Secret: "a secret of at least thirty-two characters",
+		AccessTTL: time.Minute, RefreshTTL: time.Hour, MaxFailures: 5, MaxAddressFailures: 20,
+		FailureWindow: time.Hour, Lockout: time.Hour, KnownFor: time.Hour, Hashes: 2})
+	lf := &loginFixture{fixture: f, svc: svc}
+	const password = "correct horse battery staple"
+	lf.account(t, "ada", password)
+	first, err := svc.Login(ctx, tenant, "ada", password, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.arm("refresh_reused")
+	next, err := svc.Refresh(ctx, tenant, first.Refresh)
+	if l.lost.Load() != 1 {
+		t.Fatalf("%d answers lost, want 1", l.lost.Load())
+	}
+	if err != nil || next.Refresh == "" {
+		t.Fatalf("the refresh run again: %v; want its tokens", err)
+	}
+	var sid string
+	h := sha256.Sum256([]byte(next.Refresh))
+	if err := f.db.pool.QueryRow(ctx, `SELECT session_id::text FROM `+view(f.tenant, tableRefreshToken)+` WHERE hash = $1`, h[:]).Scan(&sid); err != nil {
+		t.Fatal(err)
+	}
+	if alive, err := svc.SessionAlive(ctx, tenant, sid); err != nil || !alive {
+		t.Errorf("the session after a refresh whose answer was lost: alive %v, %v", alive, err)
 	}
 }

@@ -46,7 +46,7 @@ func blockOn(t *testing.T, f fixture, condition, group string, value int, renewa
 // (mutations.txt: charged-out-in-write.)
 func TestChargedOutLimitHoldsInTheWrite(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	blockOn(t, f, storage.ConditionItemsChargedOut, GroupGraduate, 3, false, "You have reached the maximum of items on loan")
 	raceWrites(t, f, GroupGraduate, false, schemas.CodeUserBlockedAutomatically)
 }
@@ -58,7 +58,7 @@ func TestChargedOutLimitHoldsInTheWrite(t *testing.T) {
 // nothing is never reported.
 func TestAutomatedBlocksAsModPatronBlocks(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	rules := NewRules(f.db, testPolicy)
 	records := newLibrary(f.db, testPolicy)
 	ctx := context.Background()

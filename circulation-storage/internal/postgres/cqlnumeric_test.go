@@ -16,7 +16,7 @@ import (
 // still compared as a string. (mutations.txt: cql-numeric-as-text.)
 func TestCQLNumericComparisons(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	// book-001 at _version 10, book-002 at 9, book-003 at 2; the other
 	// book-00x stay at 1.

@@ -23,7 +23,7 @@ import (
 // through. (mutations.txt: fence-lock-id.)
 func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	records := newLibrary(f.db, testPolicy)
 	kiosk := storage.Caller{User: "kiosk-1", Module: "circulation"}
 	for _, c := range []struct {
@@ -84,7 +84,7 @@ func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 // other. (mutations.txt: tenant-limit-count, tenant-item-write.)
 func TestTenantsSharingIDsStayApart(t *testing.T) {
 	t.Parallel()
-	a, b := setupLibrary(t), setupLibrary(t)
+	a, b := setupLibrary(t, LoadData), setupLibrary(t, LoadData)
 	ctx := context.Background()
 	records := newLibrary(a.db, testPolicy)
 	patron := SampleID("1004") // faculty

@@ -19,7 +19,7 @@ import (
 // check-outs storage reads and writes with its lean statements.
 func setupLeanLibrary(t *testing.T) fixture {
 	t.Helper()
-	return lean(t, setupLibrary(t))
+	return lean(t, setupLibrary(t, LoadData))
 }
 
 // lean takes f's manual blocks, block limits, requests and gate row away.
@@ -82,7 +82,7 @@ func TestTheFirstBlockLimitOrRequestWritesTheGateRow(t *testing.T) {
 		},
 	}
 	for name, write := range first {
-		f := lean(t, libraryIn(t, db))
+		f := lean(t, libraryIn(t, db, LoadData))
 		if n := gateRows(t, f, f.db.pool); n != 0 {
 			t.Fatalf("%s: %d gate rows before, want 0", name, n)
 		}
@@ -97,7 +97,7 @@ func TestTheFirstBlockLimitOrRequestWritesTheGateRow(t *testing.T) {
 	}
 	// The row is the record's transaction's: there with the record, and
 	// gone with it when that transaction is rolled back.
-	f := lean(t, libraryIn(t, db))
+	f := lean(t, libraryIn(t, db, LoadData))
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func TestALeanCheckOutMeetsTheGateWrittenMeanwhile(t *testing.T) {
 // (go test -v logs how many).
 func TestLeanStatementsLockNoGateTable(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	write, leanWrite := writeArgs(t, f.db, f.tenant, SampleID("1004"), SampleID("book-140"))
 	read, leanRead := readArgs(t, f.tenant, "1004", "book-140")

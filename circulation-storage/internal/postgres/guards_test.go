@@ -29,7 +29,7 @@ func as(user, module string) context.Context {
 // history names who released it.
 func TestALockIsItsOwners(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	records := newLibrary(f.db, testPolicy)
 	alice := SampleID("1001")
 	kiosk, operator := as("kiosk-1", "circulation"), as("operator-1", "circulation")
@@ -81,7 +81,7 @@ func TestALockIsItsOwners(t *testing.T) {
 // FOLIO's string form; a malformed value reads as not saying.
 func TestTheLockFeatureIsReadFromTheTenantsSetting(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	alice := SampleID("1001")
 	settingID := uuid.NewString()
@@ -150,7 +150,7 @@ func TestUnlockedWritesKeepTheLimit(t *testing.T) {
 // leaves it only without an open one; a check-in closes only an open loan.
 func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	records := newLibrary(f.db, testPolicy)
 	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-050")

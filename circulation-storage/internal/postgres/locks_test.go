@@ -15,8 +15,6 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 )
 
-const ttl = 30 * time.Second
-
 func TestAcquireGetListRelease(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -459,13 +457,6 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 			t.Errorf("live lock %s after the sweep: %v", id, err)
 		}
 	}
-}
-
-// expire moves a lock's expiry into the past, as if its TTL had passed.
-func expire(t *testing.T, f fixture, id string) {
-	t.Helper()
-	f.exec(t, "UPDATE "+view(f.tenant, "check_out_lock")+
-		" SET creation_date = now() - interval '2 minutes', expires_at = now() - interval '1 minute' WHERE id = $1", id)
 }
 
 // TestAcquireWithOwnIDRenews: the holder asking again with its lock's id

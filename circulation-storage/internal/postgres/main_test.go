@@ -1,15 +1,21 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+	"github.com/checkoutlock/schemas/errs"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -125,4 +131,165 @@ func (f fixture) count(t *testing.T, name tableName, where string, args ...any) 
 // and checking it.
 func view(t storage.Tenant, name tableName) string {
 	return pgx.Identifier{t.Schema(), string(name)}.Sanitize()
+}
+
+// setupLibrary is a fixture whose tenant load (the sample library's
+// loader) filled.
+func setupLibrary(t testing.TB, load Loader) fixture {
+	t.Helper()
+	return libraryIn(t, sharedDB(t), load)
+}
+
+// libraryIn is setupLibrary's tenant, in db.
+func libraryIn(t testing.TB, db *DB, load Loader) fixture {
+	t.Helper()
+	f := setupTenant(t, db)
+	tenants := NewTenants(f.db, discard, load)
+	if _, err := tenants.Init(context.Background(), f.tenant, storage.TenantAttributes{ModuleTo: "m",
+		Parameters: []errs.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
+		t.Fatalf("load sample: %v", err)
+	}
+	return f
+}
+
+// isCode reports whether err is a storage error with code.
+func isCode(err error, code string) bool {
+	e, ok := errs.As(err)
+	return ok && e.Code == code
+}
+
+// ttl is a lock's time to live in the tests: long enough that none
+// expires unless the test expires it (expire).
+const ttl = 30 * time.Second
+
+// expire moves a lock's expiry into the past, as if its TTL had passed.
+func expire(t *testing.T, f fixture, id string) {
+	t.Helper()
+	f.exec(t, "UPDATE "+view(f.tenant, "check_out_lock")+
+		" SET creation_date = now() - interval '2 minutes', expires_at = now() - interval '1 minute' WHERE id = $1", id)
+}
+
+// replyLoser makes a DB's connections and, once armed with a part of a
+// statement's text, loses that statement's answer: when a connection sends
+// the statement, it reads the server's messages and, at the next
+// ReadyForQuery (the statement's implicit transaction is over: committed),
+// closes the connection instead of handing the answer on. The server did
+// the work; the client never hears of it, as when the network fails at
+// that moment. One answer is lost per arming.
+type replyLoser struct {
+	mu     sync.Mutex
+	marker []byte
+	lost   atomic.Int64
+}
+
+// arm loses the answer of the next statement sent that holds marker.
+func (l *replyLoser) arm(marker string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marker = []byte(marker)
+}
+
+// sent says whether b sends the armed statement, and disarms if so.
+func (l *replyLoser) sent(b []byte) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.marker == nil || !bytes.Contains(b, l.marker) {
+		return false
+	}
+	l.marker = nil
+	return true
+}
+
+func (l *replyLoser) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &losingConn{Conn: conn, l: l}, nil
+}
+
+// losingConn reads the server's messages whole (a type byte, then a
+// length that counts itself), so that it can stop before a ReadyForQuery.
+type losingConn struct {
+	net.Conn
+	l       *replyLoser
+	mu      sync.Mutex
+	pending []byte // read from the server, not yet handed on
+	// lose says the armed statement was sent on this connection: its
+	// answer is lost, at the ReadyForQuery after its CommandComplete
+	// (pgx may prepare it first: that answer goes through).
+	lose     atomic.Bool
+	complete bool
+}
+
+func (c *losingConn) Write(b []byte) (int, error) {
+	if c.l.sent(b) {
+		c.lose.Store(true)
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *losingConn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		// Hand on the whole messages read, up to one that completes a
+		// statement while armed.
+		n := 0
+		for n+5 <= len(c.pending) {
+			size := int(binary.BigEndian.Uint32(c.pending[n+1:n+5])) + 1
+			if n+size > len(c.pending) {
+				break
+			}
+			if c.pending[n] == 'C' && c.lose.Load() {
+				c.complete = true
+			}
+			if c.pending[n] == 'Z' && c.complete && c.lose.CompareAndSwap(true, false) {
+				c.l.lost.Add(1)
+				_ = c.Conn.Close()
+				if n == 0 {
+					return 0, net.ErrClosed
+				}
+				c.pending = c.pending[:n]
+				break
+			}
+			n += size
+		}
+		if n > 0 {
+			out := copy(b, c.pending[:n])
+			c.pending = c.pending[out:]
+			return out, nil
+		}
+		buf := make([]byte, 32<<10)
+		m, err := c.Conn.Read(buf)
+		c.pending = append(c.pending, buf[:m]...)
+		if err != nil {
+			if len(c.pending) > 0 {
+				out := copy(b, c.pending)
+				c.pending = c.pending[out:]
+				return out, nil
+			}
+			return 0, err
+		}
+	}
+}
+
+// loserDB is a database reached through a replyLoser, with a tenant.
+func loserDB(t *testing.T) (*replyLoser, fixture) {
+	t.Helper()
+	// In plain text, so that the messages can be read.
+	u, err := url.Parse(pgtest.Shared(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("sslmode", "disable")
+	u.RawQuery = q.Encode()
+	var l replyLoser
+	db, err := open(context.Background(), u.String(), PoolConfig{MaxConns: 4, LockCommit: "off"}, l.dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return &l, setupTenant(t, db)
 }

@@ -479,11 +479,11 @@ func (l *outboxLeader) Alive(ctx context.Context) error {
 // Close implements relay.Leader: the session ends, and the lead with it.
 func (l *outboxLeader) Close() { _ = l.conn.Close(context.Background()) }
 
-// AnnounceOutbox wakes the leading relay, wherever it runs: this instance
+// Announce wakes the leading relay, wherever it runs: this instance
 // committed events. The notification is a statement of its own, after
 // the writes' commits, so that they take no part in PostgreSQL's
 // serialising of notifying commits.
-func (db *DB) AnnounceOutbox(ctx context.Context) error {
+func Announce(ctx context.Context, db *DB) error {
 	_, err := db.lockPool.Exec(ctx, `SELECT pg_notify('`+OutboxChannel+`', '')`)
 	return err
 }

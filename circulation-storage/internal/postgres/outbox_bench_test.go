@@ -20,7 +20,7 @@ import (
 // (the database on this machine): go test -run '^$' -bench
 // CheckOutWriteEvents ./circulation-storage/internal/postgres.
 func BenchmarkCheckOutWriteEvents(b *testing.B) {
-	f := setupLibrary(b)
+	f := setupLibrary(b, LoadData)
 	records := newLibrary(f.db, testPolicy)
 	ctx := storage.WithCaller(context.Background(), storage.Caller{User: "kiosk-1", Module: "circulation"})
 	conn, err := f.db.pool.Acquire(ctx)

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/checkoutlock/schemas/errs"
-	"github.com/checkoutlock/schemas/locksettings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
@@ -201,29 +200,6 @@ func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resour
 	return stored, err
 }
 
-// lockFeature is what a settings entry (doc) says of the check-out lock
-// feature, decoded by the one decoder both services use
-// (locksettings.Decode): "on", "off" or "unset"; "" for an entry that is
-// not the lock's. A value whose flag cannot be read says nothing.
-func lockFeature(doc json.RawMessage) string {
-	var e struct {
-		Scope string          `json:"scope"`
-		Key   string          `json:"key"`
-		Value json.RawMessage `json:"value"`
-	}
-	if json.Unmarshal(doc, &e) != nil || e.Scope != locksettings.Scope || e.Key != locksettings.Key {
-		return ""
-	}
-	stored, _ := locksettings.Decode(e.Value)
-	switch {
-	case stored.CheckOutLockFeatureEnabled == nil:
-		return "unset"
-	case *stored.CheckOutLockFeatureEnabled:
-		return "on"
-	}
-	return "off"
-}
-
 // keepLockFeatureSQL keeps a settings entry's decoded lock feature beside
 // it (migration 12).
 var keepLockFeatureSQL = withTables(`UPDATE %s SET lock_feature = $3 WHERE tenant_id = $1 AND id = $2`, tableSetting)
@@ -238,53 +214,6 @@ func keepLockFeature(ctx context.Context, q querier, t storage.Tenant, id string
 	}
 	_, err := q.Exec(ctx, keepLockFeatureSQL, string(t), id, f)
 	return interpret(err, t)
-}
-
-// undecodedSQL lists, across tenants, the lock settings entries whose
-// feature is not decoded yet (written before migration 12, or by an
-// earlier release).
-var undecodedSQL = withTables(`SELECT tenant_id, id::text, jsonb FROM %s
- WHERE scope = '`+locksettings.Scope+`' AND key = '`+locksettings.Key+`' AND lock_feature IS NULL`, tableSetting)
-
-// DecodeLockFeatures decodes the lock settings entries of every tenant that
-// are not decoded yet, and says how many it decoded. Storage runs it at
-// start-up and with every tenant operation; until an entry is decoded, a
-// check-out's write takes the environment's CHECKOUT_LOCK_FEATURE_ENABLED
-// for it. Running it twice, or on two instances at once, decodes alike.
-func (db *DB) DecodeLockFeatures(ctx context.Context) (int, error) {
-	rows, err := db.pool.Query(ctx, undecodedSQL)
-	if tablesMissing(err) {
-		return 0, nil // no tenant yet, so no entry
-	}
-	if err != nil {
-		return 0, interpret(err, "")
-	}
-	type entry struct {
-		tenant, id string
-		doc        json.RawMessage
-	}
-	var found []entry
-	for rows.Next() {
-		var e entry
-		if err := rows.Scan(&e.tenant, &e.id, &e.doc); err != nil {
-			rows.Close()
-			return 0, interpret(err, "")
-		}
-		found = append(found, e)
-	}
-	if err := rows.Err(); err != nil {
-		return 0, interpret(err, "")
-	}
-	for _, e := range found {
-		// Only a row still as read is decoded: one written meanwhile is
-		// its writer's to decode.
-		if _, err := db.pool.Exec(ctx, withTables(`UPDATE %s SET lock_feature = @feature
- WHERE tenant_id = @tenant AND id = @id AND jsonb = @read`, tableSetting),
-			pgx.StrictNamedArgs{"tenant": e.tenant, "id": e.id, "feature": lockFeature(e.doc), "read": e.doc}); err != nil {
-			return 0, interpret(err, storage.Tenant(e.tenant))
-		}
-	}
-	return len(found), nil
 }
 
 // auditSetting records a change to the settings entry id (doc, as written;

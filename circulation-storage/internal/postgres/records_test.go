@@ -17,24 +17,6 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 )
 
-// setupLibrary loads the sample library into the fixture's tenant.
-func setupLibrary(t testing.TB) fixture {
-	t.Helper()
-	return libraryIn(t, sharedDB(t))
-}
-
-// libraryIn is setupLibrary's tenant, in db.
-func libraryIn(t testing.TB, db *DB) fixture {
-	t.Helper()
-	f := setupTenant(t, db)
-	tenants := NewTenants(f.db, discard, LoadData)
-	if _, err := tenants.Init(context.Background(), f.tenant, storage.TenantAttributes{ModuleTo: "m",
-		Parameters: []errs.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
-		t.Fatalf("load sample: %v", err)
-	}
-	return f
-}
-
 // testPolicy is how the tests' storage applies the rules: as storage does
 // by default.
 var testPolicy = Policy{EnforceUnscopedItemLimit: true}
@@ -65,7 +47,7 @@ func loanDoc(userID, itemID string) json.RawMessage {
 
 func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	records := newLibrary(f.db, testPolicy)
 	user, item := SampleID("1001"), SampleID("book-001")
@@ -107,7 +89,7 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 // taken over, released, or belongs to another patron covers no loan.
 func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	records := newLibrary(f.db, testPolicy)
 	alice, bob, item := SampleID("1001"), SampleID("1002"), SampleID("book-002")
@@ -152,7 +134,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 // straight at the database layer: exactly one wins, every round.
 func TestOneOpenLoanPerItemUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	records := newLibrary(f.db, testPolicy)
 	for round := range 10 {
@@ -194,7 +176,7 @@ func TestOneOpenLoanPerItemUnderConcurrency(t *testing.T) {
 // open transaction; the release must be seen waiting for it.
 func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	user, item := SampleID("1004"), SampleID("book-140")
 	lock, _, err := NewLocks(f.db).Acquire(ctx, f.tenant, user, "", ttl, storage.Holder{})
@@ -215,7 +197,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	go func() { released <- NewLocks(f.db).Release(ctx, f.tenant, lock.ID, storage.Caller{}, false) }()
 	// Wait until the release is blocked on the lock row, by the database's
 	// own account.
-	f.waitForLockWait(t, "%DELETE FROM %check_out_lock%", released, "release")
+	waitForLockWait(t, f, "%DELETE FROM %check_out_lock%", released, "release")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +217,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 // the patron would end above the limit.
 func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	user := SampleID("1004")
 	open := f.count(t, "loan", "user_id = $1 AND status_name = 'Open'", user)
@@ -262,7 +244,7 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 		_, err := newLibrary(f.db, testPolicy).CreateCheckOutLoan(ctx, f.tenant, write("book-141"))
 		second <- err
 	}()
-	f.waitForLockWait(t, "%FOR UPDATE%", second, "the second write")
+	waitForLockWait(t, f, "%FOR UPDATE%", second, "the second write")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +274,7 @@ func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
 // in full, and on the same without it, whose writes are lean (gate.go).
 func raceToTheLimit(t *testing.T, locked bool) {
 	t.Helper()
-	raceWrites(t, setupLibrary(t), GroupUndergrad, locked, schemas.CodeItemLimitReached)
+	raceWrites(t, setupLibrary(t, LoadData), GroupUndergrad, locked, schemas.CodeItemLimitReached)
 	lean := setupLeanLibrary(t)
 	raceWrites(t, lean, GroupUndergrad, locked, schemas.CodeItemLimitReached)
 	if lean.db.gates.has(lean.tenant) {
@@ -359,16 +341,10 @@ func raceWrites(t *testing.T, f fixture, group string, locked bool, refusal stri
 	}
 }
 
-// isCode reports whether err is a storage error with code.
-func isCode(err error, code string) bool {
-	e, ok := errs.As(err)
-	return ok && e.Code == code
-}
-
 // waitForLockWait waits until a statement like query waits for a lock, by
 // the database's own account, failing the test if what (whose outcome done
 // carries) finishes first or nothing waits within 10 s.
-func (f fixture) waitForLockWait(t *testing.T, query string, done <-chan error, what string) {
+func waitForLockWait(t *testing.T, f fixture, query string, done <-chan error, what string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

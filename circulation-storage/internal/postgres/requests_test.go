@@ -36,7 +36,7 @@ func request(t *testing.T, f fixture, item, requester string, position int, stat
 // Alice's and Dave's move up to 1 and 2.
 func TestCheckOutFillsTheBorrowersRequest(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	records := newLibrary(f.db, testPolicy)
 	item := SampleID("book-090")
@@ -138,7 +138,7 @@ func TestMigrationPutsQueuesRight(t *testing.T) {
 // position is given up, and a position written 2.0 is 2.
 func TestQueueStaysDense(t *testing.T) {
 	t.Parallel()
-	f := setupLibrary(t)
+	f := setupLibrary(t, LoadData)
 	ctx := context.Background()
 	records := newLibrary(f.db, testPolicy)
 	item := SampleID("book-095")

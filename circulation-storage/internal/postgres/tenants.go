@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/locksettings"
 
 	"github.com/golang-migrate/migrate/v4"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -165,7 +166,7 @@ VALUES (@tenant, @id, @attributes, true, @messages)`, tableTenantJob),
 	// The lock settings entries written before the shared schema learned
 	// to keep what they say decoded (migration 12), or by an earlier
 	// release, of every tenant.
-	if n, err := s.db.DecodeLockFeatures(ctx); err != nil {
+	if n, err := DecodeLockFeatures(ctx, s.db); err != nil {
 		return storage.TenantJob{}, err
 	} else if n > 0 {
 		s.logger.InfoContext(ctx, "lock settings entries decoded", slog.Int("entries", n))
@@ -502,4 +503,51 @@ func (s *Tenants) DeleteJob(ctx context.Context, t storage.Tenant, id string) er
 		return errs.NotFound("Tenant job", id)
 	}
 	return nil
+}
+
+// undecodedSQL lists, across tenants, the lock settings entries whose
+// feature is not decoded yet (written before migration 12, or by an
+// earlier release).
+var undecodedSQL = withTables(`SELECT tenant_id, id::text, jsonb FROM %s
+ WHERE scope = '`+locksettings.Scope+`' AND key = '`+locksettings.Key+`' AND lock_feature IS NULL`, tableSetting)
+
+// DecodeLockFeatures decodes the lock settings entries of every tenant that
+// are not decoded yet, and says how many it decoded. Storage runs it at
+// start-up and with every tenant operation; until an entry is decoded, a
+// check-out's write takes the environment's CHECKOUT_LOCK_FEATURE_ENABLED
+// for it. Running it twice, or on two instances at once, decodes alike.
+func DecodeLockFeatures(ctx context.Context, db *DB) (int, error) {
+	rows, err := db.pool.Query(ctx, undecodedSQL)
+	if tablesMissing(err) {
+		return 0, nil // no tenant yet, so no entry
+	}
+	if err != nil {
+		return 0, interpret(err, "")
+	}
+	type entry struct {
+		tenant, id string
+		doc        json.RawMessage
+	}
+	var found []entry
+	for rows.Next() {
+		var e entry
+		if err := rows.Scan(&e.tenant, &e.id, &e.doc); err != nil {
+			rows.Close()
+			return 0, interpret(err, "")
+		}
+		found = append(found, e)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, interpret(err, "")
+	}
+	for _, e := range found {
+		// Only a row still as read is decoded: one written meanwhile is
+		// its writer's to decode.
+		if _, err := db.pool.Exec(ctx, withTables(`UPDATE %s SET lock_feature = @feature
+ WHERE tenant_id = @tenant AND id = @id AND jsonb = @read`, tableSetting),
+			pgx.StrictNamedArgs{"tenant": e.tenant, "id": e.id, "feature": lockFeature(e.doc), "read": e.doc}); err != nil {
+			return 0, interpret(err, storage.Tenant(e.tenant))
+		}
+	}
+	return len(found), nil
 }
