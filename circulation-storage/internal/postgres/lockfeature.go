@@ -6,11 +6,11 @@ import (
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
-// lockFeature is what a settings entry (doc) says of the check-out lock
+// LockFeature is what a settings entry (doc) says of the check-out lock
 // feature, decoded by the one decoder both services use
 // (locksettings.Decode): "on", "off" or "unset"; "" for an entry that is
 // not the lock's. A value whose flag cannot be read says nothing.
-func lockFeature(doc json.RawMessage) string {
+func LockFeature(doc json.RawMessage) string {
 	var e struct {
 		Scope string          `json:"scope"`
 		Key   string          `json:"key"`
