@@ -2,8 +2,10 @@
 // (check-out locks; patrons, items, loan policies, circulation rules, loans
 // and settings; tenants), the services that keep them, the rule matching,
 // and the errors they report (of package errs). It imports neither the HTTP framework nor the
-// database driver: package postgres implements the services, package httpapi
-// serves them, and main wires the two.
+// database driver: the packages under internal implement the services by
+// concern (locks, records, lending, accounts, tenants, outbox, sweeper, on
+// the pools of internal/postgres), package httpapi serves them, and the app
+// wires them.
 package storage
 
 import (

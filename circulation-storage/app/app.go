@@ -13,8 +13,15 @@ import (
 	"time"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/accounts"
 	"github.com/checkoutlock/circulation-storage/internal/httpapi"
+	"github.com/checkoutlock/circulation-storage/internal/lending"
+	"github.com/checkoutlock/circulation-storage/internal/locks"
+	"github.com/checkoutlock/circulation-storage/internal/outbox"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sweeper"
+	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/checkoutlock/circulation-storage/relay"
 	"github.com/checkoutlock/config"
@@ -63,7 +70,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	if err := db.Ping(pingCtx); err != nil {
 		// Not fatal: the pool reconnects, and readiness says when it has.
 		logger.Warn("database not reachable yet", slog.Any("error", err))
-	} else if n, err := db.DecodeLockFeatures(pingCtx); err != nil {
+	} else if n, err := tenants.DecodeLockFeatures(pingCtx, db); err != nil {
 		// Not fatal either: the next tenant operation decodes them; until
 		// then a check-out's write takes the environment's lock feature
 		// for an entry not decoded yet. Before migration 12 there is
@@ -81,21 +88,22 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	metrics := httpapi.NewMetrics()
 	// Storage applies the circulation rules and the lock setting itself,
 	// whoever calls: in validation and in the check-out's write alike.
-	policy := postgres.Policy{LockFeatureDefault: cfg.CheckoutLockFeatureEnabled,
+	policy := lending.Policy{LockFeatureDefault: cfg.CheckoutLockFeatureEnabled,
 		EnforceUnscopedItemLimit: cfg.ItemLimitWithoutCriteria == "enforce"}
-	rules := postgres.NewRules(db, policy)
+	rules := lending.NewRules(db, policy)
 	// The services tell the waiters of the releases they make; the waiters
 	// are made after them, from the locks.
 	var waiters *storage.Waiters
 	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
-	records := postgres.NewRecords(db, policy, released)
-	locks := postgres.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
-	waiters = storage.NewWaiters(locks, metrics, storage.WaitConfig{
+	recordService := records.NewRecords(db)
+	loans := lending.NewLoans(db, policy, released)
+	lockService := locks.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
+	waiters = storage.NewWaiters(lockService, metrics, storage.WaitConfig{
 		Poll: cfg.LockWaitPoll, PollUnlistened: cfg.LockWaitPollUnlistened,
 		MaxWaiters: cfg.LockMaxWaiters, StatementTimeout: cfg.RequestTimeout,
 	})
 	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
-	tenants := postgres.NewTenants(db, logger, postgres.LoadData)
+	tenantService := tenants.NewTenants(db, logger, records.LoadData)
 	loginCfg := login.Config{Secret: cfg.Auth.JWTSecret,
 		AccessTTL: cfg.LoginAccessTTL, RefreshTTL: cfg.LoginRefreshTTL,
 		MaxFailures: cfg.LoginMaxFailures, MaxAddressFailures: cfg.LoginMaxAddressFailures,
@@ -104,7 +112,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Checked: metrics.SecretChecked, Refused: metrics.AttemptRefused}
 	// Patrons' PINs are kept whether or not people sign in here: a
 	// self-check machine asks for them either way.
-	pins := login.New(postgres.NewAccounts(db), loginCfg)
+	pins := login.New(accounts.NewAccounts(db), loginCfg)
 	if authn.Mode == auth.JWT {
 		// A token of a session that has ended (logout, a refresh token
 		// used twice, its account disabled or deleted) is refused.
@@ -134,7 +142,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		if err != nil {
 			return err
 		}
-		outboxRelay = relay.New(postgres.NewOutbox(cfg.Database.ConnString(), cfg.OutboxLeadTimeout), broker, outboxMetrics,
+		outboxRelay = relay.New(outbox.NewOutbox(cfg.Database.ConnString(), cfg.OutboxLeadTimeout), broker, outboxMetrics,
 			relay.Config{Batch: cfg.OutboxBatch, Poll: cfg.OutboxPoll, Linger: cfg.OutboxLinger, Retention: cfg.OutboxRetention,
 				Retry: 5 * time.Second, LeadTimeout: cfg.OutboxLeadTimeout, AfterPublish: outboxFault(cfg.OutboxFault, logger)},
 			logger)
@@ -142,7 +150,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	var announcer *relay.Announcer
 	var written func()
 	if cfg.Outbox != "off" {
-		announcer = relay.NewAnnouncer(outboxRelay, db.AnnounceOutbox, logger)
+		announcer = relay.NewAnnouncer(outboxRelay, func(ctx context.Context) error { return outbox.Announce(ctx, db) }, logger)
 		written = announcer.Written
 	}
 	server := httpapi.New(httpapi.Config{
@@ -153,11 +161,11 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		MaxPageBytes:   cfg.MaxPageBytes,
 		EventsWritten:  written,
 	}, httpapi.Services{
-		Locks:     locks,
+		Locks:     lockService,
 		Waiters:   waiters,
-		Tenants:   tenants,
-		Records:   records,
-		Loans:     records,
+		Tenants:   tenantService,
+		Records:   recordService,
+		Loans:     loans,
 		Rules:     rules,
 		Counter:   rules,
 		CheckOuts: rules,
@@ -174,13 +182,13 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	// the longest a request can take.
 	srv := server.HTTP(cfg.RequestTimeout + lockMaxWait + 5*time.Second)
 
-	sweeper := postgres.NewSweeper(db, logger, postgres.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted, OnPass: metrics.SweeperPass,
+	sweep := sweeper.NewSweeper(db, logger, sweeper.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted, OnPass: metrics.SweeperPass,
 		History: cfg.LockHistory, Retention: cfg.LockHistoryRetention, MaxEvents: cfg.LockHistoryMaxEvents,
 		KnownFor: cfg.LoginKnownFor, LoginWindow: cfg.LoginLockout})
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		sweeper.Run(sweepCtx, cfg.SweepInterval)
+		sweep.Run(sweepCtx, cfg.SweepInterval)
 	}()
 	if outboxRelay != nil {
 		wg.Add(1)
@@ -199,13 +207,13 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	// The release listener wakes this instance's waiters when any instance
 	// releases a patron's lock, and forgets a tenant any instance purged.
-	listener := postgres.NewListener(cfg.ListenConnString(false), logger, postgres.ListenerHandlers{
+	listener := outbox.NewListener(cfg.ListenConnString(false), logger, outbox.ListenerHandlers{
 		Released: waiters.Notify,
-		Purged:   tenants.Forget,
+		Purged:   tenantService.Forget,
 		Listening: func(up bool) {
 			if up {
 				// Purges announced while it was not listening were missed.
-				tenants.ForgetAll()
+				tenantService.ForgetAll()
 			}
 			waiters.Listening(up)
 			metrics.ListenerUp(up)

@@ -16,6 +16,7 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/checkoutlock/serverkit/auth"
 )
 
@@ -176,7 +177,7 @@ func TestShutdownEndsWaitingAcquisitions(t *testing.T) {
 			return
 		}
 		defer db.Close()
-		if err := postgres.NewTenants(db, slog.New(slog.DiscardHandler)).Purge(context.Background(), storage.Tenant(tenant)); err != nil {
+		if err := tenants.NewTenants(db, slog.New(slog.DiscardHandler)).Purge(context.Background(), storage.Tenant(tenant)); err != nil {
 			t.Error(err)
 		}
 	})

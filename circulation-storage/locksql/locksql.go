@@ -2,7 +2,7 @@
 // guarantees, each statement with what it guarantees: acquiring and
 // releasing a patron's lock (this file), the write's fence (fence.go), the
 // row locks that order a patron's writes (rows.go) and the item limit's
-// count (limit.go). The service runs them (package postgres), and the
+// count (limit.go). The service runs them (packages locks and lending), and the
 // benchmarks run the very same text through pgbench to measure how close
 // the service comes to the database's own limit.
 //

@@ -51,20 +51,20 @@ func lend(t *testing.T, c *harness.Cluster, n, bursts, lent int) *population {
 		       'personal', jsonb_build_object('lastName', 'Bench ' || n))
 		  FROM (SELECT gen_random_uuid() AS id, n FROM generate_series(1, $3) n) g`
 	insertItems := `INSERT INTO ` + s + `.item (id, jsonb)
-		SELECT id, jsonb_build_object('id', id, 'barcode', $1 || n, 'title', 'Bench item ' || n,
-		       'status', jsonb_build_object('name', 'Available'), 'materialTypeId', $2::text,
-		       'permanentLoanTypeId', $3::text, '_version', 1)
-		  FROM (SELECT gen_random_uuid() AS id, n FROM generate_series(1, $4) n) g`
+		SELECT id, jsonb_build_object('id', id, 'barcode', @prefix || n, 'title', 'Bench item ' || n,
+		       'status', jsonb_build_object('name', 'Available'), 'materialTypeId', @material_type::text,
+		       'permanentLoanTypeId', @loan_type::text, '_version', 1)
+		  FROM (SELECT gen_random_uuid() AS id, n FROM generate_series(1, @n) n) g`
 	// A library lends: a tenth as many patrons again (L<n>) each have an
 	// item (LI<n>) out on an open loan, so that the loan table the
 	// check-outs write to, and its statistics, are a library's.
 	insertLent := `WITH g AS (SELECT gen_random_uuid() AS pid, gen_random_uuid() AS iid, gen_random_uuid() AS lid, n
-		             FROM generate_series(1, $4) n),
+		             FROM generate_series(1, @n) n),
 		  p AS (INSERT INTO ` + s + `.patron (id, jsonb)
-		        SELECT pid, jsonb_build_object('id', pid, 'barcode', 'L' || n, 'active', true, 'patronGroup', $1::text) FROM g),
+		        SELECT pid, jsonb_build_object('id', pid, 'barcode', 'L' || n, 'active', true, 'patronGroup', @group::text) FROM g),
 		  i AS (INSERT INTO ` + s + `.item (id, jsonb)
 		        SELECT iid, jsonb_build_object('id', iid, 'barcode', 'LI' || n, 'status', jsonb_build_object('name', 'Checked out'),
-		               'materialTypeId', $2::text, 'permanentLoanTypeId', $3::text, '_version', 2) FROM g)
+		               'materialTypeId', @material_type::text, 'permanentLoanTypeId', @loan_type::text, '_version', 2) FROM g)
 		INSERT INTO ` + s + `.loan (id, jsonb)
 		SELECT lid, jsonb_build_object('id', lid, 'userId', pid, 'itemId', iid, 'status', jsonb_build_object('name', 'Open'),
 		       'loanDate', '2026-01-01T10:00:00.000Z', 'action', 'checkedout') FROM g`
@@ -81,11 +81,12 @@ func lend(t *testing.T, c *harness.Cluster, n, bursts, lent int) *population {
 		sql  string
 		args []any
 	}{
-		{insertLent, []any{group, material, loanType, lent}},
+		{insertLent, []any{pgx.StrictNamedArgs{"group": group, "material_type": material, "loan_type": loanType, "n": lent}}},
 		{insertPatrons, []any{"B", group, n}},
-		{insertItems, []any{"BI", material, loanType, n}},
+		{insertItems, []any{pgx.StrictNamedArgs{"prefix": "BI", "material_type": material, "loan_type": loanType, "n": n}}},
 		{insertPatrons, []any{"BURST", group, bursts}},
-		{insertItems, []any{"BURSTI", material, loanType, bursts * 10}},
+		{insertItems, []any{pgx.StrictNamedArgs{"prefix": "BURSTI", "material_type": material, "loan_type": loanType,
+			"n": bursts * 10}}},
 	} {
 		if _, err := tx.Exec(ctx, q.sql, q.args...); err != nil {
 			t.Fatalf("populate: %v", err)

@@ -16,8 +16,8 @@ import (
 //	# A comment (a line starting with #, outside a value).
 //	name: fence-lock-id
 //	why: the loan write is fenced by this lock's id, not any lock of the patron
-//	file: internal/postgres/records.go
-//	packages: ./internal/postgres
+//	file: internal/lending/checkout_write.go
+//	packages: ./internal/lending
 //	run: ^TestFence
 //	timeout: 2m
 //	from: WHERE id = $3::uuid AND user_id = ...

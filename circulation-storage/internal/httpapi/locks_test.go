@@ -15,7 +15,9 @@ import (
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/checkoutlock/serverkit"
 )
 
@@ -370,9 +372,9 @@ func TestDatabaseDownIs503(t *testing.T) {
 	t.Cleanup(db.Close)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := New(Config{Config: serverkit.Config{MaxBodyBytes: 1 << 16, RequestTimeout: 5 * time.Second}, LockDefaultTTL: time.Second, LockMaxTTL: time.Minute},
-		Services{Locks: postgres.NewLocks(db), Waiters: storage.NewWaiters(postgres.NewLocks(db), NewMetrics(), storage.WaitConfig{
+		Services{Locks: locks.NewLocks(db), Waiters: storage.NewWaiters(locks.NewLocks(db), NewMetrics(), storage.WaitConfig{
 			Poll: time.Second, PollUnlistened: time.Second, MaxWaiters: 1, StatementTimeout: time.Second}),
-			Tenants: postgres.NewTenants(db, logger), Ready: db.Ping}, sch, NewMetrics(), logger)
+			Tenants: tenants.NewTenants(db, logger), Ready: db.Ping}, sch, NewMetrics(), logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	f := &fixture{t: t, url: ts.URL, tenant: "diku"}

@@ -17,8 +17,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/lending"
+	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/serverkit"
 )
@@ -67,10 +71,10 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	metrics := NewMetrics()
 	var waiters *storage.Waiters
 	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
-	locks := postgres.NewLocks(db, postgres.LockHistory(true, metrics), released)
+	locks := locks.NewLocks(db, postgres.LockHistory(true, metrics), released)
 	waiters = storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
 		PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second})
-	records := postgres.NewRecords(db, postgres.Policy{EnforceUnscopedItemLimit: true}, released)
+	recordService := records.NewRecords(db)
 	srv := New(Config{
 		Config:         serverkit.Config{MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 10 * time.Second},
 		LockDefaultTTL: 3 * time.Second,
@@ -80,12 +84,12 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	}, Services{
 		Locks:     locks,
 		Waiters:   waiters,
-		Tenants:   postgres.NewTenants(db, logger, postgres.LoadData),
-		Records:   records,
-		Loans:     records,
-		Rules:     postgres.NewRules(db, postgres.Policy{EnforceUnscopedItemLimit: true}),
-		Counter:   postgres.NewRules(db, postgres.Policy{EnforceUnscopedItemLimit: true}),
-		CheckOuts: postgres.NewRules(db, postgres.Policy{EnforceUnscopedItemLimit: true}),
+		Tenants:   tenants.NewTenants(db, logger, records.LoadData),
+		Records:   recordService,
+		Loans:     lending.NewLoans(db, lending.Policy{EnforceUnscopedItemLimit: true}, released),
+		Rules:     lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
+		Counter:   lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
+		CheckOuts: lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
 		Ready:     db.Ping,
 	}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
-	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
 )
 
 // Tests of the circulation rules, the loan policy matching, the item-limit
@@ -475,13 +475,13 @@ func TestSampleData(t *testing.T) {
 		}
 	}
 	wantIDs := map[string][]string{
-		"/groups":         {postgres.GroupFaculty, postgres.GroupGraduate, postgres.GroupStaff, postgres.GroupUndergrad},
-		"/material-types": {postgres.MaterialBook, postgres.MaterialDVD},
-		"/loan-types":     {postgres.LoanTypeCanCirculate, postgres.LoanTypeReadingRoom},
-		"/users": {postgres.SampleID("1001"), postgres.SampleID("1002"), postgres.SampleID("1003"), postgres.SampleID("1004"),
-			postgres.SampleID("1005"), postgres.SampleID("1006")},
-		"/loan-policy-storage/loan-policies": {postgres.PolicyStandard, postgres.PolicyUndergrad, postgres.PolicyDVD,
-			postgres.PolicyReadingRoom},
+		"/groups":         {records.GroupFaculty, records.GroupGraduate, records.GroupStaff, records.GroupUndergrad},
+		"/material-types": {records.MaterialBook, records.MaterialDVD},
+		"/loan-types":     {records.LoanTypeCanCirculate, records.LoanTypeReadingRoom},
+		"/users": {records.SampleID("1001"), records.SampleID("1002"), records.SampleID("1003"), records.SampleID("1004"),
+			records.SampleID("1005"), records.SampleID("1006")},
+		"/loan-policy-storage/loan-policies": {records.PolicyStandard, records.PolicyUndergrad, records.PolicyDVD,
+			records.PolicyReadingRoom},
 	}
 	for path, want := range wantIDs {
 		got := fieldValues(all[path], "id")
@@ -500,14 +500,14 @@ func TestSampleData(t *testing.T) {
 	byMaterial := map[string]int{}
 	for _, it := range all["/item-storage/items"] {
 		byMaterial[it["materialTypeId"].(string)+"/"+it["permanentLoanTypeId"].(string)]++
-		if it["id"] != postgres.SampleID(it["barcode"].(string)) || it["_version"] != 1.0 {
+		if it["id"] != records.SampleID(it["barcode"].(string)) || it["_version"] != 1.0 {
 			t.Errorf("item %v: want id SampleID(barcode) and _version 1", it)
 		}
 	}
 	if want := map[string]int{
-		postgres.MaterialBook + "/" + postgres.LoanTypeCanCirculate: 150,
-		postgres.MaterialDVD + "/" + postgres.LoanTypeCanCirculate:  40,
-		postgres.MaterialBook + "/" + postgres.LoanTypeReadingRoom:  10,
+		records.MaterialBook + "/" + records.LoanTypeCanCirculate: 150,
+		records.MaterialDVD + "/" + records.LoanTypeCanCirculate:  40,
+		records.MaterialBook + "/" + records.LoanTypeReadingRoom:  10,
 	}; !reflect.DeepEqual(byMaterial, want) {
 		t.Errorf("items by material type/loan type %v, want %v", byMaterial, want)
 	}
@@ -520,20 +520,20 @@ func TestSampleData(t *testing.T) {
 		t.Errorf("book-020 is not awaiting pickup")
 	}
 	if n := f.countRows("request", fmt.Sprintf("item_id = '%s' AND requester_id = '%s' AND position = 1 AND status = 'Open - Awaiting pickup'",
-		postgres.SampleID("book-020"), postgres.SampleID("1002"))); n != 1 {
+		records.SampleID("book-020"), records.SampleID("1002"))); n != 1 {
 		t.Errorf("%d requests of book-020 by Bob first in its queue, want 1", n)
 	}
-	if n := f.countRows("manual_block", fmt.Sprintf("user_id = '%s' AND jsonb ->> 'borrowing' = 'true'", postgres.SampleID("1005"))); n != 1 {
+	if n := f.countRows("manual_block", fmt.Sprintf("user_id = '%s' AND jsonb ->> 'borrowing' = 'true'", records.SampleID("1005"))); n != 1 {
 		t.Errorf("%d borrowing blocks of Erin, want 1", n)
 	}
-	if got := f.getRules(); !reflect.DeepEqual(got, postgres.SampleRules) {
-		t.Errorf("rules %+v, want the sample rules %+v", got, postgres.SampleRules)
+	if got := f.getRules(); !reflect.DeepEqual(got, records.SampleRules) {
+		t.Errorf("rules %+v, want the sample rules %+v", got, records.SampleRules)
 	}
 	// The sample rules choose the sample policies.
 	var m policyMatch
-	f.do("GET", rulesPath+"/loan-policy?patronGroupId="+postgres.GroupUndergrad+"&materialTypeId="+postgres.MaterialBook+
-		"&loanTypeId="+postgres.LoanTypeCanCirculate, "").wantStatus(http.StatusOK).wantSchema("loan-policy-match.json").decode(&m)
-	if m.LoanPolicyID != postgres.PolicyUndergrad || !m.AppliedRuleConditions.PatronGroupMatch || !m.AppliedRuleConditions.LoanTypeMatch {
+	f.do("GET", rulesPath+"/loan-policy?patronGroupId="+records.GroupUndergrad+"&materialTypeId="+records.MaterialBook+
+		"&loanTypeId="+records.LoanTypeCanCirculate, "").wantStatus(http.StatusOK).wantSchema("loan-policy-match.json").decode(&m)
+	if m.LoanPolicyID != records.PolicyUndergrad || !m.AppliedRuleConditions.PatronGroupMatch || !m.AppliedRuleConditions.LoanTypeMatch {
 		t.Errorf("undergraduate book: %+v", m)
 	}
 
@@ -545,12 +545,12 @@ func TestSampleData(t *testing.T) {
 	f.wantUnchanged(snapshot, "loading the data again")
 
 	// A librarian's edits survive a reload: rules, a group, an item.
-	edited := storage.CirculationRules{FallbackLoanPolicyID: postgres.PolicyDVD, Rules: []storage.CirculationRule{
-		{MaterialTypeID: postgres.MaterialBook, LoanPolicyID: postgres.PolicyStandard},
+	edited := storage.CirculationRules{FallbackLoanPolicyID: records.PolicyDVD, Rules: []storage.CirculationRule{
+		{MaterialTypeID: records.MaterialBook, LoanPolicyID: records.PolicyStandard},
 	}}
 	f.do("PUT", rulesPath, jsonBody(edited)).wantStatus(http.StatusNoContent)
-	f.do("PUT", "/groups/"+postgres.GroupStaff, `{"group":"library staff","desc":"Edited"}`).wantStatus(http.StatusNoContent)
-	item := postgres.SampleID("book-001")
+	f.do("PUT", "/groups/"+records.GroupStaff, `{"group":"library staff","desc":"Edited"}`).wantStatus(http.StatusNoContent)
+	item := records.SampleID("book-001")
 	doc := f.do("GET", "/item-storage/items/"+item, "").wantStatus(http.StatusOK).doc()
 	doc["title"] = "Middlemarch (annotated)"
 	f.do("PUT", "/item-storage/items/"+item, jsonBody(doc)).wantStatus(http.StatusNoContent)
@@ -560,7 +560,7 @@ func TestSampleData(t *testing.T) {
 	if got := f.getRules(); !reflect.DeepEqual(got, edited) {
 		t.Errorf("rules after reload %+v, want the librarian's %+v", got, edited)
 	}
-	if got := f.do("GET", "/groups/"+postgres.GroupStaff, "").wantStatus(http.StatusOK).doc(); got["group"] != "library staff" {
+	if got := f.do("GET", "/groups/"+records.GroupStaff, "").wantStatus(http.StatusOK).doc(); got["group"] != "library staff" {
 		t.Errorf("group after reload %v, want the librarian's edit", got)
 	}
 }

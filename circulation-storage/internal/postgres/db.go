@@ -1,12 +1,16 @@
-// Package postgres implements circulation-storage's services on PostgreSQL
-// with pgx. Every tenant's records live in one set of shared tables
-// (SharedSchema), each row carrying its tenant's id, which every statement
-// takes as a parameter and names first in its conditions; queries name
-// their tables through table() and withTables(), from a closed list
-// (tableName): the only thing ever formatted into SQL. The statements that carry the lock's
-// guarantees are in package locksql.
-// Driver errors are translated to domain errors in errors.go (interpret and
-// its refinements for named constraints), by SQLSTATE, never by message text.
+// Package postgres is what circulation-storage's storage packages share on
+// PostgreSQL with pgx: the pools (DB, Pool: single-row reads run again on a
+// fresh connection when theirs was dead), transactions and writes whose
+// outcome is final before they return (DB.InTx, DB.Write), the closed list
+// of shared tables (TableName, Table, WithTables: the only thing ever
+// formatted into SQL), the translation of driver errors to domain errors
+// (Interpret, by SQLSTATE, never by message text), the services' options,
+// pages of a list (Page), and the tenants' gate rows (gate.go). Every
+// tenant's records live in one set of shared tables (SharedSchema), each
+// row carrying its tenant's id, which every statement takes as an argument
+// and names first in its conditions. The concerns built on it are packages
+// locks, records, lending, accounts, outbox, tenants and sweeper; the
+// statements that carry the lock's guarantees are package locksql's.
 package postgres
 
 import (
@@ -27,12 +31,12 @@ import (
 
 // DB is the connection pools shared by every service of this package.
 type DB struct {
-	pool *pool
-	// lockPool runs the statements that acquire and release locks, with
+	Pool *Pool
+	// LockPool runs the statements that acquire and release locks, with
 	// their own synchronous_commit (see Open); it is pool when that is on.
-	lockPool *pool
-	// gates is the tenants known to have a check-out gate (gate.go).
-	gates gates
+	LockPool *Pool
+	// Gates is the tenants known to have a check-out gate (gate.go).
+	Gates gates
 }
 
 // PoolConfig is how the pools connect.
@@ -75,18 +79,18 @@ type PoolConfig struct {
 // are made on demand, so the service starts (and reports not ready) while
 // the database is down, and recovers by itself when it comes back.
 func Open(ctx context.Context, connString string, cfg PoolConfig) (*DB, error) {
-	return open(ctx, connString, cfg, nil)
+	return OpenWithDial(ctx, connString, cfg, nil)
 }
 
-// open is Open with the pools' connections made by dial, when set (tests
+// OpenWithDial is Open with the pools' connections made by dial, when set (tests
 // cut connections through it).
-func open(ctx context.Context, connString string, cfg PoolConfig, dial pgconn.DialFunc) (*DB, error) {
+func OpenWithDial(ctx context.Context, connString string, cfg PoolConfig, dial pgconn.DialFunc) (*DB, error) {
 	main, err := openPool(ctx, connString, cfg, cfg.MaxConns, "circulation-storage", "", dial)
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{pool: &pool{Pool: main}}
-	db.lockPool = db.pool
+	db := &DB{Pool: &Pool{Pool: main}}
+	db.LockPool = db.Pool
 	if cfg.LockCommit != "" && cfg.LockCommit != "on" {
 		// Lock statements are short: half the connections serve them.
 		locks, err := openPool(ctx, connString, cfg, max(2, cfg.MaxConns/2), "circulation-storage-locks", cfg.LockCommit, dial)
@@ -94,7 +98,7 @@ func open(ctx context.Context, connString string, cfg PoolConfig, dial pgconn.Di
 			main.Close()
 			return nil, err
 		}
-		db.lockPool = &pool{Pool: locks}
+		db.LockPool = &Pool{Pool: locks}
 	}
 	return db, nil
 }
@@ -108,7 +112,7 @@ func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns in
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		// The parse error may quote the connection string, password included.
-		return nil, fmt.Errorf("parse database connection string: %w", redact(err))
+		return nil, fmt.Errorf("parse database connection string: %w", Redact(err))
 	}
 	cfg.MaxConns = maxConns
 	if lifetime > 0 {
@@ -118,7 +122,7 @@ func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns in
 	// Dead connections (database restarted, proxy cut) are noticed when a
 	// query fails; a periodic check finds idle ones before a request does.
 	cfg.HealthCheckPeriod = 5 * time.Second
-	cfg.ConnConfig.ConnectTimeout = connectTimeout(cfg.ConnConfig.ConnectTimeout)
+	cfg.ConnConfig.ConnectTimeout = ConnectTimeout(cfg.ConnConfig.ConnectTimeout)
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
@@ -158,7 +162,7 @@ func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns in
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("create database pool: %w", redact(err))
+		return nil, fmt.Errorf("create database pool: %w", Redact(err))
 	}
 	return pool, nil
 }
@@ -167,10 +171,10 @@ func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns in
 // connection string names no connect_timeout.
 const defaultConnectTimeout = 5 * time.Second
 
-// connectTimeout is the connection string's connect_timeout, or the
+// ConnectTimeout is the connection string's connect_timeout, or the
 // default. With several hosts (an HA cluster) it applies to each in turn,
 // so a short one passes over an unreachable node quickly.
-func connectTimeout(configured time.Duration) time.Duration {
+func ConnectTimeout(configured time.Duration) time.Duration {
 	if configured > 0 {
 		return configured
 	}
@@ -179,23 +183,23 @@ func connectTimeout(configured time.Duration) time.Duration {
 
 // Close closes every connection.
 func (db *DB) Close() {
-	if db.lockPool != db.pool {
-		db.lockPool.Close()
+	if db.LockPool != db.Pool {
+		db.LockPool.Close()
 	}
-	db.pool.Close()
+	db.Pool.Close()
 }
 
 // Ping checks that the database answers.
 func (db *DB) Ping(ctx context.Context) error {
-	if err := db.pool.Ping(ctx); err != nil {
-		return interpret(err, "")
+	if err := db.Pool.Ping(ctx); err != nil {
+		return Interpret(err, "")
 	}
 	return nil
 }
 
-// redact drops the text of a connection-string parse error, which can quote
+// Redact drops the text of a connection-string parse error, which can quote
 // the password, keeping only that parsing failed.
-func redact(err error) error {
+func Redact(err error) error {
 	var pe *pgconn.ParseConfigError
 	if errors.As(err, &pe) {
 		return errors.New("invalid connection string")
@@ -203,9 +207,9 @@ func redact(err error) error {
 	return err
 }
 
-// querier is what both the pool and a transaction offer, so a query helper
+// Querier is what both the pool and a transaction offer, so a query helper
 // runs the same inside or outside a transaction.
-type querier interface {
+type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -218,103 +222,105 @@ type querier interface {
 // catalog entries, whatever the number of tenants.
 const SharedSchema = locksql.Schema
 
-// tableName is one of the shared tables: the closed list of identifiers
-// this package formats into SQL (with table and withTables). Nothing else
+// PurgeChannel is the notification channel on which every purge of a
+// tenant is announced, by the purging transaction, with the tenant as the
+// payload: each instance forgets at once that the tenant was enabled.
+const PurgeChannel = "circulation_storage_tenant_purged"
+
+// TableName is one of the shared tables: the closed list of identifiers
+// this package formats into SQL (with table and WithTables). Nothing else
 // is ever formatted into a statement: values, the tenant's id among them,
 // go in as parameters.
-type tableName string
+type TableName string
 
 // The shared tables (see package migrations).
 const (
-	tableTenant           tableName = "tenant"
-	tableTenantJob        tableName = "tenant_job"
-	tableLock             tableName = "check_out_lock"
-	tableLockWaiter       tableName = "check_out_lock_waiter"
-	tableLockEvent        tableName = "check_out_lock_event"
-	tablePatronGroup      tableName = "patron_group"
-	tableMaterialType     tableName = "material_type"
-	tableLoanType         tableName = "loan_type"
-	tablePatron           tableName = "patron"
-	tableItem             tableName = "item"
-	tableLoanPolicy       tableName = "loan_policy"
-	tableLoan             tableName = "loan"
-	tableCirculationRule  tableName = "circulation_rule"
-	tableCirculationRules tableName = "circulation_rules"
-	tableSetting          tableName = "setting"
-	tableSettingChange    tableName = "setting_change"
-	tableManualBlock      tableName = "manual_block"
-	tableBlockCondition   tableName = "patron_block_condition"
-	tableBlockLimit       tableName = "patron_block_limit"
-	tableRequest          tableName = "request"
-	tableAccount          tableName = "account"
-	tableCredential       tableName = "account_credential"
-	tableRefreshToken     tableName = "refresh_token"
-	tableLoginSession     tableName = "login_session"
-	tableLoginFailure     tableName = "login_failure"
-	tableServicePoint     tableName = "service_point"
-	tablePatronPin        tableName = "patron_pin"
-	tableOutbox           tableName = "outbox"
-	tableOutboxTenant     tableName = "outbox_tenant"
-	tableOutboxCommit     tableName = "outbox_commit"
-	tableTenantGate       tableName = "tenant_gate"
-	// typeOutboxEvent is not a table but the composite type of an event
+	TableTenant           TableName = "tenant"
+	TableTenantJob        TableName = "tenant_job"
+	TableLock             TableName = "check_out_lock"
+	TableLockWaiter       TableName = "check_out_lock_waiter"
+	TableLockEvent        TableName = "check_out_lock_event"
+	TablePatronGroup      TableName = "patron_group"
+	TableMaterialType     TableName = "material_type"
+	TableLoanType         TableName = "loan_type"
+	TablePatron           TableName = "patron"
+	TableItem             TableName = "item"
+	TableLoanPolicy       TableName = "loan_policy"
+	TableLoan             TableName = "loan"
+	TableCirculationRule  TableName = "circulation_rule"
+	TableCirculationRules TableName = "circulation_rules"
+	TableSetting          TableName = "setting"
+	TableSettingChange    TableName = "setting_change"
+	TableManualBlock      TableName = "manual_block"
+	TableBlockCondition   TableName = "patron_block_condition"
+	TableBlockLimit       TableName = "patron_block_limit"
+	TableRequest          TableName = "request"
+	TableAccount          TableName = "account"
+	TableCredential       TableName = "account_credential"
+	TableRefreshToken     TableName = "refresh_token"
+	TableLoginSession     TableName = "login_session"
+	TableLoginFailure     TableName = "login_failure"
+	tableServicePoint     TableName = "service_point"
+	TablePatronPin        TableName = "patron_pin"
+	TableOutbox           TableName = "outbox"
+	TableOutboxTenant     TableName = "outbox_tenant"
+	TableOutboxCommit     TableName = "outbox_commit"
+	TableTenantGate       TableName = "tenant_gate"
+	// TypeOutboxEvent is not a table but the composite type of an event
 	// in outbox_commit's payload (migration 10), named as the tables are.
-	typeOutboxEvent tableName = "outbox_event"
+	TypeOutboxEvent TableName = "outbox_event"
 	// funcStoredTime is migration 15's function reading a stored date
 	// (NULL, with a warning, for one that cannot be read).
-	funcStoredTime tableName = "stored_time"
+	funcStoredTime TableName = "stored_time"
 )
 
-// storedTime is SQL reading the stored date expr (text) of field, as
+// StoredTime is SQL reading the stored date expr (text) of field, as
 // stored_time reads it.
-func storedTime(expr, field string) string {
-	return table(funcStoredTime) + `(` + expr + `, '` + field + `')`
+func StoredTime(expr, field string) string {
+	return Table(funcStoredTime) + `(` + expr + `, '` + field + `')`
 }
 
-// outboxOn is SQL that holds unless the session records no events
+// OutboxOn is SQL that holds unless the session records no events
 // (checkoutlock.outbox = 'off': a purge, a bulk load, OUTBOX=off). With
 // 'own' the transaction records its events itself, not through the
 // triggers (a check-out's write).
-const outboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 'off'`
+const OutboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 'off'`
 
-// tenantTables are the tables holding a tenant's rows, in the order a
+// TenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
-var tenantTables = []tableName{
-	tableOutbox, tableOutboxCommit, tableOutboxTenant, tableTenantGate, tableServicePoint, tableLoginFailure, tableRefreshToken, tableLoginSession, tableCredential, tableAccount, tableRequest, tableManualBlock, tableBlockLimit, tableBlockCondition, tableLoan, tableCirculationRule, tableCirculationRules, tableItem, tablePatronPin, tablePatron, tableLoanPolicy, tableLoanType,
-	tableMaterialType, tablePatronGroup, tableSettingChange, tableSetting, tableLockEvent, tableLockWaiter, tableLock,
-	tableTenantJob,
+var TenantTables = []TableName{
+	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, tableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableCirculationRule, TableCirculationRules, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
+	TableMaterialType, TablePatronGroup, TableSettingChange, TableSetting, TableLockEvent, TableLockWaiter, TableLock,
+	TableTenantJob,
 }
 
-// table is the quoted, schema-qualified name of one of the shared tables.
-func table(name tableName) string {
+// Table is the quoted, schema-qualified name of one of the shared tables.
+func Table(name TableName) string {
 	return pgx.Identifier{SharedSchema, string(name)}.Sanitize()
 }
 
-// param is the placeholder of the n-th parameter of a statement.
-func param(n int) string { return "$" + strconv.Itoa(n) }
-
-// withTables is stmt with the shared tables named in its fmt verbs (%s,
+// WithTables is stmt with the shared tables named in its fmt verbs (%s,
 // or %[n]s), in order: identifier formatting only, from the closed list of
-// tableName.
-func withTables(stmt string, names ...tableName) string {
+// TableName.
+func WithTables(stmt string, names ...TableName) string {
 	ids := make([]any, len(names))
 	for i, name := range names {
-		ids[i] = table(name)
+		ids[i] = Table(name)
 	}
 	return fmt.Sprintf(stmt, ids...)
 }
 
-// inTx runs fn in a transaction that commits when fn returns nil. Like
+// InTx runs fn in a transaction that commits when fn returns nil. Like
 // every write, it returns only once its outcome is final (see write); one
 // whose BEGIN met a dead connection is run again on a fresh one.
-func (db *DB) inTx(ctx context.Context, t storage.Tenant, fn func(tx pgx.Tx) error) error {
-	return db.write(ctx, t, func(c *pgx.Conn) error {
+func (db *DB) InTx(ctx context.Context, t storage.Tenant, fn func(tx pgx.Tx) error) error {
+	return db.Write(ctx, t, func(c *pgx.Conn) error {
 		tx, err := c.Begin(ctx)
 		if err != nil {
-			if deadConnection(err) {
-				return &deadBeforeRun{err}
+			if DeadConnection(err) {
+				return &DeadBeforeRun{Err: err}
 			}
-			return interpret(err, t)
+			return Interpret(err, t)
 		}
 		// Rollback after Commit is a no-op; on error paths it ends the
 		// transaction even if ctx was cancelled.
@@ -323,13 +329,13 @@ func (db *DB) inTx(ctx context.Context, t storage.Tenant, fn func(tx pgx.Tx) err
 			return err
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return interpret(err, t)
+			return Interpret(err, t)
 		}
 		return nil
 	})
 }
 
-// write runs a write, fn, on a connection of its own. When fn fails and
+// Write runs a write, fn, on a connection of its own. When fn fails and
 // leaves the connection closed (cut, or closed because ctx ended), the
 // server process behind it may still be running what fn sent, up to its
 // commit: PostgreSQL notices a vanished client only when it next reads from
@@ -339,26 +345,26 @@ func (db *DB) inTx(ctx context.Context, t storage.Tenant, fn func(tx pgx.Tx) err
 // lost is settled by exactly such a read.
 //
 // A transaction whose BEGIN failed because its pooled connection was
-// already dead (fn returned a deadBeforeRun) ran nothing: it is run again
+// already dead (fn returned a DeadBeforeRun) ran nothing: it is run again
 // on a fresh connection (see pool).
-func (db *DB) write(ctx context.Context, t storage.Tenant, fn func(c *pgx.Conn) error) error {
+func (db *DB) Write(ctx context.Context, t storage.Tenant, fn func(c *pgx.Conn) error) error {
 	err := db.writeOnce(ctx, t, fn)
-	var dead *deadBeforeRun
+	var dead *DeadBeforeRun
 	for attempt := 1; attempt < maxDeadAttempts && errors.As(err, &dead) && ctx.Err() == nil; attempt++ {
-		db.pool.Reset()
+		db.Pool.Reset()
 		err = db.writeOnce(ctx, t, fn)
 	}
 	if errors.As(err, &dead) {
-		return interpret(dead.err, t)
+		return Interpret(dead.Err, t)
 	}
 	return err
 }
 
 // writeOnce is one attempt of write.
 func (db *DB) writeOnce(ctx context.Context, t storage.Tenant, fn func(c *pgx.Conn) error) error {
-	c, err := db.pool.Acquire(ctx)
+	c, err := db.Pool.Acquire(ctx)
 	if err != nil {
-		return interpret(err, t)
+		return Interpret(err, t)
 	}
 	err = fn(c.Conn())
 	broken := err != nil && c.Conn().IsClosed()
@@ -400,29 +406,29 @@ func backendOf(c *pgx.Conn) (backend, bool) {
 	return backend{pid: c.PgConn().PID(), start: start}, ok
 }
 
-// settleWait bounds the wait for a failed write's server process to end.
+// SettleWait bounds the wait for a failed write's server process to end.
 // A process still running after it (waiting for a row another transaction
 // holds, or on a server that cannot be reached) leaves the failure
 // ambiguous, as it would be without the wait.
-const settleWait = 2 * time.Second
+const SettleWait = 2 * time.Second
 
 // settleInterval is how often settle looks.
 const settleInterval = 10 * time.Millisecond
 
-// settle waits, up to settleWait, until the server process b has ended.
+// settle waits, up to SettleWait, until the server process b has ended.
 // It never signals the process: one
 // waiting for a synchronous standby to confirm its commit would make the
 // commit visible unconfirmed when told to end. A server that has no such
 // process (b's server has failed over to another) counts as ended: the
 // history that goes on is the one that server holds.
 func (db *DB) settle(ctx context.Context, b backend) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleWait)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SettleWait)
 	defer cancel()
 	tick := time.NewTicker(settleInterval)
 	defer tick.Stop()
 	for {
 		var running bool
-		err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`,
+		err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`,
 			int64(b.pid), b.start).Scan(&running)
 		if err == nil && !running {
 			return

@@ -17,12 +17,12 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 )
 
-// interpret translates a driver error into a domain error by SQLSTATE code,
-// never by message text. interpretWrite, interpretRule and interpretAcquire
+// Interpret translates a driver error into a domain error by SQLSTATE code,
+// never by message text. InterpretWrite, interpretRule and interpretAcquire
 // refine it where a constraint name says which field was at fault.
 // Errors it does not recognise stay as they are: the HTTP layer answers them
 // with 500, because they are bugs.
-func interpret(err error, t storage.Tenant) error {
+func Interpret(err error, t storage.Tenant) error {
 	if err == nil {
 		return nil
 	}
@@ -114,9 +114,9 @@ func isConnectionError(err error) bool {
 		pgconn.Timeout(err)
 }
 
-// tablesMissing reports whether err is the shared tables' absence: no
+// TablesMissing reports whether err is the shared tables' absence: no
 // tenant was initialised on this database yet (its migrations make them).
-func tablesMissing(err error) bool {
+func TablesMissing(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.InvalidSchemaName || pgErr.Code == pgerrcode.UndefinedTable)
 }

@@ -26,30 +26,30 @@ import (
 // finds the row does nothing and says so; the full one is then run, and
 // this instance runs the full one for that tenant from then on.
 
-// gates is the tenants this instance has found a gate row for: at most the
+// Gates is the tenants this instance has found a gate row for: at most the
 // tenants of the database that have one, as a purge announced to every
 // instance drops its tenant (Tenants.Forget). A tenant missing here is
 // only slower once: its lean statement finds the row.
 type gates struct{ gated sync.Map }
 
-// has says whether t is known to have a gate row.
-func (g *gates) has(t storage.Tenant) bool {
+// Has says whether t is known to have a gate row.
+func (g *gates) Has(t storage.Tenant) bool {
 	_, ok := g.gated.Load(t)
 	return ok
 }
 
-// found records that a lean statement found t's gate row.
-func (g *gates) found(t storage.Tenant) { g.gated.Store(t, struct{}{}) }
+// Found records that a lean statement found t's gate row.
+func (g *gates) Found(t storage.Tenant) { g.gated.Store(t, struct{}{}) }
 
-// forget drops t, purged with its gate row.
-func (g *gates) forget(t storage.Tenant) { g.gated.Delete(t) }
+// Forget drops t, purged with its gate row.
+func (g *gates) Forget(t storage.Tenant) { g.gated.Delete(t) }
 
-// forgetAll drops every tenant, after a time in which purges may have gone
+// ForgetAll drops every tenant, after a time in which purges may have gone
 // unannounced.
-func (g *gates) forgetAll() { g.gated.Clear() }
+func (g *gates) ForgetAll() { g.gated.Clear() }
 
-// gateRowSQL is SQL saying whether the tenant (an SQL expression) has a
+// GateRowSQL is SQL saying whether the tenant (an SQL expression) has a
 // gate row.
-func gateRowSQL(tenant string) string {
-	return `EXISTS (SELECT 1 FROM ` + table(tableTenantGate) + ` WHERE tenant_id = ` + tenant + `)`
+func GateRowSQL(tenant string) string {
+	return `EXISTS (SELECT 1 FROM ` + Table(TableTenantGate) + ` WHERE tenant_id = ` + tenant + `)`
 }

@@ -7,13 +7,13 @@ import storage "github.com/checkoutlock/circulation-storage"
 type Option func(*options)
 
 type options struct {
-	history  bool
-	events   storage.EventObserver
-	released func(t storage.Tenant, userID string)
+	History  bool
+	Events   storage.EventObserver
+	Released func(t storage.Tenant, userID string)
 }
 
-func applyOptions(opts []Option) options {
-	o := options{history: true, events: noEvents{}}
+func ApplyOptions(opts []Option) options {
+	o := options{History: true, Events: noEvents{}}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -24,9 +24,9 @@ func applyOptions(opts []Option) options {
 // and who is told of its events (obs may be nil).
 func LockHistory(on bool, obs storage.EventObserver) Option {
 	return func(o *options) {
-		o.history = on
+		o.History = on
 		if obs != nil {
-			o.events = obs
+			o.Events = obs
 		}
 	}
 }
@@ -37,5 +37,11 @@ func LockHistory(on bool, obs storage.EventObserver) Option {
 // woken without waiting for the release's notification to come back from
 // the database (which still wakes those on other instances).
 func OnRelease(released func(t storage.Tenant, userID string)) Option {
-	return func(o *options) { o.released = released }
+	return func(o *options) { o.Released = released }
 }
+
+// noEvents is the observer of a service told of no events.
+type noEvents struct{}
+
+func (noEvents) Event(storage.EventType) {}
+func (noEvents) EventLost(error)         {}

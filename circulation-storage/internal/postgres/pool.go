@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// pool is a connection pool whose single-row statements survive the
+// Pool is a connection pool whose single-row statements survive the
 // connections it holds having died: the database restarted, failed over,
 // or an operator terminated its backends. pgxpool notices a dead connection
 // only when a statement fails on it, so without this the first statement on
@@ -22,7 +22,7 @@ import (
 // openPool); this catches those that die between then and the statement.
 //
 // QueryRow runs a statement again, on a fresh connection, when it failed
-// because its connection was dead (see deadConnection): perhaps after it
+// because its connection was dead (see DeadConnection): perhaps after it
 // committed, its answer lost. So every statement this package sends
 // through QueryRow must be one that may run twice, and is:
 //
@@ -41,7 +41,7 @@ import (
 // again) or DB.write and DB.inTx, which run a transaction again only when
 // its BEGIN met a dead connection, and otherwise settle an ambiguous
 // outcome by reading back.
-type pool struct {
+type Pool struct {
 	*pgxpool.Pool
 }
 
@@ -53,13 +53,13 @@ const maxDeadAttempts = 3
 
 // QueryRow is pgxpool's, run again on a fresh connection when its
 // connection was dead.
-func (p *pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+func (p *Pool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return &retriedRow{p: p, ctx: ctx, sql: sql, args: args}
 }
 
 // retriedRow runs its statement when it is scanned.
 type retriedRow struct {
-	p    *pool
+	p    *Pool
 	ctx  context.Context
 	sql  string
 	args []any
@@ -67,21 +67,21 @@ type retriedRow struct {
 
 func (r *retriedRow) Scan(dest ...any) error {
 	err := r.p.Pool.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
-	for attempt := 1; attempt < maxDeadAttempts && deadConnection(err) && r.ctx.Err() == nil; attempt++ {
+	for attempt := 1; attempt < maxDeadAttempts && DeadConnection(err) && r.ctx.Err() == nil; attempt++ {
 		r.p.Reset()
 		err = r.p.Pool.QueryRow(r.ctx, r.sql, r.args...).Scan(dest...)
 	}
 	return err
 }
 
-// deadConnection reports whether err says the connection a statement was
+// DeadConnection reports whether err says the connection a statement was
 // sent on had been closed by the server, or by the network, rather than
 // that the statement failed: the server ended the session (SQLSTATE class
 // 57, operator intervention: pg_terminate_backend, a shutdown, a crash), the
 // connection was reset or closed, or pgx sent nothing. A connection that
 // could not be made is not one: the database is down, and trying again at
 // once would only wait for it again.
-func deadConnection(err error) bool {
+func DeadConnection(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -100,11 +100,32 @@ func deadConnection(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// deadBeforeRun is a transaction whose BEGIN failed on a dead connection:
+// DeadBeforeRun is a transaction whose BEGIN failed on a dead connection:
 // nothing of it ran.
-type deadBeforeRun struct{ err error }
+type DeadBeforeRun struct{ Err error }
 
-func (d *deadBeforeRun) Error() string {
-	return "connection dead before the transaction began: " + d.err.Error()
+func (d *DeadBeforeRun) Error() string {
+	return "connection dead before the transaction began: " + d.Err.Error()
 }
-func (d *deadBeforeRun) Unwrap() error { return d.err }
+func (d *DeadBeforeRun) Unwrap() error { return d.Err }
+
+// QueryOne runs a single-row read through p and reads its row into a T
+// by column name (pgx.RowToStructByName): run again on a fresh connection
+// when its connection was dead, as QueryRow is, so only a statement that
+// may run twice goes through it.
+func QueryOne[T any](ctx context.Context, p *Pool, sql string, args ...any) (T, error) {
+	run := func() (T, error) {
+		rows, err := p.Pool.Query(ctx, sql, args...)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
+	}
+	v, err := run()
+	for attempt := 1; attempt < maxDeadAttempts && DeadConnection(err) && ctx.Err() == nil; attempt++ {
+		p.Reset()
+		v, err = run()
+	}
+	return v, err
+}

@@ -1,4 +1,4 @@
-package postgres
+package postgres_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/locks"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,8 +27,8 @@ import (
 // rounds.
 func TestStatementsOutliveTerminatedBackends(t *testing.T) {
 	url := pgtest.Shared(t)
-	db := openDB(t, url)
-	f := setupTenant(t, db)
+	db := dbtest.OpenDB(t, url)
+	f := dbtest.SetupTenant(t, db)
 	// A statement that cannot have a connection fails the test in seconds
 	// rather than wait for one until go test's timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -37,7 +40,7 @@ func TestStatementsOutliveTerminatedBackends(t *testing.T) {
 	t.Cleanup(func() { _ = admin.Close(context.Background()) })
 
 	for round := range 3 {
-		pids := append(holdAll(ctx, t, db.pool), holdAll(ctx, t, db.lockPool)...)
+		pids := append(holdAll(ctx, t, db.Pool), holdAll(ctx, t, db.LockPool)...)
 		terminate(t, admin, pids)
 
 		var wg sync.WaitGroup
@@ -46,27 +49,27 @@ func TestStatementsOutliveTerminatedBackends(t *testing.T) {
 			wg.Add(4)
 			go func() {
 				defer wg.Done()
-				lock, _, err := f.locks.Acquire(ctx, f.tenant, uuid.NewString(), "", time.Minute, storage.Holder{})
+				lock, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", time.Minute, storage.Holder{})
 				if err == nil {
-					err = f.locks.Release(ctx, f.tenant, lock.ID, storage.Caller{}, false)
+					err = locks.NewLocks(f.DB).Release(ctx, f.Tenant, lock.ID, storage.Caller{}, false)
 				}
 				failures <- err
 			}()
 			go func() {
 				defer wg.Done()
 				var n int
-				failures <- db.pool.QueryRow(ctx, `SELECT count(*) FROM `+view(f.tenant, "check_out_lock")).Scan(&n)
+				failures <- db.Pool.QueryRow(ctx, `SELECT count(*) FROM `+dbtest.View(f.Tenant, "check_out_lock")).Scan(&n)
 			}()
 			go func() {
 				defer wg.Done()
-				failures <- db.inTx(ctx, f.tenant, func(tx pgx.Tx) error {
+				failures <- db.InTx(ctx, f.Tenant, func(tx pgx.Tx) error {
 					_, err := tx.Exec(ctx, `SELECT 1`)
 					return err
 				})
 			}()
 			go func() {
 				defer wg.Done()
-				failures <- db.write(ctx, f.tenant, func(c *pgx.Conn) error {
+				failures <- db.Write(ctx, f.Tenant, func(c *pgx.Conn) error {
 					_, err := c.Exec(ctx, `SELECT 1`)
 					return err
 				})
@@ -86,7 +89,7 @@ func TestStatementsOutliveTerminatedBackends(t *testing.T) {
 // full, and returns their server processes' ids, the connections idle again:
 // given back before the test fails too, so that closing the pool does not
 // wait for them.
-func holdAll(ctx context.Context, t *testing.T, p *pool) []int32 {
+func holdAll(ctx context.Context, t *testing.T, p *postgres.Pool) []int32 {
 	t.Helper()
 	var conns []*pgxpool.Conn
 	defer func() {
@@ -136,7 +139,7 @@ func terminate(t *testing.T, admin *pgx.Conn, pids []int32) {
 // seconds, as a busy pool's would be: what a backend keeps for the tenants
 // it served does not outlive DB_MAX_CONN_LIFETIME by much.
 func TestConnectionsAreRetiredAtTheirLifetime(t *testing.T) {
-	db, err := Open(context.Background(), pgtest.Shared(t), PoolConfig{MaxConns: 1, MaxConnLifetime: time.Second})
+	db, err := postgres.Open(context.Background(), pgtest.Shared(t), postgres.PoolConfig{MaxConns: 1, MaxConnLifetime: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +147,7 @@ func TestConnectionsAreRetiredAtTheirLifetime(t *testing.T) {
 	ctx := context.Background()
 	backend := func() int {
 		var pid int
-		if err := db.pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		if err := db.Pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 			t.Fatal(err)
 		}
 		return pid
@@ -157,7 +160,7 @@ func TestConnectionsAreRetiredAtTheirLifetime(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // a pool in use, polled with a deadline
 	}
-	if n := db.pool.Stat().MaxLifetimeDestroyCount(); n == 0 {
+	if n := db.Pool.Stat().MaxLifetimeDestroyCount(); n == 0 {
 		t.Errorf("the pool retired no connection for its lifetime")
 	}
 }
@@ -169,15 +172,15 @@ func TestConnectionsAreRetiredAtTheirLifetime(t *testing.T) {
 // fails, and its connection is not handed out again.
 func TestAFrozenTransactionLetsGo(t *testing.T) {
 	t.Parallel()
-	db, err := Open(context.Background(), pgtest.Shared(t), PoolConfig{MaxConns: 4, IdleInTransaction: time.Second})
+	db, err := postgres.Open(context.Background(), pgtest.Shared(t), postgres.PoolConfig{MaxConns: 4, IdleInTransaction: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { closeWithin(t, db, 10*time.Second) })
+	t.Cleanup(func() { dbtest.CloseWithin(t, db, 10*time.Second) })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	key := time.Now().UnixNano()
-	frozen, err := db.pool.Begin(ctx)
+	frozen, err := db.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +188,7 @@ func TestAFrozenTransactionLetsGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err = db.inTx(ctx, "", func(tx pgx.Tx) error {
+	err = db.InTx(ctx, "", func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key)
 		return err
 	})

@@ -1,0 +1,103 @@
+package lending
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// checkInItemSQL is a check-in's write of the item: Available, at the
+// version the check-in read (itemStatusSQL).
+var checkInItemSQL = itemStatusSQL("Available")
+
+// itemStatusSQL is a write of an item's status (a check-in's, a loan
+// action's) at the version the write read (@version), which answers 0,
+// or the version stored when it differs, or -1 when there is no such item.
+// Arguments: @item the item's id, @version, @metadata_user the user for
+// the metadata, @tenant.
+func itemStatusSQL(status string) string {
+	return postgres.WithTables(`
+WITH updated AS (
+    UPDATE %[1]s SET jsonb = `+records.WithMetadata(itemWithStatus(status), "@metadata_user", true)+`
+     WHERE tenant_id = @tenant AND id = @item::uuid AND version = @version RETURNING 0
+)
+SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE tenant_id = @tenant AND id = @item::uuid), -1)`, postgres.TableItem)
+}
+
+// writeItemStatus runs stmt, an itemStatusSQL, for the item of loan at
+// the version the write read, and answers why it wrote nothing: the item
+// does not exist, or it changed since (what, the write's verb, says which
+// write could not).
+func writeItemStatus(ctx context.Context, tx pgx.Tx, t storage.Tenant, stmt string, loan json.RawMessage, version int, what string) error {
+	itemID := records.FieldValue(loan, "itemId")
+	var stored int
+	err := tx.QueryRow(ctx, stmt, itemStatusArgs(ctx, t, itemID, version)).Scan(&stored)
+	switch {
+	case err != nil:
+		return records.InterpretWrite(err, t, storage.Loans, loan)
+	case stored < 0:
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
+	case stored > 0:
+		return errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
+			"Cannot %s item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
+			what, itemID, stored, version).With("_version", fmt.Sprint(stored))
+	}
+	return nil
+}
+
+// itemStatusArgs are itemStatusSQL's arguments.
+func itemStatusArgs(ctx context.Context, t storage.Tenant, itemID string, version int) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{"item": itemID, "version": version, "metadata_user": records.MetadataUser(ctx), "tenant": string(t)}
+}
+
+// CheckInLoan implements storage.LoanWriter: the item becomes Available at
+// the version the check-in read, and the loan is replaced, in one
+// transaction.
+func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.CheckInWrite) error {
+	return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+		if err := writeItemStatus(ctx, tx, t, checkInItemSQL, w.Loan, w.ItemVersion, "check in"); err != nil {
+			return err
+		}
+		// The loan closed is the item's open loan, as it was: a check-in
+		// closes a loan, and changes nothing else of whose and of what
+		// it is.
+		if err := records.Update(ctx, tx, t, storage.Loans, w.LoanID, 0, w.Loan, checkInGuard); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, checkInEventSQL, w.Loan, string(t))
+		return postgres.Interpret(err, t)
+	})
+}
+
+// checkInEventSQL records a check-in's event in the outbox, with the
+// loan's changes the triggers record: the loan ($1) closed, and where.
+var checkInEventSQL = postgres.WithTables(`
+INSERT INTO %s (tenant_id, kind, type, data)
+SELECT $2, '`+storage.EventKindCheckIn+`', '`+storage.EventCheckedIn+`', jsonb_build_object('old', NULL, 'new', jsonb_strip_nulls(jsonb_build_object(
+       'loanId', $1::jsonb -> 'id', 'userId', $1::jsonb -> 'userId', 'itemId', $1::jsonb -> 'itemId',
+       'servicePointId', $1::jsonb -> 'checkinServicePointId', 'returnDate', $1::jsonb -> 'returnDate')))
+ WHERE `+postgres.OutboxOn, postgres.TableOutbox)
+
+// checkInGuard holds a check-in's loan: the item's open loan, closed, of
+// the same borrower and item.
+var checkInGuard = &records.Guard{
+	Cond: `status_name = 'Open' AND ` + records.NewStatus + ` = 'Closed'
+           AND user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid`,
+	State: `status_name`,
+	Why: func(id string, state []any, doc json.RawMessage) error {
+		if *state[0].(*string) != "Open" {
+			return errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open: there is nothing to check in", id).
+				With("loanId", id)
+		}
+		return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
+			"A check-in closes the loan (status Closed) and changes neither its userId nor its itemId")
+	},
+}

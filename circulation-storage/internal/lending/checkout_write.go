@@ -1,0 +1,422 @@
+package lending
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/locksql"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/locksettings"
+)
+
+// Loans writes loans as circulation does: a check-out, a check-in, a
+// renewal and a loan action, each in one transaction that holds the
+// rules (the lock, the limits, the blocks, the requests, the versions
+// read) whoever calls.
+type Loans struct {
+	db *postgres.DB
+	// Released, when set, is told of a check-out's release of a lock
+	// that someone waits for, at once (see OnRelease).
+	released func(t storage.Tenant, userID string)
+	// policy is how the check-out write applies the rules and the lock.
+	policy Policy
+}
+
+var _ storage.LoanWriter = (*Loans)(nil)
+
+// NewLoans returns the loan writer, configured by opts (OnRelease).
+func NewLoans(db *postgres.DB, policy Policy, opts ...postgres.Option) *Loans {
+	return &Loans{db: db, policy: policy, released: postgres.ApplyOptions(opts).Released}
+}
+
+// checkOutSQL is a check-out's writes in one statement: the item moves to
+// "Checked out" at the version the check-out read (@item_version), and the loan is
+// inserted, only if everything storage itself requires holds, whoever
+// calls:
+//
+//   - the lock: with the tenant's lock feature on (lockFeatureSQL: the
+//     tenant's setting, else @lock_default, the environment's), a lock is required;
+//     a lock named (@lock_id) must be live, the borrower's and held by the
+//     caller (@caller_user, @caller_module: its owner), the fence;
+//   - the item limit: the loan policy the circulation rules choose for
+//     the borrower and the item (policyMatchSQL) sets it, enforced for a
+//     rule naming neither a material nor a loan type only when @enforce_unscoped; the
+//     patron's open loans are counted here, in the write's own statement;
+//   - maximum items charged out: when the borrower's patron group has a
+//     limit for that condition of automated patron blocks and the
+//     condition blocks borrowing (chargedSQL), the patron's open loans
+//     are counted here too, as the item limit's are, and the loan is
+//     written only below the limit;
+//   - the item's request queue: when its first request (queueHeadSQL)
+//     is another patron's, nothing is written; when it is the
+//     borrower's, the loan fills it: the request is "Closed - Filled",
+//     without a position, and every later request of the queue moves up
+//     one, in this statement;
+//   - the item at that version. A second open loan for the item fails the
+//     whole statement, the item update included.
+//
+// The write runs in the transaction of its row locks, after them (see
+// checkOutBatch): the patron's row is locked against every other check-out
+// write for the patron, and the lock's row, under a lock, against every
+// acquisition of the patron's lock, before this statement takes its
+// snapshot, so the count is exact at the moment of the write: a second
+// write for the patron waits for this one's commit and then counts its
+// loan too.
+//
+// With @release true, the loan written releases the lock in the same statement,
+// and the release is announced to the patron's waiters as locksql.Release
+// announces it (locksql.Announce)): the next holder's
+// acquisition waits for this transaction's commit, so its recount sees the
+// loan.
+//
+// It always answers one row: the loan as stored (NULL when nothing was
+// written), whether the fence held, whether the lock requirement held, the
+// open loans counted and the limit (NULL without a limit), the patron whose
+// lock was released (NULL when none was), and whether the release was
+// announced, so a refusal is explained by what this very statement saw;
+// and, last, whether the statement must be run in full: always false in
+// full; lean (gate.go), whether the tenant has a gate row, in which case
+// nothing was written. The lean form reads no request and no block limit:
+// the item's queue is taken as empty and no maximum items charged out
+// applies.
+func checkOutSQL(lean bool) string {
+	loan, lock, item, waiter := postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableLock), postgres.Table(postgres.TableItem), postgres.Table(postgres.TableLockWaiter)
+	setting, rule, rules, patron := postgres.Table(postgres.TableSetting), postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), postgres.Table(postgres.TablePatron)
+	policy, blockLimit, condition, request := postgres.Table(postgres.TableLoanPolicy), postgres.Table(postgres.TableBlockLimit), postgres.Table(postgres.TableBlockCondition), postgres.Table(postgres.TableRequest)
+	commit, event := postgres.Table(postgres.TableOutboxCommit), postgres.Table(postgres.TypeOutboxEvent)
+	group := "(SELECT patron_group_id FROM " + patron + " WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'userId')::uuid)"
+	head := queueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant")
+	charged := chargedSQL(blockLimit, condition, "@tenant", group)
+	filled := `
+    UPDATE ` + request + ` r
+       SET jsonb = ` + records.WithMetadata(`jsonb_set(r.jsonb - 'position', '{status}', '"Closed - Filled"')`, "@metadata_user", true) + `
+     WHERE r.tenant_id = @tenant AND r.id = (SELECT id FROM head) AND EXISTS (SELECT 1 FROM loan)
+    RETURNING r.id, r.jsonb`
+	movedUp := `
+    UPDATE ` + request + ` r
+       SET jsonb = jsonb_set(r.jsonb, '{position}', to_jsonb(r.position - 1))
+     WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND left(r.status, 5) = 'Open '
+       AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
+    RETURNING r.id, r.position, r.jsonb`
+	gated := "false"
+	if lean {
+		head = `SELECT NULL::uuid AS id, NULL::uuid AS requester_id, NULL::integer AS position, NULL::jsonb AS jsonb WHERE false`
+		charged = `SELECT NULL::numeric AS lim, NULL::text AS message WHERE false`
+		filled = `SELECT NULL::uuid AS id, NULL::jsonb AS jsonb WHERE false`
+		movedUp = `SELECT NULL::uuid AS id, NULL::integer AS position, NULL::jsonb AS jsonb WHERE false`
+		gated = postgres.GateRowSQL("@tenant")
+	}
+	return `
+WITH fence AS (
+    ` + locksql.Fence(lock, "@tenant::text", "@lock_id::uuid", "(@loan::jsonb ->> 'userId')::uuid", "@caller_user::text", "@caller_module::text") + `
+), required AS (
+    SELECT @lock_id::uuid IS NOT NULL OR NOT ` + lockFeatureSQL(setting, "@tenant", "@lock_default::boolean") + ` AS ok
+), lent AS (
+    SELECT material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb AS before
+      FROM ` + item + ` WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'itemId')::uuid
+), matched AS (` + policyMatchSQL(rule, rules, "@tenant", group,
+		"(SELECT material_type_id FROM lent)", "(SELECT loan_type_id FROM lent)") + `
+), limited AS (
+    SELECT ` + itemLimitSQL("m", "lp", "@enforce_unscoped::boolean") + ` AS n,
+           CASE WHEN m.mt_match THEN (SELECT material_type_id FROM lent) END AS mt,
+           CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM lent) END AS lt
+      FROM matched m JOIN ` + policy + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
+), counted AS (
+    SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
+     WHERE (SELECT n FROM limited) IS NOT NULL
+), gate AS (
+    SELECT ` + gated + ` AS gated
+), head AS (` + head + `
+), queued AS (
+    SELECT coalesce((SELECT requester_id <> (@loan::jsonb ->> 'userId')::uuid FROM head), false) AS other
+), charged AS (` + charged + `
+), charged_count AS (
+    SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
+     WHERE EXISTS (SELECT 1 FROM charged)
+), allowed AS (
+    SELECT (SELECT ok FROM required)
+       AND (@lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
+       AND (@override_limit::boolean OR NOT ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
+       AND (@override_charged::boolean OR NOT ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
+       AND NOT (SELECT other FROM queued)
+       AND NOT (SELECT gated FROM gate) AS ok
+), item AS (
+    UPDATE ` + item + `
+       SET jsonb = ` + records.WithMetadata(itemWithStatus("Checked out"), "@metadata_user", true) + `
+     WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'itemId')::uuid AND version = @item_version::integer
+       AND (SELECT ok FROM allowed)
+ RETURNING id, jsonb
+), loan AS (
+    INSERT INTO ` + loan + ` (tenant_id, id, jsonb)
+    SELECT @tenant, @loan_id, ` + records.WithMetadata(records.WithID(storage.Loans, "@loan_id", "@loan", `'1'`), "@metadata_user", false) + `
+     WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
+    RETURNING jsonb
+), filled AS (` + filled + `
+), moved_up AS (` + movedUp + `
+), announced AS (
+    -- The write's events, as migration 9's triggers record other writes'
+    -- (the session's checkoutlock.outbox is 'own' here: they record
+    -- nothing), and the check-out's own, in the order recorded: each
+    -- record's states as they are (building JSON of whole documents
+    -- would cost the write more than all the rest of its events).
+    SELECT count(*) AS events,
+           array_agg(ROW(gen_random_uuid(), e.kind, e.type, e.old, e.new)::` + event + ` ORDER BY e.n, e.k) AS payload
+      FROM (
+        SELECT 1 AS n, 0 AS k, 'item' AS kind, 'UPDATED' AS type, (SELECT before FROM lent) AS old, i.jsonb AS new
+          FROM item i WHERE ((SELECT before FROM lent) #>> '{status,name}') IS DISTINCT FROM (i.jsonb #>> '{status,name}')
+        UNION ALL
+        SELECT 2, 0, 'loan', 'CREATED', NULL, l.jsonb FROM loan l
+        UNION ALL
+        SELECT 3, 0, 'request', 'UPDATED', (SELECT jsonb FROM head), f.jsonb FROM filled f
+        UNION ALL
+        SELECT 4, m.position, 'request', 'UPDATED', jsonb_set(m.jsonb, '{position}', to_jsonb(m.position + 1)), m.jsonb FROM moved_up m
+        UNION ALL
+        SELECT 5, 0, '` + storage.EventKindCheckOut + `', '` + storage.EventCheckedOut + `', NULL, jsonb_strip_nulls(jsonb_build_object(
+               'loanId', l.jsonb -> 'id', 'userId', l.jsonb -> 'userId', 'itemId', l.jsonb -> 'itemId',
+               'servicePointId', l.jsonb -> 'checkoutServicePointId', 'lockId', @lock_id::uuid,
+               'loanDate', l.jsonb -> 'loanDate', 'dueDate', l.jsonb -> 'dueDate')) FROM loan l
+      ) e
+     WHERE ` + postgres.OutboxOn + `
+), committed AS (
+    -- The transaction's commit with its events (migration 10's payload),
+    -- recorded after everything it waited for: one row, one index entry
+    -- (migration 9's outbox_commit_events, which this statement stands in
+    -- for, would find a row of outbox for each event).
+    INSERT INTO ` + commit + ` (tenant_id, xid, events, payload)
+    SELECT @tenant, pg_current_xact_id(), events, payload FROM announced WHERE events > 0
+), released AS (
+    DELETE FROM ` + lock + `
+     WHERE @release::boolean AND tenant_id = @tenant AND id = @lock_id::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
+    RETURNING user_id
+)
+SELECT (SELECT jsonb FROM loan) AS stored, @lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence) AS fenced,
+       (SELECT ok FROM required) AS required,
+       (SELECT n FROM counted) AS open, (SELECT n FROM limited) AS item_limit,
+       released.user_id::text AS released,
+       ` + locksql.Announce(waiter, "@tenant") + ` AS notified,
+       (SELECT n FROM charged_count) AS charged, (SELECT lim FROM charged) AS charged_limit,
+       (SELECT message FROM charged) AS charged_reason,
+       (SELECT other FROM queued) AS requested, (SELECT id::text FROM head) AS head,
+       ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + ` AS limit_reached,
+       ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + ` AS charged_reached,
+       (SELECT gated FROM gate) AS full
+  FROM (SELECT 1) AS one LEFT JOIN released ON true`
+}
+
+// chargedSQL is the limit of maximum items charged out that holds a
+// check-out's write: one row (lim, message) when the patron group (group,
+// an SQL expression) has a limit for the condition and the condition
+// blocks borrowing, none otherwise. limit and condition are the tables,
+// tenant the SQL that gives the tenant.
+func chargedSQL(limit, condition, tenant, group string) string {
+	return `
+    SELECT pl.value AS lim, coalesce(nullif(c.jsonb ->> 'message', ''), c.jsonb ->> 'name') AS message
+      FROM ` + limit + ` pl JOIN ` + condition + ` c ON c.tenant_id = pl.tenant_id AND c.id = pl.condition_id
+     WHERE pl.tenant_id = ` + tenant + ` AND pl.patron_group_id = ` + group + `
+       AND pl.condition_id = '` + storage.ConditionItemsChargedOut + `' AND c.jsonb ->> 'blockBorrowing' = 'true'`
+}
+
+// lockFeatureSQL is whether the tenant's check-out lock feature is on, as
+// storage reads it in a write: what the checkoutLockFeature entry says,
+// decoded when the entry was written by the decoder circulation reads it
+// with (LockFeature, migration 12), else def (the environment's). The
+// value's text is never read here. setting is the settings table, tenant
+// the SQL that gives the tenant.
+func lockFeatureSQL(setting, tenant, def string) string {
+	return `coalesce((SELECT CASE s.lock_feature WHEN 'on' THEN true WHEN 'off' THEN false END
+      FROM ` + setting + ` s WHERE s.tenant_id = ` + tenant + ` AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'), ` + def + `)`
+}
+
+// itemWithStatus is the item row's document with the status named
+// (a constant of this package, never a client's value), dated now, one
+// version on: what a check-out or a check-in writes.
+func itemWithStatus(name string) string {
+	return `jsonb_set(jsonb_set(jsonb, '{status}', jsonb_build_object('name', '` + name + `', 'date', ` + records.SQLNow + `)),
+                   '{_version}', to_jsonb(version + 1))`
+}
+
+// A check-out's write on the shared tables: locksql.LockRows (under a
+// lock) or locksql.PatronRow (without one), and checkOutSQL, whose
+// arguments are named (checkOutArgs).
+var (
+	lockRowsSQL  = postgres.WithTables(locksql.LockRows, postgres.TableLock, postgres.TablePatron)
+	patronRowSQL = postgres.WithTables(locksql.PatronRow, postgres.TablePatron)
+	// itemRowSQL locks the item's row after the patron's (and the lock's),
+	// before the write takes its snapshot: the write fills the item's
+	// queue and moves it up, and a request joining the queue meanwhile
+	// (request_write.go, which takes the same row first) must be seen by
+	// it or wait for it. Parameters: $1 the item, $2 the tenant.
+	itemRowSQL = postgres.WithTables(`SELECT 1 FROM %s WHERE tenant_id = $2 AND id = $1 FOR NO KEY UPDATE`, postgres.TableItem)
+	// checkOutWrite is checkOutSQL in full, checkOutWriteLean lean (gate.go).
+	checkOutWrite     = locksql.NewNamed(checkOutSQL(false), checkOutNames...)
+	checkOutWriteLean = locksql.NewNamed(checkOutSQL(true), checkOutNames...)
+)
+
+// checkOutNames are the names of checkOutSQL's arguments.
+var checkOutNames = []string{"tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
+	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged"}
+
+// checkOutArgs are checkOutSQL's arguments, by name: a name the statement
+// uses and this does not give, or one it gives and the statement does not
+// use, fails the write (locksql.Named.Bind) before it reaches the database.
+func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) pgx.StrictNamedArgs {
+	caller := storage.CallerFrom(ctx)
+	return pgx.StrictNamedArgs{
+		"tenant":        string(t),
+		"loan_id":       w.LoanID,
+		"loan":          w.Loan,
+		"lock_id":       postgres.Nullable(w.LockID),
+		"item_version":  w.ItemVersion,
+		"metadata_user": records.MetadataUser(ctx),
+		// The environment's part: whether a rule naming neither a material
+		// nor a loan type limits, and whether the lock is on for a tenant
+		// without a setting.
+		"enforce_unscoped": s.policy.EnforceUnscopedItemLimit,
+		"lock_default":     s.policy.LockFeatureDefault,
+		// The caller, who must own the lock named.
+		"caller_user":   postgres.Nullable(caller.User),
+		"caller_module": postgres.Nullable(caller.Module),
+		"release":       w.ReleaseLock,
+		// Overrides lifting the item limit and maximum items charged out.
+		"override_limit":   w.OverrideItemLimit,
+		"override_charged": w.OverridePatronBlock,
+	}
+}
+
+// checkOutResult is the row checkOutSQL answers, read by column name.
+type checkOutResult struct {
+	Stored json.RawMessage `db:"stored"`
+	// Fenced says the lock named covers the write (or none was named),
+	// Required that the tenant's lock rule lets it be written.
+	Fenced   bool `db:"fenced"`
+	Required bool `db:"required"`
+	// Open and Limit are the patron's open loans counted against the item
+	// limit, and the limit; nil without one.
+	Open     *int    `db:"open"`
+	Limit    *int    `db:"item_limit"`
+	Released *string `db:"released"`
+	Notified bool    `db:"notified"`
+	// Charged and ChargedLimit are the open loans counted against the
+	// patron group's maximum items charged out, and the limit, with the
+	// condition's message; nil without such a limit.
+	Charged       *int     `db:"charged"`
+	ChargedLimit  *float64 `db:"charged_limit"`
+	ChargedReason *string  `db:"charged_reason"`
+	// Requested says the item's first request is another patron's, Head
+	// names the first request (nil without one).
+	Requested bool    `db:"requested"`
+	Head      *string `db:"head"`
+	// LimitReached and ChargedReached say the patron is at the item limit
+	// and at the maximum items charged out, as the write compared them.
+	LimitReached   bool `db:"limit_reached"`
+	ChargedReached bool `db:"charged_reached"`
+	// Full says the lean statement found the tenant's gate row and wrote
+	// nothing: the full one must run.
+	Full bool `db:"full"`
+}
+
+// ownEventsSQL has the transaction record its events itself (checkOutSQL
+// does, and records its commit), instead of the triggers of migration 9,
+// unless the session records none: one statement inserts them all, where
+// the triggers would run a statement for each.
+var ownEventsSQL = `SELECT set_config('checkoutlock.outbox', 'own', true) WHERE ` + postgres.OutboxOn
+
+// checkOutBatch is a check-out's write as one batch, sent in one round trip
+// and run as one transaction: ownEventsSQL, locksql.LockRows under a lock,
+// locksql.PatronRow without one, the item's row (itemRowSQL), then
+// checkOutSQL, lean or in full (gate.go). The result is filled in when
+// the batch's results are read.
+func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (*pgx.Batch, *checkOutResult) {
+	b := &pgx.Batch{}
+	b.Queue(ownEventsSQL)
+	if w.LockID != "" {
+		b.Queue(lockRowsSQL, w.LockID, w.UserID, string(t))
+	} else {
+		b.Queue(patronRowSQL, w.UserID, string(t))
+	}
+	b.Queue(itemRowSQL, records.FieldValue(w.Loan, "itemId"), string(t))
+	r := &checkOutResult{}
+	write := checkOutWrite
+	if lean {
+		write = checkOutWriteLean
+	}
+	b.Queue(write.SQL, write.Bind(s.checkOutArgs(ctx, t, w))).Query(func(rows pgx.Rows) error {
+		row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkOutResult])
+		*r = row
+		return err
+	})
+	return b, r
+}
+
+// CreateCheckOutLoan implements storage.LoanWriter.
+func (s *Loans) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
+	return s.createCheckOutLoan(ctx, t, w, !s.db.Gates.Has(t))
+}
+
+// createCheckOutLoan is CreateCheckOutLoan, lean or in full (gate.go); a
+// lean write that meets a gate row, having written nothing, runs in full.
+func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (storage.CheckOutWritten, error) {
+	b, r := s.checkOutBatch(ctx, t, w, lean)
+	// A batch runs in one implicit transaction, committed at its end.
+	err := s.db.Write(ctx, t, func(c *pgx.Conn) error { return c.SendBatch(ctx, b).Close() })
+	switch {
+	case err != nil:
+		return storage.CheckOutWritten{}, records.InterpretWrite(err, t, storage.Loans, w.Loan)
+	case r.Full:
+		// The tenant has a gate row this instance did not know of: the
+		// lean write wrote nothing, and the full one runs.
+		s.db.Gates.Found(t)
+		return s.createCheckOutLoan(ctx, t, w, false)
+	case r.Stored != nil:
+		if r.Released != nil {
+			s.releasedByWrite(t, r)
+		}
+		return storage.CheckOutWritten{Loan: r.Stored, LockReleased: r.Released != nil}, nil
+	// Nothing written: say which condition failed, as the statement saw it.
+	case !r.Required:
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeLockRequired,
+			"The check-out lock is on for this tenant: a loan is opened only under the borrower's live lock (%s); nothing was written",
+			schemas.HeaderLockID)
+	case !r.Fenced:
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeLockLost,
+			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
+			With("lockId", w.LockID)
+	case r.Requested:
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
+			"The item's first request is another patron's; nothing was written").With("requestId", postgres.Deref(r.Head))
+	case !w.OverrideItemLimit && r.LimitReached:
+		return storage.CheckOutWritten{}, storage.ItemLimitReached(*r.Limit, *r.Open)
+	case !w.OverridePatronBlock && r.ChargedReached:
+		return storage.CheckOutWritten{}, storage.ChargedOutLimitReached(postgres.Deref(r.ChargedReason), *r.ChargedLimit, *r.Charged)
+	}
+	itemID := records.FieldValue(w.Loan, "itemId")
+	var stored2 int
+	err = s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT version FROM %s WHERE tenant_id = $2 AND id = $1`, postgres.TableItem), itemID, string(t)).Scan(&stored2)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
+	}
+	if err != nil {
+		return storage.CheckOutWritten{}, postgres.Interpret(err, t)
+	}
+	return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
+		"Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
+		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
+}
+
+// releasedByWrite tells the patron's waiters on this instance, at once,
+// of a lock a check-out's write released, when the release was announced.
+// The history has nothing to learn of it: the fence lets only the lock's
+// owner write under it, so the release is always the owner's own.
+func (s *Loans) releasedByWrite(t storage.Tenant, r *checkOutResult) {
+	if r.Notified && s.released != nil {
+		s.released(t, *r.Released)
+	}
+}

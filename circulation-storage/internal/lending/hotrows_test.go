@@ -1,0 +1,155 @@
+package lending
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/tenants"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+)
+
+// multiXacts is how many MultiXacts the server has created: the age of
+// the oldest this database may hold, which grows by one with each new one
+// (mxid_age counts from the next to be given).
+func multiXacts(t *testing.T, db *postgres.DB) int64 {
+	t.Helper()
+	var n int64
+	if err := db.Pool.QueryRow(context.Background(),
+		"SELECT mxid_age(datminmxid) FROM pg_database WHERE datname = current_database()").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCheckOutsShareNoRow: 1,000 check-outs of one tenant, eight at a
+// time, each a patron's own item, take no lock that another check-out of
+// the tenant also takes: PostgreSQL creates no MultiXact for them (one
+// is made when two transactions lock one row at once, for key share as a
+// foreign key's check does: 904 with the loan policy's foreign key, before
+// migration 14). The count is the server's, and other tests' databases
+// may add to it meanwhile: a burst that meets none passes, up to three
+// bursts are tried (a hot row makes hundreds in every one).
+func TestCheckOutsShareNoRow(t *testing.T) {
+	db, tenant := sampleDatabase(t, 8)
+	ctx := context.Background()
+	const n, bursts = 1000, 3
+	if _, err := db.Pool.Exec(ctx, postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
+SELECT $1, md5('p' || g)::uuid, jsonb_build_object('id', md5('p' || g)::uuid, 'barcode', 'p' || g, 'active', true, 'patronGroup', $2::text)
+  FROM generate_series(1, $3::int) g`, postgres.TablePatron), string(tenant), records.GroupFaculty, n*bursts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
+SELECT @tenant, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uuid, 'barcode', 'i' || g, '_version', 1,
+       'status', jsonb_build_object('name', 'Available'), 'materialTypeId', @material_type::text, 'permanentLoanTypeId', @loan_type::text)
+  FROM generate_series(1, @n::int) g`, postgres.TableItem), pgx.StrictNamedArgs{"tenant": string(tenant), "material_type": records.MaterialBook,
+		"loan_type": records.LoanTypeCanCirculate, "n": n * bursts}); err != nil {
+		t.Fatal(err)
+	}
+	lib := newLibrary(db, testPolicy)
+	var made []int64
+	for b := range bursts {
+		before := multiXacts(t, db)
+		burst(t, db, lib, tenant, b*n+1, (b+1)*n)
+		made = append(made, multiXacts(t, db)-before)
+		if made[b] == 0 {
+			break
+		}
+	}
+	var open int
+	if err := db.Pool.QueryRow(ctx, postgres.WithTables("SELECT count(*) FROM %s WHERE tenant_id = $1 AND status_name = 'Open'", postgres.TableLoan), string(tenant)).Scan(&open); err != nil {
+		t.Fatal(err)
+	}
+	if open != len(made)*n {
+		t.Fatalf("%d open loans after %d check-outs", open, len(made)*n)
+	}
+	if made[len(made)-1] != 0 {
+		t.Errorf("bursts of %d check-outs of one tenant at c = 8 made %v MultiXacts", n, made)
+	}
+}
+
+// burst checks out item i to patron i, for i from first to last, eight at
+// a time.
+func burst(t *testing.T, db *postgres.DB, lib library, tenant storage.Tenant, first, last int) {
+	t.Helper()
+	ctx := context.Background()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for g := range work {
+				var user, item string
+				if err := db.Pool.QueryRow(ctx, "SELECT md5('p' || $1)::uuid::text, md5('i' || $1)::uuid::text", fmt.Sprint(g)).Scan(&user, &item); err != nil {
+					t.Error(err)
+					continue
+				}
+				loan := fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedout","status":{"name":"Open"},"loanPolicyId":%q}`,
+					user, item, records.PolicyStandard)
+				if _, err := lib.CreateCheckOutLoan(ctx, tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
+					Loan: []byte(loan), ItemVersion: 1}); err != nil {
+					t.Errorf("check-out %d: %v", g, err)
+				}
+			}
+		}()
+	}
+	for g := first; g <= last; g++ {
+		work <- g
+	}
+	close(work)
+	wg.Wait()
+}
+
+// TestLoanPolicyReferencesHold: without the foreign key (migration 14), a
+// loan still names a loan policy of its tenant, and a policy a loan names
+// is still not deleted; a purge deletes the tenant's policies with its
+// loans.
+func TestLoanPolicyReferencesHold(t *testing.T) {
+	db, tenant := sampleDatabase(t, 2)
+	ctx := context.Background()
+	lib := newLibrary(db, testPolicy)
+	var user, item string
+	if err := db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT (SELECT id::text FROM %s WHERE tenant_id = $1 AND barcode = '1004'),
+	       (SELECT id::text FROM %s WHERE tenant_id = $1 AND barcode = 'book-001')`, postgres.TablePatron, postgres.TableItem), string(tenant)).Scan(&user, &item); err != nil {
+		t.Fatal(err)
+	}
+	loan := func(policy string) []byte {
+		return fmt.Appendf(nil, `{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedin","status":{"name":"Closed"},"loanPolicyId":%q}`,
+			user, item, policy)
+	}
+	nobody := uuid.NewString()
+	_, err := lib.Create(ctx, tenant, storage.Loans, uuid.NewString(), loan(nobody))
+	if !dbtest.IsCode(err, "VALIDATION_FAILED") || !strings.Contains(err.Error(), "loanPolicyId: loan policy "+nobody+" does not exist") {
+		t.Fatalf("a loan naming no policy of the tenant: %v", err)
+	}
+	// A policy no circulation rule names (whose foreign key would keep
+	// it), named by a loan.
+	policy := uuid.NewString()
+	if _, err := lib.Create(ctx, tenant, storage.LoanPolicies, policy,
+		[]byte(`{"name":"Lent once","loanable":true,"loansPolicy":{"profileId":"Rolling","period":{"duration":1,"intervalId":"Weeks"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lib.Create(ctx, tenant, storage.Loans, uuid.NewString(), loan(policy)); err != nil {
+		t.Fatal(err)
+	}
+	err = lib.Delete(ctx, tenant, storage.LoanPolicies, policy)
+	if !dbtest.IsCode(err, schemas.CodeInUse) {
+		t.Fatalf("deleting a loan policy a loan names: %v", err)
+	}
+	if _, err := lib.Get(ctx, tenant, storage.LoanPolicies, policy); err != nil {
+		t.Fatalf("the policy a loan names is gone: %v", err)
+	}
+	if err := tenants.NewTenants(db, dbtest.Discard).Purge(ctx, tenant); err != nil {
+		t.Fatalf("purge: %v", err)
+	}
+}

@@ -1,0 +1,59 @@
+package lending
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// loanActionItemSQL is, for each status a loan action gives an item, the
+// action's write of the item: that status, at the version the action
+// read (itemStatusSQL).
+var loanActionItemSQL = func() map[string]string {
+	out := map[string]string{}
+	for _, status := range storage.LoanActionItemStatus {
+		out[status] = itemStatusSQL(status)
+	}
+	return out
+}()
+
+// loanActionGuard holds a loan action to what it is: the loan open, and
+// open still, its borrower's and of its item.
+var loanActionGuard = &records.Guard{
+	Cond: `status_name = 'Open' AND ` + records.NewStatus + ` = 'Open'
+           AND user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid`,
+	State: `status_name`,
+	Why: func(id string, state []any, doc json.RawMessage) error {
+		if *state[0].(*string) != "Open" {
+			return errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open", id).With("loanId", id)
+		}
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"A loan action (%s) keeps the loan open and changes neither its userId nor its itemId", schemas.HeaderLoanActionItemVersion)
+	},
+}
+
+// ActOnLoan implements storage.LoanWriter: the item takes the status of
+// the loan's action at the version the action read, and the loan is
+// replaced, in one transaction. The triggers of migration 9 announce both
+// changes.
+func (s *Loans) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanActionWrite) error {
+	action := records.FieldValue(w.Loan, "action")
+	status, ok := storage.LoanActionItemStatus[action]
+	if !ok {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"action: %s names a loan action that keeps the loan open (claimedReturned or declaredLost), not %q",
+			schemas.HeaderLoanActionItemVersion, action).With("action", action)
+	}
+	return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+		if err := writeItemStatus(ctx, tx, t, loanActionItemSQL[status], w.Loan, w.ItemVersion, "change"); err != nil {
+			return err
+		}
+		return records.Update(ctx, tx, t, storage.Loans, w.LoanID, 0, w.Loan, loanActionGuard)
+	})
+}

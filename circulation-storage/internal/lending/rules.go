@@ -1,0 +1,431 @@
+// Package lending holds circulation's writes of loans and the rules that
+// govern them, on PostgreSQL: validation's read of everything a check-out
+// needs and the patron summary (rules.go), the choice of a loan policy by
+// the circulation rules, and the check-out (checkout_write.go), check-in,
+// renewal and loan action writes, each one transaction that enforces the
+// lock, the limits, the blocks, the requests and the versions read,
+// whoever calls. It stores through package records.
+package lending
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/locksql"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/schemas/locksettings"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// Rules implements storage.RulesService, storage.LoanCounter and
+// storage.CheckOutStore.
+type Rules struct {
+	db     *postgres.DB
+	policy Policy
+}
+
+// Policy is how storage applies a tenant's circulation rules and lock
+// setting whoever calls, the same in validation and in the check-out's
+// write.
+type Policy struct {
+	// LockFeatureDefault is the lock feature for a tenant that stored no
+	// checkoutLockFeature setting (CHECKOUT_LOCK_FEATURE_ENABLED).
+	LockFeatureDefault bool
+	// EnforceUnscopedItemLimit enforces an item limit whose rule names
+	// neither a material type nor a loan type, counting all the patron's
+	// open loans (ITEM_LIMIT_WITHOUT_CRITERIA=enforce); FOLIO does not.
+	EnforceUnscopedItemLimit bool
+}
+
+var (
+	_ storage.RulesService = (*Rules)(nil)
+	_ storage.LoanCounter  = (*Rules)(nil)
+)
+
+// NewRules returns the circulation rules service.
+func NewRules(db *postgres.DB, policy Policy) *Rules { return &Rules{db: db, policy: policy} }
+
+// Rules implements storage.RulesService.
+func (s *Rules) Rules(ctx context.Context, t storage.Tenant) (storage.CirculationRules, error) {
+	return records.ReadRules(ctx, s.db.Pool, t)
+}
+
+// SetRules implements storage.RulesService: the old rules are replaced in one
+// transaction, so readers see either the old set or the new one.
+func (s *Rules) SetRules(ctx context.Context, t storage.Tenant, rules storage.CirculationRules) error {
+	return s.db.InTx(ctx, t, func(tx pgx.Tx) error { return records.WriteRules(ctx, tx, t, rules) })
+}
+
+// openLoanCountSQL counts a patron's open loans. Arguments: @user the
+// patron, @material_type and @loan_type (NULL: any), @tenant.
+var openLoanCountSQL = locksql.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "@tenant", "@user", "@material_type::uuid", "@loan_type::uuid")
+
+// CountOpenLoans implements storage.LoanCounter.
+func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, materialTypeID, loanTypeID string) (int, error) {
+	var n int
+	err := s.db.Pool.QueryRow(ctx, openLoanCountSQL, pgx.StrictNamedArgs{"tenant": string(t), "user": userID,
+		"material_type": postgres.Nullable(materialTypeID), "loan_type": postgres.Nullable(loanTypeID)}).Scan(&n)
+	if err != nil {
+		return 0, postgres.Interpret(err, t)
+	}
+	return n, nil
+}
+
+var _ storage.CheckOutStore = (*Rules)(nil)
+
+// policyMatchSQL is the circulation rules' choice of loan policy, the one
+// place it is written: validation, the check-out's write and the
+// loan-policy route all choose with it. Of the rules whose every named
+// criterion equals the check-out's, the one naming the most criteria wins;
+// a tie goes to the rule naming the loan type, then the material type,
+// then the patron group (FOLIO's priority: the weights 14, 12 and 11); a
+// remaining tie to the earlier rule. When no rule matches, the fallback
+// policy applies. rule and rules are the tables; tenant, group, material
+// and loanType the SQL expressions (text; uuid, NULL matching no rule that
+// names one). It answers one row (loan_policy_id, rule_index NULL for the
+// fallback, pg_match, mt_match, lt_match), or none when no rules are set.
+func policyMatchSQL(rule, rules, tenant, group, material, loanType string) string {
+	return `
+SELECT m.loan_policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match
+  FROM (SELECT r.loan_policy_id, r.position AS rule_index,
+               r.patron_group_id IS NOT NULL AS pg_match, r.material_type_id IS NOT NULL AS mt_match,
+               r.loan_type_id IS NOT NULL AS lt_match,
+               CASE WHEN r.patron_group_id IS NULL THEN 0 ELSE 11 END + CASE WHEN r.material_type_id IS NULL THEN 0 ELSE 12 END
+             + CASE WHEN r.loan_type_id IS NULL THEN 0 ELSE 14 END AS rank
+          FROM ` + rule + ` r
+         WHERE r.tenant_id = ` + tenant + `
+           AND (r.patron_group_id IS NULL OR r.patron_group_id = ` + group + `)
+           AND (r.material_type_id IS NULL OR r.material_type_id = ` + material + `)
+           AND (r.loan_type_id IS NULL OR r.loan_type_id = ` + loanType + `)
+        UNION ALL
+        SELECT fallback_loan_policy_id, NULL, false, false, false, -1 FROM ` + rules + ` WHERE tenant_id = ` + tenant + `) m
+ WHERE EXISTS (SELECT 1 FROM ` + rules + ` WHERE tenant_id = ` + tenant + `)
+ ORDER BY m.rank DESC, m.rule_index
+ LIMIT 1`
+}
+
+// itemLimitSQL is the item limit a matched policy sets (the matched row
+// m's policy lp): loansPolicy.itemLimit, when positive and enforced
+// (a rule naming neither a material type nor a loan type gives one only
+// when enforceUnscoped, a boolean SQL expression); NULL otherwise.
+func itemLimitSQL(m, lp, enforceUnscoped string) string {
+	return `CASE WHEN (` + lp + `.jsonb #>> '{loansPolicy,itemLimit}')::numeric > 0
+                  AND (` + m + `.mt_match OR ` + m + `.lt_match OR ` + enforceUnscoped + `)
+             THEN (` + lp + `.jsonb #>> '{loansPolicy,itemLimit}')::numeric::integer END`
+}
+
+// queueHeadSQL is the first request of an item's queue: the open request
+// ("Open - …") with the lowest position, the earliest when positions are
+// missing. It answers id, requester_id, position and the request, or no
+// row. request is the table; item and tenant SQL expressions.
+func queueHeadSQL(request, item, tenant string) string {
+	return `SELECT r.id, r.requester_id, r.position, r.jsonb FROM ` + request + ` r
+     WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + ` AND left(r.status, 5) = 'Open '
+     ORDER BY r.position NULLS LAST, r.jsonb ->> 'requestDate', r.id LIMIT 1`
+}
+
+// openRecallSQL is whether the item has an open recall ("Open - …"): a
+// loan of it is not renewed (FOLIO's RENEWAL_BLOCKED_BY_RECALL, whatever
+// the policy). request is the table; item and tenant SQL expressions.
+func openRecallSQL(request, item, tenant string) string {
+	return `EXISTS (SELECT 1 FROM ` + request + ` r WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + `
+                   AND left(r.status, 5) = 'Open ' AND r.jsonb ->> 'requestType' = 'Recall')`
+}
+
+// automatedBlocksSQL is the patron's automated blocks, computed as
+// mod-patron-blocks computes them (ActionBlocks.byLimit) from this
+// service's own records, for the conditions it can compute honestly: the
+// patron group's limit of each, against the patron's open loans (items
+// Claimed returned never count): maximum items charged out blocks borrowing
+// at the limit and renewals and requests above it; maximum lost items
+// (Declared lost, Aged to lost) and maximum overdue items (due before now:
+// FOLIO's grace periods and closed days are not known here) block above
+// it. A condition blocks an action only when it says so. It is a jsonb
+// array of automated-patron-block.json, NULL when no condition blocks
+// anything; the message is the condition's, its name when that is empty.
+// tenant, user and group are SQL expressions.
+func automatedBlocksSQL(tenant, user, group string) string {
+	// Items charged out block borrowing at the limit (locksql.Reached, as
+	// the check-out's write compares), everything else above it.
+	over := func(atTheLimit bool) string {
+		charged := "s.open > pl.value"
+		if atTheLimit {
+			charged = locksql.Reached("s.open", "pl.value")
+		}
+		return `CASE c.id WHEN '` + storage.ConditionItemsChargedOut + `' THEN ` + charged + `
+                          WHEN '` + storage.ConditionLostItems + `' THEN s.lost > pl.value ELSE s.overdue > pl.value END`
+	}
+	return `(SELECT jsonb_agg(jsonb_build_object('patronBlockConditionId', b.id, 'blockBorrowing', b.borrowing,
+            'blockRenewals', b.renewals, 'blockRequests', b.requests, 'message', b.message) ORDER BY b.id)
+   FROM (SELECT c.id::text AS id, coalesce(nullif(c.jsonb ->> 'message', ''), c.jsonb ->> 'name') AS message,
+                c.jsonb ->> 'blockBorrowing' = 'true' AND ` + over(true) + ` AS borrowing,
+                c.jsonb ->> 'blockRenewals' = 'true' AND ` + over(false) + ` AS renewals,
+                c.jsonb ->> 'blockRequests' = 'true' AND ` + over(false) + ` AS requests
+           FROM ` + postgres.Table(postgres.TableBlockLimit) + ` pl
+           JOIN ` + postgres.Table(postgres.TableBlockCondition) + ` c ON c.tenant_id = pl.tenant_id AND c.id = pl.condition_id
+          CROSS JOIN LATERAL (
+                SELECT count(*) AS open,
+                       count(*) FILTER (WHERE i.status_name IN ('Declared lost', 'Aged to lost')) AS lost,
+                       count(*) FILTER (WHERE ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` < now()) AS overdue
+                  FROM ` + postgres.Table(postgres.TableLoan) + ` l JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
+                 WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND l.status_name = 'Open'
+                   AND i.status_name <> 'Claimed returned') s
+          WHERE pl.tenant_id = ` + tenant + ` AND pl.patron_group_id = ` + group + `
+            AND pl.condition_id IN ('` + storage.ConditionItemsChargedOut + `', '` + storage.ConditionLostItems + `', '` +
+		storage.ConditionOverdueItems + `')) b
+  WHERE b.borrowing OR b.renewals OR b.requests)`
+}
+
+// blockInForce is SQL saying whether the manual block b has not expired:
+// one whose expiry cannot be read (stored_time) is in force until removed.
+func blockInForce(b string) string {
+	return `(` + b + `.jsonb ->> 'expirationDate' IS NULL OR coalesce(` +
+		postgres.StoredTime(b+".jsonb ->> 'expirationDate'", "manual block expirationDate") + ` > now(), true))`
+}
+
+// borrowerSQL is the part of a patron's record a check-out decides on,
+// the least personal data validation hands out: no e-mail, phone or
+// address (u is the patron row).
+var borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
+    'id', u.jsonb -> 'id', 'barcode', u.jsonb -> 'barcode', 'active', u.jsonb -> 'active',
+    'patronGroup', u.jsonb -> 'patronGroup',
+    'expirationDate', CASE WHEN ` + postgres.StoredTime("u.jsonb ->> 'expirationDate'", "patron expirationDate") + ` IS NOT NULL THEN u.jsonb -> 'expirationDate' END,
+    'personal', jsonb_build_object('firstName', u.jsonb #> '{personal,firstName}', 'lastName', u.jsonb #> '{personal,lastName}')))`
+
+// checkOutReadSQL reads, in one statement, everything validating a
+// check-out by barcode needs: the patron (@user_barcode) and the item
+// (@item_barcode) by barcode,
+// the item's material type (its name is in FOLIO's refusals), the
+// patron's manual blocks in force for borrowing or renewals (not expired)
+// and automated blocks, the item's open loan, the first request of the
+// item's queue, whether the item has an open recall (a renewal's
+// validation reads the same), whether rules are set, the policy they choose with
+// the chosen rule's criteria, the policy, the patron's open loans counted
+// as that policy's item limit counts them, and the limit enforced
+// (@enforce_unscoped: whether an unscoped limit is) in @tenant. Each column
+// is named as checkOutRow reads it; the last (full) says
+// whether the statement must be run in full: always false in full; in the
+// lean form (checkOutRead), whether the tenant has a gate row.
+var (
+	checkOutReadSQL     = locksql.NewNamed(checkOutRead(false), checkOutReadNames...)
+	checkOutReadLeanSQL = locksql.NewNamed(checkOutRead(true), checkOutReadNames...)
+)
+
+// checkOutReadNames are the names of checkOutRead's arguments.
+var checkOutReadNames = []string{"user_barcode", "item_barcode", "enforce_unscoped", "tenant"}
+
+// checkOutRead is checkOutReadSQL, lean or in full (gate.go): lean, it
+// reads no blocks and no request and answers none.
+func checkOutRead(lean bool) string {
+	gate := `(SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
+         WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = @tenant
+           AND (b.jsonb ->> 'borrowing' = 'true' OR b.jsonb ->> 'renewals' = 'true')
+           AND ` + blockInForce("b") + `) AS manual_blocks,
+       ` + automatedBlocksSQL("@tenant", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + ` AS automated_blocks,
+       (SELECT h.jsonb FROM (` + queueHeadSQL(postgres.Table(postgres.TableRequest), "(SELECT id FROM i)", "@tenant") + `) h) AS queue_head,
+       ` + openRecallSQL(postgres.Table(postgres.TableRequest), "(SELECT id FROM i)", "@tenant") + ` AS open_recall,
+       false AS full`
+	if lean {
+		gate = `NULL::jsonb AS manual_blocks, NULL::jsonb AS automated_blocks, NULL::jsonb AS queue_head, false AS open_recall,
+       ` + postgres.GateRowSQL("@tenant") + ` AS full`
+	}
+	return `
+WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.TablePatron) + ` WHERE tenant_id = @tenant AND barcode = @user_barcode ORDER BY barcode, id LIMIT 1),
+     i AS (SELECT id, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb
+             FROM ` + postgres.Table(postgres.TableItem) + ` WHERE tenant_id = @tenant AND barcode = @item_barcode ORDER BY barcode, id LIMIT 1),
+     m AS (` + policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
+		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `),
+     p AS (SELECT lp.jsonb, ` + itemLimitSQL("m", "lp", "@enforce_unscoped::boolean") + ` AS item_limit,
+                  CASE WHEN m.mt_match THEN (SELECT material_type_id FROM i) END AS mt,
+                  CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM i) END AS lt
+             FROM m JOIN ` + postgres.Table(postgres.TableLoanPolicy) + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
+            WHERE EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i))
+SELECT (SELECT ` + borrowerSQL + ` FROM u) AS patron, (SELECT jsonb FROM i) AS item,
+       (SELECT l.jsonb FROM ` + postgres.Table(postgres.TableLoan) + ` l WHERE l.tenant_id = @tenant AND l.item_id = (SELECT id FROM i) AND l.status_name = 'Open'
+         ORDER BY l.jsonb ->> 'loanDate', l.id LIMIT 1) AS open_loan,
+       EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableCirculationRules) + ` WHERE tenant_id = @tenant) AS rules_set,
+       m.loan_policy_id::text AS policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
+       p.jsonb AS loan_policy, p.item_limit, p.mt::text AS mt, p.lt::text AS lt,
+       c.n AS open_loans,
+       ` + locksql.Reached("c.n", "p.item_limit") + ` AS reached,
+       (SELECT s.jsonb FROM ` + postgres.Table(postgres.TableSetting) + ` s
+         WHERE s.tenant_id = @tenant AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `') AS lock_setting,
+       (SELECT jsonb_build_object('id', mt.id, 'name', mt.name) FROM ` + postgres.Table(postgres.TableMaterialType) + ` mt
+         WHERE mt.tenant_id = @tenant AND mt.id = (SELECT material_type_id FROM i)) AS material_type,
+       ` + gate + `
+  FROM (SELECT 1) one
+  LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
+  LEFT JOIN p ON true
+  LEFT JOIN LATERAL (SELECT (` + locksql.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "@tenant", "(SELECT id FROM u)", "p.mt", "p.lt") + `) AS n
+                      WHERE p.jsonb IS NOT NULL) c ON true`
+}
+
+// ReadForCheckOut implements storage.CheckOutStore, in one statement (two
+// the first time this instance meets a tenant's gate row).
+func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string) (storage.CheckOutRecords, error) {
+	return s.readForCheckOut(ctx, t, itemBarcode, userBarcode, !s.db.Gates.Has(t))
+}
+
+// readForCheckOut is ReadForCheckOut, lean or in full (gate.go); a lean
+// read that meets a gate row runs in full.
+func (s *Rules) readForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string, lean bool) (storage.CheckOutRecords, error) {
+	stmt := checkOutReadSQL
+	if lean {
+		stmt = checkOutReadLeanSQL
+	}
+	r, err := postgres.QueryOne[checkOutRow](ctx, s.db.Pool, stmt.SQL, stmt.Bind(pgx.StrictNamedArgs{"user_barcode": userBarcode,
+		"item_barcode": itemBarcode, "enforce_unscoped": s.policy.EnforceUnscopedItemLimit, "tenant": string(t)}))
+	if err != nil {
+		return storage.CheckOutRecords{}, postgres.Interpret(err, t)
+	}
+	if r.Full {
+		// The tenant has a gate row this instance did not know of: what
+		// the lean read answered is thrown away, and the full one runs.
+		s.db.Gates.Found(t)
+		return s.readForCheckOut(ctx, t, itemBarcode, userBarcode, false)
+	}
+	out := storage.CheckOutRecords{User: r.User, Item: r.Item, OpenLoan: r.OpenLoan, MaterialType: r.MaterialType,
+		ManualBlocks: r.ManualBlocks, AutomatedBlocks: r.AutomatedBlocks, QueueHead: r.QueueHead, OpenRecall: r.OpenRecall,
+		LoanPolicy: r.LoanPolicy, LockSetting: r.LockSetting}
+	if out.User == nil || out.Item == nil || !r.RulesSet {
+		return out, nil
+	}
+	out.RulesSet = true
+	out.Match = &storage.PolicyMatch{LoanPolicyID: postgres.Deref(r.PolicyID), PatronGroupMatch: r.PatronGroupMatch != nil && *r.PatronGroupMatch,
+		MaterialTypeMatch: r.MaterialTypeMatch != nil && *r.MaterialTypeMatch, LoanTypeMatch: r.LoanTypeMatch != nil && *r.LoanTypeMatch,
+		RuleIndex: -1}
+	if r.RuleIndex != nil {
+		out.Match.RuleIndex = *r.RuleIndex
+	}
+	if out.LoanPolicy == nil {
+		return storage.CheckOutRecords{}, errs.NotFound(storage.LoanPolicies.Name, postgres.Deref(r.PolicyID))
+	}
+	if r.OpenLoans != nil {
+		out.OpenLoans = *r.OpenLoans
+	}
+	if r.Limit != nil {
+		out.Limit = &storage.ItemLimit{Limit: *r.Limit, MaterialTypeID: postgres.Deref(r.MaterialTypeID), LoanTypeID: postgres.Deref(r.LoanTypeID),
+			Reached: r.Reached}
+	}
+	return out, nil
+}
+
+// checkOutRow is the row checkOutReadSQL answers, read by column name.
+type checkOutRow struct {
+	User              json.RawMessage `db:"patron"`
+	Item              json.RawMessage `db:"item"`
+	OpenLoan          json.RawMessage `db:"open_loan"`
+	RulesSet          bool            `db:"rules_set"`
+	PolicyID          *string         `db:"policy_id"`
+	RuleIndex         *int            `db:"rule_index"`
+	PatronGroupMatch  *bool           `db:"pg_match"`
+	MaterialTypeMatch *bool           `db:"mt_match"`
+	LoanTypeMatch     *bool           `db:"lt_match"`
+	LoanPolicy        json.RawMessage `db:"loan_policy"`
+	Limit             *int            `db:"item_limit"`
+	// MaterialTypeID and LoanTypeID are the limit's criteria (nil: any).
+	MaterialTypeID  *string         `db:"mt"`
+	LoanTypeID      *string         `db:"lt"`
+	OpenLoans       *int            `db:"open_loans"`
+	Reached         bool            `db:"reached"`
+	LockSetting     json.RawMessage `db:"lock_setting"`
+	MaterialType    json.RawMessage `db:"material_type"`
+	ManualBlocks    json.RawMessage `db:"manual_blocks"`
+	AutomatedBlocks json.RawMessage `db:"automated_blocks"`
+	QueueHead       json.RawMessage `db:"queue_head"`
+	OpenRecall      bool            `db:"open_recall"`
+	// Full says the lean read met the tenant's gate row: run it in full.
+	Full bool `db:"full"`
+}
+
+// patronSummarySQL reads what a self-check machine shows a patron ($1, by
+// barcode) of tenant $3 in one statement: the patron, their open loans
+// counted, the overdue ones counted, the fifty due first with their items'
+// barcodes and titles, the item limits that apply to the patron, and the
+// blocks validation reads.
+//
+// The item limits are the check-out's own, asked of every material type
+// and loan type the tenant has: for each pair the circulation rules choose
+// the policy (policyMatchSQL), its limit is enforced or not
+// (itemLimitSQL, with $2 as the write has it) and counts the patron's
+// loans of the rule's criteria (locksql.OpenLoanCount), and is reached or
+// not (locksql.Reached): the very fragments the write runs. Each distinct
+// limit is answered once, with the loans it counts and whether it is
+// reached; and whether some pair has no enforced limit at all, in which
+// case a limit never stops every check-out (nor when the tenant has no
+// pair: nothing is lent then, but not because of a limit).
+var patronSummarySQL = `
+WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.TablePatron) + ` WHERE tenant_id = $3 AND barcode = $1 ORDER BY barcode, id LIMIT 1),
+     ol AS (SELECT CASE WHEN ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` IS NOT NULL THEN l.jsonb ->> 'dueDate' END AS due, i.jsonb ->> 'barcode' AS barcode, i.jsonb ->> 'title' AS title
+              FROM ` + postgres.Table(postgres.TableLoan) + ` l JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
+             WHERE l.tenant_id = $3 AND l.user_id = (SELECT id FROM u) AND l.status_name = 'Open'),
+     pairs AS (SELECT m.pg_match, m.mt_match, m.lt_match, ` + itemLimitSQL("m", "lp", "$2::boolean") + ` AS n,
+                      CASE WHEN m.mt_match THEN mt.id END AS mt, CASE WHEN m.lt_match THEN lt.id END AS lt
+                 FROM ` + postgres.Table(postgres.TableMaterialType) + ` mt
+                 JOIN ` + postgres.Table(postgres.TableLoanType) + ` lt ON lt.tenant_id = mt.tenant_id
+                 CROSS JOIN LATERAL (` + policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "$3",
+	"(SELECT patron_group_id FROM u)", "mt.id", "lt.id") + `) m
+                 JOIN ` + postgres.Table(postgres.TableLoanPolicy) + ` lp ON lp.tenant_id = $3 AND lp.id = m.loan_policy_id
+                WHERE mt.tenant_id = $3 AND EXISTS (SELECT 1 FROM u)),
+     limits AS (SELECT DISTINCT pg_match, mt_match, lt_match, n, mt, lt FROM pairs WHERE n IS NOT NULL),
+     counted AS (SELECT lim.*, c.open, ` + locksql.Reached("c.open", "lim.n") + ` AS reached
+                   FROM limits lim CROSS JOIN LATERAL (SELECT (` + locksql.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "$3",
+	"(SELECT id FROM u)", "lim.mt", "lim.lt") + `) AS open) c)
+SELECT (SELECT ` + borrowerSQL + ` FROM u),
+       (SELECT count(*) FROM ol)::int,
+       (SELECT count(*) FROM ol WHERE due::timestamptz < now())::int,
+       (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('itemBarcode', barcode, 'title', title, 'dueDate', due)) ORDER BY due, barcode)
+          FROM (SELECT * FROM ol ORDER BY due, barcode LIMIT ` + fmt.Sprint(storage.PatronSummaryLoans) + `) x),
+       (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('itemLimit', n, 'openLoans', open, 'reached', reached,
+               'patronGroupMatch', pg_match, 'materialTypeMatch', mt_match, 'loanTypeMatch', lt_match,
+               'materialTypeId', mt, 'loanTypeId', lt)) ORDER BY n, mt, lt) FROM counted),
+       NOT EXISTS (SELECT 1 FROM pairs) OR EXISTS (SELECT 1 FROM pairs WHERE n IS NULL),
+       (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
+         WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $3 AND b.jsonb ->> 'borrowing' = 'true'
+           AND ` + blockInForce("b") + `),
+       ` + automatedBlocksSQL("$3", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)")
+
+// ReadPatronSummary implements storage.CheckOutStore, in one statement.
+func (s *Rules) ReadPatronSummary(ctx context.Context, t storage.Tenant, userBarcode string) (storage.PatronSummary, error) {
+	var out storage.PatronSummary
+	err := s.db.Pool.QueryRow(ctx, patronSummarySQL, userBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
+		Scan(&out.User, &out.OpenLoanCount, &out.OverdueCount, &out.OpenLoans, &out.ItemLimits, &out.Unlimited, &out.ManualBlocks, &out.AutomatedBlocks)
+	if err != nil {
+		return storage.PatronSummary{}, postgres.Interpret(err, t)
+	}
+	return out, nil
+}
+
+// matchLoanPolicySQL is the rules' choice. Arguments: @group the patron
+// group, @material_type, @loan_type, @tenant.
+var matchLoanPolicySQL = policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
+	"@group::uuid", "@material_type::uuid", "@loan_type::uuid")
+
+// MatchLoanPolicy implements storage.RulesService.
+func (s *Rules) MatchLoanPolicy(ctx context.Context, t storage.Tenant, patronGroupID, materialTypeID, loanTypeID string) (storage.PolicyMatch, error) {
+	var policyID string
+	var ruleIndex *int
+	m := storage.PolicyMatch{RuleIndex: -1}
+	err := s.db.Pool.QueryRow(ctx, matchLoanPolicySQL, pgx.StrictNamedArgs{"tenant": string(t), "group": postgres.Nullable(patronGroupID),
+		"material_type": postgres.Nullable(materialTypeID), "loan_type": postgres.Nullable(loanTypeID)}).
+		Scan(&policyID, &ruleIndex, &m.PatronGroupMatch, &m.MaterialTypeMatch, &m.LoanTypeMatch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.PolicyMatch{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,
+			"No circulation rules are set: PUT /circulation-rules-storage first")
+	}
+	if err != nil {
+		return storage.PolicyMatch{}, postgres.Interpret(err, t)
+	}
+	m.LoanPolicyID = policyID
+	if ruleIndex != nil {
+		m.RuleIndex = *ruleIndex
+	}
+	return m, nil
+}

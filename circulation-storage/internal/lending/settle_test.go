@@ -1,0 +1,225 @@
+package lending
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/locks"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/tenants"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+)
+
+// cutter makes a DB's connections and, on cut, closes every one made so
+// far, as a network fault between storage and PostgreSQL does to the
+// client. The server processes behind them go on until they next read
+// from or write to their client. pgx asks the server to cancel what a
+// broken connection was running (a cancel request, on a connection of its
+// own); after the cut those requests are lost, as they are while the
+// network is down, so a server process is left to finish on its own.
+type cutter struct {
+	mu    sync.Mutex
+	conns []net.Conn
+	down  bool
+}
+
+func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conns = append(c.conns, conn)
+	if c.down {
+		return &losesCancels{Conn: conn}, nil
+	}
+	return conn, nil
+}
+
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns, c.down = nil, true
+}
+
+// losesCancels is a connection whose cancel request never arrives.
+type losesCancels struct{ net.Conn }
+
+// cancelRequestCode opens a cancel request, after its length (16).
+const cancelRequestCode = 80877102
+
+func (c *losesCancels) Write(b []byte) (int, error) {
+	if len(b) == 16 && binary.BigEndian.Uint32(b[4:8]) == cancelRequestCode {
+		_ = c.Conn.Close()
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(b)
+}
+
+// cut is a check-out write whose connection was cut while its server
+// process waited for a row held by another client's transaction.
+type cut struct {
+	f dbtest.Fixture
+	// done carries the write's outcome.
+	done <-chan error
+	// blocker holds the item's row; writer is the waiting process.
+	blocker pgx.Tx
+	writer  int
+	loanID  string
+	// at is when the cut began.
+	at time.Time
+}
+
+// cutWrite starts a check-out write whose statements reach the server and
+// then wait for the item's row, held by a transaction of another client;
+// once the server process is seen waiting, the write's connection is cut.
+func cutWrite(t *testing.T) cut {
+	t.Helper()
+	ctx := context.Background()
+	// In plain text, so that the cutter can tell a cancel request.
+	var network cutter
+	db, err := postgres.OpenWithDial(ctx, dbtest.PlainURL(t), postgres.PoolConfig{MaxConns: 4, LockCommit: "off"}, network.dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	f := dbtest.SetupTenant(t, db)
+	if _, err := tenants.NewTenants(db, dbtest.Discard, records.LoadData).Init(ctx, f.Tenant, storage.TenantAttributes{ModuleTo: "m",
+		Parameters: []errs.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
+		t.Fatalf("load sample: %v", err)
+	}
+	user, item := records.SampleID("1001"), records.SampleID("book-150")
+	lock, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, user, "", dbtest.TTL, storage.Holder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	other, err := pgx.Connect(ctx, pgtest.Shared(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Close(context.Background()) })
+	blocker, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = blocker.Rollback(context.Background()) })
+	if _, err := blocker.Exec(ctx, `SELECT 1 FROM `+dbtest.View(f.Tenant, "item")+` WHERE id = $1 FOR UPDATE`, item); err != nil {
+		t.Fatal(err)
+	}
+
+	loanID := uuid.NewString()
+	result := make(chan error, 1)
+	// The sample library has a request: its check-outs are written in
+	// full, as an instance writes them once it has met the tenant's gate
+	// row (a lean write would find the row and write nothing).
+	db.Gates.Found(f.Tenant)
+	go func() {
+		_, err := newLibrary(db, testPolicy).CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID,
+			UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
+		result <- err
+	}()
+	var writer int
+	deadline := time.Now().Add(10 * time.Second)
+	for writer == 0 {
+		err := blocker.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+			WHERE $1 = ANY (pg_blocking_pids(pid))`, other.PgConn().PID()).Scan(&writer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-result:
+			t.Fatalf("the write finished (%v) before it waited for the held item", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write never waited for the held item")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the database's view, with a deadline
+	}
+	at := time.Now()
+	network.cut()
+	return cut{f: f, done: result, blocker: blocker, writer: writer, loanID: loanID, at: at}
+}
+
+// running reports whether server process pid is there.
+func running(t *testing.T, f dbtest.Fixture, pid int) bool {
+	t.Helper()
+	var n int
+	if err := f.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+// TestAWriteWhoseConnectionIsCutAnswersOnceItsOutcomeIsFinal: a check-out
+// write whose connection is cut after the server received all of it. The
+// server process goes on, and commits once the row it waits for is free.
+// The write must not answer before that process has ended: answered
+// earlier, the check-out reads the loan back, finds none, tells the patron
+// to try again, and the loan appears a moment later.
+func TestAWriteWhoseConnectionIsCutAnswersOnceItsOutcomeIsFinal(t *testing.T) {
+	t.Parallel()
+	w := cutWrite(t)
+	select {
+	case err := <-w.done:
+		t.Fatalf("the write answered (%v) while its server process was still running", err)
+	case <-time.After(300 * time.Millisecond): // a window in which no answer may come
+	}
+	if err := w.blocker.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-w.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write never answered")
+	}
+	if e, ok := errs.As(err); !ok || e.Kind != errs.KindUnavailable {
+		t.Fatalf("cut write: %v, want unavailable", err)
+	}
+	if running(t, w.f, w.writer) {
+		t.Errorf("the write answered while its server process %d was still running", w.writer)
+	}
+	if n := w.f.Count(t, "loan", "id = $1", w.loanID); n != 1 {
+		t.Errorf("%d loans read back after the write answered, want the one its process committed", n)
+	}
+}
+
+// TestACutWriteWaitsForItsOutcomeOnlySoLong: a cut write whose server
+// process is still waiting after SettleWait answers "unavailable" then,
+// its outcome unknown, rather than hold the request longer.
+func TestACutWriteWaitsForItsOutcomeOnlySoLong(t *testing.T) {
+	t.Parallel()
+	w := cutWrite(t)
+	var err error
+	select {
+	case err = <-w.done:
+	case <-time.After(postgres.SettleWait + 10*time.Second):
+		t.Fatalf("the write did not answer within %s of the cut", postgres.SettleWait+10*time.Second)
+	}
+	if waited := time.Since(w.at); waited < postgres.SettleWait {
+		t.Errorf("the write answered %s after the cut, before its process ended or %s passed", waited, postgres.SettleWait)
+	}
+	if e, ok := errs.As(err); !ok || e.Kind != errs.KindUnavailable {
+		t.Fatalf("cut write: %v, want unavailable", err)
+	}
+	if !running(t, w.f, w.writer) {
+		t.Errorf("server process %d ended while the row it waits for is held", w.writer)
+	}
+}

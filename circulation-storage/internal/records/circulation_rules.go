@@ -1,0 +1,98 @@
+package records
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// The circulation rules as stored: one row of the tenant's fallback
+// policy (circulation_rules) and its rules in order (circulation_rule).
+// Choosing a policy by them is package lending's (rules.go).
+
+// ReadRules reads the tenant's circulation rules through q.
+func ReadRules(ctx context.Context, q postgres.Querier, t storage.Tenant) (storage.CirculationRules, error) {
+	var rules storage.CirculationRules
+	err := q.QueryRow(ctx, postgres.WithTables(`SELECT fallback_loan_policy_id::text FROM %s WHERE tenant_id = $1`, postgres.TableCirculationRules), string(t)).
+		Scan(&rules.FallbackLoanPolicyID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.CirculationRules{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,
+			"No circulation rules are set: PUT /circulation-rules-storage first")
+	}
+	if err != nil {
+		return storage.CirculationRules{}, postgres.Interpret(err, t)
+	}
+	rows, err := q.Query(ctx, postgres.WithTables(`
+SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, ''),
+       coalesce(loan_type_id::text, ''), loan_policy_id::text
+  FROM %s WHERE tenant_id = $1 ORDER BY position`, postgres.TableCirculationRule), string(t))
+	if err != nil {
+		return storage.CirculationRules{}, postgres.Interpret(err, t)
+	}
+	rules.Rules, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (storage.CirculationRule, error) {
+		var r storage.CirculationRule
+		err := row.Scan(&r.PatronGroupID, &r.MaterialTypeID, &r.LoanTypeID, &r.LoanPolicyID)
+		return r, err
+	})
+	if err != nil {
+		return storage.CirculationRules{}, postgres.Interpret(err, t)
+	}
+	if rules.Rules == nil {
+		rules.Rules = []storage.CirculationRule{}
+	}
+	return rules, nil
+}
+
+// WriteRules replaces the tenant's circulation rules, in tx.
+func WriteRules(ctx context.Context, tx pgx.Tx, t storage.Tenant, rules storage.CirculationRules) error {
+	_, err := tx.Exec(ctx, postgres.WithTables(`
+INSERT INTO %s (tenant_id, fallback_loan_policy_id) VALUES ($2, $1)
+ON CONFLICT (tenant_id) DO UPDATE SET fallback_loan_policy_id = excluded.fallback_loan_policy_id`, postgres.TableCirculationRules),
+		rules.FallbackLoanPolicyID, string(t))
+	if err != nil {
+		return interpretRule(err, t, -1, rules)
+	}
+	if _, err := tx.Exec(ctx, postgres.WithTables(`DELETE FROM %s WHERE tenant_id = $1`, postgres.TableCirculationRule), string(t)); err != nil {
+		return postgres.Interpret(err, t)
+	}
+	for i, r := range rules.Rules {
+		_, err := tx.Exec(ctx, postgres.WithTables(`
+INSERT INTO %s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id)
+VALUES (@tenant, @position, nullif(@group, '')::uuid, nullif(@material_type, '')::uuid, nullif(@loan_type, '')::uuid, @policy)`,
+			postgres.TableCirculationRule), pgx.StrictNamedArgs{"tenant": string(t), "position": i, "group": r.PatronGroupID,
+			"material_type": r.MaterialTypeID, "loan_type": r.LoanTypeID, "policy": r.LoanPolicyID})
+		if err != nil {
+			return interpretRule(err, t, i, rules)
+		}
+	}
+	return nil
+}
+
+// interpretRule names the rule and field of a reference that does not exist.
+func interpretRule(err error, t storage.Tenant, index int, rules storage.CirculationRules) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.ForeignKeyViolation {
+		return postgres.Interpret(err, t)
+	}
+	c := constraints[pgErr.ConstraintName]
+	field, value := c.field, rules.FallbackLoanPolicyID
+	if index >= 0 {
+		r := rules.Rules[index]
+		field = "rules." + strconv.Itoa(index) + "." + c.field
+		value = map[string]string{"patronGroupId": r.PatronGroupID, "materialTypeId": r.MaterialTypeID,
+			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID}[c.field]
+	}
+	e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: %s %s does not exist", field, c.target, value).
+		With(field, value)
+	e.Err = err
+	return e
+}

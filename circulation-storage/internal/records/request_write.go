@@ -1,0 +1,306 @@
+package records
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// An item's queue is its open requests ("Open - …"), and storage keeps it
+// whole whatever the order of writes: the open requests of an item hold
+// the positions 1 to n, each once, and a closed request holds none.
+//
+//   - A write of a request first locks the queues it changes: the rows of
+//     their items, in the items' id order (lockQueuesSQL), as a check-out's
+//     write, which fills a queue's first request, does by updating its
+//     item. Writes of one queue take their turns; none waits for another
+//     while holding what that one waits for, so no two deadlock (twenty
+//     requests for one item at once did, through the position key's
+//     checks, each waiting for the other's).
+//   - A request joining a queue (created open, reopened, moved to another
+//     item) goes to its end when it names no position, or to the position
+//     it names when that is the end (n + 1); a position taken is refused
+//     (ALREADY_EXISTS, naming it), one beyond the end too (VALIDATION_FAILED).
+//   - An open request given another position in its queue moves there, the
+//     requests between moving one place to make room.
+//   - A request leaving a queue (closed, deleted, moved to another item)
+//     gives its position up: the requests after it move up one. A closed
+//     request's position is removed from what it stores.
+//
+// The requests moved are written with it, each recorded as an event.
+
+// lockQueuesSQL locks the queues of the items $2 of tenant $1.
+var lockQueuesSQL = postgres.WithTables(`SELECT id FROM %s WHERE tenant_id = $1 AND id = ANY($2::uuid[]) ORDER BY id FOR NO KEY UPDATE`, postgres.TableItem)
+
+// queueLengthSQL counts the open requests of item $2 of tenant $1, but for
+// request $3.
+var queueLengthSQL = postgres.WithTables(`SELECT count(*) FROM %s
+ WHERE item_id = $2 AND tenant_id = $1 AND left(status, 5) = 'Open ' AND id IS DISTINCT FROM $3::uuid`, postgres.TableRequest)
+
+// storedRequestSQL reads what request $2 of tenant $1 is in its queue.
+var storedRequestSQL = postgres.WithTables(`SELECT item_id::text, left(status, 5) = 'Open ', position FROM %s WHERE tenant_id = $1 AND id = $2`, postgres.TableRequest)
+
+// shiftQueueSQL moves the open requests of @item (of @tenant) at positions
+// @from to @to, but request @except, by @by places.
+var shiftQueueSQL = postgres.WithTables(`UPDATE %s SET jsonb = jsonb_set(jsonb, '{position}', to_jsonb(position + @by::integer))
+ WHERE item_id = @item AND tenant_id = @tenant AND left(status, 5) = 'Open ' AND position BETWEEN @from AND @to AND id IS DISTINCT FROM @except::uuid`, postgres.TableRequest)
+
+// shiftArgs are shiftQueueSQL's arguments: item's open requests at
+// positions from to to, but request except, move by places.
+func shiftArgs(t storage.Tenant, item string, from, to, by int, except string) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{"tenant": string(t), "item": item, "from": from, "to": to, "by": by, "except": except}
+}
+
+// queuePlace is a request's place in a queue: its item, and its position
+// when it is open (0 when it holds none).
+type queuePlace struct {
+	item     string
+	open     bool
+	position int
+}
+
+// requestDoc is a request document as a write handles it: its fields as
+// sent, and its place.
+type requestDoc struct {
+	fields map[string]json.RawMessage
+	place  queuePlace
+	// named says whether the document names a position.
+	named bool
+}
+
+func decodeRequest(doc json.RawMessage) (requestDoc, error) {
+	var d requestDoc
+	if err := json.Unmarshal(doc, &d.fields); err != nil {
+		return d, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A request must be a JSON object")
+	}
+	// The schema has checked the fields: an id (in either case, compared
+	// here as the database writes it), a status, an integer position
+	// (which JSON may write 2.0).
+	var status string
+	_ = json.Unmarshal(d.fields["itemId"], &d.place.item)
+	d.place.item = strings.ToLower(d.place.item)
+	_ = json.Unmarshal(d.fields["status"], &status)
+	d.place.open = strings.HasPrefix(status, "Open ")
+	if raw, ok := d.fields["position"]; ok && string(raw) != "null" {
+		var p float64
+		if err := json.Unmarshal(raw, &p); err != nil || p != math.Trunc(p) || p < 1 || p > math.MaxInt32 {
+			return d, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "position: %s is not a position from 1", string(raw)).
+				With("position", string(raw))
+		}
+		d.named, d.place.position = true, int(p)
+	}
+	return d, nil
+}
+
+// encode is the document to store: a closed request without a position,
+// an open one at place.position.
+func (d requestDoc) encode() json.RawMessage {
+	delete(d.fields, "position")
+	if d.place.open {
+		d.fields["position"] = json.RawMessage(strconv.Itoa(d.place.position))
+	}
+	out, _ := json.Marshal(d.fields)
+	return out
+}
+
+// lockQueues locks the queues of items (ids, any order, "" skipped).
+func lockQueues(ctx context.Context, tx pgx.Tx, t storage.Tenant, items ...string) error {
+	ids := slices.DeleteFunc(slices.Clone(items), func(s string) bool { return s == "" })
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, lockQueuesSQL, string(t), ids)
+	if err != nil {
+		return postgres.Interpret(err, t)
+	}
+	rows.Close()
+	return postgres.Interpret(rows.Err(), t)
+}
+
+// storedPlace is request id's place as stored; found false when there is
+// no such request.
+func storedPlace(ctx context.Context, q postgres.Querier, t storage.Tenant, id string) (queuePlace, bool, error) {
+	var p queuePlace
+	var pos *int
+	err := q.QueryRow(ctx, storedRequestSQL, string(t), id).Scan(&p.item, &p.open, &pos)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, false, nil
+	}
+	if err != nil {
+		return p, false, postgres.Interpret(err, t)
+	}
+	if pos != nil && p.open {
+		p.position = *pos
+	}
+	return p, true, nil
+}
+
+// join places request id (doc) in item's queue, with the queue locked: at
+// its end, or at the position doc names when that is the end.
+func join(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, d *requestDoc) error {
+	var n int
+	if err := tx.QueryRow(ctx, queueLengthSQL, string(t), d.place.item, postgres.Nullable(id)).Scan(&n); err != nil {
+		return postgres.Interpret(err, t)
+	}
+	if !d.named {
+		d.place.position = n + 1
+		return nil
+	}
+	return placeAt(*d, n, true)
+}
+
+// placeAt checks the position d names in a queue of n other open
+// requests: joining it, only its end (n + 1); already in it, any from 1
+// to n + 1.
+func placeAt(d requestDoc, n int, joining bool) error {
+	p := d.place.position
+	switch {
+	case p > n+1:
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"position: %d is beyond the end of the queue of item %s, which has %d other open requests; positions run from 1 without a gap",
+			p, d.place.item, n).With("position", strconv.Itoa(p))
+	case joining && p <= n:
+		return errs.Errorf(errs.KindInvalid, schemas.CodeAlreadyExists,
+			"Request with position %d already exists in the queue of item %s: the queue has %d open requests; leave position out, or give %d, to join its end",
+			p, d.place.item, n, n+1).With("position", strconv.Itoa(p))
+	}
+	return nil
+}
+
+// movedMeanwhile is the answer to a write of request id that another
+// write moved to another item's queue while this one waited for the
+// queues it had read.
+func movedMeanwhile(id string) error {
+	return errs.Errorf(errs.KindConflict, schemas.CodeConflict,
+		"Request %s was moved to another item while this write waited for its queue: nothing was written; read it again", id).With("id", id)
+}
+
+// leave gives up from's position in its item's queue (request id leaving
+// it): the requests after it move up one.
+func leave(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, from queuePlace) error {
+	if !from.open || from.position == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, shiftQueueSQL, shiftArgs(t, from.item, from.position+1, math.MaxInt32, -1, id))
+	return postgres.Interpret(err, t)
+}
+
+// createRequest is Create for a request.
+func createRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, doc json.RawMessage) (json.RawMessage, error) {
+	d, err := decodeRequest(doc)
+	if err != nil {
+		return nil, err
+	}
+	if d.place.open {
+		if err := lockQueues(ctx, tx, t, d.place.item); err != nil {
+			return nil, err
+		}
+		if err := join(ctx, tx, t, "", &d); err != nil {
+			return nil, err
+		}
+	}
+	return insertRecord(ctx, tx, t, storage.Requests, id, d.encode(), false)
+}
+
+// updateRequest is Update for a request.
+func updateRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, doc json.RawMessage) error {
+	d, err := decodeRequest(doc)
+	if err != nil {
+		return err
+	}
+	before, found, err := storedPlace(ctx, tx, t, id)
+	if err != nil || !found {
+		if err == nil {
+			err = errs.NotFound(storage.Requests.Name, id)
+		}
+		return err
+	}
+	if err := lockQueues(ctx, tx, t, before.item, d.place.item); err != nil {
+		return err
+	}
+	// Read again under the queues' locks: a write that moved the request
+	// meanwhile has committed, and is in what is read now. Moved to a
+	// third item, whose queue this write has not locked, it is the
+	// client's to try again.
+	item := before.item
+	if before, found, err = storedPlace(ctx, tx, t, id); err != nil || !found {
+		if err == nil {
+			err = errs.NotFound(storage.Requests.Name, id)
+		}
+		return err
+	}
+	if before.item != item && before.item != d.place.item {
+		return movedMeanwhile(id)
+	}
+	staying := before.open && before.position > 0 && d.place.open && before.item == d.place.item
+	switch {
+	case staying && !d.named:
+		d.place.position = before.position
+	case staying:
+		var n int
+		if err := tx.QueryRow(ctx, queueLengthSQL, string(t), d.place.item, id).Scan(&n); err != nil {
+			return postgres.Interpret(err, t)
+		}
+		if err := placeAt(d, n, false); err != nil {
+			return err
+		}
+	case d.place.open:
+		if err := join(ctx, tx, t, id, &d); err != nil {
+			return err
+		}
+	}
+	// The position key is checked at commit: the requests between move
+	// around this one.
+	if _, err := tx.Exec(ctx, `SET CONSTRAINTS `+pgx.Identifier{postgres.SharedSchema, "request_queue_position_key"}.Sanitize()+` DEFERRED`); err != nil {
+		return postgres.Interpret(err, t)
+	}
+	if err := Update(ctx, tx, t, storage.Requests, id, 0, d.encode(), nil); err != nil {
+		return err
+	}
+	switch {
+	case staying && d.place.position < before.position:
+		_, err = tx.Exec(ctx, shiftQueueSQL, shiftArgs(t, d.place.item, d.place.position, before.position-1, 1, id))
+	case staying && d.place.position > before.position:
+		_, err = tx.Exec(ctx, shiftQueueSQL, shiftArgs(t, d.place.item, before.position+1, d.place.position, -1, id))
+	case !staying:
+		return leave(ctx, tx, t, id, before)
+	}
+	return postgres.Interpret(err, t)
+}
+
+// deleteRequest locks the queue of request id and, once deleteFn has
+// deleted it, gives its position up.
+func deleteRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, deleteFn func() (bool, error)) error {
+	before, found, err := storedPlace(ctx, tx, t, id)
+	if err != nil || !found {
+		return err
+	}
+	if err := lockQueues(ctx, tx, t, before.item); err != nil {
+		return err
+	}
+	item := before.item
+	if before, found, err = storedPlace(ctx, tx, t, id); err != nil || !found {
+		return err
+	}
+	if before.item != item {
+		return movedMeanwhile(id)
+	}
+	deleted, err := deleteFn()
+	if err != nil || !deleted {
+		return err
+	}
+	return leave(ctx, tx, t, id, before)
+}

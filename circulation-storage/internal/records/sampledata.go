@@ -1,0 +1,208 @@
+package records
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// Reference records carry FOLIO's reference-data ids, so that data moved
+// between FOLIO and this service keeps its meaning.
+const (
+	GroupFaculty   = "503a81cd-6c26-400f-b620-14c08943697c"
+	GroupGraduate  = "ad0bc554-d5bc-463c-85d1-5562127ae91b"
+	GroupStaff     = "3684a786-6671-4268-8ed0-9db82ebca60b"
+	GroupUndergrad = "bdc2b6d4-5ceb-4a12-ab46-249b9a68473e"
+
+	MaterialBook = "1a54b431-2e4f-452d-9cae-9cee66c9a892"
+	MaterialDVD  = "5ee11d91-f7e8-481d-b079-65d708582ccc"
+
+	LoanTypeCanCirculate = "2b94c631-fca9-4892-a730-03ee529ffe27"
+	LoanTypeReadingRoom  = "2e48e713-17f3-4c13-a9f8-23845bb210a4"
+
+	ServicePointDesk1 = "3a40852d-49fd-4df2-a1f9-6e2641a6e91f"
+	ServicePointDesk2 = "c4c90014-c8c9-4ade-8f24-b5e313319f4b"
+)
+
+// Sample loan policies.
+const (
+	PolicyStandard    = "d9cd0bed-1b49-4b5e-a7bd-064b8d177231"
+	PolicyUndergrad   = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e01"
+	PolicyDVD         = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e02"
+	PolicyReadingRoom = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e03"
+)
+
+// sampleNamespace makes the sample's item and patron ids from their barcodes,
+// the same on every load.
+var sampleNamespace = uuid.MustParse("6f9f1c54-0c2e-4f57-9d51-7a0c1b3e9a10")
+
+// SampleID is the id the sample data gives the record with this barcode.
+func SampleID(barcode string) string { return uuid.NewSHA1(sampleNamespace, []byte(barcode)).String() }
+
+type seed struct {
+	r   storage.Resource
+	id  string
+	doc map[string]any
+}
+
+func referenceSeeds() []seed {
+	return []seed{
+		{storage.PatronGroups, GroupFaculty, map[string]any{"group": "faculty", "desc": "Faculty member"}},
+		{storage.PatronGroups, GroupGraduate, map[string]any{"group": "graduate", "desc": "Graduate student"}},
+		{storage.PatronGroups, GroupStaff, map[string]any{"group": "staff", "desc": "Staff member"}},
+		{storage.PatronGroups, GroupUndergrad, map[string]any{"group": "undergrad", "desc": "Undergraduate student"}},
+		{storage.MaterialTypes, MaterialBook, map[string]any{"name": "book"}},
+		{storage.MaterialTypes, MaterialDVD, map[string]any{"name": "dvd"}},
+		{storage.LoanTypes, LoanTypeCanCirculate, map[string]any{"name": "Can circulate"}},
+		{storage.LoanTypes, LoanTypeReadingRoom, map[string]any{"name": "Reading room"}},
+		{storage.ServicePoints, ServicePointDesk1, map[string]any{"name": "Circ Desk 1", "code": "cd1",
+			"discoveryDisplayName": "Circulation Desk -- Hallway"}},
+		{storage.ServicePoints, ServicePointDesk2, map[string]any{"name": "Circ Desk 2", "code": "cd2",
+			"discoveryDisplayName": "Circulation Desk -- Back Entrance"}},
+	}
+}
+
+// SampleRules are the sample library's circulation rules.
+var SampleRules = storage.CirculationRules{
+	FallbackLoanPolicyID: PolicyStandard,
+	Rules: []storage.CirculationRule{
+		{PatronGroupID: GroupUndergrad, LoanTypeID: LoanTypeCanCirculate, LoanPolicyID: PolicyUndergrad},
+		{MaterialTypeID: MaterialDVD, LoanPolicyID: PolicyDVD},
+		{LoanTypeID: LoanTypeReadingRoom, LoanPolicyID: PolicyReadingRoom},
+	},
+}
+
+var titles = []string{
+	"Middlemarch", "The Left Hand of Darkness", "Things Fall Apart", "A Brief History of Time",
+	"The Name of the Rose", "Beloved", "Gödel, Escher, Bach", "One Hundred Years of Solitude",
+	"The Structure of Scientific Revolutions", "Invisible Cities",
+}
+
+var films = []string{"Metropolis", "Seven Samurai", "Spirited Away", "Casablanca", "Stalker"}
+
+func sampleSeeds() []seed {
+	period := func(n int, unit string) map[string]any { return map[string]any{"duration": n, "intervalId": unit} }
+	seeds := []seed{
+		{storage.LoanPolicies, PolicyStandard, map[string]any{"name": "Standard three-week loan", "loanable": true,
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(3, "Weeks")}}},
+		{storage.LoanPolicies, PolicyUndergrad, map[string]any{"name": "Undergraduate: 3 items", "loanable": true,
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(2, "Weeks"), "itemLimit": 3}}},
+		{storage.LoanPolicies, PolicyDVD, map[string]any{"name": "DVD: 2 items for a week", "loanable": true,
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(1, "Weeks"), "itemLimit": 2}}},
+		{storage.LoanPolicies, PolicyReadingRoom, map[string]any{"name": "Reading room only", "loanable": false}},
+	}
+	patron := func(barcode, first, last, group string, active bool) seed {
+		return seed{storage.Patrons, SampleID(barcode), map[string]any{"barcode": barcode, "active": active, "patronGroup": group,
+			"personal": map[string]any{"firstName": first, "lastName": last}}}
+	}
+	seeds = append(seeds,
+		patron("1001", "Alice", "Archer", GroupUndergrad, true),
+		patron("1002", "Bob", "Baker", GroupGraduate, true),
+		patron("1003", "Carol", "Cole", GroupUndergrad, false),
+		patron("1004", "Dave", "Dunn", GroupFaculty, true),
+		patron("1005", "Erin", "Ellis", GroupGraduate, true),
+		patron("1006", "Frank", "Foster", GroupGraduate, true),
+	)
+	// Frank's registration has ended: he is refused as inactive.
+	seeds[len(seeds)-1].doc["expirationDate"] = "2025-06-30T23:59:59.000Z"
+	// Erin is blocked from borrowing.
+	seeds = append(seeds, seed{storage.ManualBlocks, SampleID("block-1005"), map[string]any{"userId": SampleID("1005"),
+		"type": "Manual", "desc": "Library card reported stolen", "patronMessage": "Please come to the circulation desk",
+		"borrowing": true, "renewals": true, "requests": true}})
+	item := func(barcode, title, material, loanType string) seed {
+		return seed{storage.Items, SampleID(barcode), map[string]any{"barcode": barcode, "title": title,
+			"status": map[string]any{"name": "Available"}, "materialTypeId": material, "permanentLoanTypeId": loanType}}
+	}
+	for i := 1; i <= 150; i++ {
+		seeds = append(seeds, item(numbered("book-", 3, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeCanCirculate))
+	}
+	for i := 1; i <= 40; i++ {
+		seeds = append(seeds, item(numbered("dvd-", 2, i), films[(i-1)%len(films)], MaterialDVD, LoanTypeCanCirculate))
+	}
+	// book-020 waits on the hold shelf for Bob: the first request of its
+	// queue is his.
+	for _, s := range seeds {
+		if s.r.Path == storage.Items.Path && s.doc["barcode"] == "book-020" {
+			s.doc["status"] = map[string]any{"name": "Awaiting pickup"}
+		}
+	}
+	seeds = append(seeds, seed{storage.Requests, SampleID("hold-book-020"), map[string]any{"requestType": "Hold",
+		"requestLevel": "Item", "requestDate": "2026-01-05T09:00:00.000Z", "requesterId": SampleID("1002"),
+		"itemId": SampleID("book-020"), "status": "Open - Awaiting pickup", "position": 1, "fulfillmentPreference": "Hold Shelf"}})
+	for i := 1; i <= 10; i++ {
+		seeds = append(seeds, item(numbered("reading-", 2, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeReadingRoom))
+	}
+	return seeds
+}
+
+// LoadData is the tenant Loader for the loadReference and loadSample
+// parameters. Records that exist (by id) are left as they are, and the
+// sample rules are set only where no rules are, so loading twice changes
+// nothing and never overwrites a librarian's edits.
+func LoadData(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage.TenantAttributes) ([]string, error) {
+	reference := paramTrue(attrs, "loadReference")
+	sample := paramTrue(attrs, "loadSample")
+	var msgs []string
+	if reference || sample {
+		n, err := loadSeeds(ctx, tx, t, referenceSeeds())
+		if err != nil {
+			return nil, fmt.Errorf("load reference data: %w", err)
+		}
+		msgs = append(msgs, "reference data: "+strconv.Itoa(n)+" new records")
+	}
+	if sample {
+		n, err := loadSeeds(ctx, tx, t, sampleSeeds())
+		if err != nil {
+			return nil, fmt.Errorf("load sample data: %w", err)
+		}
+		msgs = append(msgs, "sample data: "+strconv.Itoa(n)+" new records")
+		var exists bool
+		if err := tx.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $1)`, postgres.TableCirculationRules), string(t)).Scan(&exists); err != nil {
+			return nil, postgres.Interpret(err, t)
+		}
+		if !exists {
+			if err := WriteRules(ctx, tx, t, SampleRules); err != nil {
+				return nil, fmt.Errorf("load sample rules: %w", err)
+			}
+			msgs = append(msgs, "sample data: circulation rules with "+strconv.Itoa(len(SampleRules.Rules))+" rules")
+		}
+	}
+	return msgs, nil
+}
+
+func paramTrue(attrs storage.TenantAttributes, key string) bool {
+	v, _ := attrs.Parameter(key)
+	return v == "true"
+}
+
+func loadSeeds(ctx context.Context, tx pgx.Tx, t storage.Tenant, seeds []seed) (int, error) {
+	n := 0
+	for _, s := range seeds {
+		doc, err := json.Marshal(s.doc)
+		if err != nil {
+			return n, err
+		}
+		stored, err := insertRecord(ctx, tx, t, s.r, s.id, doc, true)
+		if err != nil {
+			return n, err
+		}
+		if stored != nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// numbered is prefix and n, zero-padded to width digits: a sample barcode.
+func numbered(prefix string, width, n int) string {
+	digits := strconv.Itoa(n)
+	return prefix + strings.Repeat("0", max(0, width-len(digits))) + digits
+}

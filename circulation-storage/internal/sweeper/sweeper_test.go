@@ -1,0 +1,282 @@
+package sweeper
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/locks"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+)
+
+// TestOneInstanceSweepsAtATime: while another instance's pass holds the
+// sweeper's lock, a pass is skipped and deletes nothing; once it is free,
+// the pass sweeps.
+func TestOneInstanceSweepsAtATime(t *testing.T) {
+	t.Parallel()
+	// A database of its own: the sweeper's lock is the database's.
+	url := pgtest.Fresh(t)
+	db := dbtest.OpenDB(t, url)
+	f := dbtest.SetupTenant(t, db)
+	ctx := context.Background()
+	l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbtest.Expire(t, f, l.ID)
+	other, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, sweeperLock); err != nil {
+		t.Fatal(err)
+	}
+	sweeper := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10})
+	if n, swept, err := sweeper.TrySweepOnce(ctx); err != nil || swept || n != 0 {
+		t.Errorf("a pass while another sweeps: deleted %d, swept %t, %v; want it skipped", n, swept, err)
+	}
+	if n := f.Count(t, postgres.TableLock, ""); n != 1 {
+		t.Errorf("%d locks after the skipped pass, want the expired one still there", n)
+	}
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, sweeperLock); err != nil {
+		t.Fatal(err)
+	}
+	if n, swept, err := sweeper.TrySweepOnce(ctx); err != nil || !swept || n != 1 {
+		t.Errorf("a pass with the lock free: deleted %d, swept %t, %v; want the one expired lock", n, swept, err)
+	}
+	// The pass let go of the lock: another instance can take it.
+	var free bool
+	if err := other.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, sweeperLock).Scan(&free); err != nil || !free {
+		t.Errorf("the sweeper's lock after a pass: free %t, %v", free, err)
+	}
+}
+
+// TestRunReportsEveryPass: Run tells OnPass of each pass, swept, or
+// skipped while another instance holds the sweeper's lock.
+func TestRunReportsEveryPass(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Fresh(t)
+	db := dbtest.OpenDB(t, url)
+	dbtest.SetupTenant(t, db)
+	passes := make(chan string, 100)
+	sweeper := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10,
+		OnPass: func(d time.Duration, result string) {
+			if d <= 0 {
+				result = "no time"
+			}
+			select {
+			case passes <- result:
+			default:
+			}
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); sweeper.Run(ctx, 10*time.Millisecond) }()
+	defer func() { cancel(); <-done }()
+	next := func() string {
+		select {
+		case r := <-passes:
+			return r
+		case <-time.After(5 * time.Second):
+			t.Fatal("no pass reported within 5 s")
+			return ""
+		}
+	}
+	if r := next(); r != "swept" {
+		t.Fatalf("first pass %q, want swept", r)
+	}
+	other, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	if _, err := other.Exec(context.Background(), `SELECT pg_advisory_lock($1)`, sweeperLock); err != nil {
+		t.Fatal(err)
+	}
+	// Passes reported before the lock was taken are dropped; one may
+	// have been under way: one of the next two is skipped.
+	for drained := false; !drained; {
+		select {
+		case <-passes:
+		default:
+			drained = true
+		}
+	}
+	if a, b := next(), next(); a != "skipped" && b != "skipped" {
+		t.Errorf("passes while another instance sweeps: %q, %q; want skipped", a, b)
+	}
+}
+
+// TestSweepForgetsStaleSignIns: the sweeper deletes counts whose window
+// has passed that lock nothing, have no attempt being checked (one
+// admitted longer ago than a check can last counts as none) and mark no
+// sign-in within KnownFor, sessions expired or ended a day ago with their
+// refresh tokens, and expired refresh tokens; it keeps the rest, a live
+// session's taken tokens included (a taken one used again must still end
+// it): sign-ins with made-up names cannot grow the tables for longer than
+// a window.
+func TestSweepForgetsStaleSignIns(t *testing.T) {
+	t.Parallel()
+	db := dbtest.OpenDB(t, pgtest.Fresh(t))
+	f := dbtest.SetupTenant(t, db)
+	ctx := context.Background()
+	account := uuid.NewString()
+	f.Exec(t, `INSERT INTO `+dbtest.View(f.Tenant, postgres.TableAccount)+` (id, jsonb) VALUES ($1, '{"username":"ada","roles":[]}')`, account)
+	f.Exec(t, `INSERT INTO `+dbtest.View(f.Tenant, postgres.TableLoginFailure)+` (key, failures, first_at, locked_until, succeeded_at, checking, checking_at) VALUES
+		('account:stale', 3, now() - interval '16 minutes', NULL, NULL, 0, NULL),
+		('account:locked', 5, now() - interval '2 days', now() + interval '1 hour', NULL, 0, NULL),
+		('account:fresh', 1, now() - interval '14 minutes', NULL, NULL, 0, NULL),
+		('pair:checking', 0, now() - interval '1 hour', NULL, NULL, 2, now()),
+		('pair:checked-long-ago', 0, now() - interval '1 hour', NULL, NULL, 1, now() - interval '1 hour'),
+		('pair:known', 0, now() - interval '2 days', NULL, now() - interval '1 day', 0, NULL),
+		('pair:forgotten', 0, now() - interval '40 days', NULL, now() - interval '40 days', 0, NULL)`)
+	live, ended, expired := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	f.Exec(t, `INSERT INTO `+dbtest.View(f.Tenant, postgres.TableLoginSession)+` (id, account_id, expires_at, ended_at) VALUES
+		(@live, @account, now() + interval '1 day', NULL),
+		(@ended, @account, now() + interval '1 day', now() - interval '2 days'),
+		(@expired, @account, now() - interval '2 days', NULL)`,
+		pgx.StrictNamedArgs{"live": live, "ended": ended, "expired": expired, "account": account})
+	f.Exec(t, `INSERT INTO `+dbtest.View(f.Tenant, postgres.TableRefreshToken)+` (hash, account_id, session_id, expires_at, revoked_at) VALUES
+		('\x01', @account, @live, now() - interval '1 minute', NULL),
+		('\x02', @account, @live, now() + interval '1 day', now() - interval '2 days'),
+		('\x03', @account, @live, now() + interval '1 day', now()),
+		('\x04', @account, @live, now() + interval '1 day', NULL),
+		('\x05', @account, @ended, now() + interval '1 day', NULL),
+		('\x06', @account, @expired, now() + interval '1 day', NULL)`,
+		pgx.StrictNamedArgs{"account": account, "live": live, "ended": ended, "expired": expired})
+	if _, err := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10, KnownFor: 30 * 24 * time.Hour, LoginWindow: 15 * time.Minute}).SweepOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var failures, sessions, tokens string
+	f.DB.Pool.QueryRow(ctx, `SELECT string_agg(key, ',' ORDER BY key) FROM `+dbtest.View(f.Tenant, postgres.TableLoginFailure)).Scan(&failures)
+	f.DB.Pool.QueryRow(ctx, `SELECT string_agg(id::text, ',') FROM `+dbtest.View(f.Tenant, postgres.TableLoginSession)).Scan(&sessions)
+	f.DB.Pool.QueryRow(ctx, `SELECT string_agg(encode(hash, 'hex'), ',' ORDER BY hash) FROM `+dbtest.View(f.Tenant, postgres.TableRefreshToken)).Scan(&tokens)
+	if failures != "account:fresh,account:locked,pair:checking,pair:known" || sessions != live || tokens != "02,03,04" {
+		t.Errorf("after a sweep: counts %q, sessions %q, refresh tokens %q; want account:fresh,account:locked,pair:checking,pair:known, %s and 02,03,04",
+			failures, sessions, tokens, live)
+	}
+}
+
+// TestAFrozenPassLetsGoOfTheSweep: a pass that holds the sweeper's lock
+// and then falls silent (its process frozen in the middle of the pass)
+// loses it once its connection has been idle the pass timeout: another
+// instance sweeps after it, and the frozen one, thawed, gives back what
+// it holds.
+func TestAFrozenPassLetsGoOfTheSweep(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Fresh(t)
+	db := dbtest.OpenDB(t, url)
+	f := dbtest.SetupTenant(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbtest.Expire(t, f, l.ID)
+	frozen := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10})
+	frozen.passTimeout = 2 * time.Second
+	release, swept, err := frozen.takeSweep(ctx)
+	if err != nil || !swept {
+		t.Fatalf("take the sweep: swept %t, %v", swept, err)
+	}
+	other := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10})
+	if _, swept, err := other.TrySweepOnce(ctx); err != nil || swept {
+		t.Fatalf("a pass while the frozen one holds the lock: swept %t, %v; want it skipped", swept, err)
+	}
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n, swept, err := other.TrySweepOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if swept {
+			if n != 1 {
+				t.Errorf("the pass after the frozen one deleted %d locks, want the expired one", n)
+			}
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the frozen pass still holds the sweeper's lock 10 s later")
+		}
+		<-tick.C
+	}
+	t.Logf("another instance swept %s after the frozen pass's last statement", time.Since(start).Round(time.Millisecond))
+	release()
+	if _, swept, err := other.TrySweepOnce(ctx); err != nil || !swept {
+		t.Errorf("a pass after the frozen one gave back its connection: swept %t, %v", swept, err)
+	}
+}
+
+func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
+	t.Parallel()
+	// A database of its own: the sweeper looks at every tenant in it.
+	db := dbtest.OpenDB(t, pgtest.Fresh(t))
+	a, b := dbtest.SetupTenant(t, db), dbtest.SetupTenant(t, db)
+	ctx := context.Background()
+	var live []string
+	for _, f := range []dbtest.Fixture{a, b} {
+		for i := range 7 {
+			l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i < 5 {
+				dbtest.Expire(t, f, l.ID)
+			} else {
+				live = append(live, l.ID)
+			}
+		}
+	}
+	var reported int
+	sw := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 2, OnDeleted: func(n int) { reported += n }, History: true})
+	deleted, err := sw.SweepOnce(ctx)
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	if deleted != 10 || reported != 10 {
+		t.Errorf("deleted %d (reported %d), want 10 in batches of 2", deleted, reported)
+	}
+	for _, f := range []dbtest.Fixture{a, b} {
+		if n := f.Count(t, "check_out_lock", ""); n != 2 {
+			t.Errorf("tenant %s: %d rows left, want the 2 live locks", f.Tenant, n)
+		}
+	}
+	// Each swept lock is in its tenant's history as expired while held.
+	for _, f := range []dbtest.Fixture{a, b} {
+		if n := f.Count(t, "check_out_lock_event", "type = 'expired' AND lock_id IS NOT NULL"); n != 5 {
+			t.Errorf("tenant %s: %d expired events, want 5", f.Tenant, n)
+		}
+	}
+	if deleted, err := sw.SweepOnce(ctx); err != nil || deleted != 0 {
+		t.Errorf("second sweep deleted %d, %v; want 0", deleted, err)
+	}
+	// The history is trimmed to its bounds: the newest 3, then none older
+	// than the retention.
+	sw = NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 2, History: true, Retention: time.Hour, MaxEvents: 3})
+	if _, err := sw.SweepOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Exec(t, "UPDATE "+dbtest.View(a.Tenant, "check_out_lock_event")+" SET occurred_at = now() - interval '2 hours'")
+	if _, err := sw.SweepOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if na, nb := a.Count(t, "check_out_lock_event", ""), b.Count(t, "check_out_lock_event", ""); na != 0 || nb != 3 {
+		t.Errorf("events after trimming: %d and %d, want 0 (all past retention) and 3 (the bound)", na, nb)
+	}
+	for i, id := range live {
+		f := []dbtest.Fixture{a, a, b, b}[i]
+		if _, err := locks.NewLocks(f.DB).Get(ctx, f.Tenant, id); err != nil {
+			t.Errorf("live lock %s after the sweep: %v", id, err)
+		}
+	}
+}
