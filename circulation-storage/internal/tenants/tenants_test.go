@@ -182,35 +182,36 @@ func TestEnabledIsRememberedAndForgottenOnPurge(t *testing.T) {
 // five times, each on a database of its own.
 func TestTenantsEnabledAtOnceOnAFreshDatabase(t *testing.T) {
 	t.Parallel()
+	// The rounds at once, each on a database of its own: 120 connections,
+	// which the test run's PostgreSQL allows (scripts/test-postgres.sh).
 	for round := range 5 {
-		url := pgtest.Fresh(t)
-		const n = 6
-		errs := make(chan error, n)
-		start := make(chan struct{})
-		// Each round's pools close with the round: five rounds' at once
-		// would hold a good part of the server's connections.
-		dbs := make([]*postgres.DB, n)
-		for i := range dbs {
-			db, err := postgres.Open(context.Background(), url, postgres.PoolConfig{MaxConns: 4, LockCommit: "off"})
-			if err != nil {
-				t.Fatalf("open database: %v", err)
+		t.Run(fmt.Sprint("round ", round), func(t *testing.T) {
+			t.Parallel()
+			url := pgtest.Fresh(t)
+			const n = 6
+			errs := make(chan error, n)
+			start := make(chan struct{})
+			dbs := make([]*postgres.DB, n)
+			for i := range dbs {
+				db, err := postgres.Open(context.Background(), url, postgres.PoolConfig{MaxConns: 4, LockCommit: "off"})
+				if err != nil {
+					t.Fatalf("open database: %v", err)
+				}
+				dbs[i] = db
+				t.Cleanup(func() { dbtest.CloseWithin(t, db, 10*time.Second) })
+				go func() {
+					<-start
+					_, err := tenants.NewTenants(db, dbtest.Discard).Init(context.Background(), storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{})
+					errs <- err
+				}()
 			}
-			dbs[i] = db
-			go func() {
-				<-start
-				_, err := tenants.NewTenants(db, dbtest.Discard).Init(context.Background(), storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{})
-				errs <- err
-			}()
-		}
-		close(start)
-		for range n {
-			if err := <-errs; err != nil {
-				t.Errorf("round %d: a tenant enabled at once with others: %v", round, err)
+			close(start)
+			for range n {
+				if err := <-errs; err != nil {
+					t.Errorf("a tenant enabled at once with others: %v", err)
+				}
 			}
-		}
-		for _, db := range dbs {
-			dbtest.CloseWithin(t, db, 10*time.Second)
-		}
+		})
 	}
 }
 
