@@ -183,6 +183,7 @@ func (s *NATSServer) Start() {
 	host, port, _ := strings.Cut(s.Addr, ":")
 	cmd := exec.Command(strings.TrimSpace(string(path)), append([]string{"-js", "-a", host, "-p", port, "-sd", s.dir}, s.cluster...)...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = diesWithTheTests()
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start nats-server: %v", err)
 	}

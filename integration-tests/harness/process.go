@@ -107,6 +107,7 @@ func (p *Process) launch() {
 		p.t.Fatal(err)
 	}
 	cmd := exec.Command(p.bin)
+	cmd.SysProcAttr = diesWithTheTests()
 	cmd.Env = append(os.Environ(), append([]string{"HTTP_ADDR=" + p.Addr}, p.env...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -248,4 +249,11 @@ func envState() Env {
 		panic("harness: call harness.Main from TestMain")
 	}
 	return env
+}
+
+// diesWithTheTests makes a process the tests start end when the test
+// binary does, however it ends: a test binary killed by go test's timeout
+// runs no cleanup, and its services would run on.
+func diesWithTheTests() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
