@@ -75,7 +75,7 @@ demo-reset:
 	scripts/demo-reset.sh
 
 ## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; about five minutes
-test: lint rules
+test: rules
 	GO=$(GO) UNIT_PKGS="$(UNIT_PKGS)" UNIT_TIMEOUT=$(UNIT_TIMEOUT) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) FUZZ_INPUTS=$(FUZZ_INPUTS) scripts/test.sh
 
 ## test-ha: the failover proof on a three-node Patroni cluster (installs patroni and etcd-server when missing), a few minutes

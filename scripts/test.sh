@@ -2,12 +2,13 @@
 # make test's body: the tests on PostgreSQL servers of the run's own and
 # on binaries built once, each phase timed.
 #
-# Three lines run at once, each with its log: the unit packages; the
-# workloads across real processes; the parsers' fuzzing and then the
-# benchmarks' smoke run. Each line has a PostgreSQL of its own
+# Four lines, each with its log: the lint; the unit packages; the parsers'
+# fuzzing and then the benchmarks' smoke run; the workloads across real
+# processes. The first three run at once, the workloads after them, alone.
+# Each line has a PostgreSQL of its own
 # (scripts/test-postgres.sh), so that what one measures of its server
 # (MultiXacts made, plans, backends' memory) is its own; TEST_DATABASE_URL
-# names one server for all three instead. The five binaries the workloads
+# names one server for all of them instead. The five binaries the workloads
 # run are built once into the run's directory and named to every test
 # package by CHECKOUT_LOCK_BIN_DIR. The run's directory, and its servers,
 # go when the run ends, however it ends.
@@ -62,26 +63,41 @@ workloads() {
   "$GO" test -race -count=1 -parallel "$parallel" -timeout "${INTEGRATION_TIMEOUT:-15m}" -v \
     ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
 }
+lint() {
+  make --no-print-directory lint
+}
 fuzz_and_smoke() {
   (cd circulation-storage && "$GO" test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZ_INPUTS:-100000x}" ./cql)
   (cd sip2 && "$GO" test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZ_INPUTS:-100000x}" ./wire)
   "$GO" test -count=1 -timeout 5m -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke -bench.baseline=HEAD
 }
 
-phase "unit tests, workloads, fuzzing and the benchmarks' smoke run, at once"
-declare -A pids
-for line in "${lines[@]}"; do
-  TEST_DATABASE_URL="${server[$line]}" "$line" >"$run_dir/$line.log" 2>&1 &
-  pids[$line]=$!
-done
-failed=()
-for line in "${lines[@]}"; do
-  if wait "${pids[$line]}"; then status=passed; else status=FAILED; failed+=("$line"); fi
-  echo "== $line $status ($((SECONDS - phase_start)) s into the run); its log:"
-  cat "$run_dir/$line.log"
-done
-if [ "${#failed[@]}" -gt 0 ]; then
-  echo "== FAILED: ${failed[*]} (the logs above)"
-  exit 1
-fi
+# run_lines runs the lines named at once, each with its server and its
+# log, and prints each log as its line ends; it fails if any line failed.
+run_lines() {
+  local line status
+  local -A pids
+  for line in "$@"; do
+    TEST_DATABASE_URL="${server[$line]:-}" "$line" >"$run_dir/$line.log" 2>&1 &
+    pids[$line]=$!
+  done
+  local failed=()
+  for line in "$@"; do
+    if wait "${pids[$line]}"; then status=passed; else status=FAILED; failed+=("$line"); fi
+    echo "== $line $status ($((SECONDS - phase_start)) s into the run); its log:"
+    cat "$run_dir/$line.log"
+  done
+  if [ "${#failed[@]}" -gt 0 ]; then
+    echo "== FAILED: ${failed[*]} (the logs above)"
+    return 1
+  fi
+}
+
+# First the lint, the unit packages and the fuzzing with the benchmarks'
+# smoke run, at once; then the workloads alone, whose faults and bursts
+# are timed against real timeouts and would be slowed by the rest.
+phase "lint, unit tests, fuzzing and the benchmarks' smoke run, at once"
+run_lines lint unit fuzz_and_smoke
+phase "the workloads across real processes"
+run_lines workloads
 phase "done"
