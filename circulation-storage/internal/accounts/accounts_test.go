@@ -155,6 +155,31 @@ func tally(outcomes []string) map[string]int {
 	return n
 }
 
+// crowdLetIn sends a crowd of n right secrets at once (send(n) answers
+// each one's outcome) and sends those told busy again, as a client told
+// to come back does, until every one is let in: any other answer, or some
+// still told busy after a minute, fails the test. Busy is refused
+// unchecked and counts nothing; on a machine that computes the hashes
+// slowly (the race detector, other tests), some wait longer than the
+// busy wait for their turn. It answers how many were told busy.
+func crowdLetIn(t *testing.T, round, n int, busy string, send func(n int) []string) int {
+	t.Helper()
+	told := 0
+	deadline := time.Now().Add(time.Minute)
+	for pending := n; pending > 0; {
+		got := tally(send(pending))
+		if got["ok"]+got[busy] != pending {
+			t.Fatalf("round %d: %v; want every one let in, or told %s to ask again", round, got, busy)
+		}
+		told += got[busy]
+		pending = got[busy]
+		if pending > 0 && time.Now().After(deadline) {
+			t.Fatalf("round %d: %d of %d still told %s after a minute", round, pending, n, busy)
+		}
+	}
+	return told
+}
+
 // checkBurst holds a burst of one right secret (outcomes[0]) and wrong
 // ones: exactly the limit's wrong ones checked, the right one checked at
 // most once; the wrong ones answered wrong, or refused unchecked; and the
@@ -214,7 +239,8 @@ func TestABurstOfGuessesGetsNoMoreChecksThanTheLimit(t *testing.T) {
 
 // TestACrowdOfRightPasswordsAllGetIn: fifty sign-ins with the right
 // password at once from one address (a branch's kiosks behind one
-// address, starting together), three rounds: every one signed in, nothing
+// address, starting together), three rounds: every one signed in (those
+// told busy when they ask again), nothing
 // counted against the pair, and the next sign-in from there let in too.
 func TestACrowdOfRightPasswordsAllGetIn(t *testing.T) {
 	t.Parallel()
@@ -226,9 +252,8 @@ func TestACrowdOfRightPasswordsAllGetIn(t *testing.T) {
 		crowd[i] = password
 	}
 	for round := range 3 {
-		if got := tally(f.burst("kiosk", "192.0.2.50", crowd)); got["ok"] != len(crowd) {
-			t.Fatalf("round %d: %v; want all %d signed in", round, got, len(crowd))
-		}
+		busy := crowdLetIn(t, round, len(crowd), schemas.CodeLoginBusy, func(n int) []string { return f.burst("kiosk", "192.0.2.50", crowd[:n]) })
+		t.Logf("round %d: all %d signed in, %d told busy first", round, len(crowd), busy)
 		if n := f.Count(t, postgres.TableLoginFailure, "key = 'pair:192.0.2.50|kiosk' AND failures = 0 AND checking = 0"); n != 1 {
 			t.Errorf("round %d: the pair's count is not empty after a crowd of right passwords", round)
 		}
@@ -354,7 +379,8 @@ func TestPinGuessesAreCountedBeforeTheyAreChecked(t *testing.T) {
 }
 
 // TestACrowdOfRightPinsAllGetIn: a patron's right PIN fifty times at once
-// from one kiosk's address, three rounds: every one let in, and nothing
+// from one kiosk's address, three rounds: every one let in (those told
+// busy when they ask again), and nothing
 // counted against the PIN or the address.
 func TestACrowdOfRightPinsAllGetIn(t *testing.T) {
 	t.Parallel()
@@ -365,9 +391,8 @@ func TestACrowdOfRightPinsAllGetIn(t *testing.T) {
 		crowd[i] = "4711"
 	}
 	for round := range 3 {
-		if got := tally(f.pinBurst(patron, "192.0.2.60", crowd)); got["ok"] != len(crowd) {
-			t.Fatalf("round %d: %v; want all %d let in", round, got, len(crowd))
-		}
+		busy := crowdLetIn(t, round, len(crowd), schemas.CodePinBusy, func(n int) []string { return f.pinBurst(patron, "192.0.2.60", crowd[:n]) })
+		t.Logf("round %d: all %d let in, %d told busy first", round, len(crowd), busy)
 		if n := f.Count(t, postgres.TableLoginFailure, "key IN ($1, 'pin-address:192.0.2.60') AND failures = 0 AND checking = 0", "pin:"+patron); n != 2 {
 			t.Errorf("round %d: %d of the PIN's and the address's counts are empty after a crowd of right PINs, want both", round, n)
 		}
