@@ -97,7 +97,12 @@ run_lines() {
 # smoke run, at once; then the workloads alone, whose faults and bursts
 # are timed against real timeouts and would be slowed by the rest.
 phase "lint, unit tests, fuzzing and the benchmarks' smoke run, at once"
-run_lines lint unit fuzz_and_smoke
+status=0
+run_lines lint unit fuzz_and_smoke || status=1
 phase "the workloads across real processes"
-run_lines workloads
+run_lines workloads || status=1
+if [ "$status" != 0 ]; then
+  phase "FAILED: the lines above that say so"
+  exit 1
+fi
 phase "done"
