@@ -226,17 +226,7 @@ func NewCluster(t testing.TB, opts Options) *Cluster {
 	c.opts, c.storageURLs = opts, storageURLs
 	c.Circulations = c.AddCirculations(opts.Circulations)
 
-	// Enabling a tenant migrates its schema in one transaction, which on a
-	// machine busy with the tests beside it can outlast REQUEST_TIMEOUT
-	// (503, rolled back); it is idempotent, and asked again.
-	var res Response
-	for range 3 {
-		res = c.Do(c.Storage, "POST", "/_/tenant", map[string]any{"module_to": "mod-circulation-storage-1.0.0"})
-		if res.Status != http.StatusServiceUnavailable {
-			break
-		}
-	}
-	res.Want(t, http.StatusCreated)
+	c.enableTenant(t)
 	c.AddServicePoint(t)
 	pool, err := pgxpool.New(context.Background(), base)
 	if err != nil {
@@ -304,6 +294,22 @@ func (r Response) ErrorCodes() []string {
 // string (sent as is) or a value (sent as JSON).
 func (c *Cluster) Do(p *Process, method, path string, body any) Response {
 	return c.DoWith(p, method, path, body, c.Headers())
+}
+
+// enableTenant enables the cluster's tenant at its storage. Enabling a
+// tenant is one transaction, which, while the tests beside it enable
+// theirs and load a machine of two cores, can outlast REQUEST_TIMEOUT
+// (503, rolled back); it is idempotent, and asked again.
+func (c *Cluster) enableTenant(t testing.TB) {
+	t.Helper()
+	var res Response
+	for range 3 {
+		res = c.Do(c.Storage, http.MethodPost, "/_/tenant", map[string]any{"module_to": "mod-circulation-storage-1.0.0"})
+		if res.Status != http.StatusServiceUnavailable {
+			break
+		}
+	}
+	res.Want(t, http.StatusCreated)
 }
 
 // Headers are a request's headers as the cluster's tenant administrator:

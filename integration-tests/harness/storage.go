@@ -32,7 +32,6 @@ func (s *Storage) InitTenant(t testing.TB) string {
 	t.Helper()
 	// A cluster of storage alone, for its request helpers.
 	c := &Cluster{t: t, Tenant: TenantID(), Storage: s.Process, client: &http.Client{Timeout: 60 * time.Second}}
-	c.Do(s.Process, http.MethodPost, "/_/tenant", map[string]any{"module_to": "mod-circulation-storage-1.0.0"}).
-		Want(t, http.StatusCreated)
+	c.enableTenant(t)
 	return c.Tenant
 }
