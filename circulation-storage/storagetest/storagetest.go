@@ -90,7 +90,10 @@ func Start(t testing.TB, env ...string) *Storage {
 		t.Fatalf("storagetest: start circulation-storage: %v", in.err)
 	}
 	s := &Storage{t: t, direct: "http://" + in.addr, pool: in.pool, Tenant: tenantID(),
-		client: &http.Client{Timeout: 30 * time.Second}}
+		// A transport of its own: closing its idle connections when the
+		// test ends must not break another test's request in flight, as
+		// closing http.DefaultTransport's would.
+		client: &http.Client{Timeout: 30 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()}}
 	s.send(http.MethodPost, "/_/tenant", map[string]any{"module_to": "mod-circulation-storage-1.0.0"}, nil, http.StatusCreated)
 	t.Cleanup(func() {
 		s.send(http.MethodPost, "/_/tenant", map[string]any{"module_from": "mod-circulation-storage-1.0.0", "purge": true}, nil,
