@@ -18,7 +18,8 @@
 # core.
 #
 # Variables (set by the Makefile): GO, UNIT_PKGS, UNIT_TIMEOUT,
-# INTEGRATION_TIMEOUT, FUZZ_INPUTS; TEST_PARALLEL (default 6).
+# INTEGRATION_TIMEOUT, FUZZ_INPUTS; TEST_PARALLEL (default 6) and
+# WORKLOADS_PARALLEL (default 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,7 +61,9 @@ unit() {
   "$GO" test -race -count=1 -parallel "$parallel" -timeout "${UNIT_TIMEOUT:-3m}" ${UNIT_PKGS:?}
 }
 workloads() {
-  "$GO" test -race -count=1 -parallel "$parallel" -timeout "${INTEGRATION_TIMEOUT:-15m}" -v \
+  # Fewer at a time than the unit tests: many of these time bursts against
+  # the lock's retry budget and real timeouts.
+  "$GO" test -race -count=1 -parallel "${WORKLOADS_PARALLEL:-4}" -timeout "${INTEGRATION_TIMEOUT:-15m}" -v \
     ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
 }
 lint() {
