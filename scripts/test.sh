@@ -17,14 +17,15 @@
 # each package runs several tests at a time (TEST_PARALLEL), not one per
 # core.
 #
-# Variables (set by the Makefile): GO, UNIT_PKGS, UNIT_TIMEOUT,
-# INTEGRATION_TIMEOUT, FUZZ_INPUTS; TEST_PARALLEL (default 6) and
+# Variables set by the Makefile, their one home: GO, UNIT_PKGS,
+# UNIT_TIMEOUT, INTEGRATION_TIMEOUT, FUZZ_INPUTS; and TEST_PARALLEL (default 6) and
 # WORKLOADS_PARALLEL (default 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GO="${GO:-go}"
 parallel="${TEST_PARALLEL:-6}"
+# The lines that use a PostgreSQL, each a server of its own.
 lines=(unit workloads fuzz_and_smoke)
 run_dir="$(mktemp -d -t checkout-lock-test-XXXXXX)"
 cleanup() {
@@ -58,20 +59,20 @@ export CHECKOUT_LOCK_BIN_DIR="$run_dir/bin"
 
 unit() {
   # shellcheck disable=SC2086 # UNIT_PKGS is a list
-  "$GO" test -race -count=1 -parallel "$parallel" -timeout "${UNIT_TIMEOUT:-3m}" ${UNIT_PKGS:?}
+  "$GO" test -race -count=1 -parallel "$parallel" -timeout "${UNIT_TIMEOUT:?set by the Makefile}" ${UNIT_PKGS:?}
 }
 workloads() {
   # Fewer at a time than the unit tests: many of these time bursts against
   # the lock's retry budget and real timeouts.
-  "$GO" test -race -count=1 -parallel "${WORKLOADS_PARALLEL:-4}" -timeout "${INTEGRATION_TIMEOUT:-15m}" -v \
+  "$GO" test -race -count=1 -parallel "${WORKLOADS_PARALLEL:-4}" -timeout "${INTEGRATION_TIMEOUT:?set by the Makefile}" -v \
     ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
 }
 lint() {
   make --no-print-directory lint
 }
 fuzz_and_smoke() {
-  (cd circulation-storage && "$GO" test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZ_INPUTS:-100000x}" ./cql)
-  (cd sip2 && "$GO" test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZ_INPUTS:-100000x}" ./wire)
+  (cd circulation-storage && "$GO" test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZ_INPUTS:?set by the Makefile}" ./cql)
+  (cd sip2 && "$GO" test -run '^$' -fuzz '^FuzzParse$' -fuzztime "${FUZZ_INPUTS:?set by the Makefile}" ./wire)
   "$GO" test -count=1 -timeout 5m -v -run TestBenchmarks ./integration-tests/bench -args -bench.smoke -bench.baseline=HEAD
 }
 
