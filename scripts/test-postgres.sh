@@ -4,6 +4,9 @@
 #
 #   scripts/test-postgres.sh start <dir>   # initdb into <dir>/data, start it
 #   scripts/test-postgres.sh stop <dir>    # stop it (the caller removes <dir>)
+#   scripts/test-postgres.sh run <command> [args...]
+#       # runs the command with TEST_DATABASE_URL naming a server started
+#       # for it, which goes, with its directory, when the command ends
 #
 # The server listens on 127.0.0.1 on the first free port from 55432, with
 # trust authentication, and keeps nothing it would need after a crash:
@@ -17,7 +20,18 @@
 # user Debian's package creates.
 set -euo pipefail
 
-cmd="${1:?usage: test-postgres.sh start|stop <dir>}"
+cmd="${1:?usage: test-postgres.sh start|stop <dir>, or run <command>}"
+if [ "$cmd" = run ]; then
+  shift
+  [ $# -gt 0 ] || { echo "usage: test-postgres.sh run <command> [args...]" >&2; exit 2; }
+  run_dir="$(mktemp -d -t checkout-lock-pg-XXXXXX)"
+  trap '"$0" stop "$run_dir/pg"; rm -rf "$run_dir"' EXIT
+  TEST_DATABASE_URL="$("$0" start "$run_dir/pg")"
+  export TEST_DATABASE_URL
+  status=0
+  "$@" || status=$?
+  exit "$status"
+fi
 dir="${2:?usage: test-postgres.sh start|stop <dir>}"
 
 bin=""

@@ -71,7 +71,7 @@ func setStatistics(t *testing.T, c *harness.Cluster, state string) {
 func benchBusy(t *testing.T, p plan, env []string) Busy {
 	sizes := []int{1000, 100000}
 	if *smoke {
-		sizes = []int{1000, 10000}
+		sizes = []int{300, 3000}
 	}
 	states := []string{statsEmpty, statsAnalyzed}
 	type acc struct {
@@ -107,7 +107,7 @@ func benchBusy(t *testing.T, p plan, env []string) Busy {
 		for i, c := range clusters {
 			for _, state := range states {
 				setStatistics(t, c, state)
-				attack(t, checkOutTargeter(c, pops[i], 1), 8, time.Second) // warm-up
+				attack(t, checkOutTargeter(c, pops[i], 1), 8, min(time.Second, p.slice)) // warm-up
 				for _, conc := range []int{1, 8} {
 					a := accs[key(sizes[i], state, conc)]
 					before := postgresCPU()

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,10 +28,7 @@ var baseline = flag.String("bench.baseline", "",
 	"a git revision of this repository whose services the check-out is compared with, built and run in the same run (scenario 6)")
 
 // repoRoot is the repository's top directory.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+func repoRoot() string { return harness.RepoRoot() }
 
 // goBuild builds the package pkg of the module tree at dir into out.
 func goBuild(t *testing.T, dir, pkg, out string) {

@@ -3,7 +3,9 @@
 // as OS processes on a three-node PostgreSQL cluster managed by Patroni
 // (harness.StartHA), under a workload of check-outs, check-ins, same-patron
 // bursts and direct lock traffic, while the primary is switched over,
-// killed and cut off the network. make test-ha runs it.
+// killed and cut off the network. make test-ha runs it. The proofs run at
+// once, each on a cluster of its own: most of their time is spent waiting
+// for Patroni to notice a fault.
 package ha
 
 import (
@@ -84,6 +86,7 @@ var (
 // lock held by two clients at once, and the services answering again
 // without a restart.
 func TestFailoverSynchronous(t *testing.T) {
+	t.Parallel()
 	proof(t, true, []fault{switchover, kill, partition})
 }
 
@@ -93,6 +96,7 @@ func TestFailoverSynchronous(t *testing.T) {
 // database's invariants break, which the lock's fence must prevent even
 // then.
 func TestFailoverAsynchronous(t *testing.T) {
+	t.Parallel()
 	faults := []fault{switchover, partition}
 	for range *repeats {
 		faults = append(faults, kill)
@@ -722,6 +726,7 @@ func waitOnCluster(t testing.TB, h *harness.HA, timeout time.Duration, what stri
 // that diverged beyond what pg_rewind mends is as stuck) is rebuilt from the leader by WaitHealthy, which the proof relies
 // on after each fault, and streams again.
 func TestFailoverRebuildsAStuckReplica(tt *testing.T) {
+	tt.Parallel()
 	if !*run {
 		tt.Skip("starts a Patroni cluster: make test-ha (go test ./integration-tests/ha -args -ha)")
 	}

@@ -19,8 +19,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,11 +236,26 @@ func BinDir() string { return envState().BinDir }
 // RepoRoot is the repository's top directory.
 func RepoRoot() string { return repoRoot() }
 
-// repoRoot is the repository's top directory.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+// repoRoot is the repository's top directory: the one holding go.work,
+// from the working directory up (a test runs in its package's directory).
+// It is found from there, not from this file's name, because the tests
+// are built with -trimpath (make test), which leaves no directory in it.
+var repoRoot = sync.OnceValue(func() string {
+	d, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+			return d
+		}
+		up := filepath.Dir(d)
+		if up == d {
+			panic("harness: no go.work in the working directory or above it: run from inside the repository")
+		}
+		d = up
+	}
+})
 
 func randomSuffix() string {
 	b := make([]byte, 6)

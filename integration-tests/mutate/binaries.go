@@ -95,13 +95,16 @@ func parseSourceFiles(out []byte) (map[string]bool, error) {
 		var p struct {
 			Dir                                                   string
 			GoFiles, CgoFiles, SFiles, CFiles, HFiles, EmbedFiles []string
+			// A test binary's (go list -test): its tests' files.
+			TestGoFiles, XTestGoFiles, TestEmbedFiles, XTestEmbedFiles []string
 		}
 		if err := dec.Decode(&p); err == io.EOF {
 			return files, nil
 		} else if err != nil {
 			return nil, err
 		}
-		for _, list := range [][]string{p.GoFiles, p.CgoFiles, p.SFiles, p.CFiles, p.HFiles, p.EmbedFiles} {
+		for _, list := range [][]string{p.GoFiles, p.CgoFiles, p.SFiles, p.CFiles, p.HFiles, p.EmbedFiles,
+			p.TestGoFiles, p.XTestGoFiles, p.TestEmbedFiles, p.XTestEmbedFiles} {
 			for _, f := range list {
 				files[filepath.Join(p.Dir, f)] = true
 			}

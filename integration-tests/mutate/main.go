@@ -15,13 +15,15 @@
 // flag, so mutations run side by side (-j, one per CPU by default). A
 // mutation whose tests start the real binaries (the integration-tests
 // package) gets them built with the same overlay into its temporary
-// directory, handed to the tests in CHECKOUT_LOCK_BIN_DIR; a binary that
-// does not compile the mutated file is the one built once from the
-// unmodified tree.
+// directory, handed to the tests in CHECKOUT_LOCK_BIN_DIR. A binary, or a
+// package's test binary, that does not compile the mutated file is the
+// one built once from the unmodified tree: most mutations rebuild one
+// service, and run the integration tests' binary as it is.
 //
-// Each package set and -run pattern also runs once without any mutation
-// (the baseline, beside the mutations that share it): a test that fails
-// anyway would make every mutation look killed.
+// Each package set also runs once without any mutation (the baseline,
+// beside the mutations): every test any of its mutations runs, in one go
+// test, several at a time. A test that fails anyway would make the
+// mutations that run it look killed: those are reported as such.
 //
 // On SIGINT or SIGTERM the running tests are killed (their whole process
 // groups), no further mutation starts, and the temporary directories are
@@ -42,6 +44,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -330,19 +333,78 @@ type job struct {
 	res      result
 }
 
-// baseline is one package set and -run pattern, run without mutations.
+// baseline is one package set run without mutations: the tests of every
+// mutation of the set, in one go test.
 type baseline struct {
-	m        *mutation // the first mutation with this set: its packages and -run
-	timeout  time.Duration
+	m        *mutation // the set's packages, and the union of its mutations' -run
+	runs     []string  // its mutations' distinct -run patterns ("" is every test)
 	binaries bool
 	ran, ok  bool
 	detail   string
+	// failed names the top-level tests that failed; when the run failed
+	// without naming any (a panic, a timeout, a build), every mutation of
+	// the set is reported as its baseline failing.
+	failed []string
 }
 
 // key names the baseline m shares with every mutation of the same
-// packages and -run pattern.
+// packages, by their directories: a workspace's package is the same
+// whichever module's directory go test runs in.
 func key(m *mutation) string {
-	return m.Module + "\x00" + strings.Join(m.Packages, " ") + "\x00" + m.Run
+	dirs := make([]string, len(m.Packages))
+	for i, p := range m.Packages {
+		dirs[i] = filepath.Join(m.Module, p)
+	}
+	slices.Sort(dirs)
+	return strings.Join(dirs, "\x00")
+}
+
+// add counts m's tests and time in the baseline.
+func (b *baseline) add(m *mutation) {
+	if !slices.Contains(b.runs, m.Run) {
+		b.runs = append(b.runs, m.Run)
+	}
+	if slices.Contains(b.runs, "") {
+		b.m.Run = ""
+	} else {
+		alts := make([]string, len(b.runs))
+		for i, r := range b.runs {
+			alts[i] = "(?:" + r + ")"
+		}
+		b.m.Run = strings.Join(alts, "|")
+	}
+	// The tests run several at a time, but a set's timeout is what its
+	// mutations' would be one after another, at most baselineMaxTimeout.
+	b.m.Timeout = min(b.m.Timeout+m.Timeout, baselineMaxTimeout)
+}
+
+// baselineMaxTimeout bounds a baseline's go test -timeout.
+const baselineMaxTimeout = 15 * time.Minute
+
+// baselineParallel is how many of a baseline's tests run at once (go
+// test's -parallel), as make test runs the workloads.
+const baselineParallel = 4
+
+// failsFor says whether the baseline's failures concern m: a failure that
+// names no test concerns all of them, a named one those whose -run
+// pattern selects it.
+func (b *baseline) failsFor(m *mutation) bool {
+	if b.ok {
+		return false
+	}
+	if len(b.failed) == 0 || m.Run == "" {
+		return true
+	}
+	re, err := regexp.Compile(m.Run)
+	if err != nil {
+		return true
+	}
+	for _, name := range b.failed {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
 }
 
 type runner struct {
@@ -352,6 +414,7 @@ type runner struct {
 	verbose  bool
 	workers  int
 	bins     *binaries // set when a mutation starts the binaries
+	tests    *testBinaries
 
 	mu           sync.Mutex // guards what follows, and stderr
 	done         int
@@ -384,13 +447,20 @@ func (r *runner) runAll(ctx context.Context, muts []*mutation) ([]result, error)
 		}
 		b := baselines[key(m)]
 		if b == nil {
-			b = &baseline{m: m, binaries: j.binaries}
+			first := *m
+			first.Timeout, first.wide = 0, true
+			b = &baseline{m: &first, binaries: j.binaries}
 			baselines[key(m)] = b
 			order = append(order, b)
 		}
-		b.timeout = max(b.timeout, m.Timeout)
+		b.add(m)
 		j.base = b
 	}
+	r.tests = &testBinaries{dir: filepath.Join(r.tmp, "tests"), pkgs: map[string]*testBinary{}}
+	if err := os.MkdirAll(r.tests.dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(r.tests.dir)
 	if needBins && ctx.Err() == nil {
 		fmt.Fprintf(os.Stderr, "building the binaries from the unmodified tree ...\n")
 		bins, err := prepareBinaries(ctx, r.root, filepath.Join(r.tmp, "bin"))
@@ -437,7 +507,7 @@ func (r *runner) runAll(ctx context.Context, muts []*mutation) ([]result, error)
 			switch {
 			case !b.ran:
 				results[i].status, results[i].detail = interrupted, ""
-			case !b.ok:
+			case b.failsFor(j.m):
 				results[i].status, results[i].detail = baselineBad, b.detail
 			}
 		}
@@ -452,7 +522,7 @@ func (r *runner) runBaseline(ctx context.Context, b *baseline) {
 		env = []string{harness.BinDirVariable + "=" + r.bins.dir}
 	}
 	start := time.Now()
-	out, err := goTest(ctx, b.m, b.timeout, "", env)
+	out, err := r.tests.runTests(ctx, testRun{m: b.m, timeout: b.m.Timeout, env: env, parallel: baselineParallel}, "")
 	elapsed := time.Since(start)
 	if ctx.Err() != nil {
 		return
@@ -462,10 +532,13 @@ func (r *runner) runBaseline(ctx context.Context, b *baseline) {
 	r.baselineTime += elapsed
 	b.ran, b.ok = true, err == nil
 	if err != nil {
-		b.detail = "without the mutation: " + failureSummary(out, err, b.m.wide)
-		fmt.Fprintf(os.Stderr, "\n--- baseline (%s) FAILED ---\n%s\n", pkgText(b.m), tail(out, 40))
+		b.detail = "without the mutation: " + failureSummary(out, err, true)
+		if !bytes.Contains(out, []byte("panic:")) {
+			b.failed = failedTests(out)
+		}
+		fmt.Fprintf(os.Stderr, "\n--- baseline of %s (%d patterns) FAILED ---\n%s\n", pkgs(b.m), len(b.runs), tail(out, 40))
 	} else {
-		fmt.Fprintf(os.Stderr, "baseline %s: ok (%.1fs)\n", pkgText(b.m), elapsed.Seconds())
+		fmt.Fprintf(os.Stderr, "baseline of %s (%d patterns): ok (%.1fs)\n", pkgs(b.m), len(b.runs), elapsed.Seconds())
 	}
 }
 
@@ -514,7 +587,7 @@ func (r *runner) mutated(ctx context.Context, j *job) result {
 		}
 		env = []string{harness.BinDirVariable + "=" + binDir}
 	}
-	out, err := goTest(ctx, m, m.Timeout, overlay, env)
+	out, err := r.tests.runTests(ctx, testRun{m: m, timeout: m.Timeout, overlay: overlay, env: env}, dir)
 	if r.verbose {
 		r.print(fmt.Sprintf("\n--- %s: output ---\n%s\n", m.Name, out))
 	}
@@ -524,7 +597,7 @@ func (r *runner) mutated(ctx context.Context, j *job) result {
 	case err == nil:
 		res.status, res.detail = survived, "the tests passed with the mutation in"
 		r.print(fmt.Sprintf("\n--- %s survived%s ---\n%s\n", m.Name, suffix(m.Why), tail(out, 15)))
-	case buildFailed(out):
+	case errors.As(err, new(buildError)):
 		res.status, res.detail = broken, "the mutated code does not build: "+firstLine(out)
 		r.print(fmt.Sprintf("\n--- %s does not build ---\n%s\n", m.Name, tail(out, 20)))
 	default:
@@ -556,29 +629,6 @@ func writeOverlay(dir, path string, content []byte) (string, error) {
 	return overlay, os.WriteFile(overlay, data, 0o644)
 }
 
-// goTest runs m's packages' tests (with m's -run pattern, under timeout)
-// in m's module, through overlay if given and with env added, killing
-// them (their whole process group) if ctx ends or they outlive their
-// deadline: each package's timeout (their test binaries may run one after
-// another) and two minutes to build them on a busy machine. Before it,
-// go test's own timeout has said which test hangs.
-func goTest(ctx context.Context, m *mutation, timeout time.Duration, overlay string, env []string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(len(m.Packages))*timeout+2*time.Minute)
-	defer cancel()
-	args := []string{"test", "-count=1", "-vet=off", "-timeout", timeout.String()}
-	if overlay != "" {
-		args = append(args, "-overlay", overlay)
-	}
-	if !m.wide {
-		args = append(args, "-failfast")
-	}
-	if m.Run != "" {
-		args = append(args, "-run", m.Run)
-	}
-	args = append(args, m.Packages...)
-	return goCommand(ctx, m.Module, env, args...)
-}
-
 // goCommand runs go with args in dir, its output combined, in a process
 // group of its own that is killed when ctx ends.
 func goCommand(ctx context.Context, dir string, env []string, args ...string) ([]byte, error) {
@@ -595,12 +645,7 @@ func goCommand(ctx context.Context, dir string, env []string, args ...string) ([
 	return out.Bytes(), err
 }
 
-var (
-	failLine  = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
-	buildFail = regexp.MustCompile(`(?m)\[(build|setup) failed\]|^# \S+$`)
-)
-
-func buildFailed(out []byte) bool { return buildFail.Match(out) }
+var failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
 
 // failureSummary names the tests that failed (the first few), or says the
 // tests timed out.
@@ -629,6 +674,18 @@ func failureSummary(out []byte, err error, full bool) string {
 		return "panic"
 	}
 	return fmt.Sprintf("go test: %v", err)
+}
+
+// failedTests names the top-level tests that failed, once each.
+func failedTests(out []byte) []string {
+	var names []string
+	for _, mm := range failLine.FindAllSubmatch(out, -1) {
+		name, _, _ := strings.Cut(string(mm[1]), "/")
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 func firstLine(out []byte) string {

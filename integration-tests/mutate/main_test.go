@@ -149,6 +149,50 @@ func TestRunAll(t *testing.T) {
 	}
 }
 
+// TestABaselineFailureConcernsOnlyItsTests: the package's baseline runs
+// every mutation's tests at once; a test that fails without any mutation
+// marks the mutations that run it, and no other.
+func TestABaselineFailureConcernsOnlyItsTests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/m\n\ngo 1.26\n",
+		"m.go":   "package m\n\n// Less says whether a comes first.\nfunc Less(a, b int) bool { return a < b }\n\n// Zero is nothing.\nconst Zero = 0\n",
+		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestLess(t *testing.T) {\n\tif Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n\n" +
+			"func TestBroken(t *testing.T) { t.Fatal(\"fails anyway\") }\n\nfunc TestZero(t *testing.T) {}\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mut := func(name, run, from, to string) *mutation {
+		return &mutation{Name: name, File: "m.go", Module: dir, Packages: []string{"."}, Run: run, Timeout: time.Minute, From: from, To: to}
+	}
+	muts := []*mutation{
+		mut("boundary", "^TestLess$", "a < b", "a <= b"),
+		mut("on-the-broken-test", "^TestBroken$", "a < b", "a > b"),
+		mut("unnoticed", "^TestZero$", "Zero = 0", "Zero = 1"),
+	}
+	r := &runner{root: dir, tmp: t.TempDir(), baseline: true, workers: 2}
+	results, err := r.runAll(context.Background(), muts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{killed, baselineBad, survived}
+	for i, res := range results {
+		if res.m != muts[i] || res.status != want[i] {
+			t.Errorf("%s: %s (%s), want %s", res.m.Name, res.status, res.detail, want[i])
+		}
+	}
+	if !strings.Contains(results[1].detail, "TestBroken") {
+		t.Errorf("the baseline's failure is said as %q, want it to name TestBroken", results[1].detail)
+	}
+}
+
 // TestParseSourceFiles: a binary's files are its packages' Go, assembly
 // and embedded files, by absolute path.
 func TestParseSourceFiles(t *testing.T) {
