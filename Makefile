@@ -12,7 +12,8 @@ GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 # How long one package's tests may take in make test before it is failed
 # as hung: a few times what they take on two cores (the slowest unit
-# package about 40 s, the workloads across real processes about 3.5 min).
+# package about 70 s, the workloads across real processes about three
+# minutes).
 UNIT_TIMEOUT        ?= 5m
 INTEGRATION_TIMEOUT ?= 15m
 BENCH_OUT ?= bench-results
@@ -78,7 +79,7 @@ run: build
 demo-reset:
 	scripts/demo-reset.sh
 
-## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; about seven minutes on two cores
+## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; about five and a half minutes on two cores
 test: rules
 	GO=$(GO) UNIT_PKGS="$(UNIT_PKGS)" UNIT_TIMEOUT=$(UNIT_TIMEOUT) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) FUZZ_INPUTS=$(FUZZ_INPUTS) scripts/test.sh
 
@@ -87,7 +88,7 @@ test-ha:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=1 -timeout 30m -v -run 'TestFailover' ./integration-tests/ha -args -ha
 
-## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken through go -overlay (the working tree untouched), one per CPU side by side, its tests must fail; about ten minutes on two cores (the pages' in Chromium)
+## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken through go -overlay (the working tree untouched), one more than the CPUs side by side, its tests must fail; about nine minutes on two cores (the pages' in Chromium)
 mutate:
 	scripts/test-postgres.sh run $(GO) run ./integration-tests/mutate
 

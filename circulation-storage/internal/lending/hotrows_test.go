@@ -44,7 +44,7 @@ func multiXactRows(ctx context.Context, db *postgres.DB) (map[string]int, error)
 	return marked, err
 }
 
-// TestCheckOutsShareNoRow: 1,000 check-outs of one tenant, eight at a
+// TestCheckOutsShareNoRow: 3,000 check-outs of one tenant, eight at a
 // time, each a patron's own item, take no lock that another check-out of
 // the tenant also takes: no row of the test's database holds a MultiXact
 // afterwards (one is made when two transactions lock one row at once, for
@@ -54,7 +54,9 @@ func multiXactRows(ctx context.Context, db *postgres.DB) (map[string]int, error)
 func TestCheckOutsShareNoRow(t *testing.T) {
 	db, tenant := sampleDatabase(t, 8)
 	ctx := context.Background()
-	const n = 1000
+	// Long enough for check-outs to overlap even on a machine busy with
+	// other work: a MultiXact needs two of them holding the row at once.
+	const n = 3000
 	if _, err := db.Pool.Exec(ctx, postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT $1, md5('p' || g)::uuid, jsonb_build_object('id', md5('p' || g)::uuid, 'barcode', 'p' || g, 'active', true, 'patronGroup', $2::text)
   FROM generate_series(1, $3::int) g`, postgres.TablePatron), string(tenant), records.GroupFaculty, n); err != nil {
