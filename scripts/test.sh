@@ -82,13 +82,18 @@ run_lines() {
   local line status
   local -A pids
   for line in "$@"; do
-    TEST_DATABASE_URL="${server[$line]:-}" "$line" >"$run_dir/$line.log" 2>&1 &
+    (
+      status=0
+      TEST_DATABASE_URL="${server[$line]:-}" "$line" >"$run_dir/$line.log" 2>&1 || status=$?
+      echo "$((SECONDS - phase_start))" >"$run_dir/$line.ended"
+      exit "$status"
+    ) &
     pids[$line]=$!
   done
   local failed=()
   for line in "$@"; do
     if wait "${pids[$line]}"; then status=passed; else status=FAILED; failed+=("$line"); fi
-    echo "== $line $status ($((SECONDS - phase_start)) s into the run); its log:"
+    echo "== $line $status (it ended $(cat "$run_dir/$line.ended") s into the run); its log:"
     cat "$run_dir/$line.log"
   done
   if [ "${#failed[@]}" -gt 0 ]; then

@@ -383,10 +383,6 @@ func (b *baseline) add(m *mutation) {
 // baselineMaxTimeout bounds a baseline's go test -timeout.
 const baselineMaxTimeout = 15 * time.Minute
 
-// baselineParallel is how many of a baseline's tests run at once (go
-// test's -parallel), as make test runs the workloads.
-const baselineParallel = 4
-
 // failsFor says whether the baseline's failures concern m: a failure that
 // names no test concerns all of them, a named one those whose -run
 // pattern selects it.
@@ -524,7 +520,9 @@ func (r *runner) runBaseline(ctx context.Context, b *baseline) {
 		env = []string{harness.BinDirVariable + "=" + r.bins.dir}
 	}
 	start := time.Now()
-	out, err := r.tests.runTests(ctx, testRun{m: b.m, timeout: b.m.Timeout, env: env, parallel: baselineParallel}, "")
+	// go test's default -parallel, as each mutation's own run has: the
+	// tests are timed against the same load, the other workers' runs.
+	out, err := r.tests.runTests(ctx, testRun{m: b.m, timeout: b.m.Timeout, env: env}, "")
 	elapsed := time.Since(start)
 	if ctx.Err() != nil {
 		return
@@ -538,7 +536,7 @@ func (r *runner) runBaseline(ctx context.Context, b *baseline) {
 		if !bytes.Contains(out, []byte("panic:")) {
 			b.failed = failedTests(out)
 		}
-		fmt.Fprintf(os.Stderr, "\n--- baseline of %s (%d patterns) FAILED ---\n%s\n", pkgs(b.m), len(b.runs), tail(out, 40))
+		fmt.Fprintf(os.Stderr, "\n--- baseline of %s (%d patterns) FAILED ---\n%s\n", pkgs(b.m), len(b.runs), failures(out, 60))
 	} else {
 		fmt.Fprintf(os.Stderr, "baseline of %s (%d patterns): ok (%.1fs)\n", pkgs(b.m), len(b.runs), elapsed.Seconds())
 	}
@@ -697,6 +695,26 @@ func firstLine(out []byte) string {
 		}
 	}
 	return ""
+}
+
+// testLine is a line a test wrote of itself (t.Log, t.Error) or go
+// test's verdict on one: what says why a run failed, without the logs of
+// the processes it started.
+var testLine = regexp.MustCompile(`^\s*(--- FAIL|\S+_test\.go:\d+: |panic: )`)
+
+// failures is the last n of out's testLine lines, or its tail when it has
+// none.
+func failures(out []byte, n int) string {
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if testLine.MatchString(l) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return tail(out, n)
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func tail(out []byte, n int) string {

@@ -81,8 +81,6 @@ type testRun struct {
 	// package whose test binary compiles that file is built with it.
 	overlay string
 	env     []string
-	// parallel is the tests' -test.parallel (0: go test's default).
-	parallel int
 }
 
 // runTests runs r's packages' tests, one package after another, each
@@ -140,9 +138,6 @@ func runTestBinary(ctx context.Context, pkgDir, bin string, r testRun) ([]byte, 
 	}
 	if r.m.Run != "" {
 		args = append(args, "-test.run="+r.m.Run)
-	}
-	if r.parallel > 0 {
-		args = append(args, "-test.parallel="+strconv.Itoa(r.parallel))
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = pkgDir
