@@ -12,10 +12,10 @@
 //
 // The working tree is never written: the mutated copy of the file lives in
 // a temporary directory and reaches the compiler through go's -overlay
-// flag, so mutations run side by side (-j, one more than the CPUs by
-// default). A mutation whose tests start the real binaries (the
-// integration-tests package) gets them built with the same overlay into
-// its temporary directory, handed to the tests in CHECKOUT_LOCK_BIN_DIR.
+// flag, so mutations run side by side (-j, one per CPU by default). A
+// mutation whose tests start the real binaries (the integration-tests
+// package) gets them built with the same overlay into its temporary
+// directory, handed to the tests in CHECKOUT_LOCK_BIN_DIR.
 // A binary, or a package's test binary, that does not compile the mutated
 // file is the one built once from the unmodified tree: most mutations
 // rebuild one service, and run the integration tests' binary as it is.
@@ -83,9 +83,10 @@ func run() int {
 	root := flag.String("root", "", "the repository (default: the directory holding go.work, from the current one up)")
 	verbose := flag.Bool("v", false, "print the tests' output of every run")
 	wide := flag.Bool("wide", false, "ignore the entries' run: patterns and -failfast, to see every test that kills each mutation")
-	// One more than the cores: much of a mutation's tests is waiting on
-	// processes, PostgreSQL and real timeouts.
-	workers := flag.Int("j", runtime.NumCPU()+1, "how many mutations and baselines to run at once")
+	// One per core: with more, or beside other work, tests timed against
+	// real timeouts (bursts against a wait, MultiXacts of overlapping
+	// check-outs) stop telling a mutation from the load.
+	workers := flag.Int("j", runtime.NumCPU(), "how many mutations and baselines to run at once")
 	flag.Parse()
 
 	dir, err := findRoot(*root)
