@@ -66,17 +66,9 @@ func dotted(pkgs []string) []string {
 // through a symbolic link), no mutation's file would be found in it, and
 // every binary would silently run unmutated.
 func sourceFiles(ctx context.Context, root, pkg string) (map[string]bool, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-json=Dir,GoFiles,CgoFiles,SFiles,CFiles,HFiles,EmbedFiles", "./"+pkg)
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	files, err := listFiles(ctx, root, "-json=Dir,GoFiles,CgoFiles,SFiles,CFiles,HFiles,EmbedFiles", "./"+pkg)
 	if err != nil {
-		return nil, fmt.Errorf("go list %s: %v\n%s", pkg, err, stderr.Bytes())
-	}
-	files, err := parseSourceFiles(out)
-	if err != nil {
-		return nil, fmt.Errorf("go list %s: %w", pkg, err)
+		return nil, err
 	}
 	for f := range files {
 		if strings.HasPrefix(f, root+string(filepath.Separator)) {
@@ -84,6 +76,23 @@ func sourceFiles(ctx context.Context, root, pkg string) (map[string]bool, error)
 		}
 	}
 	return nil, fmt.Errorf("go list %s names no file under %s", pkg, root)
+}
+
+// listFiles is the set of files of go list -deps with args, run in dir.
+func listFiles(ctx context.Context, dir string, args ...string) (map[string]bool, error) {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"list", "-deps"}, args...)...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list %s in %s: %v\n%s", strings.Join(args, " "), dir, err, stderr.Bytes())
+	}
+	files, err := parseSourceFiles(out)
+	if err != nil {
+		return nil, fmt.Errorf("go list %s in %s: %w", strings.Join(args, " "), dir, err)
+	}
+	return files, nil
 }
 
 // parseSourceFiles reads go list -json's stream of packages into the set

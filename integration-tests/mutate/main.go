@@ -633,7 +633,14 @@ func writeOverlay(dir, path string, content []byte) (string, error) {
 // goCommand runs go with args in dir, its output combined, in a process
 // group of its own that is killed when ctx ends.
 func goCommand(ctx context.Context, dir string, env []string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "go", args...)
+	return command(ctx, dir, env, "go", args...)
+}
+
+// command runs name with args in dir, with env added to this process's,
+// its output combined, in a process group of its own that is killed when
+// ctx ends.
+func command(ctx context.Context, dir string, env []string, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	if env != nil {
 		cmd.Env = append(cmd.Environ(), env...)

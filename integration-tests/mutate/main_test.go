@@ -116,11 +116,7 @@ func TestRunAll(t *testing.T) {
 		"m.go":      "package m\n\n// Less says whether a comes first.\nfunc Less(a, b int) bool { return a < b }\n",
 		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestLess(t *testing.T) {\n\tif Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n",
 	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	mut := func(name, from, to string) *mutation {
 		return &mutation{Name: name, File: "m.go", Module: dir, Packages: []string{"."}, Timeout: time.Minute, From: from, To: to}
 	}
@@ -164,11 +160,7 @@ func TestABaselineFailureConcernsOnlyItsTests(t *testing.T) {
 		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestLess(t *testing.T) {\n\tif Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n\n" +
 			"func TestBroken(t *testing.T) { t.Fatal(\"fails anyway\") }\n\nfunc TestZero(t *testing.T) {}\n",
 	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	mut := func(name, run, from, to string) *mutation {
 		return &mutation{Name: name, File: "m.go", Module: dir, Packages: []string{"."}, Run: run, Timeout: time.Minute, From: from, To: to}
 	}
@@ -190,6 +182,16 @@ func TestABaselineFailureConcernsOnlyItsTests(t *testing.T) {
 	}
 	if !strings.Contains(results[1].detail, "TestBroken") {
 		t.Errorf("the baseline's failure is said as %q, want it to name TestBroken", results[1].detail)
+	}
+}
+
+// writeFiles writes each file of files, by name, into dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

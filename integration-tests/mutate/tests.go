@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -60,16 +58,8 @@ func (tb *testBinaries) get(ctx context.Context, pkgDir string) *testBinary {
 // binary of the package in pkgDir is compiled from: its tests' files, the
 // package's and every import's.
 func testSourceFiles(ctx context.Context, pkgDir string) (map[string]bool, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-test",
+	return listFiles(ctx, pkgDir, "-test",
 		"-json=Dir,GoFiles,CgoFiles,SFiles,CFiles,HFiles,EmbedFiles,TestGoFiles,XTestGoFiles,TestEmbedFiles,XTestEmbedFiles", ".")
-	cmd.Dir = pkgDir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("go list -test %s: %v\n%s", pkgDir, err, stderr.Bytes())
-	}
-	return parseSourceFiles(out)
 }
 
 // testRun is what runTests needs of one run: the mutation (or a baseline)
@@ -139,13 +129,5 @@ func runTestBinary(ctx context.Context, pkgDir, bin string, r testRun) ([]byte, 
 	if r.m.Run != "" {
 		args = append(args, "-test.run="+r.m.Run)
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = pkgDir
-	cmd.Env = append(os.Environ(), r.env...)
-	ownProcessGroup(cmd)
-	cmd.WaitDelay = 10 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.Bytes(), err
+	return command(ctx, pkgDir, r.env, bin, args...)
 }
