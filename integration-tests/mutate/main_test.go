@@ -110,13 +110,12 @@ func TestRunAll(t *testing.T) {
 		t.Skip("runs go test")
 	}
 	t.Parallel()
-	dir := t.TempDir()
 	files := map[string]string{
 		"go.mod":    "module example.com/m\n\ngo 1.26\n",
 		"m.go":      "package m\n\n// Less says whether a comes first.\nfunc Less(a, b int) bool { return a < b }\n",
 		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestLess(t *testing.T) {\n\tif Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n",
 	}
-	writeFiles(t, dir, files)
+	dir := writeModule(t, files)
 	mut := func(name, from, to string) *mutation {
 		return &mutation{Name: name, File: "m.go", Module: dir, Packages: []string{"."}, Timeout: time.Minute, From: from, To: to}
 	}
@@ -153,14 +152,13 @@ func TestABaselineFailureConcernsOnlyItsTests(t *testing.T) {
 		t.Skip("runs go test")
 	}
 	t.Parallel()
-	dir := t.TempDir()
 	files := map[string]string{
 		"go.mod": "module example.com/m\n\ngo 1.26\n",
 		"m.go":   "package m\n\n// Less says whether a comes first.\nfunc Less(a, b int) bool { return a < b }\n\n// Zero is nothing.\nconst Zero = 0\n",
 		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestLess(t *testing.T) {\n\tif Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n\n" +
 			"func TestBroken(t *testing.T) { t.Fatal(\"fails anyway\") }\n\nfunc TestZero(t *testing.T) {}\n",
 	}
-	writeFiles(t, dir, files)
+	dir := writeModule(t, files)
 	mut := func(name, run, from, to string) *mutation {
 		return &mutation{Name: name, File: "m.go", Module: dir, Packages: []string{"."}, Run: run, Timeout: time.Minute, From: from, To: to}
 	}
@@ -185,14 +183,17 @@ func TestABaselineFailureConcernsOnlyItsTests(t *testing.T) {
 	}
 }
 
-// writeFiles writes each file of files, by name, into dir.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
+// writeModule writes each file of files, by name, into a temporary
+// directory, and returns the directory.
+func writeModule(t *testing.T, files map[string]string) string {
 	t.Helper()
+	dir := t.TempDir()
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return dir
 }
 
 // TestParseSourceFiles: a binary's files are its packages' Go, assembly
