@@ -83,7 +83,11 @@ var (
 	Loans = Resource{Name: "Loan", Path: "/loan-storage/loans", Plural: "loans",
 		Schema: "loan.json", CollectionSchema: "loans.json",
 		Filters: []Filter{{Param: "userId", Kind: FilterUUID}, {Param: "itemId", Kind: FilterUUID},
-			{Param: "status", Kind: FilterText, Values: []string{"Open", "Closed"}}}}
+			{Param: "status", Kind: FilterText, Values: []string{"Open", "Closed"}}},
+		// A loan's writes (a check-in, a renewal, a loan action) name the
+		// version they read; the record route's plain update may leave it
+		// out, as FOLIO's clients of loan storage do.
+		Versioned: true, VersionOptional: true}
 	ManualBlocks = Resource{Name: "Manual block", Path: "/manualblocks", Plural: "manualblocks",
 		Schema: "manualblock.json", CollectionSchema: "manualblocks.json",
 		Filters: []Filter{{Param: "userId", Kind: FilterUUID}}}
@@ -264,6 +268,10 @@ type CheckInWrite struct {
 	// next version (else CodeVersionConflict), so a check-in whose answer
 	// is lost leaves the item and its loan agreeing either way.
 	ItemVersion int
+	// LoanVersion is the loan's _version the check-in read: the loan is
+	// closed only at it (else CodeLoanChanged), so a check-in and
+	// another write of the loan at once never undo each other.
+	LoanVersion int
 }
 
 // CheckOutWritten is what a check-out's write did.
@@ -290,15 +298,17 @@ type LoanWriter interface {
 }
 
 // RenewalWrite is an open loan to replace with its renewal: written only
-// while the loan is open, its borrower's and of its item, at the renewal
-// count the renewal read (CodeLoanChanged when another renewal came
-// first: two renewals of one loan at once renew it once), the new
+// while the loan is open, its borrower's and of its item, at the loan's
+// version and the renewal count the renewal read (CodeLoanChanged when
+// another write of the loan came first: two renewals of one loan at once
+// renew it once, and a renewal never undoes a claim or a check-in), the new
 // document's count one more and its action renewed, and while the item
 // has no open recall (CodeRenewalBlockedByRecall); the renewal is
 // announced (EventRenewed) in the same transaction.
 type RenewalWrite struct {
 	LoanID       string
 	Loan         json.RawMessage
+	LoanVersion  int
 	RenewalCount int
 }
 
@@ -306,12 +316,14 @@ type RenewalWrite struct {
 // keep it open and change its item's status (FOLIO's claim item returned
 // and declare item lost; LoanActionItemStatus): in the same transaction
 // the item takes the action's status at the version after ItemVersion
-// (else CodeVersionConflict), and the loan stays open, its borrower's and
-// of its item.
+// (else CodeVersionConflict), and the loan, at the version LoanVersion the
+// action read (else CodeLoanChanged), stays open, its borrower's and of
+// its item.
 type LoanActionWrite struct {
 	LoanID      string
 	Loan        json.RawMessage
 	ItemVersion int
+	LoanVersion int
 }
 
 // LoanActionItemStatus is the item status each loan action that keeps its

@@ -24,14 +24,33 @@ type CheckInResult struct {
 	Loan *Loan
 }
 
+// checkInAttempts bounds how often a check-in reads its item and loan
+// again after another write of the loan came first.
+const checkInAttempts = 3
+
 // CheckIn makes an item available and closes its open loan, both in one
 // storage transaction, so the item and its loan never disagree, whatever
 // fails: a check-in whose answer is lost is settled by reading the loan
-// back.
+// back. The loan is closed only at the version read; when another write
+// of it (a renewal, a claim) came first, the check-in reads the item and
+// its loan again and is judged anew, up to checkInAttempts times: the book
+// is in hand, and its return is what the desk asked for.
 func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResult, error) {
 	if req.CheckInDate.IsZero() {
 		req.CheckInDate = s.now().UTC().Truncate(time.Millisecond)
 	}
+	var res CheckInResult
+	var err error
+	for range checkInAttempts {
+		if res, err = s.checkInOnce(ctx, req); !errs.IsCode(err, schemas.CodeLoanChanged) {
+			break
+		}
+	}
+	return res, err
+}
+
+// checkInOnce is one attempt of CheckIn.
+func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInResult, error) {
 	item, err := s.storage.ItemByBarcode(ctx, req.ItemBarcode)
 	if errs.IsKind(err, errs.KindNotFound) {
 		return CheckInResult{}, &errs.Refusal{Errors: []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemBarcodeNotFound,
@@ -71,6 +90,8 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 	switch {
 	case err == nil:
 		return CheckInResult{Item: stored, Loan: &closed}, nil
+	case errs.IsCode(err, schemas.CodeLoanChanged):
+		return CheckInResult{}, loanChangedMeanwhile(err).With("itemBarcode", req.ItemBarcode)
 	case errs.IsKind(err, errs.KindConflict):
 		return CheckInResult{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").

@@ -107,6 +107,8 @@ func (s *Service) actOnLoan(ctx context.Context, loan Loan, item Item) error {
 	switch {
 	case err == nil:
 		return nil
+	case errs.IsCode(err, schemas.CodeLoanChanged):
+		return loanChangedMeanwhile(err).With("loanId", loan.ID)
 	case errs.IsKind(err, errs.KindConflict):
 		return errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").With("itemId", item.ID).Because(err)
@@ -123,6 +125,14 @@ func (s *Service) actOnLoan(ctx context.Context, loan Loan, item Item) error {
 			slog.String("loan_id", loan.ID), slog.String("action", loan.Action), slog.Any("error", err))
 	}
 	return err
+}
+
+// loanChangedMeanwhile is the answer to a write of a loan that storage
+// refused because another write of the loan (a renewal, a claim, a
+// declaration of loss, a check-in) came first: nothing was changed.
+func loanChangedMeanwhile(err error) *errs.Error {
+	return errs.Errorf(errs.KindConflict, schemas.CodeLoanChanged,
+		"The loan was changed by another request meanwhile; nothing was changed, try again").Because(err)
 }
 
 // refusal is one reason a request is refused, as FOLIO refuses: an

@@ -92,6 +92,30 @@ func TestDeclaredLostStillCounts(t *testing.T) {
 	s.store.WantUnchanged(before)
 }
 
+// TestDeclaredLostWithoutACommentStoresAnEmptyOne: a declaration of loss
+// without a comment stores actionComment "", as FOLIO's does, in place of
+// the comment the loan carried (an override's, say).
+func TestDeclaredLostWithoutACommentStoresAnEmptyOne(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.svc.ClaimItemReturned(okapi(t), res.Loan.ID, circulation.ClaimItemReturnedRequest{At: start, Comment: "In the book drop"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.svc.DeclareItemLost(okapi(t), res.Loan.ID, circulation.DeclareItemLostRequest{ServicePointID: servicePoint}); err != nil {
+		t.Fatal(err)
+	}
+	var loan map[string]any
+	s.store.Send(http.MethodGet, "/loan-storage/loans/"+res.Loan.ID, nil, &loan, http.StatusOK)
+	if c, ok := loan["actionComment"]; !ok || c != "" || loan["action"] != circulation.ActionDeclaredLost {
+		t.Errorf("the loan declared lost without a comment: action %v, actionComment %#v (present %v); want declaredLost and \"\"",
+			loan["action"], c, ok)
+	}
+}
+
 // TestLoanActionRefusals: FOLIO's refusals, each writing nothing: a
 // claim without its date, a declaration without a service point, a
 // closed loan, a loan that does not exist.

@@ -284,6 +284,10 @@ type Loan struct {
 	// they returned the item and when it was declared lost (zero when
 	// neither happened).
 	ClaimedReturnedDate, DeclaredLostDate time.Time
+	// Version is the loan's _version as read: each write of the loan is
+	// made at it (storage refuses it with LOAN_CHANGED when another write
+	// came first).
+	Version int
 	// Doc is the record as storage holds it, for updates.
 	Doc json.RawMessage
 }
@@ -395,9 +399,9 @@ type Storage interface {
 	ActOnLoan(ctx context.Context, loan Loan, item Item) error
 	// RenewLoan is a renewal's write: the loan (its Doc with the renewal's
 	// fields: due date, policy, action, count) replaces the stored one
-	// only while storage holds it open at renewal count count and its item
+	// only while storage holds it open at the version read and renewal count count and its item
 	// has no open recall (CodeRenewalBlockedByRecall), else nothing is
-	// written (CodeLoanChanged when another renewal came first). It
+	// written (CodeLoanChanged when another write of the loan came first). It
 	// returns the loan as stored.
 	RenewLoan(ctx context.Context, loan Loan, count int) (Loan, error)
 	ItemByID(ctx context.Context, id string) (Item, error)

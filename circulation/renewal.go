@@ -26,6 +26,9 @@ type RenewResult struct {
 	// Details, or the patron's right PIN); when not, Patron is Unnamed and
 	// the answer names no borrower beyond the barcode the caller gave.
 	Named bool
+	// PolicyName is the name of the loan policy the loan was renewed
+	// under (FOLIO's loanPolicy.name).
+	PolicyName string
 }
 
 // ActionRenewed is a renewed loan's action.
@@ -35,9 +38,11 @@ const ActionRenewed = "renewed"
 // mod-circulation's RenewByBarcodeResource does: every refusal at once,
 // in FOLIO's order and words; the new due date from the policy the rules
 // choose now, counted from the current due date or from now as the
-// policy says. The write renews the loan only at the renewal count read
-// and while the item has no open recall (storage checks both in it), so
-// two renewals of one loan at once renew it once.
+// policy says. The write renews the loan only at the version and renewal
+// count read and while the item has no open recall (storage checks all
+// in it), so two renewals of one loan at once renew it once, and a
+// renewal beside a claim, a declaration of loss or a check-in never
+// undoes it.
 //
 // A self-check machine (no Access.Details) renews without the patron's
 // PIN only where the tenant does not require it: where it does, it is
@@ -83,9 +88,9 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 	defer cancel()
 	done := func(stored Loan) (RenewResult, error) {
 		if named {
-			return RenewResult{Loan: stored, Item: *item, Patron: *patron, Named: true}, nil
+			return RenewResult{Loan: stored, Item: *item, Patron: *patron, Named: true, PolicyName: policy.Name}, nil
 		}
-		return RenewResult{Loan: stored, Item: *item, Patron: patron.Unnamed()}, nil
+		return RenewResult{Loan: stored, Item: *item, Patron: patron.Unnamed(), PolicyName: policy.Name}, nil
 	}
 	stored, err := s.storage.RenewLoan(ctx, renewed, loan.RenewalCount)
 	switch {
@@ -95,8 +100,7 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
 			"items cannot be renewed when there is an active recall request").Because(err))
 	case errs.IsCode(err, schemas.CodeLoanChanged):
-		return RenewResult{}, errs.Errorf(errs.KindConflict, schemas.CodeLoanChanged,
-			"The loan was renewed by another request meanwhile; nothing was changed").With("itemBarcode", req.ItemBarcode).Because(err)
+		return RenewResult{}, loanChangedMeanwhile(err).With("itemBarcode", req.ItemBarcode)
 	case !ambiguous(err):
 		return RenewResult{}, err
 	}

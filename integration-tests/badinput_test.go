@@ -54,6 +54,7 @@ func TestWorkloadBadInput(t *testing.T) {
 		{name: "truncated JSON", method: "POST", path: "/circulation/check-out-by-barcode", body: `{"itemBarcode":`, status: 400, code: "MALFORMED_JSON"},
 		{name: "trailing garbage", method: "POST", path: "/circulation/check-out-by-barcode", body: checkOut("") + "x", status: 400, code: "MALFORMED_JSON"},
 		{name: "empty body", method: "POST", path: "/circulation/check-out-by-barcode", body: "", status: 400, code: "MALFORMED_JSON"},
+		{name: "a member named twice", method: "POST", path: "/circulation/renew-by-barcode", body: `{"itemBarcode":"` + item + `","userBarcode":"` + patron + `","itemBarcode":"` + lib.Items[0][1] + `"}`, status: 400, code: "MALFORMED_JSON"},
 		{name: "array body", method: "POST", path: "/circulation/check-out-by-barcode", body: `[]`, status: 422, code: "VALIDATION_FAILED"},
 		{name: "wrong type", method: "POST", path: "/circulation/check-out-by-barcode", body: `{"itemBarcode":5,"userBarcode":"` + patron + `","servicePointId":"` + sp + `"}`, status: 422, code: "VALIDATION_FAILED"},
 		{name: "missing servicePointId", method: "POST", path: "/circulation/check-out-by-barcode", body: `{"itemBarcode":"` + item + `","userBarcode":"` + patron + `"}`, status: 422, code: "VALIDATION_FAILED"},
@@ -84,6 +85,7 @@ func TestWorkloadBadInput(t *testing.T) {
 		{name: "wrong method", method: "DELETE", path: "/circulation/check-out-by-barcode", status: 405, code: "METHOD_NOT_ALLOWED"},
 
 		{name: "storage: lock body not JSON", storage: true, method: "POST", path: "/check-out-lock-storage", body: `userId=1`, status: 400, code: "MALFORMED_JSON"},
+		{name: "storage: a member named twice", storage: true, method: "POST", path: "/check-out-lock-storage", body: `{"userId":"` + sp + `","ttlMs":1000,"ttlMs":2000}`, status: 400, code: "MALFORMED_JSON"},
 		{name: "storage: lock ttl 0", storage: true, method: "POST", path: "/check-out-lock-storage", body: `{"userId":"` + sp + `","ttlMs":0}`, status: 422, code: "VALIDATION_FAILED"},
 		{name: "storage: lock bad user", storage: true, method: "POST", path: "/check-out-lock-storage", body: `{"userId":"🙂"}`, status: 422, code: "VALIDATION_FAILED"},
 		{name: "storage: lock id", storage: true, method: "DELETE", path: "/check-out-lock-storage/1%27%20OR%201=1", status: 400, code: "INVALID_ID"},

@@ -102,18 +102,6 @@ func TestLoanActionsNeedTheirPermission(t *testing.T) {
 	lib := c.SetupLibrary(1, 3, 1)
 	patron, items := lib.Patrons[0], lib.Items[0]
 	c.CheckOut(0, items[0], patron).Want(t, http.StatusCreated)
-	loanOf := func(item string) string {
-		t.Helper()
-		var page struct {
-			Loans []struct{ ID string } `json:"loans"`
-		}
-		c.Do(c.Storage, "GET", "/loan-storage/loans?itemId="+c.IDOf(t, "/item-storage/items", "items", item)+"&status=Open", nil).
-			Want(t, http.StatusOK).Decode(t, &page)
-		if len(page.Loans) != 1 {
-			t.Fatalf("%d open loans of %s, want 1", len(page.Loans), item)
-		}
-		return page.Loans[0].ID
-	}
 	act := func(role, loan, action string, body map[string]any) harness.Response {
 		t.Helper()
 		return c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loan+"/"+action, body,
@@ -122,7 +110,7 @@ func TestLoanActionsNeedTheirPermission(t *testing.T) {
 	claim := map[string]any{"itemClaimedReturnedDateTime": "2026-03-05T12:00:00.000Z", "comment": "In the book drop"}
 	lost := map[string]any{"servicePointId": "c4c90014-c8c9-4ade-8f24-b5e313319f4b", "comment": "Not seen since March"}
 
-	first := loanOf(items[0])
+	first := openLoanID(t, c, items[0])
 	before := c.Snapshot(t)
 	for action, body := range map[string]map[string]any{"claim-item-returned": claim, "declare-item-lost": lost} {
 		r := act(schemas.RoleSelfCheck, first, action, body).Want(t, http.StatusForbidden)
@@ -138,7 +126,7 @@ func TestLoanActionsNeedTheirPermission(t *testing.T) {
 
 	act(schemas.RoleLibrarian, first, "claim-item-returned", claim).Want(t, http.StatusNoContent)
 	c.CheckOut(0, items[1], patron).Want(t, http.StatusCreated)
-	act(schemas.RoleLibrarian, loanOf(items[1]), "declare-item-lost", lost).Want(t, http.StatusNoContent)
+	act(schemas.RoleLibrarian, openLoanID(t, c, items[1]), "declare-item-lost", lost).Want(t, http.StatusNoContent)
 	r := c.CheckOut(0, items[2], patron).Want(t, http.StatusUnprocessableEntity)
 	if !strings.Contains(string(r.Body), "ITEM_LIMIT_LOAN_TYPE") {
 		t.Errorf("check-out past a loan declared lost: %s, want the item limit", r.Body)

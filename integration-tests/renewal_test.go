@@ -78,9 +78,17 @@ func TestRenewalsOverHTTPAndSIP2(t *testing.T) {
 		DueDate      string `json:"dueDate"`
 		RenewalCount int    `json:"renewalCount"`
 		Action       string `json:"action"`
+		LoanPolicy   struct {
+			Name string `json:"name"`
+		} `json:"loanPolicy"`
 	}
+	var policy struct {
+		Name string `json:"name"`
+	}
+	c.Do(c.Storage, "GET", "/loan-policy-storage/loan-policies/"+lib.PolicyID, nil).Want(t, http.StatusOK).Decode(t, &policy)
 	renew(items[0]).Want(t, http.StatusOK).Decode(t, &loan)
-	if loan.RenewalCount != 1 || loan.Action != "renewed" || renewalCount(t, c, items[0]) != 1 || renewalEvents(t, c) != 1 {
+	if loan.RenewalCount != 1 || loan.Action != "renewed" || loan.LoanPolicy.Name != policy.Name || policy.Name == "" ||
+		renewalCount(t, c, items[0]) != 1 || renewalEvents(t, c) != 1 {
 		t.Fatalf("renewed loan %+v (stored count %d, %d events), want count 1, renewed, one event", loan, renewalCount(t, c, items[0]),
 			renewalEvents(t, c))
 	}
@@ -127,6 +135,11 @@ func TestRenewalsOverHTTPAndSIP2(t *testing.T) {
 		!slices.Equal(not, []string{items[0], items[1], items[3]}) ||
 		!strings.Contains(harness.SIP2Field(got, "AF"), items[3]+": items cannot be renewed when there is an active recall request") {
 		t.Errorf("65: %q, want %s renewed, the rest not, with FOLIO's reasons", got, items[2])
+	}
+	// Nothing left to renew: the renew all was processed all the same
+	// (ok 1, as Koha and Evergreen answer), every item listed not renewed.
+	if got := k.Send("65" + harness.SIP2Date() + "AOdiku|AA" + patron + "|AD7319|"); !strings.HasPrefix(got, "66100000004") {
+		t.Errorf("a 65 that could renew nothing: %q, want ok 1, none renewed, four not", got)
 	}
 	if n := renewalEvents(t, c); n != 3 {
 		t.Errorf("%d RENEWED events, want one per renewal: 3", n)
@@ -233,17 +246,6 @@ func TestEachRenewalRefusalOverHTTPAndSIP2(t *testing.T) {
 	k.Login("user_id", "passw0rd")
 	userID := func(patron string) string { return c.IDOf(t, "/users", "users", patron) }
 	itemID := func(item string) string { return c.IDOf(t, "/item-storage/items", "items", item) }
-	loanOf := func(item string) string {
-		t.Helper()
-		var page struct {
-			Loans []struct{ ID string } `json:"loans"`
-		}
-		c.Do(c.Storage, "GET", "/loan-storage/loans?itemId="+itemID(item)+"&status=Open", nil).Want(t, http.StatusOK).Decode(t, &page)
-		if len(page.Loans) != 1 {
-			t.Fatalf("%d open loans of %s, want 1", len(page.Loans), item)
-		}
-		return page.Loans[0].ID
-	}
 	request := func(kind, item string) {
 		c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": kind, "requestLevel": "Item",
 			"requestDate": "2026-01-01T10:00:00.000Z", "requesterId": userID(lib.Patrons[4]), "itemId": itemID(item),
@@ -264,11 +266,11 @@ func TestEachRenewalRefusalOverHTTPAndSIP2(t *testing.T) {
 			code:    "RENEWAL_BLOCKED_BY_HOLD_REQUEST",
 			message: "Items with this loan policy cannot be renewed when there is an active, pending hold request"},
 		{name: "claimed returned", patron: lib.Patrons[0], item: p0[2], arrange: func() {
-			c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loanOf(p0[2])+"/claim-item-returned",
+			c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+openLoanID(t, c, p0[2])+"/claim-item-returned",
 				map[string]any{"itemClaimedReturnedDateTime": "2026-03-05T12:00:00.000Z"}, librarian).Want(t, http.StatusNoContent)
 		}, code: "ITEM_CLAIMED_RETURNED_NOT_RENEWABLE", message: "item is Claimed returned"},
 		{name: "declared lost", patron: lib.Patrons[1], item: p1[0], arrange: func() {
-			c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loanOf(p1[0])+"/declare-item-lost",
+			c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+openLoanID(t, c, p1[0])+"/declare-item-lost",
 				map[string]any{"servicePointId": harness.ServicePoint}, librarian).Want(t, http.StatusNoContent)
 		}, code: "ITEM_DECLARED_LOST_NOT_RENEWABLE", message: "item is Declared lost"},
 		{name: "another patron's item", patron: lib.Patrons[0], item: p1[1],

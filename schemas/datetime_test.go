@@ -26,6 +26,14 @@ func TestDatesThisServiceCanComputeWith(t *testing.T) {
 		{"2026-01-31T23:59:60Z", false},
 		{"2026-01-31", false},
 		{"2026-01-31T17:00:00", false},
+		{"2026-01-31T17:00:00+18:00", true},
+		{"2026-01-31T17:00:00-18:00", true},
+		{"2026-01-31T17:00:00+05:45", true},
+		{"2026-01-31T17:00:00+24:00", false},
+		{"2026-01-31T17:00:00-24:00", false},
+		{"2026-01-31T17:00:00+18:01", false},
+		{"2026-01-31T17:00:00+00:60", false},
+		{"2026-01-31T17:00:00.5-19:00", false},
 	} {
 		_, err := ParseDateTime(tc.in)
 		if (err == nil) != tc.ok {
@@ -56,7 +64,8 @@ func TestOutOfRangeDatesNameTheirField(t *testing.T) {
 // years and reads back as itself once written as the services write dates.
 func FuzzDateTimeIsTheSchemas(f *testing.F) {
 	for _, s := range []string{"2026-01-31T17:00:00Z", "0000-01-01T00:00:00Z", "1900-01-01T00:30:00+01:00",
-		"9999-12-31T23:59:59.999999999Z", "2026-02-30T00:00:00Z", "2026-01-31t17:00:00z", "", "x"} {
+		"9999-12-31T23:59:59.999999999Z", "2026-02-30T00:00:00Z", "2026-01-31t17:00:00z", "", "x",
+		"2026-01-31T17:00:00+24:00", "2026-01-31T17:00:00+00:60", "2026-01-31T17:00:00-18:00"} {
 		f.Add(s)
 	}
 	set := MustLoad()

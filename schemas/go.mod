@@ -8,3 +8,5 @@ require (
 	github.com/google/uuid v1.6.0
 	golang.org/x/text v0.42.0
 )
+
+require github.com/go-json-experiment/json v1.27.2

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -148,7 +149,30 @@ func Decode(data []byte) (any, error) {
 	if len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0 {
 		return nil, errors.New("invalid character after top-level value")
 	}
+	if err := uniqueNames(data); err != nil {
+		return nil, err
+	}
 	return doc, nil
+}
+
+// uniqueNames refuses an object that names a member twice: RFC 8259
+// leaves such a document's meaning to the reader (encoding/json takes the
+// last), so a body that says "itemBarcode" twice would be judged on one
+// barcode by one reader and another by the next. jsontext refuses
+// duplicate names by default; its error names the member and where it is.
+// Strings that are not UTF-8 are left to the rules that read them, as
+// encoding/json leaves them.
+func uniqueNames(data []byte) error {
+	err := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowInvalidUTF8(true)).SkipValue()
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) && se.Err == jsontext.ErrDuplicateName {
+		where := "the body"
+		if parent := se.JSONPointer.Parent(); parent != "" {
+			where = "the object at " + string(parent)
+		}
+		return fmt.Errorf("the member %q is named more than once in %s", se.JSONPointer.LastToken(), where)
+	}
+	return err
 }
 
 // Validate checks a decoded document (see Decode) against the named schema.

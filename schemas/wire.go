@@ -200,8 +200,9 @@ const (
 	CodeItemLimitReached = "ITEM_LIMIT_REACHED"
 	CodeItemChanged      = "ITEM_CHANGED"
 	CodeNoOpenLoan       = "NO_OPEN_LOAN"
-	// CodeLoanChanged: a renewal found the loan renewed (or otherwise
-	// changed) since it read it; nothing was written.
+	// CodeLoanChanged: a write of a loan (a check-in, a renewal, a claim
+	// returned, a declaration of loss) found the loan changed by another
+	// write since it read it (its _version moved on); nothing was written.
 	CodeLoanChanged = "LOAN_CHANGED"
 
 	// FOLIO's renewal refusals (mod-circulation's RenewalValidator and

@@ -133,7 +133,8 @@ func TestCQLQueries(t *testing.T) {
 		{"/loan-storage/loans", `userId==` + f.id["ada"] + ` and status.name=="Open"`, []string{"l1"}, false},
 		{"/loan-storage/loans", `loanDate>"2024-02-15" sortBy loanDate/sort.descending`, []string{"l2", "l1"}, true},
 		{"/loan-storage/loans", `itemId==(` + f.id["i1"] + ` or ` + f.id["i3"] + `) sortBy loanDate`, []string{"l3", "l2"}, true},
-		{"/loan-storage/loans", `_version>=1`, nil, false}, // loans have no _version
+		{"/loan-storage/loans", `_version>=1`, []string{"l1", "l2", "l3"}, false}, // every loan has a _version
+		{"/loan-storage/loans", `_version>=2`, nil, false},
 	}
 	plural := map[string][2]string{
 		users: {"users.json", "users"}, settings: {"settings.json", "items"}, "/groups": {"usergroups.json", "usergroups"},

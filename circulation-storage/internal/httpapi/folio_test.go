@@ -59,6 +59,7 @@ func TestRecordsKeepFOLIOsFields(t *testing.T) {
 		wantMetadata(t, got, "", "")
 		want := roundTrip(t, loan).(map[string]any)
 		want["metadata"] = got["metadata"]
+		want["_version"] = 1.0
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("check-out write %v: stored %v, want %v", checkOutWrite, got, want)
 		}

@@ -457,7 +457,7 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 		if err != nil {
 			return err
 		}
-		err = s.svc.Loans.CheckInLoan(c.Request().Context(), tenantOf(c), storage.CheckInWrite{LoanID: id, Loan: doc, ItemVersion: n})
+		err = s.svc.Loans.CheckInLoan(c.Request().Context(), tenantOf(c), storage.CheckInWrite{LoanID: id, Loan: doc, ItemVersion: n, LoanVersion: version})
 		if err != nil {
 			return err
 		}
@@ -469,7 +469,7 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
 				"%s must be an integer from 0 to 2147483647", schemas.HeaderRenewalCount).With("renewalCount", truncateText(v))
 		}
-		stored, err := s.svc.Loans.RenewLoan(c.Request().Context(), tenantOf(c), storage.RenewalWrite{LoanID: id, Loan: doc, RenewalCount: int(n)})
+		stored, err := s.svc.Loans.RenewLoan(c.Request().Context(), tenantOf(c), storage.RenewalWrite{LoanID: id, Loan: doc, LoanVersion: version, RenewalCount: int(n)})
 		if err != nil {
 			return err
 		}
@@ -480,7 +480,7 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 		if err != nil {
 			return err
 		}
-		err = s.svc.Loans.ActOnLoan(c.Request().Context(), tenantOf(c), storage.LoanActionWrite{LoanID: id, Loan: doc, ItemVersion: n})
+		err = s.svc.Loans.ActOnLoan(c.Request().Context(), tenantOf(c), storage.LoanActionWrite{LoanID: id, Loan: doc, ItemVersion: n, LoanVersion: version})
 		if err != nil {
 			return err
 		}

@@ -393,7 +393,7 @@ var crudCases = []crudCase{
 				invalid: textFilterRefusals("name"),
 			}
 		}},
-	{name: "loan", path: "/loan-storage/loans", schema: "loan.json", collection: "loans.json", plural: "loans", table: "loan",
+	{name: "loan", path: "/loan-storage/loans", schema: "loan.json", collection: "loans.json", plural: "loans", table: "loan", versioned: true,
 		arrange: func(f *fixture) crudArrangement {
 			g := f.newGroup("staff")
 			u1, u2 := f.newPatron("p-1", g), f.newPatron("p-2", g)
@@ -1005,6 +1005,7 @@ func TestOneOpenLoanPerItem(t *testing.T) {
 	doc := loanDoc(alice, item, "Closed")
 	doc["returnDate"] = "2024-03-05T09:00:00Z"
 	doc["action"] = "checkedin"
+	doc["_version"] = 1
 	f.doWith("PUT", "/loan-storage/loans/"+first, jsonBody(doc), f.with(map[string]string{schemas.HeaderCheckInItemVersion: "1"})).
 		wantStatus(http.StatusNoContent)
 	second := f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(bob, item, "Open")),

@@ -59,9 +59,12 @@ func itemStatusArgs(ctx context.Context, t storage.Tenant, itemID string, versio
 }
 
 // CheckInLoan implements storage.LoanWriter: the item becomes Available at
-// the version the check-in read, and the loan is replaced, in one
-// transaction.
+// the version the check-in read, and the loan is replaced at the version
+// the check-in read, in one transaction.
 func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.CheckInWrite) error {
+	if err := versionRead(w.LoanVersion); err != nil {
+		return err
+	}
 	return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
 		if err := writeItemStatus(ctx, tx, t, checkInItemSQL, w.Loan, w.ItemVersion, "check in"); err != nil {
 			return err
@@ -69,12 +72,45 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 		// The loan closed is the item's open loan, as it was: a check-in
 		// closes a loan, and changes nothing else of whose and of what
 		// it is.
-		if err := records.Update(ctx, tx, t, storage.Loans, w.LoanID, 0, w.Loan, checkInGuard); err != nil {
-			return err
+		if err := records.Update(ctx, tx, t, storage.Loans, w.LoanID, w.LoanVersion, w.Loan, checkInGuard); err != nil {
+			return loanChanged(ctx, tx, t, err, w.LoanID, "checked in")
 		}
 		_, err := tx.Exec(ctx, checkInEventSQL, w.Loan, string(t))
 		return postgres.Interpret(err, t)
 	})
+}
+
+// versionRead refuses a write of a loan that does not name the loan's
+// _version it read (version, 0 when absent): a loan's writes are made
+// only at the version read, so that no two of them undo each other.
+func versionRead(version int) error {
+	if version < 1 {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"_version: is required: a loan is written only at the version it was read at").With("_version", "")
+	}
+	return nil
+}
+
+// loanChanged says, of a write of a loan refused because another write
+// of it came first (records.Update's CodeVersionConflict), why, as the
+// loan stands now (q, the write's transaction, reads it): closed since,
+// CodeNoOpenLoan, as the guard of a write at the right version would say;
+// otherwise CodeLoanChanged, naming the version stored. Other errors pass.
+func loanChanged(ctx context.Context, q postgres.Querier, t storage.Tenant, err error, loanID, verb string) error {
+	e, ok := errs.As(err)
+	if !ok || e.Code != schemas.CodeVersionConflict {
+		return err
+	}
+	var status string
+	if rerr := q.QueryRow(ctx, postgres.WithTables(`SELECT status_name FROM %s WHERE tenant_id = $2 AND id = $1::uuid`, postgres.TableLoan),
+		loanID, string(t)).Scan(&status); rerr == nil && status != "Open" {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open: it was not %s", loanID, verb).
+			With("loanId", loanID)
+	}
+	out := errs.Errorf(errs.KindConflict, schemas.CodeLoanChanged,
+		"Loan %s was changed by another request since it was read; it was not %s, and nothing was written", loanID, verb)
+	out.Parameters = append(out.Parameters, e.Parameters...)
+	return out.Because(err)
 }
 
 // checkInEventSQL records a check-in's event in the outbox, with the

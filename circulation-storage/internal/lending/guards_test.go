@@ -8,6 +8,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
@@ -182,7 +183,7 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 			json.RawMessage(fmt.Sprintf(`{"title":"t","barcode":"book-051","status":{"name":"Checked out"},"materialTypeId":%q,"permanentLoanTypeId":%q}`,
 				records.MaterialBook, records.LoanTypeCanCirculate))), schemas.CodeItemStatusByCirculation},
 		{"check in with another borrower", lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, Loan: doc(bob, "Closed"),
-			ItemVersion: 2}), schemas.CodeCheckInRequired},
+			ItemVersion: 2, LoanVersion: 1}), schemas.CodeCheckInRequired},
 	} {
 		if !dbtest.IsCode(c.err, c.code) {
 			t.Errorf("%s: %v, want %s", c.name, c.err, c.code)
@@ -201,10 +202,10 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 		t.Errorf("renewal: %v", err)
 	}
 	// The check-in closes it; a second one finds nothing open.
-	if err := lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, Loan: doc(alice, "Closed"), ItemVersion: 2}); err != nil {
+	if err := lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, Loan: doc(alice, "Closed"), ItemVersion: 2, LoanVersion: 2}); err != nil {
 		t.Fatalf("check-in: %v", err)
 	}
-	if err := lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, Loan: doc(alice, "Closed"), ItemVersion: 3}); !dbtest.IsCode(err, "NO_OPEN_LOAN") {
+	if err := lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, Loan: doc(alice, "Closed"), ItemVersion: 3, LoanVersion: 3}); !dbtest.IsCode(err, "NO_OPEN_LOAN") {
 		t.Errorf("a second check-in: %v, want NO_OPEN_LOAN", err)
 	}
 	// Closed, it may go, and its item may change status freely.
@@ -213,5 +214,80 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 	}
 	if err := lib.Delete(ctx, f.Tenant, storage.Loans, loanID); err != nil {
 		t.Errorf("delete a closed loan: %v", err)
+	}
+}
+
+// TestLoanWritesAreMadeAtTheVersionRead: a check-in, a renewal and a loan
+// action each write the loan only at the _version it read. Once a claim
+// returned has moved the loan on, a renewal and a check-in that read it
+// before are refused LOAN_CHANGED and change nothing, not the loan, the
+// item or the outbox; a write that names no version is refused before
+// anything is read.
+func TestLoanWritesAreMadeAtTheVersionRead(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, records.LoadData)
+	ctx := context.Background()
+	lib := newLibrary(f.DB, testPolicy)
+	alice, item := records.SampleID("1001"), records.SampleID("book-052")
+	loanID := uuid.NewString()
+	written, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, Loan: loanDoc(alice, item), ItemVersion: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored struct {
+		Version int `json:"_version"`
+	}
+	if err := json.Unmarshal(written.Loan, &stored); err != nil || stored.Version != 1 {
+		t.Fatalf("a new loan's _version: %d (%v), want 1", stored.Version, err)
+	}
+	loan := func(fields string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","status":{"name":%q},%s}`,
+			alice, item, "Open", fields))
+	}
+	claimed := loan(`"action":"claimedReturned","claimedReturnedDate":"2026-01-02T10:00:00.000Z"`)
+	renewed := loan(`"action":"renewed","renewalCount":1,"dueDate":"2026-03-01T10:00:00.000Z"`)
+	closed := json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","status":{"name":"Closed"},"action":"checkedin"}`,
+		alice, item))
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"renewal", func() error {
+			_, err := lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: loanID, Loan: renewed})
+			return err
+		}()},
+		{"check-in", lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, Loan: closed, ItemVersion: 2})},
+		{"claim", lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: loanID, Loan: claimed, ItemVersion: 2})},
+	} {
+		if !dbtest.IsCode(c.err, schemas.CodeValidation) {
+			t.Errorf("a %s naming no version: %v, want %s", c.name, c.err, schemas.CodeValidation)
+		}
+	}
+	// At the version read but not at the renewal count read: nothing.
+	_, err = lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: loanID, LoanVersion: 1, RenewalCount: 5,
+		Loan: loan(`"action":"renewed","renewalCount":6,"dueDate":"2026-03-01T10:00:00.000Z"`)})
+	if !dbtest.IsCode(err, schemas.CodeLoanChanged) {
+		t.Errorf("a renewal at a count other than the loan's: %v, want %s", err, schemas.CodeLoanChanged)
+	}
+	if err := lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: loanID, Loan: claimed, ItemVersion: 2, LoanVersion: 1}); err != nil {
+		t.Fatalf("the claim: %v", err)
+	}
+	events := f.Count(t, postgres.TableOutbox, "")
+	_, err = lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: loanID, Loan: renewed, LoanVersion: 1})
+	if !dbtest.IsCode(err, schemas.CodeLoanChanged) {
+		t.Errorf("a renewal that read the loan before the claim: %v, want %s", err, schemas.CodeLoanChanged)
+	}
+	err = lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, Loan: closed, ItemVersion: 3, LoanVersion: 1})
+	if !dbtest.IsCode(err, schemas.CodeLoanChanged) {
+		t.Errorf("a check-in that read the loan before the claim: %v, want %s", err, schemas.CodeLoanChanged)
+	}
+	if n := f.Count(t, postgres.TableLoan, "id = $1 AND version = 2 AND status_name = 'Open' AND jsonb ->> 'action' = 'claimedReturned' AND NOT jsonb ? 'renewalCount'", loanID); n != 1 {
+		t.Error("the loan is not as the claim left it")
+	}
+	if n := f.Count(t, postgres.TableItem, "id = $1 AND status_name = 'Claimed returned' AND version = 3", item); n != 1 {
+		t.Error("the item is not as the claim left it")
+	}
+	if n := f.Count(t, postgres.TableOutbox, ""); n != events {
+		t.Errorf("%d events announced by the refused writes, want none", n-events)
 	}
 }

@@ -40,8 +40,8 @@ var loanActionGuard = &records.Guard{
 
 // ActOnLoan implements storage.LoanWriter: the item takes the status of
 // the loan's action at the version the action read, and the loan is
-// replaced, in one transaction. The triggers of migration 9 announce both
-// changes.
+// replaced at the version the action read, in one transaction. The
+// triggers of migration 9 announce both changes.
 func (s *Loans) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanActionWrite) error {
 	action := records.FieldValue(w.Loan, "action")
 	status, ok := storage.LoanActionItemStatus[action]
@@ -50,10 +50,14 @@ func (s *Loans) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanA
 			"action: %s names a loan action that keeps the loan open (claimedReturned or declaredLost), not %q",
 			schemas.HeaderLoanActionItemVersion, action).With("action", action)
 	}
+	if err := versionRead(w.LoanVersion); err != nil {
+		return err
+	}
 	return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
 		if err := writeItemStatus(ctx, tx, t, loanActionItemSQL[status], w.Loan, w.ItemVersion, "change"); err != nil {
 			return err
 		}
-		return records.Update(ctx, tx, t, storage.Loans, w.LoanID, 0, w.Loan, loanActionGuard)
+		err := records.Update(ctx, tx, t, storage.Loans, w.LoanID, w.LoanVersion, w.Loan, loanActionGuard)
+		return loanChanged(ctx, tx, t, err, w.LoanID, "marked "+status)
 	})
 }

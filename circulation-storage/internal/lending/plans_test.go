@@ -62,7 +62,7 @@ SELECT @tenant, gen_random_uuid(), jsonb_build_object('userId', md5('p' || (g %%
 	exec("SET session_replication_role = replica")
 	exec(postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT 'quiet' || g, md5('q' || g)::uuid, jsonb_build_object('userId', md5('q' || g)::uuid, 'itemId', md5('q' || g)::uuid,
-       'status', jsonb_build_object('name', 'Open'), 'loanDate', '2026-01-01T10:00:00.000Z', 'action', 'checkedout')
+       'status', jsonb_build_object('name', 'Open'), 'loanDate', '2026-01-01T10:00:00.000Z', 'action', 'checkedout', '_version', 1)
   FROM generate_series(1, 500) g`, postgres.TableLoan))
 	exec(postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT 'quiet' || g, gen_random_uuid(), jsonb_build_object('itemId', md5('q' || g)::uuid, 'requesterId', md5('q' || g)::uuid,

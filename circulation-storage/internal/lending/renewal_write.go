@@ -18,12 +18,14 @@ import (
 
 // renewSQL is a renewal's write in one statement: the loan (@loan)
 // replaces the stored one only while the stored one is open, the
-// borrower's and of its item, at the renewal count the renewal read
-// (@count; absent is 0) and while the item has no open recall; the new
-// document must be open, renewed, its count one more. The conditions are
-// on the row being updated, so a renewal that waited for another's commit
-// is judged against the loan that one wrote: two renewals of one loan at
-// once renew it once. The renewal is announced in the same statement. It
+// borrower's and of its item, at the version (@version) and the renewal
+// count (@count; absent is 0) the renewal read and while the item has no
+// open recall; the new document must be open, renewed, its count one
+// more. The conditions are on the row being updated, so a renewal that
+// waited for another write's commit is judged against the loan that one
+// wrote: two renewals of one loan at once renew it once, and a renewal
+// beside a claim, a declaration of loss or a check-in of the loan never
+// undoes it, nor is undone. The renewal is announced in the same statement. It
 // answers the loan as stored (NULL when nothing was written) and whether
 // a recall stood in the way.
 func renewSQL() string {
@@ -33,8 +35,8 @@ WITH recall AS (
     SELECT ` + openRecallSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant") + ` AS open
 ), renewed AS (
     UPDATE ` + loan + ` AS rec
-       SET jsonb = ` + records.WithMetadata(records.WithID(storage.Loans, "@loan_id", "@loan", `'1'`), "@metadata_user", true) + `
-     WHERE rec.tenant_id = @tenant AND rec.id = @loan_id::uuid AND rec.status_name = 'Open'
+       SET jsonb = ` + records.WithMetadata(records.WithID(storage.Loans, "@loan_id", "@loan", `to_jsonb(rec.version + 1)`), "@metadata_user", true) + `
+     WHERE rec.tenant_id = @tenant AND rec.id = @loan_id::uuid AND rec.status_name = 'Open' AND rec.version = @version::integer
        AND coalesce((rec.jsonb ->> 'renewalCount')::integer, 0) = @count::integer
        AND rec.user_id = (@loan::jsonb ->> 'userId')::uuid AND rec.item_id = (@loan::jsonb ->> 'itemId')::uuid
        AND (@loan::jsonb #>> '{status,name}') = 'Open' AND @loan::jsonb ->> 'action' = 'renewed'
@@ -51,15 +53,18 @@ WITH recall AS (
 SELECT (SELECT jsonb FROM renewed), (SELECT open FROM recall)`
 }
 
-var renewWrite = locksql.NewNamed(renewSQL(), "tenant", "loan_id", "loan", "count", "metadata_user")
+var renewWrite = locksql.NewNamed(renewSQL(), "tenant", "loan_id", "loan", "version", "count", "metadata_user")
 
 // RenewLoan implements storage.LoanWriter.
 func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.RenewalWrite) (json.RawMessage, error) {
+	if err := versionRead(w.LoanVersion); err != nil {
+		return nil, err
+	}
 	var stored json.RawMessage
 	var recalled bool
 	err := s.db.Write(ctx, t, func(c *pgx.Conn) error {
 		return c.QueryRow(ctx, renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,
-			"loan": w.Loan, "count": w.RenewalCount, "metadata_user": records.MetadataUser(ctx)})).Scan(&stored, &recalled)
+			"loan": w.Loan, "version": w.LoanVersion, "count": w.RenewalCount, "metadata_user": records.MetadataUser(ctx)})).Scan(&stored, &recalled)
 	})
 	switch {
 	case err != nil:
@@ -72,9 +77,9 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 	}
 	// Nothing written: say why, as the loan stands now.
 	var status string
-	var count int
-	err = s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT status_name, coalesce((jsonb ->> 'renewalCount')::integer, 0)
-	    FROM %s WHERE tenant_id = $2 AND id = $1::uuid`, postgres.TableLoan), w.LoanID, string(t)).Scan(&status, &count)
+	var count, version int
+	err = s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT status_name, coalesce((jsonb ->> 'renewalCount')::integer, 0), version
+	    FROM %s WHERE tenant_id = $2 AND id = $1::uuid`, postgres.TableLoan), w.LoanID, string(t)).Scan(&status, &count, &version)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, errs.NotFound(storage.Loans.Name, w.LoanID)
@@ -87,6 +92,10 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 		return nil, errs.Errorf(errs.KindConflict, schemas.CodeLoanChanged,
 			"Loan %s was renewed meanwhile (renewalCount %d, the renewal read %d); nothing was written", w.LoanID, count, w.RenewalCount).
 			With("renewalCount", strconv.Itoa(count))
+	case version != w.LoanVersion:
+		return nil, errs.Errorf(errs.KindConflict, schemas.CodeLoanChanged,
+			"Loan %s was changed by another request since it was read (_version %d, the renewal read %d); it was not renewed, and nothing was written",
+			w.LoanID, version, w.LoanVersion).With("_version", strconv.Itoa(version))
 	}
 	return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 		"A renewal (%s) keeps the loan open, its userId and itemId, with action renewed and renewalCount %d", schemas.HeaderRenewalCount,

@@ -137,6 +137,11 @@ func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns in
 	// often see the lock tables (rows come and go by the thousand between
 	// two analyses), and a prepared statement keeps that plan.
 	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
+	// Every session works in UTC, whatever the server's or the role's
+	// TimeZone: a timestamptz written out as text (to_char, a cast) reads
+	// the same from every session, and dates are stored as the services
+	// write them, in UTC.
+	cfg.ConnConfig.RuntimeParams["TimeZone"] = "UTC"
 	if commit != "" {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = commit
 	}

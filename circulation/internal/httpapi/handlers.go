@@ -54,10 +54,16 @@ type loanJSON struct {
 	ActionComment          string          `json:"actionComment,omitempty"`
 	Status                 statusJSON      `json:"status"`
 	LoanPolicyID           string          `json:"loanPolicyId,omitempty"`
+	LoanPolicy             *loanPolicyJSON `json:"loanPolicy,omitempty"`
 	CheckoutServicePointID string          `json:"checkoutServicePointId,omitempty"`
 	CheckinServicePointID  string          `json:"checkinServicePointId,omitempty"`
 	Item                   itemSummaryJSON `json:"item"`
 	Borrower               borrowerJSON    `json:"borrower"`
+}
+
+// loanPolicyJSON names a loan's policy, as FOLIO's loans do.
+type loanPolicyJSON struct {
+	Name string `json:"name"`
 }
 
 func itemSummary(i circulation.Item) itemSummaryJSON {
@@ -172,6 +178,9 @@ func (s *Server) renew(c echo.Context) error {
 	out := loanAnswer(l, res.Item, res.Patron)
 	if !res.Named {
 		out.UserID = ""
+	}
+	if res.PolicyName != "" {
+		out.LoanPolicy = &loanPolicyJSON{Name: res.PolicyName}
 	}
 	return c.JSON(http.StatusOK, out)
 }

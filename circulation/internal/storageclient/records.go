@@ -100,6 +100,7 @@ type loanJSON struct {
 	RenewalCount           int        `json:"renewalCount,omitempty"`
 	ClaimedReturnedDate    string     `json:"claimedReturnedDate,omitempty"`
 	DeclaredLostDate       string     `json:"declaredLostDate,omitempty"`
+	Version                int        `json:"_version,omitempty"`
 }
 
 // parseTime reads a date storage answered; one that cannot be read
@@ -363,7 +364,7 @@ func decodeLoan(doc json.RawMessage) (circulation.Loan, error) {
 		ReturnDate: parseTime(l.ReturnDate), Action: l.Action, ActionComment: l.ActionComment, Status: l.Status.Name, LoanPolicyID: l.LoanPolicyID,
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID,
 		RenewalCount: l.RenewalCount, ClaimedReturnedDate: parseTime(l.ClaimedReturnedDate), DeclaredLostDate: parseTime(l.DeclaredLostDate),
-		Doc: doc}, nil
+		Version: l.Version, Doc: doc}, nil
 }
 
 // AcquireLock implements circulation.Storage. The call's own timeout is
@@ -519,7 +520,11 @@ func (c *Client) CheckInItem(ctx context.Context, loan circulation.Loan, item ci
 		schemas.HeaderCheckInItemVersion, strconv.Itoa(item.Version)); err != nil {
 		return circulation.Loan{}, circulation.Item{}, err
 	}
-	loan.Doc = doc
+	// Storage wrote the loan at the version read, so as the next one.
+	loan.Version++
+	if loan.Doc, err = withFields(doc, map[string]any{"_version": loan.Version}); err != nil {
+		return circulation.Loan{}, circulation.Item{}, err
+	}
 	return loan, item.CheckedIn(), nil
 }
 
@@ -528,7 +533,9 @@ func (c *Client) CheckInItem(ctx context.Context, loan circulation.Loan, item ci
 // in one transaction with the item's update.
 func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circulation.Item) error {
 	fields := map[string]any{"action": loan.Action}
-	if loan.ActionComment != "" {
+	// A declaration of loss always writes its comment, "" when none was
+	// given, as FOLIO's does; a claim returned only a comment it was given.
+	if loan.ActionComment != "" || loan.Action == circulation.ActionDeclaredLost {
 		fields["actionComment"] = loan.ActionComment
 	}
 	if !loan.ClaimedReturnedDate.IsZero() {

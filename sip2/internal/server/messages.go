@@ -317,37 +317,40 @@ func (c *conn) renew(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 // renewAll is 65 → 66: each of the patron's loans out (the fifty due
 // first, which circulation lists with the patron's PIN) renewed in turn;
 // BM lists those renewed, BN the others, AF why each of those was not.
+// Ok is 1 when the renew all was processed, however many were renewed
+// (none, when nothing could be), as Koha and Evergreen answer; 0 when it
+// was not (no patron, no PIN or a wrong one, circulation not answering).
 func (c *conn) renewAll(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadRenewAll(req)
 	if err != nil {
 		return c.malformed(req)
 	}
-	reply := func(renewed, notRenewed []string, message string) *wire.Reply {
-		return msg.RenewAllResponse{OK: len(renewed) > 0 || len(notRenewed) == 0 && message == "", Date: c.now(),
+	reply := func(processed bool, renewed, notRenewed []string, message string) *wire.Reply {
+		return msg.RenewAllResponse{OK: processed, Date: c.now(),
 			Institution: c.cfg.Institution, Renewed: renewed, NotRenewed: notRenewed, Message: message}.Reply()
 	}
 	if m.Patron == "" {
-		return reply(nil, nil, msgBarcodes), "refused"
+		return reply(false, nil, nil, msgBarcodes), "refused"
 	}
 	if m.PatronPassword == "" {
 		// Which items are the patron's is told only with their PIN.
-		return reply(nil, nil, msgPinNeeded), "pin_needed"
+		return reply(false, nil, nil, msgPinNeeded), "pin_needed"
 	}
 	ctx, cancel := c.call()
 	defer cancel()
 	sum, err := c.s.circ.PatronSummary(ctx, s, m.Patron, m.PatronPassword)
 	if message, outcome, ok := pinRefused(err); ok {
-		return reply(nil, nil, message), outcome
+		return reply(false, nil, nil, message), outcome
 	}
 	var ref *circ.Refusal
 	switch {
 	case errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy():
-		return reply(nil, nil, screenMessage(ref)), "refused"
+		return reply(false, nil, nil, screenMessage(ref)), "refused"
 	case err != nil:
 		if !errors.As(err, &ref) {
 			c.s.logger.Error("renew all: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 		}
-		return reply(nil, nil, msgBusy), "busy"
+		return reply(false, nil, nil, msgBusy), "busy"
 	}
 	var renewed, notRenewed, reasons []string
 	// Each renewal carries the PIN, as a 29's does: the tenant may
@@ -365,7 +368,7 @@ func (c *conn) renewAll(s *circ.Session, req *wire.Request) (*wire.Reply, string
 		}
 		reasons = append(reasons, l.ItemBarcode+": "+why)
 	}
-	return reply(renewed, notRenewed, strings.Join(reasons, "; ")), "ok"
+	return reply(true, renewed, notRenewed, strings.Join(reasons, "; ")), "ok"
 }
 
 // checkIn is 09 → 10.
