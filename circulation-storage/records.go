@@ -264,14 +264,27 @@ type CheckInWrite struct {
 	LoanID string
 	Loan   json.RawMessage
 	// ItemVersion is the _version at which the check-in read the loan's
-	// item: in the same transaction the item becomes "Available" at the
-	// next version (else CodeVersionConflict), so a check-in whose answer
-	// is lost leaves the item and its loan agreeing either way.
+	// item: in the same transaction the item takes the status its queue
+	// gives it at the loan's checkinServicePointId ("Available" when no
+	// request waits; see ItemCheckInWrite) at the next version (else
+	// CodeVersionConflict), so a check-in whose answer is lost leaves the
+	// item and its loan agreeing either way.
 	ItemVersion int
 	// LoanVersion is the loan's _version the check-in read: the loan is
 	// closed only at it (else CodeLoanChanged), so a check-in and
 	// another write of the loan at once never undo each other.
 	LoanVersion int
+}
+
+// ItemCheckInWrite is the check-in of an item with no open loan (one in
+// transit reaching its destination, one found again): the item, read at
+// ItemVersion, checked in at ServicePointID. The item's status, and its
+// queue's first request's, follow from its queue (a hold waiting here puts
+// it on the hold shelf; one waiting elsewhere sends it in transit), in one
+// transaction at the next version (else CodeVersionConflict).
+type ItemCheckInWrite struct {
+	ItemID, ServicePointID string
+	ItemVersion            int
 }
 
 // CheckOutWritten is what a check-out's write did.
@@ -290,6 +303,8 @@ type LoanWriter interface {
 	CreateCheckOutLoan(ctx context.Context, t Tenant, w CheckOutWrite) (CheckOutWritten, error)
 	// CheckInLoan performs w in one transaction.
 	CheckInLoan(ctx context.Context, t Tenant, w CheckInWrite) error
+	// CheckInItem performs w in one transaction.
+	CheckInItem(ctx context.Context, t Tenant, w ItemCheckInWrite) error
 	// ActOnLoan performs w in one transaction.
 	ActOnLoan(ctx context.Context, t Tenant, w LoanActionWrite) error
 	// RenewLoan performs w in one statement and returns the loan as

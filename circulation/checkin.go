@@ -68,15 +68,14 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
 	if !found {
-		// No loan to close: only the item changes.
-		if item.Status != StatusAvailable {
-			changed := item
-			changed.Status = StatusAvailable
-			if item, err = s.updateItem(ctx, changed); err != nil {
-				return CheckInResult{}, err
-			}
+		// No loan to close: only the item changes, as its queue says (an
+		// item in transit reaching its pickup point goes on the hold
+		// shelf).
+		returned, err := s.returnItem(ctx, item, req.ServicePointID)
+		if err != nil {
+			return CheckInResult{}, err
 		}
-		return CheckInResult{Item: item}, nil
+		return CheckInResult{Item: returned}, nil
 	}
 	loan.Status = "Closed"
 	loan.Action = "checkedin"
@@ -116,14 +115,14 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 	return CheckInResult{}, err
 }
 
-// updateItem writes an item at the version it was read. A version conflict
-// means another request changed it first: nothing was written. An ambiguous
-// failure (no answer) is settled by writing the same version again, which
-// waits behind any copy still in flight: success, or a conflict after which
-// the item is read back: at the next version with the new status, the first
-// write was applied.
-func (s *Service) updateItem(ctx context.Context, changed Item) (Item, error) {
-	stored, err := s.storage.UpdateItem(ctx, changed)
+// returnItem checks in an item with no open loan (storage's ReturnItem) at
+// the version it was read. A version conflict means another request
+// changed it first: nothing was written. An ambiguous failure (no answer)
+// is settled by writing at the same version again, which waits behind any
+// copy still in flight: success, or a conflict after which the item is
+// read back: one version on, the first write was applied.
+func (s *Service) returnItem(ctx context.Context, item Item, servicePointID string) (Item, error) {
+	stored, err := s.storage.ReturnItem(ctx, item, servicePointID)
 	if err == nil {
 		return stored, nil
 	}
@@ -132,15 +131,15 @@ func (s *Service) updateItem(ctx context.Context, changed Item) (Item, error) {
 		defer cancel()
 		rerr := s.retryAmbiguous(sctx, 20, func() error {
 			var err error
-			stored, err = s.storage.UpdateItem(sctx, changed)
+			stored, err = s.storage.ReturnItem(sctx, item, servicePointID)
 			return err
 		})
 		switch {
 		case rerr == nil:
 			return stored, nil
 		case errs.IsKind(rerr, errs.KindConflict):
-			current, gerr := s.storage.ItemByBarcode(sctx, changed.Barcode)
-			if gerr == nil && current.Version == changed.Version+1 && current.Status == changed.Status {
+			current, gerr := s.storage.ItemByID(sctx, item.ID)
+			if gerr == nil && current.Version == item.Version+1 {
 				return current, nil
 			}
 			err = rerr
@@ -151,7 +150,7 @@ func (s *Service) updateItem(ctx context.Context, changed Item) (Item, error) {
 	if errs.IsKind(err, errs.KindConflict) {
 		return Item{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").
-			With("itemBarcode", changed.Barcode).Because(err)
+			With("itemBarcode", item.Barcode).Because(err)
 	}
 	return Item{}, err
 }

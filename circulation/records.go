@@ -53,7 +53,10 @@ type Item struct {
 	PermanentLoanTypeID string
 	TemporaryLoanTypeID string
 	Version             int
-	Doc                 json.RawMessage
+	// InTransitDestinationServicePointID is the service point an item In
+	// transit is going to ("" otherwise).
+	InTransitDestinationServicePointID string
+	Doc                                json.RawMessage
 }
 
 // LoanTypeID is the loan type that applies: the temporary one when set.
@@ -386,11 +389,18 @@ type Storage interface {
 	// limit, the patron's blocks); the lock and its fence still hold it.
 	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string, lifted Overrides) (CheckedOut, error)
 	// CheckInItem is a check-in's writes, in one storage transaction: the
-	// item (read at item.Version) becomes "Available" and the loan (its Doc
-	// with the fields check-in changes) is written, or neither happens
-	// (KindConflict for a changed item). It returns the loan and the item
-	// as stored.
+	// item (read at item.Version) takes the status its request queue gives
+	// it at the loan's check-in service point (Available when no request
+	// waits, Awaiting pickup for a hold waiting there, In transit for one
+	// waiting elsewhere) and the loan (its Doc with the fields check-in
+	// changes, at loan.Version) is written, or neither happens
+	// (KindConflict for a changed item or loan). It returns the loan and
+	// the item as stored.
 	CheckInItem(ctx context.Context, loan Loan, item Item) (Loan, Item, error)
+	// ReturnItem is the check-in of an item without an open loan, at
+	// servicePointID: the item (read at item.Version) takes the status its
+	// queue gives it, as CheckInItem's does. It returns the item as stored.
+	ReturnItem(ctx context.Context, item Item, servicePointID string) (Item, error)
 	// ActOnLoan is the writes of a loan action that keeps the loan open
 	// (claimedReturned, declaredLost), in one storage transaction: the
 	// item (read at item.Version) takes the action's status and the loan

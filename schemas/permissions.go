@@ -367,7 +367,7 @@ var (
 	loanActionModule = []string{"circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
 		"inventory-storage.items.item.get"}
 	checkInModule = []string{
-		"inventory-storage.items.collection.get", "inventory-storage.items.item.put",
+		"inventory-storage.items.collection.get", "inventory-storage.items.item.get", "inventory-storage.items.item.put",
 		"circulation-storage.loans.collection.get", "circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
 	}
 	settingsReadModule = []string{"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),

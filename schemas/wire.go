@@ -46,6 +46,12 @@ const (
 	// renewal's write: the loan is replaced only while its renewalCount is
 	// the one named (absent counts as 0), the new one one more.
 	HeaderRenewalCount = "X-Renewal-Count"
+	// HeaderCheckInServicePoint on an item's replacement makes it the
+	// check-in of an item with no open loan, at the service point named:
+	// storage gives the item the status its request queue calls for (on
+	// the hold shelf, in transit, Available) at the version after the
+	// body's _version; the body's other fields are not written.
+	HeaderCheckInServicePoint = "X-Check-In-Service-Point"
 	// HeaderReleaseLock "true" on a check-out's write under a lock
 	// (HeaderLockID) releases the lock in the write's own transaction when
 	// the loan is written, waking the patron's waiters as a release does:

@@ -86,13 +86,27 @@ type CheckInResponse struct {
 	Institution, Item string
 	Title             string
 	Message           string
+	// AlertType is CV, why a sorter or a book drop should set the item
+	// aside: AlertHoldHere or AlertHoldElsewhere ("" for none, alert N);
+	// Destination (CT) is where an item for a hold elsewhere goes.
+	AlertType, Destination string
 }
 
+// The alert types (CV) of a 10, as Koha, Evergreen and edge-sip2 send
+// them: the item is for a hold at this library, or at another.
+const (
+	AlertHoldHere      = "01"
+	AlertHoldElsewhere = "02"
+)
+
 // Reply builds the message; AQ (the permanent location, required) is
-// empty: the door does not know it.
+// empty: the door does not know it. The alert is Y exactly when there is
+// an alert type.
 func (m CheckInResponse) Reply() *wire.Reply {
-	r := &wire.Reply{Code: "10", Fixed: wire.Bit(m.OK) + wire.YN(m.OK) + "U" + "N" + wire.Date(m.Date)}
+	r := &wire.Reply{Code: "10", Fixed: wire.Bit(m.OK) + wire.YN(m.OK) + "U" + wire.YN(m.AlertType != "") + wire.Date(m.Date)}
 	r.Add("AO", m.Institution).Add("AB", m.Item).Add("AQ", "").Add("AJ", m.Title)
+	optional(r, "CV", m.AlertType)
+	optional(r, "CT", m.Destination)
 	return optional(r, "AF", m.Message)
 }
 

@@ -452,6 +452,18 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 			version = *h.Version
 		}
 	}
+	if v := c.Request().Header.Get(schemas.HeaderCheckInServicePoint); v != "" && r.Path == storage.Items.Path {
+		if !s.Schemas().ValidUUID(v) {
+			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s must be a UUID", schemas.HeaderCheckInServicePoint).
+				With("servicePointId", truncateText(v))
+		}
+		err := s.svc.Loans.CheckInItem(c.Request().Context(), tenantOf(c), storage.ItemCheckInWrite{ItemID: id, ItemVersion: version,
+			ServicePointID: strings.ToLower(v)})
+		if err != nil {
+			return err
+		}
+		return c.NoContent(http.StatusNoContent)
+	}
 	if v := c.Request().Header.Get(schemas.HeaderCheckInItemVersion); v != "" && r.Path == storage.Loans.Path {
 		n, err := itemVersion(schemas.HeaderCheckInItemVersion, v)
 		if err != nil {

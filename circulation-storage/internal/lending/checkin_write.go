@@ -14,10 +14,6 @@ import (
 	"github.com/checkoutlock/schemas/errs"
 )
 
-// checkInItemSQL is a check-in's write of the item: Available, at the
-// version the check-in read (itemStatusSQL).
-var checkInItemSQL = itemStatusSQL("Available")
-
 // itemStatusSQL is a write of an item's status (a check-in's, a loan
 // action's) at the version the write read (@version), which answers 0,
 // or the version stored when it differs, or -1 when there is no such item.
@@ -58,15 +54,17 @@ func itemStatusArgs(ctx context.Context, t storage.Tenant, itemID string, versio
 	return pgx.StrictNamedArgs{"item": itemID, "version": version, "metadata_user": records.MetadataUser(ctx), "tenant": string(t)}
 }
 
-// CheckInLoan implements storage.LoanWriter: the item becomes Available at
-// the version the check-in read, and the loan is replaced at the version
-// the check-in read, in one transaction.
+// CheckInLoan implements storage.LoanWriter: the item takes the status
+// its queue gives it (returnItem: Available when no request waits) at the
+// version the check-in read, and the loan is replaced at the version the
+// check-in read, in one transaction.
 func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.CheckInWrite) error {
 	if err := versionRead(w.LoanVersion); err != nil {
 		return err
 	}
 	return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
-		if err := writeItemStatus(ctx, tx, t, checkInItemSQL, w.Loan, w.ItemVersion, "check in"); err != nil {
+		if _, err := returnItem(ctx, tx, t, records.FieldValue(w.Loan, "itemId"), w.ItemVersion,
+			records.FieldValue(w.Loan, "checkinServicePointId")); err != nil {
 			return err
 		}
 		// The loan closed is the item's open loan, as it was: a check-in

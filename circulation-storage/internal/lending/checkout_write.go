@@ -237,9 +237,10 @@ func lockFeatureSQL(setting, tenant, def string) string {
 
 // itemWithStatus is the item row's document with the status named
 // (a constant of this package, never a client's value), dated now, one
-// version on: what a check-out or a check-in writes.
+// version on, and going nowhere (no inTransitDestinationServicePointId):
+// what a check-out or a loan action writes.
 func itemWithStatus(name string) string {
-	return `jsonb_set(jsonb_set(jsonb, '{status}', jsonb_build_object('name', '` + name + `', 'date', ` + records.SQLNow + `)),
+	return `jsonb_set(jsonb_set(jsonb - 'inTransitDestinationServicePointId', '{status}', jsonb_build_object('name', '` + name + `', 'date', ` + records.SQLNow + `)),
                    '{_version}', to_jsonb(version + 1))`
 }
 

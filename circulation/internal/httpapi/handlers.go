@@ -33,6 +33,8 @@ type itemSummaryJSON struct {
 	Status         statusJSON `json:"status"`
 	MaterialTypeID string     `json:"materialTypeId,omitempty"`
 	LoanTypeID     string     `json:"loanTypeId,omitempty"`
+	// InTransitDestinationServicePointID is where an item In transit goes.
+	InTransitDestinationServicePointID string `json:"inTransitDestinationServicePointId,omitempty"`
 }
 
 type borrowerJSON struct {
@@ -68,7 +70,7 @@ type loanPolicyJSON struct {
 
 func itemSummary(i circulation.Item) itemSummaryJSON {
 	return itemSummaryJSON{ID: i.ID, Barcode: i.Barcode, Title: i.Title, Status: statusJSON{Name: i.Status},
-		MaterialTypeID: i.MaterialTypeID, LoanTypeID: i.LoanTypeID()}
+		MaterialTypeID: i.MaterialTypeID, LoanTypeID: i.LoanTypeID(), InTransitDestinationServicePointID: i.InTransitDestinationServicePointID}
 }
 
 // checkOut is POST /circulation/check-out-by-barcode.

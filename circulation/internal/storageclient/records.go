@@ -82,6 +82,8 @@ type itemJSON struct {
 	PermanentLoanTypeID string     `json:"permanentLoanTypeId"`
 	TemporaryLoanTypeID string     `json:"temporaryLoanTypeId"`
 	Version             int        `json:"_version"`
+	// InTransitDestinationServicePointID is where an item In transit goes.
+	InTransitDestinationServicePointID string `json:"inTransitDestinationServicePointId"`
 }
 
 type loanJSON struct {
@@ -337,7 +339,7 @@ func decodeItem(doc json.RawMessage) (circulation.Item, error) {
 	}
 	return circulation.Item{ID: i.ID, Barcode: i.Barcode, Title: i.Title, Status: i.Status.Name,
 		MaterialTypeID: i.MaterialTypeID, PermanentLoanTypeID: i.PermanentLoanTypeID, TemporaryLoanTypeID: i.TemporaryLoanTypeID,
-		Version: i.Version, Doc: doc}, nil
+		Version: i.Version, InTransitDestinationServicePointID: i.InTransitDestinationServicePointID, Doc: doc}, nil
 }
 
 // OpenLoanForItem implements circulation.Storage.
@@ -525,7 +527,29 @@ func (c *Client) CheckInItem(ctx context.Context, loan circulation.Loan, item ci
 	if loan.Doc, err = withFields(doc, map[string]any{"_version": loan.Version}); err != nil {
 		return circulation.Loan{}, circulation.Item{}, err
 	}
-	return loan, item.CheckedIn(), nil
+	return loan, c.returnedItem(ctx, item), nil
+}
+
+// returnedItem is the item a check-in's write left, as read back from
+// storage just after it: its status is the one its queue gave it (on the
+// hold shelf, in transit, Available). Should the read fail, it is item as
+// the write made it at the least: checked in, one version on.
+func (c *Client) returnedItem(ctx context.Context, item circulation.Item) circulation.Item {
+	if stored, err := c.ItemByID(ctx, item.ID); err == nil {
+		return stored
+	}
+	return item.CheckedIn()
+}
+
+// ReturnItem implements circulation.Storage: the item's replacement with
+// the check-in's service point, which storage applies as a check-in of
+// an item without an open loan, at the version read.
+func (c *Client) ReturnItem(ctx context.Context, item circulation.Item, servicePointID string) (circulation.Item, error) {
+	if err := c.call(ctx, http.MethodPut, "/item-storage/items/"+url.PathEscape(item.ID), item.Doc, nil,
+		schemas.HeaderCheckInServicePoint, servicePointID); err != nil {
+		return circulation.Item{}, err
+	}
+	return c.returnedItem(ctx, item), nil
 }
 
 // ActOnLoan implements circulation.Storage: the loan's replacement with

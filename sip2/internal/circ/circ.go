@@ -215,6 +215,10 @@ type Return struct {
 	Title, Location string
 	// Patron is the barcode of the patron whose loan closed, when known.
 	Patron string
+	// Status is the item's status after the check-in (Awaiting pickup: a
+	// request waits for it here; In transit: one waits at Destination, a
+	// service point's id).
+	Status, Destination string
 }
 
 // CheckIn checks item in at servicePoint.
@@ -223,13 +227,17 @@ func (c *Client) CheckIn(ctx context.Context, s *Session, item, servicePoint str
 		"checkInDate": at.UTC().Format("2006-01-02T15:04:05.000Z")})
 	var out struct {
 		Item struct {
-			Title string `json:"title"`
+			Title  string `json:"title"`
+			Status struct {
+				Name string `json:"name"`
+			} `json:"status"`
+			Destination string `json:"inTransitDestinationServicePointId"`
 		} `json:"item"`
 	}
 	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-in-by-barcode", body, &out); err != nil {
 		return Return{}, err
 	}
-	return Return{Title: out.Item.Title}, nil
+	return Return{Title: out.Item.Title, Status: out.Item.Status.Name, Destination: out.Item.Destination}, nil
 }
 
 // PatronSummary is what a kiosk shows a patron, as circulation answers

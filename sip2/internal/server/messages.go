@@ -30,6 +30,10 @@ const (
 	msgUnsupported = "This request is not supported here"
 	msgBarcodes    = "Scan the patron's card and the item"
 	msgCheckedIn   = "Item checked in"
+	// A check-in whose item a request waits for: on the hold shelf here,
+	// or in transit to the request's pickup point.
+	msgHoldHere      = "Item checked in: put it on the hold shelf"
+	msgHoldElsewhere = "Item checked in: send it on in transit"
 )
 
 // resendReply is 96 (request the message again), with error detection:
@@ -389,7 +393,14 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	defer cancel()
 	ret, err := c.s.circ.CheckIn(ctx, s, item, c.cfg.ServicePointID, time.Now())
 	if err == nil {
-		return reply(true, ret.Title, msgCheckedIn), "ok"
+		r := msg.CheckInResponse{OK: true, Date: c.now(), Institution: c.cfg.Institution, Item: item, Title: ret.Title, Message: msgCheckedIn}
+		switch ret.Status {
+		case "Awaiting pickup":
+			r.AlertType, r.Message = msg.AlertHoldHere, msgHoldHere
+		case "In transit":
+			r.AlertType, r.Destination, r.Message = msg.AlertHoldElsewhere, ret.Destination, msgHoldElsewhere
+		}
+		return r.Reply(), "ok"
 	}
 	var ref *circ.Refusal
 	if errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy() {

@@ -1,0 +1,180 @@
+package lending
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// A returned item finds its next reader: what a check-in makes of the
+// item and of the first request of its queue, as FOLIO's check-in does
+// (mod-circulation's RequestQueue and CheckInByBarcodeResource). It is the
+// one home of the return's transitions; every check-in, with a loan to
+// close or without, takes its statuses from returnTransition.
+//
+//	queue head                           checked in at        item              request
+//	none                                 anywhere             Available         -
+//	Hold, Recall or Page, Hold Shelf     its pickup point     Awaiting pickup   Open - Awaiting pickup (+ holdShelfExpirationDate)
+//	Hold, Recall or Page, Hold Shelf     elsewhere            In transit        Open - In transit (+ item's inTransitDestinationServicePointId)
+//	Hold, Recall or Page, Delivery       anywhere             Awaiting delivery Open - Awaiting delivery
+//
+// A request that names no pickup point is held where the item is checked
+// in. A request already awaiting pickup, and checked in at its pickup
+// point again, keeps its hold shelf expiration date.
+
+// queueHead is the first open request of an item's queue, as a check-in
+// reads it: its id, status, fulfilment preference and pickup point.
+type queueHead struct {
+	ID, Status, Fulfilment, PickupServicePointID string
+}
+
+// returned is what a check-in makes of an item and its queue's head.
+type returned struct {
+	// ItemStatus is the item's status after the check-in; Destination the
+	// service point it is in transit to ("" unless In transit).
+	ItemStatus, Destination string
+	// RequestStatus is the head request's status after the check-in ("" when
+	// there is no request); HoldShelf says it starts its time on the hold
+	// shelf now (its expiration date is set).
+	RequestStatus string
+	HoldShelf     bool
+}
+
+// returnTransition is the table above.
+func returnTransition(head *queueHead, servicePointID string) returned {
+	switch {
+	case head == nil:
+		return returned{ItemStatus: "Available"}
+	case head.Fulfilment == "Delivery":
+		return returned{ItemStatus: "Awaiting delivery", RequestStatus: "Open - Awaiting delivery"}
+	case head.PickupServicePointID == servicePointID || head.PickupServicePointID == "":
+		return returned{ItemStatus: "Awaiting pickup", RequestStatus: "Open - Awaiting pickup",
+			HoldShelf: head.Status != "Open - Awaiting pickup"}
+	}
+	return returned{ItemStatus: "In transit", Destination: head.PickupServicePointID, RequestStatus: "Open - In transit"}
+}
+
+// itemRowAtSQL locks an item's row and answers its version, for a
+// check-in's write made at the version it read. Parameters: $1 the item,
+// $2 the tenant.
+var itemRowAtSQL = postgres.WithTables(`SELECT version FROM %s WHERE tenant_id = $2 AND id = $1::uuid FOR NO KEY UPDATE`, postgres.TableItem)
+
+// queueHeadNowSQL reads the head of an item's queue, in a statement of its
+// own after the item's row is locked, so that it sees every request
+// written before (request writes take the item's row first), and the
+// service point's hold shelf expiry period. Parameters: $1 the item, $2
+// the tenant.
+var queueHeadNowSQL = `
+SELECT h.id::text, h.jsonb ->> 'status', coalesce(h.jsonb ->> 'fulfillmentPreference', 'Hold Shelf'),
+       coalesce(h.jsonb ->> 'pickupServicePointId', '')
+  FROM (` + queueHeadSQL(postgres.Table(postgres.TableRequest), "$1::uuid", "$2") + `) h`
+
+// returnItemSQL writes a check-in's item: its status, its in-transit
+// destination (removed when none), one version on. Parameters: @tenant,
+// @item, @status, @destination (NULL for none), @metadata_user.
+var returnItemSQL = postgres.WithTables(`
+UPDATE %s SET jsonb = `+records.WithMetadata(`CASE WHEN @destination::text IS NULL THEN `+itemStatusExpr+` - 'inTransitDestinationServicePointId'
+                         ELSE jsonb_set(`+itemStatusExpr+`, '{inTransitDestinationServicePointId}', to_jsonb(@destination::text)) END`,
+	"@metadata_user", true)+`
+ WHERE tenant_id = @tenant AND id = @item::uuid`, postgres.TableItem)
+
+// itemStatusExpr is the item's document with the status @status, dated
+// now, one version on.
+const itemStatusExpr = `jsonb_set(jsonb_set(jsonb, '{status}', jsonb_build_object('name', @status::text, 'date', ` + records.SQLNow + `)),
+                   '{_version}', to_jsonb(version + 1))`
+
+// returnRequestSQL writes the head request's new status and, when it
+// starts its time on the hold shelf, its holdShelfExpirationDate: now and
+// the pickup service point's holdShelfExpiryPeriod (FOLIO's; none without
+// one). Parameters: @tenant, @request, @status, @hold_shelf, @metadata_user.
+var returnRequestSQL = postgres.WithTables(`
+UPDATE %[1]s r SET jsonb = `+records.WithMetadata(`CASE WHEN @hold_shelf::boolean AND e.at IS NOT NULL
+        THEN jsonb_set(jsonb_set(r.jsonb, '{status}', to_jsonb(@status::text)), '{holdShelfExpirationDate}',
+                       to_jsonb(to_char(e.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
+        ELSE jsonb_set(r.jsonb, '{status}', to_jsonb(@status::text)) END`, "@metadata_user", true)+`
+  FROM (SELECT (SELECT now() + make_interval(
+                  mins  => CASE p ->> 'intervalId' WHEN 'Minutes' THEN (p ->> 'duration')::int ELSE 0 END,
+                  hours => CASE p ->> 'intervalId' WHEN 'Hours' THEN (p ->> 'duration')::int ELSE 0 END,
+                  days  => CASE p ->> 'intervalId' WHEN 'Days' THEN (p ->> 'duration')::int ELSE 0 END,
+                  weeks => CASE p ->> 'intervalId' WHEN 'Weeks' THEN (p ->> 'duration')::int ELSE 0 END,
+                  months => CASE p ->> 'intervalId' WHEN 'Months' THEN (p ->> 'duration')::int ELSE 0 END)
+                FROM (SELECT sp.jsonb -> 'holdShelfExpiryPeriod' AS p FROM %[2]s sp, %[1]s q
+                       WHERE q.tenant_id = @tenant AND q.id = @request::uuid AND sp.tenant_id = @tenant
+                         AND sp.id = (q.jsonb ->> 'pickupServicePointId')::uuid) period
+               WHERE p IS NOT NULL) AS at) e
+ WHERE r.tenant_id = @tenant AND r.id = @request::uuid`, postgres.TableRequest, postgres.TableServicePoint)
+
+// returnItem is a check-in's write of the item (itemID, read at version)
+// checked in at servicePointID, in the transaction tx: the item's row
+// locked, its queue's head read, and the item and the head request given
+// their statuses (returnTransition). It answers why it wrote nothing: the
+// item does not exist, or changed since (CodeVersionConflict).
+func returnItem(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string, version int, servicePointID string) (returned, error) {
+	var stored int
+	err := tx.QueryRow(ctx, itemRowAtSQL, itemID, string(t)).Scan(&stored)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return returned{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
+	case err != nil:
+		return returned{}, postgres.Interpret(err, t)
+	case stored != version:
+		return returned{}, errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
+			"Cannot check in item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
+			itemID, stored, version).With("_version", fmt.Sprint(stored))
+	}
+	var head *queueHead
+	var h queueHead
+	switch err := tx.QueryRow(ctx, queueHeadNowSQL, itemID, string(t)).Scan(&h.ID, &h.Status, &h.Fulfilment, &h.PickupServicePointID); {
+	case err == nil:
+		head = &h
+	case !errors.Is(err, pgx.ErrNoRows):
+		return returned{}, postgres.Interpret(err, t)
+	}
+	r := returnTransition(head, servicePointID)
+	var destination *string
+	if r.Destination != "" {
+		destination = &r.Destination
+	}
+	user := records.MetadataUser(ctx)
+	// The item is written one version on whatever its status was: a
+	// check-out that read it before the check-in is then refused.
+	if _, err := tx.Exec(ctx, returnItemSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": itemID, "status": r.ItemStatus,
+		"destination": destination, "metadata_user": user}); err != nil {
+		return returned{}, postgres.Interpret(err, t)
+	}
+	if head != nil && (r.RequestStatus != head.Status || r.HoldShelf) {
+		if _, err := tx.Exec(ctx, returnRequestSQL, pgx.StrictNamedArgs{"tenant": string(t), "request": head.ID, "status": r.RequestStatus,
+			"hold_shelf": r.HoldShelf, "metadata_user": user}); err != nil {
+			return returned{}, postgres.Interpret(err, t)
+		}
+	}
+	return r, nil
+}
+
+// CheckInItem implements storage.LoanWriter: the check-in of an item with
+// no open loan (one in transit reaching its destination, one missing found
+// again): its status, and its queue's head's, from returnTransition, at
+// the version the check-in read, in one transaction.
+func (s *Loans) CheckInItem(ctx context.Context, t storage.Tenant, w storage.ItemCheckInWrite) error {
+	return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+		var open bool
+		if err := tx.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND item_id = $1::uuid AND status_name = 'Open')`,
+			postgres.TableLoan), w.ItemID, string(t)).Scan(&open); err != nil {
+			return postgres.Interpret(err, t)
+		}
+		if open {
+			return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
+				"Item %s has an open loan: its check-in closes the loan (%s)", w.ItemID, schemas.HeaderCheckInItemVersion).With("itemId", w.ItemID)
+		}
+		_, err := returnItem(ctx, tx, t, w.ItemID, w.ItemVersion, w.ServicePointID)
+		return err
+	})
+}

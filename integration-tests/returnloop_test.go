@@ -1,0 +1,174 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
+)
+
+// requestState is a request as stored: its status, position and hold
+// shelf expiration date ("" for none).
+type requestState struct {
+	Status, Position, HoldShelfExpiration string
+}
+
+func readRequest(t *testing.T, c *harness.Cluster, id string) requestState {
+	t.Helper()
+	var r requestState
+	err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT jsonb ->> 'status', coalesce(jsonb ->> 'position', ''),
+		coalesce(jsonb ->> 'holdShelfExpirationDate', '') FROM %s.request WHERE id = $1::uuid`, c.Schema), id).
+		Scan(&r.Status, &r.Position, &r.HoldShelfExpiration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// itemState is an item's status and in-transit destination as stored.
+func itemState(t *testing.T, c *harness.Cluster, barcode string) (status, destination string) {
+	t.Helper()
+	err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT status_name, coalesce(jsonb ->> 'inTransitDestinationServicePointId', '')
+		FROM %s.item WHERE barcode = $1`, c.Schema), barcode).Scan(&status, &destination)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status, destination
+}
+
+// TestAReturnedBookFindsItsNextReader: FOLIO's return loop across the
+// real binaries, as mod-circulation's own tests expect it
+// (CheckInByBarcodeTests, ServicePointCheckInTests,
+// SingleOpenHoldShelfRequestTests, HoldShelfFulfillmentTests). A book on
+// loan with a hold waiting at the desk where it is checked in goes on the
+// hold shelf: the item Awaiting pickup, the request Open - Awaiting pickup
+// with its hold shelf expiration date (the desk's holdShelfExpiryPeriod),
+// the loan closed; another patron is refused it, the requester borrows it
+// and fills the request. Checked in at another desk, it goes In transit to
+// the request's pickup point (the request Open - In transit) and, checked
+// in there, onto the hold shelf. A kiosk or sorter checking a book in
+// (09) hears alert Y with CV01 for a hold here, CV02 and the destination
+// (CT) for a hold elsewhere, and alert N with no CV for a book with no
+// queue.
+func TestAReturnedBookFindsItsNextReader(t *testing.T) {
+	t.Parallel()
+	c, lib, door := sip2Cluster(t, 1, 3, 4, 0, nil)
+	owner, requester, other := lib.Patrons[0], lib.Patrons[1], lib.Patrons[2]
+	here := harness.ServicePoint
+	// The desk here keeps holds three days; another desk.
+	var sp map[string]any
+	c.Do(c.Storage, "GET", "/service-points/"+here, nil).Want(t, http.StatusOK).Decode(t, &sp)
+	delete(sp, "metadata")
+	sp["pickupLocation"] = true
+	sp["holdShelfExpiryPeriod"] = map[string]any{"duration": 3, "intervalId": "Days"}
+	c.Do(c.Storage, "PUT", "/service-points/"+here, sp).Want(t, http.StatusNoContent)
+	var elsewhere struct{ ID string }
+	c.Do(c.Storage, "POST", "/service-points", map[string]any{"name": "Branch desk", "code": "branch", "discoveryDisplayName": "Branch",
+		"pickupLocation": true, "holdShelfExpiryPeriod": map[string]any{"duration": 2, "intervalId": "Hours"}}).
+		Want(t, http.StatusCreated).Decode(t, &elsewhere)
+	hold := func(item, pickup string) string {
+		t.Helper()
+		var out struct{ ID string }
+		c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold", "requestLevel": "Item",
+			"requestDate": "2026-01-01T10:00:00.000Z", "requesterId": c.IDOf(t, "/users", "users", requester),
+			"itemId": c.IDOf(t, "/item-storage/items", "items", item), "status": "Open - Not yet filled", "position": 1,
+			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": pickup}).Want(t, http.StatusCreated).Decode(t, &out)
+		return out.ID
+	}
+	checkIn := func(item, servicePoint string) map[string]any {
+		t.Helper()
+		var out struct {
+			Item map[string]any `json:"item"`
+		}
+		c.Do(c.Circulations[0], "POST", "/circulation/check-in-by-barcode", map[string]string{"itemBarcode": item, "servicePointId": servicePoint}).
+			Want(t, http.StatusOK).Decode(t, &out)
+		return out.Item
+	}
+	onShelfUntil := func(r requestState, period time.Duration) {
+		t.Helper()
+		at, err := schemas.ParseDateTime(r.HoldShelfExpiration)
+		if err != nil || at.Before(time.Now().Add(period-time.Minute)) || at.After(time.Now().Add(period+time.Minute)) {
+			t.Errorf("hold shelf expiration %q, want about %s from now", r.HoldShelfExpiration, period)
+		}
+	}
+	for _, item := range lib.Items[0] {
+		c.CheckOut(0, item, owner).Want(t, http.StatusCreated)
+	}
+	shelf, transit, kiosk, plain := lib.Items[0][0], lib.Items[0][1], lib.Items[0][2], lib.Items[0][3]
+
+	// Checked in where its hold waits: onto the hold shelf.
+	req := hold(shelf, here)
+	answered := checkIn(shelf, here)
+	if status := answered["status"].(map[string]any)["name"]; status != "Awaiting pickup" {
+		t.Errorf("the check-in answered the item %v, want Awaiting pickup", answered)
+	}
+	if status, dest := itemState(t, c, shelf); status != "Awaiting pickup" || dest != "" {
+		t.Errorf("item %q in transit to %q, want Awaiting pickup, going nowhere", status, dest)
+	}
+	r := readRequest(t, c, req)
+	if r.Status != "Open - Awaiting pickup" || r.Position != "1" {
+		t.Errorf("request %+v, want Open - Awaiting pickup at position 1", r)
+	}
+	onShelfUntil(r, 72*time.Hour)
+	if n := openLoans(t, c, owner); n != 3 {
+		t.Errorf("the owner has %d loans open, want 3 (the one checked in closed)", n)
+	}
+	// Only the requester may take it from the shelf.
+	if res := c.CheckOut(0, shelf, other); res.Status != http.StatusUnprocessableEntity {
+		t.Errorf("another patron's check-out of a book on the hold shelf: %d %s, want 422", res.Status, res.Body)
+	}
+	c.CheckOut(0, shelf, requester).Want(t, http.StatusCreated)
+	if r := readRequest(t, c, req); r.Status != "Closed - Filled" {
+		t.Errorf("the request after its requester borrowed the book: %+v, want Closed - Filled", r)
+	}
+
+	// Checked in at another desk: in transit to the pickup point, then,
+	// checked in there, onto its hold shelf.
+	req = hold(transit, elsewhere.ID)
+	answered = checkIn(transit, here)
+	if answered["status"].(map[string]any)["name"] != "In transit" || answered["inTransitDestinationServicePointId"] != elsewhere.ID {
+		t.Errorf("the check-in answered the item %v, want In transit to %s", answered, elsewhere.ID)
+	}
+	if status, dest := itemState(t, c, transit); status != "In transit" || dest != elsewhere.ID {
+		t.Errorf("item %q in transit to %q, want In transit to %s", status, dest, elsewhere.ID)
+	}
+	if r := readRequest(t, c, req); r.Status != "Open - In transit" || r.HoldShelfExpiration != "" {
+		t.Errorf("request %+v, want Open - In transit, not yet on a shelf", r)
+	}
+	checkIn(transit, elsewhere.ID)
+	if status, dest := itemState(t, c, transit); status != "Awaiting pickup" || dest != "" {
+		t.Errorf("item at its destination %q in transit to %q, want Awaiting pickup", status, dest)
+	}
+	r = readRequest(t, c, req)
+	if r.Status != "Open - Awaiting pickup" {
+		t.Errorf("request at its pickup point %+v, want Open - Awaiting pickup", r)
+	}
+	onShelfUntil(r, 2*time.Hour)
+
+	// A kiosk or a sorter is told where the book goes.
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	hold(kiosk, here)
+	if got := k.Send(checkInMsg(kiosk)); !strings.HasPrefix(got, "101YUY") || harness.SIP2Field(got, "CV") != "01" ||
+		strings.Contains(got, "|CT") {
+		t.Errorf("09 of a book a hold here waits for: %q, want ok, alert Y, CV01 and no CT", got)
+	}
+	hold(plain, elsewhere.ID)
+	if got := k.Send(checkInMsg(plain)); !strings.HasPrefix(got, "101YUY") || harness.SIP2Field(got, "CV") != "02" ||
+		harness.SIP2Field(got, "CT") != elsewhere.ID {
+		t.Errorf("09 of a book a hold elsewhere waits for: %q, want ok, alert Y, CV02 and CT%s", got, elsewhere.ID)
+	}
+	// With no queue: back on the shelf, no alert.
+	c.CheckOut(0, kiosk, requester).Want(t, http.StatusCreated)
+	if got := k.Send(checkInMsg(kiosk)); !strings.HasPrefix(got, "101YUN") || strings.Contains(got, "|CV") {
+		t.Errorf("09 of a book no one waits for: %q, want ok, alert N and no CV", got)
+	}
+	if status, _ := itemState(t, c, kiosk); status != "Available" {
+		t.Errorf("a book no one waits for, checked in: %q, want Available", status)
+	}
+}
