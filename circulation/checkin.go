@@ -36,8 +36,10 @@ const checkInAttempts = 3
 // its loan again and is judged anew, up to checkInAttempts times: the book
 // is in hand, and its return is what the desk asked for.
 func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResult, error) {
-	if req.CheckInDate.IsZero() {
-		req.CheckInDate = s.now().UTC().Truncate(time.Millisecond)
+	// A check-in is dated when the item came back: now, or the date the
+	// caller gives (a book drop's, a sorter's), never after now.
+	if now := s.now().UTC().Truncate(time.Millisecond); req.CheckInDate.IsZero() || req.CheckInDate.After(now) {
+		req.CheckInDate = now
 	}
 	var res CheckInResult
 	var err error
@@ -79,7 +81,11 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 	}
 	loan.Status = "Closed"
 	loan.Action = "checkedin"
+	// Never returned before it was lent.
 	loan.ReturnDate = req.CheckInDate
+	if loan.ReturnDate.Before(loan.LoanDate) {
+		loan.ReturnDate = loan.LoanDate
+	}
 	loan.CheckinServicePointID = req.ServicePointID
 	// The loan is closed only while the item is at the version read with
 	// it, also when the item says Available already: otherwise a check-out

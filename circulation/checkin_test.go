@@ -19,6 +19,7 @@ func TestCheckInClosesTheOpenLoan(t *testing.T) {
 		t.Fatalf("check-out: %v", err)
 	}
 	checkInDate := time.Date(2025, 3, 8, 9, 30, 0, 0, time.UTC)
+	s.clock.Advance(10 * 24 * time.Hour) // the book came back two days ago
 	in, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint,
 		CheckInDate: checkInDate})
 	if err != nil {

@@ -45,6 +45,9 @@ func (l LimitState) AllLoans() bool { return !l.Match.MaterialTypeMatch && !l.Ma
 type SummaryLoan struct {
 	ItemBarcode, Title string
 	DueDate            time.Time
+	// Overdue is storage's judgement, by the database's clock: the one
+	// clock that says what is overdue, for every surface.
+	Overdue bool
 }
 
 // PatronSummary is what a self-check machine shows a patron: whether they

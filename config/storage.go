@@ -55,7 +55,8 @@ type Storage struct {
 	// it cannot be DATABASE_URL's (behind a transaction-mode pooler,
 	// LISTEN needs a direct connection).
 	ListenDatabaseURL string `env:"LISTEN_DATABASE_URL" log:"redact"`
-	// SweepInterval is how often expired locks are deleted, across tenants.
+	// SweepInterval is how often expired locks are deleted, and requests
+	// past their hold shelf date closed, across tenants.
 	SweepInterval time.Duration `env:"LOCK_SWEEP_INTERVAL" envDefault:"30s"`
 	// SweepBatchSize bounds each DELETE of the sweeper.
 	SweepBatchSize int `env:"LOCK_SWEEP_BATCH_SIZE" envDefault:"1000"`

@@ -171,4 +171,78 @@ func TestAReturnedBookFindsItsNextReader(t *testing.T) {
 	if status, _ := itemState(t, c, kiosk); status != "Available" {
 		t.Errorf("a book no one waits for, checked in: %q, want Available", status)
 	}
+	// Item information (17) says where each is: 08 on the hold shelf,
+	// 10 in transit, 03 available.
+	for item, want := range map[string]string{transit: "08", plain: "10", kiosk: "03"} {
+		if got := k.Send("17" + harness.SIP2Date() + "AOdiku|AB" + item + "|"); !strings.HasPrefix(got, "18"+want) {
+			t.Errorf("17 of %s: %q, want circulation status %s", item, got, want)
+		}
+	}
+}
+
+// TestSIP2CheckInKeepsItsReturnDate: a book drop or a sorter checking in
+// what it took offline (09 with a return date) has the loan closed at the
+// time the book came back, not when the message arrived; a return date in
+// the future is now, and one before the loan's date is the loan's date.
+func TestSIP2CheckInKeepsItsReturnDate(t *testing.T) {
+	t.Parallel()
+	c, lib, door := sip2Cluster(t, 1, 1, 3, 0, nil)
+	patron, items := lib.Patrons[0], lib.Items[0]
+	for _, item := range items {
+		c.CheckOut(0, item, patron).Want(t, http.StatusCreated)
+	}
+	returned := func(item string) time.Time {
+		t.Helper()
+		var at string
+		if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT l.jsonb ->> 'returnDate' FROM %[1]s.loan l
+			JOIN %[1]s.item i ON i.id = l.item_id WHERE i.barcode = $1 AND l.status_name = 'Closed'`, c.Schema), item).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		d, err := schemas.ParseDateTime(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	loanDate := func(item string) time.Time {
+		t.Helper()
+		var at string
+		if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT l.jsonb ->> 'loanDate' FROM %[1]s.loan l
+			JOIN %[1]s.item i ON i.id = l.item_id WHERE i.barcode = $1`, c.Schema), item).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := schemas.ParseDateTime(at)
+		return d
+	}
+	// Dated in UTC, as SIP2 writes it: "YYYYMMDD   ZHHMMSS".
+	sip2UTC := func(d time.Time) string { return d.UTC().Format("20060102") + "   Z" + d.UTC().Format("150405") }
+	kiosk := harness.DialSIP2(t, door.SIP2Addr)
+	kiosk.Login("user_id", "passw0rd")
+	checkIn := func(item string, at time.Time) {
+		t.Helper()
+		got := kiosk.Send("09N" + harness.SIP2Date() + sip2UTC(at) + "APdesk|AOdiku|AB" + item + "|AC|")
+		if !strings.HasPrefix(got, "101") {
+			t.Fatalf("09 of %s: %q, want checked in", item, got)
+		}
+	}
+	// The loans are a few seconds old; move the first two back a day so
+	// that a return an hour ago falls after them.
+	if _, err := c.DB.Exec(context.Background(), fmt.Sprintf(`UPDATE %[1]s.loan SET jsonb = jsonb_set(jsonb, '{loanDate}', to_jsonb($1::text))
+		WHERE item_id IN (SELECT id FROM %[1]s.item WHERE barcode = ANY($2))`, c.Schema),
+		time.Now().Add(-24*time.Hour).UTC().Format(schemas.TimeFormat), items[:2]); err != nil {
+		t.Fatal(err)
+	}
+	hourAgo := time.Now().Add(-time.Hour).Truncate(time.Second)
+	checkIn(items[0], hourAgo)
+	if got := returned(items[0]); !got.Equal(hourAgo) {
+		t.Errorf("returned an hour ago offline: the loan says %s, want %s", got, hourAgo)
+	}
+	checkIn(items[1], time.Now().Add(48*time.Hour))
+	if got := returned(items[1]); got.After(time.Now()) || got.Before(time.Now().Add(-time.Minute)) {
+		t.Errorf("a return date in the future: the loan says %s, want now", got)
+	}
+	checkIn(items[2], loanDate(items[2]).Add(-72*time.Hour))
+	if got, lent := returned(items[2]), loanDate(items[2]); !got.Equal(lent) {
+		t.Errorf("a return date before the loan: the loan says %s, want the loan's date %s", got, lent)
+	}
 }

@@ -381,7 +381,8 @@ WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.Ta
 SELECT (SELECT ` + borrowerSQL + ` FROM u),
        (SELECT count(*) FROM ol)::int,
        (SELECT count(*) FROM ol WHERE due::timestamptz < now())::int,
-       (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('itemBarcode', barcode, 'title', title, 'dueDate', due)) ORDER BY due, barcode)
+       (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('itemBarcode', barcode, 'title', title, 'dueDate', due,
+               'overdue', coalesce(due::timestamptz < now(), false))) ORDER BY due, barcode)
           FROM (SELECT * FROM ol ORDER BY due, barcode LIMIT ` + fmt.Sprint(storage.PatronSummaryLoans) + `) x),
        (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('itemLimit', n, 'openLoans', open, 'reached', reached,
                'patronGroupMatch', pg_match, 'materialTypeMatch', mt_match, 'loanTypeMatch', lt_match,

@@ -304,3 +304,11 @@ func deleteRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 	}
 	return leave(ctx, tx, t, id, before)
 }
+
+// UpdateRequestIn is Update for a request within the transaction tx of a
+// write that has locked the request's queue (its item's row) already: a
+// request closed gives its position up, the requests after it moving up
+// one, each recorded as an event.
+func UpdateRequestIn(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, doc json.RawMessage) error {
+	return updateRequest(ctx, tx, t, id, doc)
+}

@@ -1,7 +1,8 @@
 // Package sweeper deletes what has outlived its use, on PostgreSQL, on
 // one instance at a time: expired locks and their waiters, the lock
 // history past its retention, stale sign-in counts, ended sessions and
-// their refresh tokens.
+// their refresh tokens; and it closes the requests left on a hold shelf
+// past their date (lending.ExpireHoldShelves).
 package sweeper
 
 import (
@@ -13,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/checkoutlock/circulation-storage/internal/lending"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/jackc/pgx/v5"
@@ -243,8 +245,9 @@ func (s *Sweeper) takeSweep(ctx context.Context) (release func(), swept bool, er
 }
 
 // SweepOnce deletes every lock that has expired, of every tenant, and
-// the waiters' registrations that have lapsed, trims the history, and
-// returns how many locks it deleted.
+// the waiters' registrations that have lapsed, trims the history, closes
+// the requests past their hold shelf date, and returns how many locks it
+// deleted.
 func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	if _, err := s.db.Pool.Exec(ctx, sweepWaitersSQL); err != nil {
 		return 0, fmt.Errorf("sweep waiters: %w", postgres.Interpret(err, ""))
@@ -254,6 +257,18 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	}
 	if err := s.trim(ctx); err != nil {
 		return 0, err
+	}
+	for {
+		n, err := lending.ExpireHoldShelves(ctx, s.db, s.batchSize)
+		if err != nil {
+			return 0, fmt.Errorf("expire hold shelves: %w", err)
+		}
+		if n > 0 {
+			s.logger.InfoContext(ctx, "requests past their hold shelf date closed", slog.Int("closed", n))
+		}
+		if n < s.batchSize {
+			break
+		}
 	}
 	q := sweepSQL
 	if s.history {

@@ -2,12 +2,15 @@ package sweeper
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/schemas"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -278,5 +281,102 @@ func TestSweeperDeletesOnlyExpiredLocksOfEveryTenant(t *testing.T) {
 		if _, err := locks.NewLocks(f.DB).Get(ctx, f.Tenant, id); err != nil {
 			t.Errorf("live lock %s after the sweep: %v", id, err)
 		}
+	}
+}
+
+// TestRequestsPastTheirHoldShelfDateAreClosed: the sweeper closes a
+// request left on the hold shelf past its holdShelfExpirationDate
+// (Closed - Pickup expired, its position given up) and hands its item to
+// the next request of the queue, waiting at the same pickup point: the
+// item stays on the hold shelf for it, the request Open - Awaiting pickup
+// with a date of its own (the desk's holdShelfExpiryPeriod from now); a
+// request whose date has not come, and a queue's last request once past
+// its date, are handled as such: the item then goes back on the shelf,
+// Available. Each change is announced (FOLIO's hold shelf clearance).
+func TestRequestsPastTheirHoldShelfDateAreClosed(t *testing.T) {
+	t.Parallel()
+	// A database of its own: the sweeper looks at every tenant in it.
+	db := dbtest.OpenDB(t, pgtest.Fresh(t))
+	f := dbtest.LibraryIn(t, db, records.LoadData)
+	ctx := context.Background()
+	rec := records.NewRecords(db)
+	desk := records.ServicePointDesk1
+	var sp map[string]any
+	if doc, err := rec.Get(ctx, f.Tenant, storage.ServicePoints, desk); err != nil || json.Unmarshal(doc, &sp) != nil {
+		t.Fatalf("the desk: %v", err)
+	}
+	sp["holdShelfExpiryPeriod"] = map[string]any{"duration": 2, "intervalId": "Days"}
+	delete(sp, "metadata")
+	doc, _ := json.Marshal(sp)
+	if err := rec.Update(ctx, f.Tenant, storage.ServicePoints, desk, 0, doc); err != nil {
+		t.Fatal(err)
+	}
+	item := records.SampleID("book-030")
+	request := func(patron, status string, position int, expires string) string {
+		t.Helper()
+		d := map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
+			"requesterId": records.SampleID(patron), "itemId": item, "status": status, "position": position,
+			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": desk}
+		if expires != "" {
+			d["holdShelfExpirationDate"] = expires
+		}
+		doc, _ := json.Marshal(d)
+		stored, err := rec.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct{ ID string }
+		_ = json.Unmarshal(stored, &out)
+		return out.ID
+	}
+	f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, item)
+	first := request("1002", "Open - Awaiting pickup", 1, time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat))
+	second := request("1003", "Open - Not yet filled", 2, "")
+	sw := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10})
+	events := f.Count(t, postgres.TableOutbox, "")
+	if _, err := sw.SweepOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	state := func(id string) (status, position, expires string) {
+		t.Helper()
+		err := db.Pool.QueryRow(ctx, "SELECT jsonb ->> 'status', coalesce(jsonb ->> 'position', ''), coalesce(jsonb ->> 'holdShelfExpirationDate', '') FROM "+
+			dbtest.View(f.Tenant, "request")+" WHERE id = $1", id).Scan(&status, &position, &expires)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return status, position, expires
+	}
+	if s, p, _ := state(first); s != "Closed - Pickup expired" || p != "" {
+		t.Errorf("the request past its date: %q at %q, want Closed - Pickup expired, no position", s, p)
+	}
+	s, p, e := state(second)
+	at, err := schemas.ParseDateTime(e)
+	if s != "Open - Awaiting pickup" || p != "1" || err != nil || at.Before(time.Now().Add(47*time.Hour)) || at.After(time.Now().Add(49*time.Hour)) {
+		t.Errorf("the next request: %q at %q until %q, want Open - Awaiting pickup at 1 for two days", s, p, e)
+	}
+	if n := f.Count(t, "item", "id = $1 AND status_name = 'Awaiting pickup'", item); n != 1 {
+		t.Error("the item left the hold shelf, want it kept for the next request")
+	}
+	if n := f.Count(t, postgres.TableOutbox, "") - events; n < 2 {
+		t.Errorf("%d events announced, want the two requests' changes at least", n)
+	}
+	// Not yet past its date: left alone.
+	if _, err := sw.SweepOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, _ := state(second); s != "Open - Awaiting pickup" {
+		t.Errorf("a request before its date after a sweep: %q", s)
+	}
+	// The last request, once past its date: the item goes back on the shelf.
+	f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, "request")+` SET jsonb = jsonb_set(jsonb, '{holdShelfExpirationDate}', to_jsonb($2::text)) WHERE id = $1`,
+		second, time.Now().Add(-time.Minute).UTC().Format(schemas.TimeFormat))
+	if _, err := sw.SweepOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, _ := state(second); s != "Closed - Pickup expired" {
+		t.Errorf("the last request past its date: %q, want Closed - Pickup expired", s)
+	}
+	if n := f.Count(t, "item", "id = $1 AND status_name = 'Available'", item); n != 1 {
+		t.Error("the item with no request left: not Available")
 	}
 }

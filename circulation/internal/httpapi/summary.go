@@ -20,6 +20,7 @@ type summaryLoanJSON struct {
 	ItemBarcode string `json:"itemBarcode"`
 	Title       string `json:"title,omitempty"`
 	DueDate     string `json:"dueDate,omitempty"`
+	Overdue     bool   `json:"overdue"`
 }
 
 // reasonJSON is a reason a patron may not borrow.
@@ -97,7 +98,7 @@ func (s *Server) patronSummary(c echo.Context) error {
 		out.Reasons = append(out.Reasons, j)
 	}
 	for _, l := range sum.OpenLoans {
-		j := summaryLoanJSON{ItemBarcode: l.ItemBarcode, Title: l.Title}
+		j := summaryLoanJSON{ItemBarcode: l.ItemBarcode, Title: l.Title, Overdue: l.Overdue}
 		if !l.DueDate.IsZero() {
 			j.DueDate = l.DueDate.UTC().Format(schemas.TimeFormat)
 		}

@@ -288,6 +288,7 @@ func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation
 			ItemBarcode string `json:"itemBarcode"`
 			Title       string `json:"title"`
 			DueDate     string `json:"dueDate"`
+			Overdue     bool   `json:"overdue"`
 		} `json:"openLoans"`
 		ItemLimits []struct {
 			ItemLimit         int  `json:"itemLimit"`
@@ -312,7 +313,8 @@ func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation
 		out.Patron = u.patron()
 	}
 	for _, l := range v.OpenLoans {
-		out.OpenLoans = append(out.OpenLoans, circulation.SummaryLoan{ItemBarcode: l.ItemBarcode, Title: l.Title, DueDate: parseTime(l.DueDate)})
+		out.OpenLoans = append(out.OpenLoans, circulation.SummaryLoan{ItemBarcode: l.ItemBarcode, Title: l.Title, DueDate: parseTime(l.DueDate),
+			Overdue: l.Overdue})
 	}
 	out.AutomatedBlocks, out.ManualBlocks = v.blocks()
 	return out, nil

@@ -271,6 +271,8 @@ type PatronSummary struct {
 		ItemBarcode string    `json:"itemBarcode"`
 		Title       string    `json:"title"`
 		DueDate     time.Time `json:"dueDate"`
+		// Overdue is storage's judgement, by the database's clock.
+		Overdue bool `json:"overdue"`
 	} `json:"openLoans"`
 }
 

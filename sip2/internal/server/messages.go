@@ -375,6 +375,28 @@ func (c *conn) renewAll(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	return reply(true, renewed, notRenewed, strings.Join(reasons, "; ")), "ok"
 }
 
+// returnedAt is when a 09 says its item was returned: its return date
+// (a book drop or a sorter checking in what it took offline), read in the
+// listener's time zone unless it says UTC, and never after now; now when
+// it gives none. Circulation holds it to the loan's date.
+func (c *conn) returnedAt(raw string) time.Time {
+	now := time.Now()
+	if strings.TrimSpace(raw) == "" {
+		return now
+	}
+	d, err := msg.ParseDate(raw)
+	if err != nil {
+		return now
+	}
+	if d.Location() != time.UTC {
+		d = time.Date(d.Year(), d.Month(), d.Day(), d.Hour(), d.Minute(), d.Second(), 0, c.cfg.location)
+	}
+	if d.After(now) {
+		return now
+	}
+	return d
+}
+
 // checkIn is 09 → 10.
 func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadCheckIn(req)
@@ -391,7 +413,7 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	ret, err := c.s.circ.CheckIn(ctx, s, item, c.cfg.ServicePointID, time.Now())
+	ret, err := c.s.circ.CheckIn(ctx, s, item, c.cfg.ServicePointID, c.returnedAt(m.ReturnDate))
 	if err == nil {
 		r := msg.CheckInResponse{OK: true, Date: c.now(), Institution: c.cfg.Institution, Item: item, Title: ret.Title, Message: msgCheckedIn}
 		switch ret.Status {
@@ -503,11 +525,12 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 		// CB is the limit on all the patron's loans (their group's), when
 		// there is one; limits by material or loan type are not one count.
 		r.ChargedLimit = groupLimit
-		now := time.Now()
 		var charged, overdue []string
 		for _, l := range sum.OpenLoans {
 			charged = append(charged, l.ItemBarcode)
-			if !l.DueDate.IsZero() && l.DueDate.Before(now) {
+			// Overdue as storage judged it, by the database's clock, as
+			// its count (the door's clock is not asked).
+			if l.Overdue {
 				overdue = append(overdue, l.ItemBarcode)
 			}
 		}

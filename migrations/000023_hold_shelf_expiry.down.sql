@@ -1,0 +1,1 @@
+DROP INDEX request_hold_shelf_expiry;
