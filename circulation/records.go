@@ -130,8 +130,12 @@ type LoanPolicy struct {
 type Renewals struct {
 	Unlimited     bool
 	NumberAllowed int
-	From          string
-	Period        Period
+	// HoldPeriod, when set, is the period a renewal lends for while a
+	// hold waits first in the item's queue (FOLIO's
+	// requestManagement.holds.alternateRenewalLoanPeriod).
+	HoldPeriod Period
+	From       string
+	Period     Period
 }
 
 // What a renewal's due date counts from (FOLIO's renewFromId).

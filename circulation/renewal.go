@@ -187,7 +187,11 @@ func renewalRefusals(reads CheckOutReads, now time.Time) (time.Time, []*errs.Err
 		return time.Time{}, append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeLoanPolicyRenewFromNotRecognized,
 			"cannot determine when to renew from")))
 	}
-	due := policy.Renewals.Period.DueDate(from)
+	period := policy.Renewals.Period
+	if h := reads.QueueHead; h != nil && h.RequestType == "Hold" && policy.Renewals.HoldPeriod.Duration > 0 {
+		period = policy.Renewals.HoldPeriod
+	}
+	due := period.DueDate(from)
 	if !due.After(loan.DueDate) {
 		out = append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalWouldNotChangeDueDate,
 			"renewal would not change the due date")))

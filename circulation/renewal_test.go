@@ -157,6 +157,31 @@ func TestRenewalWithAHoldThePolicyAllows(t *testing.T) {
 	}
 }
 
+// TestARenewalWithAHoldLendsForTheAlternatePeriod: with a hold first in
+// the queue, a policy that renews items with requests lends for its
+// alternateRenewalLoanPeriod (two days from the due date here), not its
+// renewal period (a week), as mod-circulation's
+// allowRenewalLoanByBarcodeWhenProfileIsRollingFirstRequestInQueueIsHoldAndRenewingIsAllowedInLoanPolicy
+// expects (the due date moved on by the alternate period).
+func TestARenewalWithAHoldLendsForTheAlternatePeriod(t *testing.T) {
+	t.Parallel()
+	s := renewStack(t, map[string]any{"requestManagement": map[string]any{"holds": map[string]any{"renewItemsWithRequest": true,
+		"alternateRenewalLoanPeriod": map[string]any{"duration": 2, "intervalId": "Days"}}}})
+	out, err := s.checkOut(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.store.AddRequest(storagetest.Request{ID: "aaaaaaaa-0000-4000-8000-00000000000e", ItemID: itemID, RequesterID: otherPatron,
+		Status: "Open - Not yet filled", Position: 1})
+	res, err := s.svc.RenewByBarcode(okapi(t), renewRequest())
+	if err != nil {
+		t.Fatalf("renewal with a hold: %v", err)
+	}
+	if want := out.Loan.DueDate.Add(48 * time.Hour); !res.Loan.DueDate.Equal(want) {
+		t.Errorf("due %s after a renewal with a hold, want %s (two days on)", res.Loan.DueDate, want)
+	}
+}
+
 // TestARecallSinceTheReadStopsTheWrite: a recall placed between the
 // renewal's read and its write stops the write: storage checks for one in
 // it.

@@ -41,6 +41,18 @@ func itemState(t *testing.T, c *harness.Cluster, barcode string) (status, destin
 	return status, destination
 }
 
+// keepHolds gives the service point sp a hold shelf that keeps a request
+// duration intervals (FOLIO's holdShelfExpiryPeriod), through storage.
+func keepHolds(t *testing.T, c *harness.Cluster, sp string, duration int, interval string) {
+	t.Helper()
+	var doc map[string]any
+	c.Do(c.Storage, "GET", "/service-points/"+sp, nil).Want(t, http.StatusOK).Decode(t, &doc)
+	delete(doc, "metadata")
+	doc["pickupLocation"] = true
+	doc["holdShelfExpiryPeriod"] = map[string]any{"duration": duration, "intervalId": interval}
+	c.Do(c.Storage, "PUT", "/service-points/"+sp, doc).Want(t, http.StatusNoContent)
+}
+
 // TestAReturnedBookFindsItsNextReader: FOLIO's return loop across the
 // real binaries, as mod-circulation's own tests expect it
 // (CheckInByBarcodeTests, ServicePointCheckInTests,
@@ -61,12 +73,7 @@ func TestAReturnedBookFindsItsNextReader(t *testing.T) {
 	owner, requester, other := lib.Patrons[0], lib.Patrons[1], lib.Patrons[2]
 	here := harness.ServicePoint
 	// The desk here keeps holds three days; another desk.
-	var sp map[string]any
-	c.Do(c.Storage, "GET", "/service-points/"+here, nil).Want(t, http.StatusOK).Decode(t, &sp)
-	delete(sp, "metadata")
-	sp["pickupLocation"] = true
-	sp["holdShelfExpiryPeriod"] = map[string]any{"duration": 3, "intervalId": "Days"}
-	c.Do(c.Storage, "PUT", "/service-points/"+here, sp).Want(t, http.StatusNoContent)
+	keepHolds(t, c, here, 3, "Days")
 	var elsewhere struct{ ID string }
 	c.Do(c.Storage, "POST", "/service-points", map[string]any{"name": "Branch desk", "code": "branch", "discoveryDisplayName": "Branch",
 		"pickupLocation": true, "holdShelfExpiryPeriod": map[string]any{"duration": 2, "intervalId": "Hours"}}).
@@ -244,5 +251,50 @@ func TestSIP2CheckInKeepsItsReturnDate(t *testing.T) {
 	checkIn(items[2], loanDate(items[2]).Add(-72*time.Hour))
 	if got, lent := returned(items[2]), loanDate(items[2]); !got.Equal(lent) {
 		t.Errorf("a return date before the loan: the loan says %s, want the loan's date %s", got, lent)
+	}
+}
+
+// TestACancelledHoldHandsTheBookOn: a request cancelled while its book
+// waits on the hold shelf gives the book to the next request of the
+// queue (on the shelf for it, when it waits at the same desk, with a date
+// of its own), and a request deleted there, the queue's last, puts the
+// book back on the open shelf (Available), each in the write's own
+// transaction.
+func TestACancelledHoldHandsTheBookOn(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(3, 1, 0)
+	owner, book := lib.Patrons[0], lib.Items[0][0]
+	here := harness.ServicePoint
+	keepHolds(t, c, here, 1, "Days")
+	hold := func(patron string, position int) string {
+		t.Helper()
+		var out struct{ ID string }
+		c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold", "requestLevel": "Item",
+			"requestDate": "2026-01-01T10:00:00.000Z", "requesterId": c.IDOf(t, "/users", "users", patron),
+			"itemId": c.IDOf(t, "/item-storage/items", "items", book), "status": "Open - Not yet filled", "position": position,
+			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": here}).Want(t, http.StatusCreated).Decode(t, &out)
+		return out.ID
+	}
+	c.CheckOut(0, book, owner).Want(t, http.StatusCreated)
+	first, second := hold(lib.Patrons[1], 1), hold(lib.Patrons[2], 2)
+	c.CheckIn(0, book).Want(t, http.StatusOK)
+	if r := readRequest(t, c, first); r.Status != "Open - Awaiting pickup" {
+		t.Fatalf("the first request after the check-in: %+v", r)
+	}
+	var doc map[string]any
+	c.Do(c.Storage, "GET", "/request-storage/requests/"+first, nil).Want(t, http.StatusOK).Decode(t, &doc)
+	delete(doc, "metadata")
+	doc["status"] = "Closed - Cancelled"
+	c.Do(c.Storage, "PUT", "/request-storage/requests/"+first, doc).Want(t, http.StatusNoContent)
+	if status, _ := itemState(t, c, book); status != "Awaiting pickup" {
+		t.Errorf("the book after its first request was cancelled: %q, want kept on the shelf for the next", status)
+	}
+	if r := readRequest(t, c, second); r.Status != "Open - Awaiting pickup" || r.Position != "1" || r.HoldShelfExpiration == "" {
+		t.Errorf("the next request: %+v, want Open - Awaiting pickup at 1, with a date", r)
+	}
+	c.Do(c.Storage, "DELETE", "/request-storage/requests/"+second, nil).Want(t, http.StatusNoContent)
+	if status, _ := itemState(t, c, book); status != "Available" {
+		t.Errorf("the book after its last request was deleted: %q, want Available", status)
 	}
 }

@@ -133,3 +133,23 @@ func expireOnShelf(ctx context.Context, db *postgres.DB, t storage.Tenant, id st
 	})
 	return done, err
 }
+
+// HandOn is records.Records' ShelfLeft: a request left the hold shelf of
+// item itemID (cancelled, closed, deleted) at servicePointID, in the
+// transaction tx of its write; the item, while still Awaiting pickup,
+// goes to the next request of its queue, or back to the shelf, as a
+// check-in there would send it.
+func HandOn(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string) error {
+	var version int
+	var status string
+	err := tx.QueryRow(ctx, postgres.WithTables(`SELECT version, status_name FROM %s WHERE tenant_id = $2 AND id = $1::uuid FOR NO KEY UPDATE`,
+		postgres.TableItem), itemID, string(t)).Scan(&version, &status)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && status != "Awaiting pickup") {
+		return nil
+	}
+	if err != nil {
+		return postgres.Interpret(err, t)
+	}
+	_, err = returnItem(ctx, tx, t, itemID, version, servicePointID)
+	return err
+}

@@ -40,6 +40,12 @@ type Records struct {
 	// item must not hold every connection that reads of other records
 	// need. The others wait for a place here, holding none.
 	queueWrites chan struct{}
+	// ShelfLeft, when set, is told, in the transaction of a write of a
+	// request, that the request left the hold shelf its item waits on
+	// (cancelled, closed or deleted while Open - Awaiting pickup): it
+	// hands the item on as a check-in at the request's pickup point
+	// would (lending.HandOn: to the next request, or back to the shelf).
+	ShelfLeft func(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string) error
 }
 
 var _ storage.RecordService = (*Records)(nil)
@@ -355,7 +361,16 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 			return err
 		}
 		defer release()
-		return s.db.InTx(ctx, t, func(tx pgx.Tx) error { return updateRequest(ctx, tx, t, id, doc) })
+		return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+			shelf, err := onShelf(ctx, tx, t, id)
+			if err != nil {
+				return err
+			}
+			if err := updateRequest(ctx, tx, t, id, doc); err != nil {
+				return err
+			}
+			return s.leftShelf(ctx, tx, t, id, shelf)
+		})
 	}
 	return s.db.Write(ctx, t, func(c *pgx.Conn) error { return Update(ctx, c, t, r, id, version, doc, updateGuards[r.Path]) })
 }
@@ -503,7 +518,14 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 			return true, nil
 		}
 		if r.Path == storage.Requests.Path {
-			return deleteRequest(ctx, tx, t, id, del)
+			shelf, err := onShelf(ctx, tx, t, id)
+			if err != nil {
+				return err
+			}
+			if err := deleteRequest(ctx, tx, t, id, del); err != nil {
+				return err
+			}
+			return s.leftShelf(ctx, tx, t, id, shelf)
 		}
 		_, err := del()
 		return err

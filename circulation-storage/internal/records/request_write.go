@@ -312,3 +312,37 @@ func deleteRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 func UpdateRequestIn(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, doc json.RawMessage) error {
 	return updateRequest(ctx, tx, t, id, doc)
 }
+
+// shelfPlace is a request waiting on its item's hold shelf: the item and
+// the request's pickup point.
+type shelfPlace struct {
+	item, pickup string
+}
+
+// onShelf is request id's hold shelf, when it is Open - Awaiting pickup
+// (nil otherwise).
+func onShelf(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string) (*shelfPlace, error) {
+	var p shelfPlace
+	err := tx.QueryRow(ctx, postgres.WithTables(`SELECT item_id::text, coalesce(jsonb ->> 'pickupServicePointId', '') FROM %s
+ WHERE tenant_id = $1 AND id = $2::uuid AND status = 'Open - Awaiting pickup'`, postgres.TableRequest), string(t), id).Scan(&p.item, &p.pickup)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, postgres.Interpret(err, t)
+	}
+	return &p, nil
+}
+
+// leftShelf tells ShelfLeft that request id, on the hold shelf before
+// (shelf), is on it no more: closed, moved or deleted.
+func (s *Records) leftShelf(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, shelf *shelfPlace) error {
+	if shelf == nil || s.ShelfLeft == nil {
+		return nil
+	}
+	still, err := onShelf(ctx, tx, t, id)
+	if err != nil || still != nil {
+		return err
+	}
+	return s.ShelfLeft(ctx, tx, t, shelf.item, shelf.pickup)
+}

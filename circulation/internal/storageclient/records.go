@@ -223,7 +223,8 @@ type loanPolicyJSON struct {
 	} `json:"renewalsPolicy"`
 	RequestManagement struct {
 		Holds struct {
-			RenewItemsWithRequest bool `json:"renewItemsWithRequest"`
+			RenewItemsWithRequest      bool        `json:"renewItemsWithRequest"`
+			AlternateRenewalLoanPeriod *periodJSON `json:"alternateRenewalLoanPeriod"`
 		} `json:"holds"`
 	} `json:"requestManagement"`
 }
@@ -245,6 +246,9 @@ func (p *loanPolicyJSON) policy() circulation.LoanPolicy {
 		Period: p.LoansPolicy.Period.period()}
 	if r.DifferentPeriod {
 		renewals.Period = r.Period.period()
+	}
+	if alt := p.RequestManagement.Holds.AlternateRenewalLoanPeriod; alt != nil {
+		renewals.HoldPeriod = alt.period()
 	}
 	return circulation.LoanPolicy{ID: p.ID, Name: p.Name, Loanable: p.Loanable, ItemLimit: p.LoansPolicy.ItemLimit,
 		Period: p.LoansPolicy.Period.period(), Renewable: p.Renewable, Renewals: renewals,
