@@ -79,7 +79,7 @@ run: build
 demo-reset:
 	scripts/demo-reset.sh
 
-## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; five to six minutes on two cores
+## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; about three and a half minutes on two cores
 test: rules
 	GO=$(GO) UNIT_PKGS="$(UNIT_PKGS)" UNIT_TIMEOUT=$(UNIT_TIMEOUT) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) FUZZ_INPUTS=$(FUZZ_INPUTS) scripts/test.sh
 
@@ -88,7 +88,7 @@ test-ha:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=1 -timeout 30m -v -run 'TestFailover' ./integration-tests/ha -args -ha
 
-## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken through go -overlay (the working tree untouched), one per CPU side by side, its tests must fail; about seven minutes on two cores (the pages' in Chromium)
+## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken through go -overlay (the working tree untouched), one per CPU side by side, its tests must fail; about six minutes on two cores (the pages' in Chromium)
 mutate:
 	scripts/test-postgres.sh run $(GO) run ./integration-tests/mutate
 

@@ -14,8 +14,8 @@ import (
 	"github.com/checkoutlock/schemas/errs"
 )
 
-// itemStatusSQL is a write of an item's status (a check-in's, a loan
-// action's) at the version the write read (@version), which answers 0,
+// itemStatusSQL is a write of an item's status (a loan action's) at the
+// version the write read (@version), which answers 0,
 // or the version stored when it differs, or -1 when there is no such item.
 // Arguments: @item the item's id, @version, @metadata_user the user for
 // the metadata, @tenant.

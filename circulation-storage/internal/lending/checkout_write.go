@@ -239,8 +239,13 @@ func lockFeatureSQL(setting, tenant, def string) string {
 // (a constant of this package, never a client's value), dated now, one
 // version on, and going nowhere (no inTransitDestinationServicePointId):
 // what a check-out or a loan action writes.
-func itemWithStatus(name string) string {
-	return `jsonb_set(jsonb_set(jsonb - 'inTransitDestinationServicePointId', '{status}', jsonb_build_object('name', '` + name + `', 'date', ` + records.SQLNow + `)),
+func itemWithStatus(name string) string { return itemWithStatusExpr(`'` + name + `'`) }
+
+// itemWithStatusExpr is itemWithStatus with the status an SQL expression
+// (a check-in's, decided by the item's queue: returnItemSQL): the one
+// place an item's status is written.
+func itemWithStatusExpr(status string) string {
+	return `jsonb_set(jsonb_set(jsonb - 'inTransitDestinationServicePointId', '{status}', jsonb_build_object('name', ` + status + `, 'date', ` + records.SQLNow + `)),
                    '{_version}', to_jsonb(version + 1))`
 }
 

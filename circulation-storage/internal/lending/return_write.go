@@ -78,18 +78,13 @@ SELECT h.id::text, h.jsonb ->> 'status', coalesce(h.jsonb ->> 'fulfillmentPrefer
   FROM (` + queueHeadSQL(postgres.Table(postgres.TableRequest), "$1::uuid", "$2") + `) h`
 
 // returnItemSQL writes a check-in's item: its status, its in-transit
-// destination (removed when none), one version on. Parameters: @tenant,
+// destination (none when NULL), one version on. Parameters: @tenant,
 // @item, @status, @destination (NULL for none), @metadata_user.
 var returnItemSQL = postgres.WithTables(`
-UPDATE %s SET jsonb = `+records.WithMetadata(`CASE WHEN @destination::text IS NULL THEN `+itemStatusExpr+` - 'inTransitDestinationServicePointId'
-                         ELSE jsonb_set(`+itemStatusExpr+`, '{inTransitDestinationServicePointId}', to_jsonb(@destination::text)) END`,
+UPDATE %s SET jsonb = `+records.WithMetadata(`CASE WHEN @destination::text IS NULL THEN `+itemWithStatusExpr("@status::text")+`
+                         ELSE jsonb_set(`+itemWithStatusExpr("@status::text")+`, '{inTransitDestinationServicePointId}', to_jsonb(@destination::text)) END`,
 	"@metadata_user", true)+`
  WHERE tenant_id = @tenant AND id = @item::uuid`, postgres.TableItem)
-
-// itemStatusExpr is the item's document with the status @status, dated
-// now, one version on.
-const itemStatusExpr = `jsonb_set(jsonb_set(jsonb, '{status}', jsonb_build_object('name', @status::text, 'date', ` + records.SQLNow + `)),
-                   '{_version}', to_jsonb(version + 1))`
 
 // returnRequestSQL writes the head request's new status and, when it
 // starts its time on the hold shelf, its holdShelfExpirationDate: now and
