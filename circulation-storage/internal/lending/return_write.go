@@ -67,11 +67,11 @@ func returnTransition(head *queueHead, servicePointID string) returned {
 // $2 the tenant.
 var itemRowAtSQL = postgres.WithTables(`SELECT version FROM %s WHERE tenant_id = $2 AND id = $1::uuid FOR NO KEY UPDATE`, postgres.TableItem)
 
-// queueHeadNowSQL reads the head of an item's queue, in a statement of its
-// own after the item's row is locked, so that it sees every request
-// written before (request writes take the item's row first), and the
-// service point's hold shelf expiry period. Parameters: $1 the item, $2
-// the tenant.
+// queueHeadNowSQL reads the head of an item's queue (its id, status,
+// fulfilment preference and pickup point), in a statement of its own
+// after the item's row is locked, so that it sees every request written
+// before (request writes take the item's row first). Parameters: $1 the
+// item, $2 the tenant.
 var queueHeadNowSQL = `
 SELECT h.id::text, h.jsonb ->> 'status', coalesce(h.jsonb ->> 'fulfillmentPreference', 'Hold Shelf'),
        coalesce(h.jsonb ->> 'pickupServicePointId', '')
