@@ -86,11 +86,14 @@ func (f *fixed) digits(name string, n int) string {
 // ParseDate reads SIP2's date: YYYYMMDD, a zone of four characters (four
 // blanks for local time, "   Z" for UTC; others are taken as local), and
 // HHMMSS. A local time is read in time.Local.
-func ParseDate(s string) (time.Time, error) {
+func ParseDate(s string) (time.Time, error) { return ParseDateIn(s, time.Local) }
+
+// ParseDateIn is ParseDate for a date written in loc (a listener's time
+// zone) unless it says UTC.
+func ParseDateIn(s string, loc *time.Location) (time.Time, error) {
 	if len(s) != 18 {
 		return time.Time{}, fmt.Errorf("a date is 18 characters, not %d", len(s))
 	}
-	loc := time.Local
 	if s[8:12] == "   Z" {
 		loc = time.UTC
 	}

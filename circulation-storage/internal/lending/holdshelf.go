@@ -11,39 +11,34 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
 )
 
 // Hold shelf expiry: a request left on the hold shelf past its
-// holdShelfExpirationDate is closed "Closed - Pickup expired", as FOLIO's
+// holdShelfExpirationDate is closed "Closed - Pickup expired"
+// (schemas.RequestPickupExpired), as FOLIO's
 // hold shelf clearance closes it, and its item goes to the next request of
 // its queue or back to the shelf: the return's transitions
 // (returnTransition) at the expired request's pickup point, in the same
 // transaction. The triggers of migration 9 announce the request's and the
 // item's changes.
 
-// RequestPickupExpired is the status of a request whose patron did not
-// come for it in time.
-const RequestPickupExpired = "Closed - Pickup expired"
-
 // expiredOnShelfSQL is a batch of requests past their hold shelf
 // expiration date, of any tenant, found through the index of migration 23
 // and each checked as a date. Parameter: $1 the batch's size.
 var expiredOnShelfSQL = postgres.WithTables(`
 SELECT tenant_id, id::text FROM %s
- WHERE status = 'Open - Awaiting pickup'
+ WHERE status = '`+schemas.RequestAwaitingPickup+`'
    AND jsonb ->> 'holdShelfExpirationDate' < to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
    AND `+postgres.StoredTime("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate")+` < now()
  ORDER BY jsonb ->> 'holdShelfExpirationDate' LIMIT $1`, postgres.TableRequest)
 
 // onShelfSQL reads, under its queue's lock, request $2 of tenant $1 while
-// it is still on the hold shelf past its date: the request, its item, the
-// item's version and status.
-var onShelfSQL = `
-SELECT r.jsonb, r.item_id::text, i.version, i.status_name
-  FROM ` + postgres.Table(postgres.TableRequest) + ` r
-  JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = r.tenant_id AND i.id = r.item_id
- WHERE r.tenant_id = $1 AND r.id = $2::uuid AND r.status = 'Open - Awaiting pickup'
-   AND ` + postgres.StoredTime("r.jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate") + ` < now()`
+// it is still on the hold shelf past its date.
+var onShelfSQL = postgres.WithTables(`
+SELECT jsonb FROM %s
+ WHERE tenant_id = $1 AND id = $2::uuid AND status = '`+schemas.RequestAwaitingPickup+`'
+   AND `+postgres.StoredTime("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate")+` < now()`, postgres.TableRequest)
 
 // ExpireHoldShelves closes up to batch requests past their hold shelf
 // expiration date, of every tenant, each in a transaction of its own, and
@@ -99,9 +94,7 @@ func expireOnShelf(ctx context.Context, db *postgres.DB, t storage.Tenant, id st
 			return postgres.Interpret(err, t)
 		}
 		var doc json.RawMessage
-		var version int
-		var itemStatus string
-		err := tx.QueryRow(ctx, onShelfSQL, string(t), id).Scan(&doc, &itemID, &version, &itemStatus)
+		err := tx.QueryRow(ctx, onShelfSQL, string(t), id).Scan(&doc)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // filled, cancelled or put back meanwhile
 		}
@@ -112,7 +105,7 @@ func expireOnShelf(ctx context.Context, db *postgres.DB, t storage.Tenant, id st
 		if err := json.Unmarshal(doc, &req); err != nil {
 			return err
 		}
-		req["status"] = RequestPickupExpired
+		req["status"] = schemas.RequestPickupExpired
 		pickup, _ := req["pickupServicePointId"].(string)
 		closedDoc, err := json.Marshal(req)
 		if err != nil {
@@ -121,15 +114,8 @@ func expireOnShelf(ctx context.Context, db *postgres.DB, t storage.Tenant, id st
 		if err := records.UpdateRequestIn(ctx, tx, t, id, closedDoc); err != nil {
 			return err
 		}
-		// The item on this request's shelf goes to the next request, or
-		// back to the shelf.
-		if itemStatus == "Awaiting pickup" {
-			if _, err := returnItem(ctx, tx, t, itemID, version, pickup); err != nil {
-				return err
-			}
-		}
 		done = true
-		return nil
+		return HandOn(ctx, tx, t, itemID, pickup)
 	})
 	return done, err
 }
@@ -142,9 +128,8 @@ func expireOnShelf(ctx context.Context, db *postgres.DB, t storage.Tenant, id st
 func HandOn(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string) error {
 	var version int
 	var status string
-	err := tx.QueryRow(ctx, postgres.WithTables(`SELECT version, status_name FROM %s WHERE tenant_id = $2 AND id = $1::uuid FOR NO KEY UPDATE`,
-		postgres.TableItem), itemID, string(t)).Scan(&version, &status)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && status != "Awaiting pickup") {
+	err := tx.QueryRow(ctx, itemRowAtSQL, itemID, string(t)).Scan(&version, &status)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && status != schemas.ItemAwaitingPickup) {
 		return nil
 	}
 	if err != nil {

@@ -52,20 +52,20 @@ type returned struct {
 func returnTransition(head *queueHead, servicePointID string) returned {
 	switch {
 	case head == nil:
-		return returned{ItemStatus: "Available"}
+		return returned{ItemStatus: schemas.ItemAvailable}
 	case head.Fulfilment == "Delivery":
-		return returned{ItemStatus: "Awaiting delivery", RequestStatus: "Open - Awaiting delivery"}
+		return returned{ItemStatus: schemas.ItemAwaitingDelivery, RequestStatus: schemas.RequestAwaitingDelivery}
 	case head.PickupServicePointID == servicePointID || head.PickupServicePointID == "":
-		return returned{ItemStatus: "Awaiting pickup", RequestStatus: "Open - Awaiting pickup",
-			HoldShelf: head.Status != "Open - Awaiting pickup"}
+		return returned{ItemStatus: schemas.ItemAwaitingPickup, RequestStatus: schemas.RequestAwaitingPickup,
+			HoldShelf: head.Status != schemas.RequestAwaitingPickup}
 	}
-	return returned{ItemStatus: "In transit", Destination: head.PickupServicePointID, RequestStatus: "Open - In transit"}
+	return returned{ItemStatus: schemas.ItemInTransit, Destination: head.PickupServicePointID, RequestStatus: schemas.RequestInTransit}
 }
 
-// itemRowAtSQL locks an item's row and answers its version, for a
-// check-in's write made at the version it read. Parameters: $1 the item,
-// $2 the tenant.
-var itemRowAtSQL = postgres.WithTables(`SELECT version FROM %s WHERE tenant_id = $2 AND id = $1::uuid FOR NO KEY UPDATE`, postgres.TableItem)
+// itemRowAtSQL locks an item's row (its request queue's lock) and answers
+// its version and status, for a check-in's write made at the version it
+// read. Parameters: $1 the item, $2 the tenant.
+var itemRowAtSQL = postgres.WithTables(`SELECT version, status_name FROM %s WHERE tenant_id = $2 AND id = $1::uuid FOR NO KEY UPDATE`, postgres.TableItem)
 
 // queueHeadNowSQL reads the head of an item's queue (its id, status,
 // fulfilment preference and pickup point), in a statement of its own
@@ -114,7 +114,8 @@ UPDATE %[1]s r SET jsonb = `+records.WithMetadata(`CASE WHEN @hold_shelf::boolea
 // item does not exist, or changed since (CodeVersionConflict).
 func returnItem(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string, version int, servicePointID string) (returned, error) {
 	var stored int
-	err := tx.QueryRow(ctx, itemRowAtSQL, itemID, string(t)).Scan(&stored)
+	var status string
+	err := tx.QueryRow(ctx, itemRowAtSQL, itemID, string(t)).Scan(&stored, &status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return returned{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)

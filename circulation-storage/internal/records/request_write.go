@@ -324,7 +324,7 @@ type shelfPlace struct {
 func onShelf(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string) (*shelfPlace, error) {
 	var p shelfPlace
 	err := tx.QueryRow(ctx, postgres.WithTables(`SELECT item_id::text, coalesce(jsonb ->> 'pickupServicePointId', '') FROM %s
- WHERE tenant_id = $1 AND id = $2::uuid AND status = 'Open - Awaiting pickup'`, postgres.TableRequest), string(t), id).Scan(&p.item, &p.pickup)
+ WHERE tenant_id = $1 AND id = $2::uuid AND status = '`+schemas.RequestAwaitingPickup+`'`, postgres.TableRequest), string(t), id).Scan(&p.item, &p.pickup)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -384,12 +384,9 @@ func (c *conn) returnedAt(raw string) time.Time {
 	if strings.TrimSpace(raw) == "" {
 		return now
 	}
-	d, err := msg.ParseDate(raw)
+	d, err := msg.ParseDateIn(raw, c.cfg.location)
 	if err != nil {
 		return now
-	}
-	if d.Location() != time.UTC {
-		d = time.Date(d.Year(), d.Month(), d.Day(), d.Hour(), d.Minute(), d.Second(), 0, c.cfg.location)
 	}
 	if d.After(now) {
 		return now
@@ -417,9 +414,9 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	if err == nil {
 		r := msg.CheckInResponse{OK: true, Date: c.now(), Institution: c.cfg.Institution, Item: item, Title: ret.Title, Message: msgCheckedIn}
 		switch ret.Status {
-		case "Awaiting pickup":
+		case schemas.ItemAwaitingPickup:
 			r.AlertType, r.Message = msg.AlertHoldHere, msgHoldHere
-		case "In transit":
+		case schemas.ItemInTransit:
 			r.AlertType, r.Destination, r.Message = msg.AlertHoldElsewhere, ret.Destination, msgHoldElsewhere
 		}
 		return r.Reply(), "ok"

@@ -1,0 +1,44 @@
+package schemas
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+// TestStatusesAreTheSchemasWords: every status constant is a word of its
+// schema's enum, so that a status written from Go is one the contract
+// knows.
+func TestStatusesAreTheSchemasWords(t *testing.T) {
+	enum := func(file string, path ...string) []string {
+		t.Helper()
+		b, err := files.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var node any
+		if err := json.Unmarshal(b, &node); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range path {
+			node = node.(map[string]any)[p]
+		}
+		var out []string
+		for _, v := range node.([]any) {
+			out = append(out, v.(string))
+		}
+		return out
+	}
+	items := enum("item.json", "properties", "status", "properties", "name", "enum")
+	requests := enum("request.json", "properties", "status", "enum")
+	for _, s := range []string{ItemAvailable, ItemAwaitingPickup, ItemAwaitingDelivery, ItemInTransit} {
+		if !slices.Contains(items, s) {
+			t.Errorf("item status %q is not in item.json's enum %v", s, items)
+		}
+	}
+	for _, s := range []string{RequestAwaitingPickup, RequestAwaitingDelivery, RequestInTransit, RequestPickupExpired} {
+		if !slices.Contains(requests, s) {
+			t.Errorf("request status %q is not in request.json's enum %v", s, requests)
+		}
+	}
+}
