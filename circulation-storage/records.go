@@ -80,6 +80,9 @@ var (
 	LoanPolicies = Resource{Name: "Loan policy", Path: "/loan-policy-storage/loan-policies", Plural: "loanPolicies",
 		Schema: "loan-policy.json", CollectionSchema: "loan-policies.json",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
+	RequestPolicies = Resource{Name: "Request policy", Path: "/request-policy-storage/request-policies", Plural: "requestPolicies",
+		Schema: "request-policy.json", CollectionSchema: "request-policies.json",
+		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	Loans = Resource{Name: "Loan", Path: "/loan-storage/loans", Plural: "loans",
 		Schema: "loan.json", CollectionSchema: "loans.json",
 		Filters: []Filter{{Param: "userId", Kind: FilterUUID}, {Param: "itemId", Kind: FilterUUID},
@@ -142,7 +145,7 @@ var ItemStatuses = []string{
 
 // Resources lists every record kind, in the order their references allow
 // them to be created.
-var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, Loans, ManualBlocks,
+var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, RequestPolicies, Loans, ManualBlocks,
 	PatronBlockConditions, PatronBlockLimits, Requests, Accounts, ServicePoints, Settings}
 
 // RequestStatuses are the statuses of a request (schemas/request.json).
@@ -372,6 +375,21 @@ func WithCaller(ctx context.Context, caller Caller) context.Context {
 func CallerFrom(ctx context.Context) Caller {
 	c, _ := ctx.Value(callerKey{}).(Caller)
 	return c
+}
+
+type requestRulesKey struct{}
+
+// WithRequestRules returns ctx whose writes of requests are judged by
+// FOLIO's request rules (schemas.HeaderRequestRules).
+func WithRequestRules(ctx context.Context) context.Context {
+	return context.WithValue(ctx, requestRulesKey{}, true)
+}
+
+// RequestRulesFrom says whether ctx's writes of requests are judged by
+// FOLIO's request rules.
+func RequestRulesFrom(ctx context.Context) bool {
+	on, _ := ctx.Value(requestRulesKey{}).(bool)
+	return on
 }
 
 // UserFrom is the user ctx acts for, "" when none was named.

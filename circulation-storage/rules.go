@@ -7,8 +7,11 @@ import "context"
 // loan type when set, else its permanent one). It is a structured form of
 // FOLIO's rules text.
 type CirculationRules struct {
-	FallbackLoanPolicyID string            `json:"fallbackLoanPolicyId"`
-	Rules                []CirculationRule `json:"rules"`
+	FallbackLoanPolicyID string `json:"fallbackLoanPolicyId"`
+	// FallbackRequestPolicyID is the request policy of a request no rule
+	// matches (or whose rule names none); empty, every type is allowed.
+	FallbackRequestPolicyID string            `json:"fallbackRequestPolicyId,omitempty"`
+	Rules                   []CirculationRule `json:"rules"`
 }
 
 // CirculationRule applies LoanPolicyID to check-outs matching every
@@ -18,6 +21,8 @@ type CirculationRule struct {
 	MaterialTypeID string `json:"materialTypeId,omitempty"`
 	LoanTypeID     string `json:"loanTypeId,omitempty"`
 	LoanPolicyID   string `json:"loanPolicyId"`
+	// RequestPolicyID is the request policy of the requests it matches.
+	RequestPolicyID string `json:"requestPolicyId,omitempty"`
 }
 
 // PolicyMatch is the policy that applies to a check-out and which criteria

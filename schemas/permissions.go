@@ -38,27 +38,28 @@ type Route struct {
 
 // The interfaces, with their versions.
 const (
-	InterfaceCirculation         = "circulation"
-	InterfaceCheckOutLockStorage = "checkout-lock-storage"
-	InterfaceLoanStorage         = "loan-storage"
-	InterfaceLoanPolicyStorage   = "loan-policy-storage"
-	InterfaceCirculationRules    = "circulation-rules-storage"
-	InterfaceUsers               = "users"
-	InterfaceUserGroups          = "usergroups"
-	InterfaceItemStorage         = "item-storage"
-	InterfaceMaterialTypes       = "material-types"
-	InterfaceLoanTypes           = "loan-types"
-	InterfaceSettings            = "settings"
-	InterfaceManualBlocks        = "manualblocks"
-	InterfaceBlockConditions     = "patron-block-conditions"
-	InterfaceBlockLimits         = "patron-block-limits"
-	InterfaceRequestStorage      = "request-storage"
-	InterfaceLogin               = "login"
-	InterfaceAccounts            = "accounts"
-	InterfaceServicePoints       = "service-points"
-	InterfacePatronPin           = "patron-pin"
-	InterfaceTenant              = "_tenant"
-	InterfaceAdmin               = "_admin"
+	InterfaceCirculation          = "circulation"
+	InterfaceCheckOutLockStorage  = "checkout-lock-storage"
+	InterfaceLoanStorage          = "loan-storage"
+	InterfaceLoanPolicyStorage    = "loan-policy-storage"
+	InterfaceCirculationRules     = "circulation-rules-storage"
+	InterfaceUsers                = "users"
+	InterfaceUserGroups           = "usergroups"
+	InterfaceItemStorage          = "item-storage"
+	InterfaceMaterialTypes        = "material-types"
+	InterfaceLoanTypes            = "loan-types"
+	InterfaceSettings             = "settings"
+	InterfaceManualBlocks         = "manualblocks"
+	InterfaceBlockConditions      = "patron-block-conditions"
+	InterfaceBlockLimits          = "patron-block-limits"
+	InterfaceRequestStorage       = "request-storage"
+	InterfaceRequestPolicyStorage = "request-policy-storage"
+	InterfaceLogin                = "login"
+	InterfaceAccounts             = "accounts"
+	InterfaceServicePoints        = "service-points"
+	InterfacePatronPin            = "patron-pin"
+	InterfaceTenant               = "_tenant"
+	InterfaceAdmin                = "_admin"
 )
 
 // crud is the FOLIO-style routes of one storage record: collection GET and
@@ -155,6 +156,7 @@ var Routes = slices.Concat(
 	crud(InterfaceUsers, "/users", "users", "users"),
 	crud(InterfaceItemStorage, "/item-storage/items", "inventory-storage.items", "items"),
 	crud(InterfaceLoanPolicyStorage, "/loan-policy-storage/loan-policies", "circulation-storage.loan-policies", "loan policies"),
+	crud(InterfaceRequestPolicyStorage, "/request-policy-storage/request-policies", "circulation-storage.request-policies", "request policies"),
 	crud(InterfaceLoanStorage, "/loan-storage/loans", "circulation-storage.loans", "loans"),
 	crud(InterfaceSettings, "/settings/entries", "mod-settings.entries", "settings entries"),
 	crud(InterfaceManualBlocks, "/manualblocks", "manualblocks", "manual patron blocks"),

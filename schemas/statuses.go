@@ -14,3 +14,34 @@ const (
 	RequestInTransit        = "Open - In transit"
 	RequestPickupExpired    = "Closed - Pickup expired"
 )
+
+// The request statuses and types a request placed through circulation
+// starts with or is judged by.
+const (
+	ItemPaged = "Paged"
+
+	RequestNotYetFilled = "Open - Not yet filled"
+	RequestCancelled    = "Closed - Cancelled"
+
+	RequestTypeHold   = "Hold"
+	RequestTypePage   = "Page"
+	RequestTypeRecall = "Recall"
+)
+
+// RequestTypesByItemStatus is which request types an item's status allows
+// (FOLIO's RequestTypeItemStatusWhiteList): a page only of an item on the
+// shelf, a hold or a recall of one that is out, on its way or being
+// processed, a hold only of one missing, nothing of one lost, claimed,
+// withdrawn or not requestable. A status not listed allows none.
+var RequestTypesByItemStatus = map[string][]string{
+	"Available":         {RequestTypePage},
+	"Restricted":        {RequestTypeHold, RequestTypePage, RequestTypeRecall},
+	"Checked out":       {RequestTypeHold, RequestTypeRecall},
+	"Awaiting pickup":   {RequestTypeHold, RequestTypeRecall},
+	"Awaiting delivery": {RequestTypeHold, RequestTypeRecall},
+	"In transit":        {RequestTypeHold, RequestTypeRecall},
+	"Paged":             {RequestTypeHold, RequestTypeRecall},
+	"On order":          {RequestTypeHold, RequestTypeRecall},
+	"In process":        {RequestTypeHold, RequestTypeRecall},
+	"Missing":           {RequestTypeHold},
+}

@@ -31,14 +31,27 @@ func TestStatusesAreTheSchemasWords(t *testing.T) {
 	}
 	items := enum("item.json", "properties", "status", "properties", "name", "enum")
 	requests := enum("request.json", "properties", "status", "enum")
-	for _, s := range []string{ItemAvailable, ItemAwaitingPickup, ItemAwaitingDelivery, ItemInTransit} {
+	statuses := []string{ItemAvailable, ItemAwaitingPickup, ItemAwaitingDelivery, ItemInTransit, ItemPaged}
+	for s := range RequestTypesByItemStatus {
+		statuses = append(statuses, s)
+	}
+	for _, s := range statuses {
 		if !slices.Contains(items, s) {
 			t.Errorf("item status %q is not in item.json's enum %v", s, items)
 		}
 	}
-	for _, s := range []string{RequestAwaitingPickup, RequestAwaitingDelivery, RequestInTransit, RequestPickupExpired} {
+	for _, s := range []string{RequestAwaitingPickup, RequestAwaitingDelivery, RequestInTransit, RequestPickupExpired,
+		RequestNotYetFilled, RequestCancelled} {
 		if !slices.Contains(requests, s) {
 			t.Errorf("request status %q is not in request.json's enum %v", s, requests)
+		}
+	}
+	types := enum("request.json", "properties", "requestType", "enum")
+	for status, allowed := range RequestTypesByItemStatus {
+		for _, ty := range allowed {
+			if !slices.Contains(types, ty) {
+				t.Errorf("request type %q (allowed for %q) is not in request.json's enum %v", ty, status, types)
+			}
 		}
 	}
 }

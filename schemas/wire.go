@@ -52,6 +52,16 @@ const (
 	// the hold shelf, in transit, Available) at the version after the
 	// body's _version; the body's other fields are not written.
 	HeaderCheckInServicePoint = "X-Check-In-Service-Point"
+	// HeaderRequestRules "circulation" on a request's creation, or on a
+	// replacement that moves it to another item or changes its type,
+	// makes storage judge it by FOLIO's request rules in the write's own
+	// transaction (the item's status, the requester, the request policy)
+	// and make the writes its type calls for (a page: the item Paged; a
+	// recall: the loan's due date shortened). Without it, a request is
+	// stored as sent, as FOLIO's request storage stores it.
+	HeaderRequestRules = "X-Request-Rules"
+	// RequestRulesCirculation is HeaderRequestRules' one value.
+	RequestRulesCirculation = "circulation"
 	// HeaderReleaseLock "true" on a check-out's write under a lock
 	// (HeaderLockID) releases the lock in the write's own transaction when
 	// the loan is written, waking the patron's waiters as a release does:
@@ -210,6 +220,19 @@ const (
 	// returned, a declaration of loss) found the loan changed by another
 	// write since it read it (its _version moved on); nothing was written.
 	CodeLoanChanged = "LOAN_CHANGED"
+
+	// FOLIO's refusals of a request placed through circulation
+	// (mod-circulation's CreateRequestService, its error types), beside
+	// CodeUserInactive and CodeUserBlockedManually: the item's status does
+	// not allow the request's type, the request policy does not, the
+	// requester has an open request for the item already, or has it on
+	// loan, or a hold shelf request names no pickup service point (or one
+	// that is not one).
+	CodeRequestingDisallowed         = "REQUESTING_DISALLOWED"
+	CodeRequestingDisallowedByPolicy = "REQUESTING_DISALLOWED_BY_POLICY"
+	CodeItemAlreadyRequested         = "ITEM_ALREADY_REQUESTED_BY_SAME_USER"
+	CodeItemAlreadyLoaned            = "ITEM_ALREADY_LOANED_TO_SAME_USER"
+	CodeInvalidPickupServicePoint    = "INVALID_PICKUP_SERVICE_POINT"
 
 	// FOLIO's renewal refusals (mod-circulation's RenewalValidator and
 	// friends), in the order it checks them.

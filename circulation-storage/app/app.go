@@ -95,8 +95,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	// are made after them, from the locks.
 	var waiters *storage.Waiters
 	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
-	recordService := records.NewRecords(db)
-	recordService.ShelfLeft = lending.HandOn
+	recordService := lending.NewRecords(db)
 	loans := lending.NewLoans(db, policy, released)
 	lockService := locks.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
 	waiters = storage.NewWaiters(lockService, metrics, storage.WaitConfig{

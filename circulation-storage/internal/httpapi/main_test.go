@@ -74,7 +74,7 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	locks := locks.NewLocks(db, postgres.LockHistory(true, metrics), released)
 	waiters = storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
 		PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second})
-	recordService := records.NewRecords(db)
+	recordService := lending.NewRecords(db)
 	srv := New(Config{
 		Config:         serverkit.Config{MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 10 * time.Second},
 		LockDefaultTTL: 3 * time.Second,

@@ -272,6 +272,9 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 	if err != nil {
 		return err
 	}
+	if err := requestRules(c, r); err != nil {
+		return err
+	}
 	if err := s.settingsScope(c, r, h.Scope); err != nil {
 		return err
 	}
@@ -426,6 +429,9 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 	if err != nil {
 		return err
 	}
+	if err := requestRules(c, r); err != nil {
+		return err
+	}
 	doc, h, err := s.bindRecord(c, r)
 	if err != nil {
 		return err
@@ -505,6 +511,22 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 		s.settingChanged(c, "update", id, doc)
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// requestRules reads schemas.HeaderRequestRules: on a write of a request,
+// "circulation" has it judged by FOLIO's request rules; any other value,
+// or the header on another record's write, is refused.
+func requestRules(c echo.Context, r storage.Resource) error {
+	v := c.Request().Header.Get(schemas.HeaderRequestRules)
+	switch {
+	case v == "":
+		return nil
+	case v != schemas.RequestRulesCirculation || r.Path != storage.Requests.Path:
+		return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s is %q on a write of a request, and nothing else",
+			schemas.HeaderRequestRules, schemas.RequestRulesCirculation).With("header", truncateText(v))
+	}
+	c.SetRequest(c.Request().WithContext(storage.WithRequestRules(c.Request().Context())))
+	return nil
 }
 
 func (s *Server) deleteRecord(c echo.Context, r storage.Resource) error {

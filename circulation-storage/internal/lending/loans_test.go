@@ -14,5 +14,5 @@ type library struct {
 
 // newLibrary is a library of db whose loan writes apply policy.
 func newLibrary(db *postgres.DB, policy Policy) library {
-	return library{Records: records.NewRecords(db), Loans: NewLoans(db, policy)}
+	return library{Records: NewRecords(db), Loans: NewLoans(db, policy)}
 }

@@ -95,12 +95,7 @@ UPDATE %[1]s r SET jsonb = `+records.WithMetadata(`CASE WHEN @hold_shelf::boolea
         THEN jsonb_set(jsonb_set(r.jsonb, '{status}', to_jsonb(@status::text)), '{holdShelfExpirationDate}',
                        to_jsonb(to_char(e.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
         ELSE jsonb_set(r.jsonb, '{status}', to_jsonb(@status::text)) END`, "@metadata_user", true)+`
-  FROM (SELECT (SELECT now() + make_interval(
-                  mins  => CASE p ->> 'intervalId' WHEN 'Minutes' THEN (p ->> 'duration')::int ELSE 0 END,
-                  hours => CASE p ->> 'intervalId' WHEN 'Hours' THEN (p ->> 'duration')::int ELSE 0 END,
-                  days  => CASE p ->> 'intervalId' WHEN 'Days' THEN (p ->> 'duration')::int ELSE 0 END,
-                  weeks => CASE p ->> 'intervalId' WHEN 'Weeks' THEN (p ->> 'duration')::int ELSE 0 END,
-                  months => CASE p ->> 'intervalId' WHEN 'Months' THEN (p ->> 'duration')::int ELSE 0 END)
+  FROM (SELECT (SELECT now() + `+periodInterval("p")+`
                 FROM (SELECT sp.jsonb -> 'holdShelfExpiryPeriod' AS p FROM %[2]s sp, %[1]s q
                        WHERE q.tenant_id = @tenant AND q.id = @request::uuid AND sp.tenant_id = @tenant
                          AND sp.id = (q.jsonb ->> 'pickupServicePointId')::uuid) period

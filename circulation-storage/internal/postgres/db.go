@@ -251,6 +251,7 @@ const (
 	TablePatron           TableName = "patron"
 	TableItem             TableName = "item"
 	TableLoanPolicy       TableName = "loan_policy"
+	TableRequestPolicy    TableName = "request_policy"
 	TableLoan             TableName = "loan"
 	TableCirculationRule  TableName = "circulation_rule"
 	TableCirculationRules TableName = "circulation_rules"
@@ -294,7 +295,7 @@ const OutboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 
 // TenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var TenantTables = []TableName{
-	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableCirculationRule, TableCirculationRules, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
+	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableCirculationRule, TableCirculationRules, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
 	TableMaterialType, TablePatronGroup, TableSettingChange, TableSetting, TableLockEvent, TableLockWaiter, TableLock,
 	TableTenantJob,
 }

@@ -22,8 +22,8 @@ import (
 // ReadRules reads the tenant's circulation rules through q.
 func ReadRules(ctx context.Context, q postgres.Querier, t storage.Tenant) (storage.CirculationRules, error) {
 	var rules storage.CirculationRules
-	err := q.QueryRow(ctx, postgres.WithTables(`SELECT fallback_loan_policy_id::text FROM %s WHERE tenant_id = $1`, postgres.TableCirculationRules), string(t)).
-		Scan(&rules.FallbackLoanPolicyID)
+	err := q.QueryRow(ctx, postgres.WithTables(`SELECT fallback_loan_policy_id::text, coalesce(fallback_request_policy_id::text, '') FROM %s WHERE tenant_id = $1`,
+		postgres.TableCirculationRules), string(t)).Scan(&rules.FallbackLoanPolicyID, &rules.FallbackRequestPolicyID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.CirculationRules{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,
 			"No circulation rules are set: PUT /circulation-rules-storage first")
@@ -33,14 +33,14 @@ func ReadRules(ctx context.Context, q postgres.Querier, t storage.Tenant) (stora
 	}
 	rows, err := q.Query(ctx, postgres.WithTables(`
 SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, ''),
-       coalesce(loan_type_id::text, ''), loan_policy_id::text
+       coalesce(loan_type_id::text, ''), loan_policy_id::text, coalesce(request_policy_id::text, '')
   FROM %s WHERE tenant_id = $1 ORDER BY position`, postgres.TableCirculationRule), string(t))
 	if err != nil {
 		return storage.CirculationRules{}, postgres.Interpret(err, t)
 	}
 	rules.Rules, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (storage.CirculationRule, error) {
 		var r storage.CirculationRule
-		err := row.Scan(&r.PatronGroupID, &r.MaterialTypeID, &r.LoanTypeID, &r.LoanPolicyID)
+		err := row.Scan(&r.PatronGroupID, &r.MaterialTypeID, &r.LoanTypeID, &r.LoanPolicyID, &r.RequestPolicyID)
 		return r, err
 	})
 	if err != nil {
@@ -55,9 +55,10 @@ SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, '')
 // WriteRules replaces the tenant's circulation rules, in tx.
 func WriteRules(ctx context.Context, tx pgx.Tx, t storage.Tenant, rules storage.CirculationRules) error {
 	_, err := tx.Exec(ctx, postgres.WithTables(`
-INSERT INTO %s (tenant_id, fallback_loan_policy_id) VALUES ($2, $1)
-ON CONFLICT (tenant_id) DO UPDATE SET fallback_loan_policy_id = excluded.fallback_loan_policy_id`, postgres.TableCirculationRules),
-		rules.FallbackLoanPolicyID, string(t))
+INSERT INTO %s (tenant_id, fallback_loan_policy_id, fallback_request_policy_id) VALUES ($2, $1, nullif($3, '')::uuid)
+ON CONFLICT (tenant_id) DO UPDATE
+  SET fallback_loan_policy_id = excluded.fallback_loan_policy_id, fallback_request_policy_id = excluded.fallback_request_policy_id`,
+		postgres.TableCirculationRules), rules.FallbackLoanPolicyID, string(t), rules.FallbackRequestPolicyID)
 	if err != nil {
 		return interpretRule(err, t, -1, rules)
 	}
@@ -66,10 +67,11 @@ ON CONFLICT (tenant_id) DO UPDATE SET fallback_loan_policy_id = excluded.fallbac
 	}
 	for i, r := range rules.Rules {
 		_, err := tx.Exec(ctx, postgres.WithTables(`
-INSERT INTO %s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id)
-VALUES (@tenant, @position, nullif(@group, '')::uuid, nullif(@material_type, '')::uuid, nullif(@loan_type, '')::uuid, @policy)`,
+INSERT INTO %s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id, request_policy_id)
+VALUES (@tenant, @position, nullif(@group, '')::uuid, nullif(@material_type, '')::uuid, nullif(@loan_type, '')::uuid, @policy,
+        nullif(@request_policy, '')::uuid)`,
 			postgres.TableCirculationRule), pgx.StrictNamedArgs{"tenant": string(t), "position": i, "group": r.PatronGroupID,
-			"material_type": r.MaterialTypeID, "loan_type": r.LoanTypeID, "policy": r.LoanPolicyID})
+			"material_type": r.MaterialTypeID, "loan_type": r.LoanTypeID, "policy": r.LoanPolicyID, "request_policy": r.RequestPolicyID})
 		if err != nil {
 			return interpretRule(err, t, i, rules)
 		}
@@ -85,11 +87,14 @@ func interpretRule(err error, t storage.Tenant, index int, rules storage.Circula
 	}
 	c := constraints[pgErr.ConstraintName]
 	field, value := c.field, rules.FallbackLoanPolicyID
+	if c.field == "fallbackRequestPolicyId" {
+		value = rules.FallbackRequestPolicyID
+	}
 	if index >= 0 {
 		r := rules.Rules[index]
 		field = "rules." + strconv.Itoa(index) + "." + c.field
 		value = map[string]string{"patronGroupId": r.PatronGroupID, "materialTypeId": r.MaterialTypeID,
-			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID}[c.field]
+			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID, "requestPolicyId": r.RequestPolicyID}[c.field]
 	}
 	e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: %s %s does not exist", field, c.target, value).
 		With(field, value)

@@ -46,6 +46,13 @@ type Records struct {
 	// hands the item on as a check-in at the request's pickup point
 	// would (lending.HandOn: to the next request, or back to the shelf).
 	ShelfLeft func(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string) error
+	// RequestRules, when set, judges a request written through
+	// circulation (storage.RequestRulesFrom), open, and placed or moved
+	// to another item or given another type, in the transaction of its
+	// write, after the write and with its queue locked: it refuses what
+	// FOLIO's rules refuse (the write then rolled back) and makes the
+	// writes the request calls for (lending.JudgeRequest).
+	RequestRules func(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, requester, item string) error
 }
 
 var _ storage.RecordService = (*Records)(nil)
@@ -102,6 +109,8 @@ var specs = map[string]tableSpec{
 			"temporaryLoanTypeId": uuidColumn("temporary_loan_type_id")},
 		order: "barcode, id"},
 	storage.LoanPolicies.Path: {table: "loan_policy", columns: map[string]string{"name": "name"},
+		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
+	storage.RequestPolicies.Path: {table: "request_policy", columns: map[string]string{"name": "name"},
 		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
 	storage.Loans.Path: {table: "loan", columns: map[string]string{"userId": "user_id", "itemId": "item_id", "status": "status_name"},
 		fields: map[string]column{"id": uuidColumn("id"), "userId": uuidColumn("user_id"), "itemId": uuidColumn("item_id"),
@@ -203,8 +212,10 @@ func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resour
 		defer release()
 		err = s.db.InTx(ctx, t, func(tx pgx.Tx) error {
 			var err error
-			stored, err = createRequest(ctx, tx, t, id, doc)
-			return err
+			if stored, err = createRequest(ctx, tx, t, id, doc); err != nil {
+				return err
+			}
+			return s.judgeRequest(ctx, tx, t, id, stored, kind{})
 		})
 		return stored, err
 	}
@@ -366,10 +377,17 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 			if err != nil {
 				return err
 			}
+			before, err := requestKind(ctx, tx, t, id)
+			if err != nil {
+				return err
+			}
 			if err := updateRequest(ctx, tx, t, id, doc); err != nil {
 				return err
 			}
-			return s.leftShelf(ctx, tx, t, id, shelf)
+			if err := s.leftShelf(ctx, tx, t, id, shelf); err != nil {
+				return err
+			}
+			return s.judgeRequest(ctx, tx, t, id, doc, before)
 		})
 	}
 	return s.db.Write(ctx, t, func(c *pgx.Conn) error { return Update(ctx, c, t, r, id, version, doc, updateGuards[r.Path]) })

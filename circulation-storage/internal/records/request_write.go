@@ -346,3 +346,37 @@ func (s *Records) leftShelf(ctx context.Context, tx pgx.Tx, t storage.Tenant, id
 	}
 	return s.ShelfLeft(ctx, tx, t, shelf.item, shelf.pickup)
 }
+
+// kind is what a request is for: its item and its type.
+type kind struct {
+	item, requestType string
+}
+
+// requestKind is request id's kind as stored (empty when there is none).
+func requestKind(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string) (kind, error) {
+	var k kind
+	err := tx.QueryRow(ctx, postgres.WithTables(`SELECT item_id::text, coalesce(jsonb ->> 'requestType', '') FROM %s
+ WHERE tenant_id = $1 AND id = $2::uuid`, postgres.TableRequest), string(t), id).Scan(&k.item, &k.requestType)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return kind{}, nil
+	}
+	return k, postgres.Interpret(err, t)
+}
+
+// judgeRequest has RequestRules judge request id, written as doc, when
+// the write came through circulation and the request is open and of
+// another kind than before (placed: before is empty).
+func (s *Records) judgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, doc json.RawMessage, before kind) error {
+	if s.RequestRules == nil || !storage.RequestRulesFrom(ctx) {
+		return nil
+	}
+	d, err := decodeRequest(doc)
+	if err != nil || !d.place.open {
+		return err
+	}
+	now := kind{item: d.place.item, requestType: FieldValue(doc, "requestType")}
+	if now == before {
+		return nil
+	}
+	return s.RequestRules(ctx, tx, t, id, strings.ToLower(FieldValue(doc, "requesterId")), d.place.item)
+}

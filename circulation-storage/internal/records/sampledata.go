@@ -64,9 +64,9 @@ func referenceSeeds() []seed {
 		{storage.LoanTypes, LoanTypeCanCirculate, map[string]any{"name": "Can circulate"}},
 		{storage.LoanTypes, LoanTypeReadingRoom, map[string]any{"name": "Reading room"}},
 		{storage.ServicePoints, ServicePointDesk1, map[string]any{"name": "Circ Desk 1", "code": "cd1",
-			"discoveryDisplayName": "Circulation Desk -- Hallway"}},
+			"discoveryDisplayName": "Circulation Desk -- Hallway", "pickupLocation": true}},
 		{storage.ServicePoints, ServicePointDesk2, map[string]any{"name": "Circ Desk 2", "code": "cd2",
-			"discoveryDisplayName": "Circulation Desk -- Back Entrance"}},
+			"discoveryDisplayName": "Circulation Desk -- Back Entrance", "pickupLocation": true}},
 	}
 }
 

@@ -1,0 +1,208 @@
+package lending
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// A request placed (or moved to another item) through circulation is
+// judged by FOLIO's rules in its own write's transaction, after the write
+// and with its item's queue locked (the item's row: every write of the
+// item waits for it), so nothing it judges can change before it commits:
+//
+//	the item's status allows the request's type    REQUESTING_DISALLOWED            (schemas.RequestTypesByItemStatus)
+//	the requester is active and not expired          USER_IS_INACTIVE
+//	no other open request of the requester's         ITEM_ALREADY_REQUESTED_BY_SAME_USER
+//	the requester does not have the item on loan     ITEM_ALREADY_LOANED_TO_SAME_USER
+//	no manual block of the requester's requests      USER_IS_BLOCKED_MANUALLY
+//	a hold shelf request's pickup point is one       INVALID_PICKUP_SERVICE_POINT
+//	the request policy allows the type               REQUESTING_DISALLOWED_BY_POLICY
+//
+// Every reason is reported, in that order (FOLIO's CreateRequestService),
+// and a refused request writes nothing. A request that holds makes, in the
+// same transaction, the writes its type calls for: a page moves its
+// available item to Paged; a recall shortens the item's open loan to the
+// loan policy's recall return interval from now, never below its minimum
+// guaranteed loan period and never later than the due date it had, once
+// per loan (dueDateChangedByRecall), the loan's action "recallrequested".
+// The triggers of migration 9 announce each change.
+
+// requestVerdictSQL reads what judging request @id of @tenant needs.
+var requestVerdictSQL = `
+WITH q AS (SELECT item_id, requester_id, jsonb ->> 'requestType' AS type, jsonb ->> 'fulfillmentPreference' AS fulfillment,
+                  (jsonb ->> 'pickupServicePointId')::uuid AS pickup FROM ` + postgres.Table(postgres.TableRequest) + `
+            WHERE tenant_id = @tenant AND id = @id::uuid),
+     i AS (SELECT id, status_name, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id
+             FROM ` + postgres.Table(postgres.TableItem) + ` WHERE tenant_id = @tenant AND id = (SELECT item_id FROM q)),
+     u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.TablePatron) + `
+            WHERE tenant_id = @tenant AND id = (SELECT requester_id FROM q)),
+     m AS (` + policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
+	"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `)
+SELECT (SELECT type FROM q) AS type, (SELECT status_name FROM i) AS item_status,
+       (SELECT fulfillment FROM q) AS fulfillment, (SELECT pickup::text FROM q) AS pickup,
+       (SELECT sp.jsonb ->> 'pickupLocation' = 'true' FROM ` + postgres.Table(postgres.TableServicePoint) + ` sp
+         WHERE sp.tenant_id = @tenant AND sp.id = (SELECT pickup FROM q)) AS pickup_location,
+       coalesce((SELECT (u.jsonb ->> 'active')::boolean IS TRUE
+                        AND coalesce(` + postgres.StoredTime("u.jsonb ->> 'expirationDate'", "patron expirationDate") + ` > now(), true) FROM u), false) AS active,
+       (SELECT r.id::text FROM ` + postgres.Table(postgres.TableRequest) + ` r, q
+         WHERE r.tenant_id = @tenant AND r.item_id = q.item_id AND r.requester_id = q.requester_id
+           AND left(r.status, 5) = 'Open ' AND r.id <> @id::uuid ORDER BY r.position LIMIT 1) AS other_request,
+       EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableLoan) + ` l, q
+                WHERE l.tenant_id = @tenant AND l.item_id = q.item_id AND l.user_id = q.requester_id AND l.status_name = 'Open') AS on_loan,
+       EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
+                WHERE b.tenant_id = @tenant AND b.user_id = (SELECT id FROM u) AND b.jsonb ->> 'requests' = 'true'
+                  AND ` + blockInForce("b") + `) AS blocked,
+       (SELECT rp.jsonb -> 'requestTypes' FROM ` + postgres.Table(postgres.TableRequestPolicy) + ` rp
+         WHERE rp.tenant_id = @tenant
+           AND rp.id = coalesce((SELECT cr.request_policy_id FROM ` + postgres.Table(postgres.TableCirculationRule) + ` cr
+                                  WHERE cr.tenant_id = @tenant AND cr.position = (SELECT rule_index FROM m)),
+                                (SELECT fallback_request_policy_id FROM ` + postgres.Table(postgres.TableCirculationRules) + `
+                                  WHERE tenant_id = @tenant))) AS policy_types`
+
+// requestVerdict is requestVerdictSQL's row.
+type requestVerdict struct {
+	Type        string  `db:"type"`
+	ItemStatus  *string `db:"item_status"`
+	Fulfillment *string `db:"fulfillment"`
+	Pickup      *string `db:"pickup"`
+	// PickupLocation is whether the pickup service point is one (nil:
+	// there is no such service point).
+	PickupLocation *bool           `db:"pickup_location"`
+	Active         bool            `db:"active"`
+	OtherRequest   *string         `db:"other_request"`
+	OnLoan         bool            `db:"on_loan"`
+	Blocked        bool            `db:"blocked"`
+	PolicyTypes    json.RawMessage `db:"policy_types"`
+}
+
+// refusals are the rules v breaks, in FOLIO's order, for request id of
+// requester for item.
+func (v requestVerdict) refusals(id, requester, item string) []*errs.Error {
+	var out []*errs.Error
+	notAllowed := func(code string) *errs.Error {
+		return errs.Errorf(errs.KindInvalid, code, "%s requests are not allowed for this patron and item combination", v.Type).
+			With("requestType", v.Type)
+	}
+	status := ""
+	if v.ItemStatus != nil {
+		status = *v.ItemStatus
+	}
+	if !slices.Contains(schemas.RequestTypesByItemStatus[status], v.Type) {
+		out = append(out, notAllowed(schemas.CodeRequestingDisallowed).With("itemStatus", status))
+	}
+	if !v.Active {
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Inactive users cannot make requests").
+			With("requesterId", requester))
+	}
+	if v.OtherRequest != nil {
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemAlreadyRequested, "This requester already has an open request for this item").
+			With("requesterId", requester).With("itemId", item).With("requestId", *v.OtherRequest))
+	}
+	if v.OnLoan {
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemAlreadyLoaned, "This requester currently has this item on loan.").
+			With("itemId", item).With("userId", requester))
+	}
+	if v.Blocked {
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedManually, "Patron blocked from requesting").
+			With("requesterId", requester))
+	}
+	switch {
+	case v.Pickup == nil && v.Fulfillment != nil && *v.Fulfillment == "Hold Shelf":
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeInvalidPickupServicePoint,
+			"Hold Shelf Fulfillment Requests require a Pickup Service Point").With("requestId", id))
+	case v.Pickup != nil && v.PickupLocation == nil:
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeInvalidPickupServicePoint,
+			"Pickup service point does not exist").With("pickupServicePointId", *v.Pickup))
+	case v.Pickup != nil && !*v.PickupLocation:
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeInvalidPickupServicePoint,
+			"Service point is not a pickup location").With("pickupServicePointId", *v.Pickup))
+	}
+	var allowed []string
+	if v.PolicyTypes != nil && (json.Unmarshal(v.PolicyTypes, &allowed) != nil || !slices.Contains(allowed, v.Type)) {
+		out = append(out, notAllowed(schemas.CodeRequestingDisallowedByPolicy))
+	}
+	return out
+}
+
+// pageItemSQL moves the item of page request @id to Paged while it is on
+// the shelf (Available or Restricted).
+var pageItemSQL = `
+UPDATE ` + postgres.Table(postgres.TableItem) + ` SET jsonb = ` + records.WithMetadata(itemWithStatus(schemas.ItemPaged), "@metadata_user", true) + `
+ WHERE tenant_id = @tenant AND id = (SELECT item_id FROM ` + postgres.Table(postgres.TableRequest) + ` WHERE tenant_id = @tenant AND id = @id::uuid)
+   AND status_name IN ('Available', 'Restricted')`
+
+// recallLoanSQL shortens the open loan of recall @id's item, once: to now
+// and the policy's recallReturnInterval, but not before its loan date and
+// the minimumGuaranteedLoanPeriod, and only when that is earlier than its
+// due date.
+var recallLoanSQL = `
+WITH l AS (SELECT l.id, l.jsonb ->> 'dueDate' AS due_before,
+                  greatest(now() + ` + periodInterval(`lp.jsonb #> '{requestManagement,recalls,recallReturnInterval}'`) + `,
+                           ` + postgres.StoredTime("l.jsonb ->> 'loanDate'", "loan loanDate") + ` + ` +
+	periodInterval(`lp.jsonb #> '{requestManagement,recalls,minimumGuaranteedLoanPeriod}'`) + `) AS due
+             FROM ` + postgres.Table(postgres.TableLoan) + ` l
+             LEFT JOIN ` + postgres.Table(postgres.TableLoanPolicy) + ` lp ON lp.tenant_id = l.tenant_id AND lp.id = l.loan_policy_id
+            WHERE l.tenant_id = @tenant AND l.status_name = 'Open'
+              AND l.item_id = (SELECT item_id FROM ` + postgres.Table(postgres.TableRequest) + ` WHERE tenant_id = @tenant AND id = @id::uuid)
+              AND NOT coalesce((l.jsonb ->> 'dueDateChangedByRecall')::boolean, false))
+UPDATE ` + postgres.Table(postgres.TableLoan) + ` t SET jsonb = ` + records.WithMetadata(`t.jsonb || jsonb_build_object(
+         'dueDate', to_char(l.due AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+         'dueDateChangedByRecall', true, 'action', 'recallrequested')`, "@metadata_user", true) + `
+  FROM l
+ WHERE t.tenant_id = @tenant AND t.id = l.id AND l.due < ` + postgres.StoredTime("l.due_before", "loan dueDate")
+
+// periodInterval is SQL for the interval a FOLIO period (p, a jsonb
+// {duration, intervalId} or NULL, an SQL expression) lasts; zero for none.
+func periodInterval(p string) string {
+	unit := func(id string) string {
+		return `CASE (` + p + `) ->> 'intervalId' WHEN '` + id + `' THEN coalesce(((` + p + `) ->> 'duration')::int, 0) ELSE 0 END`
+	}
+	return `make_interval(mins => ` + unit("Minutes") + `, hours => ` + unit("Hours") + `, days => ` + unit("Days") +
+		`, weeks => ` + unit("Weeks") + `, months => ` + unit("Months") + `)`
+}
+
+// JudgeRequest is records.Records' RequestRules: request id, just
+// written in tx with its queue locked, is judged by FOLIO's rules (a
+// *errs.Refusal naming every rule it breaks, the transaction then rolled
+// back), and makes the writes its type calls for.
+func JudgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, requester, item string) error {
+	rows, err := tx.Query(ctx, requestVerdictSQL, pgx.StrictNamedArgs{"tenant": string(t), "id": id})
+	if err != nil {
+		return postgres.Interpret(err, t)
+	}
+	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[requestVerdict])
+	if err != nil {
+		return postgres.Interpret(err, t)
+	}
+	if refused := v.refusals(id, requester, item); len(refused) > 0 {
+		return &errs.Refusal{Errors: refused}
+	}
+	args := pgx.StrictNamedArgs{"tenant": string(t), "id": id, "metadata_user": records.MetadataUser(ctx)}
+	switch v.Type {
+	case schemas.RequestTypePage:
+		_, err = tx.Exec(ctx, pageItemSQL, args)
+	case schemas.RequestTypeRecall:
+		_, err = tx.Exec(ctx, recallLoanSQL, args)
+	}
+	return postgres.Interpret(err, t)
+}
+
+// NewRecords is the record service whose writes of requests keep the
+// return loop and FOLIO's request rules: a request leaving the hold shelf
+// hands its item on (HandOn), one written through circulation is judged
+// (JudgeRequest).
+func NewRecords(db *postgres.DB) *records.Records {
+	r := records.NewRecords(db)
+	r.ShelfLeft = HandOn
+	r.RequestRules = JudgeRequest
+	return r
+}

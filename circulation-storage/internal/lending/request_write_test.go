@@ -1,0 +1,156 @@
+package lending
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/google/uuid"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// placeDoc is a request of kind by requester for item, to pick up at the
+// first desk, as circulation sends it.
+func placeDoc(kind, requester, item string) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"requestType":%q,"requestLevel":"Item","requestDate":"2026-02-01T10:00:00.000Z",
+	  "requesterId":%q,"itemId":%q,"status":"Open - Not yet filled","fulfillmentPreference":"Hold Shelf","pickupServicePointId":%q}`,
+		kind, requester, item, records.ServicePointDesk1))
+}
+
+// refusedCodes is the codes of a refusal, in order.
+func refusedCodes(err error) []string {
+	var out []string
+	if r, ok := err.(*errs.Refusal); ok {
+		for _, e := range r.Errors {
+			out = append(out, e.Code)
+		}
+	} else if e, ok := errs.As(err); ok {
+		out = append(out, e.Code)
+	}
+	return out
+}
+
+// TestRequestsAreJudgedAsFOLIOJudgesThem: a request written through
+// circulation (storage.WithRequestRules) is refused, nothing written, for
+// each rule it breaks, every reason at once in FOLIO's order (its
+// RequestsAPICreationTests, RequestPolicyTests, ItemStatusRequestRules);
+// one that holds is written with the writes its type calls for. The same
+// write without the rules stores the request as sent.
+func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, records.LoadData)
+	ctx := storage.WithRequestRules(context.Background())
+	lib := newLibrary(f.DB, testPolicy)
+	alice, bob, carol, erin := records.SampleID("1001"), records.SampleID("1002"), records.SampleID("1003"), records.SampleID("1005")
+	available, out := records.SampleID("book-101"), records.SampleID("book-102")
+	loan := json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2099-01-22T10:00:00.000Z",
+	  "loanPolicyId":%q,"action":"checkedout","status":{"name":"Open"}}`, alice, out, records.PolicyStandard))
+	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
+		Loan: loan, ItemVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	requests := func() int { return f.Count(t, postgres.TableRequest, "item_id = ANY($1::uuid[])", []string{available, out}) }
+
+	for _, c := range []struct {
+		name string
+		doc  json.RawMessage
+		want []string
+	}{
+		{"a hold of an item on the shelf", placeDoc("Hold", bob, available), []string{schemas.CodeRequestingDisallowed}},
+		{"a page of an item checked out", placeDoc("Page", bob, out), []string{schemas.CodeRequestingDisallowed}},
+		{"a recall by the borrower, of the item they have", placeDoc("Recall", alice, out), []string{schemas.CodeItemAlreadyLoaned}},
+		{"a hold by an inactive patron", placeDoc("Hold", carol, out), []string{schemas.CodeUserInactive}},
+		{"a page by a patron blocked from requesting, of an item out", placeDoc("Page", erin, out),
+			[]string{schemas.CodeRequestingDisallowed, schemas.CodeUserBlockedManually}},
+		{"a hold to pick up nowhere", json.RawMessage(fmt.Sprintf(`{"requestType":"Hold","requestDate":"2026-02-01T10:00:00.000Z",
+		  "requesterId":%q,"itemId":%q,"status":"Open - Not yet filled","fulfillmentPreference":"Hold Shelf"}`, bob, out)),
+			[]string{schemas.CodeInvalidPickupServicePoint}},
+	} {
+		_, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), c.doc)
+		if got := refusedCodes(err); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if n := requests(); n != 0 {
+			t.Fatalf("%s: %d requests stored after a refusal", c.name, n)
+		}
+	}
+
+	// A page of the item on the shelf moves it to Paged, in its write.
+	page := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, page, placeDoc("Page", bob, available)); err != nil {
+		t.Fatalf("a page of an available item: %v", err)
+	}
+	if n := f.Count(t, postgres.TableItem, "id = $1 AND status_name = 'Paged' AND version = 2", available); n != 1 {
+		t.Error("the paged item is not Paged at _version 2")
+	}
+	// The same requester again: already requested.
+	_, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Hold", bob, available))
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeItemAlreadyRequested}) {
+		t.Errorf("Bob's second request of the item: %v", err)
+	}
+
+	// A recall shortens Alice's loan once, to now (the policy names no
+	// recall interval), and marks it.
+	var before string
+	f.DB.Pool.QueryRow(ctx, `SELECT jsonb ->> 'dueDate' FROM `+dbtest.View(f.Tenant, postgres.TableLoan)+` WHERE item_id = $1`, out).Scan(&before)
+	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Recall", bob, out)); err != nil {
+		t.Fatalf("Bob's recall: %v", err)
+	}
+	var recalled struct {
+		DueDate  time.Time `json:"dueDate"`
+		Action   string    `json:"action"`
+		ByRecall bool      `json:"dueDateChangedByRecall"`
+		Version  int       `json:"_version"`
+	}
+	var raw []byte
+	f.DB.Pool.QueryRow(ctx, `SELECT jsonb FROM `+dbtest.View(f.Tenant, postgres.TableLoan)+` WHERE item_id = $1`, out).Scan(&raw)
+	if err := json.Unmarshal(raw, &recalled); err != nil {
+		t.Fatal(err)
+	}
+	if recalled.Action != "recallrequested" || !recalled.ByRecall || recalled.Version != 2 ||
+		time.Since(recalled.DueDate) > time.Minute || time.Until(recalled.DueDate) > time.Minute {
+		t.Errorf("the recalled loan: %s (due %s before)", raw, before)
+	}
+	// A second recall leaves the due date alone.
+	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Recall", records.SampleID("1004"), out)); err != nil {
+		t.Fatalf("Dave's recall: %v", err)
+	}
+	if n := f.Count(t, postgres.TableLoan, "item_id = $1 AND version = 2", out); n != 1 {
+		t.Error("a second recall changed the loan again")
+	}
+
+	// A request policy that allows holds only refuses Dave's page.
+	policy := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.RequestPolicies, policy,
+		json.RawMessage(`{"name":"Holds only","requestTypes":["Hold"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	rules := records.SampleRules
+	rules.FallbackRequestPolicyID = policy
+	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, rules); err != nil {
+		t.Fatal(err)
+	}
+	third := records.SampleID("book-103")
+	_, err = lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Page", records.SampleID("1004"), third))
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeRequestingDisallowedByPolicy}) {
+		t.Errorf("a page the policy does not allow: %v", err)
+	}
+	if n := f.Count(t, postgres.TableItem, "id = $1 AND status_name = 'Available' AND version = 1", third); n != 1 {
+		t.Error("a refused page changed its item")
+	}
+
+	// Without the rules, storage stores a request as sent.
+	if _, err := lib.Create(context.Background(), f.Tenant, storage.Requests, uuid.NewString(),
+		placeDoc("Hold", records.SampleID("1004"), third)); err != nil {
+		t.Errorf("a hold of an available item without the rules: %v", err)
+	}
+}
