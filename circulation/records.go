@@ -330,6 +330,12 @@ type LoanFilter struct {
 	Offset, Limit          int
 }
 
+// RequestFilter selects requests: by item, requester and status, a page.
+type RequestFilter struct {
+	ItemID, RequesterID, Status string
+	Offset, Limit               int
+}
+
 // CheckedOut is what a check-out's write stored.
 type CheckedOut struct {
 	Loan Loan
@@ -422,6 +428,16 @@ type Storage interface {
 	LoanByID(ctx context.Context, id string) (Loan, error)
 	Loan(ctx context.Context, id string) (json.RawMessage, error)
 	Loans(ctx context.Context, f LoanFilter) (json.RawMessage, error)
+
+	// PlaceRequest writes a new request, judged by FOLIO's request rules
+	// in storage's write (schemas.HeaderRequestRules), with the writes its
+	// type calls for; it returns the request as stored.
+	PlaceRequest(ctx context.Context, id string, doc json.RawMessage) (json.RawMessage, error)
+	// ReplaceRequest replaces request id, judged as PlaceRequest's when it
+	// moves to another item or changes its type.
+	ReplaceRequest(ctx context.Context, id string, doc json.RawMessage) error
+	Request(ctx context.Context, id string) (json.RawMessage, error)
+	Requests(ctx context.Context, f RequestFilter) (json.RawMessage, error)
 
 	// Setting reads one settings entry; found is false when there is none.
 	Setting(ctx context.Context, scope, key string) (entry SettingEntry, found bool, err error)

@@ -113,6 +113,17 @@ var Routes = slices.Concat(
 			"record that the patron says they returned a loan's item (the item Claimed returned, the loan open)", loanActionModule...),
 		circ("POST", "/circulation/loans/{id}/declare-item-lost", PermissionDeclareItemLost,
 			"declare a loan's item lost (the item Declared lost, the loan open)", loanActionModule...),
+		circ("POST", "/circulation/requests", PermissionRequestPost,
+			"place a request for an item, judged by FOLIO's request rules (a page pages the item, a recall shortens its loan)",
+			"request-storage.requests.item.post"),
+		circ("GET", "/circulation/requests", "circulation.requests.collection.get", "list requests", "request-storage.requests.collection.get"),
+		circ("GET", "/circulation/requests/{id}", "circulation.requests.item.get", "read a request", "request-storage.requests.item.get"),
+		circ("PUT", "/circulation/requests/{id}", PermissionRequestPut,
+			"change or cancel an open request (a cancelled one gives its place up and hands an item on its hold shelf on)",
+			"request-storage.requests.item.get", "request-storage.requests.item.put"),
+		circ("POST", "/circulation/requests/{id}/move", PermissionRequestMove,
+			"move an open request to another item's queue, judged as a request placed there",
+			"request-storage.requests.item.get", "request-storage.requests.item.put"),
 		circ("GET", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.get", "read the check-out lock settings",
 			settingsReadModule...),
 		circ("PUT", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.put", "change the check-out lock settings",
@@ -349,6 +360,13 @@ const (
 	PermissionDeclareItemLost   = "circulation.loans.declare-item-lost.post"
 )
 
+// FOLIO's permissions to write requests through circulation.
+const (
+	PermissionRequestPost = "circulation.requests.item.post"
+	PermissionRequestPut  = "circulation.requests.item.put"
+	PermissionRequestMove = "circulation.requests.item.move.post"
+)
+
 // What circulation's handlers may do in storage (their module
 // permissions). A check-out reads what validation needs and the settings,
 // takes and gives back the patron's lock, and writes the loan (reading it
@@ -433,6 +451,7 @@ var (
 		"circulation.patron-summary.get", "circulation.item-summary.get", "circulation.patron-pin.verify.post"}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
+		"circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,
 		"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate})
 	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
@@ -442,7 +461,7 @@ var (
 // PermissionSets are the roles.
 var PermissionSets = []PermissionSet{
 	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in, renew loans, and read what a kiosk shows a patron and of an item.", selfCheckRole},
-	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, and overriding blocks at check-out.",
+	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, claiming them returned and declaring them lost, placing, changing, cancelling and moving requests, and overriding blocks at check-out.",
 		librarianRole},
 	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, see the connected self-check machines, and read the lock settings.",
 		operatorRole},

@@ -58,7 +58,9 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 		Loan: loan, ItemVersion: 1}); err != nil {
 		t.Fatal(err)
 	}
-	requests := func() int { return f.Count(t, postgres.TableRequest, "item_id = ANY($1::uuid[])", []string{available, out}) }
+	requests := func() int {
+		return f.Count(t, postgres.TableRequest, "item_id = ANY($1::uuid[])", []string{available, out})
+	}
 
 	for _, c := range []struct {
 		name string
@@ -98,12 +100,17 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 		t.Errorf("Bob's second request of the item: %v", err)
 	}
 
-	// A recall shortens Alice's loan once, to now (the policy names no
-	// recall interval), and marks it.
-	var before string
-	f.DB.Pool.QueryRow(ctx, `SELECT jsonb ->> 'dueDate' FROM `+dbtest.View(f.Tenant, postgres.TableLoan)+` WHERE item_id = $1`, out).Scan(&before)
-	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Recall", bob, out)); err != nil {
-		t.Fatalf("Bob's recall: %v", err)
+	// A recall shortens Alice's loan to the policy's recall return
+	// interval (two days) from now, and marks it.
+	recallIn := func(duration int, unit string) {
+		t.Helper()
+		_, err := f.DB.Pool.Exec(ctx, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoanPolicy)+`
+			SET jsonb = jsonb_set(jsonb, '{requestManagement}', jsonb_build_object('recalls',
+			    jsonb_build_object('recallReturnInterval', jsonb_build_object('duration', $2::int, 'intervalId', $3::text))))
+			WHERE id = $1`, records.PolicyStandard, duration, unit)
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	var recalled struct {
 		DueDate  time.Time `json:"dueDate"`
@@ -111,21 +118,32 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 		ByRecall bool      `json:"dueDateChangedByRecall"`
 		Version  int       `json:"_version"`
 	}
-	var raw []byte
-	f.DB.Pool.QueryRow(ctx, `SELECT jsonb FROM `+dbtest.View(f.Tenant, postgres.TableLoan)+` WHERE item_id = $1`, out).Scan(&raw)
-	if err := json.Unmarshal(raw, &recalled); err != nil {
-		t.Fatal(err)
+	readLoan := func() []byte {
+		t.Helper()
+		var raw []byte
+		f.DB.Pool.QueryRow(ctx, `SELECT jsonb FROM `+dbtest.View(f.Tenant, postgres.TableLoan)+` WHERE item_id = $1`, out).Scan(&raw)
+		if err := json.Unmarshal(raw, &recalled); err != nil {
+			t.Fatal(err)
+		}
+		return raw
 	}
-	if recalled.Action != "recallrequested" || !recalled.ByRecall || recalled.Version != 2 ||
-		time.Since(recalled.DueDate) > time.Minute || time.Until(recalled.DueDate) > time.Minute {
-		t.Errorf("the recalled loan: %s (due %s before)", raw, before)
+	recallIn(2, "Days")
+	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Recall", bob, out)); err != nil {
+		t.Fatalf("Bob's recall: %v", err)
 	}
-	// A second recall leaves the due date alone.
+	raw := readLoan()
+	if due := time.Until(recalled.DueDate); recalled.Action != "recallrequested" || !recalled.ByRecall || recalled.Version != 2 ||
+		due < 47*time.Hour || due > 49*time.Hour {
+		t.Errorf("the recalled loan: %s, want due in two days", raw)
+	}
+	// A second recall, under a policy now recalling in an hour, leaves
+	// the due date alone: a loan is recalled once.
+	recallIn(1, "Hours")
 	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Recall", records.SampleID("1004"), out)); err != nil {
 		t.Fatalf("Dave's recall: %v", err)
 	}
-	if n := f.Count(t, postgres.TableLoan, "item_id = $1 AND version = 2", out); n != 1 {
-		t.Error("a second recall changed the loan again")
+	if raw := readLoan(); recalled.Version != 2 || time.Until(recalled.DueDate) < 47*time.Hour {
+		t.Errorf("a second recall changed the loan again: %s", raw)
 	}
 
 	// A request policy that allows holds only refuses Dave's page.

@@ -3,6 +3,7 @@ package storageclient
 import (
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
@@ -28,7 +29,8 @@ func servicePointOf(params []errs.Parameter) string {
 func fromAnswer(status int, header http.Header, data []byte, call string) error {
 	code, msg := "", fmt.Sprintf("status %d", status)
 	var params []errs.Parameter
-	if env, ok := errhttp.Decode(data); ok {
+	env, found := errhttp.Decode(data)
+	if found {
 		code, msg, params = env.Errors[0].Code, env.Errors[0].Message, env.Errors[0].Parameters
 	}
 	cause := fmt.Errorf("%s: %d %s: %s", call, status, code, msg)
@@ -73,6 +75,13 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeRenewalBlockedByRecall:
 		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall, "%s", msg).Because(cause))
+	case status == http.StatusUnprocessableEntity && slices.Contains(requestRefusals, code):
+		// A request FOLIO's rules refuse: every reason, in storage's words.
+		r := &errs.Refusal{}
+		for _, e := range env.Errors {
+			r.Errors = append(r.Errors, &errs.Error{Kind: errs.KindInvalid, Code: e.Code, Message: e.Message, Parameters: e.Parameters})
+		}
+		return r
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeLockRequired:
 		return errs.Errorf(errs.KindInvalid, schemas.CodeLockRequired, "%s", msg).Because(cause)
 	case status == http.StatusUnprocessableEntity && code == schemas.CodePinInvalid:
@@ -102,6 +111,12 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 	return errs.Errorf(errs.KindInternal, schemas.CodeInternal,
 		"circulation-storage refused a request").Because(cause)
 }
+
+// requestRefusals are the codes of storage's refusals of a request
+// judged by FOLIO's rules (lending.JudgeRequest).
+var requestRefusals = []string{schemas.CodeRequestingDisallowed, schemas.CodeRequestingDisallowedByPolicy,
+	schemas.CodeItemAlreadyRequested, schemas.CodeItemAlreadyLoaned, schemas.CodeInvalidPickupServicePoint,
+	schemas.CodeUserInactive, schemas.CodeUserBlockedManually}
 
 // unavailable is storage unreachable, or unable to serve right now (its
 // database down or out of connections): 503 with Retry-After.

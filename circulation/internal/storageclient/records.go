@@ -638,6 +638,35 @@ func (c *Client) Loans(ctx context.Context, f circulation.LoanFilter) (json.RawM
 	return doc, err
 }
 
+// PlaceRequest implements circulation.Storage.
+func (c *Client) PlaceRequest(ctx context.Context, id string, doc json.RawMessage) (json.RawMessage, error) {
+	var stored json.RawMessage
+	err := c.call(ctx, http.MethodPost, "/request-storage/requests", doc, &stored,
+		schemas.HeaderRequestRules, schemas.RequestRulesCirculation)
+	return stored, err
+}
+
+// ReplaceRequest implements circulation.Storage.
+func (c *Client) ReplaceRequest(ctx context.Context, id string, doc json.RawMessage) error {
+	return c.call(ctx, http.MethodPut, "/request-storage/requests/"+url.PathEscape(id), doc, nil,
+		schemas.HeaderRequestRules, schemas.RequestRulesCirculation)
+}
+
+// Request implements circulation.Storage.
+func (c *Client) Request(ctx context.Context, id string) (json.RawMessage, error) {
+	var doc json.RawMessage
+	err := c.call(ctx, http.MethodGet, "/request-storage/requests/"+url.PathEscape(id), nil, &doc)
+	return doc, err
+}
+
+// Requests implements circulation.Storage.
+func (c *Client) Requests(ctx context.Context, f circulation.RequestFilter) (json.RawMessage, error) {
+	var doc json.RawMessage
+	err := c.call(ctx, http.MethodGet, "/request-storage/requests"+query("itemId", f.ItemID, "requesterId", f.RequesterID,
+		"status", f.Status, "offset", fmt.Sprint(f.Offset), "limit", fmt.Sprint(f.Limit)), nil, &doc)
+	return doc, err
+}
+
 type settingJSON struct {
 	ID       string          `json:"id,omitempty"`
 	Scope    string          `json:"scope"`

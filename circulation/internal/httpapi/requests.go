@@ -1,0 +1,140 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/serverkit"
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+)
+
+// placeRequest is POST /circulation/requests (FOLIO's): 201 with the
+// request as stored, judged by FOLIO's rules in storage's write.
+func (s *Server) placeRequest(c echo.Context) error {
+	body, _, err := s.Body(c, "circulation-request.json")
+	if err != nil {
+		return err
+	}
+	var h struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(body, &h)
+	id := strings.ToLower(h.ID)
+	if id == "" {
+		id = uuid.NewString()
+	}
+	serverkit.Log(c, slog.String("request_id", id))
+	stored, err := s.svc.Circulation.PlaceRequest(c.Request().Context(), id, body)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/circulation/requests/"+id)
+	return c.JSONBlob(http.StatusCreated, stored)
+}
+
+// requestID is the path's request id: a UUID (400 otherwise).
+func (s *Server) requestID(c echo.Context) (string, error) {
+	id := c.Param("id")
+	if u, err := url.PathUnescape(id); err == nil {
+		id = u
+	}
+	if !s.Schemas().ValidUUID(id) {
+		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid request id").With("id", truncate(id))
+	}
+	return strings.ToLower(id), nil
+}
+
+// getRequest is GET /circulation/requests/{id}.
+func (s *Server) getRequest(c echo.Context) error {
+	id, err := s.requestID(c)
+	if err != nil {
+		return err
+	}
+	doc, err := s.svc.Storage.Request(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSONBlob(http.StatusOK, doc)
+}
+
+// listRequests is GET /circulation/requests: storage's requests, by item,
+// requester and status, in queue order.
+func (s *Server) listRequests(c echo.Context) error {
+	q, err := queryParams(c, "itemId", "requesterId", "status", "offset", "limit")
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"itemId", "requesterId"} {
+		if v := q.Get(name); v != "" && !s.Schemas().ValidUUID(v) {
+			return invalidParam(name, v, "must be a UUID")
+		}
+	}
+	f := circulation.RequestFilter{ItemID: strings.ToLower(q.Get("itemId")), RequesterID: strings.ToLower(q.Get("requesterId")),
+		Status: q.Get("status")}
+	if f.Offset, err = intParam(c, "offset", 0, 0, 1<<31-1); err != nil {
+		return err
+	}
+	if f.Limit, err = intParam(c, "limit", schemas.DefaultPageSize, 0, schemas.MaxPageSize); err != nil {
+		return err
+	}
+	doc, err := s.svc.Storage.Requests(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	return c.JSONBlob(http.StatusOK, doc)
+}
+
+// replaceRequest is PUT /circulation/requests/{id} (FOLIO's): 204; a
+// status "Closed - Cancelled" cancels the request.
+func (s *Server) replaceRequest(c echo.Context) error {
+	id, err := s.requestID(c)
+	if err != nil {
+		return err
+	}
+	body, _, err := s.Body(c, "request.json")
+	if err != nil {
+		return err
+	}
+	var h struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(body, &h)
+	if h.ID != "" && !strings.EqualFold(h.ID, id) {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "id: %s in the body does not match %s in the path", h.ID, id).
+			With("id", h.ID)
+	}
+	serverkit.Log(c, slog.String("request_id", id))
+	if err := s.svc.Circulation.ReplaceRequest(c.Request().Context(), id, body); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// moveRequest is POST /circulation/requests/{id}/move (FOLIO's): 200 with
+// the request as stored, at the end of its new item's queue.
+func (s *Server) moveRequest(c echo.Context) error {
+	id, err := s.requestID(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Destination string `json:"destinationItemId"`
+		RequestType string `json:"requestType"`
+	}
+	if err := s.bind(c, "move-request.json", &req); err != nil {
+		return err
+	}
+	serverkit.Log(c, slog.String("request_id", id))
+	stored, err := s.svc.Circulation.MoveRequest(c.Request().Context(), id, req.Destination, req.RequestType)
+	if err != nil {
+		return err
+	}
+	return c.JSONBlob(http.StatusOK, stored)
+}
