@@ -290,6 +290,19 @@ type ItemCheckInWrite struct {
 	ItemVersion            int
 }
 
+// CheckInWritten is what a check-in's write did (schemas/check-in-written.json):
+// the item as stored, and, when its queue had a first request, that
+// request as stored, its requester as a staff slip names them, and the
+// request's pickup point and the point the item was checked in at (id,
+// name and code).
+type CheckInWritten struct {
+	Item                json.RawMessage `json:"item"`
+	Request             json.RawMessage `json:"request,omitempty"`
+	Requester           json.RawMessage `json:"requester,omitempty"`
+	PickupServicePoint  json.RawMessage `json:"pickupServicePoint,omitempty"`
+	CheckInServicePoint json.RawMessage `json:"checkInServicePoint,omitempty"`
+}
+
 // CheckOutWritten is what a check-out's write did.
 type CheckOutWritten struct {
 	// Loan is the loan as stored.
@@ -304,10 +317,10 @@ type LoanWriter interface {
 	// CreateCheckOutLoan performs w in one transaction and returns the
 	// stored loan, and whether the transaction released w's lock.
 	CreateCheckOutLoan(ctx context.Context, t Tenant, w CheckOutWrite) (CheckOutWritten, error)
-	// CheckInLoan performs w in one transaction.
-	CheckInLoan(ctx context.Context, t Tenant, w CheckInWrite) error
-	// CheckInItem performs w in one transaction.
-	CheckInItem(ctx context.Context, t Tenant, w ItemCheckInWrite) error
+	// CheckInLoan performs w in one transaction and returns what it wrote.
+	CheckInLoan(ctx context.Context, t Tenant, w CheckInWrite) (CheckInWritten, error)
+	// CheckInItem performs w in one transaction and returns what it wrote.
+	CheckInItem(ctx context.Context, t Tenant, w ItemCheckInWrite) (CheckInWritten, error)
 	// ActOnLoan performs w in one transaction.
 	ActOnLoan(ctx context.Context, t Tenant, w LoanActionWrite) error
 	// RenewLoan performs w in one statement and returns the loan as

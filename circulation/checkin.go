@@ -18,10 +18,33 @@ type CheckInRequest struct {
 	CheckInDate time.Time
 }
 
-// CheckInResult is the item checked in and the loan it closed, if any.
+// CheckInResult is what a check-in left of the item and its queue, and
+// the loan it closed, if any.
 type CheckInResult struct {
-	Item Item
+	Returned
 	Loan *Loan
+}
+
+// Returned is what a check-in's write left, as storage read it in the
+// write's transaction: the item as stored and, when its queue had a first
+// request, that request as the check-in left it (on the hold shelf, in
+// transit, awaiting delivery), what a staff slip names of its requester,
+// and its pickup point.
+type Returned struct {
+	Item Item
+	// CheckedInAt is the service point the item was checked in at (its
+	// ID alone when the write's answer was lost).
+	CheckedInAt ServicePointRef
+	// Request and Requester are nil when the item's queue is empty.
+	Request, Requester json.RawMessage
+	Pickup             ServicePointRef
+}
+
+// ServicePointRef names a service point.
+type ServicePointRef struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Code string `json:"code,omitempty"`
 }
 
 // checkInAttempts bounds how often a check-in reads its item and loan
@@ -77,7 +100,7 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 		if err != nil {
 			return CheckInResult{}, err
 		}
-		return CheckInResult{Item: returned}, nil
+		return CheckInResult{Returned: returned}, nil
 	}
 	loan.Status = "Closed"
 	loan.Action = "checkedin"
@@ -91,10 +114,10 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 	// it, also when the item says Available already: otherwise a check-out
 	// that came in between, checking the item out with a new loan, would
 	// have its loan closed by this check-in.
-	closed, stored, err := s.storage.CheckInItem(ctx, loan, item)
+	closed, returned, err := s.storage.CheckInItem(ctx, loan, item)
 	switch {
 	case err == nil:
-		return CheckInResult{Item: stored, Loan: &closed}, nil
+		return CheckInResult{Returned: returned, Loan: &closed}, nil
 	case errs.IsCode(err, schemas.CodeLoanChanged):
 		return CheckInResult{}, loanChangedMeanwhile(err).With("itemBarcode", req.ItemBarcode)
 	case errs.IsKind(err, errs.KindConflict):
@@ -110,7 +133,7 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 	switch {
 	case rerr == nil && loanClosed(doc):
 		loan.Doc = doc
-		return CheckInResult{Item: item.CheckedIn(), Loan: &loan}, nil
+		return CheckInResult{Returned: s.readReturned(ctx, item, req.ServicePointID), Loan: &loan}, nil
 	case rerr == nil:
 		// Still open: the write was not applied, and the item and its loan
 		// still agree; the client may try again.
@@ -127,7 +150,7 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 // is settled by writing at the same version again, which waits behind any
 // copy still in flight: success, or a conflict after which the item is
 // read back: one version on, the first write was applied.
-func (s *Service) returnItem(ctx context.Context, item Item, servicePointID string) (Item, error) {
+func (s *Service) returnItem(ctx context.Context, item Item, servicePointID string) (Returned, error) {
 	stored, err := s.storage.ReturnItem(ctx, item, servicePointID)
 	if err == nil {
 		return stored, nil
@@ -146,19 +169,31 @@ func (s *Service) returnItem(ctx context.Context, item Item, servicePointID stri
 		case errs.IsKind(rerr, errs.KindConflict):
 			current, gerr := s.storage.ItemByID(sctx, item.ID)
 			if gerr == nil && current.Version == item.Version+1 {
-				return current, nil
+				return Returned{Item: current, CheckedInAt: ServicePointRef{ID: servicePointID}}, nil
 			}
 			err = rerr
 		default:
-			return Item{}, err
+			return Returned{}, err
 		}
 	}
 	if errs.IsKind(err, errs.KindConflict) {
-		return Item{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
+		return Returned{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").
 			With("itemBarcode", item.Barcode).Because(err)
 	}
-	return Item{}, err
+	return Returned{}, err
+}
+
+// readReturned is what a check-in whose answer was lost left of item,
+// read back: the item as stored now (as the write made it at the least,
+// checked in and one version on, should the read fail too), without the
+// request's details.
+func (s *Service) readReturned(ctx context.Context, item Item, servicePointID string) Returned {
+	r := Returned{Item: item.CheckedIn(), CheckedInAt: ServicePointRef{ID: servicePointID}}
+	if stored, err := s.storage.ItemByID(ctx, item.ID); err == nil {
+		r.Item = stored
+	}
+	return r
 }
 
 // loanClosed reports whether a stored loan document is closed.

@@ -406,11 +406,11 @@ type Storage interface {
 	// changes, at loan.Version) is written, or neither happens
 	// (KindConflict for a changed item or loan). It returns the loan and
 	// the item as stored.
-	CheckInItem(ctx context.Context, loan Loan, item Item) (Loan, Item, error)
+	CheckInItem(ctx context.Context, loan Loan, item Item) (Loan, Returned, error)
 	// ReturnItem is the check-in of an item without an open loan, at
 	// servicePointID: the item (read at item.Version) takes the status its
 	// queue gives it, as CheckInItem's does. It returns the item as stored.
-	ReturnItem(ctx context.Context, item Item, servicePointID string) (Item, error)
+	ReturnItem(ctx context.Context, item Item, servicePointID string) (Returned, error)
 	// ActOnLoan is the writes of a loan action that keeps the loan open
 	// (claimedReturned, declaredLost), in one storage transaction: the
 	// item (read at item.Version) takes the action's status and the loan

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -87,15 +88,33 @@ func TestAReturnedBookFindsItsNextReader(t *testing.T) {
 			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": pickup}).Want(t, http.StatusCreated).Decode(t, &out)
 		return out.ID
 	}
+	var slip struct {
+		Item struct {
+			Title, Barcode, Status, FromServicePoint, ToServicePoint string
+		}
+		Request *struct {
+			RequestID, ServicePointPickup, HoldShelfExpirationDate string
+		}
+		Requester *struct {
+			Barcode, FirstName, LastName, PatronGroup string
+		}
+	}
 	checkIn := func(item, servicePoint string) map[string]any {
 		t.Helper()
 		var out struct {
-			Item map[string]any `json:"item"`
+			Item             map[string]any  `json:"item"`
+			StaffSlipContext json.RawMessage `json:"staffSlipContext"`
 		}
 		c.Do(c.Circulations[0], "POST", "/circulation/check-in-by-barcode", map[string]string{"itemBarcode": item, "servicePointId": servicePoint}).
 			Want(t, http.StatusOK).Decode(t, &out)
+		slip.Request, slip.Requester = nil, nil
+		if err := json.Unmarshal(out.StaffSlipContext, &slip); err != nil {
+			t.Fatalf("staffSlipContext %s: %v", out.StaffSlipContext, err)
+		}
 		return out.Item
 	}
+	var hereName string
+	c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT name FROM %s.service_point WHERE id = $1::uuid`, c.Schema), here).Scan(&hereName)
 	onShelfUntil := func(r requestState, period time.Duration) {
 		t.Helper()
 		at, err := schemas.ParseDateTime(r.HoldShelfExpiration)
@@ -122,6 +141,13 @@ func TestAReturnedBookFindsItsNextReader(t *testing.T) {
 		t.Errorf("request %+v, want Open - Awaiting pickup at position 1", r)
 	}
 	onShelfUntil(r, 72*time.Hour)
+	// The hold slip (FOLIO's staffSlipContext): the book, the request and
+	// whom it waits for.
+	if slip.Item.Barcode != shelf || slip.Item.Status != "Awaiting pickup" || slip.Item.FromServicePoint != hereName || slip.Item.ToServicePoint != "" ||
+		slip.Request == nil || slip.Request.RequestID != req || slip.Request.ServicePointPickup != hereName ||
+		slip.Request.HoldShelfExpirationDate != r.HoldShelfExpiration || slip.Requester == nil || slip.Requester.Barcode != requester {
+		t.Errorf("the hold slip: %+v %+v %+v", slip.Item, slip.Request, slip.Requester)
+	}
 	if n := openLoans(t, c, owner); n != 3 {
 		t.Errorf("the owner has %d loans open, want 3 (the one checked in closed)", n)
 	}
@@ -138,8 +164,14 @@ func TestAReturnedBookFindsItsNextReader(t *testing.T) {
 	// checked in there, onto its hold shelf.
 	req = hold(transit, elsewhere.ID)
 	answered = checkIn(transit, here)
-	if answered["status"].(map[string]any)["name"] != "In transit" || answered["inTransitDestinationServicePointId"] != elsewhere.ID {
+	if answered["status"].(map[string]any)["name"] != "In transit" || answered["inTransitDestinationServicePointId"] != elsewhere.ID ||
+		fmt.Sprint(answered["inTransitDestinationServicePoint"]) != fmt.Sprintf("map[code:branch id:%s name:Branch desk]", elsewhere.ID) {
 		t.Errorf("the check-in answered the item %v, want In transit to %s", answered, elsewhere.ID)
+	}
+	// The transit slip: from here to the branch, for the requester.
+	if slip.Item.FromServicePoint != hereName || slip.Item.ToServicePoint != "Branch desk" || slip.Request == nil ||
+		slip.Request.RequestID != req || slip.Request.HoldShelfExpirationDate != "" || slip.Requester == nil || slip.Requester.Barcode != requester {
+		t.Errorf("the transit slip: %+v %+v %+v", slip.Item, slip.Request, slip.Requester)
 	}
 	if status, dest := itemState(t, c, transit); status != "In transit" || dest != elsewhere.ID {
 		t.Errorf("item %q in transit to %q, want In transit to %s", status, dest, elsewhere.ID)
@@ -167,10 +199,14 @@ func TestAReturnedBookFindsItsNextReader(t *testing.T) {
 	}
 	hold(plain, elsewhere.ID)
 	if got := k.Send(checkInMsg(plain)); !strings.HasPrefix(got, "101YUY") || harness.SIP2Field(got, "CV") != "02" ||
-		harness.SIP2Field(got, "CT") != elsewhere.ID {
-		t.Errorf("09 of a book a hold elsewhere waits for: %q, want ok, alert Y, CV02 and CT%s", got, elsewhere.ID)
+		harness.SIP2Field(got, "CT") != "branch" {
+		t.Errorf("09 of a book a hold elsewhere waits for: %q, want ok, alert Y, CV02 and CTbranch (its code)", got)
 	}
 	// With no queue: back on the shelf, no alert.
+	c.CheckOut(0, kiosk, requester).Want(t, http.StatusCreated)
+	if checkIn(kiosk, here); slip.Request != nil || slip.Requester != nil || slip.Item.Status != "Available" {
+		t.Errorf("the slip of a book no one waits for: %+v %+v %+v", slip.Item, slip.Request, slip.Requester)
+	}
 	c.CheckOut(0, kiosk, requester).Want(t, http.StatusCreated)
 	if got := k.Send(checkInMsg(kiosk)); !strings.HasPrefix(got, "101YUN") || strings.Contains(got, "|CV") {
 		t.Errorf("09 of a book no one waits for: %q, want ok, alert N and no CV", got)

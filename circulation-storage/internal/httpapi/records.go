@@ -463,23 +463,23 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s must be a UUID", schemas.HeaderCheckInServicePoint).
 				With("servicePointId", truncateText(v))
 		}
-		err := s.svc.Loans.CheckInItem(c.Request().Context(), tenantOf(c), storage.ItemCheckInWrite{ItemID: id, ItemVersion: version,
+		written, err := s.svc.Loans.CheckInItem(c.Request().Context(), tenantOf(c), storage.ItemCheckInWrite{ItemID: id, ItemVersion: version,
 			ServicePointID: strings.ToLower(v)})
 		if err != nil {
 			return err
 		}
-		return c.NoContent(http.StatusNoContent)
+		return c.JSON(http.StatusOK, written)
 	}
 	if v := c.Request().Header.Get(schemas.HeaderCheckInItemVersion); v != "" && r.Path == storage.Loans.Path {
 		n, err := itemVersion(schemas.HeaderCheckInItemVersion, v)
 		if err != nil {
 			return err
 		}
-		err = s.svc.Loans.CheckInLoan(c.Request().Context(), tenantOf(c), storage.CheckInWrite{LoanID: id, Loan: doc, ItemVersion: n, LoanVersion: version})
+		written, err := s.svc.Loans.CheckInLoan(c.Request().Context(), tenantOf(c), storage.CheckInWrite{LoanID: id, Loan: doc, ItemVersion: n, LoanVersion: version})
 		if err != nil {
 			return err
 		}
-		return c.NoContent(http.StatusNoContent)
+		return c.JSON(http.StatusOK, written)
 	}
 	if v := c.Request().Header.Get(schemas.HeaderRenewalCount); v != "" && r.Path == storage.Loans.Path {
 		n, err := strconv.ParseInt(v, 10, 32)

@@ -58,13 +58,15 @@ func itemStatusArgs(ctx context.Context, t storage.Tenant, itemID string, versio
 // its queue gives it (returnItem: Available when no request waits) at the
 // version the check-in read, and the loan is replaced at the version the
 // check-in read, in one transaction.
-func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.CheckInWrite) error {
+func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.CheckInWrite) (storage.CheckInWritten, error) {
 	if err := versionRead(w.LoanVersion); err != nil {
-		return err
+		return storage.CheckInWritten{}, err
 	}
-	return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
-		if _, err := returnItem(ctx, tx, t, records.FieldValue(w.Loan, "itemId"), w.ItemVersion,
-			records.FieldValue(w.Loan, "checkinServicePointId")); err != nil {
+	var written storage.CheckInWritten
+	err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+		itemID, servicePointID := records.FieldValue(w.Loan, "itemId"), records.FieldValue(w.Loan, "checkinServicePointId")
+		r, err := returnItem(ctx, tx, t, itemID, w.ItemVersion, servicePointID)
+		if err != nil {
 			return err
 		}
 		// The loan closed is the item's open loan, as it was: a check-in
@@ -73,9 +75,13 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 		if err := records.Update(ctx, tx, t, storage.Loans, w.LoanID, w.LoanVersion, w.Loan, checkInGuard); err != nil {
 			return loanChanged(ctx, tx, t, err, w.LoanID, "checked in")
 		}
-		_, err := tx.Exec(ctx, checkInEventSQL, w.Loan, string(t))
-		return postgres.Interpret(err, t)
+		if _, err := tx.Exec(ctx, checkInEventSQL, w.Loan, string(t)); err != nil {
+			return postgres.Interpret(err, t)
+		}
+		written, err = checkInWritten(ctx, tx, t, itemID, servicePointID, r)
+		return err
 	})
+	return written, err
 }
 
 // versionRead refuses a write of a loan that does not name the loan's

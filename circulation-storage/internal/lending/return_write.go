@@ -46,6 +46,8 @@ type returned struct {
 	// shelf now (its expiration date is set).
 	RequestStatus string
 	HoldShelf     bool
+	// RequestID is the head request's id ("" when there is none).
+	RequestID string
 }
 
 // returnTransition is the table above.
@@ -130,6 +132,9 @@ func returnItem(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string,
 		return returned{}, postgres.Interpret(err, t)
 	}
 	r := returnTransition(head, servicePointID)
+	if head != nil {
+		r.RequestID = head.ID
+	}
 	var destination *string
 	if r.Destination != "" {
 		destination = &r.Destination
@@ -150,12 +155,44 @@ func returnItem(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string,
 	return r, nil
 }
 
+// checkInWrittenSQL reads, in a check-in's transaction after its writes,
+// what it wrote: item @item as stored, its queue's first request
+// @request (NULL for none) as stored, the requester as a staff slip names
+// them (no contact data), and the request's pickup point and
+// @service_point, where the item was checked in (id, name and code).
+var checkInWrittenSQL = `
+SELECT i.jsonb, r.jsonb,
+       CASE WHEN u.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', u.id, 'barcode', u.jsonb -> 'barcode',
+            'firstName', u.jsonb #> '{personal,firstName}', 'lastName', u.jsonb #> '{personal,lastName}',
+            'middleName', u.jsonb #> '{personal,middleName}', 'preferredFirstName', u.jsonb #> '{personal,preferredFirstName}',
+            'patronGroup', g.jsonb -> 'group')) END,
+       CASE WHEN psp.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', psp.id, 'name', psp.name, 'code', psp.jsonb -> 'code')) END,
+       CASE WHEN csp.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', csp.id, 'name', csp.name, 'code', csp.jsonb -> 'code')) END
+  FROM ` + postgres.Table(postgres.TableItem) + ` i
+  LEFT JOIN ` + postgres.Table(postgres.TableRequest) + ` r ON r.tenant_id = i.tenant_id AND r.id = @request::uuid
+  LEFT JOIN ` + postgres.Table(postgres.TablePatron) + ` u ON u.tenant_id = i.tenant_id AND u.id = r.requester_id
+  LEFT JOIN ` + postgres.Table(postgres.TablePatronGroup) + ` g ON g.tenant_id = i.tenant_id AND g.id = u.patron_group_id
+  LEFT JOIN ` + postgres.Table(postgres.TableServicePoint) + ` psp ON psp.tenant_id = i.tenant_id AND psp.id = (r.jsonb ->> 'pickupServicePointId')::uuid
+  LEFT JOIN ` + postgres.Table(postgres.TableServicePoint) + ` csp ON csp.tenant_id = i.tenant_id AND csp.id = @service_point::uuid
+ WHERE i.tenant_id = @tenant AND i.id = @item::uuid`
+
+// checkInWritten reads what a check-in's write (r, of item itemID at
+// servicePointID) wrote, in its transaction tx.
+func checkInWritten(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string, r returned) (storage.CheckInWritten, error) {
+	var w storage.CheckInWritten
+	err := tx.QueryRow(ctx, checkInWrittenSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": itemID,
+		"request": postgres.Nullable(r.RequestID), "service_point": postgres.Nullable(servicePointID)}).
+		Scan(&w.Item, &w.Request, &w.Requester, &w.PickupServicePoint, &w.CheckInServicePoint)
+	return w, postgres.Interpret(err, t)
+}
+
 // CheckInItem implements storage.LoanWriter: the check-in of an item with
 // no open loan (one in transit reaching its destination, one missing found
 // again): its status, and its queue's head's, from returnTransition, at
 // the version the check-in read, in one transaction.
-func (s *Loans) CheckInItem(ctx context.Context, t storage.Tenant, w storage.ItemCheckInWrite) error {
-	return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+func (s *Loans) CheckInItem(ctx context.Context, t storage.Tenant, w storage.ItemCheckInWrite) (storage.CheckInWritten, error) {
+	var written storage.CheckInWritten
+	err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
 		var open bool
 		if err := tx.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND item_id = $1::uuid AND status_name = 'Open')`,
 			postgres.TableLoan), w.ItemID, string(t)).Scan(&open); err != nil {
@@ -165,7 +202,12 @@ func (s *Loans) CheckInItem(ctx context.Context, t storage.Tenant, w storage.Ite
 			return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
 				"Item %s has an open loan: its check-in closes the loan (%s)", w.ItemID, schemas.HeaderCheckInItemVersion).With("itemId", w.ItemID)
 		}
-		_, err := returnItem(ctx, tx, t, w.ItemID, w.ItemVersion, w.ServicePointID)
+		r, err := returnItem(ctx, tx, t, w.ItemID, w.ItemVersion, w.ServicePointID)
+		if err != nil {
+			return err
+		}
+		written, err = checkInWritten(ctx, tx, t, w.ItemID, w.ServicePointID, r)
 		return err
 	})
+	return written, err
 }

@@ -265,14 +265,7 @@ func (s *Server) checkIn(c echo.Context) error {
 	if res.Loan != nil {
 		serverkit.Log(c, slog.String("loan_id", res.Loan.ID))
 	}
-	out := struct {
-		Item itemSummaryJSON `json:"item"`
-		Loan json.RawMessage `json:"loan,omitempty"` // as storage now holds it
-	}{Item: itemSummary(res.Item)}
-	if res.Loan != nil {
-		out.Loan = res.Loan.Doc
-	}
-	return c.JSON(http.StatusOK, out)
+	return c.JSON(http.StatusOK, checkInAnswer(res))
 }
 
 // listLoans is GET /circulation/loans: storage's loans, for the front desk.

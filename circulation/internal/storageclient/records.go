@@ -518,44 +518,62 @@ func (c *Client) readableDates(id string, doc json.RawMessage) (json.RawMessage,
 
 // CheckInItem implements circulation.Storage: the loan's replacement
 // carrying the item's version, which storage applies in one transaction
-// with the item's update.
-func (c *Client) CheckInItem(ctx context.Context, loan circulation.Loan, item circulation.Item) (circulation.Loan, circulation.Item, error) {
+// with the item's update, answering what it wrote.
+func (c *Client) CheckInItem(ctx context.Context, loan circulation.Loan, item circulation.Item) (circulation.Loan, circulation.Returned, error) {
 	doc, err := c.checkedInLoan(loan)
 	if err != nil {
-		return circulation.Loan{}, circulation.Item{}, err
+		return circulation.Loan{}, circulation.Returned{}, err
 	}
-	if err := c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil,
+	var written checkInWritten
+	if err := c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, &written,
 		schemas.HeaderCheckInItemVersion, strconv.Itoa(item.Version)); err != nil {
-		return circulation.Loan{}, circulation.Item{}, err
+		return circulation.Loan{}, circulation.Returned{}, err
 	}
 	// Storage wrote the loan at the version read, so as the next one.
 	loan.Version++
 	if loan.Doc, err = withFields(doc, map[string]any{"_version": loan.Version}); err != nil {
-		return circulation.Loan{}, circulation.Item{}, err
+		return circulation.Loan{}, circulation.Returned{}, err
 	}
-	return loan, c.returnedItem(ctx, item), nil
+	returned, err := written.returned()
+	return loan, returned, err
 }
 
-// returnedItem is the item a check-in's write left, as read back from
-// storage just after it: its status is the one its queue gave it (on the
-// hold shelf, in transit, Available). Should the read fail, it is item as
-// the write made it at the least: checked in, one version on.
-func (c *Client) returnedItem(ctx context.Context, item circulation.Item) circulation.Item {
-	if stored, err := c.ItemByID(ctx, item.ID); err == nil {
-		return stored
+// checkInWritten is storage's answer to a check-in's write
+// (schemas/check-in-written.json).
+type checkInWritten struct {
+	Item                json.RawMessage              `json:"item"`
+	Request             json.RawMessage              `json:"request"`
+	Requester           json.RawMessage              `json:"requester"`
+	PickupServicePoint  *circulation.ServicePointRef `json:"pickupServicePoint"`
+	CheckInServicePoint *circulation.ServicePointRef `json:"checkInServicePoint"`
+}
+
+func (w checkInWritten) returned() (circulation.Returned, error) {
+	item, err := decodeItem(w.Item)
+	if err != nil {
+		return circulation.Returned{}, err
 	}
-	return item.CheckedIn()
+	r := circulation.Returned{Item: item, Request: w.Request, Requester: w.Requester}
+	if w.PickupServicePoint != nil {
+		r.Pickup = *w.PickupServicePoint
+	}
+	if w.CheckInServicePoint != nil {
+		r.CheckedInAt = *w.CheckInServicePoint
+	}
+	return r, nil
 }
 
 // ReturnItem implements circulation.Storage: the item's replacement with
 // the check-in's service point, which storage applies as a check-in of
-// an item without an open loan, at the version read.
-func (c *Client) ReturnItem(ctx context.Context, item circulation.Item, servicePointID string) (circulation.Item, error) {
-	if err := c.call(ctx, http.MethodPut, "/item-storage/items/"+url.PathEscape(item.ID), item.Doc, nil,
+// an item without an open loan, at the version read, answering what it
+// wrote.
+func (c *Client) ReturnItem(ctx context.Context, item circulation.Item, servicePointID string) (circulation.Returned, error) {
+	var written checkInWritten
+	if err := c.call(ctx, http.MethodPut, "/item-storage/items/"+url.PathEscape(item.ID), item.Doc, &written,
 		schemas.HeaderCheckInServicePoint, servicePointID); err != nil {
-		return circulation.Item{}, err
+		return circulation.Returned{}, err
 	}
-	return c.returnedItem(ctx, item), nil
+	return written.returned()
 }
 
 // ActOnLoan implements circulation.Storage: the loan's replacement with

@@ -216,8 +216,9 @@ type Return struct {
 	// Patron is the barcode of the patron whose loan closed, when known.
 	Patron string
 	// Status is the item's status after the check-in (Awaiting pickup: a
-	// request waits for it here; In transit: one waits at Destination, a
-	// service point's id).
+	// request waits for it here; In transit: one waits at Destination,
+	// the service point's code, as a sorter keys its bins, or its name or
+	// id when it has none).
 	Status, Destination string
 }
 
@@ -231,13 +232,24 @@ func (c *Client) CheckIn(ctx context.Context, s *Session, item, servicePoint str
 			Status struct {
 				Name string `json:"name"`
 			} `json:"status"`
-			Destination string `json:"inTransitDestinationServicePointId"`
+			DestinationID string `json:"inTransitDestinationServicePointId"`
+			Destination   struct {
+				Name string `json:"name"`
+				Code string `json:"code"`
+			} `json:"inTransitDestinationServicePoint"`
 		} `json:"item"`
 	}
 	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-in-by-barcode", body, &out); err != nil {
 		return Return{}, err
 	}
-	return Return{Title: out.Item.Title, Status: out.Item.Status.Name, Destination: out.Item.Destination}, nil
+	destination := out.Item.DestinationID
+	switch d := out.Item.Destination; {
+	case d.Code != "":
+		destination = d.Code
+	case d.Name != "":
+		destination = d.Name
+	}
+	return Return{Title: out.Item.Title, Status: out.Item.Status.Name, Destination: destination}, nil
 }
 
 // PatronSummary is what a kiosk shows a patron, as circulation answers
