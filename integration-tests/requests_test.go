@@ -60,7 +60,8 @@ func wantRefusal(t *testing.T, r harness.Response, message string, codes ...stri
 // shortens its loan once; the borrower may not request what they hold,
 // nor a patron twice; a request moved joins the end of its new item's
 // queue, leaving its place in the old one; a cancelled request gives its
-// place up; a kiosk may not place requests at all.
+// place up, and a cancelled page puts its book back on the shelf; a
+// kiosk may not place requests at all.
 func TestRequestsThroughCirculation(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
@@ -161,12 +162,23 @@ func TestRequestsThroughCirculation(t *testing.T) {
 	// A closed request is not changed again.
 	doc["status"] = schemas.RequestNotYetFilled
 	c.DoWith(circ, "PUT", "/circulation/requests/"+recall, doc, librarian).Want(t, http.StatusUnprocessableEntity)
+	// The page is cancelled: its book goes back on the shelf, and the
+	// hold behind it moves up.
+	c.DoWith(circ, "GET", "/circulation/requests/"+page, nil, librarian).Want(t, http.StatusOK).Decode(t, &doc)
+	doc["status"] = schemas.RequestCancelled
+	c.DoWith(circ, "PUT", "/circulation/requests/"+page, doc, librarian).Want(t, http.StatusNoContent)
+	if status, _ := itemState(t, c, shelf); status != schemas.ItemAvailable {
+		t.Errorf("the book after its page was cancelled: %q, want Available", status)
+	}
+	if got := requestsOf(t, c, shelfID); got[hold] != "Open - Not yet filled 1" {
+		t.Errorf("the hold after the page was cancelled: %v", got)
+	}
 	var list struct {
 		Requests     []struct{ ID string }
 		TotalRecords int
 	}
 	c.DoWith(circ, "GET", "/circulation/requests?itemId="+shelfID, nil, librarian).Want(t, http.StatusOK).Decode(t, &list)
-	if list.TotalRecords != 2 || list.Requests[0].ID != page || list.Requests[1].ID != hold {
+	if list.TotalRecords != 2 || list.Requests[0].ID != hold || list.Requests[1].ID != page {
 		t.Errorf("the paged book's requests, listed: %+v", list)
 	}
 }

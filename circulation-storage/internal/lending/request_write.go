@@ -204,5 +204,24 @@ func NewRecords(db *postgres.DB) *records.Records {
 	r := records.NewRecords(db)
 	r.ShelfLeft = HandOn
 	r.RequestRules = JudgeRequest
+	r.PageLeft = Unpage
 	return r
+}
+
+// unpageSQL puts Paged item @item back on the shelf (Available) while no
+// open page waits for it.
+var unpageSQL = `
+UPDATE ` + postgres.Table(postgres.TableItem) + ` SET jsonb = ` + records.WithMetadata(itemWithStatus(schemas.ItemAvailable), "@metadata_user", true) + `
+ WHERE tenant_id = @tenant AND id = @item::uuid AND status_name = '` + schemas.ItemPaged + `'
+   AND NOT EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableRequest) + ` r
+                    WHERE r.tenant_id = @tenant AND r.item_id = @item::uuid AND left(r.status, 5) = 'Open '
+                      AND r.jsonb ->> 'requestType' = '` + schemas.RequestTypePage + `')`
+
+// Unpage is records.Records' PageLeft: a page of itemID was cancelled,
+// closed, moved or deleted in tx; the item, still Paged, goes back to the
+// shelf when no other page waits for it (FOLIO's: a cancelled page's item
+// is Available again).
+func Unpage(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string) error {
+	_, err := tx.Exec(ctx, unpageSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": itemID, "metadata_user": records.MetadataUser(ctx)})
+	return postgres.Interpret(err, t)
 }

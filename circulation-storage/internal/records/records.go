@@ -53,6 +53,11 @@ type Records struct {
 	// FOLIO's rules refuse (the write then rolled back) and makes the
 	// writes the request calls for (lending.JudgeRequest).
 	RequestRules func(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, requester, item string) error
+	// PageLeft, when set, is told, in the transaction of a write of a
+	// request, that an open page left the queue of its Paged item
+	// (cancelled, closed, moved or deleted): lending.Unpage puts the item
+	// back on the shelf when no page waits for it still.
+	PageLeft func(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string) error
 }
 
 var _ storage.RecordService = (*Records)(nil)
@@ -381,10 +386,17 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 			if err != nil {
 				return err
 			}
+			paged, err := pagedItem(ctx, tx, t, id)
+			if err != nil {
+				return err
+			}
 			if err := updateRequest(ctx, tx, t, id, doc); err != nil {
 				return err
 			}
 			if err := s.leftShelf(ctx, tx, t, id, shelf); err != nil {
+				return err
+			}
+			if err := s.leftPage(ctx, tx, t, id, paged); err != nil {
 				return err
 			}
 			return s.judgeRequest(ctx, tx, t, id, doc, before)
@@ -540,10 +552,17 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 			if err != nil {
 				return err
 			}
+			paged, err := pagedItem(ctx, tx, t, id)
+			if err != nil {
+				return err
+			}
 			if err := deleteRequest(ctx, tx, t, id, del); err != nil {
 				return err
 			}
-			return s.leftShelf(ctx, tx, t, id, shelf)
+			if err := s.leftShelf(ctx, tx, t, id, shelf); err != nil {
+				return err
+			}
+			return s.leftPage(ctx, tx, t, id, paged)
 		}
 		_, err := del()
 		return err

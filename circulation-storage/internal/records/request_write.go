@@ -380,3 +380,32 @@ func (s *Records) judgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant,
 	}
 	return s.RequestRules(ctx, tx, t, id, strings.ToLower(FieldValue(doc, "requesterId")), d.place.item)
 }
+
+// pagedItemSQL is the item of request $2 of tenant $1 while the request is
+// an open page and its item Paged.
+var pagedItemSQL = postgres.WithTables(`SELECT i.id::text FROM %[1]s r JOIN %[2]s i ON i.tenant_id = r.tenant_id AND i.id = r.item_id
+ WHERE r.tenant_id = $1 AND r.id = $2::uuid AND left(r.status, 5) = 'Open ' AND r.jsonb ->> 'requestType' = '`+schemas.RequestTypePage+`'
+   AND i.status_name = '`+schemas.ItemPaged+`'`, postgres.TableRequest, postgres.TableItem)
+
+// pagedItem is the Paged item request id is an open page of ("" when it
+// is not one).
+func pagedItem(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string) (string, error) {
+	var item string
+	err := tx.QueryRow(ctx, pagedItemSQL, string(t), id).Scan(&item)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return item, postgres.Interpret(err, t)
+}
+
+// leftPage tells PageLeft that request id, an open page of the Paged item
+// before, is one no more.
+func (s *Records) leftPage(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, before string) error {
+	if before == "" || s.PageLeft == nil {
+		return nil
+	}
+	if still, err := pagedItem(ctx, tx, t, id); err != nil || still == before {
+		return err
+	}
+	return s.PageLeft(ctx, tx, t, before)
+}
