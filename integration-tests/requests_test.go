@@ -185,8 +185,8 @@ func TestRequestsThroughCirculation(t *testing.T) {
 
 // TestAPageIsGrantedOnce: patrons page the same book on the shelf at
 // once, round after round: one page holds (the book Paged at _version
-// 2, one open request at position 1), every other is refused 422
-// REQUESTING_DISALLOWED and stores nothing.
+// 2, one open request at position 1, each announced once), every other
+// is refused 422 REQUESTING_DISALLOWED and stores and announces nothing.
 func TestAPageIsGrantedOnce(t *testing.T) {
 	t.Parallel()
 	const patrons, rounds = 8, 4
@@ -239,6 +239,17 @@ func TestAPageIsGrantedOnce(t *testing.T) {
 			if state != "Open - Not yet filled 1" {
 				t.Errorf("round %d: the page %q, want Open - Not yet filled 1", round, state)
 			}
+		}
+		// Announced as committed: the one page created, the book Paged once.
+		var created, paged int
+		if err := c.DB.QueryRow(context.Background(), `SELECT
+		  (SELECT count(*) FROM circulation_storage.outbox WHERE tenant_id = $1 AND kind = 'request' AND type = 'CREATED' AND data #>> '{new,itemId}' = $2),
+		  (SELECT count(*) FROM circulation_storage.outbox WHERE tenant_id = $1 AND kind = 'item' AND type = 'UPDATED' AND data #>> '{new,id}' = $2
+		      AND data #>> '{new,status,name}' = 'Paged')`, c.Tenant, bookID).Scan(&created, &paged); err != nil {
+			t.Fatal(err)
+		}
+		if created != 1 || paged != 1 {
+			t.Errorf("round %d: %d request CREATED and %d item Paged events, want one of each", round, created, paged)
 		}
 	}
 }

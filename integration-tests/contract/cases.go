@@ -633,7 +633,7 @@ var cases = []testCase{
 			s.keep("loan", loan)
 			return checkInReq(loan, "2")
 		},
-		want: want{status: http.StatusNoContent},
+		want: want{status: http.StatusOK, schema: "check-in-written.json"},
 		then: func(s *session, _ response) {
 			s.wantItem("Available", 3)
 			s.wantKeptLoan("Closed")
@@ -844,7 +844,7 @@ var cases = []testCase{
 		given: func(s *session) request {
 			s.seed()
 			loan := s.checkOut()
-			s.step("check-in", checkInReq(loan, "2"), want{status: http.StatusNoContent})
+			s.step("check-in", checkInReq(loan, "2"), want{status: http.StatusOK, schema: "check-in-written.json"})
 			return checkInReq(loan, "3")
 		},
 		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeNoOpenLoan},

@@ -1006,8 +1006,12 @@ func TestOneOpenLoanPerItem(t *testing.T) {
 	doc["returnDate"] = "2024-03-05T09:00:00Z"
 	doc["action"] = "checkedin"
 	doc["_version"] = 1
-	f.doWith("PUT", "/loan-storage/loans/"+first, jsonBody(doc), f.with(map[string]string{schemas.HeaderCheckInItemVersion: "1"})).
-		wantStatus(http.StatusNoContent)
+	// It answers what it wrote: the item back on the shelf, no request.
+	written := f.doWith("PUT", "/loan-storage/loans/"+first, jsonBody(doc), f.with(map[string]string{schemas.HeaderCheckInItemVersion: "1"})).
+		wantStatus(http.StatusOK).doc()
+	if status := written["item"].(map[string]any)["status"].(map[string]any)["name"]; status != "Available" || written["request"] != nil {
+		t.Errorf("the check-in's answer: %v", written)
+	}
 	second := f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(bob, item, "Open")),
 		f.with(map[string]string{ItemVersionHeader: "2"})).wantStatus(http.StatusCreated).doc()["id"].(string)
 
