@@ -160,7 +160,14 @@ func FreshDatabase(t testing.TB) string {
 		t.Fatalf("create database: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := adminExec(admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		// FORCE ends the sessions there are; one a process still opening
+		// as it stops makes the drop fail (55006): tried again, for a while.
+		var err error
+		Poll(10*time.Second, 100*time.Millisecond, func() bool {
+			err = adminExec(admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+			return err == nil || !strings.Contains(err.Error(), "55006")
+		})
+		if err != nil {
 			t.Errorf("drop database: %v", err)
 		}
 	})
