@@ -227,11 +227,13 @@ type CheckOutWrite struct {
 	// ReleaseLock releases the lock LockID names in the same transaction,
 	// when the loan is written; a write that writes nothing leaves it.
 	ReleaseLock bool
-	// OverrideItemLimit and OverridePatronBlock lift the item limit and
-	// the maximum items charged out from the write (an override a
-	// librarian was allowed; schemas.HeaderCheckOutOverride). The lock and
-	// its fence still hold it.
-	OverrideItemLimit, OverridePatronBlock bool
+	// OverrideItemLimit lifts the item limit from the write,
+	// OverridePatronBlock the maximum items charged out and the manual
+	// blocks of borrowing, OverrideItemNotLoanable a loan policy that does
+	// not lend (overrides a librarian was allowed;
+	// schemas.HeaderCheckOutOverride). The lock and its fence still hold
+	// it.
+	OverrideItemLimit, OverridePatronBlock, OverrideItemNotLoanable bool
 }
 
 // ItemLimit is an item limit and the loans it counts: the patron's open

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -213,14 +214,6 @@ func itemLimitOf(err error) int {
 	return 0
 }
 
-// refusedStatuses are the item statuses FOLIO does not check out, besides
-// Checked out (mod-circulation's ItemStatusValidator): every other status
-// is checked out, Long missing, Restricted, Unavailable and Unknown among
-// them.
-var refusedStatuses = map[string]bool{
-	"Declared lost": true, "Claimed returned": true, "Intellectual item": true, "Aged to lost": true,
-}
-
 // validate reads the records and gathers every reason to refuse, with
 // FOLIO's messages and codes, in FOLIO's order (mod-circulation's
 // CheckOutByBarcodeResource): the patron, then the item, then the loan
@@ -276,7 +269,7 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 			}
 		}
 		refusals = append(refusals, e)
-	case refusedStatuses[co.item.Status]:
+	case slices.Contains(schemas.ItemStatusesNotCheckedOut, co.item.Status):
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusRefused,
 			"%s (%s) (Barcode: %s) has the item status %s and cannot be checked out",
 			co.item.Title, co.item.MaterialTypeName, co.item.Barcode, co.item.Status).

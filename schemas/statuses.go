@@ -45,3 +45,10 @@ var RequestTypesByItemStatus = map[string][]string{
 	"In process":        {RequestTypeHold, RequestTypeRecall},
 	"Missing":           {RequestTypeHold},
 }
+
+// ItemStatusesNotCheckedOut are the item statuses FOLIO does not check
+// out, besides Checked out (mod-circulation's ItemStatusValidator): every
+// other status is, Long missing, Restricted, Unavailable and Unknown among
+// them. Storage's check-out write refuses them whoever calls
+// (ITEM_STATUS_REFUSED), and circulation's validation names them first.
+var ItemStatusesNotCheckedOut = []string{"Declared lost", "Claimed returned", "Intellectual item", "Aged to lost"}

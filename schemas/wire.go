@@ -69,8 +69,8 @@ const (
 	// leaves the lock held.
 	HeaderReleaseLock = "X-Check-Out-Release-Lock"
 	// HeaderCheckOutOverride names, on a check-out's write, the blocks an
-	// override lifts: itemLimitBlock, patronBlock (comma-separated). It
-	// needs PermissionCheckOutOverride.
+	// override lifts: itemLimitBlock, patronBlock, itemNotLoanableBlock
+	// (comma-separated). It needs PermissionCheckOutOverride.
 	HeaderCheckOutOverride = "X-Check-Out-Override"
 	// HeaderLockReleased "true" on the 201 of such a write says that its
 	// transaction released the lock: a client that does not see it (a

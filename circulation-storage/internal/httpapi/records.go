@@ -114,9 +114,11 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 				w.OverrideItemLimit = true
 			case "patronBlock":
 				w.OverridePatronBlock = true
+			case "itemNotLoanableBlock":
+				w.OverrideItemNotLoanable = true
 			default:
 				return w, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
-					"%s lists the blocks an override lifts: itemLimitBlock, patronBlock", schemas.HeaderCheckOutOverride).
+					"%s lists the blocks an override lifts: itemLimitBlock, patronBlock, itemNotLoanableBlock", schemas.HeaderCheckOutOverride).
 					With("override", truncateText(v))
 			}
 		}

@@ -60,6 +60,13 @@ func NewLoans(db *postgres.DB, policy Policy, opts ...postgres.Option) *Loans {
 //     borrower's, the loan fills it: the request is "Closed - Filled",
 //     without a position, and every later request of the queue moves up
 //     one, in this statement;
+//   - the borrower active and not expired (FOLIO's InactiveUserValidator,
+//     not overridable), the item's status one FOLIO checks out
+//     (schemas.ItemStatusesNotCheckedOut), the loan policy lending
+//     (loanable, unless @override_not_loanable), and no manual block of
+//     the borrower's borrowing in force (unless @override_charged, the
+//     patron block override): so a write that skips circulation's
+//     validation is refused as circulation would refuse it;
 //   - the item at that version. A second open loan for the item fails the
 //     whole statement, the item update included.
 //
@@ -106,8 +113,12 @@ func checkOutSQL(lean bool) string {
      WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND left(r.status, 5) = 'Open '
        AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
     RETURNING r.id, r.position, r.jsonb`
+	manual := `EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
+                WHERE b.tenant_id = @tenant AND b.user_id = (@loan::jsonb ->> 'userId')::uuid
+                  AND b.jsonb ->> 'borrowing' = 'true' AND ` + blockInForce("b") + `)`
 	gated := "false"
 	if lean {
+		manual = "false"
 		head = `SELECT NULL::uuid AS id, NULL::uuid AS requester_id, NULL::integer AS position, NULL::jsonb AS jsonb WHERE false`
 		charged = `SELECT NULL::numeric AS lim, NULL::text AS message WHERE false`
 		filled = `SELECT NULL::uuid AS id, NULL::jsonb AS jsonb WHERE false`
@@ -120,12 +131,19 @@ WITH fence AS (
 ), required AS (
     SELECT @lock_id::uuid IS NOT NULL OR NOT ` + lockFeatureSQL(setting, "@tenant", "@lock_default::boolean") + ` AS ok
 ), lent AS (
-    SELECT material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb AS before
+    SELECT material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb AS before,
+           status_name = ANY(@refused_statuses::text[]) AS refused
       FROM ` + item + ` WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'itemId')::uuid
+), borrower AS (
+    SELECT coalesce((p.jsonb ->> 'active')::boolean, false)
+           AND coalesce(` + postgres.StoredTime("p.jsonb ->> 'expirationDate'", "patron expirationDate") + ` > now(), true) AS active,
+           ` + manual + ` AS blocked
+      FROM ` + patron + ` p WHERE p.tenant_id = @tenant AND p.id = (@loan::jsonb ->> 'userId')::uuid
 ), matched AS (` + policyMatchSQL(rule, rules, "@tenant", group,
 		"(SELECT material_type_id FROM lent)", "(SELECT loan_type_id FROM lent)") + `
 ), limited AS (
     SELECT ` + itemLimitSQL("m", "lp", "@enforce_unscoped::boolean") + ` AS n,
+           coalesce((lp.jsonb ->> 'loanable')::boolean, true) AS loanable,
            CASE WHEN m.mt_match THEN (SELECT material_type_id FROM lent) END AS mt,
            CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM lent) END AS lt
       FROM matched m JOIN ` + policy + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
@@ -147,6 +165,10 @@ WITH fence AS (
        AND (@override_limit::boolean OR NOT ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
        AND (@override_charged::boolean OR NOT ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
        AND NOT (SELECT other FROM queued)
+       AND coalesce((SELECT active FROM borrower), true)
+       AND NOT coalesce((SELECT refused FROM lent), false)
+       AND (@override_not_loanable::boolean OR coalesce((SELECT loanable FROM limited), true))
+       AND (@override_charged::boolean OR NOT coalesce((SELECT blocked FROM borrower), false))
        AND NOT (SELECT gated FROM gate) AS ok
 ), item AS (
     UPDATE ` + item + `
@@ -207,6 +229,10 @@ SELECT (SELECT jsonb FROM loan) AS stored, @lock_id::uuid IS NULL OR EXISTS (SEL
        (SELECT other FROM queued) AS requested, (SELECT id::text FROM head) AS head,
        ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + ` AS limit_reached,
        ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + ` AS charged_reached,
+       NOT coalesce((SELECT active FROM borrower), true) AS inactive,
+       (SELECT before #>> '{status,name}' FROM lent WHERE refused) AS refused_status,
+       NOT coalesce((SELECT loanable FROM limited), true) AS not_loanable,
+       coalesce((SELECT blocked FROM borrower), false) AS blocked,
        (SELECT gated FROM gate) AS full
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
 }
@@ -268,7 +294,8 @@ var (
 
 // checkOutNames are the names of checkOutSQL's arguments.
 var checkOutNames = []string{"tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
-	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged"}
+	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged",
+	"override_not_loanable", "refused_statuses"}
 
 // checkOutArgs are checkOutSQL's arguments, by name: a name the statement
 // uses and this does not give, or one it gives and the statement does not
@@ -292,8 +319,10 @@ func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.Ch
 		"caller_module": postgres.Nullable(caller.Module),
 		"release":       w.ReleaseLock,
 		// Overrides lifting the item limit and maximum items charged out.
-		"override_limit":   w.OverrideItemLimit,
-		"override_charged": w.OverridePatronBlock,
+		"override_limit":        w.OverrideItemLimit,
+		"override_charged":      w.OverridePatronBlock,
+		"override_not_loanable": w.OverrideItemNotLoanable,
+		"refused_statuses":      schemas.ItemStatusesNotCheckedOut,
 	}
 }
 
@@ -324,6 +353,14 @@ type checkOutResult struct {
 	// and at the maximum items charged out, as the write compared them.
 	LimitReached   bool `db:"limit_reached"`
 	ChargedReached bool `db:"charged_reached"`
+	// Inactive says the borrower is inactive or expired; RefusedStatus is
+	// the item's status when it is one not checked out (nil otherwise);
+	// NotLoanable says the loan policy does not lend; Blocked that a
+	// manual block stops the borrower's borrowing.
+	Inactive      bool    `db:"inactive"`
+	RefusedStatus *string `db:"refused_status"`
+	NotLoanable   bool    `db:"not_loanable"`
+	Blocked       bool    `db:"blocked"`
 	// Full says the lean statement found the tenant's gate row and wrote
 	// nothing: the full one must run.
 	Full bool `db:"full"`
@@ -395,6 +432,8 @@ func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeLockLost,
 			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
 			With("lockId", w.LockID)
+	case r.Blocked && !w.OverridePatronBlock, r.Inactive, r.RefusedStatus != nil, r.NotLoanable && !w.OverrideItemNotLoanable:
+		return storage.CheckOutWritten{}, r.refusal(w)
 	case r.Requested:
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
 			"The item's first request is another patron's; nothing was written").With("requestId", postgres.Deref(r.Head))
@@ -415,6 +454,31 @@ func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 	return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
 		"Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
 		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
+}
+
+// refusal is every rule of the borrower and the item the write r refused
+// w for, in FOLIO's order (the patron, then the item, then the policy),
+// as circulation's validation words them.
+func (r *checkOutResult) refusal(w storage.CheckOutWrite) *errs.Refusal {
+	out := &errs.Refusal{}
+	user, item := records.FieldValue(w.Loan, "userId"), records.FieldValue(w.Loan, "itemId")
+	if r.Blocked && !w.OverridePatronBlock {
+		out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedManually, "Patron blocked from borrowing").
+			With("userId", user))
+	}
+	if r.Inactive {
+		out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").
+			With("userId", user))
+	}
+	if r.RefusedStatus != nil {
+		out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusRefused,
+			"Item %s has the item status %s and cannot be checked out", item, *r.RefusedStatus).With("itemId", item))
+	}
+	if r.NotLoanable && !w.OverrideItemNotLoanable {
+		out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeItemNotLoanable, "Item is not loanable").
+			With("itemId", item))
+	}
+	return out
 }
 
 // releasedByWrite tells the patron's waiters on this instance, at once,

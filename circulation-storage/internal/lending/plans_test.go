@@ -137,6 +137,12 @@ func explainGeneric(t *testing.T, db *postgres.DB, sql string, args []any) (int,
 			if v != nil {
 				literals[i] = quoteLiteral(*v)
 			}
+		case []string:
+			elems := make([]string, len(v))
+			for j, e := range v {
+				elems[j] = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(e) + `"`
+			}
+			literals[i] = quoteLiteral("{" + strings.Join(elems, ",") + "}")
 		default:
 			literals[i] = quoteLiteral(fmt.Sprint(v))
 		}

@@ -76,7 +76,8 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeRenewalBlockedByRecall:
 		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && slices.Contains(requestRefusals, code):
-		// A request FOLIO's rules refuse: every reason, in storage's words.
+		// A request or a check-out FOLIO's rules refuse: every reason, in
+		// storage's words.
 		r := &errs.Refusal{}
 		for _, e := range env.Errors {
 			r.Errors = append(r.Errors, &errs.Error{Kind: errs.KindInvalid, Code: e.Code, Message: e.Message, Parameters: e.Parameters})
@@ -113,10 +114,12 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 }
 
 // requestRefusals are the codes of storage's refusals of a request
-// judged by FOLIO's rules (lending.JudgeRequest).
+// judged by FOLIO's rules (lending.JudgeRequest) and of a check-out's
+// write that broke a rule of the borrower or the item: FOLIO's, passed
+// on as they are.
 var requestRefusals = []string{schemas.CodeRequestingDisallowed, schemas.CodeRequestingDisallowedByPolicy,
 	schemas.CodeItemAlreadyRequested, schemas.CodeItemAlreadyLoaned, schemas.CodeInvalidPickupServicePoint,
-	schemas.CodeUserInactive, schemas.CodeUserBlockedManually}
+	schemas.CodeUserInactive, schemas.CodeUserBlockedManually, schemas.CodeItemStatusRefused, schemas.CodeItemNotLoanable}
 
 // unavailable is storage unreachable, or unable to serve right now (its
 // database down or out of connections): 503 with Retry-After.

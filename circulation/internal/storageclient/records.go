@@ -439,6 +439,9 @@ func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item c
 	if lifted.ItemLimit {
 		lifts = append(lifts, "itemLimitBlock")
 	}
+	if lifted.ItemNotLoanable {
+		lifts = append(lifts, "itemNotLoanableBlock")
+	}
 	if len(lifts) > 0 {
 		headers = append(headers, schemas.HeaderCheckOutOverride, strings.Join(lifts, ","))
 	}
