@@ -18,7 +18,10 @@ const (
 // The request statuses and types a request placed through circulation
 // starts with or is judged by.
 const (
-	ItemPaged = "Paged"
+	ItemPaged           = "Paged"
+	ItemDeclaredLost    = "Declared lost"
+	ItemAgedToLost      = "Aged to lost"
+	ItemClaimedReturned = "Claimed returned"
 
 	RequestNotYetFilled = "Open - Not yet filled"
 	RequestCancelled    = "Closed - Cancelled"

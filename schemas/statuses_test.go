@@ -36,6 +36,7 @@ func TestStatusesAreTheSchemasWords(t *testing.T) {
 		statuses = append(statuses, s)
 	}
 	statuses = append(statuses, ItemStatusesNotCheckedOut...)
+	statuses = append(statuses, ItemDeclaredLost, ItemAgedToLost, ItemClaimedReturned)
 	for _, s := range statuses {
 		if !slices.Contains(items, s) {
 			t.Errorf("item status %q is not in item.json's enum %v", s, items)

@@ -76,7 +76,9 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second})
 	recordService := lending.NewRecords(db)
 	srv := New(Config{
-		Config:         serverkit.Config{MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 10 * time.Second},
+		// A tenant's sample data loads in one request: 30 s leaves room
+		// for a machine loaded by the tests beside it (10 s did not, once).
+		Config:         serverkit.Config{MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 30 * time.Second},
 		LockDefaultTTL: 3 * time.Second,
 		LockMaxTTL:     10 * time.Minute,
 		LockMaxWait:    20 * time.Second,

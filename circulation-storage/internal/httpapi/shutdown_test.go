@@ -23,7 +23,10 @@ func TestClosedWaitersAnswer503ShuttingDown(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	user := uuid.NewString()
-	held := f.acquire(user)
+	// Held for a minute: the lock must outlive the test on a loaded
+	// machine (the default TTL of 3 s did not, once).
+	var held lockJSON
+	f.do("POST", "/check-out-lock-storage", fmt.Sprintf(`{"userId":%q,"ttlMs":60000}`, user)).wantStatus(http.StatusCreated).decode(&held)
 	const n = 5
 	type answer struct {
 		status int

@@ -2,6 +2,8 @@ package lending
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -104,4 +106,95 @@ func TestTheCheckOutWriteJudgesTheBorrowerAndTheItem(t *testing.T) {
 			t.Errorf("%s: %d loans after the refusal, %d before", c.name, n, before)
 		}
 	}
+}
+
+// TestTheRenewalWriteJudgesEveryRule: storage's renewal write, called
+// directly (circulation's validation bypassed), renews only what FOLIO
+// renews: each rule broken is refused with its code, nothing written
+// (the loan at the version it had), and a renewal at a version another
+// write moved on is LOAN_CHANGED first, to be read and judged again.
+func TestTheRenewalWriteJudgesEveryRule(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, records.LoadData)
+	ctx := context.Background()
+	lib := newLibrary(f.DB, testPolicy)
+	// One policy for everything: renewable once, not while a hold waits.
+	policy := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.LoanPolicies, policy, json.RawMessage(`{"name":"Once","loanable":true,"renewable":true,
+	  "loansPolicy":{"profileId":"Rolling","period":{"duration":3,"intervalId":"Weeks"}},
+	  "renewalsPolicy":{"unlimited":false,"numberAllowed":1,"renewFromId":"CURRENT_DUE_DATE"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, storage.CirculationRules{FallbackLoanPolicyID: policy,
+		Rules: []storage.CirculationRule{}}); err != nil {
+		t.Fatal(err)
+	}
+	lend := func(user, item string, override bool) string {
+		t.Helper()
+		id := uuid.NewString()
+		doc := json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-12-01T10:00:00.000Z",
+		  "action":"checkedout","status":{"name":"Open"}}`, user, item))
+		if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: id, UserID: user, Loan: doc, ItemVersion: 1,
+			OverridePatronBlock: override}); err != nil {
+			t.Fatalf("check-out of %s: %v", item, err)
+		}
+		return id
+	}
+	renew := func(id, user, item string, version, count int, due string) error {
+		doc := json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":%q,
+		  "action":"renewed","renewalCount":%d,"status":{"name":"Open"}}`, user, item, due, count+1))
+		_, err := lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: id, Loan: doc, LoanVersion: version, RenewalCount: count})
+		return err
+	}
+	alice, bob, dave, erin := records.SampleID("1001"), records.SampleID("1002"), records.SampleID("1004"), records.SampleID("1005")
+	later := "2026-12-22T10:00:00.000Z"
+	check := func(name string, err error, loan string, version int, want ...string) {
+		t.Helper()
+		if got := refusedCodes(err); !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", name, err, want)
+		}
+		if n := f.Count(t, postgres.TableLoan, "id = $1 AND version = $2", loan, version); n != 1 {
+			t.Errorf("%s: the loan is not at _version %d", name, version)
+		}
+	}
+
+	once := lend(alice, records.SampleID("book-121"), false)
+	if err := renew(once, alice, records.SampleID("book-121"), 1, 0, later); err != nil {
+		t.Fatalf("the first renewal: %v", err)
+	}
+	check("a second renewal, at the policy's limit", renew(once, alice, records.SampleID("book-121"), 2, 1, "2027-01-12T10:00:00.000Z"),
+		once, 2, schemas.CodeLoanRenewalLimitReached)
+	check("a renewal read before the first", renew(once, alice, records.SampleID("book-121"), 1, 0, later), once, 2, schemas.CodeLoanChanged)
+
+	same := lend(alice, records.SampleID("book-122"), false)
+	check("a renewal that does not move the due date", renew(same, alice, records.SampleID("book-122"), 1, 0, "2026-12-01T10:00:00.000Z"),
+		same, 1, schemas.CodeRenewalWouldNotChangeDueDate)
+
+	held := lend(alice, records.SampleID("book-123"), false)
+	request(t, f, records.SampleID("book-123"), dave, 1, "Open - Not yet filled")
+	check("a renewal with a hold waiting", renew(held, alice, records.SampleID("book-123"), 1, 0, later), held, 1,
+		schemas.CodeRenewalBlockedByHoldRequest)
+
+	gone := lend(bob, records.SampleID("book-124"), false)
+	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TablePatron)+` SET jsonb = jsonb_set(jsonb, '{active}', 'false') WHERE id = $1`, bob)
+	check("a renewal for an inactive borrower", renew(gone, bob, records.SampleID("book-124"), 1, 0, later), gone, 1,
+		schemas.CodeUserIsInactiveOrExpired)
+
+	blocked := lend(erin, records.SampleID("book-125"), true)
+	check("a renewal for a borrower blocked from renewing", renew(blocked, erin, records.SampleID("book-125"), 1, 0, later), blocked, 1,
+		schemas.CodeUserBlockedManually)
+
+	claimed := lend(dave, records.SampleID("book-126"), false)
+	if err := lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: claimed, ItemVersion: 2, LoanVersion: 1,
+		Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-12-01T10:00:00.000Z",
+		  "action":"claimedReturned","claimedReturnedDate":"2026-02-01T10:00:00.000Z","status":{"name":"Open"}}`, dave, records.SampleID("book-126")))}); err != nil {
+		t.Fatal(err)
+	}
+	check("a renewal of an item claimed returned", renew(claimed, dave, records.SampleID("book-126"), 2, 0, later), claimed, 2,
+		schemas.CodeItemClaimedReturnedNotRenewable)
+
+	lent := lend(dave, records.SampleID("book-127"), false)
+	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoanPolicy)+` SET jsonb = jsonb_set(jsonb, '{loanable}', 'false') WHERE id = $1`, policy)
+	check("a renewal under a policy that no longer lends", renew(lent, dave, records.SampleID("book-127"), 1, 0, later), lent, 1,
+		schemas.CodeItemNotLoanable)
 }

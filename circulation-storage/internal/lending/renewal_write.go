@@ -30,9 +30,43 @@ import (
 // a recall stood in the way.
 func renewSQL() string {
 	loan, request, outbox := postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableRequest), postgres.Table(postgres.TableOutbox)
+	item, patron, block := postgres.Table(postgres.TableItem), postgres.Table(postgres.TablePatron), postgres.Table(postgres.TableManualBlock)
+	policy := postgres.Table(postgres.TableLoanPolicy)
+	user, itemID := "(@loan::jsonb ->> 'userId')::uuid", "(@loan::jsonb ->> 'itemId')::uuid"
 	return `
 WITH recall AS (
-    SELECT ` + openRecallSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant") + ` AS open
+    SELECT ` + openRecallSQL(request, itemID, "@tenant") + ` AS open
+), u AS (
+    SELECT p.patron_group_id, coalesce((p.jsonb ->> 'active')::boolean, false)
+           AND coalesce(` + postgres.StoredTime("p.jsonb ->> 'expirationDate'", "patron expirationDate") + ` > now(), true) AS active
+      FROM ` + patron + ` p WHERE p.tenant_id = @tenant AND p.id = ` + user + `
+), i AS (
+    SELECT status_name, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id
+      FROM ` + item + ` WHERE tenant_id = @tenant AND id = ` + itemID + `
+), m AS (` + policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
+		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `
+), lp AS (
+    SELECT lp.jsonb FROM m JOIN ` + policy + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
+), head AS (` + queueHeadSQL(request, itemID, "@tenant") + `
+), judged AS (
+    SELECT NOT coalesce((SELECT active FROM u), true) AS inactive,
+           EXISTS (SELECT 1 FROM ` + block + ` b WHERE b.tenant_id = @tenant AND b.user_id = ` + user + `
+                      AND b.jsonb ->> 'renewals' = 'true' AND ` + blockInForce("b") + `) AS blocked,
+           NOT EXISTS (SELECT 1 FROM lp) AS no_policy,
+           NOT coalesce((SELECT (jsonb ->> 'loanable')::boolean FROM lp), true) AS not_loanable,
+           (SELECT status_name FROM i) AS item_status,
+           NOT coalesce((SELECT (jsonb ->> 'renewable')::boolean FROM lp), false) AS not_renewable,
+           coalesce((SELECT NOT coalesce((jsonb #>> '{renewalsPolicy,unlimited}')::boolean, false)
+                            AND @count::integer >= coalesce((jsonb #>> '{renewalsPolicy,numberAllowed}')::numeric, 0) FROM lp), false) AS at_limit,
+           coalesce((SELECT r.jsonb ->> 'requestType' = 'Hold' FROM head r), false)
+             AND NOT coalesce((SELECT (jsonb #>> '{requestManagement,holds,renewItemsWithRequest}')::boolean FROM lp), false) AS held,
+           coalesce(` + postgres.StoredTime("@loan::jsonb ->> 'dueDate'", "renewal dueDate") + ` <=
+             (SELECT ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` FROM ` + loan + ` l
+               WHERE l.tenant_id = @tenant AND l.id = @loan_id::uuid), false) AS due_unchanged
+), verdict AS (
+    SELECT NOT (inactive OR blocked OR no_policy OR not_loanable OR item_status = ANY(@not_renewed::text[])
+                OR not_renewable OR at_limit OR held OR due_unchanged) AS ok
+      FROM judged
 ), renewed AS (
     UPDATE ` + loan + ` AS rec
        SET jsonb = ` + records.WithMetadata(records.WithID(storage.Loans, "@loan_id", "@loan", `to_jsonb(rec.version + 1)`), "@metadata_user", true) + `
@@ -42,6 +76,7 @@ WITH recall AS (
        AND (@loan::jsonb #>> '{status,name}') = 'Open' AND @loan::jsonb ->> 'action' = 'renewed'
        AND (@loan::jsonb ->> 'renewalCount')::integer = @count::integer + 1
        AND NOT (SELECT open FROM recall)
+       AND (SELECT ok FROM verdict)
     RETURNING rec.jsonb
 ), announced AS (
     INSERT INTO ` + outbox + ` (tenant_id, kind, type, data)
@@ -50,32 +85,110 @@ WITH recall AS (
            'dueDate', r.jsonb -> 'dueDate', 'renewalCount', r.jsonb -> 'renewalCount')))
       FROM renewed r WHERE ` + postgres.OutboxOn + `
 )
-SELECT (SELECT jsonb FROM renewed), (SELECT open FROM recall)`
+SELECT (SELECT jsonb FROM renewed) AS stored, (SELECT open FROM recall) AS recalled, j.*
+  FROM judged j`
 }
 
-var renewWrite = locksql.NewNamed(renewSQL(), "tenant", "loan_id", "loan", "version", "count", "metadata_user")
+var renewWrite = locksql.NewNamed(renewSQL(), "tenant", "loan_id", "loan", "version", "count", "metadata_user", "not_renewed")
+
+// notRenewed are the item statuses a loan is not renewed in (FOLIO's
+// RenewalValidator): each refused with its code.
+var notRenewed = map[string]string{
+	schemas.ItemDeclaredLost:    schemas.CodeItemDeclaredLostNotRenewable,
+	schemas.ItemAgedToLost:      schemas.CodeItemAgedToLostNotRenewable,
+	schemas.ItemClaimedReturned: schemas.CodeItemClaimedReturnedNotRenewable,
+}
+
+// renewalVerdict is renewSQL's row.
+type renewalVerdict struct {
+	Stored       json.RawMessage `db:"stored"`
+	Recalled     bool            `db:"recalled"`
+	Inactive     bool            `db:"inactive"`
+	Blocked      bool            `db:"blocked"`
+	NoPolicy     bool            `db:"no_policy"`
+	NotLoanable  bool            `db:"not_loanable"`
+	ItemStatus   *string         `db:"item_status"`
+	NotRenewable bool            `db:"not_renewable"`
+	AtLimit      bool            `db:"at_limit"`
+	Held         bool            `db:"held"`
+	DueUnchanged bool            `db:"due_unchanged"`
+}
+
+// refusals are the rules v broke, in FOLIO's order (mod-circulation's
+// RenewalValidator, as circulation's renewalRefusals words them).
+func (v renewalVerdict) refusals(loanID string) []*errs.Error {
+	var out []*errs.Error
+	add := func(code, message string) {
+		out = append(out, errs.Errorf(errs.KindInvalid, code, "%s", message).With("loanId", loanID))
+	}
+	if v.Inactive {
+		add(schemas.CodeUserIsInactiveOrExpired, "Cannot renew loan when user is inactive or expired")
+	}
+	if v.Blocked {
+		add(schemas.CodeUserBlockedManually, "Patron blocked from renewing")
+	}
+	if v.NoPolicy {
+		// Nothing of a policy can be judged without one.
+		add(schemas.CodeNoLoanPolicy, "No loan policy applies: the circulation rules are not set")
+		return out
+	}
+	if v.NotLoanable {
+		add(schemas.CodeItemNotLoanable, "item is not loanable")
+	}
+	if v.Recalled {
+		add(schemas.CodeRenewalBlockedByRecall, "items cannot be renewed when there is an active recall request")
+	}
+	status := postgres.Deref(v.ItemStatus)
+	if code, ok := notRenewed[status]; ok && status != schemas.ItemClaimedReturned {
+		add(code, "item is "+status)
+	}
+	switch {
+	case v.NotRenewable:
+		add(schemas.CodeLoanNotRenewable, "loan is not renewable")
+	case v.AtLimit:
+		add(schemas.CodeLoanRenewalLimitReached, "loan at maximum renewal number")
+	}
+	if v.Held {
+		add(schemas.CodeRenewalBlockedByHoldRequest, "Items with this loan policy cannot be renewed when there is an active, pending hold request")
+	}
+	if status == schemas.ItemClaimedReturned {
+		add(notRenewed[status], "item is "+status)
+	}
+	if v.DueUnchanged {
+		add(schemas.CodeRenewalWouldNotChangeDueDate, "renewal would not change the due date")
+	}
+	return out
+}
 
 // RenewLoan implements storage.LoanWriter.
 func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.RenewalWrite) (json.RawMessage, error) {
 	if err := versionRead(w.LoanVersion); err != nil {
 		return nil, err
 	}
-	var stored json.RawMessage
-	var recalled bool
+	var v renewalVerdict
+	statuses := make([]string, 0, len(notRenewed))
+	for status := range notRenewed {
+		statuses = append(statuses, status)
+	}
 	err := s.db.Write(ctx, t, func(c *pgx.Conn) error {
-		return c.QueryRow(ctx, renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,
-			"loan": w.Loan, "version": w.LoanVersion, "count": w.RenewalCount, "metadata_user": records.MetadataUser(ctx)})).Scan(&stored, &recalled)
+		rows, err := c.Query(ctx, renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,
+			"loan": w.Loan, "version": w.LoanVersion, "count": w.RenewalCount, "metadata_user": records.MetadataUser(ctx),
+			"not_renewed": statuses}))
+		if err != nil {
+			return err
+		}
+		v, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[renewalVerdict])
+		return err
 	})
 	switch {
 	case err != nil:
 		return nil, records.InterpretWrite(err, t, storage.Loans, w.Loan)
-	case stored != nil:
-		return stored, nil
-	case recalled:
-		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
-			"items cannot be renewed when there is an active recall request").With("loanId", w.LoanID)
+	case v.Stored != nil:
+		return v.Stored, nil
 	}
-	// Nothing written: say why, as the loan stands now.
+	// Nothing written: say why, as the loan stands now: changed by another
+	// write first (the renewal is then read and judged again), else every
+	// rule the renewal broke.
 	var status string
 	var count, version int
 	err = s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT status_name, coalesce((jsonb ->> 'renewalCount')::integer, 0), version
@@ -96,6 +209,11 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 		return nil, errs.Errorf(errs.KindConflict, schemas.CodeLoanChanged,
 			"Loan %s was changed by another request since it was read (_version %d, the renewal read %d); it was not renewed, and nothing was written",
 			w.LoanID, version, w.LoanVersion).With("_version", strconv.Itoa(version))
+	}
+	if refused := v.refusals(w.LoanID); len(refused) == 1 && refused[0].Code == schemas.CodeRenewalBlockedByRecall {
+		return nil, refused[0]
+	} else if len(refused) > 0 {
+		return nil, &errs.Refusal{Errors: refused}
 	}
 	return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 		"A renewal (%s) keeps the loan open, its userId and itemId, with action renewed and renewalCount %d", schemas.HeaderRenewalCount,

@@ -114,12 +114,15 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 }
 
 // requestRefusals are the codes of storage's refusals of a request
-// judged by FOLIO's rules (lending.JudgeRequest) and of a check-out's
-// write that broke a rule of the borrower or the item: FOLIO's, passed
-// on as they are.
+// judged by FOLIO's rules (lending.JudgeRequest), and of a check-out's
+// or a renewal's write that broke a rule of the borrower, the item or the
+// policy: FOLIO's, passed on as they are.
 var requestRefusals = []string{schemas.CodeRequestingDisallowed, schemas.CodeRequestingDisallowedByPolicy,
 	schemas.CodeItemAlreadyRequested, schemas.CodeItemAlreadyLoaned, schemas.CodeInvalidPickupServicePoint,
-	schemas.CodeUserInactive, schemas.CodeUserBlockedManually, schemas.CodeItemStatusRefused, schemas.CodeItemNotLoanable}
+	schemas.CodeUserInactive, schemas.CodeUserBlockedManually, schemas.CodeItemStatusRefused, schemas.CodeItemNotLoanable,
+	schemas.CodeUserIsInactiveOrExpired, schemas.CodeNoLoanPolicy, schemas.CodeItemDeclaredLostNotRenewable,
+	schemas.CodeItemAgedToLostNotRenewable, schemas.CodeItemClaimedReturnedNotRenewable, schemas.CodeLoanNotRenewable,
+	schemas.CodeLoanRenewalLimitReached, schemas.CodeRenewalBlockedByHoldRequest, schemas.CodeRenewalWouldNotChangeDueDate}
 
 // unavailable is storage unreachable, or unable to serve right now (its
 // database down or out of connections): 503 with Retry-After.
