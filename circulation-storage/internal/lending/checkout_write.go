@@ -64,9 +64,11 @@ func NewLoans(db *postgres.DB, policy Policy, opts ...postgres.Option) *Loans {
 //     not overridable), the item's status one FOLIO checks out
 //     (schemas.ItemStatusesNotCheckedOut), the loan policy lending
 //     (loanable, unless @override_not_loanable), and no manual block of
-//     the borrower's borrowing in force (unless @override_charged, the
-//     patron block override): so a write that skips circulation's
-//     validation is refused as circulation would refuse it;
+//     the borrower's borrowing in force nor automated block of it
+//     (automatedBlocksSQL: maximum lost and overdue items; maximum items
+//     charged out is counted above), unless @override_charged, the patron
+//     block override: so a write that skips circulation's validation is
+//     refused as circulation would refuse it;
 //   - the item at that version. A second open loan for the item fails the
 //     whole statement, the item update included.
 //
@@ -116,9 +118,14 @@ func checkOutSQL(lean bool) string {
 	manual := `EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
                 WHERE b.tenant_id = @tenant AND b.user_id = (@loan::jsonb ->> 'userId')::uuid
                   AND b.jsonb ->> 'borrowing' = 'true' AND ` + blockInForce("b") + `)`
+	automated := `
+    SELECT b ->> 'patronBlockConditionId' AS condition, b ->> 'message' AS message
+      FROM jsonb_array_elements(coalesce(` + automatedBlocksSQL("@tenant", "(@loan::jsonb ->> 'userId')::uuid", group) + `, '[]'::jsonb)) b
+     WHERE (b ->> 'blockBorrowing')::boolean AND b ->> 'patronBlockConditionId' <> '` + storage.ConditionItemsChargedOut + `'`
 	gated := "false"
 	if lean {
 		manual = "false"
+		automated = `SELECT NULL::text AS condition, NULL::text AS message WHERE false`
 		head = `SELECT NULL::uuid AS id, NULL::uuid AS requester_id, NULL::integer AS position, NULL::jsonb AS jsonb WHERE false`
 		charged = `SELECT NULL::numeric AS lim, NULL::text AS message WHERE false`
 		filled = `SELECT NULL::uuid AS id, NULL::jsonb AS jsonb WHERE false`
@@ -156,6 +163,7 @@ WITH fence AS (
 ), queued AS (
     SELECT coalesce((SELECT requester_id <> (@loan::jsonb ->> 'userId')::uuid FROM head), false) AS other
 ), charged AS (` + charged + `
+), automated AS (` + automated + `
 ), charged_count AS (
     SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
      WHERE EXISTS (SELECT 1 FROM charged)
@@ -169,6 +177,7 @@ WITH fence AS (
        AND NOT coalesce((SELECT refused FROM lent), false)
        AND (@override_not_loanable::boolean OR coalesce((SELECT loanable FROM limited), true))
        AND (@override_charged::boolean OR NOT coalesce((SELECT blocked FROM borrower), false))
+       AND (@override_charged::boolean OR NOT EXISTS (SELECT 1 FROM automated))
        AND NOT (SELECT gated FROM gate) AS ok
 ), item AS (
     UPDATE ` + item + `
@@ -233,6 +242,7 @@ SELECT (SELECT jsonb FROM loan) AS stored, @lock_id::uuid IS NULL OR EXISTS (SEL
        (SELECT before #>> '{status,name}' FROM lent WHERE refused) AS refused_status,
        NOT coalesce((SELECT loanable FROM limited), true) AS not_loanable,
        coalesce((SELECT blocked FROM borrower), false) AS blocked,
+       (SELECT jsonb_agg(jsonb_build_object('condition', condition, 'message', message) ORDER BY condition) FROM automated) AS automated,
        (SELECT gated FROM gate) AS full
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
 }
@@ -361,6 +371,9 @@ type checkOutResult struct {
 	RefusedStatus *string `db:"refused_status"`
 	NotLoanable   bool    `db:"not_loanable"`
 	Blocked       bool    `db:"blocked"`
+	// Automated is the automated blocks of borrowing but maximum items
+	// charged out: [{condition, message}], nil for none.
+	Automated json.RawMessage `db:"automated"`
 	// Full says the lean statement found the tenant's gate row and wrote
 	// nothing: the full one must run.
 	Full bool `db:"full"`
@@ -432,7 +445,7 @@ func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeLockLost,
 			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
 			With("lockId", w.LockID)
-	case r.Blocked && !w.OverridePatronBlock, r.Inactive, r.RefusedStatus != nil, r.NotLoanable && !w.OverrideItemNotLoanable:
+	case (r.Blocked || r.Automated != nil) && !w.OverridePatronBlock, r.Inactive, r.RefusedStatus != nil, r.NotLoanable && !w.OverrideItemNotLoanable:
 		return storage.CheckOutWritten{}, r.refusal(w)
 	case r.Requested:
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
@@ -465,6 +478,14 @@ func (r *checkOutResult) refusal(w storage.CheckOutWrite) *errs.Refusal {
 	if r.Blocked && !w.OverridePatronBlock {
 		out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedManually, "Patron blocked from borrowing").
 			With("userId", user))
+	}
+	var automated []struct{ Condition, Message string }
+	if !w.OverridePatronBlock && json.Unmarshal(r.Automated, &automated) == nil {
+		for _, b := range automated {
+			// FOLIO's AutomatedPatronBlocksValidator: the condition's message.
+			out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", b.Message).
+				With("patronBlockConditionId", b.Condition))
+		}
 	}
 	if r.Inactive {
 		out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
@@ -197,4 +198,74 @@ func TestTheRenewalWriteJudgesEveryRule(t *testing.T) {
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoanPolicy)+` SET jsonb = jsonb_set(jsonb, '{loanable}', 'false') WHERE id = $1`, policy)
 	check("a renewal under a policy that no longer lends", renew(lent, dave, records.SampleID("book-127"), 1, 0, later), lent, 1,
 		schemas.CodeItemNotLoanable)
+}
+
+// TestTheWritesJudgeAutomatedBlocks: a patron group's maximum lost items
+// (mod-patron-blocks' condition, blocking borrowing and renewals above a
+// limit of 0) stops the check-out's and the renewal's writes, called
+// directly, once the patron has a loan declared lost: each refused
+// USER_IS_BLOCKED_AUTOMATICALLY with the condition's message, nothing
+// written; the patron block override lifts it from the check-out.
+func TestTheWritesJudgeAutomatedBlocks(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, records.LoadData)
+	ctx := context.Background()
+	lib := newLibrary(f.DB, testPolicy)
+	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableBlockCondition)+`
+		SET jsonb = jsonb || '{"blockBorrowing":true,"blockRenewals":true,"message":"Too many lost items"}' WHERE id = $1`,
+		storage.ConditionLostItems)
+	if _, err := lib.Create(ctx, f.Tenant, storage.PatronBlockLimits, uuid.NewString(), json.RawMessage(fmt.Sprintf(
+		`{"patronGroupId":%q,"conditionId":%q,"value":0}`, records.GroupUndergrad, storage.ConditionLostItems))); err != nil {
+		t.Fatal(err)
+	}
+	// Loans renewable: the block is then the renewal's one reason.
+	policy := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.LoanPolicies, policy, json.RawMessage(`{"name":"Renewable","loanable":true,"renewable":true,
+	  "loansPolicy":{"profileId":"Rolling","period":{"duration":3,"intervalId":"Weeks"}},
+	  "renewalsPolicy":{"unlimited":true,"renewFromId":"CURRENT_DUE_DATE"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, storage.CirculationRules{FallbackLoanPolicyID: policy,
+		Rules: []storage.CirculationRule{}}); err != nil {
+		t.Fatal(err)
+	}
+	alice := records.SampleID("1001")
+	doc := func(item, fields string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2099-12-01T10:00:00.000Z",
+		  "status":{"name":"Open"},%s}`, alice, item, fields))
+	}
+	lost, kept := records.SampleID("book-131"), records.SampleID("book-132")
+	lostLoan, keptLoan := uuid.NewString(), uuid.NewString()
+	for id, item := range map[string]string{lostLoan: lost, keptLoan: kept} {
+		if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: id, UserID: alice, Loan: doc(item, `"action":"checkedout"`),
+			ItemVersion: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: lostLoan, ItemVersion: 2, LoanVersion: 1,
+		Loan: doc(lost, `"action":"declaredLost","declaredLostDate":"2026-02-01T10:00:00.000Z"`)}); err != nil {
+		t.Fatal(err)
+	}
+	next := records.SampleID("book-133")
+	before := f.Count(t, postgres.TableLoan, "true")
+	_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
+		Loan: doc(next, `"action":"checkedout"`), ItemVersion: 1})
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedAutomatically}) || !strings.Contains(err.Error(), "Too many lost items") {
+		t.Errorf("a check-out above the lost items limit: %v", err)
+	}
+	if n := f.Count(t, postgres.TableLoan, "true"); n != before {
+		t.Errorf("%d loans after the refusal, %d before", n, before)
+	}
+	_, err = lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: keptLoan, LoanVersion: 1,
+		Loan: doc(kept, `"action":"renewed","renewalCount":1,"dueDate":"2100-01-01T10:00:00.000Z"`)})
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedAutomatically}) {
+		t.Errorf("a renewal above the lost items limit: %v", err)
+	}
+	if n := f.Count(t, postgres.TableLoan, "id = $1 AND version = 1", keptLoan); n != 1 {
+		t.Error("a refused renewal changed the loan")
+	}
+	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
+		Loan: doc(next, `"action":"checkedout"`), ItemVersion: 1, OverridePatronBlock: true}); err != nil {
+		t.Errorf("the check-out with the patron block override: %v", err)
+	}
 }

@@ -52,6 +52,10 @@ WITH recall AS (
     SELECT NOT coalesce((SELECT active FROM u), true) AS inactive,
            EXISTS (SELECT 1 FROM ` + block + ` b WHERE b.tenant_id = @tenant AND b.user_id = ` + user + `
                       AND b.jsonb ->> 'renewals' = 'true' AND ` + blockInForce("b") + `) AS blocked,
+           (SELECT jsonb_agg(jsonb_build_object('condition', b ->> 'patronBlockConditionId', 'message', b ->> 'message')
+                             ORDER BY b ->> 'patronBlockConditionId')
+              FROM jsonb_array_elements(coalesce(` + automatedBlocksSQL("@tenant", user, "(SELECT patron_group_id FROM u)") + `, '[]'::jsonb)) b
+             WHERE (b ->> 'blockRenewals')::boolean) AS automated,
            NOT EXISTS (SELECT 1 FROM lp) AS no_policy,
            NOT coalesce((SELECT (jsonb ->> 'loanable')::boolean FROM lp), true) AS not_loanable,
            (SELECT status_name FROM i) AS item_status,
@@ -64,7 +68,7 @@ WITH recall AS (
              (SELECT ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` FROM ` + loan + ` l
                WHERE l.tenant_id = @tenant AND l.id = @loan_id::uuid), false) AS due_unchanged
 ), verdict AS (
-    SELECT NOT (inactive OR blocked OR no_policy OR not_loanable OR item_status = ANY(@not_renewed::text[])
+    SELECT NOT (inactive OR blocked OR automated IS NOT NULL OR no_policy OR not_loanable OR item_status = ANY(@not_renewed::text[])
                 OR not_renewable OR at_limit OR held OR due_unchanged) AS ok
       FROM judged
 ), renewed AS (
@@ -105,6 +109,7 @@ type renewalVerdict struct {
 	Recalled     bool            `db:"recalled"`
 	Inactive     bool            `db:"inactive"`
 	Blocked      bool            `db:"blocked"`
+	Automated    json.RawMessage `db:"automated"`
 	NoPolicy     bool            `db:"no_policy"`
 	NotLoanable  bool            `db:"not_loanable"`
 	ItemStatus   *string         `db:"item_status"`
@@ -126,6 +131,13 @@ func (v renewalVerdict) refusals(loanID string) []*errs.Error {
 	}
 	if v.Blocked {
 		add(schemas.CodeUserBlockedManually, "Patron blocked from renewing")
+	}
+	var automated []struct{ Condition, Message string }
+	if json.Unmarshal(v.Automated, &automated) == nil {
+		for _, b := range automated {
+			out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", b.Message).
+				With("patronBlockConditionId", b.Condition).With("loanId", loanID))
+		}
 	}
 	if v.NoPolicy {
 		// Nothing of a policy can be judged without one.
