@@ -115,9 +115,7 @@ func checkOutSQL(lean bool) string {
      WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND left(r.status, 5) = 'Open '
        AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
     RETURNING r.id, r.position, r.jsonb`
-	manual := `EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
-                WHERE b.tenant_id = @tenant AND b.user_id = (@loan::jsonb ->> 'userId')::uuid
-                  AND b.jsonb ->> 'borrowing' = 'true' AND ` + blockInForce("b") + `)`
+	manual := manuallyBlockedSQL("(@loan::jsonb ->> 'userId')::uuid", "borrowing")
 	automated := `
     SELECT b ->> 'patronBlockConditionId' AS condition, b ->> 'message' AS message
       FROM jsonb_array_elements(coalesce(` + automatedBlocksSQL("@tenant", "(@loan::jsonb ->> 'userId')::uuid", group) + `, '[]'::jsonb)) b
@@ -142,8 +140,7 @@ WITH fence AS (
            status_name = ANY(@refused_statuses::text[]) AS refused
       FROM ` + item + ` WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'itemId')::uuid
 ), borrower AS (
-    SELECT coalesce((p.jsonb ->> 'active')::boolean, false)
-           AND coalesce(` + postgres.StoredTime("p.jsonb ->> 'expirationDate'", "patron expirationDate") + ` > now(), true) AS active,
+    SELECT ` + patronActiveSQL("p") + ` AS active,
            ` + manual + ` AS blocked
       FROM ` + patron + ` p WHERE p.tenant_id = @tenant AND p.id = (@loan::jsonb ->> 'userId')::uuid
 ), matched AS (` + policyMatchSQL(rule, rules, "@tenant", group,

@@ -229,6 +229,18 @@ func TestLoanWritesAreMadeAtTheVersionRead(t *testing.T) {
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
 	alice, item := records.SampleID("1001"), records.SampleID("book-052")
+	// A policy that renews without a limit: only the version and the count
+	// read stand between a renewal and the loan.
+	policy := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.LoanPolicies, policy, json.RawMessage(`{"name":"Renews","loanable":true,"renewable":true,
+	  "loansPolicy":{"profileId":"Rolling","period":{"duration":3,"intervalId":"Weeks"}},
+	  "renewalsPolicy":{"unlimited":true,"renewFromId":"CURRENT_DUE_DATE"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, storage.CirculationRules{FallbackLoanPolicyID: policy,
+		Rules: []storage.CirculationRule{}}); err != nil {
+		t.Fatal(err)
+	}
 	loanID := uuid.NewString()
 	written, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, Loan: loanDoc(alice, item), ItemVersion: 1})
 	if err != nil {
@@ -269,19 +281,28 @@ func TestLoanWritesAreMadeAtTheVersionRead(t *testing.T) {
 	if !dbtest.IsCode(err, schemas.CodeLoanChanged) {
 		t.Errorf("a renewal at a count other than the loan's: %v, want %s", err, schemas.CodeLoanChanged)
 	}
-	if err := lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: loanID, Loan: claimed, ItemVersion: 2, LoanVersion: 1}); err != nil {
+	// Another write of the loan (a plain replacement, its due date moved)
+	// moves its version on: a renewal that read it before writes nothing.
+	if err := lib.Update(ctx, f.Tenant, storage.Loans, loanID, 0, loan(`"action":"dueDateChanged","dueDate":"2026-02-01T10:00:00.000Z"`)); err != nil {
+		t.Fatalf("the due date's change: %v", err)
+	}
+	_, err = lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: loanID, Loan: renewed, LoanVersion: 1})
+	if !dbtest.IsCode(err, schemas.CodeLoanChanged) {
+		t.Errorf("a renewal that read the loan before another write: %v, want %s", err, schemas.CodeLoanChanged)
+	}
+	if err := lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: loanID, Loan: claimed, ItemVersion: 2, LoanVersion: 2}); err != nil {
 		t.Fatalf("the claim: %v", err)
 	}
 	events := f.Count(t, postgres.TableOutbox, "")
-	_, err = lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: loanID, Loan: renewed, LoanVersion: 1})
+	_, err = lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: loanID, Loan: renewed, LoanVersion: 2})
 	if !dbtest.IsCode(err, schemas.CodeLoanChanged) {
 		t.Errorf("a renewal that read the loan before the claim: %v, want %s", err, schemas.CodeLoanChanged)
 	}
-	err = errOf(lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, Loan: closed, ItemVersion: 3, LoanVersion: 1}))
+	err = errOf(lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, Loan: closed, ItemVersion: 3, LoanVersion: 2}))
 	if !dbtest.IsCode(err, schemas.CodeLoanChanged) {
 		t.Errorf("a check-in that read the loan before the claim: %v, want %s", err, schemas.CodeLoanChanged)
 	}
-	if n := f.Count(t, postgres.TableLoan, "id = $1 AND version = 2 AND status_name = 'Open' AND jsonb ->> 'action' = 'claimedReturned' AND NOT jsonb ? 'renewalCount'", loanID); n != 1 {
+	if n := f.Count(t, postgres.TableLoan, "id = $1 AND version = 3 AND status_name = 'Open' AND jsonb ->> 'action' = 'claimedReturned' AND NOT jsonb ? 'renewalCount'", loanID); n != 1 {
 		t.Error("the loan is not as the claim left it")
 	}
 	if n := f.Count(t, postgres.TableItem, "id = $1 AND status_name = 'Claimed returned' AND version = 3", item); n != 1 {

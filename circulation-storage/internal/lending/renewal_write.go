@@ -30,15 +30,14 @@ import (
 // a recall stood in the way.
 func renewSQL() string {
 	loan, request, outbox := postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableRequest), postgres.Table(postgres.TableOutbox)
-	item, patron, block := postgres.Table(postgres.TableItem), postgres.Table(postgres.TablePatron), postgres.Table(postgres.TableManualBlock)
+	item, patron := postgres.Table(postgres.TableItem), postgres.Table(postgres.TablePatron)
 	policy := postgres.Table(postgres.TableLoanPolicy)
 	user, itemID := "(@loan::jsonb ->> 'userId')::uuid", "(@loan::jsonb ->> 'itemId')::uuid"
 	return `
 WITH recall AS (
     SELECT ` + openRecallSQL(request, itemID, "@tenant") + ` AS open
 ), u AS (
-    SELECT p.patron_group_id, coalesce((p.jsonb ->> 'active')::boolean, false)
-           AND coalesce(` + postgres.StoredTime("p.jsonb ->> 'expirationDate'", "patron expirationDate") + ` > now(), true) AS active
+    SELECT p.patron_group_id, ` + patronActiveSQL("p") + ` AS active
       FROM ` + patron + ` p WHERE p.tenant_id = @tenant AND p.id = ` + user + `
 ), i AS (
     SELECT status_name, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id
@@ -50,8 +49,7 @@ WITH recall AS (
 ), head AS (` + queueHeadSQL(request, itemID, "@tenant") + `
 ), judged AS (
     SELECT NOT coalesce((SELECT active FROM u), true) AS inactive,
-           EXISTS (SELECT 1 FROM ` + block + ` b WHERE b.tenant_id = @tenant AND b.user_id = ` + user + `
-                      AND b.jsonb ->> 'renewals' = 'true' AND ` + blockInForce("b") + `) AS blocked,
+           ` + manuallyBlockedSQL(user, "renewals") + ` AS blocked,
            (SELECT jsonb_agg(jsonb_build_object('condition', b ->> 'patronBlockConditionId', 'message', b ->> 'message')
                              ORDER BY b ->> 'patronBlockConditionId')
               FROM jsonb_array_elements(coalesce(` + automatedBlocksSQL("@tenant", user, "(SELECT patron_group_id FROM u)") + `, '[]'::jsonb)) b

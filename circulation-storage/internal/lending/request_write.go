@@ -51,16 +51,13 @@ SELECT (SELECT type FROM q) AS type, (SELECT status_name FROM i) AS item_status,
        (SELECT fulfillment FROM q) AS fulfillment, (SELECT pickup::text FROM q) AS pickup,
        (SELECT sp.jsonb ->> 'pickupLocation' = 'true' FROM ` + postgres.Table(postgres.TableServicePoint) + ` sp
          WHERE sp.tenant_id = @tenant AND sp.id = (SELECT pickup FROM q)) AS pickup_location,
-       coalesce((SELECT (u.jsonb ->> 'active')::boolean IS TRUE
-                        AND coalesce(` + postgres.StoredTime("u.jsonb ->> 'expirationDate'", "patron expirationDate") + ` > now(), true) FROM u), false) AS active,
+       coalesce((SELECT ` + patronActiveSQL("u") + ` FROM u), false) AS active,
        (SELECT r.id::text FROM ` + postgres.Table(postgres.TableRequest) + ` r, q
          WHERE r.tenant_id = @tenant AND r.item_id = q.item_id AND r.requester_id = q.requester_id
            AND left(r.status, 5) = 'Open ' AND r.id <> @id::uuid ORDER BY r.position LIMIT 1) AS other_request,
        EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableLoan) + ` l, q
                 WHERE l.tenant_id = @tenant AND l.item_id = q.item_id AND l.user_id = q.requester_id AND l.status_name = 'Open') AS on_loan,
-       EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
-                WHERE b.tenant_id = @tenant AND b.user_id = (SELECT id FROM u) AND b.jsonb ->> 'requests' = 'true'
-                  AND ` + blockInForce("b") + `) AS blocked,
+       ` + manuallyBlockedSQL("(SELECT id FROM u)", "requests") + ` AS blocked,
        (SELECT rp.jsonb -> 'requestTypes' FROM ` + postgres.Table(postgres.TableRequestPolicy) + ` rp
          WHERE rp.tenant_id = @tenant
            AND rp.id = coalesce((SELECT cr.request_policy_id FROM ` + postgres.Table(postgres.TableCirculationRule) + ` cr

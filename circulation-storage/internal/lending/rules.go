@@ -183,6 +183,24 @@ func automatedBlocksSQL(tenant, user, group string) string {
   WHERE b.borrowing OR b.renewals OR b.requests)`
 }
 
+// patronActiveSQL is SQL saying whether the patron row p may borrow,
+// renew and request: active and not expired (FOLIO's User.isActive, as
+// circulation's Patron.ActiveAt reads it); one whose expiry cannot be
+// read does not expire.
+func patronActiveSQL(p string) string {
+	return `(coalesce((` + p + `.jsonb ->> 'active')::boolean, false)
+           AND coalesce(` + postgres.StoredTime(p+".jsonb ->> 'expirationDate'", "patron expirationDate") + ` > now(), true))`
+}
+
+// manuallyBlockedSQL is SQL saying whether a manual block in force stops
+// the patron (user, an SQL expression) from action: "borrowing",
+// "renewals" or "requests" (the block's flags).
+func manuallyBlockedSQL(user, action string) string {
+	return `EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
+                WHERE b.tenant_id = @tenant AND b.user_id = ` + user + `
+                  AND b.jsonb ->> '` + action + `' = 'true' AND ` + blockInForce("b") + `)`
+}
+
 // blockInForce is SQL saying whether the manual block b has not expired:
 // one whose expiry cannot be read (stored_time) is in force until removed.
 func blockInForce(b string) string {
