@@ -322,8 +322,9 @@ func TestGoneWaiterLeavesNoLock(t *testing.T) {
 	// Gone while being granted: the grant statement takes a round trip of
 	// 2 × 300 ms; the client leaves in the middle of it. A client that was
 	// still there when the grant came back (the test ran too slowly to
-	// leave in time) got the lock: it proves nothing, so it releases the
-	// lock and the round is tried again.
+	// leave in time), or one the server answered before it saw the client
+	// leave, got the lock: it proves nothing, so the lock is released and
+	// the round is tried again.
 	const rounds = 3
 	for round, tries := 0, 0; round < rounds; tries++ {
 		if tries == 3*rounds {
@@ -349,10 +350,21 @@ func TestGoneWaiterLeavesNoLock(t *testing.T) {
 			c.Do(s, "DELETE", "/check-out-lock-storage/"+granted.ID, nil).Want(t, http.StatusNoContent)
 			continue
 		}
+		// The client is gone; the server may have answered its grant before
+		// it saw the connection close (then it believed the client there:
+		// that proves nothing either, and the lock is released as above).
+		if !harness.Poll(5*time.Second, 25*time.Millisecond, func() bool {
+			return metric(t, c, s, "checkout_lock_grants_to_gone_clients_total") == gone+1
+		}) {
+			var locks struct{ CheckoutLocks []struct{ ID string } }
+			c.Do(s, "GET", "/check-out-lock-storage?userId="+user, nil).Want(t, http.StatusOK).Decode(t, &locks)
+			for _, l := range locks.CheckoutLocks {
+				c.Do(s, "DELETE", "/check-out-lock-storage/"+l.ID, nil).Want(t, http.StatusNoContent)
+			}
+			continue
+		}
 		round++
-		waitFor(t, "the lock granted to the gone client to be released", func() bool {
-			return liveLocks(t, c) == 0 && metric(t, c, s, "checkout_lock_grants_to_gone_clients_total") == gone+1
-		})
+		waitFor(t, "the lock granted to the gone client to be released", func() bool { return liveLocks(t, c) == 0 })
 	}
 	summary(t, 1+rounds, 0, 1+rounds, 0, "locks_left=0")
 }
