@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -155,8 +156,11 @@ func signInHere(t *testing.T, ctx context.Context, username, password string) {
 // textOf is the text of the element sel finds.
 func textOf(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
+	// Found and read in one script: a page that redraws (the console's
+	// refresh) may replace the node between a lookup and a read of it.
 	var s string
-	if err := chromedp.Run(ctx, chromedp.Text(sel, &s, chromedp.ByQuery)); err != nil {
+	script := `(() => { const n = document.querySelector(` + strconv.Quote(sel) + `); return n ? n.innerText : ""; })()`
+	if err := chromedp.Run(ctx, chromedp.WaitReady(sel, chromedp.ByQuery), chromedp.Evaluate(script, &s)); err != nil {
 		t.Fatalf("text of %s: %v", sel, err)
 	}
 	return s
