@@ -1,8 +1,6 @@
 package msg
 
 import (
-	"bufio"
-	"os"
 	"strings"
 	"testing"
 )
@@ -23,20 +21,7 @@ func replyFields(text string, fixed int) (string, map[string]string) {
 // recorded is testdata/third-party-recorded.tsv's replies.
 func recorded(t *testing.T) []sample {
 	t.Helper()
-	f, err := os.Open("testdata/third-party-recorded.tsv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []sample
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if line := sc.Text(); line != "" && !strings.HasPrefix(line, "#") {
-			cols := strings.Split(line, "\t")
-			out = append(out, sample{text: cols[1], where: cols[2]})
-		}
-	}
-	return out
+	return readSamples(t, "testdata/third-party-recorded.tsv")
 }
 
 // TestCheckInAlertsAsOthersSendThem: a 10 telling a sorter of a hold at

@@ -18,7 +18,14 @@ type sample struct {
 
 func samples(t *testing.T) []sample {
 	t.Helper()
-	f, err := os.Open("testdata/third-party.tsv")
+	return readSamples(t, "testdata/third-party.tsv")
+}
+
+// readSamples reads a file of samples: a character set, the message and
+// where it comes from, separated by tabs; # begins a comment.
+func readSamples(t *testing.T, file string) []sample {
+	t.Helper()
+	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}

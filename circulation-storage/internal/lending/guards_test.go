@@ -231,16 +231,7 @@ func TestLoanWritesAreMadeAtTheVersionRead(t *testing.T) {
 	alice, item := records.SampleID("1001"), records.SampleID("book-052")
 	// A policy that renews without a limit: only the version and the count
 	// read stand between a renewal and the loan.
-	policy := uuid.NewString()
-	if _, err := lib.Create(ctx, f.Tenant, storage.LoanPolicies, policy, json.RawMessage(`{"name":"Renews","loanable":true,"renewable":true,
-	  "loansPolicy":{"profileId":"Rolling","period":{"duration":3,"intervalId":"Weeks"}},
-	  "renewalsPolicy":{"unlimited":true,"renewFromId":"CURRENT_DUE_DATE"}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, storage.CirculationRules{FallbackLoanPolicyID: policy,
-		Rules: []storage.CirculationRule{}}); err != nil {
-		t.Fatal(err)
-	}
+	renewingPolicy(t, f, lib, 0)
 	loanID := uuid.NewString()
 	written, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, Loan: loanDoc(alice, item), ItemVersion: 1})
 	if err != nil {

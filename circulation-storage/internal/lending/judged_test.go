@@ -120,16 +120,7 @@ func TestTheRenewalWriteJudgesEveryRule(t *testing.T) {
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
 	// One policy for everything: renewable once, not while a hold waits.
-	policy := uuid.NewString()
-	if _, err := lib.Create(ctx, f.Tenant, storage.LoanPolicies, policy, json.RawMessage(`{"name":"Once","loanable":true,"renewable":true,
-	  "loansPolicy":{"profileId":"Rolling","period":{"duration":3,"intervalId":"Weeks"}},
-	  "renewalsPolicy":{"unlimited":false,"numberAllowed":1,"renewFromId":"CURRENT_DUE_DATE"}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, storage.CirculationRules{FallbackLoanPolicyID: policy,
-		Rules: []storage.CirculationRule{}}); err != nil {
-		t.Fatal(err)
-	}
+	policy := renewingPolicy(t, f, lib, 1)
 	lend := func(user, item string, override bool) string {
 		t.Helper()
 		id := uuid.NewString()
@@ -219,16 +210,7 @@ func TestTheWritesJudgeAutomatedBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Loans renewable: the block is then the renewal's one reason.
-	policy := uuid.NewString()
-	if _, err := lib.Create(ctx, f.Tenant, storage.LoanPolicies, policy, json.RawMessage(`{"name":"Renewable","loanable":true,"renewable":true,
-	  "loansPolicy":{"profileId":"Rolling","period":{"duration":3,"intervalId":"Weeks"}},
-	  "renewalsPolicy":{"unlimited":true,"renewFromId":"CURRENT_DUE_DATE"}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, storage.CirculationRules{FallbackLoanPolicyID: policy,
-		Rules: []storage.CirculationRule{}}); err != nil {
-		t.Fatal(err)
-	}
+	renewingPolicy(t, f, lib, 0)
 	alice := records.SampleID("1001")
 	doc := func(item, fields string) json.RawMessage {
 		return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2099-12-01T10:00:00.000Z",
@@ -268,4 +250,27 @@ func TestTheWritesJudgeAutomatedBlocks(t *testing.T) {
 		Loan: doc(next, `"action":"checkedout"`), ItemVersion: 1, OverridePatronBlock: true}); err != nil {
 		t.Errorf("the check-out with the patron block override: %v", err)
 	}
+}
+
+// renewingPolicy makes the tenant's circulation rules a fallback of one
+// policy that lends for three weeks and renews, numberAllowed times (0:
+// without a limit), and answers its id.
+func renewingPolicy(t *testing.T, f dbtest.Fixture, lib library, numberAllowed int) string {
+	t.Helper()
+	ctx := context.Background()
+	renewals := `"unlimited":true`
+	if numberAllowed > 0 {
+		renewals = fmt.Sprintf(`"unlimited":false,"numberAllowed":%d`, numberAllowed)
+	}
+	policy := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.LoanPolicies, policy, json.RawMessage(`{"name":"Renews","loanable":true,"renewable":true,
+	  "loansPolicy":{"profileId":"Rolling","period":{"duration":3,"intervalId":"Weeks"}},
+	  "renewalsPolicy":{`+renewals+`,"renewFromId":"CURRENT_DUE_DATE"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, storage.CirculationRules{FallbackLoanPolicyID: policy,
+		Rules: []storage.CirculationRule{}}); err != nil {
+		t.Fatal(err)
+	}
+	return policy
 }
