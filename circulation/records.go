@@ -96,11 +96,11 @@ func FormatTime(t time.Time) string {
 
 // Item statuses this service reads or writes.
 const (
-	StatusAvailable       = "Available"
+	StatusAvailable       = schemas.ItemAvailable
 	StatusCheckedOut      = "Checked out"
-	StatusClaimedReturned = "Claimed returned"
-	StatusDeclaredLost    = "Declared lost"
-	StatusAgedToLost      = "Aged to lost"
+	StatusClaimedReturned = schemas.ItemClaimedReturned
+	StatusDeclaredLost    = schemas.ItemDeclaredLost
+	StatusAgedToLost      = schemas.ItemAgedToLost
 )
 
 // LoanPolicy is what check-out needs of a loan policy.

@@ -54,4 +54,4 @@ var RequestTypesByItemStatus = map[string][]string{
 // other status is, Long missing, Restricted, Unavailable and Unknown among
 // them. Storage's check-out write refuses them whoever calls
 // (ITEM_STATUS_REFUSED), and circulation's validation names them first.
-var ItemStatusesNotCheckedOut = []string{"Declared lost", "Claimed returned", "Intellectual item", "Aged to lost"}
+var ItemStatusesNotCheckedOut = []string{ItemDeclaredLost, ItemClaimedReturned, "Intellectual item", ItemAgedToLost}
