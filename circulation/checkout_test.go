@@ -176,7 +176,7 @@ func newStack(t *testing.T, env circulation.LockSettings, opts ...stackOption) *
 	for _, o := range opts {
 		o(&cfg, &clock{})
 	}
-	store := storagetest.Start(t, cfg.storageEnv...)
+	store := storagetest.Start(t, append([]string{storagetest.LockDefault(env.Enabled)}, cfg.storageEnv...)...)
 	seed(store)
 	return stackOver(t, store, env, opts...)
 }
@@ -1132,7 +1132,7 @@ func TestCheckOutReleasesTheLockOfACancelledRequest(t *testing.T) {
 
 func TestCheckOutCollectsEveryRefusal(t *testing.T) {
 	t.Parallel()
-	fake := storagetest.Start(t)
+	fake := storagetest.Start(t, storagetest.LockDefault(lockOn.Enabled))
 	seedTypes(fake)
 	fake.AddUser(storagetest.User{ID: patronID, Barcode: userBarcode, Active: false, PatronGroup: patronGroup, LastName: "L"})
 	fake.AddUser(storagetest.User{ID: otherPatron, Barcode: "u-1002", Active: true, PatronGroup: patronGroup, LastName: "O"})
@@ -1276,7 +1276,7 @@ func TestCheckOutItemStatuses(t *testing.T) {
 
 func TestCheckOutWithoutCirculationRules(t *testing.T) {
 	t.Parallel()
-	fake := storagetest.Start(t)
+	fake := storagetest.Start(t, storagetest.LockDefault(lockOn.Enabled))
 	seedTypes(fake)
 	fake.AddUser(storagetest.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup, LastName: "L"})
 	fake.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusAvailable,
@@ -1391,7 +1391,10 @@ func TestUnreadableSettingsFallBackToTheEnvironment(t *testing.T) {
 		t.Error("no settingsError reported")
 	}
 	got.SettingsError = ""
+	// Storage never answered: its lock default is not known, and FOLIO's
+	// (off) stands in until it is.
 	want := lockOn
+	want.Enabled = false
 	want.EnabledSource, want.LockTTLSource, want.RetrySource = circulation.FromEnvironment, circulation.FromEnvironment, circulation.FromEnvironment
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("effective %+v, want the environment's %+v", got, want)
@@ -1629,6 +1632,37 @@ func TestCheckOutRetriesAnUnheardGrantUnderTheSameLockID(t *testing.T) {
 			wantItem(t, s.store, circulation.StatusCheckedOut, 2)
 			if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID || !res.Locked {
 				t.Errorf("loans %+v (locked: %t), want the one returned (%s), under the lock", loans, res.Locked, res.Loan.ID)
+			}
+		})
+	}
+}
+
+// TestTheLockDefaultIsStorages: the lock feature's default for a tenant
+// that stored no setting has one home, storage's environment. Circulation
+// built believing the opposite follows storage from its first check-out:
+// with storage's default on, the check-out takes the lock and writes once
+// (no write refused for want of it); with it off, no lock is taken.
+func TestTheLockDefaultIsStorages(t *testing.T) {
+	t.Parallel()
+	for _, storageOn := range []bool{true, false} {
+		t.Run(fmt.Sprintf("storage %t", storageOn), func(t *testing.T) {
+			t.Parallel()
+			store := storagetest.Start(t, storagetest.LockDefault(storageOn))
+			seed(store)
+			env := lockOn
+			env.Enabled = !storageOn // what circulation's own variable said, before it had none
+			s := stackOver(t, store, env)
+			if _, err := s.checkOut(t); err != nil {
+				t.Fatalf("check-out: %v", err)
+			}
+			acquisitions := 0
+			if storageOn {
+				acquisitions = 1
+			}
+			wantCount(t, store, storagetest.RouteAcquire, acquisitions)
+			wantCount(t, store, storagetest.RoutePostLoan, 1)
+			if got := effective(t, s.settings, okapi(t)); got.Enabled != storageOn || got.EnabledSource != circulation.FromEnvironment {
+				t.Errorf("effective %+v, want enabled %t from the environment (storage's)", got, storageOn)
 			}
 		})
 	}

@@ -353,6 +353,13 @@ type CheckedOut struct {
 // refuses; an error with CodeLockHeld when another check-out holds the
 // patron's lock.
 type Storage interface {
+	// LockFeatureDefault is the check-out lock feature for a tenant that
+	// stored no setting, as storage last said it with an answer
+	// (schemas.HeaderLockDefault): storage's environment is its one home.
+	// Before storage has said, false, FOLIO's default; a write storage
+	// would refuse without the lock is refused LOCK_REQUIRED, and goes
+	// again under it.
+	LockFeatureDefault() bool
 	// ReadForCheckOut reads, in one call, everything validating a check-out
 	// of itemBarcode to userBarcode needs.
 	ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode string) (CheckOutReads, error)

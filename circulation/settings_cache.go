@@ -67,7 +67,8 @@ const DefaultMaxTenants = 10000
 // to NewSettings: Env and TTL say what applies, the rest has defaults.
 type SettingsConfig struct {
 	// Env holds the environment's values, which apply where the tenant
-	// stores none.
+	// stores none: its lockTtl and waits. Its Enabled is not read: the
+	// lock feature's default is storage's (Storage.LockFeatureDefault).
 	Env LockSettings
 	// TTL is how long a tenant's stored settings are reused.
 	TTL time.Duration
@@ -200,7 +201,7 @@ func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettin
 			out.SettingsError = "settings could not be read from storage; the last settings read apply"
 			return cachedSettings{settings: out, expires: s.now().Add(failureCacheTTL), read: true}, nil
 		}
-		out := s.env
+		out := s.environment()
 		out.SettingsError = "settings could not be read from storage; the environment's values apply"
 		return cachedSettings{settings: out, expires: s.now().Add(failureCacheTTL)}, nil
 	}
@@ -210,10 +211,10 @@ func (s *Settings) fetch(ctx context.Context, prev cachedSettings) (cachedSettin
 // resolve is the settings in effect with entry stored (found), as kept.
 func (s *Settings) resolve(ctx context.Context, entry SettingEntry, found bool) cachedSettings {
 	if !found {
-		return cachedSettings{settings: s.env, expires: s.now().Add(s.ttl), read: true}
+		return cachedSettings{settings: s.environment(), expires: s.now().Add(s.ttl), read: true}
 	}
 	stored, errs := s.readStored(entry.Value)
-	out := Resolve(s.env, stored)
+	out := Resolve(s.environment(), stored)
 	out.ChangedBy, out.ChangedAt = entry.UpdatedBy, entry.UpdatedDate
 	if len(errs) > 0 {
 		msg := joinFieldErrors(errs)

@@ -64,7 +64,15 @@ func Resolve(env LockSettings, stored locksettings.Stored) LockSettings {
 
 // Environment returns the environment's settings: what a field the stored
 // entry leaves out takes.
-func (s *Settings) Environment() LockSettings { return s.env }
+func (s *Settings) Environment() LockSettings { return s.environment() }
+
+// environment is the environment's settings: circulation's lockTtl and
+// waits, and storage's lock feature default (Storage.LockFeatureDefault).
+func (s *Settings) environment() LockSettings {
+	env := s.env
+	env.Enabled = s.storage.LockFeatureDefault()
+	return env
+}
 
 // Bounds returns the bounds runtime settings must keep to.
 func (s *Settings) Bounds() locksettings.Bounds { return s.bounds }

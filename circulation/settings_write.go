@@ -108,7 +108,7 @@ func (s *Settings) write(ctx context.Context, op string, build func(cur locksett
 		}
 		// What was just written is what applies: a fetch started before
 		// the write must not bring the old value back.
-		effective := Resolve(s.env, next)
+		effective := Resolve(s.environment(), next)
 		if user := OkapiFrom(ctx).UserID; user != "" {
 			effective.ChangedBy, effective.ChangedAt = user, FormatTime(s.now())
 		}

@@ -96,7 +96,7 @@ func TestPatchChangesOnlyTheNamedFields(t *testing.T) {
 // write names the version it read and the loser merges again.
 func TestConcurrentPatchesLoseNothing(t *testing.T) {
 	t.Parallel()
-	fake := storagetest.Start(t)
+	fake := storagetest.Start(t, storagetest.LockDefault(tableEnv.Enabled))
 	seed(fake)
 	a, b := stackOver(t, fake, tableEnv), stackOver(t, fake, tableEnv)
 	if _, err := a.settings.Put(okapi(t), locksettings.Stored{}); err != nil {
@@ -128,7 +128,7 @@ func TestConcurrentPatchesLoseNothing(t *testing.T) {
 // made it, and the old and new values.
 func TestSettingsChangesAreLogged(t *testing.T) {
 	t.Parallel()
-	fake := storagetest.Start(t)
+	fake := storagetest.Start(t, storagetest.LockDefault(tableEnv.Enabled))
 	seed(fake)
 	s := stackOver(t, fake, tableEnv)
 	var buf bytes.Buffer

@@ -34,9 +34,6 @@ type Circulation struct {
 	// StorageCAFile (PEM) holds CA certificates to trust, besides the
 	// system's, for an https:// STORAGE_URL.
 	StorageCAFile string `env:"STORAGE_CA_FILE"`
-	// CheckoutLockFeatureEnabled turns the patron lock around check-out on.
-	// Off by default, as in FOLIO.
-	CheckoutLockFeatureEnabled bool `env:"CHECKOUT_LOCK_FEATURE_ENABLED" envDefault:"false"`
 	// LockTTLMs is the lifetime of a patron's lock.
 	LockTTLMs int `env:"LOCK_TTL_MS" envDefault:"3000"`
 	// RetryIntervalMs is one wait per retry of a held lock: "500|500|1000"

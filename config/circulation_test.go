@@ -13,7 +13,7 @@ func TestCirculationDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != ":8080" || c.StorageURL != "http://127.0.0.1:8081" || c.CheckoutLockFeatureEnabled ||
+	if c.HTTPAddr != ":8080" || c.StorageURL != "http://127.0.0.1:8081" ||
 		c.LockTTLMs != 3000 || c.RetryIntervalMs.String() != "500|500|1000" || c.ModuleTokenTTL != 2*time.Minute {
 		t.Errorf("defaults = %+v", c)
 	}
@@ -39,12 +39,12 @@ func TestTrustedProxiesParse(t *testing.T) {
 func TestCirculationSeedVariables(t *testing.T) {
 	t.Parallel()
 	c, err := LoadCirculation(map[string]string{"AUTH_MODE": "gateway",
-		"CHECKOUT_LOCK_FEATURE_ENABLED": "true", "LOCK_TTL_MS": "2000", "RETRY_INTERVAL_MS": " 250 | 1|1000 ",
+		"LOCK_TTL_MS": "2000", "RETRY_INTERVAL_MS": " 250 | 1|1000 ",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.CheckoutLockFeatureEnabled || c.LockTTLMs != 2000 || !reflect.DeepEqual(c.RetryIntervalMs, Intervals{250, 1, 1000}) {
+	if c.LockTTLMs != 2000 || !reflect.DeepEqual(c.RetryIntervalMs, Intervals{250, 1, 1000}) {
 		t.Errorf("parsed %+v", c)
 	}
 }
@@ -55,7 +55,6 @@ func TestCirculationInvalidValuesNameTheirVariable(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{"CHECKOUT_LOCK_FEATURE_ENABLED": "yes"}, `CHECKOUT_LOCK_FEATURE_ENABLED="yes" is not true or false`},
 		{map[string]string{"RETRY_INTERVAL_MS": "500|x"}, `RETRY_INTERVAL_MS="500|x" is not waits in milliseconds separated by |`},
 		{map[string]string{"RETRY_INTERVAL_MS": "500|-1"}, `RETRY_INTERVAL_MS="500|-1"`},
 		{map[string]string{"RETRY_INTERVAL_MS": "60001"}, `RETRY_INTERVAL_MS="60001"`},

@@ -25,9 +25,10 @@ type Storage struct {
 	// call storage in jwt mode.
 	TrustedModules string `env:"AUTH_TRUSTED_MODULES"`
 	// CheckoutLockFeatureEnabled is the lock feature for a tenant that
-	// stored no checkoutLockFeature setting, as circulation's variable of
-	// the same name: with the feature on, storage opens a loan only under
-	// the borrower's live lock. Set both services alike.
+	// stored no checkoutLockFeature setting, off by default as in FOLIO:
+	// with the feature on, storage opens a loan only under the borrower's
+	// live lock. Its one home: circulation is told it with every answer
+	// (schemas.HeaderLockDefault) and reads no variable of its own.
 	CheckoutLockFeatureEnabled bool `env:"CHECKOUT_LOCK_FEATURE_ENABLED" envDefault:"false"`
 	// ItemLimitWithoutCriteria says what to do with an item limit whose
 	// circulation rule names neither a material type nor a loan type:

@@ -82,10 +82,10 @@ type envVar struct {
 // launchEnv is what a platform deploying the module sets: gateway mode,
 // since the platform's gateway verifies callers.
 var launchEnv = map[string][]envVar{
-	ServiceStorage: {{"AUTH_MODE", "gateway"}, {"DB_HOST", "postgres"}, {"DB_PORT", "5432"}, {"DB_USERNAME", "folio_admin"},
+	ServiceStorage: {{"AUTH_MODE", "gateway"}, {"CHECKOUT_LOCK_FEATURE_ENABLED", "false"}, {"DB_HOST", "postgres"}, {"DB_PORT", "5432"}, {"DB_USERNAME", "folio_admin"},
 		{"DB_PASSWORD", "folio_admin"}, {"DB_DATABASE", "okapi_modules"}, {"HTTP_ADDR", ":8081"}},
 	ServiceCirculation: {{"AUTH_MODE", "gateway"}, {"STORAGE_URL", "http://mod-circulation-storage:8081"},
-		{"CHECKOUT_LOCK_FEATURE_ENABLED", "false"}, {"LOCK_TTL_MS", "3000"}, {"RETRY_INTERVAL_MS", "500|500|1000"},
+		{"LOCK_TTL_MS", "3000"}, {"RETRY_INTERVAL_MS", "500|500|1000"},
 		{"HTTP_ADDR", ":8080"}},
 	ServiceSIP2: {{"HTTP_ADDR", ":8082"}, {"SIP2_CONFIG", "/config/sip2.json"}, {"CIRCULATION_URL", "http://mod-circulation:8080"}},
 }

@@ -77,6 +77,12 @@ const (
 	// storage that does not know HeaderReleaseLock) releases the lock
 	// itself.
 	HeaderLockReleased = "X-Check-Out-Lock-Released"
+	// HeaderLockDefault is on every answer of storage's tenant routes:
+	// "true" or "false", the check-out lock feature for a tenant that
+	// stored no checkoutLockFeature setting (storage's
+	// CHECKOUT_LOCK_FEATURE_ENABLED). Circulation takes the default from
+	// it, so the two services never disagree about it.
+	HeaderLockDefault = "X-Check-Out-Lock-Default"
 )
 
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.

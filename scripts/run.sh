@@ -75,9 +75,9 @@ if [ "$AUTH_MODE" = jwt ]; then
   storage_auth=(AUTH_TRUSTED_MODULES="${AUTH_TRUSTED_MODULES:-circulation=$PWD/.run/module-key.pub.pem}")
   circulation_auth=(AUTH_MODULE_KEY_FILE="${AUTH_MODULE_KEY_FILE:-$PWD/.run/module-key.pem}")
 fi
-# The check-out lock feature is on here, as in the shipped config files;
-# both services read the variable (storage for a tenant that stored no
-# setting of its own).
+# The check-out lock feature is on here, as in the shipped config files:
+# storage reads the variable (for a tenant that stored no setting of its
+# own) and tells circulation.
 export CHECKOUT_LOCK_FEATURE_ENABLED="${CHECKOUT_LOCK_FEATURE_ENABLED:-true}"
 # Warnings only, so that the banner stays in view while the pages poll;
 # LOG_LEVEL=info make run logs a line per request.

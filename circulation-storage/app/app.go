@@ -160,6 +160,9 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		LockMaxWait:    lockMaxWait,
 		MaxPageBytes:   cfg.MaxPageBytes,
 		EventsWritten:  written,
+		// The one home of the lock default: storage's write applies it
+		// (policy), and every answer tells circulation of it.
+		LockFeatureDefault: cfg.CheckoutLockFeatureEnabled,
 	}, httpapi.Services{
 		Locks:     lockService,
 		Waiters:   waiters,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/schemas"
 )
 
@@ -312,7 +313,10 @@ func (s *Storage) AddSetting(scope, key string, value any) {
 func (s *Storage) AddSettingUnchecked(scope, key string, value any) {
 	s.t.Helper()
 	j, _ := json.Marshal(map[string]any{"id": newID(), "scope": scope, "key": key, "value": value, "_version": 1})
-	s.Exec(`INSERT INTO circulation_storage.setting (tenant_id, id, jsonb) VALUES ($1, ($2::jsonb ->> 'id')::uuid, $2::jsonb)`, string(j))
+	// With what storage's decoding at start-up keeps of it (migration 12),
+	// as for an entry an earlier version stored.
+	s.Exec(`INSERT INTO circulation_storage.setting (tenant_id, id, jsonb, lock_feature)
+	        VALUES ($1, ($2::jsonb ->> 'id')::uuid, $2::jsonb, nullif($3, ''))`, string(j), postgres.LockFeature(j))
 }
 
 // Setting is the stored value of the entry, and whether there is one.

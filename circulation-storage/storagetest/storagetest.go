@@ -76,6 +76,12 @@ type instance struct {
 
 var instances sync.Map // environment key → *instance
 
+// LockDefault is the environment that starts storage with the check-out
+// lock feature on or off for a tenant that stored no setting
+// (CHECKOUT_LOCK_FEATURE_ENABLED): storage's is the one default, which
+// circulation learns from its answers.
+func LockDefault(on bool) string { return fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", on) }
+
 // Start gives the test a tenant of its own on a real storage started with
 // env ("NAME=value", over the defaults; tests asking for the same
 // environment share one service), and a boundary in front of it. The

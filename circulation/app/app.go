@@ -73,7 +73,6 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	metrics := httpapi.NewMetrics()
 	settings := circulation.NewSettings(storage, circulation.SettingsConfig{
 		Env: circulation.LockSettings{
-			Enabled:        cfg.CheckoutLockFeatureEnabled,
 			LockTTL:        time.Duration(cfg.LockTTLMs) * time.Millisecond,
 			RetryIntervals: cfg.RetryIntervalMs.Durations(),
 		},

@@ -58,11 +58,11 @@ func TestRunRefusesToStartWithoutAnAuthMode(t *testing.T) {
 
 func TestRunRefusesInvalidConfiguration(t *testing.T) {
 	t.Parallel()
-	err := Run(context.Background(), nil, map[string]string{"RETRY_INTERVAL_MS": "500|soon", "CHECKOUT_LOCK_FEATURE_ENABLED": "yes"}, io.Discard, nil)
+	err := Run(context.Background(), nil, map[string]string{"RETRY_INTERVAL_MS": "500|soon", "LOCK_TTL_MS": "soon"}, io.Discard, nil)
 	if err == nil {
 		t.Fatal("run accepted an invalid configuration")
 	}
-	for _, want := range []string{`RETRY_INTERVAL_MS="500|soon" is not waits in milliseconds separated by |`, `CHECKOUT_LOCK_FEATURE_ENABLED="yes" is not true or false`} {
+	for _, want := range []string{`RETRY_INTERVAL_MS="500|soon" is not waits in milliseconds separated by |`, `LOCK_TTL_MS`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

@@ -149,7 +149,6 @@ func (c *Cluster) AddCirculations(n int, env ...string) []*Process {
 			filepath.Join(c.binDir(), "circulation"),
 			append(append(append(circulationAuthEnv(),
 				"STORAGE_URL="+c.storageURLs[i%len(c.storageURLs)],
-				fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", c.opts.FeatureOn),
 				fmt.Sprintf("LOCK_TTL_MS=%d", c.opts.LockTTLMs),
 				"RETRY_INTERVAL_MS="+c.opts.RetryIntervalMs,
 				"SETTINGS_CACHE_TTL=200ms",

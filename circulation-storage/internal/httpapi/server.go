@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -37,6 +38,10 @@ type Config struct {
 	// MaxPageBytes bounds the records of one list answer, in bytes; a
 	// larger page is refused (422 PAGE_TOO_LARGE) rather than built.
 	MaxPageBytes int
+	// LockFeatureDefault is the lock feature for a tenant that stored no
+	// setting (CHECKOUT_LOCK_FEATURE_ENABLED), told to every caller of a
+	// tenant route in schemas.HeaderLockDefault.
+	LockFeatureDefault bool
 	// EventsWritten, when set, is told after a write of loans, items or
 	// requests succeeded: it recorded events for the outbox relay.
 	EventsWritten func()
@@ -143,6 +148,7 @@ func admitted(ctx context.Context, r *serverkit.Request) context.Context {
 // it by itself.
 func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 	return s.anyTenant(func(c echo.Context) error {
+		c.Response().Header().Set(schemas.HeaderLockDefault, strconv.FormatBool(s.cfg.LockFeatureDefault))
 		t := tenantOf(c)
 		enabled, err := s.svc.Tenants.Enabled(c.Request().Context(), t)
 		if err != nil {

@@ -114,7 +114,7 @@ func newAPI(t *testing.T, env circulation.LockSettings) *api {
 // newAPILogging is newAPI with the log handler wrapped by wrap.
 func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Handler) slog.Handler) *api {
 	t.Helper()
-	store := storagetest.Start(t)
+	store := storagetest.Start(t, storagetest.LockDefault(env.Enabled))
 	// The patron group, material type and loan type the records name
 	// come first: storage refuses a record naming one it does not hold.
 	store.AddPatronGroup(patronGroup, "undergrad")

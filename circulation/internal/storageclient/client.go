@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/checkoutlock/schemas/errs"
@@ -34,7 +35,13 @@ type Client struct {
 	// logger says what the client works around in storage's answers (a
 	// stored date that cannot be read); SetLogger sets it.
 	logger *slog.Logger
+	// lockDefault is storage's lock feature default as its last answer
+	// said it (schemas.HeaderLockDefault).
+	lockDefault atomic.Bool
 }
+
+// LockFeatureDefault implements circulation.Storage.
+func (c *Client) LockFeatureDefault() bool { return c.lockDefault.Load() }
 
 // SetLogger has the client log to logger.
 func (c *Client) SetLogger(logger *slog.Logger) { c.logger = logger }
@@ -119,6 +126,9 @@ func (c *Client) exchange(ctx context.Context, timeout time.Duration, method, pa
 		return nil, transportError(ctx, method, path, err)
 	}
 	defer res.Body.Close()
+	if v := res.Header.Get(schemas.HeaderLockDefault); v != "" {
+		c.lockDefault.Store(v == "true")
+	}
 	data, err := io.ReadAll(io.LimitReader(res.Body, 32<<20))
 	if err != nil {
 		return nil, transportError(ctx, method, path, err)
@@ -218,6 +228,9 @@ func (c *Client) Pass(ctx context.Context, method, path string, body []byte, hea
 		return 0, nil, nil, transportError(ctx, method, path, err)
 	}
 	defer res.Body.Close()
+	if v := res.Header.Get(schemas.HeaderLockDefault); v != "" {
+		c.lockDefault.Store(v == "true")
+	}
 	data, err := io.ReadAll(io.LimitReader(res.Body, maxPassedAnswer))
 	if err != nil {
 		return 0, nil, nil, transportError(ctx, method, path, err)
