@@ -21,12 +21,12 @@ import (
 // getting a held lock: it waits at storage for up to all of it, and the
 // intervals keep their schedule only for what waiting cannot cover.
 
-// acquireWaits lists the waitMs of every acquire call a check-out made, in
-// order.
+// acquireWaits lists the waitMs of every acquisition a check-out made (its
+// writes that acquire the lock, or its calls of their own), in order.
 func acquireWaits(f *storagetest.Storage) []int {
 	var out []int
 	for _, c := range f.Calls() {
-		if c.Route == storagetest.RouteAcquire && c.RequestID == requestID {
+		if c.Acquires() && c.RequestID == requestID {
 			out = append(out, c.WaitMs())
 		}
 	}
@@ -117,13 +117,14 @@ func TestCheckOutWithWaitingOffPolls(t *testing.T) {
 	wantWaits(t, s.clock, ms(500, 500))
 }
 
-// TestCheckOutRetriesStorageFailuresWithTheBudgetLeft: storage fails the
-// first attempt; after the first interval the retry asks to wait for what
-// is left of the budget, and gets the lock.
+// TestCheckOutRetriesStorageFailuresWithTheBudgetLeft: storage answers the
+// first attempt's held lock at once, without waiting (its waiters full);
+// after the first interval the retry asks to wait for what is left of the
+// budget, and gets the lock.
 func TestCheckOutRetriesStorageFailuresWithTheBudgetLeft(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
-	s.store.Refuse(storagetest.RouteAcquire, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+	s.store.Refuse(storagetest.RouteAcquire, 1, http.StatusServiceUnavailable, schemas.CodeLockHeld)
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
 	}

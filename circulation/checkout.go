@@ -139,13 +139,18 @@ type checkOut struct {
 	lockSetting *SettingRead
 }
 
-// CheckOut checks an item out to a patron in at most three calls to storage:
+// CheckOut checks an item out to a patron in two calls to storage:
 // validation reads everything it needs in one, without the lock, and
-// reports every reason to refuse at once. With the lock feature on, the
-// block that must never run concurrently for one patron (item-limit
-// re-check, item update, loan creation) is one write, made only while this
-// process holds the patron's lock, which releases the lock with the loan;
-// on every other path the lock is released by a call of its own.
+// reports every reason to refuse at once; the write, which judges every
+// rule again where nothing can change under it, is the other. With the
+// lock feature on, the block that must never run concurrently for one
+// patron (the rules' re-check, item update, loan creation) is that one
+// write, which acquires the patron's lock itself (waiting for it within
+// the retry budget, handed it on release), writes, and releases it with
+// the loan: the lock is held inside one call. Against a storage that
+// cannot wait for a lock (WaitAtStorage off: FOLIO's), the lock is
+// acquired by a call of its own, FOLIO's way, and released by the write,
+// or by a call of its own on every other path.
 func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
 	if req.LoanDate.IsZero() {
 		req.LoanDate = s.now().UTC().Truncate(time.Millisecond)
@@ -159,14 +164,77 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 		// unless storage says the tenant's lock is on (switched on since
 		// the settings were read, or on in storage's environment alone):
 		// then the check-out goes again, under the lock.
-		res, err := s.write(ctx, co, "")
+		res, err := s.write(ctx, co, "", nil)
 		if !errs.IsCode(err, schemas.CodeLockRequired) {
 			return res.CheckOutResult, err
 		}
 		s.settings.Forget(ctx)
 		s.logger.InfoContext(ctx, "storage requires the check-out lock; checking out under it", slog.String("user_id", co.patron.ID))
 	}
+	if s.waitAtStorage {
+		return s.checkOutAcquiring(ctx, co, settings)
+	}
 	return s.checkOutLocked(ctx, co, settings)
+}
+
+// checkOutAcquiring is the check-out's write under the patron's lock in
+// one call: storage acquires the lock, waiting for it up to the retry
+// budget (never past the request's deadline), writes, and releases it
+// with the loan, or, having written nothing, releases it all the same.
+// The retry intervals keep their schedule for what storage's wait cannot
+// cover: a held lock answered at once (storage's waiters full), and a
+// call that never left (storage not reachable); each retry asks for the
+// budget that is left. A held lock after storage waited out the budget
+// ends it, as does every other answer. Every attempt names the same lock
+// id, chosen here: a lock taken by an attempt whose answer was lost can
+// still be given back.
+func (s *Service) checkOutAcquiring(ctx context.Context, co checkOut, settings LockSettings) (CheckOutResult, error) {
+	start := s.now()
+	giveUp := start.Add(locksettings.Total(settings.RetryIntervals))
+	lockID := uuid.NewString()
+	holder := LockHolder{Instance: s.instance, RequestID: OkapiFrom(ctx).RequestID,
+		ItemBarcode: co.req.ItemBarcode, ServicePointID: co.req.ServicePointID}
+	attempts := 0
+	var res written
+	err := backoff.RetryNotifyWithTimer(func() error {
+		attempts++
+		var err error
+		res, err = s.write(ctx, co, lockID, &LockAcquisition{TTL: settings.LockTTL, Wait: waitWithin(ctx, giveUp.Sub(s.now())), Holder: holder})
+		switch {
+		case err == nil:
+			return nil
+		case errs.IsCode(err, schemas.CodeLockHeld) && !storageWaited(err), errors.Is(err, ErrNotSent):
+			return err
+		}
+		return backoff.Permanent(err)
+	}, backoff.WithContext(&intervals{waits: settings.RetryIntervals}, ctx), nil, s.newTimer())
+	wait := s.now().Sub(start)
+	switch {
+	case err == nil:
+		// The wait is storage's, the write's own time left out; a write
+		// settled by reading its loan back did not say it, and the call's
+		// time stands in.
+		if res.lockReleased {
+			wait = res.lockWaited
+		}
+		s.observer.LockAcquired(attempts, wait)
+		if res.lockReleased {
+			s.observer.LockReleased(nil)
+		} else {
+			// A write settled by reading its loan back: whether its lock
+			// went with it is not known.
+			s.release(ctx, Lock{ID: lockID})
+		}
+		res.Locked = true
+		return res.CheckOutResult, nil
+	case errs.IsCode(err, schemas.CodeLockHeld):
+		s.observer.LockNotAcquired(attempts, wait)
+		return CheckOutResult{}, unableToAcquire(err, co.patron, attempts)
+	case ambiguous(err):
+		// The write may have taken the lock and not written: give it back.
+		s.giveBack(ctx, lockID)
+	}
+	return CheckOutResult{}, err
 }
 
 // checkOutLocked is the check-out's write under the patron's lock:
@@ -189,7 +257,7 @@ func (s *Service) checkOutLocked(ctx context.Context, co checkOut, settings Lock
 		// been written, and nothing will be.
 		return CheckOutResult{}, fmt.Errorf("check out: %w", err)
 	}
-	res, err := s.write(ctx, co, lock.ID)
+	res, err := s.write(ctx, co, lock.ID, nil)
 	if err == nil && res.lockReleased {
 		// Storage said the loan's transaction released the lock. A
 		// storage that does not say so (one that predates releasing with
@@ -435,21 +503,27 @@ func (s *Service) acquire(ctx context.Context, patron Patron, settings LockSetti
 	}
 	switch {
 	case errs.IsCode(err, schemas.CodeLockHeld):
-		refusal := errs.Errorf(errs.KindInvalid, schemas.CodeUnableToAcquireLock, "unable to acquire lock").
-			With("userBarcode", patron.Barcode).With("attempts", strconv.Itoa(attempts))
-		// Say which check-out held it, as storage named it.
-		if held, ok := errs.As(err); ok {
-			for _, p := range held.Parameters {
-				if strings.HasPrefix(p.Key, "holder") {
-					refusal.With(p.Key, p.Value)
-				}
-			}
-		}
-		return Lock{}, refusal.Because(err)
+		return Lock{}, unableToAcquire(err, patron, attempts)
 	case ctx.Err() != nil:
 		return Lock{}, fmt.Errorf("acquire lock: %w", ctx.Err())
 	}
 	return Lock{}, err
+}
+
+// unableToAcquire is FOLIO's refusal of a check-out whose patron's lock
+// stayed held (held, storage's answer) through attempts tries, naming the
+// check-out that held it, as storage named it.
+func unableToAcquire(held error, patron Patron, attempts int) *errs.Error {
+	refusal := errs.Errorf(errs.KindInvalid, schemas.CodeUnableToAcquireLock, "unable to acquire lock").
+		With("userBarcode", patron.Barcode).With("attempts", strconv.Itoa(attempts))
+	if e, ok := errs.As(held); ok {
+		for _, p := range e.Parameters {
+			if strings.HasPrefix(p.Key, "holder") {
+				refusal.With(p.Key, p.Value)
+			}
+		}
+	}
+	return refusal.Because(held)
 }
 
 // deadlineMargin is kept free at the end of a request's deadline, so that a
@@ -524,6 +598,8 @@ const settleTimeout = 5 * time.Second
 type written struct {
 	CheckOutResult
 	lockReleased bool
+	// lockWaited is how long a write that acquired its lock waited for it.
+	lockWaited time.Duration
 }
 
 // write makes the check-out's writes: the item becomes "Checked out" and the
@@ -535,9 +611,22 @@ type written struct {
 // to release the lock with the loan. It runs on a context the
 // request cannot cancel. A write whose answer was lost is settled by
 // reading the loan back.
-func (s *Service) write(ctx context.Context, co checkOut, lockID string) (written, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
+//
+// A write that acquires its lock (acquire set) waits for it first: the
+// request's leaving ends that call, so storage stops waiting and writes
+// nothing, unless it had already begun the write, which it then finishes;
+// the outcome is settled by reading the loan back, as for a lost answer.
+func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire *LockAcquisition) (written, error) {
+	request := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout+waitOf(acquire))
 	defer cancel()
+	call := ctx
+	if acquire != nil {
+		var leave context.CancelFunc
+		call, leave = context.WithCancel(ctx)
+		defer context.AfterFunc(request, leave)()
+		defer leave()
+	}
 	loan := Loan{
 		ID:                     uuid.NewString(),
 		UserID:                 co.patron.ID,
@@ -558,10 +647,10 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (writte
 			loan.DueDate = o.DueDate
 		}
 	}
-	stored, err := s.storage.CheckOutItem(ctx, loan, co.item, lockID, co.req.Overrides)
+	stored, err := s.storage.CheckOutItem(call, loan, co.item, lockID, acquire, co.req.Overrides)
 	switch {
 	case err == nil:
-		return written{CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}, stored.LockReleased}, nil
+		return written{CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}, stored.LockReleased, stored.LockWaited}, nil
 	case errs.IsCode(err, schemas.CodeItemLimitReached):
 		// Storage counted again in the write and found the patron at the
 		// limit: another check-out came first (one without the lock).
@@ -599,6 +688,15 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string) (writte
 			slog.String("loan_id", loan.ID), slog.String("item_id", co.item.ID), slog.Any("error", err))
 	}
 	return written{}, err
+}
+
+// waitOf is the longest a write waits for its lock: acquire's wait, none
+// without one.
+func waitOf(acquire *LockAcquisition) time.Duration {
+	if acquire == nil {
+		return 0
+	}
+	return acquire.Wait
 }
 
 // existence is what reading a record back found out.

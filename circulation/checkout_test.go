@@ -365,20 +365,31 @@ func (s *stack) checkOut(t *testing.T) (circulation.CheckOutResult, error) {
 	return s.svc.CheckOut(okapi(t), request())
 }
 
-// wantCount checks how many calls route got.
+// wantCount checks how many calls route got; RouteAcquire counts every
+// acquisition, a write's that acquires its lock as one.
 func wantCount(t *testing.T, f *storagetest.Storage, route string, want int) {
 	t.Helper()
-	if got := f.Count(route); got != want {
+	got := f.Count(route)
+	if route == storagetest.RouteAcquire {
+		got = len(f.Acquisitions())
+	}
+	if got != want {
 		t.Errorf("%s called %d times, want %d", route, got, want)
 	}
 }
 
-// wantNoWrites checks that neither the item nor any loan was written.
+// wantNoWrites checks that neither the item nor any loan was written: no
+// call wrote them (a check-out's write that acquired no lock, or was
+// refused, wrote nothing).
 func wantNoWrites(t *testing.T, f *storagetest.Storage) {
 	t.Helper()
 	wantCount(t, f, storagetest.RoutePutItem, 0)
-	wantCount(t, f, storagetest.RoutePostLoan, 0)
 	wantCount(t, f, storagetest.RoutePutLoan, 0)
+	for _, c := range f.Calls() {
+		if c.Route == storagetest.RoutePostLoan && c.StorageStatus == http.StatusCreated {
+			t.Errorf("a loan was written: %s", c.StorageAnswer)
+		}
+	}
 }
 
 func wantItem(t *testing.T, f *storagetest.Storage, status string, version int) {
@@ -469,13 +480,35 @@ func TestCheckOutWithFeatureOffMakesNoLockCalls(t *testing.T) {
 	}
 }
 
+// TestCheckOutUnderAFreeLock: under the lock, the check-out's write
+// acquires the patron's lock itself and releases it with the loan (no
+// call of either of its own); against a storage that cannot wait for a
+// lock, the acquisition is a call of its own before the write, which
+// releases it.
 func TestCheckOutUnderAFreeLock(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
-	res, err := s.checkOut(t)
-	if err != nil {
-		t.Fatalf("check-out: %v", err)
+	for _, path := range []struct {
+		name  string
+		opts  []stackOption
+		order []string
+	}{
+		{"the write acquires", nil, []string{storagetest.RoutePostLoan}},
+		{"an acquisition of its own", []stackOption{withoutWaitAtStorage()}, []string{storagetest.RouteAcquire, storagetest.RoutePostLoan}},
+	} {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn, path.opts...)
+			res, err := s.checkOut(t)
+			if err != nil {
+				t.Fatalf("check-out: %v", err)
+			}
+			checkOutUnderAFreeLock(t, s, res, path.order)
+		})
 	}
+}
+
+func checkOutUnderAFreeLock(t *testing.T, s *stack, res circulation.CheckOutResult, wantOrder []string) {
+	t.Helper()
 	wantCount(t, s.store, storagetest.RouteAcquire, 1)
 	// The write released the lock with the loan: no call of its own.
 	wantCount(t, s.store, storagetest.RouteRelease, 0)
@@ -504,7 +537,7 @@ func TestCheckOutUnderAFreeLock(t *testing.T) {
 			t.Errorf("released %s, want the acquired lock %s", c.Path, lockID)
 		}
 	}
-	wantStrings(t, "order under the lock", order, []string{storagetest.RouteAcquire, storagetest.RoutePostLoan})
+	wantStrings(t, "order under the lock", order, wantOrder)
 
 	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
 	loans := s.store.Loans()
@@ -574,11 +607,11 @@ func TestARefusedCheckOutStillCachesTheSettingsReadWithIt(t *testing.T) {
 	wantCount(t, s.store, storagetest.RouteGetSettings, 0)
 }
 
-// TestCheckOutIsThreeCalls: once the settings are cached, a check-out under
-// the lock makes exactly three calls to storage: validation's one read, the
-// acquisition, and the write (which re-checks the item limit and releases
-// the lock).
-func TestCheckOutIsThreeCalls(t *testing.T) {
+// TestCheckOutIsTwoCalls: a check-out under the lock makes exactly two
+// calls to storage: validation's one read (which carries the settings),
+// and the write, which acquires the patron's lock, judges every rule again
+// and releases the lock: the lock is held inside that one call.
+func TestCheckOutIsTwoCalls(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "second", Title: "Second",
@@ -586,22 +619,24 @@ func TestCheckOutIsThreeCalls(t *testing.T) {
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("first check-out: %v", err)
 	}
+	// The first, its tenant's settings not cached, as the second, cached.
+	wantStrings(t, "the first check-out's calls", routes(s.store), []string{storagetest.RouteValidation, storagetest.RoutePostLoan})
 	before := len(s.store.Calls())
 	req := request()
 	req.ItemBarcode = "second"
 	if _, err := s.svc.CheckOut(okapi(t), req); err != nil {
 		t.Fatalf("second check-out: %v", err)
 	}
-	wantStrings(t, "a check-out's calls", routes(s.store)[before:], []string{storagetest.RouteValidation, storagetest.RouteAcquire,
-		storagetest.RoutePostLoan})
+	wantStrings(t, "a check-out's calls", routes(s.store)[before:], []string{storagetest.RouteValidation, storagetest.RoutePostLoan})
 	var write storagetest.Call
 	for _, c := range s.store.Calls()[before:] {
 		if c.Route == storagetest.RoutePostLoan {
 			write = c
 		}
 	}
-	if write.ReleaseLock != "true" || write.Status != http.StatusCreated {
-		t.Errorf("the write carried release %q (status %d), want the lock released with it", write.ReleaseLock, write.Status)
+	if write.ReleaseLock != "true" || write.AcquireLock == "" || write.LockAcquired == "" || write.Status != http.StatusCreated {
+		t.Errorf("the write carried release %q and acquisition %q (acquired %q, status %d), want the lock acquired and released with it",
+			write.ReleaseLock, write.AcquireLock, write.LockAcquired, write.Status)
 	}
 }
 
@@ -662,9 +697,11 @@ func TestCheckOutDoesNotRetryARefusedAcquire(t *testing.T) {
 	wantCount(t, s.store, storagetest.RouteRelease, 0)
 }
 
+// TestCheckOutRetriesAnUnavailableLockStore: an acquisition, a call of its
+// own, that storage fails is retried on the intervals.
 func TestCheckOutRetriesAnUnavailableLockStore(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
+	s := newStack(t, lockOn, withoutWaitAtStorage())
 	s.store.Refuse(storagetest.RouteAcquire, -1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 	_, err := s.checkOut(t)
 	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
@@ -686,7 +723,8 @@ func TestCheckOutRechecksTheItemLimitUnderTheLock(t *testing.T) {
 	wantStrings(t, "refusals", refusals(t, err), []string{
 		"ITEM_LIMIT: Patron has reached maximum limit of 3 items [itemBarcode=" + itemBarcode + "] [itemLimit=3]"})
 	wantCount(t, s.store, storagetest.RouteAcquire, 1)
-	wantCount(t, s.store, storagetest.RouteRelease, 1)
+	// The write that acquired the lock released it, having written nothing.
+	wantCount(t, s.store, storagetest.RouteRelease, 0)
 	if locks := s.store.Granted(); len(locks) != 1 || s.store.Live(locks[0].ID) {
 		t.Errorf("locks %+v, want one, released", locks)
 	}
@@ -938,8 +976,9 @@ func TestCheckOutCountsTheStoredOpenLoans(t *testing.T) {
 }
 
 // TestARefusedCheckOutIsAnsweredWhenTheReleaseFails: a write that wrote
-// nothing leaves the lock held, so the check-out releases it by a call of
-// its own; that call failing changes nothing in the answer.
+// nothing leaves the lock held, so a check-out that acquired it by a call
+// of its own (against a storage that cannot wait for it) releases it by a
+// call of its own; that call failing changes nothing in the answer.
 func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -955,7 +994,7 @@ func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := newStack(t, lockOn)
+			s := newStack(t, lockOn, withoutWaitAtStorage())
 			s.store.Refuse(storagetest.RoutePostLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 			s.store.Refuse(storagetest.RouteRelease, -1, tc.status, tc.code)
 			_, err := s.checkOut(t)
@@ -976,10 +1015,11 @@ func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 }
 
 // TestCheckOutLeavesTheItemWhenTheLoanFails: item and loan are one write,
-// so a loan that fails leaves the item as it was: nothing to put back.
+// so a loan that fails leaves the item as it was: nothing to put back; the
+// lock acquired by a call of its own is released by another.
 func TestCheckOutLeavesTheItemWhenTheLoanFails(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
+	s := newStack(t, lockOn, withoutWaitAtStorage())
 	s.store.Refuse(storagetest.RoutePostLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 	_, err := s.checkOut(t)
 	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
@@ -995,9 +1035,18 @@ func TestCheckOutLeavesTheItemWhenTheLoanFails(t *testing.T) {
 	}
 }
 
+// TestCheckOutReadsBackAnAmbiguousLoanCreation: the write's answer is
+// lost after it committed; the check-out reads its loan back and answers
+// it. So whether the write acquired the lock itself or a call of its own
+// did.
 func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
+	t.Run("the write acquires", func(t *testing.T) { t.Parallel(); readsBackAnAmbiguousLoanCreation(t) })
+	t.Run("an acquisition of its own", func(t *testing.T) { t.Parallel(); readsBackAnAmbiguousLoanCreation(t, withoutWaitAtStorage()) })
+}
+
+func readsBackAnAmbiguousLoanCreation(t *testing.T, opts ...stackOption) {
+	s := newStack(t, lockOn, opts...)
 	s.store.Lose(storagetest.RoutePostLoan, 1, storagetest.LostUnavailable)
 	res, err := s.checkOut(t)
 	if err != nil {
@@ -1031,7 +1080,7 @@ func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
 // call of its own: the patron's next scan is not kept waiting for its TTL.
 func TestCheckOutReleasesTheLockAStorageKeeps(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
+	s := newStack(t, lockOn, withoutWaitAtStorage())
 	s.store.AsIfUnknown(storagetest.RoutePostLoan, -1, schemas.HeaderReleaseLock)
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("check-out: %v", err)
@@ -1051,9 +1100,11 @@ func TestCheckOutReleasesTheLockAStorageKeeps(t *testing.T) {
 	}
 }
 
+// TestCheckOutWritesNothingWhenTheLockIsLost: the lock acquired by a call
+// of its own is gone by the write, which then writes nothing.
 func TestCheckOutWritesNothingWhenTheLockIsLost(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
+	s := newStack(t, lockOn, withoutWaitAtStorage())
 	// The lock expires between the acquisition and the write.
 	s.store.Before(storagetest.RoutePostLoan, 1, func(c storagetest.Call) { s.store.Release(c.LockID) })
 	_, err := s.checkOut(t)
@@ -1106,9 +1157,12 @@ func TestCheckOutStopsWhenCancelledWhileWaitingForTheLock(t *testing.T) {
 	}
 }
 
+// TestCheckOutReleasesTheLockOfACancelledRequest: the client goes away
+// between the acquisition, a call of its own, and the write: nothing is
+// written, and the lock is released.
 func TestCheckOutReleasesTheLockOfACancelledRequest(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
+	s := newStack(t, lockOn, withoutWaitAtStorage())
 	ctx, cancel := context.WithCancel(okapi(t))
 	defer cancel()
 	s.obs.onAcquired = cancel // the client goes away once the lock is held
@@ -1546,11 +1600,11 @@ func TestOneInvalidStoredFieldKeepsTheOthers(t *testing.T) {
 }
 
 // TestCancelledRequestStillFinishesItsWrites: the client goes away while the
-// loan is being created: the write phase runs on, so the loan and the item
-// agree, and the lock is released.
+// loan is being created under a lock acquired by a call of its own: the
+// write phase runs on, and the lock is released.
 func TestCancelledRequestStillFinishesItsWrites(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
+	s := newStack(t, lockOn, withoutWaitAtStorage())
 	ctx, cancel := context.WithCancel(okapi(t))
 	s.store.Before(storagetest.RoutePostLoan, 1, func(storagetest.Call) { cancel() })
 	res, err := s.svc.CheckOut(ctx, request())
@@ -1583,7 +1637,7 @@ func TestCheckOutRetriesAnUnheardGrantUnderTheSameLockID(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := newStack(t, lockOn)
+			s := newStack(t, lockOn, withoutWaitAtStorage())
 			s.store.Lose(storagetest.RouteAcquire, 1, tc.how)
 			res, err := s.checkOut(t)
 			if err != nil {

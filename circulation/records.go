@@ -3,6 +3,7 @@ package circulation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/checkoutlock/schemas"
@@ -317,6 +318,18 @@ type LockHolder struct {
 	ServicePointID string `json:"servicePointId,omitempty"`
 }
 
+// LockAcquisition is what a check-out's write asks of the lock it acquires
+// itself: the lock's lifetime, the longest wait for it, and its holder.
+type LockAcquisition struct {
+	TTL, Wait time.Duration
+	Holder    LockHolder
+}
+
+// ErrNotSent marks a call to storage that failed before its request left
+// (the connection could not be made): nothing of it ran, and it may be
+// sent again.
+var ErrNotSent = errors.New("the request was not sent")
+
 // Lock is a patron's check-out lock as storage granted it.
 type Lock struct {
 	ID        string
@@ -343,6 +356,9 @@ type CheckedOut struct {
 	// LockReleased says that storage released the check-out's lock in the
 	// write's own transaction.
 	LockReleased bool
+	// LockWaited is how long a write that acquired its lock waited for it,
+	// as storage measured it (schemas.HeaderLockAcquired).
+	LockWaited time.Duration
 }
 
 // Storage is what this service needs of circulation-storage. Every call acts
@@ -404,7 +420,12 @@ type Storage interface {
 	//
 	// lifted names the blocks an override lifts from the write (the item
 	// limit, the patron's blocks); the lock and its fence still hold it.
-	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string, lifted Overrides) (CheckedOut, error)
+	//
+	// With acquire set (and lockID), storage acquires the lock first, as
+	// AcquireLock would, waiting up to acquire.Wait: a lock it cannot get
+	// is a LOCK_HELD error and nothing is written, and a write that
+	// writes nothing releases the lock it took (schemas.HeaderAcquireLock).
+	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string, acquire *LockAcquisition, lifted Overrides) (CheckedOut, error)
 	// CheckInItem is a check-in's writes, in one storage transaction: the
 	// item (read at item.Version) takes the status its request queue gives
 	// it at the loan's check-in service point (Available when no request

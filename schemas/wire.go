@@ -77,6 +77,24 @@ const (
 	// storage that does not know HeaderReleaseLock) releases the lock
 	// itself.
 	HeaderLockReleased = "X-Check-Out-Lock-Released"
+	// HeaderAcquireLock, on a check-out's write that names its lock
+	// (HeaderLockID) and releases it (HeaderReleaseLock), has storage
+	// acquire that lock first, as POST /check-out-lock-storage would,
+	// waiting for it and handed it on release: the lock is then held only
+	// inside the one call, and a check-out under the lock is two calls
+	// (validation's read and this write). Its value is a query string:
+	// ttlMs and waitMs as the acquisition's body has them, and the
+	// holder's instance and itemBarcode (the service point is the loan's,
+	// the request id the request's). A lock it cannot get is answered as
+	// an acquisition answers it (503 LOCK_HELD, with waitedMs after a
+	// wait), and nothing is written; a write that writes nothing releases
+	// the lock it acquired. It needs the permissions to acquire and to
+	// release a lock.
+	HeaderAcquireLock = "X-Check-Out-Acquire-Lock"
+	// HeaderLockAcquired is on the answer of such a write once its lock
+	// was acquired, whatever the write then did: how long the acquisition
+	// waited for it, in milliseconds.
+	HeaderLockAcquired = "X-Check-Out-Lock-Acquired"
 	// HeaderLockDefault is on every answer of storage's tenant routes:
 	// "true" or "false", the check-out lock feature for a tenant that
 	// stored no checkoutLockFeature setting (storage's

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +43,10 @@ type Call struct {
 	LockID    string // X-Check-Out-Lock-Id
 	// ReleaseLock is X-Check-Out-Release-Lock.
 	ReleaseLock string
+	// AcquireLock is X-Check-Out-Acquire-Lock: a check-out's write that
+	// acquires its lock; LockAcquired is storage's answer's
+	// X-Check-Out-Lock-Acquired: it did.
+	AcquireLock, LockAcquired string
 	Body        string
 	// Status is the status the caller got (0 when the connection was cut).
 	Status int
@@ -53,13 +59,29 @@ type Call struct {
 	StorageAnswer string
 }
 
-// WaitMs is the waitMs of an acquisition's body (0 when absent).
+// WaitMs is the waitMs of an acquisition (0 when absent): its body's, or
+// a write's that acquires its lock.
 func (c Call) WaitMs() int {
+	if c.AcquireLock != "" {
+		return c.acquireTerm("waitMs")
+	}
 	var b struct {
 		WaitMs int `json:"waitMs"`
 	}
 	_ = json.Unmarshal([]byte(c.Body), &b)
 	return b.WaitMs
+}
+
+// Acquires says the call acquires a lock: an acquisition, or a write that
+// acquires its lock.
+func (c Call) Acquires() bool { return c.Route == RouteAcquire || c.AcquireLock != "" }
+
+// acquireTerm is a number of a write's X-Check-Out-Acquire-Lock, 0 when
+// absent.
+func (c Call) acquireTerm(name string) int {
+	q, _ := url.ParseQuery(c.AcquireLock)
+	n, _ := strconv.Atoi(q.Get(name))
+	return n
 }
 
 // BodyField is a top-level field of the request's JSON body, "" when
@@ -91,7 +113,7 @@ const (
 )
 
 // fault is one programmed fault: for the next n calls of route (all when
-// n < 0), refuse with status and code before storage sees the call, or
+// n < 0; RouteAcquire's faults meet a write that acquires its lock too), refuse with status and code before storage sees the call, or
 // lose storage's answer, or run before first.
 type fault struct {
 	route  string
@@ -165,7 +187,8 @@ func (b *Boundary) AsIfUnknown(route string, n int, header string) {
 
 // AsIfUnread takes field off the JSON body of the next n calls of route
 // (all when n < 0) before storage sees it, as a storage that predates the
-// field (FOLIO's, say) would ignore it. The call records the body as sent.
+// field (FOLIO's, say) would ignore it, and off the terms of a write's
+// X-Check-Out-Acquire-Lock. The call records the body as sent.
 func (b *Boundary) AsIfUnread(route string, n int, field string) {
 	b.add(&fault{route: route, n: n, unread: field})
 }
@@ -202,7 +225,7 @@ func (b *Boundary) take(c Call, kind func(*fault) bool) *fault {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, f := range b.faults {
-		if f.route == c.Route && f.n != 0 && kind(f) && (f.when == nil || f.when(c)) {
+		if (f.route == c.Route || f.route == RouteAcquire && c.Acquires()) && f.n != 0 && kind(f) && (f.when == nil || f.when(c)) {
 			if f.n > 0 {
 				f.n--
 			}
@@ -239,18 +262,34 @@ func (b *Boundary) Routes() []string {
 	return out
 }
 
+// Acquisitions are the calls that acquire a lock (Call.Acquires).
+func (b *Boundary) Acquisitions() []Call {
+	var out []Call
+	for _, c := range b.Calls() {
+		if c.Acquires() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Granted are the locks storage granted through the boundary, as its
 // answers said, whether or not the caller heard them; a renewal's answer
-// replaces the grant of the same id.
+// replaces the grant of the same id. A write that acquired its lock
+// stands for the lock its request named.
 func (b *Boundary) Granted() []Lock {
 	var out []Lock
 	at := map[string]int{}
 	for _, c := range b.Calls() {
-		if c.Route != RouteAcquire || c.StorageStatus != http.StatusCreated {
-			continue
-		}
 		var l Lock
-		if err := json.Unmarshal([]byte(c.StorageAnswer), &l); err != nil {
+		switch {
+		case c.Route == RouteAcquire && c.StorageStatus == http.StatusCreated:
+			if err := json.Unmarshal([]byte(c.StorageAnswer), &l); err != nil {
+				continue
+			}
+		case c.AcquireLock != "" && c.LockAcquired != "":
+			l = Lock{ID: c.LockID, UserID: c.BodyField("userId"), TTLMs: c.acquireTerm("ttlMs")}
+		default:
 			continue
 		}
 		if i, ok := at[l.ID]; ok {
@@ -278,7 +317,8 @@ func (b *Boundary) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	c := Call{Route: routeOf(r.Method, r.URL.Path), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 		Tenant: r.Header.Get(schemas.HeaderTenant), RequestID: r.Header.Get(schemas.HeaderRequestID),
-		LockID: r.Header.Get(schemas.HeaderLockID), ReleaseLock: r.Header.Get(schemas.HeaderReleaseLock), Body: string(body)}
+		LockID: r.Header.Get(schemas.HeaderLockID), ReleaseLock: r.Header.Get(schemas.HeaderReleaseLock),
+		AcquireLock: r.Header.Get(schemas.HeaderAcquireLock), Body: string(body)}
 	b.mu.Lock()
 	arrival := b.arrival
 	b.mu.Unlock()
@@ -301,12 +341,16 @@ func (b *Boundary) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(answer)
 		return
 	}
-	sent := body
+	sent, acquire := body, c.AcquireLock
 	if f := b.take(c, func(f *fault) bool { return f.unread != "" }); f != nil {
 		var doc map[string]json.RawMessage
 		if json.Unmarshal(body, &doc) == nil {
 			delete(doc, f.unread)
 			sent, _ = json.Marshal(doc)
+		}
+		if q, err := url.ParseQuery(acquire); err == nil {
+			q.Del(f.unread)
+			acquire = q.Encode()
 		}
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, b.target+r.URL.RequestURI(), bytes.NewReader(sent))
@@ -314,6 +358,9 @@ func (b *Boundary) serve(w http.ResponseWriter, r *http.Request) {
 		panic(err)
 	}
 	req.Header = r.Header.Clone()
+	if acquire != "" {
+		req.Header.Set(schemas.HeaderAcquireLock, acquire)
+	}
 	if f := b.take(c, func(f *fault) bool { return f.header != "" }); f != nil {
 		req.Header.Del(f.header)
 	}
@@ -326,6 +373,7 @@ func (b *Boundary) serve(w http.ResponseWriter, r *http.Request) {
 	answer, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	c.StorageStatus, c.StorageAnswer = res.StatusCode, string(answer)
+	c.LockAcquired = res.Header.Get(schemas.HeaderLockAcquired)
 	if res.StatusCode < 300 {
 		if f := b.take(c, func(f *fault) bool { return f.lose != 0 }); f != nil {
 			switch f.lose {

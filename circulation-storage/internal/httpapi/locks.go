@@ -54,29 +54,10 @@ func (s *Server) postLock(c echo.Context) error {
 		return err
 	}
 	req := lockRequestOf(doc)
-	ttl := s.cfg.LockDefaultTTL
-	if req.TTLMs != nil {
-		ms := int64(*req.TTLMs)
-		ttl = time.Duration(ms) * time.Millisecond
-		if ttl > s.cfg.LockMaxTTL {
-			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
-				"ttlMs: must be at most %d", s.cfg.LockMaxTTL.Milliseconds()).With("ttlMs", formatInt(ms))
-		}
+	ttl, wait, holder, err := s.lockTerms(c, req)
+	if err != nil {
+		return err
 	}
-	var wait time.Duration
-	if req.WaitMs != nil {
-		ms := int64(*req.WaitMs)
-		wait = time.Duration(ms) * time.Millisecond
-		if wait > s.cfg.LockMaxWait {
-			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
-				"waitMs: must be at most %d", s.cfg.LockMaxWait.Milliseconds()).With("waitMs", formatInt(ms))
-		}
-	}
-	holder := req.Holder
-	holder.ServicePointID = strings.ToLower(holder.ServicePointID)
-	// The lock is its acquirer's: the caller, as its credentials say.
-	owner := storage.CallerFrom(c.Request().Context())
-	holder.AcquiredBy, holder.AcquiredByModule = owner.User, owner.Module
 	// A request that names no lock id gets one now, before any statement
 	// runs: a statement run again after its answer was lost (the pool
 	// runs a single-row statement again on a fresh connection), or a
@@ -99,6 +80,36 @@ func (s *Server) postLock(c echo.Context) error {
 	serverkit.Log(c, slog.String("user_id", lock.UserID), slog.String("lock_id", lock.ID), slog.String("outcome", outcome.String()))
 	c.Response().Header().Set(echo.HeaderLocation, "/check-out-lock-storage/"+lock.ID)
 	return c.JSON(http.StatusCreated, toLockJSON(lock))
+}
+
+// lockTerms are an acquisition's lifetime and wait, within this
+// instance's bounds, and its holder: the one reading of them, for
+// POST /check-out-lock-storage and a check-out's write that acquires its
+// lock (schemas.HeaderAcquireLock).
+func (s *Server) lockTerms(c echo.Context, req lockRequest) (ttl, wait time.Duration, holder storage.Holder, err error) {
+	ttl = s.cfg.LockDefaultTTL
+	if req.TTLMs != nil {
+		ms := int64(*req.TTLMs)
+		ttl = time.Duration(ms) * time.Millisecond
+		if ttl > s.cfg.LockMaxTTL {
+			return 0, 0, holder, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+				"ttlMs: must be at most %d", s.cfg.LockMaxTTL.Milliseconds()).With("ttlMs", formatInt(ms))
+		}
+	}
+	if req.WaitMs != nil {
+		ms := int64(*req.WaitMs)
+		wait = time.Duration(ms) * time.Millisecond
+		if wait > s.cfg.LockMaxWait {
+			return 0, 0, holder, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+				"waitMs: must be at most %d", s.cfg.LockMaxWait.Milliseconds()).With("waitMs", formatInt(ms))
+		}
+	}
+	holder = req.Holder
+	holder.ServicePointID = strings.ToLower(holder.ServicePointID)
+	// The lock is its acquirer's: the caller, as its credentials say.
+	owner := storage.CallerFrom(c.Request().Context())
+	holder.AcquiredBy, holder.AcquiredByModule = owner.User, owner.Module
+	return ttl, wait, holder, nil
 }
 
 // lockRequest is the body of an acquisition.

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,6 +128,107 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 	return w, nil
 }
 
+// acquisitionOf reads schemas.HeaderAcquireLock of the check-out's write w
+// (of loan): nil without it. The acquisition is read as the body of
+// POST /check-out-lock-storage would be (checkout-lock-request.json and
+// lockTerms), the lock being w's: its id, its borrower, the loan's service
+// point and the request's id.
+func (s *Server) acquisitionOf(c echo.Context, w storage.CheckOutWrite, loan recordHeader) (*lockRequest, error) {
+	v := c.Request().Header.Get(schemas.HeaderAcquireLock)
+	if v == "" {
+		return nil, nil
+	}
+	if w.LockID == "" || !w.ReleaseLock {
+		return nil, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
+			"%s acquires the lock the write names in %s and releases (%s: true)", schemas.HeaderAcquireLock, LockIDHeader, schemas.HeaderReleaseLock)
+	}
+	if err := s.cfg.Auth.Require(serverkit.Claims(c.Request().Context()), acquirePermission); err != nil {
+		return nil, err
+	}
+	invalid := func(format string, a ...any) error {
+		return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s: "+format, append([]any{schemas.HeaderAcquireLock}, a...)...).
+			With("acquireLock", truncateText(v))
+	}
+	q, err := url.ParseQuery(v)
+	if err != nil {
+		return nil, invalid("not a query string (ttlMs=…&waitMs=…&instance=…&itemBarcode=…)")
+	}
+	body := map[string]any{"id": w.LockID, "userId": w.UserID}
+	holder := map[string]any{}
+	for k, vals := range q {
+		if len(vals) != 1 {
+			return nil, invalid("%s is given %d times", k, len(vals))
+		}
+		switch k {
+		case "ttlMs", "waitMs":
+			n, err := strconv.ParseInt(vals[0], 10, 64)
+			if err != nil {
+				return nil, invalid("%s must be an integer", k)
+			}
+			body[k] = json.Number(strconv.FormatInt(n, 10))
+		case "instance", "itemBarcode":
+			holder[k] = vals[0]
+		default:
+			return nil, invalid("%s is not ttlMs, waitMs, instance or itemBarcode", k)
+		}
+	}
+	if sp := loan.ServicePointID; sp != "" {
+		holder["servicePointId"] = sp
+	}
+	if id := c.Request().Header.Get(RequestIDHeader); id != "" {
+		holder["requestId"] = id
+	}
+	if len(holder) > 0 {
+		body["holder"] = holder
+	}
+	if err := s.Schemas().Validate("checkout-lock-request.json", body); err != nil {
+		return nil, err
+	}
+	req := lockRequestOf(body)
+	return &req, nil
+}
+
+// acquireForWrite takes the lock of the check-out's write w, as
+// POST /check-out-lock-storage does (req: its wait, lifetime and
+// holder), before the write runs.
+func (s *Server) acquireForWrite(c echo.Context, w storage.CheckOutWrite, req lockRequest) error {
+	ttl, wait, holder, err := s.lockTerms(c, req)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), w.UserID, w.LockID, ttl, wait, holder)
+	if err != nil {
+		if errs.IsKind(err, errs.KindLocked) {
+			s.metrics.acquisition("held")
+		}
+		return err
+	}
+	s.metrics.acquisition(outcome.String())
+	c.Response().Header().Set(schemas.HeaderLockAcquired, strconv.FormatInt(time.Since(start).Milliseconds(), 10))
+	serverkit.Log(c, slog.String("lock_id", lock.ID), slog.String("outcome", outcome.String()))
+	return nil
+}
+
+// releaseUnwrittenTimeout bounds the release of a lock whose write wrote
+// nothing; a release that does not finish in time leaves the lock to
+// expire.
+const releaseUnwrittenTimeout = 5 * time.Second
+
+// releaseUnwritten releases the lock lockID a check-out's write acquired
+// and did not release, having written nothing, even if the client has
+// gone: a lock left behind would keep the patron's next scan waiting for
+// its expiry.
+func (s *Server) releaseUnwritten(c echo.Context, lockID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), releaseUnwrittenTimeout)
+	defer cancel()
+	err := s.svc.Locks.Release(ctx, tenantOf(c), lockID, storage.CallerFrom(ctx), false)
+	if err != nil && !errs.IsKind(err, errs.KindNotFound) {
+		s.Logger().WarnContext(ctx, "releasing the lock of a check-out that wrote nothing failed; it expires by itself",
+			slog.String("lock_id", lockID), slog.Any("error", err))
+	}
+}
+
 // notAhead refuses a loanDate more than schemas.MaxLoanDateAhead from
 // now.
 func notAhead(loanDate string) error {
@@ -142,6 +245,11 @@ func notAhead(loanDate string) error {
 // releases its lock needs too.
 var releasePermission = permissionFor(http.MethodDelete, locksPath+"/{id}")
 
+// acquirePermission is the permission to acquire a lock
+// (POST /check-out-lock-storage), which a check-out's write that acquires
+// its lock needs too.
+var acquirePermission = permissionFor(http.MethodPost, locksPath)
+
 // permissionFor is the permission of one of storage's routes (method, and
 // path in FOLIO's notation) as schemas.Routes lists it. A route missing
 // there is a bug that panics when the package is initialised, at start-up,
@@ -155,7 +263,7 @@ func permissionFor(method, path string) string {
 }
 
 // checkOutHeaders are the headers of a check-out's write.
-var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderReleaseLock, schemas.HeaderCheckOutOverride}
+var checkOutHeaders = []string{LockIDHeader, ItemVersionHeader, schemas.HeaderReleaseLock, schemas.HeaderCheckOutOverride, schemas.HeaderAcquireLock}
 
 // itemVersion reads an item version from header. The column is a
 // PostgreSQL integer: what it cannot hold is refused here, before any
@@ -181,6 +289,8 @@ type recordHeader struct {
 	LoanDate string      `json:"loanDate"`
 	UserID   string      `json:"userId"`
 	Username string      `json:"username"`
+	// ServicePointID is a loan's checkoutServicePointId.
+	ServicePointID string `json:"checkoutServicePointId"`
 }
 
 // statusField is a record's status: {"name": …} on loans and items, a
@@ -303,8 +413,28 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		if err != nil {
 			return err
 		}
+		acquiring, err := s.acquisitionOf(c, w, h)
+		if err != nil {
+			return err
+		}
+		if acquiring != nil {
+			if err := s.acquireForWrite(c, w, *acquiring); err != nil {
+				return err
+			}
+			if err := c.Request().Context().Err(); err != nil {
+				// The client left while the lock was being acquired:
+				// nothing is written for it.
+				s.releaseUnwritten(c, w.LockID)
+				return err
+			}
+		}
 		written, err := s.svc.Loans.CreateCheckOutLoan(c.Request().Context(), tenantOf(c), w)
 		if err != nil {
+			if acquiring != nil {
+				// Nothing was written (the write's outcome is final when
+				// it answers): the lock this call took goes back.
+				s.releaseUnwritten(c, w.LockID)
+			}
 			return err
 		}
 		stored = written.Loan

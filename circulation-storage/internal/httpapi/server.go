@@ -127,7 +127,9 @@ const TenantHeader = schemas.HeaderTenant
 // longer is the time a request may take beyond REQUEST_TIMEOUT: an
 // acquisition may wait for the lock on top of its work.
 func (s *Server) longer(method, route string) time.Duration {
-	if method == http.MethodPost && route == locksPath {
+	// So may a check-out's write that acquires its lock
+	// (schemas.HeaderAcquireLock).
+	if method == http.MethodPost && (route == locksPath || route == storage.Loans.Path) {
 		return s.cfg.LockMaxWait
 	}
 	return 0

@@ -374,6 +374,9 @@ type checkOutResult struct {
 	// Full says the lean statement found the tenant's gate row and wrote
 	// nothing: the full one must run.
 	Full bool `db:"full"`
+	// answered says the statement's row was read: the batch's commit
+	// may then have happened, whatever fails after (postgres.NotRun).
+	answered bool
 }
 
 // ownEventsSQL has the transaction record its events itself (checkOutSQL
@@ -404,6 +407,7 @@ func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.C
 	b.Queue(write.SQL, write.Bind(s.checkOutArgs(ctx, t, w))).Query(func(rows pgx.Rows) error {
 		row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkOutResult])
 		*r = row
+		r.answered = true
 		return err
 	})
 	return b, r
@@ -417,9 +421,20 @@ func (s *Loans) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 // createCheckOutLoan is CreateCheckOutLoan, lean or in full (gate.go); a
 // lean write that meets a gate row, having written nothing, runs in full.
 func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (storage.CheckOutWritten, error) {
-	b, r := s.checkOutBatch(ctx, t, w, lean)
-	// A batch runs in one implicit transaction, committed at its end.
-	err := s.db.Write(ctx, t, func(c *pgx.Conn) error { return c.SendBatch(ctx, b).Close() })
+	var r *checkOutResult
+	// A batch runs in one implicit transaction, committed at its end. One
+	// that certainly ran nothing (its connection dead before it was sent,
+	// or the session ended before it answered) is sent again, on a fresh
+	// connection (postgres.DB.Write).
+	err := s.db.Write(ctx, t, func(c *pgx.Conn) error {
+		var b *pgx.Batch
+		b, r = s.checkOutBatch(ctx, t, w, lean)
+		err := c.SendBatch(ctx, b).Close()
+		if postgres.NotRun(err, r.answered) {
+			return &postgres.DeadBeforeRun{Err: err}
+		}
+		return err
+	})
 	switch {
 	case err != nil:
 		return storage.CheckOutWritten{}, records.InterpretWrite(err, t, storage.Loans, w.Loan)

@@ -416,11 +416,14 @@ func TestCheckOutLockHeldWaitsTheIntervals(t *testing.T) {
 	if got := a.waits.list(); !slices.Equal(got, lockOn.RetryIntervals) {
 		t.Errorf("waits %v, want %v", got, lockOn.RetryIntervals)
 	}
-	if n := a.store.Count(storagetest.RouteAcquire); n != 4 {
+	if n := len(a.store.Acquisitions()); n != 4 {
 		t.Errorf("%d acquire attempts, want 4", n)
 	}
-	if w := a.store.Writes(); len(w) != 4 { // the four acquire attempts only
-		t.Errorf("writes %+v, want the 4 acquire attempts", w)
+	// The four attempts only: writes that acquire their lock, refused it.
+	for _, w := range a.store.Writes() {
+		if !w.Acquires() || w.StorageStatus != http.StatusServiceUnavailable {
+			t.Errorf("write %+v, want only acquisitions refused a held lock", w)
+		}
 	}
 }
 

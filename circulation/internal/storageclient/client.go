@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -155,6 +156,9 @@ func (c *Client) exchange(ctx context.Context, timeout time.Duration, method, pa
 func transportError(ctx context.Context, method, path string, err error) error {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		return unavailable(fmt.Errorf("%s %s: %w: %w", method, path, circulation.ErrNotSent, err))
 	}
 	return unavailable(fmt.Errorf("%s %s: %w", method, path, err))
 }

@@ -427,10 +427,25 @@ func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circula
 // and lock requirement it decides itself, asked to release the lock with
 // the loan; storage says whether it did (HeaderLockReleased).
 func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string,
-	lifted circulation.Overrides) (circulation.CheckedOut, error) {
+	acquire *circulation.LockAcquisition, lifted circulation.Overrides) (circulation.CheckedOut, error) {
 	headers := []string{schemas.HeaderItemVersion, strconv.Itoa(item.Version)}
 	if lockID != "" {
 		headers = append(headers, schemas.HeaderLockID, lockID, schemas.HeaderReleaseLock, "true")
+	}
+	timeout := c.timeout
+	if acquire != nil && lockID != "" {
+		terms := url.Values{"ttlMs": {strconv.FormatInt(acquire.TTL.Milliseconds(), 10)}}
+		if acquire.Wait > 0 {
+			terms.Set("waitMs", strconv.FormatInt(acquire.Wait.Milliseconds(), 10))
+			timeout += acquire.Wait
+		}
+		if h := acquire.Holder.Instance; h != "" {
+			terms.Set("instance", h)
+		}
+		if b := acquire.Holder.ItemBarcode; b != "" {
+			terms.Set("itemBarcode", b)
+		}
+		headers = append(headers, schemas.HeaderAcquireLock, terms.Encode())
 	}
 	var lifts []string
 	if lifted.PatronBlock {
@@ -446,7 +461,7 @@ func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item c
 		headers = append(headers, schemas.HeaderCheckOutOverride, strings.Join(lifts, ","))
 	}
 	var stored json.RawMessage
-	answer, err := c.callHeaders(ctx, http.MethodPost, "/loan-storage/loans", toLoanJSON(loan), &stored, headers...)
+	answer, err := c.exchange(ctx, timeout, http.MethodPost, "/loan-storage/loans", toLoanJSON(loan), &stored, headers...)
 	if err != nil {
 		return circulation.CheckedOut{}, err
 	}
@@ -454,8 +469,10 @@ func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item c
 	if err != nil {
 		return circulation.CheckedOut{}, err
 	}
+	waited, _ := strconv.Atoi(answer.Get(schemas.HeaderLockAcquired))
 	return circulation.CheckedOut{Loan: created, Item: item.CheckedOut(),
-		LockReleased: lockID != "" && answer.Get(schemas.HeaderLockReleased) == "true"}, nil
+		LockReleased: lockID != "" && answer.Get(schemas.HeaderLockReleased) == "true",
+		LockWaited:   time.Duration(waited) * time.Millisecond}, nil
 }
 
 func toLoanJSON(l circulation.Loan) loanJSON {
