@@ -1721,3 +1721,34 @@ func TestTheLockDefaultIsStorages(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckOutStopsWhenItsClientLeavesWhileTheWriteWaits: the check-out's
+// write waits at storage for the patron's lock; the client goes away
+// meanwhile: the call ends, storage stops waiting, nothing is written, and
+// no lock of the check-out's is left behind.
+func TestCheckOutStopsWhenItsClientLeavesWhileTheWriteWaits(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	holder := s.store.Hold(patronID, time.Minute)
+	before := s.store.Snapshot()
+	ctx, cancel := context.WithCancel(okapi(t))
+	defer cancel()
+	// The client leaves a moment into the write's wait (or, on a slow
+	// machine, before storage sees it: nothing is written either way).
+	s.store.Before(storagetest.RouteAcquire, 1, func(storagetest.Call) { time.AfterFunc(100*time.Millisecond, cancel) })
+	_, err := s.svc.CheckOut(ctx, request())
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(s.store.Locks()) != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("locks %+v, want only the holder's", s.store.Locks())
+		}
+		time.Sleep(5 * time.Millisecond) // polling storage's release, which the gone client is not told of
+	}
+	if locks := s.store.Locks(); locks[0].ID != holder {
+		t.Errorf("locks %+v, want only the holder's %s", locks, holder)
+	}
+	wantNoWrites(t, s.store)
+	s.store.WantUnchanged(before)
+}

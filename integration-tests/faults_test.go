@@ -180,13 +180,17 @@ func TestFaultDatabaseCutDuringCheckOuts(t *testing.T) {
 }
 
 // TestFaultCirculationKilledHoldingLock: an instance is killed (SIGKILL)
-// while it holds a patron's lock. The lock outlives it, refusing the
-// patron's check-outs elsewhere, until its TTL passes; then the patron's
-// next check-out succeeds, and nothing the killed one started is left.
+// while it holds a patron's lock, acquired by a call of its own (against a
+// storage that cannot wait, LOCK_WAIT_AT_STORAGE=false: a check-out whose
+// write acquires its lock holds it only inside that call, and storage
+// gives back what a vanished caller took). The lock outlives it, refusing
+// the patron's check-outs elsewhere, until its TTL passes; then the
+// patron's next check-out succeeds, and nothing the killed one started is
+// left.
 func TestFaultCirculationKilledHoldingLock(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, LockTTLMs: 5000,
-		RetryIntervalMs: "20|20", StorageProxy: true})
+		RetryIntervalMs: "20|20", StorageProxy: true, CirculationEnv: []string{"LOCK_WAIT_AT_STORAGE=false"}})
 	lib := c.SetupLibrary(1, 3, 5)
 	patron, items := lib.Patrons[0], lib.Items[0]
 
@@ -217,10 +221,12 @@ func TestFaultCirculationKilledHoldingLock(t *testing.T) {
 
 // TestFaultReleaseFails: a check-out's write and then the release (DELETE)
 // of its lock are lost in transit (a write that succeeds releases the lock
-// itself; one that fails leaves the check-out to release it). The
-// check-out answers 503 and writes nothing; the lock stays until its TTL,
-// so the patron's next check-out waits for it at storage, is woken when it
-// expires, and succeeds, in one attempt.
+// itself; one that fails leaves the check-out to release it), the lock
+// acquired by a call of its own (an instance against a storage that cannot
+// wait, LOCK_WAIT_AT_STORAGE=false). The check-out answers 503 and writes
+// nothing; the lock stays until its TTL, so the patron's next check-out,
+// through an instance whose write acquires its lock, waits for it at
+// storage, is woken when it expires, and succeeds, in one attempt.
 func TestFaultReleaseFails(t *testing.T) {
 	t.Parallel()
 	// The lock lives 5 s, so it is surely still held when the test looks
@@ -235,14 +241,16 @@ func TestFaultReleaseFails(t *testing.T) {
 	lib := c.SetupLibrary(1, 2, 5)
 	patron, items := lib.Patrons[0], lib.Items[0]
 	circ := c.Circulations[0]
+	polling := c.AddCirculations(1, "LOCK_WAIT_AT_STORAGE=false")[0]
 
 	c.StorageProxy.DropRequests("POST /loan-storage/loans", "DELETE /check-out-lock-storage/")
-	c.CheckOut(0, items[0], patron).Want(t, http.StatusServiceUnavailable)
+	c.Do(polling, "POST", "/circulation/check-out-by-barcode", map[string]string{"itemBarcode": items[0], "userBarcode": patron,
+		"servicePointId": harness.ServicePoint}).Want(t, http.StatusServiceUnavailable)
 	c.StorageProxy.DropRequests()
 	if n := c.OpenLoans(t, patron); n != 0 {
 		t.Fatalf("%d open loans after the lost write, want none", n)
 	}
-	if got := metric(t, c, circ, `checkout_lock_releases_total{result="failed"}`); got != 1 {
+	if got := metric(t, c, polling, `checkout_lock_releases_total{result="failed"}`); got != 1 {
 		t.Errorf("release failures counted: %v, want 1", got)
 	}
 	if n := liveLocks(t, c); n != 1 {

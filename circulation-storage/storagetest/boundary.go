@@ -47,7 +47,7 @@ type Call struct {
 	// acquires its lock; LockAcquired is storage's answer's
 	// X-Check-Out-Lock-Acquired: it did.
 	AcquireLock, LockAcquired string
-	Body        string
+	Body                      string
 	// Status is the status the caller got (0 when the connection was cut).
 	Status int
 	// Answer is the body the caller got.

@@ -80,11 +80,6 @@ func (c *Client) callFor(ctx context.Context, timeout time.Duration, method, pat
 	return err
 }
 
-// callHeaders is call, returning the answer's headers too.
-func (c *Client) callHeaders(ctx context.Context, method, path string, body any, out any, headers ...string) (http.Header, error) {
-	return c.exchange(ctx, c.timeout, method, path, body, out, headers...)
-}
-
 // exchange is the request of call, with its own timeout; on success it
 // returns the answer's headers.
 func (c *Client) exchange(ctx context.Context, timeout time.Duration, method, path string, body any, out any, headers ...string) (http.Header, error) {

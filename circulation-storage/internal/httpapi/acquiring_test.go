@@ -1,0 +1,138 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/checkoutlock/schemas"
+)
+
+// acquiringWrite is a check-out's write of item to user that acquires its
+// lock (lockID) with the terms given (X-Check-Out-Acquire-Lock) and
+// releases it.
+func (f *fixture) acquiringWrite(user, item, lockID, terms string) response {
+	f.t.Helper()
+	h := f.asUser(testUser)
+	h[schemas.HeaderLockID], h[schemas.HeaderItemVersion], h[schemas.HeaderReleaseLock] = lockID, "1", "true"
+	h[schemas.HeaderAcquireLock] = terms
+	return f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(user, item, "Open")), h)
+}
+
+// TestAWriteThatAcquiresItsLock: a check-out's write naming
+// X-Check-Out-Acquire-Lock takes the borrower's lock first, as an
+// acquisition would, writes, and releases it: the answer says it acquired
+// the lock (and how long it waited) and released it, and the lock is
+// gone. A lock held by someone else is answered as an acquisition
+// answers it, with nothing written; storage waits for it when asked, and
+// hands it on when its holder releases it.
+func TestAWriteThatAcquiresItsLock(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	group, mt, lt := f.newGroup("staff"), f.newMaterialType("book"), f.newLoanType("Can circulate")
+	alice := f.newPatron("alice", group)
+
+	item, lockID := f.newItem(itemDoc(uuid.NewString(), mt, lt)), uuid.NewString()
+	res := f.acquiringWrite(alice, item, lockID, "ttlMs=3000&instance=circ-1").wantStatus(http.StatusCreated)
+	if res.header.Get(schemas.HeaderLockAcquired) == "" || res.header.Get(schemas.HeaderLockReleased) != "true" {
+		t.Errorf("answer headers %v, want the lock acquired and released", res.header)
+	}
+	f.do("GET", "/check-out-lock-storage/"+lockID, "").wantError(http.StatusNotFound, "NOT_FOUND")
+	if n := f.countRows("loan", "item_id = $1", item); n != 1 {
+		t.Errorf("%d loans of the item, want 1", n)
+	}
+
+	// Held by someone else, asked not to wait: refused at once, nothing
+	// written, the holder's lock untouched.
+	held := f.acquire(alice)
+	item = f.newItem(itemDoc(uuid.NewString(), mt, lt))
+	f.acquiringWrite(alice, item, uuid.NewString(), "ttlMs=3000").wantError(http.StatusServiceUnavailable, schemas.CodeLockHeld)
+	if n := f.countRows("loan", "item_id = $1", item); n != 0 {
+		t.Errorf("%d loans written without the lock", n)
+	}
+	f.do("GET", "/check-out-lock-storage/"+held.ID, "").wantStatus(http.StatusOK)
+
+	// Asked to wait: the holder's release hands the lock on, and the
+	// write goes through.
+	done := make(chan response, 1)
+	go func() { done <- f.acquiringWrite(alice, item, uuid.NewString(), "ttlMs=3000&waitMs=10000") }()
+	for deadline := time.Now().Add(10 * time.Second); counterValue(t, f, "checkout_lock_waiters") != 1; {
+		if time.Now().After(deadline) {
+			t.Fatal("the write never waited for the lock")
+		}
+		time.Sleep(time.Millisecond) // polling what this test cannot be told of, with a deadline
+	}
+	f.do("DELETE", "/check-out-lock-storage/"+held.ID, "").wantStatus(http.StatusNoContent)
+	res = (<-done).wantStatus(http.StatusCreated)
+	if waited, err := strconv.Atoi(res.header.Get(schemas.HeaderLockAcquired)); err != nil || waited <= 0 {
+		t.Errorf("%s = %q, want the wait in ms", schemas.HeaderLockAcquired, res.header.Get(schemas.HeaderLockAcquired))
+	}
+	if n := f.rows(alice); n != 0 {
+		t.Errorf("%d locks of alice left, want none", n)
+	}
+}
+
+// TestAWriteThatAcquiresItsLockAndWritesNothingReleasesIt: a write refused
+// by a rule (here, an item not lent: its status) having acquired its lock
+// releases it: the patron's next scan does not wait for it.
+func TestAWriteThatAcquiresItsLockAndWritesNothingReleasesIt(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	group, mt, lt := f.newGroup("staff"), f.newMaterialType("book"), f.newLoanType("Can circulate")
+	alice := f.newPatron("alice", group)
+	doc := itemDoc(uuid.NewString(), mt, lt)
+	doc["status"] = map[string]any{"name": "Intellectual item"}
+	item, lockID := f.newItem(doc), uuid.NewString()
+	res := f.acquiringWrite(alice, item, lockID, "ttlMs=60000")
+	res.wantError(http.StatusUnprocessableEntity, schemas.CodeItemStatusRefused)
+	if res.header.Get(schemas.HeaderLockAcquired) == "" {
+		t.Errorf("the refusal does not say the lock was acquired: %v", res.header)
+	}
+	f.do("GET", "/check-out-lock-storage/"+lockID, "").wantError(http.StatusNotFound, "NOT_FOUND")
+	if n := f.countRows("loan", "item_id = $1", item); n != 0 {
+		t.Errorf("%d loans written", n)
+	}
+}
+
+// TestAWriteThatAcquiresItsLockIsReadAsAnAcquisition: the header's terms
+// are an acquisition's, refused as its body's would be, before anything
+// is acquired or written.
+func TestAWriteThatAcquiresItsLockIsReadAsAnAcquisition(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	group, mt, lt := f.newGroup("staff"), f.newMaterialType("book"), f.newLoanType("Can circulate")
+	alice := f.newPatron("alice", group)
+	item := f.newItem(itemDoc(uuid.NewString(), mt, lt))
+	for _, tc := range []struct {
+		terms  string
+		status int
+		code   string
+	}{
+		{"ttlMs=1", http.StatusUnprocessableEntity, schemas.CodeValidation},                 // below the schema's minimum
+		{"ttlMs=3000&waitMs=20001", http.StatusUnprocessableEntity, schemas.CodeValidation}, // above LOCK_MAX_WAIT
+		{"ttlMs=soon", http.StatusBadRequest, schemas.CodeInvalidHeader},
+		{"ttlMs=3000&ttlMs=4000", http.StatusBadRequest, schemas.CodeInvalidHeader},
+		{"ttlMs=3000&holder=me", http.StatusBadRequest, schemas.CodeInvalidHeader},
+		{"ttlMs=3000&itemBarcode=", http.StatusUnprocessableEntity, schemas.CodeValidation}, // the holder's minLength
+		{"%zz", http.StatusBadRequest, schemas.CodeInvalidHeader},
+	} {
+		f.acquiringWrite(alice, item, uuid.NewString(), tc.terms).wantError(tc.status, tc.code)
+	}
+	// It acquires the lock the write names, and releases it.
+	h := f.asUser(testUser)
+	h[schemas.HeaderItemVersion], h[schemas.HeaderAcquireLock] = "1", "ttlMs=3000"
+	f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(alice, item, "Open")), h).
+		wantError(http.StatusBadRequest, schemas.CodeInvalidHeader)
+	h[schemas.HeaderLockID] = uuid.NewString()
+	f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(alice, item, "Open")), h).
+		wantError(http.StatusBadRequest, schemas.CodeInvalidHeader)
+	if n := f.countRows("loan", "item_id = $1", item); n != 0 {
+		t.Errorf("%d loans written", n)
+	}
+	if n := f.rows(alice); n != 0 {
+		t.Errorf("%d locks taken", n)
+	}
+}
