@@ -3,8 +3,10 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/checkoutlock/schemas/errs"
 
@@ -234,7 +236,27 @@ type CheckOutWrite struct {
 	// schemas.HeaderCheckOutOverride). The lock and its fence still hold
 	// it.
 	OverrideItemLimit, OverridePatronBlock, OverrideItemNotLoanable bool
+	// AcquireInWrite, with LockID and ReleaseLock, has the write take the
+	// lock LockID names itself, inside its own transaction
+	// (locksql.AcquireInWrite), and drop it before it commits, whatever it
+	// wrote: the lock is never seen outside the write, and a patron's
+	// writes queue for it in the database. A patron with a lock row
+	// already (someone else's live lock, or a stale one) fails the write
+	// with ErrLockTaken, nothing written: the caller takes the lock the
+	// ordinary way. The lock's lifetime and holder are its terms.
+	AcquireInWrite *LockTerms
 }
+
+// LockTerms are a lock's lifetime and holder, as acquired.
+type LockTerms struct {
+	TTL    time.Duration
+	Holder Holder
+}
+
+// ErrLockTaken is a check-out's write that was to acquire its lock
+// itself (CheckOutWrite.AcquireInWrite) and found the patron's lock row
+// there already: nothing was written.
+var ErrLockTaken = errors.New("the patron's lock row exists: acquire the lock first")
 
 // ItemLimit is an item limit and the loans it counts: the patron's open
 // loans, of the material type and of the loan type when set.

@@ -15,6 +15,31 @@ const LockRows = `SELECT 1 FROM %s l, %s p
  WHERE l.tenant_id = $3 AND l.id = $1 AND p.tenant_id = $3 AND p.id = $2
    FOR UPDATE OF l FOR NO KEY UPDATE OF p`
 
+// AcquireInWrite takes the patron's lock inside a check-out's write, as
+// the write's first statement: it inserts the lock row, or, when the
+// patron has a lock row already (live or expired, someone else's or a
+// stale one), does nothing and returns no row. The row is never seen by
+// anyone: the write deletes it before it commits (DropInWrite), whatever
+// it wrote. Another write doing the same for the patron waits on this
+// uncommitted row (the unique user_id) until this write commits, then
+// inserts its own: a patron's burst is handed on inside PostgreSQL, one
+// commit after another, with no round trip between them. A live lock
+// held by someone else (taken by a call of its own, committed) makes it
+// return nothing at once, and the caller takes the lock the ordinary way
+// (Acquire, waiting for it). It takes the lock table as its fmt argument.
+// Parameters: $1 lock id, $2 the patron, $3 the TTL in milliseconds, $4 the
+// holder (JSON), $5 the tenant.
+const AcquireInWrite = `INSERT INTO %s (tenant_id, id, user_id, expires_at, ttl_ms, holder)
+VALUES ($5, $1, $2, now() + $3::integer * interval '1 millisecond', $3, $4::jsonb)
+ON CONFLICT (tenant_id, user_id) DO NOTHING
+RETURNING true`
+
+// DropInWrite deletes the lock AcquireInWrite inserted, the write's last
+// statement: its release when the write wrote nothing (a write that wrote
+// its loan has released it already). It takes the lock table as its fmt
+// argument. Parameters: $1 lock id, $2 the tenant.
+const DropInWrite = `DELETE FROM %s WHERE tenant_id = $2 AND id = $1`
+
 // PatronRow locks the borrower's row for a write without a lock. It
 // guarantees that the patron's check-out writes, under a lock or not,
 // happen one after another, each counting the loans of the one before, so

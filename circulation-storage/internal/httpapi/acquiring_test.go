@@ -95,6 +95,19 @@ func TestAWriteThatAcquiresItsLockAndWritesNothingReleasesIt(t *testing.T) {
 	if n := f.countRows("loan", "item_id = $1", item); n != 0 {
 		t.Errorf("%d loans written", n)
 	}
+	if n := f.rows(alice); n != 0 {
+		t.Errorf("%d lock rows of alice left, want none", n)
+	}
+
+	// So when the patron's lock row was there already (a stale lock, taken
+	// over the ordinary way before the write).
+	stale := f.acquire(alice)
+	f.expire(stale.ID)
+	lockID = uuid.NewString()
+	f.acquiringWrite(alice, item, lockID, "ttlMs=60000").wantError(http.StatusUnprocessableEntity, schemas.CodeItemStatusRefused)
+	if n := f.rows(alice); n != 0 {
+		t.Errorf("%d lock rows of alice left after the write that took the stale one over, want none", n)
+	}
 }
 
 // TestAWriteThatAcquiresItsLockIsReadAsAnAcquisition: the header's terms

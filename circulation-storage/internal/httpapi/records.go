@@ -188,14 +188,55 @@ func (s *Server) acquisitionOf(c echo.Context, w storage.CheckOutWrite, loan rec
 	return &req, nil
 }
 
-// acquireForWrite takes the lock of the check-out's write w, as
-// POST /check-out-lock-storage does (req: its wait, lifetime and
-// holder), before the write runs.
-func (s *Server) acquireForWrite(c echo.Context, w storage.CheckOutWrite, req lockRequest) error {
-	ttl, wait, holder, err := s.lockTerms(c, req)
-	if err != nil {
-		return err
+// writeCheckOut makes the check-out's write w. One that acquires its lock
+// (acquiring, its terms) takes it inside its own transaction first, where
+// a patron's writes queue one after another; when the patron's lock row is
+// there already (a lock taken by a call of its own, live or stale), it
+// takes the lock the ordinary way, waiting for it as an acquisition does,
+// then writes, and releases the lock if the write wrote nothing.
+func (s *Server) writeCheckOut(c echo.Context, w storage.CheckOutWrite, acquiring *lockRequest) (storage.CheckOutWritten, error) {
+	ctx, t := c.Request().Context(), tenantOf(c)
+	if acquiring == nil {
+		return s.svc.Loans.CreateCheckOutLoan(ctx, t, w)
 	}
+	ttl, wait, holder, err := s.lockTerms(c, *acquiring)
+	if err != nil {
+		return storage.CheckOutWritten{}, err
+	}
+	inWrite := w
+	inWrite.AcquireInWrite = &storage.LockTerms{TTL: ttl, Holder: holder}
+	written, err := s.svc.Loans.CreateCheckOutLoan(ctx, t, inWrite)
+	if !errors.Is(err, storage.ErrLockTaken) {
+		if err == nil || !errs.IsKind(err, errs.KindUnavailable) {
+			// Acquired in the write (a write that failed otherwise
+			// ended its transaction, and the lock with it).
+			s.metrics.acquisition(storage.Acquired.String())
+			c.Response().Header().Set(schemas.HeaderLockAcquired, "0")
+		}
+		return written, err
+	}
+	if err := s.acquireForWrite(c, w, ttl, wait, holder); err != nil {
+		return storage.CheckOutWritten{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		// The client left while the lock was being acquired: nothing is
+		// written for it.
+		s.releaseUnwritten(c, w.LockID)
+		return storage.CheckOutWritten{}, err
+	}
+	written, err = s.svc.Loans.CreateCheckOutLoan(ctx, t, w)
+	if err != nil {
+		// Nothing was written (the write's outcome is final when it
+		// answers): the lock this call took goes back.
+		s.releaseUnwritten(c, w.LockID)
+	}
+	return written, err
+}
+
+// acquireForWrite takes the lock of the check-out's write w, as
+// POST /check-out-lock-storage does (its wait, lifetime and holder),
+// before the write runs.
+func (s *Server) acquireForWrite(c echo.Context, w storage.CheckOutWrite, ttl, wait time.Duration, holder storage.Holder) error {
 	start := time.Now()
 	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), w.UserID, w.LockID, ttl, wait, holder)
 	if err != nil {
@@ -417,24 +458,8 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		if err != nil {
 			return err
 		}
-		if acquiring != nil {
-			if err := s.acquireForWrite(c, w, *acquiring); err != nil {
-				return err
-			}
-			if err := c.Request().Context().Err(); err != nil {
-				// The client left while the lock was being acquired:
-				// nothing is written for it.
-				s.releaseUnwritten(c, w.LockID)
-				return err
-			}
-		}
-		written, err := s.svc.Loans.CreateCheckOutLoan(c.Request().Context(), tenantOf(c), w)
+		written, err := s.writeCheckOut(c, w, acquiring)
 		if err != nil {
-			if acquiring != nil {
-				// Nothing was written (the write's outcome is final when
-				// it answers): the lock this call took goes back.
-				s.releaseUnwritten(c, w.LockID)
-			}
 			return err
 		}
 		stored = written.Loan

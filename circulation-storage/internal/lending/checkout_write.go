@@ -286,8 +286,12 @@ func itemWithStatusExpr(status string) string {
 // lock) or locksql.PatronRow (without one), and checkOutSQL, whose
 // arguments are named (checkOutArgs).
 var (
-	lockRowsSQL  = postgres.WithTables(locksql.LockRows, postgres.TableLock, postgres.TablePatron)
-	patronRowSQL = postgres.WithTables(locksql.PatronRow, postgres.TablePatron)
+	lockRowsSQL = postgres.WithTables(locksql.LockRows, postgres.TableLock, postgres.TablePatron)
+	// acquireInWriteSQL and dropInWriteSQL take and drop the lock of a
+	// write that acquires it itself (CheckOutWrite.AcquireInWrite).
+	acquireInWriteSQL = postgres.WithTables(locksql.AcquireInWrite, postgres.TableLock)
+	dropInWriteSQL    = postgres.WithTables(locksql.DropInWrite, postgres.TableLock)
+	patronRowSQL      = postgres.WithTables(locksql.PatronRow, postgres.TablePatron)
 	// itemRowSQL locks the item's row after the patron's (and the lock's),
 	// before the write takes its snapshot: the write fills the item's
 	// queue and moves it up, and a request joining the queue meanwhile
@@ -377,6 +381,8 @@ type checkOutResult struct {
 	// answered says the statement's row was read: the batch's commit
 	// may then have happened, whatever fails after (postgres.NotRun).
 	answered bool
+	// acquired says a write that acquires its lock itself took it.
+	acquired bool
 }
 
 // ownEventsSQL has the transaction record its events itself (checkOutSQL
@@ -393,24 +399,47 @@ var ownEventsSQL = `SELECT set_config('checkoutlock.outbox', 'own', true) WHERE 
 func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (*pgx.Batch, *checkOutResult) {
 	b := &pgx.Batch{}
 	b.Queue(ownEventsSQL)
+	r := &checkOutResult{}
+	if a := w.AcquireInWrite; a != nil {
+		// The lock first, so that a patron's writes queue on its row.
+		b.Queue(acquireInWriteSQL, w.LockID, w.UserID, a.TTL.Milliseconds(), holderJSON(a.Holder), string(t)).
+			Query(func(rows pgx.Rows) error {
+				acquired, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+				r.acquired = len(acquired) == 1
+				return err
+			})
+	}
 	if w.LockID != "" {
 		b.Queue(lockRowsSQL, w.LockID, w.UserID, string(t))
 	} else {
 		b.Queue(patronRowSQL, w.UserID, string(t))
 	}
 	b.Queue(itemRowSQL, records.FieldValue(w.Loan, "itemId"), string(t))
-	r := &checkOutResult{}
 	write := checkOutWrite
 	if lean {
 		write = checkOutWriteLean
 	}
 	b.Queue(write.SQL, write.Bind(s.checkOutArgs(ctx, t, w))).Query(func(rows pgx.Rows) error {
 		row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkOutResult])
+		row.acquired = r.acquired
 		*r = row
 		r.answered = true
 		return err
 	})
+	if w.AcquireInWrite != nil {
+		b.Queue(dropInWriteSQL, w.LockID, string(t))
+	}
 	return b, r
+}
+
+// holderJSON is a lock holder as the statements take it: JSON, or NULL
+// when nothing is known.
+func holderJSON(h storage.Holder) any {
+	if h.IsZero() {
+		return nil
+	}
+	b, _ := json.Marshal(h)
+	return b
 }
 
 // CreateCheckOutLoan implements storage.LoanWriter.
@@ -438,6 +467,8 @@ func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 	switch {
 	case err != nil:
 		return storage.CheckOutWritten{}, records.InterpretWrite(err, t, storage.Loans, w.Loan)
+	case w.AcquireInWrite != nil && !r.acquired:
+		return storage.CheckOutWritten{}, storage.ErrLockTaken
 	case r.Full:
 		// The tenant has a gate row this instance did not know of: the
 		// lean write wrote nothing, and the full one runs.
