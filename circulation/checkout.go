@@ -686,8 +686,21 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 	case unknown:
 		s.logger.ErrorContext(ctx, "check-out outcome unknown: storage did not answer whether the loan was created",
 			slog.String("loan_id", loan.ID), slog.String("item_id", co.item.ID), slog.Any("error", err))
+		return written{}, writeUnanswered(err, loan.ID, "could not be read back")
 	}
-	return written{}, err
+	return written{}, writeUnanswered(err, loan.ID, "was not found when read back")
+}
+
+// writeUnanswered is a check-out whose write was sent and not answered
+// (err): 503, naming the loan it would have created (loanId), so that a
+// client, an operator or a test can tell it from a check-out that failed
+// before it wrote anything, and look the loan up.
+func writeUnanswered(err error, loanID, readBack string) error {
+	e := errs.Errorf(errs.KindUnavailable, schemas.CodeStorageUnavailable,
+		"circulation-storage did not answer the check-out's write; its loan %s %s", loanID, readBack).
+		With("loanId", loanID).Because(err)
+	e.RetryAfter = schemas.UnavailableRetryAfter
+	return e
 }
 
 // waitOf is the longest a write waits for its lock: acquire's wait, none

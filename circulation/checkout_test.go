@@ -1022,7 +1022,11 @@ func TestCheckOutLeavesTheItemWhenTheLoanFails(t *testing.T) {
 	s := newStack(t, lockOn, withoutWaitAtStorage())
 	s.store.Refuse(storagetest.RoutePostLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 	_, err := s.checkOut(t)
-	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
+	// The answer names the loan the unanswered write would have made.
+	e := wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
+	if len(e.Parameters) != 1 || e.Parameters[0].Key != "loanId" || uuid.Validate(e.Parameters[0].Value) != nil {
+		t.Errorf("parameters %+v, want the loanId of the write", e.Parameters)
+	}
 	if n := len(s.store.Loans()); n != 0 {
 		t.Errorf("%d loans, want 0", n)
 	}
@@ -1125,7 +1129,10 @@ func TestCheckOutWithStorageDown(t *testing.T) {
 	before := s.store.Snapshot()
 	s.store.Down()
 	_, err := s.checkOut(t)
-	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
+	// Failed before any write: no loan to name.
+	if e := wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable); len(e.Parameters) != 0 {
+		t.Errorf("parameters %+v, want none: nothing was written", e.Parameters)
+	}
 	s.store.WantUnchanged(before)
 	if calls := s.store.Calls(); len(calls) != 0 {
 		t.Errorf("a server that is down got calls: %+v", calls)

@@ -107,7 +107,7 @@ func TestBackendsTerminatedUnderCheckOuts(t *testing.T) {
 			<-answered
 		}
 		k := span{start: time.Now()}
-		terminateStorageBackends(t, c)
+		c.TerminateStorageBackends(t)
 		k.end = time.Now()
 		kills = append(kills, k)
 		close(killed[len(kills)])
@@ -173,33 +173,5 @@ func TestBackendsTerminatedUnderCheckOuts(t *testing.T) {
 			rounds, failedAfter, inFlightFailed, len(probes), probesFailed))
 	if len(violations) > 0 {
 		t.Fatalf("invariant violations: %v", violations)
-	}
-}
-
-// terminateStorageBackends ends every server process of storage's pools
-// and returns once they are gone. It polls rather than have
-// pg_terminate_backend wait, which looks only every 100 ms per process:
-// connections idle for a second are pinged before use, which would hide
-// what the test is after.
-func terminateStorageBackends(t *testing.T, c *harness.Cluster) {
-	t.Helper()
-	ctx := context.Background()
-	var pids []int32
-	if err := c.DB.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name LIKE 'circulation-storage%'`).Scan(&pids); err != nil {
-		t.Fatalf("list backends: %v", err)
-	}
-	if len(pids) == 0 {
-		t.Fatal("no storage backend to terminate")
-	}
-	if _, err := c.DB.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
-		t.Fatalf("terminate backends: %v", err)
-	}
-	if !harness.Poll(5*time.Second, time.Millisecond, func() bool {
-		var left int
-		err := c.DB.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left)
-		return err == nil && left == 0
-	}) {
-		t.Fatal("storage's backends still running 5 s after pg_terminate_backend")
 	}
 }

@@ -39,6 +39,7 @@ type Results struct {
 	Outbox            *Outbox        `json:"outbox,omitempty"`
 	Busy              *Busy          `json:"busy,omitempty"`
 	Flood             *Flood         `json:"flood,omitempty"`
+	Kills             *Kills         `json:"kills,omitempty"`
 	Targets           []Target       `json:"targets"`
 }
 
@@ -64,8 +65,8 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
-	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" && *only != "outbox" && *only != "busy" && *only != "flood" {
-		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants, sip2, outbox, busy and flood", *only)
+	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" && *only != "outbox" && *only != "busy" && *only != "flood" && *only != "kills" {
+		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants, sip2, outbox, busy, flood and kills", *only)
 	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=" + *logLevel}
@@ -91,6 +92,15 @@ func TestBenchmarks(t *testing.T) {
 		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Busy: &b})
 		for _, e := range requestErrors(Results{Busy: &b}) {
 			t.Error(e)
+		}
+		return
+	}
+	if *only == "kills" {
+		k := benchKills(t, quiet)
+		printKills(os.Stdout, k)
+		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Kills: &k})
+		if k.FailedNotSent > 0 {
+			t.Errorf("%d check-outs failed before their write was sent, want none: a write or a read a kill cut before it ran is sent again", k.FailedNotSent)
 		}
 		return
 	}

@@ -554,3 +554,26 @@ func (c *Cluster) Account(t testing.TB, username, first, last, role, password st
 	c.Do(c.Storage, "POST", "/authn/credentials", map[string]any{"userId": a.ID, "password": password}).Want(t, http.StatusCreated)
 	return a.ID
 }
+
+// TerminateStorageBackends terminates every database backend of the
+// cluster's storage (pg_terminate_backend, as an operator or a failover
+// does) and waits until they have ended.
+func (c *Cluster) TerminateStorageBackends(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	var pids []int32
+	if err := c.DB.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name LIKE 'circulation-storage%'`).Scan(&pids); err != nil {
+		t.Fatalf("list backends: %v", err)
+	}
+	if _, err := c.DB.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
+		t.Fatalf("terminate backends: %v", err)
+	}
+	if !Poll(5*time.Second, time.Millisecond, func() bool {
+		var left int
+		err := c.DB.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left)
+		return err == nil && left == 0
+	}) {
+		t.Fatal("storage's backends still running 5 s after pg_terminate_backend")
+	}
+}

@@ -454,16 +454,24 @@ func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 	// A batch runs in one implicit transaction, committed at its end. One
 	// that certainly ran nothing (its connection dead before it was sent,
 	// or the session ended before it answered) is sent again, on a fresh
-	// connection (postgres.DB.Write).
-	err := s.db.Write(ctx, t, func(c *pgx.Conn) error {
-		var b *pgx.Batch
-		b, r = s.checkOutBatch(ctx, t, w, lean)
-		err := c.SendBatch(ctx, b).Close()
-		if postgres.NotRun(err, r.answered) {
-			return &postgres.DeadBeforeRun{Err: err}
-		}
-		return err
-	})
+	// connection (postgres.DB.Write); so is one whose connection broke
+	// later, once its server process has ended (postgres.Settled) and its
+	// loan is not there: it did not commit.
+	run := func() error {
+		return s.db.Write(ctx, t, func(c *pgx.Conn) error {
+			var b *pgx.Batch
+			b, r = s.checkOutBatch(ctx, t, w, lean)
+			err := c.SendBatch(ctx, b).Close()
+			if postgres.NotRun(err, r.answered) {
+				return &postgres.DeadBeforeRun{Err: err}
+			}
+			return err
+		})
+	}
+	err := run()
+	for attempt := 1; attempt < maxUncommittedRuns && s.uncommitted(ctx, t, err, w.LoanID); attempt++ {
+		err = run()
+	}
 	switch {
 	case err != nil:
 		return storage.CheckOutWritten{}, records.InterpretWrite(err, t, storage.Loans, w.Loan)
@@ -511,6 +519,29 @@ func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 		"Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
 		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
 }
+
+// maxUncommittedRuns bounds the runs of one check-out write that each
+// ended, unanswered, without committing.
+const maxUncommittedRuns = 3
+
+// uncommitted reports whether err, a check-out write's failure, is one
+// known not to have committed: its connection broke, its server process
+// has ended since (postgres.Settled), and its loan (loanID) is not there.
+func (s *Loans) uncommitted(ctx context.Context, t storage.Tenant, err error, loanID string) bool {
+	var settled *postgres.Settled
+	if !errors.As(err, &settled) || ctx.Err() != nil {
+		return false
+	}
+	var stored bool
+	if err := s.db.Pool.QueryRow(ctx, loanStoredSQL, loanID, string(t)).Scan(&stored); err != nil {
+		return false
+	}
+	return !stored
+}
+
+// loanStoredSQL says whether a loan is stored. Parameters: $1 the loan,
+// $2 the tenant.
+var loanStoredSQL = postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND id = $1)`, postgres.TableLoan)
 
 // refusal is every rule of the borrower and the item the write r refused
 // w for, in FOLIO's order (the patron, then the item, then the policy),

@@ -98,3 +98,32 @@ func TestACheckOutWriteCutBeforeItRanIsSentAgain(t *testing.T) {
 		t.Errorf("%d loans of the item, want 1", n)
 	}
 }
+
+// TestACutWriteWhoseProcessEndedUncommittedIsSentAgain: a check-out write
+// whose connection is cut while its server process waits for a row, and
+// whose process is then ended before it commits, did not commit: once
+// that process has ended (settled) and the loan is not there, storage
+// sends the write again on a fresh connection, and it is written once.
+func TestACutWriteWhoseProcessEndedUncommittedIsSentAgain(t *testing.T) {
+	t.Parallel()
+	w := cutWrite(t)
+	ctx := context.Background()
+	var ended bool
+	if err := w.blocker.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, w.writer).Scan(&ended); err != nil || !ended {
+		t.Fatalf("terminate the cut write's server process %d: %v, %v", w.writer, ended, err)
+	}
+	if err := w.blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-w.done:
+		if err != nil {
+			t.Fatalf("the cut write whose process ended uncommitted: %v, want it written again", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write never answered")
+	}
+	if n := w.f.Count(t, "loan", "id = $1", w.loanID); n != 1 {
+		t.Errorf("%d loans, want the one written again", n)
+	}
+}

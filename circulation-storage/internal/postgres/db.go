@@ -379,11 +379,19 @@ func (db *DB) writeOnce(ctx context.Context, t storage.Tenant, fn func(c *pgx.Co
 	// its place serves settle (writes cut together would otherwise hold
 	// every place while each waits for one).
 	c.Release()
-	if broken && known {
-		db.settle(ctx, b)
+	if broken && known && db.settle(ctx, b) {
+		return &Settled{Err: err}
 	}
 	return err
 }
+
+// Settled is a write whose connection broke and whose server process has
+// since ended (settle): whatever it did is final, committed or not, and
+// reading back tells which. Its message is Err's.
+type Settled struct{ Err error }
+
+func (s *Settled) Error() string { return s.Err.Error() }
+func (s *Settled) Unwrap() error { return s.Err }
 
 // backend names the server process behind a connection. A pid alone does
 // not: the server reuses it once the process has ended.
@@ -421,13 +429,14 @@ const SettleWait = 2 * time.Second
 // settleInterval is how often settle looks.
 const settleInterval = 10 * time.Millisecond
 
-// settle waits, up to SettleWait, until the server process b has ended.
+// settle waits, up to SettleWait, until the server process b has ended,
+// and says whether it saw it end.
 // It never signals the process: one
 // waiting for a synchronous standby to confirm its commit would make the
 // commit visible unconfirmed when told to end. A server that has no such
 // process (b's server has failed over to another) counts as ended: the
 // history that goes on is the one that server holds.
-func (db *DB) settle(ctx context.Context, b backend) {
+func (db *DB) settle(ctx context.Context, b backend) (ended bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SettleWait)
 	defer cancel()
 	tick := time.NewTicker(settleInterval)
@@ -437,11 +446,11 @@ func (db *DB) settle(ctx context.Context, b backend) {
 		err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`,
 			int64(b.pid), b.start).Scan(&running)
 		if err == nil && !running {
-			return
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-tick.C:
 		}
 	}
