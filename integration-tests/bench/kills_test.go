@@ -14,7 +14,7 @@ import (
 	"github.com/checkoutlock/integration-tests/harness"
 )
 
-// Kills is scenario 11: check-outs at c = 8 while every PostgreSQL backend
+// Kills is scenario 12: check-outs at c = 8 while every PostgreSQL backend
 // of storage is terminated (pg_terminate_backend, as an operator or a
 // failover does), several times. Every check-out is counted by its
 // answer; a failed one is told apart by whether its write had been sent:
@@ -38,7 +38,7 @@ type Kills struct {
 	Answers map[int]int `json:"answers"`
 }
 
-// benchKills runs scenario 11 on a cluster of its own (one storage, two
+// benchKills runs scenario 12 on a cluster of its own (one storage, two
 // circulation instances, a database of its own: the backends terminated
 // are its storage's alone).
 func benchKills(t *testing.T, env []string) Kills {
@@ -150,9 +150,9 @@ func loanIDOf(body []byte) string {
 	return ""
 }
 
-// printKills prints scenario 11.
+// printKills prints scenario 12.
 func printKills(w io.Writer, k Kills) {
-	fmt.Fprintf(w, "\n11. Check-outs at c = 8 while storage's PostgreSQL backends are terminated, %d times\n", k.Kills)
+	fmt.Fprintf(w, "\n12. Check-outs at c = 8 while storage's PostgreSQL backends are terminated, %d times\n", k.Kills)
 	fmt.Fprintf(w, "check-outs %d: created %d, refused %d (rules), failed before the write was sent %d, failed after (outcome unknown) %d, of which written %d; answers %v\n",
 		k.CheckOuts, k.Created, k.Refused, k.FailedNotSent, k.FailedUnknown, k.FailedUnknownWritten, k.Answers)
 }
