@@ -27,10 +27,10 @@ const LockRows = `SELECT 1 FROM %s l, %s p
 // held by someone else (taken by a call of its own, committed) makes it
 // return nothing at once, and the caller takes the lock the ordinary way
 // (Acquire, waiting for it). It takes the lock table as its fmt argument.
-// Parameters: $1 lock id, $2 the patron, $3 the TTL in milliseconds, $4 the
-// holder (JSON), $5 the tenant.
+// Its arguments are named: @lock_id, @user_id, @ttl_ms (the TTL in
+// milliseconds), @holder (JSON) and @tenant.
 const AcquireInWrite = `INSERT INTO %s (tenant_id, id, user_id, expires_at, ttl_ms, holder)
-VALUES ($5, $1, $2, now() + $3::integer * interval '1 millisecond', $3, $4::jsonb)
+VALUES (@tenant, @lock_id, @user_id, now() + @ttl_ms::integer * interval '1 millisecond', @ttl_ms, @holder::jsonb)
 ON CONFLICT (tenant_id, user_id) DO NOTHING
 RETURNING true`
 

@@ -402,7 +402,8 @@ func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.C
 	r := &checkOutResult{}
 	if a := w.AcquireInWrite; a != nil {
 		// The lock first, so that a patron's writes queue on its row.
-		b.Queue(acquireInWriteSQL, w.LockID, w.UserID, a.TTL.Milliseconds(), holderJSON(a.Holder), string(t)).
+		b.Queue(acquireInWriteSQL, pgx.StrictNamedArgs{"lock_id": w.LockID, "user_id": w.UserID, "ttl_ms": a.TTL.Milliseconds(),
+			"holder": holderJSON(a.Holder), "tenant": string(t)}).
 			Query(func(rows pgx.Rows) error {
 				acquired, err := pgx.CollectRows(rows, pgx.RowTo[bool])
 				r.acquired = len(acquired) == 1
