@@ -15,10 +15,17 @@ SELECT count(*)
   FROM ` + loan + ` l
   JOIN ` + item + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
  WHERE l.tenant_id = ` + tenant + ` AND l.user_id = ` + user + `
-   AND l.status_name = 'Open'
-   AND i.status_name <> 'Claimed returned'
+   AND ` + CountedLoan("l", "i") + `
    AND (` + materialType + ` IS NULL OR i.material_type_id = ` + materialType + `)
    AND (` + loanType + ` IS NULL OR coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id) = ` + loanType + `)`
+}
+
+// CountedLoan is SQL saying that the loan row l, of the item row i, counts
+// against the patron's limits: open, its item not Claimed returned. The
+// item limit's count (OpenLoanCount), the maximum items charged out and
+// the automated blocks' counts ask it, so they never count differently.
+func CountedLoan(l, i string) string {
+	return l + `.status_name = 'Open' AND ` + i + `.status_name <> 'Claimed returned'`
 }
 
 // Reached is "at the limit": count loans counted against limit, both SQL

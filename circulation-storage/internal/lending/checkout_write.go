@@ -111,8 +111,8 @@ func checkOutSQL(lean bool) string {
     RETURNING r.id, r.jsonb`
 	movedUp := `
     UPDATE ` + request + ` r
-       SET jsonb = jsonb_set(r.jsonb, '{position}', to_jsonb(r.position - 1))
-     WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND left(r.status, 5) = 'Open '
+       SET jsonb = ` + records.ShiftedPosition("r", "-1") + `
+     WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND ` + records.OpenRequest("r.status") + `
        AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
     RETURNING r.id, r.position, r.jsonb`
 	manual := manuallyBlockedSQL("(@loan::jsonb ->> 'userId')::uuid", "borrowing")
@@ -205,7 +205,7 @@ WITH fence AS (
         UNION ALL
         SELECT 3, 0, 'request', 'UPDATED', (SELECT jsonb FROM head), f.jsonb FROM filled f
         UNION ALL
-        SELECT 4, m.position, 'request', 'UPDATED', jsonb_set(m.jsonb, '{position}', to_jsonb(m.position + 1)), m.jsonb FROM moved_up m
+        SELECT 4, m.position, 'request', 'UPDATED', ` + records.ShiftedPosition("m", "1") + `, m.jsonb FROM moved_up m
         UNION ALL
         SELECT 5, 0, '` + storage.EventKindCheckOut + `', '` + storage.EventCheckedOut + `', NULL, jsonb_strip_nulls(jsonb_build_object(
                'loanId', l.jsonb -> 'id', 'userId', l.jsonb -> 'userId', 'itemId', l.jsonb -> 'itemId',

@@ -54,7 +54,7 @@ SELECT (SELECT type FROM q) AS type, (SELECT status_name FROM i) AS item_status,
        coalesce((SELECT ` + patronActiveSQL("u") + ` FROM u), false) AS active,
        (SELECT r.id::text FROM ` + postgres.Table(postgres.TableRequest) + ` r, q
          WHERE r.tenant_id = @tenant AND r.item_id = q.item_id AND r.requester_id = q.requester_id
-           AND left(r.status, 5) = 'Open ' AND r.id <> @id::uuid ORDER BY r.position LIMIT 1) AS other_request,
+           AND ` + records.OpenRequest("r.status") + ` AND r.id <> @id::uuid ORDER BY r.position LIMIT 1) AS other_request,
        EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableLoan) + ` l, q
                 WHERE l.tenant_id = @tenant AND l.item_id = q.item_id AND l.user_id = q.requester_id AND l.status_name = 'Open') AS on_loan,
        ` + manuallyBlockedSQL("(SELECT id FROM u)", "requests") + ` AS blocked,
@@ -211,7 +211,7 @@ var unpageSQL = `
 UPDATE ` + postgres.Table(postgres.TableItem) + ` SET jsonb = ` + records.WithMetadata(itemWithStatus(schemas.ItemAvailable), "@metadata_user", true) + `
  WHERE tenant_id = @tenant AND id = @item::uuid AND status_name = '` + schemas.ItemPaged + `'
    AND NOT EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableRequest) + ` r
-                    WHERE r.tenant_id = @tenant AND r.item_id = @item::uuid AND left(r.status, 5) = 'Open '
+                    WHERE r.tenant_id = @tenant AND r.item_id = @item::uuid AND ` + records.OpenRequest("r.status") + `
                       AND r.jsonb ->> 'requestType' = '` + schemas.RequestTypePage + `')`
 
 // Unpage is records.Records' PageLeft: a page of itemID was cancelled,

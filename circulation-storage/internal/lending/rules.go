@@ -127,7 +127,7 @@ func itemLimitSQL(m, lp, enforceUnscoped string) string {
 // row. request is the table; item and tenant SQL expressions.
 func queueHeadSQL(request, item, tenant string) string {
 	return `SELECT r.id, r.requester_id, r.position, r.jsonb FROM ` + request + ` r
-     WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + ` AND left(r.status, 5) = 'Open '
+     WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + ` AND ` + records.OpenRequest("r.status") + `
      ORDER BY r.position NULLS LAST, r.jsonb ->> 'requestDate', r.id LIMIT 1`
 }
 
@@ -136,7 +136,7 @@ func queueHeadSQL(request, item, tenant string) string {
 // the policy). request is the table; item and tenant SQL expressions.
 func openRecallSQL(request, item, tenant string) string {
 	return `EXISTS (SELECT 1 FROM ` + request + ` r WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + `
-                   AND left(r.status, 5) = 'Open ' AND r.jsonb ->> 'requestType' = 'Recall')`
+                   AND ` + records.OpenRequest("r.status") + ` AND r.jsonb ->> 'requestType' = 'Recall')`
 }
 
 // automatedBlocksSQL is the patron's automated blocks, computed as
@@ -175,8 +175,7 @@ func automatedBlocksSQL(tenant, user, group string) string {
                        count(*) FILTER (WHERE i.status_name IN ('Declared lost', 'Aged to lost')) AS lost,
                        count(*) FILTER (WHERE ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` < now()) AS overdue
                   FROM ` + postgres.Table(postgres.TableLoan) + ` l JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
-                 WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND l.status_name = 'Open'
-                   AND i.status_name <> 'Claimed returned') s
+                 WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND ` + locksql.CountedLoan("l", "i") + `) s
           WHERE pl.tenant_id = ` + tenant + ` AND pl.patron_group_id = ` + group + `
             AND pl.condition_id IN ('` + storage.ConditionItemsChargedOut + `', '` + storage.ConditionLostItems + `', '` +
 		storage.ConditionOverdueItems + `')) b

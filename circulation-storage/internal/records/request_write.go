@@ -40,21 +40,41 @@ import (
 //
 // The requests moved are written with it, each recorded as an event.
 
+// OpenRequest is SQL saying that the request whose status column (or
+// expression) is status is open ("Open - …": in its item's queue): the one
+// test of an open request, for every statement that reads or moves a
+// queue.
+func OpenRequest(status string) string { return "left(" + status + ", 5) = 'Open '" }
+
+// ShiftedPosition is the request document of the row row (an alias, or ""
+// for the statement's one table) moved by places in its queue: the one way
+// a queue is shifted, whether a request joins, leaves or moves, or a
+// check-out fills the first (by, SQL giving an integer).
+func ShiftedPosition(row, by string) string {
+	col := func(c string) string {
+		if row == "" {
+			return c
+		}
+		return row + "." + c
+	}
+	return "jsonb_set(" + col("jsonb") + ", '{position}', to_jsonb(" + col("position") + " + " + by + "))"
+}
+
 // lockQueuesSQL locks the queues of the items $2 of tenant $1.
 var lockQueuesSQL = postgres.WithTables(`SELECT id FROM %s WHERE tenant_id = $1 AND id = ANY($2::uuid[]) ORDER BY id FOR NO KEY UPDATE`, postgres.TableItem)
 
 // queueLengthSQL counts the open requests of item $2 of tenant $1, but for
 // request $3.
 var queueLengthSQL = postgres.WithTables(`SELECT count(*) FROM %s
- WHERE item_id = $2 AND tenant_id = $1 AND left(status, 5) = 'Open ' AND id IS DISTINCT FROM $3::uuid`, postgres.TableRequest)
+ WHERE item_id = $2 AND tenant_id = $1 AND `+OpenRequest("status")+` AND id IS DISTINCT FROM $3::uuid`, postgres.TableRequest)
 
 // storedRequestSQL reads what request $2 of tenant $1 is in its queue.
-var storedRequestSQL = postgres.WithTables(`SELECT item_id::text, left(status, 5) = 'Open ', position FROM %s WHERE tenant_id = $1 AND id = $2`, postgres.TableRequest)
+var storedRequestSQL = postgres.WithTables(`SELECT item_id::text, `+OpenRequest("status")+`, position FROM %s WHERE tenant_id = $1 AND id = $2`, postgres.TableRequest)
 
 // shiftQueueSQL moves the open requests of @item (of @tenant) at positions
 // @from to @to, but request @except, by @by places.
-var shiftQueueSQL = postgres.WithTables(`UPDATE %s SET jsonb = jsonb_set(jsonb, '{position}', to_jsonb(position + @by::integer))
- WHERE item_id = @item AND tenant_id = @tenant AND left(status, 5) = 'Open ' AND position BETWEEN @from AND @to AND id IS DISTINCT FROM @except::uuid`, postgres.TableRequest)
+var shiftQueueSQL = postgres.WithTables(`UPDATE %s SET jsonb = `+ShiftedPosition("", "@by::integer")+`
+ WHERE item_id = @item AND tenant_id = @tenant AND `+OpenRequest("status")+` AND position BETWEEN @from AND @to AND id IS DISTINCT FROM @except::uuid`, postgres.TableRequest)
 
 // shiftArgs are shiftQueueSQL's arguments: item's open requests at
 // positions from to to, but request except, move by places.
@@ -384,7 +404,7 @@ func (s *Records) judgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant,
 // pagedItemSQL is the item of request $2 of tenant $1 while the request is
 // an open page and its item Paged.
 var pagedItemSQL = postgres.WithTables(`SELECT i.id::text FROM %[1]s r JOIN %[2]s i ON i.tenant_id = r.tenant_id AND i.id = r.item_id
- WHERE r.tenant_id = $1 AND r.id = $2::uuid AND left(r.status, 5) = 'Open ' AND r.jsonb ->> 'requestType' = '`+schemas.RequestTypePage+`'
+ WHERE r.tenant_id = $1 AND r.id = $2::uuid AND `+OpenRequest("r.status")+` AND r.jsonb ->> 'requestType' = '`+schemas.RequestTypePage+`'
    AND i.status_name = '`+schemas.ItemPaged+`'`, postgres.TableRequest, postgres.TableItem)
 
 // pagedItem is the Paged item request id is an open page of ("" when it
