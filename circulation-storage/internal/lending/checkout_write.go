@@ -378,9 +378,6 @@ type checkOutResult struct {
 	// Full says the lean statement found the tenant's gate row and wrote
 	// nothing: the full one must run.
 	Full bool `db:"full"`
-	// answered says the statement's row was read: the batch's commit
-	// may then have happened, whatever fails after (postgres.NotRun).
-	answered bool
 	// acquired says a write that acquires its lock itself took it.
 	acquired bool
 }
@@ -424,7 +421,6 @@ func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.C
 		row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkOutResult])
 		row.acquired = r.acquired
 		*r = row
-		r.answered = true
 		return err
 	})
 	if w.AcquireInWrite != nil {
@@ -453,20 +449,15 @@ func (s *Loans) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (storage.CheckOutWritten, error) {
 	var r *checkOutResult
 	// A batch runs in one implicit transaction, committed at its end. One
-	// that certainly ran nothing (its connection dead before it was sent,
-	// or the session ended before it answered) is sent again, on a fresh
-	// connection (postgres.DB.Write); so is one whose connection broke
-	// later, once its server process has ended (postgres.Settled) and its
-	// loan is not there: it did not commit.
+	// whose connection broke (before it was sent, while it ran, or ended
+	// by the server) is sent again, on a fresh connection, once its server
+	// process has ended (postgres.Settled) and its loan is not there: it
+	// did not commit.
 	run := func() error {
 		return s.db.Write(ctx, t, func(c *pgx.Conn) error {
 			var b *pgx.Batch
 			b, r = s.checkOutBatch(ctx, t, w, lean)
-			err := c.SendBatch(ctx, b).Close()
-			if postgres.NotRun(err, r.answered) {
-				return &postgres.DeadBeforeRun{Err: err}
-			}
-			return err
+			return c.SendBatch(ctx, b).Close()
 		})
 	}
 	err := run()

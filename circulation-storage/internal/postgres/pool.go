@@ -100,29 +100,6 @@ func DeadConnection(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// NotRun reports whether err, a batch's failure in its implicit
-// transaction, says for certain that nothing of the batch was committed,
-// so that it may be sent again: pgx sent nothing (pgconn.SafeToRetry), or
-// the server ended the session (a FATAL of SQLSTATE class 57:
-// pg_terminate_backend, a shutdown) before the batch's last statement had
-// answered, its transaction aborted with it. answered says the last
-// statement's answer had been read: the commit that follows it may have
-// happened, its answer lost, and the outcome is not known.
-func NotRun(err error, answered bool) bool {
-	if err == nil || answered {
-		return false
-	}
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) {
-		return false
-	}
-	if pgconn.SafeToRetry(err) {
-		return true
-	}
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.SeverityUnlocalized == "FATAL" && pgerrcode.IsOperatorIntervention(pe.Code)
-}
-
 // DeadBeforeRun is a transaction whose BEGIN failed on a dead connection:
 // nothing of it ran.
 type DeadBeforeRun struct{ Err error }
