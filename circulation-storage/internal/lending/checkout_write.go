@@ -400,7 +400,7 @@ func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.C
 	if a := w.AcquireInWrite; a != nil {
 		// The lock first, so that a patron's writes queue on its row.
 		b.Queue(acquireInWriteSQL, pgx.StrictNamedArgs{"lock_id": w.LockID, "user_id": w.UserID, "ttl_ms": a.TTL.Milliseconds(),
-			"holder": holderJSON(a.Holder), "tenant": string(t)}).
+			"holder": postgres.HolderValue(a.Holder), "tenant": string(t)}).
 			Query(func(rows pgx.Rows) error {
 				acquired, err := pgx.CollectRows(rows, pgx.RowTo[bool])
 				r.acquired = len(acquired) == 1
@@ -427,16 +427,6 @@ func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.C
 		b.Queue(dropInWriteSQL, w.LockID, string(t))
 	}
 	return b, r
-}
-
-// holderJSON is a lock holder as the statements take it: JSON, or NULL
-// when nothing is known.
-func holderJSON(h storage.Holder) any {
-	if h.IsZero() {
-		return nil
-	}
-	b, _ := json.Marshal(h)
-	return b
 }
 
 // CreateCheckOutLoan implements storage.LoanWriter.

@@ -63,7 +63,7 @@ SELECT expires_at, ceil(extract(epoch FROM expires_at - clock_timestamp()) * 100
 
 // Acquire implements storage.LockService.
 func (s *Locks) Acquire(ctx context.Context, t storage.Tenant, userID, lockID string, ttl time.Duration, holder storage.Holder) (storage.Lock, storage.AcquireOutcome, error) {
-	holderJSON := holderValue(holder)
+	holderJSON := postgres.HolderValue(holder)
 	// The id is chosen before the statement runs, never by it: the pool
 	// runs the statement again when its connection died (its answer lost,
 	// perhaps after it committed), and the second run must name the lock
@@ -250,7 +250,7 @@ func (s *Locks) Record(ctx context.Context, t storage.Tenant, e storage.LockEven
 	}
 	_, err := s.db.Pool.Exec(ctx, recordSQL.SQL, recordSQL.Bind(pgx.StrictNamedArgs{
 		"tenant": string(t), "type": string(e.Type), "user_id": e.UserID, "lock_id": lockID,
-		"holder": holderValue(e.Holder), "by_whom": holderValue(e.By), "waited_ms": waited}))
+		"holder": postgres.HolderValue(e.Holder), "by_whom": postgres.HolderValue(e.By), "waited_ms": waited}))
 	if err != nil {
 		err = postgres.Interpret(err, t)
 		s.events.EventLost(err)
@@ -312,16 +312,6 @@ func (h *jsonHolder) Scan(src any) error { return holderScanner{(*storage.Holder
 type previousLock struct {
 	LockID string         `json:"lockId"`
 	Holder storage.Holder `json:"holder"`
-}
-
-// holderValue is a holder as the statements take it: JSON (pgx passes
-// bytes to a jsonb parameter as they are), or NULL when nothing is known.
-func holderValue(h storage.Holder) any {
-	if h.IsZero() {
-		return nil
-	}
-	b, _ := json.Marshal(h)
-	return b
 }
 
 // holderScanner scans a holder column, NULL as the zero holder.

@@ -1,5 +1,11 @@
 package postgres
 
+import (
+	"encoding/json"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
 // Nullable is nil for "", so an absent filter is SQL NULL.
 func Nullable(s string) any {
 	if s == "" {
@@ -14,4 +20,15 @@ func Deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// HolderValue is a lock's holder as the statements take it: JSON (pgx
+// passes bytes to a jsonb parameter as they are), or NULL when nothing is
+// known.
+func HolderValue(h storage.Holder) any {
+	if h.IsZero() {
+		return nil
+	}
+	b, _ := json.Marshal(h)
+	return b
 }
