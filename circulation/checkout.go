@@ -648,29 +648,16 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 		}
 	}
 	stored, err := s.storage.CheckOutItem(call, loan, co.item, lockID, acquire, co.req.Overrides)
-	switch {
-	case err == nil:
+	if err == nil {
 		return written{CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}, stored.LockReleased, stored.LockWaited}, nil
-	case errs.IsCode(err, schemas.CodeItemLimitReached):
-		// Storage counted again in the write and found the patron at the
-		// limit: another check-out came first (one without the lock).
-		limit := co.limit
-		if limit == nil {
-			limit = &ItemLimit{Limit: itemLimitOf(err)}
-		}
-		return written{}, &errs.Refusal{Errors: []*errs.Error{ItemLimitReached(limit.Limit, co.match, co.req.ItemBarcode)}}
-	case errs.IsCode(err, schemas.CodeItemRequestedByAnotherPatron):
-		// A request of another patron came first in the queue since
-		// validation.
-		return written{}, &errs.Refusal{Errors: []*errs.Error{requestedByAnotherPatron(co)}}
-	case errs.IsCode(err, schemas.CodeUserBlockedAutomatically):
-		// Storage counted the patron's loans in the write and found them
-		// at the group's maximum items charged out.
-		e, _ := errs.As(err)
-		return written{}, &errs.Refusal{Errors: []*errs.Error{automaticallyBlocked(schemas.ConditionItemsChargedOut, e.Message)}}
-	case errs.IsCode(err, schemas.CodeItemHasOpenLoan):
-		return written{}, &errs.Refusal{Errors: []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan,
-			"Cannot check out item that already has an open loan").With("itemBarcode", co.req.ItemBarcode)}}
+	}
+	if refused := co.refused(err); refused != nil {
+		// The write judged the rules again and found some broken since
+		// validation (another check-out came first, a request joined the
+		// queue, the patron was blocked): every one, in FOLIO's words.
+		return written{}, refused
+	}
+	switch {
 	case errs.IsCode(err, schemas.CodeItemChanged):
 		return written{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").
@@ -700,6 +687,62 @@ func writeUnanswered(err error, loanID, readBack string) error {
 		"circulation-storage did not answer the check-out's write; its loan %s %s", loanID, readBack).
 		With("loanId", loanID).Because(err)
 	e.RetryAfter = schemas.UnavailableRetryAfter
+	return e
+}
+
+// WriteRefusals are the codes of the rules storage's check-out write
+// answers alone when only that one is broken, and beside the others when
+// several are, in words circulation puts in FOLIO's (refused); the
+// others come in FOLIO's words already.
+var WriteRefusals = []string{schemas.CodeItemLimitReached, schemas.CodeItemRequestedByAnotherPatron,
+	schemas.CodeUserBlockedAutomatically, schemas.CodeItemHasOpenLoan}
+
+// refused is storage's refusal of the check-out's write (err: one error
+// of a rule, or a Refusal of every rule broken) in FOLIO's words, as
+// validation words the same rules; nil when err refuses no rule.
+func (co checkOut) refused(err error) *errs.Refusal {
+	var entries []*errs.Error
+	var r *errs.Refusal
+	if errors.As(err, &r) {
+		entries = r.Errors
+	} else if e, ok := errs.As(err); ok && slices.Contains(WriteRefusals, e.Code) {
+		entries = []*errs.Error{e}
+	} else {
+		return nil
+	}
+	out := &errs.Refusal{}
+	for _, e := range entries {
+		out.Errors = append(out.Errors, co.inFOLIOsWords(e))
+	}
+	return out
+}
+
+// inFOLIOsWords is one of the write's refusals (e) as FOLIO words it, from
+// what validation read: the item limit with the criteria of the rule that
+// set it, the item's title and the patron's name for another patron's
+// request, an automated block with its condition.
+func (co checkOut) inFOLIOsWords(e *errs.Error) *errs.Error {
+	switch e.Code {
+	case schemas.CodeItemLimitReached:
+		limit := itemLimitOf(e)
+		if co.limit != nil {
+			limit = co.limit.Limit
+		}
+		return ItemLimitReached(limit, co.match, co.req.ItemBarcode)
+	case schemas.CodeItemRequestedByAnotherPatron:
+		return requestedByAnotherPatron(co)
+	case schemas.CodeUserBlockedAutomatically:
+		condition := schemas.ConditionItemsChargedOut
+		for _, p := range e.Parameters {
+			if p.Key == "patronBlockConditionId" {
+				condition = p.Value
+			}
+		}
+		return automaticallyBlocked(condition, e.Message)
+	case schemas.CodeItemHasOpenLoan:
+		return errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan, "Cannot check out item that already has an open loan").
+			With("itemBarcode", co.req.ItemBarcode)
+	}
 	return e
 }
 

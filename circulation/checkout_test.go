@@ -1761,3 +1761,28 @@ func TestCheckOutStopsWhenItsClientLeavesWhileTheWriteWaits(t *testing.T) {
 	wantNoWrites(t, s.store)
 	s.store.WantUnchanged(before)
 }
+
+// TestCheckOutSaysEveryRuleBrokenSinceValidation: between validation and
+// the write, other check-outs bring the patron to the item limit and
+// another patron's request takes the head of the item's queue; the write
+// refuses for both, and the check-out says both, in FOLIO's words and
+// order, nothing written.
+func TestCheckOutSaysEveryRuleBrokenSinceValidation(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	lendOthers(s, itemLimit-1)
+	s.store.Before(storagetest.RoutePostLoan, 1, func(storagetest.Call) {
+		lendOthers(s, 1)
+		s.store.AddRequest(storagetest.Request{ID: uuid.NewString(), ItemID: itemID, RequesterID: otherPatron,
+			Status: "Open - Not yet filled", Position: 1})
+	})
+	_, err := s.checkOut(t)
+	wantStrings(t, "refusals", refusals(t, err), []string{
+		schemas.CodeItemRequestedByAnotherPatron + ": " + itemTitle + " (Barcode: " + itemBarcode +
+			") cannot be checked out to user Lovelace, Ada because it has been requested by another patron [userBarcode=" + userBarcode + "]",
+		"ITEM_LIMIT: Patron has reached maximum limit of 3 items [itemBarcode=" + itemBarcode + "] [itemLimit=3]"})
+	if n := len(s.store.Loans()); n != itemLimit {
+		t.Errorf("%d loans, want the %d others", n, itemLimit)
+	}
+	wantItem(t, s.store, circulation.StatusAvailable, 1)
+}

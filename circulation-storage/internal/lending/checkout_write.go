@@ -478,15 +478,9 @@ func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeLockLost,
 			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
 			With("lockId", w.LockID)
-	case (r.Blocked || r.Automated != nil) && !w.OverridePatronBlock, r.Inactive, r.RefusedStatus != nil, r.NotLoanable && !w.OverrideItemNotLoanable:
-		return storage.CheckOutWritten{}, r.refusal(w)
-	case r.Requested:
-		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
-			"The item's first request is another patron's; nothing was written").With("requestId", postgres.Deref(r.Head))
-	case !w.OverrideItemLimit && r.LimitReached:
-		return storage.CheckOutWritten{}, storage.ItemLimitReached(*r.Limit, *r.Open)
-	case !w.OverridePatronBlock && r.ChargedReached:
-		return storage.CheckOutWritten{}, storage.ChargedOutLimitReached(postgres.Deref(r.ChargedReason), *r.ChargedLimit, *r.Charged)
+	}
+	if refused := r.refusal(w); refused != nil {
+		return storage.CheckOutWritten{}, refused
 	}
 	itemID := records.FieldValue(w.Loan, "itemId")
 	var stored2 int
@@ -525,37 +519,60 @@ func (s *Loans) uncommitted(ctx context.Context, t storage.Tenant, err error, lo
 // $2 the tenant.
 var loanStoredSQL = postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND id = $1)`, postgres.TableLoan)
 
-// refusal is every rule of the borrower and the item the write r refused
-// w for, in FOLIO's order (the patron, then the item, then the policy),
-// as circulation's validation words them.
-func (r *checkOutResult) refusal(w storage.CheckOutWrite) *errs.Refusal {
-	out := &errs.Refusal{}
+// refusal is every rule the write r refused w for, all at once, in
+// FOLIO's order (the patron, then the item, then the policy), nil when it
+// refused none: the patron's manual and automated blocks (maximum items
+// charged out among them), inactive or expired, the item's status, its
+// first request another patron's, the item limit, a policy that does not
+// lend. A refusal for the queue, the item limit or maximum items charged
+// out alone is that one error, with what the write counted; any other is
+// an *errs.Refusal.
+func (r *checkOutResult) refusal(w storage.CheckOutWrite) error {
+	var out []*errs.Error
+	alone := false // one of the errors answered alone
+	add := func(e *errs.Error, single bool) {
+		out = append(out, e)
+		alone = single
+	}
 	user, item := records.FieldValue(w.Loan, "userId"), records.FieldValue(w.Loan, "itemId")
 	if r.Blocked && !w.OverridePatronBlock {
-		out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedManually, "Patron blocked from borrowing").
-			With("userId", user))
+		add(errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedManually, "Patron blocked from borrowing").With("userId", user), false)
 	}
 	var automated []struct{ Condition, Message string }
 	if !w.OverridePatronBlock && json.Unmarshal(r.Automated, &automated) == nil {
 		for _, b := range automated {
 			// FOLIO's AutomatedPatronBlocksValidator: the condition's message.
-			out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", b.Message).
-				With("patronBlockConditionId", b.Condition))
+			add(errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", b.Message).
+				With("patronBlockConditionId", b.Condition), false)
 		}
 	}
+	if !w.OverridePatronBlock && r.ChargedReached {
+		add(storage.ChargedOutLimitReached(postgres.Deref(r.ChargedReason), *r.ChargedLimit, *r.Charged), true)
+	}
 	if r.Inactive {
-		out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").
-			With("userId", user))
+		add(errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").With("userId", user), false)
 	}
 	if r.RefusedStatus != nil {
-		out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusRefused,
-			"Item %s has the item status %s and cannot be checked out", item, *r.RefusedStatus).With("itemId", item))
+		add(errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusRefused,
+			"Item %s has the item status %s and cannot be checked out", item, *r.RefusedStatus).With("itemId", item), false)
+	}
+	if r.Requested {
+		add(errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
+			"The item's first request is another patron's; nothing was written").With("requestId", postgres.Deref(r.Head)), true)
+	}
+	if !w.OverrideItemLimit && r.LimitReached {
+		add(storage.ItemLimitReached(*r.Limit, *r.Open), true)
 	}
 	if r.NotLoanable && !w.OverrideItemNotLoanable {
-		out.Errors = append(out.Errors, errs.Errorf(errs.KindInvalid, schemas.CodeItemNotLoanable, "Item is not loanable").
-			With("itemId", item))
+		add(errs.Errorf(errs.KindInvalid, schemas.CodeItemNotLoanable, "Item is not loanable").With("itemId", item), false)
 	}
-	return out
+	switch {
+	case len(out) == 0:
+		return nil
+	case len(out) == 1 && alone:
+		return out[0]
+	}
+	return &errs.Refusal{Errors: out}
 }
 
 // releasedByWrite tells the patron's waiters on this instance, at once,

@@ -21,8 +21,9 @@ import (
 // write, called directly (circulation's validation bypassed), refuses
 // what circulation's validation refuses, whoever calls: an inactive or
 // expired borrower, an item whose status is not checked out, a policy
-// that does not lend, a borrower blocked from borrowing by hand; every
-// reason at once, nothing written. The overrides a librarian may hold
+// that does not lend, a borrower blocked from borrowing by hand, an item
+// another patron's request is first for; every reason at once, nothing
+// written. The overrides a librarian may hold
 // lift the block and the policy, never the borrower's status or the
 // item's. The sample library has a gate row (its manual block): the
 // write runs in full; the lean write (a tenant without one) judges the
@@ -59,6 +60,8 @@ func TestTheCheckOutWriteJudgesTheBorrowerAndTheItem(t *testing.T) {
 		{"an item declared lost", alice, lost, nil, []string{schemas.CodeItemStatusRefused}},
 		{"an item its policy does not lend", alice, reading, nil, []string{schemas.CodeItemNotLoanable}},
 		{"an inactive borrower and a lost item, both said", carol, lost, nil, []string{schemas.CodeUserInactive, schemas.CodeItemStatusRefused}},
+		{"an inactive borrower and an item another patron's request waits for, both said", carol, records.SampleID("book-020"), nil,
+			[]string{schemas.CodeUserInactive, schemas.CodeItemRequestedByAnotherPatron}},
 		{"an inactive borrower, overrides or not", carol, records.SampleID("book-111"),
 			func(w *storage.CheckOutWrite) { w.OverridePatronBlock, w.OverrideItemNotLoanable = true, true }, []string{schemas.CodeUserInactive}},
 		{"a borrower blocked by hand (the full write)", erin, records.SampleID("book-113"), nil, erinBlocked},

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/checkoutlock/schemas/errs/errhttp"
@@ -65,6 +66,15 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 		return withParams(errs.Errorf(errs.KindConflict, schemas.CodeLoanChanged, "%s", msg).Because(cause))
 	case status == http.StatusConflict:
 		return withParams(errs.Errorf(errs.KindConflict, schemas.CodeConflict, "%s", msg).Because(cause))
+	case status == http.StatusUnprocessableEntity && len(env.Errors) > 1 && slices.Contains(circulation.WriteRefusals, code):
+		// A check-out's write that broke several rules, the first one of
+		// those answered alone when broken alone: every one, in storage's
+		// words.
+		r := &errs.Refusal{}
+		for _, e := range env.Errors {
+			r.Errors = append(r.Errors, &errs.Error{Kind: errs.KindInvalid, Code: e.Code, Message: e.Message, Parameters: e.Parameters})
+		}
+		return r
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeItemHasOpenLoan:
 		return errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan, "%s", msg).Because(cause)
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeItemLimitReached:
