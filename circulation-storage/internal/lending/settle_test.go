@@ -90,14 +90,26 @@ type cut struct {
 // once the server process is seen waiting, the write's connection is cut.
 func cutWrite(t *testing.T) cut {
 	t.Helper()
-	ctx := context.Background()
 	// In plain text, so that the cutter can tell a cancel request.
 	var network cutter
-	db, err := postgres.OpenWithDial(ctx, dbtest.PlainURL(t), postgres.PoolConfig{MaxConns: 4, LockCommit: "off"}, network.dial)
+	db, err := postgres.OpenWithDial(context.Background(), dbtest.PlainURL(t), postgres.PoolConfig{MaxConns: 4, LockCommit: "off"}, network.dial)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
+	w := waitingWrite(t, db)
+	w.at = time.Now()
+	network.cut()
+	return w
+}
+
+// waitingWrite starts, on db, a check-out write (released with its lock)
+// whose statements reach the server and then wait for the item's row,
+// held by a transaction of another client (blocker), and answers once the
+// write's server process (writer) is seen waiting.
+func waitingWrite(t *testing.T, db *postgres.DB) cut {
+	t.Helper()
+	ctx := context.Background()
 	f := dbtest.SetupTenant(t, db)
 	if _, err := tenants.NewTenants(db, dbtest.Discard, records.LoadData).Init(ctx, f.Tenant, storage.TenantAttributes{ModuleTo: "m",
 		Parameters: []errs.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
@@ -131,7 +143,7 @@ func cutWrite(t *testing.T) cut {
 	db.Gates.Found(f.Tenant)
 	go func() {
 		_, err := newLibrary(db, testPolicy).CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID,
-			UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1})
+			UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1, ReleaseLock: true})
 		result <- err
 	}()
 	var writer int
@@ -152,9 +164,7 @@ func cutWrite(t *testing.T) cut {
 		}
 		time.Sleep(5 * time.Millisecond) // polling the database's view, with a deadline
 	}
-	at := time.Now()
-	network.cut()
-	return cut{f: f, done: result, blocker: blocker, writer: writer, loanID: loanID, at: at}
+	return cut{f: f, done: result, blocker: blocker, writer: writer, loanID: loanID}
 }
 
 // running reports whether server process pid is there.
