@@ -68,18 +68,28 @@ func (s *Server) postLock(c echo.Context) error {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), strings.ToLower(req.UserID), id,
-		ttl, wait, holder)
+	lock, err := s.acquire(c, strings.ToLower(req.UserID), id, ttl, wait, holder)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/check-out-lock-storage/"+lock.ID)
+	return c.JSON(http.StatusCreated, toLockJSON(lock))
+}
+
+// acquire takes the patron's lock (waiting up to wait for it), counts the
+// acquisition's outcome and logs it: for POST /check-out-lock-storage and
+// a check-out's write that takes its lock the ordinary way.
+func (s *Server) acquire(c echo.Context, userID, lockID string, ttl, wait time.Duration, holder storage.Holder) (storage.Lock, error) {
+	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), userID, lockID, ttl, wait, holder)
 	if err != nil {
 		if errs.IsKind(err, errs.KindLocked) {
 			s.metrics.acquisition("held")
 		}
-		return err
+		return storage.Lock{}, err
 	}
 	s.metrics.acquisition(outcome.String())
 	serverkit.Log(c, slog.String("user_id", lock.UserID), slog.String("lock_id", lock.ID), slog.String("outcome", outcome.String()))
-	c.Response().Header().Set(echo.HeaderLocation, "/check-out-lock-storage/"+lock.ID)
-	return c.JSON(http.StatusCreated, toLockJSON(lock))
+	return lock, nil
 }
 
 // lockTerms are an acquisition's lifetime and wait, within this
@@ -87,22 +97,11 @@ func (s *Server) postLock(c echo.Context) error {
 // POST /check-out-lock-storage and a check-out's write that acquires its
 // lock (schemas.HeaderAcquireLock).
 func (s *Server) lockTerms(c echo.Context, req lockRequest) (ttl, wait time.Duration, holder storage.Holder, err error) {
-	ttl = s.cfg.LockDefaultTTL
-	if req.TTLMs != nil {
-		ms := int64(*req.TTLMs)
-		ttl = time.Duration(ms) * time.Millisecond
-		if ttl > s.cfg.LockMaxTTL {
-			return 0, 0, holder, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
-				"ttlMs: must be at most %d", s.cfg.LockMaxTTL.Milliseconds()).With("ttlMs", formatInt(ms))
-		}
+	if ttl, err = atMost("ttlMs", req.TTLMs, s.cfg.LockDefaultTTL, s.cfg.LockMaxTTL); err != nil {
+		return 0, 0, holder, err
 	}
-	if req.WaitMs != nil {
-		ms := int64(*req.WaitMs)
-		wait = time.Duration(ms) * time.Millisecond
-		if wait > s.cfg.LockMaxWait {
-			return 0, 0, holder, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
-				"waitMs: must be at most %d", s.cfg.LockMaxWait.Milliseconds()).With("waitMs", formatInt(ms))
-		}
+	if wait, err = atMost("waitMs", req.WaitMs, 0, s.cfg.LockMaxWait); err != nil {
+		return 0, 0, holder, err
 	}
 	holder = req.Holder
 	holder.ServicePointID = strings.ToLower(holder.ServicePointID)
@@ -110,6 +109,20 @@ func (s *Server) lockTerms(c echo.Context, req lockRequest) (ttl, wait time.Dura
 	owner := storage.CallerFrom(c.Request().Context())
 	holder.AcquiredBy, holder.AcquiredByModule = owner.User, owner.Module
 	return ttl, wait, holder, nil
+}
+
+// atMost is the milliseconds ms of field name as a duration, def when
+// absent, refused above limit (this instance's bound, within the schema's).
+func atMost(name string, ms *float64, def, limit time.Duration) (time.Duration, error) {
+	if ms == nil {
+		return def, nil
+	}
+	n := int64(*ms)
+	if d := time.Duration(n) * time.Millisecond; d <= limit {
+		return d, nil
+	}
+	return 0, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: must be at most %d", name, limit.Milliseconds()).
+		With(name, formatInt(n))
 }
 
 // lockRequest is the body of an acquisition.

@@ -238,16 +238,10 @@ func (s *Server) writeCheckOut(c echo.Context, w storage.CheckOutWrite, acquirin
 // before the write runs.
 func (s *Server) acquireForWrite(c echo.Context, w storage.CheckOutWrite, ttl, wait time.Duration, holder storage.Holder) error {
 	start := time.Now()
-	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), w.UserID, w.LockID, ttl, wait, holder)
-	if err != nil {
-		if errs.IsKind(err, errs.KindLocked) {
-			s.metrics.acquisition("held")
-		}
+	if _, err := s.acquire(c, w.UserID, w.LockID, ttl, wait, holder); err != nil {
 		return err
 	}
-	s.metrics.acquisition(outcome.String())
 	c.Response().Header().Set(schemas.HeaderLockAcquired, strconv.FormatInt(time.Since(start).Milliseconds(), 10))
-	serverkit.Log(c, slog.String("lock_id", lock.ID), slog.String("outcome", outcome.String()))
 	return nil
 }
 
