@@ -52,75 +52,36 @@ func TestBackendsTerminatedUnderCheckOuts(t *testing.T) {
 		mu       sync.Mutex
 		outcomes []outcome
 		probes   []probe
-		answered = make(chan struct{}, patrons*perPatron)
 	)
-	work := make(chan [2]int)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for job := range work {
-				p, i := job[0], job[1]
-				start := time.Now()
-				r := c.CheckOut(w, lib.Items[p][i], lib.Patrons[p])
-				mu.Lock()
-				outcomes = append(outcomes, outcome{item: lib.Items[p][i], status: r.Status, body: string(r.Body), start: start, end: time.Now()})
-				mu.Unlock()
-				start = time.Now()
-				r = c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": uuid.NewString(), "ttlMs": 10000})
-				got := []probe{{call: "acquire", status: r.Status, body: string(r.Body), start: start, end: time.Now()}}
-				var lock struct{ ID string }
-				if r.Status == http.StatusCreated && json.Unmarshal(r.Body, &lock) == nil {
-					start = time.Now()
-					r = c.Do(c.Storage, "DELETE", "/check-out-lock-storage/"+lock.ID, nil)
-					got = append(got, probe{call: "release", status: r.Status, body: string(r.Body), start: start, end: time.Now()})
-				}
-				mu.Lock()
-				probes = append(probes, got...)
-				mu.Unlock()
-				answered <- struct{}{}
-			}
-		}()
-	}
-	// Job j waits for kill j/killEvery - 1: the check-outs run on across
-	// every kill, and never run out before the last one.
-	killed := make([]chan struct{}, rounds+2)
-	for k := range killed {
-		killed[k] = make(chan struct{})
-	}
-	close(killed[0])
-	go func() {
-		for j := range patrons * perPatron {
-			<-killed[max(0, j/killEvery-1)]
-			work <- [2]int{j / perPatron, j % perPatron}
-		}
-		close(work)
-	}()
-
 	// Kill after every killEvery answers since the last kill: the kills fall
 	// among check-outs at every stage, and none waits on a clock.
 	type span struct{ start, end time.Time }
 	var kills []span
-	for range rounds {
-		for range killEvery {
-			<-answered
+	harness.UnderKills(patrons*perPatron, workers, rounds, killEvery, func(w, j int) {
+		p, i := j/perPatron, j%perPatron
+		start := time.Now()
+		r := c.CheckOut(w, lib.Items[p][i], lib.Patrons[p])
+		mu.Lock()
+		outcomes = append(outcomes, outcome{item: lib.Items[p][i], status: r.Status, body: string(r.Body), start: start, end: time.Now()})
+		mu.Unlock()
+		start = time.Now()
+		r = c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": uuid.NewString(), "ttlMs": 10000})
+		got := []probe{{call: "acquire", status: r.Status, body: string(r.Body), start: start, end: time.Now()}}
+		var lock struct{ ID string }
+		if r.Status == http.StatusCreated && json.Unmarshal(r.Body, &lock) == nil {
+			start = time.Now()
+			r = c.Do(c.Storage, "DELETE", "/check-out-lock-storage/"+lock.ID, nil)
+			got = append(got, probe{call: "release", status: r.Status, body: string(r.Body), start: start, end: time.Now()})
 		}
+		mu.Lock()
+		probes = append(probes, got...)
+		mu.Unlock()
+	}, func() {
 		k := span{start: time.Now()}
 		c.TerminateStorageBackends(t)
 		k.end = time.Now()
 		kills = append(kills, k)
-		close(killed[len(kills)])
-		// The next kill counts answers given after this one.
-		for drained := false; !drained; {
-			select {
-			case <-answered:
-			default:
-				drained = true
-			}
-		}
-	}
-	wg.Wait()
+	})
 
 	// A call that overlapped no kill began after one had ended (or before
 	// the first): it must succeed. One that overlapped a kill must be

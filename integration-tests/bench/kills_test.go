@@ -58,48 +58,16 @@ func benchKills(t *testing.T, env []string) Kills {
 		body   []byte
 	}
 	var (
-		mu       sync.Mutex
-		answers  []answer
-		answered = make(chan struct{}, patrons*perPatron)
-		work     = make(chan [2]int)
-		wg       sync.WaitGroup
+		mu      sync.Mutex
+		answers []answer
 	)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for job := range work {
-				item := lib.Items[job[0]][job[1]]
-				r := c.CheckOut(w, item, lib.Patrons[job[0]])
-				mu.Lock()
-				answers = append(answers, answer{item: item, status: r.Status, body: r.Body})
-				mu.Unlock()
-				answered <- struct{}{}
-			}
-		}()
-	}
-	// Job j waits for kill j/killEvery - 1, so the check-outs run on across
-	// every kill and never run out before the last.
-	killed := make([]chan struct{}, rounds+1)
-	for k := range killed {
-		killed[k] = make(chan struct{})
-	}
-	close(killed[0])
-	go func() {
-		for j := range patrons * perPatron {
-			<-killed[max(0, j/killEvery-1)]
-			work <- [2]int{j / perPatron, j % perPatron}
-		}
-		close(work)
-	}()
-	for k := range rounds {
-		for range killEvery {
-			<-answered
-		}
-		c.TerminateStorageBackends(t)
-		close(killed[k+1])
-	}
-	wg.Wait()
+	harness.UnderKills(patrons*perPatron, workers, rounds, killEvery, func(w, j int) {
+		item := lib.Items[j/perPatron][j%perPatron]
+		r := c.CheckOut(w, item, lib.Patrons[j/perPatron])
+		mu.Lock()
+		answers = append(answers, answer{item: item, status: r.Status, body: r.Body})
+		mu.Unlock()
+	}, func() { c.TerminateStorageBackends(t) })
 
 	out := Kills{Kills: rounds, CheckOuts: len(answers), Answers: map[int]int{}}
 	loans := pgx.Identifier{c.Schema, "loan"}.Sanitize()
