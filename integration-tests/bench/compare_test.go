@@ -144,6 +144,36 @@ func sampleCPU(t *testing.T, circulation, storage *harness.Process) cpuSample {
 	}
 }
 
+// sampleCPUOf is sampleCPU over several circulation instances, their CPU
+// summed.
+func sampleCPUOf(t *testing.T, circulations []*harness.Process, storage *harness.Process) cpuSample {
+	t.Helper()
+	s := sampleCPU(t, circulations[0], storage)
+	for _, c := range circulations[1:] {
+		s.circulation += processCPU(c.PID())
+	}
+	return s
+}
+
+// cpuSpent sums the CPU of check-outs between pairs of samples.
+type cpuSpent struct {
+	sum CPUPerCheckOut // the sum over check-outs, not yet divided
+	n   int
+}
+
+func (c *cpuSpent) add(before, after cpuSample, checkOuts int) {
+	c.sum = addCPU(c.sum, perCheckOut(before, after, int64(checkOuts)), float64(checkOuts))
+	c.n += checkOuts
+}
+
+// perCheckOut is the CPU a check-out cost, on average.
+func (c *cpuSpent) perCheckOut() CPUPerCheckOut {
+	if c.n == 0 {
+		return CPUPerCheckOut{}
+	}
+	return scaleCPU(c.sum, 1/float64(c.n))
+}
+
 // clockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
 // Linux).
 const clockTick = 10 * time.Millisecond

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -29,6 +30,16 @@ type Bursts struct {
 	SoloP50Ms float64    `json:"soloCheckOutP50Ms"`
 	Rows      []BurstRow `json:"rows"`
 	HandOff   HandOff    `json:"handOff"`
+	// SoloCPU and BurstCPU are the CPU one check-out costs, every process
+	// of the machine's that serves it, solo and in a burst with hand-off.
+	SoloCPU  CPUPerCheckOut `json:"soloCpu"`
+	BurstCPU CPUPerCheckOut `json:"burstCpu"`
+	// FloorRatio is the least a burst could take over ten solo check-outs
+	// on this machine: ten check-outs' CPU spread over every core, with
+	// none idle, against ten solo check-outs' p50. A burst near it is
+	// bound by CPU, not by waiting.
+	FloorRatio float64 `json:"floorBurstOverTenSolo"`
+	Cores      int     `json:"cores"`
 }
 
 // BurstRow is one way of waiting, over its bursts.
@@ -76,7 +87,16 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 	// after each round's bursts: their p50 is what a burst is set against,
 	// measured in the same conditions.
 	solo := newHist()
+	// The CPU of every party, summed over rounds: solo check-outs', and
+	// the bursts' with hand-off.
+	var soloCPU, burstCPU cpuSpent
 	soloRound := func(count bool) {
+		before := sampleCPUOf(t, c.Circulations, c.Storages[0])
+		defer func() {
+			if count {
+				soloCPU.add(before, sampleCPUOf(t, c.Circulations, c.Storages[0]), solosPerRound)
+			}
+		}()
 		for range solosPerRound {
 			n := pop.next.Add(1)
 			start := time.Now()
@@ -108,6 +128,7 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 			patron++
 			var wg sync.WaitGroup
 			var mu sync.Mutex
+			cpu := sampleCPUOf(t, m.instances, c.Storages[0])
 			start := time.Now()
 			for k := range 10 {
 				wg.Add(1)
@@ -126,11 +147,14 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 				}()
 			}
 			wg.Wait()
+			took := time.Since(start)
+			if m.handOff && b > 0 {
+				burstCPU.add(cpu, sampleCPUOf(t, m.instances, c.Storages[0]), 10)
+			}
 			if b == 0 {
 				accs[i] = acc{hist: newHist()} // the warm-up
 				continue
 			}
-			took := time.Since(start)
 			accs[i].total += took
 			accs[i].n++
 			accs[i].times = append(accs[i].times, took)
@@ -138,7 +162,10 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 		soloRound(b > 0)
 	}
 	soloP50 := float64(solo.ValueAtQuantile(50)) / 1000
-	out := Bursts{SoloP50Ms: soloP50}
+	out := Bursts{SoloP50Ms: soloP50, SoloCPU: soloCPU.perCheckOut(), BurstCPU: burstCPU.perCheckOut(), Cores: runtime.NumCPU()}
+	out.FloorRatio = ratio(10*out.BurstCPU.Total/1000/float64(out.Cores), 10*soloP50)
+	t.Logf("CPU a check-out: solo %.0f µs, in a burst %.0f µs; on %d cores a burst takes at least %.2f × 10 solo check-outs",
+		out.SoloCPU.Total, out.BurstCPU.Total, out.Cores, out.FloorRatio)
 	for i, m := range modes {
 		a := accs[i]
 		row := BurstRow{Mode: m.name, HandOff: m.handOff, Bursts: a.n, Succeeded: float64(a.succeeded) / float64(a.n),

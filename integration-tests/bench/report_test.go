@@ -153,6 +153,8 @@ func TestBenchmarks(t *testing.T) {
 			fmt.Printf("%s: %.1f of 10, burst %.0f ms, %.2f x 10 solo; median burst %.1f ms, %.2f x 10 solo (solo p50 %.2f ms)\n",
 				r.Mode, r.Succeeded, r.TotalTimeMs, r.Ratio, r.MedianTimeMs, r.MedianRatio, b.SoloP50Ms)
 		}
+		fmt.Printf("CPU a check-out: solo %.0f µs, in a burst %.0f µs; floor on %d cores %.2f x 10 solo\n",
+			b.SoloCPU.Total, b.BurstCPU.Total, b.Cores, b.FloorRatio)
 		fmt.Printf("hand-off p50 %.2f ms, p99 %.2f ms\n", b.HandOff.P50Ms, b.HandOff.P99Ms)
 		return
 	}
@@ -423,6 +425,8 @@ func printTable(w io.Writer, r Results) {
 	h := r.Bursts.HandOff
 	fmt.Fprintf(tw, "solo check-out p50 %.2f ms; hand-off across two storage instances (release sent -> waiter's 201), %d times: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
 		r.Bursts.SoloP50Ms, h.HandOffs, h.P50Ms, h.P99Ms, h.MaxMs)
+	fmt.Fprintf(tw, "CPU a check-out (every process): solo %.0f µs, in a burst with hand-off %.0f µs; ten check-outs' CPU over %d cores: a burst takes at least %.2f x 10 solo check-outs\n",
+		r.Bursts.SoloCPU.Total, r.Bursts.BurstCPU.Total, r.Bursts.Cores, r.Bursts.FloorRatio)
 
 	fmt.Fprintln(tw, "\n4. Scale: check-outs of distinct patrons, 16 concurrent clients, lock on, interleaved")
 	fmt.Fprintln(tw, "instances\tcheck-outs/s\tp50 ms\tp95 ms\tp99 ms\terrors")
