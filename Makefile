@@ -62,7 +62,7 @@ all: build
 help:
 	@sed -n 's/^## \([a-z-]*\): \(.*\)/\1\t\2/p' $(MAKEFILE_LIST) | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-## build: compile the services into bin/
+## build: compile the services, and the NATS server nats/go.mod pins, into bin/
 build:
 	@mkdir -p bin
 	$(GO) build -o bin/circulation-storage ./circulation-storage/cmd/circulation-storage
@@ -70,6 +70,7 @@ build:
 	$(GO) build -o bin/sip2 ./sip2/cmd/sip2
 	$(GO) build -o bin/events ./circulation-storage/cmd/events
 	$(GO) build -o bin/devtoken ./serverkit/cmd/devtoken
+	cd nats && GOWORK=off $(GO) build -o ../bin/nats-server github.com/nats-io/nats-server/v2
 
 ## run: start PostgreSQL if needed, create the database, start the services with tenant diku
 run: build

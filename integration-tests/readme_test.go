@@ -18,6 +18,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
 )
@@ -27,7 +29,7 @@ type demo struct {
 	root                   string
 	storage, circulation   string // URLs
 	storageAddr, circulAdr string
-	sip2Addr               string
+	sip2Addr, natsAddr     string
 	adminToken             string
 	out                    *syncBuffer
 }
@@ -58,11 +60,12 @@ func freeAddr(t *testing.T) string { return harness.FreeAddr(t) }
 // startDemo runs scripts/run.sh as make run does, and waits for its banner.
 func startDemo(t *testing.T) *demo {
 	t.Helper()
-	d := &demo{root: harness.RepoRoot(), storageAddr: freeAddr(t), circulAdr: freeAddr(t), sip2Addr: freeAddr(t), out: &syncBuffer{}}
+	d := &demo{root: harness.RepoRoot(), storageAddr: freeAddr(t), circulAdr: freeAddr(t), sip2Addr: freeAddr(t), natsAddr: freeAddr(t),
+		out: &syncBuffer{}}
 	d.storage, d.circulation = "http://"+d.storageAddr, "http://"+d.circulAdr
 	cmd := exec.Command("bash", filepath.Join(d.root, "scripts", "run.sh"))
 	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr,
-		"SIP2_ADDR="+d.sip2Addr, "SIP2_ADMIN_ADDR="+freeAddr(t), "NATS_ADDR="+freeAddr(t), "NATS_STORE="+filepath.Join(t.TempDir(), "nats"),
+		"SIP2_ADDR="+d.sip2Addr, "SIP2_ADMIN_ADDR="+freeAddr(t), "NATS_ADDR="+d.natsAddr, "NATS_STORE="+filepath.Join(t.TempDir(), "nats"),
 		"DATABASE_URL="+harness.FreshDatabase(t), "BIN_DIR="+harness.BinDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
@@ -287,6 +290,15 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 		t.Errorf("make run's banner prints a token:\n%s", d.out)
 	}
 	d.makeHelp(t)
+	// The broker make run starts is the release nats/go.mod pins.
+	nc, err := nats.Connect("nats://"+d.natsAddr, nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("make run's NATS server: %v", err)
+	}
+	if got, want := "v"+nc.ConnectedServerVersion(), harness.PinnedNATSVersion(t); got != want {
+		t.Errorf("make run's NATS server is %s, nats/go.mod pins %s", got, want)
+	}
+	nc.Close()
 	made := d.snapshot(t)
 	readme := shellBlocks(t, filepath.Join(d.root, "README.md"), "## Try it")
 	if len(readme) == 0 {

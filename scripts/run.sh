@@ -13,8 +13,8 @@ CIRCULATION_ADDR="${CIRCULATION_ADDR:-127.0.0.1:8080}"
 # metrics on SIP2_ADMIN_ADDR.
 SIP2_ADDR="${SIP2_ADDR:-127.0.0.1:6443}"
 SIP2_ADMIN_ADDR="${SIP2_ADMIN_ADDR:-127.0.0.1:8082}"
-# The message broker the domain events go to (NATS with JetStream, Debian's
-# nats-server), its store in NATS_STORE.
+# The message broker the domain events go to (NATS with JetStream, the
+# release nats/go.mod pins, built by make build), its store in NATS_STORE.
 NATS_ADDR="${NATS_ADDR:-127.0.0.1:4223}"
 NATS_STORE="${NATS_STORE:-.run/nats}"
 TENANT="${TENANT:-diku}"
@@ -99,7 +99,7 @@ stop() {
 trap stop INT TERM EXIT
 
 # The broker first: storage's relay publishes to it as soon as it starts.
-nats_server=$(scripts/ensure-package.sh nats-server nats-server)
+nats_server="$BIN_DIR/nats-server"
 mkdir -p "$NATS_STORE"
 "$nats_server" -js -a "${NATS_ADDR%:*}" -p "${NATS_ADDR##*:}" -sd "$NATS_STORE" >"$NATS_STORE.log" 2>&1 &
 nats_pid=$!

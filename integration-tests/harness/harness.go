@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -213,8 +214,32 @@ const BinDirVariable = "CHECKOUT_LOCK_BIN_DIR"
 // its base name.
 var Binaries = []string{"circulation-storage/cmd/circulation-storage", "circulation/cmd/circulation", "serverkit/cmd/devtoken", "sip2/cmd/sip2", "circulation-storage/cmd/events"}
 
+// NATSServerModule is the directory of the module pinning the NATS server
+// the tests and make run start (outside the workspace: its dependencies are
+// the server's, not the services'), and NATSServerPackage its command.
+const (
+	NATSServerModule  = "nats"
+	NATSServerPackage = "github.com/nats-io/nats-server/v2"
+)
+
+// PinnedNATSVersion is the NATS server release NATSServerModule's go.mod
+// requires ("v2.15.3"): what Build builds and the tests and make run start.
+func PinnedNATSVersion(t testing.TB) string {
+	t.Helper()
+	mod, err := os.ReadFile(filepath.Join(repoRoot(), NATSServerModule, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(NATSServerPackage) + `\s+(v\S+)\s*$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatalf("%s/go.mod requires no %s", NATSServerModule, NATSServerPackage)
+	}
+	return string(m[1])
+}
+
 // Build compiles the Binaries into dir from the workspace this module
-// belongs to, in one go build.
+// belongs to, in one go build, and the NATS server of NATSServerModule
+// beside them.
 func Build(dir string) error {
 	root := repoRoot()
 	goBin, err := exec.LookPath("go")
@@ -232,6 +257,12 @@ func Build(dir string) error {
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	nats := exec.Command(goBin, "build", "-o", filepath.Join(dir, "nats-server"), NATSServerPackage)
+	nats.Dir = filepath.Join(root, NATSServerModule)
+	nats.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := nats.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", NATSServerPackage, err, out)
 	}
 	return nil
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// NATSServer is a NATS server with JetStream, Debian's nats-server (installed
-// when missing), run by the test on a free loopback port with its store in
+// NATSServer is a NATS server with JetStream, the release the nats module
+// pins (built beside the services' binaries, Build), run by the test on a free loopback port with its store in
 // the test's directory; stopped when the test ends.
 type NATSServer struct {
 	t       testing.TB
@@ -172,16 +172,12 @@ func (s *NATSServer) URL() string { return "nats://" + s.Addr }
 // waits until it answers.
 func (s *NATSServer) Start() {
 	s.t.Helper()
-	path, err := exec.Command(scriptPath("ensure-package.sh"), "nats-server", "nats-server").Output()
-	if err != nil {
-		s.t.Fatalf("nats-server: %v", err)
-	}
 	log, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	host, port, _ := strings.Cut(s.Addr, ":")
-	cmd := exec.Command(strings.TrimSpace(string(path)), append([]string{"-js", "-a", host, "-p", port, "-sd", s.dir}, s.cluster...)...)
+	cmd := exec.Command(filepath.Join(BinDir(), "nats-server"), append([]string{"-js", "-a", host, "-p", port, "-sd", s.dir}, s.cluster...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = diesWithTheTests()
 	if err := cmd.Start(); err != nil {
@@ -198,7 +194,12 @@ func (s *NATSServer) Start() {
 	for {
 		nc, err := nats.Connect(s.URL(), nats.Timeout(time.Second))
 		if err == nil {
+			// Every test's broker is the release the project pins.
+			got := "v" + nc.ConnectedServerVersion()
 			nc.Close()
+			if want := PinnedNATSVersion(s.t); got != want {
+				s.t.Fatalf("the NATS server at %s is %s, %s/go.mod pins %s", s.Addr, got, NATSServerModule, want)
+			}
 			return
 		}
 		select {
