@@ -54,7 +54,7 @@ FUZZTIME  ?= 10m
 # test's fuzzing coordinator, which can fail a run that found nothing.
 FUZZ_INPUTS ?= 100000x
 
-.PHONY: all help build run demo-reset test test-ha mutate rules screenshots fuzz bench soak lint fmt clean
+.PHONY: all help build descriptors run demo-reset test test-ha mutate rules screenshots fuzz bench soak lint fmt clean
 
 all: build
 
@@ -71,6 +71,10 @@ build:
 	$(GO) build -o bin/events ./circulation-storage/cmd/events
 	$(GO) build -o bin/devtoken ./serverkit/cmd/devtoken
 	cd nats && GOWORK=off $(GO) build -o ../bin/nats-server github.com/nats-io/nats-server/v2
+
+## descriptors: write the module descriptors, the OpenAPI descriptions and the permission table from the route table in package schemas
+descriptors:
+	$(GO) run ./schemas/cmd/descriptors
 
 ## run: start PostgreSQL if needed, create the database, start the services with tenant diku
 run: build

@@ -34,6 +34,47 @@ type Route struct {
 	// modulePermissions): circulation calls storage as itself, with
 	// exactly these, never with its caller's token.
 	ModulePermissions []string
+	// The route's contract, which its OpenAPI description says (OpenAPI):
+	// Request is the schema of the JSON body it takes ("" for none), Query
+	// the query parameters it reads, and Answers its answers other than
+	// the error envelope every route may answer with.
+	Request string
+	Query   []string
+	Answers []Answer
+}
+
+// Answer is one answer of a route's: its status and the schema of its
+// JSON body ("" for none, or a body that is not JSON: ContentType then
+// says what it is).
+type Answer struct {
+	Status      int
+	Schema      string
+	ContentType string
+}
+
+// takes is r taking a JSON body of schema.
+func (r Route) takes(schema string) Route {
+	r.Request = schema
+	return r
+}
+
+// answers is r answering status with a JSON body of schema ("" for no
+// body).
+func (r Route) answers(status int, schema string) Route {
+	r.Answers = append(slices.Clone(r.Answers), Answer{Status: status, Schema: schema})
+	return r
+}
+
+// answersText is r answering status with a body of contentType.
+func (r Route) answersText(status int, contentType string) Route {
+	r.Answers = append(slices.Clone(r.Answers), Answer{Status: status, ContentType: contentType})
+	return r
+}
+
+// reads is r reading the query parameters names.
+func (r Route) reads(names ...string) Route {
+	r.Query = append(slices.Clone(r.Query), names...)
+	return r
 }
 
 // The interfaces, with their versions.
@@ -64,26 +105,27 @@ const (
 
 // crud is the FOLIO-style routes of one storage record: collection GET and
 // POST, item GET, PUT and DELETE, with FOLIO's permission names
-// <prefix>.collection.get, <prefix>.item.post and so on.
-func crud(iface, path, prefix, what string) []Route {
+// <prefix>.collection.get, <prefix>.item.post and so on; one is the
+// record's schema, many the collection's.
+func crud(iface, path, prefix, what, one, many string) []Route {
 	r := func(method, p, perm, display string) Route {
 		return Route{Service: ServiceStorage, Interface: iface, Method: method, Path: p, Permission: prefix + perm, Display: display}
 	}
 	return []Route{
-		r("GET", path, ".collection.get", "list "+what),
-		r("POST", path, ".item.post", "create a "+strings.TrimSuffix(what, "s")),
-		r("GET", path+"/{id}", ".item.get", "read a "+strings.TrimSuffix(what, "s")),
-		r("PUT", path+"/{id}", ".item.put", "change a "+strings.TrimSuffix(what, "s")),
-		r("DELETE", path+"/{id}", ".item.delete", "delete a "+strings.TrimSuffix(what, "s")),
+		r("GET", path, ".collection.get", "list "+what).reads("query", "offset", "limit").answers(200, many),
+		r("POST", path, ".item.post", "create a "+strings.TrimSuffix(what, "s")).takes(one).answers(201, one),
+		r("GET", path+"/{id}", ".item.get", "read a "+strings.TrimSuffix(what, "s")).answers(200, one),
+		r("PUT", path+"/{id}", ".item.put", "change a "+strings.TrimSuffix(what, "s")).takes(one).answers(204, ""),
+		r("DELETE", path+"/{id}", ".item.delete", "delete a "+strings.TrimSuffix(what, "s")).answers(204, ""),
 	}
 }
 
 // fixedSet is the routes of a record set the service keeps, which clients
 // list, read and change but never create or delete (FOLIO's patron block
 // conditions): crud's GET, GET and PUT.
-func fixedSet(iface, path, prefix, what string) []Route {
+func fixedSet(iface, path, prefix, what, one, many string) []Route {
 	var out []Route
-	for _, r := range crud(iface, path, prefix, what) {
+	for _, r := range crud(iface, path, prefix, what, one, many) {
 		if r.Method != "POST" && r.Method != "DELETE" {
 			out = append(out, r)
 		}
@@ -96,120 +138,147 @@ var Routes = slices.Concat(
 	[]Route{
 		// circulation: each handler calls storage as circulation, holding
 		// only the storage permissions it needs.
-		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...),
-		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...),
-		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...),
+		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...).takes("check-out-by-barcode-request.json").answers(201, "circulation-loan.json"),
+		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...).takes("check-in-by-barcode-request.json").answers(200, "check-in-response.json"),
+		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...).takes("renew-by-barcode-request.json").answers(200, "circulation-loan.json"),
 		circ("GET", "/circulation/patron-summary", "circulation.patron-summary.get",
 			"read what a self-check machine shows a patron: whether they may borrow and why not, the loans counted and the item limit; with the patron's PIN, who they are and their loans out",
-			PermissionPatronSummary, PermissionVerifyPin),
+			PermissionPatronSummary, PermissionVerifyPin).
+			reads("userBarcode").answers(200, "circulation-patron-summary.json"),
 		circ("GET", "/circulation/item-summary", "circulation.item-summary.get",
 			"read what a self-check machine shows of an item: its title, status and due date",
-			"inventory-storage.items.collection.get", "circulation-storage.loans.collection.get"),
+			"inventory-storage.items.collection.get", "circulation-storage.loans.collection.get").
+			reads("itemBarcode").answers(200, "circulation-item-summary.json"),
 		circ("POST", "/circulation/patron-pin/verify", "circulation.patron-pin.verify.post",
-			"verify the PIN a patron typed at a self-check machine", "users.collection.get", PermissionVerifyPin),
-		circ("GET", "/circulation/loans", "circulation.loans.collection.get", "list loans", "circulation-storage.loans.collection.get"),
-		circ("GET", "/circulation/loans/{id}", "circulation.loans.item.get", "read a loan", "circulation-storage.loans.item.get"),
+			"verify the PIN a patron typed at a self-check machine", "users.collection.get", PermissionVerifyPin).
+			takes("circulation-patron-pin.json").answers(204, ""),
+		circ("GET", "/circulation/loans", "circulation.loans.collection.get", "list loans", "circulation-storage.loans.collection.get").
+			reads("userId", "itemId", "status", "offset", "limit").answers(200, "loans.json"),
+		circ("GET", "/circulation/loans/{id}", "circulation.loans.item.get", "read a loan", "circulation-storage.loans.item.get").answers(200, "loan.json"),
 		circ("POST", "/circulation/loans/{id}/claim-item-returned", PermissionClaimItemReturned,
-			"record that the patron says they returned a loan's item (the item Claimed returned, the loan open)", loanActionModule...),
+			"record that the patron says they returned a loan's item (the item Claimed returned, the loan open)", loanActionModule...).
+			takes("claim-item-returned-request.json").answers(204, ""),
 		circ("POST", "/circulation/loans/{id}/declare-item-lost", PermissionDeclareItemLost,
-			"declare a loan's item lost (the item Declared lost, the loan open)", loanActionModule...),
+			"declare a loan's item lost (the item Declared lost, the loan open)", loanActionModule...).
+			takes("declare-item-lost-request.json").answers(204, ""),
 		circ("POST", "/circulation/requests", PermissionRequestPost,
 			"place a request for an item, judged by FOLIO's request rules (a page pages the item, a recall shortens its loan)",
-			"request-storage.requests.item.post"),
-		circ("GET", "/circulation/requests", "circulation.requests.collection.get", "list requests", "request-storage.requests.collection.get"),
-		circ("GET", "/circulation/requests/{id}", "circulation.requests.item.get", "read a request", "request-storage.requests.item.get"),
+			"request-storage.requests.item.post").
+			takes("circulation-request.json").answers(201, "request.json"),
+		circ("GET", "/circulation/requests", "circulation.requests.collection.get", "list requests", "request-storage.requests.collection.get").
+			reads("itemId", "requesterId", "status", "offset", "limit").answers(200, "requests.json"),
+		circ("GET", "/circulation/requests/{id}", "circulation.requests.item.get", "read a request", "request-storage.requests.item.get").answers(200, "request.json"),
 		circ("PUT", "/circulation/requests/{id}", PermissionRequestPut,
 			"change or cancel an open request (a cancelled one gives its place up and hands an item on its hold shelf on)",
-			"request-storage.requests.item.get", "request-storage.requests.item.put"),
+			"request-storage.requests.item.get", "request-storage.requests.item.put").
+			takes("request.json").answers(204, ""),
 		circ("POST", "/circulation/requests/{id}/move", PermissionRequestMove,
 			"move an open request to another item's queue, judged as a request placed there",
-			"request-storage.requests.item.get", "request-storage.requests.item.put"),
+			"request-storage.requests.item.get", "request-storage.requests.item.put").
+			takes("move-request.json").answers(200, "request.json"),
 		circ("GET", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.get", "read the check-out lock settings",
-			settingsReadModule...),
+			settingsReadModule...).
+			answers(200, "checkout-lock-settings-effective.json"),
 		circ("PUT", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.put", "change the check-out lock settings",
-			settingsWriteModule...),
+			settingsWriteModule...).
+			takes("checkout-lock-settings.json").answers(200, "checkout-lock-settings-effective.json"),
 		circ("PATCH", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.put", "change the check-out lock settings",
-			settingsWriteModule...),
+			settingsWriteModule...).
+			takes("checkout-lock-settings-patch.json").answers(200, "checkout-lock-settings-effective.json"),
 		circ("GET", "/circulation/check-out-locks", "circulation.check-out-locks.collection.get",
 			"list the live check-out locks with their patrons and holders",
-			"checkout-lock-storage.checkout-locks.collection.get", namesUser, namesServicePoint),
+			"checkout-lock-storage.checkout-locks.collection.get", namesUser, namesServicePoint).answers(200, ""),
 		circ("GET", "/circulation/check-out-locks/history", "circulation.check-out-locks.history.get", "read the check-out lock history",
-			"checkout-lock-storage.checkout-locks.history.get", namesUser, namesAccount, namesServicePoint),
+			"checkout-lock-storage.checkout-locks.history.get", namesUser, namesAccount, namesServicePoint).
+			reads("userId").answers(200, ""),
 		circ("GET", "/circulation/kiosks", "circulation.kiosks.collection.get",
-			"list the self-check machines connected to the SIP2 doors"),
+			"list the self-check machines connected to the SIP2 doors").answers(200, "circulation-kiosks.json"),
 		circ("DELETE", "/circulation/check-out-locks/{id}", "circulation.check-out-locks.item.delete", "release a check-out lock",
-			"checkout-lock-storage.checkout-locks.item.delete", PermissionReleaseOthers),
+			"checkout-lock-storage.checkout-locks.item.delete", PermissionReleaseOthers).answers(204, ""),
 
 		// circulation-storage: the lock
-		stor(InterfaceCheckOutLockStorage, "POST", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.item.post", "acquire a patron's check-out lock"),
-		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.collection.get", "list check-out locks"),
-		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.get", "read a check-out lock"),
-		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/history", "checkout-lock-storage.checkout-locks.history.get", "read the check-out lock history"),
-		stor(InterfaceCheckOutLockStorage, "DELETE", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.delete", "release a check-out lock"),
+		stor(InterfaceCheckOutLockStorage, "POST", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.item.post", "acquire a patron's check-out lock").
+			takes("checkout-lock-request.json").answers(201, "checkout-lock.json"),
+		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage", "checkout-lock-storage.checkout-locks.collection.get", "list check-out locks").
+			reads("userId", "offset", "limit").answers(200, "checkout-locks.json"),
+		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.get", "read a check-out lock").
+			answers(200, "checkout-lock.json"),
+		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/history", "checkout-lock-storage.checkout-locks.history.get", "read the check-out lock history").
+			reads("userId", "from", "to", "offset", "limit").answers(200, "checkout-lock-history.json"),
+		stor(InterfaceCheckOutLockStorage, "DELETE", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.delete", "release a check-out lock").
+			answers(204, ""),
 
 		// circulation-storage: the item limit and the rules
-		stor(InterfaceLoanStorage, "GET", "/check-out-storage/validation", "circulation-storage.check-out.validation.get", "read everything a check-out's validation needs"),
+		stor(InterfaceLoanStorage, "GET", "/check-out-storage/validation", "circulation-storage.check-out.validation.get", "read everything a check-out's validation needs").
+			reads("itemBarcode", "userBarcode").answers(200, "check-out-validation.json"),
 		stor(InterfaceLoanStorage, "GET", "/check-out-storage/patron", PermissionPatronSummary,
-			"read a patron's loans out, item limit and blocks, as a self-check machine shows them"),
-		stor(InterfaceLoanStorage, "GET", "/loan-storage/loans/open-count", "circulation-storage.loans.open-count.get", "count a patron's open loans"),
-		stor(InterfaceCirculationRules, "GET", "/circulation-rules-storage", "circulation-storage.circulation-rules.get", "read the circulation rules"),
-		stor(InterfaceCirculationRules, "PUT", "/circulation-rules-storage", "circulation-storage.circulation-rules.put", "change the circulation rules"),
-		stor(InterfaceCirculationRules, "GET", "/circulation-rules-storage/loan-policy", "circulation-storage.circulation-rules.loan-policy.get", "find the loan policy that applies"),
+			"read a patron's loans out, item limit and blocks, as a self-check machine shows them").reads("userBarcode").answers(200, "patron-summary.json"),
+		stor(InterfaceLoanStorage, "GET", "/loan-storage/loans/open-count", "circulation-storage.loans.open-count.get", "count a patron's open loans").
+			reads("userId", "materialTypeId", "loanTypeId").answers(200, "open-loan-count.json"),
+		stor(InterfaceCirculationRules, "GET", "/circulation-rules-storage", "circulation-storage.circulation-rules.get", "read the circulation rules").
+			answers(200, "circulation-rules.json"),
+		stor(InterfaceCirculationRules, "PUT", "/circulation-rules-storage", "circulation-storage.circulation-rules.put", "change the circulation rules").
+			takes("circulation-rules.json").answers(204, ""),
+		stor(InterfaceCirculationRules, "GET", "/circulation-rules-storage/loan-policy", "circulation-storage.circulation-rules.loan-policy.get", "find the loan policy that applies").
+			reads("patronGroupId", "materialTypeId", "loanTypeId").answers(200, "loan-policy-match.json"),
 
 		// circulation-storage: the tenant interface, called by the platform
-		stor(InterfaceTenant, "POST", "/_/tenant", "circulation-storage.tenant.post", "initialise, upgrade or purge a tenant"),
-		stor(InterfaceTenant, "GET", "/_/tenant/{id}", "circulation-storage.tenant.get", "read a tenant job"),
-		stor(InterfaceTenant, "DELETE", "/_/tenant/{id}", "circulation-storage.tenant.delete", "forget a tenant job"),
+		stor(InterfaceTenant, "POST", "/_/tenant", "circulation-storage.tenant.post", "initialise, upgrade or purge a tenant").
+			takes("tenant-attributes.json").answers(201, "tenant-job.json").answers(204, ""),
+		stor(InterfaceTenant, "GET", "/_/tenant/{id}", "circulation-storage.tenant.get", "read a tenant job").answers(200, "tenant-job.json"),
+		stor(InterfaceTenant, "DELETE", "/_/tenant/{id}", "circulation-storage.tenant.delete", "forget a tenant job").answers(204, ""),
 	},
-	crud(InterfaceUserGroups, "/groups", "usergroups", "patron groups"),
-	crud(InterfaceMaterialTypes, "/material-types", "inventory-storage.material-types", "material types"),
-	crud(InterfaceLoanTypes, "/loan-types", "inventory-storage.loan-types", "loan types"),
-	crud(InterfaceUsers, "/users", "users", "users"),
-	crud(InterfaceItemStorage, "/item-storage/items", "inventory-storage.items", "items"),
-	crud(InterfaceLoanPolicyStorage, "/loan-policy-storage/loan-policies", "circulation-storage.loan-policies", "loan policies"),
-	crud(InterfaceRequestPolicyStorage, "/request-policy-storage/request-policies", "circulation-storage.request-policies", "request policies"),
-	crud(InterfaceLoanStorage, "/loan-storage/loans", "circulation-storage.loans", "loans"),
-	crud(InterfaceSettings, "/settings/entries", "mod-settings.entries", "settings entries"),
-	crud(InterfaceManualBlocks, "/manualblocks", "manualblocks", "manual patron blocks"),
-	fixedSet(InterfaceBlockConditions, "/patron-block-conditions", "patron-blocks.patron-block-conditions", "patron block conditions"),
-	crud(InterfaceBlockLimits, "/patron-block-limits", "patron-blocks.patron-block-limits", "patron block limits"),
-	crud(InterfaceRequestStorage, "/request-storage/requests", "request-storage.requests", "requests"),
-	crud(InterfaceAccounts, "/accounts", "circulation-storage.accounts", "accounts"),
-	crud(InterfaceServicePoints, "/service-points", "inventory-storage.service-points", "service points"),
+	crud(InterfaceUserGroups, "/groups", "usergroups", "patron groups", "group.json", "usergroups.json"),
+	crud(InterfaceMaterialTypes, "/material-types", "inventory-storage.material-types", "material types", "material-type.json", "mtypes.json"),
+	crud(InterfaceLoanTypes, "/loan-types", "inventory-storage.loan-types", "loan types", "loan-type.json", "loantypes.json"),
+	crud(InterfaceUsers, "/users", "users", "users", "user.json", "users.json"),
+	crud(InterfaceItemStorage, "/item-storage/items", "inventory-storage.items", "items", "item.json", "items.json"),
+	crud(InterfaceLoanPolicyStorage, "/loan-policy-storage/loan-policies", "circulation-storage.loan-policies", "loan policies", "loan-policy.json", "loan-policies.json"),
+	crud(InterfaceRequestPolicyStorage, "/request-policy-storage/request-policies", "circulation-storage.request-policies", "request policies", "request-policy.json", "request-policies.json"),
+	crud(InterfaceLoanStorage, "/loan-storage/loans", "circulation-storage.loans", "loans", "loan.json", "loans.json"),
+	crud(InterfaceSettings, "/settings/entries", "mod-settings.entries", "settings entries", "setting.json", "settings.json"),
+	crud(InterfaceManualBlocks, "/manualblocks", "manualblocks", "manual patron blocks", "manualblock.json", "manualblocks.json"),
+	fixedSet(InterfaceBlockConditions, "/patron-block-conditions", "patron-blocks.patron-block-conditions", "patron block conditions", "patron-block-condition.json", "patron-block-conditions.json"),
+	crud(InterfaceBlockLimits, "/patron-block-limits", "patron-blocks.patron-block-limits", "patron block limits", "patron-block-limit.json", "patron-block-limits.json"),
+	crud(InterfaceRequestStorage, "/request-storage/requests", "request-storage.requests", "requests", "request.json", "requests.json"),
+	crud(InterfaceAccounts, "/accounts", "circulation-storage.accounts", "accounts", "account.json", "accounts.json"),
+	crud(InterfaceServicePoints, "/service-points", "inventory-storage.service-points", "service points", "service-point.json", "service-points.json"),
 	[]Route{
 		// FOLIO's login: signing in, refreshing and signing out need no
 		// permission (they are how a caller gets one); setting a password
 		// is the administrator's.
-		stor(InterfaceLogin, "POST", "/authn/login-with-expiry", "", "sign in"),
-		stor(InterfaceLogin, "POST", "/authn/refresh", "", "refresh a sign-in's tokens"),
-		stor(InterfaceLogin, "POST", "/authn/logout", "", "sign out"),
-		stor(InterfaceLogin, "POST", "/authn/credentials", "login.item.post", "set an account's password"),
-		stor(InterfaceLogin, "GET", "/authn/sessions/{id}", PermissionSessionGet, "read whether a sign-in's session is alive"),
-		stor(InterfacePatronPin, "POST", "/patron-pin", "users.patron-pin.set", "set a patron's PIN"),
-		stor(InterfacePatronPin, "POST", "/patron-pin/verify", PermissionVerifyPin, "verify a patron's PIN"),
+		stor(InterfaceLogin, "POST", "/authn/login-with-expiry", "", "sign in").takes("login-request.json").answers(201, "login-answer.json"),
+		stor(InterfaceLogin, "POST", "/authn/refresh", "", "refresh a sign-in's tokens").answers(201, "login-answer.json"),
+		stor(InterfaceLogin, "POST", "/authn/logout", "", "sign out").answers(204, ""),
+		stor(InterfaceLogin, "POST", "/authn/credentials", "login.item.post", "set an account's password").takes("credentials.json").answers(201, ""),
+		stor(InterfaceLogin, "GET", "/authn/sessions/{id}", PermissionSessionGet, "read whether a sign-in's session is alive").answers(200, "login-session.json"),
+		stor(InterfacePatronPin, "POST", "/patron-pin", "users.patron-pin.set", "set a patron's PIN").takes("patron-pin.json").answers(201, ""),
+		stor(InterfacePatronPin, "POST", "/patron-pin/verify", PermissionVerifyPin, "verify a patron's PIN").takes("patron-pin.json").answers(204, ""),
 	},
 	// Open on both services.
 	openRoutes(ServiceCirculation), openRoutes(ServiceStorage),
 	// circulation's pages: static files; every call they make needs its
 	// own permission.
 	[]Route{
-		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/"},
-		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/ui/{file}"},
+		Route{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/"}.answersText(200, "text/html"),
+		Route{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/ui/{file}"}.answersText(200, "*/*"),
 		// The pages' sign-in, passed on to storage's login, and who is
 		// signed in (in jwt mode, a valid token of any permission).
-		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/login-with-expiry"},
-		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/refresh"},
-		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/logout"},
-		{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/bl-users/_self",
-			ModulePermissions: []string{namesAccount, PermissionSessionGet}},
+		Route{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/login-with-expiry"}.
+			takes("login-request.json").answers(201, "login-answer.json"),
+		Route{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/refresh"}.answers(201, "login-answer.json"),
+		Route{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "POST", Path: "/authn/logout"}.answers(204, ""),
+		Route{Service: ServiceCirculation, Interface: InterfaceAdmin, Method: "GET", Path: "/bl-users/_self",
+			ModulePermissions: []string{namesAccount, PermissionSessionGet}}.answers(200, ""),
 	},
 )
 
 func openRoutes(service string) []Route {
 	return []Route{
-		{Service: service, Interface: InterfaceAdmin, Method: "GET", Path: "/admin/health"},
-		{Service: service, Interface: InterfaceAdmin, Method: "GET", Path: "/admin/ready"},
-		{Service: service, Interface: InterfaceAdmin, Method: "GET", Path: "/metrics"},
+		Route{Service: service, Interface: InterfaceAdmin, Method: "GET", Path: "/admin/health"}.answers(200, ""),
+		Route{Service: service, Interface: InterfaceAdmin, Method: "GET", Path: "/admin/ready"}.answers(200, ""),
+		Route{Service: service, Interface: InterfaceAdmin, Method: "GET", Path: "/metrics"}.answersText(200, "text/plain"),
+		Route{Service: service, Interface: InterfaceAdmin, Method: "GET", Path: OpenAPIPath}.answers(200, ""),
 	}
 }
 

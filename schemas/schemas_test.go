@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -472,6 +473,85 @@ func TestDecodeRefusesANameGivenTwice(t *testing.T) {
 	for _, ok := range []string{`{"a":{"a":1},"b":[{"a":2},{"a":3}]}`, "{\"a\":\"\xff\",\"b\":1}"} {
 		if _, err := Decode([]byte(ok)); err != nil {
 			t.Errorf("Decode(%s): %v, want no error", ok, err)
+		}
+	}
+}
+
+// TestOpenAPIIsGeneratedFromTheRouteTable: each service's committed OpenAPI
+// description is what the route table generates (go run
+// ./schemas/cmd/descriptors rewrites it), and it holds every route of the
+// table, with the permission it requires and the schemas of what it takes
+// and answers; every schema it refers to is among its components.
+func TestOpenAPIIsGeneratedFromTheRouteTable(t *testing.T) {
+	t.Parallel()
+	for _, service := range []string{ServiceCirculation, ServiceStorage} {
+		path := "../" + service + "/descriptors/openapi.json"
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := OpenAPI(service); string(got) != string(want) {
+			t.Errorf("%s is not what the route table generates: run make descriptors", path)
+		}
+		var doc struct {
+			OpenAPI string `json:"openapi"`
+			Paths   map[string]map[string]struct {
+				Permissions []string `json:"x-okapi-permissions"`
+				Body        *struct {
+					Content map[string]struct {
+						Schema struct {
+							Ref string `json:"$ref"`
+						} `json:"schema"`
+					} `json:"content"`
+				} `json:"requestBody"`
+				Responses map[string]json.RawMessage `json:"responses"`
+			} `json:"paths"`
+			Components struct {
+				Schemas map[string]json.RawMessage `json:"schemas"`
+			} `json:"components"`
+		}
+		if err := json.Unmarshal(got, &doc); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if doc.OpenAPI != "3.1.0" {
+			t.Errorf("%s is OpenAPI %q, want 3.1.0", path, doc.OpenAPI)
+		}
+		routes := RoutesOf(service)
+		n := 0
+		for _, r := range routes {
+			op, ok := doc.Paths[r.Path][strings.ToLower(r.Method)]
+			if !ok {
+				t.Errorf("%s has no %s %s", path, r.Method, r.Path)
+				continue
+			}
+			n++
+			if r.Permission != "" && (len(op.Permissions) != 1 || op.Permissions[0] != r.Permission) {
+				t.Errorf("%s: %s %s requires %v, the table says %q", path, r.Method, r.Path, op.Permissions, r.Permission)
+			}
+			if (op.Body != nil) != (r.Request != "") ||
+				r.Request != "" && op.Body.Content["application/json"].Schema.Ref != "#/components/schemas/"+strings.TrimSuffix(r.Request, ".json") {
+				t.Errorf("%s: %s %s takes %+v, the table says %q", path, r.Method, r.Path, op.Body, r.Request)
+			}
+			if len(r.Answers) == 0 {
+				t.Errorf("the table says nothing of what %s %s answers", r.Method, r.Path)
+			}
+			for _, a := range r.Answers {
+				if _, ok := op.Responses[strconv.Itoa(a.Status)]; !ok {
+					t.Errorf("%s: %s %s does not answer %d", path, r.Method, r.Path, a.Status)
+				}
+			}
+		}
+		methods := 0
+		for _, ops := range doc.Paths {
+			methods += len(ops)
+		}
+		if methods != n {
+			t.Errorf("%s has %d operations, the table %d routes of %s", path, methods, n, service)
+		}
+		for _, ref := range regexp.MustCompile(`"\$ref": "#/components/schemas/([^"/]+)`).FindAllSubmatch(got, -1) {
+			if _, ok := doc.Components.Schemas[string(ref[1])]; !ok {
+				t.Errorf("%s refers to the schema %s, which it does not hold", path, ref[1])
+			}
 		}
 	}
 }

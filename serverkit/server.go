@@ -86,7 +86,8 @@ const readyTimeout = 2 * time.Second
 
 // New builds the server of svc with the routes every service serves
 // openly: liveness (/admin/health, naming the authentication mode and its
-// warnings), readiness (/admin/ready) and the metrics (/metrics). Request
+// warnings), readiness (/admin/ready), the metrics (/metrics) and the
+// service's OpenAPI description (schemas.OpenAPIPath). Request
 // bodies are validated against the JSON Schemas in sch (Body); logger is
 // the service's.
 func New(svc Service, cfg Config, sch *schemas.Set, metrics *Metrics, logger *slog.Logger) *Server {
@@ -107,6 +108,8 @@ func New(svc Service, cfg Config, sch *schemas.Set, metrics *Metrics, logger *sl
 	s.Get("/admin/health", func(c echo.Context) error { return c.JSON(http.StatusOK, s.cfg.Auth.Health()) })
 	s.Get("/admin/ready", s.ready)
 	s.Get("/metrics", echo.WrapHandler(metrics.Handler()))
+	openAPI := schemas.OpenAPI(svc.Name)
+	s.Get(schemas.OpenAPIPath, func(c echo.Context) error { return c.JSONBlob(http.StatusOK, openAPI) })
 	return s
 }
 

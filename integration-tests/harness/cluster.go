@@ -344,19 +344,21 @@ func (c *Cluster) DoWith(p *Process, method, path string, body any, headers map[
 // do sends a request with client.
 func (c *Cluster) do(client *http.Client, p *Process, method, path string, body any, headers map[string]string) Response {
 	var r io.Reader
+	var sent []byte
 	if body != nil {
 		switch b := body.(type) {
 		case string:
-			r = strings.NewReader(b)
+			sent = []byte(b)
 		case []byte:
-			r = bytes.NewReader(b)
+			sent = b
 		default:
 			data, err := json.Marshal(b)
 			if err != nil {
 				return Response{Err: err}
 			}
-			r = bytes.NewReader(data)
+			sent = data
 		}
+		r = bytes.NewReader(sent)
 	}
 	req, err := http.NewRequest(method, p.URL()+path, r)
 	if err != nil {
@@ -374,6 +376,12 @@ func (c *Cluster) do(client *http.Client, p *Process, method, path string, body 
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)
+	if err == nil {
+		// Every answer is held to the service's OpenAPI description.
+		if msg := CheckContract(p, method, path, sent, res.StatusCode, res.Header, data); msg != "" {
+			c.t.Errorf("contract: %s", msg)
+		}
+	}
 	return Response{Status: res.StatusCode, Header: res.Header, Body: data, Err: err}
 }
 

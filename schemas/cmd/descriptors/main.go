@@ -1,7 +1,7 @@
-// Command descriptors writes the modules' FOLIO module descriptors,
-// generated from the permission table in package schemas, into
-// circulation/descriptors and circulation-storage/descriptors, and the
-// README's permission table. Run it from the repository's root after
+// Command descriptors writes the modules' FOLIO module descriptors and
+// OpenAPI descriptions, generated from the permission table in package
+// schemas, into circulation/descriptors and circulation-storage/descriptors,
+// and the README's permission table (make descriptors runs it). Run it from the repository's root after
 // changing a route or a permission:
 //
 //	go run ./schemas/cmd/descriptors
@@ -25,6 +25,15 @@ func main() {
 		}
 		path := filepath.Join(dir, "ModuleDescriptor-template.json")
 		if err := os.WriteFile(path, schemas.Descriptor(service), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println("wrote", path)
+		if len(schemas.RoutesOf(service)) == 0 {
+			continue
+		}
+		path = filepath.Join(dir, "openapi.json")
+		if err := os.WriteFile(path, schemas.OpenAPI(service), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
