@@ -36,6 +36,10 @@ type Server struct {
 	MaxHeaderBytes int `env:"MAX_HEADER_BYTES" envDefault:"65536"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
+	// OTLPEndpoint is the OpenTelemetry collector traces are sent to over
+	// OTLP/HTTP (its base URL, "http://127.0.0.1:4318"); empty, no trace
+	// is made or sent.
+	OTLPEndpoint string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
 }
 
 // NetHTTPMaxHeaderBytes is net/http's own bound on a request's headers,

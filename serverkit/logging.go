@@ -3,6 +3,8 @@ package serverkit
 import (
 	"context"
 	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // LogHandler wraps h so that every record logged with a request's context
@@ -18,6 +20,11 @@ func (h requestLogHandler) Handle(ctx context.Context, r slog.Record) error {
 		if req.Tenant != "" {
 			r.AddAttrs(slog.String("tenant", req.Tenant))
 		}
+	}
+	// The trace the line belongs to, while tracing is on: an operator goes
+	// from the line to the trace.
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -78,6 +78,9 @@ func Start[C Configuration](name string, args []string, environ map[string]strin
 	}
 	logger = slog.New(LogHandler(slog.NewJSONHandler(stdout, config.LogOptions(cfg.ServerConfig().LogLevel))))
 	logger.Info("starting", slog.Any("config", cfg))
+	if err := StartTracing(context.Background(), name, cfg.ServerConfig().OTLPEndpoint); err != nil {
+		return cfg, nil, err
+	}
 	return cfg, logger, nil
 }
 
@@ -136,6 +139,10 @@ func Shutdown(srv *http.Server, timeout time.Duration, logger *slog.Logger) erro
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := srv.Shutdown(ctx)
+	// The spans of the last requests go out before the process ends.
+	if terr := StopTracing(ctx); terr != nil {
+		logger.Warn("sending the last spans", slog.Any("error", terr))
+	}
 	if err == nil || errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

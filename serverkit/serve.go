@@ -10,6 +10,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/serverkit/auth"
@@ -101,6 +106,15 @@ func (s *Server) requestPath(next echo.HandlerFunc) echo.HandlerFunc {
 		if !validRequestID(r.ID) {
 			r.ID = uuid.NewString()
 		}
+		var span trace.Span
+		if TracingOn() {
+			// The caller's trace, from its traceparent, continued by a
+			// span of this request's.
+			ctx := otel.GetTextMapPropagator().Extract(req.Context(), propagation.HeaderCarrier(req.Header))
+			ctx, span = Tracer().Start(ctx, req.Method+" "+c.Path(), trace.WithSpanKind(trace.SpanKindServer))
+			req = req.WithContext(ctx)
+			c.SetRequest(req)
+		}
 		h := c.Response().Header()
 		h.Set(schemas.HeaderRequestID, r.ID)
 		// Answers carry patrons, loans and locks: no cache keeps
@@ -122,6 +136,14 @@ func (s *Server) requestPath(next echo.HandlerFunc) echo.HandlerFunc {
 			route = "unmatched"
 		}
 		s.observe(req.Method, route, status, elapsed)
+		if span != nil {
+			span.SetAttributes(attribute.String("http.request.method", req.Method), attribute.String("http.route", route),
+				attribute.Int("http.response.status_code", status), attribute.String("request.id", r.ID))
+			if status >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(status))
+			}
+			span.End()
+		}
 		if !r.Logged {
 			return nil
 		}

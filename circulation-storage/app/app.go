@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/exaring/otelpgx"
+	"github.com/jackc/pgx/v5"
+
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/accounts"
 	"github.com/checkoutlock/circulation-storage/internal/httpapi"
@@ -57,9 +60,14 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		return err
 	}
 
+	var statements pgx.QueryTracer
+	if serverkit.TracingOn() {
+		// A span for each statement, in the trace of the request it serves.
+		statements = otelpgx.NewTracer()
+	}
 	db, err := postgres.Open(ctx, cfg.Database.ConnString(), postgres.PoolConfig{MaxConns: cfg.Database.MaxConns,
 		MaxConnLifetime: cfg.Database.MaxConnLifetime, LockCommit: cfg.LockSynchronousCommit, NoOutbox: cfg.Outbox == "off",
-		IdleInTransaction: cfg.RequestTimeout, Logger: logger})
+		IdleInTransaction: cfg.RequestTimeout, Logger: logger, Tracer: statements})
 	if err != nil {
 		return err
 	}

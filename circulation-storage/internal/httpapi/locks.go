@@ -11,6 +11,8 @@ import (
 	"github.com/checkoutlock/schemas/errs"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
@@ -80,13 +82,20 @@ func (s *Server) postLock(c echo.Context) error {
 // acquisition's outcome and logs it: for POST /check-out-lock-storage and
 // a check-out's write that takes its lock the ordinary way.
 func (s *Server) acquire(c echo.Context, userID, lockID string, ttl, wait time.Duration, holder storage.Holder) (storage.Lock, error) {
-	lock, outcome, err := s.svc.Waiters.Acquire(c.Request().Context(), tenantOf(c), userID, lockID, ttl, wait, holder)
+	// The wait, and the hand-off that ends it, a span of the request's
+	// trace (a no-op while tracing is off).
+	ctx, span := serverkit.Tracer().Start(c.Request().Context(), "check-out lock wait",
+		trace.WithAttributes(attribute.String("user.id", userID), attribute.Int64("lock.wait_max_ms", wait.Milliseconds())))
+	defer span.End()
+	lock, outcome, err := s.svc.Waiters.Acquire(ctx, tenantOf(c), userID, lockID, ttl, wait, holder)
 	if err != nil {
 		if errs.IsKind(err, errs.KindLocked) {
 			s.metrics.acquisition("held")
+			span.SetAttributes(attribute.String("lock.outcome", "held"))
 		}
 		return storage.Lock{}, err
 	}
+	span.SetAttributes(attribute.String("lock.outcome", outcome.String()))
 	s.metrics.acquisition(outcome.String())
 	serverkit.Log(c, slog.String("user_id", lock.UserID), slog.String("lock_id", lock.ID), slog.String("outcome", outcome.String()))
 	return lock, nil

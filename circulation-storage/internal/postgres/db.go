@@ -44,6 +44,9 @@ type PoolConfig struct {
 	// MaxConns bounds the main pool; the lock statements' pool, when
 	// they have one, has half as many.
 	MaxConns int32
+	// Tracer, when not nil, is told of every statement (a span each, while
+	// tracing is on: otelpgx).
+	Tracer pgx.QueryTracer
 	// MaxConnLifetime bounds how long a connection, and the server
 	// process behind it, lives (pgxpool's default, one hour, when zero):
 	// what a backend keeps (catalog and plan caches, prepared statements)
@@ -127,6 +130,9 @@ func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns in
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
 	cfg.ConnConfig.RuntimeParams["application_name"] = name
+	if pc.Tracer != nil {
+		cfg.ConnConfig.Tracer = pc.Tracer
+	}
 	if pc.IdleInTransaction > 0 {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(pc.IdleInTransaction.Milliseconds(), 10)
 	}

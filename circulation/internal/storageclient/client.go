@@ -21,7 +21,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
 	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/serverkit"
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
@@ -61,7 +64,15 @@ func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
 	transport.MaxIdleConns = 256
 	transport.MaxIdleConnsPerHost = 256
 	transport.IdleConnTimeout = 90 * time.Second
-	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Transport: transport}, timeout: timeout,
+	var rt http.RoundTripper = transport
+	if serverkit.TracingOn() {
+		// Each call a span of its own, in the check-out's trace, which
+		// storage continues (traceparent).
+		rt = otelhttp.NewTransport(transport, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			return "storage " + r.Method + " " + r.URL.Path
+		}))
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Transport: rt}, timeout: timeout,
 		logger: slog.New(slog.DiscardHandler)}
 }
 

@@ -1,0 +1,206 @@
+package integration
+
+import (
+	"compress/gzip"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// span is one span a service exported, as the test's collector received
+// it.
+type span struct {
+	service, name    string
+	id, parent, kind string
+}
+
+// collector is an OTLP/HTTP trace receiver on loopback keeping, in
+// memory, every span the services send it.
+type collector struct {
+	addr  string
+	mu    sync.Mutex
+	spans []span
+}
+
+func startCollector(t *testing.T) *collector {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &collector{addr: ln.Addr().String()}
+	srv := &http.Server{Handler: http.HandlerFunc(col.receive), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return col
+}
+
+func (col *collector) receive(w http.ResponseWriter, r *http.Request) {
+	var body io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		z, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		body = z
+	}
+	data, err := io.ReadAll(body)
+	var req collectortrace.ExportTraceServiceRequest
+	if err == nil {
+		err = proto.Unmarshal(data, &req)
+	}
+	if err != nil || r.URL.Path != "/v1/traces" {
+		http.Error(w, fmt.Sprint(err), http.StatusBadRequest)
+		return
+	}
+	col.mu.Lock()
+	for _, rs := range req.ResourceSpans {
+		service := ""
+		for _, a := range rs.GetResource().GetAttributes() {
+			if a.Key == "service.name" {
+				service = a.GetValue().GetStringValue()
+			}
+		}
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				col.spans = append(col.spans, span{service: service, name: s.Name, id: hex.EncodeToString(s.SpanId),
+					parent: hex.EncodeToString(s.ParentSpanId), kind: tracepb.Span_SpanKind_name[int32(s.Kind)] + "/" + hex.EncodeToString(s.TraceId)})
+			}
+		}
+	}
+	col.mu.Unlock()
+	out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+// trace is the spans received of the trace traceID.
+func (col *collector) trace(traceID string) []span {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	var out []span
+	for _, s := range col.spans {
+		if strings.HasSuffix(s.kind, "/"+traceID) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestACheckOutIsOneTraceFromRequestToSQL: with OTEL_EXPORTER_OTLP_ENDPOINT
+// naming a collector, a check-out that waits for a patron's held lock,
+// sent with a caller's traceparent, is one trace: circulation's request,
+// its two storage calls (validation's read and the write), storage's
+// answer to each, the lock's wait and the SQL statements, each span's
+// parent in the trace and the first one's the caller's.
+func TestACheckOutIsOneTraceFromRequestToSQL(t *testing.T) {
+	t.Parallel()
+	col := startCollector(t)
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + col.addr, "OTEL_BSP_SCHEDULE_DELAY=50"}
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, RetryIntervalMs: "5000",
+		StorageEnv: env, CirculationEnv: env})
+	lib := c.SetupLibrary(1, 2, 5)
+	patron, item := lib.Patrons[0], lib.Items[0][0]
+	var lock struct{ ID string }
+	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, patron), "ttlMs": 60000}).
+		Want(t, http.StatusCreated).Decode(t, &lock)
+
+	const traceID, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	result := make(chan harness.Response, 1)
+	go func() {
+		result <- c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode",
+			map[string]any{"itemBarcode": item, "userBarcode": patron, "servicePointId": harness.ServicePoint},
+			c.HeadersWith("traceparent", "00-"+traceID+"-"+callerSpan+"-01"))
+	}()
+	waitFor(t, "the check-out to wait at storage", func() bool { return metric(t, c, c.Storage, "checkout_lock_waiters") == 1 })
+	c.Do(c.Storage, "DELETE", "/check-out-lock-storage/"+lock.ID, nil).Want(t, http.StatusNoContent)
+	(<-result).Want(t, http.StatusCreated)
+
+	want := []struct{ service, name string }{
+		{"circulation", "POST /circulation/check-out-by-barcode"},
+		{"circulation", "storage GET /check-out-storage/validation"},
+		{"circulation", "storage POST /loan-storage/loans"},
+		{"circulation-storage", "GET /check-out-storage/validation"},
+		{"circulation-storage", "POST /loan-storage/loans"},
+		{"circulation-storage", "check-out lock wait"},
+	}
+	var spans []span
+	has := func(service, name string) *span {
+		for i := range spans {
+			if spans[i].service == service && spans[i].name == name {
+				return &spans[i]
+			}
+		}
+		return nil
+	}
+	statements := func() int {
+		n := 0
+		for _, s := range spans {
+			if s.service == "circulation-storage" && strings.HasPrefix(s.kind, "SPAN_KIND_CLIENT/") {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "the check-out's spans at the collector", func() bool {
+		spans = col.trace(traceID)
+		for _, w := range want {
+			if has(w.service, w.name) == nil {
+				return false
+			}
+		}
+		return statements() > 0
+	})
+	byID := map[string]span{}
+	for _, s := range spans {
+		byID[s.id] = s
+	}
+	for _, s := range spans {
+		if _, ok := byID[s.parent]; !ok && s.parent != callerSpan {
+			t.Errorf("span %s %q has a parent (%s) not in the trace", s.service, s.name, s.parent)
+		}
+	}
+	parentOf := func(child, parent *span) {
+		if child.parent != parent.id {
+			t.Errorf("the parent of %s %q is %q, want %s %q", child.service, child.name, byID[child.parent].name, parent.service, parent.name)
+		}
+	}
+	root := has("circulation", "POST /circulation/check-out-by-barcode")
+	if root.parent != callerSpan {
+		t.Errorf("circulation's span continues %s, want the caller's %s", root.parent, callerSpan)
+	}
+	validation, write := has("circulation", "storage GET /check-out-storage/validation"), has("circulation", "storage POST /loan-storage/loans")
+	parentOf(validation, root)
+	parentOf(write, root)
+	parentOf(has("circulation-storage", "GET /check-out-storage/validation"), validation)
+	storageWrite := has("circulation-storage", "POST /loan-storage/loans")
+	parentOf(storageWrite, write)
+	parentOf(has("circulation-storage", "check-out lock wait"), storageWrite)
+	// Every statement is storage's, under one of its requests.
+	for _, s := range spans {
+		if s.service != "circulation-storage" || !strings.HasPrefix(s.kind, "SPAN_KIND_CLIENT/") {
+			continue
+		}
+		p := byID[s.parent]
+		for p.service == "circulation-storage" && p.name != "GET /check-out-storage/validation" && p.name != "POST /loan-storage/loans" && p.parent != "" {
+			p = byID[p.parent]
+		}
+		if p.service != "circulation-storage" {
+			t.Errorf("the statement %q is not under one of storage's requests", s.name)
+		}
+	}
+	t.Logf("SUMMARY TestACheckOutIsOneTraceFromRequestToSQL: spans=%d statements=%d", len(spans), statements())
+}

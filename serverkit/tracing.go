@@ -1,0 +1,67 @@
+package serverkit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	sdkresource "go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TracerName names the spans the services make themselves (the lock's
+// wait, the server's spans); the libraries name theirs (otelhttp, otelpgx).
+const TracerName = "github.com/checkoutlock"
+
+// tracing is the process's tracer provider while tracing is on (nil when
+// off): spans exported over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT.
+var tracing atomic.Pointer[sdktrace.TracerProvider]
+
+// TracingOn says whether the process exports traces: whether the
+// callers that wrap what they call (an HTTP client's transport, a
+// database pool's tracer) should.
+func TracingOn() bool { return tracing.Load() != nil }
+
+// StartTracing turns tracing on when endpoint (OTEL_EXPORTER_OTLP_ENDPOINT,
+// the collector's base URL) is set: a span for each request the server
+// answers (continuing the caller's trace from its traceparent header), and
+// whatever the service and its libraries add, exported in batches over
+// OTLP/HTTP to endpoint/v1/traces; W3C trace context is propagated to the
+// services it calls. With endpoint empty nothing is set up and the spans
+// the code makes are OpenTelemetry's no-op ones. The OTEL_BSP_* variables
+// of OpenTelemetry's SDK tune the batches.
+func StartTracing(ctx context.Context, service, endpoint string) error {
+	if endpoint == "" {
+		return nil
+	}
+	exporter, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(strings.TrimSuffix(endpoint, "/")+"/v1/traces"))
+	if err != nil {
+		return fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: %w", err)
+	}
+	provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter),
+		sdktrace.WithResource(sdkresource.NewSchemaless(attribute.String("service.name", service))))
+	otel.SetTracerProvider(provider)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	tracing.Store(provider)
+	return nil
+}
+
+// StopTracing sends the spans not yet sent, within ctx, and stops
+// tracing.
+func StopTracing(ctx context.Context) error {
+	provider := tracing.Swap(nil)
+	if provider == nil {
+		return nil
+	}
+	return provider.Shutdown(ctx)
+}
+
+// Tracer is the services' own tracer: OpenTelemetry's global one, a no-op
+// while tracing is off.
+func Tracer() trace.Tracer { return otel.Tracer(TracerName) }
