@@ -229,10 +229,12 @@ func mapsEqual(a, b map[string]any) bool {
 // TestConcurrentRequestsForOneItemDoNotDeadlock: twenty requests for one
 // item's same position at once, ten rounds: one is created, the others
 // are refused with a 4xx within a second, PostgreSQL detects no deadlock,
-// and a read of another record meanwhile answers within 100 ms, or within
-// five times the slowest of the same reads just before the writes when
-// the machine is that slow (a bound taken in the same run, not a
-// machine's speed).
+// and the reads of another record meanwhile answer within 100 ms, or
+// within five times the slowest of the same reads just before the writes
+// when the machine is that slow (a bound taken in the same run, not a
+// machine's speed), all but one at most: writes holding the reads up
+// would slow every read made while they ran, where a machine busy with
+// the tests beside this one slows one now and then.
 func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
@@ -271,9 +273,13 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 		}
 		bound := max(100*time.Millisecond, 5*quiet)
 		// Reads of another record while the writes run, one after
-		// another: the slowest of them, and any that failed.
+		// another: the slowest of them, how many took longer than bound,
+		// and any that failed. Writes that held the reads up would hold
+		// up every read made while they ran; one read slowed by the
+		// machine (a test beside this one taking the cores) is one.
 		type readResult struct {
 			slowest time.Duration
+			slow    int
 			failed  []int
 		}
 		read := make(chan readResult, 1)
@@ -291,7 +297,11 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 				if res := c.Do(c.Storage, "GET", "/item-storage/items?barcode="+other, nil); res.Status != http.StatusOK {
 					r.failed = append(r.failed, res.Status)
 				}
-				r.slowest = max(r.slowest, time.Since(began))
+				took := time.Since(began)
+				r.slowest = max(r.slowest, took)
+				if took > bound {
+					r.slow++
+				}
 			}
 		}()
 		answers, took := holdsAtOnce(c, item, requesters, 1)
@@ -318,9 +328,9 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 			t.Errorf("round %d: %d requests created at position 1, want 1", round, created)
 		}
 		slowestRead = max(slowestRead, slowest)
-		if slowest > bound {
-			t.Errorf("round %d: a read of another record took %v during the writes, beyond %v (the slowest before them %v)",
-				round, slowest, bound, quiet)
+		if reads.slow > 1 {
+			t.Errorf("round %d: %d reads of another record took longer than %v during the writes, the slowest %v (the slowest before them %v)",
+				round, reads.slow, bound, slowest, quiet)
 		}
 	}
 	t.Logf("%d rounds of %d writers: the slowest refusal %v, the slowest read of another record %v", rounds, writers, slowestRefusal, slowestRead)

@@ -2,9 +2,13 @@ package bench
 
 import (
 	"flag"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,8 +24,9 @@ import (
 // baRounds and baSlice shape scenario 6 run alone, for a small
 // difference: many short rounds, each a slice of either version.
 var (
-	baRounds = flag.Int("bench.rounds", 0, "scenario 6's rounds (0: the plan's three); each round is one slice of either version, the first alternating")
-	baSlice  = flag.Duration("bench.slice", 2*time.Second, "scenario 6's slice, with -bench.rounds")
+	baTracing = flag.Bool("bench.tracing", false, "scenario 6 with this version's services tracing every check-out (OTEL_EXPORTER_OTLP_ENDPOINT naming a collector of the bench's own, which discards the spans)")
+	baRounds  = flag.Int("bench.rounds", 0, "scenario 6's rounds (0: the plan's three); each round is one slice of either version, the first alternating")
+	baSlice   = flag.Duration("bench.slice", 2*time.Second, "scenario 6's slice, with -bench.rounds")
 )
 
 var baseline = flag.String("bench.baseline", "",
@@ -281,7 +286,12 @@ func scaleCPU(a CPUPerCheckOut, f float64) CPUPerCheckOut {
 func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfter {
 	t.Helper()
 	opts := harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: env, CirculationEnv: env}
+	if *baTracing {
+		traced := append(slices.Clone(env), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlpSink(t))
+		opts.StorageEnv, opts.CirculationEnv = traced, traced
+	}
 	after := harness.NewCluster(t, opts)
+	opts.StorageEnv, opts.CirculationEnv = env, env
 	opts.BinDir = buildAt(t, rev)
 	opts.DatabaseURL = harness.FreshDatabase(t)
 	before := harness.NewCluster(t, opts)
@@ -337,4 +347,22 @@ type histPair struct {
 	h       *hdrhistogram.Histogram
 	errs    int64
 	elapsed time.Duration
+}
+
+// otlpSink is an OTLP/HTTP endpoint on loopback that takes every span sent
+// to it and keeps none (an empty answer is OTLP's success), for measuring
+// what tracing costs the services; its address.
+func otlpSink(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
 }
