@@ -258,8 +258,21 @@ func Build(dir string) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	nats := exec.Command(goBin, "build", "-o", filepath.Join(dir, "nats-server"), NATSServerPackage)
-	nats.Dir = filepath.Join(root, NATSServerModule)
+	return BuildNATSServer(dir)
+}
+
+// NATSServerBinary is the NATS server's name in a directory of binaries.
+const NATSServerBinary = "nats-server"
+
+// BuildNATSServer builds the NATS server NATSServerModule pins into dir,
+// as NATSServerBinary.
+func BuildNATSServer(dir string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = "/usr/local/go/bin/go"
+	}
+	nats := exec.Command(goBin, "build", "-o", filepath.Join(dir, NATSServerBinary), NATSServerPackage)
+	nats.Dir = filepath.Join(repoRoot(), NATSServerModule)
 	nats.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := nats.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %v\n%s", NATSServerPackage, err, out)

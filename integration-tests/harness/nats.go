@@ -177,7 +177,7 @@ func (s *NATSServer) Start() {
 		s.t.Fatal(err)
 	}
 	host, port, _ := strings.Cut(s.Addr, ":")
-	cmd := exec.Command(filepath.Join(BinDir(), "nats-server"), append([]string{"-js", "-a", host, "-p", port, "-sd", s.dir}, s.cluster...)...)
+	cmd := exec.Command(filepath.Join(BinDir(), NATSServerBinary), append([]string{"-js", "-a", host, "-p", port, "-sd", s.dir}, s.cluster...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = diesWithTheTests()
 	if err := cmd.Start(); err != nil {
