@@ -232,9 +232,9 @@ func mapsEqual(a, b map[string]any) bool {
 // and the reads of another record meanwhile answer within 100 ms, or
 // within five times the slowest of the same reads just before the writes
 // when the machine is that slow (a bound taken in the same run, not a
-// machine's speed), all but one at most: writes holding the reads up
-// would slow every read made while they ran, where a machine busy with
-// the tests beside this one slows one now and then.
+// machine's speed), most of them: writes holding the reads up would slow
+// every read made while they ran, where a machine busy with the tests
+// beside this one slows a few now and then.
 func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
@@ -273,14 +273,15 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 		}
 		bound := max(100*time.Millisecond, 5*quiet)
 		// Reads of another record while the writes run, one after
-		// another: the slowest of them, how many took longer than bound,
-		// and any that failed. Writes that held the reads up would hold
-		// up every read made while they ran; one read slowed by the
-		// machine (a test beside this one taking the cores) is one.
+		// another: the slowest of them, how many there were and how many
+		// took longer than bound, and any that failed. Writes that held
+		// the reads up would hold up every read made while they ran; the
+		// machine (the tests beside this one taking the cores) slows a
+		// few now and then.
 		type readResult struct {
-			slowest time.Duration
-			slow    int
-			failed  []int
+			slowest     time.Duration
+			total, slow int
+			failed      []int
 		}
 		read := make(chan readResult, 1)
 		done := make(chan struct{})
@@ -298,6 +299,7 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 					r.failed = append(r.failed, res.Status)
 				}
 				took := time.Since(began)
+				r.total++
 				r.slowest = max(r.slowest, took)
 				if took > bound {
 					r.slow++
@@ -328,9 +330,9 @@ func TestConcurrentRequestsForOneItemDoNotDeadlock(t *testing.T) {
 			t.Errorf("round %d: %d requests created at position 1, want 1", round, created)
 		}
 		slowestRead = max(slowestRead, slowest)
-		if reads.slow > 1 {
-			t.Errorf("round %d: %d reads of another record took longer than %v during the writes, the slowest %v (the slowest before them %v)",
-				round, reads.slow, bound, slowest, quiet)
+		if reads.slow > 1 && 2*reads.slow > reads.total {
+			t.Errorf("round %d: %d of %d reads of another record took longer than %v during the writes, the slowest %v (the slowest before them %v)",
+				round, reads.slow, reads.total, bound, slowest, quiet)
 		}
 	}
 	t.Logf("%d rounds of %d writers: the slowest refusal %v, the slowest read of another record %v", rounds, writers, slowestRefusal, slowestRead)
