@@ -19,7 +19,7 @@
 #
 # Variables set by the Makefile, their one home: GO, UNIT_PKGS,
 # UNIT_TIMEOUT, INTEGRATION_TIMEOUT, FUZZ_INPUTS; and TEST_PARALLEL (default 4) and
-# WORKLOADS_PARALLEL (default 3): on two cores that are slow, more at a time
+# WORKLOADS_PARALLEL (default 2): on two cores that are slow, more at a time
 # starve the tests that time a burst against real timeouts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,7 +65,7 @@ unit() {
 workloads() {
   # Fewer at a time than the unit tests: many of these time bursts against
   # the lock's retry budget and real timeouts.
-  "$GO" test -race -count=1 -parallel "${WORKLOADS_PARALLEL:-3}" -timeout "${INTEGRATION_TIMEOUT:?set by the Makefile}" -v \
+  "$GO" test -race -count=1 -parallel "${WORKLOADS_PARALLEL:-2}" -timeout "${INTEGRATION_TIMEOUT:?set by the Makefile}" -v \
     ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
 }
 lint() {
