@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -90,6 +91,9 @@ func operation(r Route) map[string]any {
 	for _, q := range r.Query {
 		params = append(params, map[string]any{"name": q, "in": "query", "schema": map[string]any{"type": "string"}})
 	}
+	for _, h := range r.Headers {
+		params = append(params, map[string]any{"name": h, "in": "header", "schema": map[string]any{"type": "string"}})
+	}
 	if r.Interface != InterfaceAdmin {
 		params = append(params, map[string]any{"name": "X-Okapi-Tenant", "in": "header", "required": true,
 			"schema": map[string]any{"type": "string", "pattern": TenantPattern}})
@@ -108,13 +112,24 @@ func operation(r Route) map[string]any {
 		"4XX": map[string]any{"$ref": "#/components/responses/Error"},
 		"5XX": map[string]any{"$ref": "#/components/responses/Error"},
 	}
-	for _, a := range r.Answers {
+	for i, a := range r.Answers {
+		if slices.ContainsFunc(r.Answers[:i], func(b Answer) bool { return b.Status == a.Status }) {
+			continue // folded into the first answer of its status
+		}
 		answer := map[string]any{"description": http.StatusText(a.Status)}
+		var bodies []any
+		for _, b := range r.Answers[i:] {
+			if b.Status == a.Status && b.Schema != "" {
+				bodies = append(bodies, ref(b.Schema))
+			}
+		}
 		switch {
 		case a.ContentType != "":
 			answer["content"] = map[string]any{a.ContentType: map[string]any{"schema": map[string]any{"type": "string"}}}
-		case a.Schema != "":
-			answer["content"] = map[string]any{"application/json": map[string]any{"schema": ref(a.Schema)}}
+		case len(bodies) == 1:
+			answer["content"] = map[string]any{"application/json": map[string]any{"schema": bodies[0]}}
+		case len(bodies) > 1: // one status, bodies the request's headers choose between
+			answer["content"] = map[string]any{"application/json": map[string]any{"schema": map[string]any{"anyOf": bodies}}}
 		case a.Status != http.StatusNoContent && a.Status != http.StatusCreated:
 			answer["content"] = map[string]any{"application/json": map[string]any{}}
 		}

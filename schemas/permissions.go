@@ -40,6 +40,7 @@ type Route struct {
 	// the error envelope every route may answer with.
 	Request string
 	Query   []string
+	Headers []string
 	Answers []Answer
 }
 
@@ -75,6 +76,25 @@ func (r Route) answersText(status int, contentType string) Route {
 func (r Route) reads(names ...string) Route {
 	r.Query = append(slices.Clone(r.Query), names...)
 	return r
+}
+
+// heeds is r reading the request headers names, each of which changes
+// what the route does (wire.go says how).
+func (r Route) heeds(names ...string) Route {
+	r.Headers = append(slices.Clone(r.Headers), names...)
+	return r
+}
+
+// amend is routes with f applied to the one of method and path.
+func amend(routes []Route, method, path string, f func(Route) Route) []Route {
+	out := slices.Clone(routes)
+	for i, r := range out {
+		if r.Method == method && r.Path == path {
+			out[i] = f(r)
+			return out
+		}
+	}
+	panic("schemas: no route " + method + " " + path + " to amend")
 }
 
 // The interfaces, with their versions.
@@ -140,11 +160,11 @@ var Routes = slices.Concat(
 		// only the storage permissions it needs.
 		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...).takes("check-out-by-barcode-request.json").answers(201, "circulation-loan.json"),
 		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...).takes("check-in-by-barcode-request.json").answers(200, "check-in-response.json"),
-		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...).takes("renew-by-barcode-request.json").answers(200, "circulation-loan.json"),
+		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...).takes("renew-by-barcode-request.json").heeds(HeaderPatronPin).answers(200, "circulation-loan.json"),
 		circ("GET", "/circulation/patron-summary", "circulation.patron-summary.get",
 			"read what a self-check machine shows a patron: whether they may borrow and why not, the loans counted and the item limit; with the patron's PIN, who they are and their loans out",
 			PermissionPatronSummary, PermissionVerifyPin).
-			reads("userBarcode").answers(200, "circulation-patron-summary.json"),
+			reads("userBarcode").heeds(HeaderPatronPin).answers(200, "circulation-patron-summary.json"),
 		circ("GET", "/circulation/item-summary", "circulation.item-summary.get",
 			"read what a self-check machine shows of an item: its title, status and due date",
 			"inventory-storage.items.collection.get", "circulation-storage.loans.collection.get").
@@ -232,15 +252,32 @@ var Routes = slices.Concat(
 	crud(InterfaceMaterialTypes, "/material-types", "inventory-storage.material-types", "material types", "material-type.json", "mtypes.json"),
 	crud(InterfaceLoanTypes, "/loan-types", "inventory-storage.loan-types", "loan types", "loan-type.json", "loantypes.json"),
 	crud(InterfaceUsers, "/users", "users", "users", "user.json", "users.json"),
-	crud(InterfaceItemStorage, "/item-storage/items", "inventory-storage.items", "items", "item.json", "items.json"),
+	// An item's replacement naming a service point is a check-in of an
+	// item with no open loan, answered with what it wrote.
+	amend(crud(InterfaceItemStorage, "/item-storage/items", "inventory-storage.items", "items", "item.json", "items.json"),
+		"PUT", "/item-storage/items/{id}", func(r Route) Route {
+			return r.heeds(HeaderCheckInServicePoint).answers(200, "check-in-written.json")
+		}),
 	crud(InterfaceLoanPolicyStorage, "/loan-policy-storage/loan-policies", "circulation-storage.loan-policies", "loan policies", "loan-policy.json", "loan-policies.json"),
 	crud(InterfaceRequestPolicyStorage, "/request-policy-storage/request-policies", "circulation-storage.request-policies", "request policies", "request-policy.json", "request-policies.json"),
-	crud(InterfaceLoanStorage, "/loan-storage/loans", "circulation-storage.loans", "loans", "loan.json", "loans.json"),
+	// A loan's creation is a check-out's write under the patron's lock; its
+	// replacement a check-in (answered with what it wrote), a renewal
+	// (answered with the loan) or a claim or declaration (204).
+	amend(amend(crud(InterfaceLoanStorage, "/loan-storage/loans", "circulation-storage.loans", "loans", "loan.json", "loans.json"),
+		"POST", "/loan-storage/loans", func(r Route) Route {
+			return r.heeds(HeaderLockID, HeaderItemVersion, HeaderReleaseLock, HeaderAcquireLock, HeaderCheckOutOverride)
+		}),
+		"PUT", "/loan-storage/loans/{id}", func(r Route) Route {
+			return r.heeds(HeaderCheckInItemVersion, HeaderRenewalCount, HeaderLoanActionItemVersion).
+				answers(200, "check-in-written.json").answers(200, "loan.json")
+		}),
 	crud(InterfaceSettings, "/settings/entries", "mod-settings.entries", "settings entries", "setting.json", "settings.json"),
 	crud(InterfaceManualBlocks, "/manualblocks", "manualblocks", "manual patron blocks", "manualblock.json", "manualblocks.json"),
 	fixedSet(InterfaceBlockConditions, "/patron-block-conditions", "patron-blocks.patron-block-conditions", "patron block conditions", "patron-block-condition.json", "patron-block-conditions.json"),
 	crud(InterfaceBlockLimits, "/patron-block-limits", "patron-blocks.patron-block-limits", "patron block limits", "patron-block-limit.json", "patron-block-limits.json"),
-	crud(InterfaceRequestStorage, "/request-storage/requests", "request-storage.requests", "requests", "request.json", "requests.json"),
+	amend(amend(crud(InterfaceRequestStorage, "/request-storage/requests", "request-storage.requests", "requests", "request.json", "requests.json"),
+		"POST", "/request-storage/requests", func(r Route) Route { return r.heeds(HeaderRequestRules) }),
+		"PUT", "/request-storage/requests/{id}", func(r Route) Route { return r.heeds(HeaderRequestRules) }),
 	crud(InterfaceAccounts, "/accounts", "circulation-storage.accounts", "accounts", "account.json", "accounts.json"),
 	crud(InterfaceServicePoints, "/service-points", "inventory-storage.service-points", "service points", "service-point.json", "service-points.json"),
 	[]Route{
