@@ -34,6 +34,10 @@ type Holder struct {
 	// owner (see OwnedBy).
 	AcquiredBy       string `json:"acquiredBy,omitempty"`
 	AcquiredByModule string `json:"acquiredByModule,omitempty"`
+	// TraceID is the trace of the acquiring request while tracing is on
+	// (W3C, 32 hex digits), set by storage: the lock list and the history
+	// link a lock and a wait to the trace that explains them.
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // OwnedBy reports whether caller is the holder's owner, the identity that
@@ -184,6 +188,7 @@ func LockHeld(userID string, expiresAt time.Time, remaining time.Duration, holde
 	for _, p := range []struct{ key, value string }{
 		{"holderInstance", holder.Instance}, {"holderRequestId", holder.RequestID},
 		{"holderItemBarcode", holder.ItemBarcode}, {"holderServicePointId", holder.ServicePointID},
+		{"holderTraceId", holder.TraceID},
 	} {
 		if p.value != "" {
 			e.With(p.key, p.value)
@@ -211,6 +216,8 @@ func HolderOf(e *errs.Error) Holder {
 			h.ItemBarcode = p.Value
 		case "holderServicePointId":
 			h.ServicePointID = p.Value
+		case "holderTraceId":
+			h.TraceID = p.Value
 		}
 	}
 	return h

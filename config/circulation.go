@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,25 @@ type Circulation struct {
 	// SIP2AdminURLs are the SIP2 doors' admin addresses (their HTTP_ADDR),
 	// comma-separated: the lock console lists the kiosks connected to them.
 	SIP2AdminURLs []string `env:"SIP2_ADMIN_URLS" envSeparator:","`
+	// TraceURL is where the operators' trace viewer shows one trace,
+	// {traceId} standing for its id ("http://jaeger:16686/trace/{traceId}"):
+	// the lock console links each lock and history entry storage traced
+	// to it. Empty, the console shows the trace id without a link.
+	TraceURL string `env:"TRACE_URL"`
+}
+
+// TraceIDPlaceholder is what TRACE_URL writes for a trace's id.
+const TraceIDPlaceholder = "{traceId}"
+
+// TraceLink is the trace viewer's address of the trace traceID, or nil
+// when TRACE_URL is not set.
+func (c Circulation) TraceLink() func(traceID string) string {
+	if c.TraceURL == "" {
+		return nil
+	}
+	return func(traceID string) string {
+		return strings.ReplaceAll(c.TraceURL, TraceIDPlaceholder, url.PathEscape(traceID))
+	}
 }
 
 // Intervals is a list of waits in milliseconds written "500|500|1000".
@@ -133,6 +153,10 @@ func (c Circulation) Validate() error {
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			errs = append(errs, fmt.Errorf("SIP2_ADMIN_URLS must list http:// or https:// URLs, got %q", u))
 		}
+	}
+	if c.TraceURL != "" && (!strings.HasPrefix(c.TraceURL, "http://") && !strings.HasPrefix(c.TraceURL, "https://") ||
+		!strings.Contains(c.TraceURL, TraceIDPlaceholder)) {
+		errs = append(errs, fmt.Errorf("TRACE_URL must be an http:// or https:// URL holding %s, got %q", TraceIDPlaceholder, c.TraceURL))
 	}
 	if len(c.SIP2AdminURLs) > 16 {
 		errs = append(errs, fmt.Errorf("SIP2_ADMIN_URLS lists %d doors; at most 16", len(c.SIP2AdminURLs)))

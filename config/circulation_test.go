@@ -49,6 +49,20 @@ func TestCirculationSeedVariables(t *testing.T) {
 	}
 }
 
+func TestTraceLinkPutsTheTraceIdInTheURL(t *testing.T) {
+	t.Parallel()
+	c, err := LoadCirculation(map[string]string{"AUTH_MODE": "gateway", "TRACE_URL": "http://jaeger:16686/trace/{traceId}?uiEmbed=v0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.TraceLink()("4bf92f3577b34da6a3ce929d0e0e4736"); got != "http://jaeger:16686/trace/4bf92f3577b34da6a3ce929d0e0e4736?uiEmbed=v0" {
+		t.Errorf("TraceLink = %q", got)
+	}
+	if c, _ := LoadCirculation(map[string]string{"AUTH_MODE": "gateway"}); c.TraceLink() != nil {
+		t.Error("TraceLink without TRACE_URL is not nil")
+	}
+}
+
 func TestCirculationInvalidValuesNameTheirVariable(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -78,6 +92,8 @@ func TestCirculationInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"TLS_CERT_FILE": "no-such.pem", "TLS_KEY_FILE": "no-such-key.pem"}, "TLS_CERT_FILE and TLS_KEY_FILE: open no-such.pem"},
 		{map[string]string{"STORAGE_CA_FILE": "no-such.pem"}, "STORAGE_CA_FILE: open no-such.pem"},
 		{map[string]string{"PATRON_SUMMARY_RATE": "-1"}, "PATRON_SUMMARY_RATE must be at least 0"},
+		{map[string]string{"TRACE_URL": "http://jaeger:16686/trace/"}, `TRACE_URL must be an http:// or https:// URL holding {traceId}, got "http://jaeger:16686/trace/"`},
+		{map[string]string{"TRACE_URL": "jaeger/{traceId}"}, `TRACE_URL must be an http:// or https:// URL holding {traceId}`},
 	}
 	for _, tt := range tests {
 		_, err := LoadCirculation(tt.env)

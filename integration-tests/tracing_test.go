@@ -104,18 +104,37 @@ func (col *collector) trace(traceID string) []span {
 // sent with a caller's traceparent, is one trace: circulation's request,
 // its two storage calls (validation's read and the write), storage's
 // answer to each, the lock's wait and the SQL statements, each span's
-// parent in the trace and the first one's the caller's.
+// parent in the trace and the first one's the caller's. The lock list and
+// the lock history keep the traces of a lock's acquisition and of a wait
+// in vain, and the console links them to the trace viewer (TRACE_URL).
 func TestACheckOutIsOneTraceFromRequestToSQL(t *testing.T) {
 	t.Parallel()
 	col := startCollector(t)
 	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + col.addr, "OTEL_BSP_SCHEDULE_DELAY=50"}
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, RetryIntervalMs: "5000",
-		StorageEnv: env, CirculationEnv: env})
+		StorageEnv: env, CirculationEnv: append(env, "TRACE_URL=http://traces.test/trace/{traceId}")})
 	lib := c.SetupLibrary(1, 2, 5)
 	patron, item := lib.Patrons[0], lib.Items[0][0]
-	var lock struct{ ID string }
-	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, patron), "ttlMs": 60000}).
-		Want(t, http.StatusCreated).Decode(t, &lock)
+	userID := patronID(t, c, patron)
+	// The lock is held by a request of a trace of its own, which the lock
+	// keeps, and the console links to.
+	const holderTrace = "0af7651916cd43dd8448eb211c80319c"
+	var lock struct {
+		ID     string
+		Holder struct{ TraceID string }
+	}
+	c.DoWith(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": userID, "ttlMs": 60000},
+		c.HeadersWith("traceparent", "00-"+holderTrace+"-b7ad6b7169203331-01")).Want(t, http.StatusCreated).Decode(t, &lock)
+	if lock.Holder.TraceID != holderTrace {
+		t.Errorf("the lock's holder.traceId is %q, want the acquiring request's trace %s", lock.Holder.TraceID, holderTrace)
+	}
+	var console struct {
+		CheckoutLocks []struct{ ID, TraceURL string }
+	}
+	c.Do(c.Circulations[0], "GET", "/circulation/check-out-locks", nil).Want(t, http.StatusOK).Decode(t, &console)
+	if len(console.CheckoutLocks) != 1 || console.CheckoutLocks[0].TraceURL != "http://traces.test/trace/"+holderTrace {
+		t.Errorf("the console lists %+v, want the lock with traceUrl http://traces.test/trace/%s", console.CheckoutLocks, holderTrace)
+	}
 
 	const traceID, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	result := make(chan harness.Response, 1)
@@ -202,4 +221,28 @@ func TestACheckOutIsOneTraceFromRequestToSQL(t *testing.T) {
 		}
 	}
 	t.Logf("SUMMARY TestACheckOutIsOneTraceFromRequestToSQL: spans=%d statements=%d", len(spans), statements())
+
+	// A wait in vain is in the lock history with the waiter's trace, and
+	// the console links the entry to it.
+	const waiterTrace = "5b8efff798038103d269b633813fc60c"
+	c.DoWith(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": userID, "ttlMs": 60000},
+		c.HeadersWith("traceparent", "00-"+holderTrace+"-b7ad6b7169203331-01")).Want(t, http.StatusCreated)
+	c.DoWith(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": userID, "waitMs": 50},
+		c.HeadersWith("traceparent", "00-"+waiterTrace+"-eee19b7ec3c1b174-01")).Want(t, http.StatusServiceUnavailable)
+	var history struct {
+		Events []struct {
+			Type                       string
+			Holder, By                 struct{ TraceID string }
+			HolderTraceURL, ByTraceURL string
+		}
+	}
+	c.Do(c.Circulations[0], "GET", "/circulation/check-out-locks/history?userId="+userID, nil).Want(t, http.StatusOK).Decode(t, &history)
+	if len(history.Events) == 0 || history.Events[0].Type != "waiter_gave_up" {
+		t.Fatalf("the history's newest event is not the wait in vain: %+v", history.Events)
+	}
+	e := history.Events[0]
+	if e.By.TraceID != waiterTrace || e.ByTraceURL != "http://traces.test/trace/"+waiterTrace ||
+		e.Holder.TraceID != holderTrace || e.HolderTraceURL != "http://traces.test/trace/"+holderTrace {
+		t.Errorf("the wait in vain is in the history as %+v, want by.traceId %s and holder.traceId %s, each with its link", e, waiterTrace, holderTrace)
+	}
 }

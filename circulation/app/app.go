@@ -93,7 +93,8 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Instance:       instanceName(cfg.InstanceName, ln.Addr()),
 	})
 	server := httpapi.New(httpapi.Config{Config: serverkit.ConfigOf(cfg.Server, authn),
-		Module: module, SIP2AdminURLs: cfg.SIP2AdminURLs, SummaryRate: cfg.PatronSummaryRate},
+		Module: module, SIP2AdminURLs: cfg.SIP2AdminURLs, SummaryRate: cfg.PatronSummaryRate,
+		TraceLink: cfg.TraceLink()},
 		httpapi.Services{
 			Circulation: svc,
 			Settings:    settings,

@@ -117,6 +117,9 @@ func (s *Server) lockTerms(c echo.Context, req lockRequest) (ttl, wait time.Dura
 	// The lock is its acquirer's: the caller, as its credentials say.
 	owner := storage.CallerFrom(c.Request().Context())
 	holder.AcquiredBy, holder.AcquiredByModule = owner.User, owner.Module
+	if sc := trace.SpanContextFromContext(c.Request().Context()); sc.IsValid() {
+		holder.TraceID = sc.TraceID().String()
+	}
 	return ttl, wait, holder, nil
 }
 

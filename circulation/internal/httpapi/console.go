@@ -91,6 +91,9 @@ type consoleLock struct {
 	Patron       *consolePatron    `json:"patron,omitempty"`
 	// ServicePointName names the holder's service point.
 	ServicePointName string `json:"servicePointName,omitempty"`
+	// TraceURL is the trace of the lock's acquisition in the operators'
+	// trace viewer (TRACE_URL), when storage traced it.
+	TraceURL string `json:"traceUrl,omitempty"`
 }
 
 type consolePatron struct {
@@ -116,6 +119,7 @@ func (s *Server) listConsoleLocks(c echo.Context) error {
 		l := &page.CheckoutLocks[i]
 		l.Patron = patrons(l.UserID)
 		l.ServicePointName = names.servicePoint(l.Holder["servicePointId"])
+		l.TraceURL = s.traceURL(l.Holder)
 	}
 	return c.JSON(http.StatusOK, page)
 }
@@ -145,6 +149,10 @@ func (s *Server) lockHistory(c echo.Context) error {
 			// someone did; ServicePointName the holder's service point.
 			ByName           string `json:"byName,omitempty"`
 			ServicePointName string `json:"servicePointName,omitempty"`
+			// The traces of the holder's acquisition and of the
+			// acquisition (a waiter's) that caused the event.
+			HolderTraceURL string `json:"holderTraceUrl,omitempty"`
+			ByTraceURL     string `json:"byTraceUrl,omitempty"`
 		} `json:"events"`
 		TotalRecords int `json:"totalRecords"`
 	}
@@ -158,8 +166,18 @@ func (s *Server) lockHistory(c echo.Context) error {
 		e.Patron = patrons(e.UserID)
 		e.ByName = names.person(e.By["acquiredBy"])
 		e.ServicePointName = names.servicePoint(e.Holder["servicePointId"])
+		e.HolderTraceURL, e.ByTraceURL = s.traceURL(e.Holder), s.traceURL(e.By)
 	}
 	return c.JSON(http.StatusOK, page)
+}
+
+// traceURL is the trace viewer's address of holder's trace, "" when
+// storage did not trace it or no viewer is configured.
+func (s *Server) traceURL(holder map[string]string) string {
+	if id := holder["traceId"]; id != "" && s.cfg.TraceLink != nil {
+		return s.cfg.TraceLink(id)
+	}
+	return ""
 }
 
 // patrons looks patrons up by id, once each per request; one that cannot

@@ -39,6 +39,9 @@ type Config struct {
 	// the details permission may read, per account and client address (0:
 	// no bound).
 	SummaryRate int
+	// TraceLink is the trace viewer's address of a trace (nil: the
+	// console shows trace ids without links).
+	TraceLink func(traceID string) string
 }
 
 // Services are the domain services the API serves.

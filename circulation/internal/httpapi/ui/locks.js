@@ -43,9 +43,18 @@ function holderText(h) {
   return (h && h.instance) || "(not said)";
 }
 
-function setCell(td, text, title) {
-  if (td.textContent !== text) td.textContent = text;
+function setCell(td, text, title, href) {
+  const a = td.querySelector("a");
+  if (href) {
+    if (!a || a.getAttribute("href") !== href || a.textContent !== text) td.replaceChildren(traceLink(href, text));
+  } else if (a || td.textContent !== text) td.textContent = text;
   if ((td.title || "") !== (title || "")) td.title = title || "";
+}
+
+// traceLink is a link to a trace in the operators' trace viewer
+// (circulation's TRACE_URL), opened beside the console.
+function traceLink(href, text) {
+  return el("a", { href, target: "_blank", rel: "noopener", text });
 }
 
 // renderLocks shows the locks, four times a second for the countdowns. A
@@ -73,8 +82,8 @@ function renderLocks() {
     const left = new Date(l.expiresAt).getTime() - now;
     const patron = patronText(l.patron, l.userId);
     const cells = [[patron, l.userId], [holderText(h)], [h.itemBarcode || ""],
-      [l.servicePointName || h.servicePointId || "", h.servicePointId], [h.requestId || ""], [seconds(held)], [seconds(left)]];
-    cells.forEach(([text, title], i) => setCell(tr.cells[i], text, title));
+      [l.servicePointName || h.servicePointId || "", h.servicePointId], [h.requestId || (l.traceUrl ? "trace" : ""), l.traceUrl ? "Open the trace of this lock's check-out" : "", l.traceUrl], [seconds(held)], [seconds(left)]];
+    cells.forEach(([text, title, href], i) => setCell(tr.cells[i], text, title, href));
     const button = tr.querySelector("button");
     const label = "Release the lock of patron " + patron;
     if (button.getAttribute("aria-label") !== label) button.setAttribute("aria-label", label);
@@ -113,8 +122,12 @@ function renderHistory(events) {
     const holder = holderText(e.holder) + (e.holder && e.holder.itemBarcode ? " · " + e.holder.itemBarcode : "") +
       (e.servicePointName ? " · " + e.servicePointName : "");
     const texts = [[new Date(e.occurredAt).toLocaleString()], [what], [patronText(e.patron, e.userId), e.userId], [holder], [by, byTitle]];
-    body.append(el("tr", { "data-event": e.type },
-      ...texts.map(([text, title], i) => el("td", Object.assign({ "data-label": historyColumns[i], text }, title ? { title } : {})))));
+    const cells = texts.map(([text, title], i) => el("td", Object.assign({ "data-label": historyColumns[i], text }, title ? { title } : {})));
+    // The trace of the acquisition that caused the event (a waiter's
+    // wait), else of the lock's holder.
+    const trace = e.byTraceUrl || e.holderTraceUrl;
+    if (trace) cells[1].append(" · ", traceLink(trace, "trace"));
+    body.append(el("tr", { "data-event": e.type }, ...cells));
   }
 }
 
