@@ -49,6 +49,10 @@ type SIP2 struct {
 	// is logged out. It is at least ShutdownNeeds, so that a logout waits
 	// behind the slowest message and still fits.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"40s"`
+	// OTLPEndpoint is the OpenTelemetry collector traces are sent to, as
+	// for the HTTP services: each message a span, which circulation's
+	// request continues.
+	OTLPEndpoint string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
 }
 
 // LoadSIP2 reads and validates the SIP2 door's configuration from environ.

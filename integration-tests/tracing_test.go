@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
 )
 
 // span is one span a service exported, as the test's collector received
@@ -245,4 +247,81 @@ func TestACheckOutIsOneTraceFromRequestToSQL(t *testing.T) {
 		e.Holder.TraceID != holderTrace || e.HolderTraceURL != "http://traces.test/trace/"+holderTrace {
 		t.Errorf("the wait in vain is in the history as %+v, want by.traceId %s and holder.traceId %s, each with its link", e, waiterTrace, holderTrace)
 	}
+}
+
+// TestAKioskCheckOutIsOneTraceFromTheSIP2Message: with tracing on in the
+// SIP2 door and the services, a kiosk's check-out (11) is one trace whose
+// root is the door's span of the message: under it the door's call to
+// circulation, circulation's request, its storage calls, storage's
+// answers and their SQL statements.
+func TestAKioskCheckOutIsOneTraceFromTheSIP2Message(t *testing.T) {
+	t.Parallel()
+	col := startCollector(t)
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + col.addr, "OTEL_BSP_SCHEDULE_DELAY=50"}
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: env, CirculationEnv: env})
+	lib := c.SetupLibrary(1, 2, 0)
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	door := c.StartSIP2(t, 0, nil, env...)
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	if out := k.Send(checkOutMsg(lib.Patrons[0], lib.Items[0][0])); !strings.HasPrefix(out, "121") {
+		t.Fatalf("check-out: %q", out)
+	}
+
+	var spans []span
+	find := func(service, name string) *span {
+		for i := range spans {
+			if spans[i].service == service && spans[i].name == name {
+				return &spans[i]
+			}
+		}
+		return nil
+	}
+	waitFor(t, "the kiosk's check-out, from the message to the SQL, at the collector", func() bool {
+		col.mu.Lock()
+		var root *span
+		for i, s := range col.spans {
+			if s.service == "sip2" && s.name == "SIP2 11" {
+				root = &col.spans[i]
+			}
+		}
+		col.mu.Unlock()
+		if root == nil {
+			return false
+		}
+		spans = col.trace(root.trace)
+		return find("circulation-storage", "POST /loan-storage/loans") != nil
+	})
+	byID := map[string]span{}
+	for _, s := range spans {
+		byID[s.id] = s
+	}
+	chain := []struct{ service, name string }{
+		{"circulation-storage", "POST /loan-storage/loans"},
+		{"circulation", "storage POST /loan-storage/loans"},
+		{"circulation", "POST /circulation/check-out-by-barcode"},
+		{"sip2", "circulation POST /circulation/check-out-by-barcode"},
+		{"sip2", "SIP2 11"},
+	}
+	s := find(chain[0].service, chain[0].name)
+	for _, want := range chain[1:] {
+		p, ok := byID[s.parent]
+		if !ok || p.service != want.service || p.name != want.name {
+			t.Fatalf("the parent of %s %q is %s %q, want %s %q", s.service, s.name, p.service, p.name, want.service, want.name)
+		}
+		s = &p
+	}
+	if s.parent != "" {
+		t.Errorf("the door's span of the message has a parent (%s); it is the trace's root", s.parent)
+	}
+	statements := 0
+	for _, s := range spans {
+		if s.service == "circulation-storage" && s.kind == tracepb.Span_SPAN_KIND_CLIENT.String() {
+			statements++
+		}
+	}
+	if statements == 0 {
+		t.Error("no SQL statement in the kiosk's trace")
+	}
+	t.Logf("SUMMARY TestAKioskCheckOutIsOneTraceFromTheSIP2Message: spans=%d statements=%d", len(spans), statements)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/checkoutlock/config"
 	"github.com/checkoutlock/serverkit/auth"
+	"github.com/checkoutlock/serverkit/tracing"
 )
 
 // A service's process, from its command to its shutdown: Main (the
@@ -78,7 +79,7 @@ func Start[C Configuration](name string, args []string, environ map[string]strin
 	}
 	logger = slog.New(LogHandler(slog.NewJSONHandler(stdout, config.LogOptions(cfg.ServerConfig().LogLevel))))
 	logger.Info("starting", slog.Any("config", cfg))
-	if err := StartTracing(context.Background(), name, cfg.ServerConfig().OTLPEndpoint); err != nil {
+	if err := tracing.Start(context.Background(), name, cfg.ServerConfig().OTLPEndpoint); err != nil {
 		return cfg, nil, err
 	}
 	return cfg, logger, nil
@@ -140,7 +141,7 @@ func Shutdown(srv *http.Server, timeout time.Duration, logger *slog.Logger) erro
 	defer cancel()
 	err := srv.Shutdown(ctx)
 	// The spans of the last requests go out before the process ends.
-	if terr := StopTracing(ctx); terr != nil {
+	if terr := tracing.Stop(ctx); terr != nil {
 		logger.Warn("sending the last spans", slog.Any("error", terr))
 	}
 	if err == nil || errors.Is(err, http.ErrServerClosed) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/serverkit/auth"
+	"github.com/checkoutlock/serverkit/tracing"
 )
 
 // The request path puts every request of both services through one
@@ -107,11 +108,11 @@ func (s *Server) requestPath(next echo.HandlerFunc) echo.HandlerFunc {
 			r.ID = uuid.NewString()
 		}
 		var span trace.Span
-		if TracingOn() {
+		if tracing.On() {
 			// The caller's trace, from its traceparent, continued by a
 			// span of this request's.
 			ctx := otel.GetTextMapPropagator().Extract(req.Context(), propagation.HeaderCarrier(req.Header))
-			ctx, span = Tracer().Start(ctx, req.Method+" "+c.Path(), trace.WithSpanKind(trace.SpanKindServer))
+			ctx, span = tracing.Tracer().Start(ctx, req.Method+" "+c.Path(), trace.WithSpanKind(trace.SpanKindServer))
 			req = req.WithContext(ctx)
 			c.SetRequest(req)
 		}

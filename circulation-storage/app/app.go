@@ -31,6 +31,7 @@ import (
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/serverkit"
 	"github.com/checkoutlock/serverkit/auth"
+	"github.com/checkoutlock/serverkit/tracing"
 )
 
 // Run starts the service and blocks until ctx is done, then shuts down
@@ -61,7 +62,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 
 	var statements pgx.QueryTracer
-	if serverkit.TracingOn() {
+	if tracing.On() {
 		// A span for each statement, in the trace of the request it serves.
 		statements = otelpgx.NewTracer()
 	}

@@ -17,6 +17,7 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/serverkit"
+	"github.com/checkoutlock/serverkit/tracing"
 )
 
 // lockJSON is a lock on the wire (schemas/checkout-lock.json).
@@ -84,7 +85,7 @@ func (s *Server) postLock(c echo.Context) error {
 func (s *Server) acquire(c echo.Context, userID, lockID string, ttl, wait time.Duration, holder storage.Holder) (storage.Lock, error) {
 	// The wait, and the hand-off that ends it, a span of the request's
 	// trace (a no-op while tracing is off).
-	ctx, span := serverkit.Tracer().Start(c.Request().Context(), "check-out lock wait",
+	ctx, span := tracing.Tracer().Start(c.Request().Context(), "check-out lock wait",
 		trace.WithAttributes(attribute.String("user.id", userID), attribute.Int64("lock.wait_max_ms", wait.Milliseconds())))
 	defer span.End()
 	lock, outcome, err := s.svc.Waiters.Acquire(ctx, tenantOf(c), userID, lockID, ttl, wait, holder)

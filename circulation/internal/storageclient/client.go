@@ -24,10 +24,10 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/checkoutlock/schemas/errs"
-	"github.com/checkoutlock/serverkit"
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/serverkit/tracing"
 )
 
 // Client talks to one circulation-storage (or a load balancer in front of
@@ -65,7 +65,7 @@ func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
 	transport.MaxIdleConnsPerHost = 256
 	transport.IdleConnTimeout = 90 * time.Second
 	var rt http.RoundTripper = transport
-	if serverkit.TracingOn() {
+	if tracing.On() {
 		// Each call a span of its own, in the check-out's trace, which
 		// storage continues (traceparent).
 		rt = otelhttp.NewTransport(transport, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {

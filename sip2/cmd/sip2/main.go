@@ -27,6 +27,7 @@ import (
 	"github.com/checkoutlock/config"
 	"github.com/checkoutlock/sip2/internal/circ"
 	"github.com/checkoutlock/sip2/internal/server"
+	"github.com/checkoutlock/serverkit/tracing"
 )
 
 func main() {
@@ -54,6 +55,14 @@ func run(ctx context.Context, environ map[string]string, stdout io.Writer, reloa
 		return err
 	}
 	logger.Info("starting", slog.Any("config", cfg))
+	if err := tracing.Start(ctx, "sip2", cfg.OTLPEndpoint); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tracing.Stop(sctx)
+	}()
 	roots, err := config.CertPool(cfg.CirculationCAFile)
 	if err != nil {
 		return err

@@ -22,8 +22,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs/errhttp"
+	"github.com/checkoutlock/serverkit/tracing"
 )
 
 // Client calls one circulation (or a load balancer in front of several).
@@ -40,7 +43,15 @@ func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
 	if roots != nil {
 		transport.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Timeout: timeout, Transport: transport}}
+	var rt http.RoundTripper = transport
+	if tracing.On() {
+		// Each call a span of its own, under the message's, which
+		// circulation continues (traceparent).
+		rt = otelhttp.NewTransport(transport, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			return "circulation " + r.Method + " " + r.URL.Path
+		}))
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Timeout: timeout, Transport: rt}}
 }
 
 // Session is a kiosk signed in: its tokens, refreshed when the access

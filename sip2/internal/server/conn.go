@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"bytes"
 	"crypto/tls"
 	"errors"
@@ -41,6 +42,10 @@ type conn struct {
 	lastRaw, lastReply []byte
 	// bad counts bad messages in a row.
 	bad int
+	// msgCtx is the context of the message being handled: the door's
+	// calls' context with the message's span, which the calls to
+	// circulation continue (nil between messages).
+	msgCtx context.Context
 
 	mu       sync.Mutex // guards what the console reads
 	session  *circ.Session

@@ -9,7 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/serverkit/tracing"
 	"github.com/checkoutlock/sip2/internal/circ"
 	"github.com/checkoutlock/sip2/msg"
 	"github.com/checkoutlock/sip2/wire"
@@ -48,6 +52,15 @@ func (c *conn) handle(line []byte) bool {
 	c.last, c.messages = started, c.messages+1
 	c.mu.Unlock()
 	req, err := wire.Parse(line, c.cfg.Charset, c.cfg.delimiter())
+	// Each message a span, while tracing is on: circulation's request, and
+	// everything under it, continue it.
+	ctx, span := tracing.Tracer().Start(c.s.calls, "SIP2 "+messageCode(req), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("sip2.tenant", c.cfg.Tenant), attribute.String("client.address", c.peer)))
+	c.msgCtx = ctx
+	defer func() {
+		c.msgCtx = nil
+		span.End()
+	}()
 	var reply []byte
 	var outcome string
 	var item string
@@ -85,10 +98,8 @@ func (c *conn) handle(line []byte) bool {
 		c.lastRaw, c.lastReply = append(c.lastRaw[:0], line...), reply
 	}
 	werr := c.write(reply)
-	code := "unknown"
-	if req != nil && knownCode[req.Code] {
-		code = req.Code
-	}
+	code := messageCode(req)
+	span.SetAttributes(attribute.String("sip2.outcome", outcome))
 	elapsed := time.Since(started)
 	c.s.metrics.messages.WithLabelValues(code, outcome).Inc()
 	c.s.metrics.duration.WithLabelValues(code).Observe(elapsed.Seconds())
@@ -103,8 +114,20 @@ func (c *conn) handle(line []byte) bool {
 	if werr != nil {
 		attrs = append(attrs, slog.String("write_error", werr.Error()))
 	}
+	if sc := span.SpanContext(); sc.IsValid() {
+		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+	}
 	c.s.logger.Info("sip2", attrs...)
 	return c.bad < 3 && werr == nil
+}
+
+// messageCode is req's command code as the metrics and spans name it:
+// "unknown" for a message not parsed or of a code SIP2 does not have.
+func messageCode(req *wire.Request) string {
+	if req != nil && knownCode[req.Code] {
+		return req.Code
+	}
+	return "unknown"
 }
 
 // encode writes a reply in the listener's character set and delimiter,
@@ -185,7 +208,11 @@ func (c *conn) now() time.Time { return time.Now().In(c.cfg.location) }
 // call is the deadline of a message's calls to circulation, or of a
 // logout: SIP2_CALL_TIMEOUT, cut short when a shutdown runs out of time.
 func (c *conn) call() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.s.calls, c.s.opts.CallTimeout)
+	parent := c.s.calls
+	if c.msgCtx != nil {
+		parent = c.msgCtx
+	}
+	return context.WithTimeout(parent, c.s.opts.CallTimeout)
 }
 
 // login is 93: the kiosk's account, checked once for the connection.

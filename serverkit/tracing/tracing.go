@@ -1,4 +1,8 @@
-package serverkit
+// Package tracing is the services' OpenTelemetry tracing: off unless
+// OTEL_EXPORTER_OTLP_ENDPOINT names a collector, then spans exported over
+// OTLP/HTTP and W3C trace context propagated. The SIP2 door uses it as the
+// HTTP services do.
+package tracing
 
 import (
 	"context"
@@ -23,12 +27,12 @@ const TracerName = "github.com/checkoutlock"
 // off): spans exported over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT.
 var tracing atomic.Pointer[sdktrace.TracerProvider]
 
-// TracingOn says whether the process exports traces: whether the
+// On says whether the process exports traces: whether the
 // callers that wrap what they call (an HTTP client's transport, a
 // database pool's tracer) should.
-func TracingOn() bool { return tracing.Load() != nil }
+func On() bool { return tracing.Load() != nil }
 
-// StartTracing turns tracing on when endpoint (OTEL_EXPORTER_OTLP_ENDPOINT,
+// Start turns tracing on when endpoint (OTEL_EXPORTER_OTLP_ENDPOINT,
 // the collector's base URL) is set: a span for each request the server
 // answers (continuing the caller's trace from its traceparent header), and
 // whatever the service and its libraries add, exported in batches over
@@ -36,7 +40,7 @@ func TracingOn() bool { return tracing.Load() != nil }
 // services it calls. With endpoint empty nothing is set up and the spans
 // the code makes are OpenTelemetry's no-op ones. The OTEL_BSP_* variables
 // of OpenTelemetry's SDK tune the batches.
-func StartTracing(ctx context.Context, service, endpoint string) error {
+func Start(ctx context.Context, service, endpoint string) error {
 	if endpoint == "" {
 		return nil
 	}
@@ -52,9 +56,9 @@ func StartTracing(ctx context.Context, service, endpoint string) error {
 	return nil
 }
 
-// StopTracing sends the spans not yet sent, within ctx, and stops
+// Stop sends the spans not yet sent, within ctx, and stops
 // tracing.
-func StopTracing(ctx context.Context) error {
+func Stop(ctx context.Context) error {
 	provider := tracing.Swap(nil)
 	if provider == nil {
 		return nil
