@@ -25,9 +25,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/checkoutlock/config"
+	"github.com/checkoutlock/serverkit/tracing"
 	"github.com/checkoutlock/sip2/internal/circ"
 	"github.com/checkoutlock/sip2/internal/server"
-	"github.com/checkoutlock/serverkit/tracing"
 )
 
 func main() {

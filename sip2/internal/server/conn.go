@@ -1,8 +1,8 @@
 package server
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
