@@ -16,8 +16,9 @@ import (
 
 // Resource describes one kind of FOLIO-shaped record that circulation-storage
 // keeps: where it is served, how its collection is named on the wire and
-// which query parameters filter it. The JSON Schemas named here are the
-// record's contract; records travel as JSON documents and are validated
+// which query parameters filter it. Its JSON Schemas, the record's
+// contract, are named once, by the permission table's routes
+// (schemas.Routes); records travel as JSON documents and are validated
 // against them before they reach a service.
 type Resource struct {
 	// Name is the record's name in messages ("Item not found").
@@ -26,9 +27,6 @@ type Resource struct {
 	Path string
 	// Plural is the collection's key in list answers, as FOLIO names it.
 	Plural string
-	// Schema and CollectionSchema are the files in package schemas.
-	Schema           string
-	CollectionSchema string
 	// Filters are the query parameters a list accepts.
 	Filters []Filter
 	// Versioned records use optimistic locking on "_version": a create sets
@@ -64,29 +62,21 @@ type Filter struct {
 // The records circulation-storage keeps, at FOLIO's paths.
 var (
 	PatronGroups = Resource{Name: "Patron group", Path: "/groups", Plural: "usergroups",
-		Schema: "group.json", CollectionSchema: "usergroups.json",
 		Filters: []Filter{{Param: "group", Kind: FilterText}}}
 	MaterialTypes = Resource{Name: "Material type", Path: "/material-types", Plural: "mtypes",
-		Schema: "material-type.json", CollectionSchema: "mtypes.json",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	LoanTypes = Resource{Name: "Loan type", Path: "/loan-types", Plural: "loantypes",
-		Schema: "loan-type.json", CollectionSchema: "loantypes.json",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	Patrons = Resource{Name: "User", Path: "/users", Plural: "users",
-		Schema: "user.json", CollectionSchema: "users.json",
 		Filters: []Filter{{Param: "barcode", Kind: FilterText}, {Param: "patronGroup", Kind: FilterUUID}}}
 	Items = Resource{Name: "Item", Path: "/item-storage/items", Plural: "items",
-		Schema: "item.json", CollectionSchema: "items.json",
 		Filters:   []Filter{{Param: "barcode", Kind: FilterText}, {Param: "status", Kind: FilterText, Values: ItemStatuses}},
 		Versioned: true}
 	LoanPolicies = Resource{Name: "Loan policy", Path: "/loan-policy-storage/loan-policies", Plural: "loanPolicies",
-		Schema: "loan-policy.json", CollectionSchema: "loan-policies.json",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	RequestPolicies = Resource{Name: "Request policy", Path: "/request-policy-storage/request-policies", Plural: "requestPolicies",
-		Schema: "request-policy.json", CollectionSchema: "request-policies.json",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	Loans = Resource{Name: "Loan", Path: "/loan-storage/loans", Plural: "loans",
-		Schema: "loan.json", CollectionSchema: "loans.json",
 		Filters: []Filter{{Param: "userId", Kind: FilterUUID}, {Param: "itemId", Kind: FilterUUID},
 			{Param: "status", Kind: FilterText, Values: []string{"Open", "Closed"}}},
 		// A loan's writes (a check-in, a renewal, a loan action) name the
@@ -94,25 +84,18 @@ var (
 		// out, as FOLIO's clients of loan storage do.
 		Versioned: true, VersionOptional: true}
 	ManualBlocks = Resource{Name: "Manual block", Path: "/manualblocks", Plural: "manualblocks",
-		Schema: "manualblock.json", CollectionSchema: "manualblocks.json",
 		Filters: []Filter{{Param: "userId", Kind: FilterUUID}}}
-	PatronBlockConditions = Resource{Name: "Patron block condition", Path: "/patron-block-conditions", Plural: "patronBlockConditions",
-		Schema: "patron-block-condition.json", CollectionSchema: "patron-block-conditions.json", Fixed: true}
-	PatronBlockLimits = Resource{Name: "Patron block limit", Path: "/patron-block-limits", Plural: "patronBlockLimits",
-		Schema: "patron-block-limit.json", CollectionSchema: "patron-block-limits.json",
+	PatronBlockConditions = Resource{Name: "Patron block condition", Path: "/patron-block-conditions", Plural: "patronBlockConditions", Fixed: true}
+	PatronBlockLimits     = Resource{Name: "Patron block limit", Path: "/patron-block-limits", Plural: "patronBlockLimits",
 		Filters: []Filter{{Param: "patronGroupId", Kind: FilterUUID}, {Param: "conditionId", Kind: FilterUUID}}}
 	Requests = Resource{Name: "Request", Path: "/request-storage/requests", Plural: "requests",
-		Schema: "request.json", CollectionSchema: "requests.json",
 		Filters: []Filter{{Param: "itemId", Kind: FilterUUID}, {Param: "requesterId", Kind: FilterUUID},
 			{Param: "status", Kind: FilterText, Values: RequestStatuses}}}
 	Accounts = Resource{Name: "Account", Path: "/accounts", Plural: "accounts",
-		Schema: "account.json", CollectionSchema: "accounts.json",
 		Filters: []Filter{{Param: "username", Kind: FilterText}}}
 	ServicePoints = Resource{Name: "Service point", Path: "/service-points", Plural: "servicepoints",
-		Schema: "service-point.json", CollectionSchema: "service-points.json",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
-		Schema: "setting.json", CollectionSchema: "settings.json",
 		Filters:   []Filter{{Param: "scope", Kind: FilterText}, {Param: "key", Kind: FilterText}},
 		Versioned: true, VersionOptional: true}
 )

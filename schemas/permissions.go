@@ -342,21 +342,33 @@ func RoutesOf(service string) []Route {
 // false for a route not in the table, Permission "" for an open route.
 // path is in FOLIO's notation or a router's.
 func PermissionFor(service, method, path string) (string, bool) {
-	p, ok := permissionIndex[routeKey{service, method, path}]
-	return p, ok
+	r, ok := RouteFor(service, method, path)
+	return r.Permission, ok
+}
+
+// RouteFor is the route of service that method and path name, path in
+// FOLIO's notation or a router's; found false for a route not in the
+// table.
+func RouteFor(service, method, path string) (Route, bool) {
+	r, ok := routeIndex[routeKey{service, method, path}]
+	if !ok {
+		return Route{}, false
+	}
+	return *r, true
 }
 
 // routeKey names a route of a service.
 type routeKey struct{ service, method, path string }
 
-// permissionIndex is Routes by service, method and path, the path in
-// FOLIO's notation ("/users/{id}") and in a router's ("/users/:id"): asked
-// on every request.
-var permissionIndex = func() map[routeKey]string {
-	m := make(map[routeKey]string, 2*len(Routes))
-	for _, r := range Routes {
-		m[routeKey{r.Service, r.Method, r.Path}] = r.Permission
-		m[routeKey{r.Service, r.Method, routerPath(r.Path)}] = r.Permission
+// routeIndex is Routes by service, method and path, the path in FOLIO's
+// notation ("/users/{id}") and in a router's ("/users/:id"): asked on
+// every request.
+var routeIndex = func() map[routeKey]*Route {
+	m := make(map[routeKey]*Route, 2*len(Routes))
+	for i := range Routes {
+		r := &Routes[i]
+		m[routeKey{r.Service, r.Method, r.Path}] = r
+		m[routeKey{r.Service, r.Method, routerPath(r.Path)}] = r
 	}
 	return m
 }()

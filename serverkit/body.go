@@ -2,6 +2,7 @@ package serverkit
 
 import (
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"slices"
@@ -14,13 +15,22 @@ import (
 )
 
 // Body is the request's body, read whole by the admission, and the
-// document decoded from it, valid against the named JSON Schema. The body
-// must be application/json, or one of the media types also names.
+// document decoded from it, valid against the JSON Schema the permission
+// table names for the route (schemas.Route's Request: the one home of a
+// route's request schema, which its OpenAPI description says too). The
+// body must be application/json, or one of the media types also names.
 // Errors: 415 for a body that is not JSON, 413 for one over the limit,
 // 400 for an empty body or malformed JSON, 422 listing every schema
 // violation.
-func (s *Server) Body(c echo.Context, schema string, also ...string) ([]byte, any, error) {
+func (s *Server) Body(c echo.Context, also ...string) ([]byte, any, error) {
 	req := c.Request()
+	route, _ := schemas.RouteFor(s.svc.Name, req.Method, c.Path())
+	schema := route.Request
+	if schema == "" {
+		// A handler that reads a body its route does not declare: a
+		// programming error, which the first test of the route finds.
+		return nil, nil, fmt.Errorf("serverkit: %s %s reads a request body, but the permission table names no schema for it", req.Method, c.Path())
+	}
 	if !isJSON(req.Header.Get(echo.HeaderContentType), also) {
 		return nil, nil, errs.Errorf(errs.KindUnsupportedMedia, schemas.CodeUnsupportedMedia, "Content-Type must be %s",
 			strings.Join(append([]string{echo.MIMEApplicationJSON}, also...), " or "))

@@ -53,7 +53,7 @@ func (s *Server) login(c echo.Context) error {
 		Username string `json:"username"`
 		Password string `json:"password"`
 	}
-	if err := s.bind(c, "login-request.json", &req); err != nil {
+	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	t, err := svc.Login(c.Request().Context(), string(tenantOf(c)), req.Username, req.Password, s.clientAddress(c))
@@ -131,7 +131,7 @@ func (s *Server) setCredentials(c echo.Context) error {
 		Username string `json:"username"`
 		Password string `json:"password"`
 	}
-	if err := s.bind(c, "credentials.json", &req); err != nil {
+	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	id := req.UserID
@@ -182,7 +182,7 @@ func (s *Server) withPin(c echo.Context, status int, what func(*login.Service, c
 		return err
 	}
 	var req struct{ ID, Pin string }
-	if err := s.bind(c, "patron-pin.json", &req); err != nil {
+	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if err := what(svc, c.Request().Context(), string(tenantOf(c)), strings.ToLower(req.ID), req.Pin); err != nil {

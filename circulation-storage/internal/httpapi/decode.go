@@ -15,13 +15,13 @@ import (
 	"github.com/checkoutlock/schemas"
 )
 
-// bind reads the JSON body, validates it against the named schema and decodes
-// it into dst (serverkit's Body). Errors: 415 for a body that is not JSON,
+// bind reads the JSON body, validates it against the route's request schema
+// and decodes it into dst (serverkit's Body). Errors: 415 for a body that is not JSON,
 // 413 for one over the limit, 400 for malformed JSON, 422 listing every
 // schema violation, and 422 for a value the schema accepts and the record
 // cannot hold.
-func (s *Server) bind(c echo.Context, schema string, dst any) error {
-	body, _, err := s.Body(c, schema)
+func (s *Server) bind(c echo.Context, dst any) error {
+	body, _, err := s.Body(c)
 	if err != nil {
 		return err
 	}

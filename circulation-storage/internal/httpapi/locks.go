@@ -52,7 +52,7 @@ type locksJSON struct {
 // postLock acquires a patron's lock: 201 with the lock, or 503 with the
 // holder's expiry and Retry-After when someone else holds it.
 func (s *Server) postLock(c echo.Context) error {
-	_, doc, err := s.Body(c, "checkout-lock-request.json")
+	_, doc, err := s.Body(c)
 	if err != nil {
 		return err
 	}

@@ -399,7 +399,7 @@ func storedScopeOf(id string, doc json.RawMessage) (string, error) {
 // with its id and version.
 func (s *Server) bindRecord(c echo.Context, r storage.Resource) (json.RawMessage, recordHeader, error) {
 	var raw json.RawMessage
-	if err := s.bind(c, r.Schema, &raw); err != nil {
+	if err := s.bind(c, &raw); err != nil {
 		return nil, recordHeader{}, err
 	}
 	var h recordHeader

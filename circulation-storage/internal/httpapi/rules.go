@@ -19,7 +19,7 @@ func (s *Server) getRules(c echo.Context) error {
 
 func (s *Server) putRules(c echo.Context) error {
 	var rules storage.CirculationRules
-	if err := s.bind(c, "circulation-rules.json", &rules); err != nil {
+	if err := s.bind(c, &rules); err != nil {
 		return err
 	}
 	if err := s.svc.Rules.SetRules(c.Request().Context(), tenantOf(c), rules); err != nil {

@@ -37,7 +37,7 @@ func toTenantJobJSON(j storage.TenantJob) tenantJobJSON {
 // module_from alone disables it, which keeps the data and needs no work (204).
 func (s *Server) postTenant(c echo.Context) error {
 	var attrs storage.TenantAttributes
-	if err := s.bind(c, "tenant-attributes.json", &attrs); err != nil {
+	if err := s.bind(c, &attrs); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

@@ -14,11 +14,11 @@ import (
 // application/json.
 const mimeMergePatch = "application/merge-patch+json"
 
-// bind reads the JSON body, validates it against the named schema and
-// decodes it into dst (serverkit's Body). The body must be
+// bind reads the JSON body, validates it against the route's request
+// schema and decodes it into dst (serverkit's Body). The body must be
 // application/json, or one of also.
-func (s *Server) bind(c echo.Context, schema string, dst any, also ...string) error {
-	body, _, err := s.Body(c, schema, also...)
+func (s *Server) bind(c echo.Context, dst any, also ...string) error {
+	body, _, err := s.Body(c, also...)
 	if err != nil {
 		return err
 	}

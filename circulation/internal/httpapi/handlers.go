@@ -90,7 +90,7 @@ func (s *Server) checkOut(c echo.Context) error {
 			Comment *string `json:"comment"`
 		} `json:"overrideBlocks"`
 	}
-	if err := s.bind(c, "check-out-by-barcode-request.json", &req); err != nil {
+	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if req.ProxyUserBarcode != "" && req.ProxyUserBarcode != req.UserBarcode {
@@ -165,7 +165,7 @@ func (s *Server) renew(c echo.Context) error {
 		UserBarcode    string `json:"userBarcode"`
 		ServicePointID string `json:"servicePointId"`
 	}
-	if err := s.bind(c, "renew-by-barcode-request.json", &req); err != nil {
+	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	res, err := s.svc.Circulation.RenewByBarcode(c.Request().Context(), circulation.RenewRequest{
@@ -248,7 +248,7 @@ func (s *Server) checkIn(c echo.Context) error {
 		ServicePointID string `json:"servicePointId"`
 		CheckInDate    string `json:"checkInDate"`
 	}
-	if err := s.bind(c, "check-in-by-barcode-request.json", &req); err != nil {
+	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	checkInDate, err := parseDate("checkInDate", req.CheckInDate)
@@ -339,7 +339,7 @@ func (s *Server) claimItemReturned(c echo.Context) error {
 		At      string `json:"itemClaimedReturnedDateTime"`
 		Comment string `json:"comment"`
 	}
-	if err := s.bind(c, "claim-item-returned-request.json", &req); err != nil {
+	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	at, err := parseDate("itemClaimedReturnedDateTime", req.At)
@@ -366,7 +366,7 @@ func (s *Server) declareItemLost(c echo.Context) error {
 		Comment        string `json:"comment"`
 		ServicePointID string `json:"servicePointId"`
 	}
-	if err := s.bind(c, "declare-item-lost-request.json", &req); err != nil {
+	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	at, err := parseDate("declaredLostDateTime", req.At)
@@ -472,7 +472,7 @@ func (s *Server) getSettings(c echo.Context) error {
 // document.
 func (s *Server) putSettings(c echo.Context) error {
 	var stored locksettings.Stored
-	if err := s.bind(c, "checkout-lock-settings.json", &stored); err != nil {
+	if err := s.bind(c, &stored); err != nil {
 		return err
 	}
 	effective, err := s.svc.Settings.Put(c.Request().Context(), stored)
@@ -486,7 +486,7 @@ func (s *Server) putSettings(c echo.Context) error {
 // patch; null removes a field).
 func (s *Server) patchSettings(c echo.Context) error {
 	var patch json.RawMessage
-	if err := s.bind(c, "checkout-lock-settings-patch.json", &patch, mimeMergePatch); err != nil {
+	if err := s.bind(c, &patch, mimeMergePatch); err != nil {
 		return err
 	}
 	effective, err := s.svc.Settings.Patch(c.Request().Context(), patch)

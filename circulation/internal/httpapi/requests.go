@@ -18,7 +18,7 @@ import (
 // placeRequest is POST /circulation/requests (FOLIO's): 201 with the
 // request as stored, judged by FOLIO's rules in storage's write.
 func (s *Server) placeRequest(c echo.Context) error {
-	body, _, err := s.Body(c, "circulation-request.json")
+	body, _, err := s.Body(c)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (s *Server) replaceRequest(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, _, err := s.Body(c, "request.json")
+	body, _, err := s.Body(c)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (s *Server) moveRequest(c echo.Context) error {
 		Destination string `json:"destinationItemId"`
 		RequestType string `json:"requestType"`
 	}
-	if err := s.bind(c, "move-request.json", &req); err != nil {
+	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	serverkit.Log(c, slog.String("request_id", id))

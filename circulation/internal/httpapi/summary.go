@@ -203,7 +203,7 @@ func (s *Server) verifyPatronPin(c echo.Context) error {
 		UserBarcode string `json:"userBarcode"`
 		Pin         string `json:"pin"`
 	}
-	if err := s.bind(c, "circulation-patron-pin.json", &req); err != nil {
+	if err := s.bind(c, &req); err != nil {
 		return err
 	}
 	if err := s.svc.Circulation.VerifyPatronPin(c.Request().Context(), req.UserBarcode, req.Pin); err != nil {
