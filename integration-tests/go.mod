@@ -84,6 +84,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/tsenart/vegeta/v12 v12.12.0
 	go.opentelemetry.io/proto/otlp v1.11.1
+	golang.org/x/mod v0.41.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/protobuf v1.36.12
 )

@@ -19,13 +19,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/mod/modfile"
 
 	"github.com/checkoutlock/serverkit/auth"
 )
@@ -230,11 +230,17 @@ func PinnedNATSVersion(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(NATSServerPackage) + `\s+(v\S+)\s*$`).FindSubmatch(mod)
-	if m == nil {
-		t.Fatalf("%s/go.mod requires no %s", NATSServerModule, NATSServerPackage)
+	f, err := modfile.ParseLax(NATSServerModule+"/go.mod", mod, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return string(m[1])
+	for _, r := range f.Require {
+		if r.Mod.Path == NATSServerPackage {
+			return r.Mod.Version
+		}
+	}
+	t.Fatalf("%s/go.mod requires no %s", NATSServerModule, NATSServerPackage)
+	return ""
 }
 
 // Build compiles the Binaries into dir from the workspace this module
