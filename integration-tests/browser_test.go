@@ -269,7 +269,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	if status := textOf(t, ctx, "#save-status"); !strings.HasPrefix(status, "Saved: checkOutLockFeatureEnabled.") {
+	if status := textOf(t, ctx, "#save-status"); !strings.HasPrefix(status, "Saved: Lock check-outs per patron.") {
 		t.Errorf("save status %q", status)
 	}
 	if enabled, _, sources := effectiveSettings(t, c); enabled || sources["checkOutLockFeatureEnabled"] != "settings" {
@@ -331,7 +331,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	if err := chromedp.Run(ctx,
 		chromedp.SetValue("#waits", "100, 200, 400", chromedp.ByQuery),
 		chromedp.Click("#save", chromedp.ByQuery),
-		chromedp.Poll(`document.querySelector("#save-status").textContent.startsWith("Saved: retryIntervalsMs")`, nil),
+		chromedp.Poll(`document.querySelector("#save-status").textContent.startsWith("Saved: Waits before each retry (ms)")`, nil),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 		chromedp.SetValue("#waits", "10 × 5", chromedp.ByQuery),
 		chromedp.Click("#save", chromedp.ByQuery),
 		chromedp.Poll(`(() => { const s = document.querySelector("#save-status");
-			return s.classList.contains("ok") && s.textContent.includes("lockTtl"); })()`, nil),
+			return s.classList.contains("ok") && s.textContent.startsWith("Saved: Lock lifetime (ms), Waits before each retry (ms). "); })()`, nil),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	}
 	if err := chromedp.Run(ctx,
 		chromedp.Click("#waits-default", chromedp.ByQuery),
-		chromedp.Poll(`document.querySelector("#save-status").textContent.startsWith("Saved: retryIntervalsMs back")`, nil),
+		chromedp.Poll(`document.querySelector("#save-status").textContent.startsWith("Saved: Waits before each retry (ms) back")`, nil),
 		chromedp.WaitNotVisible("#waits-default", chromedp.ByQuery),
 	); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,18 @@ func TestEveryRoleSignsInOnThePages(t *testing.T) {
 						waitUntil(t, ctx, where+": why not", `document.getElementById("page-status").textContent === `+jsString(want))
 					}
 				}
+				// No button the account may not use is there to press:
+				// what the role cannot do is hidden or disabled, with why.
+				want := []string{}
+				switch {
+				case page == "/ui/settings.html" && a.write:
+					want = []string{"Save changes", "Undo changes"}
+				case page == "/ui/locks.html" && a.locks:
+					want = []string{"Release…"}
+				}
+				if got := activeButtons(t, ctx); !slices.Equal(got, want) {
+					t.Errorf("%s: the buttons to press are %q, want %q", where, got, want)
+				}
 				if w := evaluate[int](t, ctx, `document.documentElement.scrollWidth`); w > int(width) {
 					t.Errorf("%s: the page is %d px wide", where, w)
 				}
@@ -138,6 +151,17 @@ func TestEveryRoleSignsInOnThePages(t *testing.T) {
 			}
 		}
 	}
+}
+
+// activeButtons is the text of every button on the page a person can
+// press (shown and enabled), but the header's tenant and sign-out, and
+// the "back to the environment's value" links.
+func activeButtons(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	return evaluate[[]string](t, ctx, `[...document.querySelectorAll("button")]
+		.filter((b) => b.getClientRects().length > 0 && !b.disabled && !b.closest("header") && !b.closest("#tenant-form") &&
+			b.id !== "sign-out" && !b.id.endsWith("-default"))
+		.map((b) => b.textContent.trim())`)
 }
 
 // TestPagesFollowTheSignInOfAnotherTab: two tabs share the browser's

@@ -20,8 +20,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 )
 
 //go:embed *.json
@@ -38,6 +36,10 @@ func Files() fs.FS { return files }
 // Set is every embedded schema, compiled once. It is safe for concurrent use.
 type Set struct {
 	byName map[string]*jsonschema.Schema
+	// at is every compiled schema and subschema by its location, the
+	// SchemaURL of a violation: what a refusal says reads the bounds
+	// beside the one broken.
+	at map[string]*jsonschema.Schema
 }
 
 // Load compiles every embedded schema. Formats such as "date-time" are asserted,
@@ -63,13 +65,14 @@ func Load() (*Set, error) {
 			return nil, fmt.Errorf("schema %s: %w", name, err)
 		}
 	}
-	s := &Set{byName: make(map[string]*jsonschema.Schema, len(names))}
+	s := &Set{byName: make(map[string]*jsonschema.Schema, len(names)), at: map[string]*jsonschema.Schema{}}
 	for _, name := range names {
 		sch, err := c.Compile(baseURL + name)
 		if err != nil {
 			return nil, fmt.Errorf("compile schema %s: %w", name, err)
 		}
 		s.byName[name] = sch
+		index(s.at, sch)
 	}
 	return s, nil
 }
@@ -124,7 +127,7 @@ func (e *ValidationError) Error() string {
 		if v.Field == "" {
 			msgs[i] = v.Message
 		} else {
-			msgs[i] = v.Field + ": " + v.Message
+			msgs[i] = v.Field + " " + v.Message
 		}
 	}
 	if e.More > 0 {
@@ -190,7 +193,7 @@ func (s *Set) Validate(name string, doc any) error {
 	if !errors.As(err, &verr) {
 		return fmt.Errorf("validate against %s: %w", name, err)
 	}
-	vs, more := violations(sch, verr, doc)
+	vs, more := s.violations(sch, verr, doc)
 	return &ValidationError{Schema: name, Violations: vs, More: more}
 }
 
@@ -213,13 +216,16 @@ func (s *Set) ValidateJSON(name string, data []byte) error {
 }
 
 // violations flattens the validator's error tree to what a client can act on:
-// its leaves ("missing property 'userId'", "minimum: got 0, want 1"), except
-// that an anyOf or oneOf that failed is one violation naming its branches.
-// Wrappers such as "validation failed" or "$ref" add nothing and are skipped.
-// It keeps the first MaxViolations and counts the rest, so that a document
-// of a hundred thousand unknown keys costs an answer of fifty lines. A
-// value is quoted, in the message as in Value, only where shown allows.
-func violations(sch *jsonschema.Schema, root *jsonschema.ValidationError, doc any) ([]Violation, int) {
+// its leaves, each said in words (describe), except that an anyOf or oneOf
+// that failed is said as what the value was meant to be: the branch for
+// the kind of value sent, when one is (a number sent where "a number from
+// 100 to 600000, or null" belongs is told the number's bounds), else the
+// kinds of value allowed. Wrappers such as "validation failed" or "$ref"
+// add nothing and are skipped. It keeps the first MaxViolations and counts
+// the rest, so that a document of a hundred thousand unknown keys costs an
+// answer of fifty lines. A value is quoted, in Value, only where shown
+// allows; messages never quote it.
+func (s *Set) violations(sch *jsonschema.Schema, root *jsonschema.ValidationError, doc any) ([]Violation, int) {
 	var vs []Violation
 	more := 0
 	seen := map[Violation]bool{}
@@ -233,12 +239,10 @@ func violations(sch *jsonschema.Schema, root *jsonschema.ValidationError, doc an
 			vs = append(vs, v)
 		}
 	}
-	// at is the violation of kind k by the value at loc.
-	at := func(loc []string, k jsonschema.ErrorKind) Violation {
-		v := Violation{Field: field(loc)}
-		show := shown(sch, doc, loc)
-		v.Message = describe(k, show)
-		if show {
+	// at is the violation by the value at loc, saying message.
+	at := func(loc []string, message string) Violation {
+		v := Violation{Field: field(loc), Message: message}
+		if shown(sch, doc, loc) {
 			v.Value = valueAt(doc, loc)
 		}
 		return v
@@ -247,15 +251,41 @@ func violations(sch *jsonschema.Schema, root *jsonschema.ValidationError, doc an
 	walk = func(e *jsonschema.ValidationError) {
 		switch e.ErrorKind.(type) {
 		case *kind.AnyOf, *kind.OneOf:
-			branches := make([]string, 0, len(e.Causes))
+			if len(e.Causes) == 0 { // a oneOf the value fits more than once
+				add(at(e.InstanceLocation, s.describe(e)))
+				return
+			}
+			var meant []*jsonschema.ValidationError
+			var types []string
 			for _, c := range e.Causes {
-				branches = append(branches, leafMessages(sch, doc, c)...)
+				if !onlyType(c, e.InstanceLocation) {
+					meant = append(meant, c)
+					continue
+				}
+				for _, l := range leaves(c) {
+					types = append(types, l.ErrorKind.(*kind.Type).Want...)
+				}
 			}
-			v := at(e.InstanceLocation, e.ErrorKind)
-			if len(branches) > 0 {
-				v.Message += ": " + strings.Join(branches, " | ")
+			switch len(meant) {
+			case 0:
+				add(at(e.InstanceLocation, describe(&kind.Type{Want: types})))
+			case 1:
+				walk(meant[0])
+			default:
+				var says []string
+				for _, c := range meant {
+					for _, l := range leaves(c) {
+						w := s.describe(l)
+						if rel := l.InstanceLocation[min(len(e.InstanceLocation), len(l.InstanceLocation)):]; len(rel) > 0 {
+							w = field(rel) + " " + w
+						}
+						if !contains(says, w) {
+							says = append(says, w)
+						}
+					}
+				}
+				add(at(e.InstanceLocation, orList(says)))
 			}
-			add(v)
 			return
 		}
 		if len(e.Causes) == 0 {
@@ -264,7 +294,7 @@ func violations(sch *jsonschema.Schema, root *jsonschema.ValidationError, doc an
 			switch k := e.ErrorKind.(type) {
 			case *kind.Required:
 				for _, p := range k.Missing {
-					add(Violation{Field: field(append(e.InstanceLocation[:len(e.InstanceLocation):len(e.InstanceLocation)], p)), Message: "is required"})
+					add(Violation{Field: field(append(e.InstanceLocation[:len(e.InstanceLocation):len(e.InstanceLocation)], p)), Message: describe(k)})
 				}
 				return
 			case *kind.AdditionalProperties:
@@ -275,14 +305,11 @@ func violations(sch *jsonschema.Schema, root *jsonschema.ValidationError, doc an
 					}
 					// An unknown property is named, never quoted: the
 					// schema does not describe it, so shown refuses it.
-					loc := append(e.InstanceLocation[:len(e.InstanceLocation):len(e.InstanceLocation)], p)
-					v := at(loc, e.ErrorKind)
-					v.Message = "is not a known property"
-					add(v)
+					add(at(append(e.InstanceLocation[:len(e.InstanceLocation):len(e.InstanceLocation)], p), describe(k)))
 				}
 				return
 			}
-			add(at(e.InstanceLocation, e.ErrorKind))
+			add(at(e.InstanceLocation, s.describe(e)))
 			return
 		}
 		for _, c := range e.Causes {
@@ -291,39 +318,9 @@ func violations(sch *jsonschema.Schema, root *jsonschema.ValidationError, doc an
 	}
 	walk(root)
 	if len(vs) == 0 {
-		vs = append(vs, Violation{Message: "does not match the schema"})
+		vs = append(vs, Violation{Message: "does not fit what this request takes"})
 	}
 	return vs, more
-}
-
-// leafMessages is the messages of the leaves under e, for summarising a
-// failed anyOf branch, each quoting its value only where shown allows.
-func leafMessages(sch *jsonschema.Schema, doc any, e *jsonschema.ValidationError) []string {
-	if len(e.Causes) == 0 {
-		return []string{describe(e.ErrorKind, shown(sch, doc, e.InstanceLocation))}
-	}
-	var out []string
-	for _, c := range e.Causes {
-		out = append(out, leafMessages(sch, doc, c)...)
-	}
-	return out
-}
-
-// describe is what a violation of kind k says. A few of the validator's
-// messages quote the offending value (a pattern's, a format's, a number's
-// bound); where the value may not be shown, any message but those known
-// to quote none says only which keyword the value fails.
-func describe(k jsonschema.ErrorKind, show bool) string {
-	if !show {
-		switch k.(type) {
-		case *kind.Type, *kind.Enum, *kind.Const, *kind.MinLength, *kind.MaxLength, *kind.MinItems, *kind.MaxItems,
-			*kind.MinProperties, *kind.MaxProperties, *kind.UniqueItems, *kind.Required, *kind.AdditionalProperties,
-			*kind.FalseSchema, *kind.AnyOf, *kind.OneOf:
-		default:
-			return "does not satisfy " + strings.Join(k.KeywordPath(), "/")
-		}
-	}
-	return k.LocalizedString(printer)
 }
 
 // shown says whether the value at location in doc may be quoted back in
@@ -452,8 +449,6 @@ func expand(set []*jsonschema.Schema, s *jsonschema.Schema) []*jsonschema.Schema
 func writeOnly(set []*jsonschema.Schema) bool {
 	return slices.ContainsFunc(set, func(s *jsonschema.Schema) bool { return s.WriteOnly })
 }
-
-var printer = message.NewPrinter(language.English)
 
 // valueAt renders the value at location in doc as text for an error
 // parameter: strings as they are, anything else as JSON, cut to 100

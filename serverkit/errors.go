@@ -75,7 +75,7 @@ func violations(verr *schemas.ValidationError) errhttp.Envelope {
 	for _, v := range verr.Violations {
 		e := errhttp.Entry{Message: v.Message, Code: schemas.CodeValidation}
 		if v.Field != "" {
-			e.Message = v.Field + ": " + v.Message
+			e.Message = v.Field + " " + v.Message
 			e.Parameters = []errs.Parameter{{Key: v.Field, Value: v.Value}}
 		}
 		body.Errors = append(body.Errors, e)

@@ -89,6 +89,27 @@ const fields = [
   { id: "waits", key: "retryIntervalsMs", nulls: ["retryIntervalsMs", "noOfRetryAttempts", "retryInterval"] },
 ];
 
+// labelOf is the words the page shows for a setting's field in the API
+// (lockTtl: "Lock lifetime (ms)"), read from the field's label.
+function labelOf(key) {
+  const f = fields.find((x) => x.key === key || x.nulls.includes(key));
+  if (!f) return key;
+  const input = document.getElementById(f.id);
+  const label = input.closest("label") || document.querySelector(`label[for="${f.id}"]`);
+  return label ? label.textContent.trim() : key;
+}
+
+// refusalText is the API's refusal as the page says it: each field's
+// message under the field's label ("Lock lifetime (ms) must be from 100
+// to 600000").
+function refusalText(err) {
+  if (!err.errors || err.errors.length === 0) return err.message;
+  return err.errors.map((e) => {
+    const key = e.parameters && e.parameters.length ? e.parameters[0].key : "";
+    return key && e.message.startsWith(key + " ") ? labelOf(key) + e.message.slice(key.length) : e.message;
+  }).join("; ");
+}
+
 function show(s) {
   current = s;
   shownFor = draftOwner();
@@ -190,7 +211,7 @@ async function send(patch, what) {
     show(s);
     say("save-status", `Saved: ${what}. Every instance applies it within seconds.`, true);
   } catch (err) {
-    if (gen === generation) say("save-status", "Not saved: " + err.message, false);
+    if (gen === generation) say("save-status", "Not saved: " + refusalText(err), false);
   } finally {
     document.getElementById("save").disabled = false;
   }
@@ -208,7 +229,7 @@ function save(ev) {
     say("save-status", "Nothing to save: no setting was changed.", true);
     return;
   }
-  send(patch, Object.keys(patch).join(", "));
+  send(patch, Object.keys(patch).map(labelOf).join(", "));
 }
 
 // backToDefault removes a field from the stored settings: the environment's
@@ -217,7 +238,7 @@ function backToDefault(f) {
   if (!current) return;
   const patch = {};
   for (const k of f.nulls) patch[k] = null;
-  send(patch, `${f.key} back to the environment's value, ${valueText(f.id, current.environment[f.key])}`);
+  send(patch, `${labelOf(f.key)} back to the environment's value, ${valueText(f.id, current.environment[f.key])}`);
 }
 
 // keepDraft remembers the fields the person changed and did not save, if
