@@ -102,8 +102,8 @@ type Violation struct {
 	// Field is the dotted path of the offending value ("personal.lastName",
 	// "rules.0.loanPolicyId"); empty for the document itself.
 	Field string
-	// Message says what is wrong, in the validator's words, which never
-	// quote a value that Value may not show (see shown).
+	// Message says what the value must be, in words (describe: "must be
+	// from 100 to 600000"); it never quotes the value.
 	Message string
 	// Value is the offending value as text (JSON for objects and arrays),
 	// cut to 100 characters; empty when the document itself is at fault,
