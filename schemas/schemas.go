@@ -276,6 +276,9 @@ func (s *Set) violations(sch *jsonschema.Schema, root *jsonschema.ValidationErro
 				for _, c := range meant {
 					for _, l := range leaves(c) {
 						w := s.describe(l)
+						if k, ok := l.ErrorKind.(*kind.Required); ok {
+							w = strings.Join(k.Missing, " and ") + " " + w
+						}
 						if rel := l.InstanceLocation[min(len(e.InstanceLocation), len(l.InstanceLocation)):]; len(rel) > 0 {
 							w = field(rel) + " " + w
 						}
