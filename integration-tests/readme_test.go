@@ -412,7 +412,32 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 		t.Error("the console's history is empty after the walk-through's lock API")
 	}
 
+	// A librarian's setting, then the reset with the console open: the
+	// settings are the environment's as soon as it returns, and the
+	// console says the session ended, as the README says it will.
+	req, _ := http.NewRequest("PATCH", d.circulation+"/circulation/settings/check-out-lock", strings.NewReader(`{"lockTtl": 9000}`))
+	req.Header.Set(schemas.HeaderTenant, "diku")
+	req.Header.Set(schemas.HeaderToken, d.adminToken)
+	req.Header.Set("Content-Type", "application/merge-patch+json")
+	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("PATCH the settings: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
 	d.reset(t)
+	var settings struct{ Sources map[string]string }
+	d.get(t, d.circulation+"/circulation/settings/check-out-lock", &settings)
+	for field, source := range settings.Sources {
+		if source != "environment" {
+			t.Errorf("right after demo-reset, circulation answers %s from %s, want the environment's", field, source)
+		}
+	}
+	waitUntil(t, ctx, "the console to say its session ended", `!document.getElementById("signin-panel").hidden &&
+		document.getElementById("signin-status").textContent === "Your session has ended: sign in again."`)
+	if readme, err := os.ReadFile(filepath.Join(d.root, "README.md")); err != nil ||
+		!strings.Contains(strings.Join(strings.Fields(string(readme)), " "), `signed out ("Your session has ended: sign in again")`) {
+		t.Error("the README does not say that make demo-reset signs the pages out, in the console's words")
+	}
 	d.sameAsMade(t, made, "after the second demo-reset")
 	d.loansAnnouncedClosed(t)
 

@@ -3,8 +3,10 @@
 # `make run` made it: the sample library's records, no loans, the requests
 # as they were, the lock settings from the environment again (the tenant's
 # settings entry goes), and the demo accounts with their demo passwords.
-# circulation applies the settings within its settings cache period
-# (SETTINGS_CACHE_TTL, 3 s).
+# The accounts are made again, so every page signed in to the demo is
+# signed out ("Your session has ended: sign in again"). The script returns
+# once circulation answers the environment's lock settings (its settings
+# cache, SETTINGS_CACHE_TTL, holds the old ones for up to 3 s).
 #
 # What a watcher of the events sees: every open loan is first checked in
 # through circulation, as a librarian's desk would, so each loan closed is
@@ -91,4 +93,13 @@ fi
 
 scripts/demo-tenant.sh -reset "$storage_url" "$TENANT" "$ADMIN_TOKEN" >/dev/null
 echo "demo-reset: purged the tenant (a purge announces nothing) and loaded the sample library again (each record announced as CREATED)"
+# Done when circulation answers the environment's settings, every field's
+# source "environment": a page or a check-out right after sees them.
+for _ in $(seq 1 100); do
+  if ! curl -fsS "${hdr[@]}" "$circulation_url/circulation/settings/check-out-lock" | grep -Eq ':[[:space:]]*"settings"'; then
+    break
+  fi
+  sleep 0.1
+done
 echo "demo-reset: done: sample library, no loans, requests, settings and demo accounts as make run made them"
+echo "demo-reset: the accounts were made again: pages signed in to the demo are signed out; sign in again"
