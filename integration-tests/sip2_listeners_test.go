@@ -280,7 +280,45 @@ func TestKiosksOnTheLockConsole(t *testing.T) {
 	if row := textOf(t, ctx, "#kiosks tbody tr"); !strings.Contains(row, "user_id") || !strings.Contains(row, "127.0.0.1") {
 		t.Errorf("the console's kiosk row reads %q", row)
 	}
-	if status := textOf(t, ctx, "#kiosks-status"); !strings.Contains(status, "1 connected.") || !strings.Contains(status, silent) {
+	if status := textOf(t, ctx, "#kiosks-status"); !strings.Contains(status, "1 connected now, 0 ended in the last 24 hours.") ||
+		!strings.Contains(status, silent) {
 		t.Errorf("the console's kiosk status reads %q, want the count and the silent door", status)
+	}
+
+	// The kiosks' day: a check-out the library refuses, and the session
+	// ends; it stays on the console, with its end, its messages and its
+	// refusal, through a restart of circulation (the door keeps the day).
+	if got := k.Send(checkOutMsg("no-such-patron", "no-such-item")); !strings.HasPrefix(got, "120") {
+		t.Fatalf("a check-out for no patron: %q", got)
+	}
+	_ = k.Conn.Close()
+	type dayKiosk struct {
+		Username, LastCode string
+		Messages, Refusals int
+		Ended              *time.Time
+	}
+	var day struct{ Kiosks []dayKiosk }
+	if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool {
+		day.Kiosks = nil
+		c.DoWith(c.Circulations[0], "GET", "/circulation/kiosks", nil, c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleOperator))).
+			Want(t, http.StatusOK).Decode(t, &day)
+		return len(day.Kiosks) == 1 && day.Kiosks[0].Ended != nil
+	}) {
+		t.Fatalf("the ended session is not in the kiosks' day: %+v", day.Kiosks)
+	}
+	if k := day.Kiosks[0]; k.Username != "user_id" || k.Messages != 3 || k.Refusals != 1 || k.LastCode != "11" {
+		t.Errorf("the ended session reads %+v, want user_id, 3 messages, 1 refused, the last a check-out (11)", k)
+	}
+	c.Circulations[0].Restart()
+	if err := chromedp.Run(ctx, chromedp.Navigate(pageURL(c, "/ui/locks.html"))); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, ctx, "the ended session on the console", `document.querySelector('#kiosks tbody tr[data-ended="true"]') !== null`)
+	row := evaluate[[]string](t, ctx, `[...document.querySelector('#kiosks tbody tr[data-ended="true"]').cells].map((c) => c.textContent)`)
+	if len(row) != 7 || row[0] != "user_id" || row[3] == "connected now" || !strings.HasSuffix(row[4], "(check-out)") || row[5] != "3" || row[6] != "1" {
+		t.Errorf("the console's row of the ended session reads %q", row)
+	}
+	if status := textOf(t, ctx, "#kiosks-status"); !strings.Contains(status, "0 connected now, 1 ended in the last 24 hours.") {
+		t.Errorf("the console's kiosk status reads %q after the session ended", status)
 	}
 }

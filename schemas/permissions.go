@@ -212,7 +212,7 @@ var Routes = slices.Concat(
 			"checkout-lock-storage.checkout-locks.history.get", namesUser, namesAccount, namesServicePoint).
 			reads("userId").answers(200, ""),
 		circ("GET", "/circulation/kiosks", "circulation.kiosks.collection.get",
-			"list the self-check machines connected to the SIP2 doors").answers(200, "circulation-kiosks.json"),
+			"list the self-check machines connected to the SIP2 doors, and the sessions that ended today").answers(200, "circulation-kiosks.json"),
 		circ("DELETE", "/circulation/check-out-locks/{id}", "circulation.check-out-locks.item.delete", "release a check-out lock",
 			"checkout-lock-storage.checkout-locks.item.delete", PermissionReleaseOthers).answers(204, ""),
 

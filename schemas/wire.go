@@ -336,4 +336,11 @@ type Kiosk struct {
 	Messages    int64     `json:"messages"`
 	// Listener is the door's address the kiosk connected to.
 	Listener string `json:"listener"`
+	// Refusals counts the messages the library said no to (a refusal, a
+	// PIN needed or locked, a rate reached), LastCode is the last
+	// message's command code ("11"), and Ended when the session ended
+	// (nil while connected).
+	Refusals int64      `json:"refusals"`
+	LastCode string     `json:"lastCode,omitempty"`
+	Ended    *time.Time `json:"ended,omitempty"`
 }

@@ -52,6 +52,10 @@ type conn struct {
 	since    time.Time
 	last     time.Time
 	messages int64
+	// refusals counts the messages the library said no to (refusal), and
+	// lastCode is the last message's command code.
+	refusals int64
+	lastCode string
 }
 
 // Errors that end a connection, with the reason the metrics give.
@@ -259,7 +263,7 @@ func (c *conn) kiosk() schemas.Kiosk {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := schemas.Kiosk{Tenant: c.cfg.Tenant, Address: c.peer, Since: c.since, LastMessage: c.last, Messages: c.messages,
-		Listener: c.cfg.Address, LoggedIn: c.session != nil}
+		Listener: c.cfg.Address, LoggedIn: c.session != nil, Refusals: c.refusals, LastCode: c.lastCode}
 	if c.session != nil {
 		k.Username = c.session.Username
 	}

@@ -100,6 +100,12 @@ func (c *conn) handle(line []byte) bool {
 	werr := c.write(reply)
 	code := messageCode(req)
 	span.SetAttributes(attribute.String("sip2.outcome", outcome))
+	c.mu.Lock()
+	c.lastCode = code
+	if refusal[outcome] {
+		c.refusals++
+	}
+	c.mu.Unlock()
 	elapsed := time.Since(started)
 	c.s.metrics.messages.WithLabelValues(code, outcome).Inc()
 	c.s.metrics.duration.WithLabelValues(code).Observe(elapsed.Seconds())
@@ -120,6 +126,11 @@ func (c *conn) handle(line []byte) bool {
 	c.s.logger.Info("sip2", attrs...)
 	return c.bad < 3 && werr == nil
 }
+
+// refusal are the outcomes of a message the library said no to: a
+// refusal in FOLIO's words, a PIN needed or locked, a rate reached, a
+// request before the kiosk's login. The kiosks' day counts them.
+var refusal = map[string]bool{"refused": true, "locked": true, "pin_needed": true, "rate_limited": true, "not_logged_in": true}
 
 // messageCode is req's command code as the metrics and spans name it:
 // "unknown" for a message not parsed or of a code SIP2 does not have.

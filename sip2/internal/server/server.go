@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,7 +56,18 @@ type Server struct {
 	// It is added to under mu, never once closing is set, so Shutdown
 	// may wait on it.
 	serving sync.WaitGroup
+	// ended is the sessions that ended within EndedSessionsFor, oldest
+	// first, at most EndedSessionsKept of them: the kiosks' day, which
+	// the lock console lists beside the kiosks connected now.
+	ended []schemas.Kiosk
 }
+
+// The kiosks' day: ended sessions are listed for a day, and at most this
+// many are kept, the oldest leaving first, whatever the door's traffic.
+const (
+	EndedSessionsFor  = 24 * time.Hour
+	EndedSessionsKept = 1000
+)
 
 // New returns a door answering through c.
 func New(opts Options, c *circ.Client, logger *slog.Logger, metrics *Metrics) *Server {
@@ -237,11 +249,20 @@ func (s *Server) admit(c *conn) bool {
 
 // release counts a connection out, once its kiosk is logged out.
 func (s *Server) release(c *conn) {
+	k := c.kiosk()
+	now := time.Now()
+	k.Ended = &now
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !c.admitted {
 		return
 	}
+	s.ended = append(s.ended, k)
+	drop := max(0, len(s.ended)-EndedSessionsKept)
+	for drop < len(s.ended) && now.Sub(*s.ended[drop].Ended) > EndedSessionsFor {
+		drop++
+	}
+	s.ended = slices.Delete(s.ended, 0, drop)
 	delete(s.conns, c)
 	if s.perAddr[c.peer]--; s.perAddr[c.peer] <= 0 {
 		delete(s.perAddr, c.peer)
@@ -250,12 +271,19 @@ func (s *Server) release(c *conn) {
 	s.serving.Done()
 }
 
-// Kiosks lists the connected kiosks of tenant ("" for all).
+// Kiosks lists the kiosks of tenant ("" for all) connected now, then
+// those whose sessions ended within EndedSessionsFor, the latest first.
 func (s *Server) Kiosks(tenant string) []schemas.Kiosk {
 	s.mu.Lock()
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
+	}
+	var ended []schemas.Kiosk
+	for i := len(s.ended) - 1; i >= 0; i-- {
+		if k := s.ended[i]; (tenant == "" || k.Tenant == tenant) && time.Since(*k.Ended) <= EndedSessionsFor {
+			ended = append(ended, k)
+		}
 	}
 	s.mu.Unlock()
 	out := []schemas.Kiosk{}
@@ -265,7 +293,8 @@ func (s *Server) Kiosks(tenant string) []schemas.Kiosk {
 			out = append(out, k)
 		}
 	}
-	return out
+	slices.SortFunc(out, func(a, b schemas.Kiosk) int { return b.Since.Compare(a.Since) })
+	return append(out, ended...)
 }
 
 // Shutdown stops accepting and ends every connection: a message being

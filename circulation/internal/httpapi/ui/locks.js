@@ -19,7 +19,12 @@ const eventText = {
 
 const columns = ["Patron", "Held by", "Item", "Service point", "Request", "Held for", "Expires in", "Action"];
 const historyColumns = ["When", "What", "Patron", "Holder", "By"];
-const kioskColumns = ["Kiosk", "Address", "Connected since", "Last message", "Messages"];
+const kioskColumns = ["Kiosk", "Address", "Connected", "Ended", "Last message", "Messages", "Refused"];
+
+// sip2Names are the SIP2 messages a kiosk sends, by command code, as the
+// kiosks' day names a session's last one.
+const sip2Names = { "93": "login", "99": "status", "97": "resend", "11": "check-out", "09": "check-in", "23": "patron status",
+  "63": "patron information", "17": "item information", "29": "renew", "65": "renew all", "35": "end session" };
 
 let locks = [];
 let fetchedAt = 0;
@@ -140,13 +145,16 @@ function renderKiosks(answer) {
   const body = document.querySelector("#kiosks tbody");
   body.replaceChildren();
   for (const k of answer.kiosks) {
+    const last = new Date(k.lastMessage).toLocaleTimeString() +
+      (k.lastCode ? ` (${sip2Names[k.lastCode] || k.lastCode})` : "");
     const texts = [k.username || "not logged in", k.address, new Date(k.since).toLocaleString(),
-      new Date(k.lastMessage).toLocaleTimeString(), String(k.messages)];
-    body.append(el("tr", { "data-kiosk": k.address + " " + k.since },
+      k.ended ? new Date(k.ended).toLocaleTimeString() : "connected now", last, String(k.messages), String(k.refusals || 0)];
+    body.append(el("tr", { "data-kiosk": k.address + " " + k.since, "data-ended": k.ended ? "true" : "false" },
       ...texts.map((text, i) => el("td", { "data-label": kioskColumns[i], text }))));
   }
   const down = answer.doors.filter((d) => d.error).map((d) => `${d.url}: ${d.error}`);
-  const count = `${answer.kiosks.length} connected.`;
+  const connected = answer.kiosks.filter((k) => !k.ended).length;
+  const count = `${connected} connected now, ${answer.kiosks.length - connected} ended in the last 24 hours.`;
   document.getElementById("kiosks-status").textContent = down.length ? `${count} Not heard from ${down.join("; ")}.` : count;
 }
 
