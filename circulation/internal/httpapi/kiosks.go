@@ -30,8 +30,9 @@ type doorJSON struct {
 	Error string `json:"error,omitempty"`
 }
 
-// kiosks is GET /circulation/kiosks: the self-check machines connected to
-// the SIP2 doors (SIP2_ADMIN_URLS) for the caller's tenant, each door
+// kiosks is GET /circulation/kiosks: the kiosks' day, the self-check
+// machines connected to the SIP2 doors (SIP2_ADMIN_URLS) for the caller's
+// tenant and the sessions that ended in the last 24 hours, each door
 // asked at once with a deadline of a second; a door that does not answer
 // is named with the reason.
 func (s *Server) kiosks(c echo.Context) error {

@@ -1,7 +1,7 @@
 // The operator's lock console: the live locks with their patrons, holders
 // and service points by name, refreshed every second with a countdown to
-// each expiry, the self-check machines connected to the SIP2 doors, the
-// recent lock history, and releasing a lock after a confirmation whose
+// each expiry, the kiosks' day (the self-check machines connected to the
+// SIP2 doors and the sessions that ended today), the recent lock history, and releasing a lock after a confirmation whose
 // default is to keep it.
 "use strict";
 
@@ -136,8 +136,9 @@ function renderHistory(events) {
   }
 }
 
-// renderKiosks lists the self-check machines connected to the SIP2 doors,
-// and says which door did not answer.
+// renderKiosks lists the kiosks' day: the self-check machines connected to
+// the SIP2 doors, then the sessions that ended, and says which door did not
+// answer.
 function renderKiosks(answer) {
   const section = document.getElementById("kiosks-section");
   section.hidden = !answer || answer.doors.length === 0;
