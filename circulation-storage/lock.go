@@ -7,6 +7,8 @@ import (
 	"github.com/checkoutlock/schemas/errs"
 
 	"github.com/checkoutlock/schemas"
+
+	"github.com/checkoutlock/circulation-storage/cql"
 )
 
 // Lock is a patron's check-out lock. While it is live (ExpiresAt in the
@@ -101,8 +103,14 @@ type EventObserver interface {
 type HistoryFilter struct {
 	UserID   string    // empty: every patron
 	From, To time.Time // zero: unbounded
-	Offset   int
-	Limit    int
+	// Query, when not nil, is a CQL query (QueryText as the client wrote
+	// it) over the events as the history answers them: type, userId,
+	// lockId, occurredAt, waitedMs, holder.* and by.* (acquiredBy, instance,
+	// itemBarcode, servicePointId, requestId, traceId); sortBy any of them.
+	Query     *cql.Query
+	QueryText string
+	Offset    int
+	Limit     int
 }
 
 // AcquireOutcome says how a lock was acquired.

@@ -131,7 +131,7 @@ func TestEveryRoleSignsInOnThePages(t *testing.T) {
 				case page == "/ui/settings.html" && a.write:
 					want = []string{"Save changes", "Undo changes"}
 				case page == "/ui/locks.html" && a.locks:
-					want = []string{"Release…"}
+					want = []string{"Release…", "Show", "Clear", "Export CSV"}
 				}
 				if got := activeButtons(t, ctx); !slices.Equal(got, want) {
 					t.Errorf("%s: the buttons to press are %q, want %q", where, got, want)

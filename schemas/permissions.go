@@ -209,8 +209,11 @@ var Routes = slices.Concat(
 			"list the live check-out locks with their patrons and holders",
 			"checkout-lock-storage.checkout-locks.collection.get", namesUser, namesServicePoint).answers(200, ""),
 		circ("GET", "/circulation/check-out-locks/history", "circulation.check-out-locks.history.get", "read the check-out lock history",
-			"checkout-lock-storage.checkout-locks.history.get", namesUser, namesAccount, namesServicePoint).
-			reads("userId").answers(200, ""),
+			"checkout-lock-storage.checkout-locks.history.get", namesUser, namesAccount, namesServicePoint, findUsers, findAccounts).
+			reads("patron", "account", "type", "from", "to", "offset", "limit").answers(200, ""),
+		circ("GET", "/circulation/check-out-locks/history.csv", "circulation.check-out-locks.history.get", "export the check-out lock history",
+			"checkout-lock-storage.checkout-locks.history.get", namesUser, namesAccount, namesServicePoint, findUsers, findAccounts).
+			reads("patron", "account", "type", "from", "to").answersText(200, "text/csv"),
 		circ("GET", "/circulation/kiosks", "circulation.kiosks.collection.get",
 			"list the self-check machines connected to the SIP2 doors, and the sessions that ended today").answers(200, "circulation-kiosks.json"),
 		circ("DELETE", "/circulation/check-out-locks/{id}", "circulation.check-out-locks.item.delete", "release a check-out lock",
@@ -224,7 +227,7 @@ var Routes = slices.Concat(
 		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.get", "read a check-out lock").
 			answers(200, "checkout-lock.json"),
 		stor(InterfaceCheckOutLockStorage, "GET", "/check-out-lock-storage/history", "checkout-lock-storage.checkout-locks.history.get", "read the check-out lock history").
-			reads("userId", "from", "to", "offset", "limit").answers(200, "checkout-lock-history.json"),
+			reads("userId", "from", "to", "query", "offset", "limit").answers(200, "checkout-lock-history.json"),
 		stor(InterfaceCheckOutLockStorage, "DELETE", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.delete", "release a check-out lock").
 			answers(204, ""),
 
@@ -517,7 +520,11 @@ var (
 // What circulation reads to show people and service points by name on the
 // pages.
 const (
-	namesAccount      = "circulation-storage.accounts.item.get"
+	namesAccount = "circulation-storage.accounts.item.get"
+	// The console's history finds patrons by barcode or name, and
+	// accounts by username.
+	findUsers         = "users.collection.get"
+	findAccounts      = "circulation-storage.accounts.collection.get"
 	namesUser         = "users.item.get"
 	namesServicePoint = "inventory-storage.service-points.item.get"
 )

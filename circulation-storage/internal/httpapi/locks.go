@@ -261,6 +261,9 @@ func (s *Server) lockHistory(c echo.Context) error {
 		}
 		*p.dst = t
 	}
+	if f.Query, f.QueryText, err = cqlParam(c); err != nil {
+		return err
+	}
 	if f.Offset, f.Limit, err = pageParams(c); err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
@@ -20,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/records"
 	"github.com/checkoutlock/circulation-storage/locksql"
 	"github.com/checkoutlock/schemas"
 )
@@ -265,13 +268,29 @@ func (s *Locks) History(ctx context.Context, t storage.Tenant, f storage.History
 	where := `tenant_id = @tenant AND (@user::uuid IS NULL OR user_id = @user::uuid)
 	          AND (@from::timestamptz IS NULL OR occurred_at >= @from) AND (@to::timestamptz IS NULL OR occurred_at < @to)`
 	args := pgx.StrictNamedArgs{"tenant": string(t), "user": postgres.Nullable(f.UserID), "from": nullableTime(f.From), "to": nullableTime(f.To)}
+	order := "occurred_at DESC, id DESC"
+	var sortArgs pgx.StrictNamedArgs
+	if f.Query != nil {
+		// The query reads each event as the history answers it, a
+		// document; its type, patron and lock from their columns.
+		cond, condArgs, orderBy, sArgs, err := records.Condition(f.Query, f.QueryText,
+			map[string]string{"type": "type", "userId": "user_id", "lockId": "lock_id"}, "userId", "lockId")
+		if err != nil {
+			return nil, 0, err
+		}
+		where += " AND " + cond
+		maps.Copy(args, condArgs)
+		if len(orderBy) > 0 {
+			order, sortArgs = strings.Join(orderBy, ", ")+", id DESC", sArgs
+		}
+	}
 	events := []storage.LockEvent{}
 	total, err := postgres.Page(ctx, s.db.Pool, t,
 		postgres.WithTables(`SELECT id, type, occurred_at, user_id, coalesce(lock_id::text, '') AS lock_id, holder, by_whom,
 		                   coalesce(waited_ms, 0) AS waited_ms, count(*) OVER () AS total
-		               FROM %s WHERE `+where+` ORDER BY occurred_at DESC, id DESC OFFSET @offset LIMIT @limit`, postgres.TableLockEvent),
-		postgres.WithTables(`SELECT count(*) FROM %s WHERE `+where, postgres.TableLockEvent),
-		args, nil, f.Offset, f.Limit,
+		               FROM (`+historyDocs+`) e WHERE `+where+` ORDER BY `+order+` OFFSET @offset LIMIT @limit`, postgres.TableLockEvent),
+		postgres.WithTables(`SELECT count(*) FROM (`+historyDocs+`) e WHERE `+where, postgres.TableLockEvent),
+		args, sortArgs, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			r, err := pgx.RowToStructByName[historyRow](rows)
 			if err != nil {
@@ -286,6 +305,13 @@ func (s *Locks) History(ctx context.Context, t storage.Tenant, f storage.History
 	}
 	return events, total, nil
 }
+
+// historyDocs is the lock history's rows, each with the event as the
+// history answers it (schemas/checkout-lock-history.json), the document a
+// CQL query reads: its one table a %s.
+const historyDocs = `SELECT *, jsonb_strip_nulls(jsonb_build_object('id', id, 'type', type,
+    'occurredAt', to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'userId', user_id, 'lockId', lock_id,
+    'holder', holder, 'by', by_whom, 'waitedMs', waited_ms)) AS jsonb FROM %s`
 
 // historyRow is a row of History's page, read by column name.
 type historyRow struct {

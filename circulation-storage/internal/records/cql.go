@@ -2,6 +2,7 @@ package records
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -54,6 +55,22 @@ type translation struct {
 	whereArgs pgx.StrictNamedArgs
 	orderBy   []string
 	sortArgs  pgx.StrictNamedArgs
+}
+
+// Condition is a CQL query (text as the client wrote it, for errors) as a
+// condition over rows with a jsonb column of documents, and the keys to
+// sort them by: a field named in columns (uuids, columns holding UUIDs) is
+// read from its column, any other from the document by its path. Its
+// arguments are named cql_where_1, 2, ..., and cql_sort_1, ... for the
+// sort. The lock history's query is this, over each event as a document.
+func Condition(query *cql.Query, text string, columns map[string]string, uuids ...string) (where string, whereArgs pgx.StrictNamedArgs,
+	orderBy []string, sortArgs pgx.StrictNamedArgs, err error) {
+	sp := tableSpec{fields: map[string]column{}}
+	for field, name := range columns {
+		sp.fields[field] = column{name: name, isUUID: slices.Contains(uuids, field)}
+	}
+	tr, err := translateCQL(query, text, sp)
+	return tr.where, tr.whereArgs, tr.orderBy, tr.sortArgs, err
 }
 
 // translateCQL translates a parsed query (text, as the client wrote it, for

@@ -3,7 +3,10 @@ package httpapi
 import (
 	"context"
 	"embed"
+	"encoding/csv"
 	"fmt"
+	"maps"
+	"strings"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -124,52 +127,222 @@ func (s *Server) listConsoleLocks(c echo.Context) error {
 	return c.JSON(http.StatusOK, page)
 }
 
-// lockHistory lists the tenant's lock history, newest first, with the
-// patrons' barcodes and names.
+// consoleEvent is a lock history event as the console shows it: the
+// event, with the patron's barcode and name, who acted by name, the
+// holder's service point by name, and links to the traces.
+type consoleEvent struct {
+	ID         int64             `json:"id"`
+	Type       string            `json:"type"`
+	OccurredAt string            `json:"occurredAt"`
+	UserID     string            `json:"userId"`
+	LockID     string            `json:"lockId,omitempty"`
+	Holder     map[string]string `json:"holder,omitempty"`
+	By         map[string]string `json:"by,omitempty"`
+	WaitedMs   int               `json:"waitedMs,omitempty"`
+	Patron     *consolePatron    `json:"patron,omitempty"`
+	// ByName names the person who released the lock, or the account
+	// that waited, when someone did; HolderName the account that held
+	// it; ServicePointName the holder's service point.
+	ByName           string `json:"byName,omitempty"`
+	HolderName       string `json:"holderName,omitempty"`
+	ServicePointName string `json:"servicePointName,omitempty"`
+	// The traces of the holder's acquisition and of the acquisition (a
+	// waiter's) that caused the event.
+	HolderTraceURL string `json:"holderTraceUrl,omitempty"`
+	ByTraceURL     string `json:"byTraceUrl,omitempty"`
+}
+
+// historyPage is a page of the console's history and how many events
+// match its filters.
+type historyPage struct {
+	Events       []consoleEvent `json:"events"`
+	TotalRecords int            `json:"totalRecords"`
+}
+
+// The console's history: at most historyPageLimit events a page (50 when
+// the page does not say), and at most historyExportLimit in an export.
+const (
+	historyPageLimit   = 100
+	historyExportLimit = 10000
+)
+
+// lockHistory is the console's history, newest first: the events that
+// match its filters (historyFilters), a page of them.
 func (s *Server) lockHistory(c echo.Context) error {
-	q := url.Values{"limit": {strconv.Itoa(consoleLimit)}}
-	if v := c.QueryParam("userId"); v != "" {
-		if !s.Schemas().ValidUUID(v) {
-			return invalidParam("userId", v, "must be a UUID")
-		}
-		q.Set("userId", v)
-	}
-	var page struct {
-		Events []struct {
-			ID         int64             `json:"id"`
-			Type       string            `json:"type"`
-			OccurredAt string            `json:"occurredAt"`
-			UserID     string            `json:"userId"`
-			LockID     string            `json:"lockId,omitempty"`
-			Holder     map[string]string `json:"holder,omitempty"`
-			By         map[string]string `json:"by,omitempty"`
-			WaitedMs   int               `json:"waitedMs,omitempty"`
-			Patron     *consolePatron    `json:"patron,omitempty"`
-			// ByName names the person who released the lock, when
-			// someone did; ServicePointName the holder's service point.
-			ByName           string `json:"byName,omitempty"`
-			ServicePointName string `json:"servicePointName,omitempty"`
-			// The traces of the holder's acquisition and of the
-			// acquisition (a waiter's) that caused the event.
-			HolderTraceURL string `json:"holderTraceUrl,omitempty"`
-			ByTraceURL     string `json:"byTraceUrl,omitempty"`
-		} `json:"events"`
-		TotalRecords int `json:"totalRecords"`
-	}
-	ctx := c.Request().Context()
-	if err := s.svc.Console.GetJSON(ctx, "/check-out-lock-storage/history?"+q.Encode(), &page); err != nil {
+	q, none, err := s.historyFilters(c)
+	if err != nil {
 		return err
+	}
+	offset, err := intParam(c, "offset", 0, 0, 1<<20)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(c, "limit", 50, 1, historyPageLimit)
+	if err != nil {
+		return err
+	}
+	page := historyPage{Events: []consoleEvent{}}
+	if !none {
+		if page, err = s.historyEvents(c.Request().Context(), q, offset, limit); err != nil {
+			return err
+		}
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// lockHistoryCSV is the console's history, the events that match its
+// filters (at most historyExportLimit, newest first), as CSV: one row an
+// event, the columns the console shows and the ids behind them.
+func (s *Server) lockHistoryCSV(c echo.Context) error {
+	q, none, err := s.historyFilters(c)
+	if err != nil {
+		return err
+	}
+	var events []consoleEvent
+	total := 0
+	for !none {
+		page, err := s.historyEvents(c.Request().Context(), q, len(events), min(1000, historyExportLimit-len(events)))
+		if err != nil {
+			return err
+		}
+		events, total = append(events, page.Events...), page.TotalRecords
+		if len(page.Events) == 0 || len(events) >= min(total, historyExportLimit) {
+			break
+		}
+	}
+	var b strings.Builder
+	w := csv.NewWriter(&b)
+	_ = w.Write([]string{"occurredAt", "type", "patronBarcode", "patronName", "userId", "holder", "itemBarcode", "servicePoint",
+		"by", "waitedMs", "lockId", "holderTraceId", "byTraceId"})
+	for _, e := range events {
+		var barcode, name string
+		if e.Patron != nil {
+			barcode, name = e.Patron.Barcode, e.Patron.Name
+		}
+		waited := ""
+		if e.WaitedMs > 0 {
+			waited = strconv.Itoa(e.WaitedMs)
+		}
+		_ = w.Write([]string{e.OccurredAt, e.Type, barcode, name, e.UserID, e.HolderName, e.Holder["itemBarcode"], e.ServicePointName,
+			e.ByName, waited, e.LockID, e.Holder["traceId"], e.By["traceId"]})
+	}
+	w.Flush()
+	h := c.Response().Header()
+	h.Set("Content-Disposition", `attachment; filename="lock-history.csv"`)
+	h.Set("X-Total-Records", strconv.Itoa(total))
+	return c.Blob(http.StatusOK, "text/csv; charset=utf-8", []byte(b.String()))
+}
+
+// historyFilters reads the console's history filters into storage's
+// history query: patron (a barcode, or the words of a name), account (the
+// username of a kiosk or a person: the events of the locks it held or the
+// waits and releases it made), type, from and to (date-times, to
+// excluded). none says a patron or an account matched nobody, so no event
+// can match.
+func (s *Server) historyFilters(c echo.Context) (q url.Values, none bool, err error) {
+	ctx := c.Request().Context()
+	q = url.Values{}
+	var conds []string
+	if v := strings.TrimSpace(c.QueryParam("patron")); v != "" {
+		ids, err := s.patronsNamed(ctx, v)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(ids) == 0 {
+			return nil, true, nil
+		}
+		conds = append(conds, "userId==("+strings.Join(ids, " or ")+")")
+	}
+	if v := strings.TrimSpace(c.QueryParam("account")); v != "" {
+		var page struct {
+			Accounts []struct {
+				ID string `json:"id"`
+			} `json:"accounts"`
+		}
+		err := s.svc.Console.GetJSON(ctx, "/accounts?"+url.Values{"query": {"username==" + cqlTerm(strings.ToLower(v))}, "limit": {"1"}}.Encode(), &page)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(page.Accounts) == 0 {
+			return nil, true, nil
+		}
+		id := page.Accounts[0].ID
+		conds = append(conds, "(holder.acquiredBy=="+cqlTerm(id)+" or by.acquiredBy=="+cqlTerm(id)+")")
+	}
+	if v := c.QueryParam("type"); v != "" {
+		conds = append(conds, "type=="+cqlTerm(v))
+	}
+	for _, name := range []string{"from", "to"} {
+		if v := c.QueryParam(name); v != "" {
+			t, err := schemas.ParseDateTime(v)
+			if err != nil {
+				return nil, false, invalidParam(name, v, "must be a date and time such as 2026-11-27T10:14:00Z")
+			}
+			q.Set(name, t.UTC().Format(schemas.TimeFormat))
+		}
+	}
+	if len(conds) > 0 {
+		q.Set("query", strings.Join(conds, " and "))
+	}
+	return q, false, nil
+}
+
+// patronsNamed is the ids of the patrons (at most 50) whose barcode is
+// text, or whose first or last names hold every word of it.
+func (s *Server) patronsNamed(ctx context.Context, text string) ([]string, error) {
+	words := strings.Fields(text)
+	if len(words) > 5 {
+		words = words[:5]
+	}
+	var byName []string
+	for _, w := range words {
+		byName = append(byName, "(personal.firstName="+cqlTerm(w)+" or personal.lastName="+cqlTerm(w)+")")
+	}
+	query := "barcode==" + cqlTerm(text) + " or (" + strings.Join(byName, " and ") + ")"
+	var page struct {
+		Users []struct {
+			ID string `json:"id"`
+		} `json:"users"`
+	}
+	if err := s.svc.Console.GetJSON(ctx, "/users?"+url.Values{"query": {query}, "limit": {"50"}}.Encode(), &page); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(page.Users))
+	for i, u := range page.Users {
+		ids[i] = u.ID
+	}
+	return ids, nil
+}
+
+// cqlTerm is text as a CQL term, quoted, matching itself alone: its
+// quotes, backslashes and wildcards escaped.
+func cqlTerm(text string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, `*`, `\*`, `?`, `\?`, `^`, `\^`)
+	return `"` + r.Replace(text) + `"`
+}
+
+// historyEvents reads a page of storage's history for q, with the
+// patrons, the people and the service points by name.
+func (s *Server) historyEvents(ctx context.Context, q url.Values, offset, limit int) (historyPage, error) {
+	q = maps.Clone(q)
+	q.Set("offset", strconv.Itoa(offset))
+	q.Set("limit", strconv.Itoa(limit))
+	page := historyPage{Events: []consoleEvent{}}
+	if err := s.svc.Console.GetJSON(ctx, "/check-out-lock-storage/history?"+q.Encode(), &page); err != nil {
+		return historyPage{}, err
 	}
 	patrons, names := s.patrons(ctx), s.names(ctx)
 	for i := range page.Events {
 		e := &page.Events[i]
 		e.Patron = patrons(e.UserID)
 		e.ByName = names.person(e.By["acquiredBy"])
+		e.HolderName = names.person(e.Holder["acquiredBy"])
 		e.ServicePointName = names.servicePoint(e.Holder["servicePointId"])
 		e.HolderTraceURL, e.ByTraceURL = s.traceURL(e.Holder), s.traceURL(e.By)
 	}
-	return c.JSON(http.StatusOK, page)
+	return page, nil
 }
+
 
 // traceURL is the trace viewer's address of holder's trace, "" when
 // storage did not trace it or no viewer is configured.

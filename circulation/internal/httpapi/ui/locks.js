@@ -18,6 +18,85 @@ const eventText = {
 };
 
 const columns = ["Patron", "Held by", "Item", "Service point", "Request", "Held for", "Expires in", "Action"];
+
+// The history's filters live in the address (?patron=&account=&type=&from=
+// &to=&offset=), so a refresh of the page, or its link, shows the same rows;
+// storage filters them (its CQL over the history), never the page.
+const filterNames = ["patron", "account", "type", "from", "to"];
+const historyPageSize = 50;
+
+function historyParams() {
+  const here = new URLSearchParams(location.search);
+  const q = new URLSearchParams();
+  for (const name of filterNames) {
+    let v = here.get(name);
+    if (!v) continue;
+    // From and until are the person's local times, sent as instants.
+    if (name === "from" || name === "to") v = new Date(v).toISOString();
+    q.set(name, v);
+  }
+  return q;
+}
+
+function historyOffset() {
+  const n = Number(new URLSearchParams(location.search).get("offset"));
+  return Number.isInteger(n) && n > 0 ? n : 0;
+}
+
+// historyURL is the page of the history the address asks for; exportURL
+// the same rows, every one, as CSV.
+function historyURL() {
+  const q = historyParams();
+  q.set("offset", String(historyOffset()));
+  q.set("limit", String(historyPageSize));
+  return "/circulation/check-out-locks/history?" + q;
+}
+
+function exportURL() {
+  return "/circulation/check-out-locks/history.csv?" + historyParams();
+}
+
+function setFilters(values, offset) {
+  const url = new URL(location.href);
+  for (const name of filterNames) {
+    if (values[name]) url.searchParams.set(name, values[name]);
+    else url.searchParams.delete(name);
+  }
+  if (offset > 0) url.searchParams.set("offset", String(offset));
+  else url.searchParams.delete("offset");
+  history.replaceState(null, "", url);
+  refresh();
+}
+
+function showFilters() {
+  const here = new URLSearchParams(location.search);
+  for (const name of filterNames) document.getElementById("f-" + name).value = here.get(name) || "";
+}
+
+async function exportHistory() {
+  try {
+    const res = await fetch(exportURL(), { headers: { "X-Okapi-Tenant": session.tenant }, credentials: "same-origin" });
+    if (!res.ok) throw new ApiError(res.status, await res.json().catch(() => null), `${res.status} ${res.statusText}`);
+    const link = el("a", { href: URL.createObjectURL(await res.blob()), download: "lock-history.csv" });
+    link.click();
+    URL.revokeObjectURL(link.href);
+    say("history-status", `Exported ${res.headers.get("X-Total-Records")} events as lock-history.csv.`, true);
+  } catch (err) {
+    say("history-status", "Not exported: " + err.message, false);
+  }
+}
+
+function renderHistoryPage(history) {
+  const offset = historyOffset();
+  const total = history.totalRecords || 0;
+  const shown = history.events.length;
+  const filtered = [...historyParams().keys()].length > 0;
+  document.getElementById("history-status").textContent = total === 0 ?
+    (filtered ? "No event matches these filters." : "No event yet.") :
+    `Events ${offset + 1}–${offset + shown} of ${total}${filtered ? " matching the filters" : ""}, newest first.`;
+  document.getElementById("f-newer").disabled = offset === 0;
+  document.getElementById("f-older").disabled = offset + shown >= total;
+}
 const historyColumns = ["When", "What", "Patron", "Holder", "By"];
 const kioskColumns = ["Kiosk", "Address", "Connected", "Ended", "Last message", "Messages", "Refused"];
 
@@ -166,7 +245,7 @@ async function refresh() {
   try {
     const [page, history, kiosks] = await Promise.all([
       api("GET", "/circulation/check-out-locks"),
-      may(HISTORY) ? api("GET", "/circulation/check-out-locks/history") : Promise.resolve({ events: [] }),
+      may(HISTORY) ? api("GET", historyURL()) : Promise.resolve({ events: [], totalRecords: 0 }),
       may(KIOSKS) ? api("GET", "/circulation/kiosks") : Promise.resolve(null),
     ]);
     if (gen !== generation) return;
@@ -174,6 +253,7 @@ async function refresh() {
     fetchedAt = Date.now();
     renderLocks();
     renderHistory(history.events);
+    renderHistoryPage(history);
     renderKiosks(kiosks);
     say("status", `${page.totalRecords} lock${page.totalRecords === 1 ? "" : "s"} held. Updated ${new Date().toLocaleTimeString()}.`, true);
   } catch (err) {
@@ -226,6 +306,7 @@ function clear() {
   locks = [];
   document.querySelector("#locks tbody").replaceChildren();
   document.querySelector("#history tbody").replaceChildren();
+  document.getElementById("history-status").textContent = "";
   document.querySelector("#kiosks tbody").replaceChildren();
   document.getElementById("kiosks-section").hidden = true;
   document.getElementById("no-locks").hidden = true;
@@ -242,6 +323,9 @@ function start() {
     return;
   }
   say("page-status", "", true);
+  document.getElementById("history-filters").hidden = !may(HISTORY);
+  document.getElementById("history-pager").hidden = !may(HISTORY);
+  showFilters();
   const note = document.getElementById("release-note");
   note.hidden = may(RELEASE);
   note.textContent = may(RELEASE) ? "" : "You may see the locks but not release them: that needs the operator role.";
@@ -249,4 +333,23 @@ function start() {
   timers.push(setInterval(refresh, 1000), setInterval(renderLocks, 250));
 }
 
-document.addEventListener("DOMContentLoaded", () => boot({ start, clear }));
+document.addEventListener("DOMContentLoaded", () => {
+  const type = document.getElementById("f-type");
+  for (const [value, text] of Object.entries(eventText)) type.append(el("option", { value, text }));
+  document.getElementById("history-filters").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const values = {};
+    for (const name of filterNames) values[name] = document.getElementById("f-" + name).value.trim();
+    setFilters(values, 0);
+  });
+  document.getElementById("f-clear").addEventListener("click", () => {
+    setFilters({}, 0);
+    showFilters();
+  });
+  document.getElementById("f-export").addEventListener("click", exportHistory);
+  document.getElementById("f-newer").addEventListener("click", () =>
+    setFilters(Object.fromEntries(new URLSearchParams(location.search)), Math.max(0, historyOffset() - historyPageSize)));
+  document.getElementById("f-older").addEventListener("click", () =>
+    setFilters(Object.fromEntries(new URLSearchParams(location.search)), historyOffset() + historyPageSize));
+  boot({ start, clear });
+});
