@@ -5,13 +5,13 @@ import (
 	"embed"
 	"encoding/csv"
 	"fmt"
-	"maps"
-	"strings"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
@@ -342,7 +342,6 @@ func (s *Server) historyEvents(ctx context.Context, q url.Values, offset, limit 
 	}
 	return page, nil
 }
-
 
 // traceURL is the trace viewer's address of holder's trace, "" when
 // storage did not trace it or no viewer is configured.
