@@ -89,7 +89,7 @@ func TestEveryRoleSignsInOnThePages(t *testing.T) {
 	ctx := browser(t)
 	for _, a := range accounts {
 		for _, width := range []int64{390, 1280} {
-			for _, page := range []string{"/ui/settings.html", "/ui/locks.html"} {
+			for _, page := range []string{"/ui/settings.html", "/ui/locks.html", "/ui/loans.html"} {
 				if err := chromedp.Run(ctx, chromedp.EmulateViewport(width, 900, chromedp.EmulateScale(1))); err != nil {
 					t.Fatal(err)
 				}
@@ -116,6 +116,15 @@ func TestEveryRoleSignsInOnThePages(t *testing.T) {
 						want := a.name + " may not see the settings: that needs the librarian or the operator role (permission circulation.settings.check-out-lock.get)."
 						waitUntil(t, ctx, where+": why not", `document.getElementById("page-status").textContent === `+jsString(want))
 					}
+				case "/ui/loans.html":
+					// The desk's page is the librarians' (who may change
+					// the settings too).
+					if a.write {
+						waitUntil(t, ctx, where+": the search", `!document.getElementById("content").hidden`)
+					} else {
+						want := a.name + " may not see patrons' loans: that needs the librarian role (permission circulation.loans.collection.get)."
+						waitUntil(t, ctx, where+": why not", `document.getElementById("page-status").textContent === `+jsString(want))
+					}
 				case "/ui/locks.html":
 					if a.locks {
 						waitUntil(t, ctx, where+": the lock", `document.querySelectorAll("#locks tbody tr").length === 1`)
@@ -132,6 +141,8 @@ func TestEveryRoleSignsInOnThePages(t *testing.T) {
 					want = []string{"Save changes", "Undo changes"}
 				case page == "/ui/locks.html" && a.locks:
 					want = []string{"Release…", "Show", "Clear", "Export CSV"}
+				case page == "/ui/loans.html" && a.write:
+					want = []string{"Find"}
 				}
 				if got := activeButtons(t, ctx); !slices.Equal(got, want) {
 					t.Errorf("%s: the buttons to press are %q, want %q", where, got, want)

@@ -93,6 +93,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Get("/circulation/check-out-locks", s.listConsoleLocks, s.tenant)
 	s.Get("/circulation/check-out-locks/history", s.lockHistory, s.tenant)
 	s.Get("/circulation/check-out-locks/history.csv", s.lockHistoryCSV, s.tenant)
+	s.Get("/circulation/patron-loans", s.patronLoans, s.tenant)
 	s.Handle(http.MethodDelete, "/circulation/check-out-locks/:id", s.releaseConsoleLock, s.tenant)
 	s.Get("/circulation/kiosks", s.kiosks, s.tenant)
 	s.pages()

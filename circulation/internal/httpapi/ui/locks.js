@@ -211,6 +211,11 @@ function renderHistory(events) {
     // wait), else of the lock's holder.
     const trace = e.byTraceUrl || e.holderTraceUrl;
     if (trace) cells[1].append(" · ", traceLink(trace, "trace"));
+    // The patron leads to their loans, at the desk's page.
+    if (e.patron && e.patron.barcode) {
+      const loans = "/ui/loans.html?" + new URLSearchParams({ tenant: session.tenant, patron: e.patron.barcode });
+      cells[2].replaceChildren(el("a", { href: loans, text: cells[2].textContent }));
+    }
     body.append(el("tr", { "data-event": e.type }, ...cells));
   }
 }

@@ -1,0 +1,115 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
+)
+
+// TestTheDeskActsOnAPatronsLoans: a librarian finds a patron by name on
+// the desk's page, in Chromium, and renews one loan, claims one returned,
+// declares one lost and checks one in, each written as circulation writes
+// it; a second renewal and a second declaration of the lost item are
+// refused in FOLIO's words; at
+// 390 px nothing is wider than the screen. An operator is told the page
+// needs the librarian role.
+func TestTheDeskActsOnAPatronsLoans(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(1, 4, 10)
+	patron, items := lib.Patrons[0], lib.Items[0]
+	renewable(t, c, lib, map[string]any{"numberAllowed": 1, "renewFromId": "CURRENT_DUE_DATE"})
+	for _, item := range items {
+		c.CheckOut(0, item, patron).Want(t, http.StatusCreated)
+	}
+	c.Account(t, "lee", "Lee", "Librarian", schemas.RoleLibrarian, "lee-password")
+	c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
+	id := patronID(t, c, patron)
+	_, last, _ := strings.Cut(patronName(t, c, id), " ")
+
+	ctx := browser(t)
+	signIn(t, ctx, c, "/ui/loans.html", "lee", "lee-password")
+	if err := chromedp.Run(ctx,
+		chromedp.SetValue("#patron", last, chromedp.ByQuery),
+		chromedp.Click("#find-submit", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, ctx, "the patron's four loans", `document.querySelectorAll("#results tbody tr").length === 4`)
+	if got := activeButtons(t, ctx); len(got) != 1+4*4 {
+		t.Errorf("a librarian's buttons: %q, want Find and four actions on each of four loans", got)
+	}
+	row := func(item string) string {
+		return fmt.Sprintf(`[...document.querySelectorAll("#results tbody tr")].find((r) => r.cells[1].textContent === %q)`, item)
+	}
+	press := func(item, action, status string) {
+		t.Helper()
+		if err := chromedp.Run(ctx, chromedp.Evaluate(row(item)+`.querySelector('button[data-action="`+action+`"]').click()`, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Run(ctx, chromedp.Poll(`document.getElementById("status").textContent.startsWith(`+jsString(status)+`)`, nil,
+			chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+			t.Fatalf("%s of %s: the status reads %q, want %q…", action, item, textOf(t, ctx, "#status"), status)
+		}
+	}
+	loan := func(item string) map[string]any {
+		t.Helper()
+		var page struct{ Loans []map[string]any }
+		c.Do(c.Storage, "GET", "/loan-storage/loans?itemId="+itemID(t, c, item), nil).Want(t, http.StatusOK).Decode(t, &page)
+		if len(page.Loans) != 1 {
+			t.Fatalf("item %s has %d loans", item, len(page.Loans))
+		}
+		return page.Loans[0]
+	}
+	press(items[0], "renew", "Renewed ")
+	if l := loan(items[0]); l["renewalCount"] != float64(1) || l["action"] != "renewed" {
+		t.Errorf("the renewed loan: %v", l)
+	}
+	// Renewed again, past the policy's one renewal: FOLIO's refusal, in
+	// FOLIO's words.
+	press(items[0], "renew", "Not done (renew ")
+	if got := textOf(t, ctx, "#status"); !strings.HasSuffix(got, ": loan at maximum renewal number") {
+		t.Errorf("the second renewal reads %q, want FOLIO's refusal", got)
+	}
+	press(items[1], "claim", "")
+	waitUntil(t, ctx, "the claim", `document.getElementById("status").textContent.endsWith("is claimed returned.")`)
+	if l := loan(items[1]); l["action"] != "claimedReturned" {
+		t.Errorf("the loan claimed returned: %v", l)
+	}
+	press(items[2], "lost", "")
+	waitUntil(t, ctx, "the declaration", `document.getElementById("status").textContent.endsWith("is declared lost.")`)
+	if l := loan(items[2]); l["action"] != "declaredLost" {
+		t.Errorf("the loan declared lost: %v", l)
+	}
+	// Declared again: FOLIO's refusal, said as FOLIO says it.
+	press(items[2], "lost", "Not done (declare lost ")
+	if got := textOf(t, ctx, "#status"); !strings.HasSuffix(got, ": The item is already declared lost") {
+		t.Errorf("the second declaration reads %q, want FOLIO's refusal", got)
+	}
+	press(items[3], "checkin", "")
+	waitUntil(t, ctx, "the check-in, its loan gone from the list", `document.getElementById("status").textContent.endsWith("is checked in.") &&
+		document.querySelectorAll("#results tbody tr").length === 3`)
+	if l := loan(items[3]); l["status"].(map[string]any)["name"] != "Closed" {
+		t.Errorf("the loan checked in: %v", l)
+	}
+	if w := phoneWidth(t, ctx); w > 390 {
+		t.Errorf("the desk's page is %d px wide at 390 px", w)
+	}
+
+	// An operator is told what the page needs.
+	if err := chromedp.Run(ctx, chromedp.Click("#sign-out", chromedp.ByQuery), chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	signInHere(t, ctx, "olga", "olga-password")
+	waitUntil(t, ctx, "the operator's refusal", `document.getElementById("page-status").textContent ===
+		"Olga Operator may not see patrons' loans: that needs the librarian role (permission circulation.loans.collection.get)."`)
+	if got := activeButtons(t, ctx); len(got) != 0 {
+		t.Errorf("an operator's buttons on the desk's page: %q", got)
+	}
+}
