@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -277,6 +278,13 @@ func TestAKioskCheckOutIsOneTraceFromTheSIP2Message(t *testing.T) {
 		}
 		return nil
 	}
+	chain := []struct{ service, name string }{
+		{"circulation-storage", "POST /loan-storage/loans"},
+		{"circulation", "storage POST /loan-storage/loans"},
+		{"circulation", "POST /circulation/check-out-by-barcode"},
+		{"sip2", "circulation POST /circulation/check-out-by-barcode"},
+		{"sip2", "SIP2 11"},
+	}
 	waitFor(t, "the kiosk's check-out, from the message to the SQL, at the collector", func() bool {
 		col.mu.Lock()
 		var root *span
@@ -290,18 +298,20 @@ func TestAKioskCheckOutIsOneTraceFromTheSIP2Message(t *testing.T) {
 			return false
 		}
 		spans = col.trace(root.trace)
-		return find("circulation-storage", "POST /loan-storage/loans") != nil
+		// Each process sends its spans in batches of its own: wait for
+		// every one of the chain.
+		for _, want := range chain {
+			if find(want.service, want.name) == nil {
+				return false
+			}
+		}
+		return slices.ContainsFunc(spans, func(s span) bool {
+			return s.service == "circulation-storage" && s.kind == tracepb.Span_SPAN_KIND_CLIENT.String()
+		})
 	})
 	byID := map[string]span{}
 	for _, s := range spans {
 		byID[s.id] = s
-	}
-	chain := []struct{ service, name string }{
-		{"circulation-storage", "POST /loan-storage/loans"},
-		{"circulation", "storage POST /loan-storage/loans"},
-		{"circulation", "POST /circulation/check-out-by-barcode"},
-		{"sip2", "circulation POST /circulation/check-out-by-barcode"},
-		{"sip2", "SIP2 11"},
 	}
 	s := find(chain[0].service, chain[0].name)
 	for _, want := range chain[1:] {
