@@ -177,7 +177,7 @@ var Routes = slices.Concat(
 		circ("GET", "/circulation/loans/{id}", "circulation.loans.item.get", "read a loan", "circulation-storage.loans.item.get").answers(200, "loan.json"),
 		circ("GET", "/circulation/patron-loans", "circulation.loans.collection.get",
 			"find a patron by barcode or name and their open loans, as the circulation desk's page shows them",
-			findUsers, namesUser, "circulation-storage.loans.collection.get", "inventory-storage.items.item.get",
+			findUsers, namesUser, "circulation-storage.loans.collection.get", "inventory-storage.items.collection.get",
 			"inventory-storage.service-points.collection.get").reads("patron").answers(200, ""),
 		circ("POST", "/circulation/loans/{id}/claim-item-returned", PermissionClaimItemReturned,
 			"record that the patron says they returned a loan's item (the item Claimed returned, the loan open)", loanActionModule...).

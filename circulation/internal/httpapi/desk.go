@@ -86,8 +86,8 @@ func (s *Server) patronLoans(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// openLoans is a patron's open loans, oldest due first, each with its
-// item's barcode, title and status.
+// openLoans is a patron's open loans, the earliest due first, each with
+// its item's barcode, title and status: two reads of storage.
 func (s *Server) openLoans(ctx context.Context, userID string) ([]deskLoan, error) {
 	var page struct {
 		Loans []struct {
@@ -102,20 +102,39 @@ func (s *Server) openLoans(ctx context.Context, userID string) ([]deskLoan, erro
 	if err := s.svc.Console.GetJSON(ctx, "/loan-storage/loans?"+q.Encode(), &page); err != nil {
 		return nil, err
 	}
+	// The loans' items, in one read.
+	var ids []string
+	for _, l := range page.Loans {
+		if s.Schemas().ValidUUID(l.ItemID) {
+			ids = append(ids, cqlTerm(l.ItemID))
+		}
+	}
+	type item struct {
+		ID      string `json:"id"`
+		Barcode string `json:"barcode"`
+		Title   string `json:"title"`
+		Status  struct {
+			Name string `json:"name"`
+		} `json:"status"`
+	}
+	var found struct {
+		Items []item `json:"items"`
+	}
+	if len(ids) > 0 {
+		q := url.Values{"query": {"id==(" + strings.Join(ids, " or ") + ")"}, "limit": {strconv.Itoa(len(ids))}}
+		if err := s.svc.Console.GetJSON(ctx, "/item-storage/items?"+q.Encode(), &found); err != nil {
+			return nil, err
+		}
+	}
+	items := map[string]item{}
+	for _, it := range found.Items {
+		items[strings.ToLower(it.ID)] = it
+	}
 	loans := make([]deskLoan, 0, len(page.Loans))
 	for _, l := range page.Loans {
-		d := deskLoan{ID: l.ID, ItemID: l.ItemID, DueDate: l.DueDate, RenewalCount: l.RenewalCount, Action: l.Action}
-		var item struct {
-			Barcode string `json:"barcode"`
-			Title   string `json:"title"`
-			Status  struct {
-				Name string `json:"name"`
-			} `json:"status"`
-		}
-		if s.Schemas().ValidUUID(l.ItemID) && s.svc.Console.GetJSON(ctx, "/item-storage/items/"+url.PathEscape(l.ItemID), &item) == nil {
-			d.ItemBarcode, d.Title, d.ItemStatus = item.Barcode, item.Title, item.Status.Name
-		}
-		loans = append(loans, d)
+		it := items[strings.ToLower(l.ItemID)]
+		loans = append(loans, deskLoan{ID: l.ID, ItemID: l.ItemID, DueDate: l.DueDate, RenewalCount: l.RenewalCount, Action: l.Action,
+			ItemBarcode: it.Barcode, Title: it.Title, ItemStatus: it.Status.Name})
 	}
 	return loans, nil
 }
