@@ -282,7 +282,7 @@ func (s *Set) violations(sch *jsonschema.Schema, root *jsonschema.ValidationErro
 						if rel := l.InstanceLocation[min(len(e.InstanceLocation), len(l.InstanceLocation)):]; len(rel) > 0 {
 							w = field(rel) + " " + w
 						}
-						if !contains(says, w) {
+						if !slices.Contains(says, w) {
 							says = append(says, w)
 						}
 					}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -118,17 +119,20 @@ func describe(k jsonschema.ErrorKind) string {
 func typeWords(types []string) string {
 	words := make([]string, 0, len(types))
 	for _, t := range types {
-		w := map[string]string{"object": "an object", "array": "a list", "string": "a string", "integer": "a whole number",
-			"number": "a number", "boolean": "true or false", "null": "null"}[t]
+		w := typeNames[t]
 		if w == "" {
 			w = t
 		}
-		if !contains(words, w) {
+		if !slices.Contains(words, w) {
 			words = append(words, w)
 		}
 	}
 	return orList(words)
 }
+
+// typeNames are JSON's types in words.
+var typeNames = map[string]string{"object": "an object", "array": "a list", "string": "a string", "integer": "a whole number",
+	"number": "a number", "boolean": "true or false", "null": "null"}
 
 // formatWords says what a value of a format looks like.
 func formatWords(format string) string {
@@ -189,15 +193,6 @@ func orList(words []string) string {
 		return words[0]
 	}
 	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // leaves is the violations at the ends of e's tree.

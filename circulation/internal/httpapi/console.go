@@ -244,12 +244,16 @@ func (s *Server) historyFilters(c echo.Context) (q url.Values, none bool, err er
 	q = url.Values{}
 	var conds []string
 	if v := strings.TrimSpace(c.QueryParam("patron")); v != "" {
-		ids, err := s.patronsNamed(ctx, v)
+		found, err := s.patronsNamed(ctx, v)
 		if err != nil {
 			return nil, false, err
 		}
-		if len(ids) == 0 {
+		if len(found) == 0 {
 			return nil, true, nil
+		}
+		ids := make([]string, len(found))
+		for i, p := range found {
+			ids[i] = cqlTerm(p.ID)
 		}
 		conds = append(conds, "userId==("+strings.Join(ids, " or ")+")")
 	}
@@ -287,9 +291,16 @@ func (s *Server) historyFilters(c echo.Context) (q url.Values, none bool, err er
 	return q, false, nil
 }
 
-// patronsNamed is the ids of the patrons (at most 50) whose barcode is
-// text, or whose first or last names hold every word of it.
-func (s *Server) patronsNamed(ctx context.Context, text string) ([]string, error) {
+// namedPatron is a patron found by barcode or name.
+type namedPatron struct {
+	ID       string     `json:"id"`
+	Barcode  string     `json:"barcode"`
+	Personal personJSON `json:"personal"`
+}
+
+// patronsNamed is the patrons (at most 50) whose barcode is text, or
+// whose first or last names hold every word of it.
+func (s *Server) patronsNamed(ctx context.Context, text string) ([]namedPatron, error) {
 	words := strings.Fields(text)
 	if len(words) > 5 {
 		words = words[:5]
@@ -300,18 +311,12 @@ func (s *Server) patronsNamed(ctx context.Context, text string) ([]string, error
 	}
 	query := "barcode==" + cqlTerm(text) + " or (" + strings.Join(byName, " and ") + ")"
 	var page struct {
-		Users []struct {
-			ID string `json:"id"`
-		} `json:"users"`
+		Users []namedPatron `json:"users"`
 	}
 	if err := s.svc.Console.GetJSON(ctx, "/users?"+url.Values{"query": {query}, "limit": {"50"}}.Encode(), &page); err != nil {
 		return nil, err
 	}
-	ids := make([]string, len(page.Users))
-	for i, u := range page.Users {
-		ids[i] = u.ID
-	}
-	return ids, nil
+	return page.Users, nil
 }
 
 // cqlTerm is text as a CQL term, quoted, matching itself alone: its

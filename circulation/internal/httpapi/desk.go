@@ -51,7 +51,7 @@ func (s *Server) patronLoans(c echo.Context) error {
 		return invalidParam("patron", text, "is required: a barcode or a name")
 	}
 	ctx := c.Request().Context()
-	ids, err := s.patronsNamed(ctx, text)
+	found, err := s.patronsNamed(ctx, text)
 	if err != nil {
 		return err
 	}
@@ -62,13 +62,9 @@ func (s *Server) patronLoans(c echo.Context) error {
 			Name string `json:"name"`
 		} `json:"servicePoints"`
 	}{Patrons: []deskPatron{}}
-	patrons := s.patrons(ctx)
-	for _, id := range ids[:min(len(ids), deskPatrons)] {
-		p := deskPatron{ID: id, Loans: []deskLoan{}}
-		if found := patrons(id); found != nil {
-			p.Barcode, p.Name = found.Barcode, found.Name
-		}
-		if p.Loans, err = s.openLoans(ctx, id); err != nil {
+	for _, f := range found[:min(len(found), deskPatrons)] {
+		p := deskPatron{ID: f.ID, Barcode: f.Barcode, Name: fullName(f.Personal, ""), Loans: []deskLoan{}}
+		if p.Loans, err = s.openLoans(ctx, f.ID); err != nil {
 			return err
 		}
 		out.Patrons = append(out.Patrons, p)

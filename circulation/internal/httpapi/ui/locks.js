@@ -79,7 +79,8 @@ async function exportHistory() {
     if (!res.ok) throw new ApiError(res.status, await res.json().catch(() => null), `${res.status} ${res.statusText}`);
     const link = el("a", { href: URL.createObjectURL(await res.blob()), download: "lock-history.csv" });
     link.click();
-    URL.revokeObjectURL(link.href);
+    // The download reads the blob after the click returns: freed later.
+    setTimeout(() => URL.revokeObjectURL(link.href), 60000);
     say("history-status", `Exported ${res.headers.get("X-Total-Records")} events as lock-history.csv.`, true);
   } catch (err) {
     say("history-status", "Not exported: " + err.message, false);
