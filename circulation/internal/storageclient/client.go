@@ -21,8 +21,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
 	"github.com/checkoutlock/schemas/errs"
 
 	"github.com/checkoutlock/circulation"
@@ -64,14 +62,9 @@ func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
 	transport.MaxIdleConns = 256
 	transport.MaxIdleConnsPerHost = 256
 	transport.IdleConnTimeout = 90 * time.Second
-	var rt http.RoundTripper = transport
-	if tracing.On() {
-		// Each call a span of its own, in the check-out's trace, which
-		// storage continues (traceparent).
-		rt = otelhttp.NewTransport(transport, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-			return "storage " + r.Method + " " + r.URL.Path
-		}))
-	}
+	// Each call a span of its own while tracing is on, in the check-out's trace,
+	// which storage continues (traceparent).
+	rt := tracing.Transport(transport, "storage ")
 	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Transport: rt}, timeout: timeout,
 		logger: slog.New(slog.DiscardHandler)}
 }

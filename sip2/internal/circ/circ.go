@@ -22,8 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs/errhttp"
 	"github.com/checkoutlock/serverkit/tracing"
@@ -43,14 +41,9 @@ func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
 	if roots != nil {
 		transport.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
-	var rt http.RoundTripper = transport
-	if tracing.On() {
-		// Each call a span of its own, under the message's, which
-		// circulation continues (traceparent).
-		rt = otelhttp.NewTransport(transport, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-			return "circulation " + r.Method + " " + r.URL.Path
-		}))
-	}
+	// Each call a span of its own while tracing is on, under the message's,
+	// which circulation continues (traceparent).
+	rt := tracing.Transport(transport, "circulation ")
 	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Timeout: timeout, Transport: rt}}
 }
 
