@@ -338,6 +338,13 @@ func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfte
 		t.Logf("check-out c=%d before (%s) p50 %.2f ms p99 %.2f ms, %.0f µs CPU; after p50 %.2f ms p99 %.2f ms, %.0f µs CPU; p50 ×%.2f, CPU ×%.2f; round by round, median of %d: p50 ×%.3f, CPU ×%.3f",
 			conc, rev, row.Before.P50Ms, row.Before.P99Ms, row.CPUBefore.Total, row.After.P50Ms, row.After.P99Ms, row.CPUAfter.Total,
 			row.P50Ratio, row.CPURatio, rounds, row.RoundP50Ratio, row.RoundCPURatio)
+		for _, side := range []struct {
+			name string
+			cpu  CPUPerCheckOut
+		}{{"before", row.CPUBefore}, {"after", row.CPUAfter}} {
+			t.Logf("check-out c=%d %s: CPU of the client %.0f µs, circulation %.0f µs, storage %.0f µs, PostgreSQL %.0f µs",
+				conc, side.name, side.cpu.Client, side.cpu.Circulation, side.cpu.Storage, side.cpu.Postgres)
+		}
 	}
 	return out
 }
