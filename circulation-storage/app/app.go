@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -63,11 +62,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 
 	var statements pgx.QueryTracer
 	if tracing.On() {
-		// A span for each statement, in the trace of the request it
-		// serves, with its SQL; none for taking a connection from the pool,
-		// and no connection details repeated in every span (the service's
-		// resource names it).
-		statements = otelpgx.NewTracer(otelpgx.WithDisableAcquireTracer(), otelpgx.WithDisableConnectionDetailsInAttributes())
+		statements = postgres.StatementTracer()
 	}
 	db, err := postgres.Open(ctx, cfg.Database.ConnString(), postgres.PoolConfig{MaxConns: cfg.Database.MaxConns,
 		MaxConnLifetime: cfg.Database.MaxConnLifetime, LockCommit: cfg.LockSynchronousCommit, NoOutbox: cfg.Outbox == "off",
