@@ -55,7 +55,7 @@ func Start(ctx context.Context, service, endpoint string) error {
 	if err != nil {
 		return fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: %w", err)
 	}
-	provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter),
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(newBatcher(exporter, batchOptionsFromEnv())),
 		sdktrace.WithResource(sdkresource.NewSchemaless(attribute.String("service.name", service))))
 	otel.SetTracerProvider(provider)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
