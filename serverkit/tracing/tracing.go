@@ -23,7 +23,7 @@ import (
 )
 
 // TracerName names the spans the services make themselves (the lock's
-// wait, the server's spans); the libraries name theirs (otelhttp, otelpgx).
+// wait, the servers' and the clients' spans); otelpgx names its own.
 const TracerName = "github.com/checkoutlock"
 
 // tracing is the process's tracer provider while tracing is on (nil when
@@ -89,8 +89,7 @@ func Tracer() trace.Tracer {
 // which the called service continues (traceparent). The span ends when the
 // answer's headers arrive. It is the services' own rather than otelhttp's
 // transport, which clones every request and works out metrics' attributes
-// the services do not record: a check-out's calls cost a third less CPU
-// (BENCHMARKS.md, §6i).
+// the services do not record (BENCHMARKS.md §6i).
 func Transport(base http.RoundTripper, prefix string) http.RoundTripper {
 	if !On() {
 		return base
