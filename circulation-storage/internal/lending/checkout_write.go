@@ -28,13 +28,16 @@ type Loans struct {
 	released func(t storage.Tenant, userID string)
 	// policy is how the check-out write applies the rules and the lock.
 	policy Policy
+	// bursts are the patrons' writes waiting for one of theirs (burst.go).
+	bursts bursts
 }
 
 var _ storage.LoanWriter = (*Loans)(nil)
 
 // NewLoans returns the loan writer, configured by opts (OnRelease).
 func NewLoans(db *postgres.DB, policy Policy, opts ...postgres.Option) *Loans {
-	return &Loans{db: db, policy: policy, released: postgres.ApplyOptions(opts).Released}
+	return &Loans{db: db, policy: policy, released: postgres.ApplyOptions(opts).Released,
+		bursts: bursts{running: map[patronKey][]*burstWrite{}}}
 }
 
 // checkOutSQL is a check-out's writes in one statement: the item moves to
@@ -396,6 +399,12 @@ var ownEventsSQL = `SELECT set_config('checkoutlock.outbox', 'own', true) WHERE 
 func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (*pgx.Batch, *checkOutResult) {
 	b := &pgx.Batch{}
 	b.Queue(ownEventsSQL)
+	return b, s.queueCheckOut(ctx, b, t, w, lean)
+}
+
+// queueCheckOut queues a check-out's statements, after ownEventsSQL, in
+// b; the result is filled in when b's results are read.
+func (s *Loans) queueCheckOut(ctx context.Context, b *pgx.Batch, t storage.Tenant, w storage.CheckOutWrite, lean bool) *checkOutResult {
 	r := &checkOutResult{}
 	if a := w.AcquireInWrite; a != nil {
 		// The lock first, so that a patron's writes queue on its row.
@@ -426,12 +435,16 @@ func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.C
 	if w.AcquireInWrite != nil {
 		b.Queue(dropInWriteSQL, w.LockID, string(t))
 	}
-	return b, r
+	return r
 }
 
 // CreateCheckOutLoan implements storage.LoanWriter.
 func (s *Loans) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
-	return s.createCheckOutLoan(ctx, t, w, !s.db.Gates.Has(t))
+	lean := !s.db.Gates.Has(t)
+	if lean && w.AcquireInWrite != nil {
+		return s.burstCheckOut(ctx, t, w)
+	}
+	return s.createCheckOutLoan(ctx, t, w, lean)
 }
 
 // createCheckOutLoan is CreateCheckOutLoan, lean or in full (gate.go); a
@@ -454,9 +467,16 @@ func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 	for attempt := 1; attempt < maxUncommittedRuns && s.uncommitted(ctx, t, err, w.LoanID); attempt++ {
 		err = run()
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		return storage.CheckOutWritten{}, records.InterpretWrite(err, t, storage.Loans, w.Loan)
+	}
+	return s.checkOutAnswer(ctx, t, w, r, lean)
+}
+
+// checkOutAnswer is what a check-out's write answers, from what its
+// statements returned (r): the loan written, or why nothing was.
+func (s *Loans) checkOutAnswer(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, r *checkOutResult, lean bool) (storage.CheckOutWritten, error) {
+	switch {
 	case w.AcquireInWrite != nil && !r.acquired:
 		return storage.CheckOutWritten{}, storage.ErrLockTaken
 	case r.Full:
@@ -484,7 +504,7 @@ func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 	}
 	itemID := records.FieldValue(w.Loan, "itemId")
 	var stored2 int
-	err = s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT version FROM %s WHERE tenant_id = $2 AND id = $1`, postgres.TableItem), itemID, string(t)).Scan(&stored2)
+	err := s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT version FROM %s WHERE tenant_id = $2 AND id = $1`, postgres.TableItem), itemID, string(t)).Scan(&stored2)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
 	}
