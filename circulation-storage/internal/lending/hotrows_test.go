@@ -50,7 +50,9 @@ func multiXactRows(ctx context.Context, db *postgres.DB) (map[string]int, error)
 // afterwards (one is made when two transactions lock one row at once, for
 // key share as a foreign key's check does: the loan policy's row, before
 // migration 14, and 904 MultiXacts in such a burst), looked for in the
-// rows' headers while the check-outs run and after.
+// rows' headers while the check-outs run and after; the policy's row is
+// held for key share by the test meanwhile, so that a check-out locking it
+// marks it for certain.
 func TestCheckOutsShareNoRow(t *testing.T) {
 	db, tenant := sampleDatabase(t, 8)
 	ctx := context.Background()
@@ -73,6 +75,25 @@ SELECT @tenant, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uui
 	// Sampled during the burst, not only after it: a row locked by one
 	// transaction after two had it loses its MultiXact mark.
 	if _, err := db.Pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pageinspect"); err != nil {
+		t.Fatal(err)
+	}
+	// The loan policy every check-out names, held for key share by a
+	// transaction of the test's own from before the burst until after its
+	// last sample: a check-out that locked it, as a foreign key's check
+	// does, would make its row a MultiXact's at once, and the mark would
+	// stay while this holds, however little the check-outs overlap.
+	holder, err := pgx.ConnectConfig(ctx, db.Pool.Config().ConnConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	held, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Rollback(ctx) }()
+	if _, err := held.Exec(ctx, postgres.WithTables(`SELECT 1 FROM %s WHERE tenant_id = $1 AND id = $2 FOR KEY SHARE`, postgres.TableLoanPolicy),
+		string(tenant), records.PolicyStandard); err != nil {
 		t.Fatal(err)
 	}
 	marked := map[string]int{}
