@@ -310,3 +310,17 @@ func PlainURL(t *testing.T) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// Eventually waits until cond holds, failing the test after 10 s: for
+// state a test cannot be told of (a write waiting in another goroutine, a
+// lock held by another process), polled every millisecond.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(time.Millisecond) // polling, with a deadline
+	}
+}

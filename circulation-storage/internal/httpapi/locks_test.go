@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
@@ -303,7 +304,7 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	// A request's latency is recorded just after its answer is sent.
 	const recorded = `http_request_duration_seconds_count{method="POST",route="/check-out-lock-storage",status="201"} 1`
 	var res response
-	eventually(t, "the acquisition's latency recorded", func() bool {
+	dbtest.Eventually(t, "the acquisition's latency recorded", func() bool {
 		res = f.doWith("GET", "/metrics", "", nil).wantStatus(http.StatusOK)
 		return strings.Contains(string(res.body), recorded)
 	})
@@ -314,19 +315,6 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		if !strings.Contains(string(res.body), want) {
 			t.Errorf("metrics lack %q", want)
 		}
-	}
-}
-
-// eventually polls cond until it holds, failing t after 10 s: for what a
-// request does just after its answer.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-		time.Sleep(time.Millisecond) // polling what this test cannot be told of, with a deadline
 	}
 }
 

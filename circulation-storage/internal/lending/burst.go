@@ -53,9 +53,9 @@ const MaxBurstWrites = 16
 // lock itself.
 func (s *Loans) burstCheckOut(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
 	key := patronKey{t, w.UserID}
-	me := &burstWrite{ctx: ctx, w: w, lead: make(chan []*burstWrite, 1), done: make(chan struct{})}
 	s.bursts.mu.Lock()
 	if waiting, ok := s.bursts.running[key]; ok {
+		me := &burstWrite{ctx: ctx, w: w, lead: make(chan []*burstWrite, 1), done: make(chan struct{})}
 		s.bursts.running[key] = append(waiting, me)
 		s.bursts.mu.Unlock()
 		select {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -51,23 +50,7 @@ func TestAPatronsBurstIsJudgedInFewCommits(t *testing.T) {
 			hold(func(i int) { go write(i) })
 		}
 		wg.Wait()
-		written, refused := 0, 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				written++
-			case dbtest.IsCode(err, schemas.CodeItemLimitReached):
-				refused++
-			default:
-				t.Errorf("round %d: %v", round, err)
-			}
-		}
-		if written != room || refused != writers-room {
-			t.Fatalf("round %d: %d written, %d refused at the limit; want %d and %d", round, written, refused, room, writers-room)
-		}
-		if n := f.Count(t, "loan", "user_id = $1 AND status_name = 'Open'", user); n != room {
-			t.Fatalf("round %d: %d open loans, want %d", round, n, room)
-		}
+		wantRoomFilled(t, f, round, user, errs, room, schemas.CodeItemLimitReached)
 		if n := f.Count(t, postgres.TableLock, "user_id = $1", user); n != 0 {
 			t.Errorf("round %d: %d lock rows left for the patron, want none", round, n)
 		}
@@ -107,11 +90,11 @@ func TestAPatronsBurstIsJudgedInFewCommits(t *testing.T) {
 		// The first write runs, and waits for this transaction's lock on
 		// the patron's row; the others wait behind it here.
 		start(0)
-		poll(t, "the first write running", func() bool { return waiting() == 0 })
+		dbtest.Eventually(t, "the first write running", func() bool { return waiting() == 0 })
 		for i := 1; i < writers; i++ {
 			start(i)
 		}
-		poll(t, "nineteen writes waiting", func() bool { return waiting() == writers-1 })
+		dbtest.Eventually(t, "nineteen writes waiting", func() bool { return waiting() == writers-1 })
 		if err := tx.Rollback(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -123,17 +106,5 @@ func TestAPatronsBurstIsJudgedInFewCommits(t *testing.T) {
 	}
 	if commits != 2 {
 		t.Errorf("the held burst's three loans were written by %d transactions, want 2 (the first write, then the next sixteen together)", commits)
-	}
-}
-
-// poll waits for ok, up to ten seconds.
-func poll(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited ten seconds for %s", what)
-		}
-		time.Sleep(time.Millisecond) // polling, with a deadline
 	}
 }

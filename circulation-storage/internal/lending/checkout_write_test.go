@@ -323,23 +323,32 @@ func raceWrites(t *testing.T, f dbtest.Fixture, group string, locked bool, refus
 		}
 		close(start)
 		wg.Wait()
-		written, refused := 0, 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				written++
-			case dbtest.IsCode(err, refusal):
-				refused++
-			default:
-				t.Errorf("round %d: %v", round, err)
-			}
+		wantRoomFilled(t, f, round, user, errs, room, refusal)
+	}
+}
+
+// wantRoomFilled checks a round of writes at once for user, who had room
+// for room loans: errs, their answers, are room successes and refusals
+// with the code refusal, nothing else, and the database holds room open
+// loans of the user's.
+func wantRoomFilled(t *testing.T, f dbtest.Fixture, round int, user string, errs []error, room int, refusal string) {
+	t.Helper()
+	written, refused := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			written++
+		case dbtest.IsCode(err, refusal):
+			refused++
+		default:
+			t.Errorf("round %d: %v", round, err)
 		}
-		if written != room || refused != writers-room {
-			t.Fatalf("round %d: %d written, %d refused at the limit; want %d and %d", round, written, refused, room, writers-room)
-		}
-		if n := f.Count(t, "loan", "user_id = $1 AND status_name = 'Open'", user); n != room {
-			t.Fatalf("round %d: %d open loans, want %d", round, n, room)
-		}
+	}
+	if written != room || refused != len(errs)-room {
+		t.Fatalf("round %d: %d written, %d refused with %s; want %d and %d", round, written, refused, refusal, room, len(errs)-room)
+	}
+	if n := f.Count(t, "loan", "user_id = $1 AND status_name = 'Open'", user); n != room {
+		t.Fatalf("round %d: %d open loans, want %d", round, n, room)
 	}
 }
 

@@ -83,9 +83,9 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 		return out
 	}
 	firstDone := wait(first)
-	waitFor(t, "the first to wait", func() bool { return obs.now() == 1 })
+	dbtest.Eventually(t, "the first to wait", func() bool { return obs.now() == 1 })
 	secondDone := wait(second)
-	waitFor(t, "the second to wait", func() bool { return obs.now() == 2 })
+	dbtest.Eventually(t, "the second to wait", func() bool { return obs.now() == 2 })
 
 	if err := service.Release(ctx, f.Tenant, holder, storage.Caller{}, false); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 		_, _, err := waiters.Acquire(ctx, f.Tenant, user, uuid.NewString(), time.Minute, 20*time.Second, storage.Holder{Instance: "new"})
 		granted <- err
 	}()
-	waitFor(t, "the first to wait", func() bool { return obs.now() == 1 })
+	dbtest.Eventually(t, "the first to wait", func() bool { return obs.now() == 1 })
 	gaveUp := make(chan error, 1)
 	go func() {
 		// Its wait outlasts the release and the first waiter's grant,
@@ -141,7 +141,7 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 		_, _, err := waiters.Acquire(ctx, f.Tenant, user, uuid.NewString(), time.Minute, 3*time.Second, storage.Holder{Instance: "late"})
 		gaveUp <- err
 	}()
-	waitFor(t, "the second to wait", func() bool { return obs.now() == 2 })
+	dbtest.Eventually(t, "the second to wait", func() bool { return obs.now() == 2 })
 	if err := service.Release(ctx, f.Tenant, old, storage.Caller{}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -165,17 +165,5 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 	}
 	if len(events) != 1 || events[0].Type != storage.EventWaiterGaveUp || events[0].Holder.Instance != "new" {
 		t.Errorf("history %+v, want one waiter_gave_up naming the holder %q", events, "new")
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-		time.Sleep(time.Millisecond) // polling state this test cannot be told of, with a deadline
 	}
 }
