@@ -414,3 +414,45 @@ func RequestRulesFrom(ctx context.Context) bool {
 
 // UserFrom is the user ctx acts for, "" when none was named.
 func UserFrom(ctx context.Context) string { return CallerFrom(ctx).User }
+
+// BurstObserver is told how a patron's burst is served: the check-out
+// writes that wait for one of their patron's running on this instance,
+// the batches they run in, the writes refused because too many waited,
+// and the batches whose transaction failed and were sorted out write by
+// write.
+type BurstObserver interface {
+	// BurstWaiting reports how many writes wait on this instance now.
+	BurstWaiting(n int)
+	// BurstBatch reports a batch about to run with size writes.
+	BurstBatch(size int)
+	// BurstRefused reports a write refused, nothing written, because too
+	// many waited.
+	BurstRefused()
+	// BurstFellBack reports a batch whose transaction failed: outcome is
+	// FellBackFinal (its outcome known: the writes it did not store run
+	// again alone) or FellBackUnknown (its outcome not known: each write
+	// is answered unavailable, settled by reading its loan back).
+	BurstFellBack(outcome string)
+}
+
+// The outcomes BurstObserver.BurstFellBack reports.
+const (
+	FellBackFinal   = "final"
+	FellBackUnknown = "unknown"
+)
+
+// CheckOutsBusy is the answer to a check-out write that found too many of
+// its patron's (perPatron) or of every patron's writes waiting on this
+// instance (bound, the one it met): 503 with Retry-After, nothing
+// written.
+func CheckOutsBusy(userID string, bound int, perPatron bool) *errs.Error {
+	whose := "every patron's"
+	if perPatron {
+		whose = "this patron's"
+	}
+	e := errs.Errorf(errs.KindUnavailable, schemas.CodeCheckOutsBusy,
+		"%d of %s check-outs are waiting to be written on this instance already; nothing was written: try again", bound, whose).
+		With("userId", userID).With("waiting", strconv.Itoa(bound))
+	e.RetryAfter = schemas.UnavailableRetryAfter
+	return e
+}

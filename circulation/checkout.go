@@ -792,8 +792,12 @@ func (s *Service) readLoan(ctx context.Context, loanID string) (json.RawMessage,
 }
 
 // ambiguous reports whether a failed write may nevertheless have been
-// applied: no answer, or a server error, as opposed to a definite refusal.
+// applied: no answer, or a server error, as opposed to a definite refusal
+// (storage too busy to take the write, CodeCheckOutsBusy, wrote nothing).
 func ambiguous(err error) bool {
+	if errs.IsCode(err, schemas.CodeCheckOutsBusy) {
+		return false
+	}
 	return errs.IsKind(err, errs.KindUnavailable) || errs.IsKind(err, errs.KindInternal) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }

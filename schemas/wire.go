@@ -294,6 +294,9 @@ const (
 	// CodeShuttingDown: storage is shutting down; an acquisition waiting
 	// for a held lock is answered at once with it.
 	CodeShuttingDown = "SHUTTING_DOWN"
+	// CodeCheckOutsBusy: too many check-out writes wait on the storage
+	// instance (for the patron, or in all); nothing was written.
+	CodeCheckOutsBusy = "CHECK_OUTS_BUSY"
 
 	// Who may do what (the envelope of a 403 names the permission).
 	CodeForbidden = "FORBIDDEN"

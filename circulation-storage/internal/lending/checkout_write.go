@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
@@ -34,10 +35,11 @@ type Loans struct {
 
 var _ storage.LoanWriter = (*Loans)(nil)
 
-// NewLoans returns the loan writer, configured by opts (OnRelease).
-func NewLoans(db *postgres.DB, policy Policy, opts ...postgres.Option) *Loans {
+// NewLoans returns the loan writer, its patrons' bursts bounded and
+// observed by burst, configured by opts (OnRelease).
+func NewLoans(db *postgres.DB, policy Policy, burst BurstConfig, opts ...postgres.Option) *Loans {
 	return &Loans{db: db, policy: policy, released: postgres.ApplyOptions(opts).Released,
-		bursts: bursts{running: map[patronKey][]*burstWrite{}}}
+		bursts: bursts{running: map[patronKey][]*burstWrite{}, cfg: burst}}
 }
 
 // checkOutSQL is a check-out's writes in one statement: the item moves to
@@ -159,6 +161,12 @@ WITH fence AS (
      WHERE (SELECT n FROM limited) IS NOT NULL
 ), gate AS (
     SELECT ` + gated + ` AS gated
+), in_time AS (
+    -- Before the caller's deadline (@write_within_ms after the transaction
+    -- began; NULL: none): a write that reaches this statement later, having
+    -- waited for rows, writes nothing. Read once: clock_timestamp() moves.
+    SELECT @write_within_ms::bigint IS NULL
+        OR clock_timestamp() < transaction_timestamp() + @write_within_ms::bigint * interval '1 millisecond' AS ok
 ), head AS (` + head + `
 ), queued AS (
     SELECT coalesce((SELECT requester_id <> (@loan::jsonb ->> 'userId')::uuid FROM head), false) AS other
@@ -178,7 +186,8 @@ WITH fence AS (
        AND (@override_not_loanable::boolean OR coalesce((SELECT loanable FROM limited), true))
        AND (@override_charged::boolean OR NOT coalesce((SELECT blocked FROM borrower), false))
        AND (@override_charged::boolean OR NOT EXISTS (SELECT 1 FROM automated))
-       AND NOT (SELECT gated FROM gate) AS ok
+       AND NOT (SELECT gated FROM gate)
+       AND (SELECT ok FROM in_time) AS ok
 ), item AS (
     UPDATE ` + item + `
        SET jsonb = ` + records.WithMetadata(itemWithStatus("Checked out"), "@metadata_user", true) + `
@@ -243,7 +252,8 @@ SELECT (SELECT jsonb FROM loan) AS stored, @lock_id::uuid IS NULL OR EXISTS (SEL
        NOT coalesce((SELECT loanable FROM limited), true) AS not_loanable,
        coalesce((SELECT blocked FROM borrower), false) AS blocked,
        (SELECT jsonb_agg(jsonb_build_object('condition', condition, 'message', message) ORDER BY condition) FROM automated) AS automated,
-       (SELECT gated FROM gate) AS full
+       (SELECT gated FROM gate) AS full,
+       NOT (SELECT ok FROM in_time) AS late
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
 }
 
@@ -309,7 +319,7 @@ var (
 // checkOutNames are the names of checkOutSQL's arguments.
 var checkOutNames = []string{"tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
 	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged",
-	"override_not_loanable", "refused_statuses"}
+	"override_not_loanable", "refused_statuses", "write_within_ms"}
 
 // checkOutArgs are checkOutSQL's arguments, by name: a name the statement
 // uses and this does not give, or one it gives and the statement does not
@@ -337,7 +347,21 @@ func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.Ch
 		"override_charged":      w.OverridePatronBlock,
 		"override_not_loanable": w.OverrideItemNotLoanable,
 		"refused_statuses":      schemas.ItemStatusesNotCheckedOut,
+		// The caller's deadline, as the time left from now: PostgreSQL's
+		// clock and this server's need not agree.
+		"write_within_ms": writeWithin(ctx),
 	}
+}
+
+// writeWithin is the time ctx leaves for a write, in milliseconds from
+// now (at least 0: none), nil without a deadline.
+func writeWithin(ctx context.Context) *int64 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	ms := max(time.Until(d).Milliseconds(), 0)
+	return &ms
 }
 
 // checkOutResult is the row checkOutSQL answers, read by column name.
@@ -381,6 +405,9 @@ type checkOutResult struct {
 	// Full says the lean statement found the tenant's gate row and wrote
 	// nothing: the full one must run.
 	Full bool `db:"full"`
+	// Late says the statement ran past the caller's deadline and wrote
+	// nothing.
+	Late bool `db:"late"`
 	// acquired says a write that acquires its lock itself took it.
 	acquired bool
 }
@@ -490,6 +517,8 @@ func (s *Loans) checkOutAnswer(ctx context.Context, t storage.Tenant, w storage.
 		}
 		return storage.CheckOutWritten{Loan: r.Stored, LockReleased: r.Released != nil}, nil
 	// Nothing written: say which condition failed, as the statement saw it.
+	case r.Late:
+		return storage.CheckOutWritten{}, tooLate()
 	case !r.Required:
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeLockRequired,
 			"The check-out lock is on for this tenant: a loan is opened only under the borrower's live lock (%s); nothing was written",
@@ -603,4 +632,11 @@ func (s *Loans) releasedByWrite(t storage.Tenant, r *checkOutResult) {
 	if r.Notified && s.released != nil {
 		s.released(t, *r.Released)
 	}
+}
+
+// tooLate is a check-out's write that reached the database past its
+// caller's deadline: nothing was written.
+func tooLate() *errs.Error {
+	return errs.Errorf(errs.KindUnavailable, schemas.CodeTimeout,
+		"The request took too long: the check-out's write reached the database past its deadline; nothing was written")
 }

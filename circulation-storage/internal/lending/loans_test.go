@@ -14,5 +14,8 @@ type library struct {
 
 // newLibrary is a library of db whose loan writes apply policy.
 func newLibrary(db *postgres.DB, policy Policy) library {
-	return library{Records: NewRecords(db), Loans: NewLoans(db, policy)}
+	return library{Records: NewRecords(db), Loans: NewLoans(db, policy, testBursts)}
 }
+
+// testBursts bounds the patrons' bursts of a test's loan writes.
+var testBursts = BurstConfig{MaxWaitingPerPatron: 64, MaxWaiting: 4096}

@@ -137,6 +137,11 @@ func explainGeneric(t *testing.T, db *postgres.DB, sql string, args []any) (int,
 			if v != nil {
 				literals[i] = quoteLiteral(*v)
 			}
+		case *int64:
+			literals[i] = "NULL"
+			if v != nil {
+				literals[i] = fmt.Sprint(*v)
+			}
 		case []string:
 			elems := make([]string, len(v))
 			for j, e := range v {

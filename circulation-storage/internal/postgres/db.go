@@ -378,12 +378,25 @@ func (db *DB) writeOnce(ctx context.Context, t storage.Tenant, fn func(c *pgx.Co
 	if err != nil {
 		return Interpret(err, t)
 	}
+	returned := false
+	defer func() {
+		if !returned {
+			// fn panicked, its connection in a state nobody knows: closed
+			// (its server process rolls back what it had not committed),
+			// and its place given back to the pool.
+			closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_ = c.Conn().Close(closing)
+			c.Release()
+		}
+	}()
 	err = fn(c.Conn())
 	broken := err != nil && c.Conn().IsClosed()
 	b, known := backendOf(c.Conn())
 	// Back to the pool first: a broken connection is dropped there, and
 	// its place serves settle (writes cut together would otherwise hold
 	// every place while each waits for one).
+	returned = true
 	c.Release()
 	if broken && known && db.settle(ctx, b) {
 		return &Settled{Err: err}

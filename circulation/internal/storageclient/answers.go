@@ -42,6 +42,12 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 	switch {
 	case status == http.StatusServiceUnavailable && code == schemas.CodeLockHeld:
 		return withParams(errs.Errorf(errs.KindConflict, schemas.CodeLockHeld, "%s", msg).Because(cause))
+	case status == http.StatusServiceUnavailable && code == schemas.CodeCheckOutsBusy:
+		// Too many check-out writes waited at storage: nothing was
+		// written, and the caller hears when to try again.
+		e := errs.Errorf(errs.KindUnavailable, schemas.CodeCheckOutsBusy, "%s", msg).Because(cause)
+		e.Parameters, e.RetryAfter = params, errhttp.RetryAfter(header)
+		return e
 	case status == http.StatusServiceUnavailable, status == http.StatusBadGateway, status == http.StatusGatewayTimeout:
 		return unavailable(cause)
 	case status >= 500:
