@@ -247,11 +247,11 @@ func (s *Loans) runBurst(t storage.Tenant, batch []*burstWrite) {
 		}
 		live = append(live, m)
 	}
-	s.bursts.observer().BurstBatch(len(live))
-	switch len(live) {
-	case 0:
+	if len(live) == 0 {
 		return
-	case 1:
+	}
+	s.bursts.observer().BurstBatch(len(live))
+	if len(live) == 1 {
 		m := live[0]
 		m.written, m.err = s.createCheckOutLoan(m.ctx, t, m.w, true)
 		return
