@@ -45,8 +45,10 @@ type Bursts struct {
 // BurstRow is one way of waiting, over its bursts.
 type BurstRow struct {
 	Mode string `json:"mode"`
-	// HandOff marks the row of storage handing the lock over.
+	// HandOff marks the rows of storage handing the lock over, Storages
+	// says over how many storage instances the burst's check-outs went.
 	HandOff     bool    `json:"handOff"`
+	Storages    int     `json:"storages"`
 	Bursts      int     `json:"bursts"`
 	Succeeded   float64 `json:"meanSucceededOf10"`
 	TotalTimeMs float64 `json:"meanBurstTimeMs"`
@@ -57,6 +59,9 @@ type BurstRow struct {
 	MedianTimeMs float64 `json:"medianBurstTimeMs"`
 	MedianRatio  float64 `json:"medianBurstOverTenSolo"`
 	LatencyStats Stats   `json:"latency"`
+	// SoloP50Ms is the solo check-out's p50 the row is set against: on
+	// the cluster of the row's own.
+	SoloP50Ms float64 `json:"soloCheckOutP50Ms"`
 }
 
 // HandOff is how long a lock takes to pass from one holder to a waiter on
@@ -73,30 +78,46 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 	c := harness.NewCluster(t, harness.Options{Circulations: 3, Storages: 1, FeatureOn: true, RetryIntervalMs: "500|500|1000",
 		StorageEnv: env, CirculationEnv: env})
 	polling := c.AddCirculations(3, "LOCK_WAIT_AT_STORAGE=false")
+	// The same over two storage instances: circulation instance i calls
+	// storage i mod 2, so a patron's ten check-outs reach both.
+	spread := harness.NewCluster(t, harness.Options{Circulations: 3, Storages: 2, FeatureOn: true, RetryIntervalMs: "500|500|1000",
+		StorageEnv: env, CirculationEnv: env})
+	// Solo check-outs, one after another through the hand-off instances,
+	// after each round's bursts: their p50 is what a burst is set against,
+	// measured in the same conditions, on each cluster its own.
+	solo, spreadSolo := newHist(), newHist()
 	modes := []struct {
 		name      string
+		c         *harness.Cluster
 		instances []*harness.Process
 		handOff   bool
-	}{{"hand-off, budget 500|500|1000 ms", c.Circulations, true}, {"polling 500|500|1000 ms (FOLIO's way)", polling, false}}
+		// solo, when set, takes a solo round after each burst.
+		solo *hdrhistogram.Histogram
+	}{
+		{"hand-off, budget 500|500|1000 ms", c, c.Circulations, true, solo},
+		{"hand-off over 2 storage instances", spread, spread.Circulations, true, spreadSolo},
+		{"polling 500|500|1000 ms (FOLIO's way)", c, polling, false, nil},
+	}
 	// One round first, not counted: the first burst through fresh
 	// processes pays for their connections and caches.
 	const solosPerRound = 10
-	pop := populate(t, c, solosPerRound*(p.bursts+1), (p.bursts+1)*len(modes))
-	analyze(t, c)
-	// Solo check-outs, one after another through the hand-off instances,
-	// after each round's bursts: their p50 is what a burst is set against,
-	// measured in the same conditions.
-	solo := newHist()
+	pops := map[*harness.Cluster]*population{}
+	for _, m := range modes {
+		if pops[m.c] == nil {
+			pops[m.c] = populate(t, m.c, solosPerRound*(p.bursts+1), (p.bursts+1)*len(modes))
+			analyze(t, m.c)
+		}
+	}
 	// The CPU of every party, summed over rounds: solo check-outs', and
-	// the bursts' with hand-off.
+	// the bursts' with hand-off, on one storage instance.
 	var soloCPU, burstCPU cpuSpent
-	soloRound := func(count bool) {
-		before := sampleCPUOf(t, c.Circulations, c.Storages[0])
-		defer func() {
-			if count {
-				soloCPU.add(before, sampleCPUOf(t, c.Circulations, c.Storages[0]), solosPerRound)
-			}
-		}()
+	soloRound := func(m int, count bool) {
+		c, hist, pop := modes[m].c, modes[m].solo, pops[modes[m].c]
+		sample := count && c == modes[0].c
+		var before cpuSample
+		if sample {
+			before = sampleCPUOf(t, c.Circulations, c.Storages[0])
+		}
 		for range solosPerRound {
 			n := pop.next.Add(1)
 			start := time.Now()
@@ -106,8 +127,11 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 				t.Fatalf("solo check-out: %d %s", r.Status, r.Body)
 			}
 			if count {
-				record(solo, time.Since(start))
+				record(hist, time.Since(start))
 			}
+		}
+		if sample {
+			soloCPU.add(before, sampleCPUOf(t, c.Circulations, c.Storages[0]), solosPerRound)
 		}
 	}
 
@@ -132,14 +156,14 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 			patron++
 			var wg sync.WaitGroup
 			var mu sync.Mutex
-			cpu := sampleCPUOf(t, m.instances, c.Storages[0])
+			cpu := sampleCPUOf(t, m.instances, m.c.Storages[0])
 			start := time.Now()
 			for k := range 10 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					t0 := time.Now()
-					r := c.Do(m.instances[k%len(m.instances)], "POST", "/circulation/check-out-by-barcode",
+					r := m.c.Do(m.instances[k%len(m.instances)], "POST", "/circulation/check-out-by-barcode",
 						fmt.Sprintf(`{"itemBarcode":"BURSTI%d","userBarcode":"BURST%d","servicePointId":%q}`,
 							(patron-1)*10+k+1, patron, harness.ServicePoint))
 					mu.Lock()
@@ -152,8 +176,8 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 			}
 			wg.Wait()
 			took := time.Since(start)
-			if m.handOff && b > 0 {
-				burstCPU.add(cpu, sampleCPUOf(t, m.instances, c.Storages[0]), 10)
+			if i == 0 && b > 0 {
+				burstCPU.add(cpu, sampleCPUOf(t, m.instances, m.c.Storages[0]), 10)
 			}
 			if b == 0 {
 				accs[i] = acc{hist: newHist()} // the warm-up
@@ -162,8 +186,8 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 				accs[i].n++
 				accs[i].times = append(accs[i].times, took)
 			}
-			if m.handOff {
-				soloRound(b > 0)
+			if m.solo != nil {
+				soloRound(i, b > 0)
 			}
 		}
 	}
@@ -181,15 +205,18 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 	}
 	for i, m := range modes {
 		a := accs[i]
-		row := BurstRow{Mode: m.name, HandOff: m.handOff, Bursts: a.n, Succeeded: float64(a.succeeded) / float64(a.n),
-			TotalTimeMs: float64(a.total.Milliseconds()) / float64(a.n), LatencyStats: stats(a.hist, 0, a.total)}
-		row.Ratio = ratio(row.TotalTimeMs, 10*soloP50)
+		row := BurstRow{Mode: m.name, HandOff: m.handOff, Storages: len(m.c.Storages), Bursts: a.n, Succeeded: float64(a.succeeded) / float64(a.n),
+			TotalTimeMs: float64(a.total.Milliseconds()) / float64(a.n), LatencyStats: stats(a.hist, 0, a.total), SoloP50Ms: soloP50}
+		if m.solo == spreadSolo {
+			row.SoloP50Ms = float64(spreadSolo.ValueAtQuantile(50)) / 1000
+		}
+		row.Ratio = ratio(row.TotalTimeMs, 10*row.SoloP50Ms)
 		slices.Sort(a.times)
 		row.MedianTimeMs = float64(a.times[len(a.times)/2].Microseconds()) / 1000
-		row.MedianRatio = ratio(row.MedianTimeMs, 10*soloP50)
+		row.MedianRatio = ratio(row.MedianTimeMs, 10*row.SoloP50Ms)
 		out.Rows = append(out.Rows, row)
 		t.Logf("burst, %s: %.1f of 10 succeed, burst takes %.0f ms = %.2f × 10 solo check-outs (median %.1f ms = %.2f; solo p50 %.2f ms)",
-			m.name, row.Succeeded, row.TotalTimeMs, row.Ratio, row.MedianTimeMs, row.MedianRatio, soloP50)
+			m.name, row.Succeeded, row.TotalTimeMs, row.Ratio, row.MedianTimeMs, row.MedianRatio, row.SoloP50Ms)
 	}
 	handOffs := 200
 	if p.bursts < 3 {
