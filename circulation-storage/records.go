@@ -31,6 +31,8 @@ type Resource struct {
 	Filters []Filter
 	// Versioned records use optimistic locking on "_version": a create sets
 	// it to 1; an update must carry the stored value and increments it.
+	// One without it, or at another, is refused (409 VERSION_CONFLICT,
+	// FOLIO's optimistic-locking error) and writes nothing.
 	Versioned bool
 	// VersionOptional lets an update of a versioned record leave "_version"
 	// out, replacing whatever is stored (FOLIO clients of mod-settings do);
@@ -79,10 +81,9 @@ var (
 	Loans = Resource{Name: "Loan", Path: "/loan-storage/loans", Plural: "loans",
 		Filters: []Filter{{Param: "userId", Kind: FilterUUID}, {Param: "itemId", Kind: FilterUUID},
 			{Param: "status", Kind: FilterText, Values: []string{"Open", "Closed"}}},
-		// A loan's writes (a check-in, a renewal, a loan action) name the
-		// version they read; the record route's plain update may leave it
-		// out, as FOLIO's clients of loan storage do.
-		Versioned: true, VersionOptional: true}
+		// Every write of a loan (a check-in, a renewal, a loan action, a
+		// replace) names the version it read.
+		Versioned: true}
 	ManualBlocks = Resource{Name: "Manual block", Path: "/manualblocks", Plural: "manualblocks",
 		Filters: []Filter{{Param: "userId", Kind: FilterUUID}}}
 	PatronBlockConditions = Resource{Name: "Patron block condition", Path: "/patron-block-conditions", Plural: "patronBlockConditions", Fixed: true}
@@ -90,7 +91,8 @@ var (
 		Filters: []Filter{{Param: "patronGroupId", Kind: FilterUUID}, {Param: "conditionId", Kind: FilterUUID}}}
 	Requests = Resource{Name: "Request", Path: "/request-storage/requests", Plural: "requests",
 		Filters: []Filter{{Param: "itemId", Kind: FilterUUID}, {Param: "requesterId", Kind: FilterUUID},
-			{Param: "status", Kind: FilterText, Values: RequestStatuses}}}
+			{Param: "status", Kind: FilterText, Values: RequestStatuses}},
+		Versioned: true}
 	Accounts = Resource{Name: "Account", Path: "/accounts", Plural: "accounts",
 		Filters: []Filter{{Param: "username", Kind: FilterText}}}
 	ServicePoints = Resource{Name: "Service point", Path: "/service-points", Plural: "servicepoints",

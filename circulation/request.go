@@ -37,44 +37,76 @@ func (s *Service) PlaceRequest(ctx context.Context, id string, doc json.RawMessa
 // PUT /circulation/requests/{id}: a request's pickup point or dates
 // changed, its position in its queue moved, or the request cancelled
 // ("Closed - Cancelled", its place in the queue given up and an item on
-// its hold shelf handed on). A closed request is not replaced.
+// its hold shelf handed on). A closed request is not replaced. doc is
+// written at the version its caller read (its "_version"): when another
+// write came first (a check-out that filled the request, a check-in that
+// put its item on the hold shelf), or doc names none, storage refuses it
+// 409 VERSION_CONFLICT, nothing written, and the caller reads it again.
 func (s *Service) ReplaceRequest(ctx context.Context, id string, doc json.RawMessage) error {
-	stored, err := s.storage.Request(ctx, id)
-	if err != nil {
-		return err
-	}
-	if err := openRequest(id, stored); err != nil {
-		return err
-	}
-	return s.storage.ReplaceRequest(ctx, id, doc)
+	return s.writeRequest(ctx, id, func(json.RawMessage) (json.RawMessage, error) { return doc, nil })
 }
 
 // MoveRequest moves open request id to the end of destination item's
 // queue, as the type requestType when not "" (FOLIO's move): judged as a
 // request placed there. It returns the request as stored.
 func (s *Service) MoveRequest(ctx context.Context, id, destination, requestType string) (json.RawMessage, error) {
-	stored, err := s.storage.Request(ctx, id)
+	err := s.writeRequest(ctx, id, func(stored json.RawMessage) (json.RawMessage, error) {
+		fields, err := requestFields(stored)
+		if err != nil {
+			return nil, err
+		}
+		delete(fields, "position")
+		delete(fields, "metadata")
+		fields["itemId"], _ = json.Marshal(strings.ToLower(destination))
+		if requestType != "" {
+			fields["requestType"], _ = json.Marshal(requestType)
+		}
+		return json.Marshal(fields)
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := openRequest(id, stored); err != nil {
-		return nil, err
-	}
-	fields, err := requestFields(stored)
-	if err != nil {
-		return nil, err
-	}
-	delete(fields, "position")
-	delete(fields, "metadata")
-	fields["itemId"], _ = json.Marshal(strings.ToLower(destination))
-	if requestType != "" {
-		fields["requestType"], _ = json.Marshal(requestType)
-	}
-	body, _ := json.Marshal(fields)
-	if err := s.storage.ReplaceRequest(ctx, id, body); err != nil {
 		return nil, err
 	}
 	return s.storage.Request(ctx, id)
+}
+
+// requestWrites bounds how often a write of a request is judged again
+// because another write of it came first.
+const requestWrites = 3
+
+// writeRequest reads request id, refuses it closed, and replaces it with
+// what write makes of it as read. A write made at the version read
+// (MoveRequest's) and refused because another came first in between is
+// judged again from the request as it is then, up to requestWrites times;
+// one at a version its caller read is the caller's to judge again.
+func (s *Service) writeRequest(ctx context.Context, id string, write func(stored json.RawMessage) (json.RawMessage, error)) error {
+	for attempt := 1; ; attempt++ {
+		stored, err := s.storage.Request(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := openRequest(id, stored); err != nil {
+			return err
+		}
+		body, err := write(stored)
+		if err != nil {
+			return err
+		}
+		err = s.storage.ReplaceRequest(ctx, id, body)
+		if attempt == requestWrites || !errs.IsCode(err, schemas.CodeVersionConflict) || string(versionOf(body)) != string(versionOf(stored)) {
+			return err
+		}
+	}
+}
+
+// versionOf is a record document's "_version" as sent (null when none).
+func versionOf(doc json.RawMessage) json.RawMessage {
+	var v struct {
+		Version json.RawMessage `json:"_version"`
+	}
+	if json.Unmarshal(doc, &v) != nil || len(v.Version) == 0 {
+		return json.RawMessage("null")
+	}
+	return v.Version
 }
 
 // openRequest refuses a write of request id (stored) that is closed.

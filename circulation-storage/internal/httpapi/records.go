@@ -599,15 +599,10 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "id: %s in the body does not match %s in the path", h.ID, id).
 			With("id", h.ID)
 	}
+	// 0: none named (a write that must name one is refused as stale).
 	version := 0
-	if r.Versioned {
-		if h.Version == nil && !r.VersionOptional {
-			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
-				"_version: is required to update a %s (optimistic locking)", r.Name).With("_version", "")
-		}
-		if h.Version != nil {
-			version = *h.Version
-		}
+	if r.Versioned && h.Version != nil {
+		version = *h.Version
 	}
 	if v := c.Request().Header.Get(schemas.HeaderCheckInServicePoint); v != "" && r.Path == storage.Items.Path {
 		if !s.Schemas().ValidUUID(v) {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,7 +59,7 @@ func (f *fixture) tableJSON(table, orderBy string) string {
 // recordTables are the tables of the records and rules, with their order.
 var recordTables = []struct{ name, order string }{
 	{"patron_group", "id"}, {"material_type", "id"}, {"loan_type", "id"}, {"patron", "id"},
-	{"item", "id"}, {"loan_policy", "id"}, {"loan", "id"}, {"setting", "id"},
+	{"item", "id"}, {"loan_policy", "id"}, {"loan", "id"}, {"request", "id"}, {"setting", "id"},
 	{"circulation_rules", "tenant_id"}, {"circulation_rule", "position"},
 }
 
@@ -877,7 +878,8 @@ func TestItemOptimisticLocking(t *testing.T) {
 		t.Errorf("after PUT: %v (stored version %d), want _version 2 and the new title", got, version())
 	}
 
-	// Stale and future versions are conflicts; a missing one is invalid.
+	// Stale, future and missing versions are conflicts (FOLIO's
+	// optimistic-locking error); one that is not a version is invalid.
 	before := f.recordsSnapshot()
 	stale := maps.Clone(doc)
 	stale["title"] = "Lost update"
@@ -890,9 +892,10 @@ func TestItemOptimisticLocking(t *testing.T) {
 		}
 	}
 	delete(stale, "_version")
-	e := f.do("PUT", "/item-storage/items/"+id, jsonBody(stale)).wantError(http.StatusUnprocessableEntity, "VALIDATION_FAILED")
-	if _, ok := params(e)["_version"]; !ok {
-		t.Errorf("missing _version: error %+v should name _version", e.Errors[0])
+	e := f.do("PUT", "/item-storage/items/"+id, jsonBody(stale)).wantError(http.StatusConflict, "VERSION_CONFLICT")
+	wantErrorParam(t, e, "_version", "2")
+	if want := "Cannot update record " + id + " because it has been changed (optimistic locking): Stored _version is 2, _version of request is <NULL>"; e.Errors[0].Message != want {
+		t.Errorf("missing _version: %q, want %q", e.Errors[0].Message, want)
 	}
 	for _, v := range []string{"0", `"2"`, "null", "2.5"} {
 		body := strings.Replace(jsonBody(stale), `"barcode"`, `"_version":`+v+`,"barcode"`, 1)
@@ -971,6 +974,77 @@ func rawDoWith(t *testing.T, f *fixture, method, path, body string, headers map[
 	return res.StatusCode
 }
 
+// TestLoansAndRequestsAreReplacedOnlyAtTheVersionRead: a loan or a
+// request PUT without _version, or at one another write moved on, is 409
+// with FOLIO's optimistic-locking error, and nothing changes; every write
+// moves the version, a request's too when its queue moves around it. A
+// stale replace of a loan cannot undo its renewal.
+func TestLoansAndRequestsAreReplacedOnlyAtTheVersionRead(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	g := f.newGroup("staff")
+	alice, bob := f.newPatron("alice", g), f.newPatron("bob", g)
+	mt, lt := f.newMaterialType("book"), f.newLoanType("Can circulate")
+	item := f.newItem(itemDoc("i-1", mt, lt))
+	stale := func(path string, doc map[string]any, stored int, named string) {
+		t.Helper()
+		before := f.recordsSnapshot()
+		e := f.do("PUT", path, jsonBody(doc)).wantError(http.StatusConflict, "VERSION_CONFLICT")
+		id := path[strings.LastIndex(path, "/")+1:]
+		if want := fmt.Sprintf("Cannot update record %s because it has been changed (optimistic locking): Stored _version is %d, _version of request is %s",
+			id, stored, named); e.Errors[0].Message != want {
+			t.Errorf("PUT %s at %s: %q, want %q", path, named, e.Errors[0].Message, want)
+		}
+		wantErrorParam(t, e, "_version", strconv.Itoa(stored))
+		f.wantUnchanged(before, "PUT "+path+" at "+named)
+	}
+	version := func(path string) float64 {
+		t.Helper()
+		return f.do("GET", path, "").wantStatus(http.StatusOK).doc()["_version"].(float64)
+	}
+
+	// A loan: renewed at the version read, then a copy read before the
+	// renewal, and one without a version, refused.
+	loan := "/loan-storage/loans/" + f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(alice, item, "Open")),
+		f.with(checkOutAtVersion1)).wantStatus(http.StatusCreated).doc()["id"].(string)
+	read := loanDoc(alice, item, "Open")
+	read["dueDate"], read["_version"] = "2024-03-22T10:00:00Z", 1
+	renewed := maps.Clone(read)
+	renewed["dueDate"], renewed["action"], renewed["renewalCount"] = "2024-04-12T10:00:00Z", "renewed", 1
+	f.do("PUT", loan, jsonBody(renewed)).wantStatus(http.StatusNoContent)
+	stale(loan, read, 2, "1")
+	delete(read, "_version")
+	stale(loan, read, 2, "<NULL>")
+	if got := f.do("GET", loan, "").wantStatus(http.StatusOK).doc(); got["dueDate"] != "2024-04-12T10:00:00Z" || got["renewalCount"] != 1.0 || got["_version"] != 2.0 {
+		t.Errorf("the loan after the stale replaces: %v, want its renewal kept at _version 2", got)
+	}
+
+	// Requests: the first's replace moves its version; the second's moves
+	// when the first, cancelled, leaves the queue in front of it.
+	request := func(requester string) (string, map[string]any) {
+		doc := map[string]any{"requestType": "Hold", "requestDate": "2024-03-01T10:00:00Z", "requesterId": requester, "itemId": item,
+			"status": "Open - Not yet filled", "fulfillmentPreference": "Hold Shelf"}
+		return "/request-storage/requests/" + f.post("/request-storage/requests", "request.json", doc), doc
+	}
+	first, firstDoc := request(bob)
+	second, secondDoc := request(alice)
+	if version(first) != 1 || version(second) != 1 {
+		t.Fatalf("requests created at _version %v and %v, want 1", version(first), version(second))
+	}
+	stale(first, firstDoc, 1, "<NULL>")
+	firstDoc["_version"], firstDoc["patronComments"] = 1, "Please keep it for me"
+	f.do("PUT", first, jsonBody(firstDoc)).wantStatus(http.StatusNoContent)
+	stale(first, firstDoc, 2, "1")
+	firstDoc["_version"], firstDoc["status"] = 2, "Closed - Cancelled"
+	f.do("PUT", first, jsonBody(firstDoc)).wantStatus(http.StatusNoContent)
+	got := f.do("GET", second, "").wantStatus(http.StatusOK).doc()
+	if got["position"] != 1.0 || got["_version"] != 2.0 {
+		t.Errorf("the second request after the first left the queue: position %v, _version %v; want 1 and 2", got["position"], got["_version"])
+	}
+	secondDoc["_version"], secondDoc["position"] = 1, 2
+	stale(second, secondDoc, 2, "1")
+}
+
 const openLoanMessage = "Cannot have more than one open loan for the same item"
 
 // TestOneOpenLoanPerItem: a second open loan for an item is refused until
@@ -1018,7 +1092,9 @@ func TestOneOpenLoanPerItem(t *testing.T) {
 	// Reopening a closed loan is refused: a loan opens only by a check-out.
 	before = f.recordsSnapshot()
 	for _, id := range []string{first, closed} {
-		f.do("PUT", "/loan-storage/loans/"+id, jsonBody(loanDoc(alice, item, "Open"))).
+		reopened := loanDoc(alice, item, "Open")
+		reopened["_version"] = f.do("GET", "/loan-storage/loans/"+id, "").wantStatus(http.StatusOK).doc()["_version"]
+		f.do("PUT", "/loan-storage/loans/"+id, jsonBody(reopened)).
 			wantError(http.StatusUnprocessableEntity, "CHECK_OUT_REQUIRED")
 	}
 	f.wantUnchanged(before, "reopening a loan")
@@ -1026,6 +1102,7 @@ func TestOneOpenLoanPerItem(t *testing.T) {
 	renewed := loanDoc(bob, item, "Open")
 	renewed["dueDate"] = "2024-04-01T10:00:00Z"
 	renewed["action"] = "renewed"
+	renewed["_version"] = 1
 	f.do("PUT", "/loan-storage/loans/"+second, jsonBody(renewed)).wantStatus(http.StatusNoContent)
 	if n := f.countRows("loan", "item_id = $1 AND status_name = 'Open'", item); n != 1 {
 		t.Errorf("%d open loans for the item, want 1", n)

@@ -174,8 +174,8 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 		err  error
 		code string
 	}{
-		{"close without a check-in", lib.Update(ctx, f.Tenant, storage.Loans, loanID, 0, doc(alice, "Closed")), schemas.CodeCheckInRequired},
-		{"move to another borrower", lib.Update(ctx, f.Tenant, storage.Loans, loanID, 0, doc(bob, "Open")), schemas.CodeCheckInRequired},
+		{"close without a check-in", lib.Update(ctx, f.Tenant, storage.Loans, loanID, 1, doc(alice, "Closed")), schemas.CodeCheckInRequired},
+		{"move to another borrower", lib.Update(ctx, f.Tenant, storage.Loans, loanID, 1, doc(bob, "Open")), schemas.CodeCheckInRequired},
 		{"delete while open", lib.Delete(ctx, f.Tenant, storage.Loans, loanID), schemas.CodeCheckInRequired},
 		{"item back to Available with its loan open", lib.Update(ctx, f.Tenant, storage.Items, item, 2, itemDoc("Available")),
 			schemas.CodeItemStatusByCirculation},
@@ -198,7 +198,7 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 	// A renewal keeps everything but the due date: fine.
 	renewed := json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-02-01T10:00:00.000Z",
 		"action":"renewed","status":{"name":"Open"}}`, alice, item))
-	if err := lib.Update(ctx, f.Tenant, storage.Loans, loanID, 0, renewed); err != nil {
+	if err := lib.Update(ctx, f.Tenant, storage.Loans, loanID, 1, renewed); err != nil {
 		t.Errorf("renewal: %v", err)
 	}
 	// The check-in closes it; a second one finds nothing open.
@@ -274,7 +274,7 @@ func TestLoanWritesAreMadeAtTheVersionRead(t *testing.T) {
 	}
 	// Another write of the loan (a plain replacement, its due date moved)
 	// moves its version on: a renewal that read it before writes nothing.
-	if err := lib.Update(ctx, f.Tenant, storage.Loans, loanID, 0, loan(`"action":"dueDateChanged","dueDate":"2026-02-01T10:00:00.000Z"`)); err != nil {
+	if err := lib.Update(ctx, f.Tenant, storage.Loans, loanID, 1, loan(`"action":"dueDateChanged","dueDate":"2026-02-01T10:00:00.000Z"`)); err != nil {
 		t.Fatalf("the due date's change: %v", err)
 	}
 	_, err = lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: loanID, Loan: renewed, LoanVersion: 1})

@@ -34,10 +34,11 @@ SELECT tenant_id, id::text FROM %s
  ORDER BY jsonb ->> 'holdShelfExpirationDate' LIMIT $1`, postgres.TableRequest)
 
 // onShelfSQL reads, under its queue's lock, request $2 of tenant $1 while
-// it is still on the hold shelf past its date.
+// it is still on item $3's hold shelf past its date: a request moved to
+// another item meanwhile is that item's queue's, not locked here.
 var onShelfSQL = postgres.WithTables(`
-SELECT jsonb FROM %s
- WHERE tenant_id = $1 AND id = $2::uuid AND status = '`+schemas.RequestAwaitingPickup+`'
+SELECT jsonb, version FROM %s
+ WHERE tenant_id = $1 AND id = $2::uuid AND item_id = $3::uuid AND status = '`+schemas.RequestAwaitingPickup+`'
    AND `+postgres.StoredTime("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate")+` < now()`, postgres.TableRequest)
 
 // ExpireHoldShelves closes up to batch requests past their hold shelf
@@ -94,9 +95,10 @@ func expireOnShelf(ctx context.Context, db *postgres.DB, t storage.Tenant, id st
 			return postgres.Interpret(err, t)
 		}
 		var doc json.RawMessage
-		err := tx.QueryRow(ctx, onShelfSQL, string(t), id).Scan(&doc)
+		var version int
+		err := tx.QueryRow(ctx, onShelfSQL, string(t), id, itemID).Scan(&doc, &version)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // filled, cancelled or put back meanwhile
+			return nil // filled, cancelled, put back or moved meanwhile
 		}
 		if err != nil {
 			return postgres.Interpret(err, t)
@@ -111,7 +113,7 @@ func expireOnShelf(ctx context.Context, db *postgres.DB, t storage.Tenant, id st
 		if err != nil {
 			return err
 		}
-		if err := records.UpdateRequestIn(ctx, tx, t, id, closedDoc); err != nil {
+		if err := records.UpdateRequestIn(ctx, tx, t, id, version, closedDoc); err != nil {
 			return err
 		}
 		done = true

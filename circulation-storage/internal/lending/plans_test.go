@@ -66,14 +66,14 @@ SELECT 'quiet' || g, md5('q' || g)::uuid, jsonb_build_object('userId', md5('q' |
   FROM generate_series(1, 500) g`, postgres.TableLoan))
 	exec(postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT 'quiet' || g, gen_random_uuid(), jsonb_build_object('itemId', md5('q' || g)::uuid, 'requesterId', md5('q' || g)::uuid,
-       'requestType', 'Hold', 'requestDate', '2026-01-01T10:00:00.000Z', 'status', 'Open - Not yet filled', 'position', 1)
+       'requestType', 'Hold', 'requestDate', '2026-01-01T10:00:00.000Z', 'status', 'Open - Not yet filled', 'position', 1, '_version', 1)
   FROM generate_series(1, 500) g`, postgres.TableRequest))
 	exec("SET session_replication_role = DEFAULT")
 	exec("ANALYZE")
 	loans(1, n)
 	exec(postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT $1, gen_random_uuid(), jsonb_build_object('itemId', md5('i' || (g * 10))::uuid, 'requesterId', md5('p' || (g %% $2::int + 1))::uuid,
-       'requestType', 'Hold', 'requestDate', '2026-01-01T10:00:00.000Z', 'status', 'Open - Not yet filled', 'position', 1)
+       'requestType', 'Hold', 'requestDate', '2026-01-01T10:00:00.000Z', 'status', 'Open - Not yet filled', 'position', 1, '_version', 1)
   FROM generate_series(1, $3::int) g`, postgres.TableRequest), string(tenant), patrons, n/10)
 	exec(postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT $1, gen_random_uuid(), jsonb_build_object('userId', md5('p' || g)::uuid, 'type', 'Manual', 'desc', 'bulk', 'borrowing', true)

@@ -199,7 +199,7 @@ func TestQueueStaysDense(t *testing.T) {
 	}
 	want("joined at the end", 0, 1, 2, 3, 4)
 	move := func(i int, position string) error {
-		return lib.Update(ctx, f.Tenant, storage.Requests, ids[i], 0, doc(patrons[i], item, position))
+		return lib.Update(ctx, f.Tenant, storage.Requests, ids[i], storedVersion(t, f, postgres.TableRequest, ids[i]), doc(patrons[i], item, position))
 	}
 	if err := move(3, "2"); err != nil {
 		t.Fatal(err)
@@ -223,4 +223,15 @@ func TestQueueStaysDense(t *testing.T) {
 	if err := move(1, "1.5"); !dbtest.IsCode(err, schemas.CodeValidation) {
 		t.Fatalf("position 1.5: %v, want %s", err, schemas.CodeValidation)
 	}
+}
+
+// storedVersion is the version of record id of table as stored.
+func storedVersion(t *testing.T, f dbtest.Fixture, table postgres.TableName, id string) int {
+	t.Helper()
+	var v int
+	if err := f.DB.Pool.QueryRow(context.Background(), "SELECT version FROM "+postgres.Table(table)+" WHERE tenant_id = $2 AND id = $1",
+		id, string(f.Tenant)).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

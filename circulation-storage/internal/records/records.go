@@ -14,7 +14,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -390,7 +389,7 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 			if err != nil {
 				return err
 			}
-			if err := updateRequest(ctx, tx, t, id, doc); err != nil {
+			if err := updateRequest(ctx, tx, t, id, version, doc); err != nil {
 				return err
 			}
 			if err := s.leftShelf(ctx, tx, t, id, shelf); err != nil {
@@ -471,10 +470,14 @@ func Update(ctx context.Context, q postgres.Querier, t storage.Tenant, r storage
 		` WHERE rec.tenant_id = @tenant AND rec.id = @id`, spec(r).table)
 	args := pgx.StrictNamedArgs{"tenant": string(t), "id": id, "doc": doc, "metadata_user": MetadataUser(ctx)}
 	if r.Versioned {
-		// Version 0 is "any version" for a resource whose version is
-		// optional on update.
+		// Version 0 is none named: "any version" for a resource whose
+		// version is optional on update, and a version no row has for
+		// any other.
 		sql += ` AND (@version::integer IS NULL OR rec.version = @version::integer)`
-		args["version"] = nullableInt(version)
+		args["version"] = version
+		if r.VersionOptional {
+			args["version"] = nullableInt(version)
+		}
 	}
 	if g != nil {
 		sql += ` AND ` + strings.ReplaceAll(g.Cond, "{loan}", postgres.Table(postgres.TableLoan))
@@ -507,12 +510,23 @@ func Update(ctx context.Context, q postgres.Querier, t storage.Tenant, r storage
 	if err != nil {
 		return postgres.Interpret(err, t)
 	}
-	if r.Versioned && version != 0 && stored != nil && *stored != version {
-		return errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
-			"Cannot update record %s because it has been changed: stored _version is %d, request has %d", id, *stored, version).
-			With("_version", fmt.Sprint(*stored))
+	if r.Versioned && (version != 0 || !r.VersionOptional) && stored != nil && *stored != version {
+		return StaleVersion(id, *stored, version)
 	}
 	return g.Why(id, state[1:], doc)
+}
+
+// StaleVersion is FOLIO's optimistic-locking error: a replace of record
+// id, stored at version stored, made at version (0: none named), changes
+// nothing.
+func StaleVersion(id string, stored, version int) *errs.Error {
+	named := "<NULL>"
+	if version != 0 {
+		named = strconv.Itoa(version)
+	}
+	return errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
+		"Cannot update record %s because it has been changed (optimistic locking): Stored _version is %d, _version of request is %s",
+		id, stored, named).With("_version", strconv.Itoa(stored))
 }
 
 // Delete implements storage.RecordService. An open loan is removed only

@@ -68,8 +68,9 @@ var lockQueuesSQL = postgres.WithTables(`SELECT id FROM %s WHERE tenant_id = $1 
 var queueLengthSQL = postgres.WithTables(`SELECT count(*) FROM %s
  WHERE item_id = $2 AND tenant_id = $1 AND `+OpenRequest("status")+` AND id IS DISTINCT FROM $3::uuid`, postgres.TableRequest)
 
-// storedRequestSQL reads what request $2 of tenant $1 is in its queue.
-var storedRequestSQL = postgres.WithTables(`SELECT item_id::text, `+OpenRequest("status")+`, position FROM %s WHERE tenant_id = $1 AND id = $2`, postgres.TableRequest)
+// storedRequestSQL reads what request $2 of tenant $1 is in its queue,
+// and its version.
+var storedRequestSQL = postgres.WithTables(`SELECT item_id::text, `+OpenRequest("status")+`, position, version FROM %s WHERE tenant_id = $1 AND id = $2`, postgres.TableRequest)
 
 // shiftQueueSQL moves the open requests of @item (of @tenant) at positions
 // @from to @to, but request @except, by @by places.
@@ -83,11 +84,12 @@ func shiftArgs(t storage.Tenant, item string, from, to, by int, except string) p
 }
 
 // queuePlace is a request's place in a queue: its item, and its position
-// when it is open (0 when it holds none).
+// when it is open (0 when it holds none); as stored, its version.
 type queuePlace struct {
 	item     string
 	open     bool
 	position int
+	version  int
 }
 
 // requestDoc is a request document as a write handles it: its fields as
@@ -155,7 +157,7 @@ func lockQueues(ctx context.Context, tx pgx.Tx, t storage.Tenant, items ...strin
 func storedPlace(ctx context.Context, q postgres.Querier, t storage.Tenant, id string) (queuePlace, bool, error) {
 	var p queuePlace
 	var pos *int
-	err := q.QueryRow(ctx, storedRequestSQL, string(t), id).Scan(&p.item, &p.open, &pos)
+	err := q.QueryRow(ctx, storedRequestSQL, string(t), id).Scan(&p.item, &p.open, &pos, &p.version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, false, nil
 	}
@@ -235,8 +237,9 @@ func createRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 	return insertRecord(ctx, tx, t, storage.Requests, id, d.encode(), false)
 }
 
-// updateRequest is Update for a request.
-func updateRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, doc json.RawMessage) error {
+// updateRequest is Update for a request, written at version (0: none
+// named, refused).
+func updateRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, version int, doc json.RawMessage) error {
 	d, err := decodeRequest(doc)
 	if err != nil {
 		return err
@@ -265,6 +268,11 @@ func updateRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 	if before.item != item && before.item != d.place.item {
 		return movedMeanwhile(id)
 	}
+	if version != before.version {
+		// Another write came first: nothing is judged from a request
+		// read before it.
+		return StaleVersion(id, before.version, version)
+	}
 	staying := before.open && before.position > 0 && d.place.open && before.item == d.place.item
 	switch {
 	case staying && !d.named:
@@ -287,7 +295,7 @@ func updateRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 	if _, err := tx.Exec(ctx, `SET CONSTRAINTS `+pgx.Identifier{postgres.SharedSchema, "request_queue_position_key"}.Sanitize()+` DEFERRED`); err != nil {
 		return postgres.Interpret(err, t)
 	}
-	if err := Update(ctx, tx, t, storage.Requests, id, 0, d.encode(), nil); err != nil {
+	if err := Update(ctx, tx, t, storage.Requests, id, version, d.encode(), nil); err != nil {
 		return err
 	}
 	switch {
@@ -326,11 +334,11 @@ func deleteRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 }
 
 // UpdateRequestIn is Update for a request within the transaction tx of a
-// write that has locked the request's queue (its item's row) already: a
-// request closed gives its position up, the requests after it moving up
-// one, each recorded as an event.
-func UpdateRequestIn(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, doc json.RawMessage) error {
-	return updateRequest(ctx, tx, t, id, doc)
+// write that has locked the request's queue (its item's row) already and
+// read the request at version: a request closed gives its position up,
+// the requests after it moving up one, each recorded as an event.
+func UpdateRequestIn(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, version int, doc json.RawMessage) error {
+	return updateRequest(ctx, tx, t, id, version, doc)
 }
 
 // shelfPlace is a request waiting on its item's hold shelf: the item and

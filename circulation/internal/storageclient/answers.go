@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
@@ -66,6 +67,10 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 	case status == http.StatusConflict && code == schemas.CodeLockLost:
 		return errs.Errorf(errs.KindConflict, schemas.CodeLockLost,
 			"The patron's check-out lock expired before the loan was created; nothing was changed, try again").Because(cause)
+	case status == http.StatusConflict && code == schemas.CodeVersionConflict && strings.Contains(call, "/request-storage/"):
+		// A request replaced at a version another write moved on: FOLIO's
+		// optimistic-locking error, as storage words it.
+		return withParams(errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict, "%s", msg).Because(cause))
 	case status == http.StatusConflict && code == schemas.CodeVersionConflict:
 		return errs.Errorf(errs.KindConflict, schemas.CodeItemChanged, "%s", msg).Because(cause)
 	case status == http.StatusConflict && code == schemas.CodeLoanChanged:
