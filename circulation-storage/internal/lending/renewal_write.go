@@ -181,14 +181,22 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 		statuses = append(statuses, status)
 	}
 	err := s.db.Write(ctx, t, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,
+		// One transaction: the item's queue first (its row, as every write
+		// of a request takes it), then the renewal, whose statement's
+		// snapshot is taken after it. A recall or a hold placed at once is
+		// decided before it (and the renewal judges it) or after it (and
+		// judges the renewed loan): never each from what it read before
+		// the other committed.
+		b := &pgx.Batch{}
+		b.Queue(itemRowSQL, records.FieldValue(w.Loan, "itemId"), string(t))
+		b.Queue(renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,
 			"loan": w.Loan, "version": w.LoanVersion, "count": w.RenewalCount, "metadata_user": records.MetadataUser(ctx),
-			"not_renewed": statuses}))
-		if err != nil {
+			"not_renewed": statuses})).Query(func(rows pgx.Rows) error {
+			var err error
+			v, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[renewalVerdict])
 			return err
-		}
-		v, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[renewalVerdict])
-		return err
+		})
+		return c.SendBatch(ctx, b).Close()
 	})
 	switch {
 	case err != nil:
