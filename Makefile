@@ -57,7 +57,10 @@ FUZZTIME  ?= 10m
 # test's fuzzing coordinator, which can fail a run that found nothing.
 FUZZ_INPUTS ?= 100000x
 
-.PHONY: all help build descriptors run demo-reset test test-ha mutate rules screenshots fuzz bench soak lint fmt clean
+# HISTORY is how long make test-long's history checker records operations.
+HISTORY ?= 10m
+
+.PHONY: all help build descriptors run demo-reset test test-long test-ha mutate rules screenshots fuzz bench soak lint fmt clean
 
 all: build
 
@@ -90,6 +93,11 @@ demo-reset:
 ## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; about three and a half minutes on two cores
 test: rules
 	GO=$(GO) UNIT_PKGS="$(UNIT_PKGS)" UNIT_TIMEOUT=$(UNIT_TIMEOUT) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) FUZZ_INPUTS=$(FUZZ_INPUTS) scripts/test.sh
+
+## test-long: the history checker at length: HISTORY (ten minutes) of check-outs, check-ins, renewals, holds and replaces under faults, checked for linearizability with porcupine
+test-long: build
+	scripts/ensure-postgres.sh >/dev/null
+	CHECKOUT_LOCK_BIN_DIR=$(abspath bin) $(GO) test -count=1 -timeout 60m -v -run '^TestHistoriesAreLinearizable$$' ./integration-tests -args -history=$(HISTORY)
 
 ## test-ha: the failover proofs, each on a three-node Patroni cluster of its own, at once (installs patroni and etcd-server when missing), about three minutes
 test-ha:

@@ -72,6 +72,7 @@ require (
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/checkoutlock/circulation-storage v0.0.0
 	github.com/checkoutlock/schemas v0.0.0
 	github.com/checkoutlock/serverkit v0.0.0

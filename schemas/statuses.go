@@ -5,6 +5,7 @@ package schemas
 // each to the enum of item.json or request.json, FOLIO's words.
 const (
 	ItemAvailable        = "Available"
+	ItemCheckedOut       = "Checked out"
 	ItemAwaitingPickup   = "Awaiting pickup"
 	ItemAwaitingDelivery = "Awaiting delivery"
 	ItemInTransit        = "In transit"

@@ -31,7 +31,7 @@ func TestStatusesAreTheSchemasWords(t *testing.T) {
 	}
 	items := enum("item.json", "properties", "status", "properties", "name", "enum")
 	requests := enum("request.json", "properties", "status", "enum")
-	statuses := []string{ItemAvailable, ItemAwaitingPickup, ItemAwaitingDelivery, ItemInTransit, ItemPaged}
+	statuses := []string{ItemAvailable, ItemCheckedOut, ItemAwaitingPickup, ItemAwaitingDelivery, ItemInTransit, ItemPaged}
 	for s := range RequestTypesByItemStatus {
 		statuses = append(statuses, s)
 	}

@@ -193,7 +193,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	// the longest a request can take.
 	srv := server.HTTP(cfg.RequestTimeout + lockMaxWait + 5*time.Second)
 
-	sweep := sweeper.NewSweeper(db, logger, sweeper.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted, OnPass: metrics.SweeperPass,
+	sweep := sweeper.NewSweeper(db, logger, sweeper.SweeperConfig{BatchSize: cfg.SweepBatchSize, OnDeleted: metrics.SweeperDeleted, OnPass: metrics.SweeperPass, OnWork: metrics.SweeperWork,
 		History: cfg.LockHistory, Retention: cfg.LockHistoryRetention, MaxEvents: cfg.LockHistoryMaxEvents,
 		KnownFor: cfg.LoginKnownFor, LoginWindow: cfg.LoginLockout})
 	wg.Add(2)

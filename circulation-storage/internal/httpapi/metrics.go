@@ -19,6 +19,8 @@ type Metrics struct {
 	acquisitions       map[string]prometheus.Counter
 	sweeperDeleted     prometheus.Counter
 	sweeperPass        *prometheus.HistogramVec
+	sweeperWork        *prometheus.HistogramVec
+	sweeperFailures    *prometheus.CounterVec
 	waitDuration       *prometheus.HistogramVec
 	waiters            prometheus.Gauge
 	wakeups            *prometheus.CounterVec
@@ -71,6 +73,15 @@ func NewMetrics() *Metrics {
 			Help:    "Time the sweeper's passes took, by result: swept, skipped (another instance was sweeping), failed (a tenant or the listing failed).",
 			Buckets: latencyBuckets,
 		}, []string{"result"}),
+		sweeperWork: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "checkout_lock_sweeper_work_seconds",
+			Help:    "Time each kind of the sweeper's work took in a pass, by work: locks, waiters, login, history, hold_shelf.",
+			Buckets: latencyBuckets,
+		}, []string{"work"}),
+		sweeperFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_lock_sweeper_failures_total",
+			Help: "The sweeper's work that failed, each tried again at the next pass while the rest was done, by work: locks, waiters, login, history, hold_shelf, and hold_shelf_request (one request past its hold shelf date that could not be closed).",
+		}, []string{"work"}),
 		waitDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "checkout_lock_wait_seconds",
 			Help:    "Time acquisitions with waitMs spent waiting for a held lock, by result: acquired, timed_out, gone (client left), failed, shut_down (the instance shut down).",
@@ -127,7 +138,7 @@ func NewMetrics() *Metrics {
 		}, []string{"outcome"}),
 	}
 	m.MustRegister(
-		m.lockAcquisitions, m.sweeperDeleted, m.sweeperPass,
+		m.lockAcquisitions, m.sweeperDeleted, m.sweeperPass, m.sweeperWork, m.sweeperFailures,
 		m.waitDuration, m.waiters, m.wakeups, m.grantsToGone, m.watchFailures, m.listenerUp, m.listenerReconnects,
 		m.lockEvents, m.lockEventsLost, m.secretsChecked, m.attemptsRefused,
 		m.burstWaiting, m.burstBatchSize, m.burstRefused, m.burstFallbacks,
@@ -216,6 +227,17 @@ func (m *Metrics) ListenerReconnecting() { m.listenerReconnects.Inc() }
 // result (swept, skipped or failed).
 func (m *Metrics) SweeperPass(d time.Duration, result string) {
 	m.sweeperPass.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// SweeperWork records one kind of a sweeper pass's work (sweeper.Works):
+// how long it took, and counts it failed.
+func (m *Metrics) SweeperWork(work string, d time.Duration, err error) {
+	if d > 0 {
+		m.sweeperWork.WithLabelValues(work).Observe(d.Seconds())
+	}
+	if err != nil {
+		m.sweeperFailures.WithLabelValues(work).Inc()
+	}
 }
 
 // SweeperDeleted counts locks deleted by the sweeper.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
@@ -25,12 +24,14 @@ import (
 
 // expiredOnShelfSQL is a batch of requests past their hold shelf
 // expiration date, of any tenant, found through the index of migration 23
-// and each checked as a date. Parameter: $1 the batch's size.
+// and each checked as a date, but those of $2 (tenants) and $3 (ids),
+// one by one. Parameter: $1 the batch's size.
 var expiredOnShelfSQL = postgres.WithTables(`
 SELECT tenant_id, id::text FROM %s
  WHERE status = '`+schemas.RequestAwaitingPickup+`'
    AND jsonb ->> 'holdShelfExpirationDate' < to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
    AND `+postgres.StoredTime("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate")+` < now()
+   AND (tenant_id, id) NOT IN (SELECT * FROM unnest($2::text[], $3::uuid[]))
  ORDER BY jsonb ->> 'holdShelfExpirationDate' LIMIT $1`, postgres.TableRequest)
 
 // onShelfSQL reads, under its queue's lock, request $2 of tenant $1 while
@@ -41,39 +42,52 @@ SELECT jsonb, version FROM %s
  WHERE tenant_id = $1 AND id = $2::uuid AND item_id = $3::uuid AND status = '`+schemas.RequestAwaitingPickup+`'
    AND `+postgres.StoredTime("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate")+` < now()`, postgres.TableRequest)
 
+// OnShelf names a request on a hold shelf: its tenant and its id.
+type OnShelf struct {
+	Tenant storage.Tenant
+	ID     string
+}
+
+// ShelfFailure is a request past its hold shelf date that could not be
+// closed, and why.
+type ShelfFailure struct {
+	OnShelf
+	Err error
+}
+
 // ExpireHoldShelves closes up to batch requests past their hold shelf
-// expiration date, of every tenant, each in a transaction of its own, and
-// answers how many it closed.
-func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int) (int, error) {
-	rows, err := db.Pool.Query(ctx, expiredOnShelfSQL, batch)
+// expiration date, of every tenant, each in a transaction of its own, but
+// those of skip (that failed before). Each request is closed on its own:
+// one that fails is answered in failed, and the others are closed all the
+// same. It answers how many it found and closed; err is the listing's
+// failure alone.
+func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []OnShelf) (found, closed int, failed []ShelfFailure, err error) {
+	tenants, ids := make([]string, len(skip)), make([]string, len(skip))
+	for i, k := range skip {
+		tenants[i], ids[i] = string(k.Tenant), k.ID
+	}
+	rows, err := db.Pool.Query(ctx, expiredOnShelfSQL, batch, tenants, ids)
 	if err != nil {
-		return 0, postgres.Interpret(err, "")
+		return 0, 0, nil, postgres.Interpret(err, "")
 	}
-	type due struct{ tenant, id string }
-	var found []due
-	for rows.Next() {
-		var d due
-		if err := rows.Scan(&d.tenant, &d.id); err != nil {
-			rows.Close()
-			return 0, postgres.Interpret(err, "")
-		}
-		found = append(found, d)
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OnShelf, error) {
+		var k OnShelf
+		err := row.Scan(&k.Tenant, &k.ID)
+		return k, err
+	})
+	if err != nil {
+		return 0, 0, nil, postgres.Interpret(err, "")
 	}
-	if err := rows.Err(); err != nil {
-		return 0, postgres.Interpret(err, "")
-	}
-	closed := 0
-	for _, d := range found {
-		t := storage.Tenant(d.tenant)
-		done, err := expireOnShelf(ctx, db, t, d.id)
-		if err != nil {
-			return closed, fmt.Errorf("hold shelf expiry of request %s of %s: %w", d.id, d.tenant, err)
-		}
-		if done {
+	for _, k := range due {
+		done, err := expireOnShelf(ctx, db, k.Tenant, k.ID)
+		switch {
+		case err != nil:
+			failed = append(failed, ShelfFailure{OnShelf: k, Err: err})
+		case done:
 			closed++
 		}
 	}
-	return closed, nil
+	return len(due), closed, failed, nil
 }
 
 // expireOnShelf closes request id of t, found past its hold shelf date,

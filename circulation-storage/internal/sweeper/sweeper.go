@@ -8,6 +8,7 @@ package sweeper
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -39,8 +40,10 @@ type Sweeper struct {
 	knownFor, loginWindow time.Duration
 	// onDeleted is told how many expired locks each batch removed.
 	onDeleted func(n int)
-	// onPass is told of every pass Run makes.
+	// onPass is told of every pass Run makes, onWork of each kind of
+	// work of a pass.
 	onPass func(d time.Duration, result string)
+	onWork func(work string, d time.Duration, err error)
 	// trimmed is the newest event when the history was last trimmed.
 	trimmed atomic.Int64
 	// passTimeout is how long the connection holding the sweeper's lock
@@ -67,6 +70,11 @@ type SweeperConfig struct {
 	// and its result (swept, skipped: another instance was sweeping, or
 	// failed).
 	OnPass func(d time.Duration, result string)
+	// OnWork, when set, is told of each kind of work of a pass (Work):
+	// how long it took, and its failure (nil when it did all it found to
+	// do). A hold shelf request that could not be closed is told of as
+	// WorkHoldShelfRequest, with no time.
+	OnWork func(work string, d time.Duration, err error)
 	// History says whether swept locks are recorded in the lock history as
 	// expired while held; Retention and MaxEvents bound each tenant's
 	// history (defaults 7 days and 100000 events).
@@ -91,7 +99,10 @@ func NewSweeper(db *postgres.DB, logger *slog.Logger, cfg SweeperConfig) *Sweepe
 	if cfg.OnPass == nil {
 		cfg.OnPass = func(time.Duration, string) {}
 	}
-	return &Sweeper{db: db, logger: logger, batchSize: max(1, cfg.BatchSize), onDeleted: cfg.OnDeleted, onPass: cfg.OnPass,
+	if cfg.OnWork == nil {
+		cfg.OnWork = func(string, time.Duration, error) {}
+	}
+	return &Sweeper{db: db, logger: logger, batchSize: max(1, cfg.BatchSize), onDeleted: cfg.OnDeleted, onPass: cfg.OnPass, onWork: cfg.OnWork,
 		history: cfg.History, retention: cmp.Or(cfg.Retention, 7*24*time.Hour), maxEvents: cmp.Or(cfg.MaxEvents, 100000),
 		knownFor: cmp.Or(cfg.KnownFor, 30*24*time.Hour), loginWindow: cmp.Or(cfg.LoginWindow, 15*time.Minute), passTimeout: sweepPassTimeout}
 }
@@ -183,8 +194,8 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 			result := "swept"
 			switch {
 			case err != nil && ctx.Err() == nil:
+				// Each work that failed has said so (SweepOnce).
 				result = "failed"
-				s.logger.WarnContext(ctx, "lock sweep failed", slog.Any("error", err))
 			case !swept:
 				result = "skipped"
 			}
@@ -244,32 +255,56 @@ func (s *Sweeper) takeSweep(ctx context.Context) (release func(), swept bool, er
 	}, true, nil
 }
 
+// The kinds of work of a pass, each done on its own (SweepOnce).
+const (
+	WorkLocks            = "locks"
+	WorkWaiters          = "waiters"
+	WorkLogin            = "login"
+	WorkHistory          = "history"
+	WorkHoldShelf        = "hold_shelf"
+	WorkHoldShelfRequest = "hold_shelf_request"
+)
+
+// Works are the kinds of work of a pass, in the order it does them, and
+// WorkHoldShelfRequest.
+var Works = []string{WorkLocks, WorkWaiters, WorkLogin, WorkHistory, WorkHoldShelf, WorkHoldShelfRequest}
+
 // SweepOnce deletes every lock that has expired, of every tenant, and
-// the waiters' registrations that have lapsed, trims the history, closes
-// the requests past their hold shelf date, and returns how many locks it
-// deleted.
+// the waiters' registrations that have lapsed, sweeps the login's counts
+// and sessions, trims the history, and closes the requests past their
+// hold shelf date; it returns how many locks it deleted. Each kind of work
+// runs on its own, and each request on a hold shelf: one that fails is
+// logged and counted (OnWork), the rest is done all the same, and what
+// failed is tried again at the next pass. The failures come back joined.
 func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
-	if _, err := s.db.Pool.Exec(ctx, sweepWaitersSQL); err != nil {
-		return 0, fmt.Errorf("sweep waiters: %w", postgres.Interpret(err, ""))
-	}
-	if err := s.sweepLogin(ctx); err != nil {
-		return 0, fmt.Errorf("sweep login: %w", postgres.Interpret(err, ""))
-	}
-	if err := s.trim(ctx); err != nil {
-		return 0, err
-	}
-	for {
-		n, err := lending.ExpireHoldShelves(ctx, s.db, s.batchSize)
+	var failures []error
+	run := func(work string, do func(context.Context) error) {
+		start := time.Now()
+		err := do(ctx)
+		s.onWork(work, time.Since(start), err)
 		if err != nil {
-			return 0, fmt.Errorf("expire hold shelves: %w", err)
-		}
-		if n > 0 {
-			s.logger.InfoContext(ctx, "requests past their hold shelf date closed", slog.Int("closed", n))
-		}
-		if n < s.batchSize {
-			break
+			s.logger.WarnContext(ctx, "sweeper: work failed; it is tried again at the next pass", slog.String("work", work), slog.Any("error", err))
+			failures = append(failures, fmt.Errorf("%s: %w", work, err))
 		}
 	}
+	total := 0
+	run(WorkLocks, func(ctx context.Context) (err error) {
+		total, err = s.sweepLocks(ctx)
+		return err
+	})
+	run(WorkWaiters, func(ctx context.Context) error {
+		_, err := s.db.Pool.Exec(ctx, sweepWaitersSQL)
+		return postgres.Interpret(err, "")
+	})
+	run(WorkLogin, s.sweepLogin)
+	run(WorkHistory, s.trim)
+	run(WorkHoldShelf, s.expireHoldShelves)
+	return total, errors.Join(failures...)
+}
+
+// sweepLocks deletes the expired locks, a batch at a time, and answers
+// how many.
+func (s *Sweeper) sweepLocks(ctx context.Context) (int, error) {
 	q := sweepSQL
 	if s.history {
 		q = sweepRecordSQL
@@ -278,7 +313,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	for {
 		tag, err := s.db.Pool.Exec(ctx, q, s.batchSize)
 		if err != nil {
-			return total, fmt.Errorf("sweep locks: %w", postgres.Interpret(err, ""))
+			return total, postgres.Interpret(err, "")
 		}
 		n := int(tag.RowsAffected())
 		total += n
@@ -295,6 +330,38 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	return total, nil
 }
 
+// expireHoldShelves closes the requests past their hold shelf date, a
+// batch at a time. A request that cannot be closed is logged and counted,
+// left out of the pass's next batches and found again at the next pass:
+// it holds up no other.
+func (s *Sweeper) expireHoldShelves(ctx context.Context) error {
+	var failed []lending.OnShelf
+	closed := 0
+	for {
+		found, n, failures, err := lending.ExpireHoldShelves(ctx, s.db, s.batchSize, failed)
+		if err != nil {
+			return err
+		}
+		closed += n
+		for _, f := range failures {
+			s.onWork(WorkHoldShelfRequest, 0, f.Err)
+			s.logger.WarnContext(ctx, "sweeper: a request past its hold shelf date could not be closed; it is tried again at the next pass",
+				slog.String("tenant", string(f.Tenant)), slog.String("request_id", f.ID), slog.Any("error", f.Err))
+			failed = append(failed, f.OnShelf)
+		}
+		if found < s.batchSize {
+			break
+		}
+	}
+	if closed > 0 {
+		s.logger.InfoContext(ctx, "requests past their hold shelf date closed", slog.Int("closed", closed))
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d requests past their hold shelf date could not be closed (%d were)", len(failed), closed)
+	}
+	return nil
+}
+
 // sweepLogin runs sweepLoginSQL's statements in one round trip, one
 // transaction.
 func (s *Sweeper) sweepLogin(ctx context.Context) error {
@@ -304,7 +371,7 @@ func (s *Sweeper) sweepLogin(ctx context.Context) error {
 	for _, q := range sweepLoginSQL[1:] {
 		b.Queue(q)
 	}
-	return s.db.Pool.SendBatch(ctx, b).Close()
+	return postgres.Interpret(s.db.Pool.SendBatch(ctx, b).Close(), "")
 }
 
 // trim keeps the history within its retention and each tenant's within
@@ -313,17 +380,17 @@ func (s *Sweeper) sweepLogin(ctx context.Context) error {
 // only ever added.
 func (s *Sweeper) trim(ctx context.Context) error {
 	if _, err := s.db.Pool.Exec(ctx, retainSQL, s.retention.Seconds()); err != nil {
-		return fmt.Errorf("trim history: %w", postgres.Interpret(err, ""))
+		return postgres.Interpret(err, "")
 	}
 	var newest int64
 	if err := s.db.Pool.QueryRow(ctx, newestEventSQL).Scan(&newest); err != nil {
-		return fmt.Errorf("trim history: %w", postgres.Interpret(err, ""))
+		return postgres.Interpret(err, "")
 	}
 	if newest <= s.trimmed.Load() {
 		return nil
 	}
 	if _, err := s.db.Pool.Exec(ctx, capSQL, s.trimmed.Load(), s.maxEvents); err != nil {
-		return fmt.Errorf("trim history: %w", postgres.Interpret(err, ""))
+		return postgres.Interpret(err, "")
 	}
 	s.trimmed.Store(newest)
 	return nil

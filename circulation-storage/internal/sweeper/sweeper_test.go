@@ -3,6 +3,8 @@ package sweeper
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -378,5 +380,88 @@ func TestRequestsPastTheirHoldShelfDateAreClosed(t *testing.T) {
 	}
 	if n := f.Count(t, "item", "id = $1 AND status_name = 'Available'", item); n != 1 {
 		t.Error("the item with no request left: not Available")
+	}
+}
+
+// TestEachWorkOfAPassIsDoneOnItsOwn: a pass whose lock sweep fails (its
+// DELETE refused by a trigger, as a bug or a broken row would refuse it),
+// and one of whose two requests past their hold shelf date cannot be
+// closed (its write refused likewise), still closes the other request; each
+// failure is told of (OnWork) and logged, the pass answers them, and the
+// next pass tries them again, doing them once they can be done.
+func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
+	t.Parallel()
+	// A database of its own: the sweeper looks at every tenant in it, and
+	// the triggers are on its shared tables.
+	db := dbtest.OpenDB(t, pgtest.Fresh(t))
+	f := dbtest.LibraryIn(t, db, records.LoadData)
+	ctx := context.Background()
+	rec := records.NewRecords(db)
+	past := time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)
+	onShelf := func(item string) string {
+		t.Helper()
+		f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, item)
+		doc, _ := json.Marshal(map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
+			"requesterId": records.SampleID("1002"), "itemId": item, "status": "Open - Awaiting pickup", "position": 1,
+			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": records.ServicePointDesk1, "holdShelfExpirationDate": past})
+		id := uuid.NewString()
+		if _, err := rec.Create(ctx, f.Tenant, storage.Requests, id, doc); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	bad, good := onShelf(records.SampleID("book-031")), onShelf(records.SampleID("book-032"))
+	l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbtest.Expire(t, f, l.ID)
+	refuse := `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused on purpose'; END $$;
+		CREATE TRIGGER refuse_lock_deletes BEFORE DELETE ON ` + postgres.Table(postgres.TableLock) + ` FOR EACH ROW EXECUTE FUNCTION refuse();
+		CREATE TRIGGER refuse_bad_request BEFORE UPDATE ON ` + postgres.Table(postgres.TableRequest) + ` FOR EACH ROW
+		    WHEN (OLD.id = '` + bad + `') EXECUTE FUNCTION refuse();`
+	f.Exec(t, refuse)
+	type told struct {
+		work string
+		err  bool
+	}
+	var works []told
+	sw := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10, OnWork: func(work string, _ time.Duration, err error) {
+		works = append(works, told{work, err != nil})
+	}})
+	status := func(id string) string {
+		t.Helper()
+		var s string
+		if err := db.Pool.QueryRow(ctx, "SELECT status FROM "+dbtest.View(f.Tenant, "request")+" WHERE id = $1", id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	_, err = sw.SweepOnce(ctx)
+	if err == nil || !strings.Contains(err.Error(), WorkLocks+":") || !strings.Contains(err.Error(), WorkHoldShelf+": 1 requests") {
+		t.Errorf("the pass answered %v, want the lock sweep's failure and the request's", err)
+	}
+	want := []told{{WorkLocks, true}, {WorkWaiters, false}, {WorkLogin, false}, {WorkHistory, false}, {WorkHoldShelfRequest, true}, {WorkHoldShelf, true}}
+	if !slices.Equal(works, want) {
+		t.Errorf("told of %v, want %v", works, want)
+	}
+	if s := status(good); s != "Closed - Pickup expired" {
+		t.Errorf("the request beside the one that failed: %q, want it closed", s)
+	}
+	if s := status(bad); s != "Open - Awaiting pickup" {
+		t.Errorf("the request whose write failed: %q", s)
+	}
+	// Tried again at the next pass, and done once it can be.
+	works = nil
+	if _, err := sw.SweepOnce(ctx); err == nil || !slices.Contains(works, told{WorkHoldShelfRequest, true}) {
+		t.Errorf("the second pass: %v, told of %v; want the request tried again", err, works)
+	}
+	f.Exec(t, `DROP TRIGGER refuse_lock_deletes ON `+postgres.Table(postgres.TableLock)+`; DROP TRIGGER refuse_bad_request ON `+
+		postgres.Table(postgres.TableRequest))
+	if deleted, err := sw.SweepOnce(ctx); err != nil || deleted != 1 {
+		t.Errorf("the pass after the faults: deleted %d, %v; want the expired lock", deleted, err)
+	}
+	if s := status(bad); s != "Closed - Pickup expired" {
+		t.Errorf("the request once it can be closed: %q", s)
 	}
 }
