@@ -135,7 +135,9 @@ func materialTypeOf(t *testing.T, c *harness.Cluster) string {
 	return onlyIDOf(t, c, "/material-types", "mtypes")
 }
 
-func loanTypeOf(t *testing.T, c *harness.Cluster) string { return onlyIDOf(t, c, "/loan-types", "loantypes") }
+func loanTypeOf(t *testing.T, c *harness.Cluster) string {
+	return onlyIDOf(t, c, "/loan-types", "loantypes")
+}
 
 func onlyIDOf(t *testing.T, c *harness.Cluster, path, plural string) string {
 	t.Helper()
@@ -196,7 +198,7 @@ func (h *history) operations() []porcupine.Operation {
 // after other clients may have written.
 func (w *historyWorld) client(ctx context.Context, client int) {
 	rng := rand.New(rand.NewPCG(uint64(client), uint64(time.Now().UnixNano())))
-	loans := map[string]map[string]any{}   // the loan last read, by item
+	loans := map[string]map[string]any{}    // the loan last read, by item
 	queues := map[string][]map[string]any{} // the holds last read, by item
 	for ctx.Err() == nil {
 		item := w.items[rng.IntN(len(w.items))]
