@@ -58,15 +58,24 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	lib := c.SetupLibrary(patrons, 0, 0)
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
 	keepHolds(t, c, harness.ServicePoint, 2, "Days")
-	w := &historyWorld{c: c, rec: &history{start: time.Now()}}
-	for i := range items {
-		barcode := fmt.Sprintf("H%03d", i)
-		var item struct{ ID string }
-		c.Do(c.Storage, "POST", "/item-storage/items", map[string]any{"barcode": barcode, "title": "Item " + barcode,
-			"status": map[string]any{"name": "Available"}, "materialTypeId": materialTypeOf(t, c), "permanentLoanTypeId": loanTypeOf(t, c)}).
-			Want(t, http.StatusCreated).Decode(t, &item)
-		w.items = append(w.items, historyItem{barcode: barcode, id: item.ID})
+	w := &historyWorld{c: c}
+	// The clients work on three items at a time, three new ones every
+	// itemLife: each item's history (porcupine checks an item's on its
+	// own) stays as short as the short run's, however long the run.
+	material, loanType := materialTypeOf(t, c), loanTypeOf(t, c)
+	for set := range int(*historyLength/itemLife) + 1 {
+		var batch []historyItem
+		for i := range items {
+			barcode := fmt.Sprintf("H%03d-%d", set, i)
+			var item struct{ ID string }
+			c.Do(c.Storage, "POST", "/item-storage/items", map[string]any{"barcode": barcode, "title": "Item " + barcode,
+				"status": map[string]any{"name": "Available"}, "materialTypeId": material, "permanentLoanTypeId": loanType}).
+				Want(t, http.StatusCreated).Decode(t, &item)
+			batch = append(batch, historyItem{barcode: barcode, id: item.ID})
+		}
+		w.items = append(w.items, batch)
 	}
+	w.rec = &history{start: time.Now()}
 	for _, p := range lib.Patrons {
 		w.patrons = append(w.patrons, historyPatron{barcode: p, id: patronID(t, c, p)})
 	}
@@ -156,10 +165,19 @@ type historyPatron struct{ barcode, id string }
 // historyWorld is what the history's clients share: the cluster, the
 // library and the record of what they did.
 type historyWorld struct {
-	c       *harness.Cluster
-	items   []historyItem
+	c *harness.Cluster
+	// items are the sets of items, one for each itemLife of the run.
+	items   [][]historyItem
 	patrons []historyPatron
 	rec     *history
+}
+
+// itemLife is how long the clients work on one set of items.
+const itemLife = 20 * time.Second
+
+// itemsNow is the set of items the clients work on now.
+func (w *historyWorld) itemsNow() []historyItem {
+	return w.items[min(int(time.Since(w.rec.start)/itemLife), len(w.items)-1)]
 }
 
 // history records operations as porcupine checks them.
@@ -201,7 +219,8 @@ func (w *historyWorld) client(ctx context.Context, client int) {
 	loans := map[string]map[string]any{}    // the loan last read, by item
 	queues := map[string][]map[string]any{} // the holds last read, by item
 	for ctx.Err() == nil {
-		item := w.items[rng.IntN(len(w.items))]
+		items := w.itemsNow()
+		item := items[rng.IntN(len(items))]
 		patron := w.patrons[rng.IntN(len(w.patrons))]
 		in := histInput{Item: item.id, Patron: patron.id}
 		call := time.Now()

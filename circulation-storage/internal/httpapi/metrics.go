@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/sweeper"
 	"github.com/checkoutlock/serverkit"
 )
 
@@ -145,6 +146,9 @@ func NewMetrics() *Metrics {
 	)
 	for _, outcome := range []string{storage.FellBackFinal, storage.FellBackUnknown} {
 		m.burstFallbacks.WithLabelValues(outcome)
+	}
+	for _, work := range sweeper.Works {
+		m.sweeperFailures.WithLabelValues(work)
 	}
 	for _, kind := range []string{"password", "pin"} {
 		m.secretsChecked.WithLabelValues(kind, "match")

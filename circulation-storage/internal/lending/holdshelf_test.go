@@ -1,0 +1,68 @@
+package lending
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/schemas"
+)
+
+// TestHoldShelfExpiryLeavesARequestMovedMeanwhile: a request past its
+// hold shelf date, found by the expiry, is moved to another item while the
+// expiry waits for the queue of the item it was found on. Having the
+// queue, the expiry finds the request no longer that item's: it closes
+// nothing and hands that item to no one; the request stays open on the
+// other item.
+func TestHoldShelfExpiryLeavesARequestMovedMeanwhile(t *testing.T) {
+	t.Parallel()
+	f := setupLeanLibrary(t)
+	ctx := context.Background()
+	first, other := records.SampleID("book-041"), records.SampleID("book-042")
+	f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, postgres.TableItem)+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, first)
+	id := uuid.NewString()
+	doc, _ := json.Marshal(map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
+		"requesterId": records.SampleID("1002"), "itemId": first, "status": schemas.RequestAwaitingPickup, "position": 1,
+		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": records.ServicePointDesk1,
+		"holdShelfExpirationDate": time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)})
+	if _, err := NewRecords(f.DB).Create(ctx, f.Tenant, storage.Requests, id, doc); err != nil {
+		t.Fatal(err)
+	}
+	// The first item's queue held: the expiry finds the request, then
+	// waits for it; meanwhile the request moves to the other item.
+	queue := hold(t, f, postgres.TableItem, first)
+	done := make(chan error, 1)
+	go func() {
+		_, err := expireOnShelf(ctx, f.DB, f.Tenant, id)
+		done <- err
+	}()
+	dbtest.Eventually(t, "the expiry waiting for the item's queue", func() bool { return queue.blocked(t, f) != 0 })
+	if _, err := queue.tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableRequest)+
+		` SET jsonb = jsonb_set(jsonb, '{itemId}', to_jsonb($2::text)) WHERE id = $1`, id, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := queue.tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the expiry: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the expiry never ended")
+	}
+	if n := f.Count(t, postgres.TableRequest, "id = $1 AND item_id = $2 AND status = $3", id, other, schemas.RequestAwaitingPickup); n != 1 {
+		t.Error("the request moved to the other item was closed")
+	}
+	if n := f.Count(t, postgres.TableItem, "id = $1 AND status_name = $2 AND version = 1", first, schemas.ItemAwaitingPickup); n != 1 {
+		t.Error("the item the request left was handed on")
+	}
+}

@@ -1,0 +1,1 @@
+DROP INDEX login_session_ended_at_idx;
