@@ -123,18 +123,46 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 		}
 		counts[name]++
 	}
-	// A history that is linearizable is found so in seconds; one that is
-	// not may take the checker much longer to give up on, and "unknown"
-	// after a minute (or the history's length) fails the test too.
-	result, info := porcupine.CheckOperationsVerbose(itemModel.ToModel(), ops, max(time.Minute, *historyLength))
-	t.Logf("SUMMARY TestHistoriesAreLinearizable: %d operations by %d clients over %s, %d faults, %s: %v",
-		len(ops), clients, *historyLength, faults, result, counts)
-	if result != porcupine.Ok {
-		path := filepath.Join(historyArtifacts(), fmt.Sprintf("checkout-lock-history-%s.html", time.Now().UTC().Format("20060102T150405")))
-		if err := porcupine.VisualizePath(itemModel.ToModel(), info, path); err != nil {
-			t.Errorf("write the history's visualisation: %v", err)
-		}
-		t.Fatalf("the history is %s against the model of an item, its loan and its queue; its visualisation: %s", result, path)
+	// Each item's history on its own (porcupine would check them all at
+	// once), two at a time: a history that is linearizable is found so in
+	// seconds; one that is not may take much longer to give up on, and
+	// "unknown" after a minute fails the test too. The one that is not
+	// linearizable is written as porcupine's visualisation, and as JSON.
+	model := itemModel.ToModel()
+	parts := itemModel.Partition(ops)
+	var failed []string
+	var mu sync.Mutex
+	sem := make(chan struct{}, 2)
+	var checks sync.WaitGroup
+	for _, part := range parts {
+		checks.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer checks.Done()
+			defer func() { <-sem }()
+			result, info := porcupine.CheckOperationsVerbose(model, part, time.Minute)
+			if result == porcupine.Ok {
+				return
+			}
+			base := filepath.Join(historyArtifacts(), fmt.Sprintf("checkout-lock-history-%s-item-%s",
+				time.Now().UTC().Format("20060102T150405"), short(part[0].Input.(histInput).Item)))
+			if err := porcupine.VisualizePath(model, info, base+".html"); err != nil {
+				t.Errorf("write the history's visualisation: %v", err)
+			}
+			if data, err := json.Marshal(part); err == nil {
+				_ = os.WriteFile(base+".json", data, 0o644)
+			}
+			mu.Lock()
+			failed = append(failed, fmt.Sprintf("item %s: %s (%d operations): %s.html", part[0].Input.(histInput).Item, result, len(part), base))
+			mu.Unlock()
+		}()
+	}
+	checks.Wait()
+	t.Logf("SUMMARY TestHistoriesAreLinearizable: %d operations by %d clients over %s, %d faults, %d items each checked on its own, %d not found linearizable: %v",
+		len(ops), clients, *historyLength, faults, len(parts), len(failed), counts)
+	if len(failed) > 0 {
+		t.Fatalf("against the model of an item, its loan and its queue, these items' histories are not found linearizable:\n%s",
+			strings.Join(failed, "\n"))
 	}
 }
 
@@ -273,13 +301,18 @@ func (w *historyWorld) client(ctx context.Context, client int) {
 		case n < 75:
 			in.Kind, in.Patron = opReadLoan, ""
 			var page struct{ Loans []map[string]any }
-			if !w.read(store, "/loan-storage/loans?status=Open&itemId="+item.id, &page) || len(page.Loans) > 1 {
+			if !w.read(store, "/loan-storage/loans?status=Open&itemId="+item.id, &page) {
 				continue
 			}
-			if len(page.Loans) == 1 {
+			switch len(page.Loans) {
+			case 0:
+			case 1:
 				l := page.Loans[0]
 				loans[item.id] = l
 				out.Loan = &modelLoan{ID: l["id"].(string), Patron: l["userId"].(string), Renewals: renewalsOf(l), Version: int(l["_version"].(float64))}
+			default:
+				// Two open loans of one item: no state of the model.
+				out.Loan = &modelLoan{ID: fmt.Sprintf("%d open loans", len(page.Loans))}
 			}
 		case n < 88:
 			in.Kind, in.Patron = opReadQueue, ""
