@@ -54,8 +54,12 @@ import (
 //     reading the loan back.
 //   - Each write keeps its own deadline: a write past it when its batch
 //     starts is dropped, and one whose statement reaches PostgreSQL past it
-//     writes nothing (checkOutSQL's in_time); the others go on. The batch
-//     is cancelled only when every one of its callers has left.
+//     writes nothing (checkOutSQL's in_time); the others go on. PostgreSQL
+//     counts the time left from when the transaction began, so it sees
+//     the deadline later than it is by the time the batch took to arrive;
+//     a write that committed in that margin is answered as one whose
+//     caller left mid-statement ("unavailable", settled by reading back).
+//     The batch is cancelled only when every one of its callers has left.
 //   - The waiting is bounded: at most MaxWaitingPerPatron writes of one
 //     patron and MaxWaiting in all wait here; past either, a write is
 //     answered 503 with Retry-After (storage.CheckOutsBusy), nothing

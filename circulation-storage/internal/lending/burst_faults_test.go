@@ -431,8 +431,21 @@ func TestABatchKeepsEachWritesDeadline(t *testing.T) {
 		r := bf.startRound(t, user, []context.Context{nil, nil, nil, late})
 		batch := hold(t, bf.f, postgres.TableItem, r.items[1])
 		r.patronRow.let(t)
-		dbtest.Eventually(t, "the batch waiting for the held item", func() bool { return batch.blocked(t, bf.f) != 0 })
+		var pid int
+		dbtest.Eventually(t, "the batch waiting for the held item", func() bool { pid = batch.blocked(t, bf.f); return pid != 0 })
 		<-late.Done()
+		// The deadline reaches PostgreSQL as the time left when the batch
+		// was sent, counted from when its transaction began: later, by the
+		// time the batch took to arrive. Past it on PostgreSQL's clock too
+		// (the time left was at most the whole timeout):
+		dbtest.Eventually(t, "the deadline past on PostgreSQL's clock", func() bool {
+			var past bool
+			if err := bf.f.DB.Pool.QueryRow(context.Background(), `SELECT clock_timestamp() > xact_start + interval '3 seconds'
+				FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&past); err != nil {
+				t.Fatal(err)
+			}
+			return past
+		})
 		batch.let(t)
 		r.wantTruthful(t, burstWrites)
 		for i := range burstWrites {
