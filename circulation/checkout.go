@@ -637,6 +637,8 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 		Status:                 "Open",
 		LoanPolicyID:           co.policy.ID,
 		CheckoutServicePointID: co.req.ServicePointID,
+		// FOLIO's: the group the patron borrowed as, kept when it changes.
+		PatronGroupIDAtCheckout: co.patron.PatronGroupID,
 	}
 	// FOLIO's OverridingLoanValidator: the loan says it was made through
 	// an override, with the comment; an item its policy does not lend is

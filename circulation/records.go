@@ -286,6 +286,9 @@ type Loan struct {
 	LoanPolicyID           string
 	CheckoutServicePointID string
 	CheckinServicePointID  string
+	// PatronGroupIDAtCheckout is the borrower's patron group when the
+	// loan was made (FOLIO's patronGroupIdAtCheckout).
+	PatronGroupIDAtCheckout string
 	// RenewalCount is how many times the loan was renewed.
 	RenewalCount int
 	// ClaimedReturnedDate and DeclaredLostDate are when the patron said
@@ -340,13 +343,18 @@ type Lock struct {
 // LoanFilter selects loans to list.
 type LoanFilter struct {
 	UserID, ItemID, Status string
-	Offset, Limit          int
+	// Query is a CQL query (with its sortBy) as FOLIO's clients send it,
+	// translated by storage's one CQL translator; "" for none.
+	Query         string
+	Offset, Limit int
 }
 
 // RequestFilter selects requests: by item, requester and status, a page.
 type RequestFilter struct {
 	ItemID, RequesterID, Status string
-	Offset, Limit               int
+	// Query is a CQL query, as LoanFilter's.
+	Query         string
+	Offset, Limit int
 }
 
 // CheckedOut is what a check-out's write stored.
@@ -466,6 +474,13 @@ type Storage interface {
 	ReplaceRequest(ctx context.Context, id string, doc json.RawMessage) error
 	Request(ctx context.Context, id string) (json.RawMessage, error)
 	Requests(ctx context.Context, f RequestFilter) (json.RawMessage, error)
+	// AllowedServicePoints reads, for each request type requesterID may
+	// place for itemID, the pickup service points a request of it may
+	// name (schemas/allowed-service-points-response.json): the set storage
+	// judges a request placed by, asked of the item's status unless
+	// ignoreItemStatus. A requester or an item that does not exist is a
+	// KindInvalid error in FOLIO's words.
+	AllowedServicePoints(ctx context.Context, requesterID, itemID string, ignoreItemStatus bool) (json.RawMessage, error)
 
 	// Setting reads one settings entry; found is false when there is none.
 	Setting(ctx context.Context, scope, key string) (entry SettingEntry, found bool, err error)

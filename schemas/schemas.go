@@ -460,20 +460,9 @@ func valueAt(doc any, location []string) string {
 	if len(location) == 0 {
 		return ""
 	}
-	v := doc
-	for _, step := range location {
-		switch c := v.(type) {
-		case map[string]any:
-			v = c[step]
-		case []any:
-			i, err := strconv.Atoi(step)
-			if err != nil || i < 0 || i >= len(c) {
-				return ""
-			}
-			v = c[i]
-		default:
-			return ""
-		}
+	v, ok := at(doc, location)
+	if !ok {
+		return ""
 	}
 	var text string
 	if str, ok := v.(string); ok {
@@ -495,4 +484,87 @@ func valueAt(doc any, location []string) string {
 // into the dotted form FOLIO uses in error parameters ("personal.lastName").
 func field(location []string) string {
 	return strings.Join(location, ".")
+}
+
+// ValidateTaking checks a decoded document against the named schema as
+// FOLIO's business modules take a body: the members the schema does not
+// name are not refused but removed from doc (in place), wherever an
+// object of the schema closes its members (additionalProperties false)
+// outside an anyOf or oneOf, whose branches the members choose between;
+// everything the schema does name is validated as Validate does. It
+// returns the names of the members removed, dotted as Violation.Field is.
+func (s *Set) ValidateTaking(name string, doc any) ([]string, error) {
+	sch, ok := s.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("schemas: no schema named %q", name)
+	}
+	var removed []string
+	// Each pass removes what one validation found; a member's removal may
+	// reveal no other, so two passes suffice, and a bound keeps it so.
+	for range 2 {
+		err := sch.Validate(doc)
+		var verr *jsonschema.ValidationError
+		if err == nil || !errors.As(err, &verr) {
+			break
+		}
+		unknown := unknownMembers(verr, false)
+		if len(unknown) == 0 {
+			break
+		}
+		for _, u := range unknown {
+			v, _ := at(doc, u.location)
+			obj, _ := v.(map[string]any)
+			for _, p := range u.properties {
+				if _, ok := obj[p]; ok {
+					delete(obj, p)
+					removed = append(removed, field(append(slices.Clone(u.location), p)))
+				}
+			}
+		}
+	}
+	return removed, s.Validate(name, doc)
+}
+
+// unknownMember is an object's members its schema does not name.
+type unknownMember struct {
+	location   []string
+	properties []string
+}
+
+// unknownMembers lists the members e's document has that its schema does
+// not name, but within an anyOf or oneOf (chosen, here).
+func unknownMembers(e *jsonschema.ValidationError, chosen bool) []unknownMember {
+	var out []unknownMember
+	switch k := e.ErrorKind.(type) {
+	case *kind.AnyOf, *kind.OneOf:
+		chosen = true
+	case *kind.AdditionalProperties:
+		if !chosen {
+			out = append(out, unknownMember{e.InstanceLocation, k.Properties})
+		}
+	}
+	for _, c := range e.Causes {
+		out = append(out, unknownMembers(c, chosen)...)
+	}
+	return out
+}
+
+// at is the value at location in doc, and whether the location is in
+// it (a member absent from an object is, as null).
+func at(doc any, location []string) (any, bool) {
+	for _, step := range location {
+		switch v := doc.(type) {
+		case map[string]any:
+			doc = v[step]
+		case []any:
+			i, err := strconv.Atoi(step)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil, false
+			}
+			doc = v[i]
+		default:
+			return nil, false
+		}
+	}
+	return doc, true
 }

@@ -1,7 +1,9 @@
 package serverkit
 
 import (
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"fmt"
 	"mime"
 	"net/http"
@@ -19,9 +21,11 @@ import (
 // table names for the route (schemas.Route's Request: the one home of a
 // route's request schema, which its OpenAPI description says too). The
 // body must be application/json, or one of the media types also names.
-// Errors: 415 for a body that is not JSON, 413 for one over the limit,
-// 400 for an empty body or malformed JSON, 422 listing every schema
-// violation.
+// On FOLIO's routes (Route.Lenient) the members the schema does not name
+// are removed from both, and logged (ignored_members), as FOLIO's
+// mod-circulation ignores them. Errors: 415 for a body that is not JSON,
+// 413 for one over the limit, 400 for an empty body or malformed JSON,
+// 422 listing every schema violation.
 func (s *Server) Body(c echo.Context, also ...string) ([]byte, any, error) {
 	req := c.Request()
 	route, _ := schemas.RouteFor(s.svc.Name, req.Method, c.Path())
@@ -50,7 +54,18 @@ func (s *Server) Body(c echo.Context, also ...string) ([]byte, any, error) {
 	if err != nil {
 		return nil, nil, errs.Errorf(errs.KindBadRequest, schemas.CodeMalformedJSON, "Malformed JSON: %v", err)
 	}
-	if err := s.schemas.Validate(schema, doc); err != nil {
+	if !route.Lenient {
+		err = s.schemas.Validate(schema, doc)
+	} else if ignored, verr := s.schemas.ValidateTaking(schema, doc); verr != nil {
+		err = verr
+	} else if len(ignored) > 0 {
+		// What the handler reads is what was taken.
+		Log(c, slog.Any("ignored_members", ignored))
+		if body, err = json.Marshal(doc); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err != nil {
 		var verr *schemas.ValidationError
 		if errors.As(err, &verr) {
 			return nil, nil, verr

@@ -38,10 +38,14 @@ type itemSummaryJSON struct {
 }
 
 type borrowerJSON struct {
-	ID        string `json:"id,omitempty"`
-	Barcode   string `json:"barcode,omitempty"`
-	FirstName string `json:"firstName,omitempty"`
-	LastName  string `json:"lastName,omitempty"`
+	ID         string `json:"id,omitempty"`
+	Barcode    string `json:"barcode,omitempty"`
+	FirstName  string `json:"firstName,omitempty"`
+	MiddleName string `json:"middleName,omitempty"`
+	LastName   string `json:"lastName,omitempty"`
+	// PatronGroup is the borrower's patron group's id, as FOLIO's loans
+	// name it.
+	PatronGroup string `json:"patronGroup,omitempty"`
 }
 
 type loanJSON struct {
@@ -268,10 +272,12 @@ func (s *Server) checkIn(c echo.Context) error {
 	return c.JSON(http.StatusOK, checkInAnswer(res))
 }
 
-// listLoans is GET /circulation/loans: storage's loans, for the front desk.
+// listLoans is GET /circulation/loans (FOLIO's): storage's loans, by a CQL
+// query as FOLIO's clients send it (query, with its sortBy; storage's one
+// translator reads it) and the filters userId, itemId and status, a page,
+// each loan with FOLIO's summaries.
 func (s *Server) listLoans(c echo.Context) error {
-	f := circulation.LoanFilter{Limit: 10}
-	q, err := queryParams(c, "userId", "itemId", "status", "offset", "limit")
+	q, err := queryParams(c, "query", "userId", "itemId", "status", "offset", "limit")
 	if err != nil {
 		return err
 	}
@@ -280,7 +286,8 @@ func (s *Server) listLoans(c echo.Context) error {
 			return invalidParam(name, v, "must be a UUID")
 		}
 	}
-	f.UserID, f.ItemID, f.Status = strings.ToLower(q.Get("userId")), strings.ToLower(q.Get("itemId")), q.Get("status")
+	f := circulation.LoanFilter{UserID: strings.ToLower(q.Get("userId")), ItemID: strings.ToLower(q.Get("itemId")),
+		Status: q.Get("status"), Query: q.Get("query")}
 	if f.Status != "" && f.Status != "Open" && f.Status != "Closed" {
 		return invalidParam("status", f.Status, `must be "Open" or "Closed"`)
 	}
@@ -290,14 +297,20 @@ func (s *Server) listLoans(c echo.Context) error {
 	if f.Limit, err = intParam(c, "limit", schemas.DefaultPageSize, 0, schemas.MaxPageSize); err != nil {
 		return err
 	}
-	doc, err := s.svc.Storage.Loans(c.Request().Context(), f)
+	ctx := c.Request().Context()
+	page, err := s.svc.Storage.Loans(ctx, f)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, doc)
+	out, err := s.summarizedPage(ctx, page, "loans", s.summarizeLoans)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
-// getLoan is GET /circulation/loans/{id}, where a check-out's Location points.
+// getLoan is GET /circulation/loans/{id}, where a check-out's Location
+// points: the loan with FOLIO's summaries.
 func (s *Server) getLoan(c echo.Context) error {
 	id := c.Param("id")
 	if strings.Contains(id, "/") {
@@ -309,11 +322,16 @@ func (s *Server) getLoan(c echo.Context) error {
 	if !s.Schemas().ValidUUID(id) {
 		return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid loan id").With("id", truncate(id))
 	}
-	doc, err := s.svc.Storage.Loan(c.Request().Context(), id)
+	ctx := c.Request().Context()
+	doc, err := s.svc.Storage.Loan(ctx, id)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, doc)
+	out, err := s.summarizedOne(ctx, doc, s.summarizeLoans)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // loanID is the path's loan id: a UUID (400 otherwise).

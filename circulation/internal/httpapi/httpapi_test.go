@@ -142,7 +142,7 @@ func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Ha
 	svc := circulation.NewService(client, settings, metrics, logger, circulation.ServiceConfig{ReleaseTimeout: time.Second,
 		WaitAtStorage: true, Now: time.Now, NewTimer: w.timer})
 	srv := New(Config{Config: serverkit.Config{MaxBodyBytes: maxBody, MaxHeaderBytes: 16 << 10, RequestTimeout: 5 * time.Second}},
-		Services{Circulation: svc, Settings: settings, Storage: client, Ready: client.Ready}, sch, metrics, logger)
+		Services{Circulation: svc, Settings: settings, Storage: client, Console: client, Ready: client.Ready}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	return &api{url: ts.URL, http: ts.Client(), store: store, tenant: store.Tenant, waits: w, logs: logs}
@@ -274,12 +274,25 @@ func TestCheckOutByBarcode(t *testing.T) {
 		}
 	}
 
-	// Location leads to the loan as storage holds it.
+	// Location leads to the loan as storage holds it, with FOLIO's
+	// summaries: the group the patron borrowed as kept by id, answered
+	// by name.
 	got := a.do(t, "GET", "/circulation/loans/"+loan.ID, nil, map[string]string{TenantHeader: a.tenant}).
-		want(t, http.StatusOK, "loan.json")
-	var l struct{ ID, UserID string }
+		want(t, http.StatusOK, "circulation-loan.json")
+	var l struct {
+		ID, UserID string
+		Item       struct{ Barcode, Title string }
+		Borrower   struct{ Barcode, LastName, PatronGroup string }
+		LoanPolicy struct{ Name string }
+		Group      *struct{ ID, Name string } `json:"patronGroupAtCheckout"`
+		GroupID    *string                    `json:"patronGroupIdAtCheckout"`
+		Checkout   struct{ Name string }      `json:"checkoutServicePoint"`
+	}
 	got.decode(t, &l)
-	if l.ID != loan.ID || l.UserID != patronID {
+	if l.ID != loan.ID || l.UserID != patronID || l.Item.Barcode != itemBarcode || l.Item.Title != "The Name of the Rose" ||
+		l.Borrower.Barcode != userBarcode || l.Borrower.LastName != "Lovelace" || l.Borrower.PatronGroup != patronGroup ||
+		l.LoanPolicy.Name != "Three weeks" || l.Group == nil || l.Group.ID != patronGroup || l.Group.Name != "undergrad" ||
+		l.GroupID != nil || l.Checkout.Name != "Circ Desk 1" {
 		t.Errorf("GET Location answered %s", got.body)
 	}
 }
@@ -313,7 +326,7 @@ func TestCheckOutBadInput(t *testing.T) {
 		{"trailing data", checkOutBody + `{}`, false, nil, 400, []string{schemas.CodeMalformedJSON}},
 		{"not an object", `["i-2001"]`, false, nil, 422, []string{schemas.CodeValidation}},
 		{"missing fields", `{"itemBarcode":"i-2001"}`, false, nil, 422, []string{schemas.CodeValidation}},
-		{"unknown field", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"` + servicePoint + `","pin":"1234"}`, false, nil,
+		{"a wrong-typed member beside one FOLIO's clients send", `{"id":"` + servicePoint + `","itemBarcode":"i","userBarcode":["u"],"servicePointId":"` + servicePoint + `"}`, false, nil,
 			422, []string{schemas.CodeValidation}},
 		{"invalid servicePointId", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"desk-1"}`, false, nil,
 			422, []string{schemas.CodeValidation}},

@@ -22,6 +22,7 @@ func (s *Server) placeRequest(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	body = withoutSummaries(body, requestSummaries)
 	var h struct {
 		ID string `json:"id"`
 	}
@@ -51,23 +52,31 @@ func (s *Server) requestID(c echo.Context) (string, error) {
 	return strings.ToLower(id), nil
 }
 
-// getRequest is GET /circulation/requests/{id}.
+// getRequest is GET /circulation/requests/{id}: the request with FOLIO's
+// summaries.
 func (s *Server) getRequest(c echo.Context) error {
 	id, err := s.requestID(c)
 	if err != nil {
 		return err
 	}
-	doc, err := s.svc.Storage.Request(c.Request().Context(), id)
+	ctx := c.Request().Context()
+	doc, err := s.svc.Storage.Request(ctx, id)
 	if err != nil {
 		return err
 	}
-	return c.JSONBlob(http.StatusOK, doc)
+	out, err := s.summarizedOne(ctx, doc, s.summarizeRequests)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
-// listRequests is GET /circulation/requests: storage's requests, by item,
-// requester and status, in queue order.
+// listRequests is GET /circulation/requests (FOLIO's): storage's
+// requests, by a CQL query as FOLIO's Requests app sends it (query, with
+// its sortBy) and the filters itemId, requesterId and status, a page,
+// each with FOLIO's summaries.
 func (s *Server) listRequests(c echo.Context) error {
-	q, err := queryParams(c, "itemId", "requesterId", "status", "offset", "limit")
+	q, err := queryParams(c, "query", "itemId", "requesterId", "status", "offset", "limit")
 	if err != nil {
 		return err
 	}
@@ -77,18 +86,23 @@ func (s *Server) listRequests(c echo.Context) error {
 		}
 	}
 	f := circulation.RequestFilter{ItemID: strings.ToLower(q.Get("itemId")), RequesterID: strings.ToLower(q.Get("requesterId")),
-		Status: q.Get("status")}
+		Status: q.Get("status"), Query: q.Get("query")}
 	if f.Offset, err = intParam(c, "offset", 0, 0, 1<<31-1); err != nil {
 		return err
 	}
 	if f.Limit, err = intParam(c, "limit", schemas.DefaultPageSize, 0, schemas.MaxPageSize); err != nil {
 		return err
 	}
-	doc, err := s.svc.Storage.Requests(c.Request().Context(), f)
+	ctx := c.Request().Context()
+	page, err := s.svc.Storage.Requests(ctx, f)
 	if err != nil {
 		return err
 	}
-	return c.JSONBlob(http.StatusOK, doc)
+	out, err := s.summarizedPage(ctx, page, "requests", s.summarizeRequests)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // replaceRequest is PUT /circulation/requests/{id} (FOLIO's): 204; a
@@ -102,6 +116,9 @@ func (s *Server) replaceRequest(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// FOLIO's Requests app sends back the request it read, summaries and
+	// all: they are not stored.
+	body = withoutSummaries(body, requestSummaries)
 	var h struct {
 		ID string `json:"id"`
 	}

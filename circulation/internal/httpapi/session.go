@@ -82,8 +82,9 @@ type selfJSON struct {
 }
 
 type personJSON struct {
-	FirstName string `json:"firstName,omitempty"`
-	LastName  string `json:"lastName,omitempty"`
+	FirstName  string `json:"firstName,omitempty"`
+	MiddleName string `json:"middleName,omitempty"`
+	LastName   string `json:"lastName,omitempty"`
 }
 
 // self is GET /bl-users/_self: in jwt mode (401 without a valid token) the

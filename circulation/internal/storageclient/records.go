@@ -102,6 +102,7 @@ type loanJSON struct {
 	RenewalCount           int        `json:"renewalCount,omitempty"`
 	ClaimedReturnedDate    string     `json:"claimedReturnedDate,omitempty"`
 	DeclaredLostDate       string     `json:"declaredLostDate,omitempty"`
+	PatronGroupAtCheckout  string     `json:"patronGroupIdAtCheckout,omitempty"`
 	Version                int        `json:"_version,omitempty"`
 }
 
@@ -479,7 +480,8 @@ func toLoanJSON(l circulation.Loan) loanJSON {
 	return loanJSON{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: circulation.FormatTime(l.LoanDate), DueDate: circulation.FormatTime(l.DueDate),
 		ReturnDate: circulation.FormatTime(l.ReturnDate), Action: l.Action, ActionComment: l.ActionComment,
 		Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
-		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID}
+		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID,
+		PatronGroupAtCheckout: l.PatronGroupIDAtCheckout}
 }
 
 // checkedInLoan is the stored loan document with the fields check-in
@@ -671,7 +673,7 @@ func (c *Client) Loan(ctx context.Context, id string) (json.RawMessage, error) {
 // Loans implements circulation.Storage.
 func (c *Client) Loans(ctx context.Context, f circulation.LoanFilter) (json.RawMessage, error) {
 	var doc json.RawMessage
-	err := c.call(ctx, http.MethodGet, "/loan-storage/loans"+query("userId", f.UserID, "itemId", f.ItemID, "status", f.Status,
+	err := c.call(ctx, http.MethodGet, "/loan-storage/loans"+query("userId", f.UserID, "itemId", f.ItemID, "status", f.Status, "query", f.Query,
 		"offset", fmt.Sprint(f.Offset), "limit", fmt.Sprint(f.Limit)), nil, &doc)
 	return doc, err
 }
@@ -701,7 +703,7 @@ func (c *Client) Request(ctx context.Context, id string) (json.RawMessage, error
 func (c *Client) Requests(ctx context.Context, f circulation.RequestFilter) (json.RawMessage, error) {
 	var doc json.RawMessage
 	err := c.call(ctx, http.MethodGet, "/request-storage/requests"+query("itemId", f.ItemID, "requesterId", f.RequesterID,
-		"status", f.Status, "offset", fmt.Sprint(f.Offset), "limit", fmt.Sprint(f.Limit)), nil, &doc)
+		"status", f.Status, "query", f.Query, "offset", fmt.Sprint(f.Offset), "limit", fmt.Sprint(f.Limit)), nil, &doc)
 	return doc, err
 }
 
@@ -788,4 +790,12 @@ func withFields(doc json.RawMessage, fields map[string]any) (json.RawMessage, er
 		m[k] = b
 	}
 	return json.Marshal(m)
+}
+
+// AllowedServicePoints implements circulation.Storage.
+func (c *Client) AllowedServicePoints(ctx context.Context, requesterID, itemID string, ignoreItemStatus bool) (json.RawMessage, error) {
+	var doc json.RawMessage
+	err := c.call(ctx, http.MethodGet, "/circulation-rules-storage/allowed-service-points"+query("requesterId", requesterID, "itemId", itemID,
+		"ignoreItemStatus", strconv.FormatBool(ignoreItemStatus)), nil, &doc)
+	return doc, err
 }
