@@ -106,7 +106,13 @@ func operation(r Route) map[string]any {
 		if r.Method == http.MethodPatch {
 			content["application/merge-patch+json"] = map[string]any{"schema": ref(r.Request)}
 		}
-		op["requestBody"] = map[string]any{"required": true, "content": content}
+		body := map[string]any{"required": true, "content": content}
+		if r.Lenient {
+			body["description"] = "As FOLIO's mod-circulation takes it: members the schema does not name are ignored, not refused; " +
+				"those it names are validated."
+			body[LenientExtension] = true
+		}
+		op["requestBody"] = body
 	}
 	responses := map[string]any{
 		"4XX": map[string]any{"$ref": "#/components/responses/Error"},
@@ -228,3 +234,7 @@ func rewriteRefs(v any, file string, refers func(string)) any {
 	}
 	return v
 }
+
+// LenientExtension marks, in a route's OpenAPI description, a request body
+// taken as FOLIO's mod-circulation takes it (Route.Lenient).
+const LenientExtension = "x-unknown-members-ignored"

@@ -42,6 +42,14 @@ type Route struct {
 	Query   []string
 	Headers []string
 	Answers []Answer
+	// Lenient says the route is FOLIO's mod-circulation's, whose clients
+	// send what that module takes: members its body's schema does not
+	// name (an id, the summaries of a record read and sent back) are
+	// removed and ignored, not refused; what the schema names is
+	// validated all the same (Set.ValidateTaking). This project's own
+	// routes, and the storage routes (which refuse, as FOLIO's storage
+	// modules do, members their schemas close), are strict.
+	Lenient bool
 }
 
 // Answer is one answer of a route's: its status and the schema of its
@@ -56,6 +64,13 @@ type Answer struct {
 // takes is r taking a JSON body of schema.
 func (r Route) takes(schema string) Route {
 	r.Request = schema
+	return r
+}
+
+// takesAsFOLIO is r taking a JSON body of schema as FOLIO's mod-circulation
+// takes it (Lenient).
+func (r Route) takesAsFOLIO(schema string) Route {
+	r.Request, r.Lenient = schema, true
 	return r
 }
 
@@ -158,9 +173,9 @@ var Routes = slices.Concat(
 	[]Route{
 		// circulation: each handler calls storage as circulation, holding
 		// only the storage permissions it needs.
-		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...).takes("check-out-by-barcode-request.json").answers(201, "circulation-loan.json"),
-		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...).takes("check-in-by-barcode-request.json").answers(200, "check-in-response.json"),
-		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...).takes("renew-by-barcode-request.json").heeds(HeaderPatronPin).answers(200, "circulation-loan.json"),
+		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...).takesAsFOLIO("check-out-by-barcode-request.json").answers(201, "circulation-loan.json"),
+		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...).takesAsFOLIO("check-in-by-barcode-request.json").answers(200, "check-in-response.json"),
+		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...).takesAsFOLIO("renew-by-barcode-request.json").heeds(HeaderPatronPin).answers(200, "circulation-loan.json"),
 		circ("GET", "/circulation/patron-summary", "circulation.patron-summary.get",
 			"read what a self-check machine shows a patron: whether they may borrow and why not, the loans counted and the item limit; with the patron's PIN, who they are and their loans out",
 			PermissionPatronSummary, PermissionVerifyPin).
@@ -172,34 +187,42 @@ var Routes = slices.Concat(
 		circ("POST", "/circulation/patron-pin/verify", "circulation.patron-pin.verify.post",
 			"verify the PIN a patron typed at a self-check machine", "users.collection.get", PermissionVerifyPin).
 			takes("circulation-patron-pin.json").answers(204, ""),
-		circ("GET", "/circulation/loans", "circulation.loans.collection.get", "list loans", "circulation-storage.loans.collection.get").
-			reads("userId", "itemId", "status", "offset", "limit").answers(200, "loans.json"),
-		circ("GET", "/circulation/loans/{id}", "circulation.loans.item.get", "read a loan", "circulation-storage.loans.item.get").answers(200, "loan.json"),
+		circ("GET", "/circulation/loans", "circulation.loans.collection.get", "list loans, each with FOLIO's summaries",
+			slices.Concat([]string{"circulation-storage.loans.collection.get"}, loanSummaries)...).
+			reads("query", "userId", "itemId", "status", "offset", "limit").answers(200, "circulation-loans.json"),
+		circ("GET", "/circulation/loans/{id}", "circulation.loans.item.get", "read a loan, with FOLIO's summaries",
+			slices.Concat([]string{"circulation-storage.loans.item.get"}, loanSummaries)...).answers(200, "circulation-loan.json"),
 		circ("GET", "/circulation/patron-loans", "circulation.loans.collection.get",
 			"find a patron by barcode or name and their open loans, as the circulation desk's page shows them",
 			findUsers, namesUser, "circulation-storage.loans.collection.get", "inventory-storage.items.collection.get",
 			"inventory-storage.service-points.collection.get").reads("patron").answers(200, ""),
 		circ("POST", "/circulation/loans/{id}/claim-item-returned", PermissionClaimItemReturned,
 			"record that the patron says they returned a loan's item (the item Claimed returned, the loan open)", loanActionModule...).
-			takes("claim-item-returned-request.json").answers(204, ""),
+			takesAsFOLIO("claim-item-returned-request.json").answers(204, ""),
 		circ("POST", "/circulation/loans/{id}/declare-item-lost", PermissionDeclareItemLost,
 			"declare a loan's item lost (the item Declared lost, the loan open)", loanActionModule...).
-			takes("declare-item-lost-request.json").answers(204, ""),
+			takesAsFOLIO("declare-item-lost-request.json").answers(204, ""),
 		circ("POST", "/circulation/requests", PermissionRequestPost,
 			"place a request for an item, judged by FOLIO's request rules (a page pages the item, a recall shortens its loan)",
 			"request-storage.requests.item.post").
-			takes("circulation-request.json").answers(201, "request.json"),
-		circ("GET", "/circulation/requests", "circulation.requests.collection.get", "list requests", "request-storage.requests.collection.get").
-			reads("itemId", "requesterId", "status", "offset", "limit").answers(200, "requests.json"),
-		circ("GET", "/circulation/requests/{id}", "circulation.requests.item.get", "read a request", "request-storage.requests.item.get").answers(200, "request.json"),
+			takesAsFOLIO("circulation-request.json").answers(201, "request.json"),
+		circ("GET", "/circulation/requests", "circulation.requests.collection.get", "list requests, each with FOLIO's summaries",
+			slices.Concat([]string{"request-storage.requests.collection.get"}, requestSummaries)...).
+			reads("query", "itemId", "requesterId", "status", "offset", "limit").answers(200, "circulation-requests.json"),
+		circ("GET", "/circulation/requests/{id}", "circulation.requests.item.get", "read a request, with FOLIO's summaries",
+			slices.Concat([]string{"request-storage.requests.item.get"}, requestSummaries)...).answers(200, "circulation-request-read.json"),
+		circ("GET", "/circulation/requests/allowed-service-points", PermissionAllowedServicePoints,
+			"find where a request may be picked up: for each request type the requester may place for the item, the pickup service points its request policy allows",
+			"request-storage.requests.item.get", PermissionAllowedServicePointsStorage).
+			reads("operation", "requesterId", "itemId", "requestId").answers(200, "allowed-service-points-response.json"),
 		circ("PUT", "/circulation/requests/{id}", PermissionRequestPut,
 			"change or cancel an open request (a cancelled one gives its place up and hands an item on its hold shelf on)",
 			"request-storage.requests.item.get", "request-storage.requests.item.put").
-			takes("request.json").answers(204, ""),
+			takesAsFOLIO("request.json").answers(204, ""),
 		circ("POST", "/circulation/requests/{id}/move", PermissionRequestMove,
 			"move an open request to another item's queue, judged as a request placed there",
 			"request-storage.requests.item.get", "request-storage.requests.item.put").
-			takes("move-request.json").answers(200, "request.json"),
+			takesAsFOLIO("move-request.json").answers(200, "request.json"),
 		circ("GET", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.get", "read the check-out lock settings",
 			settingsReadModule...).
 			answers(200, "checkout-lock-settings-effective.json"),
@@ -248,6 +271,9 @@ var Routes = slices.Concat(
 			takes("circulation-rules.json").answers(204, ""),
 		stor(InterfaceCirculationRules, "GET", "/circulation-rules-storage/loan-policy", "circulation-storage.circulation-rules.loan-policy.get", "find the loan policy that applies").
 			reads("patronGroupId", "materialTypeId", "loanTypeId").answers(200, "loan-policy-match.json"),
+		stor(InterfaceCirculationRules, "GET", "/circulation-rules-storage/allowed-service-points", PermissionAllowedServicePointsStorage,
+			"find the pickup service points a requester may name for each request type of an item, as a request placed is judged").
+			reads("requesterId", "itemId", "ignoreItemStatus").answers(200, "allowed-service-points-response.json"),
 
 		// circulation-storage: the tenant interface, called by the platform
 		stor(InterfaceTenant, "POST", "/_/tenant", "circulation-storage.tenant.post", "initialise, upgrade or purge a tenant").
@@ -492,6 +518,15 @@ const (
 	PermissionRequestMove = "circulation.requests.item.move.post"
 )
 
+// PermissionAllowedServicePoints is FOLIO's permission to read where a
+// request may be picked up; PermissionAllowedServicePointsStorage reads,
+// at storage, the set a request placed is judged by, which circulation's
+// route answers.
+const (
+	PermissionAllowedServicePoints        = "circulation.requests.allowed-service-points.get"
+	PermissionAllowedServicePointsStorage = "circulation-storage.circulation-rules.allowed-service-points.get"
+)
+
 // What circulation's handlers may do in storage (their module
 // permissions). A check-out reads what validation needs and the settings,
 // takes and gives back the patron's lock, and writes the loan (reading it
@@ -517,6 +552,12 @@ var (
 	}
 	settingsReadModule = []string{"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
 		namesAccount, namesUser}
+	// FOLIO's summaries of a page of loans and of requests read each kind
+	// of record they name in one query.
+	loanSummaries = []string{"inventory-storage.items.collection.get", findUsers, "circulation-storage.loan-policies.collection.get",
+		"usergroups.collection.get", "inventory-storage.service-points.collection.get"}
+	requestSummaries = []string{"inventory-storage.items.collection.get", findUsers, "usergroups.collection.get",
+		"inventory-storage.service-points.collection.get", "circulation-storage.loans.collection.get"}
 	settingsWriteModule = []string{"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
 		"mod-settings.entries.item.post", "mod-settings.entries.item.put", SettingsScopeWrite("mod-circulation"), namesAccount, namesUser}
 )
@@ -581,7 +622,7 @@ var (
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
 		"circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,
-		"circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
+		PermissionAllowedServicePoints, "circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate})
 	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
 		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get", "circulation.kiosks.collection.get"}
@@ -590,7 +631,7 @@ var (
 // PermissionSets are the roles.
 var PermissionSets = []PermissionSet{
 	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in, renew loans, and read what a kiosk shows a patron and of an item.", selfCheckRole},
-	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, claiming them returned and declaring them lost, placing, changing, cancelling and moving requests, and overriding blocks at check-out.",
+	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, claiming them returned and declaring them lost, placing, changing, cancelling and moving requests and finding where they may be picked up, and overriding blocks at check-out.",
 		librarianRole},
 	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, see the connected self-check machines, and read the lock settings.",
 		operatorRole},

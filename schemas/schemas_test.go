@@ -3,6 +3,7 @@ package schemas
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -553,5 +554,38 @@ func TestOpenAPIIsGeneratedFromTheRouteTable(t *testing.T) {
 				t.Errorf("%s refers to the schema %s, which it does not hold", path, ref[1])
 			}
 		}
+	}
+}
+
+// TestValidateTakingIgnoresWhatTheSchemaDoesNotName: a body as FOLIO's
+// clients send it keeps what the schema names and loses what it does not,
+// nested members too; a member it names of the wrong type is still a
+// violation, listed alone.
+func TestValidateTakingIgnoresWhatTheSchemaDoesNotName(t *testing.T) {
+	t.Parallel()
+	s := MustLoad()
+	const sp = "c4c90014-c8c9-4ade-8f24-b5e313319f4b"
+	doc, err := Decode([]byte(`{"id":"x","itemBarcode":"i","userBarcode":"u","servicePointId":"` + sp + `",
+		"item":{"title":"t"},"overrideBlocks":{"comment":"c","itemLimitBlock":{"extra":1},"why":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := s.ValidateTaking("check-out-by-barcode-request.json", doc)
+	if err != nil {
+		t.Fatalf("taken: %v", err)
+	}
+	slices.Sort(removed)
+	if want := []string{"id", "item", "overrideBlocks.itemLimitBlock.extra", "overrideBlocks.why"}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	b, _ := json.Marshal(doc)
+	if want := `{"itemBarcode":"i","overrideBlocks":{"comment":"c","itemLimitBlock":{}},"servicePointId":"` + sp + `","userBarcode":"u"}`; string(b) != want {
+		t.Errorf("taken as %s, want %s", b, want)
+	}
+	doc, _ = Decode([]byte(`{"id":"x","itemBarcode":["i"],"userBarcode":"u","servicePointId":"` + sp + `"}`))
+	_, err = s.ValidateTaking("check-out-by-barcode-request.json", doc)
+	var verr *ValidationError
+	if !errors.As(err, &verr) || len(verr.Violations) != 1 || verr.Violations[0].Field != "itemBarcode" {
+		t.Errorf("a wrong-typed member: %v, want itemBarcode alone", err)
 	}
 }
