@@ -3,8 +3,8 @@ package serverkit
 import (
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/http"
 	"slices"

@@ -135,8 +135,8 @@ func idsOf(docs []document, name string) []string {
 func itemOf(d document) circulation.Item {
 	var v struct {
 		ID, Barcode, Title, MaterialTypeID, PermanentLoanTypeID, TemporaryLoanTypeID string
-		Status                                                                        statusJSON
-		InTransitDestinationServicePointID                                            string
+		Status                                                                       statusJSON
+		InTransitDestinationServicePointID                                           string
 	}
 	b, _ := json.Marshal(d)
 	_ = json.Unmarshal(b, &v)
