@@ -59,8 +59,9 @@ func (s *Server) Body(c echo.Context, also ...string) ([]byte, any, error) {
 	} else if ignored, verr := s.schemas.ValidateTaking(schema, doc); verr != nil {
 		err = verr
 	} else if len(ignored) > 0 {
-		// What the handler reads is what was taken.
-		Log(c, slog.Any("ignored_members", ignored))
+		// What the handler reads is what was taken; the log names the
+		// first few ignored.
+		Log(c, slog.Any("ignored_members", ignored[:min(len(ignored), loggedIgnored)]), slog.Int("ignored_count", len(ignored)))
 		if body, err = json.Marshal(doc); err != nil {
 			return nil, nil, err
 		}
@@ -74,6 +75,9 @@ func (s *Server) Body(c echo.Context, also ...string) ([]byte, any, error) {
 	}
 	return body, doc, nil
 }
+
+// loggedIgnored bounds the members ignored that a request's log line names.
+const loggedIgnored = 10
 
 // isJSON says whether a Content-Type is JSON's media type, or one of
 // also, with any parameters; the type as clients send it most is
