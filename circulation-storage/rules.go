@@ -53,7 +53,29 @@ type RulesService interface {
 	// no rule matches, the fallback policy applies. No rules set is a
 	// KindNotFound error.
 	MatchLoanPolicy(ctx context.Context, t Tenant, patronGroupID, materialTypeID, loanTypeID string) (PolicyMatch, error)
+	// AllowedServicePoints is, for each request type the requester may
+	// place for the item, the pickup service points a request of it may
+	// name (FOLIO's allowed service points): the types the item's status
+	// allows (schemas.RequestTypesByItemStatus; every type when
+	// ignoreItemStatus, as for a request replaced) and the request policy
+	// the rules choose for the requester's group and the item does, each
+	// with the pickup locations that policy allows for it, the very set a
+	// request placed is judged by. A type with none is absent. A requester
+	// or an item that does not exist is a KindInvalid error.
+	AllowedServicePoints(ctx context.Context, t Tenant, requesterID, itemID string, ignoreItemStatus bool) (AllowedServicePoints, error)
 }
+
+// AllowedServicePoint is a pickup service point a request may name.
+type AllowedServicePoint struct {
+	ID                   string `json:"id"`
+	Name                 string `json:"name"`
+	DiscoveryDisplayName string `json:"discoveryDisplayName,omitempty"`
+}
+
+// AllowedServicePoints are the pickup service points each request type
+// may name, by type (schemas.RequestTypeHold, …), each sorted by name
+// (schemas/allowed-service-points-response.json).
+type AllowedServicePoints map[string][]AllowedServicePoint
 
 // LoanCounter counts what the item limit needs.
 type LoanCounter interface {

@@ -69,6 +69,60 @@ func (s *Service) MoveRequest(ctx context.Context, id, destination, requestType 
 	return s.storage.Request(ctx, id)
 }
 
+// The operations a request's allowed service points are asked for
+// (FOLIO's Request.Operation): a request to be created, replaced or
+// moved.
+const (
+	OperationCreate  = "create"
+	OperationReplace = "replace"
+	OperationMove    = "move"
+)
+
+// AllowedServicePointsQuery is what FOLIO's allowed service points are
+// asked of: an operation, and the requester and item of a request to be
+// created, the request to be replaced, or the request to be moved and the
+// item it is to move to (ids in lowercase).
+type AllowedServicePointsQuery struct {
+	Operation                      string
+	RequesterID, ItemID, RequestID string
+}
+
+// AllowedServicePoints is FOLIO's allowed service points
+// (schemas/allowed-service-points-response.json): for each request type
+// the requester may place for the item, the pickup service points a
+// request of it may name. Storage answers the very set it judges a
+// request placed by (Storage.AllowedServicePoints); this service only
+// says whose and which item's: a request created is asked of q's
+// requester and item; one replaced of its own requester and item, all
+// three types whatever the item's status (FOLIO's); one moved of its own
+// requester and q's item. A request, a requester or an item that does
+// not exist is refused 422 in FOLIO's words.
+func (s *Service) AllowedServicePoints(ctx context.Context, q AllowedServicePointsQuery) (json.RawMessage, error) {
+	requester, item := q.RequesterID, q.ItemID
+	if q.Operation != OperationCreate {
+		stored, err := s.storage.Request(ctx, q.RequestID)
+		if errs.IsKind(err, errs.KindNotFound) {
+			return nil, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Request with ID %s was not found", q.RequestID).
+				With("requestId", q.RequestID))
+		}
+		if err != nil {
+			return nil, err
+		}
+		var r struct {
+			RequesterID string `json:"requesterId"`
+			ItemID      string `json:"itemId"`
+		}
+		if err := json.Unmarshal(stored, &r); err != nil {
+			return nil, err
+		}
+		requester = strings.ToLower(r.RequesterID)
+		if q.Operation == OperationReplace {
+			item = strings.ToLower(r.ItemID)
+		}
+	}
+	return s.storage.AllowedServicePoints(ctx, requester, item, q.Operation == OperationReplace)
+}
+
 // requestWrites bounds how often a write of a request is judged again
 // because another write of it came first.
 const requestWrites = 3

@@ -251,12 +251,14 @@ const (
 	// not allow the request's type, the request policy does not, the
 	// requester has an open request for the item already, or has it on
 	// loan, or a hold shelf request names no pickup service point (or one
-	// that is not one).
-	CodeRequestingDisallowed         = "REQUESTING_DISALLOWED"
-	CodeRequestingDisallowedByPolicy = "REQUESTING_DISALLOWED_BY_POLICY"
-	CodeItemAlreadyRequested         = "ITEM_ALREADY_REQUESTED_BY_SAME_USER"
-	CodeItemAlreadyLoaned            = "ITEM_ALREADY_LOANED_TO_SAME_USER"
-	CodeInvalidPickupServicePoint    = "INVALID_PICKUP_SERVICE_POINT"
+	// that is not one), or one its request policy does not allow for its
+	// type (allowedServicePoints).
+	CodeRequestingDisallowed                = "REQUESTING_DISALLOWED"
+	CodeRequestingDisallowedByPolicy        = "REQUESTING_DISALLOWED_BY_POLICY"
+	CodeItemAlreadyRequested                = "ITEM_ALREADY_REQUESTED_BY_SAME_USER"
+	CodeItemAlreadyLoaned                   = "ITEM_ALREADY_LOANED_TO_SAME_USER"
+	CodeInvalidPickupServicePoint           = "INVALID_PICKUP_SERVICE_POINT"
+	CodeRequestPickupServicePointNotAllowed = "REQUEST_PICKUP_SERVICE_POINT_IS_NOT_ALLOWED"
 
 	// FOLIO's renewal refusals (mod-circulation's RenewalValidator and
 	// friends), in the order it checks them.

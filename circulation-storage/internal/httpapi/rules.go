@@ -57,6 +57,36 @@ func (s *Server) matchLoanPolicy(c echo.Context) error {
 	return c.JSON(http.StatusOK, matchJSON(m))
 }
 
+// allowedServicePoints answers, for each request type the requester may
+// place for the item, the pickup service points a request of it may name
+// (schemas/allowed-service-points-response.json), ignoring the item's
+// status when ignoreItemStatus is true (a request replaced, FOLIO's).
+func (s *Server) allowedServicePoints(c echo.Context) error {
+	var ids [2]string
+	for i, name := range []string{"requesterId", "itemId"} {
+		v, err := s.queryUUID(c, name)
+		if err != nil {
+			return err
+		}
+		if v == "" {
+			return invalidParam(name, "", "is required")
+		}
+		ids[i] = v
+	}
+	ignore, given, err := queryParam(c, "ignoreItemStatus")
+	if err != nil {
+		return err
+	}
+	if given && ignore != "true" && ignore != "false" {
+		return invalidParam("ignoreItemStatus", ignore, "must be true or false")
+	}
+	points, err := s.svc.Rules.AllowedServicePoints(c.Request().Context(), tenantOf(c), ids[0], ids[1], ignore == "true")
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, points)
+}
+
 func matchJSON(m storage.PolicyMatch) policyMatchJSON {
 	var out policyMatchJSON
 	out.LoanPolicyID = m.LoanPolicyID

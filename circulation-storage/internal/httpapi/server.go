@@ -102,6 +102,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Get("/circulation-rules-storage", s.getRules, s.tenant)
 	s.Handle(http.MethodPut, "/circulation-rules-storage", s.putRules, s.tenant)
 	s.Get("/circulation-rules-storage/loan-policy", s.matchLoanPolicy, s.tenant)
+	s.Get("/circulation-rules-storage/allowed-service-points", s.allowedServicePoints, s.tenant)
 	for _, r := range storage.Resources {
 		s.routeRecords(r)
 	}

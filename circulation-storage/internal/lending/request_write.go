@@ -26,27 +26,33 @@ import (
 //	no manual block of the requester's requests      USER_IS_BLOCKED_MANUALLY
 //	a hold shelf request's pickup point is one       INVALID_PICKUP_SERVICE_POINT
 //	the request policy allows the type               REQUESTING_DISALLOWED_BY_POLICY
+//	  and, for a hold shelf request, its pickup      REQUEST_PICKUP_SERVICE_POINT_IS_NOT_ALLOWED
+//	  location (allowedServicePoints, pickup.go)
 //
 // Every reason is reported, in that order (FOLIO's CreateRequestService),
-// and a refused request writes nothing. A request that holds makes, in the
-// same transaction, the writes its type calls for: a page moves its
+// and a refused request writes nothing. The request policy's two rules
+// are one check in FOLIO (refuseWhenRequestCannotBeFulfilled): a type the
+// policy does not allow is not asked where it may be picked up. A pickup
+// point that is no pickup location is refused as such, and not asked of
+// the policy either: the set the policy allows is of pickup locations.
+//
+// A request that holds makes, in the same transaction, the writes its
+// type calls for: a page moves its
 // available item to Paged; a recall shortens the item's open loan to the
 // loan policy's recall return interval from now, never below its minimum
 // guaranteed loan period and never later than the due date it had, once
 // per loan (dueDateChangedByRecall), the loan's action "recallrequested".
 // The triggers of migration 9 announce each change.
 
-// requestVerdictSQL reads what judging request @id of @tenant needs.
+// requestVerdictSQL reads what judging request @id of @tenant needs: its
+// requester, its item and their request policy as requestPartiesSQL
+// chooses them, and whether its pickup point is among those the policy
+// allows for its type.
 var requestVerdictSQL = `
 WITH q AS (SELECT item_id, requester_id, jsonb ->> 'requestType' AS type, jsonb ->> 'fulfillmentPreference' AS fulfillment,
                   (jsonb ->> 'pickupServicePointId')::uuid AS pickup FROM ` + postgres.Table(postgres.TableRequest) + `
             WHERE tenant_id = @tenant AND id = @id::uuid),
-     i AS (SELECT id, status_name, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id
-             FROM ` + postgres.Table(postgres.TableItem) + ` WHERE tenant_id = @tenant AND id = (SELECT item_id FROM q)),
-     u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.TablePatron) + `
-            WHERE tenant_id = @tenant AND id = (SELECT requester_id FROM q)),
-     m AS (` + policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
-	"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `)
+     ` + requestPartiesSQL("(SELECT requester_id FROM q)", "(SELECT item_id FROM q)") + `
 SELECT (SELECT type FROM q) AS type, (SELECT status_name FROM i) AS item_status,
        (SELECT fulfillment FROM q) AS fulfillment, (SELECT pickup::text FROM q) AS pickup,
        (SELECT sp.jsonb ->> 'pickupLocation' = 'true' FROM ` + postgres.Table(postgres.TableServicePoint) + ` sp
@@ -58,12 +64,8 @@ SELECT (SELECT type FROM q) AS type, (SELECT status_name FROM i) AS item_status,
        EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableLoan) + ` l, q
                 WHERE l.tenant_id = @tenant AND l.item_id = q.item_id AND l.user_id = q.requester_id AND l.status_name = 'Open') AS on_loan,
        ` + manuallyBlockedSQL("(SELECT id FROM u)", "requests") + ` AS blocked,
-       (SELECT rp.jsonb -> 'requestTypes' FROM ` + postgres.Table(postgres.TableRequestPolicy) + ` rp
-         WHERE rp.tenant_id = @tenant
-           AND rp.id = coalesce((SELECT cr.request_policy_id FROM ` + postgres.Table(postgres.TableCirculationRule) + ` cr
-                                  WHERE cr.tenant_id = @tenant AND cr.position = (SELECT rule_index FROM m)),
-                                (SELECT fallback_request_policy_id FROM ` + postgres.Table(postgres.TableCirculationRules) + `
-                                  WHERE tenant_id = @tenant))) AS policy_types`
+       (SELECT id::text FROM p) AS policy_id, (SELECT jsonb -> 'requestTypes' FROM p) AS policy_types,
+       EXISTS (SELECT 1 FROM a, q WHERE a.request_type = q.type AND a.id = q.pickup) AS pickup_allowed`
 
 // requestVerdict is requestVerdictSQL's row.
 type requestVerdict struct {
@@ -73,12 +75,18 @@ type requestVerdict struct {
 	Pickup      *string `db:"pickup"`
 	// PickupLocation is whether the pickup service point is one (nil:
 	// there is no such service point).
-	PickupLocation *bool           `db:"pickup_location"`
-	Active         bool            `db:"active"`
-	OtherRequest   *string         `db:"other_request"`
-	OnLoan         bool            `db:"on_loan"`
-	Blocked        bool            `db:"blocked"`
-	PolicyTypes    json.RawMessage `db:"policy_types"`
+	PickupLocation *bool   `db:"pickup_location"`
+	Active         bool    `db:"active"`
+	OtherRequest   *string `db:"other_request"`
+	OnLoan         bool    `db:"on_loan"`
+	Blocked        bool    `db:"blocked"`
+	// PolicyID and PolicyTypes are the request policy's id and
+	// requestTypes (nil: no policy applies).
+	PolicyID    *string         `db:"policy_id"`
+	PolicyTypes json.RawMessage `db:"policy_types"`
+	// PickupAllowed is whether the pickup service point is one the policy
+	// allows for the request's type.
+	PickupAllowed bool `db:"pickup_allowed"`
 }
 
 // refusals are the rules v breaks, in FOLIO's order, for request id of
@@ -112,8 +120,9 @@ func (v requestVerdict) refusals(id, requester, item string) []*errs.Error {
 		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedManually, "Patron blocked from requesting").
 			With("requesterId", requester))
 	}
+	holdShelf := v.Fulfillment != nil && *v.Fulfillment == "Hold Shelf"
 	switch {
-	case v.Pickup == nil && v.Fulfillment != nil && *v.Fulfillment == "Hold Shelf":
+	case v.Pickup == nil && holdShelf:
 		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeInvalidPickupServicePoint,
 			"Hold Shelf Fulfillment Requests require a Pickup Service Point").With("requestId", id))
 	case v.Pickup != nil && v.PickupLocation == nil:
@@ -123,9 +132,13 @@ func (v requestVerdict) refusals(id, requester, item string) []*errs.Error {
 		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeInvalidPickupServicePoint,
 			"Service point is not a pickup location").With("pickupServicePointId", *v.Pickup))
 	}
-	var allowed []string
-	if v.PolicyTypes != nil && (json.Unmarshal(v.PolicyTypes, &allowed) != nil || !slices.Contains(allowed, v.Type)) {
+	switch {
+	case !policyAllows(v.PolicyTypes, v.Type):
 		out = append(out, notAllowed(schemas.CodeRequestingDisallowedByPolicy))
+	case holdShelf && v.PickupLocation != nil && *v.PickupLocation && !v.PickupAllowed:
+		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeRequestPickupServicePointNotAllowed,
+			"One or more Pickup locations are no longer available").
+			With("pickupServicePointId", *v.Pickup).With("requestType", v.Type).With("requestPolicyId", postgres.Deref(v.PolicyID)))
 	}
 	return out
 }

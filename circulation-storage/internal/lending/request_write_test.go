@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,5 +171,156 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 	if _, err := lib.Create(context.Background(), f.Tenant, storage.Requests, uuid.NewString(),
 		placeDoc("Hold", records.SampleID("1004"), third)); err != nil {
 		t.Errorf("a hold of an available item without the rules: %v", err)
+	}
+}
+
+// TestAPickupPointTheRequestPolicyDoesNotAllowIsRefused follows FOLIO's
+// RequestsAPICreationTests (itemLevelRequestIsNotPlacedWhenRequestPolicy
+// DisallowsRequestedPickupServicePoint) and AllowedServicePointsAPITests:
+// a hold shelf request naming a pickup location its request policy does
+// not list for its type is refused REQUEST_PICKUP_SERVICE_POINT_IS_NOT_
+// ALLOWED with the pickup point, the type and the policy, nothing
+// written; one at a listed point holds; a type the policy lists nothing
+// for may be picked up at every pickup location; a type the policy does
+// not allow is refused for that alone. The allowed service points answer
+// the same set, for the types the item's status allows (every type when
+// it is ignored), sorted by name, without a type whose list names no
+// pickup location.
+func TestAPickupPointTheRequestPolicyDoesNotAllowIsRefused(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, records.LoadData)
+	ctx := storage.WithRequestRules(context.Background())
+	lib := newLibrary(f.DB, testPolicy)
+	rules := NewRules(f.DB, testPolicy)
+	bob, dave := records.SampleID("1002"), records.SampleID("1004")
+	shelf, other := records.SampleID("book-101"), records.SampleID("book-102")
+	desk1, desk2 := records.ServicePointDesk1, records.ServicePointDesk2
+	// A third desk, not a pickup location.
+	desk3 := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.ServicePoints, desk3, json.RawMessage(
+		`{"name":"Circ Desk 3","code":"cd3","discoveryDisplayName":"Circulation Desk -- Basement","pickupLocation":false}`)); err != nil {
+		t.Fatal(err)
+	}
+	// Pages only at Desk 2, holds anywhere, no recalls.
+	policy := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.RequestPolicies, policy, json.RawMessage(fmt.Sprintf(
+		`{"name":"Pages at Desk 2","requestTypes":["Page","Hold"],"allowedServicePoints":{"Page":[%q],"Hold":null}}`,
+		strings.ToUpper(desk2)))); err != nil {
+		t.Fatal(err)
+	}
+	withPolicy := records.SampleRules
+	withPolicy.FallbackRequestPolicyID = policy
+	if err := rules.SetRules(ctx, f.Tenant, withPolicy); err != nil {
+		t.Fatal(err)
+	}
+	at := func(kind, requester, item, pickup string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"requestType":%q,"requestLevel":"Item","requestDate":"2026-02-01T10:00:00.000Z",
+		  "requesterId":%q,"itemId":%q,"status":"Open - Not yet filled","fulfillmentPreference":"Hold Shelf","pickupServicePointId":%q}`,
+			kind, requester, item, pickup))
+	}
+	stored := func() int {
+		return f.Count(t, postgres.TableRequest, "item_id = ANY($1::uuid[])", []string{shelf, other})
+	}
+
+	// A page to pick up at Desk 1: refused, with FOLIO's parameters.
+	_, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), at("Page", bob, shelf, desk1))
+	r, ok := err.(*errs.Refusal)
+	if !ok || len(r.Errors) != 1 {
+		t.Fatalf("a page to pick up at Desk 1: %v, want one refusal", err)
+	}
+	want := errs.Error{Kind: errs.KindInvalid, Code: schemas.CodeRequestPickupServicePointNotAllowed,
+		Message: "One or more Pickup locations are no longer available",
+		Parameters: []errs.Parameter{{Key: "pickupServicePointId", Value: desk1}, {Key: "requestType", Value: "Page"},
+			{Key: "requestPolicyId", Value: policy}}}
+	if got := *r.Errors[0]; got.Kind != want.Kind || got.Code != want.Code || got.Message != want.Message ||
+		!slices.Equal(got.Parameters, want.Parameters) {
+		t.Errorf("the refusal: %+v, want %+v", got, want)
+	}
+	if n := stored(); n != 0 {
+		t.Errorf("%d requests stored after the refusal", n)
+	}
+	if n := f.Count(t, postgres.TableItem, "id = $1 AND status_name = 'Available' AND version = 1", shelf); n != 1 {
+		t.Error("the refused page changed its item")
+	}
+	// Every reason at once: a page of an item out, at Desk 1, is refused
+	// for the item's status and for the pickup point.
+	_, err = lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), at("Page", dave, records.SampleID("book-020"), desk1))
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeRequestingDisallowed, schemas.CodeRequestPickupServicePointNotAllowed}) {
+		t.Errorf("a page of a book on the hold shelf, at Desk 1: %v", err)
+	}
+	// A recall the policy does not allow is refused for that alone: its
+	// pickup point is not asked.
+	_, err = lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), at("Recall", bob, shelf, desk1))
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeRequestingDisallowed, schemas.CodeRequestingDisallowedByPolicy}) {
+		t.Errorf("a recall the policy does not allow: %v", err)
+	}
+	// A desk that is no pickup location is refused as such.
+	_, err = lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), at("Page", bob, shelf, desk3))
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeInvalidPickupServicePoint}) {
+		t.Errorf("a page to pick up at a desk that is no pickup location: %v", err)
+	}
+	if n := stored(); n != 0 {
+		t.Errorf("%d requests stored after the refusals", n)
+	}
+
+	// What the allowed service points answer for Bob and the book on the
+	// shelf: pages at Desk 2; replacing a request, whatever the status,
+	// holds too, at either desk (by name), and no recalls.
+	point := func(id, name, display string) storage.AllowedServicePoint {
+		return storage.AllowedServicePoint{ID: id, Name: name, DiscoveryDisplayName: display}
+	}
+	one := point(desk1, "Circ Desk 1", "Circulation Desk -- Hallway")
+	two := point(desk2, "Circ Desk 2", "Circulation Desk -- Back Entrance")
+	for _, c := range []struct {
+		item   string
+		ignore bool
+		want   storage.AllowedServicePoints
+	}{
+		{shelf, false, storage.AllowedServicePoints{"Page": {two}}},
+		{shelf, true, storage.AllowedServicePoints{"Page": {two}, "Hold": {one, two}}},
+	} {
+		got, err := rules.AllowedServicePoints(ctx, f.Tenant, bob, c.item, c.ignore)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("allowed service points of %s (item status ignored: %v): %v %v, want %v", c.item, c.ignore, got, err, c.want)
+		}
+	}
+
+	// A page at Desk 2 holds, and pages the book.
+	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), at("Page", bob, shelf, desk2)); err != nil {
+		t.Fatalf("a page to pick up at Desk 2: %v", err)
+	}
+	if n := f.Count(t, postgres.TableItem, "id = $1 AND status_name = 'Paged' AND version = 2", shelf); n != 1 {
+		t.Error("the page at Desk 2 did not page its book")
+	}
+	// Now Paged, the book takes holds, at either desk.
+	got, err := rules.AllowedServicePoints(ctx, f.Tenant, dave, shelf, false)
+	if want := (storage.AllowedServicePoints{"Hold": {one, two}}); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("allowed service points of the paged book: %v %v, want %v", got, err, want)
+	}
+	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), at("Hold", dave, shelf, desk1)); err != nil {
+		t.Errorf("a hold to pick up at Desk 1, which the policy lists nothing against for holds: %v", err)
+	}
+
+	// A policy whose holds may be picked up only at the desk that is no
+	// pickup location leaves holds no point to name: they are not
+	// answered.
+	if _, err := f.DB.Pool.Exec(ctx, `UPDATE `+dbtest.View(f.Tenant, postgres.TableRequestPolicy)+`
+		SET jsonb = jsonb_set(jsonb, '{allowedServicePoints,Hold}', jsonb_build_array($2::text)) WHERE id = $1`, policy, desk3); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rules.AllowedServicePoints(ctx, f.Tenant, dave, shelf, false); err != nil || len(got) != 0 {
+		t.Errorf("allowed service points with holds only at a desk that is no pickup location: %v %v, want none", got, err)
+	}
+
+	// A requester or an item that does not exist, in FOLIO's words.
+	nobody := uuid.NewString()
+	if _, err := rules.AllowedServicePoints(ctx, f.Tenant, nobody, shelf, false); err == nil ||
+		err.Error() != schemas.CodeValidation+": User with ID "+nobody+" was not found" || !errs.IsKind(err, errs.KindInvalid) {
+		t.Errorf("allowed service points of nobody: %v", err)
+	}
+	nothing := uuid.NewString()
+	if _, err := rules.AllowedServicePoints(ctx, f.Tenant, bob, nothing, false); err == nil ||
+		err.Error() != schemas.CodeValidation+": Item with id="+nothing+" cannot be found" || !errs.IsKind(err, errs.KindInvalid) {
+		t.Errorf("allowed service points of no item: %v", err)
 	}
 }

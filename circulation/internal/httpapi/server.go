@@ -86,6 +86,8 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Handle(http.MethodPost, "/circulation/loans/:id/declare-item-lost", s.declareItemLost, s.tenant)
 	s.Handle(http.MethodPost, "/circulation/requests", s.placeRequest, s.tenant)
 	s.Get("/circulation/requests", s.listRequests, s.tenant)
+	// A static path wins over /:id in the router, whatever the order.
+	s.Get("/circulation/requests/allowed-service-points", s.allowedServicePoints, s.tenant)
 	s.Get("/circulation/requests/:id", s.getRequest, s.tenant)
 	s.Handle(http.MethodPut, "/circulation/requests/:id", s.replaceRequest, s.tenant)
 	s.Handle(http.MethodPost, "/circulation/requests/:id/move", s.moveRequest, s.tenant)

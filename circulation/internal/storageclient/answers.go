@@ -140,7 +140,7 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 // policy: FOLIO's, passed on as they are.
 var requestRefusals = []string{schemas.CodeRequestingDisallowed, schemas.CodeRequestingDisallowedByPolicy,
 	schemas.CodeItemAlreadyRequested, schemas.CodeItemAlreadyLoaned, schemas.CodeInvalidPickupServicePoint,
-	schemas.CodeUserInactive, schemas.CodeUserBlockedManually, schemas.CodeItemStatusRefused, schemas.CodeItemNotLoanable,
+	schemas.CodeRequestPickupServicePointNotAllowed, schemas.CodeUserInactive, schemas.CodeUserBlockedManually, schemas.CodeItemStatusRefused, schemas.CodeItemNotLoanable,
 	schemas.CodeUserIsInactiveOrExpired, schemas.CodeNoLoanPolicy, schemas.CodeItemDeclaredLostNotRenewable,
 	schemas.CodeItemAgedToLostNotRenewable, schemas.CodeItemClaimedReturnedNotRenewable, schemas.CodeLoanNotRenewable,
 	schemas.CodeLoanRenewalLimitReached, schemas.CodeRenewalBlockedByHoldRequest, schemas.CodeRenewalWouldNotChangeDueDate}
