@@ -1,8 +1,9 @@
 package schemas
 
 // The item and request statuses the return loop writes (a check-in, the
-// hold shelf's expiry), named once: TestStatusesAreTheSchemasWords holds
-// each to the enum of item.json or request.json, FOLIO's words.
+// hold shelf's expiry, a request's expiry), named once:
+// TestStatusesAreTheSchemasWords holds each to the enum of item.json or
+// request.json, FOLIO's words.
 const (
 	ItemAvailable        = "Available"
 	ItemCheckedOut       = "Checked out"
@@ -14,6 +15,7 @@ const (
 	RequestAwaitingDelivery = "Open - Awaiting delivery"
 	RequestInTransit        = "Open - In transit"
 	RequestPickupExpired    = "Closed - Pickup expired"
+	RequestUnfilled         = "Closed - Unfilled"
 )
 
 // The request statuses and types a request placed through circulation

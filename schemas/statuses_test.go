@@ -43,7 +43,7 @@ func TestStatusesAreTheSchemasWords(t *testing.T) {
 		}
 	}
 	for _, s := range []string{RequestAwaitingPickup, RequestAwaitingDelivery, RequestInTransit, RequestPickupExpired,
-		RequestNotYetFilled, RequestCancelled} {
+		RequestUnfilled, RequestNotYetFilled, RequestCancelled} {
 		if !slices.Contains(requests, s) {
 			t.Errorf("request status %q is not in request.json's enum %v", s, requests)
 		}

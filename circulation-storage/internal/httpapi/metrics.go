@@ -76,12 +76,12 @@ func NewMetrics() *Metrics {
 		}, []string{"result"}),
 		sweeperWork: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "checkout_lock_sweeper_work_seconds",
-			Help:    "Time each kind of the sweeper's work took in a pass, by work: locks, waiters, login, history, hold_shelf.",
+			Help:    "Time each kind of the sweeper's work took in a pass, by work: locks, waiters, login, history, request_expiry, hold_shelf.",
 			Buckets: latencyBuckets,
 		}, []string{"work"}),
 		sweeperFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_lock_sweeper_failures_total",
-			Help: "The sweeper's work that failed, each tried again at the next pass while the rest was done, by work: locks, waiters, login, history, hold_shelf, and hold_shelf_request (one request past its hold shelf date that could not be closed).",
+			Help: "The sweeper's work that failed, each tried again at the next pass while the rest was done, by work: locks, waiters, login, history, request_expiry, hold_shelf, and expired_request and hold_shelf_request (one request past its expiration date, or its hold shelf date, that could not be closed).",
 		}, []string{"work"}),
 		waitDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "checkout_lock_wait_seconds",

@@ -22,6 +22,9 @@ import (
 //	the item's status allows the request's type    REQUESTING_DISALLOWED            (schemas.RequestTypesByItemStatus)
 //	the requester is active and not expired          USER_IS_INACTIVE
 //	no other open request of the requester's         ITEM_ALREADY_REQUESTED_BY_SAME_USER
+//	no automated block of the requester's requests   USER_IS_BLOCKED_AUTOMATICALLY, one a block
+//	  (automatedBlocksSQL: a limit of their patron
+//	  group's whose condition blocks requests)
 //	the requester does not have the item on loan     ITEM_ALREADY_LOANED_TO_SAME_USER
 //	no manual block of the requester's requests      USER_IS_BLOCKED_MANUALLY
 //	a hold shelf request's pickup point is one       INVALID_PICKUP_SERVICE_POINT
@@ -38,10 +41,13 @@ import (
 //
 // A request that holds makes, in the same transaction, the writes its
 // type calls for: a page moves its
-// available item to Paged; a recall shortens the item's open loan to the
-// loan policy's recall return interval from now, never below its minimum
-// guaranteed loan period and never later than the due date it had, once
-// per loan (dueDateChangedByRecall), the loan's action "recallrequested".
+// available item to Paged; a recall marks the item's open loan, once per
+// loan (dueDateChangedByRecall, the action "recallrequested", its
+// actionComment and reminders gone: FOLIO's UpdateLoan and
+// LoanPolicy.recall), and moves its due date to the loan policy's recall
+// due date when that is the earlier: the recall return interval from now,
+// never before its minimum guaranteed loan period. A recall due date
+// later than the loan's keeps the loan's, and marks it all the same.
 // The triggers of migration 9 announce each change.
 
 // requestVerdictSQL reads what judging request @id of @tenant needs: its
@@ -63,6 +69,10 @@ SELECT (SELECT type FROM q) AS type, (SELECT status_name FROM i) AS item_status,
            AND ` + records.OpenRequest("r.status") + ` AND r.id <> @id::uuid ORDER BY r.position LIMIT 1) AS other_request,
        EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableLoan) + ` l, q
                 WHERE l.tenant_id = @tenant AND l.item_id = q.item_id AND l.user_id = q.requester_id AND l.status_name = 'Open') AS on_loan,
+       (SELECT jsonb_agg(jsonb_build_object('condition', b ->> 'patronBlockConditionId', 'message', b ->> 'message')
+                         ORDER BY b ->> 'patronBlockConditionId')
+          FROM jsonb_array_elements(coalesce(` + automatedBlocksSQL("@tenant", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `, '[]'::jsonb)) b
+         WHERE (b ->> 'blockRequests')::boolean) AS automated,
        ` + manuallyBlockedSQL("(SELECT id FROM u)", "requests") + ` AS blocked,
        (SELECT id::text FROM p) AS policy_id, (SELECT jsonb -> 'requestTypes' FROM p) AS policy_types,
        EXISTS (SELECT 1 FROM a, q WHERE a.request_type = q.type AND a.id = q.pickup) AS pickup_allowed`
@@ -79,7 +89,11 @@ type requestVerdict struct {
 	Active         bool    `db:"active"`
 	OtherRequest   *string `db:"other_request"`
 	OnLoan         bool    `db:"on_loan"`
-	Blocked        bool    `db:"blocked"`
+	// Automated is the requester's automated blocks of requests
+	// (automatedBlocksSQL's with blockRequests), each its condition and
+	// message, by condition; NULL when none.
+	Automated json.RawMessage `db:"automated"`
+	Blocked   bool            `db:"blocked"`
 	// PolicyID and PolicyTypes are the request policy's id and
 	// requestTypes (nil: no policy applies).
 	PolicyID    *string         `db:"policy_id"`
@@ -111,6 +125,15 @@ func (v requestVerdict) refusals(id, requester, item string) []*errs.Error {
 	if v.OtherRequest != nil {
 		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemAlreadyRequested, "This requester already has an open request for this item").
 			With("requesterId", requester).With("itemId", item).With("requestId", *v.OtherRequest))
+	}
+	var automated []struct{ Condition, Message string }
+	if json.Unmarshal(v.Automated, &automated) == nil {
+		for _, b := range automated {
+			// FOLIO's AutomatedPatronBlocksValidator: the condition's
+			// message, one error a block.
+			out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", b.Message).
+				With("patronBlockConditionId", b.Condition))
+		}
 	}
 	if v.OnLoan {
 		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemAlreadyLoaned, "This requester currently has this item on loan.").
@@ -150,10 +173,12 @@ UPDATE ` + postgres.Table(postgres.TableItem) + ` SET jsonb = ` + records.WithMe
  WHERE tenant_id = @tenant AND id = (SELECT item_id FROM ` + postgres.Table(postgres.TableRequest) + ` WHERE tenant_id = @tenant AND id = @id::uuid)
    AND status_name IN ('Available', 'Restricted')`
 
-// recallLoanSQL shortens the open loan of recall @id's item, once: to now
-// and the policy's recallReturnInterval, but not before its loan date and
-// the minimumGuaranteedLoanPeriod, and only when that is earlier than its
-// due date.
+// recallLoanSQL marks the open loan of recall @id's item, once
+// (dueDateChangedByRecall, the action recallrequested, no actionComment
+// nor reminders), and makes it due at now and the policy's
+// recallReturnInterval, but not before its loan date and the
+// minimumGuaranteedLoanPeriod, when that is earlier than its due date: a
+// later one, or a due date that cannot be read, is kept.
 var recallLoanSQL = `
 WITH l AS (SELECT l.id, l.jsonb ->> 'dueDate' AS due_before,
                   greatest(now() + ` + periodInterval(`lp.jsonb #> '{requestManagement,recalls,recallReturnInterval}'`) + `,
@@ -164,11 +189,13 @@ WITH l AS (SELECT l.id, l.jsonb ->> 'dueDate' AS due_before,
             WHERE l.tenant_id = @tenant AND l.status_name = 'Open'
               AND l.item_id = (SELECT item_id FROM ` + postgres.Table(postgres.TableRequest) + ` WHERE tenant_id = @tenant AND id = @id::uuid)
               AND NOT coalesce((l.jsonb ->> 'dueDateChangedByRecall')::boolean, false))
-UPDATE ` + postgres.Table(postgres.TableLoan) + ` t SET jsonb = ` + records.WithMetadata(`t.jsonb || jsonb_build_object(
-         'dueDate', to_char(l.due AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-         'dueDateChangedByRecall', true, 'action', 'recallrequested')`, "@metadata_user", true) + `
+UPDATE ` + postgres.Table(postgres.TableLoan) + ` t SET jsonb = ` + records.WithMetadata(`(t.jsonb - 'actionComment' - 'reminders')
+         || jsonb_build_object('dueDateChangedByRecall', true, 'action', 'recallrequested')
+         || CASE WHEN l.due < `+postgres.StoredTime("l.due_before", "loan dueDate")+`
+                 THEN jsonb_build_object('dueDate', to_char(l.due AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                 ELSE '{}'::jsonb END`, "@metadata_user", true) + `
   FROM l
- WHERE t.tenant_id = @tenant AND t.id = l.id AND l.due < ` + postgres.StoredTime("l.due_before", "loan dueDate")
+ WHERE t.tenant_id = @tenant AND t.id = l.id`
 
 // periodInterval is SQL for the interval a FOLIO period (p, a jsonb
 // {duration, intervalId} or NULL, an SQL expression) lasts; zero for none.

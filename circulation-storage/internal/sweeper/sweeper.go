@@ -1,7 +1,8 @@
 // Package sweeper deletes what has outlived its use, on PostgreSQL, on
 // one instance at a time: expired locks and their waiters, the lock
 // history past its retention, stale sign-in counts, ended sessions and
-// their refresh tokens; and it closes the requests left on a hold shelf
+// their refresh tokens; and it closes the requests past their request
+// expiration date (lending.ExpireRequests) and those left on a hold shelf
 // past their date (lending.ExpireHoldShelves).
 package sweeper
 
@@ -72,7 +73,8 @@ type SweeperConfig struct {
 	OnPass func(d time.Duration, result string)
 	// OnWork, when set, is told of each kind of work of a pass (Work):
 	// how long it took, and its failure (nil when it did all it found to
-	// do). A hold shelf request that could not be closed is told of as
+	// do). A request past its expiration date, or its hold shelf date,
+	// that could not be closed is told of as WorkExpiredRequest, or
 	// WorkHoldShelfRequest, with no time.
 	OnWork func(work string, d time.Duration, err error)
 	// History says whether swept locks are recorded in the lock history as
@@ -261,21 +263,27 @@ const (
 	WorkWaiters          = "waiters"
 	WorkLogin            = "login"
 	WorkHistory          = "history"
+	WorkRequestExpiry    = "request_expiry"
+	WorkExpiredRequest   = "expired_request"
 	WorkHoldShelf        = "hold_shelf"
 	WorkHoldShelfRequest = "hold_shelf_request"
 )
 
 // Works are the kinds of work of a pass, in the order it does them, and
-// WorkHoldShelfRequest.
-var Works = []string{WorkLocks, WorkWaiters, WorkLogin, WorkHistory, WorkHoldShelf, WorkHoldShelfRequest}
+// WorkExpiredRequest and WorkHoldShelfRequest.
+var Works = []string{WorkLocks, WorkWaiters, WorkLogin, WorkHistory, WorkRequestExpiry, WorkHoldShelf,
+	WorkExpiredRequest, WorkHoldShelfRequest}
 
 // SweepOnce deletes every lock that has expired, of every tenant, and
 // the waiters' registrations that have lapsed, sweeps the login's counts
 // and sessions, trims the history, and closes the requests past their
-// hold shelf date; it returns how many locks it deleted. Each kind of work
-// runs on its own, and each request on a hold shelf: one that fails is
-// logged and counted (OnWork), the rest is done all the same, and what
-// failed is tried again at the next pass. The failures come back joined.
+// request expiration date, then those past their hold shelf date; it
+// returns how many locks it deleted. Each kind of work runs on its own,
+// and each request it closes: one that fails is logged and counted
+// (OnWork), the rest is done all the same, and what failed is tried again
+// at the next pass. The failures come back joined. The requests' expiry
+// comes before the hold shelf's: a request past its date, waiting behind
+// one past its hold shelf date, is closed, not handed the item.
 func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	var failures []error
 	run := func(work string, do func(context.Context) error) {
@@ -298,6 +306,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	})
 	run(WorkLogin, s.sweepLogin)
 	run(WorkHistory, s.trim)
+	run(WorkRequestExpiry, s.expireRequests)
 	run(WorkHoldShelf, s.expireHoldShelves)
 	return total, errors.Join(failures...)
 }
@@ -358,6 +367,38 @@ func (s *Sweeper) expireHoldShelves(ctx context.Context) error {
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%d requests past their hold shelf date could not be closed (%d were)", len(failed), closed)
+	}
+	return nil
+}
+
+// expireRequests closes the requests past their request expiration date,
+// a batch at a time. A request that cannot be closed is logged and
+// counted, left out of the pass's next batches and found again at the
+// next pass: it holds up no other.
+func (s *Sweeper) expireRequests(ctx context.Context) error {
+	var failed []lending.Expiring
+	closed := 0
+	for {
+		found, n, failures, err := lending.ExpireRequests(ctx, s.db, s.batchSize, failed)
+		if err != nil {
+			return err
+		}
+		closed += n
+		for _, f := range failures {
+			s.onWork(WorkExpiredRequest, 0, f.Err)
+			s.logger.WarnContext(ctx, "sweeper: a request past its expiration date could not be closed; it is tried again at the next pass",
+				slog.String("tenant", string(f.Tenant)), slog.String("request_id", f.ID), slog.Any("error", f.Err))
+			failed = append(failed, f.Expiring)
+		}
+		if found < s.batchSize {
+			break
+		}
+	}
+	if closed > 0 {
+		s.logger.InfoContext(ctx, "requests past their expiration date closed", slog.Int("closed", closed))
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d requests past their expiration date could not be closed (%d were)", len(failed), closed)
 	}
 	return nil
 }

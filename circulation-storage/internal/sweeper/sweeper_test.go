@@ -444,7 +444,8 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), WorkLocks+":") || !strings.Contains(err.Error(), WorkHoldShelf+": 1 requests") {
 		t.Errorf("the pass answered %v, want the lock sweep's failure and the request's", err)
 	}
-	want := []told{{WorkLocks, true}, {WorkWaiters, false}, {WorkLogin, false}, {WorkHistory, false}, {WorkHoldShelfRequest, true}, {WorkHoldShelf, true}}
+	want := []told{{WorkLocks, true}, {WorkWaiters, false}, {WorkLogin, false}, {WorkHistory, false}, {WorkRequestExpiry, false},
+		{WorkHoldShelfRequest, true}, {WorkHoldShelf, true}}
 	if !slices.Equal(works, want) {
 		t.Errorf("told of %v, want %v", works, want)
 	}
@@ -466,5 +467,100 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 	}
 	if s := status(bad); s != "Closed - Pickup expired" {
 		t.Errorf("the request once it can be closed: %q", s)
+	}
+}
+
+// TestRequestsPastTheirExpirationDateAreClosedEachOnItsOwn: a pass closes
+// the requests past their requestExpirationDate "Closed - Unfilled"
+// (FOLIO's scheduled request expiration, mod-circulation-storage's
+// RequestExpirationApiTest), each on its own: one whose write fails (its
+// UPDATE refused by a trigger) is told of (OnWork, expired_request, and
+// the pass's request_expiry) and logged, the other is closed all the
+// same, and the next pass closes it once it can be. The requests' expiry
+// comes before the hold shelf's: a book left on its hold shelf past its
+// date, with a request past its expiration date behind the one it waited
+// for, goes to the request after that, not to the expired one.
+func TestRequestsPastTheirExpirationDateAreClosedEachOnItsOwn(t *testing.T) {
+	t.Parallel()
+	// A database of its own: the sweeper looks at every tenant in it, and
+	// the trigger is on its shared table.
+	db := dbtest.OpenDB(t, pgtest.Fresh(t))
+	f := dbtest.LibraryIn(t, db, records.LoadData)
+	ctx := context.Background()
+	rec := records.NewRecords(db)
+	past := time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)
+	request := func(patron, item, status string, position int, dates ...string) string {
+		t.Helper()
+		d := map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
+			"requesterId": records.SampleID(patron), "itemId": item, "status": status, "position": position,
+			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": records.ServicePointDesk1}
+		for i := 0; i+1 < len(dates); i += 2 {
+			d[dates[i]] = dates[i+1]
+		}
+		doc, _ := json.Marshal(d)
+		id := uuid.NewString()
+		if _, err := rec.Create(ctx, f.Tenant, storage.Requests, id, doc); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// The one that fails first: its date is the earlier.
+	bad := request("1002", records.SampleID("book-033"), "Open - Not yet filled", 1, "requestExpirationDate",
+		time.Now().Add(-2*time.Hour).UTC().Format(schemas.TimeFormat))
+	good := request("1002", records.SampleID("book-034"), "Open - Not yet filled", 1, "requestExpirationDate", past)
+	shelf := records.SampleID("book-035")
+	f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, shelf)
+	onShelf := request("1002", shelf, "Open - Awaiting pickup", 1, "holdShelfExpirationDate", past)
+	expired := request("1003", shelf, "Open - Not yet filled", 2, "requestExpirationDate", past)
+	next := request("1004", shelf, "Open - Not yet filled", 3)
+	f.Exec(t, `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused on purpose'; END $$;
+		CREATE TRIGGER refuse_bad_request BEFORE UPDATE ON `+postgres.Table(postgres.TableRequest)+` FOR EACH ROW
+		    WHEN (OLD.id = '`+bad+`') EXECUTE FUNCTION refuse();`)
+	type told struct {
+		work string
+		err  bool
+	}
+	var works []told
+	sw := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10, OnWork: func(work string, _ time.Duration, err error) {
+		works = append(works, told{work, err != nil})
+	}})
+	state := func(id string) string {
+		t.Helper()
+		var s string
+		if err := db.Pool.QueryRow(ctx, "SELECT status || ' ' || coalesce(jsonb ->> 'position', '-') FROM "+dbtest.View(f.Tenant, "request")+
+			" WHERE id = $1", id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	_, err := sw.SweepOnce(ctx)
+	if err == nil || err.Error() != WorkRequestExpiry+": 1 requests past their expiration date could not be closed (2 were)" {
+		t.Errorf("the pass answered %v, want the request's failure alone", err)
+	}
+	want := []told{{WorkLocks, false}, {WorkWaiters, false}, {WorkLogin, false}, {WorkHistory, false}, {WorkExpiredRequest, true},
+		{WorkRequestExpiry, true}, {WorkHoldShelf, false}}
+	if !slices.Equal(works, want) {
+		t.Errorf("told of %v, want %v", works, want)
+	}
+	for id, want := range map[string]string{bad: "Open - Not yet filled 1", good: "Closed - Unfilled -",
+		onShelf: "Closed - Pickup expired -", expired: "Closed - Unfilled -", next: "Open - Awaiting pickup 1"} {
+		if got := state(id); got != want {
+			t.Errorf("request %s after the pass: %q, want %q", id, got, want)
+		}
+	}
+	if n := f.Count(t, "item", "id = $1 AND status_name = 'Awaiting pickup'", shelf); n != 1 {
+		t.Error("the book on the hold shelf left it, want it kept for the next request")
+	}
+	// Tried again at the next pass, and closed once it can be.
+	works = nil
+	if _, err := sw.SweepOnce(ctx); err == nil || !slices.Contains(works, told{WorkExpiredRequest, true}) {
+		t.Errorf("the second pass: %v, told of %v; want the request tried again", err, works)
+	}
+	f.Exec(t, `DROP TRIGGER refuse_bad_request ON `+postgres.Table(postgres.TableRequest))
+	if _, err := sw.SweepOnce(ctx); err != nil {
+		t.Errorf("the pass after the fault: %v", err)
+	}
+	if got := state(bad); got != "Closed - Unfilled -" {
+		t.Errorf("the request once it can be closed: %q", got)
 	}
 }

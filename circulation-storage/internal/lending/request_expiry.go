@@ -1,0 +1,165 @@
+package lending
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// Request expiry: an open request not yet on the hold shelf past its
+// requestExpirationDate is closed "Closed - Unfilled"
+// (schemas.RequestUnfilled), as FOLIO's scheduled request expiration
+// (mod-circulation-storage's RequestExpirationService) closes it: one
+// "Open - Not yet filled", "Open - In transit" or "Open - Awaiting
+// delivery". A request on the hold shelf waits out its
+// holdShelfExpirationDate whatever its requestExpirationDate
+// (holdshelf.go).
+//
+// Each request is closed by the record service's write of a request
+// (NewRecords), at the version read, in a transaction of its own, as a
+// cancellation is: its position given up, the requests after it moving
+// up one, and an open page's Paged item put back on the shelf when no
+// other page waits for it (Unpage, the records' PageLeft). An item in
+// transit or awaiting delivery for it goes on as it is, as after a
+// cancellation: its check-in at its destination hands it to the queue's
+// next request, or back to the shelf (returnItem). The triggers of
+// migration 9 announce each change.
+
+// expiringStatuses are the statuses a request is closed in once past its
+// requestExpirationDate (FOLIO's RequestExpirationService), as the index
+// of migration 27 lists them.
+var expiringStatuses = []string{schemas.RequestNotYetFilled, schemas.RequestInTransit, schemas.RequestAwaitingDelivery}
+
+// inExpiringStatus is SQL saying that the request row's status is one of
+// expiringStatuses.
+var inExpiringStatus = "status IN ('" + strings.Join(expiringStatuses, "', '") + "')"
+
+// expiredRequestsSQL is a batch of requests past their request expiration
+// date, of any tenant, found through the index of migration 27 and each
+// checked as a date, but those of $2 (tenants) and $3 (ids), one by one.
+// The date is the client's, with any offset from -18:00 to +18:00 and
+// either case of its T and Z: its text sorts by the date as written,
+// which is at most 18 hours ahead of the time it names, so every date
+// passed is written on a day before the one after now and 18 hours, and
+// the index finds it among those. Parameter: $1 the batch's size.
+var expiredRequestsSQL = postgres.WithTables(`
+SELECT tenant_id, id::text FROM %s
+ WHERE `+inExpiringStatus+`
+   AND jsonb ->> 'requestExpirationDate' < to_char((now() AT TIME ZONE 'UTC') + interval '42 hours', 'YYYY-MM-DD')
+   AND `+postgres.StoredTime("jsonb ->> 'requestExpirationDate'", "requestExpirationDate")+` < now()
+   AND (tenant_id, id) NOT IN (SELECT * FROM unnest($2::text[], $3::uuid[]))
+ ORDER BY jsonb ->> 'requestExpirationDate' LIMIT $1`, postgres.TableRequest)
+
+// expiredRequestSQL reads request $2 of tenant $1, its document and its
+// version, while it is still open past its request expiration date and
+// not on the hold shelf.
+var expiredRequestSQL = postgres.WithTables(`
+SELECT jsonb, version FROM %s
+ WHERE tenant_id = $1 AND id = $2::uuid AND `+inExpiringStatus+`
+   AND `+postgres.StoredTime("jsonb ->> 'requestExpirationDate'", "requestExpirationDate")+` < now()`, postgres.TableRequest)
+
+// Expiring names a request past its request expiration date: its tenant
+// and its id.
+type Expiring struct {
+	Tenant storage.Tenant
+	ID     string
+}
+
+// ExpiryFailure is a request past its request expiration date that could
+// not be closed, and why.
+type ExpiryFailure struct {
+	Expiring
+	Err error
+}
+
+// expiryWrites bounds how often the expiry of one request reads it again
+// because another write of it (its queue moving, say) came between its
+// read and its write.
+const expiryWrites = 3
+
+// ExpireRequests closes up to batch requests past their request
+// expiration date, of every tenant, each in a transaction of its own, but
+// those of skip (that failed before). Each request is closed on its own:
+// one that fails is answered in failed, and the others are closed all the
+// same. It answers how many it found and closed; err is the listing's
+// failure alone.
+func ExpireRequests(ctx context.Context, db *postgres.DB, batch int, skip []Expiring) (found, closed int, failed []ExpiryFailure, err error) {
+	tenants, ids := make([]string, len(skip)), make([]string, len(skip))
+	for i, k := range skip {
+		tenants[i], ids[i] = string(k.Tenant), k.ID
+	}
+	rows, err := db.Pool.Query(ctx, expiredRequestsSQL, batch, tenants, ids)
+	if err != nil {
+		return 0, 0, nil, postgres.Interpret(err, "")
+	}
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Expiring, error) {
+		var k Expiring
+		err := row.Scan(&k.Tenant, &k.ID)
+		return k, err
+	})
+	if err != nil {
+		return 0, 0, nil, postgres.Interpret(err, "")
+	}
+	rec := NewRecords(db)
+	for _, k := range due {
+		done, err := expireRequest(ctx, db, rec, k.Tenant, k.ID)
+		switch {
+		case err != nil:
+			failed = append(failed, ExpiryFailure{Expiring: k, Err: err})
+		case done:
+			closed++
+		}
+	}
+	return len(due), closed, failed, nil
+}
+
+// expireRequest closes request id of t, found past its request expiration
+// date, through rec's write of it at the version read, unless it was
+// filled, cancelled, given another date, put on the hold shelf or deleted
+// meanwhile (done false). A write refused because another write of the
+// request came between the read and it is read and judged again, up to
+// expiryWrites times; the last refusal is then its failure, and the
+// request is tried again at the next pass.
+func expireRequest(ctx context.Context, db *postgres.DB, rec *records.Records, t storage.Tenant, id string) (done bool, err error) {
+	for range expiryWrites {
+		var doc json.RawMessage
+		var version int
+		err = db.Pool.QueryRow(ctx, expiredRequestSQL, string(t), id).Scan(&doc, &version)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		if err != nil {
+			return false, postgres.Interpret(err, t)
+		}
+		var req map[string]any
+		if err := json.Unmarshal(doc, &req); err != nil {
+			return false, err
+		}
+		req["status"] = schemas.RequestUnfilled
+		var closedDoc json.RawMessage
+		if closedDoc, err = json.Marshal(req); err != nil {
+			return false, err
+		}
+		err = rec.Update(ctx, t, storage.Requests, id, version, closedDoc)
+		switch {
+		case err == nil:
+			return true, nil
+		case errs.IsCode(err, schemas.CodeNotFound):
+			return false, nil // deleted meanwhile
+		case !errs.IsCode(err, schemas.CodeVersionConflict) && !errs.IsCode(err, schemas.CodeConflict):
+			return false, err
+		}
+		// Written meanwhile, or moved to another item while the write
+		// waited for its queue: read again.
+	}
+	return false, err
+}

@@ -1,0 +1,1 @@
+DROP INDEX request_expiry;
