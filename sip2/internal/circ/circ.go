@@ -406,6 +406,25 @@ func (c *Client) do(ctx context.Context, tenant, address, token, method, path st
 	}
 }
 
+// Ready asks circulation whether it can answer: its readiness, which
+// asks storage's, which asks PostgreSQL. It is nil when all three answer.
+func (c *Client) Ready(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/admin/ready", nil)
+	if err != nil {
+		return err
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
+	if res.StatusCode != http.StatusOK {
+		return refusal(res.StatusCode, data)
+	}
+	return nil
+}
+
 // busyFor says whether an answer is a refusal unchecked for a moment
 // (LOGIN_BUSY, PIN_BUSY), and how long it asks to wait: its Retry-After,
 // at least minBusyWait.

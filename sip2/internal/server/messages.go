@@ -268,13 +268,17 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 	return fail, "error"
 }
 
-// status is 98: online, check-out, check-in and renewals allowed, the timeout a
-// kiosk should wait (a second more than the door waits for circulation),
-// what is supported.
+// status is 98: whether the library system is on line, and with it
+// check-out, check-in and renewals allowed (circulation's readiness, as
+// the door last asked it: online.go); the timeout a kiosk should wait (a
+// second more than the door waits for circulation); what is supported.
 func (c *conn) status(message string) *wire.Reply {
 	timeout := min((c.s.opts.CallTimeout+time.Second)/(100*time.Millisecond), 999)
-	return msg.ACSStatus{Online: true, CheckIn: true, CheckOut: true, RenewalPolicy: true, Timeout: int(timeout), Retries: 3, Date: c.now(),
-		Institution: c.cfg.Institution, Supported: Supported, Message: message}.Reply()
+	ctx, cancel := context.WithTimeout(c.s.calls, readinessTimeout)
+	defer cancel()
+	online := c.s.ready.online(ctx)
+	return msg.ACSStatus{Online: online, CheckIn: online, CheckOut: online, RenewalPolicy: online, Timeout: int(timeout), Retries: 3,
+		Date: c.now(), Institution: c.cfg.Institution, Supported: Supported, Message: message}.Reply()
 }
 
 // checkOut is 11 → 12, through circulation's check-out: under the

@@ -60,6 +60,8 @@ type Server struct {
 	// first, at most EndedSessionsKept of them: the kiosks' day, which
 	// the lock console lists beside the kiosks connected now.
 	ended []schemas.Kiosk
+	// ready is circulation's readiness, which 98 tells the kiosks.
+	ready *readiness
 }
 
 // The kiosks' day: ended sessions are listed for a day, and at most this
@@ -73,7 +75,8 @@ const (
 func New(opts Options, c *circ.Client, logger *slog.Logger, metrics *Metrics) *Server {
 	calls, abandon := context.WithCancel(context.Background())
 	return &Server{opts: opts, circ: c, logger: logger, metrics: metrics, calls: calls, abandonCalls: abandon,
-		listeners: map[string]*listener{}, conns: map[*conn]struct{}{}, perAddr: map[string]int{}}
+		listeners: map[string]*listener{}, conns: map[*conn]struct{}{}, perAddr: map[string]int{},
+		ready: &readiness{ask: c.Ready, base: calls}}
 }
 
 // listener is one configured address: its socket and its current
