@@ -35,7 +35,7 @@ type reasonJSON struct {
 // PermissionPatronSummaryDetails (a self-check machine) gets the
 // patron's name and loans only with the PIN the patron typed
 // (X-Patron-Pin), and is held to PATRON_SUMMARY_RATE summaries a minute
-// per account and address, counted before anything is read.
+// per sign-in (summaryRate), counted before anything is read.
 func (s *Server) patronSummary(c echo.Context) error {
 	barcode, err := requiredParam(c, "userBarcode")
 	if err != nil {
@@ -117,7 +117,8 @@ func (s *Server) patronAccess(c echo.Context) circulation.PatronAccess {
 }
 
 // summaryRate holds callers to a rate of patron summaries, per tenant,
-// caller and client address: a token bucket each (golang.org/x/time/rate)
+// caller and sign-in (the client address for a token of none): a token
+// bucket each (golang.org/x/time/rate)
 // that holds a minute's summaries, taken from before the summary is read.
 // The buckets are bounded in number and forgotten after two minutes
 // unused (a forgotten one starts full, as it would be by then).
@@ -134,13 +135,22 @@ func newSummaryRate(perMinute int) *summaryRate {
 // maxSummaryBuckets bounds the callers whose rate is remembered.
 const maxSummaryBuckets = 10000
 
-// take takes one summary from the caller's bucket at address, or refuses
+// take takes one summary from the bucket of the caller's sign-in (of its
+// address, for a token naming none), or refuses
 // it (429 TOO_MANY_REQUESTS, with when to try again).
 func (r *summaryRate) take(c echo.Context, address string) error {
 	if r == nil || r.perMinute <= 0 {
 		return nil
 	}
-	key := c.Request().Header.Get(schemas.HeaderTenant) + "\x00" + serverkit.Caller(c.Request().Context()) + "\x00" + address
+	// A kiosk's sign-in is its own allowance: the kiosks of a branch share
+	// an account and, behind its router, an address, and a day of honest
+	// traffic from all of them must not read as one machine enumerating
+	// patrons. Without a session (a gateway's token), the address.
+	where := "address\x00" + address
+	if claims := serverkit.Claims(c.Request().Context()); claims != nil && claims.SessionID != "" {
+		where = "session\x00" + claims.SessionID
+	}
+	key := c.Request().Header.Get(schemas.HeaderTenant) + "\x00" + serverkit.Caller(c.Request().Context()) + "\x00" + where
 	r.mu.Lock()
 	l, ok := r.buckets.Get(key)
 	if !ok {
