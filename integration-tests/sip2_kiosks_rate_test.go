@@ -3,8 +3,8 @@ package integration
 import (
 	"fmt"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
@@ -32,7 +32,9 @@ func TestKiosksBehindOneAddressAreNeverToldBusy(t *testing.T) {
 		t.Helper()
 		return k.Send("23001" + harness.SIP2Date() + "AOdiku|AA" + patron + "|")
 	}
-	busy := func(reply string) bool { return strings.Contains(strings.ToLower(harness.SIP2Field(reply, "AF")), "busy") }
+	busy := func(reply string) bool {
+		return strings.Contains(strings.ToLower(harness.SIP2Field(reply, "AF")), "busy")
+	}
 	kiosks := make([]*harness.SIP2Client, 20)
 	for i := range kiosks {
 		kiosks[i] = harness.DialSIP2From(t, branch, door.SIP2Addr)
