@@ -42,6 +42,10 @@ type SIP2 struct {
 	// WriteTimeout closes a connection that does not take a reply within
 	// it (a kiosk that stopped reading).
 	WriteTimeout time.Duration `env:"SIP2_WRITE_TIMEOUT" envDefault:"10s"`
+	// OfflineWithin bounds how old a transaction a kiosk made offline and
+	// sends later (no block = Y) may be: an older one is refused, with a
+	// screen message, for the desk to handle.
+	OfflineWithin time.Duration `env:"SIP2_OFFLINE_WITHIN" envDefault:"72h"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// ShutdownTimeout bounds a stop (SIGTERM): every connection's message
@@ -94,7 +98,7 @@ func (c SIP2) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"SIP2_LOGIN_TIMEOUT": c.LoginTimeout, "SIP2_IDLE_TIMEOUT": c.IdleTimeout, "SIP2_LINE_TIMEOUT": c.LineTimeout,
-		"SIP2_WRITE_TIMEOUT": c.WriteTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout,
+		"SIP2_WRITE_TIMEOUT": c.WriteTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout, "SIP2_OFFLINE_WITHIN": c.OfflineWithin,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 10s, got %s", name, d))

@@ -71,7 +71,8 @@ func run(ctx context.Context, environ map[string]string, stdout io.Writer, reloa
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv := server.New(server.Options{MaxLine: cfg.MaxLine, MaxConnections: cfg.MaxConnections,
 		MaxConnectionsPerAddress: cfg.MaxConnectionsPerAddress, LoginTimeout: cfg.LoginTimeout, IdleTimeout: cfg.IdleTimeout,
-		LineTimeout: cfg.LineTimeout, WriteTimeout: cfg.WriteTimeout, CallTimeout: cfg.CallTimeout},
+		LineTimeout: cfg.LineTimeout, WriteTimeout: cfg.WriteTimeout, CallTimeout: cfg.CallTimeout,
+		OfflineWithin: cfg.OfflineWithin},
 		circ.New(cfg.CirculationURL, cfg.CallTimeout, roots), logger, server.NewMetrics(reg))
 	if err := srv.Apply(listeners); err != nil {
 		return err

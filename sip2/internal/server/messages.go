@@ -28,12 +28,15 @@ var Supported = msg.Supported(func(code string) bool { return implemented[code] 
 
 // Screen messages (AF).
 const (
-	msgBusy        = "System busy, please try again"
-	msgLogInFirst  = "Please log in first"
-	msgMalformed   = "The message's fixed fields are malformed"
-	msgUnsupported = "This request is not supported here"
-	msgBarcodes    = "Scan the patron's card and the item"
-	msgCheckedIn   = "Item checked in"
+	msgBusy = "System busy, please try again"
+	// msgOfflineTooOld refuses a transaction made offline longer ago than
+	// the door takes (SIP2_OFFLINE_WITHIN).
+	msgOfflineTooOld = "This offline transaction is too old to record here: please see the desk"
+	msgLogInFirst    = "Please log in first"
+	msgMalformed     = "The message's fixed fields are malformed"
+	msgUnsupported   = "This request is not supported here"
+	msgBarcodes      = "Scan the patron's card and the item"
+	msgCheckedIn     = "Item checked in"
 	// A check-in whose item a request waits for: on the hold shelf here,
 	// or in transit to the request's pickup point.
 	msgHoldHere      = "Item checked in: put it on the hold shelf"
@@ -450,9 +453,23 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	if item == "" {
 		return reply(false, "", msgBarcodes), "refused"
 	}
+	// A check-in the kiosk made offline and sends now (no block) happened
+	// at its transaction date when it names no return date: it is dated
+	// then, within the door's bound.
+	returned := m.ReturnDate
+	if m.NoBlock && strings.TrimSpace(returned) == "" {
+		returned = m.TransactionDate
+	}
+	at := c.returnedAt(returned)
+	if m.NoBlock && c.s.opts.OfflineWithin > 0 && time.Since(at) > c.s.opts.OfflineWithin {
+		c.s.logger.Warn("an offline check-in older than SIP2_OFFLINE_WITHIN: refused, for the desk",
+			slog.String("tenant", c.cfg.Tenant), slog.String("item", item), slog.Time("at", at),
+			slog.Duration("offline_within", c.s.opts.OfflineWithin))
+		return reply(false, "", msgOfflineTooOld), "refused"
+	}
 	ctx, cancel := c.call()
 	defer cancel()
-	ret, err := c.s.circ.CheckIn(ctx, s, item, c.cfg.ServicePointID, c.returnedAt(m.ReturnDate))
+	ret, err := c.s.circ.CheckIn(ctx, s, item, c.cfg.ServicePointID, at)
 	if err == nil {
 		r := msg.CheckInResponse{OK: true, Date: c.now(), Institution: c.cfg.Institution, Item: item, Title: ret.Title, Message: msgCheckedIn}
 		switch ret.Status {

@@ -30,6 +30,9 @@ type Options struct {
 	LineTimeout              time.Duration
 	WriteTimeout             time.Duration
 	CallTimeout              time.Duration
+	// OfflineWithin bounds the age of a transaction made offline and
+	// sent later (no block = Y): older, it is refused.
+	OfflineWithin time.Duration
 }
 
 // Server is the door: its listeners, the connections they accepted, and
