@@ -2,7 +2,6 @@ package integration
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -113,10 +112,20 @@ func TestEventsFrozenLeaderIsReplaced(t *testing.T) {
 	}
 	// The standby reads the age once per try to lead. Beside the other
 	// integration packages it was seen, in some runs, to report none
-	// before it led (not yet explained, and not seen alone): an age read
-	// must never shrink; none read is logged.
-	if !slices.IsSorted(ages) {
-		t.Errorf("the standby's checkout_outbox_oldest_age_seconds while the leader was frozen: %v, want it never smaller", ages)
+	// before it led (not yet explained, and not seen alone). The leader
+	// is frozen, PostgreSQL is not: what the leader had sent before it
+	// stopped (its marks of the events it had published) may still
+	// commit, and the oldest event waiting then be a later one, once. So
+	// the age read shrinks at most once, and grows over the freeze; none
+	// read is logged.
+	shrank := 0
+	for i := 1; i < len(ages); i++ {
+		if ages[i] < ages[i-1] {
+			shrank++
+		}
+	}
+	if shrank > 1 || len(ages) > 1 && ages[len(ages)-1] <= ages[0] {
+		t.Errorf("the standby's checkout_outbox_oldest_age_seconds while the leader was frozen: %v, want it growing, smaller at most once", ages)
 	}
 	if len(ages) == 0 {
 		t.Log("the standby reported no age of the backlog while the leader was frozen")
