@@ -31,7 +31,7 @@ type contractOp struct {
 	// request is the schema of the body it takes, nil for none.
 	request *jsonschema.Schema
 	// lenient, for a body whose members the schema does not name are
-	// ignored (schemas.LenientExtension), names that schema.
+	// ignored (Route.Lenient), names that schema.
 	lenient string
 	// answers are the declared statuses ("201", "4XX"), each with the
 	// schema of its JSON body (nil for no body or one not JSON).
@@ -65,7 +65,6 @@ func loadContract(service string) (*contract, error) {
 				Content map[string]struct {
 					Schema map[string]any `json:"schema"`
 				} `json:"content"`
-				Lenient bool `json:"x-unknown-members-ignored"`
 			} `json:"requestBody"`
 			Responses map[string]struct {
 				Ref     string `json:"$ref"`
@@ -134,11 +133,11 @@ func loadContract(service string) (*contract, error) {
 				if o.request, err = compile(body); err != nil {
 					return nil, err
 				}
-				if op.RequestBody.Lenient {
+				if r, ok := schemas.RouteFor(service, o.method, path); ok && r.Lenient {
 					// Members the schema does not name are ignored: the
-					// body is held to the schema as the service holds it.
-					ref, _ := body["$ref"].(string)
-					o.lenient = strings.TrimPrefix(ref, "#/components/schemas/") + ".json"
+					// body is held to the schema as the service holds it
+					// (the description says so: schemas.LenientExtension).
+					o.lenient = r.Request
 				}
 			}
 			for status, r := range op.Responses {
