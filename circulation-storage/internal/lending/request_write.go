@@ -61,7 +61,7 @@ WITH q AS (SELECT item_id, requester_id, jsonb ->> 'requestType' AS type, jsonb 
      ` + requestPartiesSQL("(SELECT requester_id FROM q)", "(SELECT item_id FROM q)") + `
 SELECT (SELECT type FROM q) AS type, (SELECT status_name FROM i) AS item_status,
        (SELECT fulfillment FROM q) AS fulfillment, (SELECT pickup::text FROM q) AS pickup,
-       (SELECT sp.jsonb ->> 'pickupLocation' = 'true' FROM ` + postgres.Table(postgres.TableServicePoint) + ` sp
+       (SELECT coalesce(sp.jsonb ->> 'pickupLocation' = 'true', false) FROM ` + postgres.Table(postgres.TableServicePoint) + ` sp
          WHERE sp.tenant_id = @tenant AND sp.id = (SELECT pickup FROM q)) AS pickup_location,
        coalesce((SELECT ` + patronActiveSQL("u") + ` FROM u), false) AS active,
        (SELECT r.id::text FROM ` + postgres.Table(postgres.TableRequest) + ` r, q

@@ -62,6 +62,12 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 	requests := func() int {
 		return f.Count(t, postgres.TableRequest, "item_id = ANY($1::uuid[])", []string{available, out})
 	}
+	// A desk that does not say it is a pickup location is not one.
+	unsaid := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.ServicePoints, unsaid, json.RawMessage(
+		`{"name":"Circ Desk 4","code":"cd4","discoveryDisplayName":"Circulation Desk -- Attic"}`)); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, c := range []struct {
 		name string
@@ -77,10 +83,17 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 		{"a hold to pick up nowhere", json.RawMessage(fmt.Sprintf(`{"requestType":"Hold","requestDate":"2026-02-01T10:00:00.000Z",
 		  "requesterId":%q,"itemId":%q,"status":"Open - Not yet filled","fulfillmentPreference":"Hold Shelf"}`, bob, out)),
 			[]string{schemas.CodeInvalidPickupServicePoint}},
+		{"a hold to pick up at a desk that does not say it is a pickup location", json.RawMessage(fmt.Sprintf(`{"requestType":"Hold",
+		  "requestDate":"2026-02-01T10:00:00.000Z","requesterId":%q,"itemId":%q,"status":"Open - Not yet filled",
+		  "fulfillmentPreference":"Hold Shelf","pickupServicePointId":%q}`, bob, out, unsaid)),
+			[]string{schemas.CodeInvalidPickupServicePoint}},
 	} {
 		_, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), c.doc)
 		if got := refusedCodes(err); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if strings.Contains(c.name, "does not say") && !strings.Contains(err.Error(), "Service point is not a pickup location") {
+			t.Errorf("%s: %v, want it named no pickup location", c.name, err)
 		}
 		if n := requests(); n != 0 {
 			t.Fatalf("%s: %d requests stored after a refusal", c.name, n)
