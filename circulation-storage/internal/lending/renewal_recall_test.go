@@ -16,13 +16,17 @@ import (
 )
 
 // TestARenewalAndARecallAreDecidedOneAfterTheOther: a renewal of a loan
-// and a recall of its item at once, twenty rounds. The renewal's statement
-// is held on the loan's row (another client locks it) after it has begun,
-// and the recall is placed meanwhile. Decided one after the other, either
-// the recall comes first and the renewal is refused for it, or the
-// renewal comes first and the recall shortens the renewed loan: never a
-// loan renewed with a recall open that left it alone (each judging from
-// what it read before the other's commit).
+// and a recall of its item at once, or a hold, twenty rounds, one kind of
+// request in turn. The renewal's statement is held on the loan's row
+// (another client locks it) after it has begun, and the request is placed
+// meanwhile. Decided one after the other, either the request comes first
+// and the renewal is refused for it, or the renewal comes first and the
+// request is placed after it (a recall shortening the renewed loan):
+// never a loan renewed with a recall open that left it alone, nor one
+// renewed past a hold placed while it ran (each judging from what it read
+// before the other's commit). A recall marks the loan, so its write meets
+// the renewal's at the loan's version too; a hold writes nothing of the
+// loan, and only the item's queue, which the renewal takes, orders them.
 func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 	t.Parallel()
 	f := dbtest.SetupLibrary(t, records.LoadData)
@@ -38,6 +42,7 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 	stamp := func(d time.Duration) string { return time.Now().Add(d).UTC().Format("2006-01-02T15:04:05.000Z") }
 	for round := range 20 {
 		item := records.SampleID(fmt.Sprintf("book-%03d", 101+round))
+		kind := []string{"Recall", "Hold"}[round%2]
 		loanID := uuid.NewString()
 		loan := func(due, action string, count int) json.RawMessage {
 			return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":%q,"dueDate":%q,"action":%q,"renewalCount":%d,
@@ -58,7 +63,7 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 		dbtest.Eventually(t, "the renewal waiting for the loan's row", func() bool { renewal = row.blocked(t, f); return renewal != 0 })
 		recalled := make(chan error, 1)
 		go func() {
-			_, err := lib.Create(storage.WithRequestRules(ctx), f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Recall", bob, item))
+			_, err := lib.Create(storage.WithRequestRules(ctx), f.Tenant, storage.Requests, uuid.NewString(), placeDoc(kind, bob, item))
 			recalled <- err
 		}()
 		var recallErr error
@@ -72,6 +77,8 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 				return blockedBy(t, f, renewal)
 			}
 		})
+		// The request placed while the renewal ran, not waiting for it.
+		placedMeanwhile := recallDone && recallErr == nil
 		row.let(t)
 		renewErr := <-renewed
 		if !recallDone {
@@ -90,6 +97,17 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 			t.Fatal(err)
 		}
 		recalls := f.Count(t, postgres.TableRequest, "item_id = $1 AND jsonb ->> 'requestType' = 'Recall' AND left(status, 5) = 'Open '", item)
+		if kind == "Hold" {
+			switch {
+			case renewErr == nil && placedMeanwhile:
+				t.Errorf("round %d: the loan renewed past a hold placed while the renewal ran: %s", round, doc)
+			case renewErr != nil && !dbtest.IsCode(renewErr, "RENEWAL_BLOCKED_BY_HOLD_REQUEST"):
+				t.Errorf("round %d: the renewal: %v, want written or refused for the hold", round, renewErr)
+			case recallErr != nil:
+				t.Errorf("round %d: the hold: %v, want placed", round, recallErr)
+			}
+			continue
+		}
 		switch {
 		case got.RenewalCount == 1 && recalls == 1 && !got.ByRecall:
 			t.Errorf("round %d: the loan renewed (%v) and a recall open (%v) that left it alone: %s", round, renewErr, recallErr, doc)
