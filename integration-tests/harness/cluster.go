@@ -491,7 +491,7 @@ func (c *Cluster) SetupLibrary(patrons, itemsPerPatron, itemLimit int) Library {
 		var out struct {
 			ID string `json:"id"`
 		}
-		c.Do(s, "POST", path, body).Want(c.t, http.StatusCreated).Decode(c.t, &out)
+		c.setUp(path, body).Want(c.t, http.StatusCreated).Decode(c.t, &out)
 		return out.ID
 	}
 	c.AddServicePoint(c.t)
@@ -521,7 +521,7 @@ func (c *Cluster) SetupLibrary(patrons, itemsPerPatron, itemLimit int) Library {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			r := c.Do(s, "POST", "/users", map[string]any{"barcode": barcode, "active": true, "patronGroup": group,
+			r := c.setUp("/users", map[string]any{"barcode": barcode, "active": true, "patronGroup": group,
 				"personal": map[string]any{"lastName": "Patron " + barcode}})
 			if r.Status != http.StatusCreated {
 				errs <- fmt.Sprintf("create user %s: %d %s", barcode, r.Status, r.Body)
@@ -529,7 +529,7 @@ func (c *Cluster) SetupLibrary(patrons, itemsPerPatron, itemLimit int) Library {
 			var items []string
 			for i := range itemsPerPatron {
 				ib := fmt.Sprintf("%s-I%03d", barcode, i)
-				r := c.Do(s, "POST", "/item-storage/items", map[string]any{"barcode": ib, "title": "Item " + ib,
+				r := c.setUp("/item-storage/items", map[string]any{"barcode": ib, "title": "Item " + ib,
 					"status": map[string]any{"name": "Available"}, "materialTypeId": material, "permanentLoanTypeId": loanType})
 				if r.Status != http.StatusCreated {
 					errs <- fmt.Sprintf("create item %s: %d %s", ib, r.Status, r.Body)
@@ -548,6 +548,23 @@ func (c *Cluster) SetupLibrary(patrons, itemsPerPatron, itemLimit int) Library {
 	}
 	return lib
 }
+
+// setUp creates a record of the library a test starts from, at storage:
+// an answer 503 (the database not answering for a moment, as a Patroni
+// cluster's leader under the load of its start may not) is asked again,
+// for up to setUpPatience. What a test then does is not: only the
+// library it starts from is made this way.
+func (c *Cluster) setUp(path string, body map[string]any) Response {
+	var r Response
+	Poll(setUpPatience, 100*time.Millisecond, func() bool {
+		r = c.Do(c.Storage, "POST", path, body)
+		return r.Status != http.StatusServiceUnavailable
+	})
+	return r
+}
+
+// setUpPatience bounds how long setUp asks again.
+const setUpPatience = 30 * time.Second
 
 // Account makes an account in the cluster's tenant, a person with role
 // who signs in with username and password, and returns its id.
