@@ -72,10 +72,14 @@ const (
 	// EventWaiterGaveUp: a waiting acquisition (By) ended without the lock,
 	// after WaitedMs, while the lock was held.
 	EventWaiterGaveUp EventType = "waiter_gave_up"
+	// EventLentOffline: a check-out a self-check machine made offline was
+	// recorded past a rule a live one keeps (LoanID, BrokenRules; By, the
+	// account that sent it), in the write that recorded it.
+	EventLentOffline EventType = "lent_offline"
 )
 
 // EventTypes lists every event type.
-var EventTypes = []EventType{EventExpired, EventTakenOver, EventReleasedByOther, EventWaiterGaveUp}
+var EventTypes = []EventType{EventExpired, EventTakenOver, EventReleasedByOther, EventWaiterGaveUp, EventLentOffline}
 
 // LockEvent is one event of a tenant's lock history.
 type LockEvent struct {
@@ -90,6 +94,10 @@ type LockEvent struct {
 	// (AcquiredBy), the waiter.
 	By       Holder
 	WaitedMs int
+	// LoanID and BrokenRules are a loan lent offline and the rules it
+	// broke (EventLentOffline).
+	LoanID      string
+	BrokenRules []string
 }
 
 // EventObserver is told of the lock history's events as they are written,

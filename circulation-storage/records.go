@@ -221,6 +221,12 @@ type CheckOutWrite struct {
 	// schemas.HeaderCheckOutOverride). The lock and its fence still hold
 	// it.
 	OverrideItemLimit, OverridePatronBlock, OverrideItemNotLoanable bool
+	// Offline records a check-out a self-check machine made offline past
+	// every rule a live one keeps but the lock, its fence and the item's
+	// version (schemas.OfflineRules): it already happened. Its loan
+	// carries offline; the rules it broke are recorded on it, in its
+	// event and in the lock history. It needs PermissionCheckOutOverride.
+	Offline bool
 	// AcquireInWrite, with LockID and ReleaseLock, has the write take the
 	// lock LockID names itself, inside its own transaction
 	// (locksql.AcquireInWrite), and drop it before it commits, whatever it

@@ -97,6 +97,10 @@ type CheckOutRequest struct {
 	// Overrides are the blocks a librarian overrides, already allowed
 	// (the caller holds their permissions).
 	Overrides Overrides
+	// Offline, when set, is a check-out a self-check machine made
+	// offline, already allowed (the caller holds its permission):
+	// recorded past the rules a live one keeps (offline.go).
+	Offline *Offline
 }
 
 // Overrides are FOLIO's overrideBlocks of a check-out: which blocks to
@@ -106,6 +110,9 @@ type Overrides struct {
 	PatronBlock, ItemLimit, ItemNotLoanable bool
 	DueDate                                 time.Time
 	Comment                                 string
+	// Offline lifts, at storage, every rule a check-out made offline is
+	// recorded past (set by the write of one, never by a caller).
+	Offline bool
 }
 
 // Any says whether any block is overridden.
@@ -152,6 +159,14 @@ type checkOut struct {
 // acquired by a call of its own, FOLIO's way, and released by the write,
 // or by a call of its own on every other path.
 func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
+	if req.Offline != nil {
+		return s.checkOutOffline(ctx, req)
+	}
+	return s.checkOut(ctx, req)
+}
+
+// checkOut is CheckOut's check-out, made live or offline.
+func (s *Service) checkOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
 	if req.LoanDate.IsZero() {
 		req.LoanDate = s.now().UTC().Truncate(time.Millisecond)
 	}
@@ -352,6 +367,10 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	}
 	if reads.Patron != nil {
 		refusals = append(refusals, s.checkPolicy(&co, reads)...)
+	}
+	if req.Offline != nil {
+		// It already happened: refused only for what cannot be lent past.
+		refusals = slices.DeleteFunc(refusals, func(e *errs.Error) bool { return schemas.OfflineLifts(e.Code) })
 	}
 	if len(refusals) > 0 {
 		return co, &errs.Refusal{Errors: refusals}
@@ -628,7 +647,7 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 		defer leave()
 	}
 	loan := Loan{
-		ID:                     uuid.NewString(),
+		ID:                     co.loanID(),
 		UserID:                 co.patron.ID,
 		ItemID:                 co.item.ID,
 		LoanDate:               co.req.LoanDate,
@@ -649,7 +668,12 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 			loan.DueDate = o.DueDate
 		}
 	}
-	stored, err := s.storage.CheckOutItem(call, loan, co.item, lockID, acquire, co.req.Overrides)
+	lifted := co.req.Overrides
+	if off := co.req.Offline; off != nil {
+		loan.DueDate, loan.Offline = off.dueDate(co), &OfflineRecord{TransactionDate: off.TransactionDate, RecordedBy: off.RecordedBy}
+		lifted.Offline = true
+	}
+	stored, err := s.storage.CheckOutItem(call, loan, co.item, lockID, acquire, lifted)
 	if err == nil {
 		return written{CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}, stored.LockReleased, stored.LockWaited}, nil
 	}

@@ -2,11 +2,9 @@ package circulation
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
-	"github.com/checkoutlock/schemas/selfcheck"
 )
 
 // PatronAccess is what a caller may learn of a patron and do for them:
@@ -27,16 +25,8 @@ type PatronAccess struct {
 // logged): a value nobody can read must not let a kiosk act for a patron
 // on the card alone.
 func (s *Service) PinRequired(ctx context.Context) (bool, error) {
-	entry, found, err := s.storage.Setting(ctx, selfcheck.Scope, selfcheck.Key)
-	if err != nil || !found {
-		return false, err
-	}
-	settings, ferr := selfcheck.Decode(entry.Value)
-	if ferr != nil {
-		s.logger.WarnContext(ctx, "self-check settings unreadable, requiring patrons' pins", slog.String("error", ferr.Error()))
-		return true, nil
-	}
-	return settings.PinRequired(), nil
+	settings, err := s.selfCheck(ctx)
+	return settings.PinRequired(), err
 }
 
 // pinBeforeAnything refuses, before anything of the patron or the item is

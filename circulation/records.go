@@ -299,8 +299,21 @@ type Loan struct {
 	// made at it (storage refuses it with LOAN_CHANGED when another write
 	// came first).
 	Version int
+	// Offline says the loan was made at a self-check machine while the
+	// library system could not answer, and recorded later; nil for a loan
+	// made live.
+	Offline *OfflineRecord
 	// Doc is the record as storage holds it, for updates.
 	Doc json.RawMessage
+}
+
+// OfflineRecord is what a loan made offline says of itself (loan.json's
+// offline): when it was made, the account that sent it, and the rules it
+// broke, as storage judged them in the write.
+type OfflineRecord struct {
+	TransactionDate time.Time
+	RecordedBy      string
+	BrokenRules     []string
 }
 
 // OpenLoan is an item's open loan as a check-out's or a renewal's

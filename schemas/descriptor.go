@@ -141,7 +141,7 @@ func Descriptor(service string) []byte {
 			for _, o := range OverridePermissions {
 				h.PermissionsDesired = append(h.PermissionsDesired, o.Permission)
 			}
-			h.PermissionsDesired = append(h.PermissionsDesired, PermissionOverrideLoanDate)
+			h.PermissionsDesired = append(h.PermissionsDesired, PermissionOverrideLoanDate, PermissionCheckOutOffline)
 		case r.Service == ServiceCirculation && r.Method == "GET" && r.Path == "/circulation/patron-summary":
 			h.PermissionsDesired = []string{PermissionPatronSummaryDetails}
 		}
@@ -184,7 +184,7 @@ func Descriptor(service string) []byte {
 			Description: "Release a live check-out lock acquired by someone else (recorded in the lock history as released_by_other)"},
 			permissionSet{PermissionName: PermissionCheckOutOverride,
 				DisplayName: service + ": write a check-out past the limits an override lifts",
-				Description: "Write a check-out's loan past the item limit or a patron block (X-Check-Out-Override), still under the patron's lock"})
+				Description: "Write a check-out's loan past the item limit or a patron block, or one made offline past every rule (X-Check-Out-Override), still under the patron's lock"})
 	}
 	if service == ServiceCirculation {
 		for _, o := range OverridePermissions {
@@ -194,6 +194,7 @@ func Descriptor(service string) []byte {
 		for _, p := range []struct{ name, display string }{
 			{PermissionOverrideLoanDate, "check an item out with a loan date more than five minutes before now"},
 			{PermissionPatronSummaryDetails, "read a patron's name and loans out in a patron summary without the patron's PIN"},
+			{PermissionCheckOutOffline, "record a check-out a self-check machine made offline, dated when it happened, past the rules a live one keeps"},
 		} {
 			d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: p.name,
 				DisplayName: service + ": " + p.display, Description: p.display})

@@ -180,6 +180,9 @@ var Routes = slices.Concat(
 			"read what a self-check machine shows a patron: whether they may borrow and why not, the loans counted and the item limit; with the patron's PIN, who they are and their loans out",
 			PermissionPatronSummary, PermissionVerifyPin).
 			reads("userBarcode").heeds(HeaderPatronPin).answers(200, "circulation-patron-summary.json"),
+		circ("GET", "/circulation/settings/self-check", PermissionSelfCheckSettings,
+			"read what the library asks of its self-check machines: whether a patron's PIN is required, and whether check-outs made offline are taken",
+			"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation")).answers(200, "self-check-settings-effective.json"),
 		circ("GET", "/circulation/item-summary", "circulation.item-summary.get",
 			"read what a self-check machine shows of an item: its title, status and due date",
 			"inventory-storage.items.collection.get", "circulation-storage.loans.collection.get").
@@ -475,6 +478,11 @@ var OverridePermissions = []struct{ Block, Permission, Display string }{
 // nobody's token reaches storage with it but the tenant administrator's.
 const PermissionCheckOutOverride = "circulation-storage.loans.check-out.override"
 
+// PermissionSelfCheckSettings reads the tenant's self-check settings as
+// they apply (GET /circulation/settings/self-check): a SIP2 door asks it
+// for a kiosk's status (offline ok).
+const PermissionSelfCheckSettings = "circulation.settings.self-check.get"
+
 // PermissionSessionGet reads at storage whether a sign-in's session is
 // alive: every handler of circulation holds it, to refuse the tokens of a
 // session that has ended.
@@ -616,8 +624,8 @@ var modulePermissionIndex = func() map[routeKey][]string {
 // which calls storage as itself. Only the tenant administrator reaches
 // storage directly.
 var (
-	selfCheckRole = []string{"circulation.check-out-by-barcode.post", "circulation.check-in-by-barcode.post",
-		"circulation.renew-by-barcode.post",
+	selfCheckRole = []string{"circulation.check-out-by-barcode.post", PermissionCheckOutOffline, "circulation.check-in-by-barcode.post",
+		"circulation.renew-by-barcode.post", PermissionSelfCheckSettings,
 		"circulation.patron-summary.get", "circulation.item-summary.get", "circulation.patron-pin.verify.post"}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
@@ -649,7 +657,7 @@ func tenantAdmin() []string {
 	}
 	return append(out, SettingsScopeRead("mod-circulation"), SettingsScopeWrite("mod-circulation"), PermissionReleaseOthers,
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate,
-		PermissionPatronSummaryDetails, PermissionCheckOutOverride)
+		PermissionPatronSummaryDetails, PermissionCheckOutOverride, PermissionCheckOutOffline)
 }
 
 // PermissionSetNamed returns the permission set named name.

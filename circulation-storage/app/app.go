@@ -104,7 +104,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
 	recordService := lending.NewRecords(db)
 	loans := lending.NewLoans(db, policy, lending.BurstConfig{MaxWaitingPerPatron: cfg.BurstMaxWaitingPerPatron,
-		MaxWaiting: cfg.BurstMaxWaiting, Observer: metrics, Logger: logger}, released)
+		MaxWaiting: cfg.BurstMaxWaiting, Observer: metrics, Logger: logger}, released, postgres.LockHistory(cfg.LockHistory, metrics))
 	lockService := locks.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
 	waiters = storage.NewWaiters(lockService, metrics, storage.WaitConfig{
 		Poll: cfg.LockWaitPoll, PollUnlistened: cfg.LockWaitPollUnlistened,

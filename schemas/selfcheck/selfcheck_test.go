@@ -17,24 +17,29 @@ func TestDecodeIsTheSchema(t *testing.T) {
 	for _, tc := range []struct {
 		value    string
 		required bool
+		offline  bool   // check-outs made offline taken
 		field    string // the field refused; "-" for none, "" for the value as a whole
 	}{
-		{`{}`, false, "-"},
-		{`{"patronPin":"off"}`, false, "-"},
-		{`{"patronPin":"required"}`, true, "-"},
-		{`{"patronPin":"Required"}`, false, "patronPin"},
-		{`{"patronPin":null}`, false, "patronPin"},
-		{`{"patronPin":true}`, false, "patronPin"},
-		{`{"patronPin":"required","pinRequired":true}`, false, "pinRequired"},
-		{`"{\"patronPin\":\"required\"}"`, false, ""},
-		{`[]`, false, ""},
-		{`null`, false, ""},
+		{`{}`, false, true, "-"},
+		{`{"patronPin":"off"}`, false, true, "-"},
+		{`{"patronPin":"required"}`, true, true, "-"},
+		{`{"offlineLending":"off"}`, false, false, "-"},
+		{`{"offlineLending":"on","patronPin":"required"}`, true, true, "-"},
+		{`{"offlineLending":"Off"}`, false, false, "offlineLending"},
+		{`{"offlineLending":false}`, false, false, "offlineLending"},
+		{`{"patronPin":"Required"}`, false, false, "patronPin"},
+		{`{"patronPin":null}`, false, false, "patronPin"},
+		{`{"patronPin":true}`, false, false, "patronPin"},
+		{`{"patronPin":"required","pinRequired":true}`, false, false, "pinRequired"},
+		{`"{\"patronPin\":\"required\"}"`, false, false, ""},
+		{`[]`, false, false, ""},
+		{`null`, false, false, ""},
 	} {
 		s, ferr := selfcheck.Decode(json.RawMessage(tc.value))
 		schemaErr := set.ValidateJSON("self-check-settings.json", []byte(tc.value))
 		switch {
-		case tc.field == "-" && (ferr != nil || s.PinRequired() != tc.required):
-			t.Errorf("Decode(%s) = %+v, %v; want PINs required %v", tc.value, s, ferr, tc.required)
+		case tc.field == "-" && (ferr != nil || s.PinRequired() != tc.required || s.OfflineTaken() != tc.offline):
+			t.Errorf("Decode(%s) = %+v, %v; want PINs required %v, offline taken %v", tc.value, s, ferr, tc.required, tc.offline)
 		case tc.field != "-" && (ferr == nil || ferr.Field != tc.field || s.PinRequired()):
 			t.Errorf("Decode(%s) = %+v, %v; want %q refused", tc.value, s, ferr, tc.field)
 		}

@@ -234,6 +234,9 @@ type eventJSON struct {
 	Holder     storage.Holder    `json:"holder,omitzero"`
 	By         storage.Holder    `json:"by,omitzero"`
 	WaitedMs   int               `json:"waitedMs,omitempty"`
+	// LoanID and BrokenRules: a loan lent offline, and what it broke.
+	LoanID      string   `json:"loanId,omitempty"`
+	BrokenRules []string `json:"brokenRules,omitempty"`
 }
 
 // lockHistory lists the tenant's lock history, newest first: userId, from
@@ -277,7 +280,8 @@ func (s *Server) lockHistory(c echo.Context) error {
 	}{Events: make([]eventJSON, len(events)), TotalRecords: total}
 	for i, e := range events {
 		out.Events[i] = eventJSON{ID: e.ID, Type: e.Type, OccurredAt: e.OccurredAt.UTC().Format(storage.TimeFormat),
-			UserID: e.UserID, LockID: e.LockID, Holder: e.Holder, By: e.By, WaitedMs: e.WaitedMs}
+			UserID: e.UserID, LockID: e.LockID, Holder: e.Holder, By: e.By, WaitedMs: e.WaitedMs,
+			LoanID: e.LoanID, BrokenRules: e.BrokenRules}
 	}
 	return c.JSON(http.StatusOK, out)
 }

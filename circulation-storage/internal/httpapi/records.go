@@ -118,9 +118,11 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 				w.OverridePatronBlock = true
 			case "itemNotLoanableBlock":
 				w.OverrideItemNotLoanable = true
+			case "offline":
+				w.Offline = true
 			default:
 				return w, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
-					"%s lists the blocks an override lifts: itemLimitBlock, patronBlock, itemNotLoanableBlock", schemas.HeaderCheckOutOverride).
+					"%s lists the blocks an override lifts: itemLimitBlock, patronBlock, itemNotLoanableBlock, or offline", schemas.HeaderCheckOutOverride).
 					With("override", truncateText(v))
 			}
 		}
@@ -460,11 +462,12 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		if written.LockReleased {
 			c.Response().Header().Set(schemas.HeaderLockReleased, "true")
 		}
-		if w.OverrideItemLimit || w.OverridePatronBlock {
+		if w.OverrideItemLimit || w.OverridePatronBlock || w.Offline {
 			caller := storage.CallerFrom(c.Request().Context())
 			s.Logger().InfoContext(c.Request().Context(), "check-out override", slog.String("loan_id", id),
 				slog.String("user_id", w.UserID), slog.Bool("item_limit", w.OverrideItemLimit),
-				slog.Bool("patron_block", w.OverridePatronBlock), slog.String("caller", caller.User), slog.String("module", caller.Module))
+				slog.Bool("patron_block", w.OverridePatronBlock), slog.Bool("offline", w.Offline),
+				slog.String("caller", caller.User), slog.String("module", caller.Module))
 		}
 	} else {
 		stored, err = s.svc.Records.Create(c.Request().Context(), tenantOf(c), r, id, doc)

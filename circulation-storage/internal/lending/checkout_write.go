@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
@@ -31,6 +32,10 @@ type Loans struct {
 	policy Policy
 	// bursts are the patrons' writes waiting for one of theirs (burst.go).
 	bursts bursts
+	// history says whether a check-out lent offline past a rule is a line
+	// of the lock history (LOCK_HISTORY); events is told of each.
+	history bool
+	events  storage.EventObserver
 }
 
 var _ storage.LoanWriter = (*Loans)(nil)
@@ -38,7 +43,8 @@ var _ storage.LoanWriter = (*Loans)(nil)
 // NewLoans returns the loan writer, its patrons' bursts bounded and
 // observed by burst, configured by opts (OnRelease).
 func NewLoans(db *postgres.DB, policy Policy, burst BurstConfig, opts ...postgres.Option) *Loans {
-	return &Loans{db: db, policy: policy, released: postgres.ApplyOptions(opts).Released,
+	o := postgres.ApplyOptions(opts)
+	return &Loans{db: db, policy: policy, released: o.Released, history: o.History, events: o.Events,
 		bursts: bursts{running: map[patronKey][]*burstWrite{}, cfg: burst}}
 }
 
@@ -77,6 +83,14 @@ func NewLoans(db *postgres.DB, policy Policy, burst BurstConfig, opts ...postgre
 //   - the item at that version. A second open loan for the item fails the
 //     whole statement, the item update included.
 //
+// A check-out a self-check machine made offline (@offline: its loan
+// carries offline) is recorded past every rule above but the lock, its
+// fence and the item's version: it already happened. Whatever loan
+// carries offline, its offline.brokenRules is what this statement found
+// broken (brokenRulesSQL, never the caller's list), a line of the lock
+// history says so when it broke any (@history), and the check-out's event
+// carries it. Another patron's request heading the queue stays open.
+//
 // The write runs in the transaction of its row locks, after them (see
 // checkOutBatch): the patron's row is locked against every other check-out
 // write for the patron, and the lock's row, under a lock, against every
@@ -106,13 +120,14 @@ func checkOutSQL(lean bool) string {
 	setting, rule, rules, patron := postgres.Table(postgres.TableSetting), postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), postgres.Table(postgres.TablePatron)
 	policy, blockLimit, condition, request := postgres.Table(postgres.TableLoanPolicy), postgres.Table(postgres.TableBlockLimit), postgres.Table(postgres.TableBlockCondition), postgres.Table(postgres.TableRequest)
 	commit, event := postgres.Table(postgres.TableOutboxCommit), postgres.Table(postgres.TypeOutboxEvent)
+	history := postgres.Table(postgres.TableLockEvent)
 	group := "(SELECT patron_group_id FROM " + patron + " WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'userId')::uuid)"
 	head := queueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant")
 	charged := chargedSQL(blockLimit, condition, "@tenant", group)
 	filled := `
     UPDATE ` + request + ` r
        SET jsonb = ` + records.WithMetadata(`jsonb_set(r.jsonb - 'position', '{status}', '"Closed - Filled"')`, "@metadata_user", true) + `
-     WHERE r.tenant_id = @tenant AND r.id = (SELECT id FROM head) AND EXISTS (SELECT 1 FROM loan)
+     WHERE r.tenant_id = @tenant AND r.id = (SELECT id FROM head) AND NOT (SELECT other FROM queued) AND EXISTS (SELECT 1 FROM loan)
     RETURNING r.id, r.jsonb`
 	movedUp := `
     UPDATE ` + request + ` r
@@ -178,14 +193,15 @@ WITH fence AS (
 ), allowed AS (
     SELECT (SELECT ok FROM required)
        AND (@lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
-       AND (@override_limit::boolean OR NOT ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
-       AND (@override_charged::boolean OR NOT ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
-       AND NOT (SELECT other FROM queued)
-       AND coalesce((SELECT active FROM borrower), true)
-       AND NOT coalesce((SELECT refused FROM lent), false)
-       AND (@override_not_loanable::boolean OR coalesce((SELECT loanable FROM limited), true))
-       AND (@override_charged::boolean OR NOT coalesce((SELECT blocked FROM borrower), false))
-       AND (@override_charged::boolean OR NOT EXISTS (SELECT 1 FROM automated))
+       AND (@offline::boolean OR (
+                (@override_limit::boolean OR NOT ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
+            AND (@override_charged::boolean OR NOT ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
+            AND NOT (SELECT other FROM queued)
+            AND coalesce((SELECT active FROM borrower), true)
+            AND NOT coalesce((SELECT refused FROM lent), false)
+            AND (@override_not_loanable::boolean OR coalesce((SELECT loanable FROM limited), true))
+            AND (@override_charged::boolean OR NOT coalesce((SELECT blocked FROM borrower), false))
+            AND (@override_charged::boolean OR NOT EXISTS (SELECT 1 FROM automated))))
        AND NOT (SELECT gated FROM gate)
        AND (SELECT ok FROM in_time) AS ok
 ), item AS (
@@ -194,11 +210,27 @@ WITH fence AS (
      WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'itemId')::uuid AND version = @item_version::integer
        AND (SELECT ok FROM allowed)
  RETURNING id, jsonb
+), broken AS (
+    SELECT ` + brokenRulesSQL() + ` AS rules
+), sent AS (
+    -- The loan as sent, but for a loan made offline its broken rules:
+    -- this statement's.
+    SELECT CASE WHEN @loan::jsonb ? 'offline'
+                THEN jsonb_set(@loan::jsonb, '{offline,brokenRules}', (SELECT rules FROM broken))
+                ELSE @loan::jsonb END AS doc
 ), loan AS (
     INSERT INTO ` + loan + ` (tenant_id, id, jsonb)
-    SELECT @tenant, @loan_id, ` + records.WithMetadata(records.WithID(storage.Loans, "@loan_id", "@loan", `'1'`), "@metadata_user", false) + `
+    SELECT @tenant, @loan_id, ` + records.WithMetadata(records.WithID(storage.Loans, "@loan_id", "(SELECT doc FROM sent)", `'1'`), "@metadata_user", false) + `
      WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
     RETURNING jsonb
+), lent_offline AS (
+    -- The operator's line: a loan made offline that broke a rule.
+    INSERT INTO ` + history + ` (tenant_id, type, user_id, lock_id, by_whom, loan_id, broken_rules)
+    SELECT @tenant, '` + string(storage.EventLentOffline) + `', (l.jsonb ->> 'userId')::uuid, @lock_id::uuid, @by_whom::jsonb, @loan_id::uuid,
+           ARRAY(SELECT jsonb_array_elements_text(l.jsonb #> '{offline,brokenRules}'))
+      FROM loan l
+     WHERE @history::boolean AND jsonb_array_length(coalesce(l.jsonb #> '{offline,brokenRules}', '[]')) > 0
+    RETURNING 1
 ), filled AS (` + filled + `
 ), moved_up AS (` + movedUp + `
 ), announced AS (
@@ -222,7 +254,7 @@ WITH fence AS (
         SELECT 5, 0, '` + storage.EventKindCheckOut + `', '` + storage.EventCheckedOut + `', NULL, jsonb_strip_nulls(jsonb_build_object(
                'loanId', l.jsonb -> 'id', 'userId', l.jsonb -> 'userId', 'itemId', l.jsonb -> 'itemId',
                'servicePointId', l.jsonb -> 'checkoutServicePointId', 'lockId', @lock_id::uuid,
-               'loanDate', l.jsonb -> 'loanDate', 'dueDate', l.jsonb -> 'dueDate')) FROM loan l
+               'loanDate', l.jsonb -> 'loanDate', 'dueDate', l.jsonb -> 'dueDate', 'offline', l.jsonb -> 'offline')) FROM loan l
       ) e
      WHERE ` + postgres.OutboxOn + `
 ), committed AS (
@@ -253,8 +285,34 @@ SELECT (SELECT jsonb FROM loan) AS stored, @lock_id::uuid IS NULL OR EXISTS (SEL
        coalesce((SELECT blocked FROM borrower), false) AS blocked,
        (SELECT jsonb_agg(jsonb_build_object('condition', condition, 'message', message) ORDER BY condition) FROM automated) AS automated,
        (SELECT gated FROM gate) AS full,
-       NOT (SELECT ok FROM in_time) AS late
+       NOT (SELECT ok FROM in_time) AS late,
+       EXISTS (SELECT 1 FROM lent_offline) AS lent_offline
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
+}
+
+// brokenRulesSQL is the rules a check-out's write finds broken, as a
+// JSON array of their codes in schemas.OfflineRules' order, from
+// checkOutSQL's CTEs: what a loan made offline records of itself.
+func brokenRulesSQL() string {
+	broken := map[string]string{
+		schemas.CodeUserBlockedManually: `coalesce((SELECT blocked FROM borrower), false)`,
+		schemas.CodeUserBlockedAutomatically: `EXISTS (SELECT 1 FROM automated) OR ` +
+			locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged"),
+		schemas.CodeUserInactive:                 `NOT coalesce((SELECT active FROM borrower), true)`,
+		schemas.CodeItemStatusRefused:            `coalesce((SELECT refused FROM lent), false)`,
+		schemas.CodeItemRequestedByAnotherPatron: `(SELECT other FROM queued)`,
+		schemas.CodeItemLimitReached:             locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited"),
+		schemas.CodeItemNotLoanable:              `NOT coalesce((SELECT loanable FROM limited), true)`,
+	}
+	var rows []string
+	for i, r := range schemas.OfflineRules {
+		cond, ok := broken[r.Code]
+		if !ok {
+			panic("lending: no condition for the offline rule " + r.Code)
+		}
+		rows = append(rows, fmt.Sprintf("(%d, '%s', %s)", i, r.Code, cond))
+	}
+	return `coalesce((SELECT jsonb_agg(code ORDER BY n) FROM (VALUES ` + strings.Join(rows, ", ") + `) v(n, code, hit) WHERE hit), '[]'::jsonb)`
 }
 
 // chargedSQL is the limit of maximum items charged out that holds a
@@ -319,7 +377,7 @@ var (
 // checkOutNames are the names of checkOutSQL's arguments.
 var checkOutNames = []string{"tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
 	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged",
-	"override_not_loanable", "refused_statuses", "write_within_ms"}
+	"override_not_loanable", "refused_statuses", "write_within_ms", "offline", "history", "by_whom"}
 
 // checkOutArgs are checkOutSQL's arguments, by name: a name the statement
 // uses and this does not give, or one it gives and the statement does not
@@ -347,6 +405,11 @@ func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.Ch
 		"override_charged":      w.OverridePatronBlock,
 		"override_not_loanable": w.OverrideItemNotLoanable,
 		"refused_statuses":      schemas.ItemStatusesNotCheckedOut,
+		// A check-out made offline, recorded past the rules; the lock
+		// history's line of it, and who sent it.
+		"offline": w.Offline,
+		"history": s.history,
+		"by_whom": postgres.HolderValue(caller.Holder()),
 		// The caller's deadline, as the time left from now: PostgreSQL's
 		// clock and this server's need not agree.
 		"write_within_ms": writeWithin(ctx),
@@ -408,6 +471,9 @@ type checkOutResult struct {
 	// Late says the statement ran past the caller's deadline and wrote
 	// nothing.
 	Late bool `db:"late"`
+	// LentOffline says the statement wrote the lock history's line of a
+	// loan made offline past a rule.
+	LentOffline bool `db:"lent_offline"`
 	// acquired says a write that acquires its lock itself took it.
 	acquired bool
 }
@@ -467,7 +533,9 @@ func (s *Loans) queueCheckOut(ctx context.Context, b *pgx.Batch, t storage.Tenan
 
 // CreateCheckOutLoan implements storage.LoanWriter.
 func (s *Loans) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite) (storage.CheckOutWritten, error) {
-	lean := !s.db.Gates.Has(t)
+	// A check-out made offline records every rule it broke: the full
+	// statement judges them all.
+	lean := !s.db.Gates.Has(t) && !w.Offline
 	if lean && w.AcquireInWrite != nil {
 		return s.burstCheckOut(ctx, t, w)
 	}
@@ -514,6 +582,9 @@ func (s *Loans) checkOutAnswer(ctx context.Context, t storage.Tenant, w storage.
 	case r.Stored != nil:
 		if r.Released != nil {
 			s.releasedByWrite(t, r)
+		}
+		if r.LentOffline {
+			s.events.Event(storage.EventLentOffline)
 		}
 		return storage.CheckOutWritten{Loan: r.Stored, LockReleased: r.Released != nil}, nil
 	// Nothing written: say which condition failed, as the statement saw it.
@@ -577,6 +648,11 @@ var loanStoredSQL = postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE t
 // out alone is that one error, with what the write counted; any other is
 // an *errs.Refusal.
 func (r *checkOutResult) refusal(w storage.CheckOutWrite) error {
+	if w.Offline {
+		// Refused for no rule: the fence, the item's version or the
+		// deadline said why (checkOutAnswer).
+		return nil
+	}
 	var out []*errs.Error
 	alone := false // one of the errors answered alone
 	add := func(e *errs.Error, single bool) {

@@ -287,7 +287,7 @@ func (s *Locks) History(ctx context.Context, t storage.Tenant, f storage.History
 	events := []storage.LockEvent{}
 	total, err := postgres.Page(ctx, s.db.Pool, t,
 		postgres.WithTables(`SELECT id, type, occurred_at, user_id, coalesce(lock_id::text, '') AS lock_id, holder, by_whom,
-		                   coalesce(waited_ms, 0) AS waited_ms, count(*) OVER () AS total
+		                   coalesce(waited_ms, 0) AS waited_ms, coalesce(loan_id::text, '') AS loan_id, broken_rules, count(*) OVER () AS total
 		               FROM (`+historyDocs+`) e WHERE `+where+` ORDER BY `+order+` OFFSET @offset LIMIT @limit`, postgres.TableLockEvent),
 		postgres.WithTables(`SELECT count(*) FROM (`+historyDocs+`) e WHERE `+where, postgres.TableLockEvent),
 		args, sortArgs, f.Offset, f.Limit,
@@ -297,7 +297,8 @@ func (s *Locks) History(ctx context.Context, t storage.Tenant, f storage.History
 				return 0, err
 			}
 			events = append(events, storage.LockEvent{ID: r.ID, Type: storage.EventType(r.Type), OccurredAt: r.OccurredAt,
-				UserID: r.UserID, LockID: r.LockID, Holder: storage.Holder(r.Holder), By: storage.Holder(r.By), WaitedMs: r.WaitedMs})
+				UserID: r.UserID, LockID: r.LockID, Holder: storage.Holder(r.Holder), By: storage.Holder(r.By), WaitedMs: r.WaitedMs,
+				LoanID: r.LoanID, BrokenRules: r.BrokenRules})
 			return r.Total, nil
 		})
 	if err != nil {
@@ -311,7 +312,7 @@ func (s *Locks) History(ctx context.Context, t storage.Tenant, f storage.History
 // CQL query reads: its one table a %s.
 const historyDocs = `SELECT *, jsonb_strip_nulls(jsonb_build_object('id', id, 'type', type,
     'occurredAt', to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'userId', user_id, 'lockId', lock_id,
-    'holder', holder, 'by', by_whom, 'waitedMs', waited_ms)) AS jsonb FROM %s`
+    'holder', holder, 'by', by_whom, 'waitedMs', waited_ms, 'loanId', loan_id, 'brokenRules', to_jsonb(broken_rules))) AS jsonb FROM %s`
 
 // historyRow is a row of History's page, read by column name.
 type historyRow struct {
@@ -323,6 +324,9 @@ type historyRow struct {
 	Holder     jsonHolder `db:"holder"`
 	By         jsonHolder `db:"by_whom"`
 	WaitedMs   int        `db:"waited_ms"`
+	// LoanID and BrokenRules: a loan lent offline, and what it broke.
+	LoanID      string   `db:"loan_id"`
+	BrokenRules []string `db:"broken_rules"`
 	// Total is the number of all the events matching (page).
 	Total int `db:"total"`
 }

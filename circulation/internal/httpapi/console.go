@@ -139,7 +139,12 @@ type consoleEvent struct {
 	Holder     map[string]string `json:"holder,omitempty"`
 	By         map[string]string `json:"by,omitempty"`
 	WaitedMs   int               `json:"waitedMs,omitempty"`
-	Patron     *consolePatron    `json:"patron,omitempty"`
+	// LoanID and BrokenRules: a loan lent offline and the rules it broke;
+	// What says them in words ("lent offline past the item limit").
+	LoanID      string         `json:"loanId,omitempty"`
+	BrokenRules []string       `json:"brokenRules,omitempty"`
+	What        string         `json:"what,omitempty"`
+	Patron      *consolePatron `json:"patron,omitempty"`
 	// ByName names the person who released the lock, or the account
 	// that waited, when someone did; HolderName the account that held
 	// it; ServicePointName the holder's service point.
@@ -213,7 +218,7 @@ func (s *Server) lockHistoryCSV(c echo.Context) error {
 	var b strings.Builder
 	w := csv.NewWriter(&b)
 	_ = w.Write([]string{"occurredAt", "type", "patronBarcode", "patronName", "userId", "holder", "itemBarcode", "servicePoint",
-		"by", "waitedMs", "lockId", "holderTraceId", "byTraceId"})
+		"by", "waitedMs", "lockId", "holderTraceId", "byTraceId", "loanId", "what"})
 	for _, e := range events {
 		var barcode, name string
 		if e.Patron != nil {
@@ -224,7 +229,7 @@ func (s *Server) lockHistoryCSV(c echo.Context) error {
 			waited = strconv.Itoa(e.WaitedMs)
 		}
 		_ = w.Write([]string{e.OccurredAt, e.Type, barcode, name, e.UserID, e.HolderName, e.Holder["itemBarcode"], e.ServicePointName,
-			e.ByName, waited, e.LockID, e.Holder["traceId"], e.By["traceId"]})
+			e.ByName, waited, e.LockID, e.Holder["traceId"], e.By["traceId"], e.LoanID, e.What})
 	}
 	w.Flush()
 	h := c.Response().Header()
@@ -344,6 +349,9 @@ func (s *Server) historyEvents(ctx context.Context, q url.Values, offset, limit 
 		e.HolderName = names.person(e.Holder["acquiredBy"])
 		e.ServicePointName = names.servicePoint(e.Holder["servicePointId"])
 		e.HolderTraceURL, e.ByTraceURL = s.traceURL(e.Holder), s.traceURL(e.By)
+		if e.LoanID != "" {
+			e.What = schemas.OfflineWords(e.BrokenRules)
+		}
 	}
 	return page, nil
 }

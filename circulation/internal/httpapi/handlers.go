@@ -65,6 +65,14 @@ type loanJSON struct {
 	CheckinServicePointID  string          `json:"checkinServicePointId,omitempty"`
 	Item                   itemSummaryJSON `json:"item"`
 	Borrower               borrowerJSON    `json:"borrower"`
+	Offline                *offlineJSON    `json:"offline,omitempty"`
+}
+
+// offlineJSON is a loan's offline: a loan made offline.
+type offlineJSON struct {
+	TransactionDate string   `json:"transactionDate"`
+	RecordedBy      string   `json:"recordedBy,omitempty"`
+	BrokenRules     []string `json:"brokenRules"`
 }
 
 // loanPolicyJSON names a loan's policy, as FOLIO's loans do.
@@ -93,9 +101,20 @@ func (s *Server) checkOut(c echo.Context) error {
 			} `json:"itemNotLoanableBlock"`
 			Comment *string `json:"comment"`
 		} `json:"overrideBlocks"`
+		Offline *struct {
+			TransactionDate string `json:"transactionDate"`
+			DueDate         string `json:"dueDate"`
+		} `json:"offline"`
 	}
 	if err := s.bind(c, &req); err != nil {
 		return err
+	}
+	var offline *circulation.Offline
+	if o := req.Offline; o != nil {
+		var err error
+		if offline, err = s.offlineCheckOut(c, o.TransactionDate, o.DueDate, req.LoanDate); err != nil {
+			return err
+		}
 	}
 	if req.ProxyUserBarcode != "" && req.ProxyUserBarcode != req.UserBarcode {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
@@ -127,7 +146,7 @@ func (s *Server) checkOut(c echo.Context) error {
 	start := time.Now()
 	res, err := s.svc.Circulation.CheckOut(c.Request().Context(), circulation.CheckOutRequest{
 		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID, LoanDate: loanDate,
-		Overrides: overrides,
+		Overrides: overrides, Offline: offline,
 	})
 	s.metrics.observeCheckOut(err, time.Since(start))
 	if err != nil {
@@ -142,8 +161,50 @@ func (s *Server) checkOut(c echo.Context) error {
 			slog.Bool("patron_block", overrides.PatronBlock), slog.Bool("item_limit", overrides.ItemLimit),
 			slog.Bool("item_not_loanable", overrides.ItemNotLoanable), slog.String("comment", overrides.Comment))
 	}
+	if o := l.Offline; o != nil && len(o.BrokenRules) > 0 {
+		// The operator's history has its line; the log says it too.
+		s.Logger().WarnContext(c.Request().Context(), schemas.OfflineWords(o.BrokenRules), slog.String("loan_id", l.ID),
+			slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.Any("broken_rules", o.BrokenRules),
+			slog.String("by", o.RecordedBy))
+	}
 	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)
 	return c.JSON(http.StatusCreated, loanAnswer(l, res.Item, res.Patron))
+}
+
+// offlineCheckOut reads a check-out's offline (its transactionDate and
+// dueDate as sent): it takes PermissionCheckOutOffline, a transaction
+// date no later than schemas.MaxLoanDateAhead past this server's clock,
+// and no loanDate beside it (the transaction's date is the loan's). Its
+// age is the service's to judge (circulation.Offline).
+func (s *Server) offlineCheckOut(c echo.Context, rawDate, rawDue, loanDate string) (*circulation.Offline, error) {
+	if !s.holds(c, schemas.PermissionCheckOutOffline) {
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeInsufficientOverridePermissions,
+			"A check-out made offline takes permission %s", schemas.PermissionCheckOutOffline).
+			With("missingPermissions", schemas.PermissionCheckOutOffline)
+	}
+	if loanDate != "" {
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"loanDate: a check-out made offline is dated by its offline.transactionDate; give one of them").With("loanDate", loanDate)
+	}
+	at, err := parseDate("offline.transactionDate", rawDate)
+	if err != nil {
+		return nil, err
+	}
+	if at.After(time.Now().Add(schemas.MaxLoanDateAhead)) {
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"offline.transactionDate: %s is more than %s ahead of this server's clock", rawDate, schemas.MaxLoanDateAhead).
+			With("transactionDate", rawDate)
+	}
+	due, err := parseDate("offline.dueDate", rawDue)
+	if err != nil {
+		return nil, err
+	}
+	if !due.IsZero() && !due.After(at) {
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "offline.dueDate: %s is not after the transaction date", rawDue).
+			With("dueDate", rawDue)
+	}
+	return &circulation.Offline{TransactionDate: at, DueDate: due, RecordedBy: serverkit.Caller(c.Request().Context()),
+		Tenant: c.Request().Header.Get(schemas.HeaderTenant)}, nil
 }
 
 // loanAnswer is a loan with its item and borrower, as a check-out and a
@@ -155,7 +216,17 @@ func loanAnswer(l circulation.Loan, item circulation.Item, patron circulation.Pa
 		Action: l.Action, ActionComment: l.ActionComment, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID, Item: itemSummary(item),
 		Borrower: borrowerJSON{ID: patron.ID, Barcode: patron.Barcode, FirstName: patron.FirstName, LastName: patron.LastName},
+		Offline:  offlineAnswer(l.Offline),
 	}
+}
+
+// offlineAnswer is a loan's offline as answered; nil for a loan made live.
+func offlineAnswer(o *circulation.OfflineRecord) *offlineJSON {
+	if o == nil {
+		return nil
+	}
+	return &offlineJSON{TransactionDate: circulation.FormatTime(o.TransactionDate), RecordedBy: o.RecordedBy,
+		BrokenRules: append([]string{}, o.BrokenRules...)}
 }
 
 // renew is POST /circulation/renew-by-barcode (FOLIO's): 200 with the loan

@@ -93,3 +93,15 @@ func doorKiosks(ctx context.Context, base, tenant string) ([]schemas.Kiosk, erro
 	}
 	return v.Kiosks, nil
 }
+
+// selfCheckSettings is GET /circulation/settings/self-check: what the
+// tenant asks of its self-check machines, as circulation applies it
+// (self-check-settings-effective.json). A SIP2 door asks it for its
+// kiosks' status (offline ok).
+func (s *Server) selfCheckSettings(c echo.Context) error {
+	settings, err := s.svc.Circulation.SelfCheckSettings(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"patronPin": settings.PatronPin, "offlineLending": settings.OfflineLending})
+}

@@ -80,6 +80,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Get("/circulation/patron-summary", s.patronSummary, s.tenant)
 	s.Handle(http.MethodPost, "/circulation/patron-pin/verify", s.verifyPatronPin, s.tenant)
 	s.Get("/circulation/item-summary", s.itemSummary, s.tenant)
+	s.Get("/circulation/settings/self-check", s.selfCheckSettings, s.tenant)
 	s.Get("/circulation/loans", s.listLoans, s.tenant)
 	s.Get("/circulation/loans/:id", s.getLoan, s.tenant)
 	s.Handle(http.MethodPost, "/circulation/loans/:id/claim-item-returned", s.claimItemReturned, s.tenant)

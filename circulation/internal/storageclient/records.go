@@ -87,23 +87,31 @@ type itemJSON struct {
 }
 
 type loanJSON struct {
-	ID                     string     `json:"id"`
-	UserID                 string     `json:"userId"`
-	ItemID                 string     `json:"itemId"`
-	LoanDate               string     `json:"loanDate"`
-	DueDate                string     `json:"dueDate,omitempty"`
-	ReturnDate             string     `json:"returnDate,omitempty"`
-	Action                 string     `json:"action"`
-	ActionComment          string     `json:"actionComment,omitempty"`
-	Status                 statusJSON `json:"status"`
-	LoanPolicyID           string     `json:"loanPolicyId,omitempty"`
-	CheckoutServicePointID string     `json:"checkoutServicePointId,omitempty"`
-	CheckinServicePointID  string     `json:"checkinServicePointId,omitempty"`
-	RenewalCount           int        `json:"renewalCount,omitempty"`
-	ClaimedReturnedDate    string     `json:"claimedReturnedDate,omitempty"`
-	DeclaredLostDate       string     `json:"declaredLostDate,omitempty"`
-	PatronGroupAtCheckout  string     `json:"patronGroupIdAtCheckout,omitempty"`
-	Version                int        `json:"_version,omitempty"`
+	ID                     string       `json:"id"`
+	UserID                 string       `json:"userId"`
+	ItemID                 string       `json:"itemId"`
+	LoanDate               string       `json:"loanDate"`
+	DueDate                string       `json:"dueDate,omitempty"`
+	ReturnDate             string       `json:"returnDate,omitempty"`
+	Action                 string       `json:"action"`
+	ActionComment          string       `json:"actionComment,omitempty"`
+	Status                 statusJSON   `json:"status"`
+	LoanPolicyID           string       `json:"loanPolicyId,omitempty"`
+	CheckoutServicePointID string       `json:"checkoutServicePointId,omitempty"`
+	CheckinServicePointID  string       `json:"checkinServicePointId,omitempty"`
+	RenewalCount           int          `json:"renewalCount,omitempty"`
+	ClaimedReturnedDate    string       `json:"claimedReturnedDate,omitempty"`
+	DeclaredLostDate       string       `json:"declaredLostDate,omitempty"`
+	PatronGroupAtCheckout  string       `json:"patronGroupIdAtCheckout,omitempty"`
+	Offline                *offlineJSON `json:"offline,omitempty"`
+	Version                int          `json:"_version,omitempty"`
+}
+
+// offlineJSON is a loan's offline (loan.json): a loan made offline.
+type offlineJSON struct {
+	TransactionDate string   `json:"transactionDate"`
+	RecordedBy      string   `json:"recordedBy,omitempty"`
+	BrokenRules     []string `json:"brokenRules,omitempty"`
 }
 
 // parseTime reads a date storage answered; one that cannot be read
@@ -373,7 +381,14 @@ func decodeLoan(doc json.RawMessage) (circulation.Loan, error) {
 		ReturnDate: parseTime(l.ReturnDate), Action: l.Action, ActionComment: l.ActionComment, Status: l.Status.Name, LoanPolicyID: l.LoanPolicyID,
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID,
 		RenewalCount: l.RenewalCount, ClaimedReturnedDate: parseTime(l.ClaimedReturnedDate), DeclaredLostDate: parseTime(l.DeclaredLostDate),
-		Version: l.Version, Doc: doc}, nil
+		Offline: fromOfflineJSON(l.Offline), Version: l.Version, Doc: doc}, nil
+}
+
+func fromOfflineJSON(o *offlineJSON) *circulation.OfflineRecord {
+	if o == nil {
+		return nil
+	}
+	return &circulation.OfflineRecord{TransactionDate: parseTime(o.TransactionDate), RecordedBy: o.RecordedBy, BrokenRules: o.BrokenRules}
 }
 
 // AcquireLock implements circulation.Storage. The call's own timeout is
@@ -458,6 +473,9 @@ func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item c
 	if lifted.ItemNotLoanable {
 		lifts = append(lifts, "itemNotLoanableBlock")
 	}
+	if lifted.Offline {
+		lifts = append(lifts, "offline")
+	}
 	if len(lifts) > 0 {
 		headers = append(headers, schemas.HeaderCheckOutOverride, strings.Join(lifts, ","))
 	}
@@ -481,7 +499,16 @@ func toLoanJSON(l circulation.Loan) loanJSON {
 		ReturnDate: circulation.FormatTime(l.ReturnDate), Action: l.Action, ActionComment: l.ActionComment,
 		Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID,
-		PatronGroupAtCheckout: l.PatronGroupIDAtCheckout}
+		PatronGroupAtCheckout: l.PatronGroupIDAtCheckout, Offline: toOfflineJSON(l.Offline)}
+}
+
+// toOfflineJSON is a loan's offline as sent: storage writes its broken
+// rules itself.
+func toOfflineJSON(o *circulation.OfflineRecord) *offlineJSON {
+	if o == nil {
+		return nil
+	}
+	return &offlineJSON{TransactionDate: circulation.FormatTime(o.TransactionDate), RecordedBy: o.RecordedBy}
 }
 
 // checkedInLoan is the stored loan document with the fields check-in

@@ -188,6 +188,47 @@ func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, service
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil
 }
 
+// CheckOutOffline records a check-out the kiosk made offline, at,
+// due when the kiosk said (zero: the loan policy's), to patron at
+// servicePoint: it already happened, and circulation records it past the
+// rules a live one keeps, once however often it is sent. BrokenRules are
+// those it broke.
+func (c *Client) CheckOutOffline(ctx context.Context, s *Session, item, patron, servicePoint string, at, due time.Time) (Loan, []string, error) {
+	offline := map[string]string{"transactionDate": at.UTC().Format(schemas.TimeFormat)}
+	if !due.IsZero() {
+		offline["dueDate"] = due.UTC().Format(schemas.TimeFormat)
+	}
+	body, _ := json.Marshal(map[string]any{"itemBarcode": item, "userBarcode": patron, "servicePointId": servicePoint, "offline": offline})
+	var out struct {
+		DueDate time.Time `json:"dueDate"`
+		Item    struct {
+			Title string `json:"title"`
+		} `json:"item"`
+		Offline struct {
+			BrokenRules []string `json:"brokenRules"`
+		} `json:"offline"`
+	}
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out); err != nil {
+		return Loan{}, nil, err
+	}
+	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, out.Offline.BrokenRules, nil
+}
+
+// SelfCheckSettings is what the tenant asks of its self-check machines,
+// as circulation applies it: whether patrons' PINs are required, and
+// whether check-outs made offline are taken.
+type SelfCheckSettings struct {
+	PatronPin      string `json:"patronPin"`
+	OfflineLending string `json:"offlineLending"`
+}
+
+// SelfCheckSettings reads the tenant's self-check settings.
+func (c *Client) SelfCheckSettings(ctx context.Context, s *Session) (SelfCheckSettings, error) {
+	var out SelfCheckSettings
+	err := c.call(ctx, s, http.MethodGet, "/circulation/settings/self-check", nil, &out)
+	return out, err
+}
+
 // Renew renews the loan of item to patron at servicePoint, with the PIN
 // the patron typed ("" for none), which circulation checks when given
 // and the tenant may require: a *Refusal with PIN_REQUIRED, PIN_INVALID

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/selfcheck"
 	"github.com/checkoutlock/serverkit/tracing"
 	"github.com/checkoutlock/sip2/internal/circ"
 	"github.com/checkoutlock/sip2/msg"
@@ -33,10 +34,12 @@ const (
 	// the door takes (SIP2_OFFLINE_WITHIN).
 	msgOfflineTooOld = "This offline transaction is too old to record here: please see the desk"
 	msgLogInFirst    = "Please log in first"
-	msgMalformed     = "The message's fixed fields are malformed"
-	msgUnsupported   = "This request is not supported here"
-	msgBarcodes      = "Scan the patron's card and the item"
-	msgCheckedIn     = "Item checked in"
+	// msgRecordedOffline answers a check-out made offline, recorded.
+	msgRecordedOffline = "Recorded: lent while offline"
+	msgMalformed       = "The message's fixed fields are malformed"
+	msgUnsupported     = "This request is not supported here"
+	msgBarcodes        = "Scan the patron's card and the item"
+	msgCheckedIn       = "Item checked in"
 	// A check-in whose item a request waits for: on the hold shelf here,
 	// or in transit to the request's pickup point.
 	msgHoldHere      = "Item checked in: put it on the hold shelf"
@@ -273,14 +276,24 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 
 // status is 98: whether the library system is on line, and with it
 // check-out, check-in and renewals allowed (circulation's readiness, as
-// the door last asked it: online.go); the timeout a kiosk should wait (a
+// the door last asked it: online.go); whether the kiosk may lend offline
+// (its library's offlineLending, online.go); the timeout a kiosk should wait (a
 // second more than the door waits for circulation); what is supported.
 func (c *conn) status(message string) *wire.Reply {
 	timeout := min((c.s.opts.CallTimeout+time.Second)/(100*time.Millisecond), 999)
 	ctx, cancel := context.WithTimeout(c.s.calls, readinessTimeout)
 	defer cancel()
 	online := c.s.ready.online(ctx)
-	return msg.ACSStatus{Online: online, CheckIn: online, CheckOut: online, RenewalPolicy: online, Timeout: int(timeout), Retries: 3,
+	var ask func(context.Context) (bool, error)
+	if s := c.sessionOf(); s != nil && online {
+		ask = func(ctx context.Context) (bool, error) {
+			settings, err := c.s.circ.SelfCheckSettings(ctx, s)
+			return settings.OfflineLending != selfcheck.OfflineOff, err
+		}
+	}
+	offline := c.s.offline.taken(ctx, c.cfg.Tenant, ask)
+	return msg.ACSStatus{Online: online, CheckIn: online, CheckOut: online, RenewalPolicy: online, Offline: offline,
+		Timeout: int(timeout), Retries: 3,
 		Date: c.now(), Institution: c.cfg.Institution, Supported: Supported, Message: message}.Reply()
 }
 
@@ -300,6 +313,9 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	}
 	ctx, cancel := c.call()
 	defer cancel()
+	if m.NoBlock {
+		return c.checkOutOffline(ctx, s, m, reply)
+	}
 	if ok, message, outcome := c.pinFirst(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
 		return reply(false, time.Time{}, "", message), outcome
 	}
@@ -320,6 +336,54 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 		return reply(false, time.Time{}, "", screenMessage(ref)), "refused"
 	}
 	c.s.logger.Error("check-out: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+	return reply(false, time.Time{}, "", msgBusy), "error"
+}
+
+// checkOutOffline is an 11 with no block: a check-out the kiosk made
+// while the library system could not answer, sent now with its
+// transaction date and the due date it gave (nb due date). It already
+// happened: circulation records it dated then, past the rules a live one
+// keeps, once however often it is sent, and ok is 1. The patron's PIN,
+// typed while nothing could check it, is not asked. It is refused (ok 0,
+// a screen message, and a line in the log for the desk) when it is older
+// than the door takes (SIP2_OFFLINE_WITHIN), when the library does not
+// take check-outs made offline, or for what cannot be lent past (an
+// unknown patron or item, an item on loan to someone else); a library
+// system that does not answer is "busy": the kiosk keeps it and sends it
+// again.
+func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.CheckOut,
+	reply func(ok bool, due time.Time, title, message string) *wire.Reply) (*wire.Reply, string) {
+	at := c.returnedAt(m.TransactionDate)
+	var due time.Time
+	if strings.TrimSpace(m.NoBlockDueDate) != "" {
+		if d, err := msg.ParseDateIn(m.NoBlockDueDate, c.cfg.location); err == nil && d.After(at) {
+			due = d
+		}
+	}
+	refused := func(message, why string) (*wire.Reply, string) {
+		c.s.logger.Warn("an offline check-out refused: for the desk", slog.String("tenant", c.cfg.Tenant),
+			slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at), slog.String("why", why))
+		return reply(false, time.Time{}, "", message), "refused"
+	}
+	if c.s.opts.OfflineWithin > 0 && time.Since(at) > c.s.opts.OfflineWithin {
+		return refused(msgOfflineTooOld, "older than SIP2_OFFLINE_WITHIN ("+c.s.opts.OfflineWithin.String()+")")
+	}
+	loan, broken, err := c.s.circ.CheckOutOffline(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, at, due)
+	if err == nil {
+		if len(broken) > 0 {
+			c.s.logger.Warn(schemas.OfflineWords(broken), slog.String("tenant", c.cfg.Tenant),
+				slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at))
+		}
+		return reply(true, loan.DueDate, loan.Title, msgRecordedOffline), "ok_offline"
+	}
+	var ref *circ.Refusal
+	switch {
+	case errors.As(err, &ref) && ref.Busy():
+		return reply(false, time.Time{}, "", msgBusy), "busy"
+	case errors.As(err, &ref) && ref.Status/100 == 4:
+		return refused(screenMessage(ref), ref.Code)
+	}
+	c.s.logger.Error("offline check-out: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 	return reply(false, time.Time{}, "", msgBusy), "error"
 }
 

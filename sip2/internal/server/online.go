@@ -71,3 +71,55 @@ func (r *readiness) online(ctx context.Context) bool {
 	defer r.mu.Unlock()
 	return r.ok
 }
+
+// A kiosk reads in 98 whether it may lend offline (offline ok): whether
+// its library takes the check-outs its machines made offline (the
+// tenant's selfCheck settings, offlineLending, on unless a library turns
+// it off). The door asks circulation with a kiosk's session, at most once
+// per readinessFresh for each tenant; while it cannot ask (no kiosk of
+// the tenant signed in, the library system not answering: when a kiosk
+// most needs to know), the last answer stands, and before any, on, as
+// libraries expect.
+type offlineLending struct {
+	mu      sync.Mutex
+	tenants map[string]*offlineAnswer
+}
+
+// offlineAnswer is one tenant's last answer and whether it is being
+// asked.
+type offlineAnswer struct {
+	at       time.Time
+	taken    bool
+	answered bool
+	asking   bool
+}
+
+// taken says whether the tenant takes check-outs made offline, asking
+// with ask (a kiosk's session; nil when none is signed in) when the last
+// answer is older than readinessFresh and nobody is asking already.
+func (o *offlineLending) taken(ctx context.Context, tenant string, ask func(context.Context) (bool, error)) bool {
+	o.mu.Lock()
+	if o.tenants == nil {
+		o.tenants = map[string]*offlineAnswer{}
+	}
+	a, ok := o.tenants[tenant]
+	if !ok {
+		a = &offlineAnswer{}
+		o.tenants[tenant] = a
+	}
+	fresh := a.answered && time.Since(a.at) < readinessFresh
+	if fresh || a.asking || ask == nil {
+		defer o.mu.Unlock()
+		return !a.answered || a.taken
+	}
+	a.asking = true
+	o.mu.Unlock()
+	taken, err := ask(ctx)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	a.asking = false
+	if err == nil {
+		a.taken, a.answered, a.at = taken, true, time.Now()
+	}
+	return !a.answered || a.taken
+}

@@ -63,8 +63,10 @@ type Server struct {
 	// first, at most EndedSessionsKept of them: the kiosks' day, which
 	// the lock console lists beside the kiosks connected now.
 	ended []schemas.Kiosk
-	// ready is circulation's readiness, which 98 tells the kiosks.
-	ready *readiness
+	// ready is circulation's readiness, which 98 tells the kiosks;
+	// offline whether their libraries take check-outs made offline.
+	ready   *readiness
+	offline offlineLending
 }
 
 // The kiosks' day: ended sessions are listed for a day, and at most this

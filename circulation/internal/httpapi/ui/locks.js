@@ -15,6 +15,7 @@ const eventText = {
   taken_over: "expired and taken over",
   released_by_other: "released by someone else",
   waiter_gave_up: "a waiting check-out gave up",
+  lent_offline: "lent offline past a rule",
 };
 
 const columns = ["Patron", "Held by", "Item", "Service point", "Request", "Held for", "Expires in", "Action"];
@@ -203,7 +204,7 @@ function renderHistory(events) {
   for (const e of events) {
     const by = e.by ? (e.byName || e.by.acquiredBy || e.by.instance || "") : "";
     const byTitle = e.by ? [e.by.instance, e.by.itemBarcode, e.by.acquiredBy].filter(Boolean).join(" · ") : "";
-    const what = (eventText[e.type] || e.type) + (e.waitedMs ? ` after ${e.waitedMs} ms` : "");
+    const what = (e.what || eventText[e.type] || e.type) + (e.waitedMs ? ` after ${e.waitedMs} ms` : "");
     const holder = holderText(e.holder) + (e.holder && e.holder.itemBarcode ? " · " + e.holder.itemBarcode : "") +
       (e.servicePointName ? " · " + e.servicePointName : "");
     const texts = [[new Date(e.occurredAt).toLocaleString()], [what], [patronText(e.patron, e.userId), e.userId], [holder], [by, byTitle]];

@@ -1,0 +1,6 @@
+DELETE FROM check_out_lock_event WHERE type = 'lent_offline';
+ALTER TABLE check_out_lock_event DROP COLUMN broken_rules;
+ALTER TABLE check_out_lock_event DROP COLUMN loan_id;
+ALTER TABLE check_out_lock_event DROP CONSTRAINT check_out_lock_event_type_check;
+ALTER TABLE check_out_lock_event ADD CONSTRAINT check_out_lock_event_type_check
+    CHECK (type IN ('expired', 'taken_over', 'released_by_other', 'waiter_gave_up'));

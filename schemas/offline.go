@@ -1,0 +1,85 @@
+package schemas
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// A check-out a self-check machine made while the library system could
+// not answer, and sends when it answers again (SIP2's no block), already
+// happened: the book is in the patron's bag. Circulation records it with
+// the transaction's date, under the patron's lock and exactly once, never
+// refused for a rule a live check-out would have been refused for; the
+// rules it broke are recorded on the loan (offline.brokenRules), in the
+// check-out's event and in the lock history, in these words.
+
+// PermissionCheckOutOffline lets a check-out say it was made offline
+// (offline in check-out-by-barcode-request.json): recorded past the rules
+// a live one keeps, dated when it happened. A self-check machine and a
+// librarian hold it.
+const PermissionCheckOutOffline = "circulation.check-out-by-barcode.offline.post"
+
+// MaxOfflineBehind is the oldest transaction date an offline check-out
+// may carry: what no kiosk's store of transactions should outlast. A SIP2
+// door's SIP2_OFFLINE_WITHIN narrows it for its kiosks; nothing widens it.
+const MaxOfflineBehind = 30 * 24 * time.Hour
+
+// The refusals of an offline check-out that are not rules: the library
+// does not take offline check-outs (its selfCheck settings), or the
+// transaction is older than the bound.
+const (
+	CodeOfflineLendingOff = "OFFLINE_LENDING_OFF"
+	CodeOfflineTooOld     = "OFFLINE_TRANSACTION_TOO_OLD"
+)
+
+// OfflineRules are the rules a check-out made offline is recorded past,
+// each FOLIO's refusal code as a live check-out would be refused with it
+// (and as offline.brokenRules names it), and the words an operator and
+// the desk read: "lent offline past the item limit". The order is the
+// order they are said in.
+var OfflineRules = []struct{ Code, Words string }{
+	{CodeUserBlockedManually, "to a patron blocked from borrowing"},
+	{CodeUserBlockedAutomatically, "to a patron blocked automatically"},
+	{CodeUserInactive, "to an inactive or expired patron"},
+	{CodeItemStatusRefused, "an item whose status does not lend"},
+	{CodeItemRequestedByAnotherPatron, "an item another patron requested"},
+	{CodeItemLimitReached, "past the item limit"},
+	{CodeItemNotLoanable, "an item its loan policy does not lend"},
+}
+
+// OfflineWords says what a check-out made offline broke, in OfflineRules'
+// words and order: "lent offline past the item limit, to a patron
+// blocked from borrowing"; "lent offline" when it broke none.
+func OfflineWords(codes []string) string {
+	var parts []string
+	for _, r := range OfflineRules {
+		for _, c := range codes {
+			if c == r.Code {
+				parts = append(parts, r.Words)
+				break
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "lent offline"
+	}
+	return "lent offline " + strings.Join(parts, ", ")
+}
+
+// ItemLimitCodes are FOLIO's refusals at an item limit, by the criteria
+// of the rule that set it, and storage's (CodeItemLimitReached).
+var ItemLimitCodes = []string{CodeItemLimit, CodeItemLimitMaterialType, CodeItemLimitLoanType, CodeItemLimitBoth,
+	CodeItemLimitPatronGroupMaterialType, CodeItemLimitPatronGroupLoanType, CodeItemLimitPatronGroupBoth, CodeItemLimitReached}
+
+// OfflineLifts says whether a check-out made offline is recorded past a
+// refusal with code: one of OfflineRules, or the item limit however its
+// rule words it.
+func OfflineLifts(code string) bool {
+	for _, r := range OfflineRules {
+		if r.Code == code {
+			return true
+		}
+	}
+	return slices.Contains(ItemLimitCodes, code)
+}
