@@ -1,0 +1,249 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/selfcheck"
+)
+
+// offlineTx is one transaction a kiosk stored while the library system
+// could not answer: a check-out (11) or a check-in (09), no block.
+type offlineTx struct {
+	checkIn       bool
+	patron, item  string
+	at, due       time.Time // due: the nb due date, zero for none
+	broken        []string  // the rules a check-out breaks, in schemas.OfflineRules' order
+	wantOpenAfter bool
+}
+
+// message is the transaction as the kiosk sends it.
+func (tx offlineTx) message() string {
+	if tx.checkIn {
+		return "09Y" + sip2UTC(tx.at) + strings.Repeat(" ", 18) + "APdesk|AOdiku|AB" + tx.item + "|AC|"
+	}
+	due := strings.Repeat(" ", 18)
+	if !tx.due.IsZero() {
+		due = sip2UTC(tx.due)
+	}
+	return "11NY" + sip2UTC(tx.at) + due + "AOdiku|AA" + tx.patron + "|AB" + tx.item + "|AC|"
+}
+
+// TestSIP2OfflineBatchIsRecordedOnce: a kiosk stored 30 transactions
+// for 10 patrons while the library system could not answer: check-outs
+// past the item limit, for a blocked patron, of an item another patron
+// requested, and check-ins of what was lent. Sent while storage is still
+// down, every one is answered "not done" (ok 0, the kiosk keeps it) and
+// nothing is written. Sent when storage is back, twice over: every one is
+// answered ok, every loan is written once, dated when it happened and
+// due when the kiosk said, every broken rule is recorded on its loan,
+// announced once in the check-out's event and written once in the lock
+// history, and nothing is refused for a rule. A library that turns
+// offline lending off tells its kiosks so in 98 and refuses what they
+// send, writing nothing.
+func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
+	t.Parallel()
+	c, lib, door := sip2Cluster(t, 1, 10, 3, 2, nil)
+	ctx := context.Background()
+	// Patron 1 is blocked from borrowing; patron 6 requested patron 5's
+	// second item.
+	c.Do(c.Storage, "POST", "/manualblocks", map[string]any{"userId": c.IDOf(t, "/users", "users", lib.Patrons[1]),
+		"desc": "Card reported stolen", "borrowing": true}).Want(t, http.StatusCreated)
+	requested := c.Request(t, lib.Items[5][1], lib.Patrons[6], 1)
+
+	// The batch, in the order it happened, a minute apart, two hours ago.
+	start := time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second)
+	var batch []offlineTx
+	at := func() time.Time { return start.Add(time.Duration(len(batch)) * time.Minute) }
+	for p := range 10 {
+		patron, items := lib.Patrons[p], lib.Items[p]
+		var blocked []string
+		if p == 1 {
+			blocked = []string{schemas.CodeUserBlockedManually}
+		}
+		if p < 5 {
+			// Three check-outs at a limit of two: the third past it.
+			for i, item := range items {
+				tx := offlineTx{patron: patron, item: item, at: at(), broken: blocked, wantOpenAfter: true}
+				if p == 0 {
+					tx.due = tx.at.Add(14 * 24 * time.Hour)
+				}
+				if i == 2 {
+					tx.broken = append(slices.Clone(blocked), schemas.CodeItemLimitReached)
+				}
+				batch = append(batch, tx)
+			}
+			continue
+		}
+		// Two check-outs, then the first book back.
+		first := offlineTx{patron: patron, item: items[0], at: at()}
+		batch = append(batch, first)
+		second := offlineTx{patron: patron, item: items[1], at: at(), wantOpenAfter: true}
+		if p == 5 {
+			second.broken = []string{schemas.CodeItemRequestedByAnotherPatron}
+		}
+		batch = append(batch, second, offlineTx{checkIn: true, item: items[0], at: at()})
+	}
+	if len(batch) != 30 {
+		t.Fatalf("the batch has %d transactions, want 30", len(batch))
+	}
+
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	send := func(pass string, wantOK bool) {
+		t.Helper()
+		for _, tx := range batch {
+			r := k.Send(tx.message())
+			code := "12"
+			if tx.checkIn {
+				code = "10"
+			}
+			ok := strings.HasPrefix(r, code+"1")
+			if !strings.HasPrefix(r, code) || ok != wantOK {
+				t.Fatalf("%s: %s answered %q, want ok %v", pass, tx.message(), r, wantOK)
+			}
+		}
+	}
+	loans := func() int {
+		t.Helper()
+		var n int
+		if err := c.DB.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.loan`, c.Schema)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// Storage down: every transaction answered "not done", nothing written.
+	c.Storage.Stop()
+	send("storage down", false)
+	c.Storage.Start()
+	if n := loans(); n != 0 {
+		t.Fatalf("%d loans written while storage was down, want none", n)
+	}
+
+	// Storage back: the batch, twice.
+	send("first send", true)
+	send("sent again", true)
+
+	checkOuts := 0
+	for _, tx := range batch {
+		if tx.checkIn {
+			continue
+		}
+		checkOuts++
+		var n int
+		var loanDate, dueDate, status string
+		var broken []string
+		err := c.DB.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) OVER (), l.jsonb ->> 'loanDate', l.jsonb ->> 'dueDate', l.status_name,
+			ARRAY(SELECT jsonb_array_elements_text(coalesce(l.jsonb #> '{offline,brokenRules}', '[]')))
+			FROM %[1]s.loan l JOIN %[1]s.item i ON i.id = l.item_id WHERE i.barcode = $1`, c.Schema), tx.item).
+			Scan(&n, &loanDate, &dueDate, &status, &broken)
+		if err != nil {
+			t.Fatalf("the loan of %s: %v", tx.item, err)
+		}
+		if n != 1 {
+			t.Errorf("%s: %d loans, want one", tx.item, n)
+		}
+		if want := tx.at.Format("2006-01-02T15:04:05.000Z"); loanDate != want {
+			t.Errorf("%s: lent %s, want %s (when the kiosk lent it)", tx.item, loanDate, want)
+		}
+		if !tx.due.IsZero() && dueDate != tx.due.Format("2006-01-02T15:04:05.000Z") {
+			t.Errorf("%s: due %s, want %s (the kiosk's nb due date)", tx.item, dueDate, tx.due.Format(time.RFC3339))
+		}
+		if want := map[bool]string{true: "Open", false: "Closed"}[tx.wantOpenAfter]; status != want {
+			t.Errorf("%s: the loan is %s, want %s", tx.item, status, want)
+		}
+		if !slices.Equal(broken, tx.broken) && !(len(broken) == 0 && len(tx.broken) == 0) {
+			t.Errorf("%s: brokenRules %v, want %v", tx.item, broken, tx.broken)
+		}
+	}
+	if n := loans(); n != checkOuts {
+		t.Errorf("%d loans, want %d: one for each check-out, however often sent", n, checkOuts)
+	}
+	// The check-ins closed their loans when they happened.
+	for _, tx := range batch {
+		if !tx.checkIn {
+			continue
+		}
+		var returned string
+		if err := c.DB.QueryRow(ctx, fmt.Sprintf(`SELECT l.jsonb ->> 'returnDate' FROM %[1]s.loan l JOIN %[1]s.item i ON i.id = l.item_id
+			WHERE i.barcode = $1`, c.Schema), tx.item).Scan(&returned); err != nil {
+			t.Fatal(err)
+		}
+		if want := tx.at.Format("2006-01-02T15:04:05.000Z"); returned != want {
+			t.Errorf("%s: returned %s, want %s", tx.item, returned, want)
+		}
+	}
+	// Announced once each: the check-out's event carries what it broke.
+	var events, eventsBroken int
+	if err := c.DB.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE jsonb_array_length(e.new #> '{offline,brokenRules}') > 0)
+		FROM circulation_storage.outbox_commit oc, unnest(oc.payload) e
+		WHERE oc.tenant_id = $1 AND e.kind = 'check-out' AND e.new ? 'offline'`, c.Tenant).Scan(&events, &eventsBroken); err != nil {
+		t.Fatal(err)
+	}
+	brokenLoans := 0
+	for _, tx := range batch {
+		if len(tx.broken) > 0 {
+			brokenLoans++
+		}
+	}
+	if events != checkOuts || eventsBroken != brokenLoans {
+		t.Errorf("%d check-out events of loans made offline, %d of them naming broken rules; want %d and %d", events, eventsBroken,
+			checkOuts, brokenLoans)
+	}
+	// The operator's history: one line for each loan that broke a rule,
+	// in the console's words.
+	var page struct {
+		Events []struct {
+			Type, LoanID, What string
+			BrokenRules        []string
+		}
+	}
+	console := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleOperator)}
+	c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks/history?type=lent_offline&limit=100", nil, console).
+		Want(t, http.StatusOK).Decode(t, &page)
+	if len(page.Events) != brokenLoans {
+		t.Errorf("the history has %d lent_offline lines, want %d", len(page.Events), brokenLoans)
+	}
+	for _, e := range page.Events {
+		if e.LoanID == "" || e.What != schemas.OfflineWords(e.BrokenRules) || !strings.HasPrefix(e.What, "lent offline ") {
+			t.Errorf("a history line %+v", e)
+		}
+	}
+	// Patron 6's request still waits; the lock is no one's.
+	var reqStatus string
+	if err := c.DB.QueryRow(ctx, fmt.Sprintf(`SELECT status FROM %s.request WHERE id = $1`, c.Schema), requested).Scan(&reqStatus); err != nil {
+		t.Fatal(err)
+	}
+	if reqStatus != "Open - Awaiting pickup" {
+		t.Errorf("patron 6's request is %q after the offline loan to patron 5, want it still open", reqStatus)
+	}
+	c.CheckInvariants(t, harness.Invariants{})
+
+	// Offline lending off: 98 says so within a second, and a check-out
+	// the kiosk made offline is refused for the desk, writing nothing.
+	c.Do(c.Storage, "POST", "/settings/entries", map[string]any{"scope": selfcheck.Scope, "key": selfcheck.Key,
+		"value": map[string]any{"offlineLending": selfcheck.OfflineOff}}).Want(t, http.StatusCreated)
+	harness.Poll(time.Second, 50*time.Millisecond, func() bool {
+		s := k.Send("9900302.00")
+		return len(s) > 7 && s[7] == 'N'
+	})
+	if s := k.Send("9900302.00"); len(s) < 8 || s[2:8] != "YYYYNN" {
+		t.Errorf("98 with offline lending off: %q, want on line, offline ok N", s)
+	}
+	tx := offlineTx{patron: lib.Patrons[9], item: lib.Items[9][2], at: time.Now().Add(-time.Hour)}
+	r := k.Send(tx.message())
+	if !strings.HasPrefix(r, "120") || !strings.Contains(harness.SIP2Field(r, "AF"), "offline") {
+		t.Errorf("an offline check-out where the library takes none: %q", r)
+	}
+	if n := loans(); n != checkOuts {
+		t.Errorf("%d loans after a refused offline check-out, want %d", n, checkOuts)
+	}
+}
