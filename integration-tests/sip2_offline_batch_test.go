@@ -247,3 +247,61 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 		t.Errorf("%d loans after a refused offline check-out, want %d", n, checkOuts)
 	}
 }
+
+// TestSIP2OfflineThirdPartyStrings: other projects' check-outs marked no
+// block, sent to the real door. A PHP SIP2 tester's 11 (no block Y, a
+// transaction date of 2018 and an nb due date of 2019) is a stored
+// check-out older than the door takes: refused with a screen message,
+// nothing written. JSIP2's (NatLibFi's Java SIP2 client) 11 with no block
+// Y, fee acknowledged and cancel, as its test writes it, asks to cancel:
+// refused for the desk, nothing lent; its layout with this library's
+// barcodes, two hours ago, no cancel, is recorded, dated then and due when
+// the kiosk said.
+func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
+	t.Parallel()
+	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	loans := func() int {
+		t.Helper()
+		var n int
+		if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan`, c.Schema)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// The PHP tester's, as it is (no error detection).
+	r := k.Raw("11NY20180208    16200020190208    162000AOqut|AAmatty|AB123|ACsecret|BIN")
+	if !strings.HasPrefix(r, "120") || !strings.Contains(harness.SIP2Field(r, "AF"), "too old") {
+		t.Errorf("a 2018 offline check-out: %q, want refused as too old", r)
+	}
+	// JSIP2's, as it is, checksum and all.
+	r = k.Raw("11NY20210814    08345520210814    083455AOinstitutionId|AApatronId|ABitemId|ACterminalPassword|ADpatronPassword|BOY|BIY|AY0AZD782")
+	if !strings.HasPrefix(r, "120") || !strings.Contains(harness.SIP2Field(r, "AF"), "cancelled") {
+		t.Errorf("JSIP2's check-out with cancel: %q, want refused", r)
+	}
+	// JSIP2's layout, with this library's barcodes and dates.
+	at := time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Second)
+	due := at.Add(7 * 24 * time.Hour)
+	jsip2 := func(item, cancel string) string {
+		return "11NY" + sip2UTC(at) + sip2UTC(due) + "AOinstitutionId|AA" + lib.Patrons[0] + "|AB" + item +
+			"|ACterminalPassword|ADpatronPassword|BOY|BI" + cancel + "|"
+	}
+	if r := k.Send(jsip2(lib.Items[0][1], "Y")); !strings.HasPrefix(r, "120") {
+		t.Errorf("JSIP2's layout with cancel: %q, want refused", r)
+	}
+	if n := loans(); n != 0 {
+		t.Fatalf("%d loans after refused check-outs, want none", n)
+	}
+	if r := k.Send(jsip2(lib.Items[0][0], "N")); !strings.HasPrefix(r, "121") {
+		t.Fatalf("JSIP2's layout, no block: %q, want recorded", r)
+	}
+	var loanDate, dueDate string
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT l.jsonb ->> 'loanDate', l.jsonb ->> 'dueDate'
+		FROM %[1]s.loan l JOIN %[1]s.item i ON i.id = l.item_id WHERE i.barcode = $1`, c.Schema), lib.Items[0][0]).Scan(&loanDate, &dueDate); err != nil {
+		t.Fatal(err)
+	}
+	if loanDate != at.Format("2006-01-02T15:04:05.000Z") || dueDate != due.Format("2006-01-02T15:04:05.000Z") {
+		t.Errorf("the loan: lent %s due %s, want %s and %s", loanDate, dueDate, at.Format(time.RFC3339), due.Format(time.RFC3339))
+	}
+}

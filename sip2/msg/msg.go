@@ -155,9 +155,11 @@ func readPatronItem(f *fixed, r *wire.Request) PatronItem {
 	return m
 }
 
-// CheckOut is 11.
+// CheckOut is 11. Cancel (BI Y) asks for an earlier check-out of the
+// item to be undone (the kiosk could not desensitize it).
 type CheckOut struct {
 	RenewalPolicy, NoBlock bool
+	Cancel                 bool
 	PatronItem
 }
 
@@ -166,6 +168,8 @@ func ReadCheckOut(r *wire.Request) (CheckOut, error) {
 	f := fixed{s: r.Fixed}
 	m := CheckOut{RenewalPolicy: f.yn("SC renewal policy"), NoBlock: f.yn("no block")}
 	m.PatronItem = readPatronItem(&f, r)
+	cancel, _ := r.Get("BI")
+	m.Cancel = cancel == "Y"
 	return m, f.err
 }
 

@@ -34,6 +34,8 @@ const (
 	// the door takes (SIP2_OFFLINE_WITHIN).
 	msgOfflineTooOld = "This offline transaction is too old to record here: please see the desk"
 	msgLogInFirst    = "Please log in first"
+	// msgCancelUnsupported refuses a check-out that asks to cancel one.
+	msgCancelUnsupported = "A check-out cannot be cancelled here: please see the desk"
 	// msgRecordedOffline answers a check-out made offline, recorded.
 	msgRecordedOffline = "Recorded: lent while offline"
 	msgMalformed       = "The message's fixed fields are malformed"
@@ -310,6 +312,12 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	}
 	if m.Patron == "" || m.Item == "" {
 		return reply(false, time.Time{}, "", msgBarcodes), "refused"
+	}
+	if m.Cancel {
+		// Undoing a check-out is the desk's: nothing is lent for it.
+		c.s.logger.Warn("a kiosk asked to cancel a check-out: refused, for the desk", slog.String("tenant", c.cfg.Tenant),
+			slog.String("patron", m.Patron), slog.String("item", m.Item))
+		return reply(false, time.Time{}, "", msgCancelUnsupported), "refused"
 	}
 	ctx, cancel := c.call()
 	defer cancel()
