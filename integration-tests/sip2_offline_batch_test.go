@@ -217,6 +217,26 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 			t.Errorf("a history line %+v", e)
 		}
 	}
+	// The desk finds the loans made offline (docs/operations.md), each
+	// with what it broke.
+	var lent struct {
+		Loans []struct {
+			Offline struct{ BrokenRules []string }
+		}
+		TotalRecords int
+	}
+	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
+	c.DoWith(c.Circulations[0], "GET", `/circulation/loans?limit=100&query=offline.transactionDate=""`, nil, librarian).
+		Want(t, http.StatusOK).Decode(t, &lent)
+	pastARule := 0
+	for _, l := range lent.Loans {
+		if len(l.Offline.BrokenRules) > 0 {
+			pastARule++
+		}
+	}
+	if lent.TotalRecords != checkOuts || pastARule != brokenLoans {
+		t.Errorf("the loans made offline: %d, %d past a rule; want %d and %d", lent.TotalRecords, pastARule, checkOuts, brokenLoans)
+	}
 	// Patron 6's request still waits; the lock is no one's.
 	var reqStatus string
 	if err := c.DB.QueryRow(ctx, fmt.Sprintf(`SELECT status FROM %s.request WHERE id = $1`, c.Schema), requested).Scan(&reqStatus); err != nil {
