@@ -237,6 +237,26 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 	if lent.TotalRecords != checkOuts || pastARule != brokenLoans {
 		t.Errorf("the loans made offline: %d, %d past a rule; want %d and %d", lent.TotalRecords, pastARule, checkOuts, brokenLoans)
 	}
+	// The desk's page shows each, in words.
+	var desk struct {
+		Patrons []struct {
+			Loans []struct{ ItemBarcode, Offline string }
+		}
+	}
+	c.DoWith(c.Circulations[0], "GET", "/circulation/patron-loans?patron="+lib.Patrons[1], nil, librarian).
+		Want(t, http.StatusOK).Decode(t, &desk)
+	shown := map[string]string{}
+	for _, p := range desk.Patrons {
+		for _, l := range p.Loans {
+			shown[l.ItemBarcode] = l.Offline
+		}
+	}
+	for i, want := range []string{"lent offline to a patron blocked from borrowing", "lent offline to a patron blocked from borrowing",
+		"lent offline to a patron blocked from borrowing, past the item limit"} {
+		if got := shown[lib.Items[1][i]]; got != want {
+			t.Errorf("the desk shows %s as %q, want %q", lib.Items[1][i], got, want)
+		}
+	}
 	// Patron 6's request still waits; the lock is no one's.
 	var reqStatus string
 	if err := c.DB.QueryRow(ctx, fmt.Sprintf(`SELECT status FROM %s.request WHERE id = $1`, c.Schema), requested).Scan(&reqStatus); err != nil {
@@ -273,8 +293,9 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 // transaction date of 2018 and an nb due date of 2019) is a stored
 // check-out older than the door takes: refused with a screen message,
 // nothing written. JSIP2's (NatLibFi's Java SIP2 client) 11 with no block
-// Y, fee acknowledged and cancel, as its test writes it, asks to cancel:
-// refused for the desk, nothing lent; its layout with this library's
+// Y, fee acknowledged and cancel, as its test writes it, cancels a
+// check-in (SIP2's undoing of one that did not complete): refused for the
+// desk, nothing lent; its layout with this library's
 // barcodes, two hours ago, no cancel, is recorded, dated then and due when
 // the kiosk said.
 func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
@@ -297,7 +318,7 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 	}
 	// JSIP2's, as it is, checksum and all.
 	r = k.Raw("11NY20210814    08345520210814    083455AOinstitutionId|AApatronId|ABitemId|ACterminalPassword|ADpatronPassword|BOY|BIY|AY0AZD782")
-	if !strings.HasPrefix(r, "120") || !strings.Contains(harness.SIP2Field(r, "AF"), "cancelled") {
+	if !strings.HasPrefix(r, "120") || !strings.Contains(harness.SIP2Field(r, "AF"), "cancel") {
 		t.Errorf("JSIP2's check-out with cancel: %q, want refused", r)
 	}
 	// JSIP2's layout, with this library's barcodes and dates.

@@ -155,8 +155,8 @@ func readPatronItem(f *fixed, r *wire.Request) PatronItem {
 	return m
 }
 
-// CheckOut is 11. Cancel (BI Y) asks for an earlier check-out of the
-// item to be undone (the kiosk could not desensitize it).
+// CheckOut is 11. Cancel (BI Y) makes it SIP2's way of undoing a
+// check-in of the item that did not complete at the kiosk.
 type CheckOut struct {
 	RenewalPolicy, NoBlock bool
 	Cancel                 bool

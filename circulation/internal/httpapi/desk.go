@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/checkoutlock/schemas"
 	"github.com/labstack/echo/v4"
 )
 
@@ -24,6 +25,10 @@ type deskLoan struct {
 	RenewalCount int    `json:"renewalCount"`
 	Action       string `json:"action,omitempty"`
 	ItemStatus   string `json:"itemStatus,omitempty"`
+	// Offline says, in words, that the loan was made at a self-check
+	// machine offline and what rules it broke ("lent offline past the
+	// item limit"); empty for a loan made live.
+	Offline string `json:"offline,omitempty"`
 }
 
 // deskPatron is a patron found, with their open loans.
@@ -92,6 +97,9 @@ func (s *Server) openLoans(ctx context.Context, userID string) ([]deskLoan, erro
 			DueDate      string `json:"dueDate"`
 			RenewalCount int    `json:"renewalCount"`
 			Action       string `json:"action"`
+			Offline      *struct {
+				BrokenRules []string `json:"brokenRules"`
+			} `json:"offline"`
 		} `json:"loans"`
 	}
 	q := url.Values{"query": {"userId==" + cqlTerm(userID) + ` and status.name=="Open" sortBy dueDate`}, "limit": {strconv.Itoa(deskLoans)}}
@@ -129,8 +137,12 @@ func (s *Server) openLoans(ctx context.Context, userID string) ([]deskLoan, erro
 	loans := make([]deskLoan, 0, len(page.Loans))
 	for _, l := range page.Loans {
 		it := items[strings.ToLower(l.ItemID)]
-		loans = append(loans, deskLoan{ID: l.ID, ItemID: l.ItemID, DueDate: l.DueDate, RenewalCount: l.RenewalCount, Action: l.Action,
-			ItemBarcode: it.Barcode, Title: it.Title, ItemStatus: it.Status.Name})
+		d := deskLoan{ID: l.ID, ItemID: l.ItemID, DueDate: l.DueDate, RenewalCount: l.RenewalCount, Action: l.Action,
+			ItemBarcode: it.Barcode, Title: it.Title, ItemStatus: it.Status.Name}
+		if l.Offline != nil {
+			d.Offline = schemas.OfflineWords(l.Offline.BrokenRules)
+		}
+		loans = append(loans, d)
 	}
 	return loans, nil
 }

@@ -34,8 +34,8 @@ const (
 	// the door takes (SIP2_OFFLINE_WITHIN).
 	msgOfflineTooOld = "This offline transaction is too old to record here: please see the desk"
 	msgLogInFirst    = "Please log in first"
-	// msgCancelUnsupported refuses a check-out that asks to cancel one.
-	msgCancelUnsupported = "A check-out cannot be cancelled here: please see the desk"
+	// msgCancelUnsupported refuses an 11 that cancels a check-in.
+	msgCancelUnsupported = "A cancel cannot be done here: please see the desk"
 	// msgRecordedOffline answers a check-out made offline, recorded.
 	msgRecordedOffline = "Recorded: lent while offline"
 	msgMalformed       = "The message's fixed fields are malformed"
@@ -314,8 +314,9 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 		return reply(false, time.Time{}, "", msgBarcodes), "refused"
 	}
 	if m.Cancel {
-		// Undoing a check-out is the desk's: nothing is lent for it.
-		c.s.logger.Warn("a kiosk asked to cancel a check-out: refused, for the desk", slog.String("tenant", c.cfg.Tenant),
+		// SIP2's undoing of a check-in that did not complete at the
+		// kiosk: the desk's to judge; nothing is lent for it.
+		c.s.logger.Warn("a kiosk asked to cancel a check-in (11 with cancel): refused, for the desk", slog.String("tenant", c.cfg.Tenant),
 			slog.String("patron", m.Patron), slog.String("item", m.Item))
 		return reply(false, time.Time{}, "", msgCancelUnsupported), "refused"
 	}

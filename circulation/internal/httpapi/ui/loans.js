@@ -77,7 +77,9 @@ function render(patrons) {
         return b;
       });
       const due = l.dueDate ? new Date(l.dueDate).toLocaleString() : "";
-      const texts = [titleOf(l) + (l.itemStatus && l.itemStatus !== "Checked out" ? ` (${l.itemStatus})` : ""), l.itemBarcode || "", due, String(l.renewalCount)];
+      // A loan a self-check machine made offline says so, and what it broke.
+      const texts = [titleOf(l) + (l.itemStatus && l.itemStatus !== "Checked out" ? ` (${l.itemStatus})` : "") +
+        (l.offline ? ` · ${l.offline}` : ""), l.itemBarcode || "", due, String(l.renewalCount)];
       return el("tr", { "data-loan": l.id },
         ...texts.map((text, i) => el("td", { "data-label": loanColumns[i], text })),
         el("td", { "data-label": "Actions" }, el("div", { class: "row actions" }, ...buttons)));
