@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"encoding/csv"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +75,29 @@ func TestTheAnswerLeavesBeforeTheBookkeeping(t *testing.T) {
 			t.Fatalf("%s: the request was never logged", c.body)
 		}
 		held.release <- struct{}{}
+	}
+}
+
+// TestTheCSVExportWritesNoFormula: a cell a spreadsheet would take for a
+// formula (a patron named "=HYPERLINK(…)", a barcode "+1", "-2", "@sum", a
+// leading tab or carriage return) is written as text, after a single
+// quote; every other cell as it is.
+func TestTheCSVExportWritesNoFormula(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	writeCSV(&b, [][]string{
+		{"=HYPERLINK(\"http://x\",\"Alice\")", "+1", "-2", "@sum(A1)", "\tTab", "\rReturn"},
+		{"Alice", "P0001", "", "2026-11-27T10:00:00.000Z", "a=b", "4 - 2"},
+	})
+	rows, err := csv.NewReader(strings.NewReader(b.String())).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{
+		{"'=HYPERLINK(\"http://x\",\"Alice\")", "'+1", "'-2", "'@sum(A1)", "'\tTab", "'\rReturn"},
+		{"Alice", "P0001", "", "2026-11-27T10:00:00.000Z", "a=b", "4 - 2"},
+	}
+	if !slices.EqualFunc(rows, want, slices.Equal) {
+		t.Errorf("the CSV read back: %q, want %q", rows, want)
 	}
 }
