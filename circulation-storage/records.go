@@ -72,7 +72,7 @@ var (
 	Patrons = Resource{Name: "User", Path: "/users", Plural: "users",
 		Filters: []Filter{{Param: "barcode", Kind: FilterText}, {Param: "patronGroup", Kind: FilterUUID}}}
 	Items = Resource{Name: "Item", Path: "/item-storage/items", Plural: "items",
-		Filters:   []Filter{{Param: "barcode", Kind: FilterText}, {Param: "status", Kind: FilterText, Values: ItemStatuses}},
+		Filters:   []Filter{{Param: "barcode", Kind: FilterText}, {Param: "status", Kind: FilterText, Values: schemas.ItemStatuses}},
 		Versioned: true}
 	LoanPolicies = Resource{Name: "Loan policy", Path: "/loan-policy-storage/loan-policies", Plural: "loanPolicies",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
@@ -80,7 +80,7 @@ var (
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	Loans = Resource{Name: "Loan", Path: "/loan-storage/loans", Plural: "loans",
 		Filters: []Filter{{Param: "userId", Kind: FilterUUID}, {Param: "itemId", Kind: FilterUUID},
-			{Param: "status", Kind: FilterText, Values: []string{"Open", "Closed"}}},
+			{Param: "status", Kind: FilterText, Values: schemas.LoanStatuses}},
 		// Every write of a loan (a check-in, a renewal, a loan action, a
 		// replace) names the version it read.
 		Versioned: true}
@@ -91,7 +91,7 @@ var (
 		Filters: []Filter{{Param: "patronGroupId", Kind: FilterUUID}, {Param: "conditionId", Kind: FilterUUID}}}
 	Requests = Resource{Name: "Request", Path: "/request-storage/requests", Plural: "requests",
 		Filters: []Filter{{Param: "itemId", Kind: FilterUUID}, {Param: "requesterId", Kind: FilterUUID},
-			{Param: "status", Kind: FilterText, Values: RequestStatuses}},
+			{Param: "status", Kind: FilterText, Values: schemas.RequestStatuses}},
 		Versioned: true}
 	Accounts = Resource{Name: "Account", Path: "/accounts", Plural: "accounts",
 		Filters: []Filter{{Param: "username", Kind: FilterText}}}
@@ -123,23 +123,10 @@ var PatronBlockConditionSet = []struct{ ID, Name, ValueType string }{
 	{"08530ac4-07f2-48e6-9dda-a97bc2bf7053", "Recall overdue by maximum number of days", "Integer"},
 }
 
-// ItemStatuses are the item statuses FOLIO knows (schemas/item.json).
-var ItemStatuses = []string{
-	"Aged to lost", "Available", "Awaiting delivery", "Awaiting pickup", "Checked out", "Claimed returned",
-	"Declared lost", "In process", "In process (non-requestable)", "In transit", "Intellectual item", "Long missing",
-	"Lost and paid", "Missing", "On order", "Order closed", "Paged", "Restricted", "Unavailable", "Unknown", "Withdrawn",
-}
-
 // Resources lists every record kind, in the order their references allow
 // them to be created.
 var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, RequestPolicies, Loans, ManualBlocks,
 	PatronBlockConditions, PatronBlockLimits, Requests, Accounts, ServicePoints, Settings}
-
-// RequestStatuses are the statuses of a request (schemas/request.json).
-var RequestStatuses = []string{
-	"Open - Not yet filled", "Open - Awaiting pickup", "Open - In transit", "Open - Awaiting delivery",
-	"Closed - Filled", "Closed - Cancelled", "Closed - Unfilled", "Closed - Pickup expired",
-}
 
 // RecordFilter selects a page of records: Params maps filter parameters to
 // the value to match.
@@ -377,8 +364,8 @@ type LoanActionWrite struct {
 // counts it (an item claimed returned is not counted; one declared lost
 // is).
 var LoanActionItemStatus = map[string]string{
-	"claimedReturned": "Claimed returned",
-	"declaredLost":    "Declared lost",
+	"claimedReturned": schemas.ItemClaimedReturned,
+	"declaredLost":    schemas.ItemDeclaredLost,
 }
 
 // Caller is who a request acts for: the user, as X-Okapi-User-Id or the

@@ -58,7 +58,7 @@ func TestCheckOutWaitsAtStorageForTheRelease(t *testing.T) {
 		t.Errorf("acquires with waitMs %v, want one with the whole budget, 2000", got)
 	}
 	wantWaits(t, s.clock, nil)
-	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 	if len(s.obs.acquired) != 1 || s.obs.acquired[0].attempts != 1 {
 		t.Errorf("observer acquisitions %+v, want one of 1 attempt", s.obs.acquired)
 	}

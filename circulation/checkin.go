@@ -102,7 +102,7 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 		}
 		return CheckInResult{Returned: returned}, nil
 	}
-	loan.Status = "Closed"
+	loan.Status = schemas.LoanClosed
 	loan.Action = "checkedin"
 	// Never returned before it was lent.
 	loan.ReturnDate = req.CheckInDate
@@ -203,5 +203,5 @@ func loanClosed(doc json.RawMessage) bool {
 			Name string `json:"name"`
 		} `json:"status"`
 	}
-	return json.Unmarshal(doc, &l) == nil && l.Status.Name == "Closed"
+	return json.Unmarshal(doc, &l) == nil && l.Status.Name == schemas.LoanClosed
 }

@@ -25,7 +25,7 @@ func TestCheckInClosesTheOpenLoan(t *testing.T) {
 	if err != nil {
 		t.Fatalf("check-in: %v", err)
 	}
-	wantItem(t, s.store, circulation.StatusAvailable, 3)
+	wantItem(t, s.store, schemas.ItemAvailable, 3)
 	loans := s.store.Loans()
 	if len(loans) != 1 {
 		t.Fatalf("loans %+v, want one", loans)
@@ -35,7 +35,7 @@ func TestCheckInClosesTheOpenLoan(t *testing.T) {
 		l.CheckinServicePointID != servicePoint || l.LoanDate != "2025-03-01T10:00:00.000Z" {
 		t.Errorf("stored loan %+v", l)
 	}
-	if in.Loan == nil || in.Loan.ID != res.Loan.ID || in.Item.Status != circulation.StatusAvailable {
+	if in.Loan == nil || in.Loan.ID != res.Loan.ID || in.Item.Status != schemas.ItemAvailable {
 		t.Errorf("result %+v", in)
 	}
 	// Check-in takes no lock.
@@ -52,7 +52,7 @@ func TestCheckInWithoutALoanMakesTheItemAvailable(t *testing.T) {
 		t.Fatalf("check-in: %v", err)
 	}
 	item, _ := s.store.Item("33333333-3333-4333-8333-00000000000b")
-	if item.Status != circulation.StatusAvailable || item.Version != 2 || in.Loan != nil || in.Item.Status != circulation.StatusAvailable {
+	if item.Status != schemas.ItemAvailable || item.Version != 2 || in.Loan != nil || in.Item.Status != schemas.ItemAvailable {
 		t.Errorf("stored item %+v, result %+v", item, in)
 	}
 	wantCount(t, s.store, storagetest.RoutePutLoan, 0)
@@ -92,10 +92,10 @@ func TestAmbiguousCheckInItemUpdateIsSettled(t *testing.T) {
 		if err != nil {
 			t.Fatalf("committed=%v: check-in: %v", committed, err)
 		}
-		if item, _ := s.store.Item("33333333-3333-4333-8333-00000000000a"); item.Status != circulation.StatusAvailable || item.Version != 2 {
+		if item, _ := s.store.Item("33333333-3333-4333-8333-00000000000a"); item.Status != schemas.ItemAvailable || item.Version != 2 {
 			t.Errorf("committed=%v: item %+v, want Available at version 2", committed, item)
 		}
-		if res.Loan != nil || res.Item.Status != circulation.StatusAvailable {
+		if res.Loan != nil || res.Item.Status != schemas.ItemAvailable {
 			t.Errorf("committed=%v: answered %+v", committed, res)
 		}
 		wantCount(t, s.store, storagetest.RoutePutItem, 2)
@@ -114,10 +114,10 @@ func TestCheckInIsOneWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Loan == nil || res.Item.Status != circulation.StatusAvailable || res.Item.Version != 3 {
+	if res.Loan == nil || res.Item.Status != schemas.ItemAvailable || res.Item.Version != 3 {
 		t.Errorf("check-in answered item %+v, loan %+v", res.Item, res.Loan)
 	}
-	wantItem(t, s.store, circulation.StatusAvailable, 3)
+	wantItem(t, s.store, schemas.ItemAvailable, 3)
 	wantCount(t, s.store, storagetest.RoutePutItem, 0)
 	wantCount(t, s.store, storagetest.RoutePutLoan, 1)
 	if loans := s.store.Loans(); len(loans) != 1 || loans[0].Status != "Closed" {
@@ -142,7 +142,7 @@ func TestCheckInOfAnAvailableItemIsConditionalToo(t *testing.T) {
 	if res.Loan == nil {
 		t.Errorf("check-in answered no loan")
 	}
-	wantItem(t, s.store, circulation.StatusAvailable, 2) // written at the version read, 1
+	wantItem(t, s.store, schemas.ItemAvailable, 2) // written at the version read, 1
 	wantCount(t, s.store, storagetest.RoutePutLoan, 1)
 	wantCount(t, s.store, storagetest.RoutePutItem, 0)
 }
@@ -159,7 +159,7 @@ func TestCheckInThatFailsChangesNothing(t *testing.T) {
 	s.store.Refuse(storagetest.RoutePutLoan, -1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 	_, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint})
 	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
-	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 	if loans := s.store.Loans(); len(loans) != 1 || loans[0].Status != "Open" {
 		t.Errorf("loans %+v, want the loan still open", loans)
 	}
@@ -180,10 +180,10 @@ func TestCheckInReadsBackALostAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("check-in: %v", err)
 	}
-	if res.Loan == nil || res.Item.Status != circulation.StatusAvailable {
+	if res.Loan == nil || res.Item.Status != schemas.ItemAvailable {
 		t.Errorf("check-in answered item %+v, loan %+v", res.Item, res.Loan)
 	}
-	wantItem(t, s.store, circulation.StatusAvailable, 3)
+	wantItem(t, s.store, schemas.ItemAvailable, 3)
 	wantCount(t, s.store, storagetest.RoutePutItem, 0)
 	if loans := s.store.Loans(); len(loans) != 1 || loans[0].Status != "Closed" {
 		t.Errorf("loans %+v, want the loan closed", loans)

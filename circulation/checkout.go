@@ -339,7 +339,7 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	}
 	co.item = *reads.Item
 	switch {
-	case co.item.Status == StatusCheckedOut:
+	case co.item.Status == schemas.ItemCheckedOut:
 		e := errs.Errorf(errs.KindInvalid, schemas.CodeItemAlreadyCheckedOut, "Item is already checked out").
 			With("itemBarcode", req.ItemBarcode)
 		if l := reads.OpenLoanOf; l != nil && reads.Patron != nil && l.UserID == reads.Patron.ID {
@@ -653,7 +653,7 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 		LoanDate:               co.req.LoanDate,
 		DueDate:                co.policy.Period.DueDate(co.req.LoanDate),
 		Action:                 "checkedout",
-		Status:                 "Open",
+		Status:                 schemas.LoanOpen,
 		LoanPolicyID:           co.policy.ID,
 		CheckoutServicePointID: co.req.ServicePointID,
 		// FOLIO's: the group the patron borrowed as, kept when it changes.

@@ -259,7 +259,7 @@ func seed(f *storagetest.Storage) {
 		FirstName: "Ada", LastName: "Lovelace"})
 	f.AddUser(storagetest.User{ID: otherPatron, Barcode: "u-1002", Active: true, PatronGroup: patronGroup,
 		FirstName: "Charles", LastName: "Babbage"})
-	f.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusAvailable,
+	f.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: schemas.ItemAvailable,
 		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 	f.AddLoanPolicy(storagetest.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks",
 		ItemLimit: itemLimit})
@@ -329,7 +329,7 @@ func setRule(s *stack, group, material, byLoanType bool) {
 func lendOthers(s *stack, n int) {
 	for range n {
 		id := uuid.NewString()
-		s.store.AddItem(storagetest.Item{ID: id, Barcode: "other-" + id[:8], Title: "Other", Status: circulation.StatusCheckedOut,
+		s.store.AddItem(storagetest.Item{ID: id, Barcode: "other-" + id[:8], Title: "Other", Status: schemas.ItemCheckedOut,
 			MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 		s.store.AddLoan(storagetest.Loan{ID: uuid.NewString(), UserID: patronID, ItemID: id, Status: "Open", Action: "checkedout",
 			LoanDate: "2025-02-01T10:00:00.000Z"})
@@ -471,8 +471,8 @@ func TestCheckOutWithFeatureOffMakesNoLockCalls(t *testing.T) {
 	if len(loans) != 1 || loans[0] != wantLoan {
 		t.Errorf("stored loans %+v, want [%+v]", loans, wantLoan)
 	}
-	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
-	if res.Locked || res.Item.Status != circulation.StatusCheckedOut || res.Item.Version != 2 || res.Patron.ID != patronID {
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
+	if res.Locked || res.Item.Status != schemas.ItemCheckedOut || res.Item.Version != 2 || res.Patron.ID != patronID {
 		t.Errorf("result locked %v, item %q v%d, patron %s", res.Locked, res.Item.Status, res.Item.Version, res.Patron.ID)
 	}
 	if len(s.obs.acquired)+len(s.obs.notAcquired)+len(s.obs.releases) != 0 {
@@ -539,7 +539,7 @@ func checkOutUnderAFreeLock(t *testing.T, s *stack, res circulation.CheckOutResu
 	}
 	wantStrings(t, "order under the lock", order, wantOrder)
 
-	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 	loans := s.store.Loans()
 	if len(loans) != 1 || loans[0].ID != res.Loan.ID || loans[0].Status != "Open" {
 		t.Errorf("stored loans %+v, want the one returned (%s), open", loans, res.Loan.ID)
@@ -568,7 +568,7 @@ func TestCheckOutReadsTheSettingsWithValidation(t *testing.T) {
 	if got, ok := s.settings.Cached(okapi(t)); !ok || got.Enabled || got.EnabledSource != circulation.FromSettings {
 		t.Errorf("cached settings %+v (%t), want the stored off", got, ok)
 	}
-	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 }
 
 // TestCheckOutReadsTheSettingsApartFromAnOlderStorage: a storage whose
@@ -583,7 +583,7 @@ func TestCheckOutReadsTheSettingsApartFromAnOlderStorage(t *testing.T) {
 		t.Fatalf("check-out: %v", err)
 	}
 	wantStrings(t, "calls", routes(s.store), []string{storagetest.RouteValidation, storagetest.RouteGetSettings, storagetest.RoutePostLoan})
-	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 }
 
 // TestARefusedCheckOutStillCachesTheSettingsReadWithIt: validation's
@@ -615,7 +615,7 @@ func TestCheckOutIsTwoCalls(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "second", Title: "Second",
-		Status: circulation.StatusAvailable, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+		Status: schemas.ItemAvailable, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("first check-out: %v", err)
 	}
@@ -650,7 +650,7 @@ func TestCheckOutRetriesAHeldLock(t *testing.T) {
 	wantCount(t, s.store, storagetest.RouteAcquire, 3)
 	wantWaits(t, s.clock, ms(500, 500))
 	wantCount(t, s.store, storagetest.RouteRelease, 0) // released by the write
-	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 	if n := len(s.store.Loans()); n != 1 {
 		t.Errorf("%d loans, want 1", n)
 	}
@@ -732,7 +732,7 @@ func TestCheckOutRechecksTheItemLimitUnderTheLock(t *testing.T) {
 	if n := len(s.store.Loans()); n != itemLimit {
 		t.Errorf("%d loans, want the %d others", n, itemLimit)
 	}
-	wantItem(t, s.store, circulation.StatusAvailable, 1)
+	wantItem(t, s.store, schemas.ItemAvailable, 1)
 }
 
 // TestAutomatedBlocks: a patron at their group's maximum items charged
@@ -768,7 +768,7 @@ func TestAutomatedBlocks(t *testing.T) {
 		if n := len(s.store.Loans()); n != 2 {
 			t.Errorf("%d loans, want the 2 others", n)
 		}
-		wantItem(t, s.store, circulation.StatusAvailable, 1)
+		wantItem(t, s.store, schemas.ItemAvailable, 1)
 		if locks := s.store.Granted(); len(locks) != 1 || s.store.Live(locks[0].ID) {
 			t.Errorf("locks %+v, want one, released", locks)
 		}
@@ -832,7 +832,7 @@ func TestCheckOutAndTheRequestQueue(t *testing.T) {
 		if n := len(s.store.Loans()); n != 0 {
 			t.Errorf("%d loans, want none", n)
 		}
-		wantItem(t, s.store, circulation.StatusAvailable, 1)
+		wantItem(t, s.store, schemas.ItemAvailable, 1)
 	})
 }
 
@@ -967,7 +967,7 @@ func TestCheckOutCountsTheStoredOpenLoans(t *testing.T) {
 	}
 	// Now the patron has three: the next check-out is refused.
 	s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-000000000009", Barcode: "i-9", Title: "Next",
-		Status: circulation.StatusAvailable, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+		Status: schemas.ItemAvailable, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 	req := request()
 	req.ItemBarcode = "i-9"
 	_, err := s.svc.CheckOut(okapi(t), req)
@@ -1002,7 +1002,7 @@ func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 			if loans := s.store.Loans(); len(loans) != 0 {
 				t.Errorf("stored loans %+v, want none", loans)
 			}
-			wantItem(t, s.store, circulation.StatusAvailable, 1)
+			wantItem(t, s.store, schemas.ItemAvailable, 1)
 			wantCount(t, s.store, storagetest.RouteRelease, tc.attempts)
 			if len(s.obs.releases) != 1 || !errs.IsKind(s.obs.releases[0], tc.kind) {
 				t.Errorf("observer releases %v, want one of kind %d", s.obs.releases, tc.kind)
@@ -1030,7 +1030,7 @@ func TestCheckOutLeavesTheItemWhenTheLoanFails(t *testing.T) {
 	if n := len(s.store.Loans()); n != 0 {
 		t.Errorf("%d loans, want 0", n)
 	}
-	wantItem(t, s.store, circulation.StatusAvailable, 1)
+	wantItem(t, s.store, schemas.ItemAvailable, 1)
 	wantCount(t, s.store, storagetest.RoutePutItem, 0)
 	wantCount(t, s.store, storagetest.RouteLoan, 1) // the read-back found nothing
 	wantCount(t, s.store, storagetest.RouteRelease, 1)
@@ -1060,7 +1060,7 @@ func readsBackAnAmbiguousLoanCreation(t *testing.T, opts ...stackOption) {
 	if len(loans) != 1 || loans[0].ID != res.Loan.ID || loans[0].Status != "Open" {
 		t.Errorf("stored loans %+v, want the returned %s, open", loans, res.Loan.ID)
 	}
-	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 	wantCount(t, s.store, storagetest.RoutePutItem, 0)
 	wantCount(t, s.store, storagetest.RouteLoan, 1)
 	// The write that committed released the lock with the loan, but its
@@ -1116,7 +1116,7 @@ func TestCheckOutWritesNothingWhenTheLockIsLost(t *testing.T) {
 	if n := len(s.store.Loans()); n != 0 {
 		t.Errorf("%d loans, want 0", n)
 	}
-	wantItem(t, s.store, circulation.StatusAvailable, 1)
+	wantItem(t, s.store, schemas.ItemAvailable, 1)
 	wantCount(t, s.store, storagetest.RouteLoan, 0) // a refusal is not ambiguous
 	if len(s.obs.releases) != 1 || !errs.IsKind(s.obs.releases[0], errs.KindNotFound) {
 		t.Errorf("observer releases %v, want one not found (the lock had expired)", s.obs.releases)
@@ -1178,7 +1178,7 @@ func TestCheckOutReleasesTheLockOfACancelledRequest(t *testing.T) {
 		t.Fatalf("error %v, want context.Canceled", err)
 	}
 	wantNoWrites(t, s.store)
-	wantItem(t, s.store, circulation.StatusAvailable, 1)
+	wantItem(t, s.store, schemas.ItemAvailable, 1)
 	locks := s.store.Granted()
 	if len(locks) != 1 || s.store.Live(locks[0].ID) {
 		t.Errorf("locks %+v, want one, released", locks)
@@ -1197,7 +1197,7 @@ func TestCheckOutCollectsEveryRefusal(t *testing.T) {
 	seedTypes(fake)
 	fake.AddUser(storagetest.User{ID: patronID, Barcode: userBarcode, Active: false, PatronGroup: patronGroup, LastName: "L"})
 	fake.AddUser(storagetest.User{ID: otherPatron, Barcode: "u-1002", Active: true, PatronGroup: patronGroup, LastName: "O"})
-	fake.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusCheckedOut,
+	fake.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: schemas.ItemCheckedOut,
 		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 	fake.AddLoanPolicy(storagetest.LoanPolicy{ID: policyID, Name: "Three weeks", Loanable: true, Duration: 3, Interval: "Weeks"})
 	fake.SetRules(policyID)
@@ -1242,7 +1242,7 @@ func TestCheckOutRefusals(t *testing.T) {
 			f.AddLoanPolicy(storagetest.LoanPolicy{ID: reference, Name: "Reference only", Loanable: false, ItemLimit: 1})
 			f.SetRules(policyID, storagetest.Rule{MaterialTypeID: materialType, LoanPolicyID: reference})
 			lent := "33333333-3333-4333-8333-0000000000b1"
-			f.AddItem(storagetest.Item{ID: lent, Barcode: "lent-1", Title: "Lent", Status: circulation.StatusCheckedOut,
+			f.AddItem(storagetest.Item{ID: lent, Barcode: "lent-1", Title: "Lent", Status: schemas.ItemCheckedOut,
 				MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 			f.AddLoan(storagetest.Loan{ID: otherLoan, UserID: patronID, ItemID: lent, Status: "Open", Action: "checkedout",
 				LoanDate: "2025-02-01T10:00:00.000Z"})
@@ -1325,10 +1325,10 @@ func TestCheckOutItemStatuses(t *testing.T) {
 			s.store.AddItem(storagetest.Item{ID: id, Barcode: barcode, Title: "Here", Status: status,
 				MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 			res, err := s.svc.CheckOut(okapi(t), circulation.CheckOutRequest{ItemBarcode: barcode, UserBarcode: userBarcode, ServicePointID: servicePoint})
-			if err != nil || res.Item.Status != circulation.StatusCheckedOut {
+			if err != nil || res.Item.Status != schemas.ItemCheckedOut {
 				t.Fatalf("check-out of an item %s: %+v %v, want it lent", status, res.Item, err)
 			}
-			if item, _ := s.store.Item(id); item.Status != circulation.StatusCheckedOut {
+			if item, _ := s.store.Item(id); item.Status != schemas.ItemCheckedOut {
 				t.Errorf("stored item %+v, want Checked out", item)
 			}
 		})
@@ -1340,7 +1340,7 @@ func TestCheckOutWithoutCirculationRules(t *testing.T) {
 	fake := storagetest.Start(t, storagetest.LockDefault(lockOn.Enabled))
 	seedTypes(fake)
 	fake.AddUser(storagetest.User{ID: patronID, Barcode: userBarcode, Active: true, PatronGroup: patronGroup, LastName: "L"})
-	fake.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: circulation.StatusAvailable,
+	fake.AddItem(storagetest.Item{ID: itemID, Barcode: itemBarcode, Title: itemTitle, Status: schemas.ItemAvailable,
 		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 	s := stackOver(t, fake, lockOn)
 	_, err := s.checkOut(t)
@@ -1467,7 +1467,7 @@ func TestUnreadableSettingsFallBackToTheEnvironment(t *testing.T) {
 	}
 	wantCount(t, s.store, storagetest.RouteAcquire, 1)
 	wantCount(t, s.store, storagetest.RouteRelease, 0) // released by the write
-	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 }
 
 func TestPutSettingsIsEffectiveAtOnce(t *testing.T) {
@@ -1620,7 +1620,7 @@ func TestCancelledRequestStillFinishesItsWrites(t *testing.T) {
 	if err != nil {
 		t.Fatalf("check-out cancelled during its writes: %v", err)
 	}
-	wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 	if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
 		t.Errorf("loans %+v, want the one returned", loans)
 	}
@@ -1692,7 +1692,7 @@ func TestCheckOutRetriesAnUnheardGrantUnderTheSameLockID(t *testing.T) {
 			}
 			wantCount(t, s.store, storagetest.RoutePostLoan, 1)
 			wantCount(t, s.store, storagetest.RouteRelease, 0) // released by the write
-			wantItem(t, s.store, circulation.StatusCheckedOut, 2)
+			wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 			if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID || !res.Locked {
 				t.Errorf("loans %+v (locked: %t), want the one returned (%s), under the lock", loans, res.Locked, res.Loan.ID)
 			}
@@ -1784,5 +1784,5 @@ func TestCheckOutSaysEveryRuleBrokenSinceValidation(t *testing.T) {
 	if n := len(s.store.Loans()); n != itemLimit {
 		t.Errorf("%d loans, want the %d others", n, itemLimit)
 	}
-	wantItem(t, s.store, circulation.StatusAvailable, 1)
+	wantItem(t, s.store, schemas.ItemAvailable, 1)
 }

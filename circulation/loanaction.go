@@ -69,7 +69,7 @@ func (s *Service) DeclareItemLost(ctx context.Context, loanID string, req Declar
 	if err != nil {
 		return err
 	}
-	if item.Status == StatusDeclaredLost {
+	if item.Status == schemas.ItemDeclaredLost {
 		return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "The item is already declared lost").With("itemId", item.ID))
 	}
 	at := req.At
@@ -91,7 +91,7 @@ func (s *Service) openLoanAndItem(ctx context.Context, loanID string) (Loan, Ite
 	if err != nil {
 		return Loan{}, Item{}, err
 	}
-	if loan.Status != "Open" {
+	if loan.Status != schemas.LoanOpen {
 		return Loan{}, Item{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Loan is closed").With("loanId", loanID))
 	}
 	item, err := s.storage.ItemByID(ctx, loan.ItemID)

@@ -20,7 +20,7 @@ func oneBookStack(t *testing.T) *stack {
 	const onePolicy = "66666666-6666-4666-8666-000000000001"
 	s.store.AddLoanPolicy(storagetest.LoanPolicy{ID: onePolicy, Name: "One book", Loanable: true, Duration: 3, Interval: "Weeks", ItemLimit: 1})
 	s.store.SetRules(policyID, storagetest.Rule{MaterialTypeID: materialType, LoanPolicyID: onePolicy})
-	s.store.AddItem(storagetest.Item{ID: secondItem, Barcode: "i-2002", Title: "Second", Status: circulation.StatusAvailable,
+	s.store.AddItem(storagetest.Item{ID: secondItem, Barcode: "i-2002", Title: "Second", Status: schemas.ItemAvailable,
 		MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 	return s
 }
@@ -54,7 +54,7 @@ func TestClaimedReturnedIsNotCountedInTheLimit(t *testing.T) {
 	if err := s.svc.ClaimItemReturned(okapi(t), res.Loan.ID, circulation.ClaimItemReturnedRequest{At: at, Comment: "In the book drop"}); err != nil {
 		t.Fatalf("claim returned: %v", err)
 	}
-	wantItem(t, s.store, circulation.StatusClaimedReturned, 3)
+	wantItem(t, s.store, schemas.ItemClaimedReturned, 3)
 	loans := s.store.Loans()
 	if len(loans) != 1 || loans[0].Status != "Open" || loans[0].Action != circulation.ActionClaimedReturned ||
 		loans[0].ActionComment != "In the book drop" {
@@ -80,7 +80,7 @@ func TestDeclaredLostStillCounts(t *testing.T) {
 	if err := s.svc.DeclareItemLost(okapi(t), res.Loan.ID, declare); err != nil {
 		t.Fatalf("declare lost: %v", err)
 	}
-	wantItem(t, s.store, circulation.StatusDeclaredLost, 3)
+	wantItem(t, s.store, schemas.ItemDeclaredLost, 3)
 	if loans := s.store.Loans(); len(loans) != 1 || loans[0].Status != "Open" || loans[0].Action != circulation.ActionDeclaredLost {
 		t.Fatalf("loans %+v, want the loan open, declared lost", loans)
 	}
@@ -168,7 +168,7 @@ func TestLoanActionWithTheItemChangedMeanwhile(t *testing.T) {
 	if loans := s.store.Loans(); len(loans) != 1 || loans[0].Action != "checkedout" {
 		t.Errorf("loans %+v, want the loan as it was", loans)
 	}
-	wantItem(t, s.store, circulation.StatusCheckedOut, 7)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 7)
 }
 
 // TestLoanActionWhoseAnswerIsLost: the action's write commits but its
@@ -186,7 +186,7 @@ func TestLoanActionWhoseAnswerIsLost(t *testing.T) {
 	if err := s.svc.ClaimItemReturned(okapi(t), res.Loan.ID, circulation.ClaimItemReturnedRequest{At: at}); err != nil {
 		t.Fatalf("claim returned whose answer was lost: %v", err)
 	}
-	wantItem(t, s.store, circulation.StatusClaimedReturned, 3)
+	wantItem(t, s.store, schemas.ItemClaimedReturned, 3)
 	wantCount(t, s.store, storagetest.RoutePutLoan, 1)
 	// And one refused before storage saw it is the refusal it is.
 	s2 := newStack(t, lockOn)
@@ -199,5 +199,5 @@ func TestLoanActionWhoseAnswerIsLost(t *testing.T) {
 	if !errs.IsKind(err, errs.KindUnavailable) {
 		t.Errorf("a write refused before storage saw it: %v, want storage unavailable", err)
 	}
-	wantItem(t, s2.store, circulation.StatusCheckedOut, 2)
+	wantItem(t, s2.store, schemas.ItemCheckedOut, 2)
 }

@@ -71,7 +71,7 @@ func (i Item) LoanTypeID() string {
 // CheckedOut is the item as storage holds it after a check-out of it: one
 // version on, status Checked out.
 func (i Item) CheckedOut() Item {
-	i.Status = StatusCheckedOut
+	i.Status = schemas.ItemCheckedOut
 	i.Version++
 	return i
 }
@@ -79,7 +79,7 @@ func (i Item) CheckedOut() Item {
 // CheckedIn is the item as a check-in's write leaves it: Available, one
 // version on.
 func (i Item) CheckedIn() Item {
-	i.Status = StatusAvailable
+	i.Status = schemas.ItemAvailable
 	i.Version++
 	return i
 }
@@ -94,15 +94,6 @@ func FormatTime(t time.Time) string {
 	}
 	return t.UTC().Format(TimeFormat)
 }
-
-// Item statuses this service reads or writes.
-const (
-	StatusAvailable       = schemas.ItemAvailable
-	StatusCheckedOut      = "Checked out"
-	StatusClaimedReturned = schemas.ItemClaimedReturned
-	StatusDeclaredLost    = schemas.ItemDeclaredLost
-	StatusAgedToLost      = schemas.ItemAgedToLost
-)
 
 // LoanPolicy is what check-out needs of a loan policy.
 type LoanPolicy struct {

@@ -80,7 +80,7 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 	if len(refusals) > 0 {
 		return RenewResult{}, &errs.Refusal{Errors: refusals}
 	}
-	renewed := Loan{ID: loan.ID, UserID: loan.UserID, ItemID: item.ID, DueDate: due, Action: ActionRenewed, Status: "Open",
+	renewed := Loan{ID: loan.ID, UserID: loan.UserID, ItemID: item.ID, DueDate: due, Action: ActionRenewed, Status: schemas.LoanOpen,
 		LoanPolicyID: policy.ID, RenewalCount: loan.RenewalCount + 1, Doc: loan.Doc}
 	// From here on the request cannot cancel the work: a write once begun
 	// is settled.
@@ -155,9 +155,9 @@ func renewalRefusals(reads CheckOutReads, now time.Time) (time.Time, []*errs.Err
 			"items cannot be renewed when there is an active recall request"))
 	}
 	switch item.Status {
-	case StatusDeclaredLost:
+	case schemas.ItemDeclaredLost:
 		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemDeclaredLostNotRenewable, "item is %s", item.Status).With("itemId", item.ID))
-	case StatusAgedToLost:
+	case schemas.ItemAgedToLost:
 		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemAgedToLostNotRenewable, "item is %s", item.Status).With("itemId", item.ID))
 	}
 	switch {
@@ -170,7 +170,7 @@ func renewalRefusals(reads CheckOutReads, now time.Time) (time.Time, []*errs.Err
 		out = append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByHoldRequest,
 			"Items with this loan policy cannot be renewed when there is an active, pending hold request")))
 	}
-	if item.Status == StatusClaimedReturned {
+	if item.Status == schemas.ItemClaimedReturned {
 		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemClaimedReturnedNotRenewable, "item is %s", item.Status).
 			With("itemId", item.ID))
 	}

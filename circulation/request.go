@@ -171,7 +171,7 @@ func openRequest(id string, stored json.RawMessage) error {
 	if err := json.Unmarshal(stored, &r); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(r.Status, "Open ") {
+	if !schemas.RequestIsOpen(r.Status) {
 		return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Request %s is closed (%s): a closed request is not changed", id, r.Status).
 			With("status", r.Status))
 	}

@@ -3,7 +3,7 @@ package circulation_test
 import (
 	"testing"
 
-	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas"
 )
 
 // TestItemSummaryGivesTheDueDate: an item on loan has its loan's due date,
@@ -11,7 +11,7 @@ import (
 func TestItemSummaryGivesTheDueDate(t *testing.T) {
 	s := newStack(t, lockOn)
 	sum, err := s.svc.ItemSummary(okapi(t), itemBarcode)
-	if err != nil || sum.Item.Status != circulation.StatusAvailable || !sum.DueDate.IsZero() {
+	if err != nil || sum.Item.Status != schemas.ItemAvailable || !sum.DueDate.IsZero() {
 		t.Fatalf("available item: %+v, %v", sum, err)
 	}
 	res, err := s.checkOut(t)
@@ -19,7 +19,7 @@ func TestItemSummaryGivesTheDueDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum, err = s.svc.ItemSummary(okapi(t), itemBarcode)
-	if err != nil || sum.Item.Status != circulation.StatusCheckedOut || !sum.DueDate.Equal(res.Loan.DueDate) {
+	if err != nil || sum.Item.Status != schemas.ItemCheckedOut || !sum.DueDate.Equal(res.Loan.DueDate) {
 		t.Fatalf("item on loan: %+v, %v; want due %s", sum, err, res.Loan.DueDate)
 	}
 }

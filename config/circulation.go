@@ -36,10 +36,10 @@ type Circulation struct {
 	// system's, for an https:// STORAGE_URL.
 	StorageCAFile string `env:"STORAGE_CA_FILE"`
 	// LockTTLMs is the lifetime of a patron's lock.
-	LockTTLMs int `env:"LOCK_TTL_MS" envDefault:"3000"`
+	LockTTLMs int `env:"LOCK_TTL_MS"`
 	// RetryIntervalMs is one wait per retry of a held lock: "500|500|1000"
 	// means up to four attempts.
-	RetryIntervalMs Intervals `env:"RETRY_INTERVAL_MS" envDefault:"500|500|1000"`
+	RetryIntervalMs Intervals `env:"RETRY_INTERVAL_MS"`
 	// LockWaitAtStorage asks storage to wait for a held lock, within the
 	// retry budget, instead of polling it; off for a storage that does not
 	// support waitMs (FOLIO's mod-circulation-storage).
@@ -129,7 +129,11 @@ func (iv Intervals) Durations() []time.Duration {
 // LoadCirculation reads and validates the circulation service's
 // configuration from environ.
 func LoadCirculation(environ map[string]string) (Circulation, error) {
-	c := Circulation{Server: circulationServer}
+	c := Circulation{Server: circulationServer, LockTTLMs: locksettings.DefaultTTLMs}
+	// The lock's defaults are locksettings'; the environment overrides them.
+	if err := c.RetryIntervalMs.UnmarshalText([]byte(locksettings.DefaultRetryIntervalsMs)); err != nil {
+		return Circulation{}, err
+	}
 	if err := parse(&c, environ); err != nil {
 		return Circulation{}, err
 	}

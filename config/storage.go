@@ -37,7 +37,7 @@ type Storage struct {
 	// and in the check-out's write alike.
 	ItemLimitWithoutCriteria string `env:"ITEM_LIMIT_WITHOUT_CRITERIA" envDefault:"enforce"`
 	// LockDefaultTTLMs is a lock's lifetime when the request names none.
-	LockDefaultTTLMs int `env:"LOCK_DEFAULT_TTL_MS" envDefault:"3000"`
+	LockDefaultTTLMs int `env:"LOCK_DEFAULT_TTL_MS"`
 	// LockMaxTTLMs is the longest lifetime a request may ask for, and a
 	// tenant's lockTtl may be: at most the lock's bound
 	// (locksettings.MaxLockTTL), which it is when unset.
@@ -158,7 +158,9 @@ func (c Storage) LoginOn() bool {
 // LoadStorage reads and validates circulation-storage's configuration from
 // environ (typically the process environment as a map).
 func LoadStorage(environ map[string]string) (Storage, error) {
-	c := Storage{Server: storageServer}
+	// The lock's default lifetime is locksettings'; the environment
+	// overrides it.
+	c := Storage{Server: storageServer, LockDefaultTTLMs: locksettings.DefaultTTLMs}
 	if err := parse(&c, environ); err != nil {
 		return Storage{}, err
 	}

@@ -1,11 +1,19 @@
 package integration
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // TestArchitectureNamesLivePackages keeps docs/architecture.md true: every
@@ -53,5 +61,54 @@ func TestArchitectureNamesLivePackages(t *testing.T) {
 	}
 	if checked < 20 {
 		t.Fatalf("only %d packages and files named: the pattern no longer matches the page", checked)
+	}
+}
+
+// TestNoStatusLiteralsOutsideSchemas: product code names an item, loan or
+// request status only by its constant in package schemas (statuses.go),
+// never as a literal: not a Go string that is a status, nor a status
+// quoted inside one (SQL's 'Checked out', JSON's "Open"). Tests, package
+// schemas and the migrations (released SQL, never edited) are not
+// product code here.
+func TestNoStatusLiteralsOutsideSchemas(t *testing.T) {
+	t.Parallel()
+	statuses := slices.Concat(schemas.ItemStatuses, schemas.LoanStatuses, schemas.RequestStatuses)
+	root := filepath.Join("..")
+	checked := 0
+	for _, module := range []string{"circulation-storage", "circulation", "sip2", "serverkit", "config"} {
+		err := filepath.WalkDir(filepath.Join(root, module), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			fset := token.NewFileSet()
+			file, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				return err
+			}
+			checked++
+			ast.Inspect(file, func(n ast.Node) bool {
+				lit, ok := n.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				v, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					return true
+				}
+				for _, s := range statuses {
+					if v == s || strings.Contains(v, "'"+s+"'") || strings.Contains(v, `"`+s+`"`) {
+						t.Errorf("%s: the status %q written as a literal: name it by its constant in schemas/statuses.go", fset.Position(lit.Pos()), s)
+					}
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("only %d product files read", checked)
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/checkoutlock/schemas/locksettings"
 )
 
 // Module descriptors in FOLIO's format, generated from Routes and
@@ -85,7 +88,7 @@ var launchEnv = map[string][]envVar{
 	ServiceStorage: {{"AUTH_MODE", "gateway"}, {"CHECKOUT_LOCK_FEATURE_ENABLED", "false"}, {"DB_HOST", "postgres"}, {"DB_PORT", "5432"}, {"DB_USERNAME", "folio_admin"},
 		{"DB_PASSWORD", "folio_admin"}, {"DB_DATABASE", "okapi_modules"}, {"HTTP_ADDR", ":8081"}},
 	ServiceCirculation: {{"AUTH_MODE", "gateway"}, {"STORAGE_URL", "http://mod-circulation-storage:8081"},
-		{"LOCK_TTL_MS", "3000"}, {"RETRY_INTERVAL_MS", "500|500|1000"},
+		{"LOCK_TTL_MS", strconv.Itoa(locksettings.DefaultTTLMs)}, {"RETRY_INTERVAL_MS", locksettings.DefaultRetryIntervalsMs},
 		{"HTTP_ADDR", ":8080"}},
 	ServiceSIP2: {{"HTTP_ADDR", ":8082"}, {"SIP2_CONFIG", "/config/sip2.json"}, {"CIRCULATION_URL", "http://mod-circulation:8080"}},
 }

@@ -1,38 +1,74 @@
 package schemas
 
-// The item and request statuses the return loop writes (a check-in, the
-// hold shelf's expiry, a request's expiry), named once:
-// TestStatusesAreTheSchemasWords holds each to the enum of item.json or
-// request.json, FOLIO's words.
-const (
-	ItemAvailable        = "Available"
-	ItemCheckedOut       = "Checked out"
-	ItemAwaitingPickup   = "Awaiting pickup"
-	ItemAwaitingDelivery = "Awaiting delivery"
-	ItemInTransit        = "In transit"
+import "slices"
 
+// Every item, loan and request status, named once: product code says a
+// status only by its constant (TestNoStatusLiteralsOutsideSchemas), and
+// TestStatusesAreTheSchemasWords holds the lists below to the enums of
+// item.json, loan.json and request.json, FOLIO's words.
+const (
+	ItemAgedToLost              = "Aged to lost"
+	ItemAvailable               = "Available"
+	ItemAwaitingDelivery        = "Awaiting delivery"
+	ItemAwaitingPickup          = "Awaiting pickup"
+	ItemCheckedOut              = "Checked out"
+	ItemClaimedReturned         = "Claimed returned"
+	ItemDeclaredLost            = "Declared lost"
+	ItemInProcess               = "In process"
+	ItemInProcessNonRequestable = "In process (non-requestable)"
+	ItemInTransit               = "In transit"
+	ItemIntellectualItem        = "Intellectual item"
+	ItemLongMissing             = "Long missing"
+	ItemLostAndPaid             = "Lost and paid"
+	ItemMissing                 = "Missing"
+	ItemOnOrder                 = "On order"
+	ItemOrderClosed             = "Order closed"
+	ItemPaged                   = "Paged"
+	ItemRestricted              = "Restricted"
+	ItemUnavailable             = "Unavailable"
+	ItemUnknown                 = "Unknown"
+	ItemWithdrawn               = "Withdrawn"
+
+	LoanOpen   = "Open"
+	LoanClosed = "Closed"
+
+	RequestNotYetFilled     = "Open - Not yet filled"
 	RequestAwaitingPickup   = "Open - Awaiting pickup"
-	RequestAwaitingDelivery = "Open - Awaiting delivery"
 	RequestInTransit        = "Open - In transit"
-	RequestPickupExpired    = "Closed - Pickup expired"
+	RequestAwaitingDelivery = "Open - Awaiting delivery"
+	RequestFilled           = "Closed - Filled"
+	RequestCancelled        = "Closed - Cancelled"
 	RequestUnfilled         = "Closed - Unfilled"
-)
-
-// The request statuses and types a request placed through circulation
-// starts with or is judged by.
-const (
-	ItemPaged           = "Paged"
-	ItemDeclaredLost    = "Declared lost"
-	ItemAgedToLost      = "Aged to lost"
-	ItemClaimedReturned = "Claimed returned"
-
-	RequestNotYetFilled = "Open - Not yet filled"
-	RequestCancelled    = "Closed - Cancelled"
+	RequestPickupExpired    = "Closed - Pickup expired"
 
 	RequestTypeHold   = "Hold"
 	RequestTypePage   = "Page"
 	RequestTypeRecall = "Recall"
 )
+
+// ItemStatuses, LoanStatuses and RequestStatuses are every status of each,
+// in their schemas' order.
+var (
+	ItemStatuses = []string{ItemAgedToLost, ItemAvailable, ItemAwaitingDelivery, ItemAwaitingPickup, ItemCheckedOut,
+		ItemClaimedReturned, ItemDeclaredLost, ItemInProcess, ItemInProcessNonRequestable, ItemInTransit, ItemIntellectualItem,
+		ItemLongMissing, ItemLostAndPaid, ItemMissing, ItemOnOrder, ItemOrderClosed, ItemPaged, ItemRestricted, ItemUnavailable,
+		ItemUnknown, ItemWithdrawn}
+	LoanStatuses    = []string{LoanOpen, LoanClosed}
+	RequestStatuses = []string{RequestNotYetFilled, RequestAwaitingPickup, RequestInTransit, RequestAwaitingDelivery,
+		RequestFilled, RequestCancelled, RequestUnfilled, RequestPickupExpired}
+)
+
+// OpenRequestStatuses are a request's statuses while it is open: in its
+// item's queue, with a position.
+var OpenRequestStatuses = []string{RequestNotYetFilled, RequestAwaitingPickup, RequestInTransit, RequestAwaitingDelivery}
+
+// RequestIsOpen says whether a request's status is open
+// (OpenRequestStatuses): storage's SQL says it with records.OpenRequest.
+func RequestIsOpen(status string) bool { return slices.Contains(OpenRequestStatuses, status) }
+
+// ItemStatusesLost are an item's statuses while it is lost: counted
+// against a patron group's maximum lost items (automated blocks).
+var ItemStatusesLost = []string{ItemDeclaredLost, ItemAgedToLost}
 
 // RequestTypesByItemStatus is which request types an item's status allows
 // (FOLIO's RequestTypeItemStatusWhiteList): a page only of an item on the
@@ -40,16 +76,16 @@ const (
 // processed, a hold only of one missing, nothing of one lost, claimed,
 // withdrawn or not requestable. A status not listed allows none.
 var RequestTypesByItemStatus = map[string][]string{
-	"Available":         {RequestTypePage},
-	"Restricted":        {RequestTypeHold, RequestTypePage, RequestTypeRecall},
-	"Checked out":       {RequestTypeHold, RequestTypeRecall},
-	"Awaiting pickup":   {RequestTypeHold, RequestTypeRecall},
-	"Awaiting delivery": {RequestTypeHold, RequestTypeRecall},
-	"In transit":        {RequestTypeHold, RequestTypeRecall},
-	"Paged":             {RequestTypeHold, RequestTypeRecall},
-	"On order":          {RequestTypeHold, RequestTypeRecall},
-	"In process":        {RequestTypeHold, RequestTypeRecall},
-	"Missing":           {RequestTypeHold},
+	ItemAvailable:        {RequestTypePage},
+	ItemRestricted:       {RequestTypeHold, RequestTypePage, RequestTypeRecall},
+	ItemCheckedOut:       {RequestTypeHold, RequestTypeRecall},
+	ItemAwaitingPickup:   {RequestTypeHold, RequestTypeRecall},
+	ItemAwaitingDelivery: {RequestTypeHold, RequestTypeRecall},
+	ItemInTransit:        {RequestTypeHold, RequestTypeRecall},
+	ItemPaged:            {RequestTypeHold, RequestTypeRecall},
+	ItemOnOrder:          {RequestTypeHold, RequestTypeRecall},
+	ItemInProcess:        {RequestTypeHold, RequestTypeRecall},
+	ItemMissing:          {RequestTypeHold},
 }
 
 // ItemStatusesNotCheckedOut are the item statuses FOLIO does not check
@@ -57,4 +93,4 @@ var RequestTypesByItemStatus = map[string][]string{
 // other status is, Long missing, Restricted, Unavailable and Unknown among
 // them. Storage's check-out write refuses them whoever calls
 // (ITEM_STATUS_REFUSED), and circulation's validation names them first.
-var ItemStatusesNotCheckedOut = []string{ItemDeclaredLost, ItemClaimedReturned, "Intellectual item", ItemAgedToLost}
+var ItemStatusesNotCheckedOut = []string{ItemDeclaredLost, ItemClaimedReturned, ItemIntellectualItem, ItemAgedToLost}

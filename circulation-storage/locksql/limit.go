@@ -1,5 +1,7 @@
 package locksql
 
+import "github.com/checkoutlock/schemas"
+
 // OpenLoanCount is the item limit's count, in the database, never by
 // fetching loans: the patron's open loans, not counting items Claimed
 // returned, of the material type and of the loan type (an item's temporary
@@ -25,7 +27,7 @@ SELECT count(*)
 // item limit's count (OpenLoanCount), the maximum items charged out and
 // the automated blocks' counts ask it, so they never count differently.
 func CountedLoan(l, i string) string {
-	return l + `.status_name = 'Open' AND ` + i + `.status_name <> 'Claimed returned'`
+	return l + `.status_name = '` + schemas.LoanOpen + `' AND ` + i + `.status_name <> '` + schemas.ItemClaimedReturned + `'`
 }
 
 // Reached is "at the limit": count loans counted against limit, both SQL

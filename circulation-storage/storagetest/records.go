@@ -74,7 +74,7 @@ func (s *Storage) AddItem(i Item) {
 	s.t.Helper()
 	status := i.Status
 	if status == checkedOut {
-		status = "Available"
+		status = schemas.ItemAvailable
 	}
 	doc := map[string]any{"id": i.ID, "barcode": i.Barcode, "title": i.Title, "status": map[string]any{"name": status},
 		"materialTypeId": i.MaterialTypeID, "permanentLoanTypeId": i.PermanentLoanTypeID}
@@ -88,7 +88,7 @@ func (s *Storage) AddItem(i Item) {
 	}
 }
 
-const checkedOut = "Checked out"
+const checkedOut = schemas.ItemCheckedOut
 
 // Item is the stored item, and whether it exists.
 func (s *Storage) Item(id string) (Item, bool) {

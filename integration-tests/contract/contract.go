@@ -34,7 +34,7 @@ import (
 // The storage configuration the cases assume: LOCK_DEFAULT_TTL_MS,
 // LOCK_MAX_TTL_MS and LOCK_MAX_WAIT_MS at their defaults. A target must run with these.
 const (
-	DefaultLockTTLMs = 3000
+	DefaultLockTTLMs = locksettings.DefaultTTLMs
 	MaxLockTTLMs     = int(locksettings.MaxLockTTL / time.Millisecond)
 	MaxWaitMs        = 20000
 )

@@ -363,12 +363,24 @@ func jsonOf(v any) json.RawMessage {
 	return b
 }
 
-// FOLIO's values for fields a stored entry leaves out (mod-circulation's
-// CheckoutLockConfiguration): 30 retries 250 ms apart, a 2 s lock.
+// FOLIO's values for the retries of a stored entry that names a retry
+// interval or a number of attempts and not both (mod-circulation's
+// CheckoutLockConfiguration): 30 retries 250 ms apart.
 const (
 	DefaultNoOfRetryAttempts = 30
 	DefaultRetryIntervalMs   = 250
-	DefaultLockTTLMs         = 2000
+)
+
+// The check-out lock's defaults where neither a tenant's settings nor the
+// environment say otherwise, written once: circulation's LOCK_TTL_MS and
+// RETRY_INTERVAL_MS and storage's LOCK_DEFAULT_TTL_MS default to them
+// (package config), and the module descriptors' launch environments name
+// them (schemas.Descriptor); config's TestTheLockDefaultsAreOne ties
+// them. A lock lives 3 s, and a held one is waited for up to 2 s, in
+// three retries.
+const (
+	DefaultTTLMs            = 3000
+	DefaultRetryIntervalsMs = "500|500|1000"
 )
 
 func ClearField(s *Stored, name string) {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/sip2/wire"
 )
 
@@ -229,23 +230,23 @@ func (m ItemResponse) Reply() *wire.Reply {
 // 13 missing.
 func CirculationStatus(folio string) string {
 	switch folio {
-	case "On order":
+	case schemas.ItemOnOrder:
 		return "02"
-	case "Available":
+	case schemas.ItemAvailable:
 		return "03"
-	case "Checked out":
+	case schemas.ItemCheckedOut:
 		return "04"
-	case "In process", "In process (non-requestable)":
+	case schemas.ItemInProcess, schemas.ItemInProcessNonRequestable:
 		return "06"
-	case "Awaiting pickup", "Awaiting delivery":
+	case schemas.ItemAwaitingPickup, schemas.ItemAwaitingDelivery:
 		return "08"
-	case "In transit":
+	case schemas.ItemInTransit:
 		return "10"
-	case "Claimed returned":
+	case schemas.ItemClaimedReturned:
 		return "11"
-	case "Declared lost", "Aged to lost", "Lost and paid":
+	case schemas.ItemDeclaredLost, schemas.ItemAgedToLost, schemas.ItemLostAndPaid:
 		return "12"
-	case "Missing", "Long missing":
+	case schemas.ItemMissing, schemas.ItemLongMissing:
 		return "13"
 	}
 	return "01"

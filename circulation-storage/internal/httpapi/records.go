@@ -432,14 +432,14 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		id = uuid.NewString()
 	}
 	var stored json.RawMessage
-	checkOut := r.Path == storage.Loans.Path && h.Status.Name == "Open"
+	checkOut := r.Path == storage.Loans.Path && h.Status.Name == schemas.LoanOpen
 	switch {
 	case r.Path == storage.Loans.Path && !checkOut && slices.ContainsFunc(checkOutHeaders, func(h string) bool { return c.Request().Header.Get(h) != "" }):
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 			"status: a check-out's write opens a loan: its status must be Open, got %q", h.Status.Name).With("status", h.Status.Name)
-	case r.Path == storage.Items.Path && h.Status.Name == "Checked out":
+	case r.Path == storage.Items.Path && h.Status.Name == schemas.ItemCheckedOut:
 		return errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusByCirculation,
-			"An item becomes Checked out only with its loan, by a check-out: create it with another status").With("status", "Checked out")
+			"An item becomes Checked out only with its loan, by a check-out: create it with another status").With("status", schemas.ItemCheckedOut)
 	case r.Path == storage.Settings.Path:
 		if err := s.checkSetting(h.Scope, doc); err != nil {
 			return err

@@ -107,7 +107,7 @@ func loanChanged(ctx context.Context, q postgres.Querier, t storage.Tenant, err 
 	}
 	var status string
 	if rerr := q.QueryRow(ctx, postgres.WithTables(`SELECT status_name FROM %s WHERE tenant_id = $2 AND id = $1::uuid`, postgres.TableLoan),
-		loanID, string(t)).Scan(&status); rerr == nil && status != "Open" {
+		loanID, string(t)).Scan(&status); rerr == nil && status != schemas.LoanOpen {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open: it was not %s", loanID, verb).
 			With("loanId", loanID)
 	}
@@ -129,11 +129,11 @@ SELECT $2, '`+storage.EventKindCheckIn+`', '`+storage.EventCheckedIn+`', jsonb_b
 // checkInGuard holds a check-in's loan: the item's open loan, closed, of
 // the same borrower and item.
 var checkInGuard = &records.Guard{
-	Cond: `status_name = 'Open' AND ` + records.NewStatus + ` = 'Closed'
+	Cond: `status_name = ` + postgres.Lit(schemas.LoanOpen) + ` AND ` + records.NewStatus + ` = ` + postgres.Lit(schemas.LoanClosed) + `
            AND user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid`,
 	State: `status_name`,
 	Why: func(id string, state []any, doc json.RawMessage) error {
-		if *state[0].(*string) != "Open" {
+		if *state[0].(*string) != schemas.LoanOpen {
 			return errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open: there is nothing to check in", id).
 				With("loanId", id)
 		}

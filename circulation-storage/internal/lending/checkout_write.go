@@ -126,7 +126,7 @@ func checkOutSQL(lean bool) string {
 	charged := chargedSQL(blockLimit, condition, "@tenant", group)
 	filled := `
     UPDATE ` + request + ` r
-       SET jsonb = ` + records.WithMetadata(`jsonb_set(r.jsonb - 'position', '{status}', '"Closed - Filled"')`, "@metadata_user", true) + `
+       SET jsonb = ` + records.WithMetadata(`jsonb_set(r.jsonb - 'position', '{status}', to_jsonb(`+postgres.Lit(schemas.RequestFilled)+`::text))`, "@metadata_user", true) + `
      WHERE r.tenant_id = @tenant AND r.id = (SELECT id FROM head) AND NOT (SELECT other FROM queued) AND EXISTS (SELECT 1 FROM loan)
     RETURNING r.id, r.jsonb`
 	movedUp := `
@@ -206,7 +206,7 @@ WITH fence AS (
        AND (SELECT ok FROM in_time) AS ok
 ), item AS (
     UPDATE ` + item + `
-       SET jsonb = ` + records.WithMetadata(itemWithStatus("Checked out"), "@metadata_user", true) + `
+       SET jsonb = ` + records.WithMetadata(itemWithStatus(schemas.ItemCheckedOut), "@metadata_user", true) + `
      WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'itemId')::uuid AND version = @item_version::integer
        AND (SELECT ok FROM allowed)
  RETURNING id, jsonb
@@ -343,7 +343,7 @@ func lockFeatureSQL(setting, tenant, def string) string {
 // (a constant of this package, never a client's value), dated now, one
 // version on, and going nowhere (no inTransitDestinationServicePointId):
 // what a check-out or a loan action writes.
-func itemWithStatus(name string) string { return itemWithStatusExpr(`'` + name + `'`) }
+func itemWithStatus(name string) string { return itemWithStatusExpr(postgres.Lit(name)) }
 
 // itemWithStatusExpr is itemWithStatus with the status an SQL expression
 // (a check-in's, decided by the item's queue: returnItemSQL): the one

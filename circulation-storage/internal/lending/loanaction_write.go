@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
 	"github.com/jackc/pgx/v5"
 
@@ -26,11 +27,11 @@ var loanActionItemSQL = func() map[string]string {
 // loanActionGuard holds a loan action to what it is: the loan open, and
 // open still, its borrower's and of its item.
 var loanActionGuard = &records.Guard{
-	Cond: `status_name = 'Open' AND ` + records.NewStatus + ` = 'Open'
+	Cond: `status_name = ` + postgres.Lit(schemas.LoanOpen) + ` AND ` + records.NewStatus + ` = ` + postgres.Lit(schemas.LoanOpen) + `
            AND user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid`,
 	State: `status_name`,
 	Why: func(id string, state []any, doc json.RawMessage) error {
-		if *state[0].(*string) != "Open" {
+		if *state[0].(*string) != schemas.LoanOpen {
 			return errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open", id).With("loanId", id)
 		}
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,

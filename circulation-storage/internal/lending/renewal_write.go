@@ -72,10 +72,10 @@ WITH recall AS (
 ), renewed AS (
     UPDATE ` + loan + ` AS rec
        SET jsonb = ` + records.WithMetadata(records.WithID(storage.Loans, "@loan_id", "@loan", `to_jsonb(rec.version + 1)`), "@metadata_user", true) + `
-     WHERE rec.tenant_id = @tenant AND rec.id = @loan_id::uuid AND rec.status_name = 'Open' AND rec.version = @version::integer
+     WHERE rec.tenant_id = @tenant AND rec.id = @loan_id::uuid AND rec.status_name = ` + postgres.Lit(schemas.LoanOpen) + ` AND rec.version = @version::integer
        AND coalesce((rec.jsonb ->> 'renewalCount')::integer, 0) = @count::integer
        AND rec.user_id = (@loan::jsonb ->> 'userId')::uuid AND rec.item_id = (@loan::jsonb ->> 'itemId')::uuid
-       AND (@loan::jsonb #>> '{status,name}') = 'Open' AND @loan::jsonb ->> 'action' = 'renewed'
+       AND (@loan::jsonb #>> '{status,name}') = ` + postgres.Lit(schemas.LoanOpen) + ` AND @loan::jsonb ->> 'action' = 'renewed'
        AND (@loan::jsonb ->> 'renewalCount')::integer = @count::integer + 1
        AND NOT (SELECT open FROM recall)
        AND (SELECT ok FROM verdict)
@@ -216,7 +216,7 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 		return nil, errs.NotFound(storage.Loans.Name, w.LoanID)
 	case err != nil:
 		return nil, postgres.Interpret(err, t)
-	case status != "Open":
+	case status != schemas.LoanOpen:
 		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan, "Loan %s is not open: there is nothing to renew", w.LoanID).
 			With("loanId", w.LoanID)
 	case count != w.RenewalCount:

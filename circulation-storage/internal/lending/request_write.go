@@ -68,7 +68,7 @@ SELECT (SELECT type FROM q) AS type, (SELECT status_name FROM i) AS item_status,
          WHERE r.tenant_id = @tenant AND r.item_id = q.item_id AND r.requester_id = q.requester_id
            AND ` + records.OpenRequest("r.status") + ` AND r.id <> @id::uuid ORDER BY r.position LIMIT 1) AS other_request,
        EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableLoan) + ` l, q
-                WHERE l.tenant_id = @tenant AND l.item_id = q.item_id AND l.user_id = q.requester_id AND l.status_name = 'Open') AS on_loan,
+                WHERE l.tenant_id = @tenant AND l.item_id = q.item_id AND l.user_id = q.requester_id AND l.status_name = ` + postgres.Lit(schemas.LoanOpen) + `) AS on_loan,
        (SELECT jsonb_agg(jsonb_build_object('condition', b ->> 'patronBlockConditionId', 'message', b ->> 'message')
                          ORDER BY b ->> 'patronBlockConditionId')
           FROM jsonb_array_elements(coalesce(` + automatedBlocksSQL("@tenant", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `, '[]'::jsonb)) b
@@ -171,7 +171,7 @@ func (v requestVerdict) refusals(id, requester, item string) []*errs.Error {
 var pageItemSQL = `
 UPDATE ` + postgres.Table(postgres.TableItem) + ` SET jsonb = ` + records.WithMetadata(itemWithStatus(schemas.ItemPaged), "@metadata_user", true) + `
  WHERE tenant_id = @tenant AND id = (SELECT item_id FROM ` + postgres.Table(postgres.TableRequest) + ` WHERE tenant_id = @tenant AND id = @id::uuid)
-   AND status_name IN ('Available', 'Restricted')`
+   AND status_name IN (` + postgres.Lits(schemas.ItemAvailable, schemas.ItemRestricted) + `)`
 
 // recallLoanSQL marks the open loan of recall @id's item, once
 // (dueDateChangedByRecall, the action recallrequested, no actionComment
@@ -186,7 +186,7 @@ WITH l AS (SELECT l.id, l.jsonb ->> 'dueDate' AS due_before,
 	periodInterval(`lp.jsonb #> '{requestManagement,recalls,minimumGuaranteedLoanPeriod}'`) + `) AS due
              FROM ` + postgres.Table(postgres.TableLoan) + ` l
              LEFT JOIN ` + postgres.Table(postgres.TableLoanPolicy) + ` lp ON lp.tenant_id = l.tenant_id AND lp.id = l.loan_policy_id
-            WHERE l.tenant_id = @tenant AND l.status_name = 'Open'
+            WHERE l.tenant_id = @tenant AND l.status_name = ` + postgres.Lit(schemas.LoanOpen) + `
               AND l.item_id = (SELECT item_id FROM ` + postgres.Table(postgres.TableRequest) + ` WHERE tenant_id = @tenant AND id = @id::uuid)
               AND NOT coalesce((l.jsonb ->> 'dueDateChangedByRecall')::boolean, false))
 UPDATE ` + postgres.Table(postgres.TableLoan) + ` t SET jsonb = ` + records.WithMetadata(`(t.jsonb - 'actionComment' - 'reminders')

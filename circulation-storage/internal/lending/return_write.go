@@ -194,7 +194,7 @@ func (s *Loans) CheckInItem(ctx context.Context, t storage.Tenant, w storage.Ite
 	var written storage.CheckInWritten
 	err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
 		var open bool
-		if err := tx.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND item_id = $1::uuid AND status_name = 'Open')`,
+		if err := tx.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND item_id = $1::uuid AND status_name = `+postgres.Lit(schemas.LoanOpen)+`)`,
 			postgres.TableLoan), w.ItemID, string(t)).Scan(&open); err != nil {
 			return postgres.Interpret(err, t)
 		}

@@ -172,7 +172,7 @@ func automatedBlocksSQL(tenant, user, group string) string {
            JOIN ` + postgres.Table(postgres.TableBlockCondition) + ` c ON c.tenant_id = pl.tenant_id AND c.id = pl.condition_id
           CROSS JOIN LATERAL (
                 SELECT count(*) AS open,
-                       count(*) FILTER (WHERE i.status_name IN ('Declared lost', 'Aged to lost')) AS lost,
+                       count(*) FILTER (WHERE i.status_name IN (` + postgres.Lits(schemas.ItemStatusesLost...) + `)) AS lost,
                        count(*) FILTER (WHERE ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` < now()) AS overdue
                   FROM ` + postgres.Table(postgres.TableLoan) + ` l JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
                  WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND ` + locksql.CountedLoan("l", "i") + `) s
@@ -265,7 +265,7 @@ WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.Ta
              FROM m JOIN ` + postgres.Table(postgres.TableLoanPolicy) + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
             WHERE EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i))
 SELECT (SELECT ` + borrowerSQL + ` FROM u) AS patron, (SELECT jsonb FROM i) AS item,
-       (SELECT l.jsonb FROM ` + postgres.Table(postgres.TableLoan) + ` l WHERE l.tenant_id = @tenant AND l.item_id = (SELECT id FROM i) AND l.status_name = 'Open'
+       (SELECT l.jsonb FROM ` + postgres.Table(postgres.TableLoan) + ` l WHERE l.tenant_id = @tenant AND l.item_id = (SELECT id FROM i) AND l.status_name = ` + postgres.Lit(schemas.LoanOpen) + `
          ORDER BY l.jsonb ->> 'loanDate', l.id LIMIT 1) AS open_loan,
        EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableCirculationRules) + ` WHERE tenant_id = @tenant) AS rules_set,
        m.loan_policy_id::text AS policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
@@ -382,7 +382,7 @@ var patronSummarySQL = `
 WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.TablePatron) + ` WHERE tenant_id = $3 AND barcode = $1 ORDER BY barcode, id LIMIT 1),
      ol AS (SELECT CASE WHEN ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` IS NOT NULL THEN l.jsonb ->> 'dueDate' END AS due, i.jsonb ->> 'barcode' AS barcode, i.jsonb ->> 'title' AS title
               FROM ` + postgres.Table(postgres.TableLoan) + ` l JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
-             WHERE l.tenant_id = $3 AND l.user_id = (SELECT id FROM u) AND l.status_name = 'Open'),
+             WHERE l.tenant_id = $3 AND l.user_id = (SELECT id FROM u) AND l.status_name = ` + postgres.Lit(schemas.LoanOpen) + `),
      pairs AS (SELECT m.pg_match, m.mt_match, m.lt_match, ` + itemLimitSQL("m", "lp", "$2::boolean") + ` AS n,
                       CASE WHEN m.mt_match THEN mt.id END AS mt, CASE WHEN m.lt_match THEN lt.id END AS lt
                  FROM ` + postgres.Table(postgres.TableMaterialType) + ` mt

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -473,4 +474,18 @@ func (db *DB) settle(ctx context.Context, b backend) (ended bool) {
 		case <-tick.C:
 		}
 	}
+}
+
+// Lit is s as an SQL string literal: how a statement says a status, or
+// another word of package schemas, without writing it twice.
+func Lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Lits is each of ss as an SQL string literal, separated by commas: the
+// list of an IN (…).
+func Lits(ss ...string) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = Lit(s)
+	}
+	return strings.Join(out, ", ")
 }

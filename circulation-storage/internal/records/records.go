@@ -428,17 +428,17 @@ const NewStatus = `(@doc::jsonb #>> '{status,name}')`
 // check-in of an item with none).
 var updateGuards = map[string]*Guard{
 	storage.Loans.Path: {
-		Cond: `status_name = ` + NewStatus + ` AND (status_name <> 'Open'
+		Cond: `status_name = ` + NewStatus + ` AND (status_name <> ` + postgres.Lit(schemas.LoanOpen) + `
                  OR (user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid))`,
 		State: `status_name`,
 		Why: func(id string, state []any, doc json.RawMessage) error {
 			stored := *state[0].(*string)
 			switch status := fieldAt(doc, "status", "name"); {
-			case stored == "Open" && status != "Open":
+			case stored == schemas.LoanOpen && status != schemas.LoanOpen:
 				return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
 					"Loan %s is open: it is closed only by a check-in (%s), which makes its item Available with it", id,
 					schemas.HeaderCheckInItemVersion).With("status", status)
-			case stored != "Open" && status == "Open":
+			case stored != schemas.LoanOpen && status == schemas.LoanOpen:
 				return errs.Errorf(errs.KindInvalid, schemas.CodeCheckOutRequired,
 					"Loan %s is closed and stays closed: a loan is opened only by a check-out", id).With("status", status)
 			}
@@ -447,14 +447,14 @@ var updateGuards = map[string]*Guard{
 		},
 	},
 	storage.Items.Path: {
-		Cond: `NOT (` + NewStatus + ` = 'Checked out' AND status_name <> 'Checked out')
-           AND NOT (` + NewStatus + ` <> 'Checked out' AND status_name = 'Checked out' AND EXISTS (
-                 SELECT 1 FROM {loan} l WHERE l.tenant_id = rec.tenant_id AND l.item_id = rec.id AND l.status_name = 'Open'))`,
+		Cond: `NOT (` + NewStatus + ` = ` + postgres.Lit(schemas.ItemCheckedOut) + ` AND status_name <> ` + postgres.Lit(schemas.ItemCheckedOut) + `)
+           AND NOT (` + NewStatus + ` <> ` + postgres.Lit(schemas.ItemCheckedOut) + ` AND status_name = ` + postgres.Lit(schemas.ItemCheckedOut) + ` AND EXISTS (
+                 SELECT 1 FROM {loan} l WHERE l.tenant_id = rec.tenant_id AND l.item_id = rec.id AND l.status_name = ` + postgres.Lit(schemas.LoanOpen) + `))`,
 		State: `status_name`,
 		Why: func(id string, state []any, doc json.RawMessage) error {
-			if fieldAt(doc, "status", "name") == "Checked out" {
+			if fieldAt(doc, "status", "name") == schemas.ItemCheckedOut {
 				return errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusByCirculation,
-					"Item %s becomes Checked out only with its loan, by a check-out", id).With("status", "Checked out")
+					"Item %s becomes Checked out only with its loan, by a check-out", id).With("status", schemas.ItemCheckedOut)
 			}
 			return errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusByCirculation,
 				"Item %s has an open loan: it leaves Checked out only by the check-in that closes the loan", id).
@@ -534,7 +534,7 @@ func StaleVersion(id string, stored, version int) *errs.Error {
 func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resource, id string) error {
 	sql := postgres.WithTables(`DELETE FROM %s WHERE tenant_id = $2 AND id = $1`, spec(r).table)
 	if r.Path == storage.Loans.Path {
-		sql += ` AND status_name <> 'Open'`
+		sql += ` AND status_name <> ` + postgres.Lit(schemas.LoanOpen)
 	}
 	if r.Path == storage.Requests.Path {
 		release, err := s.queueTurn(ctx, t)

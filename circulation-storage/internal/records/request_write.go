@@ -41,10 +41,12 @@ import (
 // The requests moved are written with it, each recorded as an event.
 
 // OpenRequest is SQL saying that the request whose status column (or
-// expression) is status is open ("Open - …": in its item's queue): the one
+// expression) is status is open (schemas.OpenRequestStatuses: in its item's queue): the one
 // test of an open request, for every statement that reads or moves a
 // queue.
-func OpenRequest(status string) string { return "left(" + status + ", 5) = 'Open '" }
+func OpenRequest(status string) string {
+	return status + " IN (" + postgres.Lits(schemas.OpenRequestStatuses...) + ")"
+}
 
 // ShiftedPosition is the request document of the row row (an alias, or ""
 // for the statement's one table) moved by places in its queue: the one way
@@ -113,7 +115,7 @@ func decodeRequest(doc json.RawMessage) (requestDoc, error) {
 	_ = json.Unmarshal(d.fields["itemId"], &d.place.item)
 	d.place.item = strings.ToLower(d.place.item)
 	_ = json.Unmarshal(d.fields["status"], &status)
-	d.place.open = strings.HasPrefix(status, "Open ")
+	d.place.open = schemas.RequestIsOpen(status)
 	if raw, ok := d.fields["position"]; ok && string(raw) != "null" {
 		var p float64
 		if err := json.Unmarshal(raw, &p); err != nil || p != math.Trunc(p) || p < 1 || p > math.MaxInt32 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/schemas"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -119,7 +120,7 @@ func sampleSeeds() []seed {
 		"borrowing": true, "renewals": true, "requests": true}})
 	item := func(barcode, title, material, loanType string) seed {
 		return seed{storage.Items, SampleID(barcode), map[string]any{"barcode": barcode, "title": title,
-			"status": map[string]any{"name": "Available"}, "materialTypeId": material, "permanentLoanTypeId": loanType}}
+			"status": map[string]any{"name": schemas.ItemAvailable}, "materialTypeId": material, "permanentLoanTypeId": loanType}}
 	}
 	for i := 1; i <= 150; i++ {
 		seeds = append(seeds, item(numbered("book-", 3, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeCanCirculate))
@@ -131,12 +132,12 @@ func sampleSeeds() []seed {
 	// queue is his.
 	for _, s := range seeds {
 		if s.r.Path == storage.Items.Path && s.doc["barcode"] == "book-020" {
-			s.doc["status"] = map[string]any{"name": "Awaiting pickup"}
+			s.doc["status"] = map[string]any{"name": schemas.ItemAwaitingPickup}
 		}
 	}
 	seeds = append(seeds, seed{storage.Requests, SampleID("hold-book-020"), map[string]any{"requestType": "Hold",
 		"requestLevel": "Item", "requestDate": "2026-01-05T09:00:00.000Z", "requesterId": SampleID("1002"),
-		"itemId": SampleID("book-020"), "status": "Open - Awaiting pickup", "position": 1, "fulfillmentPreference": "Hold Shelf"}})
+		"itemId": SampleID("book-020"), "status": schemas.RequestAwaitingPickup, "position": 1, "fulfillmentPreference": "Hold Shelf"}})
 	for i := 1; i <= 10; i++ {
 		seeds = append(seeds, item(numbered("reading-", 2, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeReadingRoom))
 	}

@@ -102,7 +102,7 @@ func (s *Server) openLoans(ctx context.Context, userID string) ([]deskLoan, erro
 			} `json:"offline"`
 		} `json:"loans"`
 	}
-	q := url.Values{"query": {"userId==" + cqlTerm(userID) + ` and status.name=="Open" sortBy dueDate`}, "limit": {strconv.Itoa(deskLoans)}}
+	q := url.Values{"query": {"userId==" + cqlTerm(userID) + ` and status.name==` + cqlTerm(schemas.LoanOpen) + ` sortBy dueDate`}, "limit": {strconv.Itoa(deskLoans)}}
 	if err := s.svc.Console.GetJSON(ctx, "/loan-storage/loans?"+q.Encode(), &page); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -359,8 +360,8 @@ func (s *Server) listLoans(c echo.Context) error {
 	}
 	f := circulation.LoanFilter{UserID: strings.ToLower(q.Get("userId")), ItemID: strings.ToLower(q.Get("itemId")),
 		Status: q.Get("status"), Query: q.Get("query")}
-	if f.Status != "" && f.Status != "Open" && f.Status != "Closed" {
-		return invalidParam("status", f.Status, `must be "Open" or "Closed"`)
+	if f.Status != "" && !slices.Contains(schemas.LoanStatuses, f.Status) {
+		return invalidParam("status", f.Status, fmt.Sprintf("must be %q or %q", schemas.LoanOpen, schemas.LoanClosed))
 	}
 	if f.Offset, err = intParam(c, "offset", 0, 0, 1<<31-1); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/checkoutlock/circulation"
+	"github.com/checkoutlock/schemas"
 )
 
 // FOLIO's mod-circulation answers its loans and requests with summaries
@@ -311,7 +312,7 @@ func (s *Server) summarizeRequests(ctx context.Context, requests []document) err
 // openLoanDueDates is the due date of each of items' open loans, by item
 // id (lower case).
 func (s *Server) openLoanDueDates(ctx context.Context, items []string) (map[string]string, error) {
-	loans, err := s.recordsWhere(ctx, "/loan-storage/loans", "loans", "itemId", `status.name=="Open"`, items)
+	loans, err := s.recordsWhere(ctx, "/loan-storage/loans", "loans", "itemId", `status.name==`+cqlTerm(schemas.LoanOpen), items)
 	if err != nil {
 		return nil, err
 	}

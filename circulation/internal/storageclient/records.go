@@ -362,7 +362,7 @@ func (c *Client) OpenLoanForItem(ctx context.Context, itemID string) (circulatio
 	var page struct {
 		Loans []json.RawMessage `json:"loans"`
 	}
-	if err := c.call(ctx, http.MethodGet, "/loan-storage/loans"+query("itemId", itemID, "status", "Open", "limit", "1"), nil, &page); err != nil {
+	if err := c.call(ctx, http.MethodGet, "/loan-storage/loans"+query("itemId", itemID, "status", schemas.LoanOpen, "limit", "1"), nil, &page); err != nil {
 		return circulation.Loan{}, false, err
 	}
 	if len(page.Loans) == 0 {
