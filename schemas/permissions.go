@@ -669,3 +669,27 @@ func PermissionSetNamed(name string) (PermissionSet, bool) {
 	}
 	return PermissionSet{}, false
 }
+
+// roleWords are the roles a person is told of, in the order they are
+// said: the tenant administrator, who holds everything, goes unsaid.
+var roleWords = []struct{ set, word string }{{RoleLibrarian, "librarian"}, {RoleOperator, "operator"}, {RoleSelfCheck, "self-check"}}
+
+// RolesHolding says which roles hold permission, as the pages tell a
+// person who may not do something: "the librarian role", "the librarian
+// or the self-check role"; "the tenant administrator's role" when no
+// other does.
+func RolesHolding(permission string) string {
+	var words []string
+	for _, r := range roleWords {
+		if set, ok := PermissionSetNamed(r.set); ok && slices.Contains(set.Permissions, permission) {
+			words = append(words, "the "+r.word)
+		}
+	}
+	switch len(words) {
+	case 0:
+		return "the tenant administrator's role"
+	case 1:
+		return words[0] + " role"
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1] + " role"
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -79,6 +80,33 @@ type selfJSON struct {
 	Permissions struct {
 		Permissions []string `json:"permissions"`
 	} `json:"permissions"`
+	// Routes are circulation's routes that take a permission, by method
+	// and path ("POST /circulation/renew-by-barcode"), each with whether
+	// the caller may call it and, for the pages to say, its permission and
+	// the roles that hold it: the pages ask these, from the one
+	// permission table, and name no permission themselves.
+	Routes map[string]routeAccess `json:"routes"`
+}
+
+// routeAccess is whether the caller may call a route, and what it takes.
+type routeAccess struct {
+	Allowed    bool   `json:"allowed"`
+	Permission string `json:"permission"`
+	Roles      string `json:"roles"`
+}
+
+// routesFor is circulation's routes that take a permission, each allowed
+// when held names its permission (or allowed is true: a gateway decides).
+func routesFor(held []string, all bool) map[string]routeAccess {
+	out := map[string]routeAccess{}
+	for _, r := range schemas.RoutesOf(schemas.ServiceCirculation) {
+		if r.Permission == "" {
+			continue
+		}
+		out[r.Method+" "+r.Path] = routeAccess{Allowed: all || slices.Contains(held, r.Permission), Permission: r.Permission,
+			Roles: schemas.RolesHolding(r.Permission)}
+	}
+	return out
 }
 
 type personJSON struct {
@@ -120,6 +148,7 @@ func (s *Server) self(c echo.Context) error {
 	if out.Permissions.Permissions == nil {
 		out.Permissions.Permissions = []string{}
 	}
+	out.Routes = routesFor(out.Permissions.Permissions, s.cfg.Auth.Mode != auth.JWT)
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusOK, out)
 }

@@ -25,9 +25,19 @@ const session = {
   page: null,
 };
 
-// Permissions the signed-in person holds.
-function may(permission) {
-  return !!(session.me && session.me.permissions.permissions.includes(permission));
+// Whether the signed-in person may call a route of circulation ("POST
+// /circulation/renew-by-barcode"), as the server answers it from its one
+// permission table (/bl-users/_self's routes): the pages name no
+// permission and no role of their own.
+function may(route) {
+  const r = session.me && session.me.routes && session.me.routes[route];
+  return !!(r && r.allowed);
+}
+
+// What a route takes, in words: "the librarian role (permission …)".
+function needs(route) {
+  const r = (session.me && session.me.routes && session.me.routes[route]) || {};
+  return `${r.roles || "a role you do not hold"} (permission ${r.permission || route})`;
 }
 
 function personName(me) {

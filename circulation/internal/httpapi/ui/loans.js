@@ -4,21 +4,22 @@
 // permission, each refusal in FOLIO's words.
 "use strict";
 
-const FIND = "circulation.loans.collection.get";
+const FIND = "GET /circulation/patron-loans";
 
-// actions are the loan actions, each with its permission and the call it
-// makes; done says what happened, in words.
+// actions are the loan actions, each with the route it calls (whose
+// permission the server answers) and the call it makes; done says what
+// happened, in words.
 const actions = [
-  { id: "renew", text: "Renew", permission: "circulation.renew-by-barcode.post", role: "the librarian or the self-check role",
+  { id: "renew", text: "Renew", route: "POST /circulation/renew-by-barcode",
     call: (p, l, sp) => api("POST", "/circulation/renew-by-barcode", { itemBarcode: l.itemBarcode, userBarcode: p.barcode, servicePointId: sp }),
     done: (l, answer) => `Renewed ${titleOf(l)}: due ${new Date(answer.dueDate).toLocaleString()}.` },
-  { id: "claim", text: "Claim returned", permission: "circulation.loans.claim-item-returned.post", role: "the librarian role",
+  { id: "claim", text: "Claim returned", route: "POST /circulation/loans/{id}/claim-item-returned",
     call: (p, l) => api("POST", `/circulation/loans/${encodeURIComponent(l.id)}/claim-item-returned`, { itemClaimedReturnedDateTime: new Date().toISOString() }),
     done: (l) => `${titleOf(l)} is claimed returned.` },
-  { id: "lost", text: "Declare lost", permission: "circulation.loans.declare-item-lost.post", role: "the librarian role",
+  { id: "lost", text: "Declare lost", route: "POST /circulation/loans/{id}/declare-item-lost",
     call: (p, l, sp) => api("POST", `/circulation/loans/${encodeURIComponent(l.id)}/declare-item-lost`, { servicePointId: sp }),
     done: (l) => `${titleOf(l)} is declared lost.` },
-  { id: "checkin", text: "Check in", permission: "circulation.check-in-by-barcode.post", role: "the librarian or the self-check role",
+  { id: "checkin", text: "Check in", route: "POST /circulation/check-in-by-barcode",
     call: (p, l, sp) => api("POST", "/circulation/check-in-by-barcode", { itemBarcode: l.itemBarcode, servicePointId: sp }),
     done: (l) => `${titleOf(l)} is checked in.` },
 ];
@@ -69,10 +70,10 @@ function render(patrons) {
       const buttons = actions.map((a) => {
         const b = el("button", { type: "button", class: a.id === "lost" ? "danger" : "secondary", "data-action": a.id, text: a.text,
           "aria-label": `${a.text}: ${titleOf(l)}` });
-        if (may(a.permission)) b.addEventListener("click", () => act(a, p, l, b));
+        if (may(a.route)) b.addEventListener("click", () => act(a, p, l, b));
         else {
           b.disabled = true;
-          b.title = `${a.text} needs ${a.role} (permission ${a.permission})`;
+          b.title = `${a.text} needs ${needs(a.route)}`;
         }
         return b;
       });
@@ -117,7 +118,7 @@ function start() {
   clear();
   if (!may(FIND)) {
     document.getElementById("content").hidden = true;
-    say("page-status", `${personName(session.me) || "You"} may not see patrons' loans: that needs the librarian role (permission ${FIND}).`, false);
+    say("page-status", `${personName(session.me) || "You"} may not see patrons' loans: that needs ${needs(FIND)}.`, false);
     return;
   }
   say("page-status", "", true);

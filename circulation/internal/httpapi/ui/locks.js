@@ -5,10 +5,10 @@
 // default is to keep it.
 "use strict";
 
-const LIST = "circulation.check-out-locks.collection.get";
-const HISTORY = "circulation.check-out-locks.history.get";
-const RELEASE = "circulation.check-out-locks.item.delete";
-const KIOSKS = "circulation.kiosks.collection.get";
+const LIST = "GET /circulation/check-out-locks";
+const HISTORY = "GET /circulation/check-out-locks/history";
+const RELEASE = "DELETE /circulation/check-out-locks/{id}";
+const KIOSKS = "GET /circulation/kiosks";
 
 const eventText = {
   expired: "expired while held",
@@ -191,7 +191,7 @@ function lockRow(id) {
     });
   } else {
     release.disabled = true;
-    release.title = "Releasing a lock needs the operator role";
+    release.title = `Releasing a lock needs ${needs(RELEASE)}`;
   }
   const tds = columns.map((c) => el("td", { "data-label": c }));
   tds[tds.length - 1].append(release);
@@ -326,7 +326,7 @@ function start() {
   clear();
   if (!may(LIST)) {
     document.getElementById("content").hidden = true;
-    say("page-status", `${personName(session.me) || "You"} may not see the locks: that needs the operator role (permission ${LIST}).`, false);
+    say("page-status", `${personName(session.me) || "You"} may not see the locks: that needs ${needs(LIST)}.`, false);
     return;
   }
   say("page-status", "", true);
@@ -335,7 +335,7 @@ function start() {
   showFilters();
   const note = document.getElementById("release-note");
   note.hidden = may(RELEASE);
-  note.textContent = may(RELEASE) ? "" : "You may see the locks but not release them: that needs the operator role.";
+  note.textContent = may(RELEASE) ? "" : `You may see the locks but not release them: that needs ${needs(RELEASE)}.`;
   refresh();
   timers.push(setInterval(refresh, 1000), setInterval(renderLocks, 250));
 }

@@ -5,8 +5,8 @@
 // read the settings but not change them sees them read-only, with why.
 "use strict";
 
-const READ = "circulation.settings.check-out-lock.get";
-const WRITE = "circulation.settings.check-out-lock.put";
+const READ = "GET /circulation/settings/check-out-lock";
+const WRITE = "PUT /circulation/settings/check-out-lock";
 
 let current = null; // the effective settings as last read
 let shownFor = ""; // who the settings on screen were read for (draftOwner)
@@ -142,7 +142,7 @@ function show(s) {
   const note = document.getElementById("readonly-note");
   note.hidden = writable;
   note.textContent = writable ? "" :
-    `${personName(session.me) || "You"} may read these settings but not change them: that needs the librarian role (permission ${WRITE}).`;
+    `${personName(session.me) || "You"} may read these settings but not change them: that needs ${needs(WRITE)}.`;
   document.getElementById("settings").hidden = false;
 }
 
@@ -291,7 +291,7 @@ function start() {
   clear();
   if (!may(READ)) {
     document.getElementById("content").hidden = true;
-    say("page-status", `${personName(session.me) || "You"} may not see the settings: that needs the librarian or the operator role (permission ${READ}).`, false);
+    say("page-status", `${personName(session.me) || "You"} may not see the settings: that needs ${needs(READ)}.`, false);
     return;
   }
   load();

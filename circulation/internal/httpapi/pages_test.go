@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"io/fs"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/checkoutlock/schemas"
+)
+
+// TestThePagesNameNoPermission: the pages ask /bl-users/_self's routes
+// whether the person may call a route, and say what it takes in the
+// server's words: no page names a permission or a role's set, and every
+// route a page asks of is one the answer has (a route of the table that
+// takes a permission).
+func TestThePagesNameNoPermission(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for _, r := range schemas.Routes {
+		if r.Permission != "" {
+			names = append(names, r.Permission)
+		}
+	}
+	for _, s := range schemas.PermissionSets {
+		names = append(names, s.Name)
+		names = append(names, s.Permissions...)
+	}
+	routes := routesFor(nil, false)
+	asked := regexp.MustCompile(`"((?:GET|POST|PUT|PATCH|DELETE) /circulation/[^"]*)"`)
+	pages := 0
+	err := fs.WalkDir(uiFiles, "ui", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".js") || strings.HasSuffix(path, ".html")) {
+			return err
+		}
+		pages++
+		data, err := uiFiles.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if strings.Contains(string(data), n) {
+				t.Errorf("%s names the permission %s: ask may(route) and needs(route) instead", path, n)
+			}
+		}
+		for _, m := range asked.FindAllStringSubmatch(string(data), -1) {
+			if _, ok := routes[m[1]]; !ok {
+				t.Errorf("%s asks of %q, which is no route of circulation that takes a permission", path, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages < 6 {
+		t.Fatalf("only %d page files read", pages)
+	}
+	librarian, _ := schemas.PermissionSetNamed(schemas.RoleLibrarian)
+	got := routesFor(librarian.Permissions, false)
+	if r := got["GET /circulation/patron-loans"]; !r.Allowed || r.Roles != "the librarian role" || r.Permission != "circulation.loans.collection.get" {
+		t.Errorf("a librarian's desk: %+v", r)
+	}
+	if r := got["GET /circulation/check-out-locks"]; r.Allowed || r.Roles != "the operator role" {
+		t.Errorf("a librarian's lock list: %+v", r)
+	}
+}
