@@ -55,9 +55,12 @@ func (s *Server) pages() {
 	files := uiPages
 	serve := func(name string) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			body, err := fs.ReadFile(files, name)
-			if err != nil {
-				return echo.ErrNotFound
+			body, made := renderedPages[name]
+			if !made {
+				var err error
+				if body, err = fs.ReadFile(files, name); err != nil || notServed(name) {
+					return echo.ErrNotFound
+				}
 			}
 			h := c.Response().Header()
 			h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")

@@ -11,7 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// The circulation desk's page (ui/loans.html) finds a patron and acts on
+// The circulation desk's page (/ui/loans.html) finds a patron and acts on
 // their open loans: renew, claim returned, declare lost, check in, each
 // through circulation's own route and its permission.
 

@@ -65,3 +65,34 @@ func TestThePagesNameNoPermission(t *testing.T) {
 		t.Errorf("a librarian's lock list: %+v", r)
 	}
 }
+
+// TestThePagesAreMadeFromOneLayout: each page is the layout with its
+// title, its script, a link to each other page and its own body; the
+// layout and the bodies are never served as they are.
+func TestThePagesAreMadeFromOneLayout(t *testing.T) {
+	t.Parallel()
+	for _, p := range layoutPages {
+		html := string(renderedPages[p.File])
+		body, err := fs.ReadFile(uiPages, strings.TrimSuffix(p.File, ".html")+".body.html")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"<title>" + p.Title + "</title>", "<h1>" + p.Title + "</h1>", `<script src="/ui/` + p.Script + `" defer>`,
+			`id="signin-panel"`, `id="tenant-form"`, `id="page-status"`, string(body)} {
+			if !strings.Contains(html, want) {
+				t.Errorf("%s lacks %q", p.File, want)
+			}
+		}
+		for _, o := range layoutPages {
+			link := `<a href="/ui/` + o.File + `">` + o.Link + `</a>`
+			if strings.Contains(html, link) != (o.File != p.File) {
+				t.Errorf("%s: the link to %s is there %v, want %v", p.File, o.File, strings.Contains(html, link), o.File != p.File)
+			}
+		}
+	}
+	for _, part := range []string{"layout.html", "loans.body.html"} {
+		if !notServed(part) {
+			t.Errorf("%s is served as it is", part)
+		}
+	}
+}
