@@ -42,18 +42,25 @@ SELECT jsonb, version FROM %s
  WHERE tenant_id = $1 AND id = $2::uuid AND item_id = $3::uuid AND status = '`+schemas.RequestAwaitingPickup+`'
    AND `+postgres.StoredTime("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate")+` < now()`, postgres.TableRequest)
 
-// OnShelf names a request on a hold shelf: its tenant and its id.
-type OnShelf struct {
+// RequestRef names a request the sweeper closes (past its hold shelf
+// date, or past its request expiration date): its tenant and its id.
+type RequestRef struct {
 	Tenant storage.Tenant
 	ID     string
 }
 
-// ShelfFailure is a request past its hold shelf date that could not be
-// closed, and why.
-type ShelfFailure struct {
-	OnShelf
+// RequestFailure is a request the sweeper could not close, and why.
+type RequestFailure struct {
+	RequestRef
 	Err error
 }
+
+// CloseExpired is ExpireHoldShelves or ExpireRequests: closes up to batch
+// requests, but those of skip, and says how many it found, how many it
+// closed, and which it could not.
+type CloseExpired func(ctx context.Context, db *postgres.DB, batch int, skip []RequestRef) (found, closed int, failed []RequestFailure, err error)
+
+var _, _ CloseExpired = ExpireHoldShelves, ExpireRequests
 
 // ExpireHoldShelves closes up to batch requests past their hold shelf
 // expiration date, of every tenant, each in a transaction of its own, but
@@ -61,7 +68,7 @@ type ShelfFailure struct {
 // one that fails is answered in failed, and the others are closed all the
 // same. It answers how many it found and closed; err is the listing's
 // failure alone.
-func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []OnShelf) (found, closed int, failed []ShelfFailure, err error) {
+func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []RequestRef) (found, closed int, failed []RequestFailure, err error) {
 	tenants, ids := make([]string, len(skip)), make([]string, len(skip))
 	for i, k := range skip {
 		tenants[i], ids[i] = string(k.Tenant), k.ID
@@ -70,8 +77,8 @@ func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []O
 	if err != nil {
 		return 0, 0, nil, postgres.Interpret(err, "")
 	}
-	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OnShelf, error) {
-		var k OnShelf
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RequestRef, error) {
+		var k RequestRef
 		err := row.Scan(&k.Tenant, &k.ID)
 		return k, err
 	})
@@ -82,7 +89,7 @@ func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []O
 		done, err := expireOnShelf(ctx, db, k.Tenant, k.ID)
 		switch {
 		case err != nil:
-			failed = append(failed, ShelfFailure{OnShelf: k, Err: err})
+			failed = append(failed, RequestFailure{RequestRef: k, Err: err})
 		case done:
 			closed++
 		}

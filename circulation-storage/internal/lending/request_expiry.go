@@ -67,19 +67,6 @@ SELECT jsonb, version FROM %s
  WHERE tenant_id = $1 AND id = $2::uuid AND `+inExpiringStatus+`
    AND `+postgres.StoredTime("jsonb ->> 'requestExpirationDate'", "requestExpirationDate")+` < now()`, postgres.TableRequest)
 
-// Expiring names a request past its request expiration date: its tenant
-// and its id.
-type Expiring struct {
-	Tenant storage.Tenant
-	ID     string
-}
-
-// ExpiryFailure is a request past its request expiration date that could
-// not be closed, and why.
-type ExpiryFailure struct {
-	Expiring
-	Err error
-}
 
 // expiryWrites bounds how often the expiry of one request reads it again
 // because another write of it (its queue moving, say) came between its
@@ -92,7 +79,7 @@ const expiryWrites = 3
 // one that fails is answered in failed, and the others are closed all the
 // same. It answers how many it found and closed; err is the listing's
 // failure alone.
-func ExpireRequests(ctx context.Context, db *postgres.DB, batch int, skip []Expiring) (found, closed int, failed []ExpiryFailure, err error) {
+func ExpireRequests(ctx context.Context, db *postgres.DB, batch int, skip []RequestRef) (found, closed int, failed []RequestFailure, err error) {
 	tenants, ids := make([]string, len(skip)), make([]string, len(skip))
 	for i, k := range skip {
 		tenants[i], ids[i] = string(k.Tenant), k.ID
@@ -101,8 +88,8 @@ func ExpireRequests(ctx context.Context, db *postgres.DB, batch int, skip []Expi
 	if err != nil {
 		return 0, 0, nil, postgres.Interpret(err, "")
 	}
-	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Expiring, error) {
-		var k Expiring
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RequestRef, error) {
+		var k RequestRef
 		err := row.Scan(&k.Tenant, &k.ID)
 		return k, err
 	})
@@ -114,7 +101,7 @@ func ExpireRequests(ctx context.Context, db *postgres.DB, batch int, skip []Expi
 		done, err := expireRequest(ctx, db, rec, k.Tenant, k.ID)
 		switch {
 		case err != nil:
-			failed = append(failed, ExpiryFailure{Expiring: k, Err: err})
+			failed = append(failed, RequestFailure{RequestRef: k, Err: err})
 		case done:
 			closed++
 		}

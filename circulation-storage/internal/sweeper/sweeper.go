@@ -339,66 +339,44 @@ func (s *Sweeper) sweepLocks(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// expireHoldShelves closes the requests past their hold shelf date, a
-// batch at a time. A request that cannot be closed is logged and counted,
-// left out of the pass's next batches and found again at the next pass:
-// it holds up no other.
+// expireHoldShelves closes the requests past their hold shelf date.
 func (s *Sweeper) expireHoldShelves(ctx context.Context) error {
-	var failed []lending.OnShelf
-	closed := 0
-	for {
-		found, n, failures, err := lending.ExpireHoldShelves(ctx, s.db, s.batchSize, failed)
-		if err != nil {
-			return err
-		}
-		closed += n
-		for _, f := range failures {
-			s.onWork(WorkHoldShelfRequest, 0, f.Err)
-			s.logger.WarnContext(ctx, "sweeper: a request past its hold shelf date could not be closed; it is tried again at the next pass",
-				slog.String("tenant", string(f.Tenant)), slog.String("request_id", f.ID), slog.Any("error", f.Err))
-			failed = append(failed, f.OnShelf)
-		}
-		if found < s.batchSize {
-			break
-		}
-	}
-	if closed > 0 {
-		s.logger.InfoContext(ctx, "requests past their hold shelf date closed", slog.Int("closed", closed))
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d requests past their hold shelf date could not be closed (%d were)", len(failed), closed)
-	}
-	return nil
+	return s.closeExpired(ctx, WorkHoldShelfRequest, "hold shelf date", lending.ExpireHoldShelves)
 }
 
-// expireRequests closes the requests past their request expiration date,
-// a batch at a time. A request that cannot be closed is logged and
-// counted, left out of the pass's next batches and found again at the
-// next pass: it holds up no other.
+// expireRequests closes the requests past their request expiration date.
 func (s *Sweeper) expireRequests(ctx context.Context) error {
-	var failed []lending.Expiring
+	return s.closeExpired(ctx, WorkExpiredRequest, "expiration date", lending.ExpireRequests)
+}
+
+// closeExpired closes the requests past their date (what, in words),
+// with close, a batch at a time. A request that cannot be closed is
+// logged and counted (work), left out of the pass's next batches and
+// found again at the next pass: it holds up no other.
+func (s *Sweeper) closeExpired(ctx context.Context, work, what string, close lending.CloseExpired) error {
+	var failed []lending.RequestRef
 	closed := 0
 	for {
-		found, n, failures, err := lending.ExpireRequests(ctx, s.db, s.batchSize, failed)
+		found, n, failures, err := close(ctx, s.db, s.batchSize, failed)
 		if err != nil {
 			return err
 		}
 		closed += n
 		for _, f := range failures {
-			s.onWork(WorkExpiredRequest, 0, f.Err)
-			s.logger.WarnContext(ctx, "sweeper: a request past its expiration date could not be closed; it is tried again at the next pass",
+			s.onWork(work, 0, f.Err)
+			s.logger.WarnContext(ctx, "sweeper: a request past its "+what+" could not be closed; it is tried again at the next pass",
 				slog.String("tenant", string(f.Tenant)), slog.String("request_id", f.ID), slog.Any("error", f.Err))
-			failed = append(failed, f.Expiring)
+			failed = append(failed, f.RequestRef)
 		}
 		if found < s.batchSize {
 			break
 		}
 	}
 	if closed > 0 {
-		s.logger.InfoContext(ctx, "requests past their expiration date closed", slog.Int("closed", closed))
+		s.logger.InfoContext(ctx, "requests past their "+what+" closed", slog.Int("closed", closed))
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d requests past their expiration date could not be closed (%d were)", len(failed), closed)
+		return fmt.Errorf("%d requests past their %s could not be closed (%d were)", len(failed), what, closed)
 	}
 	return nil
 }
