@@ -67,7 +67,6 @@ SELECT jsonb, version FROM %s
  WHERE tenant_id = $1 AND id = $2::uuid AND `+inExpiringStatus+`
    AND `+postgres.StoredTime("jsonb ->> 'requestExpirationDate'", "requestExpirationDate")+` < now()`, postgres.TableRequest)
 
-
 // expiryWrites bounds how often the expiry of one request reads it again
 // because another write of it (its queue moving, say) came between its
 // read and its write.
