@@ -112,3 +112,99 @@ func TestNoStatusLiteralsOutsideSchemas(t *testing.T) {
 		t.Fatalf("only %d product files read", checked)
 	}
 }
+
+// layers is the intended direction of the repository's imports: a
+// package imports only packages of a lower layer, never one of its own
+// or above (a package not named here fails the test until it is given
+// its place). Leaves first (the wire formats, the contract, the parsers),
+// then each service's domain, its storage or its client, the writes by
+// concern, the work that uses them, the HTTP layer, the wiring.
+var layers = [][]string{
+	// The leaves: wire formats, parsers, the migrations' SQL.
+	{"schemas/locksettings", "schemas/selfcheck", "sip2/wire", "serverkit/tracing", "circulation-storage/cql",
+		"circulation-storage/relay", "circulation-storage/internal/pgtest", "migrations"},
+	// The contract: routes, permissions, schemas, statuses.
+	{"schemas", "config"},
+	{"schemas/errs", "schemas/cmd/descriptors", "sip2/msg", "circulation-storage/locksql"},
+	{"schemas/errs/errhttp", "serverkit/auth"},
+	// Each service's domain; the shared server kit; storage's login.
+	{"serverkit", "circulation-storage", "circulation", "circulation-storage/login", "serverkit/cmd/devtoken"},
+	// Storage's database; circulation's client of storage; the door's of
+	// circulation.
+	{"circulation-storage/internal/postgres", "circulation/internal/storageclient", "sip2/internal/circ"},
+	// The generic record store and CQL.
+	{"circulation-storage/internal/records"},
+	// The writes by concern: each its own room.
+	{"circulation-storage/internal/lending", "circulation-storage/internal/locks", "circulation-storage/internal/outbox",
+		"circulation-storage/internal/tenants", "circulation-storage/internal/accounts"},
+	// The work that uses them; the door.
+	{"circulation-storage/internal/sweeper", "circulation-storage/internal/dbtest", "sip2/internal/server"},
+	// The HTTP layers.
+	{"circulation-storage/internal/httpapi", "circulation/internal/httpapi"},
+	// The wiring.
+	{"circulation-storage/app", "circulation/app"},
+	{"circulation-storage/cmd/circulation-storage", "circulation-storage/cmd/events", "circulation/cmd/circulation", "sip2/cmd/sip2",
+		"circulation-storage/storagetest"},
+}
+
+// TestImportsGoOneWay: every product package of the repository imports
+// only packages of a layer below its own (layers), so that storage's
+// rooms stay separate (lending and locks never import each other, records
+// never imports what writes by concern) and nothing reaches back up.
+func TestImportsGoOneWay(t *testing.T) {
+	t.Parallel()
+	const module = "github.com/checkoutlock/"
+	layerOf := map[string]int{}
+	for i, l := range layers {
+		for _, p := range l {
+			layerOf[p] = i
+		}
+	}
+	root := filepath.Join("..")
+	checked := 0
+	for _, top := range []string{"circulation-storage", "circulation", "sip2", "serverkit", "schemas", "config", "migrations"} {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return err
+			}
+			files, _ := filepath.Glob(filepath.Join(path, "*.go"))
+			pkg := filepath.ToSlash(strings.TrimPrefix(path, root+string(filepath.Separator)))
+			for _, f := range files {
+				if strings.HasSuffix(f, "_test.go") {
+					continue
+				}
+				parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+				if err != nil {
+					return err
+				}
+				mine, known := layerOf[pkg]
+				if !known {
+					t.Errorf("%s is in no layer of architecture_test.go: give it its place", pkg)
+					return nil
+				}
+				checked++
+				for _, imp := range parsed.Imports {
+					p, _ := strconv.Unquote(imp.Path.Value)
+					if !strings.HasPrefix(p, module) || strings.HasPrefix(p, module+"integration-tests") {
+						continue
+					}
+					p = strings.TrimPrefix(p, module)
+					theirs, known := layerOf[p]
+					switch {
+					case !known:
+						t.Errorf("%s imports %s, which is in no layer", f, p)
+					case theirs >= mine:
+						t.Errorf("%s (layer %d) imports %s (layer %d): imports go down only", f, mine, p, theirs)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("only %d files read", checked)
+	}
+}
