@@ -135,7 +135,7 @@ var layers = [][]string{
 	// The generic record store and CQL.
 	{"circulation-storage/internal/records"},
 	// The writes by concern: each its own room.
-	{"circulation-storage/internal/lending", "circulation-storage/internal/locks", "circulation-storage/internal/outbox",
+	{"circulation-storage/internal/lending", "circulation-storage/internal/locks", "circulation-storage/internal/outbox", "circulation-storage/internal/waiting",
 		"circulation-storage/internal/tenants", "circulation-storage/internal/accounts"},
 	// The work that uses them; the door.
 	{"circulation-storage/internal/sweeper", "circulation-storage/internal/dbtest", "sip2/internal/server"},

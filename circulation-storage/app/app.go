@@ -24,6 +24,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/records"
 	"github.com/checkoutlock/circulation-storage/internal/sweeper"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
+	"github.com/checkoutlock/circulation-storage/internal/waiting"
 	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/checkoutlock/circulation-storage/relay"
 	"github.com/checkoutlock/config"
@@ -100,13 +101,13 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	rules := lending.NewRules(db, policy)
 	// The services tell the waiters of the releases they make; the waiters
 	// are made after them, from the locks.
-	var waiters *storage.Waiters
+	var waiters *waiting.Waiters
 	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
 	recordService := lending.NewRecords(db)
 	loans := lending.NewLoans(db, policy, lending.BurstConfig{MaxWaitingPerPatron: cfg.BurstMaxWaitingPerPatron,
 		MaxWaiting: cfg.BurstMaxWaiting, Observer: metrics, Logger: logger}, released, postgres.LockHistory(cfg.LockHistory, metrics))
 	lockService := locks.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
-	waiters = storage.NewWaiters(lockService, metrics, storage.WaitConfig{
+	waiters = waiting.NewWaiters(lockService, metrics, waiting.WaitConfig{
 		Poll: cfg.LockWaitPoll, PollUnlistened: cfg.LockWaitPollUnlistened,
 		MaxWaiters: cfg.LockMaxWaiters, StatementTimeout: cfg.RequestTimeout,
 	})
@@ -218,7 +219,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	// The release listener wakes this instance's waiters when any instance
 	// releases a patron's lock, and forgets a tenant any instance purged.
-	listener := outbox.NewListener(cfg.ListenConnString(false), logger, outbox.ListenerHandlers{
+	listener := waiting.NewListener(cfg.ListenConnString(false), logger, waiting.ListenerHandlers{
 		Released: waiters.Notify,
 		Purged:   tenantService.Forget,
 		Listening: func(up bool) {
@@ -250,7 +251,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 // and closes their connections when they do not; the background work
 // stops. The database pool, deferred by run, closes after it all. A
 // shutdown whose requests outlived timeout is an error: they were cut off.
-func shutdown(logger *slog.Logger, srv *http.Server, waiters *storage.Waiters, stopBackground func(), timeout time.Duration) error {
+func shutdown(logger *slog.Logger, srv *http.Server, waiters *waiting.Waiters, stopBackground func(), timeout time.Duration) error {
 	logger.Info("shutting down", slog.Duration("timeout", timeout))
 	waiters.Close()
 	failed := serverkit.Shutdown(srv, timeout, logger)

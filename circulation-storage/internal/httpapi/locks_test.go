@@ -14,11 +14,11 @@ import (
 
 	"github.com/google/uuid"
 
-	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
+	"github.com/checkoutlock/circulation-storage/internal/waiting"
 	"github.com/checkoutlock/serverkit"
 )
 
@@ -360,7 +360,7 @@ func TestDatabaseDownIs503(t *testing.T) {
 	t.Cleanup(db.Close)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := New(Config{Config: serverkit.Config{MaxBodyBytes: 1 << 16, RequestTimeout: 5 * time.Second}, LockDefaultTTL: time.Second, LockMaxTTL: time.Minute},
-		Services{Locks: locks.NewLocks(db), Waiters: storage.NewWaiters(locks.NewLocks(db), NewMetrics(), storage.WaitConfig{
+		Services{Locks: locks.NewLocks(db), Waiters: waiting.NewWaiters(locks.NewLocks(db), NewMetrics(), waiting.WaitConfig{
 			Poll: time.Second, PollUnlistened: time.Second, MaxWaiters: 1, StatementTimeout: time.Second}),
 			Tenants: tenants.NewTenants(db, logger), Ready: db.Ping}, sch, NewMetrics(), logger)
 	ts := httptest.NewServer(srv)

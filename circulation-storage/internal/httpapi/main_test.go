@@ -23,6 +23,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
+	"github.com/checkoutlock/circulation-storage/internal/waiting"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/serverkit"
 )
@@ -45,7 +46,7 @@ type fixture struct {
 	tenant  string
 	pool    *pgxpool.Pool
 	metrics *Metrics
-	waiters *storage.Waiters
+	waiters *waiting.Waiters
 }
 
 func setup(t testing.TB) *fixture {
@@ -69,10 +70,10 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	metrics := NewMetrics()
-	var waiters *storage.Waiters
+	var waiters *waiting.Waiters
 	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
 	locks := locks.NewLocks(db, postgres.LockHistory(true, metrics), released)
-	waiters = storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: 50 * time.Millisecond,
+	waiters = waiting.NewWaiters(locks, metrics, waiting.WaitConfig{Poll: 50 * time.Millisecond,
 		PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second})
 	recordService := lending.NewRecords(db)
 	srv := New(Config{

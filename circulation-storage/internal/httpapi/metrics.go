@@ -7,6 +7,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/sweeper"
+	"github.com/checkoutlock/circulation-storage/internal/waiting"
 	"github.com/checkoutlock/serverkit"
 )
 
@@ -40,7 +41,7 @@ type Metrics struct {
 }
 
 var (
-	_ storage.WaitObserver  = (*Metrics)(nil)
+	_ waiting.WaitObserver  = (*Metrics)(nil)
 	_ storage.EventObserver = (*Metrics)(nil)
 	_ storage.BurstObserver = (*Metrics)(nil)
 )
@@ -163,10 +164,10 @@ func NewMetrics() *Metrics {
 	for _, outcome := range []string{"acquired", "took_over_expired", "renewed", "held"} {
 		m.acquisitions[outcome] = m.lockAcquisitions.WithLabelValues(outcome)
 	}
-	for _, r := range storage.WaitResults {
+	for _, r := range waiting.WaitResults {
 		m.waitDuration.WithLabelValues(string(r))
 	}
-	for _, c := range []storage.WakeCause{storage.WokenByRelease, storage.WokenByExpiry, storage.WokenByPoll} {
+	for _, c := range []waiting.WakeCause{waiting.WokenByRelease, waiting.WokenByExpiry, waiting.WokenByPoll} {
 		m.wakeups.WithLabelValues(string(c))
 	}
 	return m
@@ -186,21 +187,21 @@ func (m *Metrics) AttemptRefused(kind, reason string) {
 	m.attemptsRefused.WithLabelValues(kind, reason).Inc()
 }
 
-// Waiters implements storage.WaitObserver.
+// Waiters implements waiting.WaitObserver.
 func (m *Metrics) Waiters(delta int) { m.waiters.Add(float64(delta)) }
 
-// Woken implements storage.WaitObserver.
-func (m *Metrics) Woken(cause storage.WakeCause) { m.wakeups.WithLabelValues(string(cause)).Inc() }
+// Woken implements waiting.WaitObserver.
+func (m *Metrics) Woken(cause waiting.WakeCause) { m.wakeups.WithLabelValues(string(cause)).Inc() }
 
-// WaitEnded implements storage.WaitObserver.
-func (m *Metrics) WaitEnded(result storage.WaitResult, waited time.Duration) {
+// WaitEnded implements waiting.WaitObserver.
+func (m *Metrics) WaitEnded(result waiting.WaitResult, waited time.Duration) {
 	m.waitDuration.WithLabelValues(string(result)).Observe(waited.Seconds())
 }
 
-// GrantedToGone implements storage.WaitObserver.
+// GrantedToGone implements waiting.WaitObserver.
 func (m *Metrics) GrantedToGone() { m.grantsToGone.Inc() }
 
-// WatchFailed implements storage.WaitObserver.
+// WatchFailed implements waiting.WaitObserver.
 func (m *Metrics) WatchFailed(error) { m.watchFailures.Inc() }
 
 // BurstWaiting implements storage.BurstObserver.

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/waiting"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/serverkit"
 	"github.com/checkoutlock/serverkit/auth"
@@ -36,7 +37,7 @@ func memServer(locks storage.LockService, g auth.Guard, logger *slog.Logger) *Se
 	metrics := NewMetrics()
 	return New(Config{Config: serverkit.Config{MaxBodyBytes: 64 << 10, MaxHeaderBytes: 16 << 10, RequestTimeout: 10 * time.Second, Auth: g},
 		LockDefaultTTL: 3 * time.Second, LockMaxTTL: 10 * time.Minute, LockMaxWait: 20 * time.Second, MaxPageBytes: 256 << 10},
-		Services{Tenants: everyTenant{}, Locks: locks, Waiters: storage.NewWaiters(locks, metrics, storage.WaitConfig{Poll: time.Second,
+		Services{Tenants: everyTenant{}, Locks: locks, Waiters: waiting.NewWaiters(locks, metrics, waiting.WaitConfig{Poll: time.Second,
 			PollUnlistened: time.Second, MaxWaiters: 10, StatementTimeout: time.Second})},
 		schemas.MustLoad(), metrics, logger)
 }

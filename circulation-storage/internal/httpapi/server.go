@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/waiting"
 	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
@@ -51,7 +52,7 @@ type Config struct {
 type Services struct {
 	Locks storage.LockService
 	// Waiters serves acquisitions that wait (waitMs), over Locks.
-	Waiters *storage.Waiters
+	Waiters *waiting.Waiters
 	Tenants storage.TenantService
 	Records storage.RecordService
 	Loans   storage.LoanWriter

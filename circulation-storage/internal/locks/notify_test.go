@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
-	"github.com/checkoutlock/circulation-storage/internal/outbox"
+	"github.com/checkoutlock/circulation-storage/internal/waiting"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -27,7 +27,7 @@ func TestReleaseNotifiesOnlyWhenWatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { listener.Close(context.Background()) })
-	if _, err := listener.Exec(ctx, "LISTEN "+outbox.ReleaseChannel); err != nil {
+	if _, err := listener.Exec(ctx, "LISTEN "+waiting.ReleaseChannel); err != nil {
 		t.Fatal(err)
 	}
 	release := func(id string) (live, notified bool) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/waiting"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/google/uuid"
@@ -43,8 +44,8 @@ type waitCounter struct {
 
 func (w *waitCounter) Waiters(delta int)                         { w.mu.Lock(); w.waiting += delta; w.mu.Unlock() }
 func (w *waitCounter) now() int                                  { w.mu.Lock(); defer w.mu.Unlock(); return w.waiting }
-func (*waitCounter) Woken(storage.WakeCause)                     {}
-func (*waitCounter) WaitEnded(storage.WaitResult, time.Duration) {}
+func (*waitCounter) Woken(waiting.WakeCause)                     {}
+func (*waitCounter) WaitEnded(waiting.WaitResult, time.Duration) {}
 func (*waitCounter) GrantedToGone()                              {}
 func (*waitCounter) WatchFailed(error)                           {}
 
@@ -58,12 +59,12 @@ func TestAWaiterBehindAGrantWaitsForTheRelease(t *testing.T) {
 	t.Parallel()
 	f := dbtest.Setup(t)
 	ctx := context.Background()
-	var waiters *storage.Waiters
+	var waiters *waiting.Waiters
 	service := NewLocks(f.DB, postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) }))
 	locks := &countingLocks{LockService: service, attempts: map[string]int{}}
 	obs := &waitCounter{}
 	// Polling every minute: only releases wake the waiters in this test.
-	waiters = storage.NewWaiters(locks, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
+	waiters = waiting.NewWaiters(locks, obs, waiting.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
 		MaxWaiters: 10, StatementTimeout: 5 * time.Second})
 
 	user, holder, first, second := uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()
@@ -120,9 +121,9 @@ func TestAWaiterBehindAGrantNamesTheNewHolder(t *testing.T) {
 	f := dbtest.Setup(t)
 	ctx := context.Background()
 	obs := &waitCounter{}
-	var waiters *storage.Waiters
+	var waiters *waiting.Waiters
 	service := NewLocks(f.DB, postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) }))
-	waiters = storage.NewWaiters(service, obs, storage.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
+	waiters = waiting.NewWaiters(service, obs, waiting.WaitConfig{Poll: time.Minute, PollUnlistened: time.Minute,
 		MaxWaiters: 10, StatementTimeout: 5 * time.Second})
 	user, old := uuid.NewString(), uuid.NewString()
 	if _, _, err := service.Acquire(ctx, f.Tenant, user, old, time.Minute, storage.Holder{Instance: "old"}); err != nil {

@@ -1,8 +1,7 @@
 // Package outbox delivers what happened in circulation-storage: the
 // relay's store (Outbox: leading, numbering the committed events in commit
-// order, reading and trimming them) and the listener of the database's
-// notifications (Listener: lock releases, tenant purges, the outbox's
-// announcements), with the channels they are sent on.
+// order, reading and trimming them). The lock releases' listener is
+// package waiting's.
 package outbox
 
 import (

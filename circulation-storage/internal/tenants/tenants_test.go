@@ -12,10 +12,10 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/lending"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
-	"github.com/checkoutlock/circulation-storage/internal/outbox"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
+	"github.com/checkoutlock/circulation-storage/internal/waiting"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -134,7 +134,7 @@ func TestEnabledIsRememberedAndForgottenOnPurge(t *testing.T) {
 	listening := make(chan bool, 10)
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go outbox.NewListener(pgtest.Shared(t), dbtest.Discard, outbox.ListenerHandlers{Released: func(storage.Tenant, string) {},
+	go waiting.NewListener(pgtest.Shared(t), dbtest.Discard, waiting.ListenerHandlers{Released: func(storage.Tenant, string) {},
 		Purged:    func(p storage.Tenant) { purged <- p },
 		Listening: func(up bool) { listening <- up }, Reconnecting: func() {}}).Run(lctx)
 	select {

@@ -1,12 +1,19 @@
-package storage
+// Package waiting is how an acquisition of a held check-out lock waits
+// for it: the waiters' engine (Waiters: each patron's queue, woken by the
+// release, the holder's expiry or a bounded poll) and the listener of the
+// database's notifications that wakes them (Listener: every instance's
+// lock releases, announced by the releasing transaction, and tenants'
+// purges).
+package waiting
 
 import (
 	"context"
-	"github.com/checkoutlock/schemas"
 	"strconv"
 	"sync"
 	"time"
 
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 )
 
@@ -92,7 +99,7 @@ type WaitConfig struct {
 //
 // Close ends every wait, for a shutdown.
 type Waiters struct {
-	locks LockService
+	locks storage.LockService
 	obs   WaitObserver
 	cfg   WaitConfig
 	now   func() time.Time
@@ -107,7 +114,7 @@ type Waiters struct {
 }
 
 type waitKey struct {
-	tenant Tenant
+	tenant storage.Tenant
 	user   string
 }
 
@@ -118,7 +125,7 @@ type waiter struct {
 }
 
 // NewWaiters returns the waiting service over locks.
-func NewWaiters(locks LockService, obs WaitObserver, cfg WaitConfig) *Waiters {
+func NewWaiters(locks storage.LockService, obs WaitObserver, cfg WaitConfig) *Waiters {
 	return &Waiters{locks: locks, obs: obs, cfg: cfg, now: time.Now, closed: make(chan struct{}), queues: map[waitKey][]*waiter{}}
 }
 
@@ -161,7 +168,7 @@ func (w *Waiters) isClosed() bool {
 //
 // A wait that ends without the lock (timed out, or the client gone) is
 // recorded in the lock history as EventWaiterGaveUp, naming the holder.
-func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, ttl, wait time.Duration, holder Holder) (Lock, AcquireOutcome, error) {
+func (w *Waiters) Acquire(ctx context.Context, t storage.Tenant, userID, lockID string, ttl, wait time.Duration, holder storage.Holder) (storage.Lock, storage.AcquireOutcome, error) {
 	if wait <= 0 {
 		return w.locks.Acquire(ctx, t, userID, lockID, ttl, holder)
 	}
@@ -227,12 +234,12 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 		case ctx.Err() != nil:
 			result = WaitGone
 		}
-		lock, outcome = Lock{}, 0
+		lock, outcome = storage.Lock{}, 0
 		return true
 	}
-	shutDown := func() (Lock, AcquireOutcome, error) {
+	shutDown := func() (storage.Lock, storage.AcquireOutcome, error) {
 		result = WaitShutDown
-		return Lock{}, 0, ShuttingDown(userID, w.now().Sub(start))
+		return storage.Lock{}, 0, ShuttingDown(userID, w.now().Sub(start))
 	}
 	for {
 		if w.isClosed() {
@@ -278,15 +285,15 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 				return lock, outcome, err
 			}
 			result = WaitTimedOut
-			e := LockHeld(userID, time.Time{}, 0, Holder{})
+			e := storage.LockHeld(userID, time.Time{}, 0, storage.Holder{})
 			if held, ok := errs.As(heldErr); ok {
 				e.Parameters, e.RetryAfter = append([]errs.Parameter(nil), held.Parameters...), held.RetryAfter
 			}
 			e.With("waitedMs", strconv.FormatInt(w.now().Sub(start).Milliseconds(), 10))
-			return Lock{}, 0, e
+			return storage.Lock{}, 0, e
 		case <-ctx.Done():
 			result = WaitGone
-			return Lock{}, 0, ctx.Err()
+			return storage.Lock{}, 0, ctx.Err()
 		case <-w.closed:
 			return shutDown()
 		}
@@ -296,15 +303,15 @@ func (w *Waiters) Acquire(ctx context.Context, t Tenant, userID, lockID string, 
 // attempt runs one acquisition on a context the client cannot cancel
 // half-way, so its outcome is always known; a lock it grants to a client
 // that has gone meanwhile is released at once instead of left to expire.
-func (w *Waiters) attempt(ctx context.Context, t Tenant, userID, lockID string, ttl time.Duration, holder Holder) (Lock, AcquireOutcome, error) {
+func (w *Waiters) attempt(ctx context.Context, t storage.Tenant, userID, lockID string, ttl time.Duration, holder storage.Holder) (storage.Lock, storage.AcquireOutcome, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
 	defer cancel()
 	lock, outcome, err := w.locks.Acquire(sctx, t, userID, lockID, ttl, holder)
 	if err == nil && ctx.Err() != nil {
-		if rerr := w.locks.Release(sctx, t, lock.ID, Caller{User: holder.AcquiredBy, Module: holder.AcquiredByModule}, false); rerr == nil || errs.IsKind(rerr, errs.KindNotFound) {
+		if rerr := w.locks.Release(sctx, t, lock.ID, storage.Caller{User: holder.AcquiredBy, Module: holder.AcquiredByModule}, false); rerr == nil || errs.IsKind(rerr, errs.KindNotFound) {
 			w.obs.GrantedToGone()
 		}
-		return Lock{}, 0, ctx.Err()
+		return storage.Lock{}, 0, ctx.Err()
 	}
 	return lock, outcome, err
 }
@@ -312,19 +319,19 @@ func (w *Waiters) attempt(ctx context.Context, t Tenant, userID, lockID string, 
 // gaveUp records a wait that ended without the lock, naming the holder the
 // last refusal named. The answer does not depend on the record: the lock
 // service counts a failure to write it (EventObserver.EventLost).
-func (w *Waiters) gaveUp(ctx context.Context, t Tenant, userID string, me Holder, heldErr error, waited time.Duration) {
+func (w *Waiters) gaveUp(ctx context.Context, t storage.Tenant, userID string, me storage.Holder, heldErr error, waited time.Duration) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
 	defer cancel()
-	e := LockEvent{Type: EventWaiterGaveUp, UserID: userID, By: me, WaitedMs: int(waited.Milliseconds())}
+	e := storage.LockEvent{Type: storage.EventWaiterGaveUp, UserID: userID, By: me, WaitedMs: int(waited.Milliseconds())}
 	if held, ok := errs.As(heldErr); ok {
-		e.Holder = HolderOf(held)
+		e.Holder = storage.HolderOf(held)
 	}
 	_ = w.locks.Record(sctx, t, e)
 }
 
 // watch registers the wait with the lock service, so that releases are
 // announced, for the wait and a margin.
-func (w *Waiters) watch(ctx context.Context, t Tenant, userID string, wait time.Duration) {
+func (w *Waiters) watch(ctx context.Context, t storage.Tenant, userID string, wait time.Duration) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.StatementTimeout)
 	defer cancel()
 	if err := w.locks.Watch(sctx, t, userID, wait+time.Second); err != nil {
@@ -391,7 +398,7 @@ func (w *Waiters) isFirst(key waitKey, me *waiter) bool {
 // Notify tells the waiters for a patron that its lock was released: the
 // first in line tries at once. A notification for a patron no one waits for
 // here costs a map lookup.
-func (w *Waiters) Notify(t Tenant, userID string) {
+func (w *Waiters) Notify(t storage.Tenant, userID string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if q := w.queues[waitKey{t, userID}]; len(q) > 0 {

@@ -1,13 +1,14 @@
-package storage
+package waiting
 
 import (
 	"context"
-	"github.com/checkoutlock/schemas"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/checkoutlock/schemas/errs/errhttp"
 )
@@ -16,18 +17,18 @@ import (
 // whoever waits, waits until the wait ends. It counts the statements a
 // waiter runs after it joined the line.
 type heldLocks struct {
-	LockService
+	storage.LockService
 	acquires, records atomic.Int64
 }
 
-func (l *heldLocks) Acquire(_ context.Context, _ Tenant, userID, _ string, _ time.Duration, _ Holder) (Lock, AcquireOutcome, error) {
+func (l *heldLocks) Acquire(_ context.Context, _ storage.Tenant, userID, _ string, _ time.Duration, _ storage.Holder) (storage.Lock, storage.AcquireOutcome, error) {
 	l.acquires.Add(1)
-	return Lock{}, 0, LockHeld(userID, time.Now().Add(time.Hour), time.Hour, Holder{Instance: "holder"})
+	return storage.Lock{}, 0, storage.LockHeld(userID, time.Now().Add(time.Hour), time.Hour, storage.Holder{Instance: "holder"})
 }
 
-func (l *heldLocks) Watch(context.Context, Tenant, string, time.Duration) error { return nil }
+func (l *heldLocks) Watch(context.Context, storage.Tenant, string, time.Duration) error { return nil }
 
-func (l *heldLocks) Record(context.Context, Tenant, LockEvent) error {
+func (l *heldLocks) Record(context.Context, storage.Tenant, storage.LockEvent) error {
 	l.records.Add(1)
 	return nil
 }
@@ -73,7 +74,7 @@ func TestCloseEndsEveryWait(t *testing.T) {
 	errc := make(chan error, n)
 	for range n {
 		go func() {
-			_, _, err := w.Acquire(context.Background(), "diku", "user-1", "", time.Minute, time.Minute, Holder{})
+			_, _, err := w.Acquire(context.Background(), "diku", "user-1", "", time.Minute, time.Minute, storage.Holder{})
 			errc <- err
 		}()
 	}
@@ -121,7 +122,7 @@ func TestCloseEndsEveryWait(t *testing.T) {
 
 	// After Close a held lock is answered at once, as without a wait.
 	start := time.Now()
-	_, _, err := w.Acquire(context.Background(), "diku", "user-1", "", time.Minute, time.Minute, Holder{})
+	_, _, err := w.Acquire(context.Background(), "diku", "user-1", "", time.Minute, time.Minute, storage.Holder{})
 	if !errs.IsKind(err, errs.KindLocked) || time.Since(start) > time.Second {
 		t.Errorf("an acquisition after Close answered %v after %s, want LOCK_HELD at once", err, time.Since(start))
 	}
