@@ -18,7 +18,7 @@ import (
 // does, without that one's cost to a request: it sends every ended span
 // over a channel to its goroutine, waking it (and, with a core idle, a
 // thread) for each span. Here a span's end is an append under a mutex,
-// and the goroutine is woken once a batch (BENCHMARKS.md §6i).
+// and the goroutine is woken once a batch (docs/bench/history.md §6i).
 type batcher struct {
 	exporter sdktrace.SpanExporter
 	o        batchOptions

@@ -89,7 +89,7 @@ func Tracer() trace.Tracer {
 // which the called service continues (traceparent). The span ends when the
 // answer's headers arrive. It is the services' own rather than otelhttp's
 // transport, which clones every request and works out metrics' attributes
-// the services do not record (BENCHMARKS.md §6i).
+// the services do not record (docs/bench/history.md §6i).
 func Transport(base http.RoundTripper, prefix string) http.RoundTripper {
 	if !On() {
 		return base
