@@ -243,7 +243,7 @@ type ItemLimit struct {
 	MaterialTypeID, LoanTypeID string
 	// Reached says the patron's open loans it counts leave no room for
 	// one more, compared as the check-out's write compares them
-	// (locksql.Reached).
+	// (lending's reached).
 	Reached bool
 }
 

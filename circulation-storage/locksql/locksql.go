@@ -1,8 +1,9 @@
 // Package locksql holds the SQL that carries the check-out lock's
 // guarantees, each statement with what it guarantees: acquiring and
-// releasing a patron's lock (this file), the write's fence (fence.go), the
-// row locks that order a patron's writes (rows.go) and the item limit's
-// count (limit.go). The service runs them (packages locks and lending), and the
+// releasing a patron's lock (this file), the write's fence (fence.go) and
+// the row locks that order a patron's writes (rows.go); the item limit's
+// count is the lending rules' (internal/lending/limit.go). The service runs
+// them (packages locks and lending), and the
 // benchmarks run the very same text through pgbench to measure how close
 // the service comes to the database's own limit.
 //

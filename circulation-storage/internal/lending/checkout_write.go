@@ -172,7 +172,7 @@ WITH fence AS (
            CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM lent) END AS lt
       FROM matched m JOIN ` + policy + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
 ), counted AS (
-    SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
+    SELECT (` + openLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
      WHERE (SELECT n FROM limited) IS NOT NULL
 ), gate AS (
     SELECT ` + gated + ` AS gated
@@ -188,14 +188,14 @@ WITH fence AS (
 ), charged AS (` + charged + `
 ), automated AS (` + automated + `
 ), charged_count AS (
-    SELECT (` + locksql.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
+    SELECT (` + openLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
      WHERE EXISTS (SELECT 1 FROM charged)
 ), allowed AS (
     SELECT (SELECT ok FROM required)
        AND (@lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
        AND (@offline::boolean OR (
-                (@override_limit::boolean OR NOT ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
-            AND (@override_charged::boolean OR NOT ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
+                (@override_limit::boolean OR NOT ` + reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
+            AND (@override_charged::boolean OR NOT ` + reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
             AND NOT (SELECT other FROM queued)
             AND coalesce((SELECT active FROM borrower), true)
             AND NOT coalesce((SELECT refused FROM lent), false)
@@ -277,8 +277,8 @@ SELECT (SELECT jsonb FROM loan) AS stored, @lock_id::uuid IS NULL OR EXISTS (SEL
        (SELECT n FROM charged_count) AS charged, (SELECT lim FROM charged) AS charged_limit,
        (SELECT message FROM charged) AS charged_reason,
        (SELECT other FROM queued) AS requested, (SELECT id::text FROM head) AS head,
-       ` + locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited") + ` AS limit_reached,
-       ` + locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + ` AS charged_reached,
+       ` + reached("SELECT n FROM counted", "SELECT n FROM limited") + ` AS limit_reached,
+       ` + reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + ` AS charged_reached,
        NOT coalesce((SELECT active FROM borrower), true) AS inactive,
        (SELECT before #>> '{status,name}' FROM lent WHERE refused) AS refused_status,
        NOT coalesce((SELECT loanable FROM limited), true) AS not_loanable,
@@ -297,11 +297,11 @@ func brokenRulesSQL() string {
 	broken := map[string]string{
 		schemas.CodeUserBlockedManually: `coalesce((SELECT blocked FROM borrower), false)`,
 		schemas.CodeUserBlockedAutomatically: `EXISTS (SELECT 1 FROM automated) OR ` +
-			locksql.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged"),
+			reached("SELECT n FROM charged_count", "SELECT lim FROM charged"),
 		schemas.CodeUserInactive:                 `NOT coalesce((SELECT active FROM borrower), true)`,
 		schemas.CodeItemStatusRefused:            `coalesce((SELECT refused FROM lent), false)`,
 		schemas.CodeItemRequestedByAnotherPatron: `(SELECT other FROM queued)`,
-		schemas.CodeItemLimitReached:             locksql.Reached("SELECT n FROM counted", "SELECT n FROM limited"),
+		schemas.CodeItemLimitReached:             reached("SELECT n FROM counted", "SELECT n FROM limited"),
 		schemas.CodeItemNotLoanable:              `NOT coalesce((SELECT loanable FROM limited), true)`,
 	}
 	var rows []string

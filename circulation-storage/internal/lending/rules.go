@@ -65,7 +65,7 @@ func (s *Rules) SetRules(ctx context.Context, t storage.Tenant, rules storage.Ci
 
 // openLoanCountSQL counts a patron's open loans. Arguments: @user the
 // patron, @material_type and @loan_type (NULL: any), @tenant.
-var openLoanCountSQL = locksql.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "@tenant", "@user", "@material_type::uuid", "@loan_type::uuid")
+var openLoanCountSQL = openLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "@tenant", "@user", "@material_type::uuid", "@loan_type::uuid")
 
 // CountOpenLoans implements storage.LoanCounter.
 func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, materialTypeID, loanTypeID string) (int, error) {
@@ -152,12 +152,12 @@ func openRecallSQL(request, item, tenant string) string {
 // anything; the message is the condition's, its name when that is empty.
 // tenant, user and group are SQL expressions.
 func automatedBlocksSQL(tenant, user, group string) string {
-	// Items charged out block borrowing at the limit (locksql.Reached, as
+	// Items charged out block borrowing at the limit (reached, as
 	// the check-out's write compares), everything else above it.
 	over := func(atTheLimit bool) string {
 		charged := "s.open > pl.value"
 		if atTheLimit {
-			charged = locksql.Reached("s.open", "pl.value")
+			charged = reached("s.open", "pl.value")
 		}
 		return `CASE c.id WHEN '` + storage.ConditionItemsChargedOut + `' THEN ` + charged + `
                           WHEN '` + storage.ConditionLostItems + `' THEN s.lost > pl.value ELSE s.overdue > pl.value END`
@@ -175,7 +175,7 @@ func automatedBlocksSQL(tenant, user, group string) string {
                        count(*) FILTER (WHERE i.status_name IN (` + postgres.Lits(schemas.ItemStatusesLost...) + `)) AS lost,
                        count(*) FILTER (WHERE ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` < now()) AS overdue
                   FROM ` + postgres.Table(postgres.TableLoan) + ` l JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
-                 WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND ` + locksql.CountedLoan("l", "i") + `) s
+                 WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND ` + countedLoan("l", "i") + `) s
           WHERE pl.tenant_id = ` + tenant + ` AND pl.patron_group_id = ` + group + `
             AND pl.condition_id IN ('` + storage.ConditionItemsChargedOut + `', '` + storage.ConditionLostItems + `', '` +
 		storage.ConditionOverdueItems + `')) b
@@ -271,7 +271,7 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u) AS patron, (SELECT jsonb FROM i) AS i
        m.loan_policy_id::text AS policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
        p.jsonb AS loan_policy, p.item_limit, p.mt::text AS mt, p.lt::text AS lt,
        c.n AS open_loans,
-       ` + locksql.Reached("c.n", "p.item_limit") + ` AS reached,
+       ` + reached("c.n", "p.item_limit") + ` AS reached,
        (SELECT s.jsonb FROM ` + postgres.Table(postgres.TableSetting) + ` s
          WHERE s.tenant_id = @tenant AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `') AS lock_setting,
        (SELECT jsonb_build_object('id', mt.id, 'name', mt.name) FROM ` + postgres.Table(postgres.TableMaterialType) + ` mt
@@ -280,7 +280,7 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u) AS patron, (SELECT jsonb FROM i) AS i
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true
-  LEFT JOIN LATERAL (SELECT (` + locksql.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "@tenant", "(SELECT id FROM u)", "p.mt", "p.lt") + `) AS n
+  LEFT JOIN LATERAL (SELECT (` + openLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "@tenant", "(SELECT id FROM u)", "p.mt", "p.lt") + `) AS n
                       WHERE p.jsonb IS NOT NULL) c ON true`
 }
 
@@ -372,8 +372,8 @@ type checkOutRow struct {
 // and loan type the tenant has: for each pair the circulation rules choose
 // the policy (policyMatchSQL), its limit is enforced or not
 // (itemLimitSQL, with $2 as the write has it) and counts the patron's
-// loans of the rule's criteria (locksql.OpenLoanCount), and is reached or
-// not (locksql.Reached): the very fragments the write runs. Each distinct
+// loans of the rule's criteria (openLoanCount), and is reached or
+// not (reached): the very fragments the write runs. Each distinct
 // limit is answered once, with the loans it counts and whether it is
 // reached; and whether some pair has no enforced limit at all, in which
 // case a limit never stops every check-out (nor when the tenant has no
@@ -392,8 +392,8 @@ WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.Ta
                  JOIN ` + postgres.Table(postgres.TableLoanPolicy) + ` lp ON lp.tenant_id = $3 AND lp.id = m.loan_policy_id
                 WHERE mt.tenant_id = $3 AND EXISTS (SELECT 1 FROM u)),
      limits AS (SELECT DISTINCT pg_match, mt_match, lt_match, n, mt, lt FROM pairs WHERE n IS NOT NULL),
-     counted AS (SELECT lim.*, c.open, ` + locksql.Reached("c.open", "lim.n") + ` AS reached
-                   FROM limits lim CROSS JOIN LATERAL (SELECT (` + locksql.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "$3",
+     counted AS (SELECT lim.*, c.open, ` + reached("c.open", "lim.n") + ` AS reached
+                   FROM limits lim CROSS JOIN LATERAL (SELECT (` + openLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "$3",
 	"(SELECT id FROM u)", "lim.mt", "lim.lt") + `) AS open) c)
 SELECT (SELECT ` + borrowerSQL + ` FROM u),
        (SELECT count(*) FROM ol)::int,
