@@ -297,7 +297,8 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 // check-in (SIP2's undoing of one that did not complete): refused for the
 // desk, nothing lent; its layout with this library's
 // barcodes, two hours ago, no cancel, is recorded, dated then and due when
-// the kiosk said.
+// the kiosk said; stored again with another date, it finds the patron's
+// loan and answers ok, lending nothing twice.
 func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
@@ -344,5 +345,14 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 	}
 	if loanDate != at.Format("2006-01-02T15:04:05.000Z") || dueDate != due.Format("2006-01-02T15:04:05.000Z") {
 		t.Errorf("the loan: lent %s due %s, want %s and %s", loanDate, dueDate, at.Format(time.RFC3339), due.Format(time.RFC3339))
+	}
+	// The same book stored again with another date (the kiosk did not
+	// see the first reply): the patron holds it, ok, no second loan.
+	at = at.Add(time.Minute)
+	if r := k.Send(jsip2(lib.Items[0][0], "N")); !strings.HasPrefix(r, "121") {
+		t.Errorf("an offline check-out of a book already on loan to the patron: %q, want ok", r)
+	}
+	if n := loans(); n != 1 {
+		t.Errorf("%d loans, want 1", n)
 	}
 }

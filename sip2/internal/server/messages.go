@@ -390,6 +390,11 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 	case errors.As(err, &ref) && ref.Busy():
 		return reply(false, time.Time{}, "", msgBusy), "busy"
 	case errors.As(err, &ref) && ref.Status/100 == 4:
+		if due, own := ref.OwnLoan(); own {
+			// Already on loan to this patron (a live check-out whose
+			// reply was lost, stored again offline): the book is theirs.
+			return reply(true, due, "", msgRecordedOffline), "ok_again"
+		}
 		return refused(screenMessage(ref), ref.Code)
 	}
 	c.s.logger.Error("offline check-out: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
