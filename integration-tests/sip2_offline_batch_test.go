@@ -12,6 +12,8 @@ import (
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/selfcheck"
+	"github.com/checkoutlock/serverkit/auth"
+	"github.com/google/uuid"
 )
 
 // offlineTx is one transaction a kiosk stored while the library system
@@ -354,5 +356,47 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 	}
 	if n := loans(); n != 1 {
 		t.Errorf("%d loans, want 1", n)
+	}
+}
+
+// TestAnOfflineCheckOutNeedsItsPermission: over HTTP, a check-out that
+// says it was made offline takes circulation.check-out-by-barcode.offline.post
+// beside the check-out's own permission: without it, 422 naming it and
+// nothing written; a self-check machine's account holds it, and its
+// check-out is dated when it happened, recording that it broke nothing.
+func TestAnOfflineCheckOutNeedsItsPermission(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(1, 1, 0)
+	at := time.Now().Add(-3 * time.Hour).UTC().Truncate(time.Millisecond)
+	body := map[string]any{"itemBarcode": lib.Items[0][0], "userBarcode": lib.Patrons[0], "servicePointId": harness.ServicePoint,
+		"offline": map[string]any{"transactionDate": at.Format(schemas.TimeFormat)}}
+	checkOut, _ := schemas.PermissionFor(schemas.ServiceCirculation, "POST", "/circulation/check-out-by-barcode")
+	tok, err := auth.Mint(harness.Secret(), auth.Claims{Tenant: c.Tenant, UserID: uuid.NewString(), Permissions: []string{checkOut}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", body,
+		map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: tok})
+	if code, params := envelopeError(t, r); r.Status != http.StatusUnprocessableEntity || code != schemas.CodeInsufficientOverridePermissions ||
+		params["missingPermissions"] != schemas.PermissionCheckOutOffline {
+		t.Errorf("an offline check-out without its permission: %d %s %v, want 422 naming %s", r.Status, code, params, schemas.PermissionCheckOutOffline)
+	}
+	if n := openLoans(t, c, lib.Patrons[0]); n != 0 {
+		t.Fatalf("%d loans after a refused offline check-out", n)
+	}
+	var loan struct {
+		LoanDate string
+		Offline  struct {
+			TransactionDate string
+			BrokenRules     []string
+		}
+	}
+	c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", body,
+		map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleSelfCheck)}).
+		Want(t, http.StatusCreated).Decode(t, &loan)
+	if want := at.Format(schemas.TimeFormat); loan.LoanDate != want || loan.Offline.TransactionDate != want ||
+		loan.Offline.BrokenRules == nil || len(loan.Offline.BrokenRules) != 0 {
+		t.Errorf("a self-check machine's offline check-out: %+v, want lent %s, breaking nothing", loan, want)
 	}
 }

@@ -25,6 +25,11 @@ const PermissionCheckOutOffline = "circulation.check-out-by-barcode.offline.post
 // door's SIP2_OFFLINE_WITHIN narrows it for its kiosks; nothing widens it.
 const MaxOfflineBehind = 30 * 24 * time.Hour
 
+// MaxOfflineLoanPeriod is the latest due date a check-out made offline
+// may carry, after its transaction date: a kiosk's nb due date is taken as
+// the patron was told it, but never one no library lends for.
+const MaxOfflineLoanPeriod = 366 * 24 * time.Hour
+
 // The refusals of an offline check-out that are not rules: the library
 // does not take offline check-outs (its selfCheck settings), or the
 // transaction is older than the bound.

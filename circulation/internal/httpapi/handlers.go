@@ -204,6 +204,11 @@ func (s *Server) offlineCheckOut(c echo.Context, rawDate, rawDue, loanDate strin
 		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "offline.dueDate: %s is not after the transaction date", rawDue).
 			With("dueDate", rawDue)
 	}
+	if due.After(at.Add(schemas.MaxOfflineLoanPeriod)) {
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"offline.dueDate: %s is more than %d days after the transaction date", rawDue, int(schemas.MaxOfflineLoanPeriod.Hours()/24)).
+			With("dueDate", rawDue)
+	}
 	return &circulation.Offline{TransactionDate: at, DueDate: due, RecordedBy: serverkit.Caller(c.Request().Context()),
 		Tenant: c.Request().Header.Get(schemas.HeaderTenant)}, nil
 }

@@ -338,6 +338,18 @@ func TestCheckOutBadInput(t *testing.T) {
 			422, []string{schemas.CodeValidation}},
 		{"proxy", `{"itemBarcode":"i","userBarcode":"u","proxyUserBarcode":"p","servicePointId":"` + servicePoint + `"}`, false, nil,
 			422, []string{schemas.CodeValidation}},
+		// A check-out made offline: dated by its transaction, due within
+		// a year of it, never in the future.
+		{"offline with loanDate", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"` + servicePoint + `","loanDate":"2026-01-01T10:00:00Z","offline":{"transactionDate":"2026-01-01T10:00:00Z"}}`, false, nil,
+			422, []string{schemas.CodeValidation}},
+		{"offline in the future", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"` + servicePoint + `","offline":{"transactionDate":"2099-01-01T10:00:00Z"}}`, false, nil,
+			422, []string{schemas.CodeValidation}},
+		{"offline due before lent", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"` + servicePoint + `","offline":{"transactionDate":"2026-01-02T10:00:00Z","dueDate":"2026-01-01T10:00:00Z"}}`, false, nil,
+			422, []string{schemas.CodeValidation}},
+		{"offline due past a year", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"` + servicePoint + `","offline":{"transactionDate":"2026-01-02T10:00:00Z","dueDate":"2027-02-01T10:00:00Z"}}`, false, nil,
+			422, []string{schemas.CodeValidation}},
+		{"offline without a date", `{"itemBarcode":"i","userBarcode":"u","servicePointId":"` + servicePoint + `","offline":{}}`, false, nil,
+			422, []string{schemas.CodeValidation}},
 		{"no tenant", checkOutBody, false, fixed(map[string]string{"Content-Type": "application/json"}), 400,
 			[]string{schemas.CodeTenantMissing}},
 		{"SQL in tenant", checkOutBody, false, withTenant("diku; DROP SCHEMA public CASCADE"), 400, []string{schemas.CodeInvalidTenant}},
