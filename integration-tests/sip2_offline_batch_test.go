@@ -204,8 +204,8 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 	// in the console's words.
 	var page struct {
 		Events []struct {
-			Type, LoanID, What string
-			BrokenRules        []string
+			Type, LoanID, What, ByName string
+			BrokenRules                []string
 		}
 	}
 	console := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleOperator)}
@@ -215,7 +215,8 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 		t.Errorf("the history has %d lent_offline lines, want %d", len(page.Events), brokenLoans)
 	}
 	for _, e := range page.Events {
-		if e.LoanID == "" || e.What != schemas.OfflineWords(e.BrokenRules) || !strings.HasPrefix(e.What, "lent offline ") {
+		if e.LoanID == "" || e.What != schemas.OfflineWords(e.BrokenRules) || !strings.HasPrefix(e.What, "lent offline ") ||
+			e.ByName != "Kiosk One" {
 			t.Errorf("a history line %+v", e)
 		}
 	}
