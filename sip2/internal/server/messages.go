@@ -332,19 +332,30 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	if err == nil {
 		return reply(true, loan.DueDate, loan.Title, ""), "ok"
 	}
+	return c.notCheckedOut(err, "check-out", "", reply, func(message, _ string) (*wire.Reply, string) {
+		return reply(false, time.Time{}, "", message), "refused"
+	})
+}
+
+// notCheckedOut answers a check-out (what: live or offline) that
+// circulation did not make (err): busy when it could not say; ok, with
+// that loan's due date and okMessage, when the book is already on loan to
+// this patron (a retry whose first reply was lost, or a check-out stored
+// offline and sent again with another date); refuse's answer for any
+// other refusal.
+func (c *conn) notCheckedOut(err error, what, okMessage string, reply func(ok bool, due time.Time, title, message string) *wire.Reply,
+	refuse func(message, code string) (*wire.Reply, string)) (*wire.Reply, string) {
 	var ref *circ.Refusal
 	switch {
 	case errors.As(err, &ref) && ref.Busy():
 		return reply(false, time.Time{}, "", msgBusy), "busy"
 	case errors.As(err, &ref) && ref.Status/100 == 4:
 		if due, own := ref.OwnLoan(); own {
-			// Already on loan to this patron: a retry whose first reply
-			// was lost.
-			return reply(true, due, "", ""), "ok_again"
+			return reply(true, due, "", okMessage), "ok_again"
 		}
-		return reply(false, time.Time{}, "", screenMessage(ref)), "refused"
+		return refuse(screenMessage(ref), ref.Code)
 	}
-	c.s.logger.Error("check-out: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+	c.s.logger.Error(what+": circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 	return reply(false, time.Time{}, "", msgBusy), "error"
 }
 
@@ -385,20 +396,7 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 		}
 		return reply(true, loan.DueDate, loan.Title, msgRecordedOffline), "ok_offline"
 	}
-	var ref *circ.Refusal
-	switch {
-	case errors.As(err, &ref) && ref.Busy():
-		return reply(false, time.Time{}, "", msgBusy), "busy"
-	case errors.As(err, &ref) && ref.Status/100 == 4:
-		if due, own := ref.OwnLoan(); own {
-			// Already on loan to this patron (a live check-out whose
-			// reply was lost, stored again offline): the book is theirs.
-			return reply(true, due, "", msgRecordedOffline), "ok_again"
-		}
-		return refused(screenMessage(ref), ref.Code)
-	}
-	c.s.logger.Error("offline check-out: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
-	return reply(false, time.Time{}, "", msgBusy), "error"
+	return c.notCheckedOut(err, "offline check-out", msgRecordedOffline, reply, refused)
 }
 
 // renew is 29 → 30, through circulation's renewal: FOLIO's reasons in AF
