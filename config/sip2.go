@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/checkoutlock/schemas"
 )
 
 // SIP2 configures the SIP2 door: where its listeners are is in the file
@@ -44,7 +46,8 @@ type SIP2 struct {
 	WriteTimeout time.Duration `env:"SIP2_WRITE_TIMEOUT" envDefault:"10s"`
 	// OfflineWithin bounds how old a transaction a kiosk made offline and
 	// sends later (no block = Y) may be: an older one is refused, with a
-	// screen message, for the desk to handle.
+	// screen message, for the desk to handle. At most
+	// schemas.MaxOfflineBehind, the oldest circulation takes.
 	OfflineWithin time.Duration `env:"SIP2_OFFLINE_WITHIN" envDefault:"72h"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
@@ -103,6 +106,10 @@ func (c SIP2) Validate() error {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 10s, got %s", name, d))
 		}
+	}
+	if c.OfflineWithin > schemas.MaxOfflineBehind {
+		errs = append(errs, fmt.Errorf("SIP2_OFFLINE_WITHIN must be at most %s (circulation takes no offline check-out older), got %s",
+			schemas.MaxOfflineBehind, c.OfflineWithin))
 	}
 	if need := c.ShutdownNeeds(); c.ShutdownTimeout > 0 && c.ShutdownTimeout < need {
 		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT (%s) must be at least %s (twice SIP2_CALL_TIMEOUT and SIP2_WRITE_TIMEOUT), so that a stop logs every kiosk out",

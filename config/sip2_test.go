@@ -25,6 +25,7 @@ func TestSIP2ShutdownLeavesRoomForTheLogouts(t *testing.T) {
 		{map[string]string{"SHUTDOWN_TIMEOUT": "29s"}, "SHUTDOWN_TIMEOUT (29s) must be at least 30s (twice SIP2_CALL_TIMEOUT and SIP2_WRITE_TIMEOUT)"},
 		{map[string]string{"SIP2_CALL_TIMEOUT": "20s"}, "SHUTDOWN_TIMEOUT (40s) must be at least 50s"},
 		{map[string]string{"SHUTDOWN_TIMEOUT": "0s"}, "SHUTDOWN_TIMEOUT must be a positive duration"},
+		{map[string]string{"SIP2_OFFLINE_WITHIN": "721h"}, "SIP2_OFFLINE_WITHIN must be at most 720h0m0s"},
 	}
 	for _, tt := range tests {
 		tt.env["SIP2_CONFIG"] = "sip2.json"

@@ -124,8 +124,8 @@ var layers = [][]string{
 	{"schemas/locksettings", "schemas/selfcheck", "sip2/wire", "serverkit/tracing", "circulation-storage/cql",
 		"circulation-storage/relay", "circulation-storage/internal/pgtest", "migrations"},
 	// The contract: routes, permissions, schemas, statuses.
-	{"schemas", "config"},
-	{"schemas/errs", "schemas/cmd/descriptors", "sip2/msg", "circulation-storage/locksql"},
+	{"schemas"},
+	{"schemas/errs", "schemas/cmd/descriptors", "sip2/msg", "circulation-storage/locksql", "config"},
 	{"schemas/errs/errhttp", "serverkit/auth"},
 	// Each service's domain; the shared server kit; storage's login.
 	{"serverkit", "circulation-storage", "circulation", "circulation-storage/login", "serverkit/cmd/devtoken"},
