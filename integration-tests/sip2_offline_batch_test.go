@@ -113,14 +113,7 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 			}
 		}
 	}
-	loans := func() int {
-		t.Helper()
-		var n int
-		if err := c.DB.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s.loan`, c.Schema)).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	loans := func() int { return loanCount(t, c) }
 
 	// Storage down: every transaction answered "not done", nothing written.
 	c.Storage.Stop()
@@ -307,14 +300,7 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
 	k := harness.DialSIP2(t, door.SIP2Addr)
 	k.Login("user_id", "passw0rd")
-	loans := func() int {
-		t.Helper()
-		var n int
-		if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan`, c.Schema)).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	loans := func() int { return loanCount(t, c) }
 	// The PHP tester's, as it is (no error detection).
 	r := k.Raw("11NY20180208    16200020190208    162000AOqut|AAmatty|AB123|ACsecret|BIN")
 	if !strings.HasPrefix(r, "120") || !strings.Contains(harness.SIP2Field(r, "AF"), "too old") {
@@ -363,8 +349,10 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 // TestAnOfflineCheckOutNeedsItsPermission: over HTTP, a check-out that
 // says it was made offline takes circulation.check-out-by-barcode.offline.post
 // beside the check-out's own permission: without it, 422 naming it and
-// nothing written; a self-check machine's account holds it, and its
-// check-out is dated when it happened, recording that it broke nothing.
+// nothing written; at storage, the offline override writes only a loan
+// that says it was made offline, dated then; a self-check machine's
+// account holds the permission, and its check-out is dated when it
+// happened, recording that it broke nothing.
 func TestAnOfflineCheckOutNeedsItsPermission(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
@@ -386,6 +374,25 @@ func TestAnOfflineCheckOutNeedsItsPermission(t *testing.T) {
 	if n := openLoans(t, c, lib.Patrons[0]); n != 0 {
 		t.Fatalf("%d loans after a refused offline check-out", n)
 	}
+	// At storage, the override that lifts every rule writes only a loan
+	// that says it was made offline, dated then: one that does not is
+	// refused, whoever calls, and nothing is written.
+	for name, offline := range map[string]any{"no offline": nil, "another date": map[string]any{"transactionDate": at.Add(-time.Hour).Format(schemas.TimeFormat)}} {
+		loan := map[string]any{"userId": patronID(t, c, lib.Patrons[0]), "itemId": itemID(t, c, lib.Items[0][0]), "action": "checkedout",
+			"status": map[string]any{"name": schemas.LoanOpen}, "loanDate": at.Format(schemas.TimeFormat),
+			"dueDate": at.Add(time.Hour).Format(schemas.TimeFormat)}
+		if offline != nil {
+			loan["offline"] = offline
+		}
+		r := c.DoWith(c.Storage, "POST", "/loan-storage/loans", loan, c.HeadersWith(schemas.HeaderItemVersion, "1",
+			schemas.HeaderCheckOutOverride, "offline"))
+		if code, _ := envelopeError(t, r); r.Status != http.StatusUnprocessableEntity || code != schemas.CodeValidation {
+			t.Errorf("%s: a write past every rule of a loan not made offline: %d %s, want 422 %s", name, r.Status, code, schemas.CodeValidation)
+		}
+	}
+	if n := openLoans(t, c, lib.Patrons[0]); n != 0 {
+		t.Fatalf("%d loans after refused writes at storage", n)
+	}
 	var loan struct {
 		LoanDate string
 		Offline  struct {
@@ -400,4 +407,14 @@ func TestAnOfflineCheckOutNeedsItsPermission(t *testing.T) {
 		loan.Offline.BrokenRules == nil || len(loan.Offline.BrokenRules) != 0 {
 		t.Errorf("a self-check machine's offline check-out: %+v, want lent %s, breaking nothing", loan, want)
 	}
+}
+
+// loanCount counts the tenant's loans, open or closed, in the database.
+func loanCount(t *testing.T, c *harness.Cluster) int {
+	t.Helper()
+	var n int
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan`, c.Schema)).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -71,8 +71,9 @@ const (
 	// HeaderCheckOutOverride names, on a check-out's write, the blocks an
 	// override lifts: itemLimitBlock, patronBlock, itemNotLoanableBlock
 	// (comma-separated), or offline: a check-out a self-check machine made
-	// offline, recorded past every rule but the lock (OfflineRules). It
-	// needs PermissionCheckOutOverride.
+	// offline (its loan carries offline, dated its loanDate), recorded past
+	// every rule but the lock (OfflineRules). It needs
+	// PermissionCheckOutOverride.
 	HeaderCheckOutOverride = "X-Check-Out-Override"
 	// HeaderLockReleased "true" on the 201 of such a write says that its
 	// transaction released the lock: a client that does not see it (a

@@ -119,6 +119,14 @@ func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, l
 			case "itemNotLoanableBlock":
 				w.OverrideItemNotLoanable = true
 			case "offline":
+				// Recorded past the rules only as a loan made offline, which
+				// says so, dated when it was made: its broken rules are
+				// then written on it, whoever calls.
+				if loan.Offline == nil || loan.Offline.TransactionDate != loan.LoanDate {
+					return w, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+						"offline: %s: offline writes a loan made offline, whose offline.transactionDate is its loanDate",
+						schemas.HeaderCheckOutOverride).With("override", "offline")
+				}
 				w.Offline = true
 			default:
 				return w, errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
@@ -328,6 +336,10 @@ type recordHeader struct {
 	Username string      `json:"username"`
 	// ServicePointID is a loan's checkoutServicePointId.
 	ServicePointID string `json:"checkoutServicePointId"`
+	// Offline is a loan's offline (a loan made offline), as sent.
+	Offline *struct {
+		TransactionDate string `json:"transactionDate"`
+	} `json:"offline"`
 }
 
 // statusField is a record's status: {"name": …} on loans and items, a
