@@ -90,7 +90,7 @@ run: build
 demo-reset:
 	scripts/demo-reset.sh
 
-## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; about eight minutes on two cores (472 s measured from a clean clone)
+## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; eight to ten minutes on two cores (472–597 s measured from clean clones)
 test: rules
 	GO=$(GO) UNIT_PKGS="$(UNIT_PKGS)" UNIT_TIMEOUT=$(UNIT_TIMEOUT) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) FUZZ_INPUTS=$(FUZZ_INPUTS) scripts/test.sh
 
