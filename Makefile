@@ -57,8 +57,11 @@ FUZZTIME  ?= 10m
 # test's fuzzing coordinator, which can fail a run that found nothing.
 FUZZ_INPUTS ?= 100000x
 
-# HISTORY is how long make test-long's history checker records operations.
-HISTORY ?= 10m
+# MUTATE_FLAGS are make mutate's flags: -fresh, -only <name>, -j <n>.
+MUTATE_FLAGS ?=
+# HISTORY is how long make test-long's history checker records operations
+# (HISTORY=10m make test-long for a longer one).
+HISTORY ?= 2m
 
 .PHONY: all help build descriptors run demo-reset test test-long test-ha mutate rules screenshots fuzz bench soak lint fmt clean
 
@@ -92,21 +95,20 @@ demo-reset:
 
 ## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; eight to ten minutes on two cores (472–597 s measured from clean clones)
 test: rules
-	GO=$(GO) UNIT_PKGS="$(UNIT_PKGS)" UNIT_TIMEOUT=$(UNIT_TIMEOUT) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) FUZZ_INPUTS=$(FUZZ_INPUTS) scripts/test.sh
+	GO=$(GO) UNIT_PKGS="$(UNIT_PKGS)" UNIT_TIMEOUT=$(UNIT_TIMEOUT) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) scripts/test.sh short
 
-## test-long: the history checker at length: HISTORY (ten minutes) of check-outs, check-ins, renewals, holds and replaces under faults, checked for linearizability with porcupine
-test-long: build
-	scripts/ensure-postgres.sh >/dev/null
-	CHECKOUT_LOCK_BIN_DIR=$(abspath bin) $(GO) test -count=1 -timeout 60m -v -run '^TestHistoriesAreLinearizable$$' ./integration-tests -args -history=$(HISTORY)
+## test-long: what make test leaves out: the parsers' fuzzing, the benchmarks' smoke run, and the workloads that pass at a person's pace or time real timeouts, with the history checker recording HISTORY (two minutes) of operations under faults
+test-long:
+	GO=$(GO) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) FUZZ_INPUTS=$(FUZZ_INPUTS) HISTORY=$(HISTORY) scripts/test.sh long
 
 ## test-ha: the failover proofs, each on a three-node Patroni cluster of its own, at once (installs patroni and etcd-server when missing), about three minutes
 test-ha:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=1 -timeout 30m -v -run 'TestFailover' ./integration-tests/ha -args -ha
 
-## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken through go -overlay (the working tree untouched), one per CPU side by side, its tests must fail; about twenty-five minutes on two cores (1367 s for 221; the pages' in Chromium)
+## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken through go -overlay (the working tree untouched), one per CPU side by side, its tests must fail; a mutation killed before by exactly what it is made of now (mutations-killed.txt) is not run again (MUTATE_FLAGS=-fresh runs every one: about twenty-five minutes on two cores)
 mutate:
-	scripts/test-postgres.sh run $(GO) run ./integration-tests/mutate
+	scripts/test-postgres.sh run $(GO) run ./integration-tests/mutate $(MUTATE_FLAGS)
 
 ## rules: check the shipped Prometheus alerting rules with promtool (installed from Debian's prometheus package when missing)
 rules:

@@ -86,81 +86,85 @@ func TestEveryRoleSignsInOnThePages(t *testing.T) {
 			c.Account(t, a.username, first, last, a.role, a.username+"-password")
 		}
 	}
-	ctx := browser(t)
+	// Each account in a browser context of its own, side by side.
 	for _, a := range accounts {
-		for _, width := range []int64{390, 1280} {
-			for _, page := range []string{"/ui/settings.html", "/ui/locks.html", "/ui/loans.html"} {
-				if err := chromedp.Run(ctx, chromedp.EmulateViewport(width, 900, chromedp.EmulateScale(1))); err != nil {
-					t.Fatal(err)
-				}
-				signIn(t, ctx, c, page, a.username, a.username+"-password")
-				where := fmt.Sprintf("%s at %s, %d px", a.username, page, width)
-				size := accessCookie(t, ctx)
-				if size == 0 || size >= maxCookie {
-					t.Errorf("%s: the sign-in cookie is %d bytes, want 1 to %d", where, size, maxCookie-1)
-				}
-				if width == 1280 && page == "/ui/settings.html" {
-					t.Logf("%s's sign-in cookie: %d bytes", a.username, size)
-				}
-				if got := textOf(t, ctx, "#who"); got != "Signed in as "+a.name {
-					t.Errorf("%s: the header reads %q", where, got)
-				}
-				switch page {
-				case "/ui/settings.html":
-					if a.settings {
-						waitUntil(t, ctx, where+": the settings", `!document.getElementById("settings").hidden && document.getElementById("lockTtl").value !== ""`)
-						if ro := evaluate[bool](t, ctx, `!document.getElementById("readonly-note").hidden`); ro == a.write {
-							t.Errorf("%s: the settings read-only: %v, want %v", where, ro, !a.write)
+		t.Run(a.username, func(t *testing.T) {
+			t.Parallel()
+			ctx := browser(t)
+			for _, width := range []int64{390, 1280} {
+				for _, page := range []string{"/ui/settings.html", "/ui/locks.html", "/ui/loans.html"} {
+					if err := chromedp.Run(ctx, chromedp.EmulateViewport(width, 900, chromedp.EmulateScale(1))); err != nil {
+						t.Fatal(err)
+					}
+					signIn(t, ctx, c, page, a.username, a.username+"-password")
+					where := fmt.Sprintf("%s at %s, %d px", a.username, page, width)
+					size := accessCookie(t, ctx)
+					if size == 0 || size >= maxCookie {
+						t.Errorf("%s: the sign-in cookie is %d bytes, want 1 to %d", where, size, maxCookie-1)
+					}
+					if width == 1280 && page == "/ui/settings.html" {
+						t.Logf("%s's sign-in cookie: %d bytes", a.username, size)
+					}
+					if got := textOf(t, ctx, "#who"); got != "Signed in as "+a.name {
+						t.Errorf("%s: the header reads %q", where, got)
+					}
+					switch page {
+					case "/ui/settings.html":
+						if a.settings {
+							waitUntil(t, ctx, where+": the settings", `!document.getElementById("settings").hidden && document.getElementById("lockTtl").value !== ""`)
+							if ro := evaluate[bool](t, ctx, `!document.getElementById("readonly-note").hidden`); ro == a.write {
+								t.Errorf("%s: the settings read-only: %v, want %v", where, ro, !a.write)
+							}
+						} else {
+							want := a.name + " may not see the settings: that needs the librarian or the operator role (permission circulation.settings.check-out-lock.get)."
+							waitUntil(t, ctx, where+": why not", `document.getElementById("page-status").textContent === `+jsString(want))
 						}
-					} else {
-						want := a.name + " may not see the settings: that needs the librarian or the operator role (permission circulation.settings.check-out-lock.get)."
-						waitUntil(t, ctx, where+": why not", `document.getElementById("page-status").textContent === `+jsString(want))
+					case "/ui/loans.html":
+						// The desk's page is the librarians' (who may change
+						// the settings too).
+						if a.write {
+							waitUntil(t, ctx, where+": the search", `!document.getElementById("content").hidden`)
+						} else {
+							want := a.name + " may not see patrons' loans: that needs the librarian role (permission circulation.loans.collection.get)."
+							waitUntil(t, ctx, where+": why not", `document.getElementById("page-status").textContent === `+jsString(want))
+						}
+					case "/ui/locks.html":
+						if a.locks {
+							waitUntil(t, ctx, where+": the lock", `document.querySelectorAll("#locks tbody tr").length === 1`)
+						} else {
+							want := a.name + " may not see the locks: that needs the operator role (permission circulation.check-out-locks.collection.get)."
+							waitUntil(t, ctx, where+": why not", `document.getElementById("page-status").textContent === `+jsString(want))
+						}
 					}
-				case "/ui/loans.html":
-					// The desk's page is the librarians' (who may change
-					// the settings too).
-					if a.write {
-						waitUntil(t, ctx, where+": the search", `!document.getElementById("content").hidden`)
-					} else {
-						want := a.name + " may not see patrons' loans: that needs the librarian role (permission circulation.loans.collection.get)."
-						waitUntil(t, ctx, where+": why not", `document.getElementById("page-status").textContent === `+jsString(want))
+					// No button the account may not use is there to press:
+					// what the role cannot do is hidden or disabled, with why.
+					want := []string{}
+					switch {
+					case page == "/ui/settings.html" && a.write:
+						want = []string{"Save changes", "Undo changes"}
+					case page == "/ui/locks.html" && a.locks:
+						want = []string{"Release…", "Show", "Clear", "Export CSV"}
+					case page == "/ui/loans.html" && a.write:
+						want = []string{"Find"}
 					}
-				case "/ui/locks.html":
-					if a.locks {
-						waitUntil(t, ctx, where+": the lock", `document.querySelectorAll("#locks tbody tr").length === 1`)
-					} else {
-						want := a.name + " may not see the locks: that needs the operator role (permission circulation.check-out-locks.collection.get)."
-						waitUntil(t, ctx, where+": why not", `document.getElementById("page-status").textContent === `+jsString(want))
+					if got := activeButtons(t, ctx); !slices.Equal(got, want) {
+						t.Errorf("%s: the buttons to press are %q, want %q", where, got, want)
 					}
-				}
-				// No button the account may not use is there to press:
-				// what the role cannot do is hidden or disabled, with why.
-				want := []string{}
-				switch {
-				case page == "/ui/settings.html" && a.write:
-					want = []string{"Save changes", "Undo changes"}
-				case page == "/ui/locks.html" && a.locks:
-					want = []string{"Release…", "Show", "Clear", "Export CSV"}
-				case page == "/ui/loans.html" && a.write:
-					want = []string{"Find"}
-				}
-				if got := activeButtons(t, ctx); !slices.Equal(got, want) {
-					t.Errorf("%s: the buttons to press are %q, want %q", where, got, want)
-				}
-				if w := evaluate[int](t, ctx, `document.documentElement.scrollWidth`); w > int(width) {
-					t.Errorf("%s: the page is %d px wide", where, w)
-				}
-				if err := chromedp.Run(ctx, chromedp.Click("#sign-out", chromedp.ByQuery), chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
-					t.Fatal(err)
-				}
-				// Signed out: the form and a neutral note, nothing else.
-				left := evaluate[[]string](t, ctx, `[document.getElementById("signin-status").textContent, document.getElementById("signin-status").className,
-					document.getElementById("page-status").textContent, document.getElementById("who").textContent, String(document.getElementById("content").hidden)]`)
-				if strings.Join(left, "|") != "You have signed out.|status info|||true" {
-					t.Errorf("%s: signed out, the page shows %q", where, left)
+					if w := evaluate[int](t, ctx, `document.documentElement.scrollWidth`); w > int(width) {
+						t.Errorf("%s: the page is %d px wide", where, w)
+					}
+					if err := chromedp.Run(ctx, chromedp.Click("#sign-out", chromedp.ByQuery), chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
+						t.Fatal(err)
+					}
+					// Signed out: the form and a neutral note, nothing else.
+					left := evaluate[[]string](t, ctx, `[document.getElementById("signin-status").textContent, document.getElementById("signin-status").className,
+						document.getElementById("page-status").textContent, document.getElementById("who").textContent, String(document.getElementById("content").hidden)]`)
+					if strings.Join(left, "|") != "You have signed out.|status info|||true" {
+						t.Errorf("%s: signed out, the page shows %q", where, left)
+					}
 				}
 			}
-		}
+		})
 	}
 }
 

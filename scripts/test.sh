@@ -1,34 +1,46 @@
 #!/usr/bin/env bash
-# make test's body: the tests on PostgreSQL servers of the run's own and
-# on binaries built once, each phase timed.
+# The body of make test and make test-long: the tests on PostgreSQL
+# servers of the run's own and on binaries built once, each phase timed.
 #
-# Four lines, each with its log: the lint; the unit packages; the parsers'
-# fuzzing and then the benchmarks' smoke run; the workloads across real
-# processes. The first three run at once, the workloads after them, alone.
-# Each line has a PostgreSQL of its own
-# (scripts/test-postgres.sh), so that what one measures of its server
-# (MultiXacts made, plans, backends' memory) is its own; TEST_DATABASE_URL
-# names one server for all of them instead. The five binaries the workloads
-# run are built once into the run's directory and named to every test
-# package by CHECKOUT_LOCK_BIN_DIR. The run's directory, and its servers,
-# go when the run ends, however it ends.
+#   scripts/test.sh short   # make test: the lint and the unit packages at
+#                           # once, then the short suite of the workloads
+#                           # across real processes
+#   scripts/test.sh long    # make test-long: the parsers' fuzzing and the
+#                           # benchmarks' smoke run, then the long suite of
+#                           # the workloads (integration-tests/main_test.go's
+#                           # longTests: a person's pace, real timeouts timed,
+#                           # the history checker at length)
+#
+# Each line (a part run beside the others, with its log) has a PostgreSQL
+# of its own (scripts/test-postgres.sh), so that what one measures of its
+# server (MultiXacts made, plans, backends' memory) is its own;
+# TEST_DATABASE_URL names one server for all of them instead. The five
+# binaries the workloads run are built once into the run's directory and
+# named to every test package by CHECKOUT_LOCK_BIN_DIR. The run's
+# directory, and its servers, go when the run ends, however it ends.
 #
 # Most of what the tests do is wait on PostgreSQL and on processes, so
-# each package runs several tests at a time (TEST_PARALLEL), not one per
-# core.
+# each package runs several tests at a time (TEST_PARALLEL, default 4), and
+# go test several packages at a time (TEST_PACKAGES, default 8), not one
+# per core.
 #
 # Variables set by the Makefile, their one home: GO, UNIT_PKGS,
-# UNIT_TIMEOUT, INTEGRATION_TIMEOUT, FUZZ_INPUTS; and TEST_PARALLEL (default 4) and
-# WORKLOADS_PARALLEL (default 4: the workloads pass three rounds at four at
-# a time on two cores; the tests that time a burst against real timeouts
-# run with nothing beside them, whatever it says).
+# UNIT_TIMEOUT, INTEGRATION_TIMEOUT, FUZZ_INPUTS, HISTORY; and
+# WORKLOADS_PARALLEL (default 8: the short suite passes three rounds so on
+# two cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+suite="${1:?usage: scripts/test.sh short|long}"
 GO="${GO:-go}"
 parallel="${TEST_PARALLEL:-4}"
+packages="${TEST_PACKAGES:-8}"
 # The lines that use a PostgreSQL, each a server of its own.
-lines=(unit workloads fuzz_and_smoke)
+case "$suite" in
+  short) lines=(unit workloads) ;;
+  long) lines=(fuzz_and_smoke workloads) ;;
+  *) echo "usage: scripts/test.sh short|long" >&2; exit 2 ;;
+esac
 run_dir="$(mktemp -d -t checkout-lock-test-XXXXXX)"
 cleanup() {
   for line in "${lines[@]}"; do
@@ -60,14 +72,22 @@ export CHECKOUT_LOCK_BIN_DIR="$run_dir/bin"
 "$GO" run ./integration-tests/harness/cmd/buildbins "$CHECKOUT_LOCK_BIN_DIR"
 
 unit() {
+  # With them the integration tests' harness and the contract's checks,
+  # which take no suite.
   # shellcheck disable=SC2086 # UNIT_PKGS is a list
-  "$GO" test -race -count=1 -parallel "$parallel" -timeout "${UNIT_TIMEOUT:?set by the Makefile}" ${UNIT_PKGS:?}
+  "$GO" test -race -count=1 -p "$packages" -parallel "$parallel" -timeout "${UNIT_TIMEOUT:?set by the Makefile}" ${UNIT_PKGS:?} \
+    ./integration-tests/contract/ ./integration-tests/harness/
 }
 workloads() {
-  # The tests timed against the lock's retry budget and real timeouts are
-  # not parallel: they run alone, the rest four at a time.
-  "$GO" test -race -count=1 -parallel "${WORKLOADS_PARALLEL:-4}" -timeout "${INTEGRATION_TIMEOUT:?set by the Makefile}" -v \
-    ./integration-tests/ ./integration-tests/contract/ ./integration-tests/harness/
+  if [ "$suite" = short ]; then
+    "$GO" test -race -count=1 -parallel "${WORKLOADS_PARALLEL:-8}" -timeout "${INTEGRATION_TIMEOUT:?set by the Makefile}" -v \
+      ./integration-tests/ -args -suite=short
+  else
+    # The tests timed against the lock's retry budget and real timeouts are
+    # not parallel: they run alone, the rest two at a time.
+    "$GO" test -race -count=1 -parallel 2 -timeout "${INTEGRATION_TIMEOUT:?set by the Makefile}" -v \
+      ./integration-tests/ -args -suite=long -history="${HISTORY:?set by the Makefile}"
+  fi
 }
 lint() {
   make --no-print-directory lint
@@ -104,18 +124,19 @@ run_lines() {
   fi
 }
 
-# First the lint, the unit packages and the fuzzing with the benchmarks'
-# smoke run, at once; then the workloads alone, whose faults and bursts
-# are timed against real timeouts and would be slowed by the rest.
-# Lint beside the unit tests; fuzzing and the benchmarks' smoke run, which
-# take both cores, after them: on two slow cores all four at once starve
-# the unit tests that count guesses and locks against real deadlines.
-phase "lint and unit tests, at once"
 status=0
-run_lines lint unit || status=1
-phase "fuzzing and the benchmarks' smoke run"
-run_lines fuzz_and_smoke || status=1
-phase "the workloads across real processes"
+if [ "$suite" = short ]; then
+  # The lint beside the unit packages; then the workloads alone, whose
+  # faults are timed against real timeouts and would be slowed by the rest.
+  phase "lint and unit tests, at once"
+  run_lines lint unit || status=1
+else
+  # Fuzzing and the benchmarks' smoke run take both cores: before the
+  # workloads, which time bursts against the lock's retry budget.
+  phase "fuzzing and the benchmarks' smoke run"
+  run_lines fuzz_and_smoke || status=1
+fi
+phase "the workloads across real processes ($suite suite)"
 run_lines workloads || status=1
 if [ "$status" != 0 ]; then
   phase "FAILED: the lines above that say so"
