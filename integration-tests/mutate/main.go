@@ -9,8 +9,12 @@
 //	go run ./integration-tests/mutate -only fence
 //	go run ./integration-tests/mutate -list
 //	go run ./integration-tests/mutate -j 1       # one at a time
+//	go run ./integration-tests/mutate -fresh     # even those the record spares
 //
-// The working tree is never written: the mutated copy of the file lives in
+// A mutation killed before by exactly what it is made of now is not run
+// again: the record (mutations-killed.txt, record.go) keeps each kill's
+// digest, and every run writes back what it learnt. Nothing else of the
+// working tree is written: the mutated copy of the file lives in
 // a temporary directory and reaches the compiler through go's -overlay
 // flag, so mutations run side by side (-j, one per CPU by default). A
 // mutation whose tests start the real binaries (the integration-tests
@@ -87,6 +91,7 @@ func run() int {
 	// real timeouts (bursts against a wait, MultiXacts of overlapping
 	// check-outs) stop telling a mutation from the load.
 	workers := flag.Int("j", runtime.NumCPU(), "how many mutations and baselines to run at once")
+	fresh := flag.Bool("fresh", false, "run every mutation, even one the record ("+recordName+") says was killed by what it is made of now")
 	flag.Parse()
 
 	dir, err := findRoot(*root)
@@ -143,6 +148,19 @@ func run() int {
 	}()
 
 	r := &runner{root: dir, tmp: tmp, baseline: *baseline, verbose: *verbose, workers: max(*workers, 1)}
+	// -wide runs other tests than the entries name: its kills are not the
+	// record's.
+	if !*wide {
+		if r.record, err = readRecord(filepath.Join(dir, recordName)); err != nil {
+			fmt.Fprintln(os.Stderr, "mutate:", err)
+			return 2
+		}
+		if r.digests, err = newDigester(ctx, dir); err != nil {
+			fmt.Fprintln(os.Stderr, "mutate:", err)
+			return 2
+		}
+		r.reuse = !*fresh
+	}
 	start := time.Now()
 	results, err := r.runAll(ctx, chosen)
 	if err != nil {
@@ -152,9 +170,16 @@ func run() int {
 		}
 		return 2
 	}
+	if r.record != nil && ctx.Err() == nil {
+		r.record.update(results, r.digest)
+		if err := r.record.write(); err != nil {
+			fmt.Fprintln(os.Stderr, "mutate: write the record:", err)
+			return 2
+		}
+	}
 	printTable(os.Stdout, dir, results)
-	fmt.Printf("\n%d mutations in %.0fs on %d workers (baselines %.0fs of their time)\n",
-		len(results), time.Since(start).Seconds(), r.workers, r.baselineTime.Seconds())
+	fmt.Printf("\n%d mutations in %.0fs on %d workers (baselines %.0fs of their time); %d killed as recorded, not run again (-fresh runs them)\n",
+		len(results), time.Since(start).Seconds(), r.workers, r.baselineTime.Seconds(), r.reused)
 	code := 0
 	counts := map[string]int{}
 	for _, res := range results {
@@ -414,6 +439,14 @@ type runner struct {
 	workers  int
 	bins     *binaries // set when a mutation starts the binaries
 	tests    *testBinaries
+	// record and digests, when set, say which mutations were killed by
+	// what they are made of now (record.go): with reuse, those are not
+	// run again.
+	record  *record
+	digests *digester
+	reuse   bool
+	digest  map[*mutation]string // each run's digest, for the record
+	reused  int
 
 	mu           sync.Mutex // guards what follows, and stderr
 	done         int
@@ -438,6 +471,22 @@ func (r *runner) runAll(ctx context.Context, muts []*mutation) ([]result, error)
 		if j.mutated, err = mutate(m); err != nil {
 			j.res.status, j.res.detail = stale, err.Error()
 			continue
+		}
+		if r.digests != nil {
+			d, err := r.digests.digest(ctx, m, j.binaries)
+			if err != nil {
+				return nil, err
+			}
+			if r.digest == nil {
+				r.digest = map[*mutation]string{}
+			}
+			r.digest[m] = d
+			if r.reuse && r.record.killed[m.Name] == d {
+				j.res.status, j.res.detail = killed, "as recorded: nothing it is made of has changed since"
+				j.mutated = nil
+				r.reused++
+				continue
+			}
 		}
 		needBins = needBins || j.binaries
 		r.total++

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -275,5 +277,91 @@ func TestTheListsParse(t *testing.T) {
 	}
 	if len(muts) < 12 {
 		t.Errorf("%d mutations, want the lists' dozen or more", len(muts))
+	}
+}
+
+// TestTheRecordSparesOnlyWhatHasNotChanged: a mutation killed is recorded
+// with its digest and not run again while nothing it is made of changes;
+// a change to a file its tests compile, or to a file that is not Go, runs
+// it again, a change to a Go file they do not compile does not, and
+// -fresh runs it whatever the record says. A mutation that survives is
+// struck out of the record.
+func TestTheRecordSparesOnlyWhatHasNotChanged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test")
+	}
+	t.Parallel()
+	files := map[string]string{
+		"go.mod":    "module example.com/m\n\ngo 1.26\n",
+		"m.go":      "package m\n\n// Less says whether a comes first.\nfunc Less(a, b int) bool { return a < b }\n",
+		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestLess(t *testing.T) {\n\tif Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n",
+		"README":    "a module\n",
+	}
+	dir := writeModule(t, files)
+	if err := os.MkdirAll(filepath.Join(dir, "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	muts := []*mutation{
+		{Name: "boundary", File: "m.go", Module: dir, Packages: []string{"."}, Timeout: time.Minute, From: "a < b", To: "a <= b"},
+		{Name: "comment", File: "m.go", Module: dir, Packages: []string{"."}, Timeout: time.Minute, From: "comes first", To: "comes second"},
+	}
+	// run runs the mutations with the record, and answers each one's
+	// status and how many were spared.
+	run := func(fresh bool) ([]string, int) {
+		t.Helper()
+		rec, err := readRecord(filepath.Join(dir, recordName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := newDigester(context.Background(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &runner{root: dir, tmp: t.TempDir(), baseline: true, workers: 2, record: rec, digests: d, reuse: !fresh}
+		results, err := r.runAll(context.Background(), muts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.update(results, r.digest)
+		if err := rec.write(); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, res := range results {
+			got = append(got, res.status)
+		}
+		return got, r.reused
+	}
+	want := func(what string, fresh bool, statuses []string, spared int) {
+		t.Helper()
+		got, n := run(fresh)
+		if !slices.Equal(got, statuses) || n != spared {
+			t.Errorf("%s: %v, %d spared; want %v, %d spared", what, got, n, statuses, spared)
+		}
+	}
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want("the first run", false, []string{killed, survived}, 0)
+	want("nothing changed", false, []string{killed, survived}, 1)
+	write("other/other.go", "package other\n")
+	want("a Go file the tests do not compile", false, []string{killed, survived}, 1)
+	write("README", "a module, changed\n")
+	want("a file that is not Go", false, []string{killed, survived}, 0)
+	write("m_test.go", files["m_test.go"]+"\nfunc TestMore(t *testing.T) {}\n")
+	want("a test file", false, []string{killed, survived}, 0)
+	want("-fresh", true, []string{killed, survived}, 0)
+	rec, err := readRecord(filepath.Join(dir, recordName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rec.killed["boundary"]; !ok || len(rec.killed) != 1 {
+		t.Errorf("the record holds %v, want boundary alone", rec.killed)
 	}
 }
