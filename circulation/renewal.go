@@ -104,17 +104,30 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 	case !ambiguous(err):
 		return RenewResult{}, err
 	}
-	// The answer was lost: the loan, read back, says whether the write
-	// happened.
-	back, rerr := s.storage.LoanByID(ctx, loan.ID)
-	if rerr == nil && back.Action == ActionRenewed && back.RenewalCount == renewed.RenewalCount && back.DueDate.Equal(due) {
-		return done(back)
-	}
-	if rerr != nil {
-		s.logger.ErrorContext(ctx, "renewal outcome unknown: storage did not answer whether the loan was renewed",
-			slog.String("loan_id", loan.ID), slog.Any("error", err))
-	}
-	return RenewResult{}, err
+	// The answer was lost, and the loan read back cannot say whether this
+	// write renewed it: a renewal is not idempotent, and another renewal
+	// of the loan that read it at the same version and count (the same
+	// patron at another desk, a kiosk, a retry) writes the very same
+	// document (the same count, the same action and, counted from the
+	// current due date, the same due date), while this one, fenced at that
+	// version, is refused. Answering it renewed from such a read-back would
+	// answer two renewals done for one written (what the history checker
+	// found: three renewals answered 200 around a terminated backend, the
+	// loan renewed once). So the outcome is unknown: 503, naming the loan,
+	// whose caller reads it to learn where it stands.
+	s.logger.WarnContext(ctx, "renewal outcome unknown: storage did not answer whether the loan was renewed",
+		slog.String("loan_id", loan.ID), slog.Any("error", err))
+	return RenewResult{}, renewalUnanswered(err, loan.ID)
+}
+
+// renewalUnanswered is a renewal whose write was sent and not answered
+// (err): 503, naming the loan it would have renewed (loanId).
+func renewalUnanswered(err error, loanID string) error {
+	e := errs.Errorf(errs.KindUnavailable, schemas.CodeStorageUnavailable,
+		"circulation-storage did not answer the renewal's write; whether loan %s was renewed is not known", loanID).
+		With("loanId", loanID).Because(err)
+	e.RetryAfter = schemas.UnavailableRetryAfter
+	return e
 }
 
 // renewalRefusals are FOLIO's reasons not to renew, in the order

@@ -271,6 +271,47 @@ func TestTwoRenewalsAtOnceRenewOnce(t *testing.T) {
 	}
 }
 
+// TestALostRenewalIsNotAnotherRenewalsDone: two renewals of one loan read
+// it at the same count; one is written, the other's write is refused (here
+// at the boundary, as when its database backend is terminated while it
+// waits behind the first) with an answer that does not say whether it
+// was written. Read back, the loan shows exactly the renewal the second
+// would have written (the same count, and from the current due date the
+// same due date): the second must not be answered renewed, since only one
+// renewal was written, but with its outcome unknown (as the history
+// checker found: three renewals answered 200 around a fault, the loan
+// renewed once).
+func TestALostRenewalIsNotAnotherRenewalsDone(t *testing.T) {
+	t.Parallel()
+	s := renewStack(t, map[string]any{"renewalsPolicy": map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"}})
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatal(err)
+	}
+	other := stackOver(t, s.store, lockOn)
+	s.store.Before(storagetest.RoutePutLoan, 1, func(storagetest.Call) {
+		// The other renewal, from the same count, is written first; then
+		// this one's write is answered 503 before storage sees it.
+		if _, err := other.svc.RenewByBarcode(okapi(t), renewRequest()); err != nil {
+			t.Errorf("the other renewal: %v", err)
+		}
+		s.store.Refuse(storagetest.RoutePutLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+	})
+	res, err := s.svc.RenewByBarcode(okapi(t), renewRequest())
+	if err == nil {
+		t.Fatalf("a renewal never written answered renewed: count %d, due %s", res.Loan.RenewalCount, res.Loan.DueDate)
+	}
+	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
+	written := 0
+	for _, c := range s.store.Calls() {
+		if c.Route == storagetest.RoutePutLoan && c.StorageStatus == http.StatusOK {
+			written++
+		}
+	}
+	if loans := s.store.Loans(); written != 1 || len(loans) != 1 || loans[0].Action != circulation.ActionRenewed {
+		t.Errorf("%d renewals written, loans %+v; want the other one alone", written, loans)
+	}
+}
+
 // TestAnUnreadableSelfCheckEntryRequiresPins: a self-check settings entry
 // storage would now refuse, stored before it checked them, makes a
 // self-check machine's renewal without the patron's PIN PIN_REQUIRED,
