@@ -142,4 +142,4 @@ if [ "$status" != 0 ]; then
   phase "FAILED: the lines above that say so"
   exit 1
 fi
-phase "done"
+phase "all passed ($suite suite)"
