@@ -37,18 +37,18 @@ func TestHoldShelfExpiryLeavesARequestMovedMeanwhile(t *testing.T) {
 	}
 	// The first item's queue held: the expiry finds the request, then
 	// waits for it; meanwhile the request moves to the other item.
-	queue := hold(t, f, postgres.TableItem, first)
+	queue := dbtest.Hold(t, f, postgres.TableItem, first)
 	done := make(chan error, 1)
 	go func() {
 		_, err := expireOnShelf(ctx, f.DB, f.Tenant, id)
 		done <- err
 	}()
-	dbtest.Eventually(t, "the expiry waiting for the item's queue", func() bool { return queue.blocked(t, f) != 0 })
-	if _, err := queue.tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableRequest)+
+	dbtest.Eventually(t, "the expiry waiting for the item's queue", func() bool { return queue.Blocked(t, f) != 0 })
+	if _, err := queue.Tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableRequest)+
 		` SET jsonb = jsonb_set(jsonb, '{itemId}', to_jsonb($2::text)) WHERE id = $1`, id, other); err != nil {
 		t.Fatal(err)
 	}
-	if err := queue.tx.Commit(ctx); err != nil {
+	if err := queue.Tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -52,7 +52,7 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 			Loan: loan(stamp(24*time.Hour), "checkedout", 0), ItemVersion: 1}); err != nil {
 			t.Fatalf("round %d: check-out: %v", round, err)
 		}
-		row := hold(t, f, postgres.TableLoan, loanID)
+		row := dbtest.Hold(t, f, postgres.TableLoan, loanID)
 		renewed := make(chan error, 1)
 		go func() {
 			_, err := lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: loanID, LoanVersion: 1, RenewalCount: 0,
@@ -60,7 +60,7 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 			renewed <- err
 		}()
 		var renewal int
-		dbtest.Eventually(t, "the renewal waiting for the loan's row", func() bool { renewal = row.blocked(t, f); return renewal != 0 })
+		dbtest.Eventually(t, "the renewal waiting for the loan's row", func() bool { renewal = row.Blocked(t, f); return renewal != 0 })
 		recalled := make(chan error, 1)
 		go func() {
 			_, err := lib.Create(storage.WithRequestRules(ctx), f.Tenant, storage.Requests, uuid.NewString(), placeDoc(kind, bob, item))
@@ -79,7 +79,7 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 		})
 		// The request placed while the renewal ran, not waiting for it.
 		placedMeanwhile := recallDone && recallErr == nil
-		row.let(t)
+		row.Let(t)
 		renewErr := <-renewed
 		if !recallDone {
 			recallErr = <-recalled

@@ -192,7 +192,7 @@ func TestRequestExpiryWritesAtTheVersionRead(t *testing.T) {
 	if _, err := NewRecords(f.DB).Create(ctx, f.Tenant, storage.Requests, id, doc); err != nil {
 		t.Fatal(err)
 	}
-	queue := hold(t, f, postgres.TableItem, item)
+	queue := dbtest.Hold(t, f, postgres.TableItem, item)
 	type result struct {
 		done bool
 		err  error
@@ -202,13 +202,13 @@ func TestRequestExpiryWritesAtTheVersionRead(t *testing.T) {
 		closed, err := expireRequest(ctx, f.DB, NewRecords(f.DB), f.Tenant, id)
 		done <- result{closed, err}
 	}()
-	dbtest.Eventually(t, "the expiry's write waiting for the item's queue", func() bool { return queue.blocked(t, f) != 0 })
+	dbtest.Eventually(t, "the expiry's write waiting for the item's queue", func() bool { return queue.Blocked(t, f) != 0 })
 	later := stamp(24 * time.Hour)
-	if _, err := queue.tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableRequest)+
+	if _, err := queue.Tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableRequest)+
 		` SET jsonb = jsonb_set(jsonb, '{requestExpirationDate}', to_jsonb($2::text)) WHERE id = $1`, id, later); err != nil {
 		t.Fatal(err)
 	}
-	if err := queue.tx.Commit(ctx); err != nil {
+	if err := queue.Tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	select {
