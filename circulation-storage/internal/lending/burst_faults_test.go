@@ -16,6 +16,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 )
@@ -55,12 +56,12 @@ func newBurstFixture(t *testing.T, db *postgres.DB, cfg BurstConfig) *burstFixtu
 	if db == nil {
 		f = setupLeanLibrary(t)
 	} else {
-		f = lean(t, dbtest.LibraryIn(t, db, records.LoadData))
+		f = lean(t, dbtest.LibraryIn(t, db, sample.LoadData))
 	}
 	if cfg.MaxWaiting == 0 {
 		cfg.MaxWaitingPerPatron, cfg.MaxWaiting = testBursts.MaxWaitingPerPatron, testBursts.MaxWaiting
 	}
-	bf := &burstFixture{f: f, checks: f, lib: library{Records: NewRecords(f.DB), Loans: NewLoans(f.DB, testPolicy, cfg)}}
+	bf := &burstFixture{f: f, checks: f, lib: library{Records: records.NewRecords(f.DB), Loans: NewLoans(f.DB, testPolicy, cfg)}}
 	bf.books.Store(20) // book-020 is held for Bob
 	return bf
 }
@@ -119,7 +120,7 @@ func (bf *burstFixture) startRound(t *testing.T, user string, ctxs []context.Con
 	r := &round{bf: bf, user: user, patronRow: dbtest.Hold(t, bf.checks, postgres.TablePatron, user)}
 	for range burstWrites {
 		r.loanIDs = append(r.loanIDs, uuid.NewString())
-		r.items = append(r.items, records.SampleID(fmt.Sprintf("book-%03d", bf.books.Add(1))))
+		r.items = append(r.items, sample.ID(fmt.Sprintf("book-%03d", bf.books.Add(1))))
 		r.answers = append(r.answers, make(chan error, 1))
 	}
 	r.start(0, context.Background())
@@ -253,9 +254,9 @@ func TestABatchCutWhileItsProcessLivesAnswersUnknownNeverRefused(t *testing.T) {
 		}
 		t.Cleanup(db.Close)
 		bf := &burstFixture{f: dbtest.Fixture{DB: db, Tenant: setup.f.Tenant}, checks: setup.f,
-			lib: library{Records: NewRecords(db), Loans: NewLoans(db, testPolicy, testBursts)}}
+			lib: library{Records: records.NewRecords(db), Loans: NewLoans(db, testPolicy, testBursts)}}
 		bf.books.Store(setup.books.Add(burstWrites) - burstWrites)
-		r := bf.startRound(t, bf.patron(t, records.GroupUndergrad), nil)
+		r := bf.startRound(t, bf.patron(t, sample.GroupUndergrad), nil)
 		batch := dbtest.Hold(t, bf.checks, postgres.TableItem, r.items[1])
 		r.patronRow.Let(t)
 		var pid int
@@ -292,7 +293,7 @@ func TestABatchWhoseProcessEndedRunsItsWritesAgainAlone(t *testing.T) {
 	t.Parallel()
 	bf := newBurstFixture(t, nil, BurstConfig{})
 	inRounds(t, func(t *testing.T) {
-		r := bf.startRound(t, bf.patron(t, records.GroupUndergrad), nil)
+		r := bf.startRound(t, bf.patron(t, sample.GroupUndergrad), nil)
 		batch := dbtest.Hold(t, bf.f, postgres.TableItem, r.items[1])
 		r.patronRow.Let(t)
 		var pid int
@@ -338,7 +339,7 @@ func TestABatchDropsTheWritesWhoseCallersLeft(t *testing.T) {
 		}
 	}
 	inRounds(t, func(t *testing.T) {
-		user := bf.patron(t, records.GroupUndergrad)
+		user := bf.patron(t, sample.GroupUndergrad)
 		waitingCtx, leaveWaiting := context.WithCancel(context.Background())
 		defer leaveWaiting()
 		takenCtx, leaveTaken := context.WithCancel(context.Background())
@@ -378,7 +379,7 @@ func TestABatchKeepsEachWritesDeadline(t *testing.T) {
 	bf := newBurstFixture(t, nil, BurstConfig{})
 	inRounds(t, func(t *testing.T) {
 		// Room for every loan: a faculty member.
-		user := bf.patron(t, records.GroupFaculty)
+		user := bf.patron(t, sample.GroupFaculty)
 		late, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		r := bf.startRound(t, user, []context.Context{nil, nil, nil, late})
@@ -423,7 +424,7 @@ func TestAPanickingBatchAnswersEveryWrite500(t *testing.T) {
 	t.Parallel()
 	bf := newBurstFixture(t, nil, BurstConfig{Observer: panicking{}})
 	inRounds(t, func(t *testing.T) {
-		user := bf.patron(t, records.GroupFaculty)
+		user := bf.patron(t, sample.GroupFaculty)
 		r := bf.startRound(t, user, nil)
 		r.patronRow.Let(t)
 		r.wantTruthful(t, burstWrites)
@@ -438,7 +439,7 @@ func TestAPanickingBatchAnswersEveryWrite500(t *testing.T) {
 		if n := bf.waiting(user); n != -1 {
 			t.Fatalf("after the panic, the patron has %d writes waiting (-1: none running)", n)
 		}
-		item := records.SampleID(fmt.Sprintf("book-%03d", bf.books.Add(1)))
+		item := sample.ID(fmt.Sprintf("book-%03d", bf.books.Add(1)))
 		if _, err := bf.lib.CreateCheckOutLoan(context.Background(), bf.f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
 			Loan: loanDoc(user, item), LockID: uuid.NewString(), ItemVersion: 1, ReleaseLock: true,
 			AcquireInWrite: &storage.LockTerms{TTL: dbtest.TTL}}); err != nil {
@@ -454,10 +455,10 @@ func TestAPanickingBatchAnswersEveryWrite500(t *testing.T) {
 func TestTooManyWaitingWritesAreRefusedUnwritten(t *testing.T) {
 	t.Parallel()
 	bf := newBurstFixture(t, nil, BurstConfig{MaxWaitingPerPatron: burstWrites - 1, MaxWaiting: burstWrites})
-	one := bf.startRound(t, bf.patron(t, records.GroupFaculty), nil)
+	one := bf.startRound(t, bf.patron(t, sample.GroupFaculty), nil)
 	refused := func(user string, perPatron bool) {
 		t.Helper()
-		loanID, item := uuid.NewString(), records.SampleID(fmt.Sprintf("book-%03d", bf.books.Add(1)))
+		loanID, item := uuid.NewString(), sample.ID(fmt.Sprintf("book-%03d", bf.books.Add(1)))
 		_, err := bf.lib.CreateCheckOutLoan(context.Background(), bf.f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: user,
 			Loan: loanDoc(user, item), LockID: uuid.NewString(), ItemVersion: 1, ReleaseLock: true,
 			AcquireInWrite: &storage.LockTerms{TTL: dbtest.TTL}})
@@ -475,11 +476,11 @@ func TestTooManyWaitingWritesAreRefusedUnwritten(t *testing.T) {
 	}
 	refused(one.user, true)
 	// Another patron: one write waits, the next finds every place taken.
-	two := &round{bf: bf, user: bf.patron(t, records.GroupFaculty)}
+	two := &round{bf: bf, user: bf.patron(t, sample.GroupFaculty)}
 	two.patronRow = dbtest.Hold(t, bf.f, postgres.TablePatron, two.user)
 	for range 2 {
 		two.loanIDs = append(two.loanIDs, uuid.NewString())
-		two.items = append(two.items, records.SampleID(fmt.Sprintf("book-%03d", bf.books.Add(1))))
+		two.items = append(two.items, sample.ID(fmt.Sprintf("book-%03d", bf.books.Add(1))))
 		two.answers = append(two.answers, make(chan error, 1))
 	}
 	two.start(0, context.Background())
