@@ -11,7 +11,7 @@ import (
 
 // Requests through circulation (FOLIO's /circulation/requests): a
 // librarian places, changes, cancels and moves them; storage judges each
-// by FOLIO's request rules in its own write (lending.JudgeRequest) and
+// by FOLIO's request rules in its own write (its package requests, judge.go) and
 // keeps the item's queue, its status and the recalled loan with it. This
 // service sets what FOLIO's circulation sets and reads nothing to judge.
 

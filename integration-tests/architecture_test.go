@@ -132,8 +132,17 @@ var layers = [][]string{
 	// Storage's database; circulation's client of storage; the door's of
 	// circulation.
 	{"circulation-storage/internal/postgres", "circulation/internal/storageclient", "sip2/internal/circ"},
-	// The generic record store and CQL.
-	{"circulation-storage/internal/records"},
+	// A record's row as every write of it writes it: its document, its
+	// insert and its guarded update, its constraints.
+	{"circulation-storage/internal/record"},
+	// What loans and requests are both judged by: the circulation rules,
+	// a patron's standing, the loans counted against the limits.
+	{"circulation-storage/internal/rules"},
+	// The writes of requests: their queues, their judging, the return
+	// loop, the hold shelf, their expiry.
+	{"circulation-storage/internal/requests"},
+	// The generic record store and CQL; the sample library.
+	{"circulation-storage/internal/records", "circulation-storage/internal/sample"},
 	// The writes by concern: each its own room.
 	{"circulation-storage/internal/lending", "circulation-storage/internal/locks", "circulation-storage/internal/outbox", "circulation-storage/internal/waiting",
 		"circulation-storage/internal/tenants", "circulation-storage/internal/accounts"},
@@ -150,7 +159,8 @@ var layers = [][]string{
 // TestImportsGoOneWay: every product package of the repository imports
 // only packages of a layer below its own (layers), so that storage's
 // rooms stay separate (lending and locks never import each other, records
-// never imports what writes by concern) and nothing reaches back up.
+// and requests never import what writes loans or locks) and nothing
+// reaches back up.
 func TestImportsGoOneWay(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/checkoutlock/"

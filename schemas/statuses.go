@@ -63,7 +63,7 @@ var (
 var OpenRequestStatuses = []string{RequestNotYetFilled, RequestAwaitingPickup, RequestInTransit, RequestAwaitingDelivery}
 
 // RequestIsOpen says whether a request's status is open
-// (OpenRequestStatuses): storage's SQL says it with records.OpenRequest.
+// (OpenRequestStatuses): storage's SQL says it with requests.Open.
 func RequestIsOpen(status string) bool { return slices.Contains(OpenRequestStatuses, status) }
 
 // ItemStatusesLost are an item's statuses while it is lost: counted

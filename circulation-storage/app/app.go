@@ -22,6 +22,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/outbox"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/circulation-storage/internal/sweeper"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/checkoutlock/circulation-storage/internal/waiting"
@@ -103,7 +104,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	// are made after them, from the locks.
 	var waiters *waiting.Waiters
 	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
-	recordService := lending.NewRecords(db)
+	recordService := records.NewRecords(db)
 	loans := lending.NewLoans(db, policy, lending.BurstConfig{MaxWaitingPerPatron: cfg.BurstMaxWaitingPerPatron,
 		MaxWaiting: cfg.BurstMaxWaiting, Observer: metrics, Logger: logger}, released, postgres.LockHistory(cfg.LockHistory, metrics))
 	lockService := locks.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
@@ -112,7 +113,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		MaxWaiters: cfg.LockMaxWaiters, StatementTimeout: cfg.RequestTimeout,
 	})
 	lockMaxWait := time.Duration(cfg.LockMaxWaitMs) * time.Millisecond
-	tenantService := tenants.NewTenants(db, logger, records.LoadData)
+	tenantService := tenants.NewTenants(db, logger, sample.LoadData)
 	loginCfg := login.Config{Secret: cfg.Auth.JWTSecret,
 		AccessTTL: cfg.LoginAccessTTL, RefreshTTL: cfg.LoginRefreshTTL,
 		MaxFailures: cfg.LoginMaxFailures, MaxAddressFailures: cfg.LoginMaxAddressFailures,

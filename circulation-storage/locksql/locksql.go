@@ -2,7 +2,7 @@
 // guarantees, each statement with what it guarantees: acquiring and
 // releasing a patron's lock (this file), the write's fence (fence.go) and
 // the row locks that order a patron's writes (rows.go); the item limit's
-// count is the lending rules' (internal/lending/limit.go). The service runs
+// count is package rules' (internal/rules/limit.go). The service runs
 // them (packages locks and lending), and the
 // benchmarks run the very same text through pgbench to measure how close
 // the service comes to the database's own limit.

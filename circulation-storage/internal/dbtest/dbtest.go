@@ -2,8 +2,9 @@
 // packages share: a tenant of their own in the shared test database
 // (Setup, SetupTenant, SetupLibrary), purged when the test ends; SQL to
 // arrange state and check it through the tenant's views (Fixture.Exec,
-// fixture.Count, View); and faults at the database's connection
-// (ReplyLoser loses a statement's answer after its commit).
+// fixture.Count, View); a row held by another client (Hold); and faults
+// at the database's connection (ReplyLoser loses a statement's answer
+// after its commit).
 package dbtest
 
 import (
@@ -176,6 +177,52 @@ func Expire(t *testing.T, f Fixture, id string) {
 	t.Helper()
 	f.Exec(t, "UPDATE "+View(f.Tenant, "check_out_lock")+
 		" SET creation_date = now() - interval '2 minutes', expires_at = now() - interval '1 minute' WHERE id = $1", id)
+}
+
+// Holder is another client's transaction holding a row: Tx, on a
+// connection of its own.
+type Holder struct {
+	conn *pgx.Conn
+	Tx   pgx.Tx
+}
+
+// Hold locks the row of table whose id is id, in a transaction of a
+// client of its own.
+func Hold(t *testing.T, f Fixture, table postgres.TableName, id string) *Holder {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.Shared(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+View(f.Tenant, table)+" WHERE id = $1 FOR UPDATE", id); err != nil {
+		t.Fatal(err)
+	}
+	return &Holder{conn: conn, Tx: tx}
+}
+
+// Let ends the holder's transaction, letting the row go.
+func (h *Holder) Let(t *testing.T) {
+	t.Helper()
+	if err := h.Tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Blocked is the server process waiting for h's row, 0 when none is.
+func (h *Holder) Blocked(t *testing.T, f Fixture) int {
+	t.Helper()
+	var pid int
+	if err := f.DB.Pool.QueryRow(context.Background(), `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+		WHERE $1 = ANY (pg_blocking_pids(pid))`, h.conn.PgConn().PID()).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
 
 // ReplyLoser makes a DB's connections and, once armed with a part of a

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -14,7 +15,6 @@ import (
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
-	"github.com/checkoutlock/circulation-storage/internal/records"
 )
 
 // Tests of the circulation rules, the loan policy matching, the item-limit
@@ -475,13 +475,13 @@ func TestSampleData(t *testing.T) {
 		}
 	}
 	wantIDs := map[string][]string{
-		"/groups":         {records.GroupFaculty, records.GroupGraduate, records.GroupStaff, records.GroupUndergrad},
-		"/material-types": {records.MaterialBook, records.MaterialDVD},
-		"/loan-types":     {records.LoanTypeCanCirculate, records.LoanTypeReadingRoom},
-		"/users": {records.SampleID("1001"), records.SampleID("1002"), records.SampleID("1003"), records.SampleID("1004"),
-			records.SampleID("1005"), records.SampleID("1006")},
-		"/loan-policy-storage/loan-policies": {records.PolicyStandard, records.PolicyUndergrad, records.PolicyDVD,
-			records.PolicyReadingRoom},
+		"/groups":         {sample.GroupFaculty, sample.GroupGraduate, sample.GroupStaff, sample.GroupUndergrad},
+		"/material-types": {sample.MaterialBook, sample.MaterialDVD},
+		"/loan-types":     {sample.LoanTypeCanCirculate, sample.LoanTypeReadingRoom},
+		"/users": {sample.ID("1001"), sample.ID("1002"), sample.ID("1003"), sample.ID("1004"),
+			sample.ID("1005"), sample.ID("1006")},
+		"/loan-policy-storage/loan-policies": {sample.PolicyStandard, sample.PolicyUndergrad, sample.PolicyDVD,
+			sample.PolicyReadingRoom},
 	}
 	for path, want := range wantIDs {
 		got := fieldValues(all[path], "id")
@@ -500,14 +500,14 @@ func TestSampleData(t *testing.T) {
 	byMaterial := map[string]int{}
 	for _, it := range all["/item-storage/items"] {
 		byMaterial[it["materialTypeId"].(string)+"/"+it["permanentLoanTypeId"].(string)]++
-		if it["id"] != records.SampleID(it["barcode"].(string)) || it["_version"] != 1.0 {
-			t.Errorf("item %v: want id SampleID(barcode) and _version 1", it)
+		if it["id"] != sample.ID(it["barcode"].(string)) || it["_version"] != 1.0 {
+			t.Errorf("item %v: want id sample.ID(barcode) and _version 1", it)
 		}
 	}
 	if want := map[string]int{
-		records.MaterialBook + "/" + records.LoanTypeCanCirculate: 150,
-		records.MaterialDVD + "/" + records.LoanTypeCanCirculate:  40,
-		records.MaterialBook + "/" + records.LoanTypeReadingRoom:  10,
+		sample.MaterialBook + "/" + sample.LoanTypeCanCirculate: 150,
+		sample.MaterialDVD + "/" + sample.LoanTypeCanCirculate:  40,
+		sample.MaterialBook + "/" + sample.LoanTypeReadingRoom:  10,
 	}; !reflect.DeepEqual(byMaterial, want) {
 		t.Errorf("items by material type/loan type %v, want %v", byMaterial, want)
 	}
@@ -520,20 +520,20 @@ func TestSampleData(t *testing.T) {
 		t.Errorf("book-020 is not awaiting pickup")
 	}
 	if n := f.countRows("request", fmt.Sprintf("item_id = '%s' AND requester_id = '%s' AND position = 1 AND status = 'Open - Awaiting pickup'",
-		records.SampleID("book-020"), records.SampleID("1002"))); n != 1 {
+		sample.ID("book-020"), sample.ID("1002"))); n != 1 {
 		t.Errorf("%d requests of book-020 by Bob first in its queue, want 1", n)
 	}
-	if n := f.countRows("manual_block", fmt.Sprintf("user_id = '%s' AND jsonb ->> 'borrowing' = 'true'", records.SampleID("1005"))); n != 1 {
+	if n := f.countRows("manual_block", fmt.Sprintf("user_id = '%s' AND jsonb ->> 'borrowing' = 'true'", sample.ID("1005"))); n != 1 {
 		t.Errorf("%d borrowing blocks of Erin, want 1", n)
 	}
-	if got := f.getRules(); !reflect.DeepEqual(got, records.SampleRules) {
-		t.Errorf("rules %+v, want the sample rules %+v", got, records.SampleRules)
+	if got := f.getRules(); !reflect.DeepEqual(got, sample.Rules) {
+		t.Errorf("rules %+v, want the sample rules %+v", got, sample.Rules)
 	}
 	// The sample rules choose the sample policies.
 	var m policyMatch
-	f.do("GET", rulesPath+"/loan-policy?patronGroupId="+records.GroupUndergrad+"&materialTypeId="+records.MaterialBook+
-		"&loanTypeId="+records.LoanTypeCanCirculate, "").wantStatus(http.StatusOK).wantSchema("loan-policy-match.json").decode(&m)
-	if m.LoanPolicyID != records.PolicyUndergrad || !m.AppliedRuleConditions.PatronGroupMatch || !m.AppliedRuleConditions.LoanTypeMatch {
+	f.do("GET", rulesPath+"/loan-policy?patronGroupId="+sample.GroupUndergrad+"&materialTypeId="+sample.MaterialBook+
+		"&loanTypeId="+sample.LoanTypeCanCirculate, "").wantStatus(http.StatusOK).wantSchema("loan-policy-match.json").decode(&m)
+	if m.LoanPolicyID != sample.PolicyUndergrad || !m.AppliedRuleConditions.PatronGroupMatch || !m.AppliedRuleConditions.LoanTypeMatch {
 		t.Errorf("undergraduate book: %+v", m)
 	}
 
@@ -545,12 +545,12 @@ func TestSampleData(t *testing.T) {
 	f.wantUnchanged(snapshot, "loading the data again")
 
 	// A librarian's edits survive a reload: rules, a group, an item.
-	edited := storage.CirculationRules{FallbackLoanPolicyID: records.PolicyDVD, Rules: []storage.CirculationRule{
-		{MaterialTypeID: records.MaterialBook, LoanPolicyID: records.PolicyStandard},
+	edited := storage.CirculationRules{FallbackLoanPolicyID: sample.PolicyDVD, Rules: []storage.CirculationRule{
+		{MaterialTypeID: sample.MaterialBook, LoanPolicyID: sample.PolicyStandard},
 	}}
 	f.do("PUT", rulesPath, jsonBody(edited)).wantStatus(http.StatusNoContent)
-	f.do("PUT", "/groups/"+records.GroupStaff, `{"group":"library staff","desc":"Edited"}`).wantStatus(http.StatusNoContent)
-	item := records.SampleID("book-001")
+	f.do("PUT", "/groups/"+sample.GroupStaff, `{"group":"library staff","desc":"Edited"}`).wantStatus(http.StatusNoContent)
+	item := sample.ID("book-001")
 	doc := f.do("GET", "/item-storage/items/"+item, "").wantStatus(http.StatusOK).doc()
 	doc["title"] = "Middlemarch (annotated)"
 	f.do("PUT", "/item-storage/items/"+item, jsonBody(doc)).wantStatus(http.StatusNoContent)
@@ -560,7 +560,7 @@ func TestSampleData(t *testing.T) {
 	if got := f.getRules(); !reflect.DeepEqual(got, edited) {
 		t.Errorf("rules after reload %+v, want the librarian's %+v", got, edited)
 	}
-	if got := f.do("GET", "/groups/"+records.GroupStaff, "").wantStatus(http.StatusOK).doc(); got["group"] != "library staff" {
+	if got := f.do("GET", "/groups/"+sample.GroupStaff, "").wantStatus(http.StatusOK).doc(); got["group"] != "library staff" {
 		t.Errorf("group after reload %v, want the librarian's edit", got)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -49,9 +49,9 @@ func blockOn(t *testing.T, f dbtest.Fixture, condition, group string, value int,
 // (mutations.txt: charged-out-in-write.)
 func TestChargedOutLimitHoldsInTheWrite(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
-	blockOn(t, f, storage.ConditionItemsChargedOut, records.GroupGraduate, 3, false, "You have reached the maximum of items on loan")
-	raceWrites(t, f, records.GroupGraduate, false, schemas.CodeUserBlockedAutomatically)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
+	blockOn(t, f, storage.ConditionItemsChargedOut, sample.GroupGraduate, 3, false, "You have reached the maximum of items on loan")
+	raceWrites(t, f, sample.GroupGraduate, false, schemas.CodeUserBlockedAutomatically)
 }
 
 // TestAutomatedBlocksAsModPatronBlocks: validation reports the conditions
@@ -61,23 +61,23 @@ func TestChargedOutLimitHoldsInTheWrite(t *testing.T) {
 // nothing is never reported.
 func TestAutomatedBlocksAsModPatronBlocks(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	rules := NewRules(f.DB, testPolicy)
 	lib := newLibrary(f.DB, testPolicy)
 	ctx := context.Background()
 	// Dave (faculty) has three loans: one overdue, one of an item
 	// declared lost.
-	dave := records.SampleID("1004")
+	dave := sample.ID("1004")
 	for _, b := range []string{"book-071", "book-072", "book-073"} {
 		if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: dave,
-			Loan: loanDoc(dave, records.SampleID(b)), ItemVersion: 1}); err != nil {
+			Loan: loanDoc(dave, sample.ID(b)), ItemVersion: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoan)+` SET jsonb = jsonb_set(jsonb, '{dueDate}', '"2020-01-01T00:00:00.000Z"') WHERE item_id = $1`,
-		records.SampleID("book-071"))
+		sample.ID("book-071"))
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableItem)+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Declared lost"') WHERE id = $1`,
-		records.SampleID("book-072"))
+		sample.ID("book-072"))
 
 	blocks := func() []map[string]any {
 		t.Helper()
@@ -97,10 +97,10 @@ func TestAutomatedBlocksAsModPatronBlocks(t *testing.T) {
 		t.Fatalf("blocks %v before any condition blocks, want none", got)
 	}
 	// At the limit of three charged out: borrowing blocked, renewals not.
-	blockOn(t, f, storage.ConditionItemsChargedOut, records.GroupFaculty, 3, true, "Too many items")
+	blockOn(t, f, storage.ConditionItemsChargedOut, sample.GroupFaculty, 3, true, "Too many items")
 	// One lost item: not above a limit of 1. One overdue: above 0.
-	blockOn(t, f, storage.ConditionLostItems, records.GroupFaculty, 1, true, "")
-	blockOn(t, f, storage.ConditionOverdueItems, records.GroupFaculty, 0, true, "Overdue items")
+	blockOn(t, f, storage.ConditionLostItems, sample.GroupFaculty, 1, true, "")
+	blockOn(t, f, storage.ConditionOverdueItems, sample.GroupFaculty, 0, true, "Overdue items")
 	got := blocks() // by condition id
 	want := []map[string]any{
 		{"patronBlockConditionId": storage.ConditionItemsChargedOut, "blockBorrowing": true, "blockRenewals": false,
@@ -114,7 +114,7 @@ func TestAutomatedBlocksAsModPatronBlocks(t *testing.T) {
 	// A second lost item is above the limit of 1; the condition's message
 	// is empty, so its name is the message.
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableItem)+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Aged to lost"') WHERE id = $1`,
-		records.SampleID("book-073"))
+		sample.ID("book-073"))
 	got = blocks()
 	if len(got) != 3 || got[2]["patronBlockConditionId"] != storage.ConditionLostItems ||
 		got[2]["message"] != "Maximum number of lost items" || got[2]["blockBorrowing"] != true {

@@ -17,7 +17,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 )
@@ -333,7 +333,7 @@ func (s *Loans) fallBack(ctx context.Context, t storage.Tenant, live []*burstWri
 		slog.String("outcome", outcome), slog.Any("error", err))
 	for _, m := range live {
 		if !final || slices.Contains(stored, m.w.LoanID) || m.ctx.Err() != nil {
-			m.err = records.InterpretWrite(err, t, storage.Loans, m.w.Loan)
+			m.err = record.InterpretWrite(err, t, storage.Loans, m.w.Loan)
 			continue
 		}
 		m.written, m.err = s.createCheckOutLoan(m.ctx, t, m.w, true)

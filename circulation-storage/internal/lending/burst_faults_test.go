@@ -11,13 +11,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
-	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 )
@@ -57,12 +56,12 @@ func newBurstFixture(t *testing.T, db *postgres.DB, cfg BurstConfig) *burstFixtu
 	if db == nil {
 		f = setupLeanLibrary(t)
 	} else {
-		f = lean(t, dbtest.LibraryIn(t, db, records.LoadData))
+		f = lean(t, dbtest.LibraryIn(t, db, sample.LoadData))
 	}
 	if cfg.MaxWaiting == 0 {
 		cfg.MaxWaitingPerPatron, cfg.MaxWaiting = testBursts.MaxWaitingPerPatron, testBursts.MaxWaiting
 	}
-	bf := &burstFixture{f: f, checks: f, lib: library{Records: NewRecords(f.DB), Loans: NewLoans(f.DB, testPolicy, cfg)}}
+	bf := &burstFixture{f: f, checks: f, lib: library{Records: records.NewRecords(f.DB), Loans: NewLoans(f.DB, testPolicy, cfg)}}
 	bf.books.Store(20) // book-020 is held for Bob
 	return bf
 }
@@ -89,51 +88,6 @@ func (bf *burstFixture) waiting(user string) int {
 	return -1
 }
 
-// holder is another client's transaction holding a row.
-type holder struct {
-	conn *pgx.Conn
-	tx   pgx.Tx
-}
-
-// hold locks the row of table whose id is id, in a transaction of a
-// client of its own.
-func hold(t *testing.T, f dbtest.Fixture, table postgres.TableName, id string) *holder {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.Shared(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+dbtest.View(f.Tenant, table)+" WHERE id = $1 FOR UPDATE", id); err != nil {
-		t.Fatal(err)
-	}
-	return &holder{conn: conn, tx: tx}
-}
-
-// let ends the holder's transaction, letting the row go.
-func (h *holder) let(t *testing.T) {
-	t.Helper()
-	if err := h.tx.Rollback(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// blocked is the server process waiting for h's row, 0 when none is.
-func (h *holder) blocked(t *testing.T, f dbtest.Fixture) int {
-	t.Helper()
-	var pid int
-	if err := f.DB.Pool.QueryRow(context.Background(), `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
-		WHERE $1 = ANY (pg_blocking_pids(pid))`, h.conn.PgConn().PID()).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	return pid
-}
-
 // blockedBy reports whether some server process waits for one that pid
 // holds.
 func blockedBy(t *testing.T, f dbtest.Fixture, pid int) bool {
@@ -155,7 +109,7 @@ type round struct {
 	items   []string
 	answers []chan error
 	// patronRow holds the patron's row, holding the first write.
-	patronRow *holder
+	patronRow *dbtest.Holder
 }
 
 // startRound makes user's first write and has it wait in PostgreSQL for
@@ -163,14 +117,14 @@ type round struct {
 // write i, Background when nil) waiting here behind it.
 func (bf *burstFixture) startRound(t *testing.T, user string, ctxs []context.Context) *round {
 	t.Helper()
-	r := &round{bf: bf, user: user, patronRow: hold(t, bf.checks, postgres.TablePatron, user)}
+	r := &round{bf: bf, user: user, patronRow: dbtest.Hold(t, bf.checks, postgres.TablePatron, user)}
 	for range burstWrites {
 		r.loanIDs = append(r.loanIDs, uuid.NewString())
-		r.items = append(r.items, records.SampleID(fmt.Sprintf("book-%03d", bf.books.Add(1))))
+		r.items = append(r.items, sample.ID(fmt.Sprintf("book-%03d", bf.books.Add(1))))
 		r.answers = append(r.answers, make(chan error, 1))
 	}
 	r.start(0, context.Background())
-	dbtest.Eventually(t, "the first write running", func() bool { return r.patronRow.blocked(t, bf.checks) != 0 })
+	dbtest.Eventually(t, "the first write running", func() bool { return r.patronRow.Blocked(t, bf.checks) != 0 })
 	// One after another, so that they wait in the order of their numbers.
 	for i := 1; i < burstWrites; i++ {
 		ctx := context.Background()
@@ -300,13 +254,13 @@ func TestABatchCutWhileItsProcessLivesAnswersUnknownNeverRefused(t *testing.T) {
 		}
 		t.Cleanup(db.Close)
 		bf := &burstFixture{f: dbtest.Fixture{DB: db, Tenant: setup.f.Tenant}, checks: setup.f,
-			lib: library{Records: NewRecords(db), Loans: NewLoans(db, testPolicy, testBursts)}}
+			lib: library{Records: records.NewRecords(db), Loans: NewLoans(db, testPolicy, testBursts)}}
 		bf.books.Store(setup.books.Add(burstWrites) - burstWrites)
-		r := bf.startRound(t, bf.patron(t, records.GroupUndergrad), nil)
-		batch := hold(t, bf.checks, postgres.TableItem, r.items[1])
-		r.patronRow.let(t)
+		r := bf.startRound(t, bf.patron(t, sample.GroupUndergrad), nil)
+		batch := dbtest.Hold(t, bf.checks, postgres.TableItem, r.items[1])
+		r.patronRow.Let(t)
 		var pid int
-		dbtest.Eventually(t, "the batch waiting for the held item", func() bool { pid = batch.blocked(t, bf.checks); return pid != 0 })
+		dbtest.Eventually(t, "the batch waiting for the held item", func() bool { pid = batch.Blocked(t, bf.checks); return pid != 0 })
 		network.cut()
 		// The batch's outcome stays unknown while its process waits: each
 		// write is answered so, or (were it run again) waits behind it.
@@ -317,7 +271,7 @@ func TestABatchCutWhileItsProcessLivesAnswersUnknownNeverRefused(t *testing.T) {
 			}
 			return all || blockedBy(t, bf.checks, pid)
 		})
-		batch.let(t)
+		batch.Let(t)
 		r.wantTruthful(t, 3)
 		// The process commits the batch once the item is free, or ends on
 		// its first answer that finds the connection gone: either way, no
@@ -339,18 +293,18 @@ func TestABatchWhoseProcessEndedRunsItsWritesAgainAlone(t *testing.T) {
 	t.Parallel()
 	bf := newBurstFixture(t, nil, BurstConfig{})
 	inRounds(t, func(t *testing.T) {
-		r := bf.startRound(t, bf.patron(t, records.GroupUndergrad), nil)
-		batch := hold(t, bf.f, postgres.TableItem, r.items[1])
-		r.patronRow.let(t)
+		r := bf.startRound(t, bf.patron(t, sample.GroupUndergrad), nil)
+		batch := dbtest.Hold(t, bf.f, postgres.TableItem, r.items[1])
+		r.patronRow.Let(t)
 		var pid int
-		dbtest.Eventually(t, "the batch waiting for the held item", func() bool { pid = batch.blocked(t, bf.f); return pid != 0 })
+		dbtest.Eventually(t, "the batch waiting for the held item", func() bool { pid = batch.Blocked(t, bf.f); return pid != 0 })
 		if _, err := bf.f.DB.Pool.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
 			t.Fatal(err)
 		}
 		// Run again alone, the batch's first write waits for the item once
 		// more.
-		dbtest.Eventually(t, "the first write run again", func() bool { p := batch.blocked(t, bf.f); return p != 0 && p != pid })
-		batch.let(t)
+		dbtest.Eventually(t, "the first write run again", func() bool { p := batch.Blocked(t, bf.f); return p != 0 && p != pid })
+		batch.Let(t)
 		r.wantTruthful(t, 3)
 		var written []int
 		for i := range burstWrites {
@@ -385,7 +339,7 @@ func TestABatchDropsTheWritesWhoseCallersLeft(t *testing.T) {
 		}
 	}
 	inRounds(t, func(t *testing.T) {
-		user := bf.patron(t, records.GroupUndergrad)
+		user := bf.patron(t, sample.GroupUndergrad)
 		waitingCtx, leaveWaiting := context.WithCancel(context.Background())
 		defer leaveWaiting()
 		takenCtx, leaveTaken := context.WithCancel(context.Background())
@@ -403,7 +357,7 @@ func TestABatchDropsTheWritesWhoseCallersLeft(t *testing.T) {
 		mu.Lock()
 		leaving[user] = leaveTaken
 		mu.Unlock()
-		r.patronRow.let(t)
+		r.patronRow.Let(t)
 		r.wantTruthful(t, 3)
 		for i, want := range []string{"", "", schemas.CodeTimeout, schemas.CodeTimeout, ""} {
 			err := r.answer(t, i)
@@ -425,14 +379,14 @@ func TestABatchKeepsEachWritesDeadline(t *testing.T) {
 	bf := newBurstFixture(t, nil, BurstConfig{})
 	inRounds(t, func(t *testing.T) {
 		// Room for every loan: a faculty member.
-		user := bf.patron(t, records.GroupFaculty)
+		user := bf.patron(t, sample.GroupFaculty)
 		late, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		r := bf.startRound(t, user, []context.Context{nil, nil, nil, late})
-		batch := hold(t, bf.f, postgres.TableItem, r.items[1])
-		r.patronRow.let(t)
+		batch := dbtest.Hold(t, bf.f, postgres.TableItem, r.items[1])
+		r.patronRow.Let(t)
 		var pid int
-		dbtest.Eventually(t, "the batch waiting for the held item", func() bool { pid = batch.blocked(t, bf.f); return pid != 0 })
+		dbtest.Eventually(t, "the batch waiting for the held item", func() bool { pid = batch.Blocked(t, bf.f); return pid != 0 })
 		<-late.Done()
 		// The deadline reaches PostgreSQL as the time left when the batch
 		// was sent, counted from when its transaction began: later, by the
@@ -446,7 +400,7 @@ func TestABatchKeepsEachWritesDeadline(t *testing.T) {
 			}
 			return past
 		})
-		batch.let(t)
+		batch.Let(t)
 		r.wantTruthful(t, burstWrites)
 		for i := range burstWrites {
 			err := r.answer(t, i)
@@ -470,9 +424,9 @@ func TestAPanickingBatchAnswersEveryWrite500(t *testing.T) {
 	t.Parallel()
 	bf := newBurstFixture(t, nil, BurstConfig{Observer: panicking{}})
 	inRounds(t, func(t *testing.T) {
-		user := bf.patron(t, records.GroupFaculty)
+		user := bf.patron(t, sample.GroupFaculty)
 		r := bf.startRound(t, user, nil)
-		r.patronRow.let(t)
+		r.patronRow.Let(t)
 		r.wantTruthful(t, burstWrites)
 		if err := r.answer(t, 0); err != nil {
 			t.Fatalf("the first write: %v", err)
@@ -485,7 +439,7 @@ func TestAPanickingBatchAnswersEveryWrite500(t *testing.T) {
 		if n := bf.waiting(user); n != -1 {
 			t.Fatalf("after the panic, the patron has %d writes waiting (-1: none running)", n)
 		}
-		item := records.SampleID(fmt.Sprintf("book-%03d", bf.books.Add(1)))
+		item := sample.ID(fmt.Sprintf("book-%03d", bf.books.Add(1)))
 		if _, err := bf.lib.CreateCheckOutLoan(context.Background(), bf.f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
 			Loan: loanDoc(user, item), LockID: uuid.NewString(), ItemVersion: 1, ReleaseLock: true,
 			AcquireInWrite: &storage.LockTerms{TTL: dbtest.TTL}}); err != nil {
@@ -501,10 +455,10 @@ func TestAPanickingBatchAnswersEveryWrite500(t *testing.T) {
 func TestTooManyWaitingWritesAreRefusedUnwritten(t *testing.T) {
 	t.Parallel()
 	bf := newBurstFixture(t, nil, BurstConfig{MaxWaitingPerPatron: burstWrites - 1, MaxWaiting: burstWrites})
-	one := bf.startRound(t, bf.patron(t, records.GroupFaculty), nil)
+	one := bf.startRound(t, bf.patron(t, sample.GroupFaculty), nil)
 	refused := func(user string, perPatron bool) {
 		t.Helper()
-		loanID, item := uuid.NewString(), records.SampleID(fmt.Sprintf("book-%03d", bf.books.Add(1)))
+		loanID, item := uuid.NewString(), sample.ID(fmt.Sprintf("book-%03d", bf.books.Add(1)))
 		_, err := bf.lib.CreateCheckOutLoan(context.Background(), bf.f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: user,
 			Loan: loanDoc(user, item), LockID: uuid.NewString(), ItemVersion: 1, ReleaseLock: true,
 			AcquireInWrite: &storage.LockTerms{TTL: dbtest.TTL}})
@@ -522,20 +476,20 @@ func TestTooManyWaitingWritesAreRefusedUnwritten(t *testing.T) {
 	}
 	refused(one.user, true)
 	// Another patron: one write waits, the next finds every place taken.
-	two := &round{bf: bf, user: bf.patron(t, records.GroupFaculty)}
-	two.patronRow = hold(t, bf.f, postgres.TablePatron, two.user)
+	two := &round{bf: bf, user: bf.patron(t, sample.GroupFaculty)}
+	two.patronRow = dbtest.Hold(t, bf.f, postgres.TablePatron, two.user)
 	for range 2 {
 		two.loanIDs = append(two.loanIDs, uuid.NewString())
-		two.items = append(two.items, records.SampleID(fmt.Sprintf("book-%03d", bf.books.Add(1))))
+		two.items = append(two.items, sample.ID(fmt.Sprintf("book-%03d", bf.books.Add(1))))
 		two.answers = append(two.answers, make(chan error, 1))
 	}
 	two.start(0, context.Background())
-	dbtest.Eventually(t, "the other patron's first write running", func() bool { return two.patronRow.blocked(t, bf.f) != 0 })
+	dbtest.Eventually(t, "the other patron's first write running", func() bool { return two.patronRow.Blocked(t, bf.f) != 0 })
 	two.start(1, context.Background())
 	dbtest.Eventually(t, "the other patron's second write waiting", func() bool { return bf.waiting(two.user) == 1 })
 	refused(two.user, false)
-	one.patronRow.let(t)
-	two.patronRow.let(t)
+	one.patronRow.Let(t)
+	two.patronRow.Let(t)
 	for _, r := range []*round{one, two} {
 		for i := range r.answers {
 			if err := r.answer(t, i); err != nil {

@@ -12,7 +12,7 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
 )
 
@@ -36,7 +36,7 @@ func TestAPatronsBurstIsJudgedInFewCommits(t *testing.T) {
 		var wg sync.WaitGroup
 		write := func(i int) {
 			defer wg.Done()
-			item := records.SampleID(fmt.Sprintf("book-%03d", 21+round*writers+i))
+			item := sample.ID(fmt.Sprintf("book-%03d", 21+round*writers+i))
 			_, errs[i] = lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
 				Loan: loanDoc(user, item), LockID: uuid.NewString(), ItemVersion: 1, ReleaseLock: true,
 				AcquireInWrite: &storage.LockTerms{TTL: dbtest.TTL}})
@@ -58,7 +58,7 @@ func TestAPatronsBurstIsJudgedInFewCommits(t *testing.T) {
 	patron := func(round int) string {
 		user := uuid.NewString()
 		if _, err := lib.Create(ctx, f.Tenant, storage.Patrons, user, json.RawMessage(fmt.Sprintf(
-			`{"barcode":"burst-%d","active":true,"patronGroup":%q,"personal":{"lastName":"Burst"}}`, round, records.GroupUndergrad))); err != nil {
+			`{"barcode":"burst-%d","active":true,"patronGroup":%q,"personal":{"lastName":"Burst"}}`, round, sample.GroupUndergrad))); err != nil {
 			t.Fatal(err)
 		}
 		return user

@@ -6,7 +6,8 @@ import (
 	"fmt"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/record"
+	"github.com/checkoutlock/circulation-storage/internal/requests"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -22,7 +23,7 @@ import (
 func itemStatusSQL(status string) string {
 	return postgres.WithTables(`
 WITH updated AS (
-    UPDATE %[1]s SET jsonb = `+records.WithMetadata(itemWithStatus(status), "@metadata_user", true)+`
+    UPDATE %[1]s SET jsonb = `+record.WithMetadata(record.ItemWithStatus(status), "@metadata_user", true)+`
      WHERE tenant_id = @tenant AND id = @item::uuid AND version = @version RETURNING 0
 )
 SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE tenant_id = @tenant AND id = @item::uuid), -1)`, postgres.TableItem)
@@ -33,12 +34,12 @@ SELECT coalesce((SELECT 0 FROM updated), (SELECT version FROM %[1]s WHERE tenant
 // does not exist, or it changed since (what, the write's verb, says which
 // write could not).
 func writeItemStatus(ctx context.Context, tx pgx.Tx, t storage.Tenant, stmt string, loan json.RawMessage, version int, what string) error {
-	itemID := records.FieldValue(loan, "itemId")
+	itemID := record.FieldValue(loan, "itemId")
 	var stored int
 	err := tx.QueryRow(ctx, stmt, itemStatusArgs(ctx, t, itemID, version)).Scan(&stored)
 	switch {
 	case err != nil:
-		return records.InterpretWrite(err, t, storage.Loans, loan)
+		return record.InterpretWrite(err, t, storage.Loans, loan)
 	case stored < 0:
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
 	case stored > 0:
@@ -51,11 +52,11 @@ func writeItemStatus(ctx context.Context, tx pgx.Tx, t storage.Tenant, stmt stri
 
 // itemStatusArgs are itemStatusSQL's arguments.
 func itemStatusArgs(ctx context.Context, t storage.Tenant, itemID string, version int) pgx.StrictNamedArgs {
-	return pgx.StrictNamedArgs{"item": itemID, "version": version, "metadata_user": records.MetadataUser(ctx), "tenant": string(t)}
+	return pgx.StrictNamedArgs{"item": itemID, "version": version, "metadata_user": record.MetadataUser(ctx), "tenant": string(t)}
 }
 
 // CheckInLoan implements storage.LoanWriter: the item takes the status
-// its queue gives it (returnItem: Available when no request waits) at the
+// its queue gives it (requests.ReturnItem: Available when no request waits) at the
 // version the check-in read, and the loan is replaced at the version the
 // check-in read, in one transaction.
 func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.CheckInWrite) (storage.CheckInWritten, error) {
@@ -64,15 +65,15 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 	}
 	var written storage.CheckInWritten
 	err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
-		itemID, servicePointID := records.FieldValue(w.Loan, "itemId"), records.FieldValue(w.Loan, "checkinServicePointId")
-		r, err := returnItem(ctx, tx, t, itemID, w.ItemVersion, servicePointID)
+		itemID, servicePointID := record.FieldValue(w.Loan, "itemId"), record.FieldValue(w.Loan, "checkinServicePointId")
+		r, err := requests.ReturnItem(ctx, tx, t, itemID, w.ItemVersion, servicePointID)
 		if err != nil {
 			return err
 		}
 		// The loan closed is the item's open loan, as it was: a check-in
 		// closes a loan, and changes nothing else of whose and of what
 		// it is.
-		if err := records.Update(ctx, tx, t, storage.Loans, w.LoanID, w.LoanVersion, w.Loan, checkInGuard); err != nil {
+		if err := record.Update(ctx, tx, t, storage.Loans, w.LoanID, w.LoanVersion, w.Loan, checkInGuard); err != nil {
 			return loanChanged(ctx, tx, t, err, w.LoanID, "checked in")
 		}
 		if _, err := tx.Exec(ctx, checkInEventSQL, w.Loan, string(t)); err != nil {
@@ -96,7 +97,7 @@ func versionRead(version int) error {
 }
 
 // loanChanged says, of a write of a loan refused because another write
-// of it came first (records.Update's CodeVersionConflict), why, as the
+// of it came first (record.Update's CodeVersionConflict), why, as the
 // loan stands now (q, the write's transaction, reads it): closed since,
 // CodeNoOpenLoan, as the guard of a write at the right version would say;
 // otherwise CodeLoanChanged, naming the version stored. Other errors pass.
@@ -128,8 +129,8 @@ SELECT $2, '`+storage.EventKindCheckIn+`', '`+storage.EventCheckedIn+`', jsonb_b
 
 // checkInGuard holds a check-in's loan: the item's open loan, closed, of
 // the same borrower and item.
-var checkInGuard = &records.Guard{
-	Cond: `status_name = ` + postgres.Lit(schemas.LoanOpen) + ` AND ` + records.NewStatus + ` = ` + postgres.Lit(schemas.LoanClosed) + `
+var checkInGuard = &record.Guard{
+	Cond: `status_name = ` + postgres.Lit(schemas.LoanOpen) + ` AND ` + record.NewStatus + ` = ` + postgres.Lit(schemas.LoanClosed) + `
            AND user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid`,
 	State: `status_name`,
 	Why: func(id string, state []any, doc json.RawMessage) error {
@@ -140,4 +141,62 @@ var checkInGuard = &records.Guard{
 		return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
 			"A check-in closes the loan (status Closed) and changes neither its userId nor its itemId")
 	},
+}
+
+// checkInWrittenSQL reads, in a check-in's transaction after its writes,
+// what it wrote: item @item as stored, its queue's first request
+// @request (NULL for none) as stored, the requester as a staff slip names
+// them (no contact data), and the request's pickup point and
+// @service_point, where the item was checked in (id, name and code).
+var checkInWrittenSQL = `
+SELECT i.jsonb, r.jsonb,
+       CASE WHEN u.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', u.id, 'barcode', u.jsonb -> 'barcode',
+            'firstName', u.jsonb #> '{personal,firstName}', 'lastName', u.jsonb #> '{personal,lastName}',
+            'middleName', u.jsonb #> '{personal,middleName}', 'preferredFirstName', u.jsonb #> '{personal,preferredFirstName}',
+            'patronGroup', g.jsonb -> 'group')) END,
+       CASE WHEN psp.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', psp.id, 'name', psp.name, 'code', psp.jsonb -> 'code')) END,
+       CASE WHEN csp.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', csp.id, 'name', csp.name, 'code', csp.jsonb -> 'code')) END
+  FROM ` + postgres.Table(postgres.TableItem) + ` i
+  LEFT JOIN ` + postgres.Table(postgres.TableRequest) + ` r ON r.tenant_id = i.tenant_id AND r.id = @request::uuid
+  LEFT JOIN ` + postgres.Table(postgres.TablePatron) + ` u ON u.tenant_id = i.tenant_id AND u.id = r.requester_id
+  LEFT JOIN ` + postgres.Table(postgres.TablePatronGroup) + ` g ON g.tenant_id = i.tenant_id AND g.id = u.patron_group_id
+  LEFT JOIN ` + postgres.Table(postgres.TableServicePoint) + ` psp ON psp.tenant_id = i.tenant_id AND psp.id = (r.jsonb ->> 'pickupServicePointId')::uuid
+  LEFT JOIN ` + postgres.Table(postgres.TableServicePoint) + ` csp ON csp.tenant_id = i.tenant_id AND csp.id = @service_point::uuid
+ WHERE i.tenant_id = @tenant AND i.id = @item::uuid`
+
+// checkInWritten reads what a check-in's write (r, of item itemID at
+// servicePointID) wrote, in its transaction tx.
+func checkInWritten(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string, r requests.Returned) (storage.CheckInWritten, error) {
+	var w storage.CheckInWritten
+	err := tx.QueryRow(ctx, checkInWrittenSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": itemID,
+		"request": postgres.Nullable(r.RequestID), "service_point": postgres.Nullable(servicePointID)}).
+		Scan(&w.Item, &w.Request, &w.Requester, &w.PickupServicePoint, &w.CheckInServicePoint)
+	return w, postgres.Interpret(err, t)
+}
+
+// CheckInItem implements storage.LoanWriter: the check-in of an item with
+// no open loan (one in transit reaching its destination, one missing found
+// again): its status, and its queue's head's, from the return loop
+// (requests.ReturnItem), at the version the check-in read, in one
+// transaction.
+func (s *Loans) CheckInItem(ctx context.Context, t storage.Tenant, w storage.ItemCheckInWrite) (storage.CheckInWritten, error) {
+	var written storage.CheckInWritten
+	err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+		var open bool
+		if err := tx.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND item_id = $1::uuid AND status_name = `+postgres.Lit(schemas.LoanOpen)+`)`,
+			postgres.TableLoan), w.ItemID, string(t)).Scan(&open); err != nil {
+			return postgres.Interpret(err, t)
+		}
+		if open {
+			return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
+				"Item %s has an open loan: its check-in closes the loan (%s)", w.ItemID, schemas.HeaderCheckInItemVersion).With("itemId", w.ItemID)
+		}
+		r, err := requests.ReturnItem(ctx, tx, t, w.ItemID, w.ItemVersion, w.ServicePointID)
+		if err != nil {
+			return err
+		}
+		written, err = checkInWritten(ctx, tx, t, w.ItemID, w.ServicePointID, r)
+		return err
+	})
+	return written, err
 }

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/record"
+	"github.com/checkoutlock/circulation-storage/internal/requests"
+	"github.com/checkoutlock/circulation-storage/internal/rules"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -58,7 +60,7 @@ func NewLoans(db *postgres.DB, policy Policy, burst BurstConfig, opts ...postgre
 //     a lock named (@lock_id) must be live, the borrower's and held by the
 //     caller (@caller_user, @caller_module: its owner), the fence;
 //   - the item limit: the loan policy the circulation rules choose for
-//     the borrower and the item (policyMatchSQL) sets it, enforced for a
+//     the borrower and the item (rules.PolicyMatchSQL) sets it, enforced for a
 //     rule naming neither a material nor a loan type only when @enforce_unscoped; the
 //     patron's open loans are counted here, in the write's own statement;
 //   - maximum items charged out: when the borrower's patron group has a
@@ -66,7 +68,7 @@ func NewLoans(db *postgres.DB, policy Policy, burst BurstConfig, opts ...postgre
 //     condition blocks borrowing (chargedSQL), the patron's open loans
 //     are counted here too, as the item limit's are, and the loan is
 //     written only below the limit;
-//   - the item's request queue: when its first request (queueHeadSQL)
+//   - the item's request queue: when its first request (requests.QueueHeadSQL)
 //     is another patron's, nothing is written; when it is the
 //     borrower's, the loan fills it: the request is "Closed - Filled",
 //     without a position, and every later request of the queue moves up
@@ -76,7 +78,7 @@ func NewLoans(db *postgres.DB, policy Policy, burst BurstConfig, opts ...postgre
 //     (schemas.ItemStatusesNotCheckedOut), the loan policy lending
 //     (loanable, unless @override_not_loanable), and no manual block of
 //     the borrower's borrowing in force nor automated block of it
-//     (automatedBlocksSQL: maximum lost and overdue items; maximum items
+//     (rules.AutomatedBlocksSQL: maximum lost and overdue items; maximum items
 //     charged out is counted above), unless @override_charged, the patron
 //     block override: so a write that skips circulation's validation is
 //     refused as circulation would refuse it;
@@ -117,28 +119,28 @@ func NewLoans(db *postgres.DB, policy Policy, burst BurstConfig, opts ...postgre
 // applies.
 func checkOutSQL(lean bool) string {
 	loan, lock, item, waiter := postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableLock), postgres.Table(postgres.TableItem), postgres.Table(postgres.TableLockWaiter)
-	setting, rule, rules, patron := postgres.Table(postgres.TableSetting), postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), postgres.Table(postgres.TablePatron)
+	setting, rule, ruleSet, patron := postgres.Table(postgres.TableSetting), postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), postgres.Table(postgres.TablePatron)
 	policy, blockLimit, condition, request := postgres.Table(postgres.TableLoanPolicy), postgres.Table(postgres.TableBlockLimit), postgres.Table(postgres.TableBlockCondition), postgres.Table(postgres.TableRequest)
 	commit, event := postgres.Table(postgres.TableOutboxCommit), postgres.Table(postgres.TypeOutboxEvent)
 	history := postgres.Table(postgres.TableLockEvent)
 	group := "(SELECT patron_group_id FROM " + patron + " WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'userId')::uuid)"
-	head := queueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant")
+	head := requests.QueueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant")
 	charged := chargedSQL(blockLimit, condition, "@tenant", group)
 	filled := `
     UPDATE ` + request + ` r
-       SET jsonb = ` + records.WithMetadata(`jsonb_set(r.jsonb - 'position', '{status}', to_jsonb(`+postgres.Lit(schemas.RequestFilled)+`::text))`, "@metadata_user", true) + `
+       SET jsonb = ` + record.WithMetadata(`jsonb_set(r.jsonb - 'position', '{status}', to_jsonb(`+postgres.Lit(schemas.RequestFilled)+`::text))`, "@metadata_user", true) + `
      WHERE r.tenant_id = @tenant AND r.id = (SELECT id FROM head) AND NOT (SELECT other FROM queued) AND EXISTS (SELECT 1 FROM loan)
     RETURNING r.id, r.jsonb`
 	movedUp := `
     UPDATE ` + request + ` r
-       SET jsonb = ` + records.ShiftedPosition("r", "-1") + `
-     WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND ` + records.OpenRequest("r.status") + `
+       SET jsonb = ` + requests.ShiftedPosition("r", "-1") + `
+     WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND ` + requests.Open("r.status") + `
        AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
     RETURNING r.id, r.position, r.jsonb`
-	manual := manuallyBlockedSQL("(@loan::jsonb ->> 'userId')::uuid", "borrowing")
+	manual := rules.ManuallyBlockedSQL("(@loan::jsonb ->> 'userId')::uuid", "borrowing")
 	automated := `
     SELECT b ->> 'patronBlockConditionId' AS condition, b ->> 'message' AS message
-      FROM jsonb_array_elements(coalesce(` + automatedBlocksSQL("@tenant", "(@loan::jsonb ->> 'userId')::uuid", group) + `, '[]'::jsonb)) b
+      FROM jsonb_array_elements(coalesce(` + rules.AutomatedBlocksSQL("@tenant", "(@loan::jsonb ->> 'userId')::uuid", group) + `, '[]'::jsonb)) b
      WHERE (b ->> 'blockBorrowing')::boolean AND b ->> 'patronBlockConditionId' <> '` + storage.ConditionItemsChargedOut + `'`
 	gated := "false"
 	if lean {
@@ -160,10 +162,10 @@ WITH fence AS (
            status_name = ANY(@refused_statuses::text[]) AS refused
       FROM ` + item + ` WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'itemId')::uuid
 ), borrower AS (
-    SELECT ` + patronActiveSQL("p") + ` AS active,
+    SELECT ` + rules.PatronActiveSQL("p") + ` AS active,
            ` + manual + ` AS blocked
       FROM ` + patron + ` p WHERE p.tenant_id = @tenant AND p.id = (@loan::jsonb ->> 'userId')::uuid
-), matched AS (` + policyMatchSQL(rule, rules, "@tenant", group,
+), matched AS (` + rules.PolicyMatchSQL(rule, ruleSet, "@tenant", group,
 		"(SELECT material_type_id FROM lent)", "(SELECT loan_type_id FROM lent)") + `
 ), limited AS (
     SELECT ` + itemLimitSQL("m", "lp", "@enforce_unscoped::boolean") + ` AS n,
@@ -172,7 +174,7 @@ WITH fence AS (
            CASE WHEN m.lt_match THEN (SELECT loan_type_id FROM lent) END AS lt
       FROM matched m JOIN ` + policy + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
 ), counted AS (
-    SELECT (` + openLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
+    SELECT (` + rules.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "(SELECT mt FROM limited)", "(SELECT lt FROM limited)") + `) AS n
      WHERE (SELECT n FROM limited) IS NOT NULL
 ), gate AS (
     SELECT ` + gated + ` AS gated
@@ -188,14 +190,14 @@ WITH fence AS (
 ), charged AS (` + charged + `
 ), automated AS (` + automated + `
 ), charged_count AS (
-    SELECT (` + openLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
+    SELECT (` + rules.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
      WHERE EXISTS (SELECT 1 FROM charged)
 ), allowed AS (
     SELECT (SELECT ok FROM required)
        AND (@lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
        AND (@offline::boolean OR (
-                (@override_limit::boolean OR NOT ` + reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
-            AND (@override_charged::boolean OR NOT ` + reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
+                (@override_limit::boolean OR NOT ` + rules.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
+            AND (@override_charged::boolean OR NOT ` + rules.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
             AND NOT (SELECT other FROM queued)
             AND coalesce((SELECT active FROM borrower), true)
             AND NOT coalesce((SELECT refused FROM lent), false)
@@ -206,7 +208,7 @@ WITH fence AS (
        AND (SELECT ok FROM in_time) AS ok
 ), item AS (
     UPDATE ` + item + `
-       SET jsonb = ` + records.WithMetadata(itemWithStatus(schemas.ItemCheckedOut), "@metadata_user", true) + `
+       SET jsonb = ` + record.WithMetadata(record.ItemWithStatus(schemas.ItemCheckedOut), "@metadata_user", true) + `
      WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'itemId')::uuid AND version = @item_version::integer
        AND (SELECT ok FROM allowed)
  RETURNING id, jsonb
@@ -220,7 +222,7 @@ WITH fence AS (
                 ELSE @loan::jsonb END AS doc
 ), loan AS (
     INSERT INTO ` + loan + ` (tenant_id, id, jsonb)
-    SELECT @tenant, @loan_id, ` + records.WithMetadata(records.WithID(storage.Loans, "@loan_id", "(SELECT doc FROM sent)", `'1'`), "@metadata_user", false) + `
+    SELECT @tenant, @loan_id, ` + record.WithMetadata(record.WithID(storage.Loans, "@loan_id", "(SELECT doc FROM sent)", `'1'`), "@metadata_user", false) + `
      WHERE (SELECT ok FROM allowed) AND EXISTS (SELECT 1 FROM item)
     RETURNING jsonb
 ), lent_offline AS (
@@ -249,7 +251,7 @@ WITH fence AS (
         UNION ALL
         SELECT 3, 0, 'request', 'UPDATED', (SELECT jsonb FROM head), f.jsonb FROM filled f
         UNION ALL
-        SELECT 4, m.position, 'request', 'UPDATED', ` + records.ShiftedPosition("m", "1") + `, m.jsonb FROM moved_up m
+        SELECT 4, m.position, 'request', 'UPDATED', ` + requests.ShiftedPosition("m", "1") + `, m.jsonb FROM moved_up m
         UNION ALL
         SELECT 5, 0, '` + storage.EventKindCheckOut + `', '` + storage.EventCheckedOut + `', NULL, jsonb_strip_nulls(jsonb_build_object(
                'loanId', l.jsonb -> 'id', 'userId', l.jsonb -> 'userId', 'itemId', l.jsonb -> 'itemId',
@@ -277,8 +279,8 @@ SELECT (SELECT jsonb FROM loan) AS stored, @lock_id::uuid IS NULL OR EXISTS (SEL
        (SELECT n FROM charged_count) AS charged, (SELECT lim FROM charged) AS charged_limit,
        (SELECT message FROM charged) AS charged_reason,
        (SELECT other FROM queued) AS requested, (SELECT id::text FROM head) AS head,
-       ` + reached("SELECT n FROM counted", "SELECT n FROM limited") + ` AS limit_reached,
-       ` + reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + ` AS charged_reached,
+       ` + rules.Reached("SELECT n FROM counted", "SELECT n FROM limited") + ` AS limit_reached,
+       ` + rules.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + ` AS charged_reached,
        NOT coalesce((SELECT active FROM borrower), true) AS inactive,
        (SELECT before #>> '{status,name}' FROM lent WHERE refused) AS refused_status,
        NOT coalesce((SELECT loanable FROM limited), true) AS not_loanable,
@@ -297,11 +299,11 @@ func brokenRulesSQL() string {
 	broken := map[string]string{
 		schemas.CodeUserBlockedManually: `coalesce((SELECT blocked FROM borrower), false)`,
 		schemas.CodeUserBlockedAutomatically: `EXISTS (SELECT 1 FROM automated) OR ` +
-			reached("SELECT n FROM charged_count", "SELECT lim FROM charged"),
+			rules.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged"),
 		schemas.CodeUserInactive:                 `NOT coalesce((SELECT active FROM borrower), true)`,
 		schemas.CodeItemStatusRefused:            `coalesce((SELECT refused FROM lent), false)`,
 		schemas.CodeItemRequestedByAnotherPatron: `(SELECT other FROM queued)`,
-		schemas.CodeItemLimitReached:             reached("SELECT n FROM counted", "SELECT n FROM limited"),
+		schemas.CodeItemLimitReached:             rules.Reached("SELECT n FROM counted", "SELECT n FROM limited"),
 		schemas.CodeItemNotLoanable:              `NOT coalesce((SELECT loanable FROM limited), true)`,
 	}
 	var rows []string
@@ -339,20 +341,6 @@ func lockFeatureSQL(setting, tenant, def string) string {
       FROM ` + setting + ` s WHERE s.tenant_id = ` + tenant + ` AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `'), ` + def + `)`
 }
 
-// itemWithStatus is the item row's document with the status named
-// (a constant of this package, never a client's value), dated now, one
-// version on, and going nowhere (no inTransitDestinationServicePointId):
-// what a check-out or a loan action writes.
-func itemWithStatus(name string) string { return itemWithStatusExpr(postgres.Lit(name)) }
-
-// itemWithStatusExpr is itemWithStatus with the status an SQL expression
-// (a check-in's, decided by the item's queue: returnItemSQL): the one
-// place an item's status is written.
-func itemWithStatusExpr(status string) string {
-	return `jsonb_set(jsonb_set(jsonb - 'inTransitDestinationServicePointId', '{status}', jsonb_build_object('name', ` + status + `, 'date', ` + records.SQLNow + `)),
-                   '{_version}', to_jsonb(version + 1))`
-}
-
 // A check-out's write on the shared tables: locksql.LockRows (under a
 // lock) or locksql.PatronRow (without one), and checkOutSQL, whose
 // arguments are named (checkOutArgs).
@@ -366,8 +354,8 @@ var (
 	// itemRowSQL locks the item's row after the patron's (and the lock's),
 	// before the write takes its snapshot: the write fills the item's
 	// queue and moves it up, and a request joining the queue meanwhile
-	// (request_write.go, which takes the same row first) must be seen by
-	// it or wait for it. Parameters: $1 the item, $2 the tenant.
+	// (package requests' queue.go, which takes the same row first) must
+	// be seen by it or wait for it. Parameters: $1 the item, $2 the tenant.
 	itemRowSQL = postgres.WithTables(`SELECT 1 FROM %s WHERE tenant_id = $2 AND id = $1 FOR NO KEY UPDATE`, postgres.TableItem)
 	// checkOutWrite is checkOutSQL in full, checkOutWriteLean lean (gate.go).
 	checkOutWrite     = locksql.NewNamed(checkOutSQL(false), checkOutNames...)
@@ -390,7 +378,7 @@ func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.Ch
 		"loan":          w.Loan,
 		"lock_id":       postgres.Nullable(w.LockID),
 		"item_version":  w.ItemVersion,
-		"metadata_user": records.MetadataUser(ctx),
+		"metadata_user": record.MetadataUser(ctx),
 		// The environment's part: whether a rule naming neither a material
 		// nor a loan type limits, and whether the lock is on for a tenant
 		// without a setting.
@@ -514,7 +502,7 @@ func (s *Loans) queueCheckOut(ctx context.Context, b *pgx.Batch, t storage.Tenan
 	} else {
 		b.Queue(patronRowSQL, w.UserID, string(t))
 	}
-	b.Queue(itemRowSQL, records.FieldValue(w.Loan, "itemId"), string(t))
+	b.Queue(itemRowSQL, record.FieldValue(w.Loan, "itemId"), string(t))
 	write := checkOutWrite
 	if lean {
 		write = checkOutWriteLean
@@ -563,7 +551,7 @@ func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 		err = run()
 	}
 	if err != nil {
-		return storage.CheckOutWritten{}, records.InterpretWrite(err, t, storage.Loans, w.Loan)
+		return storage.CheckOutWritten{}, record.InterpretWrite(err, t, storage.Loans, w.Loan)
 	}
 	return s.checkOutAnswer(ctx, t, w, r, lean)
 }
@@ -602,7 +590,7 @@ func (s *Loans) checkOutAnswer(ctx context.Context, t storage.Tenant, w storage.
 	if refused := r.refusal(w); refused != nil {
 		return storage.CheckOutWritten{}, refused
 	}
-	itemID := records.FieldValue(w.Loan, "itemId")
+	itemID := record.FieldValue(w.Loan, "itemId")
 	var stored2 int
 	err := s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT version FROM %s WHERE tenant_id = $2 AND id = $1`, postgres.TableItem), itemID, string(t)).Scan(&stored2)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -659,7 +647,7 @@ func (r *checkOutResult) refusal(w storage.CheckOutWrite) error {
 		out = append(out, e)
 		alone = single
 	}
-	user, item := records.FieldValue(w.Loan, "userId"), records.FieldValue(w.Loan, "itemId")
+	user, item := record.FieldValue(w.Loan, "userId"), record.FieldValue(w.Loan, "itemId")
 	if r.Blocked && !w.OverridePatronBlock {
 		add(errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedManually, "Patron blocked from borrowing").With("userId", user), false)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/google/uuid"
@@ -35,8 +35,8 @@ func setItemLimit(t *testing.T, f dbtest.Fixture, group string, n int) {
 		n, policy, n))); err != nil {
 		t.Fatal(err)
 	}
-	rules := records.SampleRules
-	rules.Rules = append(slices.Clone(rules.Rules), storage.CirculationRule{PatronGroupID: group, LoanTypeID: records.LoanTypeCanCirculate, LoanPolicyID: policy})
+	rules := sample.Rules
+	rules.Rules = append(slices.Clone(rules.Rules), storage.CirculationRule{PatronGroupID: group, LoanTypeID: sample.LoanTypeCanCirculate, LoanPolicyID: policy})
 	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, rules); err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +49,10 @@ func loanDoc(userID, itemID string) json.RawMessage {
 
 func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
-	user, item := records.SampleID("1001"), records.SampleID("book-001")
+	user, item := sample.ID("1001"), sample.ID("book-001")
 	lock, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, user, "", dbtest.TTL, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
@@ -69,16 +69,16 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 	}
 	// A stale version writes nothing, loan included.
 	_, err = lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
-		UserID: records.SampleID("1002"), Loan: loanDoc(records.SampleID("1002"), records.SampleID("book-003")), ItemVersion: 7})
+		UserID: sample.ID("1002"), Loan: loanDoc(sample.ID("1002"), sample.ID("book-003")), ItemVersion: 7})
 	if e, ok := errs.As(err); !ok || e.Code != schemas.CodeVersionConflict {
 		t.Errorf("stale item version: %v, want %s", err, schemas.CodeVersionConflict)
 	}
-	if n := f.Count(t, "loan", "item_id = $1", records.SampleID("book-003")); n != 0 {
+	if n := f.Count(t, "loan", "item_id = $1", sample.ID("book-003")); n != 0 {
 		t.Errorf("%d loans written with a stale item version", n)
 	}
 	// A second open loan for the item fails the whole write: the item stays.
 	_, err = lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
-		UserID: records.SampleID("1002"), Loan: loanDoc(records.SampleID("1002"), item), ItemVersion: 2})
+		UserID: sample.ID("1002"), Loan: loanDoc(sample.ID("1002"), item), ItemVersion: 2})
 	if e, ok := errs.As(err); !ok || e.Code != schemas.CodeItemHasOpenLoan {
 		t.Errorf("second open loan: %v, want %s", err, schemas.CodeItemHasOpenLoan)
 	}
@@ -91,10 +91,10 @@ func TestLoanUnderLiveLockIsCreated(t *testing.T) {
 // taken over, released, or belongs to another patron covers no loan.
 func TestLoanUnderLostLockIsRefused(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
-	alice, bob, item := records.SampleID("1001"), records.SampleID("1002"), records.SampleID("book-002")
+	alice, bob, item := sample.ID("1001"), sample.ID("1002"), sample.ID("book-002")
 
 	// Expired and still there: nobody took it over yet.
 	lapsed, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, alice, "", dbtest.TTL, storage.Holder{})
@@ -136,11 +136,11 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 // straight at the database layer: exactly one wins, every round.
 func TestOneOpenLoanPerItemUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
 	for round := range 10 {
-		item := records.SampleID(fmt.Sprintf("book-%03d", 100+round))
+		item := sample.ID(fmt.Sprintf("book-%03d", 100+round))
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		created, refused := 0, 0
@@ -149,7 +149,7 @@ func TestOneOpenLoanPerItemUnderConcurrency(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, err := lib.Create(ctx, f.Tenant, storage.Loans, uuid.NewString(), loanDoc(records.SampleID("1002"), item))
+				_, err := lib.Create(ctx, f.Tenant, storage.Loans, uuid.NewString(), loanDoc(sample.ID("1002"), item))
 				mu.Lock()
 				defer mu.Unlock()
 				switch e, _ := errs.As(err); {
@@ -178,9 +178,9 @@ func TestOneOpenLoanPerItemUnderConcurrency(t *testing.T) {
 // open transaction; the release must be seen waiting for it.
 func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
-	user, item := records.SampleID("1004"), records.SampleID("book-140")
+	user, item := sample.ID("1004"), sample.ID("book-140")
 	lock, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, user, "", dbtest.TTL, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
@@ -219,17 +219,17 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 // the patron would end above the limit.
 func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
-	user := records.SampleID("1004")
+	user := sample.ID("1004")
 	open := f.Count(t, "loan", "user_id = $1 AND status_name = 'Open'", user)
-	setItemLimit(t, f, records.GroupFaculty, open+1)
+	setItemLimit(t, f, sample.GroupFaculty, open+1)
 	lock, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, user, "", dbtest.TTL, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	write := func(item string) storage.CheckOutWrite {
-		return storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, records.SampleID(item)), LockID: lock.ID, ItemVersion: 1}
+		return storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, sample.ID(item)), LockID: lock.ID, ItemVersion: 1}
 	}
 	tx, err := f.DB.Pool.Begin(ctx)
 	if err != nil {
@@ -276,9 +276,9 @@ func TestConcurrentWritesUnderOneLockKeepTheLimit(t *testing.T) {
 // in full, and on the same without it, whose writes are lean (gate.go).
 func raceToTheLimit(t *testing.T, locked bool) {
 	t.Helper()
-	raceWrites(t, dbtest.SetupLibrary(t, records.LoadData), records.GroupUndergrad, locked, schemas.CodeItemLimitReached)
+	raceWrites(t, dbtest.SetupLibrary(t, sample.LoadData), sample.GroupUndergrad, locked, schemas.CodeItemLimitReached)
 	lean := setupLeanLibrary(t)
-	raceWrites(t, lean, records.GroupUndergrad, locked, schemas.CodeItemLimitReached)
+	raceWrites(t, lean, sample.GroupUndergrad, locked, schemas.CodeItemLimitReached)
 	if lean.DB.Gates.Has(lean.Tenant) {
 		t.Errorf("tenant %s without a gate row was written in full", lean.Tenant)
 	}
@@ -312,7 +312,7 @@ func raceWrites(t *testing.T, f dbtest.Fixture, group string, locked bool, refus
 		start := make(chan struct{})
 		for i := range writers {
 			// Books 21 on: book-020 is held for Bob.
-			item := records.SampleID(fmt.Sprintf("book-%03d", 21+round*writers+i))
+			item := sample.ID(fmt.Sprintf("book-%03d", 21+round*writers+i))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

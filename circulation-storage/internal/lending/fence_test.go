@@ -7,7 +7,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/google/uuid"
@@ -26,7 +26,7 @@ import (
 // through. (mutations.txt: fence-lock-id.)
 func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	lib := newLibrary(f.DB, testPolicy)
 	kiosk := storage.Caller{User: "kiosk-1", Module: "circulation"}
 	for _, c := range []struct {
@@ -41,7 +41,7 @@ func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 	} {
 		first := storage.WithCaller(context.Background(), kiosk)
 		second := storage.WithCaller(context.Background(), c.second)
-		user := records.SampleID(c.patron)
+		user := sample.ID(c.patron)
 		a, _, err := locks.NewLocks(f.DB).Acquire(first, f.Tenant, user, uuid.NewString(), dbtest.TTL, kiosk.Holder())
 		if err != nil {
 			t.Fatal(err)
@@ -54,14 +54,14 @@ func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 
 		// Check-out 1 writes under A, as if A were still its own.
 		_, err = lib.CreateCheckOutLoan(first, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
-			Loan: loanDoc(user, records.SampleID(c.stale)), LockID: a.ID, ItemVersion: 1, ReleaseLock: true})
+			Loan: loanDoc(user, sample.ID(c.stale)), LockID: a.ID, ItemVersion: 1, ReleaseLock: true})
 		if e, ok := errs.As(err); !ok || e.Code != schemas.CodeLockLost || e.Kind != errs.KindConflict {
 			t.Errorf("%s: a write under lock A after B took it over: %v, want %s", c.name, err, schemas.CodeLockLost)
 		}
 		if n := f.Count(t, "loan", "user_id = $1", user); n != 0 {
 			t.Errorf("%s: %d loans written under the lost lock A, want 0", c.name, n)
 		}
-		if n := f.Count(t, "item", "id = $1 AND version = 1 AND status_name <> 'Checked out'", records.SampleID(c.stale)); n != 1 {
+		if n := f.Count(t, "item", "id = $1 AND version = 1 AND status_name <> 'Checked out'", sample.ID(c.stale)); n != 1 {
 			t.Errorf("%s: the item of the refused write changed", c.name)
 		}
 		if _, err := locks.NewLocks(f.DB).Get(context.Background(), f.Tenant, b.ID); err != nil {
@@ -70,7 +70,7 @@ func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 
 		// Check-out 2's write under B goes through, and releases B.
 		w, err := lib.CreateCheckOutLoan(second, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
-			Loan: loanDoc(user, records.SampleID(c.fresh)), LockID: b.ID, ItemVersion: 1, ReleaseLock: true})
+			Loan: loanDoc(user, sample.ID(c.fresh)), LockID: b.ID, ItemVersion: 1, ReleaseLock: true})
 		if err != nil || !w.LockReleased {
 			t.Errorf("%s: the write under lock B: %v (released %v), want the loan and B released", c.name, err, w.LockReleased)
 		}
@@ -87,17 +87,17 @@ func TestFenceRefusesAWriteUnderALockTakenOver(t *testing.T) {
 // other. (mutations.txt: tenant-limit-count, tenant-item-write.)
 func TestTenantsSharingIDsStayApart(t *testing.T) {
 	t.Parallel()
-	a, b := dbtest.SetupLibrary(t, records.LoadData), dbtest.SetupLibrary(t, records.LoadData)
+	a, b := dbtest.SetupLibrary(t, sample.LoadData), dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(a.DB, testPolicy)
-	patron := records.SampleID("1004") // faculty
+	patron := sample.ID("1004") // faculty
 	open := a.Count(t, postgres.TableLoan, "user_id = $1 AND status_name = 'Open'", patron)
 	for _, f := range []dbtest.Fixture{a, b} {
-		setItemLimit(t, f, records.GroupFaculty, open+1)
+		setItemLimit(t, f, sample.GroupFaculty, open+1)
 	}
 	write := func(f dbtest.Fixture, barcode string) error {
 		_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: patron,
-			Loan: loanDoc(patron, records.SampleID(barcode)), ItemVersion: 1})
+			Loan: loanDoc(patron, sample.ID(barcode)), ItemVersion: 1})
 		return err
 	}
 	if err := write(a, "book-071"); err != nil {
@@ -114,10 +114,10 @@ func TestTenantsSharingIDsStayApart(t *testing.T) {
 		if n := f.Count(t, postgres.TableLoan, "user_id = $1 AND status_name = 'Open'", patron); n != open+1 {
 			t.Errorf("tenant %s: %d open loans, want %d", f.Tenant, n, open+1)
 		}
-		if n := f.Count(t, postgres.TableItem, "id = $1 AND version = 2 AND status_name = 'Checked out'", records.SampleID("book-071")); n != 1 {
+		if n := f.Count(t, postgres.TableItem, "id = $1 AND version = 2 AND status_name = 'Checked out'", sample.ID("book-071")); n != 1 {
 			t.Errorf("tenant %s: its book-071 not checked out once (version 2)", f.Tenant)
 		}
-		if n := f.Count(t, postgres.TableItem, "id = $1 AND version = 1 AND status_name = 'Available'", records.SampleID("book-072")); n != 1 {
+		if n := f.Count(t, postgres.TableItem, "id = $1 AND version = 1 AND status_name = 'Available'", sample.ID("book-072")); n != 1 {
 			t.Errorf("tenant %s: its book-072 changed", f.Tenant)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -22,7 +22,7 @@ import (
 // check-outs storage reads and writes with its lean statements.
 func setupLeanLibrary(t *testing.T) dbtest.Fixture {
 	t.Helper()
-	return lean(t, dbtest.SetupLibrary(t, records.LoadData))
+	return lean(t, dbtest.SetupLibrary(t, sample.LoadData))
 }
 
 // lean takes f's manual blocks, block limits, requests and gate row away.
@@ -73,19 +73,19 @@ func TestTheFirstBlockLimitOrRequestWritesTheGateRow(t *testing.T) {
 	first := map[string]func(f dbtest.Fixture, i int){
 		"manual block": func(f dbtest.Fixture, _ int) {
 			if _, err := newLibrary(f.DB, testPolicy).Create(ctx, f.Tenant, storage.ManualBlocks, uuid.NewString(), json.RawMessage(fmt.Sprintf(
-				`{"userId":%q,"type":"Manual","desc":"Lost the library's laptop","borrowing":true}`, records.SampleID("1004")))); err != nil {
+				`{"userId":%q,"type":"Manual","desc":"Lost the library's laptop","borrowing":true}`, sample.ID("1004")))); err != nil {
 				t.Fatal(err)
 			}
 		},
 		"block limit": func(f dbtest.Fixture, i int) {
-			blockOn(t, f, []string{storage.ConditionItemsChargedOut, storage.ConditionLostItems}[i], records.GroupGraduate, 3, false, "At most three")
+			blockOn(t, f, []string{storage.ConditionItemsChargedOut, storage.ConditionLostItems}[i], sample.GroupGraduate, 3, false, "At most three")
 		},
 		"request": func(f dbtest.Fixture, i int) {
-			request(t, f, records.SampleID("book-090"), []string{records.SampleID("1002"), records.SampleID("1004")}[i], i+1, "Open - Not yet filled")
+			request(t, f, sample.ID("book-090"), []string{sample.ID("1002"), sample.ID("1004")}[i], i+1, "Open - Not yet filled")
 		},
 	}
 	for name, write := range first {
-		f := lean(t, dbtest.LibraryIn(t, db, records.LoadData))
+		f := lean(t, dbtest.LibraryIn(t, db, sample.LoadData))
 		if n := gateRows(t, f, f.DB.Pool); n != 0 {
 			t.Fatalf("%s: %d gate rows before, want 0", name, n)
 		}
@@ -100,14 +100,14 @@ func TestTheFirstBlockLimitOrRequestWritesTheGateRow(t *testing.T) {
 	}
 	// The row is the record's transaction's: there with the record, and
 	// gone with it when that transaction is rolled back.
-	f := lean(t, dbtest.LibraryIn(t, db, records.LoadData))
+	f := lean(t, dbtest.LibraryIn(t, db, sample.LoadData))
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `INSERT INTO `+dbtest.View(f.Tenant, postgres.TableManualBlock)+` (id, jsonb)
-	  VALUES (gen_random_uuid(), jsonb_build_object('userId', $1::text, 'borrowing', true))`, records.SampleID("1004")); err != nil {
+	  VALUES (gen_random_uuid(), jsonb_build_object('userId', $1::text, 'borrowing', true))`, sample.ID("1004")); err != nil {
 		t.Fatal(err)
 	}
 	if inside := gateRows(t, f, tx); inside != 1 {
@@ -142,7 +142,7 @@ func TestALeanCheckOutMeetsTheGateWrittenMeanwhile(t *testing.T) {
 			Loan: loanDoc(user, item), ItemVersion: 1})
 		return err
 	}
-	alice, bob := records.SampleID("1001"), records.SampleID("1002")
+	alice, bob := sample.ID("1001"), sample.ID("1002")
 
 	t.Run("manual block", func(t *testing.T) {
 		f := setupLeanLibrary(t)
@@ -168,10 +168,10 @@ func TestALeanCheckOutMeetsTheGateWrittenMeanwhile(t *testing.T) {
 	t.Run("request", func(t *testing.T) {
 		f := setupLeanLibrary(t)
 		_, lib := instance(f)
-		if err := lend(lib, f, alice, records.SampleID("book-091")); err != nil {
+		if err := lend(lib, f, alice, sample.ID("book-091")); err != nil {
 			t.Fatalf("a lean write: %v", err)
 		}
-		item := records.SampleID("book-090")
+		item := sample.ID("book-090")
 		request(t, f, item, bob, 1, "Open - Not yet filled")
 		if err := lend(lib, f, alice, item); !dbtest.IsCode(err, schemas.CodeItemRequestedByAnotherPatron) {
 			t.Errorf("Alice's write of the item Bob requested meanwhile: %v, want %s", err, schemas.CodeItemRequestedByAnotherPatron)
@@ -192,14 +192,14 @@ func TestALeanCheckOutMeetsTheGateWrittenMeanwhile(t *testing.T) {
 		_, lib := instance(f)
 		user := uuid.NewString()
 		if _, err := newLibrary(f.DB, testPolicy).Create(ctx, f.Tenant, storage.Patrons, user, json.RawMessage(fmt.Sprintf(
-			`{"barcode":"charged","active":true,"patronGroup":%q,"personal":{"lastName":"Charged"}}`, records.GroupGraduate))); err != nil {
+			`{"barcode":"charged","active":true,"patronGroup":%q,"personal":{"lastName":"Charged"}}`, sample.GroupGraduate))); err != nil {
 			t.Fatal(err)
 		}
-		if err := lend(lib, f, user, records.SampleID("book-091")); err != nil {
+		if err := lend(lib, f, user, sample.ID("book-091")); err != nil {
 			t.Fatalf("a lean write: %v", err)
 		}
-		blockOn(t, f, storage.ConditionItemsChargedOut, records.GroupGraduate, 1, false, "At most one")
-		if err := lend(lib, f, user, records.SampleID("book-092")); !dbtest.IsCode(err, schemas.CodeUserBlockedAutomatically) {
+		blockOn(t, f, storage.ConditionItemsChargedOut, sample.GroupGraduate, 1, false, "At most one")
+		if err := lend(lib, f, user, sample.ID("book-092")); !dbtest.IsCode(err, schemas.CodeUserBlockedAutomatically) {
 			t.Errorf("a write past the limit set meanwhile: %v, want %s", err, schemas.CodeUserBlockedAutomatically)
 		}
 		if n := f.Count(t, postgres.TableLoan, "user_id = $1", user); n != 1 {
@@ -219,9 +219,9 @@ func TestALeanCheckOutMeetsTheGateWrittenMeanwhile(t *testing.T) {
 // (go test -v logs how many).
 func TestLeanStatementsLockNoGateTable(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
-	write, leanWrite := writeArgs(t, f.DB, f.Tenant, records.SampleID("1004"), records.SampleID("book-140"))
+	write, leanWrite := writeArgs(t, f.DB, f.Tenant, sample.ID("1004"), sample.ID("book-140"))
 	read, leanRead := readArgs(t, f.Tenant, "1004", "book-140")
 	gateTables := []postgres.TableName{postgres.TableManualBlock, postgres.TableBlockLimit, postgres.TableBlockCondition, postgres.TableRequest}
 	// locked is the relations of the shared schema the statement locked,

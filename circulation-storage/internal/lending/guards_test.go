@@ -9,7 +9,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/google/uuid"
@@ -32,9 +32,9 @@ func as(user, module string) context.Context {
 // history names who released it.
 func TestALockIsItsOwners(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	lib := newLibrary(f.DB, testPolicy)
-	alice := records.SampleID("1001")
+	alice := sample.ID("1001")
 	kiosk, operator := as("kiosk-1", "circulation"), as("operator-1", "circulation")
 	owner := storage.Caller{User: "kiosk-1", Module: "circulation"}
 	lock, _, err := locks.NewLocks(f.DB).Acquire(kiosk, f.Tenant, alice, uuid.NewString(), dbtest.TTL, owner.Holder())
@@ -49,7 +49,7 @@ func TestALockIsItsOwners(t *testing.T) {
 	}
 	// A write under it by another: the fence refuses, nothing written.
 	_, err = lib.CreateCheckOutLoan(operator, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
-		UserID: alice, Loan: loanDoc(alice, records.SampleID("book-001")), LockID: lock.ID, ItemVersion: 1, ReleaseLock: true})
+		UserID: alice, Loan: loanDoc(alice, sample.ID("book-001")), LockID: lock.ID, ItemVersion: 1, ReleaseLock: true})
 	if !dbtest.IsCode(err, schemas.CodeLockLost) {
 		t.Errorf("a write under another's lock: %v, want %s", err, schemas.CodeLockLost)
 	}
@@ -84,9 +84,9 @@ func TestALockIsItsOwners(t *testing.T) {
 // FOLIO's string form; a malformed value reads as not saying.
 func TestTheLockFeatureIsReadFromTheTenantsSetting(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
-	alice := records.SampleID("1001")
+	alice := sample.ID("1001")
 	settingID := uuid.NewString()
 	put := func(value string) {
 		t.Helper()
@@ -106,7 +106,7 @@ func TestTheLockFeatureIsReadFromTheTenantsSetting(t *testing.T) {
 	write := func(def bool) error {
 		n++
 		_, err := newLibrary(f.DB, Policy{LockFeatureDefault: def, EnforceUnscopedItemLimit: true}).CreateCheckOutLoan(ctx, f.Tenant,
-			storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice, Loan: loanDoc(alice, records.SampleID(fmt.Sprintf("book-%03d", 20+n))), ItemVersion: 1})
+			storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice, Loan: loanDoc(alice, sample.ID(fmt.Sprintf("book-%03d", 20+n))), ItemVersion: 1})
 		if err == nil {
 			// Check it back in, so the patron stays below her limit.
 			f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, "loan")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Closed"') WHERE user_id = $1`, alice)
@@ -153,10 +153,10 @@ func TestUnlockedWritesKeepTheLimit(t *testing.T) {
 // leaves it only without an open one; a check-in closes only an open loan.
 func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
-	alice, bob, item := records.SampleID("1001"), records.SampleID("1002"), records.SampleID("book-050")
+	alice, bob, item := sample.ID("1001"), sample.ID("1002"), sample.ID("book-050")
 	loanID := uuid.NewString()
 	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, Loan: loanDoc(alice, item), ItemVersion: 1}); err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 	}
 	itemDoc := func(status string) json.RawMessage {
 		return json.RawMessage(fmt.Sprintf(`{"title":"t","barcode":"book-050","status":{"name":%q},"materialTypeId":%q,"permanentLoanTypeId":%q}`,
-			status, records.MaterialBook, records.LoanTypeCanCirculate))
+			status, sample.MaterialBook, sample.LoanTypeCanCirculate))
 	}
 	for _, c := range []struct {
 		name string
@@ -179,9 +179,9 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 		{"delete while open", lib.Delete(ctx, f.Tenant, storage.Loans, loanID), schemas.CodeCheckInRequired},
 		{"item back to Available with its loan open", lib.Update(ctx, f.Tenant, storage.Items, item, 2, itemDoc("Available")),
 			schemas.CodeItemStatusByCirculation},
-		{"another item put Checked out", lib.Update(ctx, f.Tenant, storage.Items, records.SampleID("book-051"), 1,
+		{"another item put Checked out", lib.Update(ctx, f.Tenant, storage.Items, sample.ID("book-051"), 1,
 			json.RawMessage(fmt.Sprintf(`{"title":"t","barcode":"book-051","status":{"name":"Checked out"},"materialTypeId":%q,"permanentLoanTypeId":%q}`,
-				records.MaterialBook, records.LoanTypeCanCirculate))), schemas.CodeItemStatusByCirculation},
+				sample.MaterialBook, sample.LoanTypeCanCirculate))), schemas.CodeItemStatusByCirculation},
 		{"check in with another borrower", errOf(lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, Loan: doc(bob, "Closed"),
 			ItemVersion: 2, LoanVersion: 1})), schemas.CodeCheckInRequired},
 	} {
@@ -225,10 +225,10 @@ func TestPlainWritesKeepLoansAndItemsAsCirculationLeavesThem(t *testing.T) {
 // anything is read.
 func TestLoanWritesAreMadeAtTheVersionRead(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
-	alice, item := records.SampleID("1001"), records.SampleID("book-052")
+	alice, item := sample.ID("1001"), sample.ID("book-052")
 	// A policy that renews without a limit: only the version and the count
 	// read stand between a renewal and the loan.
 	renewingPolicy(t, f, lib, 0)

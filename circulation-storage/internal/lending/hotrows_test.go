@@ -9,7 +9,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -61,14 +61,14 @@ func TestCheckOutsShareNoRow(t *testing.T) {
 	const n = 3000
 	if _, err := db.Pool.Exec(ctx, postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT $1, md5('p' || g)::uuid, jsonb_build_object('id', md5('p' || g)::uuid, 'barcode', 'p' || g, 'active', true, 'patronGroup', $2::text)
-  FROM generate_series(1, $3::int) g`, postgres.TablePatron), string(tenant), records.GroupFaculty, n); err != nil {
+  FROM generate_series(1, $3::int) g`, postgres.TablePatron), string(tenant), sample.GroupFaculty, n); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Pool.Exec(ctx, postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT @tenant, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uuid, 'barcode', 'i' || g, '_version', 1,
        'status', jsonb_build_object('name', 'Available'), 'materialTypeId', @material_type::text, 'permanentLoanTypeId', @loan_type::text)
-  FROM generate_series(1, @n::int) g`, postgres.TableItem), pgx.StrictNamedArgs{"tenant": string(tenant), "material_type": records.MaterialBook,
-		"loan_type": records.LoanTypeCanCirculate, "n": n}); err != nil {
+  FROM generate_series(1, @n::int) g`, postgres.TableItem), pgx.StrictNamedArgs{"tenant": string(tenant), "material_type": sample.MaterialBook,
+		"loan_type": sample.LoanTypeCanCirculate, "n": n}); err != nil {
 		t.Fatal(err)
 	}
 	lib := newLibrary(db, testPolicy)
@@ -93,7 +93,7 @@ SELECT @tenant, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uui
 	}
 	defer func() { _ = held.Rollback(ctx) }()
 	if _, err := held.Exec(ctx, postgres.WithTables(`SELECT 1 FROM %s WHERE tenant_id = $1 AND id = $2 FOR KEY SHARE`, postgres.TableLoanPolicy),
-		string(tenant), records.PolicyStandard); err != nil {
+		string(tenant), sample.PolicyStandard); err != nil {
 		t.Fatal(err)
 	}
 	marked := map[string]int{}
@@ -156,7 +156,7 @@ func burst(t *testing.T, db *postgres.DB, lib library, tenant storage.Tenant, fi
 					continue
 				}
 				loan := fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedout","status":{"name":"Open"},"loanPolicyId":%q}`,
-					user, item, records.PolicyStandard)
+					user, item, sample.PolicyStandard)
 				if _, err := lib.CreateCheckOutLoan(ctx, tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user,
 					Loan: []byte(loan), ItemVersion: 1}); err != nil {
 					t.Errorf("check-out %d: %v", g, err)

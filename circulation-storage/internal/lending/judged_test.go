@@ -10,7 +10,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -30,11 +30,11 @@ import (
 // borrower, the item and the policy the same way.
 func TestTheCheckOutWriteJudgesTheBorrowerAndTheItem(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
-	alice, carol, frank, erin := records.SampleID("1001"), records.SampleID("1003"), records.SampleID("1006"), records.SampleID("1005")
-	lost := records.SampleID("book-110")
+	alice, carol, frank, erin := sample.ID("1001"), sample.ID("1003"), sample.ID("1006"), sample.ID("1005")
+	lost := sample.ID("book-110")
 	if _, err := f.DB.Pool.Exec(ctx, `UPDATE `+dbtest.View(f.Tenant, postgres.TableItem)+`
 		SET jsonb = jsonb_set(jsonb, '{status,name}', '"Declared lost"') WHERE id = $1`, lost); err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestTheCheckOutWriteJudgesTheBorrowerAndTheItem(t *testing.T) {
 		_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, w)
 		return err
 	}
-	reading := records.SampleID("reading-01")
+	reading := sample.ID("reading-01")
 	erinBlocked := []string{schemas.CodeUserBlockedManually}
 	for _, c := range []struct {
 		name       string
@@ -55,16 +55,16 @@ func TestTheCheckOutWriteJudgesTheBorrowerAndTheItem(t *testing.T) {
 		override   func(*storage.CheckOutWrite)
 		want       []string
 	}{
-		{"an inactive borrower", carol, records.SampleID("book-111"), nil, []string{schemas.CodeUserInactive}},
-		{"an expired borrower", frank, records.SampleID("book-112"), nil, []string{schemas.CodeUserInactive}},
+		{"an inactive borrower", carol, sample.ID("book-111"), nil, []string{schemas.CodeUserInactive}},
+		{"an expired borrower", frank, sample.ID("book-112"), nil, []string{schemas.CodeUserInactive}},
 		{"an item declared lost", alice, lost, nil, []string{schemas.CodeItemStatusRefused}},
 		{"an item its policy does not lend", alice, reading, nil, []string{schemas.CodeItemNotLoanable}},
 		{"an inactive borrower and a lost item, both said", carol, lost, nil, []string{schemas.CodeUserInactive, schemas.CodeItemStatusRefused}},
-		{"an inactive borrower and an item another patron's request waits for, both said", carol, records.SampleID("book-020"), nil,
+		{"an inactive borrower and an item another patron's request waits for, both said", carol, sample.ID("book-020"), nil,
 			[]string{schemas.CodeUserInactive, schemas.CodeItemRequestedByAnotherPatron}},
-		{"an inactive borrower, overrides or not", carol, records.SampleID("book-111"),
+		{"an inactive borrower, overrides or not", carol, sample.ID("book-111"),
 			func(w *storage.CheckOutWrite) { w.OverridePatronBlock, w.OverrideItemNotLoanable = true, true }, []string{schemas.CodeUserInactive}},
-		{"a borrower blocked by hand (the full write)", erin, records.SampleID("book-113"), nil, erinBlocked},
+		{"a borrower blocked by hand (the full write)", erin, sample.ID("book-113"), nil, erinBlocked},
 	} {
 		before := f.Count(t, postgres.TableLoan, "true")
 		err := write(c.user, c.item, c.override)
@@ -82,12 +82,12 @@ func TestTheCheckOutWriteJudgesTheBorrowerAndTheItem(t *testing.T) {
 	if err := write(alice, reading, func(w *storage.CheckOutWrite) { w.OverrideItemNotLoanable = true }); err != nil {
 		t.Errorf("an item its policy does not lend, overridden: %v", err)
 	}
-	if err := write(erin, records.SampleID("book-113"), func(w *storage.CheckOutWrite) { w.OverridePatronBlock = true }); err != nil {
+	if err := write(erin, sample.ID("book-113"), func(w *storage.CheckOutWrite) { w.OverridePatronBlock = true }); err != nil {
 		t.Errorf("a borrower blocked by hand, overridden: %v", err)
 	}
 
 	// The lean write, for a tenant without a gate row (gate.go).
-	lean := dbtest.SetupLibrary(t, records.LoadData)
+	lean := dbtest.SetupLibrary(t, sample.LoadData)
 	lean.Exec(t, `DELETE FROM `+postgres.Table(postgres.TableTenantGate)+` WHERE tenant_id = $1`, string(lean.Tenant))
 	leanLib := newLibrary(lean.DB, testPolicy)
 	if leanLib.db.Gates.Has(lean.Tenant) {
@@ -97,7 +97,7 @@ func TestTheCheckOutWriteJudgesTheBorrowerAndTheItem(t *testing.T) {
 		name, user, item string
 		want             []string
 	}{
-		{"an inactive borrower (lean)", carol, records.SampleID("book-111"), []string{schemas.CodeUserInactive}},
+		{"an inactive borrower (lean)", carol, sample.ID("book-111"), []string{schemas.CodeUserInactive}},
 		{"an item its policy does not lend (lean)", alice, reading, []string{schemas.CodeItemNotLoanable}},
 	} {
 		before := lean.Count(t, postgres.TableLoan, "true")
@@ -119,7 +119,7 @@ func TestTheCheckOutWriteJudgesTheBorrowerAndTheItem(t *testing.T) {
 // write moved on is LOAN_CHANGED first, to be read and judged again.
 func TestTheRenewalWriteJudgesEveryRule(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
 	// One policy for everything: renewable once, not while a hold waits.
@@ -141,7 +141,7 @@ func TestTheRenewalWriteJudgesEveryRule(t *testing.T) {
 		_, err := lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: id, Loan: doc, LoanVersion: version, RenewalCount: count})
 		return err
 	}
-	alice, bob, dave, erin := records.SampleID("1001"), records.SampleID("1002"), records.SampleID("1004"), records.SampleID("1005")
+	alice, bob, dave, erin := sample.ID("1001"), sample.ID("1002"), sample.ID("1004"), sample.ID("1005")
 	later := "2026-12-22T10:00:00.000Z"
 	check := func(name string, err error, loan string, version int, want ...string) {
 		t.Helper()
@@ -153,44 +153,44 @@ func TestTheRenewalWriteJudgesEveryRule(t *testing.T) {
 		}
 	}
 
-	once := lend(alice, records.SampleID("book-121"), false)
-	if err := renew(once, alice, records.SampleID("book-121"), 1, 0, later); err != nil {
+	once := lend(alice, sample.ID("book-121"), false)
+	if err := renew(once, alice, sample.ID("book-121"), 1, 0, later); err != nil {
 		t.Fatalf("the first renewal: %v", err)
 	}
-	check("a second renewal, at the policy's limit", renew(once, alice, records.SampleID("book-121"), 2, 1, "2027-01-12T10:00:00.000Z"),
+	check("a second renewal, at the policy's limit", renew(once, alice, sample.ID("book-121"), 2, 1, "2027-01-12T10:00:00.000Z"),
 		once, 2, schemas.CodeLoanRenewalLimitReached)
-	check("a renewal read before the first", renew(once, alice, records.SampleID("book-121"), 1, 0, later), once, 2, schemas.CodeLoanChanged)
+	check("a renewal read before the first", renew(once, alice, sample.ID("book-121"), 1, 0, later), once, 2, schemas.CodeLoanChanged)
 
-	same := lend(alice, records.SampleID("book-122"), false)
-	check("a renewal that does not move the due date", renew(same, alice, records.SampleID("book-122"), 1, 0, "2026-12-01T10:00:00.000Z"),
+	same := lend(alice, sample.ID("book-122"), false)
+	check("a renewal that does not move the due date", renew(same, alice, sample.ID("book-122"), 1, 0, "2026-12-01T10:00:00.000Z"),
 		same, 1, schemas.CodeRenewalWouldNotChangeDueDate)
 
-	held := lend(alice, records.SampleID("book-123"), false)
-	request(t, f, records.SampleID("book-123"), dave, 1, "Open - Not yet filled")
-	check("a renewal with a hold waiting", renew(held, alice, records.SampleID("book-123"), 1, 0, later), held, 1,
+	held := lend(alice, sample.ID("book-123"), false)
+	request(t, f, sample.ID("book-123"), dave, 1, "Open - Not yet filled")
+	check("a renewal with a hold waiting", renew(held, alice, sample.ID("book-123"), 1, 0, later), held, 1,
 		schemas.CodeRenewalBlockedByHoldRequest)
 
-	gone := lend(bob, records.SampleID("book-124"), false)
+	gone := lend(bob, sample.ID("book-124"), false)
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TablePatron)+` SET jsonb = jsonb_set(jsonb, '{active}', 'false') WHERE id = $1`, bob)
-	check("a renewal for an inactive borrower", renew(gone, bob, records.SampleID("book-124"), 1, 0, later), gone, 1,
+	check("a renewal for an inactive borrower", renew(gone, bob, sample.ID("book-124"), 1, 0, later), gone, 1,
 		schemas.CodeUserIsInactiveOrExpired)
 
-	blocked := lend(erin, records.SampleID("book-125"), true)
-	check("a renewal for a borrower blocked from renewing", renew(blocked, erin, records.SampleID("book-125"), 1, 0, later), blocked, 1,
+	blocked := lend(erin, sample.ID("book-125"), true)
+	check("a renewal for a borrower blocked from renewing", renew(blocked, erin, sample.ID("book-125"), 1, 0, later), blocked, 1,
 		schemas.CodeUserBlockedManually)
 
-	claimed := lend(dave, records.SampleID("book-126"), false)
+	claimed := lend(dave, sample.ID("book-126"), false)
 	if err := lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: claimed, ItemVersion: 2, LoanVersion: 1,
 		Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-12-01T10:00:00.000Z",
-		  "action":"claimedReturned","claimedReturnedDate":"2026-02-01T10:00:00.000Z","status":{"name":"Open"}}`, dave, records.SampleID("book-126")))}); err != nil {
+		  "action":"claimedReturned","claimedReturnedDate":"2026-02-01T10:00:00.000Z","status":{"name":"Open"}}`, dave, sample.ID("book-126")))}); err != nil {
 		t.Fatal(err)
 	}
-	check("a renewal of an item claimed returned", renew(claimed, dave, records.SampleID("book-126"), 2, 0, later), claimed, 2,
+	check("a renewal of an item claimed returned", renew(claimed, dave, sample.ID("book-126"), 2, 0, later), claimed, 2,
 		schemas.CodeItemClaimedReturnedNotRenewable)
 
-	lent := lend(dave, records.SampleID("book-127"), false)
+	lent := lend(dave, sample.ID("book-127"), false)
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoanPolicy)+` SET jsonb = jsonb_set(jsonb, '{loanable}', 'false') WHERE id = $1`, policy)
-	check("a renewal under a policy that no longer lends", renew(lent, dave, records.SampleID("book-127"), 1, 0, later), lent, 1,
+	check("a renewal under a policy that no longer lends", renew(lent, dave, sample.ID("book-127"), 1, 0, later), lent, 1,
 		schemas.CodeItemNotLoanable)
 }
 
@@ -202,24 +202,24 @@ func TestTheRenewalWriteJudgesEveryRule(t *testing.T) {
 // written; the patron block override lifts it from the check-out.
 func TestTheWritesJudgeAutomatedBlocks(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableBlockCondition)+`
 		SET jsonb = jsonb || '{"blockBorrowing":true,"blockRenewals":true,"message":"Too many lost items"}' WHERE id = $1`,
 		storage.ConditionLostItems)
 	if _, err := lib.Create(ctx, f.Tenant, storage.PatronBlockLimits, uuid.NewString(), json.RawMessage(fmt.Sprintf(
-		`{"patronGroupId":%q,"conditionId":%q,"value":0}`, records.GroupUndergrad, storage.ConditionLostItems))); err != nil {
+		`{"patronGroupId":%q,"conditionId":%q,"value":0}`, sample.GroupUndergrad, storage.ConditionLostItems))); err != nil {
 		t.Fatal(err)
 	}
 	// Loans renewable: the block is then the renewal's one reason.
 	renewingPolicy(t, f, lib, 0)
-	alice := records.SampleID("1001")
+	alice := sample.ID("1001")
 	doc := func(item, fields string) json.RawMessage {
 		return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2099-12-01T10:00:00.000Z",
 		  "status":{"name":"Open"},%s}`, alice, item, fields))
 	}
-	lost, kept := records.SampleID("book-131"), records.SampleID("book-132")
+	lost, kept := sample.ID("book-131"), sample.ID("book-132")
 	lostLoan, keptLoan := uuid.NewString(), uuid.NewString()
 	for id, item := range map[string]string{lostLoan: lost, keptLoan: kept} {
 		if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: id, UserID: alice, Loan: doc(item, `"action":"checkedout"`),
@@ -231,7 +231,7 @@ func TestTheWritesJudgeAutomatedBlocks(t *testing.T) {
 		Loan: doc(lost, `"action":"declaredLost","declaredLostDate":"2026-02-01T10:00:00.000Z"`)}); err != nil {
 		t.Fatal(err)
 	}
-	next := records.SampleID("book-133")
+	next := sample.ID("book-133")
 	before := f.Count(t, postgres.TableLoan, "true")
 	_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
 		Loan: doc(next, `"action":"checkedout"`), ItemVersion: 1})

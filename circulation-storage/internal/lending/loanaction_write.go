@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -26,8 +26,8 @@ var loanActionItemSQL = func() map[string]string {
 
 // loanActionGuard holds a loan action to what it is: the loan open, and
 // open still, its borrower's and of its item.
-var loanActionGuard = &records.Guard{
-	Cond: `status_name = ` + postgres.Lit(schemas.LoanOpen) + ` AND ` + records.NewStatus + ` = ` + postgres.Lit(schemas.LoanOpen) + `
+var loanActionGuard = &record.Guard{
+	Cond: `status_name = ` + postgres.Lit(schemas.LoanOpen) + ` AND ` + record.NewStatus + ` = ` + postgres.Lit(schemas.LoanOpen) + `
            AND user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid`,
 	State: `status_name`,
 	Why: func(id string, state []any, doc json.RawMessage) error {
@@ -44,7 +44,7 @@ var loanActionGuard = &records.Guard{
 // replaced at the version the action read, in one transaction. The
 // triggers of migration 9 announce both changes.
 func (s *Loans) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanActionWrite) error {
-	action := records.FieldValue(w.Loan, "action")
+	action := record.FieldValue(w.Loan, "action")
 	status, ok := storage.LoanActionItemStatus[action]
 	if !ok {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
@@ -58,7 +58,7 @@ func (s *Loans) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanA
 		if err := writeItemStatus(ctx, tx, t, loanActionItemSQL[status], w.Loan, w.ItemVersion, "change"); err != nil {
 			return err
 		}
-		err := records.Update(ctx, tx, t, storage.Loans, w.LoanID, w.LoanVersion, w.Loan, loanActionGuard)
+		err := record.Update(ctx, tx, t, storage.Loans, w.LoanID, w.LoanVersion, w.Loan, loanActionGuard)
 		return loanChanged(ctx, tx, t, err, w.LoanID, "marked "+status)
 	})
 }

@@ -14,7 +14,7 @@ type library struct {
 
 // newLibrary is a library of db whose loan writes apply policy.
 func newLibrary(db *postgres.DB, policy Policy) library {
-	return library{Records: NewRecords(db), Loans: NewLoans(db, policy, testBursts)}
+	return library{Records: records.NewRecords(db), Loans: NewLoans(db, policy, testBursts)}
 }
 
 // testBursts bounds the patrons' bursts of a test's loan writes.

@@ -16,6 +16,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
 )
 
@@ -134,7 +135,7 @@ func (m *machine) checkIn(t *rapid.T) {
 	}
 	it := m.state[item]
 	doc := m.loanDoc(t, it.loan.id, map[string]any{"status": map[string]any{"name": "Closed"}, "action": "checkedin",
-		"returnDate": stamp(0), "checkinServicePointId": records.ServicePointDesk1})
+		"returnDate": stamp(0), "checkinServicePointId": sample.ServicePointDesk1})
 	_, err := m.lib.CheckInLoan(m.ctx, m.f.Tenant, storage.CheckInWrite{LoanID: it.loan.id, Loan: doc, ItemVersion: m.itemVersion(t, item),
 		LoanVersion: it.loan.version})
 	m.judged(t, "check-in", true, err)
@@ -345,7 +346,7 @@ func TestTheWritesFollowTheModel(t *testing.T) {
 	t.Parallel()
 	f := setupLeanLibrary(t)
 	ctx := context.Background()
-	lib := library{Records: NewRecords(f.DB), Loans: NewLoans(f.DB, testPolicy, testBursts)}
+	lib := library{Records: records.NewRecords(f.DB), Loans: NewLoans(f.DB, testPolicy, testBursts)}
 	policy := uuid.NewString()
 	if _, err := lib.Create(ctx, f.Tenant, storage.LoanPolicies, policy, json.RawMessage(fmt.Sprintf(`{"name":"The model's","loanable":true,
 	  "renewable":true,"loansPolicy":{"profileId":"Rolling","period":{"duration":3,"intervalId":"Weeks"},"itemLimit":%d},
@@ -353,7 +354,7 @@ func TestTheWritesFollowTheModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, storage.CirculationRules{FallbackLoanPolicyID: policy,
-		FallbackRequestPolicyID: records.SampleRules.FallbackRequestPolicyID, Rules: []storage.CirculationRule{}}); err != nil {
+		FallbackRequestPolicyID: sample.Rules.FallbackRequestPolicyID, Rules: []storage.CirculationRule{}}); err != nil {
 		t.Fatal(err)
 	}
 	rapid.Check(t, func(t *rapid.T) {
@@ -361,7 +362,7 @@ func TestTheWritesFollowTheModel(t *testing.T) {
 		for i := range 2 {
 			id := uuid.NewString()
 			if _, err := lib.Create(ctx, f.Tenant, storage.Patrons, id, json.RawMessage(fmt.Sprintf(
-				`{"barcode":"model-%s","active":true,"patronGroup":%q,"personal":{"lastName":"Model %d"}}`, id, records.GroupStaff, i))); err != nil {
+				`{"barcode":"model-%s","active":true,"patronGroup":%q,"personal":{"lastName":"Model %d"}}`, id, sample.GroupStaff, i))); err != nil {
 				t.Fatal(err)
 			}
 			m.patrons = append(m.patrons, id)
@@ -370,7 +371,7 @@ func TestTheWritesFollowTheModel(t *testing.T) {
 			id := uuid.NewString()
 			if _, err := lib.Create(ctx, f.Tenant, storage.Items, id, json.RawMessage(fmt.Sprintf(
 				`{"barcode":"model-%s","title":"Model","status":{"name":"Available"},"materialTypeId":%q,"permanentLoanTypeId":%q}`,
-				id, records.MaterialBook, records.LoanTypeCanCirculate))); err != nil {
+				id, sample.MaterialBook, sample.LoanTypeCanCirculate))); err != nil {
 				t.Fatal(err)
 			}
 			m.items = append(m.items, id)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -23,7 +23,7 @@ import (
 // (the database on this machine): go test -run '^$' -bench
 // CheckOutWriteEvents ./circulation-storage/internal/postgres.
 func BenchmarkCheckOutWriteEvents(b *testing.B) {
-	f := dbtest.SetupLibrary(b, records.LoadData)
+	f := dbtest.SetupLibrary(b, sample.LoadData)
 	lib := newLibrary(f.DB, testPolicy)
 	ctx := storage.WithCaller(context.Background(), storage.Caller{User: "kiosk-1", Module: "circulation"})
 	conn, err := f.DB.Pool.Acquire(ctx)
@@ -35,7 +35,7 @@ func BenchmarkCheckOutWriteEvents(b *testing.B) {
 	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 		b.Fatal(err)
 	}
-	user, item := records.SampleID("1001"), records.SampleID("book-061")
+	user, item := sample.ID("1001"), sample.ID("book-061")
 	version := 1
 	// Write checks out the item with the session's events on or off, and
 	// returns the server's CPU for the write; then puts the loan away with

@@ -11,7 +11,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -40,20 +40,20 @@ func busyTenant(t *testing.T, n int) (*postgres.DB, storage.Tenant) {
 	patrons := max(n/10, 1)
 	exec(postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT $1, md5('p' || g)::uuid, jsonb_build_object('id', md5('p' || g)::uuid, 'barcode', 'p' || g, 'active', true, 'patronGroup', $2::text)
-  FROM generate_series(1, $3::int) g`, postgres.TablePatron), string(tenant), records.GroupUndergrad, patrons)
+  FROM generate_series(1, $3::int) g`, postgres.TablePatron), string(tenant), sample.GroupUndergrad, patrons)
 	exec(postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT @tenant, md5('i' || g)::uuid, jsonb_build_object('id', md5('i' || g)::uuid, 'barcode', 'i' || g, '_version', 1,
        'status', jsonb_build_object('name', CASE WHEN g = 0 THEN 'Available' ELSE 'Checked out' END),
        'materialTypeId', @material_type::text, 'permanentLoanTypeId', @loan_type::text)
-  FROM generate_series(0, @n::int) g`, postgres.TableItem), pgx.StrictNamedArgs{"tenant": string(tenant), "material_type": records.MaterialBook,
-		"loan_type": records.LoanTypeCanCirculate, "n": n})
+  FROM generate_series(0, @n::int) g`, postgres.TableItem), pgx.StrictNamedArgs{"tenant": string(tenant), "material_type": sample.MaterialBook,
+		"loan_type": sample.LoanTypeCanCirculate, "n": n})
 	loans := func(from, to int) {
 		exec(postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb)
 SELECT @tenant, gen_random_uuid(), jsonb_build_object('userId', md5('p' || (g %% @patrons::int + 1))::uuid,
        'itemId', md5('i' || g)::uuid, 'loanPolicyId', @policy::text,
        'status', jsonb_build_object('name', 'Open'), 'loanDate', '2026-01-01T10:00:00.000Z', 'action', 'checkedout')
   FROM generate_series(@from::int, @to::int) g`, postgres.TableLoan),
-			pgx.StrictNamedArgs{"tenant": string(tenant), "policy": records.PolicyStandard, "patrons": patrons, "from": from, "to": to})
+			pgx.StrictNamedArgs{"tenant": string(tenant), "policy": sample.PolicyStandard, "patrons": patrons, "from": from, "to": to})
 	}
 	// The statistics are taken while the tenant has a few loans and no
 	// request.
@@ -92,7 +92,7 @@ func sampleDatabase(t *testing.T, conns int32) (*postgres.DB, storage.Tenant) {
 	}
 	t.Cleanup(func() { dbtest.CloseWithin(t, db, 10*time.Second) })
 	tenant := storage.Tenant(pgtest.TenantID())
-	if _, err := tenants.NewTenants(db, dbtest.Discard, records.LoadData).Init(context.Background(), tenant, storage.TenantAttributes{ModuleTo: "m",
+	if _, err := tenants.NewTenants(db, dbtest.Discard, sample.LoadData).Init(context.Background(), tenant, storage.TenantAttributes{ModuleTo: "m",
 		Parameters: []errs.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
 		t.Fatal(err)
 	}

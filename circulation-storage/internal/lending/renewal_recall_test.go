@@ -12,7 +12,7 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 )
 
 // TestARenewalAndARecallAreDecidedOneAfterTheOther: a renewal of a loan
@@ -29,7 +29,7 @@ import (
 // loan, and only the item's queue, which the renewal takes, orders them.
 func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
 	policy := renewingPolicy(t, f, lib, 0)
@@ -38,10 +38,10 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 	// weeks shortens it.
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoanPolicy)+` SET jsonb = jsonb || '{"requestManagement":{"recalls":
 		{"recallReturnInterval":{"duration":2,"intervalId":"Weeks"}}}}' WHERE id = $1`, policy)
-	alice, bob := records.SampleID("1001"), records.SampleID("1002")
+	alice, bob := sample.ID("1001"), sample.ID("1002")
 	stamp := func(d time.Duration) string { return time.Now().Add(d).UTC().Format("2006-01-02T15:04:05.000Z") }
 	for round := range 20 {
-		item := records.SampleID(fmt.Sprintf("book-%03d", 101+round))
+		item := sample.ID(fmt.Sprintf("book-%03d", 101+round))
 		kind := []string{"Recall", "Hold"}[round%2]
 		loanID := uuid.NewString()
 		loan := func(due, action string, count int) json.RawMessage {
@@ -52,7 +52,7 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 			Loan: loan(stamp(24*time.Hour), "checkedout", 0), ItemVersion: 1}); err != nil {
 			t.Fatalf("round %d: check-out: %v", round, err)
 		}
-		row := hold(t, f, postgres.TableLoan, loanID)
+		row := dbtest.Hold(t, f, postgres.TableLoan, loanID)
 		renewed := make(chan error, 1)
 		go func() {
 			_, err := lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: loanID, LoanVersion: 1, RenewalCount: 0,
@@ -60,7 +60,7 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 			renewed <- err
 		}()
 		var renewal int
-		dbtest.Eventually(t, "the renewal waiting for the loan's row", func() bool { renewal = row.blocked(t, f); return renewal != 0 })
+		dbtest.Eventually(t, "the renewal waiting for the loan's row", func() bool { renewal = row.Blocked(t, f); return renewal != 0 })
 		recalled := make(chan error, 1)
 		go func() {
 			_, err := lib.Create(storage.WithRequestRules(ctx), f.Tenant, storage.Requests, uuid.NewString(), placeDoc(kind, bob, item))
@@ -79,7 +79,7 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 		})
 		// The request placed while the renewal ran, not waiting for it.
 		placedMeanwhile := recallDone && recallErr == nil
-		row.let(t)
+		row.Let(t)
 		renewErr := <-renewed
 		if !recallDone {
 			recallErr = <-recalled

@@ -7,7 +7,9 @@ import (
 	"strconv"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/record"
+	"github.com/checkoutlock/circulation-storage/internal/requests"
+	"github.com/checkoutlock/circulation-storage/internal/rules"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -37,22 +39,22 @@ func renewSQL() string {
 WITH recall AS (
     SELECT ` + openRecallSQL(request, itemID, "@tenant") + ` AS open
 ), u AS (
-    SELECT p.patron_group_id, ` + patronActiveSQL("p") + ` AS active
+    SELECT p.patron_group_id, ` + rules.PatronActiveSQL("p") + ` AS active
       FROM ` + patron + ` p WHERE p.tenant_id = @tenant AND p.id = ` + user + `
 ), i AS (
     SELECT status_name, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id
       FROM ` + item + ` WHERE tenant_id = @tenant AND id = ` + itemID + `
-), m AS (` + policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
+), m AS (` + rules.PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
 		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `
 ), lp AS (
     SELECT lp.jsonb FROM m JOIN ` + policy + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
-), head AS (` + queueHeadSQL(request, itemID, "@tenant") + `
+), head AS (` + requests.QueueHeadSQL(request, itemID, "@tenant") + `
 ), judged AS (
     SELECT NOT coalesce((SELECT active FROM u), true) AS inactive,
-           ` + manuallyBlockedSQL(user, "renewals") + ` AS blocked,
+           ` + rules.ManuallyBlockedSQL(user, "renewals") + ` AS blocked,
            (SELECT jsonb_agg(jsonb_build_object('condition', b ->> 'patronBlockConditionId', 'message', b ->> 'message')
                              ORDER BY b ->> 'patronBlockConditionId')
-              FROM jsonb_array_elements(coalesce(` + automatedBlocksSQL("@tenant", user, "(SELECT patron_group_id FROM u)") + `, '[]'::jsonb)) b
+              FROM jsonb_array_elements(coalesce(` + rules.AutomatedBlocksSQL("@tenant", user, "(SELECT patron_group_id FROM u)") + `, '[]'::jsonb)) b
              WHERE (b ->> 'blockRenewals')::boolean) AS automated,
            NOT EXISTS (SELECT 1 FROM lp) AS no_policy,
            NOT coalesce((SELECT (jsonb ->> 'loanable')::boolean FROM lp), true) AS not_loanable,
@@ -71,7 +73,7 @@ WITH recall AS (
       FROM judged
 ), renewed AS (
     UPDATE ` + loan + ` AS rec
-       SET jsonb = ` + records.WithMetadata(records.WithID(storage.Loans, "@loan_id", "@loan", `to_jsonb(rec.version + 1)`), "@metadata_user", true) + `
+       SET jsonb = ` + record.WithMetadata(record.WithID(storage.Loans, "@loan_id", "@loan", `to_jsonb(rec.version + 1)`), "@metadata_user", true) + `
      WHERE rec.tenant_id = @tenant AND rec.id = @loan_id::uuid AND rec.status_name = ` + postgres.Lit(schemas.LoanOpen) + ` AND rec.version = @version::integer
        AND coalesce((rec.jsonb ->> 'renewalCount')::integer, 0) = @count::integer
        AND rec.user_id = (@loan::jsonb ->> 'userId')::uuid AND rec.item_id = (@loan::jsonb ->> 'itemId')::uuid
@@ -188,9 +190,9 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 		// judges the renewed loan): never each from what it read before
 		// the other committed.
 		b := &pgx.Batch{}
-		b.Queue(itemRowSQL, records.FieldValue(w.Loan, "itemId"), string(t))
+		b.Queue(itemRowSQL, record.FieldValue(w.Loan, "itemId"), string(t))
 		b.Queue(renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,
-			"loan": w.Loan, "version": w.LoanVersion, "count": w.RenewalCount, "metadata_user": records.MetadataUser(ctx),
+			"loan": w.Loan, "version": w.LoanVersion, "count": w.RenewalCount, "metadata_user": record.MetadataUser(ctx),
 			"not_renewed": statuses})).Query(func(rows pgx.Rows) error {
 			var err error
 			v, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[renewalVerdict])
@@ -200,7 +202,7 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 	})
 	switch {
 	case err != nil:
-		return nil, records.InterpretWrite(err, t, storage.Loans, w.Loan)
+		return nil, record.InterpretWrite(err, t, storage.Loans, w.Loan)
 	case v.Stored != nil:
 		return v.Stored, nil
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -79,7 +79,7 @@ func checkedOut(t *testing.T, f dbtest.Fixture, lib library, user, item, due, mo
 	}
 	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: id, UserID: user, ItemVersion: 1,
 		Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":%q,"dueDate":%q,"loanPolicyId":%q,
-		  "action":"checkedout","status":{"name":"Open"}%s}`, user, item, stamp(-7*24*time.Hour), due, records.PolicyStandard, more))}); err != nil {
+		  "action":"checkedout","status":{"name":"Open"}%s}`, user, item, stamp(-7*24*time.Hour), due, sample.PolicyStandard, more))}); err != nil {
 		t.Fatalf("the loan of %s: %v", item, err)
 	}
 	return storedLoan(t, f, id)
@@ -114,11 +114,11 @@ func storedLoan(t *testing.T, f dbtest.Fixture, id string) map[string]any {
 // the limits, the recall holds.
 func TestAutomatedBlocksStopRequests(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := storage.WithRequestRules(context.Background())
 	lib := newLibrary(f.DB, testPolicy)
-	alice, dave := records.SampleID("1001"), records.SampleID("1004")
-	alices, mine, overdue, lost := records.SampleID("book-061"), records.SampleID("book-062"), records.SampleID("book-063"), records.SampleID("book-064")
+	alice, dave := sample.ID("1001"), sample.ID("1004")
+	alices, mine, overdue, lost := sample.ID("book-061"), sample.ID("book-062"), sample.ID("book-063"), sample.ID("book-064")
 	loan := checkedOut(t, f, lib, alice, alices, stamp(14*24*time.Hour), "")
 	checkedOut(t, f, lib, dave, mine, stamp(14*24*time.Hour), "")
 	overdueLoan := checkedOut(t, f, lib, dave, overdue, stamp(-time.Hour), "")
@@ -126,9 +126,9 @@ func TestAutomatedBlocksStopRequests(t *testing.T) {
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableItem)+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Declared lost"') WHERE id = $1`, lost)
 	// Three charged out, the lost one among them, above the limit of one;
 	// one overdue, above none.
-	chargedOut := blockRequestsOn(t, f, storage.ConditionItemsChargedOut, records.GroupFaculty, 1, "You have reached the maximum number of items charged out")
-	blockRequestsOn(t, f, storage.ConditionOverdueItems, records.GroupFaculty, 0, "")
-	blockOn(t, f, storage.ConditionLostItems, records.GroupFaculty, 0, true, "Lost items")
+	chargedOut := blockRequestsOn(t, f, storage.ConditionItemsChargedOut, sample.GroupFaculty, 1, "You have reached the maximum number of items charged out")
+	blockRequestsOn(t, f, storage.ConditionOverdueItems, sample.GroupFaculty, 0, "")
+	blockOn(t, f, storage.ConditionLostItems, sample.GroupFaculty, 0, true, "Lost items")
 	blocked := []string{
 		schemas.CodeUserBlockedAutomatically + ": You have reached the maximum number of items charged out {patronBlockConditionId=" + storage.ConditionItemsChargedOut + "}",
 		schemas.CodeUserBlockedAutomatically + ": Maximum number of overdue items {patronBlockConditionId=" + storage.ConditionOverdueItems + "}",
@@ -180,15 +180,15 @@ func TestAutomatedBlocksStopRequests(t *testing.T) {
 // leaves the loan alone.
 func TestARecallMarksTheLoanItDoesNotShorten(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := storage.WithRequestRules(context.Background())
 	lib := newLibrary(f.DB, testPolicy)
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoanPolicy)+` SET jsonb = jsonb || '{"requestManagement":{"recalls":
-		{"recallReturnInterval":{"duration":2,"intervalId":"Months"}}}}' WHERE id = $1`, records.PolicyStandard)
-	alice, bob, dave := records.SampleID("1001"), records.SampleID("1002"), records.SampleID("1004")
+		{"recallReturnInterval":{"duration":2,"intervalId":"Months"}}}}' WHERE id = $1`, sample.PolicyStandard)
+	alice, bob, dave := sample.ID("1001"), sample.ID("1002"), sample.ID("1004")
 	for _, c := range []struct{ name, item, due string }{
-		{"due in two days", records.SampleID("book-065"), stamp(48 * time.Hour)},
-		{"overdue", records.SampleID("book-066"), stamp(-time.Hour)},
+		{"due in two days", sample.ID("book-065"), stamp(48 * time.Hour)},
+		{"overdue", sample.ID("book-066"), stamp(-time.Hour)},
 	} {
 		loan := checkedOut(t, f, lib, alice, c.item, c.due,
 			`"actionComment":"Overridden at the desk","reminders":{"lastFeeBilled":{"number":1,"date":"2026-01-08T10:00:00.000Z"}}`)

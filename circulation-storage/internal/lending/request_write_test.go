@@ -11,7 +11,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/google/uuid"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -24,7 +24,7 @@ import (
 func placeDoc(kind, requester, item string) json.RawMessage {
 	return json.RawMessage(fmt.Sprintf(`{"requestType":%q,"requestLevel":"Item","requestDate":"2026-02-01T10:00:00.000Z",
 	  "requesterId":%q,"itemId":%q,"status":"Open - Not yet filled","fulfillmentPreference":"Hold Shelf","pickupServicePointId":%q}`,
-		kind, requester, item, records.ServicePointDesk1))
+		kind, requester, item, sample.ServicePointDesk1))
 }
 
 // refusedCodes is the codes of a refusal, in order.
@@ -48,13 +48,13 @@ func refusedCodes(err error) []string {
 // write without the rules stores the request as sent.
 func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := storage.WithRequestRules(context.Background())
 	lib := newLibrary(f.DB, testPolicy)
-	alice, bob, carol, erin := records.SampleID("1001"), records.SampleID("1002"), records.SampleID("1003"), records.SampleID("1005")
-	available, out := records.SampleID("book-101"), records.SampleID("book-102")
+	alice, bob, carol, erin := sample.ID("1001"), sample.ID("1002"), sample.ID("1003"), sample.ID("1005")
+	available, out := sample.ID("book-101"), sample.ID("book-102")
 	loan := json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2099-01-22T10:00:00.000Z",
-	  "loanPolicyId":%q,"action":"checkedout","status":{"name":"Open"}}`, alice, out, records.PolicyStandard))
+	  "loanPolicyId":%q,"action":"checkedout","status":{"name":"Open"}}`, alice, out, sample.PolicyStandard))
 	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
 		Loan: loan, ItemVersion: 1}); err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 		_, err := f.DB.Pool.Exec(ctx, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoanPolicy)+`
 			SET jsonb = jsonb_set(jsonb, '{requestManagement}', jsonb_build_object('recalls',
 			    jsonb_build_object('recallReturnInterval', jsonb_build_object('duration', $2::int, 'intervalId', $3::text))))
-			WHERE id = $1`, records.PolicyStandard, duration, unit)
+			WHERE id = $1`, sample.PolicyStandard, duration, unit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 	// A second recall, under a policy now recalling in an hour, leaves
 	// the due date alone: a loan is recalled once.
 	recallIn(1, "Hours")
-	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Recall", records.SampleID("1004"), out)); err != nil {
+	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Recall", sample.ID("1004"), out)); err != nil {
 		t.Fatalf("Dave's recall: %v", err)
 	}
 	if raw := readLoan(); recalled.Version != 2 || time.Until(recalled.DueDate) < 47*time.Hour {
@@ -166,13 +166,13 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 		json.RawMessage(`{"name":"Holds only","requestTypes":["Hold"]}`)); err != nil {
 		t.Fatal(err)
 	}
-	rules := records.SampleRules
+	rules := sample.Rules
 	rules.FallbackRequestPolicyID = policy
 	if err := NewRules(f.DB, testPolicy).SetRules(ctx, f.Tenant, rules); err != nil {
 		t.Fatal(err)
 	}
-	third := records.SampleID("book-103")
-	_, err = lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Page", records.SampleID("1004"), third))
+	third := sample.ID("book-103")
+	_, err = lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Page", sample.ID("1004"), third))
 	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeRequestingDisallowedByPolicy}) {
 		t.Errorf("a page the policy does not allow: %v", err)
 	}
@@ -182,7 +182,7 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 
 	// Without the rules, storage stores a request as sent.
 	if _, err := lib.Create(context.Background(), f.Tenant, storage.Requests, uuid.NewString(),
-		placeDoc("Hold", records.SampleID("1004"), third)); err != nil {
+		placeDoc("Hold", sample.ID("1004"), third)); err != nil {
 		t.Errorf("a hold of an available item without the rules: %v", err)
 	}
 }
@@ -201,13 +201,13 @@ func TestRequestsAreJudgedAsFOLIOJudgesThem(t *testing.T) {
 // pickup location.
 func TestAPickupPointTheRequestPolicyDoesNotAllowIsRefused(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := storage.WithRequestRules(context.Background())
 	lib := newLibrary(f.DB, testPolicy)
 	rules := NewRules(f.DB, testPolicy)
-	bob, dave := records.SampleID("1002"), records.SampleID("1004")
-	shelf, other := records.SampleID("book-101"), records.SampleID("book-102")
-	desk1, desk2 := records.ServicePointDesk1, records.ServicePointDesk2
+	bob, dave := sample.ID("1002"), sample.ID("1004")
+	shelf, other := sample.ID("book-101"), sample.ID("book-102")
+	desk1, desk2 := sample.ServicePointDesk1, sample.ServicePointDesk2
 	// A third desk, not a pickup location.
 	desk3 := uuid.NewString()
 	if _, err := lib.Create(ctx, f.Tenant, storage.ServicePoints, desk3, json.RawMessage(
@@ -221,7 +221,7 @@ func TestAPickupPointTheRequestPolicyDoesNotAllowIsRefused(t *testing.T) {
 		strings.ToUpper(desk2)))); err != nil {
 		t.Fatal(err)
 	}
-	withPolicy := records.SampleRules
+	withPolicy := sample.Rules
 	withPolicy.FallbackRequestPolicyID = policy
 	if err := rules.SetRules(ctx, f.Tenant, withPolicy); err != nil {
 		t.Fatal(err)
@@ -257,7 +257,7 @@ func TestAPickupPointTheRequestPolicyDoesNotAllowIsRefused(t *testing.T) {
 	}
 	// Every reason at once: a page of an item out, at Desk 1, is refused
 	// for the item's status and for the pickup point.
-	_, err = lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), at("Page", dave, records.SampleID("book-020"), desk1))
+	_, err = lib.Create(ctx, f.Tenant, storage.Requests, uuid.NewString(), at("Page", dave, sample.ID("book-020"), desk1))
 	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeRequestingDisallowed, schemas.CodeRequestPickupServicePointNotAllowed}) {
 		t.Errorf("a page of a book on the hold shelf, at Desk 1: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -39,11 +39,11 @@ func request(t *testing.T, f dbtest.Fixture, item, requester string, position in
 // Alice's and Dave's move up to 1 and 2.
 func TestCheckOutFillsTheBorrowersRequest(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
-	item := records.SampleID("book-090")
-	bob, alice, dave := records.SampleID("1002"), records.SampleID("1001"), records.SampleID("1004")
+	item := sample.ID("book-090")
+	bob, alice, dave := sample.ID("1002"), sample.ID("1001"), sample.ID("1004")
 	bobs := request(t, f, item, bob, 1, "Open - Awaiting pickup")
 	alices := request(t, f, item, alice, 2, "Open - Not yet filled")
 	daves := request(t, f, item, dave, 3, "Open - Not yet filled")
@@ -98,7 +98,7 @@ func TestMigrationPutsQueuesRight(t *testing.T) {
 	db, tenant := sampleDatabase(t, 2)
 	f := dbtest.Fixture{DB: db, Tenant: tenant}
 	ctx := context.Background()
-	item := records.SampleID("book-090")
+	item := sample.ID("book-090")
 	raw := func(requester string, position int, status string) string {
 		t.Helper()
 		id := uuid.NewString()
@@ -108,9 +108,9 @@ func TestMigrationPutsQueuesRight(t *testing.T) {
 			pgx.StrictNamedArgs{"id": id, "requester": requester, "item": item, "status": status, "position": position})
 		return id
 	}
-	closed := raw(records.SampleID("1002"), 2, "Closed - Cancelled")
-	third := raw(records.SampleID("1004"), 7, "Open - Not yet filled")
-	first := raw(records.SampleID("1001"), 3, "Open - Awaiting pickup")
+	closed := raw(sample.ID("1002"), 2, "Closed - Cancelled")
+	third := raw(sample.ID("1004"), 7, "Open - Not yet filled")
+	first := raw(sample.ID("1001"), 3, "Open - Awaiting pickup")
 	up, err := fs.ReadFile(migrations.FS, "000017_request_queues_dense.up.sql")
 	if err != nil {
 		t.Fatal(err)
@@ -141,10 +141,10 @@ func TestMigrationPutsQueuesRight(t *testing.T) {
 // position is given up, and a position written 2.0 is 2.
 func TestQueueStaysDense(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
-	item := records.SampleID("book-095")
+	item := sample.ID("book-095")
 	doc := func(requester, itemID, position string) json.RawMessage {
 		d := fmt.Sprintf(`{"requestType":"Hold","requestDate":"2026-01-01T10:00:00.000Z","requesterId":%q,"itemId":%q,
 		  "status":"Open - Not yet filled","fulfillmentPreference":"Hold Shelf"`, requester, itemID)
@@ -153,7 +153,7 @@ func TestQueueStaysDense(t *testing.T) {
 		}
 		return json.RawMessage(d + "}")
 	}
-	patrons := []string{records.SampleID("1001"), records.SampleID("1002"), records.SampleID("1003"), records.SampleID("1004"), records.SampleID("1005")}
+	patrons := []string{sample.ID("1001"), sample.ID("1002"), sample.ID("1003"), sample.ID("1004"), sample.ID("1005")}
 	ids := make([]string, len(patrons))
 	for i, p := range patrons {
 		ids[i] = uuid.NewString()

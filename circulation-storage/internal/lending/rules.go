@@ -4,7 +4,10 @@
 // the circulation rules, and the check-out (checkout_write.go), check-in,
 // renewal and loan action writes, each one transaction that enforces the
 // lock, the limits, the blocks, the requests and the versions read,
-// whoever calls. It stores through package records.
+// whoever calls. It judges by package rules (as requests are judged),
+// fills and reads the requests' queues as package requests keeps them
+// (a check-in returns the item through its return loop), and writes each
+// row as package record does.
 package lending
 
 import (
@@ -14,7 +17,8 @@ import (
 	"fmt"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/requests"
+	"github.com/checkoutlock/circulation-storage/internal/rules"
 	"github.com/checkoutlock/circulation-storage/locksql"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
@@ -54,18 +58,25 @@ func NewRules(db *postgres.DB, policy Policy) *Rules { return &Rules{db: db, pol
 
 // Rules implements storage.RulesService.
 func (s *Rules) Rules(ctx context.Context, t storage.Tenant) (storage.CirculationRules, error) {
-	return records.ReadRules(ctx, s.db.Pool, t)
+	return rules.Read(ctx, s.db.Pool, t)
 }
 
 // SetRules implements storage.RulesService: the old rules are replaced in one
 // transaction, so readers see either the old set or the new one.
-func (s *Rules) SetRules(ctx context.Context, t storage.Tenant, rules storage.CirculationRules) error {
-	return s.db.InTx(ctx, t, func(tx pgx.Tx) error { return records.WriteRules(ctx, tx, t, rules) })
+func (s *Rules) SetRules(ctx context.Context, t storage.Tenant, set storage.CirculationRules) error {
+	return s.db.InTx(ctx, t, func(tx pgx.Tx) error { return rules.Write(ctx, tx, t, set) })
+}
+
+// AllowedServicePoints implements storage.RulesService, as package
+// requests reads them (requests.AllowedServicePoints): the set a request
+// placed is judged by.
+func (s *Rules) AllowedServicePoints(ctx context.Context, t storage.Tenant, requesterID, itemID string, ignoreItemStatus bool) (storage.AllowedServicePoints, error) {
+	return requests.AllowedServicePoints(ctx, s.db, t, requesterID, itemID, ignoreItemStatus)
 }
 
 // openLoanCountSQL counts a patron's open loans. Arguments: @user the
 // patron, @material_type and @loan_type (NULL: any), @tenant.
-var openLoanCountSQL = openLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "@tenant", "@user", "@material_type::uuid", "@loan_type::uuid")
+var openLoanCountSQL = rules.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "@tenant", "@user", "@material_type::uuid", "@loan_type::uuid")
 
 // CountOpenLoans implements storage.LoanCounter.
 func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, materialTypeID, loanTypeID string) (int, error) {
@@ -80,37 +91,6 @@ func (s *Rules) CountOpenLoans(ctx context.Context, t storage.Tenant, userID, ma
 
 var _ storage.CheckOutStore = (*Rules)(nil)
 
-// policyMatchSQL is the circulation rules' choice of loan policy, the one
-// place it is written: validation, the check-out's write and the
-// loan-policy route all choose with it. Of the rules whose every named
-// criterion equals the check-out's, the one naming the most criteria wins;
-// a tie goes to the rule naming the loan type, then the material type,
-// then the patron group (FOLIO's priority: the weights 14, 12 and 11); a
-// remaining tie to the earlier rule. When no rule matches, the fallback
-// policy applies. rule and rules are the tables; tenant, group, material
-// and loanType the SQL expressions (text; uuid, NULL matching no rule that
-// names one). It answers one row (loan_policy_id, rule_index NULL for the
-// fallback, pg_match, mt_match, lt_match), or none when no rules are set.
-func policyMatchSQL(rule, rules, tenant, group, material, loanType string) string {
-	return `
-SELECT m.loan_policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match
-  FROM (SELECT r.loan_policy_id, r.position AS rule_index,
-               r.patron_group_id IS NOT NULL AS pg_match, r.material_type_id IS NOT NULL AS mt_match,
-               r.loan_type_id IS NOT NULL AS lt_match,
-               CASE WHEN r.patron_group_id IS NULL THEN 0 ELSE 11 END + CASE WHEN r.material_type_id IS NULL THEN 0 ELSE 12 END
-             + CASE WHEN r.loan_type_id IS NULL THEN 0 ELSE 14 END AS rank
-          FROM ` + rule + ` r
-         WHERE r.tenant_id = ` + tenant + `
-           AND (r.patron_group_id IS NULL OR r.patron_group_id = ` + group + `)
-           AND (r.material_type_id IS NULL OR r.material_type_id = ` + material + `)
-           AND (r.loan_type_id IS NULL OR r.loan_type_id = ` + loanType + `)
-        UNION ALL
-        SELECT fallback_loan_policy_id, NULL, false, false, false, -1 FROM ` + rules + ` WHERE tenant_id = ` + tenant + `) m
- WHERE EXISTS (SELECT 1 FROM ` + rules + ` WHERE tenant_id = ` + tenant + `)
- ORDER BY m.rank DESC, m.rule_index
- LIMIT 1`
-}
-
 // itemLimitSQL is the item limit a matched policy sets (the matched row
 // m's policy lp): loansPolicy.itemLimit, when positive and enforced
 // (a rule naming neither a material type nor a loan type gives one only
@@ -121,90 +101,12 @@ func itemLimitSQL(m, lp, enforceUnscoped string) string {
              THEN (` + lp + `.jsonb #>> '{loansPolicy,itemLimit}')::numeric::integer END`
 }
 
-// queueHeadSQL is the first request of an item's queue: the open request
-// ("Open - …") with the lowest position, the earliest when positions are
-// missing. It answers id, requester_id, position and the request, or no
-// row. request is the table; item and tenant SQL expressions.
-func queueHeadSQL(request, item, tenant string) string {
-	return `SELECT r.id, r.requester_id, r.position, r.jsonb FROM ` + request + ` r
-     WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + ` AND ` + records.OpenRequest("r.status") + `
-     ORDER BY r.position NULLS LAST, r.jsonb ->> 'requestDate', r.id LIMIT 1`
-}
-
 // openRecallSQL is whether the item has an open recall ("Open - …"): a
 // loan of it is not renewed (FOLIO's RENEWAL_BLOCKED_BY_RECALL, whatever
 // the policy). request is the table; item and tenant SQL expressions.
 func openRecallSQL(request, item, tenant string) string {
 	return `EXISTS (SELECT 1 FROM ` + request + ` r WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + `
-                   AND ` + records.OpenRequest("r.status") + ` AND r.jsonb ->> 'requestType' = 'Recall')`
-}
-
-// automatedBlocksSQL is the patron's automated blocks, computed as
-// mod-patron-blocks computes them (ActionBlocks.byLimit) from this
-// service's own records, for the conditions it can compute honestly: the
-// patron group's limit of each, against the patron's open loans (items
-// Claimed returned never count): maximum items charged out blocks borrowing
-// at the limit and renewals and requests above it; maximum lost items
-// (Declared lost, Aged to lost) and maximum overdue items (due before now:
-// FOLIO's grace periods and closed days are not known here) block above
-// it. A condition blocks an action only when it says so. It is a jsonb
-// array of automated-patron-block.json, NULL when no condition blocks
-// anything; the message is the condition's, its name when that is empty.
-// tenant, user and group are SQL expressions.
-func automatedBlocksSQL(tenant, user, group string) string {
-	// Items charged out block borrowing at the limit (reached, as
-	// the check-out's write compares), everything else above it.
-	over := func(atTheLimit bool) string {
-		charged := "s.open > pl.value"
-		if atTheLimit {
-			charged = reached("s.open", "pl.value")
-		}
-		return `CASE c.id WHEN '` + storage.ConditionItemsChargedOut + `' THEN ` + charged + `
-                          WHEN '` + storage.ConditionLostItems + `' THEN s.lost > pl.value ELSE s.overdue > pl.value END`
-	}
-	return `(SELECT jsonb_agg(jsonb_build_object('patronBlockConditionId', b.id, 'blockBorrowing', b.borrowing,
-            'blockRenewals', b.renewals, 'blockRequests', b.requests, 'message', b.message) ORDER BY b.id)
-   FROM (SELECT c.id::text AS id, coalesce(nullif(c.jsonb ->> 'message', ''), c.jsonb ->> 'name') AS message,
-                c.jsonb ->> 'blockBorrowing' = 'true' AND ` + over(true) + ` AS borrowing,
-                c.jsonb ->> 'blockRenewals' = 'true' AND ` + over(false) + ` AS renewals,
-                c.jsonb ->> 'blockRequests' = 'true' AND ` + over(false) + ` AS requests
-           FROM ` + postgres.Table(postgres.TableBlockLimit) + ` pl
-           JOIN ` + postgres.Table(postgres.TableBlockCondition) + ` c ON c.tenant_id = pl.tenant_id AND c.id = pl.condition_id
-          CROSS JOIN LATERAL (
-                SELECT count(*) AS open,
-                       count(*) FILTER (WHERE i.status_name IN (` + postgres.Lits(schemas.ItemStatusesLost...) + `)) AS lost,
-                       count(*) FILTER (WHERE ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` < now()) AS overdue
-                  FROM ` + postgres.Table(postgres.TableLoan) + ` l JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
-                 WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND ` + countedLoan("l", "i") + `) s
-          WHERE pl.tenant_id = ` + tenant + ` AND pl.patron_group_id = ` + group + `
-            AND pl.condition_id IN ('` + storage.ConditionItemsChargedOut + `', '` + storage.ConditionLostItems + `', '` +
-		storage.ConditionOverdueItems + `')) b
-  WHERE b.borrowing OR b.renewals OR b.requests)`
-}
-
-// patronActiveSQL is SQL saying whether the patron row p may borrow,
-// renew and request: active and not expired (FOLIO's User.isActive, as
-// circulation's Patron.ActiveAt reads it); one whose expiry cannot be
-// read does not expire.
-func patronActiveSQL(p string) string {
-	return `(coalesce((` + p + `.jsonb ->> 'active')::boolean, false)
-           AND coalesce(` + postgres.StoredTime(p+".jsonb ->> 'expirationDate'", "patron expirationDate") + ` > now(), true))`
-}
-
-// manuallyBlockedSQL is SQL saying whether a manual block in force stops
-// the patron (user, an SQL expression) from action: "borrowing",
-// "renewals" or "requests" (the block's flags).
-func manuallyBlockedSQL(user, action string) string {
-	return `EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
-                WHERE b.tenant_id = @tenant AND b.user_id = ` + user + `
-                  AND b.jsonb ->> '` + action + `' = 'true' AND ` + blockInForce("b") + `)`
-}
-
-// blockInForce is SQL saying whether the manual block b has not expired:
-// one whose expiry cannot be read (stored_time) is in force until removed.
-func blockInForce(b string) string {
-	return `(` + b + `.jsonb ->> 'expirationDate' IS NULL OR coalesce(` +
-		postgres.StoredTime(b+".jsonb ->> 'expirationDate'", "manual block expirationDate") + ` > now(), true))`
+                   AND ` + requests.Open("r.status") + ` AND r.jsonb ->> 'requestType' = 'Recall')`
 }
 
 // borrowerSQL is the part of a patron's record a check-out decides on,
@@ -244,9 +146,9 @@ func checkOutRead(lean bool) string {
 	gate := `(SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = @tenant
            AND (b.jsonb ->> 'borrowing' = 'true' OR b.jsonb ->> 'renewals' = 'true')
-           AND ` + blockInForce("b") + `) AS manual_blocks,
-       ` + automatedBlocksSQL("@tenant", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + ` AS automated_blocks,
-       (SELECT h.jsonb FROM (` + queueHeadSQL(postgres.Table(postgres.TableRequest), "(SELECT id FROM i)", "@tenant") + `) h) AS queue_head,
+           AND ` + rules.BlockInForce("b") + `) AS manual_blocks,
+       ` + rules.AutomatedBlocksSQL("@tenant", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + ` AS automated_blocks,
+       (SELECT h.jsonb FROM (` + requests.QueueHeadSQL(postgres.Table(postgres.TableRequest), "(SELECT id FROM i)", "@tenant") + `) h) AS queue_head,
        ` + openRecallSQL(postgres.Table(postgres.TableRequest), "(SELECT id FROM i)", "@tenant") + ` AS open_recall,
        false AS full`
 	if lean {
@@ -257,7 +159,7 @@ func checkOutRead(lean bool) string {
 WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.TablePatron) + ` WHERE tenant_id = @tenant AND barcode = @user_barcode ORDER BY barcode, id LIMIT 1),
      i AS (SELECT id, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb
              FROM ` + postgres.Table(postgres.TableItem) + ` WHERE tenant_id = @tenant AND barcode = @item_barcode ORDER BY barcode, id LIMIT 1),
-     m AS (` + policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
+     m AS (` + rules.PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
 		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `),
      p AS (SELECT lp.jsonb, ` + itemLimitSQL("m", "lp", "@enforce_unscoped::boolean") + ` AS item_limit,
                   CASE WHEN m.mt_match THEN (SELECT material_type_id FROM i) END AS mt,
@@ -271,7 +173,7 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u) AS patron, (SELECT jsonb FROM i) AS i
        m.loan_policy_id::text AS policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match,
        p.jsonb AS loan_policy, p.item_limit, p.mt::text AS mt, p.lt::text AS lt,
        c.n AS open_loans,
-       ` + reached("c.n", "p.item_limit") + ` AS reached,
+       ` + rules.Reached("c.n", "p.item_limit") + ` AS reached,
        (SELECT s.jsonb FROM ` + postgres.Table(postgres.TableSetting) + ` s
          WHERE s.tenant_id = @tenant AND s.scope = '` + locksettings.Scope + `' AND s.key = '` + locksettings.Key + `') AS lock_setting,
        (SELECT jsonb_build_object('id', mt.id, 'name', mt.name) FROM ` + postgres.Table(postgres.TableMaterialType) + ` mt
@@ -280,7 +182,7 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u) AS patron, (SELECT jsonb FROM i) AS i
   FROM (SELECT 1) one
   LEFT JOIN m ON EXISTS (SELECT 1 FROM u) AND EXISTS (SELECT 1 FROM i)
   LEFT JOIN p ON true
-  LEFT JOIN LATERAL (SELECT (` + openLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "@tenant", "(SELECT id FROM u)", "p.mt", "p.lt") + `) AS n
+  LEFT JOIN LATERAL (SELECT (` + rules.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "@tenant", "(SELECT id FROM u)", "p.mt", "p.lt") + `) AS n
                       WHERE p.jsonb IS NOT NULL) c ON true`
 }
 
@@ -370,10 +272,10 @@ type checkOutRow struct {
 //
 // The item limits are the check-out's own, asked of every material type
 // and loan type the tenant has: for each pair the circulation rules choose
-// the policy (policyMatchSQL), its limit is enforced or not
+// the policy (rules.PolicyMatchSQL), its limit is enforced or not
 // (itemLimitSQL, with $2 as the write has it) and counts the patron's
-// loans of the rule's criteria (openLoanCount), and is reached or
-// not (reached): the very fragments the write runs. Each distinct
+// loans of the rule's criteria (rules.OpenLoanCount), and is reached or
+// not (rules.Reached): the very fragments the write runs. Each distinct
 // limit is answered once, with the loans it counts and whether it is
 // reached; and whether some pair has no enforced limit at all, in which
 // case a limit never stops every check-out (nor when the tenant has no
@@ -387,13 +289,13 @@ WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.Ta
                       CASE WHEN m.mt_match THEN mt.id END AS mt, CASE WHEN m.lt_match THEN lt.id END AS lt
                  FROM ` + postgres.Table(postgres.TableMaterialType) + ` mt
                  JOIN ` + postgres.Table(postgres.TableLoanType) + ` lt ON lt.tenant_id = mt.tenant_id
-                 CROSS JOIN LATERAL (` + policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "$3",
+                 CROSS JOIN LATERAL (` + rules.PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "$3",
 	"(SELECT patron_group_id FROM u)", "mt.id", "lt.id") + `) m
                  JOIN ` + postgres.Table(postgres.TableLoanPolicy) + ` lp ON lp.tenant_id = $3 AND lp.id = m.loan_policy_id
                 WHERE mt.tenant_id = $3 AND EXISTS (SELECT 1 FROM u)),
      limits AS (SELECT DISTINCT pg_match, mt_match, lt_match, n, mt, lt FROM pairs WHERE n IS NOT NULL),
-     counted AS (SELECT lim.*, c.open, ` + reached("c.open", "lim.n") + ` AS reached
-                   FROM limits lim CROSS JOIN LATERAL (SELECT (` + openLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "$3",
+     counted AS (SELECT lim.*, c.open, ` + rules.Reached("c.open", "lim.n") + ` AS reached
+                   FROM limits lim CROSS JOIN LATERAL (SELECT (` + rules.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "$3",
 	"(SELECT id FROM u)", "lim.mt", "lim.lt") + `) AS open) c)
 SELECT (SELECT ` + borrowerSQL + ` FROM u),
        (SELECT count(*) FROM ol)::int,
@@ -407,8 +309,8 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u),
        NOT EXISTS (SELECT 1 FROM pairs) OR EXISTS (SELECT 1 FROM pairs WHERE n IS NULL),
        (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $3 AND b.jsonb ->> 'borrowing' = 'true'
-           AND ` + blockInForce("b") + `),
-       ` + automatedBlocksSQL("$3", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)")
+           AND ` + rules.BlockInForce("b") + `),
+       ` + rules.AutomatedBlocksSQL("$3", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)")
 
 // ReadPatronSummary implements storage.CheckOutStore, in one statement.
 func (s *Rules) ReadPatronSummary(ctx context.Context, t storage.Tenant, userBarcode string) (storage.PatronSummary, error) {
@@ -423,7 +325,7 @@ func (s *Rules) ReadPatronSummary(ctx context.Context, t storage.Tenant, userBar
 
 // matchLoanPolicySQL is the rules' choice. Arguments: @group the patron
 // group, @material_type, @loan_type, @tenant.
-var matchLoanPolicySQL = policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
+var matchLoanPolicySQL = rules.PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
 	"@group::uuid", "@material_type::uuid", "@loan_type::uuid")
 
 // MatchLoanPolicy implements storage.RulesService.

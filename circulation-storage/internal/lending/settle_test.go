@@ -11,7 +11,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/google/uuid"
@@ -111,11 +111,11 @@ func waitingWrite(t *testing.T, db *postgres.DB) cut {
 	t.Helper()
 	ctx := context.Background()
 	f := dbtest.SetupTenant(t, db)
-	if _, err := tenants.NewTenants(db, dbtest.Discard, records.LoadData).Init(ctx, f.Tenant, storage.TenantAttributes{ModuleTo: "m",
+	if _, err := tenants.NewTenants(db, dbtest.Discard, sample.LoadData).Init(ctx, f.Tenant, storage.TenantAttributes{ModuleTo: "m",
 		Parameters: []errs.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {
 		t.Fatalf("load sample: %v", err)
 	}
-	user, item := records.SampleID("1001"), records.SampleID("book-150")
+	user, item := sample.ID("1001"), sample.ID("book-150")
 	lock, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, user, "", dbtest.TTL, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)

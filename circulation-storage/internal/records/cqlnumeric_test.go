@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/cql"
@@ -18,13 +19,13 @@ import (
 // still compared as a string. (mutations.txt: cql-numeric-as-text.)
 func TestCQLNumericComparisons(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	// book-001 at _version 10, book-002 at 9, book-003 at 2; the other
 	// book-00x stay at 1.
 	for barcode, version := range map[string]int{"book-001": 10, "book-002": 9, "book-003": 2} {
 		f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{_version}', to_jsonb($2::integer)) WHERE id = $1`,
-			SampleID(barcode), version)
+			sample.ID(barcode), version)
 	}
 	records := NewRecords(f.DB)
 	ones := []string{"book-004", "book-005", "book-006", "book-007", "book-008", "book-009"}

@@ -1,13 +1,11 @@
-// Package records keeps circulation-storage's records on PostgreSQL:
-// creating, reading, listing (with CQL queries, cql.go, and pages),
-// updating and deleting every resource, under the guards that keep loans
-// and items as circulation leaves them (update, Guard); a request's place
-// in its item's queue (request_write.go); the circulation rules as stored
-// (circulation_rules.go); the translation of a write's constraint
-// violations (constraints.go); and the sample library a tenant may be
-// initialised with (sampledata.go). The loan writes that circulation makes
-// (check-out, check-in, renewal, loan action) are package lending's, which
-// builds on this one.
+// Package records keeps circulation-storage's records on PostgreSQL, the
+// generic record store: creating, reading, listing (with CQL queries,
+// cql.go, and pages), updating and deleting every resource, under the
+// guards that keep loans and items as circulation leaves them
+// (updateGuards). Each record's row is written as package record writes
+// it; a request's writes are package requests' (its Writer), which keeps
+// its queue and judges it. The loan writes that circulation makes
+// (check-out, check-in, renewal, loan action) are package lending's.
 package records
 
 import (
@@ -19,8 +17,9 @@ import (
 	"strings"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/record"
+	"github.com/checkoutlock/circulation-storage/internal/requests"
 	"github.com/checkoutlock/schemas/errs"
-	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,55 +31,20 @@ import (
 // Records implements storage.RecordService on jsonb tables.
 type Records struct {
 	db *postgres.DB
-	// queueWrites holds a place for each write of a request running on
-	// this instance: a quarter of the pool's connections. Writes of one
-	// item's queue take their turns on the item's row (request_write.go),
-	// each holding a connection while it waits; twenty of them for one
-	// item must not hold every connection that reads of other records
-	// need. The others wait for a place here, holding none.
-	queueWrites chan struct{}
-	// ShelfLeft, when set, is told, in the transaction of a write of a
-	// request, that the request left the hold shelf its item waits on
-	// (cancelled, closed or deleted while Open - Awaiting pickup): it
-	// hands the item on as a check-in at the request's pickup point
-	// would (lending.HandOn: to the next request, or back to the shelf).
-	ShelfLeft func(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string) error
-	// RequestRules, when set, judges a request written through
-	// circulation (storage.RequestRulesFrom), open, and placed or moved
-	// to another item or given another type, in the transaction of its
-	// write, after the write and with its queue locked: it refuses what
-	// FOLIO's rules refuse (the write then rolled back) and makes the
-	// writes the request calls for (lending.JudgeRequest).
-	RequestRules func(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, requester, item string) error
-	// PageLeft, when set, is told, in the transaction of a write of a
-	// request, that an open page left the queue of its Paged item
-	// (cancelled, closed, moved or deleted): lending.Unpage puts the item
-	// back on the shelf when no page waits for it still.
-	PageLeft func(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string) error
+	// requests writes the requests, each in its turn, keeping its queue
+	// and judging it.
+	requests *requests.Writer
 }
 
 var _ storage.RecordService = (*Records)(nil)
 
 // NewRecords returns the record service.
 func NewRecords(db *postgres.DB) *Records {
-	return &Records{db: db,
-		queueWrites: make(chan struct{}, max(1, int(db.Pool.Config().MaxConns)/4))}
+	return &Records{db: db, requests: requests.New(db)}
 }
 
-// queueTurn waits for a place among the writes of requests (queueWrites),
-// for as long as ctx allows; release gives it back.
-func (s *Records) queueTurn(ctx context.Context, t storage.Tenant) (release func(), err error) {
-	select {
-	case s.queueWrites <- struct{}{}:
-		return func() { <-s.queueWrites }, nil
-	case <-ctx.Done():
-		return nil, postgres.Interpret(ctx.Err(), t)
-	}
-}
-
-// tableSpec is how one resource is stored.
+// tableSpec is how one resource is listed, in its table (record.Table).
 type tableSpec struct {
-	table postgres.TableName
 	// columns maps each filter parameter to its generated column.
 	columns map[string]string
 	// fields maps document fields (JSON paths, as CQL names them) to the
@@ -96,50 +60,48 @@ var (
 	uuidColumn = func(name string) column { return column{name: name, isUUID: true} }
 )
 
-// specs maps a resource's path to its table.
+// specs maps a resource's path to how it is listed.
 var specs = map[string]tableSpec{
-	storage.PatronGroups.Path: {table: "patron_group", columns: map[string]string{"group": "name"},
+	storage.PatronGroups.Path: {columns: map[string]string{"group": "name"},
 		fields: map[string]column{"id": uuidColumn("id"), "group": textColumn("name")}, order: "name, id"},
-	storage.MaterialTypes.Path: {table: "material_type", columns: map[string]string{"name": "name"},
+	storage.MaterialTypes.Path: {columns: map[string]string{"name": "name"},
 		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
-	storage.LoanTypes.Path: {table: "loan_type", columns: map[string]string{"name": "name"},
+	storage.LoanTypes.Path: {columns: map[string]string{"name": "name"},
 		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
-	storage.Patrons.Path: {table: "patron", columns: map[string]string{"barcode": "barcode", "patronGroup": "patron_group_id"},
+	storage.Patrons.Path: {columns: map[string]string{"barcode": "barcode", "patronGroup": "patron_group_id"},
 		fields: map[string]column{"id": uuidColumn("id"), "barcode": textColumn("barcode"), "patronGroup": uuidColumn("patron_group_id")},
 		order:  "barcode, id"},
-	storage.Items.Path: {table: "item", columns: map[string]string{"barcode": "barcode", "status": "status_name"},
+	storage.Items.Path: {columns: map[string]string{"barcode": "barcode", "status": "status_name"},
 		fields: map[string]column{"id": uuidColumn("id"), "barcode": textColumn("barcode"), "status.name": textColumn("status_name"),
 			"materialTypeId": uuidColumn("material_type_id"), "permanentLoanTypeId": uuidColumn("permanent_loan_type_id"),
 			"temporaryLoanTypeId": uuidColumn("temporary_loan_type_id")},
 		order: "barcode, id"},
-	storage.LoanPolicies.Path: {table: "loan_policy", columns: map[string]string{"name": "name"},
+	storage.LoanPolicies.Path: {columns: map[string]string{"name": "name"},
 		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
-	storage.RequestPolicies.Path: {table: "request_policy", columns: map[string]string{"name": "name"},
+	storage.RequestPolicies.Path: {columns: map[string]string{"name": "name"},
 		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
-	storage.Loans.Path: {table: "loan", columns: map[string]string{"userId": "user_id", "itemId": "item_id", "status": "status_name"},
+	storage.Loans.Path: {columns: map[string]string{"userId": "user_id", "itemId": "item_id", "status": "status_name"},
 		fields: map[string]column{"id": uuidColumn("id"), "userId": uuidColumn("user_id"), "itemId": uuidColumn("item_id"),
 			"status.name": textColumn("status_name"), "loanPolicyId": uuidColumn("loan_policy_id")},
 		order: "jsonb ->> 'loanDate', id"},
-	storage.ManualBlocks.Path: {table: "manual_block", columns: map[string]string{"userId": "user_id"},
+	storage.ManualBlocks.Path: {columns: map[string]string{"userId": "user_id"},
 		fields: map[string]column{"id": uuidColumn("id"), "userId": uuidColumn("user_id")},
 		order:  "user_id, id"},
-	storage.PatronBlockConditions.Path: {table: "patron_block_condition", columns: map[string]string{},
+	storage.PatronBlockConditions.Path: {columns: map[string]string{},
 		fields: map[string]column{"id": uuidColumn("id")}, order: "id"},
-	storage.PatronBlockLimits.Path: {table: "patron_block_limit",
-		columns: map[string]string{"patronGroupId": "patron_group_id", "conditionId": "condition_id"},
+	storage.PatronBlockLimits.Path: {columns: map[string]string{"patronGroupId": "patron_group_id", "conditionId": "condition_id"},
 		fields: map[string]column{"id": uuidColumn("id"), "patronGroupId": uuidColumn("patron_group_id"),
 			"conditionId": uuidColumn("condition_id")},
 		order: "patron_group_id, condition_id, id"},
-	storage.Requests.Path: {table: "request",
-		columns: map[string]string{"itemId": "item_id", "requesterId": "requester_id", "status": "status"},
+	storage.Requests.Path: {columns: map[string]string{"itemId": "item_id", "requesterId": "requester_id", "status": "status"},
 		fields: map[string]column{"id": uuidColumn("id"), "itemId": uuidColumn("item_id"), "requesterId": uuidColumn("requester_id"),
 			"status": textColumn("status")},
 		order: "item_id, position, jsonb ->> 'requestDate', id"},
-	storage.Accounts.Path: {table: "account", columns: map[string]string{"username": "username"},
+	storage.Accounts.Path: {columns: map[string]string{"username": "username"},
 		fields: map[string]column{"id": uuidColumn("id"), "username": textColumn("username")}, order: "username, id"},
-	storage.ServicePoints.Path: {table: "service_point", columns: map[string]string{"name": "name"},
+	storage.ServicePoints.Path: {columns: map[string]string{"name": "name"},
 		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
-	storage.Settings.Path: {table: "setting", columns: map[string]string{"scope": "scope", "key": "key"},
+	storage.Settings.Path: {columns: map[string]string{"scope": "scope", "key": "key"},
 		fields: map[string]column{"id": uuidColumn("id"), "scope": textColumn("scope"), "key": textColumn("key")},
 		order:  "scope, key, id"},
 }
@@ -152,53 +114,13 @@ func spec(r storage.Resource) tableSpec {
 	return s
 }
 
-// WithID sets the document doc's id to id (and, for versioned records, its
-// version) in SQL, so the stored document always agrees with its columns;
-// id, doc and version are SQL expressions.
-func WithID(r storage.Resource, id, doc, version string) string {
-	expr := `jsonb_set(` + doc + `::jsonb, '{id}', to_jsonb(` + id + `::uuid::text))`
-	if r.Versioned {
-		expr = `jsonb_set(` + expr + `, '{_version}', ` + version + `)`
-	}
-	return expr
-}
-
-// SQLNow is the statement's time as FOLIO writes it, a jsonb string.
-const SQLNow = `to_jsonb(to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))`
-
-// WithMetadata sets FOLIO's metadata block on the document expr: created
-// and updated now by the user userID, an SQL expression (left out when NULL),
-// whatever the client sent. For an update, created names the stored
-// record's columns (the row being replaced), whose creation is kept.
-func WithMetadata(expr, userID string, update bool) string {
-	user := "to_jsonb(" + userID + "::text)"
-	createdDate, createdBy := SQLNow, user
-	if update {
-		createdDate = `coalesce(jsonb #> '{metadata,createdDate}', ` + SQLNow + `)`
-		createdBy = `jsonb #> '{metadata,createdByUserId}'`
-	}
-	return `jsonb_set(` + expr + `, '{metadata}', jsonb_strip_nulls(jsonb_build_object(` +
-		`'createdDate', ` + createdDate + `, 'createdByUserId', ` + createdBy + `, ` +
-		`'updatedDate', ` + SQLNow + `, 'updatedByUserId', ` + user + `)))`
-}
-
-// MetadataUser is the user a request's writes are recorded as made by: a
-// UUID, or NULL.
-func MetadataUser(ctx context.Context) any {
-	id, err := uuid.Parse(storage.UserFrom(ctx))
-	if err != nil {
-		return nil
-	}
-	return id.String()
-}
-
 // Create implements storage.RecordService.
 func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage) (json.RawMessage, error) {
 	var stored json.RawMessage
 	if r.Path == storage.Settings.Path {
 		err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
 			var err error
-			if stored, err = insertRecord(ctx, tx, t, r, id, doc, false); err != nil {
+			if stored, err = record.Insert(ctx, tx, t, r, id, doc, false); err != nil {
 				return err
 			}
 			if err := keepLockFeature(ctx, tx, t, id, stored); err != nil {
@@ -209,23 +131,11 @@ func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resour
 		return stored, err
 	}
 	if r.Path == storage.Requests.Path {
-		release, err := s.queueTurn(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-		err = s.db.InTx(ctx, t, func(tx pgx.Tx) error {
-			var err error
-			if stored, err = createRequest(ctx, tx, t, id, doc); err != nil {
-				return err
-			}
-			return s.judgeRequest(ctx, tx, t, id, stored, kind{})
-		})
-		return stored, err
+		return s.requests.Create(ctx, t, id, doc)
 	}
 	err := s.db.Write(ctx, t, func(c *pgx.Conn) error {
 		var err error
-		stored, err = insertRecord(ctx, c, t, r, id, doc, false)
+		stored, err = record.Insert(ctx, c, t, r, id, doc, false)
 		return err
 	})
 	return stored, err
@@ -262,29 +172,10 @@ func auditSetting(ctx context.Context, q postgres.Querier, t storage.Tenant, op,
 	return postgres.Interpret(err, t)
 }
 
-// insertRecord inserts one record; with skipExisting, an existing id is left
-// as it is (for loading reference data twice) and nil is returned for it.
-func insertRecord(ctx context.Context, q postgres.Querier, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage, skipExisting bool) (json.RawMessage, error) {
-	sql := postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb) VALUES (@tenant, @id, `+WithMetadata(WithID(r, "@id", "@doc", `'1'`), "@metadata_user", false)+`)`, spec(r).table)
-	if skipExisting {
-		sql += ` ON CONFLICT (tenant_id, id) DO NOTHING`
-	}
-	sql += ` RETURNING jsonb`
-	var stored json.RawMessage
-	err := q.QueryRow(ctx, sql, pgx.StrictNamedArgs{"tenant": string(t), "id": id, "doc": doc, "metadata_user": MetadataUser(ctx)}).Scan(&stored)
-	if skipExisting && errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, InterpretWrite(err, t, r, doc)
-	}
-	return stored, nil
-}
-
 // Get implements storage.RecordService.
 func (s *Records) Get(ctx context.Context, t storage.Tenant, r storage.Resource, id string) (json.RawMessage, error) {
 	var doc json.RawMessage
-	err := s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT jsonb FROM %s WHERE tenant_id = $2 AND id = $1`, spec(r).table), id, string(t)).Scan(&doc)
+	err := s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT jsonb FROM %s WHERE tenant_id = $2 AND id = $1`, record.Table(r)), id, string(t)).Scan(&doc)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errs.NotFound(r.Name, id)
 	}
@@ -335,8 +226,8 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 	docs := []json.RawMessage{}
 	size := 0
 	total, err := postgres.Page(ctx, s.db.Pool, t,
-		postgres.WithTables(`SELECT jsonb, count(*) OVER () FROM %s WHERE `+where+` ORDER BY `+order+` OFFSET @offset LIMIT @limit`, sp.table),
-		postgres.WithTables(`SELECT count(*) FROM %s WHERE `+where, sp.table),
+		postgres.WithTables(`SELECT jsonb, count(*) OVER () FROM %s WHERE `+where+` ORDER BY `+order+` OFFSET @offset LIMIT @limit`, record.Table(r)),
+		postgres.WithTables(`SELECT count(*) FROM %s WHERE `+where, record.Table(r)),
 		args, sortArgs, f.Offset, f.Limit,
 		func(rows pgx.Rows) (int, error) {
 			var doc json.RawMessage
@@ -361,7 +252,7 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage) error {
 	if r.Path == storage.Settings.Path {
 		return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
-			if err := Update(ctx, tx, t, r, id, version, doc, nil); err != nil {
+			if err := record.Update(ctx, tx, t, r, id, version, doc, nil); err != nil {
 				return err
 			}
 			if err := keepLockFeature(ctx, tx, t, id, doc); err != nil {
@@ -371,54 +262,10 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 		})
 	}
 	if r.Path == storage.Requests.Path {
-		release, err := s.queueTurn(ctx, t)
-		if err != nil {
-			return err
-		}
-		defer release()
-		return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
-			shelf, err := onShelf(ctx, tx, t, id)
-			if err != nil {
-				return err
-			}
-			before, err := requestKind(ctx, tx, t, id)
-			if err != nil {
-				return err
-			}
-			paged, err := pagedItem(ctx, tx, t, id)
-			if err != nil {
-				return err
-			}
-			if err := updateRequest(ctx, tx, t, id, version, doc); err != nil {
-				return err
-			}
-			if err := s.leftShelf(ctx, tx, t, id, shelf); err != nil {
-				return err
-			}
-			if err := s.leftPage(ctx, tx, t, id, paged); err != nil {
-				return err
-			}
-			return s.judgeRequest(ctx, tx, t, id, doc, before)
-		})
+		return s.requests.Update(ctx, t, id, version, doc)
 	}
-	return s.db.Write(ctx, t, func(c *pgx.Conn) error { return Update(ctx, c, t, r, id, version, doc, updateGuards[r.Path]) })
+	return s.db.Write(ctx, t, func(c *pgx.Conn) error { return record.Update(ctx, c, t, r, id, version, doc, updateGuards[r.Path]) })
 }
-
-// Guard is what a write of a record requires of the stored row, whoever
-// calls, in the write's own statement: cond, SQL over the row (rec; @doc is
-// the new document, {loan} the loan table), and, when the
-// row is there but cond is false, why, from the row as it is (stored, its
-// version, and the state columns of the resource) and the new document.
-// The row's tenant is rec.tenant_id.
-type Guard struct {
-	Cond string
-	// State reads the row's columns why needs.
-	State string
-	Why   func(id string, state []any, doc json.RawMessage) error
-}
-
-// NewStatus is the status a loan or item document names.
-const NewStatus = `(@doc::jsonb #>> '{status,name}')`
 
 // updateGuards hold plain updates to what only the check-out and the
 // check-in writes may do. A loan keeps its status (an open loan is closed
@@ -426,9 +273,9 @@ const NewStatus = `(@doc::jsonb #>> '{status,name}')`
 // borrower and item. An item becomes Checked out only with its loan, by a
 // check-out, and leaves Checked out only while it has no open loan (the
 // check-in of an item with none).
-var updateGuards = map[string]*Guard{
+var updateGuards = map[string]*record.Guard{
 	storage.Loans.Path: {
-		Cond: `status_name = ` + NewStatus + ` AND (status_name <> ` + postgres.Lit(schemas.LoanOpen) + `
+		Cond: `status_name = ` + record.NewStatus + ` AND (status_name <> ` + postgres.Lit(schemas.LoanOpen) + `
                  OR (user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid))`,
 		State: `status_name`,
 		Why: func(id string, state []any, doc json.RawMessage) error {
@@ -447,8 +294,8 @@ var updateGuards = map[string]*Guard{
 		},
 	},
 	storage.Items.Path: {
-		Cond: `NOT (` + NewStatus + ` = ` + postgres.Lit(schemas.ItemCheckedOut) + ` AND status_name <> ` + postgres.Lit(schemas.ItemCheckedOut) + `)
-           AND NOT (` + NewStatus + ` <> ` + postgres.Lit(schemas.ItemCheckedOut) + ` AND status_name = ` + postgres.Lit(schemas.ItemCheckedOut) + ` AND EXISTS (
+		Cond: `NOT (` + record.NewStatus + ` = ` + postgres.Lit(schemas.ItemCheckedOut) + ` AND status_name <> ` + postgres.Lit(schemas.ItemCheckedOut) + `)
+           AND NOT (` + record.NewStatus + ` <> ` + postgres.Lit(schemas.ItemCheckedOut) + ` AND status_name = ` + postgres.Lit(schemas.ItemCheckedOut) + ` AND EXISTS (
                  SELECT 1 FROM {loan} l WHERE l.tenant_id = rec.tenant_id AND l.item_id = rec.id AND l.status_name = ` + postgres.Lit(schemas.LoanOpen) + `))`,
 		State: `status_name`,
 		Why: func(id string, state []any, doc json.RawMessage) error {
@@ -463,81 +310,15 @@ var updateGuards = map[string]*Guard{
 	},
 }
 
-// Update replaces a record through q (the pool, or a transaction), when
-// g (if any) holds for the stored row.
-func Update(ctx context.Context, q postgres.Querier, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage, g *Guard) error {
-	sql := postgres.WithTables(`UPDATE %s AS rec SET jsonb = `+WithMetadata(WithID(r, "@id", "@doc", `to_jsonb(coalesce(version, 0) + 1)`), "@metadata_user", true)+
-		` WHERE rec.tenant_id = @tenant AND rec.id = @id`, spec(r).table)
-	args := pgx.StrictNamedArgs{"tenant": string(t), "id": id, "doc": doc, "metadata_user": MetadataUser(ctx)}
-	if r.Versioned {
-		// Version 0 is none named: "any version" for a resource whose
-		// version is optional on update, and a version no row has for
-		// any other.
-		sql += ` AND (@version::integer IS NULL OR rec.version = @version::integer)`
-		args["version"] = version
-		if r.VersionOptional {
-			args["version"] = nullableInt(version)
-		}
-	}
-	if g != nil {
-		sql += ` AND ` + strings.ReplaceAll(g.Cond, "{loan}", postgres.Table(postgres.TableLoan))
-	}
-	tag, err := q.Exec(ctx, sql, args)
-	if err != nil {
-		return InterpretWrite(err, t, r, doc)
-	}
-	if tag.RowsAffected() == 1 {
-		return nil
-	}
-	if !r.Versioned && g == nil {
-		return errs.NotFound(r.Name, id)
-	}
-	// Absent, present at another version, or refused by the guard: tell
-	// which.
-	var stored *int
-	cols, state := "NULL::integer", []any{&stored}
-	if r.Versioned {
-		cols = "version"
-	}
-	if g != nil {
-		var s string
-		cols, state = cols+", "+g.State, append(state, &s)
-	}
-	err = q.QueryRow(ctx, postgres.WithTables(`SELECT `+cols+` FROM %s WHERE tenant_id = $2 AND id = $1`, spec(r).table), id, string(t)).Scan(state...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return errs.NotFound(r.Name, id)
-	}
-	if err != nil {
-		return postgres.Interpret(err, t)
-	}
-	if r.Versioned && (version != 0 || !r.VersionOptional) && stored != nil && *stored != version {
-		return StaleVersion(id, *stored, version)
-	}
-	return g.Why(id, state[1:], doc)
-}
-
-// StaleVersion is FOLIO's optimistic-locking error: a replace of record
-// id, stored at version stored, made at version (0: none named), changes
-// nothing.
-func StaleVersion(id string, stored, version int) *errs.Error {
-	named := "<NULL>"
-	if version != 0 {
-		named = strconv.Itoa(version)
-	}
-	return errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
-		"Cannot update record %s because it has been changed (optimistic locking): Stored _version is %d, _version of request is %s",
-		id, stored, named).With("_version", strconv.Itoa(stored))
-}
-
 // Delete implements storage.RecordService. An open loan is removed only
 // by being checked in first.
 func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resource, id string) error {
-	sql := postgres.WithTables(`DELETE FROM %s WHERE tenant_id = $2 AND id = $1`, spec(r).table)
+	sql := postgres.WithTables(`DELETE FROM %s WHERE tenant_id = $2 AND id = $1`, record.Table(r))
 	if r.Path == storage.Loans.Path {
 		sql += ` AND status_name <> ` + postgres.Lit(schemas.LoanOpen)
 	}
 	if r.Path == storage.Requests.Path {
-		release, err := s.queueTurn(ctx, t)
+		release, err := s.requests.Turn(ctx, t)
 		if err != nil {
 			return err
 		}
@@ -562,21 +343,7 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 			return true, nil
 		}
 		if r.Path == storage.Requests.Path {
-			shelf, err := onShelf(ctx, tx, t, id)
-			if err != nil {
-				return err
-			}
-			paged, err := pagedItem(ctx, tx, t, id)
-			if err != nil {
-				return err
-			}
-			if err := deleteRequest(ctx, tx, t, id, del); err != nil {
-				return err
-			}
-			if err := s.leftShelf(ctx, tx, t, id, shelf); err != nil {
-				return err
-			}
-			return s.leftPage(ctx, tx, t, id, paged)
+			return requests.Delete(ctx, tx, t, id, del)
 		}
 		_, err := del()
 		return err
@@ -584,9 +351,9 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation {
-			c := constraints[pgErr.ConstraintName]
+			c := record.Constraints[pgErr.ConstraintName]
 			e := errs.Errorf(errs.KindConflict, schemas.CodeInUse, "Cannot delete %s %s: %s refer to it",
-				strings.ToLower(r.Name), id, c.source).With("id", id)
+				strings.ToLower(r.Name), id, c.Source).With("id", id)
 			e.Err = err
 			return e
 		}
@@ -604,14 +371,6 @@ func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resour
 	return nil
 }
 
-// nullableInt is n, or SQL NULL for 0.
-func nullableInt(n int) any {
-	if n == 0 {
-		return nil
-	}
-	return n
-}
-
 // fieldAt reads the string at a path of a JSON document ("" when absent).
 func fieldAt(doc json.RawMessage, path ...string) string {
 	var v any
@@ -627,16 +386,4 @@ func fieldAt(doc json.RawMessage, path ...string) string {
 	}
 	s, _ := v.(string)
 	return s
-}
-
-// FieldValue reads a top-level string field of a JSON document, for messages.
-func FieldValue(doc json.RawMessage, field string) string {
-	var m map[string]any
-	if json.Unmarshal(doc, &m) != nil {
-		return ""
-	}
-	if s, ok := m[field].(string); ok {
-		return s
-	}
-	return ""
 }

@@ -2,8 +2,8 @@
 // one instance at a time: expired locks and their waiters, the lock
 // history past its retention, stale sign-in counts, ended sessions and
 // their refresh tokens; and it closes the requests past their request
-// expiration date (lending.ExpireRequests) and those left on a hold shelf
-// past their date (lending.ExpireHoldShelves).
+// expiration date (requests.Expire) and those left on a hold shelf past
+// their date (requests.ExpireHoldShelves).
 package sweeper
 
 import (
@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/checkoutlock/circulation-storage/internal/lending"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/requests"
 	"github.com/checkoutlock/circulation-storage/login"
 	"github.com/jackc/pgx/v5"
 )
@@ -341,20 +341,20 @@ func (s *Sweeper) sweepLocks(ctx context.Context) (int, error) {
 
 // expireHoldShelves closes the requests past their hold shelf date.
 func (s *Sweeper) expireHoldShelves(ctx context.Context) error {
-	return s.closeExpired(ctx, WorkHoldShelfRequest, "hold shelf date", lending.ExpireHoldShelves)
+	return s.closeExpired(ctx, WorkHoldShelfRequest, "hold shelf date", requests.ExpireHoldShelves)
 }
 
 // expireRequests closes the requests past their request expiration date.
 func (s *Sweeper) expireRequests(ctx context.Context) error {
-	return s.closeExpired(ctx, WorkExpiredRequest, "expiration date", lending.ExpireRequests)
+	return s.closeExpired(ctx, WorkExpiredRequest, "expiration date", requests.Expire)
 }
 
 // closeExpired closes the requests past their date (what, in words),
 // with close, a batch at a time. A request that cannot be closed is
 // logged and counted (work), left out of the pass's next batches and
 // found again at the next pass: it holds up no other.
-func (s *Sweeper) closeExpired(ctx context.Context, work, what string, close lending.CloseExpired) error {
-	var failed []lending.RequestRef
+func (s *Sweeper) closeExpired(ctx context.Context, work, what string, close requests.CloseExpired) error {
+	var failed []requests.Ref
 	closed := 0
 	for {
 		found, n, failures, err := close(ctx, s.db, s.batchSize, failed)
@@ -366,7 +366,7 @@ func (s *Sweeper) closeExpired(ctx context.Context, work, what string, close len
 			s.onWork(work, 0, f.Err)
 			s.logger.WarnContext(ctx, "sweeper: a request past its "+what+" could not be closed; it is tried again at the next pass",
 				slog.String("tenant", string(f.Tenant)), slog.String("request_id", f.ID), slog.Any("error", f.Err))
-			failed = append(failed, f.RequestRef)
+			failed = append(failed, f.Ref)
 		}
 		if found < s.batchSize {
 			break

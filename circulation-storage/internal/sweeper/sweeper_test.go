@@ -12,6 +12,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -299,10 +300,10 @@ func TestRequestsPastTheirHoldShelfDateAreClosed(t *testing.T) {
 	t.Parallel()
 	// A database of its own: the sweeper looks at every tenant in it.
 	db := dbtest.OpenDB(t, pgtest.Fresh(t))
-	f := dbtest.LibraryIn(t, db, records.LoadData)
+	f := dbtest.LibraryIn(t, db, sample.LoadData)
 	ctx := context.Background()
 	rec := records.NewRecords(db)
-	desk := records.ServicePointDesk1
+	desk := sample.ServicePointDesk1
 	var sp map[string]any
 	if doc, err := rec.Get(ctx, f.Tenant, storage.ServicePoints, desk); err != nil || json.Unmarshal(doc, &sp) != nil {
 		t.Fatalf("the desk: %v", err)
@@ -313,11 +314,11 @@ func TestRequestsPastTheirHoldShelfDateAreClosed(t *testing.T) {
 	if err := rec.Update(ctx, f.Tenant, storage.ServicePoints, desk, 0, doc); err != nil {
 		t.Fatal(err)
 	}
-	item := records.SampleID("book-030")
+	item := sample.ID("book-030")
 	request := func(patron, status string, position int, expires string) string {
 		t.Helper()
 		d := map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
-			"requesterId": records.SampleID(patron), "itemId": item, "status": status, "position": position,
+			"requesterId": sample.ID(patron), "itemId": item, "status": status, "position": position,
 			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": desk}
 		if expires != "" {
 			d["holdShelfExpirationDate"] = expires
@@ -394,7 +395,7 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 	// A database of its own: the sweeper looks at every tenant in it, and
 	// the triggers are on its shared tables.
 	db := dbtest.OpenDB(t, pgtest.Fresh(t))
-	f := dbtest.LibraryIn(t, db, records.LoadData)
+	f := dbtest.LibraryIn(t, db, sample.LoadData)
 	ctx := context.Background()
 	rec := records.NewRecords(db)
 	past := time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)
@@ -402,8 +403,8 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 		t.Helper()
 		f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, item)
 		doc, _ := json.Marshal(map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
-			"requesterId": records.SampleID("1002"), "itemId": item, "status": "Open - Awaiting pickup", "position": 1,
-			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": records.ServicePointDesk1, "holdShelfExpirationDate": past})
+			"requesterId": sample.ID("1002"), "itemId": item, "status": "Open - Awaiting pickup", "position": 1,
+			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": sample.ServicePointDesk1, "holdShelfExpirationDate": past})
 		id := uuid.NewString()
 		if _, err := rec.Create(ctx, f.Tenant, storage.Requests, id, doc); err != nil {
 			t.Fatal(err)
@@ -411,9 +412,9 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 		return id
 	}
 	// The one that fails first: its date is the earlier.
-	bad := onShelf(records.SampleID("book-031"))
+	bad := onShelf(sample.ID("book-031"))
 	past = time.Now().Add(-time.Minute).UTC().Format(schemas.TimeFormat)
-	good := onShelf(records.SampleID("book-032"))
+	good := onShelf(sample.ID("book-032"))
 	l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
 	if err != nil {
 		t.Fatal(err)
@@ -485,15 +486,15 @@ func TestRequestsPastTheirExpirationDateAreClosedEachOnItsOwn(t *testing.T) {
 	// A database of its own: the sweeper looks at every tenant in it, and
 	// the trigger is on its shared table.
 	db := dbtest.OpenDB(t, pgtest.Fresh(t))
-	f := dbtest.LibraryIn(t, db, records.LoadData)
+	f := dbtest.LibraryIn(t, db, sample.LoadData)
 	ctx := context.Background()
 	rec := records.NewRecords(db)
 	past := time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)
 	request := func(patron, item, status string, position int, dates ...string) string {
 		t.Helper()
 		d := map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
-			"requesterId": records.SampleID(patron), "itemId": item, "status": status, "position": position,
-			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": records.ServicePointDesk1}
+			"requesterId": sample.ID(patron), "itemId": item, "status": status, "position": position,
+			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": sample.ServicePointDesk1}
 		for i := 0; i+1 < len(dates); i += 2 {
 			d[dates[i]] = dates[i+1]
 		}
@@ -505,10 +506,10 @@ func TestRequestsPastTheirExpirationDateAreClosedEachOnItsOwn(t *testing.T) {
 		return id
 	}
 	// The one that fails first: its date is the earlier.
-	bad := request("1002", records.SampleID("book-033"), "Open - Not yet filled", 1, "requestExpirationDate",
+	bad := request("1002", sample.ID("book-033"), "Open - Not yet filled", 1, "requestExpirationDate",
 		time.Now().Add(-2*time.Hour).UTC().Format(schemas.TimeFormat))
-	good := request("1002", records.SampleID("book-034"), "Open - Not yet filled", 1, "requestExpirationDate", past)
-	shelf := records.SampleID("book-035")
+	good := request("1002", sample.ID("book-034"), "Open - Not yet filled", 1, "requestExpirationDate", past)
+	shelf := sample.ID("book-035")
 	f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, shelf)
 	onShelf := request("1002", shelf, "Open - Awaiting pickup", 1, "holdShelfExpirationDate", past)
 	expired := request("1003", shelf, "Open - Not yet filled", 2, "requestExpirationDate", past)

@@ -135,7 +135,7 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 }
 
 // requestRefusals are the codes of storage's refusals of a request
-// judged by FOLIO's rules (lending.JudgeRequest), and of a check-out's
+// judged by FOLIO's rules (its package requests, judge.go), and of a check-out's
 // or a renewal's write that broke a rule of the borrower, the item or the
 // policy: FOLIO's, passed on as they are.
 var requestRefusals = []string{schemas.CodeRequestingDisallowed, schemas.CodeRequestingDisallowedByPolicy,

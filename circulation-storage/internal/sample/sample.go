@@ -1,4 +1,8 @@
-package records
+// Package sample is what a tenant may be initialised with (LoadData):
+// FOLIO's reference records, under FOLIO's ids, and a sample library of
+// loan policies and circulation rules, patrons, items, a block and a
+// request, under ids the same on every load.
+package sample
 
 import (
 	"context"
@@ -8,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/record"
+	"github.com/checkoutlock/circulation-storage/internal/rules"
 	"github.com/checkoutlock/schemas"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -45,8 +51,8 @@ const (
 // the same on every load.
 var sampleNamespace = uuid.MustParse("6f9f1c54-0c2e-4f57-9d51-7a0c1b3e9a10")
 
-// SampleID is the id the sample data gives the record with this barcode.
-func SampleID(barcode string) string { return uuid.NewSHA1(sampleNamespace, []byte(barcode)).String() }
+// ID is the id the sample data gives the record with this barcode.
+func ID(barcode string) string { return uuid.NewSHA1(sampleNamespace, []byte(barcode)).String() }
 
 type seed struct {
 	r   storage.Resource
@@ -71,8 +77,8 @@ func referenceSeeds() []seed {
 	}
 }
 
-// SampleRules are the sample library's circulation rules.
-var SampleRules = storage.CirculationRules{
+// Rules are the sample library's circulation rules.
+var Rules = storage.CirculationRules{
 	FallbackLoanPolicyID: PolicyStandard,
 	Rules: []storage.CirculationRule{
 		{PatronGroupID: GroupUndergrad, LoanTypeID: LoanTypeCanCirculate, LoanPolicyID: PolicyUndergrad},
@@ -101,7 +107,7 @@ func sampleSeeds() []seed {
 		{storage.LoanPolicies, PolicyReadingRoom, map[string]any{"name": "Reading room only", "loanable": false}},
 	}
 	patron := func(barcode, first, last, group string, active bool) seed {
-		return seed{storage.Patrons, SampleID(barcode), map[string]any{"barcode": barcode, "active": active, "patronGroup": group,
+		return seed{storage.Patrons, ID(barcode), map[string]any{"barcode": barcode, "active": active, "patronGroup": group,
 			"personal": map[string]any{"firstName": first, "lastName": last}}}
 	}
 	seeds = append(seeds,
@@ -115,11 +121,11 @@ func sampleSeeds() []seed {
 	// Frank's registration has ended: he is refused as inactive.
 	seeds[len(seeds)-1].doc["expirationDate"] = "2025-06-30T23:59:59.000Z"
 	// Erin is blocked from borrowing.
-	seeds = append(seeds, seed{storage.ManualBlocks, SampleID("block-1005"), map[string]any{"userId": SampleID("1005"),
+	seeds = append(seeds, seed{storage.ManualBlocks, ID("block-1005"), map[string]any{"userId": ID("1005"),
 		"type": "Manual", "desc": "Library card reported stolen", "patronMessage": "Please come to the circulation desk",
 		"borrowing": true, "renewals": true, "requests": true}})
 	item := func(barcode, title, material, loanType string) seed {
-		return seed{storage.Items, SampleID(barcode), map[string]any{"barcode": barcode, "title": title,
+		return seed{storage.Items, ID(barcode), map[string]any{"barcode": barcode, "title": title,
 			"status": map[string]any{"name": schemas.ItemAvailable}, "materialTypeId": material, "permanentLoanTypeId": loanType}}
 	}
 	for i := 1; i <= 150; i++ {
@@ -135,9 +141,9 @@ func sampleSeeds() []seed {
 			s.doc["status"] = map[string]any{"name": schemas.ItemAwaitingPickup}
 		}
 	}
-	seeds = append(seeds, seed{storage.Requests, SampleID("hold-book-020"), map[string]any{"requestType": "Hold",
-		"requestLevel": "Item", "requestDate": "2026-01-05T09:00:00.000Z", "requesterId": SampleID("1002"),
-		"itemId": SampleID("book-020"), "status": schemas.RequestAwaitingPickup, "position": 1, "fulfillmentPreference": "Hold Shelf"}})
+	seeds = append(seeds, seed{storage.Requests, ID("hold-book-020"), map[string]any{"requestType": "Hold",
+		"requestLevel": "Item", "requestDate": "2026-01-05T09:00:00.000Z", "requesterId": ID("1002"),
+		"itemId": ID("book-020"), "status": schemas.RequestAwaitingPickup, "position": 1, "fulfillmentPreference": "Hold Shelf"}})
 	for i := 1; i <= 10; i++ {
 		seeds = append(seeds, item(numbered("reading-", 2, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeReadingRoom))
 	}
@@ -170,10 +176,10 @@ func LoadData(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage.Te
 			return nil, postgres.Interpret(err, t)
 		}
 		if !exists {
-			if err := WriteRules(ctx, tx, t, SampleRules); err != nil {
+			if err := rules.Write(ctx, tx, t, Rules); err != nil {
 				return nil, fmt.Errorf("load sample rules: %w", err)
 			}
-			msgs = append(msgs, "sample data: circulation rules with "+strconv.Itoa(len(SampleRules.Rules))+" rules")
+			msgs = append(msgs, "sample data: circulation rules with "+strconv.Itoa(len(Rules.Rules))+" rules")
 		}
 	}
 	return msgs, nil
@@ -191,7 +197,7 @@ func loadSeeds(ctx context.Context, tx pgx.Tx, t storage.Tenant, seeds []seed) (
 		if err != nil {
 			return n, err
 		}
-		stored, err := insertRecord(ctx, tx, t, s.r, s.id, doc, true)
+		stored, err := record.Insert(ctx, tx, t, s.r, s.id, doc, true)
 		if err != nil {
 			return n, err
 		}

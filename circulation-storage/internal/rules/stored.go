@@ -1,4 +1,4 @@
-package records
+package rules
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,10 +18,10 @@ import (
 
 // The circulation rules as stored: one row of the tenant's fallback
 // policy (circulation_rules) and its rules in order (circulation_rule).
-// Choosing a policy by them is package lending's (rules.go).
+// Choosing a policy by them is PolicyMatchSQL's.
 
-// ReadRules reads the tenant's circulation rules through q.
-func ReadRules(ctx context.Context, q postgres.Querier, t storage.Tenant) (storage.CirculationRules, error) {
+// Read reads the tenant's circulation rules through q.
+func Read(ctx context.Context, q postgres.Querier, t storage.Tenant) (storage.CirculationRules, error) {
 	var rules storage.CirculationRules
 	err := q.QueryRow(ctx, postgres.WithTables(`SELECT fallback_loan_policy_id::text, coalesce(fallback_request_policy_id::text, '') FROM %s WHERE tenant_id = $1`,
 		postgres.TableCirculationRules), string(t)).Scan(&rules.FallbackLoanPolicyID, &rules.FallbackRequestPolicyID)
@@ -52,8 +53,8 @@ SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, '')
 	return rules, nil
 }
 
-// WriteRules replaces the tenant's circulation rules, in tx.
-func WriteRules(ctx context.Context, tx pgx.Tx, t storage.Tenant, rules storage.CirculationRules) error {
+// Write replaces the tenant's circulation rules, in tx.
+func Write(ctx context.Context, tx pgx.Tx, t storage.Tenant, rules storage.CirculationRules) error {
 	_, err := tx.Exec(ctx, postgres.WithTables(`
 INSERT INTO %s (tenant_id, fallback_loan_policy_id, fallback_request_policy_id) VALUES ($2, $1, nullif($3, '')::uuid)
 ON CONFLICT (tenant_id) DO UPDATE
@@ -85,18 +86,18 @@ func interpretRule(err error, t storage.Tenant, index int, rules storage.Circula
 	if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.ForeignKeyViolation {
 		return postgres.Interpret(err, t)
 	}
-	c := constraints[pgErr.ConstraintName]
-	field, value := c.field, rules.FallbackLoanPolicyID
-	if c.field == "fallbackRequestPolicyId" {
+	c := record.Constraints[pgErr.ConstraintName]
+	field, value := c.Field, rules.FallbackLoanPolicyID
+	if c.Field == "fallbackRequestPolicyId" {
 		value = rules.FallbackRequestPolicyID
 	}
 	if index >= 0 {
 		r := rules.Rules[index]
-		field = "rules." + strconv.Itoa(index) + "." + c.field
+		field = "rules." + strconv.Itoa(index) + "." + c.Field
 		value = map[string]string{"patronGroupId": r.PatronGroupID, "materialTypeId": r.MaterialTypeID,
-			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID, "requestPolicyId": r.RequestPolicyID}[c.field]
+			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID, "requestPolicyId": r.RequestPolicyID}[c.Field]
 	}
-	e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: %s %s does not exist", field, c.target, value).
+	e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: %s %s does not exist", field, c.Target, value).
 		With(field, value)
 	e.Err = err
 	return e

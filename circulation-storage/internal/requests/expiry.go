@@ -1,4 +1,4 @@
-package lending
+package requests
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -24,15 +23,14 @@ import (
 // holdShelfExpirationDate whatever its requestExpirationDate
 // (holdshelf.go).
 //
-// Each request is closed by the record service's write of a request
-// (NewRecords), at the version read, in a transaction of its own, as a
-// cancellation is: its position given up, the requests after it moving
-// up one, and an open page's Paged item put back on the shelf when no
-// other page waits for it (Unpage, the records' PageLeft). An item in
-// transit or awaiting delivery for it goes on as it is, as after a
-// cancellation: its check-in at its destination hands it to the queue's
-// next request, or back to the shelf (returnItem). The triggers of
-// migration 9 announce each change.
+// Each request is closed by the one write of a request (Writer.Update),
+// at the version read, in a transaction of its own, as a cancellation
+// is: its position given up, the requests after it moving up one, and an
+// open page's Paged item put back on the shelf when no other page waits
+// for it (unpage). An item in transit or awaiting delivery for it goes
+// on as it is, as after a cancellation: its check-in at its destination
+// hands it to the queue's next request, or back to the shelf
+// (ReturnItem). The triggers of migration 9 announce each change.
 
 // expiringStatuses are the statuses a request is closed in once past its
 // requestExpirationDate (FOLIO's RequestExpirationService), as the index
@@ -72,13 +70,13 @@ SELECT jsonb, version FROM %s
 // read and its write.
 const expiryWrites = 3
 
-// ExpireRequests closes up to batch requests past their request
+// Expire closes up to batch requests past their request
 // expiration date, of every tenant, each in a transaction of its own, but
 // those of skip (that failed before). Each request is closed on its own:
 // one that fails is answered in failed, and the others are closed all the
 // same. It answers how many it found and closed; err is the listing's
 // failure alone.
-func ExpireRequests(ctx context.Context, db *postgres.DB, batch int, skip []RequestRef) (found, closed int, failed []RequestFailure, err error) {
+func Expire(ctx context.Context, db *postgres.DB, batch int, skip []Ref) (found, closed int, failed []Failure, err error) {
 	tenants, ids := make([]string, len(skip)), make([]string, len(skip))
 	for i, k := range skip {
 		tenants[i], ids[i] = string(k.Tenant), k.ID
@@ -87,20 +85,20 @@ func ExpireRequests(ctx context.Context, db *postgres.DB, batch int, skip []Requ
 	if err != nil {
 		return 0, 0, nil, postgres.Interpret(err, "")
 	}
-	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RequestRef, error) {
-		var k RequestRef
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Ref, error) {
+		var k Ref
 		err := row.Scan(&k.Tenant, &k.ID)
 		return k, err
 	})
 	if err != nil {
 		return 0, 0, nil, postgres.Interpret(err, "")
 	}
-	rec := NewRecords(db)
+	w := New(db)
 	for _, k := range due {
-		done, err := expireRequest(ctx, db, rec, k.Tenant, k.ID)
+		done, err := expireRequest(ctx, db, w, k.Tenant, k.ID)
 		switch {
 		case err != nil:
-			failed = append(failed, RequestFailure{RequestRef: k, Err: err})
+			failed = append(failed, Failure{Ref: k, Err: err})
 		case done:
 			closed++
 		}
@@ -109,13 +107,13 @@ func ExpireRequests(ctx context.Context, db *postgres.DB, batch int, skip []Requ
 }
 
 // expireRequest closes request id of t, found past its request expiration
-// date, through rec's write of it at the version read, unless it was
+// date, through w's write of it at the version read, unless it was
 // filled, cancelled, given another date, put on the hold shelf or deleted
 // meanwhile (done false). A write refused because another write of the
 // request came between the read and it is read and judged again, up to
 // expiryWrites times; the last refusal is then its failure, and the
 // request is tried again at the next pass.
-func expireRequest(ctx context.Context, db *postgres.DB, rec *records.Records, t storage.Tenant, id string) (done bool, err error) {
+func expireRequest(ctx context.Context, db *postgres.DB, w *Writer, t storage.Tenant, id string) (done bool, err error) {
 	for range expiryWrites {
 		var doc json.RawMessage
 		var version int
@@ -135,7 +133,7 @@ func expireRequest(ctx context.Context, db *postgres.DB, rec *records.Records, t
 		if closedDoc, err = json.Marshal(req); err != nil {
 			return false, err
 		}
-		err = rec.Update(ctx, t, storage.Requests, id, version, closedDoc)
+		err = w.Update(ctx, t, id, version, closedDoc)
 		switch {
 		case err == nil:
 			return true, nil

@@ -1,4 +1,4 @@
-package lending
+package requests
 
 import (
 	"context"
@@ -6,7 +6,8 @@ import (
 	"slices"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/record"
+	"github.com/checkoutlock/circulation-storage/internal/rules"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -23,8 +24,8 @@ import (
 //	the requester is active and not expired          USER_IS_INACTIVE
 //	no other open request of the requester's         ITEM_ALREADY_REQUESTED_BY_SAME_USER
 //	no automated block of the requester's requests   USER_IS_BLOCKED_AUTOMATICALLY, one a block
-//	  (automatedBlocksSQL: a limit of their patron
-//	  group's whose condition blocks requests)
+//	  (rules.AutomatedBlocksSQL: a limit of their
+//	  patron group's whose condition blocks requests)
 //	the requester does not have the item on loan     ITEM_ALREADY_LOANED_TO_SAME_USER
 //	no manual block of the requester's requests      USER_IS_BLOCKED_MANUALLY
 //	a hold shelf request's pickup point is one       INVALID_PICKUP_SERVICE_POINT
@@ -63,17 +64,17 @@ SELECT (SELECT type FROM q) AS type, (SELECT status_name FROM i) AS item_status,
        (SELECT fulfillment FROM q) AS fulfillment, (SELECT pickup::text FROM q) AS pickup,
        (SELECT coalesce(sp.jsonb ->> 'pickupLocation' = 'true', false) FROM ` + postgres.Table(postgres.TableServicePoint) + ` sp
          WHERE sp.tenant_id = @tenant AND sp.id = (SELECT pickup FROM q)) AS pickup_location,
-       coalesce((SELECT ` + patronActiveSQL("u") + ` FROM u), false) AS active,
+       coalesce((SELECT ` + rules.PatronActiveSQL("u") + ` FROM u), false) AS active,
        (SELECT r.id::text FROM ` + postgres.Table(postgres.TableRequest) + ` r, q
          WHERE r.tenant_id = @tenant AND r.item_id = q.item_id AND r.requester_id = q.requester_id
-           AND ` + records.OpenRequest("r.status") + ` AND r.id <> @id::uuid ORDER BY r.position LIMIT 1) AS other_request,
+           AND ` + Open("r.status") + ` AND r.id <> @id::uuid ORDER BY r.position LIMIT 1) AS other_request,
        EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableLoan) + ` l, q
                 WHERE l.tenant_id = @tenant AND l.item_id = q.item_id AND l.user_id = q.requester_id AND l.status_name = ` + postgres.Lit(schemas.LoanOpen) + `) AS on_loan,
        (SELECT jsonb_agg(jsonb_build_object('condition', b ->> 'patronBlockConditionId', 'message', b ->> 'message')
                          ORDER BY b ->> 'patronBlockConditionId')
-          FROM jsonb_array_elements(coalesce(` + automatedBlocksSQL("@tenant", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `, '[]'::jsonb)) b
+          FROM jsonb_array_elements(coalesce(` + rules.AutomatedBlocksSQL("@tenant", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `, '[]'::jsonb)) b
          WHERE (b ->> 'blockRequests')::boolean) AS automated,
-       ` + manuallyBlockedSQL("(SELECT id FROM u)", "requests") + ` AS blocked,
+       ` + rules.ManuallyBlockedSQL("(SELECT id FROM u)", "requests") + ` AS blocked,
        (SELECT id::text FROM p) AS policy_id, (SELECT jsonb -> 'requestTypes' FROM p) AS policy_types,
        EXISTS (SELECT 1 FROM a, q WHERE a.request_type = q.type AND a.id = q.pickup) AS pickup_allowed`
 
@@ -90,8 +91,8 @@ type requestVerdict struct {
 	OtherRequest   *string `db:"other_request"`
 	OnLoan         bool    `db:"on_loan"`
 	// Automated is the requester's automated blocks of requests
-	// (automatedBlocksSQL's with blockRequests), each its condition and
-	// message, by condition; NULL when none.
+	// (rules.AutomatedBlocksSQL's with blockRequests), each its condition
+	// and message, by condition; NULL when none.
 	Automated json.RawMessage `db:"automated"`
 	Blocked   bool            `db:"blocked"`
 	// PolicyID and PolicyTypes are the request policy's id and
@@ -169,7 +170,7 @@ func (v requestVerdict) refusals(id, requester, item string) []*errs.Error {
 // pageItemSQL moves the item of page request @id to Paged while it is on
 // the shelf (Available or Restricted).
 var pageItemSQL = `
-UPDATE ` + postgres.Table(postgres.TableItem) + ` SET jsonb = ` + records.WithMetadata(itemWithStatus(schemas.ItemPaged), "@metadata_user", true) + `
+UPDATE ` + postgres.Table(postgres.TableItem) + ` SET jsonb = ` + record.WithMetadata(record.ItemWithStatus(schemas.ItemPaged), "@metadata_user", true) + `
  WHERE tenant_id = @tenant AND id = (SELECT item_id FROM ` + postgres.Table(postgres.TableRequest) + ` WHERE tenant_id = @tenant AND id = @id::uuid)
    AND status_name IN (` + postgres.Lits(schemas.ItemAvailable, schemas.ItemRestricted) + `)`
 
@@ -189,7 +190,7 @@ WITH l AS (SELECT l.id, l.jsonb ->> 'dueDate' AS due_before,
             WHERE l.tenant_id = @tenant AND l.status_name = ` + postgres.Lit(schemas.LoanOpen) + `
               AND l.item_id = (SELECT item_id FROM ` + postgres.Table(postgres.TableRequest) + ` WHERE tenant_id = @tenant AND id = @id::uuid)
               AND NOT coalesce((l.jsonb ->> 'dueDateChangedByRecall')::boolean, false))
-UPDATE ` + postgres.Table(postgres.TableLoan) + ` t SET jsonb = ` + records.WithMetadata(`(t.jsonb - 'actionComment' - 'reminders')
+UPDATE ` + postgres.Table(postgres.TableLoan) + ` t SET jsonb = ` + record.WithMetadata(`(t.jsonb - 'actionComment' - 'reminders')
          || jsonb_build_object('dueDateChangedByRecall', true, 'action', 'recallrequested')
          || CASE WHEN l.due < `+postgres.StoredTime("l.due_before", "loan dueDate")+`
                  THEN jsonb_build_object('dueDate', to_char(l.due AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
@@ -207,11 +208,11 @@ func periodInterval(p string) string {
 		`, weeks => ` + unit("Weeks") + `, months => ` + unit("Months") + `)`
 }
 
-// JudgeRequest is records.Records' RequestRules: request id, just
-// written in tx with its queue locked, is judged by FOLIO's rules (a
-// *errs.Refusal naming every rule it breaks, the transaction then rolled
-// back), and makes the writes its type calls for.
-func JudgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, requester, item string) error {
+// judge judges request id, just written in tx with its queue locked
+// (judgeRequest), by FOLIO's rules (a *errs.Refusal naming every rule it
+// breaks, the transaction then rolled back), and makes the writes its
+// type calls for.
+func judge(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, requester, item string) error {
 	rows, err := tx.Query(ctx, requestVerdictSQL, pgx.StrictNamedArgs{"tenant": string(t), "id": id})
 	if err != nil {
 		return postgres.Interpret(err, t)
@@ -223,7 +224,7 @@ func JudgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, requeste
 	if refused := v.refusals(id, requester, item); len(refused) > 0 {
 		return &errs.Refusal{Errors: refused}
 	}
-	args := pgx.StrictNamedArgs{"tenant": string(t), "id": id, "metadata_user": records.MetadataUser(ctx)}
+	args := pgx.StrictNamedArgs{"tenant": string(t), "id": id, "metadata_user": record.MetadataUser(ctx)}
 	switch v.Type {
 	case schemas.RequestTypePage:
 		_, err = tx.Exec(ctx, pageItemSQL, args)
@@ -233,32 +234,20 @@ func JudgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, requeste
 	return postgres.Interpret(err, t)
 }
 
-// NewRecords is the record service whose writes of requests keep the
-// return loop and FOLIO's request rules: a request leaving the hold shelf
-// hands its item on (HandOn), one written through circulation is judged
-// (JudgeRequest).
-func NewRecords(db *postgres.DB) *records.Records {
-	r := records.NewRecords(db)
-	r.ShelfLeft = HandOn
-	r.RequestRules = JudgeRequest
-	r.PageLeft = Unpage
-	return r
-}
-
 // unpageSQL puts Paged item @item back on the shelf (Available) while no
 // open page waits for it.
 var unpageSQL = `
-UPDATE ` + postgres.Table(postgres.TableItem) + ` SET jsonb = ` + records.WithMetadata(itemWithStatus(schemas.ItemAvailable), "@metadata_user", true) + `
+UPDATE ` + postgres.Table(postgres.TableItem) + ` SET jsonb = ` + record.WithMetadata(record.ItemWithStatus(schemas.ItemAvailable), "@metadata_user", true) + `
  WHERE tenant_id = @tenant AND id = @item::uuid AND status_name = '` + schemas.ItemPaged + `'
    AND NOT EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableRequest) + ` r
-                    WHERE r.tenant_id = @tenant AND r.item_id = @item::uuid AND ` + records.OpenRequest("r.status") + `
+                    WHERE r.tenant_id = @tenant AND r.item_id = @item::uuid AND ` + Open("r.status") + `
                       AND r.jsonb ->> 'requestType' = '` + schemas.RequestTypePage + `')`
 
-// Unpage is records.Records' PageLeft: a page of itemID was cancelled,
-// closed, moved or deleted in tx; the item, still Paged, goes back to the
-// shelf when no other page waits for it (FOLIO's: a cancelled page's item
-// is Available again).
-func Unpage(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string) error {
-	_, err := tx.Exec(ctx, unpageSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": itemID, "metadata_user": records.MetadataUser(ctx)})
+// unpage is told (leftPage) that a page of itemID was cancelled, closed,
+// moved or deleted in tx; the item, still Paged, goes back to the shelf
+// when no other page waits for it (FOLIO's: a cancelled page's item is
+// Available again).
+func unpage(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string) error {
+	_, err := tx.Exec(ctx, unpageSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": itemID, "metadata_user": record.MetadataUser(ctx)})
 	return postgres.Interpret(err, t)
 }

@@ -1,4 +1,4 @@
-package lending
+package requests
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/rules"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/jackc/pgx/v5"
@@ -21,8 +22,9 @@ import (
 // A request placed through circulation is judged by it in its write
 // (requestVerdictSQL: a hold shelf request naming a pickup location
 // outside the set is refused REQUEST_PICKUP_SERVICE_POINT_IS_NOT_ALLOWED),
-// and the allowed service points route answers it (AllowedServicePoints),
-// so that what a librarian is offered is what the write then takes.
+// and the allowed service points route answers it (AllowedServicePoints,
+// lending's Rules serving it), so that what a librarian is offered is
+// what the write then takes.
 
 // requestTypes are the request types, in FOLIO's order.
 var requestTypes = []string{schemas.RequestTypePage, schemas.RequestTypeHold, schemas.RequestTypeRecall}
@@ -31,7 +33,7 @@ var requestTypes = []string{schemas.RequestTypePage, schemas.RequestTypeHold, sc
 // requester for item (SQL expressions, uuid) is judged with, in tenant
 // @tenant: u the requester's row (id, patron_group_id, jsonb), i the
 // item's (id, status_name, material_type_id, loan_type_id), m the rule
-// the circulation rules choose for them (policyMatchSQL, as for a loan),
+// the circulation rules choose for them (rules.PolicyMatchSQL, as for a loan),
 // p the request policy that rule names, else the rules' fallback
 // (id, jsonb; no row: every type is allowed, at every pickup location),
 // and a the pickup service points p allows for each request type
@@ -49,7 +51,7 @@ func requestPartiesSQL(requester, item string) string {
             WHERE tenant_id = @tenant AND id = ` + requester + `),
      i AS (SELECT id, status_name, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id
              FROM ` + postgres.Table(postgres.TableItem) + ` WHERE tenant_id = @tenant AND id = ` + item + `),
-     m AS (` + policyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
+     m AS (` + rules.PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
 		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `),
      p AS (SELECT rp.id, rp.jsonb FROM ` + postgres.Table(postgres.TableRequestPolicy) + ` rp
             WHERE rp.tenant_id = @tenant
@@ -98,13 +100,13 @@ type allowedServicePointsRow struct {
 	Pickups     json.RawMessage `db:"pickups"`
 }
 
-// AllowedServicePoints implements storage.RulesService, in one statement:
-// a type is answered when the item's status allows it (unless
+// AllowedServicePoints is storage.RulesService's, read from db in one
+// statement: a type is answered when the item's status allows it (unless
 // ignoreItemStatus), the request policy does (policyAllows) and it has a
 // pickup service point to name. FOLIO's words for a requester or an item
 // not found.
-func (s *Rules) AllowedServicePoints(ctx context.Context, t storage.Tenant, requesterID, itemID string, ignoreItemStatus bool) (storage.AllowedServicePoints, error) {
-	r, err := postgres.QueryOne[allowedServicePointsRow](ctx, s.db.Pool, allowedServicePointsSQL,
+func AllowedServicePoints(ctx context.Context, db *postgres.DB, t storage.Tenant, requesterID, itemID string, ignoreItemStatus bool) (storage.AllowedServicePoints, error) {
+	r, err := postgres.QueryOne[allowedServicePointsRow](ctx, db.Pool, allowedServicePointsSQL,
 		pgx.StrictNamedArgs{"tenant": string(t), "requester": requesterID, "item": itemID})
 	if err != nil {
 		return nil, postgres.Interpret(err, t)

@@ -1,4 +1,4 @@
-package lending
+package requests
 
 import (
 	"context"
@@ -10,10 +10,9 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/google/uuid"
 
-	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
 )
 
@@ -33,6 +32,9 @@ func storedRequest(t *testing.T, f dbtest.Fixture, id string) (doc map[string]an
 	delete(doc, "metadata")
 	return doc, updated
 }
+
+// stamp is now and d, as FOLIO writes a time.
+func stamp(d time.Duration) string { return time.Now().Add(d).UTC().Format(schemas.TimeFormat) }
 
 // TestRequestsPastTheirExpirationDateAreClosed: FOLIO's scheduled request
 // expiration (mod-circulation-storage's RequestExpirationApiTest:
@@ -59,12 +61,12 @@ func TestRequestsPastTheirExpirationDateAreClosed(t *testing.T) {
 	// A database of its own: the expiry closes the requests of every
 	// tenant in it.
 	db := dbtest.OpenDB(t, pgtest.Fresh(t))
-	f := dbtest.LibraryIn(t, db, records.LoadData)
+	f := dbtest.LibraryIn(t, db, sample.LoadData)
 	ctx := context.Background()
-	rec := NewRecords(db)
-	bob, dave, erin, frank := records.SampleID("1002"), records.SampleID("1004"), records.SampleID("1005"), records.SampleID("1006")
-	queue, transit, delivery, shelf, paged := records.SampleID("book-121"), records.SampleID("book-122"), records.SampleID("book-123"),
-		records.SampleID("book-124"), records.SampleID("book-125")
+	w := New(db)
+	bob, dave, erin, frank := sample.ID("1002"), sample.ID("1004"), sample.ID("1005"), sample.ID("1006")
+	queue, transit, delivery, shelf, paged := sample.ID("book-121"), sample.ID("book-122"), sample.ID("book-123"),
+		sample.ID("book-124"), sample.ID("book-125")
 	for item, status := range map[string]string{queue: schemas.ItemCheckedOut, transit: schemas.ItemInTransit, delivery: schemas.ItemAwaitingDelivery,
 		shelf: schemas.ItemAwaitingPickup, paged: schemas.ItemPaged} {
 		f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, postgres.TableItem)+` SET jsonb = jsonb_set(jsonb, '{status,name}', to_jsonb($2::text)) WHERE id = $1`, item, status)
@@ -73,13 +75,13 @@ func TestRequestsPastTheirExpirationDateAreClosed(t *testing.T) {
 		t.Helper()
 		d := map[string]any{"requestType": kind, "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
 			"requesterId": requester, "itemId": item, "status": status, "position": position,
-			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": records.ServicePointDesk1}
+			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": sample.ServicePointDesk1}
 		for k, v := range dates {
 			d[k] = v
 		}
 		doc, _ := json.Marshal(d)
 		id := uuid.NewString()
-		if _, err := rec.Create(ctx, f.Tenant, storage.Requests, id, doc); err != nil {
+		if _, err := w.Create(ctx, f.Tenant, id, doc); err != nil {
 			t.Fatal(err)
 		}
 		return id
@@ -95,7 +97,7 @@ func TestRequestsPastTheirExpirationDateAreClosed(t *testing.T) {
 	toCome := request("Hold", dave, queue, schemas.RequestNotYetFilled, 2, expires(stamp(time.Hour)))
 	aheadOfUTC := request("Hold", erin, queue, schemas.RequestNotYetFilled, 3, expires(ahead))
 	behindUTC := request("Hold", frank, queue, schemas.RequestNotYetFilled, 4, expires(behind))
-	none := request("Recall", records.SampleID("1001"), queue, schemas.RequestNotYetFilled, 5, nil)
+	none := request("Recall", sample.ID("1001"), queue, schemas.RequestNotYetFilled, 5, nil)
 	inTransit := request("Hold", bob, transit, schemas.RequestInTransit, 1, expires(stamp(-time.Minute)))
 	awaitingDelivery := request("Hold", bob, delivery, schemas.RequestAwaitingDelivery, 1, expires(stamp(-time.Minute)))
 	onShelf := request("Hold", bob, shelf, schemas.RequestAwaitingPickup, 1,
@@ -128,7 +130,7 @@ func TestRequestsPastTheirExpirationDateAreClosed(t *testing.T) {
 	itemsBefore := items()
 	events := f.Count(t, postgres.TableOutbox, "")
 
-	found, closed, failed, err := ExpireRequests(ctx, db, 10, nil)
+	found, closed, failed, err := Expire(ctx, db, 10, nil)
 	if err != nil || found != len(expired) || closed != len(expired) || len(failed) != 0 {
 		t.Fatalf("the expiry: found %d, closed %d, failed %v, %v; want %d found and closed", found, closed, failed, err, len(expired))
 	}
@@ -169,7 +171,7 @@ func TestRequestsPastTheirExpirationDateAreClosed(t *testing.T) {
 	if n := f.Count(t, postgres.TableOutbox, "") - events; n < len(expired)+5 {
 		t.Errorf("%d events announced, want the closed requests', the moved ones' and the book's", n)
 	}
-	if found, closed, failed, err := ExpireRequests(ctx, db, 10, nil); found != 0 || closed != 0 || failed != nil || err != nil {
+	if found, closed, failed, err := Expire(ctx, db, 10, nil); found != 0 || closed != 0 || failed != nil || err != nil {
 		t.Errorf("a second expiry: found %d, closed %d, failed %v, %v; want nothing", found, closed, failed, err)
 	}
 }
@@ -181,34 +183,34 @@ func TestRequestsPastTheirExpirationDateAreClosed(t *testing.T) {
 // nothing is closed.
 func TestRequestExpiryWritesAtTheVersionRead(t *testing.T) {
 	t.Parallel()
-	f := dbtest.SetupLibrary(t, records.LoadData)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
-	item := records.SampleID("book-126")
+	item := sample.ID("book-126")
 	f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, postgres.TableItem)+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Checked out"') WHERE id = $1`, item)
 	id := uuid.NewString()
 	doc, _ := json.Marshal(map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
-		"requesterId": records.SampleID("1002"), "itemId": item, "status": schemas.RequestNotYetFilled, "position": 1,
-		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": records.ServicePointDesk1, "requestExpirationDate": stamp(-time.Hour)})
-	if _, err := NewRecords(f.DB).Create(ctx, f.Tenant, storage.Requests, id, doc); err != nil {
+		"requesterId": sample.ID("1002"), "itemId": item, "status": schemas.RequestNotYetFilled, "position": 1,
+		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": sample.ServicePointDesk1, "requestExpirationDate": stamp(-time.Hour)})
+	if _, err := New(f.DB).Create(ctx, f.Tenant, id, doc); err != nil {
 		t.Fatal(err)
 	}
-	queue := hold(t, f, postgres.TableItem, item)
+	queue := dbtest.Hold(t, f, postgres.TableItem, item)
 	type result struct {
 		done bool
 		err  error
 	}
 	done := make(chan result, 1)
 	go func() {
-		closed, err := expireRequest(ctx, f.DB, NewRecords(f.DB), f.Tenant, id)
+		closed, err := expireRequest(ctx, f.DB, New(f.DB), f.Tenant, id)
 		done <- result{closed, err}
 	}()
-	dbtest.Eventually(t, "the expiry's write waiting for the item's queue", func() bool { return queue.blocked(t, f) != 0 })
+	dbtest.Eventually(t, "the expiry's write waiting for the item's queue", func() bool { return queue.Blocked(t, f) != 0 })
 	later := stamp(24 * time.Hour)
-	if _, err := queue.tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableRequest)+
+	if _, err := queue.Tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableRequest)+
 		` SET jsonb = jsonb_set(jsonb, '{requestExpirationDate}', to_jsonb($2::text)) WHERE id = $1`, id, later); err != nil {
 		t.Fatal(err)
 	}
-	if err := queue.tx.Commit(ctx); err != nil {
+	if err := queue.Tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -1,4 +1,4 @@
-package records
+package requests
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package lending
+package requests
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -42,25 +41,25 @@ SELECT jsonb, version FROM %s
  WHERE tenant_id = $1 AND id = $2::uuid AND item_id = $3::uuid AND status = '`+schemas.RequestAwaitingPickup+`'
    AND `+postgres.StoredTime("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate")+` < now()`, postgres.TableRequest)
 
-// RequestRef names a request the sweeper closes (past its hold shelf
-// date, or past its request expiration date): its tenant and its id.
-type RequestRef struct {
+// Ref names a request the sweeper closes (past its hold shelf date, or
+// past its request expiration date): its tenant and its id.
+type Ref struct {
 	Tenant storage.Tenant
 	ID     string
 }
 
-// RequestFailure is a request the sweeper could not close, and why.
-type RequestFailure struct {
-	RequestRef
+// Failure is a request the sweeper could not close, and why.
+type Failure struct {
+	Ref
 	Err error
 }
 
-// CloseExpired is ExpireHoldShelves or ExpireRequests: closes up to batch
+// CloseExpired is ExpireHoldShelves or Expire: closes up to batch
 // requests, but those of skip, and says how many it found, how many it
 // closed, and which it could not.
-type CloseExpired func(ctx context.Context, db *postgres.DB, batch int, skip []RequestRef) (found, closed int, failed []RequestFailure, err error)
+type CloseExpired func(ctx context.Context, db *postgres.DB, batch int, skip []Ref) (found, closed int, failed []Failure, err error)
 
-var _, _ CloseExpired = ExpireHoldShelves, ExpireRequests
+var _, _ CloseExpired = ExpireHoldShelves, Expire
 
 // ExpireHoldShelves closes up to batch requests past their hold shelf
 // expiration date, of every tenant, each in a transaction of its own, but
@@ -68,7 +67,7 @@ var _, _ CloseExpired = ExpireHoldShelves, ExpireRequests
 // one that fails is answered in failed, and the others are closed all the
 // same. It answers how many it found and closed; err is the listing's
 // failure alone.
-func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []RequestRef) (found, closed int, failed []RequestFailure, err error) {
+func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []Ref) (found, closed int, failed []Failure, err error) {
 	tenants, ids := make([]string, len(skip)), make([]string, len(skip))
 	for i, k := range skip {
 		tenants[i], ids[i] = string(k.Tenant), k.ID
@@ -77,8 +76,8 @@ func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []R
 	if err != nil {
 		return 0, 0, nil, postgres.Interpret(err, "")
 	}
-	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RequestRef, error) {
-		var k RequestRef
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Ref, error) {
+		var k Ref
 		err := row.Scan(&k.Tenant, &k.ID)
 		return k, err
 	})
@@ -89,7 +88,7 @@ func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []R
 		done, err := expireOnShelf(ctx, db, k.Tenant, k.ID)
 		switch {
 		case err != nil:
-			failed = append(failed, RequestFailure{RequestRef: k, Err: err})
+			failed = append(failed, Failure{Ref: k, Err: err})
 		case done:
 			closed++
 		}
@@ -134,21 +133,21 @@ func expireOnShelf(ctx context.Context, db *postgres.DB, t storage.Tenant, id st
 		if err != nil {
 			return err
 		}
-		if err := records.UpdateRequestIn(ctx, tx, t, id, version, closedDoc); err != nil {
+		if err := updateRequest(ctx, tx, t, id, version, closedDoc); err != nil {
 			return err
 		}
 		done = true
-		return HandOn(ctx, tx, t, itemID, pickup)
+		return handOn(ctx, tx, t, itemID, pickup)
 	})
 	return done, err
 }
 
-// HandOn is records.Records' ShelfLeft: a request left the hold shelf of
-// item itemID (cancelled, closed, deleted) at servicePointID, in the
-// transaction tx of its write; the item, while still Awaiting pickup,
-// goes to the next request of its queue, or back to the shelf, as a
-// check-in there would send it.
-func HandOn(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string) error {
+// handOn is told that a request left the hold shelf of item itemID
+// (cancelled, closed, deleted, expired: leftShelf, expireOnShelf) at
+// servicePointID, in the transaction tx of its write; the item, while
+// still Awaiting pickup, goes to the next request of its queue, or back
+// to the shelf, as a check-in there would send it.
+func handOn(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string) error {
 	var version int
 	var status string
 	err := tx.QueryRow(ctx, itemRowAtSQL, itemID, string(t)).Scan(&version, &status)
@@ -158,6 +157,6 @@ func HandOn(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePoi
 	if err != nil {
 		return postgres.Interpret(err, t)
 	}
-	_, err = returnItem(ctx, tx, t, itemID, version, servicePointID)
+	_, err = ReturnItem(ctx, tx, t, itemID, version, servicePointID)
 	return err
 }

@@ -1,4 +1,4 @@
-package lending
+package requests
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -18,7 +18,8 @@ import (
 // item and of the first request of its queue, as FOLIO's check-in does
 // (mod-circulation's RequestQueue and CheckInByBarcodeResource). It is the
 // one home of the return's transitions; every check-in, with a loan to
-// close or without, takes its statuses from returnTransition.
+// close or without (package lending's), and every item handed on from
+// the hold shelf (handOn), takes its statuses from returnTransition.
 //
 //	queue head                           checked in at        item              request
 //	none                                 anywhere             Available         -
@@ -36,8 +37,8 @@ type queueHead struct {
 	ID, Status, Fulfilment, PickupServicePointID string
 }
 
-// returned is what a check-in makes of an item and its queue's head.
-type returned struct {
+// Returned is what a check-in makes of an item and its queue's head.
+type Returned struct {
 	// ItemStatus is the item's status after the check-in; Destination the
 	// service point it is in transit to ("" unless In transit).
 	ItemStatus, Destination string
@@ -51,17 +52,17 @@ type returned struct {
 }
 
 // returnTransition is the table above.
-func returnTransition(head *queueHead, servicePointID string) returned {
+func returnTransition(head *queueHead, servicePointID string) Returned {
 	switch {
 	case head == nil:
-		return returned{ItemStatus: schemas.ItemAvailable}
+		return Returned{ItemStatus: schemas.ItemAvailable}
 	case head.Fulfilment == "Delivery":
-		return returned{ItemStatus: schemas.ItemAwaitingDelivery, RequestStatus: schemas.RequestAwaitingDelivery}
+		return Returned{ItemStatus: schemas.ItemAwaitingDelivery, RequestStatus: schemas.RequestAwaitingDelivery}
 	case head.PickupServicePointID == servicePointID || head.PickupServicePointID == "":
-		return returned{ItemStatus: schemas.ItemAwaitingPickup, RequestStatus: schemas.RequestAwaitingPickup,
+		return Returned{ItemStatus: schemas.ItemAwaitingPickup, RequestStatus: schemas.RequestAwaitingPickup,
 			HoldShelf: head.Status != schemas.RequestAwaitingPickup}
 	}
-	return returned{ItemStatus: schemas.ItemInTransit, Destination: head.PickupServicePointID, RequestStatus: schemas.RequestInTransit}
+	return Returned{ItemStatus: schemas.ItemInTransit, Destination: head.PickupServicePointID, RequestStatus: schemas.RequestInTransit}
 }
 
 // itemRowAtSQL locks an item's row (its request queue's lock) and answers
@@ -77,14 +78,14 @@ var itemRowAtSQL = postgres.WithTables(`SELECT version, status_name FROM %s WHER
 var queueHeadNowSQL = `
 SELECT h.id::text, h.jsonb ->> 'status', coalesce(h.jsonb ->> 'fulfillmentPreference', 'Hold Shelf'),
        coalesce(h.jsonb ->> 'pickupServicePointId', '')
-  FROM (` + queueHeadSQL(postgres.Table(postgres.TableRequest), "$1::uuid", "$2") + `) h`
+  FROM (` + QueueHeadSQL(postgres.Table(postgres.TableRequest), "$1::uuid", "$2") + `) h`
 
 // returnItemSQL writes a check-in's item: its status, its in-transit
 // destination (none when NULL), one version on. Parameters: @tenant,
 // @item, @status, @destination (NULL for none), @metadata_user.
 var returnItemSQL = postgres.WithTables(`
-UPDATE %s SET jsonb = `+records.WithMetadata(`CASE WHEN @destination::text IS NULL THEN `+itemWithStatusExpr("@status::text")+`
-                         ELSE jsonb_set(`+itemWithStatusExpr("@status::text")+`, '{inTransitDestinationServicePointId}', to_jsonb(@destination::text)) END`,
+UPDATE %s SET jsonb = `+record.WithMetadata(`CASE WHEN @destination::text IS NULL THEN `+record.ItemWithStatusExpr("@status::text")+`
+                         ELSE jsonb_set(`+record.ItemWithStatusExpr("@status::text")+`, '{inTransitDestinationServicePointId}', to_jsonb(@destination::text)) END`,
 	"@metadata_user", true)+`
  WHERE tenant_id = @tenant AND id = @item::uuid`, postgres.TableItem)
 
@@ -93,7 +94,7 @@ UPDATE %s SET jsonb = `+records.WithMetadata(`CASE WHEN @destination::text IS NU
 // the pickup service point's holdShelfExpiryPeriod (FOLIO's; none without
 // one). Parameters: @tenant, @request, @status, @hold_shelf, @metadata_user.
 var returnRequestSQL = postgres.WithTables(`
-UPDATE %[1]s r SET jsonb = `+records.WithMetadata(`CASE WHEN @hold_shelf::boolean AND e.at IS NOT NULL
+UPDATE %[1]s r SET jsonb = `+record.WithMetadata(`CASE WHEN @hold_shelf::boolean AND e.at IS NOT NULL
         THEN jsonb_set(jsonb_set(r.jsonb, '{status}', to_jsonb(@status::text)), '{holdShelfExpirationDate}',
                        to_jsonb(to_char(e.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
         ELSE jsonb_set(r.jsonb, '{status}', to_jsonb(@status::text)) END`, "@metadata_user", true)+`
@@ -104,22 +105,22 @@ UPDATE %[1]s r SET jsonb = `+records.WithMetadata(`CASE WHEN @hold_shelf::boolea
                WHERE p IS NOT NULL) AS at) e
  WHERE r.tenant_id = @tenant AND r.id = @request::uuid`, postgres.TableRequest, postgres.TableServicePoint)
 
-// returnItem is a check-in's write of the item (itemID, read at version)
+// ReturnItem is a check-in's write of the item (itemID, read at version)
 // checked in at servicePointID, in the transaction tx: the item's row
 // locked, its queue's head read, and the item and the head request given
 // their statuses (returnTransition). It answers why it wrote nothing: the
 // item does not exist, or changed since (CodeVersionConflict).
-func returnItem(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string, version int, servicePointID string) (returned, error) {
+func ReturnItem(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string, version int, servicePointID string) (Returned, error) {
 	var stored int
 	var status string
 	err := tx.QueryRow(ctx, itemRowAtSQL, itemID, string(t)).Scan(&stored, &status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return returned{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
+		return Returned{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "itemId: item %s does not exist", itemID).With("itemId", itemID)
 	case err != nil:
-		return returned{}, postgres.Interpret(err, t)
+		return Returned{}, postgres.Interpret(err, t)
 	case stored != version:
-		return returned{}, errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
+		return Returned{}, errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
 			"Cannot check in item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
 			itemID, stored, version).With("_version", fmt.Sprint(stored))
 	}
@@ -129,7 +130,7 @@ func returnItem(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string,
 	case err == nil:
 		head = &h
 	case !errors.Is(err, pgx.ErrNoRows):
-		return returned{}, postgres.Interpret(err, t)
+		return Returned{}, postgres.Interpret(err, t)
 	}
 	r := returnTransition(head, servicePointID)
 	if head != nil {
@@ -139,75 +140,18 @@ func returnItem(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID string,
 	if r.Destination != "" {
 		destination = &r.Destination
 	}
-	user := records.MetadataUser(ctx)
+	user := record.MetadataUser(ctx)
 	// The item is written one version on whatever its status was: a
 	// check-out that read it before the check-in is then refused.
 	if _, err := tx.Exec(ctx, returnItemSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": itemID, "status": r.ItemStatus,
 		"destination": destination, "metadata_user": user}); err != nil {
-		return returned{}, postgres.Interpret(err, t)
+		return Returned{}, postgres.Interpret(err, t)
 	}
 	if head != nil && (r.RequestStatus != head.Status || r.HoldShelf) {
 		if _, err := tx.Exec(ctx, returnRequestSQL, pgx.StrictNamedArgs{"tenant": string(t), "request": head.ID, "status": r.RequestStatus,
 			"hold_shelf": r.HoldShelf, "metadata_user": user}); err != nil {
-			return returned{}, postgres.Interpret(err, t)
+			return Returned{}, postgres.Interpret(err, t)
 		}
 	}
 	return r, nil
-}
-
-// checkInWrittenSQL reads, in a check-in's transaction after its writes,
-// what it wrote: item @item as stored, its queue's first request
-// @request (NULL for none) as stored, the requester as a staff slip names
-// them (no contact data), and the request's pickup point and
-// @service_point, where the item was checked in (id, name and code).
-var checkInWrittenSQL = `
-SELECT i.jsonb, r.jsonb,
-       CASE WHEN u.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', u.id, 'barcode', u.jsonb -> 'barcode',
-            'firstName', u.jsonb #> '{personal,firstName}', 'lastName', u.jsonb #> '{personal,lastName}',
-            'middleName', u.jsonb #> '{personal,middleName}', 'preferredFirstName', u.jsonb #> '{personal,preferredFirstName}',
-            'patronGroup', g.jsonb -> 'group')) END,
-       CASE WHEN psp.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', psp.id, 'name', psp.name, 'code', psp.jsonb -> 'code')) END,
-       CASE WHEN csp.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', csp.id, 'name', csp.name, 'code', csp.jsonb -> 'code')) END
-  FROM ` + postgres.Table(postgres.TableItem) + ` i
-  LEFT JOIN ` + postgres.Table(postgres.TableRequest) + ` r ON r.tenant_id = i.tenant_id AND r.id = @request::uuid
-  LEFT JOIN ` + postgres.Table(postgres.TablePatron) + ` u ON u.tenant_id = i.tenant_id AND u.id = r.requester_id
-  LEFT JOIN ` + postgres.Table(postgres.TablePatronGroup) + ` g ON g.tenant_id = i.tenant_id AND g.id = u.patron_group_id
-  LEFT JOIN ` + postgres.Table(postgres.TableServicePoint) + ` psp ON psp.tenant_id = i.tenant_id AND psp.id = (r.jsonb ->> 'pickupServicePointId')::uuid
-  LEFT JOIN ` + postgres.Table(postgres.TableServicePoint) + ` csp ON csp.tenant_id = i.tenant_id AND csp.id = @service_point::uuid
- WHERE i.tenant_id = @tenant AND i.id = @item::uuid`
-
-// checkInWritten reads what a check-in's write (r, of item itemID at
-// servicePointID) wrote, in its transaction tx.
-func checkInWritten(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string, r returned) (storage.CheckInWritten, error) {
-	var w storage.CheckInWritten
-	err := tx.QueryRow(ctx, checkInWrittenSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": itemID,
-		"request": postgres.Nullable(r.RequestID), "service_point": postgres.Nullable(servicePointID)}).
-		Scan(&w.Item, &w.Request, &w.Requester, &w.PickupServicePoint, &w.CheckInServicePoint)
-	return w, postgres.Interpret(err, t)
-}
-
-// CheckInItem implements storage.LoanWriter: the check-in of an item with
-// no open loan (one in transit reaching its destination, one missing found
-// again): its status, and its queue's head's, from returnTransition, at
-// the version the check-in read, in one transaction.
-func (s *Loans) CheckInItem(ctx context.Context, t storage.Tenant, w storage.ItemCheckInWrite) (storage.CheckInWritten, error) {
-	var written storage.CheckInWritten
-	err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
-		var open bool
-		if err := tx.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND item_id = $1::uuid AND status_name = `+postgres.Lit(schemas.LoanOpen)+`)`,
-			postgres.TableLoan), w.ItemID, string(t)).Scan(&open); err != nil {
-			return postgres.Interpret(err, t)
-		}
-		if open {
-			return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
-				"Item %s has an open loan: its check-in closes the loan (%s)", w.ItemID, schemas.HeaderCheckInItemVersion).With("itemId", w.ItemID)
-		}
-		r, err := returnItem(ctx, tx, t, w.ItemID, w.ItemVersion, w.ServicePointID)
-		if err != nil {
-			return err
-		}
-		written, err = checkInWritten(ctx, tx, t, w.ItemID, w.ServicePointID, r)
-		return err
-	})
-	return written, err
 }

@@ -1,4 +1,4 @@
-package records
+package requests
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -40,11 +41,11 @@ import (
 //
 // The requests moved are written with it, each recorded as an event.
 
-// OpenRequest is SQL saying that the request whose status column (or
+// Open is SQL saying that the request whose status column (or
 // expression) is status is open (schemas.OpenRequestStatuses: in its item's queue): the one
 // test of an open request, for every statement that reads or moves a
 // queue.
-func OpenRequest(status string) string {
+func Open(status string) string {
 	return status + " IN (" + postgres.Lits(schemas.OpenRequestStatuses...) + ")"
 }
 
@@ -68,16 +69,16 @@ var lockQueuesSQL = postgres.WithTables(`SELECT id FROM %s WHERE tenant_id = $1 
 // queueLengthSQL counts the open requests of item $2 of tenant $1, but for
 // request $3.
 var queueLengthSQL = postgres.WithTables(`SELECT count(*) FROM %s
- WHERE item_id = $2 AND tenant_id = $1 AND `+OpenRequest("status")+` AND id IS DISTINCT FROM $3::uuid`, postgres.TableRequest)
+ WHERE item_id = $2 AND tenant_id = $1 AND `+Open("status")+` AND id IS DISTINCT FROM $3::uuid`, postgres.TableRequest)
 
 // storedRequestSQL reads what request $2 of tenant $1 is in its queue,
 // and its version.
-var storedRequestSQL = postgres.WithTables(`SELECT item_id::text, `+OpenRequest("status")+`, position, version FROM %s WHERE tenant_id = $1 AND id = $2`, postgres.TableRequest)
+var storedRequestSQL = postgres.WithTables(`SELECT item_id::text, `+Open("status")+`, position, version FROM %s WHERE tenant_id = $1 AND id = $2`, postgres.TableRequest)
 
 // shiftQueueSQL moves the open requests of @item (of @tenant) at positions
 // @from to @to, but request @except, by @by places.
 var shiftQueueSQL = postgres.WithTables(`UPDATE %s SET jsonb = `+ShiftedPosition("", "@by::integer")+`
- WHERE item_id = @item AND tenant_id = @tenant AND `+OpenRequest("status")+` AND position BETWEEN @from AND @to AND id IS DISTINCT FROM @except::uuid`, postgres.TableRequest)
+ WHERE item_id = @item AND tenant_id = @tenant AND `+Open("status")+` AND position BETWEEN @from AND @to AND id IS DISTINCT FROM @except::uuid`, postgres.TableRequest)
 
 // shiftArgs are shiftQueueSQL's arguments: item's open requests at
 // positions from to to, but request except, move by places.
@@ -236,7 +237,7 @@ func createRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 			return nil, err
 		}
 	}
-	return insertRecord(ctx, tx, t, storage.Requests, id, d.encode(), false)
+	return record.Insert(ctx, tx, t, storage.Requests, id, d.encode(), false)
 }
 
 // updateRequest is Update for a request, written at version (0: none
@@ -273,7 +274,7 @@ func updateRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 	if version != before.version {
 		// Another write came first: nothing is judged from a request
 		// read before it.
-		return StaleVersion(id, before.version, version)
+		return record.StaleVersion(id, before.version, version)
 	}
 	staying := before.open && before.position > 0 && d.place.open && before.item == d.place.item
 	switch {
@@ -297,7 +298,7 @@ func updateRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 	if _, err := tx.Exec(ctx, `SET CONSTRAINTS `+pgx.Identifier{postgres.SharedSchema, "request_queue_position_key"}.Sanitize()+` DEFERRED`); err != nil {
 		return postgres.Interpret(err, t)
 	}
-	if err := Update(ctx, tx, t, storage.Requests, id, version, d.encode(), nil); err != nil {
+	if err := record.Update(ctx, tx, t, storage.Requests, id, version, d.encode(), nil); err != nil {
 		return err
 	}
 	switch {
@@ -335,14 +336,6 @@ func deleteRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 	return leave(ctx, tx, t, id, before)
 }
 
-// UpdateRequestIn is Update for a request within the transaction tx of a
-// write that has locked the request's queue (its item's row) already and
-// read the request at version: a request closed gives its position up,
-// the requests after it moving up one, each recorded as an event.
-func UpdateRequestIn(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, version int, doc json.RawMessage) error {
-	return updateRequest(ctx, tx, t, id, version, doc)
-}
-
 // shelfPlace is a request waiting on its item's hold shelf: the item and
 // the request's pickup point.
 type shelfPlace struct {
@@ -364,17 +357,17 @@ func onShelf(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string) (*shel
 	return &p, nil
 }
 
-// leftShelf tells ShelfLeft that request id, on the hold shelf before
-// (shelf), is on it no more: closed, moved or deleted.
-func (s *Records) leftShelf(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, shelf *shelfPlace) error {
-	if shelf == nil || s.ShelfLeft == nil {
+// leftShelf hands the item on (handOn) when request id, on the hold
+// shelf before (shelf), is on it no more: closed, moved or deleted.
+func leftShelf(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, shelf *shelfPlace) error {
+	if shelf == nil {
 		return nil
 	}
 	still, err := onShelf(ctx, tx, t, id)
 	if err != nil || still != nil {
 		return err
 	}
-	return s.ShelfLeft(ctx, tx, t, shelf.item, shelf.pickup)
+	return handOn(ctx, tx, t, shelf.item, shelf.pickup)
 }
 
 // kind is what a request is for: its item and its type.
@@ -393,28 +386,28 @@ func requestKind(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string) (k
 	return k, postgres.Interpret(err, t)
 }
 
-// judgeRequest has RequestRules judge request id, written as doc, when
-// the write came through circulation and the request is open and of
-// another kind than before (placed: before is empty).
-func (s *Records) judgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, doc json.RawMessage, before kind) error {
-	if s.RequestRules == nil || !storage.RequestRulesFrom(ctx) {
+// judgeRequest has request id, written as doc, judged (judge) when the
+// write came through circulation and the request is open and of another
+// kind than before (placed: before is empty).
+func judgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, doc json.RawMessage, before kind) error {
+	if !storage.RequestRulesFrom(ctx) {
 		return nil
 	}
 	d, err := decodeRequest(doc)
 	if err != nil || !d.place.open {
 		return err
 	}
-	now := kind{item: d.place.item, requestType: FieldValue(doc, "requestType")}
+	now := kind{item: d.place.item, requestType: record.FieldValue(doc, "requestType")}
 	if now == before {
 		return nil
 	}
-	return s.RequestRules(ctx, tx, t, id, strings.ToLower(FieldValue(doc, "requesterId")), d.place.item)
+	return judge(ctx, tx, t, id, strings.ToLower(record.FieldValue(doc, "requesterId")), d.place.item)
 }
 
 // pagedItemSQL is the item of request $2 of tenant $1 while the request is
 // an open page and its item Paged.
 var pagedItemSQL = postgres.WithTables(`SELECT i.id::text FROM %[1]s r JOIN %[2]s i ON i.tenant_id = r.tenant_id AND i.id = r.item_id
- WHERE r.tenant_id = $1 AND r.id = $2::uuid AND `+OpenRequest("r.status")+` AND r.jsonb ->> 'requestType' = '`+schemas.RequestTypePage+`'
+ WHERE r.tenant_id = $1 AND r.id = $2::uuid AND `+Open("r.status")+` AND r.jsonb ->> 'requestType' = '`+schemas.RequestTypePage+`'
    AND i.status_name = '`+schemas.ItemPaged+`'`, postgres.TableRequest, postgres.TableItem)
 
 // pagedItem is the Paged item request id is an open page of ("" when it
@@ -428,14 +421,24 @@ func pagedItem(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string) (str
 	return item, postgres.Interpret(err, t)
 }
 
-// leftPage tells PageLeft that request id, an open page of the Paged item
-// before, is one no more.
-func (s *Records) leftPage(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, before string) error {
-	if before == "" || s.PageLeft == nil {
+// leftPage puts the Paged item before back on the shelf (unpage) when
+// request id, an open page of it, is one no more.
+func leftPage(ctx context.Context, tx pgx.Tx, t storage.Tenant, id, before string) error {
+	if before == "" {
 		return nil
 	}
 	if still, err := pagedItem(ctx, tx, t, id); err != nil || still == before {
 		return err
 	}
-	return s.PageLeft(ctx, tx, t, before)
+	return unpage(ctx, tx, t, before)
+}
+
+// QueueHeadSQL is the first request of an item's queue: the open request
+// ("Open - …") with the lowest position, the earliest when positions are
+// missing. It answers id, requester_id, position and the request, or no
+// row. request is the table; item and tenant SQL expressions.
+func QueueHeadSQL(request, item, tenant string) string {
+	return `SELECT r.id, r.requester_id, r.position, r.jsonb FROM ` + request + ` r
+     WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + ` AND ` + Open("r.status") + `
+     ORDER BY r.position NULLS LAST, r.jsonb ->> 'requestDate', r.id LIMIT 1`
 }

@@ -1,4 +1,4 @@
-package lending
+package requests
 
 import (
 	"context"
@@ -8,10 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
-	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
 )
 
@@ -23,32 +22,32 @@ import (
 // other item.
 func TestHoldShelfExpiryLeavesARequestMovedMeanwhile(t *testing.T) {
 	t.Parallel()
-	f := setupLeanLibrary(t)
+	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
-	first, other := records.SampleID("book-041"), records.SampleID("book-042")
+	first, other := sample.ID("book-041"), sample.ID("book-042")
 	f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, postgres.TableItem)+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, first)
 	id := uuid.NewString()
 	doc, _ := json.Marshal(map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
-		"requesterId": records.SampleID("1002"), "itemId": first, "status": schemas.RequestAwaitingPickup, "position": 1,
-		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": records.ServicePointDesk1,
+		"requesterId": sample.ID("1002"), "itemId": first, "status": schemas.RequestAwaitingPickup, "position": 1,
+		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": sample.ServicePointDesk1,
 		"holdShelfExpirationDate": time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)})
-	if _, err := NewRecords(f.DB).Create(ctx, f.Tenant, storage.Requests, id, doc); err != nil {
+	if _, err := New(f.DB).Create(ctx, f.Tenant, id, doc); err != nil {
 		t.Fatal(err)
 	}
 	// The first item's queue held: the expiry finds the request, then
 	// waits for it; meanwhile the request moves to the other item.
-	queue := hold(t, f, postgres.TableItem, first)
+	queue := dbtest.Hold(t, f, postgres.TableItem, first)
 	done := make(chan error, 1)
 	go func() {
 		_, err := expireOnShelf(ctx, f.DB, f.Tenant, id)
 		done <- err
 	}()
-	dbtest.Eventually(t, "the expiry waiting for the item's queue", func() bool { return queue.blocked(t, f) != 0 })
-	if _, err := queue.tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableRequest)+
+	dbtest.Eventually(t, "the expiry waiting for the item's queue", func() bool { return queue.Blocked(t, f) != 0 })
+	if _, err := queue.Tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableRequest)+
 		` SET jsonb = jsonb_set(jsonb, '{itemId}', to_jsonb($2::text)) WHERE id = $1`, id, other); err != nil {
 		t.Fatal(err)
 	}
-	if err := queue.tx.Commit(ctx); err != nil {
+	if err := queue.Tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	select {
