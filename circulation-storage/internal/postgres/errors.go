@@ -40,47 +40,34 @@ func Interpret(err error, t storage.Tenant) error {
 		switch {
 		case pgErr.Code == pgerrcode.InvalidSchemaName, pgErr.Code == pgerrcode.UndefinedTable:
 			if t != "" {
-				e := storage.TenantNotInitialized(t)
-				e.Err = err
-				return e
+				return storage.TenantNotInitialized(t).Because(err)
 			}
 		case pgErr.Code == pgerrcode.UniqueViolation:
-			e := errs.Errorf(errs.KindConflict, schemas.CodeConflict, "A record with the same unique value already exists").
-				With("constraint", pgErr.ConstraintName)
-			e.Err = err
-			return e
+			return errs.Errorf(errs.KindConflict, schemas.CodeConflict, "A record with the same unique value already exists").
+				With("constraint", pgErr.ConstraintName).
+				Because(err)
 		case pgErr.Code == pgerrcode.ForeignKeyViolation && strings.HasSuffix(pgErr.ConstraintName, "_tenant_fkey") && t != "":
 			// A durable record for a tenant that is not enabled (purged
 			// a moment ago, on another instance).
-			e := storage.TenantNotInitialized(t)
-			e.Err = err
-			return e
+			return storage.TenantNotInitialized(t).Because(err)
 		case pgErr.Code == pgerrcode.ForeignKeyViolation:
-			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A referenced record does not exist").
-				With("constraint", pgErr.ConstraintName)
-			e.Err = err
-			return e
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A referenced record does not exist").
+				With("constraint", pgErr.ConstraintName).
+				Because(err)
 		case pgErr.Code == pgerrcode.UntranslatableCharacter:
 			// JSON allows "\u0000"; PostgreSQL's jsonb does not.
-			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Text must not contain the NUL character (\\u0000)")
-			e.Err = err
-			return e
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Text must not contain the NUL character (\\u0000)").Because(err)
 		case pgErr.Code == pgerrcode.CharacterNotInRepertoire:
-			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Text must be valid UTF-8 without NUL characters")
-			e.Err = err
-			return e
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Text must be valid UTF-8 without NUL characters").Because(err)
 		case pgErr.Code == pgerrcode.CheckViolation, pgErr.Code == pgerrcode.NotNullViolation,
 			pgErr.Code == pgerrcode.InvalidTextRepresentation, pgErr.Code == pgerrcode.NumericValueOutOfRange:
 			// The schemas should have refused the value first; if one slips
 			// through, it is still the client's value that is wrong.
-			e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A value is out of range or malformed").
-				With("constraint", pgErr.ConstraintName)
-			e.Err = err
-			return e
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A value is out of range or malformed").
+				With("constraint", pgErr.ConstraintName).
+				Because(err)
 		case pgErr.Code == pgerrcode.QueryCanceled:
-			e := errs.Errorf(errs.KindUnavailable, schemas.CodeTimeout, "The request took too long and was cancelled")
-			e.Err = err
-			return e
+			return errs.Errorf(errs.KindUnavailable, schemas.CodeTimeout, "The request took too long and was cancelled").Because(err)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			strings.HasPrefix(pgErr.Code, "53"),                                                    // insufficient resources
 			strings.HasPrefix(pgErr.Code, "57P"),                                                   // operator intervention: shutdown, cannot connect now
@@ -90,9 +77,7 @@ func Interpret(err error, t storage.Tenant) error {
 		return err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		e := errs.Errorf(errs.KindUnavailable, schemas.CodeTimeout, "The request took too long and was cancelled")
-		e.Err = err
-		return e
+		return errs.Errorf(errs.KindUnavailable, schemas.CodeTimeout, "The request took too long and was cancelled").Because(err)
 	}
 	if isConnectionError(err) {
 		return storage.Unavailable(err)

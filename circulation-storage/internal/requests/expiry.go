@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/jackc/pgx/v5"
@@ -39,7 +38,7 @@ var expiringStatuses = []string{schemas.RequestNotYetFilled, schemas.RequestInTr
 
 // inExpiringStatus is SQL saying that the request row's status is one of
 // expiringStatuses.
-var inExpiringStatus = "status IN ('" + strings.Join(expiringStatuses, "', '") + "')"
+var inExpiringStatus = "status IN (" + postgres.Lits(expiringStatuses...) + ")"
 
 // expiredRequestsSQL is a batch of requests past their request expiration
 // date, of any tenant, found through the index of migration 27 and each
@@ -70,40 +69,13 @@ SELECT jsonb, version FROM %s
 // read and its write.
 const expiryWrites = 3
 
-// Expire closes up to batch requests past their request
-// expiration date, of every tenant, each in a transaction of its own, but
-// those of skip (that failed before). Each request is closed on its own:
-// one that fails is answered in failed, and the others are closed all the
-// same. It answers how many it found and closed; err is the listing's
-// failure alone.
+// Expire closes up to batch requests past their request expiration
+// date, each on its own (closeEach), but those of skip.
 func Expire(ctx context.Context, db *postgres.DB, batch int, skip []Ref) (found, closed int, failed []Failure, err error) {
-	tenants, ids := make([]string, len(skip)), make([]string, len(skip))
-	for i, k := range skip {
-		tenants[i], ids[i] = string(k.Tenant), k.ID
-	}
-	rows, err := db.Pool.Query(ctx, expiredRequestsSQL, batch, tenants, ids)
-	if err != nil {
-		return 0, 0, nil, postgres.Interpret(err, "")
-	}
-	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Ref, error) {
-		var k Ref
-		err := row.Scan(&k.Tenant, &k.ID)
-		return k, err
-	})
-	if err != nil {
-		return 0, 0, nil, postgres.Interpret(err, "")
-	}
 	w := New(db)
-	for _, k := range due {
-		done, err := expireRequest(ctx, db, w, k.Tenant, k.ID)
-		switch {
-		case err != nil:
-			failed = append(failed, Failure{Ref: k, Err: err})
-		case done:
-			closed++
-		}
-	}
-	return len(due), closed, failed, nil
+	return closeEach(ctx, db, expiredRequestsSQL, batch, skip, func(k Ref) (bool, error) {
+		return expireRequest(ctx, db, w, k.Tenant, k.ID)
+	})
 }
 
 // expireRequest closes request id of t, found past its request expiration

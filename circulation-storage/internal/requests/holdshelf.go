@@ -61,18 +61,20 @@ type CloseExpired func(ctx context.Context, db *postgres.DB, batch int, skip []R
 
 var _, _ CloseExpired = ExpireHoldShelves, Expire
 
-// ExpireHoldShelves closes up to batch requests past their hold shelf
-// expiration date, of every tenant, each in a transaction of its own, but
-// those of skip (that failed before). Each request is closed on its own:
-// one that fails is answered in failed, and the others are closed all the
-// same. It answers how many it found and closed; err is the listing's
-// failure alone.
-func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []Ref) (found, closed int, failed []Failure, err error) {
+// closeEach lists, with listSQL, up to batch requests to close, of every
+// tenant, but those of skip (that failed before), and closes each with
+// close, in a transaction of its own and on its own: one that fails is
+// answered in failed, and the others are closed all the same. It answers
+// how many it found and closed; err is the listing's failure alone.
+// listSQL's parameters: $1 the batch's size, $2 and $3 skip's tenants
+// and ids.
+func closeEach(ctx context.Context, db *postgres.DB, listSQL string, batch int, skip []Ref,
+	close func(Ref) (done bool, err error)) (found, closed int, failed []Failure, err error) {
 	tenants, ids := make([]string, len(skip)), make([]string, len(skip))
 	for i, k := range skip {
 		tenants[i], ids[i] = string(k.Tenant), k.ID
 	}
-	rows, err := db.Pool.Query(ctx, expiredOnShelfSQL, batch, tenants, ids)
+	rows, err := db.Pool.Query(ctx, listSQL, batch, tenants, ids)
 	if err != nil {
 		return 0, 0, nil, postgres.Interpret(err, "")
 	}
@@ -85,7 +87,7 @@ func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []R
 		return 0, 0, nil, postgres.Interpret(err, "")
 	}
 	for _, k := range due {
-		done, err := expireOnShelf(ctx, db, k.Tenant, k.ID)
+		done, err := close(k)
 		switch {
 		case err != nil:
 			failed = append(failed, Failure{Ref: k, Err: err})
@@ -94,6 +96,14 @@ func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []R
 		}
 	}
 	return len(due), closed, failed, nil
+}
+
+// ExpireHoldShelves closes up to batch requests past their hold shelf
+// expiration date, each on its own (closeEach), but those of skip.
+func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []Ref) (found, closed int, failed []Failure, err error) {
+	return closeEach(ctx, db, expiredOnShelfSQL, batch, skip, func(k Ref) (bool, error) {
+		return expireOnShelf(ctx, db, k.Tenant, k.ID)
+	})
 }
 
 // expireOnShelf closes request id of t, found past its hold shelf date,
