@@ -46,6 +46,8 @@ var longTests = map[string]struct {
 	"TestEventsThroughAJetStreamCluster":                   {why: "a three-server broker killed and caught up, twice"},
 	"TestEventsWaitForTheBroker":                           {why: "the broker stopped and started again under bursts"},
 	"TestCrashLosesOnlyLocksAndTheFenceRefusesTheirWrites": {why: "a PostgreSQL of its own crashed and recovered twice"},
+	"TestDatabaseOutOfConnections":                         {why: "a PostgreSQL of its own with every connection taken, timed against the request deadline"},
+	"TestLargePagesToClientsThatDoNotRead":                 {why: "measures storage's peak memory while eight clients never read sixteen megabytes"},
 	"TestHistoriesAreLinearizable":                         {why: "the history checker, -history long (make test: 20 s)", alsoShort: true},
 }
 

@@ -2,9 +2,9 @@
 # The body of make test and make test-long: the tests on PostgreSQL
 # servers of the run's own and on binaries built once, each phase timed.
 #
-#   scripts/test.sh short   # make test: the lint and the unit packages at
-#                           # once, then the short suite of the workloads
-#                           # across real processes
+#   scripts/test.sh short   # make test: the lint, the unit packages, then
+#                           # the short suite of the workloads across real
+#                           # processes
 #   scripts/test.sh long    # make test-long: the parsers' fuzzing and the
 #                           # benchmarks' smoke run, then the long suite of
 #                           # the workloads (integration-tests/main_test.go's
@@ -21,8 +21,8 @@
 #
 # Most of what the tests do is wait on PostgreSQL and on processes, so
 # each package runs several tests at a time (TEST_PARALLEL, default 4), and
-# go test several packages at a time (TEST_PACKAGES, default 8), not one
-# per core.
+# go test several packages at a time (TEST_PACKAGES, default 4, the
+# longest first), not one per core.
 #
 # Variables set by the Makefile, their one home: GO, UNIT_PKGS,
 # UNIT_TIMEOUT, INTEGRATION_TIMEOUT, FUZZ_INPUTS, HISTORY; and
@@ -34,7 +34,7 @@ cd "$(dirname "$0")/.."
 suite="${1:?usage: scripts/test.sh short|long}"
 GO="${GO:-go}"
 parallel="${TEST_PARALLEL:-4}"
-packages="${TEST_PACKAGES:-8}"
+packages="${TEST_PACKAGES:-4}"
 # The lines that use a PostgreSQL, each a server of its own.
 case "$suite" in
   short) lines=(unit workloads) ;;
@@ -75,8 +75,8 @@ unit() {
   # With them the integration tests' harness and the contract's checks,
   # which take no suite.
   # shellcheck disable=SC2086 # UNIT_PKGS is a list
-  "$GO" test -race -count=1 -p "$packages" -parallel "$parallel" -timeout "${UNIT_TIMEOUT:?set by the Makefile}" ${UNIT_PKGS:?} \
-    ./integration-tests/contract/ ./integration-tests/harness/
+  "$GO" test -race -count=1 -p "$packages" -parallel "$parallel" -timeout "${UNIT_TIMEOUT:?set by the Makefile}" \
+    ./circulation-storage/internal/lending/ ${UNIT_PKGS:?} ./integration-tests/contract/ ./integration-tests/harness/
 }
 workloads() {
   if [ "$suite" = short ]; then
@@ -126,10 +126,13 @@ run_lines() {
 
 status=0
 if [ "$suite" = short ]; then
-  # The lint beside the unit packages; then the workloads alone, whose
-  # faults are timed against real timeouts and would be slowed by the rest.
-  phase "lint and unit tests, at once"
-  run_lines lint unit || status=1
+  # One after another, each alone: the lint (cold, after a change to much
+  # of the code, it takes both cores for a minute or two), the unit
+  # packages (some count guesses against a real wait), then the workloads.
+  phase "the lint"
+  run_lines lint || status=1
+  phase "the unit packages"
+  run_lines unit || status=1
 else
   # Fuzzing and the benchmarks' smoke run take both cores: before the
   # workloads, which time bursts against the lock's retry budget.
