@@ -12,7 +12,7 @@ GO_PKGS   := $(foreach m,$(MODULES),./$(m)/...)
 UNIT_PKGS := $(filter-out ./integration-tests/...,$(GO_PKGS))
 # How long one package's tests may take in make test before it is failed
 # as hung: a few times what they take on two cores (the slowest unit
-# package about 70 s, the workloads across real processes about three
+# package about 90 s, the workloads across real processes about two
 # minutes).
 UNIT_TIMEOUT        ?= 5m
 INTEGRATION_TIMEOUT ?= 15m
@@ -93,7 +93,7 @@ run: build
 demo-reset:
 	scripts/demo-reset.sh
 
-## test: lint, the alerting rules, unit tests, a short fuzzing of the CQL and SIP2 parsers, the workloads across real processes (race detector on), and a smoke run of the benchmarks, on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; eight to ten minutes on two cores (472–597 s measured from clean clones)
+## test: the habit: the lint, the alerting rules, the unit packages, then the short suite of the workloads across real processes (race detector on), on a PostgreSQL of the run's own (TEST_DATABASE_URL=... to use another) and binaries built once; about three and a half minutes on two cores (196–217 s, three runs from clean clones)
 test: rules
 	GO=$(GO) UNIT_PKGS="$(UNIT_PKGS)" UNIT_TIMEOUT=$(UNIT_TIMEOUT) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) scripts/test.sh short
 
