@@ -91,7 +91,10 @@ func browser(t *testing.T) context.Context {
 	}
 	ctx, cancelTab := chromedp.NewContext(context.WithValue(shared.ctx, profileKey{}, profile), chromedp.WithTargetID(tab))
 	t.Cleanup(cancelTab)
-	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
+	// A guard against a hang, for the whole test: each of its steps has a
+	// bound of its own. A test of twenty steps, with seven other tests
+	// beside it on one Chromium and two cores, took more than 90 s.
+	ctx, cancelTime := context.WithTimeout(ctx, 4*time.Minute)
 	t.Cleanup(cancelTime)
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("open a browser context: %v", err)
