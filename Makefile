@@ -106,7 +106,7 @@ test-ha:
 	scripts/ensure-postgres.sh >/dev/null
 	$(GO) test -count=1 -timeout 30m -v -run 'TestFailover' ./integration-tests/ha -args -ha
 
-## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken through go -overlay (the working tree untouched), one per CPU side by side, its tests must fail; a mutation killed before by exactly what it is made of now (mutations-killed.txt) is not run again (MUTATE_FLAGS=-fresh runs every one: about twenty-five minutes on two cores)
+## mutate: the mutation checks: each guarantee listed in <module>/mutations.txt broken through go -overlay (the working tree untouched), one per CPU side by side, its tests must fail; a mutation killed before by exactly what it is made of now (mutations-killed.txt) is not run again (MUTATE_FLAGS=-fresh runs every one: fifteen to twenty-five minutes on two cores)
 mutate:
 	scripts/test-postgres.sh run $(GO) run ./integration-tests/mutate $(MUTATE_FLAGS)
 
