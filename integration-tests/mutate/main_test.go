@@ -112,11 +112,7 @@ func TestRunAll(t *testing.T) {
 		t.Skip("runs go test")
 	}
 	t.Parallel()
-	files := map[string]string{
-		"go.mod":    "module example.com/m\n\ngo 1.26\n",
-		"m.go":      "package m\n\n// Less says whether a comes first.\nfunc Less(a, b int) bool { return a < b }\n",
-		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestLess(t *testing.T) {\n\tif Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n",
-	}
+	files := lessModule()
 	dir := writeModule(t, files)
 	mut := func(name, from, to string) *mutation {
 		return &mutation{Name: name, File: "m.go", Module: dir, Packages: []string{"."}, Timeout: time.Minute, From: from, To: to}
@@ -187,6 +183,16 @@ func TestABaselineFailureConcernsOnlyItsTests(t *testing.T) {
 
 // writeModule writes each file of files, by name, into a temporary
 // directory, and returns the directory.
+// lessModule is a small module's files: Less, and a test that notices
+// Less(1, 1) answering true.
+func lessModule() map[string]string {
+	return map[string]string{
+		"go.mod":    "module example.com/m\n\ngo 1.26\n",
+		"m.go":      "package m\n\n// Less says whether a comes first.\nfunc Less(a, b int) bool { return a < b }\n",
+		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestLess(t *testing.T) {\n\tif Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n",
+	}
+}
+
 func writeModule(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -291,12 +297,8 @@ func TestTheRecordSparesOnlyWhatHasNotChanged(t *testing.T) {
 		t.Skip("runs go test")
 	}
 	t.Parallel()
-	files := map[string]string{
-		"go.mod":    "module example.com/m\n\ngo 1.26\n",
-		"m.go":      "package m\n\n// Less says whether a comes first.\nfunc Less(a, b int) bool { return a < b }\n",
-		"m_test.go": "package m\n\nimport \"testing\"\n\nfunc TestLess(t *testing.T) {\n\tif Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n",
-		"README":    "a module\n",
-	}
+	files := lessModule()
+	files["README"] = "a module\n"
 	dir := writeModule(t, files)
 	if err := os.MkdirAll(filepath.Join(dir, "other"), 0o755); err != nil {
 		t.Fatal(err)
