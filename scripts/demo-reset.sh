@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make demo-reset`: puts the demo tenant of a running `make run` back as
-# `make run` made it: the sample library's records, no loans, the requests
+# `make run` made it: the sample library's records (Grace's three loans), the requests
 # as they were, the lock settings from the environment again (the tenant's
 # settings entry goes), and the demo accounts with their demo passwords.
 # The accounts are made again, so every page signed in to the demo is
@@ -14,7 +14,7 @@
 # The tenant is then purged, which announces nothing (a purge deletes a
 # tenant's records, it does not change them one by one), and the sample
 # library loaded again, which announces each of its records as CREATED
-# (the items, Bob's request) under the ids they had.
+# (the items, Grace's loans, Bob's requests) under the ids they had.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STORAGE_ADDR="${STORAGE_ADDR:-127.0.0.1:8081}"
@@ -101,5 +101,5 @@ for _ in $(seq 1 100); do
   fi
   sleep 0.1
 done
-echo "demo-reset: done: sample library, no loans, requests, settings and demo accounts as make run made them"
+echo "demo-reset: done: sample library, loans, requests, settings and demo accounts as make run made them"
 echo "demo-reset: the accounts were made again: pages signed in to the demo are signed out; sign in again"

@@ -154,9 +154,20 @@ cat <<MSG
                        watch the demo tenant's: $BIN_DIR/events -nats $nats_url -tenant $TENANT
 
   Sign in on the pages with a demo account (name, password):
+        $circulation_url/ui/loans.html?tenant=$TENANT       circulation desk: a patron's loans (librarian)
         $circulation_url/ui/settings.html?tenant=$TENANT    settings (librarian)
         $circulation_url/ui/locks.html?tenant=$TENANT       lock console (operator)
 $demo_accounts
+
+  The demo library's patrons, each showing a rule (README.md, "Try it"):
+        1001  Alice Archer   undergraduate: at most 3 books, two weeks, renewable once
+        1002  Bob Baker      book-020 waits for him on the hold shelf; he waits for book-151 and book-153
+        1003  Carol Cole     inactive: refused
+        1004  Dave Dunn      faculty: three weeks, renewable twice
+        1005  Erin Ellis     blocked by hand (card reported stolen): refused
+        1006  Frank Foster   registration expired: refused
+        1007  Grace Green    at her limit: book-151, book-152, book-153 out, each renewable once
+        DVDs: at most 2, for a week, not renewable; reading-01..10: reading room only
 
   Try it: README.md, "Try it". Tokens per role for API clients: .run/tokens.env
   Logs: warnings only (LOG_LEVEL=info make run logs a line per request)

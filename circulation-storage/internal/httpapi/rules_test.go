@@ -467,8 +467,8 @@ func TestSampleData(t *testing.T) {
 		t.Errorf("job messages %v, want the schema, reference and sample lines", job.Messages)
 	}
 	all := f.listAll()
-	counts := map[string]int{"/groups": 4, "/material-types": 2, "/loan-types": 2, "/users": 6, "/item-storage/items": 200,
-		"/loan-policy-storage/loan-policies": 4, "/loan-storage/loans": 0, "/settings/entries": 0}
+	counts := map[string]int{"/groups": 4, "/material-types": 2, "/loan-types": 2, "/users": 7, "/item-storage/items": 203,
+		"/loan-policy-storage/loan-policies": 4, "/loan-storage/loans": len(sample.GracesLoans), "/settings/entries": 0}
 	for path, want := range counts {
 		if got := len(all[path]); got != want {
 			t.Errorf("%s: %d records, want %d", path, got, want)
@@ -479,7 +479,7 @@ func TestSampleData(t *testing.T) {
 		"/material-types": {sample.MaterialBook, sample.MaterialDVD},
 		"/loan-types":     {sample.LoanTypeCanCirculate, sample.LoanTypeReadingRoom},
 		"/users": {sample.ID("1001"), sample.ID("1002"), sample.ID("1003"), sample.ID("1004"),
-			sample.ID("1005"), sample.ID("1006")},
+			sample.ID("1005"), sample.ID("1006"), sample.ID("1007")},
 		"/loan-policy-storage/loan-policies": {sample.PolicyStandard, sample.PolicyUndergrad, sample.PolicyDVD,
 			sample.PolicyReadingRoom},
 	}
@@ -490,13 +490,13 @@ func TestSampleData(t *testing.T) {
 			t.Errorf("%s ids %v, want %v", path, got, want)
 		}
 	}
-	if got := fieldValues(all["/users"], "barcode"); !slices.Equal(got, []string{"1001", "1002", "1003", "1004", "1005", "1006"}) {
-		t.Errorf("user barcodes %v, want 1001..1006", got)
+	if got := fieldValues(all["/users"], "barcode"); !slices.Equal(got, []string{"1001", "1002", "1003", "1004", "1005", "1006", "1007"}) {
+		t.Errorf("user barcodes %v, want 1001..1007", got)
 	}
 	if got := fieldValues(all["/groups"], "group"); !slices.Equal(got, []string{"faculty", "graduate", "staff", "undergrad"}) {
 		t.Errorf("group names %v", got)
 	}
-	// 150 books and 10 reading-room books, 40 DVDs; every item available.
+	// 153 books and 10 reading-room books, 40 DVDs.
 	byMaterial := map[string]int{}
 	for _, it := range all["/item-storage/items"] {
 		byMaterial[it["materialTypeId"].(string)+"/"+it["permanentLoanTypeId"].(string)]++
@@ -505,16 +505,34 @@ func TestSampleData(t *testing.T) {
 		}
 	}
 	if want := map[string]int{
-		sample.MaterialBook + "/" + sample.LoanTypeCanCirculate: 150,
+		sample.MaterialBook + "/" + sample.LoanTypeCanCirculate: 150 + len(sample.GracesLoans),
 		sample.MaterialDVD + "/" + sample.LoanTypeCanCirculate:  40,
 		sample.MaterialBook + "/" + sample.LoanTypeReadingRoom:  10,
 	}; !reflect.DeepEqual(byMaterial, want) {
 		t.Errorf("items by material type/loan type %v, want %v", byMaterial, want)
 	}
 	// Every item available but book-020, on the hold shelf for Bob, with
-	// his request first in its queue; Erin blocked; Frank expired.
+	// his request first in its queue, and Grace's three, out to her and
+	// open loans, Bob's hold first in the first's and the last's queue;
+	// Erin blocked; Frank expired.
 	if n := f.countRows("item", "status_name = 'Available'"); n != 199 {
 		t.Errorf("%d available items, want 199", n)
+	}
+	for i, barcode := range sample.GracesLoans {
+		if n := f.countRows("loan", fmt.Sprintf("item_id = '%s' AND user_id = '%s' AND status_name = 'Open'", sample.ID(barcode), sample.ID("1007"))); n != 1 {
+			t.Errorf("%d open loans of %s to Grace, want 1", n, barcode)
+		}
+		if n := f.countRows("item", fmt.Sprintf("barcode = '%s' AND status_name = 'Checked out'", barcode)); n != 1 {
+			t.Errorf("%s is not checked out", barcode)
+		}
+		held := 0
+		if i != 1 {
+			held = 1
+		}
+		if n := f.countRows("request", fmt.Sprintf("item_id = '%s' AND requester_id = '%s' AND position = 1 AND status = 'Open - Not yet filled'",
+			sample.ID(barcode), sample.ID("1002"))); n != held {
+			t.Errorf("%d holds of %s by Bob first in its queue, want %d", n, barcode, held)
+		}
 	}
 	if n := f.countRows("item", "barcode = 'book-020' AND status_name = 'Awaiting pickup'"); n != 1 {
 		t.Errorf("book-020 is not awaiting pickup")

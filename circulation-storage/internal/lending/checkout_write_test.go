@@ -127,7 +127,7 @@ func TestLoanUnderLostLockIsRefused(t *testing.T) {
 			t.Errorf("%s lock: %v, want %s", name, err, schemas.CodeLockLost)
 		}
 	}
-	if n := f.Count(t, "loan", ""); n != 0 {
+	if n := f.Count(t, "loan", fmt.Sprintf("user_id = '%s'", alice)); n != 0 {
 		t.Errorf("%d loans written under lost locks, want 0", n)
 	}
 }

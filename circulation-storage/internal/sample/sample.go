@@ -1,15 +1,17 @@
 // Package sample is what a tenant may be initialised with (LoadData):
 // FOLIO's reference records, under FOLIO's ids, and a sample library of
-// loan policies and circulation rules, patrons, items, a block and a
-// request, under ids the same on every load.
+// loan policies and circulation rules, patrons, items, a block, loans and
+// requests, under ids the same on every load.
 package sample
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/record"
@@ -95,15 +97,22 @@ var titles = []string{
 
 var films = []string{"Metropolis", "Seven Samurai", "Spirited Away", "Casablanca", "Stalker"}
 
-func sampleSeeds() []seed {
+func sampleSeeds(now time.Time) []seed {
 	period := func(n int, unit string) map[string]any { return map[string]any{"duration": n, "intervalId": unit} }
+	// A renewal counts its new loan period from the due date, so that a
+	// renewal made the day of the check-out moves the due date too.
+	renewals := func(n int) map[string]any {
+		return map[string]any{"unlimited": false, "numberAllowed": n, "renewFromId": "CURRENT_DUE_DATE"}
+	}
 	seeds := []seed{
-		{storage.LoanPolicies, PolicyStandard, map[string]any{"name": "Standard three-week loan", "loanable": true,
-			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(3, "Weeks")}}},
-		{storage.LoanPolicies, PolicyUndergrad, map[string]any{"name": "Undergraduate: 3 items", "loanable": true,
-			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(2, "Weeks"), "itemLimit": 3}}},
-		{storage.LoanPolicies, PolicyDVD, map[string]any{"name": "DVD: 2 items for a week", "loanable": true,
-			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(1, "Weeks"), "itemLimit": 2}}},
+		{storage.LoanPolicies, PolicyStandard, map[string]any{"name": "Standard three-week loan, renewable twice", "loanable": true,
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(3, "Weeks")},
+			"renewable": true, "renewalsPolicy": renewals(2)}},
+		{storage.LoanPolicies, PolicyUndergrad, map[string]any{"name": "Undergraduate: 3 items, renewable once", "loanable": true,
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(2, "Weeks"), "itemLimit": 3},
+			"renewable": true, "renewalsPolicy": renewals(1)}},
+		{storage.LoanPolicies, PolicyDVD, map[string]any{"name": "DVD: 2 items for a week, not renewable", "loanable": true,
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(1, "Weeks"), "itemLimit": 2}, "renewable": false}},
 		{storage.LoanPolicies, PolicyReadingRoom, map[string]any{"name": "Reading room only", "loanable": false}},
 	}
 	patron := func(barcode, first, last, group string, active bool) seed {
@@ -117,9 +126,10 @@ func sampleSeeds() []seed {
 		patron("1004", "Dave", "Dunn", GroupFaculty, true),
 		patron("1005", "Erin", "Ellis", GroupGraduate, true),
 		patron("1006", "Frank", "Foster", GroupGraduate, true),
+		patron("1007", "Grace", "Green", GroupUndergrad, true),
 	)
 	// Frank's registration has ended: he is refused as inactive.
-	seeds[len(seeds)-1].doc["expirationDate"] = "2025-06-30T23:59:59.000Z"
+	seeds[len(seeds)-2].doc["expirationDate"] = "2025-06-30T23:59:59.000Z"
 	// Erin is blocked from borrowing.
 	seeds = append(seeds, seed{storage.ManualBlocks, ID("block-1005"), map[string]any{"userId": ID("1005"),
 		"type": "Manual", "desc": "Library card reported stolen", "patronMessage": "Please come to the circulation desk",
@@ -128,17 +138,23 @@ func sampleSeeds() []seed {
 		return seed{storage.Items, ID(barcode), map[string]any{"barcode": barcode, "title": title,
 			"status": map[string]any{"name": schemas.ItemAvailable}, "materialTypeId": material, "permanentLoanTypeId": loanType}}
 	}
-	for i := 1; i <= 150; i++ {
+	// Grace's are the last three, out of the way of the hundred and fifty
+	// on the shelf.
+	for i := 1; i <= 150+len(GracesLoans); i++ {
 		seeds = append(seeds, item(numbered("book-", 3, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeCanCirculate))
 	}
 	for i := 1; i <= 40; i++ {
 		seeds = append(seeds, item(numbered("dvd-", 2, i), films[(i-1)%len(films)], MaterialDVD, LoanTypeCanCirculate))
 	}
 	// book-020 waits on the hold shelf for Bob: the first request of its
-	// queue is his.
+	// queue is his. Grace's books are out.
 	for _, s := range seeds {
-		if s.r.Path == storage.Items.Path && s.doc["barcode"] == "book-020" {
+		switch barcode, _ := s.doc["barcode"].(string); {
+		case s.r.Path != storage.Items.Path:
+		case barcode == "book-020":
 			s.doc["status"] = map[string]any{"name": schemas.ItemAwaitingPickup}
+		case slices.Contains(GracesLoans, barcode):
+			s.doc["status"] = map[string]any{"name": schemas.ItemCheckedOut}
 		}
 	}
 	seeds = append(seeds, seed{storage.Requests, ID("hold-book-020"), map[string]any{"requestType": "Hold",
@@ -146,6 +162,30 @@ func sampleSeeds() []seed {
 		"itemId": ID("book-020"), "status": schemas.RequestAwaitingPickup, "position": 1, "fulfillmentPreference": "Hold Shelf"}})
 	for i := 1; i <= 10; i++ {
 		seeds = append(seeds, item(numbered("reading-", 2, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeReadingRoom))
+	}
+	return append(seeds, gracesLoans(now)...)
+}
+
+// GracesLoans are the items Grace (1007, undergraduate, at most three)
+// has out when the sample is loaded: she is at her limit, each loan may
+// be renewed once, and Bob waits for the first and the last (holds), so
+// that their check-ins put them on the hold shelf at Circ Desk 2.
+var GracesLoans = []string{"book-151", "book-152", "book-153"}
+
+// gracesLoans are Grace's loans, made now at Circ Desk 2 for the
+// undergraduates' two weeks, and Bob's holds.
+func gracesLoans(now time.Time) []seed {
+	at := func(t time.Time) string { return t.UTC().Truncate(time.Second).Format("2006-01-02T15:04:05.000Z") }
+	var seeds []seed
+	for _, barcode := range GracesLoans {
+		seeds = append(seeds, seed{storage.Loans, ID("loan-" + barcode), map[string]any{"userId": ID("1007"), "itemId": ID(barcode),
+			"loanDate": at(now), "dueDate": at(now.AddDate(0, 0, 14)), "action": "checkedout", "status": map[string]any{"name": schemas.LoanOpen},
+			"loanPolicyId": PolicyUndergrad, "checkoutServicePointId": ServicePointDesk2, "renewalCount": 0}})
+	}
+	for _, barcode := range []string{GracesLoans[0], GracesLoans[2]} {
+		seeds = append(seeds, seed{storage.Requests, ID("hold-" + barcode), map[string]any{"requestType": schemas.RequestTypeHold,
+			"requestLevel": "Item", "requestDate": at(now), "requesterId": ID("1002"), "itemId": ID(barcode),
+			"status": schemas.RequestNotYetFilled, "position": 1, "fulfillmentPreference": "Hold Shelf", "pickupServicePointId": ServicePointDesk2}})
 	}
 	return seeds
 }
@@ -166,7 +206,7 @@ func LoadData(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage.Te
 		msgs = append(msgs, "reference data: "+strconv.Itoa(n)+" new records")
 	}
 	if sample {
-		n, err := loadSeeds(ctx, tx, t, sampleSeeds())
+		n, err := loadSeeds(ctx, tx, t, sampleSeeds(time.Now()))
 		if err != nil {
 			return nil, fmt.Errorf("load sample data: %w", err)
 		}
