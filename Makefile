@@ -115,10 +115,11 @@ rules:
 	$$(scripts/ensure-package.sh promtool prometheus) check rules config/monitoring/checkout-lock-alerts.yml
 	cd config/monitoring && $$(../../scripts/ensure-package.sh promtool prometheus) test rules checkout-lock-alerts.test.yml
 
-## screenshots: run the browser tests and save pictures of the pages into docs/screenshots
+## screenshots: run the browser tests and save pictures of the pages into docs/screenshots, with the digests of the pages they are of (make test fails when the pages change and the pictures do not)
 screenshots: build
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -count=1 -run 'InABrowser|TestReadmeAndWalkthrough' ./integration-tests/ -args -screenshots=$(abspath docs/screenshots)
+	$(GO) test -count=1 -run 'InABrowser|TestTheDesk|TestReadmeAndWalkthrough' ./integration-tests/ -args -screenshots=$(abspath docs/screenshots)
+	cd circulation/internal/httpapi/ui && sha256sum * > $(abspath docs/screenshots/pages.sha256)
 
 ## fuzz: fuzz the CQL parser for longer (ten minutes; FUZZTIME=1h make fuzz)
 fuzz:
