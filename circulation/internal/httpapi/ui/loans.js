@@ -170,9 +170,13 @@ function confirmAction(a, p, l, button) {
   document.getElementById("confirm-cancel").focus();
 }
 
+// act does the action and draws the loans again; the list is busy
+// (aria-busy) until they are drawn.
 async function act(a, p, l, button) {
   const sp = document.getElementById("service-point").value;
+  const results = document.getElementById("results");
   button.disabled = true;
+  results.setAttribute("aria-busy", "true");
   try {
     const answer = await a.call(p, l, sp);
     say("status", a.done(l, answer || {}), true);
@@ -181,7 +185,11 @@ async function act(a, p, l, button) {
   } finally {
     button.disabled = false;
   }
-  await find();
+  try {
+    await find();
+  } finally {
+    results.removeAttribute("aria-busy");
+  }
   document.getElementById("status").focus();
 }
 
