@@ -54,10 +54,23 @@ func TestTheDeskOffersOnlyWhatTheServerDoes(t *testing.T) {
 	for i, p := range lib.Patrons {
 		name(t, c, patronID(t, c, p), names[i][0], names[i][1])
 	}
+	// A second desk, first by name though made after the harness's.
+	c.Do(c.Storage, "POST", "/service-points", map[string]any{"name": "Annex desk", "code": "annex",
+		"discoveryDisplayName": "Annex"}).Want(t, http.StatusCreated)
 	for i, width := range []int{1280, 390} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			renewable(t, c, lib, map[string]any{"numberAllowed": 1, "renewFromId": "CURRENT_DUE_DATE"})
-			deskWalk(t, c, lib, lib.Patrons[i], names[i], lib.Items[i], width)
+			// A barcode as long as a library's (fourteen digits and a copy
+			// number), longer than its column at 1280 px: on one line still.
+			items := append(slices.Clone(lib.Items[i]), fmt.Sprintf("3123400012345%d-COPY-0002", i))
+			var doc map[string]any
+			c.Do(c.Storage, "GET", "/item-storage/items/"+itemID(t, c, items[0]), nil).Want(t, http.StatusOK).Decode(t, &doc)
+			for _, k := range []string{"id", "metadata", "_version", "hrid"} {
+				delete(doc, k)
+			}
+			doc["barcode"], doc["title"], doc["status"] = items[6], "Item "+items[6], map[string]any{"name": schemas.ItemAvailable}
+			c.Do(c.Storage, "POST", "/item-storage/items", doc).Want(t, http.StatusCreated)
+			deskWalk(t, c, lib, lib.Patrons[i], names[i], items, width)
 		})
 	}
 }
@@ -108,14 +121,15 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	if err := chromedp.Run(ctx, chromedp.SetValue("#patron", search, chromedp.ByQuery), chromedp.Click("#find-submit", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, ctx, "the patron's six loans", `document.querySelectorAll("#results section").length === 1 &&
-		document.querySelectorAll("#results tbody tr").length === 6`)
+	waitUntil(t, ctx, "the patron's seven loans", `document.querySelectorAll("#results section").length === 1 &&
+		document.querySelectorAll("#results tbody tr").length === 7`)
 	if got, want := textOf(t, ctx, "#results h2"), person[0]+" "+person[1]+" ("+patron+")"; got != want {
 		t.Errorf("the patron found for %q: %q, want %q", search, got, want)
 	}
 	// No service point remembered: the tenant's first by name, shown.
-	if got := evaluate[string](t, ctx, `document.getElementById("service-point").selectedOptions[0].textContent`); got != "Circ Desk 2" {
-		t.Errorf("the service point chosen: %q, want the tenant's first, Circ Desk 2", got)
+	chosen := `[...document.getElementById("service-point").selectedOptions].map((o) => o.textContent).join()`
+	if got := evaluate[string](t, ctx, chosen); got != "Annex desk" {
+		t.Errorf("the service point chosen: %q, want the tenant's first by name, Annex desk", got)
 	}
 
 	columns := `[...document.querySelectorAll("#results thead th")].map((th) => th.getBoundingClientRect().width)`
@@ -179,9 +193,13 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 			if got := evaluate[[]float64](t, ctx, columns); !slices.Equal(got, widths) {
 				t.Errorf("%s: the columns are %v wide, were %v", state, got, widths)
 			}
+			// Each barcode on one line; the harness's short ones inside
+			// their cells too.
 			if lines := evaluate[[]int](t, ctx, `[...document.querySelectorAll("#results td.barcode")].map((td) => {
-				const r = document.createRange(); r.selectNodeContents(td); return td.scrollWidth > td.clientWidth ? -1 : r.getClientRects().length; })`); slices.ContainsFunc(lines, func(n int) bool { return n != 1 }) {
-				t.Errorf("%s: the barcodes' lines %v, want each on one line in its cell", state, lines)
+				const r = document.createRange(); r.selectNodeContents(td);
+				return td.textContent.length < 12 && td.scrollWidth > td.clientWidth ? -1 : r.getClientRects().length; })`); len(lines) == 0 ||
+				slices.ContainsFunc(lines, func(n int) bool { return n != 1 }) {
+				t.Errorf("%s: the barcodes' lines %v, want each on one line", state, lines)
 			}
 		}
 		if w := evaluate[int](t, ctx, `document.documentElement.scrollWidth`); w > width {
@@ -206,8 +224,8 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	who := fmt.Sprintf("%s %s (barcode %s)", person[0], person[1], patron)
 	for _, q := range []struct{ item, action, want string }{
 		{items[1], "claim", "Record that " + who + " says they returned “Item " + items[1] + "” (barcode " + items[1] + ")? The item becomes Claimed returned; the loan stays open."},
-		{items[2], "lost", "Declare “Item " + items[2] + "” (barcode " + items[2] + "), on loan to " + who + ", lost at Circ Desk 2? The loan stays open."},
-		{items[3], "checkin", "Check in “Item " + items[3] + "” (barcode " + items[3] + "), on loan to " + who + ", at Circ Desk 2? The loan is closed."},
+		{items[2], "lost", "Declare “Item " + items[2] + "” (barcode " + items[2] + "), on loan to " + who + ", lost at Annex desk? The loan stays open."},
+		{items[3], "checkin", "Check in “Item " + items[3] + "” (barcode " + items[3] + "), on loan to " + who + ", at Annex desk? The loan is closed."},
 	} {
 		if got := ask(q.item, q.action); got != q.want {
 			t.Errorf("%s of %s asks %q, want %q", q.action, q.item, got, q.want)
@@ -245,7 +263,7 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	ask(items[3], "checkin")
 	answer("confirm-ok")
 	done("the check-in", "Item "+items[3]+" is checked in.")
-	waitUntil(t, ctx, "the loan checked in gone", `document.querySelectorAll("#results tbody tr").length === 5`)
+	waitUntil(t, ctx, "the loan checked in gone", `document.querySelectorAll("#results tbody tr").length === 6`)
 	for item, want := range map[string]string{items[1]: "Open claimedReturned 0, item Claimed returned",
 		items[2]: "Open declaredLost 0, item Declared lost", items[3]: "Closed checkedin 0, item Available"} {
 		if got := deskLoanState(t, c, item); got != want {
@@ -280,7 +298,7 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	ask(items[2], "checkin")
 	answer("confirm-ok")
 	done("the check-in of the item claimed", "Item "+items[2]+" is checked in.")
-	waitUntil(t, ctx, "the loans checked in gone", `document.querySelectorAll("#results tbody tr").length === 3`)
+	waitUntil(t, ctx, "the loans checked in gone", `document.querySelectorAll("#results tbody tr").length === 4`)
 
 	// A policy that does not renew: the renewal is refused in its words.
 	changePolicy(t, c, lib, map[string]any{"renewable": false})
@@ -301,7 +319,21 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	ask(items[5], "checkin")
 	answer("confirm-ok")
 	done("the check-in under a policy that does not renew", "Item "+items[5]+" is checked in.")
+	ask(items[6], "claim")
+	answer("confirm-ok")
+	done("the claim under a policy that does not renew", "Item "+items[6]+" is claimed returned.")
 	check("the last loans")
+
+	// The desk chosen is remembered by the browser.
+	if err := chromedp.Run(ctx, chromedp.SetValue("#service-point", harness.ServicePoint, chromedp.ByQuery),
+		chromedp.Evaluate(`document.getElementById("service-point").dispatchEvent(new Event("change"))`, nil),
+		chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, ctx, "the loans again", `document.querySelectorAll("#results tbody tr").length === 3`)
+	if got := evaluate[string](t, ctx, chosen); got != "Circ Desk 2" {
+		t.Errorf("the service point after a reload: %q, want the one chosen, Circ Desk 2", got)
+	}
 }
 
 // refusalOf is what the route of a desk's action answers, called directly
