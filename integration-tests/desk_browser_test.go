@@ -48,7 +48,7 @@ const deskButtonsScript = `[...document.querySelectorAll("#results tbody tr")].f
 func TestTheDeskOffersOnlyWhatTheServerDoes(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
-	lib := c.SetupLibrary(2, 6, 20)
+	lib := c.SetupLibrary(2, 8, 20)
 	c.Account(t, "lee", "Lee", "Librarian", schemas.RoleLibrarian, "lee-password")
 	names := [][2]string{{"Alice", "Archer"}, {"Bruno", "Archibald"}}
 	for i, p := range lib.Patrons {
@@ -68,7 +68,7 @@ func TestTheDeskOffersOnlyWhatTheServerDoes(t *testing.T) {
 			for _, k := range []string{"id", "metadata", "_version", "hrid"} {
 				delete(doc, k)
 			}
-			doc["barcode"], doc["title"], doc["status"] = items[6], "Item "+items[6], map[string]any{"name": schemas.ItemAvailable}
+			doc["barcode"], doc["title"], doc["status"] = items[8], "Item "+items[8], map[string]any{"name": schemas.ItemAvailable}
 			c.Do(c.Storage, "POST", "/item-storage/items", doc).Want(t, http.StatusCreated)
 			// A title that fills its column, on a loan checked in early: the
 			// columns keep their widths when it goes.
@@ -127,8 +127,8 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	if err := chromedp.Run(ctx, chromedp.SetValue("#patron", search, chromedp.ByQuery), chromedp.Click("#find-submit", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, ctx, "the patron's seven loans", `document.querySelectorAll("#results section").length === 1 &&
-		document.querySelectorAll("#results tbody tr").length === 7`)
+	waitUntil(t, ctx, "the patron's nine loans", `document.querySelectorAll("#results section").length === 1 &&
+		document.querySelectorAll("#results tbody tr").length === 9`)
 	if got, want := textOf(t, ctx, "#results h2"), person[0]+" "+person[1]+" ("+patron+")"; got != want {
 		t.Errorf("the patron found for %q: %q, want %q", search, got, want)
 	}
@@ -258,6 +258,11 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	if got := strings.Join(strings.Fields(cell(items[0], 3)), " "); got != "1 used · 0 left limited" {
 		t.Errorf("the renewals of a loan renewed to the limit: %q", got)
 	}
+	for _, item := range items[6:8] {
+		press(item, "renew")
+		waitUntil(t, ctx, "the renewal of "+item, `document.getElementById("status").textContent.startsWith("Renewed Item `+item+`: due ") &&
+			!document.getElementById("results").hasAttribute("aria-busy")`)
+	}
 
 	// Confirmed: done.
 	ask(items[1], "claim")
@@ -269,7 +274,7 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	ask(items[3], "checkin")
 	answer("confirm-ok")
 	done("the check-in", "The Complete Annotated Catalogue of Everything Lent Across the Circulation Desk, Volume "+items[3]+" is checked in.")
-	waitUntil(t, ctx, "the loan checked in gone", `document.querySelectorAll("#results tbody tr").length === 6`)
+	waitUntil(t, ctx, "the loan checked in gone", `document.querySelectorAll("#results tbody tr").length === 8`)
 	for item, want := range map[string]string{items[1]: "Open claimedReturned 0, item Claimed returned",
 		items[2]: "Open declaredLost 0, item Declared lost", items[3]: "Closed checkedin 0, item Available"} {
 		if got := deskLoanState(t, c, item); got != want {
@@ -286,11 +291,18 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 		}
 	}
 
-	// What each state still offers is done: a loan renewed to the limit
-	// claimed returned, a claimed one declared lost, a lost one claimed.
+	// What each state still offers is done: loans renewed to the limit
+	// claimed returned, declared lost and checked in, a claimed one
+	// declared lost, a lost one claimed.
 	ask(items[0], "claim")
 	answer("confirm-ok")
 	done("the claim of the loan renewed", "Item "+items[0]+" is claimed returned.")
+	ask(items[6], "lost")
+	answer("confirm-ok")
+	done("the declaration of the loan renewed", "Item "+items[6]+" is declared lost.")
+	ask(items[7], "checkin")
+	answer("confirm-ok")
+	done("the check-in of the loan renewed", "Item "+items[7]+" is checked in.")
 	ask(items[1], "lost")
 	answer("confirm-ok")
 	done("the declaration of the item claimed", "Item "+items[1]+" is declared lost.")
@@ -304,7 +316,7 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	ask(items[2], "checkin")
 	answer("confirm-ok")
 	done("the check-in of the item claimed", "Item "+items[2]+" is checked in.")
-	waitUntil(t, ctx, "the loans checked in gone", `document.querySelectorAll("#results tbody tr").length === 4`)
+	waitUntil(t, ctx, "the loans checked in gone", `document.querySelectorAll("#results tbody tr").length === 5`)
 
 	// A policy that does not renew: the renewal is refused in its words.
 	changePolicy(t, c, lib, map[string]any{"renewable": false})
@@ -325,9 +337,9 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	ask(items[5], "checkin")
 	answer("confirm-ok")
 	done("the check-in under a policy that does not renew", "Item "+items[5]+" is checked in.")
-	ask(items[6], "claim")
+	ask(items[8], "claim")
 	answer("confirm-ok")
-	done("the claim under a policy that does not renew", "Item "+items[6]+" is claimed returned.")
+	done("the claim under a policy that does not renew", "Item "+items[8]+" is claimed returned.")
 	check("the last loans")
 
 	// The desk chosen is remembered by the browser.
@@ -336,7 +348,7 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 		chromedp.Reload()); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, ctx, "the loans again", `document.querySelectorAll("#results tbody tr").length === 3`)
+	waitUntil(t, ctx, "the loans again", `document.querySelectorAll("#results tbody tr").length === 4`)
 	if got := evaluate[string](t, ctx, chosen); got != "Circ Desk 2" {
 		t.Errorf("the service point after a reload: %q, want the one chosen, Circ Desk 2", got)
 	}
