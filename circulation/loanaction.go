@@ -49,6 +49,9 @@ func (s *Service) ClaimItemReturned(ctx context.Context, loanID string, req Clai
 	if err != nil {
 		return err
 	}
+	if err := actionRefused(schemas.LoanActionClaimReturned, item); err != nil {
+		return err
+	}
 	loan.Action, loan.ClaimedReturnedDate = ActionClaimedReturned, req.At.UTC()
 	if strings.TrimSpace(req.Comment) != "" {
 		loan.ActionComment = req.Comment
@@ -69,8 +72,8 @@ func (s *Service) DeclareItemLost(ctx context.Context, loanID string, req Declar
 	if err != nil {
 		return err
 	}
-	if item.Status == schemas.ItemDeclaredLost {
-		return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "The item is already declared lost").With("itemId", item.ID))
+	if err := actionRefused(schemas.LoanActionDeclareLost, item); err != nil {
+		return err
 	}
 	at := req.At
 	if at.IsZero() {
@@ -78,6 +81,15 @@ func (s *Service) DeclareItemLost(ctx context.Context, loanID string, req Declar
 	}
 	loan.Action, loan.DeclaredLostDate, loan.ActionComment = ActionDeclaredLost, at.UTC(), req.Comment
 	return s.actOnLoan(ctx, loan, item)
+}
+
+// actionRefused is the refusal of action on an open loan of item, by
+// the item's status (schemas' table of loan actions); nil when allowed.
+func actionRefused(action string, item Item) error {
+	if r, refused := schemas.LoanActionRefused(action, item.Status); refused {
+		return refusal(errs.Errorf(errs.KindInvalid, r.Code, "%s", r.Message).With("itemId", item.ID))
+	}
+	return nil
 }
 
 // openLoanAndItem reads the loan, which must exist (404) and be open

@@ -150,6 +150,34 @@ func TestLoanActionRefusals(t *testing.T) {
 	s.store.WantUnchanged(before)
 }
 
+// TestLoanActionRefusedByTheItemsStatus: schemas' table of loan actions
+// refuses a second claim of an item claimed returned and a second
+// declaration of an item declared lost, each writing nothing; a claimed
+// item may still be declared lost.
+func TestLoanActionRefusedByTheItemsStatus(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.svc.ClaimItemReturned(okapi(t), res.Loan.ID, circulation.ClaimItemReturnedRequest{At: start}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.store.Snapshot()
+	err = s.svc.ClaimItemReturned(okapi(t), res.Loan.ID, circulation.ClaimItemReturnedRequest{At: start.Add(time.Hour)})
+	wantStrings(t, "refusals", refusals(t, err), []string{"VALIDATION_FAILED: The item is already claimed returned [itemId=" + itemID + "]"})
+	s.store.WantUnchanged(before)
+
+	if err := s.svc.DeclareItemLost(okapi(t), res.Loan.ID, circulation.DeclareItemLostRequest{ServicePointID: servicePoint}); err != nil {
+		t.Fatalf("declaring lost an item claimed returned: %v", err)
+	}
+	before = s.store.Snapshot()
+	err = s.svc.DeclareItemLost(okapi(t), res.Loan.ID, circulation.DeclareItemLostRequest{ServicePointID: servicePoint})
+	wantStrings(t, "refusals", refusals(t, err), []string{"VALIDATION_FAILED: The item is already declared lost [itemId=" + itemID + "]"})
+	s.store.WantUnchanged(before)
+}
+
 // TestLoanActionWithTheItemChangedMeanwhile: the item changed between the
 // action's read and its write (a check-in, say): nothing is written, the
 // loan and the item still agree, and the caller hears the item changed.

@@ -63,20 +63,9 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 		return RenewResult{}, err
 	}
 	item, patron, loan := reads.Item, reads.Patron, reads.OpenLoanOf
-	switch {
-	case item == nil:
-		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeItemBarcodeNotFound,
-			"No item with barcode %s exists", req.ItemBarcode).With("itemBarcode", req.ItemBarcode))
-	case loan == nil:
-		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan,
-			"No open loan for item %s", req.ItemBarcode).With("itemBarcode", req.ItemBarcode))
-	case patron == nil || patron.ID != loan.UserID:
-		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeItemCheckedOutToDifferentUser,
-			"Cannot renew item checked out to different user").With("userBarcode", req.UserBarcode))
-	}
 	now := s.now().UTC().Truncate(time.Millisecond)
 	policy := reads.Policy
-	due, refusals := renewalRefusals(reads, now)
+	due, refusals := judgeRenewal(reads, req.ItemBarcode, req.UserBarcode, now)
 	if len(refusals) > 0 {
 		return RenewResult{}, &errs.Refusal{Errors: refusals}
 	}
@@ -118,6 +107,57 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 	s.logger.WarnContext(ctx, "renewal outcome unknown: storage did not answer whether the loan was renewed",
 		slog.String("loan_id", loan.ID), slog.Any("error", err))
 	return RenewResult{}, renewalUnanswered(err, loan.ID)
+}
+
+// judgeRenewal is FOLIO's refusals of a renewal of the item's loan to the
+// patron from what was read (the item, its open loan, whose it is, then
+// renewalRefusals), and the new due date when there are none.
+func judgeRenewal(reads CheckOutReads, itemBarcode, userBarcode string, now time.Time) (time.Time, []*errs.Error) {
+	item, patron, loan := reads.Item, reads.Patron, reads.OpenLoanOf
+	switch {
+	case item == nil:
+		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemBarcodeNotFound,
+			"No item with barcode %s exists", itemBarcode).With("itemBarcode", itemBarcode)}
+	case loan == nil:
+		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan,
+			"No open loan for item %s", itemBarcode).With("itemBarcode", itemBarcode)}
+	case patron == nil || patron.ID != loan.UserID:
+		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemCheckedOutToDifferentUser,
+			"Cannot renew item checked out to different user").With("userBarcode", userBarcode)}
+	}
+	return renewalRefusals(reads, now)
+}
+
+// RenewalOutlook is what a renewal of a loan would meet now: the policy
+// the rules choose for it, whether it renews and how many renewals it
+// leaves, and FOLIO's refusals (none when the renewal would be done). The
+// desk's page offers a renewal only where it has no refusal.
+type RenewalOutlook struct {
+	PolicyName string
+	// Renewable says the policy lends and renews; Unlimited that it
+	// renews without limit, else Left is the renewals it has left.
+	Renewable, Unlimited bool
+	Left                 int
+	Refusals             []*errs.Error
+}
+
+// RenewalOutlook judges a renewal of the item's loan to the patron as
+// RenewByBarcode would, from the same read, writing nothing.
+func (s *Service) RenewalOutlook(ctx context.Context, itemBarcode, userBarcode string) (RenewalOutlook, error) {
+	reads, err := s.storage.ReadForCheckOut(ctx, itemBarcode, userBarcode)
+	if err != nil {
+		return RenewalOutlook{}, err
+	}
+	_, refusals := judgeRenewal(reads, itemBarcode, userBarcode, s.now().UTC().Truncate(time.Millisecond))
+	out := RenewalOutlook{Refusals: refusals}
+	if reads.RulesSet && reads.Item != nil && reads.OpenLoanOf != nil {
+		p := reads.Policy
+		out.PolicyName, out.Renewable, out.Unlimited = p.Name, p.Loanable && p.Renewable, p.Renewals.Unlimited
+		if out.Renewable && !out.Unlimited {
+			out.Left = max(0, p.Renewals.NumberAllowed-reads.OpenLoanOf.RenewalCount)
+		}
+	}
+	return out, nil
 }
 
 // renewalUnanswered is a renewal whose write was sent and not answered
@@ -167,11 +207,11 @@ func renewalRefusals(reads CheckOutReads, now time.Time) (time.Time, []*errs.Err
 		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
 			"items cannot be renewed when there is an active recall request"))
 	}
-	switch item.Status {
-	case schemas.ItemDeclaredLost:
-		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemDeclaredLostNotRenewable, "item is %s", item.Status).With("itemId", item.ID))
-	case schemas.ItemAgedToLost:
-		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemAgedToLostNotRenewable, "item is %s", item.Status).With("itemId", item.ID))
+	// The item's status, from schemas' table of loan actions: a claim of
+	// return is checked last, as FOLIO checks it.
+	statusRefusal, statusRefused := schemas.LoanActionRefused(schemas.LoanActionRenew, item.Status)
+	if statusRefused && item.Status != schemas.ItemClaimedReturned {
+		out = append(out, errs.Errorf(errs.KindInvalid, statusRefusal.Code, "%s", statusRefusal.Message).With("itemId", item.ID))
 	}
 	switch {
 	case !policy.Renewable:
@@ -183,9 +223,8 @@ func renewalRefusals(reads CheckOutReads, now time.Time) (time.Time, []*errs.Err
 		out = append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByHoldRequest,
 			"Items with this loan policy cannot be renewed when there is an active, pending hold request")))
 	}
-	if item.Status == schemas.ItemClaimedReturned {
-		out = append(out, errs.Errorf(errs.KindInvalid, schemas.CodeItemClaimedReturnedNotRenewable, "item is %s", item.Status).
-			With("itemId", item.ID))
+	if statusRefused && item.Status == schemas.ItemClaimedReturned {
+		out = append(out, errs.Errorf(errs.KindInvalid, statusRefusal.Code, "%s", statusRefusal.Message).With("itemId", item.ID))
 	}
 	if !policy.Loanable || !policy.Renewable {
 		return time.Time{}, out

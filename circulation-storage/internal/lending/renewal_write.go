@@ -96,12 +96,9 @@ SELECT (SELECT jsonb FROM renewed) AS stored, (SELECT open FROM recall) AS recal
 var renewWrite = locksql.NewNamed(renewSQL(), "tenant", "loan_id", "loan", "version", "count", "metadata_user", "not_renewed")
 
 // notRenewed are the item statuses a loan is not renewed in (FOLIO's
-// RenewalValidator): each refused with its code.
-var notRenewed = map[string]string{
-	schemas.ItemDeclaredLost:    schemas.CodeItemDeclaredLostNotRenewable,
-	schemas.ItemAgedToLost:      schemas.CodeItemAgedToLostNotRenewable,
-	schemas.ItemClaimedReturned: schemas.CodeItemClaimedReturnedNotRenewable,
-}
+// RenewalValidator), each with its refusal: schemas' table of loan
+// actions, the one circulation and the desk's page read.
+var notRenewed = schemas.LoanActionRefusedStatuses(schemas.LoanActionRenew)
 
 // renewalVerdict is renewSQL's row.
 type renewalVerdict struct {
@@ -151,8 +148,8 @@ func (v renewalVerdict) refusals(loanID string) []*errs.Error {
 		add(schemas.CodeRenewalBlockedByRecall, "items cannot be renewed when there is an active recall request")
 	}
 	status := postgres.Deref(v.ItemStatus)
-	if code, ok := notRenewed[status]; ok && status != schemas.ItemClaimedReturned {
-		add(code, "item is "+status)
+	if r, ok := notRenewed[status]; ok && status != schemas.ItemClaimedReturned {
+		add(r.Code, r.Message)
 	}
 	switch {
 	case v.NotRenewable:
@@ -163,8 +160,8 @@ func (v renewalVerdict) refusals(loanID string) []*errs.Error {
 	if v.Held {
 		add(schemas.CodeRenewalBlockedByHoldRequest, "Items with this loan policy cannot be renewed when there is an active, pending hold request")
 	}
-	if status == schemas.ItemClaimedReturned {
-		add(notRenewed[status], "item is "+status)
+	if r, ok := notRenewed[status]; ok && status == schemas.ItemClaimedReturned {
+		add(r.Code, r.Message)
 	}
 	if v.DueUnchanged {
 		add(schemas.CodeRenewalWouldNotChangeDueDate, "renewal would not change the due date")

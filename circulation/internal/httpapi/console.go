@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
@@ -332,7 +333,8 @@ type namedPatron struct {
 }
 
 // patronsNamed is the patrons (at most 50) whose barcode is text, or
-// whose first or last names hold every word of it.
+// whose first or last names hold a word beginning with each word of it
+// ("Alic", "Arch", "Alice A"): a desk types a name as far as it knows it.
 func (s *Server) patronsNamed(ctx context.Context, text string) ([]namedPatron, error) {
 	words := strings.Fields(text)
 	if len(words) > 5 {
@@ -340,7 +342,7 @@ func (s *Server) patronsNamed(ctx context.Context, text string) ([]namedPatron, 
 	}
 	var byName []string
 	for _, w := range words {
-		byName = append(byName, "(personal.firstName="+cqlTerm(w)+" or personal.lastName="+cqlTerm(w)+")")
+		byName = append(byName, "(personal.firstName="+cqlPrefix(w)+" or personal.lastName="+cqlPrefix(w)+")")
 	}
 	query := "barcode==" + cqlTerm(text) + " or (" + strings.Join(byName, " and ") + ")"
 	var page struct {
@@ -357,6 +359,19 @@ func (s *Server) patronsNamed(ctx context.Context, text string) ([]namedPatron, 
 func cqlTerm(text string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, `*`, `\*`, `?`, `\?`, `^`, `\^`)
 	return `"` + r.Replace(text) + `"`
+}
+
+// cqlPrefix is text as a CQL term matching any word it begins: text
+// escaped as cqlTerm escapes it, then CQL's right truncation (*), which
+// storage's = relation applies to each word of the field. Text without a
+// letter or a digit is no beginning of a word (truncated, it would match
+// every name): it stays as cqlTerm makes it.
+func cqlPrefix(text string) string {
+	t := cqlTerm(text)
+	if !strings.ContainsFunc(text, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+		return t
+	}
+	return t[:len(t)-1] + `*"`
 }
 
 // historyEvents reads a page of storage's history for q, with the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/checkoutlock/schemas"
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/errgroup"
 )
 
 // The circulation desk's page (/ui/loans.html) finds a patron and acts on
@@ -29,7 +30,27 @@ type deskLoan struct {
 	// machine offline and what rules it broke ("lent offline past the
 	// item limit"); empty for a loan made live.
 	Offline string `json:"offline,omitempty"`
+	// LoanPolicyName is the policy a renewal would renew under now;
+	// Renewable whether it renews, RenewalsLeft how many more times (a
+	// number, or "unlimited").
+	LoanPolicyName string `json:"loanPolicyName,omitempty"`
+	Renewable      bool   `json:"renewable"`
+	RenewalsLeft   any    `json:"renewalsLeft"`
+	// Actions are the desk's actions (schemas.LoanActions), each allowed
+	// or not and why: what the route would answer if called now.
+	Actions map[string]deskAction `json:"actions"`
 }
+
+// deskAction says whether a desk action would be done, and when not, why,
+// in the words of the refusal its route answers.
+type deskAction struct {
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// deskJudged is how many loans' renewals are judged at once: each is a
+// read of storage.
+const deskJudged = 4
 
 // deskPatron is a patron found, with their open loans.
 type deskPatron struct {
@@ -70,6 +91,9 @@ func (s *Server) patronLoans(c echo.Context) error {
 	for _, f := range found[:min(len(found), deskPatrons)] {
 		p := deskPatron{ID: f.ID, Barcode: f.Barcode, Name: fullName(f.Personal, ""), Loans: []deskLoan{}}
 		if p.Loans, err = s.openLoans(ctx, f.ID); err != nil {
+			return err
+		}
+		if err := s.judgeLoans(ctx, p.Barcode, p.Loans); err != nil {
 			return err
 		}
 		out.Patrons = append(out.Patrons, p)
@@ -145,4 +169,53 @@ func (s *Server) openLoans(ctx context.Context, userID string) ([]deskLoan, erro
 		loans = append(loans, d)
 	}
 	return loans, nil
+}
+
+// judgeLoans says what each of a patron's open loans may do: claim,
+// declare lost and check in by the item's status (schemas' table of loan
+// actions, the one the routes refuse by); renew as RenewByBarcode would
+// judge it now, from the same read, so a renewal offered is one the route
+// does and a renewal refused is refused in the route's words.
+func (s *Server) judgeLoans(ctx context.Context, patronBarcode string, loans []deskLoan) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(deskJudged)
+	for i := range loans {
+		l := &loans[i]
+		l.Actions = map[string]deskAction{}
+		for _, a := range schemas.LoanActions {
+			if r, refused := schemas.LoanActionRefused(a, l.ItemStatus); refused {
+				l.Actions[a] = deskAction{Reason: r.Message}
+			} else {
+				l.Actions[a] = deskAction{Allowed: true}
+			}
+		}
+		l.RenewalsLeft = 0
+		if l.ItemBarcode == "" || patronBarcode == "" {
+			// Renewed by barcode: without both there is nothing to renew by.
+			l.Actions[schemas.LoanActionRenew] = deskAction{Reason: "a renewal needs the item's and the patron's barcodes"}
+			continue
+		}
+		g.Go(func() error {
+			o, err := s.svc.Circulation.RenewalOutlook(ctx, l.ItemBarcode, patronBarcode)
+			if err != nil {
+				return err
+			}
+			l.LoanPolicyName, l.Renewable = o.PolicyName, o.Renewable
+			if o.Unlimited && o.Renewable {
+				l.RenewalsLeft = "unlimited"
+			} else {
+				l.RenewalsLeft = o.Left
+			}
+			if len(o.Refusals) > 0 {
+				// Worded as the page words a refusal: FOLIO's messages, joined.
+				words := make([]string, len(o.Refusals))
+				for i, e := range o.Refusals {
+					words[i] = e.Message
+				}
+				l.Actions[schemas.LoanActionRenew] = deskAction{Reason: strings.Join(words, "; ")}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }

@@ -1,25 +1,37 @@
 // The circulation desk's page: find a patron by barcode or name and act
 // on their open loans (renew, claim returned, declare lost, check in),
-// each through circulation's own route, each button usable only with its
-// permission, each refusal in FOLIO's words.
+// each through circulation's own route. An action is offered only where
+// the server says it would be done (the loan's actions, from the one
+// table the routes refuse by, and the renewal judged against the loan's
+// policy) and the caller's permission allows it; where not, the button
+// is disabled and says why, in words a touch screen shows too. Claim
+// returned, declare lost and check in ask first, naming the item and
+// the patron; Cancel is the default.
 "use strict";
 
 const FIND = "GET /circulation/patron-loans";
 
-// actions are the loan actions, each with the route it calls (whose
-// permission the server answers) and the call it makes; done says what
-// happened, in words.
+// actions are the loan actions, keyed as the server's answer keys them
+// (loan.actions), each with the route it calls (whose permission the
+// server answers) and the call it makes; ask is the question a
+// confirmation puts (none: done at once), done says what happened.
 const actions = [
-  { id: "renew", text: "Renew", route: "POST /circulation/renew-by-barcode",
+  { id: "renew", key: "renew", text: "Renew", route: "POST /circulation/renew-by-barcode",
     call: (p, l, sp) => api("POST", "/circulation/renew-by-barcode", { itemBarcode: l.itemBarcode, userBarcode: p.barcode, servicePointId: sp }),
     done: (l, answer) => `Renewed ${titleOf(l)}: due ${new Date(answer.dueDate).toLocaleString()}.` },
-  { id: "claim", text: "Claim returned", route: "POST /circulation/loans/{id}/claim-item-returned",
+  { id: "claim", key: "claimReturned", text: "Claim returned", route: "POST /circulation/loans/{id}/claim-item-returned",
+    ask: (p, l) => `Record that ${patronOf(p)} says they returned ${itemOf(l)}? The item becomes Claimed returned; the loan stays open.`,
+    confirm: "Claim returned",
     call: (p, l) => api("POST", `/circulation/loans/${encodeURIComponent(l.id)}/claim-item-returned`, { itemClaimedReturnedDateTime: new Date().toISOString() }),
     done: (l) => `${titleOf(l)} is claimed returned.` },
-  { id: "lost", text: "Declare lost", route: "POST /circulation/loans/{id}/declare-item-lost",
+  { id: "lost", key: "declareLost", text: "Declare lost", route: "POST /circulation/loans/{id}/declare-item-lost",
+    ask: (p, l, spName) => `Declare ${itemOf(l)}, on loan to ${patronOf(p)}, lost at ${spName}? The loan stays open.`,
+    confirm: "Declare lost",
     call: (p, l, sp) => api("POST", `/circulation/loans/${encodeURIComponent(l.id)}/declare-item-lost`, { servicePointId: sp }),
     done: (l) => `${titleOf(l)} is declared lost.` },
-  { id: "checkin", text: "Check in", route: "POST /circulation/check-in-by-barcode",
+  { id: "checkin", key: "checkIn", text: "Check in", route: "POST /circulation/check-in-by-barcode",
+    ask: (p, l, spName) => `Check in ${itemOf(l)}, on loan to ${patronOf(p)}, at ${spName}? The loan is closed.`,
+    confirm: "Check in",
     call: (p, l, sp) => api("POST", "/circulation/check-in-by-barcode", { itemBarcode: l.itemBarcode, servicePointId: sp }),
     done: (l) => `${titleOf(l)} is checked in.` },
 ];
@@ -28,6 +40,16 @@ const loanColumns = ["Title", "Barcode", "Due", "Renewals", "Actions"];
 
 function titleOf(l) {
   return l.title || l.itemBarcode || "the item";
+}
+
+// itemOf and patronOf name an item and a patron in a question: the title
+// and the barcode, the name and the barcode.
+function itemOf(l) {
+  return `“${l.title || "an untitled item"}” (barcode ${l.itemBarcode || "none"})`;
+}
+
+function patronOf(p) {
+  return `${p.name || "the patron"} (barcode ${p.barcode || "none"})`;
 }
 
 function searchedFor() {
@@ -53,11 +75,36 @@ async function find() {
   }
 }
 
+// The service point is remembered per browser and tenant; nothing
+// remembered (or a point the tenant no longer has), it is the tenant's
+// first by name.
+function servicePointKey() {
+  return "servicePoint." + session.tenant;
+}
+
 function showServicePoints(points) {
   const select = document.getElementById("service-point");
-  const chosen = select.value || localStorage.getItem("servicePoint") || "";
-  select.replaceChildren(...points.map((sp) => el("option", { value: sp.id, text: sp.name })));
-  if (points.some((sp) => sp.id === chosen)) select.value = chosen;
+  const sorted = [...points].sort((a, b) => a.name.localeCompare(b.name));
+  const chosen = select.value || localStorage.getItem(servicePointKey()) || "";
+  select.replaceChildren(...sorted.map((sp) => el("option", { value: sp.id, text: sp.name })));
+  if (sorted.some((sp) => sp.id === chosen)) select.value = chosen;
+  else if (sorted.length > 0) select.value = sorted[0].id;
+}
+
+// judged is what the page says of an action on a loan: whether it is
+// offered and, when not, why.
+function judged(a, l) {
+  if (!may(a.route)) return { allowed: false, reason: `${a.text} needs ${needs(a.route)}` };
+  const verdict = (l.actions || {})[a.key];
+  if (!verdict) return { allowed: false, reason: "The server did not say whether this may be done" };
+  return verdict;
+}
+
+function renewalsText(l) {
+  const used = `${l.renewalCount} used`;
+  if (!l.loanPolicyName) return used;
+  if (!l.renewable) return `${used} · not renewable`;
+  return `${used} · ${l.renewalsLeft === "unlimited" ? "unlimited" : l.renewalsLeft + " left"}`;
 }
 
 function render(patrons) {
@@ -67,33 +114,69 @@ function render(patrons) {
     const head = el("h2", { id: "patron-" + p.id, text: title });
     if (p.loans.length === 0) return el("section", { "data-patron": p.id }, head, el("p", { class: "hint", text: "No open loan." }));
     const rows = p.loans.map((l) => {
-      const buttons = actions.map((a) => {
+      const cells = actions.map((a) => {
+        const v = judged(a, l);
         const b = el("button", { type: "button", class: a.id === "lost" ? "danger" : "secondary", "data-action": a.id, text: a.text,
           "aria-label": `${a.text}: ${titleOf(l)}` });
-        if (may(a.route)) b.addEventListener("click", () => act(a, p, l, b));
+        const cell = el("div", { class: "desk-action" }, b);
+        if (v.allowed) b.addEventListener("click", () => (a.ask ? confirmAction(a, p, l, b) : act(a, p, l, b)));
         else {
+          // Why not: the title for a pointer, the text below the button
+          // for a touch screen, its description for a screen reader.
+          const id = `why-${l.id}-${a.id}`;
           b.disabled = true;
-          b.title = `${a.text} needs ${needs(a.route)}`;
+          b.title = v.reason;
+          b.setAttribute("aria-describedby", id);
+          cell.append(el("small", { id, class: "desk-reason", text: v.reason }));
         }
-        return b;
+        return cell;
       });
       const due = l.dueDate ? new Date(l.dueDate).toLocaleString() : "";
       // A loan a self-check machine made offline says so, and what it broke.
-      const texts = [titleOf(l) + (l.itemStatus && l.itemStatus !== "Checked out" ? ` (${l.itemStatus})` : "") +
-        (l.offline ? ` · ${l.offline}` : ""), l.itemBarcode || "", due, String(l.renewalCount)];
+      const what = titleOf(l) + (l.itemStatus && l.itemStatus !== "Checked out" ? ` (${l.itemStatus})` : "") +
+        (l.offline ? ` · ${l.offline}` : "");
       return el("tr", { "data-loan": l.id },
-        ...texts.map((text, i) => el("td", { "data-label": loanColumns[i], text })),
-        el("td", { "data-label": "Actions" }, el("div", { class: "row actions" }, ...buttons)));
+        el("td", { "data-label": loanColumns[0], text: what }),
+        el("td", { "data-label": loanColumns[1], class: "barcode", text: l.itemBarcode || "" }),
+        el("td", { "data-label": loanColumns[2], text: due }),
+        el("td", { "data-label": loanColumns[3] },
+          el("span", { class: "renewals", text: renewalsText(l) }),
+          el("span", { class: "policy", text: l.loanPolicyName || "" })),
+        el("td", { "data-label": loanColumns[4] }, el("div", { class: "desk-actions" }, ...cells)));
     });
-    const table = el("table", { class: "cards", "aria-labelledby": "patron-" + p.id },
+    // Fixed widths (app.css, the desk page's block): the columns stay put
+    // when a loan's actions change.
+    const table = el("table", { class: "cards desk-loans", "aria-labelledby": "patron-" + p.id },
+      el("colgroup", {}, ...loanColumns.map((c) => el("col", { class: "col-" + c.toLowerCase() }))),
       el("thead", {}, el("tr", {}, ...loanColumns.map((c) => el("th", { scope: "col", text: c })))), el("tbody", {}, ...rows));
     return el("section", { "data-patron": p.id }, head, el("div", { class: "table-wrap" }, table));
   }));
 }
 
+// confirmAction asks before an action that changes the item for good,
+// naming the item and the patron; Cancel (or Escape) does nothing.
+function confirmAction(a, p, l, button) {
+  const dialog = document.getElementById("confirm-dialog");
+  const select = document.getElementById("service-point");
+  const spName = select.selectedOptions.length ? select.selectedOptions[0].textContent : "no service point";
+  document.getElementById("confirm-text").textContent = a.ask(p, l, spName);
+  document.getElementById("confirm-ok").textContent = a.confirm;
+  dialog.onclose = () => {
+    if (dialog.returnValue === "ok") act(a, p, l, button);
+    else button.focus();
+  };
+  dialog.returnValue = "";
+  dialog.showModal();
+  document.getElementById("confirm-cancel").focus();
+}
+
+// act does the action and draws the loans again; the list is busy
+// (aria-busy) until they are drawn.
 async function act(a, p, l, button) {
   const sp = document.getElementById("service-point").value;
+  const results = document.getElementById("results");
   button.disabled = true;
+  results.setAttribute("aria-busy", "true");
   try {
     const answer = await a.call(p, l, sp);
     say("status", a.done(l, answer || {}), true);
@@ -102,7 +185,11 @@ async function act(a, p, l, button) {
   } finally {
     button.disabled = false;
   }
-  await find();
+  try {
+    await find();
+  } finally {
+    results.removeAttribute("aria-busy");
+  }
   document.getElementById("status").focus();
 }
 
@@ -112,6 +199,8 @@ function clear() {
   generation++;
   document.getElementById("results").replaceChildren();
   say("status", "", true);
+  const dialog = document.getElementById("confirm-dialog");
+  if (dialog.open) dialog.close("cancel");
 }
 
 function start() {
@@ -135,6 +224,6 @@ document.addEventListener("DOMContentLoaded", () => {
     say("status", "", true);
     find();
   });
-  document.getElementById("service-point").addEventListener("change", (ev) => localStorage.setItem("servicePoint", ev.target.value));
+  document.getElementById("service-point").addEventListener("change", (ev) => localStorage.setItem(servicePointKey(), ev.target.value));
   boot({ start, clear });
 });

@@ -1,0 +1,67 @@
+package schemas
+
+// The desk's actions on an open loan, and which item statuses refuse
+// which: one table, read by circulation (claim item returned, declare
+// item lost, renew, and the desk's page, which offers only what is
+// allowed) and by circulation-storage (the renewal's write refuses the
+// same statuses in its statement), so the rule has one home.
+const (
+	LoanActionRenew         = "renew"
+	LoanActionClaimReturned = "claimReturned"
+	LoanActionDeclareLost   = "declareLost"
+	LoanActionCheckIn       = "checkIn"
+)
+
+// LoanActions are the desk's actions, in the order the page shows them.
+var LoanActions = []string{LoanActionRenew, LoanActionClaimReturned, LoanActionDeclareLost, LoanActionCheckIn}
+
+// LoanActionRefusal is why an action is refused for its item's status:
+// FOLIO's code and message.
+type LoanActionRefusal struct {
+	Code, Message string
+}
+
+// loanActionRefusals: action, item status, refusal. A pair not listed is
+// allowed. A renewal refuses the lost and claimed-returned statuses in
+// FOLIO's codes (RenewalValidator, "item is <status>"); a declaration of
+// loss refuses an item already declared lost (DeclareLostResource); a
+// claim refuses an item already claimed returned (FOLIO's own route does
+// not, but its user interface offers no second claim, and a second one
+// would overwrite the first claim's date); a check-in takes the item
+// back whatever its status.
+var loanActionRefusals = map[string]map[string]LoanActionRefusal{
+	LoanActionRenew: {
+		ItemDeclaredLost:    {CodeItemDeclaredLostNotRenewable, "item is " + ItemDeclaredLost},
+		ItemAgedToLost:      {CodeItemAgedToLostNotRenewable, "item is " + ItemAgedToLost},
+		ItemClaimedReturned: {CodeItemClaimedReturnedNotRenewable, "item is " + ItemClaimedReturned},
+	},
+	LoanActionClaimReturned: {
+		ItemClaimedReturned: {CodeValidation, "The item is already claimed returned"},
+	},
+	LoanActionDeclareLost: {
+		ItemDeclaredLost: {CodeValidation, "The item is already declared lost"},
+	},
+	LoanActionCheckIn: {},
+}
+
+// LoanActionRefused says whether action is refused on an open loan whose
+// item has status, and why. An action the table does not know is
+// refused: nothing is allowed by a misspelling.
+func LoanActionRefused(action, status string) (LoanActionRefusal, bool) {
+	byStatus, known := loanActionRefusals[action]
+	if !known {
+		return LoanActionRefusal{CodeValidation, "no such loan action: " + action}, true
+	}
+	r, refused := byStatus[status]
+	return r, refused
+}
+
+// LoanActionRefusedStatuses are the item statuses that refuse action,
+// each with its refusal.
+func LoanActionRefusedStatuses(action string) map[string]LoanActionRefusal {
+	out := map[string]LoanActionRefusal{}
+	for status, r := range loanActionRefusals[action] {
+		out[status] = r
+	}
+	return out
+}
