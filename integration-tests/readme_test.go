@@ -399,6 +399,43 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 		t.Errorf("after the README's Try it the hold shelf holds %v, want book-020 and book-151", shelf.Items)
 	}
 
+	// The desk's page, as the README says: Grace, found by the beginning
+	// of her name, her loans with their policy, the renewals the server
+	// would refuse not offered and why (the limit, Bob's hold); the
+	// README's picture of it is taken then.
+	ctx := browser(t)
+	if err := chromedp.Run(ctx, chromedp.EmulateViewport(1280, 800, chromedp.EmulateScale(1))); err != nil {
+		t.Fatal(err)
+	}
+	d.signIn(t, ctx, "/ui/loans.html", "librarian")
+	if err := chromedp.Run(ctx, chromedp.SetValue("#patron", "Gre", chromedp.ByQuery), chromedp.Click("#find-submit", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, ctx, "Grace's two loans", `document.querySelectorAll("#results tbody tr").length === 2`)
+	if got := textOf(t, ctx, "#results h2"); got != "Grace Green (1007)" {
+		t.Errorf("the desk found %q for Gre", got)
+	}
+	renewals := map[string]string{}
+	for _, b := range evaluate[[]deskButton](t, ctx, deskButtonsScript) {
+		if b.Action == "renew" && !b.Enabled {
+			renewals[b.Item] = b.Reason
+		}
+		if b.Action != "renew" && !b.Enabled {
+			t.Errorf("the desk does not offer %s of %s: %q", b.Action, b.Item, b.Reason)
+		}
+	}
+	if len(renewals) != 2 || !strings.Contains(renewals["book-152"], "loan at maximum renewal number") ||
+		!strings.Contains(renewals["book-153"], "cannot be renewed when there is an active, pending hold request") {
+		t.Errorf("the desk's renewals not offered, by item: %q; want book-152 at its limit and book-153 held for Bob", renewals)
+	}
+	if page := textOf(t, ctx, "#results"); !strings.Contains(page, "Undergraduate: 3 items, renewable once") {
+		t.Errorf("the desk does not name Grace's loan policy:\n%s", page)
+	}
+	screenshot(t, ctx, "demo-desk.png")
+	if err := chromedp.Run(ctx, chromedp.Click("#sign-out", chromedp.ByQuery), chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+
 	// The README's SIP2 session, byte for byte but for the dates and the
 	// checksums over them.
 	d.sip2Session(t)
@@ -409,7 +446,6 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 
 	// The pages, signed in with the demo accounts: the settings for the
 	// librarian, the console for the operator.
-	ctx := browser(t)
 	d.signIn(t, ctx, "/ui/settings.html", "librarian")
 	if err := chromedp.Run(ctx, chromedp.WaitVisible("#settings", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
