@@ -547,6 +547,17 @@ func TestSampleData(t *testing.T) {
 	if got := f.getRules(); !reflect.DeepEqual(got, sample.Rules) {
 		t.Errorf("rules %+v, want the sample rules %+v", got, sample.Rules)
 	}
+	// Each policy's name says whether it renews, and how often: the demo
+	// shows a renewal renewed, refused at its limit and refused outright.
+	renews := map[string]string{}
+	for _, p := range all["/loan-policy-storage/loan-policies"] {
+		allowed, _ := p["renewalsPolicy"].(map[string]any)
+		renews[p["name"].(string)] = fmt.Sprint(p["renewable"], " ", allowed["numberAllowed"])
+	}
+	if want := map[string]string{"Standard three-week loan, renewable twice": "true 2", "Undergraduate: 3 items, renewable once": "true 1",
+		"DVD: 2 items for a week, not renewable": "false <nil>", "Reading room only": "<nil> <nil>"}; !reflect.DeepEqual(renews, want) {
+		t.Errorf("the sample policies renew %v, want %v", renews, want)
+	}
 	// The sample rules choose the sample policies.
 	var m policyMatch
 	f.do("GET", rulesPath+"/loan-policy?patronGroupId="+sample.GroupUndergrad+"&materialTypeId="+sample.MaterialBook+
