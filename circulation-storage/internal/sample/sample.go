@@ -106,11 +106,11 @@ func sampleSeeds(now time.Time) []seed {
 	}
 	seeds := []seed{
 		{storage.LoanPolicies, PolicyStandard, map[string]any{"name": "Standard three-week loan, renewable twice", "loanable": true,
-			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(3, "Weeks")},
-			"renewable":   true, "renewalsPolicy": renewals(2)}},
+			"renewable": true, "renewalsPolicy": renewals(2),
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(3, "Weeks")}}},
 		{storage.LoanPolicies, PolicyUndergrad, map[string]any{"name": "Undergraduate: 3 items, renewable once", "loanable": true,
-			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(2, "Weeks"), "itemLimit": 3},
-			"renewable":   true, "renewalsPolicy": renewals(1)}},
+			"renewable": true, "renewalsPolicy": renewals(1),
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(2, "Weeks"), "itemLimit": 3}}},
 		{storage.LoanPolicies, PolicyDVD, map[string]any{"name": "DVD: 2 items for a week, not renewable", "loanable": true,
 			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(1, "Weeks"), "itemLimit": 2}, "renewable": false}},
 		{storage.LoanPolicies, PolicyReadingRoom, map[string]any{"name": "Reading room only", "loanable": false}},
