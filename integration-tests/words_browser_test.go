@@ -177,15 +177,15 @@ func TestTheConsolesHistoryInWords(t *testing.T) {
 	c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
 	c.Account(t, "ada", "Ada", "Admin", schemas.RoleTenantAdmin, "ada-password")
 	desk := uuid.NewString()
-	c.Do(c.Storage, "POST", "/service-points", map[string]any{"id": desk, "name": "Circ Desk 2", "code": "cd2",
-		"discoveryDisplayName": "Circ Desk 2"}).Want(t, http.StatusCreated)
+	c.Do(c.Storage, "POST", "/service-points", map[string]any{"id": desk, "name": "Back office", "code": "bo",
+		"discoveryDisplayName": "Back office"}).Want(t, http.StatusCreated)
 	if _, err := c.DB.Exec(context.Background(), `INSERT INTO circulation_storage.check_out_lock_event
 		(tenant_id, occurred_at, type, user_id, holder, by_whom) VALUES ($1, $2, 'expired', $3, $4, '{}')`,
 		c.Tenant, time.Now().Add(-time.Hour), alice,
 		`{"acquiredBy":"`+kiosk+`","itemBarcode":"book-007","servicePointId":"`+desk+`","instance":"circ-1:8080"}`); err != nil {
 		t.Fatal(err)
 	}
-	const holder = "Kiosk 3 · book-007 · Circ Desk 2"
+	const holder = "Kiosk 3 · book-007 · Back office"
 
 	ctx := browser(t)
 	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
