@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,11 +180,17 @@ func TestTheConsolesHistoryInWords(t *testing.T) {
 	desk := uuid.NewString()
 	c.Do(c.Storage, "POST", "/service-points", map[string]any{"id": desk, "name": "Back office", "code": "bo",
 		"discoveryDisplayName": "Back office"}).Want(t, http.StatusCreated)
-	if _, err := c.DB.Exec(context.Background(), `INSERT INTO circulation_storage.check_out_lock_event
-		(tenant_id, occurred_at, type, user_id, holder, by_whom) VALUES ($1, $2, 'expired', $3, $4, '{}')`,
-		c.Tenant, time.Now().Add(-time.Hour), alice,
-		`{"acquiredBy":"`+kiosk+`","itemBarcode":"book-007","servicePointId":"`+desk+`","instance":"circ-1:8080"}`); err != nil {
-		t.Fatal(err)
+	// A lock a kiosk held, and one whose holder only an instance names
+	// (taken by a call with no account).
+	for _, e := range []struct{ typ, holder string }{
+		{"expired", `{"acquiredBy":"` + kiosk + `","itemBarcode":"book-007","servicePointId":"` + desk + `","instance":"circ-1:8080"}`},
+		{"taken_over", `{"itemBarcode":"book-008","instance":"circ-2:8080"}`},
+	} {
+		if _, err := c.DB.Exec(context.Background(), `INSERT INTO circulation_storage.check_out_lock_event
+			(tenant_id, occurred_at, type, user_id, holder, by_whom) VALUES ($1, $2, $3, $4, $5, '{}')`,
+			c.Tenant, time.Now().Add(-time.Hour), e.typ, alice, e.holder); err != nil {
+			t.Fatal(err)
+		}
 	}
 	const holder = "Kiosk 3 · book-007 · Back office"
 
@@ -193,9 +200,11 @@ func TestTheConsolesHistoryInWords(t *testing.T) {
 	if err := chromedp.Run(ctx, chromedp.WaitVisible(row, chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
+	waitUntil(t, ctx, "both events", `document.querySelectorAll("#history tbody tr").length === 2`)
 	if got := textOf(t, ctx, row+" td:nth-child(4)"); got != holder {
 		t.Errorf("the history's holder reads %q, want %q", got, holder)
 	}
+	shown := evaluate[[]string](t, ctx, `[...document.querySelectorAll("#history tbody tr")].map((tr) => tr.dataset.event + ": " + tr.cells[3].textContent)`)
 	// An operator may not open the desk's page: the patron is plain text.
 	patronText := textOf(t, ctx, row+" td:nth-child(3)")
 	if n := evaluate[int](t, ctx, `document.querySelectorAll(`+jsString(row+" td:nth-child(3) a")+`).length`); n != 0 || patronText == "" {
@@ -205,15 +214,25 @@ func TestTheConsolesHistoryInWords(t *testing.T) {
 	// The CSV says what the page says, column by column.
 	exported := awaited[string](t, ctx, `fetch(exportURL(), { headers: { "X-Okapi-Tenant": session.tenant }, credentials: "same-origin" }).then((r) => r.text())`)
 	rows, err := csv.NewReader(strings.NewReader(exported)).ReadAll()
-	if err != nil || len(rows) != 2 {
-		t.Fatalf("the export: %q (%v), want the header and one row", rows, err)
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("the export: %q (%v), want the header and two rows", rows, err)
 	}
-	got := map[string]string{}
-	for i, name := range rows[0] {
-		got[name] = rows[1][i]
+	var inCSV []string
+	for _, r := range rows[1:] {
+		got := map[string]string{}
+		for i, name := range rows[0] {
+			got[name] = r[i]
+		}
+		var parts []string
+		for _, col := range []string{"holder", "itemBarcode", "servicePoint"} {
+			if got[col] != "" {
+				parts = append(parts, got[col])
+			}
+		}
+		inCSV = append(inCSV, got["type"]+": "+strings.Join(parts, " · "))
 	}
-	if got["holder"]+" · "+got["itemBarcode"]+" · "+got["servicePoint"] != holder {
-		t.Errorf("the CSV's holder, item and service point: %q, %q, %q; the page shows %q", got["holder"], got["itemBarcode"], got["servicePoint"], holder)
+	if !slices.Equal(inCSV, shown) || !slices.Contains(shown, "expired: "+holder) || !slices.Contains(shown, "taken_over: circ-2:8080 · book-008") {
+		t.Errorf("the CSV's holder, item and service point say %q; the page shows %q", inCSV, shown)
 	}
 
 	atWidths(t, ctx, func(width int64) {
@@ -222,7 +241,7 @@ func TestTheConsolesHistoryInWords(t *testing.T) {
 		if err := chromedp.Run(ctx, chromedp.Click("#f-export", chromedp.ByQuery)); err != nil {
 			t.Fatal(err)
 		}
-		const exportedText = "Exported 1 event as lock-history.csv."
+		const exportedText = "Exported 2 events as lock-history.csv."
 		waitUntil(t, ctx, "the export's confirmation", `document.getElementById("export-status").textContent === `+jsString(exportedText))
 		if err := chromedp.Run(ctx, chromedp.Evaluate(`window.refreshes = 0;
 			new MutationObserver(() => window.refreshes++).observe(document.getElementById("status"), { childList: true, characterData: true, subtree: true });`, nil)); err != nil {
