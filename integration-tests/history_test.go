@@ -119,6 +119,9 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 	// In the console: filter, page, reload, export.
 	ctx := browser(t)
 	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
+	// The first refresh lays the page out (a click computed before it
+	// may land beside the button).
+	waitUntil(t, ctx, "the console's first refresh", `document.getElementById("status").textContent !== ""`)
 	if err := chromedp.Run(ctx,
 		chromedp.SetValue("#f-patron", lib.Patrons[0], chromedp.ByQuery),
 		chromedp.SetValue("#f-account", "kiosk3", chromedp.ByQuery),

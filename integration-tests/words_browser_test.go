@@ -177,17 +177,17 @@ func TestTheConsolesHistoryInWords(t *testing.T) {
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
 	lib := c.SetupLibrary(1, 1, 5)
 	alice := patronID(t, c, lib.Patrons[0])
-	kiosk := c.Account(t, "kiosk-3", "Kiosk", "3", schemas.RoleSelfCheck, "kiosk-password")
+	kiosk := c.Account(t, "kiosk4", "Kiosk", "4", schemas.RoleSelfCheck, "kiosk-password")
 	c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
-	c.Account(t, "ada", "Ada", "Admin", schemas.RoleTenantAdmin, "ada-password")
+	ada := c.Account(t, "ada", "Ada", "Admin", schemas.RoleTenantAdmin, "ada-password")
 	desk := uuid.NewString()
 	c.Do(c.Storage, "POST", "/service-points", map[string]any{"id": desk, "name": "Back office", "code": "bo",
 		"discoveryDisplayName": "Back office"}).Want(t, http.StatusCreated)
-	// A lock a kiosk held, and one whose holder only an instance names
-	// (taken by a call with no account).
+	// A lock held for kiosk-3 by the administrator's call (the
+	// walk-through's), and one whose holder only its account names.
 	for _, e := range []struct{ typ, holder string }{
-		{"expired", `{"acquiredBy":"` + kiosk + `","itemBarcode":"book-007","servicePointId":"` + desk + `","instance":"circ-1:8080"}`},
-		{"taken_over", `{"itemBarcode":"book-008","instance":"circ-2:8080"}`},
+		{"expired", `{"acquiredBy":"` + ada + `","itemBarcode":"book-007","servicePointId":"` + desk + `","instance":"kiosk-3"}`},
+		{"taken_over", `{"acquiredBy":"` + kiosk + `","itemBarcode":"book-008"}`},
 	} {
 		if _, err := c.DB.Exec(context.Background(), `INSERT INTO circulation_storage.check_out_lock_event
 			(tenant_id, occurred_at, type, user_id, holder, by_whom) VALUES ($1, $2, $3, $4, $5, '{}')`,
@@ -195,7 +195,7 @@ func TestTheConsolesHistoryInWords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const holder = "Kiosk 3 · book-007 · Back office"
+	const holder = "kiosk-3 · book-007 · Back office"
 
 	ctx := browser(t)
 	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
@@ -234,7 +234,7 @@ func TestTheConsolesHistoryInWords(t *testing.T) {
 		}
 		inCSV = append(inCSV, got["type"]+": "+strings.Join(parts, " · "))
 	}
-	if !slices.Equal(inCSV, shown) || !slices.Contains(shown, "expired: "+holder) || !slices.Contains(shown, "taken_over: circ-2:8080 · book-008") {
+	if !slices.Equal(inCSV, shown) || !slices.Contains(shown, "expired: "+holder) || !slices.Contains(shown, "taken_over: Kiosk 4 · book-008") {
 		t.Errorf("the CSV's holder, item and service point say %q; the page shows %q", inCSV, shown)
 	}
 

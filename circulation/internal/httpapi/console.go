@@ -391,13 +391,13 @@ func (s *Server) historyEvents(ctx context.Context, q url.Values, offset, limit 
 }
 
 // heldBy is who held a lock, as the console's page and its CSV both say
-// it: the account that took it (a kiosk, a person) by name, else the
-// instance that did.
+// it: the holder's own name for itself (a kiosk's, circulation's
+// instance), else the account that took it, by name.
 func heldBy(n *names, holder map[string]string) string {
-	if name := n.person(holder["acquiredBy"]); name != "" {
-		return name
+	if h := holder["instance"]; h != "" {
+		return h
 	}
-	return holder["instance"]
+	return n.person(holder["acquiredBy"])
 }
 
 // traceURL is the trace viewer's address of holder's trace, "" when

@@ -137,7 +137,8 @@ function patronText(p, userId) {
 }
 
 // holderText is who held a lock, as circulation derives it for the page
-// and the CSV alike (heldBy: the account, else the instance).
+// and the CSV alike (heldBy: the holder's name for itself, else the
+// account's).
 function holderText(x) {
   return x.heldBy || "(not said)";
 }
@@ -180,7 +181,7 @@ function renderLocks() {
     const held = new Date(fetchedAt).getTime() - new Date(l.creationDate).getTime() + skew;
     const left = new Date(l.expiresAt).getTime() - now;
     const patron = patronText(l.patron, l.userId);
-    const cells = [[patron, l.userId], [holderText(l), h.instance], [h.itemBarcode || ""],
+    const cells = [[patron, l.userId], [holderText(l), l.holderName], [h.itemBarcode || ""],
       [l.servicePointName || h.servicePointId || "", h.servicePointId], [h.requestId || (l.traceUrl ? "trace" : ""), l.traceUrl ? "Open the trace of this lock's check-out" : "", l.traceUrl], [ticking(held)], [ticking(left)]];
     cells.forEach(([text, title, href], i) => setCell(tr.cells[i], text, title, href));
     const button = tr.querySelector("button");
