@@ -97,9 +97,10 @@ type consoleLock struct {
 	Holder       map[string]string `json:"holder,omitempty"`
 	Patron       *consolePatron    `json:"patron,omitempty"`
 	// ServicePointName names the holder's service point; HeldBy who
-	// held it (heldBy).
+	// held it (heldBy); HolderName the account that took it.
 	ServicePointName string `json:"servicePointName,omitempty"`
 	HeldBy           string `json:"heldBy,omitempty"`
+	HolderName       string `json:"holderName,omitempty"`
 	// TraceURL is the trace of the lock's acquisition in the operators'
 	// trace viewer (TRACE_URL), when storage traced it.
 	TraceURL string `json:"traceUrl,omitempty"`
@@ -128,7 +129,7 @@ func (s *Server) listConsoleLocks(c echo.Context) error {
 		l := &page.CheckoutLocks[i]
 		l.Patron = patrons(l.UserID)
 		l.ServicePointName = names.servicePoint(l.Holder["servicePointId"])
-		l.HeldBy = heldBy(names, l.Holder)
+		l.HeldBy, l.HolderName = heldBy(names, l.Holder), names.person(l.Holder["acquiredBy"])
 		l.TraceURL = s.traceURL(l.Holder)
 	}
 	return c.JSON(http.StatusOK, page)

@@ -220,7 +220,7 @@ function renderHistory(events) {
     const byTitle = e.by ? [e.by.instance, e.by.itemBarcode, e.by.acquiredBy].filter(Boolean).join(" · ") : "";
     const what = (e.what || eventText[e.type] || e.type) + (e.waitedMs ? ` after ${duration(e.waitedMs)}` : "");
     const holder = [holderText(e), e.holder && e.holder.itemBarcode, e.servicePointName].filter(Boolean).join(" · ");
-    const texts = [[new Date(e.occurredAt).toLocaleString()], [what], [patronText(e.patron, e.userId), e.userId], [holder], [by, byTitle]];
+    const texts = [[new Date(e.occurredAt).toLocaleString()], [what], [patronText(e.patron, e.userId), e.userId], [holder, e.holderName], [by, byTitle]];
     const cells = texts.map(([text, title], i) => el("td", Object.assign({ "data-label": historyColumns[i], text }, title ? { title } : {})));
     // The trace of the acquisition that caused the event (a waiter's
     // wait), else of the lock's holder.
