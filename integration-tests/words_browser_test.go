@@ -138,6 +138,7 @@ func TestSettingsInSeconds(t *testing.T) {
 	if got := evaluate[string](t, ctx, `document.getElementById("lockTtl").value`); got != strconv.FormatFloat(float64(s.LockTTL)/1000, 'f', -1, 64) {
 		t.Errorf("the lifetime of %d ms reads %q", s.LockTTL, got)
 	}
+	envTTL := s.LockTTL
 	if err := chromedp.Run(ctx,
 		chromedp.SetValue("#lockTtl", "2.5", chromedp.ByQuery),
 		chromedp.SetValue("#waits", "0.25, 3 × 0.5", chromedp.ByQuery),
@@ -155,6 +156,10 @@ func TestSettingsInSeconds(t *testing.T) {
 	}
 	if got := textOf(t, ctx, "#waits-summary"); got != "4 retries, waiting up to 1.75 s in all." {
 		t.Errorf("the waits' summary reads %q", got)
+	}
+	// The way back names the default as a duration.
+	if got, want := textOf(t, ctx, "#lockTtl-default"), "Back to the default: "+evaluate[string](t, ctx, `duration(`+strconv.Itoa(envTTL)+`)`); got != want || envTTL%1000 != 0 {
+		t.Errorf("the lifetime's way back reads %q, want %q (the default %d ms)", got, want, envTTL)
 	}
 	// More than a millisecond's precision is refused on the page.
 	if err := chromedp.Run(ctx, chromedp.SetValue("#lockTtl", "2.5004", chromedp.ByQuery), chromedp.Click("#save", chromedp.ByQuery),

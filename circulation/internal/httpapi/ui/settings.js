@@ -96,7 +96,9 @@ function waitsSummary(waits) {
 
 function valueText(field, v) {
   if (field === "enabled") return v ? "on" : "off";
-  if (field === "lockTtl") return `${secs(v)} s`;
+  // A lifetime of whole seconds as a duration ("10 min"); else exact, as
+  // its field writes it.
+  if (field === "lockTtl") return v % 1000 === 0 ? duration(v) : `${secs(v)} s`;
   return v.length ? `${formatWaits(v)} s` : "no retries";
 }
 
