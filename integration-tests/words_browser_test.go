@@ -171,6 +171,36 @@ func TestSettingsInSeconds(t *testing.T) {
 	}
 }
 
+// TestUnusableSettingsInALibrariansWords: a stored setting out of bounds
+// is said in a librarian's words, the operators' account on hover, and its
+// field shows the default that applies.
+func TestUnusableSettingsInALibrariansWords(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	c.Account(t, "lee", "Lee", "Librarian", schemas.RoleLibrarian, "lee-password")
+	// Storage refuses such a value: written as an older release, or a
+	// hand, may have left it.
+	c.Do(c.Storage, "POST", "/settings/entries", map[string]any{"scope": "mod-circulation", "key": "checkoutLockFeature",
+		"value": `{"checkOutLockFeatureEnabled":true,"lockTtl":4000}`}).Want(t, http.StatusCreated)
+	if _, err := c.DB.Exec(context.Background(), `UPDATE circulation_storage.setting SET jsonb = jsonb_set(jsonb, '{value}', to_jsonb($2::text))
+		WHERE tenant_id = $1 AND key = 'checkoutLockFeature'`, c.Tenant, `{"checkOutLockFeatureEnabled":true,"lockTtl":1}`); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+	signIn(t, ctx, c, "/ui/settings.html", "lee", "lee-password")
+	waitUntil(t, ctx, "the settings", `document.getElementById("settings-error").textContent !== ""`)
+	want := "Some of the library's settings could not be used just now: each field shows the value that applies instead."
+	if got := textOf(t, ctx, "#settings-error"); got != want {
+		t.Errorf("an unusable stored lifetime reads %q, want %q", got, want)
+	}
+	if title := evaluate[string](t, ctx, `document.getElementById("settings-error").title`); !strings.Contains(title, "lockTtl") {
+		t.Errorf("the operators' account on hover reads %q", title)
+	}
+	if got := textOf(t, ctx, "#lockTtl-source"); got != "the default" {
+		t.Errorf("the unusable lifetime's source reads %q", got)
+	}
+}
+
 // TestTheConsolesHistoryInWords: in the lock console, a range whose From
 // is after its Until says so; the export's confirmation stays through the
 // refreshes until the person's next action; the CSV says who held a lock

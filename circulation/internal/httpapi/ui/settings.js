@@ -150,7 +150,11 @@ function show(s) {
     `In seconds, separated by commas; write “30 × 0.25” for thirty waits of a quarter of a second, and “none” for no retries. Up to ${b.maxRetries} waits, ` +
     `each from ${duration(b.retryWaitMs.minimum)} to ${duration(b.retryWaitMs.maximum)}, adding up to at most ${duration(b.maxTotalWaitMs)}. ` +
     "A check-out waits for a held lock up to their sum.";
-  document.getElementById("settings-error").textContent = s.settingsError || "";
+  // settingsError is the operators' account of why; a librarian reads
+  // what it means, the account on hover.
+  const unusable = document.getElementById("settings-error");
+  unusable.textContent = s.settingsError ? UNUSABLE : "";
+  unusable.title = s.settingsError || "";
   const last = s.lastChange;
   const lastChange = document.getElementById("last-change");
   lastChange.textContent = last
@@ -164,6 +168,8 @@ function show(s) {
     `${personName(session.me) || "You"} may read these settings but not change them: that needs ${needs(WRITE)}.`;
   document.getElementById("settings").hidden = false;
 }
+
+const UNUSABLE = "Some of the library's settings could not be used just now: each field shows the value that applies instead.";
 
 // changes returns the patch of what differs from current, and the
 // problems found against the bounds, by field.
