@@ -228,8 +228,8 @@ func effectiveSettings(t *testing.T, c *harness.Cluster) (enabled bool, waits []
 // wrong), sees who is signed in, switches the lock off on the page (the
 // next check-out runs without a lock call, the page names who changed it),
 // changes the retry waits (one out of bounds is refused on the page,
-// before anything is sent; a long list reads "30 × 250"), gives the waits
-// back to the environment's value, and signs out: the settings leave the
+// before anything is sent; a long list reads "30 × 0.25", in seconds),
+// gives the waits back to the default (the environment's value), and signs out: the settings leave the
 // screen and the sign-in is over.
 func TestSettingsPageInABrowser(t *testing.T) {
 	t.Parallel()
@@ -259,7 +259,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	if err := chromedp.Run(ctx, chromedp.WaitVisible("#settings", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
-	if source := textOf(t, ctx, "#enabled-source"); source != "from the environment" {
+	if source := textOf(t, ctx, "#enabled-source"); source != "the default" {
 		t.Errorf("the toggle's source reads %q", source)
 	}
 	screenshot(t, ctx, "settings.png")
@@ -299,7 +299,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	if status := textOf(t, ctx, "#waits-error"); !strings.Contains(status, "Each wait must be from 1 to 60000 ms") {
+	if status := textOf(t, ctx, "#waits-error"); !strings.Contains(status, "Each wait must be from 0.001 s to 1 min.") {
 		t.Errorf("the waits' error reads %q", status)
 	}
 	// The entry the page wrote leaves the waits out: the environment's
@@ -332,9 +332,9 @@ func TestSettingsPageInABrowser(t *testing.T) {
 
 	// The retry waits, changed.
 	if err := chromedp.Run(ctx,
-		chromedp.SetValue("#waits", "100, 200, 400", chromedp.ByQuery),
+		chromedp.SetValue("#waits", "0.1, 0.2, 0.4", chromedp.ByQuery),
 		chromedp.Click("#save", chromedp.ByQuery),
-		chromedp.Poll(`document.querySelector("#save-status").textContent.startsWith("Saved: Waits before each retry (ms)")`, nil),
+		chromedp.Poll(`document.querySelector("#save-status").textContent.startsWith("Saved: Waits before each retry (s)")`, nil),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -350,14 +350,15 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	}
 
 	// FOLIO's own values (its settings fixture: a 500 ms lock, ten
-	// retries 5 ms apart), written as a run, are accepted and take effect;
-	// the page shows them back as the run.
+	// retries 5 ms apart), written in seconds and as a run, are accepted,
+	// stored as ms and take effect; the page shows them back as the run.
 	if err := chromedp.Run(ctx,
-		chromedp.SetValue("#lockTtl", "500", chromedp.ByQuery),
-		chromedp.SetValue("#waits", "10 × 5", chromedp.ByQuery),
+		chromedp.SetValue("#lockTtl", "0.5", chromedp.ByQuery),
+		chromedp.SetValue("#waits", "10 × 0.005", chromedp.ByQuery),
 		chromedp.Click("#save", chromedp.ByQuery),
 		chromedp.Poll(`(() => { const s = document.querySelector("#save-status");
-			return s.classList.contains("ok") && s.textContent.startsWith("Saved: Lock lifetime (ms), Waits before each retry (ms). "); })()`, nil),
+			return s.classList.contains("ok") && s.textContent === "Saved: Lock lifetime (s), Waits before each retry (s). " +
+				"It applies at every desk and self-check machine within a few seconds."; })()`, nil),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -368,19 +369,19 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	if _, waits, _ := effectiveSettings(t, c); ttl.LockTTL != 500 || !equalInts(waits, []int{5, 5, 5, 5, 5, 5, 5, 5, 5, 5}) {
 		t.Errorf("after the page set FOLIO's values: lockTtl %d, waits %v; want 500 and ten of 5 ms", ttl.LockTTL, waits)
 	}
-	if got := evaluate[string](t, ctx, `document.getElementById("waits").value`); got != "10 × 5" {
+	if got := evaluate[string](t, ctx, `document.getElementById("waits").value + " | " + document.getElementById("lockTtl").value`); got != "10 × 0.005 | 0.5" {
 		t.Errorf("ten waits of 5 ms read %q", got)
 	}
 
-	// Back to the environment's value, from the page: the button says
-	// which value that is.
-	want := "Back to the environment's value: " + formatWaits(envWaits) + " ms"
+	// Back to the default, from the page: the button says which value
+	// that is.
+	want := "Back to the default: " + formatWaits(envWaits) + " s"
 	if got := textOf(t, ctx, "#waits-default"); got != want {
 		t.Errorf("the waits' way back reads %q, want %q", got, want)
 	}
 	if err := chromedp.Run(ctx,
 		chromedp.Click("#waits-default", chromedp.ByQuery),
-		chromedp.Poll(`document.querySelector("#save-status").textContent.startsWith("Saved: Waits before each retry (ms) back")`, nil),
+		chromedp.Poll(`document.querySelector("#save-status").textContent.startsWith("Saved: Waits before each retry (s) back to the default, ")`, nil),
 		chromedp.WaitNotVisible("#waits-default", chromedp.ByQuery),
 	); err != nil {
 		t.Fatal(err)
@@ -388,7 +389,7 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	if _, waits, sources := effectiveSettings(t, c); !equalInts(waits, envWaits) || sources["retryIntervalsMs"] != "environment" {
 		t.Errorf("after back to default: waits %v from %s, want the environment's %v", waits, sources["retryIntervalsMs"], envWaits)
 	}
-	if source := textOf(t, ctx, "#waits-source"); source != "from the environment" {
+	if source := textOf(t, ctx, "#waits-source"); source != "the default" {
 		t.Errorf("the waits' source reads %q after going back", source)
 	}
 
@@ -412,9 +413,10 @@ func TestSettingsPageInABrowser(t *testing.T) {
 	}
 }
 
-// formatWaits is the page's way of writing a list of waits: a run of three
-// or more as "n × wait".
+// formatWaits is the page's way of writing a list of waits (ms) in
+// seconds: a run of three or more as "n × wait".
 func formatWaits(waits []int) string {
+	secs := func(ms int) string { return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64) }
 	var parts []string
 	for i := 0; i < len(waits); {
 		j := i
@@ -422,10 +424,10 @@ func formatWaits(waits []int) string {
 			j++
 		}
 		if j-i >= 3 {
-			parts = append(parts, fmt.Sprintf("%d × %d", j-i, waits[i]))
+			parts = append(parts, fmt.Sprintf("%d × %s", j-i, secs(waits[i])))
 		} else {
 			for k := i; k < j; k++ {
-				parts = append(parts, fmt.Sprint(waits[k]))
+				parts = append(parts, secs(waits[k]))
 			}
 		}
 		i = j

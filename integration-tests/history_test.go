@@ -119,6 +119,9 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 	// In the console: filter, page, reload, export.
 	ctx := browser(t)
 	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
+	// The first refresh lays the page out (a click computed before it
+	// may land beside the button).
+	waitUntil(t, ctx, "the console's first refresh", `document.getElementById("status").textContent !== ""`)
 	if err := chromedp.Run(ctx,
 		chromedp.SetValue("#f-patron", lib.Patrons[0], chromedp.ByQuery),
 		chromedp.SetValue("#f-account", "kiosk3", chromedp.ByQuery),
@@ -135,10 +138,10 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 	}
 	waitUntil(t, ctx, "the same page after a reload", `document.getElementById("history-status").textContent === "Events 51–60 of 60 matching the filters, newest first." &&
 		document.querySelectorAll("#history tbody tr").length === 10 && document.getElementById("f-patron").value === `+jsString(lib.Patrons[0]))
-	// Each row's patron leads to the patron's loans at the desk's page.
-	wantLink := "/ui/loans.html?tenant=" + url.QueryEscape(c.Tenant) + "&patron=" + url.QueryEscape(lib.Patrons[0])
-	if href := evaluate[string](t, ctx, `document.querySelector("#history tbody tr").cells[2].querySelector("a").getAttribute("href")`); href != wantLink {
-		t.Errorf("a history row's patron links to %q, want %q", href, wantLink)
+	// An operator may not open the desk's page: a row's patron is plain
+	// text (TestTheConsolesHistoryInWords: a link for whom may).
+	if n := evaluate[int](t, ctx, `document.querySelectorAll("#history tbody tr td:nth-child(3) a").length`); n != 0 {
+		t.Errorf("an operator's history has %d patron links to the desk's page", n)
 	}
 	if got := evaluate[[]bool](t, ctx, `[document.getElementById("f-older").disabled, document.getElementById("f-newer").disabled]`); !slices.Equal(got, []bool{true, false}) {
 		t.Errorf("on the last page, older and newer disabled: %v", got)

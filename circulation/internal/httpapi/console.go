@@ -97,8 +97,11 @@ type consoleLock struct {
 	TTLMs        int64             `json:"ttlMs"`
 	Holder       map[string]string `json:"holder,omitempty"`
 	Patron       *consolePatron    `json:"patron,omitempty"`
-	// ServicePointName names the holder's service point.
+	// ServicePointName names the holder's service point; HeldBy who
+	// held it (heldBy); HolderName the account that took it.
 	ServicePointName string `json:"servicePointName,omitempty"`
+	HeldBy           string `json:"heldBy,omitempty"`
+	HolderName       string `json:"holderName,omitempty"`
 	// TraceURL is the trace of the lock's acquisition in the operators'
 	// trace viewer (TRACE_URL), when storage traced it.
 	TraceURL string `json:"traceUrl,omitempty"`
@@ -127,6 +130,7 @@ func (s *Server) listConsoleLocks(c echo.Context) error {
 		l := &page.CheckoutLocks[i]
 		l.Patron = patrons(l.UserID)
 		l.ServicePointName = names.servicePoint(l.Holder["servicePointId"])
+		l.HeldBy, l.HolderName = heldBy(names, l.Holder), names.person(l.Holder["acquiredBy"])
 		l.TraceURL = s.traceURL(l.Holder)
 	}
 	return c.JSON(http.StatusOK, page)
@@ -152,10 +156,12 @@ type consoleEvent struct {
 	Patron      *consolePatron `json:"patron,omitempty"`
 	// ByName names the person who released the lock, or the account
 	// that waited, when someone did; HolderName the account that held
-	// it; ServicePointName the holder's service point.
+	// it; ServicePointName the holder's service point; HeldBy who held
+	// it as the console and its CSV say (heldBy).
 	ByName           string `json:"byName,omitempty"`
 	HolderName       string `json:"holderName,omitempty"`
 	ServicePointName string `json:"servicePointName,omitempty"`
+	HeldBy           string `json:"heldBy,omitempty"`
 	// The traces of the holder's acquisition and of the acquisition (a
 	// waiter's) that caused the event.
 	HolderTraceURL string `json:"holderTraceUrl,omitempty"`
@@ -231,7 +237,7 @@ func (s *Server) lockHistoryCSV(c echo.Context) error {
 		if e.WaitedMs > 0 {
 			waited = strconv.Itoa(e.WaitedMs)
 		}
-		rows = append(rows, []string{e.OccurredAt, e.Type, barcode, name, e.UserID, e.HolderName, e.Holder["itemBarcode"], e.ServicePointName,
+		rows = append(rows, []string{e.OccurredAt, e.Type, barcode, name, e.UserID, e.HeldBy, e.Holder["itemBarcode"], e.ServicePointName,
 			e.ByName, waited, e.LockID, e.Holder["traceId"], e.By["traceId"], e.LoanID, e.What})
 	}
 	var b strings.Builder
@@ -391,12 +397,23 @@ func (s *Server) historyEvents(ctx context.Context, q url.Values, offset, limit 
 		e.ByName = names.person(e.By["acquiredBy"])
 		e.HolderName = names.person(e.Holder["acquiredBy"])
 		e.ServicePointName = names.servicePoint(e.Holder["servicePointId"])
+		e.HeldBy = heldBy(names, e.Holder)
 		e.HolderTraceURL, e.ByTraceURL = s.traceURL(e.Holder), s.traceURL(e.By)
 		if e.LoanID != "" {
 			e.What = schemas.OfflineWords(e.BrokenRules)
 		}
 	}
 	return page, nil
+}
+
+// heldBy is who held a lock, as the console's page and its CSV both say
+// it: the holder's own name for itself (a kiosk's, circulation's
+// instance), else the account that took it, by name.
+func heldBy(n *names, holder map[string]string) string {
+	if h := holder["instance"]; h != "" {
+		return h
+	}
+	return n.person(holder["acquiredBy"])
 }
 
 // traceURL is the trace viewer's address of holder's trace, "" when

@@ -45,14 +45,44 @@ function personName(me) {
   return [p.firstName, p.lastName].filter(Boolean).join(" ") || (me && me.user && me.user.username) || "";
 }
 
-// An API error: status and FOLIO's errors.
+// An API error: status, FOLIO's errors, and Retry-After in seconds (0
+// when not said). Its message is what a person on a page reads
+// (peopleWords), the API's own in errors.
 class ApiError extends Error {
-  constructor(status, data, fallback) {
+  constructor(status, data, fallback, retryAfter) {
     super(envelopeText(data) || fallback);
     this.status = status;
     this.errors = (data && data.errors) || [];
+    this.retryAfter = retryAfter || 0;
+    this.message = peopleWords(this) || this.message;
   }
   get code() { return this.errors.length ? this.errors[0].code : ""; }
+}
+
+// peopleWords is what the pages say of an API error whose own words are
+// for operators, "" for the rest: the API keeps its code and message.
+function peopleWords(err) {
+  const param = (key) => {
+    const p = ((err.errors[0] && err.errors[0].parameters) || []).find((x) => x.key === key);
+    return p ? p.value : "";
+  };
+  const later = err.retryAfter ? `try again in ${duration(err.retryAfter * 1000)}.` : "try again later.";
+  switch (err.code) {
+    case "TENANT_NOT_INITIALIZED": return `No library called ${param("tenant") || session.tenant} here.`;
+    case "LOGIN_LOCKED": return `Too many failed sign-ins: ${later}`;
+    case "LOGIN_BUSY": return `Too many sign-ins are being checked from here at once: ${later}`;
+  }
+  return "";
+}
+
+// duration says a time in ms as people read it: "45 s", "0.25 s" (to the
+// millisecond) under a minute; "4 min 29 s", "15 min", "1 h 5 min" (to
+// the second) from a minute on. Every page says its durations with it.
+function duration(ms) {
+  if (ms < 60000) return `${Number((ms / 1000).toFixed(3))} s`;
+  const secs = Math.round(ms / 1000);
+  const h = Math.floor(secs / 3600), min = Math.floor(secs / 60) % 60, s = secs % 60;
+  return [h && `${h} h`, min && `${min} min`, s && `${s} s`].filter(Boolean).join(" ");
 }
 
 function envelopeText(data) {
@@ -67,7 +97,7 @@ async function call(method, path, body) {
     body: body === undefined ? undefined : JSON.stringify(body) });
   if (res.status === 204) return { status: 204, data: null };
   const data = await res.json().catch(() => null);
-  if (!res.ok) throw new ApiError(res.status, data, `${res.status} ${res.statusText}`);
+  if (!res.ok) throw new ApiError(res.status, data, `${res.status} ${res.statusText}`, Number(res.headers.get("Retry-After")) || 0);
   return { status: res.status, data };
 }
 

@@ -9,6 +9,8 @@ const LIST = "GET /circulation/check-out-locks";
 const HISTORY = "GET /circulation/check-out-locks/history";
 const RELEASE = "DELETE /circulation/check-out-locks/{id}";
 const KIOSKS = "GET /circulation/kiosks";
+// The desk's page, where a patron's link in the history leads.
+const DESK = "GET /circulation/patron-loans";
 
 const eventText = {
   expired: "expired while held",
@@ -66,6 +68,7 @@ function setFilters(values, offset) {
   if (offset > 0) url.searchParams.set("offset", String(offset));
   else url.searchParams.delete("offset");
   history.replaceState(null, "", url);
+  say("export-status", "", true);
   refresh();
 }
 
@@ -74,7 +77,11 @@ function showFilters() {
   for (const name of filterNames) document.getElementById("f-" + name).value = here.get(name) || "";
 }
 
+// exportHistory downloads the history's matching rows; what it says
+// stays until the person's next action (setFilters, another export), the
+// second's refresh leaves it.
 async function exportHistory() {
+  say("export-status", "", true);
   try {
     const res = await fetch(exportURL(), { headers: { "X-Okapi-Tenant": session.tenant }, credentials: "same-origin" });
     if (!res.ok) throw new ApiError(res.status, await res.json().catch(() => null), `${res.status} ${res.statusText}`);
@@ -82,9 +89,10 @@ async function exportHistory() {
     link.click();
     // The download reads the blob after the click returns: freed later.
     setTimeout(() => URL.revokeObjectURL(link.href), 60000);
-    say("history-status", `Exported ${res.headers.get("X-Total-Records")} events as lock-history.csv.`, true);
+    const n = Number(res.headers.get("X-Total-Records"));
+    say("export-status", `Exported ${n} event${n === 1 ? "" : "s"} as lock-history.csv.`, true);
   } catch (err) {
-    say("history-status", "Not exported: " + err.message, false);
+    say("export-status", "Not exported: " + err.message, false);
   }
 }
 
@@ -92,9 +100,11 @@ function renderHistoryPage(history) {
   const offset = historyOffset();
   const total = history.totalRecords || 0;
   const shown = history.events.length;
-  const filtered = [...historyParams().keys()].length > 0;
+  const params = historyParams();
+  const filtered = [...params.keys()].length > 0;
+  const empty = params.has("from") && params.has("to") && params.get("from") > params.get("to");
   document.getElementById("history-status").textContent = total === 0 ?
-    (filtered ? "No event matches these filters." : "No event yet.") :
+    (empty ? "From is after Until: no event can match." : filtered ? "No event matches these filters." : "No event yet.") :
     `Events ${offset + 1}–${offset + shown} of ${total}${filtered ? " matching the filters" : ""}, newest first.`;
   document.getElementById("f-newer").disabled = offset === 0;
   document.getElementById("f-older").disabled = offset + shown >= total;
@@ -115,8 +125,9 @@ let timers = [];
 // to data that went, and is dropped.
 let generation = 0;
 
-function seconds(ms) {
-  return ms < 0 ? "expired" : (ms / 1000).toFixed(1) + " s";
+// ticking is a duration that changes each second: to the second.
+function ticking(ms) {
+  return ms < 0 ? "expired" : duration(Math.round(ms / 1000) * 1000);
 }
 
 function patronText(p, userId) {
@@ -125,8 +136,11 @@ function patronText(p, userId) {
   return p.name || p.barcode || userId;
 }
 
-function holderText(h) {
-  return (h && h.instance) || "(not said)";
+// holderText is who held a lock, as circulation derives it for the page
+// and the CSV alike (heldBy: the holder's name for itself, else the
+// account's).
+function holderText(x) {
+  return x.heldBy || "(not said)";
 }
 
 function setCell(td, text, title, href) {
@@ -167,8 +181,8 @@ function renderLocks() {
     const held = new Date(fetchedAt).getTime() - new Date(l.creationDate).getTime() + skew;
     const left = new Date(l.expiresAt).getTime() - now;
     const patron = patronText(l.patron, l.userId);
-    const cells = [[patron, l.userId], [holderText(h)], [h.itemBarcode || ""],
-      [l.servicePointName || h.servicePointId || "", h.servicePointId], [h.requestId || (l.traceUrl ? "trace" : ""), l.traceUrl ? "Open the trace of this lock's check-out" : "", l.traceUrl], [seconds(held)], [seconds(left)]];
+    const cells = [[patron, l.userId], [holderText(l), l.holderName], [h.itemBarcode || ""],
+      [l.servicePointName || h.servicePointId || "", h.servicePointId], [h.requestId || (l.traceUrl ? "trace" : ""), l.traceUrl ? "Open the trace of this lock's check-out" : "", l.traceUrl], [ticking(held)], [ticking(left)]];
     cells.forEach(([text, title, href], i) => setCell(tr.cells[i], text, title, href));
     const button = tr.querySelector("button");
     const label = "Release the lock of patron " + patron;
@@ -204,17 +218,17 @@ function renderHistory(events) {
   for (const e of events) {
     const by = e.by ? (e.byName || e.by.acquiredBy || e.by.instance || "") : "";
     const byTitle = e.by ? [e.by.instance, e.by.itemBarcode, e.by.acquiredBy].filter(Boolean).join(" · ") : "";
-    const what = (e.what || eventText[e.type] || e.type) + (e.waitedMs ? ` after ${e.waitedMs} ms` : "");
-    const holder = holderText(e.holder) + (e.holder && e.holder.itemBarcode ? " · " + e.holder.itemBarcode : "") +
-      (e.servicePointName ? " · " + e.servicePointName : "");
-    const texts = [[new Date(e.occurredAt).toLocaleString()], [what], [patronText(e.patron, e.userId), e.userId], [holder], [by, byTitle]];
+    const what = (e.what || eventText[e.type] || e.type) + (e.waitedMs ? ` after ${duration(e.waitedMs)}` : "");
+    const holder = [holderText(e), e.holder && e.holder.itemBarcode, e.servicePointName].filter(Boolean).join(" · ");
+    const texts = [[new Date(e.occurredAt).toLocaleString()], [what], [patronText(e.patron, e.userId), e.userId], [holder, e.holderName], [by, byTitle]];
     const cells = texts.map(([text, title], i) => el("td", Object.assign({ "data-label": historyColumns[i], text }, title ? { title } : {})));
     // The trace of the acquisition that caused the event (a waiter's
     // wait), else of the lock's holder.
     const trace = e.byTraceUrl || e.holderTraceUrl;
     if (trace) cells[1].append(" · ", traceLink(trace, "trace"));
-    // The patron leads to their loans, at the desk's page.
-    if (e.patron && e.patron.barcode) {
+    // The patron leads to their loans, at the desk's page, for whom may
+    // open it.
+    if (e.patron && e.patron.barcode && may(DESK)) {
       const loans = "/ui/loans.html?" + new URLSearchParams({ tenant: session.tenant, patron: e.patron.barcode });
       cells[2].replaceChildren(el("a", { href: loans, text: cells[2].textContent }));
     }
@@ -274,7 +288,7 @@ function confirmRelease(l) {
   const dialog = document.getElementById("confirm-dialog");
   const patron = patronText(l.patron, l.userId);
   document.getElementById("confirm-text").textContent =
-    `Release the lock of patron ${patron}, held by ${holderText(l.holder)}? ` +
+    `Release the lock of patron ${patron}, held by ${holderText(l)}? ` +
     "The check-out holding it will fail if it has not written yet; the release is recorded with your name.";
   dialog.onclose = async () => {
     if (dialog.returnValue !== "ok") {
@@ -314,6 +328,7 @@ function clear() {
   document.querySelector("#locks tbody").replaceChildren();
   document.querySelector("#history tbody").replaceChildren();
   document.getElementById("history-status").textContent = "";
+  say("export-status", "", true);
   document.querySelector("#kiosks tbody").replaceChildren();
   document.getElementById("kiosks-section").hidden = true;
   document.getElementById("no-locks").hidden = true;

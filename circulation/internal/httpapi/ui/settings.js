@@ -1,7 +1,8 @@
 // The librarian's settings page: shows the settings in effect and where
-// each comes from, gives each field set here a way back to the
-// environment's value, checks a change against the bounds before saving,
-// and saves only what was changed, as a JSON merge patch. A person who may
+// each comes from, gives each field set here a way back to the default
+// (the environment's value), checks a change against the bounds before saving,
+// and saves only what was changed, as a JSON merge patch. The page says
+// and takes times in seconds; the API's are FOLIO's milliseconds. A person who may
 // read the settings but not change them sees them read-only, with why.
 "use strict";
 
@@ -25,10 +26,24 @@ function fieldValues() {
   return v;
 }
 
-const sourceText = { environment: "from the environment", settings: "set here" };
+// The environment's value is, to a librarian, the default: what applies
+// while the library has set nothing.
+const sourceText = { environment: "the default", settings: "set here" };
 
-// formatWaits writes a list of waits readably: a run of three or more of
-// the same wait as "n × wait"; no waits as "none".
+// secs writes ms as seconds, to the millisecond: 250 as "0.25".
+function secs(ms) {
+  return String(ms / 1000);
+}
+
+// msOf reads seconds written to the millisecond at most ("0.25", "5") as
+// ms, null for anything else.
+function msOf(text) {
+  if (!/^\d+(\.\d{1,3})?$/.test(text)) return null;
+  return Math.round(Number(text) * 1000);
+}
+
+// formatWaits writes a list of waits (ms) readably, in seconds: a run of
+// three or more of the same wait as "n × wait"; no waits as "none".
 function formatWaits(waits) {
   if (waits.length === 0) return NONE;
   const parts = [];
@@ -36,8 +51,8 @@ function formatWaits(waits) {
     let j = i;
     while (j < waits.length && waits[j] === waits[i]) j++;
     const n = j - i;
-    if (n >= 3) parts.push(`${n} × ${waits[i]}`);
-    else for (let k = i; k < j; k++) parts.push(String(waits[k]));
+    if (n >= 3) parts.push(`${n} × ${secs(waits[i])}`);
+    else for (let k = i; k < j; k++) parts.push(secs(waits[k]));
     i = j;
   }
   return parts.join(", ");
@@ -49,23 +64,25 @@ const NONE = "none";
 
 // parseWaits reads what formatWaits writes, and plain lists: waits
 // separated by commas (or spaces), "n × wait" (or "n x wait", "n*wait")
-// for n of the same, and "none" for no waits. It answers null for what it
-// cannot read, an empty field among it.
+// for n of the same, and "none" for no waits, in seconds; it answers ms,
+// or null for what it cannot read, an empty field among it.
 function parseWaits(text) {
   if (text.trim().toLowerCase() === NONE) return [];
   if (text.trim() === "") return null;
   const out = [];
   for (const item of text.split(/[,|;]/).map((s) => s.trim()).filter(Boolean)) {
-    const run = item.match(/^(\d+)\s*[×xX*]\s*(\d+)$/);
+    const run = item.match(/^(\d+)\s*[×xX*]\s*(\S+)$/);
     if (run) {
       const n = Number(run[1]);
-      if (n > 1000) return null;
-      for (let k = 0; k < n; k++) out.push(Number(run[2]));
+      const ms = msOf(run[2]);
+      if (n > 1000 || ms === null) return null;
+      for (let k = 0; k < n; k++) out.push(ms);
       continue;
     }
     for (const w of item.split(/\s+/)) {
-      if (!/^\d+$/.test(w)) return null;
-      out.push(Number(w));
+      const ms = msOf(w);
+      if (ms === null) return null;
+      out.push(ms);
     }
   }
   return out;
@@ -74,13 +91,15 @@ function parseWaits(text) {
 function waitsSummary(waits) {
   if (waits.length === 0) return "No retries: a check-out that finds the lock held is refused at once.";
   const sum = waits.reduce((a, w) => a + w, 0);
-  return `${waits.length} retr${waits.length === 1 ? "y" : "ies"}, waiting up to ${sum} ms in all.`;
+  return `${waits.length} retr${waits.length === 1 ? "y" : "ies"}, waiting up to ${duration(sum)} in all.`;
 }
 
 function valueText(field, v) {
   if (field === "enabled") return v ? "on" : "off";
-  if (field === "lockTtl") return `${v} ms`;
-  return v.length ? `${formatWaits(v)} ms` : "no retries";
+  // A lifetime of whole seconds as a duration ("10 min"); else exact, as
+  // its field writes it.
+  if (field === "lockTtl") return v % 1000 === 0 ? duration(v) : `${secs(v)} s`;
+  return v.length ? `${formatWaits(v)} s` : "no retries";
 }
 
 const fields = [
@@ -90,7 +109,7 @@ const fields = [
 ];
 
 // labelOf is the words the page shows for a setting's field in the API
-// (lockTtl: "Lock lifetime (ms)"), read from the field's label.
+// (lockTtl: "Lock lifetime (s)"), read from the field's label.
 function labelOf(key) {
   const f = fields.find((x) => x.key === key || x.nulls.includes(key));
   if (!f) return key;
@@ -100,8 +119,8 @@ function labelOf(key) {
 }
 
 // refusalText is the API's refusal as the page says it: each field's
-// message under the field's label ("Lock lifetime (ms) must be from 100
-// to 600000").
+// message under the field's label ("Lock lifetime (s) must be from 100
+// to 600000"; the API's numbers are ms, as its field's name says).
 function refusalText(err) {
   if (!err.errors || err.errors.length === 0) return err.message;
   return err.errors.map((e) => {
@@ -115,23 +134,27 @@ function show(s) {
   shownFor = draftOwner();
   const writable = may(WRITE);
   document.getElementById("enabled").checked = s.checkOutLockFeatureEnabled;
-  document.getElementById("lockTtl").value = String(s.lockTtl);
+  document.getElementById("lockTtl").value = secs(s.lockTtl);
   document.getElementById("waits").value = formatWaits(s.retryIntervalsMs);
   document.getElementById("waits-summary").textContent = waitsSummary(s.retryIntervalsMs);
   for (const f of fields) {
     document.getElementById(f.id + "-source").textContent = sourceText[s.sources[f.key]] || s.sources[f.key];
     const back = document.getElementById(f.id + "-default");
     back.hidden = !writable || s.sources[f.key] !== "settings";
-    back.textContent = `Back to the environment's value: ${valueText(f.id, s.environment[f.key])}`;
+    back.textContent = `Back to the default: ${valueText(f.id, s.environment[f.key])}`;
     document.getElementById(f.id).disabled = !writable;
   }
   const b = s.bounds;
-  document.getElementById("lockTtl-hint").textContent = `From ${b.lockTtl.minimum} to ${b.lockTtl.maximum} ms.`;
+  document.getElementById("lockTtl-hint").textContent = `From ${duration(b.lockTtl.minimum)} to ${duration(b.lockTtl.maximum)}.`;
   document.getElementById("waits-hint").textContent =
-    `Separate waits with commas; write “30 × 250” for thirty waits of 250 ms, and “none” for no retries. Up to ${b.maxRetries} waits, ` +
-    `each from ${b.retryWaitMs.minimum} to ${b.retryWaitMs.maximum} ms, adding up to at most ${b.maxTotalWaitMs} ms. ` +
+    `In seconds, separated by commas; write “30 × 0.25” for thirty waits of a quarter of a second, and “none” for no retries. Up to ${b.maxRetries} waits, ` +
+    `each from ${duration(b.retryWaitMs.minimum)} to ${duration(b.retryWaitMs.maximum)}, adding up to at most ${duration(b.maxTotalWaitMs)}. ` +
     "A check-out waits for a held lock up to their sum.";
-  document.getElementById("settings-error").textContent = s.settingsError || "";
+  // settingsError is the operators' account of why; a librarian reads
+  // what it means, the account on hover.
+  const unusable = document.getElementById("settings-error");
+  unusable.textContent = s.settingsError ? UNUSABLE : "";
+  unusable.title = s.settingsError || "";
   const last = s.lastChange;
   const lastChange = document.getElementById("last-change");
   lastChange.textContent = last
@@ -146,6 +169,8 @@ function show(s) {
   document.getElementById("settings").hidden = false;
 }
 
+const UNUSABLE = "Some of the library's settings could not be used just now: each field shows the value that applies instead.";
+
 // changes returns the patch of what differs from current, and the
 // problems found against the bounds, by field.
 function changes() {
@@ -155,21 +180,21 @@ function changes() {
   const enabled = document.getElementById("enabled").checked;
   if (enabled !== current.checkOutLockFeatureEnabled) patch.checkOutLockFeatureEnabled = enabled;
 
-  const ttlText = document.getElementById("lockTtl").value.trim();
-  const ttl = Number(ttlText);
-  if (!/^\d+$/.test(ttlText)) problems.lockTtl = "Enter a whole number of milliseconds.";
-  else if (ttl < b.lockTtl.minimum || ttl > b.lockTtl.maximum) problems.lockTtl = `Must be from ${b.lockTtl.minimum} to ${b.lockTtl.maximum} ms.`;
+  const ttl = msOf(document.getElementById("lockTtl").value.trim());
+  if (ttl === null) problems.lockTtl = "Enter a number of seconds, such as 5 or 0.5 (to the thousandth at most).";
+  else if (ttl < b.lockTtl.minimum || ttl > b.lockTtl.maximum)
+    problems.lockTtl = `Must be from ${duration(b.lockTtl.minimum)} to ${duration(b.lockTtl.maximum)}.`;
   else if (ttl !== current.lockTtl) patch.lockTtl = ttl;
 
   const waits = parseWaits(document.getElementById("waits").value);
   if (waits === null) {
-    problems.waits = "Enter whole numbers of milliseconds separated by commas, “30 × 250” for a run of the same, or “none” for no retries.";
+    problems.waits = "Enter seconds (such as 0.25, to the thousandth at most) separated by commas, “30 × 0.25” for a run of the same, or “none” for no retries.";
   } else {
     const sum = waits.reduce((a, w) => a + w, 0);
     if (waits.length > b.maxRetries) problems.waits = `At most ${b.maxRetries} waits, not ${waits.length}.`;
     else if (waits.some((w) => w < b.retryWaitMs.minimum || w > b.retryWaitMs.maximum))
-      problems.waits = `Each wait must be from ${b.retryWaitMs.minimum} to ${b.retryWaitMs.maximum} ms.`;
-    else if (sum > b.maxTotalWaitMs) problems.waits = `The waits add up to ${sum} ms, more than ${b.maxTotalWaitMs} ms.`;
+      problems.waits = `Each wait must be from ${duration(b.retryWaitMs.minimum)} to ${duration(b.retryWaitMs.maximum)}.`;
+    else if (sum > b.maxTotalWaitMs) problems.waits = `The waits add up to ${duration(sum)}, more than ${duration(b.maxTotalWaitMs)}.`;
     else if (waits.join(",") !== current.retryIntervalsMs.join(",")) patch.retryIntervalsMs = waits;
   }
   return { patch, problems };
@@ -209,7 +234,7 @@ async function send(patch, what) {
     const s = await api("PATCH", "/circulation/settings/check-out-lock", patch);
     if (gen !== generation) return;
     show(s);
-    say("save-status", `Saved: ${what}. Every instance applies it within seconds.`, true);
+    say("save-status", `Saved: ${what}. It applies at every desk and self-check machine within a few seconds.`, true);
   } catch (err) {
     if (gen === generation) say("save-status", "Not saved: " + refusalText(err), false);
   } finally {
@@ -232,13 +257,13 @@ function save(ev) {
   send(patch, Object.keys(patch).map(labelOf).join(", "));
 }
 
-// backToDefault removes a field from the stored settings: the environment's
-// value applies to it again.
+// backToDefault removes a field from the stored settings: the default (the
+// environment's value) applies to it again.
 function backToDefault(f) {
   if (!current) return;
   const patch = {};
   for (const k of f.nulls) patch[k] = null;
-  send(patch, `${labelOf(f.key)} back to the environment's value, ${valueText(f.id, current.environment[f.key])}`);
+  send(patch, `${labelOf(f.key)} back to the default, ${valueText(f.id, current.environment[f.key])}`);
 }
 
 // keepDraft remembers the fields the person changed and did not save, if
@@ -247,7 +272,7 @@ function backToDefault(f) {
 function keepDraft() {
   if (!current) return;
   const now = fieldValues();
-  const shown = { enabled: current.checkOutLockFeatureEnabled, lockTtl: String(current.lockTtl), waits: formatWaits(current.retryIntervalsMs) };
+  const shown = { enabled: current.checkOutLockFeatureEnabled, lockTtl: secs(current.lockTtl), waits: formatWaits(current.retryIntervalsMs) };
   const edited = {};
   for (const id of EDITABLE) if (now[id] !== shown[id]) edited[id] = now[id];
   if (Object.keys(edited).length) draft = { owner: shownFor, values: edited };
