@@ -348,6 +348,17 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 			t.Errorf("make run's banner does not show the demo account %q:\n%s", want, d.out)
 		}
 	}
+	// Every page the service serves, in the banner.
+	pages, _ := filepath.Glob(filepath.Join(d.root, "circulation", "internal", "httpapi", "ui", "*.body.html"))
+	for _, p := range pages {
+		page := "/ui/" + strings.TrimSuffix(filepath.Base(p), ".body.html") + ".html?tenant=diku"
+		if !strings.Contains(d.out.String(), d.circulation+page) {
+			t.Errorf("make run's banner does not list the page %s:\n%s", page, d.out)
+		}
+	}
+	if len(pages) != 3 {
+		t.Errorf("the service has %d pages, want 3 (the banner's)", len(pages))
+	}
 	if strings.Contains(d.out.String(), "eyJ") {
 		t.Errorf("make run's banner prints a token:\n%s", d.out)
 	}
