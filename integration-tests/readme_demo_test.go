@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
 )
 
@@ -142,7 +143,10 @@ func (d *demo) events(t *testing.T) []demoEvent {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-c", blocks[0])
+	// bin/ is where make build puts the binaries make run runs; the test
+	// runs its own build's (make run's BIN_DIR).
+	command := strings.Replace(blocks[0], "bin/events ", filepath.Join(harness.BinDir(), "events")+" ", 1)
+	cmd := exec.CommandContext(ctx, "bash", "-c", command)
 	cmd.Dir, cmd.Env = d.root, d.env()
 	out, _ := cmd.Output()
 	sch := schemas.MustLoad()
