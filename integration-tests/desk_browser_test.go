@@ -173,6 +173,14 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 		waitUntil(t, ctx, what, `document.getElementById("status").textContent === `+jsString(status)+
 			` && !document.getElementById("results").hasAttribute("aria-busy")`)
 	}
+	// confirmed presses the action, confirms it and waits until the page
+	// says it is done, in words.
+	confirmed := func(item, action, what, status string) {
+		t.Helper()
+		ask(item, action)
+		answer("confirm-ok")
+		done(what, status)
+	}
 	// check holds what the page says against what the server does, in the
 	// state the loans are in now.
 	check := func(state string) {
@@ -265,15 +273,9 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	}
 
 	// Confirmed: done.
-	ask(items[1], "claim")
-	answer("confirm-ok")
-	done("the claim", "Item "+items[1]+" is claimed returned.")
-	ask(items[2], "lost")
-	answer("confirm-ok")
-	done("the declaration", "Item "+items[2]+" is declared lost.")
-	ask(items[3], "checkin")
-	answer("confirm-ok")
-	done("the check-in", "The Complete Annotated Catalogue of Everything Lent Across the Circulation Desk, Volume "+items[3]+" is checked in.")
+	confirmed(items[1], "claim", "the claim", "Item "+items[1]+" is claimed returned.")
+	confirmed(items[2], "lost", "the declaration", "Item "+items[2]+" is declared lost.")
+	confirmed(items[3], "checkin", "the check-in", "The Complete Annotated Catalogue of Everything Lent Across the Circulation Desk, Volume "+items[3]+" is checked in.")
 	waitUntil(t, ctx, "the loan checked in gone", `document.querySelectorAll("#results tbody tr").length === 8`)
 	for item, want := range map[string]string{items[1]: "Open claimedReturned 0, item Claimed returned",
 		items[2]: "Open declaredLost 0, item Declared lost", items[3]: "Closed checkedin 0, item Available"} {
@@ -294,28 +296,14 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	// What each state still offers is done: loans renewed to the limit
 	// claimed returned, declared lost and checked in, a claimed one
 	// declared lost, a lost one claimed.
-	ask(items[0], "claim")
-	answer("confirm-ok")
-	done("the claim of the loan renewed", "Item "+items[0]+" is claimed returned.")
-	ask(items[6], "lost")
-	answer("confirm-ok")
-	done("the declaration of the loan renewed", "Item "+items[6]+" is declared lost.")
-	ask(items[7], "checkin")
-	answer("confirm-ok")
-	done("the check-in of the loan renewed", "Item "+items[7]+" is checked in.")
-	ask(items[1], "lost")
-	answer("confirm-ok")
-	done("the declaration of the item claimed", "Item "+items[1]+" is declared lost.")
-	ask(items[2], "claim")
-	answer("confirm-ok")
-	done("the claim of the item lost", "Item "+items[2]+" is claimed returned.")
+	confirmed(items[0], "claim", "the claim of the loan renewed", "Item "+items[0]+" is claimed returned.")
+	confirmed(items[6], "lost", "the declaration of the loan renewed", "Item "+items[6]+" is declared lost.")
+	confirmed(items[7], "checkin", "the check-in of the loan renewed", "Item "+items[7]+" is checked in.")
+	confirmed(items[1], "lost", "the declaration of the item claimed", "Item "+items[1]+" is declared lost.")
+	confirmed(items[2], "claim", "the claim of the item lost", "Item "+items[2]+" is claimed returned.")
 	check("claims and losses crossed")
-	ask(items[1], "checkin")
-	answer("confirm-ok")
-	done("the check-in of the item lost", "Item "+items[1]+" is checked in.")
-	ask(items[2], "checkin")
-	answer("confirm-ok")
-	done("the check-in of the item claimed", "Item "+items[2]+" is checked in.")
+	confirmed(items[1], "checkin", "the check-in of the item lost", "Item "+items[1]+" is checked in.")
+	confirmed(items[2], "checkin", "the check-in of the item claimed", "Item "+items[2]+" is checked in.")
 	waitUntil(t, ctx, "the loans checked in gone", `document.querySelectorAll("#results tbody tr").length === 5`)
 
 	// A policy that does not renew: the renewal is refused in its words.
@@ -331,15 +319,9 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	if got := strings.Join(strings.Fields(cell(items[4], 3)), " "); got != "0 used · not renewable limited" {
 		t.Errorf("the renewals of a loan under a policy that does not renew: %q", got)
 	}
-	ask(items[4], "lost")
-	answer("confirm-ok")
-	done("the declaration under a policy that does not renew", "Item "+items[4]+" is declared lost.")
-	ask(items[5], "checkin")
-	answer("confirm-ok")
-	done("the check-in under a policy that does not renew", "Item "+items[5]+" is checked in.")
-	ask(items[8], "claim")
-	answer("confirm-ok")
-	done("the claim under a policy that does not renew", "Item "+items[8]+" is claimed returned.")
+	confirmed(items[4], "lost", "the declaration under a policy that does not renew", "Item "+items[4]+" is declared lost.")
+	confirmed(items[5], "checkin", "the check-in under a policy that does not renew", "Item "+items[5]+" is checked in.")
+	confirmed(items[8], "claim", "the claim under a policy that does not renew", "Item "+items[8]+" is claimed returned.")
 	check("the last loans")
 
 	// The desk chosen is remembered by the browser.
