@@ -523,8 +523,11 @@ func TestLockConsoleInABrowser(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	if focused := evaluate[string](t, ctx, `document.activeElement.id`); focused != "confirm-keep" {
-		t.Errorf("the confirmation opens with the focus on %q, want the safe choice (confirm-keep)", focused)
+	if focused := evaluate[string](t, ctx, `document.activeElement.id`); focused != "confirm-cancel" {
+		t.Errorf("the confirmation opens with the focus on %q, want the safe choice, Keep it (confirm-cancel)", focused)
+	}
+	if keep, release := textOf(t, ctx, "#confirm-cancel"), textOf(t, ctx, "#confirm-ok"); keep != "Keep it" || release != "Release the lock" {
+		t.Errorf("the confirmation's buttons say %q and %q, want Keep it and Release the lock", keep, release)
 	}
 	if err := chromedp.Run(ctx,
 		chromedp.KeyEvent("\r"),
@@ -539,7 +542,7 @@ func TestLockConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Run(ctx,
 		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible("#confirm-dialog", chromedp.ByQuery),
-		chromedp.Click("#confirm-release", chromedp.ByQuery),
+		chromedp.Click("#confirm-ok", chromedp.ByQuery),
 		chromedp.WaitNotPresent(row, chromedp.ByQuery),
 		chromedp.WaitVisible(`#history tr[data-event="released_by_other"]`, chromedp.ByQuery),
 	); err != nil {

@@ -335,8 +335,27 @@ function useTenant(tenant) {
 }
 
 // boot wires the header and the sign-in form and starts the page.
+// askFirst puts a question before an action (the layout's dialog): text,
+// the words of its two buttons, Cancel focused, so Enter or Escape does
+// nothing. Confirmed, yes runs; otherwise no.
+function askFirst(text, words, yes, no) {
+  const dialog = document.getElementById("confirm-dialog");
+  document.getElementById("confirm-text").textContent = text;
+  document.getElementById("confirm-ok").textContent = words.ok;
+  document.getElementById("confirm-cancel").textContent = words.cancel || "Cancel";
+  dialog.onclose = () => (dialog.returnValue === "ok" ? yes() : no());
+  dialog.returnValue = "";
+  dialog.showModal();
+  document.getElementById("confirm-cancel").focus();
+}
+
 function boot(page) {
-  session.page = page;
+  // A question left open goes with the data it was about.
+  session.page = { start: page.start, clear: () => {
+    const dialog = document.getElementById("confirm-dialog");
+    if (dialog.open) dialog.close("cancel");
+    page.clear();
+  } };
   session.tenant = currentTenant();
   localStorage.setItem("tenant", session.tenant);
   showTenantInAddress(session.tenant);

@@ -156,18 +156,9 @@ function render(patrons) {
 // confirmAction asks before an action that changes the item for good,
 // naming the item and the patron; Cancel (or Escape) does nothing.
 function confirmAction(a, p, l, button) {
-  const dialog = document.getElementById("confirm-dialog");
   const select = document.getElementById("service-point");
   const spName = select.selectedOptions.length ? select.selectedOptions[0].textContent : "no service point";
-  document.getElementById("confirm-text").textContent = a.ask(p, l, spName);
-  document.getElementById("confirm-ok").textContent = a.confirm;
-  dialog.onclose = () => {
-    if (dialog.returnValue === "ok") act(a, p, l, button);
-    else button.focus();
-  };
-  dialog.returnValue = "";
-  dialog.showModal();
-  document.getElementById("confirm-cancel").focus();
+  askFirst(a.ask(p, l, spName), { ok: a.confirm }, () => act(a, p, l, button), () => button.focus());
 }
 
 // act does the action and draws the loans again; the list is busy
@@ -199,8 +190,6 @@ function clear() {
   generation++;
   document.getElementById("results").replaceChildren();
   say("status", "", true);
-  const dialog = document.getElementById("confirm-dialog");
-  if (dialog.open) dialog.close("cancel");
 }
 
 function start() {

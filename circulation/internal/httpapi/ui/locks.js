@@ -285,32 +285,26 @@ async function refresh() {
 }
 
 function confirmRelease(l) {
-  const dialog = document.getElementById("confirm-dialog");
   const patron = patronText(l.patron, l.userId);
-  document.getElementById("confirm-text").textContent =
-    `Release the lock of patron ${patron}, held by ${holderText(l)}? ` +
+  const question = `Release the lock of patron ${patron}, held by ${holderText(l)}? ` +
     "The check-out holding it will fail if it has not written yet; the release is recorded with your name.";
-  dialog.onclose = async () => {
-    if (dialog.returnValue !== "ok") {
-      focusRelease(l.id);
-      return;
-    }
-    // The focus goes to the row after the released one, else to the
-    // status that says what happened.
-    const row = document.querySelector(`#locks tr[data-lock="${l.id}"]`);
-    const next = row && row.nextElementSibling ? row.nextElementSibling.dataset.lock : "";
-    try {
-      await api("DELETE", "/circulation/check-out-locks/" + encodeURIComponent(l.id));
-      say("status", "Released the lock of patron " + patron + ".", true);
-    } catch (err) {
-      say("status", "Not released: " + err.message, false);
-    }
-    await refresh();
-    if (!focusRelease(next)) document.getElementById("status").focus();
-  };
-  dialog.returnValue = "";
-  dialog.showModal();
-  document.getElementById("confirm-keep").focus();
+  askFirst(question, { ok: "Release the lock", cancel: "Keep it" }, () => release(l, patron), () => focusRelease(l.id));
+}
+
+// release releases the lock the person confirmed releasing.
+async function release(l, patron) {
+  // The focus goes to the row after the released one, else to the
+  // status that says what happened.
+  const row = document.querySelector(`#locks tr[data-lock="${l.id}"]`);
+  const next = row && row.nextElementSibling ? row.nextElementSibling.dataset.lock : "";
+  try {
+    await api("DELETE", "/circulation/check-out-locks/" + encodeURIComponent(l.id));
+    say("status", "Released the lock of patron " + patron + ".", true);
+  } catch (err) {
+    say("status", "Not released: " + err.message, false);
+  }
+  await refresh();
+  if (!focusRelease(next)) document.getElementById("status").focus();
 }
 
 function focusRelease(id) {
@@ -333,8 +327,6 @@ function clear() {
   document.getElementById("kiosks-section").hidden = true;
   document.getElementById("no-locks").hidden = true;
   say("status", "", true);
-  const dialog = document.getElementById("confirm-dialog");
-  if (dialog.open) dialog.close("cancel");
 }
 
 function start() {
