@@ -298,7 +298,10 @@ type ItemCheckInWrite struct {
 // request's pickup point and the point the item was checked in at (id,
 // name and code).
 type CheckInWritten struct {
-	Item                json.RawMessage `json:"item"`
+	Item json.RawMessage `json:"item"`
+	// Loan is the loan the check-in closed, as stored; absent for an
+	// item's check-in without one.
+	Loan                json.RawMessage `json:"loan,omitempty"`
 	Request             json.RawMessage `json:"request,omitempty"`
 	Requester           json.RawMessage `json:"requester,omitempty"`
 	PickupServicePoint  json.RawMessage `json:"pickupServicePoint,omitempty"`

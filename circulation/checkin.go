@@ -53,12 +53,15 @@ const checkInAttempts = 3
 
 // CheckIn makes an item available and closes its open loan, both in one
 // storage transaction, so the item and its loan never disagree, whatever
-// fails: a check-in whose answer is lost is settled by reading the loan
-// back. The loan is closed only at the version read; when another write
-// of it (a renewal, a claim) came first, the check-in reads the item and
-// its loan again and is judged anew, up to checkInAttempts times: the book
-// is in hand, and its return is what the desk asked for.
+// fails: the write carries the call's write id, and one whose answer was
+// lost is sent again with it (Service.once). The loan is closed only at
+// the version read; when another write of it (a renewal, a claim) came
+// first, the check-in reads the item and its loan again and is judged
+// anew, up to checkInAttempts times: the book is in hand, and its return
+// is what the desk asked for. A call sent again with its Idempotency-Key
+// answers what its write left, whichever write it meets.
 func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResult, error) {
+	ctx = identified(ctx)
 	// A check-in is dated when the item came back: now, or the date the
 	// caller gives (a book drop's, a sorter's), never after now.
 	if now := s.now().UTC().Truncate(time.Millisecond); req.CheckInDate.IsZero() || req.CheckInDate.After(now) {
@@ -70,6 +73,10 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 		if res, err = s.checkInOnce(ctx, req); !errs.IsCode(err, schemas.CodeLoanChanged) {
 			break
 		}
+	}
+	l, ok, err := s.landed(ctx, WriteCheckIn, err)
+	if ok && l.Returned != nil {
+		return CheckInResult{Returned: *l.Returned, Loan: l.Loan}, nil
 	}
 	return res, err
 }
@@ -90,13 +97,14 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 	}
 	// From here on the request cannot cancel the work: a write once begun
 	// is settled.
+	request := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
 	if !found {
 		// No loan to close: only the item changes, as its queue says (an
 		// item in transit reaching its pickup point goes on the hold
 		// shelf).
-		returned, err := s.returnItem(ctx, item, req.ServicePointID)
+		returned, err := s.returnItem(request, ctx, item, req.ServicePointID)
 		if err != nil {
 			return CheckInResult{}, err
 		}
@@ -114,94 +122,56 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 	// it, also when the item says Available already: otherwise a check-out
 	// that came in between, checking the item out with a new loan, would
 	// have its loan closed by this check-in.
-	closed, returned, err := s.storage.CheckInItem(ctx, loan, item)
+	var closed Loan
+	var returned Returned
+	err = s.once(request, ctx, func(ctx context.Context) error {
+		var err error
+		closed, returned, err = s.storage.CheckInItem(ctx, loan, item)
+		return err
+	})
 	switch {
 	case err == nil:
 		return CheckInResult{Returned: returned, Loan: &closed}, nil
 	case errs.IsCode(err, schemas.CodeLoanChanged):
 		return CheckInResult{}, loanChangedMeanwhile(err).With("itemBarcode", req.ItemBarcode)
 	case errs.IsKind(err, errs.KindConflict):
-		return CheckInResult{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
-			"The item was changed by another request; nothing was changed, try again").
-			With("itemBarcode", req.ItemBarcode).Because(err)
-	case !ambiguous(err):
-		return CheckInResult{}, err
-	}
-	// The answer was lost: the loan, read back, says whether the write
-	// happened.
-	doc, rerr := s.readLoan(ctx, loan.ID)
-	switch {
-	case rerr == nil && loanClosed(doc):
-		loan.Doc = doc
-		return CheckInResult{Returned: s.readReturned(ctx, item, req.ServicePointID), Loan: &loan}, nil
-	case rerr == nil:
-		// Still open: the write was not applied, and the item and its loan
-		// still agree; the client may try again.
-	default:
+		return CheckInResult{}, itemChanged(err, req.ItemBarcode)
+	case ambiguous(err):
 		s.logger.ErrorContext(ctx, "check-in outcome unknown: storage did not answer whether the loan was closed",
 			slog.String("loan_id", loan.ID), slog.String("item_id", item.ID), slog.Any("error", err))
+		return CheckInResult{}, unanswered(ctx, err, "check-in", "loanId", loan.ID)
 	}
 	return CheckInResult{}, err
 }
 
 // returnItem checks in an item with no open loan (storage's ReturnItem) at
-// the version it was read. A version conflict means another request
-// changed it first: nothing was written. An ambiguous failure (no answer)
-// is settled by writing at the same version again, which waits behind any
-// copy still in flight: success, or a conflict after which the item is
-// read back: one version on, the first write was applied.
-func (s *Service) returnItem(ctx context.Context, item Item, servicePointID string) (Returned, error) {
-	stored, err := s.storage.ReturnItem(ctx, item, servicePointID)
-	if err == nil {
+// the version it was read, with the call's write id: a write whose answer
+// was lost is sent again with it. A version conflict means another
+// request changed it first: nothing was written.
+func (s *Service) returnItem(request, ctx context.Context, item Item, servicePointID string) (Returned, error) {
+	var stored Returned
+	err := s.once(request, ctx, func(ctx context.Context) error {
+		var err error
+		stored, err = s.storage.ReturnItem(ctx, item, servicePointID)
+		return err
+	})
+	switch {
+	case err == nil:
 		return stored, nil
-	}
-	if ambiguous(err) {
-		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
-		defer cancel()
-		rerr := s.retryAmbiguous(sctx, 20, func() error {
-			var err error
-			stored, err = s.storage.ReturnItem(sctx, item, servicePointID)
-			return err
-		})
-		switch {
-		case rerr == nil:
-			return stored, nil
-		case errs.IsKind(rerr, errs.KindConflict):
-			current, gerr := s.storage.ItemByID(sctx, item.ID)
-			if gerr == nil && current.Version == item.Version+1 {
-				return Returned{Item: current, CheckedInAt: ServicePointRef{ID: servicePointID}}, nil
-			}
-			err = rerr
-		default:
-			return Returned{}, err
-		}
-	}
-	if errs.IsKind(err, errs.KindConflict) {
-		return Returned{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
-			"The item was changed by another request; nothing was changed, try again").
-			With("itemBarcode", item.Barcode).Because(err)
+	case errs.IsKind(err, errs.KindConflict):
+		return Returned{}, itemChanged(err, item.Barcode)
+	case ambiguous(err):
+		s.logger.ErrorContext(ctx, "check-in outcome unknown: storage did not answer whether the item was checked in",
+			slog.String("item_id", item.ID), slog.Any("error", err))
+		return Returned{}, unanswered(ctx, err, "check-in", "itemId", item.ID)
 	}
 	return Returned{}, err
 }
 
-// readReturned is what a check-in whose answer was lost left of item,
-// read back: the item as stored now (as the write made it at the least,
-// checked in and one version on, should the read fail too), without the
-// request's details.
-func (s *Service) readReturned(ctx context.Context, item Item, servicePointID string) Returned {
-	r := Returned{Item: item.CheckedIn(), CheckedInAt: ServicePointRef{ID: servicePointID}}
-	if stored, err := s.storage.ItemByID(ctx, item.ID); err == nil {
-		r.Item = stored
-	}
-	return r
-}
-
-// loanClosed reports whether a stored loan document is closed.
-func loanClosed(doc json.RawMessage) bool {
-	var l struct {
-		Status struct {
-			Name string `json:"name"`
-		} `json:"status"`
-	}
-	return json.Unmarshal(doc, &l) == nil && l.Status.Name == schemas.LoanClosed
+// itemChanged is the answer to a write refused because another request
+// changed its item first (err): nothing was changed.
+func itemChanged(err error, itemBarcode string) *errs.Error {
+	return errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
+		"The item was changed by another request; nothing was changed, try again").
+		With("itemBarcode", itemBarcode).Because(err)
 }

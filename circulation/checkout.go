@@ -2,7 +2,6 @@ package circulation
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -158,11 +157,46 @@ type checkOut struct {
 // cannot wait for a lock (WaitAtStorage off: FOLIO's), the lock is
 // acquired by a call of its own, FOLIO's way, and released by the write,
 // or by a call of its own on every other path.
+//
+// The check-out's write carries the call's write id (WriteOf, else one of
+// its own): a call sent again with its Idempotency-Key answers the loan
+// its write made, whether the write meets the key at storage or the call
+// is refused before it writes (the item lent already, by that write).
 func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
+	ctx = identified(ctx)
+	var res CheckOutResult
+	var err error
 	if req.Offline != nil {
-		return s.checkOutOffline(ctx, req)
+		res, err = s.checkOutOffline(ctx, req)
+	} else {
+		res, err = s.checkOut(ctx, req)
 	}
-	return s.checkOut(ctx, req)
+	l, ok, err := s.landed(ctx, WriteCheckOut, err)
+	if ok {
+		return s.checkedOutBefore(ctx, req, l)
+	}
+	return res, err
+}
+
+// checkedOutBefore is the check-out answered by its write that landed
+// before (l): its loan as written, with the item and the patron as they
+// are now.
+func (s *Service) checkedOutBefore(ctx context.Context, req CheckOutRequest, l Landed) (CheckOutResult, error) {
+	if l.Loan == nil {
+		return CheckOutResult{}, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "the check-out's write landed without its loan")
+	}
+	reads, err := s.storage.ReadForCheckOut(ctx, req.ItemBarcode, req.UserBarcode)
+	if err != nil {
+		return CheckOutResult{}, err
+	}
+	res := CheckOutResult{Loan: *l.Loan, Patron: Patron{ID: l.Loan.UserID}, Item: Item{ID: l.Loan.ItemID}}
+	if reads.Item != nil {
+		res.Item = *reads.Item
+	}
+	if reads.Patron != nil {
+		res.Patron = *reads.Patron
+	}
+	return res, nil
 }
 
 // checkOut is CheckOut's check-out, made live or offline.
@@ -628,24 +662,17 @@ type written struct {
 // limit, so the count is exact at the moment of the write, whatever
 // check-outs did since validation; under the lock, the write asks storage
 // to release the lock with the loan. It runs on a context the
-// request cannot cancel. A write whose answer was lost is settled by
-// reading the loan back.
+// request cannot cancel, and carries the call's write id: a write whose
+// answer was lost is sent again with it (Service.once), and answered
+// from it.
 //
 // A write that acquires its lock (acquire set) waits for it first: the
 // request's leaving ends that call, so storage stops waiting and writes
-// nothing, unless it had already begun the write, which it then finishes;
-// the outcome is settled by reading the loan back, as for a lost answer.
+// nothing, unless it had already begun the write, which it then finishes.
 func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire *LockAcquisition) (written, error) {
 	request := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout+waitOf(acquire))
 	defer cancel()
-	call := ctx
-	if acquire != nil {
-		var leave context.CancelFunc
-		call, leave = context.WithCancel(ctx)
-		defer context.AfterFunc(request, leave)()
-		defer leave()
-	}
 	loan := Loan{
 		ID:                     co.loanID(),
 		UserID:                 co.patron.ID,
@@ -673,7 +700,19 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 		loan.DueDate, loan.Offline = off.dueDate(co), &OfflineRecord{TransactionDate: off.TransactionDate, RecordedBy: off.RecordedBy}
 		lifted.Offline = true
 	}
-	stored, err := s.storage.CheckOutItem(call, loan, co.item, lockID, acquire, lifted)
+	var stored CheckedOut
+	err := s.once(request, ctx, func(ctx context.Context) error {
+		call := ctx
+		if acquire != nil {
+			var leave context.CancelFunc
+			call, leave = context.WithCancel(ctx)
+			defer context.AfterFunc(request, leave)()
+			defer leave()
+		}
+		var err error
+		stored, err = s.storage.CheckOutItem(call, loan, co.item, lockID, acquire, lifted)
+		return err
+	})
 	if err == nil {
 		return written{CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}, stored.LockReleased, stored.LockWaited}, nil
 	}
@@ -688,32 +727,12 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 		return written{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").
 			With("itemBarcode", co.req.ItemBarcode).Because(err)
-	case !ambiguous(err):
-		return written{}, err
-	}
-	switch s.loanExists(ctx, loan.ID) {
-	case found:
-		// Whether the lock went with it is not known: it is released by a
-		// call of its own, which finds nothing if it did.
-		return written{CheckOutResult: CheckOutResult{Loan: loan, Item: co.item.CheckedOut(), Patron: co.patron}}, nil
-	case unknown:
+	case ambiguous(err):
 		s.logger.ErrorContext(ctx, "check-out outcome unknown: storage did not answer whether the loan was created",
 			slog.String("loan_id", loan.ID), slog.String("item_id", co.item.ID), slog.Any("error", err))
-		return written{}, writeUnanswered(err, loan.ID, "could not be read back")
+		return written{}, unanswered(ctx, err, "check-out", "loanId", loan.ID)
 	}
-	return written{}, writeUnanswered(err, loan.ID, "was not found when read back")
-}
-
-// writeUnanswered is a check-out whose write was sent and not answered
-// (err): 503, naming the loan it would have created (loanId), so that a
-// client, an operator or a test can tell it from a check-out that failed
-// before it wrote anything, and look the loan up.
-func writeUnanswered(err error, loanID, readBack string) error {
-	e := errs.Errorf(errs.KindUnavailable, schemas.CodeStorageUnavailable,
-		"circulation-storage did not answer the check-out's write; its loan %s %s", loanID, readBack).
-		With("loanId", loanID).Because(err)
-	e.RetryAfter = schemas.UnavailableRetryAfter
-	return e
+	return written{}, err
 }
 
 // WriteRefusals are the codes of the rules storage's check-out write
@@ -779,42 +798,6 @@ func waitOf(acquire *LockAcquisition) time.Duration {
 		return 0
 	}
 	return acquire.Wait
-}
-
-// existence is what reading a record back found out.
-type existence int
-
-const (
-	notFound existence = iota
-	found
-	unknown
-)
-
-// loanExists settles an ambiguous loan creation (the answer was lost, the
-// write may have committed) by reading the loan back, retrying briefly.
-func (s *Service) loanExists(ctx context.Context, loanID string) existence {
-	_, err := s.readLoan(ctx, loanID)
-	switch {
-	case err == nil:
-		return found
-	case errs.IsKind(err, errs.KindNotFound):
-		return notFound
-	}
-	return unknown
-}
-
-// readLoan reads a loan back to settle an ambiguous write, retrying
-// briefly while storage does not answer.
-func (s *Service) readLoan(ctx context.Context, loanID string) (json.RawMessage, error) {
-	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
-	defer cancel()
-	var doc json.RawMessage
-	err := s.retryAmbiguous(sctx, 50, func() error {
-		var err error
-		doc, err = s.storage.Loan(sctx, loanID)
-		return err
-	})
-	return doc, err
 }
 
 // ambiguous reports whether a failed write may nevertheless have been

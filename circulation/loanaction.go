@@ -39,8 +39,27 @@ type DeclareItemLostRequest struct {
 // ClaimItemReturned records that the loan's patron says they returned its
 // item: the item becomes Claimed returned, the loan stays open with the
 // action claimedReturned, the date, and the comment when there is one
-// (mod-circulation's ClaimItemReturnedResource).
+// (mod-circulation's ClaimItemReturnedResource). A call sent again with
+// its Idempotency-Key is answered done when its write landed (loanAction).
 func (s *Service) ClaimItemReturned(ctx context.Context, loanID string, req ClaimItemReturnedRequest) error {
+	return s.loanAction(ctx, func(ctx context.Context) error { return s.claimItemReturned(ctx, loanID, req) })
+}
+
+// loanAction runs act, a loan action, with the call's write id: one sent
+// again with its Idempotency-Key, whose write landed, is done, whether
+// the write meets the key at storage or the call is refused before it
+// writes (the item's status the action gave it).
+func (s *Service) loanAction(ctx context.Context, act func(context.Context) error) error {
+	ctx = identified(ctx)
+	_, ok, err := s.landed(ctx, WriteLoanAction, act(ctx))
+	if ok {
+		return nil
+	}
+	return err
+}
+
+// claimItemReturned is ClaimItemReturned's action.
+func (s *Service) claimItemReturned(ctx context.Context, loanID string, req ClaimItemReturnedRequest) error {
 	if req.At.IsZero() {
 		return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Item claimed returned date is a required field").
 			With("itemClaimedReturnedDateTime", ""))
@@ -62,8 +81,13 @@ func (s *Service) ClaimItemReturned(ctx context.Context, loanID string, req Clai
 // DeclareItemLost records the loan's item lost: the item becomes Declared
 // lost, the loan stays open with the action declaredLost, the date and the
 // comment (mod-circulation's DeclareLostResource; fees are not this
-// service's).
+// service's), as a loan action (loanAction).
 func (s *Service) DeclareItemLost(ctx context.Context, loanID string, req DeclareItemLostRequest) error {
+	return s.loanAction(ctx, func(ctx context.Context) error { return s.declareItemLost(ctx, loanID, req) })
+}
+
+// declareItemLost is DeclareItemLost's action.
+func (s *Service) declareItemLost(ctx context.Context, loanID string, req DeclareItemLostRequest) error {
 	if strings.TrimSpace(req.ServicePointID) == "" {
 		return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A service point is required for item to be declared lost").
 			With("servicePointId", ""))
@@ -110,12 +134,14 @@ func (s *Service) openLoanAndItem(ctx context.Context, loanID string) (Loan, Ite
 	return loan, item, err
 }
 
-// actOnLoan writes the action: the item's status and the loan, together.
-// A write whose answer is lost is settled by reading the loan back.
+// actOnLoan writes the action: the item's status and the loan, together,
+// with the call's write id: a write whose answer was lost is sent again
+// with it (Service.once).
 func (s *Service) actOnLoan(ctx context.Context, loan Loan, item Item) error {
+	request := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
-	err := s.storage.ActOnLoan(ctx, loan, item)
+	err := s.once(request, ctx, func(ctx context.Context) error { return s.storage.ActOnLoan(ctx, loan, item) })
 	switch {
 	case err == nil:
 		return nil
@@ -124,17 +150,10 @@ func (s *Service) actOnLoan(ctx context.Context, loan Loan, item Item) error {
 	case errs.IsKind(err, errs.KindConflict):
 		return errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
 			"The item was changed by another request; nothing was changed, try again").With("itemId", item.ID).Because(err)
-	case !ambiguous(err):
-		return err
-	}
-	stored, rerr := s.storage.LoanByID(ctx, loan.ID)
-	if rerr == nil && stored.Action == loan.Action && stored.ClaimedReturnedDate.Equal(loan.ClaimedReturnedDate) &&
-		stored.DeclaredLostDate.Equal(loan.DeclaredLostDate) {
-		return nil
-	}
-	if rerr != nil {
+	case ambiguous(err):
 		s.logger.ErrorContext(ctx, "loan action outcome unknown: storage did not answer whether it was written",
 			slog.String("loan_id", loan.ID), slog.String("action", loan.Action), slog.Any("error", err))
+		return unanswered(ctx, err, "loan action", "loanId", loan.ID)
 	}
 	return err
 }

@@ -469,6 +469,10 @@ type Storage interface {
 	Loan(ctx context.Context, id string) (json.RawMessage, error)
 	Loans(ctx context.Context, f LoanFilter) (json.RawMessage, error)
 
+	// Landed is the write with id, as storage keeps it by its id, found
+	// false when none with it has landed.
+	Landed(ctx context.Context, id string) (Landed, bool, error)
+
 	// PlaceRequest writes a new request, judged by FOLIO's request rules
 	// in storage's write (schemas.HeaderRequestRules), with the writes its
 	// type calls for; it returns the request as stored.

@@ -50,7 +50,13 @@ const ActionRenewed = "renewed"
 // checked, whatever the tenant requires, before any of FOLIO's refusals
 // (which tell whether the patron holds the item). With the right PIN the
 // renewal goes on as a librarian's.
+//
+// The renewal's write carries the call's write id: a call sent again with
+// its Idempotency-Key (its PIN checked as any call's) answers the loan its
+// write renewed, whether the write meets the key at storage or the call
+// is refused before it writes.
 func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewResult, error) {
+	ctx = identified(ctx)
 	if err := s.pinBeforeAnything(ctx, req.Access); err != nil {
 		return RenewResult{}, err
 	}
@@ -62,7 +68,28 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 	if err != nil {
 		return RenewResult{}, err
 	}
-	item, patron, loan := reads.Item, reads.Patron, reads.OpenLoanOf
+	res, err := s.renew(ctx, req, reads, named)
+	if l, ok, err := s.landed(ctx, WriteRenewal, err); ok && l.Loan != nil && reads.Item != nil && reads.Patron != nil {
+		return renewedAnswer(*l.Loan, reads, named), nil
+	} else if err != nil {
+		return RenewResult{}, err
+	}
+	return res, nil
+}
+
+// renewedAnswer is a renewal's answer: the loan renewed, as stored, with
+// its item and patron as reads read them, the patron named only when
+// named.
+func renewedAnswer(stored Loan, reads CheckOutReads, named bool) RenewResult {
+	if named {
+		return RenewResult{Loan: stored, Item: *reads.Item, Patron: *reads.Patron, Named: true, PolicyName: reads.Policy.Name}
+	}
+	return RenewResult{Loan: stored, Item: *reads.Item, Patron: reads.Patron.Unnamed(), PolicyName: reads.Policy.Name}
+}
+
+// renew is RenewByBarcode's renewal, from what it read.
+func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutReads, named bool) (RenewResult, error) {
+	item, loan := reads.Item, reads.OpenLoanOf
 	now := s.now().UTC().Truncate(time.Millisecond)
 	policy := reads.Policy
 	due, refusals := judgeRenewal(reads, req.ItemBarcode, req.UserBarcode, now)
@@ -73,15 +100,16 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 		LoanPolicyID: policy.ID, RenewalCount: loan.RenewalCount + 1, Doc: loan.Doc}
 	// From here on the request cannot cancel the work: a write once begun
 	// is settled.
+	request := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
 	defer cancel()
-	done := func(stored Loan) (RenewResult, error) {
-		if named {
-			return RenewResult{Loan: stored, Item: *item, Patron: *patron, Named: true, PolicyName: policy.Name}, nil
-		}
-		return RenewResult{Loan: stored, Item: *item, Patron: patron.Unnamed(), PolicyName: policy.Name}, nil
-	}
-	stored, err := s.storage.RenewLoan(ctx, renewed, loan.RenewalCount)
+	done := func(stored Loan) (RenewResult, error) { return renewedAnswer(stored, reads, named), nil }
+	var stored Loan
+	err := s.once(request, ctx, func(ctx context.Context) error {
+		var err error
+		stored, err = s.storage.RenewLoan(ctx, renewed, loan.RenewalCount)
+		return err
+	})
 	switch {
 	case err == nil:
 		return done(stored)
@@ -90,23 +118,12 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 			"items cannot be renewed when there is an active recall request").Because(err))
 	case errs.IsCode(err, schemas.CodeLoanChanged):
 		return RenewResult{}, loanChangedMeanwhile(err).With("itemBarcode", req.ItemBarcode)
-	case !ambiguous(err):
-		return RenewResult{}, err
+	case ambiguous(err):
+		s.logger.WarnContext(ctx, "renewal outcome unknown: storage did not answer whether the loan was renewed",
+			slog.String("loan_id", loan.ID), slog.Any("error", err))
+		return RenewResult{}, unanswered(ctx, err, "renewal", "loanId", loan.ID)
 	}
-	// The answer was lost, and the loan read back cannot say whether this
-	// write renewed it: a renewal is not idempotent, and another renewal
-	// of the loan that read it at the same version and count (the same
-	// patron at another desk, a kiosk, a retry) writes the very same
-	// document (the same count, the same action and, counted from the
-	// current due date, the same due date), while this one, fenced at that
-	// version, is refused. Answering it renewed from such a read-back would
-	// answer two renewals done for one written (what the history checker
-	// found: three renewals answered 200 around a terminated backend, the
-	// loan renewed once). So the outcome is unknown: 503, naming the loan,
-	// whose caller reads it to learn where it stands.
-	s.logger.WarnContext(ctx, "renewal outcome unknown: storage did not answer whether the loan was renewed",
-		slog.String("loan_id", loan.ID), slog.Any("error", err))
-	return RenewResult{}, renewalUnanswered(err, loan.ID)
+	return RenewResult{}, err
 }
 
 // judgeRenewal is FOLIO's refusals of a renewal of the item's loan to the
@@ -158,16 +175,6 @@ func (s *Service) RenewalOutlook(ctx context.Context, itemBarcode, userBarcode s
 		}
 	}
 	return out, nil
-}
-
-// renewalUnanswered is a renewal whose write was sent and not answered
-// (err): 503, naming the loan it would have renewed (loanId).
-func renewalUnanswered(err error, loanID string) error {
-	e := errs.Errorf(errs.KindUnavailable, schemas.CodeStorageUnavailable,
-		"circulation-storage did not answer the renewal's write; whether loan %s was renewed is not known", loanID).
-		With("loanId", loanID).Because(err)
-	e.RetryAfter = schemas.UnavailableRetryAfter
-	return e
 }
 
 // renewalRefusals are FOLIO's reasons not to renew, in the order

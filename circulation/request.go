@@ -30,7 +30,33 @@ func (s *Service) PlaceRequest(ctx context.Context, id string, doc json.RawMessa
 		fields["requestLevel"] = json.RawMessage(`"Item"`)
 	}
 	body, _ := json.Marshal(fields)
-	return s.storage.PlaceRequest(ctx, id, body)
+	ctx = identified(ctx)
+	var stored json.RawMessage
+	err = s.writeOnce(ctx, id, func(ctx context.Context) error {
+		var err error
+		stored, err = s.storage.PlaceRequest(ctx, id, body)
+		return err
+	})
+	if l, ok, err := s.landed(ctx, WriteRequestCreate, err); ok {
+		return l.Request, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return stored, nil
+}
+
+// writeOnce is send, a write of request id, made with the call's write id
+// on a context the request cannot cancel: one whose answer was lost is
+// sent again with it (Service.once); one never answered is 503, its
+// outcome not known.
+func (s *Service) writeOnce(request context.Context, id string, send func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(request), WriteTimeout)
+	defer cancel()
+	err := s.once(request, ctx, send)
+	if ambiguous(err) {
+		return unanswered(ctx, err, "request", "requestId", id)
+	}
+	return err
 }
 
 // ReplaceRequest replaces request id with doc (request.json), as FOLIO's
@@ -43,13 +69,20 @@ func (s *Service) PlaceRequest(ctx context.Context, id string, doc json.RawMessa
 // put its item on the hold shelf), or doc names none, storage refuses it
 // 409 VERSION_CONFLICT, nothing written, and the caller reads it again.
 func (s *Service) ReplaceRequest(ctx context.Context, id string, doc json.RawMessage) error {
-	return s.writeRequest(ctx, id, func(json.RawMessage) (json.RawMessage, error) { return doc, nil })
+	ctx = identified(ctx)
+	err := s.writeRequest(ctx, id, func(json.RawMessage) (json.RawMessage, error) { return doc, nil })
+	_, ok, err := s.landed(ctx, WriteRequestUpdate, err)
+	if ok {
+		return nil
+	}
+	return err
 }
 
 // MoveRequest moves open request id to the end of destination item's
 // queue, as the type requestType when not "" (FOLIO's move): judged as a
 // request placed there. It returns the request as stored.
 func (s *Service) MoveRequest(ctx context.Context, id, destination, requestType string) (json.RawMessage, error) {
+	ctx = identified(ctx)
 	err := s.writeRequest(ctx, id, func(stored json.RawMessage) (json.RawMessage, error) {
 		fields, err := requestFields(stored)
 		if err != nil {
@@ -63,7 +96,7 @@ func (s *Service) MoveRequest(ctx context.Context, id, destination, requestType 
 		}
 		return json.Marshal(fields)
 	})
-	if err != nil {
+	if _, _, err := s.landed(ctx, WriteRequestUpdate, err); err != nil {
 		return nil, err
 	}
 	return s.storage.Request(ctx, id)
@@ -145,7 +178,7 @@ func (s *Service) writeRequest(ctx context.Context, id string, write func(stored
 		if err != nil {
 			return err
 		}
-		err = s.storage.ReplaceRequest(ctx, id, body)
+		err = s.writeOnce(ctx, id, func(ctx context.Context) error { return s.storage.ReplaceRequest(ctx, id, body) })
 		if attempt == requestWrites || !errs.IsCode(err, schemas.CodeVersionConflict) || string(versionOf(body)) != string(versionOf(stored)) {
 			return err
 		}

@@ -155,6 +155,19 @@ func crud(iface, path, prefix, what, one, many string) []Route {
 	}
 }
 
+// identifiedWrites is routes with their POST and PUT heeding a write's
+// own id (HeaderWriteID, HeaderWriteDigest): the writes of loans, items and
+// requests.
+func identifiedWrites(routes []Route) []Route {
+	out := slices.Clone(routes)
+	for i, r := range out {
+		if r.Method == "POST" || r.Method == "PUT" {
+			out[i] = r.heeds(HeaderWriteID, HeaderWriteDigest)
+		}
+	}
+	return out
+}
+
 // fixedSet is the routes of a record set the service keeps, which clients
 // list, read and change but never create or delete (FOLIO's patron block
 // conditions): crud's GET, GET and PUT.
@@ -173,9 +186,9 @@ var Routes = slices.Concat(
 	[]Route{
 		// circulation: each handler calls storage as circulation, holding
 		// only the storage permissions it needs.
-		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...).takesAsFOLIO("check-out-by-barcode-request.json").answers(201, "circulation-loan.json"),
-		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...).takesAsFOLIO("check-in-by-barcode-request.json").answers(200, "check-in-response.json"),
-		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...).takesAsFOLIO("renew-by-barcode-request.json").heeds(HeaderPatronPin).answers(200, "circulation-loan.json"),
+		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("check-out-by-barcode-request.json").answers(201, "circulation-loan.json"),
+		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("check-in-by-barcode-request.json").answers(200, "check-in-response.json"),
+		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("renew-by-barcode-request.json").heeds(HeaderPatronPin).answers(200, "circulation-loan.json"),
 		circ("GET", "/circulation/patron-summary", "circulation.patron-summary.get",
 			"read what a self-check machine shows a patron: whether they may borrow and why not, the loans counted and the item limit; with the patron's PIN, who they are and their loans out",
 			PermissionPatronSummary, PermissionVerifyPin).
@@ -201,14 +214,14 @@ var Routes = slices.Concat(
 			"inventory-storage.service-points.collection.get", "circulation-storage.check-out.validation.get").reads("patron").answers(200, ""),
 		circ("POST", "/circulation/loans/{id}/claim-item-returned", PermissionClaimItemReturned,
 			"record that the patron says they returned a loan's item (the item Claimed returned, the loan open)", loanActionModule...).
-			takesAsFOLIO("claim-item-returned-request.json").answers(204, ""),
+			heeds(HeaderIdempotencyKey).takesAsFOLIO("claim-item-returned-request.json").answers(204, ""),
 		circ("POST", "/circulation/loans/{id}/declare-item-lost", PermissionDeclareItemLost,
 			"declare a loan's item lost (the item Declared lost, the loan open)", loanActionModule...).
-			takesAsFOLIO("declare-item-lost-request.json").answers(204, ""),
+			heeds(HeaderIdempotencyKey).takesAsFOLIO("declare-item-lost-request.json").answers(204, ""),
 		circ("POST", "/circulation/requests", PermissionRequestPost,
 			"place a request for an item, judged by FOLIO's request rules (a page pages the item, a recall shortens its loan)",
-			"request-storage.requests.item.post").
-			takesAsFOLIO("circulation-request.json").answers(201, "request.json"),
+			"request-storage.requests.item.post", PermissionWriteGet).
+			heeds(HeaderIdempotencyKey).takesAsFOLIO("circulation-request.json").answers(201, "request.json"),
 		circ("GET", "/circulation/requests", "circulation.requests.collection.get", "list requests, each with FOLIO's summaries",
 			slices.Concat([]string{"request-storage.requests.collection.get"}, requestSummaries)...).
 			reads("query", "itemId", "requesterId", "status", "offset", "limit").answers(200, "circulation-requests.json"),
@@ -220,12 +233,12 @@ var Routes = slices.Concat(
 			reads("operation", "requesterId", "itemId", "requestId").answers(200, "allowed-service-points-response.json"),
 		circ("PUT", "/circulation/requests/{id}", PermissionRequestPut,
 			"change or cancel an open request (a cancelled one gives its place up and hands an item on its hold shelf on)",
-			"request-storage.requests.item.get", "request-storage.requests.item.put").
-			takesAsFOLIO("request.json").answers(204, ""),
+			"request-storage.requests.item.get", "request-storage.requests.item.put", PermissionWriteGet).
+			heeds(HeaderIdempotencyKey).takesAsFOLIO("request.json").answers(204, ""),
 		circ("POST", "/circulation/requests/{id}/move", PermissionRequestMove,
 			"move an open request to another item's queue, judged as a request placed there",
-			"request-storage.requests.item.get", "request-storage.requests.item.put").
-			takesAsFOLIO("move-request.json").answers(200, "request.json"),
+			"request-storage.requests.item.get", "request-storage.requests.item.put", PermissionWriteGet).
+			heeds(HeaderIdempotencyKey).takesAsFOLIO("move-request.json").answers(200, "request.json"),
 		circ("GET", "/circulation/settings/check-out-lock", "circulation.settings.check-out-lock.get", "read the check-out lock settings",
 			settingsReadModule...).
 			answers(200, "checkout-lock-settings-effective.json"),
@@ -261,6 +274,10 @@ var Routes = slices.Concat(
 		stor(InterfaceCheckOutLockStorage, "DELETE", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.delete", "release a check-out lock").
 			answers(204, ""),
 
+		// circulation-storage: whether a write with an id landed
+		stor(InterfaceLoanStorage, "GET", "/write-storage/writes/{id}", PermissionWriteGet,
+			"read the write with an id as it landed: its kind and answer").answers(200, "write.json"),
+
 		// circulation-storage: the item limit and the rules
 		stor(InterfaceLoanStorage, "GET", "/check-out-storage/validation", "circulation-storage.check-out.validation.get", "read everything a check-out's validation needs").
 			reads("itemBarcode", "userBarcode").answers(200, "check-out-validation.json"),
@@ -290,30 +307,30 @@ var Routes = slices.Concat(
 	crud(InterfaceUsers, "/users", "users", "users", "user.json", "users.json"),
 	// An item's replacement naming a service point is a check-in of an
 	// item with no open loan, answered with what it wrote.
-	amend(crud(InterfaceItemStorage, "/item-storage/items", "inventory-storage.items", "items", "item.json", "items.json"),
+	identifiedWrites(amend(crud(InterfaceItemStorage, "/item-storage/items", "inventory-storage.items", "items", "item.json", "items.json"),
 		"PUT", "/item-storage/items/{id}", func(r Route) Route {
 			return r.heeds(HeaderCheckInServicePoint).answers(200, "check-in-written.json")
-		}),
+		})),
 	crud(InterfaceLoanPolicyStorage, "/loan-policy-storage/loan-policies", "circulation-storage.loan-policies", "loan policies", "loan-policy.json", "loan-policies.json"),
 	crud(InterfaceRequestPolicyStorage, "/request-policy-storage/request-policies", "circulation-storage.request-policies", "request policies", "request-policy.json", "request-policies.json"),
 	// A loan's creation is a check-out's write under the patron's lock; its
 	// replacement a check-in (answered with what it wrote), a renewal
 	// (answered with the loan) or a claim or declaration (204).
-	amend(amend(crud(InterfaceLoanStorage, "/loan-storage/loans", "circulation-storage.loans", "loans", "loan.json", "loans.json"),
+	identifiedWrites(amend(amend(crud(InterfaceLoanStorage, "/loan-storage/loans", "circulation-storage.loans", "loans", "loan.json", "loans.json"),
 		"POST", "/loan-storage/loans", func(r Route) Route {
 			return r.heeds(HeaderLockID, HeaderItemVersion, HeaderReleaseLock, HeaderAcquireLock, HeaderCheckOutOverride)
 		}),
 		"PUT", "/loan-storage/loans/{id}", func(r Route) Route {
 			return r.heeds(HeaderCheckInItemVersion, HeaderRenewalCount, HeaderLoanActionItemVersion).
 				answers(200, "check-in-written.json").answers(200, "loan.json")
-		}),
+		})),
 	crud(InterfaceSettings, "/settings/entries", "mod-settings.entries", "settings entries", "setting.json", "settings.json"),
 	crud(InterfaceManualBlocks, "/manualblocks", "manualblocks", "manual patron blocks", "manualblock.json", "manualblocks.json"),
 	fixedSet(InterfaceBlockConditions, "/patron-block-conditions", "patron-blocks.patron-block-conditions", "patron block conditions", "patron-block-condition.json", "patron-block-conditions.json"),
 	crud(InterfaceBlockLimits, "/patron-block-limits", "patron-blocks.patron-block-limits", "patron block limits", "patron-block-limit.json", "patron-block-limits.json"),
-	amend(amend(crud(InterfaceRequestStorage, "/request-storage/requests", "request-storage.requests", "requests", "request.json", "requests.json"),
+	identifiedWrites(amend(amend(crud(InterfaceRequestStorage, "/request-storage/requests", "request-storage.requests", "requests", "request.json", "requests.json"),
 		"POST", "/request-storage/requests", func(r Route) Route { return r.heeds(HeaderRequestRules) }),
-		"PUT", "/request-storage/requests/{id}", func(r Route) Route { return r.heeds(HeaderRequestRules) }),
+		"PUT", "/request-storage/requests/{id}", func(r Route) Route { return r.heeds(HeaderRequestRules) })),
 	crud(InterfaceAccounts, "/accounts", "circulation-storage.accounts", "accounts", "account.json", "accounts.json"),
 	crud(InterfaceServicePoints, "/service-points", "inventory-storage.service-points", "service points", "service-point.json", "service-points.json"),
 	[]Route{
@@ -492,6 +509,11 @@ const PermissionSessionGet = "login.sessions.item.get"
 // verification for a self-check machine holds it.
 const PermissionVerifyPin = "users.patron-pin.verify"
 
+// PermissionWriteGet reads, at storage, the write with an id as it landed
+// (its kind and answer): circulation's write routes hold it, to answer a
+// call sent again with an Idempotency-Key whose write landed.
+const PermissionWriteGet = "circulation-storage.writes.item.get"
+
 // PermissionPatronSummary reads, at storage, what a self-check machine
 // shows a patron: circulation's patron summary holds it.
 const PermissionPatronSummary = "circulation-storage.check-out.patron.get"
@@ -547,16 +569,17 @@ var (
 		"circulation-storage.check-out.validation.get",
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
 		"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
-		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get", PermissionCheckOutOverride,
+		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get", PermissionCheckOutOverride, PermissionWriteGet,
 	}
 	renewModule = []string{"circulation-storage.check-out.validation.get",
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), PermissionVerifyPin,
-		"circulation-storage.loans.item.get", "circulation-storage.loans.item.put"}
+		"circulation-storage.loans.item.get", "circulation-storage.loans.item.put", PermissionWriteGet}
 	loanActionModule = []string{"circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
-		"inventory-storage.items.item.get"}
+		"inventory-storage.items.item.get", PermissionWriteGet}
 	checkInModule = []string{
 		"inventory-storage.items.collection.get", "inventory-storage.items.item.get", "inventory-storage.items.item.put",
 		"circulation-storage.loans.collection.get", "circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
+		PermissionWriteGet,
 	}
 	settingsReadModule = []string{"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
 		namesAccount, namesUser}

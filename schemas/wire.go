@@ -104,7 +104,32 @@ const (
 	// CHECKOUT_LOCK_FEATURE_ENABLED). Circulation takes the default from
 	// it, so the two services never disagree about it.
 	HeaderLockDefault = "X-Check-Out-Lock-Default"
+	// HeaderWriteID is a write's own id, a UUID, on every write of a
+	// loan, an item or a request: storage stores it in the write's
+	// transaction, first, with the answer the write gave. Sent again with
+	// the id, the write is the same write: storage answers the stored
+	// answer (HeaderWriteReplayed) and writes nothing, or writes it now if
+	// it never landed. A write sent without one gets one of storage's
+	// choosing.
+	HeaderWriteID = "X-Write-Id"
+	// HeaderWriteDigest, beside HeaderWriteID, is the digest of the
+	// client's request a write id made from an Idempotency-Key stands for:
+	// the id sent again with another digest is refused
+	// (CodeIdempotencyKeyReused).
+	HeaderWriteDigest = "X-Write-Digest"
+	// HeaderWriteReplayed "true" is on the answer of a write whose id had
+	// landed already: the answer is the one the write gave then.
+	HeaderWriteReplayed = "X-Write-Replayed"
+	// HeaderIdempotencyKey is a client's key for one call of a write
+	// route of circulation's (the IETF httpapi draft's header): the same
+	// key with the same body, within storage.WriteKeptFor, answers the
+	// first call's answer and writes once, whichever instance receives
+	// it; with another body it is refused (CodeIdempotencyKeyReused).
+	HeaderIdempotencyKey = "Idempotency-Key"
 )
+
+// MaxIdempotencyKey bounds an Idempotency-Key, in bytes.
+const MaxIdempotencyKey = 255
 
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
@@ -247,6 +272,11 @@ const (
 	// returned, a declaration of loss) found the loan changed by another
 	// write since it read it (its _version moved on); nothing was written.
 	CodeLoanChanged = "LOAN_CHANGED"
+	// CodeIdempotencyKeyReused: a write sent with an Idempotency-Key (or,
+	// at storage, a write id) that an earlier write landed with, for
+	// another request (another body, or another kind of write); nothing
+	// was written.
+	CodeIdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
 
 	// FOLIO's refusals of a request placed through circulation
 	// (mod-circulation's CreateRequestService, its error types), beside

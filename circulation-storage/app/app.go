@@ -182,6 +182,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Rules:     rules,
 		Counter:   rules,
 		CheckOuts: rules,
+		Writes:    db,
 		Ready:     db.Ping,
 		Login:     signIn,
 		Pins:      pins,

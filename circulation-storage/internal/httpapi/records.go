@@ -30,11 +30,11 @@ import (
 func (s *Server) routeRecords(r storage.Resource) {
 	s.Get(r.Path, func(c echo.Context) error { return s.listRecords(c, r) }, s.tenant)
 	s.Get(r.Path+"/:id", func(c echo.Context) error { return s.getRecord(c, r) }, s.tenant)
-	s.Handle(http.MethodPut, r.Path+"/:id", s.announcing(r, func(c echo.Context) error { return s.putRecord(c, r) }), s.tenant)
+	s.Handle(http.MethodPut, r.Path+"/:id", s.announcing(r, s.identified(r, func(c echo.Context) error { return s.putRecord(c, r) })), s.tenant)
 	if r.Fixed {
 		return
 	}
-	s.Handle(http.MethodPost, r.Path, s.announcing(r, func(c echo.Context) error { return s.createRecord(c, r) }), s.tenant)
+	s.Handle(http.MethodPost, r.Path, s.announcing(r, s.identified(r, func(c echo.Context) error { return s.createRecord(c, r) })), s.tenant)
 	s.Handle(http.MethodDelete, r.Path+"/:id", s.announcing(r, func(c echo.Context) error { return s.deleteRecord(c, r) }), s.tenant)
 }
 
@@ -52,6 +52,81 @@ func (s *Server) announcing(r storage.Resource, write echo.HandlerFunc) echo.Han
 		}
 		return err
 	}
+}
+
+// identified is a write of r's records that carries its own id
+// (storage.Write), when r's are loans, items or requests: the id
+// schemas.HeaderWriteID names, with the digest schemas.HeaderWriteDigest
+// gives, or one of its own. A write whose id landed before is answered
+// with that write's answer, as it was answered then (201 and Location for
+// a creation, 200 with a body or 204 for a replacement), and
+// schemas.HeaderWriteReplayed.
+func (s *Server) identified(r storage.Resource, write echo.HandlerFunc) echo.HandlerFunc {
+	if r.Path != storage.Loans.Path && r.Path != storage.Items.Path && r.Path != storage.Requests.Path {
+		return write
+	}
+	return func(c echo.Context) error {
+		h := c.Request().Header
+		w := storage.Write{ID: strings.ToLower(h.Get(schemas.HeaderWriteID)), Digest: h.Get(schemas.HeaderWriteDigest)}
+		switch {
+		case w.ID == "" && w.Digest != "":
+			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s names the request of the write %s names",
+				schemas.HeaderWriteDigest, schemas.HeaderWriteID)
+		case w.ID == "":
+			w.ID = uuid.NewString()
+		case !s.Schemas().ValidUUID(w.ID):
+			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s must be a UUID", schemas.HeaderWriteID).
+				With("writeId", truncateText(w.ID))
+		case len(w.Digest) > maxDigest:
+			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s must be at most %d characters", schemas.HeaderWriteDigest, maxDigest)
+		}
+		c.SetRequest(c.Request().WithContext(storage.WithWrite(c.Request().Context(), w)))
+		err := write(c)
+		var replayed *storage.Replayed
+		if !errors.As(err, &replayed) {
+			return err
+		}
+		serverkit.Log(c, slog.String("write_id", w.ID), slog.Bool("replayed", true))
+		c.Response().Header().Set(schemas.HeaderWriteReplayed, "true")
+		switch {
+		case c.Request().Method == http.MethodPost:
+			c.Response().Header().Set(echo.HeaderLocation, r.Path+"/"+recordID(replayed.Answer))
+			return c.JSONBlob(http.StatusCreated, replayed.Answer)
+		case len(replayed.Answer) == 0 || string(replayed.Answer) == "null":
+			return c.NoContent(http.StatusNoContent)
+		}
+		return c.JSONBlob(http.StatusOK, replayed.Answer)
+	}
+}
+
+// getWrite is GET /write-storage/writes/{id}: the write with that id as
+// it landed, 404 when none has (a transaction still writing it has not).
+func (s *Server) getWrite(c echo.Context) error {
+	id, err := s.pathID(c, "write")
+	if err != nil {
+		return err
+	}
+	l, found, err := s.svc.Writes.Landed(c.Request().Context(), tenantOf(c), id)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return errs.Errorf(errs.KindNotFound, schemas.CodeNotFound, "No write with id %s landed (or it is older than %s)", id, storage.WriteKeptFor).
+			With("id", id)
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+// maxDigest bounds schemas.HeaderWriteDigest: a SHA-256 in hex is 64.
+const maxDigest = 128
+
+// recordID is the id of a record's document.
+func recordID(doc json.RawMessage) string {
+	var r struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(doc, &r)
+	return r.ID
 }
 
 // Headers of POST /loan-storage/loans that make it a check-out's writes, in
@@ -216,6 +291,11 @@ func (s *Server) writeCheckOut(c echo.Context, w storage.CheckOutWrite, acquirin
 	inWrite := w
 	inWrite.AcquireInWrite = &storage.LockTerms{TTL: ttl, Holder: holder}
 	written, err := s.svc.Loans.CreateCheckOutLoan(ctx, t, inWrite)
+	var replayed *storage.Replayed
+	if errors.As(err, &replayed) {
+		// The write had landed before: this one took no lock.
+		return written, err
+	}
 	if !errors.Is(err, storage.ErrLockTaken) {
 		if err == nil || !errs.IsKind(err, errs.KindUnavailable) {
 			// Acquired in the write (a write that failed otherwise

@@ -60,6 +60,8 @@ type Services struct {
 	Counter storage.LoanCounter
 	// CheckOuts reads what a check-out's validation needs.
 	CheckOuts storage.CheckOutStore
+	// Writes answers whether a write with an id landed.
+	Writes storage.WriteLog
 	// Ready reports whether the service can do its work (the database answers).
 	Ready func(ctx context.Context) error
 	// Login signs people in (/authn); nil when the login is off.
@@ -98,6 +100,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 
 	// Static routes win over /:id, so these sit safely beside the records.
 	s.Get("/loan-storage/loans/open-count", s.countOpenLoans, s.tenant)
+	s.Get("/write-storage/writes/:id", s.getWrite, s.tenant)
 	s.Get("/check-out-storage/validation", s.validateCheckOut, s.tenant)
 	s.Get("/check-out-storage/patron", s.patronSummary, s.tenant)
 	s.Get("/circulation-rules-storage", s.getRules, s.tenant)

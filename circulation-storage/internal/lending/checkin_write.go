@@ -64,23 +64,26 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 		return storage.CheckInWritten{}, err
 	}
 	var written storage.CheckInWritten
-	err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+	_, err := s.db.InTxOnce(ctx, t, storage.WriteCheckIn, func(tx pgx.Tx) (json.RawMessage, error) {
 		itemID, servicePointID := record.FieldValue(w.Loan, "itemId"), record.FieldValue(w.Loan, "checkinServicePointId")
 		r, err := requests.ReturnItem(ctx, tx, t, itemID, w.ItemVersion, servicePointID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// The loan closed is the item's open loan, as it was: a check-in
 		// closes a loan, and changes nothing else of whose and of what
 		// it is.
 		if err := record.Update(ctx, tx, t, storage.Loans, w.LoanID, w.LoanVersion, w.Loan, checkInGuard); err != nil {
-			return loanChanged(ctx, tx, t, err, w.LoanID, "checked in")
+			return nil, loanChanged(ctx, tx, t, err, w.LoanID, "checked in")
 		}
 		if _, err := tx.Exec(ctx, checkInEventSQL, w.Loan, string(t)); err != nil {
-			return postgres.Interpret(err, t)
+			return nil, postgres.Interpret(err, t)
 		}
-		written, err = checkInWritten(ctx, tx, t, itemID, servicePointID, r)
-		return err
+		written, err = checkInWritten(ctx, tx, t, itemID, w.LoanID, servicePointID, r)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(written)
 	})
 	return written, err
 }
@@ -144,12 +147,13 @@ var checkInGuard = &record.Guard{
 }
 
 // checkInWrittenSQL reads, in a check-in's transaction after its writes,
-// what it wrote: item @item as stored, its queue's first request
+// what it wrote: item @item as stored, the loan @loan closed (NULL for
+// none) as stored, its queue's first request
 // @request (NULL for none) as stored, the requester as a staff slip names
 // them (no contact data), and the request's pickup point and
 // @service_point, where the item was checked in (id, name and code).
 var checkInWrittenSQL = `
-SELECT i.jsonb, r.jsonb,
+SELECT i.jsonb, l.jsonb, r.jsonb,
        CASE WHEN u.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', u.id, 'barcode', u.jsonb -> 'barcode',
             'firstName', u.jsonb #> '{personal,firstName}', 'lastName', u.jsonb #> '{personal,lastName}',
             'middleName', u.jsonb #> '{personal,middleName}', 'preferredFirstName', u.jsonb #> '{personal,preferredFirstName}',
@@ -157,6 +161,7 @@ SELECT i.jsonb, r.jsonb,
        CASE WHEN psp.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', psp.id, 'name', psp.name, 'code', psp.jsonb -> 'code')) END,
        CASE WHEN csp.id IS NOT NULL THEN jsonb_strip_nulls(jsonb_build_object('id', csp.id, 'name', csp.name, 'code', csp.jsonb -> 'code')) END
   FROM ` + postgres.Table(postgres.TableItem) + ` i
+  LEFT JOIN ` + postgres.Table(postgres.TableLoan) + ` l ON l.tenant_id = i.tenant_id AND l.id = @loan::uuid
   LEFT JOIN ` + postgres.Table(postgres.TableRequest) + ` r ON r.tenant_id = i.tenant_id AND r.id = @request::uuid
   LEFT JOIN ` + postgres.Table(postgres.TablePatron) + ` u ON u.tenant_id = i.tenant_id AND u.id = r.requester_id
   LEFT JOIN ` + postgres.Table(postgres.TablePatronGroup) + ` g ON g.tenant_id = i.tenant_id AND g.id = u.patron_group_id
@@ -164,13 +169,14 @@ SELECT i.jsonb, r.jsonb,
   LEFT JOIN ` + postgres.Table(postgres.TableServicePoint) + ` csp ON csp.tenant_id = i.tenant_id AND csp.id = @service_point::uuid
  WHERE i.tenant_id = @tenant AND i.id = @item::uuid`
 
-// checkInWritten reads what a check-in's write (r, of item itemID at
-// servicePointID) wrote, in its transaction tx.
-func checkInWritten(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, servicePointID string, r requests.Returned) (storage.CheckInWritten, error) {
+// checkInWritten reads what a check-in's write (r, of item itemID and
+// the loan loanID, "" for none, at servicePointID) wrote, in its
+// transaction tx.
+func checkInWritten(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, loanID, servicePointID string, r requests.Returned) (storage.CheckInWritten, error) {
 	var w storage.CheckInWritten
-	err := tx.QueryRow(ctx, checkInWrittenSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": itemID,
+	err := tx.QueryRow(ctx, checkInWrittenSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": itemID, "loan": postgres.Nullable(loanID),
 		"request": postgres.Nullable(r.RequestID), "service_point": postgres.Nullable(servicePointID)}).
-		Scan(&w.Item, &w.Request, &w.Requester, &w.PickupServicePoint, &w.CheckInServicePoint)
+		Scan(&w.Item, &w.Loan, &w.Request, &w.Requester, &w.PickupServicePoint, &w.CheckInServicePoint)
 	return w, postgres.Interpret(err, t)
 }
 
@@ -181,22 +187,24 @@ func checkInWritten(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, se
 // transaction.
 func (s *Loans) CheckInItem(ctx context.Context, t storage.Tenant, w storage.ItemCheckInWrite) (storage.CheckInWritten, error) {
 	var written storage.CheckInWritten
-	err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+	_, err := s.db.InTxOnce(ctx, t, storage.WriteCheckIn, func(tx pgx.Tx) (json.RawMessage, error) {
 		var open bool
 		if err := tx.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND item_id = $1::uuid AND status_name = `+postgres.Lit(schemas.LoanOpen)+`)`,
 			postgres.TableLoan), w.ItemID, string(t)).Scan(&open); err != nil {
-			return postgres.Interpret(err, t)
+			return nil, postgres.Interpret(err, t)
 		}
 		if open {
-			return errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
+			return nil, errs.Errorf(errs.KindInvalid, schemas.CodeCheckInRequired,
 				"Item %s has an open loan: its check-in closes the loan (%s)", w.ItemID, schemas.HeaderCheckInItemVersion).With("itemId", w.ItemID)
 		}
 		r, err := requests.ReturnItem(ctx, tx, t, w.ItemID, w.ItemVersion, w.ServicePointID)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		written, err = checkInWritten(ctx, tx, t, w.ItemID, w.ServicePointID, r)
-		return err
+		if written, err = checkInWritten(ctx, tx, t, w.ItemID, "", w.ServicePointID, r); err != nil {
+			return nil, err
+		}
+		return json.Marshal(written)
 	})
 	return written, err
 }

@@ -266,6 +266,7 @@ WITH fence AS (
     -- for, would find a row of outbox for each event).
     INSERT INTO ` + commit + ` (tenant_id, xid, events, payload)
     SELECT @tenant, pg_current_xact_id(), events, payload FROM announced WHERE events > 0
+), ` + postgres.AnsweredSQL("(SELECT jsonb FROM loan)", "EXISTS (SELECT 1 FROM loan)") + `
 ), released AS (
     DELETE FROM ` + lock + `
      WHERE @release::boolean AND tenant_id = @tenant AND id = @lock_id::uuid AND EXISTS (SELECT 1 FROM fence) AND EXISTS (SELECT 1 FROM loan)
@@ -365,7 +366,7 @@ var (
 // checkOutNames are the names of checkOutSQL's arguments.
 var checkOutNames = []string{"tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
 	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged",
-	"override_not_loanable", "refused_statuses", "write_within_ms", "offline", "history", "by_whom"}
+	"override_not_loanable", "refused_statuses", "write_within_ms", "offline", "history", "by_whom", "write_id"}
 
 // checkOutArgs are checkOutSQL's arguments, by name: a name the statement
 // uses and this does not give, or one it gives and the statement does not
@@ -401,6 +402,8 @@ func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.Ch
 		// The caller's deadline, as the time left from now: PostgreSQL's
 		// clock and this server's need not agree.
 		"write_within_ms": writeWithin(ctx),
+		// The write's id, claimed before (nil: none).
+		"write_id": postgres.WriteID(ctx),
 	}
 }
 
@@ -472,13 +475,18 @@ type checkOutResult struct {
 // the triggers would run a statement for each.
 var ownEventsSQL = `SELECT set_config('checkoutlock.outbox', 'own', true) WHERE ` + postgres.OutboxOn
 
-// checkOutBatch is a check-out's write as one batch, sent in one round trip
-// and run as one transaction: ownEventsSQL, locksql.LockRows under a lock,
-// locksql.PatronRow without one, the item's row (itemRowSQL), then
-// checkOutSQL, lean or in full (gate.go). The result is filled in when
-// the batch's results are read.
-func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (*pgx.Batch, *checkOutResult) {
+// checkOutBatch is a check-out's write as one batch, sent in one round
+// trip and run as one transaction: the write's id (id, nil for none),
+// ownEventsSQL, locksql.LockRows under a lock, locksql.PatronRow without
+// one, the item's row (itemRowSQL), then checkOutSQL, lean or in full
+// (gate.go). The result is filled in when the batch's results are read.
+func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool, id *storage.Write) (*pgx.Batch, *checkOutResult) {
 	b := &pgx.Batch{}
+	if id != nil {
+		// The write's id first: a second run of the same write waits here
+		// for the first's transaction, and fails if it landed.
+		b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, storage.WriteCheckOut)...)
+	}
 	b.Queue(ownEventsSQL)
 	return b, s.queueCheckOut(ctx, b, t, w, lean)
 }
@@ -532,24 +540,16 @@ func (s *Loans) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 
 // createCheckOutLoan is CreateCheckOutLoan, lean or in full (gate.go); a
 // lean write that meets a gate row, having written nothing, runs in full.
+// A write whose id landed before (postgres.Claimed) answers that write's
+// loan, as a *storage.Replayed, and writes nothing.
 func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (storage.CheckOutWritten, error) {
 	var r *checkOutResult
-	// A batch runs in one implicit transaction, committed at its end. One
-	// whose connection broke (before it was sent, while it ran, or ended
-	// by the server) is sent again, on a fresh connection, once its server
-	// process has ended (postgres.Settled) and its loan is not there: it
-	// did not commit.
-	run := func() error {
-		return s.db.Write(ctx, t, func(c *pgx.Conn) error {
-			var b *pgx.Batch
-			b, r = s.checkOutBatch(ctx, t, w, lean)
-			return c.SendBatch(ctx, b).Close()
-		})
-	}
-	err := run()
-	for attempt := 1; attempt < maxUncommittedRuns && s.uncommitted(ctx, t, err, w.LoanID); attempt++ {
-		err = run()
-	}
+	// A batch runs in one implicit transaction, committed at its end.
+	err := s.db.Once(ctx, t, storage.WriteCheckOut, func(c *pgx.Conn, id *storage.Write) error {
+		var b *pgx.Batch
+		b, r = s.checkOutBatch(ctx, t, w, lean, id)
+		return c.SendBatch(ctx, b).Close()
+	})
 	if err != nil {
 		return storage.CheckOutWritten{}, record.InterpretWrite(err, t, storage.Loans, w.Loan)
 	}
@@ -603,29 +603,6 @@ func (s *Loans) checkOutAnswer(ctx context.Context, t storage.Tenant, w storage.
 		"Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
 		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
 }
-
-// maxUncommittedRuns bounds the runs of one check-out write that each
-// ended, unanswered, without committing.
-const maxUncommittedRuns = 3
-
-// uncommitted reports whether err, a check-out write's failure, is one
-// known not to have committed: its connection broke, its server process
-// has ended since (postgres.Settled), and its loan (loanID) is not there.
-func (s *Loans) uncommitted(ctx context.Context, t storage.Tenant, err error, loanID string) bool {
-	var settled *postgres.Settled
-	if !errors.As(err, &settled) || ctx.Err() != nil {
-		return false
-	}
-	var stored bool
-	if err := s.db.Pool.QueryRow(ctx, loanStoredSQL, loanID, string(t)).Scan(&stored); err != nil {
-		return false
-	}
-	return !stored
-}
-
-// loanStoredSQL says whether a loan is stored. Parameters: $1 the loan,
-// $2 the tenant.
-var loanStoredSQL = postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND id = $1)`, postgres.TableLoan)
 
 // refusal is every rule the write r refused w for, all at once, in
 // FOLIO's order (the patron, then the item, then the policy), nil when it

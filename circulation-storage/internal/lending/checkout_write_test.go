@@ -190,7 +190,7 @@ func TestFencedLoanHoldsTheLockUntilCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := newLibrary(f.DB, testPolicy).checkOutBatch(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1}, false)
+	b, r := newLibrary(f.DB, testPolicy).checkOutBatch(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1}, false, nil)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.Stored == nil {
 		t.Fatalf("fenced insert: %v (written: %v)", err, r.Stored != nil)
 	}
@@ -236,7 +236,7 @@ func TestAWriteUnderALockCountsAfterTheWriteBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	b, r := newLibrary(f.DB, testPolicy).checkOutBatch(ctx, f.Tenant, write("book-140"), false)
+	b, r := newLibrary(f.DB, testPolicy).checkOutBatch(ctx, f.Tenant, write("book-140"), false, nil)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || r.Stored == nil {
 		t.Fatalf("first write: %v (written: %v, open loans counted %v)", err, r.Stored != nil, r.Open)
 	}

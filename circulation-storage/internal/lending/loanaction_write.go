@@ -54,11 +54,12 @@ func (s *Loans) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanA
 	if err := versionRead(w.LoanVersion); err != nil {
 		return err
 	}
-	return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+	_, err := s.db.InTxOnce(ctx, t, storage.WriteLoanAction, func(tx pgx.Tx) (json.RawMessage, error) {
 		if err := writeItemStatus(ctx, tx, t, loanActionItemSQL[status], w.Loan, w.ItemVersion, "change"); err != nil {
-			return err
+			return nil, err
 		}
 		err := record.Update(ctx, tx, t, storage.Loans, w.LoanID, w.LoanVersion, w.Loan, loanActionGuard)
-		return loanChanged(ctx, tx, t, err, w.LoanID, "marked "+status)
+		return nil, loanChanged(ctx, tx, t, err, w.LoanID, "marked "+status)
 	})
+	return err
 }

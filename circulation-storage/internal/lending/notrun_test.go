@@ -23,7 +23,7 @@ func TestACheckOutWriteCutBeforeItRanIsSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	w := waitingWrite(t, db)
+	w := waitingWrite(t, db, ctx)
 	var ended bool
 	if err := w.blocker.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, w.writer).Scan(&ended); err != nil || !ended {
 		t.Fatalf("terminate the write's server process %d: %v, %v", w.writer, ended, err)
@@ -55,12 +55,13 @@ func wantWrittenOnce(t *testing.T, w cut) {
 
 // TestACutWriteWhoseProcessEndedUncommittedIsSentAgain: a check-out write
 // whose connection is cut while its server process waits for a row, and
-// whose process is then ended before it commits, did not commit: once
-// that process has ended (settled) and the loan is not there, storage
-// sends the write again on a fresh connection, and it is written once.
+// whose process is then ended before it commits, did not commit: the
+// write, sent again at once on a fresh connection with its id, waits for
+// that process's transaction, finds the id free when it ends, and is
+// written once.
 func TestACutWriteWhoseProcessEndedUncommittedIsSentAgain(t *testing.T) {
 	t.Parallel()
-	w := cutWrite(t)
+	w := cutWrite(t, context.Background())
 	ctx := context.Background()
 	var ended bool
 	if err := w.blocker.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, w.writer).Scan(&ended); err != nil || !ended {

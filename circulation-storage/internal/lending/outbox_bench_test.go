@@ -49,7 +49,7 @@ func BenchmarkCheckOutWriteEvents(b *testing.B) {
 			b.Fatal(err)
 		}
 		w := storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: user, Loan: loanDoc(user, item), ItemVersion: version}
-		batch, r := lib.checkOutBatch(ctx, f.Tenant, w, false)
+		batch, r := lib.checkOutBatch(ctx, f.Tenant, w, false, nil)
 		c0 := backendCPU(pid)
 		if err := conn.SendBatch(ctx, batch).Close(); err != nil {
 			b.Fatal(err)

@@ -88,12 +88,12 @@ WITH recall AS (
            jsonb_strip_nulls(jsonb_build_object('loanId', r.jsonb -> 'id', 'userId', r.jsonb -> 'userId', 'itemId', r.jsonb -> 'itemId',
            'dueDate', r.jsonb -> 'dueDate', 'renewalCount', r.jsonb -> 'renewalCount')))
       FROM renewed r WHERE ` + postgres.OutboxOn + `
-)
+), ` + postgres.AnsweredSQL("(SELECT jsonb FROM renewed)", "EXISTS (SELECT 1 FROM renewed)") + `
 SELECT (SELECT jsonb FROM renewed) AS stored, (SELECT open FROM recall) AS recalled, j.*
   FROM judged j`
 }
 
-var renewWrite = locksql.NewNamed(renewSQL(), "tenant", "loan_id", "loan", "version", "count", "metadata_user", "not_renewed")
+var renewWrite = locksql.NewNamed(renewSQL(), "tenant", "loan_id", "loan", "version", "count", "metadata_user", "not_renewed", "write_id")
 
 // notRenewed are the item statuses a loan is not renewed in (FOLIO's
 // RenewalValidator), each with its refusal: schemas' table of loan
@@ -179,18 +179,21 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 	for status := range notRenewed {
 		statuses = append(statuses, status)
 	}
-	err := s.db.Write(ctx, t, func(c *pgx.Conn) error {
-		// One transaction: the item's queue first (its row, as every write
-		// of a request takes it), then the renewal, whose statement's
-		// snapshot is taken after it. A recall or a hold placed at once is
-		// decided before it (and the renewal judges it) or after it (and
-		// judges the renewed loan): never each from what it read before
-		// the other committed.
+	err := s.db.Once(ctx, t, storage.WriteRenewal, func(c *pgx.Conn, id *storage.Write) error {
+		// One transaction: the write's id, then the item's queue (its
+		// row, as every write of a request takes it), then the renewal,
+		// whose statement's snapshot is taken after it. A recall or a hold
+		// placed at once is decided before it (and the renewal judges it)
+		// or after it (and judges the renewed loan): never each from what
+		// it read before the other committed.
 		b := &pgx.Batch{}
+		if id != nil {
+			b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, storage.WriteRenewal)...)
+		}
 		b.Queue(itemRowSQL, record.FieldValue(w.Loan, "itemId"), string(t))
 		b.Queue(renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,
 			"loan": w.Loan, "version": w.LoanVersion, "count": w.RenewalCount, "metadata_user": record.MetadataUser(ctx),
-			"not_renewed": statuses})).Query(func(rows pgx.Rows) error {
+			"not_renewed": statuses, "write_id": postgres.WriteID(ctx)})).Query(func(rows pgx.Rows) error {
 			var err error
 			v, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[renewalVerdict])
 			return err

@@ -3,6 +3,7 @@ package lending
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/checkoutlock/schemas/errs"
@@ -81,6 +83,7 @@ type cut struct {
 	blocker pgx.Tx
 	writer  int
 	loanID  string
+	writeID string
 	// at is when the cut began.
 	at time.Time
 }
@@ -88,7 +91,7 @@ type cut struct {
 // cutWrite starts a check-out write whose statements reach the server and
 // then wait for the item's row, held by a transaction of another client;
 // once the server process is seen waiting, the write's connection is cut.
-func cutWrite(t *testing.T) cut {
+func cutWrite(t *testing.T, ctx context.Context) cut {
 	t.Helper()
 	// In plain text, so that the cutter can tell a cancel request.
 	var network cutter
@@ -97,7 +100,7 @@ func cutWrite(t *testing.T) cut {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	w := waitingWrite(t, db)
+	w := waitingWrite(t, db, ctx)
 	w.at = time.Now()
 	network.cut()
 	return w
@@ -107,7 +110,7 @@ func cutWrite(t *testing.T) cut {
 // whose statements reach the server and then wait for the item's row,
 // held by a transaction of another client (blocker), and answers once the
 // write's server process (writer) is seen waiting.
-func waitingWrite(t *testing.T, db *postgres.DB) cut {
+func waitingWrite(t *testing.T, db *postgres.DB, writeCtx context.Context) cut {
 	t.Helper()
 	ctx := context.Background()
 	f := dbtest.SetupTenant(t, db)
@@ -135,14 +138,15 @@ func waitingWrite(t *testing.T, db *postgres.DB) cut {
 		t.Fatal(err)
 	}
 
-	loanID := uuid.NewString()
+	loanID, writeID := uuid.NewString(), uuid.NewString()
+	writeCtx = storage.WithWrite(writeCtx, storage.Write{ID: writeID})
 	result := make(chan error, 1)
 	// The sample library has a request: its check-outs are written in
 	// full, as an instance writes them once it has met the tenant's gate
 	// row (a lean write would find the row and write nothing).
 	db.Gates.Found(f.Tenant)
 	go func() {
-		_, err := newLibrary(db, testPolicy).CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID,
+		_, err := newLibrary(db, testPolicy).CreateCheckOutLoan(writeCtx, f.Tenant, storage.CheckOutWrite{LoanID: loanID,
 			UserID: user, Loan: loanDoc(user, item), LockID: lock.ID, ItemVersion: 1, ReleaseLock: true})
 		result <- err
 	}()
@@ -164,7 +168,7 @@ func waitingWrite(t *testing.T, db *postgres.DB) cut {
 		}
 		time.Sleep(5 * time.Millisecond) // polling the database's view, with a deadline
 	}
-	return cut{f: f, done: result, blocker: blocker, writer: writer, loanID: loanID}
+	return cut{f: f, done: result, blocker: blocker, writer: writer, loanID: loanID, writeID: writeID}
 }
 
 // running reports whether server process pid is there.
@@ -177,18 +181,19 @@ func running(t *testing.T, f dbtest.Fixture, pid int) bool {
 	return n == 1
 }
 
-// TestAWriteWhoseConnectionIsCutAnswersOnceItsOutcomeIsFinal: a check-out
-// write whose connection is cut after the server received all of it. The
-// server process goes on, and commits once the row it waits for is free.
-// The write must not answer before that process has ended: answered
-// earlier, the check-out reads the loan back, finds none, tells the patron
-// to try again, and the loan appears a moment later.
-func TestAWriteWhoseConnectionIsCutAnswersOnceItsOutcomeIsFinal(t *testing.T) {
+// TestAWriteWhoseConnectionIsCutIsRunAgainAsTheSameWrite: a check-out
+// write, with its id, whose connection is cut after the server received
+// all of it. The server process goes on, and commits once the row it
+// waits for is free. The write is run again at once on a fresh
+// connection: its id, stored first by the process still running, makes
+// the second run wait for that process's transaction, and then answer
+// its loan, written once, without writing.
+func TestAWriteWhoseConnectionIsCutIsRunAgainAsTheSameWrite(t *testing.T) {
 	t.Parallel()
-	w := cutWrite(t)
+	w := cutWrite(t, context.Background())
 	select {
 	case err := <-w.done:
-		t.Fatalf("the write answered (%v) while its server process was still running", err)
+		t.Fatalf("the write answered (%v) while its first run's transaction was still open", err)
 	case <-time.After(300 * time.Millisecond): // a window in which no answer may come
 	}
 	if err := w.blocker.Commit(context.Background()); err != nil {
@@ -200,36 +205,48 @@ func TestAWriteWhoseConnectionIsCutAnswersOnceItsOutcomeIsFinal(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the write never answered")
 	}
-	if e, ok := errs.As(err); !ok || e.Kind != errs.KindUnavailable {
-		t.Fatalf("cut write: %v, want unavailable", err)
-	}
-	if running(t, w.f, w.writer) {
-		t.Errorf("the write answered while its server process %d was still running", w.writer)
+	var replayed *storage.Replayed
+	if !errors.As(err, &replayed) || record.FieldValue(replayed.Answer, "id") != w.loanID {
+		t.Fatalf("cut write: %v, want its loan %s answered from its id", err, w.loanID)
 	}
 	if n := w.f.Count(t, "loan", "id = $1", w.loanID); n != 1 {
-		t.Errorf("%d loans read back after the write answered, want the one its process committed", n)
+		t.Errorf("%d loans after the write answered, want the one its first run committed", n)
+	}
+	if n := w.f.Count(t, "write_log", "id = $1 AND answer IS NOT NULL", w.writeID); n != 1 {
+		t.Errorf("%d rows of the write's id with an answer, want 1", n)
 	}
 }
 
-// TestACutWriteWaitsForItsOutcomeOnlySoLong: a cut write whose server
-// process is still waiting after SettleWait answers "unavailable" then,
-// its outcome unknown, rather than hold the request longer.
-func TestACutWriteWaitsForItsOutcomeOnlySoLong(t *testing.T) {
+// TestACutWriteWaitsForItsFirstRunOnlyWhileItsCallerDoes: a cut write
+// whose first run's process is still waiting for a row when the caller's
+// deadline passes answers "unavailable", its outcome not known, and writes
+// nothing of its own; when that process then commits, its loan is the
+// only one.
+func TestACutWriteWaitsForItsFirstRunOnlyWhileItsCallerDoes(t *testing.T) {
 	t.Parallel()
-	w := cutWrite(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	w := cutWrite(t, ctx)
 	var err error
 	select {
 	case err = <-w.done:
-	case <-time.After(postgres.SettleWait + 10*time.Second):
-		t.Fatalf("the write did not answer within %s of the cut", postgres.SettleWait+10*time.Second)
-	}
-	if waited := time.Since(w.at); waited < postgres.SettleWait {
-		t.Errorf("the write answered %s after the cut, before its process ended or %s passed", waited, postgres.SettleWait)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the write did not answer after its caller's deadline")
 	}
 	if e, ok := errs.As(err); !ok || e.Kind != errs.KindUnavailable {
 		t.Fatalf("cut write: %v, want unavailable", err)
 	}
 	if !running(t, w.f, w.writer) {
 		t.Errorf("server process %d ended while the row it waits for is held", w.writer)
+	}
+	if err := w.blocker.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for running(t, w.f, w.writer) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling the database's view, with a deadline
+	}
+	if n := w.f.Count(t, "loan", "id = $1", w.loanID); n != 1 {
+		t.Errorf("%d loans once the first run ended, want its one", n)
 	}
 }

@@ -155,7 +155,6 @@ func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns in
 	if noOutbox {
 		cfg.ConnConfig.RuntimeParams["checkoutlock.outbox"] = "off"
 	}
-	cfg.AfterConnect = noteBackend
 	if logger := pc.Logger; logger != nil {
 		cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
 			level := slog.LevelDebug // a NOTICE: a migration's "drop cascades", say
@@ -279,6 +278,7 @@ const (
 	TableOutboxTenant     TableName = "outbox_tenant"
 	TableOutboxCommit     TableName = "outbox_commit"
 	TableTenantGate       TableName = "tenant_gate"
+	TableWriteLog         TableName = "write_log"
 	// TypeOutboxEvent is not a table but the composite type of an event
 	// in outbox_commit's payload (migration 10), named as the tables are.
 	TypeOutboxEvent TableName = "outbox_event"
@@ -302,7 +302,7 @@ const OutboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 
 // TenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var TenantTables = []TableName{
-	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableCirculationRule, TableCirculationRules, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
+	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableWriteLog, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableCirculationRule, TableCirculationRules, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
 	TableMaterialType, TablePatronGroup, TableSettingChange, TableSetting, TableLockEvent, TableLockWaiter, TableLock,
 	TableTenantJob,
 }
@@ -323,43 +323,21 @@ func WithTables(stmt string, names ...TableName) string {
 	return fmt.Sprintf(stmt, ids...)
 }
 
-// InTx runs fn in a transaction that commits when fn returns nil. Like
-// every write, it returns only once its outcome is final (see write); one
-// whose BEGIN met a dead connection is run again on a fresh one.
+// InTx runs fn in a transaction that commits when fn returns nil; one
+// whose BEGIN met a dead connection is run again on a fresh one (see
+// Write).
 func (db *DB) InTx(ctx context.Context, t storage.Tenant, fn func(tx pgx.Tx) error) error {
-	return db.Write(ctx, t, func(c *pgx.Conn) error {
-		tx, err := c.Begin(ctx)
-		if err != nil {
-			if DeadConnection(err) {
-				return &DeadBeforeRun{Err: err}
-			}
-			return Interpret(err, t)
-		}
-		// Rollback after Commit is a no-op; on error paths it ends the
-		// transaction even if ctx was cancelled.
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-		if err := fn(tx); err != nil {
-			return err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return Interpret(err, t)
-		}
-		return nil
-	})
+	return db.Write(ctx, t, func(c *pgx.Conn) error { return inTx(ctx, c, t, fn) })
 }
 
-// Write runs a write, fn, on a connection of its own. When fn fails and
-// leaves the connection closed (cut, or closed because ctx ended), the
-// server process behind it may still be running what fn sent, up to its
-// commit: PostgreSQL notices a vanished client only when it next reads from
-// or writes to it. write then waits for that process to end (settle), so
-// that whoever hears of the failure and reads the record back, on another
-// connection, reads the write's final outcome: a check-out whose answer was
-// lost is settled by exactly such a read.
-//
-// A transaction whose BEGIN failed because its pooled connection was
-// already dead (fn returned a DeadBeforeRun) ran nothing: it is run again
-// on a fresh connection (see pool).
+// Write runs a write, fn, on a connection of its own. A transaction whose
+// BEGIN failed because its pooled connection was already dead (fn
+// returned a DeadBeforeRun) ran nothing: it is run again on a fresh
+// connection (see pool). One whose connection broke while it ran (cut, or
+// closed because ctx ended) is answered as it failed: whether it
+// committed is not known here. The writes of loans, items and requests
+// store their own id first (writes.go, WriteIdentified), which makes
+// running them again safe and their outcome known.
 func (db *DB) Write(ctx context.Context, t storage.Tenant, fn func(c *pgx.Conn) error) error {
 	err := db.writeOnce(ctx, t, fn)
 	var dead *DeadBeforeRun
@@ -370,10 +348,15 @@ func (db *DB) Write(ctx context.Context, t storage.Tenant, fn func(c *pgx.Conn) 
 	if errors.As(err, &dead) {
 		return Interpret(dead.Err, t)
 	}
+	var broken *Broken
+	if errors.As(err, &broken) {
+		return broken.Err
+	}
 	return err
 }
 
-// writeOnce is one attempt of write.
+// writeOnce is one attempt of write: fn's error, as a *Broken when fn
+// left its connection closed.
 func (db *DB) writeOnce(ctx context.Context, t storage.Tenant, fn func(c *pgx.Conn) error) error {
 	c, err := db.Pool.Acquire(ctx)
 	if err != nil {
@@ -393,88 +376,32 @@ func (db *DB) writeOnce(ctx context.Context, t storage.Tenant, fn func(c *pgx.Co
 	}()
 	err = fn(c.Conn())
 	broken := err != nil && c.Conn().IsClosed()
-	b, known := backendOf(c.Conn())
-	// Back to the pool first: a broken connection is dropped there, and
-	// its place serves settle (writes cut together would otherwise hold
-	// every place while each waits for one).
 	returned = true
 	c.Release()
-	if broken && known && db.settle(ctx, b) {
-		return &Settled{Err: err}
+	if broken {
+		var dead *DeadBeforeRun
+		if errors.As(err, &dead) {
+			return err
+		}
+		return &Broken{Err: err}
 	}
 	return err
 }
 
-// Settled is a write whose connection broke and whose server process has
-// since ended (settle): whatever it did is final, committed or not, and
-// reading back tells which. Its message is Err's.
+// Broken is a write whose connection broke while it ran (cut, its server
+// process ended, or closed because its context ended): what it sent may
+// have committed or not. Its message is Err's.
+type Broken struct{ Err error }
+
+func (b *Broken) Error() string { return b.Err.Error() }
+func (b *Broken) Unwrap() error { return b.Err }
+
+// Settled is what a patron's burst of check-outs takes as a write whose
+// outcome is final; no write is answered with it any more.
 type Settled struct{ Err error }
 
 func (s *Settled) Error() string { return s.Err.Error() }
 func (s *Settled) Unwrap() error { return s.Err }
-
-// backend names the server process behind a connection. A pid alone does
-// not: the server reuses it once the process has ended.
-type backend struct {
-	pid   uint32
-	start time.Time
-}
-
-// backendStartKey is where noteBackend keeps a connection's backend_start.
-const backendStartKey = "backend_start"
-
-// noteBackend runs on every new connection and keeps when its server
-// process started, with the connection.
-func noteBackend(ctx context.Context, c *pgx.Conn) error {
-	var start time.Time
-	if err := c.QueryRow(ctx, `SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&start); err != nil {
-		return err
-	}
-	c.PgConn().CustomData()[backendStartKey] = start
-	return nil
-}
-
-// backendOf returns the server process behind c, as noteBackend saw it.
-func backendOf(c *pgx.Conn) (backend, bool) {
-	start, ok := c.PgConn().CustomData()[backendStartKey].(time.Time)
-	return backend{pid: c.PgConn().PID(), start: start}, ok
-}
-
-// SettleWait bounds the wait for a failed write's server process to end.
-// A process still running after it (waiting for a row another transaction
-// holds, or on a server that cannot be reached) leaves the failure
-// ambiguous, as it would be without the wait.
-const SettleWait = 2 * time.Second
-
-// settleInterval is how often settle looks.
-const settleInterval = 10 * time.Millisecond
-
-// settle waits, up to SettleWait, until the server process b has ended,
-// and says whether it saw it end.
-// It never signals the process: one
-// waiting for a synchronous standby to confirm its commit would make the
-// commit visible unconfirmed when told to end. A server that has no such
-// process (b's server has failed over to another) counts as ended: the
-// history that goes on is the one that server holds.
-func (db *DB) settle(ctx context.Context, b backend) (ended bool) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SettleWait)
-	defer cancel()
-	tick := time.NewTicker(settleInterval)
-	defer tick.Stop()
-	for {
-		var running bool
-		err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2)`,
-			int64(b.pid), b.start).Scan(&running)
-		if err == nil && !running {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
-	}
-}
 
 // Lit is s as an SQL string literal: how a statement says a status, or
 // another word of package schemas, without writing it twice.

@@ -133,6 +133,13 @@ func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resour
 	if r.Path == storage.Requests.Path {
 		return s.requests.Create(ctx, t, id, doc)
 	}
+	if _, identified := storage.WriteFrom(ctx); identified {
+		// A write with an id of its own (a loan's, an item's): stored
+		// with it, once.
+		return s.db.InTxOnce(ctx, t, storage.WriteRecordCreate, func(tx pgx.Tx) (json.RawMessage, error) {
+			return record.Insert(ctx, tx, t, r, id, doc, false)
+		})
+	}
 	err := s.db.Write(ctx, t, func(c *pgx.Conn) error {
 		var err error
 		stored, err = record.Insert(ctx, c, t, r, id, doc, false)
@@ -263,6 +270,12 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 	}
 	if r.Path == storage.Requests.Path {
 		return s.requests.Update(ctx, t, id, version, doc)
+	}
+	if _, identified := storage.WriteFrom(ctx); identified {
+		_, err := s.db.InTxOnce(ctx, t, storage.WriteRecordUpdate, func(tx pgx.Tx) (json.RawMessage, error) {
+			return nil, record.Update(ctx, tx, t, r, id, version, doc, updateGuards[r.Path])
+		})
+		return err
 	}
 	return s.db.Write(ctx, t, func(c *pgx.Conn) error { return record.Update(ctx, c, t, r, id, version, doc, updateGuards[r.Path]) })
 }

@@ -56,20 +56,18 @@ func (w *Writer) Turn(ctx context.Context, t storage.Tenant) (release func(), er
 // Create is storage.RecordService's Create of request id (doc), in its
 // turn: placed in its queue and judged, in one transaction.
 func (w *Writer) Create(ctx context.Context, t storage.Tenant, id string, doc json.RawMessage) (json.RawMessage, error) {
-	var stored json.RawMessage
 	release, err := w.Turn(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	err = w.db.InTx(ctx, t, func(tx pgx.Tx) error {
-		var err error
-		if stored, err = createRequest(ctx, tx, t, id, doc); err != nil {
-			return err
+	return w.db.InTxOnce(ctx, t, storage.WriteRequestCreate, func(tx pgx.Tx) (json.RawMessage, error) {
+		stored, err := createRequest(ctx, tx, t, id, doc)
+		if err != nil {
+			return nil, err
 		}
-		return judgeRequest(ctx, tx, t, id, stored, kind{})
+		return stored, judgeRequest(ctx, tx, t, id, stored, kind{})
 	})
-	return stored, err
 }
 
 // Update is storage.RecordService's Update of request id, written at
@@ -82,30 +80,31 @@ func (w *Writer) Update(ctx context.Context, t storage.Tenant, id string, versio
 		return err
 	}
 	defer release()
-	return w.db.InTx(ctx, t, func(tx pgx.Tx) error {
+	_, err = w.db.InTxOnce(ctx, t, storage.WriteRequestUpdate, func(tx pgx.Tx) (json.RawMessage, error) {
 		shelf, err := onShelf(ctx, tx, t, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		before, err := requestKind(ctx, tx, t, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		paged, err := pagedItem(ctx, tx, t, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := updateRequest(ctx, tx, t, id, version, doc); err != nil {
-			return err
+			return nil, err
 		}
 		if err := leftShelf(ctx, tx, t, id, shelf); err != nil {
-			return err
+			return nil, err
 		}
 		if err := leftPage(ctx, tx, t, id, paged); err != nil {
-			return err
+			return nil, err
 		}
-		return judgeRequest(ctx, tx, t, id, doc, before)
+		return nil, judgeRequest(ctx, tx, t, id, doc, before)
 	})
+	return err
 }
 
 // Delete is storage.RecordService's Delete of request id, in the

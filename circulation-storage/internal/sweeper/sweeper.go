@@ -1,7 +1,8 @@
 // Package sweeper deletes what has outlived its use, on PostgreSQL, on
 // one instance at a time: expired locks and their waiters, the lock
 // history past its retention, stale sign-in counts, ended sessions and
-// their refresh tokens; and it closes the requests past their request
+// their refresh tokens, the writes' ids past the day they are kept; and
+// it closes the requests past their request
 // expiration date (requests.Expire) and those left on a hold shelf past
 // their date (requests.ExpireHoldShelves).
 package sweeper
@@ -16,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/requests"
 	"github.com/checkoutlock/circulation-storage/login"
@@ -170,6 +172,14 @@ DELETE FROM %[1]s e
           FROM (SELECT DISTINCT tenant_id FROM %[1]s WHERE id > $1) t) c
  WHERE e.tenant_id = c.tenant_id AND e.id <= c.cut`, postgres.TableLockEvent)
 
+	// forgetWritesSQL deletes a batch of the writes' ids past the time
+	// they are kept for (storage.WriteKeptFor). Parameters: $1 that time,
+	// in seconds, $2 the batch's size.
+	forgetWritesSQL = postgres.WithTables(`
+DELETE FROM %[1]s
+ WHERE (tenant_id, id) IN (SELECT tenant_id, id FROM %[1]s WHERE written_at < now() - $1::double precision * interval '1 second'
+                            ORDER BY written_at LIMIT $2)`, postgres.TableWriteLog)
+
 	// newestEventSQL is the newest event recorded.
 	newestEventSQL = postgres.WithTables(`SELECT coalesce(max(id), 0) FROM %s`, postgres.TableLockEvent)
 )
@@ -263,6 +273,7 @@ const (
 	WorkWaiters          = "waiters"
 	WorkLogin            = "login"
 	WorkHistory          = "history"
+	WorkWrites           = "writes"
 	WorkRequestExpiry    = "request_expiry"
 	WorkExpiredRequest   = "expired_request"
 	WorkHoldShelf        = "hold_shelf"
@@ -271,7 +282,7 @@ const (
 
 // Works are the kinds of work of a pass, in the order it does them, and
 // WorkExpiredRequest and WorkHoldShelfRequest.
-var Works = []string{WorkLocks, WorkWaiters, WorkLogin, WorkHistory, WorkRequestExpiry, WorkHoldShelf,
+var Works = []string{WorkLocks, WorkWaiters, WorkLogin, WorkHistory, WorkWrites, WorkRequestExpiry, WorkHoldShelf,
 	WorkExpiredRequest, WorkHoldShelfRequest}
 
 // SweepOnce deletes every lock that has expired, of every tenant, and
@@ -306,6 +317,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	})
 	run(WorkLogin, s.sweepLogin)
 	run(WorkHistory, s.trim)
+	run(WorkWrites, s.forgetWrites)
 	run(WorkRequestExpiry, s.expireRequests)
 	run(WorkHoldShelf, s.expireHoldShelves)
 	return total, errors.Join(failures...)
@@ -379,6 +391,20 @@ func (s *Sweeper) closeExpired(ctx context.Context, work, what string, close req
 		return fmt.Errorf("%d requests past their %s could not be closed (%d were)", len(failed), what, closed)
 	}
 	return nil
+}
+
+// forgetWrites deletes the writes' ids past the time they are kept for, a
+// batch at a time.
+func (s *Sweeper) forgetWrites(ctx context.Context) error {
+	for {
+		tag, err := s.db.Pool.Exec(ctx, forgetWritesSQL, storage.WriteKeptFor.Seconds(), s.batchSize)
+		if err != nil {
+			return postgres.Interpret(err, "")
+		}
+		if int(tag.RowsAffected()) < s.batchSize {
+			return nil
+		}
+	}
 }
 
 // sweepLogin runs sweepLoginSQL's statements in one round trip, one

@@ -385,8 +385,8 @@ func createViews(ctx context.Context, tx pgx.Tx, t storage.Tenant) error {
 		return postgres.Interpret(err, t)
 	}
 	for _, name := range postgres.TenantTables {
-		if name == postgres.TableTenantGate {
-			// Storage's own, not a FOLIO table: no view to write it through.
+		if name == postgres.TableTenantGate || name == postgres.TableWriteLog {
+			// Storage's own, not FOLIO tables: no view to write them through.
 			continue
 		}
 		view := schema + "." + pgx.Identifier{string(name)}.Sanitize()

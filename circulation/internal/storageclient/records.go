@@ -444,7 +444,7 @@ func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circula
 // the loan; storage says whether it did (HeaderLockReleased).
 func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item circulation.Item, lockID string,
 	acquire *circulation.LockAcquisition, lifted circulation.Overrides) (circulation.CheckedOut, error) {
-	headers := []string{schemas.HeaderItemVersion, strconv.Itoa(item.Version)}
+	headers := append(writeHeaders(ctx), schemas.HeaderItemVersion, strconv.Itoa(item.Version))
 	if lockID != "" {
 		headers = append(headers, schemas.HeaderLockID, lockID, schemas.HeaderReleaseLock, "true")
 	}
@@ -575,22 +575,32 @@ func (c *Client) CheckInItem(ctx context.Context, loan circulation.Loan, item ci
 	}
 	var written checkInWritten
 	if err := c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, &written,
-		schemas.HeaderCheckInItemVersion, strconv.Itoa(item.Version)); err != nil {
+		append(writeHeaders(ctx), schemas.HeaderCheckInItemVersion, strconv.Itoa(item.Version))...); err != nil {
 		return circulation.Loan{}, circulation.Returned{}, err
 	}
-	// Storage wrote the loan at the version read, so as the next one.
-	loan.Version++
-	if loan.Doc, err = withFields(doc, map[string]any{"_version": loan.Version}); err != nil {
+	closed, err := written.closed()
+	if err != nil {
 		return circulation.Loan{}, circulation.Returned{}, err
 	}
 	returned, err := written.returned()
-	return loan, returned, err
+	return *closed, returned, err
+}
+
+// closed is the loan a check-in closed, as storage wrote it; nil for a
+// check-in of an item without one.
+func (w checkInWritten) closed() (*circulation.Loan, error) {
+	if len(w.Loan) == 0 || string(w.Loan) == "null" {
+		return nil, nil
+	}
+	loan, err := decodeLoan(w.Loan)
+	return &loan, err
 }
 
 // checkInWritten is storage's answer to a check-in's write
 // (schemas/check-in-written.json).
 type checkInWritten struct {
 	Item                json.RawMessage              `json:"item"`
+	Loan                json.RawMessage              `json:"loan"`
 	Request             json.RawMessage              `json:"request"`
 	Requester           json.RawMessage              `json:"requester"`
 	PickupServicePoint  *circulation.ServicePointRef `json:"pickupServicePoint"`
@@ -619,7 +629,7 @@ func (w checkInWritten) returned() (circulation.Returned, error) {
 func (c *Client) ReturnItem(ctx context.Context, item circulation.Item, servicePointID string) (circulation.Returned, error) {
 	var written checkInWritten
 	if err := c.call(ctx, http.MethodPut, "/item-storage/items/"+url.PathEscape(item.ID), item.Doc, &written,
-		schemas.HeaderCheckInServicePoint, servicePointID); err != nil {
+		append(writeHeaders(ctx), schemas.HeaderCheckInServicePoint, servicePointID)...); err != nil {
 		return circulation.Returned{}, err
 	}
 	return written.returned()
@@ -649,7 +659,7 @@ func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circ
 		return err
 	}
 	return c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil,
-		schemas.HeaderLoanActionItemVersion, strconv.Itoa(item.Version))
+		append(writeHeaders(ctx), schemas.HeaderLoanActionItemVersion, strconv.Itoa(item.Version))...)
 }
 
 // RenewLoan implements circulation.Storage: the loan's replacement with the
@@ -666,7 +676,7 @@ func (c *Client) RenewLoan(ctx context.Context, loan circulation.Loan, count int
 	}
 	var stored json.RawMessage
 	if err := c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, &stored,
-		schemas.HeaderRenewalCount, strconv.Itoa(count)); err != nil {
+		append(writeHeaders(ctx), schemas.HeaderRenewalCount, strconv.Itoa(count))...); err != nil {
 		return circulation.Loan{}, err
 	}
 	return decodeLoan(stored)
@@ -709,14 +719,70 @@ func (c *Client) Loans(ctx context.Context, f circulation.LoanFilter) (json.RawM
 func (c *Client) PlaceRequest(ctx context.Context, id string, doc json.RawMessage) (json.RawMessage, error) {
 	var stored json.RawMessage
 	err := c.call(ctx, http.MethodPost, "/request-storage/requests", doc, &stored,
-		schemas.HeaderRequestRules, schemas.RequestRulesCirculation)
+		append(writeHeaders(ctx), schemas.HeaderRequestRules, schemas.RequestRulesCirculation)...)
 	return stored, err
 }
 
 // ReplaceRequest implements circulation.Storage.
 func (c *Client) ReplaceRequest(ctx context.Context, id string, doc json.RawMessage) error {
 	return c.call(ctx, http.MethodPut, "/request-storage/requests/"+url.PathEscape(id), doc, nil,
-		schemas.HeaderRequestRules, schemas.RequestRulesCirculation)
+		append(writeHeaders(ctx), schemas.HeaderRequestRules, schemas.RequestRulesCirculation)...)
+}
+
+// writeHeaders are the headers naming the write ctx carries
+// (circulation.WriteOf): its id, and the digest of the client's request
+// when its id was made from the client's Idempotency-Key.
+func writeHeaders(ctx context.Context) []string {
+	w, ok := circulation.WriteOf(ctx)
+	switch {
+	case !ok:
+		return nil
+	case w.Keyed:
+		return []string{schemas.HeaderWriteID, w.ID, schemas.HeaderWriteDigest, w.Digest}
+	}
+	return []string{schemas.HeaderWriteID, w.ID}
+}
+
+// Landed implements circulation.Storage: GET /write-storage/writes/{id},
+// the answer the write kept decoded for its kind.
+func (c *Client) Landed(ctx context.Context, id string) (circulation.Landed, bool, error) {
+	var w struct {
+		Kind   string          `json:"kind"`
+		Digest string          `json:"digest"`
+		Answer json.RawMessage `json:"answer"`
+	}
+	err := c.call(ctx, http.MethodGet, "/write-storage/writes/"+url.PathEscape(id), nil, &w)
+	switch {
+	case errs.IsKind(err, errs.KindNotFound):
+		return circulation.Landed{}, false, nil
+	case err != nil:
+		return circulation.Landed{}, false, err
+	}
+	l := circulation.Landed{Kind: w.Kind, Digest: w.Digest}
+	switch w.Kind {
+	case circulation.WriteCheckOut, circulation.WriteRenewal:
+		loan, err := decodeLoan(w.Answer)
+		if err != nil {
+			return circulation.Landed{}, false, err
+		}
+		l.Loan = &loan
+	case circulation.WriteCheckIn:
+		var written checkInWritten
+		if err := json.Unmarshal(w.Answer, &written); err != nil {
+			return circulation.Landed{}, false, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "unreadable check-in").Because(err)
+		}
+		returned, err := written.returned()
+		if err != nil {
+			return circulation.Landed{}, false, err
+		}
+		if l.Loan, err = written.closed(); err != nil {
+			return circulation.Landed{}, false, err
+		}
+		l.Returned = &returned
+	case circulation.WriteRequestCreate:
+		l.Request = w.Answer
+	}
+	return l, true, nil
 }
 
 // Request implements circulation.Storage.

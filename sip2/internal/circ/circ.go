@@ -173,8 +173,9 @@ type Loan struct {
 	Title   string
 }
 
-// CheckOut checks item out to patron at servicePoint.
-func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, servicePoint string) (Loan, error) {
+// CheckOut checks item out to patron at servicePoint, as the
+// transaction key names ("" for none: see msg's Key).
+func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, servicePoint, key string) (Loan, error) {
 	body, _ := json.Marshal(map[string]string{"itemBarcode": item, "userBarcode": patron, "servicePointId": servicePoint})
 	var out struct {
 		DueDate time.Time `json:"dueDate"`
@@ -182,10 +183,19 @@ func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, service
 			Title string `json:"title"`
 		} `json:"item"`
 	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out, keyed(key)...); err != nil {
 		return Loan{}, err
 	}
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil
+}
+
+// keyed is the header of a call made as the transaction key names: its
+// Idempotency-Key; none for "".
+func keyed(key string) []string {
+	if key == "" {
+		return nil
+	}
+	return []string{schemas.HeaderIdempotencyKey, key}
 }
 
 // CheckOutOffline records a check-out the kiosk made offline, at,
@@ -193,7 +203,7 @@ func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, service
 // servicePoint: it already happened, and circulation records it past the
 // rules a live one keeps, once however often it is sent. BrokenRules are
 // those it broke.
-func (c *Client) CheckOutOffline(ctx context.Context, s *Session, item, patron, servicePoint string, at, due time.Time) (Loan, []string, error) {
+func (c *Client) CheckOutOffline(ctx context.Context, s *Session, item, patron, servicePoint string, at, due time.Time, key string) (Loan, []string, error) {
 	offline := map[string]string{"transactionDate": at.UTC().Format(schemas.TimeFormat)}
 	if !due.IsZero() {
 		offline["dueDate"] = due.UTC().Format(schemas.TimeFormat)
@@ -208,7 +218,7 @@ func (c *Client) CheckOutOffline(ctx context.Context, s *Session, item, patron, 
 			BrokenRules []string `json:"brokenRules"`
 		} `json:"offline"`
 	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out, keyed(key)...); err != nil {
 		return Loan{}, nil, err
 	}
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, out.Offline.BrokenRules, nil
@@ -233,7 +243,7 @@ func (c *Client) SelfCheckSettings(ctx context.Context, s *Session) (SelfCheckSe
 // the patron typed ("" for none), which circulation checks when given
 // and the tenant may require: a *Refusal with PIN_REQUIRED, PIN_INVALID
 // or PIN_LOCKED when it is missing or not right.
-func (c *Client) Renew(ctx context.Context, s *Session, item, patron, servicePoint, pin string) (Loan, error) {
+func (c *Client) Renew(ctx context.Context, s *Session, item, patron, servicePoint, pin, key string) (Loan, error) {
 	req := map[string]string{"itemBarcode": item, "userBarcode": patron}
 	if servicePoint != "" {
 		req["servicePointId"] = servicePoint
@@ -245,9 +255,9 @@ func (c *Client) Renew(ctx context.Context, s *Session, item, patron, servicePoi
 			Title string `json:"title"`
 		} `json:"item"`
 	}
-	var header []string
+	header := keyed(key)
 	if pin != "" {
-		header = []string{schemas.HeaderPatronPin, pin}
+		header = append(header, schemas.HeaderPatronPin, pin)
 	}
 	if err := c.call(ctx, s, http.MethodPost, "/circulation/renew-by-barcode", body, &out, header...); err != nil {
 		return Loan{}, err
@@ -267,8 +277,8 @@ type Return struct {
 	Status, Destination string
 }
 
-// CheckIn checks item in at servicePoint.
-func (c *Client) CheckIn(ctx context.Context, s *Session, item, servicePoint string, at time.Time) (Return, error) {
+// CheckIn checks item in at servicePoint, as the transaction key names.
+func (c *Client) CheckIn(ctx context.Context, s *Session, item, servicePoint string, at time.Time, key string) (Return, error) {
 	body, _ := json.Marshal(map[string]string{"itemBarcode": item, "servicePointId": servicePoint,
 		"checkInDate": at.UTC().Format("2006-01-02T15:04:05.000Z")})
 	var out struct {
@@ -284,7 +294,7 @@ func (c *Client) CheckIn(ctx context.Context, s *Session, item, servicePoint str
 			} `json:"inTransitDestinationServicePoint"`
 		} `json:"item"`
 	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-in-by-barcode", body, &out); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-in-by-barcode", body, &out, keyed(key)...); err != nil {
 		return Return{}, err
 	}
 	destination := out.Item.DestinationID

@@ -328,7 +328,7 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	if ok, message, outcome := c.pinFirst(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
 		return reply(false, time.Time{}, "", message), outcome
 	}
-	loan, err := c.s.circ.CheckOut(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID)
+	loan, err := c.s.circ.CheckOut(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, m.Key())
 	if err == nil {
 		return reply(true, loan.DueDate, loan.Title, ""), "ok"
 	}
@@ -388,7 +388,7 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 	if c.s.opts.OfflineWithin > 0 && time.Since(at) > c.s.opts.OfflineWithin {
 		return refused(msgOfflineTooOld, "older than SIP2_OFFLINE_WITHIN ("+c.s.opts.OfflineWithin.String()+")")
 	}
-	loan, broken, err := c.s.circ.CheckOutOffline(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, at, due)
+	loan, broken, err := c.s.circ.CheckOutOffline(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, at, due, m.Key())
 	if err == nil {
 		if len(broken) > 0 {
 			c.s.logger.Warn(schemas.OfflineWords(broken), slog.String("tenant", c.cfg.Tenant),
@@ -422,7 +422,7 @@ func (c *conn) renew(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	loan, err := c.s.circ.Renew(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, m.PatronPassword)
+	loan, err := c.s.circ.Renew(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, m.PatronPassword, m.Key())
 	if err == nil {
 		return reply(true, loan, ""), "ok"
 	}
@@ -481,7 +481,7 @@ func (c *conn) renewAll(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	// Each renewal carries the PIN, as a 29's does: the tenant may
 	// require it of every one.
 	for _, l := range sum.OpenLoans {
-		_, err := c.s.circ.Renew(ctx, s, l.ItemBarcode, m.Patron, c.cfg.ServicePointID, m.PatronPassword)
+		_, err := c.s.circ.Renew(ctx, s, l.ItemBarcode, m.Patron, c.cfg.ServicePointID, m.PatronPassword, m.Key(l.ItemBarcode))
 		if err == nil {
 			renewed = append(renewed, l.ItemBarcode)
 			continue
@@ -545,7 +545,7 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	ret, err := c.s.circ.CheckIn(ctx, s, item, c.cfg.ServicePointID, at)
+	ret, err := c.s.circ.CheckIn(ctx, s, item, c.cfg.ServicePointID, at, m.Key())
 	if err == nil {
 		r := msg.CheckInResponse{OK: true, Date: c.now(), Institution: c.cfg.Institution, Item: item, Title: ret.Title, Message: msgCheckedIn}
 		switch ret.Status {

@@ -1,0 +1,162 @@
+package circulation
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/google/uuid"
+)
+
+// Write is a call's write: the id every write it makes at storage carries
+// (schemas.HeaderWriteID), which storage stores in the write's own
+// transaction. So whether the write landed is asked of its id: sent again
+// with it, the write is the same write, answered from its id when it
+// landed, written now when it did not (Service.once).
+type Write struct {
+	// ID is a UUID: a random one per call, or one made from the client's
+	// Idempotency-Key (Keyed).
+	ID string
+	// Digest is the digest of the client's request, when Keyed: the key
+	// sent again with another request is refused.
+	Digest string
+	// Keyed says the id was made from the client's Idempotency-Key: the
+	// client's call sent again with it is the same call, and a call
+	// refused before it wrote answers the write that landed with the key,
+	// if one did (Service.landed).
+	Keyed bool
+}
+
+type writeKey struct{}
+
+// WithWrite is ctx carrying the call's write w.
+func WithWrite(ctx context.Context, w Write) context.Context {
+	return context.WithValue(ctx, writeKey{}, w)
+}
+
+// WriteOf is the write ctx carries, if any.
+func WriteOf(ctx context.Context) (Write, bool) {
+	w, ok := ctx.Value(writeKey{}).(Write)
+	return w, ok && w.ID != ""
+}
+
+// identified is ctx carrying a write: its own, or a new one for this call.
+func identified(ctx context.Context) context.Context {
+	if _, ok := WriteOf(ctx); ok {
+		return ctx
+	}
+	return WithWrite(ctx, Write{ID: uuid.NewString()})
+}
+
+// Landed is a write that landed, as storage keeps it by its id, with what
+// it answered, decoded for the kind of write it was.
+type Landed struct {
+	// Kind is the write's (schemas' WriteCheckOut and the like), Digest
+	// the digest of the client's request it was made for.
+	Kind, Digest string
+	// Loan is a check-out's or a renewal's loan, or the loan a check-in
+	// closed, as written.
+	Loan *Loan
+	// Returned is what a check-in left.
+	Returned *Returned
+	// Request is a request as written.
+	Request json.RawMessage
+}
+
+// The kinds of writes, as storage names them (write.json).
+const (
+	WriteCheckOut      = "check-out"
+	WriteCheckIn       = "check-in"
+	WriteRenewal       = "renewal"
+	WriteLoanAction    = "loan-action"
+	WriteRequestCreate = "request-create"
+	WriteRequestUpdate = "request-update"
+)
+
+// settleInterval is how long a write whose answer was lost waits before
+// it is sent again.
+const settleInterval = 100 * time.Millisecond
+
+// once runs send, a write at storage carrying the id of the write ctx
+// carries, and answers whether it landed, exactly: a write whose answer
+// was lost (ambiguous) is sent again with its id, every settleInterval for
+// up to settleTimeout while request (the call that made it) waits, and
+// storage answers it from its id when it landed, judges and writes it now
+// when it did not, or, while the first is still running, waits for it.
+// Only a write storage never answers within that time comes back
+// ambiguous: its outcome is not known.
+func (s *Service) once(request, ctx context.Context, send func(context.Context) error) error {
+	err := send(ctx)
+	if !ambiguous(err) {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	for ambiguous(err) {
+		timer := time.NewTimer(settleInterval)
+		select {
+		case <-sctx.Done():
+			timer.Stop()
+			w, _ := WriteOf(ctx)
+			s.logger.WarnContext(ctx, "write outcome unknown: storage did not answer it again in time",
+				slog.String("write_id", w.ID), slog.Any("error", err))
+			return err
+		case <-request.Done():
+			// Nobody waits for the answer any more: the write stays as
+			// it is, and its id answers a client that sends it again.
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+		err = send(sctx)
+	}
+	return err
+}
+
+// landed answers a call refused before it wrote (err) with the write that
+// landed with its Idempotency-Key, when the call is keyed and one did (a
+// call sent again after its answer was lost, or at once with another):
+// found, the call is the same call. A write of another kind, or for
+// another request, refuses the call (schemas.CodeIdempotencyKeyReused).
+// Storage not answering leaves err as it is.
+func (s *Service) landed(ctx context.Context, kind string, err error) (Landed, bool, error) {
+	w, ok := WriteOf(ctx)
+	if !ok || !w.Keyed || err == nil {
+		return Landed{}, false, err
+	}
+	l, found, lerr := s.storage.Landed(ctx, w.ID)
+	switch {
+	case lerr != nil || !found:
+		return Landed{}, false, err
+	case l.Kind != kind || (l.Digest != "" && l.Digest != w.Digest):
+		return Landed{}, false, KeyReused(l.Kind)
+	}
+	return l, true, nil
+}
+
+// KeyReused is the refusal of a call whose Idempotency-Key a write of
+// kind, made for another request, landed with.
+func KeyReused(kind string) *errs.Error {
+	return errs.Errorf(errs.KindInvalid, schemas.CodeIdempotencyKeyReused,
+		"The Idempotency-Key was sent before with another request (a %s); nothing was written", kind)
+}
+
+// unanswered is a write of what (a check-out, a check-in, ...) that was
+// sent, and sent again with its id, and never answered (err): 503,
+// naming the record it writes (key, id) and its write id (writeId), so
+// that a client, an operator or a test can tell it from a call that
+// failed before it wrote anything, and send it again with its
+// Idempotency-Key, or look the record up.
+func unanswered(ctx context.Context, err error, what, key, id string) error {
+	e := errs.Errorf(errs.KindUnavailable, schemas.CodeStorageUnavailable,
+		"circulation-storage did not answer the %s's write, sent again with its id; whether it was written is not known", what).
+		With(key, id).Because(err)
+	if w, ok := WriteOf(ctx); ok {
+		e.With("writeId", w.ID)
+	}
+	e.RetryAfter = schemas.UnavailableRetryAfter
+	return e
+}
