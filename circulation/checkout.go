@@ -1,6 +1,7 @@
 package circulation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,6 +47,9 @@ type Service struct {
 	waitAtStorage bool
 	// instance names this instance in the locks it takes.
 	instance string
+	// settleTimeout bounds how long a write whose answer was lost is sent
+	// again (once).
+	settleTimeout time.Duration
 }
 
 // ServiceConfig is the check-out service's configuration, all of it given
@@ -69,7 +73,17 @@ type ServiceConfig struct {
 	// means real timers. Tests use it, with Now, to record the waits
 	// instead of sleeping through them.
 	NewTimer func() backoff.Timer
+	// SettleTimeout bounds how long a write whose answer was lost is sent
+	// again with its id before its outcome is answered unknown; 0 means
+	// DefaultSettleTimeout.
+	SettleTimeout time.Duration
 }
+
+// DefaultSettleTimeout is how long a write whose answer was lost is sent
+// again with its id, by default: long enough for a storage instance to
+// be replaced behind its load balancer, or its database connection made
+// again; short enough to answer a kiosk within its own timeout.
+const DefaultSettleTimeout = 5 * time.Second
 
 // NewService returns the check-out service, configured by cfg.
 func NewService(storage Storage, settings *Settings, observer Observer, logger *slog.Logger, cfg ServiceConfig) *Service {
@@ -83,6 +97,7 @@ func NewService(storage Storage, settings *Settings, observer Observer, logger *
 	return &Service{
 		storage: storage, settings: settings, observer: observer, logger: logger, releaseTimeout: cfg.ReleaseTimeout,
 		now: now, newTimer: newTimer, waitAtStorage: cfg.WaitAtStorage, instance: cfg.Instance,
+		settleTimeout: cmp.Or(cfg.SettleTimeout, DefaultSettleTimeout),
 	}
 }
 
@@ -642,9 +657,6 @@ func (s *Service) giveBack(ctx context.Context, lockID string) {
 // may therefore take up to its own timeout plus this (plus the release of
 // its lock).
 const WriteTimeout = 15 * time.Second
-
-// settleTimeout bounds the repair work after a failed write.
-const settleTimeout = 5 * time.Second
 
 // written is a check-out's write as done: its result, and whether storage
 // released the lock in the write's transaction.

@@ -238,8 +238,10 @@ func stackOver(t *testing.T, store *storagetest.Storage, env circulation.LockSet
 	s := &stack{store: store, storage: client, clock: &clock{now: start}, obs: &observer{}}
 	cfg := stackConfig{
 		settings: circulation.SettingsConfig{Env: env, TTL: time.Minute},
+		// A write whose answer was lost is sent again for half a second:
+		// long enough for a few sends, short enough for a test.
 		service: circulation.ServiceConfig{ReleaseTimeout: time.Second, WaitAtStorage: true,
-			Now: s.clock.Now, NewTimer: s.clock.NewTimer},
+			Now: s.clock.Now, NewTimer: s.clock.NewTimer, SettleTimeout: 500 * time.Millisecond},
 	}
 	for _, o := range opts {
 		o(&cfg, s.clock)
@@ -995,7 +997,8 @@ func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, lockOn, withoutWaitAtStorage())
-			s.store.Refuse(storagetest.RoutePostLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+			// The write never reaches storage, however often it is sent.
+			s.store.Refuse(storagetest.RoutePostLoan, -1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 			s.store.Refuse(storagetest.RouteRelease, -1, tc.status, tc.code)
 			_, err := s.checkOut(t)
 			wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
@@ -1016,23 +1019,38 @@ func TestARefusedCheckOutIsAnsweredWhenTheReleaseFails(t *testing.T) {
 
 // TestCheckOutLeavesTheItemWhenTheLoanFails: item and loan are one write,
 // so a loan that fails leaves the item as it was: nothing to put back; the
-// lock acquired by a call of its own is released by another.
+// lock acquired by a call of its own is released by another. A write that
+// storage never answers, however often it is sent again with its id,
+// answers that its outcome is not known, naming its loan and its write id.
 func TestCheckOutLeavesTheItemWhenTheLoanFails(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn, withoutWaitAtStorage())
-	s.store.Refuse(storagetest.RoutePostLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+	s.store.Refuse(storagetest.RoutePostLoan, -1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
 	_, err := s.checkOut(t)
 	// The answer names the loan the unanswered write would have made.
 	e := wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
-	if len(e.Parameters) != 1 || e.Parameters[0].Key != "loanId" || uuid.Validate(e.Parameters[0].Value) != nil {
-		t.Errorf("parameters %+v, want the loanId of the write", e.Parameters)
+	params := map[string]string{}
+	for _, p := range e.Parameters {
+		params[p.Key] = p.Value
+	}
+	writes := map[string]bool{}
+	for _, c := range s.store.Calls() {
+		if c.Route == storagetest.RoutePostLoan {
+			writes[c.WriteID] = true
+		}
+	}
+	if len(params) != 2 || uuid.Validate(params["loanId"]) != nil || !writes[params["writeId"]] || len(writes) != 1 {
+		t.Errorf("parameters %+v, want the loanId and the writeId of the write, sent with one id (%v)", e.Parameters, writes)
+	}
+	if n := s.store.Count(storagetest.RoutePostLoan); n < 2 {
+		t.Errorf("the write was sent %d times, want it sent again", n)
 	}
 	if n := len(s.store.Loans()); n != 0 {
 		t.Errorf("%d loans, want 0", n)
 	}
 	wantItem(t, s.store, schemas.ItemAvailable, 1)
 	wantCount(t, s.store, storagetest.RoutePutItem, 0)
-	wantCount(t, s.store, storagetest.RouteLoan, 1) // the read-back found nothing
+	wantCount(t, s.store, storagetest.RouteLoan, 0) // nothing read back
 	wantCount(t, s.store, storagetest.RouteRelease, 1)
 	if locks := s.store.Granted(); len(locks) != 1 || s.store.Live(locks[0].ID) {
 		t.Errorf("locks %+v, want one, released", locks)
@@ -1040,9 +1058,9 @@ func TestCheckOutLeavesTheItemWhenTheLoanFails(t *testing.T) {
 }
 
 // TestCheckOutReadsBackAnAmbiguousLoanCreation: the write's answer is
-// lost after it committed; the check-out reads its loan back and answers
-// it. So whether the write acquired the lock itself or a call of its own
-// did.
+// lost after it committed; the check-out sends it again with its write id
+// and is answered its loan from the id, written once. So whether the
+// write acquired the lock itself or a call of its own did.
 func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
 	t.Parallel()
 	t.Run("the write acquires", func(t *testing.T) { t.Parallel(); readsBackAnAmbiguousLoanCreation(t) })
@@ -1062,10 +1080,12 @@ func readsBackAnAmbiguousLoanCreation(t *testing.T, opts ...stackOption) {
 	}
 	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 	wantCount(t, s.store, storagetest.RoutePutItem, 0)
-	wantCount(t, s.store, storagetest.RouteLoan, 1)
+	wantCount(t, s.store, storagetest.RouteLoan, 0)
+	wantWrittenOnce(t, s.store, storagetest.RoutePostLoan, 2, 1)
 	// The write that committed released the lock with the loan, but its
-	// answer, which said so, was lost: the check-out releases the lock by
-	// a call of its own, which finds it gone.
+	// answer, which said so, was lost, and the one sent again took no
+	// lock: the check-out releases the lock by a call of its own, which
+	// finds it gone.
 	wantCount(t, s.store, storagetest.RouteRelease, 1)
 	for _, c := range s.store.Calls() {
 		if c.Route == storagetest.RouteRelease && c.Status != http.StatusNotFound {

@@ -200,32 +200,56 @@ func TestLoanActionWithTheItemChangedMeanwhile(t *testing.T) {
 }
 
 // TestLoanActionWhoseAnswerIsLost: the action's write commits but its
-// answer is lost: read back, the loan says it was written, and the action
-// succeeds once.
+// answer is lost: sent again with its write id, it is answered from the
+// id (replayed, nothing written again), and the action succeeds once. One
+// refused before storage saw it is sent again too, and written then.
 func TestLoanActionWhoseAnswerIsLost(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
-	res, err := s.checkOut(t)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name     string
+		fault    func(*storagetest.Storage)
+		replayed int
+	}{
+		{"answer lost after the write", func(st *storagetest.Storage) { st.Lose(storagetest.RoutePutLoan, 1, storagetest.LostUnavailable) }, 1},
+		{"answer cut after the write", func(st *storagetest.Storage) { st.Lose(storagetest.RoutePutLoan, 1, storagetest.LostCut) }, 1},
+		{"refused before storage saw it", func(st *storagetest.Storage) {
+			st.Refuse(storagetest.RoutePutLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			res, err := s.checkOut(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.fault(s.store)
+			at := time.Date(2025, 3, 5, 12, 0, 0, 0, time.UTC)
+			if err := s.svc.ClaimItemReturned(okapi(t), res.Loan.ID, circulation.ClaimItemReturnedRequest{At: at}); err != nil {
+				t.Fatalf("claim returned: %v", err)
+			}
+			wantItem(t, s.store, schemas.ItemClaimedReturned, 3)
+			wantWrittenOnce(t, s.store, storagetest.RoutePutLoan, 2, tc.replayed)
+		})
 	}
-	s.store.Lose(storagetest.RoutePutLoan, 1, storagetest.LostUnavailable)
-	at := time.Date(2025, 3, 5, 12, 0, 0, 0, time.UTC)
-	if err := s.svc.ClaimItemReturned(okapi(t), res.Loan.ID, circulation.ClaimItemReturnedRequest{At: at}); err != nil {
-		t.Fatalf("claim returned whose answer was lost: %v", err)
+}
+
+// wantWrittenOnce checks that route was called sent times, each with one
+// write id, and storage answered replayed of them from the id.
+func wantWrittenOnce(t *testing.T, st *storagetest.Storage, route string, sent, replayed int) {
+	t.Helper()
+	ids, n, r := map[string]bool{}, 0, 0
+	for _, c := range st.Calls() {
+		if c.Route != route {
+			continue
+		}
+		n++
+		ids[c.WriteID] = true
+		if c.Replayed {
+			r++
+		}
 	}
-	wantItem(t, s.store, schemas.ItemClaimedReturned, 3)
-	wantCount(t, s.store, storagetest.RoutePutLoan, 1)
-	// And one refused before storage saw it is the refusal it is.
-	s2 := newStack(t, lockOn)
-	res2, err := s2.checkOut(t)
-	if err != nil {
-		t.Fatal(err)
+	if n != sent || len(ids) != 1 || r != replayed {
+		t.Errorf("%s: %d calls with %d write ids, %d answered from the id; want %d with one, %d", route, n, len(ids), r, sent, replayed)
 	}
-	s2.store.Refuse(storagetest.RoutePutLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
-	err = s2.svc.ClaimItemReturned(okapi(t), res2.Loan.ID, circulation.ClaimItemReturnedRequest{At: at})
-	if !errs.IsKind(err, errs.KindUnavailable) {
-		t.Errorf("a write refused before storage saw it: %v, want storage unavailable", err)
-	}
-	wantItem(t, s2.store, schemas.ItemCheckedOut, 2)
 }

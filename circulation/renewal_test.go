@@ -275,12 +275,13 @@ func TestTwoRenewalsAtOnceRenewOnce(t *testing.T) {
 // it at the same count; one is written, the other's write is refused (here
 // at the boundary, as when its database backend is terminated while it
 // waits behind the first) with an answer that does not say whether it
-// was written. Read back, the loan shows exactly the renewal the second
-// would have written (the same count, and from the current due date the
-// same due date): the second must not be answered renewed, since only one
-// renewal was written, but with its outcome unknown (as the history
-// checker found: three renewals answered 200 around a fault, the loan
-// renewed once).
+// was written. The loan read back would show exactly the renewal the
+// second would have written (the same count, the same due date), so
+// nothing read back can tell; the second is sent again with its own write
+// id, which storage never stored: judged now, it is refused, the loan
+// changed meanwhile, and never answered renewed (as the history checker
+// found once: three renewals answered 200 around a fault, the loan renewed
+// once).
 func TestALostRenewalIsNotAnotherRenewalsDone(t *testing.T) {
 	t.Parallel()
 	s := renewStack(t, map[string]any{"renewalsPolicy": map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"}})
@@ -300,15 +301,21 @@ func TestALostRenewalIsNotAnotherRenewalsDone(t *testing.T) {
 	if err == nil {
 		t.Fatalf("a renewal never written answered renewed: count %d, due %s", res.Loan.RenewalCount, res.Loan.DueDate)
 	}
-	wantError(t, err, errs.KindUnavailable, schemas.CodeStorageUnavailable)
-	written := 0
+	wantError(t, err, errs.KindConflict, schemas.CodeLoanChanged)
+	written, sent := 0, map[string]int{}
 	for _, c := range s.store.Calls() {
-		if c.Route == storagetest.RoutePutLoan && c.StorageStatus == http.StatusOK {
-			written++
+		if c.Route == storagetest.RoutePutLoan {
+			sent[c.WriteID]++
+			if c.StorageStatus == http.StatusOK {
+				written++
+			}
 		}
 	}
 	if loans := s.store.Loans(); written != 1 || len(loans) != 1 || loans[0].Action != circulation.ActionRenewed {
 		t.Errorf("%d renewals written, loans %+v; want the other one alone", written, loans)
+	}
+	if len(sent) != 2 {
+		t.Errorf("the renewals' writes by write id: %v; want the other's once and this one's twice (lost, sent again)", sent)
 	}
 }
 

@@ -83,7 +83,7 @@ const settleInterval = 100 * time.Millisecond
 // once runs send, a write at storage carrying the id of the write ctx
 // carries, and answers whether it landed, exactly: a write whose answer
 // was lost (ambiguous) is sent again with its id, every settleInterval for
-// up to settleTimeout while request (the call that made it) waits, and
+// up to the service's settle timeout while request (the call that made it) waits, and
 // storage answers it from its id when it landed, judges and writes it now
 // when it did not, or, while the first is still running, waits for it.
 // Only a write storage never answers within that time comes back
@@ -93,7 +93,7 @@ func (s *Service) once(request, ctx context.Context, send func(context.Context) 
 	if !ambiguous(err) {
 		return err
 	}
-	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	sctx, cancel := context.WithTimeout(ctx, s.settleTimeout)
 	defer cancel()
 	for ambiguous(err) {
 		timer := time.NewTimer(settleInterval)

@@ -51,6 +51,9 @@ type Circulation struct {
 	StorageTimeout time.Duration `env:"STORAGE_TIMEOUT" envDefault:"5s"`
 	// ReleaseTimeout bounds the release of a lock after a check-out.
 	ReleaseTimeout time.Duration `env:"RELEASE_TIMEOUT" envDefault:"2s"`
+	// SettleTimeout bounds how long a write whose answer was lost is sent
+	// again with its id before its outcome is answered unknown (503).
+	SettleTimeout time.Duration `env:"WRITE_SETTLE_TIMEOUT" envDefault:"5s"`
 	// SettingsCacheTenants bounds how many tenants' settings are cached.
 	SettingsCacheTenants int `env:"SETTINGS_CACHE_TENANTS" envDefault:"10000"`
 	// PatronSummaryRate is how many patron summaries a minute a
@@ -171,6 +174,7 @@ func (c Circulation) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"SETTINGS_CACHE_TTL": c.SettingsCacheTTL, "STORAGE_TIMEOUT": c.StorageTimeout, "RELEASE_TIMEOUT": c.ReleaseTimeout,
+		"WRITE_SETTLE_TIMEOUT": c.SettleTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 5s, got %s", name, d))

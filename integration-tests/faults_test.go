@@ -241,7 +241,9 @@ func TestFaultReleaseFails(t *testing.T) {
 	lib := c.SetupLibrary(1, 2, 5)
 	patron, items := lib.Patrons[0], lib.Items[0]
 	circ := c.Circulations[0]
-	polling := c.AddCirculations(1, "LOCK_WAIT_AT_STORAGE=false")[0]
+	// The lost write is sent again with its id for a second, well within
+	// the lock's lifetime.
+	polling := c.AddCirculations(1, "LOCK_WAIT_AT_STORAGE=false", "WRITE_SETTLE_TIMEOUT=1s")[0]
 
 	c.StorageProxy.DropRequests("POST /loan-storage/loans", "DELETE /check-out-lock-storage/")
 	c.Do(polling, "POST", "/circulation/check-out-by-barcode", map[string]string{"itemBarcode": items[0], "userBarcode": patron,

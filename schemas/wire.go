@@ -109,8 +109,8 @@ const (
 	// transaction, first, with the answer the write gave. Sent again with
 	// the id, the write is the same write: storage answers the stored
 	// answer (HeaderWriteReplayed) and writes nothing, or writes it now if
-	// it never landed. A write sent without one gets one of storage's
-	// choosing.
+	// it never landed. Circulation's writes always carry one; a write sent
+	// without one is a write of its own, as FOLIO's storage writes it.
 	HeaderWriteID = "X-Write-Id"
 	// HeaderWriteDigest, beside HeaderWriteID, is the digest of the
 	// client's request a write id made from an Idempotency-Key stands for:

@@ -47,7 +47,12 @@ type Call struct {
 	// acquires its lock; LockAcquired is storage's answer's
 	// X-Check-Out-Lock-Acquired: it did.
 	AcquireLock, LockAcquired string
-	Body                      string
+	// WriteID is X-Write-Id: the write's own id; Replayed says storage
+	// answered it from the id, a write with it having landed before
+	// (X-Write-Replayed).
+	WriteID  string
+	Replayed bool
+	Body     string
 	// Status is the status the caller got (0 when the connection was cut).
 	Status int
 	// Answer is the body the caller got.
@@ -318,7 +323,7 @@ func (b *Boundary) serve(w http.ResponseWriter, r *http.Request) {
 	c := Call{Route: routeOf(r.Method, r.URL.Path), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 		Tenant: r.Header.Get(schemas.HeaderTenant), RequestID: r.Header.Get(schemas.HeaderRequestID),
 		LockID: r.Header.Get(schemas.HeaderLockID), ReleaseLock: r.Header.Get(schemas.HeaderReleaseLock),
-		AcquireLock: r.Header.Get(schemas.HeaderAcquireLock), Body: string(body)}
+		AcquireLock: r.Header.Get(schemas.HeaderAcquireLock), WriteID: r.Header.Get(schemas.HeaderWriteID), Body: string(body)}
 	b.mu.Lock()
 	arrival := b.arrival
 	b.mu.Unlock()
@@ -374,6 +379,7 @@ func (b *Boundary) serve(w http.ResponseWriter, r *http.Request) {
 	res.Body.Close()
 	c.StorageStatus, c.StorageAnswer = res.StatusCode, string(answer)
 	c.LockAcquired = res.Header.Get(schemas.HeaderLockAcquired)
+	c.Replayed = res.Header.Get(schemas.HeaderWriteReplayed) == "true"
 	if res.StatusCode < 300 {
 		if f := b.take(c, func(f *fault) bool { return f.lose != 0 }); f != nil {
 			switch f.lose {

@@ -89,6 +89,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	}
 	svc := circulation.NewService(storage, settings, metrics, logger, circulation.ServiceConfig{
 		ReleaseTimeout: cfg.ReleaseTimeout,
+		SettleTimeout:  cfg.SettleTimeout,
 		WaitAtStorage:  cfg.LockWaitAtStorage,
 		Instance:       instanceName(cfg.InstanceName, ln.Addr()),
 	})

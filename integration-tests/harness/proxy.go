@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -21,8 +22,12 @@ type Proxy struct {
 	latency time.Duration
 	refuse  bool
 	drop    []string
-	conns   map[net.Conn]struct{}
-	closed  bool
+	// dropNext, lose and hold are the requests lost on their way, those
+	// whose answers are lost, and those held back, each for its count of
+	// them.
+	dropNext, lose, hold []*matched
+	conns                map[net.Conn]struct{}
+	closed               bool
 	// open is closed while the proxy forwards; while it blackholes, open
 	// is a channel nobody closes until Blackhole(false).
 	open        chan struct{}
@@ -70,6 +75,58 @@ func (p *Proxy) DropRequests(prefixes ...string) {
 	p.mu.Lock()
 	p.drop = slices.DeleteFunc(slices.Clone(prefixes), func(s string) bool { return s == "" })
 	p.mu.Unlock()
+}
+
+// matched is a fault for the next n requests starting with prefix; held
+// requests wait until release is closed.
+type matched struct {
+	prefix  string
+	n       int
+	release chan struct{}
+	// arrived is closed when the first request held arrives.
+	arrived chan struct{}
+}
+
+// take is the first of faults that applies to a request starting with
+// chunk, its count taken down; nil for none.
+func take(faults []*matched, chunk []byte) *matched {
+	for _, f := range faults {
+		if f.n > 0 && strings.HasPrefix(string(chunk), f.prefix) {
+			f.n--
+			return f
+		}
+	}
+	return nil
+}
+
+// DropNext makes the proxy cut the connections of the next n requests
+// that start with prefix, before they are forwarded: the server never
+// sees them.
+func (p *Proxy) DropNext(n int, prefix string) {
+	p.mu.Lock()
+	p.dropNext = append(p.dropNext, &matched{prefix: prefix, n: n})
+	p.mu.Unlock()
+}
+
+// LoseAnswers makes the proxy forward the next n requests that start
+// with prefix ("PUT /loan-storage/loans/") and cut their connections
+// when the answer arrives, the answer not forwarded: the server did the
+// work, and its client never hears of it.
+func (p *Proxy) LoseAnswers(n int, prefix string) {
+	p.mu.Lock()
+	p.lose = append(p.lose, &matched{prefix: prefix, n: n})
+	p.mu.Unlock()
+}
+
+// Hold makes the proxy hold back the next request that starts with
+// prefix until release is called; arrived is closed when it has arrived.
+func (p *Proxy) Hold(prefix string) (arrived <-chan struct{}, release func()) {
+	f := &matched{prefix: prefix, n: 1, release: make(chan struct{}), arrived: make(chan struct{})}
+	p.mu.Lock()
+	p.hold = append(p.hold, f)
+	p.mu.Unlock()
+	var once sync.Once
+	return f.arrived, func() { once.Do(func() { close(f.release) }) }
 }
 
 // Blackhole makes the network between the two sides silent (on), as a
@@ -151,8 +208,11 @@ func (p *Proxy) forward(client net.Conn) {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(server, client, true) }()
-	go func() { defer wg.Done(); p.pipe(client, server, false) }()
+	// losing says the request in flight on this connection has its
+	// answer lost.
+	var losing atomic.Bool
+	go func() { defer wg.Done(); p.pipe(server, client, true, &losing) }()
+	go func() { defer wg.Done(); p.pipe(client, server, false, &losing) }()
 	wg.Wait()
 	p.mu.Lock()
 	delete(p.conns, client)
@@ -163,7 +223,7 @@ func (p *Proxy) forward(client net.Conn) {
 // pipe copies src to dst chunk by chunk, delaying each by the latency, and
 // closes both ends when either side ends. fromClient marks the direction in
 // which requests travel.
-func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
+func (p *Proxy) pipe(dst, src net.Conn, fromClient bool, losing *atomic.Bool) {
 	// A reader passes chunks, stamped with when they arrived, to a writer
 	// that delivers each once the latency has passed since: latency delays
 	// the data without limiting how much is in flight, as a long network
@@ -207,8 +267,26 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 		if n > 0 {
 			p.mu.Lock()
 			drop := p.drop
+			var dropped, lost, held *matched
+			if fromClient {
+				dropped, lost, held = take(p.dropNext, buf[:n]), take(p.lose, buf[:n]), take(p.hold, buf[:n])
+			}
 			p.mu.Unlock()
-			if fromClient && slices.ContainsFunc(drop, func(prefix string) bool { return strings.HasPrefix(string(buf[:n]), prefix) }) {
+			if dropped != nil || fromClient && slices.ContainsFunc(drop, func(prefix string) bool { return strings.HasPrefix(string(buf[:n]), prefix) }) {
+				src.Close()
+				dst.Close()
+				return
+			}
+			if lost != nil {
+				losing.Store(true)
+			}
+			if held != nil {
+				close(held.arrived)
+				<-held.release
+			}
+			if !fromClient && losing.Load() {
+				// The answer of a request whose answer is lost: the
+				// server sent it, the client never gets it.
 				src.Close()
 				dst.Close()
 				return

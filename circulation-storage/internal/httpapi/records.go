@@ -55,12 +55,13 @@ func (s *Server) announcing(r storage.Resource, write echo.HandlerFunc) echo.Han
 }
 
 // identified is a write of r's records that carries its own id
-// (storage.Write), when r's are loans, items or requests: the id
-// schemas.HeaderWriteID names, with the digest schemas.HeaderWriteDigest
-// gives, or one of its own. A write whose id landed before is answered
-// with that write's answer, as it was answered then (201 and Location for
-// a creation, 200 with a body or 204 for a replacement), and
-// schemas.HeaderWriteReplayed.
+// (storage.Write), when r's are loans, items or requests and the caller
+// names one (schemas.HeaderWriteID, with the digest
+// schemas.HeaderWriteDigest gives): circulation's always do. A write
+// whose id landed before is answered with that write's answer, as it was
+// answered then (201 and Location for a creation, 200 with a body or 204
+// for a replacement), and schemas.HeaderWriteReplayed. A write without
+// one is a write of its own, as FOLIO's storage writes it.
 func (s *Server) identified(r storage.Resource, write echo.HandlerFunc) echo.HandlerFunc {
 	if r.Path != storage.Loans.Path && r.Path != storage.Items.Path && r.Path != storage.Requests.Path {
 		return write
@@ -73,7 +74,7 @@ func (s *Server) identified(r storage.Resource, write echo.HandlerFunc) echo.Han
 			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s names the request of the write %s names",
 				schemas.HeaderWriteDigest, schemas.HeaderWriteID)
 		case w.ID == "":
-			w.ID = uuid.NewString()
+			return write(c)
 		case !s.Schemas().ValidUUID(w.ID):
 			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s must be a UUID", schemas.HeaderWriteID).
 				With("writeId", truncateText(w.ID))

@@ -485,7 +485,7 @@ func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.C
 	if id != nil {
 		// The write's id first: a second run of the same write waits here
 		// for the first's transaction, and fails if it landed.
-		b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, storage.WriteCheckOut)...)
+		b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, storage.WriteCheckOut))
 	}
 	b.Queue(ownEventsSQL)
 	return b, s.queueCheckOut(ctx, b, t, w, lean)

@@ -23,7 +23,7 @@ func TestACheckOutWriteCutBeforeItRanIsSentAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	w := waitingWrite(t, db, ctx)
+	w := waitingWrite(t, db, 0)
 	var ended bool
 	if err := w.blocker.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, w.writer).Scan(&ended); err != nil || !ended {
 		t.Fatalf("terminate the write's server process %d: %v, %v", w.writer, ended, err)
@@ -61,7 +61,7 @@ func wantWrittenOnce(t *testing.T, w cut) {
 // written once.
 func TestACutWriteWhoseProcessEndedUncommittedIsSentAgain(t *testing.T) {
 	t.Parallel()
-	w := cutWrite(t, context.Background())
+	w := cutWrite(t, 0)
 	ctx := context.Background()
 	var ended bool
 	if err := w.blocker.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, w.writer).Scan(&ended); err != nil || !ended {

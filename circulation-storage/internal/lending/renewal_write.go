@@ -89,6 +89,7 @@ WITH recall AS (
            'dueDate', r.jsonb -> 'dueDate', 'renewalCount', r.jsonb -> 'renewalCount')))
       FROM renewed r WHERE ` + postgres.OutboxOn + `
 ), ` + postgres.AnsweredSQL("(SELECT jsonb FROM renewed)", "EXISTS (SELECT 1 FROM renewed)") + `
+)
 SELECT (SELECT jsonb FROM renewed) AS stored, (SELECT open FROM recall) AS recalled, j.*
   FROM judged j`
 }
@@ -188,7 +189,7 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 		// it read before the other committed.
 		b := &pgx.Batch{}
 		if id != nil {
-			b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, storage.WriteRenewal)...)
+			b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, storage.WriteRenewal))
 		}
 		b.Queue(itemRowSQL, record.FieldValue(w.Loan, "itemId"), string(t))
 		b.Queue(renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,

@@ -26,9 +26,10 @@ import (
 // write: it answers the stored answer, or, when the first never landed,
 // is judged and written now, once.
 var (
-	// ClaimSQL stores a write's id. Parameters: $1 the tenant, $2 the id,
-	// $3 its kind, $4 the digest of the client's request (NULL: none).
-	ClaimSQL = WithTables(`INSERT INTO %s (tenant_id, id, kind, digest) VALUES ($1, $2, $3, $4)`, TableWriteLog)
+	// ClaimSQL stores a write's id, with its arguments named (ClaimArgs):
+	// the tenant, the id, its kind and the digest of the client's request
+	// (NULL: none).
+	ClaimSQL = WithTables(`INSERT INTO %s (tenant_id, id, kind, digest) VALUES (@tenant, @id, @kind, @digest)`, TableWriteLog)
 	// AnswerSQL keeps the answer of the write that stored the id.
 	// Parameters: $1 the tenant, $2 the id, $3 the answer (NULL: none).
 	AnswerSQL = WithTables(`UPDATE %s SET answer = $3 WHERE tenant_id = $1 AND id = $2`, TableWriteLog)
@@ -42,8 +43,8 @@ var (
 const writeLogKey = "write_log_pkey"
 
 // ClaimArgs are ClaimSQL's arguments for the write w of kind.
-func ClaimArgs(t storage.Tenant, w storage.Write, kind string) []any {
-	return []any{string(t), w.ID, kind, Nullable(w.Digest)}
+func ClaimArgs(t storage.Tenant, w storage.Write, kind string) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{"tenant": string(t), "id": w.ID, "kind": kind, "digest": Nullable(w.Digest)}
 }
 
 // Claimed reports whether err is a write's failure to store its id
@@ -112,7 +113,7 @@ func (db *DB) InTxOnce(ctx context.Context, t storage.Tenant, kind string, fn fu
 	err := db.Once(ctx, t, kind, func(c *pgx.Conn, id *storage.Write) error {
 		return inTx(ctx, c, t, func(tx pgx.Tx) error {
 			if id != nil {
-				if _, err := tx.Exec(ctx, ClaimSQL, ClaimArgs(t, *id, kind)...); err != nil {
+				if _, err := tx.Exec(ctx, ClaimSQL, ClaimArgs(t, *id, kind)); err != nil {
 					return err
 				}
 			}
@@ -164,7 +165,8 @@ func (db *DB) Once(ctx context.Context, t storage.Tenant, kind string, run func(
 // that settle its id (claimed by the statement before): kept with the
 // answer (answer, SQL of its JSON) when the statement wrote (written, an
 // SQL condition), taken away when it did not. The statement's @tenant and
-// @write_id (NULL: no id) name the write.
+// @write_id (NULL: no id) name the write. The second's parenthesis is
+// left for the statement to close.
 func AnsweredSQL(answer, written string) string {
 	log := Table(TableWriteLog)
 	return `answered AS (
@@ -172,8 +174,7 @@ func AnsweredSQL(answer, written string) string {
      WHERE tenant_id = @tenant AND id = @write_id::uuid AND ` + written + `
 ), unclaimed AS (
     DELETE FROM ` + log + `
-     WHERE tenant_id = @tenant AND id = @write_id::uuid AND NOT ` + written + `
-)`
+     WHERE tenant_id = @tenant AND id = @write_id::uuid AND NOT ` + written
 }
 
 // WriteID is the id of the write ctx carries, as a statement's

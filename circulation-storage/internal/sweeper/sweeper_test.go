@@ -170,6 +170,33 @@ func TestSweepForgetsStaleSignIns(t *testing.T) {
 	}
 }
 
+// TestSweepForgetsWritesPastTheirDay: the writes' ids older than
+// storage.WriteKeptFor are deleted, a batch at a time; younger ones are
+// kept, each still answering its write.
+func TestSweepForgetsWritesPastTheirDay(t *testing.T) {
+	t.Parallel()
+	db := dbtest.OpenDB(t, pgtest.Fresh(t))
+	f := dbtest.SetupTenant(t, db)
+	kept := uuid.NewString()
+	f.Exec(t, `INSERT INTO `+postgres.Table(postgres.TableWriteLog)+` (tenant_id, id, kind, written_at)
+		SELECT $1, gen_random_uuid(), 'check-out', now() - $2::double precision * interval '1 second' - interval '1 minute' FROM generate_series(1, 25)`,
+		string(f.Tenant), storage.WriteKeptFor.Seconds())
+	f.Exec(t, `INSERT INTO `+postgres.Table(postgres.TableWriteLog)+` (tenant_id, id, kind, written_at)
+		VALUES ($1, $2, 'check-in', now() - $3::double precision * interval '1 second' + interval '1 minute')`,
+		string(f.Tenant), kept, storage.WriteKeptFor.Seconds())
+	if _, err := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10}).SweepOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var left string
+	if err := db.Pool.QueryRow(context.Background(), `SELECT string_agg(id::text, ',') FROM `+postgres.Table(postgres.TableWriteLog)+` WHERE tenant_id = $1`,
+		string(f.Tenant)).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != kept {
+		t.Errorf("writes' ids left after a sweep: %q, want only the one within its day, %s", left, kept)
+	}
+}
+
 // TestAFrozenPassLetsGoOfTheSweep: a pass that holds the sweeper's lock
 // and then falls silent (its process frozen in the middle of the pass)
 // loses it once its connection has been idle the pass timeout: another
@@ -445,7 +472,7 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), WorkLocks+":") || !strings.Contains(err.Error(), WorkHoldShelf+": 1 requests") {
 		t.Errorf("the pass answered %v, want the lock sweep's failure and the request's", err)
 	}
-	want := []told{{WorkLocks, true}, {WorkWaiters, false}, {WorkLogin, false}, {WorkHistory, false}, {WorkRequestExpiry, false},
+	want := []told{{WorkLocks, true}, {WorkWaiters, false}, {WorkLogin, false}, {WorkHistory, false}, {WorkWrites, false}, {WorkRequestExpiry, false},
 		{WorkHoldShelfRequest, true}, {WorkHoldShelf, true}}
 	if !slices.Equal(works, want) {
 		t.Errorf("told of %v, want %v", works, want)
@@ -538,7 +565,7 @@ func TestRequestsPastTheirExpirationDateAreClosedEachOnItsOwn(t *testing.T) {
 	if err == nil || err.Error() != WorkRequestExpiry+": 1 requests past their expiration date could not be closed (2 were)" {
 		t.Errorf("the pass answered %v, want the request's failure alone", err)
 	}
-	want := []told{{WorkLocks, false}, {WorkWaiters, false}, {WorkLogin, false}, {WorkHistory, false}, {WorkExpiredRequest, true},
+	want := []told{{WorkLocks, false}, {WorkWaiters, false}, {WorkLogin, false}, {WorkHistory, false}, {WorkWrites, false}, {WorkExpiredRequest, true},
 		{WorkRequestExpiry, true}, {WorkHoldShelf, false}}
 	if !slices.Equal(works, want) {
 		t.Errorf("told of %v, want %v", works, want)

@@ -1,0 +1,257 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
+)
+
+// Every write knows itself, across the real binaries: whether a write
+// landed is asked of its own id, never guessed from what is read back, and
+// a call sent again with its Idempotency-Key is the same call.
+
+// writeKind is one kind of write through circulation, made on a record of
+// its own: its call, the storage request that makes its write (what the
+// proxy loses), its answer when done, and how much it moved the record it
+// writes (written once: one version on, or one request more).
+type writeKind struct {
+	name string
+	// storage is how the write's request to storage starts.
+	storage string
+	ok      int
+	// prepare makes the record the write is made on and answers the call
+	// and what reads the record's version.
+	prepare func(t *testing.T) (method, path string, body map[string]any, version func() int)
+}
+
+// writeKinds are the writes of loans, items and requests circulation
+// makes, each on the i-th item of lib's second patron's set (the first
+// patron borrows them; the second requests them).
+func writeKinds(t *testing.T, c *harness.Cluster, lib harness.Library, librarian map[string]string) []writeKind {
+	borrower, requester := lib.Patrons[0], lib.Patrons[1]
+	requesterID := patronID(t, c, requester)
+	next := 0
+	item := func() (barcode, id string) {
+		barcode = lib.Items[1][next]
+		next++
+		return barcode, c.IDOf(t, "/item-storage/items", "items", barcode)
+	}
+	lent := func(t *testing.T) (barcode, itemID, loanID string) {
+		barcode, itemID = item()
+		c.CheckOut(0, barcode, borrower).Want(t, http.StatusCreated)
+		return barcode, itemID, openLoanID(t, c, barcode)
+	}
+	version := func(table, id string) func() int {
+		return func() int {
+			var v int
+			if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT version FROM %s.%s WHERE id = $1::uuid`, c.Schema, table), id).Scan(&v); err != nil {
+				t.Fatalf("version of %s %s: %v", table, id, err)
+			}
+			return v
+		}
+	}
+	hold := func(t *testing.T, itemID string) map[string]any {
+		return map[string]any{"requestType": schemas.RequestTypeHold, "requestDate": "2026-03-01T10:00:00.000Z", "requesterId": requesterID,
+			"itemId": itemID, "fulfillmentPreference": "Hold Shelf", "pickupServicePointId": harness.ServicePoint}
+	}
+	placed := func(t *testing.T, itemID string) map[string]any {
+		var r map[string]any
+		c.DoWith(c.Circulations[0], "POST", "/circulation/requests", hold(t, itemID), librarian).Want(t, http.StatusCreated).Decode(t, &r)
+		return r
+	}
+	return []writeKind{
+		{"check-out", "POST /loan-storage/loans", http.StatusCreated, func(t *testing.T) (string, string, map[string]any, func() int) {
+			barcode, itemID := item()
+			return "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": barcode, "userBarcode": borrower,
+				"servicePointId": harness.ServicePoint}, version("item", itemID)
+		}},
+		{"check-in", "PUT /loan-storage/loans/", http.StatusOK, func(t *testing.T) (string, string, map[string]any, func() int) {
+			barcode, _, loanID := lent(t)
+			return "POST", "/circulation/check-in-by-barcode", map[string]any{"itemBarcode": barcode, "servicePointId": harness.ServicePoint},
+				version("loan", loanID)
+		}},
+		{"renewal", "PUT /loan-storage/loans/", http.StatusOK, func(t *testing.T) (string, string, map[string]any, func() int) {
+			barcode, _, loanID := lent(t)
+			return "POST", "/circulation/renew-by-barcode", map[string]any{"itemBarcode": barcode, "userBarcode": borrower},
+				version("loan", loanID)
+		}},
+		{"claim returned", "PUT /loan-storage/loans/", http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
+			_, _, loanID := lent(t)
+			return "POST", "/circulation/loans/" + loanID + "/claim-item-returned",
+				map[string]any{"itemClaimedReturnedDateTime": "2026-03-05T12:00:00.000Z", "comment": "in the book drop"}, version("loan", loanID)
+		}},
+		{"declare lost", "PUT /loan-storage/loans/", http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
+			_, _, loanID := lent(t)
+			return "POST", "/circulation/loans/" + loanID + "/declare-item-lost", map[string]any{"servicePointId": harness.ServicePoint},
+				version("loan", loanID)
+		}},
+		{"request placed", "POST /request-storage/requests", http.StatusCreated, func(t *testing.T) (string, string, map[string]any, func() int) {
+			_, itemID, _ := lent(t)
+			requests := func() int {
+				var n int
+				if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.request WHERE item_id = $1::uuid`, c.Schema), itemID).
+					Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			return "POST", "/circulation/requests", hold(t, itemID), requests
+		}},
+		{"request cancelled", "PUT /request-storage/requests/", http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
+			_, itemID, _ := lent(t)
+			r := placed(t, itemID)
+			r["status"], r["cancellationReasonId"] = schemas.RequestCancelled, uuid.NewString()
+			delete(r, "metadata")
+			return "PUT", "/circulation/requests/" + r["id"].(string), r, version("request", r["id"].(string))
+		}},
+		{"request moved", "PUT /request-storage/requests/", http.StatusOK, func(t *testing.T) (string, string, map[string]any, func() int) {
+			_, from, _ := lent(t)
+			_, to, _ := lent(t)
+			r := placed(t, from)
+			return "POST", "/circulation/requests/" + r["id"].(string) + "/move", map[string]any{"destinationItemId": to},
+				version("request", r["id"].(string))
+		}},
+	}
+}
+
+// TestEveryWriteKnowsItself: each kind of write through circulation, its
+// request to storage lost on the way (storage never saw it), its answer
+// lost after storage wrote it, and its answer lost with the same call
+// sent twice at once with one Idempotency-Key. Each call is answered done,
+// exactly as the write did it; the record it writes moved on one version:
+// written once. Nothing is read back to guess: the write sent again with
+// its id is answered from the id when it landed, written then when it did
+// not.
+func TestEveryWriteKnowsItself(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true})
+	faults := []struct {
+		name string
+		// at is what the proxy does to the write's storage request.
+		at    func(p *harness.Proxy, request string)
+		twice bool
+	}{
+		{"request lost on its way", func(p *harness.Proxy, request string) { p.DropNext(1, request) }, false},
+		{"answer lost after the write", func(p *harness.Proxy, request string) { p.LoseAnswers(1, request) }, false},
+		{"answer lost, the call sent twice at once", func(p *harness.Proxy, request string) { p.LoseAnswers(1, request) }, true},
+	}
+	lib := c.SetupLibrary(2, 10*len(faults), 0)
+	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
+	keepHolds(t, c, harness.ServicePoint, 2, "Days")
+	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
+	kinds := writeKinds(t, c, lib, librarian)
+	for _, f := range faults {
+		for _, w := range kinds {
+			t.Run(f.name+"/"+w.name, func(t *testing.T) {
+				method, path, body, version := w.prepare(t)
+				before := version()
+				headers := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian), schemas.HeaderIdempotencyKey, uuid.NewString())
+				f.at(c.StorageProxy, w.storage)
+				calls := 1
+				if f.twice {
+					calls = 2
+				}
+				answers := atOnce(calls, func(int) harness.Response { return c.DoWith(c.Circulations[0], method, path, body, headers) })
+				for i, a := range answers {
+					if a.Status != w.ok {
+						t.Fatalf("call %d answered %d %s, want %d", i, a.Status, a.Body, w.ok)
+					}
+					if !bytes.Equal(a.Body, answers[0].Body) {
+						t.Errorf("the calls' answers differ:\n%s\n%s", answers[0].Body, a.Body)
+					}
+				}
+				if after := version(); after != before+1 {
+					t.Errorf("the record written moved from version %d to %d, want one on: written once", before, after)
+				}
+			})
+		}
+	}
+}
+
+// TestTheSameCheckOutSentAtOnceToThreeInstancesIsOneLoan: one check-out,
+// its Idempotency-Key the same, sent twenty times at once to three
+// circulation instances: one loan, and twenty identical answers. The key
+// sent again with another body is refused, nothing written.
+func TestTheSameCheckOutSentAtOnceToThreeInstancesIsOneLoan(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true})
+	lib := c.SetupLibrary(1, 3, 2)
+	patron := lib.Patrons[0]
+	for round, item := range lib.Items[0][:2] {
+		headers := c.HeadersWith(schemas.HeaderIdempotencyKey, uuid.NewString())
+		body := map[string]any{"itemBarcode": item, "userBarcode": patron, "servicePointId": harness.ServicePoint}
+		answers := atOnce(20, func(i int) harness.Response {
+			return c.DoWith(c.Circulations[i%3], "POST", "/circulation/check-out-by-barcode", body, headers)
+		})
+		for i, a := range answers {
+			if a.Status != http.StatusCreated || !bytes.Equal(a.Body, answers[0].Body) {
+				t.Fatalf("round %d: answer %d: %d %s; want 201, as the first: %s", round, i, a.Status, a.Body, answers[0].Body)
+			}
+		}
+		if n := c.OpenLoans(t, patron); n != round+1 {
+			t.Fatalf("round %d: %d open loans, want %d", round, n, round+1)
+		}
+		other := map[string]any{"itemBarcode": lib.Items[0][2], "userBarcode": patron, "servicePointId": harness.ServicePoint}
+		r := c.DoWith(c.Circulations[round], "POST", "/circulation/check-out-by-barcode", other, headers).Want(t, http.StatusUnprocessableEntity)
+		if code, _ := envelopeError(t, r); code != schemas.CodeIdempotencyKeyReused {
+			t.Errorf("round %d: the key with another body: %s, want %s", round, r.Body, schemas.CodeIdempotencyKeyReused)
+		}
+		if s := itemStatus(t, c, lib.Items[0][2]); s != schemas.ItemAvailable {
+			t.Errorf("round %d: the other body's item is %q, want it Available", round, s)
+		}
+	}
+	c.CheckInvariants(t, harness.Invariants{ItemLimit: 2})
+}
+
+// TestALostClaimIsNotAnotherClaimsDone: X and Y claim one loan's item
+// returned, the same date, different comments, through two circulation
+// instances. X reads the loan, then its write is held on its way to
+// storage while Y's is written; X's write, let go, is refused by the
+// loan's version and its answer is lost. The loan read back would show
+// X's claim (the same action and date): X is not told done, but that the
+// loan changed, and Y's comment stays.
+func TestALostClaimIsNotAnotherClaimsDone(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, StorageProxy: true})
+	lib := c.SetupLibrary(1, 1, 0)
+	item := lib.Items[0][0]
+	c.CheckOut(0, item, lib.Patrons[0]).Want(t, http.StatusCreated)
+	loanID := openLoanID(t, c, item)
+	librarian := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian))
+	claim := func(circ int, comment string) harness.Response {
+		return c.DoWith(c.Circulations[circ], "POST", "/circulation/loans/"+loanID+"/claim-item-returned",
+			map[string]any{"itemClaimedReturnedDateTime": "2026-03-05T12:00:00.000Z", "comment": comment}, librarian)
+	}
+	arrived, release := c.StorageProxy.Hold("PUT /loan-storage/loans/")
+	c.StorageProxy.LoseAnswers(1, "PUT /loan-storage/loans/")
+	var x harness.Response
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		x = claim(0, "X: on the shelf")
+	}()
+	<-arrived
+	claim(1, "Y: in the book drop").Want(t, http.StatusNoContent)
+	release()
+	wg.Wait()
+	if x.Status/100 == 2 {
+		t.Fatalf("X, whose write was refused and its answer lost, answered %d: done", x.Status)
+	}
+	if code, _ := envelopeError(t, x); x.Status != http.StatusConflict || code != schemas.CodeLoanChanged {
+		t.Errorf("X answered %d %s, want 409 %s", x.Status, x.Body, schemas.CodeLoanChanged)
+	}
+	var comment string
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT jsonb ->> 'actionComment' FROM %s.loan WHERE id = $1::uuid`, c.Schema), loanID).
+		Scan(&comment); err != nil || comment != "Y: in the book drop" {
+		t.Errorf("the loan's comment: %q (%v), want Y's", comment, err)
+	}
+}
