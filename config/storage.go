@@ -52,13 +52,6 @@ type Storage struct {
 	LockWaitPollUnlistened time.Duration `env:"LOCK_WAIT_POLL_UNLISTENED" envDefault:"50ms"`
 	// LockMaxWaiters bounds the acquisitions waiting on one instance.
 	LockMaxWaiters int `env:"LOCK_MAX_WAITERS" envDefault:"10000"`
-	// BurstMaxWaitingPerPatron bounds one patron's check-out writes that
-	// wait on an instance for one of the patron's running there, to run
-	// next together in one transaction; BurstMaxWaiting bounds every
-	// patron's. Past either, a write is answered 503 CHECK_OUTS_BUSY with
-	// Retry-After, nothing written.
-	BurstMaxWaitingPerPatron int `env:"CHECKOUT_BURST_MAX_WAITING_PER_PATRON" envDefault:"64"`
-	BurstMaxWaiting          int `env:"CHECKOUT_BURST_MAX_WAITING" envDefault:"4096"`
 	// ListenDatabaseURL is the connection the release listener uses, when
 	// it cannot be DATABASE_URL's (behind a transaction-mode pooler,
 	// LISTEN needs a direct connection).
@@ -253,10 +246,6 @@ func (c Storage) Validate() error {
 	}
 	if c.LockMaxWaiters < 1 {
 		errs = append(errs, fmt.Errorf("LOCK_MAX_WAITERS must be at least 1, got %d", c.LockMaxWaiters))
-	}
-	if c.BurstMaxWaitingPerPatron < 1 || c.BurstMaxWaiting < c.BurstMaxWaitingPerPatron {
-		errs = append(errs, fmt.Errorf("CHECKOUT_BURST_MAX_WAITING_PER_PATRON must be at least 1 and CHECKOUT_BURST_MAX_WAITING at least as many, got %d and %d",
-			c.BurstMaxWaitingPerPatron, c.BurstMaxWaiting))
 	}
 	switch c.LockSynchronousCommit {
 	case "on", "off", "local", "remote_write", "remote_apply":

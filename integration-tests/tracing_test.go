@@ -14,7 +14,6 @@ import (
 	"time"
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -27,10 +26,6 @@ import (
 type span struct {
 	service, name           string
 	trace, id, parent, kind string
-	// links are the spans it links to (trace/span), ints its integer
-	// attributes.
-	links []string
-	ints  map[string]int64
 }
 
 // collector is an OTLP/HTTP trace receiver on loopback keeping, in
@@ -83,18 +78,8 @@ func (col *collector) receive(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
-				got := span{service: service, name: s.Name, trace: hex.EncodeToString(s.TraceId),
-					id: hex.EncodeToString(s.SpanId), parent: hex.EncodeToString(s.ParentSpanId), kind: s.Kind.String(),
-					ints: map[string]int64{}}
-				for _, l := range s.Links {
-					got.links = append(got.links, hex.EncodeToString(l.TraceId)+"/"+hex.EncodeToString(l.SpanId))
-				}
-				for _, a := range s.Attributes {
-					if v, ok := a.GetValue().GetValue().(*commonpb.AnyValue_IntValue); ok {
-						got.ints[a.Key] = v.IntValue
-					}
-				}
-				col.spans = append(col.spans, got)
+				col.spans = append(col.spans, span{service: service, name: s.Name, trace: hex.EncodeToString(s.TraceId),
+					id: hex.EncodeToString(s.SpanId), parent: hex.EncodeToString(s.ParentSpanId), kind: s.Kind.String()})
 			}
 		}
 	}
@@ -102,13 +87,6 @@ func (col *collector) receive(w http.ResponseWriter, r *http.Request) {
 	out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	_, _ = w.Write(out)
-}
-
-// all is every span received.
-func (col *collector) all() []span {
-	col.mu.Lock()
-	defer col.mu.Unlock()
-	return slices.Clone(col.spans)
 }
 
 // trace is the spans received of the trace traceID.

@@ -105,8 +105,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	var waiters *waiting.Waiters
 	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
 	recordService := records.NewRecords(db)
-	loans := lending.NewLoans(db, policy, lending.BurstConfig{MaxWaitingPerPatron: cfg.BurstMaxWaitingPerPatron,
-		MaxWaiting: cfg.BurstMaxWaiting, Observer: metrics, Logger: logger}, released, postgres.LockHistory(cfg.LockHistory, metrics))
+	loans := lending.NewLoans(db, policy, released, postgres.LockHistory(cfg.LockHistory, metrics))
 	lockService := locks.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
 	waiters = waiting.NewWaiters(lockService, metrics, waiting.WaitConfig{
 		Poll: cfg.LockWaitPoll, PollUnlistened: cfg.LockWaitPollUnlistened,

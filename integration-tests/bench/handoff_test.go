@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/checkoutlock/integration-tests/harness"
 )
@@ -25,7 +27,10 @@ import (
 // check-out's: a burst can go no faster than ten check-outs one after
 // another, so total ÷ (10 × solo p50) near 1 means no time lost waiting.
 // The hand-off between two storage instances is measured apart, on a
-// cluster of two.
+// cluster of two. Each cluster's tenant is a library's: it has a request
+// and a manual block (libraryRecords), so its check-outs are read and
+// written in full, as every tenant's are from its first request, manual
+// block or block limit on (migration 18).
 type Bursts struct {
 	SoloP50Ms float64    `json:"soloCheckOutP50Ms"`
 	Rows      []BurstRow `json:"rows"`
@@ -40,6 +45,9 @@ type Bursts struct {
 	// bound by CPU, not by waiting.
 	FloorRatio float64 `json:"floorBurstOverTenSolo"`
 	Cores      int     `json:"cores"`
+	// Gated says every cluster's tenant had its gate row (migration 18)
+	// before the first burst: its check-outs ran the full statements.
+	Gated bool `json:"tenantGated"`
 }
 
 // BurstRow is one way of waiting, over its bursts.
@@ -102,11 +110,16 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 	// processes pays for their connections and caches.
 	const solosPerRound = 10
 	pops := map[*harness.Cluster]*population{}
+	gated := true
 	for _, m := range modes {
 		if pops[m.c] == nil {
 			pops[m.c] = populate(t, m.c, solosPerRound*(p.bursts+1), (p.bursts+1)*len(modes))
+			gated = libraryRecords(t, m.c) && gated
 			analyze(t, m.c)
 		}
+	}
+	if !gated {
+		t.Fatal("a tenant with a request and a manual block has no gate row: its check-outs would not run the full statements")
 	}
 	// The CPU of every party, summed over rounds: solo check-outs', and
 	// the bursts' with hand-off, on one storage instance.
@@ -192,7 +205,7 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 		}
 	}
 	soloP50 := float64(solo.ValueAtQuantile(50)) / 1000
-	out := Bursts{SoloP50Ms: soloP50, SoloCPU: soloCPU.perCheckOut(), BurstCPU: burstCPU.perCheckOut(), Cores: runtime.NumCPU()}
+	out := Bursts{SoloP50Ms: soloP50, SoloCPU: soloCPU.perCheckOut(), BurstCPU: burstCPU.perCheckOut(), Cores: runtime.NumCPU(), Gated: gated}
 	out.FloorRatio = ratio(10*out.BurstCPU.Total/1000/float64(out.Cores), 10*soloP50)
 	t.Logf("CPU a check-out: solo %.0f µs, in a burst %.0f µs; on %d cores a burst takes at least %.2f × 10 solo check-outs",
 		out.SoloCPU.Total, out.BurstCPU.Total, out.Cores, out.FloorRatio)
@@ -225,6 +238,38 @@ func benchBursts(t *testing.T, p plan, env []string) Bursts {
 	pair := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 2, FeatureOn: true, StorageEnv: env, CirculationEnv: env})
 	out.HandOff = benchHandOff(t, pair, handOffs)
 	return out
+}
+
+// libraryRecords gives c's tenant what a library has and populate does
+// not make: an open request (patron L2's hold of item LI1, out on loan to
+// L1) and a manual block of borrowing (patron L3's), neither of a patron or
+// an item that the bursts or the solo check-outs touch. It says whether the
+// tenant has its gate row after them, which their writes put there.
+func libraryRecords(t *testing.T, c *harness.Cluster) bool {
+	t.Helper()
+	ctx := context.Background()
+	s := pgx.Identifier{c.Schema}.Sanitize()
+	// populate's lent patrons and items are not records its API would
+	// answer whole (they have no names, no titles): their ids are read
+	// here.
+	var requester, item, blocked string
+	if err := c.DB.QueryRow(ctx, `SELECT (SELECT id::text FROM `+s+`.patron WHERE jsonb->>'barcode' = 'L2'),
+		(SELECT id::text FROM `+s+`.item WHERE jsonb->>'barcode' = 'LI1'), (SELECT id::text FROM `+s+`.patron WHERE jsonb->>'barcode' = 'L3')`).
+		Scan(&requester, &item, &blocked); err != nil {
+		t.Fatalf("reading the lent patrons and items: %v", err)
+	}
+	c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold", "requestLevel": "Item",
+		"requestDate": "2026-01-01T10:00:00.000Z", "requesterId": requester, "itemId": item, "status": "Open - Not yet filled",
+		"position": 1, "fulfillmentPreference": "Hold Shelf"}).Want(t, http.StatusCreated)
+	c.Do(c.Storage, "POST", "/manualblocks", map[string]any{"userId": blocked, "desc": "Card reported stolen", "borrowing": true}).
+		Want(t, http.StatusCreated)
+	var gated bool
+	if err := c.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM circulation_storage.tenant_gate WHERE tenant_id = $1)`,
+		c.Tenant).Scan(&gated); err != nil {
+		t.Fatalf("reading the tenant's gate row: %v", err)
+	}
+	t.Logf("tenant %s: a request and a manual block; gate row: %t", c.Tenant, gated)
+	return gated
 }
 
 // benchHandOff passes one patron's lock back and forth between two clients

@@ -156,6 +156,7 @@ func TestBenchmarks(t *testing.T) {
 		fmt.Printf("CPU a check-out: solo %.0f µs, in a burst %.0f µs; floor on %d cores %.2f x 10 solo\n",
 			b.SoloCPU.Total, b.BurstCPU.Total, b.Cores, b.FloorRatio)
 		fmt.Printf("hand-off p50 %.2f ms, p99 %.2f ms\n", b.HandOff.P50Ms, b.HandOff.P99Ms)
+		fmt.Printf("tenants with a request and a manual block, gate row present: %t\n", b.Gated)
 		return
 	}
 	c := harness.NewCluster(t, harness.Options{Circulations: 4, FeatureOn: true,
@@ -417,6 +418,7 @@ func printTable(w io.Writer, r Results) {
 	fmt.Fprintln(tw, "FOLIO publishes 400-600 ms per check-out with the lock")
 
 	fmt.Fprintln(tw, "\n3. A patron's burst: 10 simultaneous check-outs over 3 circulation instances and 1 or 2 storage instances, no item limit, alternating")
+	fmt.Fprintf(tw, "tenants with a request and a manual block, gate row present (full statements): %t\n", r.Bursts.Gated)
 	fmt.Fprintln(tw, "waiting\tstorages\tsucceeded of 10\tmean burst ms\tmean / (10 x solo p50)\tmedian burst ms\tmedian / (10 x solo p50)\tsolo p50 ms\tp50 ms\tp99 ms\tbursts")
 	for _, b := range r.Bursts.Rows {
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.0f\t%.2f\t%.1f\t%.2f\t%.2f\t%.0f\t%.0f\t%d\n", b.Mode, b.Storages, b.Succeeded, b.TotalTimeMs, b.Ratio,

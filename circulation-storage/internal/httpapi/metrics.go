@@ -34,16 +34,11 @@ type Metrics struct {
 	lockEventsLost     prometheus.Counter
 	secretsChecked     *prometheus.CounterVec
 	attemptsRefused    *prometheus.CounterVec
-	burstWaiting       prometheus.Gauge
-	burstBatchSize     prometheus.Histogram
-	burstRefused       prometheus.Counter
-	burstFallbacks     *prometheus.CounterVec
 }
 
 var (
 	_ waiting.WaitObserver  = (*Metrics)(nil)
 	_ storage.EventObserver = (*Metrics)(nil)
-	_ storage.BurstObserver = (*Metrics)(nil)
 )
 
 // latencyBuckets resolve the sub-millisecond to second range a lock call
@@ -121,33 +116,12 @@ func NewMetrics() *Metrics {
 			Name: "login_attempts_refused_total",
 			Help: "Sign-ins and PIN checks refused before anything was checked, by kind (password, pin) and reason: locked (wrong secrets lock their count) or busy (no turn came while as many others were being checked as the count lets be).",
 		}, []string{"kind", "reason"}),
-		burstWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "checkout_burst_waiting",
-			Help: "Check-out writes waiting on this instance for one of their patron's running here, to run next together.",
-		}),
-		burstBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "checkout_burst_batch_size",
-			Help:    "Check-out writes of one patron run together in one transaction, each batch as it starts (the writes whose callers left dropped).",
-			Buckets: []float64{1, 2, 3, 4, 6, 8, 12, 16},
-		}),
-		burstRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "checkout_burst_refused_total",
-			Help: "Check-out writes answered 503 CHECK_OUTS_BUSY, nothing written, because too many waited on this instance.",
-		}),
-		burstFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "checkout_burst_fallbacks_total",
-			Help: "Batches of a patron's check-out writes whose transaction failed, by outcome: final (the writes it did not store ran again alone) or unknown (each answered unavailable, settled by reading its loan back).",
-		}, []string{"outcome"}),
 	}
 	m.MustRegister(
 		m.lockAcquisitions, m.sweeperDeleted, m.sweeperPass, m.sweeperWork, m.sweeperFailures,
 		m.waitDuration, m.waiters, m.wakeups, m.grantsToGone, m.watchFailures, m.listenerUp, m.listenerReconnects,
 		m.lockEvents, m.lockEventsLost, m.secretsChecked, m.attemptsRefused,
-		m.burstWaiting, m.burstBatchSize, m.burstRefused, m.burstFallbacks,
 	)
-	for _, outcome := range []string{storage.FellBackFinal, storage.FellBackUnknown} {
-		m.burstFallbacks.WithLabelValues(outcome)
-	}
 	for _, work := range sweeper.Works {
 		m.sweeperFailures.WithLabelValues(work)
 	}
@@ -203,18 +177,6 @@ func (m *Metrics) GrantedToGone() { m.grantsToGone.Inc() }
 
 // WatchFailed implements waiting.WaitObserver.
 func (m *Metrics) WatchFailed(error) { m.watchFailures.Inc() }
-
-// BurstWaiting implements storage.BurstObserver.
-func (m *Metrics) BurstWaiting(n int) { m.burstWaiting.Set(float64(n)) }
-
-// BurstBatch implements storage.BurstObserver.
-func (m *Metrics) BurstBatch(size int) { m.burstBatchSize.Observe(float64(size)) }
-
-// BurstRefused implements storage.BurstObserver.
-func (m *Metrics) BurstRefused() { m.burstRefused.Inc() }
-
-// BurstFellBack implements storage.BurstObserver.
-func (m *Metrics) BurstFellBack(outcome string) { m.burstFallbacks.WithLabelValues(outcome).Inc() }
 
 // ListenerUp records whether the release listener is receiving.
 func (m *Metrics) ListenerUp(up bool) {

@@ -32,8 +32,6 @@ type Loans struct {
 	released func(t storage.Tenant, userID string)
 	// policy is how the check-out write applies the rules and the lock.
 	policy Policy
-	// bursts are the patrons' writes waiting for one of theirs (burst.go).
-	bursts bursts
 	// history says whether a check-out lent offline past a rule is a line
 	// of the lock history (LOCK_HISTORY); events is told of each.
 	history bool
@@ -42,12 +40,10 @@ type Loans struct {
 
 var _ storage.LoanWriter = (*Loans)(nil)
 
-// NewLoans returns the loan writer, its patrons' bursts bounded and
-// observed by burst, configured by opts (OnRelease).
-func NewLoans(db *postgres.DB, policy Policy, burst BurstConfig, opts ...postgres.Option) *Loans {
+// NewLoans returns the loan writer, configured by opts (OnRelease).
+func NewLoans(db *postgres.DB, policy Policy, opts ...postgres.Option) *Loans {
 	o := postgres.ApplyOptions(opts)
-	return &Loans{db: db, policy: policy, released: o.Released, history: o.History, events: o.Events,
-		bursts: bursts{running: map[patronKey][]*burstWrite{}, cfg: burst}}
+	return &Loans{db: db, policy: policy, released: o.Released, history: o.History, events: o.Events}
 }
 
 // checkOutSQL is a check-out's writes in one statement: the item moves to
@@ -532,9 +528,6 @@ func (s *Loans) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 	// A check-out made offline records every rule it broke: the full
 	// statement judges them all.
 	lean := !s.db.Gates.Has(t) && !w.Offline
-	if lean && w.AcquireInWrite != nil {
-		return s.burstCheckOut(ctx, t, w)
-	}
 	return s.createCheckOutLoan(ctx, t, w, lean)
 }
 

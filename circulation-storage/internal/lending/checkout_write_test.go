@@ -307,24 +307,34 @@ func raceWrites(t *testing.T, f dbtest.Fixture, group string, locked bool, refus
 			}
 			lockID = lock.ID
 		}
-		errs := make([]error, writers)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range writers {
+		errs := atOnce(writers, func(i int) error {
 			// Books 21 on: book-020 is held for Bob.
 			item := sample.ID(fmt.Sprintf("book-%03d", 21+round*writers+i))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				_, errs[i] = lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
-					UserID: user, Loan: loanDoc(user, item), LockID: lockID, ItemVersion: 1})
-			}()
-		}
-		close(start)
-		wg.Wait()
+			_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(),
+				UserID: user, Loan: loanDoc(user, item), LockID: lockID, ItemVersion: 1})
+			return err
+		})
 		wantRoomFilled(t, f, round, user, errs, room, refusal)
 	}
+}
+
+// atOnce runs write(i) for i from 0 to n-1, all let go together, and
+// returns their answers, write i's at i.
+func atOnce(n int, write func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = write(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return errs
 }
 
 // wantRoomFilled checks a round of writes at once for user, who had room

@@ -1,8 +1,14 @@
 package lending
 
 import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/schemas/errs"
 )
 
 // library is what a test of the loan writes works with: the records, to
@@ -14,8 +20,28 @@ type library struct {
 
 // newLibrary is a library of db whose loan writes apply policy.
 func newLibrary(db *postgres.DB, policy Policy) library {
-	return library{Records: records.NewRecords(db), Loans: NewLoans(db, policy, testBursts)}
+	return library{Records: records.NewRecords(db), Loans: NewLoans(db, policy)}
 }
 
-// testBursts bounds the patrons' bursts of a test's loan writes.
-var testBursts = BurstConfig{MaxWaitingPerPatron: 64, MaxWaiting: 4096}
+// blockedBy reports whether some server process waits for one that pid
+// holds.
+func blockedBy(t *testing.T, f dbtest.Fixture, pid int) bool {
+	t.Helper()
+	var n int
+	if err := f.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE $1 = ANY (pg_blocking_pids(pid))`, pid).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// definite reports whether err claims to know the write did not happen:
+// anything but unavailable and a bug.
+func definite(err error) bool {
+	var r *errs.Refusal
+	if errors.As(err, &r) {
+		return true
+	}
+	e, ok := errs.As(err)
+	return ok && e.Kind != errs.KindUnavailable && e.Kind != errs.KindInternal
+}

@@ -346,7 +346,7 @@ func TestTheWritesFollowTheModel(t *testing.T) {
 	t.Parallel()
 	f := setupLeanLibrary(t)
 	ctx := context.Background()
-	lib := library{Records: records.NewRecords(f.DB), Loans: NewLoans(f.DB, testPolicy, testBursts)}
+	lib := library{Records: records.NewRecords(f.DB), Loans: NewLoans(f.DB, testPolicy)}
 	policy := uuid.NewString()
 	if _, err := lib.Create(ctx, f.Tenant, storage.LoanPolicies, policy, json.RawMessage(fmt.Sprintf(`{"name":"The model's","loanable":true,
 	  "renewable":true,"loansPolicy":{"profileId":"Rolling","period":{"duration":3,"intervalId":"Weeks"},"itemLimit":%d},
