@@ -92,11 +92,11 @@ func (s *Server) identified(r storage.Resource, write echo.HandlerFunc) echo.Han
 		switch {
 		case c.Request().Method == http.MethodPost:
 			c.Response().Header().Set(echo.HeaderLocation, r.Path+"/"+recordID(replayed.Answer))
-			return c.JSONBlob(http.StatusCreated, replayed.Answer)
+			return c.JSON(http.StatusCreated, replayed.Answer)
 		case len(replayed.Answer) == 0 || string(replayed.Answer) == "null":
 			return c.NoContent(http.StatusNoContent)
 		}
-		return c.JSONBlob(http.StatusOK, replayed.Answer)
+		return c.JSON(http.StatusOK, replayed.Answer)
 	}
 }
 

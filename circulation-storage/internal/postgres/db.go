@@ -396,13 +396,6 @@ type Broken struct{ Err error }
 func (b *Broken) Error() string { return b.Err.Error() }
 func (b *Broken) Unwrap() error { return b.Err }
 
-// Settled is what a patron's burst of check-outs takes as a write whose
-// outcome is final; no write is answered with it any more.
-type Settled struct{ Err error }
-
-func (s *Settled) Error() string { return s.Err.Error() }
-func (s *Settled) Unwrap() error { return s.Err }
-
 // Lit is s as an SQL string literal: how a statement says a status, or
 // another word of package schemas, without writing it twice.
 func Lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
