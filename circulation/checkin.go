@@ -104,11 +104,11 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 		// No loan to close: only the item changes, as its queue says (an
 		// item in transit reaching its pickup point goes on the hold
 		// shelf).
-		returned, err := s.returnItem(request, ctx, item, req.ServicePointID)
+		returned, closed, err := s.returnItem(request, ctx, item, req.ServicePointID)
 		if err != nil {
 			return CheckInResult{}, err
 		}
-		return CheckInResult{Returned: returned}, nil
+		return CheckInResult{Returned: returned, Loan: closed}, nil
 	}
 	loan.Status = schemas.LoanClosed
 	loan.Action = "checkedin"
@@ -148,24 +148,28 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 // the version it was read, with the call's write id: a write whose answer
 // was lost is sent again with it. A version conflict means another
 // request changed it first: nothing was written.
-func (s *Service) returnItem(request, ctx context.Context, item Item, servicePointID string) (Returned, error) {
+//
+// Its write id is the call's: a call sent again whose first check-in
+// closed the item's loan is answered that, the loan with it.
+func (s *Service) returnItem(request, ctx context.Context, item Item, servicePointID string) (Returned, *Loan, error) {
 	var stored Returned
+	var closed *Loan
 	err := s.once(request, ctx, func(ctx context.Context) error {
 		var err error
-		stored, err = s.storage.ReturnItem(ctx, item, servicePointID)
+		stored, closed, err = s.storage.ReturnItem(ctx, item, servicePointID)
 		return err
 	})
 	switch {
 	case err == nil:
-		return stored, nil
+		return stored, closed, nil
 	case errs.IsKind(err, errs.KindConflict):
-		return Returned{}, itemChanged(err, item.Barcode)
+		return Returned{}, nil, itemChanged(err, item.Barcode)
 	case ambiguous(err):
 		s.logger.ErrorContext(ctx, "check-in outcome unknown: storage did not answer whether the item was checked in",
 			slog.String("item_id", item.ID), slog.Any("error", err))
-		return Returned{}, unanswered(ctx, err, "check-in", "itemId", item.ID)
+		return Returned{}, nil, unanswered(ctx, err, "check-in", "itemId", item.ID)
 	}
-	return Returned{}, err
+	return Returned{}, nil, err
 }
 
 // itemChanged is the answer to a write refused because another request

@@ -1272,8 +1272,11 @@ func TestCheckOutRefusals(t *testing.T) {
 			"ITEM_NOT_LOANABLE: Item is not loanable [itemBarcode=" + itemBarcode + "] [loanPolicyName=Reference only]",
 		}},
 		{"manual blocks in force for borrowing: one refusal naming them all", func(f *storagetest.Storage) circulation.CheckOutRequest {
-			f.AddManualBlock(storagetest.ManualBlock{UserID: patronID, Desc: "Unpaid fines", PatronMessage: "Please see the desk", Borrowing: true})
-			f.AddManualBlock(storagetest.ManualBlock{UserID: patronID, Desc: "Damaged a book", Borrowing: true,
+			// In the order they were made (their ids too, should they be
+			// made within one millisecond).
+			f.AddManualBlock(storagetest.ManualBlock{ID: "77777777-7777-4777-8777-000000000001", UserID: patronID, Desc: "Unpaid fines",
+				PatronMessage: "Please see the desk", Borrowing: true})
+			f.AddManualBlock(storagetest.ManualBlock{ID: "77777777-7777-4777-8777-000000000002", UserID: patronID, Desc: "Damaged a book", Borrowing: true,
 				ExpirationDate: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
 			// Not in force: expired, renewals only, someone else's.
 			f.AddManualBlock(storagetest.ManualBlock{UserID: patronID, Desc: "Old", Borrowing: true, ExpirationDate: "2020-01-01T00:00:00Z"})

@@ -450,7 +450,10 @@ type Storage interface {
 	// ReturnItem is the check-in of an item without an open loan, at
 	// servicePointID: the item (read at item.Version) takes the status its
 	// queue gives it, as CheckInItem's does. It returns the item as stored.
-	ReturnItem(ctx context.Context, item Item, servicePointID string) (Returned, error)
+	//
+	// A write sent again with the id of a check-in that landed closing a
+	// loan answers that loan too (nil otherwise).
+	ReturnItem(ctx context.Context, item Item, servicePointID string) (Returned, *Loan, error)
 	// ActOnLoan is the writes of a loan action that keeps the loan open
 	// (claimedReturned, declaredLost), in one storage transaction: the
 	// item (read at item.Version) takes the action's status and the loan

@@ -227,6 +227,9 @@ func (s *Storage) Loans() []Loan {
 // ManualBlock is a manual patron block. ExpirationDate is as on the wire,
 // "" for none.
 type ManualBlock struct {
+	// ID is the block's id ("" for one of storage's choosing): blocks
+	// made within one millisecond are listed in the order of their ids.
+	ID                                          string
 	UserID, Desc, PatronMessage, ExpirationDate string
 	Borrowing, Renewals                         bool
 }
@@ -238,6 +241,9 @@ func (s *Storage) AddManualBlock(b ManualBlock) {
 		"requests": false}
 	if b.PatronMessage != "" {
 		doc["patronMessage"] = b.PatronMessage
+	}
+	if b.ID != "" {
+		doc["id"] = b.ID
 	}
 	if b.ExpirationDate != "" {
 		doc["expirationDate"] = b.ExpirationDate

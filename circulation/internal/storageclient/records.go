@@ -626,13 +626,18 @@ func (w checkInWritten) returned() (circulation.Returned, error) {
 // the check-in's service point, which storage applies as a check-in of
 // an item without an open loan, at the version read, answering what it
 // wrote.
-func (c *Client) ReturnItem(ctx context.Context, item circulation.Item, servicePointID string) (circulation.Returned, error) {
+func (c *Client) ReturnItem(ctx context.Context, item circulation.Item, servicePointID string) (circulation.Returned, *circulation.Loan, error) {
 	var written checkInWritten
 	if err := c.call(ctx, http.MethodPut, "/item-storage/items/"+url.PathEscape(item.ID), item.Doc, &written,
 		append(writeHeaders(ctx), schemas.HeaderCheckInServicePoint, servicePointID)...); err != nil {
-		return circulation.Returned{}, err
+		return circulation.Returned{}, nil, err
 	}
-	return written.returned()
+	closed, err := written.closed()
+	if err != nil {
+		return circulation.Returned{}, nil, err
+	}
+	returned, err := written.returned()
+	return returned, closed, err
 }
 
 // ActOnLoan implements circulation.Storage: the loan's replacement with
