@@ -395,7 +395,10 @@ func TestSIP2BurstHoldsTheLimit(t *testing.T) {
 
 // TestSIP2LostReplies: a check-out whose reply was lost, sent again with
 // the same sequence number on the same connection, and retried on a new
-// connection, each leave exactly one loan and answer ok.
+// connection to another door, each leave exactly one loan and answer ok:
+// the door sending it again carries the transaction's Idempotency-Key,
+// made from the message, and circulation answers it as the write that
+// landed (ok, not the refusal of an item already on loan to the patron).
 func TestSIP2LostReplies(t *testing.T) {
 	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
@@ -418,23 +421,28 @@ func TestSIP2LostReplies(t *testing.T) {
 	}
 
 	// The second item: the reply lost with the connection; the kiosk
-	// tries again on a new one.
+	// sends the same transaction again on a new one, to another door.
 	lost := harness.DialSIP2(t, door.SIP2Addr)
 	lost.Login("user_id", "passw0rd")
-	if _, err := lost.Conn.Write([]byte(lost.Seal(checkOutMsg(patron, lib.Items[0][1])) + "\r")); err != nil {
+	transaction := checkOutMsg(patron, lib.Items[0][1])
+	if _, err := lost.Conn.Write([]byte(lost.Seal(transaction) + "\r")); err != nil {
 		t.Fatal(err)
 	}
 	if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool { return openLoans(t, c, patron) == 2 }) {
 		t.Fatal("the check-out whose reply was lost made no loan")
 	}
 	lost.Conn.Close()
-	retry := harness.DialSIP2(t, door.SIP2Addr)
+	other := c.StartSIP2(t, 0, nil)
+	retry := harness.DialSIP2(t, other.SIP2Addr)
 	retry.Login("user_id", "passw0rd")
-	if got := retry.Send(checkOutMsg(patron, lib.Items[0][1])); !strings.HasPrefix(got, "121NUY") || harness.SIP2Field(got, "AH") == "" {
+	if got := retry.Send(transaction); !strings.HasPrefix(got, "121NUY") || harness.SIP2Field(got, "AH") == "" {
 		t.Fatalf("the retry on a new connection: %q", got)
 	}
 	if n := openLoans(t, c, patron); n != 2 {
 		t.Fatalf("open loans: %d, want 2", n)
+	}
+	if log := other.Log(); !strings.Contains(log, `"message":"11","outcome":"ok"`) || strings.Contains(log, `"outcome":"ok_again"`) {
+		t.Errorf("the other door answered the transaction sent again otherwise than from its write: %s", log)
 	}
 }
 
