@@ -814,9 +814,10 @@ func waitOf(acquire *LockAcquisition) time.Duration {
 
 // ambiguous reports whether a failed write may nevertheless have been
 // applied: no answer, or a server error, as opposed to a definite refusal
-// (storage too busy to take the write, CodeCheckOutsBusy, wrote nothing).
+// (storage too busy to take the write, CodeCheckOutsBusy, wrote nothing)
+// and a call that never left (ErrNotSent: nothing of it ran).
 func ambiguous(err error) bool {
-	if errs.IsCode(err, schemas.CodeCheckOutsBusy) {
+	if errs.IsCode(err, schemas.CodeCheckOutsBusy) || errors.Is(err, ErrNotSent) {
 		return false
 	}
 	return errs.IsKind(err, errs.KindUnavailable) || errs.IsKind(err, errs.KindInternal) ||

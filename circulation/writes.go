@@ -3,6 +3,7 @@ package circulation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -87,7 +88,8 @@ const settleInterval = 100 * time.Millisecond
 // storage answers it from its id when it landed, judges and writes it now
 // when it did not, or, while the first is still running, waits for it.
 // Only a write storage never answers within that time comes back
-// ambiguous: its outcome is not known.
+// ambiguous: its outcome is not known. A first send that never left
+// (ErrNotSent) wrote nothing, and is answered so.
 func (s *Service) once(request, ctx context.Context, send func(context.Context) error) error {
 	err := send(ctx)
 	if !ambiguous(err) {
@@ -95,7 +97,7 @@ func (s *Service) once(request, ctx context.Context, send func(context.Context) 
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.settleTimeout)
 	defer cancel()
-	for ambiguous(err) {
+	for {
 		timer := time.NewTimer(settleInterval)
 		select {
 		case <-sctx.Done():
@@ -111,9 +113,16 @@ func (s *Service) once(request, ctx context.Context, send func(context.Context) 
 			return err
 		case <-timer.C:
 		}
-		err = send(sctx)
+		again := send(sctx)
+		if errors.Is(again, ErrNotSent) {
+			// Storage not reached this time: the first send's outcome is
+			// still not known.
+			continue
+		}
+		if err = again; !ambiguous(err) {
+			return err
+		}
 	}
-	return err
 }
 
 // landed answers a call refused before it wrote (err) with the write that

@@ -257,3 +257,53 @@ func TestALostClaimIsNotAnotherClaimsDone(t *testing.T) {
 		t.Errorf("the loan's comment: %q (%v), want Y's", comment, err)
 	}
 }
+
+// TestAnUnknownWriteIsLearntFromItsKey: a check-out's write lands, its
+// answer is lost, and storage is then out of reach for its writes for
+// longer than the call sends the write again: the call answers 503 naming
+// its loan and its write id, its outcome not known then. The write id
+// says at storage that it landed; the call sent again with its
+// Idempotency-Key once storage is back is answered the loan it made,
+// written once.
+func TestAnUnknownWriteIsLearntFromItsKey(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true,
+		CirculationEnv: []string{"WRITE_SETTLE_TIMEOUT=1s"}})
+	lib := c.SetupLibrary(1, 1, 0)
+	patron, item := lib.Patrons[0], lib.Items[0][0]
+	const write = "POST /loan-storage/loans"
+	arrived, release := c.StorageProxy.Hold(write)
+	c.StorageProxy.LoseAnswers(1, write)
+	headers := c.HeadersWith(schemas.HeaderIdempotencyKey, uuid.NewString())
+	body := map[string]any{"itemBarcode": item, "userBarcode": patron, "servicePointId": harness.ServicePoint}
+	answered := make(chan harness.Response, 1)
+	go func() {
+		answered <- c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", body, headers)
+	}()
+	<-arrived
+	// From the first write on, every write sent again is lost on its way.
+	c.StorageProxy.DropRequests(write)
+	release()
+	first := (<-answered).Want(t, http.StatusServiceUnavailable)
+	code, params := envelopeError(t, first)
+	if code != schemas.CodeStorageUnavailable || params["loanId"] == "" || params["writeId"] == "" {
+		t.Fatalf("the write never answered again: %s, want %s naming the loan and the write id", first.Body, schemas.CodeStorageUnavailable)
+	}
+	if n := c.OpenLoans(t, patron); n != 1 {
+		t.Fatalf("%d open loans, want the one the first write made", n)
+	}
+	var landed struct{ Kind string }
+	c.Do(c.Storage, "GET", "/write-storage/writes/"+params["writeId"], nil).Want(t, http.StatusOK).Decode(t, &landed)
+	if landed.Kind != "check-out" {
+		t.Errorf("the write id's row: kind %q, want check-out", landed.Kind)
+	}
+	c.StorageProxy.DropRequests()
+	var loan struct{ ID string }
+	c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", body, headers).Want(t, http.StatusCreated).Decode(t, &loan)
+	if loan.ID != params["loanId"] {
+		t.Errorf("the call sent again answered loan %s, want %s, the one its write made", loan.ID, params["loanId"])
+	}
+	if n := c.OpenLoans(t, patron); n != 1 {
+		t.Errorf("%d open loans after the call sent again, want 1", n)
+	}
+}
