@@ -125,15 +125,17 @@ func (s *Service) once(request, ctx context.Context, send func(context.Context) 
 	}
 }
 
-// landed answers a call refused before it wrote (err) with the write that
-// landed with its Idempotency-Key, when the call is keyed and one did (a
-// call sent again after its answer was lost, or at once with another):
-// found, the call is the same call. A write of another kind, or for
-// another request, refuses the call (schemas.CodeIdempotencyKeyReused).
-// Storage not answering leaves err as it is.
+// landed answers a call that failed (err) with the write that landed with
+// its id, when one did: a call whose write's outcome is not known (sent
+// again and never answered, its id read now), and a keyed call refused
+// before it wrote (sent again after its answer was lost, or at once with
+// another, the item lent by its own write): found, the call is the same
+// call. A write of another kind, or for another request, refuses the call
+// (schemas.CodeIdempotencyKeyReused). Storage not answering leaves err as
+// it is.
 func (s *Service) landed(ctx context.Context, kind string, err error) (Landed, bool, error) {
 	w, ok := WriteOf(ctx)
-	if !ok || !w.Keyed || err == nil {
+	if !ok || err == nil || (!w.Keyed && !ambiguous(err)) {
 		return Landed{}, false, err
 	}
 	l, found, lerr := s.storage.Landed(ctx, w.ID)

@@ -259,17 +259,18 @@ func TestALostClaimIsNotAnotherClaimsDone(t *testing.T) {
 }
 
 // TestAnUnknownWriteIsLearntFromItsKey: a check-out's write lands, its
-// answer is lost, and storage is then out of reach for its writes for
-// longer than the call sends the write again: the call answers 503 naming
-// its loan and its write id, its outcome not known then. The write id
-// says at storage that it landed; the call sent again with its
-// Idempotency-Key once storage is back is answered the loan it made,
-// written once.
+// answer is lost, and storage is then out of reach, for the write and for
+// the question whether it landed, for longer than the call sends the
+// write again: the call answers 503 naming its loan and its write id, its
+// outcome not known then. The write id says at storage that it landed;
+// the call sent again with its Idempotency-Key once storage is back is
+// answered the loan it made, written once. With storage in reach for the
+// question alone, the call itself learns it landed: 201.
 func TestAnUnknownWriteIsLearntFromItsKey(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true,
 		CirculationEnv: []string{"WRITE_SETTLE_TIMEOUT=1s"}})
-	lib := c.SetupLibrary(1, 1, 0)
+	lib := c.SetupLibrary(1, 2, 0)
 	patron, item := lib.Patrons[0], lib.Items[0][0]
 	const write = "POST /loan-storage/loans"
 	arrived, release := c.StorageProxy.Hold(write)
@@ -281,8 +282,9 @@ func TestAnUnknownWriteIsLearntFromItsKey(t *testing.T) {
 		answered <- c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", body, headers)
 	}()
 	<-arrived
-	// From the first write on, every write sent again is lost on its way.
-	c.StorageProxy.DropRequests(write)
+	// From the first write on, every write sent again, and every
+	// question whether it landed, is lost on its way.
+	c.StorageProxy.DropRequests(write, "GET /write-storage/writes/")
 	release()
 	first := (<-answered).Want(t, http.StatusServiceUnavailable)
 	code, params := envelopeError(t, first)
@@ -305,5 +307,23 @@ func TestAnUnknownWriteIsLearntFromItsKey(t *testing.T) {
 	}
 	if n := c.OpenLoans(t, patron); n != 1 {
 		t.Errorf("%d open loans after the call sent again, want 1", n)
+	}
+
+	// The write lost again, but the question whether it landed answered:
+	// the call learns its own loan, without a key.
+	second := lib.Items[0][1]
+	arrived, release = c.StorageProxy.Hold(write)
+	c.StorageProxy.LoseAnswers(1, write)
+	go func() {
+		answered <- c.Do(c.Circulations[0], "POST", "/circulation/check-out-by-barcode",
+			map[string]any{"itemBarcode": second, "userBarcode": patron, "servicePointId": harness.ServicePoint})
+	}()
+	<-arrived
+	c.StorageProxy.DropRequests(write)
+	release()
+	(<-answered).Want(t, http.StatusCreated)
+	c.StorageProxy.DropRequests()
+	if n := c.OpenLoans(t, patron); n != 2 {
+		t.Errorf("%d open loans, want 2", n)
 	}
 }
