@@ -35,19 +35,6 @@ type Landed struct {
 	WrittenAt time.Time       `json:"writtenAt"`
 }
 
-// The kinds of write an id is kept for. A write's kind is its route's:
-// an id sent again with a write of another kind is refused.
-const (
-	WriteCheckOut      = "check-out"
-	WriteCheckIn       = "check-in"
-	WriteRenewal       = "renewal"
-	WriteLoanAction    = "loan-action"
-	WriteRequestCreate = "request-create"
-	WriteRequestUpdate = "request-update"
-	WriteRecordCreate  = "record-create"
-	WriteRecordUpdate  = "record-update"
-)
-
 // WriteKeptFor is how long a write's id, and its answer, is kept: a
 // client's retry with the same Idempotency-Key within it answers the
 // first call's answer; past it, the key is forgotten.

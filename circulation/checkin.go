@@ -74,7 +74,7 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 			break
 		}
 	}
-	l, ok, err := s.landed(ctx, WriteCheckIn, err)
+	l, ok, err := s.landed(ctx, schemas.WriteCheckIn, err)
 	if ok && l.Returned != nil {
 		return CheckInResult{Returned: *l.Returned, Loan: l.Loan}, nil
 	}

@@ -186,7 +186,7 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	} else {
 		res, err = s.checkOut(ctx, req)
 	}
-	l, ok, err := s.landed(ctx, WriteCheckOut, err)
+	l, ok, err := s.landed(ctx, schemas.WriteCheckOut, err)
 	if ok {
 		return s.checkedOutBefore(ctx, req, l)
 	}

@@ -51,7 +51,7 @@ func (s *Service) ClaimItemReturned(ctx context.Context, loanID string, req Clai
 // writes (the item's status the action gave it).
 func (s *Service) loanAction(ctx context.Context, act func(context.Context) error) error {
 	ctx = identified(ctx)
-	_, ok, err := s.landed(ctx, WriteLoanAction, act(ctx))
+	_, ok, err := s.landed(ctx, schemas.WriteLoanAction, act(ctx))
 	if ok {
 		return nil
 	}

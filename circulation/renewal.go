@@ -69,7 +69,7 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 		return RenewResult{}, err
 	}
 	res, err := s.renew(ctx, req, reads, named)
-	if l, ok, err := s.landed(ctx, WriteRenewal, err); ok && l.Loan != nil && reads.Item != nil && reads.Patron != nil {
+	if l, ok, err := s.landed(ctx, schemas.WriteRenewal, err); ok && l.Loan != nil && reads.Item != nil && reads.Patron != nil {
 		return renewedAnswer(*l.Loan, reads, named), nil
 	} else if err != nil {
 		return RenewResult{}, err

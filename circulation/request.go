@@ -37,7 +37,7 @@ func (s *Service) PlaceRequest(ctx context.Context, id string, doc json.RawMessa
 		stored, err = s.storage.PlaceRequest(ctx, id, body)
 		return err
 	})
-	if l, ok, err := s.landed(ctx, WriteRequestCreate, err); ok {
+	if l, ok, err := s.landed(ctx, schemas.WriteRequestCreate, err); ok {
 		return l.Request, nil
 	} else if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func (s *Service) writeOnce(request context.Context, id string, send func(contex
 func (s *Service) ReplaceRequest(ctx context.Context, id string, doc json.RawMessage) error {
 	ctx = identified(ctx)
 	err := s.writeRequest(ctx, id, func(json.RawMessage) (json.RawMessage, error) { return doc, nil })
-	_, ok, err := s.landed(ctx, WriteRequestUpdate, err)
+	_, ok, err := s.landed(ctx, schemas.WriteRequestUpdate, err)
 	if ok {
 		return nil
 	}
@@ -96,7 +96,7 @@ func (s *Service) MoveRequest(ctx context.Context, id, destination, requestType 
 		}
 		return json.Marshal(fields)
 	})
-	if _, _, err := s.landed(ctx, WriteRequestUpdate, err); err != nil {
+	if _, _, err := s.landed(ctx, schemas.WriteRequestUpdate, err); err != nil {
 		return nil, err
 	}
 	return s.storage.Request(ctx, id)

@@ -55,7 +55,7 @@ func identified(ctx context.Context) context.Context {
 // Landed is a write that landed, as storage keeps it by its id, with what
 // it answered, decoded for the kind of write it was.
 type Landed struct {
-	// Kind is the write's (schemas' WriteCheckOut and the like), Digest
+	// Kind is the write's (schemas.WriteCheckOut and the like), Digest
 	// the digest of the client's request it was made for.
 	Kind, Digest string
 	// Loan is a check-out's or a renewal's loan, or the loan a check-in
@@ -66,16 +66,6 @@ type Landed struct {
 	// Request is a request as written.
 	Request json.RawMessage
 }
-
-// The kinds of writes, as storage names them (write.json).
-const (
-	WriteCheckOut      = "check-out"
-	WriteCheckIn       = "check-in"
-	WriteRenewal       = "renewal"
-	WriteLoanAction    = "loan-action"
-	WriteRequestCreate = "request-create"
-	WriteRequestUpdate = "request-update"
-)
 
 // settleInterval is how long a write whose answer was lost waits before
 // it is sent again.

@@ -131,6 +131,20 @@ const (
 // MaxIdempotencyKey bounds an Idempotency-Key, in bytes.
 const MaxIdempotencyKey = 255
 
+// The kinds of write a write id is kept for at storage (write.json's
+// kind): a write's kind is its route's, and an id sent again with a write
+// of another kind is refused (CodeIdempotencyKeyReused).
+const (
+	WriteCheckOut      = "check-out"
+	WriteCheckIn       = "check-in"
+	WriteRenewal       = "renewal"
+	WriteLoanAction    = "loan-action"
+	WriteRequestCreate = "request-create"
+	WriteRequestUpdate = "request-update"
+	WriteRecordCreate  = "record-create"
+	WriteRecordUpdate  = "record-update"
+)
+
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 

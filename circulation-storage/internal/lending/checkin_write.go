@@ -64,7 +64,7 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 		return storage.CheckInWritten{}, err
 	}
 	var written storage.CheckInWritten
-	_, err := s.db.InTxOnce(ctx, t, storage.WriteCheckIn, func(tx pgx.Tx) (json.RawMessage, error) {
+	_, err := s.db.InTxOnce(ctx, t, schemas.WriteCheckIn, func(tx pgx.Tx) (json.RawMessage, error) {
 		itemID, servicePointID := record.FieldValue(w.Loan, "itemId"), record.FieldValue(w.Loan, "checkinServicePointId")
 		r, err := requests.ReturnItem(ctx, tx, t, itemID, w.ItemVersion, servicePointID)
 		if err != nil {
@@ -187,7 +187,7 @@ func checkInWritten(ctx context.Context, tx pgx.Tx, t storage.Tenant, itemID, lo
 // transaction.
 func (s *Loans) CheckInItem(ctx context.Context, t storage.Tenant, w storage.ItemCheckInWrite) (storage.CheckInWritten, error) {
 	var written storage.CheckInWritten
-	_, err := s.db.InTxOnce(ctx, t, storage.WriteCheckIn, func(tx pgx.Tx) (json.RawMessage, error) {
+	_, err := s.db.InTxOnce(ctx, t, schemas.WriteCheckIn, func(tx pgx.Tx) (json.RawMessage, error) {
 		var open bool
 		if err := tx.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE tenant_id = $2 AND item_id = $1::uuid AND status_name = `+postgres.Lit(schemas.LoanOpen)+`)`,
 			postgres.TableLoan), w.ItemID, string(t)).Scan(&open); err != nil {

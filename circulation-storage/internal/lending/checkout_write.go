@@ -481,7 +481,7 @@ func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.C
 	if id != nil {
 		// The write's id first: a second run of the same write waits here
 		// for the first's transaction, and fails if it landed.
-		b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, storage.WriteCheckOut))
+		b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, schemas.WriteCheckOut))
 	}
 	b.Queue(ownEventsSQL)
 	return b, s.queueCheckOut(ctx, b, t, w, lean)
@@ -538,7 +538,7 @@ func (s *Loans) CreateCheckOutLoan(ctx context.Context, t storage.Tenant, w stor
 func (s *Loans) createCheckOutLoan(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool) (storage.CheckOutWritten, error) {
 	var r *checkOutResult
 	// A batch runs in one implicit transaction, committed at its end.
-	err := s.db.Once(ctx, t, storage.WriteCheckOut, func(c *pgx.Conn, id *storage.Write) error {
+	err := s.db.Once(ctx, t, schemas.WriteCheckOut, func(c *pgx.Conn, id *storage.Write) error {
 		var b *pgx.Batch
 		b, r = s.checkOutBatch(ctx, t, w, lean, id)
 		return c.SendBatch(ctx, b).Close()

@@ -54,7 +54,7 @@ func (s *Loans) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanA
 	if err := versionRead(w.LoanVersion); err != nil {
 		return err
 	}
-	_, err := s.db.InTxOnce(ctx, t, storage.WriteLoanAction, func(tx pgx.Tx) (json.RawMessage, error) {
+	_, err := s.db.InTxOnce(ctx, t, schemas.WriteLoanAction, func(tx pgx.Tx) (json.RawMessage, error) {
 		if err := writeItemStatus(ctx, tx, t, loanActionItemSQL[status], w.Loan, w.ItemVersion, "change"); err != nil {
 			return nil, err
 		}

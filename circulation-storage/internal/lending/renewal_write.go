@@ -180,7 +180,7 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 	for status := range notRenewed {
 		statuses = append(statuses, status)
 	}
-	err := s.db.Once(ctx, t, storage.WriteRenewal, func(c *pgx.Conn, id *storage.Write) error {
+	err := s.db.Once(ctx, t, schemas.WriteRenewal, func(c *pgx.Conn, id *storage.Write) error {
 		// One transaction: the write's id, then the item's queue (its
 		// row, as every write of a request takes it), then the renewal,
 		// whose statement's snapshot is taken after it. A recall or a hold
@@ -189,7 +189,7 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 		// it read before the other committed.
 		b := &pgx.Batch{}
 		if id != nil {
-			b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, storage.WriteRenewal))
+			b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, schemas.WriteRenewal))
 		}
 		b.Queue(itemRowSQL, record.FieldValue(w.Loan, "itemId"), string(t))
 		b.Queue(renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,

@@ -136,7 +136,7 @@ func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resour
 	if _, identified := storage.WriteFrom(ctx); identified {
 		// A write with an id of its own (a loan's, an item's): stored
 		// with it, once.
-		return s.db.InTxOnce(ctx, t, storage.WriteRecordCreate, func(tx pgx.Tx) (json.RawMessage, error) {
+		return s.db.InTxOnce(ctx, t, schemas.WriteRecordCreate, func(tx pgx.Tx) (json.RawMessage, error) {
 			return record.Insert(ctx, tx, t, r, id, doc, false)
 		})
 	}
@@ -272,7 +272,7 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 		return s.requests.Update(ctx, t, id, version, doc)
 	}
 	if _, identified := storage.WriteFrom(ctx); identified {
-		_, err := s.db.InTxOnce(ctx, t, storage.WriteRecordUpdate, func(tx pgx.Tx) (json.RawMessage, error) {
+		_, err := s.db.InTxOnce(ctx, t, schemas.WriteRecordUpdate, func(tx pgx.Tx) (json.RawMessage, error) {
 			return nil, record.Update(ctx, tx, t, r, id, version, doc, updateGuards[r.Path])
 		})
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
 )
 
 // Writer writes requests, each in a transaction of its own that keeps
@@ -61,7 +62,7 @@ func (w *Writer) Create(ctx context.Context, t storage.Tenant, id string, doc js
 		return nil, err
 	}
 	defer release()
-	return w.db.InTxOnce(ctx, t, storage.WriteRequestCreate, func(tx pgx.Tx) (json.RawMessage, error) {
+	return w.db.InTxOnce(ctx, t, schemas.WriteRequestCreate, func(tx pgx.Tx) (json.RawMessage, error) {
 		stored, err := createRequest(ctx, tx, t, id, doc)
 		if err != nil {
 			return nil, err
@@ -80,7 +81,7 @@ func (w *Writer) Update(ctx context.Context, t storage.Tenant, id string, versio
 		return err
 	}
 	defer release()
-	_, err = w.db.InTxOnce(ctx, t, storage.WriteRequestUpdate, func(tx pgx.Tx) (json.RawMessage, error) {
+	_, err = w.db.InTxOnce(ctx, t, schemas.WriteRequestUpdate, func(tx pgx.Tx) (json.RawMessage, error) {
 		shelf, err := onShelf(ctx, tx, t, id)
 		if err != nil {
 			return nil, err

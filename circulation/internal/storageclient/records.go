@@ -765,13 +765,13 @@ func (c *Client) Landed(ctx context.Context, id string) (circulation.Landed, boo
 	}
 	l := circulation.Landed{Kind: w.Kind, Digest: w.Digest}
 	switch w.Kind {
-	case circulation.WriteCheckOut, circulation.WriteRenewal:
+	case schemas.WriteCheckOut, schemas.WriteRenewal:
 		loan, err := decodeLoan(w.Answer)
 		if err != nil {
 			return circulation.Landed{}, false, err
 		}
 		l.Loan = &loan
-	case circulation.WriteCheckIn:
+	case schemas.WriteCheckIn:
 		var written checkInWritten
 		if err := json.Unmarshal(w.Answer, &written); err != nil {
 			return circulation.Landed{}, false, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "unreadable check-in").Because(err)
@@ -784,7 +784,7 @@ func (c *Client) Landed(ctx context.Context, id string) (circulation.Landed, boo
 			return circulation.Landed{}, false, err
 		}
 		l.Returned = &returned
-	case circulation.WriteRequestCreate:
+	case schemas.WriteRequestCreate:
 		l.Request = w.Answer
 	}
 	return l, true, nil
