@@ -372,6 +372,22 @@ func badInputCases(heldUser, lockID, jobID string) []badInputCase {
 		cases = append(cases, badInputCase{name: m + " lock/unknown", method: m, path: locksPath + "/" + uuid.NewString(),
 			status: notFound, code: "NOT_FOUND"})
 	}
+	// Writes' ids: in the path of the question whether one landed, and
+	// on a write, where it is a header.
+	for _, id := range badIDs {
+		cases = append(cases, badInputCase{name: "GET write/" + id.name, method: "GET", path: "/write-storage/writes/" + id.path,
+			status: badRequest, code: schemas.CodeInvalidID})
+	}
+	cases = append(cases,
+		badInputCase{name: "GET write/none landed", method: "GET", path: "/write-storage/writes/" + uuid.NewString(), status: notFound, code: schemas.CodeNotFound},
+		badInputCase{name: "POST item/write id not a UUID", method: "POST", path: "/item-storage/items", body: `{"barcode":"x","status":{"name":"Available"}}`,
+			header: map[string]string{schemas.HeaderWriteID: "not-a-uuid"}, status: badRequest, code: schemas.CodeInvalidHeader},
+		badInputCase{name: "PUT loan/a digest without a write id", method: "PUT", path: "/loan-storage/loans/" + uuid.NewString(), body: `{}`,
+			header: map[string]string{schemas.HeaderWriteDigest: "abc"}, status: badRequest, code: schemas.CodeInvalidHeader},
+		badInputCase{name: "POST request/a digest too long", method: "POST", path: "/request-storage/requests", body: `{}`,
+			header: map[string]string{schemas.HeaderWriteID: uuid.NewString(), schemas.HeaderWriteDigest: strings.Repeat("d", 129)},
+			status: badRequest, code: schemas.CodeInvalidHeader},
+	)
 	return cases
 }
 

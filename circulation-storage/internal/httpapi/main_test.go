@@ -94,6 +94,7 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		Rules:     lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
 		Counter:   lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
 		CheckOuts: lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
+		Writes:    db,
 		Ready:     db.Ping,
 	}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)

@@ -83,7 +83,8 @@ func TestLoansRefuseUnknownAndRepeatedParameters(t *testing.T) {
 }
 
 // TestHeadersAreChecked: one tenant per request, a user id that is a UUID,
-// and headers within the bound, each answered with the envelope.
+// one Idempotency-Key of 1 to 255 visible characters, and headers within
+// the bound, each answered with the envelope, nothing written.
 func TestHeadersAreChecked(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)
@@ -98,6 +99,11 @@ func TestHeadersAreChecked(t *testing.T) {
 		{"user id not a UUID", http.Header{TenantHeader: {a.tenant}, "X-Okapi-User-Id": {"nobody"}}, http.StatusBadRequest, "INVALID_HEADER"},
 		{"huge headers", http.Header{TenantHeader: {a.tenant}, "X-Padding": {strings.Repeat("p", 17<<10)}},
 			http.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE"},
+		{"two idempotency keys", http.Header{TenantHeader: {a.tenant}, "Idempotency-Key": {"a", "b"}}, http.StatusBadRequest, "INVALID_HEADER"},
+		{"an empty idempotency key", http.Header{TenantHeader: {a.tenant}, "Idempotency-Key": {`""`}}, http.StatusBadRequest, "INVALID_HEADER"},
+		{"an idempotency key with a space", http.Header{TenantHeader: {a.tenant}, "Idempotency-Key": {"a b"}}, http.StatusBadRequest, "INVALID_HEADER"},
+		{"an idempotency key of 256 characters", http.Header{TenantHeader: {a.tenant}, "Idempotency-Key": {strings.Repeat("k", 256)}},
+			http.StatusBadRequest, "INVALID_HEADER"},
 	} {
 		req, err := http.NewRequest("POST", a.url+"/circulation/check-out-by-barcode", strings.NewReader(checkOutBody))
 		if err != nil {
