@@ -3,6 +3,7 @@ package circulation
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 
 	"github.com/checkoutlock/schemas"
@@ -63,19 +64,107 @@ func (s *Service) writeOnce(request context.Context, id string, send func(contex
 // PUT /circulation/requests/{id}: a request's pickup point or dates
 // changed, its position in its queue moved, or the request cancelled
 // ("Closed - Cancelled", its place in the queue given up and an item on
-// its hold shelf handed on). A closed request is not replaced. doc is
-// written at the version its caller read (its "_version"): when another
+// its hold shelf handed on). A closed request is not changed.
+//
+// A doc naming a "_version" is written whole at that version: when another
 // write came first (a check-out that filled the request, a check-in that
-// put its item on the hold shelf), or doc names none, storage refuses it
-// 409 VERSION_CONFLICT, nothing written, and the caller reads it again.
+// put its item on the hold shelf), storage refuses it 409
+// VERSION_CONFLICT, nothing written, and the caller reads it again. A doc
+// naming none is taken as FOLIO takes it, whose request storage keeps no
+// version for its clients to name: it is the change FOLIO's clients make
+// through this route (requestChange), applied to the request as stored
+// now and written at the version read there; when another write came
+// first, the change is applied again to the request as it is then, which
+// is judged again (a request filled or cancelled meanwhile is closed, and
+// not changed). So a doc read before storage's writes (a check-out
+// filling the request, a check-in, its queue moving, a move) never undoes
+// them; the members it changes are as it sends them, over another
+// client's change of them meanwhile, as FOLIO writes them (a client that
+// must not overwrite one names the _version it read).
 func (s *Service) ReplaceRequest(ctx context.Context, id string, doc json.RawMessage) error {
+	write := func(json.RawMessage) (json.RawMessage, error) { return doc, nil }
+	if string(versionOf(doc)) == "null" {
+		change, err := changeOf(doc)
+		if err != nil {
+			return err
+		}
+		write = change.onto
+	}
 	ctx = identified(ctx)
-	err := s.writeRequest(ctx, id, func(json.RawMessage) (json.RawMessage, error) { return doc, nil })
+	err := s.writeRequest(ctx, id, write)
 	_, ok, err := s.landed(ctx, schemas.WriteRequestUpdate, err)
 	if ok {
 		return nil
 	}
 	return err
+}
+
+// The members of a request a document without "_version" changes
+// (requestChange): those FOLIO's clients change through PUT
+// /circulation/requests/{id}, its Requests app's edit (the pickup point,
+// the expiration dates, the fulfilment preference with its delivery
+// address), or, when it cancels the request, FOLIO's cancellation's
+// (request.json of FOLIO's mod-circulation). The document's other members
+// are the request as its client read it, kept as stored: its item and
+// type (a request is moved by its move), requester, date and comments,
+// which FOLIO's clients do not change, and its status and position, which
+// storage's writes move (a check-out filling the request, a check-in
+// putting its item on the hold shelf, the queue moving up around it): a
+// copy read before one of those would undo it. A place in the queue is
+// changed with the "_version" read, against the queue as read.
+var (
+	changedMembers      = []string{"pickupServicePointId", "requestExpirationDate", "holdShelfExpirationDate", "fulfillmentPreference", "deliveryAddressTypeId"}
+	cancellationMembers = []string{"status", "cancellationReasonId", "cancelledByUserId", "cancelledDate", "cancellationAdditionalInformation"}
+)
+
+// requestChange is what a request document without "_version" changes:
+// its members changedMembers names, or, when it cancels the request,
+// those cancellationMembers names; each as sent, a member left out
+// keeping its stored value.
+type requestChange struct {
+	members map[string]json.RawMessage
+}
+
+// changeOf is the change doc, a request document without "_version",
+// makes. Its status is the request's as read (an open status: the stored
+// one stays, since only storage's writes move a request between them),
+// or "Closed - Cancelled": another closed status is refused, as FOLIO's
+// clients close a request through this route only by cancelling it.
+func changeOf(doc json.RawMessage) (requestChange, error) {
+	fields, err := requestFields(doc)
+	if err != nil {
+		return requestChange{}, err
+	}
+	var status string
+	_ = json.Unmarshal(fields["status"], &status)
+	taken := changedMembers
+	switch {
+	case status == schemas.RequestCancelled:
+		taken = cancellationMembers
+	case status != "" && !schemas.RequestIsOpen(status):
+		return requestChange{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"status: a request is closed through this route only by cancelling it (%q); send its _version to write %q", schemas.RequestCancelled, status).
+			With("status", status))
+	}
+	c := requestChange{members: map[string]json.RawMessage{}}
+	for _, name := range taken {
+		if v, ok := fields[name]; ok {
+			c.members[name] = v
+		}
+	}
+	return c, nil
+}
+
+// onto is the request stored with the change made, written at the stored
+// "_version" (its metadata storage's).
+func (c requestChange) onto(stored json.RawMessage) (json.RawMessage, error) {
+	fields, err := requestFields(stored)
+	if err != nil {
+		return nil, err
+	}
+	delete(fields, "metadata")
+	maps.Copy(fields, c.members)
+	return json.Marshal(fields)
 }
 
 // MoveRequest moves open request id to the end of destination item's
@@ -162,9 +251,11 @@ const requestWrites = 3
 
 // writeRequest reads request id, refuses it closed, and replaces it with
 // what write makes of it as read. A write made at the version read
-// (MoveRequest's) and refused because another came first in between is
-// judged again from the request as it is then, up to requestWrites times;
-// one at a version its caller read is the caller's to judge again.
+// (MoveRequest's, and ReplaceRequest's of a change) and refused because
+// another came first in between is judged again from the request as it
+// is then, up to requestWrites times, in the call's one write id (storage
+// keeps the id only with a write that landed); one at a version its
+// caller read is the caller's to judge again.
 func (s *Service) writeRequest(ctx context.Context, id string, write func(stored json.RawMessage) (json.RawMessage, error)) error {
 	for attempt := 1; ; attempt++ {
 		stored, err := s.storage.Request(ctx, id)

@@ -106,7 +106,10 @@ func (s *Server) listRequests(c echo.Context) error {
 }
 
 // replaceRequest is PUT /circulation/requests/{id} (FOLIO's): 204; a
-// status "Closed - Cancelled" cancels the request.
+// status "Closed - Cancelled" cancels the request. A body naming its
+// "_version" replaces the request at that version; one naming none, as
+// FOLIO's clients send it, is the change they make, applied to the
+// request as stored (circulation.Service.ReplaceRequest).
 func (s *Server) replaceRequest(c echo.Context) error {
 	id, err := s.requestID(c)
 	if err != nil {
