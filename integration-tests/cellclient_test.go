@@ -189,6 +189,9 @@ type recorded struct {
 	in        cellInput
 	out       cellOutput
 	call, ret time.Duration
+	// answered is when the client had its answer, or gave up: ret, but
+	// for a write whose outcome is not known, which stays open after it.
+	answered time.Duration
 }
 
 // chooseOp draws an operation on cell for a client that last read mem,
@@ -312,53 +315,54 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 	var a writeAnswer
 	switch in.Kind {
 	case opCheckOut:
-		a = w.write(circulation, "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": item.barcode,
+		a = w.write(in.Kind, circulation, "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": item.barcode,
 			"userBarcode": patron.barcode, "servicePointId": w.points[0]}, nil, w.settle)
 	case opCheckOutOffline:
-		a = w.write(circulation, "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": item.barcode,
+		a = w.write(in.Kind, circulation, "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": item.barcode,
 			"userBarcode": patron.barcode, "servicePointId": w.points[0],
 			// Made offline within the last hour, at a time of its own: the
 			// same patron, item and time name the same check-out.
 			"offline": map[string]any{"transactionDate": now.Add(-time.Minute - time.Duration(rng.IntN(3_600_000))*time.Millisecond).
 				Format(schemas.TimeFormat)}}, nil, true)
 	case opCheckOutStorage:
-		a = w.write(storage, "POST", "/loan-storage/loans", map[string]any{"id": in.ID, "userId": patron.id, "itemId": item.id,
+		a = w.write(in.Kind, storage, "POST", "/loan-storage/loans", map[string]any{"id": in.ID, "userId": patron.id, "itemId": item.id,
 			"loanDate": now.Format(schemas.TimeFormat), "dueDate": now.Add(21 * 24 * time.Hour).Format(schemas.TimeFormat),
 			"action": "checkedout", "status": map[string]any{"name": schemas.LoanOpen}, "loanPolicyId": w.policy,
 			"checkoutServicePointId": w.points[0]},
 			map[string]string{schemas.HeaderItemVersion: fmt.Sprint(in.Version), schemas.HeaderLockID: uuid.NewString(),
 				schemas.HeaderReleaseLock: "true", schemas.HeaderAcquireLock: "ttlMs=10000&waitMs=2000"}, false)
 	case opCheckIn:
-		a = w.write(circulation, "POST", "/circulation/check-in-by-barcode", map[string]any{"itemBarcode": item.barcode,
+		a = w.write(in.Kind, circulation, "POST", "/circulation/check-in-by-barcode", map[string]any{"itemBarcode": item.barcode,
 			"servicePointId": w.points[in.Point]}, nil, w.settle)
 	case opRenew:
-		a = w.write(circulation, "POST", "/circulation/renew-by-barcode", map[string]any{"itemBarcode": item.barcode,
+		a = w.write(in.Kind, circulation, "POST", "/circulation/renew-by-barcode", map[string]any{"itemBarcode": item.barcode,
 			"userBarcode": patron.barcode}, nil, w.settle)
 	case opClaim:
-		a = w.write(circulation, "POST", "/circulation/loans/"+in.ID+"/claim-item-returned",
+		a = w.write(in.Kind, circulation, "POST", "/circulation/loans/"+in.ID+"/claim-item-returned",
 			map[string]any{"itemClaimedReturnedDateTime": now.Format(schemas.TimeFormat)}, nil, w.settle)
 	case opDeclare:
-		a = w.write(circulation, "POST", "/circulation/loans/"+in.ID+"/declare-item-lost",
+		a = w.write(in.Kind, circulation, "POST", "/circulation/loans/"+in.ID+"/declare-item-lost",
 			map[string]any{"declaredLostDateTime": now.Format(schemas.TimeFormat), "servicePointId": w.points[0]}, nil, w.settle)
 	case opPlace:
-		a = w.write(circulation, "POST", "/circulation/requests", map[string]any{"id": in.ID, "requestType": in.Type,
+		a = w.write(in.Kind, circulation, "POST", "/circulation/requests", map[string]any{"id": in.ID, "requestType": in.Type,
 			"requestDate": now.Format(schemas.TimeFormat), "requesterId": patron.id, "itemId": item.id,
 			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": w.points[in.Point]}, nil, w.settle)
 	case opCancel:
 		doc := maps.Clone(mem.requests[in.ID])
 		doc["status"] = schemas.RequestCancelled
-		a = w.write(circulation, "PUT", "/circulation/requests/"+in.ID, doc, nil, false)
+		a = w.write(in.Kind, circulation, "PUT", "/circulation/requests/"+in.ID, doc, nil, false)
 	case opMove:
-		a = w.write(circulation, "POST", "/circulation/requests/"+in.ID+"/move",
+		a = w.write(in.Kind, circulation, "POST", "/circulation/requests/"+in.ID+"/move",
 			map[string]any{"destinationItemId": lib.items[in.Dest].id}, nil, w.settle)
 	case opReplaceLoan:
-		a = w.write(storage, "PUT", "/loan-storage/loans/"+in.ID, mem.loans[in.ID], nil, false)
+		a = w.write(in.Kind, storage, "PUT", "/loan-storage/loans/"+in.ID, mem.loans[in.ID], nil, false)
 	}
 	r.out = a.output(in.Kind)
 	if in.Kind == opCheckOutStorage && r.out.Outcome != outRefused && r.out.Outcome != outNotDone {
 		r.out.ID = in.ID
 	}
 	r.ret = time.Since(start)
+	r.answered = r.ret
 	if r.out.Outcome == outUnknown {
 		// It may take effect until inFlight after it was last sent
 		// unanswered, or (answered, but from what was read back) after its
@@ -372,11 +376,12 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 	return r, true
 }
 
-// writeAnswer is a write's last answer, after every send: its status and body,
-// or the error that left it without one; whether a send before it went
-// unanswered (or was answered 5xx) and so may still take effect, and when
-// the last send that went so was made; and whether the sends were settled
-// by the write's Idempotency-Key (keyed), whose answers are the first's.
+// writeAnswer is a write's last answer, after every send: its status and
+// body, or the error that left it without one; whether a send before it
+// went without an answer that says what it did (output) and so may still
+// take effect, and when the last send that went so was made; and whether
+// the sends were settled by the write's Idempotency-Key (keyed), whose
+// answers are the first's.
 type writeAnswer struct {
 	status          int
 	body            []byte
@@ -386,11 +391,13 @@ type writeAnswer struct {
 	keyed           bool
 }
 
-// write sends a write, with an Idempotency-Key of its own, to a process
-// (a circulation or a storage instance, drawn by to for each send); with
-// resend, again with the same key and body, to an instance drawn again,
-// until it is answered definitely (2xx or 4xx) or settleWithin has passed.
-func (w *cellWorld) write(to func() *harness.Process, method, path string, body any, headers map[string]string, resend bool) writeAnswer {
+// write sends a write of kind, with an Idempotency-Key of its own, to a
+// process (a circulation or a storage instance, drawn by to for each
+// send); with resend, again with the same key and body, to an instance
+// drawn again, while it is not answered (no answer, or 5xx), for up to
+// settleWithin. A send whose answer alone leaves the outcome not known
+// (output) is one that may still take effect.
+func (w *cellWorld) write(kind opKind, to func() *harness.Process, method, path string, body any, headers map[string]string, resend bool) writeAnswer {
 	key := uuid.NewString()
 	a := writeAnswer{keyed: w.settle}
 	unanswered := false
@@ -398,11 +405,12 @@ func (w *cellWorld) write(to func() *harness.Process, method, path string, body 
 		start := time.Now()
 		a.priorUnanswered = a.priorUnanswered || unanswered
 		a.status, a.body, a.err = w.send(to(), method, path, body, headers, key)
-		definite := a.err == nil && a.status < 500 || neverSent(a.err)
-		if unanswered = !definite; unanswered {
+		alone := a
+		alone.priorUnanswered = false
+		if unanswered = alone.output(kind).Outcome == outUnknown; unanswered {
 			a.lastUnanswered = start
 		}
-		return definite
+		return a.err == nil && a.status < 500
 	}
 	if !send() && resend {
 		harness.Poll(settleWithin, 200*time.Millisecond, send)
@@ -420,8 +428,9 @@ func neverSent(err error) bool {
 // conflictCodes are the refusals of a write because another came first,
 // by kind: what it read changed before it wrote (the item, the loan, the
 // request; a check-in of an item without a loan meeting one a check-out
-// made meanwhile is answered a validation failure), or the patron's lock
-// stayed held by another check-out.
+// made meanwhile is answered a validation failure; a request moved to
+// another item while a write waited for its queue, a conflict), or the
+// patron's lock stayed held by another check-out.
 var conflictCodes = map[opKind][]string{
 	opCheckOut:        {schemas.CodeItemChanged, schemas.CodeUnableToAcquireLock},
 	opCheckOutOffline: {schemas.CodeItemChanged, schemas.CodeUnableToAcquireLock},
@@ -430,6 +439,7 @@ var conflictCodes = map[opKind][]string{
 	opRenew:           {schemas.CodeLoanChanged},
 	opClaim:           {schemas.CodeItemChanged, schemas.CodeLoanChanged},
 	opDeclare:         {schemas.CodeItemChanged, schemas.CodeLoanChanged},
+	opCancel:          {schemas.CodeConflict},
 	opMove:            {schemas.CodeVersionConflict, schemas.CodeConflict},
 }
 

@@ -218,7 +218,7 @@ func (m *machine) atOnce(t *rapid.T, counts map[string]int) {
 	for _, r := range reads {
 		ops = append(ops, porcupine.Operation{ClientId: n, Input: r.in, Output: r.out, Call: r.call.Nanoseconds(), Return: r.ret.Nanoseconds()})
 	}
-	claimLoanIDs(ops)
+	annotate(ops)
 	model := cellModel(m.state)
 	if !porcupine.CheckOperations(model.ToModel(), ops) {
 		var lines []string
