@@ -361,12 +361,25 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 	if in.Kind == opCheckOutStorage && r.out.Outcome != outRefused && r.out.Outcome != outNotDone {
 		r.out.ID = in.ID
 	}
+	if in.Kind == opCheckOutOffline && r.out.Outcome == outDone {
+		// What its loan says it broke, as storage recorded it: circulation's
+		// answer says so too, but when the write's own answer was lost and
+		// the loan read back, it answers the loan it meant to write, which
+		// says nothing broken.
+		var loan struct {
+			Offline struct {
+				BrokenRules *[]string `json:"brokenRules"`
+			} `json:"offline"`
+		}
+		if w.get(storage(), "/loan-storage/loans/"+r.out.ID, &loan) && loan.Offline.BrokenRules != nil {
+			r.out.Broken, r.out.Said = codeSet(*loan.Offline.BrokenRules...), true
+		}
+	}
 	r.ret = time.Since(start)
 	r.answered = r.ret
-	if r.out.Outcome == outUnknown {
+	if r.out.Outcome == outUnknown && (!r.out.Before || !a.lastUnanswered.IsZero()) {
 		// It may take effect until inFlight after it was last sent
-		// unanswered, or (answered, but from what was read back) after its
-		// call.
+		// unanswered, or (answered, but not knowing) after its call.
 		from := r.call
 		if !a.lastUnanswered.IsZero() {
 			from = a.lastUnanswered.Sub(start)
@@ -435,7 +448,7 @@ var conflictCodes = map[opKind][]string{
 	opCheckOut:        {schemas.CodeItemChanged, schemas.CodeUnableToAcquireLock},
 	opCheckOutOffline: {schemas.CodeItemChanged, schemas.CodeUnableToAcquireLock},
 	opCheckOutStorage: {schemas.CodeLockHeld},
-	opCheckIn:         {schemas.CodeItemChanged, schemas.CodeLoanChanged, schemas.CodeValidation},
+	opCheckIn:         {schemas.CodeLoanChanged, schemas.CodeValidation},
 	opRenew:           {schemas.CodeLoanChanged},
 	opClaim:           {schemas.CodeItemChanged, schemas.CodeLoanChanged},
 	opDeclare:         {schemas.CodeItemChanged, schemas.CodeLoanChanged},
@@ -467,11 +480,8 @@ func (a writeAnswer) output(kind opKind) cellOutput {
 		return cellOutput{Outcome: outUnknown}
 	case ok:
 		var doc struct {
-			ID           string `json:"id"`
-			RenewalCount int    `json:"renewalCount"`
-			Offline      struct {
-				BrokenRules *[]string `json:"brokenRules"`
-			} `json:"offline"`
+			ID               string `json:"id"`
+			RenewalCount     int    `json:"renewalCount"`
 			StaffSlipContext struct {
 				Item struct {
 					FromServicePoint string `json:"fromServicePoint"`
@@ -484,14 +494,11 @@ func (a writeAnswer) output(kind opKind) cellOutput {
 			// circulation read back (the item one version on, its loan
 			// closed), which another check-in's write would show as well:
 			// not known.
-			return cellOutput{Outcome: outUnknown, ReadBack: true}
+			return cellOutput{Outcome: outUnknown, ReadBack: true, Before: true}
 		}
 		out := cellOutput{Outcome: outDone, Renewals: doc.RenewalCount}
 		if kind.lends() {
 			out.ID = strings.ToLower(doc.ID)
-		}
-		if kind == opCheckOutOffline && doc.Offline.BrokenRules != nil {
-			out.Broken, out.Said = codeSet(*doc.Offline.BrokenRules...), true
 		}
 		return out
 	}
@@ -510,6 +517,13 @@ func (a writeAnswer) output(kind opKind) cellOutput {
 	conflict := slices.ContainsFunc(codes, func(c string) bool { return slices.Contains(conflictCodes[kind], c) })
 	unavailable := a.status == http.StatusServiceUnavailable
 	switch {
+	case kind == opCheckIn && slices.Equal(codes, []string{schemas.CodeItemChanged}):
+		// Circulation answers a check-in of an item without a loan so
+		// also when a send of its own went unanswered, the one it sent again
+		// found the item moved on, and it could not read the item back:
+		// whether the first was made is not known; it was made before the
+		// answer or never, at the item's version read.
+		return cellOutput{Outcome: outUnknown, Codes: codes, Before: true}
 	case a.status >= 400 && a.status < 500 && conflict:
 		return cellOutput{Outcome: outConflict, Codes: codes}
 	case a.status >= 400 && a.status < 500:

@@ -264,10 +264,9 @@ type cellOutput struct {
 	Codes    []string
 	ID       string
 	Renewals int
-	// Broken are the rules a check-out made offline says its loan broke
-	// (offline.brokenRules), when Said: an answer circulation gives from
-	// the loan it meant to write, after the write went unanswered and the
-	// loan was read back, does not say.
+	// Broken are the rules the loan of a check-out made offline says it
+	// broke (offline.brokenRules, read at storage after the answer), when
+	// Said (the read was answered).
 	Broken []string
 	Said   bool
 	// CountMayMove says another write that may move the patron's count of
@@ -280,6 +279,12 @@ type cellOutput struct {
 	// ReadBack says a check-in answered done was answered from what
 	// circulation read back after its write went unanswered: not known.
 	ReadBack bool
+	// Before says a write whose outcome is not known made it, if it did,
+	// before its answer: a check-in's write is fenced at the versions it
+	// read, which circulation found moved on before it answered (ReadBack,
+	// or ITEM_CHANGED after a send of its own went unanswered), so it can
+	// take effect no later.
+	Before   bool
 	Items    []readItem
 	Loans    []readLoan
 	Requests [][]mRequest
