@@ -23,7 +23,7 @@ import (
 //
 // Every write the services answered done must be a step of the model from
 // the state before it; a write they refused must be refused by the model in
-// that state, for the reasons the answer names (refusalsOf); a write refused
+// that state, for the reasons the answer names (judge); a write refused
 // because another write came first (a conflict: the item, the loan or the
 // request changed since it was read, the patron's lock held) changed
 // nothing, and the history must hold a write that could have come first
@@ -40,8 +40,9 @@ import (
 //     done, the item is Checked out, the loan new, and the borrower's
 //     request first in the queue filled (the others move up);
 //   - check-out made offline: recorded past every rule (the item limit
-//     among them: it already happened) but an item on loan; another
-//     patron's request first in the queue stays;
+//     among them: it already happened) but an item on loan, its loan
+//     saying which it broke (offlineBroken); another patron's request first
+//     in the queue stays;
 //   - check-out written at storage at the item's version read (under the
 //     patron's lock it acquires and releases in the write): refused for the
 //     rules storage judges in its write (the item limit, another patron's
