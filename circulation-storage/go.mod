@@ -21,7 +21,6 @@ require (
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	golang.org/x/crypto v0.57.0
-	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -88,6 +88,7 @@ require (
 	golang.org/x/mod v0.41.0
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/protobuf v1.36.12
+	pgregory.net/rapid v1.3.0
 )
 
 replace (

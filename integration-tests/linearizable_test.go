@@ -1,16 +1,12 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
+	"maps"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,15 +16,13 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/google/uuid"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/errs/errhttp"
 )
 
-// historyLength is how long TestHistoriesAreLinearizable records
-// (make test-long: ten minutes).
+// historyLength is how long TestHistoriesAreLinearizable records (make
+// test: the default; make test-long: HISTORY, two minutes).
 var historyLength = flag.Duration("history", 20*time.Second, "how long the history checker records operations under faults")
 
 // historyArtifacts is where a history that is not linearizable is written,
@@ -41,411 +35,315 @@ func historyArtifacts() string {
 	return os.TempDir()
 }
 
-// TestHistoriesAreLinearizable: clients check items out and in, renew,
-// place and cancel holds, replace loans at the version they read, and
-// read the loans, the queues and the items, at once, over two storage and
-// two circulation instances on one database, while storage processes are
-// killed and restarted and their database backends terminated. Every
-// operation's call, answer and time is recorded, and the history is
-// checked with porcupine against the model of an item, its loan and its
-// queue (itemmodel_test.go): it must be linearizable, an operation whose
-// answer was lost allowed either way. A history that is not is written as
+// The history's library: cells of three patrons and four items (the item
+// limit two), four cells worked on at a time by eight clients, four new
+// ones every cellLife: each cell's history (porcupine checks a cell's on
+// its own) stays as short as the short run's, however long the run.
+const (
+	historyPatrons = 3
+	historyItems   = 4
+	cellsAtOnce    = 4
+	cellLife       = 10 * time.Second
+	historyClients = 8
+	// faultGap is the time between the end of one fault and the next.
+	faultGap = 2 * time.Second
+)
+
+// The faults, one after another, each kind in turn.
+const (
+	faultBackends    = "storage backends terminated"
+	faultStorage     = "storage killed and restarted"
+	faultCirculation = "circulation killed and restarted"
+	faultPostgres    = "PostgreSQL restarted"
+	faultCut         = "circulation-storage connections cut"
+)
+
+var faultKinds = []string{faultBackends, faultStorage, faultCirculation, faultPostgres, faultCut}
+
+// TestHistoriesAreLinearizable: clients check items out (live, offline,
+// and at storage at the item's version read) and in, renew, claim returned
+// and declare lost, place holds, recalls and pages, cancel requests at the
+// version read and move them to other items, replace loans at the version
+// read, and read the items, loans and queues, all at once, over two storage
+// and two circulation instances with the check-out lock on, on a
+// PostgreSQL of the test's own, while, one after another: every storage
+// backend is terminated, a storage instance is killed and started again, a
+// circulation instance is killed and started again, PostgreSQL is
+// restarted (stopped fast or crashed, in turn), and every connection
+// between circulation and storage is cut (each circulation instance
+// reaches storage through a proxy of its own). A client whose write went
+// unanswered waits until the services read again before its next. Every
+// operation's call, answer and time is recorded, and the history of each
+// cell of the
+// library (patrons and the items they borrow, under an item limit) is
+// checked with porcupine against the model of the cell (cellmodel_test.go):
+// it must be linearizable, a refusal for the rules the model gives in that
+// state, a write whose answer was lost allowed either way; and every
+// refusal because another write came first must have had one that could
+// (conflictsExplained). A history that is not linearizable is written as
 // porcupine's visualisation, whose path the failure names.
 func TestHistoriesAreLinearizable(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true,
-		// The database is the test's own: its backends are terminated.
-		DatabaseURL: harness.FreshDatabase(t)})
-	const items, patrons = 3, 3
-	lib := c.SetupLibrary(patrons, 0, 0)
-	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
-	keepHolds(t, c, harness.ServicePoint, 2, "Days")
-	w := &historyWorld{c: c}
-	// The clients work on three items at a time, three new ones every
-	// itemLife: each item's history (porcupine checks an item's on its
-	// own) stays as short as the short run's, however long the run.
-	material, loanType := materialTypeOf(t, c), loanTypeOf(t, c)
-	for set := range int(*historyLength/itemLife) + 1 {
-		var batch []historyItem
-		for i := range items {
-			barcode := fmt.Sprintf("H%03d-%d", set, i)
-			var item struct{ ID string }
-			c.Do(c.Storage, "POST", "/item-storage/items", map[string]any{"barcode": barcode, "title": "Item " + barcode,
-				"status": map[string]any{"name": "Available"}, "materialTypeId": material, "permanentLoanTypeId": loanType}).
-				Want(t, http.StatusCreated).Decode(t, &item)
-			batch = append(batch, historyItem{barcode: barcode, id: item.ID})
-		}
-		w.items = append(w.items, batch)
-	}
-	w.rec = &history{start: time.Now()}
-	for _, p := range lib.Patrons {
-		w.patrons = append(w.patrons, historyPatron{barcode: p, id: patronID(t, c, p)})
-	}
+	pg := harness.StartPostgres(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true, CirculationProxies: true,
+		DatabaseURL: pg.CreateDatabase("circulation")})
+	generations := int(*historyLength/cellLife) + 1
+	w := setupCellLibrary(t, c, generations*cellsAtOnce, historyPatrons, historyItems)
 
+	start := time.Now()
 	ctx, stop := context.WithTimeout(context.Background(), *historyLength)
 	defer stop()
+	var mu sync.Mutex
+	var ops []porcupine.Operation
 	var wg sync.WaitGroup
-	const clients = 8
-	for client := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.client(ctx, client)
-		}()
-	}
-	// The faults, one every two seconds: every storage backend terminated,
-	// and every fifth time a storage instance killed and started again
-	// (its clients' calls refused until it is back).
-	faults := 0
-	tick := time.NewTicker(2 * time.Second)
-	for done := false; !done; {
-		select {
-		case <-ctx.Done():
-			done = true
-		case <-tick.C:
-			faults++
-			if faults%5 == 0 {
-				s := c.Storages[faults/5%len(c.Storages)]
-				s.Kill()
-				s.Restart()
-			} else {
-				c.TerminateStorageBackends(t)
+	for client := range historyClients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(client), uint64(time.Now().UnixNano())))
+			mems := map[int]*cellMemory{}
+			for ctx.Err() == nil {
+				gen := min(int(time.Since(start)/cellLife), generations-1)
+				cell := gen*cellsAtOnce + rng.IntN(cellsAtOnce)
+				if mems[cell] == nil {
+					mems[cell] = newCellMemory(historyItems)
+				}
+				in, ok := w.chooseOp(rng, cell, mems[cell])
+				if !ok {
+					continue
+				}
+				r, ok := w.do(rng, in, mems[cell], start)
+				if !ok {
+					continue
+				}
+				mu.Lock()
+				ops = append(ops, porcupine.Operation{ClientId: client, Input: r.in, Output: r.out,
+					Call: r.call.Nanoseconds(), Return: r.ret.Nanoseconds(), Metadata: r.answered})
+				mu.Unlock()
+				if r.out.Outcome == outUnknown || r.out.Outcome == outNotDone {
+					// The services are not answering: wait until they read
+					// again, as a desk would, rather than send write after
+					// write into the fault (each one unknown more).
+					harness.Poll(cellLife, 100*time.Millisecond, func() bool {
+						_, answered := w.read(pick(rng, c.Storages), cellInput{Kind: opReadItems, Cell: cell}, newCellMemory(historyItems))
+						return answered || ctx.Err() != nil
+					})
+				}
 			}
-		}
+		})
 	}
-	tick.Stop()
+	faults := injectFaults(ctx, t, c, pg)
 	wg.Wait()
 
-	ops := w.rec.operations()
+	annotate(ops)
 	counts := map[string]int{}
+	unknown, pastLimit, atLimit := 0, 0, 0
 	for _, op := range ops {
-		in, out := op.Input.(histInput), op.Output.(histOutput)
-		name := opNames[in.Kind]
-		if in.Kind < opReadLoan {
-			name += " " + []string{"done", "refused", "unknown"}[out.Outcome]
+		in, out := op.Input.(cellInput), op.Output.(cellOutput)
+		name := in.Kind.String()
+		if !in.Kind.read() {
+			name += " " + outcomeNames[out.Outcome]
 		}
 		counts[name]++
+		if out.Outcome == outUnknown {
+			unknown++
+		}
+		if in.Kind.lends() && out.Outcome == outRefused && slices.ContainsFunc(out.Codes, func(c string) bool {
+			return c == schemas.CodeItemLimitLoanType || c == schemas.CodeItemLimitReached
+		}) {
+			atLimit++
+		}
+		if in.Kind == opCheckOutOffline && out.Outcome == outDone && slices.Contains(out.Broken, schemas.CodeItemLimitReached) {
+			// Said by the loan itself: the model holds its word to the
+			// patron's open loans then.
+			pastLimit++
+		}
 	}
-	// Each item's history on its own (porcupine would check them all at
-	// once), two at a time: a history that is linearizable is found so in
-	// seconds; one that is not may take much longer to give up on, and
-	// "unknown" after a minute fails the test too. The one that is not
-	// linearizable is written as porcupine's visualisation, and as JSON.
-	model := itemModel.ToModel()
-	parts := itemModel.Partition(ops)
+	model := cellModel(newCell(historyItems))
+	checking := time.Now()
+	failed := checkCells(t, model, ops, 3*time.Minute)
+	checked := time.Since(checking).Round(time.Second)
+	unexplained := conflictsExplained(ops)
+	faultTotal := 0
+	for _, n := range faults {
+		faultTotal += n
+	}
+	cells := len(model.Partition(ops))
+	t.Logf("SUMMARY TestHistoriesAreLinearizable: %d operations by %d clients over %s (%d unknown); %d faults %v; "+
+		"%d cells of %d patrons and %d items (%d patrons, %d items) each checked on its own, item limit %d; "+
+		"%d check-outs refused at the limit, %d made offline past it; checked in %s: %d cells not found linearizable, %d conflicts without a write that came first; %v",
+		len(ops), historyClients, *historyLength, unknown, faultTotal, faults, cells, historyPatrons, historyItems,
+		cells*historyPatrons, cells*historyItems, cellItemLimit, atLimit, pastLimit, checked, len(failed), len(unexplained), counts)
+	for _, kind := range faultKinds {
+		if faults[kind] == 0 && *historyLength >= 20*time.Second {
+			t.Errorf("no fault of kind %q in %s: the faults %v", kind, *historyLength, faults)
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("against the model of a cell, these cells' histories are not found linearizable:\n%s", strings.Join(failed, "\n"))
+	}
+	if len(unexplained) > 0 {
+		t.Errorf("refused because another write came first, with no write that could have come first:\n%s", strings.Join(unexplained, "\n"))
+	}
+}
+
+// injectFaults injects the faults, each kind in turn, faultGap apart, until
+// ctx ends, and says how many of each it injected.
+func injectFaults(ctx context.Context, t *testing.T, c *harness.Cluster, pg *harness.Postgres) map[string]int {
+	t.Helper()
+	faults := map[string]int{}
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return faults
+		case <-time.After(faultGap):
+		}
+		kind := faultKinds[i%len(faultKinds)]
+		n := faults[kind]
+		switch kind {
+		case faultBackends:
+			c.TerminateStorageBackends(t)
+		case faultStorage:
+			s := c.Storages[n%len(c.Storages)]
+			s.Kill()
+			s.Start()
+		case faultCirculation:
+			p := c.Circulations[n%len(c.Circulations)]
+			p.Kill()
+			p.Start()
+		case faultPostgres:
+			if n%2 == 0 {
+				pg.Restart()
+			} else {
+				pg.Crash()
+				pg.Start()
+			}
+			c.DB.Reset()
+		case faultCut:
+			for _, p := range c.CirculationProxies {
+				p.Cut()
+			}
+		}
+		faults[kind]++
+	}
+}
+
+// annotate marks, in every read of loans, the loans no answer named: only
+// those can be the loan of a check-out whose answer was lost and named
+// none; and every check-out made offline that a write overlaps which may
+// move its patron's count of open loans (CountMayMove).
+func annotate(ops []porcupine.Operation) {
+	claimed := map[string]bool{}
+	for _, op := range ops {
+		in, out := op.Input.(cellInput), op.Output.(cellOutput)
+		if in.Kind.lends() {
+			claimed[out.ID], claimed[in.ID] = true, true
+		}
+	}
+	for i, op := range ops {
+		in, out := op.Input.(cellInput), op.Output.(cellOutput)
+		switch in.Kind {
+		case opReadLoans:
+			out.Unclaimed = make([]bool, len(out.Loans))
+			for k, l := range out.Loans {
+				out.Unclaimed[k] = !claimed[l.ID]
+			}
+		case opCheckOutOffline:
+			out.CountMayMove = slices.ContainsFunc(ops, func(other porcupine.Operation) bool {
+				oin, oout := other.Input.(cellInput), other.Output.(cellOutput)
+				return oin.Cell == in.Cell && (oin.Kind == opCheckIn || oin.Kind == opClaim || oin.Kind == opDeclare) &&
+					(oout.Outcome == outDone || oout.Outcome == outUnknown) && other.Call < op.Return && other.Return > op.Call
+			})
+		}
+		ops[i].Output = out
+	}
+}
+
+// checkCells checks each cell's history on its own against model, two at
+// a time (porcupine would check them all at once): a history that is
+// linearizable is found so in seconds; one that is not may take much
+// longer to give up on, and "unknown" after timeout fails the test too. One
+// that is not linearizable is written as porcupine's visualisation, and as
+// JSON; checkCells answers a line for each.
+func checkCells(t *testing.T, model porcupine.NondeterministicModel, ops []porcupine.Operation, timeout time.Duration) []string {
+	t.Helper()
+	m := model.ToModel()
 	var failed []string
 	var mu sync.Mutex
 	sem := make(chan struct{}, 2)
 	var checks sync.WaitGroup
-	for _, part := range parts {
-		checks.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer checks.Done()
+	for _, part := range model.Partition(ops) {
+		checks.Go(func() {
+			sem <- struct{}{}
 			defer func() { <-sem }()
-			result, info := porcupine.CheckOperationsVerbose(model, part, time.Minute)
+			result, info := porcupine.CheckOperationsVerbose(m, part, timeout)
 			if result == porcupine.Ok {
 				return
 			}
-			base := filepath.Join(historyArtifacts(), fmt.Sprintf("checkout-lock-history-%s-item-%s",
-				time.Now().UTC().Format("20060102T150405"), short(part[0].Input.(histInput).Item)))
-			if err := porcupine.VisualizePath(model, info, base+".html"); err != nil {
+			cell := part[0].Input.(cellInput).Cell
+			base := filepath.Join(historyArtifacts(), fmt.Sprintf("checkout-lock-history-%s-%s-cell-%d",
+				time.Now().UTC().Format("20060102T150405"), strings.ReplaceAll(t.Name(), "/", "-"), cell))
+			if err := porcupine.VisualizePath(m, info, base+".html"); err != nil {
 				t.Errorf("write the history's visualisation: %v", err)
 			}
 			if data, err := json.Marshal(part); err == nil {
 				_ = os.WriteFile(base+".json", data, 0o644)
 			}
 			mu.Lock()
-			failed = append(failed, fmt.Sprintf("item %s: %s (%d operations): %s.html", part[0].Input.(histInput).Item, result, len(part), base))
+			failed = append(failed, fmt.Sprintf("cell %d: %s (%d operations): %s.html", cell, result, len(part), base))
 			mu.Unlock()
-		}()
+		})
 	}
 	checks.Wait()
-	t.Logf("SUMMARY TestHistoriesAreLinearizable: %d operations by %d clients over %s, %d faults, %d items each checked on its own, %d not found linearizable: %v",
-		len(ops), clients, *historyLength, faults, len(parts), len(failed), counts)
-	if len(failed) > 0 {
-		t.Fatalf("against the model of an item, its loan and its queue, these items' histories are not found linearizable:\n%s",
-			strings.Join(failed, "\n"))
+	slices.Sort(failed)
+	return failed
+}
+
+// touchSame says whether writes a and b of a cell may change the same
+// item: both their own, or either a request cancelled or moved (which may
+// have moved since it was read) and so any.
+func touchSame(a, b cellInput) bool {
+	anyItem := func(in cellInput) bool { return in.Kind == opCancel || in.Kind == opMove }
+	return anyItem(a) || anyItem(b) || a.Item == b.Item
+}
+
+// conflictsExplained answers a line for every write of ops refused because
+// another came first (outConflict) for which no other write could have:
+// one of its cell that overlaps it in time and may have written (done, or
+// not known) what it read (touchSame), or, refused for the patron's lock, a
+// check-out of the same patron that overlaps it.
+func conflictsExplained(ops []porcupine.Operation) []string {
+	byCell := map[int][]porcupine.Operation{}
+	for _, op := range ops {
+		in := op.Input.(cellInput)
+		byCell[in.Cell] = append(byCell[in.Cell], op)
 	}
-}
-
-// materialTypeOf and loanTypeOf are the library's only material and loan
-// types.
-func materialTypeOf(t *testing.T, c *harness.Cluster) string {
-	return onlyIDOf(t, c, "/material-types", "mtypes")
-}
-
-func loanTypeOf(t *testing.T, c *harness.Cluster) string {
-	return onlyIDOf(t, c, "/loan-types", "loantypes")
-}
-
-func onlyIDOf(t *testing.T, c *harness.Cluster, path, plural string) string {
-	t.Helper()
-	var page map[string]json.RawMessage
-	c.Do(c.Storage, "GET", path, nil).Want(t, http.StatusOK).Decode(t, &page)
-	var records []struct{ ID string }
-	if err := json.Unmarshal(page[plural], &records); err != nil || len(records) != 1 {
-		t.Fatalf("%s: %d records (%v), want one", path, len(records), err)
-	}
-	return records[0].ID
-}
-
-type historyItem struct{ barcode, id string }
-type historyPatron struct{ barcode, id string }
-
-// historyWorld is what the history's clients share: the cluster, the
-// library and the record of what they did.
-type historyWorld struct {
-	c *harness.Cluster
-	// items are the sets of items, one for each itemLife of the run.
-	items   [][]historyItem
-	patrons []historyPatron
-	rec     *history
-}
-
-// itemLife is how long the clients work on one set of items.
-const itemLife = 20 * time.Second
-
-// itemsNow is the set of items the clients work on now.
-func (w *historyWorld) itemsNow() []historyItem {
-	return w.items[min(int(time.Since(w.rec.start)/itemLife), len(w.items)-1)]
-}
-
-// history records operations as porcupine checks them.
-type history struct {
-	start time.Time
-	mu    sync.Mutex
-	ops   []porcupine.Operation
-}
-
-// inFlight bounds how long after its call a write whose answer was lost
-// may still take effect: storage ends a request after REQUEST_TIMEOUT (10
-// s), circulation's write after its WriteTimeout (15 s), and a statement
-// that outlives its client is settled or ended within seconds. The bound
-// keeps the checker's search finite over a long history, where every such
-// write would otherwise stay open to the end.
-const inFlight = 30 * time.Second
-
-func (h *history) record(client int, in histInput, call time.Time, out histOutput) {
-	ret := time.Since(h.start).Nanoseconds()
-	if out.Outcome == outUnknown {
-		ret = call.Sub(h.start).Nanoseconds() + inFlight.Nanoseconds()
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call.Sub(h.start).Nanoseconds(), Output: out, Return: ret})
-}
-
-func (h *history) operations() []porcupine.Operation {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.ops)
-}
-
-// client does random operations until ctx ends. What it last read of
-// each item's loan and queue it writes back later, at the version read,
-// after other clients may have written.
-func (w *historyWorld) client(ctx context.Context, client int) {
-	rng := rand.New(rand.NewPCG(uint64(client), uint64(time.Now().UnixNano())))
-	loans := map[string]map[string]any{}    // the loan last read, by item
-	queues := map[string][]map[string]any{} // the holds last read, by item
-	for ctx.Err() == nil {
-		items := w.itemsNow()
-		item := items[rng.IntN(len(items))]
-		patron := w.patrons[rng.IntN(len(w.patrons))]
-		in := histInput{Item: item.id, Patron: patron.id}
-		call := time.Now()
-		var out histOutput
-		circ := w.c.Circulations[rng.IntN(len(w.c.Circulations))]
-		store := w.c.Storages[rng.IntN(len(w.c.Storages))]
-		switch n := rng.IntN(100); {
-		case n < 15:
-			in.Kind = opCheckOut
-			var loanID string
-			out.Outcome, loanID = w.write(circ, "POST", "/circulation/check-out-by-barcode",
-				map[string]any{"itemBarcode": item.barcode, "userBarcode": patron.barcode, "servicePointId": harness.ServicePoint})
-			out.ID = loanID
-		case n < 24:
-			in.Kind, in.Patron = opCheckIn, ""
-			out.Outcome, _ = w.write(circ, "POST", "/circulation/check-in-by-barcode",
-				map[string]any{"itemBarcode": item.barcode, "servicePointId": harness.ServicePoint})
-		case n < 38:
-			// Mostly by the borrower last read, whose renewal may be done.
-			if l := loans[item.id]; l != nil && rng.IntN(4) > 0 {
-				patron = w.patronOf(l["userId"].(string))
-			}
-			in.Kind, in.Patron = opRenew, patron.id
-			out.Outcome, _ = w.write(circ, "POST", "/circulation/renew-by-barcode",
-				map[string]any{"itemBarcode": item.barcode, "userBarcode": patron.barcode})
-		case n < 44:
-			in.Kind, in.ID = opHold, uuid.NewString()
-			out.Outcome, _ = w.write(circ, "POST", "/circulation/requests", map[string]any{"id": in.ID, "requestType": schemas.RequestTypeHold,
-				"requestDate": time.Now().UTC().Format(schemas.TimeFormat), "requesterId": patron.id, "itemId": item.id,
-				"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": harness.ServicePoint})
-		case n < 51:
-			read := queues[item.id]
-			if len(read) == 0 {
+	var out []string
+	for _, cell := range slices.Sorted(maps.Keys(byCell)) {
+		part := byCell[cell]
+		for i, op := range part {
+			in, o := op.Input.(cellInput), op.Output.(cellOutput)
+			if o.Outcome != outConflict {
 				continue
 			}
-			doc := copyDoc(read[rng.IntN(len(read))])
-			doc["status"] = schemas.RequestCancelled
-			in.Kind, in.Patron, in.ID, in.Version = opCancel, "", doc["id"].(string), int(doc["_version"].(float64))
-			out.Outcome, _ = w.write(circ, "PUT", "/circulation/requests/"+in.ID, doc)
-		case n < 61:
-			// The loan as last read, however long ago: another write may
-			// have come first.
-			read := loans[item.id]
-			if read == nil {
-				continue
-			}
-			in.Kind, in.Patron, in.ID, in.Version = opReplaceLoan, "", read["id"].(string), int(read["_version"].(float64))
-			in.Renewals = renewalsOf(read)
-			out.Outcome, _ = w.write(store, "PUT", "/loan-storage/loans/"+in.ID, read)
-		case n < 75:
-			in.Kind, in.Patron = opReadLoan, ""
-			var page struct{ Loans []map[string]any }
-			if !w.read(store, "/loan-storage/loans?status=Open&itemId="+item.id, &page) {
-				continue
-			}
-			switch len(page.Loans) {
-			case 0:
-			case 1:
-				l := page.Loans[0]
-				loans[item.id] = l
-				out.Loan = &modelLoan{ID: l["id"].(string), Patron: l["userId"].(string), Renewals: renewalsOf(l), Version: int(l["_version"].(float64))}
-			default:
-				// Two open loans of one item: no state of the model.
-				out.Loan = &modelLoan{ID: fmt.Sprintf("%d open loans", len(page.Loans))}
-			}
-		case n < 88:
-			in.Kind, in.Patron = opReadQueue, ""
-			var page struct{ Requests []map[string]any }
-			if !w.read(store, "/request-storage/requests?limit=100&itemId="+item.id, &page) {
-				continue
-			}
-			var open []map[string]any
-			for _, r := range page.Requests {
-				if strings.HasPrefix(r["status"].(string), "Open ") {
-					open = append(open, r)
+			lock := slices.Contains(o.Codes, schemas.CodeUnableToAcquireLock) || slices.Contains(o.Codes, schemas.CodeLockHeld)
+			explained := false
+			for j, other := range part {
+				oin, oout := other.Input.(cellInput), other.Output.(cellOutput)
+				if j == i || other.Call > op.Return || other.Return < op.Call || oin.Kind.read() {
+					continue
+				}
+				if lock {
+					explained = oin.Kind.lends() && oin.Patron == in.Patron
+				} else {
+					explained = (oout.Outcome == outDone || oout.Outcome == outUnknown) && touchSame(in, oin)
+				}
+				if explained {
+					break
 				}
 			}
-			slices.SortFunc(open, func(a, b map[string]any) int { return int(a["position"].(float64) - b["position"].(float64)) })
-			queues[item.id] = open
-			for _, r := range open {
-				out.Queue = append(out.Queue, modelRequest{ID: r["id"].(string), Patron: r["requesterId"].(string),
-					Version: int(r["_version"].(float64)), Waiting: r["status"] == schemas.RequestAwaitingPickup})
+			if !explained {
+				out = append(out, fmt.Sprintf("cell %d: %s at %s", cell, describeOp(in, o), time.Duration(op.Call)))
 			}
-		default:
-			in.Kind, in.Patron = opReadItem, ""
-			var doc struct{ Status struct{ Name string } }
-			if !w.read(store, "/item-storage/items/"+item.id, &doc) {
-				continue
-			}
-			out.Status = doc.Status.Name
 		}
-		w.rec.record(client, in, call, out)
-	}
-}
-
-// patronOf is the patron whose id is id.
-func (w *historyWorld) patronOf(id string) historyPatron {
-	for _, p := range w.patrons {
-		if p.id == id {
-			return p
-		}
-	}
-	return w.patrons[0]
-}
-
-// copyDoc is a copy of a record read.
-func copyDoc(doc map[string]any) map[string]any {
-	out := make(map[string]any, len(doc))
-	for k, v := range doc {
-		out[k] = v
 	}
 	return out
-}
-
-// renewalsOf is a loan's renewal count as read.
-func renewalsOf(loan map[string]any) int {
-	n, _ := loan["renewalCount"].(float64)
-	return int(n)
-}
-
-// write sends a write and says what its answer tells of it: done (2xx);
-// refused (4xx, or a 503 whose code says nothing was written); otherwise
-// not known. A check-out's loan is its answer's id, or the loanId a 503
-// names.
-func (w *historyWorld) write(p *harness.Process, method, path string, body any) (outcome, string) {
-	status, data, err := w.send(p, method, path, body)
-	var dial *net.OpError
-	switch {
-	case errors.As(err, &dial) && dial.Op == "dial":
-		// Never sent: the process was not there to take it.
-		return outRefused, ""
-	case err != nil:
-		return outUnknown, ""
-	case status >= 200 && status < 300:
-		var doc struct{ ID string }
-		_ = json.Unmarshal(data, &doc)
-		return outDone, doc.ID
-	case status >= 400 && status < 500:
-		return outRefused, ""
-	}
-	env, _ := errhttp.Decode(data)
-	var code, loanID string
-	if len(env.Errors) > 0 {
-		code = env.Errors[0].Code
-		for _, p := range env.Errors[0].Parameters {
-			if p.Key == "loanId" {
-				loanID = p.Value
-			}
-		}
-	}
-	if status == http.StatusServiceUnavailable && slices.Contains([]string{schemas.CodeCheckOutsBusy, schemas.CodeLockHeld,
-		schemas.CodeUnableToAcquireLock, schemas.CodeShuttingDown}, code) {
-		return outRefused, ""
-	}
-	if path == "/circulation/check-out-by-barcode" && status == http.StatusServiceUnavailable && loanID == "" {
-		// A check-out that never reached its write names no loan: nothing
-		// was written (its write, once sent, names the loan it would make).
-		return outRefused, ""
-	}
-	return outUnknown, loanID
-}
-
-// read GETs path into v, reporting whether it was answered 200.
-func (w *historyWorld) read(p *harness.Process, path string, v any) bool {
-	status, data, err := w.send(p, "GET", path, nil)
-	return err == nil && status == http.StatusOK && json.Unmarshal(data, v) == nil
-}
-
-// historyClient is the clients' HTTP client: a call gives up after
-// twenty seconds, its answer lost.
-var historyClient = &http.Client{Timeout: 20 * time.Second}
-
-func (w *historyWorld) send(p *harness.Process, method, path string, body any) (int, []byte, error) {
-	var r io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		r = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, p.URL()+path, r)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range w.c.Headers() {
-		req.Header.Set(k, v)
-	}
-	res, err := historyClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(res.Body)
-	return res.StatusCode, data, err
 }

@@ -48,7 +48,7 @@ var longTests = map[string]struct {
 	"TestCrashLosesOnlyLocksAndTheFenceRefusesTheirWrites": {why: "a PostgreSQL of its own crashed and recovered twice"},
 	"TestDatabaseOutOfConnections":                         {why: "a PostgreSQL of its own with every connection taken, timed against the request deadline"},
 	"TestLargePagesToClientsThatDoNotRead":                 {why: "measures storage's peak memory while eight clients never read sixteen megabytes"},
-	"TestHistoriesAreLinearizable":                         {why: "the history checker, -history long (make test: 20 s)", alsoShort: true},
+	"TestHistoriesAreLinearizable":                         {why: "the history checker, -history long (make test-long: HISTORY, three minutes; make test: 20 s)", alsoShort: true},
 }
 
 // chooseSuite sets go test's -run (the long suite) or -skip (the short one)

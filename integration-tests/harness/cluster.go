@@ -42,6 +42,11 @@ type Options struct {
 	// and PostgreSQL; ListenProxy one between storage's release listener
 	// and PostgreSQL (LISTEN_DATABASE_URL) alone.
 	StorageProxy, DBProxy, ListenProxy bool
+	// CirculationProxies puts a proxy of its own between each circulation
+	// instance and the storage instance it talks to (CirculationProxies in
+	// the cluster, one per instance, in Circulations' order), so that the
+	// connections of every instance can be cut whatever the storages.
+	CirculationProxies bool
 	// StorageEnv and CirculationEnv add environment variables.
 	StorageEnv, CirculationEnv []string
 	// DatabaseURL is the database the services use (default: the one
@@ -118,6 +123,10 @@ type Cluster struct {
 	Circulations []*Process
 	// StorageProxy, DBProxy and ListenProxy are nil unless asked for.
 	StorageProxy, DBProxy, ListenProxy *Proxy
+	// CirculationProxies are the proxies between each circulation
+	// instance and its storage, in the order the instances were started
+	// (Options.CirculationProxies; nil unless asked for).
+	CirculationProxies []*Proxy
 	// DB reaches the tenant's data directly, for checking invariants.
 	DB     *pgxpool.Pool
 	Schema string
@@ -145,10 +154,16 @@ func (c *Cluster) AddCirculations(n int, env ...string) []*Process {
 	c.t.Helper()
 	var out []*Process
 	for i := range n {
+		storageURL := c.storageURLs[i%len(c.storageURLs)]
+		if c.opts.CirculationProxies {
+			proxy := NewProxy(c.t, strings.TrimPrefix(storageURL, "http://"))
+			c.CirculationProxies = append(c.CirculationProxies, proxy)
+			storageURL = "http://" + proxy.Addr()
+		}
 		out = append(out, startProcess(c.t, fmt.Sprintf("circulation-%d", c.started+1),
 			filepath.Join(c.binDir(), "circulation"),
 			append(append(append(circulationAuthEnv(),
-				"STORAGE_URL="+c.storageURLs[i%len(c.storageURLs)],
+				"STORAGE_URL="+storageURL,
 				fmt.Sprintf("LOCK_TTL_MS=%d", c.opts.LockTTLMs),
 				"RETRY_INTERVAL_MS="+c.opts.RetryIntervalMs,
 				"SETTINGS_CACHE_TTL=200ms",

@@ -97,6 +97,17 @@ func (p *Postgres) Crash() {
 	}
 }
 
+// Restart stops the server as an operator's restart does (pg_ctl stop
+// -m fast: every session ended, a checkpoint written) and starts it again,
+// waiting until it accepts connections.
+func (p *Postgres) Restart() {
+	p.t.Helper()
+	if err := p.pgctl("stop", "-m", "fast"); err != nil {
+		p.t.Fatal(err)
+	}
+	p.Start()
+}
+
 // CreateDatabase creates database on the server and returns its URL.
 func (p *Postgres) CreateDatabase(database string) string {
 	p.t.Helper()

@@ -1,0 +1,10 @@
+package lending
+
+import (
+	"time"
+
+	"github.com/checkoutlock/schemas"
+)
+
+// stamp is now and d, as FOLIO writes a time.
+func stamp(d time.Duration) string { return time.Now().Add(d).UTC().Format(schemas.TimeFormat) }
