@@ -31,12 +31,12 @@ import (
 // very same request again, with the same Idempotency-Key, until a
 // definite answer (2xx or 4xx) or settleWithin: a key names one write,
 // answered as it was first answered whichever circulation instance takes
-// it. Off, a lost answer stays unknown (the model allows either), as it
-// must while circulation does not yet keep its writes by key: sent again,
-// a write would be judged again. A check-out made offline is settled so
-// either way: its loan is named by what it is (circulation.OfflineLoanID),
-// and sent again it answers that loan.
-var settleByKey = flag.Bool("settle", false, "settle a write whose answer was lost by sending it again with its Idempotency-Key")
+// it, and a write that never landed is judged and written then. Off
+// (-settle=false), a lost answer stays unknown (the model allows either).
+// A check-out made offline is settled so either way: its loan is named by
+// what it is (circulation.OfflineLoanID), and sent again it answers that
+// loan.
+var settleByKey = flag.Bool("settle", true, "settle a write whose answer was lost by sending it again with its Idempotency-Key")
 
 // settleWithin bounds how long a write is sent again for.
 const settleWithin = 30 * time.Second
@@ -330,7 +330,7 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 			"action": "checkedout", "status": map[string]any{"name": schemas.LoanOpen}, "loanPolicyId": w.policy,
 			"checkoutServicePointId": w.points[0]},
 			map[string]string{schemas.HeaderItemVersion: fmt.Sprint(in.Version), schemas.HeaderLockID: uuid.NewString(),
-				schemas.HeaderReleaseLock: "true", schemas.HeaderAcquireLock: "ttlMs=10000&waitMs=2000"}, false)
+				schemas.HeaderReleaseLock: "true", schemas.HeaderAcquireLock: "ttlMs=10000&waitMs=2000"}, w.settle)
 	case opCheckIn:
 		a = w.write(in.Kind, circulation, "POST", "/circulation/check-in-by-barcode", map[string]any{"itemBarcode": item.barcode,
 			"servicePointId": w.points[in.Point]}, nil, w.settle)
@@ -350,12 +350,12 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 	case opCancel:
 		doc := maps.Clone(mem.requests[in.ID])
 		doc["status"] = schemas.RequestCancelled
-		a = w.write(in.Kind, circulation, "PUT", "/circulation/requests/"+in.ID, doc, nil, false)
+		a = w.write(in.Kind, circulation, "PUT", "/circulation/requests/"+in.ID, doc, nil, w.settle)
 	case opMove:
 		a = w.write(in.Kind, circulation, "POST", "/circulation/requests/"+in.ID+"/move",
 			map[string]any{"destinationItemId": lib.items[in.Dest].id}, nil, w.settle)
 	case opReplaceLoan:
-		a = w.write(in.Kind, storage, "PUT", "/loan-storage/loans/"+in.ID, mem.loans[in.ID], nil, false)
+		a = w.write(in.Kind, storage, "PUT", "/loan-storage/loans/"+in.ID, mem.loans[in.ID], nil, w.settle)
 	}
 	r.out = a.output(in.Kind)
 	if in.Kind == opCheckOutStorage && r.out.Outcome != outRefused && r.out.Outcome != outNotDone {
@@ -377,7 +377,7 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 	}
 	r.ret = time.Since(start)
 	r.answered = r.ret
-	if r.out.Outcome == outUnknown && (!r.out.Before || !a.lastUnanswered.IsZero()) {
+	if r.out.Outcome == outUnknown {
 		// It may take effect until inFlight after it was last sent
 		// unanswered, or (answered, but not knowing) after its call.
 		from := r.call
@@ -448,7 +448,7 @@ var conflictCodes = map[opKind][]string{
 	opCheckOut:        {schemas.CodeItemChanged, schemas.CodeUnableToAcquireLock},
 	opCheckOutOffline: {schemas.CodeItemChanged, schemas.CodeUnableToAcquireLock},
 	opCheckOutStorage: {schemas.CodeLockHeld},
-	opCheckIn:         {schemas.CodeLoanChanged, schemas.CodeValidation},
+	opCheckIn:         {schemas.CodeLoanChanged, schemas.CodeItemChanged, schemas.CodeValidation},
 	opRenew:           {schemas.CodeLoanChanged},
 	opClaim:           {schemas.CodeItemChanged, schemas.CodeLoanChanged},
 	opDeclare:         {schemas.CodeItemChanged, schemas.CodeLoanChanged},
@@ -480,22 +480,10 @@ func (a writeAnswer) output(kind opKind) cellOutput {
 		return cellOutput{Outcome: outUnknown}
 	case ok:
 		var doc struct {
-			ID               string `json:"id"`
-			RenewalCount     int    `json:"renewalCount"`
-			StaffSlipContext struct {
-				Item struct {
-					FromServicePoint string `json:"fromServicePoint"`
-				} `json:"item"`
-			} `json:"staffSlipContext"`
+			ID           string `json:"id"`
+			RenewalCount int    `json:"renewalCount"`
 		}
 		_ = json.Unmarshal(a.body, &doc)
-		if kind == opCheckIn && doc.StaffSlipContext.Item.FromServicePoint == "" {
-			// A check-in whose write went unanswered, answered from what
-			// circulation read back (the item one version on, its loan
-			// closed), which another check-in's write would show as well:
-			// not known.
-			return cellOutput{Outcome: outUnknown, ReadBack: true, Before: true}
-		}
 		out := cellOutput{Outcome: outDone, Renewals: doc.RenewalCount}
 		if kind.lends() {
 			out.ID = strings.ToLower(doc.ID)
@@ -517,13 +505,6 @@ func (a writeAnswer) output(kind opKind) cellOutput {
 	conflict := slices.ContainsFunc(codes, func(c string) bool { return slices.Contains(conflictCodes[kind], c) })
 	unavailable := a.status == http.StatusServiceUnavailable
 	switch {
-	case kind == opCheckIn && slices.Equal(codes, []string{schemas.CodeItemChanged}):
-		// Circulation answers a check-in of an item without a loan so
-		// also when a send of its own went unanswered, the one it sent again
-		// found the item moved on, and it could not read the item back:
-		// whether the first was made is not known; it was made before the
-		// answer or never, at the item's version read.
-		return cellOutput{Outcome: outUnknown, Codes: codes, Before: true}
 	case a.status >= 400 && a.status < 500 && conflict:
 		return cellOutput{Outcome: outConflict, Codes: codes}
 	case a.status >= 400 && a.status < 500:
@@ -674,6 +655,11 @@ func (w *cellWorld) send(p *harness.Process, method, path string, body any, head
 		// listening: "never sent"). Whether, and when, a write is sent again
 		// is this client's to say (write).
 		req.Header["idempotency-key"] = []string{key}
+		if !strings.HasPrefix(path, "/circulation/") {
+			// A write at storage is named by its write id.
+			req.Header.Del("idempotency-key")
+			req.Header.Set(schemas.HeaderWriteID, key)
+		}
 	}
 	res, err := historyClient.Do(req)
 	if err != nil {

@@ -277,18 +277,9 @@ type cellOutput struct {
 	// write may have committed after, before its own commit. Its word on
 	// the item limit is then not held to the state it is linearized at.
 	CountMayMove bool
-	// ReadBack says a check-in answered done was answered from what
-	// circulation read back after its write went unanswered: not known.
-	ReadBack bool
-	// Before says a write whose outcome is not known made it, if it did,
-	// before its answer: a check-in's write is fenced at the versions it
-	// read, which circulation found moved on before it answered (ReadBack,
-	// or ITEM_CHANGED after a send of its own went unanswered), so it can
-	// take effect no later.
-	Before   bool
-	Items    []readItem
-	Loans    []readLoan
-	Requests [][]mRequest
+	Items        []readItem
+	Loans        []readLoan
+	Requests     [][]mRequest
 	// Unclaimed are the read loans no answer named: a loan a check-out
 	// whose answer was lost made (loanIDsClaimed sets it).
 	Unclaimed []bool

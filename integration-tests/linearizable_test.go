@@ -56,9 +56,16 @@ const (
 	faultCirculation = "circulation killed and restarted"
 	faultPostgres    = "PostgreSQL restarted"
 	faultCut         = "circulation-storage connections cut"
+	faultAnswers     = "storage's answers to writes lost"
 )
 
-var faultKinds = []string{faultBackends, faultStorage, faultCirculation, faultPostgres, faultCut}
+var faultKinds = []string{faultBackends, faultStorage, faultCirculation, faultPostgres, faultCut, faultAnswers}
+
+// lostAnswers are the writes at storage whose answers a faultAnswers
+// loses, on the way back to each circulation instance: the next of each,
+// written, its answer never heard.
+var lostAnswers = []string{"POST /loan-storage/loans", "PUT /loan-storage/loans/", "PUT /item-storage/items/",
+	"POST /request-storage/requests", "PUT /request-storage/requests/"}
 
 // TestHistoriesAreLinearizable: clients check items out (live, offline,
 // and at storage at the item's version read) and in, renew, claim returned
@@ -220,6 +227,12 @@ func injectFaults(ctx context.Context, t *testing.T, c *harness.Cluster, pg *har
 		case faultCut:
 			for _, p := range c.CirculationProxies {
 				p.Cut()
+			}
+		case faultAnswers:
+			for _, p := range c.CirculationProxies {
+				for _, write := range lostAnswers {
+					p.LoseAnswers(2, write)
+				}
 			}
 		}
 		faults[kind]++
