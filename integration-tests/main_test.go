@@ -29,12 +29,10 @@ var suite = flag.String("suite", "all", "short (make test: every test but longTe
 
 // longTests are the tests make test leaves to make test-long, each with
 // why: they pass at a person's pace or time what they prove against real
-// timeouts, and so run long or only beside little else. A test marked
-// alsoShort runs in both, longer in the long suite (its own flag says how
-// long).
+// timeouts, or load the machine for long, and so run long or only beside
+// little else.
 var longTests = map[string]struct {
-	why       string
-	alsoShort bool
+	why string
 }{
 	"TestReadmeAndWalkthrough":                             {why: "pastes the walk-through's lock API at a person's pace, 3.5 s a command, past the lock's TTL"},
 	"TestWorkloadBurstHandOff":                             {why: "every scan of a burst served within the lock's retry budget, timed"},
@@ -48,19 +46,13 @@ var longTests = map[string]struct {
 	"TestCrashLosesOnlyLocksAndTheFenceRefusesTheirWrites": {why: "a PostgreSQL of its own crashed and recovered twice"},
 	"TestDatabaseOutOfConnections":                         {why: "a PostgreSQL of its own with every connection taken, timed against the request deadline"},
 	"TestLargePagesToClientsThatDoNotRead":                 {why: "measures storage's peak memory while eight clients never read sixteen megabytes"},
-	"TestHistoriesAreLinearizable":                         {why: "the history checker, -history long (make test-long: HISTORY, three minutes; make test: 20 s)", alsoShort: true},
+	"TestHistoriesAreLinearizable":                         {why: "the history checker, -history long (make test-long: HISTORY, three minutes), on a PostgreSQL of its own it restarts"},
 }
 
 // chooseSuite sets go test's -run (the long suite) or -skip (the short one)
 // from suite.
 func chooseSuite() error {
-	var long, longOnly []string
-	for _, name := range slices.Sorted(maps.Keys(longTests)) {
-		long = append(long, name)
-		if !longTests[name].alsoShort {
-			longOnly = append(longOnly, name)
-		}
-	}
+	long := slices.Sorted(maps.Keys(longTests))
 	exactly := func(names []string) string { return "^(" + strings.Join(names, "|") + ")$" }
 	switch *suite {
 	case "all":
@@ -69,7 +61,7 @@ func chooseSuite() error {
 		if skip := flag.Lookup("test.skip").Value.String(); skip != "" {
 			return fmt.Errorf("-suite=short sets -skip itself; it was given %q", skip)
 		}
-		return flag.Set("test.skip", exactly(longOnly))
+		return flag.Set("test.skip", exactly(long))
 	case "long":
 		if run := flag.Lookup("test.run").Value.String(); run != "" {
 			return fmt.Errorf("-suite=long sets -run itself; it was given %q", run)

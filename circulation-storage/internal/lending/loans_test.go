@@ -2,13 +2,11 @@ package lending
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/records"
-	"github.com/checkoutlock/schemas/errs"
 )
 
 // library is what a test of the loan writes works with: the records, to
@@ -35,13 +33,3 @@ func blockedBy(t *testing.T, f dbtest.Fixture, pid int) bool {
 	return n > 0
 }
 
-// definite reports whether err claims to know the write did not happen:
-// anything but unavailable and a bug.
-func definite(err error) bool {
-	var r *errs.Refusal
-	if errors.As(err, &r) {
-		return true
-	}
-	e, ok := errs.As(err)
-	return ok && e.Kind != errs.KindUnavailable && e.Kind != errs.KindInternal
-}
