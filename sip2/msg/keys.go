@@ -8,20 +8,23 @@ import (
 
 // A kiosk that sends a transaction again (its reply lost, its connection
 // gone, to this door or another) sends the same message: the same code,
-// transaction date, institution, patron and item. Each write message's Key
-// is made from those alone, so the transaction sent again carries the same
+// transaction date, institution, patron and item, and, with error
+// detection, the same sequence number (AY). Each write message's Key is
+// made from those alone, so the transaction sent again carries the same
 // Idempotency-Key to circulation, which answers it as it answered it
-// first and writes it once. A message whose transaction date is blank
-// has no key: nothing tells its sending again from a new transaction.
+// first and writes it once; two transactions within one second (a
+// transaction date's resolution) differ by their sequence numbers. A
+// message whose transaction date is blank has no key: nothing tells its
+// sending again from a new transaction.
 
 // transactionKey is the key of a transaction: date its transaction date,
 // the rest what names it; "" for a blank date.
-func transactionKey(code, date string, parts ...string) string {
+func transactionKey(code, date, seq string, parts ...string) string {
 	if strings.TrimSpace(date) == "" {
 		return ""
 	}
 	h := sha256.New()
-	for _, p := range append([]string{"sip2", code, date}, parts...) {
+	for _, p := range append([]string{"sip2", code, date, seq}, parts...) {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 	}
@@ -34,20 +37,20 @@ func (m CheckOut) Key() string {
 	if m.NoBlock {
 		nb = "Y"
 	}
-	return transactionKey("11", m.TransactionDate, nb, m.Institution, m.Patron, m.Item)
+	return transactionKey("11", m.TransactionDate, m.seq, nb, m.Institution, m.Patron, m.Item)
 }
 
 // Key is the renewal's Idempotency-Key.
 func (m Renew) Key() string {
-	return transactionKey("29", m.TransactionDate, m.Institution, m.Patron, m.Item)
+	return transactionKey("29", m.TransactionDate, m.seq, m.Institution, m.Patron, m.Item)
 }
 
 // Key is the check-in's Idempotency-Key.
 func (m CheckIn) Key() string {
-	return transactionKey("09", m.TransactionDate, m.ReturnDate, m.Institution, m.Item)
+	return transactionKey("09", m.TransactionDate, m.seq, m.ReturnDate, m.Institution, m.Item)
 }
 
 // Key is the Idempotency-Key of the renew all's renewal of item.
 func (m RenewAll) Key(item string) string {
-	return transactionKey("65", m.TransactionDate, m.Institution, m.Patron, item)
+	return transactionKey("65", m.TransactionDate, m.seq, m.Institution, m.Patron, item)
 }

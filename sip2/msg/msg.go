@@ -140,6 +140,8 @@ type PatronItem struct {
 	Institution, Patron, Item string
 	PatronPassword            string
 	given                     map[string]bool
+	// seq is the message's AY sequence number ("" without one).
+	seq string
 }
 
 // Has says whether the request carried the variable field id.
@@ -147,7 +149,7 @@ func (m PatronItem) Has(id string) bool { return m.given[id] }
 
 // readPatronItem reads the dates from f and the fields from r.
 func readPatronItem(f *fixed, r *wire.Request) PatronItem {
-	m := PatronItem{TransactionDate: f.date("transaction date"), NoBlockDueDate: f.date("nb due date"), given: given(r)}
+	m := PatronItem{TransactionDate: f.date("transaction date"), NoBlockDueDate: f.date("nb due date"), given: given(r), seq: r.Seq}
 	m.Institution, _ = r.Get("AO")
 	m.Patron, _ = r.Get("AA")
 	m.Item, _ = r.Get("AB")
@@ -178,12 +180,13 @@ type CheckIn struct {
 	NoBlock                     bool
 	TransactionDate, ReturnDate string
 	Location, Institution, Item string
+	seq                         string
 }
 
 // ReadCheckIn reads a 09.
 func ReadCheckIn(r *wire.Request) (CheckIn, error) {
 	f := fixed{s: r.Fixed}
-	m := CheckIn{NoBlock: f.yn("no block")}
+	m := CheckIn{NoBlock: f.yn("no block"), seq: r.Seq}
 	m.TransactionDate = f.date("transaction date")
 	m.ReturnDate = f.date("return date")
 	m.Location, _ = r.Get("AP")
@@ -299,6 +302,7 @@ type RenewAll struct {
 	Institution, Patron string
 	PatronPassword      string
 	given               map[string]bool
+	seq                 string
 }
 
 // Has says whether the request carried the variable field id.
@@ -307,7 +311,7 @@ func (m RenewAll) Has(id string) bool { return m.given[id] }
 // ReadRenewAll reads a 65.
 func ReadRenewAll(r *wire.Request) (RenewAll, error) {
 	f := fixed{s: r.Fixed}
-	m := RenewAll{TransactionDate: f.date("transaction date")}
+	m := RenewAll{TransactionDate: f.date("transaction date"), seq: r.Seq}
 	m.Institution, _ = r.Get("AO")
 	m.Patron, _ = r.Get("AA")
 	m.PatronPassword, _ = r.Get("AD")

@@ -32,4 +32,3 @@ func blockedBy(t *testing.T, f dbtest.Fixture, pid int) bool {
 	}
 	return n > 0
 }
-
