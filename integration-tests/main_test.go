@@ -47,6 +47,13 @@ var longTests = map[string]struct {
 	"TestDatabaseOutOfConnections":                         {why: "a PostgreSQL of its own with every connection taken, timed against the request deadline"},
 	"TestLargePagesToClientsThatDoNotRead":                 {why: "measures storage's peak memory while eight clients never read sixteen megabytes"},
 	"TestHistoriesAreLinearizable":                         {why: "the history checker, -history long (make test-long: HISTORY, three minutes), on a PostgreSQL of its own it restarts"},
+	"TestACrowdOfRightPINsAllGetIn":                        {why: "crowds of 50 at once hashing argon2, each answered within the door's call timeout, timed"},
+	"TestACrowdOfRightPasswordsAllSignIn":                  {why: "crowds of 50 sign-ins at once hashing argon2, timed against the busy answer's wait"},
+	"TestSIP2ACrowdOfKiosksAllLogIn":                       {why: "crowds of 50 kiosk logins at once hashing argon2, timed against the door's call timeout"},
+	"TestPasswordBurstsGetNoMoreChecksThanTheLimit":        {why: "bursts of wrong passwords, each costing an argon2 hash, timed against the busy answer's wait"},
+	"TestPINBurstsGetNoMoreChecksThanTheLimit":             {why: "bursts of wrong PINs, each costing an argon2 hash, timed against the busy answer's wait"},
+	"TestSIP2PINBurstsGetNoMoreChecksThanTheLimit":         {why: "bursts of wrong PINs over SIP2, each costing an argon2 hash, timed against the door's call timeout"},
+	"TestSIP2LoginBurstsLockTheKioskNotTheAccount":         {why: "bursts of wrong kiosk logins, each costing an argon2 hash, timed against the door's call timeout"},
 }
 
 // chooseSuite sets go test's -run (the long suite) or -skip (the short one)

@@ -121,10 +121,10 @@ func TestThirdPartyRequests(t *testing.T) {
 			Institution: "institutionId", Patron: "patronId"},
 		"09N19980821    085721                  APCertification Terminal Location|AOCertification Institute ID|ABCheckInBook|ACTPWord|BIN|AY2AZD6A5": CheckIn{
 			TransactionDate: "19980821    085721", ReturnDate: strings.Repeat(" ", 18), Location: "Certification Terminal Location",
-			Institution: "Certification Institute ID", Item: "CheckInBook"},
+			Institution: "Certification Institute ID", Item: "CheckInBook", seq: "2"},
 		"09Y20200103    19234620210814    083455APlocation|AOinstitutionId|ABitemId|ACterminalPassword|BIY|AY0AZDFFA": CheckIn{
 			NoBlock: true, TransactionDate: "20200103    192346", ReturnDate: date, Location: "location", Institution: "institutionId",
-			Item: "itemId"},
+			Item: "itemId", seq: "0"},
 	} {
 		if m := got(text); m != want {
 			t.Errorf("%s:\n read %+v\n want %+v", text, m, want)
