@@ -23,13 +23,19 @@ const eventStream = "CHECKOUT_EVENTS"
 // lead, each test waiting on the other's.
 func relayDatabase(t *testing.T) string { return harness.FreshDatabase(t) }
 
+// eventsRetries are the lock's retry intervals of the events tests: a
+// patron's burst waits for the lock as long as a loaded machine may need
+// (these tests hold the events to the loans; the burst's pace is
+// TestWorkloadBurstHandOff's).
+const eventsRetries = "500|1000|2000|4000"
+
 // eventsCluster is a cluster whose storage instances (two: one relays at a
 // time) publish their outbox to a NATS server of the test's own.
 func eventsCluster(t *testing.T, env ...string) (*harness.Cluster, *harness.NATSServer, *harness.Events) {
 	t.Helper()
 	broker := harness.StartNATS(t)
 	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true, DatabaseURL: relayDatabase(t),
-		StorageEnv: append([]string{"NATS_URL=" + broker.URL(), "OUTBOX_POLL=200ms"}, env...)})
+		RetryIntervalMs: eventsRetries, StorageEnv: append([]string{"NATS_URL=" + broker.URL(), "OUTBOX_POLL=200ms"}, env...)})
 	return c, broker, harness.WatchEvents(t, broker.URL(), eventStream)
 }
 
@@ -267,7 +273,7 @@ func TestEventsRelayKilledBetweenPublishingAndMarking(t *testing.T) {
 	broker := harness.StartNATS(t)
 	// The cluster's own storage instance relays nothing: the relays are
 	// started below.
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, DatabaseURL: relayDatabase(t)})
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, RetryIntervalMs: eventsRetries, DatabaseURL: relayDatabase(t)})
 	events := harness.WatchEvents(t, broker.URL(), eventStream)
 	lib := c.SetupLibrary(3, 4, 2)
 	// Check-outs, their items checked in, check-outs again: with no relay
