@@ -76,10 +76,16 @@ const (
 	// recorded past a rule a live one keeps (LoanID, BrokenRules; By, the
 	// account that sent it), in the write that recorded it.
 	EventLentOffline EventType = "lent_offline"
+	// EventReturnedBeforeLoan: a check-in dated before the item's open
+	// loan was lent (schemas.ReturnedBeforeLent) closed nothing, for the
+	// desk to see (LoanID, the loan left open; UserID, its borrower; By,
+	// who sent the check-in), in the write that refused it.
+	EventReturnedBeforeLoan EventType = schemas.HistoryReturnedBeforeLoan
 )
 
 // EventTypes lists every event type.
-var EventTypes = []EventType{EventExpired, EventTakenOver, EventReleasedByOther, EventWaiterGaveUp, EventLentOffline}
+var EventTypes = []EventType{EventExpired, EventTakenOver, EventReleasedByOther, EventWaiterGaveUp, EventLentOffline,
+	EventReturnedBeforeLoan}
 
 // LockEvent is one event of a tenant's lock history.
 type LockEvent struct {

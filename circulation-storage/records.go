@@ -306,6 +306,11 @@ type CheckInWritten struct {
 	Requester           json.RawMessage `json:"requester,omitempty"`
 	PickupServicePoint  json.RawMessage `json:"pickupServicePoint,omitempty"`
 	CheckInServicePoint json.RawMessage `json:"checkInServicePoint,omitempty"`
+	// ReturnedBeforeLoan is the item's open loan, left as it was, when the
+	// check-in was dated before it was lent (schemas.ReturnedBeforeLent):
+	// nothing was closed or changed, and the check-in was recorded for the
+	// desk.
+	ReturnedBeforeLoan json.RawMessage `json:"returnedBeforeLoan,omitempty"`
 }
 
 // CheckOutWritten is what a check-out's write did.

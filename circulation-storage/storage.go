@@ -30,4 +30,7 @@ const (
 	EventCheckedOut   = "CHECKED_OUT"
 	EventCheckedIn    = "CHECKED_IN"
 	EventRenewed      = "RENEWED"
+	// EventCheckedInBeforeLoan is a check-in's event when it was dated
+	// before the item's open loan was lent: nothing closed.
+	EventCheckedInBeforeLoan = "RETURNED_BEFORE_LOAN"
 )

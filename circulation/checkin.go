@@ -38,6 +38,10 @@ type Returned struct {
 	// Request and Requester are nil when the item's queue is empty.
 	Request, Requester json.RawMessage
 	Pickup             ServicePointRef
+	// BeforeLoan is the item's open loan, left as it was, when the
+	// check-in was dated before it was lent: nothing was closed or
+	// changed, and storage recorded the check-in for the desk.
+	BeforeLoan *Loan
 }
 
 // ServicePointRef names a service point.
@@ -76,9 +80,22 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 	}
 	l, ok, err := s.landed(ctx, schemas.WriteCheckIn, err)
 	if ok && l.Returned != nil {
-		return CheckInResult{Returned: *l.Returned, Loan: l.Loan}, nil
+		res, err = CheckInResult{Returned: *l.Returned, Loan: l.Loan}, nil
+	}
+	if err == nil && res.BeforeLoan != nil {
+		return res, returnedBeforeLoan(req, *res.BeforeLoan)
 	}
 	return res, err
+}
+
+// returnedBeforeLoan is the answer to a check-in dated before the item's
+// open loan (open) was lent: it closed nothing, and was recorded for the
+// desk. A kiosk told so keeps nothing to send again.
+func returnedBeforeLoan(req CheckInRequest, open Loan) *errs.Error {
+	return errs.Errorf(errs.KindInvalid, schemas.CodeReturnedBeforeLoan,
+		"Item %s was checked in as returned at %s, but it was lent again at %s, after that: its loan stays open, and the return is recorded for the desk",
+		req.ItemBarcode, FormatTime(req.CheckInDate), FormatTime(open.LoanDate)).
+		With("itemBarcode", req.ItemBarcode).With("loanId", open.ID)
 }
 
 // checkInOnce is one attempt of CheckIn.
@@ -112,9 +129,12 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 	}
 	loan.Status = schemas.LoanClosed
 	loan.Action = "checkedin"
-	// Never returned before it was lent.
+	// Never returned before it was lent: a check-in dated that near its
+	// loan is the loan's own, returned when it was lent; one dated well
+	// before it comes from before the loan, and storage's write closes
+	// nothing (schemas.ReturnedBeforeLent).
 	loan.ReturnDate = req.CheckInDate
-	if loan.ReturnDate.Before(loan.LoanDate) {
+	if loan.ReturnDate.Before(loan.LoanDate) && !schemas.ReturnedBeforeLent(loan.ReturnDate, loan.LoanDate) {
 		loan.ReturnDate = loan.LoanDate
 	}
 	loan.CheckinServicePointID = req.ServicePointID

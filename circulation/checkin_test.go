@@ -134,7 +134,7 @@ func TestCheckInOfAnAvailableItemIsConditionalToo(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.store.AddLoan(storagetest.Loan{ID: "66666666-6666-4666-8666-000000000001", UserID: patronID, ItemID: itemID, Status: "Open",
-		Action: "checkedout", LoanDate: "2026-01-01T10:00:00.000Z", DueDate: "2026-01-22T10:00:00.000Z"})
+		Action: "checkedout", LoanDate: "2025-02-01T10:00:00.000Z", DueDate: "2025-02-22T10:00:00.000Z"})
 	res, err := s.svc.CheckIn(okapi(t), circulation.CheckInRequest{ItemBarcode: itemBarcode, ServicePointID: servicePoint})
 	if err != nil {
 		t.Fatal(err)

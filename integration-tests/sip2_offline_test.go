@@ -82,3 +82,96 @@ func TestSIP2OfflineCheckInsAreDatedWhenTheyHappened(t *testing.T) {
 		t.Errorf("a live check-in: %s returned %q, want now", status, at)
 	}
 }
+
+// TestALateCheckInNeverClosesANewerLoan: a book on loan to P dropped in a
+// sorter while the sorter was off line (T1), checked in at the desk (T2)
+// and lent to Q (T3); the sorter reconnects and sends its check-in dated
+// T1. Q's loan stays open and the item checked out; the desk sees the
+// late return in the lock history (returned_before_loan, naming Q's loan,
+// in the console's words) and an event announces it; the sorter is told
+// it is done with it (ok 1), so it keeps nothing to send again, and sent
+// again it is answered the same, writing nothing more. The same check-in
+// over HTTP is 422 RETURNED_BEFORE_LOAN, nothing changed; one dated within
+// a minute before its loan closes it, returned when it was lent.
+func TestALateCheckInNeverClosesANewerLoan(t *testing.T) {
+	t.Parallel()
+	c, lib, door := sip2Cluster(t, 1, 2, 2, 0, nil)
+	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
+	p, q, book := lib.Patrons[0], lib.Patrons[1], lib.Items[0][0]
+	c.CheckOut(0, book, p).Want(t, http.StatusCreated)
+	dropped := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Second)
+	c.CheckIn(0, book).Want(t, http.StatusOK)
+	var lent struct{ ID, LoanDate string }
+	c.CheckOut(0, book, q).Want(t, http.StatusCreated).Decode(t, &lent)
+	state := func() string {
+		t.Helper()
+		var s string
+		err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT i.jsonb #>> '{status,name}' || ' ' || i.version || ' ' ||
+			string_agg(l.status_name || ':' || coalesce(l.jsonb ->> 'returnDate', '-'), ',' ORDER BY l.jsonb ->> 'loanDate')
+			FROM %[1]s.item i JOIN %[1]s.loan l ON l.item_id = i.id WHERE i.barcode = $1 GROUP BY i.id, i.jsonb, i.version`, c.Schema), book).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	recorded := func() (lines, events int) {
+		t.Helper()
+		if err := c.DB.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM circulation_storage.check_out_lock_event WHERE tenant_id = $1 AND type = 'returned_before_loan' AND loan_id = $2::uuid),
+			(SELECT count(*) FROM circulation_storage.outbox WHERE tenant_id = $1 AND type = 'RETURNED_BEFORE_LOAN' AND data #>> '{new,loanId}' = $2::text)`,
+			c.Tenant, lent.ID).Scan(&lines, &events); err != nil {
+			t.Fatal(err)
+		}
+		return lines, events
+	}
+	before := state()
+	if !strings.HasPrefix(before, "Checked out ") || !strings.HasSuffix(before, ",Open:-") {
+		t.Fatalf("before the sorter's check-in: %s, want the item checked out on Q's open loan", before)
+	}
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	// Sent again as it was (its reply lost): the same transaction.
+	sealed := k.Seal("09Y" + sip2UTC(dropped) + "                  APsorter|AOdiku|AB" + book + "|AC|")
+	for range 2 {
+		r := k.Raw(sealed)
+		if !strings.HasPrefix(r, "101") || harness.SIP2Field(r, "AF") != "Returned while it was already back: recorded for the desk" {
+			t.Fatalf("the sorter's late check-in: %q, want ok 1 saying it is recorded for the desk", r)
+		}
+		if after := state(); after != before {
+			t.Fatalf("after the sorter's late check-in: %s, want %s (nothing changed)", after, before)
+		}
+		if lines, events := recorded(); lines != 1 || events != 1 {
+			t.Fatalf("the late check-in recorded in %d lines of the history and %d events, want 1 and 1", lines, events)
+		}
+	}
+	var page struct {
+		Events []struct{ Type, LoanID, What string }
+	}
+	c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks/history?type=returned_before_loan", nil,
+		c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleOperator))).Want(t, http.StatusOK).Decode(t, &page)
+	if len(page.Events) != 1 || page.Events[0].LoanID != lent.ID || page.Events[0].What != schemas.ReturnedBeforeLoanWords {
+		t.Fatalf("the console's history of late returns: %+v, want Q's loan %s, %q", page.Events, lent.ID, schemas.ReturnedBeforeLoanWords)
+	}
+	// The desk's own client, dated as the sorter was: refused, nothing changed.
+	res := c.DoWith(c.Circulations[0], "POST", "/circulation/check-in-by-barcode", map[string]any{"itemBarcode": book,
+		"servicePointId": harness.ServicePoint, "checkInDate": dropped.Format(time.RFC3339)}, librarian)
+	res.Want(t, http.StatusUnprocessableEntity)
+	if codes := res.ErrorCodes(); len(codes) != 1 || codes[0] != schemas.CodeReturnedBeforeLoan {
+		t.Fatalf("a late check-in over HTTP: %v, want %s", codes, schemas.CodeReturnedBeforeLoan)
+	}
+	if after := state(); after != before {
+		t.Fatalf("after the late check-in over HTTP: %s, want %s", after, before)
+	}
+	// Dated half a minute before Q's loan (a desk clock behind the
+	// service's): the loan's own return, closed as returned when lent.
+	loanDate, err := time.Parse(time.RFC3339Nano, lent.LoanDate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.DoWith(c.Circulations[0], "POST", "/circulation/check-in-by-barcode", map[string]any{"itemBarcode": book,
+		"servicePointId": harness.ServicePoint, "checkInDate": loanDate.Add(-30 * time.Second).Format(time.RFC3339Nano)}, librarian).
+		Want(t, http.StatusOK)
+	if after, want := state(), ",Closed:"+loanDate.UTC().Format("2006-01-02T15:04:05.000Z"); !strings.HasPrefix(after, "Available ") || !strings.HasSuffix(after, want) {
+		t.Fatalf("after a check-in dated half a minute before the loan: %s, want Available and the loan closed %s", after, want)
+	}
+}

@@ -47,6 +47,15 @@ func checkOutMsg(patron, item string) string {
 	return "11YN" + harness.SIP2Date() + harness.SIP2Date() + "AOdiku|AA" + patron + "|AB" + item + "|AC|"
 }
 
+// checkOutMsgAt is a check-out dated at: a test that sends the same scan
+// again as a new transaction within a second dates it a second later, as
+// a kiosk's clock would, since the same message within one second is the
+// same transaction sent again (docs/sip2.md).
+func checkOutMsgAt(patron, item string, at time.Time) string {
+	date := at.UTC().Format("20060102") + "    " + at.UTC().Format("150405")
+	return "11YN" + date + date + "AOdiku|AA" + patron + "|AB" + item + "|AC|"
+}
+
 func checkInMsg(item string) string {
 	return "09N" + harness.SIP2Date() + harness.SIP2Date() + "APdesk|AOdiku|AB" + item + "|AC|"
 }
@@ -320,8 +329,16 @@ func TestSIP2BurstHoldsTheLimit(t *testing.T) {
 			}
 		}
 	}
+	// Each round's scans are new transactions: dated a second after the
+	// last round's.
+	dated := time.Now().Add(-time.Hour)
+	next := func() time.Time {
+		dated = dated.Add(time.Second)
+		return dated
+	}
 	for _, conns := range []int{1, 3, 10} {
 		for round := range rounds {
+			at := next()
 			var wg sync.WaitGroup
 			replies := make([]string, items)
 			// Each connection sends its share of the scans one after the
@@ -332,7 +349,7 @@ func TestSIP2BurstHoldsTheLimit(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for i := ci; i < items; i += conns {
-						replies[i] = clients[ci].Send(checkOutMsg(patron, lib.Items[0][i]))
+						replies[i] = clients[ci].Send(checkOutMsgAt(patron, lib.Items[0][i], at))
 					}
 				}()
 			}
@@ -355,6 +372,7 @@ func TestSIP2BurstHoldsTheLimit(t *testing.T) {
 	}
 	// SIP2 and HTTP together for one patron.
 	for round := range rounds {
+		at := next()
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		ok := 0
@@ -363,7 +381,7 @@ func TestSIP2BurstHoldsTheLimit(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				if i%2 == 0 {
-					r := clients[i].Send(checkOutMsg(patron, it))
+					r := clients[i].Send(checkOutMsgAt(patron, it, at))
 					mu.Lock()
 					defer mu.Unlock()
 					switch {

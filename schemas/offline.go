@@ -88,3 +88,38 @@ func OfflineLifts(code string) bool {
 	}
 	return slices.Contains(ItemLimitCodes, code)
 }
+
+// A check-in dated when the item came back (a book drop's, a sorter's,
+// a kiosk's sent after an outage) may reach the library system after the
+// item was checked in at the desk and lent again: the loan open now is
+// not the one it returns. Such a check-in closes nothing and changes no
+// item; the check-in write records it for the desk (the lock history's
+// returned_before_loan line, the RETURNED_BEFORE_LOAN event) and the
+// caller is told (CodeReturnedBeforeLoan), a kiosk so that it keeps
+// nothing to send again.
+
+// ReturnTolerance is how far before a loan's date a check-in may be dated
+// and still return it: clocks of a desk, a kiosk and the services differ
+// by seconds, and a check-in that near the loan is the loan's own. A
+// check-in dated that near is recorded as returned when it was lent.
+const ReturnTolerance = time.Minute
+
+// HistoryReturnedBeforeLoan is the lock history's line of such a
+// check-in, and ReturnedBeforeLoanWords what the console says of it.
+const (
+	HistoryReturnedBeforeLoan = "returned_before_loan"
+	ReturnedBeforeLoanWords   = "returned while it was already back: its loan stays open"
+)
+
+// CodeReturnedBeforeLoan refuses a check-in dated before the item's open
+// loan was lent, past ReturnTolerance: nothing closed, recorded for the
+// desk.
+const CodeReturnedBeforeLoan = "RETURNED_BEFORE_LOAN"
+
+// ReturnedBeforeLent says whether a check-in dated returned comes from
+// before a loan lent at lent: earlier than it by more than
+// ReturnTolerance. It is the one comparison of the two, asked by the
+// check-in write.
+func ReturnedBeforeLent(returned, lent time.Time) bool {
+	return returned.Before(lent.Add(-ReturnTolerance))
+}

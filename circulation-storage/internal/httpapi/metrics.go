@@ -55,7 +55,7 @@ func NewMetrics() *Metrics {
 		}, []string{"outcome"}),
 		lockEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_lock_events_total",
-			Help: "Lock history events by type: expired (a lock expired while held), taken_over, released_by_other, waiter_gave_up.",
+			Help: "Lock history events by type: expired (a lock expired while held), taken_over, released_by_other, waiter_gave_up, lent_offline, returned_before_loan.",
 		}, []string{"type"}),
 		lockEventsLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "checkout_lock_events_lost_total",

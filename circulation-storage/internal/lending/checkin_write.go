@@ -3,6 +3,7 @@ package lending
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
@@ -64,8 +65,20 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 		return storage.CheckInWritten{}, err
 	}
 	var written storage.CheckInWritten
+	recorded := false
 	_, err := s.db.InTxOnce(ctx, t, schemas.WriteCheckIn, func(tx pgx.Tx) (json.RawMessage, error) {
 		itemID, servicePointID := record.FieldValue(w.Loan, "itemId"), record.FieldValue(w.Loan, "checkinServicePointId")
+		if open, err := s.returnedBeforeLoan(ctx, tx, t, w); err != nil || open != nil {
+			if err != nil {
+				return nil, err
+			}
+			recorded = true
+			if written, err = checkInWritten(ctx, tx, t, itemID, "", servicePointID, requests.Returned{}); err != nil {
+				return nil, err
+			}
+			written.ReturnedBeforeLoan = open
+			return json.Marshal(written)
+		}
 		r, err := requests.ReturnItem(ctx, tx, t, itemID, w.ItemVersion, servicePointID)
 		if err != nil {
 			return nil, err
@@ -85,8 +98,62 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 		}
 		return json.Marshal(written)
 	})
+	if err == nil && recorded && s.history && s.events != nil {
+		s.events.Event(storage.EventReturnedBeforeLoan)
+	}
 	return written, err
 }
+
+// returnedBeforeLoan is the loan w closes, as stored, when w is dated
+// before it was lent (schemas.ReturnedBeforeLent: a check-in sent late,
+// after the item came back and was lent again): then nothing is closed or
+// changed, and the check-in is a line of the lock history for the desk
+// (storage.EventReturnedBeforeLoan) and an event, in tx. Nil when w returns
+// the loan, or when the loan is not open at the version w read (the
+// check-in's own write then says why). The loan is read for share: no
+// write of it comes between this judgment and the commit.
+func (s *Loans) returnedBeforeLoan(ctx context.Context, tx pgx.Tx, t storage.Tenant, w storage.CheckInWrite) (json.RawMessage, error) {
+	returned, err := schemas.ParseDateTime(record.FieldValue(w.Loan, "returnDate"))
+	if err != nil {
+		return nil, nil
+	}
+	var open json.RawMessage
+	err = tx.QueryRow(ctx, postgres.WithTables(`SELECT jsonb FROM %s WHERE tenant_id = $2 AND id = $1::uuid AND version = $3
+           AND status_name = `+postgres.Lit(schemas.LoanOpen)+` FOR SHARE`, postgres.TableLoan), w.LoanID, string(t), w.LoanVersion).Scan(&open)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, postgres.Interpret(err, t)
+	}
+	lent, err := schemas.ParseDateTime(record.FieldValue(open, "loanDate"))
+	if err != nil || !schemas.ReturnedBeforeLent(returned, lent) {
+		return nil, nil
+	}
+	_, err = tx.Exec(ctx, returnedBeforeLoanSQL, pgx.StrictNamedArgs{"tenant": string(t), "open": open, "returned": w.Loan,
+		"history": s.history, "by_whom": postgres.HolderValue(storage.CallerFrom(ctx).Holder())})
+	if err != nil {
+		return nil, postgres.Interpret(err, t)
+	}
+	return open, nil
+}
+
+// returnedBeforeLoanSQL records a check-in dated before the open loan
+// (@open) was lent: the lock history's line for the desk (when @history),
+// naming the loan and its borrower, and the check-in's event, naming the
+// loan left open, the item, where and when the check-in (@returned, the
+// loan as the check-in would have closed it) says it came back.
+var returnedBeforeLoanSQL = postgres.WithTables(`
+WITH line AS (
+    INSERT INTO %[1]s (tenant_id, type, user_id, by_whom, loan_id)
+    SELECT @tenant, '`+string(storage.EventReturnedBeforeLoan)+`', (@open::jsonb ->> 'userId')::uuid, @by_whom::jsonb, (@open::jsonb ->> 'id')::uuid
+     WHERE @history::boolean
+)
+INSERT INTO %[2]s (tenant_id, kind, type, data)
+SELECT @tenant, '`+storage.EventKindCheckIn+`', '`+storage.EventCheckedInBeforeLoan+`', jsonb_build_object('old', NULL, 'new', jsonb_strip_nulls(jsonb_build_object(
+       'loanId', @open::jsonb -> 'id', 'userId', @open::jsonb -> 'userId', 'itemId', @open::jsonb -> 'itemId',
+       'servicePointId', @returned::jsonb -> 'checkinServicePointId', 'returnDate', @returned::jsonb -> 'returnDate')))
+ WHERE `+postgres.OutboxOn, postgres.TableLockEvent, postgres.TableOutbox)
 
 // versionRead refuses a write of a loan that does not name the loan's
 // _version it read (version, 0 when absent): a loan's writes are made

@@ -148,8 +148,9 @@ type consoleEvent struct {
 	Holder     map[string]string `json:"holder,omitempty"`
 	By         map[string]string `json:"by,omitempty"`
 	WaitedMs   int               `json:"waitedMs,omitempty"`
-	// LoanID and BrokenRules: a loan lent offline and the rules it broke;
-	// What says them in words ("lent offline past the item limit").
+	// LoanID and BrokenRules: a loan lent offline and the rules it broke,
+	// or a loan a check-in dated before it left open; What says them in
+	// words ("lent offline past the item limit").
 	LoanID      string         `json:"loanId,omitempty"`
 	BrokenRules []string       `json:"brokenRules,omitempty"`
 	What        string         `json:"what,omitempty"`
@@ -399,7 +400,10 @@ func (s *Server) historyEvents(ctx context.Context, q url.Values, offset, limit 
 		e.ServicePointName = names.servicePoint(e.Holder["servicePointId"])
 		e.HeldBy = heldBy(names, e.Holder)
 		e.HolderTraceURL, e.ByTraceURL = s.traceURL(e.Holder), s.traceURL(e.By)
-		if e.LoanID != "" {
+		switch {
+		case e.Type == schemas.HistoryReturnedBeforeLoan:
+			e.What = schemas.ReturnedBeforeLoanWords
+		case e.LoanID != "":
 			e.What = schemas.OfflineWords(e.BrokenRules)
 		}
 	}

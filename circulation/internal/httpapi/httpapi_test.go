@@ -592,7 +592,7 @@ func TestOneInfoLinePerRequest(t *testing.T) {
 		`{"itemBarcode":"`+itemBarcode+`","userBarcode":"`+userBarcode+`","servicePointId":"`+servicePoint+`"}`).
 		want(t, http.StatusCreated, "circulation-loan.json")
 	a.send(t, "POST", "/circulation/check-in-by-barcode",
-		`{"itemBarcode":"`+itemBarcode+`","servicePointId":"`+servicePoint+`","checkInDate":"2026-01-02T10:00:00.000Z"}`).
+		`{"itemBarcode":"`+itemBarcode+`","servicePointId":"`+servicePoint+`","checkInDate":"`+time.Now().UTC().Format(time.RFC3339)+`"}`).
 		want(t, http.StatusOK, "")
 	a.do(t, "GET", "/circulation/loans/not-a-uuid", nil, map[string]string{TenantHeader: a.tenant})
 	// A request is logged just after its answer is sent.

@@ -3,6 +3,7 @@ package storageclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -579,11 +580,13 @@ func (c *Client) CheckInItem(ctx context.Context, loan circulation.Loan, item ci
 		return circulation.Loan{}, circulation.Returned{}, err
 	}
 	closed, err := written.closed()
-	if err != nil {
-		return circulation.Loan{}, circulation.Returned{}, err
+	if err != nil || closed == nil {
+		// None closed: the check-in came from before the open loan
+		// (returned's BeforeLoan).
+		closed = &circulation.Loan{}
 	}
-	returned, err := written.returned()
-	return *closed, returned, err
+	returned, rerr := written.returned()
+	return *closed, returned, errors.Join(err, rerr)
 }
 
 // closed is the loan a check-in closed, as storage wrote it; nil for a
@@ -605,6 +608,7 @@ type checkInWritten struct {
 	Requester           json.RawMessage              `json:"requester"`
 	PickupServicePoint  *circulation.ServicePointRef `json:"pickupServicePoint"`
 	CheckInServicePoint *circulation.ServicePointRef `json:"checkInServicePoint"`
+	ReturnedBeforeLoan  json.RawMessage              `json:"returnedBeforeLoan"`
 }
 
 func (w checkInWritten) returned() (circulation.Returned, error) {
@@ -618,6 +622,13 @@ func (w checkInWritten) returned() (circulation.Returned, error) {
 	}
 	if w.CheckInServicePoint != nil {
 		r.CheckedInAt = *w.CheckInServicePoint
+	}
+	if len(w.ReturnedBeforeLoan) > 0 && string(w.ReturnedBeforeLoan) != "null" {
+		open, err := decodeLoan(w.ReturnedBeforeLoan)
+		if err != nil {
+			return circulation.Returned{}, err
+		}
+		r.BeforeLoan = &open
 	}
 	return r, nil
 }

@@ -30,6 +30,9 @@ var Supported = msg.Supported(func(code string) bool { return implemented[code] 
 // Screen messages (AF).
 const (
 	msgBusy = "System busy, please try again"
+	// msgReturnedBeforeLoan: a check-in dated before the item was lent
+	// again closed nothing.
+	msgReturnedBeforeLoan = "Returned while it was already back: recorded for the desk"
 	// msgOfflineTooOld refuses a transaction made offline longer ago than
 	// the door takes (SIP2_OFFLINE_WITHIN).
 	msgOfflineTooOld = "This offline transaction is too old to record here: please see the desk"
@@ -557,6 +560,12 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 		return r.Reply(), "ok"
 	}
 	var ref *circ.Refusal
+	if errors.As(err, &ref) && ref.Code == schemas.CodeReturnedBeforeLoan {
+		// Dated before the item was lent again: nothing closed, and the
+		// desk has it. The kiosk is told it is done with it (ok), so
+		// that it keeps nothing to send again.
+		return reply(true, "", msgReturnedBeforeLoan), "returned_before_loan"
+	}
 	if errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy() {
 		return reply(false, "", ref.Message), "refused"
 	}

@@ -18,6 +18,7 @@ const eventText = {
   released_by_other: "released by someone else",
   waiter_gave_up: "a waiting check-out gave up",
   lent_offline: "lent offline past a rule",
+  returned_before_loan: "returned while it was already back",
 };
 
 const columns = ["Patron", "Held by", "Item", "Service point", "Request", "Held for", "Expires in", "Action"];
