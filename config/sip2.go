@@ -49,6 +49,14 @@ type SIP2 struct {
 	// screen message, for the desk to handle. At most
 	// schemas.MaxOfflineBehind, the oldest circulation takes.
 	OfflineWithin time.Duration `env:"SIP2_OFFLINE_WITHIN" envDefault:"72h"`
+	// OfflineGrace is how near a time the door saw a kiosk cut off may a
+	// transaction marked offline (no block = Y) be dated and still be
+	// taken as made offline: before the kiosk's login on its connection,
+	// or while the library system did not answer the door, each widened
+	// by this (a kiosk's clock, and its noticing the cut-off, lag the
+	// door's). One dated while the door saw the kiosk on line is judged
+	// as a live transaction: every rule, and the patron's PIN.
+	OfflineGrace time.Duration `env:"SIP2_OFFLINE_GRACE" envDefault:"1m"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// ShutdownTimeout bounds a stop (SIGTERM): every connection's message
@@ -92,6 +100,9 @@ func (c SIP2) Validate() error {
 	if c.CallTimeout < time.Second || c.CallTimeout > 90*time.Second {
 		errs = append(errs, fmt.Errorf("SIP2_CALL_TIMEOUT must be from 1s to 90s (the status reply advertises it in tenths of a second, at most 99.9), got %s", c.CallTimeout))
 	}
+	if c.OfflineGrace > time.Hour {
+		errs = append(errs, fmt.Errorf("SIP2_OFFLINE_GRACE must be at most 1h (a longer grace takes transactions made on line as made offline), got %s", c.OfflineGrace))
+	}
 	if c.MaxLine < 256 || c.MaxLine > 1<<20 {
 		errs = append(errs, fmt.Errorf("SIP2_MAX_LINE must be 256..1048576 bytes, got %d", c.MaxLine))
 	}
@@ -101,7 +112,7 @@ func (c SIP2) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"SIP2_LOGIN_TIMEOUT": c.LoginTimeout, "SIP2_IDLE_TIMEOUT": c.IdleTimeout, "SIP2_LINE_TIMEOUT": c.LineTimeout,
-		"SIP2_WRITE_TIMEOUT": c.WriteTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout, "SIP2_OFFLINE_WITHIN": c.OfflineWithin,
+		"SIP2_WRITE_TIMEOUT": c.WriteTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout, "SIP2_OFFLINE_WITHIN": c.OfflineWithin, "SIP2_OFFLINE_GRACE": c.OfflineGrace,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 10s, got %s", name, d))

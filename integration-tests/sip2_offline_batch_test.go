@@ -293,8 +293,9 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 // check-in (SIP2's undoing of one that did not complete): refused for the
 // desk, nothing lent; its layout with this library's
 // barcodes, two hours ago, no cancel, is recorded, dated then and due when
-// the kiosk said; stored again with another date, it finds the patron's
-// loan and answers ok, lending nothing twice.
+// the kiosk said, once its PIN is the patron's (refused while it is not);
+// stored again with another date, it finds the patron's loan and answers
+// ok, lending nothing twice.
 func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
@@ -318,6 +319,13 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 		return "11NY" + sip2UTC(at) + sip2UTC(due) + "AOinstitutionId|AA" + lib.Patrons[0] + "|AB" + item +
 			"|ACterminalPassword|ADpatronPassword|BOY|BI" + cancel + "|"
 	}
+	// Its PIN is checked: wrong while the patron has none, and right once
+	// it is theirs.
+	if r := k.Send(jsip2(lib.Items[0][0], "N")); !strings.HasPrefix(r, "120") || harness.SIP2Field(r, "AF") != "Wrong PIN" {
+		t.Fatalf("JSIP2's layout with a PIN the patron does not have: %q, want refused, Wrong PIN", r)
+	}
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": c.IDOf(t, "/users", "users", lib.Patrons[0]), "pin": "patronPassword"}).
+		Want(t, http.StatusCreated)
 	if r := k.Send(jsip2(lib.Items[0][1], "Y")); !strings.HasPrefix(r, "120") {
 		t.Errorf("JSIP2's layout with cancel: %q, want refused", r)
 	}

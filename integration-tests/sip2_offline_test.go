@@ -175,3 +175,109 @@ func TestALateCheckInNeverClosesANewerLoan(t *testing.T) {
 		t.Fatalf("after a check-in dated half a minute before the loan: %s, want Available and the loan closed %s", after, want)
 	}
 }
+
+// TestANoBlockCheckOutIsOfflineOnlyWhenItWas: where PINs are required, a
+// check-out marked offline (no block) but dated while the door saw the
+// kiosk on line (logged in here, the library system answering) is judged
+// as a live one: without the patron's PIN or with a wrong one it is
+// refused and writes nothing; with the right one it is a live loan, not
+// one made offline. Dated before the kiosk's login here (it was cut off),
+// it is recorded as made offline without a PIN, and refused with a wrong
+// one. Made while the door saw the library system not answer (the kiosk
+// still logged in), it is made offline. A door restarted in between knows
+// nothing of the kiosk before its
+// new login, and takes what was made then as made offline; it says
+// offline ok in 98 only once it heard the library say so.
+func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
+	t.Parallel()
+	// A second's grace: the kiosk is on line from a second after its login.
+	c, lib, door := sip2Cluster(t, 1, 1, 5, 0, map[string]any{"patronPin": "required"}, "SIP2_OFFLINE_GRACE=1s")
+	patron, items := lib.Patrons[0], lib.Items[0]
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": c.IDOf(t, "/users", "users", patron), "pin": "7319"}).
+		Want(t, http.StatusCreated)
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	// pastGrace waits until a transaction dated now (to the second) is
+	// past the grace after what the door saw just before.
+	pastGrace := func() {
+		t.Helper()
+		then := time.Now().Add(2100 * time.Millisecond)
+		if !harness.Poll(5*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(then) }) {
+			t.Fatal("the clock did not move")
+		}
+	}
+	login := func() {
+		t.Helper()
+		k.Login("user_id", "passw0rd")
+		pastGrace()
+	}
+	login()
+	noBlock := func(item string, at time.Time, pin string) string {
+		ad := ""
+		if pin != "" {
+			ad = "AD" + pin + "|"
+		}
+		return k.Send("11NY" + sip2UTC(at) + strings.Repeat(" ", 18) + "AOdiku|AA" + patron + "|AB" + item + "|AC|" + ad)
+	}
+	want := func(r, prefix, message string, live, offline int) {
+		t.Helper()
+		if !strings.HasPrefix(r, prefix) || harness.SIP2Field(r, "AF") != message {
+			t.Fatalf("answered %q, want %s… with %q", r, prefix, message)
+		}
+		var gotLive, gotOffline int
+		if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT jsonb ? 'offline'),
+			count(*) FILTER (WHERE jsonb ? 'offline') FROM %s.loan`, c.Schema)).Scan(&gotLive, &gotOffline); err != nil {
+			t.Fatal(err)
+		}
+		if gotLive != live || gotOffline != offline {
+			t.Fatalf("after %q: %d live loans and %d made offline, want %d and %d", r, gotLive, gotOffline, live, offline)
+		}
+	}
+	now := time.Now()
+	// Made now, while on line: live, and a live check-out needs the PIN.
+	want(noBlock(items[0], now, ""), "120", "Please enter your PIN", 0, 0)
+	want(noBlock(items[0], now, "0000"), "120", "Wrong PIN", 0, 0)
+	r := noBlock(items[0], now, "7319")
+	want(r, "121", harness.SIP2Field(r, "AF"), 1, 0)
+	// Made ten minutes ago, before the kiosk logged in here: made offline,
+	// without a PIN; a wrong PIN sent with it refuses it.
+	before := now.Add(-10 * time.Minute)
+	want(noBlock(items[1], before, "0000"), "120", "Wrong PIN", 1, 0)
+	want(noBlock(items[1], before, ""), "121", "Recorded: lent while offline", 1, 1)
+	// The library system stops answering while the kiosk stays logged
+	// in: what the kiosk made while the door saw it down is made
+	// offline; what it makes once the door sees it answer again is live.
+	onLine := func(want byte) time.Time {
+		t.Helper()
+		var at time.Time
+		if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool {
+			at = time.Now()
+			r := k.Send("9900302.00")
+			return len(r) > 2 && r[2] == want
+		}) {
+			t.Fatalf("the door's status never said on line %c", want)
+		}
+		return at
+	}
+	c.Storage.Stop()
+	down := onLine('N')
+	c.Storage.Start()
+	onLine('Y')
+	want(noBlock(items[2], down, ""), "121", "Recorded: lent while offline", 1, 2)
+	pastGrace()
+	want(noBlock(items[3], time.Now(), ""), "120", "Please enter your PIN", 1, 2)
+	// The door restarted: the kiosk logs in again, and what it made
+	// before is taken as made offline; what it makes now is live.
+	door.Process.Restart()
+	k = harness.DialSIP2(t, door.Bound(t)[c.SIP2Listener(map[string]any{"patronPin": "required"})["address"].(string)])
+	// Offline ok (98's sixth flag) only once the door heard the library
+	// take check-outs made offline: not before a kiosk's login.
+	if r := k.Send("9900302.00"); !strings.HasPrefix(r, "98") || r[7] != 'N' {
+		t.Fatalf("a restarted door's status before any login: %q, want offline ok N", r)
+	}
+	login()
+	if r := k.Send("9900302.00"); !strings.HasPrefix(r, "98") || r[7] != 'Y' {
+		t.Fatalf("the door's status after a login: %q, want offline ok Y", r)
+	}
+	want(noBlock(items[3], time.Now().Add(-5*time.Minute), ""), "121", "Recorded: lent while offline", 1, 3)
+	want(noBlock(items[4], time.Now(), ""), "120", "Please enter your PIN", 1, 3)
+}

@@ -171,9 +171,10 @@ func TestSIP2Conversation(t *testing.T) {
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
 	patron, item := lib.Patrons[0], lib.Items[0][0]
 	k := harness.DialSIP2(t, door.SIP2Addr)
-	// 99 before login is answered: on line, and lending offline taken (the default).
+	// 99 before login is answered: on line, and lending offline not
+	// taken before the door heard the library say so.
 	status := k.Send("9900302.00")
-	if !strings.HasPrefix(status, "98YYYYNY") || harness.SIP2Field(status, "BX") != "YYYNYYYYYNYNNNYY" {
+	if !strings.HasPrefix(status, "98YYYYNN") || harness.SIP2Field(status, "BX") != "YYYNYYYYYNYNNNYY" {
 		t.Fatalf("status: %q", status)
 	}
 	if tp := status[8:11]; tp != "110" {

@@ -47,8 +47,11 @@ type conn struct {
 	// circulation continue (nil between messages).
 	msgCtx context.Context
 
-	mu       sync.Mutex // guards what the console reads
-	session  *circ.Session
+	mu      sync.Mutex // guards what the console reads
+	session *circ.Session
+	// loginAt is when the kiosk logged in on this connection: from then
+	// on, while the library system answers, the door sees it on line.
+	loginAt  time.Time
 	since    time.Time
 	last     time.Time
 	messages int64

@@ -108,6 +108,11 @@ func (c *conn) handle(line []byte) bool {
 		reply = c.encode(req, r)
 		c.lastRaw, c.lastReply = append(c.lastRaw[:0], line...), reply
 	}
+	if outcome == "busy" || outcome == "error" {
+		// The library system did not answer the kiosk: it may go off
+		// line, and what it makes meanwhile is made offline.
+		c.s.ready.down(started)
+	}
 	werr := c.write(reply)
 	code := messageCode(req)
 	span.SetAttributes(attribute.String("sip2.outcome", outcome))
@@ -261,7 +266,7 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 	switch {
 	case err == nil:
 		c.mu.Lock()
-		c.session = s
+		c.session, c.loginAt = s, time.Now()
 		c.mu.Unlock()
 		return msg.LoginResponse{OK: true}.Reply(), "ok"
 	case errors.Is(err, circ.ErrLoginBusy):
@@ -326,7 +331,14 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	ctx, cancel := c.call()
 	defer cancel()
 	if m.NoBlock {
-		return c.checkOutOffline(ctx, s, m, reply)
+		at := c.returnedAt(m.TransactionDate)
+		if !c.onLineAt(at) {
+			return c.checkOutOffline(ctx, s, m, at, reply)
+		}
+		// Marked offline, but made while the door saw the kiosk on line:
+		// a live check-out, judged by every rule and the PIN.
+		c.s.logger.Warn("a check-out marked offline (no block) was made while the kiosk was on line: judged as a live one",
+			slog.String("tenant", c.cfg.Tenant), slog.String("item", m.Item), slog.Time("at", at))
 	}
 	if ok, message, outcome := c.pinFirst(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
 		return reply(false, time.Time{}, "", message), outcome
@@ -362,6 +374,20 @@ func (c *conn) notCheckedOut(err error, what, okMessage string, reply func(ok bo
 	return reply(false, time.Time{}, "", msgBusy), "error"
 }
 
+// onLineAt says whether the door saw this kiosk on line at at: logged in
+// on this connection before it, and the library system answering the
+// door then, each by more than the grace (SIP2_OFFLINE_GRACE). A
+// transaction marked offline (no block) is taken as made offline only
+// when it was not: the door cannot know of a time before the kiosk's
+// login here (the kiosk may have been cut off, or at another door), and
+// believes the kiosk for it.
+func (c *conn) onLineAt(at time.Time) bool {
+	c.mu.Lock()
+	since := c.loginAt
+	c.mu.Unlock()
+	return !since.IsZero() && at.After(since.Add(c.s.opts.OfflineGrace)) && !c.s.ready.downNear(at)
+}
+
 // checkOutOffline is an 11 with no block: a check-out the kiosk made
 // while the library system could not answer, sent now with its
 // transaction date and the due date it gave (nb due date). It already
@@ -374,9 +400,8 @@ func (c *conn) notCheckedOut(err error, what, okMessage string, reply func(ok bo
 // unknown patron or item, an item on loan to someone else); a library
 // system that does not answer is "busy": the kiosk keeps it and sends it
 // again.
-func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.CheckOut,
+func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.CheckOut, at time.Time,
 	reply func(ok bool, due time.Time, title, message string) *wire.Reply) (*wire.Reply, string) {
-	at := c.returnedAt(m.TransactionDate)
 	var due time.Time
 	if strings.TrimSpace(m.NoBlockDueDate) != "" {
 		if d, err := msg.ParseDateIn(m.NoBlockDueDate, c.cfg.location); err == nil && d.After(at) {
@@ -390,6 +415,15 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 	}
 	if c.s.opts.OfflineWithin > 0 && time.Since(at) > c.s.opts.OfflineWithin {
 		return refused(msgOfflineTooOld, "older than SIP2_OFFLINE_WITHIN ("+c.s.opts.OfflineWithin.String()+")")
+	}
+	// A PIN sent with it is checked now: a wrong one refuses it (counted
+	// as every wrong PIN is), whatever the kiosk let the patron do.
+	if m.Has("AD") && m.PatronPassword != "" {
+		if ok, message, outcome := c.pinGiven(ctx, s, m.PatronPassword, true, m.Patron); !ok {
+			c.s.logger.Warn("an offline check-out refused: for the desk", slog.String("tenant", c.cfg.Tenant),
+				slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at), slog.String("why", outcome))
+			return reply(false, time.Time{}, "", message), outcome
+		}
 	}
 	loan, broken, err := c.s.circ.CheckOutOffline(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, at, due, m.Key())
 	if err == nil {

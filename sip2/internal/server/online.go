@@ -35,6 +35,50 @@ type readiness struct {
 	at     time.Time // when the last answer came; zero before the first
 	ok     bool
 	asking chan struct{} // closed when the question in flight is answered
+	// downs are the times the door saw the library system not answer
+	// (its readiness, a kiosk's call), as spans of such times no more
+	// than grace (SIP2_OFFLINE_GRACE) apart, the newest last; at most
+	// maxDowns.
+	downs []span
+	grace time.Duration
+}
+
+// span is a time from..to.
+type span struct{ from, to time.Time }
+
+// maxDowns bounds the spans of not answering the door remembers: the
+// oldest go first (past SIP2_OFFLINE_WITHIN they judge nothing).
+const maxDowns = 1024
+
+// down records that the library system did not answer at at: the last
+// span grows to it when it ended within the grace before, else a span
+// begins.
+func (r *readiness) down(at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.downs); n > 0 && !at.After(r.downs[n-1].to.Add(r.grace)) {
+		if at.After(r.downs[n-1].to) {
+			r.downs[n-1].to = at
+		}
+		return
+	}
+	if len(r.downs) == maxDowns {
+		r.downs = append(r.downs[:0], r.downs[1:]...)
+	}
+	r.downs = append(r.downs, span{at, at})
+}
+
+// downNear says whether the door saw the library system not answer
+// within the grace of at.
+func (r *readiness) downNear(at time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range r.downs {
+		if !at.Before(d.from.Add(-r.grace)) && !at.After(d.to.Add(r.grace)) {
+			return true
+		}
+	}
+	return false
 }
 
 // online says whether circulation answered its readiness within the last
@@ -51,9 +95,13 @@ func (r *readiness) online(ctx context.Context) bool {
 		done := make(chan struct{})
 		r.asking = done
 		go func() {
+			asked := time.Now()
 			ctx, cancel := context.WithTimeout(r.base, readinessTimeout)
 			err := r.ask(ctx)
 			cancel()
+			if err != nil {
+				r.down(asked)
+			}
 			r.mu.Lock()
 			r.ok, r.at, r.asking = err == nil, time.Now(), nil
 			r.mu.Unlock()
@@ -78,8 +126,8 @@ func (r *readiness) online(ctx context.Context) bool {
 // it off). The door asks circulation with a kiosk's session, at most once
 // per readinessFresh for each tenant; while it cannot ask (no kiosk of
 // the tenant signed in, the library system not answering: when a kiosk
-// most needs to know), the last answer stands, and before any, on, as
-// libraries expect.
+// most needs to know), the last answer stands; before any, the door has
+// not heard the library say so, and it is off.
 type offlineLending struct {
 	mu      sync.Mutex
 	tenants map[string]*offlineAnswer
@@ -110,7 +158,7 @@ func (o *offlineLending) taken(ctx context.Context, tenant string, ask func(cont
 	fresh := a.answered && time.Since(a.at) < readinessFresh
 	if fresh || a.asking || ask == nil {
 		defer o.mu.Unlock()
-		return !a.answered || a.taken
+		return a.answered && a.taken
 	}
 	a.asking = true
 	o.mu.Unlock()
@@ -121,5 +169,5 @@ func (o *offlineLending) taken(ctx context.Context, tenant string, ask func(cont
 	if err == nil {
 		a.taken, a.answered, a.at = taken, true, time.Now()
 	}
-	return !a.answered || a.taken
+	return a.answered && a.taken
 }

@@ -33,6 +33,12 @@ type Options struct {
 	// OfflineWithin bounds the age of a transaction made offline and
 	// sent later (no block = Y): older, it is refused.
 	OfflineWithin time.Duration
+	// OfflineGrace is how near a time the door saw the kiosk cut off (its
+	// login on this connection, the library system not answering) a
+	// transaction marked offline may be dated and still be taken as made
+	// offline; one dated while the door saw the kiosk on line is judged
+	// as a live one.
+	OfflineGrace time.Duration
 }
 
 // Server is the door: its listeners, the connections they accepted, and
@@ -81,7 +87,7 @@ func New(opts Options, c *circ.Client, logger *slog.Logger, metrics *Metrics) *S
 	calls, abandon := context.WithCancel(context.Background())
 	return &Server{opts: opts, circ: c, logger: logger, metrics: metrics, calls: calls, abandonCalls: abandon,
 		listeners: map[string]*listener{}, conns: map[*conn]struct{}{}, perAddr: map[string]int{},
-		ready: &readiness{ask: c.Ready, base: calls}}
+		ready: &readiness{ask: c.Ready, base: calls, grace: opts.OfflineGrace}}
 }
 
 // listener is one configured address: its socket and its current
