@@ -61,6 +61,11 @@ type Circulation struct {
 	// circulation.patron-summary.details.get) may read, per account and
 	// client address, on each instance (0: no bound).
 	PatronSummaryRate int `env:"PATRON_SUMMARY_RATE" envDefault:"30"`
+	// PatronSummaryAccountSessions bounds one kiosk account's sign-ins
+	// together to this many sign-ins' PATRON_SUMMARY_RATE, on each
+	// instance: opening sessions buys an account nothing past it, while a
+	// branch's kiosks sharing the account each keep their own allowance.
+	PatronSummaryAccountSessions int `env:"PATRON_SUMMARY_ACCOUNT_SESSIONS" envDefault:"20"`
 	// SIP2AdminURLs are the SIP2 doors' admin addresses (their HTTP_ADDR),
 	// comma-separated: the lock console lists the kiosks connected to them.
 	SIP2AdminURLs []string `env:"SIP2_ADMIN_URLS" envSeparator:","`
@@ -183,6 +188,9 @@ func (c Circulation) Validate() error {
 	if c.ShutdownTimeout > 0 && c.ShutdownTimeout < c.RequestTimeout {
 		errs = append(errs, fmt.Errorf("SHUTDOWN_TIMEOUT (%s) must be at least REQUEST_TIMEOUT (%s), so in-flight check-outs finish on SIGTERM",
 			c.ShutdownTimeout, c.RequestTimeout))
+	}
+	if c.PatronSummaryAccountSessions < 1 {
+		errs = append(errs, fmt.Errorf("PATRON_SUMMARY_ACCOUNT_SESSIONS must be at least 1, got %d", c.PatronSummaryAccountSessions))
 	}
 	if c.PatronSummaryRate < 0 {
 		errs = append(errs, fmt.Errorf("PATRON_SUMMARY_RATE must be at least 0, got %d", c.PatronSummaryRate))

@@ -70,3 +70,56 @@ func TestKiosksBehindOneAddressAreNeverToldBusy(t *testing.T) {
 	t.Logf("SUMMARY TestKiosksBehindOneAddressAreNeverToldBusy: 20 kiosks, %d summaries from one address, %d told busy; one kiosk past its %d a minute: %d of %d told busy",
 		20*rate/2, told, rate, refused, rate)
 }
+
+// TestOneAccountsSessionsShareItsAllowance: one kiosk account opens twenty
+// SIP2 sessions and asks, over each in turn, for patron after patron, as
+// one enumerating the patron list through many sign-ins would: together
+// its sessions are answered no more than PATRON_SUMMARY_ACCOUNT_SESSIONS
+// (here 3) sessions' allowance (and what refilled meanwhile), the rest
+// told busy; another kiosk account keeps its own.
+func TestOneAccountsSessionsShareItsAllowance(t *testing.T) {
+	t.Parallel()
+	const rate, sessions = 5, 3
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
+		CirculationEnv: []string{fmt.Sprintf("PATRON_SUMMARY_RATE=%d", rate), fmt.Sprintf("PATRON_SUMMARY_ACCOUNT_SESSIONS=%d", sessions)}})
+	lib := c.SetupLibrary(3, 1, 0)
+	c.Account(t, "user_id", "Kiosk", "Enumerator", schemas.RoleSelfCheck, "passw0rd")
+	c.Account(t, "other_kiosk", "Kiosk", "Other", schemas.RoleSelfCheck, "passw0rd")
+	door := c.StartSIP2(t, 0, nil)
+	status := func(k *harness.SIP2Client, i int) bool {
+		t.Helper()
+		r := k.Send("23001" + harness.SIP2Date() + "AOdiku|AA" + lib.Patrons[i%len(lib.Patrons)] + "|")
+		if !strings.HasPrefix(r, "24") {
+			t.Fatalf("patron status: %q", r)
+		}
+		return !strings.Contains(strings.ToLower(harness.SIP2Field(r, "AF")), "busy")
+	}
+	kiosks := make([]*harness.SIP2Client, 20)
+	for i := range kiosks {
+		kiosks[i] = harness.DialSIP2From(t, fmt.Sprintf("127.0.9.%d", i+1), door.SIP2Addr)
+		kiosks[i].Login("user_id", "passw0rd")
+	}
+	start := time.Now()
+	answered := 0
+	for round := range rate {
+		for i, k := range kiosks {
+			if status(k, round*len(kiosks)+i) {
+				answered++
+			}
+		}
+	}
+	refilled := int(time.Since(start)*rate*sessions/time.Minute) + 1
+	if answered < rate*sessions || answered > rate*sessions+refilled {
+		t.Fatalf("one account's 20 sessions were answered %d patron statuses, want %d (and %d refilled at most): %d sessions' allowance",
+			answered, rate*sessions, refilled, sessions)
+	}
+	other := harness.DialSIP2From(t, "127.0.9.100", door.SIP2Addr)
+	other.Login("other_kiosk", "passw0rd")
+	for i := range rate {
+		if !status(other, i) {
+			t.Fatalf("another kiosk account's patron status %d of its %d was told busy", i+1, rate)
+		}
+	}
+	t.Logf("SUMMARY TestOneAccountsSessionsShareItsAllowance: 20 sessions of one account, %d of %d answered (%d sessions of %d a minute)",
+		answered, 20*rate, sessions, rate)
+}

@@ -36,9 +36,11 @@ type Config struct {
 	// storage in jwt mode (nil in the other modes).
 	Module *auth.ModuleSigner
 	// SummaryRate is how many patron summaries a minute a caller without
-	// the details permission may read, per account and client address (0:
-	// no bound).
-	SummaryRate int
+	// the details permission may read, per sign-in (per client address
+	// for a token of none) (0: no bound); SummaryAccountSessions how many
+	// sign-ins' worth one account's sign-ins read together at most.
+	SummaryRate            int
+	SummaryAccountSessions int
 	// TraceLink is the trace viewer's address of a trace (nil: the
 	// console shows trace ids without links).
 	TraceLink func(traceID string) string
@@ -71,7 +73,7 @@ type Server struct {
 
 // New builds the HTTP handler with every route and middleware.
 func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *slog.Logger) *Server {
-	s := &Server{cfg: cfg, svc: svc, metrics: metrics, summaries: newSummaryRate(cfg.SummaryRate)}
+	s := &Server{cfg: cfg, svc: svc, metrics: metrics, summaries: newSummaryRate(cfg.SummaryRate, cfg.SummaryAccountSessions)}
 	s.Server = serverkit.New(serverkit.Service{Name: schemas.ServiceCirculation, Ready: s.ready}, cfg.Config, sch, metrics.Metrics, logger)
 
 	s.Handle(http.MethodPost, "/circulation/check-out-by-barcode", s.keyed(s.checkOut), s.tenant)

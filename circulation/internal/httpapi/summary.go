@@ -122,18 +122,41 @@ func (s *Server) patronAccess(c echo.Context) circulation.PatronAccess {
 // that holds a minute's summaries, taken from before the summary is read.
 // The buckets are bounded in number and forgotten after two minutes
 // unused (a forgotten one starts full, as it would be by then).
+//
+// An account's sign-ins together take also from the account's own bucket,
+// accountSessions sign-ins' worth: opening sessions buys an account no
+// more. The accounts' buckets are a table of their own, so that sessions
+// opened and dropped never push an account's out.
 type summaryRate struct {
-	perMinute int
-	buckets   *expirable.LRU[string, *rate.Limiter]
-	mu        sync.Mutex
+	perMinute       int
+	accountSessions int
+	buckets         *expirable.LRU[string, *rate.Limiter]
+	accounts        *expirable.LRU[string, *rate.Limiter]
+	mu              sync.Mutex
 }
 
-func newSummaryRate(perMinute int) *summaryRate {
-	return &summaryRate{perMinute: perMinute, buckets: expirable.NewLRU[string, *rate.Limiter](maxSummaryBuckets, nil, 2*time.Minute)}
+func newSummaryRate(perMinute, accountSessions int) *summaryRate {
+	return &summaryRate{perMinute: perMinute, accountSessions: max(accountSessions, 1),
+		buckets:  expirable.NewLRU[string, *rate.Limiter](maxSummaryBuckets, nil, 2*time.Minute),
+		accounts: expirable.NewLRU[string, *rate.Limiter](maxSummaryBuckets, nil, 2*time.Minute)}
 }
 
-// maxSummaryBuckets bounds the callers whose rate is remembered.
+// maxSummaryBuckets bounds the sign-ins, and the accounts, whose rate is
+// remembered.
 const maxSummaryBuckets = 10000
+
+// bucket is the limiter under key in table, made full (perMinute a minute,
+// as many at once) when there is none.
+func (r *summaryRate) bucket(table *expirable.LRU[string, *rate.Limiter], key string, perMinute int) *rate.Limiter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l, ok := table.Get(key)
+	if !ok {
+		l = rate.NewLimiter(rate.Every(time.Minute/time.Duration(perMinute)), perMinute)
+		table.Add(key, l)
+	}
+	return l
+}
 
 // take takes one summary from the bucket of the caller's sign-in (of its
 // address, for a token naming none), or refuses
@@ -150,19 +173,20 @@ func (r *summaryRate) take(c echo.Context, address string) error {
 	if claims := serverkit.Claims(c.Request().Context()); claims != nil && claims.SessionID != "" {
 		where = "session\x00" + claims.SessionID
 	}
-	key := c.Request().Header.Get(schemas.HeaderTenant) + "\x00" + serverkit.Caller(c.Request().Context()) + "\x00" + where
-	r.mu.Lock()
-	l, ok := r.buckets.Get(key)
-	if !ok {
-		l = rate.NewLimiter(rate.Every(time.Minute/time.Duration(r.perMinute)), r.perMinute)
-		r.buckets.Add(key, l)
-	}
-	r.mu.Unlock()
-	res := l.Reserve()
-	if wait := res.Delay(); wait > 0 {
-		res.Cancel()
+	account := c.Request().Header.Get(schemas.HeaderTenant) + "\x00" + serverkit.Caller(c.Request().Context())
+	own := r.bucket(r.buckets, account+"\x00"+where, r.perMinute).Reserve()
+	shared := r.bucket(r.accounts, account, r.perMinute*r.accountSessions).Reserve()
+	ownWait, sharedWait := own.Delay(), shared.Delay()
+	if wait := max(ownWait, sharedWait); wait > 0 {
+		own.Cancel()
+		shared.Cancel()
 		e := errs.Errorf(errs.KindTooManyRequests, schemas.CodeTooManyRequests,
 			"Too many patron summaries from this self-check machine: at most %d a minute", r.perMinute)
+		if ownWait == 0 {
+			e = errs.Errorf(errs.KindTooManyRequests, schemas.CodeTooManyRequests,
+				"Too many patron summaries from this self-check account's machines together: at most %d a minute",
+				r.perMinute*r.accountSessions)
+		}
 		e.RetryAfter = wait
 		return e
 	}
