@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -315,10 +316,55 @@ func TestKiosksOnTheLockConsole(t *testing.T) {
 	}
 	waitUntil(t, ctx, "the ended session on the console", `document.querySelector('#kiosks tbody tr[data-ended="true"]') !== null`)
 	row := evaluate[[]string](t, ctx, `[...document.querySelector('#kiosks tbody tr[data-ended="true"]').cells].map((c) => c.textContent)`)
-	if len(row) != 7 || row[0] != "user_id" || row[3] == "connected now" || !strings.HasSuffix(row[4], "(check-out)") || row[5] != "3" || row[6] != "1" {
+	if len(row) != 7 || row[0] != "kiosk (user_id)" || row[3] == "connected now" || !strings.HasSuffix(row[4], "(check-out)") || row[5] != "3" || row[6] != "1" {
 		t.Errorf("the console's row of the ended session reads %q", row)
 	}
 	if status := textOf(t, ctx, "#kiosks-status"); !strings.Contains(status, "0 connected now, 1 ended in the last 24 hours.") {
 		t.Errorf("the console's kiosk status reads %q after the session ended", status)
+	}
+}
+
+// TestTwoKiosksBehindOneAddressAreTwoNamedRows: two self-check machines
+// behind one address, signed in with one kiosk account, each giving its
+// own location code at login (SIP2's CP): circulation's list of kiosks
+// names each by it, and the console's "Self-check machines today" shows
+// two rows, each named by its machine's location and the account.
+func TestTwoKiosksBehindOneAddressAreTwoNamedRows(t *testing.T) {
+	t.Parallel()
+	adminAddr := harness.FreeAddr(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
+		CirculationEnv: []string{"SIP2_ADMIN_URLS=http://" + adminAddr}})
+	c.SetupLibrary(1, 1, 0)
+	c.Account(t, "user_id", "Kiosk", "Branch", schemas.RoleSelfCheck, "passw0rd")
+	c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
+	door := c.StartSIP2At(t, adminAddr, 0, []map[string]any{nil})
+	for _, location := range []string{"east-wing-1", "east-wing-2"} {
+		k := harness.DialSIP2From(t, "127.0.10.1", door.SIP2Addr)
+		k.LoginAt("user_id", "passw0rd", location)
+	}
+	var got struct {
+		Kiosks []struct{ Address, Username, Location string }
+	}
+	c.DoWith(c.Circulations[0], "GET", "/circulation/kiosks", nil, c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleOperator))).
+		Want(t, http.StatusOK).Decode(t, &got)
+	var names []string
+	for _, k := range got.Kiosks {
+		if k.Address != "127.0.10.1" || k.Username != "user_id" {
+			t.Fatalf("kiosks %+v, want both behind 127.0.10.1 as user_id", got.Kiosks)
+		}
+		names = append(names, k.Location)
+	}
+	if slices.Sort(names); !slices.Equal(names, []string{"east-wing-1", "east-wing-2"}) {
+		t.Fatalf("the kiosks' locations %v, want east-wing-1 and east-wing-2", names)
+	}
+	ctx := browser(t)
+	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
+	var rows []string
+	if err := chromedp.Run(ctx, chromedp.WaitVisible("#kiosks tbody tr", chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("#kiosks tbody tr td:first-child")].map((td) => td.textContent).sort()`, &rows)); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rows, []string{"east-wing-1 (user_id)", "east-wing-2 (user_id)"}) {
+		t.Fatalf("the console's machines read %q, want two rows named by their locations", rows)
 	}
 }

@@ -3,6 +3,7 @@ package schemas
 import (
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The wire constants of the contract: header names, error codes, the time
@@ -377,10 +378,30 @@ const (
 // the door's /admin/kiosks, and of circulation's GET /circulation/kiosks
 // (circulation-kiosks.json), which lists only its caller's tenant's and
 // leaves Tenant out.
+// MaxKioskLocation bounds the location code a kiosk is named by.
+const MaxKioskLocation = 64
+
+// KioskLocation is a kiosk's location code as it is kept: cut to
+// MaxKioskLocation bytes, never inside a character.
+func KioskLocation(code string) string {
+	code = strings.ToValidUTF8(code, "")
+	if len(code) <= MaxKioskLocation {
+		return code
+	}
+	cut := MaxKioskLocation
+	for cut > 0 && !utf8.RuneStart(code[cut]) {
+		cut--
+	}
+	return code[:cut]
+}
+
 type Kiosk struct {
 	Tenant   string `json:"tenant,omitempty"`
 	Address  string `json:"address"`
 	Username string `json:"username,omitempty"`
+	// Location is the location code the machine gave at its login
+	// (SIP2's CP), at most MaxKioskLocation bytes: the machine's name.
+	Location string `json:"location,omitempty"`
 	LoggedIn bool   `json:"loggedIn"`
 	// Since is when it connected, LastMessage when it last sent one.
 	Since       time.Time `json:"since"`

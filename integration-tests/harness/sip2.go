@@ -186,8 +186,15 @@ func (k *SIP2Client) Seal(msg string) string {
 // Login logs the kiosk in and fails the test unless the door says 941.
 func (k *SIP2Client) Login(user, password string) {
 	k.t.Helper()
-	if got := k.Send("9300CN" + user + "|CO" + password + "|CPkiosk|"); !strings.HasPrefix(got, "941") {
-		k.t.Fatalf("login as %s: %q", user, got)
+	k.LoginAt(user, password, "kiosk")
+}
+
+// LoginAt logs in as user, the machine giving location as its location
+// code (CP).
+func (k *SIP2Client) LoginAt(user, password, location string) {
+	k.t.Helper()
+	if got := k.Send("9300CN" + user + "|CO" + password + "|CP" + location + "|"); !strings.HasPrefix(got, "941") {
+		k.t.Fatalf("login as %s at %s: %q", user, location, got)
 	}
 }
 

@@ -49,6 +49,9 @@ type conn struct {
 
 	mu      sync.Mutex // guards what the console reads
 	session *circ.Session
+	// location is the location code the kiosk gave at its login (CP),
+	// cut to schemas.MaxKioskLocation: the machine's name.
+	location string
 	// loginAt is when the kiosk logged in on this connection: from then
 	// on, while the library system answers, the door sees it on line.
 	loginAt  time.Time
@@ -268,7 +271,7 @@ func (c *conn) kiosk() schemas.Kiosk {
 	k := schemas.Kiosk{Tenant: c.cfg.Tenant, Address: c.peer, Since: c.since, LastMessage: c.last, Messages: c.messages,
 		Listener: c.cfg.Address, LoggedIn: c.session != nil, Refusals: c.refusals, LastCode: c.lastCode}
 	if c.session != nil {
-		k.Username = c.session.Username
+		k.Username, k.Location = c.session.Username, c.location
 	}
 	return k
 }

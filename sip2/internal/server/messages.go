@@ -266,7 +266,7 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 	switch {
 	case err == nil:
 		c.mu.Lock()
-		c.session, c.loginAt = s, time.Now()
+		c.session, c.loginAt, c.location = s, time.Now(), schemas.KioskLocation(m.Location)
 		c.mu.Unlock()
 		return msg.LoginResponse{OK: true}.Reply(), "ok"
 	case errors.Is(err, circ.ErrLoginBusy):

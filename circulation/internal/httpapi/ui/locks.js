@@ -249,7 +249,10 @@ function renderKiosks(answer) {
   for (const k of answer.kiosks) {
     const last = new Date(k.lastMessage).toLocaleTimeString() +
       (k.lastCode ? ` (${sip2Names[k.lastCode] || k.lastCode})` : "");
-    const texts = [k.username || "not logged in", k.address, new Date(k.since).toLocaleString(),
+    // A machine is named by the location code it gave at its login, with
+    // the account it signed in as: two behind one address, two names.
+    const name = !k.username ? "not logged in" : k.location ? `${k.location} (${k.username})` : k.username;
+    const texts = [name, k.address, new Date(k.since).toLocaleString(),
       k.ended ? new Date(k.ended).toLocaleTimeString() : "connected now", last, String(k.messages), String(k.refusals || 0)];
     body.append(el("tr", { "data-kiosk": k.address + " " + k.since, "data-ended": k.ended ? "true" : "false" },
       ...texts.map((text, i) => el("td", { "data-label": kioskColumns[i], text }))));
