@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"github.com/checkoutlock/schemas/text"
 
 	"github.com/checkoutlock/schemas/errs"
 
@@ -21,10 +22,7 @@ func ParseTenant(s string) (Tenant, error) {
 		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeTenantMissing, "X-Okapi-Tenant header is required")
 	}
 	if !schemas.ValidTenant(s) {
-		shown := s
-		if len(shown) > 64 {
-			shown = shown[:64] + "…"
-		}
+		shown := text.Echoed(s)
 		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidTenant,
 			"Invalid tenant %q: %s", shown, schemas.TenantRule).With("tenant", shown)
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/checkoutlock/schemas/text"
 	"io/fs"
 	"slices"
 	"sort"
@@ -464,20 +465,17 @@ func valueAt(doc any, location []string) string {
 	if !ok {
 		return ""
 	}
-	var text string
+	var shown string
 	if str, ok := v.(string); ok {
-		text = str
+		shown = str
 	} else {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return ""
 		}
-		text = string(b)
+		shown = string(b)
 	}
-	if r := []rune(text); len(r) > 100 {
-		text = string(r[:100]) + "…"
-	}
-	return text
+	return text.Echoed(shown)
 }
 
 // field turns the validator's instance location (["personal", "lastName"])

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/checkoutlock/schemas/text"
 	"io/fs"
 	"os"
 	"reflect"
@@ -236,8 +237,9 @@ func TestLongValuesAreCut(t *testing.T) {
 	if !ok || len(verr.Violations) != 1 {
 		t.Fatalf("got %v", err)
 	}
-	if got := []rune(verr.Violations[0].Value); len(got) != 101 {
-		t.Errorf("value has %d runes, want 100 and an ellipsis", len(got))
+	// text.MaxEchoed bytes of two-byte characters, and an ellipsis.
+	if got := verr.Violations[0].Value; got != strings.Repeat("é", text.MaxEchoed/2)+"…" {
+		t.Errorf("value %q, want %d bytes of it and an ellipsis", got, text.MaxEchoed)
 	}
 }
 

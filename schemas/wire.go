@@ -1,9 +1,9 @@
 package schemas
 
 import (
+	"github.com/checkoutlock/schemas/text"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // The wire constants of the contract: header names, error codes, the time
@@ -383,17 +383,7 @@ const MaxKioskLocation = 64
 
 // KioskLocation is a kiosk's location code as it is kept: cut to
 // MaxKioskLocation bytes, never inside a character.
-func KioskLocation(code string) string {
-	code = strings.ToValidUTF8(code, "")
-	if len(code) <= MaxKioskLocation {
-		return code
-	}
-	cut := MaxKioskLocation
-	for cut > 0 && !utf8.RuneStart(code[cut]) {
-		cut--
-	}
-	return code[:cut]
-}
+func KioskLocation(code string) string { return text.Cut(code, MaxKioskLocation) }
 
 type Kiosk struct {
 	Tenant   string `json:"tenant,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/checkoutlock/schemas/text"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -61,7 +62,11 @@ func (s *Server) Body(c echo.Context, also ...string) ([]byte, any, error) {
 	} else if len(ignored) > 0 {
 		// What the handler reads is what was taken; the log names the
 		// first few ignored.
-		Log(c, slog.Any("ignored_members", ignored[:min(len(ignored), loggedIgnored)]), slog.Int("ignored_count", len(ignored)))
+		named := ignored[:min(len(ignored), loggedIgnored)]
+		for i, name := range named {
+			named[i] = text.Echoed(name)
+		}
+		Log(c, slog.Any("ignored_members", named), slog.Int("ignored_count", len(ignored)))
 		if body, err = json.Marshal(doc); err != nil {
 			return nil, nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/checkoutlock/schemas/text"
 	"math"
 	"time"
 )
@@ -138,11 +139,7 @@ func (e FieldError) String() string {
 }
 
 func fieldError(field string, value json.RawMessage, format string, args ...any) FieldError {
-	v := string(value)
-	if r := []rune(v); len(r) > 100 {
-		v = string(r[:100]) + "…"
-	}
-	return FieldError{Field: field, Message: fmt.Sprintf(format, args...), Value: v}
+	return FieldError{Field: field, Message: fmt.Sprintf(format, args...), Value: text.Echoed(string(value))}
 }
 
 // decodeStored reads a stored value field by field: each field of the wrong

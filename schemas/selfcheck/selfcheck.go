@@ -9,6 +9,7 @@ package selfcheck
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/checkoutlock/schemas/text"
 	"maps"
 	"slices"
 )
@@ -121,9 +122,4 @@ func (e *FieldError) Error() string {
 	return e.Field + ": " + e.Message
 }
 
-func clip(v json.RawMessage) string {
-	if r := []rune(string(v)); len(r) > 100 {
-		return string(r[:100]) + "…"
-	}
-	return string(v)
-}
+func clip(v json.RawMessage) string { return text.Echoed(string(v)) }

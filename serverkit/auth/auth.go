@@ -13,6 +13,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"github.com/checkoutlock/schemas/text"
 	"log/slog"
 	"net/http"
 	"os"
@@ -391,12 +392,8 @@ func (v *Verifier) Identify(h http.Header) (*Claims, error) {
 	return claims, nil
 }
 
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+// truncate is a client's value as an answer repeats it (schemas.Echoed).
+func truncate(s string) string { return text.Echoed(s) }
 
 // Guard is a service's authentication: its mode and, in jwt mode, its
 // verifier.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/checkoutlock/schemas/text"
 	"net/url"
 	"strconv"
 	"strings"
@@ -51,10 +52,7 @@ func (s *Server) pathID(c echo.Context, what string) (string, error) {
 		id = unescaped
 	}
 	if !s.Schemas().ValidUUID(id) {
-		shown := id
-		if len(shown) > 64 {
-			shown = shown[:64] + "…"
-		}
+		shown := text.Echoed(id)
 		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid %s id", what).With("id", shown)
 	}
 	return strings.ToLower(id), nil
@@ -101,16 +99,8 @@ func (s *Server) queryUUID(c echo.Context, name string) (string, error) {
 
 // invalidParam is FOLIO's 422 for a query parameter it cannot use.
 func invalidParam(name, value, rule string) *errs.Error {
-	if r := []rune(value); len(r) > 100 {
-		value = string(r[:100]) + "…"
-	}
-	return errs.Errorf(errs.KindInvalid, schemas.CodeInvalidParameter, "%s %s", name, rule).With(name, value)
+	return errs.Errorf(errs.KindInvalid, schemas.CodeInvalidParameter, "%s %s", name, rule).With(name, text.Echoed(value))
 }
 
-// truncateText cuts a client's value to 64 bytes for an error parameter.
-func truncateText(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+// truncateText is a client's value as an answer repeats it (schemas.Echoed).
+func truncateText(s string) string { return text.Echoed(s) }

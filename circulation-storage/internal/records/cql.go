@@ -1,6 +1,7 @@
 package records
 
 import (
+	"github.com/checkoutlock/schemas/text"
 	"regexp"
 	"slices"
 	"strconv"
@@ -97,10 +98,7 @@ func translateCQL(query *cql.Query, text string, sp tableSpec) (translation, err
 
 // unsupported is the 422 for a query this service does not answer.
 func (q *cqlQuery) unsupported(format string, args ...any) error {
-	text := q.text
-	if r := []rune(text); len(r) > 100 {
-		text = string(r[:100]) + "…"
-	}
+	text := text.Echoed(q.text)
 	return errs.Errorf(errs.KindInvalid, schemas.CodeInvalidParameter, "query: "+format, args...).With("query", text)
 }
 
@@ -307,8 +305,16 @@ func (q *cqlQuery) sortKey(key cql.SortKey) (string, error) {
 	if !fieldPath.MatchString(key.Index) {
 		return "", q.unsupported("cannot sort by %q: not a field name", key.Index)
 	}
+	// One direction a key: a second, which could only contradict or
+	// repeat the first, is refused rather than read as the last one.
+	if len(key.Modifiers) > 1 {
+		return "", q.unsupported("the sort key %q has %d modifiers: it takes one, sort.ascending or sort.descending", key.Index, len(key.Modifiers))
+	}
 	dir := ""
 	for _, m := range key.Modifiers {
+		if m.Value != "" {
+			return "", q.unsupported("the sort modifier %q takes no value", m.Name)
+		}
 		switch strings.ToLower(m.Name) {
 		case "sort.ascending":
 			dir = ""

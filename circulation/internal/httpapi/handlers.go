@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/checkoutlock/schemas/text"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -640,9 +641,5 @@ func invalidParam(name, value, rule string) *errs.Error {
 	return errs.Errorf(errs.KindInvalid, schemas.CodeInvalidParameter, "%s %s", name, rule).With(name, truncate(value))
 }
 
-func truncate(s string) string {
-	if r := []rune(s); len(r) > 100 {
-		return string(r[:100]) + "…"
-	}
-	return s
-}
+// truncate is a client's value as an answer repeats it (schemas.Echoed).
+func truncate(s string) string { return text.Echoed(s) }

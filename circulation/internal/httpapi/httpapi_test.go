@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"github.com/checkoutlock/schemas/text"
 	"io"
 	"log/slog"
 	"net/http"
@@ -638,5 +640,47 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not within 10 s", what)
 		}
 		time.Sleep(time.Millisecond) // polling what this test cannot be told of, with a deadline
+	}
+}
+
+// TestIgnoredMembersAreLoggedWithinBounds: a check-out body (a FOLIO route,
+// which ignores members its schema does not name) with thirty unknown
+// members, one named by two thousand bytes, is taken; its request's log
+// line names at most ten of them, each cut to text.MaxEchoed bytes and an
+// ellipsis, and counts all thirty.
+func TestIgnoredMembersAreLoggedWithinBounds(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	long := strings.Repeat("m", 2000)
+	var extra strings.Builder
+	extra.WriteString(`"` + long + `":1`)
+	for i := range 29 {
+		fmt.Fprintf(&extra, `,"unknown%02d":1`, i)
+	}
+	a.send(t, "POST", "/circulation/check-out-by-barcode",
+		`{`+extra.String()+`,"itemBarcode":"`+itemBarcode+`","userBarcode":"`+userBarcode+`","servicePointId":"`+servicePoint+`"}`).
+		want(t, http.StatusCreated, "circulation-loan.json")
+	var line map[string]any
+	eventually(t, "the check-out logged", func() bool {
+		for _, l := range strings.Split(strings.TrimSpace(a.logs.String()), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" && m["route"] == "/circulation/check-out-by-barcode" {
+				line = m
+				return true
+			}
+		}
+		return false
+	})
+	names, _ := line["ignored_members"].([]any)
+	if len(names) != 10 || line["ignored_count"] != 30.0 {
+		t.Fatalf("the log line names %d ignored members and counts %v, want 10 and 30: %v", len(names), line["ignored_count"], line)
+	}
+	for _, n := range names {
+		if s, _ := n.(string); len(s) > text.MaxEchoed+len("…") {
+			t.Errorf("an ignored member logged as %d bytes, want at most %d and an ellipsis", len(s), text.MaxEchoed)
+		}
+	}
+	if strings.Contains(a.logs.String(), long[:text.MaxEchoed+1]) {
+		t.Error("the log repeats the long member's name whole")
 	}
 }

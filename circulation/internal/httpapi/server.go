@@ -8,6 +8,7 @@ package httpapi
 
 import (
 	"context"
+	"github.com/checkoutlock/schemas/text"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -130,10 +131,7 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 		// Storage's rule, checked here too so a bad header is answered
 		// before any call is made.
 		if !schemas.ValidTenant(t) {
-			shown := t
-			if len(shown) > 64 {
-				shown = shown[:64] + "…"
-			}
+			shown := text.Echoed(t)
 			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidTenant,
 				"Invalid tenant %q: %s", shown, schemas.TenantRule).With("tenant", shown)
 		}
