@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
@@ -115,7 +116,7 @@ func TestFOLIOBodiesAreTakenAsFOLIOTakesThem(t *testing.T) {
 			body:   map[string]any{"declaredLostDateTime": "2026-03-02T10:00:00.000Z", "servicePointId": harness.ServicePoint, "comment": "lost"},
 			status: http.StatusNoContent, wrongly: "servicePointId", wrong: true},
 		{route: "POST /circulation/check-in-by-barcode", path: "/circulation/check-in-by-barcode",
-			body:   map[string]any{"itemBarcode": items[4], "servicePointId": harness.ServicePoint, "checkInDate": "2026-03-03T10:00:00.000Z"},
+			body:   map[string]any{"itemBarcode": items[4], "servicePointId": harness.ServicePoint, "checkInDate": time.Now().UTC().Format(time.RFC3339)},
 			status: http.StatusOK, wrongly: "checkInDate", wrong: map[string]any{}},
 		{route: "POST /circulation/requests", path: "/circulation/requests",
 			body: map[string]any{"requestType": "Recall", "requestDate": "2026-03-01T10:00:00.000Z", "requesterId": requesterID,

@@ -226,7 +226,9 @@ func TestAReturnedBookFindsItsNextReader(t *testing.T) {
 // TestSIP2CheckInKeepsItsReturnDate: a book drop or a sorter checking in
 // what it took offline (09 with a return date) has the loan closed at the
 // time the book came back, not when the message arrived; a return date in
-// the future is now, and one before the loan's date is the loan's date.
+// the future is now; one more than a minute before the loan's date comes
+// from before the loan and closes nothing, and one within a minute before
+// it is the loan's date.
 func TestSIP2CheckInKeepsItsReturnDate(t *testing.T) {
 	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 3, 0, nil)
@@ -284,9 +286,19 @@ func TestSIP2CheckInKeepsItsReturnDate(t *testing.T) {
 	if got := returned(items[1]); got.After(time.Now()) || got.Before(time.Now().Add(-time.Minute)) {
 		t.Errorf("a return date in the future: the loan says %s, want now", got)
 	}
+	// Three days before the loan: from before it (the book came back and
+	// was lent again since), which it does not close.
 	checkIn(items[2], loanDate(items[2]).Add(-72*time.Hour))
+	var open int
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %[1]s.loan WHERE status_name = 'Open'
+		AND item_id = (SELECT id FROM %[1]s.item WHERE barcode = $1)`, c.Schema), items[2]).Scan(&open); err != nil || open != 1 {
+		t.Fatalf("a return dated before the loan: %d open loans (%v), want the loan left open", open, err)
+	}
+	// Half a minute before it (a clock behind): the loan's own return,
+	// dated when it was lent.
+	checkIn(items[2], loanDate(items[2]).Add(-30*time.Second))
 	if got, lent := returned(items[2]), loanDate(items[2]); !got.Equal(lent) {
-		t.Errorf("a return date before the loan: the loan says %s, want the loan's date %s", got, lent)
+		t.Errorf("a return date half a minute before the loan: the loan says %s, want the loan's date %s", got, lent)
 	}
 }
 

@@ -25,7 +25,9 @@ import (
 // patron's name, id nor titles; with the patron's PIN, all of it; a wrong
 // PIN is 422 and shows nothing; a librarian sees all without a PIN. More
 // summaries than PATRON_SUMMARY_RATE a minute from one kiosk account at
-// one address are 429 with Retry-After; another address has its own.
+// one address are 429 with Retry-After; another address has its own. A
+// kiosk's check-out answer names the borrower no more than the summary
+// without the PIN.
 func TestPatronSummaryIsTheVerdictWithoutThePIN(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, CirculationEnv: []string{"PATRON_SUMMARY_RATE=6"}})
@@ -101,6 +103,31 @@ func TestPatronSummaryIsTheVerdictWithoutThePIN(t *testing.T) {
 	c.DoFrom("127.0.6.2", c.Circulations[0], "GET", path, nil, kiosk()).Want(t, http.StatusOK)
 	for range 8 {
 		c.DoFrom(from, c.Circulations[0], "GET", path, nil, lib2).Want(t, http.StatusOK)
+	}
+	// A kiosk's check-out tells of the borrower what the summary without
+	// the PIN does: the barcode it gave, no id, no name; a librarian's,
+	// all of it.
+	type lent struct {
+		UserID   string `json:"userId"`
+		Borrower struct {
+			ID, Barcode, FirstName, LastName string
+		} `json:"borrower"`
+	}
+	r = c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": lib.Items[0][1],
+		"userBarcode": patron, "servicePointId": harness.ServicePoint}, kiosk()).Want(t, http.StatusCreated)
+	var byKiosk lent
+	r.Decode(t, &byKiosk)
+	if byKiosk.UserID != "" || byKiosk.Borrower.ID != "" || byKiosk.Borrower.FirstName != "" || byKiosk.Borrower.LastName != "" ||
+		byKiosk.Borrower.Barcode != patron || bytes.Contains(r.Body, []byte(id)) {
+		t.Errorf("a kiosk's check-out answer: %s; want the borrower's barcode alone", r.Body)
+	}
+	c.CheckIn(0, lib.Items[0][1]).Want(t, http.StatusOK)
+	r = c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": lib.Items[0][1],
+		"userBarcode": patron, "servicePointId": harness.ServicePoint}, lib2).Want(t, http.StatusCreated)
+	var byLibrarian lent
+	r.Decode(t, &byLibrarian)
+	if byLibrarian.UserID != id || byLibrarian.Borrower.ID != id || byLibrarian.Borrower.LastName == "" {
+		t.Errorf("a librarian's check-out answer: %s; want the borrower named", r.Body)
 	}
 }
 

@@ -170,6 +170,14 @@ func (s *Server) checkOut(c echo.Context) error {
 			slog.String("by", o.RecordedBy))
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)
+	// A self-check machine is told of the borrower what a patron summary
+	// without the PIN tells (the barcode it gave): no id, no name. The
+	// patron's name is the summary's, with the PIN.
+	if !s.holds(c, schemas.PermissionPatronSummaryDetails) {
+		out := loanAnswer(l, res.Item, res.Patron.Unnamed())
+		out.UserID = ""
+		return c.JSON(http.StatusCreated, out)
+	}
 	return c.JSON(http.StatusCreated, loanAnswer(l, res.Item, res.Patron))
 }
 
