@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -147,6 +148,16 @@ func Descriptor(service string) []byte {
 			h.PermissionsDesired = append(h.PermissionsDesired, PermissionOverrideLoanDate, PermissionCheckOutOffline)
 		case r.Service == ServiceCirculation && r.Method == "GET" && r.Path == "/circulation/patron-summary":
 			h.PermissionsDesired = []string{PermissionPatronSummaryDetails}
+		case r.Service == ServiceCirculation && r.Method == "POST" && r.Path == "/circulation/renew-by-barcode":
+			h.PermissionsDesired = []string{PermissionPatronSummaryDetails}
+		case r.Service == ServiceCirculation && r.Method == "GET" && r.Path == "/bl-users/_self":
+			// Who is signed in, and what they may do: every permission
+			// of circulation's routes the user holds.
+			h.PermissionsDesired = selfDesired()
+		}
+		if r.Service == ServiceCirculation && r.Method == "POST" && r.Path == "/circulation/check-out-by-barcode" {
+			// Whether the answer may name the borrower.
+			h.PermissionsDesired = append(h.PermissionsDesired, PermissionPatronSummaryDetails)
 		}
 		p.Handlers = append(p.Handlers, h)
 		if _, ok := perms[r.Permission]; !ok {
@@ -268,4 +279,20 @@ func PermissionsMarkdown() string {
 		fmt.Fprintf(&b, "| `%s %s` | %s |\n", r.Method, r.Path, strings.Join(perms, ", "))
 	}
 	return b.String()
+}
+
+// selfDesired is every permission circulation's routes take or look for,
+// each once, sorted: what GET /bl-users/_self asks a gateway to say the
+// user holds.
+func selfDesired() []string {
+	seen := map[string]bool{PermissionPatronSummaryDetails: true, PermissionOverrideLoanDate: true, PermissionCheckOutOffline: true}
+	for _, o := range OverridePermissions {
+		seen[o.Permission] = true
+	}
+	for _, r := range RoutesOf(ServiceCirculation) {
+		if r.Permission != "" {
+			seen[r.Permission] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/checkoutlock/schemas/text"
+	"github.com/checkoutlock/serverkit/auth"
 	"io"
 	"log/slog"
 	"net/http"
@@ -116,6 +117,12 @@ func newAPI(t *testing.T, env circulation.LockSettings) *api {
 // newAPILogging is newAPI with the log handler wrapped by wrap.
 func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Handler) slog.Handler) *api {
 	t.Helper()
+	return newAPIGuarded(t, env, wrap, auth.Guard{})
+}
+
+// newAPIGuarded is newAPILogging with the authentication guard.
+func newAPIGuarded(t *testing.T, env circulation.LockSettings, wrap func(slog.Handler) slog.Handler, guard auth.Guard) *api {
+	t.Helper()
 	store := storagetest.Start(t, storagetest.LockDefault(env.Enabled))
 	// The patron group, material type and loan type the records name
 	// come first: storage refuses a record naming one it does not hold.
@@ -143,7 +150,7 @@ func newAPILogging(t *testing.T, env circulation.LockSettings, wrap func(slog.Ha
 	w := &waits{}
 	svc := circulation.NewService(client, settings, metrics, logger, circulation.ServiceConfig{ReleaseTimeout: time.Second,
 		WaitAtStorage: true, Now: time.Now, NewTimer: w.timer})
-	srv := New(Config{Config: serverkit.Config{MaxBodyBytes: maxBody, MaxHeaderBytes: 16 << 10, RequestTimeout: 5 * time.Second}},
+	srv := New(Config{Config: serverkit.Config{Auth: guard, MaxBodyBytes: maxBody, MaxHeaderBytes: 16 << 10, RequestTimeout: 5 * time.Second}},
 		Services{Circulation: svc, Settings: settings, Storage: client, Console: client, Ready: client.Ready}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
@@ -682,5 +689,32 @@ func TestIgnoredMembersAreLoggedWithinBounds(t *testing.T) {
 	}
 	if strings.Contains(a.logs.String(), long[:text.MaxEchoed+1]) {
 		t.Error("the log repeats the long member's name whole")
+	}
+}
+
+// TestSelfBehindAGatewayIsTheCallersOwn: behind a gateway, GET
+// /bl-users/_self answers the user the gateway names and the permissions
+// it granted of those the route desires, and each route allowed as they
+// say: not every permission.
+func TestSelfBehindAGatewayIsTheCallersOwn(t *testing.T) {
+	t.Parallel()
+	a := newAPIGuarded(t, lockOn, nil, auth.Guard{Mode: auth.Gateway})
+	granted := `["circulation.check-out-by-barcode.post","circulation.patron-summary.get"]`
+	res := a.do(t, "GET", "/bl-users/_self", nil, map[string]string{TenantHeader: a.tenant, schemas.HeaderUserID: patronID,
+		schemas.HeaderPermissions: granted, schemas.HeaderToken: "gateway-token"}).want(t, http.StatusOK, "")
+	var self struct {
+		User        struct{ ID string }
+		Permissions struct{ Permissions []string }
+		Routes      map[string]struct{ Allowed bool }
+	}
+	if err := json.Unmarshal(res.body, &self); err != nil {
+		t.Fatal(err)
+	}
+	if self.User.ID != patronID || !slices.Equal(self.Permissions.Permissions, []string{"circulation.check-out-by-barcode.post", "circulation.patron-summary.get"}) {
+		t.Fatalf("_self behind a gateway: %s, want the user named and the two permissions granted", res.body)
+	}
+	if !self.Routes["POST /circulation/check-out-by-barcode"].Allowed || self.Routes["POST /circulation/renew-by-barcode"].Allowed ||
+		self.Routes["PUT /circulation/settings/check-out-lock"].Allowed {
+		t.Fatalf("_self's routes behind a gateway: %s, want check-out allowed, renewal and settings not", res.body)
 	}
 }

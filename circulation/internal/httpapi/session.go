@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -118,9 +119,10 @@ type personJSON struct {
 // self is GET /bl-users/_self: in jwt mode (401 without a valid token) the
 // token's user, named by its account when it has one, and the token's
 // permissions expanded, as FOLIO's answers with expandPermissions=true (the
-// roles it names, then what each holds); otherwise the user the gateway
-// (or the caller) names, with every permission, the gateway or nobody
-// deciding per route.
+// roles it names, then what each holds); behind a gateway the user it
+// names and the permissions it granted of those the route desires (every
+// permission of circulation's routes); with authentication off, the user
+// the caller names, with every permission.
 func (s *Server) self(c echo.Context) error {
 	var out selfJSON
 	switch s.cfg.Auth.Mode {
@@ -140,6 +142,12 @@ func (s *Server) self(c echo.Context) error {
 				out.User.Username, out.User.Personal = a.Username, &a.Personal
 			}
 		}
+	case auth.Gateway:
+		// The gateway names the user, and grants of this route's desired
+		// permissions (every permission of circulation's routes) those
+		// the user holds: the answer is theirs, not everything.
+		out.User.ID = c.Request().Header.Get(schemas.HeaderUserID)
+		_ = json.Unmarshal([]byte(c.Request().Header.Get(schemas.HeaderPermissions)), &out.Permissions.Permissions)
 	default:
 		out.User.ID = c.Request().Header.Get(schemas.HeaderUserID)
 		set, _ := schemas.PermissionSetNamed(schemas.RoleTenantAdmin)
@@ -148,7 +156,7 @@ func (s *Server) self(c echo.Context) error {
 	if out.Permissions.Permissions == nil {
 		out.Permissions.Permissions = []string{}
 	}
-	out.Routes = routesFor(out.Permissions.Permissions, s.cfg.Auth.Mode != auth.JWT)
+	out.Routes = routesFor(out.Permissions.Permissions, s.cfg.Auth.Mode != auth.JWT && s.cfg.Auth.Mode != auth.Gateway)
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusOK, out)
 }
