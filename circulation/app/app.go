@@ -96,7 +96,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	server := httpapi.New(httpapi.Config{Config: serverkit.ConfigOf(cfg.Server, authn),
 		Module: module, SIP2AdminURLs: cfg.SIP2AdminURLs, SummaryRate: cfg.PatronSummaryRate,
 		SummaryAccountSessions: cfg.PatronSummaryAccountSessions,
-		TraceLink: cfg.TraceLink()},
+		TraceLink:              cfg.TraceLink()},
 		httpapi.Services{
 			Circulation: svc,
 			Settings:    settings,
