@@ -214,3 +214,44 @@ func TestARecallMarksTheLoanItDoesNotShorten(t *testing.T) {
 		}
 	}
 }
+
+// TestAChangedRequesterIsJudgedAsARequestPlaced: a request whose requester
+// is changed is a request placed anew for the new requester, judged by
+// the same rules: Bob's hold of Alice's book handed to Erin, blocked from
+// requesting (her card reported stolen), is refused with her block, and
+// the request stays Bob's; to Dave, who may request, it is his.
+func TestAChangedRequesterIsJudgedAsARequestPlaced(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, sample.LoadData)
+	ctx := storage.WithRequestRules(context.Background())
+	lib := newLibrary(f.DB, testPolicy)
+	alice, bob, erin, dave := sample.ID("1001"), sample.ID("1002"), sample.ID("1005"), sample.ID("1004")
+	book := sample.ID("book-061")
+	checkedOut(t, f, lib, alice, book, stamp(14*24*time.Hour), "")
+	id := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.Requests, id, placeDoc("Hold", bob, book)); err != nil {
+		t.Fatalf("Bob's hold: %v", err)
+	}
+	requester := func() string {
+		t.Helper()
+		var r string
+		if err := f.DB.Pool.QueryRow(context.Background(), `SELECT jsonb ->> 'requesterId' FROM `+dbtest.View(f.Tenant, postgres.TableRequest)+
+			` WHERE id = $1`, id).Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	err := lib.Update(ctx, f.Tenant, storage.Requests, id, 1, placeDoc("Hold", erin, book))
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedManually}) {
+		t.Fatalf("Bob's hold handed to Erin, blocked from requesting: %v, want %s", err, schemas.CodeUserBlockedManually)
+	}
+	if r := requester(); r != bob {
+		t.Fatalf("the request's requester after the refusal: %s, want Bob's %s", r, bob)
+	}
+	if err := lib.Update(ctx, f.Tenant, storage.Requests, id, 1, placeDoc("Hold", dave, book)); err != nil {
+		t.Fatalf("Bob's hold handed to Dave: %v", err)
+	}
+	if r := requester(); r != dave {
+		t.Fatalf("the request's requester: %s, want Dave's %s", r, dave)
+	}
+}

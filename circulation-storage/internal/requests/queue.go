@@ -370,16 +370,17 @@ func leftShelf(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, shel
 	return handOn(ctx, tx, t, shelf.item, shelf.pickup)
 }
 
-// kind is what a request is for: its item and its type.
+// kind is what a request is for and whose it is: its item, its type and
+// its requester (lowercase).
 type kind struct {
-	item, requestType string
+	item, requestType, requester string
 }
 
 // requestKind is request id's kind as stored (empty when there is none).
 func requestKind(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string) (kind, error) {
 	var k kind
-	err := tx.QueryRow(ctx, postgres.WithTables(`SELECT item_id::text, coalesce(jsonb ->> 'requestType', '') FROM %s
- WHERE tenant_id = $1 AND id = $2::uuid`, postgres.TableRequest), string(t), id).Scan(&k.item, &k.requestType)
+	err := tx.QueryRow(ctx, postgres.WithTables(`SELECT item_id::text, coalesce(jsonb ->> 'requestType', ''), lower(coalesce(jsonb ->> 'requesterId', ''))
+  FROM %s WHERE tenant_id = $1 AND id = $2::uuid`, postgres.TableRequest), string(t), id).Scan(&k.item, &k.requestType, &k.requester)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return kind{}, nil
 	}
@@ -388,7 +389,8 @@ func requestKind(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string) (k
 
 // judgeRequest has request id, written as doc, judged (judge) when the
 // write came through circulation and the request is open and of another
-// kind than before (placed: before is empty).
+// kind than before (placed: before is empty; another item, type or
+// requester: a request placed anew, whose rules a change must not skip).
 func judgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, doc json.RawMessage, before kind) error {
 	if !storage.RequestRulesFrom(ctx) {
 		return nil
@@ -397,11 +399,12 @@ func judgeRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, d
 	if err != nil || !d.place.open {
 		return err
 	}
-	now := kind{item: d.place.item, requestType: record.FieldValue(doc, "requestType")}
+	now := kind{item: d.place.item, requestType: record.FieldValue(doc, "requestType"),
+		requester: strings.ToLower(record.FieldValue(doc, "requesterId"))}
 	if now == before {
 		return nil
 	}
-	return judge(ctx, tx, t, id, strings.ToLower(record.FieldValue(doc, "requesterId")), d.place.item)
+	return judge(ctx, tx, t, id, now.requester, d.place.item)
 }
 
 // pagedItemSQL is the item of request $2 of tenant $1 while the request is
