@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+
 	"github.com/checkoutlock/schemas/text"
 
 	"github.com/checkoutlock/schemas/errs"

@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/selfcheck"
 	"github.com/checkoutlock/serverkit/auth"
-	"github.com/google/uuid"
 )
 
 // offlineTx is one transaction a kiosk stored while the library system

@@ -10,12 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/checkoutlock/schemas/text"
 	"io/fs"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/checkoutlock/schemas/text"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"

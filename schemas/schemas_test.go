@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/checkoutlock/schemas/text"
 	"io/fs"
 	"os"
 	"reflect"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/checkoutlock/schemas/text"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )

@@ -1,9 +1,10 @@
 package schemas
 
 import (
-	"github.com/checkoutlock/schemas/text"
 	"strings"
 	"time"
+
+	"github.com/checkoutlock/schemas/text"
 )
 
 // The wire constants of the contract: header names, error codes, the time

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/checkoutlock/schemas/text"
 	"log/slog"
 	"mime"
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/checkoutlock/schemas/text"
 
 	"github.com/labstack/echo/v4"
 
@@ -93,4 +94,19 @@ func isJSON(contentType string, also []string) bool {
 	}
 	mediaType, _, err := mime.ParseMediaType(contentType)
 	return err == nil && (mediaType == echo.MIMEApplicationJSON || slices.Contains(also, mediaType))
+}
+
+// Unmarshal decodes a body Body took into dst with its member names
+// matched exactly (schemas.UnmarshalExact): a member whose name matches a
+// field only when folded ("ſtatus", "Status" for status) is 422 naming it,
+// never read as that field. Other errors are encoding/json's.
+func Unmarshal(body []byte, dst any) error {
+	err := schemas.UnmarshalExact(body, dst)
+	var fe *schemas.FoldedNameError
+	if errors.As(err, &fe) {
+		name := text.Echoed(fe.Name)
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: member names are matched exactly, and %q is not %q",
+			name, name, fe.Field).With(name, "")
+	}
+	return err
 }

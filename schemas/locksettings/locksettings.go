@@ -10,9 +10,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/checkoutlock/schemas/text"
 	"math"
 	"time"
+
+	"github.com/checkoutlock/schemas/text"
 )
 
 // The settings entry that holds a tenant's check-out lock settings, where

@@ -9,9 +9,10 @@ package selfcheck
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/checkoutlock/schemas/text"
 	"maps"
 	"slices"
+
+	"github.com/checkoutlock/schemas/text"
 )
 
 // The settings entry that holds a tenant's self-check settings, beside the

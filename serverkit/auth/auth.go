@@ -13,13 +13,14 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
-	"github.com/checkoutlock/schemas/text"
 	"log/slog"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/checkoutlock/schemas/text"
 
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/checkoutlock/schemas/text"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/checkoutlock/schemas/text"
+	"github.com/checkoutlock/serverkit"
 
 	"github.com/checkoutlock/schemas/errs"
 
@@ -26,7 +28,10 @@ func (s *Server) bind(c echo.Context, dst any) error {
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(body, dst); err != nil {
+	if err := serverkit.Unmarshal(body, dst); err != nil {
+		if e, ok := errs.As(err); ok {
+			return e
+		}
 		// The schema accepted what the Go type cannot hold (a number out of
 		// range, say): still the client's mistake, told without Go's words.
 		var te *json.UnmarshalTypeError

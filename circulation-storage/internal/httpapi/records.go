@@ -498,7 +498,10 @@ func (s *Server) bindRecord(c echo.Context, r storage.Resource) (json.RawMessage
 		return nil, recordHeader{}, err
 	}
 	var h recordHeader
-	if err := json.Unmarshal(raw, &h); err != nil {
+	if err := serverkit.Unmarshal(raw, &h); err != nil {
+		if e, ok := errs.As(err); ok {
+			return nil, recordHeader{}, e
+		}
 		return nil, recordHeader{}, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "_version: must be an integer")
 	}
 	if r.Path == storage.Accounts.Path {

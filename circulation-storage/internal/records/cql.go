@@ -1,16 +1,18 @@
 package records
 
 import (
-	"github.com/checkoutlock/schemas/text"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 
+	"github.com/checkoutlock/schemas/text"
+
+	"github.com/jackc/pgx/v5"
+
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/google/uuid"
 

@@ -1,13 +1,11 @@
 package httpapi
 
 import (
-	"encoding/json"
-
-	"github.com/checkoutlock/schemas/errs"
-
 	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+	"github.com/checkoutlock/serverkit"
 )
 
 // mimeMergePatch is RFC 7386's media type, which PATCH accepts besides
@@ -22,7 +20,10 @@ func (s *Server) bind(c echo.Context, dst any, also ...string) error {
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(body, dst); err != nil {
+	if err := serverkit.Unmarshal(body, dst); err != nil {
+		if e, ok := errs.As(err); ok {
+			return e
+		}
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "The body does not fit the request")
 	}
 	return nil

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/checkoutlock/schemas/text"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/checkoutlock/schemas/text"
 
 	"github.com/checkoutlock/schemas/errs"
 

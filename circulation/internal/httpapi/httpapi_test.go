@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/checkoutlock/schemas/text"
-	"github.com/checkoutlock/serverkit/auth"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/checkoutlock/schemas/text"
+	"github.com/checkoutlock/serverkit/auth"
 
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/checkoutlock/schemas/errs/errhttp"

@@ -8,10 +8,11 @@ package httpapi
 
 import (
 	"context"
-	"github.com/checkoutlock/schemas/text"
 	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/checkoutlock/schemas/text"
 
 	"github.com/labstack/echo/v4"
 

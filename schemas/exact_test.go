@@ -1,0 +1,52 @@
+package schemas
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestMemberNamesAreMatchedExactly: a member whose name matches a field
+// only when folded (case, long s, Kelvin sign), at any depth, is refused
+// naming it; exact names, and members no field names, decode as
+// encoding/json decodes them.
+func TestMemberNamesAreMatchedExactly(t *testing.T) {
+	t.Parallel()
+	type status struct {
+		Name string `json:"name"`
+	}
+	type record struct {
+		ID     string            `json:"id"`
+		Status status            `json:"status"`
+		Tags   []status          `json:"tags"`
+		By     map[string]status `json:"by"`
+		Plain  string
+	}
+	for _, c := range []struct{ body, name, field string }{
+		{`{"ſtatus":{"name":"Closed"}}`, "ſtatus", "status"},
+		{`{"Status":{"name":"Closed"}}`, "Status", "status"},
+		{`{"ID":"x"}`, "ID", "id"},
+		{`{"status":{"NAME":"Closed"}}`, "NAME", "name"},
+		{`{"tags":[{"name":"a"},{"Name":"b"}]}`, "Name", "name"},
+		{`{"by":{"k":{"nAme":"b"}}}`, "nAme", "name"},
+		{`{"plain":"x"}`, "plain", "Plain"},
+		{`{"\u212Aey":"x","id":"k"}`, "", ""},
+	} {
+		var r record
+		err := UnmarshalExact([]byte(c.body), &r)
+		var fe *FoldedNameError
+		if c.name == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want it taken", c.body, err)
+			}
+			continue
+		}
+		if !errors.As(err, &fe) || fe.Name != c.name || fe.Field != c.field {
+			t.Errorf("%s: %v, want %q refused as not %q", c.body, err, c.name, c.field)
+		}
+	}
+	var r record
+	if err := UnmarshalExact([]byte(`{"id":"a","status":{"name":"Open"},"unknown":1,"Plain":"p"}`), &r); err != nil ||
+		r.ID != "a" || r.Status.Name != "Open" || r.Plain != "p" {
+		t.Errorf("exact names: %+v, %v", r, err)
+	}
+}
