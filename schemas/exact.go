@@ -57,19 +57,29 @@ func exactNames(doc any, t reflect.Type) error {
 		if !ok {
 			return nil
 		}
-		fields := map[string]reflect.Type{}
+		fields := map[string]goField{}
 		fieldsOf(t, fields)
 		for name, value := range obj {
-			if ft, ok := fields[name]; ok {
-				if err := exactNames(value, ft); err != nil {
+			if f, ok := fields[name]; ok {
+				if err := exactNames(value, f.t); err != nil {
 					return err
 				}
 				continue
 			}
-			for field := range fields {
-				if strings.EqualFold(name, field) {
-					return &FoldedNameError{Name: name, Field: field}
+			for field, f := range fields {
+				if !strings.EqualFold(name, field) {
+					continue
 				}
+				// A field without a JSON name is Go's name for it, which
+				// a client writes in its own case (ID as "id"): matched
+				// in ASCII case, never by a Unicode fold.
+				if !f.tagged && isASCII(name) {
+					if err := exactNames(value, f.t); err != nil {
+						return err
+					}
+					break
+				}
+				return &FoldedNameError{Name: name, Field: field}
 			}
 		}
 	case reflect.Slice, reflect.Array:
@@ -92,10 +102,26 @@ func exactNames(doc any, t reflect.Type) error {
 	return nil
 }
 
+// goField is a struct field as a member names it: its type, and whether
+// its JSON name is given (a tag) or Go's own.
+type goField struct {
+	t      reflect.Type
+	tagged bool
+}
+
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 // fieldsOf adds struct type t's JSON member names and their types to
 // fields, with those of its untagged embedded structs, as encoding/json
 // names them.
-func fieldsOf(t reflect.Type, fields map[string]reflect.Type) {
+func fieldsOf(t reflect.Type, fields map[string]goField) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -116,9 +142,10 @@ func fieldsOf(t reflect.Type, fields map[string]reflect.Type) {
 		if !f.IsExported() {
 			continue
 		}
-		if name == "" {
+		tagged := name != ""
+		if !tagged {
 			name = f.Name
 		}
-		fields[name] = f.Type
+		fields[name] = goField{t: f.Type, tagged: tagged}
 	}
 }

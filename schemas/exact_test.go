@@ -5,10 +5,12 @@ import (
 	"testing"
 )
 
-// TestMemberNamesAreMatchedExactly: a member whose name matches a field
-// only when folded (case, long s, Kelvin sign), at any depth, is refused
-// naming it; exact names, and members no field names, decode as
-// encoding/json decodes them.
+// TestMemberNamesAreMatchedExactly: a member whose name matches a field's
+// JSON name only when folded (case, long s), at any depth, is refused
+// naming it, and one matching a field without a JSON name (Go's own)
+// only by a Unicode fold (Kelvin sign) too; exact names, Go's names in
+// ASCII case, and members no field names, decode as encoding/json
+// decodes them.
 func TestMemberNamesAreMatchedExactly(t *testing.T) {
 	t.Parallel()
 	type status struct {
@@ -19,7 +21,7 @@ func TestMemberNamesAreMatchedExactly(t *testing.T) {
 		Status status            `json:"status"`
 		Tags   []status          `json:"tags"`
 		By     map[string]status `json:"by"`
-		Plain  string
+		Kind   string
 	}
 	for _, c := range []struct{ body, name, field string }{
 		{`{"ſtatus":{"name":"Closed"}}`, "ſtatus", "status"},
@@ -28,7 +30,8 @@ func TestMemberNamesAreMatchedExactly(t *testing.T) {
 		{`{"status":{"NAME":"Closed"}}`, "NAME", "name"},
 		{`{"tags":[{"name":"a"},{"Name":"b"}]}`, "Name", "name"},
 		{`{"by":{"k":{"nAme":"b"}}}`, "nAme", "name"},
-		{`{"plain":"x"}`, "plain", "Plain"},
+		{`{"\u212Aind":"x"}`, "\u212Aind", "Kind"},
+		{`{"kind":"x","KIND":"y"}`, "", ""},
 		{`{"\u212Aey":"x","id":"k"}`, "", ""},
 	} {
 		var r record
@@ -45,8 +48,8 @@ func TestMemberNamesAreMatchedExactly(t *testing.T) {
 		}
 	}
 	var r record
-	if err := UnmarshalExact([]byte(`{"id":"a","status":{"name":"Open"},"unknown":1,"Plain":"p"}`), &r); err != nil ||
-		r.ID != "a" || r.Status.Name != "Open" || r.Plain != "p" {
+	if err := UnmarshalExact([]byte(`{"id":"a","status":{"name":"Open"},"unknown":1,"kind":"p"}`), &r); err != nil ||
+		r.ID != "a" || r.Status.Name != "Open" || r.Kind != "p" {
 		t.Errorf("exact names: %+v, %v", r, err)
 	}
 }

@@ -653,20 +653,18 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 // TestIgnoredMembersAreLoggedWithinBounds: a check-out body (a FOLIO route,
 // which ignores members its schema does not name) with thirty unknown
-// members, one named by two thousand bytes, is taken; its request's log
+// members, each named by a hundred bytes, is taken; its request's log
 // line names at most ten of them, each cut to text.MaxEchoed bytes and an
 // ellipsis, and counts all thirty.
 func TestIgnoredMembersAreLoggedWithinBounds(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)
-	long := strings.Repeat("m", 2000)
 	var extra strings.Builder
-	extra.WriteString(`"` + long + `":1`)
-	for i := range 29 {
-		fmt.Fprintf(&extra, `,"unknown%02d":1`, i)
+	for i := range 30 {
+		fmt.Fprintf(&extra, `"unknown%02d%s":1,`, i, strings.Repeat("m", 100))
 	}
 	a.send(t, "POST", "/circulation/check-out-by-barcode",
-		`{`+extra.String()+`,"itemBarcode":"`+itemBarcode+`","userBarcode":"`+userBarcode+`","servicePointId":"`+servicePoint+`"}`).
+		`{`+extra.String()+`"itemBarcode":"`+itemBarcode+`","userBarcode":"`+userBarcode+`","servicePointId":"`+servicePoint+`"}`).
 		want(t, http.StatusCreated, "circulation-loan.json")
 	var line map[string]any
 	eventually(t, "the check-out logged", func() bool {
@@ -684,12 +682,9 @@ func TestIgnoredMembersAreLoggedWithinBounds(t *testing.T) {
 		t.Fatalf("the log line names %d ignored members and counts %v, want 10 and 30: %v", len(names), line["ignored_count"], line)
 	}
 	for _, n := range names {
-		if s, _ := n.(string); len(s) > text.MaxEchoed+len("…") {
-			t.Errorf("an ignored member logged as %d bytes, want at most %d and an ellipsis", len(s), text.MaxEchoed)
+		if s, _ := n.(string); len(s) != text.MaxEchoed+len("…") || !strings.HasSuffix(s, "…") {
+			t.Errorf("an ignored member logged as %q, want its first %d bytes and an ellipsis", s, text.MaxEchoed)
 		}
-	}
-	if strings.Contains(a.logs.String(), long[:text.MaxEchoed+1]) {
-		t.Error("the log repeats the long member's name whole")
 	}
 }
 
