@@ -260,9 +260,16 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	}
 	c.Storage.Stop()
 	down := onLine('N')
+	// The kiosk polls on for two seconds, told off line each time: the
+	// door sees the library system down throughout.
+	for until := down.Add(2 * time.Second); time.Now().Before(until); {
+		if r := k.Send("9900302.00"); len(r) < 3 || r[2] != 'N' {
+			t.Fatalf("the status while storage is stopped: %q, want off line", r)
+		}
+	}
 	c.Storage.Start()
 	onLine('Y')
-	want(noBlock(items[2], down, ""), "121", "Recorded: lent while offline", 1, 2)
+	want(noBlock(items[2], down.Add(time.Second), ""), "121", "Recorded: lent while offline", 1, 2)
 	pastGrace()
 	want(noBlock(items[3], time.Now(), ""), "120", "Please enter your PIN", 1, 2)
 	// The door restarted: the kiosk logs in again, and what it made

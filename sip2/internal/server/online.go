@@ -86,6 +86,16 @@ func (r *readiness) downNear(at time.Time) bool {
 // when the last answer is older. A kiosk whose message's context ends
 // first is told off line.
 func (r *readiness) online(ctx context.Context) bool {
+	ok := r.answer(ctx)
+	if !ok {
+		// A kiosk told "off line" now may lend offline now.
+		r.down(time.Now())
+	}
+	return ok
+}
+
+// answer is online's answer, before it is recorded.
+func (r *readiness) answer(ctx context.Context) bool {
 	r.mu.Lock()
 	if !r.at.IsZero() && time.Since(r.at) < readinessFresh {
 		defer r.mu.Unlock()
