@@ -159,8 +159,8 @@ func (r *summaryRate) bucket(table *expirable.LRU[string, *rate.Limiter], key st
 }
 
 // take takes one summary from the bucket of the caller's sign-in (of its
-// address, for a token naming none), or refuses
-// it (429 TOO_MANY_REQUESTS, with when to try again).
+// address, for a token naming none) and from its account's, or refuses it
+// (429 TOO_MANY_REQUESTS, with when to try again), taking from neither.
 func (r *summaryRate) take(c echo.Context, address string) error {
 	if r == nil || r.perMinute <= 0 {
 		return nil
@@ -173,13 +173,22 @@ func (r *summaryRate) take(c echo.Context, address string) error {
 	if claims := serverkit.Claims(c.Request().Context()); claims != nil && claims.SessionID != "" {
 		where = "session\x00" + claims.SessionID
 	}
-	account := c.Request().Header.Get(schemas.HeaderTenant) + "\x00" + serverkit.Caller(c.Request().Context())
+	caller := serverkit.Caller(c.Request().Context())
+	account := c.Request().Header.Get(schemas.HeaderTenant) + "\x00" + caller
 	own := r.bucket(r.buckets, account+"\x00"+where, r.perMinute).Reserve()
-	shared := r.bucket(r.accounts, account, r.perMinute*r.accountSessions).Reserve()
-	ownWait, sharedWait := own.Delay(), shared.Delay()
+	ownWait, sharedWait := own.Delay(), time.Duration(0)
+	// The account's sign-ins share its allowance; a caller naming no
+	// account (a gateway's without a user) has its own alone.
+	var shared *rate.Reservation
+	if caller != "" {
+		shared = r.bucket(r.accounts, account, r.perMinute*r.accountSessions).Reserve()
+		sharedWait = shared.Delay()
+	}
 	if wait := max(ownWait, sharedWait); wait > 0 {
 		own.Cancel()
-		shared.Cancel()
+		if shared != nil {
+			shared.Cancel()
+		}
 		e := errs.Errorf(errs.KindTooManyRequests, schemas.CodeTooManyRequests,
 			"Too many patron summaries from this self-check machine: at most %d a minute", r.perMinute)
 		if ownWait == 0 {
