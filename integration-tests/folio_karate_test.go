@@ -195,6 +195,36 @@ func TestFOLIOKarateCancelsRequests(t *testing.T) {
 	}
 }
 
+// heldRequest is what holdOnALentItem made: hold id of patron 1
+// (requesterID) on the first of two items (itemIDs) lent to patron 0,
+// placed by the librarian with FOLIO's Karate ids (k); elsewhere is a
+// second pickup point.
+type heldRequest struct {
+	id, requesterID, elsewhere string
+	itemIDs                    [2]string
+	librarian                  map[string]string
+	k                          karateIDs
+}
+
+// holdOnALentItem lends patron 0 the first two items of lib, has the
+// librarian place patron 1's hold on the first, and keeps holds three
+// days on the shelf: the request the FOLIO clients' changes start from.
+func holdOnALentItem(t *testing.T, c *harness.Cluster, lib harness.Library) heldRequest {
+	t.Helper()
+	keepHolds(t, c, harness.ServicePoint, 3, "Days")
+	h := heldRequest{id: uuid.NewString(), requesterID: c.IDOf(t, "/users", "users", lib.Patrons[1]), elsewhere: karateServicePoint(t, c),
+		librarian: map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)},
+		k:         newKarateIDs()}
+	for i := range h.itemIDs {
+		h.itemIDs[i] = c.IDOf(t, "/item-storage/items", "items", lib.Items[0][i])
+		c.CheckOut(0, lib.Items[0][i], lib.Patrons[0]).Want(t, http.StatusCreated)
+	}
+	c.DoWith(c.Circulations[0], "POST", "/circulation/requests",
+		h.k.placeBody(h.id, schemas.RequestTypeHold, h.requesterID, h.itemIDs[0], harness.ServicePoint), h.librarian).
+		Want(t, http.StatusCreated)
+	return h
+}
+
 // TestFOLIOClientsChangeARequestWithoutVersion: a change of an open
 // request through circulation, its body as FOLIO's clients send it
 // (request-entity-request.json, without _version) with another pickup
@@ -209,20 +239,10 @@ func TestFOLIOClientsChangeARequestWithoutVersion(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
 	lib := c.SetupLibrary(3, 2, 0)
-	keepHolds(t, c, harness.ServicePoint, 3, "Days")
-	elsewhere := karateServicePoint(t, c)
-	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
-	circ := c.Circulations[0]
-	k := newKarateIDs()
-	borrower, requester := lib.Patrons[0], lib.Patrons[1]
-	requesterID := c.IDOf(t, "/users", "users", requester)
-	out, other := lib.Items[0][0], lib.Items[0][1]
-	outID, otherID := c.IDOf(t, "/item-storage/items", "items", out), c.IDOf(t, "/item-storage/items", "items", other)
-	c.CheckOut(0, out, borrower).Want(t, http.StatusCreated)
-	c.CheckOut(0, other, borrower).Want(t, http.StatusCreated)
-	id := uuid.NewString()
-	c.DoWith(circ, "POST", "/circulation/requests", k.placeBody(id, schemas.RequestTypeHold, requesterID, outID, harness.ServicePoint), librarian).
-		Want(t, http.StatusCreated)
+	h := holdOnALentItem(t, c, lib)
+	elsewhere, librarian, circ, k, id := h.elsewhere, h.librarian, c.Circulations[0], h.k, h.id
+	requesterID := h.requesterID
+	outID, otherID := h.itemIDs[0], h.itemIDs[1]
 	before := storedDoc(t, c, "request", id)
 
 	expires := time.Now().Add(30 * 24 * time.Hour).UTC().Format(schemas.TimeFormat)
@@ -315,20 +335,10 @@ func TestAChangeWithoutVersionKeepsWhatCameBetween(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true})
 	lib := c.SetupLibrary(2, 2, 0)
-	keepHolds(t, c, harness.ServicePoint, 3, "Days")
-	elsewhere := karateServicePoint(t, c)
-	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
-	circ := c.Circulations[0]
-	k := newKarateIDs()
-	borrower, requester := lib.Patrons[0], lib.Patrons[1]
-	requesterID := c.IDOf(t, "/users", "users", requester)
-	from, to := lib.Items[0][0], lib.Items[0][1]
-	fromID, toID := c.IDOf(t, "/item-storage/items", "items", from), c.IDOf(t, "/item-storage/items", "items", to)
-	c.CheckOut(0, from, borrower).Want(t, http.StatusCreated)
-	c.CheckOut(0, to, borrower).Want(t, http.StatusCreated)
-	id := uuid.NewString()
-	c.DoWith(circ, "POST", "/circulation/requests", k.placeBody(id, schemas.RequestTypeHold, requesterID, fromID, harness.ServicePoint), librarian).
-		Want(t, http.StatusCreated)
+	h := holdOnALentItem(t, c, lib)
+	elsewhere, librarian, circ, k, id := h.elsewhere, h.librarian, c.Circulations[0], h.k, h.id
+	requesterID := h.requesterID
+	fromID, toID := h.itemIDs[0], h.itemIDs[1]
 	// The request as its clients read it now: at the first item, picked
 	// up here.
 	read := k.placeBody(id, schemas.RequestTypeHold, requesterID, fromID, harness.ServicePoint)

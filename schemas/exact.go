@@ -32,11 +32,18 @@ func UnmarshalExact(data []byte, v any) error {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return err
 	}
-	if err := exactNames(doc, reflect.TypeOf(v)); err != nil {
+	if err := ExactNames(doc, v); err != nil {
 		return err
 	}
 	return json.Unmarshal(data, v)
 }
+
+// ExactNames says whether doc, a document already decoded (encoding/json's
+// maps and slices), may be decoded into v with every member name matched
+// exactly: nil, or the FoldedNameError of the first that matches a field
+// only when folded. A caller that parsed the document already asks this
+// rather than UnmarshalExact, which parses it again.
+func ExactNames(doc, v any) error { return exactNames(doc, reflect.TypeOf(v)) }
 
 var (
 	rawMessage  = reflect.TypeFor[json.RawMessage]()

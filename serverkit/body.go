@@ -97,11 +97,17 @@ func isJSON(contentType string, also []string) bool {
 }
 
 // Unmarshal decodes a body Body took into dst with its member names
-// matched exactly (schemas.UnmarshalExact): a member whose name matches a
-// field only when folded ("ſtatus", "Status" for status) is 422 naming it,
-// never read as that field. Other errors are encoding/json's.
-func Unmarshal(body []byte, dst any) error {
-	err := schemas.UnmarshalExact(body, dst)
+// matched exactly: a member whose name matches a field only when folded
+// ("ſtatus", "Status" for status) is 422 naming it, never read as that
+// field. doc is the body as Body decoded it (nil: parsed here). Other
+// errors are encoding/json's.
+func Unmarshal(body []byte, doc, dst any) error {
+	var err error
+	if doc == nil {
+		err = schemas.UnmarshalExact(body, dst)
+	} else if err = schemas.ExactNames(doc, dst); err == nil {
+		err = json.Unmarshal(body, dst)
+	}
 	var fe *schemas.FoldedNameError
 	if errors.As(err, &fe) {
 		name := text.Echoed(fe.Name)

@@ -24,24 +24,31 @@ import (
 // schema violation, and 422 for a value the schema accepts and the record
 // cannot hold.
 func (s *Server) bind(c echo.Context, dst any) error {
-	body, _, err := s.Body(c)
+	_, err := s.bindDoc(c, dst)
+	return err
+}
+
+// bindDoc is bind, answering also the body as decoded, for a caller that
+// reads more of it.
+func (s *Server) bindDoc(c echo.Context, dst any) (any, error) {
+	body, doc, err := s.Body(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := serverkit.Unmarshal(body, dst); err != nil {
+	if err := serverkit.Unmarshal(body, doc, dst); err != nil {
 		if e, ok := errs.As(err); ok {
-			return e
+			return nil, e
 		}
 		// The schema accepted what the Go type cannot hold (a number out of
 		// range, say): still the client's mistake, told without Go's words.
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: value %s is out of range", te.Field, te.Value).
+			return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: value %s is out of range", te.Field, te.Value).
 				With(te.Field, te.Value)
 		}
-		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "The body does not fit the record")
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "The body does not fit the record")
 	}
-	return nil
+	return doc, nil
 }
 
 // pathID validates the :id path parameter as a UUID; what is not one is a

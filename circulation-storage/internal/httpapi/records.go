@@ -494,11 +494,12 @@ func storedScopeOf(id string, doc json.RawMessage) (string, error) {
 // with its id and version.
 func (s *Server) bindRecord(c echo.Context, r storage.Resource) (json.RawMessage, recordHeader, error) {
 	var raw json.RawMessage
-	if err := s.bind(c, &raw); err != nil {
+	doc, err := s.bindDoc(c, &raw)
+	if err != nil {
 		return nil, recordHeader{}, err
 	}
 	var h recordHeader
-	if err := serverkit.Unmarshal(raw, &h); err != nil {
+	if err := serverkit.Unmarshal(raw, doc, &h); err != nil {
 		if e, ok := errs.As(err); ok {
 			return nil, recordHeader{}, e
 		}

@@ -16,11 +16,11 @@ const mimeMergePatch = "application/merge-patch+json"
 // schema and decodes it into dst (serverkit's Body). The body must be
 // application/json, or one of also.
 func (s *Server) bind(c echo.Context, dst any, also ...string) error {
-	body, _, err := s.Body(c, also...)
+	body, doc, err := s.Body(c, also...)
 	if err != nil {
 		return err
 	}
-	if err := serverkit.Unmarshal(body, dst); err != nil {
+	if err := serverkit.Unmarshal(body, doc, dst); err != nil {
 		if e, ok := errs.As(err); ok {
 			return e
 		}
