@@ -40,6 +40,9 @@ type Holder struct {
 	// (W3C, 32 hex digits), set by storage: the lock list and the history
 	// link a lock and a wait to the trace that explains them.
 	TraceID string `json:"traceId,omitempty"`
+	// Kiosk is the self-check machine the acquiring request was for
+	// (Caller.Kiosk), set by storage: the console names the lock by it.
+	Kiosk string `json:"kiosk,omitempty"`
 }
 
 // OwnedBy reports whether caller is the holder's owner, the identity that
@@ -50,7 +53,9 @@ func (h Holder) OwnedBy(c Caller) bool {
 }
 
 // Holder is what a lock records of who acquired it: caller.
-func (c Caller) Holder() Holder { return Holder{AcquiredBy: c.User, AcquiredByModule: c.Module} }
+func (c Caller) Holder() Holder {
+	return Holder{AcquiredBy: c.User, AcquiredByModule: c.Module, Kiosk: c.Kiosk}
+}
 
 // IsZero says whether nothing is known of the holder.
 func (h Holder) IsZero() bool { return h == Holder{} }
@@ -120,7 +125,8 @@ type HistoryFilter struct {
 	// Query, when not nil, is a CQL query (QueryText as the client wrote
 	// it) over the events as the history answers them: type, userId,
 	// lockId, occurredAt, waitedMs, holder.* and by.* (acquiredBy, instance,
-	// itemBarcode, servicePointId, requestId, traceId); sortBy any of them.
+	// itemBarcode, servicePointId, requestId, traceId, kiosk); sortBy any
+	// of them.
 	Query     *cql.Query
 	QueryText string
 	Offset    int

@@ -384,6 +384,10 @@ var LoanActionItemStatus = map[string]string{
 type Caller struct {
 	User   string
 	Module string
+	// Kiosk is the self-check machine the call is for, as circulation
+	// names it (schemas.HeaderKiosk, believed of circulation's module
+	// alone): a label of what the call causes, never an identity.
+	Kiosk string
 }
 
 type callerKey struct{}

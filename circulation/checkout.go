@@ -709,7 +709,7 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 	}
 	lifted := co.req.Overrides
 	if off := co.req.Offline; off != nil {
-		loan.DueDate, loan.Offline = off.dueDate(co), &OfflineRecord{TransactionDate: off.TransactionDate, RecordedBy: off.RecordedBy}
+		loan.DueDate, loan.Offline = off.dueDate(co), &OfflineRecord{TransactionDate: off.TransactionDate, RecordedBy: off.RecordedBy, Kiosk: off.Kiosk}
 		lifted.Offline = true
 	}
 	var stored CheckedOut

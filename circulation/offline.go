@@ -29,6 +29,9 @@ type Offline struct {
 	// RecordedBy is the account that sent it (its username): with the
 	// patron's and item's barcodes and the date, it names the check-out.
 	RecordedBy string
+	// Kiosk is the machine that lent it, as its SIP2 door names it
+	// (Okapi.Kiosk); "" when not said.
+	Kiosk string
 	// Tenant is the tenant it is recorded in.
 	Tenant string
 }

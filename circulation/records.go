@@ -299,11 +299,13 @@ type Loan struct {
 }
 
 // OfflineRecord is what a loan made offline says of itself (loan.json's
-// offline): when it was made, the account that sent it, and the rules it
+// offline): when it was made, the account that sent it and the machine
+// that lent it, and the rules it
 // broke, as storage judged them in the write.
 type OfflineRecord struct {
 	TransactionDate time.Time
 	RecordedBy      string
+	Kiosk           string
 	BrokenRules     []string
 }
 
@@ -527,6 +529,11 @@ type Okapi struct {
 	// as the connection and the trusted proxies say: storage counts a PIN
 	// check's failures by it (and by the patron), as a sign-in's.
 	ClientAddress string
+	// Kiosk is the self-check machine the request is for, as the SIP2
+	// door that passed it on names it (schemas.HeaderKiosk): storage
+	// records it in the locks, loans and history lines the request
+	// causes.
+	Kiosk string
 }
 
 type okapiKey struct{}

@@ -27,6 +27,12 @@ const (
 	// HeaderForwardedProto is the scheme the client used, as a reverse
 	// proxy (or circulation, for a page's sign-in) says.
 	HeaderForwardedProto = "X-Forwarded-Proto"
+	// HeaderKiosk names the self-check machine a SIP2 door calls for: the
+	// location code it gave at its login (SIP2's CP), at most
+	// MaxKioskLocation bytes. Circulation believes it only from a proxy it
+	// trusts (the door), storage only from circulation's module; it names
+	// the machine in the locks, loans and history lines it causes.
+	HeaderKiosk = "X-Kiosk-Location"
 	// HeaderPatronPin carries the PIN a patron typed at a self-check
 	// machine, with a patron summary (which then names the patron and
 	// lists their loans) or a renewal (which a tenant may require it of);
@@ -375,10 +381,6 @@ const (
 	ConditionOverdueItems    = "584fbd4f-6a34-4730-a6ca-73a6a6a9d845"
 )
 
-// Kiosk is a self-check machine connected to a SIP2 door: one entry of
-// the door's /admin/kiosks, and of circulation's GET /circulation/kiosks
-// (circulation-kiosks.json), which lists only its caller's tenant's and
-// leaves Tenant out.
 // MaxKioskLocation bounds the location code a kiosk is named by.
 const MaxKioskLocation = 64
 
@@ -386,6 +388,24 @@ const MaxKioskLocation = 64
 // MaxKioskLocation bytes, never inside a character.
 func KioskLocation(code string) string { return text.Cut(code, MaxKioskLocation) }
 
+// MachineName is how a self-check machine is named to people (the
+// console's machines, a lock's holder, a history line, the CSV): the
+// location code it gave at login, with the account it signed in as; the
+// account alone when it gave none.
+func MachineName(location, account string) string {
+	switch {
+	case location == "":
+		return account
+	case account == "":
+		return location
+	}
+	return location + " (" + account + ")"
+}
+
+// Kiosk is a self-check machine connected to a SIP2 door: one entry of
+// the door's /admin/kiosks, and of circulation's GET /circulation/kiosks
+// (circulation-kiosks.json), which lists only its caller's tenant's and
+// leaves Tenant out.
 type Kiosk struct {
 	Tenant   string `json:"tenant,omitempty"`
 	Address  string `json:"address"`
@@ -393,6 +413,9 @@ type Kiosk struct {
 	// Location is the location code the machine gave at its login
 	// (SIP2's CP), at most MaxKioskLocation bytes: the machine's name.
 	Location string `json:"location,omitempty"`
+	// Name is the machine as people are told of it (MachineName), given by
+	// circulation's list.
+	Name     string `json:"name,omitempty"`
 	LoggedIn bool   `json:"loggedIn"`
 	// Since is when it connected, LastMessage when it last sent one.
 	Since       time.Time `json:"since"`

@@ -66,6 +66,16 @@ func (c Clients) Address(r *http.Request) string {
 	return c.extract(r)
 }
 
+// Kiosk is the self-check machine a trusted proxy (a SIP2 door) says the
+// request is for (schemas.HeaderKiosk), cut to its bound; "" from any
+// other peer, whatever it sends.
+func (c Clients) Kiosk(r *http.Request) string {
+	if !c.fromTrusted(r) {
+		return ""
+	}
+	return schemas.KioskLocation(strings.TrimSpace(r.Header.Get(schemas.HeaderKiosk)))
+}
+
 // Secure says whether the client reached the service over TLS: the
 // connection is TLS, or a trusted proxy says so (X-Forwarded-Proto:
 // https).

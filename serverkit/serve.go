@@ -213,7 +213,7 @@ func (s *Server) admit(c echo.Context, r *Request) (context.CancelFunc, error) {
 		deadline = deadline.Add(s.svc.Longer(req.Method, c.Path()))
 	}
 	if s.svc.Admitted != nil {
-		ctx = s.svc.Admitted(ctx, r)
+		ctx = s.svc.Admitted(ctx, r, req.Header)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	c.SetRequest(req.WithContext(ctx))

@@ -63,8 +63,9 @@ type Service struct {
 	// the reading of its body excepted.
 	Longer func(method, route string) time.Duration
 	// Admitted, when set, adds to an admitted request's context what the
-	// service's domain reads of it (who it acts for).
-	Admitted func(ctx context.Context, r *Request) context.Context
+	// service's domain reads of it (who it acts for, and what its
+	// headers say of that).
+	Admitted func(ctx context.Context, r *Request, header http.Header) context.Context
 }
 
 // Server is a service's HTTP server: routes are added with Handle and

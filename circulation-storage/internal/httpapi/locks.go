@@ -117,7 +117,7 @@ func (s *Server) lockTerms(c echo.Context, req lockRequest) (ttl, wait time.Dura
 	holder.ServicePointID = strings.ToLower(holder.ServicePointID)
 	// The lock is its acquirer's: the caller, as its credentials say.
 	owner := storage.CallerFrom(c.Request().Context())
-	holder.AcquiredBy, holder.AcquiredByModule = owner.User, owner.Module
+	holder.AcquiredBy, holder.AcquiredByModule, holder.Kiosk = owner.User, owner.Module, owner.Kiosk
 	if sc := trace.SpanContextFromContext(c.Request().Context()); sc.IsValid() {
 		holder.TraceID = sc.TraceID().String()
 	}

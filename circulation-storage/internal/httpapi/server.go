@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -142,9 +143,13 @@ func (s *Server) longer(method, route string) time.Duration {
 
 // admitted is an admitted request's context with who it acts for
 // (storage.WithCaller): what it writes is recorded as theirs.
-func admitted(ctx context.Context, r *serverkit.Request) context.Context {
+func admitted(ctx context.Context, r *serverkit.Request, header http.Header) context.Context {
 	if r.Caller != "" || r.Module != "" {
-		ctx = storage.WithCaller(ctx, storage.Caller{User: r.Caller, Module: r.Module})
+		caller := storage.Caller{User: r.Caller, Module: r.Module}
+		if r.Module == schemas.ServiceCirculation {
+			caller.Kiosk = schemas.KioskLocation(strings.TrimSpace(header.Get(schemas.HeaderKiosk)))
+		}
+		ctx = storage.WithCaller(ctx, caller)
 	}
 	return ctx
 }

@@ -308,11 +308,13 @@ func (s *Server) historyFilters(c echo.Context) (q url.Values, none bool, err er
 		if err != nil {
 			return nil, false, err
 		}
-		if len(page.Accounts) == 0 {
-			return nil, true, nil
+		machine := cqlTerm(schemas.KioskLocation(v))
+		who := "holder.kiosk==" + machine + " or by.kiosk==" + machine
+		if len(page.Accounts) > 0 {
+			id := cqlTerm(page.Accounts[0].ID)
+			who += " or holder.acquiredBy==" + id + " or by.acquiredBy==" + id
 		}
-		id := page.Accounts[0].ID
-		conds = append(conds, "(holder.acquiredBy=="+cqlTerm(id)+" or by.acquiredBy=="+cqlTerm(id)+")")
+		conds = append(conds, "("+who+")")
 	}
 	if v := c.QueryParam("type"); v != "" {
 		conds = append(conds, "type=="+cqlTerm(v))
@@ -395,10 +397,15 @@ func (s *Server) historyEvents(ctx context.Context, q url.Values, offset, limit 
 	for i := range page.Events {
 		e := &page.Events[i]
 		e.Patron = patrons(e.UserID)
-		e.ByName = names.person(e.By["acquiredBy"])
+		e.ByName = acting(names, e.By)
 		e.HolderName = names.person(e.Holder["acquiredBy"])
 		e.ServicePointName = names.servicePoint(e.Holder["servicePointId"])
 		e.HeldBy = heldBy(names, e.Holder)
+		if len(e.Holder) == 0 {
+			// A line of no lock (a loan made offline, a late check-in):
+			// who sent it.
+			e.HeldBy = e.ByName
+		}
 		e.HolderTraceURL, e.ByTraceURL = s.traceURL(e.Holder), s.traceURL(e.By)
 		switch {
 		case e.Type == schemas.HistoryReturnedBeforeLoan:
@@ -411,13 +418,20 @@ func (s *Server) historyEvents(ctx context.Context, q url.Values, offset, limit 
 }
 
 // heldBy is who held a lock, as the console's page and its CSV both say
-// it: the holder's own name for itself (a kiosk's, circulation's
-// instance), else the account that took it, by name.
+// it: the self-check machine it was for (schemas.MachineName), else the
+// holder's own name for itself (circulation's instance), else the account
+// that took it, by name.
 func heldBy(n *names, holder map[string]string) string {
-	if h := holder["instance"]; h != "" {
-		return h
+	if holder["kiosk"] == "" && holder["instance"] != "" {
+		return holder["instance"]
 	}
-	return n.person(holder["acquiredBy"])
+	return acting(n, holder)
+}
+
+// acting is who acted, as a history line's holder or by says it: the
+// self-check machine, with its account, or the account alone.
+func acting(n *names, who map[string]string) string {
+	return schemas.MachineName(who["kiosk"], n.person(who["acquiredBy"]))
 }
 
 // traceURL is the trace viewer's address of holder's trace, "" when

@@ -75,6 +75,7 @@ type loanJSON struct {
 type offlineJSON struct {
 	TransactionDate string   `json:"transactionDate"`
 	RecordedBy      string   `json:"recordedBy,omitempty"`
+	Kiosk           string   `json:"kiosk,omitempty"`
 	BrokenRules     []string `json:"brokenRules"`
 }
 
@@ -220,7 +221,7 @@ func (s *Server) offlineCheckOut(c echo.Context, rawDate, rawDue, loanDate strin
 			With("dueDate", rawDue)
 	}
 	return &circulation.Offline{TransactionDate: at, DueDate: due, RecordedBy: serverkit.Caller(c.Request().Context()),
-		Tenant: c.Request().Header.Get(schemas.HeaderTenant)}, nil
+		Kiosk: circulation.OkapiFrom(c.Request().Context()).Kiosk, Tenant: c.Request().Header.Get(schemas.HeaderTenant)}, nil
 }
 
 // loanAnswer is a loan with its item and borrower, as a check-out and a
@@ -241,7 +242,7 @@ func offlineAnswer(o *circulation.OfflineRecord) *offlineJSON {
 	if o == nil {
 		return nil
 	}
-	return &offlineJSON{TransactionDate: circulation.FormatTime(o.TransactionDate), RecordedBy: o.RecordedBy,
+	return &offlineJSON{TransactionDate: circulation.FormatTime(o.TransactionDate), RecordedBy: o.RecordedBy, Kiosk: o.Kiosk,
 		BrokenRules: append([]string{}, o.BrokenRules...)}
 }
 

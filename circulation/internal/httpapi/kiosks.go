@@ -63,6 +63,7 @@ func (s *Server) kiosks(c echo.Context) error {
 		for _, k := range ks {
 			if len(out.Kiosks) < maxKiosks {
 				k.Tenant = "" // the caller's, every one
+				k.Name = schemas.MachineName(k.Location, k.Username)
 				out.Kiosks = append(out.Kiosks, k)
 			}
 		}

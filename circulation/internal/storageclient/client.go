@@ -114,6 +114,11 @@ func (c *Client) exchange(ctx context.Context, timeout time.Duration, method, pa
 		// what circulation may do; a gateway vouches for this header).
 		req.Header.Set(schemas.HeaderUserID, okapi.UserID)
 	}
+	if okapi.Kiosk != "" {
+		// The machine the call is for, which storage believes of this
+		// module alone.
+		req.Header.Set(schemas.HeaderKiosk, okapi.Kiosk)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

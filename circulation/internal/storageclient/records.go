@@ -112,6 +112,7 @@ type loanJSON struct {
 type offlineJSON struct {
 	TransactionDate string   `json:"transactionDate"`
 	RecordedBy      string   `json:"recordedBy,omitempty"`
+	Kiosk           string   `json:"kiosk,omitempty"`
 	BrokenRules     []string `json:"brokenRules,omitempty"`
 }
 
@@ -389,7 +390,7 @@ func fromOfflineJSON(o *offlineJSON) *circulation.OfflineRecord {
 	if o == nil {
 		return nil
 	}
-	return &circulation.OfflineRecord{TransactionDate: parseTime(o.TransactionDate), RecordedBy: o.RecordedBy, BrokenRules: o.BrokenRules}
+	return &circulation.OfflineRecord{TransactionDate: parseTime(o.TransactionDate), RecordedBy: o.RecordedBy, Kiosk: o.Kiosk, BrokenRules: o.BrokenRules}
 }
 
 // AcquireLock implements circulation.Storage. The call's own timeout is
@@ -509,7 +510,7 @@ func toOfflineJSON(o *circulation.OfflineRecord) *offlineJSON {
 	if o == nil {
 		return nil
 	}
-	return &offlineJSON{TransactionDate: circulation.FormatTime(o.TransactionDate), RecordedBy: o.RecordedBy}
+	return &offlineJSON{TransactionDate: circulation.FormatTime(o.TransactionDate), RecordedBy: o.RecordedBy, Kiosk: o.Kiosk}
 }
 
 // checkedInLoan is the stored loan document with the fields check-in

@@ -55,6 +55,11 @@ func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
 type Session struct {
 	Tenant, Username string
 	Address          string
+	// Location is the location code the kiosk gave at its login (SIP2's
+	// CP), cut to its bound: every call names the machine by it
+	// (schemas.HeaderKiosk), and storage records it in what the call
+	// causes.
+	Location string
 	mu               sync.Mutex
 	access, refresh  string
 	ended            atomic.Bool
@@ -108,9 +113,9 @@ var ErrSessionEnded = errors.New("circ: the kiosk's session has ended")
 // a kiosk may check items out and in, nothing else.
 var ErrTooMuch = errors.New("circ: the kiosk account holds more than the self-check role")
 
-// Login signs the kiosk at address in and checks that its account holds
-// no more than the self-check role.
-func (c *Client) Login(ctx context.Context, tenant, username, password, address string) (*Session, error) {
+// Login signs the kiosk at address, named location, in and checks that
+// its account holds no more than the self-check role.
+func (c *Client) Login(ctx context.Context, tenant, username, password, address, location string) (*Session, error) {
 	body, _ := json.Marshal(map[string]string{"username": username, "password": password})
 	res, data, err := c.do(ctx, tenant, address, "", http.MethodPost, "/authn/login-with-expiry", body, "")
 	if err != nil {
@@ -128,7 +133,7 @@ func (c *Client) Login(ctx context.Context, tenant, username, password, address 
 	if res.StatusCode != http.StatusCreated {
 		return nil, refusal(res.StatusCode, data)
 	}
-	s := &Session{Tenant: tenant, Username: username, Address: address}
+	s := &Session{Tenant: tenant, Username: username, Address: address, Location: schemas.KioskLocation(location)}
 	s.access, s.refresh = cookie(res, "folioAccessToken"), cookie(res, "folioRefreshToken")
 	if s.access == "" {
 		return nil, errors.New("circ: the login answered no access token")
@@ -385,6 +390,9 @@ func (c *Client) ItemSummary(ctx context.Context, s *Session, barcode string) (I
 // answers 401, and decodes a 2xx answer into out; any other answer is a
 // *Refusal.
 func (c *Client) call(ctx context.Context, s *Session, method, path string, body []byte, out any, header ...string) error {
+	if s.Location != "" {
+		header = append([]string{schemas.HeaderKiosk, s.Location}, header...)
+	}
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		token := s.access

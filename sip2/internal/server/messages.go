@@ -262,11 +262,11 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 	}
 	ctx, cancel := c.call()
 	defer cancel()
-	s, err := c.s.circ.Login(ctx, c.cfg.Tenant, m.User, m.Password, c.peer)
+	s, err := c.s.circ.Login(ctx, c.cfg.Tenant, m.User, m.Password, c.peer, m.Location)
 	switch {
 	case err == nil:
 		c.mu.Lock()
-		c.session, c.loginAt, c.location = s, time.Now(), schemas.KioskLocation(m.Location)
+		c.session, c.loginAt, c.location = s, time.Now(), s.Location
 		c.mu.Unlock()
 		return msg.LoginResponse{OK: true}.Reply(), "ok"
 	case errors.Is(err, circ.ErrLoginBusy):

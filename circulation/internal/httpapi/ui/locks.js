@@ -250,8 +250,9 @@ function renderKiosks(answer) {
     const last = new Date(k.lastMessage).toLocaleTimeString() +
       (k.lastCode ? ` (${sip2Names[k.lastCode] || k.lastCode})` : "");
     // A machine is named by the location code it gave at its login, with
-    // the account it signed in as: two behind one address, two names.
-    const name = !k.username ? "not logged in" : k.location ? `${k.location} (${k.username})` : k.username;
+    // the account it signed in as (circulation names it, as it names a
+    // lock's holder): two behind one address, two names.
+    const name = k.name || "not logged in";
     const texts = [name, k.address, new Date(k.since).toLocaleString(),
       k.ended ? new Date(k.ended).toLocaleTimeString() : "connected now", last, String(k.messages), String(k.refusals || 0)];
     body.append(el("tr", { "data-kiosk": k.address + " " + k.since, "data-ended": k.ended ? "true" : "false" },
