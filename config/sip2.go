@@ -57,6 +57,11 @@ type SIP2 struct {
 	// door's). One dated while the door saw the kiosk on line is judged
 	// as a live transaction: every rule, and the patron's PIN.
 	OfflineGrace time.Duration `env:"SIP2_OFFLINE_GRACE" envDefault:"1m"`
+	// PresenceEvery is the least time between two records, in storage,
+	// of a connection's kiosk on line (after a message it sent): a door
+	// restarted, or another door, knows the kiosk was on line until at
+	// most this before its last message.
+	PresenceEvery time.Duration `env:"SIP2_PRESENCE_EVERY" envDefault:"15s"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel slog.Level `env:"LOG_LEVEL" envDefault:"info"`
 	// ShutdownTimeout bounds a stop (SIGTERM): every connection's message
@@ -103,6 +108,10 @@ func (c SIP2) Validate() error {
 	if c.OfflineGrace > time.Hour {
 		errs = append(errs, fmt.Errorf("SIP2_OFFLINE_GRACE must be at most 1h (a longer grace takes transactions made on line as made offline), got %s", c.OfflineGrace))
 	}
+	if c.PresenceEvery < 100*time.Millisecond || c.PresenceEvery > c.OfflineGrace+time.Minute {
+		errs = append(errs, fmt.Errorf("SIP2_PRESENCE_EVERY must be from 100ms to SIP2_OFFLINE_GRACE plus a minute (%s; longer, a restarted door believes a kiosk offline for longer), got %s",
+			c.OfflineGrace+time.Minute, c.PresenceEvery))
+	}
 	if c.MaxLine < 256 || c.MaxLine > 1<<20 {
 		errs = append(errs, fmt.Errorf("SIP2_MAX_LINE must be 256..1048576 bytes, got %d", c.MaxLine))
 	}
@@ -113,6 +122,7 @@ func (c SIP2) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"SIP2_LOGIN_TIMEOUT": c.LoginTimeout, "SIP2_IDLE_TIMEOUT": c.IdleTimeout, "SIP2_LINE_TIMEOUT": c.LineTimeout,
 		"SIP2_WRITE_TIMEOUT": c.WriteTimeout, "SHUTDOWN_TIMEOUT": c.ShutdownTimeout, "SIP2_OFFLINE_WITHIN": c.OfflineWithin, "SIP2_OFFLINE_GRACE": c.OfflineGrace,
+		"SIP2_PRESENCE_EVERY": c.PresenceEvery,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 10s, got %s", name, d))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -184,14 +185,18 @@ func TestALateCheckInNeverClosesANewerLoan(t *testing.T) {
 // one made offline. Dated before the kiosk's login here (it was cut off),
 // it is recorded as made offline without a PIN, and refused with a wrong
 // one. Made while the door saw the library system not answer (the kiosk
-// still logged in), it is made offline. A door restarted in between knows
-// nothing of the kiosk before its
-// new login, and takes what was made then as made offline; it says
-// offline ok in 98 only once it heard the library say so.
+// still logged in), it is made offline. A door restarted in between still
+// knows, from storage, when it saw the kiosk on line and when not: a
+// check-out dated in the kiosk's time on line before the restart is
+// judged live, one dated inside the outage is made offline. The machine's
+// name (its location code) is on the loan made offline and on the spans
+// of its presence. The door says offline ok in 98 only once it heard the
+// library say so.
 func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	t.Parallel()
 	// A second's grace: the kiosk is on line from a second after its login.
-	c, lib, door := sip2Cluster(t, 1, 1, 5, 0, map[string]any{"patronPin": "required"}, "SIP2_OFFLINE_GRACE=1s")
+	c, lib, door := sip2Cluster(t, 1, 1, 5, 0, map[string]any{"patronPin": "required"}, "SIP2_OFFLINE_GRACE=1s",
+		"SIP2_PRESENCE_EVERY=100ms")
 	patron, items := lib.Patrons[0], lib.Items[0]
 	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": c.IDOf(t, "/users", "users", patron), "pin": "7319"}).
 		Want(t, http.StatusCreated)
@@ -207,7 +212,7 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	}
 	login := func() {
 		t.Helper()
-		k.Login("user_id", "passw0rd")
+		k.LoginAt("user_id", "passw0rd", "entrance-1")
 		pastGrace()
 	}
 	login()
@@ -271,9 +276,23 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	onLine('Y')
 	want(noBlock(items[2], down.Add(time.Second), ""), "121", "Recorded: lent while offline", 1, 2)
 	pastGrace()
-	want(noBlock(items[3], time.Now(), ""), "120", "Please enter your PIN", 1, 2)
-	// The door restarted: the kiosk logs in again, and what it made
-	// before is taken as made offline; what it makes now is live.
+	seenOnLine := time.Now()
+	want(noBlock(items[3], seenOnLine, ""), "120", "Please enter your PIN", 1, 2)
+	// Storage keeps the kiosk's presence past seenOnLine by more than the
+	// grace once the kiosk is heard from again.
+	pastGrace()
+	if !harness.Poll(5*time.Second, 50*time.Millisecond, func() bool {
+		k.Send("9900302.00")
+		var last time.Time
+		err := c.DB.QueryRow(context.Background(), `SELECT max(on_to) FROM circulation_storage.kiosk_presence
+			WHERE tenant_id = $1 AND location = 'entrance-1'`, c.Tenant).Scan(&last)
+		return err == nil && last.After(seenOnLine.Add(1500*time.Millisecond))
+	}) {
+		t.Fatal("storage never kept the kiosk's presence after the outage")
+	}
+	// The door restarted: the kiosk logs in again. What it made while the
+	// door before saw it on line is live; what it made inside the outage
+	// that door saw is made offline.
 	door.Process.Restart()
 	k = harness.DialSIP2(t, door.Bound(t)[c.SIP2Listener(map[string]any{"patronPin": "required"})["address"].(string)])
 	// Offline ok (98's sixth flag) only once the door heard the library
@@ -285,6 +304,16 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	if r := k.Send("9900302.00"); !strings.HasPrefix(r, "98") || r[7] != 'Y' {
 		t.Fatalf("the door's status after a login: %q, want offline ok Y", r)
 	}
-	want(noBlock(items[3], time.Now().Add(-5*time.Minute), ""), "121", "Recorded: lent while offline", 1, 3)
+	want(noBlock(items[3], seenOnLine, ""), "120", "Please enter your PIN", 1, 2)
+	want(noBlock(items[3], down.Add(1500*time.Millisecond), ""), "121", "Recorded: lent while offline", 1, 3)
 	want(noBlock(items[4], time.Now(), ""), "120", "Please enter your PIN", 1, 3)
+	// Each loan made offline names the machine that lent it.
+	var machines []string
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT array_agg(DISTINCT coalesce(jsonb #>> '{offline,kiosk}', ''))
+		FROM %s.loan WHERE jsonb ? 'offline'`, c.Schema)).Scan(&machines); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(machines, []string{"entrance-1"}) {
+		t.Fatalf("the loans made offline name the machines %q, want entrance-1", machines)
+	}
 }

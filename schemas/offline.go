@@ -123,3 +123,22 @@ const CodeReturnedBeforeLoan = "RETURNED_BEFORE_LOAN"
 func ReturnedBeforeLent(returned, lent time.Time) bool {
 	return returned.Before(lent.Add(-ReturnTolerance))
 }
+
+// A SIP2 door records, for each self-check machine (its account and the
+// location code it gave at login), the times it saw the machine on line:
+// spans, kept by storage, so that a door restarted and another door know
+// them too. A check-out or check-in a machine marks as made offline is
+// taken as offline only for a time outside them.
+
+// MaxPresenceSpans bounds the spans storage keeps of one kiosk account's
+// machines: a span beyond it is refused (CodePresenceRefused); the
+// oldest go as the machines record new ones, past MaxOfflineBehind.
+const MaxPresenceSpans = 10000
+
+// MaxPresenceAnswered bounds the spans one question of a machine's
+// presence answers, the oldest first.
+const MaxPresenceAnswered = 100
+
+// CodePresenceRefused refuses a span of a machine's presence: another
+// machine's id, or the account's spans at MaxPresenceSpans.
+const CodePresenceRefused = "KIOSK_PRESENCE_REFUSED"

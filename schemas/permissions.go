@@ -134,6 +134,7 @@ const (
 	InterfaceAccounts             = "accounts"
 	InterfaceServicePoints        = "service-points"
 	InterfacePatronPin            = "patron-pin"
+	InterfaceKioskPresence        = "kiosk-presence-storage"
 	InterfaceTenant               = "_tenant"
 	InterfaceAdmin                = "_admin"
 )
@@ -259,6 +260,12 @@ var Routes = slices.Concat(
 			reads("patron", "account", "type", "from", "to").answersText(200, "text/csv"),
 		circ("GET", "/circulation/kiosks", "circulation.kiosks.collection.get",
 			"list the self-check machines connected to the SIP2 doors, and the sessions that ended today").answers(200, "circulation-kiosks.json"),
+		circ("PUT", "/circulation/kiosks/presence/{id}", PermissionPresencePut,
+			"record that the calling self-check machine is on line now, in a span of its presence (a SIP2 door's)",
+			"kiosk-presence-storage.spans.item.put").answers(204, ""),
+		circ("GET", "/circulation/kiosks/presence", PermissionPresenceGet,
+			"read the spans of time the calling self-check machine was seen on line", "kiosk-presence-storage.spans.collection.get").
+			reads("from", "to").answers(200, "kiosk-presence.json"),
 		circ("DELETE", "/circulation/check-out-locks/{id}", "circulation.check-out-locks.item.delete", "release a check-out lock",
 			"checkout-lock-storage.checkout-locks.item.delete", PermissionReleaseOthers).answers(204, ""),
 
@@ -273,6 +280,13 @@ var Routes = slices.Concat(
 			reads("userId", "from", "to", "query", "offset", "limit").answers(200, "checkout-lock-history.json"),
 		stor(InterfaceCheckOutLockStorage, "DELETE", "/check-out-lock-storage/{id}", "checkout-lock-storage.checkout-locks.item.delete", "release a check-out lock").
 			answers(204, ""),
+
+		// circulation-storage: the times doors saw each self-check machine
+		// on line
+		stor(InterfaceKioskPresence, "PUT", "/kiosk-presence-storage/spans/{id}", "kiosk-presence-storage.spans.item.put",
+			"record that the calling self-check machine is on line now, in a span of its presence").answers(204, ""),
+		stor(InterfaceKioskPresence, "GET", "/kiosk-presence-storage/spans", "kiosk-presence-storage.spans.collection.get",
+			"read the spans of time the calling self-check machine was seen on line").reads("from", "to").answers(200, "kiosk-presence.json"),
 
 		// circulation-storage: whether a write with an id landed
 		stor(InterfaceLoanStorage, "GET", "/write-storage/writes/{id}", PermissionWriteGet,
@@ -495,6 +509,14 @@ var OverridePermissions = []struct{ Block, Permission, Display string }{
 // nobody's token reaches storage with it but the tenant administrator's.
 const PermissionCheckOutOverride = "circulation-storage.loans.check-out.override"
 
+// PermissionPresencePut and PermissionPresenceGet record and read the
+// times a SIP2 door saw the calling self-check machine on line: the door
+// asks them with the machine's own sign-in.
+const (
+	PermissionPresencePut = "circulation.kiosks.presence.put"
+	PermissionPresenceGet = "circulation.kiosks.presence.get"
+)
+
 // PermissionSelfCheckSettings reads the tenant's self-check settings as
 // they apply (GET /circulation/settings/self-check): a SIP2 door asks it
 // for a kiosk's status (offline ok).
@@ -649,7 +671,8 @@ var modulePermissionIndex = func() map[routeKey][]string {
 var (
 	selfCheckRole = []string{"circulation.check-out-by-barcode.post", PermissionCheckOutOffline, "circulation.check-in-by-barcode.post",
 		"circulation.renew-by-barcode.post", PermissionSelfCheckSettings,
-		"circulation.patron-summary.get", "circulation.item-summary.get", "circulation.patron-pin.verify.post"}
+		"circulation.patron-summary.get", "circulation.item-summary.get", "circulation.patron-pin.verify.post",
+		PermissionPresencePut, PermissionPresenceGet}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
 		"circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,

@@ -21,6 +21,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/outbox"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/presence"
 	"github.com/checkoutlock/circulation-storage/internal/records"
 	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/circulation-storage/internal/sweeper"
@@ -182,6 +183,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Counter:   rules,
 		CheckOuts: rules,
 		Writes:    db,
+		Presence:  presence.New(db),
 		Ready:     db.Ping,
 		Login:     signIn,
 		Pins:      pins,

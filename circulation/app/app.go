@@ -103,6 +103,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 			Storage:     storage,
 			Console:     storage,
 			Pass:        storage,
+			Presence:    storage,
 			Ready:       storage.Ready,
 		}, sch, metrics, logger)
 	// A client that does not read its answer is cut off once the longest

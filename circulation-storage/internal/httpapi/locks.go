@@ -2,11 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
-	"github.com/google/uuid"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/checkoutlock/schemas/errs"
 
@@ -247,22 +248,11 @@ func (s *Server) lockHistory(c echo.Context) error {
 		return err
 	}
 	f := storage.HistoryFilter{UserID: userID}
-	for _, p := range []struct {
-		name string
-		dst  *time.Time
-	}{{"from", &f.From}, {"to", &f.To}} {
-		raw, ok, err := queryParam(c, p.name)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		t, err := schemas.ParseDateTime(raw)
-		if err != nil {
-			return invalidParam(p.name, raw, "must be a date-time such as 2025-03-01T10:00:00Z: it "+err.Error())
-		}
-		*p.dst = t
+	if f.From, _, err = dateParam(c, "from"); err != nil {
+		return err
+	}
+	if f.To, _, err = dateParam(c, "to"); err != nil {
+		return err
 	}
 	if f.Query, f.QueryText, err = cqlParam(c); err != nil {
 		return err
@@ -284,4 +274,17 @@ func (s *Server) lockHistory(c echo.Context) error {
 			LoanID: e.LoanID, BrokenRules: e.BrokenRules}
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// dateParam is the query parameter name, a date-time; found false when
+// absent.
+func dateParam(c echo.Context, name string) (t time.Time, found bool, err error) {
+	raw, ok, err := queryParam(c, name)
+	if err != nil || !ok {
+		return time.Time{}, false, err
+	}
+	if t, err = schemas.ParseDateTime(raw); err != nil {
+		return time.Time{}, false, invalidParam(name, raw, "must be a date-time such as 2025-03-01T10:00:00Z: it "+err.Error())
+	}
+	return t, true, nil
 }

@@ -63,6 +63,8 @@ type Services struct {
 	CheckOuts storage.CheckOutStore
 	// Writes answers whether a write with an id landed.
 	Writes storage.WriteLog
+	// Presence keeps the times doors saw self-check machines on line.
+	Presence storage.Presence
 	// Ready reports whether the service can do its work (the database answers).
 	Ready func(ctx context.Context) error
 	// Login signs people in (/authn); nil when the login is off.
@@ -102,6 +104,8 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	// Static routes win over /:id, so these sit safely beside the records.
 	s.Get("/loan-storage/loans/open-count", s.countOpenLoans, s.tenant)
 	s.Get("/write-storage/writes/:id", s.getWrite, s.tenant)
+	s.Handle(http.MethodPut, "/kiosk-presence-storage/spans/:id", s.seeOnLine, s.tenant)
+	s.Get("/kiosk-presence-storage/spans", s.onLine, s.tenant)
 	s.Get("/check-out-storage/validation", s.validateCheckOut, s.tenant)
 	s.Get("/check-out-storage/patron", s.patronSummary, s.tenant)
 	s.Get("/circulation-rules-storage", s.getRules, s.tenant)

@@ -279,6 +279,7 @@ const (
 	TableOutboxCommit     TableName = "outbox_commit"
 	TableTenantGate       TableName = "tenant_gate"
 	TableWriteLog         TableName = "write_log"
+	TableKioskPresence    TableName = "kiosk_presence"
 	// TypeOutboxEvent is not a table but the composite type of an event
 	// in outbox_commit's payload (migration 10), named as the tables are.
 	TypeOutboxEvent TableName = "outbox_event"
@@ -302,7 +303,7 @@ const OutboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 
 // TenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var TenantTables = []TableName{
-	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableWriteLog, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableCirculationRule, TableCirculationRules, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
+	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableWriteLog, TableKioskPresence, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableCirculationRule, TableCirculationRules, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
 	TableMaterialType, TablePatronGroup, TableSettingChange, TableSetting, TableLockEvent, TableLockWaiter, TableLock,
 	TableTenantJob,
 }

@@ -385,7 +385,7 @@ func createViews(ctx context.Context, tx pgx.Tx, t storage.Tenant) error {
 		return postgres.Interpret(err, t)
 	}
 	for _, name := range postgres.TenantTables {
-		if name == postgres.TableTenantGate || name == postgres.TableWriteLog {
+		if name == postgres.TableTenantGate || name == postgres.TableWriteLog || name == postgres.TableKioskPresence {
 			// Storage's own, not FOLIO tables: no view to write them through.
 			continue
 		}

@@ -16,7 +16,6 @@ import (
 	"unicode"
 
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/errs"
 
 	"github.com/labstack/echo/v4"
 
@@ -477,9 +476,9 @@ func (s *Server) patrons(ctx context.Context) func(id string) *consolePatron {
 // releaseConsoleLock releases a lock for an operator; storage records the
 // release in the lock history as made by the caller.
 func (s *Server) releaseConsoleLock(c echo.Context) error {
-	id := c.Param("id")
-	if !s.Schemas().ValidUUID(id) {
-		return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid lock id").With("id", truncate(id))
+	id, err := s.pathID(c, "lock")
+	if err != nil {
+		return err
 	}
 	if err := s.svc.Console.ReleaseLock(c.Request().Context(), id); err != nil {
 		return err

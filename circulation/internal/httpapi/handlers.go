@@ -422,16 +422,19 @@ func (s *Server) getLoan(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// loanID is the path's loan id: a UUID (400 otherwise).
-func (s *Server) loanID(c echo.Context) (string, error) {
+// loanID is the path's loan id (pathID).
+func (s *Server) loanID(c echo.Context) (string, error) { return s.pathID(c, "loan") }
+
+// pathID is the path's id of what: a UUID, in lower case (400 otherwise).
+func (s *Server) pathID(c echo.Context, what string) (string, error) {
 	id := c.Param("id")
 	if u, err := url.PathUnescape(id); err == nil {
 		id = u
 	}
 	if !s.Schemas().ValidUUID(id) {
-		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid loan id").With("id", truncate(id))
+		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid %s id", what).With("id", truncate(id))
 	}
-	return id, nil
+	return strings.ToLower(id), nil
 }
 
 // claimItemReturned is POST /circulation/loans/{id}/claim-item-returned

@@ -4,15 +4,15 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/checkoutlock/serverkit"
-	"github.com/google/uuid"
-	"github.com/labstack/echo/v4"
 )
 
 // placeRequest is POST /circulation/requests (FOLIO's): 201 with the
@@ -40,17 +40,8 @@ func (s *Server) placeRequest(c echo.Context) error {
 	return c.JSONBlob(http.StatusCreated, stored)
 }
 
-// requestID is the path's request id: a UUID (400 otherwise).
-func (s *Server) requestID(c echo.Context) (string, error) {
-	id := c.Param("id")
-	if u, err := url.PathUnescape(id); err == nil {
-		id = u
-	}
-	if !s.Schemas().ValidUUID(id) {
-		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid request id").With("id", truncate(id))
-	}
-	return strings.ToLower(id), nil
-}
+// requestID is the path's request id (pathID).
+func (s *Server) requestID(c echo.Context) (string, error) { return s.pathID(c, "request") }
 
 // getRequest is GET /circulation/requests/{id}: the request with FOLIO's
 // summaries.

@@ -57,6 +57,8 @@ type Services struct {
 	Console Console
 	// Pass passes the pages' sign-in on to storage.
 	Pass Passer
+	// Presence keeps the times doors saw self-check machines on line.
+	Presence Presence
 	// Ready reports whether circulation-storage answers.
 	Ready func(ctx context.Context) error
 }
@@ -103,6 +105,8 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Get("/circulation/patron-loans", s.patronLoans, s.tenant)
 	s.Handle(http.MethodDelete, "/circulation/check-out-locks/:id", s.releaseConsoleLock, s.tenant)
 	s.Get("/circulation/kiosks", s.kiosks, s.tenant)
+	s.Handle(http.MethodPut, "/circulation/kiosks/presence/:id", s.seeKioskOnLine, s.tenant)
+	s.Get("/circulation/kiosks/presence", s.kioskOnLine, s.tenant)
 	s.pages()
 	for _, p := range []string{"/authn/login-with-expiry", "/authn/refresh", "/authn/logout"} {
 		s.Handle(http.MethodPost, p, s.passAuthn, s.tenant)

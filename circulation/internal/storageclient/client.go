@@ -245,3 +245,18 @@ func (c *Client) Pass(ctx context.Context, method, path string, body []byte, hea
 	}
 	return res.StatusCode, res.Header, data, nil
 }
+
+// SeeKioskOnLine records that the calling self-check machine is on line
+// now, in span id (PUT /kiosk-presence-storage/spans/{id}): the machine
+// is the call's user and kiosk (circulation.Okapi), which call names.
+func (c *Client) SeeKioskOnLine(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodPut, "/kiosk-presence-storage/spans/"+url.PathEscape(id), nil, nil)
+}
+
+// KioskOnLine is the calling machine's spans on line overlapping
+// from..to (GET /kiosk-presence-storage/spans), as storage answers them.
+func (c *Client) KioskOnLine(ctx context.Context, from, to time.Time) (json.RawMessage, error) {
+	var out json.RawMessage
+	err := c.call(ctx, http.MethodGet, "/kiosk-presence-storage/spans"+query("from", circulation.FormatTime(from), "to", circulation.FormatTime(to)), nil, &out)
+	return out, err
+}

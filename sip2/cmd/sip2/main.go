@@ -72,7 +72,8 @@ func run(ctx context.Context, environ map[string]string, stdout io.Writer, reloa
 	srv := server.New(server.Options{MaxLine: cfg.MaxLine, MaxConnections: cfg.MaxConnections,
 		MaxConnectionsPerAddress: cfg.MaxConnectionsPerAddress, LoginTimeout: cfg.LoginTimeout, IdleTimeout: cfg.IdleTimeout,
 		LineTimeout: cfg.LineTimeout, WriteTimeout: cfg.WriteTimeout, CallTimeout: cfg.CallTimeout,
-		OfflineWithin: cfg.OfflineWithin, OfflineGrace: cfg.OfflineGrace},
+		OfflineWithin: cfg.OfflineWithin, OfflineGrace: cfg.OfflineGrace,
+		PresenceEvery: cfg.PresenceEvery},
 		circ.New(cfg.CirculationURL, cfg.CallTimeout, roots), logger, server.NewMetrics(reg))
 	if err := srv.Apply(listeners); err != nil {
 		return err

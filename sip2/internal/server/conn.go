@@ -54,7 +54,9 @@ type conn struct {
 	location string
 	// loginAt is when the kiosk logged in on this connection: from then
 	// on, while the library system answers, the door sees it on line.
-	loginAt  time.Time
+	loginAt time.Time
+	// presence is the record of the kiosk's presence (seen).
+	presence presence
 	since    time.Time
 	last     time.Time
 	messages int64

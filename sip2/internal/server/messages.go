@@ -112,6 +112,9 @@ func (c *conn) handle(line []byte) bool {
 		// The library system did not answer the kiosk: it may go off
 		// line, and what it makes meanwhile is made offline.
 		c.s.ready.down(started)
+	} else if s := c.sessionOf(); s != nil && !s.Ended() {
+		// Heard from, signed in, and the library system answering it.
+		c.seen(s, false)
 	}
 	werr := c.write(reply)
 	code := messageCode(req)
@@ -268,6 +271,7 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 		c.mu.Lock()
 		c.session, c.loginAt, c.location = s, time.Now(), s.Location
 		c.mu.Unlock()
+		c.seen(s, true)
 		return msg.LoginResponse{OK: true}.Reply(), "ok"
 	case errors.Is(err, circ.ErrLoginBusy):
 		return fail, "busy"
@@ -332,7 +336,13 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	defer cancel()
 	if m.NoBlock {
 		at := c.returnedAt(m.TransactionDate)
-		if !c.onLineAt(at) {
+		online, err := c.onLineAt(ctx, s, at)
+		if err != nil {
+			c.s.logger.Error("offline check-out: whether the kiosk was on line could not be asked", slog.String("tenant", c.cfg.Tenant),
+				slog.Any("error", err))
+			return reply(false, time.Time{}, "", msgBusy), "busy"
+		}
+		if !online {
 			return c.checkOutOffline(ctx, s, m, at, reply)
 		}
 		// Marked offline, but made while the door saw the kiosk on line:
@@ -372,20 +382,6 @@ func (c *conn) notCheckedOut(err error, what, okMessage string, reply func(ok bo
 	}
 	c.s.logger.Error(what+": circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
 	return reply(false, time.Time{}, "", msgBusy), "error"
-}
-
-// onLineAt says whether the door saw this kiosk on line at at: logged in
-// on this connection before it, and the library system answering the
-// door then, each by more than the grace (SIP2_OFFLINE_GRACE). A
-// transaction marked offline (no block) is taken as made offline only
-// when it was not: the door cannot know of a time before the kiosk's
-// login here (the kiosk may have been cut off, or at another door), and
-// believes the kiosk for it.
-func (c *conn) onLineAt(at time.Time) bool {
-	c.mu.Lock()
-	since := c.loginAt
-	c.mu.Unlock()
-	return !since.IsZero() && at.After(since.Add(c.s.opts.OfflineGrace)) && !c.s.ready.downNear(at)
 }
 
 // checkOutOffline is an 11 with no block: a check-out the kiosk made

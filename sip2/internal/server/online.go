@@ -41,6 +41,9 @@ type readiness struct {
 	// maxDowns.
 	downs []span
 	grace time.Duration
+	// lastDown is when the door last saw the library system not answer:
+	// a kiosk's span of presence after it is a new one.
+	lastDown time.Time
 }
 
 // span is a time from..to.
@@ -56,6 +59,9 @@ const maxDowns = 1024
 func (r *readiness) down(at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if at.After(r.lastDown) {
+		r.lastDown = at
+	}
 	if n := len(r.downs); n > 0 && !at.After(r.downs[n-1].to.Add(r.grace)) {
 		if at.After(r.downs[n-1].to) {
 			r.downs[n-1].to = at
@@ -180,4 +186,12 @@ func (o *offlineLending) taken(ctx context.Context, tenant string, ask func(cont
 		a.taken, a.answered, a.at = taken, true, time.Now()
 	}
 	return a.answered && a.taken
+}
+
+// downSince says whether the door saw the library system not answer at
+// or after t.
+func (r *readiness) downSince(t time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.lastDown.Before(t)
 }

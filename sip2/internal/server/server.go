@@ -39,6 +39,9 @@ type Options struct {
 	// offline; one dated while the door saw the kiosk on line is judged
 	// as a live one.
 	OfflineGrace time.Duration
+	// PresenceEvery is the least time between two records of one
+	// connection's kiosk on line (seen).
+	PresenceEvery time.Duration
 }
 
 // Server is the door: its listeners, the connections they accepted, and

@@ -1,0 +1,1 @@
+DROP TABLE kiosk_presence;
