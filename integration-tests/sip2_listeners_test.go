@@ -7,8 +7,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/csv"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -328,19 +330,32 @@ func TestKiosksOnTheLockConsole(t *testing.T) {
 // behind one address, signed in with one kiosk account, each giving its
 // own location code at login (SIP2's CP): circulation's list of kiosks
 // names each by it, and the console's "Self-check machines today" shows
-// two rows, each named by its machine's location and the account.
+// two rows, each named by its machine's location and the account. A loan
+// one of them made offline past a block names that machine in the lock
+// history, on the page and in the CSV, and the console's "Kiosk or
+// account" filter finds it by the name the table shows.
 func TestTwoKiosksBehindOneAddressAreTwoNamedRows(t *testing.T) {
 	t.Parallel()
 	adminAddr := harness.FreeAddr(t)
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
 		CirculationEnv: []string{"SIP2_ADMIN_URLS=http://" + adminAddr}})
-	c.SetupLibrary(1, 1, 0)
+	lib := c.SetupLibrary(1, 1, 0)
 	c.Account(t, "user_id", "Kiosk", "Branch", schemas.RoleSelfCheck, "passw0rd")
 	c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
 	door := c.StartSIP2At(t, adminAddr, 0, []map[string]any{nil})
+	var kiosks []*harness.SIP2Client
 	for _, location := range []string{"east-wing-1", "east-wing-2"} {
 		k := harness.DialSIP2From(t, "127.0.10.1", door.SIP2Addr)
 		k.LoginAt("user_id", "passw0rd", location)
+		kiosks = append(kiosks, k)
+	}
+	// East wing 1 lent the item ten minutes ago, while it was cut off, to
+	// a patron blocked since: recorded past the block, for the desk.
+	c.Do(c.Storage, "POST", "/manualblocks", map[string]any{"userId": c.IDOf(t, "/users", "users", lib.Patrons[0]),
+		"desc": "Card reported stolen", "borrowing": true}).Want(t, http.StatusCreated)
+	if r := kiosks[0].Send("11NY" + sip2UTC(time.Now().Add(-10*time.Minute)) + strings.Repeat(" ", 18) + "AOdiku|AA" + lib.Patrons[0] +
+		"|AB" + lib.Items[0][0] + "|AC|"); !strings.HasPrefix(r, "121") {
+		t.Fatalf("the offline check-out answered %q", r)
 	}
 	var got struct {
 		Kiosks []struct{ Address, Username, Location string }
@@ -366,5 +381,32 @@ func TestTwoKiosksBehindOneAddressAreTwoNamedRows(t *testing.T) {
 	}
 	if !slices.Equal(rows, []string{"east-wing-1 (user_id)", "east-wing-2 (user_id)"}) {
 		t.Fatalf("the console's machines read %q, want two rows named by their locations", rows)
+	}
+	// The history's line of the loan made offline names its machine, and
+	// the filter finds it by that name, not the other machine's.
+	waitUntil(t, ctx, "the lent_offline line", `document.querySelectorAll("#history tbody tr[data-event=lent_offline]").length === 1`)
+	cells := evaluate[[]string](t, ctx, `[...document.querySelector("#history tbody tr[data-event=lent_offline]").cells].map((td) => td.textContent)`)
+	if cells[3] != "east-wing-1 (user_id)" || cells[4] != "east-wing-1 (user_id)" {
+		t.Fatalf("the lent_offline line's holder and by read %q and %q, want east-wing-1 (user_id)", cells[3], cells[4])
+	}
+	for _, f := range []struct {
+		machine string
+		lines   int
+	}{{"east-wing-1", 1}, {"east-wing-2", 0}} {
+		if err := chromedp.Run(ctx, chromedp.SetValue("#f-account", f.machine, chromedp.ByQuery), chromedp.Click("#f-show", chromedp.ByQuery)); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, ctx, "the history of "+f.machine, fmt.Sprintf(`new URLSearchParams(location.search).get("account") === %s &&
+			document.getElementById("history-status").textContent !== "" && document.querySelectorAll("#history tbody tr").length === %d`,
+			jsString(f.machine), f.lines))
+		res := c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks/history.csv?account="+f.machine, nil,
+			c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleOperator))).Want(t, http.StatusOK)
+		csvRows, err := csv.NewReader(strings.NewReader(string(res.Body))).ReadAll()
+		if err != nil || len(csvRows) != 1+f.lines {
+			t.Fatalf("the CSV of %s: %d rows (%v), want the header and %d", f.machine, len(csvRows), err, f.lines)
+		}
+		if f.lines == 1 && (csvRows[1][1] != "lent_offline" || csvRows[1][5] != "east-wing-1 (user_id)" || csvRows[1][8] != "east-wing-1 (user_id)") {
+			t.Fatalf("the CSV's line %q, want lent_offline held and sent by east-wing-1 (user_id)", csvRows[1])
+		}
 	}
 }

@@ -428,9 +428,13 @@ func heldBy(n *names, holder map[string]string) string {
 }
 
 // acting is who acted, as a history line's holder or by says it: the
-// self-check machine, with its account, or the account alone.
+// self-check machine with its account's username, as the console's
+// machines name it, or the account alone, by name.
 func acting(n *names, who map[string]string) string {
-	return schemas.MachineName(who["kiosk"], n.person(who["acquiredBy"]))
+	if k := who["kiosk"]; k != "" {
+		return schemas.MachineName(k, n.username(who["acquiredBy"]))
+	}
+	return n.person(who["acquiredBy"])
 }
 
 // traceURL is the trace viewer's address of holder's trace, "" when

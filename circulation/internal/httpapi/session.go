@@ -185,18 +185,38 @@ func (n *names) person(id string) string {
 	if name, ok := n.seen[key]; ok {
 		return name
 	}
+	n.look(id)
+	return n.seen[key]
+}
+
+// username is the username of the account or user with this id: a
+// self-check machine's account is named by it, as the door names it.
+func (n *names) username(id string) string {
+	if id == "" || !n.valid(id) {
+		return ""
+	}
+	key := "username/" + id
+	if name, ok := n.seen[key]; ok {
+		return name
+	}
+	n.look(id)
+	return n.seen[key]
+}
+
+// look reads the account or user with this id once, for person and
+// username.
+func (n *names) look(id string) {
 	var r struct {
 		Username string     `json:"username"`
 		Personal personJSON `json:"personal"`
 	}
-	name := ""
-	if err := n.console.GetJSON(n.ctx, "/accounts/"+url.PathEscape(id), &r); err == nil {
-		name = fullName(r.Personal, r.Username)
-	} else if err := n.console.GetJSON(n.ctx, "/users/"+url.PathEscape(id), &r); err == nil {
-		name = fullName(r.Personal, r.Username)
+	if err := n.console.GetJSON(n.ctx, "/accounts/"+url.PathEscape(id), &r); err != nil {
+		if err := n.console.GetJSON(n.ctx, "/users/"+url.PathEscape(id), &r); err != nil {
+			r.Username, r.Personal = "", personJSON{}
+		}
 	}
-	n.seen[key] = name
-	return name
+	n.seen["person/"+id] = fullName(r.Personal, r.Username)
+	n.seen["username/"+id] = r.Username
 }
 
 // servicePoint is the name of the service point with this id.
