@@ -42,6 +42,9 @@ type Resource struct {
 	// conditions): listed, read and changed, never created or deleted
 	// through the API.
 	Fixed bool
+	// MaxBytes, when not 0, bounds a record as sent: a larger one is
+	// refused (schemas.CodeRecordTooLarge).
+	MaxBytes int
 }
 
 // FilterKind says what values a filter accepts.
@@ -92,7 +95,7 @@ var (
 	Requests = Resource{Name: "Request", Path: "/request-storage/requests", Plural: "requests",
 		Filters: []Filter{{Param: "itemId", Kind: FilterUUID}, {Param: "requesterId", Kind: FilterUUID},
 			{Param: "status", Kind: FilterText, Values: schemas.RequestStatuses}},
-		Versioned: true}
+		Versioned: true, MaxBytes: schemas.MaxRequestBytes}
 	Accounts = Resource{Name: "Account", Path: "/accounts", Plural: "accounts",
 		Filters: []Filter{{Param: "username", Kind: FilterText}}}
 	ServicePoints = Resource{Name: "Service point", Path: "/service-points", Plural: "servicepoints",

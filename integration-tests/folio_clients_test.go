@@ -317,3 +317,54 @@ func TestCirculationListsAnswerFOLIOQueriesWithSummaries(t *testing.T) {
 func mapKeys(m map[string]json.RawMessage) []string {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// TestARequestIsBoundedAsSent: a request keeps the members no field of
+// FOLIO's describes, as sent (FOLIO's clients send their own), within
+// schemas.MaxRequestBytes: one a little under it is placed and keeps
+// them; one over it, placed or changed, is refused 422 RECORD_TOO_LARGE
+// and nothing is stored, so no request can make its item's queue too
+// large to list.
+func TestARequestIsBoundedAsSent(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(3, 1, 0)
+	keepHolds(t, c, harness.ServicePoint, 1, "Days")
+	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
+	circ := c.Circulations[0]
+	c.CheckOut(0, lib.Items[0][0], lib.Patrons[0]).Want(t, http.StatusCreated)
+	item := c.IDOf(t, "/item-storage/items", "items", lib.Items[0][0])
+	request := func(patron, note string) map[string]any {
+		return map[string]any{"requestType": "Hold", "requestDate": "2026-03-01T10:00:00.000Z", "requesterId": c.IDOf(t, "/users", "users", patron),
+			"itemId": item, "fulfillmentPreference": "Hold Shelf", "pickupServicePointId": harness.ServicePoint, "clientNote": note}
+	}
+	stored := func() (n int, notes int) {
+		t.Helper()
+		if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*), coalesce(sum(length(jsonb ->> 'clientNote')), 0)
+			FROM %s.request`, c.Schema)).Scan(&n, &notes); err != nil {
+			t.Fatal(err)
+		}
+		return n, notes
+	}
+	within := strings.Repeat("n", schemas.MaxRequestBytes-2048)
+	var placed map[string]any
+	c.DoWith(circ, "POST", "/circulation/requests", request(lib.Patrons[1], within), librarian).Want(t, http.StatusCreated).Decode(t, &placed)
+	if n, notes := stored(); n != 1 || notes != len(within) {
+		t.Fatalf("after a request within the bound: %d requests keeping %d bytes of its note, want 1 keeping %d", n, notes, len(within))
+	}
+	over := strings.Repeat("o", schemas.MaxRequestBytes)
+	for _, call := range []struct {
+		method, path string
+		body         map[string]any
+	}{
+		{"POST", "/circulation/requests", request(lib.Patrons[2], over)},
+		{"PUT", "/circulation/requests/" + placed["id"].(string), func() map[string]any { placed["clientNote"] = over; return placed }()},
+	} {
+		res := c.DoWith(circ, call.method, call.path, call.body, librarian).Want(t, http.StatusUnprocessableEntity)
+		if codes := res.ErrorCodes(); !slices.Equal(codes, []string{schemas.CodeRecordTooLarge}) {
+			t.Fatalf("%s %s over the bound: %v (%s), want %s", call.method, call.path, codes, res.Body, schemas.CodeRecordTooLarge)
+		}
+		if n, notes := stored(); n != 1 || notes != len(within) {
+			t.Fatalf("after %s %s over the bound: %d requests keeping %d bytes of notes, want it unchanged", call.method, call.path, n, notes)
+		}
+	}
+}

@@ -93,7 +93,9 @@ func TestSIP2OfflineCheckInsAreDatedWhenTheyHappened(t *testing.T) {
 // it is done with it (ok 1), so it keeps nothing to send again, and sent
 // again it is answered the same, writing nothing more. The same check-in
 // over HTTP is 422 RETURNED_BEFORE_LOAN, nothing changed; one dated within
-// a minute before its loan closes it, returned when it was lent.
+// a minute before its loan closes it, returned when it was lent. A
+// kiosk's check-out made offline at T1 of the item lent to Q since is
+// refused (ok 0, for the desk): Q's loan stays open, nothing is written.
 func TestALateCheckInNeverClosesANewerLoan(t *testing.T) {
 	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 2, 2, 0, nil)
@@ -144,6 +146,15 @@ func TestALateCheckInNeverClosesANewerLoan(t *testing.T) {
 		if lines, events := recorded(); lines != 1 || events != 1 {
 			t.Fatalf("the late check-in recorded in %d lines of the history and %d events, want 1 and 1", lines, events)
 		}
+	}
+	// P's check-out made offline at the sorter's time, sent now: the item
+	// is Q's since.
+	if r := k.Send("11NY" + sip2UTC(dropped) + strings.Repeat(" ", 18) + "AOdiku|AA" + p + "|AB" + book + "|AC|"); !strings.HasPrefix(r, "120") ||
+		harness.SIP2Field(r, "AF") == "" {
+		t.Fatalf("an offline check-out of the item lent to Q since: %q, want ok 0 with a screen message", r)
+	}
+	if after := state(); after != before {
+		t.Fatalf("after an offline check-out of the item lent to Q since: %s, want %s (nothing changed)", after, before)
 	}
 	var page struct {
 		Events []struct{ Type, LoanID, What string }

@@ -222,6 +222,10 @@ const (
 	CodeInvalidParameter = "INVALID_PARAMETER"
 	CodeValidation       = "VALIDATION_FAILED"
 	CodePageTooLarge     = "PAGE_TOO_LARGE"
+	// CodeRecordTooLarge refuses a record larger, as sent, than its kind
+	// keeps (MaxRequestBytes): members no field describes are kept as
+	// sent, within it.
+	CodeRecordTooLarge = "RECORD_TOO_LARGE"
 	CodeNotFound         = "NOT_FOUND"
 	CodeAlreadyExists    = "ALREADY_EXISTS"
 	CodeInUse            = "RECORD_IN_USE"
@@ -380,6 +384,13 @@ const (
 	ConditionLostItems       = "72b67965-5b73-4840-bc0b-be8f3f6e047e"
 	ConditionOverdueItems    = "584fbd4f-6a34-4730-a6ca-73a6a6a9d845"
 )
+
+// MaxRequestBytes bounds a request record as sent (FOLIO's clients send
+// members no field of request.json describes, which are kept as sent):
+// no request can make its item's queue too large to list
+// (CodePageTooLarge): 128 of them fit a page of MAX_PAGE_BYTES' default,
+// 4 MiB.
+const MaxRequestBytes = 32 << 10
 
 // MaxKioskLocation bounds the location code a kiosk is named by.
 const MaxKioskLocation = 64

@@ -498,6 +498,11 @@ func (s *Server) bindRecord(c echo.Context, r storage.Resource) (json.RawMessage
 	if err != nil {
 		return nil, recordHeader{}, err
 	}
+	if r.MaxBytes > 0 && len(raw) > r.MaxBytes {
+		return nil, recordHeader{}, errs.Errorf(errs.KindInvalid, schemas.CodeRecordTooLarge,
+			"%s is %d bytes; at most %d are kept (members no field describes count too)", strings.ToLower(r.Name), len(raw), r.MaxBytes).
+			With("bytes", strconv.Itoa(len(raw)))
+	}
 	var h recordHeader
 	if err := serverkit.Unmarshal(raw, doc, &h); err != nil {
 		if e, ok := errs.As(err); ok {

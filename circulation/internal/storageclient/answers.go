@@ -112,8 +112,8 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 		e := errs.Errorf(errs.KindTooManyRequests, code, "%s", msg).Because(cause)
 		e.RetryAfter = errhttp.RetryAfter(header)
 		return e
-	case status == http.StatusUnprocessableEntity && code == schemas.CodeAlreadyExists:
-		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeAlreadyExists, "%s", msg).Because(cause))
+	case status == http.StatusUnprocessableEntity && (code == schemas.CodeAlreadyExists || code == schemas.CodeRecordTooLarge):
+		return withParams(errs.Errorf(errs.KindInvalid, code, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && servicePointOf(params) != "":
 		// A loan's service point that is not the tenant's: the request's
 		// servicePointId.
