@@ -147,7 +147,7 @@ var layers = [][]string{
 	{"circulation-storage/internal/records", "circulation-storage/internal/sample"},
 	// The writes by concern: each its own room.
 	{"circulation-storage/internal/lending", "circulation-storage/internal/locks", "circulation-storage/internal/outbox", "circulation-storage/internal/waiting",
-		"circulation-storage/internal/tenants", "circulation-storage/internal/accounts"},
+		"circulation-storage/internal/tenants", "circulation-storage/internal/accounts", "circulation-storage/internal/presence"},
 	// The work that uses them; the door.
 	{"circulation-storage/internal/sweeper", "circulation-storage/internal/dbtest", "sip2/internal/server"},
 	// The HTTP layers.

@@ -214,7 +214,7 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 	}
 	for _, e := range page.Events {
 		if e.LoanID == "" || e.What != schemas.OfflineWords(e.BrokenRules) || !strings.HasPrefix(e.What, "lent offline ") ||
-			e.ByName != "Kiosk One" {
+			e.ByName != "kiosk (user_id)" {
 			t.Errorf("a history line %+v", e)
 		}
 	}
