@@ -294,6 +294,18 @@ func StoredTime(expr, field string) string {
 	return Table(funcStoredTime) + `(` + expr + `, '` + field + `')`
 }
 
+// Passed is SQL holding when the stored date expr (text) of field names
+// a time before now: the one comparison of every expiry (a request's, a
+// hold shelf's). The date is the client's, with any offset from -18:00
+// to +18:00 and either case of its T and Z: its text sorts by the date as
+// written, which is at most 18 hours ahead of the time it names, so every
+// date passed is written on a day before the one after now and 18 hours,
+// and an index on expr finds it among those; each is then read as the
+// time it names.
+func Passed(expr, field string) string {
+	return expr + ` < to_char((now() AT TIME ZONE 'UTC') + interval '42 hours', 'YYYY-MM-DD') AND ` + StoredTime(expr, field) + ` < now()`
+}
+
 // OutboxOn is SQL that holds unless the session records no events
 // (checkoutlock.outbox = 'off': a purge, a bulk load, OUTBOX=off). With
 // 'own' the transaction records its events itself, not through the

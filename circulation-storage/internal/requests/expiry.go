@@ -42,17 +42,12 @@ var inExpiringStatus = "status IN (" + postgres.Lits(expiringStatuses...) + ")"
 
 // expiredRequestsSQL is a batch of requests past their request expiration
 // date, of any tenant, found through the index of migration 27 and each
-// checked as a date, but those of $2 (tenants) and $3 (ids), one by one.
-// The date is the client's, with any offset from -18:00 to +18:00 and
-// either case of its T and Z: its text sorts by the date as written,
-// which is at most 18 hours ahead of the time it names, so every date
-// passed is written on a day before the one after now and 18 hours, and
-// the index finds it among those. Parameter: $1 the batch's size.
+// read as the time it names (postgres.Passed), but those of $2 (tenants)
+// and $3 (ids), one by one. Parameter: $1 the batch's size.
 var expiredRequestsSQL = postgres.WithTables(`
 SELECT tenant_id, id::text FROM %s
  WHERE `+inExpiringStatus+`
-   AND jsonb ->> 'requestExpirationDate' < to_char((now() AT TIME ZONE 'UTC') + interval '42 hours', 'YYYY-MM-DD')
-   AND `+postgres.StoredTime("jsonb ->> 'requestExpirationDate'", "requestExpirationDate")+` < now()
+   AND `+postgres.Passed("jsonb ->> 'requestExpirationDate'", "requestExpirationDate")+`
    AND (tenant_id, id) NOT IN (SELECT * FROM unnest($2::text[], $3::uuid[]))
  ORDER BY jsonb ->> 'requestExpirationDate' LIMIT $1`, postgres.TableRequest)
 
@@ -62,7 +57,7 @@ SELECT tenant_id, id::text FROM %s
 var expiredRequestSQL = postgres.WithTables(`
 SELECT jsonb, version FROM %s
  WHERE tenant_id = $1 AND id = $2::uuid AND `+inExpiringStatus+`
-   AND `+postgres.StoredTime("jsonb ->> 'requestExpirationDate'", "requestExpirationDate")+` < now()`, postgres.TableRequest)
+   AND `+postgres.Passed("jsonb ->> 'requestExpirationDate'", "requestExpirationDate"), postgres.TableRequest)
 
 // expiryWrites bounds how often the expiry of one request reads it again
 // because another write of it (its queue moving, say) came between its

@@ -23,13 +23,14 @@ import (
 
 // expiredOnShelfSQL is a batch of requests past their hold shelf
 // expiration date, of any tenant, found through the index of migration 23
-// and each checked as a date, but those of $2 (tenants) and $3 (ids),
-// one by one. Parameter: $1 the batch's size.
+// and read as the time it names (postgres.Passed: a date written with an
+// offset expires when its time has passed, not when its text has), but
+// those of $2 (tenants) and $3 (ids), one by one. Parameter: $1 the
+// batch's size.
 var expiredOnShelfSQL = postgres.WithTables(`
 SELECT tenant_id, id::text FROM %s
  WHERE status = '`+schemas.RequestAwaitingPickup+`'
-   AND jsonb ->> 'holdShelfExpirationDate' < to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-   AND `+postgres.StoredTime("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate")+` < now()
+   AND `+postgres.Passed("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate")+`
    AND (tenant_id, id) NOT IN (SELECT * FROM unnest($2::text[], $3::uuid[]))
  ORDER BY jsonb ->> 'holdShelfExpirationDate' LIMIT $1`, postgres.TableRequest)
 
@@ -39,7 +40,7 @@ SELECT tenant_id, id::text FROM %s
 var onShelfSQL = postgres.WithTables(`
 SELECT jsonb, version FROM %s
  WHERE tenant_id = $1 AND id = $2::uuid AND item_id = $3::uuid AND status = '`+schemas.RequestAwaitingPickup+`'
-   AND `+postgres.StoredTime("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate")+` < now()`, postgres.TableRequest)
+   AND `+postgres.Passed("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate"), postgres.TableRequest)
 
 // Ref names a request the sweeper closes (past its hold shelf date, or
 // past its request expiration date): its tenant and its id.

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
@@ -63,5 +64,46 @@ func TestHoldShelfExpiryLeavesARequestMovedMeanwhile(t *testing.T) {
 	}
 	if n := f.Count(t, postgres.TableItem, "id = $1 AND status_name = $2 AND version = 1", first, schemas.ItemAwaitingPickup); n != 1 {
 		t.Error("the item the request left was handed on")
+	}
+}
+
+// TestAHoldShelfDateIsReadAsTheTimeItNames: a hold shelf date written
+// with an offset expires when the time it names has passed, whatever its
+// text: one written five hours ahead of UTC, its text three hours from
+// now and its time two hours ago, is closed "Closed - Pickup expired" at
+// once; one written five hours behind, its text an hour ago and its time
+// four hours to come, is left on the shelf.
+func TestAHoldShelfDateIsReadAsTheTimeItNames(t *testing.T) {
+	t.Parallel()
+	// A database of its own: the expiry closes the requests of every
+	// tenant in it.
+	db := dbtest.OpenDB(t, pgtest.Fresh(t))
+	f := dbtest.LibraryIn(t, db, sample.LoadData)
+	ctx := context.Background()
+	w := New(db)
+	onShelf := func(item, requester, until string) string {
+		t.Helper()
+		f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, postgres.TableItem)+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, item)
+		id := uuid.NewString()
+		doc, _ := json.Marshal(map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
+			"requesterId": requester, "itemId": item, "status": schemas.RequestAwaitingPickup, "position": 1,
+			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": sample.ServicePointDesk1, "holdShelfExpirationDate": until})
+		if _, err := w.Create(ctx, f.Tenant, id, doc); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	ahead := time.Now().Add(-2 * time.Hour).In(time.FixedZone("", 5*3600)).Format("2006-01-02T15:04:05.000-07:00")
+	behind := time.Now().Add(4 * time.Hour).In(time.FixedZone("", -5*3600)).Format("2006-01-02T15:04:05.000-07:00")
+	passed := onShelf(sample.ID("book-041"), sample.ID("1002"), ahead)
+	toCome := onShelf(sample.ID("book-042"), sample.ID("1004"), behind)
+	found, closed, failed, err := ExpireHoldShelves(ctx, db, 10, nil)
+	if err != nil || found != 1 || closed != 1 || len(failed) != 0 {
+		t.Fatalf("the hold shelf expiry: found %d, closed %d, failed %v, %v; want the one past its time", found, closed, failed, err)
+	}
+	for id, want := range map[string]string{passed: schemas.RequestPickupExpired, toCome: schemas.RequestAwaitingPickup} {
+		if n := f.Count(t, postgres.TableRequest, "id = $1 AND status = $2", id, want); n != 1 {
+			t.Errorf("request %s is not %s", id, want)
+		}
 	}
 }
