@@ -225,12 +225,12 @@ const (
 	// CodeRecordTooLarge refuses a record larger, as sent, than its kind
 	// keeps (MaxRequestBytes): members no field describes are kept as
 	// sent, within it.
-	CodeRecordTooLarge = "RECORD_TOO_LARGE"
-	CodeNotFound         = "NOT_FOUND"
-	CodeAlreadyExists    = "ALREADY_EXISTS"
-	CodeInUse            = "RECORD_IN_USE"
-	CodeConflict         = "CONFLICT"
-	CodeVersionConflict  = "VERSION_CONFLICT"
+	CodeRecordTooLarge  = "RECORD_TOO_LARGE"
+	CodeNotFound        = "NOT_FOUND"
+	CodeAlreadyExists   = "ALREADY_EXISTS"
+	CodeInUse           = "RECORD_IN_USE"
+	CodeConflict        = "CONFLICT"
+	CodeVersionConflict = "VERSION_CONFLICT"
 
 	// The check-out lock.
 	CodeLockHeld            = "LOCK_HELD"
