@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/google/uuid"
@@ -86,7 +88,13 @@ func (c *conn) onLineAt(ctx context.Context, s *circ.Session, at time.Time) (boo
 		return true, nil
 	}
 	spans, err := c.s.circ.OnLine(ctx, s, at, at)
-	if err != nil {
+	var ref *circ.Refusal
+	switch {
+	case errors.As(err, &ref) && ref.Status == http.StatusNotFound:
+		// A circulation of the release before, which keeps no presence
+		// (a rolling upgrade): what this connection saw is all there is.
+		spans = nil
+	case err != nil:
 		return false, err
 	}
 	for _, sp := range spans {
