@@ -362,24 +362,9 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 	if reads.Patron == nil {
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserBarcodeNotFound, "Could not find user with matching barcode").
 			With("userBarcode", req.UserBarcode))
-	}
-	if blocks := blocking(reads.ManualBlocks, stopsBorrowing); len(blocks) > 0 && !req.Overrides.PatronBlock {
-		refusals = append(refusals, manuallyBlocked(blocks))
-	}
-	// FOLIO's AutomatedPatronBlocksValidator: one refusal per condition
-	// that blocks borrowing, its message as the condition gives it.
-	for _, b := range reads.AutomatedBlocks {
-		if b.BlockBorrowing && !req.Overrides.PatronBlock {
-			refusals = append(refusals, automaticallyBlocked(b.ConditionID, b.Message))
-		}
-	}
-	if reads.Patron != nil {
+	} else {
 		co.patron = *reads.Patron
-		if !co.patron.ActiveAt(s.now()) {
-			// FOLIO's InactiveUserValidator: inactive, or expired.
-			refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").
-				With("userBarcode", req.UserBarcode))
-		}
+		refusals = append(refusals, refusalsOf(schemas.RuleOfPatron, &co, reads, s.now())...)
 	}
 	if reads.Item == nil {
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemBarcodeNotFound, "No item with barcode %s could be found", req.ItemBarcode).
@@ -387,8 +372,7 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 		return co, &errs.Refusal{Errors: refusals}
 	}
 	co.item = *reads.Item
-	switch {
-	case co.item.Status == schemas.ItemCheckedOut:
+	if co.item.Status == schemas.ItemCheckedOut {
 		e := errs.Errorf(errs.KindInvalid, schemas.CodeItemAlreadyCheckedOut, "Item is already checked out").
 			With("itemBarcode", req.ItemBarcode)
 		if l := reads.OpenLoanOf; l != nil && reads.Patron != nil && l.UserID == reads.Patron.ID {
@@ -401,19 +385,12 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 			}
 		}
 		refusals = append(refusals, e)
-	case slices.Contains(schemas.ItemStatusesNotCheckedOut, co.item.Status):
-		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusRefused,
-			"%s (%s) (Barcode: %s) has the item status %s and cannot be checked out",
-			co.item.Title, co.item.MaterialTypeName, co.item.Barcode, co.item.Status).
-			With("itemBarcode", req.ItemBarcode))
 	}
 	if reads.OpenLoan {
 		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemHasOpenLoan, "Cannot check out item that already has an open loan").
 			With("itemBarcode", req.ItemBarcode))
 	}
-	if h := reads.QueueHead; h != nil && reads.Patron != nil && h.RequesterID != co.patron.ID {
-		refusals = append(refusals, requestedByAnotherPatron(co))
-	}
+	refusals = append(refusals, refusalsOf(schemas.RuleOfItem, &co, reads, s.now())...)
 	if reads.Patron != nil {
 		refusals = append(refusals, s.checkPolicy(&co, reads)...)
 	}
@@ -462,9 +439,9 @@ func automaticallyBlocked(conditionID, message string) *errs.Error {
 		With("patronBlockConditionId", conditionID)
 }
 
-// checkPolicy applies the loan policy the rules chose, as FOLIO does, both
-// reported when both apply: the item limit, then whether the policy lends
-// at all.
+// checkPolicy applies the loan policy the rules chose, as FOLIO does:
+// its rules (the item limit, then whether the policy lends at all), every
+// one reported that applies.
 func (s *Service) checkPolicy(co *checkOut, reads CheckOutReads) []*errs.Error {
 	if !reads.RulesSet {
 		return []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeNoLoanPolicy, "No loan policy applies: the circulation rules are not set").
@@ -472,15 +449,7 @@ func (s *Service) checkPolicy(co *checkOut, reads CheckOutReads) []*errs.Error {
 	}
 	co.match, co.policy = reads.Match, reads.Policy
 	co.limit = reads.Limit
-	var refusals []*errs.Error
-	if co.limit != nil && co.limit.Reached && !co.req.Overrides.ItemLimit {
-		refusals = append(refusals, ItemLimitReached(co.limit.Limit, co.match, co.req.ItemBarcode))
-	}
-	if !co.policy.Loanable && !co.req.Overrides.ItemNotLoanable {
-		refusals = append(refusals, errs.Errorf(errs.KindInvalid, schemas.CodeItemNotLoanable, "Item is not loanable").
-			With("itemBarcode", co.req.ItemBarcode).With("loanPolicyName", co.policy.Name))
-	}
-	return refusals
+	return refusalsOf(schemas.RuleOfPolicy, co, reads, s.now())
 }
 
 // ItemLimitReached is FOLIO's refusal for a patron at the item limit; its

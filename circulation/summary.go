@@ -92,19 +92,9 @@ func (s *Service) PatronSummary(ctx context.Context, barcode string, access Patr
 		return PatronSummary{}, err
 	}
 	out := PatronSummary{PatronRecords: recs, Full: full}
-	// The check-out's own refusals, in its order.
-	if blocks := blocking(recs.ManualBlocks, stopsBorrowing); len(blocks) > 0 {
-		out.Reasons = append(out.Reasons, manuallyBlocked(blocks))
-	}
-	for _, b := range recs.AutomatedBlocks {
-		if b.BlockBorrowing {
-			out.Reasons = append(out.Reasons, automaticallyBlocked(b.ConditionID, b.Message))
-		}
-	}
-	if !recs.Patron.ActiveAt(s.now()) {
-		out.Reasons = append(out.Reasons, errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").
-			With("userBarcode", barcode))
-	}
+	// The check-out's own refusals of the patron, by its rules' judges.
+	out.Reasons = refusalsOf(schemas.RuleOfPatron, &checkOut{req: CheckOutRequest{UserBarcode: barcode}, patron: *recs.Patron},
+		CheckOutReads{Patron: recs.Patron, ManualBlocks: recs.ManualBlocks, AutomatedBlocks: recs.AutomatedBlocks}, s.now())
 	out.AtItemLimit = !recs.Unlimited && len(recs.ItemLimits) > 0
 	for _, l := range recs.ItemLimits {
 		if !l.Reached {

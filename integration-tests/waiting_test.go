@@ -230,6 +230,9 @@ func TestManyWaitersOneHolderAtATime(t *testing.T) {
 		var holders, overlaps atomic.Int64
 		var wg sync.WaitGroup
 		answers := make([]int, waiters)
+		// refused keeps the first answer other than 201, and the first
+		// release other than 204, for the failure's message.
+		var refused sync.Map
 		start := time.Now()
 		for i := range waiters {
 			wg.Add(1)
@@ -240,13 +243,16 @@ func TestManyWaitersOneHolderAtATime(t *testing.T) {
 				r := c.Do(s, "POST", "/check-out-lock-storage", lockBody(user, id, 10000, 20000))
 				answers[i] = r.Status
 				if r.Status != http.StatusCreated {
+					refused.LoadOrStore("acquire", fmt.Sprintf("%d %s (err %v)", r.Status, r.Body, r.Err))
 					return
 				}
 				if holders.Add(1) > 1 {
 					overlaps.Add(1)
 				}
 				holders.Add(-1)
-				c.Do(s, "DELETE", "/check-out-lock-storage/"+id, nil)
+				if d := c.Do(s, "DELETE", "/check-out-lock-storage/"+id, nil); d.Status != http.StatusNoContent {
+					refused.LoadOrStore("release", fmt.Sprintf("%d %s (err %v)", d.Status, d.Body, d.Err))
+				}
 			}()
 		}
 		wg.Wait()
@@ -257,11 +263,13 @@ func TestManyWaitersOneHolderAtATime(t *testing.T) {
 				granted++
 			}
 		}
+		first := func(what string) any { v, _ := refused.Load(what); return v }
 		if granted != waiters || overlaps.Load() != 0 {
-			t.Fatalf("round %d: %d of %d granted, %d overlaps; answers %v", round, granted, waiters, overlaps.Load(), answers)
+			t.Fatalf("round %d after %s: %d of %d granted, %d overlaps; answers %v; first refusal %v",
+				round, time.Since(start).Round(time.Millisecond), granted, waiters, overlaps.Load(), answers, first("acquire"))
 		}
 		if n := liveLocks(t, c); n != 0 {
-			t.Fatalf("round %d: %d live locks left", round, n)
+			t.Fatalf("round %d: %d live locks left; first failed release %v", round, n, first("release"))
 		}
 		summary(t, waiters, granted, 0, int(overlaps.Load()), fmt.Sprintf("round=%d took=%s", round, took.Round(time.Millisecond)))
 	}

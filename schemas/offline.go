@@ -38,19 +38,22 @@ const (
 	CodeOfflineTooOld     = "OFFLINE_TRANSACTION_TOO_OLD"
 )
 
-// OfflineRules are the rules a check-out made offline is recorded past,
-// each FOLIO's refusal code as a live check-out would be refused with it
-// (and as offline.brokenRules names it), and the words an operator and
-// the desk read: "lent offline past the item limit". The order is the
-// order they are said in.
-var OfflineRules = []struct{ Code, Words string }{
-	{CodeUserBlockedManually, "to a patron blocked from borrowing"},
-	{CodeUserBlockedAutomatically, "to a patron blocked automatically"},
-	{CodeUserInactive, "to an inactive or expired patron"},
-	{CodeItemStatusRefused, "an item whose status does not lend"},
-	{CodeItemRequestedByAnotherPatron, "an item another patron requested"},
-	{CodeItemLimitReached, "past the item limit"},
-	{CodeItemNotLoanable, "an item its loan policy does not lend"},
+// OfflineRules are the rules a check-out made offline is recorded past:
+// every check-out rule (CheckOutRules), each by its refusal code as a
+// live check-out would be refused with it (and as offline.brokenRules
+// names it), once per code, and the words an operator and the desk read:
+// "lent offline past the item limit". The order is the order they are
+// said in.
+var OfflineRules = offlineRules()
+
+func offlineRules() []struct{ Code, Words string } {
+	var out []struct{ Code, Words string }
+	for _, r := range CheckOutRules {
+		if !slices.ContainsFunc(out, func(o struct{ Code, Words string }) bool { return o.Code == r.Code }) {
+			out = append(out, struct{ Code, Words string }{r.Code, r.Words})
+		}
+	}
+	return out
 }
 
 // OfflineWords says what a check-out made offline broke, in OfflineRules'

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
@@ -36,6 +35,11 @@ type Loans struct {
 	// of the lock history (LOCK_HISTORY); events is told of each.
 	history bool
 	events  storage.EventObserver
+	// rules are the check-out's rules as its write judges them
+	// (writeRules), write and writeLean its statement in full and lean
+	// judging them (checkOutWrite, checkOutWriteLean).
+	rules            []writeRule
+	write, writeLean locksql.Named
 }
 
 var _ storage.LoanWriter = (*Loans)(nil)
@@ -43,7 +47,8 @@ var _ storage.LoanWriter = (*Loans)(nil)
 // NewLoans returns the loan writer, configured by opts (OnRelease).
 func NewLoans(db *postgres.DB, policy Policy, opts ...postgres.Option) *Loans {
 	o := postgres.ApplyOptions(opts)
-	return &Loans{db: db, policy: policy, released: o.Released, history: o.History, events: o.Events}
+	return &Loans{db: db, policy: policy, released: o.Released, history: o.History, events: o.Events,
+		rules: writeRules, write: checkOutWrite, writeLean: checkOutWriteLean}
 }
 
 // checkOutSQL is a check-out's writes in one statement: the item moves to
@@ -113,7 +118,7 @@ func NewLoans(db *postgres.DB, policy Policy, opts ...postgres.Option) *Loans {
 // nothing was written. The lean form reads no request and no block limit:
 // the item's queue is taken as empty and no maximum items charged out
 // applies.
-func checkOutSQL(lean bool) string {
+func checkOutSQL(lean bool, judges []writeRule) string {
 	loan, lock, item, waiter := postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableLock), postgres.Table(postgres.TableItem), postgres.Table(postgres.TableLockWaiter)
 	setting, rule, ruleSet, patron := postgres.Table(postgres.TableSetting), postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), postgres.Table(postgres.TablePatron)
 	policy, blockLimit, condition, request := postgres.Table(postgres.TableLoanPolicy), postgres.Table(postgres.TableBlockLimit), postgres.Table(postgres.TableBlockCondition), postgres.Table(postgres.TableRequest)
@@ -188,18 +193,13 @@ WITH fence AS (
 ), charged_count AS (
     SELECT (` + rules.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
      WHERE EXISTS (SELECT 1 FROM charged)
+), judged AS (
+    -- Every check-out rule, judged once (checkout_rules.go).
+    ` + judgedSQL(judges) + `
 ), allowed AS (
     SELECT (SELECT ok FROM required)
        AND (@lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
-       AND (@offline::boolean OR (
-                (@override_limit::boolean OR NOT ` + rules.Reached("SELECT n FROM counted", "SELECT n FROM limited") + `)
-            AND (@override_charged::boolean OR NOT ` + rules.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + `)
-            AND NOT (SELECT other FROM queued)
-            AND coalesce((SELECT active FROM borrower), true)
-            AND NOT coalesce((SELECT refused FROM lent), false)
-            AND (@override_not_loanable::boolean OR coalesce((SELECT loanable FROM limited), true))
-            AND (@override_charged::boolean OR NOT coalesce((SELECT blocked FROM borrower), false))
-            AND (@override_charged::boolean OR NOT EXISTS (SELECT 1 FROM automated))))
+       AND (@offline::boolean OR NOT EXISTS (SELECT 1 FROM judged WHERE hit AND name <> ALL (coalesce(@lifted::text[], '{}'))))
        AND NOT (SELECT gated FROM gate)
        AND (SELECT ok FROM in_time) AS ok
 ), item AS (
@@ -209,7 +209,7 @@ WITH fence AS (
        AND (SELECT ok FROM allowed)
  RETURNING id, jsonb
 ), broken AS (
-    SELECT ` + brokenRulesSQL() + ` AS rules
+    SELECT ` + brokenRulesSQL + ` AS rules
 ), sent AS (
     -- The loan as sent, but for a loan made offline its broken rules:
     -- this statement's.
@@ -275,43 +275,14 @@ SELECT (SELECT jsonb FROM loan) AS stored, @lock_id::uuid IS NULL OR EXISTS (SEL
        ` + locksql.Announce(waiter, "@tenant") + ` AS notified,
        (SELECT n FROM charged_count) AS charged, (SELECT lim FROM charged) AS charged_limit,
        (SELECT message FROM charged) AS charged_reason,
-       (SELECT other FROM queued) AS requested, (SELECT id::text FROM head) AS head,
-       ` + rules.Reached("SELECT n FROM counted", "SELECT n FROM limited") + ` AS limit_reached,
-       ` + rules.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged") + ` AS charged_reached,
-       NOT coalesce((SELECT active FROM borrower), true) AS inactive,
+       (SELECT id::text FROM head) AS head,
+       ARRAY(SELECT name FROM judged WHERE hit ORDER BY n) AS broken_rules,
        (SELECT before #>> '{status,name}' FROM lent WHERE refused) AS refused_status,
-       NOT coalesce((SELECT loanable FROM limited), true) AS not_loanable,
-       coalesce((SELECT blocked FROM borrower), false) AS blocked,
        (SELECT jsonb_agg(jsonb_build_object('condition', condition, 'message', message) ORDER BY condition) FROM automated) AS automated,
        (SELECT gated FROM gate) AS full,
        NOT (SELECT ok FROM in_time) AS late,
        EXISTS (SELECT 1 FROM lent_offline) AS lent_offline
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
-}
-
-// brokenRulesSQL is the rules a check-out's write finds broken, as a
-// JSON array of their codes in schemas.OfflineRules' order, from
-// checkOutSQL's CTEs: what a loan made offline records of itself.
-func brokenRulesSQL() string {
-	broken := map[string]string{
-		schemas.CodeUserBlockedManually: `coalesce((SELECT blocked FROM borrower), false)`,
-		schemas.CodeUserBlockedAutomatically: `EXISTS (SELECT 1 FROM automated) OR ` +
-			rules.Reached("SELECT n FROM charged_count", "SELECT lim FROM charged"),
-		schemas.CodeUserInactive:                 `NOT coalesce((SELECT active FROM borrower), true)`,
-		schemas.CodeItemStatusRefused:            `coalesce((SELECT refused FROM lent), false)`,
-		schemas.CodeItemRequestedByAnotherPatron: `(SELECT other FROM queued)`,
-		schemas.CodeItemLimitReached:             rules.Reached("SELECT n FROM counted", "SELECT n FROM limited"),
-		schemas.CodeItemNotLoanable:              `NOT coalesce((SELECT loanable FROM limited), true)`,
-	}
-	var rows []string
-	for i, r := range schemas.OfflineRules {
-		cond, ok := broken[r.Code]
-		if !ok {
-			panic("lending: no condition for the offline rule " + r.Code)
-		}
-		rows = append(rows, fmt.Sprintf("(%d, '%s', %s)", i, r.Code, cond))
-	}
-	return `coalesce((SELECT jsonb_agg(code ORDER BY n) FROM (VALUES ` + strings.Join(rows, ", ") + `) v(n, code, hit) WHERE hit), '[]'::jsonb)`
 }
 
 // chargedSQL is the limit of maximum items charged out that holds a
@@ -355,14 +326,13 @@ var (
 	// be seen by it or wait for it. Parameters: $1 the item, $2 the tenant.
 	itemRowSQL = postgres.WithTables(`SELECT 1 FROM %s WHERE tenant_id = $2 AND id = $1 FOR NO KEY UPDATE`, postgres.TableItem)
 	// checkOutWrite is checkOutSQL in full, checkOutWriteLean lean (gate.go).
-	checkOutWrite     = locksql.NewNamed(checkOutSQL(false), checkOutNames...)
-	checkOutWriteLean = locksql.NewNamed(checkOutSQL(true), checkOutNames...)
+	checkOutWrite     = locksql.NewNamed(checkOutSQL(false, writeRules), checkOutNames...)
+	checkOutWriteLean = locksql.NewNamed(checkOutSQL(true, writeRules), checkOutNames...)
 )
 
 // checkOutNames are the names of checkOutSQL's arguments.
 var checkOutNames = []string{"tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
-	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "override_limit", "override_charged",
-	"override_not_loanable", "refused_statuses", "write_within_ms", "offline", "history", "by_whom", "write_id"}
+	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "lifted", "refused_statuses", "write_within_ms", "offline", "history", "by_whom", "write_id"}
 
 // checkOutArgs are checkOutSQL's arguments, by name: a name the statement
 // uses and this does not give, or one it gives and the statement does not
@@ -385,11 +355,9 @@ func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.Ch
 		"caller_user":   postgres.Nullable(caller.User),
 		"caller_module": postgres.Nullable(caller.Module),
 		"release":       w.ReleaseLock,
-		// Overrides lifting the item limit and maximum items charged out.
-		"override_limit":        w.OverrideItemLimit,
-		"override_charged":      w.OverridePatronBlock,
-		"override_not_loanable": w.OverrideItemNotLoanable,
-		"refused_statuses":      schemas.ItemStatusesNotCheckedOut,
+		// The rules the check-out's overrides lift, by name.
+		"lifted":           overrides(w).Lifted(),
+		"refused_statuses": schemas.ItemStatusesNotCheckedOut,
 		// A check-out made offline, recorded past the rules; the lock
 		// history's line of it, and who sent it.
 		"offline": w.Offline,
@@ -433,22 +401,14 @@ type checkOutResult struct {
 	Charged       *int     `db:"charged"`
 	ChargedLimit  *float64 `db:"charged_limit"`
 	ChargedReason *string  `db:"charged_reason"`
-	// Requested says the item's first request is another patron's, Head
-	// names the first request (nil without one).
-	Requested bool    `db:"requested"`
-	Head      *string `db:"head"`
-	// LimitReached and ChargedReached say the patron is at the item limit
-	// and at the maximum items charged out, as the write compared them.
-	LimitReached   bool `db:"limit_reached"`
-	ChargedReached bool `db:"charged_reached"`
-	// Inactive says the borrower is inactive or expired; RefusedStatus is
-	// the item's status when it is one not checked out (nil otherwise);
-	// NotLoanable says the loan policy does not lend; Blocked that a
-	// manual block stops the borrower's borrowing.
-	Inactive      bool    `db:"inactive"`
+	// Head names the item's first request (nil without one).
+	Head *string `db:"head"`
+	// Broken is the names of the rules the check-out breaks, in order,
+	// whether or not an override lifts them (schemas.CheckOutRules).
+	Broken []string `db:"broken_rules"`
+	// RefusedStatus is the item's status when it is one not checked out
+	// (nil otherwise).
 	RefusedStatus *string `db:"refused_status"`
-	NotLoanable   bool    `db:"not_loanable"`
-	Blocked       bool    `db:"blocked"`
 	// Automated is the automated blocks of borrowing but maximum items
 	// charged out: [{condition, message}], nil for none.
 	Automated json.RawMessage `db:"automated"`
@@ -507,9 +467,9 @@ func (s *Loans) queueCheckOut(ctx context.Context, b *pgx.Batch, t storage.Tenan
 		b.Queue(patronRowSQL, w.UserID, string(t))
 	}
 	b.Queue(itemRowSQL, record.FieldValue(w.Loan, "itemId"), string(t))
-	write := checkOutWrite
+	write := s.write
 	if lean {
-		write = checkOutWriteLean
+		write = s.writeLean
 	}
 	b.Queue(write.SQL, write.Bind(s.checkOutArgs(ctx, t, w))).Query(func(rows pgx.Rows) error {
 		row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkOutResult])
@@ -580,7 +540,7 @@ func (s *Loans) checkOutAnswer(ctx context.Context, t storage.Tenant, w storage.
 			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
 			With("lockId", w.LockID)
 	}
-	if refused := r.refusal(w); refused != nil {
+	if refused := r.refusal(w, s.rules); refused != nil {
 		return storage.CheckOutWritten{}, refused
 	}
 	itemID := record.FieldValue(w.Loan, "itemId")
@@ -595,67 +555,6 @@ func (s *Loans) checkOutAnswer(ctx context.Context, t storage.Tenant, w storage.
 	return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeVersionConflict,
 		"Cannot check out item %s because it has been changed: stored _version is %d, request has %d; nothing was written",
 		itemID, stored2, w.ItemVersion).With("_version", fmt.Sprint(stored2))
-}
-
-// refusal is every rule the write r refused w for, all at once, in
-// FOLIO's order (the patron, then the item, then the policy), nil when it
-// refused none: the patron's manual and automated blocks (maximum items
-// charged out among them), inactive or expired, the item's status, its
-// first request another patron's, the item limit, a policy that does not
-// lend. A refusal for the queue, the item limit or maximum items charged
-// out alone is that one error, with what the write counted; any other is
-// an *errs.Refusal.
-func (r *checkOutResult) refusal(w storage.CheckOutWrite) error {
-	if w.Offline {
-		// Refused for no rule: the fence, the item's version or the
-		// deadline said why (checkOutAnswer).
-		return nil
-	}
-	var out []*errs.Error
-	alone := false // one of the errors answered alone
-	add := func(e *errs.Error, single bool) {
-		out = append(out, e)
-		alone = single
-	}
-	user, item := record.FieldValue(w.Loan, "userId"), record.FieldValue(w.Loan, "itemId")
-	if r.Blocked && !w.OverridePatronBlock {
-		add(errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedManually, "Patron blocked from borrowing").With("userId", user), false)
-	}
-	var automated []struct{ Condition, Message string }
-	if !w.OverridePatronBlock && json.Unmarshal(r.Automated, &automated) == nil {
-		for _, b := range automated {
-			// FOLIO's AutomatedPatronBlocksValidator: the condition's message.
-			add(errs.Errorf(errs.KindInvalid, schemas.CodeUserBlockedAutomatically, "%s", b.Message).
-				With("patronBlockConditionId", b.Condition), false)
-		}
-	}
-	if !w.OverridePatronBlock && r.ChargedReached {
-		add(storage.ChargedOutLimitReached(postgres.Deref(r.ChargedReason), *r.ChargedLimit, *r.Charged), true)
-	}
-	if r.Inactive {
-		add(errs.Errorf(errs.KindInvalid, schemas.CodeUserInactive, "Cannot check out to inactive user").With("userId", user), false)
-	}
-	if r.RefusedStatus != nil {
-		add(errs.Errorf(errs.KindInvalid, schemas.CodeItemStatusRefused,
-			"Item %s has the item status %s and cannot be checked out", item, *r.RefusedStatus).With("itemId", item), false)
-	}
-	if r.Requested {
-		add(errs.Errorf(errs.KindInvalid, schemas.CodeItemRequestedByAnotherPatron,
-			"The item's first request is another patron's; nothing was written").With("requestId", postgres.Deref(r.Head)), true)
-	}
-	if !w.OverrideItemLimit && r.LimitReached {
-		add(storage.ItemLimitReached(*r.Limit, *r.Open), true)
-	}
-	if r.NotLoanable && !w.OverrideItemNotLoanable {
-		add(errs.Errorf(errs.KindInvalid, schemas.CodeItemNotLoanable, "Item is not loanable").With("itemId", item), false)
-	}
-	switch {
-	case len(out) == 0:
-		return nil
-	case len(out) == 1 && alone:
-		return out[0]
-	}
-	return &errs.Refusal{Errors: out}
 }
 
 // releasedByWrite tells the patron's waiters on this instance, at once,
