@@ -64,7 +64,7 @@ MUTATE_FLAGS ?=
 # dozen times (HISTORY=10m make test-long for a longer one).
 HISTORY ?= 3m
 
-.PHONY: all help build descriptors run demo-reset test test-long test-ha mutate rules screenshots fuzz bench soak lint fmt clean
+.PHONY: all help build descriptors run demo-reset test test-long test-upgrade test-ha mutate rules screenshots fuzz bench soak lint fmt clean
 
 all: build
 
@@ -101,6 +101,10 @@ test: rules
 ## test-long: what make test leaves out: the parsers' fuzzing, the benchmarks' smoke run, and the workloads that pass at a person's pace or time real timeouts, with the history checker recording HISTORY (three minutes) of operations under faults
 test-long:
 	GO=$(GO) INTEGRATION_TIMEOUT=$(INTEGRATION_TIMEOUT) FUZZ_INPUTS=$(FUZZ_INPUTS) HISTORY=$(HISTORY) scripts/test.sh long
+
+## test-upgrade: the upgrade proofs: the previous release (the commit scripts/previous-release names) under check-out and check-in load, upgraded to this tree as an operator would (new storage, the tenant upgraded, circulation instances one by one) with not one call failed, and a storage ahead of its schema saying the upgrade it needs; about four minutes, most of them building both releases
+test-upgrade:
+	GO=$(GO) scripts/test-upgrade.sh
 
 ## test-ha: the failover proofs, each on a three-node Patroni cluster of its own, at once (installs patroni and etcd-server when missing), about three minutes
 test-ha:

@@ -208,6 +208,9 @@ const (
 	CodeTenantMissing        = "TENANT_MISSING"
 	CodeInvalidTenant        = "INVALID_TENANT"
 	CodeTenantNotInitialized = "TENANT_NOT_INITIALIZED"
+	// CodeSchemaBehind: the database's schema lacks migrations this
+	// circulation-storage runs on (a tenant not upgraded yet); 503.
+	CodeSchemaBehind = "SCHEMA_BEHIND"
 	CodeInvalidID            = "INVALID_ID"
 	CodeInvalidHeader        = "INVALID_HEADER"
 	CodeMalformedJSON        = "MALFORMED_JSON"

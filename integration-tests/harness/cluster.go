@@ -75,11 +75,16 @@ func (c *Cluster) startStorage(name string, i int, env []string) *Process {
 
 // storageProcess is storage instance i, not started yet.
 func (c *Cluster) storageProcess(name string, i int, env []string) *Process {
+	return c.storageProcessFrom(c.binDir(), name, i, env)
+}
+
+// storageProcessFrom is storageProcess of the binary in binDir.
+func (c *Cluster) storageProcessFrom(binDir, name string, i int, env []string) *Process {
 	listen := *c.listenURL
 	q := listen.Query()
 	q.Set("application_name", ListenerName(c.Tenant, i))
 	listen.RawQuery = q.Encode()
-	return newProcess(c.t, freeAddr(c.t), name, filepath.Join(c.binDir(), "circulation-storage"),
+	return newProcess(c.t, freeAddr(c.t), name, filepath.Join(binDir, "circulation-storage"),
 		append(append(storageAuthEnv(), "DATABASE_URL="+c.dbURL, "LISTEN_DATABASE_URL="+listen.String(), "LOG_LEVEL=info", "DB_MAX_CONNS=20",
 			fmt.Sprintf("CHECKOUT_LOCK_FEATURE_ENABLED=%t", c.opts.FeatureOn)), env...)...)
 }
@@ -99,6 +104,14 @@ func (c *Cluster) LaunchStorage(name string, env ...string) *Process {
 // instance talks to it; it is not in Storages.
 func (c *Cluster) AddStorage(name string, env ...string) *Process {
 	return c.startStorage(name, len(c.Storages)+1, append(append([]string(nil), c.opts.StorageEnv...), env...))
+}
+
+// AddStorageFrom is AddStorage of the binary in binDir (another
+// release's, for an upgrade).
+func (c *Cluster) AddStorageFrom(binDir, name string, env ...string) *Process {
+	p := c.storageProcessFrom(binDir, name, len(c.Storages)+1, append(append([]string(nil), c.opts.StorageEnv...), env...))
+	p.Start()
+	return p
 }
 
 // AddStorageTLS is AddStorage serving HTTPS with certFile and keyFile,
@@ -152,16 +165,30 @@ const TrustedProxy = "127.0.0.1"
 // not added to Circulations). Instance i talks to storage i mod Storages.
 func (c *Cluster) AddCirculations(n int, env ...string) []*Process {
 	c.t.Helper()
+	return c.addCirculations(c.binDir(), c.storageURLs, n, env)
+}
+
+// AddCirculationsFrom is AddCirculations of the binary in binDir (another
+// release's, for an upgrade), each talking to storage.
+func (c *Cluster) AddCirculationsFrom(binDir string, storage *Process, n int, env ...string) []*Process {
+	c.t.Helper()
+	return c.addCirculations(binDir, []string{storage.URL()}, n, env)
+}
+
+// addCirculations starts n circulation instances of the binary in binDir,
+// instance i talking to storageURLs[i mod their number].
+func (c *Cluster) addCirculations(binDir string, storageURLs []string, n int, env []string) []*Process {
+	c.t.Helper()
 	var out []*Process
 	for i := range n {
-		storageURL := c.storageURLs[i%len(c.storageURLs)]
+		storageURL := storageURLs[i%len(storageURLs)]
 		if c.opts.CirculationProxies {
 			proxy := NewProxy(c.t, strings.TrimPrefix(storageURL, "http://"))
 			c.CirculationProxies = append(c.CirculationProxies, proxy)
 			storageURL = "http://" + proxy.Addr()
 		}
 		out = append(out, startProcess(c.t, fmt.Sprintf("circulation-%d", c.started+1),
-			filepath.Join(c.binDir(), "circulation"),
+			filepath.Join(binDir, "circulation"),
 			append(append(append(circulationAuthEnv(),
 				"STORAGE_URL="+storageURL,
 				fmt.Sprintf("LOCK_TTL_MS=%d", c.opts.LockTTLMs),

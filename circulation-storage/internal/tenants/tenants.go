@@ -15,9 +15,11 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/checkoutlock/schemas/locksettings"
 	"github.com/golang-migrate/migrate/v4"
@@ -43,7 +45,24 @@ type Tenants struct {
 	loaders []Loader
 	// enabled remembers, for enabledFor, the tenants found enabled.
 	enabled *expirable.LRU[storage.Tenant, struct{}]
+	// schema is what this instance knows of the shared schema's
+	// migration (schemaCurrent).
+	schema schemaState
 }
+
+// schemaState is whether the shared schema has every migration this
+// release needs: once it has, it always will (no release takes one back);
+// until then it is asked again at most every schemaAskEvery.
+type schemaState struct {
+	mu      sync.Mutex
+	current bool
+	asked   time.Time
+	behind  error
+}
+
+// schemaAskEvery is how often a storage whose shared schema is behind asks
+// again, while it answers every call of a tenant's data SCHEMA_BEHIND.
+const schemaAskEvery = time.Second
 
 // Loader loads data into a freshly enabled tenant when the tenant
 // attributes ask for it (loadReference, loadSample). It runs inside the job's
@@ -192,6 +211,9 @@ func (s *Tenants) Enabled(ctx context.Context, t storage.Tenant) (bool, error) {
 	if _, ok := s.enabled.Get(t); ok {
 		return true, nil
 	}
+	if err := s.schemaCurrent(ctx); err != nil {
+		return false, err
+	}
 	var enabled bool
 	err := s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE id = $1)`, postgres.TableTenant), string(t)).Scan(&enabled)
 	if err != nil {
@@ -204,6 +226,50 @@ func (s *Tenants) Enabled(ctx context.Context, t storage.Tenant) (bool, error) {
 		s.enabled.Add(t, struct{}{})
 	}
 	return enabled, nil
+}
+
+// schemaCurrent answers nil when the shared schema has every migration
+// this release runs on (LatestMigration), or none at all (no tenant is
+// enabled yet: the tenant is refused as not initialized); else a 503
+// SCHEMA_BEHIND naming the migration it is at and the one this release
+// needs. A storage started before its tenants are upgraded (a rolling
+// upgrade's new instance) answers that, not a failed statement, until an
+// upgrade on any instance brings the schema on.
+func (s *Tenants) schemaCurrent(ctx context.Context) error {
+	st := &s.schema
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.current {
+		return nil
+	}
+	if time.Since(st.asked) < schemaAskEvery && st.behind != nil {
+		return st.behind
+	}
+	var version int64
+	var dirty bool
+	err := s.db.Pool.QueryRow(ctx,
+		`SELECT version, dirty FROM `+pgx.Identifier{postgres.SharedSchema, "schema_migrations"}.Sanitize()).Scan(&version, &dirty)
+	var pgErr *pgconn.PgError
+	if errors.Is(err, pgx.ErrNoRows) || errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.UndefinedTable || pgErr.Code == pgerrcode.InvalidSchemaName) {
+		return nil // no shared schema yet: nothing is enabled
+	}
+	if err != nil {
+		return postgres.Interpret(err, "")
+	}
+	need := LatestMigration(migrations.FS)
+	if !dirty && version >= int64(need) {
+		st.current, st.behind = true, nil
+		return nil
+	}
+	st.asked = time.Now()
+	e := errs.Errorf(errs.KindUnavailable, schemas.CodeSchemaBehind,
+		"The database's schema is at migration %d%s; this circulation-storage needs migration %d: upgrade the tenant "+
+			"(POST /_/tenant with module_from and module_to, docs/operations.md) and this instance serves it",
+		version, map[bool]string{true: " (a migration failed half-way)"}[dirty], need).
+		With("schemaVersion", strconv.FormatInt(version, 10)).With("needs", strconv.FormatUint(uint64(need), 10))
+	e.RetryAfter = 5 * time.Second
+	st.behind = e
+	return e
 }
 
 // Forget forgets that t was enabled: the next request asks the database.
