@@ -276,7 +276,8 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	confirmed(items[1], "claim", "the claim", "Item "+items[1]+" is claimed returned.")
 	confirmed(items[2], "lost", "the declaration", "Item "+items[2]+" is declared lost.")
 	confirmed(items[3], "checkin", "the check-in", "The Complete Annotated Catalogue of Everything Lent Across the Circulation Desk, Volume "+items[3]+" is checked in.")
-	waitUntil(t, ctx, "the loan checked in gone", `document.querySelectorAll("#results tbody tr").length === 8`)
+	waitUntil(t, ctx, "the loan checked in kept in its row, closed", `document.querySelectorAll("#results tbody tr").length === 9 &&
+		document.querySelectorAll("#results tbody tr.closed").length === 1 && `+row(items[3])+`.classList.contains("closed")`)
 	for item, want := range map[string]string{items[1]: "Open claimedReturned 0, item Claimed returned",
 		items[2]: "Open declaredLost 0, item Declared lost", items[3]: "Closed checkedin 0, item Available"} {
 		if got := deskLoanState(t, c, item); got != want {
@@ -304,7 +305,8 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	check("claims and losses crossed")
 	confirmed(items[1], "checkin", "the check-in of the item lost", "Item "+items[1]+" is checked in.")
 	confirmed(items[2], "checkin", "the check-in of the item claimed", "Item "+items[2]+" is checked in.")
-	waitUntil(t, ctx, "the loans checked in gone", `document.querySelectorAll("#results tbody tr").length === 5`)
+	waitUntil(t, ctx, "the loans checked in kept in their rows, closed", `document.querySelectorAll("#results tbody tr").length === 9 &&
+		document.querySelectorAll("#results tbody tr.closed").length === 4`)
 
 	// A policy that does not renew: the renewal is refused in its words.
 	changePolicy(t, c, lib, map[string]any{"renewable": false})

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/csv"
-	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -57,6 +56,7 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 		WaitedMs                 int
 		Patron                   struct{ Barcode, Name string }
 		ByName                   string
+		Row                      struct{ When, What, Patron, Holder, By string }
 	}
 	history := func(q url.Values) ([]event, int) {
 		t.Helper()
@@ -105,16 +105,26 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 		}
 		return rows
 	}
-	rows := csvOf(url.Values{"patron": {lib.Patrons[0]}, "from": {"2026-11-27T09:50:00Z"}})
-	if len(rows) != 11 || rows[0][0] != "occurredAt" {
-		t.Fatalf("Alice since 09:50 as CSV: %d rows, want the header and 10", len(rows))
+	// Its columns are the page's, in words, its times in the reader's
+	// zone, then the ids behind them.
+	rows := csvOf(url.Values{"patron": {lib.Patrons[0]}, "from": {"2026-11-27T09:50:00Z"}, "tz": {"Europe/Berlin"}})
+	if len(rows) != 11 || !slices.Equal(rows[0], []string{"When", "What", "Patron", "Holder", "By",
+		"Kind", "Patron's user id", "Lock id", "Loan id", "Holder's trace id", "By's trace id"}) {
+		t.Fatalf("Alice since 09:50 as CSV: %d rows headed %q, want the page's columns and 10 rows", len(rows), rows[0])
 	}
-	want, _ := history(url.Values{"patron": {lib.Patrons[0]}, "from": {"2026-11-27T09:50:00Z"}})
+	want, _ := history(url.Values{"patron": {lib.Patrons[0]}, "from": {"2026-11-27T09:50:00Z"}, "tz": {"Europe/Berlin"}})
 	for i, e := range want {
-		if r := rows[i+1]; r[0] != e.OccurredAt || r[1] != e.Type || r[2] != e.Patron.Barcode || r[4] != e.UserID || r[9] != fmt.Sprint(e.WaitedMs) {
+		r := rows[i+1]
+		if !slices.Equal(r[:5], []string{e.Row.When, e.Row.What, e.Row.Patron, e.Row.Holder, e.Row.By}) || r[5] != e.Type || r[6] != e.UserID {
 			t.Errorf("CSV row %d %q, want the event %+v", i+1, r, e)
 		}
 	}
+	if e := want[len(want)-1]; e.Row.When != "2026-11-27 10:50:00 CET" || e.Row.What != "a waiting check-out gave up after 1.05 s" ||
+		e.Row.Patron != e.Patron.Name+" ("+e.Patron.Barcode+")" {
+		t.Errorf("the oldest line since 09:50 reads %+v, want it at 10:50 in Berlin, its wait in seconds", e.Row)
+	}
+	c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks/history.csv?tz=Mars/Olympus", nil,
+		c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleOperator))).Want(t, http.StatusUnprocessableEntity)
 
 	// In the console: filter, page, reload, export.
 	ctx := browser(t)

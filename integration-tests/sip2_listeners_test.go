@@ -405,7 +405,7 @@ func TestTwoKiosksBehindOneAddressAreTwoNamedRows(t *testing.T) {
 		if err != nil || len(csvRows) != 1+f.lines {
 			t.Fatalf("the CSV of %s: %d rows (%v), want the header and %d", f.machine, len(csvRows), err, f.lines)
 		}
-		if f.lines == 1 && (csvRows[1][1] != "lent_offline" || csvRows[1][5] != "east-wing-1 (user_id)" || csvRows[1][8] != "east-wing-1 (user_id)") {
+		if f.lines == 1 && (csvRows[1][5] != "lent_offline" || csvRows[1][3] != "east-wing-1 (user_id)" || csvRows[1][4] != "east-wing-1 (user_id)") {
 			t.Fatalf("the CSV's line %q, want lent_offline held and sent by east-wing-1 (user_id)", csvRows[1])
 		}
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/csv"
@@ -9,10 +10,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
+	_ "time/tzdata" // a history reader's zone, on a machine without zoneinfo
 	"unicode"
 
 	"github.com/checkoutlock/schemas"
@@ -166,6 +171,114 @@ type consoleEvent struct {
 	// waiter's) that caused the event.
 	HolderTraceURL string `json:"holderTraceUrl,omitempty"`
 	ByTraceURL     string `json:"byTraceUrl,omitempty"`
+	// Row is the line as the console's page and its CSV both show it.
+	Row historyRow `json:"row"`
+}
+
+// historyRow is a line of the lock history as a person reads it, on the
+// console's page and in its CSV alike, one member a column
+// (HistoryColumns): when (in the reader's time zone), what happened (in
+// words, with how long a check-out waited), the patron by name and
+// barcode, who held the lock with the item and the service point, and
+// who acted.
+type historyRow struct {
+	When   string `json:"when"`
+	What   string `json:"what"`
+	Patron string `json:"patron"`
+	Holder string `json:"holder"`
+	By     string `json:"by"`
+}
+
+// HistoryColumns are the history's columns, as the page heads them and
+// the CSV's first five do.
+var HistoryColumns = []string{"When", "What", "Patron", "Holder", "By"}
+
+// cells is r's cells, in HistoryColumns' order.
+func (r historyRow) cells() []string { return []string{r.When, r.What, r.Patron, r.Holder, r.By} }
+
+// HistoryKinds are the kinds of the lock history's lines, each in the
+// console's words, in the order its filter offers them.
+var HistoryKinds = []struct{ Type, Words string }{
+	{"expired", "expired while held"},
+	{"taken_over", "expired and taken over"},
+	{"released_by_other", "released by someone else"},
+	{"waiter_gave_up", "a waiting check-out gave up"},
+	{"lent_offline", "lent offline past a rule"},
+	{schemas.HistoryReturnedBeforeLoan, "returned while it was already back"},
+}
+
+// historyWhen is how a line's time reads: in the reader's zone, to the
+// second, with the zone's name.
+const historyWhen = "2006-01-02 15:04:05 MST"
+
+// row is e as a person reads it (historyRow), its time in zone.
+func (e *consoleEvent) row(zone *time.Location) historyRow {
+	r := historyRow{When: e.OccurredAt, What: e.What, Patron: e.UserID}
+	if t, err := schemas.ParseDateTime(e.OccurredAt); err == nil {
+		r.When = t.In(zone).Format(historyWhen)
+	}
+	if r.What == "" {
+		r.What = e.Type
+		for _, k := range HistoryKinds {
+			if k.Type == e.Type {
+				r.What = k.Words
+			}
+		}
+	}
+	if e.WaitedMs > 0 {
+		r.What += " after " + durationWords(e.WaitedMs)
+	}
+	if p := e.Patron; p != nil {
+		switch {
+		case p.Name != "" && p.Barcode != "":
+			r.Patron = p.Name + " (" + p.Barcode + ")"
+		case p.Name != "" || p.Barcode != "":
+			r.Patron = p.Name + p.Barcode
+		}
+	}
+	held := cmp.Or(e.HeldBy, "(not said)")
+	r.Holder = strings.Join(slices.DeleteFunc([]string{held, e.Holder["itemBarcode"], e.ServicePointName}, func(s string) bool { return s == "" }), " · ")
+	if len(e.By) > 0 {
+		r.By = cmp.Or(e.ByName, e.By["acquiredBy"], e.By["instance"])
+	}
+	return r
+}
+
+// durationWords is a duration of ms milliseconds as the pages say one:
+// under a minute in seconds to the millisecond ("1.009 s"), from a minute
+// on in hours, minutes and seconds ("4 min 29 s").
+func durationWords(ms int) string {
+	if ms < 60000 {
+		return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64) + " s"
+	}
+	secs := int(math.Round(float64(ms) / 1000))
+	var parts []string
+	for _, u := range []struct {
+		n    int
+		unit string
+	}{{secs / 3600, "h"}, {secs / 60 % 60, "min"}, {secs % 60, "s"}} {
+		if u.n > 0 {
+			parts = append(parts, strconv.Itoa(u.n)+" "+u.unit)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// historyZone is the time zone a history reader asked for (tz: an IANA
+// name, as a browser gives it), UTC when none.
+func historyZone(c echo.Context) (*time.Location, error) {
+	name := c.QueryParam("tz")
+	if name == "" {
+		return time.UTC, nil
+	}
+	if len(name) > 64 || strings.HasPrefix(name, "/") || strings.Contains(name, "..") {
+		return nil, invalidParam("tz", name, "must be a time zone such as Europe/Berlin")
+	}
+	zone, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, invalidParam("tz", name, "must be a time zone such as Europe/Berlin")
+	}
+	return zone, nil
 }
 
 // historyPage is a page of the console's history and how many events
@@ -189,6 +302,10 @@ func (s *Server) lockHistory(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	zone, err := historyZone(c)
+	if err != nil {
+		return err
+	}
 	offset, err := intParam(c, "offset", 0, 0, 1<<20)
 	if err != nil {
 		return err
@@ -199,7 +316,7 @@ func (s *Server) lockHistory(c echo.Context) error {
 	}
 	page := historyPage{Events: []consoleEvent{}}
 	if !none {
-		if page, err = s.historyEvents(c.Request().Context(), q, offset, limit); err != nil {
+		if page, err = s.historyEvents(c.Request().Context(), q, zone, offset, limit); err != nil {
 			return err
 		}
 	}
@@ -208,16 +325,21 @@ func (s *Server) lockHistory(c echo.Context) error {
 
 // lockHistoryCSV is the console's history, the events that match its
 // filters (at most historyExportLimit, newest first), as CSV: one row an
-// event, the columns the console shows and the ids behind them.
+// event, first the columns the console shows, as it shows them
+// (historyRow, its times in the zone tz names), then the ids behind them.
 func (s *Server) lockHistoryCSV(c echo.Context) error {
 	q, none, err := s.historyFilters(c)
+	if err != nil {
+		return err
+	}
+	zone, err := historyZone(c)
 	if err != nil {
 		return err
 	}
 	var events []consoleEvent
 	total := 0
 	for !none {
-		page, err := s.historyEvents(c.Request().Context(), q, len(events), min(1000, historyExportLimit-len(events)))
+		page, err := s.historyEvents(c.Request().Context(), q, zone, len(events), min(1000, historyExportLimit-len(events)))
 		if err != nil {
 			return err
 		}
@@ -226,19 +348,9 @@ func (s *Server) lockHistoryCSV(c echo.Context) error {
 			break
 		}
 	}
-	rows := [][]string{{"occurredAt", "type", "patronBarcode", "patronName", "userId", "holder", "itemBarcode", "servicePoint",
-		"by", "waitedMs", "lockId", "holderTraceId", "byTraceId", "loanId", "what"}}
+	rows := [][]string{append(slices.Clone(HistoryColumns), "Kind", "Patron's user id", "Lock id", "Loan id", "Holder's trace id", "By's trace id")}
 	for _, e := range events {
-		var barcode, name string
-		if e.Patron != nil {
-			barcode, name = e.Patron.Barcode, e.Patron.Name
-		}
-		waited := ""
-		if e.WaitedMs > 0 {
-			waited = strconv.Itoa(e.WaitedMs)
-		}
-		rows = append(rows, []string{e.OccurredAt, e.Type, barcode, name, e.UserID, e.HeldBy, e.Holder["itemBarcode"], e.ServicePointName,
-			e.ByName, waited, e.LockID, e.Holder["traceId"], e.By["traceId"], e.LoanID, e.What})
+		rows = append(rows, append(e.Row.cells(), e.Type, e.UserID, e.LockID, e.LoanID, e.Holder["traceId"], e.By["traceId"]))
 	}
 	var b strings.Builder
 	writeCSV(&b, rows)
@@ -384,7 +496,7 @@ func cqlPrefix(text string) string {
 
 // historyEvents reads a page of storage's history for q, with the
 // patrons, the people and the service points by name.
-func (s *Server) historyEvents(ctx context.Context, q url.Values, offset, limit int) (historyPage, error) {
+func (s *Server) historyEvents(ctx context.Context, q url.Values, zone *time.Location, offset, limit int) (historyPage, error) {
 	q = maps.Clone(q)
 	q.Set("offset", strconv.Itoa(offset))
 	q.Set("limit", strconv.Itoa(limit))
@@ -412,6 +524,7 @@ func (s *Server) historyEvents(ctx context.Context, q url.Values, offset, limit 
 		case e.LoanID != "":
 			e.What = schemas.OfflineWords(e.BrokenRules)
 		}
+		e.Row = e.row(zone)
 	}
 	return page, nil
 }

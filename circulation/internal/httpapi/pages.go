@@ -27,6 +27,12 @@ var layoutPages = []page{
 	{"loans.html", "Patron loans", "Patron loans", "loans.js"},
 }
 
+// pageWords are what a page's body may say of the server's own words.
+var pageWords = struct {
+	HistoryColumns []string
+	HistoryKinds   []struct{ Type, Words string }
+}{HistoryColumns, HistoryKinds}
+
 // renderedPages are the pages put together, by file name.
 var renderedPages = renderPages(uiPages)
 
@@ -47,13 +53,20 @@ func renderPages(files fs.FS) map[string][]byte {
 				others = append(others, o)
 			}
 		}
+		// The body is a template too, of the words the server keeps
+		// once: the history's columns and kinds, as the CSV says them.
+		var own bytes.Buffer
+		err = template.Must(template.New(p.File).Parse(string(body))).Execute(&own, pageWords)
+		if err != nil {
+			panic(fmt.Sprintf("httpapi: the body of %s: %v", p.File, err))
+		}
 		var b bytes.Buffer
 		err = layout.Execute(&b, struct {
 			page
 			Others []page
 			// Body is the page's own part, embedded with the binary.
 			Body template.HTML
-		}{p, others, template.HTML(body)})
+		}{p, others, template.HTML(own.String())})
 		if err != nil {
 			panic(fmt.Sprintf("httpapi: %s: %v", p.File, err))
 		}

@@ -34,10 +34,11 @@ function may(route) {
   return !!(r && r.allowed);
 }
 
-// What a route takes, in words: "the librarian role (permission …)".
+// What a route takes, in a person's words: "the librarian role". The
+// permission's name is the API's, for the operators' docs, never a page's.
 function needs(route) {
   const r = (session.me && session.me.routes && session.me.routes[route]) || {};
-  return `${r.roles || "a role you do not hold"} (permission ${r.permission || route})`;
+  return r.roles || "a role you do not hold";
 }
 
 function personName(me) {

@@ -56,7 +56,14 @@ function searchedFor() {
   return new URLSearchParams(location.search).get("patron") || "";
 }
 
-async function find() {
+// shown is what the page shows of each patron's loans, in its order
+// (patron id → the loans as last drawn): after an action the loans are
+// drawn again in that order, and a loan gone (checked in) keeps its row,
+// said to be closed, so the row under the pointer is the loan it was.
+// A search draws afresh.
+let shown = new Map();
+
+async function find({ keepRows = false } = {}) {
   const text = searchedFor();
   const results = document.getElementById("results");
   if (!text) {
@@ -68,7 +75,7 @@ async function find() {
     const answer = await api("GET", "/circulation/patron-loans?" + new URLSearchParams({ patron: text }));
     if (gen !== generation) return;
     showServicePoints(answer.servicePoints);
-    render(answer.patrons);
+    render(keepRows ? inShownOrder(answer.patrons) : answer.patrons);
     if (answer.patrons.length === 0) say("status", `No patron has the barcode or the name “${text}”.`, false);
   } catch (err) {
     if (gen === generation) say("status", err.message, false);
@@ -107,13 +114,38 @@ function renewalsText(l) {
   return `${used} · ${l.renewalsLeft === "unlimited" ? "unlimited" : l.renewalsLeft + " left"}`;
 }
 
+// inShownOrder is patrons with each one's loans in the order the page
+// shows them, a loan no longer open kept at its place (closed: true), the
+// loans the page did not show after them.
+function inShownOrder(patrons) {
+  return patrons.map((p) => {
+    const before = shown.get(p.id);
+    if (!before) return p;
+    const now = new Map(p.loans.map((l) => [l.id, l]));
+    const loans = before.map((l) => now.get(l.id) || { ...l, closed: true, actions: {} });
+    for (const l of p.loans) if (!before.some((b) => b.id === l.id)) loans.push(l);
+    return { ...p, loans };
+  });
+}
+
 function render(patrons) {
+  shown = new Map(patrons.map((p) => [p.id, p.loans]));
   const results = document.getElementById("results");
   results.replaceChildren(...patrons.map((p) => {
     const title = `${p.name || "A patron"}${p.barcode ? " (" + p.barcode + ")" : ""}`;
     const head = el("h2", { id: "patron-" + p.id, text: title });
     if (p.loans.length === 0) return el("section", { "data-patron": p.id }, head, el("p", { class: "hint", text: "No open loan." }));
     const rows = p.loans.map((l) => {
+      if (l.closed) {
+        // Checked in since the page drew it: its row stays, without
+        // buttons, until the next search.
+        return el("tr", { "data-loan": l.id, class: "closed" },
+          el("td", { "data-label": loanColumns[0], text: titleOf(l) }),
+          el("td", { "data-label": loanColumns[1], class: "barcode", text: l.itemBarcode || "" }),
+          el("td", { "data-label": loanColumns[2], text: "" }),
+          el("td", { "data-label": loanColumns[3] }),
+          el("td", { "data-label": loanColumns[4] }, el("small", { class: "desk-reason", text: "Checked in: no longer on loan" })));
+      }
       const cells = actions.map((a) => {
         const v = judged(a, l);
         const b = el("button", { type: "button", class: a.id === "lost" ? "danger" : "secondary", "data-action": a.id, text: a.text,
@@ -156,6 +188,9 @@ function render(patrons) {
 // confirmAction asks before an action that changes the item for good,
 // naming the item and the patron; Cancel (or Escape) does nothing.
 function confirmAction(a, p, l, button) {
+  // A message belongs to the action that caused it: a new question
+  // clears the last answer.
+  say("status", "", true);
   const select = document.getElementById("service-point");
   const spName = select.selectedOptions.length ? select.selectedOptions[0].textContent : "no service point";
   askFirst(a.ask(p, l, spName), { ok: a.confirm }, () => act(a, p, l, button), () => button.focus());
@@ -167,6 +202,7 @@ async function act(a, p, l, button) {
   const sp = document.getElementById("service-point").value;
   const results = document.getElementById("results");
   button.disabled = true;
+  say("status", "", true);
   results.setAttribute("aria-busy", "true");
   try {
     const answer = await a.call(p, l, sp);
@@ -177,7 +213,7 @@ async function act(a, p, l, button) {
     button.disabled = false;
   }
   try {
-    await find();
+    await find({ keepRows: true });
   } finally {
     results.removeAttribute("aria-busy");
   }

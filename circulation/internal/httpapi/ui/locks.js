@@ -12,15 +12,6 @@ const KIOSKS = "GET /circulation/kiosks";
 // The desk's page, where a patron's link in the history leads.
 const DESK = "GET /circulation/patron-loans";
 
-const eventText = {
-  expired: "expired while held",
-  taken_over: "expired and taken over",
-  released_by_other: "released by someone else",
-  waiter_gave_up: "a waiting check-out gave up",
-  lent_offline: "lent offline past a rule",
-  returned_before_loan: "returned while it was already back",
-};
-
 const columns = ["Patron", "Held by", "Item", "Service point", "Request", "Held for", "Expires in", "Action"];
 
 // The history's filters live in the address (?patron=&account=&type=&from=
@@ -51,13 +42,22 @@ function historyOffset() {
 // the same rows, every one, as CSV.
 function historyURL() {
   const q = historyParams();
+  q.set("tz", readersZone());
   q.set("offset", String(historyOffset()));
   q.set("limit", String(historyPageSize));
   return "/circulation/check-out-locks/history?" + q;
 }
 
 function exportURL() {
-  return "/circulation/check-out-locks/history.csv?" + historyParams();
+  const q = historyParams();
+  q.set("tz", readersZone());
+  return "/circulation/check-out-locks/history.csv?" + q;
+}
+
+// readersZone is the time zone the history's times are said in: the
+// browser's.
+function readersZone() {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 }
 
 function setFilters(values, offset) {
@@ -110,7 +110,8 @@ function renderHistoryPage(history) {
   document.getElementById("f-newer").disabled = offset === 0;
   document.getElementById("f-older").disabled = offset + shown >= total;
 }
-const historyColumns = ["When", "What", "Patron", "Holder", "By"];
+// The history's columns as the page heads them (the server's words).
+const historyColumns = () => [...document.querySelectorAll("#history thead th")].map((th) => th.textContent);
 const kioskColumns = ["Kiosk", "Address", "Connected", "Ended", "Last message", "Messages", "Refused"];
 
 // sip2Names are the SIP2 messages a kiosk sends, by command code, as the
@@ -215,14 +216,13 @@ function lockRow(id) {
 
 function renderHistory(events) {
   const body = document.querySelector("#history tbody");
+  const labels = historyColumns();
   body.replaceChildren();
   for (const e of events) {
-    const by = e.by ? (e.byName || e.by.acquiredBy || e.by.instance || "") : "";
     const byTitle = e.by ? [e.by.instance, e.by.itemBarcode, e.by.acquiredBy].filter(Boolean).join(" · ") : "";
-    const what = (e.what || eventText[e.type] || e.type) + (e.waitedMs ? ` after ${duration(e.waitedMs)}` : "");
-    const holder = [holderText(e), e.holder && e.holder.itemBarcode, e.servicePointName].filter(Boolean).join(" · ");
-    const texts = [[new Date(e.occurredAt).toLocaleString()], [what], [patronText(e.patron, e.userId), e.userId], [holder, e.holderName], [by, byTitle]];
-    const cells = texts.map(([text, title], i) => el("td", Object.assign({ "data-label": historyColumns[i], text }, title ? { title } : {})));
+    // Each cell as the server words it, as the CSV says it (e.row).
+    const texts = [[e.row.when], [e.row.what], [e.row.patron, e.userId], [e.row.holder, e.holderName], [e.row.by, byTitle]];
+    const cells = texts.map(([text, title], i) => el("td", Object.assign({ "data-label": labels[i], text }, title ? { title } : {})));
     // The trace of the acquisition that caused the event (a waiter's
     // wait), else of the lock's holder.
     const trace = e.byTraceUrl || e.holderTraceUrl;
@@ -353,8 +353,6 @@ function start() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  const type = document.getElementById("f-type");
-  for (const [value, text] of Object.entries(eventText)) type.append(el("option", { value, text }));
   document.getElementById("history-filters").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const values = {};
