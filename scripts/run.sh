@@ -96,7 +96,10 @@ stop() {
   [ -n "$nats_pid" ] && kill -TERM "$nats_pid" 2>/dev/null || true
   wait 2>/dev/null || true
 }
-trap stop INT TERM EXIT
+# Ctrl-C (or a TERM) is how make run is stopped: everything stopped, it
+# ends well (0), so make says nothing more; any other end stops them too.
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
 
 # The broker first: storage's relay publishes to it as soon as it starts.
 nats_server="$BIN_DIR/nats-server"
