@@ -144,7 +144,7 @@ var layers = [][]string{
 	// loop, the hold shelf, their expiry.
 	{"circulation-storage/internal/requests"},
 	// The generic record store and CQL; the sample library.
-	{"circulation-storage/internal/records", "circulation-storage/internal/sample"},
+	{"circulation-storage/internal/recordstore", "circulation-storage/internal/sample"},
 	// The writes by concern: each its own room.
 	{"circulation-storage/internal/lending", "circulation-storage/internal/locks", "circulation-storage/internal/outbox", "circulation-storage/internal/waiting",
 		"circulation-storage/internal/tenants", "circulation-storage/internal/accounts", "circulation-storage/internal/presence"},

@@ -22,7 +22,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/outbox"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/presence"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/recordstore"
 	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/circulation-storage/internal/sweeper"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
@@ -105,7 +105,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	// are made after them, from the locks.
 	var waiters *waiting.Waiters
 	released := postgres.OnRelease(func(t storage.Tenant, userID string) { waiters.Notify(t, userID) })
-	recordService := records.NewRecords(db)
+	recordService := recordstore.NewRecords(db)
 	loans := lending.NewLoans(db, policy, released, postgres.LockHistory(cfg.LockHistory, metrics))
 	lockService := locks.NewLocks(db, postgres.LockHistory(cfg.LockHistory, metrics), released)
 	waiters = waiting.NewWaiters(lockService, metrics, waiting.WaitConfig{

@@ -21,7 +21,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/recordstore"
 	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/checkoutlock/circulation-storage/internal/waiting"
@@ -76,7 +76,7 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 	locks := locks.NewLocks(db, postgres.LockHistory(true, metrics), released)
 	waiters = waiting.NewWaiters(locks, metrics, waiting.WaitConfig{Poll: 50 * time.Millisecond,
 		PollUnlistened: 20 * time.Millisecond, MaxWaiters: 1000, StatementTimeout: 5 * time.Second})
-	recordService := records.NewRecords(db)
+	recordService := recordstore.NewRecords(db)
 	srv := New(Config{
 		// A tenant's sample data loads in one request: 30 s leaves room
 		// for a machine loaded by the tests beside it (10 s did not, once).

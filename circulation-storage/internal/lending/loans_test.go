@@ -6,19 +6,19 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/recordstore"
 )
 
 // library is what a test of the loan writes works with: the records, to
 // arrange them and read them back, and the loan writes.
 type library struct {
-	*records.Records
+	*recordstore.Records
 	*Loans
 }
 
 // newLibrary is a library of db whose loan writes apply policy.
 func newLibrary(db *postgres.DB, policy Policy) library {
-	return library{Records: records.NewRecords(db), Loans: NewLoans(db, policy)}
+	return library{Records: recordstore.NewRecords(db), Loans: NewLoans(db, policy)}
 }
 
 // blockedBy reports whether some server process waits for one that pid

@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	storage "github.com/checkoutlock/circulation-storage"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/recordstore"
 	"github.com/checkoutlock/circulation-storage/locksql"
 	"github.com/checkoutlock/schemas"
 )
@@ -273,7 +273,7 @@ func (s *Locks) History(ctx context.Context, t storage.Tenant, f storage.History
 	if f.Query != nil {
 		// The query reads each event as the history answers it, a
 		// document; its type, patron and lock from their columns.
-		cond, condArgs, orderBy, sArgs, err := records.Condition(f.Query, f.QueryText,
+		cond, condArgs, orderBy, sArgs, err := recordstore.Condition(f.Query, f.QueryText,
 			map[string]string{"type": "type", "userId": "user_id", "lockId": "lock_id"}, "userId", "lockId")
 		if err != nil {
 			return nil, 0, err

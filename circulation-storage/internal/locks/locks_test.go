@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/recordstore"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/google/uuid"
@@ -300,7 +300,7 @@ func TestUninitialisedTenant(t *testing.T) {
 	}
 	// Durable records refer to their tenant: none is written for a tenant
 	// that is not enabled, whoever skips the check at the door.
-	_, err := records.NewRecords(f.DB).Create(ctx, ghost, storage.PatronGroups, uuid.NewString(), []byte(`{"group":"ghosts"}`))
+	_, err := recordstore.NewRecords(f.DB).Create(ctx, ghost, storage.PatronGroups, uuid.NewString(), []byte(`{"group":"ghosts"}`))
 	e, ok := errs.As(err)
 	if !ok || e.Code != schemas.CodeTenantNotInitialized || e.Kind != errs.KindBadRequest {
 		t.Fatalf("a record in an uninitialised tenant: %v, want %s", err, schemas.CodeTenantNotInitialized)

@@ -2,7 +2,7 @@
 // writes it: its document as SQL writes it (its id and version, FOLIO's
 // metadata, an item's status: item.go) and a field of it read; its row
 // inserted, or updated at the version read under a guard; and what a
-// write's constraint violation means (constraints.go). Package records
+// write's constraint violation means (constraints.go). Package recordstore
 // serves every resource with it, and packages requests and lending write
 // their requests and loans with it.
 package record

@@ -5,7 +5,7 @@
 // (judge.go), where it may be picked up (pickup.go), the return loop that
 // hands a returned item to its queue's next request (return.go), the hold
 // shelf and its expiry (holdshelf.go), and the expiry of requests past
-// their date (expiry.go). Package records serves the requests through its
+// their date (expiry.go). Package recordstore serves the requests through its
 // Writer, package lending's check-in returns items through ReturnItem, and
 // the sweeper closes the expired requests with it.
 package requests

@@ -11,7 +11,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/recordstore"
 	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas"
 	"github.com/google/uuid"
@@ -329,7 +329,7 @@ func TestRequestsPastTheirHoldShelfDateAreClosed(t *testing.T) {
 	db := dbtest.OpenDB(t, pgtest.Fresh(t))
 	f := dbtest.LibraryIn(t, db, sample.LoadData)
 	ctx := context.Background()
-	rec := records.NewRecords(db)
+	rec := recordstore.NewRecords(db)
 	desk := sample.ServicePointDesk1
 	var sp map[string]any
 	if doc, err := rec.Get(ctx, f.Tenant, storage.ServicePoints, desk); err != nil || json.Unmarshal(doc, &sp) != nil {
@@ -424,7 +424,7 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 	db := dbtest.OpenDB(t, pgtest.Fresh(t))
 	f := dbtest.LibraryIn(t, db, sample.LoadData)
 	ctx := context.Background()
-	rec := records.NewRecords(db)
+	rec := recordstore.NewRecords(db)
 	past := time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)
 	onShelf := func(item string) string {
 		t.Helper()
@@ -515,7 +515,7 @@ func TestRequestsPastTheirExpirationDateAreClosedEachOnItsOwn(t *testing.T) {
 	db := dbtest.OpenDB(t, pgtest.Fresh(t))
 	f := dbtest.LibraryIn(t, db, sample.LoadData)
 	ctx := context.Background()
-	rec := records.NewRecords(db)
+	rec := recordstore.NewRecords(db)
 	past := time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)
 	request := func(patron, item, status string, position int, dates ...string) string {
 		t.Helper()

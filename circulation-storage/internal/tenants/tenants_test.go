@@ -13,7 +13,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/lending"
 	"github.com/checkoutlock/circulation-storage/internal/locks"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/circulation-storage/internal/records"
+	"github.com/checkoutlock/circulation-storage/internal/recordstore"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/checkoutlock/circulation-storage/internal/waiting"
 	"github.com/checkoutlock/schemas/errs"
@@ -76,7 +76,7 @@ func TestUpgradeMovesASchemaPerTenantIntoTheSharedTables(t *testing.T) {
 	if !strings.Contains(strings.Join(res.Messages, "\n"), "14 rows moved") {
 		t.Errorf("upgrade's messages %q, want 14 rows moved", res.Messages)
 	}
-	records := records.NewRecords(f.DB)
+	records := recordstore.NewRecords(f.DB)
 	got, err := records.Get(ctx, tenant, storage.Loans, loan)
 	if err != nil || !strings.Contains(string(got), patron) {
 		t.Errorf("the moved loan: %s, %v", got, err)
@@ -155,7 +155,7 @@ func TestEnabledIsRememberedAndForgottenOnPurge(t *testing.T) {
 		t.Errorf("on the purging instance: enabled %t, %v", enabled, err)
 	}
 	// Durable records cannot be written for it in the meantime.
-	if _, err := records.NewRecords(f.DB).Create(ctx, tenant, storage.MaterialTypes, uuid.NewString(), []byte(`{"name":"x"}`)); err == nil {
+	if _, err := recordstore.NewRecords(f.DB).Create(ctx, tenant, storage.MaterialTypes, uuid.NewString(), []byte(`{"name":"x"}`)); err == nil {
 		t.Error("a record written for a purged tenant")
 	}
 	deadline := time.After(5 * time.Second)

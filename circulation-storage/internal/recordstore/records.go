@@ -1,4 +1,4 @@
-// Package records keeps circulation-storage's records on PostgreSQL, the
+// Package recordstore keeps circulation-storage's records on PostgreSQL, the
 // generic record store: creating, reading, listing (with CQL queries,
 // cql.go, and pages), updating and deleting every resource, under the
 // guards that keep loans and items as circulation leaves them
@@ -6,7 +6,7 @@
 // it; a request's writes are package requests' (its Writer), which keeps
 // its queue and judges it. The loan writes that circulation makes
 // (check-out, check-in, renewal, loan action) are package lending's.
-package records
+package recordstore
 
 import (
 	"context"
