@@ -127,17 +127,11 @@ func checkOutSQL(lean bool, judges []writeRule) string {
 	group := "(SELECT patron_group_id FROM " + patron + " WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'userId')::uuid)"
 	head := requests.QueueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant")
 	charged := chargedSQL(blockLimit, condition, "@tenant", group)
-	filled := `
-    UPDATE ` + request + ` r
-       SET jsonb = ` + record.WithMetadata(`jsonb_set(r.jsonb - 'position', '{status}', to_jsonb(`+postgres.Lit(schemas.RequestFilled)+`::text))`, "@metadata_user", true) + `
-     WHERE r.tenant_id = @tenant AND r.id = (SELECT id FROM head) AND NOT (SELECT other FROM queued) AND EXISTS (SELECT 1 FROM loan)
-    RETURNING r.id, r.jsonb`
-	movedUp := `
-    UPDATE ` + request + ` r
-       SET jsonb = ` + requests.ShiftedPosition("r", "-1") + `
-     WHERE r.item_id = (@loan::jsonb ->> 'itemId')::uuid AND r.tenant_id = @tenant AND ` + requests.Open("r.status") + `
-       AND r.position > (SELECT position FROM head) AND EXISTS (SELECT 1 FROM filled)
-    RETURNING r.id, r.position, r.jsonb`
+	// The queue's changes, as package requests makes every one: the
+	// borrower's request at its head filled, the requests after it
+	// moved up.
+	filled := requests.FillSQL("@tenant", "(SELECT id FROM head)", "NOT (SELECT other FROM queued) AND EXISTS (SELECT 1 FROM loan)", "@metadata_user")
+	movedUp := requests.ShiftSQL("(@loan::jsonb ->> 'itemId')::uuid", "@tenant", "-1", "r.position > (SELECT position FROM head)", "EXISTS (SELECT 1 FROM filled)")
 	manual := rules.ManuallyBlockedSQL("(@loan::jsonb ->> 'userId')::uuid", "borrowing")
 	automated := `
     SELECT b ->> 'patronBlockConditionId' AS condition, b ->> 'message' AS message

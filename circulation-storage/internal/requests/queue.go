@@ -64,6 +64,33 @@ func ShiftedPosition(row, by string) string {
 	return "jsonb_set(" + col("jsonb") + ", '{position}', to_jsonb(" + col("position") + " + " + by + "))"
 }
 
+// FillSQL is the statement that fills the first request of a queue, the
+// one head (SQL giving its id) names, of tenant, when when (SQL) holds: it
+// becomes "Closed - Filled" and gives its position up, its metadata
+// saying metadataUser changed it. It returns the request's id and
+// document. A check-out's write fills with it the request its loan is
+// for; the requests after it move up with ShiftSQL.
+func FillSQL(tenant, head, when, metadataUser string) string {
+	return `UPDATE ` + postgres.Table(postgres.TableRequest) + ` r
+       SET jsonb = ` + record.WithMetadata(`jsonb_set(r.jsonb - 'position', '{status}', to_jsonb(`+postgres.Lit(schemas.RequestFilled)+`::text))`, metadataUser, true) + `
+     WHERE r.tenant_id = ` + tenant + ` AND r.id = ` + head + ` AND ` + when + `
+    RETURNING r.id, r.jsonb`
+}
+
+// ShiftSQL is the statement that moves the open requests of item's queue
+// (of tenant) whose position within (SQL on r.position and r.id) takes in
+// by places (SQL giving an integer), when when (SQL) holds: the one way a
+// queue's requests move, whether one joins, leaves or moves, or a
+// check-out fills the first. It returns each request's id, its position
+// before, and its document.
+func ShiftSQL(item, tenant, by, within, when string) string {
+	return `UPDATE ` + postgres.Table(postgres.TableRequest) + ` r
+       SET jsonb = ` + ShiftedPosition("r", by) + `
+     WHERE r.item_id = ` + item + ` AND r.tenant_id = ` + tenant + ` AND ` + Open("r.status") + `
+       AND ` + within + ` AND ` + when + `
+    RETURNING r.id, r.position, r.jsonb`
+}
+
 // lockQueuesSQL locks the queues of the items $2 of tenant $1.
 var lockQueuesSQL = postgres.WithTables(`SELECT id FROM %s WHERE tenant_id = $1 AND id = ANY($2::uuid[]) ORDER BY id FOR NO KEY UPDATE`, postgres.TableItem)
 
@@ -78,8 +105,7 @@ var storedRequestSQL = postgres.WithTables(`SELECT item_id::text, `+Open("status
 
 // shiftQueueSQL moves the open requests of @item (of @tenant) at positions
 // @from to @to, but request @except, by @by places.
-var shiftQueueSQL = postgres.WithTables(`UPDATE %s SET jsonb = `+ShiftedPosition("", "@by::integer")+`
- WHERE item_id = @item AND tenant_id = @tenant AND `+Open("status")+` AND position BETWEEN @from AND @to AND id IS DISTINCT FROM @except::uuid`, postgres.TableRequest)
+var shiftQueueSQL = ShiftSQL("@item", "@tenant", "@by::integer", "r.position BETWEEN @from AND @to AND r.id IS DISTINCT FROM @except::uuid", "true")
 
 // shiftArgs are shiftQueueSQL's arguments: item's open requests at
 // positions from to to, but request except, move by places.
