@@ -210,16 +210,16 @@ const (
 	CodeTenantNotInitialized = "TENANT_NOT_INITIALIZED"
 	// CodeSchemaBehind: the database's schema lacks migrations this
 	// circulation-storage runs on (a tenant not upgraded yet); 503.
-	CodeSchemaBehind = "SCHEMA_BEHIND"
-	CodeInvalidID            = "INVALID_ID"
-	CodeInvalidHeader        = "INVALID_HEADER"
-	CodeMalformedJSON        = "MALFORMED_JSON"
-	CodeRouteNotFound        = "ROUTE_NOT_FOUND"
-	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
-	CodeBodyTooLarge         = "BODY_TOO_LARGE"
-	CodeHeadersTooLarge      = "HEADERS_TOO_LARGE"
-	CodeUnsupportedMedia     = "UNSUPPORTED_MEDIA_TYPE"
-	CodeBodyTimeout          = "BODY_TIMEOUT"
+	CodeSchemaBehind     = "SCHEMA_BEHIND"
+	CodeInvalidID        = "INVALID_ID"
+	CodeInvalidHeader    = "INVALID_HEADER"
+	CodeMalformedJSON    = "MALFORMED_JSON"
+	CodeRouteNotFound    = "ROUTE_NOT_FOUND"
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	CodeBodyTooLarge     = "BODY_TOO_LARGE"
+	CodeHeadersTooLarge  = "HEADERS_TOO_LARGE"
+	CodeUnsupportedMedia = "UNSUPPORTED_MEDIA_TYPE"
+	CodeBodyTimeout      = "BODY_TIMEOUT"
 
 	// Values refused.
 	CodeInvalidParameter = "INVALID_PARAMETER"
