@@ -10,6 +10,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/loanhistory"
 	"github.com/checkoutlock/schemas/locksettings"
 	"github.com/checkoutlock/schemas/selfcheck"
 	"github.com/checkoutlock/serverkit"
@@ -67,6 +68,19 @@ func (s *Server) checkSetting(scope string, doc json.RawMessage) error {
 			}
 			return &schemas.ValidationError{Schema: "self-check-settings.json",
 				Violations: []schemas.Violation{{Field: field, Message: fe.Message, Value: fe.Value}}}
+		}
+		return nil
+	}
+	if scope == loanhistory.Scope && e.Key == loanhistory.Key {
+		// The tenant's loan history settings: anonymizing reads them with
+		// the same decoder.
+		if _, fe := loanhistory.Decode(e.Value); fe != nil {
+			field := "value"
+			if fe.Field != "" {
+				field += "." + fe.Field
+			}
+			return &schemas.ValidationError{Schema: "setting.json",
+				Violations: []schemas.Violation{{Field: field, Message: fe.Message}}}
 		}
 		return nil
 	}

@@ -17,11 +17,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/lending"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/requests"
 	"github.com/checkoutlock/circulation-storage/login"
-	"github.com/jackc/pgx/v5"
 )
 
 // Sweeper deletes expired check-out locks of every tenant in bounded
@@ -278,12 +280,13 @@ const (
 	WorkExpiredRequest   = "expired_request"
 	WorkHoldShelf        = "hold_shelf"
 	WorkHoldShelfRequest = "hold_shelf_request"
+	WorkAnonymize        = "anonymize"
 )
 
 // Works are the kinds of work of a pass, in the order it does them, and
 // WorkExpiredRequest and WorkHoldShelfRequest.
 var Works = []string{WorkLocks, WorkWaiters, WorkLogin, WorkHistory, WorkWrites, WorkRequestExpiry, WorkHoldShelf,
-	WorkExpiredRequest, WorkHoldShelfRequest}
+	WorkAnonymize, WorkExpiredRequest, WorkHoldShelfRequest}
 
 // SweepOnce deletes every lock that has expired, of every tenant, and
 // the waiters' registrations that have lapsed, sweeps the login's counts
@@ -320,6 +323,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	run(WorkWrites, s.forgetWrites)
 	run(WorkRequestExpiry, s.expireRequests)
 	run(WorkHoldShelf, s.expireHoldShelves)
+	run(WorkAnonymize, s.anonymize)
 	return total, errors.Join(failures...)
 }
 
@@ -389,6 +393,38 @@ func (s *Sweeper) closeExpired(ctx context.Context, work, what string, close req
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%d requests past their %s could not be closed (%d were)", len(failed), what, closed)
+	}
+	return nil
+}
+
+// anonymizeBatches bounds a pass's anonymizing of one tenant: at most this
+// many batches; what is left is anonymized at the next passes.
+const anonymizeBatches = 10
+
+// anonymize anonymizes the closed loans each tenant's loan history
+// settings say are due, a batch at a time, at most anonymizeBatches a
+// tenant each pass.
+func (s *Sweeper) anonymize(ctx context.Context) error {
+	a := lending.NewAnonymizer(s.db)
+	settings, err := a.Settings(ctx)
+	if err != nil {
+		return err
+	}
+	total := 0
+	for t, set := range settings {
+		for range anonymizeBatches {
+			ids, err := a.Due(ctx, t, set, s.batchSize)
+			if err != nil {
+				return err
+			}
+			total += len(ids)
+			if len(ids) < s.batchSize {
+				break
+			}
+		}
+	}
+	if total > 0 {
+		s.logger.InfoContext(ctx, "closed loans anonymized", slog.Int("loans", total))
 	}
 	return nil
 }

@@ -1,0 +1,86 @@
+package lending
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/sample"
+	"github.com/checkoutlock/schemas/loanhistory"
+	"github.com/google/uuid"
+
+	storage "github.com/checkoutlock/circulation-storage"
+)
+
+// TestClosedLoansAreAnonymizedAsTheSettingsSay: a tenant's closed loans
+// forget their borrower (userId gone, the row's user_id NULL, one version
+// on) as its loan history settings say: never, immediately, or once they
+// were returned at least the interval ago; an open loan never, however
+// asked; asked by id (FOLIO's anonymize-storage-loans), the closed ones
+// among them, each once.
+func TestClosedLoansAreAnonymizedAsTheSettingsSay(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, sample.LoadData)
+	ctx := context.Background()
+	lib := newLibrary(f.DB, testPolicy)
+	user := sample.ID("1001")
+	loan := func(item, status string, returned time.Duration) string {
+		t.Helper()
+		id := uuid.NewString()
+		doc := fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedin","status":{"name":%q}`,
+			user, sample.ID(item), status)
+		if status == "Closed" {
+			doc += fmt.Sprintf(`,"returnDate":%q`, time.Now().Add(-returned).UTC().Format("2006-01-02T15:04:05.000Z"))
+		}
+		if _, err := lib.Create(ctx, f.Tenant, storage.Loans, id, json.RawMessage(doc+`}`)); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	old, recent := loan("book-001", "Closed", 48*time.Hour), loan("book-002", "Closed", time.Hour)
+	open := loan("book-003", "Open", 0)
+	named := func(id string) bool {
+		t.Helper()
+		return f.Count(t, "loan", "id = $1 AND user_id IS NOT NULL AND jsonb ? 'userId'", id) == 1
+	}
+	a := NewAnonymizer(f.DB)
+	due := func(s loanhistory.Settings) []string {
+		t.Helper()
+		ids, err := a.Due(ctx, f.Tenant, s, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	if got := due(loanhistory.Settings{Closing: loanhistory.Never}); len(got) != 0 {
+		t.Fatalf("never: %v anonymized", got)
+	}
+	if got := due(loanhistory.Settings{Closing: loanhistory.Interval, After: 24 * time.Hour}); !slices.Equal(got, []string{old}) {
+		t.Fatalf("a day after their return: %v anonymized, want the loan returned two days ago, %s", got, old)
+	}
+	if named(old) || !named(recent) || !named(open) {
+		t.Fatalf("after a day's interval: the old loan named %v, the recent %v, the open %v", named(old), named(recent), named(open))
+	}
+	if n := f.Count(t, "loan", "id = $1 AND version = 2 AND NOT jsonb ? 'borrower'", old); n != 1 {
+		t.Fatalf("the anonymized loan is not one version on")
+	}
+	if got := due(loanhistory.Settings{Closing: loanhistory.Immediately}); !slices.Equal(got, []string{recent}) {
+		t.Fatalf("immediately: %v anonymized, want the recent closed loan alone, %s", got, recent)
+	}
+	ids, err := a.Loans(ctx, f.Tenant, []string{old, recent, open, uuid.NewString()})
+	if err != nil || len(ids) != 0 {
+		t.Fatalf("asked by id after: %v %v, want none (two anonymized before, one open, one not there)", ids, err)
+	}
+	if !named(open) {
+		t.Fatalf("the open loan was anonymized")
+	}
+	another := loan("book-004", "Closed", time.Minute)
+	if ids, err := a.Loans(ctx, f.Tenant, []string{open, another}); err != nil || !slices.Equal(ids, []string{another}) {
+		t.Fatalf("asked by id: %v %v, want the closed one, %s", ids, err, another)
+	}
+}
