@@ -74,6 +74,7 @@ require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/checkoutlock/circulation-storage v0.0.0
+	github.com/checkoutlock/migrations v0.0.0
 	github.com/checkoutlock/schemas v0.0.0
 	github.com/checkoutlock/serverkit v0.0.0
 	github.com/chromedp/cdproto v0.0.0-20260714215040-dc233986426f
