@@ -123,7 +123,7 @@ var layers = [][]string{
 	// The one bound of what is repeated of a client's text.
 	{"schemas/text"},
 	// The leaves: wire formats, parsers, the migrations' SQL.
-	{"schemas/locksettings", "schemas/selfcheck", "sip2/wire", "serverkit/tracing", "circulation-storage/cql",
+	{"schemas/locksettings", "schemas/selfcheck", "schemas/loanhistory", "sip2/wire", "serverkit/tracing", "circulation-storage/cql",
 		"circulation-storage/relay", "circulation-storage/internal/pgtest", "migrations"},
 	// The contract: routes, permissions, schemas, statuses.
 	{"schemas"},
