@@ -27,8 +27,9 @@
 #
 # Variables set by the Makefile, their one home: GO, UNIT_PKGS,
 # UNIT_TIMEOUT, INTEGRATION_TIMEOUT, FUZZ_INPUTS, HISTORY; and
-# WORKLOADS_PARALLEL (default 4: on two shared cores, eight at a time
-# starved the tests that time a real wait on a slow day).
+# WORKLOADS_PARALLEL (default 3: on two shared cores, eight at a time
+# starved the tests that time a real wait on a slow day, and four did on
+# a slower one: storage's reads outlasted STORAGE_TIMEOUT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -81,7 +82,7 @@ unit() {
 }
 workloads() {
   if [ "$suite" = short ]; then
-    "$GO" test -race -count=1 -parallel "${WORKLOADS_PARALLEL:-4}" -timeout "${INTEGRATION_TIMEOUT:?set by the Makefile}" -v \
+    "$GO" test -race -count=1 -parallel "${WORKLOADS_PARALLEL:-3}" -timeout "${INTEGRATION_TIMEOUT:?set by the Makefile}" -v \
       ./integration-tests/ -args -suite=short
   else
     # The tests timed against the lock's retry budget and real timeouts are
