@@ -473,6 +473,9 @@ type Storage interface {
 	LoanByID(ctx context.Context, id string) (Loan, error)
 	Loan(ctx context.Context, id string) (json.RawMessage, error)
 	Loans(ctx context.Context, f LoanFilter) (json.RawMessage, error)
+	// AnonymizeLoans has storage anonymize those of the loans ids that are
+	// closed (at most a page of them), judged under each loan's row lock.
+	AnonymizeLoans(ctx context.Context, ids []string) (LoansAnonymized, error)
 
 	// Landed is the write with id, as storage keeps it by its id, found
 	// false when none with it has landed.

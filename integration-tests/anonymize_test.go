@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -89,6 +91,28 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 		return closed
 	}
 
+	// The lock history keeps a patron no longer than the loans do: two
+	// entries, two hours old and new, at each setting.
+	events := pgx.Identifier{c.Schema, "check_out_lock_event"}.Sanitize()
+	patron := c.IDOf(t, "/users", "users", lib.Patrons[0])
+	entries := func() (old, recent int) {
+		t.Helper()
+		if err := c.DB.QueryRow(ctx, `SELECT count(*) FILTER (WHERE occurred_at < now() - interval '90 minutes'),
+			count(*) FILTER (WHERE occurred_at > now() - interval '30 minutes') FROM `+events+` WHERE tenant_id = $1 AND user_id = $2`,
+			c.Tenant, patron).Scan(&old, &recent); err != nil {
+			t.Fatal(err)
+		}
+		return old, recent
+	}
+	record := func() {
+		t.Helper()
+		if _, err := c.DB.Exec(ctx, `INSERT INTO `+events+` (tenant_id, occurred_at, type, user_id)
+			VALUES ($1, now() - interval '2 hours', 'expired', $2), ($1, now(), 'expired', $2)`, c.Tenant, patron); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record()
+
 	// Never, FOLIO's default: nothing.
 	c.Do(c.Storage, "POST", "/settings/entries", `{"scope":"mod-circulation","key":"loan_history","value":{"closingType":{"loan":"sometimes"}}}`).
 		Want(t, http.StatusUnprocessableEntity)
@@ -97,6 +121,9 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 	twoPasses()
 	if n := count("status_name = 'Closed' AND user_id IS NULL"); n != 0 || len(first) != 36 {
 		t.Fatalf("never: %d of %d loans anonymized", n, len(first))
+	}
+	if old, recent := entries(); old != 1 || recent != 1 {
+		t.Fatalf("never: the lock history keeps %d old and %d recent entries of the patron, want both", old, recent)
 	}
 
 	// Immediately, while the kiosks work: every closed loan once, no open
@@ -119,6 +146,9 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 	if n := count("status_name = 'Open' AND user_id IS NOT NULL AND id = ANY ($1::uuid[])", open); n != len(open) {
 		t.Fatalf("immediately: %d of the %d open loans name their borrower", n, len(open))
 	}
+	if old, recent := entries(); old != 0 || recent != 0 {
+		t.Fatalf("immediately: the lock history keeps %d old and %d recent entries of the patron, want none", old, recent)
+	}
 	var versions []int
 	rows, _ := c.DB.Query(ctx, `SELECT DISTINCT version FROM `+loans+` WHERE id = ANY ($1::uuid[]) ORDER BY 1`, append(first, second...))
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
@@ -129,8 +159,12 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 	// After an interval: a loan returned less than the interval ago keeps
 	// its borrower; back-dated past it, it is anonymized.
 	history(`{"closingType":{"loan":"interval"},"loan":{"duration":1,"intervalId":"Hours"}}`)
+	record()
 	third := kiosks()
 	twoPasses()
+	if old, recent := entries(); old != 0 || recent != 1 {
+		t.Fatalf("an hour's interval: the lock history keeps %d old and %d recent entries of the patron, want the recent one", old, recent)
+	}
 	if n := count("status_name = 'Closed' AND user_id IS NOT NULL AND id = ANY ($1::uuid[])", third); n != len(third) {
 		t.Fatalf("an hour's interval: %d of the %d loans just returned still name their borrower", n, len(third))
 	}
@@ -143,4 +177,173 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 		t.Fatalf("an hour's interval: %d of the loans returned two hours ago anonymized, want the 5", n)
 	}
 	summary(t, 3*len(first), 3*len(first), 0, 0, fmt.Sprintf("anonymized=%d", count("user_id IS NULL")))
+}
+
+// TestAPatronsClosedLoansAreAnonymizedOnRequest: a librarian asks that a
+// patron's closed loans forget them (FOLIO's POST
+// /loan-anonymization/by-user/{userId}) again and again while kiosks check
+// the patron's items out and in over two circulation instances: each
+// closed loan is anonymized once, by one call that says so (one version on
+// from its check-in), no open loan ever, no other patron's loan; the
+// anonymization's event carries no borrower. Only the librarian may ask;
+// storage's own route (anonymize-storage-loans) says why it left a loan.
+func TestAPatronsClosedLoansAreAnonymizedOnRequest(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	lib := c.SetupLibrary(2, 4, 0)
+	ctx := context.Background()
+	loans := pgx.Identifier{c.Schema, "loan"}.Sanitize()
+	patron, other := c.IDOf(t, "/users", "users", lib.Patrons[0]), c.IDOf(t, "/users", "users", lib.Patrons[1])
+	path := "/loan-anonymization/by-user/" + patron
+	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
+	for _, role := range []string{schemas.RoleSelfCheck, schemas.RoleOperator} {
+		c.DoWith(c.Circulations[0], "POST", path, nil, map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(role)}).
+			Want(t, http.StatusForbidden)
+	}
+	wantCode(t, c.DoWith(c.Circulations[0], "POST", "/loan-anonymization/by-user/not-a-patron", nil, librarian), http.StatusBadRequest, schemas.CodeInvalidID)
+
+	type answer struct {
+		Anonymized []string         `json:"anonymizedLoans"`
+		Errors     []map[string]any `json:"errors"`
+	}
+	anonymize := func(i int) answer {
+		t.Helper()
+		var a answer
+		c.DoWith(c.Circulations[i%2], "POST", path, nil, librarian).Want(t, http.StatusOK).Decode(t, &a)
+		if len(a.Errors) != 0 {
+			t.Errorf("errors answered: %v", a.Errors)
+		}
+		return a
+	}
+	if a := anonymize(0); len(a.Anonymized) != 0 {
+		t.Fatalf("a patron without loans: %v anonymized", a.Anonymized)
+	}
+
+	// The kiosks lend each patron's items and take them back, three
+	// rounds; the patron's last round leaves its first item out.
+	var mu sync.Mutex
+	closed := map[string][]string{}
+	var open []string
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for p, barcode := range lib.Patrons {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 3 {
+				for i, item := range lib.Items[p] {
+					var loan struct{ ID string }
+					c.CheckOut(p+round, item, barcode).Want(t, http.StatusCreated).Decode(t, &loan)
+					if round == 2 && i == 0 {
+						mu.Lock()
+						open = append(open, loan.ID)
+						mu.Unlock()
+						continue
+					}
+					c.CheckIn(p+round+1, item).Want(t, http.StatusOK)
+					mu.Lock()
+					closed[barcode] = append(closed[barcode], loan.ID)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	// Two librarians ask at once, again and again, until the kiosks are
+	// done, and once more after.
+	said := map[string]int{}
+	calls := 0
+	var asking sync.WaitGroup
+	for librarian := range 2 {
+		asking.Add(1)
+		go func() {
+			defer asking.Done()
+			for stop := false; !stop; {
+				select {
+				case <-done:
+					stop = true
+				default:
+				}
+				a := anonymize(librarian)
+				mu.Lock()
+				calls++
+				for _, id := range a.Anonymized {
+					said[id]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	asking.Wait()
+	for id, n := range said {
+		if n != 1 {
+			t.Errorf("loan %s said anonymized by %d calls", id, n)
+		}
+	}
+	mine := closed[lib.Patrons[0]]
+	if len(said) != len(mine) {
+		t.Errorf("%d loans said anonymized, the patron closed %d", len(said), len(mine))
+	}
+	for _, id := range mine {
+		if said[id] != 1 {
+			t.Errorf("closed loan %s not said anonymized", id)
+		}
+	}
+	count := func(where string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := c.DB.QueryRow(ctx, `SELECT count(*) FROM `+loans+` WHERE `+where, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count("id = ANY ($1::uuid[]) AND user_id IS NULL AND NOT jsonb ? 'userId' AND version = 3", mine); n != len(mine) {
+		t.Errorf("%d of the patron's %d closed loans anonymized one version on from their check-in", n, len(mine))
+	}
+	if n := count("id = ANY ($1::uuid[]) AND user_id IS NOT NULL", open); n != len(open) || len(open) != 2 {
+		t.Errorf("%d of the %d open loans name their borrower", n, len(open))
+	}
+	if n := count("user_id = $1 AND status_name = 'Closed'", other); n != len(closed[lib.Patrons[1]]) || n != 11 {
+		t.Errorf("the other patron's closed loans: %d name them, want their %d", n, len(closed[lib.Patrons[1]]))
+	}
+	var events, named int
+	if err := c.DB.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE data -> 'old' ? 'userId' OR data -> 'old' ? 'borrower')
+		  FROM `+pgx.Identifier{c.Schema, "outbox"}.Sanitize()+`
+		 WHERE tenant_id = $1 AND kind = 'loan' AND type = 'UPDATED' AND data -> 'new' ->> 'id' = ANY ($2::text[])
+		   AND NOT data -> 'new' ? 'userId'`, c.Tenant, mine).Scan(&events, &named); err != nil {
+		t.Fatal(err)
+	}
+	if events != len(mine) || named != 0 {
+		t.Errorf("anonymization events: %d for %d loans, %d naming the borrower", events, len(mine), named)
+	}
+
+	// Storage's route, asked by id: the open one, one anonymized, one not
+	// there, one closed and named (the other patron's).
+	theirs := closed[lib.Patrons[1]][0]
+	missing := "3f0a6d2c-0b8e-4c1b-9d51-5b0f5c0e2a11"
+	var got map[string]any
+	c.Do(c.Storage, "POST", "/anonymize-storage-loans", map[string]any{"loanIds": []string{open[0], mine[0], missing, theirs}}).
+		Want(t, http.StatusOK).Decode(t, &got)
+	want := map[string]any{"anonymizedLoans": []any{theirs}, "notAnonymizedLoans": []any{
+		map[string]any{"reason": "loanIsOpen", "loanIds": []any{open[0]}},
+		map[string]any{"reason": "alreadyAnonymized", "loanIds": []any{mine[0]}},
+		map[string]any{"reason": "loanNotFound", "loanIds": []any{missing}},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("anonymize-storage-loans answered %v, want %v", got, want)
+	}
+	wantCode(t, c.Do(c.Storage, "POST", "/anonymize-storage-loans", `{"loanIds":"`+open[0]+`"}`), http.StatusUnprocessableEntity, schemas.CodeValidation)
+	if n := count("id = ANY ($1::uuid[]) AND user_id IS NOT NULL", open); n != 2 {
+		t.Errorf("after storage was asked: %d of the 2 open loans name their borrower", n)
+	}
+	summary(t, calls, calls, 0, 0, fmt.Sprintf("anonymized=%d closed=%d", len(said), len(mine)))
+}
+
+// wantCode fails t unless r answered status with the one error code.
+func wantCode(t *testing.T, r harness.Response, status int, code string) {
+	t.Helper()
+	r.Want(t, status)
+	if got := r.ErrorCodes(); !slices.Equal(got, []string{code}) {
+		t.Errorf("answered the codes %v, want %s", got, code)
+	}
 }

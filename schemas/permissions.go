@@ -135,8 +135,12 @@ const (
 	InterfaceServicePoints        = "service-points"
 	InterfacePatronPin            = "patron-pin"
 	InterfaceKioskPresence        = "kiosk-presence-storage"
-	InterfaceTenant               = "_tenant"
-	InterfaceAdmin                = "_admin"
+	// FOLIO's on-demand anonymization: a patron's closed loans through
+	// circulation, loans by id at storage.
+	InterfaceLoanAnonymization     = "loan-anonymization"
+	InterfaceAnonymizeStorageLoans = "anonymize-storage-loans"
+	InterfaceTenant                = "_tenant"
+	InterfaceAdmin                 = "_admin"
 )
 
 // crud is the FOLIO-style routes of one storage record: collection GET and
@@ -266,6 +270,10 @@ var Routes = slices.Concat(
 		circ("GET", "/circulation/kiosks/presence", PermissionPresenceGet,
 			"read the spans of time the calling self-check machine was seen on line", "kiosk-presence-storage.spans.collection.get").
 			reads("from", "to").answers(200, "kiosk-presence.json"),
+		Route{Service: ServiceCirculation, Interface: InterfaceLoanAnonymization, Method: "POST", Path: "/loan-anonymization/by-user/{userId}",
+			Permission: PermissionAnonymizeUser, Display: "forget the borrower of a patron's closed loans",
+			ModulePermissions: []string{"circulation-storage.loans.collection.get", PermissionAnonymizeLoans, PermissionSessionGet}}.
+			answers(200, "anonymize-loans-response.json"),
 		circ("DELETE", "/circulation/check-out-locks/{id}", "circulation.check-out-locks.item.delete", "release a check-out lock",
 			"checkout-lock-storage.checkout-locks.item.delete", PermissionReleaseOthers).answers(204, ""),
 
@@ -287,6 +295,10 @@ var Routes = slices.Concat(
 			"record that the calling self-check machine is on line now, in a span of its presence").answers(204, ""),
 		stor(InterfaceKioskPresence, "GET", "/kiosk-presence-storage/spans", "kiosk-presence-storage.spans.collection.get",
 			"read the spans of time the calling self-check machine was seen on line").reads("from", "to").answers(200, "kiosk-presence.json"),
+
+		// circulation-storage: closed loans forget their borrower
+		stor(InterfaceAnonymizeStorageLoans, "POST", "/anonymize-storage-loans", PermissionAnonymizeLoans,
+			"forget the borrower of closed loans, by id").takes("anonymize-storage-loans-request.json").answers(200, "anonymize-storage-loans-response.json"),
 
 		// circulation-storage: whether a write with an id landed
 		stor(InterfaceLoanStorage, "GET", "/write-storage/writes/{id}", PermissionWriteGet,
@@ -556,6 +568,15 @@ const PermissionPatronSummaryDetails = "circulation.patron-summary.details.get"
 // history, naming who released it.
 const PermissionReleaseOthers = "checkout-lock-storage.checkout-locks.release-others"
 
+// PermissionAnonymizeUser is FOLIO's permission to anonymize a patron's
+// closed loans through circulation (the librarian's);
+// PermissionAnonymizeLoans anonymizes closed loans by id at storage, which
+// circulation's route holds.
+const (
+	PermissionAnonymizeUser  = "circulation.loans.collection.anonymize.user.post"
+	PermissionAnonymizeLoans = "anonymize-storage-loans.post"
+)
+
 // PermissionClaimItemReturned and PermissionDeclareItemLost are FOLIO's
 // loan actions that keep a loan open and change its item.
 const (
@@ -676,7 +697,7 @@ var (
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
 		"circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,
-		PermissionAllowedServicePoints, "circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
+		PermissionAllowedServicePoints, PermissionAnonymizeUser, "circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate})
 	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
 		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get", "circulation.kiosks.collection.get"}
@@ -685,7 +706,7 @@ var (
 // PermissionSets are the roles.
 var PermissionSets = []PermissionSet{
 	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in, renew loans, and read what a kiosk shows a patron and of an item.", selfCheckRole},
-	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, claiming them returned and declaring them lost, placing, changing, cancelling and moving requests and finding where they may be picked up, and overriding blocks at check-out.",
+	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, claiming them returned and declaring them lost, placing, changing, cancelling and moving requests and finding where they may be picked up, anonymizing a patron's closed loans on their request, and overriding blocks at check-out.",
 		librarianRole},
 	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, see the connected self-check machines, and read the lock settings.",
 		operatorRole},

@@ -234,6 +234,10 @@ const (
 	CodeInUse           = "RECORD_IN_USE"
 	CodeConflict        = "CONFLICT"
 	CodeVersionConflict = "VERSION_CONFLICT"
+	// CodeAnonymizationIncomplete: a call anonymized as many of a
+	// patron's closed loans as one call does, and more remain (an entry
+	// of the answer's errors, not a refusal).
+	CodeAnonymizationIncomplete = "ANONYMIZATION_INCOMPLETE"
 
 	// The check-out lock.
 	CodeLockHeld            = "LOCK_HELD"

@@ -174,19 +174,20 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		// (policy), and every answer tells circulation of it.
 		LockFeatureDefault: cfg.CheckoutLockFeatureEnabled,
 	}, httpapi.Services{
-		Locks:     lockService,
-		Waiters:   waiters,
-		Tenants:   tenantService,
-		Records:   recordService,
-		Loans:     loans,
-		Rules:     rules,
-		Counter:   rules,
-		CheckOuts: rules,
-		Writes:    db,
-		Presence:  presence.New(db),
-		Ready:     db.Ping,
-		Login:     signIn,
-		Pins:      pins,
+		Locks:      lockService,
+		Waiters:    waiters,
+		Tenants:    tenantService,
+		Records:    recordService,
+		Loans:      loans,
+		Rules:      rules,
+		Counter:    rules,
+		CheckOuts:  rules,
+		Writes:     db,
+		Presence:   presence.New(db),
+		Anonymizer: lending.NewAnonymizer(db),
+		Ready:      db.Ping,
+		Login:      signIn,
+		Pins:       pins,
 	}, sch, metrics, logger)
 
 	ln, err := serverkit.Bind(cfg.Server)

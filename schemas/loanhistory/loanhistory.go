@@ -54,6 +54,16 @@ var Defaults = Settings{Closing: Never}
 // Anonymizes says whether the settings anonymize closed loans at all.
 func (s Settings) Anonymizes() bool { return s.Closing == Immediately || s.Closing == Interval }
 
+// Kept is how long after its return a closed loan keeps its borrower
+// (zero: not at all), with settings that anonymize: what a patron's other
+// traces (the lock history) are kept no longer than.
+func (s Settings) Kept() time.Duration {
+	if s.Closing == Interval {
+		return s.After
+	}
+	return 0
+}
+
 // value is the entry's value as FOLIO writes it. The fee/fine members
 // (closingType.feeFine, feeFine, treatEnabled) are kept as written: they
 // say how loans with fees and fines are treated, and no loan has one.

@@ -86,16 +86,17 @@ func serveOn(t testing.TB, db *postgres.DB, pool *pgxpool.Pool) *fixture {
 		LockMaxWait:    20 * time.Second,
 		MaxPageBytes:   256 << 10,
 	}, Services{
-		Locks:     locks,
-		Waiters:   waiters,
-		Tenants:   tenants.NewTenants(db, logger, sample.LoadData),
-		Records:   recordService,
-		Loans:     lending.NewLoans(db, lending.Policy{EnforceUnscopedItemLimit: true}, released),
-		Rules:     lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
-		Counter:   lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
-		CheckOuts: lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
-		Writes:    db,
-		Ready:     db.Ping,
+		Locks:      locks,
+		Waiters:    waiters,
+		Tenants:    tenants.NewTenants(db, logger, sample.LoadData),
+		Records:    recordService,
+		Loans:      lending.NewLoans(db, lending.Policy{EnforceUnscopedItemLimit: true}, released),
+		Rules:      lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
+		Counter:    lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
+		CheckOuts:  lending.NewRules(db, lending.Policy{EnforceUnscopedItemLimit: true}),
+		Writes:     db,
+		Anonymizer: lending.NewAnonymizer(db),
+		Ready:      db.Ping,
 	}, sch, metrics, logger)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)

@@ -65,6 +65,8 @@ type Services struct {
 	Writes storage.WriteLog
 	// Presence keeps the times doors saw self-check machines on line.
 	Presence storage.Presence
+	// Anonymizer forgets the borrowers of closed loans asked by id.
+	Anonymizer storage.LoanAnonymizer
 	// Ready reports whether the service can do its work (the database answers).
 	Ready func(ctx context.Context) error
 	// Login signs people in (/authn); nil when the login is off.
@@ -106,6 +108,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Get("/write-storage/writes/:id", s.getWrite, s.tenant)
 	s.Handle(http.MethodPut, "/kiosk-presence-storage/spans/:id", s.seeOnLine, s.tenant)
 	s.Get("/kiosk-presence-storage/spans", s.onLine, s.tenant)
+	s.Handle(http.MethodPost, "/anonymize-storage-loans", s.anonymizeLoans, s.tenant)
 	s.Get("/check-out-storage/validation", s.validateCheckOut, s.tenant)
 	s.Get("/check-out-storage/patron", s.patronSummary, s.tenant)
 	s.Get("/circulation-rules-storage", s.getRules, s.tenant)

@@ -3,6 +3,7 @@ package lending
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/record"
@@ -23,11 +24,23 @@ import (
 // committed, and an open one never.
 
 // anonymizeSQL anonymizes at most @batch of the closed loans of @tenant
-// that still name their borrower: of those @ids names (NULL: any), and,
-// with @after_ms (NULL: at once), returned at least that long ago (by
-// their returnDate). Rows another transaction holds are left for the next
-// time. It answers the ids anonymized.
-var anonymizeSQL = anonymizing(`l.status_name = ` + postgres.Lit(schemas.LoanClosed))
+// that still name their borrower, returned at least @after_ms ago (by
+// their returnDate; NULL: at once). Rows another transaction holds are
+// left for the next time. It answers the ids anonymized.
+var anonymizeSQL = anonymizing(closedLoan)
+
+// anonymizeLoansSQL anonymizes those of the loans @ids that are closed
+// and still name their borrower, waiting for each loan's row lock (a
+// check-in in flight is judged after it commits), and answers each id
+// with what it did: "" anonymized, or why not (storage.NotAnonymized*).
+var anonymizeLoansSQL = anonymizingLoans(closedLoan)
+
+// closedLoan is SQL true of a closed loan l.
+var closedLoan = `l.status_name = ` + postgres.Lit(schemas.LoanClosed)
+
+// forgetBorrower is the loan row l's document without its borrower, one
+// version on.
+var forgetBorrower = record.WithMetadata(`jsonb_set(l.jsonb - 'userId' - 'borrower', '{_version}', to_jsonb(coalesce((l.jsonb ->> '_version')::integer, 1) + 1))`, "@metadata_user", true)
 
 // anonymizing is anonymizeSQL of the loans closed (SQL on the row l)
 // says are closed: judged when they are chosen and again under their row
@@ -37,7 +50,6 @@ func anonymizing(closed string) string {
 WITH chosen AS (
     SELECT l.id FROM ` + postgres.Table(postgres.TableLoan) + ` l
      WHERE l.tenant_id = @tenant AND ` + closed + ` AND l.user_id IS NOT NULL
-       AND (@ids::uuid[] IS NULL OR l.id = ANY (@ids::uuid[]))
        AND (@after_ms::bigint IS NULL
             OR ` + postgres.StoredTime("l.jsonb ->> 'returnDate'", "loan returnDate") + ` < now() - @after_ms::bigint * interval '1 millisecond')
      ORDER BY l.id
@@ -45,10 +57,38 @@ WITH chosen AS (
        FOR UPDATE SKIP LOCKED
 )
 UPDATE ` + postgres.Table(postgres.TableLoan) + ` l
-   SET jsonb = ` + record.WithMetadata(`jsonb_set(l.jsonb - 'userId' - 'borrower', '{_version}', to_jsonb(coalesce((l.jsonb ->> '_version')::integer, 1) + 1))`, "@metadata_user", true) + `
+   SET jsonb = ` + forgetBorrower + `
   FROM chosen c
  WHERE l.tenant_id = @tenant AND l.id = c.id AND ` + closed + `
 RETURNING l.id::text`
+}
+
+// anonymizingLoans is anonymizeLoansSQL of the loans closed says are
+// closed, judged on each row as its lock gave it.
+func anonymizingLoans(closed string) string {
+	return `
+WITH chosen AS (
+    SELECT l.id, l.user_id IS NULL AS anonymous, ` + closed + ` AS closed
+      FROM ` + postgres.Table(postgres.TableLoan) + ` l
+     WHERE l.tenant_id = @tenant AND l.id = ANY (@ids::uuid[])
+     ORDER BY l.id
+       FOR UPDATE
+), anonymized AS (
+    UPDATE ` + postgres.Table(postgres.TableLoan) + ` l
+       SET jsonb = ` + forgetBorrower + `
+      FROM chosen c
+     WHERE l.tenant_id = @tenant AND l.id = c.id AND c.closed AND NOT c.anonymous
+    RETURNING l.id
+)
+SELECT i.id::text,
+       CASE WHEN a.id IS NOT NULL THEN ''
+            WHEN c.id IS NULL THEN ` + postgres.Lit(storage.NotAnonymizedNotFound) + `
+            WHEN c.anonymous THEN ` + postgres.Lit(storage.NotAnonymizedBefore) + `
+            ELSE ` + postgres.Lit(storage.NotAnonymizedOpen) + ` END
+  FROM unnest(@ids::uuid[]) AS i (id)
+  LEFT JOIN chosen c ON c.id = i.id
+  LEFT JOIN anonymized a ON a.id = i.id
+ ORDER BY i.id`
 }
 
 // Anonymizer anonymizes closed loans.
@@ -65,27 +105,68 @@ func (a *Anonymizer) Due(ctx context.Context, t storage.Tenant, s loanhistory.Se
 	}
 	var after *int64
 	if s.Closing == loanhistory.Interval {
-		ms := s.After.Milliseconds()
+		ms := s.Kept().Milliseconds()
 		after = &ms
 	}
-	return a.anonymize(ctx, t, nil, after, batch)
+	return a.anonymize(ctx, t, after, batch)
 }
 
-// Loans anonymizes those of the loans ids that are closed (FOLIO's
-// anonymize-storage-loans), whatever the settings, and answers the ids
-// anonymized; an open loan, one anonymized before and one that is not
-// there are not.
-func (a *Anonymizer) Loans(ctx context.Context, t storage.Tenant, ids []string) ([]string, error) {
+// AnonymizeLoans implements storage.LoanAnonymizer (FOLIO's
+// anonymize-storage-loans): whatever the settings, an open loan never.
+func (a *Anonymizer) AnonymizeLoans(ctx context.Context, t storage.Tenant, ids []string) (storage.Anonymization, error) {
+	out := storage.Anonymization{Anonymized: []string{}, NotAnonymized: []storage.NotAnonymized{}}
+	ids = distinct(ids)
 	if len(ids) == 0 {
-		return []string{}, nil
+		return out, nil
 	}
-	return a.anonymize(ctx, t, ids, nil, len(ids))
+	why := map[string][]string{}
+	err := a.db.InTx(ctx, t, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, anonymizeLoansSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": ids,
+			"metadata_user": record.MetadataUser(ctx)})
+		if err != nil {
+			return err
+		}
+		clear(why)
+		out.Anonymized = out.Anonymized[:0]
+		var id, reason string
+		_, err = pgx.ForEachRow(rows, []any{&id, &reason}, func() error {
+			if reason == "" {
+				out.Anonymized = append(out.Anonymized, id)
+			} else {
+				why[reason] = append(why[reason], id)
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return storage.Anonymization{}, postgres.Interpret(err, t)
+	}
+	for _, reason := range []string{storage.NotAnonymizedOpen, storage.NotAnonymizedBefore, storage.NotAnonymizedNotFound} {
+		if len(why[reason]) > 0 {
+			out.NotAnonymized = append(out.NotAnonymized, storage.NotAnonymized{Reason: reason, LoanIDs: why[reason]})
+		}
+	}
+	return out, nil
 }
 
-func (a *Anonymizer) anonymize(ctx context.Context, t storage.Tenant, ids []string, afterMs *int64, batch int) ([]string, error) {
+// distinct is ids in lower case, each once, in their order.
+func distinct(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id = strings.ToLower(id); !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (a *Anonymizer) anonymize(ctx context.Context, t storage.Tenant, afterMs *int64, batch int) ([]string, error) {
 	var out []string
 	err := a.db.InTx(ctx, t, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, anonymizeSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": ids, "after_ms": afterMs,
+		rows, err := tx.Query(ctx, anonymizeSQL, pgx.StrictNamedArgs{"tenant": string(t), "after_ms": afterMs,
 			"batch": batch, "metadata_user": record.MetadataUser(ctx)})
 		if err != nil {
 			return err

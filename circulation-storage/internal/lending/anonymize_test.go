@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,15 +74,33 @@ func TestClosedLoansAreAnonymizedAsTheSettingsSay(t *testing.T) {
 	if got := due(loanhistory.Settings{Closing: loanhistory.Immediately}); !slices.Equal(got, []string{recent}) {
 		t.Fatalf("immediately: %v anonymized, want the recent closed loan alone, %s", got, recent)
 	}
-	ids, err := a.Loans(ctx, f.Tenant, []string{old, recent, open, uuid.NewString()})
-	if err != nil || len(ids) != 0 {
-		t.Fatalf("asked by id after: %v %v, want none (two anonymized before, one open, one not there)", ids, err)
+	missing := uuid.NewString()
+	got, err := a.AnonymizeLoans(ctx, f.Tenant, []string{old, recent, open, missing, strings.ToUpper(open)})
+	want := storage.Anonymization{Anonymized: []string{}, NotAnonymized: []storage.NotAnonymized{
+		{Reason: storage.NotAnonymizedOpen, LoanIDs: []string{open}},
+		{Reason: storage.NotAnonymizedBefore, LoanIDs: sorted(old, recent)},
+		{Reason: storage.NotAnonymizedNotFound, LoanIDs: []string{missing}},
+	}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("asked by id after: %+v %v, want %+v", got, err, want)
 	}
 	if !named(open) {
 		t.Fatalf("the open loan was anonymized")
 	}
 	another := loan("book-004", "Closed", time.Minute)
-	if ids, err := a.Loans(ctx, f.Tenant, []string{open, another}); err != nil || !slices.Equal(ids, []string{another}) {
-		t.Fatalf("asked by id: %v %v, want the closed one, %s", ids, err, another)
+	got, err = a.AnonymizeLoans(ctx, f.Tenant, []string{open, another, another})
+	want = storage.Anonymization{Anonymized: []string{another},
+		NotAnonymized: []storage.NotAnonymized{{Reason: storage.NotAnonymizedOpen, LoanIDs: []string{open}}}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("asked by id: %+v %v, want %+v", got, err, want)
 	}
+	if named(another) || f.Count(t, "loan", "id = $1 AND version = 2", another) != 1 {
+		t.Fatalf("the closed loan asked by id is not anonymized one version on")
+	}
+}
+
+// sorted is ids sorted.
+func sorted(ids ...string) []string {
+	slices.Sort(ids)
+	return ids
 }

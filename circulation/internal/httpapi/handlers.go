@@ -427,7 +427,13 @@ func (s *Server) loanID(c echo.Context) (string, error) { return s.pathID(c, "lo
 
 // pathID is the path's id of what: a UUID, in lower case (400 otherwise).
 func (s *Server) pathID(c echo.Context, what string) (string, error) {
-	id := c.Param("id")
+	return s.pathUUID(c, "id", what)
+}
+
+// pathUUID is the path's parameter param, the id of what: a UUID, in lower
+// case (400 otherwise).
+func (s *Server) pathUUID(c echo.Context, param, what string) (string, error) {
+	id := c.Param(param)
 	if u, err := url.PathUnescape(id); err == nil {
 		id = u
 	}
@@ -435,6 +441,21 @@ func (s *Server) pathID(c echo.Context, what string) (string, error) {
 		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidID, "Invalid %s id", what).With("id", truncate(id))
 	}
 	return strings.ToLower(id), nil
+}
+
+// anonymizePatron is POST /loan-anonymization/by-user/{userId} (FOLIO's):
+// the patron's closed loans forget them; 200 with the loans anonymized.
+func (s *Server) anonymizePatron(c echo.Context) error {
+	id, err := s.pathUUID(c, "userId", "patron")
+	if err != nil {
+		return err
+	}
+	out, err := s.svc.Circulation.AnonymizePatron(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	serverkit.Log(c, slog.String("user_id", id), slog.Int("anonymized", len(out.Anonymized)))
+	return c.JSON(http.StatusOK, out)
 }
 
 // claimItemReturned is POST /circulation/loans/{id}/claim-item-returned

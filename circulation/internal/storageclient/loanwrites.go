@@ -362,6 +362,14 @@ func (c *Client) Loans(ctx context.Context, f circulation.LoanFilter) (json.RawM
 	return doc, err
 }
 
+// AnonymizeLoans implements circulation.Storage: POST
+// /anonymize-storage-loans.
+func (c *Client) AnonymizeLoans(ctx context.Context, ids []string) (circulation.LoansAnonymized, error) {
+	var out circulation.LoansAnonymized
+	err := c.call(ctx, http.MethodPost, "/anonymize-storage-loans", map[string]any{"loanIds": ids}, &out)
+	return out, err
+}
+
 // PlaceRequest implements circulation.Storage.
 func (c *Client) PlaceRequest(ctx context.Context, id string, doc json.RawMessage) (json.RawMessage, error) {
 	var stored json.RawMessage
