@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -66,6 +67,23 @@ func TestPagesSayDurationsAndTenantsInPeoplesWords(t *testing.T) {
 		60000: "1 min", 3900000: "1 h 5 min", 0: "0 s"} {
 		if got := evaluate[string](t, ctx, `duration(`+strconv.Itoa(ms)+`)`); got != want {
 			t.Errorf("duration(%d) = %q, want %q", ms, got, want)
+		}
+		if got := schemas.DurationWords(ms); got != want {
+			t.Errorf("schemas.DurationWords(%d) = %q, want %q", ms, got, want)
+		}
+	}
+	// The pages' words and the services' (the history's rows, the CSV)
+	// are one: on the edges of each unit and on a spread between them.
+	inputs := []int{999, 1000, 1009, 1500, 59499, 59500, 59999, 60000, 60499, 60500, 61000, 89999, 3599499, 3599500,
+		3600000, 3660500, 86399999, 90061000}
+	for ms := 7; ms < 5_000_000; ms = ms*3 + 11 {
+		inputs = append(inputs, ms)
+	}
+	list, _ := json.Marshal(inputs)
+	pages := evaluate[[]string](t, ctx, string(list)+`.map(duration)`)
+	for i, ms := range inputs {
+		if i >= len(pages) || pages[i] != schemas.DurationWords(ms) {
+			t.Errorf("%d ms: the pages say %q, the services %q", ms, pages[min(i, len(pages)-1)], schemas.DurationWords(ms))
 		}
 	}
 

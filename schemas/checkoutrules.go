@@ -1,5 +1,7 @@
 package schemas
 
+import "slices"
+
 // The rules a check-out is judged by, each written here once: its name,
 // whose it is, the code it is refused with, the override that lifts it and
 // the words an operator reads of a loan made offline past it. Every judge
@@ -118,25 +120,22 @@ func RulesOf(whose string) []CheckOutRule {
 	return out
 }
 
-// SameRules says what a judge's rules (names) lack of CheckOutRules and
-// know beyond them: both empty when the judge has every rule and no
-// other. Each judge's tests ask it.
-func SameRules(names []string) (missing, unknown []string) {
-	known := map[string]bool{}
-	for _, n := range names {
-		known[n] = true
-	}
+// SameRules says what a judge's rules (judges, keyed by rule name) lack
+// of CheckOutRules and know beyond them (sorted): both empty when the
+// judge has every rule and no other. Each judge's tests ask it.
+func SameRules[V any](judges map[string]V) (missing, unknown []string) {
 	rules := map[string]bool{}
 	for _, r := range CheckOutRules {
 		rules[r.Name] = true
-		if !known[r.Name] {
+		if _, ok := judges[r.Name]; !ok {
 			missing = append(missing, r.Name)
 		}
 	}
-	for _, n := range names {
+	for n := range judges {
 		if !rules[n] {
 			unknown = append(unknown, n)
 		}
 	}
+	slices.Sort(unknown)
 	return missing, unknown
 }

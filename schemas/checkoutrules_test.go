@@ -35,16 +35,14 @@ func TestCheckOutRulesAreOneTable(t *testing.T) {
 			t.Errorf("rule %s has no code, message or words", r.Name)
 		}
 	}
-	if missing, unknown := SameRules([]string{RuleBlockedManually}); len(missing) != len(CheckOutRules)-1 || len(unknown) != 0 {
+	if missing, unknown := SameRules(map[string]bool{RuleBlockedManually: true}); len(missing) != len(CheckOutRules)-1 || len(unknown) != 0 {
 		t.Errorf("SameRules of one rule: missing %v, unknown %v", missing, unknown)
 	}
-	if missing, unknown := SameRules(append(slices.Collect(func(yield func(string) bool) {
-		for _, r := range CheckOutRules {
-			if !yield(r.Name) {
-				return
-			}
-		}
-	}), "other")); len(missing) != 0 || !slices.Equal(unknown, []string{"other"}) {
+	every := map[string]bool{"other": true}
+	for _, r := range CheckOutRules {
+		every[r.Name] = true
+	}
+	if missing, unknown := SameRules(every); len(missing) != 0 || !slices.Equal(unknown, []string{"other"}) {
 		t.Errorf("SameRules of every rule and another: missing %v, unknown %v", missing, unknown)
 	}
 	if got := (Overrides{ItemLimit: true}).Lifted(); !slices.Equal(got, []string{RuleItemLimit}) {

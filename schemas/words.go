@@ -3,9 +3,11 @@ package schemas
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -253,4 +255,27 @@ func index(at map[string]*jsonschema.Schema, sch *jsonschema.Schema) {
 			visit(v.Field(i))
 		}
 	}
+}
+
+// DurationWords is a duration of ms milliseconds as people read one, on
+// the pages, in their CSV and in what the services say:
+// under a minute in seconds to the millisecond ("1.009 s"), from a minute
+// on in hours, minutes and seconds ("4 min 29 s"). The pages' own
+// (app.js's duration, for what they work out as a person types) is held to
+// it, value for value, by TestPagesSayDurationsAndTenantsInPeoplesWords.
+func DurationWords(ms int) string {
+	if ms < 60000 {
+		return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64) + " s"
+	}
+	secs := int(math.Round(float64(ms) / 1000))
+	var parts []string
+	for _, u := range []struct {
+		n    int
+		unit string
+	}{{secs / 3600, "h"}, {secs / 60 % 60, "min"}, {secs % 60, "s"}} {
+		if u.n > 0 {
+			parts = append(parts, strconv.Itoa(u.n)+" "+u.unit)
+		}
+	}
+	return strings.Join(parts, " ")
 }

@@ -60,46 +60,32 @@ func (s *Server) checkSetting(scope string, doc json.RawMessage) error {
 		// to happen, the bounds would go unchecked: refuse.
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "The body does not fit a settings entry").Because(err)
 	}
-	if scope == selfcheck.Scope && e.Key == selfcheck.Key {
+	// Each entry the services read back is checked with the decoder
+	// they read it with; its broken fields are named under value.
+	var broken []schemas.Violation
+	schema := "setting.json"
+	switch {
+	case scope == selfcheck.Scope && e.Key == selfcheck.Key:
+		schema = "self-check-settings.json"
 		if _, fe := selfcheck.Decode(e.Value); fe != nil {
-			field := "value"
-			if fe.Field != "" {
-				field += "." + fe.Field
-			}
-			return &schemas.ValidationError{Schema: "self-check-settings.json",
-				Violations: []schemas.Violation{{Field: field, Message: fe.Message, Value: fe.Value}}}
+			broken = append(broken, schemas.Violation{Field: fe.Field, Message: fe.Message, Value: fe.Value})
 		}
-		return nil
-	}
-	if scope == loanhistory.Scope && e.Key == loanhistory.Key {
-		// The tenant's loan history settings: anonymizing reads them with
-		// the same decoder.
+	case scope == loanhistory.Scope && e.Key == loanhistory.Key:
 		if _, fe := loanhistory.Decode(e.Value); fe != nil {
-			field := "value"
-			if fe.Field != "" {
-				field += "." + fe.Field
-			}
-			return &schemas.ValidationError{Schema: "setting.json",
-				Violations: []schemas.Violation{{Field: field, Message: fe.Message}}}
+			broken = append(broken, schemas.Violation{Field: fe.Field, Message: fe.Message})
 		}
-		return nil
+	case scope == locksettings.Scope && e.Key == locksettings.Key:
+		for _, fe := range s.settingBounds().Validate(e.Value) {
+			broken = append(broken, schemas.Violation{Field: fe.Field, Message: fe.Message, Value: fe.Value})
+		}
 	}
-	if scope != locksettings.Scope || e.Key != locksettings.Key {
-		return nil
-	}
-	broken := s.settingBounds().Validate(e.Value)
 	if len(broken) == 0 {
 		return nil
 	}
-	v := &schemas.ValidationError{Schema: "setting.json"}
-	for _, fe := range broken {
-		field := "value"
-		if fe.Field != "" {
-			field += "." + fe.Field
-		}
-		v.Violations = append(v.Violations, schemas.Violation{Field: field, Message: fe.Message, Value: fe.Value})
+	for i := range broken {
+		broken[i].Field = strings.TrimSuffix("value."+broken[i].Field, ".")
 	}
-	return v
+	return &schemas.ValidationError{Schema: schema, Violations: broken}
 }
 
 // settingsScope checks the scoped permission a write of a settings entry of

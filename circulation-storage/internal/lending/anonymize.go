@@ -24,8 +24,8 @@ import (
 // committed, and an open one never.
 
 // anonymizeSQL anonymizes at most @batch of the closed loans of @tenant
-// that still name their borrower, returned at least @after_ms ago (by
-// their returnDate; NULL: at once). Rows another transaction holds are
+// that still name their borrower, returned at least @after_ms ago
+// (returnedAt; NULL: at once). Rows another transaction holds are
 // left for the next time. It answers the ids anonymized.
 var anonymizeSQL = anonymizing(closedLoan)
 
@@ -34,6 +34,10 @@ var anonymizeSQL = anonymizing(closedLoan)
 // check-in in flight is judged after it commits), and answers each id
 // with what it did: "" anonymized, or why not (storage.NotAnonymized*).
 var anonymizeLoansSQL = anonymizingLoans(closedLoan)
+
+// returnedAt is when the closed loan l was returned: its returnDate, or,
+// for a loan stored closed without one, when it was last written.
+const returnedAt = `coalesce(l.jsonb ->> 'returnDate', l.jsonb -> 'metadata' ->> 'updatedDate')`
 
 // closedLoan is SQL true of a closed loan l.
 var closedLoan = `l.status_name = ` + postgres.Lit(schemas.LoanClosed)
@@ -51,7 +55,7 @@ WITH chosen AS (
     SELECT l.id FROM ` + postgres.Table(postgres.TableLoan) + ` l
      WHERE l.tenant_id = @tenant AND ` + closed + ` AND l.user_id IS NOT NULL
        AND (@after_ms::bigint IS NULL
-            OR ` + postgres.StoredTime("l.jsonb ->> 'returnDate'", "loan returnDate") + ` < now() - @after_ms::bigint * interval '1 millisecond')
+            OR ` + postgres.StoredTime(returnedAt, "loan returnDate") + ` < now() - @after_ms::bigint * interval '1 millisecond')
      ORDER BY l.id
      LIMIT @batch
        FOR UPDATE SKIP LOCKED

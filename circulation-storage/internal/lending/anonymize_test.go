@@ -45,6 +45,16 @@ func TestClosedLoansAreAnonymizedAsTheSettingsSay(t *testing.T) {
 	}
 	old, recent := loan("book-001", "Closed", 48*time.Hour), loan("book-002", "Closed", time.Hour)
 	open := loan("book-003", "Open", 0)
+	// A loan stored closed without a return date counts from when it was
+	// last written: two days ago.
+	undated := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.Loans, undated, json.RawMessage(fmt.Sprintf(
+		`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedin","status":{"name":"Closed"}}`,
+		user, sample.ID("book-005")))); err != nil {
+		t.Fatal(err)
+	}
+	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, "loan")+` SET jsonb = jsonb_set(jsonb, '{metadata,updatedDate}',
+		to_jsonb(to_char(now() AT TIME ZONE 'UTC' - interval '2 days', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))) WHERE id = $1`, undated)
 	named := func(id string) bool {
 		t.Helper()
 		return f.Count(t, "loan", "id = $1 AND user_id IS NOT NULL AND jsonb ? 'userId'", id) == 1
@@ -62,8 +72,8 @@ func TestClosedLoansAreAnonymizedAsTheSettingsSay(t *testing.T) {
 	if got := due(loanhistory.Settings{Closing: loanhistory.Never}); len(got) != 0 {
 		t.Fatalf("never: %v anonymized", got)
 	}
-	if got := due(loanhistory.Settings{Closing: loanhistory.Interval, After: 24 * time.Hour}); !slices.Equal(got, []string{old}) {
-		t.Fatalf("a day after their return: %v anonymized, want the loan returned two days ago, %s", got, old)
+	if got := due(loanhistory.Settings{Closing: loanhistory.Interval, After: 24 * time.Hour}); !slices.Equal(got, sorted(old, undated)) {
+		t.Fatalf("a day after their return: %v anonymized, want the loan returned two days ago, %s, and the one written then, %s", got, old, undated)
 	}
 	if named(old) || !named(recent) || !named(open) {
 		t.Fatalf("after a day's interval: the old loan named %v, the recent %v, the open %v", named(old), named(recent), named(open))

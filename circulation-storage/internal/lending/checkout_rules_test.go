@@ -22,11 +22,7 @@ import (
 // for each of schemas.CheckOutRules and none for a rule the table does not
 // have; a rule added to one side only stops the program.
 func TestTheWriteJudgesEveryCheckOutRuleAndNoOther(t *testing.T) {
-	var names []string
-	for name := range writeConditions {
-		names = append(names, name)
-	}
-	if missing, unknown := schemas.SameRules(names); len(missing)+len(unknown) > 0 {
+	if missing, unknown := schemas.SameRules(writeConditions); len(missing)+len(unknown) > 0 {
 		t.Fatalf("the write judges no %v, and judges %v, which are no check-out rules", missing, unknown)
 	}
 	panics := func(what string, list []schemas.CheckOutRule, conditions map[string]writeRule) {

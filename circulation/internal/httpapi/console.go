@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -101,8 +100,11 @@ type consoleLock struct {
 	TTLMs        int64             `json:"ttlMs"`
 	Holder       map[string]string `json:"holder,omitempty"`
 	Patron       *consolePatron    `json:"patron,omitempty"`
-	// ServicePointName names the holder's service point; HeldBy who
-	// held it (heldBy); HolderName the account that took it.
+	// PatronText is the patron as the page shows them (patronWords);
+	// ServicePointName names the holder's service point; HeldBy who held
+	// it (heldBy, notSaid when nobody said); HolderName the account that
+	// took it.
+	PatronText       string `json:"patronText"`
 	ServicePointName string `json:"servicePointName,omitempty"`
 	HeldBy           string `json:"heldBy,omitempty"`
 	HolderName       string `json:"holderName,omitempty"`
@@ -115,6 +117,22 @@ type consolePatron struct {
 	Barcode string `json:"barcode,omitempty"`
 	Name    string `json:"name,omitempty"`
 }
+
+// patronWords is a patron as the console shows them, in its live table,
+// its history and its CSV: "Name (barcode)", either alone, or their id
+// when neither is known.
+func patronWords(p *consolePatron, userID string) string {
+	switch {
+	case p == nil || p.Name == "" && p.Barcode == "":
+		return userID
+	case p.Name != "" && p.Barcode != "":
+		return p.Name + " (" + p.Barcode + ")"
+	}
+	return p.Name + p.Barcode
+}
+
+// notSaid is who held a lock whose acquisition did not say.
+const notSaid = "(not said)"
 
 // consoleLimit bounds the locks and events one console answer lists.
 const consoleLimit = 100
@@ -133,8 +151,9 @@ func (s *Server) listConsoleLocks(c echo.Context) error {
 	for i := range page.CheckoutLocks {
 		l := &page.CheckoutLocks[i]
 		l.Patron = patrons(l.UserID)
+		l.PatronText = patronWords(l.Patron, l.UserID)
 		l.ServicePointName = names.servicePoint(l.Holder["servicePointId"])
-		l.HeldBy, l.HolderName = heldBy(names, l.Holder), names.person(l.Holder["acquiredBy"])
+		l.HeldBy, l.HolderName = cmp.Or(heldBy(names, l.Holder), notSaid), names.person(l.Holder["acquiredBy"])
 		l.TraceURL = s.traceURL(l.Holder)
 	}
 	return c.JSON(http.StatusOK, page)
@@ -213,7 +232,7 @@ const historyWhen = "2006-01-02 15:04:05 MST"
 
 // row is e as a person reads it (historyRow), its time in zone.
 func (e *consoleEvent) row(zone *time.Location) historyRow {
-	r := historyRow{When: e.OccurredAt, What: e.What, Patron: e.UserID}
+	r := historyRow{When: e.OccurredAt, What: e.What, Patron: patronWords(e.Patron, e.UserID)}
 	if t, err := schemas.ParseDateTime(e.OccurredAt); err == nil {
 		r.When = t.In(zone).Format(historyWhen)
 	}
@@ -226,42 +245,14 @@ func (e *consoleEvent) row(zone *time.Location) historyRow {
 		}
 	}
 	if e.WaitedMs > 0 {
-		r.What += " after " + durationWords(e.WaitedMs)
+		r.What += " after " + schemas.DurationWords(e.WaitedMs)
 	}
-	if p := e.Patron; p != nil {
-		switch {
-		case p.Name != "" && p.Barcode != "":
-			r.Patron = p.Name + " (" + p.Barcode + ")"
-		case p.Name != "" || p.Barcode != "":
-			r.Patron = p.Name + p.Barcode
-		}
-	}
-	held := cmp.Or(e.HeldBy, "(not said)")
+	held := cmp.Or(e.HeldBy, notSaid)
 	r.Holder = strings.Join(slices.DeleteFunc([]string{held, e.Holder["itemBarcode"], e.ServicePointName}, func(s string) bool { return s == "" }), " · ")
 	if len(e.By) > 0 {
 		r.By = cmp.Or(e.ByName, e.By["acquiredBy"], e.By["instance"])
 	}
 	return r
-}
-
-// durationWords is a duration of ms milliseconds as the pages say one:
-// under a minute in seconds to the millisecond ("1.009 s"), from a minute
-// on in hours, minutes and seconds ("4 min 29 s").
-func durationWords(ms int) string {
-	if ms < 60000 {
-		return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64) + " s"
-	}
-	secs := int(math.Round(float64(ms) / 1000))
-	var parts []string
-	for _, u := range []struct {
-		n    int
-		unit string
-	}{{secs / 3600, "h"}, {secs / 60 % 60, "min"}, {secs % 60, "s"}} {
-		if u.n > 0 {
-			parts = append(parts, strconv.Itoa(u.n)+" "+u.unit)
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 // historyZone is the time zone a history reader asked for (tz: an IANA

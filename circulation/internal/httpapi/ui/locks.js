@@ -132,18 +132,6 @@ function ticking(ms) {
   return ms < 0 ? "expired" : duration(Math.round(ms / 1000) * 1000);
 }
 
-function patronText(p, userId) {
-  if (!p) return userId;
-  if (p.name && p.barcode) return `${p.name} (${p.barcode})`;
-  return p.name || p.barcode || userId;
-}
-
-// holderText is who held a lock, as circulation derives it for the page
-// and the CSV alike (heldBy: the holder's name for itself, else the
-// account's).
-function holderText(x) {
-  return x.heldBy || "(not said)";
-}
 
 function setCell(td, text, title, href) {
   const a = td.querySelector("a");
@@ -182,8 +170,10 @@ function renderLocks() {
     const h = l.holder || {};
     const held = new Date(fetchedAt).getTime() - new Date(l.creationDate).getTime() + skew;
     const left = new Date(l.expiresAt).getTime() - now;
-    const patron = patronText(l.patron, l.userId);
-    const cells = [[patron, l.userId], [holderText(l), l.holderName], [h.itemBarcode || ""],
+    // The patron and the holder as circulation words them, for this
+    // table, the history and the CSV alike.
+    const patron = l.patronText;
+    const cells = [[patron, l.userId], [l.heldBy, l.holderName], [h.itemBarcode || ""],
       [l.servicePointName || h.servicePointId || "", h.servicePointId], [h.requestId || (l.traceUrl ? "trace" : ""), l.traceUrl ? "Open the trace of this lock's check-out" : "", l.traceUrl], [ticking(held)], [ticking(left)]];
     cells.forEach(([text, title, href], i) => setCell(tr.cells[i], text, title, href));
     const button = tr.querySelector("button");
@@ -290,8 +280,8 @@ async function refresh() {
 }
 
 function confirmRelease(l) {
-  const patron = patronText(l.patron, l.userId);
-  const question = `Release the lock of patron ${patron}, held by ${holderText(l)}? ` +
+  const patron = l.patronText;
+  const question = `Release the lock of patron ${patron}, held by ${l.heldBy}? ` +
     "The check-out holding it will fail if it has not written yet; the release is recorded with your name.";
   askFirst(question, { ok: "Release the lock", cancel: "Keep it" }, () => release(l, patron), () => focusRelease(l.id));
 }
