@@ -177,30 +177,23 @@ func (s *Server) names(ctx context.Context) *names {
 
 // person is the name of the account or patron with this id, "" when
 // neither is found.
-func (n *names) person(id string) string {
-	if id == "" || !n.valid(id) {
-		return ""
-	}
-	key := "person/" + id
-	if name, ok := n.seen[key]; ok {
-		return name
-	}
-	n.look(id)
-	return n.seen[key]
-}
+func (n *names) person(id string) string { return n.known("person/", id) }
 
 // username is the username of the account or user with this id: a
 // self-check machine's account is named by it, as the door names it.
-func (n *names) username(id string) string {
+func (n *names) username(id string) string { return n.known("username/", id) }
+
+// known is what look learnt of the account or user with this id under
+// kind ("person/", "username/"), looking it up the first time.
+func (n *names) known(kind, id string) string {
 	if id == "" || !n.valid(id) {
 		return ""
 	}
-	key := "username/" + id
-	if name, ok := n.seen[key]; ok {
+	if name, ok := n.seen[kind+id]; ok {
 		return name
 	}
 	n.look(id)
-	return n.seen[key]
+	return n.seen[kind+id]
 }
 
 // look reads the account or user with this id once, for person and

@@ -1,6 +1,7 @@
 package storageclient
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -112,8 +113,6 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 		e := errs.Errorf(errs.KindTooManyRequests, code, "%s", msg).Because(cause)
 		e.RetryAfter = errhttp.RetryAfter(header)
 		return e
-	case status == http.StatusUnprocessableEntity && (code == schemas.CodeAlreadyExists || code == schemas.CodeRecordTooLarge):
-		return withParams(errs.Errorf(errs.KindInvalid, code, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && servicePointOf(params) != "":
 		// A loan's service point that is not the tenant's: the request's
 		// servicePointId.
@@ -122,8 +121,10 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 			With("servicePointId", sp).Because(cause)
 	case status == http.StatusUnprocessableEntity:
 		// A value storage refuses (a lock TTL above its maximum, a record
-		// deleted meanwhile): the client hears storage's reason.
-		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s", msg).Because(cause))
+		// deleted meanwhile, a loan that must be checked in first): the
+		// client hears storage's reason and its code, or
+		// VALIDATION_FAILED from a storage that gave none.
+		return withParams(errs.Errorf(errs.KindInvalid, cmp.Or(code, schemas.CodeValidation), "%s", msg).Because(cause))
 	case status == http.StatusBadRequest && (code == schemas.CodeTenantNotInitialized || code == schemas.CodeInvalidTenant || code == schemas.CodeTenantMissing):
 		// The caller's tenant is the problem: say so in storage's words.
 		return withParams(errs.Errorf(errs.KindBadRequest, code, "%s", msg).Because(cause))
