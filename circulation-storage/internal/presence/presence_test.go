@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
@@ -39,7 +40,8 @@ func TestAMachinesPresenceIsBoundedAndForgotten(t *testing.T) {
 		t.Helper()
 		id := uuid.NewString()
 		f.Exec(t, `INSERT INTO `+table+` (tenant_id, id, account_id, location, on_from, on_to)
-			VALUES ($5, $1, $2, $3, now() - $4::interval - interval '1 hour', now() - $4::interval)`, id, kiosk.User, kiosk.Kiosk, age, string(f.Tenant))
+			VALUES (@tenant, @id, @account, @location, now() - @age::interval - interval '1 hour', now() - @age::interval)`,
+			pgx.StrictNamedArgs{"tenant": string(f.Tenant), "id": id, "account": kiosk.User, "location": kiosk.Kiosk, "age": age})
 		return id
 	}
 	old, recent := span("31 days"), span("29 days")
