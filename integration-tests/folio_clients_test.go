@@ -261,7 +261,7 @@ func TestCirculationListsAnswerFOLIOQueriesWithSummaries(t *testing.T) {
 	// A query storage does not answer: refused, naming it.
 	bad := url.QueryEscape(`userId==` + patronID + ` and (`)
 	r := c.DoWith(circ, "GET", "/circulation/loans?query="+bad, nil, librarian).Want(t, http.StatusUnprocessableEntity)
-	if codes := r.ErrorCodes(); !slices.Equal(codes, []string{schemas.CodeInvalidParameter}) || !strings.Contains(string(r.Body), `"key":"query"`) {
+	if codes := r.ErrorCodes(); !slices.Equal(codes, []string{schemas.CodeValidation}) || !strings.Contains(string(r.Body), `"key":"query"`) {
 		t.Errorf("a malformed query: %s", r.Body)
 	}
 

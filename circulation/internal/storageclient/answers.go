@@ -1,7 +1,6 @@
 package storageclient
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -113,6 +112,8 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 		e := errs.Errorf(errs.KindTooManyRequests, code, "%s", msg).Because(cause)
 		e.RetryAfter = errhttp.RetryAfter(header)
 		return e
+	case status == http.StatusUnprocessableEntity && (code == schemas.CodeAlreadyExists || code == schemas.CodeRecordTooLarge):
+		return withParams(errs.Errorf(errs.KindInvalid, code, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && servicePointOf(params) != "":
 		// A loan's service point that is not the tenant's: the request's
 		// servicePointId.
@@ -121,10 +122,11 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 			With("servicePointId", sp).Because(cause)
 	case status == http.StatusUnprocessableEntity:
 		// A value storage refuses (a lock TTL above its maximum, a record
-		// deleted meanwhile, a loan that must be checked in first): the
-		// client hears storage's reason and its code, or
-		// VALIDATION_FAILED from a storage that gave none.
-		return withParams(errs.Errorf(errs.KindInvalid, cmp.Or(code, schemas.CodeValidation), "%s", msg).Because(cause))
+		// deleted meanwhile): the client hears storage's reason, as
+		// VALIDATION_FAILED whatever storage's code: a check-in that met a
+		// write that came first (the item lent meanwhile, the loan closed)
+		// is one refusal to its client, whichever storage saw.
+		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s", msg).Because(cause))
 	case status == http.StatusBadRequest && (code == schemas.CodeTenantNotInitialized || code == schemas.CodeInvalidTenant || code == schemas.CodeTenantMissing):
 		// The caller's tenant is the problem: say so in storage's words.
 		return withParams(errs.Errorf(errs.KindBadRequest, code, "%s", msg).Because(cause))
