@@ -17,12 +17,14 @@ import (
 // open one never.
 
 // anonymizePage is how many of a patron's closed loans one call to
-// storage anonymizes; anonymizeMost how many one call of the patron's
-// anonymizes at most (more remaining: ANONYMIZATION_INCOMPLETE, call
-// again).
+// storage anonymizes (fewer when storage's pages cannot hold that many
+// loans); anonymizeMost how many one call of the patron's anonymizes at
+// most (more remaining: ANONYMIZATION_INCOMPLETE, call again), in at most
+// anonymizeRounds pages.
 const (
-	anonymizePage = 100
-	anonymizeMost = 2000
+	anonymizePage   = 100
+	anonymizeMost   = 2000
+	anonymizeRounds = 2 * anonymizeMost / anonymizePage
 )
 
 // LoansAnonymized is what storage did with loans asked by id
@@ -44,28 +46,29 @@ type PatronAnonymized struct {
 
 // AnonymizePatron anonymizes the closed loans of the patron userID, at
 // most anonymizeMost of them (more remaining: an error in the answer
-// says so).
+// says so). Every loan a page lists leaves the list (anonymized by this
+// call or another, or deleted), so each page is read from the start. A
+// failure after some pages answers what they did, with the failure among
+// the errors; before any, it is the call's.
 func (s *Service) AnonymizePatron(ctx context.Context, userID string) (PatronAnonymized, error) {
 	out := PatronAnonymized{Anonymized: []string{}, Errors: []errhttp.Entry{}}
-	// skip counts the closed loans a page found that storage did not
-	// anonymize (one deleted meanwhile): the next page starts past them.
-	skip := 0
-	for len(out.Anonymized) < anonymizeMost {
-		ids, more, err := s.closedLoansOf(ctx, userID, skip, min(anonymizePage, anonymizeMost-len(out.Anonymized)))
-		if err != nil || len(ids) == 0 {
-			return out, err
+	limit := anonymizePage
+	for round := 0; round < anonymizeRounds && len(out.Anonymized) < anonymizeMost; round++ {
+		ids, more, err := s.closedLoansOf(ctx, userID, &limit)
+		if err == nil && len(ids) > 0 {
+			var done LoansAnonymized
+			done, err = s.storage.AnonymizeLoans(ctx, ids)
+			out.Anonymized = append(out.Anonymized, done.Anonymized...)
 		}
-		done, err := s.storage.AnonymizeLoans(ctx, ids)
-		if err != nil {
-			return out, err
-		}
-		out.Anonymized = append(out.Anonymized, done.Anonymized...)
-		skip += len(ids) - len(done.Anonymized)
-		if !more {
+		switch {
+		case err != nil:
+			return out.failed(err)
+		case !more:
 			return out, nil
 		}
 	}
-	if ids, _, err := s.closedLoansOf(ctx, userID, skip, 1); err != nil || len(ids) == 0 {
+	one := 1
+	if ids, _, err := s.closedLoansOf(ctx, userID, &one); err != nil || len(ids) == 0 {
 		return out, err
 	}
 	out.Errors = append(out.Errors, errhttp.Entry{Code: schemas.CodeAnonymizationIncomplete,
@@ -74,11 +77,31 @@ func (s *Service) AnonymizePatron(ctx context.Context, userID string) (PatronAno
 	return out, nil
 }
 
-// closedLoansOf is the ids of a page of the patron's closed loans that
-// still name them, from offset, at most limit, and whether more were
-// there.
-func (s *Service) closedLoansOf(ctx context.Context, userID string, offset, limit int) ([]string, bool, error) {
-	doc, err := s.storage.Loans(ctx, LoanFilter{UserID: userID, Status: schemas.LoanClosed, Offset: offset, Limit: limit})
+// failed is what a call that failed with err after anonymizing out
+// answers: err alone when it anonymized nothing, else out with err among
+// its errors.
+func (out PatronAnonymized) failed(err error) (PatronAnonymized, error) {
+	if len(out.Anonymized) == 0 {
+		return out, err
+	}
+	e, ok := errs.As(err)
+	if !ok {
+		e = errs.Errorf(errs.KindInternal, schemas.CodeInternal, "anonymizing failed").Because(err)
+	}
+	out.Errors = append(out.Errors, errhttp.Entry{Code: e.Code, Message: e.Message, Parameters: e.Parameters})
+	return out, nil
+}
+
+// closedLoansOf is the ids of the first of the patron's closed loans that
+// still name them, at most *limit, and whether there were more: a page
+// storage could not hold is asked again at half the limit, which then
+// stays.
+func (s *Service) closedLoansOf(ctx context.Context, userID string, limit *int) ([]string, bool, error) {
+	doc, err := s.storage.Loans(ctx, LoanFilter{UserID: userID, Status: schemas.LoanClosed, Limit: *limit})
+	for errs.IsCode(err, schemas.CodePageTooLarge) && *limit > 1 {
+		*limit /= 2
+		doc, err = s.storage.Loans(ctx, LoanFilter{UserID: userID, Status: schemas.LoanClosed, Limit: *limit})
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -95,5 +118,5 @@ func (s *Service) closedLoansOf(ctx context.Context, userID string, offset, limi
 	for i, l := range page.Loans {
 		ids[i] = l.ID
 	}
-	return ids, offset+len(ids) < page.TotalRecords, nil
+	return ids, len(ids) < page.TotalRecords, nil
 }

@@ -189,7 +189,9 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 // storage's own route (anonymize-storage-loans) says why it left a loan.
 func TestAPatronsClosedLoansAreAnonymizedOnRequest(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	// Storage's pages hold fewer loans than circulation first asks for
+	// (64 KiB).
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true, StorageEnv: []string{"MAX_PAGE_BYTES=65536"}})
 	lib := c.SetupLibrary(2, 4, 0)
 	ctx := context.Background()
 	loans := pgx.Identifier{c.Schema, "loan"}.Sanitize()
@@ -336,7 +338,32 @@ func TestAPatronsClosedLoansAreAnonymizedOnRequest(t *testing.T) {
 	if n := count("id = ANY ($1::uuid[]) AND user_id IS NOT NULL", open); n != 2 {
 		t.Errorf("after storage was asked: %d of the 2 open loans name their borrower", n)
 	}
-	summary(t, calls, calls, 0, 0, fmt.Sprintf("anonymized=%d closed=%d", len(said), len(mine)))
+
+	// A patron with more closed loans than one call anonymizes (2,000):
+	// 2,100 of them, loaded as an import would. The first call
+	// anonymizes 2,000 and says more remain; the second the rest, each
+	// once.
+	if _, err := c.DB.Exec(ctx, `INSERT INTO `+loans+` (tenant_id, id, jsonb)
+		SELECT l.tenant_id, x.id, jsonb_set(jsonb_set(l.jsonb, '{id}', to_jsonb(x.id::text)), '{userId}', to_jsonb($2::text))
+		  FROM `+loans+` l, LATERAL (SELECT gen_random_uuid() AS id FROM generate_series(1, 2100)) x
+		 WHERE l.tenant_id = $3 AND l.id = $1`, closed[lib.Patrons[1]][1], patron, c.Tenant); err != nil {
+		t.Fatal(err)
+	}
+	var first, second answer
+	c.DoWith(c.Circulations[0], "POST", path, nil, librarian).Want(t, http.StatusOK).Decode(t, &first)
+	if len(first.Anonymized) != 2000 || len(first.Errors) != 1 || first.Errors[0]["code"] != schemas.CodeAnonymizationIncomplete {
+		t.Errorf("2,100 closed loans, the first call: %d anonymized, errors %v", len(first.Anonymized), first.Errors)
+	}
+	c.DoWith(c.Circulations[1], "POST", path, nil, librarian).Want(t, http.StatusOK).Decode(t, &second)
+	if len(second.Anonymized) != 100 || len(second.Errors) != 0 {
+		t.Errorf("the second call: %d anonymized, errors %v", len(second.Anonymized), second.Errors)
+	}
+	both := append(slices.Clone(first.Anonymized), second.Anonymized...)
+	slices.Sort(both)
+	if len(slices.Compact(both)) != 2100 || count("user_id = $1", patron) != 1 {
+		t.Errorf("the two calls anonymized %d loans once, the patron still named by %d", len(slices.Compact(both)), count("user_id = $1", patron))
+	}
+	summary(t, calls+2, calls+2, 0, 0, fmt.Sprintf("anonymized=%d closed=%d then 2100 in two calls", len(said), len(mine)))
 }
 
 // wantCode fails t unless r answered status with the one error code.

@@ -114,6 +114,10 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 		return e
 	case status == http.StatusUnprocessableEntity && (code == schemas.CodeAlreadyExists || code == schemas.CodeRecordTooLarge):
 		return withParams(errs.Errorf(errs.KindInvalid, code, "%s", msg).Because(cause))
+	case status == http.StatusUnprocessableEntity && code == schemas.CodePageTooLarge:
+		// A page of records too large for storage to answer: the caller
+		// asks for fewer.
+		return withParams(errs.Errorf(errs.KindInvalid, code, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && servicePointOf(params) != "":
 		// A loan's service point that is not the tenant's: the request's
 		// servicePointId.
