@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -68,27 +69,8 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 	// over both circulation instances, and answer each loan checked in.
 	kiosks := func() []string {
 		t.Helper()
-		var mu sync.Mutex
-		var closed []string
-		var wg sync.WaitGroup
-		for p, patron := range lib.Patrons {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for round := range 3 {
-					for _, item := range lib.Items[p] {
-						var loan struct{ ID string }
-						c.CheckOut(p+round, item, patron).Want(t, http.StatusCreated).Decode(t, &loan)
-						c.CheckIn(p+round+1, item).Want(t, http.StatusOK)
-						mu.Lock()
-						closed = append(closed, loan.ID)
-						mu.Unlock()
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		return closed
+		closed, _ := lendRounds(t, c, lib, func(int, int) bool { return false })
+		return slices.Concat(slices.Collect(maps.Values(closed))...)
 	}
 
 	// The lock history keeps a patron no longer than the loans do: two
@@ -223,34 +205,14 @@ func TestAPatronsClosedLoansAreAnonymizedOnRequest(t *testing.T) {
 
 	// The kiosks lend each patron's items and take them back, three
 	// rounds; the patron's last round leaves its first item out.
-	var mu sync.Mutex
-	closed := map[string][]string{}
+	var closed map[string][]string
 	var open []string
 	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for p, barcode := range lib.Patrons {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for round := range 3 {
-				for i, item := range lib.Items[p] {
-					var loan struct{ ID string }
-					c.CheckOut(p+round, item, barcode).Want(t, http.StatusCreated).Decode(t, &loan)
-					if round == 2 && i == 0 {
-						mu.Lock()
-						open = append(open, loan.ID)
-						mu.Unlock()
-						continue
-					}
-					c.CheckIn(p+round+1, item).Want(t, http.StatusOK)
-					mu.Lock()
-					closed[barcode] = append(closed[barcode], loan.ID)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	go func() { wg.Wait(); close(done) }()
+	go func() {
+		defer close(done)
+		closed, open = lendRounds(t, c, lib, func(round, i int) bool { return round == 2 && i == 0 })
+	}()
+	var mu sync.Mutex
 	// Two librarians ask at once, again and again, until the kiosks are
 	// done, and once more after.
 	said := map[string]int{}
@@ -373,4 +335,39 @@ func wantCode(t *testing.T, r harness.Response, status int, code string) {
 	if got := r.ErrorCodes(); !slices.Equal(got, []string{code}) {
 		t.Errorf("answered the codes %v, want %s", got, code)
 	}
+}
+
+// lendRounds has kiosks check each patron's items out and in, three
+// rounds, every patron at once, over the cluster's circulation instances
+// in turn; a loan keep names (by round and item) stays open. It answers
+// the loans checked in, by patron barcode, and those left open.
+func lendRounds(t *testing.T, c *harness.Cluster, lib harness.Library, keep func(round, item int) bool) (closed map[string][]string, open []string) {
+	t.Helper()
+	var mu sync.Mutex
+	closed = map[string][]string{}
+	var wg sync.WaitGroup
+	for p, barcode := range lib.Patrons {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 3 {
+				for i, item := range lib.Items[p] {
+					var loan struct{ ID string }
+					c.CheckOut(p+round, item, barcode).Want(t, http.StatusCreated).Decode(t, &loan)
+					if keep(round, i) {
+						mu.Lock()
+						open = append(open, loan.ID)
+						mu.Unlock()
+						continue
+					}
+					c.CheckIn(p+round+1, item).Want(t, http.StatusOK)
+					mu.Lock()
+					closed[barcode] = append(closed[barcode], loan.ID)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return closed, open
 }
