@@ -97,8 +97,10 @@ func migrationFile(t *testing.T, v int, way string) string {
 // the old one serves; an old circulation instance on the new storage; then
 // this release's circulation instances, each old one taken out of the
 // rotation, its calls finished, and stopped; then the old storage stopped.
-// Two kiosks check out for each patron at once, at an item limit of one:
-// the lock and the limit are held across both releases. Not one call
+// Two kiosks check out for each patron at once, at an item limit of one,
+// and two of FOLIO's check-outs take and give back another patron's lock
+// through storage's lock API: the lock and the limit are held across
+// both releases. Not one call
 // fails (a check-out refused at the limit is an answer, not a failure),
 // and every invariant holds.
 func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
@@ -126,6 +128,51 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var load sync.WaitGroup
+	// Two check-outs of FOLIO's circulation take and give back one more
+	// patron's lock through storage's lock API (the wire contract), at
+	// whichever storage serves: a lock held by the other is an answer, as
+	// is a release of one already gone.
+	folio := c.Do(c.Storage, "POST", "/users", map[string]any{"barcode": "FOLIO", "active": true, "patronGroup": lib.GroupID,
+		"personal": map[string]any{"lastName": "Patron FOLIO"}}).Want(t, http.StatusCreated)
+	var folioPatron struct{ ID string }
+	folio.Decode(t, &folioPatron)
+	storages := &rotation{inflight: map[*harness.Process]*sync.WaitGroup{}}
+	storages.add(c.Storage)
+	var held atomic.Int64
+	for range 2 {
+		load.Add(1)
+		go func() {
+			defer load.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p, done := storages.take()
+				r := c.Do(p, "POST", "/check-out-lock-storage", map[string]any{"userId": folioPatron.ID, "ttlMs": 2000, "waitMs": 50})
+				done()
+				calls.Add(1)
+				if codes := r.ErrorCodes(); r.Status == http.StatusServiceUnavailable && slices.Equal(codes, []string{schemas.CodeLockHeld}) {
+					held.Add(1)
+					continue
+				}
+				if r.Status != http.StatusCreated {
+					fail("the lock acquired at "+p.Name, r)
+					continue
+				}
+				var lock struct{ ID string }
+				_ = json.Unmarshal(r.Body, &lock)
+				p, done = storages.take()
+				r = c.Do(p, "DELETE", "/check-out-lock-storage/"+lock.ID, nil)
+				done()
+				calls.Add(1)
+				if r.Status != http.StatusNoContent && r.Status != http.StatusNotFound {
+					fail("the lock released at "+p.Name, r)
+				}
+			}
+		}()
+	}
 	for w := range 2 * len(lib.Patrons) {
 		patron, items := lib.Patrons[w/2], lib.Items[w/2][w%2*2:w%2*2+2]
 		load.Add(1)
@@ -183,6 +230,8 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	c.Do(next, "POST", "/_/tenant", map[string]any{"module_from": "mod-circulation-storage-1.0.0", "module_to": "mod-circulation-storage-1.1.0"}).
 		Want(t, http.StatusCreated)
 	stage("the tenant upgraded while the old storage serves", each)
+	storages.add(next)
+	stage("the locks taken at both storages", each)
 
 	oldOnNext := c.AddCirculationsFrom(prev, next, 1)
 	rot.add(oldOnNext...)
@@ -199,6 +248,7 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 		old.Stop()
 		stage("the old circulation "+old.Name+" stopped", each)
 	}
+	storages.drain(c.Storage)
 	c.Storage.Stop()
 	stage("the old storage stopped", each)
 
@@ -211,7 +261,8 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	if refused.Load() == 0 {
 		t.Fatalf("no check-out was refused at the limit: the two kiosks of a patron never met")
 	}
-	summary(t, int(calls.Load()), int(calls.Load()-failed.Load()-refused.Load()), int(refused.Load()), 0, fmt.Sprintf("loans=%d", len(created)))
+	summary(t, int(calls.Load()), int(calls.Load()-failed.Load()-refused.Load()-held.Load()), int(refused.Load()+held.Load()), 0,
+		fmt.Sprintf("loans=%d locks_found_held=%d", len(created), held.Load()))
 }
 
 // rotation is a load balancer's list of circulation instances: calls go
