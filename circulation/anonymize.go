@@ -27,14 +27,12 @@ const (
 	anonymizeRounds = 2 * anonymizeMost / anonymizePage
 )
 
-// LoansAnonymized is what storage did with loans asked by id
-// (schemas/anonymize-storage-loans-response.json).
+// LoansAnonymized is what circulation reads of storage's answer to loans
+// asked by id (schemas/anonymize-storage-loans-response.json): the loans
+// it anonymized. The others need no reading: each has left the patron's
+// closed loans, whatever its reason.
 type LoansAnonymized struct {
-	Anonymized    []string `json:"anonymizedLoans"`
-	NotAnonymized []struct {
-		Reason  string   `json:"reason"`
-		LoanIDs []string `json:"loanIds"`
-	} `json:"notAnonymizedLoans"`
+	Anonymized []string `json:"anonymizedLoans"`
 }
 
 // PatronAnonymized is what anonymizing a patron's closed loans did

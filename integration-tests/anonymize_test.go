@@ -30,14 +30,7 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 	lib := c.SetupLibrary(4, 3, 0)
 	ctx := context.Background()
 	loans := pgx.Identifier{c.Schema, "loan"}.Sanitize()
-	count := func(where string, args ...any) int {
-		t.Helper()
-		var n int
-		if err := c.DB.QueryRow(ctx, `SELECT count(*) FROM `+loans+` WHERE `+where, args...).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := func(where string, args ...any) int { return countLoans(t, c, where, args...) }
 	setting := ""
 	history := func(value string) {
 		t.Helper()
@@ -253,14 +246,7 @@ func TestAPatronsClosedLoansAreAnonymizedOnRequest(t *testing.T) {
 			t.Errorf("closed loan %s not said anonymized", id)
 		}
 	}
-	count := func(where string, args ...any) int {
-		t.Helper()
-		var n int
-		if err := c.DB.QueryRow(ctx, `SELECT count(*) FROM `+loans+` WHERE `+where, args...).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := func(where string, args ...any) int { return countLoans(t, c, where, args...) }
 	if n := count("id = ANY ($1::uuid[]) AND user_id IS NULL AND NOT jsonb ? 'userId' AND version = 3", mine); n != len(mine) {
 		t.Errorf("%d of the patron's %d closed loans anonymized one version on from their check-in", n, len(mine))
 	}
@@ -370,4 +356,15 @@ func lendRounds(t *testing.T, c *harness.Cluster, lib harness.Library, keep func
 	}
 	wg.Wait()
 	return closed, open
+}
+
+// countLoans is how many of the cluster's loans where (SQL on its loan
+// table) holds of.
+func countLoans(t *testing.T, c *harness.Cluster, where string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := c.DB.QueryRow(context.Background(), `SELECT count(*) FROM `+pgx.Identifier{c.Schema, "loan"}.Sanitize()+` WHERE `+where, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
