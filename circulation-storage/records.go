@@ -42,6 +42,11 @@ type Resource struct {
 	// conditions): listed, read and changed, never created or deleted
 	// through the API.
 	Fixed bool
+	// ReadOnly records are written only by the service's own writes
+	// (FOLIO's fee/fine actions, by a charge and the actions on an
+	// account): listed and read, never created, changed or deleted
+	// through the API.
+	ReadOnly bool
 	// MaxBytes, when not 0, bounds a record as sent: a larger one is
 	// refused (schemas.CodeRecordTooLarge).
 	MaxBytes int
@@ -96,8 +101,31 @@ var (
 		Filters: []Filter{{Param: "itemId", Kind: FilterUUID}, {Param: "requesterId", Kind: FilterUUID},
 			{Param: "status", Kind: FilterText, Values: schemas.RequestStatuses}},
 		Versioned: true, MaxBytes: schemas.MaxRequestBytes}
-	Accounts = Resource{Name: "Account", Path: "/accounts", Plural: "accounts",
+	Accounts = Resource{Name: "Account", Path: "/sign-in-accounts", Plural: "accounts",
 		Filters: []Filter{{Param: "username", Kind: FilterText}}}
+	// Fees and fines, at mod-feesfines' paths.
+	FeeFineOwners = Resource{Name: "Fee/fine owner", Path: "/owners", Plural: "owners",
+		Filters: []Filter{{Param: "owner", Kind: FilterText}}}
+	FeeFineTypes = Resource{Name: "Fee/fine type", Path: "/feefines", Plural: "feefines",
+		Filters: []Filter{{Param: "ownerId", Kind: FilterUUID}, {Param: "feeFineType", Kind: FilterText}}}
+	PaymentMethods = Resource{Name: "Payment method", Path: "/payments", Plural: "payments",
+		Filters: []Filter{{Param: "ownerId", Kind: FilterUUID}, {Param: "nameMethod", Kind: FilterText}}}
+	OverdueFinePolicies = Resource{Name: "Overdue fine policy", Path: "/overdue-fines-policies", Plural: "overdueFinePolicies",
+		Filters: []Filter{{Param: "name", Kind: FilterText}}}
+	LostItemFeePolicies = Resource{Name: "Lost item fee policy", Path: "/lost-item-fees-policies", Plural: "lostItemFeePolicies",
+		Filters: []Filter{{Param: "name", Kind: FilterText}}}
+	// FeeFineAccounts are a patron's fees/fines (FOLIO's accounts). What
+	// an account holds (its amount, remaining, status and payment status,
+	// whose and what for) changes only by the actions on it: a
+	// replacement changes the rest, at the version read when it names one
+	// (FOLIO's clients name none).
+	FeeFineAccounts = Resource{Name: "Fee/fine", Path: "/accounts", Plural: "accounts",
+		Filters: []Filter{{Param: "userId", Kind: FilterUUID}, {Param: "loanId", Kind: FilterUUID},
+			{Param: "status", Kind: FilterText, Values: []string{schemas.FeeFineOpen, schemas.FeeFineClosed}}},
+		Versioned: true, VersionOptional: true}
+	FeeFineActions = Resource{Name: "Fee/fine action", Path: "/feefineactions", Plural: "feefineactions",
+		Filters:  []Filter{{Param: "accountId", Kind: FilterUUID}, {Param: "userId", Kind: FilterUUID}},
+		ReadOnly: true}
 	ServicePoints = Resource{Name: "Service point", Path: "/service-points", Plural: "servicepoints",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
@@ -129,7 +157,8 @@ var PatronBlockConditionSet = []struct{ ID, Name, ValueType string }{
 // Resources lists every record kind, in the order their references allow
 // them to be created.
 var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, RequestPolicies, Loans, ManualBlocks,
-	PatronBlockConditions, PatronBlockLimits, Requests, Accounts, ServicePoints, Settings}
+	PatronBlockConditions, PatronBlockLimits, Requests, Accounts, ServicePoints, Settings,
+	FeeFineOwners, FeeFineTypes, PaymentMethods, OverdueFinePolicies, LostItemFeePolicies, FeeFineAccounts, FeeFineActions}
 
 // RecordFilter selects a page of records: Params maps filter parameters to
 // the value to match.
@@ -368,6 +397,9 @@ type LoanActionWrite struct {
 	Loan        json.RawMessage
 	ItemVersion int
 	LoanVersion int
+	// ServicePointID is where the action is taken (a declaration of
+	// loss's: the owner serving it is billed the lost item's fees).
+	ServicePointID string
 }
 
 // LoanActionItemStatus is the item status each loan action that keeps its

@@ -10,8 +10,13 @@ type CirculationRules struct {
 	FallbackLoanPolicyID string `json:"fallbackLoanPolicyId"`
 	// FallbackRequestPolicyID is the request policy of a request no rule
 	// matches (or whose rule names none); empty, every type is allowed.
-	FallbackRequestPolicyID string            `json:"fallbackRequestPolicyId,omitempty"`
-	Rules                   []CirculationRule `json:"rules"`
+	FallbackRequestPolicyID string `json:"fallbackRequestPolicyId,omitempty"`
+	// FallbackOverdueFinePolicyID and FallbackLostItemPolicyID are the
+	// fee policies of a loan no rule matches, or whose rule names none;
+	// empty, nothing is charged.
+	FallbackOverdueFinePolicyID string            `json:"fallbackOverdueFinePolicyId,omitempty"`
+	FallbackLostItemPolicyID    string            `json:"fallbackLostItemPolicyId,omitempty"`
+	Rules                       []CirculationRule `json:"rules"`
 }
 
 // CirculationRule applies LoanPolicyID to check-outs matching every
@@ -23,6 +28,10 @@ type CirculationRule struct {
 	LoanPolicyID   string `json:"loanPolicyId"`
 	// RequestPolicyID is the request policy of the requests it matches.
 	RequestPolicyID string `json:"requestPolicyId,omitempty"`
+	// OverdueFinePolicyID and LostItemPolicyID are the fee policies of
+	// the loans it matches (FOLIO's o and i).
+	OverdueFinePolicyID string `json:"overdueFinePolicyId,omitempty"`
+	LostItemPolicyID    string `json:"lostItemPolicyId,omitempty"`
 }
 
 // PolicyMatch is the policy that applies to a check-out and which criteria

@@ -80,8 +80,9 @@ func (s *Service) claimItemReturned(ctx context.Context, loanID string, req Clai
 
 // DeclareItemLost records the loan's item lost: the item becomes Declared
 // lost, the loan stays open with the action declaredLost, the date and the
-// comment (mod-circulation's DeclareLostResource; fees are not this
-// service's), as a loan action (loanAction).
+// comment (mod-circulation's DeclareLostResource), billed in the same
+// write as the loan's lost item fee policy says to the fee/fine owner
+// serving the service point, as a loan action (loanAction).
 func (s *Service) DeclareItemLost(ctx context.Context, loanID string, req DeclareItemLostRequest) error {
 	return s.loanAction(ctx, func(ctx context.Context) error { return s.declareItemLost(ctx, loanID, req) })
 }
@@ -104,6 +105,7 @@ func (s *Service) declareItemLost(ctx context.Context, loanID string, req Declar
 		at = s.now()
 	}
 	loan.Action, loan.DeclaredLostDate, loan.ActionComment = ActionDeclaredLost, at.UTC(), req.Comment
+	loan.ActionServicePointID = req.ServicePointID
 	return s.actOnLoan(ctx, loan, item)
 }
 

@@ -286,6 +286,10 @@ type Loan struct {
 	// they returned the item and when it was declared lost (zero when
 	// neither happened).
 	ClaimedReturnedDate, DeclaredLostDate time.Time
+	// ActionServicePointID is where a loan action is taken (not stored
+	// with the loan): a declaration of loss bills the lost item's fees
+	// to the fee/fine owner serving it.
+	ActionServicePointID string
 	// Version is the loan's _version as read: each write of the loan is
 	// made at it (storage refuses it with LOAN_CHANGED when another write
 	// came first).
@@ -462,6 +466,14 @@ type Storage interface {
 	// (its Doc with the action's fields) is written, or neither happens
 	// (KindConflict for a changed item).
 	ActOnLoan(ctx context.Context, loan Loan, item Item) error
+	// ActOnFeeFines is an action on fees/fines (FeeFineAction), judged
+	// and written by storage in one transaction with the write's id: its
+	// answer (fee-fine-action-response.json), that write's own when the
+	// id landed before.
+	ActOnFeeFines(ctx context.Context, a FeeFineAction) (json.RawMessage, error)
+	// CheckFeeFines is whether an action would be allowed now, judged by
+	// the write's own rule (fee-fine-check-response.json).
+	CheckFeeFines(ctx context.Context, a FeeFineAction) (json.RawMessage, error)
 	// RenewLoan is a renewal's write: the loan (its Doc with the renewal's
 	// fields: due date, policy, action, count) replaces the stored one
 	// only while storage holds it open at the version read and renewal count count and its item

@@ -140,6 +140,9 @@ var layers = [][]string{
 	// What loans and requests are both judged by: the circulation rules,
 	// a patron's standing, the loans counted against the limits.
 	{"circulation-storage/internal/rules"},
+	// Fees and fines: the charges the loans' writes make, the actions on
+	// an account and the one rule they are judged by.
+	{"circulation-storage/internal/feesfines"},
 	// The writes of requests: their queues, their judging, the return
 	// loop, the hold shelf, their expiry.
 	{"circulation-storage/internal/requests"},

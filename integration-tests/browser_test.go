@@ -628,7 +628,7 @@ func TestLockConsoleInABrowser(t *testing.T) {
 func accountDoc(t *testing.T, c *harness.Cluster, id string) map[string]any {
 	t.Helper()
 	var a map[string]any
-	c.Do(c.Storage, "GET", "/accounts/"+id, nil).Want(t, http.StatusOK).Decode(t, &a)
+	c.Do(c.Storage, "GET", "/sign-in-accounts/"+id, nil).Want(t, http.StatusOK).Decode(t, &a)
 	return a
 }
 
@@ -663,7 +663,7 @@ func TestSessionsInABrowser(t *testing.T) {
 	// Switched off: the session ends.
 	doc := accountDoc(t, c, olga)
 	doc["active"] = false
-	c.Do(c.Storage, "PUT", "/accounts/"+olga, doc).Want(t, http.StatusNoContent)
+	c.Do(c.Storage, "PUT", "/sign-in-accounts/"+olga, doc).Want(t, http.StatusNoContent)
 	if err := chromedp.Run(ctx, chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
@@ -684,7 +684,7 @@ func TestSessionsInABrowser(t *testing.T) {
 	}
 	doc = accountDoc(t, c, otto)
 	doc["roles"] = []string{schemas.RoleLibrarian}
-	c.Do(c.Storage, "PUT", "/accounts/"+otto, doc).Want(t, http.StatusNoContent)
+	c.Do(c.Storage, "PUT", "/sign-in-accounts/"+otto, doc).Want(t, http.StatusNoContent)
 	if err := chromedp.Run(ctx, chromedp.WaitVisible("#signin-panel", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func TestLogin(t *testing.T) {
 		StorageEnv: []string{"LOGIN_MAX_FAILURES=3", "LOGIN_LOCKOUT=2s"}})
 	const password = "correct horse battery staple"
 	var account struct{ ID string }
-	c.Do(c.Storage, "POST", "/accounts", map[string]any{"username": "Ada", "personal": map[string]any{"firstName": "Ada", "lastName": "Lovelace"},
+	c.Do(c.Storage, "POST", "/sign-in-accounts", map[string]any{"username": "Ada", "personal": map[string]any{"firstName": "Ada", "lastName": "Lovelace"},
 		"roles": []string{schemas.RoleLibrarian}}).Want(t, http.StatusCreated).Decode(t, &account)
 	c.Do(c.Storage, "POST", "/authn/credentials", map[string]any{"username": "ada", "password": password}).Want(t, http.StatusCreated)
 
@@ -63,7 +63,7 @@ func TestLogin(t *testing.T) {
 	// A librarian's token: the settings at circulation, not storage's records.
 	c.DoWith(c.Circulations[0], "GET", "/circulation/settings/check-out-lock", nil, as(access)).Want(t, http.StatusOK)
 	c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks", nil, as(access)).Want(t, http.StatusForbidden)
-	c.DoWith(c.Storage, "GET", "/accounts", nil, as(access)).Want(t, http.StatusForbidden)
+	c.DoWith(c.Storage, "GET", "/sign-in-accounts", nil, as(access)).Want(t, http.StatusForbidden)
 
 	withRefresh := func(token string) map[string]string {
 		return map[string]string{schemas.HeaderTenant: c.Tenant, "Cookie": "folioRefreshToken=" + token}
@@ -103,7 +103,7 @@ func TestLogin(t *testing.T) {
 			t.Errorf("a password is in %s's log", p.Name)
 		}
 	}
-	if strings.Contains(string(c.Do(c.Storage, "GET", "/accounts", nil).Want(t, http.StatusOK).Body), "argon2") {
+	if strings.Contains(string(c.Do(c.Storage, "GET", "/sign-in-accounts", nil).Want(t, http.StatusOK).Body), "argon2") {
 		t.Error("the accounts list shows a password hash")
 	}
 }

@@ -98,7 +98,7 @@ func (d *demo) snapshot(t *testing.T) demoState {
 			Active   *bool    `json:"active"`
 		} `json:"accounts"`
 	}
-	d.get(t, d.storage+"/accounts?limit=100", &accounts)
+	d.get(t, d.storage+"/sign-in-accounts?limit=100", &accounts)
 	for _, a := range accounts.Accounts {
 		b, _ := json.Marshal([]any{a.ID, a.Roles, a.Active})
 		s.Accounts[a.Username] = string(b)

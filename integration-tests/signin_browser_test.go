@@ -65,7 +65,7 @@ func TestEveryRoleSignsInOnThePages(t *testing.T) {
 	for _, s := range schemas.PermissionSets {
 		every = append(every, s.Name)
 	}
-	c.Do(c.Storage, "POST", "/accounts", map[string]any{"username": "all", "personal": map[string]any{"firstName": "Al", "lastName": "Everything"},
+	c.Do(c.Storage, "POST", "/sign-in-accounts", map[string]any{"username": "all", "personal": map[string]any{"firstName": "Al", "lastName": "Everything"},
 		"roles": every}).Want(t, http.StatusCreated)
 	c.Do(c.Storage, "POST", "/authn/credentials", map[string]any{"username": "all", "password": "all-password"}).Want(t, http.StatusCreated)
 

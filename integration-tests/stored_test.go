@@ -500,7 +500,7 @@ func TestUsernamesAreComparedNormalised(t *testing.T) {
 	c := harness.NewCluster(t, harness.Options{FeatureOn: true})
 	c.Account(t, "lee", "Lee", "Librarian", schemas.RoleLibrarian, "a long enough password")
 	for _, name := range []string{"lee\u200b", "lee\u00a0", "lee\u3000", "\u2060lee", "ｌｅｅ", "le\u0301e", "lee lee"} {
-		r := c.Do(c.Storage, "POST", "/accounts", map[string]any{"username": name, "roles": []string{schemas.RoleLibrarian}})
+		r := c.Do(c.Storage, "POST", "/sign-in-accounts", map[string]any{"username": name, "roles": []string{schemas.RoleLibrarian}})
 		if r.Status != http.StatusUnprocessableEntity {
 			t.Errorf("username %q: %d %s, want 422", name, r.Status, r.Body)
 			continue

@@ -318,13 +318,13 @@ func TestAccountsRefuseFieldsTheyDoNotDescribe(t *testing.T) {
 		{"username": "eve", "roles": []string{schemas.RoleSelfCheck}, "password": "in clear"},
 		{"username": "eve", "roles": []string{schemas.RoleSelfCheck}, "personal": map[string]any{"firstName": "Eve", "pin": "1234"}},
 	} {
-		r := c.Do(c.Storage, "POST", "/accounts", body)
+		r := c.Do(c.Storage, "POST", "/sign-in-accounts", body)
 		if r.Status != http.StatusUnprocessableEntity || len(r.ErrorCodes()) == 0 {
 			t.Errorf("an account with a field it does not describe: %d %s, want 422", r.Status, r.Body)
 		}
 	}
 	id := c.Account(t, "ada", "Ada", "Lovelace", schemas.RoleLibrarian, "correct horse battery staple")
-	r := c.Do(c.Storage, "PUT", "/accounts/"+id, map[string]any{"id": id, "username": "ada", "roles": []string{schemas.RoleLibrarian}, "password": "x"})
+	r := c.Do(c.Storage, "PUT", "/sign-in-accounts/"+id, map[string]any{"id": id, "username": "ada", "roles": []string{schemas.RoleLibrarian}, "password": "x"})
 	if r.Status != http.StatusUnprocessableEntity {
 		t.Errorf("an account replaced with a password: %d %s, want 422", r.Status, r.Body)
 	}
@@ -335,7 +335,7 @@ func TestAccountsRefuseFieldsTheyDoNotDescribe(t *testing.T) {
 	if n != 0 {
 		t.Errorf("%d refused accounts or passwords stored", n)
 	}
-	if body := string(c.Do(c.Storage, "GET", "/accounts/"+id, nil).Want(t, http.StatusOK).Body); strings.Contains(body, "password") {
+	if body := string(c.Do(c.Storage, "GET", "/sign-in-accounts/"+id, nil).Want(t, http.StatusOK).Body); strings.Contains(body, "password") {
 		t.Errorf("an account reads %s", body)
 	}
 }
@@ -386,12 +386,12 @@ func TestSessionsEndAtBothServices(t *testing.T) {
 	}
 	works := func(token string) {
 		t.Helper()
-		c.DoWith(c.Storage, "GET", "/accounts/"+id, nil, as(token)).Want(t, http.StatusOK)
+		c.DoWith(c.Storage, "GET", "/sign-in-accounts/"+id, nil, as(token)).Want(t, http.StatusOK)
 		c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks", nil, as(token)).Want(t, http.StatusOK)
 	}
 	endedWithin := func(what, token string, ended time.Time) {
 		t.Helper()
-		sessionEndedWithin(t, c, what, token, ended, probe{c.Storage, "/accounts/" + id}, probe{c.Circulations[0], "/circulation/check-out-locks"})
+		sessionEndedWithin(t, c, what, token, ended, probe{c.Storage, "/sign-in-accounts/" + id}, probe{c.Circulations[0], "/circulation/check-out-locks"})
 	}
 	withRefresh := func(token string) map[string]string {
 		return map[string]string{schemas.HeaderTenant: c.Tenant, "Cookie": "folioRefreshToken=" + token}
@@ -424,17 +424,17 @@ func TestSessionsEndAtBothServices(t *testing.T) {
 	account := map[string]any{"id": id, "username": "root", "roles": []string{schemas.RoleTenantAdmin},
 		"personal": map[string]any{"firstName": "Rita", "lastName": "Root"}}
 	account["active"] = false
-	c.Do(c.Storage, "PUT", "/accounts/"+id, account).Want(t, http.StatusNoContent)
+	c.Do(c.Storage, "PUT", "/sign-in-accounts/"+id, account).Want(t, http.StatusNoContent)
 	endedWithin("the account disabled", access, time.Now())
 	account["active"] = true
-	c.Do(c.Storage, "PUT", "/accounts/"+id, account).Want(t, http.StatusNoContent)
-	if r := c.DoWith(c.Storage, "GET", "/accounts/"+id, nil, as(access)); r.Status != http.StatusUnauthorized {
+	c.Do(c.Storage, "PUT", "/sign-in-accounts/"+id, account).Want(t, http.StatusNoContent)
+	if r := c.DoWith(c.Storage, "GET", "/sign-in-accounts/"+id, nil, as(access)); r.Status != http.StatusUnauthorized {
 		t.Errorf("a token of a disabled account enabled again: %d, want 401", r.Status)
 	}
 
 	access, _ = signIn()
 	works(access)
-	c.Do(c.Storage, "DELETE", "/accounts/"+id, nil).Want(t, http.StatusNoContent)
+	c.Do(c.Storage, "DELETE", "/sign-in-accounts/"+id, nil).Want(t, http.StatusNoContent)
 	deleted := time.Now()
 	var r harness.Response
 	var honoured time.Time
@@ -524,7 +524,7 @@ func TestARoleChangeEndsItsSessionsAtBothServices(t *testing.T) {
 	admin := c.Account(t, "root", "Rita", "Root", schemas.RoleTenantAdmin, password)
 	put := func(id, username string, roles []string, lastName string) {
 		t.Helper()
-		c.Do(c.Storage, "PUT", "/accounts/"+id, map[string]any{"id": id, "username": username, "roles": roles,
+		c.Do(c.Storage, "PUT", "/sign-in-accounts/"+id, map[string]any{"id": id, "username": username, "roles": roles,
 			"personal": map[string]any{"firstName": "Someone", "lastName": lastName}}).Want(t, http.StatusNoContent)
 	}
 	put(admin, "root", []string{schemas.RoleLibrarian, schemas.RoleTenantAdmin}, "Root")
@@ -537,7 +537,7 @@ func TestARoleChangeEndsItsSessionsAtBothServices(t *testing.T) {
 		return map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: token}
 	}
 	loans := probe{c.Circulations[0], "/circulation/loans"}
-	accounts := probe{c.Storage, "/accounts/" + admin}
+	accounts := probe{c.Storage, "/sign-in-accounts/" + admin}
 	libAccess, libRefresh := signIn("ada")
 	adminAccess, _ := signIn("root")
 	type use struct {
@@ -648,14 +648,14 @@ func TestRefusedRequestsAreLoggedWithTheirCaller(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1})
 	user := harness.RoleUser(schemas.RoleSelfCheck)
-	r := c.DoWith(c.Storage, "GET", "/accounts", nil, map[string]string{schemas.HeaderTenant: c.Tenant,
+	r := c.DoWith(c.Storage, "GET", "/sign-in-accounts", nil, map[string]string{schemas.HeaderTenant: c.Tenant,
 		schemas.HeaderToken: c.Token(schemas.RoleSelfCheck), schemas.HeaderRequestID: "refused-403"})
 	if r.Status != http.StatusForbidden {
 		t.Fatalf("a kiosk's token at storage's accounts: %d", r.Status)
 	}
 	forged := c.Token(schemas.RoleTenantAdmin)
 	forged = forged[:len(forged)-4] + "AAAA"
-	if r := c.DoWith(c.Storage, "GET", "/accounts", nil, map[string]string{schemas.HeaderTenant: c.Tenant,
+	if r := c.DoWith(c.Storage, "GET", "/sign-in-accounts", nil, map[string]string{schemas.HeaderTenant: c.Tenant,
 		schemas.HeaderToken: forged, schemas.HeaderRequestID: "refused-401"}); r.Status != http.StatusUnauthorized {
 		t.Fatalf("a forged token: %d", r.Status)
 	}
@@ -688,7 +688,7 @@ func TestRefusedRequestsAreLoggedWithTheirCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.DoWith(c.Storage, "GET", "/accounts", nil, map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: token,
+	c.DoWith(c.Storage, "GET", "/sign-in-accounts", nil, map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: token,
 		schemas.HeaderRequestID: "refused-module"})
 	var lineModule map[string]any
 	harness.Poll(5*time.Second, 20*time.Millisecond, func() bool {

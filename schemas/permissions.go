@@ -135,6 +135,12 @@ const (
 	InterfaceServicePoints        = "service-points"
 	InterfacePatronPin            = "patron-pin"
 	InterfaceKioskPresence        = "kiosk-presence-storage"
+	// FOLIO's fees and fines: the records at storage (mod-feesfines'
+	// feesfines interface), the actions on an account through
+	// circulation, which writes them at storage with their own ids.
+	InterfaceFeesFines      = "feesfines"
+	InterfaceFeeFineActions = "feesfines-actions"
+	InterfaceFeeFineStorage = "fee-fine-storage"
 	// FOLIO's on-demand anonymization: a patron's closed loans through
 	// circulation, loans by id at storage.
 	InterfaceLoanAnonymization     = "loan-anonymization"
@@ -185,6 +191,58 @@ func fixedSet(iface, path, prefix, what, one, many string) []Route {
 	}
 	return out
 }
+
+// readOnly is the routes of records written only by the service's own
+// writes (FOLIO's fee/fine actions): crud's two GETs.
+func readOnly(routes []Route) []Route {
+	var out []Route
+	for _, r := range routes {
+		if r.Method == "GET" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// feeFineActionRoutes are mod-feesfines' actions on an account, served by
+// circulation at FOLIO's paths and permissions: each written at storage
+// as one write with its own id (an Idempotency-Key sent again gets the
+// first answer and moves no more money), each but cancel with its check.
+func feeFineActionRoutes() []Route {
+	var out []Route
+	for _, a := range FeeFineActions {
+		request := "fee-fine-action-request.json"
+		if a == ActionCancel {
+			request = "fee-fine-cancel-request.json"
+		}
+		r := circ("POST", "/accounts/{id}/"+string(a), FeeFineActionPermission(a), string(a)+" a fee/fine", PermissionFeeFineAct, PermissionWriteGet)
+		r.Interface = InterfaceFeeFineActions
+		out = append(out, r.heeds(HeaderIdempotencyKey).takes(request).answers(201, "fee-fine-action-response.json"))
+		if a.Checked() {
+			r := circ("POST", "/accounts/{id}/check-"+string(a), FeeFineCheckPermission(a), "check whether a fee/fine may be "+a.Done(), PermissionFeeFineCheck)
+			r.Interface = InterfaceFeeFineActions
+			out = append(out, r.takes("fee-fine-check-request.json").answers(200, "fee-fine-check-response.json"))
+		}
+	}
+	return out
+}
+
+// FeeFineActionPermission is FOLIO's permission for the action a.
+func FeeFineActionPermission(a FeeFineAction) string {
+	return "feesfines.accounts." + string(a) + ".post"
+}
+
+// FeeFineCheckPermission is FOLIO's permission for the check of a.
+func FeeFineCheckPermission(a FeeFineAction) string {
+	return "feesfines.accounts.check-" + string(a) + ".post"
+}
+
+// PermissionFeeFineAct and PermissionFeeFineCheck write and check an
+// action on fees/fines at storage: circulation's action routes hold them.
+const (
+	PermissionFeeFineAct   = "circulation-storage.fee-fines.actions.post"
+	PermissionFeeFineCheck = "circulation-storage.fee-fines.checks.post"
+)
 
 // Routes is every route of both services.
 var Routes = slices.Concat(
@@ -297,6 +355,12 @@ var Routes = slices.Concat(
 			"read the spans of time the calling self-check machine was seen on line").reads("from", "to").answers(200, "kiosk-presence.json"),
 
 		// circulation-storage: closed loans forget their borrower
+		stor(InterfaceFeeFineStorage, "POST", "/fee-fine-storage/actions", PermissionFeeFineAct,
+			"pay, waive, transfer, refund or cancel fees/fines, as one write").heeds(HeaderWriteID, HeaderWriteDigest).
+			takes("fee-fine-storage-action.json").answers(201, "fee-fine-action-response.json"),
+		stor(InterfaceFeeFineStorage, "POST", "/fee-fine-storage/checks", PermissionFeeFineCheck,
+			"check whether an action on fees/fines would be allowed").
+			takes("fee-fine-storage-check.json").answers(200, "fee-fine-check-response.json"),
 		stor(InterfaceAnonymizeStorageLoans, "POST", "/anonymize-storage-loans", PermissionAnonymizeLoans,
 			"forget the borrower of closed loans, by id").takes("anonymize-storage-loans-request.json").answers(200, "anonymize-storage-loans-response.json"),
 
@@ -347,7 +411,7 @@ var Routes = slices.Concat(
 			return r.heeds(HeaderLockID, HeaderItemVersion, HeaderReleaseLock, HeaderAcquireLock, HeaderCheckOutOverride)
 		}),
 		"PUT", "/loan-storage/loans/{id}", func(r Route) Route {
-			return r.heeds(HeaderCheckInItemVersion, HeaderRenewalCount, HeaderLoanActionItemVersion).
+			return r.heeds(HeaderCheckInItemVersion, HeaderRenewalCount, HeaderLoanActionItemVersion, HeaderLoanActionServicePoint).
 				answers(200, "check-in-written.json").answers(200, "loan.json")
 		})),
 	crud(InterfaceSettings, "/settings/entries", "mod-settings.entries", "settings entries", "setting.json", "settings.json"),
@@ -357,7 +421,15 @@ var Routes = slices.Concat(
 	identifiedWrites(amend(amend(crud(InterfaceRequestStorage, "/request-storage/requests", "request-storage.requests", "requests", "request.json", "requests.json"),
 		"POST", "/request-storage/requests", func(r Route) Route { return r.heeds(HeaderRequestRules) }),
 		"PUT", "/request-storage/requests/{id}", func(r Route) Route { return r.heeds(HeaderRequestRules) })),
-	crud(InterfaceAccounts, "/accounts", "circulation-storage.accounts", "accounts", "account.json", "accounts.json"),
+	crud(InterfaceAccounts, "/sign-in-accounts", "circulation-storage.accounts", "accounts", "account.json", "accounts.json"),
+	crud(InterfaceFeesFines, "/owners", "owners", "fee/fine owners", "fee-fine-owner.json", "fee-fine-owners.json"),
+	crud(InterfaceFeesFines, "/feefines", "feefines", "fee/fine types", "fee-fine-type.json", "fee-fine-types.json"),
+	crud(InterfaceFeesFines, "/payments", "payments", "payment methods", "payment-method.json", "payment-methods.json"),
+	crud(InterfaceFeesFines, "/overdue-fines-policies", "overdue-fines-policies", "overdue fine policies", "overdue-fine-policy.json", "overdue-fine-policies.json"),
+	crud(InterfaceFeesFines, "/lost-item-fees-policies", "lost-item-fees-policies", "lost item fee policies", "lost-item-fee-policy.json", "lost-item-fee-policies.json"),
+	crud(InterfaceFeesFines, "/accounts", "accounts", "fee/fine records", "fee-fine-account.json", "fee-fine-accounts.json"),
+	readOnly(crud(InterfaceFeesFines, "/feefineactions", "feefineactions", "fee/fine actions", "fee-fine-action.json", "fee-fine-actions.json")),
+	feeFineActionRoutes(),
 	crud(InterfaceServicePoints, "/service-points", "inventory-storage.service-points", "service points", "service-point.json", "service-points.json"),
 	[]Route{
 		// FOLIO's login: signing in, refreshing and signing out need no
@@ -693,20 +765,36 @@ var (
 	selfCheckRole = []string{"circulation.check-out-by-barcode.post", PermissionCheckOutOffline, "circulation.check-in-by-barcode.post",
 		"circulation.renew-by-barcode.post", PermissionSelfCheckSettings,
 		"circulation.patron-summary.get", "circulation.item-summary.get", "circulation.patron-pin.verify.post",
-		PermissionPresencePut, PermissionPresenceGet}
+		PermissionPresencePut, PermissionPresenceGet, FeeFineActionPermission(ActionPay), FeeFineCheckPermission(ActionPay)}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
 		"circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,
 		PermissionAllowedServicePoints, PermissionAnonymizeUser, "circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
-		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate})
+		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate},
+		feeFineDesk())
 	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
 		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get", "circulation.kiosks.collection.get"}
 )
 
+// feeFineDesk is what a librarian does with fees/fines beyond a
+// kiosk's payment: every other action and check.
+func feeFineDesk() []string {
+	var out []string
+	for _, a := range FeeFineActions {
+		if a != ActionPay {
+			out = append(out, FeeFineActionPermission(a))
+			if a.Checked() {
+				out = append(out, FeeFineCheckPermission(a))
+			}
+		}
+	}
+	return out
+}
+
 // PermissionSets are the roles.
 var PermissionSets = []PermissionSet{
-	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in, renew loans, and read what a kiosk shows a patron and of an item.", selfCheckRole},
-	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions, reading and changing the check-out lock settings, reading loans, claiming them returned and declaring them lost, placing, changing, cancelling and moving requests and finding where they may be picked up, anonymizing a patron's closed loans on their request, and overriding blocks at check-out.",
+	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in, renew loans, take a patron's payment of a fee/fine, and read what a kiosk shows a patron and of an item.", selfCheckRole},
+	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions (paying a fee/fine among them), waiving, transferring, refunding and cancelling fees/fines, reading and changing the check-out lock settings, reading loans, claiming them returned and declaring them lost, placing, changing, cancelling and moving requests and finding where they may be picked up, anonymizing a patron's closed loans on their request, and overriding blocks at check-out.",
 		librarianRole},
 	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, see the connected self-check machines, and read the lock settings.",
 		operatorRole},

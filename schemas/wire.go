@@ -50,6 +50,10 @@ const (
 	// the item takes the action's status at the version after the one
 	// named.
 	HeaderLoanActionItemVersion = "X-Loan-Action-Item-Version"
+	// HeaderLoanActionServicePoint names where a loan action is taken: a
+	// declaration of loss bills the lost item's fees to the fee/fine
+	// owner serving it.
+	HeaderLoanActionServicePoint = "X-Loan-Action-Service-Point"
 	// HeaderRenewalCount on an open loan's replacement makes it a
 	// renewal's write: the loan is replaced only while its renewalCount is
 	// the one named (absent counts as 0), the new one one more.
@@ -151,6 +155,7 @@ const (
 	WriteRequestUpdate = "request-update"
 	WriteRecordCreate  = "record-create"
 	WriteRecordUpdate  = "record-update"
+	WriteFeeFineAction = "fee-fine-action"
 )
 
 // TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
@@ -295,6 +300,17 @@ const (
 	CodeItemLimitPatronGroupLoanType     = "ITEM_LIMIT_PATRON_GROUP_LOAN_TYPE"
 	CodeItemLimitPatronGroupBoth         = "ITEM_LIMIT_PATRON_GROUP_MATERIAL_TYPE_LOAN_TYPE"
 	CodeNoLoanPolicy                     = "NO_LOAN_POLICY"
+	// An action on fees/fines refused, in mod-feesfines' words: the
+	// fee/fine closed, the amount not a positive decimal of two places,
+	// more than remains (or, for a refund, than was paid), a payment
+	// method the fee/fine's owner does not take.
+	CodeFeeFineClosed         = "FEE_FINE_CLOSED"
+	CodeFeeFineAmountInvalid  = "FEE_FINE_AMOUNT_INVALID"
+	CodeFeeFineAmountExceeded = "FEE_FINE_AMOUNT_EXCEEDED"
+	CodePaymentMethodUnknown  = "PAYMENT_METHOD_UNKNOWN"
+	// CodeNoFeeFineOwner refuses a declaration of loss that would charge
+	// fees where no fee/fine owner serves the service point.
+	CodeNoFeeFineOwner = "NO_FEE_FINE_OWNER"
 	// CodeItemLimitReached is storage's refusal of a check-out's write at
 	// the item limit it carried; circulation answers FOLIO's item-limit
 	// refusal for it.

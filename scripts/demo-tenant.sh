@@ -31,7 +31,7 @@ for a in "kiosk:self-check:Self-check:Kiosk:${SELF_CHECK_USER_ID:-}" "librarian:
   "operator:operator:Olga:Operator:${OPERATOR_USER_ID:-}" "admin:tenant-admin:Ada:Admin:${ADMIN_USER_ID:-}"; do
   IFS=: read -r user role first last id <<<"$a"
   # 201, or 422 when the account is there already: either will do.
-  curl -sS -o /dev/null -X POST "$storage_url/accounts" "${hdr[@]}" \
+  curl -sS -o /dev/null -X POST "$storage_url/sign-in-accounts" "${hdr[@]}" \
     -d '{'"${id:+\"id\":\"$id\",}"'"username":"'"$user"'","personal":{"firstName":"'"$first"'","lastName":"'"$last"'"},"roles":["circulation.role.'"$role"'"]}'
   curl -fsS -o /dev/null -X POST "$storage_url/authn/credentials" "${hdr[@]}" \
     -d '{"username":"'"$user"'","password":"'"$user"'-demo"}'

@@ -615,7 +615,7 @@ func (c *Cluster) Account(t testing.TB, username, first, last, role, password st
 	var a struct {
 		ID string `json:"id"`
 	}
-	c.Do(c.Storage, "POST", "/accounts", map[string]any{"username": username,
+	c.Do(c.Storage, "POST", "/sign-in-accounts", map[string]any{"username": username,
 		"personal": map[string]any{"firstName": first, "lastName": last}, "roles": []string{role}}).
 		Want(t, http.StatusCreated).Decode(t, &a)
 	c.Do(c.Storage, "POST", "/authn/credentials", map[string]any{"userId": a.ID, "password": password}).Want(t, http.StatusCreated)

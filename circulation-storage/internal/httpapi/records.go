@@ -26,6 +26,9 @@ import (
 func (s *Server) routeRecords(r storage.Resource) {
 	s.Get(r.Path, func(c echo.Context) error { return s.listRecords(c, r) }, s.tenant)
 	s.Get(r.Path+"/:id", func(c echo.Context) error { return s.getRecord(c, r) }, s.tenant)
+	if r.ReadOnly {
+		return
+	}
 	s.Handle(http.MethodPut, r.Path+"/:id", s.announcing(r, s.identified(r, func(c echo.Context) error { return s.putRecord(c, r) })), s.tenant)
 	if r.Fixed {
 		return
@@ -62,6 +65,24 @@ func (s *Server) identified(r storage.Resource, write echo.HandlerFunc) echo.Han
 	if r.Path != storage.Loans.Path && r.Path != storage.Items.Path && r.Path != storage.Requests.Path {
 		return write
 	}
+	return s.withWriteID(write, func(c echo.Context, answer json.RawMessage) error {
+		switch {
+		case c.Request().Method == http.MethodPost:
+			c.Response().Header().Set(echo.HeaderLocation, r.Path+"/"+recordID(answer))
+			return c.JSON(http.StatusCreated, answer)
+		case len(answer) == 0 || string(answer) == "null":
+			return c.NoContent(http.StatusNoContent)
+		}
+		return c.JSON(http.StatusOK, answer)
+	})
+}
+
+// withWriteID is write carrying the write's own id (storage.Write) when
+// the caller names one (schemas.HeaderWriteID, with the digest
+// schemas.HeaderWriteDigest gives); a write whose id landed before is
+// answered by replay with that write's answer, and
+// schemas.HeaderWriteReplayed.
+func (s *Server) withWriteID(write echo.HandlerFunc, replay func(c echo.Context, answer json.RawMessage) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Request().Header
 		w := storage.Write{ID: strings.ToLower(h.Get(schemas.HeaderWriteID)), Digest: h.Get(schemas.HeaderWriteDigest)}
@@ -85,14 +106,7 @@ func (s *Server) identified(r storage.Resource, write echo.HandlerFunc) echo.Han
 		}
 		serverkit.Log(c, slog.String("write_id", w.ID), slog.Bool("replayed", true))
 		c.Response().Header().Set(schemas.HeaderWriteReplayed, "true")
-		switch {
-		case c.Request().Method == http.MethodPost:
-			c.Response().Header().Set(echo.HeaderLocation, r.Path+"/"+recordID(replayed.Answer))
-			return c.JSON(http.StatusCreated, replayed.Answer)
-		case len(replayed.Answer) == 0 || string(replayed.Answer) == "null":
-			return c.NoContent(http.StatusNoContent)
-		}
-		return c.JSON(http.StatusOK, replayed.Answer)
+		return replay(c, replayed.Answer)
 	}
 }
 
@@ -482,7 +496,13 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 		if err != nil {
 			return err
 		}
-		err = s.svc.Loans.ActOnLoan(c.Request().Context(), tenantOf(c), storage.LoanActionWrite{LoanID: id, Loan: doc, ItemVersion: n, LoanVersion: version})
+		sp := c.Request().Header.Get(schemas.HeaderLoanActionServicePoint)
+		if sp != "" && !s.Schemas().ValidUUID(sp) {
+			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s must be a UUID", schemas.HeaderLoanActionServicePoint).
+				With("servicePointId", truncateText(sp))
+		}
+		err = s.svc.Loans.ActOnLoan(c.Request().Context(), tenantOf(c), storage.LoanActionWrite{LoanID: id, Loan: doc, ItemVersion: n,
+			LoanVersion: version, ServicePointID: sp})
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/checkoutlock/circulation-storage/internal/feesfines"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/checkoutlock/circulation-storage/internal/requests"
@@ -79,6 +80,14 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 			}
 			written.ReturnedBeforeLoan = open
 			return json.Marshal(written)
+		}
+		// The loan's fees, from the loan as it stands before the check-in:
+		// a lost item's given back, an overdue loan's fine.
+		if err := feesfines.SettleLostItemReturned(ctx, tx, t, w.LoanID); err != nil {
+			return nil, err
+		}
+		if err := feesfines.ChargeOverdueFine(ctx, tx, t, w.LoanID, record.FieldValue(w.Loan, "returnDate"), servicePointID); err != nil {
+			return nil, err
 		}
 		r, err := requests.ReturnItem(ctx, tx, t, itemID, w.ItemVersion, servicePointID)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/checkoutlock/circulation-storage/internal/feesfines"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/jackc/pgx/v5"
@@ -55,6 +56,13 @@ func (s *Loans) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanA
 		return err
 	}
 	_, err := s.db.InTxOnce(ctx, t, schemas.WriteLoanAction, func(tx pgx.Tx) (json.RawMessage, error) {
+		// A loan declared lost is billed as its lost item fee policy
+		// says, from the loan as it stands before the declaration.
+		if status == schemas.ItemDeclaredLost {
+			if err := feesfines.ChargeLostItemFees(ctx, tx, t, w.LoanID, w.ServicePointID); err != nil {
+				return nil, err
+			}
+		}
 		if err := writeItemStatus(ctx, tx, t, loanActionItemSQL[status], w.Loan, w.ItemVersion, "change"); err != nil {
 			return nil, err
 		}

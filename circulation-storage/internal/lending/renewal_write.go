@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/checkoutlock/circulation-storage/internal/feesfines"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/checkoutlock/circulation-storage/internal/requests"
@@ -88,7 +89,8 @@ WITH recall AS (
            jsonb_strip_nulls(jsonb_build_object('loanId', r.jsonb -> 'id', 'userId', r.jsonb -> 'userId', 'itemId', r.jsonb -> 'itemId',
            'dueDate', r.jsonb -> 'dueDate', 'renewalCount', r.jsonb -> 'renewalCount')))
       FROM renewed r WHERE ` + postgres.OutboxOn + `
-), ` + postgres.AnsweredSQL("(SELECT jsonb FROM renewed)", "EXISTS (SELECT 1 FROM renewed)") + `
+), ` + feesfines.OverdueChargeCTEs("fine_", "@loan_id::uuid", "now()", "@loan::jsonb ->> 'checkoutServicePointId'", true,
+		"EXISTS (SELECT 1 FROM renewed)") + `, ` + postgres.AnsweredSQL("(SELECT jsonb FROM renewed)", "EXISTS (SELECT 1 FROM renewed)") + `
 )
 SELECT (SELECT jsonb FROM renewed) AS stored, (SELECT open FROM recall) AS recalled, j.*
   FROM judged j`

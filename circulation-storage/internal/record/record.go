@@ -40,6 +40,13 @@ var tables = map[string]postgres.TableName{
 	storage.Accounts.Path:              "account",
 	storage.ServicePoints.Path:         "service_point",
 	storage.Settings.Path:              "setting",
+	storage.FeeFineOwners.Path:         "fee_fine_owner",
+	storage.FeeFineTypes.Path:          "fee_fine_type",
+	storage.PaymentMethods.Path:        "payment_method",
+	storage.OverdueFinePolicies.Path:   "overdue_fine_policy",
+	storage.LostItemFeePolicies.Path:   "lost_item_fee_policy",
+	storage.FeeFineAccounts.Path:       "fee_fine_account",
+	storage.FeeFineActions.Path:        "fee_fine_action",
 }
 
 // Table is the table resource r is stored in.

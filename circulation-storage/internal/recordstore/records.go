@@ -101,6 +101,26 @@ var specs = map[string]tableSpec{
 		fields: map[string]column{"id": uuidColumn("id"), "username": textColumn("username")}, order: "username, id"},
 	storage.ServicePoints.Path: {columns: map[string]string{"name": "name"},
 		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
+	storage.FeeFineOwners.Path: {columns: map[string]string{"owner": "owner"},
+		fields: map[string]column{"id": uuidColumn("id"), "owner": textColumn("owner")}, order: "owner, id"},
+	storage.FeeFineTypes.Path: {columns: map[string]string{"ownerId": "owner_id", "feeFineType": "fee_fine_type"},
+		fields: map[string]column{"id": uuidColumn("id"), "ownerId": uuidColumn("owner_id"), "feeFineType": textColumn("fee_fine_type")},
+		order:  "fee_fine_type, id"},
+	storage.PaymentMethods.Path: {columns: map[string]string{"ownerId": "owner_id", "nameMethod": "name_method"},
+		fields: map[string]column{"id": uuidColumn("id"), "ownerId": uuidColumn("owner_id"), "nameMethod": textColumn("name_method")},
+		order:  "name_method, id"},
+	storage.OverdueFinePolicies.Path: {columns: map[string]string{"name": "name"},
+		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
+	storage.LostItemFeePolicies.Path: {columns: map[string]string{"name": "name"},
+		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
+	storage.FeeFineAccounts.Path: {columns: map[string]string{"userId": "user_id", "loanId": "loan_id", "status": "status"},
+		fields: map[string]column{"id": uuidColumn("id"), "userId": uuidColumn("user_id"), "loanId": uuidColumn("loan_id"),
+			"status.name": textColumn("status"), "feeFineId": uuidColumn("fee_fine_id"), "ownerId": uuidColumn("owner_id")},
+		order: "jsonb #>> '{metadata,createdDate}', id"},
+	storage.FeeFineActions.Path: {columns: map[string]string{"accountId": "account_id", "userId": "user_id"},
+		fields: map[string]column{"id": uuidColumn("id"), "accountId": uuidColumn("account_id"), "userId": uuidColumn("user_id"),
+			"typeAction": textColumn("type_action")},
+		order: "jsonb ->> 'dateAction', id"},
 	storage.Settings.Path: {columns: map[string]string{"scope": "scope", "key": "key"},
 		fields: map[string]column{"id": uuidColumn("id"), "scope": textColumn("scope"), "key": textColumn("key")},
 		order:  "scope, key, id"},
@@ -287,6 +307,20 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 // check-out, and leaves Checked out only while it has no open loan (the
 // check-in of an item with none).
 var updateGuards = map[string]*record.Guard{
+	// A fee/fine's money and whose it is change only by the actions on
+	// it (package feesfines), never by a replacement.
+	storage.FeeFineAccounts.Path: {
+		Cond: `amount = (@doc::jsonb ->> 'amount')::numeric AND remaining = (@doc::jsonb ->> 'remaining')::numeric
+           AND status = (@doc::jsonb #>> '{status,name}') AND jsonb #>> '{paymentStatus,name}' = (@doc::jsonb #>> '{paymentStatus,name}')
+           AND user_id = (@doc::jsonb ->> 'userId')::uuid AND fee_fine_id = (@doc::jsonb ->> 'feeFineId')::uuid
+           AND owner_id = (@doc::jsonb ->> 'ownerId')::uuid AND loan_id IS NOT DISTINCT FROM (@doc::jsonb ->> 'loanId')::uuid`,
+		State: `remaining::text`,
+		Why: func(id string, state []any, doc json.RawMessage) error {
+			return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+				"Fee/fine %s: its amount, remaining, status, paymentStatus, userId, feeFineId, ownerId and loanId change only by "+
+					"the actions on it (/accounts/%s/pay, waive, transfer, refund, cancel)", id, id)
+		},
+	},
 	storage.Loans.Path: {
 		Cond: `status_name = ` + record.NewStatus + ` AND (status_name <> ` + postgres.Lit(schemas.LoanOpen) + `
                  OR (user_id = (@doc::jsonb ->> 'userId')::uuid AND item_id = (@doc::jsonb ->> 'itemId')::uuid))`,

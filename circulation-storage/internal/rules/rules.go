@@ -66,7 +66,8 @@ func AutomatedBlocksSQL(tenant, user, group string) string {
 			charged = Reached("s.open", "pl.value")
 		}
 		return `CASE c.id WHEN '` + storage.ConditionItemsChargedOut + `' THEN ` + charged + `
-                          WHEN '` + storage.ConditionLostItems + `' THEN s.lost > pl.value ELSE s.overdue > pl.value END`
+                          WHEN '` + storage.ConditionLostItems + `' THEN s.lost > pl.value
+                          WHEN '` + schemas.ConditionFeeFineBalance + `' THEN s.balance > pl.value ELSE s.overdue > pl.value END`
 	}
 	return `(SELECT jsonb_agg(jsonb_build_object('patronBlockConditionId', b.id, 'blockBorrowing', b.borrowing,
             'blockRenewals', b.renewals, 'blockRequests', b.requests, 'message', b.message) ORDER BY b.id)
@@ -81,11 +82,22 @@ func AutomatedBlocksSQL(tenant, user, group string) string {
                        count(*) FILTER (WHERE i.status_name IN (` + postgres.Lits(schemas.ItemStatusesLost...) + `)) AS lost,
                        count(*) FILTER (WHERE ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` < now()) AS overdue
                   FROM ` + postgres.Table(postgres.TableLoan) + ` l JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
-                 WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND ` + CountedLoan("l", "i") + `) s
+                 WHERE l.user_id = ` + user + ` AND l.tenant_id = ` + tenant + ` AND ` + CountedLoan("l", "i") + `) s0
+          CROSS JOIN LATERAL (` + BalanceSQL(tenant, user) + `) AS fb (balance)
+          CROSS JOIN LATERAL (SELECT s0.open, s0.lost, s0.overdue, fb.balance) s
           WHERE pl.tenant_id = ` + tenant + ` AND pl.patron_group_id = ` + group + `
             AND pl.condition_id IN ('` + storage.ConditionItemsChargedOut + `', '` + storage.ConditionLostItems + `', '` +
-		storage.ConditionOverdueItems + `')) b
+		storage.ConditionOverdueItems + `', '` + schemas.ConditionFeeFineBalance + `')) b
   WHERE b.borrowing OR b.renewals OR b.requests)`
+}
+
+// BalanceSQL is a patron's outstanding fee/fine balance (one row, one
+// column): what remains of their open fees/fines, 0 with none. tenant
+// and user are SQL expressions. The check-out's write, the summaries and
+// the block all read it here.
+func BalanceSQL(tenant, user string) string {
+	return `SELECT coalesce(sum(f.remaining), 0) FROM ` + postgres.Table(postgres.TableFeeFineAccount) + ` f
+          WHERE f.user_id = ` + user + ` AND f.tenant_id = ` + tenant + ` AND f.status = ` + postgres.Lit(schemas.FeeFineOpen)
 }
 
 // PatronActiveSQL is SQL saying whether the patron row p may borrow,

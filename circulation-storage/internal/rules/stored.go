@@ -23,8 +23,10 @@ import (
 // Read reads the tenant's circulation rules through q.
 func Read(ctx context.Context, q postgres.Querier, t storage.Tenant) (storage.CirculationRules, error) {
 	var rules storage.CirculationRules
-	err := q.QueryRow(ctx, postgres.WithTables(`SELECT fallback_loan_policy_id::text, coalesce(fallback_request_policy_id::text, '') FROM %s WHERE tenant_id = $1`,
-		postgres.TableCirculationRules), string(t)).Scan(&rules.FallbackLoanPolicyID, &rules.FallbackRequestPolicyID)
+	err := q.QueryRow(ctx, postgres.WithTables(`SELECT fallback_loan_policy_id::text, coalesce(fallback_request_policy_id::text, ''),
+       coalesce(fallback_overdue_fine_policy_id::text, ''), coalesce(fallback_lost_item_policy_id::text, '') FROM %s WHERE tenant_id = $1`,
+		postgres.TableCirculationRules), string(t)).Scan(&rules.FallbackLoanPolicyID, &rules.FallbackRequestPolicyID,
+		&rules.FallbackOverdueFinePolicyID, &rules.FallbackLostItemPolicyID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.CirculationRules{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,
 			"No circulation rules are set: PUT /circulation-rules-storage first")
@@ -34,14 +36,16 @@ func Read(ctx context.Context, q postgres.Querier, t storage.Tenant) (storage.Ci
 	}
 	rows, err := q.Query(ctx, postgres.WithTables(`
 SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, ''),
-       coalesce(loan_type_id::text, ''), loan_policy_id::text, coalesce(request_policy_id::text, '')
+       coalesce(loan_type_id::text, ''), loan_policy_id::text, coalesce(request_policy_id::text, ''),
+       coalesce(overdue_fine_policy_id::text, ''), coalesce(lost_item_policy_id::text, '')
   FROM %s WHERE tenant_id = $1 ORDER BY position`, postgres.TableCirculationRule), string(t))
 	if err != nil {
 		return storage.CirculationRules{}, postgres.Interpret(err, t)
 	}
 	rules.Rules, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (storage.CirculationRule, error) {
 		var r storage.CirculationRule
-		err := row.Scan(&r.PatronGroupID, &r.MaterialTypeID, &r.LoanTypeID, &r.LoanPolicyID, &r.RequestPolicyID)
+		err := row.Scan(&r.PatronGroupID, &r.MaterialTypeID, &r.LoanTypeID, &r.LoanPolicyID, &r.RequestPolicyID,
+			&r.OverdueFinePolicyID, &r.LostItemPolicyID)
 		return r, err
 	})
 	if err != nil {
@@ -56,10 +60,13 @@ SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, '')
 // Write replaces the tenant's circulation rules, in tx.
 func Write(ctx context.Context, tx pgx.Tx, t storage.Tenant, rules storage.CirculationRules) error {
 	_, err := tx.Exec(ctx, postgres.WithTables(`
-INSERT INTO %s (tenant_id, fallback_loan_policy_id, fallback_request_policy_id) VALUES ($2, $1, nullif($3, '')::uuid)
+INSERT INTO %s (tenant_id, fallback_loan_policy_id, fallback_request_policy_id, fallback_overdue_fine_policy_id, fallback_lost_item_policy_id)
+VALUES (@tenant, @loan_policy, nullif(@request_policy, '')::uuid, nullif(@overdue_policy, '')::uuid, nullif(@lost_policy, '')::uuid)
 ON CONFLICT (tenant_id) DO UPDATE
-  SET fallback_loan_policy_id = excluded.fallback_loan_policy_id, fallback_request_policy_id = excluded.fallback_request_policy_id`,
-		postgres.TableCirculationRules), rules.FallbackLoanPolicyID, string(t), rules.FallbackRequestPolicyID)
+  SET fallback_loan_policy_id = excluded.fallback_loan_policy_id, fallback_request_policy_id = excluded.fallback_request_policy_id,
+      fallback_overdue_fine_policy_id = excluded.fallback_overdue_fine_policy_id, fallback_lost_item_policy_id = excluded.fallback_lost_item_policy_id`,
+		postgres.TableCirculationRules), pgx.StrictNamedArgs{"tenant": string(t), "loan_policy": rules.FallbackLoanPolicyID,
+		"request_policy": rules.FallbackRequestPolicyID, "overdue_policy": rules.FallbackOverdueFinePolicyID, "lost_policy": rules.FallbackLostItemPolicyID})
 	if err != nil {
 		return interpretRule(err, t, -1, rules)
 	}
@@ -68,11 +75,13 @@ ON CONFLICT (tenant_id) DO UPDATE
 	}
 	for i, r := range rules.Rules {
 		_, err := tx.Exec(ctx, postgres.WithTables(`
-INSERT INTO %s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id, request_policy_id)
+INSERT INTO %s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id, request_policy_id,
+                overdue_fine_policy_id, lost_item_policy_id)
 VALUES (@tenant, @position, nullif(@group, '')::uuid, nullif(@material_type, '')::uuid, nullif(@loan_type, '')::uuid, @policy,
-        nullif(@request_policy, '')::uuid)`,
+        nullif(@request_policy, '')::uuid, nullif(@overdue_policy, '')::uuid, nullif(@lost_policy, '')::uuid)`,
 			postgres.TableCirculationRule), pgx.StrictNamedArgs{"tenant": string(t), "position": i, "group": r.PatronGroupID,
-			"material_type": r.MaterialTypeID, "loan_type": r.LoanTypeID, "policy": r.LoanPolicyID, "request_policy": r.RequestPolicyID})
+			"material_type": r.MaterialTypeID, "loan_type": r.LoanTypeID, "policy": r.LoanPolicyID, "request_policy": r.RequestPolicyID,
+			"overdue_policy": r.OverdueFinePolicyID, "lost_policy": r.LostItemPolicyID})
 		if err != nil {
 			return interpretRule(err, t, i, rules)
 		}
@@ -87,15 +96,15 @@ func interpretRule(err error, t storage.Tenant, index int, rules storage.Circula
 		return postgres.Interpret(err, t)
 	}
 	c := record.Constraints[pgErr.ConstraintName]
-	field, value := c.Field, rules.FallbackLoanPolicyID
-	if c.Field == "fallbackRequestPolicyId" {
-		value = rules.FallbackRequestPolicyID
-	}
+	field, value := c.Field, map[string]string{"fallbackLoanPolicyId": rules.FallbackLoanPolicyID,
+		"fallbackRequestPolicyId": rules.FallbackRequestPolicyID, "fallbackOverdueFinePolicyId": rules.FallbackOverdueFinePolicyID,
+		"fallbackLostItemPolicyId": rules.FallbackLostItemPolicyID}[c.Field]
 	if index >= 0 {
 		r := rules.Rules[index]
 		field = "rules." + strconv.Itoa(index) + "." + c.Field
 		value = map[string]string{"patronGroupId": r.PatronGroupID, "materialTypeId": r.MaterialTypeID,
-			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID, "requestPolicyId": r.RequestPolicyID}[c.Field]
+			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID, "requestPolicyId": r.RequestPolicyID,
+			"overdueFinePolicyId": r.OverdueFinePolicyID, "lostItemPolicyId": r.LostItemPolicyID}[c.Field]
 	}
 	e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: %s %s does not exist", field, c.Target, value).
 		With(field, value)

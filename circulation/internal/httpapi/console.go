@@ -406,7 +406,7 @@ func (s *Server) historyFilters(c echo.Context) (q url.Values, none bool, err er
 				ID string `json:"id"`
 			} `json:"accounts"`
 		}
-		err := s.svc.Console.GetJSON(ctx, "/accounts?"+url.Values{"query": {"username==" + cqlTerm(strings.ToLower(v))}, "limit": {"1"}}.Encode(), &page)
+		err := s.svc.Console.GetJSON(ctx, "/sign-in-accounts?"+url.Values{"query": {"username==" + cqlTerm(strings.ToLower(v))}, "limit": {"1"}}.Encode(), &page)
 		if err != nil {
 			return nil, false, err
 		}

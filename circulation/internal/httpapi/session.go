@@ -138,7 +138,7 @@ func (s *Server) self(c echo.Context) error {
 				Username string     `json:"username"`
 				Personal personJSON `json:"personal"`
 			}
-			if err := s.svc.Console.GetJSON(c.Request().Context(), "/accounts/"+url.PathEscape(claims.UserID), &a); err == nil {
+			if err := s.svc.Console.GetJSON(c.Request().Context(), "/sign-in-accounts/"+url.PathEscape(claims.UserID), &a); err == nil {
 				out.User.Username, out.User.Personal = a.Username, &a.Personal
 			}
 		}
@@ -203,7 +203,7 @@ func (n *names) look(id string) {
 		Username string     `json:"username"`
 		Personal personJSON `json:"personal"`
 	}
-	if err := n.console.GetJSON(n.ctx, "/accounts/"+url.PathEscape(id), &r); err != nil {
+	if err := n.console.GetJSON(n.ctx, "/sign-in-accounts/"+url.PathEscape(id), &r); err != nil {
 		if err := n.console.GetJSON(n.ctx, "/users/"+url.PathEscape(id), &r); err != nil {
 			r.Username, r.Personal = "", personJSON{}
 		}

@@ -23,6 +23,11 @@ func servicePointOf(params []errs.Parameter) string {
 	return ""
 }
 
+// feeFineRefusals are storage's refusals of an action on fees/fines and
+// of a loss it cannot bill, passed on as they are.
+var feeFineRefusals = []string{schemas.CodeFeeFineClosed, schemas.CodeFeeFineAmountInvalid, schemas.CodeFeeFineAmountExceeded,
+	schemas.CodePaymentMethodUnknown, schemas.CodeNoFeeFineOwner}
+
 // fromAnswer is this service's map back from an answer of
 // circulation-storage to an Error, by status and storage's error code,
 // with the wait its Retry-After asks for (header); call names the request
@@ -113,6 +118,10 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 		e.RetryAfter = errhttp.RetryAfter(header)
 		return e
 	case status == http.StatusUnprocessableEntity && (code == schemas.CodeAlreadyExists || code == schemas.CodeRecordTooLarge):
+		return withParams(errs.Errorf(errs.KindInvalid, code, "%s", msg).Because(cause))
+	case status == http.StatusUnprocessableEntity && slices.Contains(feeFineRefusals, code):
+		// An action on fees/fines refused (mod-feesfines' words), or a
+		// declaration of loss whose fees no owner takes: storage's own.
 		return withParams(errs.Errorf(errs.KindInvalid, code, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && code == schemas.CodePageTooLarge:
 		// A page of records too large for storage to answer: the caller

@@ -305,8 +305,11 @@ func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circ
 	if err != nil {
 		return err
 	}
-	return c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil,
-		append(writeHeaders(ctx), schemas.HeaderLoanActionItemVersion, strconv.Itoa(item.Version))...)
+	headers := append(writeHeaders(ctx), schemas.HeaderLoanActionItemVersion, strconv.Itoa(item.Version))
+	if loan.ActionServicePointID != "" {
+		headers = append(headers, schemas.HeaderLoanActionServicePoint, loan.ActionServicePointID)
+	}
+	return c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil, headers...)
 }
 
 // RenewLoan implements circulation.Storage: the loan's replacement with the

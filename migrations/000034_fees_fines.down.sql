@@ -1,0 +1,14 @@
+DROP TRIGGER tenant_fee_fine_types ON tenant;
+DROP FUNCTION tenant_fee_fine_types();
+DROP FUNCTION fee_fine_types_for(text);
+DROP TABLE fee_fine_action;
+DROP TABLE fee_fine_account;
+DROP FUNCTION fee_fine_account_charged();
+DROP FUNCTION fee_fine_account_version_moves();
+ALTER TABLE circulation_rule DROP COLUMN overdue_fine_policy_id, DROP COLUMN lost_item_policy_id;
+ALTER TABLE circulation_rules DROP COLUMN fallback_overdue_fine_policy_id, DROP COLUMN fallback_lost_item_policy_id;
+DROP TABLE lost_item_fee_policy;
+DROP TABLE overdue_fine_policy;
+DROP TABLE payment_method;
+DROP TABLE fee_fine_type;
+DROP TABLE fee_fine_owner;

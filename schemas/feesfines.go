@@ -1,0 +1,124 @@
+package schemas
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Fees and fines as FOLIO's mod-feesfines names them: an account's (a
+// patron's fee/fine's) status and payment status, the actions on it, and
+// the fee/fine types FOLIO's circulation charges by itself.
+
+// An account's status: open while something remains.
+const (
+	FeeFineOpen   = "Open"
+	FeeFineClosed = "Closed"
+)
+
+// ConditionFeeFineBalance is FOLIO's block condition "Maximum outstanding
+// fee/fine balance" (mod-patron-blocks' id): the patron group's limit on
+// what a patron owes, judged with the other conditions.
+const ConditionFeeFineBalance = "cf7a0d5f-a327-4ca1-aa9e-dc55ec006b8a"
+
+// The fee/fine types FOLIO's circulation charges, by name: an owner's
+// automatic type of that name, else the tenant's (mod-feesfines'
+// reference data, with no owner: migration 34 gives every tenant them).
+const (
+	FeeFineOverdueFine        = "Overdue fine"
+	FeeFineLostItemFee        = "Lost item fee"
+	FeeFineLostItemProcessing = "Lost item processing fee"
+)
+
+// FeeFineAction is one of mod-feesfines' actions on an account, by its
+// route's name (/accounts/{id}/pay, …).
+type FeeFineAction string
+
+// The actions on an account.
+const (
+	ActionPay      FeeFineAction = "pay"
+	ActionWaive    FeeFineAction = "waive"
+	ActionTransfer FeeFineAction = "transfer"
+	ActionCancel   FeeFineAction = "cancel"
+	ActionRefund   FeeFineAction = "refund"
+)
+
+// FeeFineActions are the actions, in the order routes are listed.
+var FeeFineActions = []FeeFineAction{ActionPay, ActionWaive, ActionTransfer, ActionRefund, ActionCancel}
+
+// Checked reports whether the action has FOLIO's check route
+// (/accounts/{id}/check-pay, …): every one but cancel.
+func (a FeeFineAction) Checked() bool { return a != ActionCancel }
+
+// Done is the action's past participle, as a sentence says it.
+func (a FeeFineAction) Done() string {
+	return map[FeeFineAction]string{ActionPay: "paid", ActionWaive: "waived", ActionTransfer: "transferred",
+		ActionRefund: "refunded", ActionCancel: "cancelled"}[a]
+}
+
+// Partial and Full are what an action writes, as its fee/fine action's
+// typeAction and as the account's payment status, when it leaves
+// something and when it leaves nothing (FOLIO's "Paid partially", "Paid
+// fully", …). Cancel always cancels the whole remaining ("Cancelled as
+// error"); a refund gives back what was paid, and leaves the remaining.
+func (a FeeFineAction) Partial() string { return feeFineWords[a][0] }
+
+// Full: see Partial.
+func (a FeeFineAction) Full() string { return feeFineWords[a][1] }
+
+var feeFineWords = map[FeeFineAction][2]string{
+	ActionPay:      {"Paid partially", "Paid fully"},
+	ActionWaive:    {"Waived partially", "Waived fully"},
+	ActionTransfer: {"Transferred partially", "Transferred fully"},
+	ActionRefund:   {"Refunded partially", "Refunded fully"},
+	ActionCancel:   {"Cancelled as error", "Cancelled as error"},
+}
+
+// PaymentStatusOutstanding is an account's payment status before any
+// action.
+const PaymentStatusOutstanding = "Outstanding"
+
+// The payment statuses a lost item's return writes (mod-circulation's).
+const (
+	PaymentStatusCancelledItemReturned = "Cancelled item returned"
+)
+
+// MaxFeeFineAmount bounds an amount an action names, and an account's.
+const MaxFeeFineAmount = "99999999.99"
+
+// amountPattern is an amount as an action names it: a decimal of at most
+// two places (the currency's minor unit), as FOLIO's clients send them.
+var amountPattern = regexp.MustCompile(`^[0-9]{1,8}(\.[0-9]{1,2})?$`)
+
+// ParseAmount is an action's amount ("5", "5.00") as a decimal of two
+// places ("5.00"), exact: no binary float ever holds it. Anything else,
+// zero included, is refused with FOLIO's words.
+func ParseAmount(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if !amountPattern.MatchString(s) {
+		return "", fmt.Errorf("Invalid amount entered")
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	whole = strings.TrimLeft(whole, "0")
+	if whole == "" {
+		whole = "0"
+	}
+	frac = (frac + "00")[:2]
+	if whole == "0" && frac == "00" {
+		return "", fmt.Errorf("Amount must be positive")
+	}
+	return whole + "." + frac, nil
+}
+
+// OverdueFineIntervalMinutes is an overdue fine policy's interval
+// (quantity.json's intervalId) in minutes, as FOLIO counts them (a month
+// of 31 days, a year of 365).
+var OverdueFineIntervalMinutes = map[string]int{
+	"minute": 1, "hour": 60, "day": 1440, "week": 10080, "month": 44640, "year": 525600,
+}
+
+// LoanPeriodMinutes is a loan policy's period unit (a grace period's
+// intervalId) in minutes, as FOLIO counts them.
+var LoanPeriodMinutes = map[string]int{
+	"Minutes": 1, "Hours": 60, "Days": 1440, "Weeks": 10080, "Months": 44640,
+}
