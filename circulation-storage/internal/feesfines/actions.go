@@ -47,7 +47,7 @@ var (
 // refunded), in the order a payment spread over them takes them: oldest
 // first.
 var accountsSQL = `
-SELECT f.id, f.user_id, f.owner_id, f.remaining, f.jsonb,
+SELECT f.id, f.user_id, f.owner_id, f.remaining,
        coalesce((SELECT sum(x.amount_action) FROM ` + postgres.Table(postgres.TableFeeFineAction) + ` x
                   WHERE x.account_id = f.id AND x.tenant_id = f.tenant_id AND x.type_action IN (` + postgres.Lits(paidTypes...) + `)), 0)
      - coalesce((SELECT sum(x.amount_action) FROM ` + postgres.Table(postgres.TableFeeFineAction) + ` x
@@ -193,7 +193,7 @@ WITH a AS (` + accountsSQL + `), parts AS (
       FROM a WINDOW w AS (ORDER BY a.created, a.id)
 ), m AS (
     SELECT p.*, CASE WHEN @action = 'refund' THEN p.remaining ELSE p.remaining - p.part END AS left_over,
-           CASE WHEN (@action = 'refund' AND p.part = p.refundable) OR (@action <> 'refund' AND p.remaining = p.part) THEN @full ELSE @partial END AS words,
+           CASE WHEN (@action = 'refund' AND p.part = p.refundable) OR (@action <> 'refund' AND p.remaining = p.part) THEN @full::text ELSE @partial::text END AS words,
            gen_random_uuid() AS action_id
       FROM parts p WHERE p.part > 0
 ), written AS (
@@ -207,12 +207,12 @@ WITH a AS (` + accountsSQL + `), parts AS (
     INSERT INTO ` + postgres.Table(postgres.TableFeeFineAction) + ` (tenant_id, id, jsonb)
     SELECT @tenant, m.action_id, jsonb_strip_nulls(jsonb_build_object('id', m.action_id, 'accountId', m.id, 'userId', m.user_id,
            'typeAction', m.words, 'amountAction', m.part, 'balance', m.left_over, 'dateAction', ` + record.SQLNow + `,
-           'paymentMethod', @method, 'source', @user_name, 'createdAt', @service_point, 'transactionInformation', @info,
-           'comments', @comments, 'notify', @notify::boolean))
+           'paymentMethod', @method::text, 'source', @user_name::text, 'createdAt', @service_point::text, 'transactionInformation', @info::text,
+           'comments', @comments::text, 'notify', @notify::boolean))
       FROM m
     RETURNING jsonb
 )
-SELECT jsonb_build_object('accountId', @first, 'amount', coalesce((SELECT sum(part) FROM m), 0)::text,
+SELECT jsonb_build_object('accountId', @first::text, 'amount', coalesce((SELECT sum(part) FROM m), 0)::text,
        'remainingAmount', ((SELECT sum(remaining) FROM a) - CASE WHEN @action = 'refund' THEN 0 ELSE coalesce((SELECT sum(part) FROM m), 0) END)::text,
        'feefineactions', coalesce((SELECT jsonb_agg(jsonb ORDER BY jsonb ->> 'accountId') FROM acts), '[]'::jsonb))`
 
