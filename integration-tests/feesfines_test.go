@@ -185,7 +185,9 @@ func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 		t.Fatalf("declared lost: %d fees/fines, want the lost item fee and its processing fee", len(fees))
 	}
 	sort.Slice(fees, func(i, j int) bool { return fees[i].FeeFineType < fees[j].FeeFineType })
-	var types struct{ Feefines []struct{ ID, FeeFineType, OwnerID string } }
+	var types struct {
+		Feefines []struct{ ID, FeeFineType, OwnerID string }
+	}
 	c.Do(c.Storage, "GET", "/feefines?limit=100", nil).Want(t, http.StatusOK).Decode(t, &types)
 	typeID := map[string]string{}
 	for _, ft := range types.Feefines {
