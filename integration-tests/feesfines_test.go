@@ -1,14 +1,19 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
+	"github.com/jackc/pgx/v5"
 )
 
 // feesLibrary is a library that charges fees: a fee/fine owner serving
@@ -213,5 +218,175 @@ func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 	}
 	if want := []string{"Cancelled item returned 6.00", "Lost item fee 10.00", "Paid partially 4.00", "Refunded fully 4.00"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("the lost item fee's actions: %q, want %q", got, want)
+	}
+}
+
+// moneyTypes are the typeActions that take from what remains of a
+// fee/fine.
+var moneyTypes = []string{schemas.ActionPay.Partial(), schemas.ActionPay.Full(), schemas.ActionWaive.Partial(), schemas.ActionWaive.Full(),
+	schemas.ActionTransfer.Partial(), schemas.ActionTransfer.Full(), schemas.ActionCancel.Full(), schemas.PaymentStatusCancelledItemReturned}
+
+// moneyHolds checks every fee/fine of the tenant in the database: what
+// its actions took equals its amount less what remains, what remains is
+// never below zero, it is open exactly while something remains, and it
+// was charged once. It answers how many fees/fines it checked.
+func moneyHolds(t *testing.T, c *harness.Cluster) int {
+	t.Helper()
+	accounts, actions := pgx.Identifier{c.Schema, "fee_fine_account"}.Sanitize(), pgx.Identifier{c.Schema, "fee_fine_action"}.Sanitize()
+	rows, err := c.DB.Query(context.Background(), `
+SELECT a.id::text, a.amount::text, a.remaining::text, a.status, coalesce(sum(x.amount_action) FILTER (WHERE x.type_action = ANY ($1)), 0)::text,
+       count(*) FILTER (WHERE x.type_action = a.jsonb ->> 'feeFineType' AND x.amount_action = a.amount),
+       a.amount - a.remaining = coalesce(sum(x.amount_action) FILTER (WHERE x.type_action = ANY ($1)), 0) AND a.remaining >= 0
+         AND (a.status = 'Open') = (a.remaining > 0)
+  FROM `+accounts+` a LEFT JOIN `+actions+` x ON x.account_id = a.id
+ GROUP BY a.id, a.amount, a.remaining, a.status, a.jsonb`, moneyTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var id, amount, remaining, status, moved string
+		var charges int
+		var ok bool
+		if err := rows.Scan(&id, &amount, &remaining, &status, &moved, &charges, &ok); err != nil {
+			t.Fatal(err)
+		}
+		if !ok || charges != 1 {
+			t.Errorf("fee/fine %s: amount %s, remaining %s, %s, actions took %s, charged %d times", id, amount, remaining, status, moved, charges)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// pay is a payment of amount of the fee/fine id through circulation
+// instance i, with the Idempotency-Key key ("" for none).
+func pay(c *harness.Cluster, i int, id, amount, key string) harness.Response {
+	h := c.Headers()
+	if key != "" {
+		h[schemas.HeaderIdempotencyKey] = key
+	}
+	return c.DoWith(c.Circulations[i%len(c.Circulations)], "POST", "/accounts/"+id+"/pay", map[string]any{"amount": amount,
+		"paymentMethod": "Cash", "notifyPatron": false, "servicePointId": harness.ServicePoint, "userName": "Desk"}, h)
+}
+
+// TestAFeeFineIsPaidOnceAndLiftsTheBlockAtOnce: a patron over their
+// group's maximum outstanding fee/fine balance is refused a check-out in
+// FOLIO's words; the same payment sent twenty times at once with one
+// Idempotency-Key over two circulation instances pays once, every answer
+// the first's; the balance under the maximum, the next check-out is
+// allowed at once. Payments racing for what remains, each its own key,
+// pay exactly what remained, the rest refused in mod-feesfines' words:
+// never more than the amount, never a remaining below zero, round after
+// round. What a payment is refused for changes nothing.
+func TestAFeeFineIsPaidOnceAndLiftsTheBlockAtOnce(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	const rounds = 3
+	lib := setUpFees(t, c, rounds, 3, facultyStandard(), lostPolicy(10, 5))
+	blockWith(t, c, lib.Library, schemas.ConditionFeeFineBalance, "Patron has outstanding fees/fines", 10, true, false, false)
+	for p := range rounds {
+		checkOutOn(t, c, lib.Items[p][0], lib.Patrons[p], "2020-01-01T12:00:00.000Z")
+		checkInOn(t, c, lib.Items[p][0], harness.ServicePoint, "2020-01-25T12:00:00.000Z")
+	}
+	patron := c.IDOf(t, "/users", "users", lib.Patrons[0])
+	fine := accountsOf(t, c, patron)[0]
+
+	// Blocked: 15.00 owed, at most 10.00 allowed.
+	r := c.CheckOut(0, lib.Items[0][1], lib.Patrons[0])
+	wantCode(t, r, http.StatusUnprocessableEntity, schemas.CodeUserBlockedAutomatically)
+	if !strings.Contains(string(r.Body), "Patron has outstanding fees/fines") {
+		t.Fatalf("blocked by the balance: %s, want the condition's message", r.Body)
+	}
+
+	// Refusals change nothing: too much, a method the owner does not
+	// take, three decimal places, a replacement moving money.
+	for _, bad := range []struct{ amount, method, code string }{{"15.01", "Cash", schemas.CodeFeeFineAmountExceeded},
+		{"1.00", "Bitcoin", schemas.CodePaymentMethodUnknown}, {"1.001", "Cash", schemas.CodeFeeFineAmountInvalid},
+		{"0", "Cash", schemas.CodeFeeFineAmountInvalid}} {
+		r := c.Do(c.Circulations[0], "POST", "/accounts/"+fine.ID+"/pay", map[string]any{"amount": bad.amount, "paymentMethod": bad.method,
+			"notifyPatron": false, "servicePointId": harness.ServicePoint, "userName": "Desk"})
+		wantCode(t, r, http.StatusUnprocessableEntity, bad.code)
+		var failure struct{ AccountID, Amount, ErrorMessage string }
+		r.Decode(t, &failure)
+		if failure.AccountID != fine.ID || failure.Amount != bad.amount || failure.ErrorMessage == "" {
+			t.Fatalf("pay %s by %s: %s, want mod-feesfines' actionFailureResponse", bad.amount, bad.method, r.Body)
+		}
+	}
+	var check struct {
+		Allowed         bool
+		RemainingAmount string
+		ErrorMessage    string
+	}
+	c.Do(c.Circulations[1], "POST", "/accounts/"+fine.ID+"/check-pay", map[string]any{"amount": "6"}).Want(t, http.StatusOK).Decode(t, &check)
+	if !check.Allowed || check.RemainingAmount != "9.00" {
+		t.Fatalf("check-pay 6: %+v, want allowed, 9.00 remaining", check)
+	}
+	c.Do(c.Circulations[1], "POST", "/accounts/"+fine.ID+"/check-pay", map[string]any{"amount": "16"}).Want(t, http.StatusUnprocessableEntity).Decode(t, &check)
+	if check.Allowed || check.ErrorMessage != "Requested amount exceeds remaining amount" {
+		t.Fatalf("check-pay 16: %+v, want refused in mod-feesfines' words", check)
+	}
+	doc := map[string]any{"id": fine.ID, "userId": fine.UserID, "feeFineId": fine.FeeFineID, "ownerId": fine.OwnerID, "loanId": fine.LoanID,
+		"amount": 15, "remaining": 0, "status": map[string]string{"name": "Closed"}, "paymentStatus": map[string]string{"name": "Paid fully"}}
+	wantCode(t, c.Do(c.Storage, "PUT", "/accounts/"+fine.ID, doc), http.StatusUnprocessableEntity, schemas.CodeValidation)
+	c.Do(c.Storage, "POST", "/feefineactions", map[string]any{"accountId": fine.ID, "userId": fine.UserID}).Want(t, http.StatusMethodNotAllowed)
+	if got := accountsOf(t, c, patron)[0]; got.Remaining.String() != "15.00" || got.Version != 1 || len(actionsOf(t, c, fine.ID)) != 1 {
+		t.Fatalf("after refusals: %+v, want the fee/fine as charged", got)
+	}
+
+	// Twenty at once, one key, two instances: one payment.
+	answers := make([]harness.Response, 20)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() { defer wg.Done(); answers[i] = pay(c, i, fine.ID, "6.00", "kiosk-7-payment-0001") }()
+	}
+	wg.Wait()
+	for i, a := range answers {
+		a.Want(t, http.StatusCreated)
+		if string(a.Body) != string(answers[0].Body) {
+			t.Fatalf("answer %d: %s, want the first's %s", i, a.Body, answers[0].Body)
+		}
+	}
+	if got := accountsOf(t, c, patron)[0]; got.Remaining.String() != "9.00" || got.PaymentStatus.Name != "Paid partially" || len(actionsOf(t, c, fine.ID)) != 2 {
+		t.Fatalf("one payment of 6.00 sent 20 times: %+v with %d actions, want 9.00 remaining and one payment", got, len(actionsOf(t, c, fine.ID)))
+	}
+	// Under the maximum now: the next check-out is allowed at once.
+	c.CheckOut(1, lib.Items[0][1], lib.Patrons[0]).Want(t, http.StatusCreated)
+
+	// Payments racing, each its own key: exactly what remained is paid.
+	for p := range rounds {
+		fine := accountsOf(t, c, c.IDOf(t, "/users", "users", lib.Patrons[p]))[0]
+		remaining := 15
+		if p == 0 {
+			remaining = 9
+		}
+		answers := make([]harness.Response, remaining+4)
+		for i := range answers {
+			wg.Add(1)
+			go func() { defer wg.Done(); answers[i] = pay(c, i, fine.ID, "1", fmt.Sprintf("round-%d-payment-%d", p, i)) }()
+		}
+		wg.Wait()
+		paid, refused := 0, 0
+		for _, a := range answers {
+			switch codes := a.ErrorCodes(); {
+			case a.Status == http.StatusCreated:
+				paid++
+			case a.Status == http.StatusUnprocessableEntity && slices.Equal(codes, []string{schemas.CodeFeeFineAmountExceeded}):
+				refused++
+			default:
+				t.Fatalf("round %d: a payment answered %d %s", p, a.Status, a.Body)
+			}
+		}
+		got := accountsOf(t, c, fine.UserID)[0]
+		if paid != remaining || refused != 4 || got.Remaining.String() != "0.00" || got.Status.Name != "Closed" || got.PaymentStatus.Name != "Paid fully" {
+			t.Fatalf("round %d: %d paid, %d refused, %+v; want %d paid, 4 refused, closed", p, paid, refused, got, remaining)
+		}
+	}
+	if n := moneyHolds(t, c); n != rounds {
+		t.Fatalf("checked %d fees/fines, want %d", n, rounds)
 	}
 }

@@ -51,10 +51,18 @@ func sameJSON(t *testing.T, got []byte, want any) bool {
 // it.
 func blockRequestsWith(t *testing.T, c *harness.Cluster, lib harness.Library, condition, message string, value int) {
 	t.Helper()
+	blockWith(t, c, lib, condition, message, value, false, false, true)
+}
+
+// blockWith has the condition block borrowing, renewals and requests as
+// said, with message, and gives the library's patron group a limit of
+// value for it.
+func blockWith(t *testing.T, c *harness.Cluster, lib harness.Library, condition, message string, value any, borrowing, renewals, requests bool) {
+	t.Helper()
 	path := "/patron-block-conditions/" + condition
 	var cond map[string]any
 	c.Do(c.Storage, "GET", path, nil).Want(t, http.StatusOK).Decode(t, &cond)
-	cond["blockBorrowing"], cond["blockRenewals"], cond["blockRequests"], cond["message"] = false, false, true, message
+	cond["blockBorrowing"], cond["blockRenewals"], cond["blockRequests"], cond["message"] = borrowing, renewals, requests, message
 	delete(cond, "metadata")
 	c.Do(c.Storage, "PUT", path, cond).Want(t, http.StatusNoContent)
 	c.Do(c.Storage, "POST", "/patron-block-limits", map[string]any{"patronGroupId": lib.GroupID,

@@ -217,11 +217,13 @@ func feeFineActionRoutes() []Route {
 		}
 		r := circ("POST", "/accounts/{id}/"+string(a), FeeFineActionPermission(a), string(a)+" a fee/fine", PermissionFeeFineAct, PermissionWriteGet)
 		r.Interface = InterfaceFeeFineActions
-		out = append(out, r.heeds(HeaderIdempotencyKey).takes(request).answers(201, "fee-fine-action-response.json"))
+		out = append(out, r.heeds(HeaderIdempotencyKey).takes(request).answers(201, "fee-fine-action-response.json").
+			answers(422, "errors.json").answers(422, "fee-fine-action-failure.json"))
 		if a.Checked() {
 			r := circ("POST", "/accounts/{id}/check-"+string(a), FeeFineCheckPermission(a), "check whether a fee/fine may be "+a.Done(), PermissionFeeFineCheck)
 			r.Interface = InterfaceFeeFineActions
-			out = append(out, r.takes("fee-fine-check-request.json").answers(200, "fee-fine-check-response.json"))
+			out = append(out, r.takes("fee-fine-check-request.json").answers(200, "fee-fine-check-response.json").
+				answers(422, "errors.json").answers(422, "fee-fine-check-response.json"))
 		}
 	}
 	return out

@@ -60,8 +60,8 @@ SELECT f.id, f.user_id, f.owner_id, f.remaining,
 // (under the accounts' row locks) and by its check: why it is refused
 // (one of the refusals below, NULL when allowed), and what would remain
 // of the accounts after it. @action, @amount (numeric text; a
-// cancellation's is ignored) and @method (a payment's method) say what
-// is asked.
+// cancellation's is ignored) and @method (a payment's method; NULL, as a
+// check names none, is not judged) say what is asked.
 var judgeSQL = `
 WITH a AS (` + accountsSQL + `), t AS (
     SELECT sum(remaining) AS remaining, sum(refundable) AS refundable, bool_or(remaining = 0) AS closed, count(DISTINCT user_id) AS patrons FROM a
@@ -71,7 +71,7 @@ SELECT CASE
          WHEN @action <> 'refund' AND t.closed THEN '` + refusedClosed + `'
          WHEN @action IN ('pay', 'waive', 'transfer') AND @amount::numeric > t.remaining THEN '` + refusedExceeded + `'
          WHEN @action = 'refund' AND @amount::numeric > t.refundable THEN '` + refusedRefund + `'
-         WHEN @action = 'pay' AND EXISTS (
+         WHEN @action = 'pay' AND @method::text IS NOT NULL AND EXISTS (
               SELECT 1 FROM a WHERE NOT EXISTS (
                      SELECT 1 FROM ` + postgres.Table(postgres.TablePaymentMethod) + ` m
                       WHERE m.tenant_id = @tenant AND m.name_method = @method AND (m.owner_id = a.owner_id OR m.owner_id IS NULL))) THEN '` + refusedMethod + `'
@@ -128,7 +128,7 @@ func amountOf(action schemas.FeeFineAction, amount string) (string, error) {
 // judge runs judgeSQL through q for c (its amount parsed), and answers
 // what would remain, or why c is refused. Accounts that do not exist are
 // refused first, as mod-feesfines refuses them (404).
-func judge(ctx context.Context, q postgres.Querier, t storage.Tenant, c storage.FeeFineCheck, amount, method string) (string, error) {
+func judge(ctx context.Context, q postgres.Querier, t storage.Tenant, c storage.FeeFineCheck, amount string, method any) (string, error) {
 	rows, err := q.Query(ctx, `SELECT id::text FROM (`+accountsSQL+`) a`, pgx.StrictNamedArgs{"tenant": string(t), "ids": c.AccountIDs})
 	if err != nil {
 		return "", postgres.Interpret(err, t)
@@ -150,7 +150,8 @@ func judge(ctx context.Context, q postgres.Querier, t storage.Tenant, c storage.
 		return "", postgres.Interpret(err, t)
 	}
 	if why != nil {
-		return "", refusal(*why, c, method)
+		m, _ := method.(string)
+		return "", refusal(*why, c, m)
 	}
 	return remaining, nil
 }
@@ -161,7 +162,7 @@ func (s *Actions) Check(ctx context.Context, t storage.Tenant, c storage.FeeFine
 	amount, err := amountOf(c.Action, c.Amount)
 	if err == nil {
 		var remaining string
-		remaining, err = judge(ctx, s.db.Pool, t, c, amount, "")
+		remaining, err = judge(ctx, s.db.Pool, t, c, amount, nil)
 		out.Allowed, out.RemainingAmount = err == nil, remaining
 	}
 	if e, ok := errs.As(err); ok && e.Kind == errs.KindInvalid {
@@ -230,15 +231,18 @@ func (s *Actions) Act(ctx context.Context, t storage.Tenant, w storage.FeeFineAc
 		return nil, err
 	}
 	method := w.PaymentMethod
-	if w.Action == schemas.ActionCancel {
+	switch {
+	case w.Action == schemas.ActionCancel:
 		method = ""
+	case w.Action == schemas.ActionPay && method == "":
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "paymentMethod: a payment names how it was paid").With("paymentMethod", "")
 	}
 	return s.db.InTxOnce(ctx, t, schemas.WriteFeeFineAction, func(tx pgx.Tx) (json.RawMessage, error) {
 		if _, err := tx.Exec(ctx, lockSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": w.AccountIDs}); err != nil {
 			return nil, postgres.Interpret(err, t)
 		}
 		check := storage.FeeFineCheck{AccountIDs: w.AccountIDs, Action: w.Action, Amount: w.Amount}
-		if _, err := judge(ctx, tx, t, check, amount, method); err != nil {
+		if _, err := judge(ctx, tx, t, check, amount, postgres.Nullable(method)); err != nil {
 			return nil, err
 		}
 		var answer json.RawMessage
