@@ -375,7 +375,8 @@ func TestAFeeFineIsPaidOnceAndLiftsTheBlockAtOnce(t *testing.T) {
 			switch codes := a.ErrorCodes(); {
 			case a.Status == http.StatusCreated:
 				paid++
-			case a.Status == http.StatusUnprocessableEntity && slices.Equal(codes, []string{schemas.CodeFeeFineAmountExceeded}):
+			case a.Status == http.StatusUnprocessableEntity && (slices.Equal(codes, []string{schemas.CodeFeeFineAmountExceeded}) ||
+				slices.Equal(codes, []string{schemas.CodeFeeFineClosed})):
 				refused++
 			default:
 				t.Fatalf("round %d: a payment answered %d %s", p, a.Status, a.Body)
