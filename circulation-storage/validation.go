@@ -80,4 +80,15 @@ type PatronSummary struct {
 	Unlimited       bool
 	ManualBlocks    json.RawMessage
 	AutomatedBlocks json.RawMessage
+	// FeeFineBalance is what the patron owes (rules.BalanceSQL: their
+	// open fees/fines' remaining, a decimal of two places), FeeFineCount
+	// how many open fees/fines, and FeesFines the first
+	// PatronSummaryFeesFines of them, oldest first.
+	FeeFineBalance string
+	FeeFineCount   int
+	FeesFines      json.RawMessage
 }
+
+// PatronSummaryFeesFines is how many of a patron's open fees/fines a
+// summary lists.
+const PatronSummaryFeesFines = 50

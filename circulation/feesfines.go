@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 )
 
 // FeeFineAction is an action on a patron's fees/fines as mod-feesfines
@@ -54,4 +56,72 @@ func (s *Service) ActOnFeeFines(ctx context.Context, a FeeFineAction) (json.RawM
 // would remain: storage's judgment by the write's own rule.
 func (s *Service) CheckFeeFines(ctx context.Context, a FeeFineAction) (json.RawMessage, error) {
 	return s.storage.CheckFeeFines(ctx, a)
+}
+
+// PatronPayment is a payment a self-check machine takes from a patron
+// (SIP2's 37 fee paid): the amount, how it was paid, and the fee/fine it
+// pays (FeeFineID; "" for the patron's open fees/fines, oldest first).
+type PatronPayment struct {
+	UserBarcode     string
+	Amount          string
+	PaymentMethod   string
+	ServicePointID  string
+	FeeFineID       string
+	TransactionInfo string
+	UserName        string
+	Access          PatronAccess
+}
+
+// PayPatronFees takes a patron's payment: the PIN as the tenant requires
+// it (asked before anything of the patron is read, as a renewal asks
+// it), then the payment of the fee/fine named, which must be the
+// patron's and open, or of the patron's open fees/fines oldest first
+// (the first storage lists), written as one action with the call's write
+// id (ActOnFeeFines): a payment sent again with its Idempotency-Key, on
+// any instance, is answered the first's answer and pays nothing more,
+// even when what it paid left nothing open to pay.
+func (s *Service) PayPatronFees(ctx context.Context, p PatronPayment) (json.RawMessage, error) {
+	ctx = identified(ctx)
+	answer, err := s.payPatronFees(ctx, p)
+	l, landed, err := s.landed(ctx, schemas.WriteFeeFineAction, err)
+	switch {
+	case landed:
+		return l.FeeFine, nil
+	case err != nil:
+		return nil, err
+	}
+	return answer, nil
+}
+
+// payPatronFees is PayPatronFees' judging and write.
+func (s *Service) payPatronFees(ctx context.Context, p PatronPayment) (json.RawMessage, error) {
+	if err := s.pinBeforeAnything(ctx, p.Access); err != nil {
+		return nil, err
+	}
+	recs, err := s.storage.PatronSummary(ctx, p.UserBarcode)
+	if err != nil {
+		return nil, err
+	}
+	if recs.Patron == nil {
+		return nil, errs.Errorf(errs.KindNotFound, schemas.CodeUserBarcodeNotFound, "Could not find user with matching barcode").
+			With("userBarcode", p.UserBarcode)
+	}
+	if _, err := s.named(ctx, recs.Patron, p.Access); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, f := range recs.FeesFines {
+		if p.FeeFineID == "" || f.ID == p.FeeFineID {
+			ids = append(ids, f.ID)
+		}
+	}
+	switch {
+	case p.FeeFineID != "" && !slices.Contains(ids, p.FeeFineID):
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeFeeFineClosed, "The patron has no open fee/fine %s", p.FeeFineID).
+			With("feeFineId", p.FeeFineID)
+	case len(ids) == 0:
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeFeeFineClosed, "The patron owes nothing").With("userBarcode", p.UserBarcode)
+	}
+	return s.ActOnFeeFines(ctx, FeeFineAction{AccountIDs: ids, Action: schemas.ActionPay, Amount: p.Amount, PaymentMethod: p.PaymentMethod,
+		TransactionInfo: p.TransactionInfo, ServicePointID: p.ServicePointID, UserName: p.UserName})
 }

@@ -24,6 +24,19 @@ type PatronRecords struct {
 	Unlimited       bool
 	ManualBlocks    []ManualBlock
 	AutomatedBlocks []AutomatedBlock
+	// FeeFineBalance is what the patron owes (a decimal of two places),
+	// FeeFineCount how many open fees/fines, FeesFines the oldest of
+	// them.
+	FeeFineBalance string
+	FeeFineCount   int
+	FeesFines      []SummaryFeeFine
+}
+
+// SummaryFeeFine is an open fee/fine as a kiosk and the desk list it:
+// amounts are decimals of two places, as storage wrote them.
+type SummaryFeeFine struct {
+	ID, FeeFineType, Amount, Remaining, Title, ItemBarcode string
+	DateCreated                                            time.Time
 }
 
 // LimitState is an item limit that applies to a patron: the limit, the
@@ -66,8 +79,12 @@ type PatronSummary struct {
 	Reached []*errs.Error
 	// Full says the summary names the patron and lists their loans; the
 	// verdict alone (Full false) keeps of the patron only the barcode and
-	// whether they are active, and of their loans only the counts.
+	// whether they are active, of their loans only the counts, and of
+	// what they owe only whether it is too much (ExcessiveFees).
 	Full bool
+	// ExcessiveFees says the patron owes more than their group's maximum
+	// outstanding fee/fine balance (the automated block's condition).
+	ExcessiveFees bool
 }
 
 // PatronSummary reads what a self-check machine shows the patron with
@@ -107,10 +124,14 @@ func (s *Service) PatronSummary(ctx context.Context, barcode string, access Patr
 		out.Reasons = append(out.Reasons, out.Reached...)
 	}
 	out.CanBorrow = len(out.Reasons) == 0
+	for _, b := range recs.AutomatedBlocks {
+		out.ExcessiveFees = out.ExcessiveFees || b.ConditionID == schemas.ConditionFeeFineBalance
+	}
 	if !out.Full {
 		p := recs.Patron.Unnamed()
 		out.Patron = &p
 		out.OpenLoans = nil
+		out.FeeFineBalance, out.FeeFineCount, out.FeesFines = "", 0, nil
 	}
 	return out, nil
 }

@@ -65,6 +65,8 @@ type Landed struct {
 	Returned *Returned
 	// Request is a request as written.
 	Request json.RawMessage
+	// FeeFine is an action on fees/fines' answer, as written.
+	FeeFine json.RawMessage
 }
 
 // settleInterval is how long a write whose answer was lost waits before

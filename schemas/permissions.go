@@ -239,6 +239,10 @@ func FeeFineCheckPermission(a FeeFineAction) string {
 	return "feesfines.accounts.check-" + string(a) + ".post"
 }
 
+// PermissionPayPatronFees takes a patron's payment at a self-check
+// machine (a SIP2 door's 37 fee paid): the self-check role holds it.
+const PermissionPayPatronFees = "circulation.patron-fees.pay.post"
+
 // PermissionFeeFineAct and PermissionFeeFineCheck write and check an
 // action on fees/fines at storage: circulation's action routes hold them.
 const (
@@ -330,6 +334,10 @@ var Routes = slices.Concat(
 		circ("GET", "/circulation/kiosks/presence", PermissionPresenceGet,
 			"read the spans of time the calling self-check machine was seen on line", "kiosk-presence-storage.spans.collection.get").
 			reads("from", "to").answers(200, "kiosk-presence.json"),
+		circ("POST", "/circulation/patron-fees/pay", PermissionPayPatronFees,
+			"take a patron's payment of their fees/fines at a self-check machine", PermissionPatronSummary, PermissionVerifyPin,
+			PermissionFeeFineAct, PermissionWriteGet).heeds(HeaderIdempotencyKey, HeaderPatronPin).takes("patron-fee-payment-request.json").
+			answers(201, "fee-fine-action-response.json"),
 		Route{Service: ServiceCirculation, Interface: InterfaceLoanAnonymization, Method: "POST", Path: "/loan-anonymization/by-user/{userId}",
 			Permission: PermissionAnonymizeUser, Display: "forget the borrower of a patron's closed loans",
 			ModulePermissions: []string{"circulation-storage.loans.collection.get", PermissionAnonymizeLoans, PermissionSessionGet}}.
@@ -767,7 +775,8 @@ var (
 	selfCheckRole = []string{"circulation.check-out-by-barcode.post", PermissionCheckOutOffline, "circulation.check-in-by-barcode.post",
 		"circulation.renew-by-barcode.post", PermissionSelfCheckSettings,
 		"circulation.patron-summary.get", "circulation.item-summary.get", "circulation.patron-pin.verify.post",
-		PermissionPresencePut, PermissionPresenceGet, FeeFineActionPermission(ActionPay), FeeFineCheckPermission(ActionPay)}
+		PermissionPresencePut, PermissionPresenceGet, FeeFineActionPermission(ActionPay), FeeFineCheckPermission(ActionPay),
+		PermissionPayPatronFees}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
 		"circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,

@@ -159,6 +159,7 @@ var patternWords = map[string]string{
 	`^[^\x00]*$`:         "must not hold a NUL character",
 	`^[^\s\p{Z}\p{C}]+$`: "must be one word, without spaces or control characters",
 	`^[A-Z][A-Z0-9_]*$`:  "must be capital letters, digits and _, beginning with a letter",
+	`^[0-9]+\.[0-9]{2}$`: "must be an amount with two decimal places, such as 5.00",
 	`^[0-9a-f]{32}$`:     "must be 32 lowercase hexadecimal digits",
 	`[^\s\p{Z}\p{C}]`:    "must hold more than spaces",
 	TenantPattern:        "must be a tenant id: lowercase letters, digits and _, beginning with a letter",

@@ -23,8 +23,13 @@ func transactionKey(code, date, seq string, parts ...string) string {
 	if strings.TrimSpace(date) == "" {
 		return ""
 	}
+	return key(append([]string{"sip2", code, date, seq}, parts...)...)
+}
+
+// key is the Idempotency-Key made of parts.
+func key(parts ...string) string {
 	h := sha256.New()
-	for _, p := range append([]string{"sip2", code, date, seq}, parts...) {
+	for _, p := range parts {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 	}
@@ -53,4 +58,16 @@ func (m CheckIn) Key() string {
 // Key is the Idempotency-Key of the renew all's renewal of item.
 func (m RenewAll) Key(item string) string {
 	return transactionKey("65", m.TransactionDate, m.seq, m.Institution, m.Patron, item)
+}
+
+// Key is the payment's Idempotency-Key. A kiosk that names its
+// transaction (BK) is paid once per transaction id, whatever date and
+// sequence number it sends it with again (the door's key is made for the
+// kiosk's account by circulation, so two kiosks' ids never meet); one
+// that names none, as any other transaction is, by its date.
+func (m FeePaid) Key() string {
+	if id := strings.TrimSpace(m.TransactionID); id != "" {
+		return key("sip2", "37", "BK", m.Institution, m.Patron, id)
+	}
+	return transactionKey("37", m.TransactionDate, m.seq, m.Institution, m.Patron, m.FeeID, m.Amount, m.PaymentType, m.Currency)
 }

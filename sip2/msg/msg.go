@@ -356,3 +356,36 @@ func given(r *wire.Request) map[string]bool {
 	}
 	return g
 }
+
+// FeePaid is 37 (fee paid): a patron's payment at the kiosk. BV is the
+// amount, CG the fee/fine it pays (absent: the patron's, oldest first),
+// BK the kiosk's own id of the transaction.
+type FeePaid struct {
+	TransactionDate      string
+	FeeType, PaymentType string
+	Currency             string
+	Amount               string
+	Institution, Patron  string
+	PatronPassword       string
+	FeeID, TransactionID string
+	given                map[string]bool
+	seq                  string
+}
+
+// Has says whether the request carried the variable field id.
+func (m FeePaid) Has(id string) bool { return m.given[id] }
+
+// ReadFeePaid reads a 37.
+func ReadFeePaid(r *wire.Request) (FeePaid, error) {
+	f := fixed{s: r.Fixed}
+	m := FeePaid{TransactionDate: f.date("transaction date"), FeeType: f.digits("fee type", 2), PaymentType: f.digits("payment type", 2),
+		Currency: f.take(3), seq: r.Seq}
+	m.Amount, _ = r.Get("BV")
+	m.Institution, _ = r.Get("AO")
+	m.Patron, _ = r.Get("AA")
+	m.PatronPassword, _ = r.Get("AD")
+	m.FeeID, _ = r.Get("CG")
+	m.TransactionID, _ = r.Get("BK")
+	m.given = given(r)
+	return m, f.err
+}

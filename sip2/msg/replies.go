@@ -153,7 +153,8 @@ func (c Counts) String() string {
 // PatronResponse is 24 (patron status), 26 (patron enable) and 64
 // (patron information): one layout, 64 adding its counts, its limit and
 // its list of items. The variable fields come in the specification's
-// order: AO, AA, AE, then 64's CB, AT and AU, then BL, CQ and AF.
+// order: AO, AA, AE, then 64's CB, AT, AU and AV, then BL, CQ, BH, BV
+// and AF.
 type PatronResponse struct {
 	// Code is "24", "26" or "64".
 	Code   string
@@ -172,8 +173,11 @@ type PatronResponse struct {
 	// ChargedLimit is CB (64), sent when positive.
 	ChargedLimit int
 	// Charged and Overdue are the items listed (64's AU and AT), as the
-	// request's summary asked.
-	Charged, Overdue []string
+	// request's summary asked; FineItems its fees/fines (64's AV).
+	Charged, Overdue, FineItems []string
+	// FeeAmount is what the patron owes (BV, with the currency BH), sent
+	// when not "".
+	FeeAmount, Currency string
 }
 
 // Reply builds the message. The language is always "000" (unknown).
@@ -194,11 +198,37 @@ func (m PatronResponse) Reply() *wire.Reply {
 		for _, b := range m.Charged {
 			r.Add("AU", b)
 		}
+		for _, f := range m.FineItems {
+			r.Add("AV", f)
+		}
 	}
 	r.Add("BL", wire.YN(m.Valid))
 	if m.PasswordChecked {
 		r.Add("CQ", wire.YN(m.PasswordValid))
 	}
+	if m.FeeAmount != "" {
+		optional(r, "BH", m.Currency)
+		r.Add("BV", m.FeeAmount)
+	}
+	return optional(r, "AF", m.Message)
+}
+
+// FeePaidResponse is 38 (fee paid): whether the payment was accepted,
+// and the kiosk's transaction id (BK) echoed.
+type FeePaidResponse struct {
+	Accepted      bool
+	Date          time.Time
+	Institution   string
+	Patron        string
+	TransactionID string
+	Message       string
+}
+
+// Reply builds the message.
+func (m FeePaidResponse) Reply() *wire.Reply {
+	r := &wire.Reply{Code: "38", Fixed: wire.YN(m.Accepted) + wire.Date(m.Date)}
+	r.Add("AO", m.Institution).Add("AA", m.Patron)
+	optional(r, "BK", m.TransactionID)
 	return optional(r, "AF", m.Message)
 }
 
@@ -340,7 +370,7 @@ func Refusal(code string, date time.Time, institution, message string) (r *wire.
 	case "19":
 		return (&wire.Reply{Code: "20", Fixed: "0" + d}).Add("AB", "").Add("AF", message), true
 	case "37":
-		return (&wire.Reply{Code: "38", Fixed: "N" + d}).Add("AO", institution).Add("AA", "").Add("AF", message), true
+		return FeePaidResponse{Date: date, Institution: institution, Message: message}.Reply(), true
 	case "15":
 		return (&wire.Reply{Code: "16", Fixed: "0N" + d}).Add("AO", institution).Add("AA", "").Add("AF", message), true
 	case "29":

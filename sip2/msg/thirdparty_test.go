@@ -71,6 +71,7 @@ var readers = map[string]func(*wire.Request) (any, error){
 	"17": func(r *wire.Request) (any, error) { return ReadItem(r) },
 	"35": func(r *wire.Request) (any, error) { return ReadEndSession(r) },
 	"29": func(r *wire.Request) (any, error) { return ReadRenew(r) },
+	"37": func(r *wire.Request) (any, error) { return ReadFeePaid(r) },
 }
 
 // TestThirdPartyRequests: every request other implementations send is
@@ -158,6 +159,25 @@ func TestThirdPartyRequests(t *testing.T) {
 	if !rn.NoBlock || rn.Institution != "institutionId" || rn.Has("AD") {
 		t.Errorf("jsip2's renewal without a password: %+v", rn)
 	}
+	fp := got("3720130514    1322230402EURBV2.00|AOinstitutionId|AApatronId|CGfeeIdentifier|AY1AZE672").(FeePaid)
+	if fp.TransactionDate != "20130514    132223" || fp.FeeType != "04" || fp.PaymentType != "02" || fp.Currency != "EUR" || fp.Amount != "2.00" ||
+		fp.Institution != "institutionId" || fp.Patron != "patronId" || fp.FeeID != "feeIdentifier" || fp.TransactionID != "" || fp.Has("AD") {
+		t.Errorf("jsip2's fee paid of an overdue fee by credit card: %+v", fp)
+	}
+	fp = got("3720210814    0834550100USDBV9.99|AOinstitutionId|AApatronId|ACterminalPassword|ADpatronPassword|BKtransactionId|AY0AZD797").(FeePaid)
+	if fp.FeeType != "01" || fp.PaymentType != "00" || fp.Currency != "USD" || fp.Amount != "9.99" || fp.PatronPassword != "patronPassword" ||
+		fp.TransactionID != "transactionId" || fp.FeeID != "" {
+		t.Errorf("jsip2's fee paid in cash with a transaction id: %+v", fp)
+	}
+	// Paid once per transaction id: sent again on another day, with
+	// another sequence number, the same key; another id, another key.
+	again := fp
+	again.TransactionDate, again.seq = "20210815    101010", "7"
+	other := fp
+	other.TransactionID = "transactionId2"
+	if fp.Key() == "" || fp.Key() != again.Key() || fp.Key() == other.Key() {
+		t.Errorf("fee paid keys: %q, sent again %q, another transaction %q", fp.Key(), again.Key(), other.Key())
+	}
 	ps := got("2300020070102    080109AOinstitutionId|AApatronIdentifier|AC|ADpatronPassword|AY1AZE467").(PatronRequest)
 	if ps.Information || ps.Language != "000" || ps.TransactionDate != "20070102    080109" || ps.Patron != "patronIdentifier" ||
 		ps.PatronPassword != "patronPassword" {
@@ -181,6 +201,7 @@ var replyLayouts = map[string]*wire.Reply{
 	"36": EndSessionResponse{Date: layoutDate}.Reply(),
 	"30": RenewResponse{Date: layoutDate}.Reply(),
 	"66": RenewAllResponse{Date: layoutDate}.Reply(),
+	"38": FeePaidResponse{Date: layoutDate}.Reply(),
 }
 
 // TestThirdPartyReplies: every reply of other implementations has the

@@ -76,8 +76,8 @@ SELECT CASE
                      SELECT 1 FROM ` + postgres.Table(postgres.TablePaymentMethod) + ` m
                       WHERE m.tenant_id = @tenant AND m.name_method = @method AND (m.owner_id = a.owner_id OR m.owner_id IS NULL))) THEN '` + refusedMethod + `'
        END,
-       (t.remaining - CASE WHEN @action IN ('pay', 'waive', 'transfer') THEN @amount::numeric
-                           WHEN @action = 'cancel' THEN t.remaining ELSE 0 END)::text
+       round(t.remaining - CASE WHEN @action IN ('pay', 'waive', 'transfer') THEN @amount::numeric
+                                WHEN @action = 'cancel' THEN t.remaining ELSE 0 END, 2)::text
   FROM t`
 
 // The refusals judgeSQL names.
@@ -213,8 +213,8 @@ WITH a AS (` + accountsSQL + `), parts AS (
       FROM m
     RETURNING jsonb
 )
-SELECT jsonb_build_object('accountId', @first::text, 'amount', coalesce((SELECT sum(part) FROM m), 0)::text,
-       'remainingAmount', ((SELECT sum(remaining) FROM a) - CASE WHEN @action = 'refund' THEN 0 ELSE coalesce((SELECT sum(part) FROM m), 0) END)::text,
+SELECT jsonb_build_object('accountId', @first::text, 'amount', round(coalesce((SELECT sum(part) FROM m), 0), 2)::text,
+       'remainingAmount', round((SELECT sum(remaining) FROM a) - CASE WHEN @action = 'refund' THEN 0 ELSE coalesce((SELECT sum(part) FROM m), 0) END, 2)::text,
        'feefineactions', coalesce((SELECT jsonb_agg(jsonb ORDER BY jsonb ->> 'accountId') FROM acts), '[]'::jsonb))`
 
 // Act implements storage.FeeFineActor.

@@ -177,6 +177,9 @@ type patronSummaryJSON struct {
 	Unlimited     bool            `json:"unlimited"`
 	ManualBlocks  json.RawMessage `json:"manualBlocks,omitempty"`
 	Automated     json.RawMessage `json:"automatedPatronBlocks,omitempty"`
+	Balance       string          `json:"feeFineBalance"`
+	FeeFineCount  int             `json:"feeFineCount"`
+	FeesFines     json.RawMessage `json:"feesFines,omitempty"`
 }
 
 // patronSummary answers, in one call, what a self-check machine shows a
@@ -195,7 +198,8 @@ func (s *Server) patronSummary(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, patronSummaryJSON{User: sum.User, OpenLoanCount: sum.OpenLoanCount, OverdueCount: sum.OverdueCount,
-		OpenLoans: sum.OpenLoans, ItemLimits: sum.ItemLimits, Unlimited: sum.Unlimited, ManualBlocks: sum.ManualBlocks, Automated: sum.AutomatedBlocks})
+		OpenLoans: sum.OpenLoans, ItemLimits: sum.ItemLimits, Unlimited: sum.Unlimited, ManualBlocks: sum.ManualBlocks, Automated: sum.AutomatedBlocks,
+		Balance: sum.FeeFineBalance, FeeFineCount: sum.FeeFineCount, FeesFines: sum.FeesFines})
 }
 
 // countOpenLoans answers the item-limit count: {"totalRecords": N}.

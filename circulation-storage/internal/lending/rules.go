@@ -267,8 +267,9 @@ type checkOutRow struct {
 // patronSummarySQL reads what a self-check machine shows a patron ($1, by
 // barcode) of tenant $3 in one statement: the patron, their open loans
 // counted, the overdue ones counted, the fifty due first with their items'
-// barcodes and titles, the item limits that apply to the patron, and the
-// blocks validation reads.
+// barcodes and titles, the item limits that apply to the patron, the
+// blocks validation reads, and what they owe: the balance, and their open
+// fees/fines counted and the fifty oldest listed.
 //
 // The item limits are the check-out's own, asked of every material type
 // and loan type the tenant has: for each pair the circulation rules choose
@@ -297,6 +298,8 @@ WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.Ta
      counted AS (SELECT lim.*, c.open, ` + rules.Reached("c.open", "lim.n") + ` AS reached
                    FROM limits lim CROSS JOIN LATERAL (SELECT (` + rules.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "$3",
 	"(SELECT id FROM u)", "lim.mt", "lim.lt") + `) AS open) c)
+     ff AS (SELECT f.id, f.jsonb, f.amount, f.remaining FROM ` + postgres.Table(postgres.TableFeeFineAccount) + ` f
+             WHERE f.user_id = (SELECT id FROM u) AND f.tenant_id = $3 AND f.status = ` + postgres.Lit(schemas.FeeFineOpen) + `)
 SELECT (SELECT ` + borrowerSQL + ` FROM u),
        (SELECT count(*) FROM ol)::int,
        (SELECT count(*) FROM ol WHERE due::timestamptz < now())::int,
@@ -310,13 +313,20 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u),
        (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $3 AND b.jsonb ->> 'borrowing' = 'true'
            AND ` + rules.BlockInForce("b") + `),
-       ` + rules.AutomatedBlocksSQL("$3", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)")
+       ` + rules.AutomatedBlocksSQL("$3", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `,
+       (` + rules.BalanceSQL("$3", "(SELECT id FROM u)") + `)::text,
+       (SELECT count(*) FROM ff)::int,
+       (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('id', id, 'feeFineType', jsonb ->> 'feeFineType', 'amount', round(amount, 2)::text,
+               'remaining', round(remaining, 2)::text, 'title', jsonb ->> 'title', 'itemBarcode', jsonb ->> 'barcode',
+               'dateCreated', jsonb #>> '{metadata,createdDate}')) ORDER BY jsonb #>> '{metadata,createdDate}', id)
+          FROM (SELECT * FROM ff ORDER BY jsonb #>> '{metadata,createdDate}', id LIMIT ` + fmt.Sprint(storage.PatronSummaryFeesFines) + `) x)`
 
 // ReadPatronSummary implements storage.CheckOutStore, in one statement.
 func (s *Rules) ReadPatronSummary(ctx context.Context, t storage.Tenant, userBarcode string) (storage.PatronSummary, error) {
 	var out storage.PatronSummary
 	err := s.db.Pool.QueryRow(ctx, patronSummarySQL, userBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
-		Scan(&out.User, &out.OpenLoanCount, &out.OverdueCount, &out.OpenLoans, &out.ItemLimits, &out.Unlimited, &out.ManualBlocks, &out.AutomatedBlocks)
+		Scan(&out.User, &out.OpenLoanCount, &out.OverdueCount, &out.OpenLoans, &out.ItemLimits, &out.Unlimited, &out.ManualBlocks, &out.AutomatedBlocks,
+			&out.FeeFineBalance, &out.FeeFineCount, &out.FeesFines)
 	if err != nil {
 		return storage.PatronSummary{}, postgres.Interpret(err, t)
 	}

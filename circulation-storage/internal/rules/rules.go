@@ -96,7 +96,7 @@ func AutomatedBlocksSQL(tenant, user, group string) string {
 // and user are SQL expressions. The check-out's write, the summaries and
 // the block all read it here.
 func BalanceSQL(tenant, user string) string {
-	return `SELECT coalesce(sum(f.remaining), 0) FROM ` + postgres.Table(postgres.TableFeeFineAccount) + ` f
+	return `SELECT round(coalesce(sum(f.remaining), 0), 2) FROM ` + postgres.Table(postgres.TableFeeFineAccount) + ` f
           WHERE f.user_id = ` + user + ` AND f.tenant_id = ` + tenant + ` AND f.status = ` + postgres.Lit(schemas.FeeFineOpen)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -62,6 +63,31 @@ func (s *Server) actOnFeeFine(c echo.Context, a schemas.FeeFineAction) error {
 		return c.JSON(http.StatusUnprocessableEntity, actionFailure{AccountID: id, Amount: req.Amount, ErrorMessage: e.Message,
 			Errors: errhttp.Single(e.Message, e.Code, e.Parameters...).Errors})
 	}
+	if err != nil {
+		return err
+	}
+	return c.JSONBlob(http.StatusCreated, answer)
+}
+
+// payPatronFees is POST /circulation/patron-fees/pay: a patron's payment
+// at a self-check machine (the PIN in X-Patron-Pin as the tenant
+// requires it), 201 with the action's answer; sent again with its
+// Idempotency-Key, the first call's answer, nothing more paid.
+func (s *Server) payPatronFees(c echo.Context) error {
+	var req struct {
+		UserBarcode     string `json:"userBarcode"`
+		Amount          string `json:"amount"`
+		PaymentMethod   string `json:"paymentMethod"`
+		ServicePointID  string `json:"servicePointId"`
+		FeeFineID       string `json:"feeFineId"`
+		TransactionInfo string `json:"transactionInfo"`
+	}
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	answer, err := s.svc.Circulation.PayPatronFees(c.Request().Context(), circulation.PatronPayment{UserBarcode: req.UserBarcode,
+		Amount: req.Amount, PaymentMethod: req.PaymentMethod, ServicePointID: req.ServicePointID, FeeFineID: strings.ToLower(req.FeeFineID),
+		TransactionInfo: req.TransactionInfo, UserName: "self-check " + serverkit.Caller(c.Request().Context()), Access: s.patronAccess(c)})
 	if err != nil {
 		return err
 	}

@@ -93,6 +93,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Handle(http.MethodPost, "/circulation/loans/:id/declare-item-lost", s.keyed(s.declareItemLost), s.tenant)
 	s.Handle(http.MethodPost, "/loan-anonymization/by-user/:userId", s.anonymizePatron, s.tenant)
 	s.routeFeeFineActions()
+	s.Handle(http.MethodPost, "/circulation/patron-fees/pay", s.keyed(s.payPatronFees), s.tenant)
 	s.Handle(http.MethodPost, "/circulation/requests", s.keyed(s.placeRequest), s.tenant)
 	s.Get("/circulation/requests", s.listRequests, s.tenant)
 	// A static path wins over /:id in the router, whatever the order.

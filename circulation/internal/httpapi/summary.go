@@ -77,6 +77,10 @@ func (s *Server) patronSummary(c echo.Context) error {
 		AtItemLimit   bool              `json:"atItemLimit"`
 		ItemLimits    []limitJSON       `json:"itemLimits"`
 		OpenLoans     []summaryLoanJSON `json:"openLoans,omitempty"`
+		ExcessiveFees bool              `json:"excessiveFees"`
+		Balance       string            `json:"feeFineBalance,omitempty"`
+		FeeFineCount  *int              `json:"feeFineCount,omitempty"`
+		FeesFines     []summaryFeeJSON  `json:"feesFines,omitempty"`
 	}{View: "verdict", Patron: patronJSON{ID: p.ID, Barcode: p.Barcode, Active: p.ActiveAt(time.Now()), FirstName: p.FirstName, LastName: p.LastName},
 		CanBorrow: sum.CanBorrow, Reasons: []reasonJSON{}, OpenLoanCount: sum.OpenLoanCount, OverdueCount: sum.OverdueCount,
 		AtItemLimit: sum.AtItemLimit, ItemLimits: []limitJSON{}}
@@ -85,8 +89,17 @@ func (s *Server) patronSummary(c echo.Context) error {
 		out.ItemLimits = append(out.ItemLimits, limitJSON{ItemLimit: l.Limit, OpenLoans: l.OpenLoans, Reached: l.Reached, AllLoans: l.AllLoans(),
 			Code: e.Code, Message: e.Message})
 	}
+	out.ExcessiveFees = sum.ExcessiveFees
 	if sum.Full {
 		out.View = "full"
+		out.Balance, out.FeeFineCount = sum.FeeFineBalance, &sum.FeeFineCount
+		for _, f := range sum.FeesFines {
+			j := summaryFeeJSON{ID: f.ID, FeeFineType: f.FeeFineType, Amount: f.Amount, Remaining: f.Remaining, Title: f.Title, ItemBarcode: f.ItemBarcode}
+			if !f.DateCreated.IsZero() {
+				j.DateCreated = f.DateCreated.UTC().Format(schemas.TimeFormat)
+			}
+			out.FeesFines = append(out.FeesFines, j)
+		}
 	}
 	for _, r := range sum.Reasons {
 		j := reasonJSON{Code: r.Code, Message: r.Message}
@@ -105,6 +118,17 @@ func (s *Server) patronSummary(c echo.Context) error {
 		out.OpenLoans = append(out.OpenLoans, j)
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// summaryFeeJSON is schemas/summary-fee-fine.json.
+type summaryFeeJSON struct {
+	ID          string `json:"id"`
+	FeeFineType string `json:"feeFineType"`
+	Amount      string `json:"amount"`
+	Remaining   string `json:"remaining"`
+	Title       string `json:"title,omitempty"`
+	ItemBarcode string `json:"itemBarcode,omitempty"`
+	DateCreated string `json:"dateCreated,omitempty"`
 }
 
 // patronAccess is what the caller may learn of a patron and do for them:

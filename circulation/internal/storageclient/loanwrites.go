@@ -439,6 +439,8 @@ func (c *Client) Landed(ctx context.Context, id string) (circulation.Landed, boo
 		l.Returned = &returned
 	case schemas.WriteRequestCreate:
 		l.Request = w.Answer
+	case schemas.WriteFeeFineAction:
+		l.FeeFine = w.Answer
 	}
 	return l, true, nil
 }

@@ -310,7 +310,18 @@ func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation
 			MaterialTypeMatch bool `json:"materialTypeMatch"`
 			LoanTypeMatch     bool `json:"loanTypeMatch"`
 		} `json:"itemLimits"`
-		Unlimited bool `json:"unlimited"`
+		Unlimited      bool   `json:"unlimited"`
+		FeeFineBalance string `json:"feeFineBalance"`
+		FeeFineCount   int    `json:"feeFineCount"`
+		FeesFines      []struct {
+			ID          string `json:"id"`
+			FeeFineType string `json:"feeFineType"`
+			Amount      string `json:"amount"`
+			Remaining   string `json:"remaining"`
+			Title       string `json:"title"`
+			ItemBarcode string `json:"itemBarcode"`
+			DateCreated string `json:"dateCreated"`
+		} `json:"feesFines"`
 		blocksJSON
 	}
 	if err := c.call(ctx, http.MethodGet, "/check-out-storage/patron"+query("userBarcode", barcode), nil, &v); err != nil {
@@ -329,6 +340,11 @@ func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation
 			Overdue: l.Overdue})
 	}
 	out.AutomatedBlocks, out.ManualBlocks = v.blocks()
+	out.FeeFineBalance, out.FeeFineCount = v.FeeFineBalance, v.FeeFineCount
+	for _, f := range v.FeesFines {
+		out.FeesFines = append(out.FeesFines, circulation.SummaryFeeFine{ID: f.ID, FeeFineType: f.FeeFineType, Amount: f.Amount,
+			Remaining: f.Remaining, Title: f.Title, ItemBarcode: f.ItemBarcode, DateCreated: parseTime(f.DateCreated)})
+	}
 	return out, nil
 }
 

@@ -346,6 +346,17 @@ type PatronSummary struct {
 		// Overdue is storage's judgement, by the database's clock.
 		Overdue bool `json:"overdue"`
 	} `json:"openLoans"`
+	// ExcessiveFees says the patron owes more than their group may; the
+	// balance, the count and the fees/fines come in the full view only.
+	ExcessiveFees  bool   `json:"excessiveFees"`
+	FeeFineBalance string `json:"feeFineBalance"`
+	FeeFineCount   int    `json:"feeFineCount"`
+	FeesFines      []struct {
+		ID          string `json:"id"`
+		FeeFineType string `json:"feeFineType"`
+		Remaining   string `json:"remaining"`
+		Title       string `json:"title"`
+	} `json:"feesFines"`
 }
 
 // PatronSummary reads what a kiosk shows the patron with barcode, with the
@@ -360,6 +371,48 @@ func (c *Client) PatronSummary(ctx context.Context, s *Session, barcode, pin str
 	}
 	err := c.call(ctx, s, http.MethodGet, "/circulation/patron-summary?"+url.Values{"userBarcode": {barcode}}.Encode(), nil, &out, header...)
 	return out, err
+}
+
+// Payment is what a patron's payment did: the amount paid and what
+// remains of the fees/fines it paid, decimals of two places, and when.
+type Payment struct {
+	Amount, Remaining string
+	PaidAt            time.Time
+}
+
+// PayFees takes the patron's payment of amount by method (a payment
+// method's name) at servicePoint, of the fee/fine feeFineID ("" for the
+// patron's open ones, oldest first), with the PIN the patron typed, as
+// the transaction key names it: sent again with the key, on any
+// connection or door, it is answered as first and pays nothing more.
+func (c *Client) PayFees(ctx context.Context, s *Session, patron, pin, amount, method, servicePoint, feeFineID, info, key string) (Payment, error) {
+	req := map[string]string{"userBarcode": patron, "amount": amount, "paymentMethod": method, "servicePointId": servicePoint}
+	if feeFineID != "" {
+		req["feeFineId"] = feeFineID
+	}
+	if info != "" {
+		req["transactionInfo"] = info
+	}
+	body, _ := json.Marshal(req)
+	var out struct {
+		Amount          string `json:"amount"`
+		RemainingAmount string `json:"remainingAmount"`
+		Feefineactions  []struct {
+			DateAction time.Time `json:"dateAction"`
+		} `json:"feefineactions"`
+	}
+	header := keyed(key)
+	if pin != "" {
+		header = append(header, schemas.HeaderPatronPin, pin)
+	}
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/patron-fees/pay", body, &out, header...); err != nil {
+		return Payment{}, err
+	}
+	p := Payment{Amount: out.Amount, Remaining: out.RemainingAmount}
+	if len(out.Feefineactions) > 0 {
+		p.PaidAt = out.Feefineactions[0].DateAction
+	}
+	return p, nil
 }
 
 // VerifyPin checks the PIN a patron typed: nil when it matches; a

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/checkoutlock/schemas"
@@ -49,9 +51,22 @@ type Listener struct {
 	// settings entry), circulation refuses a kiosk's renewal without the
 	// PIN at every listener.
 	PatronPin string `json:"patronPin"`
+	// Currency is the tenant's currency (ISO 4217, "USD" by default): a
+	// payment (37) in another is refused.
+	Currency string `json:"currency"`
+	// PaymentMethods names, for each SIP2 payment type a kiosk may send
+	// (00 cash, 01 VISA, 02 credit card), the library's payment method a
+	// payment of it is recorded as (a payment method of the fee/fine's
+	// owner, FOLIO's /payments); a type not named is refused. By default
+	// 00 is "Cash", 01 and 02 "Credit card".
+	PaymentMethods map[string]string `json:"paymentMethods"`
 
 	location *time.Location
 }
+
+// DefaultPaymentMethods are a listener's payment methods when its
+// configuration names none.
+var DefaultPaymentMethods = map[string]string{"00": "Cash", "01": "Credit card", "02": "Credit card"}
 
 // The listener's patronPin values, the tenant's words.
 const (
@@ -70,6 +85,11 @@ type TLSFiles struct {
 type Config struct {
 	Listeners []Listener `json:"listeners"`
 }
+
+var (
+	currencyPattern    = regexp.MustCompile(`^[A-Z]{3}$`)
+	paymentTypePattern = regexp.MustCompile(`^[0-9]{2}$`)
+)
 
 // delimiter is the listener's field delimiter byte.
 func (l *Listener) delimiter() byte {
@@ -151,6 +171,20 @@ func ParseConfig(raw []byte) (Config, error) {
 		case PinOff, PinRequired:
 		default:
 			bad("patronPin %q: %q or %q", l.PatronPin, PinOff, PinRequired)
+		}
+		if l.Currency == "" {
+			l.Currency = "USD"
+		}
+		if !currencyPattern.MatchString(l.Currency) {
+			bad("currency %q: three capital letters (ISO 4217)", l.Currency)
+		}
+		if l.PaymentMethods == nil {
+			l.PaymentMethods = DefaultPaymentMethods
+		}
+		for code, name := range l.PaymentMethods {
+			if !paymentTypePattern.MatchString(code) || strings.TrimSpace(name) == "" {
+				bad("paymentMethods %q: %q: a SIP2 payment type (two digits) naming a payment method", code, name)
+			}
 		}
 		if l.ServicePointID == "" {
 			bad("servicePointId is required: check-outs are made at a service point")

@@ -205,6 +205,8 @@ func (c *conn) dispatch(req *wire.Request) (*wire.Reply, string) {
 		return c.renew(s, req)
 	case "65":
 		return c.renewAll(s, req)
+	case "37":
+		return c.feePaid(s, req)
 	case "35":
 		m, err := msg.ReadEndSession(req)
 		if err != nil {

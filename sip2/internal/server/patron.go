@@ -82,7 +82,10 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 	denied := !sum.CanBorrow
 	status := msg.PatronStatus{ChargeDenied: denied, RenewalDenied: denied, RecallDenied: denied, HoldDenied: denied,
 		// Too many items charged: at every limit that applies.
-		TooManyCharged: sum.AtItemLimit}
+		TooManyCharged: sum.AtItemLimit,
+		// Owing more than the group may (FOLIO's one balance of fees and
+		// fines): both flags.
+		ExcessiveFines: sum.ExcessiveFees, ExcessiveFees: sum.ExcessiveFees}
 	var reasons []string
 	for _, r := range sum.Reasons {
 		if r.PatronMessage != "" {
@@ -103,8 +106,10 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 		}
 	}
 	name := strings.TrimSpace(sum.Patron.FirstName + " " + sum.Patron.LastName)
-	r := reply(status, msg.Counts{Overdue: sum.OverdueCount, Charged: sum.OpenLoanCount}, name, true, strings.Join(reasons, "; "))
+	r := reply(status, msg.Counts{Overdue: sum.OverdueCount, Charged: sum.OpenLoanCount, Fine: sum.FeeFineCount}, name, true, strings.Join(reasons, "; "))
 	r.PasswordChecked, r.PasswordValid = pinChecked, pin != "" && sum.View == "full"
+	// What the patron owes, in the full view only (with their PIN).
+	r.FeeAmount, r.Currency = sum.FeeFineBalance, c.cfg.Currency
 	if m.Information {
 		// CB is the limit on all the patron's loans (their group's), when
 		// there is one; limits by material or loan type are not one count.
@@ -124,6 +129,18 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 			r.Charged = msg.Window(charged, m.Start, m.End)
 		case m.Summary.Overdue:
 			r.Overdue = msg.Window(overdue, m.Start, m.End)
+		case m.Summary.Fine:
+			// Each fee/fine: its id (a 37's CG), what remains of it, what
+			// it is and for what.
+			var fines []string
+			for _, f := range sum.FeesFines {
+				line := f.ID + " " + f.Remaining + " " + c.cfg.Currency + " " + f.FeeFineType
+				if f.Title != "" {
+					line += ": " + f.Title
+				}
+				fines = append(fines, line)
+			}
+			r.FineItems = msg.Window(fines, m.Start, m.End)
 		}
 	}
 	if pinOutcome != "" {
