@@ -336,7 +336,7 @@ var Routes = slices.Concat(
 			reads("from", "to").answers(200, "kiosk-presence.json"),
 		circ("POST", "/circulation/patron-fees/pay", PermissionPayPatronFees,
 			"take a patron's payment of their fees/fines at a self-check machine", PermissionPatronSummary, PermissionVerifyPin,
-			PermissionFeeFineAct, PermissionWriteGet).heeds(HeaderIdempotencyKey, HeaderPatronPin).takes("patron-fee-payment-request.json").
+			"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), PermissionFeeFineAct, PermissionWriteGet).heeds(HeaderIdempotencyKey, HeaderPatronPin).takes("patron-fee-payment-request.json").
 			answers(201, "fee-fine-action-response.json"),
 		Route{Service: ServiceCirculation, Interface: InterfaceLoanAnonymization, Method: "POST", Path: "/loan-anonymization/by-user/{userId}",
 			Permission: PermissionAnonymizeUser, Display: "forget the borrower of a patron's closed loans",

@@ -297,7 +297,7 @@ WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.Ta
      limits AS (SELECT DISTINCT pg_match, mt_match, lt_match, n, mt, lt FROM pairs WHERE n IS NOT NULL),
      counted AS (SELECT lim.*, c.open, ` + rules.Reached("c.open", "lim.n") + ` AS reached
                    FROM limits lim CROSS JOIN LATERAL (SELECT (` + rules.OpenLoanCount(postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableItem), "$3",
-	"(SELECT id FROM u)", "lim.mt", "lim.lt") + `) AS open) c)
+	"(SELECT id FROM u)", "lim.mt", "lim.lt") + `) AS open) c),
      ff AS (SELECT f.id, f.jsonb, f.amount, f.remaining FROM ` + postgres.Table(postgres.TableFeeFineAccount) + ` f
              WHERE f.user_id = (SELECT id FROM u) AND f.tenant_id = $3 AND f.status = ` + postgres.Lit(schemas.FeeFineOpen) + `)
 SELECT (SELECT ` + borrowerSQL + ` FROM u),

@@ -1,0 +1,109 @@
+package integration
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
+)
+
+// sequenced is a reply's error detection (AY, AZ), which each connection
+// numbers its own way.
+var sequenced = regexp.MustCompile(`AY[0-9]AZ[0-9A-F]{4}$`)
+
+// TestSIP2FeePaidOnce: a patron owing more than their group may is
+// refused a check-out at the kiosk, and told so (64: the excessive fines
+// flags, the fine counted and listed, the balance). Their 37 fee paid,
+// sent twenty times at once over three connections to two door
+// instances, pays once: every 38 the first's, dated when it paid; the
+// database holds one payment. Under the maximum, the next check-out at
+// the kiosk is lent at once. A payment in another currency, of a type
+// not taken here, or of more than is owed is refused and pays nothing.
+func TestSIP2FeePaidOnce(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	lib := setUpFees(t, c, 1, 3, facultyStandard(), lostPolicy(10, 5))
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	blockWith(t, c, lib.Library, schemas.ConditionFeeFineBalance, "Patron has outstanding fees/fines", 10, true, false, false)
+	patron, items := lib.Patrons[0], lib.Items[0]
+	checkOutOn(t, c, items[0], patron, "2020-01-01T12:00:00.000Z")
+	checkInOn(t, c, items[0], harness.ServicePoint, "2020-01-25T12:00:00.000Z")
+	fine := accountsOf(t, c, c.IDOf(t, "/users", "users", patron))[0]
+
+	doors := []*harness.SIP2Door{c.StartSIP2(t, 0, nil), c.StartSIP2(t, 1, nil)}
+	kiosks := []*harness.SIP2Client{harness.DialSIP2(t, doors[0].SIP2Addr), harness.DialSIP2(t, doors[0].SIP2Addr), harness.DialSIP2(t, doors[1].SIP2Addr)}
+	for _, k := range kiosks {
+		k.Login("user_id", "passw0rd")
+	}
+	k := kiosks[0]
+	if got := k.Send(checkOutMsg(patron, items[1])); !strings.HasPrefix(got, "120") || !strings.Contains(got, "Patron has outstanding fees/fines") {
+		t.Fatalf("a check-out owing 15.00 of at most 10.00: %q", got)
+	}
+	// What the kiosk is told: without the PIN the flags alone; with it
+	// the fine counted, listed (63's fine items) and the balance.
+	info := k.Send("63001" + harness.SIP2Date() + "   Y      AOdiku|AA" + patron + "|")
+	if !strings.HasPrefix(info, "64YYYY      YY  ") || strings.Contains(info, "|AV") || strings.Contains(info, "|BV") {
+		t.Fatalf("patron information without the PIN: %q", info)
+	}
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": fine.UserID, "pin": "4711"}).Want(t, http.StatusCreated)
+	info = k.Send("63001" + harness.SIP2Date() + "   Y      AOdiku|AA" + patron + "|AD4711|")
+	if counts := info[2+14+3+18 : 2+14+3+18+24]; counts != "000000000000000100000000" || harness.SIP2Field(info, "BV") != "15.00" ||
+		harness.SIP2Field(info, "BH") != "USD" || harness.SIP2Field(info, "AV") != fine.ID+" 15.00 USD Overdue fine: Item "+items[0] {
+		t.Fatalf("patron information with the PIN: %q", info)
+	}
+
+	// Refused, nothing paid: another currency, a type not taken, more
+	// than is owed.
+	for _, bad := range []string{"0100EURBV15.00", "0109USDBV15.00", "0100USDBV15.01"} {
+		got := k.Send("37" + harness.SIP2Date() + bad + "|AOdiku|AA" + patron + "|BKbad-1|")
+		if !strings.HasPrefix(got, "38N") {
+			t.Fatalf("fee paid %s: %q, want refused", bad, got)
+		}
+	}
+
+	// Twenty at once: one payment, one answer.
+	payment := "37" + harness.SIP2Date() + "0100USDBV15.00|AOdiku|AA" + patron + "|BKkiosk-7-0001|"
+	replies := make([][]string, len(kiosks))
+	var wg sync.WaitGroup
+	for i, k := range kiosks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := i; n < 20; n += len(kiosks) {
+				replies[i] = append(replies[i], sequenced.ReplaceAllString(k.Send(payment), ""))
+			}
+		}()
+	}
+	wg.Wait()
+	first := replies[0][0]
+	if !strings.HasPrefix(first, "38Y") || harness.SIP2Field(first, "BK") != "kiosk-7-0001" || harness.SIP2Field(first, "AF") != "Paid 15.00 USD; 0.00 USD remains" {
+		t.Fatalf("the payment: %q", first)
+	}
+	sent := 0
+	for _, rs := range replies {
+		for _, r := range rs {
+			sent++
+			if r != first {
+				t.Fatalf("a payment sent again answered %q, want the first %q", r, first)
+			}
+		}
+	}
+	acts := actionsOf(t, c, fine.ID)
+	if sent != 20 || len(acts) != 2 || acts[1].TypeAction != schemas.ActionPay.Full() || acts[1].AmountAction.String() != "15.00" ||
+		acts[1].PaymentMethod != "Cash" {
+		t.Fatalf("%d payments sent: actions %+v, want the charge and one payment of 15.00 in cash", sent, acts)
+	}
+	moneyHolds(t, c)
+
+	// Under the maximum: lent at once, at the kiosk.
+	if got := kiosks[2].Send(checkOutMsg(patron, items[1])); !strings.HasPrefix(got, "121") {
+		t.Fatalf("a check-out after paying: %q", got)
+	}
+	if got := k.Send("23001" + harness.SIP2Date() + "AOdiku|AA" + patron + "|"); !strings.HasPrefix(got, "24              ") {
+		t.Fatalf("patron status after paying: %q", got)
+	}
+}
