@@ -88,6 +88,24 @@ func setupCellLibrary(t *testing.T, c *harness.Cluster, cells, patrons, items in
 	for _, sp := range []string{harness.ServicePoint, second} {
 		keepHolds(t, c, sp, 2, "Days")
 	}
+	// Money: a desk owning what is charged at either point, taking cash;
+	// a loan declared lost billed its lost item fee and processing fee,
+	// cancelled when it comes back; a patron owing more than
+	// cellFeeLimit blocked from borrowing.
+	var owner struct{ ID string }
+	c.Do(c.Storage, "POST", "/owners", map[string]any{"owner": "Cell desk", "servicePointOwner": []map[string]string{
+		{"value": harness.ServicePoint, "label": "Circ Desk 2"}, {"value": second, "label": "Circ Desk 3"}}}).Want(t, http.StatusCreated).Decode(t, &owner)
+	c.Do(c.Storage, "POST", "/payments", map[string]any{"nameMethod": "Cash", "ownerId": owner.ID}).Want(t, http.StatusCreated)
+	var lost struct{ ID string }
+	c.Do(c.Storage, "POST", "/lost-item-fees-policies", map[string]any{"name": "Cell lost", "chargeAmountItem": map[string]any{
+		"chargeType": "anotherCost", "amount": cellLostFee / 100}, "lostItemProcessingFee": cellProcessingFee / 100,
+		"chargeAmountItemPatron": true, "returnedLostItemProcessingFee": true, "lostItemReturned": "Remove"}).
+		Want(t, http.StatusCreated).Decode(t, &lost)
+	var rules map[string]any
+	c.Do(c.Storage, "GET", "/circulation-rules-storage", nil).Want(t, http.StatusOK).Decode(t, &rules)
+	rules["fallbackLostItemPolicyId"] = lost.ID
+	c.Do(c.Storage, "PUT", "/circulation-rules-storage", rules).Want(t, http.StatusNoContent)
+	blockWith(t, c, lib, schemas.ConditionFeeFineBalance, "Patron owes too much", cellFeeLimit/100, true, false, false)
 	w := &cellWorld{c: c, points: [2]string{harness.ServicePoint, second}, policy: lib.PolicyID, group: lib.GroupID,
 		material: materialTypeOf(t, c), loanType: loanTypeOf(t, c), settle: *settleByKey}
 	var wg sync.WaitGroup
@@ -171,6 +189,7 @@ func onlyIDOf(t *testing.T, c *harness.Cluster, path, plural string) string {
 // and the loans and requests as documents, to write back at the version
 // read however long ago.
 type cellMemory struct {
+	fees     []mFee
 	items    []readItem
 	loans    map[string]map[string]any // open loans by id
 	loanOf   []string                  // each item's open loan's id ("" for none)
@@ -199,6 +218,31 @@ type recorded struct {
 func (w *cellWorld) chooseOp(rng *rand.Rand, cell int, mem *cellMemory) (cellInput, bool) {
 	lib := w.cells[cell]
 	in := cellInput{Cell: cell, Item: rng.IntN(len(lib.items)), Patron: rng.IntN(len(lib.patrons)), Point: rng.IntN(len(w.points))}
+	if rng.IntN(100) < 15 {
+		// Money: read what the patrons owe, or pay or waive some of a
+		// fee/fine last read open (part of it, all of it, or more than
+		// remains), or now and then one read closed.
+		var open []mFee
+		for _, f := range mem.fees {
+			if f.Remaining > 0 || rng.IntN(8) == 0 {
+				open = append(open, f)
+			}
+		}
+		if rng.IntN(4) == 0 || len(open) == 0 {
+			in.Kind, in.Item, in.Patron, in.Point = opReadFees, 0, 0, 0
+			return in, true
+		}
+		f := open[rng.IntN(len(open))]
+		in.Kind, in.ID, in.Patron, in.Item, in.Point = opPay, f.Account, f.Patron, 0, 0
+		if rng.IntN(4) == 0 {
+			in.Kind = opWaive
+		}
+		in.Amount = []int{100, 100, 250, f.Remaining, f.Remaining + 100}[rng.IntN(5)]
+		if in.Amount <= 0 {
+			in.Amount = 100
+		}
+		return in, true
+	}
 	switch n := rng.IntN(100); {
 	case n < 13:
 		in.Kind = opCheckOut
@@ -313,6 +357,7 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 	circulation := func() *harness.Process { return pick(rng, w.c.Circulations) }
 	storage := func() *harness.Process { return pick(rng, w.c.Storages) }
 	var a writeAnswer
+	differ := false
 	switch in.Kind {
 	case opCheckOut:
 		a = w.write(in.Kind, circulation, "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": item.barcode,
@@ -356,8 +401,35 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 			map[string]any{"destinationItemId": lib.items[in.Dest].id}, nil, w.settle)
 	case opReplaceLoan:
 		a = w.write(in.Kind, storage, "PUT", "/loan-storage/loans/"+in.ID, mem.loans[in.ID], nil, w.settle)
+	case opPay, opWaive:
+		action, method := "pay", "Cash"
+		if in.Kind == opWaive {
+			action, method = "waive", "Librarian's discretion"
+		}
+		path, body := "/accounts/"+in.ID+"/"+action, map[string]any{"amount": fmt.Sprintf("%d.%02d", in.Amount/100, in.Amount%100),
+			"paymentMethod": method, "notifyPatron": false, "servicePointId": w.points[0], "userName": "History"}
+		if rng.IntN(2) == 0 {
+			// As a kiosk whose reply was slow sends its payment again, on
+			// another connection: the same key, twice at once, to either
+			// circulation instance. Both answered, the answers must be
+			// one: the first's (Differ says they were not).
+			var second writeAnswer
+			key := uuid.NewString()
+			var wg sync.WaitGroup
+			other := w.c.Circulations[rng.IntN(len(w.c.Circulations))]
+			wg.Go(func() {
+				second = w.writeKeyed(key, in.Kind, func() *harness.Process { return other }, "POST", path, body, nil, w.settle)
+			})
+			a = w.writeKeyed(key, in.Kind, circulation, "POST", path, body, nil, w.settle)
+			wg.Wait()
+			differ = a.err == nil && second.err == nil && a.status < 500 && second.status < 500 &&
+				(a.status != second.status || !bytes.Equal(a.body, second.body))
+			break
+		}
+		a = w.write(in.Kind, circulation, "POST", path, body, nil, w.settle)
 	}
 	r.out = a.output(in.Kind)
+	r.out.Differ = differ
 	if in.Kind == opCheckOutStorage && r.out.Outcome != outRefused && r.out.Outcome != outNotDone {
 		r.out.ID = in.ID
 	}
@@ -411,7 +483,12 @@ type writeAnswer struct {
 // settleWithin. A send whose answer alone leaves the outcome not known
 // (output) is one that may still take effect.
 func (w *cellWorld) write(kind opKind, to func() *harness.Process, method, path string, body any, headers map[string]string, resend bool) writeAnswer {
-	key := uuid.NewString()
+	return w.writeKeyed(uuid.NewString(), kind, to, method, path, body, headers, resend)
+}
+
+// writeKeyed is write with the Idempotency-Key key.
+func (w *cellWorld) writeKeyed(key string, kind opKind, to func() *harness.Process, method, path string, body any, headers map[string]string,
+	resend bool) writeAnswer {
 	a := writeAnswer{keyed: w.settle}
 	unanswered := false
 	send := func() bool {
@@ -530,6 +607,27 @@ func (w *cellWorld) read(p *harness.Process, in cellInput, mem *cellMemory) (cel
 	anyOf := "(" + strings.Join(ids, " or ") + ")"
 	out := cellOutput{Outcome: outDone}
 	switch in.Kind {
+	case opReadFees:
+		var patrons []string
+		for _, p := range lib.patrons {
+			patrons = append(patrons, fmt.Sprintf("%q", p.id))
+		}
+		var page struct {
+			Accounts []struct {
+				ID, UserID, LoanID, FeeFineType string
+				Amount, Remaining               json.Number
+			}
+		}
+		if !w.get(p, "/accounts?limit=1000&query="+url.QueryEscape("userId==("+strings.Join(patrons, " or ")+")"), &page) {
+			return out, false
+		}
+		out.Fees = []mFee{}
+		for _, a := range page.Accounts {
+			out.Fees = append(out.Fees, mFee{Account: strings.ToLower(a.ID), Loan: strings.ToLower(a.LoanID), Patron: w.patronIndex(in.Cell, a.UserID),
+				Kind: a.FeeFineType, Amount: cents(a.Amount), Remaining: cents(a.Remaining)})
+		}
+		sortFees(out.Fees)
+		mem.fees = out.Fees
 	case opReadItems:
 		var page struct {
 			Items []struct {
@@ -609,6 +707,21 @@ func (w *cellWorld) read(p *harness.Process, in cellInput, mem *cellMemory) (cel
 		}
 	}
 	return out, true
+}
+
+// cents is an amount as storage answers it (a decimal of at most two
+// places) in cents; -1 for one that is not.
+func cents(n json.Number) int {
+	whole, frac, _ := strings.Cut(n.String(), ".")
+	frac = (frac + "00")[:2]
+	var w, f int
+	if _, err := fmt.Sscan(whole, &w); err != nil {
+		return -1
+	}
+	if _, err := fmt.Sscan(frac, &f); err != nil {
+		return -1
+	}
+	return w*100 + f
 }
 
 // historyClient is the clients' HTTP client: a call gives up after

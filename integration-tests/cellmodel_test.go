@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -66,7 +67,15 @@ import (
 //     request (or put back), a Paged item of an open page put back on the
 //     shelf when no other page waits;
 //   - a request moved to another item's queue, judged there as one placed;
-//   - a loan replaced at storage at the version read (refused at another).
+//   - a loan replaced at storage at the version read (refused at another);
+//   - money: a loan declared lost bills its patron the lost item fee and
+//     the processing fee (cellLostFee, cellProcessingFee), in the
+//     declaration's write; its item checked in cancels what remains of
+//     both (a refund gives back what was paid, and leaves remaining at
+//     0); a payment or a waiver of a fee/fine takes its amount from what
+//     remains, refused for a fee/fine closed or more than remains; a
+//     patron who owes more than cellFeeLimit is blocked from borrowing,
+//     by every check-out's judge (a loan made offline records it).
 //
 // Versions are part of the state: every write of an item's status moves
 // its version by one, as does every write of a loan or a request (a
@@ -78,7 +87,24 @@ import (
 const (
 	cellItemLimit = 2
 	cellRenewals  = 2
+	// The money, in cents: the lost item fee policy's two fees, and the
+	// group's maximum outstanding balance, which blocks borrowing.
+	cellLostFee       = 1000
+	cellProcessingFee = 500
+	cellFeeLimit      = 1200
 )
+
+// mFee is a patron's fee/fine: its account's id ("" until a read shows
+// it: the declaration's answer names none), the loan and the kind it is
+// for, its amount and what remains of it, in cents.
+type mFee struct {
+	Account   string
+	Loan      string
+	Patron    int
+	Kind      string
+	Amount    int
+	Remaining int
+}
 
 // mLoan is an item's open loan. ID is "" while not known (a check-out
 // whose answer was lost and named no loan), learnt by the next read that
@@ -110,9 +136,11 @@ type mItem struct {
 	Queue   []mRequest
 }
 
-// cellState is a cell's items, by their index in the cell.
+// cellState is a cell's items, by their index in the cell, and its
+// patrons' fees/fines, in the order they were charged.
 type cellState struct {
 	Items []mItem
+	Fees  []mFee
 	key   string
 }
 
@@ -127,7 +155,7 @@ func newCell(n int) cellState {
 
 // clone is a copy of s that shares nothing with it.
 func (s cellState) clone() cellState {
-	out := cellState{Items: make([]mItem, len(s.Items))}
+	out := cellState{Items: make([]mItem, len(s.Items)), Fees: slices.Clone(s.Fees)}
 	for i, it := range s.Items {
 		out.Items[i] = mItem{Status: it.Status, Version: it.Version, Queue: slices.Clone(it.Queue)}
 		if it.Loan != nil {
@@ -151,8 +179,31 @@ func (s cellState) sealed() cellState {
 		}
 		b.WriteByte('|')
 	}
+	for _, f := range s.Fees {
+		fmt.Fprintf(&b, " F%s/%s/%d/%s/%d/%d", f.Account, f.Loan, f.Patron, f.Kind, f.Amount, f.Remaining)
+	}
 	s.key = b.String()
 	return s
+}
+
+// owes is what patron owes in s, in cents.
+func (s cellState) owes(patron int) int {
+	n := 0
+	for _, f := range s.Fees {
+		if f.Patron == patron {
+			n += f.Remaining
+		}
+	}
+	return n
+}
+
+// blocked says whether patron owes more than their group may, in s.
+func (s cellState) blocked(patron int) bool { return s.owes(patron) > cellFeeLimit }
+
+// fee finds the fee/fine of account id.
+func (s cellState) fee(id string) (int, bool) {
+	i := slices.IndexFunc(s.Fees, func(f mFee) bool { return f.Account == id && id != "" })
+	return i, i >= 0
 }
 
 // open is how many of patron's open loans count against the item limit:
@@ -210,13 +261,16 @@ const (
 	opCancel                        // circulation's request cancelled at the version read
 	opMove                          // circulation's request moved to another item
 	opReplaceLoan                   // storage's loan replaced at the version read
+	opPay                           // circulation's payment of a fee/fine
+	opWaive                         // circulation's waiver of a fee/fine
 	opReadItems                     // storage's items of the cell
 	opReadLoans                     // storage's open loans of the cell's items
 	opReadRequests                  // storage's requests of the cell's items
+	opReadFees                      // storage's fees/fines of the cell's patrons
 )
 
 var opNames = []string{"check-out", "offline check-out", "check-out at storage", "check-in", "renew", "claim returned", "declare lost",
-	"place", "cancel", "move", "replace loan", "read items", "read loans", "read requests"}
+	"place", "cancel", "move", "replace loan", "pay", "waive", "read items", "read loans", "read requests", "read fees"}
 
 func (k opKind) String() string { return opNames[k] }
 
@@ -242,6 +296,9 @@ type cellInput struct {
 	ID       string
 	Version  int
 	Renewals int
+	// Amount is a payment's or a waiver's, in cents; ID names its
+	// fee/fine's account.
+	Amount int
 }
 
 // outcome is what a write's answer says of it.
@@ -283,6 +340,11 @@ type cellOutput struct {
 	// Unclaimed are the read loans no answer named: a loan a check-out
 	// whose answer was lost made (loanIDsClaimed sets it).
 	Unclaimed []bool
+	// Fees are the cell's patrons' fees/fines as read.
+	Fees []mFee
+	// Differ says a write sent twice at once with one key was answered
+	// twice, differently: the second was not the first's answer.
+	Differ bool
 }
 
 // readItem is an item's status and version as read.
@@ -419,6 +481,10 @@ type judged struct {
 // limit).
 func checkOutRefusals(s cellState, item, patron int) (validation, write []string) {
 	it := s.Items[item]
+	if s.blocked(patron) {
+		validation = append(validation, schemas.CodeUserBlockedAutomatically)
+		write = append(write, schemas.CodeUserBlockedAutomatically)
+	}
 	if it.Status == schemas.ItemCheckedOut {
 		validation = append(validation, schemas.CodeItemAlreadyCheckedOut)
 	}
@@ -452,15 +518,20 @@ func offlineBroken(s cellState, item, patron int) []string {
 	if s.open(patron) >= cellItemLimit {
 		out = append(out, schemas.CodeItemLimitReached)
 	}
+	if s.blocked(patron) {
+		out = append(out, schemas.CodeUserBlockedAutomatically)
+	}
 	return codeSet(out...)
 }
 
 // brokenFits says whether the rules a check-out made offline says it
-// broke are want: the item limit aside when its count may have moved
-// (CountMayMove).
+// broke are want: the item limit and the balance's block aside when its
+// count or the balance may have moved (CountMayMove).
 func brokenFits(out cellOutput, want []string) bool {
 	if out.CountMayMove {
-		limit := func(code string) bool { return code == schemas.CodeItemLimitReached }
+		limit := func(code string) bool {
+			return code == schemas.CodeItemLimitReached || code == schemas.CodeUserBlockedAutomatically
+		}
 		return slices.Equal(slices.DeleteFunc(slices.Clone(out.Broken), limit), slices.DeleteFunc(slices.Clone(want), limit))
 	}
 	return slices.Equal(out.Broken, want)
@@ -535,6 +606,9 @@ func judge(s cellState, in cellInput, out cellOutput) judged {
 		if s.open(in.Patron) >= cellItemLimit {
 			rules = append(rules, schemas.CodeItemLimitReached)
 		}
+		if s.blocked(in.Patron) {
+			rules = append(rules, schemas.CodeUserBlockedAutomatically)
+		}
 		if h := s.head(in.Item); h != nil && h.Patron != in.Patron {
 			rules = append(rules, schemas.CodeItemRequestedByAnotherPatron)
 		}
@@ -554,8 +628,29 @@ func judge(s cellState, in cellInput, out cellOutput) judged {
 		return judged{next: lend(s, in.Item, in.Patron, in.ID), allowed: true}
 	case opCheckIn:
 		next := s.clone()
+		if l := next.Items[in.Item].Loan; l != nil {
+			// A lost item back: what remains of its loan's fees cancelled.
+			for i := range next.Fees {
+				if next.Fees[i].Loan == l.ID && l.ID != "" {
+					next.Fees[i].Remaining = 0
+				}
+			}
+		}
 		next.Items[in.Item].Loan = nil
 		returnTo(&next, in.Item, in.Point)
+		return judged{next: next, allowed: true}
+	case opPay, opWaive:
+		i, found := s.fee(in.ID)
+		switch {
+		case !found:
+			return judged{refusals: [][]string{{schemas.CodeNotFound}}}
+		case s.Fees[i].Remaining == 0:
+			return judged{refusals: [][]string{{schemas.CodeFeeFineClosed}}}
+		case in.Amount > s.Fees[i].Remaining:
+			return judged{refusals: [][]string{{schemas.CodeFeeFineAmountExceeded}}}
+		}
+		next := s.clone()
+		next.Fees[i].Remaining -= in.Amount
 		return judged{next: next, allowed: true}
 	case opRenew:
 		refused := renewalRefusals(s, in.Item, in.Patron)
@@ -594,6 +689,14 @@ func judge(s cellState, in cellInput, out cellOutput) judged {
 		it := &next.Items[item]
 		it.Status, it.Version = status, it.Version+1
 		it.Loan.Version++
+		if in.Kind == opDeclare {
+			// Billed in the declaration's write: the lost item fee and
+			// the processing fee.
+			for kind, amount := range map[string]int{schemas.FeeFineLostItemFee: cellLostFee, schemas.FeeFineLostItemProcessing: cellProcessingFee} {
+				next.Fees = append(next.Fees, mFee{Loan: in.ID, Patron: it.Loan.Patron, Kind: kind, Amount: amount, Remaining: amount})
+			}
+			sortFees(next.Fees)
+		}
 		return judged{next: next, allowed: true}
 	case opPlace:
 		if refused := requestRefusals(s, in.Item, in.Patron, in.Type, ""); len(refused) > 0 {
@@ -680,11 +783,64 @@ func conflictFits(s cellState, in cellInput, codes []string) bool {
 	return true
 }
 
+// sortFees orders fees as the model keeps them: by loan, kind, then
+// account (one not yet learnt first), then what remains.
+func sortFees(fees []mFee) {
+	slices.SortStableFunc(fees, func(a, b mFee) int {
+		return cmp.Or(cmp.Compare(a.Loan, b.Loan), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Account, b.Account),
+			cmp.Compare(a.Remaining, b.Remaining))
+	})
+}
+
+// feesFit says whether the fees read are s's; each account s has not
+// learnt yet (a declaration's answer names none) is learnt from a read fee
+// of its loan, kind, patron and amounts, and next is s with them learnt.
+func feesFit(s cellState, read []mFee) (next cellState, ok bool) {
+	if len(read) != len(s.Fees) {
+		return s, false
+	}
+	var learnt *cellState
+	used := make([]bool, len(s.Fees))
+	for _, r := range read {
+		same := func(f mFee) bool {
+			return f.Loan == r.Loan && f.Patron == r.Patron && f.Kind == r.Kind && f.Amount == r.Amount && f.Remaining == r.Remaining
+		}
+		i := slices.IndexFunc(s.Fees, func(f mFee) bool { return f.Account == r.Account && same(f) })
+		if i < 0 {
+			for k, f := range s.Fees {
+				if !used[k] && f.Account == "" && same(f) {
+					i = k
+					break
+				}
+			}
+			if i < 0 {
+				return s, false
+			}
+			if learnt == nil {
+				c := s.clone()
+				learnt = &c
+			}
+			learnt.Fees[i].Account = r.Account
+		}
+		if used[i] {
+			return s, false
+		}
+		used[i] = true
+	}
+	if learnt != nil {
+		sortFees(learnt.Fees)
+		return learnt.sealed(), true
+	}
+	return s, true
+}
+
 // readFits says whether read out of in shows s; when it shows a loan
 // s does not know the id of (the loan of a check-out whose answer was
 // lost), next is s with it learnt.
 func readFits(s cellState, in cellInput, out cellOutput) (next cellState, ok bool) {
 	switch in.Kind {
+	case opReadFees:
+		return feesFit(s, out.Fees)
 	case opReadItems:
 		if len(out.Items) != len(s.Items) {
 			return s, false
@@ -747,6 +903,9 @@ func cellStep(s cellState, in cellInput, out cellOutput) []cellState {
 		if next, ok := readFits(s, in, out); ok {
 			return []cellState{next}
 		}
+		return nil
+	}
+	if out.Differ {
 		return nil
 	}
 	j := judge(s, in, out)
@@ -841,6 +1000,12 @@ func describeOp(in cellInput, out cellOutput) string {
 			parts = append(parts, fmt.Sprintf("item %d: %s", l.Item, describeLoan(l.mLoan)))
 		}
 		return call + " → " + strings.Join(parts, "; ")
+	case opReadFees:
+		var parts []string
+		for _, f := range out.Fees {
+			parts = append(parts, describeFee(f))
+		}
+		return call + " → " + strings.Join(parts, "; ")
 	case opReadRequests:
 		var parts []string
 		for i, q := range out.Requests {
@@ -862,6 +1027,8 @@ func describeOp(in cellInput, out cellOutput) string {
 		call = fmt.Sprintf("%s %s to item %d", in.Kind, short(in.ID), in.Dest)
 	case opClaim, opDeclare:
 		call = fmt.Sprintf("%s loan %s", in.Kind, short(in.ID))
+	case opPay, opWaive:
+		call = fmt.Sprintf("%s %d.%02d of %s", in.Kind, in.Amount/100, in.Amount%100, short(in.ID))
 	case opCheckOutStorage:
 		call += fmt.Sprintf(" at @%d", in.Version)
 	}
@@ -878,6 +1045,9 @@ func describeOp(in cellInput, out cellOutput) string {
 	if in.Kind == opRenew && out.Outcome == outDone {
 		res += fmt.Sprintf(" ×%d", out.Renewals)
 	}
+	if out.Differ {
+		res += " (sent twice with one key, answered two ways)"
+	}
 	return call + " → " + res
 }
 
@@ -887,6 +1057,10 @@ func describeLoan(l mLoan) string {
 		s += " recalled"
 	}
 	return s
+}
+
+func describeFee(f mFee) string {
+	return fmt.Sprintf("%s %s of patron %d for loan %s: %d of %d left", f.Kind, short(f.Account), f.Patron, short(f.Loan), f.Remaining, f.Amount)
 }
 
 func describeRequest(r mRequest) string {
@@ -905,6 +1079,9 @@ func describeCell(s cellState) string {
 			p += ", " + describeRequest(r)
 		}
 		parts = append(parts, p)
+	}
+	for _, f := range s.Fees {
+		parts = append(parts, describeFee(f))
 	}
 	return strings.Join(parts, "; ")
 }

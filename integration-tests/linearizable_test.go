@@ -233,6 +233,9 @@ func injectFaults(ctx context.Context, t *testing.T, c *harness.Cluster, pg *har
 				for _, write := range lostAnswers {
 					p.LoseAnswers(2, write)
 				}
+				// Payments are few among the writes and many are
+				// refused: more of theirs, so that one done is lost.
+				p.LoseAnswers(8, "POST /fee-fine-storage/actions")
 			}
 		}
 		faults[kind]++
@@ -262,7 +265,8 @@ func annotate(ops []porcupine.Operation) {
 		case opCheckOutOffline:
 			out.CountMayMove = slices.ContainsFunc(ops, func(other porcupine.Operation) bool {
 				oin, oout := other.Input.(cellInput), other.Output.(cellOutput)
-				return oin.Cell == in.Cell && (oin.Kind == opCheckIn || oin.Kind == opClaim || oin.Kind == opDeclare) &&
+				return oin.Cell == in.Cell && (oin.Kind == opCheckIn || oin.Kind == opClaim || oin.Kind == opDeclare ||
+					oin.Kind == opPay || oin.Kind == opWaive) &&
 					(oout.Outcome == outDone || oout.Outcome == outUnknown) && other.Call < op.Return && other.Return > op.Call
 			})
 		}

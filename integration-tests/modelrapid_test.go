@@ -101,7 +101,19 @@ type machine struct {
 // draw draws an operation on the cell in its state now.
 func (m *machine) draw(t *rapid.T) cellInput {
 	in := cellInput{Cell: m.cell, Kind: rapid.SampledFrom([]opKind{opCheckOut, opCheckOutOffline, opCheckOutStorage, opCheckIn,
-		opRenew, opClaim, opDeclare, opPlace, opCancel, opMove, opReplaceLoan}).Draw(t, "kind")}
+		opRenew, opClaim, opDeclare, opPlace, opCancel, opMove, opReplaceLoan, opPay, opWaive}).Draw(t, "kind")}
+	var fees []mFee
+	for _, f := range m.state.Fees {
+		if f.Account != "" {
+			fees = append(fees, f)
+		}
+	}
+	switch in.Kind {
+	case opPay, opWaive:
+		if len(fees) == 0 {
+			in.Kind = opDeclare
+		}
+	}
 	switch in.Kind {
 	case opClaim, opDeclare, opReplaceLoan:
 		if len(m.loanDocs) == 0 {
@@ -113,6 +125,10 @@ func (m *machine) draw(t *rapid.T) cellInput {
 		}
 	}
 	switch in.Kind {
+	case opPay, opWaive:
+		f := fees[rapid.IntRange(0, len(fees)-1).Draw(t, "fee")]
+		in.ID, in.Patron = f.Account, f.Patron
+		in.Amount = rapid.SampledFrom([]int{100, 500, max(f.Remaining, 100), f.Remaining + 100}).Draw(t, "amount")
 	case opCheckOut, opCheckOutOffline, opRenew:
 		in.Item = rapid.IntRange(0, rapidItems-1).Draw(t, "item")
 		in.Patron = rapid.IntRange(0, rapidPatrons-1).Draw(t, "patron")
@@ -239,11 +255,12 @@ func (m *machine) atOnce(t *rapid.T, counts map[string]int) {
 	m.state = stateRead(reads)
 }
 
-// readAll reads the cell's items, loans and requests, remembers the loans
-// and requests read, and (check) holds them to the model's state.
+// readAll reads the cell's items, loans, requests and fees/fines,
+// remembers the loans and requests read, and (check) holds them to the
+// model's state, which learns the fees/fines' accounts.
 func (m *machine) readAll(t *rapid.T, check bool) []recorded {
 	var out []recorded
-	for _, kind := range []opKind{opReadItems, opReadLoans, opReadRequests} {
+	for _, kind := range []opKind{opReadItems, opReadLoans, opReadRequests, opReadFees} {
 		r, ok := m.w.do(m.rng, cellInput{Kind: kind, Cell: m.cell}, m.mem, m.start)
 		if !ok {
 			t.Fatalf("%s: not answered", kind)
@@ -251,8 +268,12 @@ func (m *machine) readAll(t *rapid.T, check bool) []recorded {
 		r.out.Unclaimed = make([]bool, len(r.out.Loans))
 		out = append(out, r)
 		if check {
-			if _, fits := readFits(m.state, r.in, r.out); !fits {
+			next, fits := readFits(m.state, r.in, r.out)
+			if !fits {
 				t.Fatalf("%s; the model says %s", describeOp(r.in, r.out), describeCell(m.state))
+			}
+			if r.in.Kind == opReadFees {
+				m.state = next
 			}
 		}
 	}
@@ -284,6 +305,8 @@ func stateRead(reads []recorded) cellState {
 			for i, q := range r.out.Requests {
 				s.Items[i].Queue = slices.Clone(q)
 			}
+		case opReadFees:
+			s.Fees = slices.Clone(r.out.Fees)
 		}
 	}
 	return s.sealed()
