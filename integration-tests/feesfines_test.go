@@ -367,7 +367,10 @@ func TestAFeeFineIsPaidOnceAndLiftsTheBlockAtOnce(t *testing.T) {
 		answers := make([]harness.Response, remaining+4)
 		for i := range answers {
 			wg.Add(1)
-			go func() { defer wg.Done(); answers[i] = pay(c, i, fine.ID, "1", fmt.Sprintf("round-%d-payment-%d", p, i)) }()
+			go func() {
+				defer wg.Done()
+				answers[i] = pay(c, i, fine.ID, "1", fmt.Sprintf("round-%d-payment-%d", p, i))
+			}()
 		}
 		wg.Wait()
 		paid, refused := 0, 0
