@@ -125,3 +125,14 @@ func (s *Service) payPatronFees(ctx context.Context, p PatronPayment) (json.RawM
 	return s.ActOnFeeFines(ctx, FeeFineAction{AccountIDs: ids, Action: schemas.ActionPay, Amount: p.Amount, PaymentMethod: p.PaymentMethod,
 		TransactionInfo: p.TransactionInfo, ServicePointID: p.ServicePointID, UserName: p.UserName})
 }
+
+// Currency is the tenant's currency, as its locale settings name it
+// (schemas.Currency): what the desk shows amounts in and a kiosk's
+// payment must be in.
+func (s *Service) Currency(ctx context.Context) (string, error) {
+	entry, found, err := s.storage.Setting(ctx, schemas.LocaleScope, schemas.LocaleKey)
+	if err != nil || !found {
+		return schemas.DefaultCurrency, err
+	}
+	return schemas.Currency(entry.Value), nil
+}

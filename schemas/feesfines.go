@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -121,4 +122,29 @@ var OverdueFineIntervalMinutes = map[string]int{
 // intervalId) in minutes, as FOLIO counts them.
 var LoanPeriodMinutes = map[string]int{
 	"Minutes": 1, "Hours": 60, "Days": 1440, "Weeks": 10080, "Months": 44640,
+}
+
+// FOLIO's tenant locale settings (mod-settings' entry the tenant settings
+// page writes): the tenant's currency, which every amount is in.
+const (
+	LocaleScope = "stripes-core.prefs.manage"
+	LocaleKey   = "tenantLocaleSettings"
+	// DefaultCurrency is a tenant's currency when its locale settings
+	// name none, or none that is an ISO 4217 code.
+	DefaultCurrency = "USD"
+)
+
+var currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// Currency is the currency a tenant's locale settings entry's value
+// names (its currency member, an ISO 4217 code), DefaultCurrency when it
+// names none that is one (nil: no entry).
+func Currency(value json.RawMessage) string {
+	var v struct {
+		Currency string `json:"currency"`
+	}
+	if len(value) == 0 || json.Unmarshal(value, &v) != nil || !currencyPattern.MatchString(v.Currency) {
+		return DefaultCurrency
+	}
+	return v.Currency
 }

@@ -260,11 +260,12 @@ var Routes = slices.Concat(
 		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("renew-by-barcode-request.json").heeds(HeaderPatronPin).answers(200, "circulation-loan.json"),
 		circ("GET", "/circulation/patron-summary", "circulation.patron-summary.get",
 			"read what a self-check machine shows a patron: whether they may borrow and why not, the loans counted and the item limit; with the patron's PIN, who they are and their loans out",
-			PermissionPatronSummary, PermissionVerifyPin).
+			PermissionPatronSummary, PermissionVerifyPin, "mod-settings.entries.collection.get", SettingsScopeRead(LocaleScope)).
 			reads("userBarcode").heeds(HeaderPatronPin).answers(200, "circulation-patron-summary.json"),
 		circ("GET", "/circulation/settings/self-check", PermissionSelfCheckSettings,
 			"read what the library asks of its self-check machines: whether a patron's PIN is required, and whether check-outs made offline are taken",
-			"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation")).answers(200, "self-check-settings-effective.json"),
+			"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), SettingsScopeRead(LocaleScope)).
+			answers(200, "self-check-settings-effective.json"),
 		circ("GET", "/circulation/item-summary", "circulation.item-summary.get",
 			"read what a self-check machine shows of an item: its title, status and due date",
 			"inventory-storage.items.collection.get", "circulation-storage.loans.collection.get").

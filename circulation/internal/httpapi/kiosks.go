@@ -104,5 +104,10 @@ func (s *Server) selfCheckSettings(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]string{"patronPin": settings.PatronPin, "offlineLending": settings.OfflineLending})
+	currency, err := s.svc.Circulation.Currency(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]string{"patronPin": settings.PatronPin, "offlineLending": settings.OfflineLending,
+		"currency": currency})
 }

@@ -79,6 +79,7 @@ func (s *Server) patronSummary(c echo.Context) error {
 		OpenLoans     []summaryLoanJSON `json:"openLoans,omitempty"`
 		ExcessiveFees bool              `json:"excessiveFees"`
 		Balance       string            `json:"feeFineBalance,omitempty"`
+		Currency      string            `json:"currency,omitempty"`
 		FeeFineCount  *int              `json:"feeFineCount,omitempty"`
 		FeesFines     []summaryFeeJSON  `json:"feesFines,omitempty"`
 	}{View: "verdict", Patron: patronJSON{ID: p.ID, Barcode: p.Barcode, Active: p.ActiveAt(time.Now()), FirstName: p.FirstName, LastName: p.LastName},
@@ -93,6 +94,9 @@ func (s *Server) patronSummary(c echo.Context) error {
 	if sum.Full {
 		out.View = "full"
 		out.Balance, out.FeeFineCount = sum.FeeFineBalance, &sum.FeeFineCount
+		if out.Currency, err = s.svc.Circulation.Currency(c.Request().Context()); err != nil {
+			return err
+		}
 		for _, f := range sum.FeesFines {
 			j := summaryFeeJSON{ID: f.ID, FeeFineType: f.FeeFineType, Amount: f.Amount, Remaining: f.Remaining, Title: f.Title, ItemBarcode: f.ItemBarcode}
 			if !f.DateCreated.IsZero() {

@@ -235,6 +235,8 @@ func (c *Client) CheckOutOffline(ctx context.Context, s *Session, item, patron, 
 type SelfCheckSettings struct {
 	PatronPin      string `json:"patronPin"`
 	OfflineLending string `json:"offlineLending"`
+	// Currency is the tenant's (ISO 4217), which payments are in.
+	Currency string `json:"currency"`
 }
 
 // SelfCheckSettings reads the tenant's self-check settings.
@@ -350,6 +352,7 @@ type PatronSummary struct {
 	// balance, the count and the fees/fines come in the full view only.
 	ExcessiveFees  bool   `json:"excessiveFees"`
 	FeeFineBalance string `json:"feeFineBalance"`
+	Currency       string `json:"currency"`
 	FeeFineCount   int    `json:"feeFineCount"`
 	FeesFines      []struct {
 		ID          string `json:"id"`

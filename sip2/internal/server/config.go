@@ -51,9 +51,6 @@ type Listener struct {
 	// settings entry), circulation refuses a kiosk's renewal without the
 	// PIN at every listener.
 	PatronPin string `json:"patronPin"`
-	// Currency is the tenant's currency (ISO 4217, "USD" by default): a
-	// payment (37) in another is refused.
-	Currency string `json:"currency"`
 	// PaymentMethods names, for each SIP2 payment type a kiosk may send
 	// (00 cash, 01 VISA, 02 credit card), the library's payment method a
 	// payment of it is recorded as (a payment method of the fee/fine's
@@ -86,10 +83,8 @@ type Config struct {
 	Listeners []Listener `json:"listeners"`
 }
 
-var (
-	currencyPattern    = regexp.MustCompile(`^[A-Z]{3}$`)
-	paymentTypePattern = regexp.MustCompile(`^[0-9]{2}$`)
-)
+// paymentTypePattern is a SIP2 payment type: two digits.
+var paymentTypePattern = regexp.MustCompile(`^[0-9]{2}$`)
 
 // delimiter is the listener's field delimiter byte.
 func (l *Listener) delimiter() byte {
@@ -171,12 +166,6 @@ func ParseConfig(raw []byte) (Config, error) {
 		case PinOff, PinRequired:
 		default:
 			bad("patronPin %q: %q or %q", l.PatronPin, PinOff, PinRequired)
-		}
-		if l.Currency == "" {
-			l.Currency = "USD"
-		}
-		if !currencyPattern.MatchString(l.Currency) {
-			bad("currency %q: three capital letters (ISO 4217)", l.Currency)
 		}
 		if l.PaymentMethods == nil {
 			l.PaymentMethods = DefaultPaymentMethods

@@ -41,9 +41,6 @@ func (c *conn) feePaid(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	if m.Patron == "" || amount == "" {
 		return reply(false, c.now(), msgFeeNeeded), "refused"
 	}
-	if currency := strings.TrimSpace(m.Currency); currency != "" && currency != c.cfg.Currency {
-		return reply(false, c.now(), msgCurrencyPref+c.cfg.Currency), "refused"
-	}
 	method, ok := c.cfg.PaymentMethods[m.PaymentType]
 	if !ok {
 		return reply(false, c.now(), msgPaymentType), "refused"
@@ -53,6 +50,16 @@ func (c *conn) feePaid(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	}
 	ctx, cancel := c.call()
 	defer cancel()
+	// The tenant's currency, as its locale settings name it: a payment
+	// in another is refused (a blank currency is taken as the tenant's).
+	settings, err := c.s.circ.SelfCheckSettings(ctx, s)
+	if err != nil {
+		return c.feeNotPaid(err, reply)
+	}
+	currency := settings.Currency
+	if sent := strings.TrimSpace(m.Currency); sent != "" && sent != currency {
+		return reply(false, c.now(), msgCurrencyPref+currency), "refused"
+	}
 	p, err := c.s.circ.PayFees(ctx, s, m.Patron, m.PatronPassword, amount, method, c.cfg.ServicePointID, strings.ToLower(m.FeeID),
 		m.TransactionID, m.Key())
 	if err == nil {
@@ -60,8 +67,14 @@ func (c *conn) feePaid(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 		if !p.PaidAt.IsZero() {
 			at = p.PaidAt.In(c.cfg.location)
 		}
-		return reply(true, at, "Paid "+p.Amount+" "+c.cfg.Currency+"; "+p.Remaining+" "+c.cfg.Currency+" remains"), "ok"
+		return reply(true, at, "Paid "+p.Amount+" "+currency+"; "+p.Remaining+" "+currency+" remains"), "ok"
 	}
+	return c.feeNotPaid(err, reply)
+}
+
+// feeNotPaid is the 38 of a payment circulation did not take: its
+// refusal's words, or busy.
+func (c *conn) feeNotPaid(err error, reply func(ok bool, at time.Time, message string) *wire.Reply) (*wire.Reply, string) {
 	if message, outcome, ok := pinRefused(err); ok {
 		return reply(false, c.now(), message), outcome
 	}

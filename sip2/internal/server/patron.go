@@ -109,7 +109,7 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 	r := reply(status, msg.Counts{Overdue: sum.OverdueCount, Charged: sum.OpenLoanCount, Fine: sum.FeeFineCount}, name, true, strings.Join(reasons, "; "))
 	r.PasswordChecked, r.PasswordValid = pinChecked, pin != "" && sum.View == "full"
 	// What the patron owes, in the full view only (with their PIN).
-	r.FeeAmount, r.Currency = sum.FeeFineBalance, c.cfg.Currency
+	r.FeeAmount, r.Currency = sum.FeeFineBalance, sum.Currency
 	if m.Information {
 		// CB is the limit on all the patron's loans (their group's), when
 		// there is one; limits by material or loan type are not one count.
@@ -134,7 +134,7 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 			// it is and for what.
 			var fines []string
 			for _, f := range sum.FeesFines {
-				line := f.ID + " " + f.Remaining + " " + c.cfg.Currency + " " + f.FeeFineType
+				line := f.ID + " " + f.Remaining + " " + sum.Currency + " " + f.FeeFineType
 				if f.Title != "" {
 					line += ": " + f.Title
 				}
