@@ -281,7 +281,8 @@ var Routes = slices.Concat(
 		circ("GET", "/circulation/patron-loans", "circulation.loans.collection.get",
 			"find a patron by barcode or name and their open loans, as the circulation desk's page shows them",
 			findUsers, namesUser, "circulation-storage.loans.collection.get", "inventory-storage.items.collection.get",
-			"inventory-storage.service-points.collection.get", "circulation-storage.check-out.validation.get").reads("patron").answers(200, ""),
+			"inventory-storage.service-points.collection.get", "circulation-storage.check-out.validation.get", PermissionPatronSummary,
+			"payments.collection.get", "mod-settings.entries.collection.get", SettingsScopeRead(LocaleScope)).reads("patron").answers(200, ""),
 		circ("POST", "/circulation/loans/{id}/claim-item-returned", PermissionClaimItemReturned,
 			"record that the patron says they returned a loan's item (the item Claimed returned, the loan open)", loanActionModule...).
 			heeds(HeaderIdempotencyKey).takesAsFOLIO("claim-item-returned-request.json").answers(204, ""),

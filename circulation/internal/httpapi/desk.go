@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/errgroup"
@@ -52,12 +54,16 @@ type deskAction struct {
 // read of storage.
 const deskJudged = 4
 
-// deskPatron is a patron found, with their open loans.
+// deskPatron is a patron found, with their open loans and what they
+// owe: the balance and their open fees/fines, oldest first (a patron
+// without a barcode, whose summary cannot be read by it, shows none).
 type deskPatron struct {
-	ID      string     `json:"id"`
-	Barcode string     `json:"barcode,omitempty"`
-	Name    string     `json:"name,omitempty"`
-	Loans   []deskLoan `json:"loans"`
+	ID        string           `json:"id"`
+	Barcode   string           `json:"barcode,omitempty"`
+	Name      string           `json:"name,omitempty"`
+	Loans     []deskLoan       `json:"loans"`
+	Balance   string           `json:"feeFineBalance,omitempty"`
+	FeesFines []summaryFeeJSON `json:"feesFines"`
 }
 
 // The desk's answer: at most deskPatrons patrons, deskLoans loans each.
@@ -70,7 +76,8 @@ const (
 // barcode is patron, or whose names hold each of its words (at most ten),
 // each with their open loans and each loan's item; and the tenant's
 // service points, at which the desk checks items in and declares them
-// lost.
+// lost; each patron's fees/fines and balance, in the tenant's currency,
+// with the ways a payment is taken.
 func (s *Server) patronLoans(c echo.Context) error {
 	text := strings.TrimSpace(c.QueryParam("patron"))
 	if text == "" {
@@ -87,16 +94,47 @@ func (s *Server) patronLoans(c echo.Context) error {
 			ID   string `json:"id"`
 			Name string `json:"name"`
 		} `json:"servicePoints"`
-	}{Patrons: []deskPatron{}}
+		// Currency is the tenant's, which amounts are in; PaymentMethods
+		// the names of the ways a fee/fine is paid here.
+		Currency       string   `json:"currency"`
+		PaymentMethods []string `json:"paymentMethods"`
+	}{Patrons: []deskPatron{}, PaymentMethods: []string{}}
 	for _, f := range found[:min(len(found), deskPatrons)] {
-		p := deskPatron{ID: f.ID, Barcode: f.Barcode, Name: fullName(f.Personal, ""), Loans: []deskLoan{}}
+		p := deskPatron{ID: f.ID, Barcode: f.Barcode, Name: fullName(f.Personal, ""), Loans: []deskLoan{}, FeesFines: []summaryFeeJSON{}}
 		if p.Loans, err = s.openLoans(ctx, f.ID); err != nil {
 			return err
 		}
 		if err := s.judgeLoans(ctx, p.Barcode, p.Loans); err != nil {
 			return err
 		}
+		if p.Barcode != "" {
+			sum, err := s.svc.Circulation.PatronSummary(ctx, p.Barcode, circulation.PatronAccess{Details: true})
+			if err != nil {
+				return err
+			}
+			p.Balance = sum.FeeFineBalance
+			for _, fee := range sum.FeesFines {
+				p.FeesFines = append(p.FeesFines, summaryFeeJSON{ID: fee.ID, FeeFineType: fee.FeeFineType, Amount: fee.Amount,
+					Remaining: fee.Remaining, Title: fee.Title, ItemBarcode: fee.ItemBarcode})
+			}
+		}
 		out.Patrons = append(out.Patrons, p)
+	}
+	if out.Currency, err = s.svc.Circulation.Currency(ctx); err != nil {
+		return err
+	}
+	var methods struct {
+		Payments []struct {
+			NameMethod string `json:"nameMethod"`
+		} `json:"payments"`
+	}
+	if err := s.svc.Console.GetJSON(ctx, "/payments?limit=100", &methods); err != nil {
+		return err
+	}
+	for _, m := range methods.Payments {
+		if !slices.Contains(out.PaymentMethods, m.NameMethod) {
+			out.PaymentMethods = append(out.PaymentMethods, m.NameMethod)
+		}
 	}
 	var points struct {
 		ServicePoints []struct {

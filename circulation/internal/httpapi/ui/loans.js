@@ -38,6 +38,44 @@ const actions = [
 
 const loanColumns = ["Title", "Barcode", "Due", "Renewals", "Actions"];
 
+// feeActions are what the desk does with a fee/fine: take a payment, or
+// waive some of it, each through mod-feesfines' route at circulation,
+// asked first (naming the amount in the library's currency, the fee/fine
+// and the patron) with Cancel the default.
+const feeActions = [
+  { id: "pay", text: "Pay", route: "POST /accounts/{id}/pay",
+    ask: (p, f, amount, method) => `Take ${money(amount)} from ${patronOf(p)} for ${feeOf(f)}, paid by ${method}?`,
+    confirm: "Take payment",
+    call: (f, amount, method, sp) => api("POST", `/accounts/${encodeURIComponent(f.id)}/pay`,
+      { amount, paymentMethod: method, notifyPatron: false, servicePointId: sp, userName: personName(session.me) || "desk" }),
+    done: (f, answer) => `Paid ${money(answer.amount)} of ${feeOf(f)}: ${money(answer.remainingAmount)} remains.` },
+  { id: "waive", text: "Waive", route: "POST /accounts/{id}/waive",
+    ask: (p, f, amount) => `Waive ${money(amount)} of ${feeOf(f)}, owed by ${patronOf(p)}?`,
+    confirm: "Waive",
+    call: (f, amount, method, sp) => api("POST", `/accounts/${encodeURIComponent(f.id)}/waive`,
+      { amount, paymentMethod: "Waived at the desk", notifyPatron: false, servicePointId: sp, userName: personName(session.me) || "desk" }),
+    done: (f, answer) => `Waived ${money(answer.amount)} of ${feeOf(f)}: ${money(answer.remainingAmount)} remains.` },
+];
+
+const feeColumns = ["Fee/fine", "Item", "Charged", "Remaining", "Pay or waive"];
+
+// currency is the library's, as the server says; methods are the ways a
+// payment is taken.
+let currency = "USD";
+let methods = [];
+
+// money is an amount (a decimal as the server writes it) in the library's
+// currency, for people: the amount itself is sent as typed.
+function money(amount) {
+  const n = Number(amount);
+  if (!Number.isFinite(n)) return `${amount} ${currency}`;
+  return new Intl.NumberFormat(undefined, { style: "currency", currency }).format(n);
+}
+
+function feeOf(f) {
+  return `the ${f.feeFineType}${f.title ? " for “" + f.title + "”" : ""}`;
+}
+
 function titleOf(l) {
   return l.title || l.itemBarcode || "the item";
 }
@@ -75,6 +113,8 @@ async function find({ keepRows = false } = {}) {
     const answer = await api("GET", "/circulation/patron-loans?" + new URLSearchParams({ patron: text }));
     if (gen !== generation) return;
     showServicePoints(answer.servicePoints);
+    currency = answer.currency || "USD";
+    methods = answer.paymentMethods || [];
     render(keepRows ? inShownOrder(answer.patrons) : answer.patrons);
     if (answer.patrons.length === 0) say("status", `No patron has the barcode or the name “${text}”.`, false);
   } catch (err) {
@@ -134,7 +174,8 @@ function render(patrons) {
   results.replaceChildren(...patrons.map((p) => {
     const title = `${p.name || "A patron"}${p.barcode ? " (" + p.barcode + ")" : ""}`;
     const head = el("h2", { id: "patron-" + p.id, text: title });
-    if (p.loans.length === 0) return el("section", { "data-patron": p.id }, head, el("p", { class: "hint", text: "No open loan." }));
+    const fees = renderFees(p);
+    if (p.loans.length === 0) return el("section", { "data-patron": p.id }, head, el("p", { class: "hint", text: "No open loan." }), fees);
     const rows = p.loans.map((l) => {
       if (l.closed) {
         // Checked in since the page drew it: its row stays, without
@@ -181,8 +222,83 @@ function render(patrons) {
     const table = el("table", { class: "cards desk-loans", "aria-labelledby": "patron-" + p.id },
       el("colgroup", {}, ...loanColumns.map((c) => el("col", { class: "col-" + c.toLowerCase() }))),
       el("thead", {}, el("tr", {}, ...loanColumns.map((c) => el("th", { scope: "col", text: c })))), el("tbody", {}, ...rows));
-    return el("section", { "data-patron": p.id }, head, el("div", { class: "table-wrap" }, table));
+    return el("section", { "data-patron": p.id }, head, el("div", { class: "table-wrap" }, table), fees);
   }));
+}
+
+// renderFees is what the patron owes: the balance and each open
+// fee/fine, with the amount to pay or waive (what remains, at first) and
+// how a payment is made; Pay and Waive are offered where the person may
+// call their routes, and say why not where not.
+function renderFees(p) {
+  const fees = p.feesFines || [];
+  const head = el("h3", { id: "fees-" + p.id, class: "fees-head",
+    text: fees.length ? `Fees/fines: ${money(p.feeFineBalance)} owed` : "Fees/fines: nothing owed" });
+  if (fees.length === 0) return el("div", { class: "fees", "data-fees": p.id }, head);
+  const rows = fees.map((f) => {
+    const amount = el("input", { type: "text", inputmode: "decimal", class: "fee-amount", value: f.remaining,
+      "aria-label": `Amount for ${feeOf(f)}`, autocomplete: "off" });
+    const method = el("select", { class: "fee-method", "aria-label": `How ${feeOf(f)} is paid` },
+      ...methods.map((m) => el("option", { value: m, text: m })));
+    const buttons = feeActions.map((a) => {
+      const b = el("button", { type: "button", class: a.id === "waive" ? "secondary" : "", "data-fee-action": a.id, text: a.text,
+        "aria-label": `${a.text}: ${feeOf(f)}` });
+      const cell = el("div", { class: "desk-action" }, b);
+      const why = !may(a.route) ? `${a.text} needs ${needs(a.route)}` : a.id === "pay" && methods.length === 0 ?
+        "No payment method is set up for this library" : "";
+      if (why) {
+        const id = `why-${f.id}-${a.id}`;
+        b.disabled = true;
+        b.title = why;
+        b.setAttribute("aria-describedby", id);
+        cell.append(el("small", { id, class: "desk-reason", text: why }));
+      } else {
+        b.addEventListener("click", () => confirmFee(a, p, f, amount.value.trim(), method.value, b));
+      }
+      return cell;
+    });
+    return el("tr", { "data-fee": f.id },
+      el("td", { "data-label": feeColumns[0], text: f.feeFineType }),
+      el("td", { "data-label": feeColumns[1], text: f.title || f.itemBarcode || "" }),
+      el("td", { "data-label": feeColumns[2], text: money(f.amount) }),
+      el("td", { "data-label": feeColumns[3], class: "fee-remaining", text: money(f.remaining) }),
+      el("td", { "data-label": feeColumns[4] }, el("div", { class: "fee-inputs" }, amount, method),
+        el("div", { class: "desk-actions" }, ...buttons)));
+  });
+  const table = el("table", { class: "cards desk-fees", "aria-labelledby": "fees-" + p.id },
+    el("thead", {}, el("tr", {}, ...feeColumns.map((c) => el("th", { scope: "col", text: c })))), el("tbody", {}, ...rows));
+  return el("div", { class: "fees", "data-fees": p.id }, head, el("div", { class: "table-wrap" }, table));
+}
+
+// confirmFee asks before money moves, naming the amount, the fee/fine
+// and the patron; Cancel (or Escape) moves nothing.
+function confirmFee(a, p, f, amount, method, button) {
+  say("status", "", true);
+  askFirst(a.ask(p, f, amount, method), { ok: a.confirm }, () => actOnFee(a, f, amount, method, button), () => button.focus());
+}
+
+// actOnFee takes the payment or the waiver and draws the patron again; a
+// refusal says the server's reason, which the librarian can act on (more
+// than remains, a method the desk does not take).
+async function actOnFee(a, f, amount, method, button) {
+  const sp = document.getElementById("service-point").value;
+  const results = document.getElementById("results");
+  button.disabled = true;
+  results.setAttribute("aria-busy", "true");
+  try {
+    const answer = await a.call(f, amount, method, sp);
+    say("status", a.done(f, answer || {}), true);
+  } catch (err) {
+    say("status", `Not done (${a.text.toLowerCase()} ${money(amount)} of ${feeOf(f)}): ${err.message}`, false);
+  } finally {
+    button.disabled = false;
+  }
+  try {
+    await find({ keepRows: true });
+  } finally {
+    results.removeAttribute("aria-busy");
+  }
+  document.getElementById("status").focus();
 }
 
 // confirmAction asks before an action that changes the item for good,
