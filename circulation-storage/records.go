@@ -143,8 +143,8 @@ const (
 
 // PatronBlockConditionSet is FOLIO's six conditions as a tenant is given
 // them (mod-patron-blocks' populate-patron-block-conditions.sql): none
-// blocks anything until a librarian says so. Recalls and fees/fines are
-// not computed here: those conditions never block.
+// blocks anything until a librarian says so. Recalls are not computed
+// here: those conditions never block.
 var PatronBlockConditionSet = []struct{ ID, Name, ValueType string }{
 	{ConditionItemsChargedOut, "Maximum number of items charged out", "Integer"},
 	{ConditionLostItems, "Maximum number of lost items", "Integer"},

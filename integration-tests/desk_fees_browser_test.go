@@ -149,6 +149,7 @@ func deskFees(t *testing.T, c *harness.Cluster, patron string, items []string, w
 	if want := "[Lost item fee 7.50 Lost item processing fee 5.00 Overdue fine 10.00]"; fmt.Sprint(got) != want {
 		t.Fatalf("what the patron owes: %v, want %s", got, want)
 	}
+	screenshot(t, ctx, fmt.Sprintf("desk-fees-%d.png", width))
 	if w := evaluate[int](t, ctx, `document.documentElement.scrollWidth`); w > width {
 		t.Errorf("the page is %d px wide at %d", w, width)
 	}

@@ -423,6 +423,11 @@ var collections = []collection{
 	{"/loan-policy-storage/loan-policies", "loan-policy.json", "loan-policies.json", "loanPolicies"},
 	{"/loan-storage/loans", "loan.json", "loans.json", "loans"},
 	{"/settings/entries", "setting.json", "settings.json", "items"},
+	{"/owners", "fee-fine-owner.json", "fee-fine-owners.json", "owners"},
+	{"/payments", "payment-method.json", "payment-methods.json", "payments"},
+	{"/overdue-fines-policies", "overdue-fine-policy.json", "overdue-fine-policies.json", "overdueFinePolicies"},
+	{"/lost-item-fees-policies", "lost-item-fee-policy.json", "lost-item-fee-policies.json", "lostItemFeePolicies"},
+	{"/accounts", "fee-fine-account.json", "fee-fine-accounts.json", "accounts"},
 }
 
 // listAll lists every record of each collection, validating the page and
@@ -467,8 +472,9 @@ func TestSampleData(t *testing.T) {
 		t.Errorf("job messages %v, want the schema, reference and sample lines", job.Messages)
 	}
 	all := f.listAll()
-	counts := map[string]int{"/groups": 4, "/material-types": 2, "/loan-types": 2, "/users": 7, "/item-storage/items": 203,
-		"/loan-policy-storage/loan-policies": 4, "/loan-storage/loans": len(sample.GracesLoans), "/settings/entries": 0}
+	counts := map[string]int{"/groups": 4, "/material-types": 2, "/loan-types": 2, "/users": 8, "/item-storage/items": 205,
+		"/loan-policy-storage/loan-policies": 4, "/loan-storage/loans": len(sample.GracesLoans) + len(sample.HanasBooks), "/settings/entries": 0,
+		"/owners": 1, "/payments": 2, "/overdue-fines-policies": 1, "/lost-item-fees-policies": 1, "/accounts": 1}
 	for path, want := range counts {
 		if got := len(all[path]); got != want {
 			t.Errorf("%s: %d records, want %d", path, got, want)
@@ -479,7 +485,7 @@ func TestSampleData(t *testing.T) {
 		"/material-types": {sample.MaterialBook, sample.MaterialDVD},
 		"/loan-types":     {sample.LoanTypeCanCirculate, sample.LoanTypeReadingRoom},
 		"/users": {sample.ID("1001"), sample.ID("1002"), sample.ID("1003"), sample.ID("1004"),
-			sample.ID("1005"), sample.ID("1006"), sample.ID("1007")},
+			sample.ID("1005"), sample.ID("1006"), sample.ID("1007"), sample.ID("1008")},
 		"/loan-policy-storage/loan-policies": {sample.PolicyStandard, sample.PolicyUndergrad, sample.PolicyDVD,
 			sample.PolicyReadingRoom},
 	}
@@ -490,8 +496,8 @@ func TestSampleData(t *testing.T) {
 			t.Errorf("%s ids %v, want %v", path, got, want)
 		}
 	}
-	if got := fieldValues(all["/users"], "barcode"); !slices.Equal(got, []string{"1001", "1002", "1003", "1004", "1005", "1006", "1007"}) {
-		t.Errorf("user barcodes %v, want 1001..1007", got)
+	if got := fieldValues(all["/users"], "barcode"); !slices.Equal(got, []string{"1001", "1002", "1003", "1004", "1005", "1006", "1007", "1008"}) {
+		t.Errorf("user barcodes %v, want 1001..1008", got)
 	}
 	if got := fieldValues(all["/groups"], "group"); !slices.Equal(got, []string{"faculty", "graduate", "staff", "undergrad"}) {
 		t.Errorf("group names %v", got)
@@ -505,18 +511,21 @@ func TestSampleData(t *testing.T) {
 		}
 	}
 	if want := map[string]int{
-		sample.MaterialBook + "/" + sample.LoanTypeCanCirculate: 150 + len(sample.GracesLoans),
+		sample.MaterialBook + "/" + sample.LoanTypeCanCirculate: 150 + len(sample.GracesLoans) + len(sample.HanasBooks),
 		sample.MaterialDVD + "/" + sample.LoanTypeCanCirculate:  40,
 		sample.MaterialBook + "/" + sample.LoanTypeReadingRoom:  10,
 	}; !reflect.DeepEqual(byMaterial, want) {
 		t.Errorf("items by material type/loan type %v, want %v", byMaterial, want)
 	}
 	// Every item available but book-020, on the hold shelf for Bob, with
-	// his request first in its queue, and Grace's three, out to her and
-	// open loans, Bob's hold first in the first's and the last's queue;
-	// Erin blocked; Frank expired.
-	if n := f.countRows("item", "status_name = 'Available'"); n != 199 {
-		t.Errorf("%d available items, want 199", n)
+	// his request first in its queue, Grace's three, out to her and
+	// open loans, Bob's hold first in the first's and the last's queue,
+	// and Hana's first; Erin blocked; Frank expired; Hana owing 7.50.
+	if n := f.countRows("item", "status_name = 'Available'"); n != 200 {
+		t.Errorf("%d available items, want 200", n)
+	}
+	if n := f.countRows("fee_fine_account", fmt.Sprintf("user_id = '%s' AND remaining = 7.50 AND status = 'Open'", sample.ID("1008"))); n != 1 {
+		t.Errorf("Hana owes %d fees/fines of 7.50, want 1", n)
 	}
 	for i, barcode := range sample.GracesLoans {
 		if n := f.countRows("loan", fmt.Sprintf("item_id = '%s' AND user_id = '%s' AND status_name = 'Open'", sample.ID(barcode), sample.ID("1007"))); n != 1 {

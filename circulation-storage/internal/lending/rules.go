@@ -300,37 +300,55 @@ WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.Ta
 	"(SELECT id FROM u)", "lim.mt", "lim.lt") + `) AS open) c),
      ff AS (SELECT f.id, f.jsonb, f.amount, f.remaining FROM ` + postgres.Table(postgres.TableFeeFineAccount) + ` f
              WHERE f.user_id = (SELECT id FROM u) AND f.tenant_id = $3 AND f.status = ` + postgres.Lit(schemas.FeeFineOpen) + `)
-SELECT (SELECT ` + borrowerSQL + ` FROM u),
-       (SELECT count(*) FROM ol)::int,
-       (SELECT count(*) FROM ol WHERE due::timestamptz < now())::int,
+SELECT (SELECT ` + borrowerSQL + ` FROM u) AS patron,
+       (SELECT count(*) FROM ol)::int AS open_loan_count,
+       (SELECT count(*) FROM ol WHERE due::timestamptz < now())::int AS overdue_count,
        (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('itemBarcode', barcode, 'title', title, 'dueDate', due,
                'overdue', coalesce(due::timestamptz < now(), false))) ORDER BY due, barcode)
-          FROM (SELECT * FROM ol ORDER BY due, barcode LIMIT ` + fmt.Sprint(storage.PatronSummaryLoans) + `) x),
+          FROM (SELECT * FROM ol ORDER BY due, barcode LIMIT ` + fmt.Sprint(storage.PatronSummaryLoans) + `) x) AS open_loans,
        (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('itemLimit', n, 'openLoans', open, 'reached', reached,
                'patronGroupMatch', pg_match, 'materialTypeMatch', mt_match, 'loanTypeMatch', lt_match,
-               'materialTypeId', mt, 'loanTypeId', lt)) ORDER BY n, mt, lt) FROM counted),
-       NOT EXISTS (SELECT 1 FROM pairs) OR EXISTS (SELECT 1 FROM pairs WHERE n IS NULL),
+               'materialTypeId', mt, 'loanTypeId', lt)) ORDER BY n, mt, lt) FROM counted) AS item_limits,
+       NOT EXISTS (SELECT 1 FROM pairs) OR EXISTS (SELECT 1 FROM pairs WHERE n IS NULL) AS unlimited,
        (SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = $3 AND b.jsonb ->> 'borrowing' = 'true'
-           AND ` + rules.BlockInForce("b") + `),
-       ` + rules.AutomatedBlocksSQL("$3", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + `,
-       (` + rules.BalanceSQL("$3", "(SELECT id FROM u)") + `)::text,
-       (SELECT count(*) FROM ff)::int,
+           AND ` + rules.BlockInForce("b") + `) AS manual_blocks,
+       ` + rules.AutomatedBlocksSQL("$3", "(SELECT id FROM u)", "(SELECT patron_group_id FROM u)") + ` AS automated_blocks,
+       (` + rules.BalanceSQL("$3", "(SELECT id FROM u)") + `)::text AS fee_fine_balance,
+       (SELECT count(*) FROM ff)::int AS fee_fine_count,
        (SELECT jsonb_agg(jsonb_strip_nulls(jsonb_build_object('id', id, 'feeFineType', jsonb ->> 'feeFineType', 'amount', round(amount, 2)::text,
                'remaining', round(remaining, 2)::text, 'title', jsonb ->> 'title', 'itemBarcode', jsonb ->> 'barcode',
                'dateCreated', jsonb #>> '{metadata,createdDate}')) ORDER BY jsonb #>> '{metadata,createdDate}', id)
-          FROM (SELECT * FROM ff ORDER BY jsonb #>> '{metadata,createdDate}', id LIMIT ` + fmt.Sprint(storage.PatronSummaryFeesFines) + `) x)`
+          FROM (SELECT * FROM ff ORDER BY jsonb #>> '{metadata,createdDate}', id LIMIT ` + fmt.Sprint(storage.PatronSummaryFeesFines) + `) x) AS fees_fines`
 
 // ReadPatronSummary implements storage.CheckOutStore, in one statement.
 func (s *Rules) ReadPatronSummary(ctx context.Context, t storage.Tenant, userBarcode string) (storage.PatronSummary, error) {
-	var out storage.PatronSummary
-	err := s.db.Pool.QueryRow(ctx, patronSummarySQL, userBarcode, s.policy.EnforceUnscopedItemLimit, string(t)).
-		Scan(&out.User, &out.OpenLoanCount, &out.OverdueCount, &out.OpenLoans, &out.ItemLimits, &out.Unlimited, &out.ManualBlocks, &out.AutomatedBlocks,
-			&out.FeeFineBalance, &out.FeeFineCount, &out.FeesFines)
+	rows, err := s.db.Pool.Query(ctx, patronSummarySQL, userBarcode, s.policy.EnforceUnscopedItemLimit, string(t))
 	if err != nil {
 		return storage.PatronSummary{}, postgres.Interpret(err, t)
 	}
-	return out, nil
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[patronSummaryRow])
+	if err != nil {
+		return storage.PatronSummary{}, postgres.Interpret(err, t)
+	}
+	return storage.PatronSummary{User: r.User, OpenLoanCount: r.OpenLoanCount, OverdueCount: r.OverdueCount, OpenLoans: r.OpenLoans,
+		ItemLimits: r.ItemLimits, Unlimited: r.Unlimited, ManualBlocks: r.ManualBlocks, AutomatedBlocks: r.AutomatedBlocks,
+		FeeFineBalance: r.FeeFineBalance, FeeFineCount: r.FeeFineCount, FeesFines: r.FeesFines}, nil
+}
+
+// patronSummaryRow is patronSummarySQL's row, by name.
+type patronSummaryRow struct {
+	User            json.RawMessage `db:"patron"`
+	OpenLoanCount   int             `db:"open_loan_count"`
+	OverdueCount    int             `db:"overdue_count"`
+	OpenLoans       json.RawMessage `db:"open_loans"`
+	ItemLimits      json.RawMessage `db:"item_limits"`
+	Unlimited       bool            `db:"unlimited"`
+	ManualBlocks    json.RawMessage `db:"manual_blocks"`
+	AutomatedBlocks json.RawMessage `db:"automated_blocks"`
+	FeeFineBalance  string          `db:"fee_fine_balance"`
+	FeeFineCount    int             `db:"fee_fine_count"`
+	FeesFines       json.RawMessage `db:"fees_fines"`
 }
 
 // matchLoanPolicySQL is the rules' choice. Arguments: @group the patron

@@ -41,6 +41,16 @@ const (
 	ServicePointDesk2 = "c4c90014-c8c9-4ade-8f24-b5e313319f4b"
 )
 
+// The sample library's money: the desk that owns what is charged at
+// either service point, its overdue fine and lost item fee policies.
+const (
+	FeeFineOwner       = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e10"
+	OverdueFinePolicy  = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e11"
+	LostItemFeePolicy  = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e12"
+	overdueFineType    = "9523cb96-e752-40c2-89da-60f3961a488d"
+	graduateFeeLimitID = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e13"
+)
+
 // Sample loan policies.
 const (
 	PolicyStandard    = "d9cd0bed-1b49-4b5e-a7bd-064b8d177231"
@@ -81,7 +91,9 @@ func referenceSeeds() []seed {
 
 // Rules are the sample library's circulation rules.
 var Rules = storage.CirculationRules{
-	FallbackLoanPolicyID: PolicyStandard,
+	FallbackLoanPolicyID:        PolicyStandard,
+	FallbackOverdueFinePolicyID: OverdueFinePolicy,
+	FallbackLostItemPolicyID:    LostItemFeePolicy,
 	Rules: []storage.CirculationRule{
 		{PatronGroupID: GroupUndergrad, LoanTypeID: LoanTypeCanCirculate, LoanPolicyID: PolicyUndergrad},
 		{MaterialTypeID: MaterialDVD, LoanPolicyID: PolicyDVD},
@@ -127,9 +139,10 @@ func sampleSeeds(now time.Time) []seed {
 		patron("1005", "Erin", "Ellis", GroupGraduate, true),
 		patron("1006", "Frank", "Foster", GroupGraduate, true),
 		patron("1007", "Grace", "Green", GroupUndergrad, true),
+		patron("1008", "Hana", "Hill", GroupGraduate, true),
 	)
 	// Frank's registration has ended: he is refused as inactive.
-	seeds[len(seeds)-2].doc["expirationDate"] = "2025-06-30T23:59:59.000Z"
+	seeds[len(seeds)-3].doc["expirationDate"] = "2025-06-30T23:59:59.000Z"
 	// Erin is blocked from borrowing.
 	seeds = append(seeds, seed{storage.ManualBlocks, ID("block-1005"), map[string]any{"userId": ID("1005"),
 		"type": "Manual", "desc": "Library card reported stolen", "patronMessage": "Please come to the circulation desk",
@@ -140,7 +153,7 @@ func sampleSeeds(now time.Time) []seed {
 	}
 	// Grace's are the last three, out of the way of the hundred and fifty
 	// on the shelf.
-	for i := 1; i <= 150+len(GracesLoans); i++ {
+	for i := 1; i <= 150+len(GracesLoans)+len(HanasBooks); i++ {
 		seeds = append(seeds, item(numbered("book-", 3, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeCanCirculate))
 	}
 	for i := 1; i <= 40; i++ {
@@ -153,7 +166,7 @@ func sampleSeeds(now time.Time) []seed {
 		case s.r.Path != storage.Items.Path:
 		case barcode == "book-020":
 			s.doc["status"] = map[string]any{"name": schemas.ItemAwaitingPickup}
-		case slices.Contains(GracesLoans, barcode):
+		case slices.Contains(GracesLoans, barcode), barcode == HanasBooks[0]:
 			s.doc["status"] = map[string]any{"name": schemas.ItemCheckedOut}
 		}
 	}
@@ -163,7 +176,58 @@ func sampleSeeds(now time.Time) []seed {
 	for i := 1; i <= 10; i++ {
 		seeds = append(seeds, item(numbered("reading-", 2, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeReadingRoom))
 	}
+	seeds = append(seeds, money(now)...)
 	return append(seeds, gracesLoans(now)...)
+}
+
+// HanasBooks are Hana's (1008, graduate): the first out with her, to be
+// declared lost, the second brought back three weeks late, whose fine
+// she owes (7.50, over her group's 5.00: she may not borrow until she
+// pays).
+var HanasBooks = []string{"book-154", "book-155"}
+
+// OpenLoans is how many open loans the sample holds: Grace's and Hana's
+// first.
+var OpenLoans = len(GracesLoans) + 1
+
+// money is the sample library's fees and fines: a desk owning what is
+// charged at either service point, taking cash and cards; an overdue fine
+// of 0.25 a day (at most 10.00) and a lost item's bill of 25.00 and a
+// processing fee of 5.00, the circulation rules' for every loan; a
+// graduate owing more than 5.00 blocked from borrowing (the condition's
+// message is set by LoadData); and Hana's loans: one out, one returned
+// late with its fine.
+func money(now time.Time) []seed {
+	at := func(t time.Time) string { return t.UTC().Truncate(time.Second).Format("2006-01-02T15:04:05.000Z") }
+	lent, due, back := now.AddDate(0, 0, -63), now.AddDate(0, 0, -42), now.AddDate(0, 0, -12)
+	return []seed{
+		{storage.FeeFineOwners, FeeFineOwner, map[string]any{"owner": "Main circulation desk", "desc": "Owns what is charged at the circulation desks",
+			"servicePointOwner": []map[string]any{{"value": ServicePointDesk1, "label": "Circ Desk 1"}, {"value": ServicePointDesk2, "label": "Circ Desk 2"}}}},
+		{storage.PaymentMethods, "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e14", map[string]any{"nameMethod": "Cash", "ownerId": FeeFineOwner}},
+		{storage.PaymentMethods, "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e15", map[string]any{"nameMethod": "Credit card", "ownerId": FeeFineOwner}},
+		{storage.OverdueFinePolicies, OverdueFinePolicy, map[string]any{"name": "Overdue: 0.25 a day, at most 10.00",
+			"overdueFine": map[string]any{"quantity": json.Number("0.25"), "intervalId": "day"}, "maxOverdueFine": json.Number("10.00"),
+			"countClosed": true, "forgiveOverdueFine": false,
+			"overdueRecallFine": map[string]any{"quantity": json.Number("0.50"), "intervalId": "day"}, "maxOverdueRecallFine": json.Number("10.00")}},
+		{storage.LostItemFeePolicies, LostItemFeePolicy, map[string]any{"name": "Lost: 25.00 and 5.00 for processing",
+			"chargeAmountItem":      map[string]any{"chargeType": "anotherCost", "amount": json.Number("25.00")},
+			"lostItemProcessingFee": json.Number("5.00"), "chargeAmountItemPatron": true, "chargeAmountItemSystem": false,
+			"returnedLostItemProcessingFee": true, "lostItemReturned": "Remove"}},
+		{storage.PatronBlockLimits, graduateFeeLimitID, map[string]any{"patronGroupId": GroupGraduate,
+			"conditionId": schemas.ConditionFeeFineBalance, "value": json.Number("5.00")}},
+		{storage.Loans, ID("loan-" + HanasBooks[0]), map[string]any{"userId": ID("1008"), "itemId": ID(HanasBooks[0]),
+			"loanDate": at(now), "dueDate": at(now.AddDate(0, 0, 21)), "action": "checkedout", "status": map[string]any{"name": schemas.LoanOpen},
+			"loanPolicyId": PolicyStandard, "checkoutServicePointId": ServicePointDesk2, "renewalCount": 0}},
+		{storage.Loans, ID("loan-" + HanasBooks[1]), map[string]any{"userId": ID("1008"), "itemId": ID(HanasBooks[1]),
+			"loanDate": at(lent), "dueDate": at(due), "returnDate": at(back), "action": "checkedin", "status": map[string]any{"name": schemas.LoanClosed},
+			"loanPolicyId": PolicyStandard, "checkoutServicePointId": ServicePointDesk2, "checkinServicePointId": ServicePointDesk2}},
+		{storage.FeeFineAccounts, ID("fine-" + HanasBooks[1]), map[string]any{"amount": json.Number("7.50"), "remaining": json.Number("7.50"),
+			"status": map[string]any{"name": schemas.FeeFineOpen}, "paymentStatus": map[string]any{"name": schemas.PaymentStatusOutstanding},
+			"feeFineId": overdueFineType, "feeFineType": schemas.FeeFineOverdueFine, "ownerId": FeeFineOwner, "feeFineOwner": "Main circulation desk",
+			"userId": ID("1008"), "loanId": ID("loan-" + HanasBooks[1]), "itemId": ID(HanasBooks[1]), "barcode": HanasBooks[1],
+			"title": titles[(155-1)%len(titles)], "dueDate": at(due), "returnedDate": at(back),
+			"loanPolicyId": PolicyStandard, "overdueFinePolicyId": OverdueFinePolicy}},
+	}
 }
 
 // GracesLoans are the items Grace (1007, undergraduate, at most three)
@@ -220,6 +284,14 @@ func LoadData(ctx context.Context, tx pgx.Tx, t storage.Tenant, attrs storage.Te
 				return nil, fmt.Errorf("load sample rules: %w", err)
 			}
 			msgs = append(msgs, "sample data: circulation rules with "+strconv.Itoa(len(Rules.Rules))+" rules")
+		}
+		// The balance blocks borrowing, in the library's words, unless a
+		// librarian has said otherwise of the condition.
+		if _, err := tx.Exec(ctx, postgres.WithTables(`UPDATE %s SET jsonb = jsonb || jsonb_build_object('blockBorrowing', true,
+			'message', 'Patron has fees/fines over the limit: please pay at the kiosk or the desk')
+			WHERE tenant_id = $1 AND id = $2 AND jsonb ->> 'message' = '' AND jsonb ->> 'blockBorrowing' = 'false'`, postgres.TableBlockCondition),
+			string(t), schemas.ConditionFeeFineBalance); err != nil {
+			return nil, postgres.Interpret(err, t)
 		}
 	}
 	return msgs, nil
