@@ -1,6 +1,7 @@
 package circulation
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -49,7 +50,21 @@ func (s *Service) ActOnFeeFines(ctx context.Context, a FeeFineAction) (json.RawM
 			slog.String("account_id", a.AccountIDs[0]), slog.String("action", string(a.Action)), slog.Any("error", err))
 		return nil, unanswered(ctx, err, "fee/fine action", "accountId", a.AccountIDs[0])
 	}
-	return answer, err
+	if err != nil {
+		return nil, err
+	}
+	return compact(answer)
+}
+
+// compact is an action's answer as every call of it answers it, byte for
+// byte: the write's own answer, its replay and the answer read back from
+// its id each come spaced their own way.
+func compact(answer json.RawMessage) (json.RawMessage, error) {
+	var b bytes.Buffer
+	if err := json.Compact(&b, answer); err != nil {
+		return nil, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "unreadable fee/fine action answer").Because(err)
+	}
+	return b.Bytes(), nil
 }
 
 // CheckFeeFines is whether the action would be allowed now, and what
@@ -86,7 +101,7 @@ func (s *Service) PayPatronFees(ctx context.Context, p PatronPayment) (json.RawM
 	l, landed, err := s.landed(ctx, schemas.WriteFeeFineAction, err)
 	switch {
 	case landed:
-		return l.FeeFine, nil
+		return compact(l.FeeFine)
 	case err != nil:
 		return nil, err
 	}

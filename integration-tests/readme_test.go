@@ -198,6 +198,24 @@ func (d *demo) openLoans(t *testing.T, patronID string) int {
 	return page.TotalRecords
 }
 
+// payments counts the payments of the patron's fees/fines.
+func (d *demo) payments(t *testing.T, patronID string) int {
+	t.Helper()
+	var page struct {
+		Feefineactions []struct {
+			TypeAction string `json:"typeAction"`
+		} `json:"feefineactions"`
+	}
+	d.get(t, d.storage+"/feefineactions?limit=1000&userId="+patronID, &page)
+	n := 0
+	for _, a := range page.Feefineactions {
+		if a.TypeAction == schemas.ActionPay.Full() || a.TypeAction == schemas.ActionPay.Partial() {
+			n++
+		}
+	}
+	return n
+}
+
 // watchEvents runs the command make run's banner gives to watch the demo
 // tenant's events for a few seconds: it prints the check-outs made so
 // far, as domain events.
@@ -223,8 +241,8 @@ func (d *demo) watchEvents(t *testing.T) {
 			checkedOut++
 		}
 	}
-	if checkedOut != 4 {
-		t.Fatalf("the events command showed %d check-outs, want 4 (the README's 3, the SIP2 session's 1)", checkedOut)
+	if checkedOut != 5 {
+		t.Fatalf("the events command showed %d check-outs, want 5 (the README's 4: Alice's 3 and Hana's, the SIP2 session's 1)", checkedOut)
 	}
 }
 
@@ -387,6 +405,17 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 	if len(alice) != 5 || codes["201"] != 3 || codes["422"] != 2 || !strings.Contains(out, "accessTokenExpiration") {
 		t.Fatalf("the README's Try it answered:\n%s", out)
 	}
+	// Hana: refused for what she owes, her payment sent twice answered
+	// once and paid once, lent at once, then billed for the book lost.
+	paid := regexp.MustCompile(`(?m)^\{.*"remainingAmount":"0.00".*\}$`).FindAllString(out, -1)
+	if !strings.Contains(out, `"code":"USER_IS_BLOCKED_AUTOMATICALLY"`) || !strings.Contains(out, "Patron has fees/fines over the limit") ||
+		len(paid) != 2 || paid[0] != paid[1] || !strings.Contains(out, "book-011 201") || !strings.Contains(out, "declared lost 204") ||
+		!strings.Contains(out, `"feeFineBalance":"30.00"`) {
+		t.Errorf("the README's Try it did not take Hana's money as it says:\n%s", out)
+	}
+	if n := d.payments(t, "fb16c2bd-e288-51e2-93b0-3aa8628f91d2"); n != 1 {
+		t.Errorf("Hana paid %d times, want once", n)
+	}
 	aliceID := "6717fd9c-1f38-547a-bba4-52052e92b785"
 	if n := d.openLoans(t, aliceID); n != 3 {
 		t.Errorf("Alice has %d open loans after the README's burst, want 3", n)
@@ -452,7 +481,7 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 	d.sip2Session(t)
 
 	// The banner's command to watch the demo tenant's events shows the
-	// check-outs made so far: the README's three and the SIP2 session's.
+	// check-outs made so far: the README's four (Alice's three, Hana's) and the SIP2 session's.
 	d.watchEvents(t)
 
 	// The pages, signed in with the demo accounts: the settings for the
@@ -483,7 +512,7 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 	out = d.asWritten(t, "the walk-through", walk[0], pastedWhole)
 	for _, want := range []string{schemas.CodeItemLimitPatronGroupLoanType, schemas.CodeUserInactive, schemas.CodeUserBlockedManually,
 		schemas.CodeItemRequestedByAnotherPatron, schemas.CodeInsufficientOverridePermissions, "checkedOutThroughOverride", "Closed - Filled",
-		"demo-reset: checked in 8 open loan(s)"} {
+		"demo-reset: checked in 9 open loan(s)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the walk-through's answers do not include %q", want)
 		}
