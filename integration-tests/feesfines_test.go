@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sort"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -138,7 +140,7 @@ func wantCharge(t *testing.T, c *harness.Cluster, a account, loan map[string]any
 func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true})
-	lib := setUpFees(t, c, 4, 2, facultyStandard(), lostPolicy(10, 5))
+	lib := setUpFees(t, c, 6, 2, facultyStandard(), lostPolicy(10, 5))
 	renewable(t, c, lib.Library, map[string]any{"unlimited": true, "renewFromId": "SYSTEM_DATE"})
 	patron := func(p int) string { return c.IDOf(t, "/users", "users", lib.Patrons[p]) }
 
@@ -219,6 +221,39 @@ func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 	if want := []string{"Cancelled item returned 6.00", "Lost item fee 10.00", "Paid partially 4.00", "Refunded fully 4.00"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("the lost item fee's actions: %q, want %q", got, want)
 	}
+
+	// overdueFineCalculatedCorrectlyWhenHourlyFeeFinePolicyIsApplied, by
+	// the policy the loan names: 1.00 an hour, for each hour begun of
+	// 21.5 hours late (FOLIO's test expects 7.00 by its calendar).
+	var hourly struct{ ID string }
+	c.Do(c.Storage, "POST", "/overdue-fines-policies", map[string]any{"name": "One per hour", "countClosed": true,
+		"overdueFine": map[string]any{"quantity": 1.0, "intervalId": "hour"}, "maxOverdueFine": 50}).Want(t, http.StatusCreated).Decode(t, &hourly)
+	loan = checkOutOn(t, c, lib.Items[4][0], lib.Patrons[4], "2020-01-01T12:00:00.000Z")
+	var stored map[string]any
+	c.Do(c.Storage, "GET", fmt.Sprint("/loan-storage/loans/", loan["id"]), nil).Want(t, http.StatusOK).Decode(t, &stored)
+	stored["overdueFinePolicyId"] = hourly.ID
+	delete(stored, "metadata")
+	c.Do(c.Storage, "PUT", fmt.Sprint("/loan-storage/loans/", loan["id"]), stored).Want(t, http.StatusNoContent)
+	checkInOn(t, c, lib.Items[4][0], harness.ServicePoint, "2020-01-23T09:30:00.000Z")
+	if fees := accountsOf(t, c, patron(4)); len(fees) != 1 || fees[0].Amount.String() != "22.00" {
+		t.Fatalf("21.5 hours late at 1.00 an hour: %+v, want 22.00", fees)
+	}
+
+	// The loan policy's grace period: 23 hours late within a day's grace,
+	// nothing; three days late, past it, every day counts.
+	changePolicy(t, c, lib.Library, map[string]any{"loansPolicy": map[string]any{"profileId": "Rolling",
+		"period": map[string]any{"duration": 3, "intervalId": "Weeks"}, "gracePeriod": map[string]any{"duration": 1, "intervalId": "Days"}}})
+	checkOutOn(t, c, lib.Items[5][0], lib.Patrons[5], "2020-01-01T12:00:00.000Z")
+	checkInOn(t, c, lib.Items[5][0], harness.ServicePoint, "2020-01-23T11:00:00.000Z")
+	if fees := accountsOf(t, c, patron(5)); len(fees) != 0 {
+		t.Fatalf("23 hours late within a day's grace: %+v, want no fine", fees)
+	}
+	checkOutOn(t, c, lib.Items[5][1], lib.Patrons[5], "2020-01-01T12:00:00.000Z")
+	checkInOn(t, c, lib.Items[5][1], harness.ServicePoint, "2020-01-25T12:00:00.000Z")
+	if fees := accountsOf(t, c, patron(5)); len(fees) != 1 || fees[0].Amount.String() != "15.00" {
+		t.Fatalf("three days late past a day's grace: %+v, want 15.00", fees)
+	}
+	moneyHolds(t, c)
 }
 
 // moneyTypes are the typeActions that take from what remains of a
@@ -392,5 +427,71 @@ func TestAFeeFineIsPaidOnceAndLiftsTheBlockAtOnce(t *testing.T) {
 	}
 	if n := moneyHolds(t, c); n != rounds {
 		t.Fatalf("checked %d fees/fines, want %d", n, rounds)
+	}
+}
+
+// TestSignInAccountsMovedAnswerTheOldPath: FOLIO's fees/fines took
+// /accounts, where sign-in accounts were kept; for one release a call
+// about a sign-in account made there (created or replaced naming a
+// username, listed by username, read or deleted by a sign-in account's
+// id) is answered 308 to the same call at /sign-in-accounts, marked
+// deprecated, and a client that follows it is served there; a call about
+// a fee/fine is the fee/fine's.
+func TestSignInAccountsMovedAnswerTheOldPath(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1})
+	lib := setUpFees(t, c, 1, 2, facultyStandard(), lostPolicy(10, 5))
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	send := func(client *http.Client, method, path, body string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(method, c.Storage.URL()+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range c.Headers() {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		data, _ := io.ReadAll(res.Body)
+		return res, data
+	}
+	raw := func(method, path, body string) (int, string, string) {
+		t.Helper()
+		res, _ := send(noFollow, method, path, body)
+		return res.StatusCode, res.Header.Get("Location"), res.Header.Get("Deprecation")
+	}
+	for _, call := range []struct{ method, path, body, to string }{
+		{"POST", "/accounts", `{"username":"ada","roles":["circulation.role.librarian"]}`, "/sign-in-accounts"},
+		{"GET", "/accounts?username=ada", "", "/sign-in-accounts?username=ada"},
+		{"GET", "/accounts?query=username%3D%3Dada", "", "/sign-in-accounts?query=username%3D%3Dada"},
+	} {
+		if status, to, deprecated := raw(call.method, call.path, call.body); status != http.StatusPermanentRedirect || to != call.to || deprecated != "true" {
+			t.Errorf("%s %s: %d to %q (deprecated %q), want 308 to %s", call.method, call.path, status, to, deprecated, call.to)
+		}
+	}
+	// Followed, as a client does: the account is made where it lives now.
+	var ada struct{ ID string }
+	res, data := send(http.DefaultClient, "POST", "/accounts", `{"username":"ada","roles":["`+schemas.RoleLibrarian+`"]}`)
+	if res.StatusCode != http.StatusCreated || json.Unmarshal(data, &ada) != nil || res.Request.URL.Path != "/sign-in-accounts" {
+		t.Fatalf("POST /accounts of a sign-in account, followed: %d at %s %s", res.StatusCode, res.Request.URL.Path, data)
+	}
+	c.Do(c.Storage, "GET", "/sign-in-accounts/"+ada.ID, nil).Want(t, http.StatusOK)
+	if status, to, _ := raw("GET", "/accounts/"+ada.ID, ""); status != http.StatusPermanentRedirect || to != "/sign-in-accounts/"+ada.ID {
+		t.Errorf("GET /accounts/{a sign-in account}: %d to %q", status, to)
+	}
+	// A fee/fine's calls are its own.
+	checkOutOn(t, c, lib.Items[0][0], lib.Patrons[0], "2020-01-01T12:00:00.000Z")
+	checkInOn(t, c, lib.Items[0][0], harness.ServicePoint, "2020-01-25T12:00:00.000Z")
+	fine := accountsOf(t, c, c.IDOf(t, "/users", "users", lib.Patrons[0]))[0]
+	if status, _, _ := raw("GET", "/accounts/"+fine.ID, ""); status != http.StatusOK {
+		t.Errorf("GET /accounts/{a fee/fine}: %d, want 200", status)
+	}
+	if status, _, _ := raw("GET", "/accounts/"+uuid.NewString(), ""); status != http.StatusNotFound {
+		t.Errorf("GET /accounts/{nothing}: %d, want 404", status)
 	}
 }

@@ -2,7 +2,6 @@ package schemas
 
 import (
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"strings"
 )
@@ -84,20 +83,17 @@ const (
 	PaymentStatusCancelledItemReturned = "Cancelled item returned"
 )
 
-// MaxFeeFineAmount bounds an amount an action names, and an account's.
-const MaxFeeFineAmount = "99999999.99"
-
 // amountPattern is an amount as an action names it: a decimal of at most
 // two places (the currency's minor unit), as FOLIO's clients send them.
 var amountPattern = regexp.MustCompile(`^[0-9]{1,8}(\.[0-9]{1,2})?$`)
 
 // ParseAmount is an action's amount ("5", "5.00") as a decimal of two
 // places ("5.00"), exact: no binary float ever holds it. Anything else,
-// zero included, is refused with FOLIO's words.
-func ParseAmount(s string) (string, error) {
+// zero included, is refused: refused says why, in FOLIO's words.
+func ParseAmount(s string) (amount, refused string) {
 	s = strings.TrimSpace(s)
 	if !amountPattern.MatchString(s) {
-		return "", fmt.Errorf("Invalid amount entered")
+		return "", "Invalid amount entered"
 	}
 	whole, frac, _ := strings.Cut(s, ".")
 	whole = strings.TrimLeft(whole, "0")
@@ -106,9 +102,9 @@ func ParseAmount(s string) (string, error) {
 	}
 	frac = (frac + "00")[:2]
 	if whole == "0" && frac == "00" {
-		return "", fmt.Errorf("Amount must be positive")
+		return "", "Amount must be positive"
 	}
-	return whole + "." + frac, nil
+	return whole + "." + frac, ""
 }
 
 // OverdueFineIntervalMinutes is an overdue fine policy's interval

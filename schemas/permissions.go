@@ -192,6 +192,17 @@ func fixedSet(iface, path, prefix, what, one, many string) []Route {
 	return out
 }
 
+// movedSignIn is the routes of FOLIO's fees/fines at /accounts, which
+// answer, for one release, a call about a sign-in account (kept there
+// before) with 308 to the same call at /sign-in-accounts.
+func movedSignIn(routes []Route) []Route {
+	out := slices.Clone(routes)
+	for i, r := range out {
+		out[i] = r.answers(308, "")
+	}
+	return out
+}
+
 // readOnly is the routes of records written only by the service's own
 // writes (FOLIO's fee/fine actions): crud's two GETs.
 func readOnly(routes []Route) []Route {
@@ -439,7 +450,7 @@ var Routes = slices.Concat(
 	crud(InterfaceFeesFines, "/payments", "payments", "payment methods", "payment-method.json", "payment-methods.json"),
 	crud(InterfaceFeesFines, "/overdue-fines-policies", "overdue-fines-policies", "overdue fine policies", "overdue-fine-policy.json", "overdue-fine-policies.json"),
 	crud(InterfaceFeesFines, "/lost-item-fees-policies", "lost-item-fees-policies", "lost item fee policies", "lost-item-fee-policy.json", "lost-item-fee-policies.json"),
-	crud(InterfaceFeesFines, "/accounts", "accounts", "fee/fine records", "fee-fine-account.json", "fee-fine-accounts.json"),
+	movedSignIn(crud(InterfaceFeesFines, "/accounts", "accounts", "fee/fine records", "fee-fine-account.json", "fee-fine-accounts.json")),
 	readOnly(crud(InterfaceFeesFines, "/feefineactions", "feefineactions", "fee/fine actions", "fee-fine-action.json", "fee-fine-actions.json")),
 	feeFineActionRoutes(),
 	crud(InterfaceServicePoints, "/service-points", "inventory-storage.service-points", "service points", "service-point.json", "service-points.json"),

@@ -404,8 +404,9 @@ var cases = []testCase{
 		},
 		want: want{status: http.StatusOK, schema: "patron-summary.json"},
 		then: func(s *session, got response) {
-			if v := got.decode(s.t); len(v) != 3 || v["openLoanCount"] != float64(0) || v["overdueCount"] != float64(0) || v["unlimited"] != true {
-				s.t.Errorf("patron summary %v, want counts of 0, no limit and nothing else", v)
+			if v := got.decode(s.t); len(v) != 5 || v["openLoanCount"] != float64(0) || v["overdueCount"] != float64(0) || v["unlimited"] != true ||
+				v["feeFineBalance"] != "0.00" || v["feeFineCount"] != float64(0) {
+				s.t.Errorf("patron summary %v, want counts of 0, no limit, nothing owed and nothing else", v)
 			}
 		},
 	},

@@ -31,14 +31,10 @@ type Actions struct {
 // NewActions is the actions on fees/fines kept in db.
 func NewActions(db *postgres.DB) *Actions { return &Actions{db: db} }
 
-// moneyTypes are the typeActions of the actions that take from what
-// remains of a fee/fine (a payment, a waiver, a transfer, a cancellation,
-// a lost item's return), and paidTypes those of them a refund may give
-// back.
+// paidTypes are the typeActions of the actions a refund may give back
+// (payments and transfers), refundTypes those of refunds.
 var (
-	paidTypes  = []string{schemas.ActionPay.Partial(), schemas.ActionPay.Full(), schemas.ActionTransfer.Partial(), schemas.ActionTransfer.Full()}
-	moneyTypes = slices.Concat(paidTypes, []string{schemas.ActionWaive.Partial(), schemas.ActionWaive.Full(),
-		schemas.ActionCancel.Full(), schemas.PaymentStatusCancelledItemReturned})
+	paidTypes   = []string{schemas.ActionPay.Partial(), schemas.ActionPay.Full(), schemas.ActionTransfer.Partial(), schemas.ActionTransfer.Full()}
 	refundTypes = []string{schemas.ActionRefund.Partial(), schemas.ActionRefund.Full()}
 )
 
@@ -118,9 +114,9 @@ func amountOf(action schemas.FeeFineAction, amount string) (string, error) {
 	if action == schemas.ActionCancel {
 		return "0", nil
 	}
-	a, err := schemas.ParseAmount(amount)
-	if err != nil {
-		return "", errs.Errorf(errs.KindInvalid, schemas.CodeFeeFineAmountInvalid, "%s", err.Error()).With("amount", amount)
+	a, refused := schemas.ParseAmount(amount)
+	if refused != "" {
+		return "", errs.Errorf(errs.KindInvalid, schemas.CodeFeeFineAmountInvalid, "%s", refused).With("amount", amount)
 	}
 	return a, nil
 }

@@ -24,17 +24,69 @@ import (
 
 // routeRecords serves the FOLIO-style CRUD of one resource.
 func (s *Server) routeRecords(r storage.Resource) {
-	s.Get(r.Path, func(c echo.Context) error { return s.listRecords(c, r) }, s.tenant)
-	s.Get(r.Path+"/:id", func(c echo.Context) error { return s.getRecord(c, r) }, s.tenant)
+	moved := func(h echo.HandlerFunc) echo.HandlerFunc { return h }
+	if r.Path == storage.FeeFineAccounts.Path {
+		moved = s.signInMoved
+	}
+	s.Get(r.Path, moved(func(c echo.Context) error { return s.listRecords(c, r) }), s.tenant)
+	s.Get(r.Path+"/:id", moved(func(c echo.Context) error { return s.getRecord(c, r) }), s.tenant)
 	if r.ReadOnly {
 		return
 	}
-	s.Handle(http.MethodPut, r.Path+"/:id", s.announcing(r, s.identified(r, func(c echo.Context) error { return s.putRecord(c, r) })), s.tenant)
+	s.Handle(http.MethodPut, r.Path+"/:id", moved(s.announcing(r, s.identified(r, func(c echo.Context) error { return s.putRecord(c, r) }))), s.tenant)
 	if r.Fixed {
 		return
 	}
-	s.Handle(http.MethodPost, r.Path, s.announcing(r, s.identified(r, func(c echo.Context) error { return s.createRecord(c, r) })), s.tenant)
-	s.Handle(http.MethodDelete, r.Path+"/:id", s.announcing(r, func(c echo.Context) error { return s.deleteRecord(c, r) }), s.tenant)
+	s.Handle(http.MethodPost, r.Path, moved(s.announcing(r, s.identified(r, func(c echo.Context) error { return s.createRecord(c, r) }))), s.tenant)
+	s.Handle(http.MethodDelete, r.Path+"/:id", moved(s.announcing(r, func(c echo.Context) error { return s.deleteRecord(c, r) })), s.tenant)
+}
+
+// signInMoved answers, for one release, a call about a sign-in account
+// made at /accounts, where sign-in accounts were kept before FOLIO's
+// fees/fines took the path: 308 Permanent Redirect to the same call at
+// /sign-in-accounts (a client follows it with the same method and body),
+// with Deprecation: true. A call is about a sign-in account when it lists
+// by username (the parameter, or a CQL query naming it), creates or
+// replaces a record naming a username, or names the id of a sign-in
+// account that is no fee/fine. Every other call is next's.
+func (s *Server) signInMoved(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		moved := false
+		switch id := c.Param("id"); {
+		case req.Method == http.MethodGet && id == "":
+			q := req.URL.Query()
+			moved = q.Has("username") || strings.Contains(q.Get("query"), "username")
+		case req.Method == http.MethodPost || req.Method == http.MethodPut:
+			body, err := serverkit.Bytes(req)
+			if err != nil {
+				return next(c)
+			}
+			var doc map[string]json.RawMessage
+			if json.Unmarshal(body, &doc) == nil {
+				_, username := doc["username"]
+				_, amount := doc["amount"]
+				moved = username && !amount
+			}
+		case s.Schemas().ValidUUID(id):
+			ctx, t := req.Context(), tenantOf(c)
+			if _, err := s.svc.Records.Get(ctx, t, storage.FeeFineAccounts, id); errs.IsKind(err, errs.KindNotFound) {
+				_, err := s.svc.Records.Get(ctx, t, storage.Accounts, id)
+				moved = err == nil
+			}
+		}
+		if !moved {
+			return next(c)
+		}
+		to := storage.Accounts.Path + strings.TrimPrefix(req.URL.Path, storage.FeeFineAccounts.Path)
+		if req.URL.RawQuery != "" {
+			to += "?" + req.URL.RawQuery
+		}
+		serverkit.Log(c, slog.String("moved_to", to))
+		c.Response().Header().Set("Deprecation", "true")
+		c.Response().Header().Set(echo.HeaderLocation, to)
+		return c.NoContent(http.StatusPermanentRedirect)
+	}
 }
 
 // announcing is a write of r's records that tells EventsWritten when it

@@ -21,7 +21,7 @@ import (
 
 // implemented is what the door answers, by request code.
 var implemented = map[string]bool{"11": true, "09": true, "99": true, "97": true, "93": true, "35": true,
-	"23": true, "63": true, "17": true, "29": true, "65": true}
+	"23": true, "63": true, "17": true, "29": true, "65": true, "37": true}
 
 // Supported is the status reply's BX: exactly what is implemented.
 var Supported = msg.Supported(func(code string) bool { return implemented[code] })

@@ -1,0 +1,38 @@
+package schemas
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestAmountsAreExactDecimals: an action's amount is read as a decimal of
+// two places, as typed, never through a float; what is not one, or is
+// zero, is refused in FOLIO's words.
+func TestAmountsAreExactDecimals(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"5": "5.00", "5.0": "5.00", " 7.5 ": "7.50", "0.10": "0.10", "0010.01": "10.01",
+		"99999999.99": "99999999.99", "0.3": "0.30"} {
+		if got, refused := ParseAmount(in); got != want || refused != "" {
+			t.Errorf("ParseAmount(%q) = %q, %q; want %q", in, got, refused, want)
+		}
+	}
+	for in, want := range map[string]string{"": "Invalid amount entered", "1.001": "Invalid amount entered", "-1": "Invalid amount entered",
+		"1e2": "Invalid amount entered", "1,00": "Invalid amount entered", "123456789": "Invalid amount entered", ".5": "Invalid amount entered",
+		"0": "Amount must be positive", "0.00": "Amount must be positive"} {
+		if got, refused := ParseAmount(in); got != "" || refused != want {
+			t.Errorf("ParseAmount(%q) = %q, %q; want refused %q", in, got, refused, want)
+		}
+	}
+}
+
+// TestTheTenantsCurrency: the currency a tenant's locale settings name,
+// when it is an ISO 4217 code; USD otherwise.
+func TestTheTenantsCurrency(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]string{`{"locale":"de-DE","currency":"EUR"}`: "EUR", `{"currency":"eur"}`: DefaultCurrency,
+		`{"locale":"en-US"}`: DefaultCurrency, `"EUR"`: DefaultCurrency, ``: DefaultCurrency} {
+		if got := Currency(json.RawMessage(value)); got != want {
+			t.Errorf("Currency(%s) = %q, want %q", value, got, want)
+		}
+	}
+}
