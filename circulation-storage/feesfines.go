@@ -8,23 +8,9 @@ import (
 )
 
 // FeeFineActionWrite is an action on a patron's fees/fines (mod-feesfines'
-// pay, waive, transfer, refund and cancel), written as one transaction.
-type FeeFineActionWrite struct {
-	// AccountIDs are the fees/fines acted on: one for an account's route;
-	// several for a payment spread over a patron's, oldest first.
-	AccountIDs []string              `json:"accountIds"`
-	Action     schemas.FeeFineAction `json:"action"`
-	// Amount is the amount as sent ("5", "5.00"); a cancellation ignores
-	// it and cancels all that remains.
-	Amount             string `json:"amount,omitempty"`
-	PaymentMethod      string `json:"paymentMethod,omitempty"`
-	TransactionInfo    string `json:"transactionInfo,omitempty"`
-	Comments           string `json:"comments,omitempty"`
-	NotifyPatron       bool   `json:"notifyPatron,omitempty"`
-	ServicePointID     string `json:"servicePointId"`
-	UserName           string `json:"userName"`
-	CancellationReason string `json:"cancellationReason,omitempty"`
-}
+// pay, waive, transfer, refund and cancel), written as one transaction:
+// the wire's (schemas.FeeFineActionWrite).
+type FeeFineActionWrite = schemas.FeeFineActionWrite
 
 // FeeFineCheck asks whether an action of an amount would be allowed.
 type FeeFineCheck struct {

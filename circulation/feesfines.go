@@ -12,21 +12,8 @@ import (
 )
 
 // FeeFineAction is an action on a patron's fees/fines as mod-feesfines
-// takes it (its defaultActionRequest and cancelActionRequest), on the
-// fees/fines AccountIDs: one for an account's route; several for a
-// kiosk's payment spread over a patron's, oldest first.
-type FeeFineAction struct {
-	AccountIDs         []string              `json:"accountIds"`
-	Action             schemas.FeeFineAction `json:"action"`
-	Amount             string                `json:"amount,omitempty"`
-	PaymentMethod      string                `json:"paymentMethod,omitempty"`
-	TransactionInfo    string                `json:"transactionInfo,omitempty"`
-	Comments           string                `json:"comments,omitempty"`
-	NotifyPatron       bool                  `json:"notifyPatron,omitempty"`
-	ServicePointID     string                `json:"servicePointId,omitempty"`
-	UserName           string                `json:"userName,omitempty"`
-	CancellationReason string                `json:"cancellationReason,omitempty"`
-}
+// takes it, as circulation writes it at storage (schemas.FeeFineActionWrite).
+type FeeFineAction = schemas.FeeFineActionWrite
 
 // ActOnFeeFines pays, waives, transfers, refunds or cancels fees/fines:
 // judged and written by storage as one write with the call's write id

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -149,30 +150,12 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 			t.Fatal(err)
 		}
 	}
-	dialog := `document.getElementById("confirm-dialog")`
-	// ask presses the action and reads the question it asks, with Cancel
-	// focused.
 	ask := func(item, action string) string {
 		t.Helper()
-		press(item, action)
-		waitUntil(t, ctx, "the confirmation of "+action, dialog+`.open`)
-		if got := evaluate[string](t, ctx, `document.activeElement.id`); got != "confirm-cancel" {
-			t.Errorf("%s of %s: the focus is on %q, want Cancel", action, item, got)
-		}
-		return textOf(t, ctx, "#confirm-text")
+		return asked(t, ctx, action+" of "+item, func() { press(item, action) })
 	}
-	answer := func(button string) {
-		t.Helper()
-		if err := chromedp.Run(ctx, chromedp.Click("#"+button, chromedp.ByQuery)); err != nil {
-			t.Fatal(err)
-		}
-		waitUntil(t, ctx, "the confirmation closed", `!`+dialog+`.open`)
-	}
-	done := func(what, status string) {
-		t.Helper()
-		waitUntil(t, ctx, what, `document.getElementById("status").textContent === `+jsString(status)+
-			` && !document.getElementById("results").hasAttribute("aria-busy")`)
-	}
+	answer := func(button string) { t.Helper(); answered(t, ctx, button) }
+	done := func(what, status string) { t.Helper(); deskSays(t, ctx, what, status) }
 	// confirmed presses the action, confirms it and waits until the page
 	// says it is done, in words.
 	confirmed := func(item, action, what, status string) {
@@ -418,4 +401,37 @@ func TestTheDeskFindsPatronsByTheBeginningsOfTheirNames(t *testing.T) {
 			t.Errorf("%q finds %q, want %q", q.text, got, q.want)
 		}
 	}
+}
+
+// confirmDialog is the pages' question before an action.
+const confirmDialog = `document.getElementById("confirm-dialog")`
+
+// asked presses (press) what asks first, and reads the question it asks,
+// with Cancel focused.
+func asked(t *testing.T, ctx context.Context, what string, press func()) string {
+	t.Helper()
+	press()
+	waitUntil(t, ctx, "the confirmation of "+what, confirmDialog+`.open`)
+	if got := evaluate[string](t, ctx, `document.activeElement.id`); got != "confirm-cancel" {
+		t.Errorf("%s: the focus is on %q, want Cancel", what, got)
+	}
+	return textOf(t, ctx, "#confirm-text")
+}
+
+// answered presses the question's button (confirm-ok, confirm-cancel)
+// and waits until it closes.
+func answered(t *testing.T, ctx context.Context, button string) {
+	t.Helper()
+	if err := chromedp.Run(ctx, chromedp.Click("#"+button, chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, ctx, "the confirmation closed", `!`+confirmDialog+`.open`)
+}
+
+// deskSays waits until the desk's page says status and has drawn the
+// patrons again.
+func deskSays(t *testing.T, ctx context.Context, what, status string) {
+	t.Helper()
+	waitUntil(t, ctx, what, `document.getElementById("status").textContent === `+jsString(status)+
+		` && !document.getElementById("results").hasAttribute("aria-busy")`)
 }

@@ -69,34 +69,19 @@ func deskFees(t *testing.T, c *harness.Cluster, patron string, items []string, w
 	row := func(feeType string) string {
 		return fmt.Sprintf(`[...document.querySelectorAll("#results tr[data-fee]")].find((r) => r.cells[0].textContent === %q)`, feeType)
 	}
-	dialog := `document.getElementById("confirm-dialog")`
-	// ask types the amount, presses the action and reads the question,
-	// with Cancel focused.
+	// ask types the amount, presses the action and reads the question.
 	ask := func(feeType, action, amount string) string {
 		t.Helper()
-		script := row(feeType) + `.querySelector(".fee-amount").value = ` + jsString(amount) + `; ` +
-			row(feeType) + `.querySelector('button[data-fee-action="` + action + `"]').click()`
-		if err := chromedp.Run(ctx, chromedp.Evaluate(script, nil)); err != nil {
-			t.Fatal(err)
-		}
-		waitUntil(t, ctx, "the confirmation of "+action, dialog+`.open`)
-		if got := evaluate[string](t, ctx, `document.activeElement.id`); got != "confirm-cancel" {
-			t.Errorf("%s of the %s: the focus is on %q, want Cancel", action, feeType, got)
-		}
-		return textOf(t, ctx, "#confirm-text")
+		return asked(t, ctx, action+" of the "+feeType, func() {
+			script := row(feeType) + `.querySelector(".fee-amount").value = ` + jsString(amount) + `; ` +
+				row(feeType) + `.querySelector('button[data-fee-action="` + action + `"]').click()`
+			if err := chromedp.Run(ctx, chromedp.Evaluate(script, nil)); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
-	answer := func(button string) {
-		t.Helper()
-		if err := chromedp.Run(ctx, chromedp.Click("#"+button, chromedp.ByQuery)); err != nil {
-			t.Fatal(err)
-		}
-		waitUntil(t, ctx, "the confirmation closed", `!`+dialog+`.open`)
-	}
-	done := func(what, status string) {
-		t.Helper()
-		waitUntil(t, ctx, what, `document.getElementById("status").textContent === `+jsString(status)+
-			` && !document.getElementById("results").hasAttribute("aria-busy")`)
-	}
+	answer := func(button string) { t.Helper(); answered(t, ctx, button) }
+	done := func(what, status string) { t.Helper(); deskSays(t, ctx, what, status) }
 	before := moved()
 
 	// A payment, cancelled first.
@@ -149,7 +134,11 @@ func deskFees(t *testing.T, c *harness.Cluster, patron string, items []string, w
 	if want := "[Lost item fee 7.50 Lost item processing fee 5.00 Overdue fine 10.00]"; fmt.Sprint(got) != want {
 		t.Fatalf("what the patron owes: %v, want %s", got, want)
 	}
-	screenshot(t, ctx, fmt.Sprintf("desk-fees-%d.png", width))
+	if width == 1280 {
+		screenshot(t, ctx, "desk-fees-1280.png")
+	} else {
+		screenshot(t, ctx, "desk-fees-390.png")
+	}
 	if w := evaluate[int](t, ctx, `document.documentElement.scrollWidth`); w > width {
 		t.Errorf("the page is %d px wide at %d", w, width)
 	}

@@ -144,3 +144,22 @@ func Currency(value json.RawMessage) string {
 	}
 	return v.Currency
 }
+
+// FeeFineActionWrite is an action on a patron's fees/fines as circulation
+// writes it at storage (fee-fine-storage-action.json): mod-feesfines'
+// defaultActionRequest and cancelActionRequest, on the fees/fines
+// AccountIDs: one for an account's route; several for a kiosk's payment
+// spread over a patron's, oldest first. Amount is as sent ("5", "5.00");
+// a cancellation ignores it and cancels all that remains.
+type FeeFineActionWrite struct {
+	AccountIDs         []string      `json:"accountIds"`
+	Action             FeeFineAction `json:"action"`
+	Amount             string        `json:"amount,omitempty"`
+	PaymentMethod      string        `json:"paymentMethod,omitempty"`
+	TransactionInfo    string        `json:"transactionInfo,omitempty"`
+	Comments           string        `json:"comments,omitempty"`
+	NotifyPatron       bool          `json:"notifyPatron,omitempty"`
+	ServicePointID     string        `json:"servicePointId"`
+	UserName           string        `json:"userName"`
+	CancellationReason string        `json:"cancellationReason,omitempty"`
+}

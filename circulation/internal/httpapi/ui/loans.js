@@ -277,28 +277,13 @@ function confirmFee(a, p, f, amount, method, button) {
   askFirst(a.ask(p, f, amount, method), { ok: a.confirm }, () => actOnFee(a, f, amount, method, button), () => button.focus());
 }
 
-// actOnFee takes the payment or the waiver and draws the patron again; a
-// refusal says the server's reason, which the librarian can act on (more
-// than remains, a method the desk does not take).
-async function actOnFee(a, f, amount, method, button) {
+// actOnFee takes the payment or the waiver (perform); a refusal says the
+// server's reason, which the librarian can act on (more than remains, a
+// method the desk does not take).
+function actOnFee(a, f, amount, method, button) {
   const sp = document.getElementById("service-point").value;
-  const results = document.getElementById("results");
-  button.disabled = true;
-  results.setAttribute("aria-busy", "true");
-  try {
-    const answer = await a.call(f, amount, method, sp);
-    say("status", a.done(f, answer || {}), true);
-  } catch (err) {
-    say("status", `Not done (${a.text.toLowerCase()} ${money(amount)} of ${feeOf(f)}): ${err.message}`, false);
-  } finally {
-    button.disabled = false;
-  }
-  try {
-    await find({ keepRows: true });
-  } finally {
-    results.removeAttribute("aria-busy");
-  }
-  document.getElementById("status").focus();
+  return perform(button, () => a.call(f, amount, method, sp), (answer) => a.done(f, answer),
+    (err) => `Not done (${a.text.toLowerCase()} ${money(amount)} of ${feeOf(f)}): ${err.message}`);
 }
 
 // confirmAction asks before an action that changes the item for good,
@@ -312,19 +297,25 @@ function confirmAction(a, p, l, button) {
   askFirst(a.ask(p, l, spName), { ok: a.confirm }, () => act(a, p, l, button), () => button.focus());
 }
 
-// act does the action and draws the loans again; the list is busy
-// (aria-busy) until they are drawn.
-async function act(a, p, l, button) {
+// act does the action on a loan (perform).
+function act(a, p, l, button) {
   const sp = document.getElementById("service-point").value;
+  return perform(button, () => a.call(p, l, sp), (answer) => a.done(l, answer),
+    (err) => `Not done (${a.text.toLowerCase()} ${titleOf(l)}): ${err.message}`);
+}
+
+// perform calls the server with button disabled, says what was done (or,
+// refused, why not, in the server's words) and draws the patrons again;
+// the list is busy (aria-busy) until they are drawn.
+async function perform(button, call, done, notDone) {
   const results = document.getElementById("results");
   button.disabled = true;
   say("status", "", true);
   results.setAttribute("aria-busy", "true");
   try {
-    const answer = await a.call(p, l, sp);
-    say("status", a.done(l, answer || {}), true);
+    say("status", done((await call()) || {}), true);
   } catch (err) {
-    say("status", `Not done (${a.text.toLowerCase()} ${titleOf(l)}): ${err.message}`, false);
+    say("status", notDone(err), false);
   } finally {
     button.disabled = false;
   }
