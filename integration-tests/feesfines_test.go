@@ -140,7 +140,7 @@ func wantCharge(t *testing.T, c *harness.Cluster, a account, loan map[string]any
 func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true})
-	lib := setUpFees(t, c, 6, 2, facultyStandard(), lostPolicy(10, 5))
+	lib := setUpFees(t, c, 9, 2, facultyStandard(), lostPolicy(10, 5))
 	renewable(t, c, lib.Library, map[string]any{"unlimited": true, "renewFromId": "SYSTEM_DATE"})
 	patron := func(p int) string { return c.IDOf(t, "/users", "users", lib.Patrons[p]) }
 
@@ -222,21 +222,69 @@ func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 		t.Fatalf("the lost item fee's actions: %q, want %q", got, want)
 	}
 
+	// policy is a policy of its own; named makes the loan name it (as
+	// FOLIO's loans name the policies they were made under).
+	policy := func(path string, doc map[string]any) string {
+		t.Helper()
+		var p struct{ ID string }
+		c.Do(c.Storage, "POST", path, doc).Want(t, http.StatusCreated).Decode(t, &p)
+		return p.ID
+	}
+	named := func(loan map[string]any, field, id string) {
+		t.Helper()
+		var stored map[string]any
+		c.Do(c.Storage, "GET", fmt.Sprint("/loan-storage/loans/", loan["id"]), nil).Want(t, http.StatusOK).Decode(t, &stored)
+		stored[field] = id
+		delete(stored, "metadata")
+		c.Do(c.Storage, "PUT", fmt.Sprint("/loan-storage/loans/", loan["id"]), stored).Want(t, http.StatusNoContent)
+	}
+
 	// overdueFineCalculatedCorrectlyWhenHourlyFeeFinePolicyIsApplied, by
 	// the policy the loan names: 1.00 an hour, for each hour begun of
 	// 21.5 hours late (FOLIO's test expects 7.00 by its calendar).
-	var hourly struct{ ID string }
-	c.Do(c.Storage, "POST", "/overdue-fines-policies", map[string]any{"name": "One per hour", "countClosed": true,
-		"overdueFine": map[string]any{"quantity": 1.0, "intervalId": "hour"}, "maxOverdueFine": 50}).Want(t, http.StatusCreated).Decode(t, &hourly)
+	hourly := policy("/overdue-fines-policies", map[string]any{"name": "One per hour", "countClosed": true,
+		"overdueFine": map[string]any{"quantity": 1.0, "intervalId": "hour"}, "maxOverdueFine": 50})
 	loan = checkOutOn(t, c, lib.Items[4][0], lib.Patrons[4], "2020-01-01T12:00:00.000Z")
-	var stored map[string]any
-	c.Do(c.Storage, "GET", fmt.Sprint("/loan-storage/loans/", loan["id"]), nil).Want(t, http.StatusOK).Decode(t, &stored)
-	stored["overdueFinePolicyId"] = hourly.ID
-	delete(stored, "metadata")
-	c.Do(c.Storage, "PUT", fmt.Sprint("/loan-storage/loans/", loan["id"]), stored).Want(t, http.StatusNoContent)
+	named(loan, "overdueFinePolicyId", hourly)
 	checkInOn(t, c, lib.Items[4][0], harness.ServicePoint, "2020-01-23T09:30:00.000Z")
 	if fees := accountsOf(t, c, patron(4)); len(fees) != 1 || fees[0].Amount.String() != "22.00" {
 		t.Fatalf("21.5 hours late at 1.00 an hour: %+v, want 22.00", fees)
+	}
+
+	// noOverdueFineShouldBeChargedForOverdueFinePolicyWithNoOverdueFine,
+	// and overdueFineShouldNotBeChargedWhenShouldBeForgiven (a renewal).
+	loan = checkOutOn(t, c, lib.Items[6][0], lib.Patrons[6], "2020-01-01T12:00:00.000Z")
+	named(loan, "overdueFinePolicyId", policy("/overdue-fines-policies", map[string]any{"name": "No fine", "countClosed": true}))
+	checkInOn(t, c, lib.Items[6][0], harness.ServicePoint, "2020-01-25T12:00:00.000Z")
+	forgiving := facultyStandard()
+	forgiving["name"], forgiving["forgiveOverdueFine"] = "Forgiving", true
+	loan = checkOutOn(t, c, lib.Items[6][1], lib.Patrons[6], "2020-01-01T12:00:00.000Z")
+	named(loan, "overdueFinePolicyId", policy("/overdue-fines-policies", forgiving))
+	c.Do(c.Circulations[0], "POST", "/circulation/renew-by-barcode", map[string]any{"itemBarcode": lib.Items[6][1], "userBarcode": lib.Patrons[6]}).
+		Want(t, http.StatusOK)
+	if fees := accountsOf(t, c, patron(6)); len(fees) != 0 {
+		t.Fatalf("a policy with no overdue fine, and a renewal the policy forgives: %+v, want no fine", fees)
+	}
+
+	// shouldChargeItemFeeOnlyWhenNoProcessingFeeDefined and
+	// shouldChargeProcessingFeeOnlyWhenNoItemCostDefined, by the policies
+	// the loans name.
+	for p, fee := range map[int]struct {
+		policy map[string]any
+		want   string
+	}{7: {lostPolicy(10, 0), schemas.FeeFineLostItemFee + " 10.00"}, 8: {lostPolicy(0, 5), schemas.FeeFineLostItemProcessing + " 5.00"}} {
+		fee.policy["name"] = fmt.Sprint("Lost ", p)
+		loan := checkOutOn(t, c, lib.Items[p][0], lib.Patrons[p], "2026-01-01T12:00:00.000Z")
+		named(loan, "lostItemPolicyId", policy("/lost-item-fees-policies", fee.policy))
+		c.Do(c.Circulations[0], "POST", fmt.Sprintf("/circulation/loans/%s/declare-item-lost", loan["id"]),
+			map[string]any{"servicePointId": harness.ServicePoint}).Want(t, http.StatusNoContent)
+		var got []string
+		for _, a := range accountsOf(t, c, patron(p)) {
+			got = append(got, a.FeeFineType+" "+a.Amount.String())
+		}
+		if len(got) != 1 || got[0] != fee.want {
+			t.Fatalf("declared lost under %v: %v, want only %s", fee.policy, got, fee.want)
+		}
 	}
 
 	// The loan policy's grace period: 23 hours late within a day's grace,
