@@ -338,13 +338,23 @@ function useTenant(tenant) {
 // boot wires the header and the sign-in form and starts the page.
 // askFirst puts a question before an action (the layout's dialog): text,
 // the words of its two buttons, Cancel focused, so Enter or Escape does
-// nothing. Confirmed, yes runs; otherwise no.
+// nothing. Confirmed, yes runs; otherwise no; each question is answered
+// once. One question at a time: a question still open is cancelled first,
+// and a close that arrives while the dialog is open again is that
+// earlier question's, not this one's.
 function askFirst(text, words, yes, no) {
   const dialog = document.getElementById("confirm-dialog");
+  if (dialog.open) dialog.close("cancel");
   document.getElementById("confirm-text").textContent = text;
   document.getElementById("confirm-ok").textContent = words.ok;
   document.getElementById("confirm-cancel").textContent = words.cancel || "Cancel";
-  dialog.onclose = () => (dialog.returnValue === "ok" ? yes() : no());
+  let answered = false;
+  dialog.onclose = () => {
+    if (dialog.open || answered) return;
+    answered = true;
+    if (dialog.returnValue === "ok") yes();
+    else no();
+  };
   dialog.returnValue = "";
   dialog.showModal();
   document.getElementById("confirm-cancel").focus();

@@ -282,7 +282,7 @@ function confirmFee(a, p, f, amount, method, button) {
 // method the desk does not take).
 function actOnFee(a, f, amount, method, button) {
   const sp = document.getElementById("service-point").value;
-  return perform(button, () => a.call(f, amount, method, sp), (answer) => a.done(f, answer),
+  return perform("fee " + f.id, button, () => a.call(f, amount, method, sp), (answer) => a.done(f, answer),
     (err) => `Not done (${a.text.toLowerCase()} ${money(amount)} of ${feeOf(f)}): ${err.message}`);
 }
 
@@ -300,14 +300,21 @@ function confirmAction(a, p, l, button) {
 // act does the action on a loan (perform).
 function act(a, p, l, button) {
   const sp = document.getElementById("service-point").value;
-  return perform(button, () => a.call(p, l, sp), (answer) => a.done(l, answer),
+  return perform("loan " + l.id, button, () => a.call(p, l, sp), (answer) => a.done(l, answer),
     (err) => `Not done (${a.text.toLowerCase()} ${titleOf(l)}): ${err.message}`);
 }
 
+// inFlight are the loans and fees/fines an action is being done on.
+const inFlight = new Set();
+
 // perform calls the server with button disabled, says what was done (or,
 // refused, why not, in the server's words) and draws the patrons again;
-// the list is busy (aria-busy) until they are drawn.
-async function perform(button, call, done, notDone) {
+// the list is busy (aria-busy) until they are drawn. One action at a time
+// on a record (what): a second, asked while the first is on its way (its
+// button drawn again meanwhile), is not sent.
+async function perform(what, button, call, done, notDone) {
+  if (inFlight.has(what)) return;
+  inFlight.add(what);
   const results = document.getElementById("results");
   button.disabled = true;
   say("status", "", true);
@@ -318,6 +325,7 @@ async function perform(button, call, done, notDone) {
     say("status", notDone(err), false);
   } finally {
     button.disabled = false;
+    inFlight.delete(what);
   }
   try {
     await find({ keepRows: true });
