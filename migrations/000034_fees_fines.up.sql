@@ -68,21 +68,33 @@ CREATE TABLE lost_item_fee_policy (
     CONSTRAINT lost_item_fee_policy_tenant_fkey FOREIGN KEY (tenant_id) REFERENCES tenant (id)
 );
 
-ALTER TABLE circulation_rules
-    ADD COLUMN fallback_overdue_fine_policy_id uuid,
-    ADD COLUMN fallback_lost_item_policy_id uuid,
-    ADD CONSTRAINT circulation_rules_fallback_overdue_fine_policy_fkey
+-- The fee policies the circulation rules choose (FOLIO's o and i), beside
+-- the rules rather than in their tables: a column added to the tables
+-- every check-out reads would lock them until this migration commits.
+CREATE TABLE circulation_rules_fee (
+    tenant_id                       text NOT NULL,
+    fallback_overdue_fine_policy_id uuid,
+    fallback_lost_item_policy_id    uuid,
+    CONSTRAINT circulation_rules_fee_pkey PRIMARY KEY (tenant_id),
+    CONSTRAINT circulation_rules_fallback_overdue_fine_policy_fkey
         FOREIGN KEY (tenant_id, fallback_overdue_fine_policy_id) REFERENCES overdue_fine_policy (tenant_id, id),
-    ADD CONSTRAINT circulation_rules_fallback_lost_item_policy_fkey
-        FOREIGN KEY (tenant_id, fallback_lost_item_policy_id) REFERENCES lost_item_fee_policy (tenant_id, id);
+    CONSTRAINT circulation_rules_fallback_lost_item_policy_fkey
+        FOREIGN KEY (tenant_id, fallback_lost_item_policy_id) REFERENCES lost_item_fee_policy (tenant_id, id),
+    CONSTRAINT circulation_rules_fee_tenant_fkey FOREIGN KEY (tenant_id) REFERENCES tenant (id)
+);
 
-ALTER TABLE circulation_rule
-    ADD COLUMN overdue_fine_policy_id uuid,
-    ADD COLUMN lost_item_policy_id uuid,
-    ADD CONSTRAINT circulation_rule_overdue_fine_policy_fkey
+CREATE TABLE circulation_rule_fee (
+    tenant_id              text NOT NULL,
+    position               integer NOT NULL,
+    overdue_fine_policy_id uuid,
+    lost_item_policy_id    uuid,
+    CONSTRAINT circulation_rule_fee_pkey PRIMARY KEY (tenant_id, position),
+    CONSTRAINT circulation_rule_overdue_fine_policy_fkey
         FOREIGN KEY (tenant_id, overdue_fine_policy_id) REFERENCES overdue_fine_policy (tenant_id, id),
-    ADD CONSTRAINT circulation_rule_lost_item_policy_fkey
-        FOREIGN KEY (tenant_id, lost_item_policy_id) REFERENCES lost_item_fee_policy (tenant_id, id);
+    CONSTRAINT circulation_rule_lost_item_policy_fkey
+        FOREIGN KEY (tenant_id, lost_item_policy_id) REFERENCES lost_item_fee_policy (tenant_id, id),
+    CONSTRAINT circulation_rule_fee_tenant_fkey FOREIGN KEY (tenant_id) REFERENCES tenant (id)
+);
 
 CREATE TABLE fee_fine_account (
     tenant_id   text NOT NULL,

@@ -47,8 +47,8 @@ func loanCTEs(p, loan, servicePoint string) string {
            coalesce(r.lost_item_policy_id, rs.fallback_lost_item_policy_id) AS lost
       FROM (`+rules.PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
 		"(SELECT patron_group_id FROM {u})", "(SELECT material_type_id FROM {i})", "(SELECT loan_type_id FROM {i})")+`) m
-      JOIN `+postgres.Table(postgres.TableCirculationRules)+` rs ON rs.tenant_id = @tenant
-      LEFT JOIN `+postgres.Table(postgres.TableCirculationRule)+` r ON r.tenant_id = @tenant AND r.position = m.rule_index
+      LEFT JOIN `+postgres.Table(postgres.TableRulesFee)+` rs ON rs.tenant_id = @tenant
+      LEFT JOIN `+postgres.Table(postgres.TableRuleFee)+` r ON r.tenant_id = @tenant AND r.position = m.rule_index
 ), {op} AS (
     SELECT o.id, o.jsonb FROM `+postgres.Table(postgres.TableOverduePolicy)+` o, {l}
      WHERE o.tenant_id = @tenant AND o.id = coalesce(({l}.jsonb ->> 'overdueFinePolicyId')::uuid, (SELECT overdue FROM {chosen}))

@@ -287,6 +287,8 @@ const (
 	TableLostItemPolicy   TableName = "lost_item_fee_policy"
 	TableFeeFineAccount   TableName = "fee_fine_account"
 	TableFeeFineAction    TableName = "fee_fine_action"
+	TableRuleFee          TableName = "circulation_rule_fee"
+	TableRulesFee         TableName = "circulation_rules_fee"
 	// TypeOutboxEvent is not a table but the composite type of an event
 	// in outbox_commit's payload (migration 10), named as the tables are.
 	TypeOutboxEvent TableName = "outbox_event"
@@ -322,7 +324,7 @@ const OutboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 
 // TenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var TenantTables = []TableName{
-	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableWriteLog, TableKioskPresence, TableFeeFineAction, TableFeeFineAccount, TablePaymentMethod, TableFeeFineType, TableFeeFineOwner, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableCirculationRule, TableCirculationRules, TableOverduePolicy, TableLostItemPolicy, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
+	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableWriteLog, TableKioskPresence, TableFeeFineAction, TableFeeFineAccount, TablePaymentMethod, TableFeeFineType, TableFeeFineOwner, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableRuleFee, TableRulesFee, TableCirculationRule, TableCirculationRules, TableOverduePolicy, TableLostItemPolicy, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
 	TableMaterialType, TablePatronGroup, TableSettingChange, TableSetting, TableLockEvent, TableLockWaiter, TableLock,
 	TableTenantJob,
 }

@@ -23,9 +23,10 @@ import (
 // Read reads the tenant's circulation rules through q.
 func Read(ctx context.Context, q postgres.Querier, t storage.Tenant) (storage.CirculationRules, error) {
 	var rules storage.CirculationRules
-	err := q.QueryRow(ctx, postgres.WithTables(`SELECT fallback_loan_policy_id::text, coalesce(fallback_request_policy_id::text, ''),
-       coalesce(fallback_overdue_fine_policy_id::text, ''), coalesce(fallback_lost_item_policy_id::text, '') FROM %s WHERE tenant_id = $1`,
-		postgres.TableCirculationRules), string(t)).Scan(&rules.FallbackLoanPolicyID, &rules.FallbackRequestPolicyID,
+	err := q.QueryRow(ctx, postgres.WithTables(`SELECT r.fallback_loan_policy_id::text, coalesce(r.fallback_request_policy_id::text, ''),
+       coalesce(f.fallback_overdue_fine_policy_id::text, ''), coalesce(f.fallback_lost_item_policy_id::text, '')
+  FROM %s r LEFT JOIN %s f ON f.tenant_id = r.tenant_id WHERE r.tenant_id = $1`,
+		postgres.TableCirculationRules, postgres.TableRulesFee), string(t)).Scan(&rules.FallbackLoanPolicyID, &rules.FallbackRequestPolicyID,
 		&rules.FallbackOverdueFinePolicyID, &rules.FallbackLostItemPolicyID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.CirculationRules{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,
@@ -35,10 +36,11 @@ func Read(ctx context.Context, q postgres.Querier, t storage.Tenant) (storage.Ci
 		return storage.CirculationRules{}, postgres.Interpret(err, t)
 	}
 	rows, err := q.Query(ctx, postgres.WithTables(`
-SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, ''),
-       coalesce(loan_type_id::text, ''), loan_policy_id::text, coalesce(request_policy_id::text, ''),
-       coalesce(overdue_fine_policy_id::text, ''), coalesce(lost_item_policy_id::text, '')
-  FROM %s WHERE tenant_id = $1 ORDER BY position`, postgres.TableCirculationRule), string(t))
+SELECT coalesce(r.patron_group_id::text, ''), coalesce(r.material_type_id::text, ''),
+       coalesce(r.loan_type_id::text, ''), r.loan_policy_id::text, coalesce(r.request_policy_id::text, ''),
+       coalesce(f.overdue_fine_policy_id::text, ''), coalesce(f.lost_item_policy_id::text, '')
+  FROM %s r LEFT JOIN %s f ON f.tenant_id = r.tenant_id AND f.position = r.position
+ WHERE r.tenant_id = $1 ORDER BY r.position`, postgres.TableCirculationRule, postgres.TableRuleFee), string(t))
 	if err != nil {
 		return storage.CirculationRules{}, postgres.Interpret(err, t)
 	}
@@ -60,26 +62,36 @@ SELECT coalesce(patron_group_id::text, ''), coalesce(material_type_id::text, '')
 // Write replaces the tenant's circulation rules, in tx.
 func Write(ctx context.Context, tx pgx.Tx, t storage.Tenant, rules storage.CirculationRules) error {
 	_, err := tx.Exec(ctx, postgres.WithTables(`
-INSERT INTO %s (tenant_id, fallback_loan_policy_id, fallback_request_policy_id, fallback_overdue_fine_policy_id, fallback_lost_item_policy_id)
-VALUES (@tenant, @loan_policy, nullif(@request_policy, '')::uuid, nullif(@overdue_policy, '')::uuid, nullif(@lost_policy, '')::uuid)
+INSERT INTO %s (tenant_id, fallback_loan_policy_id, fallback_request_policy_id) VALUES ($2, $1, nullif($3, '')::uuid)
 ON CONFLICT (tenant_id) DO UPDATE
-  SET fallback_loan_policy_id = excluded.fallback_loan_policy_id, fallback_request_policy_id = excluded.fallback_request_policy_id,
-      fallback_overdue_fine_policy_id = excluded.fallback_overdue_fine_policy_id, fallback_lost_item_policy_id = excluded.fallback_lost_item_policy_id`,
-		postgres.TableCirculationRules), pgx.StrictNamedArgs{"tenant": string(t), "loan_policy": rules.FallbackLoanPolicyID,
-		"request_policy": rules.FallbackRequestPolicyID, "overdue_policy": rules.FallbackOverdueFinePolicyID, "lost_policy": rules.FallbackLostItemPolicyID})
+  SET fallback_loan_policy_id = excluded.fallback_loan_policy_id, fallback_request_policy_id = excluded.fallback_request_policy_id`,
+		postgres.TableCirculationRules), rules.FallbackLoanPolicyID, string(t), rules.FallbackRequestPolicyID)
+	if err == nil {
+		_, err = tx.Exec(ctx, postgres.WithTables(`
+INSERT INTO %s (tenant_id, fallback_overdue_fine_policy_id, fallback_lost_item_policy_id) VALUES ($1, nullif($2, '')::uuid, nullif($3, '')::uuid)
+ON CONFLICT (tenant_id) DO UPDATE
+  SET fallback_overdue_fine_policy_id = excluded.fallback_overdue_fine_policy_id, fallback_lost_item_policy_id = excluded.fallback_lost_item_policy_id`,
+			postgres.TableRulesFee), string(t), rules.FallbackOverdueFinePolicyID, rules.FallbackLostItemPolicyID)
+	}
 	if err != nil {
 		return interpretRule(err, t, -1, rules)
 	}
-	if _, err := tx.Exec(ctx, postgres.WithTables(`DELETE FROM %s WHERE tenant_id = $1`, postgres.TableCirculationRule), string(t)); err != nil {
-		return postgres.Interpret(err, t)
+	for _, table := range []postgres.TableName{postgres.TableCirculationRule, postgres.TableRuleFee} {
+		if _, err := tx.Exec(ctx, postgres.WithTables(`DELETE FROM %s WHERE tenant_id = $1`, table), string(t)); err != nil {
+			return postgres.Interpret(err, t)
+		}
 	}
 	for i, r := range rules.Rules {
 		_, err := tx.Exec(ctx, postgres.WithTables(`
-INSERT INTO %s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id, request_policy_id,
-                overdue_fine_policy_id, lost_item_policy_id)
+WITH fee AS (
+    INSERT INTO %s (tenant_id, position, overdue_fine_policy_id, lost_item_policy_id)
+    SELECT @tenant, @position, nullif(@overdue_policy, '')::uuid, nullif(@lost_policy, '')::uuid
+     WHERE @overdue_policy <> '' OR @lost_policy <> ''
+)
+INSERT INTO %s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id, request_policy_id)
 VALUES (@tenant, @position, nullif(@group, '')::uuid, nullif(@material_type, '')::uuid, nullif(@loan_type, '')::uuid, @policy,
-        nullif(@request_policy, '')::uuid, nullif(@overdue_policy, '')::uuid, nullif(@lost_policy, '')::uuid)`,
-			postgres.TableCirculationRule), pgx.StrictNamedArgs{"tenant": string(t), "position": i, "group": r.PatronGroupID,
+        nullif(@request_policy, '')::uuid)`,
+			postgres.TableRuleFee, postgres.TableCirculationRule), pgx.StrictNamedArgs{"tenant": string(t), "position": i, "group": r.PatronGroupID,
 			"material_type": r.MaterialTypeID, "loan_type": r.LoanTypeID, "policy": r.LoanPolicyID, "request_policy": r.RequestPolicyID,
 			"overdue_policy": r.OverdueFinePolicyID, "lost_policy": r.LostItemPolicyID})
 		if err != nil {
