@@ -126,6 +126,11 @@ var (
 	FeeFineActions = Resource{Name: "Fee/fine action", Path: "/feefineactions", Plural: "feefineactions",
 		Filters:  []Filter{{Param: "accountId", Kind: FilterUUID}, {Param: "userId", Kind: FilterUUID}},
 		ReadOnly: true}
+	// Calendars are a service point's opening hours (mod-calendar's):
+	// the check-out's, the renewal's and the hold shelf's dates move off
+	// its closed days and hours.
+	Calendars = Resource{Name: "Calendar", Path: "/calendar/calendars", Plural: "calendars",
+		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	ServicePoints = Resource{Name: "Service point", Path: "/service-points", Plural: "servicepoints",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
@@ -158,7 +163,7 @@ var PatronBlockConditionSet = []struct{ ID, Name, ValueType string }{
 // them to be created.
 var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, RequestPolicies, Loans, ManualBlocks,
 	PatronBlockConditions, PatronBlockLimits, Requests, Accounts, ServicePoints, Settings,
-	FeeFineOwners, FeeFineTypes, PaymentMethods, OverdueFinePolicies, LostItemFeePolicies, FeeFineAccounts, FeeFineActions}
+	FeeFineOwners, FeeFineTypes, PaymentMethods, OverdueFinePolicies, LostItemFeePolicies, FeeFineAccounts, FeeFineActions, Calendars}
 
 // RecordFilter selects a page of records: Params maps filter parameters to
 // the value to match.

@@ -146,8 +146,9 @@ var layers = [][]string{
 	// The writes of requests: their queues, their judging, the return
 	// loop, the hold shelf, their expiry.
 	{"circulation-storage/internal/requests"},
-	// The generic record store and CQL; the sample library.
-	{"circulation-storage/internal/recordstore", "circulation-storage/internal/sample"},
+	// The generic record store and CQL; the sample library; the
+	// calendars' openings read for FOLIO's calendar routes.
+	{"circulation-storage/internal/recordstore", "circulation-storage/internal/sample", "circulation-storage/internal/calendars"},
 	// The writes by concern: each its own room.
 	{"circulation-storage/internal/lending", "circulation-storage/internal/locks", "circulation-storage/internal/outbox", "circulation-storage/internal/waiting",
 		"circulation-storage/internal/tenants", "circulation-storage/internal/accounts", "circulation-storage/internal/presence"},

@@ -138,7 +138,9 @@ const (
 	// FOLIO's fees and fines: the records at storage (mod-feesfines'
 	// feesfines interface), the actions on an account through
 	// circulation, which writes them at storage with their own ids.
-	InterfaceFeesFines      = "feesfines"
+	InterfaceFeesFines = "feesfines"
+	// FOLIO's mod-calendar: service point calendars and their openings.
+	InterfaceCalendar       = "calendar"
 	InterfaceFeeFineActions = "feesfines-actions"
 	InterfaceFeeFineStorage = "fee-fine-storage"
 	// FOLIO's on-demand anonymization: a patron's closed loans through
@@ -238,6 +240,27 @@ func feeFineActionRoutes() []Route {
 		}
 	}
 	return out
+}
+
+// calendarRoutes are mod-calendar's routes, its permissions: the
+// calendars and a service point's openings by date.
+func calendarRoutes() []Route {
+	r := func(method, path, permission, display string) Route {
+		return stor(InterfaceCalendar, method, path, "calendar.endpoint.calendars."+permission, display)
+	}
+	return []Route{
+		r("GET", "/calendar/calendars", "get", "list calendars").reads("query", "offset", "limit").answers(200, "calendars.json"),
+		r("POST", "/calendar/calendars", "post", "create a calendar").takes("calendar.json").answers(201, "calendar.json"),
+		r("GET", "/calendar/calendars/{id}", "calendarId.get", "read a calendar").answers(200, "calendar.json"),
+		r("PUT", "/calendar/calendars/{id}", "calendarId.put", "change a calendar").takes("calendar.json").answers(204, ""),
+		r("DELETE", "/calendar/calendars/{id}", "calendarId.delete", "delete a calendar").answers(204, ""),
+		r("GET", "/calendar/dates/{servicePointId}/surrounding-openings", "surroundingOpenings.get",
+			"find a service point's openings on a date and the nearest open days before and after it").
+			reads("date").answers(200, "calendar-surrounding-openings.json"),
+		r("GET", "/calendar/dates/{servicePointId}/all-openings", "allOpenings.get",
+			"list a service point's openings day by day from one date to another").
+			reads("startDate", "endDate", "includeClosed", "offset", "limit").answers(200, "calendar-days.json"),
+	}
 }
 
 // FeeFineActionPermission is FOLIO's permission for the action a.
@@ -453,6 +476,7 @@ var Routes = slices.Concat(
 	movedSignIn(crud(InterfaceFeesFines, "/accounts", "accounts", "fee/fine records", "fee-fine-account.json", "fee-fine-accounts.json")),
 	readOnly(crud(InterfaceFeesFines, "/feefineactions", "feefineactions", "fee/fine actions", "fee-fine-action.json", "fee-fine-actions.json")),
 	feeFineActionRoutes(),
+	calendarRoutes(),
 	crud(InterfaceServicePoints, "/service-points", "inventory-storage.service-points", "service points", "service-point.json", "service-points.json"),
 	[]Route{
 		// FOLIO's login: signing in, refreshing and signing out need no

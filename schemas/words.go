@@ -156,13 +156,15 @@ func formatWords(format string) string {
 // patternWords says, for each pattern the schemas use, what it asks;
 // TestEveryPatternIsSaidInWords holds every pattern in the files to it.
 var patternWords = map[string]string{
-	`^[^\x00]*$`:         "must not hold a NUL character",
-	`^[^\s\p{Z}\p{C}]+$`: "must be one word, without spaces or control characters",
-	`^[A-Z][A-Z0-9_]*$`:  "must be capital letters, digits and _, beginning with a letter",
-	`^[0-9]+\.[0-9]{2}$`: "must be an amount with two decimal places, such as 5.00",
-	`^[0-9a-f]{32}$`:     "must be 32 lowercase hexadecimal digits",
-	`[^\s\p{Z}\p{C}]`:    "must hold more than spaces",
-	TenantPattern:        "must be a tenant id: lowercase letters, digits and _, beginning with a letter",
+	`^[^\x00]*$`:                           "must not hold a NUL character",
+	`^[^\s\p{Z}\p{C}]+$`:                   "must be one word, without spaces or control characters",
+	`^[A-Z][A-Z0-9_]*$`:                    "must be capital letters, digits and _, beginning with a letter",
+	`^[0-9]+\.[0-9]{2}$`:                   "must be an amount with two decimal places, such as 5.00",
+	`^[0-9a-f]{32}$`:                       "must be 32 lowercase hexadecimal digits",
+	`[^\s\p{Z}\p{C}]`:                      "must hold more than spaces",
+	TenantPattern:                          "must be a tenant id: lowercase letters, digits and _, beginning with a letter",
+	`^\d{4}-\d{2}-\d{2}$`:                  "must be a date, YYYY-MM-DD",
+	`^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$`: "must be a time of day, HH:MM or HH:MM:SS",
 }
 
 // literal is a JSON value as a message quotes it: a string as it is, in

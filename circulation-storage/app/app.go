@@ -16,6 +16,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/accounts"
+	"github.com/checkoutlock/circulation-storage/internal/calendars"
 	"github.com/checkoutlock/circulation-storage/internal/feesfines"
 	"github.com/checkoutlock/circulation-storage/internal/httpapi"
 	"github.com/checkoutlock/circulation-storage/internal/lending"
@@ -187,6 +188,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Presence:   presence.New(db),
 		Anonymizer: lending.NewAnonymizer(db),
 		FeeFines:   feesfines.NewActions(db),
+		Calendars:  calendars.New(db),
 		Ready:      db.Ping,
 		Login:      signIn,
 		Pins:       pins,

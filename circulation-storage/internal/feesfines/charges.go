@@ -92,7 +92,8 @@ func minutesCase(expr string, table map[string]int) string {
 // counted only past the loan policy's grace period (a loan whose due date
 // a recall changed ignores the grace period unless the policy says
 // otherwise), and only when the policy says whether closed days count
-// (countClosed; no calendars are kept, so every minute counts); then the
+// (countClosed; when they do not, only the minutes the loan's checkout
+// service point was open by its calendar count); then the
 // policy's quantity for each interval begun (a recalled loan's recall
 // fine), at most its maximum when that is above 0, and nothing when the
 // quantity, the interval or the maximum is missing. Two decimal places.
@@ -103,8 +104,13 @@ func OverdueFineSQL(l, op, lp, returned string) string {
 	maxFine := `(` + op + ` ->> CASE WHEN ` + recalled + ` THEN 'maxOverdueRecallFine' ELSE 'maxOverdueFine' END)::numeric`
 	quantity := `(` + op + ` -> ` + fine + ` ->> 'quantity')::numeric`
 	interval := minutesCase(`(`+op+` -> `+fine+` ->> 'intervalId')`, schemas.OverdueFineIntervalMinutes)
+	due := postgres.StoredTime(l+" ->> 'dueDate'", "loan dueDate")
 	minutes := `(floor((extract(epoch FROM date_trunc('minute', ` + returned + `))
-                     - extract(epoch FROM date_trunc('minute', ` + postgres.StoredTime(l+" ->> 'dueDate'", "loan dueDate") + `))) / 60))`
+                     - extract(epoch FROM date_trunc('minute', ` + due + `))) / 60))`
+	// Closed days and hours not counted: the minutes the loan's service
+	// point was open (a service point with no calendar is open always).
+	minutes = `(CASE WHEN (` + op + ` ->> 'countClosed')::boolean IS NOT FALSE THEN ` + minutes + `
+                     ELSE coalesce(` + postgres.Table(funcOpenMinutes) + `(@tenant, (` + l + ` ->> 'checkoutServicePointId')::uuid, ` + due + `, ` + returned + `), ` + minutes + `) END)`
 	grace := `coalesce((` + lp + ` #>> '{loansPolicy,gracePeriod,duration}')::integer * ` +
 		minutesCase(`(`+lp+` #>> '{loansPolicy,gracePeriod,intervalId}')`, schemas.LoanPeriodMinutes) + `, 0)`
 	counted := `CASE WHEN ` + op + ` ->> 'countClosed' IS NULL THEN 0
@@ -292,3 +298,7 @@ func SettleLostItemReturned(ctx context.Context, tx pgx.Tx, t storage.Tenant, lo
 	_, err := tx.Exec(ctx, lostReturnedSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": ids, "metadata_user": record.MetadataUser(ctx)})
 	return postgres.Interpret(err, t)
 }
+
+// funcOpenMinutes is migration 35's function counting the minutes a
+// service point is open.
+const funcOpenMinutes postgres.TableName = "calendar_open_minutes"

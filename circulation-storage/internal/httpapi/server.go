@@ -69,6 +69,8 @@ type Services struct {
 	Anonymizer storage.LoanAnonymizer
 	// FeeFines writes and checks the actions on fees/fines.
 	FeeFines storage.FeeFineActor
+	// Calendars reads service points' openings.
+	Calendars storage.CalendarDays
 	// Ready reports whether the service can do its work (the database answers).
 	Ready func(ctx context.Context) error
 	// Login signs people in (/authn); nil when the login is off.
@@ -113,6 +115,8 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Handle(http.MethodPost, "/anonymize-storage-loans", s.anonymizeLoans, s.tenant)
 	s.Handle(http.MethodPost, "/fee-fine-storage/actions", s.withWriteID(s.feeFineAct, feeFineActReplayed), s.tenant)
 	s.Handle(http.MethodPost, "/fee-fine-storage/checks", s.feeFineCheck, s.tenant)
+	s.Get("/calendar/dates/:servicePointId/surrounding-openings", s.calendarSurrounding, s.tenant)
+	s.Get("/calendar/dates/:servicePointId/all-openings", s.calendarDays, s.tenant)
 	s.Get("/check-out-storage/validation", s.validateCheckOut, s.tenant)
 	s.Get("/check-out-storage/patron", s.patronSummary, s.tenant)
 	s.Get("/circulation-rules-storage", s.getRules, s.tenant)

@@ -206,10 +206,11 @@ WITH fence AS (
     SELECT ` + brokenRulesSQL + ` AS rules
 ), sent AS (
     -- The loan as sent, but for a loan made offline its broken rules:
-    -- this statement's.
+    -- this statement's; for any other, its due date off the library's
+    -- closed days.
     SELECT CASE WHEN @loan::jsonb ? 'offline'
                 THEN jsonb_set(@loan::jsonb, '{offline,brokenRules}', (SELECT rules FROM broken))
-                ELSE @loan::jsonb END AS doc
+                ELSE ` + movedDueSQL("@loan::jsonb", "(SELECT jsonb FROM "+policy+" WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'loanPolicyId')::uuid)") + ` END AS doc
 ), loan AS (
     INSERT INTO ` + loan + ` (tenant_id, id, jsonb)
     SELECT @tenant, @loan_id, ` + record.WithMetadata(record.WithID(storage.Loans, "@loan_id", "(SELECT doc FROM sent)", `'1'`), "@metadata_user", false) + `

@@ -49,6 +49,8 @@ WITH recall AS (
 		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `
 ), lp AS (
     SELECT lp.jsonb FROM m JOIN ` + policy + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
+), moved AS (
+    SELECT ` + movedDueSQL("@loan::jsonb", "(SELECT jsonb FROM lp)") + ` AS doc
 ), head AS (` + requests.QueueHeadSQL(request, itemID, "@tenant") + `
 ), judged AS (
     SELECT NOT coalesce((SELECT active FROM u), true) AS inactive,
@@ -65,7 +67,7 @@ WITH recall AS (
                             AND @count::integer >= coalesce((jsonb #>> '{renewalsPolicy,numberAllowed}')::numeric, 0) FROM lp), false) AS at_limit,
            coalesce((SELECT r.jsonb ->> 'requestType' = 'Hold' FROM head r), false)
              AND NOT coalesce((SELECT (jsonb #>> '{requestManagement,holds,renewItemsWithRequest}')::boolean FROM lp), false) AS held,
-           coalesce(` + postgres.StoredTime("@loan::jsonb ->> 'dueDate'", "renewal dueDate") + ` <=
+           coalesce(` + postgres.StoredTime("(SELECT doc FROM moved) ->> 'dueDate'", "renewal dueDate") + ` <=
              (SELECT ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` FROM ` + loan + ` l
                WHERE l.tenant_id = @tenant AND l.id = @loan_id::uuid), false) AS due_unchanged
 ), verdict AS (
@@ -74,7 +76,7 @@ WITH recall AS (
       FROM judged
 ), renewed AS (
     UPDATE ` + loan + ` AS rec
-       SET jsonb = ` + record.WithMetadata(record.WithID(storage.Loans, "@loan_id", "@loan", `to_jsonb(rec.version + 1)`), "@metadata_user", true) + `
+       SET jsonb = ` + record.WithMetadata(record.WithID(storage.Loans, "@loan_id", "(SELECT doc FROM moved)", `to_jsonb(rec.version + 1)`), "@metadata_user", true) + `
      WHERE rec.tenant_id = @tenant AND rec.id = @loan_id::uuid AND rec.status_name = ` + postgres.Lit(schemas.LoanOpen) + ` AND rec.version = @version::integer
        AND coalesce((rec.jsonb ->> 'renewalCount')::integer, 0) = @count::integer
        AND rec.user_id = (@loan::jsonb ->> 'userId')::uuid AND rec.item_id = (@loan::jsonb ->> 'itemId')::uuid

@@ -377,3 +377,26 @@ func (s *Rules) MatchLoanPolicy(ctx context.Context, t storage.Tenant, patronGro
 	}
 	return m, nil
 }
+
+// movedDueSQL is the loan document doc (SQL) with its due date moved off
+// the library's closed days and hours as its loan policy (policy, SQL
+// giving the policy's document) says, by migration 35's loan_due_date
+// (its checkout service point's calendar, FOLIO's
+// closedLibraryDueDateManagementId): the one rule of a check-out's and a
+// renewal's due date on a closed day. A loan lent through an override or
+// offline keeps the date it was given; so does a date the calendar
+// leaves where it is, as sent.
+func movedDueSQL(doc, policy string) string {
+	due := postgres.StoredTime(doc+" ->> 'dueDate'", "loan dueDate")
+	return `(SELECT CASE WHEN m.due IS DISTINCT FROM d.due
+                     THEN jsonb_set(` + doc + `, '{dueDate}', to_jsonb(to_char(m.due AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
+                     ELSE ` + doc + ` END
+       FROM (SELECT ` + due + ` AS due) d,
+            LATERAL (SELECT CASE WHEN ` + doc + ` ->> 'action' IN ('checkedout', 'renewed') AND NOT ` + doc + ` ? 'offline'
+                                 THEN ` + postgres.Table(funcLoanDueDate) + `(@tenant, (` + doc + ` ->> 'checkoutServicePointId')::uuid, d.due, ` + policy + `, now())
+                                 ELSE d.due END AS due) m)`
+}
+
+// funcLoanDueDate is migration 35's function moving a due date by a loan
+// policy.
+const funcLoanDueDate postgres.TableName = "loan_due_date"

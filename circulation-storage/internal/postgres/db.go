@@ -289,6 +289,8 @@ const (
 	TableFeeFineAction    TableName = "fee_fine_action"
 	TableRuleFee          TableName = "circulation_rule_fee"
 	TableRulesFee         TableName = "circulation_rules_fee"
+	TableCalendar         TableName = "calendar"
+	TableCalendarAssigned TableName = "calendar_assignment"
 	// TypeOutboxEvent is not a table but the composite type of an event
 	// in outbox_commit's payload (migration 10), named as the tables are.
 	TypeOutboxEvent TableName = "outbox_event"
@@ -324,7 +326,7 @@ const OutboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 
 // TenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var TenantTables = []TableName{
-	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableWriteLog, TableKioskPresence, TableFeeFineAction, TableFeeFineAccount, TablePaymentMethod, TableFeeFineType, TableFeeFineOwner, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableRuleFee, TableRulesFee, TableCirculationRule, TableCirculationRules, TableOverduePolicy, TableLostItemPolicy, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
+	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableWriteLog, TableKioskPresence, TableFeeFineAction, TableFeeFineAccount, TablePaymentMethod, TableFeeFineType, TableFeeFineOwner, TableCalendarAssigned, TableCalendar, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableRuleFee, TableRulesFee, TableCirculationRule, TableCirculationRules, TableOverduePolicy, TableLostItemPolicy, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
 	TableMaterialType, TablePatronGroup, TableSettingChange, TableSetting, TableLockEvent, TableLockWaiter, TableLock,
 	TableTenantJob,
 }

@@ -26,6 +26,12 @@ type Constraint struct {
 // by name, so violations are reported by SQLSTATE and constraint name.
 var Constraints = map[string]Constraint{
 	"patron_group_name_key":                               {Field: "group"},
+	"calendar_name":                                       {Field: "name", Rule: "a calendar is named"},
+	"calendar_date_range":                                 {Field: "startDate", Rule: "startDate and endDate are dates (YYYY-MM-DD), the first on or before the second"},
+	"calendar_normal_hours":                               {Field: "normalHours", Rule: "each opening names weekdays and times (HH:MM), and no two overlap"},
+	"calendar_exceptions":                                 {Field: "exceptions", Rule: "each exception is named and lies within the calendar's dates, apart from the others, and each of its openings lies within it, its start before its end"},
+	"calendar_assignment_overlap":                         {Field: "assignments", Rule: "a service point has one calendar in force on a day: another calendar assigned to one of these service points is in force on some of these dates"},
+	"calendar_assignment_service_point_fkey":              {Field: "assignments", Target: "service point", Source: "calendars"},
 	"material_type_name_key":                              {Field: "name"},
 	"loan_type_name_key":                                  {Field: "name"},
 	"patron_barcode_key":                                  {Field: "barcode"},

@@ -47,6 +47,7 @@ var tables = map[string]postgres.TableName{
 	storage.LostItemFeePolicies.Path:   "lost_item_fee_policy",
 	storage.FeeFineAccounts.Path:       "fee_fine_account",
 	storage.FeeFineActions.Path:        "fee_fine_action",
+	storage.Calendars.Path:             "calendar",
 }
 
 // Table is the table resource r is stored in.

@@ -121,6 +121,8 @@ var specs = map[string]tableSpec{
 		fields: map[string]column{"id": uuidColumn("id"), "accountId": uuidColumn("account_id"), "userId": uuidColumn("user_id"),
 			"typeAction": textColumn("type_action")},
 		order: "jsonb ->> 'dateAction', id"},
+	storage.Calendars.Path: {columns: map[string]string{"name": "name"},
+		fields: map[string]column{"id": uuidColumn("id"), "name": textColumn("name")}, order: "name, id"},
 	storage.Settings.Path: {columns: map[string]string{"scope": "scope", "key": "key"},
 		fields: map[string]column{"id": uuidColumn("id"), "scope": textColumn("scope"), "key": textColumn("key")},
 		order:  "scope, key, id"},

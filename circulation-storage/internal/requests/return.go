@@ -92,18 +92,27 @@ UPDATE %s SET jsonb = `+record.WithMetadata(`CASE WHEN @destination::text IS NUL
 // returnRequestSQL writes the head request's new status and, when it
 // starts its time on the hold shelf, its holdShelfExpirationDate: now and
 // the pickup service point's holdShelfExpiryPeriod (FOLIO's; none without
-// one). Parameters: @tenant, @request, @status, @hold_shelf, @metadata_user.
+// one), moved off the service point's closed days and hours as its
+// holdShelfClosedLibraryDateManagement says (migration 35's
+// calendar_moved, the rule of a loan's due date too). Parameters: @tenant, @request, @status, @hold_shelf, @metadata_user.
 var returnRequestSQL = postgres.WithTables(`
 UPDATE %[1]s r SET jsonb = `+record.WithMetadata(`CASE WHEN @hold_shelf::boolean AND e.at IS NOT NULL
         THEN jsonb_set(jsonb_set(r.jsonb, '{status}', to_jsonb(@status::text)), '{holdShelfExpirationDate}',
                        to_jsonb(to_char(e.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
         ELSE jsonb_set(r.jsonb, '{status}', to_jsonb(@status::text)) END`, "@metadata_user", true)+`
-  FROM (SELECT (SELECT now() + `+periodInterval("p")+`
-                FROM (SELECT sp.jsonb -> 'holdShelfExpiryPeriod' AS p FROM %[2]s sp, %[1]s q
+  FROM (SELECT (SELECT %[3]s(@tenant, sp_id, now() + `+periodInterval("p")+`, strategy,
+                           (p ->> 'intervalId') IN ('Minutes', 'Hours'), NULL, now())
+                FROM (SELECT sp.jsonb -> 'holdShelfExpiryPeriod' AS p, sp.id AS sp_id,
+                             sp.jsonb ->> 'holdShelfClosedLibraryDateManagement' AS strategy
+                        FROM %[2]s sp, %[1]s q
                        WHERE q.tenant_id = @tenant AND q.id = @request::uuid AND sp.tenant_id = @tenant
                          AND sp.id = (q.jsonb ->> 'pickupServicePointId')::uuid) period
                WHERE p IS NOT NULL) AS at) e
- WHERE r.tenant_id = @tenant AND r.id = @request::uuid`, postgres.TableRequest, postgres.TableServicePoint)
+ WHERE r.tenant_id = @tenant AND r.id = @request::uuid`, postgres.TableRequest, postgres.TableServicePoint, funcCalendarMoved)
+
+// funcCalendarMoved is migration 35's function moving a date off a
+// service point's closed days and hours.
+const funcCalendarMoved postgres.TableName = "calendar_moved"
 
 // ReturnItem is a check-in's write of the item (itemID, read at version)
 // checked in at servicePointID, in the transaction tx: the item's row
