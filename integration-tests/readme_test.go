@@ -241,8 +241,8 @@ func (d *demo) watchEvents(t *testing.T) {
 			checkedOut++
 		}
 	}
-	if checkedOut != 5 {
-		t.Fatalf("the events command showed %d check-outs, want 5 (the README's 4: Alice's 3 and Hana's, the SIP2 session's 1)", checkedOut)
+	if checkedOut != 6 {
+		t.Fatalf("the events command showed %d check-outs, want 6 (the README's 5: Alice's 3, Hana's and Bob's DVD, the SIP2 session's 1)", checkedOut)
 	}
 }
 
@@ -416,6 +416,12 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 	if n := d.payments(t, "fb16c2bd-e288-51e2-93b0-3aa8628f91d2"); n != 1 {
 		t.Errorf("Hana paid %d times, want once", n)
 	}
+	// Bob's DVD, due a week on when the desks are closed: the end of
+	// the day after (the demo's calendar closes the day a week after its
+	// load, moments ago: sample.StocktakingDay).
+	if due := `"dueDate":"` + time.Now().UTC().AddDate(0, 0, 8).Format(time.DateOnly) + `T23:59:59.000Z"`; !strings.Contains(out, due) {
+		t.Errorf("the README's Try it did not move Bob's DVD off the closed day (%s):\n%s", due, out)
+	}
 	aliceID := "6717fd9c-1f38-547a-bba4-52052e92b785"
 	if n := d.openLoans(t, aliceID); n != 3 {
 		t.Errorf("Alice has %d open loans after the README's burst, want 3", n)
@@ -481,7 +487,7 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 	d.sip2Session(t)
 
 	// The banner's command to watch the demo tenant's events shows the
-	// check-outs made so far: the README's four (Alice's three, Hana's) and the SIP2 session's.
+	// check-outs made so far: the README's five (Alice's three, Hana's, Bob's DVD) and the SIP2 session's.
 	d.watchEvents(t)
 
 	// The pages, signed in with the demo accounts: the settings for the

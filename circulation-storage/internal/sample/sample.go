@@ -124,7 +124,8 @@ func sampleSeeds(now time.Time) []seed {
 			"renewable": true, "renewalsPolicy": renewals(1),
 			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(2, "Weeks"), "itemLimit": 3}}},
 		{storage.LoanPolicies, PolicyDVD, map[string]any{"name": "DVD: 2 items for a week, not renewable", "loanable": true,
-			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(1, "Weeks"), "itemLimit": 2}, "renewable": false}},
+			"loansPolicy": map[string]any{"profileId": "Rolling", "period": period(1, "Weeks"), "itemLimit": 2,
+				"closedLibraryDueDateManagementId": "MOVE_TO_THE_END_OF_THE_NEXT_OPEN_DAY"}, "renewable": false}},
 		{storage.LoanPolicies, PolicyReadingRoom, map[string]any{"name": "Reading room only", "loanable": false}},
 	}
 	patron := func(barcode, first, last, group string, active bool) seed {
@@ -176,6 +177,7 @@ func sampleSeeds(now time.Time) []seed {
 	for i := 1; i <= 10; i++ {
 		seeds = append(seeds, item(numbered("reading-", 2, i), titles[(i-1)%len(titles)], MaterialBook, LoanTypeReadingRoom))
 	}
+	seeds = append(seeds, calendar(now))
 	seeds = append(seeds, money(now)...)
 	return append(seeds, gracesLoans(now)...)
 }
@@ -235,6 +237,27 @@ func money(now time.Time) []seed {
 // be renewed once, and Bob waits for the first and the last (holds), so
 // that their check-ins put them on the hold shelf at Circ Desk 2.
 var GracesLoans = []string{"book-151", "book-152", "book-153"}
+
+// Calendar is the sample library's calendar: both desks open 09:00 to
+// 21:00 every day of the year from the load, but a week after it, closed
+// for stocktaking (StocktakingDay): a DVD lent on the day of the load is
+// due the day after that, at its end.
+const Calendar = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e20"
+
+// StocktakingDay is the day the sample's calendar closes the desks, a
+// week after now.
+func StocktakingDay(now time.Time) time.Time { return now.UTC().AddDate(0, 0, 7) }
+
+func calendar(now time.Time) seed {
+	var open []map[string]string
+	for _, day := range []string{"MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY"} {
+		open = append(open, map[string]string{"startDay": day, "startTime": "09:00", "endDay": day, "endTime": "21:00"})
+	}
+	closed := StocktakingDay(now).Format(time.DateOnly)
+	return seed{storage.Calendars, Calendar, map[string]any{"name": "Opening hours", "startDate": now.UTC().AddDate(0, 0, -1).Format(time.DateOnly),
+		"endDate": now.UTC().AddDate(1, 0, 0).Format(time.DateOnly), "assignments": []string{ServicePointDesk1, ServicePointDesk2},
+		"normalHours": open, "exceptions": []map[string]any{{"name": "Stocktaking", "startDate": closed, "endDate": closed, "openings": []any{}}}}}
+}
 
 // gracesLoans are Grace's loans, made now at Circ Desk 2 for the
 // undergraduates' two weeks, and Bob's holds.
