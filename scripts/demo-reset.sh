@@ -49,12 +49,25 @@ metric() {
 }
 # wait_published waits until the relay has published every event of the
 # database and, with a count, that many since published_before, for at
-# most ten seconds; it says whether it saw that.
+# most twenty seconds; it says whether it saw that. The backlog is what
+# the leading relay last counted (it counts once a second at most, and
+# waits up to OUTBOX_POLL, 1 s, for events when it has none), so a
+# backlog of 0 read right after a commit can be from before it: the
+# backlog must read 0, and the count published stay the same, for three
+# seconds on end, longer than the relay can go without counting or
+# publishing what is committed.
 wait_published() {
-  for _ in $(seq 1 100); do
-    if awk -v p="$(metric checkout_outbox_published_total)" -v d="$(metric checkout_outbox_depth)" -v w="${1:-0}" \
-      'BEGIN { exit !(p >= w && d == 0) }'; then
-      return 0
+  local since="" last=""
+  for _ in $(seq 1 200); do
+    local p d
+    p=$(metric checkout_outbox_published_total)
+    d=$(metric checkout_outbox_depth)
+    if awk -v p="$p" -v d="$d" -v w="${1:-0}" 'BEGIN { exit !(p >= w && d == 0) }' && [ "$p" = "$last" ]; then
+      if [ $(($(date +%s%3N) - since)) -ge 3000 ]; then
+        return 0
+      fi
+    else
+      since=$(date +%s%3N) last=$p
     fi
     sleep 0.1
   done
@@ -86,9 +99,9 @@ done
 echo "demo-reset: checked in $closed open loan(s); each is announced as events (the loan closed, its item's status, the check-in)"
 # A purge takes the tenant's events not yet published with it: wait until
 # the relay has published the check-ins' (three at least each) and has
-# nothing left, for at most ten seconds.
+# nothing left, for at most twenty seconds.
 if ! wait_published $((published_before + 3 * closed)); then
-  echo "demo-reset: the check-ins' events are not all published after 10 s (is the broker up? see storage's log); a watcher may miss them" >&2
+  echo "demo-reset: the check-ins' events are not all published after 20 s (is the broker up? see storage's log); a watcher may miss them" >&2
 fi
 
 scripts/demo-tenant.sh -reset "$storage_url" "$TENANT" "$ADMIN_TOKEN" >/dev/null
