@@ -42,19 +42,11 @@ func loanCTEs(p, loan, servicePoint string) string {
 ), {i} AS (
     SELECT it.jsonb, it.material_type_id, coalesce(it.temporary_loan_type_id, it.permanent_loan_type_id) AS loan_type_id, it.status_name
       FROM `+postgres.Table(postgres.TableItem)+` it, {l} WHERE it.tenant_id = @tenant AND it.id = {l}.item_id
-), {chosen} AS (
-    SELECT coalesce(r.overdue_fine_policy_id, rs.fallback_overdue_fine_policy_id) AS overdue,
-           coalesce(r.lost_item_policy_id, rs.fallback_lost_item_policy_id) AS lost
-      FROM (`+rules.PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
-		"(SELECT patron_group_id FROM {u})", "(SELECT material_type_id FROM {i})", "(SELECT loan_type_id FROM {i})")+`) m
-      LEFT JOIN `+postgres.Table(postgres.TableRulesFee)+` rs ON rs.tenant_id = @tenant
-      LEFT JOIN `+postgres.Table(postgres.TableRuleFee)+` r ON r.tenant_id = @tenant AND r.position = m.rule_index
 ), {op} AS (
     SELECT o.id, o.jsonb FROM `+postgres.Table(postgres.TableOverduePolicy)+` o, {l}
-     WHERE o.tenant_id = @tenant AND o.id = coalesce(({l}.jsonb ->> 'overdueFinePolicyId')::uuid, (SELECT overdue FROM {chosen}))
-), {lip} AS (
-    SELECT p.id, p.jsonb FROM `+postgres.Table(postgres.TableLostItemPolicy)+` p, {l}
-     WHERE p.tenant_id = @tenant AND p.id = coalesce(({l}.jsonb ->> 'lostItemPolicyId')::uuid, (SELECT lost FROM {chosen}))
+     WHERE o.tenant_id = @tenant AND o.id = coalesce(({l}.jsonb ->> 'overdueFinePolicyId')::uuid, (`+chosenSQL("overdue_fine_policy_id", "@tenant",
+		"(SELECT patron_group_id FROM {u})", "(SELECT material_type_id FROM {i})", "(SELECT loan_type_id FROM {i})")+`))
+), {lip} AS (`+LostItemPolicySQL("@tenant", "(SELECT jsonb FROM {l})", "(SELECT patron_group_id FROM {u})", "(SELECT material_type_id FROM {i})", "(SELECT loan_type_id FROM {i})")+`
 ), {lp} AS (
     SELECT p.jsonb FROM `+postgres.Table(postgres.TableLoanPolicy)+` p, {l} WHERE p.tenant_id = @tenant AND p.id = {l}.loan_policy_id
 ), {owner} AS (
@@ -62,6 +54,52 @@ func loanCTEs(p, loan, servicePoint string) string {
      WHERE o.tenant_id = @tenant AND o.jsonb -> 'servicePointOwner' @> jsonb_build_array(jsonb_build_object('value', (`+servicePoint+`)::text))
      ORDER BY o.owner LIMIT 1
 )`)
+}
+
+// chosenSQL is the id of the fee policy the circulation rules choose for
+// a patron of the group, an item of the material and loan types (SQL
+// expressions) in tenant: column (overdue_fine_policy_id or
+// lost_item_policy_id) of the rule that chooses the loan policy, else the
+// rules' fallback.
+func chosenSQL(column, tenant, group, material, loanType string) string {
+	return `SELECT coalesce(r.` + column + `, rs.fallback_` + column + `)
+      FROM (` + rules.PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), tenant,
+		group, material, loanType) + `) m
+      LEFT JOIN ` + postgres.Table(postgres.TableRulesFee) + ` rs ON rs.tenant_id = ` + tenant + `
+      LEFT JOIN ` + postgres.Table(postgres.TableRuleFee) + ` r ON r.tenant_id = ` + tenant + ` AND r.position = m.rule_index`
+}
+
+// LostItemPolicySQL is a loan's lost item fee policy (its id and
+// document, no row without one): the one the loan (doc, its document)
+// names, else the one the circulation rules choose for its patron's group
+// and its item's material and loan types (SQL expressions) in tenant.
+// Every charge, and the aging of loans to lost, ask it. Its own alias,
+// lip_chosen, is one no caller's expression names.
+func LostItemPolicySQL(tenant, doc, group, material, loanType string) string {
+	return `
+    SELECT lip_chosen.id, lip_chosen.jsonb FROM ` + postgres.Table(postgres.TableLostItemPolicy) + ` lip_chosen
+     WHERE lip_chosen.tenant_id = ` + tenant + ` AND lip_chosen.id = coalesce((` + doc + ` ->> 'lostItemPolicyId')::uuid, (` +
+		chosenSQL("lost_item_policy_id", tenant, group, material, loanType) + `))`
+}
+
+// AgedToLostAfterSQL is how long after its due date a loan under the lost
+// item fee policy lip (its document) is aged to lost (FOLIO's
+// itemAgedLostOverdue), an interval; NULL when the policy ages nothing.
+func AgedToLostAfterSQL(lip string) string {
+	return periodSQL(lip + ` -> 'itemAgedLostOverdue'`)
+}
+
+// BilledAfterAgedToLostSQL is how long after a loan is aged to lost its
+// patron is billed (FOLIO's patronBilledAfterAgedLost), an interval; none
+// (at once) without one.
+func BilledAfterAgedToLostSQL(lip string) string {
+	return `coalesce(` + periodSQL(lip+` -> 'patronBilledAfterAgedLost'`) + `, interval '0')`
+}
+
+// periodSQL is a policy's period (p: {duration, intervalId}, jsonb) as an
+// interval, as FOLIO counts its units; NULL without one.
+func periodSQL(p string) string {
+	return `make_interval(mins => ((` + p + `) ->> 'duration')::integer * ` + minutesCase(`((`+p+`) ->> 'intervalId')`, schemas.LoanPeriodMinutes) + `)`
 }
 
 // named is sql with each {name} made p's: p+name.
@@ -198,13 +236,23 @@ func ChargeOverdueFine(ctx context.Context, tx pgx.Tx, t storage.Tenant, loanID,
 // when chargeAmountItemPatron), each above 0, to the fee/fine owner
 // serving @service_point; it answers how many fees were due and how many
 // charged (fewer when no owner serves the service point).
-var lostChargeSQL = `WITH ` + loanCTEs("", "@loan::uuid", "@service_point::uuid") + named("", `, {due} AS (
+var lostChargeSQL = lostChargeSQLFor("chargeAmountItemPatron")
+
+// agedChargeSQL is lostChargeSQL for a loan aged to lost: its processing
+// fee when the policy says chargeAmountItemSystem.
+var agedChargeSQL = lostChargeSQLFor("chargeAmountItemSystem")
+
+// lostChargeSQLFor is the charge of a lost item's fees, the processing
+// fee charged when the lost item fee policy's flag (the patron declared
+// it lost, or the system aged it) says so.
+func lostChargeSQLFor(flag string) string {
+	return `WITH ` + loanCTEs("", "@loan::uuid", "@service_point::uuid") + named("", `, {due} AS (
     SELECT t.id, t.fee_fine_type, f.amount
       FROM {lip} CROSS JOIN LATERAL (VALUES
            ('`+schemas.FeeFineLostItemFee+`',
             CASE WHEN {lip}.jsonb #>> '{chargeAmountItem,chargeType}' = 'anotherCost' THEN ({lip}.jsonb #>> '{chargeAmountItem,amount}')::numeric END),
            ('`+schemas.FeeFineLostItemProcessing+`',
-            CASE WHEN coalesce(({lip}.jsonb ->> 'chargeAmountItemPatron')::boolean, false) THEN ({lip}.jsonb ->> 'lostItemProcessingFee')::numeric END)) f (name, amount)
+            CASE WHEN coalesce(({lip}.jsonb ->> '`+flag+`')::boolean, false) THEN ({lip}.jsonb ->> 'lostItemProcessingFee')::numeric END)) f (name, amount)
       CROSS JOIN LATERAL (SELECT t.id, t.fee_fine_type FROM `+postgres.Table(postgres.TableFeeFineType)+` t
                            WHERE t.tenant_id = @tenant AND t.automatic AND t.fee_fine_type = f.name
                              AND (t.owner_id = (SELECT id FROM {owner}) OR t.owner_id IS NULL)
@@ -217,14 +265,26 @@ var lostChargeSQL = `WITH ` + loanCTEs("", "@loan::uuid", "@service_point::uuid"
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM {due}), (SELECT count(*) FROM {charged})`)
+}
 
 // ChargeLostItemFees charges, in tx, the fees of the loan loanID declared
 // lost at the service point servicePointID (lostChargeSQL): refused, and
 // nothing charged, when fees are due and no fee/fine owner serves the
 // service point (mod-circulation refuses the declaration then too).
 func ChargeLostItemFees(ctx context.Context, tx pgx.Tx, t storage.Tenant, loanID, servicePointID string) error {
+	return chargeLost(ctx, tx, t, lostChargeSQL, loanID, servicePointID)
+}
+
+// ChargeAgedToLostFees charges, in tx, the fees of the loan loanID aged
+// to lost, to the owner serving servicePointID (agedChargeSQL): refused,
+// and nothing charged, as ChargeLostItemFees.
+func ChargeAgedToLostFees(ctx context.Context, tx pgx.Tx, t storage.Tenant, loanID, servicePointID string) error {
+	return chargeLost(ctx, tx, t, agedChargeSQL, loanID, servicePointID)
+}
+
+func chargeLost(ctx context.Context, tx pgx.Tx, t storage.Tenant, sql, loanID, servicePointID string) error {
 	var due, charged int
-	err := tx.QueryRow(ctx, lostChargeSQL, pgx.StrictNamedArgs{"tenant": string(t), "loan": loanID,
+	err := tx.QueryRow(ctx, sql, pgx.StrictNamedArgs{"tenant": string(t), "loan": loanID,
 		"service_point": postgres.Nullable(servicePointID), "metadata_user": record.MetadataUser(ctx)}).Scan(&due, &charged)
 	if err != nil {
 		return postgres.Interpret(err, t)
@@ -277,7 +337,7 @@ SELECT coalesce(array_agg(f.id::text), '{}') FROM ` + postgres.Table(postgres.Ta
    AND (f.jsonb ->> 'feeFineType' = '` + schemas.FeeFineLostItemFee + `'
         OR (f.jsonb ->> 'feeFineType' = '` + schemas.FeeFineLostItemProcessing + `' AND coalesce((lip.jsonb ->> 'returnedLostItemProcessingFee')::boolean, false)))
    AND (lip.jsonb -> 'feesFinesShallRefunded' IS NULL
-        OR ` + postgres.StoredTime("l.jsonb ->> 'declaredLostDate'", "loan declaredLostDate") + ` + make_interval(mins =>
+        OR ` + postgres.StoredTime("coalesce(l.jsonb ->> 'declaredLostDate', l.jsonb #>> '{agedToLostDelayedBilling,agedToLostDate}')", "loan declaredLostDate") + ` + make_interval(mins =>
            (lip.jsonb #>> '{feesFinesShallRefunded,duration}')::integer * ` +
 	minutesCase(`(lip.jsonb #>> '{feesFinesShallRefunded,intervalId}')`, schemas.LoanPeriodMinutes) + `) > now())`
 

@@ -65,10 +65,10 @@ SELECT jsonb, version FROM %s
 const expiryWrites = 3
 
 // Expire closes up to batch requests past their request expiration
-// date, each on its own (closeEach), but those of skip.
+// date, each on its own (CloseEach), but those of skip.
 func Expire(ctx context.Context, db *postgres.DB, batch int, skip []Ref) (found, closed int, failed []Failure, err error) {
 	w := New(db)
-	return closeEach(ctx, db, expiredRequestsSQL, batch, skip, func(k Ref) (bool, error) {
+	return CloseEach(ctx, db, expiredRequestsSQL, batch, skip, func(k Ref) (bool, error) {
 		return expireRequest(ctx, db, w, k.Tenant, k.ID)
 	})
 }

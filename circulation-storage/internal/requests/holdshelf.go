@@ -42,34 +42,36 @@ SELECT jsonb, version FROM %s
  WHERE tenant_id = $1 AND id = $2::uuid AND item_id = $3::uuid AND status = '`+schemas.RequestAwaitingPickup+`'
    AND `+postgres.Passed("jsonb ->> 'holdShelfExpirationDate'", "holdShelfExpirationDate"), postgres.TableRequest)
 
-// Ref names a request the sweeper closes (past its hold shelf date, or
-// past its request expiration date): its tenant and its id.
+// Ref names a record the sweeper acts on (a request past its hold shelf
+// date or its request expiration date, a loan to age to lost or to bill):
+// its tenant and its id.
 type Ref struct {
 	Tenant storage.Tenant
 	ID     string
 }
 
-// Failure is a request the sweeper could not close, and why.
+// Failure is a record the sweeper could not act on, and why.
 type Failure struct {
 	Ref
 	Err error
 }
 
-// CloseExpired is ExpireHoldShelves or Expire: closes up to batch
-// requests, but those of skip, and says how many it found, how many it
-// closed, and which it could not.
+// CloseExpired is ExpireHoldShelves or Expire (or a loans' pass of the
+// same shape, lending.AgeToLost, lending.BillAgedToLost): acts on up to
+// batch records, but those of skip, and says how many it found, how many
+// it closed, and which it could not.
 type CloseExpired func(ctx context.Context, db *postgres.DB, batch int, skip []Ref) (found, closed int, failed []Failure, err error)
 
 var _, _ CloseExpired = ExpireHoldShelves, Expire
 
-// closeEach lists, with listSQL, up to batch requests to close, of every
+// CloseEach lists, with listSQL, up to batch records to act on, of every
 // tenant, but those of skip (that failed before), and closes each with
 // close, in a transaction of its own and on its own: one that fails is
 // answered in failed, and the others are closed all the same. It answers
 // how many it found and closed; err is the listing's failure alone.
 // listSQL's parameters: $1 the batch's size, $2 and $3 skip's tenants
 // and ids.
-func closeEach(ctx context.Context, db *postgres.DB, listSQL string, batch int, skip []Ref,
+func CloseEach(ctx context.Context, db *postgres.DB, listSQL string, batch int, skip []Ref,
 	close func(Ref) (done bool, err error)) (found, closed int, failed []Failure, err error) {
 	tenants, ids := make([]string, len(skip)), make([]string, len(skip))
 	for i, k := range skip {
@@ -100,9 +102,9 @@ func closeEach(ctx context.Context, db *postgres.DB, listSQL string, batch int, 
 }
 
 // ExpireHoldShelves closes up to batch requests past their hold shelf
-// expiration date, each on its own (closeEach), but those of skip.
+// expiration date, each on its own (CloseEach), but those of skip.
 func ExpireHoldShelves(ctx context.Context, db *postgres.DB, batch int, skip []Ref) (found, closed int, failed []Failure, err error) {
-	return closeEach(ctx, db, expiredOnShelfSQL, batch, skip, func(k Ref) (bool, error) {
+	return CloseEach(ctx, db, expiredOnShelfSQL, batch, skip, func(k Ref) (bool, error) {
 		return expireOnShelf(ctx, db, k.Tenant, k.ID)
 	})
 }

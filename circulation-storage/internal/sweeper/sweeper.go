@@ -292,12 +292,17 @@ const (
 	WorkHoldShelf        = "hold_shelf"
 	WorkHoldShelfRequest = "hold_shelf_request"
 	WorkAnonymize        = "anonymize"
+	WorkAgeToLost        = "age_to_lost"
+	WorkAgedLoan         = "aged_loan"
+	WorkBillAgedToLost   = "bill_aged_to_lost"
+	WorkBilledLoan       = "billed_loan"
 )
 
 // Works are the kinds of work of a pass, in the order it does them, and
-// WorkExpiredRequest and WorkHoldShelfRequest.
+// the failures of one record each: WorkExpiredRequest,
+// WorkHoldShelfRequest, WorkAgedLoan, WorkBilledLoan.
 var Works = []string{WorkLocks, WorkWaiters, WorkLogin, WorkHistory, WorkWrites, WorkRequestExpiry, WorkHoldShelf,
-	WorkAnonymize, WorkExpiredRequest, WorkHoldShelfRequest}
+	WorkAnonymize, WorkAgeToLost, WorkBillAgedToLost, WorkExpiredRequest, WorkHoldShelfRequest, WorkAgedLoan, WorkBilledLoan}
 
 // SweepOnce deletes every lock that has expired, of every tenant, and
 // the waiters' registrations that have lapsed, sweeps the login's counts
@@ -335,6 +340,12 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	run(WorkRequestExpiry, s.expireRequests)
 	run(WorkHoldShelf, s.expireHoldShelves)
 	run(WorkAnonymize, s.anonymize)
+	run(WorkAgeToLost, func(ctx context.Context) error {
+		return s.actOnEach(ctx, WorkAgedLoan, "loan", "overdue long enough to be aged to lost", "aged to lost", lending.AgeToLost)
+	})
+	run(WorkBillAgedToLost, func(ctx context.Context) error {
+		return s.actOnEach(ctx, WorkBilledLoan, "loan", "aged to lost and due to be billed", "billed", lending.BillAgedToLost)
+	})
 	return total, errors.Join(failures...)
 }
 
@@ -377,22 +388,29 @@ func (s *Sweeper) expireRequests(ctx context.Context) error {
 }
 
 // closeExpired closes the requests past their date (what, in words),
-// with close, a batch at a time. A request that cannot be closed is
-// logged and counted (work), left out of the pass's next batches and
-// found again at the next pass: it holds up no other.
+// with close, a batch at a time (actOnEach).
 func (s *Sweeper) closeExpired(ctx context.Context, work, what string, close requests.CloseExpired) error {
+	return s.actOnEach(ctx, work, "request", "past their "+what, "closed", close)
+}
+
+// actOnEach acts on the records (kind, in words) found in the state what
+// with act, a batch at a time, and says what was done (done, in words).
+// A record that cannot be acted on is logged and counted (work), left
+// out of the pass's next batches and found again at the next pass: it
+// holds up no other.
+func (s *Sweeper) actOnEach(ctx context.Context, work, kind, what, done string, act requests.CloseExpired) error {
 	var failed []requests.Ref
 	closed := 0
 	for {
-		found, n, failures, err := close(ctx, s.db, s.batchSize, failed)
+		found, n, failures, err := act(ctx, s.db, s.batchSize, failed)
 		if err != nil {
 			return err
 		}
 		closed += n
 		for _, f := range failures {
 			s.onWork(work, 0, f.Err)
-			s.logger.WarnContext(ctx, "sweeper: a request past its "+what+" could not be closed; it is tried again at the next pass",
-				slog.String("tenant", string(f.Tenant)), slog.String("request_id", f.ID), slog.Any("error", f.Err))
+			s.logger.WarnContext(ctx, "sweeper: "+kind+"s "+what+": one could not be "+done+"; it is tried again at the next pass",
+				slog.String("tenant", string(f.Tenant)), slog.String(kind+"_id", f.ID), slog.Any("error", f.Err))
 			failed = append(failed, f.Ref)
 		}
 		if found < s.batchSize {
@@ -400,10 +418,10 @@ func (s *Sweeper) closeExpired(ctx context.Context, work, what string, close req
 		}
 	}
 	if closed > 0 {
-		s.logger.InfoContext(ctx, "requests past their "+what+" closed", slog.Int("closed", closed))
+		s.logger.InfoContext(ctx, "sweeper: "+kind+"s "+done, slog.Int(done, closed), slog.String("found", what))
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d requests past their %s could not be closed (%d were)", len(failed), what, closed)
+		return fmt.Errorf("%d %ss %s could not be %s (%d were)", len(failed), kind, what, done, closed)
 	}
 	return nil
 }

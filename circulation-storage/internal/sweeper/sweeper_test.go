@@ -473,7 +473,7 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 		t.Errorf("the pass answered %v, want the lock sweep's failure and the request's", err)
 	}
 	want := []told{{WorkLocks, true}, {WorkWaiters, false}, {WorkLogin, false}, {WorkHistory, false}, {WorkWrites, false}, {WorkRequestExpiry, false},
-		{WorkHoldShelfRequest, true}, {WorkHoldShelf, true}, {WorkAnonymize, false}}
+		{WorkHoldShelfRequest, true}, {WorkHoldShelf, true}, {WorkAnonymize, false}, {WorkAgeToLost, false}, {WorkBillAgedToLost, false}}
 	if !slices.Equal(works, want) {
 		t.Errorf("told of %v, want %v", works, want)
 	}
@@ -566,7 +566,7 @@ func TestRequestsPastTheirExpirationDateAreClosedEachOnItsOwn(t *testing.T) {
 		t.Errorf("the pass answered %v, want the request's failure alone", err)
 	}
 	want := []told{{WorkLocks, false}, {WorkWaiters, false}, {WorkLogin, false}, {WorkHistory, false}, {WorkWrites, false}, {WorkExpiredRequest, true},
-		{WorkRequestExpiry, true}, {WorkHoldShelf, false}, {WorkAnonymize, false}}
+		{WorkRequestExpiry, true}, {WorkHoldShelf, false}, {WorkAnonymize, false}, {WorkAgeToLost, false}, {WorkBillAgedToLost, false}}
 	if !slices.Equal(works, want) {
 		t.Errorf("told of %v, want %v", works, want)
 	}

@@ -1,0 +1,1 @@
+DROP INDEX loan_open_due_idx;
