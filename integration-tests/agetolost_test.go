@@ -30,6 +30,7 @@ func agingPolicy(name string, billedAfter map[string]any) map[string]any {
 // agedState is a loan and its item as stored.
 type agedState struct {
 	Status, Action, ItemStatus, LoanItemStatus, Billed, AgedAt, BillAt string
+	Version                                                            int
 }
 
 func agingStateOf(t *testing.T, c *harness.Cluster, loanID string) agedState {
@@ -37,9 +38,9 @@ func agingStateOf(t *testing.T, c *harness.Cluster, loanID string) agedState {
 	var s agedState
 	err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT l.status_name, coalesce(l.jsonb ->> 'action', ''), i.status_name,
 		coalesce(l.jsonb ->> 'itemStatus', ''), coalesce(l.jsonb #>> '{agedToLostDelayedBilling,lostItemHasBeenBilled}', ''),
-		coalesce(l.jsonb #>> '{agedToLostDelayedBilling,agedToLostDate}', ''), coalesce(l.jsonb #>> '{agedToLostDelayedBilling,dateLostItemShouldBeBilled}', '')
+		coalesce(l.jsonb #>> '{agedToLostDelayedBilling,agedToLostDate}', ''), coalesce(l.jsonb #>> '{agedToLostDelayedBilling,dateLostItemShouldBeBilled}', ''), l.version
 		FROM %[1]s.loan l JOIN %[1]s.item i ON i.id = l.item_id WHERE l.id = $1::uuid`, c.Schema), loanID).
-		Scan(&s.Status, &s.Action, &s.ItemStatus, &s.LoanItemStatus, &s.Billed, &s.AgedAt, &s.BillAt)
+		Scan(&s.Status, &s.Action, &s.ItemStatus, &s.LoanItemStatus, &s.Billed, &s.AgedAt, &s.BillAt, &s.Version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,10 +61,12 @@ func nothing(amount json.Number) bool {
 // is aged to lost (the item Aged to lost, the loan's action
 // itemAgedToLost, its aged-to-lost date and billing date) and its patron
 // billed the policy's lost item fee and, as the system aged it, the
-// processing fee, once; a policy billing a week later bills nothing yet;
+// processing fee, once; a policy billing a week later bills nothing
+// until its week has passed;
 // a loan not overdue long enough, or under a policy that ages nothing,
-// stays Checked out, as does one declared lost; the item returned
-// closes the loan and cancels what it was billed.
+// stays Checked out, as does one declared lost; an aged loan declared
+// lost is billed nothing more; the item returned closes the loan and
+// cancels what it was billed.
 func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true,
@@ -136,9 +139,23 @@ func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 	if n := len(accountsOf(t, c, patron(1))); n != 0 {
 		t.Errorf("a loan billed a week after it was aged: %d fees/fines now, want none", n)
 	}
+	// Its week passed (its billing date moved back, as FOLIO's tests move
+	// their clock): a later pass bills it, once.
+	var stored map[string]any
+	c.Do(c.Storage, "GET", fmt.Sprint("/loan-storage/loans/", billedLater["id"]), nil).Want(t, http.StatusOK).Decode(t, &stored)
+	stored["agedToLostDelayedBilling"].(map[string]any)["dateLostItemShouldBeBilled"] = "2021-01-01T00:00:00.000Z"
+	delete(stored, "metadata")
+	c.Do(c.Storage, "PUT", fmt.Sprint("/loan-storage/loans/", billedLater["id"]), stored).Want(t, http.StatusNoContent)
+	waitFor(t, "the second loan billed", func() bool {
+		return agingStateOf(t, c, fmt.Sprint(billedLater["id"])).Billed == "true"
+	})
+	if fees := accountsOf(t, c, patron(1)); len(fees) != 2 {
+		t.Errorf("the loan billed a week after it was aged: %d fees/fines, want the lost item fee and the processing fee", len(fees))
+	}
 	// A pass or two later: the loan not overdue long enough and the one
 	// under a policy that ages nothing are as they were; the aged loan
 	// billed once.
+	billed := agingStateOf(t, c, fmt.Sprint(aged["id"]))
 	series := `checkout_lock_sweeper_work_seconds_count{work="age_to_lost"}`
 	before := metric(t, c, c.Storage, series)
 	waitFor(t, "two more ageing passes", func() bool { return metric(t, c, c.Storage, series) >= before+2 })
@@ -151,8 +168,23 @@ func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 	if s := agingStateOf(t, c, fmt.Sprint(declared["id"])); s.ItemStatus != schemas.ItemDeclaredLost || s.Action != "declaredLost" || s.AgedAt != "" {
 		t.Errorf("a loan declared lost, long overdue: %+v, want declared lost, not aged", s)
 	}
+	if s := agingStateOf(t, c, fmt.Sprint(aged["id"])); s != billed {
+		t.Errorf("the aged loan, billed, after more passes: %+v, want as it was, %+v: a billed loan is left alone", s, billed)
+	}
+	for p := range 2 {
+		if n := len(accountsOf(t, c, patron(p))); n != 2 {
+			t.Errorf("aged loan %d has %d fees/fines after more passes, want 2: billed once", p, n)
+		}
+	}
+	// Declared lost after it was aged and billed: Declared lost, and
+	// billed nothing more.
+	c.Do(c.Circulations[0], "POST", fmt.Sprintf("/circulation/loans/%s/declare-item-lost", aged["id"]),
+		map[string]any{"servicePointId": harness.ServicePoint}).Want(t, http.StatusNoContent)
+	if s := agingStateOf(t, c, fmt.Sprint(aged["id"])); s.ItemStatus != schemas.ItemDeclaredLost {
+		t.Errorf("the aged loan declared lost: %+v, want its item Declared lost", s)
+	}
 	if n := len(accountsOf(t, c, patron(0))); n != 2 {
-		t.Errorf("the aged loan has %d fees/fines after more passes, want 2: billed once", n)
+		t.Errorf("the aged loan, billed, then declared lost has %d fees/fines, want 2: billed once", n)
 	}
 	// Returned: the loan closed, the item back, what it was billed
 	// cancelled.

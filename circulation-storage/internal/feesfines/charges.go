@@ -244,7 +244,8 @@ var agedChargeSQL = lostChargeSQLFor("chargeAmountItemSystem")
 
 // lostChargeSQLFor is the charge of a lost item's fees, the processing
 // fee charged when the lost item fee policy's flag (the patron declared
-// it lost, or the system aged it) says so.
+// it lost, or the system aged it) says so; none for a loan billed for its
+// loss already (aged to lost and billed, then declared lost).
 func lostChargeSQLFor(flag string) string {
 	return `WITH ` + loanCTEs("", "@loan::uuid", "@service_point::uuid") + named("", `, {due} AS (
     SELECT t.id, t.fee_fine_type, f.amount
@@ -258,6 +259,7 @@ func lostChargeSQLFor(flag string) string {
                              AND (t.owner_id = (SELECT id FROM {owner}) OR t.owner_id IS NULL)
                            ORDER BY t.owner_id NULLS LAST LIMIT 1) t
      WHERE f.amount > 0
+       AND NOT coalesce((SELECT ({l}.jsonb #>> '{agedToLostDelayedBilling,lostItemHasBeenBilled}')::boolean FROM {l}), false)
 ), {charged} AS (
     INSERT INTO `+postgres.Table(postgres.TableFeeFineAccount)+` (tenant_id, id, jsonb)
     SELECT @tenant, {n}.id, `+strings.ReplaceAll(accountSQL("{n}.id", "round({due}.amount, 2)", "NULL::jsonb"), "{t}.", "{due}.")+`

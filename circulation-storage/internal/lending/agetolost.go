@@ -23,14 +23,16 @@ import (
 // fee policy's itemAgedLostOverdue, is aged to lost: the item becomes
 // Aged to lost, the loan's action itemAgedToLost, with the time its patron
 // is to be billed (agedToLostDelayedBilling: now, or after the policy's
-// patronBilledAfterAgedLost); once that time has passed, a second pass
-// bills the loan's lost item fees (the processing fee when the policy
-// says chargeAmountItemSystem) and marks it billed. Each is one
-// transaction writing the loan and (aging) the item at the versions it
-// read: a check-in, a renewal or a declaration of the same loan, before
-// or after, is never undone and never undoes it (the loan is returned or
-// aged, never both), and a loan is billed once. The triggers of
-// migration 9 announce the changes.
+// patronBilledAfterAgedLost) and, when that is now, billed in the same
+// transaction; otherwise, once that time has passed, a later pass bills
+// it. Billing charges the loan's lost item fees (the processing fee when
+// the policy says chargeAmountItemSystem) and marks the loan billed.
+// Each is one transaction writing the loan and (aging) the item at the
+// versions it read: a check-in, a renewal or a declaration of the same
+// loan, before or after, is never undone and never undoes it (the loan is
+// returned or aged, never both), and a loan is billed once (a declaration
+// of loss after it bills nothing more). The triggers of migration 9
+// announce the changes.
 
 // ActionAgedToLost is the action of a loan aged to lost.
 const ActionAgedToLost = "itemAgedToLost"
@@ -62,19 +64,25 @@ SELECT l.tenant_id, l.id::text
  ORDER BY l.jsonb ->> 'dueDate' LIMIT $1`
 
 // agingSQL reads loan @loan of @tenant while it is ripe for aging: the
-// loan as aged (its action, item status and billing), its version, its
-// item's version.
+// loan as aged (its action, item status and billing), as aged and billed,
+// its version, its item's version, whether its patron is to be billed at
+// once (the policy's patronBilledAfterAgedLost none or 0), and its
+// checkout service point.
 var agingSQL = `
-SELECT l.jsonb || jsonb_build_object('action', '` + ActionAgedToLost + `', 'itemStatus', ` + postgres.Lit(schemas.ItemAgedToLost) + `,
-           'agedToLostDelayedBilling', jsonb_build_object('lostItemHasBeenBilled', false, 'agedToLostDate', ` + record.SQLNow + `,
-               'dateLostItemShouldBeBilled', to_char((now() + (SELECT ` + feesfines.BilledAfterAgedToLostSQL("lip.jsonb") + `
-                   FROM (` + feesfines.LostItemPolicySQL("l.tenant_id", "l.jsonb", "p.patron_group_id", "i.material_type_id",
-	"coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id)") + `) lip)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))),
-       l.version, i.version
-  FROM ` + postgres.Table(postgres.TableLoan) + ` l
-  JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
-  JOIN ` + postgres.Table(postgres.TablePatron) + ` p ON p.tenant_id = l.tenant_id AND p.id = l.user_id
- WHERE l.tenant_id = @tenant AND l.id = @loan::uuid AND ` + ripeSQL("l", "i", "p")
+WITH a AS (
+    SELECT l.jsonb || jsonb_build_object('action', '` + ActionAgedToLost + `', 'itemStatus', ` + postgres.Lit(schemas.ItemAgedToLost) + `,
+               'agedToLostDelayedBilling', jsonb_build_object('lostItemHasBeenBilled', false, 'agedToLostDate', ` + record.SQLNow + `,
+                   'dateLostItemShouldBeBilled', to_char((now() + b.after) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))) AS doc,
+           l.version, i.version AS item_version, b.after <= interval '0' AS at_once, l.jsonb ->> 'checkoutServicePointId' AS service_point
+      FROM ` + postgres.Table(postgres.TableLoan) + ` l
+      JOIN ` + postgres.Table(postgres.TableItem) + ` i ON i.tenant_id = l.tenant_id AND i.id = l.item_id
+      JOIN ` + postgres.Table(postgres.TablePatron) + ` p ON p.tenant_id = l.tenant_id AND p.id = l.user_id
+     CROSS JOIN LATERAL (SELECT ` + feesfines.BilledAfterAgedToLostSQL("lip.jsonb") + ` AS after
+                           FROM (` + feesfines.LostItemPolicySQL("l.tenant_id", "l.jsonb", "p.patron_group_id", "i.material_type_id",
+	"coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id)") + `) lip) b
+     WHERE l.tenant_id = @tenant AND l.id = @loan::uuid AND ` + ripeSQL("l", "i", "p") + `
+)
+SELECT doc, jsonb_set(doc, '{agedToLostDelayedBilling,lostItemHasBeenBilled}', 'true'), version, item_version, at_once, service_point FROM a`
 
 // agedItemSQL is the aging's write of the item: Aged to lost, at the
 // version the aging read.
@@ -104,17 +112,31 @@ func notAged(err error) error {
 }
 
 // ageOne ages loan id of t, unless it is no longer ripe or changed
-// meanwhile (done false).
+// meanwhile (done false). A patron to be billed at once is billed in the
+// same transaction (billed); with no fee/fine owner serving the loan's
+// checkout service point, the loan is aged unbilled, and the billing
+// pass tries again.
 func ageOne(ctx context.Context, db *postgres.DB, t storage.Tenant, id string) (done bool, err error) {
 	err = db.InTx(ctx, t, func(tx pgx.Tx) error {
-		var doc json.RawMessage
+		var doc, billed json.RawMessage
 		var version, itemVersion int
-		err := tx.QueryRow(ctx, agingSQL, pgx.StrictNamedArgs{"tenant": string(t), "loan": id}).Scan(&doc, &version, &itemVersion)
+		var atOnce bool
+		var servicePoint *string
+		err := tx.QueryRow(ctx, agingSQL, pgx.StrictNamedArgs{"tenant": string(t), "loan": id}).
+			Scan(&doc, &billed, &version, &itemVersion, &atOnce, &servicePoint)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return postgres.Interpret(err, t)
+		}
+		if atOnce {
+			switch err := feesfines.ChargeAgedToLostFees(ctx, tx, t, id, deref(servicePoint)); {
+			case err == nil:
+				doc = billed
+			case !noOwner(err):
+				return err
+			}
 		}
 		if err := record.Update(ctx, tx, t, storage.Loans, id, version, doc, loanActionGuard); err != nil {
 			return notAged(err)
@@ -129,6 +151,21 @@ func ageOne(ctx context.Context, db *postgres.DB, t storage.Tenant, id string) (
 		return false, nil
 	}
 	return done, err
+}
+
+// noOwner says whether err is a charge's refusal for want of a fee/fine
+// owner (nothing was charged).
+func noOwner(err error) bool {
+	e, ok := errs.As(err)
+	return ok && e.Code == schemas.CodeNoFeeFineOwner
+}
+
+// deref is *s, "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // billDue is SQL holding for an open loan l (alias) aged to lost and not
@@ -180,11 +217,7 @@ func billOne(ctx context.Context, db *postgres.DB, t storage.Tenant, id string) 
 		if err != nil {
 			return postgres.Interpret(err, t)
 		}
-		sp := ""
-		if servicePoint != nil {
-			sp = *servicePoint
-		}
-		if err := feesfines.ChargeAgedToLostFees(ctx, tx, t, id, sp); err != nil {
+		if err := feesfines.ChargeAgedToLostFees(ctx, tx, t, id, deref(servicePoint)); err != nil {
 			return err
 		}
 		if err := record.Update(ctx, tx, t, storage.Loans, id, version, doc, loanActionGuard); err != nil {
