@@ -189,8 +189,8 @@ func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 	// Returned: the loan closed, the item back, what it was billed
 	// cancelled.
 	checkInOn(t, c, lib.Items[0][0], harness.ServicePoint, time.Now().UTC().Format("2006-01-02T15:04:05.000Z"))
-	if s := agingStateOf(t, c, fmt.Sprint(aged["id"])); s.Status != schemas.LoanClosed || s.ItemStatus == schemas.ItemAgedToLost {
-		t.Errorf("the aged loan returned: %+v, want closed, its item no longer Aged to lost", s)
+	if s := agingStateOf(t, c, fmt.Sprint(aged["id"])); s.Status != schemas.LoanClosed || s.ItemStatus == schemas.ItemAgedToLost || s.AgedAt != billed.AgedAt {
+		t.Errorf("the aged loan returned: %+v, want closed, its item no longer Aged to lost, the time it was aged kept", s)
 	}
 	for _, f := range accountsOf(t, c, patron(0)) {
 		if !nothing(f.Remaining) || f.Status.Name != schemas.FeeFineClosed {

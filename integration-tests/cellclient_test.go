@@ -72,7 +72,15 @@ type cellWorld struct {
 	group, material, loanType string
 	// settle is settleByKey, for the world's clients.
 	settle bool
+	// ageing has some check-outs at storage made long overdue, for
+	// storage's sweeper to age to lost (a history that holds the
+	// sweeper's agings: agings).
+	ageing bool
 }
+
+// cellLongAgo is when a long overdue loan of a cell was made (ageing):
+// due three weeks later, years before now.
+var cellLongAgo = time.Date(2020, time.January, 1, 12, 0, 0, 0, time.UTC)
 
 // setupCellLibrary makes a library of cells under the model's policy
 // (cellPolicy): an item limit by loan type, renewals from the due date,
@@ -99,7 +107,8 @@ func setupCellLibrary(t *testing.T, c *harness.Cluster, cells, patrons, items in
 	var lost struct{ ID string }
 	c.Do(c.Storage, "POST", "/lost-item-fees-policies", map[string]any{"name": "Cell lost", "chargeAmountItem": map[string]any{
 		"chargeType": "anotherCost", "amount": cellLostFee / 100}, "lostItemProcessingFee": cellProcessingFee / 100,
-		"chargeAmountItemPatron": true, "returnedLostItemProcessingFee": true, "lostItemReturned": "Remove"}).
+		"chargeAmountItemPatron": true, "chargeAmountItemSystem": true, "returnedLostItemProcessingFee": true, "lostItemReturned": "Remove",
+		"itemAgedLostOverdue": map[string]any{"duration": 1, "intervalId": "Minutes"}}).
 		Want(t, http.StatusCreated).Decode(t, &lost)
 	var rules map[string]any
 	c.Do(c.Storage, "GET", "/circulation-rules-storage", nil).Want(t, http.StatusOK).Decode(t, &rules)
@@ -246,6 +255,7 @@ func (w *cellWorld) chooseOp(rng *rand.Rand, cell int, mem *cellMemory) (cellInp
 	switch n := rng.IntN(100); {
 	case n < 13:
 		in.Kind = opCheckOut
+		in.Overdue = w.ageing && rng.IntN(4) == 0
 	case n < 16:
 		in.Kind = opCheckOutOffline
 	case n < 21:
@@ -255,6 +265,7 @@ func (w *cellWorld) chooseOp(rng *rand.Rand, cell int, mem *cellMemory) (cellInp
 			return in, false
 		}
 		in.Kind, in.ID, in.Version = opCheckOutStorage, uuid.NewString(), mem.items[in.Item].Version
+		in.Overdue = w.ageing && rng.IntN(2) == 0
 	case n < 30:
 		in.Kind, in.Patron = opCheckIn, 0
 	case n < 38:
@@ -360,8 +371,12 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 	differ := false
 	switch in.Kind {
 	case opCheckOut:
-		a = w.write(in.Kind, circulation, "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": item.barcode,
-			"userBarcode": patron.barcode, "servicePointId": w.points[0]}, nil, w.settle)
+		body := map[string]any{"itemBarcode": item.barcode, "userBarcode": patron.barcode, "servicePointId": w.points[0]}
+		if in.Overdue {
+			// Recorded as lent years ago: due years ago.
+			body["loanDate"] = cellLongAgo.Format(schemas.TimeFormat)
+		}
+		a = w.write(in.Kind, circulation, "POST", "/circulation/check-out-by-barcode", body, nil, w.settle)
 	case opCheckOutOffline:
 		a = w.write(in.Kind, circulation, "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": item.barcode,
 			"userBarcode": patron.barcode, "servicePointId": w.points[0],
@@ -370,8 +385,12 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 			"offline": map[string]any{"transactionDate": now.Add(-time.Minute - time.Duration(rng.IntN(3_600_000))*time.Millisecond).
 				Format(schemas.TimeFormat)}}, nil, true)
 	case opCheckOutStorage:
+		loanDate := now
+		if in.Overdue {
+			loanDate = cellLongAgo
+		}
 		a = w.write(in.Kind, storage, "POST", "/loan-storage/loans", map[string]any{"id": in.ID, "userId": patron.id, "itemId": item.id,
-			"loanDate": now.Format(schemas.TimeFormat), "dueDate": now.Add(21 * 24 * time.Hour).Format(schemas.TimeFormat),
+			"loanDate": loanDate.Format(schemas.TimeFormat), "dueDate": loanDate.Add(21 * 24 * time.Hour).Format(schemas.TimeFormat),
 			"action": "checkedout", "status": map[string]any{"name": schemas.LoanOpen}, "loanPolicyId": w.policy,
 			"checkoutServicePointId": w.points[0]},
 			map[string]string{schemas.HeaderItemVersion: fmt.Sprint(in.Version), schemas.HeaderLockID: uuid.NewString(),
@@ -657,8 +676,14 @@ func (w *cellWorld) read(p *harness.Process, in cellInput, mem *cellMemory) (cel
 			item := w.itemIndex(in.Cell, l["itemId"].(string))
 			id := strings.ToLower(l["id"].(string))
 			recalled, _ := l["dueDateChangedByRecall"].(bool)
+			// Due long ago: ripe (the cell's policy ages a loan a minute
+			// overdue); billed, as its aging says.
+			due, err := time.Parse(time.RFC3339, fmt.Sprint(l["dueDate"]))
+			billing, _ := l["agedToLostDelayedBilling"].(map[string]any)
+			billed, _ := billing["lostItemHasBeenBilled"].(bool)
 			out.Loans = append(out.Loans, readLoan{Item: item, mLoan: mLoan{ID: id, Patron: w.patronIndex(in.Cell, l["userId"].(string)),
-				Renewals: renewalsOf(l), Version: versionOf(l), Recalled: recalled}})
+				Renewals: renewalsOf(l), Version: versionOf(l), Recalled: recalled, Ripe: err == nil && due.Before(time.Now().Add(-time.Minute)),
+				Billed: billed}})
 			delete(l, "metadata")
 			mem.loans[id], mem.loanOf[item] = l, id
 		}

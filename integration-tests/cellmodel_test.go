@@ -75,7 +75,15 @@ import (
 //     0); a payment or a waiver of a fee/fine takes its amount from what
 //     remains, refused for a fee/fine closed or more than remains; a
 //     patron who owes more than cellFeeLimit is blocked from borrowing,
-//     by every check-out's judge (a loan made offline records it).
+//     by every check-out's judge (a loan made offline records it);
+//   - age to lost (storage's sweeper, when the history holds it: a loan
+//     lent long ago, due years ago, is ripe): a ripe loan of an item
+//     Checked out is aged, the item Aged to lost and the loan one version
+//     on, its patron billed as for a declaration, in the aging's write; an
+//     aged loan is not renewed (ITEM_AGED_TO_LOST_NOT_RENEWABLE), counts
+//     against the limit, may be claimed returned or declared lost (billed
+//     nothing more: a loan is billed for its loss once) and comes back
+//     by a check-in as a declared loss does.
 //
 // Versions are part of the state: every write of an item's status moves
 // its version by one, as does every write of a loan or a request (a
@@ -116,6 +124,10 @@ type mLoan struct {
 	Version  int
 	// Recalled is dueDateChangedByRecall: a recall marks a loan once.
 	Recalled bool
+	// Ripe says the loan is overdue long enough to be aged to lost (made
+	// at storage long overdue); Billed that its aging billed its patron
+	// for its loss (agedToLostDelayedBilling.lostItemHasBeenBilled).
+	Ripe, Billed bool
 }
 
 // mRequest is an open request of an item's queue.
@@ -172,7 +184,7 @@ func (s cellState) sealed() cellState {
 	for _, it := range s.Items {
 		fmt.Fprintf(&b, "%s@%d", it.Status, it.Version)
 		if l := it.Loan; l != nil {
-			fmt.Fprintf(&b, " L%s/%d×%d@%d/%t", l.ID, l.Patron, l.Renewals, l.Version, l.Recalled)
+			fmt.Fprintf(&b, " L%s/%d×%d@%d/%t/%t/%t", l.ID, l.Patron, l.Renewals, l.Version, l.Recalled, l.Ripe, l.Billed)
 		}
 		for _, r := range it.Queue {
 			fmt.Fprintf(&b, " R%s/%d/%s/%s/%d@%d", r.ID, r.Patron, r.Type, r.Status, r.Pickup, r.Version)
@@ -263,6 +275,7 @@ const (
 	opReplaceLoan                   // storage's loan replaced at the version read
 	opPay                           // circulation's payment of a fee/fine
 	opWaive                         // circulation's waiver of a fee/fine
+	opAge                           // storage's sweeper aging a loan to lost (from the database: agings)
 	opReadItems                     // storage's items of the cell
 	opReadLoans                     // storage's open loans of the cell's items
 	opReadRequests                  // storage's requests of the cell's items
@@ -270,7 +283,7 @@ const (
 )
 
 var opNames = []string{"check-out", "offline check-out", "check-out at storage", "check-in", "renew", "claim returned", "declare lost",
-	"place", "cancel", "move", "replace loan", "pay", "waive", "read items", "read loans", "read requests", "read fees"}
+	"place", "cancel", "move", "replace loan", "pay", "waive", "age to lost", "read items", "read loans", "read requests", "read fees"}
 
 func (k opKind) String() string { return opNames[k] }
 
@@ -299,6 +312,9 @@ type cellInput struct {
 	// Amount is a payment's or a waiver's, in cents; ID names its
 	// fee/fine's account.
 	Amount int
+	// Overdue says a check-out (through circulation, or at storage)
+	// makes its loan long overdue: ripe for aging to lost.
+	Overdue bool
 }
 
 // outcome is what a write's answer says of it.
@@ -554,6 +570,8 @@ func renewalRefusals(s cellState, item, patron int) []string {
 	switch it.Status {
 	case schemas.ItemDeclaredLost:
 		out = append(out, schemas.CodeItemDeclaredLostNotRenewable)
+	case schemas.ItemAgedToLost:
+		out = append(out, schemas.CodeItemAgedToLostNotRenewable)
 	case schemas.ItemClaimedReturned:
 		out = append(out, schemas.CodeItemClaimedReturnedNotRenewable)
 	}
@@ -579,7 +597,9 @@ func judge(s cellState, in cellInput, out cellOutput) judged {
 			}
 			return j
 		}
-		return judged{next: lend(s, in.Item, in.Patron, out.ID), allowed: true}
+		next := lend(s, in.Item, in.Patron, out.ID)
+		next.Items[in.Item].Loan.Ripe = in.Overdue
+		return judged{next: next, allowed: true}
 	case opCheckOutOffline:
 		// Recorded past every rule a live check-out keeps but an item on
 		// loan (offline.go, schemas.OfflineLifts); one recorded already
@@ -625,7 +645,9 @@ func judge(s cellState, in cellInput, out cellOutput) judged {
 			// none (cellClient), and the model allows none.
 			return judged{refusals: [][]string{{schemas.CodeItemHasOpenLoan}}}
 		}
-		return judged{next: lend(s, in.Item, in.Patron, in.ID), allowed: true}
+		next := lend(s, in.Item, in.Patron, in.ID)
+		next.Items[in.Item].Loan.Ripe = in.Overdue
+		return judged{next: next, allowed: true}
 	case opCheckIn:
 		next := s.clone()
 		if l := next.Items[in.Item].Loan; l != nil {
@@ -690,13 +712,22 @@ func judge(s cellState, in cellInput, out cellOutput) judged {
 		it.Status, it.Version = status, it.Version+1
 		it.Loan.Version++
 		if in.Kind == opDeclare {
-			// Billed in the declaration's write: the lost item fee and
-			// the processing fee.
-			for kind, amount := range map[string]int{schemas.FeeFineLostItemFee: cellLostFee, schemas.FeeFineLostItemProcessing: cellProcessingFee} {
-				next.Fees = append(next.Fees, mFee{Loan: in.ID, Patron: it.Loan.Patron, Kind: kind, Amount: amount, Remaining: amount})
-			}
-			sortFees(next.Fees)
+			// Billed in the declaration's write, unless it was aged and
+			// billed: the lost item fee and the processing fee.
+			bill(&next, item)
 		}
+		return judged{next: next, allowed: true}
+	case opAge:
+		item, found := s.loan(in.ID)
+		if !found || !s.Items[item].Loan.Ripe || s.Items[item].Status != schemas.ItemCheckedOut {
+			return judged{}
+		}
+		next := s.clone()
+		it := &next.Items[item]
+		it.Status, it.Version = schemas.ItemAgedToLost, it.Version+1
+		it.Loan.Version++
+		bill(&next, item)
+		it.Loan.Billed = true
 		return judged{next: next, allowed: true}
 	case opPlace:
 		if refused := requestRefusals(s, in.Item, in.Patron, in.Type, ""); len(refused) > 0 {
@@ -763,6 +794,20 @@ func judge(s cellState, in cellInput, out cellOutput) judged {
 		return judged{next: next, allowed: true}
 	}
 	panic(fmt.Sprintf("judge: %v is no write", in.Kind))
+}
+
+// bill bills the patron of item's loan in s (changed in place) for its
+// loss, unless its aging billed them: the lost item fee and the
+// processing fee.
+func bill(s *cellState, item int) {
+	l := s.Items[item].Loan
+	if l.Billed {
+		return
+	}
+	for kind, amount := range map[string]int{schemas.FeeFineLostItemFee: cellLostFee, schemas.FeeFineLostItemProcessing: cellProcessingFee} {
+		s.Fees = append(s.Fees, mFee{Loan: l.ID, Patron: l.Patron, Kind: kind, Amount: amount, Remaining: amount})
+	}
+	sortFees(s.Fees)
 }
 
 // conflictFits says whether a conflict of in answered with codes can be
@@ -873,7 +918,8 @@ func readFits(s cellState, in cellInput, out cellOutput) (next cellState, ok boo
 			switch {
 			case want == nil:
 				return s, false
-			case want.ID == "" && out.Unclaimed[k] && *want == mLoan{Patron: l.Patron, Renewals: l.Renewals, Version: l.Version, Recalled: l.Recalled}:
+			case want.ID == "" && out.Unclaimed[k] && *want == mLoan{Patron: l.Patron, Renewals: l.Renewals, Version: l.Version, Recalled: l.Recalled,
+				Ripe: l.Ripe, Billed: l.Billed}:
 				if learnt == nil {
 					c := s.clone()
 					learnt = &c
@@ -1025,12 +1071,15 @@ func describeOp(in cellInput, out cellOutput) string {
 		call = fmt.Sprintf("%s %s@%d", in.Kind, short(in.ID), in.Version)
 	case opMove:
 		call = fmt.Sprintf("%s %s to item %d", in.Kind, short(in.ID), in.Dest)
-	case opClaim, opDeclare:
+	case opClaim, opDeclare, opAge:
 		call = fmt.Sprintf("%s loan %s", in.Kind, short(in.ID))
 	case opPay, opWaive:
 		call = fmt.Sprintf("%s %d.%02d of %s", in.Kind, in.Amount/100, in.Amount%100, short(in.ID))
 	case opCheckOutStorage:
 		call += fmt.Sprintf(" at @%d", in.Version)
+	}
+	if in.Overdue {
+		call += " long overdue"
 	}
 	res := outcomeNames[out.Outcome]
 	if len(out.Codes) > 0 {
@@ -1055,6 +1104,12 @@ func describeLoan(l mLoan) string {
 	s := fmt.Sprintf("loan %s to %d ×%d @%d", short(l.ID), l.Patron, l.Renewals, l.Version)
 	if l.Recalled {
 		s += " recalled"
+	}
+	if l.Ripe {
+		s += " overdue"
+	}
+	if l.Billed {
+		s += " billed"
 	}
 	return s
 }

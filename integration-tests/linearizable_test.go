@@ -92,10 +92,13 @@ var lostAnswers = []string{"POST /loan-storage/loans", "PUT /loan-storage/loans/
 func TestHistoriesAreLinearizable(t *testing.T) {
 	t.Parallel()
 	pg := harness.StartPostgres(t)
+	// Storage's sweeper passes four times a second: a loan made long
+	// overdue is aged to lost within a pass, while the clients work on it.
 	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true, CirculationProxies: true,
-		DatabaseURL: pg.CreateDatabase("circulation")})
+		DatabaseURL: pg.CreateDatabase("circulation"), StorageEnv: []string{"LOCK_SWEEP_INTERVAL=250ms"}})
 	generations := int(*historyLength/cellLife) + 1
 	w := setupCellLibrary(t, c, generations*cellsAtOnce, historyPatrons, historyItems)
+	w.ageing = true
 
 	start := time.Now()
 	ctx, stop := context.WithTimeout(context.Background(), *historyLength)
@@ -140,6 +143,7 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	faults := injectFaults(ctx, t, c, pg)
 	wg.Wait()
 
+	ops = append(ops, agings(t, w, start, ops)...)
 	annotate(ops)
 	counts := map[string]int{}
 	unknown, pastLimit, atLimit := 0, 0, 0
@@ -242,6 +246,65 @@ func injectFaults(ctx context.Context, t *testing.T, c *harness.Cluster, pg *har
 	}
 }
 
+// agings are the agings to lost storage's sweeper made during the history
+// ops of w, as operations of it: each loan the database says was aged
+// (its agedToLostDelayedBilling.agedToLostDate, kept through a check-in)
+// is an operation of a client of its own. Its aging took effect at some time from its
+// transaction's start (the date, its now(), read on the machine's clock
+// the history's times are taken on, less 10 ms for the dates' rounding)
+// until the first read that shows it (its item Aged to lost, or the loan
+// billed by it), or the end of the history when none does.
+func agings(t *testing.T, w *cellWorld, start time.Time, ops []porcupine.Operation) []porcupine.Operation {
+	t.Helper()
+	type where struct{ cell, item int }
+	items := map[string]where{}
+	for n, cell := range w.cells {
+		for k, it := range cell.items {
+			items[it.id] = where{n, k}
+		}
+	}
+	var end int64
+	for _, op := range ops {
+		end = max(end, op.Return+1)
+	}
+	rows, err := w.c.DB.Query(context.Background(), fmt.Sprintf(`SELECT id::text, item_id::text, (jsonb #>> '{agedToLostDelayedBilling,agedToLostDate}')::timestamptz
+		FROM %s.loan WHERE jsonb #>> '{agedToLostDelayedBilling,agedToLostDate}' IS NOT NULL`, w.c.Schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []porcupine.Operation
+	for rows.Next() {
+		var id, item string
+		var at time.Time
+		if err := rows.Scan(&id, &item, &at); err != nil {
+			t.Fatal(err)
+		}
+		in := cellInput{Kind: opAge, Cell: items[item].cell, Item: items[item].item, ID: id}
+		began := at.Sub(start).Nanoseconds()
+		op := porcupine.Operation{ClientId: historyClients + len(out), Input: in, Output: cellOutput{Outcome: outDone},
+			Call: began - (10 * time.Millisecond).Nanoseconds(), Return: end}
+		for _, r := range ops {
+			// A read begun after the aging began: its item was lent by
+			// then, so Aged to lost is this loan's.
+			rin, rout := r.Input.(cellInput), r.Output.(cellOutput)
+			if rin.Cell != in.Cell || r.Call <= began || r.Return >= op.Return {
+				continue
+			}
+			shows := rin.Kind == opReadItems && len(rout.Items) > in.Item && rout.Items[in.Item].Status == schemas.ItemAgedToLost ||
+				rin.Kind == opReadLoans && slices.ContainsFunc(rout.Loans, func(l readLoan) bool { return l.ID == id && l.Billed })
+			if shows {
+				op.Return = r.Return
+			}
+		}
+		out = append(out, op)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // annotate marks, in every read of loans, the loans no answer named: only
 // those can be the loan of a check-out whose answer was lost and named
 // none; and every check-out made offline that a write overlaps which may
@@ -266,7 +329,7 @@ func annotate(ops []porcupine.Operation) {
 			out.CountMayMove = slices.ContainsFunc(ops, func(other porcupine.Operation) bool {
 				oin, oout := other.Input.(cellInput), other.Output.(cellOutput)
 				return oin.Cell == in.Cell && (oin.Kind == opCheckIn || oin.Kind == opClaim || oin.Kind == opDeclare ||
-					oin.Kind == opPay || oin.Kind == opWaive) &&
+					oin.Kind == opPay || oin.Kind == opWaive || oin.Kind == opAge) &&
 					(oout.Outcome == outDone || oout.Outcome == outUnknown) && other.Call < op.Return && other.Return > op.Call
 			})
 		}
