@@ -72,7 +72,7 @@ all: build
 help:
 	@sed -n 's/^## \([a-z-]*\): \(.*\)/\1\t\2/p' $(MAKEFILE_LIST) | awk -F'\t' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-## build: compile the services, and the NATS server nats/go.mod pins, into bin/
+## build: compile the services, the NATS server nats/go.mod pins and the SMTP server mailpit/go.mod pins, into bin/
 build:
 	@mkdir -p bin
 	$(GO) build -o bin/circulation-storage ./circulation-storage/cmd/circulation-storage
@@ -81,6 +81,7 @@ build:
 	$(GO) build -o bin/events ./circulation-storage/cmd/events
 	$(GO) build -o bin/devtoken ./serverkit/cmd/devtoken
 	cd nats && GOWORK=off $(GO) build -o ../bin/nats-server github.com/nats-io/nats-server/v2
+	cd mailpit && GOWORK=off $(GO) build -o ../bin/mailpit github.com/axllent/mailpit
 
 ## descriptors: write the module descriptors, the OpenAPI descriptions and the permission table from the route table in package schemas
 descriptors:

@@ -131,6 +131,17 @@ var (
 	// its closed days and hours.
 	Calendars = Resource{Name: "Calendar", Path: "/calendar/calendars", Plural: "calendars",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
+	// Patron notices: the policies the circulation rules choose (FOLIO's
+	// n), the templates they name (mod-template-engine's), and the
+	// notices scheduled from them, which only the notice sender writes.
+	PatronNoticePolicies = Resource{Name: "Patron notice policy", Path: "/patron-notice-policy-storage/patron-notice-policies",
+		Plural: "patronNoticePolicies", Filters: []Filter{{Param: "name", Kind: FilterText}}}
+	NoticeTemplates = Resource{Name: "Template", Path: "/templates", Plural: "templates",
+		Filters: []Filter{{Param: "name", Kind: FilterText}}}
+	ScheduledNotices = Resource{Name: "Scheduled notice", Path: "/scheduled-notice-storage/scheduled-notices", Plural: "scheduledNotices",
+		Filters: []Filter{{Param: "loanId", Kind: FilterUUID}, {Param: "requestId", Kind: FilterUUID},
+			{Param: "recipientUserId", Kind: FilterUUID}, {Param: "status", Kind: FilterText, Values: schemas.NoticeStatuses}},
+		ReadOnly: true}
 	ServicePoints = Resource{Name: "Service point", Path: "/service-points", Plural: "servicepoints",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	Settings = Resource{Name: "Setting", Path: "/settings/entries", Plural: "items",
@@ -163,7 +174,8 @@ var PatronBlockConditionSet = []struct{ ID, Name, ValueType string }{
 // them to be created.
 var Resources = []Resource{PatronGroups, MaterialTypes, LoanTypes, Patrons, Items, LoanPolicies, RequestPolicies, Loans, ManualBlocks,
 	PatronBlockConditions, PatronBlockLimits, Requests, Accounts, ServicePoints, Settings,
-	FeeFineOwners, FeeFineTypes, PaymentMethods, OverdueFinePolicies, LostItemFeePolicies, FeeFineAccounts, FeeFineActions, Calendars}
+	FeeFineOwners, FeeFineTypes, PaymentMethods, OverdueFinePolicies, LostItemFeePolicies, FeeFineAccounts, FeeFineActions, Calendars,
+	PatronNoticePolicies, NoticeTemplates, ScheduledNotices}
 
 // RecordFilter selects a page of records: Params maps filter parameters to
 // the value to match.

@@ -14,9 +14,12 @@ type CirculationRules struct {
 	// FallbackOverdueFinePolicyID and FallbackLostItemPolicyID are the
 	// fee policies of a loan no rule matches, or whose rule names none;
 	// empty, nothing is charged.
-	FallbackOverdueFinePolicyID string            `json:"fallbackOverdueFinePolicyId,omitempty"`
-	FallbackLostItemPolicyID    string            `json:"fallbackLostItemPolicyId,omitempty"`
-	Rules                       []CirculationRule `json:"rules"`
+	FallbackOverdueFinePolicyID string `json:"fallbackOverdueFinePolicyId,omitempty"`
+	FallbackLostItemPolicyID    string `json:"fallbackLostItemPolicyId,omitempty"`
+	// FallbackNoticePolicyID is the patron notice policy of a loan or a
+	// request no rule matches, or whose rule names none; empty, no notice.
+	FallbackNoticePolicyID string            `json:"fallbackNoticePolicyId,omitempty"`
+	Rules                  []CirculationRule `json:"rules"`
 }
 
 // CirculationRule applies LoanPolicyID to check-outs matching every
@@ -32,6 +35,9 @@ type CirculationRule struct {
 	// the loans it matches (FOLIO's o and i).
 	OverdueFinePolicyID string `json:"overdueFinePolicyId,omitempty"`
 	LostItemPolicyID    string `json:"lostItemPolicyId,omitempty"`
+	// NoticePolicyID is the patron notice policy of the loans and
+	// requests it matches (FOLIO's n).
+	NoticePolicyID string `json:"noticePolicyId,omitempty"`
 }
 
 // PolicyMatch is the policy that applies to a check-out and which criteria

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/mail"
 	"strings"
 	"time"
 
@@ -59,6 +61,19 @@ type Storage struct {
 	// SweepInterval is how often expired locks are deleted, and requests
 	// past their hold shelf date closed, across tenants.
 	SweepInterval time.Duration `env:"LOCK_SWEEP_INTERVAL" envDefault:"30s"`
+	// NoticeSMTPAddr is the SMTP server (host:port) patron notices are
+	// sent through; empty, notices are scheduled and none is sent.
+	NoticeSMTPAddr string `env:"NOTICE_SMTP_ADDR"`
+	// NoticeFrom is the address notices are sent from.
+	NoticeFrom string `env:"NOTICE_FROM" envDefault:"library@localhost"`
+	// NoticeInterval is how often notices are scheduled from the changes
+	// recorded and those due are sent (by one instance at a time).
+	NoticeInterval time.Duration `env:"NOTICE_INTERVAL" envDefault:"5s"`
+	// NoticeMaxAttempts is how many tries a notice gets before it is
+	// Failed; NoticeFirstRetry the wait after the first failed one,
+	// doubling after each next.
+	NoticeMaxAttempts int           `env:"NOTICE_MAX_ATTEMPTS" envDefault:"8"`
+	NoticeFirstRetry  time.Duration `env:"NOTICE_FIRST_RETRY" envDefault:"1m"`
 	// SweepBatchSize bounds each DELETE of the sweeper.
 	SweepBatchSize int `env:"LOCK_SWEEP_BATCH_SIZE" envDefault:"1000"`
 	// LockSynchronousCommit is PostgreSQL's synchronous_commit for the
@@ -254,6 +269,23 @@ func (c Storage) Validate() error {
 	}
 	if c.SweepInterval <= 0 {
 		errs = append(errs, fmt.Errorf("LOCK_SWEEP_INTERVAL must be a positive duration such as 30s, got %s", c.SweepInterval))
+	}
+	if c.NoticeInterval <= 0 {
+		errs = append(errs, fmt.Errorf("NOTICE_INTERVAL must be a positive duration such as 5s, got %s", c.NoticeInterval))
+	}
+	if c.NoticeMaxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("NOTICE_MAX_ATTEMPTS must be at least 1, got %d", c.NoticeMaxAttempts))
+	}
+	if c.NoticeFirstRetry <= 0 {
+		errs = append(errs, fmt.Errorf("NOTICE_FIRST_RETRY must be a positive duration such as 1m, got %s", c.NoticeFirstRetry))
+	}
+	if c.NoticeSMTPAddr != "" {
+		if _, _, err := net.SplitHostPort(c.NoticeSMTPAddr); err != nil {
+			errs = append(errs, fmt.Errorf("NOTICE_SMTP_ADDR must be host:port, got %q", c.NoticeSMTPAddr))
+		}
+	}
+	if _, err := mail.ParseAddress(c.NoticeFrom); err != nil {
+		errs = append(errs, fmt.Errorf("NOTICE_FROM must be an email address, got %q", c.NoticeFrom))
 	}
 	if c.SweepBatchSize < 1 || c.SweepBatchSize > 100000 {
 		errs = append(errs, fmt.Errorf("LOCK_SWEEP_BATCH_SIZE must be 1..100000, got %d", c.SweepBatchSize))

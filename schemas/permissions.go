@@ -142,7 +142,12 @@ const (
 	// FOLIO's mod-calendar: service point calendars and their openings.
 	InterfaceCalendar       = "calendar"
 	InterfaceFeeFineActions = "feesfines-actions"
-	InterfaceFeeFineStorage = "fee-fine-storage"
+	// FOLIO's patron notices: the policies and scheduled notices
+	// (mod-circulation-storage's), the templates (mod-template-engine's).
+	InterfaceNoticePolicyStorage    = "patron-notice-policy-storage"
+	InterfaceScheduledNoticeStorage = "scheduled-notice-storage"
+	InterfaceTemplates              = "templates"
+	InterfaceFeeFineStorage         = "fee-fine-storage"
 	// FOLIO's on-demand anonymization: a patron's closed loans through
 	// circulation, loans by id at storage.
 	InterfaceLoanAnonymization     = "loan-anonymization"
@@ -477,6 +482,12 @@ var Routes = slices.Concat(
 	readOnly(crud(InterfaceFeesFines, "/feefineactions", "feefineactions", "fee/fine actions", "fee-fine-action.json", "fee-fine-actions.json")),
 	feeFineActionRoutes(),
 	calendarRoutes(),
+	crud(InterfaceNoticePolicyStorage, "/patron-notice-policy-storage/patron-notice-policies", "circulation-storage.patron-notice-policies",
+		"patron notice policies", "patron-notice-policy.json", "patron-notice-policies.json"),
+	crud(InterfaceTemplates, "/templates", "templates", "templates", "template.json", "templates.json"),
+	// Scheduled notices are written by the notice sender only.
+	readOnly(crud(InterfaceScheduledNoticeStorage, "/scheduled-notice-storage/scheduled-notices", "scheduled-notice-storage.scheduled-notices",
+		"scheduled notices", "scheduled-notice.json", "scheduled-notices.json")),
 	crud(InterfaceServicePoints, "/service-points", "inventory-storage.service-points", "service points", "service-point.json", "service-points.json"),
 	[]Route{
 		// FOLIO's login: signing in, refreshing and signing out need no

@@ -26,6 +26,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/presence"
 	"github.com/checkoutlock/circulation-storage/internal/recordstore"
 	"github.com/checkoutlock/circulation-storage/internal/sample"
+	"github.com/checkoutlock/circulation-storage/internal/notices"
 	"github.com/checkoutlock/circulation-storage/internal/sweeper"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
 	"github.com/checkoutlock/circulation-storage/internal/waiting"
@@ -209,6 +210,18 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	go func() {
 		defer wg.Done()
 		sweep.Run(sweepCtx, cfg.SweepInterval)
+	}()
+	noticeRunner := &notices.Runner{DB: db, Logger: logger, OnRound: metrics.NoticeRound,
+		Config: notices.SendConfig{Batch: 100, MaxAttempts: cfg.NoticeMaxAttempts, FirstRetry: cfg.NoticeFirstRetry, OnSent: metrics.NoticeSettled}}
+	if cfg.NoticeSMTPAddr != "" {
+		mailer := &notices.SMTP{Addr: cfg.NoticeSMTPAddr, From: cfg.NoticeFrom}
+		defer mailer.Close()
+		noticeRunner.Mailer = mailer
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		noticeRunner.Run(sweepCtx, cfg.NoticeInterval)
 	}()
 	if outboxRelay != nil {
 		wg.Add(1)

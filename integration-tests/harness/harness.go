@@ -264,7 +264,35 @@ func Build(dir string) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %v\n%s", err, out)
 	}
-	return BuildNATSServer(dir)
+	if err := BuildNATSServer(dir); err != nil {
+		return err
+	}
+	return BuildMailpit(dir)
+}
+
+// MailpitBinary is the SMTP server's name in a directory of binaries;
+// MailpitModule the directory of the module pinning it, MailpitPackage
+// its command.
+const (
+	MailpitBinary  = "mailpit"
+	MailpitModule  = "mailpit"
+	MailpitPackage = "github.com/axllent/mailpit"
+)
+
+// BuildMailpit builds the SMTP server MailpitModule pins into dir, as
+// MailpitBinary.
+func BuildMailpit(dir string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = "/usr/local/go/bin/go"
+	}
+	cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, MailpitBinary), MailpitPackage)
+	cmd.Dir = filepath.Join(repoRoot(), MailpitModule)
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", MailpitPackage, err, out)
+	}
+	return nil
 }
 
 // NATSServerBinary is the NATS server's name in a directory of binaries.

@@ -44,7 +44,7 @@ func loanCTEs(p, loan, servicePoint string) string {
       FROM `+postgres.Table(postgres.TableItem)+` it, {l} WHERE it.tenant_id = @tenant AND it.id = {l}.item_id
 ), {op} AS (
     SELECT o.id, o.jsonb FROM `+postgres.Table(postgres.TableOverduePolicy)+` o, {l}
-     WHERE o.tenant_id = @tenant AND o.id = coalesce(({l}.jsonb ->> 'overdueFinePolicyId')::uuid, (`+chosenSQL("overdue_fine_policy_id", "@tenant",
+     WHERE o.tenant_id = @tenant AND o.id = coalesce(({l}.jsonb ->> 'overdueFinePolicyId')::uuid, (`+rules.ChosenSQL("overdue_fine_policy_id", "@tenant",
 		"(SELECT patron_group_id FROM {u})", "(SELECT material_type_id FROM {i})", "(SELECT loan_type_id FROM {i})")+`))
 ), {lip} AS (`+LostItemPolicySQL("@tenant", "(SELECT jsonb FROM {l})", "(SELECT patron_group_id FROM {u})", "(SELECT material_type_id FROM {i})", "(SELECT loan_type_id FROM {i})")+`
 ), {lp} AS (
@@ -54,19 +54,6 @@ func loanCTEs(p, loan, servicePoint string) string {
      WHERE o.tenant_id = @tenant AND o.jsonb -> 'servicePointOwner' @> jsonb_build_array(jsonb_build_object('value', (`+servicePoint+`)::text))
      ORDER BY o.owner LIMIT 1
 )`)
-}
-
-// chosenSQL is the id of the fee policy the circulation rules choose for
-// a patron of the group, an item of the material and loan types (SQL
-// expressions) in tenant: column (overdue_fine_policy_id or
-// lost_item_policy_id) of the rule that chooses the loan policy, else the
-// rules' fallback.
-func chosenSQL(column, tenant, group, material, loanType string) string {
-	return `SELECT coalesce(r.` + column + `, rs.fallback_` + column + `)
-      FROM (` + rules.PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), tenant,
-		group, material, loanType) + `) m
-      LEFT JOIN ` + postgres.Table(postgres.TableRulesFee) + ` rs ON rs.tenant_id = ` + tenant + `
-      LEFT JOIN ` + postgres.Table(postgres.TableRuleFee) + ` r ON r.tenant_id = ` + tenant + ` AND r.position = m.rule_index`
 }
 
 // LostItemPolicySQL is a loan's lost item fee policy (its id and
@@ -79,7 +66,7 @@ func LostItemPolicySQL(tenant, doc, group, material, loanType string) string {
 	return `
     SELECT lip_chosen.id, lip_chosen.jsonb FROM ` + postgres.Table(postgres.TableLostItemPolicy) + ` lip_chosen
      WHERE lip_chosen.tenant_id = ` + tenant + ` AND lip_chosen.id = coalesce((` + doc + ` ->> 'lostItemPolicyId')::uuid, (` +
-		chosenSQL("lost_item_policy_id", tenant, group, material, loanType) + `))`
+		rules.ChosenSQL("lost_item_policy_id", tenant, group, material, loanType) + `))`
 }
 
 // AgedToLostAfterSQL is how long after its due date a loan under the lost

@@ -22,6 +22,8 @@ type Metrics struct {
 	sweeperDeleted     prometheus.Counter
 	sweeperPass        *prometheus.HistogramVec
 	sweeperWork        *prometheus.HistogramVec
+	notices            *prometheus.CounterVec
+	noticeRounds       *prometheus.CounterVec
 	sweeperFailures    *prometheus.CounterVec
 	waitDuration       *prometheus.HistogramVec
 	waiters            prometheus.Gauge
@@ -79,6 +81,14 @@ func NewMetrics() *Metrics {
 			Name: "checkout_lock_sweeper_failures_total",
 			Help: "The sweeper's work that failed, each tried again at the next pass while the rest was done, by work: locks, waiters, login, history, request_expiry, hold_shelf, and expired_request and hold_shelf_request (one request past its expiration date, or its hold shelf date, that could not be closed).",
 		}, []string{"work"}),
+		notices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "patron_notices_total",
+			Help: "Patron notices this instance settled, by status: Sent, No email (the patron has none), Failed (every try failed: the dead letter), Obsolete (no longer due), and Scheduled (a try failed; tried again later).",
+		}, []string{"status"}),
+		noticeRounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "patron_notice_rounds_total",
+			Help: "Rounds of the notice sender this instance led, by result: done, failed (tried again at the next round).",
+		}, []string{"result"}),
 		waitDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "checkout_lock_wait_seconds",
 			Help:    "Time acquisitions with waitMs spent waiting for a held lock, by result: acquired, timed_out, gone (client left), failed, shut_down (the instance shut down).",
@@ -118,7 +128,7 @@ func NewMetrics() *Metrics {
 		}, []string{"kind", "reason"}),
 	}
 	m.MustRegister(
-		m.lockAcquisitions, m.sweeperDeleted, m.sweeperPass, m.sweeperWork, m.sweeperFailures,
+		m.lockAcquisitions, m.sweeperDeleted, m.sweeperPass, m.sweeperWork, m.sweeperFailures, m.notices, m.noticeRounds,
 		m.waitDuration, m.waiters, m.wakeups, m.grantsToGone, m.watchFailures, m.listenerUp, m.listenerReconnects,
 		m.lockEvents, m.lockEventsLost, m.secretsChecked, m.attemptsRefused,
 	)
@@ -205,6 +215,20 @@ func (m *Metrics) SweeperWork(work string, d time.Duration, err error) {
 	if err != nil {
 		m.sweeperFailures.WithLabelValues(work).Inc()
 	}
+}
+
+// NoticeSettled counts a notice settled, or a try that failed
+// (notices.SendConfig.OnSent).
+func (m *Metrics) NoticeSettled(status string) { m.notices.WithLabelValues(status).Inc() }
+
+// NoticeRound counts a round of the notice sender
+// (notices.Runner.OnRound).
+func (m *Metrics) NoticeRound(_, _ int, err error) {
+	result := "done"
+	if err != nil {
+		result = "failed"
+	}
+	m.noticeRounds.WithLabelValues(result).Inc()
 }
 
 // SweeperDeleted counts locks deleted by the sweeper.

@@ -291,12 +291,19 @@ const (
 	TableRulesFee         TableName = "circulation_rules_fee"
 	TableCalendar         TableName = "calendar"
 	TableCalendarAssigned TableName = "calendar_assignment"
+	TableNoticePolicy     TableName = "patron_notice_policy"
+	TableNoticeTemplate   TableName = "notice_template"
+	TableScheduledNotice  TableName = "scheduled_notice"
+	TableNoticeChange     TableName = "notice_change"
 	// TypeOutboxEvent is not a table but the composite type of an event
 	// in outbox_commit's payload (migration 10), named as the tables are.
 	TypeOutboxEvent TableName = "outbox_event"
 	// funcStoredTime is migration 15's function reading a stored date
 	// (NULL, with a warning, for one that cannot be read).
 	funcStoredTime TableName = "stored_time"
+	// FuncCalendarZone is migration 35's function naming a tenant's time
+	// zone (its locale settings').
+	FuncCalendarZone TableName = "calendar_zone"
 )
 
 // StoredTime is SQL reading the stored date expr (text) of field, as
@@ -326,7 +333,7 @@ const OutboxOn = `coalesce(current_setting('checkoutlock.outbox', true), '') <> 
 // TenantTables are the tables holding a tenant's rows, in the order a
 // purge deletes them (what refers to a row before the row).
 var TenantTables = []TableName{
-	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableTenantGate, TableWriteLog, TableKioskPresence, TableFeeFineAction, TableFeeFineAccount, TablePaymentMethod, TableFeeFineType, TableFeeFineOwner, TableCalendarAssigned, TableCalendar, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableRuleFee, TableRulesFee, TableCirculationRule, TableCirculationRules, TableOverduePolicy, TableLostItemPolicy, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
+	TableOutbox, TableOutboxCommit, TableOutboxTenant, TableNoticeChange, TableScheduledNotice, TableTenantGate, TableWriteLog, TableKioskPresence, TableFeeFineAction, TableFeeFineAccount, TablePaymentMethod, TableFeeFineType, TableFeeFineOwner, TableCalendarAssigned, TableCalendar, TableServicePoint, TableLoginFailure, TableRefreshToken, TableLoginSession, TableCredential, TableAccount, TableRequest, TableManualBlock, TableBlockLimit, TableBlockCondition, TableLoan, TableRuleFee, TableRulesFee, TableCirculationRule, TableCirculationRules, TableNoticePolicy, TableNoticeTemplate, TableOverduePolicy, TableLostItemPolicy, TableRequestPolicy, TableItem, TablePatronPin, TablePatron, TableLoanPolicy, TableLoanType,
 	TableMaterialType, TablePatronGroup, TableSettingChange, TableSetting, TableLockEvent, TableLockWaiter, TableLock,
 	TableTenantJob,
 }

@@ -48,6 +48,9 @@ var tables = map[string]postgres.TableName{
 	storage.FeeFineAccounts.Path:       "fee_fine_account",
 	storage.FeeFineActions.Path:        "fee_fine_action",
 	storage.Calendars.Path:             "calendar",
+	storage.PatronNoticePolicies.Path:  "patron_notice_policy",
+	storage.NoticeTemplates.Path:       "notice_template",
+	storage.ScheduledNotices.Path:      "scheduled_notice",
 }
 
 // Table is the table resource r is stored in.

@@ -45,6 +45,19 @@ SELECT m.loan_policy_id, m.rule_index, m.pg_match, m.mt_match, m.lt_match
  LIMIT 1`
 }
 
+// ChosenSQL is the id of the policy the circulation rules choose for a
+// patron of the group, an item of the material and loan types (SQL
+// expressions) in tenant, beside the loan policy: column
+// (overdue_fine_policy_id, lost_item_policy_id or notice_policy_id) of
+// the rule that chooses the loan policy, else the rules' fallback.
+func ChosenSQL(column, tenant, group, material, loanType string) string {
+	return `SELECT coalesce(r.` + column + `, rs.fallback_` + column + `)
+      FROM (` + PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), tenant,
+		group, material, loanType) + `) m
+      LEFT JOIN ` + postgres.Table(postgres.TableRulesFee) + ` rs ON rs.tenant_id = ` + tenant + `
+      LEFT JOIN ` + postgres.Table(postgres.TableRuleFee) + ` r ON r.tenant_id = ` + tenant + ` AND r.position = m.rule_index`
+}
+
 // AutomatedBlocksSQL is the patron's automated blocks, computed as
 // mod-patron-blocks computes them (ActionBlocks.byLimit) from this
 // service's own records, for the conditions it can compute honestly: the

@@ -24,10 +24,11 @@ import (
 func Read(ctx context.Context, q postgres.Querier, t storage.Tenant) (storage.CirculationRules, error) {
 	var rules storage.CirculationRules
 	err := q.QueryRow(ctx, postgres.WithTables(`SELECT r.fallback_loan_policy_id::text, coalesce(r.fallback_request_policy_id::text, ''),
-       coalesce(f.fallback_overdue_fine_policy_id::text, ''), coalesce(f.fallback_lost_item_policy_id::text, '')
+       coalesce(f.fallback_overdue_fine_policy_id::text, ''), coalesce(f.fallback_lost_item_policy_id::text, ''),
+       coalesce(f.fallback_notice_policy_id::text, '')
   FROM %s r LEFT JOIN %s f ON f.tenant_id = r.tenant_id WHERE r.tenant_id = $1`,
 		postgres.TableCirculationRules, postgres.TableRulesFee), string(t)).Scan(&rules.FallbackLoanPolicyID, &rules.FallbackRequestPolicyID,
-		&rules.FallbackOverdueFinePolicyID, &rules.FallbackLostItemPolicyID)
+		&rules.FallbackOverdueFinePolicyID, &rules.FallbackLostItemPolicyID, &rules.FallbackNoticePolicyID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storage.CirculationRules{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound,
 			"No circulation rules are set: PUT /circulation-rules-storage first")
@@ -38,7 +39,8 @@ func Read(ctx context.Context, q postgres.Querier, t storage.Tenant) (storage.Ci
 	rows, err := q.Query(ctx, postgres.WithTables(`
 SELECT coalesce(r.patron_group_id::text, ''), coalesce(r.material_type_id::text, ''),
        coalesce(r.loan_type_id::text, ''), r.loan_policy_id::text, coalesce(r.request_policy_id::text, ''),
-       coalesce(f.overdue_fine_policy_id::text, ''), coalesce(f.lost_item_policy_id::text, '')
+       coalesce(f.overdue_fine_policy_id::text, ''), coalesce(f.lost_item_policy_id::text, ''),
+       coalesce(f.notice_policy_id::text, '')
   FROM %s r LEFT JOIN %s f ON f.tenant_id = r.tenant_id AND f.position = r.position
  WHERE r.tenant_id = $1 ORDER BY r.position`, postgres.TableCirculationRule, postgres.TableRuleFee), string(t))
 	if err != nil {
@@ -47,7 +49,7 @@ SELECT coalesce(r.patron_group_id::text, ''), coalesce(r.material_type_id::text,
 	rules.Rules, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (storage.CirculationRule, error) {
 		var r storage.CirculationRule
 		err := row.Scan(&r.PatronGroupID, &r.MaterialTypeID, &r.LoanTypeID, &r.LoanPolicyID, &r.RequestPolicyID,
-			&r.OverdueFinePolicyID, &r.LostItemPolicyID)
+			&r.OverdueFinePolicyID, &r.LostItemPolicyID, &r.NoticePolicyID)
 		return r, err
 	})
 	if err != nil {
@@ -68,10 +70,12 @@ ON CONFLICT (tenant_id) DO UPDATE
 		postgres.TableCirculationRules), rules.FallbackLoanPolicyID, string(t), rules.FallbackRequestPolicyID)
 	if err == nil {
 		_, err = tx.Exec(ctx, postgres.WithTables(`
-INSERT INTO %s (tenant_id, fallback_overdue_fine_policy_id, fallback_lost_item_policy_id) VALUES ($1, nullif($2, '')::uuid, nullif($3, '')::uuid)
+INSERT INTO %s (tenant_id, fallback_overdue_fine_policy_id, fallback_lost_item_policy_id, fallback_notice_policy_id)
+VALUES ($1, nullif($2, '')::uuid, nullif($3, '')::uuid, nullif($4, '')::uuid)
 ON CONFLICT (tenant_id) DO UPDATE
-  SET fallback_overdue_fine_policy_id = excluded.fallback_overdue_fine_policy_id, fallback_lost_item_policy_id = excluded.fallback_lost_item_policy_id`,
-			postgres.TableRulesFee), string(t), rules.FallbackOverdueFinePolicyID, rules.FallbackLostItemPolicyID)
+  SET fallback_overdue_fine_policy_id = excluded.fallback_overdue_fine_policy_id, fallback_lost_item_policy_id = excluded.fallback_lost_item_policy_id,
+      fallback_notice_policy_id = excluded.fallback_notice_policy_id`,
+			postgres.TableRulesFee), string(t), rules.FallbackOverdueFinePolicyID, rules.FallbackLostItemPolicyID, rules.FallbackNoticePolicyID)
 	}
 	if err != nil {
 		return interpretRule(err, t, -1, rules)
@@ -84,16 +88,16 @@ ON CONFLICT (tenant_id) DO UPDATE
 	for i, r := range rules.Rules {
 		_, err := tx.Exec(ctx, postgres.WithTables(`
 WITH fee AS (
-    INSERT INTO %s (tenant_id, position, overdue_fine_policy_id, lost_item_policy_id)
-    SELECT @tenant, @position, nullif(@overdue_policy, '')::uuid, nullif(@lost_policy, '')::uuid
-     WHERE @overdue_policy <> '' OR @lost_policy <> ''
+    INSERT INTO %s (tenant_id, position, overdue_fine_policy_id, lost_item_policy_id, notice_policy_id)
+    SELECT @tenant, @position, nullif(@overdue_policy, '')::uuid, nullif(@lost_policy, '')::uuid, nullif(@notice_policy, '')::uuid
+     WHERE @overdue_policy <> '' OR @lost_policy <> '' OR @notice_policy <> ''
 )
 INSERT INTO %s (tenant_id, position, patron_group_id, material_type_id, loan_type_id, loan_policy_id, request_policy_id)
 VALUES (@tenant, @position, nullif(@group, '')::uuid, nullif(@material_type, '')::uuid, nullif(@loan_type, '')::uuid, @policy,
         nullif(@request_policy, '')::uuid)`,
 			postgres.TableRuleFee, postgres.TableCirculationRule), pgx.StrictNamedArgs{"tenant": string(t), "position": i, "group": r.PatronGroupID,
 			"material_type": r.MaterialTypeID, "loan_type": r.LoanTypeID, "policy": r.LoanPolicyID, "request_policy": r.RequestPolicyID,
-			"overdue_policy": r.OverdueFinePolicyID, "lost_policy": r.LostItemPolicyID})
+			"overdue_policy": r.OverdueFinePolicyID, "lost_policy": r.LostItemPolicyID, "notice_policy": r.NoticePolicyID})
 		if err != nil {
 			return interpretRule(err, t, i, rules)
 		}
@@ -110,13 +114,13 @@ func interpretRule(err error, t storage.Tenant, index int, rules storage.Circula
 	c := record.Constraints[pgErr.ConstraintName]
 	field, value := c.Field, map[string]string{"fallbackLoanPolicyId": rules.FallbackLoanPolicyID,
 		"fallbackRequestPolicyId": rules.FallbackRequestPolicyID, "fallbackOverdueFinePolicyId": rules.FallbackOverdueFinePolicyID,
-		"fallbackLostItemPolicyId": rules.FallbackLostItemPolicyID}[c.Field]
+		"fallbackLostItemPolicyId": rules.FallbackLostItemPolicyID, "fallbackNoticePolicyId": rules.FallbackNoticePolicyID}[c.Field]
 	if index >= 0 {
 		r := rules.Rules[index]
 		field = "rules." + strconv.Itoa(index) + "." + c.Field
 		value = map[string]string{"patronGroupId": r.PatronGroupID, "materialTypeId": r.MaterialTypeID,
 			"loanTypeId": r.LoanTypeID, "loanPolicyId": r.LoanPolicyID, "requestPolicyId": r.RequestPolicyID,
-			"overdueFinePolicyId": r.OverdueFinePolicyID, "lostItemPolicyId": r.LostItemPolicyID}[c.Field]
+			"overdueFinePolicyId": r.OverdueFinePolicyID, "lostItemPolicyId": r.LostItemPolicyID, "noticePolicyId": r.NoticePolicyID}[c.Field]
 	}
 	e := errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s: %s %s does not exist", field, c.Target, value).
 		With(field, value)

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -249,35 +248,10 @@ func (s *Sweeper) TrySweepOnce(ctx context.Context) (deleted int, swept bool, er
 	return deleted, true, err
 }
 
-// takeSweep takes the sweeper's lock when it is free, on a pooled
-// connection whose session PostgreSQL ends once it has been idle
-// passTimeout (the lock goes with it); release gives both back.
+// takeSweep takes the sweeper's lock when it is free (postgres.TryLead),
+// for passTimeout idle.
 func (s *Sweeper) takeSweep(ctx context.Context) (release func(), swept bool, err error) {
-	c, err := s.db.Pool.Acquire(ctx)
-	if err != nil {
-		return nil, false, postgres.Interpret(err, "")
-	}
-	if err := c.QueryRow(ctx, `SELECT CASE WHEN pg_try_advisory_lock($1)
-	    THEN set_config('idle_session_timeout', $2, false) IS NOT NULL ELSE false END`,
-		sweeperLock, strconv.FormatInt(s.passTimeout.Milliseconds(), 10)).Scan(&swept); err != nil {
-		c.Release()
-		return nil, false, postgres.Interpret(err, "")
-	}
-	if !swept {
-		c.Release()
-		return nil, false, nil
-	}
-	return func() {
-		// The lock is the session's: unlocked here, the connection as
-		// the pool made it, or closed if it is gone (closing ends the
-		// session, and the lock with it).
-		bg := context.WithoutCancel(ctx)
-		if _, err := c.Exec(bg, `SELECT pg_advisory_unlock($1), set_config('idle_session_timeout', reset_val, false)
-		    FROM pg_settings WHERE name = 'idle_session_timeout'`, sweeperLock); err != nil {
-			_ = c.Conn().Close(bg)
-		}
-		c.Release()
-	}, true, nil
+	return postgres.TryLead(ctx, s.db.Pool, sweeperLock, s.passTimeout)
 }
 
 // The kinds of work of a pass, each done on its own (SweepOnce).

@@ -1,0 +1,293 @@
+// Package notices tells patrons what happened to their loans and
+// requests, as FOLIO's patron notice policies say: it schedules the
+// notices each change calls for (Schedule) and sends those due over SMTP
+// (Send), one instance at a time (Runner).
+//
+// A change is recorded by the write that makes it, in its own
+// transaction (migration 37's triggers add a row of notice_change), so
+// none is lost; Schedule takes each change once: it writes the notices
+// the change calls for, makes obsolete those it ends (a due date moved,
+// a loan returned), and deletes the change, in one transaction.
+package notices
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/rules"
+	"github.com/checkoutlock/schemas"
+)
+
+// Policy is what a patron notice policy holds that the sender acts on.
+type Policy struct {
+	Active         *bool    `json:"active"`
+	LoanNotices    []Notice `json:"loanNotices"`
+	RequestNotices []Notice `json:"requestNotices"`
+}
+
+// Notice is one notice of a policy.
+type Notice struct {
+	TemplateID  string `json:"templateId"`
+	Format      string `json:"format"`
+	Frequency   string `json:"frequency"`
+	RealTime    bool   `json:"realTime"`
+	SendOptions struct {
+		SendHow   string  `json:"sendHow"`
+		SendWhen  string  `json:"sendWhen"`
+		SendBy    *Period `json:"sendBy"`
+		SendEvery *Period `json:"sendEvery"`
+	} `json:"sendOptions"`
+}
+
+// Period is a policy's period: {duration, intervalId}.
+type Period struct {
+	Duration   int    `json:"duration"`
+	IntervalID string `json:"intervalId"`
+}
+
+// Length is the period, as FOLIO counts its units (a month of 31 days);
+// zero for none.
+func (p *Period) Length() time.Duration {
+	if p == nil {
+		return 0
+	}
+	return time.Duration(p.Duration*schemas.LoanPeriodMinutes[p.IntervalID]) * time.Minute
+}
+
+// timing is the notice's sendHow, Upon At when it names none.
+func (n Notice) timing() string {
+	if n.SendOptions.SendHow == "" {
+		return schemas.NoticeUponAt
+	}
+	return n.SendOptions.SendHow
+}
+
+// recurring is whether the notice is sent again every sendEvery: a
+// notice before or after a date, whose policy says so.
+func (n Notice) recurring() bool {
+	return n.Frequency == schemas.NoticeRecurring && n.timing() != schemas.NoticeUponAt && n.SendOptions.SendEvery.Length() > 0
+}
+
+// change is a row of notice_change.
+type change struct {
+	pos             int64
+	tenant          storage.Tenant
+	kind, id, event string
+	record          json.RawMessage
+	at              time.Time
+}
+
+// dated are the events a notice is sent before, at or after a date of:
+// the date's field in the record, and the event whose change sets it.
+var dated = map[string]struct{ field, setBy string }{
+	schemas.NoticeDueDate:           {"dueDate", ""},
+	schemas.NoticeHoldExpiration:    {"holdShelfExpirationDate", schemas.NoticeAvailable},
+	schemas.NoticeRequestExpiration: {"requestExpirationDate", ""},
+}
+
+// loanRescheduling are the loan events after which its due date notices
+// are scheduled again from its due date as it now is (its earlier ones
+// obsolete); a check-in makes them obsolete.
+var loanRescheduling = map[string]bool{schemas.NoticeCheckOut: true, schemas.NoticeRenewed: true,
+	schemas.NoticeItemRecalled: true, eventDueDateChanged: true, schemas.NoticeCheckIn: true}
+
+// eventDueDateChanged is migration 37's name for a loan's due date moved
+// by anything but a renewal or a recall: no notice is sent on it, its
+// due date notices are scheduled again.
+const eventDueDateChanged = "Due date changed"
+
+var (
+	changesSQL = postgres.WithTables(`SELECT pos, tenant_id, kind, record_id::text, event, record, changed_at FROM %s ORDER BY pos LIMIT $1`,
+		postgres.TableNoticeChange)
+	takeChangeSQL = postgres.WithTables(`DELETE FROM %s WHERE pos = $1`, postgres.TableNoticeChange)
+	// policySQL is the notice policy the circulation rules choose for a
+	// loan or a request: for its patron's group and its item's material
+	// and loan types. Parameters: tenant, patron, item.
+	policySQL = postgres.WithTables(`
+SELECT np.id::text, np.jsonb
+  FROM %[1]s p JOIN %[2]s i ON i.tenant_id = p.tenant_id AND i.id = @item::uuid
+  JOIN %[3]s np ON np.tenant_id = p.tenant_id AND np.id = (`+rules.ChosenSQL("notice_policy_id", "p.tenant_id", "p.patron_group_id",
+		"i.material_type_id", "coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id)")+`)
+ WHERE p.tenant_id = @tenant AND p.id = @patron::uuid`, postgres.TablePatron, postgres.TableItem, postgres.TableNoticePolicy)
+	// obsoleteSQL makes a loan's or a request's scheduled notices of the
+	// events named obsolete.
+	obsoleteSQL = postgres.WithTables(`
+UPDATE %s SET jsonb = jsonb || jsonb_build_object('status', '`+schemas.NoticeObsolete+`')
+ WHERE tenant_id = @tenant AND (loan_id = @id::uuid OR request_id = @id::uuid) AND status = '`+schemas.NoticeScheduled+`'
+   AND jsonb ->> 'triggeringEvent' = ANY(@events::text[])`, postgres.TableScheduledNotice)
+	insertSQL = postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb, next_run_at) VALUES ($1, $2::uuid, $3, $4)`,
+		postgres.TableScheduledNotice)
+)
+
+// Schedule takes up to batch changes, oldest first, each in a
+// transaction of its own, and answers how many it took.
+func Schedule(ctx context.Context, db *postgres.DB, batch int) (int, error) {
+	rows, err := db.Pool.Query(ctx, changesSQL, batch)
+	if err != nil {
+		return 0, err
+	}
+	changes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (change, error) {
+		var c change
+		err := row.Scan(&c.pos, &c.tenant, &c.kind, &c.id, &c.event, &c.record, &c.at)
+		return c, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	for i, c := range changes {
+		if err := db.InTx(ctx, c.tenant, func(tx pgx.Tx) error { return schedule(ctx, tx, c) }); err != nil {
+			return i, fmt.Errorf("schedule the notices of %s %s (%s): %w", c.kind, c.id, c.event, err)
+		}
+	}
+	return len(changes), nil
+}
+
+// schedule writes the notices change c calls for, in tx, and deletes it;
+// a change another instance took is left.
+func schedule(ctx context.Context, tx pgx.Tx, c change) error {
+	tag, err := tx.Exec(ctx, takeChangeSQL, c.pos)
+	if err != nil || tag.RowsAffected() == 0 {
+		return err
+	}
+	var rec struct {
+		UserID      string `json:"userId"`
+		RequesterID string `json:"requesterId"`
+		ItemID      string `json:"itemId"`
+	}
+	if err := json.Unmarshal(c.record, &rec); err != nil {
+		return err
+	}
+	patron := rec.UserID
+	if c.kind == "request" {
+		patron = rec.RequesterID
+	}
+	if c.kind == "loan" && loanRescheduling[c.event] {
+		if _, err := tx.Exec(ctx, obsoleteSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "id": c.id,
+			"events": []string{schemas.NoticeDueDate}}); err != nil {
+			return err
+		}
+	}
+	if c.kind == "request" && c.event != schemas.NoticeAvailable {
+		// A request placed, cancelled or expired: its notices before its
+		// hold shelf's expiration, if any, can no longer be right.
+		if _, err := tx.Exec(ctx, obsoleteSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "id": c.id,
+			"events": []string{schemas.NoticeHoldExpiration}}); err != nil {
+			return err
+		}
+	}
+	var policyID string
+	var doc json.RawMessage
+	err = tx.QueryRow(ctx, policySQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "patron": patron, "item": rec.ItemID}).Scan(&policyID, &doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // no policy: nothing is sent
+	}
+	if err != nil {
+		return err
+	}
+	var p Policy
+	if err := json.Unmarshal(doc, &p); err != nil {
+		return err
+	}
+	if p.Active != nil && !*p.Active {
+		return nil
+	}
+	list := p.LoanNotices
+	if c.kind == "request" {
+		list = p.RequestNotices
+	}
+	for _, n := range list {
+		if n.Format != schemas.NoticeEmail {
+			continue
+		}
+		at, basis, ok := when(n, c)
+		if !ok {
+			continue
+		}
+		if err := insert(ctx, tx, c, patron, policyID, n, at, basis); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// when is when notice n is due after change c, and the date it is due
+// from (empty for a notice upon the event itself); !ok when c does not
+// call for it.
+func when(n Notice, c change) (at time.Time, basis string, ok bool) {
+	event := n.SendOptions.SendWhen
+	d, isDated := dated[event]
+	if !isDated {
+		return c.at, "", event == c.event
+	}
+	switch {
+	case event == schemas.NoticeDueDate && (c.kind != "loan" || !loanRescheduling[c.event] || c.event == schemas.NoticeCheckIn):
+		return time.Time{}, "", false
+	case event != schemas.NoticeDueDate && n.timing() == schemas.NoticeUponAt:
+		// A request's expiration, told when it happens.
+		return c.at, "", event == c.event
+	case event != schemas.NoticeDueDate && d.setBy != c.event && !(d.setBy == "" && c.kind == "request" && isPlaced(c.event)):
+		return time.Time{}, "", false
+	}
+	var doc map[string]any
+	if json.Unmarshal(c.record, &doc) != nil {
+		return time.Time{}, "", false
+	}
+	basis, _ = doc[d.field].(string)
+	date, err := schemas.ParseDateTime(basis)
+	if err != nil {
+		return time.Time{}, "", false
+	}
+	by := n.SendOptions.SendBy.Length()
+	switch n.timing() {
+	case schemas.NoticeBefore:
+		date = date.Add(-by)
+	case schemas.NoticeAfter:
+		date = date.Add(by)
+	}
+	return date, basis, true
+}
+
+// isPlaced is whether a request's event is its placing.
+func isPlaced(event string) bool {
+	return event == schemas.NoticePagingRequest || event == schemas.NoticeHoldRequest || event == schemas.NoticeRecallRequest
+}
+
+// insert schedules notice n of policy policyID for patron, due at at
+// from the date basis.
+func insert(ctx context.Context, tx pgx.Tx, c change, patron, policyID string, n Notice, at time.Time, basis string) error {
+	id := uuid.NewString()
+	doc := map[string]any{"id": id, "recipientUserId": patron, "triggeringEvent": n.SendOptions.SendWhen,
+		"nextRunTime": stamp(at), "status": schemas.NoticeScheduled, "attempts": 0, "sent": 0,
+		"patronNoticePolicyId": policyID,
+		"noticeConfig": map[string]any{"timing": n.timing(), "templateId": n.TemplateID, "format": n.Format,
+			"sendInRealTime": n.RealTime}}
+	if n.recurring() {
+		doc["noticeConfig"].(map[string]any)["recurringPeriod"] = n.SendOptions.SendEvery
+	}
+	if c.kind == "loan" {
+		doc["loanId"] = c.id
+	} else {
+		doc["requestId"] = c.id
+	}
+	if basis != "" {
+		doc["basisDate"] = basis
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, insertSQL, string(c.tenant), id, b, at)
+	return err
+}
+
+// stamp is a time as the notices' records hold it: RFC 3339 in UTC, to
+// the millisecond.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }

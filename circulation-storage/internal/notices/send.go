@@ -1,0 +1,258 @@
+package notices
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/mail"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/schemas"
+)
+
+// Mailer sends a notice's mail: an error is a failed try (the notice is
+// tried again later); nil means the server took it.
+type Mailer interface {
+	Send(ctx context.Context, m Mail) error
+}
+
+// SendConfig is how Send sends.
+type SendConfig struct {
+	// Batch is the most notices one call sends.
+	Batch int
+	// MaxAttempts is how many tries a notice gets before it is Failed.
+	MaxAttempts int
+	// FirstRetry is the wait after the first failed try; each next one
+	// doubles it (jittered), up to an hour.
+	FirstRetry time.Duration
+	// OnSent, when set, is told what became of each notice it settled
+	// (schemas.NoticeSent, …), and of each failed try
+	// (schemas.NoticeScheduled).
+	OnSent func(status string)
+}
+
+var (
+	// dueSQL is the notices due now, of every tenant, each its patron's
+	// earliest one scheduled (a patron's notices are sent in the order
+	// they are due: one being tried again holds back the later ones).
+	dueSQL = postgres.WithTables(`
+SELECT s.tenant_id, s.id::text FROM %[1]s s
+ WHERE s.status = '`+schemas.NoticeScheduled+`' AND coalesce(s.retry_at, s.next_run_at) <= now()
+   AND NOT EXISTS (SELECT 1 FROM %[1]s e
+                    WHERE e.tenant_id = s.tenant_id AND e.recipient_id = s.recipient_id AND e.status = '`+schemas.NoticeScheduled+`'
+                      AND (e.next_run_at, e.seq) < (s.next_run_at, s.seq))
+ ORDER BY coalesce(s.retry_at, s.next_run_at), s.seq LIMIT $1`, postgres.TableScheduledNotice)
+	// noticeSQL reads a notice due, locked, with everything its mail is
+	// written from; none when it is no longer due or another instance
+	// holds it.
+	noticeSQL = postgres.WithTables(`
+SELECT s.jsonb, s.next_run_at, p.jsonb, l.jsonb, r.jsonb, i.jsonb, t.jsonb, mt.name, lt.name, sp.jsonb ->> 'name',
+       %[10]s(s.tenant_id)
+  FROM %[1]s s
+  LEFT JOIN %[2]s p ON p.tenant_id = s.tenant_id AND p.id = s.recipient_id
+  LEFT JOIN %[3]s l ON l.tenant_id = s.tenant_id AND l.id = s.loan_id
+  LEFT JOIN %[4]s r ON r.tenant_id = s.tenant_id AND r.id = s.request_id
+  LEFT JOIN %[5]s i ON i.tenant_id = s.tenant_id AND i.id = coalesce(l.item_id, r.item_id)
+  LEFT JOIN %[6]s t ON t.tenant_id = s.tenant_id AND t.id = (s.jsonb #>> '{noticeConfig,templateId}')::uuid
+  LEFT JOIN %[7]s mt ON mt.tenant_id = s.tenant_id AND mt.id = i.material_type_id
+  LEFT JOIN %[8]s lt ON lt.tenant_id = s.tenant_id AND lt.id = coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id)
+  LEFT JOIN %[9]s sp ON sp.tenant_id = s.tenant_id AND sp.id = (r.jsonb ->> 'pickupServicePointId')::uuid
+ WHERE s.tenant_id = $1 AND s.id = $2::uuid AND s.status = '`+schemas.NoticeScheduled+`'
+   AND coalesce(s.retry_at, s.next_run_at) <= now()
+   FOR UPDATE OF s SKIP LOCKED`, postgres.TableScheduledNotice, postgres.TablePatron, postgres.TableLoan, postgres.TableRequest,
+		postgres.TableItem, postgres.TableNoticeTemplate, postgres.TableMaterialType, postgres.TableLoanType, postgres.TableServicePoint, postgres.FuncCalendarZone)
+	// settleSQL writes what became of a notice: its document's changes
+	// (@set), when it is due next and when it is tried again.
+	settleSQL = postgres.WithTables(`
+UPDATE %s SET jsonb = jsonb || @set::jsonb, next_run_at = @next, retry_at = @retry
+ WHERE tenant_id = @tenant AND id = @id::uuid`, postgres.TableScheduledNotice)
+)
+
+// Send sends up to cfg.Batch notices due now through m, each in a
+// transaction of its own that holds the notice while its mail is sent,
+// and answers how many it settled or tried. A notice is marked sent only
+// after the server took its mail: one whose instance stops between the
+// two is sent again, with the same Message-ID (the notice's id and its
+// send's number), which a server that drops a Message-ID it has
+// delivered delivers once.
+func Send(ctx context.Context, db *postgres.DB, m Mailer, cfg SendConfig) (int, error) {
+	rows, err := db.Pool.Query(ctx, dueSQL, cfg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	type ref struct {
+		tenant storage.Tenant
+		id     string
+	}
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ref, error) {
+		var r ref
+		err := row.Scan(&r.tenant, &r.id)
+		return r, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	for i, r := range due {
+		var status string
+		err := db.InTx(ctx, r.tenant, func(tx pgx.Tx) (err error) {
+			status, err = sendOne(ctx, tx, r.tenant, r.id, m, cfg)
+			return err
+		})
+		if err != nil {
+			return i, fmt.Errorf("send notice %s: %w", r.id, err)
+		}
+		if status != "" && cfg.OnSent != nil {
+			cfg.OnSent(status)
+		}
+	}
+	return len(due), nil
+}
+
+// sent is a scheduled notice's document as the sender reads it.
+type sent struct {
+	TriggeringEvent string `json:"triggeringEvent"`
+	BasisDate       string `json:"basisDate"`
+	Attempts        int    `json:"attempts"`
+	Sent            int    `json:"sent"`
+	NoticeConfig    struct {
+		Timing          string  `json:"timing"`
+		RecurringPeriod *Period `json:"recurringPeriod"`
+	} `json:"noticeConfig"`
+}
+
+// sendOne sends the notice id, in tx, and answers what became of it
+// (empty when it was no longer due).
+func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mailer, cfg SendConfig) (string, error) {
+	var doc, patron, loan, request, item, template json.RawMessage
+	var next time.Time
+	var materialType, loanType, pickup *string
+	var zoneName string
+	err := tx.QueryRow(ctx, noticeSQL, string(t), id).Scan(&doc, &next, &patron, &loan, &request, &item, &template,
+		&materialType, &loanType, &pickup, &zoneName)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var n sent
+	if err := json.Unmarshal(doc, &n); err != nil {
+		return "", err
+	}
+	settle := func(status string, set map[string]any, next time.Time, retry *time.Time) (string, error) {
+		set["status"] = status
+		set["nextRunTime"] = stamp(next)
+		b, err := json.Marshal(set)
+		if err != nil {
+			return "", err
+		}
+		_, err = tx.Exec(ctx, settleSQL, pgx.StrictNamedArgs{"set": string(b), "next": next, "retry": retry,
+			"tenant": string(t), "id": id})
+		return status, err
+	}
+	if !stillDue(n, loan, request) {
+		return settle(schemas.NoticeObsolete, map[string]any{}, next, nil)
+	}
+	zone, err := time.LoadLocation(zoneName)
+	if err != nil {
+		zone = time.UTC
+	}
+	data := tokens(zone, patron, loan, request, item, deref(materialType), deref(loanType), deref(pickup))
+	to := addressOf(patron)
+	if to == "" {
+		return settle(schemas.NoticeNoEmail, map[string]any{"lastError": "the patron has no email address (personal.email)"}, next, nil)
+	}
+	msg, err := render(template, data)
+	if err != nil {
+		return settle(schemas.NoticeFailed, map[string]any{"lastError": err.Error()}, next, nil)
+	}
+	msg.To = to
+	msg.MessageID = fmt.Sprintf("<%s.%d.%s@checkoutlock>", id, n.Sent+1, t)
+	if err := m.Send(ctx, msg); err != nil {
+		attempts := n.Attempts + 1
+		set := map[string]any{"attempts": attempts, "lastError": err.Error()}
+		if attempts >= cfg.MaxAttempts {
+			return settle(schemas.NoticeFailed, set, next, nil)
+		}
+		retry := time.Now().Add(retryAfter(cfg.FirstRetry, attempts))
+		return settle(schemas.NoticeScheduled, set, next, &retry)
+	}
+	set := map[string]any{"sent": n.Sent + 1, "attempts": 0, "sentDate": stamp(time.Now()), "messageId": msg.MessageID}
+	if every := n.NoticeConfig.RecurringPeriod.Length(); every > 0 {
+		again := next.Add(every)
+		basis, err := schemas.ParseDateTime(n.BasisDate)
+		if n.NoticeConfig.Timing == schemas.NoticeAfter || (err == nil && again.Before(basis)) {
+			return settle(schemas.NoticeScheduled, set, again, nil)
+		}
+	}
+	return settle(schemas.NoticeSent, set, next, nil)
+}
+
+// stillDue is whether a notice is still what its event called for: a
+// notice before, at or after a loan's due date while the loan is open
+// and due then; one before a request's hold shelf or request expiration
+// while the request waits, with that date. Any other notice stays due.
+func stillDue(n sent, loan, request json.RawMessage) bool {
+	d, isDated := dated[n.TriggeringEvent]
+	if !isDated || n.BasisDate == "" {
+		return true
+	}
+	var rec map[string]any
+	if n.TriggeringEvent == schemas.NoticeDueDate {
+		if json.Unmarshal(loan, &rec) != nil {
+			return false
+		}
+		status, _ := rec["status"].(map[string]any)
+		return status["name"] == schemas.LoanOpen && rec[d.field] == n.BasisDate
+	}
+	if json.Unmarshal(request, &rec) != nil {
+		return false
+	}
+	status, _ := rec["status"].(string)
+	return schemas.RequestIsOpen(status) && rec[d.field] == n.BasisDate
+}
+
+// retryAfter is the wait before the attempts-th try after the first,
+// FOLIO's and the outbox's discipline: exponential from first, jittered,
+// at most an hour.
+func retryAfter(first time.Duration, attempts int) time.Duration {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = first, time.Hour, 0
+	b.Reset()
+	d := b.NextBackOff()
+	for i := 1; i < attempts; i++ {
+		d = b.NextBackOff()
+	}
+	return d
+}
+
+// addressOf is the patron's email address (personal.email), empty when
+// there is none that is one address.
+func addressOf(patron json.RawMessage) string {
+	var p struct {
+		Personal struct {
+			Email string `json:"email"`
+		} `json:"personal"`
+	}
+	if json.Unmarshal(patron, &p) != nil || p.Personal.Email == "" {
+		return ""
+	}
+	a, err := mail.ParseAddress(p.Personal.Email)
+	if err != nil {
+		return ""
+	}
+	return a.Address
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,11 @@
+-- The tenants' views of the tables this migration added go with them.
+DROP TRIGGER request_notice_change ON request;
+DROP TRIGGER loan_notice_change ON loan;
+DROP FUNCTION notice_change_record();
+DROP FUNCTION notice_event(text, jsonb, jsonb);
+DROP TABLE notice_change;
+DROP TABLE scheduled_notice CASCADE;
+ALTER TABLE circulation_rules_fee DROP COLUMN fallback_notice_policy_id;
+ALTER TABLE circulation_rule_fee DROP COLUMN notice_policy_id;
+DROP TABLE notice_template CASCADE;
+DROP TABLE patron_notice_policy CASCADE;
