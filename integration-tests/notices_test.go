@@ -15,7 +15,7 @@ import (
 // scheduledNotice is a scheduled notice as storage answers it.
 type scheduledNotice struct {
 	ID, LoanID, RequestID, RecipientUserID, TriggeringEvent, NextRunTime, BasisDate, Status, LastError, SentDate, MessageID string
-	Attempts, Sent                                                                                                        int
+	Attempts, Sent                                                                                                          int
 }
 
 // noticesOf lists the scheduled notices matching query (e.g. loanId=…),
