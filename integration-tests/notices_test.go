@@ -3,8 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,7 +120,7 @@ func waitRounds(t *testing.T, c *harness.Cluster, p *harness.Process, from float
 func TestAHoldMadeReadySendsOneNotice(t *testing.T) {
 	t.Parallel()
 	mail := harness.StartMailpit(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true,
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
 		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms")})
 	lib := c.SetupLibrary(2, 1, 0)
 	owner, requester, book := lib.Patrons[0], lib.Patrons[1], lib.Items[0][0]
@@ -171,4 +174,255 @@ func TestAHoldMadeReadySendsOneNotice(t *testing.T) {
 	if n := noticesOf(t, c, "status=Scheduled"); len(n) != 0 {
 		t.Errorf("notices still scheduled: %+v, want none (the check-in closing the owner's loan calls for none)", n)
 	}
+}
+
+// twoHourPolicy posts a loan policy lending for two hours, renewed from
+// the current due date, and answers its id.
+func twoHourPolicy(t *testing.T, c *harness.Cluster) string {
+	t.Helper()
+	var out struct{ ID string }
+	c.Do(c.Storage, "POST", "/loan-policy-storage/loan-policies", map[string]any{"name": "Two hours", "loanable": true, "renewable": true,
+		"loansPolicy":    map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 2, "intervalId": "Hours"}},
+		"renewalsPolicy": map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"}}).Want(t, http.StatusCreated).Decode(t, &out)
+	return out.ID
+}
+
+// TestARenewalMovesTheDueSoonNotice: a loan's notice an hour before its
+// due date is scheduled at its check-out for then; renewed, the due date
+// two hours later, that notice is Obsolete and one for an hour before the
+// new due date is Scheduled; returned, that one is Obsolete too, and none
+// was sent (none was due).
+func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
+	t.Parallel()
+	mail := harness.StartMailpit(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
+		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms")})
+	lib := c.SetupLibrary(1, 1, 0)
+	patron, book := lib.Patrons[0], lib.Items[0][0]
+	giveEmail(t, c, patron)
+	soon := noticeTemplate(t, c, "Due soon", "Due soon: {{item.title}}", "Due {{loan.dueDate}}.")
+	useNoticePolicy(t, c, twoHourPolicy(t, c),
+		[]map[string]any{noticeOn(soon, schemas.NoticeDueDate, schemas.NoticeBefore, map[string]any{"duration": 1, "intervalId": "Hours"})}, nil)
+	var loan struct{ ID, DueDate string }
+	c.CheckOut(0, book, patron).Want(t, http.StatusCreated).Decode(t, &loan)
+	// scheduledFor waits for the loan's one Scheduled notice and holds it
+	// to an hour before due.
+	scheduledFor := func(due string) scheduledNotice {
+		t.Helper()
+		var n []scheduledNotice
+		waitFor(t, "the loan's notice scheduled from "+due, func() bool {
+			n = noticesOf(t, c, "loanId="+loan.ID+"&status=Scheduled")
+			return len(n) == 1 && n[0].BasisDate == due
+		})
+		at, err := schemas.ParseDateTime(n[0].NextRunTime)
+		dueAt, err2 := schemas.ParseDateTime(due)
+		if err != nil || err2 != nil || !at.Equal(dueAt.Add(-time.Hour)) || n[0].TriggeringEvent != schemas.NoticeDueDate {
+			t.Errorf("the due soon notice %+v, want at an hour before %s", n[0], due)
+		}
+		return n[0]
+	}
+	first := scheduledFor(loan.DueDate)
+	var renewed struct{ DueDate string }
+	c.Do(c.Circulations[0], "POST", "/circulation/renew-by-barcode", map[string]any{"itemBarcode": book, "userBarcode": patron}).
+		Want(t, http.StatusOK).Decode(t, &renewed)
+	was, _ := schemas.ParseDateTime(loan.DueDate)
+	now, _ := schemas.ParseDateTime(renewed.DueDate)
+	if !now.Equal(was.Add(2 * time.Hour)) {
+		t.Fatalf("renewed: due %s, want two hours after %s", renewed.DueDate, loan.DueDate)
+	}
+	second := scheduledFor(renewed.DueDate)
+	all := noticesOf(t, c, "loanId="+loan.ID)
+	byID := map[string]scheduledNotice{}
+	for _, n := range all {
+		byID[n.ID] = n
+	}
+	if len(all) != 2 || byID[first.ID].Status != schemas.NoticeObsolete || byID[second.ID].Status != schemas.NoticeScheduled {
+		t.Errorf("the loan's notices %+v, want the first Obsolete and the second Scheduled", all)
+	}
+	c.Do(c.Circulations[0], "POST", "/circulation/check-in-by-barcode", map[string]string{"itemBarcode": book,
+		"servicePointId": harness.ServicePoint}).Want(t, http.StatusOK)
+	waitFor(t, "the returned loan's notice obsolete", func() bool {
+		return len(noticesOf(t, c, "loanId="+loan.ID+"&status=Obsolete")) == 2
+	})
+	if got, err := mail.Messages(context.Background()); err != nil || len(got) != 0 {
+		t.Errorf("%d mails sent (%v), want none", len(got), err)
+	}
+}
+
+// TestAPatronWithoutEmailIsRecordedNotRetried: two patrons check out, one
+// with an email address and one without; the first is sent the check-out
+// notice, the second's is recorded No email with why, tried once, and
+// stays so rounds after: nothing is sent to them, nothing tried again.
+func TestAPatronWithoutEmailIsRecordedNotRetried(t *testing.T) {
+	t.Parallel()
+	mail := harness.StartMailpit(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
+		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms", "NOTICE_FIRST_RETRY=10ms")})
+	lib := c.SetupLibrary(2, 1, 0)
+	address := giveEmail(t, c, lib.Patrons[0])
+	receipt := noticeTemplate(t, c, "Receipt", "Checked out: {{item.barcode}}", "Due {{loan.dueDate}}.")
+	useNoticePolicy(t, c, lib.PolicyID, []map[string]any{noticeOn(receipt, schemas.NoticeCheckOut, schemas.NoticeUponAt, nil)}, nil)
+	c.CheckOut(0, lib.Items[0][0], lib.Patrons[0]).Want(t, http.StatusCreated)
+	var loan struct{ ID string }
+	c.CheckOut(0, lib.Items[1][0], lib.Patrons[1]).Want(t, http.StatusCreated).Decode(t, &loan)
+	got := mail.WaitMessages(1, 30*time.Second)
+	if got[0].To[0].Address != address || got[0].Subject != "Checked out: "+lib.Items[0][0] {
+		t.Errorf("the mail %+v, want the receipt to %s", got[0], address)
+	}
+	var n []scheduledNotice
+	waitFor(t, "the notice of the patron without email settled", func() bool {
+		n = noticesOf(t, c, "loanId="+loan.ID)
+		return len(n) == 1 && n[0].Status != schemas.NoticeScheduled
+	})
+	settled := n[0]
+	if settled.Status != schemas.NoticeNoEmail || settled.Attempts != 0 || settled.Sent != 0 || !strings.Contains(settled.LastError, "no email") {
+		t.Errorf("the notice of a patron without email: %+v, want No email, never tried, saying why", settled)
+	}
+	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 10)
+	if n := noticesOf(t, c, "loanId="+loan.ID); len(n) != 1 || n[0] != settled {
+		t.Errorf("ten rounds later: %+v, want %+v unchanged", n, settled)
+	}
+	if all, err := mail.Messages(context.Background()); err != nil || len(all) != 1 {
+		t.Errorf("%d mails (%v), want the one", len(all), err)
+	}
+	if v, _ := c.Metric(t, c.Storage, `patron_notices_total{status="No email"}`); v != 1 {
+		t.Errorf("patron_notices_total{status=\"No email\"} = %v, want 1", v)
+	}
+}
+
+// TestNoticesReachPatronsOnceThroughKills: 1,000 loans of a minute, lent
+// so that they fall due one every 10 ms over ten seconds, under a policy
+// sending a notice at the due date; while they fall due, the two storage
+// instances, each the sender when it leads, are killed (SIGKILL) and
+// started again, one after the other, again and again, and the SMTP
+// server every seventh time: every notice is delivered exactly once (1,000 mails, one
+// per notice, each with the Message-ID storage recorded for it, every
+// notice Sent once), none before its loan was due, and each patron's in
+// the order their loans fell due (one tried again, the SMTP server down,
+// holds back that patron's later ones).
+func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
+	t.Parallel()
+	const patrons, each = 50, 20
+	mail := harness.StartMailpit(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
+		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms", "NOTICE_FIRST_RETRY=100ms")})
+	lib := c.SetupLibrary(patrons, each, 0)
+	for _, p := range lib.Patrons {
+		giveEmail(t, c, p)
+	}
+	var minute struct{ ID string }
+	c.Do(c.Storage, "POST", "/loan-policy-storage/loan-policies", map[string]any{"name": "A minute", "loanable": true,
+		"loansPolicy": map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 1, "intervalId": "Minutes"}}}).
+		Want(t, http.StatusCreated).Decode(t, &minute)
+	due := noticeTemplate(t, c, "Due", "Due now: {{item.barcode}}", "{{item.barcode}} was due {{loan.dueDate}}.")
+	useNoticePolicy(t, c, minute.ID, []map[string]any{noticeOn(due, schemas.NoticeDueDate, schemas.NoticeUponAt, nil)}, nil)
+
+	// The i-th loan falls due at first + i×10 ms: lent a minute before.
+	first := time.Now().Add(20 * time.Second).Truncate(time.Millisecond)
+	type lend struct{ item, patron string }
+	var lends []lend
+	// A patron's loans fall due one after the other, 10 ms apart: a
+	// notice tried again later than that would be overtaken by the next
+	// if the sender did not hold the patron's later ones back.
+	for p := range patrons {
+		for k := range each {
+			lends = append(lends, lend{lib.Items[p][k], lib.Patrons[p]})
+		}
+	}
+	work := make(chan int)
+	errs := make(chan error, len(lends))
+	var done sync.WaitGroup
+	for w := range 8 {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			for i := range work {
+				at := first.Add(time.Duration(i)*10*time.Millisecond - time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
+				res := c.Do(c.Circulations[w%2], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": lends[i].item,
+					"userBarcode": lends[i].patron, "servicePointId": harness.ServicePoint, "loanDate": at})
+				if res.Err != nil || res.Status != http.StatusCreated {
+					errs <- fmt.Errorf("check-out %d: %v %d %s", i, res.Err, res.Status, res.Body)
+				}
+			}
+		}()
+	}
+	for i := range lends {
+		work <- i
+	}
+	close(work)
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if time.Now().After(first) {
+		t.Fatalf("the check-outs ended after the first loan fell due: the test needs more time before it")
+	}
+
+	// The faults, from a little before the first notice is due until every
+	// mail is in.
+	stop, stopped := make(chan struct{}), make(chan [2]int)
+	go func() {
+		kills, mailKills := 0, 0
+		pause := time.NewTimer(time.Until(first) - time.Second)
+		defer pause.Stop()
+		for {
+			select {
+			case <-stop:
+				stopped <- [2]int{kills, mailKills}
+				return
+			case <-pause.C:
+			}
+			s := c.Storages[kills%2]
+			s.Kill()
+			s.Start()
+			if kills%7 == 3 {
+				mail.Kill()
+				mail.Start()
+				mailKills++
+			}
+			kills++
+			pause.Reset(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+		}
+	}()
+	got := mail.WaitMessages(len(lends), 90*time.Second)
+	close(stop)
+	kills := <-stopped
+	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)
+	got, err := mail.Messages(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	notices := noticesOf(t, c, "")
+	byMessage := map[string]scheduledNotice{}
+	for _, n := range notices {
+		if n.Status != schemas.NoticeSent || n.Sent != 1 || n.MessageID == "" {
+			t.Errorf("notice %+v, want Sent once", n)
+		}
+		byMessage[n.MessageID] = n
+	}
+	seen := map[string]bool{}
+	early, outOfOrder := 0, 0
+	latest := map[string]time.Time{} // the latest due date mailed to each patron
+	slices.SortFunc(got, func(a, b harness.Mail) int { return a.Created.Compare(b.Created) })
+	for _, m := range got {
+		n, ok := byMessage["<"+m.MessageID+">"]
+		if !ok || seen[m.MessageID] {
+			t.Errorf("mail %s (%s): a notice's %v, delivered before %v", m.MessageID, m.Subject, ok, seen[m.MessageID])
+		}
+		seen[m.MessageID] = true
+		at, err := schemas.ParseDateTime(n.NextRunTime)
+		if err != nil || m.Created.Before(at) {
+			early++
+		}
+		if at.Before(latest[n.RecipientUserID]) {
+			outOfOrder++
+		}
+		latest[n.RecipientUserID] = at
+	}
+	if len(notices) != len(lends) || len(got) != len(lends) || early != 0 || outOfOrder != 0 {
+		t.Errorf("%d notices, %d mails delivered, %d before their loan was due, %d after a later one to the same patron; want %d, %d, none, none",
+			len(notices), len(got), early, outOfOrder, len(lends), len(lends))
+	}
+	t.Logf("%d mails delivered through %d kills of storage and %d of the SMTP server", len(got), kills[0], kills[1])
 }

@@ -108,6 +108,13 @@ func (m *Mailpit) Stop() {
 	}
 }
 
+// Kill ends the server with SIGKILL, as a lost machine would; Start
+// starts it again on its ports and store.
+func (m *Mailpit) Kill() {
+	_ = m.cmd.Process.Kill()
+	<-m.exited
+}
+
 // Mail is a mail as the server delivered it.
 type Mail struct {
 	ID        string `json:"ID"`

@@ -37,13 +37,19 @@ type SendConfig struct {
 	OnSent func(status string)
 }
 
+// dueNow is SQL holding when the scheduled notice s is due now (at its
+// time, or at its next try after one failed): the one test of "due",
+// which the listing and the send's own read both ask, so that none is
+// sent early.
+const dueNow = `coalesce(s.retry_at, s.next_run_at) <= now()`
+
 var (
 	// dueSQL is the notices due now, of every tenant, each its patron's
 	// earliest one scheduled (a patron's notices are sent in the order
 	// they are due: one being tried again holds back the later ones).
 	dueSQL = postgres.WithTables(`
 SELECT s.tenant_id, s.id::text FROM %[1]s s
- WHERE s.status = '`+schemas.NoticeScheduled+`' AND coalesce(s.retry_at, s.next_run_at) <= now()
+ WHERE s.status = '`+schemas.NoticeScheduled+`' AND `+dueNow+`
    AND NOT EXISTS (SELECT 1 FROM %[1]s e
                     WHERE e.tenant_id = s.tenant_id AND e.recipient_id = s.recipient_id AND e.status = '`+schemas.NoticeScheduled+`'
                       AND (e.next_run_at, e.seq) < (s.next_run_at, s.seq))
@@ -64,7 +70,7 @@ SELECT s.jsonb, s.next_run_at, p.jsonb, l.jsonb, r.jsonb, i.jsonb, t.jsonb, mt.n
   LEFT JOIN %[8]s lt ON lt.tenant_id = s.tenant_id AND lt.id = coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id)
   LEFT JOIN %[9]s sp ON sp.tenant_id = s.tenant_id AND sp.id = (r.jsonb ->> 'pickupServicePointId')::uuid
  WHERE s.tenant_id = $1 AND s.id = $2::uuid AND s.status = '`+schemas.NoticeScheduled+`'
-   AND coalesce(s.retry_at, s.next_run_at) <= now()
+   AND `+dueNow+`
    FOR UPDATE OF s SKIP LOCKED`, postgres.TableScheduledNotice, postgres.TablePatron, postgres.TableLoan, postgres.TableRequest,
 		postgres.TableItem, postgres.TableNoticeTemplate, postgres.TableMaterialType, postgres.TableLoanType, postgres.TableServicePoint, postgres.FuncCalendarZone)
 	// settleSQL writes what became of a notice: its document's changes
