@@ -123,7 +123,7 @@ SELECT np.id::text, np.jsonb
 UPDATE %s SET jsonb = jsonb || jsonb_build_object('status', '`+schemas.NoticeObsolete+`')
  WHERE tenant_id = @tenant AND (loan_id = @id::uuid OR request_id = @id::uuid) AND status = '`+schemas.NoticeScheduled+`'
    AND jsonb ->> 'triggeringEvent' = ANY(@events::text[])`, postgres.TableScheduledNotice)
-	insertSQL = postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb, next_run_at) VALUES ($1, $2::uuid, $3, $4)`,
+	insertSQL = postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb, next_run_at) VALUES (@tenant, @id::uuid, @doc, @at)`,
 		postgres.TableScheduledNotice)
 )
 
@@ -284,7 +284,7 @@ func insert(ctx context.Context, tx pgx.Tx, c change, patron, policyID string, n
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, insertSQL, string(c.tenant), id, b, at)
+	_, err = tx.Exec(ctx, insertSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "id": id, "doc": b, "at": at})
 	return err
 }
 

@@ -58,8 +58,9 @@ SELECT s.tenant_id, s.id::text FROM %[1]s s
 	// written from; none when it is no longer due or another instance
 	// holds it.
 	noticeSQL = postgres.WithTables(`
-SELECT s.jsonb, s.next_run_at, p.jsonb, l.jsonb, r.jsonb, i.jsonb, t.jsonb, mt.name, lt.name, sp.jsonb ->> 'name',
-       %[10]s(s.tenant_id)
+SELECT s.jsonb AS notice, s.next_run_at AS next, p.jsonb AS patron, l.jsonb AS loan, r.jsonb AS request, i.jsonb AS item,
+       t.jsonb AS template, mt.name AS material_type, lt.name AS loan_type, sp.jsonb ->> 'name' AS pickup,
+       %[10]s(s.tenant_id) AS zone
   FROM %[1]s s
   LEFT JOIN %[2]s p ON p.tenant_id = s.tenant_id AND p.id = s.recipient_id
   LEFT JOIN %[3]s l ON l.tenant_id = s.tenant_id AND l.id = s.loan_id
@@ -120,6 +121,22 @@ func Send(ctx context.Context, db *postgres.DB, m Mailer, cfg SendConfig) (int, 
 	return len(due), nil
 }
 
+// noticeRow is a row of noticeSQL: the notice and what its mail is
+// written from (nil where there is none).
+type noticeRow struct {
+	Notice       json.RawMessage `db:"notice"`
+	Next         time.Time       `db:"next"`
+	Patron       json.RawMessage `db:"patron"`
+	Loan         json.RawMessage `db:"loan"`
+	Request      json.RawMessage `db:"request"`
+	Item         json.RawMessage `db:"item"`
+	Template     json.RawMessage `db:"template"`
+	MaterialType *string         `db:"material_type"`
+	LoanType     *string         `db:"loan_type"`
+	Pickup       *string         `db:"pickup"`
+	Zone         string          `db:"zone"`
+}
+
 // sent is a scheduled notice's document as the sender reads it.
 type sent struct {
 	TriggeringEvent string `json:"triggeringEvent"`
@@ -135,18 +152,18 @@ type sent struct {
 // sendOne sends the notice id, in tx, and answers what became of it
 // (empty when it was no longer due).
 func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mailer, cfg SendConfig) (string, error) {
-	var doc, patron, loan, request, item, template json.RawMessage
-	var next time.Time
-	var materialType, loanType, pickup *string
-	var zoneName string
-	err := tx.QueryRow(ctx, noticeSQL, string(t), id).Scan(&doc, &next, &patron, &loan, &request, &item, &template,
-		&materialType, &loanType, &pickup, &zoneName)
+	rows, err := tx.Query(ctx, noticeSQL, string(t), id)
+	if err != nil {
+		return "", err
+	}
+	row, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[noticeRow])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
 	if err != nil {
 		return "", err
 	}
+	doc, next := row.Notice, row.Next
 	var n sent
 	if err := json.Unmarshal(doc, &n); err != nil {
 		return "", err
@@ -162,19 +179,19 @@ func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mail
 			"tenant": string(t), "id": id})
 		return status, err
 	}
-	if !stillDue(n, loan, request) {
+	if !stillDue(n, row.Loan, row.Request) {
 		return settle(schemas.NoticeObsolete, map[string]any{}, next, nil)
 	}
-	zone, err := time.LoadLocation(zoneName)
+	zone, err := time.LoadLocation(row.Zone)
 	if err != nil {
 		zone = time.UTC
 	}
-	data := tokens(zone, patron, loan, request, item, deref(materialType), deref(loanType), deref(pickup))
-	to := addressOf(patron)
+	data := tokens(zone, row.Patron, row.Loan, row.Request, row.Item, deref(row.MaterialType), deref(row.LoanType), deref(row.Pickup))
+	to := addressOf(row.Patron)
 	if to == "" {
 		return settle(schemas.NoticeNoEmail, map[string]any{"lastError": "the patron has no email address (personal.email)"}, next, nil)
 	}
-	msg, err := render(template, data)
+	msg, err := render(row.Template, data)
 	if err != nil {
 		return settle(schemas.NoticeFailed, map[string]any{"lastError": err.Error()}, next, nil)
 	}

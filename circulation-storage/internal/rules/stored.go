@@ -71,11 +71,12 @@ ON CONFLICT (tenant_id) DO UPDATE
 	if err == nil {
 		_, err = tx.Exec(ctx, postgres.WithTables(`
 INSERT INTO %s (tenant_id, fallback_overdue_fine_policy_id, fallback_lost_item_policy_id, fallback_notice_policy_id)
-VALUES ($1, nullif($2, '')::uuid, nullif($3, '')::uuid, nullif($4, '')::uuid)
+VALUES (@tenant, nullif(@overdue, '')::uuid, nullif(@lost, '')::uuid, nullif(@notice, '')::uuid)
 ON CONFLICT (tenant_id) DO UPDATE
   SET fallback_overdue_fine_policy_id = excluded.fallback_overdue_fine_policy_id, fallback_lost_item_policy_id = excluded.fallback_lost_item_policy_id,
       fallback_notice_policy_id = excluded.fallback_notice_policy_id`,
-			postgres.TableRulesFee), string(t), rules.FallbackOverdueFinePolicyID, rules.FallbackLostItemPolicyID, rules.FallbackNoticePolicyID)
+			postgres.TableRulesFee), pgx.StrictNamedArgs{"tenant": string(t), "overdue": rules.FallbackOverdueFinePolicyID,
+			"lost": rules.FallbackLostItemPolicyID, "notice": rules.FallbackNoticePolicyID})
 	}
 	if err != nil {
 		return interpretRule(err, t, -1, rules)
