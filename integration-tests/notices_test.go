@@ -189,9 +189,10 @@ func twoHourPolicy(t *testing.T, c *harness.Cluster) string {
 
 // TestARenewalMovesTheDueSoonNotice: a loan's notice an hour before its
 // due date is scheduled at its check-out for then; renewed, the due date
-// two hours later, that notice is Obsolete and one for an hour before the
-// new due date is Scheduled; returned, that one is Obsolete too, and none
-// was sent (none was due).
+// two hours later, the patron is mailed the renewal notice (its tokens
+// filled in), that notice is Obsolete and one for an hour before the new
+// due date is Scheduled; returned, that one is Obsolete too, and nothing
+// else was sent (no due date notice was due).
 func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
 	t.Parallel()
 	mail := harness.StartMailpit(t)
@@ -201,8 +202,10 @@ func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
 	patron, book := lib.Patrons[0], lib.Items[0][0]
 	giveEmail(t, c, patron)
 	soon := noticeTemplate(t, c, "Due soon", "Due soon: {{item.title}}", "Due {{loan.dueDate}}.")
+	again := noticeTemplate(t, c, "Renewed", "Renewed: {{item.barcode}}", "Renewed {{loan.numberOfRenewalsTaken}} time(s), due {{loan.dueDate}}.")
 	useNoticePolicy(t, c, twoHourPolicy(t, c),
-		[]map[string]any{noticeOn(soon, schemas.NoticeDueDate, schemas.NoticeBefore, map[string]any{"duration": 1, "intervalId": "Hours"})}, nil)
+		[]map[string]any{noticeOn(soon, schemas.NoticeDueDate, schemas.NoticeBefore, map[string]any{"duration": 1, "intervalId": "Hours"}),
+			noticeOn(again, schemas.NoticeRenewed, schemas.NoticeUponAt, nil)}, nil)
 	var loan struct{ ID, DueDate string }
 	c.CheckOut(0, book, patron).Want(t, http.StatusCreated).Decode(t, &loan)
 	// scheduledFor waits for the loan's one Scheduled notice and holds it
@@ -231,7 +234,16 @@ func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
 		t.Fatalf("renewed: due %s, want two hours after %s", renewed.DueDate, loan.DueDate)
 	}
 	second := scheduledFor(renewed.DueDate)
-	all := noticesOf(t, c, "loanId="+loan.ID)
+	got := mail.WaitMessages(1, 30*time.Second)
+	m, err := mail.Message(context.Background(), got[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "Renewed: "+book || strings.TrimSpace(m.Text) != "Renewed 1 time(s), due "+now.UTC().Format("2006-01-02 15:04 MST")+"." {
+		t.Errorf("the renewal's mail: %q, %q", m.Subject, m.Text)
+	}
+	all := noticesOf(t, c, "loanId="+loan.ID+"&status=Obsolete")
+	all = append(all, noticesOf(t, c, "loanId="+loan.ID+"&status=Scheduled")...)
 	byID := map[string]scheduledNotice{}
 	for _, n := range all {
 		byID[n.ID] = n
@@ -244,8 +256,11 @@ func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
 	waitFor(t, "the returned loan's notice obsolete", func() bool {
 		return len(noticesOf(t, c, "loanId="+loan.ID+"&status=Obsolete")) == 2
 	})
-	if got, err := mail.Messages(context.Background()); err != nil || len(got) != 0 {
-		t.Errorf("%d mails sent (%v), want none", len(got), err)
+	if sent := noticesOf(t, c, "loanId="+loan.ID+"&status=Sent"); len(sent) != 1 || sent[0].TriggeringEvent != schemas.NoticeRenewed {
+		t.Errorf("the loan's notices sent: %+v, want the renewal's", sent)
+	}
+	if got, err := mail.Messages(context.Background()); err != nil || len(got) != 1 {
+		t.Errorf("%d mails sent (%v), want the renewal's alone", len(got), err)
 	}
 }
 

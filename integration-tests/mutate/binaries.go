@@ -34,15 +34,17 @@ type binaries struct {
 // root into dir and lists the files each is compiled from.
 func prepareBinaries(ctx context.Context, root, dir string) (*binaries, error) {
 	b := &binaries{dir: dir, pkgs: harness.Binaries, files: make([]map[string]bool, len(harness.Binaries))}
-	errs := make([]error, len(b.pkgs)+2)
+	errs := make([]error, len(b.pkgs)+3)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if out, err := goCommand(ctx, root, nil, append([]string{"build", "-o", dir + string(filepath.Separator)}, dotted(b.pkgs)...)...); err != nil {
 			errs[0] = fmt.Errorf("go build (the unmodified tree): %v\n%s", err, out)
 		}
 	})
-	// The broker the events tests start, never mutated.
+	// The broker the events tests start, and the SMTP server the notices
+	// tests start, never mutated.
 	wg.Go(func() { errs[len(errs)-1] = harness.BuildNATSServer(dir) })
+	wg.Go(func() { errs[len(errs)-2] = harness.BuildMailpit(dir) })
 	for i, pkg := range b.pkgs {
 		wg.Go(func() { b.files[i], errs[i+1] = sourceFiles(ctx, root, pkg) })
 	}
@@ -146,7 +148,7 @@ func (b *binaries) build(ctx context.Context, root, dir, overlay, path string) (
 	if out, err := goCommand(ctx, root, nil, args...); err != nil {
 		return "", out, err
 	}
-	for _, name := range append(baseNames(same), harness.NATSServerBinary) {
+	for _, name := range append(baseNames(same), harness.NATSServerBinary, harness.MailpitBinary) {
 		if err := os.Symlink(filepath.Join(b.dir, name), filepath.Join(dir, name)); err != nil {
 			return "", nil, err
 		}
