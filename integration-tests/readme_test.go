@@ -33,6 +33,7 @@ type demo struct {
 	storage, circulation   string // URLs
 	storageAddr, circulAdr string
 	sip2Addr, natsAddr     string
+	mailboxAddr            string
 	adminToken             string
 	out                    *syncBuffer
 }
@@ -64,11 +65,12 @@ func freeAddr(t *testing.T) string { return harness.FreeAddr(t) }
 func startDemo(t *testing.T) *demo {
 	t.Helper()
 	d := &demo{root: harness.RepoRoot(), storageAddr: freeAddr(t), circulAdr: freeAddr(t), sip2Addr: freeAddr(t), natsAddr: freeAddr(t),
-		out: &syncBuffer{}}
+		mailboxAddr: freeAddr(t), out: &syncBuffer{}}
 	d.storage, d.circulation = "http://"+d.storageAddr, "http://"+d.circulAdr
 	cmd := exec.Command("bash", filepath.Join(d.root, "scripts", "run.sh"))
 	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr,
 		"SIP2_ADDR="+d.sip2Addr, "SIP2_ADMIN_ADDR="+freeAddr(t), "NATS_ADDR="+d.natsAddr, "NATS_STORE="+filepath.Join(t.TempDir(), "nats"),
+		"MAILBOX_ADDR="+d.mailboxAddr, "MAILBOX_SMTP_ADDR="+freeAddr(t), "MAILBOX_STORE="+filepath.Join(t.TempDir(), "mailbox.db"),
 		"DATABASE_URL="+harness.FreshDatabase(t), "BIN_DIR="+harness.BinDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
@@ -162,7 +164,7 @@ func (d *demo) reset(t *testing.T) {
 	t.Helper()
 	cmd := exec.Command("make", "-s", "demo-reset")
 	cmd.Dir = d.root
-	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr)
+	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr, "MAILBOX_ADDR="+d.mailboxAddr)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("demo-reset: %v\n%s", err, out)
 	}
@@ -443,6 +445,11 @@ func TestReadmeAndWalkthrough(t *testing.T) {
 		return i.Barcode == "book-151"
 	}) {
 		t.Errorf("after the README's Try it the hold shelf holds %v, want book-020 and book-151", shelf.Items)
+	}
+	// Bob is mailed that book-151 waits for him, once, in the demo's
+	// mailbox.
+	if n := strings.Count(out, `"Subject":"Your hold is ready: `); n != 1 {
+		t.Errorf("the README's Try it found %d mails telling Bob his hold is ready, want 1:\n%s", n, out)
 	}
 
 	// The desk's page, as the README says: Grace, found by the beginning

@@ -17,6 +17,12 @@ SIP2_ADMIN_ADDR="${SIP2_ADMIN_ADDR:-127.0.0.1:8082}"
 # release nats/go.mod pins, built by make build), its store in NATS_STORE.
 NATS_ADDR="${NATS_ADDR:-127.0.0.1:4223}"
 NATS_STORE="${NATS_STORE:-.run/nats}"
+# The demo's mailbox: the SMTP server the patron notices are sent to
+# (mailpit, the release mailpit/go.mod pins, built by make build), its web
+# page and API on MAILBOX_ADDR, its store in MAILBOX_STORE.
+MAILBOX_ADDR="${MAILBOX_ADDR:-127.0.0.1:8025}"
+MAILBOX_SMTP_ADDR="${MAILBOX_SMTP_ADDR:-127.0.0.1:1025}"
+MAILBOX_STORE="${MAILBOX_STORE:-.run/mailbox.db}"
 TENANT="${TENANT:-diku}"
 # The binaries make build made (the tests point this at their own build).
 BIN_DIR="${BIN_DIR:-bin}"
@@ -31,12 +37,14 @@ sip2_hostport=$(url_of "$SIP2_ADDR"); sip2_hostport="${sip2_hostport#http://}"
 # A port already taken means another copy (or another program) would answer
 # in our place: stop here, before anything starts, and say how to move.
 nats_url="nats://$NATS_ADDR"
-for pair in "STORAGE_ADDR $storage_url" "CIRCULATION_ADDR $circulation_url" "SIP2_ADDR http://$sip2_hostport" "SIP2_ADMIN_ADDR $sip2_admin_url" "NATS_ADDR http://$NATS_ADDR"; do
+mailbox_url=$(url_of "$MAILBOX_ADDR")
+for pair in "STORAGE_ADDR $storage_url" "CIRCULATION_ADDR $circulation_url" "SIP2_ADDR http://$sip2_hostport" "SIP2_ADMIN_ADDR $sip2_admin_url" "NATS_ADDR http://$NATS_ADDR" \
+  "MAILBOX_ADDR $mailbox_url" "MAILBOX_SMTP_ADDR http://$MAILBOX_SMTP_ADDR"; do
   var="${pair%% *}" url="${pair#* }"
   hostport="${url#http://}"
   if (exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}") 2>/dev/null; then
     echo "run: ${hostport} ($var) is already in use, by another make run or another program." >&2
-    echo "run: stop it, or choose other ports, e.g. STORAGE_ADDR=127.0.0.1:9081 CIRCULATION_ADDR=127.0.0.1:9080 SIP2_ADDR=127.0.0.1:7443 SIP2_ADMIN_ADDR=127.0.0.1:9082 NATS_ADDR=127.0.0.1:5223 make run" >&2
+    echo "run: stop it, or choose other ports, e.g. STORAGE_ADDR=127.0.0.1:9081 CIRCULATION_ADDR=127.0.0.1:9080 SIP2_ADDR=127.0.0.1:7443 SIP2_ADMIN_ADDR=127.0.0.1:9082 NATS_ADDR=127.0.0.1:5223 MAILBOX_ADDR=127.0.0.1:9025 MAILBOX_SMTP_ADDR=127.0.0.1:2025 make run" >&2
     exit 1
   fi
 done
@@ -88,12 +96,14 @@ export LOG_LEVEL="${LOG_LEVEL:-warn}"
 
 pids=()
 nats_pid=""
+mailbox_pid=""
 stop() {
   trap - INT TERM EXIT
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   # The broker last: the relay stops publishing first.
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   [ -n "$nats_pid" ] && kill -TERM "$nats_pid" 2>/dev/null || true
+  [ -n "$mailbox_pid" ] && kill -TERM "$mailbox_pid" 2>/dev/null || true
   wait 2>/dev/null || true
 }
 # Ctrl-C (or a TERM) is how make run is stopped: everything stopped, it
@@ -112,7 +122,20 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
-env "${storage_auth[@]}" HTTP_ADDR="$STORAGE_ADDR" NATS_URL="$nats_url" "$BIN_DIR/circulation-storage" &
+# The mailbox next: a Message-ID it has delivered it drops, so a notice
+# sent again after a stop reaches the patron once.
+mkdir -p "$(dirname "$MAILBOX_STORE")"
+"$BIN_DIR/mailpit" --smtp "$MAILBOX_SMTP_ADDR" --listen "$MAILBOX_ADDR" --database "$MAILBOX_STORE" --ignore-duplicate-ids \
+  --disable-version-check >"$MAILBOX_STORE.log" 2>&1 &
+mailbox_pid=$!
+for _ in $(seq 1 100); do
+  if curl -fsS -o /dev/null "$mailbox_url/api/v1/info" 2>/dev/null; then break; fi
+  if ! kill -0 "$mailbox_pid" 2>/dev/null; then echo "run: mailpit exited; see $MAILBOX_STORE.log" >&2; exit 1; fi
+  sleep 0.1
+done
+
+env "${storage_auth[@]}" HTTP_ADDR="$STORAGE_ADDR" NATS_URL="$nats_url" NOTICE_SMTP_ADDR="$MAILBOX_SMTP_ADDR" NOTICE_FROM=circulation@library.test \
+  "$BIN_DIR/circulation-storage" &
 pids+=($!)
 
 wait_ready() { # url name pid
@@ -155,6 +178,7 @@ cat <<MSG
                        a session with it: scripts/sip2-session.sh $sip2_hostport
   NATS JetStream       $nats_url   (the domain events: check-outs, check-ins, loans, items, requests)
                        watch the demo tenant's: $BIN_DIR/events -nats $nats_url -tenant $TENANT
+  Mailbox (mailpit)    $mailbox_url   (the patrons' notices, e.g. Bob's hold ready; SMTP $MAILBOX_SMTP_ADDR)
 
   Sign in on the pages with a demo account (name, password):
         $circulation_url/ui/loans.html?tenant=$TENANT       circulation desk: a patron's loans (librarian)

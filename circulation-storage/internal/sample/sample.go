@@ -51,6 +51,15 @@ const (
 	graduateFeeLimitID = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e13"
 )
 
+// The sample library's patron notices: its notice policy (the rules'
+// fallback), telling a patron their hold is ready for pickup and that a
+// loan is due tomorrow, and the two notices' templates.
+const (
+	NoticePolicy        = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e30"
+	TemplateHoldReady   = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e31"
+	TemplateDueTomorrow = "0b5c2c3f-5d0e-4b5e-9a0c-6f4a1c2d3e32"
+)
+
 // Sample loan policies.
 const (
 	PolicyStandard    = "d9cd0bed-1b49-4b5e-a7bd-064b8d177231"
@@ -94,6 +103,7 @@ var Rules = storage.CirculationRules{
 	FallbackLoanPolicyID:        PolicyStandard,
 	FallbackOverdueFinePolicyID: OverdueFinePolicy,
 	FallbackLostItemPolicyID:    LostItemFeePolicy,
+	FallbackNoticePolicyID:      NoticePolicy,
 	Rules: []storage.CirculationRule{
 		{PatronGroupID: GroupUndergrad, LoanTypeID: LoanTypeCanCirculate, LoanPolicyID: PolicyUndergrad},
 		{MaterialTypeID: MaterialDVD, LoanPolicyID: PolicyDVD},
@@ -128,9 +138,10 @@ func sampleSeeds(now time.Time) []seed {
 				"closedLibraryDueDateManagementId": "MOVE_TO_THE_END_OF_THE_NEXT_OPEN_DAY"}, "renewable": false}},
 		{storage.LoanPolicies, PolicyReadingRoom, map[string]any{"name": "Reading room only", "loanable": false}},
 	}
+	seeds = append(seeds, notices()...)
 	patron := func(barcode, first, last, group string, active bool) seed {
 		return seed{storage.Patrons, ID(barcode), map[string]any{"barcode": barcode, "active": active, "patronGroup": group,
-			"personal": map[string]any{"firstName": first, "lastName": last}}}
+			"personal": map[string]any{"firstName": first, "lastName": last, "email": strings.ToLower(first) + "@library.test"}}}
 	}
 	seeds = append(seeds,
 		patron("1001", "Alice", "Archer", GroupUndergrad, true),
@@ -257,6 +268,30 @@ func calendar(now time.Time) seed {
 	return seed{storage.Calendars, Calendar, map[string]any{"name": "Opening hours", "startDate": now.UTC().AddDate(0, 0, -1).Format(time.DateOnly),
 		"endDate": now.UTC().AddDate(1, 0, 0).Format(time.DateOnly), "assignments": []string{ServicePointDesk1, ServicePointDesk2},
 		"normalHours": open, "exceptions": []map[string]any{{"name": "Stocktaking", "startDate": closed, "endDate": closed, "openings": []any{}}}}}
+}
+
+// notices are the sample library's notice templates and policy.
+func notices() []seed {
+	template := func(id, name, category, header, body string) seed {
+		return seed{storage.NoticeTemplates, id, map[string]any{"name": name, "active": true, "category": category,
+			"templateResolver": "mustache", "outputFormats": []string{"text/plain"},
+			"localizedTemplates": map[string]any{"en": map[string]any{"header": header, "body": body}}}}
+	}
+	return []seed{
+		template(TemplateHoldReady, "Hold ready for pickup", "Request", "Your hold is ready: {{item.title}}",
+			"Dear {{user.firstName}},\n\n{{item.title}} ({{item.barcode}}) is waiting for you at {{request.servicePointPickup}} "+
+				"until {{request.holdShelfExpirationDate}}.\n\nYour library"),
+		template(TemplateDueTomorrow, "Due tomorrow", "Loan", "Due tomorrow: {{item.title}}",
+			"Dear {{user.firstName}},\n\n{{item.title}} ({{item.barcode}}) is due back {{loan.dueDate}}. "+
+				"Renew it at a kiosk or the desk if you need it longer.\n\nYour library"),
+		{storage.PatronNoticePolicies, NoticePolicy, map[string]any{"name": "Hold ready and due tomorrow", "active": true,
+			"loanNotices": []map[string]any{{"name": "Due tomorrow", "templateId": TemplateDueTomorrow, "format": "Email",
+				"frequency": "One time", "realTime": false, "sendOptions": map[string]any{"sendWhen": schemas.NoticeDueDate,
+					"sendHow": schemas.NoticeBefore, "sendBy": map[string]any{"duration": 1, "intervalId": "Days"}}}},
+			"requestNotices": []map[string]any{{"name": "Hold ready", "templateId": TemplateHoldReady, "format": "Email",
+				"frequency": "One time", "realTime": true, "sendOptions": map[string]any{"sendWhen": schemas.NoticeAvailable,
+					"sendHow": schemas.NoticeUponAt}}}}},
+	}
 }
 
 // gracesLoans are Grace's loans, made now at Circ Desk 2 for the
