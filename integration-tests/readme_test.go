@@ -125,7 +125,7 @@ func startDemo(t *testing.T) *demo {
 // documents' commands read them, as make demo-reset does.
 func (d *demo) env() []string {
 	return append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr, "SIP2_ADDR="+d.sip2Addr,
-		"NATS_ADDR="+d.natsAddr)
+		"NATS_ADDR="+d.natsAddr, "MAILBOX_ADDR="+d.mailboxAddr)
 }
 
 // shell runs script with bash in the repository's root, make run's
@@ -164,7 +164,7 @@ func (d *demo) reset(t *testing.T) {
 	t.Helper()
 	cmd := exec.Command("make", "-s", "demo-reset")
 	cmd.Dir = d.root
-	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr, "MAILBOX_ADDR="+d.mailboxAddr)
+	cmd.Env = append(os.Environ(), "STORAGE_ADDR="+d.storageAddr, "CIRCULATION_ADDR="+d.circulAdr)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("demo-reset: %v\n%s", err, out)
 	}

@@ -224,15 +224,15 @@ func schedule(ctx context.Context, tx pgx.Tx, c change) error {
 func when(n Notice, c change) (at time.Time, basis string, ok bool) {
 	event := n.SendOptions.SendWhen
 	d, isDated := dated[event]
-	if !isDated {
-		return c.at, "", event == c.event
-	}
 	switch {
+	case !isDated || (event != schemas.NoticeDueDate && n.timing() == schemas.NoticeUponAt):
+		// Upon the event itself (a request's expiration when it happens).
+		if event != c.event {
+			return time.Time{}, "", false
+		}
+		return c.at, "", true
 	case event == schemas.NoticeDueDate && (c.kind != "loan" || !loanRescheduling[c.event] || c.event == schemas.NoticeCheckIn):
 		return time.Time{}, "", false
-	case event != schemas.NoticeDueDate && n.timing() == schemas.NoticeUponAt:
-		// A request's expiration, told when it happens.
-		return c.at, "", event == c.event
 	case event != schemas.NoticeDueDate && d.setBy != c.event && !(d.setBy == "" && c.kind == "request" && isPlaced(c.event)):
 		return time.Time{}, "", false
 	}

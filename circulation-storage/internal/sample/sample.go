@@ -279,8 +279,8 @@ func notices() []seed {
 	}
 	return []seed{
 		template(TemplateHoldReady, "Hold ready for pickup", "Request", "Your hold is ready: {{item.title}}",
-			"Dear {{user.firstName}},\n\n{{item.title}} ({{item.barcode}}) is waiting for you at {{request.servicePointPickup}} "+
-				"until {{request.holdShelfExpirationDate}}.\n\nYour library"),
+			"Dear {{user.firstName}},\n\n{{item.title}} ({{item.barcode}}) is waiting for you at {{request.servicePointPickup}}"+
+				"{{#request.holdShelfExpirationDate}} until {{request.holdShelfExpirationDate}}{{/request.holdShelfExpirationDate}}.\n\nYour library"),
 		template(TemplateDueTomorrow, "Due tomorrow", "Loan", "Due tomorrow: {{item.title}}",
 			"Dear {{user.firstName}},\n\n{{item.title}} ({{item.barcode}}) is due back {{loan.dueDate}}. "+
 				"Renew it at a kiosk or the desk if you need it longer.\n\nYour library"),
