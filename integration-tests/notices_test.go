@@ -400,7 +400,7 @@ func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 			pause.Reset(time.Duration(100+rand.IntN(400)) * time.Millisecond)
 		}
 	}()
-	got := mail.WaitMessages(len(lends), 90*time.Second)
+	mail.WaitMessages(len(lends), 90*time.Second)
 	close(stop)
 	kills := <-stopped
 	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)
@@ -440,4 +440,60 @@ func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 			len(notices), len(got), early, outOfOrder, len(lends), len(lends))
 	}
 	t.Logf("%d mails delivered through %d kills of storage and %d of the SMTP server", len(got), kills[0], kills[1])
+}
+
+// TestANoticeThatCannotBeSentIsADeadLetterOnTheConsole: the SMTP server
+// gone (nothing listens where NOTICE_SMTP_ADDR points), a check-out's
+// receipt is tried NOTICE_MAX_ATTEMPTS times, then Failed with why; the
+// operator's console lists it (GET /circulation/notices/failed: the
+// patron by name and barcode, the event, the tries, the failure), and its
+// page shows it; a self-check machine may not read it (403).
+func TestANoticeThatCannotBeSentIsADeadLetterOnTheConsole(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
+		StorageEnv: []string{"NOTICE_SMTP_ADDR=" + harness.FreeAddr(t), "NOTICE_INTERVAL=50ms", "NOTICE_FIRST_RETRY=10ms", "NOTICE_MAX_ATTEMPTS=2"}})
+	lib := c.SetupLibrary(1, 1, 0)
+	giveEmail(t, c, lib.Patrons[0])
+	receipt := noticeTemplate(t, c, "Receipt", "Checked out: {{item.barcode}}", "Due {{loan.dueDate}}.")
+	useNoticePolicy(t, c, lib.PolicyID, []map[string]any{noticeOn(receipt, schemas.NoticeCheckOut, schemas.NoticeUponAt, nil)}, nil)
+	var loan struct{ ID string }
+	c.CheckOut(0, lib.Items[0][0], lib.Patrons[0]).Want(t, http.StatusCreated).Decode(t, &loan)
+	var n []scheduledNotice
+	waitFor(t, "the receipt failed", func() bool {
+		n = noticesOf(t, c, "loanId="+loan.ID)
+		return len(n) == 1 && n[0].Status == schemas.NoticeFailed
+	})
+	if n[0].Attempts != 2 || !strings.Contains(n[0].LastError, "connection refused") || n[0].Sent != 0 {
+		t.Errorf("the failed receipt: %+v, want two tries, the last refused", n[0])
+	}
+	var dead struct {
+		Notices []struct {
+			ID, Patron, TriggeringEvent, LastError string
+			Attempts                               int
+		}
+		TotalRecords int
+	}
+	operator := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleOperator)}
+	c.DoWith(c.Circulations[0], "GET", "/circulation/notices/failed", nil, operator).Want(t, http.StatusOK).Decode(t, &dead)
+	want := "Reader Patron " + lib.Patrons[0] + " (" + lib.Patrons[0] + ")"
+	if dead.TotalRecords != 1 || len(dead.Notices) != 1 || dead.Notices[0].ID != n[0].ID || dead.Notices[0].Patron != want ||
+		dead.Notices[0].TriggeringEvent != schemas.NoticeCheckOut || dead.Notices[0].Attempts != 2 || dead.Notices[0].LastError != n[0].LastError {
+		t.Errorf("the console's dead letters: %+v, want the receipt for %s", dead, want)
+	}
+	c.DoWith(c.Circulations[0], "GET", "/circulation/notices/failed", nil,
+		map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleSelfCheck)}).Want(t, http.StatusForbidden)
+
+	c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
+	ctx := browser(t)
+	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
+	waitUntil(t, ctx, "the dead letter on the console", `document.querySelectorAll("#failed-notices tbody tr").length === 1`)
+	row := textOf(t, ctx, "#failed-notices tbody tr")
+	for _, w := range []string{want, schemas.NoticeCheckOut, "connection refused"} {
+		if !strings.Contains(row, w) {
+			t.Errorf("the console's row %q does not say %q", row, w)
+		}
+	}
+	if got := textOf(t, ctx, "#notices-status"); got != "1 notice could not be sent." {
+		t.Errorf("the console says %q", got)
+	}
 }

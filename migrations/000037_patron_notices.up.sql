@@ -63,6 +63,8 @@ CREATE TABLE scheduled_notice (
 -- (or tried again), and a patron's earlier notices by the patron.
 CREATE INDEX scheduled_notice_due_idx ON scheduled_notice ((coalesce(retry_at, next_run_at))) WHERE status = 'Scheduled';
 CREATE INDEX scheduled_notice_recipient_idx ON scheduled_notice (tenant_id, recipient_id, next_run_at, seq) WHERE status = 'Scheduled';
+-- The console lists a tenant's notices by status (the dead letters).
+CREATE INDEX scheduled_notice_status_idx ON scheduled_notice (tenant_id, status, next_run_at, seq);
 CREATE INDEX scheduled_notice_loan_idx ON scheduled_notice (tenant_id, loan_id) WHERE loan_id IS NOT NULL;
 CREATE INDEX scheduled_notice_request_idx ON scheduled_notice (tenant_id, request_id) WHERE request_id IS NOT NULL;
 

@@ -367,6 +367,9 @@ var Routes = slices.Concat(
 		circ("GET", "/circulation/check-out-locks/history.csv", "circulation.check-out-locks.history.get", "export the check-out lock history",
 			"checkout-lock-storage.checkout-locks.history.get", namesUser, namesAccount, namesServicePoint, findUsers, findAccounts).
 			reads("patron", "account", "type", "from", "to").answersText(200, "text/csv"),
+		circ("GET", "/circulation/notices/failed", PermissionFailedNotices,
+			"list the patron notices every try of which failed (the dead letters), with their patrons",
+			"scheduled-notice-storage.scheduled-notices.collection.get", namesUser).answers(200, "circulation-failed-notices.json"),
 		circ("GET", "/circulation/kiosks", "circulation.kiosks.collection.get",
 			"list the self-check machines connected to the SIP2 doors, and the sessions that ended today").answers(200, "circulation-kiosks.json"),
 		circ("PUT", "/circulation/kiosks/presence/{id}", PermissionPresencePut,
@@ -659,6 +662,10 @@ const (
 	PermissionPresenceGet = "circulation.kiosks.presence.get"
 )
 
+// PermissionFailedNotices lists the patron notices storage's sender gave
+// up on (GET /circulation/notices/failed): the console's dead letters.
+const PermissionFailedNotices = "circulation.notices.failed.get"
+
 // PermissionSelfCheckSettings reads the tenant's self-check settings as
 // they apply (GET /circulation/settings/self-check): a SIP2 door asks it
 // for a kiosk's status (offline ok).
@@ -832,7 +839,8 @@ var (
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate},
 		feeFineDesk())
 	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
-		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get", "circulation.kiosks.collection.get"}
+		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get", "circulation.kiosks.collection.get",
+		PermissionFailedNotices}
 )
 
 // feeFineDesk is what a librarian does with fees/fines beyond a
@@ -855,7 +863,7 @@ var PermissionSets = []PermissionSet{
 	{RoleSelfCheck, "Circulation: self-check machine", "Check items out and in, renew loans, take a patron's payment of a fee/fine, and read what a kiosk shows a patron and of an item.", selfCheckRole},
 	{RoleLibrarian, "Circulation: librarian", "A self-check machine's permissions (paying a fee/fine among them), waiving, transferring, refunding and cancelling fees/fines, reading and changing the check-out lock settings, reading loans, claiming them returned and declaring them lost, placing, changing, cancelling and moving requests and finding where they may be picked up, anonymizing a patron's closed loans on their request, and overriding blocks at check-out.",
 		librarianRole},
-	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, see the connected self-check machines, and read the lock settings.",
+	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, see the connected self-check machines and the patron notices that could not be sent, and read the lock settings.",
 		operatorRole},
 	{RoleTenantAdmin, "Circulation: tenant administrator", "Every permission of both modules: initialise, upgrade and purge tenants, load the library's records, and call storage directly.",
 		tenantAdmin()},

@@ -108,6 +108,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Get("/circulation/patron-loans", s.patronLoans, s.tenant)
 	s.Handle(http.MethodDelete, "/circulation/check-out-locks/:id", s.releaseConsoleLock, s.tenant)
 	s.Get("/circulation/kiosks", s.kiosks, s.tenant)
+	s.Get("/circulation/notices/failed", s.failedNotices, s.tenant)
 	s.Handle(http.MethodPut, "/circulation/kiosks/presence/:id", s.seeKioskOnLine, s.tenant)
 	s.Get("/circulation/kiosks/presence", s.kioskOnLine, s.tenant)
 	s.pages()

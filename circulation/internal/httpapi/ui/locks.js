@@ -1,14 +1,17 @@
 // The operator's lock console: the live locks with their patrons, holders
 // and service points by name, refreshed every second with a countdown to
 // each expiry, the kiosks' day (the self-check machines connected to the
-// SIP2 doors and the sessions that ended today), the recent lock history, and releasing a lock after a confirmation whose
-// default is to keep it.
+// SIP2 doors and the sessions that ended today), the patron notices that
+// could not be sent, the recent lock history, and releasing a lock after a
+// confirmation whose default is to keep it.
 "use strict";
 
 const LIST = "GET /circulation/check-out-locks";
 const HISTORY = "GET /circulation/check-out-locks/history";
 const RELEASE = "DELETE /circulation/check-out-locks/{id}";
 const KIOSKS = "GET /circulation/kiosks";
+const NOTICES = "GET /circulation/notices/failed";
+const noticeColumns = ["Patron", "Notice", "Due", "Tries", "Why"];
 // The desk's page, where a patron's link in the history leads.
 const DESK = "GET /circulation/patron-loans";
 
@@ -254,15 +257,35 @@ function renderKiosks(answer) {
   document.getElementById("kiosks-status").textContent = down.length ? `${count} Not heard from ${down.join("; ")}.` : count;
 }
 
+// renderNotices lists the patron notices storage's sender gave up on:
+// whom each was for, on what, when it was due, its tries and why the last
+// failed.
+function renderNotices(answer) {
+  const section = document.getElementById("notices-section");
+  section.hidden = !answer;
+  if (!answer) return;
+  const body = document.querySelector("#failed-notices tbody");
+  body.replaceChildren();
+  for (const n of answer.notices) {
+    const texts = [n.patron, n.triggeringEvent, new Date(n.nextRunTime).toLocaleString(), String(n.attempts), n.lastError];
+    body.append(el("tr", { "data-notice": n.id }, ...texts.map((text, i) => el("td", { "data-label": noticeColumns[i], text }))));
+  }
+  const shown = answer.notices.length < answer.totalRecords ? ` (the first ${answer.notices.length} shown)` : "";
+  document.getElementById("notices-status").textContent = answer.totalRecords === 0
+    ? "None: every notice was sent, or waits its time or its next try."
+    : `${answer.totalRecords} notice${answer.totalRecords === 1 ? "" : "s"} could not be sent${shown}.`;
+}
+
 async function refresh() {
   if (busy) return;
   busy = true;
   const gen = generation;
   try {
-    const [page, history, kiosks] = await Promise.all([
+    const [page, history, kiosks, notices] = await Promise.all([
       api("GET", "/circulation/check-out-locks"),
       may(HISTORY) ? api("GET", historyURL()) : Promise.resolve({ events: [], totalRecords: 0 }),
       may(KIOSKS) ? api("GET", "/circulation/kiosks") : Promise.resolve(null),
+      may(NOTICES) ? api("GET", "/circulation/notices/failed") : Promise.resolve(null),
     ]);
     if (gen !== generation) return;
     locks = page.checkoutLocks;
@@ -271,6 +294,7 @@ async function refresh() {
     renderHistory(history.events);
     renderHistoryPage(history);
     renderKiosks(kiosks);
+    renderNotices(notices);
     say("status", `${page.totalRecords} lock${page.totalRecords === 1 ? "" : "s"} held. Updated ${new Date().toLocaleTimeString()}.`, true);
   } catch (err) {
     if (gen === generation) say("page-status", err.message, false);
@@ -320,6 +344,8 @@ function clear() {
   say("export-status", "", true);
   document.querySelector("#kiosks tbody").replaceChildren();
   document.getElementById("kiosks-section").hidden = true;
+  document.querySelector("#failed-notices tbody").replaceChildren();
+  document.getElementById("notices-section").hidden = true;
   document.getElementById("no-locks").hidden = true;
   say("status", "", true);
 }
