@@ -3,6 +3,7 @@ module github.com/checkoutlock/circulation-storage
 go 1.26.0
 
 require (
+	github.com/cbroglie/mustache v1.4.2
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/checkoutlock/config v0.0.0-00010101000000-000000000000
 	github.com/checkoutlock/migrations v0.0.0
@@ -28,7 +29,6 @@ require (
 	github.com/MicahParks/keyfunc/v3 v3.9.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/caarlos0/env/v10 v10.0.0 // indirect
-	github.com/cbroglie/mustache v1.4.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect

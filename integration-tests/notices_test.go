@@ -497,3 +497,108 @@ func TestANoticeThatCannotBeSentIsADeadLetterOnTheConsole(t *testing.T) {
 		t.Errorf("the console says %q", got)
 	}
 }
+
+// TestOverdueNoticesRecurWithoutFlooding: a loan due nine minutes ago,
+// under a policy mailing a notice a minute after the due date and again
+// every minute while overdue, is mailed once, not once for each minute it
+// missed, and its notice is scheduled again for the next minute after
+// now; returned, the notice is Obsolete and nothing more is mailed.
+func TestOverdueNoticesRecurWithoutFlooding(t *testing.T) {
+	t.Parallel()
+	mail := harness.StartMailpit(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
+		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms")})
+	lib := c.SetupLibrary(1, 1, 0)
+	giveEmail(t, c, lib.Patrons[0])
+	var minute struct{ ID string }
+	c.Do(c.Storage, "POST", "/loan-policy-storage/loan-policies", map[string]any{"name": "A minute", "loanable": true,
+		"loansPolicy": map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 1, "intervalId": "Minutes"}}}).
+		Want(t, http.StatusCreated).Decode(t, &minute)
+	overdue := noticeTemplate(t, c, "Overdue", "Overdue: {{item.barcode}}", "Due {{loan.dueDate}}.")
+	every := noticeOn(overdue, schemas.NoticeDueDate, schemas.NoticeAfter, map[string]any{"duration": 1, "intervalId": "Minutes"})
+	every["frequency"] = schemas.NoticeRecurring
+	every["sendOptions"].(map[string]any)["sendEvery"] = map[string]any{"duration": 1, "intervalId": "Minutes"}
+	useNoticePolicy(t, c, minute.ID, []map[string]any{every}, nil)
+	loan := checkOutOn(t, c, lib.Items[0][0], lib.Patrons[0], time.Now().Add(-10*time.Minute).UTC().Format("2006-01-02T15:04:05.000Z"))
+	mail.WaitMessages(1, 30*time.Second)
+	var n []scheduledNotice
+	waitFor(t, "the overdue notice sent once and scheduled again", func() bool {
+		n = noticesOf(t, c, fmt.Sprint("loanId=", loan["id"]))
+		return len(n) == 1 && n[0].Sent == 1
+	})
+	next, err := schemas.ParseDateTime(n[0].NextRunTime)
+	if err != nil || n[0].Status != schemas.NoticeScheduled || !next.After(time.Now()) || next.After(time.Now().Add(time.Minute)) {
+		t.Errorf("the overdue notice after its first mail: %+v, want Scheduled for within the next minute", n[0])
+	}
+	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)
+	if got, err := mail.Messages(context.Background()); err != nil || len(got) != 1 {
+		t.Errorf("%d mails (%v), want one for the nine minutes missed", len(got), err)
+	}
+	c.CheckIn(0, lib.Items[0][0]).Want(t, http.StatusOK)
+	waitFor(t, "the returned loan's notice obsolete", func() bool {
+		n = noticesOf(t, c, fmt.Sprint("loanId=", loan["id"]))
+		return len(n) == 1 && n[0].Status == schemas.NoticeObsolete
+	})
+}
+
+// TestARequestsNoticesFollowIt: under a policy telling a requester when a
+// hold is placed, when it is ready, a day before the hold shelf lets it go
+// and when it is cancelled, a hold placed, put on the hold shelf and
+// cancelled mails the requester three notices in that order (placed,
+// ready, cancelled); the notice before the hold shelf's expiration,
+// scheduled when it went on the shelf for a day before its date, is
+// Obsolete once the request is cancelled, never sent.
+func TestARequestsNoticesFollowIt(t *testing.T) {
+	t.Parallel()
+	mail := harness.StartMailpit(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
+		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms")})
+	lib := c.SetupLibrary(2, 1, 0)
+	owner, requester, book := lib.Patrons[0], lib.Patrons[1], lib.Items[0][0]
+	giveEmail(t, c, requester)
+	keepHolds(t, c, harness.ServicePoint, 3, "Days")
+	tpl := func(what string) string { return noticeTemplate(t, c, what, what+": {{item.barcode}}", what+".") }
+	useNoticePolicy(t, c, lib.PolicyID, nil, []map[string]any{
+		noticeOn(tpl("Placed"), schemas.NoticeHoldRequest, schemas.NoticeUponAt, nil),
+		noticeOn(tpl("Ready"), schemas.NoticeAvailable, schemas.NoticeUponAt, nil),
+		noticeOn(tpl("Last day"), schemas.NoticeHoldExpiration, schemas.NoticeBefore, map[string]any{"duration": 1, "intervalId": "Days"}),
+		noticeOn(tpl("Cancelled"), schemas.NoticeRequestCancellation, schemas.NoticeUponAt, nil)})
+	c.CheckOut(0, book, owner).Want(t, http.StatusCreated)
+	var hold struct{ ID string }
+	c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold", "requestLevel": "Item",
+		"requestDate": "2026-01-01T10:00:00.000Z", "requesterId": c.IDOf(t, "/users", "users", requester),
+		"itemId": c.IDOf(t, "/item-storage/items", "items", book), "status": "Open - Not yet filled", "position": 1,
+		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": harness.ServicePoint}).Want(t, http.StatusCreated).Decode(t, &hold)
+	mail.WaitMessages(1, 30*time.Second)
+	c.CheckIn(0, book).Want(t, http.StatusOK)
+	mail.WaitMessages(2, 30*time.Second)
+	var lastDay []scheduledNotice
+	waitFor(t, "the notice before the hold shelf's expiration scheduled", func() bool {
+		lastDay = noticesOf(t, c, "requestId="+hold.ID+"&status=Scheduled")
+		return len(lastDay) == 1
+	})
+	r := readRequest(t, c, hold.ID)
+	expires, err := schemas.ParseDateTime(r.HoldShelfExpiration)
+	at, err2 := schemas.ParseDateTime(lastDay[0].NextRunTime)
+	if err != nil || err2 != nil || !at.Equal(expires.AddDate(0, 0, -1)) || lastDay[0].TriggeringEvent != schemas.NoticeHoldExpiration {
+		t.Errorf("the last day's notice %+v, want a day before %s", lastDay[0], r.HoldShelfExpiration)
+	}
+	var doc map[string]any
+	c.Do(c.Storage, "GET", "/request-storage/requests/"+hold.ID, nil).Want(t, http.StatusOK).Decode(t, &doc)
+	delete(doc, "metadata")
+	doc["status"] = "Closed - Cancelled"
+	c.Do(c.Storage, "PUT", "/request-storage/requests/"+hold.ID, doc).Want(t, http.StatusNoContent)
+	got := mail.WaitMessages(3, 30*time.Second)
+	slices.SortFunc(got, func(a, b harness.Mail) int { return a.Created.Compare(b.Created) })
+	var subjects []string
+	for _, m := range got {
+		subjects = append(subjects, m.Subject)
+	}
+	if want := []string{"Placed: " + book, "Ready: " + book, "Cancelled: " + book}; !slices.Equal(subjects, want) {
+		t.Errorf("the requester was mailed %q, want %q", subjects, want)
+	}
+	waitFor(t, "the last day's notice obsolete", func() bool {
+		n := noticesOf(t, c, "requestId="+hold.ID+"&status=Obsolete")
+		return len(n) == 1 && n[0].ID == lastDay[0].ID
+	})
+}

@@ -208,7 +208,13 @@ func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mail
 	}
 	set := map[string]any{"sent": n.Sent + 1, "attempts": 0, "sentDate": stamp(time.Now()), "messageId": msg.MessageID}
 	if every := n.NoticeConfig.RecurringPeriod.Length(); every > 0 {
+		// The next time after now: a notice sent late (the server down,
+		// the loan lent long ago) is sent once, not once for each period
+		// it missed.
 		again := next.Add(every)
+		for now := time.Now(); !again.After(now); {
+			again = again.Add(every)
+		}
 		basis, err := schemas.ParseDateTime(n.BasisDate)
 		if n.NoticeConfig.Timing == schemas.NoticeAfter || (err == nil && again.Before(basis)) {
 			return settle(schemas.NoticeScheduled, set, again, nil)
