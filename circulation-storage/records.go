@@ -139,7 +139,7 @@ var (
 	NoticeTemplates = Resource{Name: "Template", Path: "/templates", Plural: "templates",
 		Filters: []Filter{{Param: "name", Kind: FilterText}}}
 	ScheduledNotices = Resource{Name: "Scheduled notice", Path: "/scheduled-notice-storage/scheduled-notices", Plural: "scheduledNotices",
-		Filters: []Filter{{Param: "loanId", Kind: FilterUUID}, {Param: "requestId", Kind: FilterUUID},
+		Filters: []Filter{{Param: "loanId", Kind: FilterUUID}, {Param: "requestId", Kind: FilterUUID}, {Param: "feeFineId", Kind: FilterUUID},
 			{Param: "recipientUserId", Kind: FilterUUID}, {Param: "status", Kind: FilterText, Values: schemas.NoticeStatuses}},
 		ReadOnly: true}
 	ServicePoints = Resource{Name: "Service point", Path: "/service-points", Plural: "servicepoints",

@@ -151,7 +151,8 @@ var layers = [][]string{
 	{"circulation-storage/internal/recordstore", "circulation-storage/internal/sample", "circulation-storage/internal/calendars"},
 	// The writes by concern: each its own room.
 	{"circulation-storage/internal/lending", "circulation-storage/internal/locks", "circulation-storage/internal/outbox", "circulation-storage/internal/waiting",
-		"circulation-storage/internal/tenants", "circulation-storage/internal/accounts", "circulation-storage/internal/presence"},
+		"circulation-storage/internal/tenants", "circulation-storage/internal/accounts", "circulation-storage/internal/presence",
+		"circulation-storage/internal/notices"},
 	// The work that uses them; the door.
 	{"circulation-storage/internal/sweeper", "circulation-storage/internal/dbtest", "sip2/internal/server"},
 	// The HTTP layers.

@@ -602,3 +602,48 @@ func TestARequestsNoticesFollowIt(t *testing.T) {
 		return len(n) == 1 && n[0].ID == lastDay[0].ID
 	})
 }
+
+// TestAFeeFineChargedIsToldOnce: an overdue fine charged at a late
+// return, its fee/fine type naming a charge notice (chargeNoticeId,
+// mod-feesfines'), mails the patron once, the template's feeCharge tokens
+// filled in (the type, the amount and what remains of it, the owner) with
+// the item's; the notice is Sent, and five rounds later still one mail.
+func TestAFeeFineChargedIsToldOnce(t *testing.T) {
+	t.Parallel()
+	mail := harness.StartMailpit(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
+		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms")})
+	lib := setUpFees(t, c, 1, 1, facultyStandard(), lostPolicy(10, 5))
+	patron, book := lib.Patrons[0], lib.Items[0][0]
+	address := giveEmail(t, c, patron)
+	fine := noticeTemplate(t, c, "Fine", "{{feeCharge.type}}: {{feeCharge.amount}}",
+		"{{feeCharge.type}} of {{feeCharge.amount}} ({{feeCharge.remainingAmount}} to pay) for {{item.barcode}}, {{feeCharge.owner}}.")
+	var doc map[string]any
+	c.Do(c.Storage, "GET", "/feefines/"+lib.OverdueType, nil).Want(t, http.StatusOK).Decode(t, &doc)
+	delete(doc, "metadata")
+	doc["chargeNoticeId"] = fine
+	c.Do(c.Storage, "PUT", "/feefines/"+lib.OverdueType, doc).Want(t, http.StatusNoContent)
+	checkOutOn(t, c, book, patron, time.Now().AddDate(0, 0, -30).UTC().Format("2006-01-02T15:04:05.000Z"))
+	c.CheckIn(0, book).Want(t, http.StatusOK)
+	got := mail.WaitMessages(1, 30*time.Second)
+	fees := accountsOf(t, c, c.IDOf(t, "/users", "users", patron))
+	if len(fees) != 1 || fees[0].FeeFineType != schemas.FeeFineOverdueFine {
+		t.Fatalf("the late return charged %+v, want an overdue fine", fees)
+	}
+	amount := fees[0].Amount.String()
+	m, err := mail.Message(context.Background(), got[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBody := fmt.Sprintf("Overdue fine of %s (%s to pay) for %s, Main desk.", amount, amount, book)
+	if m.To[0].Address != address || m.Subject != "Overdue fine: "+amount || strings.TrimSpace(m.Text) != wantBody {
+		t.Errorf("the charge's mail: to %v, %q, %q; want %s, %q, %q", m.To, m.Subject, m.Text, address, "Overdue fine: "+amount, wantBody)
+	}
+	if n := noticesOf(t, c, "feeFineId="+fees[0].ID); len(n) != 1 || n[0].Status != schemas.NoticeSent || n[0].TriggeringEvent != schemas.NoticeFeeFineCharged {
+		t.Errorf("the charge's notices %+v, want one Sent", n)
+	}
+	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)
+	if all, err := mail.Messages(context.Background()); err != nil || len(all) != 1 {
+		t.Errorf("%d mails (%v), want the one", len(all), err)
+	}
+}

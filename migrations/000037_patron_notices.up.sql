@@ -1,14 +1,17 @@
 -- Patron notices, as FOLIO keeps them: notice policies (mod-circulation-
 -- storage's patron-notice-policies, chosen by the circulation rules' n),
 -- templates (mod-template-engine's), and the notices scheduled from them
--- (scheduled-notice-storage's), sent by storage's notice sender.
+-- (scheduled-notice-storage's), sent by storage's notice sender; and a
+-- fee/fine's charge notice (its type's chargeNoticeId, else its owner's
+-- defaultChargeNoticeId: mod-feesfines').
 --
 -- What a notice is scheduled from is recorded by the write that makes it
 -- happen, in its own transaction: the triggers below add a row to
 -- notice_change for each change of a loan or a request a notice policy can
 -- name (a check-out, a check-in, a renewal, a due date moved, a request
 -- placed, made ready for pickup, cancelled or expired), only for a tenant
--- that has a notice policy. The sender takes each change once: it writes
+-- that has a notice policy, and of each fee/fine charged, only for a tenant
+-- that has a template. The sender takes each change once: it writes
 -- the notices the change calls for and deletes the change in one
 -- transaction.
 CREATE TABLE patron_notice_policy (
@@ -54,6 +57,7 @@ CREATE TABLE scheduled_notice (
     retry_at     timestamptz,
     recipient_id uuid GENERATED ALWAYS AS ((jsonb ->> 'recipientUserId')::uuid) STORED NOT NULL,
     loan_id      uuid GENERATED ALWAYS AS ((jsonb ->> 'loanId')::uuid) STORED,
+    fee_fine_id  uuid GENERATED ALWAYS AS ((jsonb ->> 'feeFineId')::uuid) STORED,
     request_id   uuid GENERATED ALWAYS AS ((jsonb ->> 'requestId')::uuid) STORED,
     status       text GENERATED ALWAYS AS (jsonb ->> 'status') STORED NOT NULL,
     CONSTRAINT scheduled_notice_pkey PRIMARY KEY (tenant_id, id),
@@ -77,15 +81,18 @@ CREATE TABLE notice_change (
     record     jsonb NOT NULL,
     changed_at timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT notice_change_pkey PRIMARY KEY (pos),
-    CONSTRAINT notice_change_kind_check CHECK (kind IN ('loan', 'request'))
+    CONSTRAINT notice_change_kind_check CHECK (kind IN ('loan', 'request', 'feefine'))
 );
 
 -- notice_event names what a loan's or a request's change is to a notice
--- policy (FOLIO's NoticeEventType), NULL when it is nothing: old is the
--- record before (NULL for one created), new after.
+-- policy (FOLIO's NoticeEventType), and a fee/fine's creation its charge,
+-- NULL when it is nothing: old is the record before (NULL for one
+-- created), new after.
 CREATE FUNCTION notice_event(kind text, old jsonb, new jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE SET search_path FROM CURRENT AS $$
     SELECT CASE
+        WHEN kind = 'feefine' THEN
+            CASE WHEN old IS NULL THEN 'Fee/fine charged' END
         WHEN kind = 'loan' AND old IS NULL THEN
             CASE WHEN new #>> '{status,name}' = 'Open' THEN 'Check out' END
         WHEN kind = 'loan' THEN
@@ -111,9 +118,18 @@ CREATE FUNCTION notice_change_record() RETURNS trigger
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     event text;
+    told  boolean;
 BEGIN
     event := notice_event(TG_ARGV[0], CASE WHEN TG_OP = 'UPDATE' THEN OLD.jsonb END, NEW.jsonb);
-    IF event IS NOT NULL AND EXISTS (SELECT 1 FROM patron_notice_policy WHERE tenant_id = NEW.tenant_id) THEN
+    IF event IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF TG_ARGV[0] = 'feefine' THEN
+        told := EXISTS (SELECT 1 FROM notice_template WHERE tenant_id = NEW.tenant_id);
+    ELSE
+        told := EXISTS (SELECT 1 FROM patron_notice_policy WHERE tenant_id = NEW.tenant_id);
+    END IF;
+    IF told THEN
         INSERT INTO notice_change (tenant_id, kind, record_id, event, record)
         VALUES (NEW.tenant_id, TG_ARGV[0], NEW.id, event, NEW.jsonb);
     END IF;
@@ -125,3 +141,5 @@ CREATE TRIGGER loan_notice_change AFTER INSERT OR UPDATE ON loan
     FOR EACH ROW EXECUTE FUNCTION notice_change_record('loan');
 CREATE TRIGGER request_notice_change AFTER INSERT OR UPDATE ON request
     FOR EACH ROW EXECUTE FUNCTION notice_change_record('request');
+CREATE TRIGGER fee_fine_account_notice_change AFTER INSERT ON fee_fine_account
+    FOR EACH ROW EXECUTE FUNCTION notice_change_record('feefine');

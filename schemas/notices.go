@@ -16,6 +16,9 @@ const (
 	NoticeRequestCancellation = "Request cancellation"
 	NoticeRequestExpiration   = "Request expiration"
 	NoticeHoldExpiration      = "Hold expiration"
+	// NoticeFeeFineCharged is a fee/fine charged: its charge notice
+	// (the type's chargeNoticeId, else the owner's defaultChargeNoticeId).
+	NoticeFeeFineCharged = "Fee/fine charged"
 
 	NoticeUponAt = "Upon At"
 	NoticeBefore = "Before"

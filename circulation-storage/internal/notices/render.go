@@ -119,3 +119,34 @@ func tokens(zone *time.Location, patron, loan, request, item json.RawMessage, ma
 	}
 	return out
 }
+
+// chargeTokens are FOLIO's tokens of a fee/fine charged (feeCharge.*):
+// its owner, type, payment status, amount and what remains of it (two
+// places, exact), and when it was charged, in zone.
+func chargeTokens(zone *time.Location, account json.RawMessage) map[string]any {
+	var a struct {
+		FeeFineOwner  string      `json:"feeFineOwner"`
+		FeeFineType   string      `json:"feeFineType"`
+		Amount        json.Number `json:"amount"`
+		Remaining     json.Number `json:"remaining"`
+		PaymentStatus struct {
+			Name string `json:"name"`
+		} `json:"paymentStatus"`
+		Metadata struct {
+			CreatedDate string `json:"createdDate"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(account, &a)
+	amount := func(n json.Number) string {
+		if s, refused := schemas.ParseAmount(n.String()); refused == "" {
+			return s
+		}
+		return "0.00"
+	}
+	charged := a.Metadata.CreatedDate
+	if t, err := schemas.ParseDateTime(charged); err == nil {
+		charged = t.In(zone).Format("2006-01-02 15:04 MST")
+	}
+	return map[string]any{"owner": a.FeeFineOwner, "type": a.FeeFineType, "paymentStatus": a.PaymentStatus.Name,
+		"amount": amount(a.Amount), "remainingAmount": amount(a.Remaining), "chargeDateTime": charged}
+}

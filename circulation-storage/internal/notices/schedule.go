@@ -108,6 +108,12 @@ var (
 	changesSQL = postgres.WithTables(`SELECT pos, tenant_id, kind, record_id::text, event, record, changed_at FROM %s ORDER BY pos LIMIT $1`,
 		postgres.TableNoticeChange)
 	takeChangeSQL = postgres.WithTables(`DELETE FROM %s WHERE pos = $1`, postgres.TableNoticeChange)
+	// chargeNoticeSQL is a fee/fine's charge notice's template: its
+	// type's chargeNoticeId, else its owner's defaultChargeNoticeId.
+	chargeNoticeSQL = postgres.WithTables(`
+SELECT coalesce(t.jsonb ->> 'chargeNoticeId', o.jsonb ->> 'defaultChargeNoticeId', '')
+  FROM %s t LEFT JOIN %s o ON o.tenant_id = t.tenant_id AND o.id = @owner::uuid
+ WHERE t.tenant_id = @tenant AND t.id = @type::uuid`, postgres.TableFeeFineType, postgres.TableFeeFineOwner)
 	// policySQL is the notice policy the circulation rules choose for a
 	// loan or a request: for its patron's group and its item's material
 	// and loan types. Parameters: tenant, patron, item.
@@ -161,9 +167,30 @@ func schedule(ctx context.Context, tx pgx.Tx, c change) error {
 		UserID      string `json:"userId"`
 		RequesterID string `json:"requesterId"`
 		ItemID      string `json:"itemId"`
+		LoanID      string `json:"loanId"`
+		FeeFineID   string `json:"feeFineId"`
+		OwnerID     string `json:"ownerId"`
 	}
 	if err := json.Unmarshal(c.record, &rec); err != nil {
 		return err
+	}
+	if c.kind == "feefine" {
+		var template string
+		err := tx.QueryRow(ctx, chargeNoticeSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "type": rec.FeeFineID,
+			"owner": rec.OwnerID}).Scan(&template)
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && template == "" {
+			return nil // no charge notice
+		}
+		if err != nil {
+			return err
+		}
+		var n Notice
+		n.TemplateID, n.Format, n.RealTime, n.SendOptions.SendWhen = template, schemas.NoticeEmail, true, schemas.NoticeFeeFineCharged
+		refs := map[string]any{"feeFineId": c.id}
+		if rec.LoanID != "" {
+			refs["loanId"] = rec.LoanID
+		}
+		return insert(ctx, tx, c.tenant, rec.UserID, "", n, c.at, "", refs)
 	}
 	patron := rec.UserID
 	if c.kind == "request" {
@@ -211,7 +238,7 @@ func schedule(ctx context.Context, tx pgx.Tx, c change) error {
 		if !ok {
 			continue
 		}
-		if err := insert(ctx, tx, c, patron, policyID, n, at, basis); err != nil {
+		if err := insert(ctx, tx, c.tenant, patron, policyID, n, at, basis, map[string]any{c.kind + "Id": c.id}); err != nil {
 			return err
 		}
 	}
@@ -260,22 +287,24 @@ func isPlaced(event string) bool {
 	return event == schemas.NoticePagingRequest || event == schemas.NoticeHoldRequest || event == schemas.NoticeRecallRequest
 }
 
-// insert schedules notice n of policy policyID for patron, due at at
-// from the date basis.
-func insert(ctx context.Context, tx pgx.Tx, c change, patron, policyID string, n Notice, at time.Time, basis string) error {
+// insert schedules notice n (of policy policyID, if any) for patron, due
+// at at from the date basis, about the records refs names (loanId,
+// requestId, feeFineId).
+func insert(ctx context.Context, tx pgx.Tx, t storage.Tenant, patron, policyID string, n Notice, at time.Time, basis string,
+	refs map[string]any) error {
 	id := uuid.NewString()
 	doc := map[string]any{"id": id, "recipientUserId": patron, "triggeringEvent": n.SendOptions.SendWhen,
 		"nextRunTime": stamp(at), "status": schemas.NoticeScheduled, "attempts": 0, "sent": 0,
-		"patronNoticePolicyId": policyID,
 		"noticeConfig": map[string]any{"timing": n.timing(), "templateId": n.TemplateID, "format": n.Format,
 			"sendInRealTime": n.RealTime}}
+	if policyID != "" {
+		doc["patronNoticePolicyId"] = policyID
+	}
 	if n.recurring() {
 		doc["noticeConfig"].(map[string]any)["recurringPeriod"] = n.SendOptions.SendEvery
 	}
-	if c.kind == "loan" {
-		doc["loanId"] = c.id
-	} else {
-		doc["requestId"] = c.id
+	for k, v := range refs {
+		doc[k] = v
 	}
 	if basis != "" {
 		doc["basisDate"] = basis
@@ -284,7 +313,7 @@ func insert(ctx context.Context, tx pgx.Tx, c change, patron, policyID string, n
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, insertSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "id": id, "doc": b, "at": at})
+	_, err = tx.Exec(ctx, insertSQL, pgx.StrictNamedArgs{"tenant": string(t), "id": id, "doc": b, "at": at})
 	return err
 }
 

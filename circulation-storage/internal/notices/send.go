@@ -59,13 +59,14 @@ SELECT s.tenant_id, s.id::text FROM %[1]s s
 	// holds it.
 	noticeSQL = postgres.WithTables(`
 SELECT s.jsonb AS notice, s.next_run_at AS next, p.jsonb AS patron, l.jsonb AS loan, r.jsonb AS request, i.jsonb AS item,
-       t.jsonb AS template, mt.name AS material_type, lt.name AS loan_type, sp.jsonb ->> 'name' AS pickup,
+       a.jsonb AS charge, t.jsonb AS template, mt.name AS material_type, lt.name AS loan_type, sp.jsonb ->> 'name' AS pickup,
        %[10]s(s.tenant_id) AS zone
   FROM %[1]s s
   LEFT JOIN %[2]s p ON p.tenant_id = s.tenant_id AND p.id = s.recipient_id
   LEFT JOIN %[3]s l ON l.tenant_id = s.tenant_id AND l.id = s.loan_id
   LEFT JOIN %[4]s r ON r.tenant_id = s.tenant_id AND r.id = s.request_id
-  LEFT JOIN %[5]s i ON i.tenant_id = s.tenant_id AND i.id = coalesce(l.item_id, r.item_id)
+  LEFT JOIN %[11]s a ON a.tenant_id = s.tenant_id AND a.id = s.fee_fine_id
+  LEFT JOIN %[5]s i ON i.tenant_id = s.tenant_id AND i.id = coalesce(l.item_id, r.item_id, (a.jsonb ->> 'itemId')::uuid)
   LEFT JOIN %[6]s t ON t.tenant_id = s.tenant_id AND t.id = (s.jsonb #>> '{noticeConfig,templateId}')::uuid
   LEFT JOIN %[7]s mt ON mt.tenant_id = s.tenant_id AND mt.id = i.material_type_id
   LEFT JOIN %[8]s lt ON lt.tenant_id = s.tenant_id AND lt.id = coalesce(i.temporary_loan_type_id, i.permanent_loan_type_id)
@@ -73,7 +74,8 @@ SELECT s.jsonb AS notice, s.next_run_at AS next, p.jsonb AS patron, l.jsonb AS l
  WHERE s.tenant_id = $1 AND s.id = $2::uuid AND s.status = '`+schemas.NoticeScheduled+`'
    AND `+dueNow+`
    FOR UPDATE OF s SKIP LOCKED`, postgres.TableScheduledNotice, postgres.TablePatron, postgres.TableLoan, postgres.TableRequest,
-		postgres.TableItem, postgres.TableNoticeTemplate, postgres.TableMaterialType, postgres.TableLoanType, postgres.TableServicePoint, postgres.FuncCalendarZone)
+		postgres.TableItem, postgres.TableNoticeTemplate, postgres.TableMaterialType, postgres.TableLoanType, postgres.TableServicePoint, postgres.FuncCalendarZone,
+		postgres.TableFeeFineAccount)
 	// settleSQL writes what became of a notice: its document's changes
 	// (@set), when it is due next and when it is tried again.
 	settleSQL = postgres.WithTables(`
@@ -130,6 +132,7 @@ type noticeRow struct {
 	Loan         json.RawMessage `db:"loan"`
 	Request      json.RawMessage `db:"request"`
 	Item         json.RawMessage `db:"item"`
+	Charge       json.RawMessage `db:"charge"`
 	Template     json.RawMessage `db:"template"`
 	MaterialType *string         `db:"material_type"`
 	LoanType     *string         `db:"loan_type"`
@@ -187,6 +190,9 @@ func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mail
 		zone = time.UTC
 	}
 	data := tokens(zone, row.Patron, row.Loan, row.Request, row.Item, deref(row.MaterialType), deref(row.LoanType), deref(row.Pickup))
+	if row.Charge != nil {
+		data["feeCharge"] = chargeTokens(zone, row.Charge)
+	}
 	to := addressOf(row.Patron)
 	if to == "" {
 		return settle(schemas.NoticeNoEmail, map[string]any{"lastError": "the patron has no email address (personal.email)"}, next, nil)
