@@ -130,7 +130,7 @@ var specs = map[string]tableSpec{
 	storage.ScheduledNotices.Path: {columns: map[string]string{"loanId": "loan_id", "requestId": "request_id", "feeFineId": "fee_fine_id",
 		"recipientUserId": "recipient_id", "status": "status"},
 		fields: map[string]column{"id": uuidColumn("id"), "loanId": uuidColumn("loan_id"), "requestId": uuidColumn("request_id"),
-			"feeFineId": uuidColumn("fee_fine_id"),
+			"feeFineId":       uuidColumn("fee_fine_id"),
 			"recipientUserId": uuidColumn("recipient_id"), "status": textColumn("status")},
 		order: "next_run_at, seq"},
 	storage.Settings.Path: {columns: map[string]string{"scope": "scope", "key": "key"},
