@@ -98,7 +98,7 @@ CREATE FUNCTION notice_event(kind text, old jsonb, new jsonb) RETURNS text
         WHEN kind = 'loan' THEN
             CASE WHEN old #>> '{status,name}' = 'Open' AND new #>> '{status,name}' = 'Closed' THEN 'Check in'
                  WHEN new #>> '{status,name}' <> 'Open' THEN NULL
-                 WHEN coalesce((new ->> 'renewalCount')::integer, 0) > coalesce((old ->> 'renewalCount')::integer, 0) THEN 'Renewed'
+                 WHEN coalesce((new ->> 'renewalCount')::numeric, 0) > coalesce((old ->> 'renewalCount')::numeric, 0) THEN 'Renewed'
                  WHEN coalesce(new ->> 'dueDateChangedByRecall', '') = 'true'
                       AND coalesce(old ->> 'dueDateChangedByRecall', '') <> 'true' THEN 'Item recalled'
                  WHEN new ->> 'dueDate' IS DISTINCT FROM old ->> 'dueDate' THEN 'Due date changed'
@@ -111,6 +111,8 @@ CREATE FUNCTION notice_event(kind text, old jsonb, new jsonb) RETURNS text
                                   WHEN 'Closed - Cancelled' THEN 'Request cancellation'
                                   WHEN 'Closed - Unfilled' THEN 'Request expiration'
                                   WHEN 'Closed - Pickup expired' THEN 'Hold expiration' END
+        WHEN new ->> 'holdShelfExpirationDate' IS DISTINCT FROM old ->> 'holdShelfExpirationDate'
+          OR new ->> 'requestExpirationDate' IS DISTINCT FROM old ->> 'requestExpirationDate' THEN 'Request dates changed'
     END
 $$;
 

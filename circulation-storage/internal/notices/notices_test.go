@@ -19,6 +19,8 @@ func TestWhenANoticeIsDue(t *testing.T) {
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	loan := json.RawMessage(`{"dueDate":"2026-12-14T23:59:59.000Z"}`)
 	shelf := json.RawMessage(`{"holdShelfExpirationDate":"2026-12-03T21:00:00.000Z"}`)
+	shelved := json.RawMessage(`{"status":"Open - Awaiting pickup","holdShelfExpirationDate":"2026-12-03T21:00:00.000Z"}`)
+	waiting := json.RawMessage(`{"status":"Open - Not yet filled","requestExpirationDate":"2026-12-10T12:00:00.000Z"}`)
 	due := time.Date(2026, 12, 14, 23, 59, 59, 0, time.UTC)
 	notice := func(when, how string, by *Period) Notice {
 		var n Notice
@@ -44,6 +46,10 @@ func TestWhenANoticeIsDue(t *testing.T) {
 		{"a day before the hold shelf expires", notice(schemas.NoticeHoldExpiration, schemas.NoticeBefore, day), change{kind: "request", event: schemas.NoticeAvailable, record: shelf, at: at}, time.Date(2026, 12, 2, 21, 0, 0, 0, time.UTC), "2026-12-03T21:00:00.000Z"},
 		{"the hold shelf expired", notice(schemas.NoticeHoldExpiration, schemas.NoticeUponAt, nil), change{kind: "request", event: schemas.NoticeHoldExpiration, record: shelf, at: at}, at, ""},
 		{"not before a hold placed", notice(schemas.NoticeHoldExpiration, schemas.NoticeBefore, day), change{kind: "request", event: schemas.NoticeHoldRequest, record: shelf, at: at}, time.Time{}, ""},
+		{"the hold shelf's date moved", notice(schemas.NoticeHoldExpiration, schemas.NoticeBefore, day), change{kind: "request", event: eventRequestDatesChanged, record: shelved, at: at}, time.Date(2026, 12, 2, 21, 0, 0, 0, time.UTC), "2026-12-03T21:00:00.000Z"},
+		{"not from a date moved while not on the shelf", notice(schemas.NoticeHoldExpiration, schemas.NoticeBefore, day), change{kind: "request", event: eventRequestDatesChanged, record: shelf, at: at}, time.Time{}, ""},
+		{"the request's expiration moved", notice(schemas.NoticeRequestExpiration, schemas.NoticeBefore, day), change{kind: "request", event: eventRequestDatesChanged, record: waiting, at: at}, time.Date(2026, 12, 9, 12, 0, 0, 0, time.UTC), "2026-12-10T12:00:00.000Z"},
+		{"a request placed, before its expiration", notice(schemas.NoticeRequestExpiration, schemas.NoticeBefore, day), change{kind: "request", event: schemas.NoticeRecallRequest, record: waiting, at: at}, time.Date(2026, 12, 9, 12, 0, 0, 0, time.UTC), "2026-12-10T12:00:00.000Z"},
 	} {
 		got, basis, ok := when(c.notice, c.change)
 		if ok != !c.want.IsZero() || !got.Equal(c.want) || basis != c.basis {
@@ -80,5 +86,42 @@ func TestANoticeIsWrittenWithFOLIOsTokens(t *testing.T) {
 	}
 	if _, err := render(nil, data); err == nil {
 		t.Error("a template that does not exist rendered")
+	}
+}
+
+// TestANoticeBeforeADatePassedIsNotSent: a notice before a loan's due
+// date, due while the loan is open and due then, is still due; one whose
+// due date has passed (sent late) is not, nor one whose loan moved or
+// closed; a notice upon an event always is.
+func TestANoticeBeforeADatePassedIsNotSent(t *testing.T) {
+	t.Parallel()
+	soon := time.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05.000Z")
+	past := time.Now().Add(-time.Hour).UTC().Format("2006-01-02T15:04:05.000Z")
+	before := func(basis string) sent {
+		var n sent
+		n.TriggeringEvent, n.BasisDate, n.NoticeConfig.Timing = schemas.NoticeDueDate, basis, schemas.NoticeBefore
+		return n
+	}
+	open := func(due string) json.RawMessage {
+		return json.RawMessage(`{"status":{"name":"Open"},"dueDate":"` + due + `"}`)
+	}
+	after := before(past)
+	after.NoticeConfig.Timing = schemas.NoticeAfter
+	for _, c := range []struct {
+		name string
+		n    sent
+		loan json.RawMessage
+		want bool
+	}{
+		{"due soon", before(soon), open(soon), true},
+		{"its date passed", before(past), open(past), false},
+		{"its due date moved", before(soon), open(past), false},
+		{"returned", before(soon), json.RawMessage(`{"status":{"name":"Closed"},"dueDate":"` + soon + `"}`), false},
+		{"overdue", after, open(past), true},
+		{"upon check-out", sent{TriggeringEvent: schemas.NoticeCheckOut}, nil, true},
+	} {
+		if got := stillDue(c.n, c.loan, nil); got != c.want {
+			t.Errorf("%s: still due %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -64,6 +64,9 @@ func (r *Runner) Round(ctx context.Context) (scheduled, sent int, led bool, err 
 		return 0, 0, false, err
 	}
 	defer release()
+	// The lead's session is idle while the round works on others: the
+	// round ends before PostgreSQL would end it.
+	until := time.Now().Add(roundTimeout / 2)
 	defer func() {
 		if postgres.TablesMissing(err) {
 			// No tenant was initialised on this database yet.
@@ -78,7 +81,7 @@ func (r *Runner) Round(ctx context.Context) (scheduled, sent int, led bool, err 
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if err != nil || n < batch {
+		if err != nil || n < batch || time.Now().After(until) {
 			break
 		}
 	}
@@ -86,12 +89,12 @@ func (r *Runner) Round(ctx context.Context) (scheduled, sent int, led bool, err 
 		return scheduled, 0, true, errors.Join(errs...)
 	}
 	for range maxBatches {
-		n, err := Send(ctx, r.DB, r.Mailer, r.Config)
+		n, err := Send(ctx, r.DB, r.Mailer, r.Config, until)
 		sent += n
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if err != nil || n < batch {
+		if err != nil || n < batch || time.Now().After(until) {
 			break
 		}
 	}

@@ -59,8 +59,13 @@ func (p *Period) Length() time.Duration {
 	if p == nil {
 		return 0
 	}
-	return time.Duration(p.Duration*schemas.LoanPeriodMinutes[p.IntervalID]) * time.Minute
+	minutes := int64(p.Duration) * int64(schemas.LoanPeriodMinutes[p.IntervalID])
+	return time.Duration(min(minutes, maxPeriodMinutes)) * time.Minute
 }
+
+// maxPeriodMinutes bounds a period: a hundred years (a policy's duration
+// of months may be larger than a time.Duration holds).
+const maxPeriodMinutes = 100 * 366 * 24 * 60
 
 // timing is the notice's sendHow, Upon At when it names none.
 func (n Notice) timing() string {
@@ -92,6 +97,12 @@ var dated = map[string]struct{ field, setBy string }{
 	schemas.NoticeHoldExpiration:    {"holdShelfExpirationDate", schemas.NoticeAvailable},
 	schemas.NoticeRequestExpiration: {"requestExpirationDate", ""},
 }
+
+// eventRequestDatesChanged is migration 37's name for a request's
+// expiration date or hold shelf expiration date changed, its status
+// not: no notice is sent on it, its notices before them are scheduled
+// again.
+const eventRequestDatesChanged = "Request dates changed"
 
 // loanRescheduling are the loan events after which its due date notices
 // are scheduled again from its due date as it now is (its earlier ones
@@ -128,7 +139,7 @@ SELECT np.id::text, np.jsonb
 	obsoleteSQL = postgres.WithTables(`
 UPDATE %s SET jsonb = jsonb || jsonb_build_object('status', '`+schemas.NoticeObsolete+`')
  WHERE tenant_id = @tenant AND (loan_id = @id::uuid OR request_id = @id::uuid) AND status = '`+schemas.NoticeScheduled+`'
-   AND jsonb ->> 'triggeringEvent' = ANY(@events::text[])`, postgres.TableScheduledNotice)
+   AND jsonb ->> 'triggeringEvent' = ANY(@events::text[]) AND jsonb ? 'basisDate'`, postgres.TableScheduledNotice)
 	insertSQL = postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb, next_run_at) VALUES (@tenant, @id::uuid, @doc, @at)`,
 		postgres.TableScheduledNotice)
 )
@@ -148,12 +159,15 @@ func Schedule(ctx context.Context, db *postgres.DB, batch int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for i, c := range changes {
+	// A change that cannot be taken holds up no other: it is tried again
+	// at the next round.
+	var errs []error
+	for _, c := range changes {
 		if err := db.InTx(ctx, c.tenant, func(tx pgx.Tx) error { return schedule(ctx, tx, c) }); err != nil {
-			return i, fmt.Errorf("schedule the notices of %s %s (%s): %w", c.kind, c.id, c.event, err)
+			errs = append(errs, fmt.Errorf("schedule the notices of %s %s (%s): %w", c.kind, c.id, c.event, err))
 		}
 	}
-	return len(changes), nil
+	return len(changes), errors.Join(errs...)
 }
 
 // schedule writes the notices change c calls for, in tx, and deletes it;
@@ -196,17 +210,21 @@ func schedule(ctx context.Context, tx pgx.Tx, c change) error {
 	if c.kind == "request" {
 		patron = rec.RequesterID
 	}
+	if patron == "" {
+		return nil // no one to tell (a closed loan anonymized as it closed)
+	}
 	if c.kind == "loan" && loanRescheduling[c.event] {
 		if _, err := tx.Exec(ctx, obsoleteSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "id": c.id,
 			"events": []string{schemas.NoticeDueDate}}); err != nil {
 			return err
 		}
 	}
-	if c.kind == "request" && c.event != schemas.NoticeAvailable {
-		// A request placed, cancelled or expired: its notices before its
-		// hold shelf's expiration, if any, can no longer be right.
+	if c.kind == "request" {
+		// Whatever happened to the request, its notices before its dates
+		// are scheduled again, from the dates it has now, where they
+		// still apply.
 		if _, err := tx.Exec(ctx, obsoleteSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "id": c.id,
-			"events": []string{schemas.NoticeHoldExpiration}}); err != nil {
+			"events": []string{schemas.NoticeHoldExpiration, schemas.NoticeRequestExpiration}}); err != nil {
 			return err
 		}
 	}
@@ -260,12 +278,24 @@ func when(n Notice, c change) (at time.Time, basis string, ok bool) {
 		return c.at, "", true
 	case event == schemas.NoticeDueDate && (c.kind != "loan" || !loanRescheduling[c.event] || c.event == schemas.NoticeCheckIn):
 		return time.Time{}, "", false
-	case event != schemas.NoticeDueDate && d.setBy != c.event && !(d.setBy == "" && c.kind == "request" && isPlaced(c.event)):
-		return time.Time{}, "", false
 	}
 	var doc map[string]any
 	if json.Unmarshal(c.record, &doc) != nil {
 		return time.Time{}, "", false
+	}
+	if event != schemas.NoticeDueDate {
+		// A request's date: from the change that sets it, or one that
+		// moved it while the request waits as the date is for (on the
+		// hold shelf; not yet filled).
+		status, _ := doc["status"].(string)
+		waits := status == schemas.RequestAwaitingPickup
+		if event == schemas.NoticeRequestExpiration {
+			waits = schemas.RequestIsOpen(status) && status != schemas.RequestAwaitingPickup
+		}
+		setBy := c.event == d.setBy || d.setBy == "" && isPlaced(c.event)
+		if !setBy && !(c.event == eventRequestDatesChanged && waits) {
+			return time.Time{}, "", false
+		}
 	}
 	basis, _ = doc[d.field].(string)
 	date, err := schemas.ParseDateTime(basis)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/textproto"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -90,7 +91,10 @@ UPDATE %s SET jsonb = jsonb || @set::jsonb, next_run_at = @next, retry_at = @ret
 // two is sent again, with the same Message-ID (the notice's id and its
 // send's number), which a server that drops a Message-ID it has
 // delivered delivers once.
-func Send(ctx context.Context, db *postgres.DB, m Mailer, cfg SendConfig) (int, error) {
+//
+// It starts no mail after until (none when zero): a round ends well within
+// the time it may hold the lead.
+func Send(ctx context.Context, db *postgres.DB, m Mailer, cfg SendConfig, until time.Time) (int, error) {
 	rows, err := db.Pool.Query(ctx, dueSQL, cfg.Batch)
 	if err != nil {
 		return 0, err
@@ -107,20 +111,26 @@ func Send(ctx context.Context, db *postgres.DB, m Mailer, cfg SendConfig) (int, 
 	if err != nil {
 		return 0, err
 	}
-	for i, r := range due {
+	// A notice that cannot be read or settled holds up no other patron's.
+	var errs []error
+	for _, r := range due {
+		if !until.IsZero() && time.Now().After(until) {
+			break
+		}
 		var status string
 		err := db.InTx(ctx, r.tenant, func(tx pgx.Tx) (err error) {
 			status, err = sendOne(ctx, tx, r.tenant, r.id, m, cfg)
 			return err
 		})
 		if err != nil {
-			return i, fmt.Errorf("send notice %s: %w", r.id, err)
+			errs = append(errs, fmt.Errorf("send notice %s: %w", r.id, err))
+			continue
 		}
 		if status != "" && cfg.OnSent != nil {
 			cfg.OnSent(status)
 		}
 	}
-	return len(due), nil
+	return len(due), errors.Join(errs...)
 }
 
 // noticeRow is a row of noticeSQL: the notice and what its mail is
@@ -206,7 +216,10 @@ func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mail
 	if err := m.Send(ctx, msg); err != nil {
 		attempts := n.Attempts + 1
 		set := map[string]any{"attempts": attempts, "lastError": err.Error()}
-		if attempts >= cfg.MaxAttempts {
+		// A permanent refusal (5xx: no such mailbox, the message
+		// refused) is not tried again.
+		var refused *textproto.Error
+		if attempts >= cfg.MaxAttempts || errors.As(err, &refused) && refused.Code >= 500 {
 			return settle(schemas.NoticeFailed, set, next, nil)
 		}
 		retry := time.Now().Add(retryAfter(cfg.FirstRetry, attempts))
@@ -238,6 +251,11 @@ func stillDue(n sent, loan, request json.RawMessage) bool {
 	if !isDated || n.BasisDate == "" {
 		return true
 	}
+	// A notice before a date that has passed (sent late: the server was
+	// down) says what is no longer so.
+	if basis, err := schemas.ParseDateTime(n.BasisDate); n.NoticeConfig.Timing == schemas.NoticeBefore && (err != nil || !time.Now().Before(basis)) {
+		return false
+	}
 	var rec map[string]any
 	if n.TriggeringEvent == schemas.NoticeDueDate {
 		if json.Unmarshal(loan, &rec) != nil {
@@ -258,7 +276,7 @@ func stillDue(n sent, loan, request json.RawMessage) bool {
 // at most an hour.
 func retryAfter(first time.Duration, attempts int) time.Duration {
 	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = first, time.Hour, 0
+	b.InitialInterval, b.Multiplier, b.MaxInterval, b.MaxElapsedTime = first, 2, time.Hour, 0
 	b.Reset()
 	d := b.NextBackOff()
 	for i := 1; i < attempts; i++ {

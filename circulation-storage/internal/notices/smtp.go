@@ -7,6 +7,7 @@ import (
 	"mime"
 	"mime/quotedprintable"
 	"net"
+	"net/mail"
 	"net/smtp"
 	"sync"
 	"time"
@@ -43,12 +44,22 @@ func (s *SMTP) send(ctx context.Context, m Mail) error {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	if s.client != nil {
+		// A connection kept from an earlier mail that the server has
+		// since closed is dialled again, not counted as a failed try.
+		_ = s.conn.SetDeadline(deadline)
+		if s.client.Noop() != nil {
+			s.drop()
+		}
+	}
 	if s.client == nil {
 		d := net.Dialer{Deadline: deadline}
 		conn, err := d.DialContext(ctx, "tcp", s.Addr)
 		if err != nil {
 			return err
 		}
+		// The greeting too is read within the mail's time.
+		_ = conn.SetDeadline(deadline)
 		host, _, _ := net.SplitHostPort(s.Addr)
 		c, err := smtp.NewClient(conn, host)
 		if err != nil {
@@ -60,7 +71,11 @@ func (s *SMTP) send(ctx context.Context, m Mail) error {
 	}
 	_ = s.conn.SetDeadline(deadline)
 	c := s.client
-	if err := c.Mail(s.From); err != nil {
+	from, err := mail.ParseAddress(s.From)
+	if err != nil {
+		return err
+	}
+	if err := c.Mail(from.Address); err != nil {
 		return err
 	}
 	if err := c.Rcpt(m.To); err != nil {
@@ -70,7 +85,7 @@ func (s *SMTP) send(ctx context.Context, m Mail) error {
 	if err != nil {
 		return err
 	}
-	if _, err := w.Write(message(s.From, m)); err != nil {
+	if _, err := w.Write(message(from.String(), m)); err != nil {
 		return err
 	}
 	return w.Close()

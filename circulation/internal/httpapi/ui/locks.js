@@ -266,6 +266,7 @@ function renderNotices(answer) {
   if (!answer) return;
   const body = document.querySelector("#failed-notices tbody");
   body.replaceChildren();
+  document.getElementById("failed-notices").closest(".table-wrap").hidden = answer.notices.length === 0;
   for (const n of answer.notices) {
     const texts = [n.patron, n.triggeringEvent, new Date(n.nextRunTime).toLocaleString(), String(n.attempts), n.lastError];
     body.append(el("tr", { "data-notice": n.id }, ...texts.map((text, i) => el("td", { "data-label": noticeColumns[i], text }))));
