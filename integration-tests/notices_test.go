@@ -546,8 +546,9 @@ func TestOverdueNoticesRecurWithoutFlooding(t *testing.T) {
 // and when it is cancelled, a hold placed, put on the hold shelf and
 // cancelled mails the requester three notices in that order (placed,
 // ready, cancelled); the notice before the hold shelf's expiration,
-// scheduled when it went on the shelf for a day before its date, is
-// Obsolete once the request is cancelled, never sent.
+// scheduled when it went on the shelf for a day before its date, moves
+// when the desk keeps the book two days longer (the first Obsolete), and
+// is Obsolete once the request is cancelled, never sent.
 func TestARequestsNoticesFollowIt(t *testing.T) {
 	t.Parallel()
 	mail := harness.StartMailpit(t)
@@ -583,7 +584,21 @@ func TestARequestsNoticesFollowIt(t *testing.T) {
 	if err != nil || err2 != nil || !at.Equal(expires.AddDate(0, 0, -1)) || lastDay[0].TriggeringEvent != schemas.NoticeHoldExpiration {
 		t.Errorf("the last day's notice %+v, want a day before %s", lastDay[0], r.HoldShelfExpiration)
 	}
+	// The desk keeps it two days longer: the notice moves with the date.
 	var doc map[string]any
+	c.Do(c.Storage, "GET", "/request-storage/requests/"+hold.ID, nil).Want(t, http.StatusOK).Decode(t, &doc)
+	delete(doc, "metadata")
+	longer := expires.AddDate(0, 0, 2).UTC().Format("2006-01-02T15:04:05.000Z")
+	doc["holdShelfExpirationDate"] = longer
+	c.Do(c.Storage, "PUT", "/request-storage/requests/"+hold.ID, doc).Want(t, http.StatusNoContent)
+	var moved []scheduledNotice
+	waitFor(t, "the notice before the hold shelf's expiration moved", func() bool {
+		moved = noticesOf(t, c, "requestId="+hold.ID+"&status=Scheduled")
+		return len(moved) == 1 && moved[0].ID != lastDay[0].ID
+	})
+	if at, err := schemas.ParseDateTime(moved[0].NextRunTime); err != nil || !at.Equal(expires.AddDate(0, 0, 1)) || moved[0].BasisDate != longer {
+		t.Errorf("the last day's notice after the date moved: %+v, want a day before %s", moved[0], longer)
+	}
 	c.Do(c.Storage, "GET", "/request-storage/requests/"+hold.ID, nil).Want(t, http.StatusOK).Decode(t, &doc)
 	delete(doc, "metadata")
 	doc["status"] = "Closed - Cancelled"
@@ -597,9 +612,8 @@ func TestARequestsNoticesFollowIt(t *testing.T) {
 	if want := []string{"Placed: " + book, "Ready: " + book, "Cancelled: " + book}; !slices.Equal(subjects, want) {
 		t.Errorf("the requester was mailed %q, want %q", subjects, want)
 	}
-	waitFor(t, "the last day's notice obsolete", func() bool {
-		n := noticesOf(t, c, "requestId="+hold.ID+"&status=Obsolete")
-		return len(n) == 1 && n[0].ID == lastDay[0].ID
+	waitFor(t, "both last day's notices obsolete", func() bool {
+		return len(noticesOf(t, c, "requestId="+hold.ID+"&status=Obsolete")) == 2
 	})
 }
 
