@@ -92,6 +92,8 @@ func TestComposeIsSecureByDefault(t *testing.T) {
 				t.Errorf("%s: %v", name, err)
 			} else if _, ok := compose.Services["nats"]; !ok || cfg.NATSURL != "nats://nats:4222" {
 				t.Errorf("%s publishes its events to %q; the compose file's broker is nats:4222", name, cfg.NATSURL)
+			} else if _, ok := compose.Services["mailpit"]; !ok || cfg.NoticeSMTPAddr != "mailpit:1025" {
+				t.Errorf("%s sends its notices to %q; the compose file's mailbox is mailpit:1025", name, cfg.NoticeSMTPAddr)
 			}
 		case name == "sip2":
 			cfg, err := LoadSIP2(merged(svc.EnvFile, svc.Volumes))
