@@ -15,6 +15,19 @@ import (
 	"github.com/checkoutlock/schemas"
 )
 
+// noticeCluster starts an SMTP server (mailpit) and a cluster of n
+// circulation and n storage instances sending their notices to it every
+// 50 ms, with env besides. The cluster has a database of its own: a
+// notice sender sends the notices of every tenant on its database, so two
+// tests' senders on one database would mail each other's patrons.
+func noticeCluster(t *testing.T, n int, env ...string) (*harness.Mailpit, *harness.Cluster) {
+	t.Helper()
+	mail := harness.StartMailpit(t)
+	c := harness.NewCluster(t, harness.Options{Circulations: n, Storages: n, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
+		StorageEnv: append(append(mail.Env(), "NOTICE_INTERVAL=50ms"), env...)})
+	return mail, c
+}
+
 // scheduledNotice is a scheduled notice as storage answers it.
 type scheduledNotice struct {
 	ID, LoanID, RequestID, RecipientUserID, TriggeringEvent, NextRunTime, BasisDate, Status, LastError, SentDate, MessageID string
@@ -119,9 +132,7 @@ func waitRounds(t *testing.T, c *harness.Cluster, p *harness.Process, from float
 // policy has no check-in notice), and the requester's notice is Sent.
 func TestAHoldMadeReadySendsOneNotice(t *testing.T) {
 	t.Parallel()
-	mail := harness.StartMailpit(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
-		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms")})
+	mail, c := noticeCluster(t, 1)
 	lib := c.SetupLibrary(2, 1, 0)
 	owner, requester, book := lib.Patrons[0], lib.Patrons[1], lib.Items[0][0]
 	address := giveEmail(t, c, requester)
@@ -130,6 +141,10 @@ func TestAHoldMadeReadySendsOneNotice(t *testing.T) {
 	ready := noticeTemplate(t, c, "Hold ready", "Ready for pickup: {{item.title}}",
 		"Dear {{user.firstName}} {{user.lastName}}, {{item.title}} ({{item.barcode}}) waits for you at {{request.servicePointPickup}} until {{request.holdShelfExpirationDate}}.")
 	useNoticePolicy(t, c, lib.PolicyID, nil, []map[string]any{noticeOn(ready, schemas.NoticeAvailable, schemas.NoticeUponAt, nil)})
+	// A policy with a notice FOLIO's settings offer and this service does
+	// not send is taken as FOLIO's clients write it, and kept.
+	c.Do(c.Storage, "POST", "/patron-notice-policy-storage/patron-notice-policies", map[string]any{"name": "Aged", "active": true,
+		"loanNotices": []map[string]any{noticeOn(ready, "Aged to lost", schemas.NoticeUponAt, nil)}}).Want(t, http.StatusCreated)
 	c.CheckOut(0, book, owner).Want(t, http.StatusCreated)
 	requesterID := c.IDOf(t, "/users", "users", requester)
 	var hold struct{ ID string }
@@ -195,9 +210,7 @@ func twoHourPolicy(t *testing.T, c *harness.Cluster) string {
 // else was sent (no due date notice was due).
 func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
 	t.Parallel()
-	mail := harness.StartMailpit(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
-		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms")})
+	mail, c := noticeCluster(t, 1)
 	lib := c.SetupLibrary(1, 1, 0)
 	patron, book := lib.Patrons[0], lib.Items[0][0]
 	giveEmail(t, c, patron)
@@ -270,9 +283,7 @@ func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
 // stays so rounds after: nothing is sent to them, nothing tried again.
 func TestAPatronWithoutEmailIsRecordedNotRetried(t *testing.T) {
 	t.Parallel()
-	mail := harness.StartMailpit(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
-		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms", "NOTICE_FIRST_RETRY=10ms")})
+	mail, c := noticeCluster(t, 1, "NOTICE_FIRST_RETRY=10ms")
 	lib := c.SetupLibrary(2, 1, 0)
 	address := giveEmail(t, c, lib.Patrons[0])
 	receipt := noticeTemplate(t, c, "Receipt", "Checked out: {{item.barcode}}", "Due {{loan.dueDate}}.")
@@ -318,9 +329,7 @@ func TestAPatronWithoutEmailIsRecordedNotRetried(t *testing.T) {
 func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 	t.Parallel()
 	const patrons, each = 50, 20
-	mail := harness.StartMailpit(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
-		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms", "NOTICE_FIRST_RETRY=100ms")})
+	mail, c := noticeCluster(t, 2, "NOTICE_FIRST_RETRY=100ms")
 	lib := c.SetupLibrary(patrons, each, 0)
 	for _, p := range lib.Patrons {
 		giveEmail(t, c, p)
@@ -505,9 +514,7 @@ func TestANoticeThatCannotBeSentIsADeadLetterOnTheConsole(t *testing.T) {
 // now; returned, the notice is Obsolete and nothing more is mailed.
 func TestOverdueNoticesRecurWithoutFlooding(t *testing.T) {
 	t.Parallel()
-	mail := harness.StartMailpit(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
-		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms")})
+	mail, c := noticeCluster(t, 1)
 	lib := c.SetupLibrary(1, 1, 0)
 	giveEmail(t, c, lib.Patrons[0])
 	var minute struct{ ID string }
@@ -551,9 +558,7 @@ func TestOverdueNoticesRecurWithoutFlooding(t *testing.T) {
 // is Obsolete once the request is cancelled, never sent.
 func TestARequestsNoticesFollowIt(t *testing.T) {
 	t.Parallel()
-	mail := harness.StartMailpit(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
-		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms")})
+	mail, c := noticeCluster(t, 1)
 	lib := c.SetupLibrary(2, 1, 0)
 	owner, requester, book := lib.Patrons[0], lib.Patrons[1], lib.Items[0][0]
 	giveEmail(t, c, requester)
@@ -624,9 +629,7 @@ func TestARequestsNoticesFollowIt(t *testing.T) {
 // the item's; the notice is Sent, and five rounds later still one mail.
 func TestAFeeFineChargedIsToldOnce(t *testing.T) {
 	t.Parallel()
-	mail := harness.StartMailpit(t)
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
-		StorageEnv: append(mail.Env(), "NOTICE_INTERVAL=50ms")})
+	mail, c := noticeCluster(t, 1)
 	lib := setUpFees(t, c, 1, 1, facultyStandard(), lostPolicy(10, 5))
 	patron, book := lib.Patrons[0], lib.Items[0][0]
 	address := giveEmail(t, c, patron)

@@ -70,6 +70,10 @@ func render(doc json.RawMessage, data map[string]any) (Mail, error) {
 	return Mail{Subject: subject, Body: body, HTML: html}, nil
 }
 
+// dateLayout is how a notice writes a date for a person: in the tenant's
+// zone, to the minute, the zone named.
+const dateLayout = "2006-01-02 15:04 MST"
+
 // tokens are FOLIO's notice tokens of a patron, and of the loan or the
 // request and its item (any may be nil), dates in zone.
 func tokens(zone *time.Location, patron, loan, request, item json.RawMessage, materialType, loanType, pickup string) map[string]any {
@@ -85,7 +89,7 @@ func tokens(zone *time.Location, patron, loan, request, item json.RawMessage, ma
 		if err != nil {
 			return s
 		}
-		return t.In(zone).Format("2006-01-02 15:04 MST")
+		return t.In(zone).Format(dateLayout)
 	}
 	str := func(doc map[string]any, field string) string {
 		s, _ := doc[field].(string)
@@ -145,7 +149,7 @@ func chargeTokens(zone *time.Location, account json.RawMessage) map[string]any {
 	}
 	charged := a.Metadata.CreatedDate
 	if t, err := schemas.ParseDateTime(charged); err == nil {
-		charged = t.In(zone).Format("2006-01-02 15:04 MST")
+		charged = t.In(zone).Format(dateLayout)
 	}
 	return map[string]any{"owner": a.FeeFineOwner, "type": a.FeeFineType, "paymentStatus": a.PaymentStatus.Name,
 		"amount": amount(a.Amount), "remainingAmount": amount(a.Remaining), "chargeDateTime": charged}
