@@ -123,7 +123,7 @@ type Storage struct {
 	OutboxRetention time.Duration `env:"OUTBOX_RETENTION" envDefault:"24h"`
 	OutboxBatch     int           `env:"OUTBOX_BATCH" envDefault:"500"`
 	OutboxPoll      time.Duration `env:"OUTBOX_POLL" envDefault:"1s"`
-	OutboxLinger    time.Duration `env:"OUTBOX_LINGER" envDefault:"50ms"`
+	OutboxLinger    time.Duration `env:"OUTBOX_LINGER" envDefault:"2ms"`
 	// OutboxLeadTimeout is how long the leading relay may fall silent
 	// before PostgreSQL ends its session, and the lead with it: a leader
 	// that stops answering (frozen, paused, swapping) is replaced within

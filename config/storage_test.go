@@ -108,7 +108,7 @@ func TestStorageInvalidValuesNameTheirVariable(t *testing.T) {
 func TestOutboxSettingsThatFitTogether(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"AUTH_MODE": "none", "NATS_URL": "nats://a:4222, nats://b:4222,tls://c:4222", "NATS_STREAM_REPLICAS": "3",
-		"OUTBOX_POLL": "4s", "OUTBOX_LINGER": "50ms", "OUTBOX_LEAD_TIMEOUT": "5s", "NATS_DUPLICATE_WINDOW": "10s"}
+		"OUTBOX_POLL": "4s", "OUTBOX_LINGER": "5ms", "OUTBOX_LEAD_TIMEOUT": "5s", "NATS_DUPLICATE_WINDOW": "10s"}
 	c, err := LoadStorage(env)
 	if err != nil {
 		t.Fatalf("LoadStorage(%v): %v", env, err)

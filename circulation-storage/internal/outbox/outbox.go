@@ -159,7 +159,7 @@ var (
 	// eventsSQL's columns, in no order (Number sorts them, where sorting
 	// costs the database a work area every round). Its commit does not wait for the disk (the
 	// session's synchronous_commit is off): Number waits for it after
-	// (flushedSQL), as numbers published and then lost in a crash could be
+	// (durableSQL), as numbers published and then lost in a crash could be
 	// given again to other events.
 	numberSQL = postgres.WithTables(`
 WITH given AS (
@@ -221,28 +221,25 @@ DELETE FROM %[1]s WHERE tenant_id = $1 AND xid = ANY(ARRAY(SELECT xid FROM gone 
 )
 
 // The relay's numbering is on disk once the WAL is flushed past its
-// commit. Under load the writes' own commits flush it within a few
-// milliseconds, so the relay waits that long (flushWaits) for them rather
-// than flushing the WAL itself every round (whose flush the writes would
-// then wait behind); past that, or when a synchronous standby must have it
-// too (synchronous_standby_names set: only a commit that waits for it
-// knows), it commits a transaction of its own that waits for the disk and
-// the standbys, and so for everything before it.
-const (
-	// walMarkSQL is the WAL's end after the session's last commit, and
-	// whether it is on disk already (and counts as durable there).
-	walMarkSQL = `SELECT m::text, current_setting('synchronous_standby_names') = '', pg_current_wal_flush_lsn() >= m
-  FROM pg_current_wal_insert_lsn() AS m`
-	// flushedSQL is whether the WAL is on disk up to $1.
-	flushedSQL = `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`
-	// flushSQL commits a transaction (it is given an id, so its commit is
-	// written) that waits for the disk and the synchronous standbys.
-	flushSQL = `SELECT set_config('synchronous_commit', 'on', true), pg_current_xact_id()`
-)
-
-// flushWaits are the relay's waits for the writes to flush its numbering
-// before it flushes the WAL itself.
-var flushWaits = []time.Duration{time.Millisecond, 2 * time.Millisecond}
+// commit. Under load the writes' own commits have often flushed it by the
+// time the relay asks; when they have not, or when a synchronous standby
+// must have it too (synchronous_standby_names set: only a commit that
+// waits for it knows), the relay commits a transaction of its own that
+// waits for the disk and the standbys, and so for everything before it, at
+// once: waiting for a write to flush it instead costs an event the time
+// between two writes, where a flush of its own costs one flush, shared
+// with any write flushing meanwhile (PostgreSQL's group commit).
+//
+// durableSQL does both in one round trip. Only a transaction that wrote
+// to the WAL waits for the disk at its commit (one that was merely given
+// an id does not), so the one that must wait writes a logical message
+// (prefix checkout_outbox, empty; logical decoding sees it, nothing else
+// does); it does so only when the WAL is not on disk up to its end, which
+// is past the session's last commit.
+const durableSQL = `SELECT CASE WHEN pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()
+                        AND current_setting('synchronous_standby_names') = '' THEN 'on disk'
+                   ELSE set_config('synchronous_commit', 'on', true) || ' ' ||
+                        pg_logical_emit_message(true, '` + OutboxChannel + `', '')::text END`
 
 // commitEventsSQL is a commit's (n: tenant_id, xid, committed_at,
 // payload) events, each with its place k among them: from its payload
@@ -343,35 +340,8 @@ func (l *outboxLeader) Number(ctx context.Context, commits []relay.Commit, numbe
 // durable returns once the session's last commit is on disk (and with the
 // synchronous standbys, when there are any).
 func (l *outboxLeader) durable(ctx context.Context) error {
-	var mark string
-	var local, flushed bool
-	if err := l.conn.QueryRow(ctx, walMarkSQL).Scan(&mark, &local, &flushed); err != nil {
-		return err
-	}
-	for _, d := range flushWaits {
-		if flushed || !local {
-			break
-		}
-		sleep(ctx, d)
-		if err := l.conn.QueryRow(ctx, flushedSQL, mark).Scan(&flushed); err != nil {
-			return err
-		}
-	}
-	if flushed && local {
-		return nil
-	}
-	_, err := l.conn.Exec(ctx, flushSQL)
-	return err
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	var how string
+	return l.conn.QueryRow(ctx, durableSQL).Scan(&how)
 }
 
 // Events implements relay.Leader.
