@@ -31,7 +31,18 @@ BENCH_BASELINE ?= 86c6f12
 # tenant, its statistics taken while empty against after ANALYZE, 10^3 and
 # 10^5 open loans) alone, in about two minutes; BENCH_ONLY=flood scenario 11
 # (wrong passwords from 10,000 addresses against the owner's sign-ins, and
-# the counts left after the window) alone, in about a minute.
+# the counts left after the window) alone, in about a minute;
+# BENCH_ONLY=recovery scenario 13 (check-outs in a closed loop at c = 1 and 8
+# while storage's PostgreSQL backends are terminated ten times: the time from
+# each termination to the next check-out that succeeds) alone, in about a minute;
+# BENCH_ONLY=checkout-floor scenario 14 (the check-out through circulation and
+# storage against a minimal net/http + pgx server sending its very statements,
+# alternating, at c = 1, 8 and 32) alone, in about two minutes;
+# BENCH_ONLY=tracing scenario 15 (this version's check-out with every
+# check-out traced, its spans sent to a sink of the bench's own, against the
+# same untraced, alternating, at c = 1 and 4: CPU per check-out by party and
+# the traced/untraced ratios) alone, in about two minutes (BENCH_ROUNDS and
+# BENCH_SLICE shape it too; 0: ten rounds of 2 s).
 BENCH_ONLY ?=
 # BENCH_TENANTS is how many tenants scenario 7 (BENCH_ONLY=tenants alone)
 # initialises.
@@ -41,7 +52,7 @@ BENCH_TENANTS ?= 2000
 # storage's DB_MAX_CONN_LIFETIME for it (0: the default).
 BENCH_TENANTS_STEADY ?= 0s
 BENCH_TENANTS_LIFETIME ?= 0s
-# BENCH_ROUNDS=n gives scenario 6 n rounds of BENCH_SLICE each version
+# BENCH_ROUNDS=n gives scenario 6 (and 15) n rounds of BENCH_SLICE each version
 # (0: its three of three seconds), for a difference of a few per cent.
 BENCH_ROUNDS ?= 0
 BENCH_SLICE ?= 2s

@@ -10,10 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/checkoutlock/schemas"
@@ -98,6 +96,9 @@ func Claims(ctx context.Context) *auth.Claims {
 // observe records a request's latency by method, route and status.
 type observe func(method, route string, status int, elapsed time.Duration)
 
+// serverSpan are a request's span's start options, made once.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+
 // requestPath is the request path before next, the routed handler.
 func (s *Server) requestPath(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -111,8 +112,8 @@ func (s *Server) requestPath(next echo.HandlerFunc) echo.HandlerFunc {
 		if tracing.On() {
 			// The caller's trace, from its traceparent, continued by a
 			// span of this request's.
-			ctx := otel.GetTextMapPropagator().Extract(req.Context(), propagation.HeaderCarrier(req.Header))
-			ctx, span = tracing.Tracer().Start(ctx, req.Method+" "+c.Path(), trace.WithSpanKind(trace.SpanKindServer))
+			ctx := tracing.Extract(req.Context(), req.Header)
+			ctx, span = tracing.Tracer().Start(ctx, req.Method+" "+c.Path(), serverSpan...)
 			req = req.WithContext(ctx)
 			c.SetRequest(req)
 		}

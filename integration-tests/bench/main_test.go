@@ -19,7 +19,7 @@ var (
 	outDir   = flag.String("bench.out", "", "run the benchmarks and write results.json and the charts here")
 	smoke    = flag.Bool("bench.smoke", false, "run every scenario briefly: a check that the benchmarks work, not a measurement")
 	logLevel = flag.String("bench.loglevel", "warn", "LOG_LEVEL of the services the benchmarks start (info: one line per request, for reading where time goes; it costs time)")
-	only     = flag.String("bench.only", "", "run this scenario alone (lock-cycle, burst or before-after: scenario 6), to study one figure quickly; the targets of the others are not met")
+	only     = flag.String("bench.only", "", "run this scenario alone (lock-cycle, burst, before-after, checkout-floor, …: an unknown name lists them all), to study one figure quickly; the targets of the others are not met")
 )
 
 func TestMain(m *testing.M) {

@@ -40,6 +40,9 @@ type Results struct {
 	Busy              *Busy          `json:"busy,omitempty"`
 	Flood             *Flood         `json:"flood,omitempty"`
 	Kills             *Kills         `json:"kills,omitempty"`
+	Tracing           *Tracing       `json:"tracing,omitempty"`
+	CheckOutFloor     *CheckOutFloor `json:"checkOutFloor,omitempty"`
+	Recovery          *Recovery      `json:"recovery,omitempty"`
 	Targets           []Target       `json:"targets"`
 }
 
@@ -65,8 +68,8 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
-	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" && *only != "outbox" && *only != "busy" && *only != "flood" && *only != "kills" {
-		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants, sip2, outbox, busy, flood and kills", *only)
+	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" && *only != "outbox" && *only != "busy" && *only != "flood" && *only != "kills" && *only != "recovery" && *only != "checkout-floor" && *only != "tracing" {
+		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants, sip2, outbox, busy, flood, kills, recovery, checkout-floor and tracing", *only)
 	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=" + *logLevel}
@@ -81,6 +84,16 @@ func TestBenchmarks(t *testing.T) {
 				fmt.Printf("%s: %.3f (%s) met=%t\n", tg.What, tg.Value, tg.Goal, tg.Met)
 			}
 		}
+		for _, e := range requestErrors(r) {
+			t.Error(e)
+		}
+		return
+	}
+	if *only == "tracing" {
+		tr := benchTracing(t, p, quiet)
+		printTracing(os.Stdout, tr)
+		r := Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Tracing: &tr}
+		writeResults(t, r)
 		for _, e := range requestErrors(r) {
 			t.Error(e)
 		}
@@ -101,6 +114,40 @@ func TestBenchmarks(t *testing.T) {
 		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Kills: &k})
 		if k.FailedNotSent > 0 {
 			t.Errorf("%d check-outs failed before their write was sent, want none: a write or a read a kill cut before it ran is sent again", k.FailedNotSent)
+		}
+		return
+	}
+	if *only == "recovery" {
+		rc := benchRecovery(t, quiet)
+		r := Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Recovery: &rc}
+		printRecovery(os.Stdout, rc)
+		r.Targets = targets(r)
+		for _, tg := range r.Targets {
+			if strings.Contains(tg.What, "backend kill") {
+				fmt.Printf("%s: %.1f (%s) met=%t\n", tg.What, tg.Value, tg.Goal, tg.Met)
+			}
+		}
+		writeResults(t, r)
+		for _, e := range requestErrors(r) {
+			t.Error(e)
+		}
+		return
+	}
+	if *only == "checkout-floor" {
+		f := benchCheckOutFloor(t, p, quiet)
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		printCheckOutFloor(tw, f)
+		tw.Flush()
+		res := Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, CheckOutFloor: &f}
+		res.Targets = targets(res)
+		for _, tg := range res.Targets {
+			if strings.Contains(tg.What, "service / floor") {
+				fmt.Printf("%s: %.2f (%s) met=%t\n", tg.What, tg.Value, tg.Goal, tg.Met)
+			}
+		}
+		writeResults(t, res)
+		for _, e := range requestErrors(res) {
+			t.Error(e)
 		}
 		return
 	}
@@ -214,6 +261,15 @@ func TestBenchmarks(t *testing.T) {
 	var flood Flood
 	t.Run("flood", func(t *testing.T) { flood = benchFlood(t, quiet) })
 	res.Flood = &flood
+	var tracing Tracing
+	t.Run("tracing", func(t *testing.T) { tracing = benchTracing(t, p, quiet) })
+	res.Tracing = &tracing
+	var checkOutFloor CheckOutFloor
+	t.Run("checkout-floor", func(t *testing.T) { checkOutFloor = benchCheckOutFloor(t, p, quiet) })
+	res.CheckOutFloor = &checkOutFloor
+	var recovery Recovery
+	t.Run("recovery", func(t *testing.T) { recovery = benchRecovery(t, quiet) })
+	res.Recovery = &recovery
 	if *baseline != "" {
 		ba := benchBeforeAfter(t, *baseline, p, quiet)
 		res.BeforeAfter = &ba
@@ -232,6 +288,10 @@ func TestBenchmarks(t *testing.T) {
 	printTable(os.Stdout, res)
 	printBusy(busy)
 	printFlood(os.Stdout, flood)
+	cf := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	printCheckOutFloor(cf, checkOutFloor)
+	cf.Flush()
+	printRecovery(os.Stdout, recovery)
 	printTenants(os.Stdout, tn)
 	if *outDir != "" {
 		writeResults(t, res)
@@ -324,6 +384,25 @@ func requestErrors(r Results) []string {
 		check("SIP2 scenario, HTTP renewals", s.RenewHTTP)
 		check("SIP2 scenario, SIP2 renewals", s.RenewSIP2)
 	}
+	if rc := r.Recovery; rc != nil {
+		for _, row := range rc.Rows {
+			if row.Failed > 0 {
+				out = append(out, fmt.Sprintf("recovery c=%d: %d of %d check-outs failed across %d backend kills", row.Concurrency, row.Failed, row.CheckOuts, row.Kills))
+			}
+		}
+	}
+	if f := r.CheckOutFloor; f != nil {
+		for _, row := range f.Rows {
+			check(fmt.Sprintf("check-out c=%d against its floor, service", row.Concurrency), row.Service)
+			check(fmt.Sprintf("check-out c=%d against its floor, floor", row.Concurrency), row.Floor)
+		}
+	}
+	if tr := r.Tracing; tr != nil {
+		for _, row := range tr.Rows {
+			check(fmt.Sprintf("check-out c=%d untraced", row.Concurrency), row.Untraced)
+			check(fmt.Sprintf("check-out c=%d traced", row.Concurrency), row.Traced)
+		}
+	}
 	if r.BeforeAfter != nil {
 		for _, row := range r.BeforeAfter.Rows {
 			check(fmt.Sprintf("check-out c=%d, %s", row.Concurrency, r.BeforeAfter.Baseline), row.Before)
@@ -373,6 +452,21 @@ func targets(r Results) []Target {
 		add("SIP2 renewal p50 - HTTP renewal p50 (ms)", s.RenewP50DiffMs, "within ±1", math.Abs(s.RenewP50DiffMs) <= 1)
 		add("SIP2 10-scan burst, slowest scan (ms)", s.SlowestScanMs, "< 1000", s.SlowestScanMs < 1000)
 		add("SIP2 10-scan burst, scans answered ok of 10", s.BurstSucceeded, "10", s.BurstSucceeded == 10)
+	}
+	if rc := r.Recovery; rc != nil {
+		for _, row := range rc.Rows {
+			if row.Concurrency == 1 {
+				add("first successful check-out after a backend kill, median of kills (ms), c=1", row.MedianMs, "<= 50", row.MedianMs <= 50)
+			}
+		}
+	}
+	if f := r.CheckOutFloor; f != nil {
+		for _, row := range f.Rows {
+			if row.Concurrency <= 8 {
+				add(fmt.Sprintf("check-out throughput, service / floor (net/http + pgx, same statements), median of rounds, c=%d", row.Concurrency),
+					row.RoundRatio, ">= 0.8", row.RoundRatio >= 0.8)
+			}
+		}
 	}
 	for _, m := range r.Memory {
 		add("peak RSS of "+m.Process+" (MB)", m.PeakMB, "< 60", m.PeakMB < 60)

@@ -58,7 +58,7 @@ func Start(ctx context.Context, service, endpoint string) error {
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(newBatcher(exporter, batchOptionsFromEnv())),
 		sdktrace.WithResource(sdkresource.NewSchemaless(attribute.String("service.name", service))))
 	otel.SetTracerProvider(provider)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
+	otel.SetTextMapPropagator(traceContext)
 	tracer := provider.Tracer(TracerName)
 	ours.Store(&tracer)
 	tracing.Store(provider)
@@ -103,22 +103,41 @@ type transport struct {
 }
 
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	ctx, span := Tracer().Start(r.Context(), t.prefix+r.Method+" "+r.URL.Path, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
-	defer span.End()
+	method, path := r.Method, r.URL.Path
+	ctx, span := Tracer().Start(r.Context(), t.prefix+method+" "+path, clientSpan...)
 	// A RoundTripper must not change its caller's request: the headers
 	// are copied before traceparent is added.
 	r = r.WithContext(ctx)
 	r.Header = r.Header.Clone()
-	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
+	traceContext.Inject(ctx, propagation.HeaderCarrier(r.Header))
 	res, err := t.base.RoundTrip(r)
+	// The attributes in one call, once the status is known: the span's
+	// attributes are allocated once, at their size.
 	if err != nil {
+		span.SetAttributes(attribute.String("http.request.method", method), attribute.String("url.path", path))
 		span.SetStatus(codes.Error, err.Error())
+		span.End()
 		return res, err
 	}
-	span.SetAttributes(attribute.Int("http.response.status_code", res.StatusCode))
+	span.SetAttributes(attribute.String("http.request.method", method), attribute.String("url.path", path),
+		attribute.Int("http.response.status_code", res.StatusCode))
 	if res.StatusCode >= 500 {
 		span.SetStatus(codes.Error, http.StatusText(res.StatusCode))
 	}
+	span.End()
 	return res, nil
+}
+
+// clientSpan are a client span's start options, made once.
+var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+
+// traceContext is the propagator Start installs (W3C trace context), used
+// directly rather than looked up through OpenTelemetry's global for every
+// call.
+var traceContext = propagation.TraceContext{}
+
+// Extract is the caller's trace context from a request's headers
+// (traceparent), in ctx.
+func Extract(ctx context.Context, h http.Header) context.Context {
+	return traceContext.Extract(ctx, propagation.HeaderCarrier(h))
 }

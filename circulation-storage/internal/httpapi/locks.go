@@ -86,18 +86,27 @@ func (s *Server) postLock(c echo.Context) error {
 func (s *Server) acquire(c echo.Context, userID, lockID string, ttl, wait time.Duration, holder storage.Holder) (storage.Lock, error) {
 	// The wait, and the hand-off that ends it, a span of the request's
 	// trace (a no-op while tracing is off).
-	ctx, span := tracing.Tracer().Start(c.Request().Context(), "check-out lock wait",
-		trace.WithAttributes(attribute.String("user.id", userID), attribute.Int64("lock.wait_max_ms", wait.Milliseconds())))
+	// Its attributes are set once, with the outcome: the span's are then
+	// allocated once, at their size.
+	ctx, span := tracing.Tracer().Start(c.Request().Context(), "check-out lock wait")
 	defer span.End()
 	lock, outcome, err := s.svc.Waiters.Acquire(ctx, tenantOf(c), userID, lockID, ttl, wait, holder)
 	if err != nil {
 		if errs.IsKind(err, errs.KindLocked) {
 			s.metrics.acquisition("held")
-			span.SetAttributes(attribute.String("lock.outcome", "held"))
+			if span.IsRecording() {
+				span.SetAttributes(attribute.String("user.id", userID), attribute.Int64("lock.wait_max_ms", wait.Milliseconds()),
+					attribute.String("lock.outcome", "held"))
+			}
+		} else if span.IsRecording() {
+			span.SetAttributes(attribute.String("user.id", userID), attribute.Int64("lock.wait_max_ms", wait.Milliseconds()))
 		}
 		return storage.Lock{}, err
 	}
-	span.SetAttributes(attribute.String("lock.outcome", outcome.String()))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("user.id", userID), attribute.Int64("lock.wait_max_ms", wait.Milliseconds()),
+			attribute.String("lock.outcome", outcome.String()))
+	}
 	s.metrics.acquisition(outcome.String())
 	serverkit.Log(c, slog.String("user_id", lock.UserID), slog.String("lock_id", lock.ID), slog.String("outcome", outcome.String()))
 	return lock, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // StatementTextMax bounds the statement text a statement's span carries
@@ -20,9 +21,13 @@ const StatementTextMax = 1024
 // span for each statement, in the trace of the request it serves, with its
 // SQL cut to StatementTextMax bytes; none for taking a connection from the
 // pool, and no connection details repeated in every span (the service's
-// resource names it).
+// resource names it). otelpgx's metrics (a duration and an error count for
+// every statement) go to a no-op meter: the services export no
+// OpenTelemetry metrics, and recording them cost every statement a
+// lookup through OpenTelemetry's global meter.
 func StatementTracer() pgx.QueryTracer {
-	return statementTracer{otelpgx.NewTracer(otelpgx.WithDisableAcquireTracer(), otelpgx.WithDisableConnectionDetailsInAttributes())}
+	return statementTracer{otelpgx.NewTracer(otelpgx.WithDisableAcquireTracer(), otelpgx.WithDisableConnectionDetailsInAttributes(),
+		otelpgx.WithMeterProvider(noop.NewMeterProvider()))}
 }
 
 // statementTracer is otelpgx's tracer, the statements' text cut first.
