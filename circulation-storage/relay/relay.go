@@ -275,9 +275,9 @@ func quietIfNotSetUp(err error) slog.Level {
 
 // lead publishes while the session holding the lead works. Each round
 // numbers the commits found since the last, then publishes every tenant's
-// events numbered past its mark; rounds are Linger apart at least, unless
-// the last one left events behind or found nothing (the next starts as
-// soon as it is woken). The published marks a round moves are
+// events numbered past its mark, then waits to be woken, unless it left
+// events behind; rounds that find events are Linger apart at least, unless
+// the last one left events behind. The published marks a round moves are
 // stored with the next round's first read, in its round trip, or when the
 // lead ends: a relay that dies before storing them publishes those events
 // again, as one that dies between publishing and marking does, and the
@@ -300,7 +300,7 @@ func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 	}()
 	var lastCount, lastTrim, lastRound time.Time
 	var pause time.Duration
-	behind, woken := false, false
+	behind := false
 	// used is when the lead was last used (each round's read uses it):
 	// before publishing after a third of the lead timeout unused, the
 	// leader makes sure it still leads (a leader that was frozen may have
@@ -319,10 +319,11 @@ func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 			}
 			lastTrim = time.Now()
 		}
-		if !behind && !woken {
+		if !behind {
 			sleep(ctx, r.cfg.Linger-time.Since(lastRound))
 		}
-		lastRound, behind, woken = time.Now(), false, false
+		start := time.Now()
+		behind = false
 
 		commits, err := l.Unnumbered(ctx, r.cfg.Batch, marks)
 		if err != nil {
@@ -424,19 +425,23 @@ func (r *Relay) lead(ctx context.Context, l Leader) (err error) {
 				break
 			}
 		}
+		// Only a round that found something counts for the linger: the
+		// first event after a quiet spell goes at once.
+		if len(commits) > 0 || published > 0 {
+			lastRound = start
+		}
 		switch {
 		case failed:
 			if err := r.pause(ctx, l, pause); err != nil {
 				return fmt.Errorf("keep the lead while the broker is away: %w", err)
 			}
-		case len(commits) == 0 && published == 0:
+		case !behind:
+			// Everything found is published: the next round when an
+			// instance says it committed events (what committed during
+			// this round has said so since), or after a poll.
 			if err := r.wait(ctx, l); err != nil {
 				return fmt.Errorf("wait: %w", err)
 			}
-			// The first round after a wait starts at once: the linger
-			// gathers a stream of events, and an event that ends a
-			// quiet spell is no stream's.
-			woken = true
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()

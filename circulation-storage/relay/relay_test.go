@@ -67,11 +67,14 @@ func TestMessageIsJSON(t *testing.T) {
 
 // TestARoundAfterAQuietSpellStartsWhenWoken: the linger spaces the rounds
 // of a stream of events; the first event after the relay waited for one
-// goes out as soon as the relay is woken, not a linger after the last
-// round (here an hour: a relay that lingered would publish nothing).
+// goes out as soon as the relay is woken, not a linger after its last
+// look (here an hour: a relay that lingered would publish nothing). Having
+// published it, the relay waits to be woken again, without a round that
+// finds nothing: each round costs the database a flush and several
+// statements.
 func TestARoundAfterAQuietSpellStartsWhenWoken(t *testing.T) {
 	t.Parallel()
-	leader := &quietLeader{waiting: make(chan struct{}, 1)}
+	leader := &quietLeader{waiting: make(chan int, 1)}
 	pub := &chanPublisher{got: make(chan Event, 10)}
 	r := New(&oneLeader{l: leader}, pub, nopObserver{}, Config{Batch: 10, Poll: time.Hour, Linger: time.Hour}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -94,6 +97,14 @@ func TestARoundAfterAQuietSpellStartsWhenWoken(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("woken after a quiet spell, the relay did not publish the event committed")
 	}
+	select {
+	case reads := <-leader.waiting:
+		if reads != 2 {
+			t.Errorf("the relay read the commits to number %d times before it waited again, want 2 (the first look, the round woken)", reads)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay never waited again")
+	}
 }
 
 // oneLeader is a store whose every try to lead succeeds, with l.
@@ -109,7 +120,9 @@ func (s *oneLeader) Behind(context.Context) (int64, time.Time, error) {
 type quietLeader struct {
 	mu      sync.Mutex
 	pending []Commit
-	waiting chan struct{}
+	reads   int
+	// waiting is sent the reads so far each time the relay waits.
+	waiting chan int
 }
 
 func (l *quietLeader) commit(c Commit) {
@@ -127,6 +140,7 @@ func (l *quietLeader) Unnumbered(context.Context, int, map[string]int64) ([]Comm
 	defer l.mu.Unlock()
 	c := l.pending
 	l.pending = nil
+	l.reads++
 	return c, nil
 }
 
@@ -155,8 +169,11 @@ func (l *quietLeader) Close()                      {}
 // Wait says that the relay waits, and returns when it is woken (ctx
 // ends) or after d.
 func (l *quietLeader) Wait(ctx context.Context, d time.Duration) error {
+	l.mu.Lock()
+	reads := l.reads
+	l.mu.Unlock()
 	select {
-	case l.waiting <- struct{}{}:
+	case l.waiting <- reads:
 	default:
 	}
 	t := time.NewTimer(d)
