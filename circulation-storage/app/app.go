@@ -163,7 +163,8 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	var announcer *relay.Announcer
 	var written func()
 	if cfg.Outbox != "off" {
-		announcer = relay.NewAnnouncer(outboxRelay, func(ctx context.Context) error { return outbox.Announce(ctx, db) }, logger)
+		announcer = relay.NewAnnouncer(outboxRelay, func(ctx context.Context) error { return outbox.Announce(ctx, db) },
+			func(ctx context.Context) (bool, error) { return outbox.Led(ctx, db) }, logger)
 		written = announcer.Written
 	}
 	server := httpapi.New(httpapi.Config{

@@ -461,3 +461,15 @@ func Announce(ctx context.Context, db *postgres.DB) error {
 	_, err := db.LockPool.Exec(ctx, `SELECT pg_notify('`+OutboxChannel+`', '')`)
 	return err
 }
+
+// Led reports whether a relay leads on this database: whether a session
+// holds the relay's advisory lock (a bigint key is PostgreSQL's lock of
+// class id its high 32 bits, object id its low, object sub-id 1).
+func Led(ctx context.Context, db *postgres.DB) (bool, error) {
+	var led bool
+	err := db.LockPool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1)`,
+		int64(relayLockKey)>>32, int64(relayLockKey)&0xffffffff).Scan(&led)
+	return led, err
+}

@@ -3,10 +3,12 @@ package outbox
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
 )
 
 // TestNumbersReachTheDiskBeforeTheyArePublished: the relay's session
@@ -50,4 +52,46 @@ func TestNumbersReachTheDiskBeforeTheyArePublished(t *testing.T) {
 			t.Fatalf("round %d: durable returned with the WAL not on disk up to %s, past the session's last commit", round, past)
 		}
 	}
+}
+
+// TestLedSaysWhetherARelayLeads: Led is false on a database where no
+// relay leads, true while one does (a session of another instance), and
+// false again once the leader's session is gone.
+func TestLedSaysWhetherARelayLeads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.Fresh(t)
+	db, err := postgres.Open(ctx, url, postgres.PoolConfig{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	led := func() bool {
+		t.Helper()
+		ok, err := Led(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if led() {
+		t.Fatal("Led says a relay leads on a database where none has taken the lead")
+	}
+	leader, leading, err := NewOutbox(url, time.Minute).Lead(ctx)
+	if err != nil || !leading {
+		t.Fatalf("Lead = %v, %v: want the lead", leading, err)
+	}
+	if !led() {
+		t.Error("Led says no relay leads while one holds the lead")
+	}
+	// Another database's leader is not this one's.
+	other, leading, err := NewOutbox(pgtest.Fresh(t), time.Minute).Lead(ctx)
+	if err != nil || !leading {
+		t.Fatalf("Lead on another database = %v, %v: want the lead", leading, err)
+	}
+	leader.Close()
+	if led() {
+		t.Error("Led says a relay leads after the leader's session ended (another database's leads)")
+	}
+	other.Close()
 }
