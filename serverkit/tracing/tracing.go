@@ -110,7 +110,17 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.WithContext(ctx)
 	r.Header = r.Header.Clone()
 	traceContext.Inject(ctx, propagation.HeaderCarrier(r.Header))
+	ended := false
+	defer func() {
+		// The base transport panicked: the span ends all the same, as an
+		// error, and the panic goes on.
+		if !ended {
+			span.SetStatus(codes.Error, "the transport panicked")
+			span.End()
+		}
+	}()
 	res, err := t.base.RoundTrip(r)
+	ended = true
 	// The attributes in one call, once the status is known: the span's
 	// attributes are allocated once, at their size.
 	if err != nil {
