@@ -14,6 +14,7 @@ require (
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/caarlos0/env/v10 v10.0.0 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/checkoutlock/config v0.0.0-00010101000000-000000000000 // indirect
@@ -75,6 +76,7 @@ require (
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/checkoutlock/circulation v0.0.0
 	github.com/checkoutlock/circulation-storage v0.0.0
 	github.com/checkoutlock/migrations v0.0.0
 	github.com/checkoutlock/schemas v0.0.0
@@ -95,6 +97,7 @@ require (
 )
 
 replace (
+	github.com/checkoutlock/circulation => ../circulation
 	github.com/checkoutlock/circulation-storage => ../circulation-storage
 	github.com/checkoutlock/config => ../config
 	github.com/checkoutlock/migrations => ../migrations

@@ -4,7 +4,8 @@
 // locks, its own lock, the one statement that judges every rule and
 // writes the item and the loan). Their text has one home, package
 // lending, which builds them from the rules' and the records' fragments;
-// this package only exposes them, for the benchmark's floor
+// this package only exposes them, and the row lending scans the read
+// into, for the benchmark's floor
 // (integration-tests/bench/checkoutfloor), which runs them with nothing
 // around them, as package locksql's statements are run by the lock's.
 package checkoutsql
@@ -16,3 +17,8 @@ type Statements = lending.CheckOutStatements
 
 // CheckOut is the check-out's statements, as circulation-storage runs them.
 func CheckOut() Statements { return lending.Statements() }
+
+// ReadRow is the row validation's read answers (Statements.Read and
+// ReadLean), every column by name, as circulation-storage scans it: see
+// lending.CheckOutRow.
+type ReadRow = lending.CheckOutRow

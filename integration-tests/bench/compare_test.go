@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"flag"
 	"io"
 	"net"
@@ -135,7 +136,17 @@ type BeforeAfter struct {
 // cpuSample is the CPU time spent so far by each party.
 type cpuSample struct{ client, circulation, storage, postgres time.Duration }
 
+// sampleCPU samples the CPU spent so far by this process, circulation,
+// storage and every postgres process on the machine.
 func sampleCPU(t *testing.T, circulation, storage *harness.Process) cpuSample {
+	t.Helper()
+	return sampleServerCPU(t, circulation, storage, 0)
+}
+
+// sampleServerCPU is sampleCPU with PostgreSQL's CPU that of the server
+// whose postmaster is postmaster alone (postgresCPUOf; 0: every postgres
+// process on the machine).
+func sampleServerCPU(t *testing.T, circulation, storage *harness.Process, postmaster int) cpuSample {
 	t.Helper()
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -145,7 +156,7 @@ func sampleCPU(t *testing.T, circulation, storage *harness.Process) cpuSample {
 		client:      time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
 		circulation: processCPU(circulation.PID()),
 		storage:     processCPU(storage.PID()),
-		postgres:    postgresCPU(),
+		postgres:    postgresCPUOf(postmaster),
 	}
 }
 
@@ -218,24 +229,68 @@ func processCPU(pid int) time.Duration {
 // (cutime and cstime of /proc/<pid>/stat, in clock ticks). Without them a
 // backend ending in a slice (a pool retiring a connection) took its whole
 // life's CPU out of the sum.
-func postgresCPU() time.Duration {
+func postgresCPU() time.Duration { return postgresCPUOf(0) }
+
+// postgresCPUOf is postgresCPU for one PostgreSQL server, the one whose
+// postmaster is postmaster (0: every server on the machine): its
+// postmaster's CPU, its server processes' (the postmaster's children) and
+// the ended ones'. A comparison of a few per cent counts its own server's
+// alone: the other servers a shared machine runs move it by more than
+// itself.
+func postgresCPUOf(postmaster int) time.Duration {
 	entries, _ := os.ReadDir("/proc")
 	var total time.Duration
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !isPostgres(pid) {
+		if err != nil {
 			continue
 		}
-		total += processCPU(pid)
-		if fields := statFields(pid); len(fields) > 14 {
-			if ppid, _ := strconv.Atoi(fields[1]); !isPostgres(ppid) {
-				cu, _ := strconv.ParseInt(fields[13], 10, 64)
-				cs, _ := strconv.ParseInt(fields[14], 10, 64)
-				total += time.Duration(cu+cs) * clockTick
+		// The server's processes, and whether pid is a postmaster (a
+		// postgres process whose parent is not one, or the one named).
+		var fields []string
+		var isPostmaster bool
+		if postmaster == 0 {
+			if !isPostgres(pid) {
+				continue
 			}
+			if fields = statFields(pid); len(fields) > 1 {
+				ppid, _ := strconv.Atoi(fields[1])
+				isPostmaster = !isPostgres(ppid)
+			}
+		} else {
+			fields = statFields(pid)
+			isPostmaster = pid == postmaster
+			if !isPostmaster && (len(fields) < 2 || fields[1] != strconv.Itoa(postmaster)) {
+				continue
+			}
+		}
+		total += processCPU(pid)
+		if isPostmaster && len(fields) > 14 {
+			cu, _ := strconv.ParseInt(fields[13], 10, 64)
+			cs, _ := strconv.ParseInt(fields[14], 10, 64)
+			total += time.Duration(cu+cs) * clockTick
 		}
 	}
 	return total
+}
+
+// postmasterOf is the pid of the postmaster of the PostgreSQL server c
+// uses: the parent of a server process of its.
+func postmasterOf(t *testing.T, c *harness.Cluster) int {
+	t.Helper()
+	var backend int
+	if err := c.DB.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	fields := statFields(backend)
+	if len(fields) < 2 {
+		t.Fatalf("no /proc/%d/stat for the server process of the cluster's connection", backend)
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
 }
 
 // isPostgres says whether process pid is a PostgreSQL server process.
@@ -295,8 +350,7 @@ func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfte
 	opts.BinDir = buildAt(t, rev)
 	opts.DatabaseURL = harness.FreshDatabase(t)
 	before := harness.NewCluster(t, opts)
-	clusters := []*harness.Cluster{before, after}
-	pops := []*population{populate(t, before, p.population/2, 0), populate(t, after, p.population/2, 0)}
+	pops := [2]*population{populate(t, before, p.population/2, 0), populate(t, after, p.population/2, 0)}
 	analyze(t, before)
 	analyze(t, after)
 	out := BeforeAfter{Baseline: rev}
@@ -305,35 +359,9 @@ func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfte
 		rounds, slice = *baRounds, *baSlice
 	}
 	for _, conc := range []int{1, 4} {
-		var hists = [2]*histPair{{h: newHist()}, {h: newHist()}}
-		var cpu [2]CPUPerCheckOut
-		var p50Ratios, cpuRatios []float64
-		for round := range rounds {
-			var p50 [2]float64
-			var perCO [2]float64
-			for k := range clusters {
-				i := (k + round) % 2 // each goes first in every other round
-				c := clusters[i]
-				s0 := sampleCPU(t, c.Circulations[0], c.Storage)
-				h, errs, elapsed := attack(t, checkOutTargeter(c, pops[i], 1), conc, slice)
-				s1 := sampleCPU(t, c.Circulations[0], c.Storage)
-				hists[i].h.Merge(h)
-				hists[i].errs += errs
-				hists[i].elapsed += elapsed
-				one := perCheckOut(s0, s1, h.TotalCount())
-				cpu[i] = addCPU(cpu[i], one, float64(h.TotalCount()))
-				p50[i], perCO[i] = float64(h.ValueAtQuantile(50)), one.Total
-			}
-			p50Ratios = append(p50Ratios, ratio(p50[1], p50[0]))
-			cpuRatios = append(cpuRatios, ratio(perCO[1], perCO[0]))
-		}
-		row := BeforeAfterRow{Concurrency: conc,
-			Before: stats(hists[0].h, hists[0].errs, hists[0].elapsed), After: stats(hists[1].h, hists[1].errs, hists[1].elapsed)}
-		row.CPUBefore = scaleCPU(cpu[0], 1/float64(max(1, hists[0].h.TotalCount())))
-		row.CPUAfter = scaleCPU(cpu[1], 1/float64(max(1, hists[1].h.TotalCount())))
-		row.P50Ratio = ratio(row.After.P50Ms, row.Before.P50Ms)
-		row.CPURatio = ratio(row.CPUAfter.Total, row.CPUBefore.Total)
-		row.RoundP50Ratio, row.RoundCPURatio, row.Rounds = median(p50Ratios), median(cpuRatios), rounds
+		a := alternate(t, [2]*harness.Cluster{before, after}, pops, conc, rounds, slice, 0)
+		row := BeforeAfterRow{Concurrency: conc, Before: a.stats[0], After: a.stats[1], CPUBefore: a.cpu[0], CPUAfter: a.cpu[1],
+			P50Ratio: a.p50Ratio, CPURatio: a.cpuRatio, RoundP50Ratio: a.roundP50Ratio, RoundCPURatio: a.roundCPURatio, Rounds: rounds}
 		out.Rows = append(out.Rows, row)
 		t.Logf("check-out c=%d before (%s) p50 %.2f ms p99 %.2f ms, %.0f µs CPU; after p50 %.2f ms p99 %.2f ms, %.0f µs CPU; p50 ×%.2f, CPU ×%.2f; round by round, median of %d: p50 ×%.3f, CPU ×%.3f",
 			conc, rev, row.Before.P50Ms, row.Before.P99Ms, row.CPUBefore.Total, row.After.P50Ms, row.After.P99Ms, row.CPUAfter.Total,
@@ -347,6 +375,59 @@ func benchBeforeAfter(t *testing.T, rev string, p plan, env []string) BeforeAfte
 		}
 	}
 	return out
+}
+
+// alternation is one concurrency's alternating slices of two clusters
+// (alternate): each side's latencies and CPU per check-out over every
+// slice, the second side's ratios to the first's over every slice, and
+// the same ratios taken round by round (a round's two slices side by side
+// in time) with their medians.
+type alternation struct {
+	stats                        [2]Stats
+	cpu                          [2]CPUPerCheckOut
+	p50Ratio, cpuRatio           float64
+	p50Ratios, cpuRatios         []float64
+	roundP50Ratio, roundCPURatio float64
+}
+
+// alternate runs uncontended check-outs at conc through each of two
+// clusters in turn, a slice each, for rounds rounds, each cluster going
+// first in every other round, each check-out taking a patron of its
+// cluster's population; and samples the CPU each slice costs, PostgreSQL's
+// that of the server whose postmaster is postmaster (sampleServerCPU; 0:
+// every postgres process). Scenario 6 compares two versions so, and
+// scenario 15 tracing against none.
+func alternate(t *testing.T, clusters [2]*harness.Cluster, pops [2]*population, conc, rounds int, slice time.Duration, postmaster int) alternation {
+	t.Helper()
+	hists := [2]*histPair{{h: newHist()}, {h: newHist()}}
+	var cpu [2]CPUPerCheckOut
+	var a alternation
+	for round := range rounds {
+		var p50, perCO [2]float64
+		for k := range clusters {
+			i := (k + round) % 2 // each goes first in every other round
+			c := clusters[i]
+			s0 := sampleServerCPU(t, c.Circulations[0], c.Storage, postmaster)
+			h, errs, elapsed := attack(t, checkOutTargeter(c, pops[i], 1), conc, slice)
+			s1 := sampleServerCPU(t, c.Circulations[0], c.Storage, postmaster)
+			hists[i].h.Merge(h)
+			hists[i].errs += errs
+			hists[i].elapsed += elapsed
+			one := perCheckOut(s0, s1, h.TotalCount())
+			cpu[i] = addCPU(cpu[i], one, float64(h.TotalCount()))
+			p50[i], perCO[i] = float64(h.ValueAtQuantile(50)), one.Total
+		}
+		a.p50Ratios = append(a.p50Ratios, ratio(p50[1], p50[0]))
+		a.cpuRatios = append(a.cpuRatios, ratio(perCO[1], perCO[0]))
+	}
+	for i, h := range hists {
+		a.stats[i] = stats(h.h, h.errs, h.elapsed)
+		a.cpu[i] = scaleCPU(cpu[i], 1/float64(max(1, h.h.TotalCount())))
+	}
+	a.p50Ratio = ratio(a.stats[1].P50Ms, a.stats[0].P50Ms)
+	a.cpuRatio = ratio(a.cpu[1].Total, a.cpu[0].Total)
+	a.roundP50Ratio, a.roundCPURatio = median(a.p50Ratios), median(a.cpuRatios)
+	return a
 }
 
 // histPair is one side's latencies, failures and time.

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -148,7 +147,7 @@ func recoveryAt(t *testing.T, c *harness.Cluster, items <-chan [2]string, conc, 
 	killedAt := make([]time.Time, kills)
 	awaitRecovered(between, time.Time{})
 	for k := range kills {
-		killedAt[k] = terminateStorageBackends(t, c)
+		killedAt[k] = c.TerminateStorageBackends(t)
 		awaitRecovered(between, killedAt[k])
 	}
 	close(stop)
@@ -182,31 +181,6 @@ func recoveryAt(t *testing.T, c *harness.Cluster, items <-chan [2]string, conc, 
 		row.MedianMs = (sorted[n/2-1] + sorted[n/2]) / 2
 	}
 	return row
-}
-
-// terminateStorageBackends terminates every database backend of c's
-// storage and returns when pg_terminate_backend returned (the recovery's
-// clock starts then), having waited for the backends to be gone.
-func terminateStorageBackends(t *testing.T, c *harness.Cluster) time.Time {
-	t.Helper()
-	ctx := context.Background()
-	var pids []int32
-	if err := c.DB.QueryRow(ctx, `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name LIKE 'circulation-storage%'`).Scan(&pids); err != nil {
-		t.Fatalf("list backends: %v", err)
-	}
-	if _, err := c.DB.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
-		t.Fatalf("terminate backends: %v", err)
-	}
-	at := time.Now()
-	if !harness.Poll(5*time.Second, time.Millisecond, func() bool {
-		var left int
-		err := c.DB.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left)
-		return err == nil && left == 0
-	}) {
-		t.Fatal("storage's backends still running 5 s after pg_terminate_backend")
-	}
-	return at
 }
 
 // printRecovery prints scenario 13.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -62,18 +63,70 @@ type Target struct {
 	Met   bool    `json:"met"`
 }
 
-// TestBenchmarks runs every scenario on one cluster (one circulation-storage,
-// four circulation instances, a tenant of its own) and reports.
-func TestBenchmarks(t *testing.T) {
-	if *outDir == "" && !*smoke {
-		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
-	}
-	if *only != "" && *only != "lock-cycle" && *only != "burst" && *only != "before-after" && *only != "tenants" && *only != "sip2" && *only != "outbox" && *only != "busy" && *only != "flood" && *only != "kills" && *only != "recovery" && *only != "checkout-floor" && *only != "tracing" {
-		t.Fatalf("-bench.only=%q: the scenarios that run alone are lock-cycle, burst, before-after, tenants, sip2, outbox, busy, flood, kills, recovery, checkout-floor and tracing", *only)
-	}
-	p := currentPlan()
-	quiet := []string{"LOG_LEVEL=" + *logLevel}
-	if *only == "outbox" {
+// scenario is a scenario that runs alone (-bench.only), by name: run
+// runs it on clusters of its own, quiet the services' environment, and
+// prints what it measured (and writes it, with -bench.out).
+type scenario struct {
+	name string
+	run  func(t *testing.T, p plan, quiet []string)
+}
+
+// alone is every scenario that runs alone, in the order an unknown
+// -bench.only lists them. The full run is not this list: it runs most of
+// them on one cluster, in an order of its own, and reports them together.
+var alone = []scenario{
+	{"lock-cycle", func(t *testing.T, p plan, quiet []string) {
+		_, res := lockCycleOnMain(t, p, quiet)
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		printLockCycle(tw, res.LockCycle)
+		tw.Flush()
+	}},
+	{"burst", func(t *testing.T, p plan, quiet []string) {
+		b := benchBursts(t, p, quiet)
+		for _, r := range b.Rows {
+			fmt.Printf("%s: %.1f of 10, burst %.0f ms, %.2f x 10 solo; median burst %.1f ms, %.2f x 10 solo (solo p50 %.2f ms)\n",
+				r.Mode, r.Succeeded, r.TotalTimeMs, r.Ratio, r.MedianTimeMs, r.MedianRatio, r.SoloP50Ms)
+		}
+		fmt.Printf("CPU a check-out: solo %.0f µs, in a burst %.0f µs; floor on %d cores %.2f x 10 solo\n",
+			b.SoloCPU.Total, b.BurstCPU.Total, b.Cores, b.FloorRatio)
+		fmt.Printf("hand-off p50 %.2f ms, p99 %.2f ms\n", b.HandOff.P50Ms, b.HandOff.P99Ms)
+		fmt.Printf("tenants with a request and a manual block, gate row present: %t\n", b.Gated)
+	}},
+	{"before-after", func(t *testing.T, p plan, quiet []string) {
+		ba := benchBeforeAfter(t, *baseline, p, quiet)
+		for _, r := range ba.Rows {
+			fmt.Printf("c=%d: %s p50 %.2f ms, %.0f µs CPU per check-out; this p50 %.2f ms, %.0f µs CPU; p50 ×%.3f, CPU ×%.3f; median of %d rounds: p50 ×%.3f, CPU ×%.3f\n",
+				r.Concurrency, ba.Baseline, r.Before.P50Ms, r.CPUBefore.Total, r.After.P50Ms, r.CPUAfter.Total, r.P50Ratio, r.CPURatio,
+				r.Rounds, r.RoundP50Ratio, r.RoundCPURatio)
+			for _, side := range []struct {
+				name string
+				cpu  CPUPerCheckOut
+			}{{ba.Baseline, r.CPUBefore}, {"this", r.CPUAfter}} {
+				fmt.Printf("    %s CPU µs: client %.0f, circulation %.0f, storage %.0f, PostgreSQL %.0f\n",
+					side.name, side.cpu.Client, side.cpu.Circulation, side.cpu.Storage, side.cpu.Postgres)
+			}
+		}
+	}},
+	{"tenants", func(t *testing.T, p plan, quiet []string) {
+		tn := benchTenants(t, p, tenantsToBench(), quiet)
+		printTenants(os.Stdout, tn)
+		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Tenants: &tn})
+	}},
+	{"sip2", func(t *testing.T, p plan, quiet []string) {
+		s := benchSIP2(t, p, quiet)
+		r := Results{SIP2: &s}
+		printSIP2(os.Stdout, s)
+		for _, tg := range targets(r) {
+			if !strings.HasPrefix(tg.What, "SIP2") {
+				continue
+			}
+			fmt.Printf("%s: %.2f (%s) met=%t\n", tg.What, tg.Value, tg.Goal, tg.Met)
+		}
+		for _, e := range requestErrors(r) {
+			t.Error(e)
+		}
+	}},
+	{"outbox", func(t *testing.T, p plan, quiet []string) {
 		o := benchOutbox(t, p, quiet)
 		r := Results{Outbox: &o}
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -87,37 +140,29 @@ func TestBenchmarks(t *testing.T) {
 		for _, e := range requestErrors(r) {
 			t.Error(e)
 		}
-		return
-	}
-	if *only == "tracing" {
-		tr := benchTracing(t, p, quiet)
-		printTracing(os.Stdout, tr)
-		r := Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Tracing: &tr}
-		writeResults(t, r)
-		for _, e := range requestErrors(r) {
-			t.Error(e)
-		}
-		return
-	}
-	if *only == "busy" {
+	}},
+	{"busy", func(t *testing.T, p plan, quiet []string) {
 		b := benchBusy(t, p, quiet)
 		printBusy(b)
 		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Busy: &b})
 		for _, e := range requestErrors(Results{Busy: &b}) {
 			t.Error(e)
 		}
-		return
-	}
-	if *only == "kills" {
+	}},
+	{"flood", func(t *testing.T, p plan, quiet []string) {
+		f := benchFlood(t, quiet)
+		printFlood(os.Stdout, f)
+		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Flood: &f})
+	}},
+	{"kills", func(t *testing.T, p plan, quiet []string) {
 		k := benchKills(t, quiet)
 		printKills(os.Stdout, k)
 		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Kills: &k})
 		if k.FailedNotSent > 0 {
 			t.Errorf("%d check-outs failed before their write was sent, want none: a write or a read a kill cut before it ran is sent again", k.FailedNotSent)
 		}
-		return
-	}
-	if *only == "recovery" {
+	}},
+	{"recovery", func(t *testing.T, p plan, quiet []string) {
 		rc := benchRecovery(t, quiet)
 		r := Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Recovery: &rc}
 		printRecovery(os.Stdout, rc)
@@ -131,9 +176,8 @@ func TestBenchmarks(t *testing.T) {
 		for _, e := range requestErrors(r) {
 			t.Error(e)
 		}
-		return
-	}
-	if *only == "checkout-floor" {
+	}},
+	{"checkout-floor", func(t *testing.T, p plan, quiet []string) {
 		f := benchCheckOutFloor(t, p, quiet)
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 		printCheckOutFloor(tw, f)
@@ -149,63 +193,33 @@ func TestBenchmarks(t *testing.T) {
 		for _, e := range requestErrors(res) {
 			t.Error(e)
 		}
-		return
-	}
-	if *only == "flood" {
-		f := benchFlood(t, quiet)
-		printFlood(os.Stdout, f)
-		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Flood: &f})
-		return
-	}
-	if *only == "sip2" {
-		s := benchSIP2(t, p, quiet)
-		r := Results{SIP2: &s}
-		printSIP2(os.Stdout, s)
-		for _, tg := range targets(r) {
-			if !strings.HasPrefix(tg.What, "SIP2") {
-				continue
-			}
-			fmt.Printf("%s: %.2f (%s) met=%t\n", tg.What, tg.Value, tg.Goal, tg.Met)
-		}
+	}},
+	{"tracing", func(t *testing.T, p plan, quiet []string) {
+		tr := benchTracing(t, p, quiet)
+		printTracing(os.Stdout, tr)
+		r := Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Tracing: &tr}
+		writeResults(t, r)
 		for _, e := range requestErrors(r) {
 			t.Error(e)
 		}
-		return
+	}},
+}
+
+// aloneNames lists the names of the scenarios that run alone, as an
+// unknown -bench.only says them.
+func aloneNames() string {
+	names := make([]string, len(alone))
+	for i, sc := range alone {
+		names[i] = sc.name
 	}
-	if *only == "tenants" {
-		tn := benchTenants(t, p, tenantsToBench(), quiet)
-		printTenants(os.Stdout, tn)
-		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, Tenants: &tn})
-		return
-	}
-	if *only == "before-after" {
-		ba := benchBeforeAfter(t, *baseline, p, quiet)
-		for _, r := range ba.Rows {
-			fmt.Printf("c=%d: %s p50 %.2f ms, %.0f µs CPU per check-out; this p50 %.2f ms, %.0f µs CPU; p50 ×%.3f, CPU ×%.3f; median of %d rounds: p50 ×%.3f, CPU ×%.3f\n",
-				r.Concurrency, ba.Baseline, r.Before.P50Ms, r.CPUBefore.Total, r.After.P50Ms, r.CPUAfter.Total, r.P50Ratio, r.CPURatio,
-				r.Rounds, r.RoundP50Ratio, r.RoundCPURatio)
-			for _, side := range []struct {
-				name string
-				cpu  CPUPerCheckOut
-			}{{ba.Baseline, r.CPUBefore}, {"this", r.CPUAfter}} {
-				fmt.Printf("    %s CPU µs: client %.0f, circulation %.0f, storage %.0f, PostgreSQL %.0f\n",
-					side.name, side.cpu.Client, side.cpu.Circulation, side.cpu.Storage, side.cpu.Postgres)
-			}
-		}
-		return
-	}
-	if *only == "burst" {
-		b := benchBursts(t, p, quiet)
-		for _, r := range b.Rows {
-			fmt.Printf("%s: %.1f of 10, burst %.0f ms, %.2f x 10 solo; median burst %.1f ms, %.2f x 10 solo (solo p50 %.2f ms)\n",
-				r.Mode, r.Succeeded, r.TotalTimeMs, r.Ratio, r.MedianTimeMs, r.MedianRatio, r.SoloP50Ms)
-		}
-		fmt.Printf("CPU a check-out: solo %.0f µs, in a burst %.0f µs; floor on %d cores %.2f x 10 solo\n",
-			b.SoloCPU.Total, b.BurstCPU.Total, b.Cores, b.FloorRatio)
-		fmt.Printf("hand-off p50 %.2f ms, p99 %.2f ms\n", b.HandOff.P50Ms, b.HandOff.P99Ms)
-		fmt.Printf("tenants with a request and a manual block, gate row present: %t\n", b.Gated)
-		return
-	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// lockCycleOnMain starts the full run's cluster (one circulation-storage,
+// four circulation instances) and runs scenario 1 on it, the first of the
+// full run and, alone, the only: the cluster, for the scenarios that
+// follow on it, and the results so far.
+func lockCycleOnMain(t *testing.T, p plan, quiet []string) (*harness.Cluster, Results) {
 	c := harness.NewCluster(t, harness.Options{Circulations: 4, FeatureOn: true,
 		StorageEnv: append([]string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns)}, quiet...), CirculationEnv: append([]string{"SETTINGS_CACHE_TTL=100ms"}, quiet...)})
 	res := Results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(t, c), Smoke: *smoke}
@@ -217,12 +231,26 @@ func TestBenchmarks(t *testing.T) {
 	// Their connections are needed by the scenarios that follow.
 	floor.Stop()
 	noHistory.Stop()
-	if *only == "lock-cycle" {
-		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-		printLockCycle(tw, res.LockCycle)
-		tw.Flush()
+	return c, res
+}
+
+// TestBenchmarks runs every scenario on one cluster (one circulation-storage,
+// four circulation instances, a tenant of its own) and reports.
+func TestBenchmarks(t *testing.T) {
+	if *outDir == "" && !*smoke {
+		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
+	}
+	p := currentPlan()
+	quiet := []string{"LOG_LEVEL=" + *logLevel}
+	if *only != "" {
+		i := slices.IndexFunc(alone, func(sc scenario) bool { return sc.name == *only })
+		if i < 0 {
+			t.Fatalf("-bench.only=%q: the scenarios that run alone are %s", *only, aloneNames())
+		}
+		alone[i].run(t, p, quiet)
 		return
 	}
+	c, res := lockCycleOnMain(t, p, quiet)
 	peak := 0.0
 	for _, r := range res.LockCycle {
 		peak = max(peak, r.Service.Throughput)

@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -54,7 +51,6 @@ func benchTracing(t *testing.T, p plan, env []string) Tracing {
 	traced := append(slices.Clone(env), "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otlpSink(t))
 	untracedC := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: env, CirculationEnv: env})
 	tracedC := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: traced, CirculationEnv: traced})
-	clusters := []*harness.Cluster{untracedC, tracedC}
 	rounds, slice := tracingRounds, tracingSlice
 	switch {
 	case *smoke:
@@ -68,42 +64,21 @@ func benchTracing(t *testing.T, p plan, env []string) Tracing {
 	if !*smoke {
 		n = max(n, int(float64(rounds)*slice.Seconds()*2*1500))
 	}
-	pops := []*population{populate(t, untracedC, n, 0), populate(t, tracedC, n, 0)}
+	pops := [2]*population{populate(t, untracedC, n, 0), populate(t, tracedC, n, 0)}
 	analyze(t, untracedC)
 	analyze(t, tracedC)
+	// PostgreSQL's CPU is that of the server both clusters use alone, not
+	// every postgres process on the machine (the other servers a shared
+	// machine runs move a ratio of a few per cent by more than itself).
 	postmaster := postmasterOf(t, untracedC)
 	var out Tracing
 	for _, conc := range []int{1, 4} {
-		hists := [2]*histPair{{h: newHist()}, {h: newHist()}}
-		var cpu [2]CPUPerCheckOut
-		var p50Ratios, cpuRatios []float64
-		for round := range rounds {
-			var p50, perCO [2]float64
-			for k := range clusters {
-				i := (k + round) % 2 // each goes first in every other round
-				c := clusters[i]
-				s0 := sampleServerCPU(t, c, postmaster)
-				h, errs, elapsed := attack(t, checkOutTargeter(c, pops[i], 1), conc, slice)
-				s1 := sampleServerCPU(t, c, postmaster)
-				hists[i].h.Merge(h)
-				hists[i].errs += errs
-				hists[i].elapsed += elapsed
-				one := perCheckOut(s0, s1, h.TotalCount())
-				cpu[i] = addCPU(cpu[i], one, float64(h.TotalCount()))
-				p50[i], perCO[i] = float64(h.ValueAtQuantile(50)), one.Total
-			}
-			p50Ratios = append(p50Ratios, ratio(p50[1], p50[0]))
-			cpuRatios = append(cpuRatios, ratio(perCO[1], perCO[0]))
-		}
-		row := TracingRow{Concurrency: conc, Rounds: rounds, SliceMs: float64(slice.Milliseconds()),
-			Untraced: stats(hists[0].h, hists[0].errs, hists[0].elapsed), Traced: stats(hists[1].h, hists[1].errs, hists[1].elapsed)}
-		row.CPUUntraced = scaleCPU(cpu[0], 1/float64(max(1, hists[0].h.TotalCount())))
-		row.CPUTraced = scaleCPU(cpu[1], 1/float64(max(1, hists[1].h.TotalCount())))
-		row.P50Ratio = ratio(row.Traced.P50Ms, row.Untraced.P50Ms)
-		row.CPURatio = ratio(row.CPUTraced.Total, row.CPUUntraced.Total)
-		row.RoundP50Ratio, row.RoundCPURatio = median(p50Ratios), median(cpuRatios)
+		a := alternate(t, [2]*harness.Cluster{untracedC, tracedC}, pops, conc, rounds, slice, postmaster)
+		row := TracingRow{Concurrency: conc, Rounds: rounds, SliceMs: float64(slice.Milliseconds()), Untraced: a.stats[0], Traced: a.stats[1],
+			CPUUntraced: a.cpu[0], CPUTraced: a.cpu[1], P50Ratio: a.p50Ratio, CPURatio: a.cpuRatio,
+			RoundP50Ratio: a.roundP50Ratio, RoundCPURatio: a.roundCPURatio}
 		out.Rows = append(out.Rows, row)
-		t.Logf("tracing c=%d: round by round p50 ratios %.3f, CPU ratios %.3f", conc, p50Ratios, cpuRatios)
+		t.Logf("tracing c=%d: round by round p50 ratios %.3f, CPU ratios %.3f", conc, a.p50Ratios, a.cpuRatios)
 	}
 	return out
 }
@@ -123,57 +98,4 @@ func printTracing(w io.Writer, tr Tracing) {
 				side.name, side.cpu.Client, side.cpu.Circulation, side.cpu.Storage, side.cpu.Postgres, side.cpu.Total)
 		}
 	}
-}
-
-// postmasterOf is the pid of the postmaster of the PostgreSQL server c
-// uses: the parent of a server process of its.
-func postmasterOf(t *testing.T, c *harness.Cluster) int {
-	t.Helper()
-	var backend int
-	if err := c.DB.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&backend); err != nil {
-		t.Fatal(err)
-	}
-	fields := statFields(backend)
-	if len(fields) < 2 {
-		t.Fatalf("no /proc/%d/stat for the server process of the cluster's connection", backend)
-	}
-	ppid, err := strconv.Atoi(fields[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ppid
-}
-
-// sampleServerCPU is sampleCPU with PostgreSQL's CPU that of the server
-// whose postmaster is postmaster alone, not every postgres process on the
-// machine (the other servers a shared machine runs move a ratio of a few
-// per cent by more than itself).
-func sampleServerCPU(t *testing.T, c *harness.Cluster, postmaster int) cpuSample {
-	t.Helper()
-	s := sampleCPU(t, c.Circulations[0], c.Storage)
-	s.postgres = serverCPU(postmaster)
-	return s
-}
-
-// serverCPU is the CPU time of a PostgreSQL server so far: its postmaster's,
-// its server processes' and the ended ones' (counted among the
-// postmaster's children's).
-func serverCPU(postmaster int) time.Duration {
-	total := processCPU(postmaster)
-	if fields := statFields(postmaster); len(fields) > 14 {
-		cu, _ := strconv.ParseInt(fields[13], 10, 64)
-		cs, _ := strconv.ParseInt(fields[14], 10, 64)
-		total += time.Duration(cu+cs) * clockTick
-	}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if fields := statFields(pid); len(fields) > 1 && fields[1] == strconv.Itoa(postmaster) {
-			total += processCPU(pid)
-		}
-	}
-	return total
 }

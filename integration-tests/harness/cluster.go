@@ -624,8 +624,10 @@ func (c *Cluster) Account(t testing.TB, username, first, last, role, password st
 
 // TerminateStorageBackends terminates every database backend of the
 // cluster's storage (pg_terminate_backend, as an operator or a failover
-// does) and waits until they have ended.
-func (c *Cluster) TerminateStorageBackends(t testing.TB) {
+// does) and waits until they have ended. It returns when
+// pg_terminate_backend returned, before the wait: what a measurement of
+// the recovery (the benchmark's scenario 13) starts its clock at.
+func (c *Cluster) TerminateStorageBackends(t testing.TB) time.Time {
 	t.Helper()
 	ctx := context.Background()
 	var pids []int32
@@ -636,6 +638,7 @@ func (c *Cluster) TerminateStorageBackends(t testing.TB) {
 	if _, err := c.DB.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid`, pids); err != nil {
 		t.Fatalf("terminate backends: %v", err)
 	}
+	at := time.Now()
 	if !Poll(5*time.Second, time.Millisecond, func() bool {
 		var left int
 		err := c.DB.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)`, pids).Scan(&left)
@@ -643,4 +646,5 @@ func (c *Cluster) TerminateStorageBackends(t testing.TB) {
 	}) {
 		t.Fatal("storage's backends still running 5 s after pg_terminate_backend")
 	}
+	return at
 }

@@ -129,7 +129,7 @@ var borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
 // the chosen rule's criteria, the policy, the patron's open loans counted
 // as that policy's item limit counts them, and the limit enforced
 // (@enforce_unscoped: whether an unscoped limit is) in @tenant. Each column
-// is named as checkOutRow reads it; the last (full) says
+// is named as CheckOutRow reads it; the last (full) says
 // whether the statement must be run in full: always false in full; in the
 // lean form (checkOutRead), whether the tenant has a gate row.
 var (
@@ -199,7 +199,7 @@ func (s *Rules) readForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	if lean {
 		stmt = checkOutReadLeanSQL
 	}
-	r, err := postgres.QueryOne[checkOutRow](ctx, s.db.Pool, stmt.SQL, stmt.Bind(pgx.StrictNamedArgs{"user_barcode": userBarcode,
+	r, err := postgres.QueryOne[CheckOutRow](ctx, s.db.Pool, stmt.SQL, stmt.Bind(pgx.StrictNamedArgs{"user_barcode": userBarcode,
 		"item_barcode": itemBarcode, "enforce_unscoped": s.policy.EnforceUnscopedItemLimit, "tenant": string(t)}))
 	if err != nil {
 		return storage.CheckOutRecords{}, postgres.Interpret(err, t)
@@ -236,8 +236,11 @@ func (s *Rules) readForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	return out, nil
 }
 
-// checkOutRow is the row checkOutReadSQL answers, read by column name.
-type checkOutRow struct {
+// CheckOutRow is the row checkOutReadSQL answers, read by column name.
+// It is exported for package checkoutsql alone, which hands it to the
+// benchmark's floor with the read (CheckOutStatements.Read), so that the
+// floor scans the read into the very row this package does.
+type CheckOutRow struct {
 	User              json.RawMessage `db:"patron"`
 	Item              json.RawMessage `db:"item"`
 	OpenLoan          json.RawMessage `db:"open_loan"`

@@ -12,7 +12,7 @@ import (
 // benchmark's floor, which runs them with nothing around them.
 type CheckOutStatements struct {
 	// Read and ReadLean are checkOutReadSQL; their arguments are named
-	// (ReadNames).
+	// (ReadNames), their row is CheckOutRow.
 	Read, ReadLean locksql.Named
 	ReadNames      []string
 	// Claim stores the write's id (postgres.ClaimSQL, named arguments

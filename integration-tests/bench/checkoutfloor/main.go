@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/circulation-storage/checkoutsql"
 	"github.com/checkoutlock/schemas"
 )
@@ -47,32 +48,6 @@ const (
 	// deadline leaves it (30 s).
 	writeWithin = int64(29_999)
 )
-
-// readRow is the read's row, every column by name, as storage reads it.
-type readRow struct {
-	User              json.RawMessage `db:"patron"`
-	Item              json.RawMessage `db:"item"`
-	OpenLoan          json.RawMessage `db:"open_loan"`
-	RulesSet          bool            `db:"rules_set"`
-	PolicyID          *string         `db:"policy_id"`
-	RuleIndex         *int            `db:"rule_index"`
-	PatronGroupMatch  *bool           `db:"pg_match"`
-	MaterialTypeMatch *bool           `db:"mt_match"`
-	LoanTypeMatch     *bool           `db:"lt_match"`
-	LoanPolicy        json.RawMessage `db:"loan_policy"`
-	Limit             *int            `db:"item_limit"`
-	MaterialTypeID    *string         `db:"mt"`
-	LoanTypeID        *string         `db:"lt"`
-	OpenLoans         *int            `db:"open_loans"`
-	Reached           bool            `db:"reached"`
-	LockSetting       json.RawMessage `db:"lock_setting"`
-	MaterialType      json.RawMessage `db:"material_type"`
-	ManualBlocks      json.RawMessage `db:"manual_blocks"`
-	AutomatedBlocks   json.RawMessage `db:"automated_blocks"`
-	QueueHead         json.RawMessage `db:"queue_head"`
-	OpenRecall        bool            `db:"open_recall"`
-	Full              bool            `db:"full"`
-}
 
 // writeRow is the part of the write's row the floor reads: the loan
 // stored (NULL when nothing was written) and whether the lean statement
@@ -118,7 +93,7 @@ func main() {
 		// Validation's read, lean (the bench's tenant has no gate row).
 		rows, _ := pool.Query(ctx, st.ReadLean.SQL, st.ReadLean.Bind(pgx.StrictNamedArgs{"user_barcode": req.UserBarcode,
 			"item_barcode": req.ItemBarcode, "enforce_unscoped": true, "tenant": tenant}))
-		read, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[readRow])
+		read, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkoutsql.ReadRow])
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
@@ -145,7 +120,8 @@ func main() {
 			return
 		}
 		loanDate := time.Now().UTC().Truncate(time.Millisecond)
-		due := dueDate(loanDate, policy.LoansPolicy.Period.Duration, policy.LoansPolicy.Period.Interval)
+		// The due date as circulation computes it.
+		due := circulation.Period{Duration: policy.LoansPolicy.Period.Duration, Interval: policy.LoansPolicy.Period.Interval}.DueDate(loanDate)
 		loanID, lockID, writeID := uuid.NewString(), uuid.NewString(), uuid.NewString()
 		loan, _ := json.Marshal(map[string]any{"id": loanID, "userId": patron.ID, "itemId": item.ID,
 			"loanDate": loanDate.Format(schemas.TimeFormat), "dueDate": due.Format(schemas.TimeFormat),
@@ -209,22 +185,4 @@ func main() {
 		_, _ = w.Write(append(body, '}'))
 	})
 	log.Fatal(http.ListenAndServe(os.Getenv("HTTP_ADDR"), mux))
-}
-
-// dueDate is a loan's due date by its policy's period, as circulation
-// computes it.
-func dueDate(loanDate time.Time, n int, interval string) time.Time {
-	switch interval {
-	case "Minutes":
-		return loanDate.Add(time.Duration(n) * time.Minute)
-	case "Hours":
-		return loanDate.Add(time.Duration(n) * time.Hour)
-	case "Days":
-		return loanDate.AddDate(0, 0, n)
-	case "Weeks":
-		return loanDate.AddDate(0, 0, 7*n)
-	case "Months":
-		return loanDate.AddDate(0, n, 0)
-	}
-	return loanDate
 }
