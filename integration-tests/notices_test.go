@@ -342,7 +342,9 @@ func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 	useNoticePolicy(t, c, minute.ID, []map[string]any{noticeOn(due, schemas.NoticeDueDate, schemas.NoticeUponAt, nil)}, nil)
 
 	// The i-th loan falls due at first + i×10 ms: lent a minute before.
-	first := time.Now().Add(20 * time.Second).Truncate(time.Millisecond)
+	// Lending the thousand takes some 10 s alone, and over 20 s under
+	// make test's load on two cores.
+	first := time.Now().Add(45 * time.Second).Truncate(time.Millisecond)
 	type lend struct{ item, patron string }
 	var lends []lend
 	// A patron's loans fall due one after the other, 10 ms apart: a
@@ -409,7 +411,7 @@ func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 			pause.Reset(time.Duration(100+rand.IntN(400)) * time.Millisecond)
 		}
 	}()
-	mail.WaitMessages(len(lends), 90*time.Second)
+	mail.WaitMessages(len(lends), time.Until(first)+90*time.Second)
 	close(stop)
 	kills := <-stopped
 	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)

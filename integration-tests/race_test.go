@@ -286,7 +286,7 @@ func TestWorkloadManyPatrons(t *testing.T) {
 			refusals++
 		default:
 			failures++
-			t.Errorf("%s: %d %s", what, r.Status, r.Body)
+			t.Errorf("%s: %d %s (%v)", what, r.Status, r.Body, r.Err)
 		}
 		return false
 	}
