@@ -118,6 +118,9 @@ func notAged(err error) error {
 // pass tries again.
 func ageOne(ctx context.Context, db *postgres.DB, t storage.Tenant, id string) (done bool, err error) {
 	err = db.InTx(ctx, t, func(tx pgx.Tx) error {
+		if err := lockBorrower(ctx, tx, t, id); err != nil {
+			return err
+		}
 		var doc, billed json.RawMessage
 		var version, itemVersion int
 		var atOnce bool
@@ -207,6 +210,9 @@ func BillAgedToLost(ctx context.Context, db *postgres.DB, batch int, skip []requ
 
 func billOne(ctx context.Context, db *postgres.DB, t storage.Tenant, id string) (done bool, err error) {
 	err = db.InTx(ctx, t, func(tx pgx.Tx) error {
+		if err := lockBorrower(ctx, tx, t, id); err != nil {
+			return err
+		}
 		var doc json.RawMessage
 		var version int
 		var servicePoint *string

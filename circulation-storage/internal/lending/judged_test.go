@@ -255,6 +255,62 @@ func TestTheWritesJudgeAutomatedBlocks(t *testing.T) {
 	}
 }
 
+// TestALossWaitsForTheBorrowersCheckOut: a declaration of loss, which
+// can block its borrower (here the lost items limit of 0), waits for a
+// check-out's write that holds the borrower's row, as every check-out's
+// write does before it judges the borrower (locksql.LockRows): the two
+// happen one after the other, so a check-out that commits after the
+// declaration judged the borrower with it, never from a snapshot taken
+// before it committed. Once the row is let go, the declaration is written,
+// and the borrower's next check-out is refused.
+func TestALossWaitsForTheBorrowersCheckOut(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, sample.LoadData)
+	ctx := context.Background()
+	lib := newLibrary(f.DB, testPolicy)
+	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableBlockCondition)+`
+		SET jsonb = jsonb || '{"blockBorrowing":true,"message":"Too many lost items"}' WHERE id = $1`,
+		storage.ConditionLostItems)
+	if _, err := lib.Create(ctx, f.Tenant, storage.PatronBlockLimits, uuid.NewString(), json.RawMessage(fmt.Sprintf(
+		`{"patronGroupId":%q,"conditionId":%q,"value":0}`, sample.GroupUndergrad, storage.ConditionLostItems))); err != nil {
+		t.Fatal(err)
+	}
+	// Rules of one loan policy, which charge nothing for a lost item: the
+	// lost item is the block.
+	renewingPolicy(t, f, lib, 0)
+	alice := sample.ID("1001")
+	doc := func(item, fields string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2099-12-01T10:00:00.000Z",
+		  "status":{"name":"Open"},%s}`, alice, item, fields))
+	}
+	lost, loanID := sample.ID("book-131"), uuid.NewString()
+	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, Loan: doc(lost, `"action":"checkedout"`),
+		ItemVersion: 1}); err != nil {
+		t.Fatal(err)
+	}
+	held := dbtest.Hold(t, f, postgres.TablePatron, alice)
+	answer := make(chan error, 1)
+	go func() {
+		answer <- lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: loanID, ItemVersion: 2, LoanVersion: 1,
+			Loan: doc(lost, `"action":"declaredLost","declaredLostDate":"2026-02-01T10:00:00.000Z"`)})
+	}()
+	dbtest.Eventually(t, "the declaration waiting for the borrower's row, or written", func() bool {
+		return held.Blocked(t, f) != 0 || len(answer) != 0
+	})
+	if len(answer) != 0 {
+		t.Fatalf("the loss was declared (%v) while a check-out's write held the borrower's row", <-answer)
+	}
+	held.Let(t)
+	if err := <-answer; err != nil {
+		t.Fatalf("the declaration, the borrower's row let go: %v", err)
+	}
+	_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
+		Loan: doc(sample.ID("book-133"), `"action":"checkedout"`), ItemVersion: 1})
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedAutomatically}) {
+		t.Errorf("a check-out after the loss: %v", err)
+	}
+}
+
 // renewingPolicy makes the tenant's circulation rules a fallback of one
 // policy that lends for three weeks and renews, numberAllowed times (0:
 // without a limit), and answers its id.

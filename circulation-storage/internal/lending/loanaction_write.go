@@ -25,6 +25,28 @@ var loanActionItemSQL = func() map[string]string {
 	return out
 }()
 
+// borrowerRowSQL locks the row of the borrower of a loan, the first
+// statement of every write that can newly block that borrower from
+// borrowing: a loan declared lost or claimed returned, aged to lost, or
+// billed (the lost items and the fees an automated block counts). A
+// check-out's write locks the same row before it judges the borrower
+// (locksql.LockRows, locksql.PatronRow), so the two happen one after the
+// other: a check-out that commits after such a write saw it, and is
+// refused if it blocks the borrower, rather than judging from a snapshot
+// taken before that write committed. It takes the patron and loan tables
+// as its fmt arguments. Parameters: $1 the loan, $2 the tenant.
+var borrowerRowSQL = postgres.WithTables(`SELECT 1 FROM %s p
+ WHERE p.tenant_id = $2 AND p.id = (SELECT l.user_id FROM %s l WHERE l.tenant_id = $2 AND l.id = $1::uuid)
+   FOR NO KEY UPDATE`, postgres.TablePatron, postgres.TableLoan)
+
+// lockBorrower runs borrowerRowSQL for loan id of t in tx.
+func lockBorrower(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string) error {
+	if _, err := tx.Exec(ctx, borrowerRowSQL, id, string(t)); err != nil {
+		return postgres.Interpret(err, t)
+	}
+	return nil
+}
+
 // loanActionGuard holds a loan action to what it is: the loan open, and
 // open still, its borrower's and of its item.
 var loanActionGuard = &record.Guard{
@@ -56,6 +78,9 @@ func (s *Loans) ActOnLoan(ctx context.Context, t storage.Tenant, w storage.LoanA
 		return err
 	}
 	_, err := s.db.InTxOnce(ctx, t, schemas.WriteLoanAction, func(tx pgx.Tx) (json.RawMessage, error) {
+		if err := lockBorrower(ctx, tx, t, w.LoanID); err != nil {
+			return nil, err
+		}
 		// A loan declared lost is billed as its lost item fee policy
 		// says, from the loan as it stands before the declaration.
 		if status == schemas.ItemDeclaredLost {
