@@ -187,8 +187,25 @@ type Holder struct {
 }
 
 // Hold locks the row of table whose id is id, in a transaction of a
-// client of its own.
+// client of its own, FOR UPDATE: every write of the row waits for it, and
+// so does every insert of a row that refers to it (its foreign key's
+// check).
 func Hold(t *testing.T, f Fixture, table postgres.TableName, id string) *Holder {
+	t.Helper()
+	return hold(t, f, table, id, "FOR UPDATE")
+}
+
+// HoldAsAWrite locks the row of table whose id is id as a write that
+// changes none of its keys does (FOR NO KEY UPDATE), in a transaction of
+// a client of its own: the writes of the row, and the statements that
+// lock it so, wait for it; an insert of a row that refers to it does not.
+func HoldAsAWrite(t *testing.T, f Fixture, table postgres.TableName, id string) *Holder {
+	t.Helper()
+	return hold(t, f, table, id, "FOR NO KEY UPDATE")
+}
+
+// hold is Hold and HoldAsAWrite, the row locked in mode.
+func hold(t *testing.T, f Fixture, table postgres.TableName, id, mode string) *Holder {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, pgtest.Shared(t))
@@ -200,7 +217,7 @@ func Hold(t *testing.T, f Fixture, table postgres.TableName, id string) *Holder 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+View(f.Tenant, table)+" WHERE id = $1 FOR UPDATE", id); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM "+View(f.Tenant, table)+" WHERE id = $1 "+mode, id); err != nil {
 		t.Fatal(err)
 	}
 	return &Holder{conn: conn, Tx: tx}

@@ -15,10 +15,14 @@ import (
 	"github.com/checkoutlock/schemas"
 )
 
-// blockOn makes one of the tenant's patron block conditions block
-// borrowing (and renewals when renewals), with message, and gives group a
-// limit of value for it.
-func blockOn(t *testing.T, f dbtest.Fixture, condition, group string, value int, renewals bool, message string) {
+// blocked is what a patron block condition blocks: its blockBorrowing,
+// blockRenewals and blockRequests.
+type blocked struct{ borrowing, renewals, requests bool }
+
+// limitOn makes one of the tenant's patron block conditions block what b
+// says, and nothing else, with message, gives group a limit of value for
+// it, and answers the limit's id.
+func limitOn(t *testing.T, f dbtest.Fixture, condition, group string, value int, b blocked, message string) string {
 	t.Helper()
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
@@ -30,15 +34,23 @@ func blockOn(t *testing.T, f dbtest.Fixture, condition, group string, value int,
 	if err := json.Unmarshal(doc, &c); err != nil {
 		t.Fatal(err)
 	}
-	c["blockBorrowing"], c["blockRenewals"], c["message"] = true, renewals, message
+	c["blockBorrowing"], c["blockRenewals"], c["blockRequests"], c["message"] = b.borrowing, b.renewals, b.requests, message
 	doc, _ = json.Marshal(c)
 	if err := lib.Update(ctx, f.Tenant, storage.PatronBlockConditions, condition, 0, doc); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lib.Create(ctx, f.Tenant, storage.PatronBlockLimits, uuid.NewString(), json.RawMessage(fmt.Sprintf(
+	id := uuid.NewString()
+	if _, err := lib.Create(ctx, f.Tenant, storage.PatronBlockLimits, id, json.RawMessage(fmt.Sprintf(
 		`{"patronGroupId":%q,"conditionId":%q,"value":%d}`, group, condition, value))); err != nil {
 		t.Fatal(err)
 	}
+	return id
+}
+
+// blockOn is limitOn blocking borrowing, and renewals when renewals.
+func blockOn(t *testing.T, f dbtest.Fixture, condition, group string, value int, renewals bool, message string) {
+	t.Helper()
+	limitOn(t, f, condition, group, value, blocked{borrowing: true, renewals: renewals}, message)
 }
 
 // TestChargedOutLimitHoldsInTheWrite: graduates may have at most three

@@ -205,20 +205,11 @@ func TestTheWritesJudgeAutomatedBlocks(t *testing.T) {
 	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
-	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableBlockCondition)+`
-		SET jsonb = jsonb || '{"blockBorrowing":true,"blockRenewals":true,"message":"Too many lost items"}' WHERE id = $1`,
-		storage.ConditionLostItems)
-	if _, err := lib.Create(ctx, f.Tenant, storage.PatronBlockLimits, uuid.NewString(), json.RawMessage(fmt.Sprintf(
-		`{"patronGroupId":%q,"conditionId":%q,"value":0}`, sample.GroupUndergrad, storage.ConditionLostItems))); err != nil {
-		t.Fatal(err)
-	}
+	blockOn(t, f, storage.ConditionLostItems, sample.GroupUndergrad, 0, true, "Too many lost items")
 	// Loans renewable: the block is then the renewal's one reason.
 	renewingPolicy(t, f, lib, 0)
 	alice := sample.ID("1001")
-	doc := func(item, fields string) json.RawMessage {
-		return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2099-12-01T10:00:00.000Z",
-		  "status":{"name":"Open"},%s}`, alice, item, fields))
-	}
+	doc := func(item, fields string) json.RawMessage { return openLoanDoc(alice, item, fields) }
 	lost, kept := sample.ID("book-131"), sample.ID("book-132")
 	lostLoan, keptLoan := uuid.NewString(), uuid.NewString()
 	for id, item := range map[string]string{lostLoan: lost, keptLoan: kept} {
@@ -258,7 +249,8 @@ func TestTheWritesJudgeAutomatedBlocks(t *testing.T) {
 // TestALossWaitsForTheBorrowersCheckOut: a declaration of loss, which
 // can block its borrower (here the lost items limit of 0), waits for a
 // check-out's write that holds the borrower's row, as every check-out's
-// write does before it judges the borrower (locksql.LockRows): the two
+// write does before it judges the borrower (locksql.LockRows; played by
+// dbtest.HoldAsAWrite, in the lock's mode): the two
 // happen one after the other, so a check-out that commits after the
 // declaration judged the borrower with it, never from a snapshot taken
 // before it committed. Once the row is let go, the declaration is written,
@@ -268,27 +260,18 @@ func TestALossWaitsForTheBorrowersCheckOut(t *testing.T) {
 	f := dbtest.SetupLibrary(t, sample.LoadData)
 	ctx := context.Background()
 	lib := newLibrary(f.DB, testPolicy)
-	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableBlockCondition)+`
-		SET jsonb = jsonb || '{"blockBorrowing":true,"message":"Too many lost items"}' WHERE id = $1`,
-		storage.ConditionLostItems)
-	if _, err := lib.Create(ctx, f.Tenant, storage.PatronBlockLimits, uuid.NewString(), json.RawMessage(fmt.Sprintf(
-		`{"patronGroupId":%q,"conditionId":%q,"value":0}`, sample.GroupUndergrad, storage.ConditionLostItems))); err != nil {
-		t.Fatal(err)
-	}
+	blockOn(t, f, storage.ConditionLostItems, sample.GroupUndergrad, 0, false, "Too many lost items")
 	// Rules of one loan policy, which charge nothing for a lost item: the
 	// lost item is the block.
 	renewingPolicy(t, f, lib, 0)
 	alice := sample.ID("1001")
-	doc := func(item, fields string) json.RawMessage {
-		return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2099-12-01T10:00:00.000Z",
-		  "status":{"name":"Open"},%s}`, alice, item, fields))
-	}
+	doc := func(item, fields string) json.RawMessage { return openLoanDoc(alice, item, fields) }
 	lost, loanID := sample.ID("book-131"), uuid.NewString()
 	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, Loan: doc(lost, `"action":"checkedout"`),
 		ItemVersion: 1}); err != nil {
 		t.Fatal(err)
 	}
-	held := dbtest.Hold(t, f, postgres.TablePatron, alice)
+	held := dbtest.HoldAsAWrite(t, f, postgres.TablePatron, alice)
 	answer := make(chan error, 1)
 	go func() {
 		answer <- lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: loanID, ItemVersion: 2, LoanVersion: 1,
@@ -309,6 +292,100 @@ func TestALossWaitsForTheBorrowersCheckOut(t *testing.T) {
 	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedAutomatically}) {
 		t.Errorf("a check-out after the loss: %v", err)
 	}
+}
+
+// TestRenewalsAndRequestsWaitForAWriteThatBlocks: a renewal's write and
+// a request's judged write lock the borrower's row before they judge the
+// borrower's automated blocks, as every write that can newly block the
+// borrower locks it first (a loss declared, an aging to lost, a billing).
+// A transaction of the test's own plays such a write: it locks Alice's
+// row as such a write does (dbtest.HoldAsAWrite) and marks an item of
+// hers Declared lost, over her group's lost items
+// limit of 0, which blocks renewals and requests. Her renewal of another
+// loan, and her page of an available item, wait for it; once it commits,
+// each is refused USER_IS_BLOCKED_AUTOMATICALLY, nothing written: judged
+// with the loss, never from a snapshot taken before it committed.
+func TestRenewalsAndRequestsWaitForAWriteThatBlocks(t *testing.T) {
+	t.Parallel()
+	alice, lost, kept, shelved := sample.ID("1001"), sample.ID("book-131"), sample.ID("book-132"), sample.ID("book-133")
+	for _, c := range []struct {
+		name string
+		// rules sets the tenant's rules, before the loans.
+		rules func(t *testing.T, f dbtest.Fixture, lib library)
+		// write is the judged write, keptLoan Alice's loan of kept.
+		write func(ctx context.Context, f dbtest.Fixture, lib library, keptLoan string) error
+		// unwritten says whether the refused write left everything as it was.
+		unwritten func(t *testing.T, f dbtest.Fixture, keptLoan string) bool
+	}{{
+		name: "a renewal",
+		// Loans renewable: the block is then the renewal's one reason.
+		rules: func(t *testing.T, f dbtest.Fixture, lib library) { renewingPolicy(t, f, lib, 0) },
+		write: func(ctx context.Context, f dbtest.Fixture, lib library, keptLoan string) error {
+			_, err := lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: keptLoan, LoanVersion: 1,
+				Loan: openLoanDoc(alice, kept, `"action":"renewed","renewalCount":1,"dueDate":"2100-01-01T10:00:00.000Z"`)})
+			return err
+		},
+		unwritten: func(t *testing.T, f dbtest.Fixture, keptLoan string) bool {
+			return f.Count(t, postgres.TableLoan, "id = $1 AND version = 1", keptLoan) == 1
+		},
+	}, {
+		name:  "a request",
+		rules: func(*testing.T, dbtest.Fixture, library) {},
+		write: func(ctx context.Context, f dbtest.Fixture, lib library, _ string) error {
+			_, err := lib.Create(storage.WithRequestRules(ctx), f.Tenant, storage.Requests, uuid.NewString(), placeDoc("Page", alice, shelved))
+			return err
+		},
+		unwritten: func(t *testing.T, f dbtest.Fixture, _ string) bool {
+			return f.Count(t, postgres.TableRequest, "item_id = $1", shelved) == 0 &&
+				f.Count(t, postgres.TableItem, "id = $1 AND version = 1", shelved) == 1
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := dbtest.SetupLibrary(t, sample.LoadData)
+			ctx := context.Background()
+			lib := newLibrary(f.DB, testPolicy)
+			limitOn(t, f, storage.ConditionLostItems, sample.GroupUndergrad, 0, blocked{borrowing: true, renewals: true, requests: true}, "Too many lost items")
+			c.rules(t, f, lib)
+			keptLoan := uuid.NewString()
+			for id, item := range map[string]string{uuid.NewString(): lost, keptLoan: kept} {
+				if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: id, UserID: alice,
+					Loan: openLoanDoc(alice, item, `"action":"checkedout"`), ItemVersion: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			held := dbtest.HoldAsAWrite(t, f, postgres.TablePatron, alice)
+			if _, err := held.Tx.Exec(ctx, `UPDATE `+dbtest.View(f.Tenant, postgres.TableItem)+`
+				SET jsonb = jsonb_set(jsonb, '{status,name}', '"Declared lost"') WHERE id = $1`, lost); err != nil {
+				t.Fatal(err)
+			}
+			answer := make(chan error, 1)
+			go func() { answer <- c.write(ctx, f, lib, keptLoan) }()
+			dbtest.Eventually(t, c.name+" waiting for the borrower's row, or answered", func() bool {
+				return held.Blocked(t, f) != 0 || len(answer) != 0
+			})
+			if len(answer) != 0 {
+				t.Fatalf("%s was answered (%v) while a write that blocks the borrower held the borrower's row", c.name, <-answer)
+			}
+			if err := held.Tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			err := <-answer
+			if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedAutomatically}) {
+				t.Errorf("%s, the loss committed while it waited: %v, want %s", c.name, err, schemas.CodeUserBlockedAutomatically)
+			}
+			if !c.unwritten(t, f, keptLoan) {
+				t.Errorf("%s refused wrote something", c.name)
+			}
+		})
+	}
+}
+
+// openLoanDoc is an open loan of item to user, due in 2099, with more
+// fields (JSON members).
+func openLoanDoc(user, item, fields string) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2099-12-01T10:00:00.000Z",
+	  "status":{"name":"Open"},%s}`, user, item, fields))
 }
 
 // renewingPolicy makes the tenant's circulation rules a fallback of one

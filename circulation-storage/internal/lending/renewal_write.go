@@ -185,16 +185,20 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 		statuses = append(statuses, status)
 	}
 	err := s.db.Once(ctx, t, schemas.WriteRenewal, func(c *pgx.Conn, id *storage.Write) error {
-		// One transaction: the write's id, then the item's queue (its
-		// row, as every write of a request takes it), then the renewal,
-		// whose statement's snapshot is taken after it. A recall or a hold
-		// placed at once is decided before it (and the renewal judges it)
-		// or after it (and judges the renewed loan): never each from what
-		// it read before the other committed.
+		// One transaction: the write's id, then the borrower's row (as
+		// every write that judges or can newly block the borrower takes
+		// it, borrowerRowSQL), then the item's queue (its row, as every
+		// write of a request takes it), then the renewal, whose
+		// statement's snapshot is taken after both. A loss declared, an
+		// aging or a billing of another of the borrower's loans, or a
+		// recall or a hold placed at once, is decided before it (and the
+		// renewal judges it) or after it (and judges the renewed loan):
+		// never each from what it read before the other committed.
 		b := &pgx.Batch{}
 		if id != nil {
 			b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, schemas.WriteRenewal))
 		}
+		b.Queue(borrowerRowSQL, w.LoanID, string(t))
 		b.Queue(itemRowSQL, record.FieldValue(w.Loan, "itemId"), string(t))
 		b.Queue(renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,
 			"loan": w.Loan, "version": w.LoanVersion, "count": w.RenewalCount, "metadata_user": record.MetadataUser(ctx),

@@ -40,34 +40,6 @@ func refusedAs(err error) []string {
 	return out
 }
 
-// blockRequestsOn makes one of the tenant's patron block conditions block
-// requests, and nothing else, with message, and gives group a limit of
-// value for it; it answers the limit's id.
-func blockRequestsOn(t *testing.T, f dbtest.Fixture, condition, group string, value int, message string) string {
-	t.Helper()
-	ctx := context.Background()
-	lib := newLibrary(f.DB, testPolicy)
-	doc, err := lib.Get(ctx, f.Tenant, storage.PatronBlockConditions, condition)
-	if err != nil {
-		t.Fatalf("the tenant's condition %s: %v", condition, err)
-	}
-	var c map[string]any
-	if err := json.Unmarshal(doc, &c); err != nil {
-		t.Fatal(err)
-	}
-	c["blockBorrowing"], c["blockRenewals"], c["blockRequests"], c["message"] = false, false, true, message
-	doc, _ = json.Marshal(c)
-	if err := lib.Update(ctx, f.Tenant, storage.PatronBlockConditions, condition, 0, doc); err != nil {
-		t.Fatal(err)
-	}
-	id := uuid.NewString()
-	if _, err := lib.Create(ctx, f.Tenant, storage.PatronBlockLimits, id, json.RawMessage(fmt.Sprintf(
-		`{"patronGroupId":%q,"conditionId":%q,"value":%d}`, group, condition, value))); err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
 // checkedOut writes loan id of item to user, lent a week ago and due at
 // due under the standard policy, with more fields (JSON members, "" for
 // none); it answers the loan as stored.
@@ -127,8 +99,9 @@ func TestAutomatedBlocksStopRequests(t *testing.T) {
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableItem)+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Declared lost"') WHERE id = $1`, lost)
 	// Three charged out, the lost one among them, above the limit of one;
 	// one overdue, above none.
-	chargedOut := blockRequestsOn(t, f, storage.ConditionItemsChargedOut, sample.GroupFaculty, 1, "You have reached the maximum number of items charged out")
-	blockRequestsOn(t, f, storage.ConditionOverdueItems, sample.GroupFaculty, 0, "")
+	chargedOut := limitOn(t, f, storage.ConditionItemsChargedOut, sample.GroupFaculty, 1, blocked{requests: true},
+		"You have reached the maximum number of items charged out")
+	limitOn(t, f, storage.ConditionOverdueItems, sample.GroupFaculty, 0, blocked{requests: true}, "")
 	blockOn(t, f, storage.ConditionLostItems, sample.GroupFaculty, 0, true, "Lost items")
 	blocked := []string{
 		schemas.CodeUserBlockedAutomatically + ": You have reached the maximum number of items charged out {patronBlockConditionId=" + storage.ConditionItemsChargedOut + "}",

@@ -8,17 +8,21 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/checkoutlock/circulation-storage/internal/rules"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/locksql"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 )
 
 // A request placed (or moved to another item) through circulation is
-// judged by FOLIO's rules in its own write's transaction, after the write
-// and with its item's queue locked (the item's row: every write of the
-// item waits for it), so nothing it judges can change before it commits:
+// judged by FOLIO's rules in its own write's transaction, after the write,
+// with its requester's row locked first (lockRequester: every write that
+// can newly block the requester waits for it) and its item's queue locked
+// (the item's row: every write of the item waits for it), so nothing it
+// judges can change before it commits:
 //
 //	the item's status allows the request's type    REQUESTING_DISALLOWED            (schemas.RequestTypesByItemStatus)
 //	the requester is active and not expired          USER_IS_INACTIVE
@@ -206,6 +210,28 @@ func periodInterval(p string) string {
 	}
 	return `make_interval(mins => ` + unit("Minutes") + `, hours => ` + unit("Hours") + `, days => ` + unit("Days") +
 		`, weeks => ` + unit("Weeks") + `, months => ` + unit("Months") + `)`
+}
+
+// requesterRowSQL locks a requester's row (locksql.PatronRow): the
+// first row a request's judged write locks. Parameters: $1 the
+// requester, $2 the tenant.
+var requesterRowSQL = postgres.WithTables(locksql.PatronRow, postgres.TablePatron)
+
+// lockRequester locks the row of doc's requester in tx, as the first
+// statement of a write of a request that is judged (one through
+// circulation): the writes that can newly block the requester (a loss
+// declared, an aging to lost, a billing of one of their loans) lock the
+// same row first (lending's borrowerRowSQL), so a request is judged with
+// such a write that committed before it, or comes wholly before it,
+// never judged from a snapshot taken before that write committed. A
+// requester that is no id locks nothing: the judging refuses it.
+func lockRequester(ctx context.Context, tx pgx.Tx, t storage.Tenant, doc json.RawMessage) error {
+	requester := record.FieldValue(doc, "requesterId")
+	if !storage.RequestRulesFrom(ctx) || uuid.Validate(requester) != nil {
+		return nil
+	}
+	_, err := tx.Exec(ctx, requesterRowSQL, requester, string(t))
+	return postgres.Interpret(err, t)
 }
 
 // judge judges request id, just written in tx with its queue locked

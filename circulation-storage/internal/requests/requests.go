@@ -63,6 +63,9 @@ func (w *Writer) Create(ctx context.Context, t storage.Tenant, id string, doc js
 	}
 	defer release()
 	return w.db.InTxOnce(ctx, t, schemas.WriteRequestCreate, func(tx pgx.Tx) (json.RawMessage, error) {
+		if err := lockRequester(ctx, tx, t, doc); err != nil {
+			return nil, err
+		}
 		stored, err := createRequest(ctx, tx, t, id, doc)
 		if err != nil {
 			return nil, err
@@ -82,6 +85,9 @@ func (w *Writer) Update(ctx context.Context, t storage.Tenant, id string, versio
 	}
 	defer release()
 	_, err = w.db.InTxOnce(ctx, t, schemas.WriteRequestUpdate, func(tx pgx.Tx) (json.RawMessage, error) {
+		if err := lockRequester(ctx, tx, t, doc); err != nil {
+			return nil, err
+		}
 		shelf, err := onShelf(ctx, tx, t, id)
 		if err != nil {
 			return nil, err
