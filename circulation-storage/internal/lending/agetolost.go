@@ -208,25 +208,27 @@ func BillAgedToLost(ctx context.Context, db *postgres.DB, batch int, skip []requ
 	})
 }
 
-func billOne(ctx context.Context, db *postgres.DB, t storage.Tenant, id string) (done bool, err error) {
+// billOne bills loan of t, aged to lost and due to be billed, unless it
+// no longer is or changed meanwhile (done false).
+func billOne(ctx context.Context, db *postgres.DB, t storage.Tenant, loan string) (done bool, err error) {
 	err = db.InTx(ctx, t, func(tx pgx.Tx) error {
-		if err := lockBorrower(ctx, tx, t, id); err != nil {
+		if err := lockBorrower(ctx, tx, t, loan); err != nil {
 			return err
 		}
 		var doc json.RawMessage
 		var version int
 		var servicePoint *string
-		err := tx.QueryRow(ctx, billSQL, pgx.StrictNamedArgs{"tenant": string(t), "loan": id}).Scan(&doc, &version, &servicePoint)
+		err := tx.QueryRow(ctx, billSQL, pgx.StrictNamedArgs{"tenant": string(t), "loan": loan}).Scan(&doc, &version, &servicePoint)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return postgres.Interpret(err, t)
 		}
-		if err := feesfines.ChargeAgedToLostFees(ctx, tx, t, id, deref(servicePoint)); err != nil {
+		if err := feesfines.ChargeAgedToLostFees(ctx, tx, t, loan, deref(servicePoint)); err != nil {
 			return err
 		}
-		if err := record.Update(ctx, tx, t, storage.Loans, id, version, doc, loanActionGuard); err != nil {
+		if err := record.Update(ctx, tx, t, storage.Loans, loan, version, doc, loanActionGuard); err != nil {
 			return notAged(err)
 		}
 		done = true

@@ -294,6 +294,57 @@ func TestALossWaitsForTheBorrowersCheckOut(t *testing.T) {
 	}
 }
 
+// TestAnAgingWaitsForTheBorrowersCheckOut: the aging to lost of a loan,
+// which can block its borrower (here the lost items limit of 0), waits
+// for a check-out's write that holds the borrower's row (played by
+// dbtest.HoldAsAWrite, in the lock's mode): while the row is held, the
+// loan is not aged; once it is let go, the loan is aged, and the
+// borrower's next check-out is refused. The loan is made ripe (its lost
+// item fee policy aging a loan a minute overdue) only once the row is
+// held, so that no other pass of aging, of any test's, ages it first.
+func TestAnAgingWaitsForTheBorrowersCheckOut(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, sample.LoadData)
+	ctx := context.Background()
+	lib := newLibrary(f.DB, testPolicy)
+	blockOn(t, f, storage.ConditionLostItems, sample.GroupUndergrad, 0, false, "Too many lost items")
+	alice, item, loanID := sample.ID("1001"), sample.ID("book-131"), uuid.NewString()
+	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, ItemVersion: 1,
+		Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
+		  "action":"checkedout","status":{"name":"Open"}}`, alice, item))}); err != nil {
+		t.Fatal(err)
+	}
+	aged := func() bool {
+		return f.Count(t, postgres.TableLoan, "id = $1 AND jsonb ->> 'action' = $2", loanID, ActionAgedToLost) == 1
+	}
+	held := dbtest.HoldAsAWrite(t, f, postgres.TablePatron, alice)
+	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLostItemPolicy)+`
+		SET jsonb = jsonb || '{"itemAgedLostOverdue":{"duration":1,"intervalId":"Minutes"}}' WHERE id = $1`, sample.LostItemFeePolicy)
+	answer := make(chan error, 1)
+	go func() {
+		_, _, _, err := AgeToLost(ctx, f.DB, 100, nil)
+		answer <- err
+	}()
+	dbtest.Eventually(t, "the aging waiting for the borrower's row, or answered", func() bool {
+		return held.Blocked(t, f) != 0 || len(answer) != 0
+	})
+	if aged() {
+		t.Fatal("the loan was aged to lost while a check-out's write held the borrower's row")
+	}
+	held.Let(t)
+	if err := <-answer; err != nil {
+		t.Fatalf("the aging, the borrower's row let go: %v", err)
+	}
+	if !aged() {
+		t.Fatal("the loan was not aged to lost once the borrower's row was let go")
+	}
+	_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
+		Loan: loanDoc(alice, sample.ID("book-133")), ItemVersion: 1})
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedAutomatically}) {
+		t.Errorf("a check-out after the aging: %v", err)
+	}
+}
+
 // TestRenewalsAndRequestsWaitForAWriteThatBlocks: a renewal's write and
 // a request's judged write lock the borrower's row before they judge the
 // borrower's automated blocks, as every write that can newly block the
