@@ -345,6 +345,58 @@ func TestAnAgingWaitsForTheBorrowersCheckOut(t *testing.T) {
 	}
 }
 
+// TestABillingWaitsForTheBorrowersCheckOut: the billing of a loan aged
+// to lost, which can block its borrower (here a fee/fine balance limit
+// of 0), waits for a check-out's write that holds the borrower's row
+// (dbtest.HoldAsAWrite): while the row is held, the loan is not billed;
+// once it is let go, it is billed, and the borrower's next check-out is
+// refused. The loan falls due to be billed only once the row is held, so
+// that no other pass of billing, of any test's, bills it first.
+func TestABillingWaitsForTheBorrowersCheckOut(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, sample.LoadData)
+	ctx := context.Background()
+	lib := newLibrary(f.DB, testPolicy)
+	limitOn(t, f, schemas.ConditionFeeFineBalance, sample.GroupUndergrad, 0, blocked{borrowing: true}, "Fees owed")
+	alice, item, loanID := sample.ID("1001"), sample.ID("book-131"), uuid.NewString()
+	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, ItemVersion: 1,
+		Loan: openLoanDoc(alice, item, fmt.Sprintf(`"action":%q,"itemStatus":%q,"checkoutServicePointId":%q,
+		  "agedToLostDelayedBilling":{"lostItemHasBeenBilled":false,"dateLostItemShouldBeBilled":"2099-01-01T00:00:00.000Z"}`,
+			ActionAgedToLost, schemas.ItemAgedToLost, sample.ServicePointDesk1))}); err != nil {
+		t.Fatal(err)
+	}
+	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoan)+` SET jsonb = jsonb_set(jsonb, '{dueDate}', '"2026-01-02T10:00:00.000Z"') WHERE id = $1`, loanID)
+	billed := func() bool {
+		return f.Count(t, postgres.TableLoan, "id = $1 AND jsonb #>> '{agedToLostDelayedBilling,lostItemHasBeenBilled}' = 'true'", loanID) == 1
+	}
+	held := dbtest.HoldAsAWrite(t, f, postgres.TablePatron, alice)
+	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoan)+`
+		SET jsonb = jsonb_set(jsonb, '{agedToLostDelayedBilling,dateLostItemShouldBeBilled}', '"2026-01-03T00:00:00.000Z"') WHERE id = $1`, loanID)
+	answer := make(chan error, 1)
+	go func() {
+		_, _, _, err := BillAgedToLost(ctx, f.DB, 100, nil)
+		answer <- err
+	}()
+	dbtest.Eventually(t, "the billing waiting for the borrower's row, or answered", func() bool {
+		return held.Blocked(t, f) != 0 || len(answer) != 0
+	})
+	if billed() {
+		t.Fatal("the loan was billed while a check-out's write held the borrower's row")
+	}
+	held.Let(t)
+	if err := <-answer; err != nil {
+		t.Fatalf("the billing, the borrower's row let go: %v", err)
+	}
+	if !billed() {
+		t.Fatal("the loan was not billed once the borrower's row was let go")
+	}
+	_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
+		Loan: loanDoc(alice, sample.ID("book-133")), ItemVersion: 1})
+	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedAutomatically}) {
+		t.Errorf("a check-out after the billing: %v", err)
+	}
+}
+
 // TestRenewalsAndRequestsWaitForAWriteThatBlocks: a renewal's write and
 // a request's judged write lock the borrower's row before they judge the
 // borrower's automated blocks, as every write that can newly block the
