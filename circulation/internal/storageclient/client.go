@@ -213,9 +213,20 @@ const maxPassedAnswer = 64 << 10
 // header (its cookies, the client's address), besides the Okapi ones. It
 // answers storage's status, headers and body whatever the status: the
 // answer goes back to the page as storage gave it.
+//
+// It waits for storage's answer as long as ctx allows (the request's own
+// deadline, REQUEST_TIMEOUT), not only the timeout of a call: a sign-in
+// at storage may wait for its turn (LOGIN_BUSY_WAIT) and for a password
+// hash's check, bounded by storage's own REQUEST_TIMEOUT, and then
+// answers, signed in, refused or busy. Cut at the call's timeout, a slow
+// sign-in was told "storage unavailable" while storage went on and signed
+// it in. Without a deadline in ctx, the call's timeout bounds it.
 func (c *Client) Pass(ctx context.Context, method, path string, body []byte, header http.Header) (int, http.Header, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, nil, err

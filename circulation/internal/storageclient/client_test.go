@@ -42,3 +42,33 @@ func TestACallThatNeverLeftSaysSo(t *testing.T) {
 		t.Errorf("a call whose answer was cut: %v, want unavailable, and sent", err)
 	}
 }
+
+// TestASignInWaitsForStorageAsLongAsTheRequestMay: a sign-in passed to
+// storage (Pass) that storage answers after twice the timeout of a call
+// is answered as storage answered it, within the request's deadline,
+// rather than cut at the call's timeout as storage being unavailable;
+// without a deadline of its own, the call's timeout bounds it.
+func TestASignInWaitsForStorageAsLongAsTheRequestMay(t *testing.T) {
+	t.Parallel()
+	const callTimeout = 100 * time.Millisecond
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(2 * callTimeout):
+		case <-r.Context().Done():
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"accessTokenExpiration":"2026-01-01T10:10:00.000Z"}`))
+	}))
+	t.Cleanup(slow.Close)
+	c := New(slow.URL, callTimeout, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	status, _, body, err := c.Pass(ctx, http.MethodPost, "/authn/login-with-expiry", []byte(`{}`), http.Header{})
+	if err != nil || status != http.StatusCreated || string(body) != `{"accessTokenExpiration":"2026-01-01T10:10:00.000Z"}` {
+		t.Errorf("a sign-in storage answered after %s, within the request's deadline: %d %s, %v", 2*callTimeout, status, body, err)
+	}
+	if _, _, _, err := c.Pass(context.Background(), http.MethodPost, "/authn/login-with-expiry", []byte(`{}`), http.Header{}); !errs.IsKind(err, errs.KindUnavailable) {
+		t.Errorf("the same sign-in without a deadline of its own: %v, want unavailable at the call's timeout", err)
+	}
+}
