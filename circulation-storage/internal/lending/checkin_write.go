@@ -69,6 +69,13 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 	var written storage.CheckInWritten
 	recorded := false
 	_, err := s.db.InTxOnce(ctx, t, schemas.WriteCheckIn, func(tx pgx.Tx) (json.RawMessage, error) {
+		// The borrower's row first (borrowerRowSQL): a check-in can charge
+		// an overdue fine, which can newly block the borrower, and takes
+		// the loan and the item after it, as every write of the borrower's
+		// loans does.
+		if err := lockBorrower(ctx, tx, t, w.LoanID); err != nil {
+			return nil, err
+		}
 		itemID, servicePointID := record.FieldValue(w.Loan, "itemId"), record.FieldValue(w.Loan, "checkinServicePointId")
 		if open, err := s.returnedBeforeLoan(ctx, tx, t, w); err != nil || open != nil {
 			if err != nil {

@@ -313,7 +313,7 @@ var (
 	// write that acquires it itself (CheckOutWrite.AcquireInWrite).
 	acquireInWriteSQL = postgres.WithTables(locksql.AcquireInWrite, postgres.TableLock)
 	dropInWriteSQL    = postgres.WithTables(locksql.DropInWrite, postgres.TableLock)
-	patronRowSQL      = postgres.WithTables(locksql.PatronRow, postgres.TablePatron)
+	patronRowSQL      = postgres.PatronRowSQL
 	// itemRowSQL locks the item's row after the patron's (and the lock's),
 	// before the write takes its snapshot: the write fills the item's
 	// queue and moves it up, and a request joining the queue meanwhile

@@ -397,6 +397,100 @@ func TestABillingWaitsForTheBorrowersCheckOut(t *testing.T) {
 	}
 }
 
+// TestBlockingWritesWaitForTheBorrowersCheckOut: the other writes that
+// can newly block a patron lock the patron's row first, as a loss, an
+// aging and a billing do: a manual block created, a fee/fine created
+// (over a fee/fine balance limit of 0), a check-in that charges an
+// overdue fine. Each waits for a check-out's write that holds the row
+// (dbtest.HoldAsAWrite): nothing of it is written while the row is held;
+// once it is let go, it is written, and the patron's next check-out is
+// refused.
+func TestBlockingWritesWaitForTheBorrowersCheckOut(t *testing.T) {
+	t.Parallel()
+	alice, item := sample.ID("1001"), sample.ID("book-131")
+	fines := func(t *testing.T, f dbtest.Fixture) int {
+		return f.Count(t, postgres.TableFeeFineAccount, "user_id = $1", alice)
+	}
+	for _, c := range []struct {
+		name    string
+		write   func(ctx context.Context, f dbtest.Fixture, lib library, loanID string) error
+		written func(t *testing.T, f dbtest.Fixture) bool
+		refused string
+	}{{
+		name: "a manual block",
+		write: func(ctx context.Context, f dbtest.Fixture, lib library, _ string) error {
+			_, err := lib.Create(ctx, f.Tenant, storage.ManualBlocks, uuid.NewString(),
+				json.RawMessage(fmt.Sprintf(`{"userId":%q,"desc":"Unreturned books","borrowing":true}`, alice)))
+			return err
+		},
+		written: func(t *testing.T, f dbtest.Fixture) bool {
+			return f.Count(t, postgres.TableManualBlock, "user_id = $1", alice) == 1
+		},
+		refused: schemas.CodeUserBlockedManually,
+	}, {
+		name: "a fee/fine",
+		write: func(ctx context.Context, f dbtest.Fixture, lib library, _ string) error {
+			var feeType, name string
+			if err := f.DB.Pool.QueryRow(ctx, `SELECT id::text, fee_fine_type FROM `+dbtest.View(f.Tenant, postgres.TableFeeFineType)+`
+				ORDER BY id LIMIT 1`).Scan(&feeType, &name); err != nil {
+				return err
+			}
+			_, err := lib.Create(ctx, f.Tenant, storage.FeeFineAccounts, uuid.NewString(), json.RawMessage(fmt.Sprintf(`{"amount":5.00,"remaining":5.00,
+			  "status":{"name":%q},"paymentStatus":{"name":%q},"feeFineId":%q,"feeFineType":%q,"ownerId":%q,"userId":%q}`,
+				schemas.FeeFineOpen, schemas.PaymentStatusOutstanding, feeType, name, sample.FeeFineOwner, alice)))
+			return err
+		},
+		written: func(t *testing.T, f dbtest.Fixture) bool { return fines(t, f) == 1 },
+		refused: schemas.CodeUserBlockedAutomatically,
+	}, {
+		name: "a check-in with an overdue fine",
+		write: func(ctx context.Context, f dbtest.Fixture, lib library, loanID string) error {
+			_, err := lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, ItemVersion: 2, LoanVersion: 1,
+				Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
+				  "action":"checkedin","status":{"name":"Closed"},"returnDate":"2026-02-01T10:00:00.000Z","checkinServicePointId":%q}`,
+					alice, item, sample.ServicePointDesk1))})
+			return err
+		},
+		written: func(t *testing.T, f dbtest.Fixture) bool { return fines(t, f) == 1 },
+		refused: schemas.CodeUserBlockedAutomatically,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := dbtest.SetupLibrary(t, sample.LoadData)
+			ctx := context.Background()
+			lib := newLibrary(f.DB, testPolicy)
+			limitOn(t, f, schemas.ConditionFeeFineBalance, sample.GroupUndergrad, 0, blocked{borrowing: true}, "Fees owed")
+			loanID := uuid.NewString()
+			if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, ItemVersion: 1,
+				Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
+				  "action":"checkedout","status":{"name":"Open"},"checkoutServicePointId":%q}`, alice, item, sample.ServicePointDesk1))}); err != nil {
+				t.Fatal(err)
+			}
+			held := dbtest.HoldAsAWrite(t, f, postgres.TablePatron, alice)
+			answer := make(chan error, 1)
+			go func() { answer <- c.write(ctx, f, lib, loanID) }()
+			dbtest.Eventually(t, c.name+" waiting for the patron's row, or answered", func() bool {
+				return held.Blocked(t, f) != 0 || len(answer) != 0
+			})
+			if c.written(t, f) {
+				t.Fatalf("%s was written while a check-out's write held the patron's row", c.name)
+			}
+			held.Let(t)
+			if err := <-answer; err != nil {
+				t.Fatalf("%s, the patron's row let go: %v", c.name, err)
+			}
+			if !c.written(t, f) {
+				t.Fatalf("%s was not written once the patron's row was let go", c.name)
+			}
+			_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
+				Loan: loanDoc(alice, sample.ID("book-133")), ItemVersion: 1})
+			if got := refusedCodes(err); !slices.Equal(got, []string{c.refused}) {
+				t.Errorf("a check-out after %s: %v, want %s", c.name, err, c.refused)
+			}
+		})
+	}
+}
+
 // TestRenewalsAndRequestsWaitForAWriteThatBlocks: a renewal's write and
 // a request's judged write lock the borrower's row before they judge the
 // borrower's automated blocks, as every write that can newly block the

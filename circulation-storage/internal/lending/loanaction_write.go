@@ -25,18 +25,17 @@ var loanActionItemSQL = func() map[string]string {
 	return out
 }()
 
-// borrowerRowSQL locks the row of the borrower of a loan, the first
-// statement of every write that can newly block that borrower: a loan
-// declared lost or claimed returned, aged to lost, or billed (the lost
-// items and the fees an automated block counts). The writes that judge
-// the borrower's blocks lock the same row before they judge: a check-out's
-// (locksql.LockRows, locksql.PatronRow), a renewal's (this statement) and
-// a request's judged write (the requester's row, requests.lockRequester).
-// So the two happen one after the other: a check-out, a renewal or a
-// request that commits after such a write saw it, and is refused if it
-// blocks the borrower, rather than judging from a snapshot taken before
-// that write committed. Each of them locks the patron's row before any
-// item or loan row, so they wait for each other in one order. Parameters:
+// borrowerRowSQL locks the row of the borrower of a loan
+// (postgres.PatronRowSQL's row, found from the loan): the first statement
+// of every write of a loan that can newly block its borrower (a loan
+// declared lost, aged to lost, billed, checked in with a fine: the lost
+// items and the fees an automated block counts) or judges the borrower's
+// blocks (a renewal). A check-out's write locks the same row before it
+// judges the borrower (locksql.LockRows, locksql.PatronRow), so the two
+// happen one after the other: a check-out or a renewal that commits after
+// such a write saw it, and is refused if it blocks the borrower, rather
+// than judging from a snapshot taken before that write committed. A loan
+// claimed returned takes it too, as every loan action does. Parameters:
 // $1 the loan, $2 the tenant.
 var borrowerRowSQL = postgres.WithTables(`SELECT 1 FROM %s p
  WHERE p.tenant_id = $2 AND p.id = (SELECT l.user_id FROM %s l WHERE l.tenant_id = $2 AND l.id = $1::uuid)

@@ -169,8 +169,22 @@ func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resour
 		// A write with an id of its own (a loan's, an item's): stored
 		// with it, once.
 		return s.db.InTxOnce(ctx, t, schemas.WriteRecordCreate, func(tx pgx.Tx) (json.RawMessage, error) {
+			if err := lockBlocked(ctx, tx, t, r, doc); err != nil {
+				return nil, err
+			}
 			return record.Insert(ctx, tx, t, r, id, doc, false)
 		})
+	}
+	if blocking[r.Path] {
+		err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+			if err := lockBlocked(ctx, tx, t, r, doc); err != nil {
+				return err
+			}
+			var err error
+			stored, err = record.Insert(ctx, tx, t, r, id, doc, false)
+			return err
+		})
+		return stored, err
 	}
 	err := s.db.Write(ctx, t, func(c *pgx.Conn) error {
 		var err error
@@ -305,11 +319,38 @@ func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resour
 	}
 	if _, identified := storage.WriteFrom(ctx); identified {
 		_, err := s.db.InTxOnce(ctx, t, schemas.WriteRecordUpdate, func(tx pgx.Tx) (json.RawMessage, error) {
+			if err := lockBlocked(ctx, tx, t, r, doc); err != nil {
+				return nil, err
+			}
 			return nil, record.Update(ctx, tx, t, r, id, version, doc, updateGuards[r.Path])
 		})
 		return err
 	}
+	if blocking[r.Path] {
+		return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
+			if err := lockBlocked(ctx, tx, t, r, doc); err != nil {
+				return err
+			}
+			return record.Update(ctx, tx, t, r, id, version, doc, updateGuards[r.Path])
+		})
+	}
 	return s.db.Write(ctx, t, func(c *pgx.Conn) error { return record.Update(ctx, c, t, r, id, version, doc, updateGuards[r.Path]) })
+}
+
+// blocking are the records whose writes can newly block the patron they
+// name (userId): a manual block, and a fee/fine (its balance, which an
+// automated block counts).
+var blocking = map[string]bool{storage.ManualBlocks.Path: true, storage.FeeFineAccounts.Path: true}
+
+// lockBlocked locks, in tx, the row of the patron a blocking record (doc)
+// names, before it is written (postgres.LockPatron): a check-out, a
+// renewal or a request of the patron's comes wholly before the write, or
+// judges the patron with it.
+func lockBlocked(ctx context.Context, tx pgx.Tx, t storage.Tenant, r storage.Resource, doc json.RawMessage) error {
+	if !blocking[r.Path] {
+		return nil
+	}
+	return postgres.LockPatron(ctx, tx, t, record.FieldValue(doc, "userId"))
 }
 
 // updateGuards hold plain updates to what only the check-out and the

@@ -8,11 +8,9 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/checkoutlock/circulation-storage/internal/rules"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
-	"github.com/checkoutlock/circulation-storage/locksql"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 )
@@ -212,26 +210,18 @@ func periodInterval(p string) string {
 		`, weeks => ` + unit("Weeks") + `, months => ` + unit("Months") + `)`
 }
 
-// requesterRowSQL locks a requester's row (locksql.PatronRow): the
-// first row a request's judged write locks. Parameters: $1 the
-// requester, $2 the tenant.
-var requesterRowSQL = postgres.WithTables(locksql.PatronRow, postgres.TablePatron)
-
-// lockRequester locks the row of doc's requester in tx, as the first
-// statement of a write of a request that is judged (one through
-// circulation): the writes that can newly block the requester (a loss
-// declared, an aging to lost, a billing of one of their loans) lock the
-// same row first (lending's borrowerRowSQL), so a request is judged with
-// such a write that committed before it, or comes wholly before it,
-// never judged from a snapshot taken before that write committed. A
-// requester that is no id locks nothing: the judging refuses it.
+// lockRequester locks the row of doc's requester in tx
+// (postgres.LockPatron), as the first statement of a write of a request
+// sent through circulation (storage.RequestRulesFrom: judged when it is
+// placed anew), after the write's id: the writes that can newly block the
+// requester lock the same row first, so a request is judged with such a
+// write that committed before it, or comes wholly before it, never
+// judged from a snapshot taken before that write committed.
 func lockRequester(ctx context.Context, tx pgx.Tx, t storage.Tenant, doc json.RawMessage) error {
-	requester := record.FieldValue(doc, "requesterId")
-	if !storage.RequestRulesFrom(ctx) || uuid.Validate(requester) != nil {
+	if !storage.RequestRulesFrom(ctx) {
 		return nil
 	}
-	_, err := tx.Exec(ctx, requesterRowSQL, requester, string(t))
-	return postgres.Interpret(err, t)
+	return postgres.LockPatron(ctx, tx, t, record.FieldValue(doc, "requesterId"))
 }
 
 // judge judges request id, just written in tx with its queue locked
