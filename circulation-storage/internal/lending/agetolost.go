@@ -141,10 +141,13 @@ func ageOne(ctx context.Context, db *postgres.DB, t storage.Tenant, id string) (
 				return err
 			}
 		}
-		if err := record.Update(ctx, tx, t, storage.Loans, id, version, doc, loanActionGuard); err != nil {
+		// The item, then the loan: the order of every write of both (a
+		// recall takes the item's queue, then marks the loan), so that
+		// none waits for the other while holding what it waits for.
+		if err := writeItemStatus(ctx, tx, t, agedItemSQL, doc, itemVersion, "age"); err != nil {
 			return notAged(err)
 		}
-		if err := writeItemStatus(ctx, tx, t, agedItemSQL, doc, itemVersion, "age"); err != nil {
+		if err := record.Update(ctx, tx, t, storage.Loans, id, version, doc, loanActionGuard); err != nil {
 			return notAged(err)
 		}
 		done = true

@@ -70,13 +70,18 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 	recorded := false
 	_, err := s.db.InTxOnce(ctx, t, schemas.WriteCheckIn, func(tx pgx.Tx) (json.RawMessage, error) {
 		// The borrower's row first (borrowerRowSQL): a check-in can charge
-		// an overdue fine, which can newly block the borrower, and takes
-		// the loan and the item after it, as every write of the borrower's
-		// loans does.
+		// an overdue fine, which can newly block the borrower. Then the
+		// item's row (its queue), then the loan: the order of every write
+		// of both (a recall takes the item's queue, then marks the loan),
+		// so that none waits for the other while holding what it waits
+		// for.
 		if err := lockBorrower(ctx, tx, t, w.LoanID); err != nil {
 			return nil, err
 		}
 		itemID, servicePointID := record.FieldValue(w.Loan, "itemId"), record.FieldValue(w.Loan, "checkinServicePointId")
+		if _, err := tx.Exec(ctx, itemRowSQL, itemID, string(t)); err != nil {
+			return nil, postgres.Interpret(err, t)
+		}
 		if open, err := s.returnedBeforeLoan(ctx, tx, t, w); err != nil || open != nil {
 			if err != nil {
 				return nil, err

@@ -491,6 +491,83 @@ func TestBlockingWritesWaitForTheBorrowersCheckOut(t *testing.T) {
 	}
 }
 
+// TestLoanWritesTakeTheItemBeforeTheLoan: an aging to lost and a
+// check-in take the loan's item before the loan, as a recall does (the
+// item's queue, then the loan it marks), so that no two of them wait for
+// each other. A transaction of the test's own holds the item's row, as a
+// recall being placed does; the aging and the check-in wait for it
+// without holding the loan: another transaction locks the loan at once
+// (FOR NO KEY UPDATE NOWAIT). Once the item is let go, each is written.
+func TestLoanWritesTakeTheItemBeforeTheLoan(t *testing.T) {
+	t.Parallel()
+	alice, item := sample.ID("1001"), sample.ID("book-131")
+	for _, c := range []struct {
+		name string
+		// ripe makes the loan ready for the write, once the item is held.
+		ripe  func(t *testing.T, f dbtest.Fixture)
+		write func(ctx context.Context, f dbtest.Fixture, lib library, loanID string) error
+	}{{
+		name: "an aging to lost",
+		ripe: func(t *testing.T, f dbtest.Fixture) {
+			f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLostItemPolicy)+`
+				SET jsonb = jsonb || '{"itemAgedLostOverdue":{"duration":1,"intervalId":"Minutes"}}' WHERE id = $1`, sample.LostItemFeePolicy)
+		},
+		write: func(ctx context.Context, f dbtest.Fixture, _ library, _ string) error {
+			_, _, _, err := AgeToLost(ctx, f.DB, 100, nil)
+			return err
+		},
+	}, {
+		name: "a check-in",
+		ripe: func(*testing.T, dbtest.Fixture) {},
+		write: func(ctx context.Context, f dbtest.Fixture, lib library, loanID string) error {
+			_, err := lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, ItemVersion: 2, LoanVersion: 1,
+				Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
+				  "action":"checkedin","status":{"name":"Closed"},"returnDate":"2026-02-01T10:00:00.000Z","checkinServicePointId":%q}`,
+					alice, item, sample.ServicePointDesk1))})
+			return err
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := dbtest.SetupLibrary(t, sample.LoadData)
+			ctx := context.Background()
+			lib := newLibrary(f.DB, testPolicy)
+			loanID := uuid.NewString()
+			if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, ItemVersion: 1,
+				Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
+				  "action":"checkedout","status":{"name":"Open"},"checkoutServicePointId":%q}`, alice, item, sample.ServicePointDesk1))}); err != nil {
+				t.Fatal(err)
+			}
+			held := dbtest.HoldAsAWrite(t, f, postgres.TableItem, item)
+			c.ripe(t, f)
+			answer := make(chan error, 1)
+			go func() { answer <- c.write(ctx, f, lib, loanID) }()
+			dbtest.Eventually(t, c.name+" waiting for the item's row, or answered", func() bool {
+				return held.Blocked(t, f) != 0 || len(answer) != 0
+			})
+			if len(answer) != 0 {
+				t.Fatalf("%s answered (%v) while the item's row was held", c.name, <-answer)
+			}
+			tx, err := f.DB.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = tx.Exec(ctx, `SELECT 1 FROM `+dbtest.View(f.Tenant, postgres.TableLoan)+` WHERE id = $1 FOR NO KEY UPDATE NOWAIT`, loanID)
+			_ = tx.Rollback(ctx)
+			if err != nil {
+				t.Errorf("%s, waiting for the item's row, holds the loan: %v", c.name, err)
+			}
+			held.Let(t)
+			if err := <-answer; err != nil {
+				t.Fatalf("%s, the item let go: %v", c.name, err)
+			}
+			if n := f.Count(t, postgres.TableLoan, "id = $1 AND version = 2", loanID); n != 1 {
+				t.Errorf("%s did not write the loan once the item was let go", c.name)
+			}
+		})
+	}
+}
+
 // TestRenewalsAndRequestsWaitForAWriteThatBlocks: a renewal's write and
 // a request's judged write lock the borrower's row before they judge the
 // borrower's automated blocks, as every write that can newly block the
