@@ -407,7 +407,7 @@ func TestABillingWaitsForTheBorrowersCheckOut(t *testing.T) {
 // refused.
 func TestBlockingWritesWaitForTheBorrowersCheckOut(t *testing.T) {
 	t.Parallel()
-	alice, item := sample.ID("1001"), sample.ID("book-131")
+	alice := sample.ID("1001")
 	fines := func(t *testing.T, f dbtest.Fixture) int {
 		return f.Count(t, postgres.TableFeeFineAccount, "user_id = $1", alice)
 	}
@@ -443,14 +443,8 @@ func TestBlockingWritesWaitForTheBorrowersCheckOut(t *testing.T) {
 		written: func(t *testing.T, f dbtest.Fixture) bool { return fines(t, f) == 1 },
 		refused: schemas.CodeUserBlockedAutomatically,
 	}, {
-		name: "a check-in with an overdue fine",
-		write: func(ctx context.Context, f dbtest.Fixture, lib library, loanID string) error {
-			_, err := lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, ItemVersion: 2, LoanVersion: 1,
-				Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
-				  "action":"checkedin","status":{"name":"Closed"},"returnDate":"2026-02-01T10:00:00.000Z","checkinServicePointId":%q}`,
-					alice, item, sample.ServicePointDesk1))})
-			return err
-		},
+		name:    "a check-in with an overdue fine",
+		write:   checkInOverdue,
 		written: func(t *testing.T, f dbtest.Fixture) bool { return fines(t, f) == 1 },
 		refused: schemas.CodeUserBlockedAutomatically,
 	}} {
@@ -460,12 +454,7 @@ func TestBlockingWritesWaitForTheBorrowersCheckOut(t *testing.T) {
 			ctx := context.Background()
 			lib := newLibrary(f.DB, testPolicy)
 			limitOn(t, f, schemas.ConditionFeeFineBalance, sample.GroupUndergrad, 0, blocked{borrowing: true}, "Fees owed")
-			loanID := uuid.NewString()
-			if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, ItemVersion: 1,
-				Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
-				  "action":"checkedout","status":{"name":"Open"},"checkoutServicePointId":%q}`, alice, item, sample.ServicePointDesk1))}); err != nil {
-				t.Fatal(err)
-			}
+			loanID := lendOverdue(t, f, lib)
 			held := dbtest.HoldAsAWrite(t, f, postgres.TablePatron, alice)
 			answer := make(chan error, 1)
 			go func() { answer <- c.write(ctx, f, lib, loanID) }()
@@ -500,7 +489,7 @@ func TestBlockingWritesWaitForTheBorrowersCheckOut(t *testing.T) {
 // (FOR NO KEY UPDATE NOWAIT). Once the item is let go, each is written.
 func TestLoanWritesTakeTheItemBeforeTheLoan(t *testing.T) {
 	t.Parallel()
-	alice, item := sample.ID("1001"), sample.ID("book-131")
+	item := sample.ID("book-131")
 	for _, c := range []struct {
 		name string
 		// ripe makes the loan ready for the write, once the item is held.
@@ -517,27 +506,16 @@ func TestLoanWritesTakeTheItemBeforeTheLoan(t *testing.T) {
 			return err
 		},
 	}, {
-		name: "a check-in",
-		ripe: func(*testing.T, dbtest.Fixture) {},
-		write: func(ctx context.Context, f dbtest.Fixture, lib library, loanID string) error {
-			_, err := lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, ItemVersion: 2, LoanVersion: 1,
-				Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
-				  "action":"checkedin","status":{"name":"Closed"},"returnDate":"2026-02-01T10:00:00.000Z","checkinServicePointId":%q}`,
-					alice, item, sample.ServicePointDesk1))})
-			return err
-		},
+		name:  "a check-in",
+		ripe:  func(*testing.T, dbtest.Fixture) {},
+		write: checkInOverdue,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			f := dbtest.SetupLibrary(t, sample.LoadData)
 			ctx := context.Background()
 			lib := newLibrary(f.DB, testPolicy)
-			loanID := uuid.NewString()
-			if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, ItemVersion: 1,
-				Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
-				  "action":"checkedout","status":{"name":"Open"},"checkoutServicePointId":%q}`, alice, item, sample.ServicePointDesk1))}); err != nil {
-				t.Fatal(err)
-			}
+			loanID := lendOverdue(t, f, lib)
 			held := dbtest.HoldAsAWrite(t, f, postgres.TableItem, item)
 			c.ripe(t, f)
 			answer := make(chan error, 1)
@@ -566,6 +544,29 @@ func TestLoanWritesTakeTheItemBeforeTheLoan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lendOverdue lends Alice book-131 at the first desk, due on 2 January
+// 2026, and answers the loan's id.
+func lendOverdue(t *testing.T, f dbtest.Fixture, lib library) string {
+	t.Helper()
+	loanID := uuid.NewString()
+	if _, err := lib.CreateCheckOutLoan(context.Background(), f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: sample.ID("1001"), ItemVersion: 1,
+		Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
+		  "action":"checkedout","status":{"name":"Open"},"checkoutServicePointId":%q}`, sample.ID("1001"), sample.ID("book-131"), sample.ServicePointDesk1))}); err != nil {
+		t.Fatal(err)
+	}
+	return loanID
+}
+
+// checkInOverdue checks lendOverdue's loan (loanID) in at the first desk
+// on 1 February 2026, a month overdue.
+func checkInOverdue(ctx context.Context, f dbtest.Fixture, lib library, loanID string) error {
+	_, err := lib.CheckInLoan(ctx, f.Tenant, storage.CheckInWrite{LoanID: loanID, ItemVersion: 2, LoanVersion: 1,
+		Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
+		  "action":"checkedin","status":{"name":"Closed"},"returnDate":"2026-02-01T10:00:00.000Z","checkinServicePointId":%q}`,
+			sample.ID("1001"), sample.ID("book-131"), sample.ServicePointDesk1))})
+	return err
 }
 
 // TestRenewalsAndRequestsWaitForAWriteThatBlocks: a renewal's write and
