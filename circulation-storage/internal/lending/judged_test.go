@@ -246,184 +246,87 @@ func TestTheWritesJudgeAutomatedBlocks(t *testing.T) {
 	}
 }
 
-// TestALossWaitsForTheBorrowersCheckOut: a declaration of loss, which
-// can block its borrower (here the lost items limit of 0), waits for a
-// check-out's write that holds the borrower's row, as every check-out's
-// write does before it judges the borrower (locksql.LockRows; played by
-// dbtest.HoldAsAWrite, in the lock's mode): the two
-// happen one after the other, so a check-out that commits after the
-// declaration judged the borrower with it, never from a snapshot taken
-// before it committed. Once the row is let go, the declaration is written,
-// and the borrower's next check-out is refused.
-func TestALossWaitsForTheBorrowersCheckOut(t *testing.T) {
-	t.Parallel()
-	f := dbtest.SetupLibrary(t, sample.LoadData)
-	ctx := context.Background()
-	lib := newLibrary(f.DB, testPolicy)
-	blockOn(t, f, storage.ConditionLostItems, sample.GroupUndergrad, 0, false, "Too many lost items")
-	// Rules of one loan policy, which charge nothing for a lost item: the
-	// lost item is the block.
-	renewingPolicy(t, f, lib, 0)
-	alice := sample.ID("1001")
-	doc := func(item, fields string) json.RawMessage { return openLoanDoc(alice, item, fields) }
-	lost, loanID := sample.ID("book-131"), uuid.NewString()
-	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, Loan: doc(lost, `"action":"checkedout"`),
-		ItemVersion: 1}); err != nil {
-		t.Fatal(err)
-	}
-	held := dbtest.HoldAsAWrite(t, f, postgres.TablePatron, alice)
-	answer := make(chan error, 1)
-	go func() {
-		answer <- lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: loanID, ItemVersion: 2, LoanVersion: 1,
-			Loan: doc(lost, `"action":"declaredLost","declaredLostDate":"2026-02-01T10:00:00.000Z"`)})
-	}()
-	dbtest.Eventually(t, "the declaration waiting for the borrower's row, or written", func() bool {
-		return held.Blocked(t, f) != 0 || len(answer) != 0
-	})
-	if len(answer) != 0 {
-		t.Fatalf("the loss was declared (%v) while a check-out's write held the borrower's row", <-answer)
-	}
-	held.Let(t)
-	if err := <-answer; err != nil {
-		t.Fatalf("the declaration, the borrower's row let go: %v", err)
-	}
-	_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
-		Loan: doc(sample.ID("book-133"), `"action":"checkedout"`), ItemVersion: 1})
-	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedAutomatically}) {
-		t.Errorf("a check-out after the loss: %v", err)
-	}
-}
-
-// TestAnAgingWaitsForTheBorrowersCheckOut: the aging to lost of a loan,
-// which can block its borrower (here the lost items limit of 0), waits
-// for a check-out's write that holds the borrower's row (played by
-// dbtest.HoldAsAWrite, in the lock's mode): while the row is held, the
-// loan is not aged; once it is let go, the loan is aged, and the
-// borrower's next check-out is refused. The loan is made ripe (its lost
-// item fee policy aging a loan a minute overdue) only once the row is
-// held, so that no other pass of aging, of any test's, ages it first.
-func TestAnAgingWaitsForTheBorrowersCheckOut(t *testing.T) {
-	t.Parallel()
-	f := dbtest.SetupLibrary(t, sample.LoadData)
-	ctx := context.Background()
-	lib := newLibrary(f.DB, testPolicy)
-	blockOn(t, f, storage.ConditionLostItems, sample.GroupUndergrad, 0, false, "Too many lost items")
-	alice, item, loanID := sample.ID("1001"), sample.ID("book-131"), uuid.NewString()
-	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, ItemVersion: 1,
-		Loan: json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":"2026-01-02T10:00:00.000Z",
-		  "action":"checkedout","status":{"name":"Open"}}`, alice, item))}); err != nil {
-		t.Fatal(err)
-	}
-	aged := func() bool {
-		return f.Count(t, postgres.TableLoan, "id = $1 AND jsonb ->> 'action' = $2", loanID, ActionAgedToLost) == 1
-	}
-	held := dbtest.HoldAsAWrite(t, f, postgres.TablePatron, alice)
-	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLostItemPolicy)+`
-		SET jsonb = jsonb || '{"itemAgedLostOverdue":{"duration":1,"intervalId":"Minutes"}}' WHERE id = $1`, sample.LostItemFeePolicy)
-	answer := make(chan error, 1)
-	go func() {
-		_, _, _, err := AgeToLost(ctx, f.DB, 100, nil)
-		answer <- err
-	}()
-	dbtest.Eventually(t, "the aging waiting for the borrower's row, or answered", func() bool {
-		return held.Blocked(t, f) != 0 || len(answer) != 0
-	})
-	if aged() {
-		t.Fatal("the loan was aged to lost while a check-out's write held the borrower's row")
-	}
-	held.Let(t)
-	if err := <-answer; err != nil {
-		t.Fatalf("the aging, the borrower's row let go: %v", err)
-	}
-	if !aged() {
-		t.Fatal("the loan was not aged to lost once the borrower's row was let go")
-	}
-	_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
-		Loan: loanDoc(alice, sample.ID("book-133")), ItemVersion: 1})
-	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedAutomatically}) {
-		t.Errorf("a check-out after the aging: %v", err)
-	}
-}
-
-// TestABillingWaitsForTheBorrowersCheckOut: the billing of a loan aged
-// to lost, which can block its borrower (here a fee/fine balance limit
-// of 0), waits for a check-out's write that holds the borrower's row
-// (dbtest.HoldAsAWrite): while the row is held, the loan is not billed;
-// once it is let go, it is billed, and the borrower's next check-out is
-// refused. The loan falls due to be billed only once the row is held, so
-// that no other pass of billing, of any test's, bills it first.
-func TestABillingWaitsForTheBorrowersCheckOut(t *testing.T) {
-	t.Parallel()
-	f := dbtest.SetupLibrary(t, sample.LoadData)
-	ctx := context.Background()
-	lib := newLibrary(f.DB, testPolicy)
-	limitOn(t, f, schemas.ConditionFeeFineBalance, sample.GroupUndergrad, 0, blocked{borrowing: true}, "Fees owed")
-	alice, item, loanID := sample.ID("1001"), sample.ID("book-131"), uuid.NewString()
-	if _, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: loanID, UserID: alice, ItemVersion: 1,
-		Loan: openLoanDoc(alice, item, fmt.Sprintf(`"action":%q,"itemStatus":%q,"checkoutServicePointId":%q,
-		  "agedToLostDelayedBilling":{"lostItemHasBeenBilled":false,"dateLostItemShouldBeBilled":"2099-01-01T00:00:00.000Z"}`,
-			ActionAgedToLost, schemas.ItemAgedToLost, sample.ServicePointDesk1))}); err != nil {
-		t.Fatal(err)
-	}
-	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoan)+` SET jsonb = jsonb_set(jsonb, '{dueDate}', '"2026-01-02T10:00:00.000Z"') WHERE id = $1`, loanID)
-	billed := func() bool {
-		return f.Count(t, postgres.TableLoan, "id = $1 AND jsonb #>> '{agedToLostDelayedBilling,lostItemHasBeenBilled}' = 'true'", loanID) == 1
-	}
-	held := dbtest.HoldAsAWrite(t, f, postgres.TablePatron, alice)
-	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoan)+`
-		SET jsonb = jsonb_set(jsonb, '{agedToLostDelayedBilling,dateLostItemShouldBeBilled}', '"2026-01-03T00:00:00.000Z"') WHERE id = $1`, loanID)
-	answer := make(chan error, 1)
-	go func() {
-		_, _, _, err := BillAgedToLost(ctx, f.DB, 100, nil)
-		answer <- err
-	}()
-	dbtest.Eventually(t, "the billing waiting for the borrower's row, or answered", func() bool {
-		return held.Blocked(t, f) != 0 || len(answer) != 0
-	})
-	if billed() {
-		t.Fatal("the loan was billed while a check-out's write held the borrower's row")
-	}
-	held.Let(t)
-	if err := <-answer; err != nil {
-		t.Fatalf("the billing, the borrower's row let go: %v", err)
-	}
-	if !billed() {
-		t.Fatal("the loan was not billed once the borrower's row was let go")
-	}
-	_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
-		Loan: loanDoc(alice, sample.ID("book-133")), ItemVersion: 1})
-	if got := refusedCodes(err); !slices.Equal(got, []string{schemas.CodeUserBlockedAutomatically}) {
-		t.Errorf("a check-out after the billing: %v", err)
-	}
-}
-
-// TestBlockingWritesWaitForTheBorrowersCheckOut: the other writes that
-// can newly block a patron lock the patron's row first, as a loss, an
-// aging and a billing do: a manual block created, a fee/fine created
-// (over a fee/fine balance limit of 0), a check-in that charges an
-// overdue fine. Each waits for a check-out's write that holds the row
-// (dbtest.HoldAsAWrite): nothing of it is written while the row is held;
-// once it is let go, it is written, and the patron's next check-out is
-// refused.
+// TestBlockingWritesWaitForTheBorrowersCheckOut: every write that can
+// newly block a patron locks the patron's row first: a loss declared, an
+// aging to lost and the billing of a loan aged to lost (their lost item
+// fees), a check-in that charges an overdue fine, a fee/fine created (each
+// over a fee/fine balance limit of 0), a manual block created. Each waits
+// for a check-out's write that holds the row, as every check-out's write
+// does before it judges the borrower (locksql.LockRows; played by
+// dbtest.HoldAsAWrite, in the lock's mode): nothing of it is written while
+// the row is held; once it is let go, it is written, and the patron's
+// next check-out is refused. So a check-out that commits after such a
+// write judged the patron with it, never from a snapshot taken before it
+// committed (the history checker found two check-outs lent past a
+// declaration and an aging that way). An aging's and a billing's loan
+// falls due only once the row is held, so that no other pass of any
+// test's ages or bills it first.
 func TestBlockingWritesWaitForTheBorrowersCheckOut(t *testing.T) {
 	t.Parallel()
 	alice := sample.ID("1001")
 	fines := func(t *testing.T, f dbtest.Fixture) int {
 		return f.Count(t, postgres.TableFeeFineAccount, "user_id = $1", alice)
 	}
+	loanIs := func(cond string) func(t *testing.T, f dbtest.Fixture, loanID string) bool {
+		return func(t *testing.T, f dbtest.Fixture, loanID string) bool {
+			return f.Count(t, postgres.TableLoan, "id = $1 AND "+cond, loanID) == 1
+		}
+	}
 	for _, c := range []struct {
-		name    string
+		name string
+		// due makes the loan due for the write, once the row is held (nil:
+		// nothing to make).
+		due     func(t *testing.T, f dbtest.Fixture, loanID string)
 		write   func(ctx context.Context, f dbtest.Fixture, lib library, loanID string) error
-		written func(t *testing.T, f dbtest.Fixture) bool
+		written func(t *testing.T, f dbtest.Fixture, loanID string) bool
 		refused string
 	}{{
+		name: "a loss declared",
+		write: func(ctx context.Context, f dbtest.Fixture, lib library, loanID string) error {
+			return lib.ActOnLoan(ctx, f.Tenant, storage.LoanActionWrite{LoanID: loanID, ItemVersion: 2, LoanVersion: 1,
+				ServicePointID: sample.ServicePointDesk1, Loan: openLoanDoc(alice, sample.ID("book-131"),
+					`"action":"declaredLost","declaredLostDate":"2026-02-01T10:00:00.000Z"`)})
+		},
+		written: loanIs(`jsonb ->> 'action' = 'declaredLost'`),
+		refused: schemas.CodeUserBlockedAutomatically,
+	}, {
+		name: "an aging to lost",
+		due: func(t *testing.T, f dbtest.Fixture, _ string) {
+			f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLostItemPolicy)+`
+				SET jsonb = jsonb || '{"itemAgedLostOverdue":{"duration":1,"intervalId":"Minutes"}}' WHERE id = $1`, sample.LostItemFeePolicy)
+		},
+		write: func(ctx context.Context, f dbtest.Fixture, _ library, _ string) error {
+			_, _, _, err := AgeToLost(ctx, f.DB, 100, nil)
+			return err
+		},
+		written: loanIs(`jsonb ->> 'action' = '` + ActionAgedToLost + `'`),
+		refused: schemas.CodeUserBlockedAutomatically,
+	}, {
+		name: "a billing of a loan aged to lost",
+		due: func(t *testing.T, f dbtest.Fixture, loanID string) {
+			f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoan)+` SET jsonb = jsonb || jsonb_build_object('action', $2::text,
+				'itemStatus', $3::text, 'agedToLostDelayedBilling', '{"lostItemHasBeenBilled":false,"dateLostItemShouldBeBilled":"2026-01-03T00:00:00.000Z"}'::jsonb)
+				WHERE id = $1`, loanID, ActionAgedToLost, schemas.ItemAgedToLost)
+		},
+		write: func(ctx context.Context, f dbtest.Fixture, _ library, _ string) error {
+			_, _, _, err := BillAgedToLost(ctx, f.DB, 100, nil)
+			return err
+		},
+		written: loanIs(`jsonb #>> '{agedToLostDelayedBilling,lostItemHasBeenBilled}' = 'true'`),
+		refused: schemas.CodeUserBlockedAutomatically,
+	}, {
+		name:    "a check-in with an overdue fine",
+		write:   checkInOverdue,
+		written: func(t *testing.T, f dbtest.Fixture, _ string) bool { return fines(t, f) == 1 },
+		refused: schemas.CodeUserBlockedAutomatically,
+	}, {
 		name: "a manual block",
 		write: func(ctx context.Context, f dbtest.Fixture, lib library, _ string) error {
 			_, err := lib.Create(ctx, f.Tenant, storage.ManualBlocks, uuid.NewString(),
 				json.RawMessage(fmt.Sprintf(`{"userId":%q,"desc":"Unreturned books","borrowing":true}`, alice)))
 			return err
 		},
-		written: func(t *testing.T, f dbtest.Fixture) bool {
+		written: func(t *testing.T, f dbtest.Fixture, _ string) bool {
 			return f.Count(t, postgres.TableManualBlock, "user_id = $1", alice) == 1
 		},
 		refused: schemas.CodeUserBlockedManually,
@@ -440,12 +343,7 @@ func TestBlockingWritesWaitForTheBorrowersCheckOut(t *testing.T) {
 				schemas.FeeFineOpen, schemas.PaymentStatusOutstanding, feeType, name, sample.FeeFineOwner, alice)))
 			return err
 		},
-		written: func(t *testing.T, f dbtest.Fixture) bool { return fines(t, f) == 1 },
-		refused: schemas.CodeUserBlockedAutomatically,
-	}, {
-		name:    "a check-in with an overdue fine",
-		write:   checkInOverdue,
-		written: func(t *testing.T, f dbtest.Fixture) bool { return fines(t, f) == 1 },
+		written: func(t *testing.T, f dbtest.Fixture, _ string) bool { return fines(t, f) == 1 },
 		refused: schemas.CodeUserBlockedAutomatically,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
@@ -456,19 +354,22 @@ func TestBlockingWritesWaitForTheBorrowersCheckOut(t *testing.T) {
 			limitOn(t, f, schemas.ConditionFeeFineBalance, sample.GroupUndergrad, 0, blocked{borrowing: true}, "Fees owed")
 			loanID := lendOverdue(t, f, lib)
 			held := dbtest.HoldAsAWrite(t, f, postgres.TablePatron, alice)
+			if c.due != nil {
+				c.due(t, f, loanID)
+			}
 			answer := make(chan error, 1)
 			go func() { answer <- c.write(ctx, f, lib, loanID) }()
 			dbtest.Eventually(t, c.name+" waiting for the patron's row, or answered", func() bool {
 				return held.Blocked(t, f) != 0 || len(answer) != 0
 			})
-			if c.written(t, f) {
+			if c.written(t, f, loanID) {
 				t.Fatalf("%s was written while a check-out's write held the patron's row", c.name)
 			}
 			held.Let(t)
 			if err := <-answer; err != nil {
 				t.Fatalf("%s, the patron's row let go: %v", c.name, err)
 			}
-			if !c.written(t, f) {
+			if !c.written(t, f, loanID) {
 				t.Fatalf("%s was not written once the patron's row was let go", c.name)
 			}
 			_, err := lib.CreateCheckOutLoan(ctx, f.Tenant, storage.CheckOutWrite{LoanID: uuid.NewString(), UserID: alice,
