@@ -74,12 +74,12 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 		// item's row (its queue), then the loan: the order of every write
 		// of both (a recall takes the item's queue, then marks the loan),
 		// so that none waits for the other while holding what it waits
-		// for.
-		if err := lockBorrower(ctx, tx, t, w.LoanID); err != nil {
-			return nil, err
-		}
+		// for. The two rows in one round trip.
 		itemID, servicePointID := record.FieldValue(w.Loan, "itemId"), record.FieldValue(w.Loan, "checkinServicePointId")
-		if _, err := tx.Exec(ctx, itemRowSQL, itemID, string(t)); err != nil {
+		rows := &pgx.Batch{}
+		rows.Queue(borrowerRowSQL, w.LoanID, string(t))
+		rows.Queue(itemRowSQL, itemID, string(t))
+		if err := tx.SendBatch(ctx, rows).Close(); err != nil {
 			return nil, postgres.Interpret(err, t)
 		}
 		if open, err := s.returnedBeforeLoan(ctx, tx, t, w); err != nil || open != nil {
