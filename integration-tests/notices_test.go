@@ -453,6 +453,63 @@ func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 	t.Logf("%d mails delivered through %d kills of storage and %d of the SMTP server", len(got), kills[0], kills[1])
 }
 
+// TestANoticeSentButNotRecordedIsMailedOnce: the SMTP server takes a
+// check-out receipt's mail, and the record of it is lost (a trigger of the
+// test's own fails the update that marks the notice sent, once, as an
+// instance stopped between the two would leave it): the notice is still
+// Scheduled, and the next round sends it again with the Message-ID of its
+// first try, which the server has delivered, so it delivers nothing more.
+// The patron has one mail, the notice is Sent once as that mail, and
+// rounds after, still one. TestNoticesReachPatronsOnceThroughKills has
+// instances stopped at random; this loses the record every time.
+func TestANoticeSentButNotRecordedIsMailedOnce(t *testing.T) {
+	t.Parallel()
+	mail, c := noticeCluster(t, 1)
+	lib := c.SetupLibrary(1, 1, 0)
+	giveEmail(t, c, lib.Patrons[0])
+	receipt := noticeTemplate(t, c, "Receipt", "Checked out: {{item.barcode}}", "Due {{loan.dueDate}}.")
+	useNoticePolicy(t, c, lib.PolicyID, []map[string]any{noticeOn(receipt, schemas.NoticeCheckOut, schemas.NoticeUponAt, nil)}, nil)
+	ctx := context.Background()
+	// The trigger, its function and its count of the records tried in
+	// the shared tables' schema, whatever a connection's search_path.
+	var schema string
+	if err := c.DB.QueryRow(ctx, `SELECT quote_ident(table_schema) FROM information_schema.tables
+		WHERE table_name = 'scheduled_notice' AND table_type = 'BASE TABLE'`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DB.Exec(ctx, strings.ReplaceAll(`
+CREATE SEQUENCE @.notice_record_lost;
+CREATE FUNCTION @.lose_notice_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.jsonb ? 'messageId' AND NOT OLD.jsonb ? 'messageId' AND nextval('@.notice_record_lost') = 1 THEN
+    RAISE EXCEPTION 'the record of a sent notice, lost';
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER lose_notice_record BEFORE UPDATE ON @.scheduled_notice FOR EACH ROW EXECUTE FUNCTION @.lose_notice_record();`, "@", schema)); err != nil {
+		t.Fatal(err)
+	}
+	var loan struct{ ID string }
+	c.CheckOut(0, lib.Items[0][0], lib.Patrons[0]).Want(t, http.StatusCreated).Decode(t, &loan)
+	var n []scheduledNotice
+	waitFor(t, "the receipt Sent", func() bool {
+		n = noticesOf(t, c, "loanId="+loan.ID)
+		return len(n) == 1 && n[0].Status == schemas.NoticeSent
+	})
+	var tries int
+	if err := c.DB.QueryRow(ctx, `SELECT last_value FROM `+schema+`.notice_record_lost`).Scan(&tries); err != nil || tries != 2 {
+		t.Fatalf("the sent notice was recorded at try %d (%v), want the second, the first's record lost", tries, err)
+	}
+	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)
+	got, err := mail.Messages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || n[0].Sent != 1 || n[0].MessageID != "<"+got[0].MessageID+">" {
+		t.Errorf("%d mails %+v; the receipt %+v: want one mail, the receipt Sent once as it", len(got), got, n[0])
+	}
+}
+
 // TestANoticeThatCannotBeSentIsADeadLetterOnTheConsole: the SMTP server
 // gone (nothing listens where NOTICE_SMTP_ADDR points), a check-out's
 // receipt is tried NOTICE_MAX_ATTEMPTS times, then Failed with why; the

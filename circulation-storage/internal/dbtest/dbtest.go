@@ -242,6 +242,19 @@ func (h *Holder) Blocked(t *testing.T, f Fixture) int {
 	return pid
 }
 
+// Behind starts write in a goroutine of its own and returns once it waits
+// for h's row, or has answered: its answer comes on the channel returned.
+// what names the write in the failure of a wait that does not end.
+func (h *Holder) Behind(t *testing.T, f Fixture, what string, write func() error) <-chan error {
+	t.Helper()
+	answer := make(chan error, 1)
+	go func() { answer <- write() }()
+	Eventually(t, what+" waiting for the held row, or answered", func() bool {
+		return h.Blocked(t, f) != 0 || len(answer) != 0
+	})
+	return answer
+}
+
 // ReplyLoser makes a DB's connections and, once armed with a part of a
 // statement's text, loses that statement's answer: when a connection sends
 // the statement, it reads the server's messages and, at the next

@@ -313,7 +313,6 @@ var (
 	// write that acquires it itself (CheckOutWrite.AcquireInWrite).
 	acquireInWriteSQL = postgres.WithTables(locksql.AcquireInWrite, postgres.TableLock)
 	dropInWriteSQL    = postgres.WithTables(locksql.DropInWrite, postgres.TableLock)
-	patronRowSQL      = postgres.PatronRowSQL
 	// itemRowSQL locks the item's row after the patron's (and the lock's),
 	// before the write takes its snapshot: the write fills the item's
 	// queue and moves it up, and a request joining the queue meanwhile
@@ -459,7 +458,7 @@ func (s *Loans) queueCheckOut(ctx context.Context, b *pgx.Batch, t storage.Tenan
 	if w.LockID != "" {
 		b.Queue(lockRowsSQL, w.LockID, w.UserID, string(t))
 	} else {
-		b.Queue(patronRowSQL, w.UserID, string(t))
+		b.Queue(postgres.PatronRowSQL, w.UserID, string(t))
 	}
 	b.Queue(itemRowSQL, record.FieldValue(w.Loan, "itemId"), string(t))
 	write := s.write

@@ -357,11 +357,7 @@ func TestBlockingWritesWaitForTheBorrowersCheckOut(t *testing.T) {
 			if c.due != nil {
 				c.due(t, f, loanID)
 			}
-			answer := make(chan error, 1)
-			go func() { answer <- c.write(ctx, f, lib, loanID) }()
-			dbtest.Eventually(t, c.name+" waiting for the patron's row, or answered", func() bool {
-				return held.Blocked(t, f) != 0 || len(answer) != 0
-			})
+			answer := held.Behind(t, f, c.name, func() error { return c.write(ctx, f, lib, loanID) })
 			if c.written(t, f, loanID) {
 				t.Fatalf("%s was written while a check-out's write held the patron's row", c.name)
 			}
@@ -419,11 +415,7 @@ func TestLoanWritesTakeTheItemBeforeTheLoan(t *testing.T) {
 			loanID := lendOverdue(t, f, lib)
 			held := dbtest.HoldAsAWrite(t, f, postgres.TableItem, item)
 			c.ripe(t, f)
-			answer := make(chan error, 1)
-			go func() { answer <- c.write(ctx, f, lib, loanID) }()
-			dbtest.Eventually(t, c.name+" waiting for the item's row, or answered", func() bool {
-				return held.Blocked(t, f) != 0 || len(answer) != 0
-			})
+			answer := held.Behind(t, f, c.name, func() error { return c.write(ctx, f, lib, loanID) })
 			if len(answer) != 0 {
 				t.Fatalf("%s answered (%v) while the item's row was held", c.name, <-answer)
 			}
@@ -535,11 +527,7 @@ func TestRenewalsAndRequestsWaitForAWriteThatBlocks(t *testing.T) {
 				SET jsonb = jsonb_set(jsonb, '{status,name}', '"Declared lost"') WHERE id = $1`, lost); err != nil {
 				t.Fatal(err)
 			}
-			answer := make(chan error, 1)
-			go func() { answer <- c.write(ctx, f, lib, keptLoan) }()
-			dbtest.Eventually(t, c.name+" waiting for the borrower's row, or answered", func() bool {
-				return held.Blocked(t, f) != 0 || len(answer) != 0
-			})
+			answer := held.Behind(t, f, c.name, func() error { return c.write(ctx, f, lib, keptLoan) })
 			if len(answer) != 0 {
 				t.Fatalf("%s was answered (%v) while a write that blocks the borrower held the borrower's row", c.name, <-answer)
 			}

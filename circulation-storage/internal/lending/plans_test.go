@@ -228,7 +228,7 @@ func TestCheckOutPlansReadOnlyWhatTheyNeed(t *testing.T) {
 		args []any
 	}{
 		{"validation's read", checkOutReadSQL.SQL, read},
-		{"the patron's row", patronRowSQL, []any{user, string(tenant)}},
+		{"the patron's row", postgres.PatronRowSQL, []any{user, string(tenant)}},
 		{"the write", checkOutWrite.SQL, write},
 		{"validation's lean read", checkOutReadLeanSQL.SQL, leanRead},
 		{"the lean write", checkOutWriteLean.SQL, lean},

@@ -34,7 +34,7 @@ func Statements() CheckOutStatements {
 	return CheckOutStatements{
 		Read: checkOutReadSQL, ReadLean: checkOutReadLeanSQL, ReadNames: append([]string(nil), checkOutReadNames...),
 		Claim: postgres.ClaimSQL, OwnEvents: ownEventsSQL,
-		AcquireInWrite: acquireInWriteSQL, LockRows: lockRowsSQL, PatronRow: patronRowSQL, ItemRow: itemRowSQL, DropInWrite: dropInWriteSQL,
+		AcquireInWrite: acquireInWriteSQL, LockRows: lockRowsSQL, PatronRow: postgres.PatronRowSQL, ItemRow: itemRowSQL, DropInWrite: dropInWriteSQL,
 		Write: checkOutWrite, WriteLean: checkOutWriteLean, WriteNames: append([]string(nil), checkOutNames...),
 	}
 }
