@@ -17,7 +17,11 @@ import (
 // the check-out's floor (bench/checkoutfloor): a minimal net/http + pgx
 // server sending PostgreSQL the very statements of a check-out
 // (circulation-storage/checkoutsql) in the same round trips, on the same
-// library, in alternating slices.
+// library, in alternating slices. Beside them, the floor split in two
+// processes as the services are, a front and a back with the product's
+// HTTP hop between them and nothing else: asking the back twice (the
+// read, then the write), as circulation asks storage, and once (the whole
+// check-out).
 type CheckOutFloor struct {
 	Rows []CheckOutFloorRow `json:"rows"`
 }
@@ -27,15 +31,27 @@ type CheckOutFloorRow struct {
 	Concurrency int   `json:"concurrency"`
 	Service     Stats `json:"service"`
 	Floor       Stats `json:"floor"`
-	// ServiceCPU and FloorCPU are the CPU per check-out of each side.
-	ServiceCPU CheckOutFloorCPU `json:"serviceCpuPerCheckOut"`
-	FloorCPU   CheckOutFloorCPU `json:"floorCpuPerCheckOut"`
+	// TwoCalls and OneCall are the floor in two processes, the front
+	// asking the back twice and once.
+	TwoCalls Stats `json:"floorTwoCalls"`
+	OneCall  Stats `json:"floorOneCall"`
+	// ServiceCPU and FloorCPU are the CPU per check-out of each side;
+	// TwoCallsCPU and OneCallCPU the split floor's (its front counted as
+	// circulation, its back as storage).
+	ServiceCPU  CheckOutFloorCPU `json:"serviceCpuPerCheckOut"`
+	FloorCPU    CheckOutFloorCPU `json:"floorCpuPerCheckOut"`
+	TwoCallsCPU CheckOutFloorCPU `json:"floorTwoCallsCpuPerCheckOut"`
+	OneCallCPU  CheckOutFloorCPU `json:"floorOneCallCpuPerCheckOut"`
 	// Ratio is the service's throughput over the floor's, of the summed
 	// slices; RoundRatio the median of the same ratio taken round by
-	// round, each round's two slices side by side.
-	Ratio      float64 `json:"serviceOverFloorThroughput"`
-	RoundRatio float64 `json:"roundMedianServiceOverFloorThroughput"`
-	Rounds     int     `json:"rounds"`
+	// round, each round's slices side by side. TwoCallsRatio and
+	// OneCallRatio are the split floor's over the floor's, medians of the
+	// rounds likewise.
+	Ratio         float64 `json:"serviceOverFloorThroughput"`
+	RoundRatio    float64 `json:"roundMedianServiceOverFloorThroughput"`
+	TwoCallsRatio float64 `json:"roundMedianTwoCallsOverFloorThroughput"`
+	OneCallRatio  float64 `json:"roundMedianOneCallOverFloorThroughput"`
+	Rounds        int     `json:"rounds"`
 }
 
 // CheckOutFloorCPU is the CPU time per check-out, in µs, of the servers
@@ -64,68 +80,92 @@ func benchCheckOutFloor(t *testing.T, p plan, env []string) CheckOutFloor {
 	t.Helper()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
 		StorageEnv: append([]string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns)}, env...), CirculationEnv: env})
-	floor := harness.StartBinary(t, "checkoutfloor", buildCheckOutFloor(t), "DATABASE_URL="+harness.DatabaseURL(), "TENANT="+c.Tenant,
-		fmt.Sprintf("POOL_SIZE=%d", benchDBConns))
+	bin := buildCheckOutFloor(t)
+	floorEnv := []string{"DATABASE_URL=" + harness.DatabaseURL(), "TENANT=" + c.Tenant, fmt.Sprintf("POOL_SIZE=%d", benchDBConns)}
+	floor := harness.StartBinary(t, "checkoutfloor", bin, floorEnv...)
 	defer floor.Stop()
+	back := harness.StartBinary(t, "checkoutfloor-back", bin, append(floorEnv, "ROLE=back")...)
+	defer back.Stop()
+	frontTwo := harness.StartBinary(t, "checkoutfloor-front-two", bin, "ROLE=front-two", "BACK_URL="+back.URL())
+	defer frontTwo.Stop()
+	frontOne := harness.StartBinary(t, "checkoutfloor-front-one", bin, "ROLE=front-one", "BACK_URL="+back.URL())
+	defer frontOne.Stop()
 	rounds, slice, concurrencies := checkOutFloorShape(p)
-	// Enough for every slice on a quiet machine: both sides' 21 slices
-	// of half a second at each of three concurrencies take some 60,000
-	// at 1,000 check-outs a second.
-	population := 100_000
+	// Enough for every slice on a quiet machine: the four sides' 21
+	// slices of half a second at each of three concurrencies take some
+	// 100,000 at 1,000 check-outs a second.
+	population := 150_000
 	if *smoke {
 		population = 5_000
 	}
 	pop := populate(t, c, population, 0)
 	analyze(t, c)
-	// The floor is sent the same check-outs, of the same population: the
+	// Every side is sent the same check-outs, of the same population: the
 	// patrons are handed out once, whichever side takes them.
 	service := checkOutTargeter(c, pop, 1)
-	floorTargeter := func(tgt *vegeta.Target) error {
-		if err := service(tgt); err != nil {
-			return err
+	to := func(p *harness.Process) vegeta.Targeter {
+		return func(tgt *vegeta.Target) error {
+			if err := service(tgt); err != nil {
+				return err
+			}
+			tgt.URL = p.URL() + "/circulation/check-out-by-barcode"
+			return nil
 		}
-		tgt.URL = floor.URL() + "/circulation/check-out-by-barcode"
-		return nil
 	}
+	// The sides, in the order of the row's figures: the service, the
+	// floor, the floor asking its back twice, and once.
+	sides := []struct {
+		targeter          vegeta.Targeter
+		front, back       *harness.Process
+		oneProcess, split bool
+	}{{targeter: service, front: c.Circulations[0], back: c.Storage},
+		{targeter: to(floor), front: floor, back: floor, oneProcess: true},
+		{targeter: to(frontTwo), front: frontTwo, back: back, split: true},
+		{targeter: to(frontOne), front: frontOne, back: back, split: true}}
 	var out CheckOutFloor
 	for _, conc := range concurrencies {
-		var hists = [2]*histPair{{h: newHist()}, {h: newHist()}}
-		var cpu [2]cpuSpentFloor
-		var ratios []float64
-		// An unmeasured slice each at the new concurrency: the
-		// connections it opens, and the statements its backends prepare,
-		// are no slice's cost.
-		attack(t, service, conc, slice)
-		attack(t, floorTargeter, conc, slice)
+		hists := make([]*histPair, len(sides))
+		cpu := make([]cpuSpentFloor, len(sides))
+		ratios := make([][]float64, len(sides))
+		for i, side := range sides {
+			hists[i] = &histPair{h: newHist()}
+			// An unmeasured warm-up each at the new concurrency, four
+			// slices long: the connections it opens, and the statements
+			// their backends prepare and plan (some 50 ms of
+			// PostgreSQL's CPU for each new connection of storage's),
+			// are no slice's cost.
+			attack(t, side.targeter, conc, 4*slice)
+		}
 		for round := range rounds {
-			var throughput [2]float64
-			for k := range 2 {
-				i := (k + round) % 2 // 0 the service, 1 the floor; each goes first in every other round
-				targeter, circ, stor := service, c.Circulations[0], c.Storage
-				if i == 1 {
-					targeter, circ, stor = floorTargeter, floor, floor
-				}
-				s0 := sampleCPU(t, circ, stor)
-				h, errs, elapsed := attack(t, targeter, conc, slice)
-				s1 := sampleCPU(t, circ, stor)
+			throughput := make([]float64, len(sides))
+			for k := range sides {
+				i := (k + round) % len(sides) // each side first in turn
+				side := sides[i]
+				s0 := sampleCPU(t, side.front, side.back)
+				h, errs, elapsed := attack(t, side.targeter, conc, slice)
+				s1 := sampleCPU(t, side.front, side.back)
 				hists[i].h.Merge(h)
 				hists[i].errs += errs
 				hists[i].elapsed += elapsed
-				cpu[i].add(s0, s1, i == 1)
+				cpu[i].add(s0, s1, side.oneProcess)
 				cpu[i].n += h.TotalCount()
 				throughput[i] = float64(h.TotalCount()) / elapsed.Seconds()
 			}
-			ratios = append(ratios, ratio(throughput[0], throughput[1]))
+			for i := range sides {
+				ratios[i] = append(ratios[i], ratio(throughput[i], throughput[1]))
+			}
 		}
-		row := CheckOutFloorRow{Concurrency: conc, Rounds: rounds,
-			Service: stats(hists[0].h, hists[0].errs, hists[0].elapsed), Floor: stats(hists[1].h, hists[1].errs, hists[1].elapsed),
-			ServiceCPU: cpu[0].perCheckOut(), FloorCPU: cpu[1].perCheckOut()}
+		st := func(i int) Stats { return stats(hists[i].h, hists[i].errs, hists[i].elapsed) }
+		row := CheckOutFloorRow{Concurrency: conc, Rounds: rounds, Service: st(0), Floor: st(1), TwoCalls: st(2), OneCall: st(3),
+			ServiceCPU: cpu[0].perCheckOut(), FloorCPU: cpu[1].perCheckOut(), TwoCallsCPU: cpu[2].perCheckOut(), OneCallCPU: cpu[3].perCheckOut(),
+			RoundRatio: median(ratios[0]), TwoCallsRatio: median(ratios[2]), OneCallRatio: median(ratios[3])}
 		row.Ratio = ratio(row.Service.Throughput, row.Floor.Throughput)
-		row.RoundRatio = median(ratios)
 		out.Rows = append(out.Rows, row)
-		t.Logf("check-out floor c=%d: service %.0f/s p50 %.2f ms p99 %.2f ms, floor %.0f/s p50 %.2f ms p99 %.2f ms; service/floor %.2f, median of %d rounds %.2f",
+		t.Logf("check-out floor c=%d: service %.0f/s p50 %.2f ms p99 %.2f ms, floor %.0f/s p50 %.2f ms p99 %.2f ms; service/floor %.2f, median of %d rounds %.2f; "+
+			"the floor split, two calls %.0f/s p50 %.2f ms (%.2f of the floor), one call %.0f/s p50 %.2f ms (%.2f)",
 			conc, row.Service.Throughput, row.Service.P50Ms, row.Service.P99Ms, row.Floor.Throughput, row.Floor.P50Ms, row.Floor.P99Ms,
-			row.Ratio, rounds, row.RoundRatio)
+			row.Ratio, rounds, row.RoundRatio, row.TwoCalls.Throughput, row.TwoCalls.P50Ms, row.TwoCallsRatio,
+			row.OneCall.Throughput, row.OneCall.P50Ms, row.OneCallRatio)
 	}
 	return out
 }
@@ -137,8 +177,9 @@ type cpuSpentFloor struct {
 	floor bool // the floor's: one server, no circulation and storage apart
 }
 
-// add adds the CPU spent between two samples; for the floor, its one
-// process is sampled as both circulation and storage, and counted once.
+// add adds the CPU spent between two samples; for the floor in one
+// process (floor), that process is sampled as both circulation and
+// storage, and counted once.
 func (c *cpuSpentFloor) add(before, after cpuSample, floor bool) {
 	c.floor = floor
 	c.sum.client += after.client - before.client
@@ -172,19 +213,21 @@ func buildCheckOutFloor(t *testing.T) string {
 
 // printCheckOutFloor prints scenario 14's table.
 func printCheckOutFloor(w io.Writer, f CheckOutFloor) {
-	fmt.Fprintln(w, "\n14. Check-out (distinct patrons, lock on) through circulation and storage against a minimal net/http + pgx server sending the same statements in the same round trips (the floor), alternating slices; CPU in µs per check-out")
+	fmt.Fprintln(w, "\n14. Check-out (distinct patrons, lock on) through circulation and storage against a minimal net/http + pgx server sending the same statements in the same round trips (the floor), and the floor split in a front and a back asking it twice and once, alternating slices; CPU in µs per check-out (the split floor's front as circulation, its back as storage)")
 	fmt.Fprintln(w, "concurrency\tside\tcheck-outs/s\tp50 ms\tp99 ms\tservers CPU\tcirculation\tstorage\tclient\tPostgreSQL\terrors")
 	for _, r := range f.Rows {
 		for _, x := range []struct {
 			name string
 			s    Stats
 			cpu  CheckOutFloorCPU
-		}{{"service", r.Service, r.ServiceCPU}, {"floor", r.Floor, r.FloorCPU}} {
+		}{{"service", r.Service, r.ServiceCPU}, {"floor", r.Floor, r.FloorCPU}, {"floor, two calls", r.TwoCalls, r.TwoCallsCPU},
+			{"floor, one call", r.OneCall, r.OneCallCPU}} {
 			fmt.Fprintf(w, "%d\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\n", r.Concurrency, x.name, x.s.Throughput, x.s.P50Ms, x.s.P99Ms,
 				x.cpu.Server, x.cpu.Circulation, x.cpu.Storage, x.cpu.Client, x.cpu.Postgres, x.s.Errors)
 		}
 	}
 	for _, r := range f.Rows {
-		fmt.Fprintf(w, "c=%d: service / floor throughput %.2f; median of %d rounds %.2f\n", r.Concurrency, r.Ratio, r.Rounds, r.RoundRatio)
+		fmt.Fprintf(w, "c=%d: service / floor throughput %.2f; median of %d rounds %.2f; the floor split, two calls / floor %.2f, one call / floor %.2f\n",
+			r.Concurrency, r.Ratio, r.Rounds, r.RoundRatio, r.TwoCallsRatio, r.OneCallRatio)
 	}
 }

@@ -423,6 +423,8 @@ func requestErrors(r Results) []string {
 		for _, row := range f.Rows {
 			check(fmt.Sprintf("check-out c=%d against its floor, service", row.Concurrency), row.Service)
 			check(fmt.Sprintf("check-out c=%d against its floor, floor", row.Concurrency), row.Floor)
+			check(fmt.Sprintf("check-out c=%d against its floor, the floor split, two calls", row.Concurrency), row.TwoCalls)
+			check(fmt.Sprintf("check-out c=%d against its floor, the floor split, one call", row.Concurrency), row.OneCall)
 		}
 	}
 	if tr := r.Tracing; tr != nil {

@@ -13,15 +13,31 @@
 // circulation-storage do on top of it is what the benchmark's
 // service ÷ floor ratio (scenario 14) measures. It is not a product.
 //
+// Run as two processes, it is the same floor with the product's hop
+// between a front that takes the check-out and a back that sends the
+// statements, as circulation and storage are, and nothing else on top:
+// ROLE=back serves the check-out whole (POST /floor/check-out), and
+// validation's read and the write apart (POST /floor/read, POST
+// /floor/write); ROLE=front-one answers the check-out with one call to
+// the back at BACK_URL, the whole check-out; ROLE=front-two with two,
+// the read and then the write, the loan made in between, as circulation
+// asks storage today. The benchmark sets each beside the floor, so that
+// what the hop itself costs, and what a check-out asking storage once
+// could reach, are measured apart from what the services add.
+//
 // Environment: HTTP_ADDR, DATABASE_URL, TENANT (the tenant whose library
 // it lends from, in the shared tables), POOL_SIZE (as storage's
 // DB_MAX_CONNS: a check-out's statements run on storage's main pool, at
-// the server's synchronous_commit).
+// the server's synchronous_commit), ROLE and BACK_URL (above).
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -57,6 +73,216 @@ type writeRow struct {
 	Full   bool
 }
 
+// checkOutRequest is the check-out's body, as a kiosk posts it.
+type checkOutRequest struct {
+	ItemBarcode    string `json:"itemBarcode"`
+	UserBarcode    string `json:"userBarcode"`
+	ServicePointID string `json:"servicePointId"`
+}
+
+// lending is what the write needs of validation's read: the loan, made
+// from the patron, the item and the loan policy's period, and the item's
+// version it is fenced by.
+type lending struct {
+	Loan        json.RawMessage `json:"loan"`
+	LoanID      string          `json:"loanId"`
+	PatronID    string          `json:"patronId"`
+	ItemID      string          `json:"itemId"`
+	ItemVersion int             `json:"itemVersion"`
+	ItemBarcode string          `json:"itemBarcode"`
+	SPID        string          `json:"servicePointId"`
+}
+
+// errRefused is a check-out the floor does not lend: nothing found, or
+// nothing written.
+var errRefused = errors.New("cannot check out")
+
+// floor sends the check-out's statements.
+type floor struct {
+	pool   *pgxpool.Pool
+	tenant string
+	st     checkoutsql.Statements
+	byWhom []byte
+}
+
+// read is validation's read, lean (the bench's tenant has no gate row).
+func (f *floor) read(ctx context.Context, req checkOutRequest) (checkoutsql.ReadRow, error) {
+	rows, _ := f.pool.Query(ctx, f.st.ReadLean.SQL, f.st.ReadLean.Bind(pgx.StrictNamedArgs{"user_barcode": req.UserBarcode,
+		"item_barcode": req.ItemBarcode, "enforce_unscoped": true, "tenant": f.tenant}))
+	return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkoutsql.ReadRow])
+}
+
+// lend makes the loan of req from validation's read.
+func lend(req checkOutRequest, read checkoutsql.ReadRow) (lending, error) {
+	var patron struct {
+		ID    string `json:"id"`
+		Group string `json:"patronGroup"`
+	}
+	var item struct {
+		ID      string `json:"id"`
+		Version int    `json:"_version"`
+	}
+	var policy struct {
+		LoansPolicy struct {
+			Period struct {
+				Duration int    `json:"duration"`
+				Interval string `json:"intervalId"`
+			} `json:"period"`
+		} `json:"loansPolicy"`
+	}
+	if read.User == nil || read.Item == nil || read.LoanPolicy == nil || read.PolicyID == nil || read.Full ||
+		json.Unmarshal(read.User, &patron) != nil || json.Unmarshal(read.Item, &item) != nil || json.Unmarshal(read.LoanPolicy, &policy) != nil {
+		return lending{}, errRefused
+	}
+	loanDate := time.Now().UTC().Truncate(time.Millisecond)
+	// The due date as circulation computes it.
+	due := circulation.Period{Duration: policy.LoansPolicy.Period.Duration, Interval: policy.LoansPolicy.Period.Interval}.DueDate(loanDate)
+	loanID := uuid.NewString()
+	loan, err := json.Marshal(map[string]any{"id": loanID, "userId": patron.ID, "itemId": item.ID,
+		"loanDate": loanDate.Format(schemas.TimeFormat), "dueDate": due.Format(schemas.TimeFormat),
+		"action": "checkedout", "status": map[string]string{"name": schemas.LoanOpen}, "loanPolicyId": *read.PolicyID,
+		"checkoutServicePointId": req.ServicePointID, "patronGroupIdAtCheckout": patron.Group})
+	return lending{Loan: loan, LoanID: loanID, PatronID: patron.ID, ItemID: item.ID, ItemVersion: item.Version,
+		ItemBarcode: req.ItemBarcode, SPID: req.ServicePointID}, err
+}
+
+// write is the check-out's write, one batch in one implicit transaction,
+// as storage queues it (checkOutBatch, queueCheckOut): the loan stored.
+func (f *floor) write(ctx context.Context, l lending) (json.RawMessage, error) {
+	lockID, writeID := uuid.NewString(), uuid.NewString()
+	holder, _ := json.Marshal(map[string]string{"instance": "checkoutfloor", "requestId": writeID, "acquiredBy": callerUser,
+		"acquiredByModule": callerModule, "itemBarcode": l.ItemBarcode, "servicePointId": l.SPID})
+	st := f.st
+	b := &pgx.Batch{}
+	b.Queue(st.Claim, pgx.StrictNamedArgs{"tenant": f.tenant, "id": writeID, "kind": schemas.WriteCheckOut, "digest": nil})
+	b.Queue(st.OwnEvents)
+	acquired := false
+	b.Queue(st.AcquireInWrite, pgx.StrictNamedArgs{"lock_id": lockID, "user_id": l.PatronID, "ttl_ms": int64(lockTTL),
+		"holder": holder, "tenant": f.tenant}).Query(func(rows pgx.Rows) error {
+		got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+		acquired = len(got) == 1
+		return err
+	})
+	b.Queue(st.LockRows, lockID, l.PatronID, f.tenant)
+	b.Queue(st.ItemRow, l.ItemID, f.tenant)
+	var out writeRow
+	b.Queue(st.WriteLean.SQL, st.WriteLean.Bind(pgx.StrictNamedArgs{
+		"tenant": f.tenant, "loan_id": l.LoanID, "loan": l.Loan, "lock_id": lockID, "item_version": l.ItemVersion,
+		"metadata_user": callerUser, "enforce_unscoped": true, "lock_default": true,
+		"caller_user": callerUser, "caller_module": callerModule, "release": true, "lifted": []string{},
+		"refused_statuses": schemas.ItemStatusesNotCheckedOut, "write_within_ms": writeWithin, "offline": false,
+		"history": true, "by_whom": f.byWhom, "write_id": writeID})).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			// The two columns read, the others skipped (nil).
+			dest := make([]any, len(rows.FieldDescriptions()))
+			for i, fd := range rows.FieldDescriptions() {
+				switch fd.Name {
+				case "stored":
+					dest[i] = &out.Stored
+				case "full":
+					dest[i] = &out.Full
+				}
+			}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	b.Queue(st.DropInWrite, lockID, f.tenant)
+	if err := f.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	if !acquired || out.Full || out.Stored == nil {
+		return nil, errRefused
+	}
+	return out.Stored, nil
+}
+
+// checkOut is the whole check-out in one process: read, lend, write.
+func (f *floor) checkOut(ctx context.Context, req checkOutRequest) (json.RawMessage, error) {
+	read, err := f.read(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	l, err := lend(req, read)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := f.write(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	return answer(stored, read.Item, read.User), nil
+}
+
+// answer is the loan with its item and borrower, as circulation answers
+// it.
+func answer(stored, item, user json.RawMessage) json.RawMessage {
+	body := append(stored[:len(stored)-1:len(stored)-1], `,"item":`...)
+	body = append(append(append(body, item...), `,"borrower":`...), user...)
+	return append(body, '}')
+}
+
+// serve answers a POST whose body decodes into In with do's JSON.
+func serve[In any](status int, do func(ctx context.Context, in In) (json.RawMessage, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in In
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		out, err := do(r.Context(), in)
+		switch {
+		case errors.Is(err, errRefused):
+			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			return
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(out)
+	}
+}
+
+// back is the back's client, as circulation's of storage keeps its
+// connections.
+type back struct {
+	url    string
+	client *http.Client
+}
+
+// call posts in to the back's path and answers its JSON, a status not
+// want an error.
+func (b back) call(ctx context.Context, path string, in any, want int) (json.RawMessage, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := b.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	switch {
+	case err != nil:
+		return nil, err
+	case res.StatusCode == http.StatusUnprocessableEntity:
+		return nil, errRefused
+	case res.StatusCode != want:
+		return nil, fmt.Errorf("%s: %d %s", path, res.StatusCode, out)
+	}
+	return out, nil
+}
+
 func main() {
 	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
 	if err != nil {
@@ -73,116 +299,54 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	tenant := os.Getenv("TENANT")
-	st := checkoutsql.CheckOut()
 	byWhom, _ := json.Marshal(map[string]string{"acquiredBy": callerUser, "acquiredByModule": callerModule})
+	f := &floor{pool: pool, tenant: os.Getenv("TENANT"), st: checkoutsql.CheckOut(), byWhom: byWhom}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = 256, 256
+	b := back{url: os.Getenv("BACK_URL"), client: &http.Client{Transport: transport}}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.HandleFunc("POST /circulation/check-out-by-barcode", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			ItemBarcode    string `json:"itemBarcode"`
-			UserBarcode    string `json:"userBarcode"`
-			ServicePointID string `json:"servicePointId"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		ctx := r.Context()
-		// Validation's read, lean (the bench's tenant has no gate row).
-		rows, _ := pool.Query(ctx, st.ReadLean.SQL, st.ReadLean.Bind(pgx.StrictNamedArgs{"user_barcode": req.UserBarcode,
-			"item_barcode": req.ItemBarcode, "enforce_unscoped": true, "tenant": tenant}))
-		read, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkoutsql.ReadRow])
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		var patron struct {
-			ID    string `json:"id"`
-			Group string `json:"patronGroup"`
-		}
-		var item struct {
-			ID      string `json:"id"`
-			Version int    `json:"_version"`
-		}
-		var policy struct {
-			LoansPolicy struct {
-				Period struct {
-					Duration int    `json:"duration"`
-					Interval string `json:"intervalId"`
-				} `json:"period"`
-			} `json:"loansPolicy"`
-		}
-		if read.User == nil || read.Item == nil || read.LoanPolicy == nil || read.PolicyID == nil || read.Full ||
-			json.Unmarshal(read.User, &patron) != nil || json.Unmarshal(read.Item, &item) != nil || json.Unmarshal(read.LoanPolicy, &policy) != nil {
-			http.Error(w, "cannot check out", http.StatusUnprocessableEntity)
-			return
-		}
-		loanDate := time.Now().UTC().Truncate(time.Millisecond)
-		// The due date as circulation computes it.
-		due := circulation.Period{Duration: policy.LoansPolicy.Period.Duration, Interval: policy.LoansPolicy.Period.Interval}.DueDate(loanDate)
-		loanID, lockID, writeID := uuid.NewString(), uuid.NewString(), uuid.NewString()
-		loan, _ := json.Marshal(map[string]any{"id": loanID, "userId": patron.ID, "itemId": item.ID,
-			"loanDate": loanDate.Format(schemas.TimeFormat), "dueDate": due.Format(schemas.TimeFormat),
-			"action": "checkedout", "status": map[string]string{"name": schemas.LoanOpen}, "loanPolicyId": *read.PolicyID,
-			"checkoutServicePointId": req.ServicePointID, "patronGroupIdAtCheckout": patron.Group})
-		holder, _ := json.Marshal(map[string]string{"instance": "checkoutfloor", "requestId": writeID, "acquiredBy": callerUser,
-			"acquiredByModule": callerModule, "itemBarcode": req.ItemBarcode, "servicePointId": req.ServicePointID})
-
-		// The write, one batch in one implicit transaction, as storage
-		// queues it (checkOutBatch, queueCheckOut).
-		b := &pgx.Batch{}
-		b.Queue(st.Claim, pgx.StrictNamedArgs{"tenant": tenant, "id": writeID, "kind": schemas.WriteCheckOut, "digest": nil})
-		b.Queue(st.OwnEvents)
-		acquired := false
-		b.Queue(st.AcquireInWrite, pgx.StrictNamedArgs{"lock_id": lockID, "user_id": patron.ID, "ttl_ms": int64(lockTTL),
-			"holder": holder, "tenant": tenant}).Query(func(rows pgx.Rows) error {
-			got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
-			acquired = len(got) == 1
-			return err
-		})
-		b.Queue(st.LockRows, lockID, patron.ID, tenant)
-		b.Queue(st.ItemRow, item.ID, tenant)
-		var out writeRow
-		b.Queue(st.WriteLean.SQL, st.WriteLean.Bind(pgx.StrictNamedArgs{
-			"tenant": tenant, "loan_id": loanID, "loan": loan, "lock_id": lockID, "item_version": item.Version,
-			"metadata_user": callerUser, "enforce_unscoped": true, "lock_default": true,
-			"caller_user": callerUser, "caller_module": callerModule, "release": true, "lifted": []string{},
-			"refused_statuses": schemas.ItemStatusesNotCheckedOut, "write_within_ms": writeWithin, "offline": false,
-			"history": true, "by_whom": byWhom, "write_id": writeID})).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				// The two columns read, the others skipped (nil).
-				dest := make([]any, len(rows.FieldDescriptions()))
-				for i, f := range rows.FieldDescriptions() {
-					switch f.Name {
-					case "stored":
-						dest[i] = &out.Stored
-					case "full":
-						dest[i] = &out.Full
-					}
-				}
-				if err := rows.Scan(dest...); err != nil {
-					return err
-				}
+	const checkOut = "POST /circulation/check-out-by-barcode"
+	switch role := os.Getenv("ROLE"); role {
+	case "":
+		mux.Handle(checkOut, serve(http.StatusCreated, f.checkOut))
+	case "back":
+		mux.Handle("POST /floor/check-out", serve(http.StatusCreated, f.checkOut))
+		mux.Handle("POST /floor/read", serve(http.StatusOK, func(ctx context.Context, req checkOutRequest) (json.RawMessage, error) {
+			read, err := f.read(ctx, req)
+			if err != nil {
+				return nil, err
 			}
-			return rows.Err()
-		})
-		b.Queue(st.DropInWrite, lockID, tenant)
-		if err := pool.SendBatch(ctx, b).Close(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		if !acquired || out.Full || out.Stored == nil {
-			http.Error(w, "nothing written", http.StatusUnprocessableEntity)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		// The loan with its item and borrower, as circulation answers it.
-		body := append(out.Stored[:len(out.Stored)-1:len(out.Stored)-1], `,"item":`...)
-		body = append(append(append(body, read.Item...), `,"borrower":`...), read.User...)
-		_, _ = w.Write(append(body, '}'))
-	})
+			return json.Marshal(read)
+		}))
+		mux.Handle("POST /floor/write", serve(http.StatusCreated, f.write))
+	case "front-one":
+		mux.Handle(checkOut, serve(http.StatusCreated, func(ctx context.Context, req checkOutRequest) (json.RawMessage, error) {
+			return b.call(ctx, "/floor/check-out", req, http.StatusCreated)
+		}))
+	case "front-two":
+		mux.Handle(checkOut, serve(http.StatusCreated, func(ctx context.Context, req checkOutRequest) (json.RawMessage, error) {
+			out, err := b.call(ctx, "/floor/read", req, http.StatusOK)
+			if err != nil {
+				return nil, err
+			}
+			var read checkoutsql.ReadRow
+			if err := json.Unmarshal(out, &read); err != nil {
+				return nil, err
+			}
+			l, err := lend(req, read)
+			if err != nil {
+				return nil, err
+			}
+			stored, err := b.call(ctx, "/floor/write", l, http.StatusCreated)
+			if err != nil {
+				return nil, err
+			}
+			return answer(stored, read.Item, read.User), nil
+		}))
+	default:
+		log.Fatalf("ROLE %q: none, back, front-one or front-two", role)
+	}
 	log.Fatal(http.ListenAndServe(os.Getenv("HTTP_ADDR"), mux))
 }
