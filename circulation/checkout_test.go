@@ -220,6 +220,13 @@ func withoutWaitAtStorage() stackOption {
 	return func(cfg *stackConfig, _ *clock) { cfg.service.WaitAtStorage = false }
 }
 
+// withSettleTimeout sends a write whose answer was lost again for up to
+// d, rather than the stack's half a second: for a test whose resent
+// write must be answered, however loaded the machine.
+func withSettleTimeout(d time.Duration) stackOption {
+	return func(cfg *stackConfig, _ *clock) { cfg.service.SettleTimeout = d }
+}
+
 // withStorageEnv runs the stack's storage with env ("NAME=value").
 func withStorageEnv(env ...string) stackOption {
 	return func(cfg *stackConfig, _ *clock) { cfg.storageEnv = append(cfg.storageEnv, env...) }

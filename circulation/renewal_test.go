@@ -17,10 +17,10 @@ const renewPolicy = "66666666-6666-4666-8666-00000000000e"
 
 // renewStack is a stack whose rules lend for 3 weeks under a policy that
 // renews, as extra says (over: renewable, twice, from the due date, for a
-// different period of one week).
-func renewStack(t *testing.T, extra map[string]any) *stack {
+// different period of one week), built with opts.
+func renewStack(t *testing.T, extra map[string]any, opts ...stackOption) *stack {
 	t.Helper()
-	s := newStack(t, lockOn)
+	s := newStack(t, lockOn, opts...)
 	policy := map[string]any{"renewable": true, "renewalsPolicy": map[string]any{"numberAllowed": 2, "renewFromId": "CURRENT_DUE_DATE",
 		"differentPeriod": true, "period": map[string]any{"duration": 1, "intervalId": "Weeks"}}}
 	for k, v := range extra {
@@ -284,7 +284,10 @@ func TestTwoRenewalsAtOnceRenewOnce(t *testing.T) {
 // once).
 func TestALostRenewalIsNotAnotherRenewalsDone(t *testing.T) {
 	t.Parallel()
-	s := renewStack(t, map[string]any{"renewalsPolicy": map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"}})
+	// The lost write is sent again until it is answered: half a second
+	// is not always enough on a loaded machine.
+	s := renewStack(t, map[string]any{"renewalsPolicy": map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"}},
+		withSettleTimeout(10*time.Second))
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatal(err)
 	}

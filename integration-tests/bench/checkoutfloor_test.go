@@ -91,6 +91,10 @@ func benchCheckOutFloor(t *testing.T, p plan, env []string) CheckOutFloor {
 	frontOne := harness.StartBinary(t, "checkoutfloor-front-one", bin, "ROLE=front-one", "BACK_URL="+back.URL())
 	defer frontOne.Stop()
 	rounds, slice, concurrencies := checkOutFloorShape(p)
+	warmUp := 4 * slice
+	if *smoke {
+		warmUp = slice
+	}
 	// Enough for every slice on a quiet machine: the four sides' 21
 	// slices of half a second at each of three concurrencies take some
 	// 100,000 at 1,000 check-outs a second.
@@ -130,11 +134,11 @@ func benchCheckOutFloor(t *testing.T, p plan, env []string) CheckOutFloor {
 		for i, side := range sides {
 			hists[i] = &histPair{h: newHist()}
 			// An unmeasured warm-up each at the new concurrency, four
-			// slices long: the connections it opens, and the statements
-			// their backends prepare and plan (some 50 ms of
-			// PostgreSQL's CPU for each new connection of storage's),
-			// are no slice's cost.
-			attack(t, side.targeter, conc, 4*slice)
+			// slices long (one in a smoke run): the connections it
+			// opens, and the statements their backends prepare and plan
+			// (some 50 ms of PostgreSQL's CPU for each new connection
+			// of storage's), are no slice's cost.
+			attack(t, side.targeter, conc, warmUp)
 		}
 		for round := range rounds {
 			throughput := make([]float64, len(sides))
