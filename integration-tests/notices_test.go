@@ -87,6 +87,15 @@ func useNoticePolicy(t *testing.T, c *harness.Cluster, loanPolicy string, loanNo
 	return out.ID
 }
 
+// useReceipts gives the library's loans a receipt on check-out: a
+// template "Checked out: <the item's barcode>", "Due <the due date>.", in
+// the notice policy useNoticePolicy makes the rules' fallback.
+func useReceipts(t *testing.T, c *harness.Cluster, lib harness.Library) {
+	t.Helper()
+	receipt := noticeTemplate(t, c, "Receipt", "Checked out: {{item.barcode}}", "Due {{loan.dueDate}}.")
+	useNoticePolicy(t, c, lib.PolicyID, []map[string]any{noticeOn(receipt, schemas.NoticeCheckOut, schemas.NoticeUponAt, nil)}, nil)
+}
+
 // giveEmail sets the patron's (barcode) email address, and first name,
 // and answers the address.
 func giveEmail(t *testing.T, c *harness.Cluster, barcode string) string {
@@ -286,8 +295,7 @@ func TestAPatronWithoutEmailIsRecordedNotRetried(t *testing.T) {
 	mail, c := noticeCluster(t, 1, "NOTICE_FIRST_RETRY=10ms")
 	lib := c.SetupLibrary(2, 1, 0)
 	address := giveEmail(t, c, lib.Patrons[0])
-	receipt := noticeTemplate(t, c, "Receipt", "Checked out: {{item.barcode}}", "Due {{loan.dueDate}}.")
-	useNoticePolicy(t, c, lib.PolicyID, []map[string]any{noticeOn(receipt, schemas.NoticeCheckOut, schemas.NoticeUponAt, nil)}, nil)
+	useReceipts(t, c, lib)
 	c.CheckOut(0, lib.Items[0][0], lib.Patrons[0]).Want(t, http.StatusCreated)
 	var loan struct{ ID string }
 	c.CheckOut(0, lib.Items[1][0], lib.Patrons[1]).Want(t, http.StatusCreated).Decode(t, &loan)
@@ -467,8 +475,7 @@ func TestANoticeSentButNotRecordedIsMailedOnce(t *testing.T) {
 	mail, c := noticeCluster(t, 1)
 	lib := c.SetupLibrary(1, 1, 0)
 	giveEmail(t, c, lib.Patrons[0])
-	receipt := noticeTemplate(t, c, "Receipt", "Checked out: {{item.barcode}}", "Due {{loan.dueDate}}.")
-	useNoticePolicy(t, c, lib.PolicyID, []map[string]any{noticeOn(receipt, schemas.NoticeCheckOut, schemas.NoticeUponAt, nil)}, nil)
+	useReceipts(t, c, lib)
 	ctx := context.Background()
 	// The trigger, its function and its count of the records tried in
 	// the shared tables' schema, whatever a connection's search_path.
@@ -522,8 +529,7 @@ func TestANoticeThatCannotBeSentIsADeadLetterOnTheConsole(t *testing.T) {
 		StorageEnv: []string{"NOTICE_SMTP_ADDR=" + harness.FreeAddr(t), "NOTICE_INTERVAL=50ms", "NOTICE_FIRST_RETRY=10ms", "NOTICE_MAX_ATTEMPTS=2"}})
 	lib := c.SetupLibrary(1, 1, 0)
 	giveEmail(t, c, lib.Patrons[0])
-	receipt := noticeTemplate(t, c, "Receipt", "Checked out: {{item.barcode}}", "Due {{loan.dueDate}}.")
-	useNoticePolicy(t, c, lib.PolicyID, []map[string]any{noticeOn(receipt, schemas.NoticeCheckOut, schemas.NoticeUponAt, nil)}, nil)
+	useReceipts(t, c, lib)
 	var loan struct{ ID string }
 	c.CheckOut(0, lib.Items[0][0], lib.Patrons[0]).Want(t, http.StatusCreated).Decode(t, &loan)
 	var n []scheduledNotice

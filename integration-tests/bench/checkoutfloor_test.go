@@ -75,6 +75,20 @@ func checkOutFloorShape(p plan) (rounds int, slice time.Duration, concurrencies 
 	return 20, 500 * time.Millisecond, []int{1, 8, 32}
 }
 
+// checkOutFloorSides is how many sides scenario 14 measures: the
+// service, the floor, and the floor split asking twice and once.
+const checkOutFloorSides = 4
+
+// checkOutFloorPopulation is how many patrons scenario 14 needs: every
+// side's warm-up and rounds at every concurrency, each check-out a patron
+// of its own, at 2,000 check-outs a second (the fastest side's rate on a
+// quick machine, 1,000 at c = 32, with a margin of half); a run that
+// used them up would fail rather than measure repeat check-outs.
+func checkOutFloorPopulation(rounds int, slice, warmUp time.Duration, concurrencies int) int {
+	perSide := time.Duration(rounds)*slice + warmUp
+	return int(2000 * perSide.Seconds() * float64(checkOutFloorSides*concurrencies))
+}
+
 // benchCheckOutFloor is scenario 14.
 func benchCheckOutFloor(t *testing.T, p plan, env []string) CheckOutFloor {
 	t.Helper()
@@ -95,14 +109,7 @@ func benchCheckOutFloor(t *testing.T, p plan, env []string) CheckOutFloor {
 	if *smoke {
 		warmUp = slice
 	}
-	// Enough for every slice on a quiet machine: the four sides' 21
-	// slices of half a second at each of three concurrencies take some
-	// 100,000 at 1,000 check-outs a second.
-	population := 150_000
-	if *smoke {
-		population = 5_000
-	}
-	pop := populate(t, c, population, 0)
+	pop := populate(t, c, checkOutFloorPopulation(rounds, slice, warmUp, len(concurrencies)), 0)
 	analyze(t, c)
 	// Every side is sent the same check-outs, of the same population: the
 	// patrons are handed out once, whichever side takes them.
@@ -118,7 +125,7 @@ func benchCheckOutFloor(t *testing.T, p plan, env []string) CheckOutFloor {
 	}
 	// The sides, in the order of the row's figures: the service, the
 	// floor, the floor asking its back twice, and once.
-	sides := []struct {
+	sides := [checkOutFloorSides]struct {
 		targeter          vegeta.Targeter
 		front, back       *harness.Process
 		oneProcess, split bool

@@ -13,7 +13,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	sdkresource "go.opentelemetry.io/otel/sdk/resource"
@@ -84,62 +83,41 @@ func Tracer() trace.Tracer {
 	return noop.Tracer{}
 }
 
-// Transport wraps base, while tracing is on, so that each call is a client
-// span of its own, named prefix, method and path, in the caller's trace,
-// which the called service continues (traceparent). The span ends when the
-// answer's headers arrive. It is the services' own rather than otelhttp's
-// transport, which clones every request and works out metrics' attributes
-// the services do not record (docs/bench/history.md §6i).
-func Transport(base http.RoundTripper, prefix string) http.RoundTripper {
+// Transport wraps base, while tracing is on, so that each call carries
+// its caller's trace context (traceparent): the called service's span of
+// the request continues the caller's span. A call has no span of its own.
+// A client span would time the call from the caller's side, the wire
+// included, but costs a span's start, end and export on every call, and
+// tracing every check-out is to cost it no more than 5 % of its CPU
+// (BENCHMARKS.md §15); the called service's span times its answer, and
+// what the wire took is the gap around it. It is the services' own
+// rather than otelhttp's transport, which clones every request and works
+// out metrics' attributes the services do not record
+// (docs/bench/history.md §6i).
+func Transport(base http.RoundTripper) http.RoundTripper {
 	if !On() {
 		return base
 	}
-	return &transport{base: base, prefix: prefix}
+	return &transport{base: base}
 }
 
-type transport struct {
-	base   http.RoundTripper
-	prefix string
-}
+type transport struct{ base http.RoundTripper }
 
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	method, path := r.Method, r.URL.Path
-	ctx, span := Tracer().Start(r.Context(), t.prefix+method+" "+path, clientSpan...)
+	ctx := r.Context()
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return t.base.RoundTrip(r)
+	}
 	// A RoundTripper must not change its caller's request: the headers
 	// are copied before traceparent is added.
 	r = r.WithContext(ctx)
 	r.Header = r.Header.Clone()
+	if r.Header == nil {
+		r.Header = http.Header{}
+	}
 	traceContext.Inject(ctx, propagation.HeaderCarrier(r.Header))
-	ended := false
-	defer func() {
-		// The base transport panicked: the span ends all the same, as an
-		// error, and the panic goes on.
-		if !ended {
-			span.SetStatus(codes.Error, "the transport panicked")
-			span.End()
-		}
-	}()
-	res, err := t.base.RoundTrip(r)
-	ended = true
-	// The attributes in one call, once the status is known: the span's
-	// attributes are allocated once, at their size.
-	if err != nil {
-		span.SetAttributes(attribute.String("http.request.method", method), attribute.String("url.path", path))
-		span.SetStatus(codes.Error, err.Error())
-		span.End()
-		return res, err
-	}
-	span.SetAttributes(attribute.String("http.request.method", method), attribute.String("url.path", path),
-		attribute.Int("http.response.status_code", res.StatusCode))
-	if res.StatusCode >= 500 {
-		span.SetStatus(codes.Error, http.StatusText(res.StatusCode))
-	}
-	span.End()
-	return res, nil
+	return t.base.RoundTrip(r)
 }
-
-// clientSpan are a client span's start options, made once.
-var clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
 
 // traceContext is the propagator Start installs (W3C trace context), used
 // directly rather than looked up through OpenTelemetry's global for every

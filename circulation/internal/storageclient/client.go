@@ -62,9 +62,9 @@ func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
 	transport.MaxIdleConns = 256
 	transport.MaxIdleConnsPerHost = 256
 	transport.IdleConnTimeout = 90 * time.Second
-	// Each call a span of its own while tracing is on, in the check-out's trace,
+	// While tracing is on each call carries the check-out's trace,
 	// which storage continues (traceparent).
-	rt := tracing.Transport(transport, "storage ")
+	rt := tracing.Transport(transport)
 	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Transport: rt}, timeout: timeout,
 		logger: slog.New(slog.DiscardHandler)}
 }

@@ -41,9 +41,9 @@ func New(baseURL string, timeout time.Duration, roots *x509.CertPool) *Client {
 	if roots != nil {
 		transport.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
-	// Each call a span of its own while tracing is on, under the message's,
+	// While tracing is on each call carries the message's trace,
 	// which circulation continues (traceparent).
-	rt := tracing.Transport(transport, "circulation ")
+	rt := tracing.Transport(transport)
 	return &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Timeout: timeout, Transport: rt}}
 }
 
