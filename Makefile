@@ -42,7 +42,7 @@ BENCH_BASELINE ?= 86c6f12
 # check-out traced, its spans sent to a sink of the bench's own, against the
 # same untraced, alternating, at c = 1 and 4: CPU per check-out by party and
 # the traced/untraced ratios) alone, in about two minutes (BENCH_ROUNDS and
-# BENCH_SLICE shape it too; 0: ten rounds of 2 s).
+# BENCH_SLICE shape it too; 0: forty rounds of 500 ms).
 BENCH_ONLY ?=
 # BENCH_TENANTS is how many tenants scenario 7 (BENCH_ONLY=tenants alone)
 # initialises.

@@ -403,12 +403,12 @@ func alternate(t *testing.T, clusters [2]*harness.Cluster, pops [2]*population, 
 	var cpu [2]CPUPerCheckOut
 	var a alternation
 	if !*smoke {
-		// An unmeasured slice each at the new concurrency: the
-		// connections it opens, and the statements their backends plan
-		// (some 50 ms of PostgreSQL's CPU for each new connection of
-		// storage's, §14), are no slice's cost.
+		// An unmeasured slice each at the new concurrency, at least 2 s
+		// long: the connections it opens, and the statements their
+		// backends plan (some 50 ms of PostgreSQL's CPU for each new
+		// connection of storage's, §14), are no slice's cost.
 		for i, c := range clusters {
-			attack(t, checkOutTargeter(c, pops[i], 1), conc, slice)
+			attack(t, checkOutTargeter(c, pops[i], 1), conc, max(slice, 2*time.Second))
 		}
 	}
 	for round := range rounds {

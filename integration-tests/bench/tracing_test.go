@@ -40,10 +40,12 @@ type TracingRow struct {
 
 // tracingRounds and tracingSlice are scenario 15's shape unless
 // -bench.rounds says otherwise: many short rounds, for a ratio of a few
-// per cent.
+// per cent. Forty of half a second spread a run's medians less than ten of
+// two seconds (×1.018–1.029 in two runs against ×1.008–1.067 in six,
+// BENCHMARKS.md §15): the machine's moods fall on both clusters alike.
 const (
-	tracingRounds = 10
-	tracingSlice  = 2 * time.Second
+	tracingRounds = 40
+	tracingSlice  = 500 * time.Millisecond
 )
 
 func benchTracing(t *testing.T, p plan, env []string) Tracing {
@@ -58,11 +60,12 @@ func benchTracing(t *testing.T, p plan, env []string) Tracing {
 	case *baRounds > 0:
 		rounds, slice = *baRounds, *baSlice
 	}
-	// Every check-out takes a patron of its own: enough for the rounds at
-	// a few hundred check-outs a second.
+	// Every check-out takes a patron of its own: enough for the rounds and
+	// alternate's warm-up (2 s) at both concurrencies, at up to 1,500
+	// check-outs a second.
 	n := p.population / 2
 	if !*smoke {
-		n = max(n, int(float64(rounds)*slice.Seconds()*2*1500))
+		n = max(n, int((float64(rounds)*slice.Seconds()+2)*2*1500))
 	}
 	pops := [2]*population{populate(t, untracedC, n, 0), populate(t, tracedC, n, 0)}
 	analyze(t, untracedC)
