@@ -390,12 +390,20 @@ type alternation struct {
 	roundP50Ratio, roundCPURatio float64
 }
 
+// alternateWarmUp is how long alternate's unmeasured slice at each new
+// concurrency lasts, each cluster's: at least 2 s, so that the
+// connections it opens, and the statements their backends plan (some
+// 50 ms of PostgreSQL's CPU for each new connection of storage's, §14),
+// are no slice's cost.
+func alternateWarmUp(slice time.Duration) time.Duration { return max(slice, 2*time.Second) }
+
 // alternate runs uncontended check-outs at conc through each of two
 // clusters in turn, a slice each, for rounds rounds, each cluster going
 // first in every other round, each check-out taking a patron of its
-// cluster's population, after an unmeasured slice each; and samples the
-// CPU each slice costs, PostgreSQL's that of the server whose postmaster
-// is postmaster (sampleServerCPU; 0: every postgres process). Scenario 6 compares two versions so, and
+// cluster's population, after an unmeasured slice each
+// (alternateWarmUp); and samples the CPU each slice costs, PostgreSQL's
+// that of the server whose postmaster is postmaster (sampleServerCPU; 0:
+// every postgres process). Scenario 6 compares two versions so, and
 // scenario 15 tracing against none.
 func alternate(t *testing.T, clusters [2]*harness.Cluster, pops [2]*population, conc, rounds int, slice time.Duration, postmaster int) alternation {
 	t.Helper()
@@ -403,12 +411,8 @@ func alternate(t *testing.T, clusters [2]*harness.Cluster, pops [2]*population, 
 	var cpu [2]CPUPerCheckOut
 	var a alternation
 	if !*smoke {
-		// An unmeasured slice each at the new concurrency, at least 2 s
-		// long: the connections it opens, and the statements their
-		// backends plan (some 50 ms of PostgreSQL's CPU for each new
-		// connection of storage's, §14), are no slice's cost.
 		for i, c := range clusters {
-			attack(t, checkOutTargeter(c, pops[i], 1), conc, max(slice, 2*time.Second))
+			attack(t, checkOutTargeter(c, pops[i], 1), conc, alternateWarmUp(slice))
 		}
 	}
 	for round := range rounds {

@@ -61,11 +61,12 @@ func benchTracing(t *testing.T, p plan, env []string) Tracing {
 		rounds, slice = *baRounds, *baSlice
 	}
 	// Every check-out takes a patron of its own: enough for the rounds and
-	// alternate's warm-up (2 s) at both concurrencies, at up to 1,500
+	// alternate's warm-up at both concurrencies, at up to 1,500
 	// check-outs a second.
 	n := p.population / 2
 	if !*smoke {
-		n = max(n, int((float64(rounds)*slice.Seconds()+2)*2*1500))
+		perConcurrency := time.Duration(rounds)*slice + alternateWarmUp(slice)
+		n = max(n, int(perConcurrency.Seconds()*2*1500))
 	}
 	pops := [2]*population{populate(t, untracedC, n, 0), populate(t, tracedC, n, 0)}
 	analyze(t, untracedC)
