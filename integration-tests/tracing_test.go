@@ -108,9 +108,9 @@ func (col *collector) trace(traceID string) []span {
 // storage's answer to each of its two calls (validation's read and the
 // write), continuing the request's span, the lock's wait and the SQL
 // statements, each span's parent in the trace and the first one's the
-// caller's. The lock list and
-// the lock history keep the traces of a lock's acquisition and of a wait
-// in vain, and the console links them to the trace viewer (TRACE_URL).
+// caller's. The lock list and the lock history keep the traces of a
+// lock's acquisition and of a wait in vain, and the console links them to
+// the trace viewer (TRACE_URL).
 func TestACheckOutIsOneTraceFromRequestToSQL(t *testing.T) {
 	t.Parallel()
 	col := startCollector(t)
