@@ -647,6 +647,9 @@ func (r *runner) mutated(ctx context.Context, j *job) result {
 	case err == nil:
 		res.status, res.detail = survived, "the tests passed with the mutation in"
 		r.print(fmt.Sprintf("\n--- %s survived%s ---\n%s\n", m.Name, suffix(m.Why), tail(out, 15)))
+	case errors.As(err, new(baseBuildError)):
+		res.status, res.detail = broken, err.Error()
+		r.print(fmt.Sprintf("\n--- %s: its tests do not build unmodified ---\n%s\n", m.Name, tail(out, 20)))
 	case errors.As(err, new(buildError)):
 		res.status, res.detail = broken, "the mutated code does not build: "+firstLine(out)
 		r.print(fmt.Sprintf("\n--- %s does not build ---\n%s\n", m.Name, tail(out, 20)))

@@ -181,6 +181,28 @@ func TestABaselineFailureConcernsOnlyItsTests(t *testing.T) {
 	}
 }
 
+// TestAMutationWhoseTestsDoNotBuildUnmodifiedIsBroken: when the test
+// binary of the unmodified tree does not build, the mutation's tests
+// never ran: it is broken, never killed.
+func TestAMutationWhoseTestsDoNotBuildUnmodifiedIsBroken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test")
+	}
+	t.Parallel()
+	files := lessModule()
+	files["m_test.go"] += "\nvar _ = Nope\n"
+	dir := writeModule(t, files)
+	m := &mutation{Name: "boundary", File: "m.go", Module: dir, Packages: []string{"."}, Timeout: time.Minute, From: "a < b", To: "a <= b"}
+	r := &runner{root: dir, tmp: t.TempDir(), workers: 1}
+	results, err := r.runAll(context.Background(), []*mutation{m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := results[0]; res.status != broken || !strings.Contains(res.detail, "the unmodified tests of") {
+		t.Errorf("%s: %s (%s), want %s, its unmodified tests not building", res.m.Name, res.status, res.detail, broken)
+	}
+}
+
 // writeModule writes each file of files, by name, into a temporary
 // directory, and returns the directory.
 // lessModule is a small module's files: Less, and a test that notices

@@ -87,7 +87,7 @@ func (tb *testBinaries) runTests(ctx context.Context, r testRun, dir string) ([]
 		base := tb.get(ctx, pkgDir)
 		if base.err != nil {
 			all.Write(base.out)
-			return all.Bytes(), fmt.Errorf("the unmodified tests of %s do not build: %w", pkgDir, base.err)
+			return all.Bytes(), baseBuildError{pkgDir: pkgDir, err: base.err}
 		}
 		bin := base.path
 		if r.overlay != "" && base.files[r.m.path()] {
@@ -108,6 +108,19 @@ func (tb *testBinaries) runTests(ctx context.Context, r testRun, dir string) ([]
 	}
 	return all.Bytes(), first
 }
+
+// baseBuildError is a test binary that did not build from the unmodified
+// tree (its tests do not compile, or the build was killed): the mutation's
+// tests never ran, so it is neither killed nor survived.
+type baseBuildError struct {
+	pkgDir string
+	err    error
+}
+
+func (e baseBuildError) Error() string {
+	return fmt.Sprintf("the unmodified tests of %s do not build: %v", e.pkgDir, e.err)
+}
+func (e baseBuildError) Unwrap() error { return e.err }
 
 // buildError is a test binary that did not build with the mutation in.
 type buildError struct{ err error }
