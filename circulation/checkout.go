@@ -220,6 +220,11 @@ func (s *Service) checkOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	if req.LoanDate.IsZero() {
 		req.LoanDate = s.now().UTC().Truncate(time.Millisecond)
 	}
+	if settings, cached := s.settings.Cached(ctx); cached && settings.Enabled && s.waitAtStorage && !req.Overrides.Any() {
+		if res, done, err := s.checkOutInOne(ctx, req, settings); done {
+			return res, err
+		}
+	}
 	co, settings, err := s.validateWithSettings(ctx, req)
 	if err != nil {
 		return CheckOutResult{}, err
@@ -300,6 +305,72 @@ func (s *Service) checkOutAcquiring(ctx context.Context, co checkOut, settings L
 		s.giveBack(ctx, lockID)
 	}
 	return CheckOutResult{}, err
+}
+
+// checkOutInOne is the check-out asked of storage in one call, taken when
+// the tenant's settings are known (cached), its lock is on and acquired at
+// storage, and nothing is overridden: storage reads what validation
+// reads, builds the loan, and writes it by the check-out's own write,
+// which judges every rule and acquires the patron's lock (waiting for it
+// up to the retry budget), releasing it with the loan. The write is sent
+// again with its id when its answer is lost, as write sends it
+// (Service.once).
+//
+// done is false when nothing was written and the check-out goes the
+// two-call way, which reads, words every refusal as FOLIO does, and keeps
+// the retry intervals' schedule: a refusal (a rule broken, a patron or
+// item not found), a held lock answered at once, an item changed since
+// storage read it, a call that never left, a storage without the call.
+// A held lock after storage waited out the budget ends the check-out,
+// as it ends checkOutAcquiring's; a write whose outcome is not known
+// gives its lock back and is settled by its write id (CheckOut).
+func (s *Service) checkOutInOne(ctx context.Context, req CheckOutRequest, settings LockSettings) (res CheckOutResult, done bool, err error) {
+	request := ctx
+	start := s.now()
+	acquire := LockAcquisition{TTL: settings.LockTTL, Wait: waitWithin(ctx, locksettings.Total(settings.RetryIntervals)),
+		Holder: LockHolder{Instance: s.instance, RequestID: OkapiFrom(ctx).RequestID, ItemBarcode: req.ItemBarcode, ServicePointID: req.ServicePointID}}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout+acquire.Wait)
+	defer cancel()
+	lockID, loanID := uuid.NewString(), uuid.NewString()
+	var stored CheckedOutInOne
+	err = s.once(request, ctx, func(ctx context.Context) error {
+		// The request's leaving ends the wait for the lock: storage then
+		// writes nothing, unless it had begun the write.
+		call, leave := context.WithCancel(ctx)
+		defer context.AfterFunc(request, leave)()
+		defer leave()
+		var err error
+		stored, err = s.storage.CheckOutInOne(call, req, loanID, lockID, acquire)
+		return err
+	})
+	switch {
+	case err == nil:
+	case errs.IsCode(err, schemas.CodeLockHeld) && storageWaited(err):
+		s.observer.LockNotAcquired(1, s.now().Sub(start))
+		return CheckOutResult{}, true, unableToAcquire(err, Patron{Barcode: req.UserBarcode}, 1)
+	case ambiguous(err):
+		s.logger.ErrorContext(ctx, "check-out outcome unknown: storage did not answer whether the loan was created",
+			slog.String("loan_id", loanID), slog.String("item_barcode", req.ItemBarcode), slog.Any("error", err))
+		// The write may have taken the lock and not written: give it back.
+		s.giveBack(ctx, lockID)
+		return CheckOutResult{}, true, unanswered(ctx, err, "check-out", "loanId", loanID)
+	default:
+		return CheckOutResult{}, false, nil
+	}
+	s.observer.LockAcquired(1, stored.LockWaited)
+	if stored.LockReleased {
+		s.observer.LockReleased(nil)
+	} else {
+		s.release(ctx, Lock{ID: lockID})
+	}
+	if stored.Patron == nil {
+		// Its write had landed before (sent again after its answer was
+		// lost): storage answered with its loan alone.
+		res, err := s.checkedOutBefore(ctx, req, Landed{Loan: &stored.Loan})
+		res.Locked = err == nil
+		return res, true, err
+	}
+	return CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: *stored.Patron, Locked: true}, true, nil
 }
 
 // checkOutLocked is the check-out's write under the patron's lock:

@@ -395,7 +395,7 @@ func wantNoWrites(t *testing.T, f *storagetest.Storage) {
 	wantCount(t, f, storagetest.RoutePutItem, 0)
 	wantCount(t, f, storagetest.RoutePutLoan, 0)
 	for _, c := range f.Calls() {
-		if c.Route == storagetest.RoutePostLoan && c.StorageStatus == http.StatusCreated {
+		if (c.Route == storagetest.RoutePostLoan || c.Route == storagetest.RouteCheckOut) && c.StorageStatus == http.StatusCreated {
 			t.Errorf("a loan was written: %s", c.StorageAnswer)
 		}
 	}
@@ -616,11 +616,14 @@ func TestARefusedCheckOutStillCachesTheSettingsReadWithIt(t *testing.T) {
 	wantCount(t, s.store, storagetest.RouteGetSettings, 0)
 }
 
-// TestCheckOutIsTwoCalls: a check-out under the lock makes exactly two
-// calls to storage: validation's one read (which carries the settings),
-// and the write, which acquires the patron's lock, judges every rule again
-// and releases the lock: the lock is held inside that one call.
-func TestCheckOutIsTwoCalls(t *testing.T) {
+// TestCheckOutIsOneCallOnceTheSettingsAreKnown: a check-out under the
+// lock whose tenant's settings are not known makes two calls to storage:
+// validation's one read (which carries the settings), and the write,
+// which acquires the patron's lock, judges every rule again and releases
+// the lock. Once they are known, it makes one: storage reads, builds the
+// loan and writes it by the same write. Either way the lock is held inside
+// one call.
+func TestCheckOutIsOneCallOnceTheSettingsAreKnown(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "second", Title: "Second",
@@ -628,18 +631,30 @@ func TestCheckOutIsTwoCalls(t *testing.T) {
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatalf("first check-out: %v", err)
 	}
-	// The first, its tenant's settings not cached, as the second, cached.
 	wantStrings(t, "the first check-out's calls", routes(s.store), []string{storagetest.RouteValidation, storagetest.RoutePostLoan})
+	wantAcquiredAndReleasedIn(t, s.store.Calls(), storagetest.RoutePostLoan)
 	before := len(s.store.Calls())
 	req := request()
 	req.ItemBarcode = "second"
-	if _, err := s.svc.CheckOut(okapi(t), req); err != nil {
+	res, err := s.svc.CheckOut(okapi(t), req)
+	if err != nil {
 		t.Fatalf("second check-out: %v", err)
 	}
-	wantStrings(t, "a check-out's calls", routes(s.store)[before:], []string{storagetest.RouteValidation, storagetest.RoutePostLoan})
+	wantStrings(t, "a check-out's calls once the settings are known", routes(s.store)[before:], []string{storagetest.RouteCheckOut})
+	wantAcquiredAndReleasedIn(t, s.store.Calls()[before:], storagetest.RouteCheckOut)
+	if res.Patron.ID != patronID || res.Patron.Barcode != userBarcode || res.Item.Barcode != "second" ||
+		res.Item.Status != schemas.ItemCheckedOut || !res.Locked {
+		t.Errorf("answered patron %+v, item %+v, locked %t; want the patron, the second item checked out, under the lock", res.Patron, res.Item, res.Locked)
+	}
+}
+
+// wantAcquiredAndReleasedIn fails the test unless the write among calls
+// (route) acquired the lock and released it with its loan.
+func wantAcquiredAndReleasedIn(t *testing.T, calls []storagetest.Call, route string) {
+	t.Helper()
 	var write storagetest.Call
-	for _, c := range s.store.Calls()[before:] {
-		if c.Route == storagetest.RoutePostLoan {
+	for _, c := range calls {
+		if c.Route == route {
 			write = c
 		}
 	}

@@ -42,7 +42,7 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 		ItemID:                 co.item.ID,
 		LoanDate:               co.req.LoanDate,
 		DueDate:                co.policy.Period.DueDate(co.req.LoanDate),
-		Action:                 "checkedout",
+		Action:                 schemas.LoanCheckedOut,
 		Status:                 schemas.LoanOpen,
 		LoanPolicyID:           co.policy.ID,
 		CheckoutServicePointID: co.req.ServicePointID,

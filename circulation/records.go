@@ -142,22 +142,9 @@ type Period struct {
 	Interval string // Minutes, Hours, Days, Weeks, Months
 }
 
-// DueDate is the due date of a loan made at loanDate.
+// DueDate is the due date of a loan made at loanDate (schemas.DueDate).
 func (p Period) DueDate(loanDate time.Time) time.Time {
-	n := p.Duration
-	switch p.Interval {
-	case "Minutes":
-		return loanDate.Add(time.Duration(n) * time.Minute)
-	case "Hours":
-		return loanDate.Add(time.Duration(n) * time.Hour)
-	case "Days":
-		return loanDate.AddDate(0, 0, n)
-	case "Weeks":
-		return loanDate.AddDate(0, 0, 7*n)
-	case "Months":
-		return loanDate.AddDate(0, n, 0)
-	}
-	return loanDate
+	return schemas.DueDate(loanDate, p.Duration, p.Interval)
 }
 
 // PolicyMatch is the loan policy circulation rules chose and which criteria
@@ -379,6 +366,16 @@ type CheckedOut struct {
 	LockWaited time.Duration
 }
 
+// CheckedOutInOne is a check-out asked of storage in one call, as
+// written: its loan, and the patron and the item as storage read them
+// for it (the item checked out). A check-out whose write had landed
+// before is answered with its loan alone: Patron is then nil and Item the
+// zero Item.
+type CheckedOutInOne struct {
+	CheckedOut
+	Patron *Patron
+}
+
 // Storage is what this service needs of circulation-storage. Every call acts
 // for the tenant named in ctx (see WithOkapi). Errors are *Error values:
 // KindNotFound for absent records, KindUnavailable for a storage that cannot
@@ -444,6 +441,14 @@ type Storage interface {
 	// is a LOCK_HELD error and nothing is written, and a write that
 	// writes nothing releases the lock it took (schemas.HeaderAcquireLock).
 	CheckOutItem(ctx context.Context, loan Loan, item Item, lockID string, acquire *LockAcquisition, lifted Overrides) (CheckedOut, error)
+	// CheckOutInOne is a check-out of req asked of storage in one call:
+	// storage reads what validation reads, builds the loan loanID (due
+	// by the policy's period, schemas.DueDate) and writes it as
+	// CheckOutItem does, acquiring the lock lockID on acquire's terms.
+	// What it cannot build a loan from it refuses in FOLIO's words, as
+	// the write refuses a broken rule; a storage without the call answers
+	// 404 or 405.
+	CheckOutInOne(ctx context.Context, req CheckOutRequest, loanID, lockID string, acquire LockAcquisition) (CheckedOutInOne, error)
 	// CheckInItem is a check-in's writes, in one storage transaction: the
 	// item (read at item.Version) takes the status its request queue gives
 	// it at the loan's check-in service point (Available when no request

@@ -425,6 +425,10 @@ var Routes = slices.Concat(
 		// circulation-storage: the item limit and the rules
 		stor(InterfaceLoanStorage, "GET", "/check-out-storage/validation", "circulation-storage.check-out.validation.get", "read everything a check-out's validation needs").
 			reads("itemBarcode", "userBarcode").answers(200, "check-out-validation.json"),
+		stor(InterfaceLoanStorage, "POST", "/check-out-storage/check-outs", PermissionCheckOutInOne,
+			"check an item out by barcode in one call: validation's reads and the check-out's write").
+			heeds(HeaderLockID, HeaderReleaseLock, HeaderAcquireLock, HeaderWriteID, HeaderWriteDigest).
+			takes("check-out-storage-request.json").answers(201, "check-out-storage-written.json"),
 		stor(InterfaceLoanStorage, "GET", "/check-out-storage/patron", PermissionPatronSummary,
 			"read a patron's loans out, item limit and blocks, as a self-check machine shows them").reads("userBarcode").answers(200, "patron-summary.json"),
 		stor(InterfaceLoanStorage, "GET", "/loan-storage/loans/open-count", "circulation-storage.loans.open-count.get", "count a patron's open loans").
@@ -685,6 +689,10 @@ const PermissionVerifyPin = "users.patron-pin.verify"
 // call sent again with an Idempotency-Key whose write landed.
 const PermissionWriteGet = "circulation-storage.writes.item.get"
 
+// PermissionCheckOutInOne checks an item out at storage in one call
+// (POST /check-out-storage/check-outs): circulation's check-out holds it.
+const PermissionCheckOutInOne = "circulation-storage.check-out.post"
+
 // PermissionPatronSummary reads, at storage, what a self-check machine
 // shows a patron: circulation's patron summary holds it.
 const PermissionPatronSummary = "circulation-storage.check-out.patron.get"
@@ -746,7 +754,7 @@ const (
 // check-in (an item without a loan changes alone).
 var (
 	checkOutModule = []string{
-		"circulation-storage.check-out.validation.get",
+		"circulation-storage.check-out.validation.get", PermissionCheckOutInOne,
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
 		"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
 		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get", PermissionCheckOutOverride, PermissionWriteGet,

@@ -316,6 +316,7 @@ const (
 	RoutePostLoan    = "POST /loan-storage/loans"
 	RoutePutLoan     = "PUT /loan-storage/loans/{id}"
 	RouteValidation  = "GET /check-out-storage/validation"
+	RouteCheckOut    = "POST /check-out-storage/check-outs"
 	RoutePatron      = "GET /check-out-storage/patron"
 	RouteSetPin      = "POST /patron-pin"
 	RouteVerifyPin   = "POST /patron-pin/verify"
@@ -350,7 +351,7 @@ func routeOf(method, path string) string {
 		r = method + " " + path
 	}
 	if slices.Contains([]string{RouteUsers, RouteItems, RoutePutItem, RouteLoans, RouteLoan, RoutePostLoan, RoutePutLoan,
-		RouteValidation, RoutePatron, RouteSetPin, RouteVerifyPin, RouteAcquire, RouteGetLock, RouteRelease,
+		RouteValidation, RouteCheckOut, RoutePatron, RouteSetPin, RouteVerifyPin, RouteAcquire, RouteGetLock, RouteRelease,
 		RouteGetSettings, RoutePostSetting, RoutePutSetting, RouteReady}, r) {
 		return r
 	}

@@ -31,19 +31,25 @@ import (
 // the lock it holds and whether to release it. What the write must respect
 // beyond them (the lock feature, the item limit) storage decides itself.
 func (s *Server) checkOutWrite(c echo.Context, id string, doc json.RawMessage, loan recordHeader) (storage.CheckOutWrite, error) {
-	w := storage.CheckOutWrite{LoanID: id, Loan: doc, UserID: strings.ToLower(loan.UserID)}
-	h := c.Request().Header
-	v := h.Get(ItemVersionHeader)
+	v := c.Request().Header.Get(ItemVersionHeader)
 	if v == "" {
-		return w, errs.Errorf(errs.KindInvalid, schemas.CodeCheckOutRequired,
+		return storage.CheckOutWrite{}, errs.Errorf(errs.KindInvalid, schemas.CodeCheckOutRequired,
 			"A loan is opened only by a check-out's write, which checks its item out with it: name the _version of the item read in %s "+
 				"(and the borrower's lock in %s while the check-out lock is on)", ItemVersionHeader, LockIDHeader)
 	}
 	n, err := itemVersion(ItemVersionHeader, v)
 	if err != nil {
-		return w, err
+		return storage.CheckOutWrite{}, err
 	}
-	w.ItemVersion = n
+	return s.checkOutWriteOf(c, id, doc, loan, n)
+}
+
+// checkOutWriteOf is checkOutWrite of the item at itemVersion: the
+// headers beside it (the lock, its release, an override) read and
+// checked.
+func (s *Server) checkOutWriteOf(c echo.Context, id string, doc json.RawMessage, loan recordHeader, itemVersion int) (storage.CheckOutWrite, error) {
+	w := storage.CheckOutWrite{LoanID: id, Loan: doc, UserID: strings.ToLower(loan.UserID), ItemVersion: itemVersion}
+	h := c.Request().Header
 	if err := notAhead(loan.LoanDate); err != nil {
 		return w, err
 	}

@@ -1,0 +1,220 @@
+package circulation_test
+
+import (
+	"net/http"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/circulation-storage/storagetest"
+	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
+)
+
+// A check-out whose tenant's settings are known (cached), with the lock on
+// and acquired at storage, is asked of storage in one call
+// (POST /check-out-storage/check-outs). These tests know the settings
+// first, then check out: each call the check-out makes is after before.
+
+// knowSettings has the stack's service learn its tenant's settings, as a
+// check-out before would have: it returns how many calls storage has had.
+func knowSettings(t *testing.T, s *stack) (before int) {
+	t.Helper()
+	if _, err := s.settings.Effective(okapi(t)); err != nil {
+		t.Fatalf("settings: %v", err)
+	}
+	if _, ok := s.settings.Cached(okapi(t)); !ok {
+		t.Fatal("the settings read are not cached")
+	}
+	return len(s.store.Calls())
+}
+
+// TestACheckOutInOneWritesTheLoanCirculationWould: the loan storage builds
+// in one call is the loan the two-call check-out builds and writes, field
+// for field (its borrower, dates, due by the policy's period, action,
+// status, policy, service point, patron group), but for its id and its
+// item; each item is checked out at its next version.
+func TestACheckOutInOneWritesTheLoanCirculationWould(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "second", Title: "Second",
+		Status: schemas.ItemAvailable, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
+	lent := time.Date(2026, 1, 31, 9, 15, 0, 0, time.UTC)
+	var docs []map[string]any
+	for _, barcode := range []string{itemBarcode, "second"} {
+		before := len(s.store.Calls())
+		req := request()
+		req.ItemBarcode, req.LoanDate = barcode, lent
+		res, err := s.svc.CheckOut(okapi(t), req)
+		if err != nil {
+			t.Fatalf("check-out of %s: %v", barcode, err)
+		}
+		var doc map[string]any
+		s.store.Send(http.MethodGet, "/loan-storage/loans/"+res.Loan.ID, nil, &doc, http.StatusOK)
+		docs = append(docs, doc)
+		if barcode == "second" {
+			wantStrings(t, "the second check-out's calls", routes(s.store)[before:], []string{storagetest.RouteCheckOut})
+			if !res.Loan.DueDate.Equal(lent.AddDate(0, 0, 21)) || res.Item.Status != schemas.ItemCheckedOut || res.Item.Version != 2 {
+				t.Errorf("answered due %s, item %+v; want due in three weeks, the item checked out at version 2", res.Loan.DueDate, res.Item)
+			}
+		}
+	}
+	for _, doc := range docs {
+		for _, field := range []string{"id", "itemId", "metadata"} {
+			delete(doc, field)
+		}
+	}
+	if !reflect.DeepEqual(docs[0], docs[1]) {
+		t.Errorf("the loan written in two calls:\n%v\nin one:\n%v", docs[0], docs[1])
+	}
+	if docs[1]["dueDate"] != "2026-02-21T09:15:00.000Z" || docs[1]["action"] != schemas.LoanCheckedOut {
+		t.Errorf("the loan written in one call is due %v with action %v, want 2026-02-21T09:15:00.000Z and %s",
+			docs[1]["dueDate"], docs[1]["action"], schemas.LoanCheckedOut)
+	}
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
+	if len(s.obs.acquired) != 2 || len(s.obs.releases) != 2 || s.obs.releases[1] != nil {
+		t.Errorf("observer: acquisitions %+v, releases %v; want two of each", s.obs.acquired, s.obs.releases)
+	}
+}
+
+// TestACheckOutInOneSentAgainIsTheSameWrite: the check-out's answer is
+// lost after storage wrote it; sent again with its write id, storage
+// answers with the loan it wrote, once, and the check-out reads the
+// patron and the item to answer with them.
+func TestACheckOutInOneSentAgainIsTheSameWrite(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	before := knowSettings(t, s)
+	s.store.Lose(storagetest.RouteCheckOut, 1, storagetest.LostCut)
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatalf("check-out: %v", err)
+	}
+	if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
+		t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
+	}
+	if res.Patron.ID != patronID || res.Item.ID != itemID || res.Item.Status != schemas.ItemCheckedOut || !res.Locked {
+		t.Errorf("answered patron %+v, item %+v, locked %t", res.Patron, res.Item, res.Locked)
+	}
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
+	wantWrittenOnce(t, s.store, storagetest.RouteCheckOut, 2, 1)
+	// The answer that said the lock went with the loan was lost: a
+	// release of its own finds it gone.
+	wantStrings(t, "calls", routes(s.store)[before:], []string{storagetest.RouteCheckOut, storagetest.RouteCheckOut,
+		storagetest.RouteRelease, storagetest.RouteValidation})
+}
+
+// TestACheckOutInOneNeverAnsweredIsSettledByItsWriteID: storage wrote the
+// check-out and every answer to it is lost; the check-out gives the lock
+// back and learns from its write id that its loan was written.
+func TestACheckOutInOneNeverAnsweredIsSettledByItsWriteID(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn, withSettleTimeout(300*time.Millisecond))
+	knowSettings(t, s)
+	s.store.Lose(storagetest.RouteCheckOut, -1, storagetest.LostUnavailable)
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatalf("check-out: %v, want it answered from its write id", err)
+	}
+	if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
+		t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
+	}
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
+	wantCount(t, s.store, storagetest.RouteRelease, 1)
+	wantCount(t, s.store, storagetest.RoutePostLoan, 0)
+	if n := s.store.Count(storagetest.RouteCheckOut); n < 2 {
+		t.Errorf("the check-out was sent %d times, want it sent again with its id", n)
+	}
+}
+
+// TestARefusedCheckOutInOneIsWordedAsValidationWordsIt: what storage
+// refuses in one call (no such item; the item limit, judged by the write)
+// the check-out reads and words as the two-call check-out does: every
+// reason, in FOLIO's words, and nothing written.
+func TestARefusedCheckOutInOneIsWordedAsValidationWordsIt(t *testing.T) {
+	t.Parallel()
+	t.Run("no such item", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		before := knowSettings(t, s)
+		req := request()
+		req.ItemBarcode = "nope"
+		_, err := s.svc.CheckOut(okapi(t), req)
+		wantStrings(t, "refusals", refusals(t, err), []string{
+			"ITEM_BARCODE_NOT_FOUND: No item with barcode nope could be found [itemBarcode=nope]"})
+		wantStrings(t, "calls", routes(s.store)[before:], []string{storagetest.RouteCheckOut, storagetest.RouteValidation})
+		wantNoWrites(t, s.store)
+	})
+	t.Run("the item limit", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		before := knowSettings(t, s)
+		// The patron reaches the limit just before the check-out arrives.
+		s.store.Before(storagetest.RouteCheckOut, 1, func(storagetest.Call) { lendOthers(s, itemLimit) })
+		_, err := s.checkOut(t)
+		wantStrings(t, "refusals", refusals(t, err), []string{
+			"ITEM_LIMIT: Patron has reached maximum limit of 3 items [itemBarcode=" + itemBarcode + "] [itemLimit=3]"})
+		wantStrings(t, "calls", routes(s.store)[before:], []string{storagetest.RouteCheckOut, storagetest.RouteValidation})
+		if c := s.store.Calls()[before]; c.StorageStatus != http.StatusUnprocessableEntity {
+			t.Errorf("storage answered the check-out in one call %d %s, want its write's refusal, 422", c.StorageStatus, c.StorageAnswer)
+		}
+		wantNoWrites(t, s.store)
+		wantItem(t, s.store, schemas.ItemAvailable, 1)
+	})
+}
+
+// TestACheckOutInOneGivesUpWhenStorageWaitedInVain: storage waited the
+// whole budget for the patron's lock, in vain: the check-out ends there,
+// unable to acquire it, with no second way tried.
+func TestACheckOutInOneGivesUpWhenStorageWaitedInVain(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	before := knowSettings(t, s)
+	holdLock(s, -1)
+	snapshot := s.store.Snapshot()
+	_, err := s.checkOut(t)
+	wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
+	wantStrings(t, "calls", routes(s.store)[before:], []string{storagetest.RouteCheckOut})
+	if got := acquireWaits(s.store); !slices.Equal(got, []int{2000}) {
+		t.Errorf("acquires with waitMs %v, want one of the whole budget, 2000", got)
+	}
+	wantWaits(t, s.clock, nil)
+	s.store.WantUnchanged(snapshot)
+	if len(s.obs.notAcquired) != 1 {
+		t.Errorf("observer: not acquired %+v, want once", s.obs.notAcquired)
+	}
+}
+
+// TestACheckOutInOneFallsBackToTwoCalls: what ends a check-out in one call
+// without a write (a storage that predates the call, a held lock
+// answered at once, the item changed since storage read it) goes the
+// two-call way, which reads, and writes under the lock.
+func TestACheckOutInOneFallsBackToTwoCalls(t *testing.T) {
+	t.Parallel()
+	for name, refusal := range map[string]struct {
+		status int
+		code   string
+	}{
+		"a storage without the call":   {http.StatusNotFound, schemas.CodeNotFound},
+		"a held lock answered at once": {http.StatusServiceUnavailable, schemas.CodeLockHeld},
+		"the item changed":             {http.StatusConflict, schemas.CodeItemChanged},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			before := knowSettings(t, s)
+			s.store.Refuse(storagetest.RouteCheckOut, 1, refusal.status, refusal.code)
+			res, err := s.checkOut(t)
+			if err != nil {
+				t.Fatalf("check-out: %v", err)
+			}
+			wantStrings(t, "calls", routes(s.store)[before:], []string{storagetest.RouteCheckOut, storagetest.RouteValidation, storagetest.RoutePostLoan})
+			if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
+				t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
+			}
+			wantItem(t, s.store, schemas.ItemCheckedOut, 2)
+			wantWaits(t, s.clock, nil)
+		})
+	}
+}
