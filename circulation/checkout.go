@@ -220,7 +220,7 @@ func (s *Service) checkOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	if req.LoanDate.IsZero() {
 		req.LoanDate = s.now().UTC().Truncate(time.Millisecond)
 	}
-	if settings, cached := s.settings.Cached(ctx); cached && settings.Enabled && s.waitAtStorage && !req.Overrides.Any() {
+	if settings, cached := s.settings.Cached(ctx); cached && settings.Enabled && s.waitAtStorage && !req.Overrides.Any() && req.Offline == nil {
 		if res, done, err := s.checkOutInOne(ctx, req, settings); done {
 			return res, err
 		}

@@ -24,8 +24,8 @@ import (
 // writes (written once: one version on, or one request more).
 type writeKind struct {
 	name string
-	// storage is how the write's request to storage starts.
-	storage string
+	// storage is how the write's request to storage starts (one of).
+	storage []string
 	ok      int
 	// prepare makes the record the write is made on and answers the call
 	// and what reads the record's version.
@@ -68,32 +68,32 @@ func writeKinds(t *testing.T, c *harness.Cluster, lib harness.Library, librarian
 		return r
 	}
 	return []writeKind{
-		{"check-out", "POST /loan-storage/loans", http.StatusCreated, func(t *testing.T) (string, string, map[string]any, func() int) {
+		{"check-out", harness.CheckOutWrite, http.StatusCreated, func(t *testing.T) (string, string, map[string]any, func() int) {
 			barcode, itemID := item()
 			return "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": barcode, "userBarcode": borrower,
 				"servicePointId": harness.ServicePoint}, version("item", itemID)
 		}},
-		{"check-in", "PUT /loan-storage/loans/", http.StatusOK, func(t *testing.T) (string, string, map[string]any, func() int) {
+		{"check-in", []string{"PUT /loan-storage/loans/"}, http.StatusOK, func(t *testing.T) (string, string, map[string]any, func() int) {
 			barcode, _, loanID := lent(t)
 			return "POST", "/circulation/check-in-by-barcode", map[string]any{"itemBarcode": barcode, "servicePointId": harness.ServicePoint},
 				version("loan", loanID)
 		}},
-		{"renewal", "PUT /loan-storage/loans/", http.StatusOK, func(t *testing.T) (string, string, map[string]any, func() int) {
+		{"renewal", []string{"PUT /loan-storage/loans/"}, http.StatusOK, func(t *testing.T) (string, string, map[string]any, func() int) {
 			barcode, _, loanID := lent(t)
 			return "POST", "/circulation/renew-by-barcode", map[string]any{"itemBarcode": barcode, "userBarcode": borrower},
 				version("loan", loanID)
 		}},
-		{"claim returned", "PUT /loan-storage/loans/", http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
+		{"claim returned", []string{"PUT /loan-storage/loans/"}, http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
 			_, _, loanID := lent(t)
 			return "POST", "/circulation/loans/" + loanID + "/claim-item-returned",
 				map[string]any{"itemClaimedReturnedDateTime": "2026-03-05T12:00:00.000Z", "comment": "in the book drop"}, version("loan", loanID)
 		}},
-		{"declare lost", "PUT /loan-storage/loans/", http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
+		{"declare lost", []string{"PUT /loan-storage/loans/"}, http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
 			_, _, loanID := lent(t)
 			return "POST", "/circulation/loans/" + loanID + "/declare-item-lost", map[string]any{"servicePointId": harness.ServicePoint},
 				version("loan", loanID)
 		}},
-		{"request placed", "POST /request-storage/requests", http.StatusCreated, func(t *testing.T) (string, string, map[string]any, func() int) {
+		{"request placed", []string{"POST /request-storage/requests"}, http.StatusCreated, func(t *testing.T) (string, string, map[string]any, func() int) {
 			_, itemID, _ := lent(t)
 			requests := func() int {
 				var n int
@@ -105,14 +105,14 @@ func writeKinds(t *testing.T, c *harness.Cluster, lib harness.Library, librarian
 			}
 			return "POST", "/circulation/requests", hold(t, itemID), requests
 		}},
-		{"request cancelled", "PUT /request-storage/requests/", http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
+		{"request cancelled", []string{"PUT /request-storage/requests/"}, http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
 			_, itemID, _ := lent(t)
 			r := placed(t, itemID)
 			r["status"], r["cancellationReasonId"] = schemas.RequestCancelled, uuid.NewString()
 			delete(r, "metadata")
 			return "PUT", "/circulation/requests/" + r["id"].(string), r, version("request", r["id"].(string))
 		}},
-		{"request cancelled without _version", "PUT /request-storage/requests/", http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
+		{"request cancelled without _version", []string{"PUT /request-storage/requests/"}, http.StatusNoContent, func(t *testing.T) (string, string, map[string]any, func() int) {
 			// As FOLIO's clients send it: applied to the request as
 			// stored, in the call's write id.
 			_, itemID, _ := lent(t)
@@ -122,7 +122,7 @@ func writeKinds(t *testing.T, c *harness.Cluster, lib harness.Library, librarian
 			delete(r, "_version")
 			return "PUT", "/circulation/requests/" + r["id"].(string), r, version("request", r["id"].(string))
 		}},
-		{"request moved", "PUT /request-storage/requests/", http.StatusOK, func(t *testing.T) (string, string, map[string]any, func() int) {
+		{"request moved", []string{"PUT /request-storage/requests/"}, http.StatusOK, func(t *testing.T) (string, string, map[string]any, func() int) {
 			_, from, _ := lent(t)
 			_, to, _ := lent(t)
 			r := placed(t, from)
@@ -146,12 +146,12 @@ func TestEveryWriteKnowsItself(t *testing.T) {
 	faults := []struct {
 		name string
 		// at is what the proxy does to the write's storage request.
-		at    func(p *harness.Proxy, request string)
+		at    func(p *harness.Proxy, request []string)
 		twice bool
 	}{
-		{"request lost on its way", func(p *harness.Proxy, request string) { p.DropNext(1, request) }, false},
-		{"answer lost after the write", func(p *harness.Proxy, request string) { p.LoseAnswers(1, request) }, false},
-		{"answer lost, the call sent twice at once", func(p *harness.Proxy, request string) { p.LoseAnswers(1, request) }, true},
+		{"request lost on its way", func(p *harness.Proxy, request []string) { p.DropNext(1, request...) }, false},
+		{"answer lost after the write", func(p *harness.Proxy, request []string) { p.LoseAnswers(1, request...) }, false},
+		{"answer lost, the call sent twice at once", func(p *harness.Proxy, request []string) { p.LoseAnswers(1, request...) }, true},
 	}
 	lib := c.SetupLibrary(2, 10*len(faults), 0)
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
@@ -282,9 +282,9 @@ func TestAnUnknownWriteIsLearntFromItsKey(t *testing.T) {
 		CirculationEnv: []string{"WRITE_SETTLE_TIMEOUT=1s"}})
 	lib := c.SetupLibrary(1, 2, 0)
 	patron, item := lib.Patrons[0], lib.Items[0][0]
-	const write = "POST /loan-storage/loans"
-	arrived, release := c.StorageProxy.Hold(write)
-	c.StorageProxy.LoseAnswers(1, write)
+	write := harness.CheckOutWrite
+	arrived, release := c.StorageProxy.Hold(write...)
+	c.StorageProxy.LoseAnswers(1, write...)
 	headers := c.HeadersWith(schemas.HeaderIdempotencyKey, uuid.NewString())
 	body := map[string]any{"itemBarcode": item, "userBarcode": patron, "servicePointId": harness.ServicePoint}
 	answered := make(chan harness.Response, 1)
@@ -294,7 +294,7 @@ func TestAnUnknownWriteIsLearntFromItsKey(t *testing.T) {
 	<-arrived
 	// From the first write on, every write sent again, and every
 	// question whether it landed, is lost on its way.
-	c.StorageProxy.DropRequests(write, "GET /write-storage/writes/")
+	c.StorageProxy.DropRequests(append(write, "GET /write-storage/writes/")...)
 	release()
 	first := (<-answered).Want(t, http.StatusServiceUnavailable)
 	code, params := envelopeError(t, first)
@@ -322,14 +322,14 @@ func TestAnUnknownWriteIsLearntFromItsKey(t *testing.T) {
 	// The write lost again, but the question whether it landed answered:
 	// the call learns its own loan, without a key.
 	second := lib.Items[0][1]
-	arrived, release = c.StorageProxy.Hold(write)
-	c.StorageProxy.LoseAnswers(1, write)
+	arrived, release = c.StorageProxy.Hold(write...)
+	c.StorageProxy.LoseAnswers(1, write...)
 	go func() {
 		answered <- c.Do(c.Circulations[0], "POST", "/circulation/check-out-by-barcode",
 			map[string]any{"itemBarcode": second, "userBarcode": patron, "servicePointId": harness.ServicePoint})
 	}()
 	<-arrived
-	c.StorageProxy.DropRequests(write)
+	c.StorageProxy.DropRequests(write...)
 	release()
 	(<-answered).Want(t, http.StatusCreated)
 	c.StorageProxy.DropRequests()

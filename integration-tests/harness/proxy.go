@@ -77,12 +77,18 @@ func (p *Proxy) DropRequests(prefixes ...string) {
 	p.mu.Unlock()
 }
 
-// matched is a fault for the next n requests starting with prefix; held
-// requests wait until release is closed.
+// CheckOutWrite is how a check-out's write to storage starts, whichever
+// way circulation sends it: the loan's POST after validation's read, or
+// the one call that reads and writes once the tenant's settings are
+// cached (they are for SETTINGS_CACHE_TTL after each read).
+var CheckOutWrite = []string{"POST /loan-storage/loans", "POST /check-out-storage/check-outs"}
+
+// matched is a fault for the next n requests starting with one of
+// prefixes; held requests wait until release is closed.
 type matched struct {
-	prefix  string
-	n       int
-	release chan struct{}
+	prefixes []string
+	n        int
+	release  chan struct{}
 	// arrived is closed when the first request held arrives.
 	arrived chan struct{}
 }
@@ -91,7 +97,7 @@ type matched struct {
 // chunk, its count taken down; nil for none.
 func take(faults []*matched, chunk []byte) *matched {
 	for _, f := range faults {
-		if f.n > 0 && strings.HasPrefix(string(chunk), f.prefix) {
+		if f.n > 0 && slices.ContainsFunc(f.prefixes, func(p string) bool { return strings.HasPrefix(string(chunk), p) }) {
 			f.n--
 			return f
 		}
@@ -100,28 +106,28 @@ func take(faults []*matched, chunk []byte) *matched {
 }
 
 // DropNext makes the proxy cut the connections of the next n requests
-// that start with prefix, before they are forwarded: the server never
-// sees them.
-func (p *Proxy) DropNext(n int, prefix string) {
+// that start with one of prefixes, before they are forwarded: the server
+// never sees them.
+func (p *Proxy) DropNext(n int, prefixes ...string) {
 	p.mu.Lock()
-	p.dropNext = append(p.dropNext, &matched{prefix: prefix, n: n})
+	p.dropNext = append(p.dropNext, &matched{prefixes: prefixes, n: n})
 	p.mu.Unlock()
 }
 
 // LoseAnswers makes the proxy forward the next n requests that start
-// with prefix ("PUT /loan-storage/loans/") and cut their connections
+// with one of prefixes ("PUT /loan-storage/loans/") and cut their connections
 // when the answer arrives, the answer not forwarded: the server did the
 // work, and its client never hears of it.
-func (p *Proxy) LoseAnswers(n int, prefix string) {
+func (p *Proxy) LoseAnswers(n int, prefixes ...string) {
 	p.mu.Lock()
-	p.lose = append(p.lose, &matched{prefix: prefix, n: n})
+	p.lose = append(p.lose, &matched{prefixes: prefixes, n: n})
 	p.mu.Unlock()
 }
 
-// Hold makes the proxy hold back the next request that starts with
-// prefix until release is called; arrived is closed when it has arrived.
-func (p *Proxy) Hold(prefix string) (arrived <-chan struct{}, release func()) {
-	f := &matched{prefix: prefix, n: 1, release: make(chan struct{}), arrived: make(chan struct{})}
+// Hold makes the proxy hold back the next request that starts with one
+// of prefixes until release is called; arrived is closed when it has arrived.
+func (p *Proxy) Hold(prefixes ...string) (arrived <-chan struct{}, release func()) {
+	f := &matched{prefixes: prefixes, n: 1, release: make(chan struct{}), arrived: make(chan struct{})}
 	p.mu.Lock()
 	p.hold = append(p.hold, f)
 	p.mu.Unlock()
