@@ -141,8 +141,15 @@ func TestWorkloadLimitHoldsWithLock(t *testing.T) {
 	lib := c.SetupLibrary(rounds, racers, limit)
 	requests, successes, limited, unlocked := burstsToTheLimit(t, c, lib, rounds, limit, "ITEM_LIMIT_LOAN_TYPE", "")
 	violations := c.Violations(harness.Invariants{ItemLimit: limit})
+	// The rounds after an instance's first find their tenant's settings
+	// cached: their check-outs go to storage in one call, the rule judged
+	// in its write alone.
+	inOne := strings.Count(c.Storage.Log(), `"route":"/check-out-storage/check-outs"`)
+	if inOne == 0 {
+		t.Errorf("no check-out went to storage in one call; the rounds after the first should")
+	}
 	summary(t, requests, successes, limited+unlocked, len(violations),
-		fmt.Sprintf("refused_at_limit=%d unable_to_acquire_lock=%d", limited, unlocked))
+		fmt.Sprintf("refused_at_limit=%d unable_to_acquire_lock=%d in_one_call=%d", limited, unlocked, inOne))
 	c.CheckInvariants(t, harness.Invariants{ItemLimit: limit})
 }
 
