@@ -322,7 +322,8 @@ func (s *Service) checkOutAcquiring(ctx context.Context, co checkOut, settings L
 // item not found), a held lock answered at once, an item changed since
 // storage read it, a call that never left, a storage without the call.
 // A held lock after storage waited out the budget ends the check-out,
-// as it ends checkOutAcquiring's; a write whose outcome is not known
+// as it ends checkOutAcquiring's, with validation's refusal when it has
+// one; a write whose outcome is not known
 // gives its lock back and is settled by its write id (CheckOut).
 func (s *Service) checkOutInOne(ctx context.Context, req CheckOutRequest, settings LockSettings) (res CheckOutResult, done bool, err error) {
 	request := ctx
@@ -347,6 +348,13 @@ func (s *Service) checkOutInOne(ctx context.Context, req CheckOutRequest, settin
 	case err == nil:
 	case errs.IsCode(err, schemas.CodeLockHeld) && storageWaited(err):
 		s.observer.LockNotAcquired(1, s.now().Sub(start))
+		// A patron refused whoever holds the lock (blocked, say) is told
+		// why, as the two-call check-out's validation, before the lock,
+		// tells it.
+		var refused *errs.Refusal
+		if _, verr := s.validate(ctx, req); errors.As(verr, &refused) {
+			return CheckOutResult{}, true, refused
+		}
 		return CheckOutResult{}, true, unableToAcquire(err, Patron{Barcode: req.UserBarcode}, 1)
 	case ambiguous(err):
 		s.logger.ErrorContext(ctx, "check-out outcome unknown: storage did not answer whether the loan was created",

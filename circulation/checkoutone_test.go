@@ -32,15 +32,21 @@ func knowSettings(t *testing.T, s *stack) (before int) {
 
 // TestACheckOutInOneWritesTheLoanCirculationWould: the loan storage builds
 // in one call is the loan the two-call check-out builds and writes, field
-// for field (its borrower, dates, due by the policy's period, action,
-// status, policy, service point, patron group), but for its id and its
-// item; each item is checked out at its next version.
+// for field (its borrower, dates, due by the policy's period counted where
+// it was lent, action, status, policy, service point, patron group), but
+// for its id and its item; each item is checked out at its next version.
 func TestACheckOutInOneWritesTheLoanCirculationWould(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-00000000000b", Barcode: "second", Title: "Second",
 		Status: schemas.ItemAvailable, MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
-	lent := time.Date(2026, 1, 31, 9, 15, 0, 0, time.UTC)
+	// A month's loan, lent at 01:00 on 1 February two hours east of UTC
+	// (31 January in UTC): due a month on where it was lent, 1 March
+	// there, by either way.
+	const monthly = "66666666-6666-4666-8666-00000000000c"
+	s.store.AddLoanPolicy(storagetest.LoanPolicy{ID: monthly, Name: "A month", Loanable: true, Duration: 1, Interval: "Months", ItemLimit: itemLimit})
+	s.store.SetRules(monthly)
+	lent := time.Date(2026, 2, 1, 1, 0, 0, 0, time.FixedZone("", 2*60*60))
 	var docs []map[string]any
 	for _, barcode := range []string{itemBarcode, "second"} {
 		before := len(s.store.Calls())
@@ -55,8 +61,9 @@ func TestACheckOutInOneWritesTheLoanCirculationWould(t *testing.T) {
 		docs = append(docs, doc)
 		if barcode == "second" {
 			wantStrings(t, "the second check-out's calls", routes(s.store)[before:], []string{storagetest.RouteCheckOut})
-			if !res.Loan.DueDate.Equal(lent.AddDate(0, 0, 21)) || res.Item.Status != schemas.ItemCheckedOut || res.Item.Version != 2 {
-				t.Errorf("answered due %s, item %+v; want due in three weeks, the item checked out at version 2", res.Loan.DueDate, res.Item)
+			if !res.Loan.DueDate.Equal(lent.AddDate(0, 1, 0)) || res.Item.Status != schemas.ItemCheckedOut || res.Item.Version != 2 {
+				t.Errorf("answered due %s, item %q at version %d; want due in a month, the item checked out at version 2",
+					res.Loan.DueDate, res.Item.Status, res.Item.Version)
 			}
 		}
 	}
@@ -68,8 +75,8 @@ func TestACheckOutInOneWritesTheLoanCirculationWould(t *testing.T) {
 	if !reflect.DeepEqual(docs[0], docs[1]) {
 		t.Errorf("the loan written in two calls:\n%v\nin one:\n%v", docs[0], docs[1])
 	}
-	if docs[1]["dueDate"] != "2026-02-21T09:15:00.000Z" || docs[1]["action"] != schemas.LoanCheckedOut {
-		t.Errorf("the loan written in one call is due %v with action %v, want 2026-02-21T09:15:00.000Z and %s",
+	if docs[1]["dueDate"] != "2026-02-28T23:00:00.000Z" || docs[1]["action"] != schemas.LoanCheckedOut {
+		t.Errorf("the loan written in one call is due %v with action %v, want 2026-02-28T23:00:00.000Z and %s",
 			docs[1]["dueDate"], docs[1]["action"], schemas.LoanCheckedOut)
 	}
 	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
@@ -166,24 +173,41 @@ func TestARefusedCheckOutInOneIsWordedAsValidationWordsIt(t *testing.T) {
 
 // TestACheckOutInOneGivesUpWhenStorageWaitedInVain: storage waited the
 // whole budget for the patron's lock, in vain: the check-out ends there,
-// unable to acquire it, with no second way tried.
+// unable to acquire it, with no second wait; validation's read, which
+// finds nothing to refuse, is the only call after it. A patron refused
+// whoever holds the lock (blocked) is told why instead, as the two-call
+// check-out tells it before the lock.
 func TestACheckOutInOneGivesUpWhenStorageWaitedInVain(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
-	before := knowSettings(t, s)
-	holdLock(s, -1)
-	snapshot := s.store.Snapshot()
-	_, err := s.checkOut(t)
-	wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
-	wantStrings(t, "calls", routes(s.store)[before:], []string{storagetest.RouteCheckOut})
-	if got := acquireWaits(s.store); !slices.Equal(got, []int{2000}) {
-		t.Errorf("acquires with waitMs %v, want one of the whole budget, 2000", got)
-	}
-	wantWaits(t, s.clock, nil)
-	s.store.WantUnchanged(snapshot)
-	if len(s.obs.notAcquired) != 1 {
-		t.Errorf("observer: not acquired %+v, want once", s.obs.notAcquired)
-	}
+	t.Run("unable to acquire", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		before := knowSettings(t, s)
+		holdLock(s, -1)
+		snapshot := s.store.Snapshot()
+		_, err := s.checkOut(t)
+		wantError(t, err, errs.KindInvalid, schemas.CodeUnableToAcquireLock)
+		wantStrings(t, "calls", routes(s.store)[before:], []string{storagetest.RouteCheckOut, storagetest.RouteValidation})
+		if got := acquireWaits(s.store); !slices.Equal(got, []int{2000}) {
+			t.Errorf("acquires with waitMs %v, want one of the whole budget, 2000", got)
+		}
+		wantWaits(t, s.clock, nil)
+		s.store.WantUnchanged(snapshot)
+		if len(s.obs.notAcquired) != 1 {
+			t.Errorf("observer: not acquired %+v, want once", s.obs.notAcquired)
+		}
+	})
+	t.Run("blocked", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, lockOn)
+		before := knowSettings(t, s)
+		holdLock(s, -1)
+		s.store.AddManualBlock(storagetest.ManualBlock{UserID: patronID, Desc: "Unpaid fines", Borrowing: true})
+		_, err := s.checkOut(t)
+		wantStrings(t, "refusals", refusals(t, err), []string{"USER_IS_BLOCKED_MANUALLY: Patron blocked from borrowing [reason=Unpaid fines]"})
+		wantStrings(t, "calls", routes(s.store)[before:], []string{storagetest.RouteCheckOut, storagetest.RouteValidation})
+		wantNoWrites(t, s.store)
+	})
 }
 
 // TestACheckOutInOneFallsBackToTwoCalls: what ends a check-out in one call

@@ -91,7 +91,7 @@ func (s *Server) checkOutInOne(c echo.Context) error {
 			With("itemBarcode", in.ItemBarcode))
 	}
 	if len(refusals) > 0 {
-		return &errs.Refusal{Errors: refusals}
+		return s.refusedUnlessLanded(c, &errs.Refusal{Errors: refusals})
 	}
 	var user struct {
 		ID          string `json:"id"`
@@ -135,6 +135,16 @@ func (s *Server) checkOutInOne(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The loan is held to the schema the loan's POST holds the loan it is
+	// sent to (a due date a policy's period puts past the year 9999, say,
+	// is refused, not written).
+	decoded, err := schemas.Decode(doc)
+	if err != nil {
+		return err
+	}
+	if err := s.Schemas().Validate(loanPostSchema, decoded); err != nil {
+		return s.refusedUnlessLanded(c, err)
+	}
 	h := recordHeader{ID: loan.ID, Status: statusField{Name: loan.Status.Name}, LoanDate: loan.LoanDate, UserID: loan.UserID,
 		ServicePointID: loan.CheckoutServicePointID}
 	w, err := s.checkOutWriteOf(c, loan.ID, doc, h, item.Version)
@@ -154,6 +164,30 @@ func (s *Server) checkOutInOne(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderLocation, storage.Loans.Path+"/"+loan.ID)
 	return c.JSON(http.StatusCreated, checkOutInOneJSON{Loan: written.Loan, User: recs.User, Item: recs.Item, MaterialType: recs.MaterialType})
+}
+
+// loanPostSchema is the schema of the loan a loan's POST is sent.
+var loanPostSchema = func() string {
+	r, _ := schemas.RouteFor(schemas.ServiceStorage, http.MethodPost, storage.Loans.Path)
+	return r.Request
+}()
+
+// refusedUnlessLanded is refused, the answer of a check-out in one call
+// refused before its write, unless the call's write id had landed: a call
+// sent again after its answer was lost is answered with the loan it
+// wrote, whatever its reads find now (the item's barcode changed since,
+// say), as its write would answer it.
+func (s *Server) refusedUnlessLanded(c echo.Context, refused error) error {
+	ctx := c.Request().Context()
+	w, ok := storage.WriteFrom(ctx)
+	if !ok {
+		return refused
+	}
+	l, found, err := s.svc.Writes.Landed(ctx, tenantOf(c), w.ID)
+	if err != nil || !found || l.Kind != schemas.WriteCheckOut || (l.Digest != "" && w.Digest != "" && l.Digest != w.Digest) {
+		return refused
+	}
+	return &storage.Replayed{Answer: l.Answer}
 }
 
 // checkOutInOneReplayed answers a check-out in one call whose write had

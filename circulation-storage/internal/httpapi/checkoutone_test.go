@@ -97,4 +97,35 @@ func TestACheckOutInOneCall(t *testing.T) {
 	if n := f.rows(alice); n != 0 {
 		t.Errorf("%d locks of alice left, want none", n)
 	}
+
+	// Sent again with its write id after what it reads changed (here, a
+	// barcode no patron has): still the loan it wrote, answered from its
+	// id, not a refusal of a check-out that was made.
+	changed := map[string]any{}
+	for k, v := range body {
+		changed[k] = v
+	}
+	changed["userBarcode"] = "p-nobody"
+	replay = send(changed, nil).wantStatus(http.StatusCreated)
+	replay.decode(&again)
+	if replay.header.Get(schemas.HeaderWriteReplayed) != "true" || again["loan"]["id"] != loanID {
+		t.Errorf("sent again, its reads changed: headers %v, body %s; want the loan it wrote, replayed", replay.header, replay.body)
+	}
+
+	// A loan the loan's POST would refuse is refused here too: a period
+	// that puts the due date past the year 9999.
+	forever := f.post("/loan-policy-storage/loan-policies", "loan-policy.json", map[string]any{"name": "forever", "loanable": true,
+		"loansPolicy": map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 100000, "intervalId": "Months"}}})
+	f.do("PUT", rulesPath, jsonBody(map[string]any{"fallbackLoanPolicyId": forever, "rules": []any{}})).wantStatus(http.StatusNoContent)
+	f.newItem(itemDoc("i-two", mt, lt))
+	writeID = uuid.NewString()
+	far := map[string]any{"id": uuid.NewString(), "itemBarcode": "i-two", "userBarcode": "p-alice", "servicePointId": servicePoint,
+		"loanDate": "2026-01-31T09:15:00.000Z"}
+	send(far, nil).wantError(http.StatusUnprocessableEntity, schemas.CodeValidation)
+	if n := f.countRows("loan", ""); n != 1 {
+		t.Errorf("%d loans after a loan due past 9999 was asked for, want the one", n)
+	}
+	if n := f.rows(alice); n != 0 {
+		t.Errorf("%d locks of alice left after a refused check-out, want none", n)
+	}
 }

@@ -141,8 +141,12 @@ func (c *Client) CheckOutInOne(ctx context.Context, req circulation.CheckOutRequ
 	acquire circulation.LockAcquisition) (circulation.CheckedOutInOne, error) {
 	headers := append(writeHeaders(ctx), schemas.HeaderLockID, lockID, schemas.HeaderReleaseLock, "true",
 		schemas.HeaderAcquireLock, acquisitionTerms(&acquire))
+	// The loan date keeps the offset it was given with: the due date is
+	// counted from it in that offset, as the two-call check-out counts it
+	// (a month on from 1 February at 01:00+02:00 is 1 March there, not
+	// 3 March, as it would be from 31 January at 23:00Z).
 	body := checkOutInOneJSON{ID: loanID, ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID,
-		LoanDate: circulation.FormatTime(req.LoanDate)}
+		LoanDate: req.LoanDate.Format(schemas.TimeFormat)}
 	var v struct {
 		Loan         json.RawMessage `json:"loan"`
 		User         *patronJSON     `json:"user"`
