@@ -334,6 +334,9 @@ func (s *Service) checkOutInOne(ctx context.Context, req CheckOutRequest, settin
 	defer cancel()
 	lockID, loanID := uuid.NewString(), uuid.NewString()
 	var stored CheckedOutInOne
+	// lost says a send's answer was lost: whatever a later send answers,
+	// that one may have written.
+	lost := false
 	err = s.once(request, ctx, func(ctx context.Context) error {
 		// The request's leaving ends the wait for the lock: storage then
 		// writes nothing, unless it had begun the write.
@@ -342,6 +345,7 @@ func (s *Service) checkOutInOne(ctx context.Context, req CheckOutRequest, settin
 		defer leave()
 		var err error
 		stored, err = s.storage.CheckOutInOne(call, req, loanID, lockID, acquire)
+		lost = lost || ambiguous(err)
 		return err
 	})
 	switch {
@@ -356,7 +360,9 @@ func (s *Service) checkOutInOne(ctx context.Context, req CheckOutRequest, settin
 			return CheckOutResult{}, true, refused
 		}
 		return CheckOutResult{}, true, unableToAcquire(err, Patron{Barcode: req.UserBarcode}, 1)
-	case ambiguous(err):
+	case ambiguous(err), lost:
+		// Unknown, or known only of a later send: the first may have
+		// written, so no other way is taken.
 		s.logger.ErrorContext(ctx, "check-out outcome unknown: storage did not answer whether the loan was created",
 			slog.String("loan_id", loanID), slog.String("item_barcode", req.ItemBarcode), slog.Any("error", err))
 		// The write may have taken the lock and not written: give it back.

@@ -223,6 +223,7 @@ func TestACheckOutInOneFallsBackToTwoCalls(t *testing.T) {
 		"a storage without the call":   {http.StatusNotFound, schemas.CodeNotFound},
 		"a held lock answered at once": {http.StatusServiceUnavailable, schemas.CodeLockHeld},
 		"the item changed":             {http.StatusConflict, schemas.CodeItemChanged},
+		"its records not read":         {http.StatusServiceUnavailable, schemas.CodeCheckOutsBusy},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -241,4 +242,30 @@ func TestACheckOutInOneFallsBackToTwoCalls(t *testing.T) {
 			wantWaits(t, s.clock, nil)
 		})
 	}
+}
+
+// TestACheckOutInOneLostThenRefusedIsSettledByItsWriteID: the first send
+// wrote and its answer was lost; the send again is refused, having written
+// nothing itself (storage busy). The first may have written, so the
+// check-out takes no other way: it learns its loan from its write id.
+func TestACheckOutInOneLostThenRefusedIsSettledByItsWriteID(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	knowSettings(t, s)
+	s.store.Lose(storagetest.RouteCheckOut, 1, storagetest.LostUnavailable)
+	sent := 0
+	s.store.Before(storagetest.RouteCheckOut, 2, func(storagetest.Call) {
+		if sent++; sent == 2 {
+			s.store.Refuse(storagetest.RouteCheckOut, -1, http.StatusServiceUnavailable, schemas.CodeCheckOutsBusy)
+		}
+	})
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatalf("check-out: %v, want it answered from its write id", err)
+	}
+	if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
+		t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
+	}
+	wantCount(t, s.store, storagetest.RoutePostLoan, 0)
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 }

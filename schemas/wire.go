@@ -379,7 +379,8 @@ const (
 	// for a held lock is answered at once with it.
 	CodeShuttingDown = "SHUTTING_DOWN"
 	// CodeCheckOutsBusy: too many check-out writes wait on the storage
-	// instance (for the patron, or in all); nothing was written.
+	// instance (for the patron, or in all), or a check-out in one call
+	// could not read its records; nothing was written.
 	CodeCheckOutsBusy = "CHECK_OUTS_BUSY"
 
 	// Who may do what (the envelope of a 403 names the permission).

@@ -75,6 +75,13 @@ func (s *Server) checkOutInOne(c echo.Context) error {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "loanDate: %v", err).With("loanDate", truncateText(in.LoanDate))
 	}
 	recs, err := s.svc.CheckOuts.ReadForCheckOut(c.Request().Context(), tenantOf(c), in.ItemBarcode, in.UserBarcode)
+	if errs.IsKind(err, errs.KindUnavailable) {
+		// Nothing is written yet, and the caller is told so: it need not
+		// wait to learn whether this call wrote (its database out of
+		// reach, say).
+		return errs.Errorf(errs.KindUnavailable, schemas.CodeCheckOutsBusy,
+			"The check-out's records could not be read; nothing was written").Because(err)
+	}
 	if err != nil {
 		return err
 	}
