@@ -245,27 +245,47 @@ func TestACheckOutInOneFallsBackToTwoCalls(t *testing.T) {
 }
 
 // TestACheckOutInOneLostThenRefusedIsSettledByItsWriteID: the first send
-// wrote and its answer was lost; the send again is refused, having written
-// nothing itself (storage busy). The first may have written, so the
-// check-out takes no other way: it learns its loan from its write id.
+// wrote and its answer was lost; the send again is refused having written
+// nothing itself. That says nothing of the first, so the check-out never
+// writes the two-call way: refused busy (its records not read), it sends
+// again until the first's answer comes from its write id; refused
+// otherwise (a storage rolled back to one without the call), it learns
+// its loan from its write id.
 func TestACheckOutInOneLostThenRefusedIsSettledByItsWriteID(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
-	knowSettings(t, s)
-	s.store.Lose(storagetest.RouteCheckOut, 1, storagetest.LostUnavailable)
-	sent := 0
-	s.store.Before(storagetest.RouteCheckOut, 2, func(storagetest.Call) {
-		if sent++; sent == 2 {
-			s.store.Refuse(storagetest.RouteCheckOut, -1, http.StatusServiceUnavailable, schemas.CodeCheckOutsBusy)
-		}
-	})
-	res, err := s.checkOut(t)
-	if err != nil {
-		t.Fatalf("check-out: %v, want it answered from its write id", err)
+	for name, tc := range map[string]struct {
+		status int
+		code   string
+		sends  int
+	}{
+		"busy":                       {http.StatusServiceUnavailable, schemas.CodeCheckOutsBusy, 3},
+		"a storage without the call": {http.StatusNotFound, schemas.CodeNotFound, 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, lockOn)
+			knowSettings(t, s)
+			s.store.Lose(storagetest.RouteCheckOut, 1, storagetest.LostUnavailable)
+			sent := 0
+			s.store.Before(storagetest.RouteCheckOut, 2, func(storagetest.Call) {
+				// Refused from the send again on (a refusal programmed
+				// here meets the call that runs this).
+				if sent++; sent == 2 {
+					s.store.Refuse(storagetest.RouteCheckOut, 1, tc.status, tc.code)
+				}
+			})
+			res, err := s.checkOut(t)
+			if err != nil {
+				t.Fatalf("check-out: %v, want it answered from its write id", err)
+			}
+			if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
+				t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
+			}
+			wantCount(t, s.store, storagetest.RoutePostLoan, 0)
+			wantItem(t, s.store, schemas.ItemCheckedOut, 2)
+			if n := s.store.Count(storagetest.RouteCheckOut); n != tc.sends {
+				t.Errorf("sent %d times, want %d", n, tc.sends)
+			}
+		})
 	}
-	if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
-		t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
-	}
-	wantCount(t, s.store, storagetest.RoutePostLoan, 0)
-	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
 }

@@ -106,9 +106,10 @@ func (s *Service) once(request, ctx context.Context, send func(context.Context) 
 		case <-timer.C:
 		}
 		again := send(sctx)
-		if errors.Is(again, ErrNotSent) {
-			// Storage not reached this time: the first send's outcome is
-			// still not known.
+		if errors.Is(again, ErrNotSent) || errs.IsCode(again, schemas.CodeCheckOutsBusy) {
+			// Storage not reached this time, or too busy to take this
+			// send (it wrote nothing): the first send's outcome is still
+			// not known.
 			continue
 		}
 		if err = again; !ambiguous(err) {
