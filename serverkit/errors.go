@@ -19,28 +19,26 @@ import (
 // response is what err answers over HTTP: its status (errhttp's map of
 // its kind), its envelope and, when positive, how long the client should
 // wait before trying again. Anything that is not one of the errors it
-// knows is a bug: 500, with no internals in the body. maxBody is the body
-// limit a 413 names.
+// knows is a bug: 500, with no internals in the body. It answers the
+// outermost of them (errs.Outermost), never an error's cause. maxBody is
+// the body limit a 413 names.
 func response(err error, req *http.Request, maxBody int64) (int, errhttp.Envelope, time.Duration) {
-	var refusal *errs.Refusal
-	if errors.As(err, &refusal) {
+	switch answer := errs.Outermost(err).(type) {
+	case *errs.Refusal:
 		body := errhttp.Envelope{}
-		for _, e := range refusal.Errors {
+		for _, e := range answer.Errors {
 			body.Errors = append(body.Errors, errhttp.Entry{Message: e.Message, Code: e.Code, Parameters: e.Parameters})
 		}
 		return http.StatusUnprocessableEntity, body, 0
-	}
-	var verr *schemas.ValidationError
-	if errors.As(err, &verr) {
-		return http.StatusUnprocessableEntity, violations(verr), 0
-	}
-	if e, ok := errs.As(err); ok {
-		status := errhttp.Status(e.Kind)
+	case *schemas.ValidationError:
+		return http.StatusUnprocessableEntity, violations(answer), 0
+	case *errs.Error:
+		status := errhttp.Status(answer.Kind)
 		if status == http.StatusInternalServerError {
 			// The cause stays in the log; the client hears no internals.
 			return status, errhttp.Single("Internal server error", schemas.CodeInternal), 0
 		}
-		return status, errhttp.Single(e.Message, e.Code, e.Parameters...), e.RetryAfter
+		return status, errhttp.Single(answer.Message, answer.Code, answer.Parameters...), answer.RetryAfter
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

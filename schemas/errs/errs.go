@@ -110,6 +110,29 @@ func As(err error) (*Error, bool) {
 	return e, ok
 }
 
+// Outermost is what err answers its caller with: the first *Error,
+// *Refusal or *schemas.ValidationError in err's tree, in errors.As's
+// order; nil when it holds none. An Error's cause is for the logs: a write
+// whose outcome is not known, caused by a refusal of its send again, is
+// not that refusal.
+func Outermost(err error) error {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *Error, *Refusal, *schemas.ValidationError:
+		return e
+	case interface{ Unwrap() error }:
+		return Outermost(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if found := Outermost(inner); found != nil {
+				return found
+			}
+		}
+	}
+	return nil
+}
+
 // IsKind reports whether err is an *Error of the given kind.
 func IsKind(err error, kind Kind) bool {
 	e, ok := As(err)

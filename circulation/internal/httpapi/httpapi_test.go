@@ -433,6 +433,37 @@ func TestCheckOutFailures(t *testing.T) {
 	}
 }
 
+// TestACheckOutNotAnsweredIsNotAnsweredByItsSendAgain: a check-out whose
+// write storage did not answer, sent again with its id and refused then
+// (here for barcodes nobody has), is answered that its outcome is not
+// known (503, naming its write id), never the later send's refusal (here
+// for two rules: the item declared lost, another patron's request first):
+// the first send may still have written the loan.
+func TestACheckOutNotAnsweredIsNotAnsweredByItsSendAgain(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, lockOn)
+	// The settings known: the check-out goes to storage in one call.
+	a.do(t, "GET", "/circulation/settings/check-out-lock", nil, map[string]string{TenantHeader: a.tenant}).want(t, http.StatusOK, "")
+	other := "77777777-7777-4777-8777-777777777777"
+	a.store.AddUser(storagetest.User{ID: other, Barcode: "other", Active: true, PatronGroup: patronGroup, LastName: "Other"})
+	a.store.AddRequest(storagetest.Request{ID: "66666666-6666-4666-8666-666666666666", ItemID: itemID, RequesterID: other,
+		Status: "Open - Not yet filled", Position: 1})
+	a.store.SetItemStatus(itemID, schemas.ItemDeclaredLost)
+	a.store.Refuse(storagetest.RouteCheckOut, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+	before := a.store.Snapshot()
+	res := a.send(t, "POST", "/circulation/check-out-by-barcode", checkOutBody).want(t, http.StatusServiceUnavailable, "errors.json")
+	var env errhttp.Envelope
+	res.decode(t, &env)
+	if len(env.Errors) != 1 || env.Errors[0].Code != schemas.CodeStorageUnavailable || !slices.ContainsFunc(env.Errors[0].Parameters,
+		func(p errs.Parameter) bool { return p.Key == "writeId" && p.Value != "" }) {
+		t.Errorf("body %s, want one %s naming its writeId", res.body, schemas.CodeStorageUnavailable)
+	}
+	if n := a.store.Count(storagetest.RouteCheckOut); n != 2 {
+		t.Errorf("the one call sent %d times, want 2 (sent again after the 503)", n)
+	}
+	a.store.WantUnchanged(before)
+}
+
 func TestCheckOutLockHeldWaitsTheIntervals(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, lockOn)

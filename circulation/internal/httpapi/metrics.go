@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,12 +64,12 @@ func NewMetrics() *Metrics {
 
 func (m *Metrics) observeCheckOut(err error, elapsed time.Duration) {
 	outcome := "checked_out"
-	var refusal *errs.Refusal
+	_, refused := errs.Outermost(err).(*errs.Refusal)
 	switch {
 	case err == nil:
 	case errs.IsCode(err, schemas.CodeUnableToAcquireLock):
 		outcome = "lock_unavailable"
-	case errors.As(err, &refusal):
+	case refused:
 		outcome = "refused"
 	default:
 		outcome = "error"
