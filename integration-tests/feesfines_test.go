@@ -472,6 +472,11 @@ func TestAFeeFineIsPaidOnceAndLiftsTheBlockAtOnce(t *testing.T) {
 		if paid != remaining || refused != 4 || got.Remaining.String() != "0.00" || got.Status.Name != "Closed" || got.PaymentStatus.Name != "Paid fully" {
 			t.Fatalf("round %d: %d paid, %d refused, %+v; want %d paid, 4 refused, closed", p, paid, refused, got, remaining)
 		}
+		// Closed: paid or waived again, it is refused as closed, not as
+		// more than remains.
+		wantCode(t, pay(c, p, fine.ID, "1", ""), http.StatusUnprocessableEntity, schemas.CodeFeeFineClosed)
+		wantCode(t, c.Do(c.Circulations[0], "POST", "/accounts/"+fine.ID+"/waive", map[string]any{"amount": "1", "paymentMethod": "Librarian's discretion",
+			"notifyPatron": false, "servicePointId": harness.ServicePoint, "userName": "Desk"}), http.StatusUnprocessableEntity, schemas.CodeFeeFineClosed)
 	}
 	if n := moneyHolds(t, c); n != rounds {
 		t.Fatalf("checked %d fees/fines, want %d", n, rounds)
