@@ -78,7 +78,9 @@ var lostAnswers = []string{"POST /loan-storage/loans", "POST /check-out-storage/
 // circulation instance is killed and started again, PostgreSQL is
 // restarted (stopped fast or crashed, in turn), and every connection
 // between circulation and storage is cut (each circulation instance
-// reaches storage through a proxy of its own). A client whose write went
+// reaches storage through a proxy of its own). One more client works a
+// cell of its own by script (lostAfterAgeing), so that every history
+// holds a loan aged, billed and declared lost. A client whose write went
 // unanswered waits until the services read again before its next. Every
 // operation's call, answer and time is recorded, and the history of each
 // cell of the
@@ -97,7 +99,8 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	c := harness.NewCluster(t, harness.Options{Circulations: 2, Storages: 2, FeatureOn: true, CirculationProxies: true,
 		DatabaseURL: pg.CreateDatabase("circulation"), StorageEnv: []string{"LOCK_SWEEP_INTERVAL=250ms"}})
 	generations := int(*historyLength/cellLife) + 1
-	w := setupCellLibrary(t, c, generations*cellsAtOnce, historyPatrons, historyItems)
+	// One cell more than the clients draw from: lostAfterAgeing's own.
+	w := setupCellLibrary(t, c, generations*cellsAtOnce+1, historyPatrons, historyItems)
 	w.ageing = true
 
 	start := time.Now()
@@ -106,6 +109,16 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	var mu sync.Mutex
 	var ops []porcupine.Operation
 	var wg sync.WaitGroup
+	record := func(client int, r recorded) {
+		mu.Lock()
+		defer mu.Unlock()
+		ops = append(ops, porcupine.Operation{ClientId: client, Input: r.in, Output: r.out,
+			Call: r.call.Nanoseconds(), Return: r.ret.Nanoseconds(), Metadata: r.answered})
+	}
+	scripted := 0
+	wg.Go(func() {
+		scripted = w.lostAfterAgeing(ctx, generations*cellsAtOnce, start, func(r recorded) { record(historyClients, r) })
+	})
 	for client := range historyClients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(client), uint64(time.Now().UnixNano())))
@@ -124,10 +137,7 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 				if !ok {
 					continue
 				}
-				mu.Lock()
-				ops = append(ops, porcupine.Operation{ClientId: client, Input: r.in, Output: r.out,
-					Call: r.call.Nanoseconds(), Return: r.ret.Nanoseconds(), Metadata: r.answered})
-				mu.Unlock()
+				record(client, r)
 				if r.out.Outcome == outUnknown || r.out.Outcome == outNotDone {
 					// The services are not answering: wait until they read
 					// again, as a desk would, rather than send write after
@@ -180,9 +190,13 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	cells := len(model.Partition(ops))
 	t.Logf("SUMMARY TestHistoriesAreLinearizable: %d operations by %d clients over %s (%d unknown); %d faults %v; "+
 		"%d cells of %d patrons and %d items (%d patrons, %d items) each checked on its own, item limit %d; "+
-		"%d check-outs refused at the limit, %d made offline past it; checked in %s: %d cells not found linearizable, %d conflicts without a write that came first; %v",
+		"%d check-outs refused at the limit, %d made offline past it; %d loans aged, billed and declared lost (lostAfterAgeing); "+
+		"checked in %s: %d cells not found linearizable, %d conflicts without a write that came first; %v",
 		len(ops), historyClients, *historyLength, unknown, faultTotal, faults, cells, historyPatrons, historyItems,
-		cells*historyPatrons, cells*historyItems, cellItemLimit, atLimit, pastLimit, checked, len(failed), len(unexplained), counts)
+		cells*historyPatrons, cells*historyItems, cellItemLimit, atLimit, pastLimit, scripted, checked, len(failed), len(unexplained), counts)
+	if scripted == 0 && *historyLength >= 20*time.Second {
+		t.Errorf("no loan was aged, billed and declared lost in %s: lostAfterAgeing never ran to its end", *historyLength)
+	}
 	for _, kind := range faultKinds {
 		if faults[kind] == 0 && *historyLength >= 20*time.Second {
 			t.Errorf("no fault of kind %q in %s: the faults %v", kind, *historyLength, faults)
@@ -194,6 +208,48 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	if len(unexplained) > 0 {
 		t.Errorf("refused because another write came first, with no write that could have come first:\n%s", strings.Join(unexplained, "\n"))
 	}
+}
+
+// lostAfterAgeing is one client's script on a cell of its own (cell),
+// over and over until ctx ends, each operation recorded: an item checked
+// in, then checked out long overdue, its loans read until the sweeper has
+// aged and billed the loan, the loan declared lost, and the fees read.
+// Whatever the other clients draw, the history then holds a loan aged,
+// billed and declared lost, which the model bills once. It answers how
+// many times the script ran to its end.
+func (w *cellWorld) lostAfterAgeing(ctx context.Context, cell int, start time.Time, record func(recorded)) int {
+	rng := rand.New(rand.NewPCG(uint64(cell), uint64(time.Now().UnixNano())))
+	mem := newCellMemory(historyItems)
+	do := func(in cellInput) (cellOutput, bool) {
+		r, ok := w.do(rng, in, mem, start)
+		if ok {
+			record(r)
+		}
+		return r.out, ok
+	}
+	done := 0
+	for round := 0; ctx.Err() == nil; round++ {
+		item := round % historyItems
+		do(cellInput{Kind: opCheckIn, Cell: cell, Item: item})
+		lent, _ := do(cellInput{Kind: opCheckOut, Cell: cell, Item: item, Overdue: true})
+		if lent.Outcome != outDone {
+			continue
+		}
+		billed := harness.Poll(5*time.Second, 50*time.Millisecond, func() bool {
+			out, ok := do(cellInput{Kind: opReadLoans, Cell: cell})
+			return ctx.Err() != nil || ok && slices.ContainsFunc(out.Loans, func(l readLoan) bool { return l.ID == lent.ID && l.Billed })
+		})
+		if !billed || ctx.Err() != nil {
+			continue
+		}
+		if declared, _ := do(cellInput{Kind: opDeclare, Cell: cell, Item: item, ID: lent.ID}); declared.Outcome != outDone {
+			continue
+		}
+		if _, ok := do(cellInput{Kind: opReadFees, Cell: cell}); ok {
+			done++
+		}
+	}
+	return done
 }
 
 // injectFaults injects the faults, each kind in turn, faultGap apart, until
@@ -282,7 +338,7 @@ func agings(t *testing.T, w *cellWorld, start time.Time, ops []porcupine.Operati
 		}
 		in := cellInput{Kind: opAge, Cell: items[item].cell, Item: items[item].item, ID: id}
 		began := at.Sub(start).Nanoseconds()
-		op := porcupine.Operation{ClientId: historyClients + len(out), Input: in, Output: cellOutput{Outcome: outDone},
+		op := porcupine.Operation{ClientId: historyClients + 1 + len(out), Input: in, Output: cellOutput{Outcome: outDone},
 			Call: began - (10 * time.Millisecond).Nanoseconds(), Return: end}
 		for _, r := range ops {
 			// A read begun after the aging began: its item was lent by
