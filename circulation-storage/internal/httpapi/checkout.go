@@ -106,6 +106,25 @@ func (s *Server) checkOutWriteOf(c echo.Context, id string, doc json.RawMessage,
 	return w, nil
 }
 
+// checkOutLoan makes the check-out's write w, of the loan whose header is
+// loan, whichever route asked for it: the patron's lock acquired in the
+// write when the call asks (acquisitionOf), the loan written, and the
+// lock's release with it said in X-Check-Out-Lock-Released.
+func (s *Server) checkOutLoan(c echo.Context, w storage.CheckOutWrite, loan recordHeader) (storage.CheckOutWritten, error) {
+	acquiring, err := s.acquisitionOf(c, w, loan)
+	if err != nil {
+		return storage.CheckOutWritten{}, err
+	}
+	written, err := s.writeCheckOut(c, w, acquiring)
+	if err != nil {
+		return storage.CheckOutWritten{}, err
+	}
+	if written.LockReleased {
+		c.Response().Header().Set(schemas.HeaderLockReleased, "true")
+	}
+	return written, nil
+}
+
 // acquisitionOf reads schemas.HeaderAcquireLock of the check-out's write w
 // (of loan): nil without it. The acquisition is read as the body of
 // POST /check-out-lock-storage would be (checkout-lock-request.json and

@@ -158,16 +158,9 @@ func (s *Server) checkOutInOne(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	acquiring, err := s.acquisitionOf(c, w, h)
+	written, err := s.checkOutLoan(c, w, h)
 	if err != nil {
 		return err
-	}
-	written, err := s.writeCheckOut(c, w, acquiring)
-	if err != nil {
-		return err
-	}
-	if written.LockReleased {
-		c.Response().Header().Set(schemas.HeaderLockReleased, "true")
 	}
 	c.Response().Header().Set(echo.HeaderLocation, storage.Loans.Path+"/"+loan.ID)
 	return c.JSON(http.StatusCreated, checkOutInOneJSON{Loan: written.Loan, User: recs.User, Item: recs.Item, MaterialType: recs.MaterialType})

@@ -351,18 +351,11 @@ func (s *Server) createRecord(c echo.Context, r storage.Resource) error {
 		if err != nil {
 			return err
 		}
-		acquiring, err := s.acquisitionOf(c, w, h)
-		if err != nil {
-			return err
-		}
-		written, err := s.writeCheckOut(c, w, acquiring)
+		written, err := s.checkOutLoan(c, w, h)
 		if err != nil {
 			return err
 		}
 		stored = written.Loan
-		if written.LockReleased {
-			c.Response().Header().Set(schemas.HeaderLockReleased, "true")
-		}
 		if w.OverrideItemLimit || w.OverridePatronBlock || w.Offline {
 			caller := storage.CallerFrom(c.Request().Context())
 			s.Logger().InfoContext(c.Request().Context(), "check-out override", slog.String("loan_id", id),

@@ -148,12 +148,10 @@ func (c *Client) CheckOutInOne(ctx context.Context, req circulation.CheckOutRequ
 	body := checkOutInOneJSON{ID: loanID, ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID,
 		LoanDate: req.LoanDate.Format(schemas.TimeFormat)}
 	var v struct {
-		Loan         json.RawMessage `json:"loan"`
-		User         *patronJSON     `json:"user"`
-		Item         json.RawMessage `json:"item"`
-		MaterialType *struct {
-			Name string `json:"name"`
-		} `json:"materialType"`
+		Loan         json.RawMessage   `json:"loan"`
+		User         *patronJSON       `json:"user"`
+		Item         json.RawMessage   `json:"item"`
+		MaterialType *materialTypeJSON `json:"materialType"`
 	}
 	answer, err := c.exchange(ctx, c.timeout+acquire.Wait, http.MethodPost, "/check-out-storage/check-outs", body, &v, headers...)
 	if err != nil {
@@ -171,12 +169,9 @@ func (c *Client) CheckOutInOne(ctx context.Context, req circulation.CheckOutRequ
 		out.Patron = u.patron()
 	}
 	if v.Item != nil {
-		item, err := decodeItem(v.Item)
+		item, err := decodeItemOfType(v.Item, v.MaterialType)
 		if err != nil {
 			return circulation.CheckedOutInOne{}, err
-		}
-		if mt := v.MaterialType; mt != nil {
-			item.MaterialTypeName = mt.Name
 		}
 		out.Item = item.CheckedOut()
 	}

@@ -123,13 +123,11 @@ func parseTime(s string) time.Time {
 // ReadForCheckOut implements circulation.Storage.
 func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode string) (circulation.CheckOutReads, error) {
 	var v struct {
-		User         *patronJSON     `json:"user"`
-		Item         json.RawMessage `json:"item"`
-		MaterialType *struct {
-			Name string `json:"name"`
-		} `json:"materialType"`
-		OpenLoan  json.RawMessage `json:"openLoan"`
-		QueueHead *struct {
+		User         *patronJSON       `json:"user"`
+		Item         json.RawMessage   `json:"item"`
+		MaterialType *materialTypeJSON `json:"materialType"`
+		OpenLoan     json.RawMessage   `json:"openLoan"`
+		QueueHead    *struct {
 			ID          string `json:"id"`
 			RequesterID string `json:"requesterId"`
 			RequestType string `json:"requestType"`
@@ -185,12 +183,9 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 		out.Patron = u.patron()
 	}
 	if v.Item != nil {
-		item, err := decodeItem(v.Item)
+		item, err := decodeItemOfType(v.Item, v.MaterialType)
 		if err != nil {
 			return circulation.CheckOutReads{}, err
-		}
-		if mt := v.MaterialType; mt != nil {
-			item.MaterialTypeName = mt.Name
 		}
 		out.Item = &item
 	}
@@ -370,6 +365,21 @@ func decodeItem(doc json.RawMessage) (circulation.Item, error) {
 	return circulation.Item{ID: i.ID, Barcode: i.Barcode, Title: i.Title, Status: i.Status.Name,
 		MaterialTypeID: i.MaterialTypeID, PermanentLoanTypeID: i.PermanentLoanTypeID, TemporaryLoanTypeID: i.TemporaryLoanTypeID,
 		Version: i.Version, InTransitDestinationServicePointID: i.InTransitDestinationServicePointID, Doc: doc}, nil
+}
+
+// materialTypeJSON is the material type storage reads with an item.
+type materialTypeJSON struct {
+	Name string `json:"name"`
+}
+
+// decodeItemOfType decodes an item storage read with its material type
+// (nil when it read none), the type's name in the item.
+func decodeItemOfType(doc json.RawMessage, mt *materialTypeJSON) (circulation.Item, error) {
+	item, err := decodeItem(doc)
+	if err == nil && mt != nil {
+		item.MaterialTypeName = mt.Name
+	}
+	return item, err
 }
 
 // OpenLoanForItem implements circulation.Storage.
