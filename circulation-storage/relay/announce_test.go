@@ -33,11 +33,14 @@ func newAnnouncerOf() *announcerOf {
 		return nil
 	}, func(context.Context) (bool, error) {
 		f.questions.Add(1)
+		// The answer is taken before the question is told: a test that
+		// changes it once told gets it at the next question, not this one.
+		failing, leads := f.failing.Load(), f.leads.Load()
 		f.asked <- struct{}{}
-		if f.failing.Load() {
+		if failing {
 			return false, errors.New("the database is away")
 		}
-		return f.leads.Load(), nil
+		return leads, nil
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	start := time.Now()
 	f.now = func() time.Time { return start.Add(time.Duration(f.clock.Load())) }
