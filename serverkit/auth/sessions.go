@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/hashicorp/golang-lru/v2/expirable"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/checkoutlock/schemas"
@@ -23,8 +23,18 @@ import (
 // one lookup.
 type Sessions struct {
 	lookup  func(ctx context.Context, tenant, id string) (bool, error)
-	answers *expirable.LRU[string, bool]
+	answers *lru.Cache[string, sessionAnswer]
 	flight  singleflight.Group
+	now     func() time.Time
+}
+
+// sessionAnswer is an answer remembered, until when it stands. An answer
+// past it is asked again; it stays in the cache until the cache, full,
+// lets it go: nothing wakes to sweep answers out (an expiring cache's
+// sweeper, at 2 s, woke every process 50 times a second, idle or not).
+type sessionAnswer struct {
+	alive bool
+	until time.Time
 }
 
 // Session answers are remembered for at most SessionTTL, at most
@@ -37,14 +47,18 @@ const (
 
 // NewSessions returns a session check that asks lookup.
 func NewSessions(lookup func(ctx context.Context, tenant, id string) (bool, error)) *Sessions {
-	return &Sessions{lookup: lookup, answers: expirable.NewLRU[string, bool](sessionMax, nil, SessionTTL)}
+	answers, err := lru.New[string, sessionAnswer](sessionMax)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &Sessions{lookup: lookup, answers: answers, now: time.Now}
 }
 
 // Alive says whether tenant's session id is alive.
 func (s *Sessions) Alive(ctx context.Context, tenant, id string) (bool, error) {
 	key := tenant + "/" + id
-	if alive, ok := s.answers.Get(key); ok {
-		return alive, nil
+	if a, ok := s.answers.Get(key); ok && s.now().Before(a.until) {
+		return a.alive, nil
 	}
 	v, err, _ := s.flight.Do(key, func() (any, error) {
 		// The lookup outlives a caller that goes away: others may share it.
@@ -52,7 +66,7 @@ func (s *Sessions) Alive(ctx context.Context, tenant, id string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		s.answers.Add(key, alive)
+		s.answers.Add(key, sessionAnswer{alive: alive, until: s.now().Add(SessionTTL)})
 		return alive, nil
 	})
 	if err != nil {

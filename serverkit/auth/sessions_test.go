@@ -62,6 +62,39 @@ func TestSessionsRememberAnswersBriefly(t *testing.T) {
 	}
 }
 
+// TestASessionsAnswerStandsForSessionTTL: an answer is remembered until
+// SessionTTL has passed, then asked again.
+func TestASessionsAnswerStandsForSessionTTL(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int64
+	alive := atomic.Bool{}
+	alive.Store(true)
+	s := NewSessions(func(context.Context, string, string) (bool, error) {
+		asked.Add(1)
+		return alive.Load(), nil
+	})
+	start := time.Now()
+	var clock atomic.Int64
+	s.now = func() time.Time { return start.Add(time.Duration(clock.Load())) }
+	for _, step := range []struct {
+		at    time.Duration
+		alive bool // the session's, at storage
+		want  bool
+		asked int64
+	}{
+		{0, true, true, 1},
+		{SessionTTL - time.Millisecond, false, true, 1}, // remembered
+		{SessionTTL, false, false, 2},                   // asked again
+		{2*SessionTTL - time.Millisecond, true, false, 2},
+	} {
+		clock.Store(int64(step.at))
+		alive.Store(step.alive)
+		if got, err := s.Alive(context.Background(), "diku", "s1"); got != step.want || err != nil || asked.Load() != step.asked {
+			t.Errorf("at %s: Alive = %v, %v after %d lookups; want %v after %d", step.at, got, err, asked.Load(), step.want, step.asked)
+		}
+	}
+}
+
 // TestGuardRefusesEndedSessions: a token naming an ended session is 401
 // SESSION_ENDED at Check and Identify; one naming none is not asked about.
 func TestGuardRefusesEndedSessions(t *testing.T) {
