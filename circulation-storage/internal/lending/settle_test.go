@@ -245,10 +245,30 @@ func TestACutWriteWaitsForItsFirstRunOnlyWhileItsCallerDoes(t *testing.T) {
 	if !running(t, w.f, w.writer) {
 		t.Errorf("server process %d ended while the row it waits for is held", w.writer)
 	}
+	// Each run's statement is due within the caller's 2 s of its own
+	// transaction's start, by PostgreSQL's clock: the row is let go once
+	// that has passed for every run waiting for it, however late a run's
+	// batch reached the server on a loaded machine.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var due int
+		if err := w.f.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE $1 = ANY (pg_blocking_pids(pid)) AND clock_timestamp() <= xact_start + interval '2 seconds'`,
+			w.blocker.Conn().PgConn().PID()).Scan(&due); err != nil {
+			t.Fatal(err)
+		}
+		if due == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs still before their deadline after 10 s", due)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the database's view, with a deadline
+	}
 	if err := w.blocker.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for running(t, w.f, w.writer) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond) // polling the database's view, with a deadline
 	}
