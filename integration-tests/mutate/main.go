@@ -30,8 +30,9 @@
 // mutations that run it look killed: those are reported as such.
 //
 // On SIGINT or SIGTERM the running tests are killed (their whole process
-// groups), no further mutation starts, and the temporary directories are
-// removed; a second signal exits at once.
+// groups), no further mutation starts, the kills finished so far are
+// recorded, and the temporary directories are removed; a second signal
+// exits at once.
 package main
 
 import (
@@ -170,7 +171,9 @@ func run() int {
 		}
 		return 2
 	}
-	if r.record != nil && ctx.Err() == nil {
+	if r.record != nil {
+		// Interrupted, the kills finished so far are recorded: each was
+		// run whole (one cut short is interrupted, and left out).
 		r.record.update(results, r.digest)
 		if err := r.record.write(); err != nil {
 			fmt.Fprintln(os.Stderr, "mutate: write the record:", err)
