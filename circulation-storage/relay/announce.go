@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +20,9 @@ const LeadCheck = time.Second
 // its own and a wake-up of every listening session). A relay that hears
 // nothing still looks every Poll, and one that takes the lead looks at
 // once: an instance that learns of a new leader only at its next check
-// delays no event past the leader's next Poll.
+// delays no event past the leader's next Poll. While the last answer was
+// that none leads, a write wakes nothing in this process either: what
+// it would ask has been answered.
 type Announcer struct {
 	local  *Relay
 	notify func(context.Context) error
@@ -28,8 +31,11 @@ type Announcer struct {
 	// checked is when led was last asked, leading what it answered.
 	checked time.Time
 	leading bool
-	pending chan struct{}
-	logger  *slog.Logger
+	// quietUntil is, while the last answer was that no relay leads, when
+	// it stops standing (a.now's Unix nanoseconds); 0 otherwise.
+	quietUntil atomic.Int64
+	pending    chan struct{}
+	logger     *slog.Logger
 }
 
 // NewAnnouncer returns an announcer for the relay in this process (nil
@@ -44,6 +50,9 @@ func (a *Announcer) Written() {
 	if a.local != nil && a.local.Leading() {
 		a.local.Wake()
 		return
+	}
+	if a.now().UnixNano() < a.quietUntil.Load() {
+		return // none leads, as asked less than LeadCheck ago
 	}
 	select {
 	case a.pending <- struct{}{}:
@@ -83,6 +92,11 @@ func (a *Announcer) someoneLeads(ctx context.Context) bool {
 			leading = true
 		}
 		a.checked, a.leading = now, leading
+		quiet := int64(0)
+		if !leading {
+			quiet = now.Add(LeadCheck).UnixNano()
+		}
+		a.quietUntil.Store(quiet)
 	}
 	return a.leading
 }

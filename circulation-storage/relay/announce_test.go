@@ -107,3 +107,38 @@ func TestAnAnnouncerNotifiesOnlyWhileARelayLeads(t *testing.T) {
 		t.Fatalf("%d notifications, want 1: the write while no relay led was announced", n)
 	}
 }
+
+// TestAnAnnouncerWakesNothingWhileNoRelayLeads: once asked, and told that
+// no relay leads, an announcer's writes wake nothing (not even its own
+// goroutine) until LeadCheck has passed; while one leads, every write is
+// passed on.
+func TestAnAnnouncerWakesNothingWhileNoRelayLeads(t *testing.T) {
+	a := newAnnouncerOf()
+	ctx := context.Background()
+	written := func(want int, when string) {
+		t.Helper()
+		a.Written()
+		if got := len(a.pending); got != want {
+			t.Fatalf("%s: %d announcements pending, want %d", when, got, want)
+		}
+		for len(a.pending) > 0 {
+			<-a.pending
+		}
+	}
+	written(1, "never asked")
+	if a.someoneLeads(ctx) {
+		t.Fatal("someoneLeads = true, want false")
+	}
+	<-a.asked
+	written(0, "none leads, just asked")
+	a.clock.Add(int64(LeadCheck - 1))
+	written(0, "none leads, asked LeadCheck less a nanosecond ago")
+	a.clock.Add(1)
+	written(1, "LeadCheck since none led")
+	a.leads.Store(true)
+	if !a.someoneLeads(ctx) {
+		t.Fatal("someoneLeads = false, want true")
+	}
+	<-a.asked
+	written(1, "a relay leads")
+}
