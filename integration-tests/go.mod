@@ -17,7 +17,6 @@ require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/checkoutlock/config v0.0.0-00010101000000-000000000000 // indirect
 	github.com/chromedp/sysutil v1.1.0 // indirect
 	github.com/exaring/otelpgx v0.13.0 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
@@ -78,6 +77,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/checkoutlock/circulation v0.0.0
 	github.com/checkoutlock/circulation-storage v0.0.0
+	github.com/checkoutlock/config v0.0.0-00010101000000-000000000000
 	github.com/checkoutlock/migrations v0.0.0
 	github.com/checkoutlock/schemas v0.0.0
 	github.com/checkoutlock/serverkit v0.0.0
