@@ -401,6 +401,21 @@ func wantNoWrites(t *testing.T, f *storagetest.Storage) {
 	}
 }
 
+// wantOneLoanAnswered checks out on s (what, for the failure's words) and
+// wants it done: one loan stored, the one answered, and the item checked
+// out once. Which calls wrote it is each test's to say.
+func wantOneLoanAnswered(t *testing.T, s *stack, what string) {
+	t.Helper()
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatalf("%s: %v, want the loan its write id wrote", what, err)
+	}
+	if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
+		t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
+	}
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
+}
+
 func wantItem(t *testing.T, f *storagetest.Storage, status string, version int) {
 	t.Helper()
 	item, ok := f.Item(itemID)

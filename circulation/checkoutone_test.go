@@ -120,7 +120,8 @@ func TestACheckOutInOneNeverAnsweredIsSettledByItsWriteID(t *testing.T) {
 	s := newStack(t, lockOn, withSettleTimeout(300*time.Millisecond))
 	knowSettings(t, s)
 	s.store.Lose(storagetest.RouteCheckOut, -1, storagetest.LostUnavailable)
-	wantAnsweredFromWriteID(t, s)
+	wantOneLoanAnswered(t, s, "a check-out in one call never answered")
+	wantCount(t, s.store, storagetest.RoutePostLoan, 0)
 	wantCount(t, s.store, storagetest.RouteRelease, 1)
 	if n := s.store.Count(storagetest.RouteCheckOut); n < 2 {
 		t.Errorf("the check-out was sent %d times, want it sent again with its id", n)
@@ -266,26 +267,11 @@ func TestACheckOutInOneLostThenRefusedIsSettledByItsWriteID(t *testing.T) {
 					s.store.Refuse(storagetest.RouteCheckOut, 1, tc.status, tc.code)
 				}
 			})
-			wantAnsweredFromWriteID(t, s)
+			wantOneLoanAnswered(t, s, "a check-out in one call refused when sent again")
+			wantCount(t, s.store, storagetest.RoutePostLoan, 0)
 			if n := s.store.Count(storagetest.RouteCheckOut); n != tc.sends {
 				t.Errorf("sent %d times, want %d", n, tc.sends)
 			}
 		})
 	}
-}
-
-// wantAnsweredFromWriteID checks out on s and wants the check-out answered
-// with the loan its write id wrote in one call: that loan stored, alone,
-// the item checked out once, and no loan posted the two-call way.
-func wantAnsweredFromWriteID(t *testing.T, s *stack) {
-	t.Helper()
-	res, err := s.checkOut(t)
-	if err != nil {
-		t.Fatalf("check-out: %v, want it answered from its write id", err)
-	}
-	if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
-		t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
-	}
-	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
-	wantCount(t, s.store, storagetest.RoutePostLoan, 0)
 }

@@ -25,14 +25,7 @@ func TestACheckOutSentAgainIsTheSameWrite(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, lockOn)
 	s.store.Refuse(storagetest.RoutePostLoan, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
-	res, err := s.checkOut(t)
-	if err != nil {
-		t.Fatalf("a check-out whose first send never reached storage: %v, want it written when sent again", err)
-	}
-	if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
-		t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
-	}
-	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
+	wantOneLoanAnswered(t, s, "a check-out whose first send never reached storage")
 	wantWrittenOnce(t, s.store, storagetest.RoutePostLoan, 2, 0)
 	wantCount(t, s.store, storagetest.RouteLoan, 0)
 }
