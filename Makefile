@@ -38,6 +38,9 @@ BENCH_BASELINE ?= 86c6f12
 # BENCH_ONLY=checkout-floor scenario 14 (the check-out through circulation and
 # storage against a minimal net/http + pgx server sending its very statements,
 # alternating, at c = 1, 8 and 32) alone, in about two minutes;
+# BENCH_ONLY=checkout-probe scenario 14's probe (the service and the floor
+# split in two, one slice each at c = 1 and 8: each process's CPU and thread
+# switches, PostgreSQL's CPU, statements and sessions) alone, under a minute;
 # BENCH_ONLY=tracing scenario 15 (this version's check-out with every
 # check-out traced, its spans sent to a sink of the bench's own, against the
 # same untraced, alternating, at c = 1 and 4: CPU per check-out by party and

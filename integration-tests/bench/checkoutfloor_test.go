@@ -91,8 +91,21 @@ func checkOutFloorPopulation(rounds int, slice, warmUp time.Duration, concurrenc
 	return int(2000 * perSide.Seconds() * float64(checkOutFloorSides*concurrencies))
 }
 
-// benchCheckOutFloor is scenario 14.
-func benchCheckOutFloor(t *testing.T, p plan, env []string) CheckOutFloor {
+// floorSide is one side scenario 14 measures: where its check-outs go,
+// and the processes that answer them (the floor alone is both).
+type floorSide struct {
+	targeter          vegeta.Targeter
+	front, back       *harness.Process
+	oneProcess, split bool
+}
+
+// startCheckOutFloor starts scenario 14's sides on a library of
+// population patrons, each with an item to check out: a cluster of one
+// circulation and one storage with the lock on, and the floor, alone and
+// split in a back and two fronts. The sides are in the order of the row's
+// figures: the service, the floor, the floor asking its back twice, and
+// once.
+func startCheckOutFloor(t *testing.T, env []string, population int) (*harness.Cluster, [checkOutFloorSides]floorSide) {
 	t.Helper()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
 		StorageEnv:     append([]string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns)}, env...),
@@ -100,19 +113,14 @@ func benchCheckOutFloor(t *testing.T, p plan, env []string) CheckOutFloor {
 	bin := buildCheckOutFloor(t)
 	floorEnv := []string{"DATABASE_URL=" + harness.DatabaseURL(), "TENANT=" + c.Tenant, fmt.Sprintf("POOL_SIZE=%d", benchDBConns)}
 	floor := harness.StartBinary(t, "checkoutfloor", bin, floorEnv...)
-	defer floor.Stop()
+	t.Cleanup(floor.Stop)
 	back := harness.StartBinary(t, "checkoutfloor-back", bin, append(floorEnv, "ROLE=back")...)
-	defer back.Stop()
+	t.Cleanup(back.Stop)
 	frontTwo := harness.StartBinary(t, "checkoutfloor-front-two", bin, "ROLE=front-two", "BACK_URL="+back.URL())
-	defer frontTwo.Stop()
+	t.Cleanup(frontTwo.Stop)
 	frontOne := harness.StartBinary(t, "checkoutfloor-front-one", bin, "ROLE=front-one", "BACK_URL="+back.URL())
-	defer frontOne.Stop()
-	rounds, slice, concurrencies := checkOutFloorShape(p)
-	warmUp := 4 * slice
-	if *smoke {
-		warmUp = slice
-	}
-	pop := populate(t, c, checkOutFloorPopulation(rounds, slice, warmUp, len(concurrencies)), 0)
+	t.Cleanup(frontOne.Stop)
+	pop := populate(t, c, population, 0)
 	analyze(t, c)
 	// Every side is sent the same check-outs, of the same population: the
 	// patrons are handed out once, whichever side takes them.
@@ -126,16 +134,21 @@ func benchCheckOutFloor(t *testing.T, p plan, env []string) CheckOutFloor {
 			return nil
 		}
 	}
-	// The sides, in the order of the row's figures: the service, the
-	// floor, the floor asking its back twice, and once.
-	sides := [checkOutFloorSides]struct {
-		targeter          vegeta.Targeter
-		front, back       *harness.Process
-		oneProcess, split bool
-	}{{targeter: service, front: c.Circulations[0], back: c.Storage},
+	return c, [checkOutFloorSides]floorSide{{targeter: service, front: c.Circulations[0], back: c.Storage},
 		{targeter: to(floor), front: floor, back: floor, oneProcess: true},
 		{targeter: to(frontTwo), front: frontTwo, back: back, split: true},
 		{targeter: to(frontOne), front: frontOne, back: back, split: true}}
+}
+
+// benchCheckOutFloor is scenario 14.
+func benchCheckOutFloor(t *testing.T, p plan, env []string) CheckOutFloor {
+	t.Helper()
+	rounds, slice, concurrencies := checkOutFloorShape(p)
+	warmUp := 4 * slice
+	if *smoke {
+		warmUp = slice
+	}
+	_, sides := startCheckOutFloor(t, env, checkOutFloorPopulation(rounds, slice, warmUp, len(concurrencies)))
 	var out CheckOutFloor
 	for _, conc := range concurrencies {
 		hists := make([]*histPair, len(sides))

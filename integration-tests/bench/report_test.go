@@ -43,6 +43,7 @@ type Results struct {
 	Kills             *Kills         `json:"kills,omitempty"`
 	Tracing           *Tracing       `json:"tracing,omitempty"`
 	CheckOutFloor     *CheckOutFloor `json:"checkOutFloor,omitempty"`
+	CheckOutProbe     *CheckOutProbe `json:"checkOutProbe,omitempty"`
 	Recovery          *Recovery      `json:"recovery,omitempty"`
 	Targets           []Target       `json:"targets"`
 }
@@ -194,6 +195,16 @@ var alone = []scenario{
 			t.Error(e)
 		}
 	}},
+	{"checkout-probe", func(t *testing.T, p plan, quiet []string) {
+		pr := benchCheckOutProbe(t, quiet)
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		printCheckOutProbe(tw, pr)
+		tw.Flush()
+		writeResults(t, Results{Date: time.Now().UTC().Format(time.RFC3339), Smoke: *smoke, CheckOutProbe: &pr})
+		for _, e := range requestErrors(Results{CheckOutProbe: &pr}) {
+			t.Error(e)
+		}
+	}},
 	{"tracing", func(t *testing.T, p plan, quiet []string) {
 		tr := benchTracing(t, p, quiet)
 		printTracing(os.Stdout, tr)
@@ -295,6 +306,9 @@ func TestBenchmarks(t *testing.T) {
 	var checkOutFloor CheckOutFloor
 	t.Run("checkout-floor", func(t *testing.T) { checkOutFloor = benchCheckOutFloor(t, p, quiet) })
 	res.CheckOutFloor = &checkOutFloor
+	var checkOutProbe CheckOutProbe
+	t.Run("checkout-probe", func(t *testing.T) { checkOutProbe = benchCheckOutProbe(t, quiet) })
+	res.CheckOutProbe = &checkOutProbe
 	var recovery Recovery
 	t.Run("recovery", func(t *testing.T) { recovery = benchRecovery(t, quiet) })
 	res.Recovery = &recovery
@@ -318,6 +332,7 @@ func TestBenchmarks(t *testing.T) {
 	printFlood(os.Stdout, flood)
 	cf := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	printCheckOutFloor(cf, checkOutFloor)
+	printCheckOutProbe(cf, checkOutProbe)
 	cf.Flush()
 	printRecovery(os.Stdout, recovery)
 	printTenants(os.Stdout, tn)
@@ -425,6 +440,11 @@ func requestErrors(r Results) []string {
 			check(fmt.Sprintf("check-out c=%d against its floor, floor", row.Concurrency), row.Floor)
 			check(fmt.Sprintf("check-out c=%d against its floor, the floor split, two calls", row.Concurrency), row.TwoCalls)
 			check(fmt.Sprintf("check-out c=%d against its floor, the floor split, one call", row.Concurrency), row.OneCall)
+		}
+	}
+	if pr := r.CheckOutProbe; pr != nil {
+		for _, row := range pr.Rows {
+			check(fmt.Sprintf("check-out c=%d probed, %s", row.Concurrency, row.Side), row.Stats)
 		}
 	}
 	if tr := r.Tracing; tr != nil {

@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/checkoutlock/integration-tests/harness"
+)
+
+// CheckOutProbe is scenario 14's probe: the service and the floor split
+// in two processes asked once, each in one long slice at a time, looked
+// into where scenario 14 only counts: the CPU and the thread switches of
+// each process a check-out, PostgreSQL's CPU and the sessions opened to
+// it, and how storage answered the service's check-outs (in one call, or
+// validation's read and a write). Each side's processes are logged when
+// its slice begins, so that a profiler can be attached to them
+// (BENCHMARKS.md §14 says how).
+type CheckOutProbe struct {
+	Rows []CheckOutProbeRow `json:"rows"`
+}
+
+// CheckOutProbeRow is one side's slice at one concurrency.
+type CheckOutProbeRow struct {
+	Concurrency int    `json:"concurrency"`
+	Side        string `json:"side"`
+	Stats       Stats  `json:"stats"`
+	// FrontCPU, BackCPU and PostgresCPU are the CPU a check-out, in µs,
+	// of circulation (the split floor's front), storage (its back) and
+	// every postgres process on the machine.
+	FrontCPU    float64 `json:"frontCpuUs"`
+	BackCPU     float64 `json:"backCpuUs"`
+	PostgresCPU float64 `json:"postgresCpuUs"`
+	// FrontSwitches and BackSwitches are each process's thread switches
+	// a check-out, voluntary and not, over all its threads.
+	FrontSwitches float64 `json:"frontSwitches"`
+	BackSwitches  float64 `json:"backSwitches"`
+	// Sessions is how many sessions were opened to the database during
+	// the slice (pg_stat_database.sessions).
+	Sessions int64 `json:"sessionsOpened"`
+	// Statements are the statements PostgreSQL spent most time in, in the
+	// slice, with their calls and mean times, when pg_stat_statements is
+	// loaded (BENCHMARKS.md §14 says how); nil otherwise.
+	Statements []ProbedStatement `json:"statements,omitempty"`
+	// OneCall and Validations are, for the service, how many check-outs
+	// storage answered in one call, and how many validation reads it
+	// answered (a check-out that went the two-call way).
+	OneCall     int64 `json:"oneCall,omitempty"`
+	Validations int64 `json:"validations,omitempty"`
+}
+
+// ProbedStatement is one statement's figures in a slice.
+type ProbedStatement struct {
+	Query  string  `json:"query"`
+	Calls  int64   `json:"calls"`
+	MeanMs float64 `json:"meanExecMs"`
+}
+
+// checkOutProbeShape is the probe's slice and concurrencies: one slice
+// of six seconds a side (long enough for a profiler's five), after a
+// warm-up of two.
+func checkOutProbeShape() (slice, warmUp time.Duration, concurrencies []int) {
+	if *smoke {
+		return 300 * time.Millisecond, 300 * time.Millisecond, []int{1}
+	}
+	return 6 * time.Second, 2 * time.Second, []int{1, 8}
+}
+
+// benchCheckOutProbe is scenario 14's probe.
+func benchCheckOutProbe(t *testing.T, env []string) CheckOutProbe {
+	t.Helper()
+	slice, warmUp, concurrencies := checkOutProbeShape()
+	perSide := time.Duration(len(concurrencies)) * (slice + warmUp)
+	c, sides := startCheckOutFloor(t, env, int(2000*perSide.Seconds()*2))
+	probed := []struct {
+		name string
+		side floorSide
+	}{{"service", sides[0]}, {"floor split, one call", sides[3]}}
+	var out CheckOutProbe
+	for _, conc := range concurrencies {
+		for _, p := range probed {
+			attack(t, p.side.targeter, conc, warmUp)
+			t.Logf("check-out probe c=%d, %s: front pid %d, back pid %d, for %s", conc, p.name, p.side.front.PID(), p.side.back.PID(), slice)
+			cpu0, sw0, sess0 := sampleCPU(t, p.side.front, p.side.back), switchesOf(t, p.side.front, p.side.back), sessionsOpened(t, c)
+			one0, val0 := storageAnswers(t, c)
+			counted := resetStatements(t, c)
+			h, errs, elapsed := attack(t, p.side.targeter, conc, slice)
+			cpu1, sw1, sess1 := sampleCPU(t, p.side.front, p.side.back), switchesOf(t, p.side.front, p.side.back), sessionsOpened(t, c)
+			one1, val1 := storageAnswers(t, c)
+			n := float64(max(h.TotalCount(), 1))
+			us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
+			row := CheckOutProbeRow{Concurrency: conc, Side: p.name, Stats: stats(h, errs, elapsed),
+				FrontCPU: us(cpu1.circulation - cpu0.circulation), BackCPU: us(cpu1.storage - cpu0.storage), PostgresCPU: us(cpu1.postgres - cpu0.postgres),
+				FrontSwitches: float64(sw1[0]-sw0[0]) / n, BackSwitches: float64(sw1[1]-sw0[1]) / n, Sessions: sess1 - sess0}
+			if counted {
+				row.Statements = topStatements(t, c)
+			}
+			if p.side.front == c.Circulations[0] {
+				row.OneCall, row.Validations = one1-one0, val1-val0
+			}
+			out.Rows = append(out.Rows, row)
+		}
+	}
+	return out
+}
+
+// switchesOf is the thread switches so far of each process, all its
+// threads', voluntary and not.
+func switchesOf(t *testing.T, ps ...*harness.Process) []int64 {
+	t.Helper()
+	out := make([]int64, len(ps))
+	for i, p := range ps {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", p.PID()))
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("the threads of %s: %v", p.Name, err)
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			if err != nil {
+				continue // a thread that ended meanwhile
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				name, v, ok := strings.Cut(line, ":")
+				if ok && (name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches") {
+					n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					out[i] += n
+				}
+			}
+		}
+	}
+	return out
+}
+
+// sessionsOpened is how many sessions have been opened to the cluster's
+// database so far.
+func sessionsOpened(t *testing.T, c *harness.Cluster) int64 {
+	t.Helper()
+	var n int64
+	if err := c.DB.QueryRow(context.Background(), `SELECT sessions FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+		t.Fatalf("sessions opened: %v", err)
+	}
+	return n
+}
+
+// resetStatements empties pg_stat_statements, when the server loads it
+// (its view made in the cluster's database if need be), and says whether
+// it does.
+func resetStatements(t *testing.T, c *harness.Cluster) bool {
+	t.Helper()
+	var loaded bool
+	ctx := context.Background()
+	if err := c.DB.QueryRow(ctx, `SELECT 'pg_stat_statements' = ANY (string_to_array(replace(current_setting('shared_preload_libraries'), ' ', ''), ','))`).Scan(&loaded); err != nil {
+		t.Fatalf("shared_preload_libraries: %v", err)
+	}
+	if !loaded {
+		return false
+	}
+	if _, err := c.DB.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		t.Fatalf("pg_stat_statements: %v", err)
+	}
+	if _, err := c.DB.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
+		t.Fatalf("pg_stat_statements_reset: %v", err)
+	}
+	return true
+}
+
+// topStatements is the three statements PostgreSQL spent most time in
+// since resetStatements, as pg_stat_statements counts them.
+func topStatements(t *testing.T, c *harness.Cluster) []ProbedStatement {
+	t.Helper()
+	rows, err := c.DB.Query(context.Background(), `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 60), calls, mean_exec_time
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 3`)
+	if err != nil {
+		t.Fatalf("pg_stat_statements: %v", err)
+	}
+	defer rows.Close()
+	var out []ProbedStatement
+	for rows.Next() {
+		var s ProbedStatement
+		if err := rows.Scan(&s.Query, &s.Calls, &s.MeanMs); err != nil {
+			t.Fatalf("pg_stat_statements: %v", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("pg_stat_statements: %v", err)
+	}
+	return out
+}
+
+// storageAnswers is how many check-outs storage has answered in one call
+// (201s) and how many validation reads, so far.
+func storageAnswers(t *testing.T, c *harness.Cluster) (oneCall, validations int64) {
+	t.Helper()
+	one, _ := c.Metric(t, c.Storage, `http_request_duration_seconds_count{method="POST",route="/check-out-storage/check-outs",status="201"}`)
+	val, _ := c.Metric(t, c.Storage, `http_request_duration_seconds_count{method="GET",route="/check-out-storage/validation",status="200"}`)
+	return int64(one), int64(val)
+}
+
+// printCheckOutProbe prints the probe's table.
+func printCheckOutProbe(w io.Writer, p CheckOutProbe) {
+	fmt.Fprintln(w, "\n14, probed. The service and the floor split asked once, one slice each: per check-out, each process's CPU (µs) and thread switches, PostgreSQL's CPU; sessions opened in the slice; storage's answers to the service")
+	fmt.Fprintln(w, "concurrency\tside\tcheck-outs/s\tp50 ms\tfront CPU\tback CPU\tPostgreSQL\tfront switches\tback switches\tsessions\tone call\tvalidations\terrors")
+	for _, r := range p.Rows {
+		fmt.Fprintf(w, "%d\t%s\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\n", r.Concurrency, r.Side, r.Stats.Throughput, r.Stats.P50Ms,
+			r.FrontCPU, r.BackCPU, r.PostgresCPU, r.FrontSwitches, r.BackSwitches, r.Sessions, r.OneCall, r.Validations, r.Stats.Errors)
+	}
+	for _, r := range p.Rows {
+		for _, st := range r.Statements {
+			fmt.Fprintf(w, "c=%d, %s: %d calls, mean %.3f ms: %s\n", r.Concurrency, r.Side, st.Calls, st.MeanMs, st.Query)
+		}
+	}
+}
