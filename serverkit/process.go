@@ -160,9 +160,11 @@ func Shutdown(srv *http.Server, timeout time.Duration, logger *slog.Logger) erro
 	return fmt.Errorf("shutdown: requests still in flight after SHUTDOWN_TIMEOUT (%s) were cut off: %w", timeout, err)
 }
 
-// startedUp collects what start-up made and dropped (the schemas'
-// compilation, the migrations read, the first connections' buffers) and
-// gives its memory back to the system, once, before the first request.
+// startedUp collects what start-up made and dropped and gives its memory
+// back to the system, once, before the first request. In storage that is
+// mostly the working memory of the argon2 hash that sign-ins without an
+// account are timed against (login's argonMemory, 19 MiB), the schemas'
+// compilation and the OpenAPI document made from them.
 // Left to the collector, start-up's peak (storage's is some 20 MB live)
 // sets a heap goal of three times it (config.GCPercent): the heap grows
 // there under the first requests, most of it garbage, and the runtime
