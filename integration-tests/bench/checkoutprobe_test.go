@@ -76,6 +76,8 @@ func checkOutProbeShape() (slice, warmUp time.Duration, concurrencies []int) {
 func benchCheckOutProbe(t *testing.T, env []string) CheckOutProbe {
 	t.Helper()
 	slice, warmUp, concurrencies := checkOutProbeShape()
+	// A patron a check-out, at scenario 14's 2,000 a second, for both
+	// sides' warm-ups and slices.
 	perSide := time.Duration(len(concurrencies)) * (slice + warmUp)
 	c, sides := startCheckOutFloor(t, env, int(2000*perSide.Seconds()*2))
 	probed := []struct {
