@@ -91,6 +91,11 @@ func TestACheckOutInOneCall(t *testing.T) {
 	if replay.header.Get(schemas.HeaderWriteReplayed) != "true" || len(again) != 1 || again["loan"]["id"] != loanID {
 		t.Errorf("sent again: headers %v, body %s; want the loan alone, replayed", replay.header, replay.body)
 	}
+	// Its lock went with the loan when it landed: the caller is told so,
+	// and need not release it.
+	if replay.header.Get(schemas.HeaderLockReleased) != "true" {
+		t.Errorf("sent again: headers %v, want the lock said released", replay.header)
+	}
 	if n := f.countRows("loan", ""); n != 1 {
 		t.Errorf("%d loans, want the one, written once", n)
 	}
@@ -108,8 +113,8 @@ func TestACheckOutInOneCall(t *testing.T) {
 	changed["userBarcode"] = "p-nobody"
 	replay = send(changed, nil).wantStatus(http.StatusCreated)
 	replay.decode(&again)
-	if replay.header.Get(schemas.HeaderWriteReplayed) != "true" || again["loan"]["id"] != loanID {
-		t.Errorf("sent again, its reads changed: headers %v, body %s; want the loan it wrote, replayed", replay.header, replay.body)
+	if replay.header.Get(schemas.HeaderWriteReplayed) != "true" || again["loan"]["id"] != loanID || replay.header.Get(schemas.HeaderLockReleased) != "true" {
+		t.Errorf("sent again, its reads changed: headers %v, body %s; want the loan it wrote, replayed, its lock released", replay.header, replay.body)
 	}
 
 	// A loan the loan's POST would refuse is refused here too: a period
