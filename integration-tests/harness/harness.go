@@ -356,6 +356,32 @@ func TenantID() string { return "it" + randomSuffix() }
 // schemaOf is the PostgreSQL schema of a tenant.
 func schemaOf(tenant string) string { return tenant + "_mod_circulation_storage" }
 
+// logs is every log file handed out in this run of the tests.
+var logs struct {
+	sync.Mutex
+	taken map[string]bool
+}
+
+// logPath is the log file of a process named name in t, one no other
+// process of the run writes: the test's name and the process's, and a
+// number after them from the second of that name on (two doors of a
+// test both named sip2, or a test run again with -count). A process
+// restarted keeps its file, and appends to it.
+func logPath(t testing.TB, name string) string {
+	base := sanitizeName(t.Name()) + "-" + sanitizeName(name)
+	logs.Lock()
+	defer logs.Unlock()
+	if logs.taken == nil {
+		logs.taken = map[string]bool{}
+	}
+	file := base + ".log"
+	for n := 2; logs.taken[file]; n++ {
+		file = fmt.Sprintf("%s.%d.log", base, n)
+	}
+	logs.taken[file] = true
+	return filepath.Join(envState().LogDir, file)
+}
+
 // sanitizeName turns a test name into a file name.
 func sanitizeName(s string) string {
 	return strings.Map(func(r rune) rune {

@@ -33,7 +33,7 @@ type Mailpit struct {
 func StartMailpit(t testing.TB) *Mailpit {
 	t.Helper()
 	m := &Mailpit{t: t, SMTP: freeAddr(t), HTTP: freeAddr(t), dir: t.TempDir(),
-		logPath: filepath.Join(envState().LogDir, sanitizeName(t.Name())+"-mailpit.log")}
+		logPath: logPath(t, "mailpit")}
 	t.Cleanup(func() {
 		m.Stop()
 		if t.Failed() {

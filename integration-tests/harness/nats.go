@@ -75,7 +75,7 @@ func NATSURLs(nodes []*NATSServer) string {
 // newNATS prepares a server named name; it is stopped when the test ends.
 func newNATS(t testing.TB, name string, cluster []string) *NATSServer {
 	s := &NATSServer{t: t, Addr: freeAddr(t), dir: t.TempDir(), Name: name, cluster: cluster,
-		logPath: filepath.Join(envState().LogDir, sanitizeName(t.Name())+"-"+name+".log")}
+		logPath: logPath(t, name)}
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {

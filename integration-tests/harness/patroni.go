@@ -94,7 +94,7 @@ func StartHA(t testing.TB, sync bool) *HA {
 	for i := range 3 {
 		n := &Node{Name: fmt.Sprintf("node%d", i+1), pgAddr: freeAddr(t), apiAddr: freeAddr(t), ha: h,
 			dataDir: filepath.Join(dir, fmt.Sprintf("node%d", i+1)),
-			logPath: filepath.Join(envState().LogDir, fmt.Sprintf("%s-patroni-node%d.log", sanitizeName(t.Name()), i+1))}
+			logPath: logPath(t, fmt.Sprintf("patroni-node%d", i+1))}
 		n.Proxy = NewProxy(t, n.pgAddr)
 		n.ReplProxy = NewProxy(t, n.pgAddr)
 		n.EtcdProxy = NewProxy(t, h.etcdAddr)
@@ -157,7 +157,7 @@ func (h *HA) startEtcd() {
 	h.t.Helper()
 	client, peer := freeAddr(h.t), freeAddr(h.t)
 	h.etcdAddr = client
-	log, err := os.Create(filepath.Join(envState().LogDir, sanitizeName(h.t.Name())+"-etcd.log"))
+	log, err := os.Create(logPath(h.t, "etcd"))
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -63,7 +62,7 @@ func startProcessAt(t testing.TB, addr, name, bin string, env ...string) *Proces
 func newProcess(t testing.TB, addr, name, bin string, env ...string) *Process {
 	t.Helper()
 	p := &Process{t: t, Name: name, bin: bin, env: env, Addr: addr,
-		logPath: filepath.Join(envState().LogDir, sanitizeName(t.Name())+"-"+name+".log")}
+		logPath: logPath(t, name)}
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
