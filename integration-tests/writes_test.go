@@ -188,11 +188,19 @@ func TestEveryWriteKnowsItself(t *testing.T) {
 
 // TestTheSameCheckOutSentAtOnceToThreeInstancesIsOneLoan: one check-out,
 // its Idempotency-Key the same, sent twenty times at once to three
-// circulation instances: one loan, and twenty identical answers. The key
-// sent again with another body is refused, nothing written.
+// circulation instances: one loan, twenty identical answers, and no lock
+// left held. The key sent again with another body is refused, nothing
+// written. So whether storage waits for the lock or circulation does
+// (LOCK_WAIT_AT_STORAGE=false), where a call that took a lock of its own
+// finds its write landed by another.
 func TestTheSameCheckOutSentAtOnceToThreeInstancesIsOneLoan(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true})
+	t.Run("storage waits", func(t *testing.T) { t.Parallel(); sameCheckOutAtOnce(t) })
+	t.Run("circulation waits", func(t *testing.T) { t.Parallel(); sameCheckOutAtOnce(t, "LOCK_WAIT_AT_STORAGE=false") })
+}
+
+func sameCheckOutAtOnce(t *testing.T, env ...string) {
+	c := harness.NewCluster(t, harness.Options{Circulations: 3, FeatureOn: true, CirculationEnv: env})
 	lib := c.SetupLibrary(1, 3, 2)
 	patron := lib.Patrons[0]
 	for round, item := range lib.Items[0][:2] {
@@ -208,6 +216,9 @@ func TestTheSameCheckOutSentAtOnceToThreeInstancesIsOneLoan(t *testing.T) {
 		}
 		if n := c.OpenLoans(t, patron); n != round+1 {
 			t.Fatalf("round %d: %d open loans, want %d", round, n, round+1)
+		}
+		if n := liveLocks(t, c); n != 0 {
+			t.Errorf("round %d: %d locks held after every answer, want none", round, n)
 		}
 		other := map[string]any{"itemBarcode": lib.Items[0][2], "userBarcode": patron, "servicePointId": harness.ServicePoint}
 		r := c.DoWith(c.Circulations[round], "POST", "/circulation/check-out-by-barcode", other, headers).Want(t, http.StatusUnprocessableEntity)

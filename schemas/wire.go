@@ -88,10 +88,10 @@ const (
 	// PermissionCheckOutOverride.
 	HeaderCheckOutOverride = "X-Check-Out-Override"
 	// HeaderLockReleased "true" on the 201 of such a write says that its
-	// transaction released the lock, and on a write answered from its id
-	// (HeaderWriteReplayed) that the write that landed did: a client that
-	// does not see it (a storage that does not know HeaderReleaseLock)
-	// releases the lock itself.
+	// transaction released the lock; on a write answered from its id
+	// (HeaderWriteReplayed), that the lock it names is gone, released then
+	// if it was still held: a client that does not see it (a storage that
+	// does not know HeaderReleaseLock) releases the lock itself.
 	HeaderLockReleased = "X-Check-Out-Lock-Released"
 	// HeaderAcquireLock, on a check-out's write that names its lock
 	// (HeaderLockID) and releases it (HeaderReleaseLock), has storage

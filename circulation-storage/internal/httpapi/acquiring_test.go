@@ -22,6 +22,59 @@ func (f *fixture) acquiringWrite(user, item, lockID, terms string) response {
 	return f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(user, item, "Open")), h)
 }
 
+// holdLock acquires the patron's lock as the test's user, who writes the
+// check-outs, and answers its id.
+func (f *fixture) holdLock(user string) string {
+	f.t.Helper()
+	id := uuid.NewString()
+	f.doWith("POST", "/check-out-lock-storage", jsonBody(map[string]any{"id": id, "userId": user}), f.asUser(testUser)).
+		wantStatus(http.StatusCreated)
+	return id
+}
+
+// TestACheckOutAnsweredFromItsWriteIDReleasesItsLock: a check-out's write
+// (the loan's POST under the patron's lock, releasing it) sent again with
+// the write id of one that landed writes nothing and is answered from
+// it, and the lock it names is gone when it answers: the first's, which
+// the write that landed released, or one the call took itself before it
+// found the write landed (two calls of one Idempotency-Key at once). The
+// answer says so, and the caller releases nothing.
+func TestACheckOutAnsweredFromItsWriteIDReleasesItsLock(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	group, mt, lt := f.newGroup("staff"), f.newMaterialType("book"), f.newLoanType("Can circulate")
+	alice := f.newPatron("alice", group)
+	item, writeID := f.newItem(itemDoc(uuid.NewString(), mt, lt)), uuid.NewString()
+	write := func(lockID string) response {
+		h := f.asUser(testUser)
+		h[schemas.HeaderLockID], h[schemas.HeaderItemVersion], h[schemas.HeaderReleaseLock] = lockID, "1", "true"
+		h[schemas.HeaderWriteID] = writeID
+		return f.doWith("POST", "/loan-storage/loans", jsonBody(loanDoc(alice, item, "Open")), h).wantStatus(http.StatusCreated)
+	}
+	first := f.holdLock(alice)
+	if res := write(first); res.header.Get(schemas.HeaderLockReleased) != "true" || res.header.Get(schemas.HeaderWriteReplayed) != "" {
+		t.Fatalf("the write: headers %v, want its lock released with it", res.header)
+	}
+	for _, again := range []struct {
+		what string
+		lock func() string
+	}{
+		{"sent again", func() string { return first }},
+		{"sent again under a lock of its own", func() string { return f.holdLock(alice) }},
+	} {
+		res := write(again.lock())
+		if res.header.Get(schemas.HeaderWriteReplayed) != "true" || res.header.Get(schemas.HeaderLockReleased) != "true" {
+			t.Errorf("%s: headers %v, want it answered from its write id, its lock released", again.what, res.header)
+		}
+		if n := f.rows(alice); n != 0 {
+			t.Errorf("%s: %d locks of alice left, want none", again.what, n)
+		}
+	}
+	if n := f.countRows("loan", "item_id = $1", item); n != 1 {
+		t.Errorf("%d loans of the item, want the one, written once", n)
+	}
+}
+
 // TestAWriteThatAcquiresItsLock: a check-out's write naming
 // X-Check-Out-Acquire-Lock takes the borrower's lock first, as an
 // acquisition would, writes, and releases it: the answer says it acquired

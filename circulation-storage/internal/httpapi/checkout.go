@@ -255,14 +255,38 @@ const releaseUnwrittenTimeout = 5 * time.Second
 // releaseUnwritten releases the lock lockID a check-out's write acquired
 // and did not release, having written nothing, even if the client has
 // gone: a lock left behind would keep the patron's next scan waiting for
-// its expiry.
-func (s *Server) releaseUnwritten(c echo.Context, lockID string) {
+// its expiry. It says whether the lock is gone (released, or not held).
+func (s *Server) releaseUnwritten(c echo.Context, lockID string) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), releaseUnwrittenTimeout)
 	defer cancel()
 	err := s.svc.Locks.Release(ctx, tenantOf(c), lockID, storage.CallerFrom(ctx), false)
 	if err != nil && !errs.IsKind(err, errs.KindNotFound) {
 		s.Logger().WarnContext(ctx, "releasing the lock of a check-out that wrote nothing failed; it expires by itself",
 			slog.String("lock_id", lockID), slog.Any("error", err))
+		return false
+	}
+	return true
+}
+
+// releasedOnReplay is, for a check-out's write answered from its write id
+// (it writes nothing), the release its headers ask for: the lock it names
+// (LockIDHeader, with schemas.HeaderReleaseLock) is released if it is
+// still held, and the answer says so (schemas.HeaderLockReleased) once it
+// is gone. The write that landed released its own lock; the call sent
+// again with its id holds that one, now gone, or one it took itself (a
+// second call of a client's Idempotency-Key, made at once with the
+// first, that took a lock before its write found the first landed).
+// Without the release permission, or when the release fails, nothing is
+// said, and the caller releases the lock itself.
+func (s *Server) releasedOnReplay(c echo.Context) {
+	h := c.Request().Header
+	lockID := strings.ToLower(h.Get(LockIDHeader))
+	if lockID == "" || h.Get(schemas.HeaderReleaseLock) != "true" || !s.Schemas().ValidUUID(lockID) ||
+		s.cfg.Auth.Require(serverkit.Claims(c.Request().Context()), releasePermission) != nil {
+		return
+	}
+	if s.releaseUnwritten(c, lockID) {
+		c.Response().Header().Set(schemas.HeaderLockReleased, "true")
 	}
 }
 

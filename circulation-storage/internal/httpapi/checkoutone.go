@@ -192,7 +192,8 @@ func (s *Server) refusedUnlessLanded(c echo.Context, refused error) error {
 
 // checkOutInOneReplayed answers a check-out in one call whose write had
 // landed: the loan it wrote, alone.
-func checkOutInOneReplayed(c echo.Context, answer json.RawMessage) error {
+func (s *Server) checkOutInOneReplayed(c echo.Context, answer json.RawMessage) error {
+	s.releasedOnReplay(c)
 	c.Response().Header().Set(echo.HeaderLocation, storage.Loans.Path+"/"+recordID(answer))
 	return c.JSON(http.StatusCreated, checkOutInOneJSON{Loan: answer})
 }

@@ -117,6 +117,18 @@ func TestACheckOutInOneCall(t *testing.T) {
 		t.Errorf("sent again, its reads changed: headers %v, body %s; want the loan it wrote, replayed, its lock released", replay.header, replay.body)
 	}
 
+	// Sent again under a lock of its own, taken before (a second call of
+	// the client's Idempotency-Key): answered from its id, and that lock
+	// released.
+	own := f.holdLock(alice)
+	replay = send(body, map[string]string{schemas.HeaderLockID: own, schemas.HeaderAcquireLock: ""}).wantStatus(http.StatusCreated)
+	if replay.header.Get(schemas.HeaderWriteReplayed) != "true" || replay.header.Get(schemas.HeaderLockReleased) != "true" {
+		t.Errorf("sent again under a lock of its own: headers %v, want it replayed, its lock released", replay.header)
+	}
+	if n := f.rows(alice); n != 0 {
+		t.Errorf("%d locks of alice left after the call sent again under its own, want none", n)
+	}
+
 	// A loan the loan's POST would refuse is refused here too: a period
 	// that puts the due date past the year 9999.
 	forever := f.post("/loan-policy-storage/loan-policies", "loan-policy.json", map[string]any{"name": "forever", "loanable": true,

@@ -120,6 +120,9 @@ func (s *Server) identified(r storage.Resource, write echo.HandlerFunc) echo.Han
 	return s.withWriteID(write, func(c echo.Context, answer json.RawMessage) error {
 		switch {
 		case c.Request().Method == http.MethodPost:
+			if r.Path == storage.Loans.Path {
+				s.releasedOnReplay(c)
+			}
 			c.Response().Header().Set(echo.HeaderLocation, r.Path+"/"+recordID(answer))
 			return c.JSON(http.StatusCreated, answer)
 		case len(answer) == 0 || string(answer) == "null":
@@ -158,13 +161,6 @@ func (s *Server) withWriteID(write echo.HandlerFunc, replay func(c echo.Context,
 		}
 		serverkit.Log(c, slog.String("write_id", w.ID), slog.Bool("replayed", true))
 		c.Response().Header().Set(schemas.HeaderWriteReplayed, "true")
-		if h.Get(LockIDHeader) != "" && h.Get(schemas.HeaderReleaseLock) == "true" {
-			// A write that releases its lock released it when it landed,
-			// and the call answered from it holds none (one that took the
-			// lock first gave it back, having written nothing): the
-			// caller need not release it again.
-			c.Response().Header().Set(schemas.HeaderLockReleased, "true")
-		}
 		return replay(c, replayed.Answer)
 	}
 }

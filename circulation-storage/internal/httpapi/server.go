@@ -118,7 +118,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Get("/calendar/dates/:servicePointId/surrounding-openings", s.calendarSurrounding, s.tenant)
 	s.Get("/calendar/dates/:servicePointId/all-openings", s.calendarDays, s.tenant)
 	s.Get("/check-out-storage/validation", s.validateCheckOut, s.tenant)
-	s.Handle(http.MethodPost, "/check-out-storage/check-outs", s.announcing(storage.Loans, s.withWriteID(s.checkOutInOne, checkOutInOneReplayed)), s.tenant)
+	s.Handle(http.MethodPost, "/check-out-storage/check-outs", s.announcing(storage.Loans, s.withWriteID(s.checkOutInOne, s.checkOutInOneReplayed)), s.tenant)
 	s.Get("/check-out-storage/patron", s.patronSummary, s.tenant)
 	s.Get("/circulation-rules-storage", s.getRules, s.tenant)
 	s.Handle(http.MethodPut, "/circulation-rules-storage", s.putRules, s.tenant)
