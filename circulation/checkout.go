@@ -196,16 +196,23 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 
 // checkedOutBefore is the check-out answered by its write that landed
 // before (l): its loan as written, with the item and the patron as they
-// are now.
+// are now. The loan is made whatever the read finds: when the item and
+// the patron cannot be read (storage's database out of reach, say), it
+// is answered with them as the loan names them, the item as its write
+// left it, never with a failure that would tell the client nothing
+// happened.
 func (s *Service) checkedOutBefore(ctx context.Context, req CheckOutRequest, l Landed) (CheckOutResult, error) {
 	if l.Loan == nil {
 		return CheckOutResult{}, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "the check-out's write landed without its loan")
 	}
+	res := CheckOutResult{Loan: *l.Loan, Patron: Patron{ID: l.Loan.UserID}, Item: Item{ID: l.Loan.ItemID}}
 	reads, err := s.storage.ReadForCheckOut(ctx, req.ItemBarcode, req.UserBarcode)
 	if err != nil {
-		return CheckOutResult{}, err
+		s.logger.WarnContext(ctx, "check-out made: its item and patron could not be read for its answer",
+			slog.String("loan_id", l.Loan.ID), slog.Any("error", err))
+		res.Item.Status = schemas.ItemCheckedOut
+		return res, nil
 	}
-	res := CheckOutResult{Loan: *l.Loan, Patron: Patron{ID: l.Loan.UserID}, Item: Item{ID: l.Loan.ItemID}}
 	if reads.Item != nil {
 		res.Item = *reads.Item
 	}

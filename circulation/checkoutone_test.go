@@ -112,6 +112,32 @@ func TestACheckOutInOneSentAgainIsTheSameWrite(t *testing.T) {
 		storagetest.RouteValidation})
 }
 
+// TestACheckOutInOneSentAgainIsMadeWhateverItsReadFinds: the check-out's
+// answer is lost after storage wrote it, and sent again it is answered
+// from its write id; the read of the patron and the item for its answer
+// then fails (storage's database out of reach): the check-out is still
+// answered as made, its loan with the patron and the item the loan
+// names, never as a failure that would say nothing happened.
+func TestACheckOutInOneSentAgainIsMadeWhateverItsReadFinds(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, lockOn)
+	knowSettings(t, s)
+	s.store.Lose(storagetest.RouteCheckOut, 1, storagetest.LostCut)
+	s.store.Refuse(storagetest.RouteValidation, -1, http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE")
+	res, err := s.checkOut(t)
+	if err != nil {
+		t.Fatalf("check-out whose write landed, its read refused: %v", err)
+	}
+	if loans := s.store.Loans(); len(loans) != 1 || loans[0].ID != res.Loan.ID {
+		t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
+	}
+	if res.Patron.ID != patronID || res.Item.ID != itemID || res.Item.Status != schemas.ItemCheckedOut || !res.Locked {
+		t.Errorf("answered patron %+v, item %+v, locked %t; want the loan's, the item checked out", res.Patron, res.Item, res.Locked)
+	}
+	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
+	wantWrittenOnce(t, s.store, storagetest.RouteCheckOut, 2, 1)
+}
+
 // TestACheckOutInOneNeverAnsweredIsSettledByItsWriteID: storage wrote the
 // check-out and every answer to it is lost; the check-out gives the lock
 // back and learns from its write id that its loan was written.
