@@ -403,8 +403,9 @@ func wantNoWrites(t *testing.T, f *storagetest.Storage) {
 
 // wantOneLoanAnswered checks out on s (what, for the failure's words) and
 // wants it done: one loan stored, the one answered, and the item checked
-// out once. Which calls wrote it is each test's to say.
-func wantOneLoanAnswered(t *testing.T, s *stack, what string) {
+// out once. It answers the check-out's result; which calls wrote it is
+// each test's to say.
+func wantOneLoanAnswered(t *testing.T, s *stack, what string) circulation.CheckOutResult {
 	t.Helper()
 	res, err := s.checkOut(t)
 	if err != nil {
@@ -414,6 +415,7 @@ func wantOneLoanAnswered(t *testing.T, s *stack, what string) {
 		t.Errorf("loans %+v, want the one answered, %s", loans, res.Loan.ID)
 	}
 	wantItem(t, s.store, schemas.ItemCheckedOut, 2)
+	return res
 }
 
 func wantItem(t *testing.T, f *storagetest.Storage, status string, version int) {
