@@ -332,17 +332,7 @@ func childrenOf(pid int) []int {
 
 // postmasterPID is the pid of the running postmaster (or standalone
 // backend), from its pid file, or 0.
-func (n *Node) postmasterPID() int {
-	b, err := os.ReadFile(filepath.Join(n.dataDir, "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, _ := strconv.Atoi(strings.TrimSpace(first))
-	// A standalone backend (postgres --single, as crash recovery and
-	// pg_rewind run it) writes its pid negated.
-	return max(pid, -pid)
-}
+func (n *Node) postmasterPID() int { return postmasterPIDIn(n.dataDir) }
 
 // Partition cuts the node off the network (on) or heals it (off): its
 // PostgreSQL cannot be reached by the services or the other nodes, and its

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,7 +17,8 @@ import (
 // Postgres is a PostgreSQL server of a test's own, made with initdb in a
 // temporary directory and run with pg_ctl on a free loopback port, so the
 // test can crash it without touching anyone else's database. It is stopped
-// and removed when the test ends.
+// and removed when the test ends, and when the test's process is killed
+// before its cleanup runs (reapIfKilled).
 type Postgres struct {
 	t       testing.TB
 	dir     string
@@ -44,6 +46,9 @@ func StartPostgres(t testing.TB, settings ...string) *Postgres {
 		_ = p.pgctl("stop", "-m", "fast")
 		os.RemoveAll(dir)
 	})
+	// pg_ctl starts the server in a session of its own: a test process
+	// killed before its cleanup would leave it running.
+	reapIfKilled(t, p.cred, `"$1" -D "$2/data" stop -m immediate >/dev/null 2>&1; rm -rf "$2"`, filepath.Join(bin, "pg_ctl"), dir)
 	if out, err := p.command(filepath.Join(bin, "initdb"), "-D", p.data(), "-U", "postgres", "--auth=trust", "--no-sync").
 		CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
@@ -59,6 +64,20 @@ func StartPostgres(t testing.TB, settings ...string) *Postgres {
 }
 
 func (p *Postgres) data() string { return filepath.Join(p.dir, "data") }
+
+// postmasterPIDIn is the postmaster's process id in the data directory's
+// postmaster.pid, 0 when there is none.
+func postmasterPIDIn(data string) int {
+	b, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(first))
+	// A standalone backend (postgres --single, as crash recovery and
+	// pg_rewind run it) writes its pid negated.
+	return max(pid, -pid)
+}
 
 func (p *Postgres) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)

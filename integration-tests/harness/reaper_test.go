@@ -1,0 +1,81 @@
+package harness
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestAPostgresOfAKilledTestIsStopped: a test process killed before its
+// cleanup runs (as a hanging mutation's test run is) leaves no server of
+// its own running, nor its directory. The test runs itself again as the
+// test to kill, which starts a server, says its postmaster and directory,
+// and waits to be killed.
+func TestAPostgresOfAKilledTestIsStopped(t *testing.T) {
+	if os.Getenv("HARNESS_KILLED_TEST") == "1" {
+		p := StartPostgres(t)
+		pid := postmasterPIDIn(p.data())
+		if pid == 0 {
+			t.Fatal("no postmaster.pid")
+		}
+		os.Stdout.WriteString("postmaster " + strconv.Itoa(pid) + " " + p.dir + "\n")
+		select {} // killed here
+	}
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL server of its own")
+	}
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAPostgresOfAKilledTestIsStopped$", "-test.v")
+	cmd.Env = append(os.Environ(), "HARNESS_KILLED_TEST=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	var dir string
+	lines := bufio.NewScanner(out)
+	for pid == 0 && lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), "postmaster "); ok {
+			pidText, d, _ := strings.Cut(rest, " ")
+			pid, _ = strconv.Atoi(pidText)
+			dir = d
+		}
+	}
+	if pid == 0 {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal("the test to kill did not say its postmaster")
+	}
+	t.Cleanup(func() {
+		// What a failed run leaves behind.
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = os.RemoveAll(dir)
+	})
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("postmaster %d is not running before the kill: %v", pid, err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	const within = 60 * time.Second
+	deadline := time.Now().Add(within)
+	for {
+		err := syscall.Kill(pid, 0)
+		_, statErr := os.Stat(dir)
+		if errors.Is(err, syscall.ESRCH) && errors.Is(statErr, os.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after the test's process was killed: postmaster %d running (%v), its directory %s there (%v)", within, pid, err, dir, statErr)
+		}
+		time.Sleep(50 * time.Millisecond) // polling with a deadline
+	}
+}
