@@ -422,8 +422,9 @@ type checkOutResult struct {
 // ownEventsSQL has the transaction record its events itself (checkOutSQL
 // does, and records its commit), instead of the triggers of migration 9,
 // unless the session records none: one statement inserts them all, where
-// the triggers would run a statement for each.
-var ownEventsSQL = `SELECT set_config('checkoutlock.outbox', 'own', true) WHERE ` + postgres.OutboxOn
+// the triggers would run a statement for each. It also has the write's
+// statements after it run by their generic plans (postgres.GenericPlans).
+var ownEventsSQL = `SELECT ` + postgres.GenericPlans + `, CASE WHEN ` + postgres.OutboxOn + ` THEN set_config('checkoutlock.outbox', 'own', true) END`
 
 // checkOutBatch is a check-out's write as one batch, sent in one round
 // trip and run as one transaction: the write's id (id, nil for none),

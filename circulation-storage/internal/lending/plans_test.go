@@ -277,3 +277,57 @@ func writeArgs(t *testing.T, db *postgres.DB, tenant storage.Tenant, user, item 
 	}
 	return full, lean
 }
+
+// TestACheckOutsStatementsRunByTheirGenericPlans: validation's read and
+// the check-out's write run by their generic plans (postgres.GenericPlans),
+// the plans TestCheckOutPlansReadOnlyWhatTheyNeed explains, from their
+// first run on a connection: never by a plan made for one call's values,
+// of which PostgreSQL would otherwise make five first.
+func TestACheckOutsStatementsRunByTheirGenericPlans(t *testing.T) {
+	t.Parallel()
+	db, tenant := sampleDatabase(t, 1) // one connection: the one asked after
+	ctx := context.Background()
+	rules, lib := NewRules(db, testPolicy), newLibrary(db, testPolicy)
+	const runs = 7
+	for range runs {
+		if _, err := rules.ReadForCheckOut(ctx, tenant, "book-140", "1004"); err != nil {
+			t.Fatal(err)
+		}
+		// An item of no one's: the write runs, and is refused.
+		if _, err := lib.CreateCheckOutLoan(ctx, tenant, acquiringWrite(uuid.NewString(), sample.ID("1004"), uuid.NewString())); !errs.IsKind(err, errs.KindInvalid) {
+			t.Fatalf("a write of an item of no one's: %v, want it refused", err)
+		}
+	}
+	statements := map[string]string{checkOutReadSQL.SQL: "validation's read", checkOutReadLeanSQL.SQL: "validation's read",
+		checkOutWrite.SQL: "the write", checkOutWriteLean.SQL: "the write"}
+	rows, err := db.Pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	generic := map[string]int64{}
+	for rows.Next() {
+		var sql string
+		var g, c int64
+		if err := rows.Scan(&sql, &g, &c); err != nil {
+			t.Fatal(err)
+		}
+		name, ok := statements[sql]
+		if !ok {
+			continue
+		}
+		generic[name] += g
+		if c != 0 {
+			t.Errorf("%s ran %d times by a plan made for its values", name, c)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"validation's read", "the write"} {
+		// (The first read is lean, meets the sample's gate row, and
+		// runs again in full.)
+		if generic[name] < runs {
+			t.Errorf("%s ran %d times by its generic plan on the connection, want %d or more", name, generic[name], runs)
+		}
+	}
+}

@@ -187,7 +187,8 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u) AS patron, (SELECT jsonb FROM i) AS i
 }
 
 // ReadForCheckOut implements storage.CheckOutStore, in one statement (two
-// the first time this instance meets a tenant's gate row).
+// the first time this instance meets a tenant's gate row), run by its
+// generic plan (postgres.GenericPlans).
 func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string) (storage.CheckOutRecords, error) {
 	return s.readForCheckOut(ctx, t, itemBarcode, userBarcode, !s.db.Gates.Has(t))
 }
@@ -199,7 +200,7 @@ func (s *Rules) readForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 	if lean {
 		stmt = checkOutReadLeanSQL
 	}
-	r, err := postgres.QueryOne[CheckOutRow](ctx, s.db.Pool, stmt.SQL, stmt.Bind(pgx.StrictNamedArgs{"user_barcode": userBarcode,
+	r, err := postgres.QueryOneGeneric[CheckOutRow](ctx, s.db.Pool, stmt.SQL, stmt.Bind(pgx.StrictNamedArgs{"user_barcode": userBarcode,
 		"item_barcode": itemBarcode, "enforce_unscoped": s.policy.EnforceUnscopedItemLimit, "tenant": string(t)}))
 	if err != nil {
 		return storage.CheckOutRecords{}, postgres.Interpret(err, t)

@@ -12,12 +12,15 @@ import (
 // benchmark's floor, which runs them with nothing around them.
 type CheckOutStatements struct {
 	// Read and ReadLean are checkOutReadSQL; their arguments are named
-	// (ReadNames), their row is CheckOutRow.
+	// (ReadNames), their row is CheckOutRow. GenericPlans is sent before
+	// the read, in its round trip (postgres.GenericPlansSQL).
 	Read, ReadLean locksql.Named
 	ReadNames      []string
+	GenericPlans   string
 	// Claim stores the write's id (postgres.ClaimSQL, named arguments
 	// tenant, id, kind, digest); OwnEvents has the transaction record its
-	// events itself (no argument).
+	// events itself and run the statements after it by their generic
+	// plans (no argument).
 	Claim, OwnEvents string
 	// AcquireInWrite, LockRows, PatronRow, ItemRow and DropInWrite are
 	// the write's row locks and its own lock, in the batch's order
@@ -32,7 +35,7 @@ type CheckOutStatements struct {
 // Statements is the check-out's statements, as this package runs them.
 func Statements() CheckOutStatements {
 	return CheckOutStatements{
-		Read: checkOutReadSQL, ReadLean: checkOutReadLeanSQL, ReadNames: append([]string(nil), checkOutReadNames...),
+		Read: checkOutReadSQL, ReadLean: checkOutReadLeanSQL, ReadNames: append([]string(nil), checkOutReadNames...), GenericPlans: postgres.GenericPlansSQL,
 		Claim: postgres.ClaimSQL, OwnEvents: ownEventsSQL,
 		AcquireInWrite: acquireInWriteSQL, LockRows: lockRowsSQL, PatronRow: postgres.PatronRowSQL, ItemRow: itemRowSQL, DropInWrite: dropInWriteSQL,
 		Write: checkOutWrite, WriteLean: checkOutWriteLean, WriteNames: append([]string(nil), checkOutNames...),

@@ -324,6 +324,21 @@ func Passed(expr, field string) string {
 	return expr + ` < to_char((now() AT TIME ZONE 'UTC') + interval '42 hours', 'YYYY-MM-DD') AND ` + StoredTime(expr, field) + ` < now()`
 }
 
+// GenericPlans is the setting (set_config, local to the transaction) under
+// which a statement after it in its transaction runs by its generic plan
+// (plan_cache_mode), the plan made once per connection and kept: the plan
+// TestCheckOutPlansReadOnlyWhatTheyNeed explains. Without it PostgreSQL
+// makes a prepared statement's first five plans for the values it is given
+// (custom plans) before it weighs them against the generic one, so that a
+// connection new to a statement plans it six times; for a check-out's read
+// and write, some 20 ms each, paid while check-outs wait when the pool
+// opens a connection under load. It is an expression: a statement's
+// column, or its own statement (GenericPlansSQL).
+const GenericPlans = `set_config('plan_cache_mode', 'force_generic_plan', true)`
+
+// GenericPlansSQL is GenericPlans as a statement of its own.
+const GenericPlansSQL = `SELECT ` + GenericPlans
+
 // OutboxOn is SQL that holds unless the session records no events
 // (checkoutlock.outbox = 'off': a purge, a bulk load, OUTBOX=off). With
 // 'own' the transaction records its events itself, not through the

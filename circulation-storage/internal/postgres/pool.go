@@ -109,6 +109,30 @@ func (d *DeadBeforeRun) Error() string {
 }
 func (d *DeadBeforeRun) Unwrap() error { return d.Err }
 
+// QueryOneGeneric is QueryOne with the statement run by its generic plan
+// (GenericPlansSQL sent with it, in its transaction, in the same round
+// trip).
+func QueryOneGeneric[T any](ctx context.Context, p *Pool, sql string, args ...any) (T, error) {
+	run := func() (T, error) {
+		b := &pgx.Batch{}
+		b.Queue(GenericPlansSQL)
+		var v T
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			var err error
+			v, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
+			return err
+		})
+		err := p.Pool.SendBatch(ctx, b).Close()
+		return v, err
+	}
+	v, err := run()
+	for attempt := 1; attempt < maxDeadAttempts && DeadConnection(err) && ctx.Err() == nil; attempt++ {
+		p.Reset()
+		v, err = run()
+	}
+	return v, err
+}
+
 // QueryOne runs a single-row read through p and reads its row into a T
 // by column name (pgx.RowToStructByName): run again on a fresh connection
 // when its connection was dead, as QueryRow is, so only a statement that

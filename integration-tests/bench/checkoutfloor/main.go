@@ -105,11 +105,20 @@ type floor struct {
 	byWhom []byte
 }
 
-// read is validation's read, lean (the bench's tenant has no gate row).
+// read is validation's read, lean (the bench's tenant has no gate row),
+// sent after the setting it runs under, in one round trip.
 func (f *floor) read(ctx context.Context, req checkOutRequest) (checkoutsql.ReadRow, error) {
-	rows, _ := f.pool.Query(ctx, f.st.ReadLean.SQL, f.st.ReadLean.Bind(pgx.StrictNamedArgs{"user_barcode": req.UserBarcode,
-		"item_barcode": req.ItemBarcode, "enforce_unscoped": true, "tenant": f.tenant}))
-	return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkoutsql.ReadRow])
+	b := &pgx.Batch{}
+	b.Queue(f.st.GenericPlans)
+	var row checkoutsql.ReadRow
+	b.Queue(f.st.ReadLean.SQL, f.st.ReadLean.Bind(pgx.StrictNamedArgs{"user_barcode": req.UserBarcode,
+		"item_barcode": req.ItemBarcode, "enforce_unscoped": true, "tenant": f.tenant})).Query(func(rows pgx.Rows) error {
+		var err error
+		row, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[checkoutsql.ReadRow])
+		return err
+	})
+	err := f.pool.SendBatch(ctx, b).Close()
+	return row, err
 }
 
 // lend makes the loan of req from validation's read.
