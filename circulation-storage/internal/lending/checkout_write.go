@@ -419,16 +419,17 @@ type checkOutResult struct {
 	acquired bool
 }
 
-// ownEventsSQL has the transaction record its events itself (checkOutSQL
-// does, and records its commit), instead of the triggers of migration 9,
-// unless the session records none: one statement inserts them all, where
-// the triggers would run a statement for each. It also has the write's
-// statements after it run by their generic plans (postgres.GenericPlans).
-var ownEventsSQL = `SELECT ` + postgres.GenericPlans + `, CASE WHEN ` + postgres.OutboxOn + ` THEN set_config('checkoutlock.outbox', 'own', true) END`
+// writeSettingsSQL is the settings a check-out's write runs under, local
+// to its transaction: its statements after it run by their generic plans
+// (postgres.GenericPlans), and the transaction records its events itself
+// (checkOutSQL does, and records its commit), instead of the triggers of
+// migration 9, unless the session records none: one statement inserts
+// them all, where the triggers would run a statement for each.
+var writeSettingsSQL = `SELECT ` + postgres.GenericPlans + `, CASE WHEN ` + postgres.OutboxOn + ` THEN set_config('checkoutlock.outbox', 'own', true) END`
 
 // checkOutBatch is a check-out's write as one batch, sent in one round
 // trip and run as one transaction: the write's id (id, nil for none),
-// ownEventsSQL, locksql.LockRows under a lock, locksql.PatronRow without
+// writeSettingsSQL, locksql.LockRows under a lock, locksql.PatronRow without
 // one, the item's row (itemRowSQL), then checkOutSQL, lean or in full
 // (gate.go). The result is filled in when the batch's results are read.
 func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.CheckOutWrite, lean bool, id *storage.Write) (*pgx.Batch, *checkOutResult) {
@@ -438,11 +439,11 @@ func (s *Loans) checkOutBatch(ctx context.Context, t storage.Tenant, w storage.C
 		// for the first's transaction, and fails if it landed.
 		b.Queue(postgres.ClaimSQL, postgres.ClaimArgs(t, *id, schemas.WriteCheckOut))
 	}
-	b.Queue(ownEventsSQL)
+	b.Queue(writeSettingsSQL)
 	return b, s.queueCheckOut(ctx, b, t, w, lean)
 }
 
-// queueCheckOut queues a check-out's statements, after ownEventsSQL, in
+// queueCheckOut queues a check-out's statements, after writeSettingsSQL, in
 // b; the result is filled in when b's results are read.
 func (s *Loans) queueCheckOut(ctx context.Context, b *pgx.Batch, t storage.Tenant, w storage.CheckOutWrite, lean bool) *checkOutResult {
 	r := &checkOutResult{}

@@ -18,10 +18,10 @@ type CheckOutStatements struct {
 	ReadNames      []string
 	GenericPlans   string
 	// Claim stores the write's id (postgres.ClaimSQL, named arguments
-	// tenant, id, kind, digest); OwnEvents has the transaction record its
-	// events itself and run the statements after it by their generic
-	// plans (no argument).
-	Claim, OwnEvents string
+	// tenant, id, kind, digest); WriteSettings is the settings the rest of
+	// the write runs under: its generic plans, its events recorded by the
+	// transaction itself (no argument).
+	Claim, WriteSettings string
 	// AcquireInWrite, LockRows, PatronRow, ItemRow and DropInWrite are
 	// the write's row locks and its own lock, in the batch's order
 	// (queueCheckOut), their arguments as there.
@@ -36,7 +36,7 @@ type CheckOutStatements struct {
 func Statements() CheckOutStatements {
 	return CheckOutStatements{
 		Read: checkOutReadSQL, ReadLean: checkOutReadLeanSQL, ReadNames: append([]string(nil), checkOutReadNames...), GenericPlans: postgres.GenericPlansSQL,
-		Claim: postgres.ClaimSQL, OwnEvents: ownEventsSQL,
+		Claim: postgres.ClaimSQL, WriteSettings: writeSettingsSQL,
 		AcquireInWrite: acquireInWriteSQL, LockRows: lockRowsSQL, PatronRow: postgres.PatronRowSQL, ItemRow: itemRowSQL, DropInWrite: dropInWriteSQL,
 		Write: checkOutWrite, WriteLean: checkOutWriteLean, WriteNames: append([]string(nil), checkOutNames...),
 	}

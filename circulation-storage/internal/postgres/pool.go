@@ -109,11 +109,26 @@ func (d *DeadBeforeRun) Error() string {
 }
 func (d *DeadBeforeRun) Unwrap() error { return d.Err }
 
+// QueryOne runs a single-row read through p and reads its row into a T
+// by column name (pgx.RowToStructByName): run again on a fresh connection
+// when its connection was dead, as QueryRow is, so only a statement that
+// may run twice goes through it.
+func QueryOne[T any](ctx context.Context, p *Pool, sql string, args ...any) (T, error) {
+	return onLiveConnection(ctx, p, func() (T, error) {
+		rows, err := p.Pool.Query(ctx, sql, args...)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
+	})
+}
+
 // QueryOneGeneric is QueryOne with the statement run by its generic plan
 // (GenericPlansSQL sent with it, in its transaction, in the same round
 // trip).
 func QueryOneGeneric[T any](ctx context.Context, p *Pool, sql string, args ...any) (T, error) {
-	run := func() (T, error) {
+	return onLiveConnection(ctx, p, func() (T, error) {
 		b := &pgx.Batch{}
 		b.Queue(GenericPlansSQL)
 		var v T
@@ -124,28 +139,12 @@ func QueryOneGeneric[T any](ctx context.Context, p *Pool, sql string, args ...an
 		})
 		err := p.Pool.SendBatch(ctx, b).Close()
 		return v, err
-	}
-	v, err := run()
-	for attempt := 1; attempt < maxDeadAttempts && DeadConnection(err) && ctx.Err() == nil; attempt++ {
-		p.Reset()
-		v, err = run()
-	}
-	return v, err
+	})
 }
 
-// QueryOne runs a single-row read through p and reads its row into a T
-// by column name (pgx.RowToStructByName): run again on a fresh connection
-// when its connection was dead, as QueryRow is, so only a statement that
-// may run twice goes through it.
-func QueryOne[T any](ctx context.Context, p *Pool, sql string, args ...any) (T, error) {
-	run := func() (T, error) {
-		rows, err := p.Pool.Query(ctx, sql, args...)
-		if err != nil {
-			var zero T
-			return zero, err
-		}
-		return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
-	}
+// onLiveConnection runs a read, and runs it again on a fresh connection
+// when its connection was dead.
+func onLiveConnection[T any](ctx context.Context, p *Pool, run func() (T, error)) (T, error) {
 	v, err := run()
 	for attempt := 1; attempt < maxDeadAttempts && DeadConnection(err) && ctx.Err() == nil; attempt++ {
 		p.Reset()

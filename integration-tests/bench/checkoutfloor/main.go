@@ -164,7 +164,7 @@ func (f *floor) write(ctx context.Context, l lending) (json.RawMessage, error) {
 	st := f.st
 	b := &pgx.Batch{}
 	b.Queue(st.Claim, pgx.StrictNamedArgs{"tenant": f.tenant, "id": writeID, "kind": schemas.WriteCheckOut, "digest": nil})
-	b.Queue(st.OwnEvents)
+	b.Queue(st.WriteSettings)
 	acquired := false
 	b.Queue(st.AcquireInWrite, pgx.StrictNamedArgs{"lock_id": lockID, "user_id": l.PatronID, "ttl_ms": int64(lockTTL),
 		"holder": holder, "tenant": f.tenant}).Query(func(rows pgx.Rows) error {
