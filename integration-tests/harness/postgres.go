@@ -42,13 +42,15 @@ func StartPostgres(t testing.TB, settings ...string) *Postgres {
 	}
 	p := &Postgres{t: t, dir: dir, bin: bin, addr: freeAddr(t)}
 	p.cred = postgresOwner(t, dir)
+	// pg_ctl starts the server in a session of its own: a test process
+	// killed before its cleanup would leave it running. The watcher is
+	// told "done" after the cleanup below has stopped the server (cleanups
+	// run last registered first).
+	reapIfKilled(t, p.cred, `"$1" -D "$2/data" stop -m immediate >/dev/null 2>&1; rm -rf "$2"`, filepath.Join(bin, "pg_ctl"), dir)
 	t.Cleanup(func() {
 		_ = p.pgctl("stop", "-m", "fast")
 		os.RemoveAll(dir)
 	})
-	// pg_ctl starts the server in a session of its own: a test process
-	// killed before its cleanup would leave it running.
-	reapIfKilled(t, p.cred, `"$1" -D "$2/data" stop -m immediate >/dev/null 2>&1; rm -rf "$2"`, filepath.Join(bin, "pg_ctl"), dir)
 	if out, err := p.command(filepath.Join(bin, "initdb"), "-D", p.data(), "-U", "postgres", "--auth=trust", "--no-sync").
 		CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)

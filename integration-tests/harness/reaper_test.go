@@ -3,6 +3,8 @@ package harness
 import (
 	"bufio"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -25,18 +27,28 @@ func TestAPostgresOfAKilledTestIsStopped(t *testing.T) {
 			t.Fatal("no postmaster.pid")
 		}
 		os.Stdout.WriteString("postmaster " + strconv.Itoa(pid) + " " + p.dir + "\n")
-		select {} // killed here
+		// Killed here: the parent holds stdin open until it kills this
+		// process (and if the parent goes first, the end of stdin ends
+		// this process too, its server with it).
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		t.Fatal("stdin closed before the kill")
 	}
 	if testing.Short() {
 		t.Skip("starts a PostgreSQL server of its own")
 	}
 	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestAPostgresOfAKilledTestIsStopped$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAPostgresOfAKilledTestIsStopped$", "-test.v", "-test.timeout=5m")
 	cmd.Env = append(os.Environ(), "HARNESS_KILLED_TEST=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	hold, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,26 +67,33 @@ func TestAPostgresOfAKilledTestIsStopped(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatal("the test to kill did not say its postmaster")
 	}
+	stopped := false
 	t.Cleanup(func() {
-		// What a failed run leaves behind.
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		_ = os.RemoveAll(dir)
+		if !stopped { // what a failed run leaves behind
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = os.RemoveAll(dir)
+		}
 	})
-	if err := syscall.Kill(pid, 0); err != nil {
-		t.Fatalf("postmaster %d is not running before the kill: %v", pid, err)
+	if !running(pid) {
+		t.Fatalf("postmaster %d is not running before the kill", pid)
 	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); !strings.Contains(fmt.Sprint(err), "killed") {
+		t.Fatalf("the test to kill ended by itself (%v), not by the kill", err)
+	}
 	const within = 60 * time.Second
 	deadline := time.Now().Add(within)
 	for {
-		err := syscall.Kill(pid, 0)
+		alive := running(pid)
 		_, statErr := os.Stat(dir)
-		if errors.Is(err, syscall.ESRCH) && errors.Is(statErr, os.ErrNotExist) {
+		if !alive && errors.Is(statErr, os.ErrNotExist) {
+			stopped = true
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s after the test's process was killed: postmaster %d running (%v), its directory %s there (%v)", within, pid, err, dir, statErr)
+			t.Fatalf("%s after the test's process was killed: postmaster %d running: %t, its directory %s there (%v)", within, pid, alive, dir, statErr)
 		}
 		time.Sleep(50 * time.Millisecond) // polling with a deadline
 	}

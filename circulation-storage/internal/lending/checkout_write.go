@@ -420,8 +420,9 @@ type checkOutResult struct {
 }
 
 // writeSettingsSQL is the settings a check-out's write runs under, local
-// to its transaction: its statements after it run by their generic plans
-// (postgres.GenericPlans), and the transaction records its events itself
+// to its transaction: the transaction's statements after it (its triggers'
+// too) run by their generic plans (postgres.GenericPlans), and it records
+// its events itself
 // (checkOutSQL does, and records its commit), instead of the triggers of
 // migration 9, unless the session records none: one statement inserts
 // them all, where the triggers would run a statement for each.

@@ -282,7 +282,8 @@ func writeArgs(t *testing.T, db *postgres.DB, tenant storage.Tenant, user, item 
 // the check-out's write run by their generic plans (postgres.GenericPlans),
 // the plans TestCheckOutPlansReadOnlyWhatTheyNeed explains, from their
 // first run on a connection: never by a plan made for one call's values,
-// of which PostgreSQL would otherwise make five first.
+// of which PostgreSQL would otherwise make five first; and the setting
+// stays in their transactions.
 func TestACheckOutsStatementsRunByTheirGenericPlans(t *testing.T) {
 	t.Parallel()
 	db, tenant := sampleDatabase(t, 1) // one connection: the one asked after
@@ -322,6 +323,15 @@ func TestACheckOutsStatementsRunByTheirGenericPlans(t *testing.T) {
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
+	}
+	// The setting ends with each transaction: the connection's other
+	// statements are planned as PostgreSQL chooses.
+	var mode string
+	if err := db.Pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "auto" {
+		t.Errorf("plan_cache_mode on the connection after the check-outs: %s, want auto", mode)
 	}
 	for _, name := range []string{"validation's read", "the write"} {
 		// (The first read is lean, meets the sample's gate row, and

@@ -325,9 +325,9 @@ func Passed(expr, field string) string {
 }
 
 // GenericPlans is the setting (set_config, local to the transaction) under
-// which a statement after it in its transaction runs by its generic plan
-// (plan_cache_mode), the plan made once per connection and kept: the plan
-// TestCheckOutPlansReadOnlyWhatTheyNeed explains. Without it PostgreSQL
+// which every statement after it in its transaction, a trigger's too, runs
+// by its generic plan (plan_cache_mode), the plan made once per connection
+// and kept: the plan TestCheckOutPlansReadOnlyWhatTheyNeed explains. Without it PostgreSQL
 // makes a prepared statement's first five plans for the values it is given
 // (custom plans) before it weighs them against the generic one, so that a
 // connection new to a statement plans it six times; for a check-out's read
