@@ -60,6 +60,10 @@ type ProbedStatement struct {
 	Query  string  `json:"query"`
 	Calls  int64   `json:"calls"`
 	MeanMs float64 `json:"meanExecMs"`
+	// Plans is how many times the statement was planned in the slice, and
+	// PlanMs the time planning took in all (track_planning, when on).
+	Plans  int64   `json:"plans"`
+	PlanMs float64 `json:"totalPlanMs"`
 }
 
 // checkOutProbeShape is the probe's slice and concurrencies: one slice
@@ -186,12 +190,14 @@ func resetStatements(t *testing.T, c *harness.Cluster) {
 	}
 }
 
-// topStatements is the three statements PostgreSQL spent most time in
-// since resetStatements, as pg_stat_statements counts them.
+// topStatements is the statements PostgreSQL spent most time in since
+// resetStatements (executing and planning), as pg_stat_statements counts
+// them: the ten first.
 func topStatements(t *testing.T, c *harness.Cluster) []ProbedStatement {
 	t.Helper()
-	rows, err := c.DB.Query(context.Background(), `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 60), calls, mean_exec_time
-		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 3`)
+	rows, err := c.DB.Query(context.Background(), `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 60), calls, mean_exec_time, plans, total_plan_time
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		ORDER BY total_exec_time + total_plan_time DESC LIMIT 10`)
 	if err != nil {
 		t.Fatalf("pg_stat_statements: %v", err)
 	}
@@ -199,7 +205,7 @@ func topStatements(t *testing.T, c *harness.Cluster) []ProbedStatement {
 	var out []ProbedStatement
 	for rows.Next() {
 		var s ProbedStatement
-		if err := rows.Scan(&s.Query, &s.Calls, &s.MeanMs); err != nil {
+		if err := rows.Scan(&s.Query, &s.Calls, &s.MeanMs, &s.Plans, &s.PlanMs); err != nil {
 			t.Fatalf("pg_stat_statements: %v", err)
 		}
 		out = append(out, s)
@@ -229,7 +235,7 @@ func printCheckOutProbe(w io.Writer, p CheckOutProbe) {
 	}
 	for _, r := range p.Rows {
 		for _, st := range r.Statements {
-			fmt.Fprintf(w, "c=%d, %s: %d calls, mean %.3f ms: %s\n", r.Concurrency, r.Side, st.Calls, st.MeanMs, st.Query)
+			fmt.Fprintf(w, "c=%d, %s: %d calls, mean %.3f ms, %d plans, %.1f ms planning: %s\n", r.Concurrency, r.Side, st.Calls, st.MeanMs, st.Plans, st.PlanMs, st.Query)
 		}
 	}
 }

@@ -422,10 +422,10 @@ type checkOutResult struct {
 // writeSettingsSQL is the settings a check-out's write runs under, local
 // to its transaction: the transaction's statements after it (its triggers'
 // too) run by their generic plans (postgres.GenericPlans), and it records
-// its events itself
-// (checkOutSQL does, and records its commit), instead of the triggers of
-// migration 9, unless the session records none: one statement inserts
-// them all, where the triggers would run a statement for each.
+// its events itself (checkOutSQL does, and records its commit), instead
+// of the triggers of migration 9, unless the session records none: one
+// statement inserts them all, where the triggers would run a statement
+// for each.
 var writeSettingsSQL = `SELECT ` + postgres.GenericPlans + `, CASE WHEN ` + postgres.OutboxOn + ` THEN set_config('checkoutlock.outbox', 'own', true) END`
 
 // checkOutBatch is a check-out's write as one batch, sent in one round

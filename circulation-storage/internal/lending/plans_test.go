@@ -341,3 +341,67 @@ func TestACheckOutsStatementsRunByTheirGenericPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestTheFunctionsACheckOutCallsKeepTheirPlans: no function a check-out's
+// write calls, in its statement or from the triggers of the rows it
+// writes, is one PostgreSQL parses and plans at every call: a SQL function
+// with a SET clause, which it neither inlines nor keeps a plan of
+// (migration 38 made the two the write called so PL/pgSQL). The session
+// counts its functions' calls (track_functions); the write must have
+// called the due date's function and the loans' notice trigger, so that
+// the test sees the path it is about.
+func TestTheFunctionsACheckOutCallsKeepTheirPlans(t *testing.T) {
+	t.Parallel()
+	db, tenant := sampleDatabase(t, 1) // one connection: the one the write runs on
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, "SET track_functions = 'all'"); err != nil {
+		t.Fatal(err)
+	}
+	user, item := sample.ID("1004"), sample.ID("book-021")
+	if _, err := newLibrary(db, testPolicy).CreateCheckOutLoan(ctx, tenant, acquiringWrite(uuid.NewString(), user, item)); err != nil {
+		t.Fatalf("check out %s to %s: %v", item, user, err)
+	}
+	// The session's counts reach the server's view when it next reports
+	// them, forced at the end of this statement.
+	if _, err := db.Pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+		t.Fatal(err)
+	}
+	type called struct {
+		language string
+		set      bool
+	}
+	var functions map[string]called
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		rows, err := db.Pool.Query(ctx, `SELECT p.proname, l.lanname, p.proconfig IS NOT NULL
+			FROM pg_stat_user_functions f JOIN pg_proc p ON p.oid = f.funcid JOIN pg_language l ON l.oid = p.prolang
+			WHERE f.calls > 0`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		functions = map[string]called{}
+		for rows.Next() {
+			var name string
+			var c called
+			if err := rows.Scan(&name, &c.language, &c.set); err != nil {
+				t.Fatal(err)
+			}
+			functions[name] = c
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := functions[string(funcLoanDueDate)]; ok || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, name := range []string{string(funcLoanDueDate), "notice_change_record"} {
+		if _, ok := functions[name]; !ok {
+			t.Errorf("the check-out's write did not call %s (called: %v)", name, functions)
+		}
+	}
+	for name, c := range functions {
+		if c.language == "sql" && c.set {
+			t.Errorf("the check-out's write calls %s, a SQL function with a SET clause: PostgreSQL plans it at every call", name)
+		}
+	}
+}
