@@ -405,3 +405,67 @@ func TestTheFunctionsACheckOutCallsKeepTheirPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestNoFunctionIsPlannedAtEveryCall: no function of the storage schema
+// is a SQL function with a SET clause, which PostgreSQL 15 neither inlines
+// nor keeps a plan of, and so parses and plans at every call: each is
+// PL/pgSQL, whose plans a session keeps (migration 38), or a SQL function
+// PostgreSQL may inline.
+func TestNoFunctionIsPlannedAtEveryCall(t *testing.T) {
+	t.Parallel()
+	f := dbtest.Setup(t)
+	rows, err := f.DB.Pool.Query(context.Background(), `SELECT p.proname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+		WHERE p.pronamespace = $1::regnamespace AND l.lanname = 'sql' AND p.proconfig IS NOT NULL ORDER BY 1`, postgres.SharedSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) > 0 {
+		t.Errorf("SQL functions with a SET clause, planned at every call: %v", names)
+	}
+}
+
+// BenchmarkADueDateOnACalendar is loan_due_date, as a check-out's write
+// and a renewal's ask it, on the sample library's calendar (open 09:00 to
+// 21:00 every day, closed on its stocktaking day), one call a statement on
+// one connection: a day's loan due on the stocktaking day moved to the
+// end of the next open day, and an hour's loan due after closing moved to
+// the end of the hours open now (go test -run X -bench ADueDateOnACalendar
+// ./internal/lending, from circulation-storage, BENCHMARKS.md §14).
+func BenchmarkADueDateOnACalendar(b *testing.B) {
+	f := dbtest.SetupLibrary(b, sample.LoadData)
+	ctx := context.Background()
+	conn, err := f.DB.Pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	now := time.Now().UTC()
+	stocktaking := sample.StocktakingDay(now)
+	for _, c := range []struct {
+		name, strategy, interval string
+		due                      time.Time
+	}{
+		{"next open day", "MOVE_TO_THE_END_OF_THE_NEXT_OPEN_DAY", "Days",
+			time.Date(stocktaking.Year(), stocktaking.Month(), stocktaking.Day(), 12, 0, 0, 0, time.UTC)},
+		{"end of the hours", "MOVE_TO_END_OF_CURRENT_SERVICE_POINT_HOURS", "Hours",
+			time.Date(now.Year(), now.Month(), now.Day(), 22, 30, 0, 0, time.UTC).AddDate(0, 0, 1)},
+	} {
+		policy := fmt.Sprintf(`{"loansPolicy":{"period":{"duration":1,"intervalId":%q},"closedLibraryDueDateManagementId":%q}}`, c.interval, c.strategy)
+		b.Run(c.name, func(b *testing.B) {
+			var moved time.Time
+			for b.Loop() {
+				if err := conn.QueryRow(ctx, `SELECT `+postgres.Table(funcLoanDueDate)+`($1, $2, $3, $4, $5)`,
+					string(f.Tenant), sample.ServicePointDesk1, c.due, policy, now).Scan(&moved); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if moved.Equal(c.due) {
+				b.Fatalf("due %s not moved by the calendar", c.due)
+			}
+		})
+	}
+}

@@ -1,0 +1,110 @@
+-- Every SQL function with a SET clause, in PL/pgSQL. PostgreSQL 15
+-- neither inlines such a function nor keeps its plan: it parsed and
+-- planned its body at every call. Every check-out's write called two
+-- (loan_due_date in its statement, notice_event from the loans' trigger
+-- of migration 37), and a due date or a hold shelf moved off a closed day
+-- called the calendar's (calendar_week_minutes for every day looked at,
+-- calendar_weekday for every opening of its week). A PL/pgSQL function
+-- keeps each plan for its session. What each answers is unchanged.
+
+CREATE OR REPLACE FUNCTION fee_fine_types_for(tenant text) RETURNS void
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO fee_fine_type (tenant_id, id, jsonb)
+    SELECT tenant, t.id::uuid, jsonb_build_object('id', t.id, 'feeFineType', t.name, 'automatic', true)
+      FROM (VALUES ('9523cb96-e752-40c2-89da-60f3961a488d', 'Overdue fine'),
+                   ('d20df2fb-45fd-4184-b238-0d25747ffdd9', 'Replacement processing fee'),
+                   ('cf238f9f-7018-47b7-b815-bb2db798e19f', 'Lost item fee'),
+                   ('c7dede15-aa48-45ed-860b-f996540180e0', 'Lost item processing fee')) AS t (id, name)
+    ON CONFLICT DO NOTHING;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION calendar_weekday(name text) RETURNS integer
+    LANGUAGE plpgsql IMMUTABLE SET search_path FROM CURRENT AS $$
+BEGIN
+    RETURN array_position(ARRAY['MONDAY','TUESDAY','WEDNESDAY','THURSDAY','FRIDAY','SATURDAY','SUNDAY'], name) - 1;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION calendar_week_minutes(doc jsonb) RETURNS TABLE (n integer, minutes int4range)
+    LANGUAGE plpgsql IMMUTABLE SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH h AS (
+        SELECT o.n::integer AS n,
+               calendar_weekday(o.x ->> 'startDay') * 1440 + extract(epoch FROM calendar_time(o.x ->> 'startTime'))::integer / 60 AS s,
+               calendar_weekday(o.x ->> 'endDay') * 1440 + extract(epoch FROM calendar_time(o.x ->> 'endTime'))::integer / 60 + 1 AS e
+          FROM jsonb_array_elements(coalesce(doc -> 'normalHours', '[]')) WITH ORDINALITY AS o (x, n)
+    )
+    SELECT n, int4range(s, e) FROM h WHERE s < e
+    UNION ALL SELECT n, int4range(s, 10080) FROM h WHERE s >= e
+    UNION ALL SELECT n, int4range(0, e) FROM h WHERE s >= e;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION calendar_surrounding(p_tenant text, p_sp uuid, p_day date) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $$
+BEGIN
+    RETURN jsonb_build_object('openings', jsonb_build_array(
+        calendar_day(p_tenant, p_sp, coalesce(calendar_open_day(p_tenant, p_sp, p_day - 1, -1), p_day - 1)),
+        calendar_day(p_tenant, p_sp, p_day),
+        calendar_day(p_tenant, p_sp, coalesce(calendar_open_day(p_tenant, p_sp, p_day + 1, 1), p_day + 1))));
+END
+$$;
+
+CREATE OR REPLACE FUNCTION calendar_open(p_tenant text, p_sp uuid, p_from date, p_to date, p_zone text) RETURNS tstzmultirange
+    LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $$
+BEGIN
+    RETURN (SELECT coalesce(range_agg(tstzrange((d.day + (o ->> 'startTime')::time) AT TIME ZONE p_zone,
+                                        CASE WHEN (o ->> 'endTime')::time = time '23:59' THEN (d.day + 1 + time '00:00') AT TIME ZONE p_zone
+                                             ELSE (d.day + (o ->> 'endTime')::time) AT TIME ZONE p_zone END)),
+                    '{}'::tstzmultirange)
+      FROM (SELECT p_from + i AS day FROM generate_series(0, p_to - p_from) AS i) d,
+           jsonb_array_elements(calendar_day(p_tenant, p_sp, d.day) -> 'openings') o);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION loan_due_date(p_tenant text, p_sp uuid, p_due timestamptz, p_policy jsonb, p_now timestamptz) RETURNS timestamptz
+    LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $$
+BEGIN
+    RETURN calendar_moved(p_tenant, p_sp, p_due, p_policy #>> '{loansPolicy,closedLibraryDueDateManagementId}',
+                          coalesce(p_policy #>> '{loansPolicy,period,intervalId}', 'Days') IN ('Minutes', 'Hours'),
+                          CASE WHEN p_policy #>> '{loansPolicy,openingTimeOffset,intervalId}' IN ('Minutes', 'Hours')
+                                AND (p_policy #>> '{loansPolicy,openingTimeOffset,duration}') ~ '^\d{1,6}$'
+                               THEN ((p_policy #>> '{loansPolicy,openingTimeOffset,duration}') || ' ' ||
+                                     (p_policy #>> '{loansPolicy,openingTimeOffset,intervalId}'))::interval END,
+                          p_now);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION notice_event(kind text, old jsonb, new jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE SET search_path FROM CURRENT AS $$
+BEGIN
+    RETURN CASE
+        WHEN kind = 'feefine' THEN
+            CASE WHEN old IS NULL THEN 'Fee/fine charged' END
+        WHEN kind = 'loan' AND old IS NULL THEN
+            CASE WHEN new #>> '{status,name}' = 'Open' THEN 'Check out' END
+        WHEN kind = 'loan' THEN
+            CASE WHEN old #>> '{status,name}' = 'Open' AND new #>> '{status,name}' = 'Closed' THEN 'Check in'
+                 WHEN new #>> '{status,name}' <> 'Open' THEN NULL
+                 WHEN coalesce((new ->> 'renewalCount')::numeric, 0) > coalesce((old ->> 'renewalCount')::numeric, 0) THEN 'Renewed'
+                 WHEN coalesce(new ->> 'dueDateChangedByRecall', '') = 'true'
+                      AND coalesce(old ->> 'dueDateChangedByRecall', '') <> 'true' THEN 'Item recalled'
+                 WHEN new ->> 'dueDate' IS DISTINCT FROM old ->> 'dueDate' THEN 'Due date changed'
+            END
+        WHEN old IS NULL THEN
+            CASE new ->> 'requestType' WHEN 'Page' THEN 'Paging request' WHEN 'Hold' THEN 'Hold request'
+                                       WHEN 'Recall' THEN 'Recall request' END
+        WHEN new ->> 'status' IS DISTINCT FROM old ->> 'status' THEN
+            CASE new ->> 'status' WHEN 'Open - Awaiting pickup' THEN 'Available'
+                                  WHEN 'Closed - Cancelled' THEN 'Request cancellation'
+                                  WHEN 'Closed - Unfilled' THEN 'Request expiration'
+                                  WHEN 'Closed - Pickup expired' THEN 'Hold expiration' END
+        WHEN new ->> 'holdShelfExpirationDate' IS DISTINCT FROM old ->> 'holdShelfExpirationDate'
+          OR new ->> 'requestExpirationDate' IS DISTINCT FROM old ->> 'requestExpirationDate' THEN 'Request dates changed'
+    END;
+END
+$$;
