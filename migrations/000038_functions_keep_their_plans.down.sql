@@ -1,4 +1,5 @@
--- The functions as migrations 34, 35 and 37 made them, SQL functions.
+-- The functions as migrations 34, 35 and 37 made them: SQL functions, and
+-- calendar_moved reading a month of hours every time.
 
 CREATE OR REPLACE FUNCTION fee_fine_types_for(tenant text) RETURNS void
 LANGUAGE sql SET search_path FROM CURRENT AS $$
@@ -84,4 +85,61 @@ CREATE OR REPLACE FUNCTION notice_event(kind text, old jsonb, new jsonb) RETURNS
         WHEN new ->> 'holdShelfExpirationDate' IS DISTINCT FROM old ->> 'holdShelfExpirationDate'
           OR new ->> 'requestExpirationDate' IS DISTINCT FROM old ->> 'requestExpirationDate' THEN 'Request dates changed'
     END
+$$;
+
+CREATE OR REPLACE FUNCTION calendar_moved(p_tenant text, p_sp uuid, p_at timestamptz, p_strategy text, p_short boolean,
+                               p_offset interval, p_now timestamptz) RETURNS timestamptz
+    LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $$
+DECLARE
+    zone text;
+    day date;
+    first date;
+    last date;
+    open tstzmultirange;
+    r tstzrange;
+    at timestamptz;
+BEGIN
+    IF p_at IS NULL OR p_sp IS NULL OR coalesce(p_strategy, 'KEEP_THE_CURRENT_DUE_DATE_TIME') = 'KEEP_THE_CURRENT_DUE_DATE_TIME' THEN
+        RETURN p_at;
+    END IF;
+    SELECT min(start_date), max(end_date) INTO first, last FROM calendar_assignment
+     WHERE tenant_id = p_tenant AND service_point_id = p_sp;
+    IF first IS NULL THEN
+        RETURN p_at;
+    END IF;
+    zone := calendar_zone(p_tenant);
+    day := (p_at AT TIME ZONE zone)::date;
+    IF p_strategy = 'KEEP_THE_CURRENT_DUE_DATE' THEN
+        RETURN (day + time '23:59:59') AT TIME ZONE zone;
+    END IF;
+    IF p_strategy IN ('MOVE_TO_THE_END_OF_THE_PREVIOUS_OPEN_DAY', 'MOVE_TO_THE_END_OF_THE_NEXT_OPEN_DAY') OR NOT p_short THEN
+        day := calendar_open_day(p_tenant, p_sp, day, CASE WHEN p_strategy = 'MOVE_TO_THE_END_OF_THE_PREVIOUS_OPEN_DAY' THEN -1 ELSE 1 END);
+        IF day IS NULL THEN
+            RETURN p_at;
+        END IF;
+        RETURN (day + time '23:59:59') AT TIME ZONE zone;
+    END IF;
+    open := calendar_open(p_tenant, p_sp, greatest(first, least(day, (p_now AT TIME ZONE zone)::date) - 1),
+                          least(last, day + 31), zone);
+    IF open @> p_at THEN
+        RETURN p_at;
+    END IF;
+    IF p_strategy = 'MOVE_TO_END_OF_CURRENT_SERVICE_POINT_HOURS' THEN
+        SELECT upper(o) INTO at FROM unnest(open) o WHERE upper(o) > p_now ORDER BY lower(o) LIMIT 1;
+        RETURN coalesce(at, p_at);
+    END IF;
+    IF p_strategy = 'MOVE_TO_BEGINNING_OF_NEXT_OPEN_SERVICE_POINT_HOURS' THEN
+        SELECT o INTO r FROM unnest(open) o WHERE lower(o) > p_at ORDER BY lower(o) LIMIT 1;
+        IF r IS NULL THEN
+            RETURN p_at;
+        END IF;
+        at := lower(r) + coalesce(p_offset, interval '0');
+        IF open @> at THEN
+            RETURN at;
+        END IF;
+        SELECT max(upper(o)) INTO at FROM unnest(open) o WHERE upper(o) <= at;
+        RETURN at;
+    END IF;
+    RETURN p_at;
+END
 $$;
