@@ -78,7 +78,9 @@ func TestCheckInOfAnUnknownBarcodeIsRefused(t *testing.T) {
 func TestAmbiguousCheckInItemUpdateIsSettled(t *testing.T) {
 	t.Parallel()
 	for _, committed := range []bool{false, true} {
-		s := newStack(t, lockOn)
+		// The lost write is sent again until it is answered: half a
+		// second is not always enough on a loaded machine.
+		s := newStack(t, lockOn, withSettleTimeout(10*time.Second))
 		s.store.AddItem(storagetest.Item{ID: "33333333-3333-4333-8333-00000000000a", Barcode: "in-transit", Title: "Travelling",
 			Status: "In transit", MaterialTypeID: materialType, PermanentLoanTypeID: loanType})
 		// The first update's answer is lost: before storage saw it, or
@@ -174,7 +176,9 @@ func TestCheckInThatFailsChangesNothing(t *testing.T) {
 // the check-in succeeded, written once, and nothing is undone.
 func TestCheckInReadsBackALostAnswer(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, lockOn)
+	// The lost write is sent again until it is answered: half a second
+	// is not always enough on a loaded machine.
+	s := newStack(t, lockOn, withSettleTimeout(10*time.Second))
 	if _, err := s.checkOut(t); err != nil {
 		t.Fatal(err)
 	}

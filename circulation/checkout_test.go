@@ -1107,7 +1107,9 @@ func TestCheckOutReadsBackAnAmbiguousLoanCreation(t *testing.T) {
 }
 
 func readsBackAnAmbiguousLoanCreation(t *testing.T, opts ...stackOption) {
-	s := newStack(t, lockOn, opts...)
+	// The lost write is sent again until it is answered: half a second
+	// is not always enough on a loaded machine.
+	s := newStack(t, lockOn, append(opts, withSettleTimeout(10*time.Second))...)
 	s.store.Lose(storagetest.RoutePostLoan, 1, storagetest.LostUnavailable)
 	res, err := s.checkOut(t)
 	if err != nil {

@@ -218,7 +218,9 @@ func TestLoanActionWhoseAnswerIsLost(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := newStack(t, lockOn)
+			// The lost write is sent again until it is answered: half a
+			// second is not always enough on a loaded machine.
+			s := newStack(t, lockOn, withSettleTimeout(10*time.Second))
 			res, err := s.checkOut(t)
 			if err != nil {
 				t.Fatal(err)

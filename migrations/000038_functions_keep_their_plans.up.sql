@@ -113,7 +113,9 @@ $$;
 -- hold shelf's) first for the days around the due date and now, and for
 -- the month after only when those days cannot answer: it read the month's
 -- hours every time (33 days, each a calendar_day), several milliseconds a
--- due date. What it answers is unchanged.
+-- due date. It answers what it answered, wherever it answered (an opening
+-- a spring-forward gap turns inside out, which PostgreSQL refuses, is
+-- refused now only when the days read hold it).
 CREATE OR REPLACE FUNCTION calendar_moved(p_tenant text, p_sp uuid, p_at timestamptz, p_strategy text, p_short boolean,
                                p_offset interval, p_now timestamptz) RETURNS timestamptz
     LANGUAGE plpgsql STABLE SET search_path FROM CURRENT AS $$

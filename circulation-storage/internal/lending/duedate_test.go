@@ -16,19 +16,29 @@ import (
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/migrations"
+	"github.com/checkoutlock/schemas"
 )
 
 // TestAnHoursDueDateMovesAsWhenItReadAMonth: calendar_moved (migration
 // 38) reads a service point's hours for the days around an hour's due
 // date and now first, and a month's only when those cannot answer; it
 // answers as migration 35's calendar_moved, which read the month's hours
-// every time, made again here beside it. Both are asked the same 482
-// moves: two that the near days cannot answer, and 480 of random due
-// dates over seven weeks, each with a now up to three days before or one
-// after it, an offset or none, both short strategies, on four calendars:
-// two periods on weekdays with a four-day closure, all day every day with
-// two days closed (openings that run into the next day's), weekends only,
-// and nights from 20:00 to 02:00.
+// every time, made again here beside it, to every move both are asked:
+//   - moves the near days cannot answer: on a calendar open all day, due
+//     on a closed day and asked the morning after (the opening found runs
+//     on through the month); on one open at weekends, due on a Friday with
+//     an offset of 30 hours (the next opening and its offset land past the
+//     near days); on one open 00:00 to 06:00 and 18:00 to 22:00, with an
+//     offset landing exactly at midnight after the near days; on a
+//     calendar starting weeks after the due date; and with no now;
+//   - 360 of random due dates over seven weeks, each with a now up to
+//     three days before or one after it, an offset or none, both short
+//     strategies, on those calendars and two more (two periods on
+//     weekdays with a four-day closure, nights from 20:00 to 02:00), in
+//     UTC;
+//   - 60 more in the tenant's time zone set to Havana's, whose clocks go
+//     from 00:00 to 01:00 on 14 March 2027, on a calendar open from 00:00
+//     to 02:00 and from 20:00 to 23:59 that month.
 func TestAnHoursDueDateMovesAsWhenItReadAMonth(t *testing.T) {
 	t.Parallel()
 	db, tenant := sampleDatabase(t, 2)
@@ -39,7 +49,7 @@ func TestAnHoursDueDateMovesAsWhenItReadAMonth(t *testing.T) {
 	}
 	lib := newLibrary(db, testPolicy)
 	today := time.Now().UTC().Truncate(24 * time.Hour)
-	date := func(days int) string { return today.AddDate(0, 0, days).Format(time.DateOnly) }
+	day := func(days int) time.Time { return today.AddDate(0, 0, days) }
 	weekly := func(days []string, from, to string, next bool) []map[string]string {
 		var out []map[string]string
 		for i, d := range days {
@@ -52,78 +62,120 @@ func TestAnHoursDueDateMovesAsWhenItReadAMonth(t *testing.T) {
 		return out
 	}
 	week := []string{"MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY"}
-	closure := func(name string, from, to int) map[string]any {
-		return map[string]any{"name": name, "startDate": date(from), "endDate": date(to), "openings": []any{}}
+	closure := func(name string, from, to time.Time) map[string]any {
+		return map[string]any{"name": name, "startDate": from.Format(time.DateOnly), "endDate": to.Format(time.DateOnly), "openings": []any{}}
 	}
-	calendars := []struct {
-		name   string
-		normal []map[string]string
-		except []map[string]any
-	}{
-		{"two periods on weekdays", append(weekly(week[:5], "08:00", "12:00", false), weekly(week[:5], "14:00", "19:00", false)...),
-			[]map[string]any{closure("Inventory", 3, 6)}},
-		{"all day", weekly(week, "00:00", "23:59", false), []map[string]any{closure("Move", 2, 3)}},
-		{"weekends", weekly(week[5:], "10:00", "16:00", false), []map[string]any{}},
-		{"nights", weekly(week, "20:00", "02:00", true), []map[string]any{}},
-	}
-	var points []string
-	for _, c := range calendars {
+	calendar := func(name string, from, to time.Time, normal []map[string]string, exceptions ...map[string]any) string {
+		t.Helper()
 		sp := uuid.NewString()
-		if _, err := lib.Create(ctx, tenant, storage.ServicePoints, sp, mustJSON(t, map[string]any{"name": c.name, "code": sp[:8],
-			"discoveryDisplayName": c.name})); err != nil {
+		if _, err := lib.Create(ctx, tenant, storage.ServicePoints, sp, mustJSON(t, map[string]any{"name": name, "code": sp[:8],
+			"discoveryDisplayName": name})); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := lib.Create(ctx, tenant, storage.Calendars, uuid.NewString(), mustJSON(t, map[string]any{"name": c.name,
-			"startDate": date(-10), "endDate": date(40), "assignments": []string{sp}, "normalHours": c.normal, "exceptions": c.except})); err != nil {
-			t.Fatalf("calendar %s: %v", c.name, err)
+		if _, err := lib.Create(ctx, tenant, storage.Calendars, uuid.NewString(), mustJSON(t, map[string]any{"name": name,
+			"startDate": from.Format(time.DateOnly), "endDate": to.Format(time.DateOnly), "assignments": []string{sp},
+			"normalHours": normal, "exceptions": append([]map[string]any{}, exceptions...)})); err != nil {
+			t.Fatalf("calendar %s: %v", name, err)
 		}
-		points = append(points, sp)
+		return sp
 	}
-	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
-	strategies := []string{"MOVE_TO_END_OF_CURRENT_SERVICE_POINT_HOURS", "MOVE_TO_BEGINNING_OF_NEXT_OPEN_SERVICE_POINT_HOURS"}
+	allDay := calendar("all day", day(-10), day(40), weekly(week, "00:00", "23:59", false), closure("Move", day(2), day(3)))
+	weekends := calendar("weekends", day(-10), day(40), weekly(week[5:], "10:00", "16:00", false))
+	split := calendar("early and late", day(-10), day(40), append(weekly(week, "00:00", "06:00", false), weekly(week, "18:00", "22:00", false)...))
+	late := calendar("starting late", day(20), day(40), weekly(week[:5], "09:00", "17:00", false))
+	points := []string{allDay, weekends, split, late,
+		calendar("two periods on weekdays", day(-10), day(40), append(weekly(week[:5], "08:00", "12:00", false),
+			weekly(week[:5], "14:00", "19:00", false)...), closure("Inventory", day(3), day(6))),
+		calendar("nights", day(-10), day(40), weekly(week, "20:00", "02:00", true))}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("random moves from seed %d", seed)
+	rng := rand.New(rand.NewPCG(1, seed))
+	const endOfHours, nextOpening = "MOVE_TO_END_OF_CURRENT_SERVICE_POINT_HOURS", "MOVE_TO_BEGINNING_OF_NEXT_OPEN_SERVICE_POINT_HOURS"
 	offsets := []*string{nil, ptr("1 hour"), ptr("5 hours"), ptr("30 hours")}
-	// Two moves the days near them cannot answer, first: on the all-day
-	// calendar, due on its second closed day and asked the morning after,
-	// the opening found runs past the near days (through the month); on
-	// the weekends', due on a Friday at noon with an offset of 30 hours,
-	// the next opening and its offset land past them.
-	friday := today.AddDate(0, 0, 1)
+	random := func(sp string, from time.Time, days int) dueMove {
+		at := from.Add(time.Duration(rng.IntN(days*24*4))*15*time.Minute + time.Duration(rng.IntN(15))*time.Minute)
+		return dueMove{sp: sp, at: at, now: ptr(at.Add(-time.Duration(rng.IntN(96*60)-24*60) * time.Minute)),
+			strategy: []string{endOfHours, nextOpening}[rng.IntN(2)], offset: offsets[rng.IntN(len(offsets))]}
+	}
+	friday := day(1)
 	for friday.Weekday() != time.Friday {
 		friday = friday.AddDate(0, 0, 1)
 	}
 	friday = friday.Add(12 * time.Hour)
-	closed := today.AddDate(0, 0, 3).Add(12 * time.Hour)
-	sps := []string{points[1], points[2]}
-	ats := []time.Time{closed, friday}
-	nows := []time.Time{closed.Add(20 * time.Hour), friday.Add(-2 * time.Hour)}
-	moves := []string{strategies[0], strategies[1]}
-	offs := []*string{nil, offsets[3]}
+	closed, early := day(3).Add(12*time.Hour), day(5).Add(7*time.Hour)
+	moves := []dueMove{
+		{sp: allDay, at: closed, now: ptr(closed.Add(20 * time.Hour)), strategy: endOfHours},
+		{sp: weekends, at: friday, now: ptr(friday.Add(-2 * time.Hour)), strategy: nextOpening, offset: ptr("30 hours")},
+		{sp: split, at: early, now: ptr(early), strategy: nextOpening, offset: ptr("30 hours")},
+		{sp: late, at: day(2).Add(12 * time.Hour), now: ptr(day(2)), strategy: endOfHours},
+		{sp: late, at: day(2).Add(12 * time.Hour), now: ptr(day(2)), strategy: nextOpening, offset: ptr("1 hour")},
+		{sp: weekends, at: friday, strategy: endOfHours},
+		{sp: weekends, at: friday, strategy: nextOpening},
+	}
 	for _, sp := range points {
-		for range 120 {
-			at := today.AddDate(0, 0, -7).Add(time.Duration(rng.IntN(49*24*4)) * 15 * time.Minute).Add(time.Duration(rng.IntN(15)) * time.Minute)
-			sps = append(sps, sp)
-			ats = append(ats, at)
-			nows = append(nows, at.Add(-time.Duration(rng.IntN(96*60)-24*60)*time.Minute))
-			moves = append(moves, strategies[rng.IntN(len(strategies))])
-			offs = append(offs, offsets[rng.IntN(len(offsets))])
+		for range 60 {
+			moves = append(moves, random(sp, day(-7), 49))
 		}
 	}
+	compareDueMoves(t, db, tenant, moves)
+
+	// In Havana's time zone, around the night its clocks go from 00:00 to
+	// 01:00.
+	if _, err := lib.Create(ctx, tenant, storage.Settings, uuid.NewString(), mustJSON(t, map[string]any{"scope": schemas.LocaleScope,
+		"key": schemas.LocaleKey, "value": map[string]any{"locale": "es-CU", "timezone": "America/Havana", "currency": "CUP"}})); err != nil {
+		t.Fatal(err)
+	}
+	march := time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)
+	havana := calendar("Havana in March", march, march.AddDate(0, 0, 30),
+		append(weekly(week, "00:00", "02:00", false), weekly(week, "20:00", "23:59", false)...))
+	moves = nil
+	for range 60 {
+		moves = append(moves, random(havana, march.AddDate(0, 0, 7), 14))
+	}
+	compareDueMoves(t, db, tenant, moves)
+}
+
+// dueMove is one move of an hour's due date by a service point's
+// calendar: due at, asked at now (nil: no now), by strategy, offset by
+// offset after an opening (nil: none).
+type dueMove struct {
+	sp       string
+	at       time.Time
+	now      *time.Time
+	strategy string
+	offset   *string
+}
+
+// compareDueMoves asks calendar_moved and migration 35's,
+// calendar_moved_month, each of moves, and fails the test for each they
+// answer differently, or when too few moves move for the comparison to
+// be about moving.
+func compareDueMoves(t *testing.T, db *postgres.DB, tenant storage.Tenant, moves []dueMove) {
+	t.Helper()
+	var sps, strategies []string
+	var ats []time.Time
+	var nows []*time.Time
+	var offsets []*string
+	for _, m := range moves {
+		sps, ats, nows, strategies, offsets = append(sps, m.sp), append(ats, m.at), append(nows, m.now), append(strategies, m.strategy), append(offsets, m.offset)
+	}
 	fn := func(name string) string { return pgx.Identifier{postgres.SharedSchema, name}.Sanitize() }
-	rows, err := db.Pool.Query(ctx, `SELECT c.sp, c.at, c.now, c.move, c.off, `+fn("calendar_moved")+`($1, c.sp, c.at, c.move, true, c.off::interval, c.now),
-		`+fn("calendar_moved_month")+`($1, c.sp, c.at, c.move, true, c.off::interval, c.now)
-		FROM unnest($2::uuid[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::text[]) AS c (sp, at, now, move, off)`,
-		string(tenant), sps, ats, nows, moves, offs)
+	rows, err := db.Pool.Query(context.Background(), `SELECT c.sp, c.at, c.now, c.move, c.off,
+		`+fn("calendar_moved")+`(@tenant, c.sp, c.at, c.move, true, c.off::interval, c.now),
+		`+fn("calendar_moved_month")+`(@tenant, c.sp, c.at, c.move, true, c.off::interval, c.now)
+		FROM unnest(@sps::uuid[], @ats::timestamptz[], @nows::timestamptz[], @moves::text[], @offsets::text[]) AS c (sp, at, now, move, off)`,
+		pgx.StrictNamedArgs{"tenant": string(tenant), "sps": sps, "ats": ats, "nows": nows, "moves": strategies, "offsets": offsets})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
 	asked, moved := 0, 0
 	for rows.Next() {
-		var sp, move string
-		var at, now time.Time
-		var off *string
-		var got, want *time.Time
-		if err := rows.Scan(&sp, &at, &now, &move, &off, &got, &want); err != nil {
+		var sp, strategy string
+		var at time.Time
+		var now, got, want *time.Time
+		var offset *string
+		if err := rows.Scan(&sp, &at, &now, &strategy, &offset, &got, &want); err != nil {
 			t.Fatal(err)
 		}
 		asked++
@@ -131,14 +183,15 @@ func TestAnHoursDueDateMovesAsWhenItReadAMonth(t *testing.T) {
 			moved++
 		}
 		if (got == nil) != (want == nil) || (got != nil && !got.Equal(*want)) {
-			t.Errorf("service point %s, due %s, now %s, %s, offset %v: moved to %v, migration 35's to %v", sp, at, now, move, shown(off), shown(got), shown(want))
+			t.Errorf("service point %s, due %s, now %v, %s, offset %v: moved to %v, migration 35's to %v",
+				sp, at, shown(now), strategy, shown(offset), shown(got), shown(want))
 		}
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if asked != len(sps) || moved < len(sps)/4 {
-		t.Fatalf("%d moves asked, %d of them moved: the cases do not ask what the test is about", asked, moved)
+	if asked != len(moves) || moved < len(moves)/4 {
+		t.Fatalf("%d moves asked, %d of them moved: the moves do not ask what the test is about", asked, moved)
 	}
 }
 

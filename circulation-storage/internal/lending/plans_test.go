@@ -371,7 +371,9 @@ func TestTheFunctionsACheckOutCallsKeepTheirPlans(t *testing.T) {
 		set      bool
 	}
 	var functions map[string]called
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(10 * time.Second); ; <-tick.C {
 		rows, err := db.Pool.Query(ctx, `SELECT p.proname, l.lanname, p.proconfig IS NOT NULL
 			FROM pg_stat_user_functions f JOIN pg_proc p ON p.oid = f.funcid JOIN pg_language l ON l.oid = p.prolang
 			WHERE f.calls > 0`)
@@ -458,8 +460,8 @@ func BenchmarkADueDateOnACalendar(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var moved time.Time
 			for b.Loop() {
-				if err := conn.QueryRow(ctx, `SELECT `+postgres.Table(funcLoanDueDate)+`($1, $2, $3, $4, $5)`,
-					string(f.Tenant), sample.ServicePointDesk1, c.due, policy, now).Scan(&moved); err != nil {
+				if err := conn.QueryRow(ctx, `SELECT `+postgres.Table(funcLoanDueDate)+`(@tenant, @sp, @due, @policy, @now)`,
+					pgx.StrictNamedArgs{"tenant": string(f.Tenant), "sp": sample.ServicePointDesk1, "due": c.due, "policy": policy, "now": now}).Scan(&moved); err != nil {
 					b.Fatal(err)
 				}
 			}
