@@ -46,7 +46,7 @@ var longTests = map[string]struct {
 	"TestEventsEqualTheCommittedLoans":                     {why: "bursts of 96 check-outs over two storages; beside other workloads their reads outlast STORAGE_TIMEOUT"},
 	"TestEventsIfAndOnlyIfLoans":                           {why: "bursts of check-outs over two storages with faults; beside other workloads their reads outlast STORAGE_TIMEOUT"},
 	"TestEventsRelayKilledBetweenPublishingAndMarking":     {why: "bursts of 96 check-outs over two storages, a relay killed; beside other workloads their reads outlast STORAGE_TIMEOUT"},
-	"TestCrashLosesOnlyLocksAndTheFenceRefusesTheirWrites": {why: "a PostgreSQL of its own crashed and recovered twice"},
+	"TestCrashLosesOnlyLocksAndTheFenceRefusesTheirWrites": {why: "a PostgreSQL of its own crashed and recovered two to four times"},
 	"TestDatabaseOutOfConnections":                         {why: "a PostgreSQL of its own with every connection taken, timed against the request deadline"},
 	"TestLargePagesToClientsThatDoNotRead":                 {why: "measures storage's peak memory while eight clients never read sixteen megabytes"},
 	"TestHistoriesAreLinearizable":                         {why: "the history checker, -history long (make test-long: HISTORY, three minutes), on a PostgreSQL of its own it restarts"},
