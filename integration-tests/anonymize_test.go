@@ -31,21 +31,6 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 	ctx := context.Background()
 	loans := pgx.Identifier{c.Schema, "loan"}.Sanitize()
 	count := func(where string, args ...any) int { return countLoans(t, c, where, args...) }
-	setting := ""
-	history := func(value string) {
-		t.Helper()
-		if setting == "" {
-			var e struct{ ID string }
-			c.Do(c.Storage, "POST", "/settings/entries", `{"scope":"mod-circulation","key":"loan_history","value":`+value+`}`).
-				Want(t, http.StatusCreated).Decode(t, &e)
-			setting = e.ID
-			return
-		}
-		var e map[string]any
-		c.Do(c.Storage, "GET", "/settings/entries/"+setting, nil).Want(t, http.StatusOK).Decode(t, &e)
-		c.Do(c.Storage, "PUT", "/settings/entries/"+setting, fmt.Sprintf(`{"id":%q,"scope":"mod-circulation","key":"loan_history","value":%s,"_version":%v}`,
-			setting, value, e["_version"])).Want(t, http.StatusNoContent)
-	}
 	passes := func() float64 {
 		n, _ := c.Metric(t, c.Storage, `checkout_lock_sweeper_work_seconds_count{work="anonymize"}`)
 		return n
@@ -57,6 +42,26 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 		if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool { return passes() >= from+2 }) {
 			t.Fatalf("the sweeper did not anonymize twice in 20 s")
 		}
+	}
+	// The loan history setting changed to value. A pass reads the settings
+	// as it begins, so one begun before the change goes on by the old
+	// setting until it ends: the change is waited for until two passes
+	// have ended, the second begun after it.
+	setting := ""
+	history := func(value string) {
+		t.Helper()
+		defer twoPasses()
+		if setting == "" {
+			var e struct{ ID string }
+			c.Do(c.Storage, "POST", "/settings/entries", `{"scope":"mod-circulation","key":"loan_history","value":`+value+`}`).
+				Want(t, http.StatusCreated).Decode(t, &e)
+			setting = e.ID
+			return
+		}
+		var e map[string]any
+		c.Do(c.Storage, "GET", "/settings/entries/"+setting, nil).Want(t, http.StatusOK).Decode(t, &e)
+		c.Do(c.Storage, "PUT", "/settings/entries/"+setting, fmt.Sprintf(`{"id":%q,"scope":"mod-circulation","key":"loan_history","value":%s,"_version":%v}`,
+			setting, value, e["_version"])).Want(t, http.StatusNoContent)
 	}
 	// kiosks check out and check in every patron's items for a while,
 	// over both circulation instances, and answer each loan checked in.
