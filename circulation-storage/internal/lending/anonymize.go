@@ -25,8 +25,9 @@ import (
 
 // anonymizeSQL anonymizes at most @batch of the closed loans of @tenant
 // that still name their borrower, returned at least @after_ms ago
-// (returnedAt; NULL: at once). Rows another transaction holds are
-// left for the next time. It answers the ids anonymized.
+// (returnedAt; NULL: at once), while its loan history settings are still
+// @settings (settingsStill). Rows another transaction holds are left for
+// the next time. It answers the ids anonymized.
 var anonymizeSQL = anonymizing(closedLoan)
 
 // anonymizeLoansSQL anonymizes those of the loans @ids that are closed
@@ -53,7 +54,7 @@ func anonymizing(closed string) string {
 	return `
 WITH chosen AS (
     SELECT l.id FROM ` + postgres.Table(postgres.TableLoan) + ` l
-     WHERE l.tenant_id = @tenant AND ` + closed + ` AND l.user_id IS NOT NULL
+     WHERE l.tenant_id = @tenant AND ` + closed + ` AND l.user_id IS NOT NULL AND ` + settingsStill + `
        AND (@after_ms::bigint IS NULL
             OR ` + postgres.StoredTime(returnedAt, "loan returnDate") + ` < now() - @after_ms::bigint * interval '1 millisecond')
      ORDER BY l.id
@@ -95,6 +96,37 @@ SELECT i.id::text,
  ORDER BY i.id`
 }
 
+// settingsStill is SQL true while the loan history settings entry of
+// @tenant still holds the value @settings (jsonb) a pass read: what the
+// pass does by them is done only then, in the statement that does it, so
+// a librarian's change made while the pass works is never overtaken by
+// what the pass read before it (a statement begun before the change
+// committed is ordered before it).
+var settingsStill = `EXISTS (SELECT 1 FROM ` + postgres.Table(postgres.TableSetting) + ` s
+              WHERE s.tenant_id = @tenant AND s.scope = ` + postgres.Lit(loanhistory.Scope) + `
+                AND s.key = ` + postgres.Lit(loanhistory.Key) + ` AND s.jsonb -> 'value' = @settings::jsonb)`
+
+// forgetHistorySQL deletes at most @batch of @tenant's lock history
+// entries older than @kept_ms milliseconds, while its loan history
+// settings are still @settings (settingsStill): a tenant whose closed
+// loans forget their borrower keeps its patrons in the lock history no
+// longer than in its loans (loanhistory.Settings.Kept).
+var forgetHistorySQL = `
+DELETE FROM ` + postgres.Table(postgres.TableLockEvent) + `
+ WHERE tenant_id = @tenant
+   AND id IN (SELECT id FROM ` + postgres.Table(postgres.TableLockEvent) + `
+               WHERE tenant_id = @tenant AND occurred_at < now() - @kept_ms::bigint * interval '1 millisecond'
+               ORDER BY occurred_at LIMIT @batch)
+   AND ` + settingsStill
+
+// ReadSettings are a tenant's loan history settings as a pass read them
+// (Anonymizer.Settings): what they say, and the entry's value as read,
+// which whatever is done by them names (settingsStill).
+type ReadSettings struct {
+	loanhistory.Settings
+	value json.RawMessage
+}
+
 // Anonymizer anonymizes closed loans.
 type Anonymizer struct{ db *postgres.DB }
 
@@ -102,8 +134,9 @@ type Anonymizer struct{ db *postgres.DB }
 func NewAnonymizer(db *postgres.DB) *Anonymizer { return &Anonymizer{db: db} }
 
 // Due anonymizes at most batch of t's closed loans that its settings s say
-// are due (none when they never anonymize), and answers their ids.
-func (a *Anonymizer) Due(ctx context.Context, t storage.Tenant, s loanhistory.Settings, batch int) ([]string, error) {
+// are due (none when they never anonymize), while t's settings are still
+// s, and answers their ids.
+func (a *Anonymizer) Due(ctx context.Context, t storage.Tenant, s ReadSettings, batch int) ([]string, error) {
 	if !s.Anonymizes() {
 		return nil, nil
 	}
@@ -112,7 +145,23 @@ func (a *Anonymizer) Due(ctx context.Context, t storage.Tenant, s loanhistory.Se
 		ms := s.Kept().Milliseconds()
 		after = &ms
 	}
-	return a.anonymize(ctx, t, after, batch)
+	return a.anonymize(ctx, t, s.value, after, batch)
+}
+
+// ForgetHistory deletes at most batch of t's lock history entries older
+// than its settings s keep its closed loans' borrowers (none when they
+// never anonymize), while t's settings are still s, and answers how many
+// it deleted.
+func (a *Anonymizer) ForgetHistory(ctx context.Context, t storage.Tenant, s ReadSettings, batch int) (int64, error) {
+	if !s.Anonymizes() {
+		return 0, nil
+	}
+	tag, err := a.db.Pool.Exec(ctx, forgetHistorySQL, pgx.StrictNamedArgs{"tenant": string(t), "settings": string(s.value),
+		"kept_ms": s.Kept().Milliseconds(), "batch": batch})
+	if err != nil {
+		return 0, postgres.Interpret(err, t)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // AnonymizeLoans implements storage.LoanAnonymizer (FOLIO's
@@ -167,10 +216,10 @@ func distinct(ids []string) []string {
 	return out
 }
 
-func (a *Anonymizer) anonymize(ctx context.Context, t storage.Tenant, afterMs *int64, batch int) ([]string, error) {
+func (a *Anonymizer) anonymize(ctx context.Context, t storage.Tenant, settings json.RawMessage, afterMs *int64, batch int) ([]string, error) {
 	var out []string
 	err := a.db.InTx(ctx, t, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, anonymizeSQL, pgx.StrictNamedArgs{"tenant": string(t), "after_ms": afterMs,
+		rows, err := tx.Query(ctx, anonymizeSQL, pgx.StrictNamedArgs{"tenant": string(t), "settings": string(settings), "after_ms": afterMs,
 			"batch": batch, "metadata_user": record.MetadataUser(ctx)})
 		if err != nil {
 			return err
@@ -191,13 +240,13 @@ func (a *Anonymizer) anonymize(ctx context.Context, t storage.Tenant, afterMs *i
 // decoded as storage checked them when they were written
 // (loanhistory.Decode); an entry that cannot be read (written before the
 // check) anonymizes nothing.
-func (a *Anonymizer) Settings(ctx context.Context) (map[storage.Tenant]loanhistory.Settings, error) {
+func (a *Anonymizer) Settings(ctx context.Context) (map[storage.Tenant]ReadSettings, error) {
 	rows, err := a.db.Pool.Query(ctx, `SELECT tenant_id, jsonb -> 'value' FROM `+postgres.Table(postgres.TableSetting)+
 		` WHERE scope = $1 AND key = $2`, loanhistory.Scope, loanhistory.Key)
 	if err != nil {
 		return nil, postgres.Interpret(err, "")
 	}
-	out := map[storage.Tenant]loanhistory.Settings{}
+	out := map[storage.Tenant]ReadSettings{}
 	for rows.Next() {
 		var t string
 		var value json.RawMessage
@@ -206,7 +255,7 @@ func (a *Anonymizer) Settings(ctx context.Context) (map[storage.Tenant]loanhisto
 			return nil, postgres.Interpret(err, "")
 		}
 		if s, fe := loanhistory.Decode(value); fe == nil && s.Anonymizes() {
-			out[storage.Tenant(t)] = s
+			out[storage.Tenant(t)] = ReadSettings{Settings: s, value: value}
 		}
 	}
 	return out, postgres.Interpret(rows.Err(), "")

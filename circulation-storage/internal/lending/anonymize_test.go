@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/schemas/loanhistory"
 	"github.com/google/uuid"
@@ -60,21 +62,22 @@ func TestClosedLoansAreAnonymizedAsTheSettingsSay(t *testing.T) {
 		return f.Count(t, "loan", "id = $1 AND user_id IS NOT NULL AND jsonb ? 'userId'", id) == 1
 	}
 	a := NewAnonymizer(f.DB)
-	due := func(s loanhistory.Settings) []string {
+	history := loanHistory(t, f.DB, f.Tenant)
+	due := func(value string) []string {
 		t.Helper()
-		ids, err := a.Due(ctx, f.Tenant, s, 100)
+		ids, err := a.Due(ctx, f.Tenant, history(value), 100)
 		if err != nil {
 			t.Fatal(err)
 		}
 		slices.Sort(ids)
 		return ids
 	}
-	if got := due(loanhistory.Settings{Closing: loanhistory.Never}); len(got) != 0 {
+	if got := due(`{"closingType":{"loan":"never"}}`); len(got) != 0 {
 		t.Fatalf("never: %v anonymized", got)
 	}
 	// The sample's Hana brought a book back twelve days ago.
 	hanas := sample.ID("loan-" + sample.HanasBooks[1])
-	if got := due(loanhistory.Settings{Closing: loanhistory.Interval, After: 24 * time.Hour}); !slices.Equal(got, sorted(old, undated, hanas)) {
+	if got := due(`{"closingType":{"loan":"interval"},"loan":{"duration":1,"intervalId":"Days"}}`); !slices.Equal(got, sorted(old, undated, hanas)) {
 		t.Fatalf("a day after their return: %v anonymized, want the loan returned two days ago, %s, the one written then, %s, and Hana's, %s",
 			got, old, undated, hanas)
 	}
@@ -84,7 +87,7 @@ func TestClosedLoansAreAnonymizedAsTheSettingsSay(t *testing.T) {
 	if n := f.Count(t, "loan", "id = $1 AND version = 2 AND NOT jsonb ? 'borrower'", old); n != 1 {
 		t.Fatalf("the anonymized loan is not one version on")
 	}
-	if got := due(loanhistory.Settings{Closing: loanhistory.Immediately}); !slices.Equal(got, []string{recent}) {
+	if got := due(`{"closingType":{"loan":"immediately"}}`); !slices.Equal(got, []string{recent}) {
 		t.Fatalf("immediately: %v anonymized, want the recent closed loan alone, %s", got, recent)
 	}
 	missing := uuid.NewString()
@@ -109,6 +112,101 @@ func TestClosedLoansAreAnonymizedAsTheSettingsSay(t *testing.T) {
 	}
 	if named(another) || f.Count(t, "loan", "id = $1 AND version = 2", another) != 1 {
 		t.Fatalf("the closed loan asked by id is not anonymized one version on")
+	}
+}
+
+// loanHistory answers a function that stores value as t's loan history
+// settings and answers them as a pass reads them (Anonymizer.Settings).
+func loanHistory(t *testing.T, db *postgres.DB, tenant storage.Tenant) func(value string) ReadSettings {
+	ctx := context.Background()
+	id := uuid.NewString()
+	lib := newLibrary(db, testPolicy)
+	return func(value string) ReadSettings {
+		t.Helper()
+		doc := json.RawMessage(`{"scope":` + strconv.Quote(loanhistory.Scope) + `,"key":` + strconv.Quote(loanhistory.Key) + `,"value":` + value + `}`)
+		if _, err := lib.Get(ctx, tenant, storage.Settings, id); err != nil {
+			if _, err := lib.Create(ctx, tenant, storage.Settings, id, doc); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := lib.Update(ctx, tenant, storage.Settings, id, 0, doc); err != nil {
+			t.Fatal(err)
+		}
+		read, err := NewAnonymizer(db).Settings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return read[tenant]
+	}
+}
+
+// TestNothingIsDoneBySettingsChangedSinceTheyWereRead: what a pass does by
+// a tenant's loan history settings it does only while they are still the
+// settings it read. Read as "immediately", then changed to an interval of
+// a day before the pass acts: none of the loans closed an hour ago is
+// anonymized and none of the lock history entries recorded an hour ago is
+// deleted by what was read, though "immediately" would take them all;
+// the settings read again, the loans and entries older than a day go,
+// the recent ones stay. And read as an interval of a day, then changed to
+// "never": nothing at all.
+func TestNothingIsDoneBySettingsChangedSinceTheyWereRead(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, sample.LoadData)
+	ctx := context.Background()
+	lib := newLibrary(f.DB, testPolicy)
+	user := sample.ID("1001")
+	closed := func(item string, ago time.Duration) string {
+		t.Helper()
+		id := uuid.NewString()
+		doc := fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedin","status":{"name":"Closed"},"returnDate":%q}`,
+			user, sample.ID(item), time.Now().Add(-ago).UTC().Format("2006-01-02T15:04:05.000Z"))
+		if _, err := lib.Create(ctx, f.Tenant, storage.Loans, id, json.RawMessage(doc)); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	old, recent := closed("book-001", 48*time.Hour), closed("book-002", time.Hour)
+	for _, ago := range []string{"48 hours", "1 hour"} {
+		f.Exec(t, `INSERT INTO `+dbtest.View(f.Tenant, "check_out_lock_event")+` (type, user_id, occurred_at) VALUES ('expired', $1, now() - $2::interval)`, user, ago)
+	}
+	named := func(id string) bool {
+		t.Helper()
+		return f.Count(t, "loan", "id = $1 AND user_id IS NOT NULL", id) == 1
+	}
+	entries := func() int {
+		t.Helper()
+		return f.Count(t, "check_out_lock_event", "user_id = $1", user)
+	}
+	a := NewAnonymizer(f.DB)
+	pass := func(s ReadSettings) ([]string, int64) {
+		t.Helper()
+		ids, err := a.Due(ctx, f.Tenant, s, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := a.ForgetHistory(ctx, f.Tenant, s, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids, n
+	}
+	history := loanHistory(t, f.DB, f.Tenant)
+	day := `{"closingType":{"loan":"interval"},"loan":{"duration":1,"intervalId":"Days"}}`
+	immediately := history(`{"closingType":{"loan":"immediately"}}`)
+	history(day)
+	if ids, n := pass(immediately); len(ids) != 0 || n != 0 || !named(old) || !named(recent) || entries() != 2 {
+		t.Fatalf("by 'immediately', read before the change to a day: %v anonymized, %d entries deleted; the old loan named %v, the recent %v, %d entries left, want nothing done",
+			ids, n, named(old), named(recent), entries())
+	}
+	byDay := history(day)
+	if ids, n := pass(byDay); !slices.Contains(ids, old) || slices.Contains(ids, recent) || n != 1 || entries() != 1 {
+		t.Fatalf("by a day, read after the change: %v anonymized, %d entries deleted, %d left, want the loan closed two days ago (%s) and the older entry",
+			ids, n, entries(), old)
+	}
+	older := closed("book-003", 72*time.Hour)
+	history(`{"closingType":{"loan":"never"}}`)
+	if ids, n := pass(byDay); len(ids) != 0 || n != 0 || !named(older) {
+		t.Fatalf("by a day, read before the change to never: %v anonymized, %d entries deleted, the loan closed three days ago named %v, want nothing done",
+			ids, n, named(older))
 	}
 }
 

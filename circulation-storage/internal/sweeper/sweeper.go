@@ -181,17 +181,6 @@ DELETE FROM %[1]s
  WHERE (tenant_id, id) IN (SELECT tenant_id, id FROM %[1]s WHERE written_at < now() - $1::double precision * interval '1 second'
                             ORDER BY written_at LIMIT $2)`, postgres.TableWriteLog)
 
-	// forgetHistorySQL deletes at most a batch of a tenant's lock history
-	// entries older than a time: a tenant whose closed loans forget their
-	// borrower keeps its patrons in the lock history no longer than in its
-	// loans (loanhistory.Settings.Kept). Parameters: $1 the tenant, $2 the
-	// time in milliseconds, $3 the batch's size.
-	forgetHistorySQL = postgres.WithTables(`
-DELETE FROM %[1]s
- WHERE tenant_id = $1
-   AND id IN (SELECT id FROM %[1]s WHERE tenant_id = $1 AND occurred_at < now() - $2::bigint * interval '1 millisecond'
-               ORDER BY occurred_at LIMIT $3)`, postgres.TableLockEvent)
-
 	// newestEventSQL is the newest event recorded.
 	newestEventSQL = postgres.WithTables(`SELECT coalesce(max(id), 0) FROM %s`, postgres.TableLockEvent)
 )
@@ -407,7 +396,10 @@ const anonymizeBatches = 10
 // anonymize anonymizes the closed loans each tenant's loan history
 // settings say are due, a batch at a time, at most anonymizeBatches a
 // tenant each pass, and deletes as many of the tenant's lock history
-// entries older than its closed loans keep their borrower.
+// entries older than its closed loans keep their borrower: each batch
+// only while the tenant's settings are still those read as the work
+// began (lending.ReadSettings). Nothing is done by settings a librarian
+// changed meanwhile; the next pass works by the new ones.
 func (s *Sweeper) anonymize(ctx context.Context) error {
 	a := lending.NewAnonymizer(s.db)
 	settings, err := a.Settings(ctx)
@@ -427,12 +419,12 @@ func (s *Sweeper) anonymize(ctx context.Context) error {
 			}
 		}
 		for range anonymizeBatches {
-			tag, err := s.db.Pool.Exec(ctx, forgetHistorySQL, string(t), set.Kept().Milliseconds(), s.batchSize)
+			n, err := a.ForgetHistory(ctx, t, set, s.batchSize)
 			if err != nil {
-				return postgres.Interpret(err, t)
+				return err
 			}
-			forgotten += tag.RowsAffected()
-			if tag.RowsAffected() < int64(s.batchSize) {
+			forgotten += n
+			if n < int64(s.batchSize) {
 				break
 			}
 		}
