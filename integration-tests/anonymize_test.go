@@ -31,18 +31,6 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 	ctx := context.Background()
 	loans := pgx.Identifier{c.Schema, "loan"}.Sanitize()
 	count := func(where string, args ...any) int { return countLoans(t, c, where, args...) }
-	passes := func() float64 {
-		n, _ := c.Metric(t, c.Storage, `checkout_lock_sweeper_work_seconds_count{work="anonymize"}`)
-		return n
-	}
-	// Two passes after now: whatever was due is done.
-	twoPasses := func() {
-		t.Helper()
-		from := passes()
-		if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool { return passes() >= from+2 }) {
-			t.Fatalf("the sweeper did not anonymize twice in 20 s")
-		}
-	}
 	// The loan history setting changed to value. A pass under way does
 	// nothing more by the setting it read once it is changed, so the
 	// entries recorded just after the change are judged by the new one.
@@ -60,6 +48,18 @@ func TestLoansAreAnonymizedAsTheLibrarySays(t *testing.T) {
 		c.Do(c.Storage, "GET", "/settings/entries/"+setting, nil).Want(t, http.StatusOK).Decode(t, &e)
 		c.Do(c.Storage, "PUT", "/settings/entries/"+setting, fmt.Sprintf(`{"id":%q,"scope":"mod-circulation","key":"loan_history","value":%s,"_version":%v}`,
 			setting, value, e["_version"])).Want(t, http.StatusNoContent)
+	}
+	passes := func() float64 {
+		n, _ := c.Metric(t, c.Storage, `checkout_lock_sweeper_work_seconds_count{work="anonymize"}`)
+		return n
+	}
+	// Two passes after now: whatever was due is done.
+	twoPasses := func() {
+		t.Helper()
+		from := passes()
+		if !harness.Poll(20*time.Second, 50*time.Millisecond, func() bool { return passes() >= from+2 }) {
+			t.Fatalf("the sweeper did not anonymize twice in 20 s")
+		}
 	}
 	// kiosks check out and check in every patron's items for a while,
 	// over both circulation instances, and answer each loan checked in.

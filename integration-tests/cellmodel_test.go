@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
+	"testing"
 
 	"github.com/anishathalye/porcupine"
 
@@ -1025,8 +1026,26 @@ func cellModel(init cellState) porcupine.NondeterministicModel {
 			h.Write([]byte(state.(cellState).key))
 			return h.Sum64()
 		},
-		DescribeOperation: func(input, output any) string { return describeOp(input.(cellInput), output.(cellOutput)) },
-		DescribeState:     func(state any) string { return describeCell(state.(cellState)) },
+		// Porcupine describes the operations and states of a partial
+		// path too (a check timed out), some of them nil.
+		DescribeOperation: func(input, output any) string {
+			in, ok := input.(cellInput)
+			if !ok {
+				return "(no call)"
+			}
+			out, ok := output.(cellOutput)
+			if !ok {
+				return in.Kind.String() + " → (no answer)"
+			}
+			return describeOp(in, out)
+		},
+		DescribeState: func(state any) string {
+			s, ok := state.(cellState)
+			if !ok {
+				return "(no state)"
+			}
+			return describeCell(s)
+		},
 	}
 }
 
@@ -1143,3 +1162,21 @@ func describeCell(s cellState) string {
 
 // short is an id's first eight characters.
 func short(id string) string { return id[:min(8, len(id))] }
+
+// TestTheModelDescribesAPartialPath: porcupine's visualisation of a check
+// that timed out describes operations and states it has not got (nil):
+// each is named so, not a panic in place of the check's verdict.
+func TestTheModelDescribesAPartialPath(t *testing.T) {
+	t.Parallel()
+	m := cellModel(cellState{})
+	for _, c := range []struct{ got, want string }{
+		{m.DescribeOperation(nil, nil), "(no call)"},
+		{m.DescribeOperation(cellInput{Kind: opReadItems}, nil), opReadItems.String() + " → (no answer)"},
+		{m.DescribeOperation(cellInput{Kind: opReadItems}, cellOutput{}), opReadItems.String() + " → "},
+		{m.DescribeState(nil), "(no state)"},
+	} {
+		if c.got != c.want {
+			t.Errorf("described %q, want %q", c.got, c.want)
+		}
+	}
+}

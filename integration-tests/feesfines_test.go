@@ -28,9 +28,18 @@ type feesLibrary struct {
 	Owner, OverdueType, OverduePolicy, LostPolicy string
 }
 
+// setUpFees is a library of patrons and items (each patron's set) that
+// charges fees by the policies overdue and lost.
 func setUpFees(t *testing.T, c *harness.Cluster, patrons, items int, overdue, lost map[string]any) feesLibrary {
 	t.Helper()
-	lib := feesLibrary{Library: c.SetupLibrary(patrons, items, 0)}
+	return chargeFees(t, c, c.SetupLibrary(patrons, items, 0), overdue, lost)
+}
+
+// chargeFees makes lib's loans charge fees by the policies overdue and
+// lost, owned at harness.ServicePoint and payable in cash.
+func chargeFees(t *testing.T, c *harness.Cluster, library harness.Library, overdue, lost map[string]any) feesLibrary {
+	t.Helper()
+	lib := feesLibrary{Library: library}
 	post := func(path string, body any) string {
 		t.Helper()
 		var out struct{ ID string }

@@ -32,12 +32,16 @@ type writeKind struct {
 	prepare func(t *testing.T) (method, path string, body map[string]any, version func() int)
 }
 
-// writeKinds are the writes of loans, items and requests circulation
-// makes, each on the i-th item of lib's second patron's set (the first
-// patron borrows them; the second requests them).
+// itemsPerWriteKinds is how many of the library's items one use of
+// writeKinds takes.
+const itemsPerWriteKinds = 11
+
+// writeKinds are the writes of loans, items, requests and fees/fines
+// circulation makes, each on the i-th item of lib's second patron's set
+// (the first patron borrows them; the second requests them).
 func writeKinds(t *testing.T, c *harness.Cluster, lib harness.Library, librarian map[string]string) []writeKind {
 	borrower, requester := lib.Patrons[0], lib.Patrons[1]
-	requesterID := patronID(t, c, requester)
+	borrowerID, requesterID := patronID(t, c, borrower), patronID(t, c, requester)
 	next := 0
 	item := func() (barcode, id string) {
 		barcode = lib.Items[1][next]
@@ -129,6 +133,19 @@ func writeKinds(t *testing.T, c *harness.Cluster, lib harness.Library, librarian
 			return "POST", "/circulation/requests/" + r["id"].(string) + "/move", map[string]any{"destinationItemId": to},
 				version("request", r["id"].(string))
 		}},
+		{"fee/fine paid", []string{"POST /fee-fine-storage/actions"}, http.StatusCreated, func(t *testing.T) (string, string, map[string]any, func() int) {
+			_, _, loanID := lent(t)
+			c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loanID+"/declare-item-lost", map[string]any{"servicePointId": harness.ServicePoint},
+				librarian).Want(t, http.StatusNoContent)
+			for _, a := range accountsOf(t, c, borrowerID) {
+				if a.LoanID == loanID && a.FeeFineType == schemas.FeeFineLostItemFee {
+					return "POST", "/accounts/" + a.ID + "/pay", map[string]any{"amount": "4.00", "paymentMethod": "Cash", "notifyPatron": false,
+						"servicePointId": harness.ServicePoint, "userName": "Desk"}, version("fee_fine_account", a.ID)
+				}
+			}
+			t.Fatalf("declared lost: no lost item fee charged for loan %s", loanID)
+			return "", "", nil, nil
+		}},
 	}
 }
 
@@ -153,7 +170,7 @@ func TestEveryWriteKnowsItself(t *testing.T) {
 		{"answer lost after the write", func(p *harness.Proxy, request []string) { p.LoseAnswers(1, request...) }, false},
 		{"answer lost, the call sent twice at once", func(p *harness.Proxy, request []string) { p.LoseAnswers(1, request...) }, true},
 	}
-	lib := c.SetupLibrary(2, 10*len(faults), 0)
+	lib := chargeFees(t, c, c.SetupLibrary(2, itemsPerWriteKinds*len(faults), 0), facultyStandard(), lostPolicy(10, 5)).Library
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
 	keepHolds(t, c, harness.ServicePoint, 2, "Days")
 	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}

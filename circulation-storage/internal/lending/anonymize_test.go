@@ -34,16 +34,7 @@ func TestClosedLoansAreAnonymizedAsTheSettingsSay(t *testing.T) {
 	user := sample.ID("1001")
 	loan := func(item, status string, returned time.Duration) string {
 		t.Helper()
-		id := uuid.NewString()
-		doc := fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedin","status":{"name":%q}`,
-			user, sample.ID(item), status)
-		if status == "Closed" {
-			doc += fmt.Sprintf(`,"returnDate":%q`, time.Now().Add(-returned).UTC().Format("2006-01-02T15:04:05.000Z"))
-		}
-		if _, err := lib.Create(ctx, f.Tenant, storage.Loans, id, json.RawMessage(doc+`}`)); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return aLoanOf(t, lib, f.Tenant, user, item, status, returned)
 	}
 	old, recent := loan("book-001", "Closed", 48*time.Hour), loan("book-002", "Closed", time.Hour)
 	open := loan("book-003", "Open", 0)
@@ -156,13 +147,7 @@ func TestNothingIsDoneBySettingsChangedSinceTheyWereRead(t *testing.T) {
 	user := sample.ID("1001")
 	closed := func(item string, ago time.Duration) string {
 		t.Helper()
-		id := uuid.NewString()
-		doc := fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedin","status":{"name":"Closed"},"returnDate":%q}`,
-			user, sample.ID(item), time.Now().Add(-ago).UTC().Format("2006-01-02T15:04:05.000Z"))
-		if _, err := lib.Create(ctx, f.Tenant, storage.Loans, id, json.RawMessage(doc)); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return aLoanOf(t, lib, f.Tenant, user, item, "Closed", ago)
 	}
 	old, recent := closed("book-001", 48*time.Hour), closed("book-002", time.Hour)
 	for _, ago := range []string{"48 hours", "1 hour"} {
@@ -208,6 +193,22 @@ func TestNothingIsDoneBySettingsChangedSinceTheyWereRead(t *testing.T) {
 		t.Fatalf("by a day, read before the change to never: %v anonymized, %d entries deleted, the loan closed three days ago named %v, want nothing done",
 			ids, n, named(older))
 	}
+}
+
+// aLoanOf stores a loan of the sample's item to user with the status
+// given; a closed one was returned the duration returned ago.
+func aLoanOf(t *testing.T, lib library, tenant storage.Tenant, user, item, status string, returned time.Duration) string {
+	t.Helper()
+	id := uuid.NewString()
+	doc := fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedin","status":{"name":%q}`,
+		user, sample.ID(item), status)
+	if status == "Closed" {
+		doc += fmt.Sprintf(`,"returnDate":%q`, time.Now().Add(-returned).UTC().Format("2006-01-02T15:04:05.000Z"))
+	}
+	if _, err := lib.Create(context.Background(), tenant, storage.Loans, id, json.RawMessage(doc+`}`)); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // sorted is ids sorted.
