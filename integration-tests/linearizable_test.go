@@ -319,7 +319,9 @@ func injectFaults(t *testing.T, c *harness.Cluster, pg *harness.Postgres, start 
 // transaction's start (the date, its now(), read on the machine's clock
 // the history's times are taken on, less 10 ms for the dates' rounding)
 // until the first read that shows it (its item Aged to lost, or the loan
-// billed by it), or the end of the history when none does.
+// billed by it), or, when none does, the agings' own read: the sweeper
+// goes on after the clients stop, and an aging committed after the last
+// of their operations ends after it too.
 func agings(t *testing.T, w *cellWorld, start time.Time, ops []porcupine.Operation) []porcupine.Operation {
 	t.Helper()
 	type where struct{ cell, item int }
@@ -329,25 +331,35 @@ func agings(t *testing.T, w *cellWorld, start time.Time, ops []porcupine.Operati
 			items[it.id] = where{n, k}
 		}
 	}
-	var end int64
-	for _, op := range ops {
-		end = max(end, op.Return+1)
+	type aged struct {
+		id, item string
+		at       time.Time
 	}
 	rows, err := w.c.DB.Query(context.Background(), fmt.Sprintf(`SELECT id::text, item_id::text, (jsonb #>> '{agedToLostDelayedBilling,agedToLostDate}')::timestamptz
 		FROM %s.loan WHERE jsonb #>> '{agedToLostDelayedBilling,agedToLostDate}' IS NOT NULL`, w.c.Schema))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var out []porcupine.Operation
+	var found []aged
 	for rows.Next() {
-		var id, item string
-		var at time.Time
-		if err := rows.Scan(&id, &item, &at); err != nil {
+		var a aged
+		if err := rows.Scan(&a.id, &a.item, &a.at); err != nil {
 			t.Fatal(err)
 		}
-		in := cellInput{Kind: opAge, Cell: items[item].cell, Item: items[item].item, ID: id}
-		began := at.Sub(start).Nanoseconds()
+		found = append(found, a)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Every aging read was committed by now.
+	end := time.Since(start).Nanoseconds()
+	for _, op := range ops {
+		end = max(end, op.Return+1)
+	}
+	var out []porcupine.Operation
+	for _, a := range found {
+		in := cellInput{Kind: opAge, Cell: items[a.item].cell, Item: items[a.item].item, ID: a.id}
+		began := a.at.Sub(start).Nanoseconds()
 		op := porcupine.Operation{ClientId: historyClients + 1 + len(out), Input: in, Output: cellOutput{Outcome: outDone},
 			Call: began - (10 * time.Millisecond).Nanoseconds(), Return: end}
 		for _, r := range ops {
@@ -358,15 +370,12 @@ func agings(t *testing.T, w *cellWorld, start time.Time, ops []porcupine.Operati
 				continue
 			}
 			shows := rin.Kind == opReadItems && len(rout.Items) > in.Item && rout.Items[in.Item].Status == schemas.ItemAgedToLost ||
-				rin.Kind == opReadLoans && slices.ContainsFunc(rout.Loans, func(l readLoan) bool { return l.ID == id && l.Billed })
+				rin.Kind == opReadLoans && slices.ContainsFunc(rout.Loans, func(l readLoan) bool { return l.ID == a.id && l.Billed })
 			if shows {
 				op.Return = r.Return
 			}
 		}
 		out = append(out, op)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
