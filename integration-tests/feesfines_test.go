@@ -213,8 +213,7 @@ func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 	}
 	wantCharge(t, c, fees[0], loan, typeID[schemas.FeeFineLostItemFee], schemas.FeeFineLostItemFee, lib.Owner, "10.00")
 	wantCharge(t, c, fees[1], loan, typeID[schemas.FeeFineLostItemProcessing], schemas.FeeFineLostItemProcessing, lib.Owner, "5.00")
-	c.Do(c.Circulations[0], "POST", "/accounts/"+fees[0].ID+"/pay", map[string]any{"amount": "4.00", "paymentMethod": "Cash",
-		"notifyPatron": false, "servicePointId": harness.ServicePoint, "userName": "Desk"}).Want(t, http.StatusCreated)
+	c.Do(c.Circulations[0], "POST", "/accounts/"+fees[0].ID+"/pay", payment("4.00")).Want(t, http.StatusCreated)
 	checkInOn(t, c, lib.Items[3][0], harness.ServicePoint, "2026-01-20T12:00:00.000Z")
 	fees = accountsOf(t, c, patron(3))
 	sort.Slice(fees, func(i, j int) bool { return fees[i].FeeFineType < fees[j].FeeFineType })
@@ -361,8 +360,12 @@ func pay(c *harness.Cluster, i int, id, amount, key string) harness.Response {
 	if key != "" {
 		h[schemas.HeaderIdempotencyKey] = key
 	}
-	return c.DoWith(c.Circulations[i%len(c.Circulations)], "POST", "/accounts/"+id+"/pay", map[string]any{"amount": amount,
-		"paymentMethod": "Cash", "notifyPatron": false, "servicePointId": harness.ServicePoint, "userName": "Desk"}, h)
+	return c.DoWith(c.Circulations[i%len(c.Circulations)], "POST", "/accounts/"+id+"/pay", payment(amount), h)
+}
+
+// payment is the body of a cash payment of amount at the desk.
+func payment(amount string) map[string]any {
+	return map[string]any{"amount": amount, "paymentMethod": "Cash", "notifyPatron": false, "servicePointId": harness.ServicePoint, "userName": "Desk"}
 }
 
 // TestAFeeFineIsPaidOnceAndLiftsTheBlockAtOnce: a patron over their

@@ -186,7 +186,11 @@ func TestAHoldMadeReadySendsOneNotice(t *testing.T) {
 	if len(m.To) != 1 || m.To[0].Address != address || m.Subject != "Ready for pickup: "+title || strings.TrimSpace(m.Text) != wantBody {
 		t.Errorf("the mail: to %v, subject %q, body %q; want to %s, %q, %q", m.To, m.Subject, m.Text, address, "Ready for pickup: "+title, wantBody)
 	}
-	notices := noticesOf(t, c, "requestId="+hold.ID)
+	var notices []scheduledNotice
+	waitFor(t, "the hold's notice settled after its mail", func() bool {
+		notices = noticesOf(t, c, "requestId="+hold.ID)
+		return len(notices) != 1 || notices[0].Status != schemas.NoticeScheduled
+	})
 	if len(notices) != 1 || notices[0].Status != schemas.NoticeSent || notices[0].Sent != 1 || notices[0].TriggeringEvent != schemas.NoticeAvailable ||
 		notices[0].RecipientUserID != requesterID || "<"+m.MessageID+">" != notices[0].MessageID {
 		t.Errorf("the hold's notices %+v, want one Available notice Sent once to the requester as mail %s", notices, m.MessageID)
@@ -264,6 +268,9 @@ func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
 	if m.Subject != "Renewed: "+book || strings.TrimSpace(m.Text) != "Renewed 1 time(s), due "+now.UTC().Format("2006-01-02 15:04 MST")+"." {
 		t.Errorf("the renewal's mail: %q, %q", m.Subject, m.Text)
 	}
+	waitFor(t, "the renewal's notice settled after its mail", func() bool {
+		return len(noticesOf(t, c, "loanId="+loan.ID+"&status=Sent")) == 1
+	})
 	all := noticesOf(t, c, "loanId="+loan.ID+"&status=Obsolete")
 	all = append(all, noticesOf(t, c, "loanId="+loan.ID+"&status=Scheduled")...)
 	byID := map[string]scheduledNotice{}
@@ -721,7 +728,12 @@ func TestAFeeFineChargedIsToldOnce(t *testing.T) {
 	if m.To[0].Address != address || m.Subject != "Overdue fine: "+amount || strings.TrimSpace(m.Text) != wantBody {
 		t.Errorf("the charge's mail: to %v, %q, %q; want %s, %q, %q", m.To, m.Subject, m.Text, address, "Overdue fine: "+amount, wantBody)
 	}
-	if n := noticesOf(t, c, "feeFineId="+fees[0].ID); len(n) != 1 || n[0].Status != schemas.NoticeSent || n[0].TriggeringEvent != schemas.NoticeFeeFineCharged {
+	var n []scheduledNotice
+	waitFor(t, "the charge's notice settled after its mail", func() bool {
+		n = noticesOf(t, c, "feeFineId="+fees[0].ID)
+		return len(n) != 1 || n[0].Status != schemas.NoticeScheduled
+	})
+	if len(n) != 1 || n[0].Status != schemas.NoticeSent || n[0].TriggeringEvent != schemas.NoticeFeeFineCharged {
 		t.Errorf("the charge's notices %+v, want one Sent", n)
 	}
 	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)

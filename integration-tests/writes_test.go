@@ -43,13 +43,16 @@ func writeKinds(t *testing.T, c *harness.Cluster, lib harness.Library, librarian
 	borrower, requester := lib.Patrons[0], lib.Patrons[1]
 	borrowerID, requesterID := patronID(t, c, borrower), patronID(t, c, requester)
 	next := 0
-	item := func() (barcode, id string) {
+	item := func(t *testing.T) (barcode, id string) {
+		if next == len(lib.Items[1]) {
+			t.Fatalf("the write kinds took all %d items: raise itemsPerWriteKinds", next)
+		}
 		barcode = lib.Items[1][next]
 		next++
 		return barcode, c.IDOf(t, "/item-storage/items", "items", barcode)
 	}
 	lent := func(t *testing.T) (barcode, itemID, loanID string) {
-		barcode, itemID = item()
+		barcode, itemID = item(t)
 		c.CheckOut(0, barcode, borrower).Want(t, http.StatusCreated)
 		return barcode, itemID, openLoanID(t, c, barcode)
 	}
@@ -73,7 +76,7 @@ func writeKinds(t *testing.T, c *harness.Cluster, lib harness.Library, librarian
 	}
 	return []writeKind{
 		{"check-out", harness.CheckOutWrite, http.StatusCreated, func(t *testing.T) (string, string, map[string]any, func() int) {
-			barcode, itemID := item()
+			barcode, itemID := item(t)
 			return "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": barcode, "userBarcode": borrower,
 				"servicePointId": harness.ServicePoint}, version("item", itemID)
 		}},
@@ -139,8 +142,7 @@ func writeKinds(t *testing.T, c *harness.Cluster, lib harness.Library, librarian
 				librarian).Want(t, http.StatusNoContent)
 			for _, a := range accountsOf(t, c, borrowerID) {
 				if a.LoanID == loanID && a.FeeFineType == schemas.FeeFineLostItemFee {
-					return "POST", "/accounts/" + a.ID + "/pay", map[string]any{"amount": "4.00", "paymentMethod": "Cash", "notifyPatron": false,
-						"servicePointId": harness.ServicePoint, "userName": "Desk"}, version("fee_fine_account", a.ID)
+					return "POST", "/accounts/" + a.ID + "/pay", payment("4.00"), version("fee_fine_account", a.ID)
 				}
 			}
 			t.Fatalf("declared lost: no lost item fee charged for loan %s", loanID)
