@@ -230,3 +230,81 @@ func shown[T any](p *T) any {
 	}
 	return fmt.Sprint(*p)
 }
+
+// TestAnOpeningTheClocksSkipHasNoTimeOpen: on the night Havana's clocks
+// go from 00:00 to 01:00 (14 March 2027), a service point's opening from
+// 00:30 to 01:15 starts, as PostgreSQL reads a local time the clocks
+// skip, at 01:30, after its end. It has no time open that day (migration
+// 39): a due date after it moves to the day's next opening, the end of
+// the hours open now skips it, and the minutes open that night count
+// only the morning's; the day after, the same opening counts its 45
+// minutes. Migration 38's calendar_open refused to make the range, and
+// every move and count that read the day failed.
+func TestAnOpeningTheClocksSkipHasNoTimeOpen(t *testing.T) {
+	t.Parallel()
+	db, tenant := sampleDatabase(t, 2)
+	ctx := context.Background()
+	lib := newLibrary(db, testPolicy)
+	if _, err := lib.Create(ctx, tenant, storage.Settings, uuid.NewString(), mustJSON(t, map[string]any{"scope": schemas.LocaleScope,
+		"key": schemas.LocaleKey, "value": map[string]any{"locale": "es-CU", "timezone": "America/Havana", "currency": "CUP"}})); err != nil {
+		t.Fatal(err)
+	}
+	sp := uuid.NewString()
+	if _, err := lib.Create(ctx, tenant, storage.ServicePoints, sp, mustJSON(t, map[string]any{"name": "Havana", "code": sp[:8],
+		"discoveryDisplayName": "Havana"})); err != nil {
+		t.Fatal(err)
+	}
+	var hours []map[string]string
+	for _, d := range []string{"MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY"} {
+		hours = append(hours, map[string]string{"startDay": d, "startTime": "00:30", "endDay": d, "endTime": "01:15"},
+			map[string]string{"startDay": d, "startTime": "09:00", "endDay": d, "endTime": "17:00"})
+	}
+	if _, err := lib.Create(ctx, tenant, storage.Calendars, uuid.NewString(), mustJSON(t, map[string]any{"name": "Havana in March",
+		"startDate": "2027-03-01", "endDate": "2027-03-31", "assignments": []string{sp}, "normalHours": hours, "exceptions": []any{}})); err != nil {
+		t.Fatal(err)
+	}
+	fn := func(name string) string { return pgx.Identifier{postgres.SharedSchema, name}.Sanitize() }
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, m := range []struct {
+		at, now, strategy, want string
+	}{
+		// 01:20 in Havana, after the opening the clocks skipped: the next
+		// opening is the day's 09:00.
+		{"2027-03-14T05:20:00Z", "2027-03-14T04:00:00Z", "MOVE_TO_BEGINNING_OF_NEXT_OPEN_SERVICE_POINT_HOURS", "2027-03-14T13:00:00Z"},
+		// 23:50 the night before: the hours open next end at 17:00.
+		{"2027-03-14T04:50:00Z", "2027-03-14T04:50:00Z", "MOVE_TO_END_OF_CURRENT_SERVICE_POINT_HOURS", "2027-03-14T21:00:00Z"},
+		// The night after, the opening is 04:30 to 05:15 (UTC).
+		{"2027-03-15T04:00:00Z", "2027-03-15T03:00:00Z", "MOVE_TO_BEGINNING_OF_NEXT_OPEN_SERVICE_POINT_HOURS", "2027-03-15T04:30:00Z"},
+	} {
+		var got time.Time
+		if err := db.Pool.QueryRow(ctx, `SELECT `+fn("calendar_moved")+`($1, $2, $3, $4, true, NULL, $5)`,
+			string(tenant), sp, at(m.at), m.strategy, at(m.now)).Scan(&got); err != nil {
+			t.Fatalf("due %s, now %s, %s: %v", m.at, m.now, m.strategy, err)
+		}
+		if !got.Equal(at(m.want)) {
+			t.Errorf("due %s, now %s, %s: moved to %s, want %s", m.at, m.now, m.strategy, got.UTC().Format(time.RFC3339), m.want)
+		}
+	}
+	for _, c := range []struct {
+		from, to string
+		want     int
+	}{
+		{"2027-03-14T04:00:00Z", "2027-03-14T14:00:00Z", 60},
+		{"2027-03-15T04:00:00Z", "2027-03-15T14:00:00Z", 45 + 60},
+	} {
+		var got int
+		if err := db.Pool.QueryRow(ctx, `SELECT `+fn("calendar_open_minutes")+`($1, $2, $3, $4)`,
+			string(tenant), sp, at(c.from), at(c.to)).Scan(&got); err != nil {
+			t.Fatalf("minutes open from %s to %s: %v", c.from, c.to, err)
+		}
+		if got != c.want {
+			t.Errorf("minutes open from %s to %s: %d, want %d", c.from, c.to, got, c.want)
+		}
+	}
+}
