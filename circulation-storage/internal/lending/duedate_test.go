@@ -283,8 +283,8 @@ func TestAnOpeningTheClocksSkipHasNoTimeOpen(t *testing.T) {
 		{"2027-03-15T04:00:00Z", "2027-03-15T03:00:00Z", "MOVE_TO_BEGINNING_OF_NEXT_OPEN_SERVICE_POINT_HOURS", "2027-03-15T04:30:00Z"},
 	} {
 		var got time.Time
-		if err := db.Pool.QueryRow(ctx, `SELECT `+fn("calendar_moved")+`($1, $2, $3, $4, true, NULL, $5)`,
-			string(tenant), sp, at(m.at), m.strategy, at(m.now)).Scan(&got); err != nil {
+		if err := db.Pool.QueryRow(ctx, `SELECT `+fn("calendar_moved")+`(@tenant, @sp, @at, @strategy, true, NULL, @now)`,
+			pgx.StrictNamedArgs{"tenant": string(tenant), "sp": sp, "at": at(m.at), "strategy": m.strategy, "now": at(m.now)}).Scan(&got); err != nil {
 			t.Fatalf("due %s, now %s, %s: %v", m.at, m.now, m.strategy, err)
 		}
 		if !got.Equal(at(m.want)) {
@@ -299,8 +299,8 @@ func TestAnOpeningTheClocksSkipHasNoTimeOpen(t *testing.T) {
 		{"2027-03-15T04:00:00Z", "2027-03-15T14:00:00Z", 45 + 60},
 	} {
 		var got int
-		if err := db.Pool.QueryRow(ctx, `SELECT `+fn("calendar_open_minutes")+`($1, $2, $3, $4)`,
-			string(tenant), sp, at(c.from), at(c.to)).Scan(&got); err != nil {
+		if err := db.Pool.QueryRow(ctx, `SELECT `+fn("calendar_open_minutes")+`(@tenant, @sp, @from, @to)`,
+			pgx.StrictNamedArgs{"tenant": string(tenant), "sp": sp, "from": at(c.from), "to": at(c.to)}).Scan(&got); err != nil {
 			t.Fatalf("minutes open from %s to %s: %v", c.from, c.to, err)
 		}
 		if got != c.want {
