@@ -67,17 +67,7 @@ func TestAnHoursDueDateMovesAsWhenItReadAMonth(t *testing.T) {
 	}
 	calendar := func(name string, from, to time.Time, normal []map[string]string, exceptions ...map[string]any) string {
 		t.Helper()
-		sp := uuid.NewString()
-		if _, err := lib.Create(ctx, tenant, storage.ServicePoints, sp, mustJSON(t, map[string]any{"name": name, "code": sp[:8],
-			"discoveryDisplayName": name})); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := lib.Create(ctx, tenant, storage.Calendars, uuid.NewString(), mustJSON(t, map[string]any{"name": name,
-			"startDate": from.Format(time.DateOnly), "endDate": to.Format(time.DateOnly), "assignments": []string{sp},
-			"normalHours": normal, "exceptions": append([]map[string]any{}, exceptions...)})); err != nil {
-			t.Fatalf("calendar %s: %v", name, err)
-		}
-		return sp
+		return aCalendar(t, lib, tenant, name, from, to, normal, exceptions...)
 	}
 	allDay := calendar("all day", day(-10), day(40), weekly(week, "00:00", "23:59", false), closure("Move", day(2), day(3)))
 	weekends := calendar("weekends", day(-10), day(40), weekly(week[5:], "10:00", "16:00", false))
@@ -121,10 +111,7 @@ func TestAnHoursDueDateMovesAsWhenItReadAMonth(t *testing.T) {
 
 	// In Havana's time zone, around the night its clocks go from 00:00 to
 	// 01:00.
-	if _, err := lib.Create(ctx, tenant, storage.Settings, uuid.NewString(), mustJSON(t, map[string]any{"scope": schemas.LocaleScope,
-		"key": schemas.LocaleKey, "value": map[string]any{"locale": "es-CU", "timezone": "America/Havana", "currency": "CUP"}})); err != nil {
-		t.Fatal(err)
-	}
+	inHavana(t, lib, tenant)
 	march := time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)
 	havana := calendar("Havana in March", march, march.AddDate(0, 0, 30),
 		append(weekly(week, "00:00", "02:00", false), weekly(week, "20:00", "23:59", false)...))
@@ -133,6 +120,35 @@ func TestAnHoursDueDateMovesAsWhenItReadAMonth(t *testing.T) {
 		moves = append(moves, random(havana, march.AddDate(0, 0, 7), 14))
 	}
 	compareDueMoves(t, db, tenant, moves)
+}
+
+// inHavana sets tenant's time zone to Havana's, whose clocks go from
+// 00:00 to 01:00 on 14 March 2027.
+func inHavana(t *testing.T, lib library, tenant storage.Tenant) {
+	t.Helper()
+	if _, err := lib.Create(context.Background(), tenant, storage.Settings, uuid.NewString(), mustJSON(t, map[string]any{"scope": schemas.LocaleScope,
+		"key": schemas.LocaleKey, "value": map[string]any{"locale": "es-CU", "timezone": "America/Havana", "currency": "CUP"}})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// aCalendar stores a service point named name and a calendar of its own
+// from one date to another with normal hours and exceptions, and answers
+// the service point's id.
+func aCalendar(t *testing.T, lib library, tenant storage.Tenant, name string, from, to time.Time, normal []map[string]string, exceptions ...map[string]any) string {
+	t.Helper()
+	ctx := context.Background()
+	sp := uuid.NewString()
+	if _, err := lib.Create(ctx, tenant, storage.ServicePoints, sp, mustJSON(t, map[string]any{"name": name, "code": sp[:8],
+		"discoveryDisplayName": name})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lib.Create(ctx, tenant, storage.Calendars, uuid.NewString(), mustJSON(t, map[string]any{"name": name,
+		"startDate": from.Format(time.DateOnly), "endDate": to.Format(time.DateOnly), "assignments": []string{sp},
+		"normalHours": normal, "exceptions": append([]map[string]any{}, exceptions...)})); err != nil {
+		t.Fatalf("calendar %s: %v", name, err)
+	}
+	return sp
 }
 
 // dueMove is one move of an hour's due date by a service point's
@@ -245,24 +261,13 @@ func TestAnOpeningTheClocksSkipHasNoTimeOpen(t *testing.T) {
 	db, tenant := sampleDatabase(t, 2)
 	ctx := context.Background()
 	lib := newLibrary(db, testPolicy)
-	if _, err := lib.Create(ctx, tenant, storage.Settings, uuid.NewString(), mustJSON(t, map[string]any{"scope": schemas.LocaleScope,
-		"key": schemas.LocaleKey, "value": map[string]any{"locale": "es-CU", "timezone": "America/Havana", "currency": "CUP"}})); err != nil {
-		t.Fatal(err)
-	}
-	sp := uuid.NewString()
-	if _, err := lib.Create(ctx, tenant, storage.ServicePoints, sp, mustJSON(t, map[string]any{"name": "Havana", "code": sp[:8],
-		"discoveryDisplayName": "Havana"})); err != nil {
-		t.Fatal(err)
-	}
+	inHavana(t, lib, tenant)
 	var hours []map[string]string
 	for _, d := range []string{"MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY"} {
 		hours = append(hours, map[string]string{"startDay": d, "startTime": "00:30", "endDay": d, "endTime": "01:15"},
 			map[string]string{"startDay": d, "startTime": "09:00", "endDay": d, "endTime": "17:00"})
 	}
-	if _, err := lib.Create(ctx, tenant, storage.Calendars, uuid.NewString(), mustJSON(t, map[string]any{"name": "Havana in March",
-		"startDate": "2027-03-01", "endDate": "2027-03-31", "assignments": []string{sp}, "normalHours": hours, "exceptions": []any{}})); err != nil {
-		t.Fatal(err)
-	}
+	sp := aCalendar(t, lib, tenant, "Havana in March", time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 3, 31, 0, 0, 0, 0, time.UTC), hours)
 	fn := func(name string) string { return pgx.Identifier{postgres.SharedSchema, name}.Sanitize() }
 	at := func(s string) time.Time {
 		v, err := time.Parse(time.RFC3339, s)
