@@ -62,6 +62,11 @@ BENCH_SLICE ?= 2s
 # BENCH_TRACING=true has scenario 6 trace this version's check-outs
 # (exported to a collector of the bench's own), against the baseline's.
 BENCH_TRACING ?= false
+# BENCH_FLOOR_TOUCH=n has scenario 14's split floor asked once (and its
+# probe's) allocate and write n KiB of memory before and after each
+# check-out: a control for what a process's memory does to PostgreSQL's
+# statements, not the yardstick (0: none).
+BENCH_FLOOR_TOUCH ?= 0
 # BENCH_LOG_LEVEL=info logs every request of the benchmarked services (with
 # KEEP_LOGS=<dir> to keep the logs); it slows them.
 BENCH_LOG_LEVEL ?= warn
@@ -148,7 +153,7 @@ fuzz:
 ## bench: the benchmarks against real processes, about fifteen minutes; table on stdout, results.json and charts in bench-results/ (BENCH_OUT=dir elsewhere)
 bench: build
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -count=1 -timeout 60m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.tenants=$(BENCH_TENANTS) -bench.tenants.steady=$(BENCH_TENANTS_STEADY) -bench.tenants.lifetime=$(BENCH_TENANTS_LIFETIME) -bench.loglevel=$(BENCH_LOG_LEVEL) -bench.rounds=$(BENCH_ROUNDS) -bench.slice=$(BENCH_SLICE) -bench.tracing=$(BENCH_TRACING)
+	$(GO) test -count=1 -timeout 60m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.tenants=$(BENCH_TENANTS) -bench.tenants.steady=$(BENCH_TENANTS_STEADY) -bench.tenants.lifetime=$(BENCH_TENANTS_LIFETIME) -bench.loglevel=$(BENCH_LOG_LEVEL) -bench.rounds=$(BENCH_ROUNDS) -bench.slice=$(BENCH_SLICE) -bench.tracing=$(BENCH_TRACING) -bench.floor.touch=$(BENCH_FLOOR_TOUCH)
 
 ## soak: the workloads across real processes, five times larger, three times over
 soak: build

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -99,6 +100,20 @@ type floorSide struct {
 	oneProcess, split bool
 }
 
+// floorTouch is -bench.floor.touch: the split floor's front asked once
+// made heavier in memory alone (TOUCH_KB), a control for what the memory
+// a process runs through between PostgreSQL's statements does to them.
+var floorTouch = flag.Int("bench.floor.touch", 0, "KiB of memory the split floor's front asked once allocates and writes before and after each check-out, in scenario 14 and its probe (0: none): a control, not a yardstick")
+
+// touching says, for a scenario 14 table's title, what -bench.floor.touch
+// made of the split floor's front asked once: nothing when it is 0.
+func touching() string {
+	if *floorTouch <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the split floor's front asked once touching %d KiB of new memory before and after each check-out (-bench.floor.touch): a control, not the yardstick", *floorTouch)
+}
+
 // startCheckOutFloor starts scenario 14's sides on a library of
 // population patrons, each with an item to check out: a cluster of one
 // circulation and one storage with the lock on, and the floor, alone and
@@ -118,7 +133,7 @@ func startCheckOutFloor(t *testing.T, env []string, population int) (*harness.Cl
 	t.Cleanup(back.Stop)
 	frontTwo := harness.StartBinary(t, "checkoutfloor-front-two", bin, "ROLE=front-two", "BACK_URL="+back.URL())
 	t.Cleanup(frontTwo.Stop)
-	frontOne := harness.StartBinary(t, "checkoutfloor-front-one", bin, "ROLE=front-one", "BACK_URL="+back.URL())
+	frontOne := harness.StartBinary(t, "checkoutfloor-front-one", bin, "ROLE=front-one", "BACK_URL="+back.URL(), fmt.Sprintf("TOUCH_KB=%d", *floorTouch))
 	t.Cleanup(frontOne.Stop)
 	pop := populate(t, c, population, 0)
 	analyze(t, c)
@@ -250,7 +265,7 @@ func buildCheckOutFloor(t *testing.T) string {
 
 // printCheckOutFloor prints scenario 14's table.
 func printCheckOutFloor(w io.Writer, f CheckOutFloor) {
-	fmt.Fprintln(w, "\n14. Check-out (distinct patrons, lock on) through circulation and storage against a minimal net/http + pgx server sending the same statements in the same round trips (the floor), and the floor split in a front and a back asking it twice and once, alternating slices; CPU in µs per check-out (the split floor's front as circulation, its back as storage)")
+	fmt.Fprintln(w, "\n14. Check-out (distinct patrons, lock on) through circulation and storage against a minimal net/http + pgx server sending the same statements in the same round trips (the floor), and the floor split in a front and a back asking it twice and once, alternating slices; CPU in µs per check-out (the split floor's front as circulation, its back as storage)"+touching())
 	fmt.Fprintln(w, "concurrency\tside\tcheck-outs/s\tp50 ms\tp99 ms\tservers CPU\tcirculation\tstorage\tclient\tPostgreSQL\terrors")
 	for _, r := range f.Rows {
 		for _, x := range []struct {

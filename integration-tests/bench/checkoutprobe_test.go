@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,6 +43,11 @@ type CheckOutProbeRow struct {
 	// a check-out, voluntary and not, over all its threads.
 	FrontSwitches float64 `json:"frontSwitches"`
 	BackSwitches  float64 `json:"backSwitches"`
+	// FrontAllocKB and BackAllocKB are the memory each process allocated
+	// a check-out, in KiB (the services' go_memstats_alloc_bytes_total,
+	// the floor's GET /admin/allocs).
+	FrontAllocKB float64 `json:"frontAllocKiB"`
+	BackAllocKB  float64 `json:"backAllocKiB"`
 	// Sessions is how many sessions were opened to the database during
 	// the slice (pg_stat_database.sessions).
 	Sessions int64 `json:"sessionsOpened"`
@@ -95,18 +102,21 @@ func benchCheckOutProbe(t *testing.T, env []string) CheckOutProbe {
 			attack(t, p.side.targeter, conc, warmUp)
 			t.Logf("check-out probe c=%d, %s: front pid %d, back pid %d, for %s", conc, p.name, p.side.front.PID(), p.side.back.PID(), slice)
 			cpu0, sw0, sess0 := sampleCPU(t, p.side.front, p.side.back), switchesOf(t, p.side.front, p.side.back), sessionsOpened(t, c)
+			al0 := allocatedBy(t, c, p.side.front, p.side.back)
 			one0, val0 := storageAnswers(t, c)
 			if counted {
 				resetStatements(t, c)
 			}
 			h, errs, elapsed := attack(t, p.side.targeter, conc, slice)
 			cpu1, sw1, sess1 := sampleCPU(t, p.side.front, p.side.back), switchesOf(t, p.side.front, p.side.back), sessionsOpened(t, c)
+			al1 := allocatedBy(t, c, p.side.front, p.side.back)
 			one1, val1 := storageAnswers(t, c)
 			n := float64(max(h.TotalCount(), 1))
 			us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
 			row := CheckOutProbeRow{Concurrency: conc, Side: p.name, Stats: stats(h, errs, elapsed),
 				FrontCPU: us(cpu1.circulation - cpu0.circulation), BackCPU: us(cpu1.storage - cpu0.storage), PostgresCPU: us(cpu1.postgres - cpu0.postgres),
-				FrontSwitches: float64(sw1[0]-sw0[0]) / n, BackSwitches: float64(sw1[1]-sw0[1]) / n, Sessions: sess1 - sess0}
+				FrontSwitches: float64(sw1[0]-sw0[0]) / n, BackSwitches: float64(sw1[1]-sw0[1]) / n, Sessions: sess1 - sess0,
+				FrontAllocKB: (al1[0] - al0[0]) / 1024 / n, BackAllocKB: (al1[1] - al0[1]) / 1024 / n}
 			if counted {
 				row.Statements = topStatements(t, c)
 			}
@@ -149,6 +159,36 @@ func switchesOf(t *testing.T, ps ...*harness.Process) []int64 {
 					out[i] += n
 				}
 			}
+		}
+	}
+	return out
+}
+
+// allocatedBy is the bytes each process has allocated so far: a
+// service's by its metrics, the floor's by its GET /admin/allocs.
+func allocatedBy(t *testing.T, c *harness.Cluster, ps ...*harness.Process) []float64 {
+	t.Helper()
+	out := make([]float64, len(ps))
+	for i, p := range ps {
+		if p == c.Storage || slices.Contains(c.Circulations, p) {
+			v, found := c.Metric(t, p, "go_memstats_alloc_bytes_total")
+			if !found {
+				t.Fatalf("%s's metrics have no go_memstats_alloc_bytes_total", p.Name)
+			}
+			out[i] = v
+			continue
+		}
+		res, err := http.Get(p.URL() + "/admin/allocs")
+		if err != nil {
+			t.Fatalf("the allocations of %s: %v", p.Name, err)
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("the allocations of %s: %d %s %v", p.Name, res.StatusCode, b, err)
+		}
+		if out[i], err = strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err != nil {
+			t.Fatalf("the allocations of %s: %q", p.Name, b)
 		}
 	}
 	return out
@@ -227,11 +267,11 @@ func storageAnswers(t *testing.T, c *harness.Cluster) (oneCall, validations int6
 
 // printCheckOutProbe prints the probe's table.
 func printCheckOutProbe(w io.Writer, p CheckOutProbe) {
-	fmt.Fprintln(w, "\n14, probed. The service and the floor split asked once, one slice each: per check-out, each process's CPU (µs) and thread switches, PostgreSQL's CPU; sessions opened in the slice; storage's answers to the service")
-	fmt.Fprintln(w, "concurrency\tside\tcheck-outs/s\tp50 ms\tfront CPU\tback CPU\tPostgreSQL\tfront switches\tback switches\tsessions\tone call\tvalidations\terrors")
+	fmt.Fprintln(w, "\n14, probed. The service and the floor split asked once, one slice each: per check-out, each process's CPU (µs), thread switches and memory allocated (KiB), PostgreSQL's CPU; sessions opened in the slice; storage's answers to the service"+touching())
+	fmt.Fprintln(w, "concurrency\tside\tcheck-outs/s\tp50 ms\tfront CPU\tback CPU\tPostgreSQL\tfront switches\tback switches\tfront KiB\tback KiB\tsessions\tone call\tvalidations\terrors")
 	for _, r := range p.Rows {
-		fmt.Fprintf(w, "%d\t%s\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\n", r.Concurrency, r.Side, r.Stats.Throughput, r.Stats.P50Ms,
-			r.FrontCPU, r.BackCPU, r.PostgresCPU, r.FrontSwitches, r.BackSwitches, r.Sessions, r.OneCall, r.Validations, r.Stats.Errors)
+		fmt.Fprintf(w, "%d\t%s\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\n", r.Concurrency, r.Side, r.Stats.Throughput, r.Stats.P50Ms,
+			r.FrontCPU, r.BackCPU, r.PostgresCPU, r.FrontSwitches, r.BackSwitches, r.FrontAllocKB, r.BackAllocKB, r.Sessions, r.OneCall, r.Validations, r.Stats.Errors)
 	}
 	for _, r := range p.Rows {
 		for _, st := range r.Statements {

@@ -25,10 +25,18 @@
 // what the hop itself costs, and what a check-out asking storage once
 // could reach, are measured apart from what the services add.
 //
+// Every role answers GET /admin/allocs with the bytes the process has
+// allocated so far (runtime/metrics' /gc/heap/allocs:bytes), which the
+// benchmark's probe reads as it reads the services' metrics.
+//
 // Environment: HTTP_ADDR, DATABASE_URL, TENANT (the tenant whose library
 // it lends from, in the shared tables), POOL_SIZE (as storage's
 // DB_MAX_CONNS: a check-out's statements run on storage's main pool, at
-// the server's synchronous_commit), ROLE and BACK_URL (above).
+// the server's synchronous_commit), ROLE and BACK_URL (above), and
+// TOUCH_KB: when set, every check-out the process answers first
+// allocates and writes that many KiB of memory, and again once its work
+// is done (the probe's control: what memory a process runs through
+// between PostgreSQL's statements does to them, apart from its CPU).
 package main
 
 import (
@@ -41,6 +49,8 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"time"
 
@@ -233,7 +243,8 @@ func answer(stored, item, user json.RawMessage) json.RawMessage {
 	return append(body, '}')
 }
 
-// serve answers a POST whose body decodes into In with do's JSON.
+// serve answers a POST whose body decodes into In with do's JSON,
+// touching touchKB KiB of new memory before do and after it.
 func serve[In any](status int, do func(ctx context.Context, in In) (json.RawMessage, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var in In
@@ -241,7 +252,9 @@ func serve[In any](status int, do func(ctx context.Context, in In) (json.RawMess
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		touch()
 		out, err := do(r.Context(), in)
+		touch()
 		switch {
 		case errors.Is(err, errRefused):
 			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
@@ -254,6 +267,28 @@ func serve[In any](status int, do func(ctx context.Context, in In) (json.RawMess
 		w.WriteHeader(status)
 		_, _ = w.Write(out)
 	}
+}
+
+// touchKB is TOUCH_KB.
+var touchKB, _ = strconv.Atoi(os.Getenv("TOUCH_KB"))
+
+// touch allocates touchKB KiB and writes a byte in every cache line.
+func touch() {
+	if touchKB <= 0 {
+		return
+	}
+	b := make([]byte, touchKB<<10)
+	for i := 0; i < len(b); i += 64 {
+		b[i] = byte(i)
+	}
+	runtime.KeepAlive(b)
+}
+
+// allocs answers the bytes the process has allocated so far.
+func allocs(w http.ResponseWriter, _ *http.Request) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	fmt.Fprintf(w, "%d\n", s[0].Value.Uint64())
 }
 
 // back is the back's client, as circulation's of storage keeps its
@@ -316,6 +351,7 @@ func main() {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /admin/allocs", allocs)
 	const checkOut = "POST /circulation/check-out-by-barcode"
 	switch role := os.Getenv("ROLE"); role {
 	case "":
