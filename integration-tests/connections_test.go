@@ -139,3 +139,37 @@ func TestDatabaseOutOfConnections(t *testing.T) {
 	t.Logf("others held %d connections; a check-out with none to be had answered 503 in %s; check-outs went through %s after they were freed",
 		took, answered.Round(time.Millisecond), time.Since(freed).Round(time.Millisecond))
 }
+
+// TestOneConnectionServesWhileTheBackgroundJobsLead: storage given one
+// database connection (DB_MAX_CONNS=1, the lock statements on it too)
+// lends while its sweeper and its notice sender lead, pass after pass:
+// each leads on a session of its own (postgres.DB.LeadPool), so none
+// holds the one connection while it waits for another, for ever.
+func TestOneConnectionServesWhileTheBackgroundJobsLead(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
+		StorageEnv: []string{"DB_MAX_CONNS=1", "LOCK_SYNCHRONOUS_COMMIT=on", "LOCK_SWEEP_INTERVAL=50ms", "NOTICE_INTERVAL=50ms"}})
+	lib := c.SetupLibrary(2, 3, 0)
+	led := func() (swept, rounds float64) {
+		swept, _ = c.Metric(t, c.Storage, `checkout_lock_sweeper_pass_seconds_count{result="swept"}`)
+		rounds, _ = c.Metric(t, c.Storage, `patron_notice_rounds_total{result="done"}`)
+		return swept, rounds
+	}
+	waitFor(t, "storage's sweeper and notice sender to lead twice each", func() bool {
+		swept, rounds := led()
+		return swept >= 2 && rounds >= 2
+	})
+	for i, patron := range lib.Patrons {
+		for _, item := range lib.Items[i] {
+			c.CheckOut(0, item, patron).Want(t, http.StatusCreated)
+		}
+		if n := c.OpenLoans(t, patron); n != len(lib.Items[i]) {
+			t.Errorf("patron %s has %d open loans, want %d", patron, n, len(lib.Items[i]))
+		}
+	}
+	swept, rounds := led()
+	waitFor(t, "both jobs to lead again after the check-outs", func() bool {
+		s, r := led()
+		return s > swept && r > rounds
+	})
+}

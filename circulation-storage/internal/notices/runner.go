@@ -59,7 +59,7 @@ func (r *Runner) Run(ctx context.Context, interval time.Duration) {
 // Round schedules the notices of the changes recorded, then sends those
 // due, a batch at a time, when no other instance is doing it (led).
 func (r *Runner) Round(ctx context.Context) (scheduled, sent int, led bool, err error) {
-	release, led, err := postgres.TryLead(ctx, r.DB.Pool, noticeLock, roundTimeout)
+	release, led, err := postgres.TryLead(ctx, r.DB.LeadPool, noticeLock, roundTimeout)
 	if err != nil || !led {
 		return 0, 0, false, err
 	}

@@ -36,6 +36,11 @@ type DB struct {
 	// LockPool runs the statements that acquire and release locks, with
 	// their own synchronous_commit (see Open); it is pool when that is on.
 	LockPool *Pool
+	// LeadPool holds the sessions a background job leads on (TryLead),
+	// LeadConns of them: apart from the pools the job's work runs on, so
+	// that a job holding its lead never waits for a connection its own
+	// lead keeps from them (with a main pool of one, for ever).
+	LeadPool *Pool
 	// Gates is the tenants known to have a check-out gate (gate.go).
 	Gates gates
 }
@@ -79,6 +84,10 @@ type PoolConfig struct {
 	Logger *slog.Logger
 }
 
+// LeadConns is the size of DB.LeadPool: one session for each background
+// job that leads (the sweeper's pass and the notices' round).
+const LeadConns = 2
+
 // Open creates the pools. It does not wait for the database: connections
 // are made on demand, so the service starts (and reports not ready) while
 // the database is down, and recovers by itself when it comes back.
@@ -93,12 +102,18 @@ func OpenWithDial(ctx context.Context, connString string, cfg PoolConfig, dial p
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{Pool: &Pool{Pool: main}}
+	lead, err := openPool(ctx, connString, cfg, LeadConns, "circulation-storage-lead", "", dial)
+	if err != nil {
+		main.Close()
+		return nil, err
+	}
+	db := &DB{Pool: &Pool{Pool: main}, LeadPool: &Pool{Pool: lead}}
 	db.LockPool = db.Pool
 	if cfg.LockCommit != "" && cfg.LockCommit != "on" {
 		// Lock statements are short: half the connections serve them.
 		locks, err := openPool(ctx, connString, cfg, max(2, cfg.MaxConns/2), "circulation-storage-locks", cfg.LockCommit, dial)
 		if err != nil {
+			lead.Close()
 			main.Close()
 			return nil, err
 		}
@@ -197,6 +212,7 @@ func (db *DB) Close() {
 	if db.LockPool != db.Pool {
 		db.LockPool.Close()
 	}
+	db.LeadPool.Close()
 	db.Pool.Close()
 }
 

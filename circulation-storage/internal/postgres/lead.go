@@ -6,12 +6,13 @@ import (
 	"time"
 )
 
-// TryLead takes the advisory lock key when it is free, on a pooled
-// connection whose session PostgreSQL ends once it has been idle for
-// idle (the lock goes with it): of several instances, one at a time
-// does the work the lock guards, and one that stops answering in the
-// middle of it (frozen, paused) lets another do it after idle. release
-// gives both back.
+// TryLead takes the advisory lock key when it is free, on a connection of
+// p whose session PostgreSQL ends once it has been idle for idle (the
+// lock goes with it): of several instances, one at a time does the work
+// the lock guards, and one that stops answering in the middle of it
+// (frozen, paused) lets another do it after idle. release gives both
+// back. The work runs on other connections while the lead holds this
+// one, so p is a pool no work of the lead's runs on (DB.LeadPool).
 func TryLead(ctx context.Context, p *Pool, key int64, idle time.Duration) (release func(), leading bool, err error) {
 	c, err := p.Acquire(ctx)
 	if err != nil {

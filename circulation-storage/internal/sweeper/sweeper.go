@@ -240,7 +240,7 @@ func (s *Sweeper) TrySweepOnce(ctx context.Context) (deleted int, swept bool, er
 // takeSweep takes the sweeper's lock when it is free (postgres.TryLead),
 // for passTimeout idle.
 func (s *Sweeper) takeSweep(ctx context.Context) (release func(), swept bool, err error) {
-	return postgres.TryLead(ctx, s.db.Pool, sweeperLock, s.passTimeout)
+	return postgres.TryLead(ctx, s.db.LeadPool, sweeperLock, s.passTimeout)
 }
 
 // The kinds of work of a pass, each done on its own (SweepOnce).

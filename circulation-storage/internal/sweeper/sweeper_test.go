@@ -592,3 +592,34 @@ func TestRequestsPastTheirExpirationDateAreClosedEachOnItsOwn(t *testing.T) {
 		t.Errorf("the request once it can be closed: %q", got)
 	}
 }
+
+// TestAPassLeadsOnASessionOfItsOwn: the sweeper's lead is held on a
+// session of the lead's own pool, not on one of the pool its work runs
+// on: with one connection for everything else (DB_MAX_CONNS=1, the lock
+// statements on the main pool), a pass sweeps, rather than wait for ever
+// for a second connection while its lead holds the only one.
+func TestAPassLeadsOnASessionOfItsOwn(t *testing.T) {
+	t.Parallel()
+	// A database of its own: the sweeper's lock is the database's.
+	url := pgtest.Fresh(t)
+	db, err := postgres.Open(context.Background(), url, postgres.PoolConfig{MaxConns: 1, LockCommit: "on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dbtest.CloseWithin(t, db, 10*time.Second) })
+	f := dbtest.SetupTenant(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbtest.Expire(t, f, l.ID)
+	sweeper := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10})
+	if n, swept, err := sweeper.TrySweepOnce(ctx); err != nil || !swept || n != 1 {
+		t.Errorf("a pass with one connection in the pool: deleted %d, swept %t, %v; want the one expired lock", n, swept, err)
+	}
+	if n := f.Count(t, postgres.TableLock, ""); n != 0 {
+		t.Errorf("%d locks after the pass, want none", n)
+	}
+}
