@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/google/uuid"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
@@ -121,9 +122,9 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 		ops = append(ops, porcupine.Operation{ClientId: client, Input: r.in, Output: r.out,
 			Call: r.call.Nanoseconds(), Return: r.ret.Nanoseconds(), Metadata: r.answered})
 	}
-	scripted := 0
+	var script scripted
 	wg.Go(func() {
-		scripted = w.lostAfterAgeing(ctx, generations*cellsAtOnce, start, func(r recorded) { record(historyClients, r) })
+		script = w.lostAfterAgeing(ctx, generations*cellsAtOnce, start, func(r recorded) { record(historyClients, r) })
 	})
 	for client := range historyClients {
 		wg.Go(func() {
@@ -198,11 +199,11 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	cells := len(model.Partition(ops))
 	t.Logf("SUMMARY TestHistoriesAreLinearizable: %d operations by %d clients over %s (%d unknown); %d faults %v; "+
 		"%d cells of %d patrons and %d items (%d patrons, %d items) each checked on its own, item limit %d; "+
-		"%d check-outs refused at the limit, %d made offline past it; %d loans aged, billed and declared lost (lostAfterAgeing); "+
+		"%d check-outs refused at the limit, %d made offline past it; %d loans aged, billed and declared lost and %d check-outs at a stale version refused (lostAfterAgeing); "+
 		"checked in %s: %d cells not found linearizable, %d conflicts without a write that came first; %v",
 		len(ops), historyClients, recorded, unknown, faultTotal, faults, cells, historyPatrons, historyItems,
-		cells*historyPatrons, cells*historyItems, cellItemLimit, atLimit, pastLimit, scripted, checked, len(failed), len(unexplained), counts)
-	if scripted == 0 && *historyLength >= 20*time.Second {
+		cells*historyPatrons, cells*historyItems, cellItemLimit, atLimit, pastLimit, script.done, script.conflicts, checked, len(failed), len(unexplained), counts)
+	if script.done == 0 && *historyLength >= 20*time.Second {
 		t.Errorf("no loan was aged, billed and declared lost in %s: lostAfterAgeing never ran to its end", *historyLength)
 	}
 	for _, kind := range faultKinds {
@@ -221,11 +222,13 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 // lostAfterAgeing is one client's script on a cell of its own (cell),
 // over and over until ctx ends, each operation recorded: an item checked
 // in, then checked out long overdue, its loans read until the sweeper has
-// aged and billed the loan, the loan declared lost, and the fees read.
+// aged and billed the loan, the loan declared lost, and the fees read;
+// and, each time it comes back to an item, a check-out at storage at the
+// version the item had when last seen on the shelf (stale by then).
 // Whatever the other clients draw, the history then holds a loan aged,
 // billed and declared lost, which the model bills once. It answers how
-// many times the script ran to its end.
-func (w *cellWorld) lostAfterAgeing(ctx context.Context, cell int, start time.Time, record func(recorded)) int {
+// what the script did (scripted).
+func (w *cellWorld) lostAfterAgeing(ctx context.Context, cell int, start time.Time, record func(recorded)) scripted {
 	rng := rand.New(rand.NewPCG(uint64(cell), uint64(time.Now().UnixNano())))
 	mem := newCellMemory(historyItems)
 	do := func(in cellInput) (cellOutput, bool) {
@@ -235,10 +238,25 @@ func (w *cellWorld) lostAfterAgeing(ctx context.Context, cell int, start time.Ti
 		}
 		return r.out, ok
 	}
-	done := 0
+	var s scripted
+	// stale is each item's version when it was last seen on the shelf: by
+	// the time the script comes back to the item, it has been lent since,
+	// and a check-out at storage at that version (another patron's) must
+	// be refused as a conflict, or the item's version fence is not kept.
+	stale := map[int]int{}
 	for round := 0; ctx.Err() == nil; round++ {
 		item := round % historyItems
 		do(cellInput{Kind: opCheckIn, Cell: cell, Item: item})
+		if v, ok := stale[item]; ok {
+			out, _ := do(cellInput{Kind: opCheckOutStorage, Cell: cell, Item: item, Patron: 1, ID: uuid.NewString(), Version: v})
+			if out.Outcome == outRefused && slices.Contains(out.Codes, schemas.CodeVersionConflict) {
+				s.conflicts++
+			}
+			delete(stale, item)
+		}
+		if shelf, ok := do(cellInput{Kind: opReadItems, Cell: cell}); ok && shelf.Items[item].Status == schemas.ItemAvailable {
+			stale[item] = shelf.Items[item].Version
+		}
 		lent, _ := do(cellInput{Kind: opCheckOut, Cell: cell, Item: item, Overdue: true})
 		if lent.Outcome != outDone {
 			continue
@@ -254,11 +272,16 @@ func (w *cellWorld) lostAfterAgeing(ctx context.Context, cell int, start time.Ti
 			continue
 		}
 		if _, ok := do(cellInput{Kind: opReadFees, Cell: cell}); ok {
-			done++
+			s.done++
 		}
 	}
-	return done
+	return s
 }
+
+// scripted is what lostAfterAgeing's script did: how many times it ran to
+// its end, and how many of its check-outs at a stale version were refused
+// as conflicts.
+type scripted struct{ done, conflicts int }
 
 // injectFaults injects the faults, each kind in turn, faultGap apart, from
 // start until length has passed and each kind has come at least once (but
