@@ -183,6 +183,7 @@ func openPool(ctx context.Context, connString string, pc PoolConfig, maxConns in
 	// terminated, the server restarted) is dropped before it is handed out,
 	// so that no statement, a write's least of all, is sent on it.
 	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) { return !closedByServer(c), nil }
+	cfg.AfterConnect = afterConnect
 	if dial != nil {
 		cfg.ConnConfig.DialFunc = dial
 	}
