@@ -31,11 +31,7 @@ func TestOneInstanceSweepsAtATime(t *testing.T) {
 	db := dbtest.OpenDB(t, url)
 	f := dbtest.SetupTenant(t, db)
 	ctx := context.Background()
-	l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbtest.Expire(t, f, l.ID)
+	anExpiredLock(t, ctx, f)
 	other, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -209,11 +205,7 @@ func TestAFrozenPassLetsGoOfTheSweep(t *testing.T) {
 	f := dbtest.SetupTenant(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbtest.Expire(t, f, l.ID)
+	anExpiredLock(t, ctx, f)
 	frozen := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10})
 	frozen.passTimeout = 2 * time.Second
 	release, swept, err := frozen.takeSweep(ctx)
@@ -442,11 +434,7 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 	bad := onShelf(sample.ID("book-031"))
 	past = time.Now().Add(-time.Minute).UTC().Format(schemas.TimeFormat)
 	good := onShelf(sample.ID("book-032"))
-	l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbtest.Expire(t, f, l.ID)
+	anExpiredLock(t, ctx, f)
 	refuse := `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused on purpose'; END $$;
 		CREATE TRIGGER refuse_lock_deletes BEFORE DELETE ON ` + postgres.Table(postgres.TableLock) + ` FOR EACH ROW EXECUTE FUNCTION refuse();
 		CREATE TRIGGER refuse_bad_request BEFORE UPDATE ON ` + postgres.Table(postgres.TableRequest) + ` FOR EACH ROW
@@ -468,7 +456,7 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 		}
 		return s
 	}
-	_, err = sw.SweepOnce(ctx)
+	_, err := sw.SweepOnce(ctx)
 	if err == nil || !strings.Contains(err.Error(), WorkLocks+":") || !strings.Contains(err.Error(), WorkHoldShelf+": 1 requests") {
 		t.Errorf("the pass answered %v, want the lock sweep's failure and the request's", err)
 	}
@@ -610,11 +598,7 @@ func TestAPassLeadsOnASessionOfItsOwn(t *testing.T) {
 	f := dbtest.SetupTenant(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbtest.Expire(t, f, l.ID)
+	anExpiredLock(t, ctx, f)
 	sweeper := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10})
 	if n, swept, err := sweeper.TrySweepOnce(ctx); err != nil || !swept || n != 1 {
 		t.Errorf("a pass with one connection in the pool: deleted %d, swept %t, %v; want the one expired lock", n, swept, err)
@@ -622,4 +606,14 @@ func TestAPassLeadsOnASessionOfItsOwn(t *testing.T) {
 	if n := f.Count(t, postgres.TableLock, ""); n != 0 {
 		t.Errorf("%d locks after the pass, want none", n)
 	}
+}
+
+// anExpiredLock gives f's tenant one lock, expired: what a pass deletes.
+func anExpiredLock(t *testing.T, ctx context.Context, f dbtest.Fixture) {
+	t.Helper()
+	l, _, err := locks.NewLocks(f.DB).Acquire(ctx, f.Tenant, uuid.NewString(), "", dbtest.TTL, storage.Holder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbtest.Expire(t, f, l.ID)
 }
