@@ -71,6 +71,10 @@ type ProbedStatement struct {
 	// PlanMs the time planning took in all (track_planning, when on).
 	Plans  int64   `json:"plans"`
 	PlanMs float64 `json:"totalPlanMs"`
+	// BuffersHit is the shared buffers a call found in memory, and
+	// WALBytes the WAL a call wrote, on average.
+	BuffersHit float64 `json:"sharedBlocksHitPerCall"`
+	WALBytes   float64 `json:"walBytesPerCall"`
 }
 
 // checkOutProbeShape is the probe's slice and concurrencies: one slice
@@ -232,10 +236,12 @@ func resetStatements(t *testing.T, c *harness.Cluster) {
 
 // topStatements is the statements PostgreSQL spent most time in since
 // resetStatements (executing and planning), as pg_stat_statements counts
-// them: the ten first.
+// them: the ten first, each with the buffers a call hit and the WAL it
+// wrote.
 func topStatements(t *testing.T, c *harness.Cluster) []ProbedStatement {
 	t.Helper()
-	rows, err := c.DB.Query(context.Background(), `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 60), calls, mean_exec_time, plans, total_plan_time
+	rows, err := c.DB.Query(context.Background(), `SELECT left(regexp_replace(query, '\s+', ' ', 'g'), 60), calls, mean_exec_time, plans, total_plan_time,
+		shared_blks_hit::float8 / greatest(calls, 1), wal_bytes::float8 / greatest(calls, 1)
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 		ORDER BY total_exec_time + total_plan_time DESC LIMIT 10`)
 	if err != nil {
@@ -245,7 +251,7 @@ func topStatements(t *testing.T, c *harness.Cluster) []ProbedStatement {
 	var out []ProbedStatement
 	for rows.Next() {
 		var s ProbedStatement
-		if err := rows.Scan(&s.Query, &s.Calls, &s.MeanMs, &s.Plans, &s.PlanMs); err != nil {
+		if err := rows.Scan(&s.Query, &s.Calls, &s.MeanMs, &s.Plans, &s.PlanMs, &s.BuffersHit, &s.WALBytes); err != nil {
 			t.Fatalf("pg_stat_statements: %v", err)
 		}
 		out = append(out, s)
@@ -275,7 +281,8 @@ func printCheckOutProbe(w io.Writer, p CheckOutProbe) {
 	}
 	for _, r := range p.Rows {
 		for _, st := range r.Statements {
-			fmt.Fprintf(w, "c=%d, %s: %d calls, mean %.3f ms, %d plans, %.1f ms planning: %s\n", r.Concurrency, r.Side, st.Calls, st.MeanMs, st.Plans, st.PlanMs, st.Query)
+			fmt.Fprintf(w, "c=%d, %s: %d calls, mean %.3f ms, %.1f buffers hit and %.0f bytes of WAL a call, %d plans, %.1f ms planning: %s\n",
+				r.Concurrency, r.Side, st.Calls, st.MeanMs, st.BuffersHit, st.WALBytes, st.Plans, st.PlanMs, st.Query)
 		}
 	}
 }
