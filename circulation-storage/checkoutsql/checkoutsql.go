@@ -10,7 +10,12 @@
 // around them, as package locksql's statements are run by the lock's.
 package checkoutsql
 
-import "github.com/checkoutlock/circulation-storage/internal/lending"
+import (
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/checkoutlock/circulation-storage/internal/lending"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+)
 
 // Statements is the check-out's statements: see lending.CheckOutStatements.
 type Statements = lending.CheckOutStatements
@@ -22,3 +27,8 @@ func CheckOut() Statements { return lending.Statements() }
 // ReadLean), every column by name, as circulation-storage scans it: see
 // lending.CheckOutRow.
 type ReadRow = lending.CheckOutRow
+
+// ReadJSON makes a session's type map read json and jsonb values as
+// circulation-storage's sessions read them (postgres.RegisterJSON), so
+// that the floor scans the read's values the same way too.
+func ReadJSON(m *pgtype.Map) { postgres.RegisterJSON(m) }

@@ -25,15 +25,15 @@ func readJSON(data []byte, v any) error {
 	return json.Unmarshal(data, v)
 }
 
-// registerJSON makes the session read json and jsonb values by readJSON,
-// writing them as pgx does.
-func registerJSON(m *pgtype.Map) {
+// RegisterJSON makes a session (its type map) read json and jsonb values
+// by readJSON, writing them as pgx does.
+func RegisterJSON(m *pgtype.Map) {
 	m.RegisterType(&pgtype.Type{Name: "json", OID: pgtype.JSONOID, Codec: &pgtype.JSONCodec{Marshal: json.Marshal, Unmarshal: readJSON}})
 	m.RegisterType(&pgtype.Type{Name: "jsonb", OID: pgtype.JSONBOID, Codec: &pgtype.JSONBCodec{Marshal: json.Marshal, Unmarshal: readJSON}})
 }
 
-// afterConnect readies a new session of the pools (registerJSON).
+// afterConnect readies a new session of the pools (RegisterJSON).
 func afterConnect(_ context.Context, c *pgx.Conn) error {
-	registerJSON(c.TypeMap())
+	RegisterJSON(c.TypeMap())
 	return nil
 }

@@ -339,6 +339,11 @@ func main() {
 	// their plans and their dates' text (postgres.openPool).
 	cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
 	cfg.ConnConfig.RuntimeParams["TimeZone"] = "UTC"
+	// Its values read as storage reads them.
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		checkoutsql.ReadJSON(c.TypeMap())
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		log.Fatal(err)
