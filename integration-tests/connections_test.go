@@ -172,4 +172,23 @@ func TestOneConnectionServesWhileTheBackgroundJobsLead(t *testing.T) {
 		s, r := led()
 		return s > swept && r > rounds
 	})
+	// The pools' series say so: a main pool of one session, which opened
+	// one and never made a caller give up; a lead pool of two, which
+	// opened at least one; no pool of the lock statements' own.
+	for series, want := range map[string]float64{
+		`checkout_db_pool_max_connections{pool="main"}`:          1,
+		`checkout_db_pool_connections_opened_total{pool="main"}`: 1,
+		`checkout_db_pool_canceled_acquires_total{pool="main"}`:  0,
+		`checkout_db_pool_max_connections{pool="lead"}`:          2,
+	} {
+		if got, found := c.Metric(t, c.Storage, series); !found || got != want {
+			t.Errorf("%s = %g (found %t), want %g", series, got, found, want)
+		}
+	}
+	if opened, _ := c.Metric(t, c.Storage, `checkout_db_pool_connections_opened_total{pool="lead"}`); opened < 1 {
+		t.Errorf("the lead pool opened %g sessions, want at least one", opened)
+	}
+	if _, found := c.Metric(t, c.Storage, `checkout_db_pool_max_connections{pool="locks"}`); found {
+		t.Error("a pool of the lock statements' own, with LOCK_SYNCHRONOUS_COMMIT=on")
+	}
 }

@@ -99,6 +99,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		return err
 	}
 	metrics := httpapi.NewMetrics()
+	metrics.MustRegister(postgres.NewPoolCollector(db))
 	// Storage applies the circulation rules and the lock setting itself,
 	// whoever calls: in validation and in the check-out's write alike.
 	policy := lending.Policy{LockFeatureDefault: cfg.CheckoutLockFeatureEnabled,
