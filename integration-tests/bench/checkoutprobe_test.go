@@ -60,6 +60,11 @@ type CheckOutProbeRow struct {
 	// answered (a check-out that went the two-call way).
 	OneCall     int64 `json:"oneCall,omitempty"`
 	Validations int64 `json:"validations,omitempty"`
+	// PoolWaits and PoolOpened are, for the service, how many times
+	// storage's main pool had no idle session for a caller, and how many
+	// sessions it opened, in the slice (checkout_db_pool_*).
+	PoolWaits  int64 `json:"poolWaits,omitempty"`
+	PoolOpened int64 `json:"poolOpened,omitempty"`
 }
 
 // ProbedStatement is one statement's figures in a slice.
@@ -108,6 +113,7 @@ func benchCheckOutProbe(t *testing.T, env []string) CheckOutProbe {
 			cpu0, sw0, sess0 := sampleCPU(t, p.side.front, p.side.back), switchesOf(t, p.side.front, p.side.back), sessionsOpened(t, c)
 			al0 := allocatedBy(t, c, p.side.front, p.side.back)
 			one0, val0 := storageAnswers(t, c)
+			waits0, opened0 := storagePool(t, c)
 			if counted {
 				resetStatements(t, c)
 			}
@@ -115,6 +121,7 @@ func benchCheckOutProbe(t *testing.T, env []string) CheckOutProbe {
 			cpu1, sw1, sess1 := sampleCPU(t, p.side.front, p.side.back), switchesOf(t, p.side.front, p.side.back), sessionsOpened(t, c)
 			al1 := allocatedBy(t, c, p.side.front, p.side.back)
 			one1, val1 := storageAnswers(t, c)
+			waits1, opened1 := storagePool(t, c)
 			n := float64(max(h.TotalCount(), 1))
 			us := func(d time.Duration) float64 { return float64(d.Microseconds()) / n }
 			row := CheckOutProbeRow{Concurrency: conc, Side: p.name, Stats: stats(h, errs, elapsed),
@@ -126,6 +133,7 @@ func benchCheckOutProbe(t *testing.T, env []string) CheckOutProbe {
 			}
 			if p.side.front == c.Circulations[0] {
 				row.OneCall, row.Validations = one1-one0, val1-val0
+				row.PoolWaits, row.PoolOpened = waits1-waits0, opened1-opened0
 				// Each check-out asked storage once, in one call or by
 				// validation's read first: the counts account for them
 				// (storage counts an answer just after sending it, so the
@@ -271,13 +279,26 @@ func storageAnswers(t *testing.T, c *harness.Cluster) (oneCall, validations int6
 	return int64(one), int64(val)
 }
 
+// storagePool is how many times storage's main pool has had no idle
+// session for a caller, and how many sessions it has opened, so far.
+func storagePool(t *testing.T, c *harness.Cluster) (waits, opened int64) {
+	t.Helper()
+	w, foundW := c.Metric(t, c.Storage, `checkout_db_pool_empty_acquires_total{pool="main"}`)
+	o, foundO := c.Metric(t, c.Storage, `checkout_db_pool_connections_opened_total{pool="main"}`)
+	if !foundW || !foundO {
+		t.Fatal("storage's metrics have no checkout_db_pool_empty_acquires_total or checkout_db_pool_connections_opened_total of its main pool")
+	}
+	return int64(w), int64(o)
+}
+
 // printCheckOutProbe prints the probe's table.
 func printCheckOutProbe(w io.Writer, p CheckOutProbe) {
-	fmt.Fprintln(w, "\n14, probed. The service and the floor split asked once, one slice each: per check-out, each process's CPU (µs), thread switches and memory allocated (KiB), PostgreSQL's CPU; sessions opened in the slice; storage's answers to the service"+touching())
-	fmt.Fprintln(w, "concurrency\tside\tcheck-outs/s\tp50 ms\tfront CPU\tback CPU\tPostgreSQL\tfront switches\tback switches\tfront KiB\tback KiB\tsessions\tone call\tvalidations\terrors")
+	fmt.Fprintln(w, "\n14, probed. The service and the floor split asked once, one slice each: per check-out, each process's CPU (µs), thread switches and memory allocated (KiB), PostgreSQL's CPU; sessions opened in the slice; storage's answers to the service; its main pool's callers that found no idle session, and the sessions it opened"+touching())
+	fmt.Fprintln(w, "concurrency\tside\tcheck-outs/s\tp50 ms\tfront CPU\tback CPU\tPostgreSQL\tfront switches\tback switches\tfront KiB\tback KiB\tsessions\tone call\tvalidations\tpool waits\tpool opened\terrors")
 	for _, r := range p.Rows {
-		fmt.Fprintf(w, "%d\t%s\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\n", r.Concurrency, r.Side, r.Stats.Throughput, r.Stats.P50Ms,
-			r.FrontCPU, r.BackCPU, r.PostgresCPU, r.FrontSwitches, r.BackSwitches, r.FrontAllocKB, r.BackAllocKB, r.Sessions, r.OneCall, r.Validations, r.Stats.Errors)
+		fmt.Fprintf(w, "%d\t%s\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\n", r.Concurrency, r.Side, r.Stats.Throughput, r.Stats.P50Ms,
+			r.FrontCPU, r.BackCPU, r.PostgresCPU, r.FrontSwitches, r.BackSwitches, r.FrontAllocKB, r.BackAllocKB, r.Sessions, r.OneCall, r.Validations,
+			r.PoolWaits, r.PoolOpened, r.Stats.Errors)
 	}
 	for _, r := range p.Rows {
 		for _, st := range r.Statements {
