@@ -54,6 +54,15 @@ func BenchmarkACheckOutsValidations(b *testing.B) {
 				}
 			}
 		})
+		if c.schema == loanSchema {
+			b.Run(c.name+"/decoded as built", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := DecodeBuilt(c.body); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		b.Run(c.name+"/validated", func(b *testing.B) {
 			for b.Loop() {
 				if err := set.Validate(c.schema, doc); err != nil {

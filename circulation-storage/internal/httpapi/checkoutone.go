@@ -145,7 +145,7 @@ func (s *Server) checkOutInOne(c echo.Context) error {
 	// The loan is held to the schema the loan's POST holds the loan it is
 	// sent to (a due date a policy's period puts past the year 9999, say,
 	// is refused, not written).
-	decoded, err := schemas.Decode(doc)
+	decoded, err := schemas.DecodeBuilt(doc)
 	if err != nil {
 		return err
 	}
