@@ -15,6 +15,7 @@ import (
 // as written; jsonb as the server writes it out), a copy that the next
 // rows do not overwrite, and nil for NULL; into a map, decoded.
 func TestJSONIsReadAsPostgreSQLSentIt(t *testing.T) {
+	t.Parallel()
 	db := dbtest.OpenDB(t, pgtest.Shared(t))
 	ctx := context.Background()
 	rows, err := db.Pool.Query(ctx, `SELECT j, j::jsonb FROM (VALUES (' {"a" : [1,2]} '::json), ('[true,  "x"]'), (NULL)) AS v(j)`)

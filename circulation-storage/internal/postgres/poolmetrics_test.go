@@ -20,6 +20,7 @@ import (
 // while its session is held, counts an acquire that waited, and one given
 // up at its deadline.
 func TestThePoolsAreCounted(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Shared(t)
 	ctx := context.Background()
 	db := dbtest.OpenDB(t, url) // MaxConns 8, the lock statements on a pool of their own
