@@ -145,13 +145,11 @@ func (e *ValidationError) Error() string {
 // body; a body is in memory, so Decode looks at the bytes after the value
 // instead (FuzzDecodeIsTheValidators holds the two to the same answers).
 func Decode(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
+	doc, end, err := decodeValue(data)
+	if err != nil {
 		return nil, err
 	}
-	if len(bytes.TrimLeft(data[dec.InputOffset():], " \t\r\n")) > 0 {
+	if len(bytes.TrimLeft(data[end:], " \t\r\n")) > 0 {
 		return nil, errors.New("invalid character after top-level value")
 	}
 	if err := uniqueNames(data); err != nil {
@@ -163,14 +161,22 @@ func Decode(data []byte) (any, error) {
 // DecodeBuilt is Decode for a document the service built and encoded
 // itself with encoding/json (a loan it is about to write, held to its
 // schema before the write): encoding/json writes each member once and
-// nothing after the value, so the two passes Decode makes over a
-// client's bytes for those are left out.
+// nothing after the value, so Decode's look for trailing data and its
+// pass for names given twice are left out (TestDecodeBuiltIsDecode).
 func DecodeBuilt(data []byte) (any, error) {
+	doc, _, err := decodeValue(data)
+	return doc, err
+}
+
+// decodeValue decodes the first JSON value in data with its numbers kept
+// exact, and says where the value ends.
+func decodeValue(data []byte) (doc any, end int64, err error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var doc any
-	err := dec.Decode(&doc)
-	return doc, err
+	if err := dec.Decode(&doc); err != nil {
+		return nil, 0, err
+	}
+	return doc, dec.InputOffset(), nil
 }
 
 // uniqueNames refuses an object that names a member twice: RFC 8259

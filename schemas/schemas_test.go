@@ -413,6 +413,32 @@ func FuzzDecodeIsTheValidators(f *testing.F) {
 	})
 }
 
+// TestDecodeBuiltIsDecode: what encoding/json writes (a loan as storage
+// builds it, numbers, nesting, escapes) DecodeBuilt decodes as Decode
+// does, numbers kept exact.
+func TestDecodeBuiltIsDecode(t *testing.T) {
+	t.Parallel()
+	for _, v := range []any{
+		map[string]any{"id": "5d4e6f7a-8b9c-4d0e-9f2a-3b4c5d6e7f8a", "status": map[string]any{"name": "Open"},
+			"renewalCount": 3, "fee": json.Number("12.50"), "big": json.Number("1e400"), "note": "<a & \"b\">\u2028"},
+		[]any{1, 2.5, nil, true, "x"},
+		"a",
+	} {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Decode(data)
+		if err != nil {
+			t.Fatalf("Decode(%s): %v", data, err)
+		}
+		got, err := DecodeBuilt(data)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("DecodeBuilt(%s) = %#v, %v; Decode gives %#v", data, got, err, want)
+		}
+	}
+}
+
 // namesAMemberTwice says, walking data's tokens with encoding/json, whether
 // an object in it names a member twice: the oracle of Decode's refusal.
 func namesAMemberTwice(data []byte) bool {
