@@ -67,6 +67,11 @@ BENCH_TRACING ?= false
 # check-out: a control for what a process's memory does to PostgreSQL's
 # statements, not the yardstick (0: none).
 BENCH_FLOOR_TOUCH ?= 0
+# BENCH_PROFILE=true has the services serve Go's profiles (PROFILE_ADDR on
+# a free loopback port) and scenario 14's probe save a CPU profile of
+# circulation and of storage for each of the service's slices in
+# BENCH_OUT (go tool pprof -top BENCH_OUT/checkout-probe-c1-storage.pprof).
+BENCH_PROFILE ?= false
 # BENCH_LOG_LEVEL=info logs every request of the benchmarked services (with
 # KEEP_LOGS=<dir> to keep the logs); it slows them.
 BENCH_LOG_LEVEL ?= warn
@@ -153,7 +158,7 @@ fuzz:
 ## bench: the benchmarks against real processes, about fifteen minutes; table on stdout, results.json and charts in bench-results/ (BENCH_OUT=dir elsewhere)
 bench: build
 	scripts/ensure-postgres.sh >/dev/null
-	$(GO) test -count=1 -timeout 60m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.tenants=$(BENCH_TENANTS) -bench.tenants.steady=$(BENCH_TENANTS_STEADY) -bench.tenants.lifetime=$(BENCH_TENANTS_LIFETIME) -bench.loglevel=$(BENCH_LOG_LEVEL) -bench.rounds=$(BENCH_ROUNDS) -bench.slice=$(BENCH_SLICE) -bench.tracing=$(BENCH_TRACING) -bench.floor.touch=$(BENCH_FLOOR_TOUCH)
+	$(GO) test -count=1 -timeout 60m -v -run TestBenchmarks ./integration-tests/bench -args -bench.out=$(abspath $(BENCH_OUT)) -bench.baseline=$(BENCH_BASELINE) -bench.only=$(BENCH_ONLY) -bench.tenants=$(BENCH_TENANTS) -bench.tenants.steady=$(BENCH_TENANTS_STEADY) -bench.tenants.lifetime=$(BENCH_TENANTS_LIFETIME) -bench.loglevel=$(BENCH_LOG_LEVEL) -bench.rounds=$(BENCH_ROUNDS) -bench.slice=$(BENCH_SLICE) -bench.tracing=$(BENCH_TRACING) -bench.floor.touch=$(BENCH_FLOOR_TOUCH) -bench.profile=$(BENCH_PROFILE)
 
 ## soak: the workloads across real processes, five times larger, three times over
 soak: build

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -40,6 +41,10 @@ type Server struct {
 	// OTLP/HTTP (its base URL, "http://127.0.0.1:4318"); empty, no trace
 	// is made or sent.
 	OTLPEndpoint string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
+	// ProfileAddr is a loopback address ("127.0.0.1:6060") where Go's
+	// profiles are served (/debug/pprof/), apart from the API; empty, the
+	// default, none are.
+	ProfileAddr string `env:"PROFILE_ADDR"`
 }
 
 // NetHTTPMaxHeaderBytes is net/http's own bound on a request's headers,
@@ -79,12 +84,40 @@ func (s Server) validate() []error {
 	if s.MaxHeaderBytes < 4096 || s.MaxHeaderBytes >= NetHTTPMaxHeaderBytes {
 		errs = append(errs, fmt.Errorf("MAX_HEADER_BYTES must be from 4096 to %d, got %d", NetHTTPMaxHeaderBytes-1, s.MaxHeaderBytes))
 	}
+	if err := validProfileAddr(s.ProfileAddr); err != nil {
+		errs = append(errs, err)
+	}
 	for name, d := range map[string]time.Duration{"REQUEST_TIMEOUT": s.RequestTimeout, "SHUTDOWN_TIMEOUT": s.ShutdownTimeout} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be a positive duration such as 10s, got %s", name, d))
 		}
 	}
 	return errs
+}
+
+// validProfileAddr accepts PROFILE_ADDR when it is empty (no profiles) or
+// a loopback address with a port: a profile shows the service's code,
+// its goroutines' stacks and its command line, and answers no
+// authentication, so it is served to the machine's own users only.
+func validProfileAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && port == "" {
+		err = errors.New("no port")
+	}
+	if err != nil {
+		return fmt.Errorf("PROFILE_ADDR must be a loopback address with a port, such as 127.0.0.1:6060, got %q: %v", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("PROFILE_ADDR must be a loopback address (127.0.0.1:6060, [::1]:6060, localhost:6060), got %q: "+
+			"profiles answer no authentication", addr)
+	}
+	return nil
 }
 
 // Auth says how a service learns who calls it: AUTH_MODE, with no default

@@ -93,6 +93,11 @@ func TestStorageInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"NATS_STREAM_REPLICAS": "0"}, "NATS_STREAM_REPLICAS must be 1..5"},
 		{map[string]string{"NATS_STREAM_REPLICAS": "7"}, "NATS_STREAM_REPLICAS must be 1..5"},
 		{map[string]string{"OUTBOX_FAULT": "crash"}, "OUTBOX_FAULT is for the fault tests: exit-after-publish, stop-after-publish or empty"},
+		{map[string]string{"PROFILE_ADDR": ":6060"}, `PROFILE_ADDR must be a loopback address (127.0.0.1:6060, [::1]:6060, localhost:6060), got ":6060"`},
+		{map[string]string{"PROFILE_ADDR": "0.0.0.0:6060"}, `PROFILE_ADDR must be a loopback address`},
+		{map[string]string{"PROFILE_ADDR": "10.1.2.3:6060"}, `PROFILE_ADDR must be a loopback address`},
+		{map[string]string{"PROFILE_ADDR": "127.0.0.1"}, `PROFILE_ADDR must be a loopback address with a port, such as 127.0.0.1:6060, got "127.0.0.1"`},
+		{map[string]string{"PROFILE_ADDR": "127.0.0.1:"}, `PROFILE_ADDR must be a loopback address with a port`},
 	}
 	for _, tt := range tests {
 		_, err := LoadStorage(tt.env)
@@ -180,6 +185,27 @@ func TestTheStartUpLogNamesEveryVariableAndNoPassword(t *testing.T) {
 				!strings.Contains(logged, strings.ToLower(v)+"=") {
 				t.Errorf("%s's start-up log does not name %s: %s", name, v, logged)
 			}
+		}
+	}
+}
+
+// TestProfilesAreServedOnLoopbackOnly: PROFILE_ADDR takes the machine's
+// own addresses, IPv4, IPv6 and by name, and is off by default.
+func TestProfilesAreServedOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadStorage(map[string]string{"AUTH_MODE": "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ProfileAddr != "" {
+		t.Errorf("PROFILE_ADDR defaults to %q, want none", cfg.ProfileAddr)
+	}
+	for _, addr := range []string{"127.0.0.1:6060", "127.0.0.2:0", "[::1]:6060", "localhost:6061"} {
+		cfg, err := LoadStorage(map[string]string{"AUTH_MODE": "none", "PROFILE_ADDR": addr})
+		if err != nil {
+			t.Errorf("PROFILE_ADDR=%s: %v", addr, err)
+		} else if cfg.ProfileAddr != addr {
+			t.Errorf("PROFILE_ADDR=%s read as %q", addr, cfg.ProfileAddr)
 		}
 	}
 }

@@ -1,7 +1,12 @@
 package integration
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -53,6 +58,46 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 			if !exported[name] {
 				t.Errorf("%s queries %s, which neither service exports", file, name)
 			}
+		}
+	}
+}
+
+// TestProfilesOnTheirOwnLoopbackAddress: with PROFILE_ADDR set, each
+// service serves Go's profiles on it, as logged at start-up, and its API
+// still serves none; the CPU profile comes as pprof's format sends it
+// (gzipped).
+func TestProfilesOnTheirOwnLoopbackAddress(t *testing.T) {
+	t.Parallel()
+	profiled := "PROFILE_ADDR=127.0.0.1:0"
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, StorageEnv: []string{profiled}, CirculationEnv: []string{profiled}})
+	for _, p := range []*harness.Process{c.Storage, c.Circulations[0]} {
+		addr := p.ProfileAddr()
+		if !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Fatalf("%s logged no loopback address for its profiles (%q)", p.Name, addr)
+		}
+		res, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("%s's CPU profile: %d %v", p.Name, res.StatusCode, err)
+		}
+		z, err := gzip.NewReader(bytes.NewReader(b))
+		if err == nil {
+			var n int64
+			n, err = io.Copy(io.Discard, z)
+			if err == nil && n == 0 {
+				err = errors.New("empty")
+			}
+		}
+		if err != nil {
+			t.Errorf("%s's CPU profile (%d bytes) is not a gzipped profile: %v", p.Name, len(b), err)
+		}
+		if got := c.DoWith(p, "GET", "/debug/pprof/cmdline", nil, nil); got.Status != http.StatusNotFound {
+			t.Errorf("%s's API answers GET /debug/pprof/cmdline %d %s, want 404: profiles are served on their own address only",
+				p.Name, got.Status, got.Body)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -112,19 +113,28 @@ func Bind(s config.Server) (net.Listener, error) {
 	return ln, nil
 }
 
-// Listen serves srv on ln, HTTPS when the serving section names a
+// Listen serves srv on ln, HTTPS when the server section names a
 // certificate and key, until ctx is done (nil) or serving fails (its
 // error). Once it accepts connections it logs where, and sends the address
-// on listening when that is not nil (tests listen on 127.0.0.1:0).
+// on listening when that is not nil (tests listen on 127.0.0.1:0). When
+// the section names a profile address (PROFILE_ADDR), Go's profiles are
+// served there meanwhile (Profile).
 //
 // Before it serves, what start-up made and dropped is collected and its
 // memory given back (startedUp).
-func Listen(ctx context.Context, srv *http.Server, ln net.Listener, serving config.Serving, logger *slog.Logger,
+func Listen(ctx context.Context, srv *http.Server, ln net.Listener, s config.Server, logger *slog.Logger,
 	listening chan<- string) error {
+	if s.ProfileAddr != "" {
+		_, stop, err := Profile(s.ProfileAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	startedUp()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- serve(srv, ln, serving.TLSCertFile, serving.TLSKeyFile) }()
-	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.Bool("tls", serving.TLS()))
+	go func() { serveErr <- serve(srv, ln, s.Serving.TLSCertFile, s.Serving.TLSKeyFile) }()
+	logger.Info("listening", slog.String("addr", ln.Addr().String()), slog.Bool("tls", s.Serving.TLS()))
 	if listening != nil {
 		listening <- ln.Addr().String()
 	}
@@ -134,6 +144,39 @@ func Listen(ctx context.Context, srv *http.Server, ln net.Listener, serving conf
 	case <-ctx.Done():
 		return nil
 	}
+}
+
+// Profile serves Go's profiles (net/http/pprof's /debug/pprof/) on addr,
+// a loopback address (config.Server.ProfileAddr says why), on a server of
+// their own, apart from the API's routes, its middleware and its
+// metrics, until stop. It logs where, as a warning, and returns it
+// (bound: port 0 is a free one).
+func Profile(addr string, logger *slog.Logger) (bound string, stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("profiles: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// A CPU profile or a trace takes the seconds asked to answer: no
+	// write timeout; the headers' size and arrival and an idle
+	// connection are bounded.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn("the profiles' server stopped", slog.Any("error", err))
+		}
+	}()
+	// A warning, logged at every level: whoever can reach the address
+	// reads the profiles, without authentication.
+	logger.Warn("serving profiles", slog.String("addr", ln.Addr().String()), slog.String("path", "/debug/pprof/"),
+		slog.String("note", "unauthenticated, to the machine's own users (PROFILE_ADDR)"))
+	return ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
 // Shutdown stops srv: it stops accepting and lets the requests in flight

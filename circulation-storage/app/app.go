@@ -260,7 +260,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		listener.Run(sweepCtx)
 	}()
 
-	if err := serverkit.Listen(ctx, srv, ln, cfg.Serving, logger, listening); err != nil {
+	if err := serverkit.Listen(ctx, srv, ln, cfg.Server, logger, listening); err != nil {
 		waiters.Close()
 		return err
 	}

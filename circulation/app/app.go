@@ -110,7 +110,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	// a request can take has passed: its timeout, the write phase that
 	// outlives it, and the lock's release.
 	srv := server.HTTP(cfg.RequestTimeout + circulation.WriteTimeout + cfg.ReleaseTimeout + 5*time.Second)
-	if err := serverkit.Listen(ctx, srv, ln, cfg.Serving, logger, listening); err != nil {
+	if err := serverkit.Listen(ctx, srv, ln, cfg.Server, logger, listening); err != nil {
 		return err
 	}
 	logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout))

@@ -117,7 +117,9 @@ func benchCheckOutProbe(t *testing.T, env []string) CheckOutProbe {
 			if counted {
 				resetStatements(t, c)
 			}
+			profiled := profileDuring(t, p.side, slice, fmt.Sprintf("checkout-probe-c%d", conc))
 			h, errs, elapsed := attack(t, p.side.targeter, conc, slice)
+			profiled()
 			cpu1, sw1, sess1 := sampleCPU(t, p.side.front, p.side.back), switchesOf(t, p.side.front, p.side.back), sessionsOpened(t, c)
 			al1 := allocatedBy(t, c, p.side.front, p.side.back)
 			one1, val1 := storageAnswers(t, c)
@@ -304,6 +306,56 @@ func printCheckOutProbe(w io.Writer, p CheckOutProbe) {
 		for _, st := range r.Statements {
 			fmt.Fprintf(w, "c=%d, %s: %d calls, mean %.3f ms, %.1f buffers hit and %.0f bytes of WAL a call, %d plans, %.1f ms planning: %s\n",
 				r.Concurrency, r.Side, st.Calls, st.MeanMs, st.BuffersHit, st.WALBytes, st.Plans, st.PlanMs, st.Query)
+		}
+	}
+}
+
+// profileDuring takes a CPU profile of each of side's processes that
+// serves Go's profiles (the services, with -bench.profile) for the
+// slice's whole seconds but the last, as the slice begins; the returned
+// function waits for them and saves each in -bench.out, as
+// <name>-<process>.pprof, for go tool pprof. Without -bench.profile, or
+// for the floor's processes, it takes none.
+func profileDuring(t *testing.T, side floorSide, slice time.Duration, name string) (wait func()) {
+	t.Helper()
+	seconds := int(slice.Seconds()) - 1
+	if !*profile || *outDir == "" || seconds < 1 {
+		return func() {}
+	}
+	done := make(chan error, 2)
+	taking := 0
+	for _, p := range []*harness.Process{side.front, side.back} {
+		addr := p.ProfileAddr()
+		if addr == "" {
+			continue
+		}
+		taking++
+		path := filepath.Join(*outDir, name+"-"+p.Name+".pprof")
+		go func() {
+			res, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
+			if err != nil {
+				done <- err
+				return
+			}
+			defer res.Body.Close()
+			b, err := io.ReadAll(res.Body)
+			if err == nil && res.StatusCode != http.StatusOK {
+				err = fmt.Errorf("%s's CPU profile: %d %s", p.Name, res.StatusCode, b)
+			}
+			if err == nil {
+				err = os.WriteFile(path, b, 0o644)
+			}
+			if err == nil {
+				t.Logf("%s's CPU profile of %d s: go tool pprof -top %s", p.Name, seconds, path)
+			}
+			done <- err
+		}()
+	}
+	return func() {
+		for range taking {
+			if err := <-done; err != nil {
+				t.Errorf("profiling the slice: %v", err)
+			}
 		}
 	}
 }

@@ -253,6 +253,9 @@ func TestBenchmarks(t *testing.T) {
 	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=" + *logLevel}
+	if *profile {
+		quiet = append(quiet, "PROFILE_ADDR=127.0.0.1:0")
+	}
 	if *only != "" {
 		i := slices.IndexFunc(alone, func(sc scenario) bool { return sc.name == *only })
 		if i < 0 {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -78,6 +80,20 @@ func newProcess(t testing.TB, addr, name, bin string, env ...string) *Process {
 func (p *Process) Log() string {
 	b, _ := os.ReadFile(p.logPath)
 	return string(b)
+}
+
+// ProfileAddr is where the process serves Go's profiles, as it logged
+// at start-up (PROFILE_ADDR set; "127.0.0.1:0" takes a free port); ""
+// when it logged none.
+func (p *Process) ProfileAddr() string {
+	addr := ""
+	for _, line := range strings.Split(p.Log(), "\n") {
+		var l struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "serving profiles" {
+			addr = l.Addr
+		}
+	}
+	return addr
 }
 
 // PID is the process id of the running process.
