@@ -322,9 +322,6 @@ func profileDuring(t *testing.T, side floorSide, slice time.Duration, name strin
 	if !*profile || *outDir == "" || seconds < 1 {
 		return func() {}
 	}
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
-		t.Fatalf("profiling the slice: %v", err)
-	}
 	done := make(chan error, 2)
 	taking := 0
 	for _, p := range []*harness.Process{side.front, side.back} {

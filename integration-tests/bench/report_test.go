@@ -251,6 +251,12 @@ func TestBenchmarks(t *testing.T) {
 	if *outDir == "" && !*smoke {
 		t.Skip("benchmarks run with -bench.out=DIR (make bench) or -bench.smoke")
 	}
+	if *outDir != "" {
+		// Made once, here: results, charts and profiles all go into it.
+		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+			t.Fatalf("-bench.out: %v", err)
+		}
+	}
 	p := currentPlan()
 	quiet := []string{"LOG_LEVEL=" + *logLevel}
 	if *profile {
@@ -704,9 +710,6 @@ func writeResults(t *testing.T, res Results) {
 	t.Helper()
 	if *outDir == "" {
 		return
-	}
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
-		t.Fatal(err)
 	}
 	b, _ := json.MarshalIndent(res, "", "  ")
 	if err := os.WriteFile(filepath.Join(*outDir, "results.json"), append(b, '\n'), 0o644); err != nil {
