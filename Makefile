@@ -69,8 +69,10 @@ BENCH_TRACING ?= false
 BENCH_FLOOR_TOUCH ?= 0
 # BENCH_PROFILE=true has the services serve Go's profiles (PROFILE_ADDR on
 # a free loopback port) and scenario 14's probe save a CPU profile of
-# circulation and of storage for each of the service's slices in
-# BENCH_OUT (go tool pprof -top BENCH_OUT/checkout-probe-c1-storage.pprof).
+# circulation and of storage for each of the service's slices, and a
+# second's execution trace after it, in BENCH_OUT (go tool pprof -top
+# BENCH_OUT/checkout-probe-c1-storage.pprof; go tool trace
+# BENCH_OUT/checkout-probe-c1-storage.trace).
 BENCH_PROFILE ?= false
 # BENCH_LOG_LEVEL=info logs every request of the benchmarked services (with
 # KEEP_LOGS=<dir> to keep the logs); it slows them.

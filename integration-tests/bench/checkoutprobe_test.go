@@ -312,10 +312,11 @@ func printCheckOutProbe(w io.Writer, p CheckOutProbe) {
 
 // profileDuring takes a CPU profile of each of side's processes that
 // serves Go's profiles (the services, with -bench.profile) for the
-// slice's whole seconds but the last, as the slice begins; the returned
-// function waits for them and saves each in -bench.out, as
-// <name>-<process>.pprof, for go tool pprof. Without -bench.profile, or
-// for the floor's processes, it takes none.
+// slice's whole seconds but the last, as the slice begins, and then an
+// execution trace of one second (go tool trace; -pprof=sync counts where
+// goroutines waited); the returned function waits for them and saves
+// each in -bench.out, as <name>-<process>.pprof and .trace. Without
+// -bench.profile, or for the floor's processes, it takes none.
 func profileDuring(t *testing.T, side floorSide, slice time.Duration, name string) (wait func()) {
 	t.Helper()
 	seconds := int(slice.Seconds()) - 1
@@ -330,23 +331,18 @@ func profileDuring(t *testing.T, side floorSide, slice time.Duration, name strin
 			continue
 		}
 		taking++
-		path := filepath.Join(*outDir, name+"-"+p.Name+".pprof")
+		base := filepath.Join(*outDir, name+"-"+p.Name)
 		go func() {
-			res, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
+			err := saveProfile(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds), base+".pprof")
+			if err == nil {
+				t.Logf("%s's CPU profile of %d s: go tool pprof -top %s.pprof", p.Name, seconds, base)
+				err = saveProfile(fmt.Sprintf("http://%s/debug/pprof/trace?seconds=1", addr), base+".trace")
+			}
+			if err == nil {
+				t.Logf("%s's execution trace of 1 s: go tool trace -pprof=sync %s.trace > sync.pb", p.Name, base)
+			}
 			if err != nil {
-				done <- err
-				return
-			}
-			defer res.Body.Close()
-			b, err := io.ReadAll(res.Body)
-			if err == nil && res.StatusCode != http.StatusOK {
-				err = fmt.Errorf("%s's CPU profile: %d %s", p.Name, res.StatusCode, b)
-			}
-			if err == nil {
-				err = os.WriteFile(path, b, 0o644)
-			}
-			if err == nil {
-				t.Logf("%s's CPU profile of %d s: go tool pprof -top %s", p.Name, seconds, path)
+				err = fmt.Errorf("%s: %w", p.Name, err)
 			}
 			done <- err
 		}()
@@ -358,4 +354,21 @@ func profileDuring(t *testing.T, side floorSide, slice time.Duration, name strin
 			}
 		}
 	}
+}
+
+// saveProfile saves what url (one of net/http/pprof's) answers in path.
+func saveProfile(url, path string) error {
+	res, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err == nil && res.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %d %s", url, res.StatusCode, b)
+	}
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	return err
 }
