@@ -67,9 +67,9 @@ BENCH_TRACING ?= false
 # check-out: a control for what a process's memory does to PostgreSQL's
 # statements, not the yardstick (0: none).
 BENCH_FLOOR_TOUCH ?= 0
-# BENCH_PROFILE=true has the services serve Go's profiles (PROFILE_ADDR on
-# a free loopback port) and scenario 14's probe save a CPU profile of
-# circulation and of storage for each of the service's slices, and a
+# BENCH_PROFILE=true has the services and the check-out floor serve Go's
+# profiles (PROFILE_ADDR on a free loopback port) and scenario 14's probe
+# save a CPU profile of each process of both sides for each slice, and a
 # second's execution trace after it, in BENCH_OUT (go tool pprof -top
 # BENCH_OUT/checkout-probe-c1-storage.pprof; go tool trace
 # BENCH_OUT/checkout-probe-c1-storage.trace).

@@ -6,6 +6,8 @@ import (
 	"io"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,14 +128,17 @@ func startCheckOutFloor(t *testing.T, env []string, population int) (*harness.Cl
 		StorageEnv:     append([]string{fmt.Sprintf("DB_MAX_CONNS=%d", benchDBConns)}, env...),
 		CirculationEnv: append([]string{"SETTINGS_CACHE_TTL=" + productSettingsTTL()}, env...)})
 	bin := buildCheckOutFloor(t)
-	floorEnv := []string{"DATABASE_URL=" + harness.DatabaseURL(), "TENANT=" + c.Tenant, fmt.Sprintf("POOL_SIZE=%d", benchDBConns)}
+	// The floor's processes serve profiles when the services do
+	// (-bench.profile), so that the probe profiles both sides alike.
+	profiled := slices.DeleteFunc(slices.Clone(env), func(e string) bool { return !strings.HasPrefix(e, "PROFILE_ADDR=") })
+	floorEnv := append([]string{"DATABASE_URL=" + harness.DatabaseURL(), "TENANT=" + c.Tenant, fmt.Sprintf("POOL_SIZE=%d", benchDBConns)}, profiled...)
 	floor := harness.StartBinary(t, "checkoutfloor", bin, floorEnv...)
 	t.Cleanup(floor.Stop)
-	back := harness.StartBinary(t, "checkoutfloor-back", bin, append(floorEnv, "ROLE=back")...)
+	back := harness.StartBinary(t, "checkoutfloor-back", bin, append(slices.Clip(floorEnv), "ROLE=back")...)
 	t.Cleanup(back.Stop)
-	frontTwo := harness.StartBinary(t, "checkoutfloor-front-two", bin, "ROLE=front-two", "BACK_URL="+back.URL())
+	frontTwo := harness.StartBinary(t, "checkoutfloor-front-two", bin, append([]string{"ROLE=front-two", "BACK_URL=" + back.URL()}, profiled...)...)
 	t.Cleanup(frontTwo.Stop)
-	frontOne := harness.StartBinary(t, "checkoutfloor-front-one", bin, "ROLE=front-one", "BACK_URL="+back.URL(), fmt.Sprintf("TOUCH_KB=%d", *floorTouch))
+	frontOne := harness.StartBinary(t, "checkoutfloor-front-one", bin, append([]string{"ROLE=front-one", "BACK_URL=" + back.URL(), fmt.Sprintf("TOUCH_KB=%d", *floorTouch)}, profiled...)...)
 	t.Cleanup(frontOne.Stop)
 	pop := populate(t, c, population, 0)
 	analyze(t, c)

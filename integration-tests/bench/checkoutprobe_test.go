@@ -315,8 +315,9 @@ func printCheckOutProbe(w io.Writer, p CheckOutProbe) {
 // slice's whole seconds but the last, as the slice begins, and then an
 // execution trace of one second (go tool trace; -pprof=sync counts where
 // goroutines waited); the returned function waits for them and saves
-// each in -bench.out, as <name>-<process>.pprof and .trace. Without
-// -bench.profile, or for the floor's processes, it takes none.
+// each in -bench.out, as <name>-<process>.pprof and .trace: the
+// services' and, on the floor's side, its front's and its back's, which
+// serve profiles too. Without -bench.profile it takes none.
 func profileDuring(t *testing.T, side floorSide, slice time.Duration, name string) (wait func()) {
 	t.Helper()
 	seconds := int(slice.Seconds()) - 1

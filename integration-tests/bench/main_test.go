@@ -19,7 +19,7 @@ var (
 	outDir   = flag.String("bench.out", "", "run the benchmarks and write results.json and the charts here")
 	smoke    = flag.Bool("bench.smoke", false, "run every scenario briefly: a check that the benchmarks work, not a measurement")
 	logLevel = flag.String("bench.loglevel", "warn", "LOG_LEVEL of the services the benchmarks start (info: one line per request, for reading where time goes; it costs time)")
-	profile  = flag.Bool("bench.profile", false, "the services serve Go's profiles on a loopback port of their own (PROFILE_ADDR), and scenario 14's probe saves a CPU profile and then a second's execution trace of circulation and of storage for each of the service's slices in -bench.out")
+	profile  = flag.Bool("bench.profile", false, "the services and the check-out floor serve Go's profiles on a loopback port of their own (PROFILE_ADDR), and scenario 14's probe saves a CPU profile and then a second's execution trace of each process of both sides for each slice in -bench.out")
 	only     = flag.String("bench.only", "", "run this scenario alone (lock-cycle, burst, before-after, checkout-floor, …: an unknown name lists them all), to study one figure quickly; the targets of the others are not met")
 )
 
