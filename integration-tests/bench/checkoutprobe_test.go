@@ -310,14 +310,13 @@ func printCheckOutProbe(w io.Writer, p CheckOutProbe) {
 	}
 }
 
-// profileDuring takes a CPU profile of each of side's processes that
-// serves Go's profiles (the services, with -bench.profile) for the
-// slice's whole seconds but the last, as the slice begins, and then an
-// execution trace of one second (go tool trace; -pprof=sync counts where
-// goroutines waited); the returned function waits for them and saves
-// each in -bench.out, as <name>-<process>.pprof and .trace: the
-// services' and, on the floor's side, its front's and its back's, which
-// serve profiles too. Without -bench.profile it takes none.
+// profileDuring takes a CPU profile of each of side's processes (with
+// -bench.profile the services and the floor's processes all serve Go's
+// profiles) for the slice's whole seconds but the last, as the slice
+// begins, and then an execution trace of one second (go tool trace;
+// -pprof=sync counts where goroutines waited); the returned function
+// waits for them and saves each in -bench.out, as <name>-<process>.pprof
+// and .trace. Without -bench.profile it takes none.
 func profileDuring(t *testing.T, side floorSide, slice time.Duration, name string) (wait func()) {
 	t.Helper()
 	seconds := int(slice.Seconds()) - 1
