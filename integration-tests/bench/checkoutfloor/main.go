@@ -37,9 +37,9 @@
 // allocates and writes that many KiB of memory, and again once its work
 // is done (the probe's control: what memory a process runs through
 // between PostgreSQL's statements does to them, apart from its CPU);
-// PROFILE_ADDR: when set, Go's profiles served there, logged as the
-// services log theirs ("serving profiles"), so that the probe profiles
-// the floor's processes as it profiles the services.
+// PROFILE_ADDR: when set, Go's profiles served there by the services'
+// own profile server (serverkit.Profile), so that the probe profiles the
+// floor's processes as it profiles the services.
 package main
 
 import (
@@ -50,9 +50,8 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
+	"log/slog"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -66,6 +65,7 @@ import (
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/circulation-storage/checkoutsql"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/serverkit"
 )
 
 // caller is who the floor's writes are by: as storage's caller, the user
@@ -404,24 +404,12 @@ func main() {
 		log.Fatalf("ROLE %q: none, back, front-one or front-two", role)
 	}
 	if addr := os.Getenv("PROFILE_ADDR"); addr != "" {
-		serveProfiles(addr)
+		// The services' own profile server, off the check-out's path: it
+		// logs where it listens as they do, which is how the harness
+		// finds it.
+		if _, _, err := serverkit.Profile(addr, slog.New(slog.NewJSONHandler(os.Stderr, nil))); err != nil {
+			log.Fatalf("PROFILE_ADDR: %v", err)
+		}
 	}
 	log.Fatal(http.ListenAndServe(os.Getenv("HTTP_ADDR"), mux))
-}
-
-// serveProfiles serves Go's profiles on addr, and logs where as the
-// services do (a JSON line whose msg is "serving profiles"), which is how
-// the benchmark's harness finds them.
-func serveProfiles(addr string) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		log.Fatalf("PROFILE_ADDR: %v", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	line, _ := json.Marshal(map[string]string{"msg": "serving profiles", "addr": ln.Addr().String()})
-	fmt.Fprintln(os.Stderr, string(line))
-	go func() { log.Fatal(http.Serve(ln, mux)) }()
 }
