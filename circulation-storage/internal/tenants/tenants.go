@@ -11,10 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,16 +20,12 @@ import (
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/checkoutlock/schemas/locksettings"
-	"github.com/golang-migrate/migrate/v4"
 
-	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
-	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/google/uuid"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/migrations"
@@ -257,7 +251,8 @@ func (s *Tenants) schemaCurrent(ctx context.Context) error {
 		return postgres.Interpret(err, "")
 	}
 	need := LatestMigration(migrations.FS)
-	if !dirty && version >= int64(need) {
+	have := applied(version, dirty)
+	if have >= int64(need) {
 		st.current, st.behind = true, nil
 		return nil
 	}
@@ -265,8 +260,8 @@ func (s *Tenants) schemaCurrent(ctx context.Context) error {
 	e := errs.Errorf(errs.KindUnavailable, schemas.CodeSchemaBehind,
 		"The database's schema is at migration %d%s; this circulation-storage needs migration %d: upgrade the tenant "+
 			"(POST /_/tenant with module_from and module_to, docs/operations.md) and this instance serves it",
-		version, map[bool]string{true: " (a migration failed half-way)"}[dirty], need).
-		With("schemaVersion", strconv.FormatInt(version, 10)).With("needs", strconv.FormatUint(uint64(need), 10))
+		have, map[bool]string{true: fmt.Sprintf(" (migration %d failed and was rolled back)", version)}[dirty], need).
+		With("schemaVersion", strconv.FormatInt(have, 10)).With("needs", strconv.FormatUint(uint64(need), 10))
 	e.RetryAfter = 5 * time.Second
 	st.behind = e
 	return e
@@ -286,94 +281,6 @@ func (s *Tenants) Forget(t storage.Tenant) {
 func (s *Tenants) ForgetAll() {
 	s.enabled.Purge()
 	s.db.Gates.ForgetAll()
-}
-
-// migrateShared brings the shared schema to its last migration, unless it
-// is there already (the common case, answered by one query), and returns
-// the schema's migration version. Instances migrating at once are
-// serialised (migrate). A schema a later release has migrated further is
-// left as it is: migrations add tables, columns and indexes, so this
-// release works on it, as an instance not yet upgraded must during a
-// rolling upgrade.
-func (s *Tenants) migrateShared(ctx context.Context) (uint, error) {
-	var version int64
-	var dirty bool
-	err := s.db.Pool.QueryRow(ctx,
-		`SELECT version, dirty FROM `+pgx.Identifier{postgres.SharedSchema, "schema_migrations"}.Sanitize()).Scan(&version, &dirty)
-	latest := LatestMigration(migrations.FS)
-	if err == nil && !dirty && version >= int64(latest) {
-		return uint(version), nil
-	}
-	return s.migrate(ctx, postgres.SharedSchema, migrations.FS)
-}
-
-// LatestMigration is the highest version in a migrations directory.
-func LatestMigration(fsys fs.FS) uint {
-	names, _ := fs.Glob(fsys, "*.up.sql")
-	var latest uint
-	for _, n := range names {
-		if v, err := strconv.ParseUint(strings.SplitN(n, "_", 2)[0], 10, 32); err == nil && uint(v) > latest {
-			latest = uint(v)
-		}
-	}
-	return latest
-}
-
-// MigrateTenantSchema brings t's schema of the schema-per-tenant layout to
-// that layout's last migration.
-func (s *Tenants) MigrateTenantSchema(ctx context.Context, t storage.Tenant) (uint, error) {
-	return s.migrate(ctx, t.Schema(), migrations.TenantSchemaFS)
-}
-
-// migrateLockSQL serialises the migrations of one schema across every
-// instance, from the schema's creation on: two tenants enabled at once on
-// a database without the shared schema would otherwise both create it, and
-// one would fail (golang-migrate's own lock is taken only after).
-const migrateLockSQL = `SELECT pg_advisory_lock(hashtextextended('circulation-storage migrate ' || $1, 0))`
-
-// migrate creates schema if needed and applies every pending migration of
-// fsys inside it, returning the schema's migration version. It uses its
-// own connections whose search_path is the schema, because the migration
-// files name their tables without a schema; one of them holds
-// migrateLockSQL's lock throughout.
-func (s *Tenants) migrate(ctx context.Context, schema string, fsys fs.FS) (uint, error) {
-	connCfg := s.db.Pool.Config().ConnConfig.Copy()
-	connCfg.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
-	sqlDB := stdlib.OpenDB(*connCfg)
-	defer sqlDB.Close()
-	lock, err := sqlDB.Conn(ctx)
-	if err != nil {
-		return 0, postgres.Interpret(err, "")
-	}
-	// sqlDB.Close, deferred before, ends the session and the lock with it.
-	defer lock.Close()
-	if _, err := lock.ExecContext(ctx, migrateLockSQL, schema); err != nil {
-		return 0, postgres.Interpret(err, "")
-	}
-	if _, err := lock.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return 0, postgres.Interpret(err, "")
-	}
-	driver, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{})
-	if err != nil {
-		return 0, fmt.Errorf("migrate %s: %w", schema, postgres.Interpret(err, ""))
-	}
-	src, err := iofs.New(fsys, ".")
-	if err != nil {
-		return 0, fmt.Errorf("read migrations: %w", err)
-	}
-	m, err := migrate.NewWithInstance("iofs", src, "pgx5", driver)
-	if err != nil {
-		return 0, fmt.Errorf("migrate %s: %w", schema, err)
-	}
-	defer m.Close()
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return 0, fmt.Errorf("migrate %s: %w", schema, postgres.Interpret(err, ""))
-	}
-	version, _, err := m.Version()
-	if err != nil {
-		return 0, fmt.Errorf("migrate %s: %w", schema, err)
-	}
-	return version, nil
 }
 
 // tenantSchemaTables says whether t's FOLIO-named schema holds tables of

@@ -1,0 +1,167 @@
+package tenants_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5"
+
+	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/circulation-storage/internal/dbtest"
+	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/tenants"
+	"github.com/checkoutlock/migrations"
+)
+
+// TestAMigrationWhoseSessionDiesIsAppliedAgain: the session applying a
+// migration is ended at the last moment a migration can be lost, when
+// its statements are done and its version is being recorded. The
+// migration and its record go together: the same call then records the
+// migration as not applied, applies it again, and goes on to the last
+// one; nothing is left for an operator to force. Were the record written
+// after the migration's commit (golang-migrate's own way), the migration
+// would be found applied but dirty, and applying it again would fail on
+// the table it already made.
+func TestAMigrationWhoseSessionDiesIsAppliedAgain(t *testing.T) {
+	t.Parallel()
+	db := dbtest.OpenDB(t, pgtest.Shared(t))
+	ctx := context.Background()
+	schema := "migrate_" + pgtest.RandomSuffix()
+	t.Cleanup(func() {
+		if _, err := db.Pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	key := rand.Int64()
+	fsys := fstest.MapFS{
+		"000001_one.up.sql": {Data: []byte("CREATE TABLE one (id int);\n")},
+		// Waits for the test's advisory lock, and ends with a comment
+		// without a line break: the record follows it all the same.
+		"000002_two.up.sql": {Data: []byte(fmt.Sprintf("CREATE TABLE two (id int);\nSELECT pg_advisory_xact_lock(%d);\n-- the end", key))},
+		// No semicolon at the end.
+		"000003_three.up.sql": {Data: []byte("CREATE TABLE three (id int)")},
+	}
+	for v := 1; v <= 3; v++ {
+		name := map[int]string{1: "one", 2: "two", 3: "three"}[v]
+		fsys[fmt.Sprintf("%06d_%s.down.sql", v, name)] = &fstest.MapFile{Data: []byte("DROP TABLE " + name + ";")}
+	}
+	advisory, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer advisory.Release()
+	if _, err := advisory.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		version uint
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := tenants.NewTenants(db, dbtest.Discard).Migrate(ctx, schema, fsys)
+		done <- result{v, err}
+	}()
+	// Migration 2 waits for the advisory lock: its version is marked dirty.
+	var pid int32
+	dbtest.Eventually(t, "migration 2 waits for the advisory lock", func() bool {
+		err := db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2 || '%'`,
+			tenants.MigrateSessionName, fmt.Sprint(key)).Scan(&pid)
+		return err == nil
+	})
+	table := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
+	var version int64
+	var dirty bool
+	if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+table).Scan(&version, &dirty); err != nil {
+		t.Fatal(err)
+	}
+	if version != 2 || !dirty {
+		t.Fatalf("record while migration 2 runs: version %d dirty %t, want 2 dirty", version, dirty)
+	}
+	// Hold the migrations table, let migration 2's statements finish, and
+	// end its session when it waits for the table to record its version.
+	holder, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := holder.Exec(ctx, `LOCK TABLE `+table+` IN ACCESS SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := advisory.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	dbtest.Eventually(t, "migration 2 waits to record its version", func() bool {
+		var n int
+		err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'relation'`, pid).Scan(&n)
+		return err == nil && n == 1
+	})
+	var ended bool
+	if err := db.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ended); err != nil || !ended {
+		t.Fatalf("end the migrating session %d: %t, %v", pid, ended, err)
+	}
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	r := <-done
+	if r.err != nil || r.version != 3 {
+		t.Fatalf("migrate: version %d, %v; want 3 and no error", r.version, r.err)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+table).Scan(&version, &dirty); err != nil {
+		t.Fatal(err)
+	}
+	if version != 3 || dirty {
+		t.Errorf("record after: version %d dirty %t, want 3 clean", version, dirty)
+	}
+	var tables int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename IN ('one', 'two', 'three')`,
+		schema).Scan(&tables); err != nil || tables != 3 {
+		t.Errorf("tables one, two and three: %d of them (%v), want 3", tables, err)
+	}
+}
+
+// TestAFailedMigrationOfALaterReleaseIsLeftToIt: during a rolling upgrade
+// a later release's migration, one beyond this release's last, failed and
+// left its version dirty. Every migration this release needs is applied,
+// so this release enables tenants and serves them on the schema, and
+// leaves the failed migration to the release that knows it.
+func TestAFailedMigrationOfALaterReleaseIsLeftToIt(t *testing.T) {
+	t.Parallel()
+	db := dbtest.OpenDB(t, pgtest.Fresh(t))
+	ts := tenants.NewTenants(db, dbtest.Discard)
+	ctx := context.Background()
+	if _, err := ts.Init(ctx, storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{}); err != nil {
+		t.Fatal(err)
+	}
+	latest := tenants.LatestMigration(migrations.FS)
+	table := pgx.Identifier{postgres.SharedSchema, "schema_migrations"}.Sanitize()
+	if _, err := db.Pool.Exec(ctx, `UPDATE `+table+` SET version = $1, dirty = true`, latest+1); err != nil {
+		t.Fatal(err)
+	}
+	tenant := storage.Tenant(pgtest.TenantID())
+	job, err := tenants.NewTenants(db, dbtest.Discard).Init(ctx, tenant, storage.TenantAttributes{})
+	if err != nil {
+		t.Fatalf("a tenant enabled beside a later release's failed migration: %v", err)
+	}
+	if want := fmt.Sprintf("schema %s at migration %d", postgres.SharedSchema, latest); len(job.Messages) == 0 || job.Messages[0] != want {
+		t.Errorf("job messages %q, want first %q", job.Messages, want)
+	}
+	if ok, err := tenants.NewTenants(db, dbtest.Discard).Enabled(ctx, tenant); err != nil || !ok {
+		t.Errorf("tenant enabled: %t, %v; want true", ok, err)
+	}
+	var version int64
+	var dirty bool
+	if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+table).Scan(&version, &dirty); err != nil {
+		t.Fatal(err)
+	}
+	if version != int64(latest)+1 || !dirty {
+		t.Errorf("record: version %d dirty %t, want %d dirty as the later release left it", version, dirty, latest+1)
+	}
+}
