@@ -9,12 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
-	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
-	"github.com/checkoutlock/migrations"
 )
 
 // TestAMigrationWhoseSessionDiesIsAppliedAgain: the session applying a
@@ -124,44 +121,5 @@ WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename IN ('one', 'two', 'three')`,
 		schema).Scan(&tables); err != nil || tables != 3 {
 		t.Errorf("tables one, two and three: %d of them (%v), want 3", tables, err)
-	}
-}
-
-// TestAFailedMigrationOfALaterReleaseIsLeftToIt: during a rolling upgrade
-// a later release's migration, one beyond this release's last, failed and
-// left its version dirty. Every migration this release needs is applied,
-// so this release enables tenants and serves them on the schema, and
-// leaves the failed migration to the release that knows it.
-func TestAFailedMigrationOfALaterReleaseIsLeftToIt(t *testing.T) {
-	t.Parallel()
-	db := dbtest.OpenDB(t, pgtest.Fresh(t))
-	ts := tenants.NewTenants(db, dbtest.Discard)
-	ctx := context.Background()
-	if _, err := ts.Init(ctx, storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{}); err != nil {
-		t.Fatal(err)
-	}
-	latest := tenants.LatestMigration(migrations.FS)
-	table := pgx.Identifier{postgres.SharedSchema, "schema_migrations"}.Sanitize()
-	if _, err := db.Pool.Exec(ctx, `UPDATE `+table+` SET version = $1, dirty = true`, latest+1); err != nil {
-		t.Fatal(err)
-	}
-	tenant := storage.Tenant(pgtest.TenantID())
-	job, err := tenants.NewTenants(db, dbtest.Discard).Init(ctx, tenant, storage.TenantAttributes{})
-	if err != nil {
-		t.Fatalf("a tenant enabled beside a later release's failed migration: %v", err)
-	}
-	if want := fmt.Sprintf("schema %s at migration %d", postgres.SharedSchema, latest); len(job.Messages) == 0 || job.Messages[0] != want {
-		t.Errorf("job messages %q, want first %q", job.Messages, want)
-	}
-	if ok, err := tenants.NewTenants(db, dbtest.Discard).Enabled(ctx, tenant); err != nil || !ok {
-		t.Errorf("tenant enabled: %t, %v; want true", ok, err)
-	}
-	var version int64
-	var dirty bool
-	if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+table).Scan(&version, &dirty); err != nil {
-		t.Fatal(err)
-	}
-	if version != int64(latest)+1 || !dirty {
-		t.Errorf("record: version %d dirty %t, want %d dirty as the later release left it", version, dirty, latest+1)
 	}
 }

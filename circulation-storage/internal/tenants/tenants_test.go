@@ -217,27 +217,56 @@ func TestTenantsEnabledAtOnceOnAFreshDatabase(t *testing.T) {
 
 // TestASchemaMigratedFurtherIsLeftAsItIs: a later release has migrated the
 // shared schema beyond this release's last migration (a rolling upgrade:
-// this instance is not upgraded yet). Enabling a tenant here leaves the
-// schema as it is and enables the tenant, instead of failing to find the
-// later migration.
+// this instance is not upgraded yet), or tried to and failed, its
+// migration rolled back and its version left dirty. Either way every
+// migration this release needs is applied: enabling a tenant here leaves
+// the schema and its record as they are and enables the tenant, instead
+// of failing to find the later migration (or leaving the failed one to
+// any release but the one that knows it).
 func TestASchemaMigratedFurtherIsLeftAsItIs(t *testing.T) {
 	t.Parallel()
-	db := dbtest.OpenDB(t, pgtest.Fresh(t))
-	ts := tenants.NewTenants(db, dbtest.Discard)
-	ctx := context.Background()
-	if _, err := ts.Init(ctx, storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{}); err != nil {
-		t.Fatal(err)
-	}
-	ahead := tenants.LatestMigration(migrations.FS) + 1
-	if _, err := db.Pool.Exec(ctx, `UPDATE `+pgx.Identifier{postgres.SharedSchema, "schema_migrations"}.Sanitize()+` SET version = $1`, ahead); err != nil {
-		t.Fatal(err)
-	}
-	job, err := ts.Init(ctx, storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{})
-	if err != nil {
-		t.Fatalf("a tenant enabled on a schema migrated further: %v", err)
-	}
-	if want := fmt.Sprintf("schema %s at migration %d", postgres.SharedSchema, ahead); len(job.Messages) == 0 || job.Messages[0] != want {
-		t.Errorf("job messages %q, want first %q", job.Messages, want)
+	latest := tenants.LatestMigration(migrations.FS)
+	for _, c := range []struct {
+		name  string
+		dirty bool
+		at    uint // the migration the job reports
+	}{
+		{"migrated further", false, latest + 1},
+		{"a later migration failed", true, latest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			db := dbtest.OpenDB(t, pgtest.Fresh(t))
+			ctx := context.Background()
+			if _, err := tenants.NewTenants(db, dbtest.Discard).Init(ctx, storage.Tenant(pgtest.TenantID()), storage.TenantAttributes{}); err != nil {
+				t.Fatal(err)
+			}
+			table := pgx.Identifier{postgres.SharedSchema, "schema_migrations"}.Sanitize()
+			if _, err := db.Pool.Exec(ctx, `UPDATE `+table+` SET version = $1, dirty = $2`, latest+1, c.dirty); err != nil {
+				t.Fatal(err)
+			}
+			// A new instance: nothing remembered of the schema.
+			ts := tenants.NewTenants(db, dbtest.Discard)
+			tenant := storage.Tenant(pgtest.TenantID())
+			job, err := ts.Init(ctx, tenant, storage.TenantAttributes{})
+			if err != nil {
+				t.Fatalf("a tenant enabled on a schema migrated further: %v", err)
+			}
+			if want := fmt.Sprintf("schema %s at migration %d", postgres.SharedSchema, c.at); len(job.Messages) == 0 || job.Messages[0] != want {
+				t.Errorf("job messages %q, want first %q", job.Messages, want)
+			}
+			if ok, err := tenants.NewTenants(db, dbtest.Discard).Enabled(ctx, tenant); err != nil || !ok {
+				t.Errorf("tenant enabled: %t, %v; want true", ok, err)
+			}
+			var version int64
+			var dirty bool
+			if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+table).Scan(&version, &dirty); err != nil {
+				t.Fatal(err)
+			}
+			if version != int64(latest)+1 || dirty != c.dirty {
+				t.Errorf("record: version %d dirty %t, want %d dirty %t as the later release left it", version, dirty, latest+1, c.dirty)
+			}
+		})
 	}
 }
 
