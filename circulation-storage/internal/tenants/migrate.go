@@ -166,8 +166,14 @@ func (s *Tenants) migrateOnce(ctx context.Context, schema string, fsys fs.FS) (u
 	defer m.Close()
 	if version, dirty, err := m.Version(); err == nil && dirty && version <= LatestMigration(fsys) {
 		// Not applied (see applied): recorded as what it is, the version
-		// before it, and applied now.
-		if err := m.Force(int(version) - 1); err != nil {
+		// before it (none, before the first), and applied now.
+		before := database.NilVersion
+		if prev, err := src.Prev(version); err == nil {
+			before = int(prev)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("read migrations: %w", err)
+		}
+		if err := m.Force(before); err != nil {
 			return 0, fmt.Errorf("migrate %s: %w", schema, postgres.Interpret(queryError(err), ""))
 		}
 		s.logger.InfoContext(ctx, "a migration that had not committed is applied again",

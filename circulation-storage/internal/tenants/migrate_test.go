@@ -11,6 +11,7 @@ import (
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
+	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
 )
 
@@ -27,25 +28,9 @@ func TestAMigrationWhoseSessionDiesIsAppliedAgain(t *testing.T) {
 	t.Parallel()
 	db := dbtest.OpenDB(t, pgtest.Shared(t))
 	ctx := context.Background()
-	schema := "migrate_" + pgtest.RandomSuffix()
-	t.Cleanup(func() {
-		if _, err := db.Pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
+	schema := probeSchema(t, db)
 	key := rand.Int64()
-	fsys := fstest.MapFS{
-		"000001_one.up.sql": {Data: []byte("CREATE TABLE one (id int);\n")},
-		// Waits for the test's advisory lock, and ends with a comment
-		// without a line break: the record follows it all the same.
-		"000002_two.up.sql": {Data: []byte(fmt.Sprintf("CREATE TABLE two (id int);\nSELECT pg_advisory_xact_lock(%d);\n-- the end", key))},
-		// No semicolon at the end.
-		"000003_three.up.sql": {Data: []byte("CREATE TABLE three (id int)")},
-	}
-	for v := 1; v <= 3; v++ {
-		name := map[int]string{1: "one", 2: "two", 3: "three"}[v]
-		fsys[fmt.Sprintf("%06d_%s.down.sql", v, name)] = &fstest.MapFile{Data: []byte("DROP TABLE " + name + ";")}
-	}
+	fsys := threeTables(key)
 	advisory, err := db.Pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +96,65 @@ WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2
 	if r.err != nil || r.version != 3 {
 		t.Fatalf("migrate: version %d, %v; want 3 and no error", r.version, r.err)
 	}
-	if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+table).Scan(&version, &dirty); err != nil {
+	threeTablesMade(t, db, schema)
+}
+
+// TestAFirstMigrationFoundDirtyIsAppliedAgain: the first migration of a
+// schema did not commit (its instance died): its version is recorded
+// dirty and nothing of it is there. The next migration applies it, and
+// the ones after.
+func TestAFirstMigrationFoundDirtyIsAppliedAgain(t *testing.T) {
+	t.Parallel()
+	db := dbtest.OpenDB(t, pgtest.Shared(t))
+	ctx := context.Background()
+	schema := probeSchema(t, db)
+	table := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
+	if _, err := db.Pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
+CREATE TABLE `+table+` (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL);
+INSERT INTO `+table+` VALUES (1, true)`); err != nil {
+		t.Fatal(err)
+	}
+	v, err := tenants.NewTenants(db, dbtest.Discard).Migrate(ctx, schema, threeTables(0))
+	if err != nil || v != 3 {
+		t.Fatalf("migrate: version %d, %v; want 3 and no error", v, err)
+	}
+	threeTablesMade(t, db, schema)
+}
+
+// probeSchema is the name of a schema of t's own in db, dropped when t ends.
+func probeSchema(t *testing.T, db *postgres.DB) string {
+	schema := "migrate_" + pgtest.RandomSuffix()
+	t.Cleanup(func() {
+		if _, err := db.Pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	return schema
+}
+
+// threeTables are migrations 1 to 3, each making a table: one, two and
+// three. The second waits for the advisory lock key as it ends, and ends
+// with a comment without a line break; the third has no semicolon.
+func threeTables(key int64) fstest.MapFS {
+	fsys := fstest.MapFS{
+		"000001_one.up.sql":   {Data: []byte("CREATE TABLE one (id int);\n")},
+		"000002_two.up.sql":   {Data: []byte(fmt.Sprintf("CREATE TABLE two (id int);\nSELECT pg_advisory_xact_lock(%d);\n-- the end", key))},
+		"000003_three.up.sql": {Data: []byte("CREATE TABLE three (id int)")},
+	}
+	for v, name := range []string{"one", "two", "three"} {
+		fsys[fmt.Sprintf("%06d_%s.down.sql", v+1, name)] = &fstest.MapFile{Data: []byte("DROP TABLE " + name + ";")}
+	}
+	return fsys
+}
+
+// threeTablesMade checks that schema holds threeTables' tables and
+// records migration 3, clean.
+func threeTablesMade(t *testing.T, db *postgres.DB, schema string) {
+	t.Helper()
+	ctx := context.Background()
+	var version int64
+	var dirty bool
+	if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&version, &dirty); err != nil {
 		t.Fatal(err)
 	}
 	if version != 3 || dirty {
