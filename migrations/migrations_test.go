@@ -58,11 +58,10 @@ func pairedAndNumbered(t *testing.T, fsys fs.FS) {
 // TestMigrationsHoldNoTransactionControl: circulation-storage applies each
 // up migration as one statement, which PostgreSQL runs as one transaction
 // together with the record of the migration's version. A file that ended
-// that transaction itself (COMMIT), or held a statement that cannot run in
-// one (CREATE INDEX CONCURRENTLY), would break that.
+// that transaction itself (COMMIT, END), or held a statement that cannot
+// run in one (CREATE INDEX CONCURRENTLY), would break that.
 func TestMigrationsHoldNoTransactionControl(t *testing.T) {
 	t.Parallel()
-	control := regexp.MustCompile(`(?i)\b(BEGIN|COMMIT|ROLLBACK|START\s+TRANSACTION|SAVEPOINT|CONCURRENTLY|VACUUM)\b`)
 	for name, fsys := range map[string]fs.FS{"shared": FS, "tenant schema": TenantSchemaFS} {
 		names, err := fs.Glob(fsys, "*.up.sql")
 		if err != nil || len(names) == 0 {
@@ -73,32 +72,85 @@ func TestMigrationsHoldNoTransactionControl(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m := control.FindString(outsideBodies(string(b))); m != "" {
+			if m := transactionControl(string(b)); m != "" {
 				t.Errorf("%s %s: %q outside a function's body", name, n, m)
 			}
 		}
 	}
 }
 
-// outsideBodies is sql without its comments and its dollar-quoted
-// strings (the bodies of functions, whose BEGIN is PL/pgSQL's block).
-func outsideBodies(sql string) string {
-	sql = regexp.MustCompile(`--[^\n]*`).ReplaceAllString(sql, "")
-	tag := regexp.MustCompile(`\$[A-Za-z_0-9]*\$`)
-	var out strings.Builder
-	for {
-		loc := tag.FindStringIndex(sql)
-		if loc == nil {
-			out.WriteString(sql)
-			return out.String()
+// transactionControl is the first transaction control in sql outside its
+// comments, strings and functions' bodies, or "".
+func transactionControl(sql string) string {
+	return control.FindString(statements(sql))
+}
+
+var control = regexp.MustCompile(`(?i)\b(BEGIN|COMMIT|ROLLBACK|ABORT|START\s+TRANSACTION|SAVEPOINT|CONCURRENTLY|VACUUM|ALTER\s+SYSTEM|CREATE\s+DATABASE|CALL)\b|\bEND\s*(TRANSACTION|WORK)?\s*;`)
+
+func TestTransactionControlIsFoundOutsideBodiesOnly(t *testing.T) {
+	t.Parallel()
+	for sql, want := range map[string]string{
+		"CREATE FUNCTION f() RETURNS void AS $$ BEGIN NULL; END; $$ LANGUAGE plpgsql;":         "",
+		"CREATE FUNCTION f() RETURNS void AS $body$ BEGIN NULL; END; $body$ LANGUAGE plpgsql;": "",
+		"SELECT 'COMMIT; -- it''s';":                 "",
+		"/* COMMIT; */ SELECT 1; -- ROLLBACK;":       "",
+		"SELECT 'it''s'; COMMIT;":                    "COMMIT",
+		"CREATE INDEX CONCURRENTLY i ON t (c);":      "CONCURRENTLY",
+		"SELECT 1;\nEND;":                            "END;",
+		"SELECT $t$ BEGIN $t$;\nbegin;":              "begin",
+		"CREATE TABLE committed (committed_at int);": "",
+	} {
+		if got := transactionControl(sql); got != want {
+			t.Errorf("transactionControl(%q) = %q, want %q", sql, got, want)
 		}
-		out.WriteString(sql[:loc[0]])
-		open := sql[loc[0]:loc[1]]
-		rest := sql[loc[1]:]
-		end := strings.Index(rest, open)
-		if end < 0 {
-			return out.String()
-		}
-		sql = rest[end+len(open):]
 	}
+}
+
+// dollarTag opens (and closes) a dollar-quoted string.
+var dollarTag = regexp.MustCompile(`^\$([A-Za-z_][A-Za-z_0-9]*)?\$`)
+
+// statements is sql without its comments, its string literals and its
+// dollar-quoted strings (the bodies of functions, whose BEGIN and END are
+// PL/pgSQL's blocks), each string left as a space.
+func statements(sql string) string {
+	var out strings.Builder
+	for i := 0; i < len(sql); {
+		rest := sql[i:]
+		switch {
+		case strings.HasPrefix(rest, "--"):
+			end := strings.IndexByte(rest, '\n')
+			if end < 0 {
+				return out.String()
+			}
+			i += end
+		case strings.HasPrefix(rest, "/*"):
+			end := strings.Index(rest, "*/")
+			if end < 0 {
+				return out.String()
+			}
+			i += end + 2
+		case rest[0] == '\'':
+			end := 1
+			for end < len(rest) && (rest[end] != '\'' || strings.HasPrefix(rest[end:], "''")) {
+				if rest[end] == '\'' {
+					end++ // the first of a doubled quote
+				}
+				end++
+			}
+			out.WriteByte(' ')
+			i += end + 1
+		case dollarTag.MatchString(rest):
+			tag := dollarTag.FindString(rest)
+			end := strings.Index(rest[len(tag):], tag)
+			if end < 0 {
+				return out.String()
+			}
+			out.WriteByte(' ')
+			i += len(tag) + end + len(tag)
+		default:
+			out.WriteByte(rest[0])
+			i++
+		}
+	}
+	return out.String()
 }

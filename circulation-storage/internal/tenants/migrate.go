@@ -17,7 +17,9 @@ import (
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
@@ -102,8 +104,8 @@ const migrateSessionName = "circulation-storage-migrate"
 
 // migrateTries bounds the attempts of one migrate call: a migration that
 // meets PostgreSQL's deadlock detector, or loses its session, is rolled
-// back whole and is tried again at once; the caller hears of the last
-// failure (a 503 when it is one to try again later).
+// back whole and is tried again at once (worthRetrying); the caller hears
+// of the last failure (a 503 when it is one to try again later).
 const migrateTries = 3
 
 // migrate creates schema if needed and applies every pending migration of
@@ -117,7 +119,7 @@ func (s *Tenants) migrate(ctx context.Context, schema string, fsys fs.FS) (uint,
 	err := backoff.Retry(func() error {
 		var err error
 		version, err = s.migrateOnce(ctx, schema, fsys)
-		if err != nil && !errs.IsKind(err, errs.KindUnavailable) {
+		if err != nil && !worthRetrying(err) {
 			return backoff.Permanent(err)
 		}
 		if err != nil {
@@ -152,7 +154,7 @@ func (s *Tenants) migrateOnce(ctx context.Context, schema string, fsys fs.FS) (u
 	}
 	driver, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{})
 	if err != nil {
-		return 0, fmt.Errorf("migrate %s: %w", schema, postgres.Interpret(queryError(err), ""))
+		return 0, migrationFailed(schema, err)
 	}
 	src, err := iofs.New(fsys, ".")
 	if err != nil {
@@ -167,20 +169,18 @@ func (s *Tenants) migrateOnce(ctx context.Context, schema string, fsys fs.FS) (u
 	if version, dirty, err := m.Version(); err == nil && dirty && version <= LatestMigration(fsys) {
 		// Not applied (see applied): recorded as what it is, the version
 		// before it (none, before the first), and applied now.
-		before := database.NilVersion
-		if prev, err := src.Prev(version); err == nil {
-			before = int(prev)
-		} else if !errors.Is(err, fs.ErrNotExist) {
+		before, err := versionBefore(src, version)
+		if err != nil {
 			return 0, fmt.Errorf("read migrations: %w", err)
 		}
 		if err := m.Force(before); err != nil {
-			return 0, fmt.Errorf("migrate %s: %w", schema, postgres.Interpret(queryError(err), ""))
+			return 0, migrationFailed(schema, err)
 		}
 		s.logger.InfoContext(ctx, "a migration that had not committed is applied again",
 			slog.String("schema", schema), slog.Uint64("migration", uint64(version)))
 	}
 	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
-		return 0, fmt.Errorf("migrate %s: %w", schema, postgres.Interpret(queryError(err), ""))
+		return 0, migrationFailed(schema, err)
 	}
 	version, _, err := m.Version()
 	if err != nil {
@@ -213,10 +213,50 @@ func (s stamped) ReadUp(version uint) (io.ReadCloser, string, error) {
 	return io.NopCloser(strings.NewReader(string(body) + stamp)), id, nil
 }
 
+// versionBefore is the version of the migration before version in src, or
+// none (database.NilVersion) when version is the first.
+func versionBefore(src source.Driver, version uint) (int, error) {
+	prev, err := src.Prev(version)
+	if err == nil {
+		return int(prev), nil
+	}
+	if first, ferr := src.First(); errors.Is(err, fs.ErrNotExist) && ferr == nil && first == version {
+		return database.NilVersion, nil
+	}
+	return 0, fmt.Errorf("no migration before %d: %w", version, err)
+}
+
+// migrationFailed is the error of a migration that failed: a 503 when the
+// database could not run it (unavailable, a deadlock, too slow), else the
+// failure itself, a 500: a migration that a schema's data refuses (a
+// unique index over duplicates) is the release's fault, not the caller's.
+func migrationFailed(schema string, err error) error {
+	if e := postgres.Interpret(queryError(err), ""); errs.IsKind(e, errs.KindUnavailable) {
+		return fmt.Errorf("migrate %s: %w", schema, e)
+	}
+	return fmt.Errorf("migrate %s: %w", schema, err)
+}
+
+// worthRetrying says whether a migration that failed with err may succeed
+// at once when tried again: PostgreSQL rolled it back to break a deadlock
+// or a serialization conflict, or its session was lost (a server shutting
+// down, a connection cut). A statement timeout, a full disk, a cancelled
+// request would only fail again, holding the migration's locks as long.
+func worthRetrying(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(queryError(err), &pgErr) {
+		return pgErr.Code == pgerrcode.DeadlockDetected || pgErr.Code == pgerrcode.SerializationFailure ||
+			strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return errs.IsKind(err, errs.KindUnavailable) // a connection lost or refused
+}
+
 // queryError lets errors.As find the PostgreSQL error inside the
 // database.Error golang-migrate returns for a failed statement, which
-// does not unwrap: a migration PostgreSQL's deadlock detector rolled back
-// is a 503 to try again, like any statement's.
+// does not unwrap.
 func queryError(err error) error {
 	var v database.Error
 	if errors.As(err, &v) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
+	"github.com/checkoutlock/schemas/errs"
 )
 
 // TestAMigrationWhoseSessionDiesIsAppliedAgain: the session applying a
@@ -88,6 +90,11 @@ WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2
 	if err := db.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&ended); err != nil || !ended {
 		t.Fatalf("end the migrating session %d: %t, %v", pid, ended, err)
 	}
+	dbtest.Eventually(t, "the migrating session ends", func() bool {
+		var n int
+		err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n)
+		return err == nil && n == 0
+	})
 	if err := holder.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +126,39 @@ INSERT INTO `+table+` VALUES (1, true)`); err != nil {
 		t.Fatalf("migrate: version %d, %v; want 3 and no error", v, err)
 	}
 	threeTablesMade(t, db, schema)
+}
+
+// TestAMigrationTheDataRefusesIsTheReleasesFault: a migration the schema's
+// data refuses (a unique index over duplicates) fails the tenant
+// operation as the server's error, a 500 with the failure logged, not as
+// the caller's 409 or 422; it is not tried again, and its version is left
+// dirty, the schema at the migration before it.
+func TestAMigrationTheDataRefusesIsTheReleasesFault(t *testing.T) {
+	t.Parallel()
+	db := dbtest.OpenDB(t, pgtest.Shared(t))
+	ctx := context.Background()
+	schema := probeSchema(t, db)
+	fsys := fstest.MapFS{
+		"000001_twice.up.sql":   {Data: []byte("CREATE TABLE twice (x int); INSERT INTO twice VALUES (1), (1);")},
+		"000001_twice.down.sql": {Data: []byte("DROP TABLE twice;")},
+		"000002_once.up.sql":    {Data: []byte("CREATE UNIQUE INDEX once ON twice (x);")},
+		"000002_once.down.sql":  {Data: []byte("DROP INDEX once;")},
+	}
+	_, err := tenants.NewTenants(db, dbtest.Discard).Migrate(ctx, schema, fsys)
+	if err == nil || !strings.Contains(err.Error(), "could not create unique index") {
+		t.Fatalf("migrate: %v; want the unique index's failure", err)
+	}
+	if e, ok := errs.As(err); ok {
+		t.Errorf("migrate: %v is a %d for the caller (%s); want the server's error", err, e.Kind, e.Code)
+	}
+	var version int64
+	var dirty bool
+	if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&version, &dirty); err != nil {
+		t.Fatal(err)
+	}
+	if version != 2 || !dirty {
+		t.Errorf("record: version %d dirty %t, want 2 dirty", version, dirty)
+	}
 }
 
 // probeSchema is the name of a schema of t's own in db, dropped when t ends.

@@ -260,7 +260,7 @@ func (s *Tenants) schemaCurrent(ctx context.Context) error {
 	e := errs.Errorf(errs.KindUnavailable, schemas.CodeSchemaBehind,
 		"The database's schema is at migration %d%s; this circulation-storage needs migration %d: upgrade the tenant "+
 			"(POST /_/tenant with module_from and module_to, docs/operations.md) and this instance serves it",
-		have, map[bool]string{true: fmt.Sprintf(" (migration %d failed and was rolled back)", version)}[dirty], need).
+		have, map[bool]string{true: fmt.Sprintf(" (migration %d is being applied, or failed and was rolled back)", version)}[dirty], need).
 		With("schemaVersion", strconv.FormatInt(have, 10)).With("needs", strconv.FormatUint(uint64(need), 10))
 	e.RetryAfter = 5 * time.Second
 	st.behind = e
