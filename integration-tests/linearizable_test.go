@@ -108,6 +108,7 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	w.ageing = true
 
 	start := time.Now()
+	clock, stopClock := readWallClock(start)
 	// The history lasts historyLength and, on a machine slow enough that
 	// the faults in turn have not all come by then, until each has come
 	// once (injectFaults ends it).
@@ -162,7 +163,8 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	wg.Wait()
 	recorded := time.Since(start).Round(time.Second)
 
-	ops = append(ops, agings(t, w, start, ops)...)
+	ops = append(ops, agings(t, w, start, clock, ops)...)
+	stopClock()
 	annotate(ops)
 	counts := map[string]int{}
 	unknown, pastLimit, atLimit := 0, 0, 0
@@ -338,14 +340,14 @@ func injectFaults(t *testing.T, c *harness.Cluster, pg *harness.Postgres, start 
 // agings are the agings to lost storage's sweeper made during the history
 // ops of w, as operations of it: each loan the database says was aged
 // (its agedToLostDelayedBilling.agedToLostDate, kept through a check-in)
-// is an operation of a client of its own. Its aging took effect at some time from its
-// transaction's start (the date, its now(), read on the machine's clock
-// the history's times are taken on, less 10 ms for the dates' rounding)
-// until the first read that shows it (its item Aged to lost, or the loan
-// billed by it), or, when none does, the agings' own read: the sweeper
-// goes on after the clients stop, and an aging committed after the last
-// of their operations ends after it too.
-func agings(t *testing.T, w *cellWorld, start time.Time, ops []porcupine.Operation) []porcupine.Operation {
+// is an operation of a client of its own. Its aging took effect at some
+// time from its transaction's start (the date, its now(), read on this
+// machine's wall clock, less 10 ms for the dates' rounding, placed among
+// the history's times by clock) until the first read that shows it (its
+// item Aged to lost, or the loan billed by it), or, when none does, the
+// agings' own read: the sweeper goes on after the clients stop, and an
+// aging committed after the last of their operations ends after it too.
+func agings(t *testing.T, w *cellWorld, start time.Time, clock *wallClock, ops []porcupine.Operation) []porcupine.Operation {
 	t.Helper()
 	type where struct{ cell, item int }
 	items := map[string]where{}
@@ -382,9 +384,9 @@ func agings(t *testing.T, w *cellWorld, start time.Time, ops []porcupine.Operati
 	var out []porcupine.Operation
 	for _, a := range found {
 		in := cellInput{Kind: opAge, Cell: items[a.item].cell, Item: items[a.item].item, ID: a.id}
-		began := a.at.Sub(start).Nanoseconds()
+		began := clock.notAfter(a.at.Add(-10 * time.Millisecond)).Nanoseconds()
 		op := porcupine.Operation{ClientId: historyClients + 1 + len(out), Input: in, Output: cellOutput{Outcome: outDone},
-			Call: began - (10 * time.Millisecond).Nanoseconds(), Return: end}
+			Call: began, Return: end}
 		for _, r := range ops {
 			// A read begun after the aging began: its item was lent by
 			// then, so Aged to lost is this loan's.
@@ -401,6 +403,72 @@ func agings(t *testing.T, w *cellWorld, start time.Time, ops []porcupine.Operati
 		out = append(out, op)
 	}
 	return out
+}
+
+// wallClock places times read on this machine's wall clock, as
+// PostgreSQL's dates are, among a history's, which are taken on the
+// monotonic clock (time.Since(start)): the wall clock may be stepped or
+// slewed while the history runs, and a date set against start alone
+// would then be placed seconds away from the operations around it.
+type wallClock struct {
+	mu      sync.Mutex
+	samples []clockSample // in the order taken
+}
+
+// A clockSample is one reading of both clocks.
+type clockSample struct {
+	wall time.Time     // the wall clock's reading
+	at   time.Duration // the monotonic clock's, since the history's start
+}
+
+// wallClockEvery is how often readWallClock reads the clocks: a time is
+// placed at most this much (and any step of the wall clock in it) early.
+const wallClockEvery = 5 * time.Millisecond
+
+// readWallClock reads both clocks from start every wallClockEvery until
+// stop is called.
+func readWallClock(start time.Time) (c *wallClock, stop func()) {
+	c = &wallClock{}
+	read := func() {
+		now := time.Now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.samples = append(c.samples, clockSample{wall: now.Round(0), at: now.Sub(start)})
+	}
+	read()
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(wallClockEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				read()
+			}
+		}
+	}()
+	return c, func() { close(done); <-stopped }
+}
+
+// notAfter is a time of the history no later than the moment the wall
+// clock read wall: the reading before the first one past wall (the wall
+// clock read wall after that reading, wherever it was stepped), or, for a
+// wall before every reading, wall set against the first.
+func (c *wallClock) notAfter(wall time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := slices.IndexFunc(c.samples, func(s clockSample) bool { return s.wall.After(wall) })
+	switch first {
+	case 0:
+		return c.samples[0].at - c.samples[0].wall.Sub(wall)
+	case -1:
+		return c.samples[len(c.samples)-1].at
+	}
+	return c.samples[first-1].at
 }
 
 // annotate marks, in every read of loans, the loans no answer named: only

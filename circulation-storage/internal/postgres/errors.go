@@ -68,10 +68,9 @@ func Interpret(err error, t storage.Tenant) error {
 				Because(err)
 		case pgErr.Code == pgerrcode.QueryCanceled:
 			return errs.Errorf(errs.KindUnavailable, schemas.CodeTimeout, "The request took too long and was cancelled").Because(err)
-		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
-			strings.HasPrefix(pgErr.Code, "53"),                                                    // insufficient resources
-			strings.HasPrefix(pgErr.Code, "57P"),                                                   // operator intervention: shutdown, cannot connect now
-			pgErr.Code == pgerrcode.SerializationFailure, pgErr.Code == pgerrcode.DeadlockDetected: // retryable
+		case tryAgainAtOnce(pgErr.Code),
+			strings.HasPrefix(pgErr.Code, "53"),      // insufficient resources
+			pgErr.Code == pgerrcode.LockNotAvailable: // a lock_timeout an operator set
 			return storage.Unavailable(err)
 		}
 		return err
@@ -83,6 +82,35 @@ func Interpret(err error, t storage.Tenant) error {
 		return storage.Unavailable(err)
 	}
 	return err
+}
+
+// TryAgainAtOnce reports whether what failed with err may succeed when
+// tried again at once: PostgreSQL rolled its transaction back to break a
+// deadlock or a serialization conflict, or its session was lost or
+// refused (a connection cut, a server shutting down or starting). A
+// statement timeout, a full disk or a cancelled request would only fail
+// again, holding what they hold as long; Interpret answers those, too,
+// as unavailable, for the caller to try later.
+func TryAgainAtOnce(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return tryAgainAtOnce(pgErr.Code)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	return isConnectionError(err)
+}
+
+// tryAgainAtOnce is TryAgainAtOnce of a PostgreSQL error's SQLSTATE code.
+func tryAgainAtOnce(code string) bool {
+	return strings.HasPrefix(code, "08") || // connection exception
+		strings.HasPrefix(code, "57P") || // operator intervention: shutdown, cannot connect now
+		code == pgerrcode.SerializationFailure || code == pgerrcode.DeadlockDetected
 }
 
 // isConnectionError reports whether err means the database could not be

@@ -17,9 +17,7 @@ import (
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
@@ -49,12 +47,40 @@ import (
 // already exists): the error names it.
 
 // applied is the last migration a schema recorded at version, dirty or
-// not, holds. The migrations are numbered 1, 2, 3… without a gap.
+// not, holds: 0 is none. The migrations are numbered 1, 2, 3… without a
+// gap (TestFilesArePairedAndNumberedInOrder), so the one before a version
+// is version - 1.
 func applied(version int64, dirty bool) int64 {
 	if dirty {
 		return version - 1
 	}
 	return version
+}
+
+// latestShared is the shared schema's last migration in this release.
+var latestShared = LatestMigration(migrations.FS)
+
+// sharedRecord is the shared schema's record of its migration.
+type sharedRecord struct {
+	version int64 // the last one recorded
+	dirty   bool  // recorded, but not committed (see applied)
+}
+
+// applied is the last migration the shared schema holds.
+func (r sharedRecord) applied() int64 { return applied(r.version, r.dirty) }
+
+// current says whether the shared schema holds every migration this
+// release needs: its last, or one beyond it (see migrateShared).
+func (r sharedRecord) current() bool { return r.applied() >= int64(latestShared) }
+
+// sharedMigration reads the shared schema's record of its migration. Its
+// error is the driver's: pgx.ErrNoRows, or postgres.TablesMissing, where
+// no tenant was ever enabled.
+func (s *Tenants) sharedMigration(ctx context.Context) (sharedRecord, error) {
+	var r sharedRecord
+	err := s.db.Pool.QueryRow(ctx,
+		`SELECT version, dirty FROM `+pgx.Identifier{postgres.SharedSchema, "schema_migrations"}.Sanitize()).Scan(&r.version, &r.dirty)
+	return r, err
 }
 
 // migrateShared brings the shared schema to its last migration, unless it
@@ -65,12 +91,8 @@ func applied(version int64, dirty bool) int64 {
 // release works on it, as an instance not yet upgraded must during a
 // rolling upgrade.
 func (s *Tenants) migrateShared(ctx context.Context) (uint, error) {
-	var version int64
-	var dirty bool
-	err := s.db.Pool.QueryRow(ctx,
-		`SELECT version, dirty FROM `+pgx.Identifier{postgres.SharedSchema, "schema_migrations"}.Sanitize()).Scan(&version, &dirty)
-	if have := applied(version, dirty); err == nil && have >= int64(LatestMigration(migrations.FS)) {
-		return uint(have), nil
+	if r, err := s.sharedMigration(ctx); err == nil && r.current() {
+		return uint(r.applied()), nil
 	}
 	return s.migrate(ctx, postgres.SharedSchema, migrations.FS)
 }
@@ -104,8 +126,9 @@ const migrateSessionName = "circulation-storage-migrate"
 
 // migrateTries bounds the attempts of one migrate call: a migration that
 // meets PostgreSQL's deadlock detector, or loses its session, is rolled
-// back whole and is tried again at once (worthRetrying); the caller hears
-// of the last failure (a 503 when it is one to try again later).
+// back whole and is tried again at once (postgres.TryAgainAtOnce, which
+// finds the PostgreSQL error in migrationFailed's); the caller hears of
+// the last failure (a 503 when it is one to try again later).
 const migrateTries = 3
 
 // migrate creates schema if needed and applies every pending migration of
@@ -119,7 +142,7 @@ func (s *Tenants) migrate(ctx context.Context, schema string, fsys fs.FS) (uint,
 	err := backoff.Retry(func() error {
 		var err error
 		version, err = s.migrateOnce(ctx, schema, fsys)
-		if err != nil && !worthRetrying(err) {
+		if err != nil && !postgres.TryAgainAtOnce(err) {
 			return backoff.Permanent(err)
 		}
 		if err != nil {
@@ -168,10 +191,11 @@ func (s *Tenants) migrateOnce(ctx context.Context, schema string, fsys fs.FS) (u
 	defer m.Close()
 	if version, dirty, err := m.Version(); err == nil && dirty && version <= LatestMigration(fsys) {
 		// Not applied (see applied): recorded as what it is, the version
-		// before it (none, before the first), and applied now.
-		before, err := versionBefore(src, version)
-		if err != nil {
-			return 0, fmt.Errorf("read migrations: %w", err)
+		// before it (none, before the first: golang-migrate has no
+		// version 0), and applied now.
+		before := int(applied(int64(version), dirty))
+		if before == 0 {
+			before = database.NilVersion
 		}
 		if err := m.Force(before); err != nil {
 			return 0, migrationFailed(schema, err)
@@ -213,19 +237,6 @@ func (s stamped) ReadUp(version uint) (io.ReadCloser, string, error) {
 	return io.NopCloser(strings.NewReader(string(body) + stamp)), id, nil
 }
 
-// versionBefore is the version of the migration before version in src, or
-// none (database.NilVersion) when version is the first.
-func versionBefore(src source.Driver, version uint) (int, error) {
-	prev, err := src.Prev(version)
-	if err == nil {
-		return int(prev), nil
-	}
-	if first, ferr := src.First(); errors.Is(err, fs.ErrNotExist) && ferr == nil && first == version {
-		return database.NilVersion, nil
-	}
-	return 0, fmt.Errorf("no migration before %d: %w", version, err)
-}
-
 // migrationFailed is the error of a migration that failed: a 503 when the
 // database could not run it (unavailable, a deadlock, too slow), else the
 // failure itself, a 500: a migration that a schema's data refuses (a
@@ -235,23 +246,6 @@ func migrationFailed(schema string, err error) error {
 		return fmt.Errorf("migrate %s: %w", schema, e)
 	}
 	return fmt.Errorf("migrate %s: %w", schema, err)
-}
-
-// worthRetrying says whether a migration that failed with err may succeed
-// at once when tried again: PostgreSQL rolled it back to break a deadlock
-// or a serialization conflict, or its session was lost (a server shutting
-// down, a connection cut). A statement timeout, a full disk, a cancelled
-// request would only fail again, holding the migration's locks as long.
-func worthRetrying(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(queryError(err), &pgErr) {
-		return pgErr.Code == pgerrcode.DeadlockDetected || pgErr.Code == pgerrcode.SerializationFailure ||
-			strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	return errs.IsKind(err, errs.KindUnavailable) // a connection lost or refused
 }
 
 // queryError lets errors.As find the PostgreSQL error inside the

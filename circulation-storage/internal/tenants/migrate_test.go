@@ -28,9 +28,8 @@ import (
 // the table it already made.
 func TestAMigrationWhoseSessionDiesIsAppliedAgain(t *testing.T) {
 	t.Parallel()
-	db := dbtest.OpenDB(t, pgtest.Shared(t))
+	db, schema := probeSchema(t)
 	ctx := context.Background()
-	schema := probeSchema(t, db)
 	key := rand.Int64()
 	fsys := threeTables(key)
 	advisory, err := db.Pool.Acquire(ctx)
@@ -59,14 +58,8 @@ WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2
 			tenants.MigrateSessionName, fmt.Sprint(key)).Scan(&pid)
 		return err == nil
 	})
-	table := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
-	var version int64
-	var dirty bool
-	if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+table).Scan(&version, &dirty); err != nil {
-		t.Fatal(err)
-	}
-	if version != 2 || !dirty {
-		t.Fatalf("record while migration 2 runs: version %d dirty %t, want 2 dirty", version, dirty)
+	if got, want := recorded(t, db, schema), (migrationRecord{2, true}); got != want {
+		t.Fatalf("record while migration 2 runs: %+v, want %+v", got, want)
 	}
 	// Hold the migrations table, let migration 2's statements finish, and
 	// end its session when it waits for the table to record its version.
@@ -75,7 +68,7 @@ WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := holder.Exec(ctx, `LOCK TABLE `+table+` IN ACCESS SHARE MODE`); err != nil {
+	if _, err := holder.Exec(ctx, `LOCK TABLE `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()+` IN ACCESS SHARE MODE`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := advisory.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
@@ -106,15 +99,75 @@ WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2
 	threeTablesMade(t, db, schema)
 }
 
+// TestAMigrationADeadlockRollsBackIsTriedAgain: a migration waits for a
+// lock a session of the test holds, and the test's session then waits for
+// one the migration holds. PostgreSQL's deadlock detector rolls the
+// migration back (the test's session waits longer before it looks); the
+// same call tries it again, which succeeds once the test's session ends.
+func TestAMigrationADeadlockRollsBackIsTriedAgain(t *testing.T) {
+	t.Parallel()
+	db, schema := probeSchema(t)
+	ctx := context.Background()
+	quoted := pgx.Identifier{schema}.Sanitize()
+	if _, err := db.Pool.Exec(ctx, `CREATE SCHEMA `+quoted+`; CREATE TABLE `+quoted+`.first (); CREATE TABLE `+quoted+`.second ()`); err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{
+		"000001_both.up.sql": {Data: []byte("LOCK TABLE first IN ACCESS EXCLUSIVE MODE;\n" +
+			"LOCK TABLE second IN ACCESS EXCLUSIVE MODE;\nCREATE TABLE one (id int);\n")},
+		"000001_both.down.sql": {Data: []byte("DROP TABLE one;")},
+	}
+	holder, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := holder.Exec(ctx, `SET LOCAL deadlock_timeout = '1min'; LOCK TABLE `+quoted+`.second IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		version uint
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := tenants.NewTenants(db, dbtest.Discard).Migrate(ctx, schema, fsys)
+		done <- result{v, err}
+	}()
+	dbtest.Eventually(t, "the migration waits for the second table", func() bool {
+		var n int
+		err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE application_name = $1 AND wait_event = 'relation' AND query LIKE 'LOCK TABLE first%'`, tenants.MigrateSessionName).Scan(&n)
+		return err == nil && n == 1
+	})
+	// Waits until the deadlock detector has rolled the migration back.
+	if _, err := holder.Exec(ctx, `LOCK TABLE `+quoted+`.first IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatalf("the test's session, not the migration, was rolled back: %v", err)
+	}
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.version != 1 {
+		t.Fatalf("migrate: version %d, %v; want 1 and no error", r.version, r.err)
+	}
+	if got, want := recorded(t, db, schema), (migrationRecord{1, false}); got != want {
+		t.Errorf("record after: %+v, want %+v", got, want)
+	}
+	var made bool
+	if err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'one')`, schema).Scan(&made); err != nil || !made {
+		t.Errorf("table one made: %t, %v; want true", made, err)
+	}
+}
+
 // TestAFirstMigrationFoundDirtyIsAppliedAgain: the first migration of a
 // schema did not commit (its instance died): its version is recorded
 // dirty and nothing of it is there. The next migration applies it, and
 // the ones after.
 func TestAFirstMigrationFoundDirtyIsAppliedAgain(t *testing.T) {
 	t.Parallel()
-	db := dbtest.OpenDB(t, pgtest.Shared(t))
+	db, schema := probeSchema(t)
 	ctx := context.Background()
-	schema := probeSchema(t, db)
 	table := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
 	if _, err := db.Pool.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()+`;
 CREATE TABLE `+table+` (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL);
@@ -135,9 +188,8 @@ INSERT INTO `+table+` VALUES (1, true)`); err != nil {
 // dirty, the schema at the migration before it.
 func TestAMigrationTheDataRefusesIsTheReleasesFault(t *testing.T) {
 	t.Parallel()
-	db := dbtest.OpenDB(t, pgtest.Shared(t))
+	db, schema := probeSchema(t)
 	ctx := context.Background()
-	schema := probeSchema(t, db)
 	fsys := fstest.MapFS{
 		"000001_twice.up.sql":   {Data: []byte("CREATE TABLE twice (x int); INSERT INTO twice VALUES (1), (1);")},
 		"000001_twice.down.sql": {Data: []byte("DROP TABLE twice;")},
@@ -151,25 +203,39 @@ func TestAMigrationTheDataRefusesIsTheReleasesFault(t *testing.T) {
 	if e, ok := errs.As(err); ok {
 		t.Errorf("migrate: %v is a %d for the caller (%s); want the server's error", err, e.Kind, e.Code)
 	}
-	var version int64
-	var dirty bool
-	if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&version, &dirty); err != nil {
-		t.Fatal(err)
-	}
-	if version != 2 || !dirty {
-		t.Errorf("record: version %d dirty %t, want 2 dirty", version, dirty)
+	if got, want := recorded(t, db, schema), (migrationRecord{2, true}); got != want {
+		t.Errorf("record: %+v, want %+v", got, want)
 	}
 }
 
-// probeSchema is the name of a schema of t's own in db, dropped when t ends.
-func probeSchema(t *testing.T, db *postgres.DB) string {
+// probeSchema is the shared test database and the name of a schema of t's
+// own in it, dropped when t ends.
+func probeSchema(t *testing.T) (*postgres.DB, string) {
+	db := dbtest.OpenDB(t, pgtest.Shared(t))
 	schema := "migrate_" + pgtest.RandomSuffix()
 	t.Cleanup(func() {
 		if _, err := db.Pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 			t.Errorf("drop schema: %v", err)
 		}
 	})
-	return schema
+	return db, schema
+}
+
+// migrationRecord is a schema's record of its migration.
+type migrationRecord struct {
+	Version int64
+	Dirty   bool
+}
+
+// recorded reads schema's record of its migration.
+func recorded(t *testing.T, db *postgres.DB, schema string) migrationRecord {
+	t.Helper()
+	var r migrationRecord
+	if err := db.Pool.QueryRow(context.Background(),
+		`SELECT version, dirty FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&r.Version, &r.Dirty); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // threeTables are migrations 1 to 3, each making a table: one, two and
@@ -192,13 +258,8 @@ func threeTables(key int64) fstest.MapFS {
 func threeTablesMade(t *testing.T, db *postgres.DB, schema string) {
 	t.Helper()
 	ctx := context.Background()
-	var version int64
-	var dirty bool
-	if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&version, &dirty); err != nil {
-		t.Fatal(err)
-	}
-	if version != 3 || dirty {
-		t.Errorf("record after: version %d dirty %t, want 3 clean", version, dirty)
+	if got, want := recorded(t, db, schema), (migrationRecord{3, false}); got != want {
+		t.Errorf("record after: %+v, want %+v", got, want)
 	}
 	var tables int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename IN ('one', 'two', 'three')`,

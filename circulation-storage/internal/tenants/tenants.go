@@ -28,7 +28,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	storage "github.com/checkoutlock/circulation-storage"
-	"github.com/checkoutlock/migrations"
 )
 
 // Tenants implements storage.TenantService.
@@ -223,7 +222,7 @@ func (s *Tenants) Enabled(ctx context.Context, t storage.Tenant) (bool, error) {
 }
 
 // schemaCurrent answers nil when the shared schema has every migration
-// this release runs on (LatestMigration), or none at all (no tenant is
+// this release runs on (sharedRecord.current), or none at all (no tenant is
 // enabled yet: the tenant is refused as not initialized); else a 503
 // SCHEMA_BEHIND naming the migration it is at and the one this release
 // needs. A storage started before its tenants are upgraded (a rolling
@@ -239,29 +238,24 @@ func (s *Tenants) schemaCurrent(ctx context.Context) error {
 	if time.Since(st.asked) < schemaAskEvery && st.behind != nil {
 		return st.behind
 	}
-	var version int64
-	var dirty bool
-	err := s.db.Pool.QueryRow(ctx,
-		`SELECT version, dirty FROM `+pgx.Identifier{postgres.SharedSchema, "schema_migrations"}.Sanitize()).Scan(&version, &dirty)
-	var pgErr *pgconn.PgError
-	if errors.Is(err, pgx.ErrNoRows) || errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.UndefinedTable || pgErr.Code == pgerrcode.InvalidSchemaName) {
+	r, err := s.sharedMigration(ctx)
+	if errors.Is(err, pgx.ErrNoRows) || postgres.TablesMissing(err) {
 		return nil // no shared schema yet: nothing is enabled
 	}
 	if err != nil {
 		return postgres.Interpret(err, "")
 	}
-	need := LatestMigration(migrations.FS)
-	have := applied(version, dirty)
-	if have >= int64(need) {
+	if r.current() {
 		st.current, st.behind = true, nil
 		return nil
 	}
 	st.asked = time.Now()
+	have := r.applied()
 	e := errs.Errorf(errs.KindUnavailable, schemas.CodeSchemaBehind,
 		"The database's schema is at migration %d%s; this circulation-storage needs migration %d: upgrade the tenant "+
 			"(POST /_/tenant with module_from and module_to, docs/operations.md) and this instance serves it",
-		have, map[bool]string{true: fmt.Sprintf(" (migration %d is being applied, or failed and was rolled back)", version)}[dirty], need).
-		With("schemaVersion", strconv.FormatInt(have, 10)).With("needs", strconv.FormatUint(uint64(need), 10))
+		have, map[bool]string{true: fmt.Sprintf(" (migration %d is being applied, or failed and was rolled back)", r.version)}[r.dirty], latestShared).
+		With("schemaVersion", strconv.FormatInt(have, 10)).With("needs", strconv.FormatUint(uint64(latestShared), 10))
 	e.RetryAfter = 5 * time.Second
 	st.behind = e
 	return e
@@ -375,7 +369,9 @@ func createViews(ctx context.Context, tx pgx.Tx, t storage.Tenant) error {
 
 // purgeAttempts bounds how often a purge is tried again after a write
 // committed a row referring to one the purge had deleted, or a write still
-// running when the purge began locked rows in the other order (deadlock).
+// running when the purge began locked rows in the other order (deadlock),
+// or its session was lost (postgres.TryAgainAtOnce): a purge that had
+// committed all the same deletes nothing the second time.
 const purgeAttempts = 5
 
 // Purge implements storage.TenantService: every row of the tenant is
@@ -388,8 +384,8 @@ func (s *Tenants) Purge(ctx context.Context, t storage.Tenant) error {
 	var err error
 	for range purgeAttempts {
 		var pgErr *pgconn.PgError
-		if err = s.purgeOnce(ctx, t); !errors.As(err, &pgErr) ||
-			(pgErr.Code != pgerrcode.ForeignKeyViolation && pgErr.Code != pgerrcode.DeadlockDetected) {
+		if err = s.purgeOnce(ctx, t); !postgres.TryAgainAtOnce(err) &&
+			!(errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation) {
 			break
 		}
 	}

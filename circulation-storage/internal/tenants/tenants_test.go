@@ -258,13 +258,8 @@ func TestASchemaMigratedFurtherIsLeftAsItIs(t *testing.T) {
 			if ok, err := tenants.NewTenants(db, dbtest.Discard).Enabled(ctx, tenant); err != nil || !ok {
 				t.Errorf("tenant enabled: %t, %v; want true", ok, err)
 			}
-			var version int64
-			var dirty bool
-			if err := db.Pool.QueryRow(ctx, `SELECT version, dirty FROM `+table).Scan(&version, &dirty); err != nil {
-				t.Fatal(err)
-			}
-			if version != int64(latest)+1 || dirty != c.dirty {
-				t.Errorf("record: version %d dirty %t, want %d dirty %t as the later release left it", version, dirty, latest+1, c.dirty)
+			if got, want := recorded(t, db, postgres.SharedSchema), (migrationRecord{int64(latest) + 1, c.dirty}); got != want {
+				t.Errorf("record: %+v, want %+v as the later release left it", got, want)
 			}
 		})
 	}
