@@ -108,7 +108,7 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	w.ageing = true
 
 	start := time.Now()
-	clock, stopClock := readWallClock(start)
+	clock := readWallClock(t, start)
 	// The history lasts historyLength and, on a machine slow enough that
 	// the faults in turn have not all come by then, until each has come
 	// once (injectFaults ends it).
@@ -164,7 +164,6 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 	recorded := time.Since(start).Round(time.Second)
 
 	ops = append(ops, agings(t, w, start, clock, ops)...)
-	stopClock()
 	annotate(ops)
 	counts := map[string]int{}
 	unknown, pastLimit, atLimit := 0, 0, 0
@@ -384,14 +383,19 @@ func agings(t *testing.T, w *cellWorld, start time.Time, clock *wallClock, ops [
 	var out []porcupine.Operation
 	for _, a := range found {
 		in := cellInput{Kind: opAge, Cell: items[a.item].cell, Item: items[a.item].item, ID: a.id}
-		began := clock.notAfter(a.at.Add(-10 * time.Millisecond)).Nanoseconds()
+		began, exact := clock.notAfter(a.at)
 		op := porcupine.Operation{ClientId: historyClients + 1 + len(out), Input: in, Output: cellOutput{Outcome: outDone},
-			Call: began, Return: end}
+			Call: (began - 10*time.Millisecond).Nanoseconds(), Return: end}
 		for _, r := range ops {
+			if !exact {
+				// Began as much earlier as the wall clock was set back: a
+				// read begun after it may show the item's aging before.
+				break
+			}
 			// A read begun after the aging began: its item was lent by
 			// then, so Aged to lost is this loan's.
 			rin, rout := r.Input.(cellInput), r.Output.(cellOutput)
-			if rin.Cell != in.Cell || r.Call <= began || r.Return >= op.Return {
+			if rin.Cell != in.Cell || r.Call <= began.Nanoseconds() || r.Return >= op.Return {
 				continue
 			}
 			shows := rin.Kind == opReadItems && len(rout.Items) > in.Item && rout.Items[in.Item].Status == schemas.ItemAgedToLost ||
@@ -413,6 +417,7 @@ func agings(t *testing.T, w *cellWorld, start time.Time, clock *wallClock, ops [
 type wallClock struct {
 	mu      sync.Mutex
 	samples []clockSample // in the order taken
+	back    bool          // a sample read the wall clock earlier than the one before
 }
 
 // A clockSample is one reading of both clocks.
@@ -421,19 +426,22 @@ type clockSample struct {
 	at   time.Duration // the monotonic clock's, since the history's start
 }
 
-// wallClockEvery is how often readWallClock reads the clocks: a time is
-// placed at most this much (and any step of the wall clock in it) early.
+// wallClockEvery is how often readWallClock reads the clocks.
 const wallClockEvery = 5 * time.Millisecond
 
-// readWallClock reads both clocks from start every wallClockEvery until
-// stop is called.
-func readWallClock(start time.Time) (c *wallClock, stop func()) {
-	c = &wallClock{}
+// readWallClock reads both clocks from start every wallClockEvery until t
+// ends.
+func readWallClock(t *testing.T, start time.Time) *wallClock {
+	c := &wallClock{}
 	read := func() {
 		now := time.Now()
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.samples = append(c.samples, clockSample{wall: now.Round(0), at: now.Sub(start)})
+		s := clockSample{wall: now.Round(0), at: now.Sub(start)}
+		if n := len(c.samples); n > 0 && s.wall.Before(c.samples[n-1].wall) {
+			c.back = true
+		}
+		c.samples = append(c.samples, s)
 	}
 	read()
 	done := make(chan struct{})
@@ -451,24 +459,28 @@ func readWallClock(start time.Time) (c *wallClock, stop func()) {
 			}
 		}
 	}()
-	return c, func() { close(done); <-stopped }
+	t.Cleanup(func() { close(done); <-stopped })
+	return c
 }
 
 // notAfter is a time of the history no later than the moment the wall
-// clock read wall: the reading before the first one past wall (the wall
-// clock read wall after that reading, wherever it was stepped), or, for a
-// wall before every reading, wall set against the first.
-func (c *wallClock) notAfter(wall time.Time) time.Duration {
+// clock read wall (unless the wall clock was set back in the
+// wallClockEvery after that moment): the reading before the first one
+// past wall. exact says the wall clock was never seen set back,
+// so that the time is also at most wallClockEvery (and any step forward
+// in it) early; else it may be as much earlier as the clock was set back.
+// A wall before every reading is set against the first.
+func (c *wallClock) notAfter(wall time.Time) (at time.Duration, exact bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	first := slices.IndexFunc(c.samples, func(s clockSample) bool { return s.wall.After(wall) })
 	switch first {
 	case 0:
-		return c.samples[0].at - c.samples[0].wall.Sub(wall)
+		return c.samples[0].at - c.samples[0].wall.Sub(wall), !c.back
 	case -1:
-		return c.samples[len(c.samples)-1].at
+		return c.samples[len(c.samples)-1].at, !c.back
 	}
-	return c.samples[first-1].at
+	return c.samples[first-1].at, !c.back
 }
 
 // annotate marks, in every read of loans, the loans no answer named: only

@@ -88,22 +88,21 @@ func Interpret(err error, t storage.Tenant) error {
 // tried again at once: PostgreSQL rolled its transaction back to break a
 // deadlock or a serialization conflict, or its session was lost or
 // refused (a connection cut, a server shutting down or starting). A
-// statement timeout, a full disk or a cancelled request would only fail
-// again, holding what they hold as long; Interpret answers those, too,
-// as unavailable, for the caller to try later.
+// statement or lock timeout, a full disk, too many connections, a failed
+// sign-in or a cancelled request would only fail again, holding what they
+// hold as long; Interpret answers those as the caller should hear them.
+// Only what is safe to do twice may be tried again so: a transaction whose
+// session was lost at its commit may have committed.
 func TryAgainAtOnce(err error) bool {
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
-		return true
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return tryAgainAtOnce(pgErr.Code)
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return false
-	}
-	return isConnectionError(err)
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &connectErr) || isConnectionError(err)
 }
 
 // tryAgainAtOnce is TryAgainAtOnce of a PostgreSQL error's SQLSTATE code.

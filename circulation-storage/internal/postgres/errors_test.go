@@ -20,12 +20,15 @@ import (
 // TestTryAgainAtOnce: what may succeed when tried again at once (a
 // deadlock, a serialization conflict, a lost or refused session) is told
 // apart from what would only fail again (a timeout, a full disk, a lock
-// an operator's lock_timeout gave up on, a cancelled request, the data),
+// an operator's lock_timeout gave up on, a cancelled request, even while
+// connecting, the data),
 // however deeply the error is wrapped; and Interpret answers each as the
 // caller should hear it.
 func TestTryAgainAtOnce(t *testing.T) {
 	t.Parallel()
 	pg := func(code string) error { return &pgconn.PgError{Code: code, Message: "test"} }
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
 	for _, c := range []struct {
 		name   string
 		err    error
@@ -40,6 +43,8 @@ func TestTryAgainAtOnce(t *testing.T) {
 		{"deadlock, wrapped", fmt.Errorf("migrate: %w", pg(pgerrcode.DeadlockDetected)), true, schemas.CodeDatabaseUnavailable},
 		{"deadlock, interpreted", storage.Unavailable(pg(pgerrcode.DeadlockDetected)), true, schemas.CodeDatabaseUnavailable},
 		{"connection cut", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true, schemas.CodeDatabaseUnavailable},
+		{"connection refused", connectError(t, context.Background()), true, schemas.CodeDatabaseUnavailable},
+		{"connecting, the request cancelled", connectError(t, cancelled), false, schemas.CodeDatabaseUnavailable},
 		{"statement timeout", pg(pgerrcode.QueryCanceled), false, schemas.CodeTimeout},
 		{"disk full", pg(pgerrcode.DiskFull), false, schemas.CodeDatabaseUnavailable},
 		{"lock timeout", pg(pgerrcode.LockNotAvailable), false, schemas.CodeDatabaseUnavailable},
@@ -67,4 +72,20 @@ func TestTryAgainAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// connectError is pgx's error for a session asked of a port where no
+// server listens (127.0.0.1:1), within ctx.
+func connectError(t *testing.T, ctx context.Context) error {
+	t.Helper()
+	conn, err := pgconn.Connect(ctx, "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=5")
+	if err == nil {
+		_ = conn.Close(ctx)
+		t.Fatal("a session at 127.0.0.1:1")
+	}
+	var connectErr *pgconn.ConnectError
+	if !errors.As(err, &connectErr) {
+		t.Fatalf("connect: %T %v, want a *pgconn.ConnectError", err, err)
+	}
+	return err
 }

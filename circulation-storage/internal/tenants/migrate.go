@@ -70,7 +70,7 @@ type sharedRecord struct {
 func (r sharedRecord) applied() int64 { return applied(r.version, r.dirty) }
 
 // current says whether the shared schema holds every migration this
-// release needs: its last, or one beyond it (see migrateShared).
+// release needs: its last, or a later release's (see migrateShared).
 func (r sharedRecord) current() bool { return r.applied() >= int64(latestShared) }
 
 // sharedMigration reads the shared schema's record of its migration. Its
@@ -126,9 +126,10 @@ const migrateSessionName = "circulation-storage-migrate"
 
 // migrateTries bounds the attempts of one migrate call: a migration that
 // meets PostgreSQL's deadlock detector, or loses its session, is rolled
-// back whole and is tried again at once (postgres.TryAgainAtOnce, which
-// finds the PostgreSQL error in migrationFailed's); the caller hears of
-// the last failure (a 503 when it is one to try again later).
+// back whole and is tried again after a short wait
+// (postgres.TryAgainAtOnce, which finds the PostgreSQL error inside
+// golang-migrate's in migrationFailed's); the caller hears of the last
+// failure (a 503 when it is one to try again later).
 const migrateTries = 3
 
 // migrate creates schema if needed and applies every pending migration of
@@ -186,7 +187,7 @@ func (s *Tenants) migrateOnce(ctx context.Context, schema string, fsys fs.FS) (u
 	table := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
 	m, err := migrate.NewWithInstance("iofs", stamped{Driver: src, table: table}, "pgx5", driver)
 	if err != nil {
-		return 0, fmt.Errorf("migrate %s: %w", schema, err)
+		return 0, migrationFailed(schema, err)
 	}
 	defer m.Close()
 	if version, dirty, err := m.Version(); err == nil && dirty && version <= LatestMigration(fsys) {
@@ -208,7 +209,7 @@ func (s *Tenants) migrateOnce(ctx context.Context, schema string, fsys fs.FS) (u
 	}
 	version, _, err := m.Version()
 	if err != nil {
-		return 0, fmt.Errorf("migrate %s: %w", schema, err)
+		return 0, migrationFailed(schema, err)
 	}
 	return version, nil
 }

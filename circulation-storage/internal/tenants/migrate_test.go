@@ -99,11 +99,12 @@ WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2
 	threeTablesMade(t, db, schema)
 }
 
-// TestAMigrationADeadlockRollsBackIsTriedAgain: a migration waits for a
-// lock a session of the test holds, and the test's session then waits for
-// one the migration holds. PostgreSQL's deadlock detector rolls the
-// migration back (the test's session waits longer before it looks); the
-// same call tries it again, which succeeds once the test's session ends.
+// TestAMigrationADeadlockRollsBackIsTriedAgain: a migration holds one
+// table and waits for a second, which a session of the test holds while
+// it waits for the first. PostgreSQL's deadlock detector rolls the
+// migration back: it is the one that waits last, and the test's session
+// looks for a deadlock only after a minute. The same call tries the
+// migration again, which succeeds once the test's session ends.
 func TestAMigrationADeadlockRollsBackIsTriedAgain(t *testing.T) {
 	t.Parallel()
 	db, schema := probeSchema(t)
@@ -112,19 +113,33 @@ func TestAMigrationADeadlockRollsBackIsTriedAgain(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `CREATE SCHEMA `+quoted+`; CREATE TABLE `+quoted+`.first (); CREATE TABLE `+quoted+`.second ()`); err != nil {
 		t.Fatal(err)
 	}
+	key := rand.Int64()
 	fsys := fstest.MapFS{
-		"000001_both.up.sql": {Data: []byte("LOCK TABLE first IN ACCESS EXCLUSIVE MODE;\n" +
-			"LOCK TABLE second IN ACCESS EXCLUSIVE MODE;\nCREATE TABLE one (id int);\n")},
+		"000001_both.up.sql": {Data: []byte(fmt.Sprintf("LOCK TABLE first IN ACCESS EXCLUSIVE MODE;\n"+
+			"SELECT pg_advisory_xact_lock(%d);\nLOCK TABLE second IN ACCESS EXCLUSIVE MODE;\nCREATE TABLE one (id int);\n", key))},
 		"000001_both.down.sql": {Data: []byte("DROP TABLE one;")},
+	}
+	advisory, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer advisory.Release()
+	if _, err := advisory.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		t.Fatal(err)
 	}
 	holder, err := db.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
+	var holderPID int32
 	if _, err := holder.Exec(ctx, `SET LOCAL deadlock_timeout = '1min'; LOCK TABLE `+quoted+`.second IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
+	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holderPID); err != nil {
+		t.Fatal(err)
+	}
+
 	type result struct {
 		version uint
 		err     error
@@ -134,14 +149,29 @@ func TestAMigrationADeadlockRollsBackIsTriedAgain(t *testing.T) {
 		v, err := tenants.NewTenants(db, dbtest.Discard).Migrate(ctx, schema, fsys)
 		done <- result{v, err}
 	}()
-	dbtest.Eventually(t, "the migration waits for the second table", func() bool {
+	dbtest.Eventually(t, "the migration holds the first table and waits for the advisory lock", func() bool {
 		var n int
 		err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE application_name = $1 AND wait_event = 'relation' AND query LIKE 'LOCK TABLE first%'`, tenants.MigrateSessionName).Scan(&n)
+WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2 || '%'`,
+			tenants.MigrateSessionName, fmt.Sprint(key)).Scan(&n)
 		return err == nil && n == 1
 	})
-	// Waits until the deadlock detector has rolled the migration back.
-	if _, err := holder.Exec(ctx, `LOCK TABLE `+quoted+`.first IN ACCESS EXCLUSIVE MODE`); err != nil {
+	locked := make(chan error, 1)
+	go func() {
+		_, err := holder.Exec(ctx, `LOCK TABLE `+quoted+`.first IN ACCESS EXCLUSIVE MODE`)
+		locked <- err
+	}()
+	dbtest.Eventually(t, "the test's session waits for the first table", func() bool {
+		var n int
+		err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'relation'`, holderPID).Scan(&n)
+		return err == nil && n == 1
+	})
+	// The migration goes on to the second table: a deadlock, which its
+	// session finds (deadlock_timeout) and ends by rolling it back.
+	if _, err := advisory.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-locked; err != nil {
 		t.Fatalf("the test's session, not the migration, was rolled back: %v", err)
 	}
 	if err := holder.Commit(ctx); err != nil {

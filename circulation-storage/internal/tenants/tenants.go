@@ -21,6 +21,7 @@ import (
 	"github.com/checkoutlock/schemas/errs"
 	"github.com/checkoutlock/schemas/locksettings"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/jackc/pgerrcode"
@@ -210,7 +211,7 @@ func (s *Tenants) Enabled(ctx context.Context, t storage.Tenant) (bool, error) {
 	var enabled bool
 	err := s.db.Pool.QueryRow(ctx, postgres.WithTables(`SELECT EXISTS (SELECT 1 FROM %s WHERE id = $1)`, postgres.TableTenant), string(t)).Scan(&enabled)
 	if err != nil {
-		if errs.IsKind(postgres.Interpret(err, t), errs.KindBadRequest) {
+		if postgres.TablesMissing(err) {
 			return false, nil // no shared schema yet: no tenant at all
 		}
 		return false, postgres.Interpret(err, t)
@@ -367,11 +368,12 @@ func createViews(ctx context.Context, tx pgx.Tx, t storage.Tenant) error {
 	return nil
 }
 
-// purgeAttempts bounds how often a purge is tried again after a write
-// committed a row referring to one the purge had deleted, or a write still
-// running when the purge began locked rows in the other order (deadlock),
-// or its session was lost (postgres.TryAgainAtOnce): a purge that had
-// committed all the same deletes nothing the second time.
+// purgeAttempts bounds the attempts of a purge, which is tried again,
+// after a short wait, when a write committed a row referring to one the
+// purge had deleted, or a write still running when the purge began locked
+// rows in the other order (deadlock), or its session was lost
+// (postgres.TryAgainAtOnce): a purge that had committed all the same
+// deletes nothing the second time.
 const purgeAttempts = 5
 
 // Purge implements storage.TenantService: every row of the tenant is
@@ -381,14 +383,16 @@ const purgeAttempts = 5
 // reference; it is tried again, and a write after it finds no patron,
 // item or tenant to refer to.
 func (s *Tenants) Purge(ctx context.Context, t storage.Tenant) error {
-	var err error
-	for range purgeAttempts {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 20 * time.Millisecond
+	err := backoff.Retry(func() error {
+		err := s.purgeOnce(ctx, t)
 		var pgErr *pgconn.PgError
-		if err = s.purgeOnce(ctx, t); !postgres.TryAgainAtOnce(err) &&
-			!(errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation) {
-			break
+		if err != nil && !postgres.TryAgainAtOnce(err) && !(errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation) {
+			return backoff.Permanent(err)
 		}
-	}
+		return err
+	}, backoff.WithContext(backoff.WithMaxRetries(b, purgeAttempts-1), ctx))
 	if err != nil {
 		return postgres.Interpret(err, t)
 	}
