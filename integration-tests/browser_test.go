@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/google/uuid"
 
 	"github.com/checkoutlock/integration-tests/harness"
@@ -185,6 +186,15 @@ func waitUntil(t *testing.T, ctx context.Context, what, script string) {
 	if err := chromedp.Run(ctx, chromedp.Poll(script, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("waiting until %s: %v", what, err)
 	}
+}
+
+// press activates the button selector names from the keyboard, focused
+// and Enter pressed, as a keyboard user does. Unlike a click, which lands
+// where the button was laid out a moment before, it cannot miss a button
+// that a page refreshing itself (the lock console, every second) has just
+// moved.
+func press(selector string) chromedp.Action {
+	return chromedp.SendKeys(selector, kb.Enter, chromedp.ByQuery)
 }
 
 // phoneWidth narrows the page to a phone's 390 px and says whether

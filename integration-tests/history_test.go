@@ -129,17 +129,16 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 	// In the console: filter, page, reload, export.
 	ctx := browser(t)
 	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
-	// The first refresh lays the page out (a click computed before it
-	// may land beside the button).
+	// The first refresh lays the page out and shows the filters.
 	waitUntil(t, ctx, "the console's first refresh", `document.getElementById("status").textContent !== ""`)
 	if err := chromedp.Run(ctx,
 		chromedp.SetValue("#f-patron", lib.Patrons[0], chromedp.ByQuery),
 		chromedp.SetValue("#f-account", "kiosk3", chromedp.ByQuery),
-		chromedp.Click("#f-show", chromedp.ByQuery)); err != nil {
+		press("#f-show")); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, ctx, "Alice's first page", `document.getElementById("history-status").textContent === "Events 1–50 of 60 matching the filters, newest first."`)
-	if err := chromedp.Run(ctx, chromedp.Click("#f-older", chromedp.ByQuery)); err != nil {
+	if err := chromedp.Run(ctx, press("#f-older")); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, ctx, "Alice's second page", `document.getElementById("history-status").textContent === "Events 51–60 of 60 matching the filters, newest first."`)

@@ -290,7 +290,7 @@ func TestTheConsolesHistoryInWords(t *testing.T) {
 	atWidths(t, ctx, func(width int64) {
 		// The export's confirmation outlives two refreshes, and goes at the
 		// person's next action.
-		if err := chromedp.Run(ctx, chromedp.Click("#f-export", chromedp.ByQuery)); err != nil {
+		if err := chromedp.Run(ctx, press("#f-export")); err != nil {
 			t.Fatal(err)
 		}
 		const exportedText = "Exported 2 events as lock-history.csv."
@@ -308,14 +308,14 @@ func TestTheConsolesHistoryInWords(t *testing.T) {
 		if err := chromedp.Run(ctx,
 			chromedp.SetValue("#f-from", "2026-11-28T10:00", chromedp.ByQuery),
 			chromedp.SetValue("#f-to", "2026-11-27T10:00", chromedp.ByQuery),
-			chromedp.Click("#f-show", chromedp.ByQuery)); err != nil {
+			press("#f-show")); err != nil {
 			t.Fatal(err)
 		}
 		waitUntil(t, ctx, "the empty range's words", `document.getElementById("history-status").textContent === "From is after Until: no event can match."`)
 		if got := textOf(t, ctx, "#export-status"); got != "" {
 			t.Errorf("at %d px, after the next action the export's confirmation still reads %q", width, got)
 		}
-		if err := chromedp.Run(ctx, chromedp.Click("#f-clear", chromedp.ByQuery), chromedp.WaitVisible(row, chromedp.ByQuery)); err != nil {
+		if err := chromedp.Run(ctx, press("#f-clear"), chromedp.WaitVisible(row, chromedp.ByQuery)); err != nil {
 			t.Fatal(err)
 		}
 	})

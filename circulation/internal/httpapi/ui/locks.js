@@ -73,7 +73,7 @@ function setFilters(values, offset) {
   else url.searchParams.delete("offset");
   history.replaceState(null, "", url);
   say("export-status", "", true);
-  refresh();
+  refresh(true);
 }
 
 function showFilters() {
@@ -277,8 +277,16 @@ function renderNotices(answer) {
     : `${answer.totalRecords} notice${answer.totalRecords === 1 ? "" : "s"} could not be sent${shown}.`;
 }
 
-async function refresh() {
-  if (busy) return;
+// askedAgain is a person's action (a filter, a page, a release) that
+// came while a refresh ran, which had read the filters before it: that
+// refresh's end refreshes again at once, not at the next second's.
+let askedAgain = false;
+
+async function refresh(asked = false) {
+  if (busy) {
+    askedAgain = askedAgain || asked;
+    return;
+  }
   busy = true;
   const gen = generation;
   try {
@@ -301,6 +309,10 @@ async function refresh() {
     if (gen === generation) say("page-status", err.message, false);
   } finally {
     busy = false;
+    if (askedAgain && gen === generation) {
+      askedAgain = false;
+      refresh();
+    }
   }
 }
 
@@ -323,7 +335,7 @@ async function release(l, patron) {
   } catch (err) {
     say("status", "Not released: " + err.message, false);
   }
-  await refresh();
+  await refresh(true);
   if (!focusRelease(next)) document.getElementById("status").focus();
 }
 
@@ -336,6 +348,7 @@ function focusRelease(id) {
 
 function clear() {
   generation++;
+  askedAgain = false;
   for (const t of timers) clearInterval(t);
   timers = [];
   locks = [];
