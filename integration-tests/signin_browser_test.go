@@ -185,6 +185,35 @@ func activeButtons(t *testing.T, ctx context.Context) []string {
 		.map((b) => b.textContent.trim())`)
 }
 
+// TestASecondWordOfTheSameSignInKeepsThePage: a check of who is signed in
+// that crosses the sign-in (the page asks every 5 s and on focus, and the
+// sign-in asks once more) names the same person again: the page is not
+// started again, and what the person has typed stays. Started again, the
+// console emptied the history's filters under the operator's fingers,
+// and Show then showed every event.
+func TestASecondWordOfTheSameSignInKeepsThePage(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
+	ctx := browser(t)
+	signIn(t, ctx, c, "/ui/locks.html", "olga", "olga-password")
+	waitUntil(t, ctx, "the console's first refresh", `document.getElementById("status").textContent !== ""`)
+	if err := chromedp.Run(ctx, chromedp.SetValue("#f-patron", "alice", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	var typed string
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`whoIsSignedIn("").then(() => document.getElementById("f-patron").value)`, &typed,
+		func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) })); err != nil {
+		t.Fatal(err)
+	}
+	if typed != "alice" {
+		t.Errorf("after a second word of the same sign-in the patron filter reads %q, want what was typed, %q", typed, "alice")
+	}
+	if got := textOf(t, ctx, "#who"); got != "Signed in as Olga Operator" {
+		t.Errorf("the header reads %q", got)
+	}
+}
+
 // TestPagesFollowTheSignInOfAnotherTab: two tabs share the browser's
 // cookie. Another account signed in from the second tab, without a word
 // to the first (a script calling the sign-in), makes the first show that

@@ -262,7 +262,10 @@ async function whoIsSignedIn(reason) {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const me = (await call("GET", "/bl-users/_self")).data;
-      if (tenant === session.tenant) signedIn(me);
+      // A second word of the sign-in the page shows (a recheck that
+      // crossed the sign-in) leaves the page, and what the person has
+      // typed in it, as it is.
+      if (tenant === session.tenant && !sameSignIn(session.me, me)) signedIn(me);
       return;
     } catch (err) {
       if (tenant !== session.tenant) return;
@@ -332,7 +335,11 @@ function useTenant(tenant) {
   session.page.clear();
   say("page-status", "", true);
   document.getElementById("content").hidden = true;
-  whoIsSignedIn(session.me ? `Sign in to tenant ${tenant}.` : "");
+  const reason = session.me ? `Sign in to tenant ${tenant}.` : "";
+  // The page is cleared: whoever the cookie makes the person in this
+  // tenant starts it again, even the same account.
+  session.me = null;
+  whoIsSignedIn(reason);
 }
 
 // boot wires the header and the sign-in form and starts the page.
