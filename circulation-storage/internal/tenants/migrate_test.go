@@ -9,6 +9,7 @@ import (
 	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
@@ -32,32 +33,10 @@ func TestAMigrationWhoseSessionDiesIsAppliedAgain(t *testing.T) {
 	ctx := context.Background()
 	key := rand.Int64()
 	fsys := threeTables(key)
-	advisory, err := db.Pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer advisory.Release()
-	if _, err := advisory.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
-		t.Fatal(err)
-	}
-
-	type result struct {
-		version uint
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := tenants.NewTenants(db, dbtest.Discard).Migrate(ctx, schema, fsys)
-		done <- result{v, err}
-	}()
+	advisory := holdAdvisory(t, db, key)
+	done := migrateInBackground(db, schema, fsys)
 	// Migration 2 waits for the advisory lock: its version is marked dirty.
-	var pid int32
-	dbtest.Eventually(t, "migration 2 waits for the advisory lock", func() bool {
-		err := db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
-WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2 || '%'`,
-			tenants.MigrateSessionName, fmt.Sprint(key)).Scan(&pid)
-		return err == nil
-	})
+	pid := waitsForAdvisory(t, db, key, "migration 2")
 	if got, want := recorded(t, db, schema), (migrationRecord{2, true}); got != want {
 		t.Fatalf("record while migration 2 runs: %+v, want %+v", got, want)
 	}
@@ -119,14 +98,7 @@ func TestAMigrationADeadlockRollsBackIsTriedAgain(t *testing.T) {
 			"SELECT pg_advisory_xact_lock(%d);\nLOCK TABLE second IN ACCESS EXCLUSIVE MODE;\nCREATE TABLE one (id int);\n", key))},
 		"000001_both.down.sql": {Data: []byte("DROP TABLE one;")},
 	}
-	advisory, err := db.Pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer advisory.Release()
-	if _, err := advisory.Exec(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
-		t.Fatal(err)
-	}
+	advisory := holdAdvisory(t, db, key)
 	holder, err := db.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -140,22 +112,8 @@ func TestAMigrationADeadlockRollsBackIsTriedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type result struct {
-		version uint
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := tenants.NewTenants(db, dbtest.Discard).Migrate(ctx, schema, fsys)
-		done <- result{v, err}
-	}()
-	dbtest.Eventually(t, "the migration holds the first table and waits for the advisory lock", func() bool {
-		var n int
-		err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2 || '%'`,
-			tenants.MigrateSessionName, fmt.Sprint(key)).Scan(&n)
-		return err == nil && n == 1
-	})
+	done := migrateInBackground(db, schema, fsys)
+	waitsForAdvisory(t, db, key, "the migration, holding the first table,")
 	locked := make(chan error, 1)
 	go func() {
 		_, err := holder.Exec(ctx, `LOCK TABLE `+quoted+`.first IN ACCESS EXCLUSIVE MODE`)
@@ -255,6 +213,52 @@ func probeSchema(t *testing.T) (*postgres.DB, string) {
 type migrationRecord struct {
 	Version int64
 	Dirty   bool
+}
+
+// holdAdvisory takes the session-level advisory lock key on a session of
+// its own, released with the test.
+func holdAdvisory(t *testing.T, db *postgres.DB, key int64) *pgxpool.Conn {
+	t.Helper()
+	conn, err := db.Pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(context.Background(), `SELECT pg_advisory_lock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// migrated is what a call of Migrate returned.
+type migrated struct {
+	version uint
+	err     error
+}
+
+// migrateInBackground migrates schema to fsys's last migration on a
+// goroutine of its own; the channel gives what the call returned.
+func migrateInBackground(db *postgres.DB, schema string, fsys fstest.MapFS) <-chan migrated {
+	done := make(chan migrated, 1)
+	go func() {
+		v, err := tenants.NewTenants(db, dbtest.Discard).Migrate(context.Background(), schema, fsys)
+		done <- migrated{v, err}
+	}()
+	return done
+}
+
+// waitsForAdvisory waits until a migrating session waits for the advisory
+// lock key, and gives that session's process id.
+func waitsForAdvisory(t *testing.T, db *postgres.DB, key int64, who string) int32 {
+	t.Helper()
+	var pid int32
+	dbtest.Eventually(t, who+" waits for the advisory lock", func() bool {
+		err := db.Pool.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
+WHERE application_name = $1 AND wait_event = 'advisory' AND query LIKE '%' || $2 || '%'`,
+			tenants.MigrateSessionName, fmt.Sprint(key)).Scan(&pid)
+		return err == nil
+	})
+	return pid
 }
 
 // recorded reads schema's record of its migration.
