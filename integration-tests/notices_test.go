@@ -293,6 +293,74 @@ func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
 	}
 }
 
+// TestADateLeftWhereItWasSendsNoNoticeAgain: a change that reschedules a
+// record's notices of a date but leaves the date where it was sends none
+// of them again. An overdue loan's notice upon its due date is mailed;
+// a recall, which keeps a due date already passed, leaves that notice
+// Sent and schedules no other. The recall, on the hold shelf once the
+// book is returned, has its notice two hours before the hold shelf's
+// expiration mailed; its request expiration date moved, the hold
+// shelf's not, that notice is not mailed again. Five rounds after each,
+// each patron has had one mail.
+func TestADateLeftWhereItWasSendsNoNoticeAgain(t *testing.T) {
+	t.Parallel()
+	mail, c := noticeCluster(t, 1)
+	lib := c.SetupLibrary(2, 1, 0)
+	borrower, recaller, book := lib.Patrons[0], lib.Patrons[1], lib.Items[0][0]
+	giveEmail(t, c, borrower)
+	giveEmail(t, c, recaller)
+	keepHolds(t, c, harness.ServicePoint, 1, "Hours")
+	var minute struct{ ID string }
+	c.Do(c.Storage, "POST", "/loan-policy-storage/loan-policies", map[string]any{"name": "A minute", "loanable": true,
+		"loansPolicy": map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 1, "intervalId": "Minutes"}}}).
+		Want(t, http.StatusCreated).Decode(t, &minute)
+	tpl := func(what string) string { return noticeTemplate(t, c, what, what+": {{item.barcode}}", what+".") }
+	useNoticePolicy(t, c, minute.ID,
+		[]map[string]any{noticeOn(tpl("Due"), schemas.NoticeDueDate, schemas.NoticeUponAt, nil)},
+		[]map[string]any{noticeOn(tpl("Last hours"), schemas.NoticeHoldExpiration, schemas.NoticeBefore, map[string]any{"duration": 2, "intervalId": "Hours"})})
+	loan := checkOutOn(t, c, book, borrower, time.Now().Add(-10*time.Minute).UTC().Format(schemas.TimeFormat))
+	loanID := fmt.Sprint(loan["id"])
+	mail.WaitMessages(1, 30*time.Second)
+	waitFor(t, "the due date's notice sent", func() bool { return len(noticesOf(t, c, "loanId="+loanID+"&status=Sent")) == 1 })
+
+	var recall struct{ ID string }
+	c.DoWith(c.Circulations[0], "POST", "/circulation/requests", map[string]any{"requestType": "Recall", "requestDate": "2026-03-01T10:00:00.000Z",
+		"requesterId": c.IDOf(t, "/users", "users", recaller), "itemId": c.IDOf(t, "/item-storage/items", "items", book),
+		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": harness.ServicePoint},
+		map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}).
+		Want(t, http.StatusCreated).Decode(t, &recall)
+	if got := storedDoc(t, c, "loan", loanID); got["dueDateChangedByRecall"] != true || got["dueDate"] != loan["dueDate"] {
+		t.Fatalf("the recalled loan: due %v, dueDateChangedByRecall %v; want due %v still, and recalled", got["dueDate"], got["dueDateChangedByRecall"], loan["dueDate"])
+	}
+	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)
+	if n := noticesOf(t, c, "loanId="+loanID); len(n) != 1 || n[0].Status != schemas.NoticeSent || n[0].TriggeringEvent != schemas.NoticeDueDate {
+		t.Errorf("the recalled loan's notices %+v, want its due date's one, Sent", n)
+	}
+	if got, err := mail.Messages(context.Background()); err != nil || len(got) != 1 {
+		t.Errorf("after the recall: %d mails (%v), want the due date's one", len(got), err)
+	}
+
+	c.CheckIn(0, book).Want(t, http.StatusOK)
+	if r := readRequest(t, c, recall.ID); r.Status != schemas.RequestAwaitingPickup {
+		t.Fatalf("the recall is %q, want on the hold shelf", r.Status)
+	}
+	mail.WaitMessages(2, 30*time.Second)
+	waitFor(t, "the hold shelf's notice sent", func() bool { return len(noticesOf(t, c, "requestId="+recall.ID+"&status=Sent")) == 1 })
+	var doc map[string]any
+	c.Do(c.Storage, "GET", "/request-storage/requests/"+recall.ID, nil).Want(t, http.StatusOK).Decode(t, &doc)
+	delete(doc, "metadata")
+	shelf := doc["holdShelfExpirationDate"]
+	doc["requestExpirationDate"] = time.Now().AddDate(0, 1, 0).UTC().Format(schemas.TimeFormat)
+	c.Do(c.Storage, "PUT", "/request-storage/requests/"+recall.ID, doc).Want(t, http.StatusNoContent)
+	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)
+	if n := noticesOf(t, c, "requestId="+recall.ID); len(n) != 1 || n[0].Status != schemas.NoticeSent || n[0].BasisDate != shelf {
+		t.Errorf("the recall's notices %+v, want the hold shelf's one, Sent, from %v", n, shelf)
+	}
+	if got, err := mail.Messages(context.Background()); err != nil || len(got) != 2 {
+		t.Errorf("after the request's expiration date moved: %d mails (%v), want two (the due date's, the hold shelf's)", len(got), err)
+	}
+}
+
 // TestAPatronWithoutEmailIsRecordedNotRetried: two patrons check out, one
 // with an email address and one without; the first is sent the check-out
 // notice, the second's is recorded No email with why, tried once, and

@@ -140,6 +140,15 @@ SELECT np.id::text, np.jsonb
 UPDATE %s SET jsonb = jsonb || jsonb_build_object('status', '`+schemas.NoticeObsolete+`')
  WHERE tenant_id = @tenant AND (loan_id = @id::uuid OR request_id = @id::uuid) AND status = '`+schemas.NoticeScheduled+`'
    AND jsonb ->> 'triggeringEvent' = ANY(@events::text[]) AND jsonb ? 'basisDate'`, postgres.TableScheduledNotice)
+	// scheduledFromSQL is whether a loan's or a request's notices of
+	// @event are scheduled from the date @basis: one is there, of any
+	// status but Obsolete, and none scheduled from another date waits.
+	scheduledFromSQL = postgres.WithTables(`
+SELECT EXISTS (SELECT 1 FROM %[1]s WHERE tenant_id = @tenant AND (loan_id = @id::uuid OR request_id = @id::uuid)
+                  AND jsonb ->> 'triggeringEvent' = @event AND status <> '`+schemas.NoticeObsolete+`' AND jsonb ->> 'basisDate' = @basis)
+   AND NOT EXISTS (SELECT 1 FROM %[1]s WHERE tenant_id = @tenant AND (loan_id = @id::uuid OR request_id = @id::uuid)
+                      AND jsonb ->> 'triggeringEvent' = @event AND status = '`+schemas.NoticeScheduled+`'
+                      AND jsonb ->> 'basisDate' IS DISTINCT FROM @basis)`, postgres.TableScheduledNotice)
 	insertSQL = postgres.WithTables(`INSERT INTO %s (tenant_id, id, jsonb, next_run_at) VALUES (@tenant, @id::uuid, @doc, @at)`,
 		postgres.TableScheduledNotice)
 )
@@ -213,43 +222,60 @@ func schedule(ctx context.Context, tx pgx.Tx, c change) error {
 	if patron == "" {
 		return nil // no one to tell (a closed loan anonymized as it closed)
 	}
-	if c.kind == "loan" && loanRescheduling[c.event] {
-		if _, err := tx.Exec(ctx, obsoleteSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "id": c.id,
-			"events": []string{schemas.NoticeDueDate}}); err != nil {
-			return err
-		}
-	}
-	if c.kind == "request" {
-		// Whatever happened to the request, its notices before its dates
-		// are scheduled again, from the dates it has now, where they
-		// still apply.
-		if _, err := tx.Exec(ctx, obsoleteSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "id": c.id,
-			"events": []string{schemas.NoticeHoldExpiration, schemas.NoticeRequestExpiration}}); err != nil {
-			return err
-		}
-	}
+	var list []Notice
 	var policyID string
 	var doc json.RawMessage
 	err = tx.QueryRow(ctx, policySQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "patron": patron, "item": rec.ItemID}).Scan(&policyID, &doc)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // no policy: nothing is sent
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
-	var p Policy
-	if err := json.Unmarshal(doc, &p); err != nil {
-		return err
+	if err == nil {
+		// No policy, or one not active: nothing is sent, and the notices
+		// the change moves are made obsolete all the same.
+		var p Policy
+		if err := json.Unmarshal(doc, &p); err != nil {
+			return err
+		}
+		if p.Active == nil || *p.Active {
+			list = p.LoanNotices
+			if c.kind == "request" {
+				list = p.RequestNotices
+			}
+		}
 	}
-	if p.Active != nil && !*p.Active {
-		return nil
-	}
-	list := p.LoanNotices
-	if c.kind == "request" {
-		list = p.RequestNotices
+	// The notices of the dates the change moves are scheduled again, from
+	// the dates the record has now, where they still apply (their earlier
+	// ones obsolete); those already scheduled from the date the record has
+	// now are kept as they are, sent or not: a change that left the date
+	// where it was (a recall that keeps the due date, a request's other
+	// date moved) sends nothing again.
+	kept := map[string]bool{}
+	for _, event := range rescheduled(c) {
+		basis, wanted := "", false
+		for _, n := range list {
+			if n.SendOptions.SendWhen == event && n.Format == schemas.NoticeEmail {
+				if _, b, ok := when(n, c); ok {
+					basis, wanted = b, true
+				}
+			}
+		}
+		if wanted {
+			var from bool
+			if err := tx.QueryRow(ctx, scheduledFromSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "id": c.id,
+				"event": event, "basis": basis}).Scan(&from); err != nil {
+				return err
+			}
+			kept[event] = from
+		}
+		if !kept[event] {
+			if _, err := tx.Exec(ctx, obsoleteSQL, pgx.StrictNamedArgs{"tenant": string(c.tenant), "id": c.id,
+				"events": []string{event}}); err != nil {
+				return err
+			}
+		}
 	}
 	for _, n := range list {
-		if n.Format != schemas.NoticeEmail {
+		if n.Format != schemas.NoticeEmail || kept[n.SendOptions.SendWhen] {
 			continue
 		}
 		at, basis, ok := when(n, c)
@@ -259,6 +285,20 @@ func schedule(ctx context.Context, tx pgx.Tx, c change) error {
 		if err := insert(ctx, tx, c.tenant, patron, policyID, n, at, basis, map[string]any{c.kind + "Id": c.id}); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// rescheduled are the events whose notices change c schedules again from
+// the record's dates as they now are: a loan's due date notices after a
+// loanRescheduling event; a request's notices before its dates after
+// whatever happened to it.
+func rescheduled(c change) []string {
+	switch {
+	case c.kind == "loan" && loanRescheduling[c.event]:
+		return []string{schemas.NoticeDueDate}
+	case c.kind == "request":
+		return []string{schemas.NoticeHoldExpiration, schemas.NoticeRequestExpiration}
 	}
 	return nil
 }
