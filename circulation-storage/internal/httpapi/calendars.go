@@ -20,16 +20,17 @@ func (s *Server) calendarPoint(c echo.Context) (string, error) {
 	return strings.ToLower(raw), nil
 }
 
-// queryDate reads a date query parameter (YYYY-MM-DD), which the route
-// requires.
+// queryDate reads a date query parameter (YYYY-MM-DD, from the year 1:
+// PostgreSQL, which reads the calendars, knows no year 0), which the
+// route requires.
 func queryDate(c echo.Context, name string) (time.Time, error) {
 	raw, ok, err := queryParam(c, name)
 	if err != nil {
 		return time.Time{}, err
 	}
 	day, perr := time.Parse(time.DateOnly, raw)
-	if !ok || perr != nil {
-		return time.Time{}, invalidParam(name, raw, "must be a date (YYYY-MM-DD)")
+	if !ok || perr != nil || day.Year() < 1 {
+		return time.Time{}, invalidParam(name, raw, "must be a date (YYYY-MM-DD) from the year 0001")
 	}
 	return day, nil
 }
