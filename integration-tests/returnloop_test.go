@@ -223,6 +223,33 @@ func TestAReturnedBookFindsItsNextReader(t *testing.T) {
 	}
 }
 
+// TestAHoldShelfPastTheLastYearEndsWithIt: a desk keeping holds 100,000
+// months (what its schema takes) would put a hold shelf's expiration past
+// the year 9999, which no service reads back. The book checked in there
+// goes on the hold shelf until the last instant of 9999 instead, and the
+// request, read, is written back as read.
+func TestAHoldShelfPastTheLastYearEndsWithIt(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(2, 1, 0)
+	book := lib.Items[0][0]
+	keepHolds(t, c, harness.ServicePoint, 100000, "Months")
+	c.CheckOut(0, book, lib.Patrons[0]).Want(t, http.StatusCreated)
+	var hold struct{ ID string }
+	c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold", "requestLevel": "Item",
+		"requestDate": "2026-01-01T10:00:00.000Z", "requesterId": c.IDOf(t, "/users", "users", lib.Patrons[1]),
+		"itemId": c.IDOf(t, "/item-storage/items", "items", book), "status": "Open - Not yet filled", "position": 1,
+		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": harness.ServicePoint}).Want(t, http.StatusCreated).Decode(t, &hold)
+	c.CheckIn(0, book).Want(t, http.StatusOK)
+	if r := readRequest(t, c, hold.ID); r.Status != schemas.RequestAwaitingPickup || r.HoldShelfExpiration != "9999-12-31T23:59:59.999Z" {
+		t.Errorf("the hold: %q until %q, want %q until 9999-12-31T23:59:59.999Z", r.Status, r.HoldShelfExpiration, schemas.RequestAwaitingPickup)
+	}
+	var doc map[string]any
+	c.Do(c.Storage, "GET", "/request-storage/requests/"+hold.ID, nil).Want(t, http.StatusOK).Decode(t, &doc)
+	delete(doc, "metadata")
+	c.Do(c.Storage, "PUT", "/request-storage/requests/"+hold.ID, doc).Want(t, http.StatusNoContent)
+}
+
 // TestSIP2CheckInKeepsItsReturnDate: a book drop or a sorter checking in
 // what it took offline (09 with a return date) has the loan closed at the
 // time the book came back, not when the message arrived; a return date in

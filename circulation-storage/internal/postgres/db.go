@@ -28,6 +28,7 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/locksql"
+	"github.com/checkoutlock/schemas"
 )
 
 // DB is the connection pools shared by every service of this package.
@@ -322,6 +323,12 @@ const (
 	// zone (its locale settings').
 	FuncCalendarZone TableName = "calendar_zone"
 )
+
+// LastTime is SQL for the last instant a stored date may name, the end of
+// the year schemas.MaxYear in UTC to the millisecond: a date the database
+// computes from a period (a hold shelf's) is held to it, so that it is
+// stored as one that can be read.
+var LastTime = fmt.Sprintf(`'%04d-12-31T23:59:59.999Z'::timestamptz`, schemas.MaxYear)
 
 // StoredTime is SQL reading the stored date expr (text) of field, as
 // stored_time reads it.

@@ -94,14 +94,15 @@ UPDATE %s SET jsonb = `+record.WithMetadata(`CASE WHEN @destination::text IS NUL
 // the pickup service point's holdShelfExpiryPeriod (FOLIO's; none without
 // one), moved off the service point's closed days and hours as its
 // holdShelfClosedLibraryDateManagement says (migration 35's
-// calendar_moved, the rule of a loan's due date too). Parameters: @tenant, @request, @status, @hold_shelf, @metadata_user.
+// calendar_moved, the rule of a loan's due date too), and no later than
+// postgres.LastTime. Parameters: @tenant, @request, @status, @hold_shelf, @metadata_user.
 var returnRequestSQL = postgres.WithTables(`
 UPDATE %[1]s r SET jsonb = `+record.WithMetadata(`CASE WHEN @hold_shelf::boolean AND e.at IS NOT NULL
         THEN jsonb_set(jsonb_set(r.jsonb, '{status}', to_jsonb(@status::text)), '{holdShelfExpirationDate}',
                        to_jsonb(to_char(e.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
         ELSE jsonb_set(r.jsonb, '{status}', to_jsonb(@status::text)) END`, "@metadata_user", true)+`
-  FROM (SELECT (SELECT %[3]s(@tenant, sp_id, now() + `+periodInterval("p")+`, strategy,
-                           (p ->> 'intervalId') IN ('Minutes', 'Hours'), NULL, now())
+  FROM (SELECT (SELECT least(%[3]s(@tenant, sp_id, now() + `+periodInterval("p")+`, strategy,
+                                 (p ->> 'intervalId') IN ('Minutes', 'Hours'), NULL, now()), `+postgres.LastTime+`)
                 FROM (SELECT sp.jsonb -> 'holdShelfExpiryPeriod' AS p, sp.id AS sp_id,
                              sp.jsonb ->> 'holdShelfClosedLibraryDateManagement' AS strategy
                         FROM %[2]s sp, %[1]s q
