@@ -215,6 +215,17 @@ func twoHourPolicy(t *testing.T, c *harness.Cluster) string {
 	return out.ID
 }
 
+// minutePolicy posts a loan policy lending for a minute, and answers its
+// id.
+func minutePolicy(t *testing.T, c *harness.Cluster) string {
+	t.Helper()
+	var out struct{ ID string }
+	c.Do(c.Storage, "POST", "/loan-policy-storage/loan-policies", map[string]any{"name": "A minute", "loanable": true,
+		"loansPolicy": map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 1, "intervalId": "Minutes"}}}).
+		Want(t, http.StatusCreated).Decode(t, &out)
+	return out.ID
+}
+
 // TestARenewalMovesTheDueSoonNotice: a loan's notice an hour before its
 // due date is scheduled at its check-out for then; renewed, the due date
 // two hours later, the patron is mailed the renewal notice (its tokens
@@ -310,12 +321,8 @@ func TestADateLeftWhereItWasSendsNoNoticeAgain(t *testing.T) {
 	giveEmail(t, c, borrower)
 	giveEmail(t, c, recaller)
 	keepHolds(t, c, harness.ServicePoint, 1, "Hours")
-	var minute struct{ ID string }
-	c.Do(c.Storage, "POST", "/loan-policy-storage/loan-policies", map[string]any{"name": "A minute", "loanable": true,
-		"loansPolicy": map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 1, "intervalId": "Minutes"}}}).
-		Want(t, http.StatusCreated).Decode(t, &minute)
 	tpl := func(what string) string { return noticeTemplate(t, c, what, what+": {{item.barcode}}", what+".") }
-	useNoticePolicy(t, c, minute.ID,
+	useNoticePolicy(t, c, minutePolicy(t, c),
 		[]map[string]any{noticeOn(tpl("Due"), schemas.NoticeDueDate, schemas.NoticeUponAt, nil)},
 		[]map[string]any{noticeOn(tpl("Last hours"), schemas.NoticeHoldExpiration, schemas.NoticeBefore, map[string]any{"duration": 2, "intervalId": "Hours"})})
 	loan := checkOutOn(t, c, book, borrower, time.Now().Add(-10*time.Minute).UTC().Format(schemas.TimeFormat))
@@ -417,12 +424,8 @@ func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 	for _, p := range lib.Patrons {
 		giveEmail(t, c, p)
 	}
-	var minute struct{ ID string }
-	c.Do(c.Storage, "POST", "/loan-policy-storage/loan-policies", map[string]any{"name": "A minute", "loanable": true,
-		"loansPolicy": map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 1, "intervalId": "Minutes"}}}).
-		Want(t, http.StatusCreated).Decode(t, &minute)
 	due := noticeTemplate(t, c, "Due", "Due now: {{item.barcode}}", "{{item.barcode}} was due {{loan.dueDate}}.")
-	useNoticePolicy(t, c, minute.ID, []map[string]any{noticeOn(due, schemas.NoticeDueDate, schemas.NoticeUponAt, nil)}, nil)
+	useNoticePolicy(t, c, minutePolicy(t, c), []map[string]any{noticeOn(due, schemas.NoticeDueDate, schemas.NoticeUponAt, nil)}, nil)
 
 	// The i-th loan falls due at first + i×10 ms: lent a minute before.
 	// Lending the thousand takes some 10 s alone, and over 20 s under
@@ -657,15 +660,11 @@ func TestOverdueNoticesRecurWithoutFlooding(t *testing.T) {
 	mail, c := noticeCluster(t, 1)
 	lib := c.SetupLibrary(1, 1, 0)
 	giveEmail(t, c, lib.Patrons[0])
-	var minute struct{ ID string }
-	c.Do(c.Storage, "POST", "/loan-policy-storage/loan-policies", map[string]any{"name": "A minute", "loanable": true,
-		"loansPolicy": map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 1, "intervalId": "Minutes"}}}).
-		Want(t, http.StatusCreated).Decode(t, &minute)
 	overdue := noticeTemplate(t, c, "Overdue", "Overdue: {{item.barcode}}", "Due {{loan.dueDate}}.")
 	every := noticeOn(overdue, schemas.NoticeDueDate, schemas.NoticeAfter, map[string]any{"duration": 1, "intervalId": "Minutes"})
 	every["frequency"] = schemas.NoticeRecurring
 	every["sendOptions"].(map[string]any)["sendEvery"] = map[string]any{"duration": 1, "intervalId": "Minutes"}
-	useNoticePolicy(t, c, minute.ID, []map[string]any{every}, nil)
+	useNoticePolicy(t, c, minutePolicy(t, c), []map[string]any{every}, nil)
 	loan := checkOutOn(t, c, lib.Items[0][0], lib.Patrons[0], time.Now().Add(-10*time.Minute).UTC().Format("2006-01-02T15:04:05.000Z"))
 	mail.WaitMessages(1, 30*time.Second)
 	var n []scheduledNotice
