@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"slices"
 
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/errs"
@@ -77,9 +76,9 @@ type PatronPayment struct {
 // PayPatronFees takes a patron's payment: the PIN as the tenant requires
 // it (asked before anything of the patron is read, as a renewal asks
 // it), then the payment of the fee/fine named, which must be the
-// patron's and open, or of the patron's open fees/fines oldest first
-// (the first storage lists), written as one action with the call's write
-// id (ActOnFeeFines): a payment sent again with its Idempotency-Key, on
+// patron's and open, or of all the patron's open fees/fines oldest
+// first, found by storage in the write (FeeFineAction.UserID), written
+// as one action with the call's write id (ActOnFeeFines): a payment sent again with its Idempotency-Key, on
 // any instance, is answered the first's answer and pays nothing more,
 // even when what it paid left nothing open to pay.
 func (s *Service) PayPatronFees(ctx context.Context, p PatronPayment) (json.RawMessage, error) {
@@ -112,20 +111,11 @@ func (s *Service) payPatronFees(ctx context.Context, p PatronPayment) (json.RawM
 		return nil, err
 	}
 	var ids []string
-	for _, f := range recs.FeesFines {
-		if p.FeeFineID == "" || f.ID == p.FeeFineID {
-			ids = append(ids, f.ID)
-		}
+	if p.FeeFineID != "" {
+		ids = []string{p.FeeFineID}
 	}
-	switch {
-	case p.FeeFineID != "" && !slices.Contains(ids, p.FeeFineID):
-		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeFeeFineClosed, "The patron has no open fee/fine %s", p.FeeFineID).
-			With("feeFineId", p.FeeFineID)
-	case len(ids) == 0:
-		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeFeeFineClosed, "The patron owes nothing").With("userBarcode", p.UserBarcode)
-	}
-	return s.ActOnFeeFines(ctx, FeeFineAction{AccountIDs: ids, Action: schemas.ActionPay, Amount: p.Amount, PaymentMethod: p.PaymentMethod,
-		TransactionInfo: p.TransactionInfo, ServicePointID: p.ServicePointID, UserName: p.UserName})
+	return s.ActOnFeeFines(ctx, FeeFineAction{UserID: recs.Patron.ID, AccountIDs: ids, Action: schemas.ActionPay, Amount: p.Amount,
+		PaymentMethod: p.PaymentMethod, TransactionInfo: p.TransactionInfo, ServicePointID: p.ServicePointID, UserName: p.UserName})
 }
 
 // Currency is the tenant's currency, as its locale settings name it

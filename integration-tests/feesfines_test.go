@@ -276,11 +276,12 @@ func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 
 	// shouldChargeItemFeeOnlyWhenNoProcessingFeeDefined and
 	// shouldChargeProcessingFeeOnlyWhenNoItemCostDefined, by the policies
-	// the loans name.
+	// the loans name; a fee is rounded to the cent before it is judged
+	// above 0 (0.004 is no fee at all, 5.004 charges 5.00).
 	for p, fee := range map[int]struct {
 		policy map[string]any
 		want   string
-	}{7: {lostPolicy(10, 0), schemas.FeeFineLostItemFee + " 10.00"}, 8: {lostPolicy(0, 5), schemas.FeeFineLostItemProcessing + " 5.00"}} {
+	}{7: {lostPolicy(10, 0), schemas.FeeFineLostItemFee + " 10.00"}, 8: {lostPolicy(0.004, 5.004), schemas.FeeFineLostItemProcessing + " 5.00"}} {
 		fee.policy["name"] = fmt.Sprint("Lost ", p)
 		loan := checkOutOn(t, c, lib.Items[p][0], lib.Patrons[p], "2026-01-01T12:00:00.000Z")
 		named(loan, "lostItemPolicyId", policy("/lost-item-fees-policies", fee.policy))
@@ -449,6 +450,12 @@ func TestAFeeFineIsPaidOnceAndLiftsTheBlockAtOnce(t *testing.T) {
 	if got := accountsOf(t, c, patron)[0]; got.Remaining.String() != "9.00" || got.PaymentStatus.Name != "Paid partially" || len(actionsOf(t, c, fine.ID)) != 2 {
 		t.Fatalf("one payment of 6.00 sent 20 times: %+v with %d actions, want 9.00 remaining and one payment", got, len(actionsOf(t, c, fine.ID)))
 	}
+	// The key again with another amount: refused as the key reused,
+	// nothing paid.
+	wantCode(t, pay(c, 1, fine.ID, "1.00", "kiosk-7-payment-0001"), http.StatusUnprocessableEntity, schemas.CodeIdempotencyKeyReused)
+	if got := accountsOf(t, c, patron)[0]; got.Remaining.String() != "9.00" || len(actionsOf(t, c, fine.ID)) != 2 {
+		t.Fatalf("the key reused: %+v with %d actions, want 9.00 remaining and one payment", got, len(actionsOf(t, c, fine.ID)))
+	}
 	// Under the maximum now: the next check-out is allowed at once.
 	c.CheckOut(1, lib.Items[0][1], lib.Patrons[0]).Want(t, http.StatusCreated)
 
@@ -558,5 +565,73 @@ func TestSignInAccountsMovedAnswerTheOldPath(t *testing.T) {
 	}
 	if status, _, _ := raw("GET", "/accounts/"+uuid.NewString(), ""); status != http.StatusNotFound {
 		t.Errorf("GET /accounts/{nothing}: %d, want 404", status)
+	}
+}
+
+// TestAKioskPaysEveryOpenFee: a kiosk's payment (POST
+// /circulation/patron-fees/pay, SIP2's 37) takes every open fee/fine of
+// the patron's, however many, as the balance the kiosk was told counts
+// them: more than a patron's summary lists (storage.PatronSummaryFeesFines)
+// is paid as one action, oldest first. Named, the newest of them is
+// paid alone; another patron's is refused as none of this patron's and
+// left as it was; once nothing is open, a payment is refused as owing
+// nothing.
+func TestAKioskPaysEveryOpenFee(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := setUpFees(t, c, 2, 1, facultyStandard(), lostPolicy(10, 5))
+	patron, other := c.IDOf(t, "/users", "users", lib.Patrons[0]), c.IDOf(t, "/users", "users", lib.Patrons[1])
+	charge := func(user string) string {
+		t.Helper()
+		var out struct{ ID string }
+		c.Do(c.Storage, "POST", "/accounts", map[string]any{"amount": 1, "remaining": 1, "status": map[string]string{"name": schemas.FeeFineOpen},
+			"paymentStatus": map[string]string{"name": "Outstanding"}, "userId": user, "feeFineId": lib.OverdueType,
+			"feeFineType": schemas.FeeFineOverdueFine, "ownerId": lib.Owner}).Want(t, http.StatusCreated).Decode(t, &out)
+		return out.ID
+	}
+	const fees = 51
+	for range fees {
+		charge(patron)
+	}
+	theirs := charge(other)
+	fees0 := accountsOf(t, c, patron)
+	if len(fees0) != fees {
+		t.Fatalf("charged %d fees/fines, want %d", len(fees0), fees)
+	}
+	newest := fees0[fees-1].ID
+	payAtKiosk := func(barcode, amount, feeFineID string) harness.Response {
+		body := map[string]any{"userBarcode": barcode, "amount": amount, "paymentMethod": "Cash", "servicePointId": harness.ServicePoint}
+		if feeFineID != "" {
+			body["feeFineId"] = feeFineID
+		}
+		return c.Do(c.Circulations[0], "POST", "/circulation/patron-fees/pay", body)
+	}
+	type answer struct {
+		AccountID, Amount, RemainingAmount string
+		Feefineactions                     []action
+	}
+
+	var paid answer
+	payAtKiosk(lib.Patrons[0], "1.00", newest).Want(t, http.StatusCreated).Decode(t, &paid)
+	if paid.AccountID != newest || paid.Amount != "1.00" || paid.RemainingAmount != "0.00" || len(paid.Feefineactions) != 1 {
+		t.Fatalf("the newest fee/fine paid by name: %+v", paid)
+	}
+	wantCode(t, payAtKiosk(lib.Patrons[0], "1.00", theirs), http.StatusUnprocessableEntity, schemas.CodeFeeFineClosed)
+	payAtKiosk(lib.Patrons[0], "50.00", "").Want(t, http.StatusCreated).Decode(t, &paid)
+	if paid.AccountID != fees0[0].ID || paid.Amount != "50.00" || paid.RemainingAmount != "0.00" || len(paid.Feefineactions) != fees-1 {
+		t.Fatalf("the balance of %d fees/fines paid: %s, %s remaining, %d actions, first %s; want 50.00, 0.00, %d, %s",
+			fees-1, paid.Amount, paid.RemainingAmount, len(paid.Feefineactions), paid.AccountID, fees-1, fees0[0].ID)
+	}
+	for _, f := range accountsOf(t, c, patron) {
+		if f.Status.Name != schemas.FeeFineClosed || f.PaymentStatus.Name != schemas.ActionPay.Full() {
+			t.Fatalf("after paying the balance: %+v, want every fee/fine paid fully", f)
+		}
+	}
+	wantCode(t, payAtKiosk(lib.Patrons[0], "1.00", ""), http.StatusUnprocessableEntity, schemas.CodeFeeFineClosed)
+	if got := accountsOf(t, c, other)[0]; got.ID != theirs || got.Remaining.String() != "1" || got.Version != 1 {
+		t.Fatalf("the other patron's fee/fine: %+v, want it as charged", got)
+	}
+	if n := moneyHolds(t, c); n != fees+1 {
+		t.Fatalf("checked %d fees/fines, want %d", n, fees+1)
 	}
 }

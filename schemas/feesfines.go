@@ -148,11 +148,15 @@ func Currency(value json.RawMessage) string {
 // FeeFineActionWrite is an action on a patron's fees/fines as circulation
 // writes it at storage (fee-fine-storage-action.json): mod-feesfines'
 // defaultActionRequest and cancelActionRequest, on the fees/fines
-// AccountIDs: one for an account's route; several for a kiosk's payment
-// spread over a patron's, oldest first. Amount is as sent ("5", "5.00");
-// a cancellation ignores it and cancels all that remains.
+// AccountIDs (one for an account's route), or a patron's: with UserID,
+// a kiosk's payment of the fee/fine AccountIDs names, which must be that
+// patron's and open, or without AccountIDs of all the patron's open
+// fees/fines, oldest first, as storage finds them in the write. Amount
+// is as sent ("5", "5.00"); a cancellation ignores it and cancels all
+// that remains.
 type FeeFineActionWrite struct {
-	AccountIDs         []string      `json:"accountIds"`
+	AccountIDs         []string      `json:"accountIds,omitempty"`
+	UserID             string        `json:"userId,omitempty"`
 	Action             FeeFineAction `json:"action"`
 	Amount             string        `json:"amount,omitempty"`
 	PaymentMethod      string        `json:"paymentMethod,omitempty"`

@@ -176,6 +176,43 @@ func (s *Actions) Check(ctx context.Context, t storage.Tenant, c storage.FeeFine
 var lockSQL = postgres.WithTables(`SELECT id FROM %s WHERE tenant_id = @tenant AND id = ANY (@ids::uuid[]) ORDER BY id FOR UPDATE`,
 	postgres.TableFeeFineAccount)
 
+// patronFeesSQL locks the open fees/fines of a kiosk's payment: the
+// patron's (@user) among @ids, or all of them when @ids is empty, in
+// the order of their ids as lockSQL locks them (a lock waited for reads
+// the row again: a fee/fine closed meanwhile is not one of them), and
+// answers their ids oldest first, the order the payment takes them in.
+var patronFeesSQL = postgres.WithTables(`
+WITH locked AS (
+    SELECT id, jsonb #>> '{metadata,createdDate}' AS created FROM %s
+     WHERE tenant_id = @tenant AND user_id = @user AND status = `+postgres.Lit(schemas.FeeFineOpen)+`
+       AND (coalesce(cardinality(@ids::uuid[]), 0) = 0 OR id = ANY (@ids::uuid[]))
+     ORDER BY id FOR UPDATE
+)
+SELECT id::text FROM locked ORDER BY created, id`, postgres.TableFeeFineAccount)
+
+// patronFees is what a kiosk's payment w acts on (patronFeesSQL), locked
+// in tx: the fee/fine it names, refused unless it is the patron's and
+// open, or all the patron's open ones, refused when there are none.
+func patronFees(ctx context.Context, tx pgx.Tx, t storage.Tenant, w storage.FeeFineActionWrite) ([]string, error) {
+	rows, err := tx.Query(ctx, patronFeesSQL, pgx.StrictNamedArgs{"tenant": string(t), "user": w.UserID, "ids": w.AccountIDs})
+	if err != nil {
+		return nil, postgres.Interpret(err, t)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, postgres.Interpret(err, t)
+	}
+	for _, id := range w.AccountIDs {
+		if !slices.Contains(ids, id) {
+			return nil, errs.Errorf(errs.KindInvalid, schemas.CodeFeeFineClosed, "The patron has no open fee/fine %s", id).With("feeFineId", id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeFeeFineClosed, "The patron owes nothing").With("userId", w.UserID)
+	}
+	return ids, nil
+}
+
 // actSQL writes an action judged allowed: the amount taken from the
 // accounts oldest first (a refund: given back of what each was paid; a
 // cancellation: all that remains of each), each account's remaining,
@@ -215,7 +252,7 @@ SELECT jsonb_build_object('accountId', @first::text, 'amount', round(coalesce((S
 
 // Act implements storage.FeeFineActor.
 func (s *Actions) Act(ctx context.Context, t storage.Tenant, w storage.FeeFineActionWrite) (json.RawMessage, error) {
-	if len(w.AccountIDs) == 0 {
+	if len(w.AccountIDs) == 0 && w.UserID == "" {
 		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "accountIds: at least one fee/fine is acted on")
 	}
 	if !slices.Contains(schemas.FeeFineActions, w.Action) {
@@ -234,19 +271,26 @@ func (s *Actions) Act(ctx context.Context, t storage.Tenant, w storage.FeeFineAc
 		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "paymentMethod: a payment names how it was paid").With("paymentMethod", "")
 	}
 	return s.db.InTxOnce(ctx, t, schemas.WriteFeeFineAction, func(tx pgx.Tx) (json.RawMessage, error) {
-		if _, err := tx.Exec(ctx, lockSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": w.AccountIDs}); err != nil {
+		ids := w.AccountIDs
+		if w.UserID != "" {
+			var err error
+			if ids, err = patronFees(ctx, tx, t, w); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := tx.Exec(ctx, lockSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": ids}); err != nil {
 			return nil, postgres.Interpret(err, t)
 		}
-		check := storage.FeeFineCheck{AccountIDs: w.AccountIDs, Action: w.Action, Amount: w.Amount}
+		check := storage.FeeFineCheck{AccountIDs: ids, Action: w.Action, Amount: w.Amount}
 		if _, err := judge(ctx, tx, t, check, amount, postgres.Nullable(method)); err != nil {
 			return nil, err
 		}
 		var answer json.RawMessage
-		err := tx.QueryRow(ctx, actSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": w.AccountIDs, "action": string(w.Action),
+		err := tx.QueryRow(ctx, actSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": ids, "action": string(w.Action),
 			"amount": amount, "full": w.Action.Full(), "partial": w.Action.Partial(), "metadata_user": record.MetadataUser(ctx),
 			"method": postgres.Nullable(method), "user_name": w.UserName, "service_point": w.ServicePointID,
 			"info": postgres.Nullable(w.TransactionInfo), "comments": postgres.Nullable(w.Comments), "notify": w.NotifyPatron,
-			"first": w.AccountIDs[0]}).Scan(&answer)
+			"first": ids[0]}).Scan(&answer)
 		if err != nil {
 			return nil, postgres.Interpret(err, t)
 		}

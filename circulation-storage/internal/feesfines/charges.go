@@ -220,7 +220,8 @@ func ChargeOverdueFine(ctx context.Context, tx pgx.Tx, t storage.Tenant, loanID,
 // lostChargeSQL charges a loan declared lost (@loan, as stored before the
 // declaration) its lost item fee (the policy's chargeAmountItem when its
 // chargeType is anotherCost) and its processing fee (lostItemProcessingFee
-// when chargeAmountItemPatron), each above 0, to the fee/fine owner
+// when chargeAmountItemPatron), each rounded to the cent and charged
+// when above 0, to the fee/fine owner
 // serving @service_point; it answers how many fees were due and how many
 // charged (fewer when no owner serves the service point).
 var lostChargeSQL = lostChargeSQLFor("chargeAmountItemPatron")
@@ -235,21 +236,22 @@ var agedChargeSQL = lostChargeSQLFor("chargeAmountItemSystem")
 // loss already (aged to lost and billed, then declared lost).
 func lostChargeSQLFor(flag string) string {
 	return `WITH ` + loanCTEs("", "@loan::uuid", "@service_point::uuid") + named("", `, {due} AS (
-    SELECT t.id, t.fee_fine_type, f.amount
+    SELECT t.id, t.fee_fine_type, r.amount
       FROM {lip} CROSS JOIN LATERAL (VALUES
            ('`+schemas.FeeFineLostItemFee+`',
             CASE WHEN {lip}.jsonb #>> '{chargeAmountItem,chargeType}' = 'anotherCost' THEN ({lip}.jsonb #>> '{chargeAmountItem,amount}')::numeric END),
            ('`+schemas.FeeFineLostItemProcessing+`',
             CASE WHEN coalesce(({lip}.jsonb ->> '`+flag+`')::boolean, false) THEN ({lip}.jsonb ->> 'lostItemProcessingFee')::numeric END)) f (name, amount)
+      CROSS JOIN LATERAL (SELECT round(f.amount, 2) AS amount) r
       CROSS JOIN LATERAL (SELECT t.id, t.fee_fine_type FROM `+postgres.Table(postgres.TableFeeFineType)+` t
                            WHERE t.tenant_id = @tenant AND t.automatic AND t.fee_fine_type = f.name
                              AND (t.owner_id = (SELECT id FROM {owner}) OR t.owner_id IS NULL)
                            ORDER BY t.owner_id NULLS LAST LIMIT 1) t
-     WHERE f.amount > 0
+     WHERE r.amount > 0
        AND NOT coalesce((SELECT ({l}.jsonb #>> '{agedToLostDelayedBilling,lostItemHasBeenBilled}')::boolean FROM {l}), false)
 ), {charged} AS (
     INSERT INTO `+postgres.Table(postgres.TableFeeFineAccount)+` (tenant_id, id, jsonb)
-    SELECT @tenant, {n}.id, `+strings.ReplaceAll(accountSQL("{n}.id", "round({due}.amount, 2)", "NULL::jsonb"), "{t}.", "{due}.")+`
+    SELECT @tenant, {n}.id, `+strings.ReplaceAll(accountSQL("{n}.id", "{due}.amount", "NULL::jsonb"), "{t}.", "{due}.")+`
       FROM {l}, {i}, {due}, {owner} CROSS JOIN LATERAL (SELECT gen_random_uuid() AS id) {n}
     RETURNING 1
 )

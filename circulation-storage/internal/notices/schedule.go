@@ -222,6 +222,8 @@ func schedule(ctx context.Context, tx pgx.Tx, c change) error {
 	if patron == "" {
 		return nil // no one to tell (a closed loan anonymized as it closed)
 	}
+	// No policy, or one not active: nothing is sent, and the notices the
+	// change moves are made obsolete all the same.
 	var list []Notice
 	var policyID string
 	var doc json.RawMessage
@@ -230,8 +232,6 @@ func schedule(ctx context.Context, tx pgx.Tx, c change) error {
 		return err
 	}
 	if err == nil {
-		// No policy, or one not active: nothing is sent, and the notices
-		// the change moves are made obsolete all the same.
 		var p Policy
 		if err := json.Unmarshal(doc, &p); err != nil {
 			return err

@@ -111,6 +111,10 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 		return r
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeLockRequired:
 		return errs.Errorf(errs.KindInvalid, schemas.CodeLockRequired, "%s", msg).Because(cause)
+	case status == http.StatusUnprocessableEntity && code == schemas.CodeIdempotencyKeyReused:
+		// A write sent with the id another request's write landed with
+		// (postgres.Same): nothing was written.
+		return withParams(errs.Errorf(errs.KindInvalid, schemas.CodeIdempotencyKeyReused, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && code == schemas.CodePinInvalid:
 		return errs.Errorf(errs.KindInvalid, schemas.CodePinInvalid, "%s", msg).Because(cause)
 	case status == http.StatusTooManyRequests && (code == schemas.CodePinLocked || code == schemas.CodePinBusy):
