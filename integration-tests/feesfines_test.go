@@ -214,6 +214,12 @@ func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 	wantCharge(t, c, fees[0], loan, typeID[schemas.FeeFineLostItemFee], schemas.FeeFineLostItemFee, lib.Owner, "10.00")
 	wantCharge(t, c, fees[1], loan, typeID[schemas.FeeFineLostItemProcessing], schemas.FeeFineLostItemProcessing, lib.Owner, "5.00")
 	c.Do(c.Circulations[0], "POST", "/accounts/"+fees[0].ID+"/pay", payment("4.00")).Want(t, http.StatusCreated)
+	// A librarian's replacement renaming the fee's feeFineType leaves it
+	// the lost item fee it was charged as (its feeFineId).
+	var renamed map[string]json.RawMessage
+	c.Do(c.Storage, "GET", "/accounts/"+fees[0].ID, nil).Want(t, http.StatusOK).Decode(t, &renamed)
+	renamed["feeFineType"] = json.RawMessage(`"Lost book"`)
+	c.Do(c.Storage, "PUT", "/accounts/"+fees[0].ID, renamed).Want(t, http.StatusNoContent)
 	checkInOn(t, c, lib.Items[3][0], harness.ServicePoint, "2026-01-20T12:00:00.000Z")
 	fees = accountsOf(t, c, patron(3))
 	sort.Slice(fees, func(i, j int) bool { return fees[i].FeeFineType < fees[j].FeeFineType })
@@ -325,13 +331,14 @@ var moneyTypes = []string{schemas.ActionPay.Partial(), schemas.ActionPay.Full(),
 func moneyHolds(t *testing.T, c *harness.Cluster) int {
 	t.Helper()
 	accounts, actions := pgx.Identifier{c.Schema, "fee_fine_account"}.Sanitize(), pgx.Identifier{c.Schema, "fee_fine_action"}.Sanitize()
+	types := pgx.Identifier{c.Schema, "fee_fine_type"}.Sanitize()
 	rows, err := c.DB.Query(context.Background(), `
 SELECT a.id::text, a.amount::text, a.remaining::text, a.status, coalesce(sum(x.amount_action) FILTER (WHERE x.type_action = ANY ($1)), 0)::text,
-       count(*) FILTER (WHERE x.type_action = a.jsonb ->> 'feeFineType' AND x.amount_action = a.amount),
+       count(*) FILTER (WHERE x.type_action = t.fee_fine_type AND x.amount_action = a.amount),
        a.amount - a.remaining = coalesce(sum(x.amount_action) FILTER (WHERE x.type_action = ANY ($1)), 0) AND a.remaining >= 0
          AND (a.status = 'Open') = (a.remaining > 0)
-  FROM `+accounts+` a LEFT JOIN `+actions+` x ON x.account_id = a.id
- GROUP BY a.id, a.amount, a.remaining, a.status, a.jsonb`, moneyTypes)
+  FROM `+accounts+` a JOIN `+types+` t ON t.tenant_id = a.tenant_id AND t.id = a.fee_fine_id LEFT JOIN `+actions+` x ON x.account_id = a.id
+ GROUP BY a.id, a.amount, a.remaining, a.status, t.fee_fine_type`, moneyTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,5 +640,52 @@ func TestAKioskPaysEveryOpenFee(t *testing.T) {
 	}
 	if n := moneyHolds(t, c); n != fees+1 {
 		t.Fatalf("checked %d fees/fines, want %d", n, fees+1)
+	}
+}
+
+// TestAChargeIsNamedByItsType: a fee/fine's charge is named by the
+// fee/fine type its feeFineId names, not by the free text of its
+// feeFineType: an account written without one (FOLIO's schema does not
+// ask for it) is charged as its type; one whose feeFineType reads "Paid
+// fully" is charged as its type too, so nothing of it counts as paid and
+// a refund of money never paid is refused. No fee/fine type may be named
+// as an action writes.
+func TestAChargeIsNamedByItsType(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := setUpFees(t, c, 1, 1, facultyStandard(), lostPolicy(10, 5))
+	patron := c.IDOf(t, "/users", "users", lib.Patrons[0])
+	for _, name := range schemas.ActionWords() {
+		wantCode(t, c.Do(c.Storage, "POST", "/feefines", map[string]any{"feeFineType": name, "automatic": false, "ownerId": lib.Owner}),
+			http.StatusUnprocessableEntity, schemas.CodeValidation)
+	}
+	charge := func(feeFineType any) string {
+		t.Helper()
+		doc := map[string]any{"amount": 5, "remaining": 5, "status": map[string]string{"name": schemas.FeeFineOpen},
+			"paymentStatus": map[string]string{"name": schemas.PaymentStatusOutstanding}, "userId": patron, "feeFineId": lib.OverdueType,
+			"ownerId": lib.Owner}
+		if feeFineType != nil {
+			doc["feeFineType"] = feeFineType
+		}
+		var out struct{ ID string }
+		c.Do(c.Storage, "POST", "/accounts", doc).Want(t, http.StatusCreated).Decode(t, &out)
+		return out.ID
+	}
+	for _, feeFineType := range []any{nil, schemas.ActionPay.Full()} {
+		id := charge(feeFineType)
+		acts := actionsOf(t, c, id)
+		if len(acts) != 1 || acts[0].TypeAction != schemas.FeeFineOverdueFine || acts[0].AmountAction.String() != "5" {
+			t.Fatalf("an account of feeFineType %v: actions %+v, want one charge named %q", feeFineType, acts, schemas.FeeFineOverdueFine)
+		}
+		refund := map[string]any{"amount": "1.00", "paymentMethod": "Cash", "notifyPatron": false, "servicePointId": harness.ServicePoint,
+			"userName": "Desk"}
+		wantCode(t, c.Do(c.Circulations[0], "POST", "/accounts/"+id+"/refund", refund), http.StatusUnprocessableEntity,
+			schemas.CodeFeeFineAmountExceeded)
+		if acts := actionsOf(t, c, id); len(acts) != 1 {
+			t.Fatalf("a refund of nothing paid refused: actions %+v, want the charge alone", acts)
+		}
+	}
+	if n := moneyHolds(t, c); n != 2 {
+		t.Fatalf("checked %d fees/fines, want 2", n)
 	}
 }

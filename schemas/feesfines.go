@@ -74,6 +74,21 @@ var feeFineWords = map[FeeFineAction][2]string{
 	ActionCancel:   {"Cancelled as error", "Cancelled as error"},
 }
 
+// ActionWords are every typeAction an action on a fee/fine writes (the
+// actions' Partial and Full, and a lost item's return's), which no
+// fee/fine type may be named (fee-fine-type.json): a fee/fine's charge is
+// its type's name, and a refund counts what the actions named here paid.
+func ActionWords() []string {
+	var words []string
+	for _, a := range FeeFineActions {
+		words = append(words, a.Partial())
+		if a.Full() != a.Partial() {
+			words = append(words, a.Full())
+		}
+	}
+	return append(words, PaymentStatusCancelledItemReturned)
+}
+
 // PaymentStatusOutstanding is an account's payment status before any
 // action.
 const PaymentStatusOutstanding = "Outstanding"

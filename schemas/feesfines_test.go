@@ -36,3 +36,26 @@ func TestTheTenantsCurrency(t *testing.T) {
 		}
 	}
 }
+
+// TestNoFeeFineTypeIsNamedAsAnAction: a fee/fine type named as what an
+// action writes (every one of ActionWords) is refused, naming the field;
+// FOLIO's types and an owner's own are taken.
+func TestNoFeeFineTypeIsNamedAsAnAction(t *testing.T) {
+	t.Parallel()
+	set := MustLoad()
+	for _, name := range ActionWords() {
+		err := set.Validate("fee-fine-type.json", map[string]any{"feeFineType": name, "automatic": false})
+		verr, ok := err.(*ValidationError)
+		if !ok || len(verr.Violations) != 1 || verr.Violations[0].Field != "feeFineType" {
+			t.Errorf("a fee/fine type named %q: %v, want refused for its feeFineType", name, err)
+		}
+	}
+	for _, name := range []string{FeeFineOverdueFine, FeeFineLostItemFee, "Damaged book", "paid fully"} {
+		if err := set.Validate("fee-fine-type.json", map[string]any{"feeFineType": name, "automatic": false}); err != nil {
+			t.Errorf("a fee/fine type named %q: %v, want it taken", name, err)
+		}
+	}
+	if got := len(ActionWords()); got != 10 {
+		t.Errorf("%d action words, want FOLIO's 10: %q", got, ActionWords())
+	}
+}

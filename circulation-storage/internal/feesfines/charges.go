@@ -320,13 +320,17 @@ UPDATE ` + postgres.Table(postgres.TableFeeFineAccount) + ` f
   FROM m WHERE f.tenant_id = @tenant AND f.id = m.id AND (m.remaining > 0 OR m.refundable > 0)`
 
 // lostFeesSQL is the accounts of the loan @loan a lost item's return
-// settles (lostReturnedSQL), chosen by its lost item fee policy.
+// settles (lostReturnedSQL), chosen by its lost item fee policy: by the
+// automatic fee/fine type each was charged as (its feeFineId, which no
+// replacement changes), not by the text of its feeFineType.
 var lostFeesSQL = `
 WITH ` + loanCTEs("", "@loan::uuid", "NULL::uuid") + `
-SELECT coalesce(array_agg(f.id::text), '{}') FROM ` + postgres.Table(postgres.TableFeeFineAccount) + ` f, l, lip
+SELECT coalesce(array_agg(f.id::text), '{}')
+  FROM ` + postgres.Table(postgres.TableFeeFineAccount) + ` f
+  JOIN ` + postgres.Table(postgres.TableFeeFineType) + ` t ON t.tenant_id = f.tenant_id AND t.id = f.fee_fine_id AND t.automatic, l, lip
  WHERE f.loan_id = l.id AND f.tenant_id = @tenant
-   AND (f.jsonb ->> 'feeFineType' = '` + schemas.FeeFineLostItemFee + `'
-        OR (f.jsonb ->> 'feeFineType' = '` + schemas.FeeFineLostItemProcessing + `' AND coalesce((lip.jsonb ->> 'returnedLostItemProcessingFee')::boolean, false)))
+   AND (t.fee_fine_type = '` + schemas.FeeFineLostItemFee + `'
+        OR (t.fee_fine_type = '` + schemas.FeeFineLostItemProcessing + `' AND coalesce((lip.jsonb ->> 'returnedLostItemProcessingFee')::boolean, false)))
    AND (lip.jsonb -> 'feesFinesShallRefunded' IS NULL
         OR ` + postgres.StoredTime("coalesce(l.jsonb ->> 'declaredLostDate', l.jsonb #>> '{agedToLostDelayedBilling,agedToLostDate}')", "loan declaredLostDate") + ` + make_interval(mins =>
            (lip.jsonb #>> '{feesFinesShallRefunded,duration}')::integer * ` +
