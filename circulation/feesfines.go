@@ -32,14 +32,25 @@ func (s *Service) ActOnFeeFines(ctx context.Context, a FeeFineAction) (json.RawM
 		return err
 	})
 	if ambiguous(err) {
+		key, id := actedOn(a)
 		s.logger.ErrorContext(ctx, "fee/fine action outcome unknown: storage did not answer whether it was written",
-			slog.String("account_id", a.AccountIDs[0]), slog.String("action", string(a.Action)), slog.Any("error", err))
-		return nil, unanswered(ctx, err, "fee/fine action", "accountId", a.AccountIDs[0])
+			slog.String(key, id), slog.String("action", string(a.Action)), slog.Any("error", err))
+		return nil, unanswered(ctx, err, "fee/fine action", key, id)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return compact(answer)
+}
+
+// actedOn names what a is on, as its error names it: the fee/fine it
+// names first ("accountId"), or the patron whose open fees/fines a
+// kiosk's payment takes ("userId").
+func actedOn(a FeeFineAction) (key, id string) {
+	if len(a.AccountIDs) > 0 {
+		return "accountId", a.AccountIDs[0]
+	}
+	return "userId", a.UserID
 }
 
 // compact is an action's answer as every call of it answers it, byte for

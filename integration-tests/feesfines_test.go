@@ -578,11 +578,11 @@ func TestSignInAccountsMovedAnswerTheOldPath(t *testing.T) {
 // TestAKioskPaysEveryOpenFee: a kiosk's payment (POST
 // /circulation/patron-fees/pay, SIP2's 37) takes every open fee/fine of
 // the patron's, however many, as the balance the kiosk was told counts
-// them: more than a patron's summary lists (storage.PatronSummaryFeesFines)
-// is paid as one action, oldest first. Named, the newest of them is
-// paid alone; another patron's is refused as none of this patron's and
-// left as it was; once nothing is open, a payment is refused as owing
-// nothing.
+// them, beyond the first storage.PatronSummaryFeesFines a summary lists:
+// a part of it pays the oldest first; the newest, named, is paid alone;
+// then the whole balance of 51 fees/fines is paid as one action. Another
+// patron's fee/fine named is refused as none of this patron's and left
+// as it was; once nothing is open, a payment is refused as owing nothing.
 func TestAKioskPaysEveryOpenFee(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
@@ -592,20 +592,19 @@ func TestAKioskPaysEveryOpenFee(t *testing.T) {
 		t.Helper()
 		var out struct{ ID string }
 		c.Do(c.Storage, "POST", "/accounts", map[string]any{"amount": 1, "remaining": 1, "status": map[string]string{"name": schemas.FeeFineOpen},
-			"paymentStatus": map[string]string{"name": "Outstanding"}, "userId": user, "feeFineId": lib.OverdueType,
+			"paymentStatus": map[string]string{"name": schemas.PaymentStatusOutstanding}, "userId": user, "feeFineId": lib.OverdueType,
 			"feeFineType": schemas.FeeFineOverdueFine, "ownerId": lib.Owner}).Want(t, http.StatusCreated).Decode(t, &out)
 		return out.ID
 	}
-	const fees = 51
+	const fees = 53
 	for range fees {
 		charge(patron)
 	}
 	theirs := charge(other)
-	fees0 := accountsOf(t, c, patron)
-	if len(fees0) != fees {
-		t.Fatalf("charged %d fees/fines, want %d", len(fees0), fees)
+	charged := accountsOf(t, c, patron)
+	if len(charged) != fees {
+		t.Fatalf("charged %d fees/fines, want %d", len(charged), fees)
 	}
-	newest := fees0[fees-1].ID
 	payAtKiosk := func(barcode, amount, feeFineID string) harness.Response {
 		body := map[string]any{"userBarcode": barcode, "amount": amount, "paymentMethod": "Cash", "servicePointId": harness.ServicePoint}
 		if feeFineID != "" {
@@ -613,21 +612,39 @@ func TestAKioskPaysEveryOpenFee(t *testing.T) {
 		}
 		return c.Do(c.Circulations[0], "POST", "/circulation/patron-fees/pay", body)
 	}
-	type answer struct {
+	var paid struct {
 		AccountID, Amount, RemainingAmount string
 		Feefineactions                     []action
 	}
+	stands := func(i int, remaining, status string) {
+		t.Helper()
+		for _, f := range accountsOf(t, c, patron) {
+			if f.ID == charged[i].ID && (f.Remaining.String() != remaining || f.PaymentStatus.Name != status) {
+				t.Fatalf("fee/fine %d of %d: %s remaining, %s; want %s, %s", i+1, fees, f.Remaining, f.PaymentStatus.Name, remaining, status)
+			}
+		}
+	}
 
-	var paid answer
+	// 1.50 of 53.00: the oldest paid fully, the next in part.
+	payAtKiosk(lib.Patrons[0], "1.50", "").Want(t, http.StatusCreated).Decode(t, &paid)
+	if paid.AccountID != charged[0].ID || paid.Amount != "1.50" || paid.RemainingAmount != "51.50" || len(paid.Feefineactions) != 2 {
+		t.Fatalf("1.50 of the balance: %+v, want the oldest two paid, 51.50 remaining", paid)
+	}
+	stands(0, "0", schemas.ActionPay.Full())
+	stands(1, "0.50", schemas.ActionPay.Partial())
+	stands(2, "1", schemas.PaymentStatusOutstanding)
+	// The newest, 52nd of the 52 open, named: paid alone.
+	newest := charged[fees-1].ID
 	payAtKiosk(lib.Patrons[0], "1.00", newest).Want(t, http.StatusCreated).Decode(t, &paid)
 	if paid.AccountID != newest || paid.Amount != "1.00" || paid.RemainingAmount != "0.00" || len(paid.Feefineactions) != 1 {
 		t.Fatalf("the newest fee/fine paid by name: %+v", paid)
 	}
 	wantCode(t, payAtKiosk(lib.Patrons[0], "1.00", theirs), http.StatusUnprocessableEntity, schemas.CodeFeeFineClosed)
-	payAtKiosk(lib.Patrons[0], "50.00", "").Want(t, http.StatusCreated).Decode(t, &paid)
-	if paid.AccountID != fees0[0].ID || paid.Amount != "50.00" || paid.RemainingAmount != "0.00" || len(paid.Feefineactions) != fees-1 {
-		t.Fatalf("the balance of %d fees/fines paid: %s, %s remaining, %d actions, first %s; want 50.00, 0.00, %d, %s",
-			fees-1, paid.Amount, paid.RemainingAmount, len(paid.Feefineactions), paid.AccountID, fees-1, fees0[0].ID)
+	// The balance of the 51 open: paid, every one.
+	payAtKiosk(lib.Patrons[0], "50.50", "").Want(t, http.StatusCreated).Decode(t, &paid)
+	if paid.AccountID != charged[1].ID || paid.Amount != "50.50" || paid.RemainingAmount != "0.00" || len(paid.Feefineactions) != fees-2 {
+		t.Fatalf("the balance of %d fees/fines paid: %s, %s remaining, %d actions, first %s; want 50.50, 0.00, %d, %s",
+			fees-2, paid.Amount, paid.RemainingAmount, len(paid.Feefineactions), paid.AccountID, fees-2, charged[1].ID)
 	}
 	for _, f := range accountsOf(t, c, patron) {
 		if f.Status.Name != schemas.FeeFineClosed || f.PaymentStatus.Name != schemas.ActionPay.Full() {

@@ -34,7 +34,7 @@ type writeKind struct {
 
 // itemsPerWriteKinds is how many of the library's items one use of
 // writeKinds takes.
-const itemsPerWriteKinds = 11
+const itemsPerWriteKinds = 12
 
 // writeKinds are the writes of loans, items, requests and fees/fines
 // circulation makes, each on the i-th item of lib's second patron's set
@@ -146,6 +146,21 @@ func writeKinds(t *testing.T, c *harness.Cluster, lib harness.Library, librarian
 				}
 			}
 			t.Fatalf("declared lost: no lost item fee charged for loan %s", loanID)
+			return "", "", nil, nil
+		}},
+		// A kiosk's payment of the patron's balance names no fee/fine:
+		// storage finds them in the write, the oldest first.
+		{"fees/fines paid at a kiosk", []string{"POST /fee-fine-storage/actions"}, http.StatusCreated, func(t *testing.T) (string, string, map[string]any, func() int) {
+			_, _, loanID := lent(t)
+			c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loanID+"/declare-item-lost", map[string]any{"servicePointId": harness.ServicePoint},
+				librarian).Want(t, http.StatusNoContent)
+			for _, a := range accountsOf(t, c, borrowerID) {
+				if a.Status.Name == schemas.FeeFineOpen {
+					return "POST", "/circulation/patron-fees/pay", map[string]any{"userBarcode": borrower, "amount": "1.00", "paymentMethod": "Cash",
+						"servicePointId": harness.ServicePoint}, version("fee_fine_account", a.ID)
+				}
+			}
+			t.Fatalf("declared lost: no open fee/fine of %s", borrower)
 			return "", "", nil, nil
 		}},
 	}
@@ -366,4 +381,47 @@ func TestAnUnknownWriteIsLearntFromItsKey(t *testing.T) {
 	if n := c.OpenLoans(t, patron); n != 2 {
 		t.Errorf("%d open loans, want 2", n)
 	}
+}
+
+// TestAnUnknownKioskPaymentIsLearntFromItsKey: a kiosk's payment of a
+// patron's balance (no fee/fine named) lands, its answer is lost, and
+// storage is then out of reach for longer than the call sends it again:
+// the call answers 503 naming the patron and its write id, not a failure
+// of its own. Sent again with its Idempotency-Key once storage is back,
+// it is answered the payment it made, which paid once.
+func TestAnUnknownKioskPaymentIsLearntFromItsKey(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true,
+		CirculationEnv: []string{"WRITE_SETTLE_TIMEOUT=1s"}})
+	lib := setUpFees(t, c, 1, 1, facultyStandard(), lostPolicy(10, 5))
+	patron := c.IDOf(t, "/users", "users", lib.Patrons[0])
+	var fee struct{ ID string }
+	c.Do(c.Storage, "POST", "/accounts", map[string]any{"amount": 5, "remaining": 5, "status": map[string]string{"name": schemas.FeeFineOpen},
+		"paymentStatus": map[string]string{"name": schemas.PaymentStatusOutstanding}, "userId": patron, "feeFineId": lib.OverdueType,
+		"feeFineType": schemas.FeeFineOverdueFine, "ownerId": lib.Owner}).Want(t, http.StatusCreated).Decode(t, &fee)
+	write := []string{"POST /fee-fine-storage/actions"}
+	arrived, release := c.StorageProxy.Hold(write...)
+	c.StorageProxy.LoseAnswers(1, write...)
+	headers := c.HeadersWith(schemas.HeaderIdempotencyKey, uuid.NewString())
+	body := map[string]any{"userBarcode": lib.Patrons[0], "amount": "2.00", "paymentMethod": "Cash", "servicePointId": harness.ServicePoint}
+	answered := make(chan harness.Response, 1)
+	go func() { answered <- c.DoWith(c.Circulations[0], "POST", "/circulation/patron-fees/pay", body, headers) }()
+	<-arrived
+	c.StorageProxy.DropRequests(append(write, "GET /write-storage/writes/")...)
+	release()
+	first := (<-answered).Want(t, http.StatusServiceUnavailable)
+	code, params := envelopeError(t, first)
+	if code != schemas.CodeStorageUnavailable || params["userId"] != patron || params["writeId"] == "" {
+		t.Fatalf("the payment never answered again: %s, want %s naming the patron and the write id", first.Body, schemas.CodeStorageUnavailable)
+	}
+	c.StorageProxy.DropRequests()
+	var paid struct{ AccountID, Amount, RemainingAmount string }
+	c.DoWith(c.Circulations[0], "POST", "/circulation/patron-fees/pay", body, headers).Want(t, http.StatusCreated).Decode(t, &paid)
+	if paid.AccountID != fee.ID || paid.Amount != "2.00" || paid.RemainingAmount != "3.00" {
+		t.Errorf("the payment sent again: %+v, want 2.00 of %s paid, 3.00 remaining", paid, fee.ID)
+	}
+	if acts := actionsOf(t, c, fee.ID); len(acts) != 2 {
+		t.Errorf("the fee/fine's actions: %+v, want the charge and one payment", acts)
+	}
+	moneyHolds(t, c)
 }
