@@ -388,7 +388,8 @@ func TestAnUnknownWriteIsLearntFromItsKey(t *testing.T) {
 // storage is then out of reach for longer than the call sends it again:
 // the call answers 503 naming the patron and its write id, not a failure
 // of its own. Sent again with its Idempotency-Key once storage is back,
-// it is answered the payment it made, which paid once.
+// it is answered the payment it made, which paid once; and so again
+// after the patron's barcode changed, which the call can no longer find.
 func TestAnUnknownKioskPaymentIsLearntFromItsKey(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true,
@@ -416,9 +417,20 @@ func TestAnUnknownKioskPaymentIsLearntFromItsKey(t *testing.T) {
 	}
 	c.StorageProxy.DropRequests()
 	var paid struct{ AccountID, Amount, RemainingAmount string }
-	c.DoWith(c.Circulations[0], "POST", "/circulation/patron-fees/pay", body, headers).Want(t, http.StatusCreated).Decode(t, &paid)
+	again := c.DoWith(c.Circulations[0], "POST", "/circulation/patron-fees/pay", body, headers).Want(t, http.StatusCreated)
+	again.Decode(t, &paid)
 	if paid.AccountID != fee.ID || paid.Amount != "2.00" || paid.RemainingAmount != "3.00" {
 		t.Errorf("the payment sent again: %+v, want 2.00 of %s paid, 3.00 remaining", paid, fee.ID)
+	}
+	// The patron's barcode changed since: the call sent again with its
+	// key is still the payment it made, answered from its write's id,
+	// not a patron no longer found.
+	var user map[string]any
+	c.Do(c.Storage, "GET", "/users/"+patron, nil).Want(t, http.StatusOK).Decode(t, &user)
+	user["barcode"] = lib.Patrons[0] + "-new"
+	c.Do(c.Storage, "PUT", "/users/"+patron, user).Want(t, http.StatusNoContent)
+	if r := c.DoWith(c.Circulations[0], "POST", "/circulation/patron-fees/pay", body, headers).Want(t, http.StatusCreated); !bytes.Equal(r.Body, again.Body) {
+		t.Errorf("the payment sent again after the barcode changed: %s, want %s", r.Body, again.Body)
 	}
 	if acts := actionsOf(t, c, fee.ID); len(acts) != 2 {
 		t.Errorf("the fee/fine's actions: %+v, want the charge and one payment", acts)
