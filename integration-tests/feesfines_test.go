@@ -658,6 +658,46 @@ func TestAKioskPaysEveryOpenFee(t *testing.T) {
 	if n := moneyHolds(t, c); n != fees+1 {
 		t.Fatalf("checked %d fees/fines, want %d", n, fees+1)
 	}
+
+	// Kiosks racing, each payment its own: four fees/fines of 1.00, eight
+	// payments of 1.00 at once, round after round. Each fee/fine is paid
+	// once, by one of four payments; the other four are told the patron
+	// owes nothing.
+	for round := range 3 {
+		racing := map[string]bool{}
+		for range 4 {
+			racing[charge(patron)] = true
+		}
+		answers := make([]harness.Response, 8)
+		var wg sync.WaitGroup
+		for i := range answers {
+			wg.Add(1)
+			go func() { defer wg.Done(); answers[i] = payAtKiosk(lib.Patrons[0], "1.00", "") }()
+		}
+		wg.Wait()
+		created := 0
+		for _, a := range answers {
+			if a.Status == http.StatusCreated {
+				created++
+				continue
+			}
+			wantCode(t, a, http.StatusUnprocessableEntity, schemas.CodeFeeFineClosed)
+		}
+		for id := range racing {
+			var pays []action
+			for _, a := range actionsOf(t, c, id) {
+				if a.TypeAction != schemas.FeeFineOverdueFine {
+					pays = append(pays, a)
+				}
+			}
+			if len(pays) != 1 || pays[0].AmountAction.String() != "1" || pays[0].Balance.String() != "0" {
+				t.Fatalf("round %d, fee/fine %s: paid by %+v, want one payment of 1.00", round, id, pays)
+			}
+		}
+		if created != len(racing) {
+			t.Fatalf("round %d: %d of %d payments of 1.00 taken for %d fees/fines of 1.00", round, created, len(answers), len(racing))
+		}
+	}
 }
 
 // TestAChargeIsNamedByItsType: a fee/fine's charge is named by the

@@ -273,12 +273,12 @@ func (s *Actions) Act(ctx context.Context, t storage.Tenant, w storage.FeeFineAc
 	return s.db.InTxOnce(ctx, t, schemas.WriteFeeFineAction, func(tx pgx.Tx) (json.RawMessage, error) {
 		ids := w.AccountIDs
 		if w.UserID != "" {
+			// patronFees has locked them.
 			var err error
 			if ids, err = patronFees(ctx, tx, t, w); err != nil {
 				return nil, err
 			}
-		}
-		if _, err := tx.Exec(ctx, lockSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": ids}); err != nil {
+		} else if _, err := tx.Exec(ctx, lockSQL, pgx.StrictNamedArgs{"tenant": string(t), "ids": ids}); err != nil {
 			return nil, postgres.Interpret(err, t)
 		}
 		check := storage.FeeFineCheck{AccountIDs: ids, Action: w.Action, Amount: w.Amount}
