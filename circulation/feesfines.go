@@ -110,22 +110,24 @@ func (s *Service) payPatronFees(ctx context.Context, p PatronPayment) (json.RawM
 	if err := s.pinBeforeAnything(ctx, p.Access); err != nil {
 		return nil, err
 	}
-	recs, err := s.storage.PatronSummary(ctx, p.UserBarcode)
+	// The patron's id is all the payment needs of them: storage finds
+	// their open fees/fines in the write.
+	patronID, found, err := s.storage.PatronIDByBarcode(ctx, p.UserBarcode)
 	if err != nil {
 		return nil, err
 	}
-	if recs.Patron == nil {
+	if !found {
 		return nil, errs.Errorf(errs.KindNotFound, schemas.CodeUserBarcodeNotFound, "Could not find user with matching barcode").
 			With("userBarcode", p.UserBarcode)
 	}
-	if _, err := s.named(ctx, recs.Patron, p.Access); err != nil {
+	if _, err := s.named(ctx, &Patron{ID: patronID}, p.Access); err != nil {
 		return nil, err
 	}
 	var ids []string
 	if p.FeeFineID != "" {
 		ids = []string{p.FeeFineID}
 	}
-	return s.ActOnFeeFines(ctx, FeeFineAction{UserID: recs.Patron.ID, AccountIDs: ids, Action: schemas.ActionPay, Amount: p.Amount,
+	return s.ActOnFeeFines(ctx, FeeFineAction{UserID: patronID, AccountIDs: ids, Action: schemas.ActionPay, Amount: p.Amount,
 		PaymentMethod: p.PaymentMethod, TransactionInfo: p.TransactionInfo, ServicePointID: p.ServicePointID, UserName: p.UserName})
 }
 

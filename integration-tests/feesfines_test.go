@@ -580,9 +580,11 @@ func TestSignInAccountsMovedAnswerTheOldPath(t *testing.T) {
 // the patron's, however many, as the balance the kiosk was told counts
 // them, beyond the first storage.PatronSummaryFeesFines a summary lists:
 // a part of it pays the oldest first; the newest, named, is paid alone;
-// then the whole balance of 51 fees/fines is paid as one action. Another
-// patron's fee/fine named is refused as none of this patron's and left
-// as it was; once nothing is open, a payment is refused as owing nothing.
+// then the whole balance of 51 fees/fines is paid as one action. A
+// barcode no patron has is refused as such. Another patron's fee/fine
+// named is refused as none of this patron's and left as it was; once
+// nothing is open, a payment is refused as owing nothing. Kiosks racing,
+// each payment its own, pay each fee/fine once.
 func TestAKioskPaysEveryOpenFee(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
@@ -624,6 +626,10 @@ func TestAKioskPaysEveryOpenFee(t *testing.T) {
 			}
 		}
 	}
+
+	// No patron of that barcode: refused as such, nothing paid.
+	wantCode(t, payAtKiosk("no-such-patron", "1.00", ""), http.StatusNotFound, schemas.CodeUserBarcodeNotFound)
+	stands(0, "1", schemas.PaymentStatusOutstanding)
 
 	// 1.50 of 53.00: the oldest paid fully, the next in part.
 	payAtKiosk(lib.Patrons[0], "1.50", "").Want(t, http.StatusCreated).Decode(t, &paid)

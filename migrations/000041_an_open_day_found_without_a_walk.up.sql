@@ -16,6 +16,9 @@ BEGIN
         -- The service point's calendars on p_day's side, p_day included,
         -- each cut to that side.
         SELECT c.id, c.jsonb AS doc,
+               -- The weekdays (ISO numbers) its normal hours open.
+               ARRAY(SELECT DISTINCT d FROM calendar_week_minutes(c.jsonb) w, generate_series(1, 7) d
+                      WHERE w.minutes && int4range((d - 1) * 1440, d * 1440)) AS weekdays,
                daterange(CASE WHEN p_step > 0 THEN greatest(a.start_date, p_day) ELSE a.start_date END,
                          CASE WHEN p_step > 0 THEN a.end_date ELSE least(a.end_date, p_day) END, '[]') AS days
           FROM calendar_assignment a JOIN calendar c ON c.tenant_id = a.tenant_id AND c.id = a.calendar_id
@@ -38,10 +41,7 @@ BEGIN
                                                           '{}'::datemultirange)) AS stretch,
                generate_series(0, 6) AS i,
                LATERAL (SELECT CASE WHEN p_step > 0 THEN lower(stretch) + i ELSE upper(stretch) - 1 - i END AS d) day
-         WHERE day.d <@ stretch
-           AND EXISTS (SELECT 1 FROM calendar_week_minutes(cal.doc) w
-                        WHERE w.minutes && int4range((extract(isodow FROM day.d)::integer - 1) * 1440,
-                                                     extract(isodow FROM day.d)::integer * 1440))
+         WHERE cardinality(cal.weekdays) > 0 AND day.d <@ stretch AND extract(isodow FROM day.d)::integer = ANY (cal.weekdays)
     )
     SELECT CASE WHEN p_step > 0 THEN min(lower(days)) ELSE max(upper(days) - 1) END
       FROM open_days WHERE NOT isempty(days));

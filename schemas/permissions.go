@@ -379,7 +379,7 @@ var Routes = slices.Concat(
 			"read the spans of time the calling self-check machine was seen on line", "kiosk-presence-storage.spans.collection.get").
 			reads("from", "to").answers(200, "kiosk-presence.json"),
 		circ("POST", "/circulation/patron-fees/pay", PermissionPayPatronFees,
-			"take a patron's payment of their fees/fines at a self-check machine", PermissionPatronSummary, PermissionVerifyPin,
+			"take a patron's payment of their fees/fines at a self-check machine", "users.collection.get", PermissionVerifyPin,
 			"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), PermissionFeeFineAct, PermissionWriteGet).heeds(HeaderIdempotencyKey, HeaderPatronPin).takes("patron-fee-payment-request.json").
 			answers(201, "fee-fine-action-response.json"),
 		Route{Service: ServiceCirculation, Interface: InterfaceLoanAnonymization, Method: "POST", Path: "/loan-anonymization/by-user/{userId}",

@@ -260,6 +260,9 @@ func (p *loanPolicyJSON) policy() circulation.LoanPolicy {
 
 // PatronIDByBarcode implements circulation.Storage.
 func (c *Client) PatronIDByBarcode(ctx context.Context, barcode string) (string, bool, error) {
+	if barcode == "" {
+		return "", false, nil // no one's; asked, storage would answer anyone's
+	}
 	var page struct {
 		Users []struct {
 			ID string `json:"id"`
