@@ -43,7 +43,7 @@ func TestAnHoursDueDateMovesAsWhenItReadAMonth(t *testing.T) {
 	t.Parallel()
 	db, tenant := sampleDatabase(t, 2)
 	ctx := context.Background()
-	monthly := monthlyCalendarMoved(t)
+	monthly := migration35Function(t, "calendar_moved", "calendar_moved_month")
 	if _, err := db.Pool.Exec(ctx, "BEGIN; SET LOCAL search_path TO "+pgx.Identifier{postgres.SharedSchema}.Sanitize()+"; "+monthly+"; COMMIT"); err != nil {
 		t.Fatalf("make migration 35's calendar_moved again: %v", err)
 	}
@@ -211,21 +211,21 @@ func compareDueMoves(t *testing.T, db *postgres.DB, tenant storage.Tenant, moves
 	}
 }
 
-// monthlyCalendarMoved is migration 35's calendar_moved, named
-// calendar_moved_month.
-func monthlyCalendarMoved(t *testing.T) string {
+// migration35Function is the function name as migration 35 made it,
+// named as.
+func migration35Function(t *testing.T, name, as string) string {
 	t.Helper()
 	up, err := fs.ReadFile(migrations.FS, "000035_calendars.up.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := string(up)
-	start := strings.Index(src, "CREATE FUNCTION calendar_moved(")
+	start := strings.Index(src, "CREATE FUNCTION "+name+"(")
 	if start < 0 {
-		t.Fatal("migration 35 makes no calendar_moved")
+		t.Fatalf("migration 35 makes no %s", name)
 	}
 	end := strings.Index(src[start:], "$$;")
-	return strings.Replace(src[start:start+end+3], "calendar_moved(", "calendar_moved_month(", 1)
+	return strings.Replace(src[start:start+end+3], name+"(", as+"(", 1)
 }
 
 func mustJSON(t *testing.T, v any) json.RawMessage {

@@ -2,9 +2,7 @@ package lending
 
 import (
 	"context"
-	"io/fs"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
-	"github.com/checkoutlock/migrations"
 )
 
 // TestAnOpenDayIsFoundWithoutAWalk: calendar_open_day (migration 41)
@@ -31,7 +28,7 @@ func TestAnOpenDayIsFoundWithoutAWalk(t *testing.T) {
 	t.Parallel()
 	db, tenant := sampleDatabase(t, 2)
 	ctx := context.Background()
-	if _, err := db.Pool.Exec(ctx, "BEGIN; SET LOCAL search_path TO "+pgx.Identifier{postgres.SharedSchema}.Sanitize()+"; "+walkedOpenDay(t)+"; COMMIT"); err != nil {
+	if _, err := db.Pool.Exec(ctx, "BEGIN; SET LOCAL search_path TO "+pgx.Identifier{postgres.SharedSchema}.Sanitize()+"; "+migration35Function(t, "calendar_open_day", "calendar_open_day_walked")+"; COMMIT"); err != nil {
 		t.Fatalf("make migration 35's calendar_open_day again: %v", err)
 	}
 	lib := newLibrary(db, testPolicy)
@@ -176,21 +173,4 @@ func TestAnOpenDayIsFoundWithoutAWalk(t *testing.T) {
 			t.Errorf("0001 to 9999, by %d: %v, want %q", c.step, g, c.want)
 		}
 	}
-}
-
-// walkedOpenDay is migration 35's calendar_open_day, named
-// calendar_open_day_walked.
-func walkedOpenDay(t *testing.T) string {
-	t.Helper()
-	up, err := fs.ReadFile(migrations.FS, "000035_calendars.up.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := string(up)
-	start := strings.Index(src, "CREATE FUNCTION calendar_open_day(")
-	if start < 0 {
-		t.Fatal("migration 35 makes no calendar_open_day")
-	}
-	end := strings.Index(src[start:], "$$;")
-	return strings.Replace(src[start:start+end+3], "calendar_open_day(", "calendar_open_day_walked(", 1)
 }
