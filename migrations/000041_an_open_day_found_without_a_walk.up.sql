@@ -28,6 +28,8 @@ BEGIN
         SELECT cal.id, cal.days, x,
                daterange(calendar_date(x ->> 'startDate'), calendar_date(x ->> 'endDate'), '[]') AS days_off
           FROM cal, jsonb_array_elements(coalesce(cal.doc -> 'exceptions', '[]')) x
+    ), days_off AS (
+        SELECT id, range_agg(days_off) AS days_off FROM exception GROUP BY id
     ), open_days AS (
         -- Days an exception's opening covers.
         SELECT daterange(calendar_date(o ->> 'startDate'), calendar_date(o ->> 'endDate'), '[]') * e.days AS days
@@ -36,9 +38,8 @@ BEGIN
         -- The first seven days of each stretch no exception covers, those
         -- on a weekday its normal hours open.
         SELECT daterange(day.d, day.d, '[]')
-          FROM cal,
-               unnest(datemultirange(cal.days) - coalesce((SELECT range_agg(e.days_off) FROM exception e WHERE e.id = cal.id),
-                                                          '{}'::datemultirange)) AS stretch,
+          FROM cal LEFT JOIN days_off ON days_off.id = cal.id,
+               unnest(datemultirange(cal.days) - coalesce(days_off.days_off, '{}'::datemultirange)) AS stretch,
                generate_series(0, 6) AS i,
                LATERAL (SELECT CASE WHEN p_step > 0 THEN lower(stretch) + i ELSE upper(stretch) - 1 - i END AS d) day
          WHERE cardinality(cal.weekdays) > 0 AND day.d <@ stretch AND extract(isodow FROM day.d)::integer = ANY (cal.weekdays)

@@ -20,10 +20,11 @@ import (
 // random calendars and the three weeks around them, forward and back:
 // service points with one to three calendars and gaps between them,
 // normal hours on some weekdays (none, or a night into the next day),
-// closures and exceptional openings. It reads no day's hours while it
-// looks (calendar_day, counted by track_functions) across ten closed
-// years; and on calendars from 0001 to 9999 it finds the one opening of
-// 9999, or none, where the walk read some three million days.
+// closures and exceptions open on one or two stretches of their days.
+// It reads no day's hours while it looks (calendar_day, counted by
+// track_functions) across ten closed years; and on calendars from 0001
+// to 9999 it finds the one opening of 9999, or none, where the walk read
+// some three million days.
 func TestAnOpenDayIsFoundWithoutAWalk(t *testing.T) {
 	t.Parallel()
 	db, tenant := sampleDatabase(t, 2)
@@ -70,8 +71,9 @@ func TestAnOpenDayIsFoundWithoutAWalk(t *testing.T) {
 			var normal []map[string]string
 			switch rng.IntN(4) {
 			case 0: // closed but for its exceptions
-			case 1: // a night, Sunday into Monday
-				normal = append(normal, map[string]string{"startDay": "SUNDAY", "startTime": "22:00", "endDay": "MONDAY", "endTime": "02:00"})
+			case 1: // a night into the next day (Sunday's into Monday)
+				d := rng.IntN(7)
+				normal = append(normal, map[string]string{"startDay": week[d], "startTime": "22:00", "endDay": week[(d+1)%7], "endTime": "02:00"})
 			default:
 				for _, d := range week {
 					if rng.IntN(4) == 0 {
@@ -86,7 +88,7 @@ func TestAnOpenDayIsFoundWithoutAWalk(t *testing.T) {
 					break
 				}
 				openings := []any{}
-				if rng.IntN(2) == 0 {
+				for range rng.IntN(3) {
 					o := at.AddDate(0, 0, rng.IntN(int(ends.Sub(at).Hours()/24)+1))
 					openings = append(openings, map[string]string{"startDate": date(o), "startTime": "10:00",
 						"endDate": date(o.AddDate(0, 0, rng.IntN(int(ends.Sub(o).Hours()/24)+1))), "endTime": "12:00"})
@@ -99,6 +101,17 @@ func TestAnOpenDayIsFoundWithoutAWalk(t *testing.T) {
 			from = to.AddDate(0, 0, 1+rng.IntN(15))
 		}
 	}
+	// Open on Mondays only, closed on two of them: the stretch after the
+	// first closure begins on a Tuesday and the one before the second
+	// ends on a Sunday, so their open day is the seventh looked at.
+	mondays := servicePoint()
+	sps = append(sps, mondays)
+	calendar(mondays, date(start), date(start.AddDate(0, 0, 60)),
+		[]map[string]string{{"startDay": "MONDAY", "startTime": "09:00", "endDay": "MONDAY", "endTime": "17:00"}},
+		[]map[string]any{
+			{"name": "first Monday", "startDate": date(start), "endDate": date(start), "openings": []any{}},
+			{"name": "sixth Monday", "startDate": date(start.AddDate(0, 0, 42)), "endDate": date(start.AddDate(0, 0, 42)), "openings": []any{}},
+		})
 	fn := func(name string) string { return pgx.Identifier{postgres.SharedSchema, name}.Sanitize() }
 	rows, err := db.Pool.Query(ctx, `SELECT sp, day, step, `+fn("calendar_open_day")+`(@tenant, sp, day, step), `+fn("calendar_open_day_walked")+`(@tenant, sp, day, step)
 		FROM unnest(@sps::uuid[]) sp, generate_series(@from::date - 10, @from::date + 180, interval '1 day') g, LATERAL (SELECT g::date AS day) d,
