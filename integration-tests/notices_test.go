@@ -595,6 +595,69 @@ CREATE TRIGGER lose_notice_record BEFORE UPDATE ON @.scheduled_notice FOR EACH R
 	}
 }
 
+// TestASlowMailIsSentOnce: a mail server that takes longer to take a
+// notice's mail than storage lets a transaction sit idle elsewhere
+// (REQUEST_TIMEOUT, 2 s here) still has it once. The sender's transaction,
+// holding the notice while the server takes the mail, is let sit for the
+// mail's own bound; were PostgreSQL to end its session, the mail would
+// land and its record would not, and the notice would be mailed again at
+// every round without a try counted. Here the server is held at the mail's
+// MAIL FROM until the transaction has sat longer than REQUEST_TIMEOUT:
+// the session is still there, the notice is Sent on its first try, no
+// round failed, and the patron has one mail.
+func TestASlowMailIsSentOnce(t *testing.T) {
+	t.Parallel()
+	mail := harness.StartMailpit(t)
+	slow := harness.NewProxy(t, mail.SMTP)
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true, DatabaseURL: harness.FreshDatabase(t),
+		StorageEnv: []string{"NOTICE_SMTP_ADDR=" + slow.Addr(), "NOTICE_FROM=library@checkoutlock.test", "NOTICE_INTERVAL=50ms",
+			"REQUEST_TIMEOUT=2s"}})
+	lib := c.SetupLibrary(1, 1, 0)
+	giveEmail(t, c, lib.Patrons[0])
+	useReceipts(t, c, lib)
+	arrived, release := slow.Hold("MAIL FROM")
+	defer release()
+	var loan struct{ ID string }
+	c.CheckOut(0, lib.Items[0][0], lib.Patrons[0]).Want(t, http.StatusCreated).Decode(t, &loan)
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the receipt's mail never reached the server")
+	}
+	// The sender's session: idle in the transaction that holds the
+	// notice (a lock on the notices' table).
+	ctx := context.Background()
+	var sat, there int
+	waitFor(t, "the sender's transaction idle past REQUEST_TIMEOUT, or its session ended", func() bool {
+		if err := c.DB.QueryRow(ctx, `SELECT count(*) FILTER (WHERE now() - a.state_change > interval '2500 ms'), count(*)
+			FROM pg_stat_activity a WHERE a.datname = current_database() AND a.state = 'idle in transaction'
+			 AND EXISTS (SELECT 1 FROM pg_locks l JOIN pg_class r ON r.oid = l.relation
+			              WHERE l.pid = a.pid AND r.relname = 'scheduled_notice' AND r.relkind = 'r')`).Scan(&sat, &there); err != nil {
+			t.Fatal(err)
+		}
+		return sat > 0 || there == 0
+	})
+	release()
+	if sat == 0 {
+		t.Errorf("the sender's session ended while the server took the mail")
+	}
+	var n []scheduledNotice
+	waitFor(t, "the receipt Sent", func() bool {
+		n = noticesOf(t, c, "loanId="+loan.ID)
+		return len(n) == 1 && n[0].Status == schemas.NoticeSent
+	})
+	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)
+	got, err := mail.Messages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed, _ := c.Metric(t, c.Storage, `patron_notice_rounds_total{result="failed"}`)
+	n = noticesOf(t, c, "loanId="+loan.ID)
+	if len(got) != 1 || len(n) != 1 || n[0].Sent != 1 || n[0].Attempts != 0 || failed != 0 {
+		t.Errorf("%d mails; the receipt %+v; %v rounds failed: want one mail, the receipt Sent at its first try, no round failed", len(got), n, failed)
+	}
+}
+
 // TestANoticeThatCannotBeSentIsADeadLetterOnTheConsole: the SMTP server
 // gone (nothing listens where NOTICE_SMTP_ADDR points), a check-out's
 // receipt is tried NOTICE_MAX_ATTEMPTS times, then Failed with why; the

@@ -42,11 +42,7 @@ import (
 func TestAnHoursDueDateMovesAsWhenItReadAMonth(t *testing.T) {
 	t.Parallel()
 	db, tenant := sampleDatabase(t, 2)
-	ctx := context.Background()
-	monthly := migration35Function(t, "calendar_moved", "calendar_moved_month")
-	if _, err := db.Pool.Exec(ctx, "BEGIN; SET LOCAL search_path TO "+pgx.Identifier{postgres.SharedSchema}.Sanitize()+"; "+monthly+"; COMMIT"); err != nil {
-		t.Fatalf("make migration 35's calendar_moved again: %v", err)
-	}
+	remakeMigration35Function(t, db, "calendar_moved", "calendar_moved_month")
 	lib := newLibrary(db, testPolicy)
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	day := func(days int) time.Time { return today.AddDate(0, 0, days) }
@@ -175,10 +171,9 @@ func compareDueMoves(t *testing.T, db *postgres.DB, tenant storage.Tenant, moves
 	for _, m := range moves {
 		sps, ats, nows, strategies, offsets = append(sps, m.sp), append(ats, m.at), append(nows, m.now), append(strategies, m.strategy), append(offsets, m.offset)
 	}
-	fn := func(name string) string { return pgx.Identifier{postgres.SharedSchema, name}.Sanitize() }
 	rows, err := db.Pool.Query(context.Background(), `SELECT c.sp, c.at, c.now, c.move, c.off,
-		`+fn("calendar_moved")+`(@tenant, c.sp, c.at, c.move, true, c.off::interval, c.now),
-		`+fn("calendar_moved_month")+`(@tenant, c.sp, c.at, c.move, true, c.off::interval, c.now)
+		`+shared("calendar_moved")+`(@tenant, c.sp, c.at, c.move, true, c.off::interval, c.now),
+		`+shared("calendar_moved_month")+`(@tenant, c.sp, c.at, c.move, true, c.off::interval, c.now)
 		FROM unnest(@sps::uuid[], @ats::timestamptz[], @nows::timestamptz[], @moves::text[], @offsets::text[]) AS c (sp, at, now, move, off)`,
 		pgx.StrictNamedArgs{"tenant": string(tenant), "sps": sps, "ats": ats, "nows": nows, "moves": strategies, "offsets": offsets})
 	if err != nil {
@@ -211,9 +206,9 @@ func compareDueMoves(t *testing.T, db *postgres.DB, tenant storage.Tenant, moves
 	}
 }
 
-// migration35Function is the function name as migration 35 made it,
-// named as.
-func migration35Function(t *testing.T, name, as string) string {
+// remakeMigration35Function makes the function name again as migration
+// 35 made it, named as, beside what the later migrations made of it.
+func remakeMigration35Function(t *testing.T, db *postgres.DB, name, as string) {
 	t.Helper()
 	up, err := fs.ReadFile(migrations.FS, "000035_calendars.up.sql")
 	if err != nil {
@@ -225,8 +220,14 @@ func migration35Function(t *testing.T, name, as string) string {
 		t.Fatalf("migration 35 makes no %s", name)
 	}
 	end := strings.Index(src[start:], "$$;")
-	return strings.Replace(src[start:start+end+3], name+"(", as+"(", 1)
+	fn := strings.Replace(src[start:start+end+3], name+"(", as+"(", 1)
+	if _, err := db.Pool.Exec(context.Background(), "BEGIN; SET LOCAL search_path TO "+pgx.Identifier{postgres.SharedSchema}.Sanitize()+"; "+fn+"; COMMIT"); err != nil {
+		t.Fatalf("make migration 35's %s again: %v", name, err)
+	}
 }
+
+// shared is the function name in the schema every tenant shares, quoted.
+func shared(name string) string { return pgx.Identifier{postgres.SharedSchema, name}.Sanitize() }
 
 func mustJSON(t *testing.T, v any) json.RawMessage {
 	t.Helper()
@@ -268,7 +269,6 @@ func TestAnOpeningTheClocksSkipHasNoTimeOpen(t *testing.T) {
 			map[string]string{"startDay": d, "startTime": "09:00", "endDay": d, "endTime": "17:00"})
 	}
 	sp := aCalendar(t, lib, tenant, "Havana in March", time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 3, 31, 0, 0, 0, 0, time.UTC), hours)
-	fn := func(name string) string { return pgx.Identifier{postgres.SharedSchema, name}.Sanitize() }
 	at := func(s string) time.Time {
 		v, err := time.Parse(time.RFC3339, s)
 		if err != nil {
@@ -288,7 +288,7 @@ func TestAnOpeningTheClocksSkipHasNoTimeOpen(t *testing.T) {
 		{"2027-03-15T04:00:00Z", "2027-03-15T03:00:00Z", "MOVE_TO_BEGINNING_OF_NEXT_OPEN_SERVICE_POINT_HOURS", "2027-03-15T04:30:00Z"},
 	} {
 		var got time.Time
-		if err := db.Pool.QueryRow(ctx, `SELECT `+fn("calendar_moved")+`(@tenant, @sp, @at, @strategy, true, NULL, @now)`,
+		if err := db.Pool.QueryRow(ctx, `SELECT `+shared("calendar_moved")+`(@tenant, @sp, @at, @strategy, true, NULL, @now)`,
 			pgx.StrictNamedArgs{"tenant": string(tenant), "sp": sp, "at": at(m.at), "strategy": m.strategy, "now": at(m.now)}).Scan(&got); err != nil {
 			t.Fatalf("due %s, now %s, %s: %v", m.at, m.now, m.strategy, err)
 		}
@@ -304,7 +304,7 @@ func TestAnOpeningTheClocksSkipHasNoTimeOpen(t *testing.T) {
 		{"2027-03-15T04:00:00Z", "2027-03-15T14:00:00Z", 45 + 60},
 	} {
 		var got int
-		if err := db.Pool.QueryRow(ctx, `SELECT `+fn("calendar_open_minutes")+`(@tenant, @sp, @from, @to)`,
+		if err := db.Pool.QueryRow(ctx, `SELECT `+shared("calendar_open_minutes")+`(@tenant, @sp, @from, @to)`,
 			pgx.StrictNamedArgs{"tenant": string(tenant), "sp": sp, "from": at(c.from), "to": at(c.to)}).Scan(&got); err != nil {
 			t.Fatalf("minutes open from %s to %s: %v", c.from, c.to, err)
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
-	"github.com/checkoutlock/circulation-storage/internal/postgres"
 )
 
 // TestAnOpenDayIsFoundWithoutAWalk: calendar_open_day (migration 41)
@@ -29,9 +28,7 @@ func TestAnOpenDayIsFoundWithoutAWalk(t *testing.T) {
 	t.Parallel()
 	db, tenant := sampleDatabase(t, 2)
 	ctx := context.Background()
-	if _, err := db.Pool.Exec(ctx, "BEGIN; SET LOCAL search_path TO "+pgx.Identifier{postgres.SharedSchema}.Sanitize()+"; "+migration35Function(t, "calendar_open_day", "calendar_open_day_walked")+"; COMMIT"); err != nil {
-		t.Fatalf("make migration 35's calendar_open_day again: %v", err)
-	}
+	remakeMigration35Function(t, db, "calendar_open_day", "calendar_open_day_walked")
 	lib := newLibrary(db, testPolicy)
 	servicePoint := func() string {
 		t.Helper()
@@ -112,8 +109,7 @@ func TestAnOpenDayIsFoundWithoutAWalk(t *testing.T) {
 			{"name": "first Monday", "startDate": date(start), "endDate": date(start), "openings": []any{}},
 			{"name": "sixth Monday", "startDate": date(start.AddDate(0, 0, 42)), "endDate": date(start.AddDate(0, 0, 42)), "openings": []any{}},
 		})
-	fn := func(name string) string { return pgx.Identifier{postgres.SharedSchema, name}.Sanitize() }
-	rows, err := db.Pool.Query(ctx, `SELECT sp, day, step, `+fn("calendar_open_day")+`(@tenant, sp, day, step), `+fn("calendar_open_day_walked")+`(@tenant, sp, day, step)
+	rows, err := db.Pool.Query(ctx, `SELECT sp, day, step, `+shared("calendar_open_day")+`(@tenant, sp, day, step), `+shared("calendar_open_day_walked")+`(@tenant, sp, day, step)
 		FROM unnest(@sps::uuid[]) sp, generate_series(@from::date - 10, @from::date + 180, interval '1 day') g, LATERAL (SELECT g::date AS day) d,
 		     unnest(ARRAY[1, -1]) step`,
 		pgx.StrictNamedArgs{"tenant": string(tenant), "sps": sps, "from": date(start)})
@@ -157,7 +153,7 @@ func TestAnOpenDayIsFoundWithoutAWalk(t *testing.T) {
 		if _, err := tx.Exec(ctx, "SET LOCAL track_functions = 'all'"); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT `+fn("calendar_open_day")+`($1, $2, date '2027-01-02', 1)`, string(tenant), tenYears).Scan(&found); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT `+shared("calendar_open_day")+`($1, $2, date '2027-01-02', 1)`, string(tenant), tenYears).Scan(&found); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions WHERE funcname = 'calendar_day'`).Scan(&read)
@@ -179,7 +175,7 @@ func TestAnOpenDayIsFoundWithoutAWalk(t *testing.T) {
 		want string
 	}{{closed, 1, ""}, {closed, -1, ""}, {late, 1, "9999-12-24"}, {late, -1, ""}} {
 		var got *time.Time
-		if err := db.Pool.QueryRow(ctx, `SELECT `+fn("calendar_open_day")+`($1, $2, date '2026-12-04', $3)`, string(tenant), c.sp, c.step).Scan(&got); err != nil {
+		if err := db.Pool.QueryRow(ctx, `SELECT `+shared("calendar_open_day")+`($1, $2, date '2026-12-04', $3)`, string(tenant), c.sp, c.step).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if g := shown(got); (c.want == "" && g != nil) || (c.want != "" && (got == nil || date(*got) != c.want)) {

@@ -23,6 +23,22 @@ type Mailer interface {
 	Send(ctx context.Context, m Mail) error
 }
 
+// mailTimeout bounds one mail's exchange with the server. The notice's
+// transaction sits idle meanwhile, holding it, and is let sit that long
+// and mailMargin more (idle_in_transaction_session_timeout, set for it
+// alone: the pool's sessions may be ended sooner, REQUEST_TIMEOUT). Were
+// PostgreSQL to end the session while the server takes a slow mail, the
+// mail would land, its record would not, and the notice would be mailed
+// again at every round, never counted as a try.
+const (
+	mailTimeout = 10 * time.Second
+	mailMargin  = 5 * time.Second
+)
+
+// idleWhileMailingSQL lets the notice's transaction sit idle while its
+// mail is sent.
+var idleWhileMailingSQL = fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", (mailTimeout + mailMargin).Milliseconds())
+
 // SendConfig is how Send sends.
 type SendConfig struct {
 	// Batch is the most notices one call sends.
@@ -213,7 +229,13 @@ func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mail
 	}
 	msg.To = to
 	msg.MessageID = fmt.Sprintf("<%s.%d.%s@checkoutlock>", id, n.Sent+1, t)
-	if err := m.Send(ctx, msg); err != nil {
+	if _, err := tx.Exec(ctx, idleWhileMailingSQL); err != nil {
+		return "", err
+	}
+	mailing, cancel := context.WithTimeout(ctx, mailTimeout)
+	err = m.Send(mailing, msg)
+	cancel()
+	if err != nil {
 		attempts := n.Attempts + 1
 		set := map[string]any{"attempts": attempts, "lastError": err.Error()}
 		// A permanent refusal (5xx: no such mailbox, the message

@@ -15,8 +15,8 @@ import (
 
 // SMTP sends mail to an SMTP server (no authentication, no TLS: a relay
 // the library runs beside the service), one connection kept between
-// mails and dialled again after a failure. Each mail has smtpTimeout to
-// be taken.
+// mails and dialled again after a failure. Each mail has until its
+// context's deadline, and mailTimeout at most, to be taken.
 type SMTP struct {
 	Addr, From string
 
@@ -24,9 +24,6 @@ type SMTP struct {
 	client *smtp.Client
 	conn   net.Conn
 }
-
-// smtpTimeout bounds one mail's exchange with the server.
-const smtpTimeout = 10 * time.Second
 
 // Send implements Mailer.
 func (s *SMTP) Send(ctx context.Context, m Mail) error {
@@ -40,7 +37,7 @@ func (s *SMTP) Send(ctx context.Context, m Mail) error {
 }
 
 func (s *SMTP) send(ctx context.Context, m Mail) error {
-	deadline := time.Now().Add(smtpTimeout)
+	deadline := time.Now().Add(mailTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

@@ -77,8 +77,10 @@ type PoolConfig struct {
 	// (idle_in_transaction_session_timeout): an instance frozen in the
 	// middle of a transaction (paused, hung) gives back the rows and
 	// locks it holds, rather than stall every other instance's writes of
-	// them. This service's transactions never wait between statements;
-	// the request deadline is a safe bound.
+	// them. This service's transactions do not wait between statements,
+	// so the request deadline is a safe bound; the one that does (the
+	// notice sender's, while the mail server takes a notice's mail) sets
+	// its own.
 	IdleInTransaction time.Duration
 	// Logger logs what PostgreSQL warns a session of (a stored date that
 	// cannot be read, migration 15's stored_time); nil discards it.
