@@ -22,7 +22,8 @@ var sequenced = regexp.MustCompile(`AY[0-9]AZ[0-9A-F]{4}$`)
 // instances, pays once: every 38 the first's, dated when it paid; the
 // database holds one payment. Under the maximum, the next check-out at
 // the kiosk is lent at once. A payment in another currency, of a type
-// not taken here, or of more than is owed is refused and pays nothing.
+// not taken here, of more than is owed, or named by neither a
+// transaction date nor a transaction id (BK) is refused and pays nothing.
 func TestSIP2FeePaidOnce(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
@@ -63,6 +64,17 @@ func TestSIP2FeePaidOnce(t *testing.T) {
 		if !strings.HasPrefix(got, "38N") {
 			t.Fatalf("fee paid %s: %q, want refused", bad, got)
 		}
+	}
+	// A payment that names itself by neither its date nor a transaction
+	// id could not be told from itself sent again: refused, twice.
+	for range 2 {
+		got := k.Send("37" + strings.Repeat(" ", 18) + "0100USDBV5.00|AOdiku|AA" + patron + "|")
+		if !strings.HasPrefix(got, "38N") || harness.SIP2Field(got, "AF") != "Please send the payment with its transaction date or a transaction id" {
+			t.Fatalf("fee paid with a blank date and no BK: %q, want refused", got)
+		}
+	}
+	if acts := actionsOf(t, c, fine.ID); len(acts) != 1 {
+		t.Fatalf("refused payments left actions %+v, want the charge alone", acts)
 	}
 
 	// Twenty at once: one payment, one answer.

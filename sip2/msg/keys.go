@@ -15,7 +15,8 @@ import (
 // first and writes it once; two transactions within one second (a
 // transaction date's resolution) differ by their sequence numbers. A
 // message whose transaction date is blank has no key: nothing tells its
-// sending again from a new transaction.
+// sending again from a new transaction (a payment without one is refused,
+// unless BK names it).
 
 // transactionKey is the key of a transaction: date its transaction date,
 // the rest what names it; "" for a blank date.

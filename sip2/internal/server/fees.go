@@ -18,6 +18,7 @@ const (
 	msgFeeNeeded    = "Please give the patron's barcode and the amount paid"
 	msgPaymentType  = "This kind of payment is not taken here"
 	msgCurrencyPref = "Payments here are in "
+	msgPaymentKey   = "Please send the payment with its transaction date or a transaction id"
 )
 
 // feePaid is 37 → 38 (fee paid): the patron's payment of BV, of the
@@ -26,7 +27,8 @@ const (
 // type names. Paid once per kiosk account and transaction id (BK; a
 // kiosk that names none, per transaction date and sequence number): the
 // same 37 sent again, on any connection or door, is answered the first
-// 38, dated when the payment was made, and pays nothing more. More than
+// 38, dated when the payment was made, and pays nothing more. A 37 that
+// names neither (a blank transaction date, no BK) is refused. More than
 // is owed is refused, as is a currency or a payment type not taken here.
 func (c *conn) feePaid(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadFeePaid(req)
@@ -40,6 +42,12 @@ func (c *conn) feePaid(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	amount := strings.TrimSpace(m.Amount)
 	if m.Patron == "" || amount == "" {
 		return reply(false, c.now(), msgFeeNeeded), "refused"
+	}
+	if m.Key() == "" {
+		// Neither a transaction date nor a transaction id: nothing would
+		// tell this payment sent again from a new one, and money is paid
+		// once.
+		return reply(false, c.now(), msgPaymentKey), "refused"
 	}
 	method, ok := c.cfg.PaymentMethods[m.PaymentType]
 	if !ok {
