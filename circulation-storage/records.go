@@ -42,6 +42,12 @@ type Resource struct {
 	// conditions): listed, read and changed, never created or deleted
 	// through the API.
 	Fixed bool
+	// Kept are the ids of records the service keeps among those a client
+	// writes (FOLIO's automatic fee/fine types): listed and read, never
+	// created, changed or deleted through the API; such a write is
+	// refused (422), in KeptWhy's words, and changes nothing.
+	Kept    []string
+	KeptWhy string
 	// ReadOnly records are written only by the service's own writes
 	// (FOLIO's fee/fine actions, by a charge and the actions on an
 	// account): listed and read, never created, changed or deleted
@@ -107,7 +113,8 @@ var (
 	FeeFineOwners = Resource{Name: "Fee/fine owner", Path: "/owners", Plural: "owners",
 		Filters: []Filter{{Param: "owner", Kind: FilterText}}}
 	FeeFineTypes = Resource{Name: "Fee/fine type", Path: "/feefines", Plural: "feefines",
-		Filters: []Filter{{Param: "ownerId", Kind: FilterUUID}, {Param: "feeFineType", Kind: FilterText}}}
+		Filters: []Filter{{Param: "ownerId", Kind: FilterUUID}, {Param: "feeFineType", Kind: FilterText}},
+		Kept:    schemas.AutomaticFeeFineTypes, KeptWhy: schemas.AutomaticFeeFineTypeKept}
 	PaymentMethods = Resource{Name: "Payment method", Path: "/payments", Plural: "payments",
 		Filters: []Filter{{Param: "ownerId", Kind: FilterUUID}, {Param: "nameMethod", Kind: FilterText}}}
 	OverdueFinePolicies = Resource{Name: "Overdue fine policy", Path: "/overdue-fines-policies", Plural: "overdueFinePolicies",

@@ -706,6 +706,78 @@ func TestAKioskPaysEveryOpenFee(t *testing.T) {
 	}
 }
 
+// TestAutomaticFeeFineTypesAreKept: FOLIO's four automatic fee/fine
+// types, which every tenant has, are neither created again, changed nor
+// removed through the API, as mod-feesfines' own test
+// (FeeFinesAPITest.cannotChangeAutomaticFeeFineType) asks, with its
+// request bodies: each POST, PUT and DELETE is 422 "Attempt to change an
+// automatic fee/fine type", and the type is as it was. The tenant has
+// exactly these four (schemas.AutomaticFeeFineTypes is what migration 34
+// gives it); a type of the library's own is changed and removed as ever.
+// A default amount may be sent as a decimal in a string, as those bodies
+// and FOLIO's settings page send it.
+func TestAutomaticFeeFineTypesAreKept(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := setUpFees(t, c, 1, 1, facultyStandard(), lostPolicy(10, 5))
+	var seeded []string
+	if err := c.DB.QueryRow(context.Background(), `SELECT coalesce(array_agg(t.id::text ORDER BY t.id), '{}')
+		FROM `+pgx.Identifier{c.Schema, "fee_fine_type"}.Sanitize()+` t WHERE t.tenant_id = $1 AND t.automatic AND t.owner_id IS NULL`, c.Tenant).Scan(&seeded); err != nil {
+		t.Fatal(err)
+	}
+	if want := slices.Sorted(slices.Values(schemas.AutomaticFeeFineTypes)); !slices.Equal(seeded, want) {
+		t.Fatalf("the tenant's automatic fee/fine types %v, want %v", seeded, want)
+	}
+	folio := func(id, name string) map[string]any {
+		return map[string]any{"id": id, "automatic": false, "feeFineType": name, "defaultAmount": "1.00",
+			"chargeNoticeId": uuid.NewString(), "actionNoticeId": uuid.NewString(), "ownerId": uuid.NewString()}
+	}
+	refused := func(res harness.Response, what string) {
+		t.Helper()
+		var body struct {
+			Errors []struct{ Message string }
+		}
+		res.Want(t, http.StatusUnprocessableEntity).Decode(t, &body)
+		if len(body.Errors) == 0 || body.Errors[0].Message != schemas.AutomaticFeeFineTypeKept {
+			t.Errorf("%s: %+v, want %q", what, body, schemas.AutomaticFeeFineTypeKept)
+		}
+	}
+	for _, id := range schemas.AutomaticFeeFineTypes {
+		var before, after json.RawMessage
+		c.Do(c.Storage, "GET", "/feefines/"+id, nil).Want(t, http.StatusOK).Decode(t, &before)
+		refused(c.Do(c.Storage, "POST", "/feefines", folio(id, "type")), "POST "+id)
+		refused(c.Do(c.Storage, "PUT", "/feefines/"+id, folio(id, "type")), "PUT "+id)
+		refused(c.Do(c.Storage, "PUT", "/feefines/"+strings.ToUpper(id), folio(strings.ToUpper(id), "type")), "PUT "+strings.ToUpper(id))
+		refused(c.Do(c.Storage, "DELETE", "/feefines/"+id, nil), "DELETE "+id)
+		refused(c.Do(c.Storage, "DELETE", "/feefines/"+strings.ToUpper(id), nil), "DELETE "+strings.ToUpper(id))
+		c.Do(c.Storage, "GET", "/feefines/"+id, nil).Want(t, http.StatusOK).Decode(t, &after)
+		var kept struct {
+			ID        string
+			Automatic bool
+		}
+		if err := json.Unmarshal(after, &kept); err != nil || kept.ID != id || !kept.Automatic || string(after) != string(before) {
+			t.Errorf("fee/fine type %s after the writes: %s, want as before: %s", id, after, before)
+		}
+	}
+	// A default amount in a string, as FOLIO's settings page sends it, is
+	// taken and kept as sent; one that is no amount of two places is not.
+	var damage map[string]any
+	c.Do(c.Storage, "POST", "/feefines", map[string]any{"feeFineType": "Damaged book", "automatic": false, "ownerId": lib.Owner,
+		"defaultAmount": "5.00"}).Want(t, http.StatusCreated).Decode(t, &damage)
+	if damage["defaultAmount"] != "5.00" {
+		t.Errorf("a fee/fine type of defaultAmount \"5.00\": %v", damage)
+	}
+	for _, bad := range []any{"5.005", "five", "-1", -1, "", "123456789"} {
+		wantCode(t, c.Do(c.Storage, "POST", "/feefines", map[string]any{"feeFineType": fmt.Sprintf("Damaged %v", bad), "automatic": false,
+			"ownerId": lib.Owner, "defaultAmount": bad}), http.StatusUnprocessableEntity, schemas.CodeValidation)
+	}
+	// The library's own automatic type is its own to change and remove.
+	own := map[string]any{"id": lib.OverdueType, "feeFineType": schemas.FeeFineOverdueFine, "automatic": true, "ownerId": lib.Owner,
+		"defaultAmount": "2.00"}
+	c.Do(c.Storage, "PUT", "/feefines/"+lib.OverdueType, own).Want(t, http.StatusNoContent)
+	c.Do(c.Storage, "DELETE", "/feefines/"+lib.OverdueType, nil).Want(t, http.StatusNoContent)
+}
+
 // TestAChargeIsNamedByItsType: a fee/fine's charge is named by the
 // fee/fine type its feeFineId names, not by the free text of its
 // feeFineType: an account written without one (FOLIO's schema does not

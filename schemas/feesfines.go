@@ -30,6 +30,18 @@ const (
 	FeeFineLostItemProcessing = "Lost item processing fee"
 )
 
+// AutomaticFeeFineTypes are the ids of FOLIO's automatic fee/fine types
+// (mod-feesfines' reference data: overdue fine, replacement processing
+// fee, lost item fee, lost item processing fee), which migration 34 gives
+// every tenant. As mod-feesfines refuses it, none is created, changed or
+// removed through the API (AutomaticFeeFineTypeKept).
+var AutomaticFeeFineTypes = []string{"9523cb96-e752-40c2-89da-60f3961a488d", "d20df2fb-45fd-4184-b238-0d25747ffdd9",
+	"cf238f9f-7018-47b7-b815-bb2db798e19f", "c7dede15-aa48-45ed-860b-f996540180e0"}
+
+// AutomaticFeeFineTypeKept is mod-feesfines' refusal of a write of an
+// automatic fee/fine type, in its words.
+const AutomaticFeeFineTypeKept = "Attempt to change an automatic fee/fine type"
+
 // FeeFineAction is one of mod-feesfines' actions on an account, by its
 // route's name (/accounts/{id}/pay, …).
 type FeeFineAction string
@@ -98,9 +110,13 @@ const (
 	PaymentStatusCancelledItemReturned = "Cancelled item returned"
 )
 
-// amountPattern is an amount as an action names it: a decimal of at most
-// two places (the currency's minor unit), as FOLIO's clients send them.
-var amountPattern = regexp.MustCompile(`^[0-9]{1,8}(\.[0-9]{1,2})?$`)
+// AmountPattern is an amount in a string, as an action names it and as
+// FOLIO's settings send a fee/fine type's default amount: a decimal of at
+// most two places (the currency's minor unit). fee-fine-type.json holds a
+// string amount to it.
+const AmountPattern = `^[0-9]{1,8}(\.[0-9]{1,2})?$`
+
+var amountPattern = regexp.MustCompile(AmountPattern)
 
 // ParseAmount is an action's amount ("5", "5.00") as a decimal of two
 // places ("5.00"), exact: no binary float ever holds it. Anything else,

@@ -163,6 +163,7 @@ var patternWords = map[string]string{
 	`^[0-9a-f]{32}$`:                       "must be 32 lowercase hexadecimal digits",
 	`[^\s\p{Z}\p{C}]`:                      "must hold more than spaces",
 	TenantPattern:                          "must be a tenant id: lowercase letters, digits and _, beginning with a letter",
+	AmountPattern:                          "must be an amount of at most two decimal places, such as 5.00",
 	`^\d{4}-\d{2}-\d{2}$`:                  "must be a date, YYYY-MM-DD",
 	`^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$`: "must be a time of day, HH:MM or HH:MM:SS",
 }

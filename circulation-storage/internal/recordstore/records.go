@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -148,6 +149,9 @@ func spec(r storage.Resource) tableSpec {
 
 // Create implements storage.RecordService.
 func (s *Records) Create(ctx context.Context, t storage.Tenant, r storage.Resource, id string, doc json.RawMessage) (json.RawMessage, error) {
+	if err := kept(r, id); err != nil {
+		return nil, err
+	}
 	var stored json.RawMessage
 	if r.Path == storage.Settings.Path {
 		err := s.db.InTx(ctx, t, func(tx pgx.Tx) error {
@@ -303,6 +307,9 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 // Update implements storage.RecordService. A loan or an item is held to
 // what only a check-out or a check-in may change (updateGuards).
 func (s *Records) Update(ctx context.Context, t storage.Tenant, r storage.Resource, id string, version int, doc json.RawMessage) error {
+	if err := kept(r, id); err != nil {
+		return err
+	}
 	if r.Path == storage.Settings.Path {
 		return s.db.InTx(ctx, t, func(tx pgx.Tx) error {
 			if err := record.Update(ctx, tx, t, r, id, version, doc, nil); err != nil {
@@ -351,6 +358,14 @@ func lockBlocked(ctx context.Context, tx pgx.Tx, t storage.Tenant, r storage.Res
 		return nil
 	}
 	return postgres.LockPatron(ctx, tx, t, record.FieldValue(doc, "userId"))
+}
+
+// kept refuses a write of a record the service keeps (Resource.Kept).
+func kept(r storage.Resource, id string) error {
+	if slices.Contains(r.Kept, id) {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "%s", r.KeptWhy).With("id", id)
+	}
+	return nil
 }
 
 // updateGuards hold plain updates to what only the check-out and the
@@ -413,6 +428,9 @@ var updateGuards = map[string]*record.Guard{
 // Delete implements storage.RecordService. An open loan is removed only
 // by being checked in first.
 func (s *Records) Delete(ctx context.Context, t storage.Tenant, r storage.Resource, id string) error {
+	if err := kept(r, id); err != nil {
+		return err
+	}
 	sql := postgres.WithTables(`DELETE FROM %s WHERE tenant_id = $2 AND id = $1`, record.Table(r))
 	if r.Path == storage.Loans.Path {
 		sql += ` AND status_name <> ` + postgres.Lit(schemas.LoanOpen)
