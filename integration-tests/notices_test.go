@@ -304,6 +304,69 @@ func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
 	}
 }
 
+// TestARecordsChangesAreTakenInOrder: a change of a loan that cannot be
+// taken for a while (here its check-out's, refused by a trigger while a
+// flag is set) holds up the loan's later changes, not only itself: its
+// renewal's change, recorded after it, waits, and once the check-out's is
+// taken the renewal's is, so the loan's notice before its due date is
+// scheduled from the renewed due date. Taken out of order, the check-out's
+// change would schedule from the first due date and make the renewal's
+// notice obsolete, and the notice would never be sent (at its time the
+// loan is due later). Five rounds pass with the flag set.
+func TestARecordsChangesAreTakenInOrder(t *testing.T) {
+	t.Parallel()
+	_, c := noticeCluster(t, 1)
+	lib := c.SetupLibrary(1, 1, 0)
+	patron, book := lib.Patrons[0], lib.Items[0][0]
+	giveEmail(t, c, patron)
+	soon := noticeTemplate(t, c, "Due soon", "Due soon: {{item.title}}", "Due {{loan.dueDate}}.")
+	useNoticePolicy(t, c, twoHourPolicy(t, c),
+		[]map[string]any{noticeOn(soon, schemas.NoticeDueDate, schemas.NoticeBefore, map[string]any{"duration": 1, "intervalId": "Hours"})}, nil)
+	ctx := context.Background()
+	var schema string
+	if err := c.DB.QueryRow(ctx, `SELECT quote_ident(table_schema) FROM information_schema.tables
+		WHERE table_name = 'notice_change' AND table_type = 'BASE TABLE'`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DB.Exec(ctx, strings.ReplaceAll(`
+CREATE TABLE @.check_out_change_refused (refused boolean NOT NULL);
+INSERT INTO @.check_out_change_refused VALUES (true);
+CREATE FUNCTION @.refuse_check_out_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF OLD.event = '`+schemas.NoticeCheckOut+`' AND (SELECT refused FROM @.check_out_change_refused) THEN
+    RAISE EXCEPTION 'the check-out''s change, refused for now';
+  END IF;
+  RETURN OLD;
+END $$;
+CREATE TRIGGER refuse_check_out_change BEFORE DELETE ON @.notice_change FOR EACH ROW EXECUTE FUNCTION @.refuse_check_out_change();`,
+		"@", schema)); err != nil {
+		t.Fatal(err)
+	}
+	var loan struct{ ID, DueDate string }
+	c.CheckOut(0, book, patron).Want(t, http.StatusCreated).Decode(t, &loan)
+	var renewed struct{ DueDate string }
+	c.Do(c.Circulations[0], "POST", "/circulation/renew-by-barcode", map[string]any{"itemBarcode": book, "userBarcode": patron}).
+		Want(t, http.StatusOK).Decode(t, &renewed)
+	if renewed.DueDate == loan.DueDate {
+		t.Fatalf("renewed: due %s, as before", renewed.DueDate)
+	}
+	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)
+	if _, err := c.DB.Exec(ctx, `UPDATE `+schema+`.check_out_change_refused SET refused = false`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loan's changes taken", func() bool {
+		var left int
+		if err := c.DB.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.notice_change WHERE record_id = $1`, loan.ID).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		return left == 0
+	})
+	if n := noticesOf(t, c, "loanId="+loan.ID+"&status=Scheduled"); len(n) != 1 || n[0].BasisDate != renewed.DueDate ||
+		n[0].TriggeringEvent != schemas.NoticeDueDate {
+		t.Errorf("the loan's notices Scheduled: %+v, want one before its renewed due date %s", n, renewed.DueDate)
+	}
+}
+
 // TestADateLeftWhereItWasSendsNoNoticeAgain: a change that reschedules a
 // record's notices of a date but leaves the date where it was sends none
 // of them again. An overdue loan's notice upon its due date is mailed;

@@ -168,11 +168,23 @@ func Schedule(ctx context.Context, db *postgres.DB, batch int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	// A change that cannot be taken holds up no other: it is tried again
-	// at the next round.
+	// A change that cannot be taken holds up no other record's: it is
+	// tried again at the next round. Its record's later changes wait for
+	// it, each change scheduling from the record as it was then: taken
+	// after a later one, it would undo what that one scheduled.
 	var errs []error
+	type record struct {
+		tenant   storage.Tenant
+		kind, id string
+	}
+	failed := map[record]bool{}
 	for _, c := range changes {
+		of := record{c.tenant, c.kind, c.id}
+		if failed[of] {
+			continue
+		}
 		if err := db.InTx(ctx, c.tenant, func(tx pgx.Tx) error { return schedule(ctx, tx, c) }); err != nil {
+			failed[of] = true
 			errs = append(errs, fmt.Errorf("schedule the notices of %s %s (%s): %w", c.kind, c.id, c.event, err))
 		}
 	}
