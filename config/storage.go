@@ -74,6 +74,9 @@ type Storage struct {
 	// doubling after each next.
 	NoticeMaxAttempts int           `env:"NOTICE_MAX_ATTEMPTS" envDefault:"8"`
 	NoticeFirstRetry  time.Duration `env:"NOTICE_FIRST_RETRY" envDefault:"1m"`
+	// NoticeBatch is how many notices due are read at once, each sent in
+	// a transaction of its own; a round reads up to 20 batches.
+	NoticeBatch int `env:"NOTICE_BATCH" envDefault:"100"`
 	// SweepBatchSize bounds each DELETE of the sweeper.
 	SweepBatchSize int `env:"LOCK_SWEEP_BATCH_SIZE" envDefault:"1000"`
 	// LockSynchronousCommit is PostgreSQL's synchronous_commit for the
@@ -275,6 +278,9 @@ func (c Storage) Validate() error {
 	}
 	if c.NoticeMaxAttempts < 1 {
 		errs = append(errs, fmt.Errorf("NOTICE_MAX_ATTEMPTS must be at least 1, got %d", c.NoticeMaxAttempts))
+	}
+	if c.NoticeBatch < 1 || c.NoticeBatch > 10000 {
+		errs = append(errs, fmt.Errorf("NOTICE_BATCH must be from 1 to 10000, got %d", c.NoticeBatch))
 	}
 	if c.NoticeFirstRetry <= 0 {
 		errs = append(errs, fmt.Errorf("NOTICE_FIRST_RETRY must be a positive duration such as 1m, got %s", c.NoticeFirstRetry))

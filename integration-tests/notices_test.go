@@ -721,6 +721,73 @@ func TestASlowMailIsSentOnce(t *testing.T) {
 	}
 }
 
+// TestANoticeThatCannotBeSettledHoldsUpNoOther: notices whose record
+// cannot be written once mailed (a trigger refuses it, for two patrons'
+// receipts) are tried again later, each failure counted as a failed mail
+// is, until their tries are spent and they are Failed, with why. With as
+// many of them as the sender reads at once (NOTICE_BATCH=2), a third
+// patron's receipt, due after them, is still sent: they do not stay first
+// among the notices due.
+func TestANoticeThatCannotBeSettledHoldsUpNoOther(t *testing.T) {
+	t.Parallel()
+	_, c := noticeCluster(t, 1, "NOTICE_BATCH=2", "NOTICE_MAX_ATTEMPTS=3", "NOTICE_FIRST_RETRY=1s")
+	lib := c.SetupLibrary(3, 1, 0)
+	for _, p := range lib.Patrons {
+		giveEmail(t, c, p)
+	}
+	useReceipts(t, c, lib)
+	ctx := context.Background()
+	var schema string
+	if err := c.DB.QueryRow(ctx, `SELECT quote_ident(table_schema) FROM information_schema.tables
+		WHERE table_name = 'scheduled_notice' AND table_type = 'BASE TABLE'`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	stuck := []string{c.IDOf(t, "/users", "users", lib.Patrons[0]), c.IDOf(t, "/users", "users", lib.Patrons[1])}
+	if _, err := c.DB.Exec(ctx, strings.ReplaceAll(strings.ReplaceAll(`
+CREATE FUNCTION @.refuse_notice_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.jsonb ? 'messageId' AND NOT OLD.jsonb ? 'messageId' AND OLD.recipient_id IN (%) THEN
+    RAISE EXCEPTION 'the record of this sent notice is refused';
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_notice_record BEFORE UPDATE ON @.scheduled_notice FOR EACH ROW EXECUTE FUNCTION @.refuse_notice_record();`,
+		"@", schema), "%", "'"+stuck[0]+"', '"+stuck[1]+"'")); err != nil {
+		t.Fatal(err)
+	}
+	var loans [3]struct{ ID string }
+	for i := range 2 {
+		c.CheckOut(0, lib.Items[i][0], lib.Patrons[i]).Want(t, http.StatusCreated).Decode(t, &loans[i])
+	}
+	tried := func(i int) scheduledNotice {
+		t.Helper()
+		var n []scheduledNotice
+		waitFor(t, "patron "+lib.Patrons[i]+"'s receipt tried", func() bool {
+			n = noticesOf(t, c, "loanId="+loans[i].ID)
+			return len(n) == 1 && n[0].Attempts >= 1
+		})
+		return n[0]
+	}
+	for i := range 2 {
+		tried(i)
+	}
+	c.CheckOut(0, lib.Items[2][0], lib.Patrons[2]).Want(t, http.StatusCreated).Decode(t, &loans[2])
+	waitFor(t, "the third patron's receipt Sent", func() bool {
+		n := noticesOf(t, c, "loanId="+loans[2].ID)
+		return len(n) == 1 && n[0].Status == schemas.NoticeSent
+	})
+	for i := range 2 {
+		var n []scheduledNotice
+		waitFor(t, "patron "+lib.Patrons[i]+"'s receipt Failed", func() bool {
+			n = noticesOf(t, c, "loanId="+loans[i].ID)
+			return len(n) == 1 && n[0].Status == schemas.NoticeFailed
+		})
+		if n[0].Attempts != 3 || !strings.Contains(n[0].LastError, "the record of this sent notice is refused") || n[0].Sent != 0 {
+			t.Errorf("patron %s's receipt: %+v, want three tries, each refused its record", lib.Patrons[i], n[0])
+		}
+	}
+}
+
 // TestANoticeThatCannotBeSentIsADeadLetterOnTheConsole: the SMTP server
 // gone (nothing listens where NOTICE_SMTP_ADDR points), a check-out's
 // receipt is tried NOTICE_MAX_ATTEMPTS times, then Failed with why; the

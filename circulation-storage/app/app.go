@@ -214,7 +214,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		sweep.Run(sweepCtx, cfg.SweepInterval)
 	}()
 	noticeRunner := &notices.Runner{DB: db, Logger: logger, OnRound: metrics.NoticeRound,
-		Config: notices.SendConfig{Batch: 100, MaxAttempts: cfg.NoticeMaxAttempts, FirstRetry: cfg.NoticeFirstRetry, OnSent: metrics.NoticeSettled}}
+		Config: notices.SendConfig{Batch: cfg.NoticeBatch, MaxAttempts: cfg.NoticeMaxAttempts, FirstRetry: cfg.NoticeFirstRetry, OnSent: metrics.NoticeSettled}}
 	if cfg.NoticeSMTPAddr != "" {
 		mailer := &notices.SMTP{Addr: cfg.NoticeSMTPAddr, From: cfg.NoticeFrom}
 		defer mailer.Close()

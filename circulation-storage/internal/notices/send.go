@@ -140,6 +140,9 @@ func Send(ctx context.Context, db *postgres.DB, m Mailer, cfg SendConfig, until 
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("send notice %s: %w", r.id, err))
+			if err := putOff(ctx, db, r.tenant, r.id, err, cfg); err != nil {
+				errs = append(errs, fmt.Errorf("count the failed try of notice %s: %w", r.id, err))
+			}
 			continue
 		}
 		if status != "" && cfg.OnSent != nil {
@@ -147,6 +150,48 @@ func Send(ctx context.Context, db *postgres.DB, m Mailer, cfg SendConfig, until 
 		}
 	}
 	return len(due), errors.Join(errs...)
+}
+
+// attemptsSQL is the tries a notice still Scheduled has had, locked;
+// none when another instance holds it.
+var attemptsSQL = postgres.WithTables(`SELECT coalesce((jsonb ->> 'attempts')::integer, 0) FROM %s
+ WHERE tenant_id = $1 AND id = $2::uuid AND status = '`+schemas.NoticeScheduled+`' FOR UPDATE SKIP LOCKED`, postgres.TableScheduledNotice)
+
+// putOffSQL counts a try of the notice that failed before it could be
+// settled: @attempts tries, the last failing as @error, tried again at
+// @retry, or Failed when @retry is NULL. A notice another instance holds
+// or has settled is left.
+var putOffSQL = postgres.WithTables(`
+UPDATE %s SET jsonb = jsonb || jsonb_build_object('attempts', @attempts::integer, 'lastError', @error::text,
+                                                 'status', CASE WHEN @retry::timestamptz IS NULL THEN '`+schemas.NoticeFailed+`' ELSE status END),
+       retry_at = @retry
+ WHERE tenant_id = @tenant AND id = @id::uuid AND status = '`+schemas.NoticeScheduled+`'`, postgres.TableScheduledNotice)
+
+// putOff counts a try of the notice id whose transaction failed (its
+// read, its settling, its commit: failed), as a failed mail counts: it
+// is tried again later, or, its tries spent, Failed. Left as it was, it
+// would stay first among the notices due and, with a batch of others
+// like it, hold up every patron's.
+func putOff(ctx context.Context, db *postgres.DB, t storage.Tenant, id string, failed error, cfg SendConfig) error {
+	return db.InTx(ctx, t, func(tx pgx.Tx) error {
+		var attempts int
+		err := tx.QueryRow(ctx, attemptsSQL, string(t), id).Scan(&attempts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		attempts++
+		var retry *time.Time
+		if attempts < cfg.MaxAttempts {
+			at := time.Now().Add(retryAfter(cfg.FirstRetry, attempts))
+			retry = &at
+		}
+		_, err = tx.Exec(ctx, putOffSQL, pgx.StrictNamedArgs{"attempts": attempts, "error": failed.Error(), "retry": retry,
+			"tenant": string(t), "id": id})
+		return err
+	})
 }
 
 // noticeRow is a row of noticeSQL: the notice and what its mail is
