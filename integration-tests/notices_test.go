@@ -606,14 +606,15 @@ func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 // check-out receipt's mail, and the record of it is lost (a trigger of the
 // test's own fails the update that marks the notice sent, once, as an
 // instance stopped between the two would leave it): the notice is still
-// Scheduled, and the next round sends it again with the Message-ID of its
-// first try, which the server has delivered, so it delivers nothing more.
+// Scheduled, its try counted as failed, and it is sent again after
+// NOTICE_FIRST_RETRY (10 ms here) with the Message-ID of its first try,
+// which the server has delivered, so it delivers nothing more.
 // The patron has one mail, the notice is Sent once as that mail, and
 // rounds after, still one. TestNoticesReachPatronsOnceThroughKills has
 // instances stopped at random; this loses the record every time.
 func TestANoticeSentButNotRecordedIsMailedOnce(t *testing.T) {
 	t.Parallel()
-	mail, c := noticeCluster(t, 1)
+	mail, c := noticeCluster(t, 1, "NOTICE_FIRST_RETRY=10ms")
 	lib := c.SetupLibrary(1, 1, 0)
 	giveEmail(t, c, lib.Patrons[0])
 	useReceipts(t, c, lib)
