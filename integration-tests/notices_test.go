@@ -226,6 +226,27 @@ func minutePolicy(t *testing.T, c *harness.Cluster) string {
 	return out.ID
 }
 
+// sharedSchema is the schema of the tables every tenant shares, quoted:
+// where a test's own trigger on them goes, whatever a connection's
+// search_path.
+func sharedSchema(t *testing.T, c *harness.Cluster) string {
+	t.Helper()
+	var schema string
+	if err := c.DB.QueryRow(context.Background(), `SELECT quote_ident(table_schema) FROM information_schema.tables
+		WHERE table_name = 'scheduled_notice' AND table_type = 'BASE TABLE'`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	return schema
+}
+
+// dueSoon is a loan notice an hour before its due date, of a template
+// "Due soon: <the item's title>", "Due <the due date>.".
+func dueSoon(t *testing.T, c *harness.Cluster) map[string]any {
+	t.Helper()
+	soon := noticeTemplate(t, c, "Due soon", "Due soon: {{item.title}}", "Due {{loan.dueDate}}.")
+	return noticeOn(soon, schemas.NoticeDueDate, schemas.NoticeBefore, map[string]any{"duration": 1, "intervalId": "Hours"})
+}
+
 // TestARenewalMovesTheDueSoonNotice: a loan's notice an hour before its
 // due date is scheduled at its check-out for then; renewed, the due date
 // two hours later, the patron is mailed the renewal notice (its tokens
@@ -238,11 +259,8 @@ func TestARenewalMovesTheDueSoonNotice(t *testing.T) {
 	lib := c.SetupLibrary(1, 1, 0)
 	patron, book := lib.Patrons[0], lib.Items[0][0]
 	giveEmail(t, c, patron)
-	soon := noticeTemplate(t, c, "Due soon", "Due soon: {{item.title}}", "Due {{loan.dueDate}}.")
 	again := noticeTemplate(t, c, "Renewed", "Renewed: {{item.barcode}}", "Renewed {{loan.numberOfRenewalsTaken}} time(s), due {{loan.dueDate}}.")
-	useNoticePolicy(t, c, twoHourPolicy(t, c),
-		[]map[string]any{noticeOn(soon, schemas.NoticeDueDate, schemas.NoticeBefore, map[string]any{"duration": 1, "intervalId": "Hours"}),
-			noticeOn(again, schemas.NoticeRenewed, schemas.NoticeUponAt, nil)}, nil)
+	useNoticePolicy(t, c, twoHourPolicy(t, c), []map[string]any{dueSoon(t, c), noticeOn(again, schemas.NoticeRenewed, schemas.NoticeUponAt, nil)}, nil)
 	var loan struct{ ID, DueDate string }
 	c.CheckOut(0, book, patron).Want(t, http.StatusCreated).Decode(t, &loan)
 	// scheduledFor waits for the loan's one Scheduled notice and holds it
@@ -319,15 +337,9 @@ func TestARecordsChangesAreTakenInOrder(t *testing.T) {
 	lib := c.SetupLibrary(1, 1, 0)
 	patron, book := lib.Patrons[0], lib.Items[0][0]
 	giveEmail(t, c, patron)
-	soon := noticeTemplate(t, c, "Due soon", "Due soon: {{item.title}}", "Due {{loan.dueDate}}.")
-	useNoticePolicy(t, c, twoHourPolicy(t, c),
-		[]map[string]any{noticeOn(soon, schemas.NoticeDueDate, schemas.NoticeBefore, map[string]any{"duration": 1, "intervalId": "Hours"})}, nil)
+	useNoticePolicy(t, c, twoHourPolicy(t, c), []map[string]any{dueSoon(t, c)}, nil)
 	ctx := context.Background()
-	var schema string
-	if err := c.DB.QueryRow(ctx, `SELECT quote_ident(table_schema) FROM information_schema.tables
-		WHERE table_name = 'notice_change' AND table_type = 'BASE TABLE'`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
+	schema := sharedSchema(t, c)
 	if _, err := c.DB.Exec(ctx, strings.ReplaceAll(`
 CREATE TABLE @.check_out_change_refused (refused boolean NOT NULL);
 INSERT INTO @.check_out_change_refused VALUES (true);
@@ -619,13 +631,7 @@ func TestANoticeSentButNotRecordedIsMailedOnce(t *testing.T) {
 	giveEmail(t, c, lib.Patrons[0])
 	useReceipts(t, c, lib)
 	ctx := context.Background()
-	// The trigger, its function and its count of the records tried in
-	// the shared tables' schema, whatever a connection's search_path.
-	var schema string
-	if err := c.DB.QueryRow(ctx, `SELECT quote_ident(table_schema) FROM information_schema.tables
-		WHERE table_name = 'scheduled_notice' AND table_type = 'BASE TABLE'`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
+	schema := sharedSchema(t, c)
 	if _, err := c.DB.Exec(ctx, strings.ReplaceAll(`
 CREATE SEQUENCE @.notice_record_lost;
 CREATE FUNCTION @.lose_notice_record() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -738,11 +744,7 @@ func TestANoticeThatCannotBeSettledHoldsUpNoOther(t *testing.T) {
 	}
 	useReceipts(t, c, lib)
 	ctx := context.Background()
-	var schema string
-	if err := c.DB.QueryRow(ctx, `SELECT quote_ident(table_schema) FROM information_schema.tables
-		WHERE table_name = 'scheduled_notice' AND table_type = 'BASE TABLE'`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
+	schema := sharedSchema(t, c)
 	stuck := []string{c.IDOf(t, "/users", "users", lib.Patrons[0]), c.IDOf(t, "/users", "users", lib.Patrons[1])}
 	if _, err := c.DB.Exec(ctx, strings.ReplaceAll(strings.ReplaceAll(`
 CREATE FUNCTION @.refuse_notice_record() RETURNS trigger LANGUAGE plpgsql AS $$
