@@ -74,8 +74,9 @@ type Storage struct {
 	// doubling after each next.
 	NoticeMaxAttempts int           `env:"NOTICE_MAX_ATTEMPTS" envDefault:"8"`
 	NoticeFirstRetry  time.Duration `env:"NOTICE_FIRST_RETRY" envDefault:"1m"`
-	// NoticeBatch is how many notices due are read at once, each sent in
-	// a transaction of its own; a round reads up to 20 batches.
+	// NoticeBatch is how many changes, then notices due, are read at
+	// once, each taken in a transaction of its own; a round reads up to
+	// 20 batches of each.
 	NoticeBatch int `env:"NOTICE_BATCH" envDefault:"100"`
 	// SweepBatchSize bounds each DELETE of the sweeper.
 	SweepBatchSize int `env:"LOCK_SWEEP_BATCH_SIZE" envDefault:"1000"`

@@ -621,8 +621,8 @@ func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 // Scheduled, its try counted as failed, and it is sent again after
 // NOTICE_FIRST_RETRY (10 ms here) with the Message-ID of its first try,
 // which the server has delivered, so it delivers nothing more.
-// The patron has one mail, the notice is Sent once as that mail, and
-// rounds after, still one. TestNoticesReachPatronsOnceThroughKills has
+// The patron has one mail, the notice is Sent once as that mail (its
+// first try's failure kept as its lastError), and rounds after, still one. TestNoticesReachPatronsOnceThroughKills has
 // instances stopped at random; this loses the record every time.
 func TestANoticeSentButNotRecordedIsMailedOnce(t *testing.T) {
 	t.Parallel()
@@ -660,7 +660,7 @@ CREATE TRIGGER lose_notice_record BEFORE UPDATE ON @.scheduled_notice FOR EACH R
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || n[0].Sent != 1 || n[0].MessageID != "<"+got[0].MessageID+">" {
+	if len(got) != 1 || n[0].Sent != 1 || n[0].MessageID != "<"+got[0].MessageID+">" || !strings.Contains(n[0].LastError, "the record of a sent notice, lost") {
 		t.Errorf("%d mails %+v; the receipt %+v: want one mail, the receipt Sent once as it", len(got), got, n[0])
 	}
 }
@@ -737,7 +737,7 @@ func TestASlowMailIsSentOnce(t *testing.T) {
 // among the notices due.
 func TestANoticeThatCannotBeSettledHoldsUpNoOther(t *testing.T) {
 	t.Parallel()
-	_, c := noticeCluster(t, 1, "NOTICE_BATCH=2", "NOTICE_MAX_ATTEMPTS=3", "NOTICE_FIRST_RETRY=1s")
+	_, c := noticeCluster(t, 1, "NOTICE_BATCH=2", "NOTICE_MAX_ATTEMPTS=3", "NOTICE_FIRST_RETRY=2s")
 	lib := c.SetupLibrary(3, 1, 0)
 	for _, p := range lib.Patrons {
 		giveEmail(t, c, p)
@@ -779,6 +779,13 @@ CREATE TRIGGER refuse_notice_record BEFORE UPDATE ON @.scheduled_notice FOR EACH
 		n := noticesOf(t, c, "loanId="+loans[2].ID)
 		return len(n) == 1 && n[0].Status == schemas.NoticeSent
 	})
+	// Sent while the two were still waiting for their next tries, not
+	// once they were Failed.
+	for i := range 2 {
+		if n := noticesOf(t, c, "loanId="+loans[i].ID); len(n) != 1 || n[0].Status != schemas.NoticeScheduled {
+			t.Errorf("patron %s's receipt when the third was sent: %+v, want it Scheduled, its next try to come", lib.Patrons[i], n)
+		}
+	}
 	for i := range 2 {
 		var n []scheduledNotice
 		waitFor(t, "patron "+lib.Patrons[i]+"'s receipt Failed", func() bool {

@@ -59,3 +59,33 @@ func TestNoFeeFineTypeIsNamedAsAnAction(t *testing.T) {
 		t.Errorf("%d action words, want FOLIO's 10: %q", got, ActionWords())
 	}
 }
+
+// TestADefaultAmountInAStringIsAnAmount: fee-fine-type.json holds a
+// default amount sent in a string to AmountPattern, the pattern an
+// action's amount is read by (ParseAmount).
+func TestADefaultAmountInAStringIsAnAmount(t *testing.T) {
+	t.Parallel()
+	b, err := files.ReadFile("fee-fine-type.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Properties struct {
+			DefaultAmount struct {
+				AnyOf []struct{ Type, Pattern string }
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for _, a := range s.Properties.DefaultAmount.AnyOf {
+		if a.Type == "string" {
+			patterns = append(patterns, a.Pattern)
+		}
+	}
+	if len(patterns) != 1 || patterns[0] != AmountPattern {
+		t.Errorf("defaultAmount's string patterns %q, want AmountPattern %q", patterns, AmountPattern)
+	}
+}

@@ -152,10 +152,13 @@ func Send(ctx context.Context, db *postgres.DB, m Mailer, cfg SendConfig, until 
 	return len(due), errors.Join(errs...)
 }
 
-// attemptsSQL is the tries a notice still Scheduled has had, locked;
-// none when another instance holds it.
-var attemptsSQL = postgres.WithTables(`SELECT coalesce((jsonb ->> 'attempts')::integer, 0) FROM %s
- WHERE tenant_id = $1 AND id = $2::uuid AND status = '`+schemas.NoticeScheduled+`' FOR UPDATE SKIP LOCKED`, postgres.TableScheduledNotice)
+// attemptsSQL is the tries a notice still Scheduled and due has had,
+// locked; none when another instance holds it, or when it was settled
+// after all (sent, its answer lost; by another instance, this one frozen):
+// it is then due later, or not Scheduled.
+var attemptsSQL = postgres.WithTables(`SELECT coalesce((s.jsonb ->> 'attempts')::integer, 0) FROM %s s
+ WHERE s.tenant_id = $1 AND s.id = $2::uuid AND s.status = '`+schemas.NoticeScheduled+`' AND `+dueNow+`
+   FOR UPDATE SKIP LOCKED`, postgres.TableScheduledNotice)
 
 // putOffSQL counts a try of the notice that failed before it could be
 // settled: @attempts tries, the last failing as @error, tried again at
@@ -183,12 +186,7 @@ func putOff(ctx context.Context, db *postgres.DB, t storage.Tenant, id string, f
 			return err
 		}
 		attempts++
-		var retry *time.Time
-		if attempts < cfg.MaxAttempts {
-			at := time.Now().Add(retryAfter(cfg.FirstRetry, attempts))
-			retry = &at
-		}
-		_, err = tx.Exec(ctx, putOffSQL, pgx.StrictNamedArgs{"attempts": attempts, "error": failed.Error(), "retry": retry,
+		_, err = tx.Exec(ctx, putOffSQL, pgx.StrictNamedArgs{"attempts": attempts, "error": failed.Error(), "retry": retryAt(attempts, cfg),
 			"tenant": string(t), "id": id})
 		return err
 	})
@@ -286,11 +284,11 @@ func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mail
 		// A permanent refusal (5xx: no such mailbox, the message
 		// refused) is not tried again.
 		var refused *textproto.Error
-		if attempts >= cfg.MaxAttempts || errors.As(err, &refused) && refused.Code >= 500 {
+		retry := retryAt(attempts, cfg)
+		if retry == nil || errors.As(err, &refused) && refused.Code >= 500 {
 			return settle(schemas.NoticeFailed, set, next, nil)
 		}
-		retry := time.Now().Add(retryAfter(cfg.FirstRetry, attempts))
-		return settle(schemas.NoticeScheduled, set, next, &retry)
+		return settle(schemas.NoticeScheduled, set, next, retry)
 	}
 	set := map[string]any{"sent": n.Sent + 1, "attempts": 0, "sentDate": stamp(time.Now()), "messageId": msg.MessageID}
 	if every := n.NoticeConfig.RecurringPeriod.Length(); every > 0 {
@@ -336,6 +334,16 @@ func stillDue(n sent, loan, request json.RawMessage) bool {
 	}
 	status, _ := rec["status"].(string)
 	return schemas.RequestIsOpen(status) && rec[d.field] == n.BasisDate
+}
+
+// retryAt is when a notice that has failed attempts tries is tried
+// again; nil when its tries are spent (it is then Failed).
+func retryAt(attempts int, cfg SendConfig) *time.Time {
+	if attempts >= cfg.MaxAttempts {
+		return nil
+	}
+	at := time.Now().Add(retryAfter(cfg.FirstRetry, attempts))
+	return &at
 }
 
 // retryAfter is the wait before the attempts-th try after the first,
