@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
@@ -38,8 +39,8 @@ func TestAFailedTryIsCountedOnlyWhileItsNoticeIsDue(t *testing.T) {
 		id := uuid.NewString()
 		doc, _ := json.Marshal(map[string]any{"id": id, "recipientUserId": uuid.NewString(), "status": status, "attempts": attempts,
 			"triggeringEvent": schemas.NoticeCheckOut})
-		if _, err := db.Pool.Exec(ctx, `INSERT INTO `+table+` (tenant_id, id, jsonb, next_run_at, retry_at) VALUES ($1, $2, $3, $4, $5)`,
-			string(f.Tenant), id, doc, next, retry); err != nil {
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO `+table+` (tenant_id, id, jsonb, next_run_at, retry_at) VALUES (@tenant, @id, @doc, @next, @retry)`,
+			pgx.StrictNamedArgs{"tenant": string(f.Tenant), "id": id, "doc": doc, "next": next, "retry": retry}); err != nil {
 			t.Fatal(err)
 		}
 		return id
