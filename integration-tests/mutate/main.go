@@ -640,15 +640,28 @@ func (r *runner) mutated(ctx context.Context, j *job) result {
 		}
 		env = []string{harness.BinDirVariable + "=" + binDir}
 	}
-	out, err := r.tests.runTests(ctx, testRun{m: m, timeout: m.Timeout, overlay: overlay, env: env}, dir)
-	if r.verbose {
-		r.print(fmt.Sprintf("\n--- %s: output ---\n%s\n", m.Name, out))
+	// A mutation its tests find by chance is run again while they pass,
+	// up to its tries.
+	var out []byte
+	try := 0
+	for {
+		try++
+		out, err = r.tests.runTests(ctx, testRun{m: m, timeout: m.Timeout, overlay: overlay, env: env}, dir)
+		if r.verbose {
+			r.print(fmt.Sprintf("\n--- %s: output of run %d ---\n%s\n", m.Name, try, out))
+		}
+		if err != nil || ctx.Err() != nil || try >= m.Tries {
+			break
+		}
 	}
 	switch {
 	case ctx.Err() != nil:
 		res.status = interrupted
 	case err == nil:
 		res.status, res.detail = survived, "the tests passed with the mutation in"
+		if try > 1 {
+			res.detail = fmt.Sprintf("the tests passed with the mutation in, %d runs of %d", try, try)
+		}
 		r.print(fmt.Sprintf("\n--- %s survived%s ---\n%s\n", m.Name, suffix(m.Why), tail(out, 15)))
 	case errors.As(err, new(baseBuildError)):
 		res.status, res.detail = broken, err.Error()
@@ -658,6 +671,9 @@ func (r *runner) mutated(ctx context.Context, j *job) result {
 		r.print(fmt.Sprintf("\n--- %s does not build ---\n%s\n", m.Name, tail(out, 20)))
 	default:
 		res.status, res.detail = killed, failureSummary(out, err, m.wide)
+		if try > 1 {
+			res.detail = fmt.Sprintf("run %d of up to %d: %s", try, m.Tries, res.detail)
+		}
 	}
 	return res
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 func TestParseList(t *testing.T) {
 	list := "# a comment\n\nname: one\nwhy: a reason\nfile: a.go\npackages: ./x ./y\nrun: ^TestA$\n" +
 		"from: x < y\nto: x <= y\n\n" +
-		"name: two\nfile: b.go\npackages: .\ntimeout: 30s\nfrom:\n| \tif a {\n|\n| \t}\nto:\n| \tif !a {}\n"
+		"name: two\nfile: b.go\npackages: .\ntimeout: 30s\ntries: 3\nfrom:\n| \tif a {\n|\n| \t}\nto:\n| \tif !a {}\n"
 	muts, err := parseList([]byte(list), "list", "/mod")
 	if err != nil {
 		t.Fatal(err)
@@ -25,11 +26,11 @@ func TestParseList(t *testing.T) {
 	}
 	one, two := muts[0], muts[1]
 	if one.Name != "one" || one.Why != "a reason" || one.File != "a.go" || strings.Join(one.Packages, ",") != "./x,./y" ||
-		one.Run != "^TestA$" || one.From != "x < y" || one.To != "x <= y" || one.Timeout != defaultTimeout || one.Module != "/mod" {
+		one.Run != "^TestA$" || one.From != "x < y" || one.To != "x <= y" || one.Timeout != defaultTimeout || one.Tries != 1 || one.Module != "/mod" {
 		t.Errorf("first: %+v", one)
 	}
-	if two.From != "\tif a {\n\n\t}" || two.To != "\tif !a {}" || two.Timeout != 30*time.Second || two.Run != "" {
-		t.Errorf("second: from %q to %q timeout %v", two.From, two.To, two.Timeout)
+	if two.From != "\tif a {\n\n\t}" || two.To != "\tif !a {}" || two.Timeout != 30*time.Second || two.Tries != 3 || two.Run != "" {
+		t.Errorf("second: from %q to %q timeout %v tries %d", two.From, two.To, two.Timeout, two.Tries)
 	}
 }
 
@@ -42,6 +43,9 @@ func TestParseListRefuses(t *testing.T) {
 		"name: a\nfile: a.go\npackages: .\nfrom: x\nto: y\nbogus: 1",
 		"name: a\nfile: a.go\npackages: .\nfrom: x\nfrom: z\nto: y",
 		"name: a\nfile: a.go\npackages: .\ntimeout: soon\nfrom: x\nto: y",
+		"name: a\nfile: a.go\npackages: .\ntries: 0\nfrom: x\nto: y",
+		"name: a\nfile: a.go\npackages: .\ntries: 6\nfrom: x\nto: y",
+		"name: a\nfile: a.go\npackages: .\ntries: many\nfrom: x\nto: y",
 	} {
 		if _, err := parseList([]byte(list), "list", "/mod"); err == nil {
 			t.Errorf("accepted %q", list)
@@ -139,6 +143,52 @@ func TestRunAll(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(r.tmp); len(left) != 0 {
 		t.Errorf("temporary directories left: %v", left)
+	}
+}
+
+// TestAMutationFoundByChanceIsRunUpToItsTries: a mutation whose test
+// finds it only on its third run is killed with three tries, on the third
+// run, and survives two; a mutation with no tries runs once.
+func TestAMutationFoundByChanceIsRunUpToItsTries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test")
+	}
+	t.Parallel()
+	files := lessModule()
+	runs := filepath.Join(t.TempDir(), "runs")
+	// The test counts its runs in a file, and looks for the mutation only
+	// from its third on.
+	files["m_test.go"] = "package m\n\nimport (\n\t\"os\"\n\t\"testing\"\n)\n\n" +
+		"func TestLess(t *testing.T) {\n\tb, _ := os.ReadFile(" + strconv.Quote(runs) + ")\n" +
+		"\tif err := os.WriteFile(" + strconv.Quote(runs) + ", append(b, 'x'), 0o644); err != nil {\n\t\tt.Fatal(err)\n\t}\n" +
+		"\tif len(b) >= 2 && Less(1, 1) {\n\t\tt.Fatal(\"1 < 1\")\n\t}\n}\n"
+	dir := writeModule(t, files)
+	for _, c := range []struct {
+		tries      int
+		want       string
+		detail     string
+		runsMarked int
+	}{
+		{3, killed, "run 3 of up to 3: ", 3},
+		{2, survived, "2 runs of 2", 2},
+		{0, survived, "the tests passed with the mutation in", 1},
+	} {
+		if err := os.RemoveAll(runs); err != nil {
+			t.Fatal(err)
+		}
+		m := &mutation{Name: "boundary", File: "m.go", Module: dir, Packages: []string{"."}, Timeout: time.Minute,
+			Tries: c.tries, From: "a < b", To: "a <= b"}
+		r := &runner{root: dir, tmp: t.TempDir(), workers: 1}
+		results, err := r.runAll(context.Background(), []*mutation{m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := results[0]; res.status != c.want || !strings.Contains(res.detail, c.detail) {
+			t.Errorf("tries %d: %s (%s), want %s (%s)", c.tries, res.status, res.detail, c.want, c.detail)
+		}
+		if b, _ := os.ReadFile(runs); len(b) != c.runsMarked {
+			t.Errorf("tries %d: the test ran %d times, want %d", c.tries, len(b), c.runsMarked)
+		}
 	}
 }
 

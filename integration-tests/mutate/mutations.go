@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -20,6 +21,7 @@ import (
 //	packages: ./internal/lending
 //	run: ^TestFence
 //	timeout: 2m
+//	tries: 3
 //	from: WHERE id = $3::uuid AND user_id = ...
 //	to: WHERE user_id = ...
 //
@@ -28,11 +30,19 @@ import (
 // several lines is written as "key:" alone, followed by its lines, each
 // after "| " ("|" alone for an empty line). file and packages are relative
 // to the module's directory (packages separated by spaces); run (go test's
-// -run) and timeout (default defaultTimeout) are optional; from must occur
-// exactly once in file.
+// -run), timeout (default defaultTimeout) and tries (default 1) are
+// optional; from must occur exactly once in file. tries is for a mutation
+// its tests find by chance (random histories, a race they provoke): it is
+// run up to that many times, each run drawing anew, and is killed at the
+// first run whose tests fail, survived only when every run passes; a
+// guarantee its tests find every time needs none.
 
 // defaultTimeout is a mutation's go test -timeout when its entry names none.
 const defaultTimeout = 2 * time.Minute
+
+// maxTries bounds an entry's tries: a guarantee its tests find less often
+// than that needs a test that looks for it harder.
+const maxTries = 5
 
 // mutation is one entry of a list.
 type mutation struct {
@@ -42,6 +52,9 @@ type mutation struct {
 	Packages []string
 	Run      string
 	Timeout  time.Duration
+	// Tries is how many runs of its tests the mutation may survive before
+	// it is survived (tries:, at least 1).
+	Tries    int
 	From, To string
 
 	// Module is the directory of the module whose list holds the entry.
@@ -100,6 +113,9 @@ func parseList(data []byte, name, dir string) ([]*mutation, error) {
 			}
 			if cur.Timeout == 0 {
 				cur.Timeout = defaultTimeout
+			}
+			if cur.Tries == 0 {
+				cur.Tries = 1
 			}
 			out = append(out, cur)
 		}
@@ -188,11 +204,17 @@ func set(m *mutation, key, value string, seen map[string]bool, fail func(string,
 			fail("timeout: %q is not a duration such as 90s", value)
 		}
 		m.Timeout = d
+	case "tries":
+		n, err := strconv.Atoi(value)
+		if err != nil || n < 1 || n > maxTries {
+			fail("tries: %q is not a whole number from 1 to %d", value, maxTries)
+		}
+		m.Tries = n
 	case "from":
 		m.From = value
 	case "to":
 		m.To = value
 	default:
-		fail("unknown key %q (name, why, file, packages, run, timeout, from, to)", key)
+		fail("unknown key %q (name, why, file, packages, run, timeout, tries, from, to)", key)
 	}
 }

@@ -26,7 +26,7 @@ import (
 // files, and so fail as they did, as go test reuses a test's result when
 // nothing it depends on has changed. What a mutation's run is made of:
 //
-//   - its entry (name, file, packages, run, timeout, from, to) and the Go
+//   - its entry (name, file, packages, run, timeout, tries, from, to) and the Go
 //     release;
 //   - for a mutation whose tests start the real binaries (the
 //     integration-tests module's), every file of the repository, since
@@ -193,8 +193,8 @@ func (d *digester) compiledFiles(ctx context.Context, pkgDir string) (map[string
 // digest is what m's run is made of (the record's comment says what).
 func (d *digester) digest(ctx context.Context, m *mutation, binaries bool) (string, error) {
 	s := sha256.New()
-	fmt.Fprintf(s, "%s\x00%q\x00%q\x00%q\x00%q\x00%s\x00%q\x00%q\x00%s\n", runtime.Version(), m.Name, rel(d.root, m.path()),
-		strings.Join(m.Packages, " "), m.Run, m.Timeout, m.From, m.To, filepath.Base(m.Module))
+	fmt.Fprintf(s, "%s\x00%q\x00%q\x00%q\x00%q\x00%s\x00%d\x00%q\x00%q\x00%s\n", runtime.Version(), m.Name, rel(d.root, m.path()),
+		strings.Join(m.Packages, " "), m.Run, m.Timeout, m.Tries, m.From, m.To, filepath.Base(m.Module))
 	compiled := map[string]bool{}
 	if !binaries {
 		for _, p := range m.Packages {

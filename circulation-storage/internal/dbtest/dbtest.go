@@ -42,7 +42,21 @@ var Discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 // OpenDB opens a pool on url, closed when the test ends.
 func OpenDB(t *testing.T, url string) *postgres.DB {
 	t.Helper()
-	db, err := postgres.Open(context.Background(), url, postgres.PoolConfig{MaxConns: 8, LockCommit: "off"})
+	return open(t, url, postgres.PoolConfig{MaxConns: 8, LockCommit: "off"})
+}
+
+// OpenFresh opens a pool of cfg on a database of the test's own
+// (pgtest.Fresh), closed when the test ends: for a test that looks at the
+// whole database (its advisory locks, its statistics, all its rows of a
+// table).
+func OpenFresh(t *testing.T, cfg postgres.PoolConfig) *postgres.DB {
+	t.Helper()
+	return open(t, pgtest.Fresh(t), cfg)
+}
+
+func open(t *testing.T, url string, cfg postgres.PoolConfig) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), url, cfg)
 	if err != nil {
 		t.Fatalf("open database: %v", err)
 	}

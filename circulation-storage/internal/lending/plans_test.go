@@ -86,11 +86,7 @@ SELECT $1, gen_random_uuid(), jsonb_build_object('userId', md5('p' || g)::uuid, 
 // looks at the whole database (its statistics, the server's MultiXacts).
 func sampleDatabase(t *testing.T, conns int32) (*postgres.DB, storage.Tenant) {
 	t.Helper()
-	db, err := postgres.Open(context.Background(), pgtest.Fresh(t), postgres.PoolConfig{MaxConns: conns, LockCommit: "off"})
-	if err != nil {
-		t.Fatalf("open database: %v", err)
-	}
-	t.Cleanup(func() { dbtest.CloseWithin(t, db, 10*time.Second) })
+	db := dbtest.OpenFresh(t, postgres.PoolConfig{MaxConns: conns, LockCommit: "off"})
 	tenant := storage.Tenant(pgtest.TenantID())
 	if _, err := tenants.NewTenants(db, dbtest.Discard, sample.LoadData).Init(context.Background(), tenant, storage.TenantAttributes{ModuleTo: "m",
 		Parameters: []errs.Parameter{{Key: "loadSample", Value: "true"}}}); err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
-	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 )
 
@@ -18,11 +17,7 @@ import (
 func TestARoundLeadsOnASessionOfItsOwn(t *testing.T) {
 	t.Parallel()
 	// A database of its own: the notices' lock is the database's.
-	db, err := postgres.Open(context.Background(), pgtest.Fresh(t), postgres.PoolConfig{MaxConns: 1, LockCommit: "on"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dbtest.CloseWithin(t, db, 10*time.Second) })
+	db := dbtest.OpenFresh(t, postgres.PoolConfig{MaxConns: 1, LockCommit: "on"})
 	dbtest.SetupTenant(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
-	"github.com/checkoutlock/circulation-storage/internal/pgtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/schemas"
 )
@@ -25,11 +24,7 @@ import (
 // one Sent.
 func TestAFailedTryIsCountedOnlyWhileItsNoticeIsDue(t *testing.T) {
 	t.Parallel()
-	db, err := postgres.Open(context.Background(), pgtest.Fresh(t), postgres.PoolConfig{MaxConns: 2, LockCommit: "on"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dbtest.CloseWithin(t, db, 10*time.Second) })
+	db := dbtest.OpenFresh(t, postgres.PoolConfig{MaxConns: 2, LockCommit: "on"})
 	f := dbtest.SetupTenant(t, db)
 	ctx := context.Background()
 	table := postgres.Table(postgres.TableScheduledNotice)
