@@ -520,6 +520,20 @@ func TestSIP2Robustness(t *testing.T) {
 		}
 	})
 
+	t.Run("the longest message", func(t *testing.T) {
+		// SIP2_MAX_LINE's default, 2048 bytes, is the longest message: one
+		// of that many bytes and its CR is answered, one byte more closes.
+		const maxLine = 2048
+		login := "9300CNnobody|COwrong|ZZ"
+		k := harness.DialSIP2(t, door.SIP2Addr)
+		if got := k.Raw(login + strings.Repeat("x", maxLine-len(login))); !strings.HasPrefix(got, "940") {
+			t.Fatalf("a login of %d bytes: %q, want 940", maxLine, got)
+		}
+		k = harness.DialSIP2(t, door.SIP2Addr)
+		_, _ = k.Conn.Write([]byte(login + strings.Repeat("x", maxLine+1-len(login)) + "\r"))
+		waitClosed(t, k.Conn, 5*time.Second)
+	})
+
 	t.Run("a byte every 2 s", func(t *testing.T) {
 		k := harness.DialSIP2(t, door.SIP2Addr)
 		start := time.Now()

@@ -328,30 +328,29 @@ func (b Bounds) Check(s Stored) (Stored, []FieldError) {
 			}
 		}
 	}
-	// The retry schedule as a whole: drop the fields that make it too
-	// long, the per-retry list first, then FOLIO's pair.
-	for range 2 {
-		sum := Total(s.RetryIntervals())
-		if sum <= b.MaxTotalWait {
-			break
-		}
-		tooLong := func(field string, v any) {
-			errs = append(errs, fieldError(field, jsonOf(v), "makes the retry waits add up to %d ms, more than the %d ms a check-out may wait",
-				sum.Milliseconds(), b.MaxTotalWait.Milliseconds()))
-		}
-		switch {
-		case s.RetryIntervalsMs != nil:
-			tooLong(fieldIntervals, *s.RetryIntervalsMs)
+	// The retry schedule as a whole, in each of its forms: the per-retry
+	// list, which this service follows, and FOLIO's pair, which FOLIO's
+	// modules reading the same entry follow whether a list is there or
+	// not. A form too long is dropped.
+	tooLong := func(sum time.Duration, field string, v any) {
+		errs = append(errs, fieldError(field, jsonOf(v), "makes the retry waits add up to %d ms, more than the %d ms a check-out may wait",
+			sum.Milliseconds(), b.MaxTotalWait.Milliseconds()))
+	}
+	if s.RetryIntervalsMs != nil {
+		if sum := Total(s.RetryIntervals()); sum > b.MaxTotalWait {
+			tooLong(sum, fieldIntervals, *s.RetryIntervalsMs)
 			s.RetryIntervalsMs = nil
-		default:
-			if s.NoOfRetryAttempts != nil {
-				tooLong(fieldAttempts, *s.NoOfRetryAttempts)
-			}
-			if s.RetryInterval != nil {
-				tooLong(fieldInterval, *s.RetryInterval)
-			}
-			s.NoOfRetryAttempts, s.RetryInterval = nil, nil
 		}
+	}
+	pair := Stored{NoOfRetryAttempts: s.NoOfRetryAttempts, RetryInterval: s.RetryInterval}
+	if sum := Total(pair.RetryIntervals()); sum > b.MaxTotalWait {
+		if s.NoOfRetryAttempts != nil {
+			tooLong(sum, fieldAttempts, *s.NoOfRetryAttempts)
+		}
+		if s.RetryInterval != nil {
+			tooLong(sum, fieldInterval, *s.RetryInterval)
+		}
+		s.NoOfRetryAttempts, s.RetryInterval = nil, nil
 	}
 	return s, errs
 }

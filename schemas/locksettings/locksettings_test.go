@@ -2,8 +2,10 @@ package locksettings
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestDecodeRefusesWhatReadsTwoWays: a key given twice, or a field's name
@@ -39,3 +41,33 @@ func TestDecodeRefusesWhatReadsTwoWays(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestEachRetryScheduleIsBounded: FOLIO's pair is held to the total wait
+// whether or not a per-retry list is given beside it (FOLIO's modules
+// reading the entry follow the pair); a list too long is dropped and the
+// pair kept when the pair is within it; both within it, both kept.
+func TestEachRetryScheduleIsBounded(t *testing.T) {
+	t.Parallel()
+	b := DefaultBounds(3 * time.Second)
+	for _, tc := range []struct {
+		stored  Stored
+		refused []string
+		list    bool
+		pair    bool
+	}{
+		{Stored{RetryIntervalsMs: ptr([]int{100}), NoOfRetryAttempts: ptr(50), RetryInterval: ptr(1000)}, []string{fieldAttempts, fieldInterval}, true, false},
+		{Stored{RetryIntervalsMs: ptr([]int{1000, 1000, 1000, 1000}), NoOfRetryAttempts: ptr(2), RetryInterval: ptr(1000)}, []string{fieldIntervals}, false, true},
+		{Stored{RetryIntervalsMs: ptr([]int{100}), NoOfRetryAttempts: ptr(2), RetryInterval: ptr(1000)}, nil, true, true},
+	} {
+		got, errs := b.Check(tc.stored)
+		var refused []string
+		for _, e := range errs {
+			refused = append(refused, e.Field)
+		}
+		if !slices.Equal(refused, tc.refused) || (got.RetryIntervalsMs != nil) != tc.list ||
+			(got.NoOfRetryAttempts != nil && got.RetryInterval != nil) != tc.pair {
+			t.Errorf("Check(%+v) = %+v, refusing %v; want %v refused, the list kept %t, the pair kept %t",
+				tc.stored, got, refused, tc.refused, tc.list, tc.pair)
+		}
+	}
+}

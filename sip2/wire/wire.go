@@ -122,7 +122,8 @@ var fixedLength = map[string]int{
 }
 
 // Parse reads one message (without its CR) in charset cs, delimiter delim:
-// the checksum, when the message carries one, must match (ErrChecksum). A
+// the checksum, when the message carries one, must match and end it
+// (ErrChecksum). A
 // message that is too short for its fixed part, or not of a known
 // command, is ErrMalformed; its Code is still set when it has one.
 func Parse(raw []byte, cs Charset, delim byte) (*Request, error) {
@@ -179,6 +180,14 @@ func Parse(raw []byte, cs Charset, delim byte) (*Request, error) {
 			return r, ErrMalformed
 		}
 		r.Fields = append(r.Fields, Field{ID: item[:2], Value: item[2:]})
+	}
+	// A checksum anywhere but at the end (cut short, run on, followed by
+	// anything) is error detection damaged on the line: answered as a
+	// checksum that does not match, never carried out unverified.
+	for _, f := range r.Fields {
+		if f.ID == "AZ" || f.ID == "AY" && strings.Contains(f.Value, "AZ") {
+			return r, ErrChecksum
+		}
 	}
 	return r, nil
 }

@@ -110,6 +110,26 @@ func TestRepliesNeverCarryTheDelimiterOrControls(t *testing.T) {
 	}
 }
 
+// TestADamagedChecksumIsNeverCarriedOut: edge-sip2's valid login with
+// its checksum cut short, cut off, run on by a character, or followed by
+// a space is a checksum that does not match, as a wrong one is: never a
+// message read without its error detection. A message with none is read.
+func TestADamagedChecksumIsNeverCarriedOut(t *testing.T) {
+	t.Parallel()
+	const valid = "9300CNuser_id|COpassw0rd|AY1AZF594"
+	for _, s := range []string{
+		valid[:len(valid)-2], valid[:len(valid)-4], valid + "5", valid + " ", "9300CNuser_id|AZF594|COpassw0rd|",
+	} {
+		if r, err := Parse([]byte(s), IBM850, '|'); !errors.Is(err, ErrChecksum) || r.Code != "93" {
+			t.Errorf("%q: %+v %v, want ErrChecksum", s, r, err)
+		}
+	}
+	r, err := Parse([]byte("9300CNuser_id|COpassw0rd|"), IBM850, '|')
+	if err != nil || r.Checked {
+		t.Errorf("a login without error detection: %+v %v", r, err)
+	}
+}
+
 func TestMalformed(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "9", "11N", "XX000", "9300C"} {

@@ -30,7 +30,8 @@ type conn struct {
 	admitted bool
 	stop     atomic.Bool
 
-	// The read buffer: at most MaxLine bytes of a message not yet ended.
+	// The read buffer: at most MaxLine bytes of a message not yet ended,
+	// and its CR.
 	buf         []byte
 	start, end  int
 	lineStarted time.Time
@@ -108,7 +109,7 @@ func (c *conn) serve() {
 		_ = tc.SetDeadline(time.Time{})
 		c.rw = tc
 	}
-	c.buf = make([]byte, c.s.opts.MaxLine)
+	c.buf = make([]byte, c.s.opts.MaxLine+1)
 	for {
 		line, err := c.readLine()
 		if err != nil {
