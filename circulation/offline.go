@@ -80,7 +80,9 @@ func (co checkOut) loanID() string {
 // schemas.MaxOfflineBehind (CodeOfflineTooOld); answered with its loan
 // when it was recorded already; else checked out as a live one is, under
 // the patron's lock, refused only for what cannot be lent past (an
-// unknown patron or item, an item on loan to someone else). A send of the
+// unknown patron or item, an item on loan to someone else) and, by
+// storage's write, when a door saw its machine on line at its
+// transaction date (schemas.CodeOfflineWhileOnLine). A send of the
 // same check-out that came first meanwhile answers with its loan.
 func (s *Service) checkOutOffline(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
 	off := req.Offline

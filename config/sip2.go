@@ -105,8 +105,9 @@ func (c SIP2) Validate() error {
 	if c.CallTimeout < time.Second || c.CallTimeout > 90*time.Second {
 		errs = append(errs, fmt.Errorf("SIP2_CALL_TIMEOUT must be from 1s to 90s (the status reply advertises it in tenths of a second, at most 99.9), got %s", c.CallTimeout))
 	}
-	if c.OfflineGrace > time.Hour {
-		errs = append(errs, fmt.Errorf("SIP2_OFFLINE_GRACE must be at most 1h (a longer grace takes transactions made on line as made offline), got %s", c.OfflineGrace))
+	if c.OfflineGrace < 0 || c.OfflineGrace > schemas.MaxOfflineGrace {
+		errs = append(errs, fmt.Errorf("SIP2_OFFLINE_GRACE must be from 0 to %s (a longer grace takes transactions made on line as made offline), got %s",
+			schemas.MaxOfflineGrace, c.OfflineGrace))
 	}
 	if c.PresenceEvery < 100*time.Millisecond || c.PresenceEvery > c.OfflineGrace+time.Minute {
 		errs = append(errs, fmt.Errorf("SIP2_PRESENCE_EVERY must be from 100ms to SIP2_OFFLINE_GRACE plus a minute (%s; longer, a restarted door believes a kiosk offline for longer), got %s",

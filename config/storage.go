@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/locksettings"
 )
 
@@ -93,6 +94,11 @@ type Storage struct {
 	// lock history; the sweeper trims it.
 	LockHistoryRetention time.Duration `env:"LOCK_HISTORY_RETENTION" envDefault:"168h"`
 	LockHistoryMaxEvents int           `env:"LOCK_HISTORY_MAX_EVENTS" envDefault:"100000"`
+	// KioskOfflineGrace is how far inside a span of a machine's presence
+	// on line (kept by the SIP2 doors) a check-out it says it made
+	// offline may be dated and still be taken as made offline: deeper,
+	// the write refuses it (schemas.CodeOfflineWhileOnLine).
+	KioskOfflineGrace time.Duration `env:"KIOSK_OFFLINE_GRACE" envDefault:"1m"`
 	// MaxPageBytes bounds the records of one list answer; a larger page
 	// gets 422 PAGE_TOO_LARGE.
 	MaxPageBytes int `env:"MAX_PAGE_BYTES" envDefault:"4194304"`
@@ -223,6 +229,10 @@ func (c Storage) Validate() error {
 	if c.OutboxFault != "" && c.OutboxFault != "exit-after-publish" && c.OutboxFault != "stop-after-publish" {
 		errs = append(errs, fmt.Errorf("OUTBOX_FAULT is for the fault tests: exit-after-publish, stop-after-publish or empty, got %q",
 			c.OutboxFault))
+	}
+	if c.KioskOfflineGrace < 0 || c.KioskOfflineGrace > schemas.MaxOfflineGrace {
+		errs = append(errs, fmt.Errorf("KIOSK_OFFLINE_GRACE must be from 0 to %s (a longer grace takes check-outs made on line as made offline), got %s",
+			schemas.MaxOfflineGrace, c.KioskOfflineGrace))
 	}
 	if c.Login != "on" && c.Login != "off" {
 		errs = append(errs, fmt.Errorf("LOGIN must be on or off, got %q", c.Login))

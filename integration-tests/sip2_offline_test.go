@@ -11,6 +11,7 @@ import (
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // sip2UTC is t as SIP2 writes a date in UTC.
@@ -205,9 +206,12 @@ func TestALateCheckInNeverClosesANewerLoan(t *testing.T) {
 // library say so.
 func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	t.Parallel()
-	// A second's grace: the kiosk is on line from a second after its login.
-	c, lib, door := sip2Cluster(t, 1, 1, 5, 0, map[string]any{"patronPin": "required"}, "SIP2_OFFLINE_GRACE=1s",
-		"SIP2_PRESENCE_EVERY=100ms")
+	// A second's grace, the door's and storage's: the kiosk is on line
+	// from a second after its login.
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"KIOSK_OFFLINE_GRACE=1s"}})
+	lib := c.SetupLibrary(1, 6, 0)
+	kiosk := c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	door := c.StartSIP2(t, 0, map[string]any{"patronPin": "required"}, "SIP2_OFFLINE_GRACE=1s", "SIP2_PRESENCE_EVERY=100ms")
 	patron, items := lib.Patrons[0], lib.Items[0]
 	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": c.IDOf(t, "/users", "users", patron), "pin": "7319"}).
 		Want(t, http.StatusCreated)
@@ -234,19 +238,23 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 		}
 		return k.Send("11NY" + sip2UTC(at) + strings.Repeat(" ", 18) + "AOdiku|AA" + patron + "|AB" + item + "|AC|" + ad)
 	}
-	want := func(r, prefix, message string, live, offline int) {
+	loansAre := func(after string, live, offline int) {
 		t.Helper()
-		if !strings.HasPrefix(r, prefix) || harness.SIP2Field(r, "AF") != message {
-			t.Fatalf("answered %q, want %s… with %q", r, prefix, message)
-		}
 		var gotLive, gotOffline int
 		if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT jsonb ? 'offline'),
 			count(*) FILTER (WHERE jsonb ? 'offline') FROM %s.loan`, c.Schema)).Scan(&gotLive, &gotOffline); err != nil {
 			t.Fatal(err)
 		}
 		if gotLive != live || gotOffline != offline {
-			t.Fatalf("after %q: %d live loans and %d made offline, want %d and %d", r, gotLive, gotOffline, live, offline)
+			t.Fatalf("after %q: %d live loans and %d made offline, want %d and %d", after, gotLive, gotOffline, live, offline)
 		}
+	}
+	want := func(r, prefix, message string, live, offline int) {
+		t.Helper()
+		if !strings.HasPrefix(r, prefix) || harness.SIP2Field(r, "AF") != message {
+			t.Fatalf("answered %q, want %s… with %q", r, prefix, message)
+		}
+		loansAre(r, live, offline)
 	}
 	now := time.Now()
 	// Made now, while on line: live, and a live check-out needs the PIN.
@@ -318,6 +326,11 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	want(noBlock(items[3], seenOnLine, ""), "120", "Please enter your PIN", 1, 2)
 	want(noBlock(items[3], down.Add(1500*time.Millisecond), ""), "121", "Recorded: lent while offline", 1, 3)
 	want(noBlock(items[4], time.Now(), ""), "120", "Please enter your PIN", 1, 3)
+	// Storage, not the restarted door, saw the kiosk on line then: with
+	// the right PIN it is a live loan, under the key the kiosk sent it
+	// with.
+	r = noBlock(items[5], seenOnLine, "7319")
+	want(r, "121", harness.SIP2Field(r, "AF"), 2, 3)
 	// Each loan made offline names the machine that lent it.
 	var machines []string
 	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT array_agg(DISTINCT coalesce(jsonb #>> '{offline,kiosk}', ''))
@@ -327,4 +340,31 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	if !slices.Equal(machines, []string{"entrance-1"}) {
 		t.Fatalf("the loans made offline name the machines %q, want entrance-1", machines)
 	}
+	// The kiosk's account sending a check-out made offline straight to
+	// circulation, with no door naming its machine, is held to every
+	// span of the account's machines: dated while entrance-1 was on
+	// line, it is refused and writes nothing; dated in the outage, it is
+	// recorded.
+	checkOut, _ := schemas.PermissionFor(schemas.ServiceCirculation, "POST", "/circulation/check-out-by-barcode")
+	tok, err := auth.Mint(harness.Secret(), auth.Claims{Tenant: c.Tenant, UserID: kiosk,
+		Permissions: []string{checkOut, schemas.PermissionCheckOutOffline}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := func(item string, at time.Time) harness.Response {
+		return c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": item,
+			"userBarcode": patron, "servicePointId": harness.ServicePoint,
+			"offline": map[string]any{"transactionDate": at.UTC().Format(schemas.TimeFormat)}},
+			map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: tok})
+	}
+	if r := direct(items[4], seenOnLine); r.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("an offline check-out sent straight to circulation, dated while the kiosk was on line: %d %s, want 422", r.Status, r.Body)
+	} else if code, params := envelopeError(t, r); code != schemas.CodeOfflineWhileOnLine ||
+		params["transactionDate"] != seenOnLine.UTC().Truncate(time.Millisecond).Format(schemas.TimeFormat) {
+		t.Fatalf("an offline check-out sent straight to circulation, dated while the kiosk was on line: %s %v, want %s naming its date",
+			code, params, schemas.CodeOfflineWhileOnLine)
+	}
+	loansAre("the refused one", 2, 3)
+	direct(items[4], down.Add(1200*time.Millisecond)).Want(t, http.StatusCreated)
+	loansAre("one dated in the outage", 2, 4)
 }

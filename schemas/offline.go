@@ -31,12 +31,26 @@ const MaxOfflineBehind = 30 * 24 * time.Hour
 const MaxOfflineLoanPeriod = 366 * 24 * time.Hour
 
 // The refusals of an offline check-out that are not rules: the library
-// does not take offline check-outs (its selfCheck settings), or the
-// transaction is older than the bound.
+// does not take offline check-outs (its selfCheck settings), the
+// transaction is older than the bound, or a door saw the machine on line
+// when it says it was made (OfflineGrace).
 const (
-	CodeOfflineLendingOff = "OFFLINE_LENDING_OFF"
-	CodeOfflineTooOld     = "OFFLINE_TRANSACTION_TOO_OLD"
+	CodeOfflineLendingOff  = "OFFLINE_LENDING_OFF"
+	CodeOfflineTooOld      = "OFFLINE_TRANSACTION_TOO_OLD"
+	CodeOfflineWhileOnLine = "OFFLINE_WHILE_ON_LINE"
 )
+
+// A check-out is taken as made offline only for a time no door saw its
+// machine on line: storage's write refuses one dated inside a span of the
+// machine's presence (a SIP2 door's records of it, kept in storage) by
+// more than a grace (KIOSK_OFFLINE_GRACE), for a kiosk's clock and its
+// noticing the cut-off lag the door's. The machine is the caller's
+// account and the location code its door names; a call naming none (a
+// kiosk that gave no location code, or a caller that is not a door) is
+// judged by every span of the account's machines. A door's own grace
+// (SIP2_OFFLINE_GRACE, for what only it saw) and this one are held to
+// the same bound.
+const MaxOfflineGrace = time.Hour
 
 // OfflineRules are the rules a check-out made offline is recorded past:
 // every check-out rule (CheckOutRules), each by its refusal code as a

@@ -103,7 +103,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 	// Storage applies the circulation rules and the lock setting itself,
 	// whoever calls: in validation and in the check-out's write alike.
 	policy := lending.Policy{LockFeatureDefault: cfg.CheckoutLockFeatureEnabled,
-		EnforceUnscopedItemLimit: cfg.ItemLimitWithoutCriteria == "enforce"}
+		EnforceUnscopedItemLimit: cfg.ItemLimitWithoutCriteria == "enforce", OfflineGrace: cfg.KioskOfflineGrace}
 	rules := lending.NewRules(db, policy)
 	// The services tell the waiters of the releases they make; the waiters
 	// are made after them, from the locks.

@@ -11,6 +11,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/checkoutlock/circulation-storage/internal/requests"
 	"github.com/checkoutlock/circulation-storage/internal/rules"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -88,7 +89,12 @@ func NewLoans(db *postgres.DB, policy Policy, opts ...postgres.Option) *Loans {
 //
 // A check-out a self-check machine made offline (@offline: its loan
 // carries offline) is recorded past every rule above but the lock, its
-// fence and the item's version: it already happened. Whatever loan
+// fence and the item's version: it already happened. It is refused, as
+// one made on line (on_line), when a door saw its machine on line at its
+// transaction date: inside a span of the machine's presence by more than
+// @offline_grace_ms (schemas.MaxOfflineGrace), the machine being
+// @caller_account's at @caller_kiosk, or at any location when the call
+// names none. Whatever loan
 // carries offline, its offline.brokenRules is what this statement found
 // broken (brokenRulesSQL, never the caller's list), a line of the lock
 // history says so when it broke any (@history), and the check-out's event
@@ -123,7 +129,7 @@ func checkOutSQL(lean bool, judges []writeRule) string {
 	setting, rule, ruleSet, patron := postgres.Table(postgres.TableSetting), postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), postgres.Table(postgres.TablePatron)
 	policy, blockLimit, condition, request := postgres.Table(postgres.TableLoanPolicy), postgres.Table(postgres.TableBlockLimit), postgres.Table(postgres.TableBlockCondition), postgres.Table(postgres.TableRequest)
 	commit, event := postgres.Table(postgres.TableOutboxCommit), postgres.Table(postgres.TypeOutboxEvent)
-	history := postgres.Table(postgres.TableLockEvent)
+	history, presence := postgres.Table(postgres.TableLockEvent), postgres.Table(postgres.TableKioskPresence)
 	group := "(SELECT patron_group_id FROM " + patron + " WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'userId')::uuid)"
 	head := requests.QueueHeadSQL(request, "(@loan::jsonb ->> 'itemId')::uuid", "@tenant")
 	charged := chargedSQL(blockLimit, condition, "@tenant", group)
@@ -187,6 +193,14 @@ WITH fence AS (
 ), charged_count AS (
     SELECT (` + rules.OpenLoanCount(loan, item, "@tenant", "(@loan::jsonb ->> 'userId')::uuid", "NULL::uuid", "NULL::uuid") + `) AS n
      WHERE EXISTS (SELECT 1 FROM charged)
+), seen AS (
+    SELECT @offline::boolean AND EXISTS (
+        SELECT 1 FROM ` + presence + ` p
+         WHERE p.tenant_id = @tenant AND p.account_id = @caller_account::uuid
+           AND (@caller_kiosk::text = '' OR p.location = @caller_kiosk::text)
+           AND p.on_from + @offline_grace_ms::bigint * interval '1 millisecond' < (@loan::jsonb ->> 'loanDate')::timestamptz
+           AND p.on_to - @offline_grace_ms::bigint * interval '1 millisecond' > (@loan::jsonb ->> 'loanDate')::timestamptz
+    ) AS on_line
 ), judged AS (
     -- Every check-out rule, judged once (checkout_rules.go).
     ` + judgedSQL(judges) + `
@@ -194,6 +208,7 @@ WITH fence AS (
     SELECT (SELECT ok FROM required)
        AND (@lock_id::uuid IS NULL OR EXISTS (SELECT 1 FROM fence))
        AND (@offline::boolean OR NOT EXISTS (SELECT 1 FROM judged WHERE hit AND name <> ALL (coalesce(@lifted::text[], '{}'))))
+       AND NOT (SELECT on_line FROM seen)
        AND NOT (SELECT gated FROM gate)
        AND (SELECT ok FROM in_time) AS ok
 ), item AS (
@@ -276,6 +291,7 @@ SELECT (SELECT jsonb FROM loan) AS stored, @lock_id::uuid IS NULL OR EXISTS (SEL
        (SELECT jsonb_agg(jsonb_build_object('condition', condition, 'message', message) ORDER BY condition) FROM automated) AS automated,
        (SELECT gated FROM gate) AS full,
        NOT (SELECT ok FROM in_time) AS late,
+       (SELECT on_line FROM seen) AS on_line,
        EXISTS (SELECT 1 FROM lent_offline) AS lent_offline
   FROM (SELECT 1) AS one LEFT JOIN released ON true`
 }
@@ -326,7 +342,8 @@ var (
 
 // checkOutNames are the names of checkOutSQL's arguments.
 var checkOutNames = []string{"tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
-	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "lifted", "refused_statuses", "write_within_ms", "offline", "history", "by_whom", "write_id"}
+	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "lifted", "refused_statuses", "write_within_ms", "offline", "history", "by_whom", "write_id",
+	"caller_account", "caller_kiosk", "offline_grace_ms"}
 
 // checkOutArgs are checkOutSQL's arguments, by name: a name the statement
 // uses and this does not give, or one it gives and the statement does not
@@ -357,12 +374,26 @@ func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.Ch
 		"offline": w.Offline,
 		"history": s.history,
 		"by_whom": postgres.HolderValue(caller.Holder()),
+		// The machine whose presence judges a check-out made offline,
+		// and how far inside a span of it one is taken as made on line.
+		"caller_account":   postgres.Nullable(account(caller)),
+		"caller_kiosk":     caller.Kiosk,
+		"offline_grace_ms": s.policy.OfflineGrace.Milliseconds(),
 		// The caller's deadline, as the time left from now: PostgreSQL's
 		// clock and this server's need not agree.
 		"write_within_ms": writeWithin(ctx),
 		// The write's id, claimed before (nil: none).
 		"write_id": postgres.WriteID(ctx),
 	}
+}
+
+// account is the caller's account when it names one by id ("" when not):
+// the account whose machines' presence judges a check-out made offline.
+func account(caller storage.Caller) string {
+	if _, err := uuid.Parse(caller.User); err != nil {
+		return ""
+	}
+	return caller.User
 }
 
 // writeWithin is the time ctx leaves for a write, in milliseconds from
@@ -412,6 +443,9 @@ type checkOutResult struct {
 	// Late says the statement ran past the caller's deadline and wrote
 	// nothing.
 	Late bool `db:"late"`
+	// OnLine says the check-out says it was made offline, but a door saw
+	// its machine on line then: nothing was written.
+	OnLine bool `db:"on_line"`
 	// LentOffline says the statement wrote the lock history's line of a
 	// loan made offline past a rule.
 	LentOffline bool `db:"lent_offline"`
@@ -536,6 +570,11 @@ func (s *Loans) checkOutAnswer(ctx context.Context, t storage.Tenant, w storage.
 		return storage.CheckOutWritten{}, errs.Errorf(errs.KindConflict, schemas.CodeLockLost,
 			"Check-out lock %s is not held for this patron by this caller (it expired, was released, or is someone else's); nothing was written", w.LockID).
 			With("lockId", w.LockID)
+	case r.OnLine:
+		at := record.FieldValue(w.Loan, "loanDate")
+		return storage.CheckOutWritten{}, errs.Errorf(errs.KindInvalid, schemas.CodeOfflineWhileOnLine,
+			"The machine was seen on line at %s: a check-out it made then is a live one, under every rule; nothing was written", at).
+			With("transactionDate", at)
 	}
 	if refused := r.refusal(w, s.rules); refused != nil {
 		return storage.CheckOutWritten{}, refused

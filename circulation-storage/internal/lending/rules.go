@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/requests"
@@ -46,6 +47,10 @@ type Policy struct {
 	// neither a material type nor a loan type, counting all the patron's
 	// open loans (ITEM_LIMIT_WITHOUT_CRITERIA=enforce); FOLIO does not.
 	EnforceUnscopedItemLimit bool
+	// OfflineGrace is how far inside a span of its machine's presence a
+	// check-out made offline may be dated and still be taken as made
+	// offline (KIOSK_OFFLINE_GRACE, schemas.MaxOfflineGrace).
+	OfflineGrace time.Duration
 }
 
 var (

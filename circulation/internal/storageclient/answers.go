@@ -109,6 +109,10 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 			r.Errors = append(r.Errors, &errs.Error{Kind: errs.KindInvalid, Code: e.Code, Message: e.Message, Parameters: e.Parameters})
 		}
 		return r
+	case status == http.StatusUnprocessableEntity && code == schemas.CodeOfflineWhileOnLine:
+		// A check-out said made offline that a door saw made on line:
+		// the caller makes it a live one.
+		return withParams(errs.Errorf(errs.KindInvalid, code, "%s", msg).Because(cause))
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeLockRequired:
 		return errs.Errorf(errs.KindInvalid, schemas.CodeLockRequired, "%s", msg).Because(cause)
 	case status == http.StatusUnprocessableEntity && code == schemas.CodeIdempotencyKeyReused:

@@ -624,26 +624,9 @@ func cookie(res *http.Response, name string) string {
 	return ""
 }
 
-// Span is a time a door saw a kiosk on line, as storage keeps it.
-type Span struct {
-	From time.Time `json:"from"`
-	To   time.Time `json:"to"`
-}
-
 // SeeOnLine records that the kiosk (its account and Location) is on line
 // now, in the span id: a new span begins now, one recorded before lasts
 // until now.
 func (c *Client) SeeOnLine(ctx context.Context, s *Session, id string) error {
 	return c.call(ctx, s, http.MethodPut, "/circulation/kiosks/presence/"+url.PathEscape(id), nil, nil)
-}
-
-// OnLine is the kiosk's spans on line that overlap from..to, the oldest
-// first, as every door recorded them.
-func (c *Client) OnLine(ctx context.Context, s *Session, from, to time.Time) ([]Span, error) {
-	var out struct {
-		Spans []Span `json:"spans"`
-	}
-	q := url.Values{"from": {from.UTC().Format(schemas.TimeFormat)}, "to": {to.UTC().Format(schemas.TimeFormat)}}
-	err := c.call(ctx, s, http.MethodGet, "/circulation/kiosks/presence?"+q.Encode(), nil, &out)
-	return out.Spans, err
 }

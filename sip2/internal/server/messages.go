@@ -337,17 +337,14 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	defer cancel()
 	if m.NoBlock {
 		at := c.returnedAt(m.TransactionDate)
-		online, err := c.onLineAt(ctx, s, at)
-		if err != nil {
-			c.s.logger.Error("offline check-out: whether the kiosk was on line could not be asked", slog.String("tenant", c.cfg.Tenant),
-				slog.Any("error", err))
-			return reply(false, time.Time{}, "", msgBusy), "busy"
+		if !c.onLineAt(at) {
+			if r, outcome, live := c.checkOutOffline(ctx, s, m, at, reply); !live {
+				return r, outcome
+			}
 		}
-		if !online {
-			return c.checkOutOffline(ctx, s, m, at, reply)
-		}
-		// Marked offline, but made while the door saw the kiosk on line:
-		// a live check-out, judged by every rule and the PIN.
+		// Marked offline, but made while a door saw the kiosk on line
+		// (this one, or, storage says, any): a live check-out, judged by
+		// every rule and the PIN.
 		c.s.logger.Warn("a check-out marked offline (no block) was made while the kiosk was on line: judged as a live one",
 			slog.String("tenant", c.cfg.Tenant), slog.String("item", m.Item), slog.Time("at", at))
 	}
@@ -396,9 +393,10 @@ func (c *conn) notCheckedOut(err error, what, okMessage string, reply func(ok bo
 // take check-outs made offline, or for what cannot be lent past (an
 // unknown patron or item, an item on loan to someone else); a library
 // system that does not answer is "busy": the kiosk keeps it and sends it
-// again.
+// again. When storage says a door saw the kiosk on line at its date, it
+// is a live check-out (live), nothing answered yet.
 func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.CheckOut, at time.Time,
-	reply func(ok bool, due time.Time, title, message string) *wire.Reply) (*wire.Reply, string) {
+	reply func(ok bool, due time.Time, title, message string) *wire.Reply) (r *wire.Reply, outcome string, live bool) {
 	var due time.Time
 	if strings.TrimSpace(m.NoBlockDueDate) != "" {
 		if d, err := msg.ParseDateIn(m.NoBlockDueDate, c.cfg.location); err == nil && d.After(at) {
@@ -411,7 +409,8 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 		return reply(false, time.Time{}, "", message), "refused"
 	}
 	if c.s.opts.OfflineWithin > 0 && time.Since(at) > c.s.opts.OfflineWithin {
-		return refused(msgOfflineTooOld, "older than SIP2_OFFLINE_WITHIN ("+c.s.opts.OfflineWithin.String()+")")
+		r, outcome = refused(msgOfflineTooOld, "older than SIP2_OFFLINE_WITHIN ("+c.s.opts.OfflineWithin.String()+")")
+		return r, outcome, false
 	}
 	// A PIN sent with it is checked now: a wrong one refuses it (counted
 	// as every wrong PIN is), whatever the kiosk let the patron do.
@@ -419,7 +418,7 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 		if ok, message, outcome := c.pinGiven(ctx, s, m.PatronPassword, true, m.Patron); !ok {
 			c.s.logger.Warn("an offline check-out refused: for the desk", slog.String("tenant", c.cfg.Tenant),
 				slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at), slog.String("why", outcome))
-			return reply(false, time.Time{}, "", message), outcome
+			return reply(false, time.Time{}, "", message), outcome, false
 		}
 	}
 	loan, broken, err := c.s.circ.CheckOutOffline(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, at, due, m.Key())
@@ -428,9 +427,14 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 			c.s.logger.Warn(schemas.OfflineWords(broken), slog.String("tenant", c.cfg.Tenant),
 				slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at))
 		}
-		return reply(true, loan.DueDate, loan.Title, msgRecordedOffline), "ok_offline"
+		return reply(true, loan.DueDate, loan.Title, msgRecordedOffline), "ok_offline", false
 	}
-	return c.notCheckedOut(err, "offline check-out", msgRecordedOffline, reply, refused)
+	var ref *circ.Refusal
+	if errors.As(err, &ref) && ref.Code == schemas.CodeOfflineWhileOnLine {
+		return nil, "", true
+	}
+	r, outcome = c.notCheckedOut(err, "offline check-out", msgRecordedOffline, reply, refused)
+	return r, outcome, false
 }
 
 // renew is 29 → 30, through circulation's renewal: FOLIO's reasons in AF

@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,14 +11,16 @@ import (
 )
 
 // A kiosk's no-block check-out is taken as made offline only for a time
-// the door did not see the kiosk on line. The door sees it on line from
-// its login on a connection while the library system answers, and keeps
-// those times in storage, as spans of the kiosk's presence (its account
-// and the location code it gave at login): a door restarted since, or
-// another door the kiosk moved to, knows them too. A span is recorded at
+// no door saw the kiosk on line. The door sees it on line from its login
+// on a connection while the library system answers, and keeps those times
+// in storage, as spans of the kiosk's presence (its account and the
+// location code it gave at login), by which storage's write judges every
+// check-out sent as made offline: a door restarted since, or another door
+// the kiosk moved to, is held to them too. A span is recorded at
 // the kiosk's login and again, after a message it sent, at most every
-// SIP2_PRESENCE_EVERY (Options.PresenceEvery); one recorded after the door saw the library system not
-// answer, or after a record failed, is a new span. Storage stamps each
+// SIP2_PRESENCE_EVERY (Options.PresenceEvery); one recorded after the
+// door saw the library system not answer, or after a record failed, is a
+// new span. Storage stamps each
 // record with its own clock; a span ends at the last record, so a
 // kiosk's last SIP2_PRESENCE_EVERY on a connection is not in storage.
 
@@ -70,37 +70,20 @@ func (c *conn) seen(s *circ.Session, force bool) {
 	}()
 }
 
-// onLineAt says whether the door saw this kiosk on line at at: the
+// onLineAt says whether this door saw this kiosk on line at at: the
 // library system answering the door then, and the kiosk logged in on this
-// connection before it, or on any connection of any door in a span
-// storage keeps, each by more than the grace (SIP2_OFFLINE_GRACE). A
-// transaction marked offline (no block) is taken as made offline only
-// when it was not. It errs when storage cannot be asked.
-func (c *conn) onLineAt(ctx context.Context, s *circ.Session, at time.Time) (bool, error) {
-	grace := c.s.opts.OfflineGrace
+// connection before it, each by more than the grace (SIP2_OFFLINE_GRACE).
+// A transaction marked offline (no block) it saw made on line is a live
+// one; any other is sent as made offline, and storage's write judges it
+// by the spans of the kiosk's presence every door recorded
+// (schemas.CodeOfflineWhileOnLine), which this door's own view of its
+// connection's last SIP2_PRESENCE_EVERY is ahead of.
+func (c *conn) onLineAt(at time.Time) bool {
 	if c.s.ready.downNear(at) {
-		return false, nil
+		return false
 	}
 	c.mu.Lock()
 	since := c.loginAt
 	c.mu.Unlock()
-	if !since.IsZero() && at.After(since.Add(grace)) {
-		return true, nil
-	}
-	spans, err := c.s.circ.OnLine(ctx, s, at, at)
-	var ref *circ.Refusal
-	switch {
-	case errors.As(err, &ref) && ref.Status == http.StatusNotFound:
-		// A circulation of the release before, which keeps no presence
-		// (a rolling upgrade): what this connection saw is all there is.
-		spans = nil
-	case err != nil:
-		return false, err
-	}
-	for _, sp := range spans {
-		if at.After(sp.From.Add(grace)) && at.Before(sp.To.Add(-grace)) {
-			return true, nil
-		}
-	}
-	return false, nil
+	return !since.IsZero() && at.After(since.Add(c.s.opts.OfflineGrace))
 }
