@@ -3,6 +3,7 @@ package integration
 import (
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,44 @@ import (
 // sequenced is a reply's error detection (AY, AZ), which each connection
 // numbers its own way.
 var sequenced = regexp.MustCompile(`AY[0-9]AZ[0-9A-F]{4}$`)
+
+// TestTwoMachinesSharingAnAccountPayEachItsOwn: two self-check machines
+// signed in as one account, at two locations, that number their
+// payments alike (BK 0001) for the same patron and amount: each is paid,
+// two payments; each sent again is answered as it was and pays nothing
+// more.
+func TestTwoMachinesSharingAnAccountPayEachItsOwn(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := setUpFees(t, c, 1, 1, facultyStandard(), lostPolicy(10, 5))
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	patron, items := lib.Patrons[0], lib.Items[0]
+	checkOutOn(t, c, items[0], patron, "2020-01-01T12:00:00.000Z")
+	checkInOn(t, c, items[0], harness.ServicePoint, "2020-01-25T12:00:00.000Z")
+	fine := accountsOf(t, c, c.IDOf(t, "/users", "users", patron))[0]
+	door := c.StartSIP2(t, 0, nil)
+	payment := "37" + harness.SIP2Date() + "0100USDBV5.00|AOdiku|AA" + patron + "|BK0001|"
+	var first []string
+	for _, location := range []string{"east-1", "east-2"} {
+		k := harness.DialSIP2(t, door.SIP2Addr)
+		k.LoginAt("user_id", "passw0rd", location)
+		r := sequenced.ReplaceAllString(k.Send(payment), "")
+		if !strings.HasPrefix(r, "38Y") {
+			t.Fatalf("%s's payment: %q, want accepted", location, r)
+		}
+		if again := sequenced.ReplaceAllString(k.Send(payment), ""); again != r {
+			t.Fatalf("%s's payment sent again: %q, want %q", location, again, r)
+		}
+		first = append(first, harness.SIP2Field(r, "AF"))
+	}
+	if want := []string{"Paid 5.00 USD; 10.00 USD remains", "Paid 5.00 USD; 5.00 USD remains"}; !slices.Equal(first, want) {
+		t.Fatalf("the two machines were told %q, want %q", first, want)
+	}
+	if acts := actionsOf(t, c, fine.ID); len(acts) != 3 || acts[1].AmountAction.String() != "5.00" || acts[2].AmountAction.String() != "5.00" {
+		t.Fatalf("actions %+v, want the charge and two payments of 5.00", acts)
+	}
+	moneyHolds(t, c)
+}
 
 // TestSIP2FeePaidOnce: a patron owing more than their group may is
 // refused a check-out at the kiosk, and told so (64: the excessive fines

@@ -61,14 +61,17 @@ func (m RenewAll) Key(item string) string {
 	return transactionKey("65", m.TransactionDate, m.seq, m.Institution, m.Patron, item)
 }
 
-// Key is the payment's Idempotency-Key. A kiosk that names its
-// transaction (BK) is paid once per transaction id, whatever date and
-// sequence number it sends it with again (the door's key is made for the
-// kiosk's account by circulation, so two kiosks' ids never meet); one
-// that names none, as any other transaction is, by its date.
-func (m FeePaid) Key() string {
+// Key is the payment of machine's Idempotency-Key. A kiosk that names
+// its transaction (BK) is paid once per transaction id, whatever date
+// and sequence number it sends it with again; the id is the machine's
+// own (machine, the location code it gave at login, is in the key, and
+// circulation makes the write's id for the kiosk's account), so two
+// machines' ids never meet, though they share an account and number
+// their transactions alike. One that names none is paid once, as any
+// other transaction is, by its date.
+func (m FeePaid) Key(machine string) string {
 	if id := strings.TrimSpace(m.TransactionID); id != "" {
-		return key("sip2", "37", "BK", m.Institution, m.Patron, id)
+		return key("sip2", "37", "BK", machine, m.Institution, m.Patron, id)
 	}
 	return transactionKey("37", m.TransactionDate, m.seq, m.Institution, m.Patron, m.FeeID, m.Amount, m.PaymentType, m.Currency)
 }

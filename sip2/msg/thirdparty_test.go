@@ -169,14 +169,16 @@ func TestThirdPartyRequests(t *testing.T) {
 		fp.TransactionID != "transactionId" || fp.FeeID != "" {
 		t.Errorf("jsip2's fee paid in cash with a transaction id: %+v", fp)
 	}
-	// Paid once per transaction id: sent again on another day, with
-	// another sequence number, the same key; another id, another key.
+	// Paid once per transaction id of a machine: sent again on another
+	// day, with another sequence number, the same key; another id, or
+	// the same id from another machine, another key.
 	again := fp
 	again.TransactionDate, again.seq = "20210815    101010", "7"
 	other := fp
 	other.TransactionID = "transactionId2"
-	if fp.Key() == "" || fp.Key() != again.Key() || fp.Key() == other.Key() {
-		t.Errorf("fee paid keys: %q, sent again %q, another transaction %q", fp.Key(), again.Key(), other.Key())
+	if key := fp.Key("entrance-1"); key == "" || key != again.Key("entrance-1") || key == other.Key("entrance-1") || key == fp.Key("entrance-2") {
+		t.Errorf("fee paid keys: %q, sent again %q, another transaction %q, another machine's %q", key, again.Key("entrance-1"),
+			other.Key("entrance-1"), fp.Key("entrance-2"))
 	}
 	ps := got("2300020070102    080109AOinstitutionId|AApatronIdentifier|AC|ADpatronPassword|AY1AZE467").(PatronRequest)
 	if ps.Information || ps.Language != "000" || ps.TransactionDate != "20070102    080109" || ps.Patron != "patronIdentifier" ||

@@ -43,7 +43,7 @@ func (c *conn) feePaid(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	if m.Patron == "" || amount == "" {
 		return reply(false, c.now(), msgFeeNeeded), "refused"
 	}
-	if m.Key() == "" {
+	if m.Key(s.Location) == "" {
 		// Neither a transaction date nor a transaction id: nothing would
 		// tell this payment sent again from a new one, and money is paid
 		// once.
@@ -69,7 +69,7 @@ func (c *conn) feePaid(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 		return reply(false, c.now(), msgCurrencyPref+currency), "refused"
 	}
 	p, err := c.s.circ.PayFees(ctx, s, m.Patron, m.PatronPassword, amount, method, c.cfg.ServicePointID, strings.ToLower(m.FeeID),
-		m.TransactionID, m.Key())
+		m.TransactionID, m.Key(s.Location))
 	if err == nil {
 		at := c.now()
 		if !p.PaidAt.IsZero() {
