@@ -189,3 +189,21 @@ func TestCheckOutCheckInAndRuntimeToggle(t *testing.T) {
 	}
 	c.CheckInvariants(t, harness.Invariants{ItemLimit: 2})
 }
+
+// TestAPolicyLendingPastTheLastYearIsDueAtItsEnd: a loan policy whose
+// period ends past the year 9999 (100000 months, the longest a policy
+// may give) lends, due at the year's last instant, not refused for a due
+// date nobody sent.
+func TestAPolicyLendingPastTheLastYearIsDueAtItsEnd(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(1, 1, 0)
+	changePolicy(t, c, lib, map[string]any{"loansPolicy": map[string]any{"profileId": "Rolling",
+		"period": map[string]any{"duration": 100000, "intervalId": "Months"}}})
+	var loan struct{ DueDate string }
+	c.Do(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": lib.Items[0][0],
+		"userBarcode": lib.Patrons[0], "servicePointId": harness.ServicePoint}).Want(t, http.StatusCreated).Decode(t, &loan)
+	if loan.DueDate != "9999-12-31T23:59:59.999Z" {
+		t.Errorf("due %s, want 9999-12-31T23:59:59.999Z", loan.DueDate)
+	}
+}

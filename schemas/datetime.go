@@ -19,6 +19,12 @@ const (
 	MaxYear = 9999
 )
 
+// LatestDate is the last instant of MaxYear, in UTC, to the millisecond
+// (TimeFormat's precision): the latest date a record can store.
+func LatestDate() time.Time {
+	return time.Date(MaxYear, time.December, 31, 23, 59, 59, int(999*time.Millisecond), time.UTC)
+}
+
 // ParseDateTime reads a JSON Schema date-time (RFC 3339: a lowercase "t" or
 // "z" is read as its capital; DateTimePattern) within MinYear to MaxYear
 // once in UTC. It is the "date-time" format of every schema in the set and

@@ -6,21 +6,28 @@ import "time"
 // policy's period of duration intervals (its loansPolicy.period:
 // intervalId Minutes, Hours, Days, Weeks or Months): the one rule both
 // circulation's check-out and storage's one-call check-out follow. An
-// interval it does not know leaves the loan due when it was made.
+// interval it does not know leaves the loan due when it was made; a
+// period that would end past MaxYear (a policy lending for 100000 months)
+// ends at its last instant, the latest date a loan can store: lent for
+// good, not refused for a due date nobody sent.
 func DueDate(loanDate time.Time, duration int, interval string) time.Time {
+	due := loanDate
 	switch interval {
 	case "Minutes":
-		return loanDate.Add(time.Duration(duration) * time.Minute)
+		due = loanDate.Add(time.Duration(duration) * time.Minute)
 	case "Hours":
-		return loanDate.Add(time.Duration(duration) * time.Hour)
+		due = loanDate.Add(time.Duration(duration) * time.Hour)
 	case "Days":
-		return loanDate.AddDate(0, 0, duration)
+		due = loanDate.AddDate(0, 0, duration)
 	case "Weeks":
-		return loanDate.AddDate(0, 0, 7*duration)
+		due = loanDate.AddDate(0, 0, 7*duration)
 	case "Months":
-		return loanDate.AddDate(0, duration, 0)
+		due = loanDate.AddDate(0, duration, 0)
 	}
-	return loanDate
+	if latest := LatestDate(); due.After(latest) {
+		return latest
+	}
+	return due
 }
 
 // LoanCheckedOut is the action of a loan a check-out opens (loan.json's

@@ -22,6 +22,9 @@ func TestDueDateAddsThePolicysPeriod(t *testing.T) {
 		{1, "Months", time.Date(2026, 3, 3, 10, 30, 0, 0, time.UTC)},
 		{5, "Fortnights", at},
 		{0, "", at},
+		// The longest periods a policy may give: past MaxYear, its end.
+		{100000, "Months", LatestDate()},
+		{100000, "Weeks", time.Date(3942, 8, 15, 10, 30, 0, 0, time.UTC)},
 	} {
 		if got := DueDate(at, tc.duration, tc.interval); !got.Equal(tc.want) {
 			t.Errorf("DueDate(%s, %d, %q) = %s, want %s", at, tc.duration, tc.interval, got, tc.want)

@@ -326,11 +326,11 @@ const (
 	FuncCalendarZone TableName = "calendar_zone"
 )
 
-// LastTime is SQL for the last instant a stored date may name, the end of
-// the year schemas.MaxYear in UTC to the millisecond: a date the database
-// computes from a period (a hold shelf's) is held to it, so that it is
-// stored as one that can be read.
-var LastTime = fmt.Sprintf(`'%04d-12-31T23:59:59.999Z'::timestamptz`, schemas.MaxYear)
+// LastTime is SQL for the last instant a stored date may name
+// (schemas.LatestDate): a date the database computes from a period (a
+// hold shelf's) is held to it, as a due date is (schemas.DueDate), so
+// that it is stored as one that can be read.
+var LastTime = `'` + schemas.LatestDate().Format(schemas.TimeFormat) + `'::timestamptz`
 
 // StoredTime is SQL reading the stored date expr (text) of field, as
 // stored_time reads it.
