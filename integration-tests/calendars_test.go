@@ -345,8 +345,27 @@ func TestCalendarsAreMODCalendars(t *testing.T) {
 	}
 	c.Do(c.Storage, "GET", "/calendar/dates/"+sp+"/all-openings?startDate=2022-04-03&endDate=2022-03-31&includeClosed=false", nil).
 		Want(t, http.StatusUnprocessableEntity)
+	// The days next to the first and last a date can name: their
+	// neighbours are dates a client can read.
+	for date, want := range map[string][]string{"0001-01-02": {"0001-01-01", "0001-01-02", "2022-01-08"},
+		"9999-12-30": {"2022-05-09", "9999-12-30", "9999-12-31"}} {
+		var edge struct {
+			Openings []struct{ Date string }
+		}
+		c.Do(c.Storage, "GET", "/calendar/dates/"+sp+"/surrounding-openings?date="+date, nil).Want(t, http.StatusOK).Decode(t, &edge)
+		var got []string
+		for _, o := range edge.Openings {
+			got = append(got, o.Date)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("surrounding openings of %s: %q, want %q", date, got, want)
+		}
+	}
 	// Dates PostgreSQL cannot read (no year 0) are the client's to mend.
+	// Nor are the first and last days a date can name, whose neighbours
+	// the surrounding openings would have to name.
 	for _, bad := range []string{"surrounding-openings?date=yesterday", "surrounding-openings?date=0000-01-01",
+		"surrounding-openings?date=0001-01-01", "surrounding-openings?date=9999-12-31",
 		"all-openings?startDate=0000-01-01&endDate=0000-01-02&includeClosed=true",
 		"all-openings?startDate=2022-03-31&endDate=2022-02-30&includeClosed=true"} {
 		r := c.Do(c.Storage, "GET", "/calendar/dates/"+sp+"/"+bad, nil).Want(t, http.StatusUnprocessableEntity)

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	storage "github.com/checkoutlock/circulation-storage"
+	"github.com/checkoutlock/schemas"
 )
 
 // calendarPoint reads the service point of a calendar route's path.
@@ -46,6 +47,13 @@ func (s *Server) calendarSurrounding(c echo.Context) error {
 	day, err := queryDate(c, "date")
 	if err != nil {
 		return err
+	}
+	// The days before and after it are answered too, as dates: none
+	// lies before the year 1 (PostgreSQL's "1 BC") or past 9999.
+	if first, last := time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(schemas.MaxYear, 12, 31, 0, 0, 0, 0, time.UTC); !day.After(first) || !day.Before(last) {
+		return invalidParam("date", day.Format(time.DateOnly),
+			fmt.Sprintf("must be a date from %s to %s: the days around it are answered too",
+				first.AddDate(0, 0, 1).Format(time.DateOnly), last.AddDate(0, 0, -1).Format(time.DateOnly)))
 	}
 	out, err := s.svc.Calendars.Surrounding(c.Request().Context(), tenantOf(c), sp, day)
 	if err != nil {
