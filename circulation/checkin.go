@@ -67,10 +67,8 @@ const checkInAttempts = 3
 func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResult, error) {
 	ctx = identified(ctx)
 	// A check-in is dated when the item came back: now, or the date the
-	// caller gives (a book drop's, a sorter's), never after now.
-	if now := s.now().UTC().Truncate(time.Millisecond); req.CheckInDate.IsZero() || req.CheckInDate.After(now) {
-		req.CheckInDate = now
-	}
+	// caller gives (a book drop's, a sorter's).
+	req.CheckInDate = s.happened(req.CheckInDate)
 	var res CheckInResult
 	var err error
 	for range checkInAttempts {

@@ -71,7 +71,7 @@ func (s *Service) claimItemReturned(ctx context.Context, loanID string, req Clai
 	if err := actionRefused(schemas.LoanActionClaimReturned, item); err != nil {
 		return err
 	}
-	loan.Action, loan.ClaimedReturnedDate = ActionClaimedReturned, req.At.UTC()
+	loan.Action, loan.ClaimedReturnedDate = ActionClaimedReturned, s.happened(req.At)
 	if strings.TrimSpace(req.Comment) != "" {
 		loan.ActionComment = req.Comment
 	}
@@ -100,13 +100,22 @@ func (s *Service) declareItemLost(ctx context.Context, loanID string, req Declar
 	if err := actionRefused(schemas.LoanActionDeclareLost, item); err != nil {
 		return err
 	}
-	at := req.At
-	if at.IsZero() {
-		at = s.now()
-	}
-	loan.Action, loan.DeclaredLostDate, loan.ActionComment = ActionDeclaredLost, at.UTC(), req.Comment
+	loan.Action, loan.DeclaredLostDate, loan.ActionComment = ActionDeclaredLost, s.happened(req.At), req.Comment
 	loan.ActionServicePointID = req.ServicePointID
 	return s.actOnLoan(ctx, loan, item)
+}
+
+// happened is when something a caller reports happened (an item came
+// back, was claimed returned, was declared lost): at, the date the caller
+// gives, in UTC to the millisecond; now when it gives none or one after
+// now, which has not happened yet (a client's clock ahead of this
+// server's).
+func (s *Service) happened(at time.Time) time.Time {
+	now := s.now().UTC().Truncate(time.Millisecond)
+	if at.IsZero() || at.After(now) {
+		return now
+	}
+	return at.UTC()
 }
 
 // actionRefused is the refusal of action on an open loan of item, by

@@ -255,3 +255,38 @@ func wantWrittenOnce(t *testing.T, st *storagetest.Storage, route string, sent, 
 		t.Errorf("%s: %d calls with %d write ids, %d answered from the id; want %d with one, %d", route, n, len(ids), r, sent, replayed)
 	}
 }
+
+// TestAnActionIsDatedNoLaterThanNow: a claim returned and a declaration of
+// loss dated after now (a client's clock ahead) are dated now, as a
+// check-in is: what has not happened yet is not recorded as happened; one
+// dated before now keeps its date.
+func TestAnActionIsDatedNoLaterThanNow(t *testing.T) {
+	t.Parallel()
+	const now, hourAgo = "2025-03-01T10:00:00.000Z", "2025-03-01T09:00:00.000Z"
+	for _, tc := range []struct {
+		claimAt, lostAt     time.Time
+		wantClaim, wantLost string
+	}{
+		{start.Add(24 * time.Hour), start.Add(-time.Hour), now, hourAgo},
+		{start.Add(-time.Hour), start.Add(time.Hour), hourAgo, now},
+	} {
+		s := newStack(t, lockOn)
+		res, err := s.checkOut(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.svc.ClaimItemReturned(okapi(t), res.Loan.ID, circulation.ClaimItemReturnedRequest{At: tc.claimAt}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.svc.DeclareItemLost(okapi(t), res.Loan.ID, circulation.DeclareItemLostRequest{At: tc.lostAt, ServicePointID: servicePoint}); err != nil {
+			t.Fatal(err)
+		}
+		var loan map[string]any
+		s.store.Send(http.MethodGet, "/loan-storage/loans/"+res.Loan.ID, nil, &loan, http.StatusOK)
+		if loan["claimedReturnedDate"] != tc.wantClaim || loan["declaredLostDate"] != tc.wantLost {
+			t.Errorf("claimed returned at %s and declared lost at %s with now %s: dated %v and %v, want %s and %s",
+				tc.claimAt.Format(time.RFC3339), tc.lostAt.Format(time.RFC3339), now, loan["claimedReturnedDate"], loan["declaredLostDate"],
+				tc.wantClaim, tc.wantLost)
+		}
+	}
+}
