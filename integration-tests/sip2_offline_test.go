@@ -327,10 +327,18 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	want(noBlock(items[3], down.Add(1500*time.Millisecond), ""), "121", "Recorded: lent while offline", 1, 3)
 	want(noBlock(items[4], time.Now(), ""), "120", "Please enter your PIN", 1, 3)
 	// Storage, not the restarted door, saw the kiosk on line then: with
-	// the right PIN it is a live loan, under the key the kiosk sent it
-	// with.
-	r = noBlock(items[5], seenOnLine, "7319")
+	// the right PIN it is a live loan; the same message sent again on a
+	// new connection (its reply lost with the old one), judged again, is
+	// answered ok with the loan's due date, one loan.
+	sent := k.Seal("11NY" + sip2UTC(seenOnLine) + strings.Repeat(" ", 18) + "AOdiku|AA" + patron + "|AB" + items[5] + "|AC|AD7319|")
+	r = k.Raw(sent)
 	want(r, "121", harness.SIP2Field(r, "AF"), 2, 3)
+	k2 := harness.DialSIP2(t, door.Bound(t)[c.SIP2Listener(map[string]any{"patronPin": "required"})["address"].(string)])
+	k2.LoginAt("user_id", "passw0rd", "entrance-1")
+	if again := k2.Raw(sent); !strings.HasPrefix(again, "121") || harness.SIP2Field(again, "AH") != harness.SIP2Field(r, "AH") {
+		t.Fatalf("the live loan's message sent again: %q, want ok, due as %q says", again, r)
+	}
+	loansAre("the live loan's message sent again", 2, 3)
 	// Each loan made offline names the machine that lent it.
 	var machines []string
 	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT array_agg(DISTINCT coalesce(jsonb #>> '{offline,kiosk}', ''))

@@ -37,13 +37,21 @@ func key(parts ...string) string {
 	return "sip2-" + hex.EncodeToString(h.Sum(nil))
 }
 
-// Key is the check-out's Idempotency-Key.
+// Key is the check-out's Idempotency-Key as a live one.
 func (m CheckOut) Key() string {
 	nb := "N"
 	if m.NoBlock {
 		nb = "Y"
 	}
 	return transactionKey("11", m.TransactionDate, m.seq, nb, m.Institution, m.Patron, m.Item)
+}
+
+// OfflineKey is the Idempotency-Key of a no-block check-out sent as made
+// offline: another than Key, which the same transaction carries when it
+// is made a live one (storage saw the kiosk on line then), so that
+// whichever way it is sent again, each call meets its own write.
+func (m CheckOut) OfflineKey() string {
+	return transactionKey("11", m.TransactionDate, m.seq, "offline", m.Institution, m.Patron, m.Item)
 }
 
 // Key is the renewal's Idempotency-Key.
@@ -70,8 +78,15 @@ func (m RenewAll) Key(item string) string {
 // their transactions alike. One that names none is paid once, as any
 // other transaction is, by its date.
 func (m FeePaid) Key(machine string) string {
-	if id := strings.TrimSpace(m.TransactionID); id != "" {
+	id := strings.TrimSpace(m.TransactionID)
+	switch {
+	case id != "" && machine != "":
 		return key("sip2", "37", "BK", machine, m.Institution, m.Patron, id)
+	case id != "":
+		// A machine that gave no location code: the key doors of the
+		// release before made, so that a payment sent again across an
+		// upgrade of its door is the same payment.
+		return key("sip2", "37", "BK", m.Institution, m.Patron, id)
 	}
 	return transactionKey("37", m.TransactionDate, m.seq, m.Institution, m.Patron, m.FeeID, m.Amount, m.PaymentType, m.Currency)
 }

@@ -57,7 +57,16 @@ func TestATransactionSentAgainHasItsKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := map[string]string{"11": first, "09": in.Key(), "29": renew.Key(), "65 book-1": all.Key("book-1"), "65 book-2": all.Key("book-2")}
+	noBlock, err := ReadCheckOut(parse(t, sealed("11YY"+date+date+"AOdiku|AA1001|ABbook-1|AC|", "1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A no-block check-out sent as made offline, and made a live one.
+	if again, _ := ReadCheckOut(parse(t, sealed("11YY"+date+date+"AOdiku|AA1001|ABbook-1|AC|", "1"))); noBlock.OfflineKey() != again.OfflineKey() {
+		t.Errorf("a no-block check-out sent again: offline key %q, then %q", noBlock.OfflineKey(), again.OfflineKey())
+	}
+	keys := map[string]string{"11": first, "11 no block": noBlock.Key(), "11 offline": noBlock.OfflineKey(), "09": in.Key(), "29": renew.Key(),
+		"65 book-1": all.Key("book-1"), "65 book-2": all.Key("book-2")}
 	seen := map[string]string{}
 	for name, k := range keys {
 		if k == "" || seen[k] != "" {

@@ -171,12 +171,17 @@ func TestThirdPartyRequests(t *testing.T) {
 	}
 	// Paid once per transaction id of a machine: sent again on another
 	// day, with another sequence number, the same key; another id, or
-	// the same id from another machine, another key.
+	// the same id from another machine, another key. A machine that gave
+	// no location code has the key the doors of the release before made
+	// (releaseBefore, theirs for this message), so that a payment sent
+	// again across an upgrade of its door is paid once.
+	const releaseBefore = "sip2-080b429a35c40bfc36aaee5c6d7fd159800e1cfc2b1956382ff7998e37682191"
 	again := fp
 	again.TransactionDate, again.seq = "20210815    101010", "7"
 	other := fp
 	other.TransactionID = "transactionId2"
-	if key := fp.Key("entrance-1"); key == "" || key != again.Key("entrance-1") || key == other.Key("entrance-1") || key == fp.Key("entrance-2") {
+	if key := fp.Key("entrance-1"); key == "" || key != again.Key("entrance-1") || key == other.Key("entrance-1") || key == fp.Key("entrance-2") ||
+		key == fp.Key("") || fp.Key("") != releaseBefore {
 		t.Errorf("fee paid keys: %q, sent again %q, another transaction %q, another machine's %q", key, again.Key("entrance-1"),
 			other.Key("entrance-1"), fp.Key("entrance-2"))
 	}

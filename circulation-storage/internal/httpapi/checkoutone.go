@@ -143,8 +143,9 @@ func (s *Server) checkOutInOne(c echo.Context) error {
 		return err
 	}
 	// The loan is held to the schema the loan's POST holds the loan it is
-	// sent to (a due date a policy's period puts past the year 9999, say,
-	// is refused, not written).
+	// sent to: what this call builds is never written unless a loan sent
+	// whole would be (a guard: schemas.DueDate keeps the one date it
+	// computes within the years a record may hold).
 	decoded, err := schemas.DecodeBuilt(doc)
 	if err != nil {
 		return err

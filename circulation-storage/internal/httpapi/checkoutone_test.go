@@ -129,8 +129,8 @@ func TestACheckOutInOneCall(t *testing.T) {
 		t.Errorf("%d locks of alice left after the call sent again under its own, want none", n)
 	}
 
-	// A loan the loan's POST would refuse is refused here too: a period
-	// that puts the due date past the year 9999.
+	// A period that puts the due date past the year 9999 lends, due at
+	// its last instant, as circulation's check-out does (schemas.DueDate).
 	forever := f.post("/loan-policy-storage/loan-policies", "loan-policy.json", map[string]any{"name": "forever", "loanable": true,
 		"loansPolicy": map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 100000, "intervalId": "Months"}}})
 	f.do("PUT", rulesPath, jsonBody(map[string]any{"fallbackLoanPolicyId": forever, "rules": []any{}})).wantStatus(http.StatusNoContent)
@@ -138,11 +138,17 @@ func TestACheckOutInOneCall(t *testing.T) {
 	writeID = uuid.NewString()
 	far := map[string]any{"id": uuid.NewString(), "itemBarcode": "i-two", "userBarcode": "p-alice", "servicePointId": servicePoint,
 		"loanDate": "2026-01-31T09:15:00.000Z"}
-	send(far, nil).wantError(http.StatusUnprocessableEntity, schemas.CodeValidation)
-	if n := f.countRows("loan", ""); n != 1 {
-		t.Errorf("%d loans after a loan due past 9999 was asked for, want the one", n)
+	var lent struct {
+		Loan struct{ DueDate string }
+	}
+	send(far, nil).wantStatus(http.StatusCreated).decode(&lent)
+	if lent.Loan.DueDate != "9999-12-31T23:59:59.999Z" {
+		t.Errorf("a loan due past 9999 asked for: due %s, want 9999-12-31T23:59:59.999Z", lent.Loan.DueDate)
+	}
+	if n := f.countRows("loan", ""); n != 2 {
+		t.Errorf("%d loans after a loan due past 9999 was asked for, want two", n)
 	}
 	if n := f.rows(alice); n != 0 {
-		t.Errorf("%d locks of alice left after a refused check-out, want none", n)
+		t.Errorf("%d locks of alice left after the check-out, want none", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
@@ -39,8 +40,9 @@ func TestACheckOutMadeOfflineIsRefusedWhereADoorSawItsMachineOnLine(t *testing.T
 		from, to int // hours of the day
 	}{{"entrance-1", 9, 11}, {"entrance-2", 12, 14}} {
 		f.Exec(t, postgres.WithTables(`INSERT INTO %s (tenant_id, id, account_id, location, on_from, on_to)
-			VALUES ($1, $2, $3, $4, $5, $6)`, postgres.TableKioskPresence), string(f.Tenant), uuid.NewString(), kiosk, span.location,
-			day.Add(time.Duration(span.from)*time.Hour), day.Add(time.Duration(span.to)*time.Hour))
+			VALUES (@tenant, @id, @account, @location, @from, @to)`, postgres.TableKioskPresence), pgx.StrictNamedArgs{
+			"tenant": string(f.Tenant), "id": uuid.NewString(), "account": kiosk, "location": span.location,
+			"from": day.Add(time.Duration(span.from) * time.Hour), "to": day.Add(time.Duration(span.to) * time.Hour)})
 	}
 	write := func(caller storage.Caller, patron, item string, at time.Time, offline bool) (string, error) {
 		doc := map[string]any{"userId": sample.ID(patron), "itemId": sample.ID(item), "loanDate": at.Format(schemas.TimeFormat),

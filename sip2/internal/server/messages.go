@@ -335,12 +335,17 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	}
 	ctx, cancel := c.call()
 	defer cancel()
+	pinChecked := false
 	if m.NoBlock {
 		at := c.returnedAt(m.TransactionDate)
 		if !c.onLineAt(at) {
-			if r, outcome, live := c.checkOutOffline(ctx, s, m, at, reply); !live {
+			r, outcome, live := c.checkOutOffline(ctx, s, m, at, reply)
+			if !live {
 				return r, outcome
 			}
+			// A PIN sent with it was checked, and was right, before
+			// storage said the kiosk was on line.
+			pinChecked = m.Has("AD") && m.PatronPassword != ""
 		}
 		// Marked offline, but made while a door saw the kiosk on line
 		// (this one, or, storage says, any): a live check-out, judged by
@@ -348,8 +353,10 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 		c.s.logger.Warn("a check-out marked offline (no block) was made while the kiosk was on line: judged as a live one",
 			slog.String("tenant", c.cfg.Tenant), slog.String("item", m.Item), slog.Time("at", at))
 	}
-	if ok, message, outcome := c.pinFirst(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
-		return reply(false, time.Time{}, "", message), outcome
+	if !pinChecked {
+		if ok, message, outcome := c.pinFirst(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
+			return reply(false, time.Time{}, "", message), outcome
+		}
 	}
 	loan, err := c.s.circ.CheckOut(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, m.Key())
 	if err == nil {
@@ -421,7 +428,7 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 			return reply(false, time.Time{}, "", message), outcome, false
 		}
 	}
-	loan, broken, err := c.s.circ.CheckOutOffline(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, at, due, m.Key())
+	loan, broken, err := c.s.circ.CheckOutOffline(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, at, due, m.OfflineKey())
 	if err == nil {
 		if len(broken) > 0 {
 			c.s.logger.Warn(schemas.OfflineWords(broken), slog.String("tenant", c.cfg.Tenant),
