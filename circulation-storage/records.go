@@ -446,7 +446,10 @@ type Caller struct {
 	// Kiosk is the self-check machine the call is for, as circulation
 	// names it (schemas.HeaderKiosk, believed of circulation's module
 	// alone): a label of what the call causes, never an identity.
-	Kiosk string
+	// KioskNamed says circulation named a machine at all (Kiosk "" for
+	// one that gave no location code).
+	Kiosk      string
+	KioskNamed bool
 }
 
 type callerKey struct{}

@@ -552,8 +552,12 @@ type Okapi struct {
 	// Kiosk is the self-check machine the request is for, as the SIP2
 	// door that passed it on names it (schemas.HeaderKiosk): storage
 	// records it in the locks, loans and history lines the request
-	// causes.
-	Kiosk string
+	// causes. KioskNamed says a door named a machine at all (Kiosk ""
+	// for one that gave no location code): storage judges a check-out
+	// said made offline by that machine's presence, else by every
+	// machine of the account's.
+	Kiosk      string
+	KioskNamed bool
 }
 
 type okapiKey struct{}

@@ -376,3 +376,48 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	direct(items[4], down.Add(1200*time.Millisecond)).Want(t, http.StatusCreated)
 	loansAre("one dated in the outage", 2, 4)
 }
+
+// TestAKioskWithoutALocationIsJudgedByItsOwnPresence: two machines of
+// one account, one at east-1 and one that gives no location code. A
+// no-block check-out the second sends, dated while east-1 was on line
+// (and before its own login), is recorded as made offline: the door
+// names the machine, location code or none, and storage judges it by
+// that machine's presence alone, not by every machine of the account's.
+func TestAKioskWithoutALocationIsJudgedByItsOwnPresence(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"KIOSK_OFFLINE_GRACE=1s"}})
+	lib := c.SetupLibrary(1, 1, 0)
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	door := c.StartSIP2(t, 0, nil, "SIP2_OFFLINE_GRACE=1s", "SIP2_PRESENCE_EVERY=100ms")
+	east := harness.DialSIP2(t, door.SIP2Addr)
+	east.LoginAt("user_id", "passw0rd", "east-1")
+	// east-1 on line for a few seconds: at is inside the span of its
+	// presence storage keeps, past the grace on either side.
+	var at time.Time
+	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+		east.Send("9900302.00")
+		var first, last *time.Time
+		err := c.DB.QueryRow(context.Background(), `SELECT min(on_from), max(on_to) FROM circulation_storage.kiosk_presence
+			WHERE tenant_id = $1 AND location = 'east-1'`, c.Tenant).Scan(&first, &last)
+		if err != nil || first == nil {
+			return false
+		}
+		at = first.Add(1500 * time.Millisecond).Truncate(time.Second).Add(time.Second)
+		return last.After(at.Add(1500 * time.Millisecond))
+	}) {
+		t.Fatal("storage never kept east-1's presence")
+	}
+	bare := harness.DialSIP2(t, door.SIP2Addr)
+	bare.LoginAt("user_id", "passw0rd", "")
+	r := bare.Send("11NY" + sip2UTC(at) + strings.Repeat(" ", 18) + "AOdiku|AA" + lib.Patrons[0] + "|AB" + lib.Items[0][0] + "|AC|")
+	if !strings.HasPrefix(r, "121") || harness.SIP2Field(r, "AF") != "Recorded: lent while offline" {
+		t.Fatalf("the machine without a location code's no-block check-out, dated while east-1 was on line: %q, want recorded as made offline", r)
+	}
+	var offline int
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan WHERE jsonb ? 'offline'`, c.Schema)).Scan(&offline); err != nil {
+		t.Fatal(err)
+	}
+	if offline != 1 {
+		t.Fatalf("%d loans made offline, want 1", offline)
+	}
+}

@@ -76,6 +76,14 @@ func (c Clients) Kiosk(r *http.Request) string {
 	return schemas.KioskLocation(strings.TrimSpace(r.Header.Get(schemas.HeaderKiosk)))
 }
 
+// KioskNamed says whether a trusted proxy named the machine the request
+// is for at all (schemas.HeaderKiosk sent, empty for a machine that gave
+// no location code): false from any other peer, or when none was named.
+func (c Clients) KioskNamed(r *http.Request) bool {
+	_, sent := r.Header[http.CanonicalHeaderKey(schemas.HeaderKiosk)]
+	return sent && c.fromTrusted(r)
+}
+
 // Secure says whether the client reached the service over TLS: the
 // connection is TLS, or a trusted proxy says so (X-Forwarded-Proto:
 // https).

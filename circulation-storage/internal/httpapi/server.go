@@ -164,6 +164,7 @@ func admitted(ctx context.Context, r *serverkit.Request, header http.Header) con
 		caller := storage.Caller{User: r.Caller, Module: r.Module}
 		if r.Module == schemas.ServiceCirculation {
 			caller.Kiosk = schemas.KioskLocation(strings.TrimSpace(header.Get(schemas.HeaderKiosk)))
+			_, caller.KioskNamed = header[http.CanonicalHeaderKey(schemas.HeaderKiosk)]
 		}
 		ctx = storage.WithCaller(ctx, caller)
 	}

@@ -93,8 +93,9 @@ func NewLoans(db *postgres.DB, policy Policy, opts ...postgres.Option) *Loans {
 // one made on line (on_line), when a door saw its machine on line at its
 // transaction date: inside a span of the machine's presence by more than
 // @offline_grace_ms (schemas.MaxOfflineGrace), the machine being
-// @caller_account's at @caller_kiosk, or at any location when the call
-// names none. Whatever loan
+// @caller_account's at @caller_kiosk when the call names a machine
+// (@caller_kiosk_named; "" for one that gave no location code), at any
+// location when it names none (a call no door passed on). Whatever loan
 // carries offline, its offline.brokenRules is what this statement found
 // broken (brokenRulesSQL, never the caller's list), a line of the lock
 // history says so when it broke any (@history), and the check-out's event
@@ -197,7 +198,7 @@ WITH fence AS (
     SELECT @offline::boolean AND EXISTS (
         SELECT 1 FROM ` + presence + ` p
          WHERE p.tenant_id = @tenant AND p.account_id = @caller_account::uuid
-           AND (@caller_kiosk::text = '' OR p.location = @caller_kiosk::text)
+           AND (NOT @caller_kiosk_named::boolean OR p.location = @caller_kiosk::text)
            AND p.on_from + @offline_grace_ms::bigint * interval '1 millisecond' < (@loan::jsonb ->> 'loanDate')::timestamptz
            AND p.on_to - @offline_grace_ms::bigint * interval '1 millisecond' > (@loan::jsonb ->> 'loanDate')::timestamptz
     ) AS on_line
@@ -343,7 +344,7 @@ var (
 // checkOutNames are the names of checkOutSQL's arguments.
 var checkOutNames = []string{"tenant", "loan_id", "loan", "lock_id", "item_version", "metadata_user",
 	"enforce_unscoped", "lock_default", "caller_user", "caller_module", "release", "lifted", "refused_statuses", "write_within_ms", "offline", "history", "by_whom", "write_id",
-	"caller_account", "caller_kiosk", "offline_grace_ms"}
+	"caller_account", "caller_kiosk", "caller_kiosk_named", "offline_grace_ms"}
 
 // checkOutArgs are checkOutSQL's arguments, by name: a name the statement
 // uses and this does not give, or one it gives and the statement does not
@@ -376,9 +377,10 @@ func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.Ch
 		"by_whom": postgres.HolderValue(caller.Holder()),
 		// The machine whose presence judges a check-out made offline,
 		// and how far inside a span of it one is taken as made on line.
-		"caller_account":   postgres.Nullable(account(caller)),
-		"caller_kiosk":     caller.Kiosk,
-		"offline_grace_ms": s.policy.OfflineGrace.Milliseconds(),
+		"caller_account":     postgres.Nullable(account(caller)),
+		"caller_kiosk":       caller.Kiosk,
+		"caller_kiosk_named": caller.KioskNamed || caller.Kiosk != "",
+		"offline_grace_ms":   s.policy.OfflineGrace.Milliseconds(),
 		// The caller's deadline, as the time left from now: PostgreSQL's
 		// clock and this server's need not agree.
 		"write_within_ms": writeWithin(ctx),

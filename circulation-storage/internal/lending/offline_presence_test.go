@@ -21,12 +21,14 @@ import (
 // TestACheckOutMadeOfflineIsRefusedWhereADoorSawItsMachineOnLine: the
 // write takes a check-out as made offline only for a time no door saw its
 // machine on line. Its machine (the caller's account, at the location
-// its door names) was on line 09:00–11:00 at entrance-1 and 12:00–14:00
-// at entrance-2: one dated 10:00 from entrance-1 is refused
-// OFFLINE_WHILE_ON_LINE and writes nothing; one dated within the grace of
-// a span's edge, or inside the other location's span, is recorded; a call
-// naming no location is judged by every span of the account's machines;
-// another account's spans do not count; a live check-out is not judged.
+// its door names) was on line 09:00–11:00 at entrance-1, 12:00–14:00 at
+// entrance-2 and 15:00–17:00 without a location code: one dated 10:00
+// from entrance-1 is refused OFFLINE_WHILE_ON_LINE and writes nothing;
+// one dated within the grace of a span's edge, or inside another
+// location's span, is recorded; a call naming no machine is judged by
+// every span of the account's machines, one naming a machine that gave
+// no location code by that machine's; another account's spans do not
+// count; a live check-out is not judged.
 func TestACheckOutMadeOfflineIsRefusedWhereADoorSawItsMachineOnLine(t *testing.T) {
 	t.Parallel()
 	f := dbtest.SetupLibrary(t, sample.LoadData)
@@ -38,7 +40,7 @@ func TestACheckOutMadeOfflineIsRefusedWhereADoorSawItsMachineOnLine(t *testing.T
 	for _, span := range []struct {
 		location string
 		from, to int // hours of the day
-	}{{"entrance-1", 9, 11}, {"entrance-2", 12, 14}} {
+	}{{"entrance-1", 9, 11}, {"entrance-2", 12, 14}, {"", 15, 17}} {
 		f.Exec(t, postgres.WithTables(`INSERT INTO %s (tenant_id, id, account_id, location, on_from, on_to)
 			VALUES (@tenant, @id, @account, @location, @from, @to)`, postgres.TableKioskPresence), pgx.StrictNamedArgs{
 			"tenant": string(f.Tenant), "id": uuid.NewString(), "account": kiosk, "location": span.location,
@@ -75,6 +77,9 @@ func TestACheckOutMadeOfflineIsRefusedWhereADoorSawItsMachineOnLine(t *testing.T
 		{"inside another location's span", storage.Caller{User: kiosk, Kiosk: "entrance-1"}, "book-003", at(13, 0, 0), true, false},
 		{"no location named, inside any of the account's spans", storage.Caller{User: kiosk}, "book-004", at(13, 0, 0), true, true},
 		{"no location named, outside every span", storage.Caller{User: kiosk}, "book-004", at(11, 30, 0), true, false},
+		{"no location named, inside the span of a machine that gave none", storage.Caller{User: kiosk}, "book-007", at(16, 0, 0), true, true},
+		{"a machine that gave no location code, inside its span", storage.Caller{User: kiosk, KioskNamed: true}, "book-007", at(16, 0, 0), true, true},
+		{"a machine that gave no location code, inside another's", storage.Caller{User: kiosk, KioskNamed: true}, "book-007", at(13, 0, 0), true, false},
 		{"another account", storage.Caller{User: other, Kiosk: "entrance-1"}, "book-005", at(10, 0, 0), true, false},
 		{"made live", storage.Caller{User: kiosk, Kiosk: "entrance-1"}, "book-006", at(10, 0, 0), false, false},
 	} {

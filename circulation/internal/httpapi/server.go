@@ -160,7 +160,7 @@ func (s *Server) tenant(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		ctx := circulation.WithOkapi(req.Context(), circulation.Okapi{Tenant: t, RequestID: id, Token: token, UserID: who,
-			ClientAddress: s.cfg.Clients.Address(req), Kiosk: s.cfg.Clients.Kiosk(req)})
+			ClientAddress: s.cfg.Clients.Address(req), Kiosk: s.cfg.Clients.Kiosk(req), KioskNamed: s.cfg.Clients.KioskNamed(req)})
 		c.SetRequest(req.WithContext(ctx))
 		return next(c)
 	}

@@ -114,9 +114,9 @@ func (c *Client) exchange(ctx context.Context, timeout time.Duration, method, pa
 		// what circulation may do; a gateway vouches for this header).
 		req.Header.Set(schemas.HeaderUserID, okapi.UserID)
 	}
-	if okapi.Kiosk != "" {
+	if okapi.KioskNamed || okapi.Kiosk != "" {
 		// The machine the call is for, which storage believes of this
-		// module alone.
+		// module alone (empty for one that gave no location code).
 		req.Header.Set(schemas.HeaderKiosk, okapi.Kiosk)
 	}
 	if body != nil {

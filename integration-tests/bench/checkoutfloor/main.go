@@ -196,7 +196,7 @@ func (f *floor) write(ctx context.Context, l lending) (json.RawMessage, error) {
 		"caller_user": callerUser, "caller_module": callerModule, "release": true, "lifted": []string{},
 		"refused_statuses": schemas.ItemStatusesNotCheckedOut, "write_within_ms": writeWithin, "offline": false,
 		"history": true, "by_whom": f.byWhom, "write_id": writeID,
-		"caller_account": callerUser, "caller_kiosk": "", "offline_grace_ms": int64(60000)})).Query(func(rows pgx.Rows) error {
+		"caller_account": callerUser, "caller_kiosk": "", "caller_kiosk_named": false, "offline_grace_ms": int64(60000)})).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			// The two columns read, the others skipped (nil).
 			dest := make([]any, len(rows.FieldDescriptions()))

@@ -446,9 +446,10 @@ func (c *Client) ItemSummary(ctx context.Context, s *Session, barcode string) (I
 // answers 401, and decodes a 2xx answer into out; any other answer is a
 // *Refusal.
 func (c *Client) call(ctx context.Context, s *Session, method, path string, body []byte, out any, header ...string) error {
-	if s.Location != "" {
-		header = append([]string{schemas.HeaderKiosk, s.Location}, header...)
-	}
+	// The machine is named even when it gave no location code (the
+	// header sent empty): a call a door names a machine for is told from
+	// one no door names.
+	header = append([]string{schemas.HeaderKiosk, s.Location}, header...)
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
 		token := s.access
