@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/checkoutlock/schemas/errs"
 
 	"github.com/checkoutlock/circulation-storage/cql"
@@ -451,6 +453,20 @@ type Caller struct {
 	Kiosk      string
 	KioskNamed bool
 }
+
+// Account is the caller's account when the call names it by id, "" when
+// not: the account a machine signed in as, whose presence its door keeps
+// and judges its check-outs made offline by.
+func (c Caller) Account() string {
+	if _, err := uuid.Parse(c.User); err != nil {
+		return ""
+	}
+	return c.User
+}
+
+// NamesKiosk says the call names the machine it is for: its location
+// code, or, for a machine that gave none, circulation's naming it empty.
+func (c Caller) NamesKiosk() bool { return c.KioskNamed || c.Kiosk != "" }
 
 type callerKey struct{}
 

@@ -21,17 +21,25 @@ func (s *Server) calendarPoint(c echo.Context) (string, error) {
 	return strings.ToLower(raw), nil
 }
 
-// queryDate reads a date query parameter (YYYY-MM-DD, from the year 1:
-// PostgreSQL, which reads the calendars, knows no year 0), which the
-// route requires.
-func queryDate(c echo.Context, name string) (time.Time, error) {
+// The first and the last day a calendar route takes: PostgreSQL, which
+// reads the calendars, knows no year 0, and a date has four digits of
+// year.
+var (
+	firstDay = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	lastDay  = time.Date(schemas.MaxYear, 12, 31, 0, 0, 0, 0, time.UTC)
+)
+
+// queryDate reads a date query parameter (YYYY-MM-DD) the route
+// requires, from first to last.
+func queryDate(c echo.Context, name string, first, last time.Time) (time.Time, error) {
 	raw, ok, err := queryParam(c, name)
 	if err != nil {
 		return time.Time{}, err
 	}
 	day, perr := time.Parse(time.DateOnly, raw)
-	if !ok || perr != nil || day.Year() < 1 {
-		return time.Time{}, invalidParam(name, raw, "must be a date (YYYY-MM-DD) from the year 0001")
+	if !ok || perr != nil || day.Before(first) || day.After(last) {
+		return time.Time{}, invalidParam(name, raw,
+			fmt.Sprintf("must be a date (YYYY-MM-DD) from %s to %s", first.Format(time.DateOnly), last.Format(time.DateOnly)))
 	}
 	return day, nil
 }
@@ -44,16 +52,11 @@ func (s *Server) calendarSurrounding(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	day, err := queryDate(c, "date")
+	// The days before and after it are answered too, as dates: none
+	// lies before the first day or after the last.
+	day, err := queryDate(c, "date", firstDay.AddDate(0, 0, 1), lastDay.AddDate(0, 0, -1))
 	if err != nil {
 		return err
-	}
-	// The days before and after it are answered too, as dates: none
-	// lies before the year 1 (PostgreSQL's "1 BC") or past 9999.
-	if first, last := time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(schemas.MaxYear, 12, 31, 0, 0, 0, 0, time.UTC); !day.After(first) || !day.Before(last) {
-		return invalidParam("date", day.Format(time.DateOnly),
-			fmt.Sprintf("must be a date from %s to %s: the days around it are answered too",
-				first.AddDate(0, 0, 1).Format(time.DateOnly), last.AddDate(0, 0, -1).Format(time.DateOnly)))
 	}
 	out, err := s.svc.Calendars.Surrounding(c.Request().Context(), tenantOf(c), sp, day)
 	if err != nil {
@@ -70,11 +73,11 @@ func (s *Server) calendarDays(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	from, err := queryDate(c, "startDate")
+	from, err := queryDate(c, "startDate", firstDay, lastDay)
 	if err != nil {
 		return err
 	}
-	to, err := queryDate(c, "endDate")
+	to, err := queryDate(c, "endDate", firstDay, lastDay)
 	if err != nil {
 		return err
 	}

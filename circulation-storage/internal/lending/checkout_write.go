@@ -11,7 +11,6 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/record"
 	"github.com/checkoutlock/circulation-storage/internal/requests"
 	"github.com/checkoutlock/circulation-storage/internal/rules"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -377,9 +376,9 @@ func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.Ch
 		"by_whom": postgres.HolderValue(caller.Holder()),
 		// The machine whose presence judges a check-out made offline,
 		// and how far inside a span of it one is taken as made on line.
-		"caller_account":     postgres.Nullable(account(caller)),
+		"caller_account":     postgres.Nullable(caller.Account()),
 		"caller_kiosk":       caller.Kiosk,
-		"caller_kiosk_named": caller.KioskNamed || caller.Kiosk != "",
+		"caller_kiosk_named": caller.NamesKiosk(),
 		"offline_grace_ms":   s.policy.OfflineGrace.Milliseconds(),
 		// The caller's deadline, as the time left from now: PostgreSQL's
 		// clock and this server's need not agree.
@@ -387,15 +386,6 @@ func (s *Loans) checkOutArgs(ctx context.Context, t storage.Tenant, w storage.Ch
 		// The write's id, claimed before (nil: none).
 		"write_id": postgres.WriteID(ctx),
 	}
-}
-
-// account is the caller's account when it names one by id ("" when not):
-// the account whose machines' presence judges a check-out made offline.
-func account(caller storage.Caller) string {
-	if _, err := uuid.Parse(caller.User); err != nil {
-		return ""
-	}
-	return caller.User
 }
 
 // writeWithin is the time ctx leaves for a write, in milliseconds from

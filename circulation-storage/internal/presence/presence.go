@@ -6,7 +6,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	storage "github.com/checkoutlock/circulation-storage"
@@ -101,7 +100,7 @@ func (s *Store) OnLine(ctx context.Context, t storage.Tenant, caller storage.Cal
 // machine refuses a caller that names no account: a machine's presence is
 // its sign-in's.
 func machine(caller storage.Caller) error {
-	if _, err := uuid.Parse(caller.User); err != nil {
+	if caller.Account() == "" {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 			"a machine's presence is its sign-in's: the call names no user by id (%s)", schemas.HeaderUserID)
 	}
