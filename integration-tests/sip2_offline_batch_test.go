@@ -357,6 +357,27 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 	if n := loans(); n != 1 {
 		t.Errorf("%d loans, want 1", n)
 	}
+	// An nb due date before the book was lent (a kiosk's clock or
+	// arithmetic gone wrong): the loan is recorded due as its policy
+	// says, and the desk is told the date the patron saw is not kept.
+	early := sip2UTC(at.Add(-24 * time.Hour))
+	if r := k.Send("11NY" + sip2UTC(at) + early + "AOinstitutionId|AA" + lib.Patrons[0] + "|AB" + lib.Items[0][1] +
+		"|ACterminalPassword|ADpatronPassword|BON|BIN|"); !strings.HasPrefix(r, "121") {
+		t.Fatalf("an offline check-out due before it was lent: %q, want recorded", r)
+	}
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT l.jsonb ->> 'dueDate'
+		FROM %[1]s.loan l JOIN %[1]s.item i ON i.id = l.item_id WHERE i.barcode = $1`, c.Schema), lib.Items[0][1]).Scan(&dueDate); err != nil {
+		t.Fatal(err)
+	}
+	if policyDue := at.AddDate(0, 0, 21).Format("2006-01-02T15:04:05.000Z"); dueDate != policyDue {
+		t.Errorf("due %s after an nb due date before the loan, want %s (the loan policy's three weeks)", dueDate, policyDue)
+	}
+	if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool {
+		return strings.Contains(door.Log(), `"msg":"an offline check-out's nb due date is not taken`) &&
+			strings.Contains(door.Log(), `"nb_due_date":"`+early+`"`)
+	}) {
+		t.Errorf("the door's log does not tell the desk of the nb due date it did not take:\n%s", door.Log())
+	}
 }
 
 // TestAnOfflineCheckOutNeedsItsPermission: over HTTP, a check-out that

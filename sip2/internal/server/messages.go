@@ -408,6 +408,12 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 	if strings.TrimSpace(m.NoBlockDueDate) != "" {
 		if d, err := msg.ParseDateIn(m.NoBlockDueDate, c.cfg.location); err == nil && d.After(at) {
 			due = d
+		} else {
+			// The patron was told a date the loan will not keep: the
+			// desk is told which.
+			c.s.logger.Warn("an offline check-out's nb due date is not taken: due as the loan policy says, for the desk",
+				slog.String("tenant", c.cfg.Tenant), slog.String("patron", m.Patron), slog.String("item", m.Item),
+				slog.Time("at", at), slog.String("nb_due_date", m.NoBlockDueDate))
 		}
 	}
 	refused := func(message, why string) (*wire.Reply, string) {
