@@ -300,7 +300,10 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 // barcodes, two hours ago, no cancel, is recorded, dated then and due when
 // the kiosk said, once its PIN is the patron's (refused while it is not);
 // stored again with another date, it finds the patron's loan and answers
-// ok, lending nothing twice.
+// ok, lending nothing twice. One whose nb due date is before its
+// transaction is recorded due as the loan policy says, and the door's log
+// tells the desk the date the patron was shown; refused (a wrong PIN), it
+// has no such line.
 func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
@@ -325,9 +328,15 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 			"|ACterminalPassword|ADpatronPassword|BOY|BI" + cancel + "|"
 	}
 	// Its PIN is checked: wrong while the patron has none, and right once
-	// it is theirs.
+	// it is theirs. Refused, an nb due date before the loan is no loan's:
+	// the desk is not told of it (below).
 	if r := k.Send(jsip2(lib.Items[0][0], "N")); !strings.HasPrefix(r, "120") || harness.SIP2Field(r, "AF") != "Wrong PIN" {
 		t.Fatalf("JSIP2's layout with a PIN the patron does not have: %q, want refused, Wrong PIN", r)
+	}
+	refusedEarly := sip2UTC(at.Add(-48 * time.Hour))
+	if r := k.Send("11NY" + sip2UTC(at) + refusedEarly + "AOinstitutionId|AA" + lib.Patrons[0] + "|AB" + lib.Items[0][1] +
+		"|ACterminalPassword|ADpatronPassword|BON|BIN|"); !strings.HasPrefix(r, "120") || harness.SIP2Field(r, "AF") != "Wrong PIN" {
+		t.Fatalf("an offline check-out due before it was lent, with a PIN the patron does not have: %q, want refused, Wrong PIN", r)
 	}
 	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": c.IDOf(t, "/users", "users", lib.Patrons[0]), "pin": "patronPassword"}).
 		Want(t, http.StatusCreated)
@@ -377,6 +386,11 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 			strings.Contains(door.Log(), `"nb_due_date":"`+early+`"`)
 	}) {
 		t.Errorf("the door's log does not tell the desk of the nb due date it did not take:\n%s", door.Log())
+	}
+	// The log is in the order it was written: the refused check-out's
+	// line would be there by now.
+	if strings.Contains(door.Log(), `"nb_due_date":"`+refusedEarly+`"`) {
+		t.Errorf("the door's log tells the desk of an nb due date not taken for a check-out it refused:\n%s", door.Log())
 	}
 }
 

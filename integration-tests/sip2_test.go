@@ -164,8 +164,9 @@ func TestSIP2CharsetsChecksumTheEncodedBytes(t *testing.T) {
 
 // TestSIP2Conversation walks a kiosk's session: status, check-out, the
 // same check-out again (a retry), check-in, a request the door does not
-// implement, a malformed one, end of session; then three bad messages in
-// a row close the connection.
+// implement (its refusal echoing AA and AB), a malformed one, one with an
+// item number that is not a number (the field named), end of session;
+// then three bad messages in a row close the connection.
 func TestSIP2Conversation(t *testing.T) {
 	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
@@ -205,18 +206,29 @@ func TestSIP2Conversation(t *testing.T) {
 	if got := k.Send(checkInMsg("no-such-item")); !strings.HasPrefix(got, "100") || harness.SIP2Field(got, "AF") == "" {
 		t.Fatalf("check-in of an unknown item: %q", got)
 	}
-	// Known but not implemented: the negative reply with a screen message.
-	for code, want := range map[string]string{
-		"1920261125    101010AOdiku|AB" + item + "|AC|":                "20",
-		"15+20261125    101010AOdiku|AA" + patron + "|AB" + item + "|": "16",
+	// Known but not implemented: the negative reply with a screen message,
+	// naming the patron and the item the request named.
+	for code, want := range map[string]struct{ reply, aa, ab string }{
+		"1920261125    101010AOdiku|AB" + item + "|AC|":                {"20", "", item},
+		"15+20261125    101010AOdiku|AA" + patron + "|AB" + item + "|": {"16", patron, ""},
 	} {
-		if got := k.Send(code); !strings.HasPrefix(got, want) || harness.SIP2Field(got, "AF") != "This request is not supported here" {
-			t.Fatalf("%s…: %q, want %s with a screen message", code[:2], got, want)
+		got := k.Send(code)
+		if !strings.HasPrefix(got, want.reply) || harness.SIP2Field(got, "AF") != "This request is not supported here" {
+			t.Fatalf("%s…: %q, want %s with a screen message", code[:2], got, want.reply)
+		}
+		if want.aa != "" && harness.SIP2Field(got, "AA") != want.aa || want.ab != "" && harness.SIP2Field(got, "AB") != want.ab {
+			t.Errorf("%s…: %q, want AA %q and AB %q echoed", code[:2], got, want.aa, want.ab)
 		}
 	}
 	// A check-out whose fixed fields are cut short: its negative reply.
 	if got := k.Send("11YN2026"); !strings.HasPrefix(got, "120") || harness.SIP2Field(got, "AF") != "The message's fixed fields are malformed" {
 		t.Fatalf("short check-out: %q", got)
+	}
+	// Patron information from an item that is no number: its negative
+	// reply names the field and the patron, and nothing is asked.
+	if got := k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|AD7319|BPtwo|"); !strings.HasPrefix(got, "64") ||
+		harness.SIP2Field(got, "AF") != "The message's BP field is not an item number" || harness.SIP2Field(got, "AA") != patron || harness.SIP2Field(got, "AU") != "" {
+		t.Fatalf("patron information from item two: %q", got)
 	}
 	end := k.Send("3520261125    101010AOdiku|AA" + patron + "|")
 	if !strings.HasPrefix(end, "36Y") {

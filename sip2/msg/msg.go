@@ -19,6 +19,17 @@ import (
 // it with the request's refusal.
 var ErrFixedField = errors.New("sip2: malformed fixed field")
 
+// FieldError is a request with a variable field that is not what SIP2
+// defines (an item number that is not a number): the door answers it with
+// the request's refusal, naming the field.
+type FieldError struct {
+	ID, Value, Want string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("sip2: malformed variable field %s: %q is not %s", e.ID, e.Value, e.Want)
+}
+
 // fixed reads a request's fixed part, field by field, and remembers the
 // first field that is not as SIP2 defines it.
 type fixed struct {
@@ -276,7 +287,9 @@ func itemNumber(r *wire.Request, id string, f *fixed) int {
 	}
 	n := wire.Atoi(strings.TrimSpace(v))
 	if n < 0 {
-		f.fail("%s %q is not an item number", id, v)
+		if f.err == nil {
+			f.err = &FieldError{ID: id, Value: v, Want: "an item number"}
+		}
 		return 0
 	}
 	return n

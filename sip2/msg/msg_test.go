@@ -234,7 +234,11 @@ func TestItemWindows(t *testing.T) {
 	if err != nil || pi.Start != 2 || pi.End != 3 {
 		t.Errorf("BP2 BQ3: %+v %v", pi, err)
 	}
-	if _, err := ReadPatron(parse(t, "63001"+"20261125    105317"+"  Y       "+"AA1004|BPtwo|")); !errors.Is(err, ErrFixedField) {
-		t.Errorf("BPtwo: %v, want malformed", err)
+	var fe *FieldError
+	if _, err := ReadPatron(parse(t, "63001"+"20261125    105317"+"  Y       "+"AA1004|BPtwo|")); !errors.As(err, &fe) || fe.ID != "BP" || fe.Value != "two" {
+		t.Errorf("BPtwo: %v, want BP malformed", err)
+	}
+	if _, err := ReadPatron(parse(t, "63001"+"20261125    105317"+"  Y       "+"AA1004|BP1|BQ-3|")); !errors.As(err, &fe) || fe.ID != "BQ" || fe.Value != "-3" {
+		t.Errorf("BQ-3: %v, want BQ malformed", err)
 	}
 }

@@ -10,6 +10,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -208,6 +209,21 @@ type Reply struct {
 // Add appends a variable field.
 func (r *Reply) Add(id, value string) *Reply {
 	r.Fields = append(r.Fields, Field{id, value})
+	return r
+}
+
+// Echo gives each of the reply's fields among ids that is empty the
+// request's value for it, when the request has one: a refusal names the
+// patron and the item the kiosk asked about.
+func (r *Reply) Echo(req *Request, ids ...string) *Reply {
+	for i, f := range r.Fields {
+		if f.Value != "" || !slices.Contains(ids, f.ID) {
+			continue
+		}
+		if v, ok := req.Get(f.ID); ok {
+			r.Fields[i].Value = v
+		}
+	}
 	return r
 }
 

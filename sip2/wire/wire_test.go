@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,21 @@ func TestCharactersTheCharsetCannotCarry(t *testing.T) {
 				t.Errorf("%s: byte %#x below 0x20 in %q", c.cs, b, got)
 			}
 		}
+	}
+}
+
+// TestEchoFillsOnlyEmptyFieldsTheRequestHas: a refusal's empty AA and AB
+// take the request's values; a field with a value, one not named, and one
+// the request lacks are left as they are.
+func TestEchoFillsOnlyEmptyFieldsTheRequestHas(t *testing.T) {
+	t.Parallel()
+	req, err := Parse([]byte("6300120261125    105317  Y       AOdiku|AA1004|AB2001|AC|BPtwo|"), IBM850, '|')
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := (&Reply{Code: "64"}).Add("AO", "").Add("AA", "").Add("AB", "kept").Add("AE", "").Add("AF", "why").Echo(req, "AA", "AB", "AE")
+	want := []Field{{"AO", ""}, {"AA", "1004"}, {"AB", "kept"}, {"AE", ""}, {"AF", "why"}}
+	if !slices.Equal(r.Fields, want) {
+		t.Errorf("echoed: %+v, want %+v", r.Fields, want)
 	}
 }

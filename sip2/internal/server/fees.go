@@ -33,7 +33,7 @@ const (
 func (c *conn) feePaid(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadFeePaid(req)
 	if err != nil {
-		return c.malformed(req)
+		return c.malformed(req, err)
 	}
 	reply := func(ok bool, at time.Time, message string) *wire.Reply {
 		return msg.FeePaidResponse{Accepted: ok, Date: at, Institution: c.cfg.Institution, Patron: m.Patron,

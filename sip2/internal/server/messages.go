@@ -189,8 +189,7 @@ func (c *conn) dispatch(req *wire.Request) (*wire.Reply, string) {
 	}
 	s := c.sessionOf()
 	if s == nil {
-		r, _ := c.refusal(req.Code, msgLogInFirst)
-		return r, "not_logged_in"
+		return c.refuse(req, msgLogInFirst), "not_logged_in"
 	}
 	switch req.Code {
 	case "11":
@@ -210,12 +209,11 @@ func (c *conn) dispatch(req *wire.Request) (*wire.Reply, string) {
 	case "35":
 		m, err := msg.ReadEndSession(req)
 		if err != nil {
-			return c.malformed(req)
+			return c.malformed(req, err)
 		}
 		return msg.EndSessionResponse{End: true, Date: c.now(), Institution: c.cfg.Institution, Patron: m.Patron}.Reply(), "ok"
 	}
-	r, _ := c.refusal(req.Code, msgUnsupported)
-	return r, "unsupported"
+	return c.refuse(req, msgUnsupported), "unsupported"
 }
 
 // refusal is the request's own negative reply, with a screen message; ok
@@ -227,10 +225,21 @@ func (c *conn) refusal(code, message string) (*wire.Reply, bool) {
 	return msg.Refusal(code, c.now(), c.cfg.Institution, message)
 }
 
-// malformed answers a request whose fixed fields are not SIP2's.
-func (c *conn) malformed(req *wire.Request) (*wire.Reply, string) {
-	r, _ := c.refusal(req.Code, msgMalformed)
-	return r, "malformed"
+// malformed answers a request whose fixed fields, or a variable field it
+// reads as a number, are not SIP2's: the field named when it is one.
+func (c *conn) malformed(req *wire.Request, err error) (*wire.Reply, string) {
+	message := msgMalformed
+	if fe, ok := errors.AsType[*msg.FieldError](err); ok {
+		message = "The message's " + fe.ID + " field is not " + fe.Want
+	}
+	return c.refuse(req, message), "malformed"
+}
+
+// refuse is the negative reply to a request the door read but does not
+// carry out: the patron and the item it named (AA, AB) echoed.
+func (c *conn) refuse(req *wire.Request, message string) *wire.Reply {
+	r, _ := c.refusal(req.Code, message)
+	return r.Echo(req, "AA", "AB")
 }
 
 // now is the time replies are dated with, in the listener's zone.
@@ -317,7 +326,7 @@ func (c *conn) status(message string) *wire.Reply {
 func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadCheckOut(req)
 	if err != nil {
-		return c.malformed(req)
+		return c.malformed(req, err)
 	}
 	reply := func(ok bool, due time.Time, title, message string) *wire.Reply {
 		return msg.CheckOutResponse{OK: ok, Date: c.now(), Institution: c.cfg.Institution, Patron: m.Patron, Item: m.Item,
@@ -404,16 +413,15 @@ func (c *conn) notCheckedOut(err error, what, okMessage string, reply func(ok bo
 // is a live check-out (live), nothing answered yet.
 func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.CheckOut, at time.Time,
 	reply func(ok bool, due time.Time, title, message string) *wire.Reply) (r *wire.Reply, outcome string, live bool) {
+	// The kiosk's nb due date is taken when it falls after the loan;
+	// otherwise the loan is due as its policy says (dueDropped).
 	var due time.Time
+	dueDropped := false
 	if strings.TrimSpace(m.NoBlockDueDate) != "" {
 		if d, err := msg.ParseDateIn(m.NoBlockDueDate, c.cfg.location); err == nil && d.After(at) {
 			due = d
 		} else {
-			// The patron was told a date the loan will not keep: the
-			// desk is told which.
-			c.s.logger.Warn("an offline check-out's nb due date is not taken: due as the loan policy says, for the desk",
-				slog.String("tenant", c.cfg.Tenant), slog.String("patron", m.Patron), slog.String("item", m.Item),
-				slog.Time("at", at), slog.String("nb_due_date", m.NoBlockDueDate))
+			dueDropped = true
 		}
 	}
 	refused := func(message, why string) (*wire.Reply, string) {
@@ -440,6 +448,13 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 			c.s.logger.Warn(schemas.OfflineWords(broken), slog.String("tenant", c.cfg.Tenant),
 				slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at))
 		}
+		if dueDropped {
+			// The patron was told a date the loan does not keep: the
+			// desk is told which, once the loan is recorded.
+			c.s.logger.Warn("an offline check-out's nb due date is not taken: due as the loan policy says, for the desk",
+				slog.String("tenant", c.cfg.Tenant), slog.String("patron", m.Patron), slog.String("item", m.Item),
+				slog.Time("at", at), slog.String("nb_due_date", m.NoBlockDueDate), slog.Time("due", loan.DueDate))
+		}
 		return reply(true, loan.DueDate, loan.Title, msgRecordedOffline), "ok_offline", false
 	}
 	var ref *circ.Refusal
@@ -455,7 +470,7 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 func (c *conn) renew(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadRenew(req)
 	if err != nil {
-		return c.malformed(req)
+		return c.malformed(req, err)
 	}
 	reply := func(ok bool, loan circ.Loan, message string) *wire.Reply {
 		return msg.RenewResponse{OK: ok, Date: c.now(), Institution: c.cfg.Institution, Patron: m.Patron, Item: m.Item,
@@ -499,7 +514,7 @@ func (c *conn) renew(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 func (c *conn) renewAll(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadRenewAll(req)
 	if err != nil {
-		return c.malformed(req)
+		return c.malformed(req, err)
 	}
 	reply := func(processed bool, renewed, notRenewed []string, message string) *wire.Reply {
 		return msg.RenewAllResponse{OK: processed, Date: c.now(),
@@ -570,7 +585,7 @@ func (c *conn) returnedAt(raw string) time.Time {
 func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadCheckIn(req)
 	if err != nil {
-		return c.malformed(req)
+		return c.malformed(req, err)
 	}
 	item := m.Item
 	reply := func(ok bool, title, message string) *wire.Reply {

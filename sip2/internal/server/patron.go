@@ -25,7 +25,7 @@ import (
 func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadPatron(req)
 	if err != nil {
-		return c.malformed(req)
+		return c.malformed(req, err)
 	}
 	code := "24"
 	if m.Information {
@@ -211,7 +211,7 @@ func (c *conn) pinGiven(ctx context.Context, s *circ.Session, pin string, given 
 func (c *conn) item(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	m, err := msg.ReadItem(req)
 	if err != nil {
-		return c.malformed(req)
+		return c.malformed(req, err)
 	}
 	reply := func(status, title string, due time.Time, message string) *wire.Reply {
 		if !due.IsZero() {
