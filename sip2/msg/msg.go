@@ -49,8 +49,14 @@ func (f *fixed) take(n int) string {
 }
 
 func (f *fixed) fail(format string, args ...any) {
+	f.failWith(fmt.Errorf("%w at %d: %s", ErrFixedField, f.at, fmt.Sprintf(format, args...)))
+}
+
+// failWith remembers err unless an earlier field failed: the request's
+// first fault is the one answered.
+func (f *fixed) failWith(err error) {
 	if f.err == nil {
-		f.err = fmt.Errorf("%w at %d: %s", ErrFixedField, f.at, fmt.Sprintf(format, args...))
+		f.err = err
 	}
 }
 
@@ -287,9 +293,7 @@ func itemNumber(r *wire.Request, id string, f *fixed) int {
 	}
 	n := wire.Atoi(strings.TrimSpace(v))
 	if n < 0 {
-		if f.err == nil {
-			f.err = &FieldError{ID: id, Value: v, Want: "an item number"}
-		}
+		f.failWith(&FieldError{ID: id, Value: v, Want: "an item number"})
 		return 0
 	}
 	return n
