@@ -194,7 +194,8 @@ func TestALateCheckInNeverClosesANewerLoan(t *testing.T) {
 // kiosk on line (logged in here, the library system answering) is judged
 // as a live one: without the patron's PIN or with a wrong one it is
 // refused and writes nothing; with the right one it is a live loan, not
-// one made offline. Dated before the kiosk's login here (it was cut off),
+// one made offline, due as its policy says (the kiosk's nb due date told
+// to the desk in the door's log). Dated before the kiosk's login here (it was cut off),
 // it is recorded as made offline without a PIN, and refused with a wrong
 // one. Made while the door saw the library system not answer (the kiosk
 // still logged in), it is made offline. A door restarted in between still
@@ -260,8 +261,23 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	// Made now, while on line: live, and a live check-out needs the PIN.
 	want(noBlock(items[0], now, ""), "120", "Please enter your PIN", 0, 0)
 	want(noBlock(items[0], now, "0000"), "120", "Wrong PIN", 0, 0)
-	r := noBlock(items[0], now, "7319")
+	// Lent live, it is due as its policy says: the nb due date the kiosk
+	// gave is told to the desk, beside the loan's.
+	nbDue := sip2UTC(now.Add(48 * time.Hour))
+	r := k.Send("11NY" + sip2UTC(now) + nbDue + "AOdiku|AA" + patron + "|AB" + items[0] + "|AC|AD7319|")
 	want(r, "121", harness.SIP2Field(r, "AF"), 1, 0)
+	if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool {
+		for _, line := range strings.Split(door.Log(), "\n") {
+			if strings.Contains(line, `"msg":"a check-out marked offline was lent as a live one`) &&
+				strings.Contains(line, `"item":"`+items[0]+`"`) && strings.Contains(line, `"nb_due_date":"`+nbDue+`"`) &&
+				strings.Contains(line, `"due":"`) {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Errorf("the door's log does not tell the desk of the nb due date a live loan did not take:\n%s", door.Log())
+	}
 	// Made ten minutes ago, before the kiosk logged in here: made offline,
 	// without a PIN; a wrong PIN sent with it refuses it.
 	before := now.Add(-10 * time.Minute)

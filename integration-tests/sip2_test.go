@@ -165,8 +165,9 @@ func TestSIP2CharsetsChecksumTheEncodedBytes(t *testing.T) {
 // TestSIP2Conversation walks a kiosk's session: status, check-out, the
 // same check-out again (a retry), check-in, a request the door does not
 // implement (its refusal echoing AA and AB), a malformed one, one with an
-// item number that is not a number (the field named), end of session;
-// then three bad messages in a row close the connection.
+// item number that is not a number (the field named, nothing asked of
+// circulation), end of session; then three bad messages in a row close
+// the connection.
 func TestSIP2Conversation(t *testing.T) {
 	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 1, 2, 0, nil)
@@ -229,6 +230,11 @@ func TestSIP2Conversation(t *testing.T) {
 	if got := k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|AD7319|BPtwo|"); !strings.HasPrefix(got, "64") ||
 		harness.SIP2Field(got, "AF") != "The message's BP field is not an item number" || harness.SIP2Field(got, "AA") != patron || harness.SIP2Field(got, "AU") != "" {
 		t.Fatalf("patron information from item two: %q", got)
+	}
+	// Nothing asked: circulation served no patron summary, in any status
+	// (this cluster's own, and no 63 or 23 before this one).
+	if m := c.DoWith(c.Circulations[0], "GET", "/metrics", nil, nil).Want(t, http.StatusOK); strings.Contains(string(m.Body), `route="/circulation/patron-summary"`) {
+		t.Errorf("a 63 refused as malformed asked circulation for the patron's summary")
 	}
 	end := k.Send("3520261125    101010AOdiku|AA" + patron + "|")
 	if !strings.HasPrefix(end, "36Y") {

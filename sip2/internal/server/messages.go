@@ -369,6 +369,13 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	}
 	loan, err := c.s.circ.CheckOut(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, m.Key())
 	if err == nil {
+		if m.NoBlock && strings.TrimSpace(m.NoBlockDueDate) != "" {
+			// Marked offline, lent live: the loan is due as its policy
+			// says, and the patron may have been shown another date.
+			c.s.logger.Warn("a check-out marked offline was lent as a live one: due as the loan policy says, not at its nb due date, for the desk",
+				slog.String("tenant", c.cfg.Tenant), slog.String("patron", m.Patron), slog.String("item", m.Item),
+				slog.String("nb_due_date", m.NoBlockDueDate), slog.Time("due", loan.DueDate))
+		}
 		return reply(true, loan.DueDate, loan.Title, ""), "ok"
 	}
 	return c.notCheckedOut(err, "check-out", "", reply, func(message, _ string) (*wire.Reply, string) {
