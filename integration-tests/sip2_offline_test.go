@@ -195,9 +195,9 @@ func TestALateCheckInNeverClosesANewerLoan(t *testing.T) {
 // as a live one: without the patron's PIN or with a wrong one it is
 // refused and writes nothing; with the right one it is a live loan, not
 // one made offline, due as its policy says (the kiosk's nb due date told
-// to the desk in the door's log). Dated before the kiosk's login here (it was cut off),
-// it is recorded as made offline without a PIN, and refused with a wrong
-// one. Made while the door saw the library system not answer (the kiosk
+// to the desk in the door's log). Dated before the kiosk's login here (it
+// was cut off), it is recorded as made offline without a PIN, and refused
+// with a wrong one. Made while the door saw the library system not answer (the kiosk
 // still logged in), it is made offline. A door restarted in between still
 // knows, from storage, when it saw the kiosk on line and when not: a
 // check-out dated in the kiosk's time on line before the restart is
