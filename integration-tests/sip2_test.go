@@ -231,10 +231,27 @@ func TestSIP2Conversation(t *testing.T) {
 		harness.SIP2Field(got, "AF") != "The message's BP field is not an item number" || harness.SIP2Field(got, "AA") != patron || harness.SIP2Field(got, "AU") != "" {
 		t.Fatalf("patron information from item two: %q", got)
 	}
-	// Nothing asked: circulation served no patron summary, in any status
-	// (this cluster's own, and no 63 or 23 before this one).
-	if m := c.DoWith(c.Circulations[0], "GET", "/metrics", nil, nil).Want(t, http.StatusOK); strings.Contains(string(m.Body), `route="/circulation/patron-summary"`) {
-		t.Errorf("a 63 refused as malformed asked circulation for the patron's summary")
+	// Nothing asked. Circulation counts a request once it has answered it,
+	// so a valid 63 follows and, once circulation has counted that one,
+	// the route's count in every status is exactly its one (this
+	// cluster's own, and no 63 or 23 before these).
+	if got := k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|"); !strings.HasPrefix(got, "64") || harness.SIP2Field(got, "AA") != patron {
+		t.Fatalf("patron information: %q", got)
+	}
+	summaries := func() int {
+		m := c.DoWith(c.Circulations[0], "GET", "/metrics", nil, nil).Want(t, http.StatusOK)
+		n := 0
+		for _, line := range strings.Split(string(m.Body), "\n") {
+			if strings.HasPrefix(line, `http_request_duration_seconds_count{method="GET",route="/circulation/patron-summary",`) {
+				v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+				n += int(v)
+			}
+		}
+		return n
+	}
+	waitFor(t, "circulation to count the valid 63's summary", func() bool { return summaries() > 0 })
+	if n := summaries(); n != 1 {
+		t.Errorf("circulation served %d patron summaries for a malformed 63 and a valid one, want 1: the malformed one asked", n)
 	}
 	end := k.Send("3520261125    101010AOdiku|AA" + patron + "|")
 	if !strings.HasPrefix(end, "36Y") {
