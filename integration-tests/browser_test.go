@@ -184,8 +184,23 @@ func evaluate[T any](t *testing.T, ctx context.Context, script string) T {
 func waitUntil(t *testing.T, ctx context.Context, what, script string) {
 	t.Helper()
 	if err := chromedp.Run(ctx, chromedp.Poll(script, nil, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
-		t.Fatalf("waiting until %s: %v", what, err)
+		t.Fatalf("waiting until %s: %v; the page at %s", what, err, pageState(ctx))
 	}
+}
+
+// pageState is what a page shows where a wait would look: its address,
+// what each status line says and each field holds, for a wait's failure
+// to tell what the page did instead.
+func pageState(ctx context.Context) string {
+	var s string
+	script := `(() => location.href + " " + JSON.stringify(Object.fromEntries([
+		...[...document.querySelectorAll("[role=status][id]")].map((n) => [n.id, n.textContent]),
+		...[...document.querySelectorAll("input[id], select[id]")].filter((n) => n.type !== "password").map((n) => [n.id, n.value]),
+	])))()`
+	if err := chromedp.Run(ctx, chromedp.Evaluate(script, &s)); err != nil {
+		return "(not read: " + err.Error() + ")"
+	}
+	return s
 }
 
 // press activates the button selector names from the keyboard, focused

@@ -32,10 +32,13 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 	kiosk4 := c.Account(t, "kiosk4", "Kiosk", "Four", schemas.RoleSelfCheck, "kiosk4-password")
 	olga := c.Account(t, "olga", "Olga", "Operator", schemas.RoleOperator, "olga-password")
 
-	// The day's events, oldest first: 60 waits in vain at kiosk 3 for
+	// Yesterday's events, oldest first: 60 waits in vain at kiosk 3 for
 	// Alice, from 09:00 a minute apart; at 10:14 one at kiosk 4 for Bob;
-	// at 10:20 Olga releasing kiosk 3's lock of Bob.
-	day := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	// at 10:20 Olga releasing kiosk 3's lock of Bob. Yesterday, not a
+	// fixed day: storage's sweeper deletes the history older than its
+	// retention (a week) while the test runs.
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1).Add(9 * time.Hour)
+	at := func(minutes int) string { return day.Add(time.Duration(minutes) * time.Minute).Format(time.RFC3339) }
 	insert := func(at time.Time, typ, user, holder, by string, waited int) {
 		t.Helper()
 		_, err := c.DB.Exec(context.Background(), `INSERT INTO circulation_storage.check_out_lock_event
@@ -81,7 +84,7 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 			t.Errorf("history %v: %d events", q, n)
 		}
 	}
-	if _, n := history(url.Values{"account": {"kiosk3"}, "from": {"2026-11-27T09:30:00Z"}, "to": {"2026-11-27T10:00:00Z"}}); n != 30 {
+	if _, n := history(url.Values{"account": {"kiosk3"}, "from": {at(30)}, "to": {at(60)}}); n != 30 {
 		t.Errorf("kiosk 3 from 09:30 until 10:00: %d events, want 30", n)
 	}
 	if _, n := history(url.Values{"patron": {"nobody-has-this"}}); n != 0 {
@@ -107,21 +110,25 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 	}
 	// Its columns are the page's, in words, its times in the reader's
 	// zone, then the ids behind them.
-	rows := csvOf(url.Values{"patron": {lib.Patrons[0]}, "from": {"2026-11-27T09:50:00Z"}, "tz": {"Europe/Berlin"}})
+	rows := csvOf(url.Values{"patron": {lib.Patrons[0]}, "from": {at(50)}, "tz": {"Europe/Berlin"}})
 	if len(rows) != 11 || !slices.Equal(rows[0], []string{"When", "What", "Patron", "Holder", "By",
 		"Kind", "Patron's user id", "Lock id", "Loan id", "Holder's trace id", "By's trace id"}) {
 		t.Fatalf("Alice since 09:50 as CSV: %d rows headed %q, want the page's columns and 10 rows", len(rows), rows[0])
 	}
-	want, _ := history(url.Values{"patron": {lib.Patrons[0]}, "from": {"2026-11-27T09:50:00Z"}, "tz": {"Europe/Berlin"}})
+	want, _ := history(url.Values{"patron": {lib.Patrons[0]}, "from": {at(50)}, "tz": {"Europe/Berlin"}})
 	for i, e := range want {
 		r := rows[i+1]
 		if !slices.Equal(r[:5], []string{e.Row.When, e.Row.What, e.Row.Patron, e.Row.Holder, e.Row.By}) || r[5] != e.Type || r[6] != e.UserID {
 			t.Errorf("CSV row %d %q, want the event %+v", i+1, r, e)
 		}
 	}
-	if e := want[len(want)-1]; e.Row.When != "2026-11-27 10:50:00 CET" || e.Row.What != "a waiting check-out gave up after 1.05 s" ||
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := want[len(want)-1]; e.Row.When != day.Add(50*time.Minute).In(berlin).Format("2006-01-02 15:04:05 MST") || e.Row.What != "a waiting check-out gave up after 1.05 s" ||
 		e.Row.Patron != e.Patron.Name+" ("+e.Patron.Barcode+")" {
-		t.Errorf("the oldest line since 09:50 reads %+v, want it at 10:50 in Berlin, its wait in seconds", e.Row)
+		t.Errorf("the oldest line since 09:50 reads %+v, want it at 09:50 UTC in Berlin's time, its wait in seconds", e.Row)
 	}
 	c.DoWith(c.Circulations[0], "GET", "/circulation/check-out-locks/history.csv?tz=Mars/Olympus", nil,
 		c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleOperator))).Want(t, http.StatusUnprocessableEntity)
@@ -160,7 +167,7 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 		&exported, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) })); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := csv.NewReader(strings.NewReader(exported)).ReadAll()
+	rows, err = csv.NewReader(strings.NewReader(exported)).ReadAll()
 	if err != nil || len(rows) != 61 {
 		t.Fatalf("the console's export: %d rows (%v), want the header and Alice's 60 at kiosk 3", len(rows), err)
 	}
