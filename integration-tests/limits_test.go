@@ -148,15 +148,7 @@ func TestLargePagesToClientsThatDoNotRead(t *testing.T) {
 	// Every request has been answered (and counted) once storage's
 	// request metric shows them.
 	waitFor(t, "the eight page requests to be answered", func() bool {
-		res := c.Do(c.Storage, "GET", "/metrics", nil)
-		n := 0
-		for _, line := range strings.Split(string(res.Body), "\n") {
-			if strings.HasPrefix(line, `http_request_duration_seconds_count{method="GET",route="/settings/entries"`) {
-				v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-				n += int(v)
-			}
-		}
-		return n >= clients
+		return c.Served(t, c.Storage, "GET", "/settings/entries") >= clients
 	})
 	peak := rssBytes(t, c.Storage.PID())
 	if peak > 200<<20 {

@@ -238,17 +238,7 @@ func TestSIP2Conversation(t *testing.T) {
 	if got := k.Send("63001" + harness.SIP2Date() + "  Y       AOdiku|AA" + patron + "|"); !strings.HasPrefix(got, "64") || harness.SIP2Field(got, "AA") != patron {
 		t.Fatalf("patron information: %q", got)
 	}
-	summaries := func() int {
-		m := c.DoWith(c.Circulations[0], "GET", "/metrics", nil, nil).Want(t, http.StatusOK)
-		n := 0
-		for _, line := range strings.Split(string(m.Body), "\n") {
-			if strings.HasPrefix(line, `http_request_duration_seconds_count{method="GET",route="/circulation/patron-summary",`) {
-				v, _ := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-				n += int(v)
-			}
-		}
-		return n
-	}
+	summaries := func() int { return c.Served(t, c.Circulations[0], "GET", "/circulation/patron-summary") }
 	waitFor(t, "circulation to count the valid 63's summary", func() bool { return summaries() > 0 })
 	if n := summaries(); n != 1 {
 		t.Errorf("circulation served %d patron summaries for a malformed 63 and a valid one, want 1: the malformed one asked", n)

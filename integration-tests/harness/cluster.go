@@ -459,6 +459,27 @@ func (c *Cluster) Metric(t testing.TB, p *Process, series string) (value float64
 	return 0, false
 }
 
+// Served is how many requests to method and route (its pattern, as the
+// process's request metric names it) process p has answered, in every
+// status: the sum of its http_request_duration_seconds counts. A process
+// counts a request once it has answered it.
+func (c *Cluster) Served(t testing.TB, p *Process, method, route string) int {
+	t.Helper()
+	prefix := `http_request_duration_seconds_count{method="` + method + `",route="` + route + `",`
+	res := c.DoWith(p, "GET", "/metrics", nil, nil).Want(t, http.StatusOK)
+	n := 0
+	for _, line := range strings.Split(string(res.Body), "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			f, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			n += int(f)
+		}
+	}
+	return n
+}
+
 // ServicePoint is the service point every check-out names: the sample
 // data's Circ Desk 2, which a cluster's tenant has (AddServicePoint).
 const ServicePoint = "c4c90014-c8c9-4ade-8f24-b5e313319f4b"
