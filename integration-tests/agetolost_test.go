@@ -86,14 +86,17 @@ func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 	slow["itemAgedLostOverdue"] = map[string]any{"duration": 1040, "intervalId": "Weeks"}
 	slowly := policy(slow)
 	never := policy(lostPolicy(10, 5))
-	// overdue makes a loan due long ago under its lost item fee policy,
-	// both in one write: as FOLIO's tests make loans long overdue, and
-	// aged by no pass under the policy it had before.
+	// overdue makes a loan due three years ago under its lost item fee
+	// policy, both in one write: as FOLIO's tests make loans long overdue,
+	// and aged by no pass under the policy it had before. Three years
+	// before today, not before a fixed day: overdue long enough for a
+	// minute's policy and never for twenty years', whatever the year.
+	longAgo := time.Now().UTC().AddDate(-3, 0, 0).Format("2006-01-02T15:04:05.000Z")
 	overdue := func(loan map[string]any, policy string) {
 		t.Helper()
 		var stored map[string]any
 		c.Do(c.Storage, "GET", fmt.Sprint("/loan-storage/loans/", loan["id"]), nil).Want(t, http.StatusOK).Decode(t, &stored)
-		stored["dueDate"], stored["lostItemPolicyId"] = "2020-01-22T12:00:00.000Z", policy
+		stored["dueDate"], stored["lostItemPolicyId"] = longAgo, policy
 		delete(stored, "metadata")
 		c.Do(c.Storage, "PUT", fmt.Sprint("/loan-storage/loans/", loan["id"]), stored).Want(t, http.StatusNoContent)
 	}

@@ -39,11 +39,11 @@ func TestTheOperatorSearchesTheHistory(t *testing.T) {
 	// retention (a week) while the test runs.
 	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1).Add(9 * time.Hour)
 	at := func(minutes int) string { return day.Add(time.Duration(minutes) * time.Minute).Format(time.RFC3339) }
-	insert := func(at time.Time, typ, user, holder, by string, waited int) {
+	insert := func(when time.Time, typ, user, holder, by string, waited int) {
 		t.Helper()
 		_, err := c.DB.Exec(context.Background(), `INSERT INTO circulation_storage.check_out_lock_event
 			(tenant_id, occurred_at, type, user_id, holder, by_whom, waited_ms) VALUES ($1, $2, $3, $4, $5, $6, nullif($7, 0))`,
-			c.Tenant, at, typ, user, `{"acquiredBy":"`+holder+`","itemBarcode":"book"}`, `{"acquiredBy":"`+by+`"}`, waited)
+			c.Tenant, when, typ, user, `{"acquiredBy":"`+holder+`","itemBarcode":"book"}`, `{"acquiredBy":"`+by+`"}`, waited)
 		if err != nil {
 			t.Fatal(err)
 		}
