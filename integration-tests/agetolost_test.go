@@ -91,7 +91,7 @@ func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 	// and aged by no pass under the policy it had before. Three years
 	// before today, not before a fixed day: overdue long enough for a
 	// minute's policy and never for twenty years', whatever the year.
-	longAgo := time.Now().UTC().AddDate(-3, 0, 0).Format("2006-01-02T15:04:05.000Z")
+	longAgo := time.Now().UTC().AddDate(-3, 0, 0).Format(schemas.TimeFormat)
 	overdue := func(loan map[string]any, policy string) {
 		t.Helper()
 		var stored map[string]any
@@ -100,7 +100,7 @@ func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 		delete(stored, "metadata")
 		c.Do(c.Storage, "PUT", fmt.Sprint("/loan-storage/loans/", loan["id"]), stored).Want(t, http.StatusNoContent)
 	}
-	now := func() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000Z") }
+	now := func() string { return time.Now().UTC().Format(schemas.TimeFormat) }
 	aged := checkOutOn(t, c, lib.Items[0][0], lib.Patrons[0], "2020-01-01T12:00:00.000Z")
 	billedLater := checkOutOn(t, c, lib.Items[1][0], lib.Patrons[1], now())
 	overdue(billedLater, later)
@@ -191,7 +191,7 @@ func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 	}
 	// Returned: the loan closed, the item back, what it was billed
 	// cancelled.
-	checkInOn(t, c, lib.Items[0][0], harness.ServicePoint, time.Now().UTC().Format("2006-01-02T15:04:05.000Z"))
+	checkInOn(t, c, lib.Items[0][0], harness.ServicePoint, time.Now().UTC().Format(schemas.TimeFormat))
 	if s := agingStateOf(t, c, fmt.Sprint(aged["id"])); s.Status != schemas.LoanClosed || s.ItemStatus == schemas.ItemAgedToLost || s.AgedAt != billed.AgedAt {
 		t.Errorf("the aged loan returned: %+v, want closed, its item no longer Aged to lost, the time it was aged kept", s)
 	}

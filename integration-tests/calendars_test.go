@@ -145,7 +145,7 @@ func TestDueDatesMoveOffClosedDaysAsFOLIOMovesThem(t *testing.T) {
 	// tomorrow or the day after). The end of the hours open now: open
 	// every day until it shuts.
 	shut, reopened := today.AddDate(0, 0, 2), today.AddDate(0, 0, 4)
-	stamp := func(t time.Time) string { return t.Format("2006-01-02T15:04:05.000Z") }
+	stamp := func(t time.Time) string { return t.Format(schemas.TimeFormat) }
 	if got := lend("MOVE_TO_END_OF_CURRENT_SERVICE_POINT_HOURS", hoursOf(50), nil, ""); got != stamp(shut) {
 		t.Errorf("end of the current hours: due %s, want %s", got, stamp(shut))
 	}

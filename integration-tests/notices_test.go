@@ -524,7 +524,7 @@ func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 		go func() {
 			defer done.Done()
 			for i := range work {
-				at := first.Add(time.Duration(i)*10*time.Millisecond - time.Minute).UTC().Format("2006-01-02T15:04:05.000Z")
+				at := first.Add(time.Duration(i)*10*time.Millisecond - time.Minute).UTC().Format(schemas.TimeFormat)
 				res := c.Do(c.Circulations[w%2], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": lends[i].item,
 					"userBarcode": lends[i].patron, "servicePointId": harness.ServicePoint, "loanDate": at})
 				if res.Err != nil || res.Status != http.StatusCreated {
@@ -868,7 +868,7 @@ func TestOverdueNoticesRecurWithoutFlooding(t *testing.T) {
 	every["frequency"] = schemas.NoticeRecurring
 	every["sendOptions"].(map[string]any)["sendEvery"] = map[string]any{"duration": 1, "intervalId": "Minutes"}
 	useNoticePolicy(t, c, minutePolicy(t, c), []map[string]any{every}, nil)
-	loan := checkOutOn(t, c, lib.Items[0][0], lib.Patrons[0], time.Now().Add(-10*time.Minute).UTC().Format("2006-01-02T15:04:05.000Z"))
+	loan := checkOutOn(t, c, lib.Items[0][0], lib.Patrons[0], time.Now().Add(-10*time.Minute).UTC().Format(schemas.TimeFormat))
 	mail.WaitMessages(1, 30*time.Second)
 	var n []scheduledNotice
 	waitFor(t, "the overdue notice sent once and scheduled again", func() bool {
@@ -935,7 +935,7 @@ func TestARequestsNoticesFollowIt(t *testing.T) {
 	var doc map[string]any
 	c.Do(c.Storage, "GET", "/request-storage/requests/"+hold.ID, nil).Want(t, http.StatusOK).Decode(t, &doc)
 	delete(doc, "metadata")
-	longer := expires.AddDate(0, 0, 2).UTC().Format("2006-01-02T15:04:05.000Z")
+	longer := expires.AddDate(0, 0, 2).UTC().Format(schemas.TimeFormat)
 	doc["holdShelfExpirationDate"] = longer
 	c.Do(c.Storage, "PUT", "/request-storage/requests/"+hold.ID, doc).Want(t, http.StatusNoContent)
 	var moved []scheduledNotice
@@ -982,7 +982,7 @@ func TestAFeeFineChargedIsToldOnce(t *testing.T) {
 	delete(doc, "metadata")
 	doc["chargeNoticeId"] = fine
 	c.Do(c.Storage, "PUT", "/feefines/"+lib.OverdueType, doc).Want(t, http.StatusNoContent)
-	checkOutOn(t, c, book, patron, time.Now().AddDate(0, 0, -30).UTC().Format("2006-01-02T15:04:05.000Z"))
+	checkOutOn(t, c, book, patron, time.Now().AddDate(0, 0, -30).UTC().Format(schemas.TimeFormat))
 	c.CheckIn(0, book).Want(t, http.StatusOK)
 	got := mail.WaitMessages(1, 30*time.Second)
 	fees := accountsOf(t, c, c.IDOf(t, "/users", "users", patron))

@@ -151,10 +151,10 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s: %d loans, want one", tx.item, n)
 		}
-		if want := tx.at.Format("2006-01-02T15:04:05.000Z"); loanDate != want {
+		if want := tx.at.Format(schemas.TimeFormat); loanDate != want {
 			t.Errorf("%s: lent %s, want %s (when the kiosk lent it)", tx.item, loanDate, want)
 		}
-		if !tx.due.IsZero() && dueDate != tx.due.Format("2006-01-02T15:04:05.000Z") {
+		if !tx.due.IsZero() && dueDate != tx.due.Format(schemas.TimeFormat) {
 			t.Errorf("%s: due %s, want %s (the kiosk's nb due date)", tx.item, dueDate, tx.due.Format(time.RFC3339))
 		}
 		if want := map[bool]string{true: "Open", false: "Closed"}[tx.wantOpenAfter]; status != want {
@@ -177,7 +177,7 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 			WHERE i.barcode = $1`, c.Schema), tx.item).Scan(&returned); err != nil {
 			t.Fatal(err)
 		}
-		if want := tx.at.Format("2006-01-02T15:04:05.000Z"); returned != want {
+		if want := tx.at.Format(schemas.TimeFormat); returned != want {
 			t.Errorf("%s: returned %s, want %s", tx.item, returned, want)
 		}
 	}
@@ -354,7 +354,7 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 		FROM %[1]s.loan l JOIN %[1]s.item i ON i.id = l.item_id WHERE i.barcode = $1`, c.Schema), lib.Items[0][0]).Scan(&loanDate, &dueDate); err != nil {
 		t.Fatal(err)
 	}
-	if loanDate != at.Format("2006-01-02T15:04:05.000Z") || dueDate != due.Format("2006-01-02T15:04:05.000Z") {
+	if loanDate != at.Format(schemas.TimeFormat) || dueDate != due.Format(schemas.TimeFormat) {
 		t.Errorf("the loan: lent %s due %s, want %s and %s", loanDate, dueDate, at.Format(time.RFC3339), due.Format(time.RFC3339))
 	}
 	// The same book stored again with another date (the kiosk did not
@@ -378,7 +378,7 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 		FROM %[1]s.loan l JOIN %[1]s.item i ON i.id = l.item_id WHERE i.barcode = $1`, c.Schema), lib.Items[0][1]).Scan(&dueDate); err != nil {
 		t.Fatal(err)
 	}
-	if policyDue := at.AddDate(0, 0, 21).Format("2006-01-02T15:04:05.000Z"); dueDate != policyDue {
+	if policyDue := at.AddDate(0, 0, 21).Format(schemas.TimeFormat); dueDate != policyDue {
 		t.Errorf("due %s after an nb due date before the loan, want %s (the loan policy's three weeks)", dueDate, policyDue)
 	}
 	if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool {

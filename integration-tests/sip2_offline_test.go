@@ -57,13 +57,13 @@ func TestSIP2OfflineCheckInsAreDatedWhenTheyHappened(t *testing.T) {
 	if r := offline(items[0], when); !strings.HasPrefix(r, "101") {
 		t.Fatalf("an offline check-in: %q", r)
 	}
-	if status, at := returned(items[0]); status != "Closed" || at != when.Format("2006-01-02T15:04:05.000Z") {
+	if status, at := returned(items[0]); status != "Closed" || at != when.Format(schemas.TimeFormat) {
 		t.Errorf("the loan after an offline check-in of %s: %s returned %q, want Closed returned %s", when, status, at, when.Format(time.RFC3339))
 	}
 	// Sent again (the kiosk did not see the reply): refused, the loan
 	// still returned when it was.
 	offline(items[0], when)
-	if status, at := returned(items[0]); status != "Closed" || at != when.Format("2006-01-02T15:04:05.000Z") {
+	if status, at := returned(items[0]); status != "Closed" || at != when.Format(schemas.TimeFormat) {
 		t.Errorf("the loan after the offline check-in sent again: %s returned %q", status, at)
 	}
 	// Taken back four days ago: too old for the door; nothing changes.
@@ -184,7 +184,7 @@ func TestALateCheckInNeverClosesANewerLoan(t *testing.T) {
 	c.DoWith(c.Circulations[0], "POST", "/circulation/check-in-by-barcode", map[string]any{"itemBarcode": book,
 		"servicePointId": harness.ServicePoint, "checkInDate": loanDate.Add(-30 * time.Second).Format(time.RFC3339Nano)}, librarian).
 		Want(t, http.StatusOK)
-	if after, want := state(), ",Closed:"+loanDate.UTC().Format("2006-01-02T15:04:05.000Z"); !strings.HasPrefix(after, "Available ") || !strings.HasSuffix(after, want) {
+	if after, want := state(), ",Closed:"+loanDate.UTC().Format(schemas.TimeFormat); !strings.HasPrefix(after, "Available ") || !strings.HasSuffix(after, want) {
 		t.Fatalf("after a check-in dated half a minute before the loan: %s, want Available and the loan closed %s", after, want)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -439,45 +438,6 @@ func (c *Cluster) DoFrom(local string, p *Process, method, path string, body any
 		}})
 	}
 	return c.do(client.(*http.Client), p, method, path, body, headers)
-}
-
-// Metric reads one series of a process's /metrics ("name" or
-// `name{label="value"}`); found is false when the process does not export
-// it.
-func (c *Cluster) Metric(t testing.TB, p *Process, series string) (value float64, found bool) {
-	t.Helper()
-	res := c.DoWith(p, "GET", "/metrics", nil, nil).Want(t, http.StatusOK)
-	for _, line := range strings.Split(string(res.Body), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return f, true
-		}
-	}
-	return 0, false
-}
-
-// Served is how many requests to method and route (its pattern, as the
-// process's request metric names it) process p has answered, in every
-// status: the sum of its http_request_duration_seconds counts. A process
-// counts a request once it has answered it.
-func (c *Cluster) Served(t testing.TB, p *Process, method, route string) int {
-	t.Helper()
-	prefix := `http_request_duration_seconds_count{method="` + method + `",route="` + route + `",`
-	res := c.DoWith(p, "GET", "/metrics", nil, nil).Want(t, http.StatusOK)
-	n := 0
-	for _, line := range strings.Split(string(res.Body), "\n") {
-		if rest, ok := strings.CutPrefix(line, prefix); ok {
-			f, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			n += int(f)
-		}
-	}
-	return n
 }
 
 // ServicePoint is the service point every check-out names: the sample

@@ -13,6 +13,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/sample"
+	"github.com/checkoutlock/schemas"
 )
 
 // TestARenewalAndARecallAreDecidedOneAfterTheOther: a renewal of a loan
@@ -39,7 +40,7 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoanPolicy)+` SET jsonb = jsonb || '{"requestManagement":{"recalls":
 		{"recallReturnInterval":{"duration":2,"intervalId":"Weeks"}}}}' WHERE id = $1`, policy)
 	alice, bob := sample.ID("1001"), sample.ID("1002")
-	stamp := func(d time.Duration) string { return time.Now().Add(d).UTC().Format("2006-01-02T15:04:05.000Z") }
+	stamp := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(schemas.TimeFormat) }
 	for round := range 20 {
 		item := sample.ID(fmt.Sprintf("book-%03d", 101+round))
 		kind := []string{"Recall", "Hold"}[round%2]

@@ -95,8 +95,8 @@ func TestANoticeIsWrittenWithFOLIOsTokens(t *testing.T) {
 // closed; a notice upon an event always is.
 func TestANoticeBeforeADatePassedIsNotSent(t *testing.T) {
 	t.Parallel()
-	soon := time.Now().Add(time.Hour).UTC().Format("2006-01-02T15:04:05.000Z")
-	past := time.Now().Add(-time.Hour).UTC().Format("2006-01-02T15:04:05.000Z")
+	soon := time.Now().Add(time.Hour).UTC().Format(schemas.TimeFormat)
+	past := time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)
 	before := func(basis string) sent {
 		var n sent
 		n.TriggeringEvent, n.BasisDate, n.NoticeConfig.Timing = schemas.NoticeDueDate, basis, schemas.NoticeBefore

@@ -401,4 +401,4 @@ func insert(ctx context.Context, tx pgx.Tx, t storage.Tenant, patron, policyID s
 
 // stamp is a time as the notices' records hold it: RFC 3339 in UTC, to
 // the millisecond.
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+func stamp(t time.Time) string { return t.UTC().Format(schemas.TimeFormat) }

@@ -211,7 +211,6 @@ var OpenLoans = len(GracesLoans) + 1
 // message is set by LoadData); and Hana's loans: one out, one returned
 // late with its fine.
 func money(now time.Time) []seed {
-	at := func(t time.Time) string { return t.UTC().Truncate(time.Second).Format("2006-01-02T15:04:05.000Z") }
 	lent, due, back := now.AddDate(0, 0, -63), now.AddDate(0, 0, -42), now.AddDate(0, 0, -12)
 	return []seed{
 		{storage.FeeFineOwners, FeeFineOwner, map[string]any{"owner": "Main circulation desk", "desc": "Owns what is charged at the circulation desks",
@@ -294,10 +293,12 @@ func notices() []seed {
 	}
 }
 
+// at is a sample record's time on the wire, to the second.
+func at(t time.Time) string { return t.UTC().Truncate(time.Second).Format(schemas.TimeFormat) }
+
 // gracesLoans are Grace's loans, made now at Circ Desk 2 for the
 // undergraduates' two weeks, and Bob's holds.
 func gracesLoans(now time.Time) []seed {
-	at := func(t time.Time) string { return t.UTC().Truncate(time.Second).Format("2006-01-02T15:04:05.000Z") }
 	var seeds []seed
 	for _, barcode := range GracesLoans {
 		seeds = append(seeds, seed{storage.Loans, ID("loan-" + barcode), map[string]any{"userId": ID("1007"), "itemId": ID(barcode),

@@ -287,7 +287,7 @@ type Return struct {
 // CheckIn checks item in at servicePoint, as the transaction key names.
 func (c *Client) CheckIn(ctx context.Context, s *Session, item, servicePoint string, at time.Time, key string) (Return, error) {
 	body, _ := json.Marshal(map[string]string{"itemBarcode": item, "servicePointId": servicePoint,
-		"checkInDate": at.UTC().Format("2006-01-02T15:04:05.000Z")})
+		"checkInDate": at.UTC().Format(schemas.TimeFormat)})
 	var out struct {
 		Item struct {
 			Title  string `json:"title"`
