@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -250,6 +251,20 @@ func sameCheckOutAtOnce(t *testing.T, env ...string) {
 		}
 		if n := c.OpenLoans(t, patron); n != round+1 {
 			t.Fatalf("round %d: %d open loans, want %d", round, n, round+1)
+		}
+		// Sent again without its key (a kiosk that lost its answer and
+		// its key with it): refused, naming the patron's own loan as the
+		// loan itself names it.
+		var loan struct {
+			ID      string `json:"id"`
+			DueDate string `json:"dueDate"`
+		}
+		if err := json.Unmarshal(answers[0].Body, &loan); err != nil {
+			t.Fatal(err)
+		}
+		again := c.Do(c.Circulations[round], "POST", "/circulation/check-out-by-barcode", body).Want(t, http.StatusUnprocessableEntity)
+		if code, params := errorParams(t, again); code != schemas.CodeItemAlreadyCheckedOut || params["loanId"] != loan.ID || params["dueDate"] != loan.DueDate {
+			t.Errorf("round %d: sent again without its key: %s, want %s naming loan %s due %s", round, again.Body, schemas.CodeItemAlreadyCheckedOut, loan.ID, loan.DueDate)
 		}
 		if n := liveLocks(t, c); n != 0 {
 			t.Errorf("round %d: %d locks held after every answer, want none", round, n)
