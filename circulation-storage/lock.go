@@ -211,7 +211,7 @@ func LockHeld(userID string, expiresAt time.Time, remaining time.Duration, holde
 	e := errs.Errorf(errs.KindLocked, schemas.CodeLockHeld, "Unable to acquire lock").
 		With("userId", userID)
 	if !expiresAt.IsZero() {
-		e.With("expiresAt", expiresAt.UTC().Format(TimeFormat))
+		e.With("expiresAt", schemas.FormatTime(expiresAt))
 	}
 	for _, p := range []struct{ key, value string }{
 		{"holderInstance", holder.Instance}, {"holderRequestId", holder.RequestID},
@@ -227,9 +227,6 @@ func LockHeld(userID string, expiresAt time.Time, remaining time.Duration, holde
 	}
 	return e
 }
-
-// TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
-const TimeFormat = schemas.TimeFormat
 
 // HolderOf reads the holder a LockHeld error names.
 func HolderOf(e *errs.Error) Holder {

@@ -92,7 +92,7 @@ func (s *Service) CheckIn(ctx context.Context, req CheckInRequest) (CheckInResul
 func returnedBeforeLoan(req CheckInRequest, open Loan) *errs.Error {
 	return errs.Errorf(errs.KindInvalid, schemas.CodeReturnedBeforeLoan,
 		"Item %s was checked in as returned at %s, but it was lent again at %s, after that: its loan stays open, and the return is recorded for the desk",
-		req.ItemBarcode, FormatTime(req.CheckInDate), FormatTime(open.LoanDate)).
+		req.ItemBarcode, schemas.FormatTime(req.CheckInDate), schemas.FormatTime(open.LoanDate)).
 		With("itemBarcode", req.ItemBarcode).With("loanId", open.ID)
 }
 

@@ -474,7 +474,7 @@ func (s *Service) validate(ctx context.Context, req CheckOutRequest) (checkOut, 
 			// tell the patron "no" for a book they hold).
 			e = e.With("loanId", l.ID)
 			if !l.DueDate.IsZero() {
-				e = e.With("dueDate", FormatTime(l.DueDate))
+				e = e.With("dueDate", schemas.FormatTime(l.DueDate))
 			}
 		}
 		refusals = append(refusals, e)

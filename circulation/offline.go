@@ -44,7 +44,7 @@ var offlineNamespace = uuid.MustParse("6f0d6c1e-3a7b-5c55-9f3e-0c1c7e0ff11e")
 // (to the millisecond), so that a check-out sent again finds its loan.
 func OfflineLoanID(tenant, account, userBarcode, itemBarcode string, at time.Time) string {
 	name := strings.Join([]string{tenant, strings.ToLower(account), userBarcode, itemBarcode,
-		at.UTC().Truncate(time.Millisecond).Format(schemas.TimeFormat)}, "\x00")
+		schemas.FormatTime(at)}, "\x00")
 	return uuid.NewSHA1(offlineNamespace, []byte(name)).String()
 }
 
@@ -98,7 +98,7 @@ func (s *Service) checkOutOffline(ctx context.Context, req CheckOutRequest) (Che
 	if age := s.now().Sub(off.TransactionDate); age > schemas.MaxOfflineBehind {
 		return CheckOutResult{}, errs.Errorf(errs.KindInvalid, schemas.CodeOfflineTooOld,
 			"The check-out was made offline more than %d days ago: the desk records it", int(schemas.MaxOfflineBehind.Hours()/24)).
-			With("transactionDate", FormatTime(off.TransactionDate))
+			With("transactionDate", schemas.FormatTime(off.TransactionDate))
 	}
 	req.LoanDate = off.TransactionDate.UTC().Truncate(time.Millisecond)
 	off.TransactionDate = req.LoanDate

@@ -84,17 +84,6 @@ func (i Item) CheckedIn() Item {
 	return i
 }
 
-// TimeFormat is how times go on the wire: RFC 3339, UTC, milliseconds.
-const TimeFormat = schemas.TimeFormat
-
-// FormatTime writes t in TimeFormat; the zero time is "".
-func FormatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(TimeFormat)
-}
-
 // LoanPolicy is what check-out needs of a loan policy.
 type LoanPolicy struct {
 	ID       string

@@ -60,7 +60,7 @@ func TestRenewalMovesTheDueDate(t *testing.T) {
 		}
 	}
 	loans := s.store.Loans()
-	if len(loans) != 1 || loans[0].DueDate != circulation.FormatTime(due) || loans[0].Action != "renewed" || loans[0].Status != "Open" {
+	if len(loans) != 1 || loans[0].DueDate != schemas.FormatTime(due) || loans[0].Action != "renewed" || loans[0].Status != "Open" {
 		t.Errorf("stored %+v", loans)
 	}
 	before := s.store.Snapshot()

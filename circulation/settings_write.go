@@ -110,7 +110,7 @@ func (s *Settings) write(ctx context.Context, op string, build func(cur locksett
 		// the write must not bring the old value back.
 		effective := Resolve(s.environment(), next)
 		if user := OkapiFrom(ctx).UserID; user != "" {
-			effective.ChangedBy, effective.ChangedAt = user, FormatTime(s.now())
+			effective.ChangedBy, effective.ChangedAt = user, schemas.FormatTime(s.now())
 		}
 		tenant := OkapiFrom(ctx).Tenant
 		s.flight.Forget(tenant)

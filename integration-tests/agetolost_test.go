@@ -100,7 +100,7 @@ func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 		delete(stored, "metadata")
 		c.Do(c.Storage, "PUT", fmt.Sprint("/loan-storage/loans/", loan["id"]), stored).Want(t, http.StatusNoContent)
 	}
-	now := func() string { return time.Now().UTC().Format(schemas.TimeFormat) }
+	now := func() string { return schemas.FormatTime(time.Now()) }
 	aged := checkOutOn(t, c, lib.Items[0][0], lib.Patrons[0], "2020-01-01T12:00:00.000Z")
 	billedLater := checkOutOn(t, c, lib.Items[1][0], lib.Patrons[1], now())
 	overdue(billedLater, later)
@@ -191,7 +191,7 @@ func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 	}
 	// Returned: the loan closed, the item back, what it was billed
 	// cancelled.
-	checkInOn(t, c, lib.Items[0][0], harness.ServicePoint, time.Now().UTC().Format(schemas.TimeFormat))
+	checkInOn(t, c, lib.Items[0][0], harness.ServicePoint, schemas.FormatTime(time.Now()))
 	if s := agingStateOf(t, c, fmt.Sprint(aged["id"])); s.Status != schemas.LoanClosed || s.ItemStatus == schemas.ItemAgedToLost || s.AgedAt != billed.AgedAt {
 		t.Errorf("the aged loan returned: %+v, want closed, its item no longer Aged to lost, the time it was aged kept", s)
 	}

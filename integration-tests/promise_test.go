@@ -71,7 +71,7 @@ type attack struct {
 // lock settings entry.
 func storageAttacks(t *testing.T, c *harness.Cluster, patron, other, spare, checkedOut, openLoan, lock, setting string) []attack {
 	t.Helper()
-	now := time.Now().UTC().Format(schemas.TimeFormat)
+	now := schemas.FormatTime(time.Now())
 	loan := func(item string) map[string]any {
 		return map[string]any{"userId": patron, "itemId": item, "loanDate": now, "action": "checkedout", "status": map[string]any{"name": "Open"}}
 	}
@@ -240,7 +240,7 @@ func TestConcurrentWritesAtStorageKeepTheLimit(t *testing.T) {
 				<-start
 				statuses[i] = c.DoWith(c.Storage, "POST", "/loan-storage/loans", map[string]any{
 					"userId": user, "itemId": item, "action": "checkedout", "status": map[string]any{"name": "Open"},
-					"loanDate": time.Now().UTC().Format(schemas.TimeFormat)}, c.HeadersWith(schemas.HeaderItemVersion, "1")).Status
+					"loanDate": schemas.FormatTime(time.Now())}, c.HeadersWith(schemas.HeaderItemVersion, "1")).Status
 			}()
 		}
 		close(start)

@@ -184,7 +184,7 @@ func TestALateCheckInNeverClosesANewerLoan(t *testing.T) {
 	c.DoWith(c.Circulations[0], "POST", "/circulation/check-in-by-barcode", map[string]any{"itemBarcode": book,
 		"servicePointId": harness.ServicePoint, "checkInDate": loanDate.Add(-30 * time.Second).Format(time.RFC3339Nano)}, librarian).
 		Want(t, http.StatusOK)
-	if after, want := state(), ",Closed:"+loanDate.UTC().Format(schemas.TimeFormat); !strings.HasPrefix(after, "Available ") || !strings.HasSuffix(after, want) {
+	if after, want := state(), ",Closed:"+schemas.FormatTime(loanDate); !strings.HasPrefix(after, "Available ") || !strings.HasSuffix(after, want) {
 		t.Fatalf("after a check-in dated half a minute before the loan: %s, want Available and the loan closed %s", after, want)
 	}
 }
@@ -378,7 +378,7 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	direct := func(item string, at time.Time) harness.Response {
 		return c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": item,
 			"userBarcode": patron, "servicePointId": harness.ServicePoint,
-			"offline": map[string]any{"transactionDate": at.UTC().Format(schemas.TimeFormat)}},
+			"offline": map[string]any{"transactionDate": schemas.FormatTime(at)}},
 			map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: tok})
 	}
 	if r := direct(items[4], seenOnLine); r.Status != http.StatusUnprocessableEntity {

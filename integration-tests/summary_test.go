@@ -237,7 +237,7 @@ func TestLockSettingIsReadOneWay(t *testing.T) {
 		}
 		w := c.DoWith(c.Storage, "POST", "/loan-storage/loans", map[string]any{
 			"userId": user, "itemId": itemID(t, c, lib.Items[0][i]), "action": "checkedout", "status": map[string]any{"name": "Open"},
-			"loanDate": time.Now().UTC().Format(schemas.TimeFormat)}, c.HeadersWith(schemas.HeaderItemVersion, "1"))
+			"loanDate": schemas.FormatTime(time.Now())}, c.HeadersWith(schemas.HeaderItemVersion, "1"))
 		storageOn := w.Status == http.StatusUnprocessableEntity && len(w.ErrorCodes()) > 0 && w.ErrorCodes()[0] == schemas.CodeLockRequired
 		if !storageOn && w.Status != http.StatusCreated {
 			t.Fatalf("%s: a write without a lock: %d %s", tc.value, w.Status, w.Body)

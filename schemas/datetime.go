@@ -44,6 +44,15 @@ func ParseDateTime(s string) (time.Time, error) {
 	return t, nil
 }
 
+// FormatTime writes t as every time goes on the wire: in UTC, in
+// TimeFormat, to the millisecond. The zero time, a time not set, is "".
+func FormatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(TimeFormat)
+}
+
 // DateTimePattern is the shape of a date-time, as a regular expression
 // Go and PostgreSQL read alike (migration 22's stored_time matches stored
 // dates against this very text): RFC 3339's, with the offset bounded to

@@ -87,3 +87,31 @@ func FuzzDateTimeIsTheSchemas(f *testing.F) {
 		}
 	})
 }
+
+// TestTimesGoOnTheWireInUTCToTheMillisecond: the one way a time is
+// written, whatever zone it was read in; a time not set is written as
+// nothing.
+func TestTimesGoOnTheWireInUTCToTheMillisecond(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{"2026-02-01T01:00:00+02:00", "2026-01-31T23:00:00.000Z"},
+		{"2026-01-31T17:00:00.123456789Z", "2026-01-31T17:00:00.123Z"},
+		{"2026-01-31T17:00:00.9999-05:45", "2026-01-31T22:45:00.999Z"},
+		{"9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"},
+	} {
+		in, err := ParseDateTime(tc.in)
+		if err != nil {
+			t.Fatalf("ParseDateTime(%q): %v", tc.in, err)
+		}
+		if got := FormatTime(in); got != tc.want {
+			t.Errorf("FormatTime(%s) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got := FormatTime(time.Time{}); got != "" {
+		t.Errorf("FormatTime of the zero time = %q, want \"\"", got)
+	}
+	if got := FormatTime(LatestDate()); got != "9999-12-31T23:59:59.999Z" {
+		t.Errorf("FormatTime(LatestDate()) = %q", got)
+	}
+}

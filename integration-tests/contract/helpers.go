@@ -34,7 +34,7 @@ func releaseReq(lockID string) request {
 func loanReq(r Records, headers map[string]string) request {
 	return request{method: http.MethodPost, path: "/loan-storage/loans", headers: headers, body: map[string]any{
 		"id": newUUID(), "userId": r.PatronID, "itemId": r.ItemID, "action": "checkedout", "status": map[string]any{"name": "Open"},
-		"loanDate": time.Now().UTC().Format(schemas.TimeFormat), "dueDate": time.Now().UTC().Add(21 * 24 * time.Hour).Format(schemas.TimeFormat),
+		"loanDate": schemas.FormatTime(time.Now()), "dueDate": schemas.FormatTime(time.Now().Add(21 * 24 * time.Hour)),
 	}}
 }
 
@@ -128,7 +128,7 @@ func checkInReq(loan map[string]any, itemVersion string) request {
 	}
 	closed["status"] = map[string]any{"name": "Closed"}
 	closed["action"] = "checkedin"
-	closed["returnDate"] = time.Now().UTC().Format(schemas.TimeFormat)
+	closed["returnDate"] = schemas.FormatTime(time.Now())
 	return request{method: http.MethodPut, path: "/loan-storage/loans/" + loan["id"].(string), body: closed,
 		headers: map[string]string{schemas.HeaderCheckInItemVersion: itemVersion}}
 }

@@ -622,7 +622,7 @@ func (w *workload) syncItem(s *harness.Process, lk *locker) bool {
 			return false
 		}
 		loan := page.Loans[0]
-		loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": "Closed"}, "checkedin", time.Now().UTC().Format(schemas.TimeFormat)
+		loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": "Closed"}, "checkedin", schemas.FormatTime(time.Now())
 		if r := w.c.DoWith(s, "PUT", "/loan-storage/loans/"+loan["id"].(string), loan, w.c.HeadersWith(schemas.HeaderCheckInItemVersion,
 			strconv.Itoa(item.Version))); r.Status != http.StatusOK {
 			return false

@@ -203,8 +203,8 @@ func (s *Server) signedIn(c echo.Context, t login.Tokens, status int) error {
 		c.SetCookie(&http.Cookie{Name: k.name, Value: k.value, Path: "/", Expires: k.expires,
 			MaxAge: int(math.Ceil(time.Until(k.expires).Seconds())), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(c)})
 	}
-	return c.JSON(status, map[string]string{"accessTokenExpiration": t.AccessExpires.UTC().Format(schemas.TimeFormat),
-		"refreshTokenExpiration": t.RefreshExpires.UTC().Format(schemas.TimeFormat)})
+	return c.JSON(status, map[string]string{"accessTokenExpiration": schemas.FormatTime(t.AccessExpires),
+		"refreshTokenExpiration": schemas.FormatTime(t.RefreshExpires)})
 }
 
 // cookie is the named cookie's value, "" when there is none.

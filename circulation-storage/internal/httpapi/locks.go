@@ -35,8 +35,8 @@ func toLockJSON(l storage.Lock) lockJSON {
 	out := lockJSON{
 		ID:           l.ID,
 		UserID:       l.UserID,
-		CreationDate: l.CreationDate.UTC().Format(storage.TimeFormat),
-		ExpiresAt:    l.ExpiresAt.UTC().Format(storage.TimeFormat),
+		CreationDate: schemas.FormatTime(l.CreationDate),
+		ExpiresAt:    schemas.FormatTime(l.ExpiresAt),
 		TTLMs:        l.TTL.Milliseconds(),
 	}
 	out.Holder = l.Holder
@@ -278,7 +278,7 @@ func (s *Server) lockHistory(c echo.Context) error {
 		TotalRecords int         `json:"totalRecords"`
 	}{Events: make([]eventJSON, len(events)), TotalRecords: total}
 	for i, e := range events {
-		out.Events[i] = eventJSON{ID: e.ID, Type: e.Type, OccurredAt: e.OccurredAt.UTC().Format(storage.TimeFormat),
+		out.Events[i] = eventJSON{ID: e.ID, Type: e.Type, OccurredAt: schemas.FormatTime(e.OccurredAt),
 			UserID: e.UserID, LockID: e.LockID, Holder: e.Holder, By: e.By, WaitedMs: e.WaitedMs,
 			LoanID: e.LoanID, BrokenRules: e.BrokenRules}
 	}

@@ -78,7 +78,7 @@ func TestAcquireHeldReportsHolder(t *testing.T) {
 	}
 	want := []errs.Parameter{
 		{Key: "userId", Value: user},
-		{Key: "expiresAt", Value: lock.ExpiresAt.UTC().Format(storage.TimeFormat)},
+		{Key: "expiresAt", Value: schemas.FormatTime(lock.ExpiresAt)},
 	}
 	if len(e.Parameters) != 2 || e.Parameters[0] != want[0] || e.Parameters[1] != want[1] {
 		t.Errorf("parameters = %+v, want %+v", e.Parameters, want)

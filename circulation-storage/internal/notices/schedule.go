@@ -376,7 +376,7 @@ func insert(ctx context.Context, tx pgx.Tx, t storage.Tenant, patron, policyID s
 	refs map[string]any) error {
 	id := uuid.NewString()
 	doc := map[string]any{"id": id, "recipientUserId": patron, "triggeringEvent": n.SendOptions.SendWhen,
-		"nextRunTime": stamp(at), "status": schemas.NoticeScheduled, "attempts": 0, "sent": 0,
+		"nextRunTime": schemas.FormatTime(at), "status": schemas.NoticeScheduled, "attempts": 0, "sent": 0,
 		"noticeConfig": map[string]any{"timing": n.timing(), "templateId": n.TemplateID, "format": n.Format,
 			"sendInRealTime": n.RealTime}}
 	if policyID != "" {
@@ -398,7 +398,3 @@ func insert(ctx context.Context, tx pgx.Tx, t storage.Tenant, patron, policyID s
 	_, err = tx.Exec(ctx, insertSQL, pgx.StrictNamedArgs{"tenant": string(t), "id": id, "doc": b, "at": at})
 	return err
 }
-
-// stamp is a time as the notices' records hold it: RFC 3339 in UTC, to
-// the millisecond.
-func stamp(t time.Time) string { return t.UTC().Format(schemas.TimeFormat) }

@@ -242,7 +242,7 @@ func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mail
 	}
 	settle := func(status string, set map[string]any, next time.Time, retry *time.Time) (string, error) {
 		set["status"] = status
-		set["nextRunTime"] = stamp(next)
+		set["nextRunTime"] = schemas.FormatTime(next)
 		b, err := json.Marshal(set)
 		if err != nil {
 			return "", err
@@ -290,7 +290,7 @@ func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mail
 		}
 		return settle(schemas.NoticeScheduled, set, next, retry)
 	}
-	set := map[string]any{"sent": n.Sent + 1, "attempts": 0, "sentDate": stamp(time.Now()), "messageId": msg.MessageID}
+	set := map[string]any{"sent": n.Sent + 1, "attempts": 0, "sentDate": schemas.FormatTime(time.Now()), "messageId": msg.MessageID}
 	if every := n.NoticeConfig.RecurringPeriod.Length(); every > 0 {
 		// The next time after now: a notice sent late (the server down,
 		// the loan lent long ago) is sent once, not once for each period

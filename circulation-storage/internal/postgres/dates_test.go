@@ -39,8 +39,8 @@ func TestTheDatabaseReadsDatesAsTheServicesDo(t *testing.T) {
 			t.Errorf("%q: the database reads %s, the services refuse it (%v)", s, *got, werr)
 		case werr == nil && got == nil:
 			t.Errorf("%q: the database reads no date, the services read %v", s, want)
-		case werr == nil && *got != want.UTC().Format(schemas.TimeFormat):
-			t.Errorf("%q: the database reads %s, the services %s", s, *got, want.UTC().Format(schemas.TimeFormat))
+		case werr == nil && *got != schemas.FormatTime(want):
+			t.Errorf("%q: the database reads %s, the services %s", s, *got, schemas.FormatTime(want))
 		}
 	}
 	var zone string

@@ -330,7 +330,7 @@ const (
 // (schemas.LatestDate): a date the database computes from a period (a
 // hold shelf's) is held to it, as a due date is (schemas.DueDate), so
 // that it is stored as one that can be read.
-var LastTime = `'` + schemas.LatestDate().Format(schemas.TimeFormat) + `'::timestamptz`
+var LastTime = `'` + schemas.FormatTime(schemas.LatestDate()) + `'::timestamptz`
 
 // StoredTime is SQL reading the stored date expr (text) of field, as
 // stored_time reads it.

@@ -95,7 +95,7 @@ func Same(l storage.Landed, w storage.Write, kind string) error {
 	if l.Kind != kind || (l.Digest != "" && w.Digest != "" && l.Digest != w.Digest) {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeIdempotencyKeyReused,
 			"The write's id (its Idempotency-Key) was used by another request, a %s written at %s; nothing was written",
-			l.Kind, l.WrittenAt.UTC().Format(schemas.TimeFormat)).With("writeId", w.ID)
+			l.Kind, schemas.FormatTime(l.WrittenAt)).With("writeId", w.ID)
 	}
 	return nil
 }

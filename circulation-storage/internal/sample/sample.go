@@ -294,7 +294,7 @@ func notices() []seed {
 }
 
 // at is a sample record's time on the wire, to the second.
-func at(t time.Time) string { return t.UTC().Truncate(time.Second).Format(schemas.TimeFormat) }
+func at(t time.Time) string { return schemas.FormatTime(t.Truncate(time.Second)) }
 
 // gracesLoans are Grace's loans, made now at Circ Desk 2 for the
 // undergraduates' two weeks, and Bob's holds.

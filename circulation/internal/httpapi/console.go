@@ -427,7 +427,7 @@ func (s *Server) historyFilters(c echo.Context) (q url.Values, none bool, err er
 			if err != nil {
 				return nil, false, invalidParam(name, v, "must be a date and time such as 2026-11-27T10:14:00Z")
 			}
-			q.Set(name, t.UTC().Format(schemas.TimeFormat))
+			q.Set(name, schemas.FormatTime(t))
 		}
 	}
 	if len(conds) > 0 {

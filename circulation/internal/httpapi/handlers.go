@@ -228,8 +228,8 @@ func (s *Server) offlineCheckOut(c echo.Context, rawDate, rawDue, loanDate strin
 // renewal answer it (circulation-loan.json).
 func loanAnswer(l circulation.Loan, item circulation.Item, patron circulation.Patron) loanJSON {
 	return loanJSON{
-		ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: circulation.FormatTime(l.LoanDate), DueDate: circulation.FormatTime(l.DueDate),
-		RenewalCount: l.RenewalCount, ReturnDate: circulation.FormatTime(l.ReturnDate),
+		ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: schemas.FormatTime(l.LoanDate), DueDate: schemas.FormatTime(l.DueDate),
+		RenewalCount: l.RenewalCount, ReturnDate: schemas.FormatTime(l.ReturnDate),
 		Action: l.Action, ActionComment: l.ActionComment, Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID, Item: itemSummary(item),
 		Borrower: borrowerJSON{ID: patron.ID, Barcode: patron.Barcode, FirstName: patron.FirstName, LastName: patron.LastName},
@@ -242,7 +242,7 @@ func offlineAnswer(o *circulation.OfflineRecord) *offlineJSON {
 	if o == nil {
 		return nil
 	}
-	return &offlineJSON{TransactionDate: circulation.FormatTime(o.TransactionDate), RecordedBy: o.RecordedBy, Kiosk: o.Kiosk,
+	return &offlineJSON{TransactionDate: schemas.FormatTime(o.TransactionDate), RecordedBy: o.RecordedBy, Kiosk: o.Kiosk,
 		BrokenRules: append([]string{}, o.BrokenRules...)}
 }
 
@@ -328,7 +328,7 @@ func (s *Server) allowOverrides(c echo.Context, o circulation.Overrides, hasComm
 	}
 	if o.ItemNotLoanable && !o.DueDate.After(loanDate) {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "Due date should be later than loan date").
-			With("dueDate", circulation.FormatTime(o.DueDate))
+			With("dueDate", schemas.FormatTime(o.DueDate))
 	}
 	return nil
 }

@@ -98,11 +98,8 @@ func (s *Server) patronSummary(c echo.Context) error {
 			return err
 		}
 		for _, f := range sum.FeesFines {
-			j := summaryFeeJSON{ID: f.ID, FeeFineType: f.FeeFineType, Amount: f.Amount, Remaining: f.Remaining, Title: f.Title, ItemBarcode: f.ItemBarcode}
-			if !f.DateCreated.IsZero() {
-				j.DateCreated = f.DateCreated.UTC().Format(schemas.TimeFormat)
-			}
-			out.FeesFines = append(out.FeesFines, j)
+			out.FeesFines = append(out.FeesFines, summaryFeeJSON{ID: f.ID, FeeFineType: f.FeeFineType, Amount: f.Amount,
+				Remaining: f.Remaining, Title: f.Title, ItemBarcode: f.ItemBarcode, DateCreated: schemas.FormatTime(f.DateCreated)})
 		}
 	}
 	for _, r := range sum.Reasons {
@@ -115,11 +112,8 @@ func (s *Server) patronSummary(c echo.Context) error {
 		out.Reasons = append(out.Reasons, j)
 	}
 	for _, l := range sum.OpenLoans {
-		j := summaryLoanJSON{ItemBarcode: l.ItemBarcode, Title: l.Title, Overdue: l.Overdue}
-		if !l.DueDate.IsZero() {
-			j.DueDate = l.DueDate.UTC().Format(schemas.TimeFormat)
-		}
-		out.OpenLoans = append(out.OpenLoans, j)
+		out.OpenLoans = append(out.OpenLoans, summaryLoanJSON{ItemBarcode: l.ItemBarcode, Title: l.Title, Overdue: l.Overdue,
+			DueDate: schemas.FormatTime(l.DueDate)})
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -247,10 +241,8 @@ func (s *Server) itemSummary(c echo.Context) error {
 		Title   string `json:"title,omitempty"`
 		Status  string `json:"status"`
 		DueDate string `json:"dueDate,omitempty"`
-	}{ID: sum.Item.ID, Barcode: sum.Item.Barcode, Title: sum.Item.Title, Status: sum.Item.Status}
-	if !sum.DueDate.IsZero() {
-		out.DueDate = sum.DueDate.UTC().Format(schemas.TimeFormat)
-	}
+	}{ID: sum.Item.ID, Barcode: sum.Item.Barcode, Title: sum.Item.Title, Status: sum.Item.Status,
+		DueDate: schemas.FormatTime(sum.DueDate)}
 	return c.JSON(http.StatusOK, out)
 }
 

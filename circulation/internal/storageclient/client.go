@@ -268,6 +268,6 @@ func (c *Client) SeeKioskOnLine(ctx context.Context, id string) error {
 // from..to (GET /kiosk-presence-storage/spans), as storage answers them.
 func (c *Client) KioskOnLine(ctx context.Context, from, to time.Time) (json.RawMessage, error) {
 	var out json.RawMessage
-	err := c.call(ctx, http.MethodGet, "/kiosk-presence-storage/spans"+query("from", circulation.FormatTime(from), "to", circulation.FormatTime(to)), nil, &out)
+	err := c.call(ctx, http.MethodGet, "/kiosk-presence-storage/spans"+query("from", schemas.FormatTime(from), "to", schemas.FormatTime(to)), nil, &out)
 	return out, err
 }

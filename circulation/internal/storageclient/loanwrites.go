@@ -53,7 +53,7 @@ func (c *Client) ReleaseLock(ctx context.Context, lockID string) error {
 // new status, written at the version it was read.
 func (c *Client) UpdateItem(ctx context.Context, item circulation.Item) (circulation.Item, error) {
 	doc, err := withFields(item.Doc, map[string]any{
-		"status":   map[string]any{"name": item.Status, "date": circulation.FormatTime(time.Now())},
+		"status":   map[string]any{"name": item.Status, "date": schemas.FormatTime(time.Now())},
 		"_version": item.Version,
 	})
 	if err != nil {
@@ -188,8 +188,8 @@ type checkOutInOneJSON struct {
 }
 
 func toLoanJSON(l circulation.Loan) loanJSON {
-	return loanJSON{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: circulation.FormatTime(l.LoanDate), DueDate: circulation.FormatTime(l.DueDate),
-		ReturnDate: circulation.FormatTime(l.ReturnDate), Action: l.Action, ActionComment: l.ActionComment,
+	return loanJSON{ID: l.ID, UserID: l.UserID, ItemID: l.ItemID, LoanDate: schemas.FormatTime(l.LoanDate), DueDate: schemas.FormatTime(l.DueDate),
+		ReturnDate: schemas.FormatTime(l.ReturnDate), Action: l.Action, ActionComment: l.ActionComment,
 		Status: statusJSON{Name: l.Status}, LoanPolicyID: l.LoanPolicyID,
 		CheckoutServicePointID: l.CheckoutServicePointID, CheckinServicePointID: l.CheckinServicePointID,
 		PatronGroupAtCheckout: l.PatronGroupIDAtCheckout, Offline: toOfflineJSON(l.Offline)}
@@ -201,7 +201,7 @@ func toOfflineJSON(o *circulation.OfflineRecord) *offlineJSON {
 	if o == nil {
 		return nil
 	}
-	return &offlineJSON{TransactionDate: circulation.FormatTime(o.TransactionDate), RecordedBy: o.RecordedBy, Kiosk: o.Kiosk}
+	return &offlineJSON{TransactionDate: schemas.FormatTime(o.TransactionDate), RecordedBy: o.RecordedBy, Kiosk: o.Kiosk}
 }
 
 // checkedInLoan is the stored loan document with the fields check-in
@@ -209,7 +209,7 @@ func toOfflineJSON(o *circulation.OfflineRecord) *offlineJSON {
 func (c *Client) checkedInLoan(loan circulation.Loan) (json.RawMessage, error) {
 	fields := map[string]any{"status": statusJSON{Name: loan.Status}, "action": loan.Action}
 	if !loan.ReturnDate.IsZero() {
-		fields["returnDate"] = circulation.FormatTime(loan.ReturnDate)
+		fields["returnDate"] = schemas.FormatTime(loan.ReturnDate)
 	}
 	if loan.CheckinServicePointID != "" {
 		fields["checkinServicePointId"] = loan.CheckinServicePointID
@@ -354,10 +354,10 @@ func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circ
 		fields["actionComment"] = loan.ActionComment
 	}
 	if !loan.ClaimedReturnedDate.IsZero() {
-		fields["claimedReturnedDate"] = circulation.FormatTime(loan.ClaimedReturnedDate)
+		fields["claimedReturnedDate"] = schemas.FormatTime(loan.ClaimedReturnedDate)
 	}
 	if !loan.DeclaredLostDate.IsZero() {
-		fields["declaredLostDate"] = circulation.FormatTime(loan.DeclaredLostDate)
+		fields["declaredLostDate"] = schemas.FormatTime(loan.DeclaredLostDate)
 	}
 	doc, err := withFields(loan.Doc, fields)
 	if err == nil {
@@ -377,7 +377,7 @@ func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circ
 // renewal's fields (actionComment and reminders gone, as FOLIO's renewal
 // removes them), carrying the renewal count read.
 func (c *Client) RenewLoan(ctx context.Context, loan circulation.Loan, count int) (circulation.Loan, error) {
-	doc, err := withFields(loan.Doc, map[string]any{"dueDate": circulation.FormatTime(loan.DueDate), "action": loan.Action,
+	doc, err := withFields(loan.Doc, map[string]any{"dueDate": schemas.FormatTime(loan.DueDate), "action": loan.Action,
 		"renewalCount": loan.RenewalCount, "loanPolicyId": loan.LoanPolicyID})
 	if err != nil {
 		return circulation.Loan{}, err

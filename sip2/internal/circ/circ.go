@@ -209,9 +209,9 @@ func keyed(key string) []string {
 // rules a live one keeps, once however often it is sent. BrokenRules are
 // those it broke.
 func (c *Client) CheckOutOffline(ctx context.Context, s *Session, item, patron, servicePoint string, at, due time.Time, key string) (Loan, []string, error) {
-	offline := map[string]string{"transactionDate": at.UTC().Format(schemas.TimeFormat)}
+	offline := map[string]string{"transactionDate": schemas.FormatTime(at)}
 	if !due.IsZero() {
-		offline["dueDate"] = due.UTC().Format(schemas.TimeFormat)
+		offline["dueDate"] = schemas.FormatTime(due)
 	}
 	body, _ := json.Marshal(map[string]any{"itemBarcode": item, "userBarcode": patron, "servicePointId": servicePoint, "offline": offline})
 	var out struct {
@@ -287,7 +287,7 @@ type Return struct {
 // CheckIn checks item in at servicePoint, as the transaction key names.
 func (c *Client) CheckIn(ctx context.Context, s *Session, item, servicePoint string, at time.Time, key string) (Return, error) {
 	body, _ := json.Marshal(map[string]string{"itemBarcode": item, "servicePointId": servicePoint,
-		"checkInDate": at.UTC().Format(schemas.TimeFormat)})
+		"checkInDate": schemas.FormatTime(at)})
 	var out struct {
 		Item struct {
 			Title  string `json:"title"`
