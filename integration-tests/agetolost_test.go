@@ -91,7 +91,7 @@ func TestLoansAgeToLostAsFOLIOAgesThem(t *testing.T) {
 	// and aged by no pass under the policy it had before. Three years
 	// before today, not before a fixed day: overdue long enough for a
 	// minute's policy and never for twenty years', whatever the year.
-	longAgo := time.Now().UTC().AddDate(-3, 0, 0).Format(schemas.TimeFormat)
+	longAgo := schemas.FormatTime(time.Now().UTC().AddDate(-3, 0, 0))
 	overdue := func(loan map[string]any, policy string) {
 		t.Helper()
 		var stored map[string]any

@@ -325,7 +325,7 @@ func TestAReleasingWriteNeedsTheReleasePermission(t *testing.T) {
 		now := time.Now().UTC()
 		return c.DoWith(c.Storage, "POST", "/loan-storage/loans", map[string]any{
 			"userId": user, "itemId": itemID(t, c, item), "action": "checkedout", "status": map[string]any{"name": "Open"},
-			"loanDate": now.Format(schemas.TimeFormat), "dueDate": now.Add(time.Hour).Format(schemas.TimeFormat),
+			"loanDate": schemas.FormatTime(now), "dueDate": schemas.FormatTime(now.Add(time.Hour)),
 		}, map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: tok, schemas.HeaderLockID: lock.ID,
 			schemas.HeaderItemVersion: "1", schemas.HeaderReleaseLock: "true"})
 	}

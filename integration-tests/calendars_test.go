@@ -145,12 +145,11 @@ func TestDueDatesMoveOffClosedDaysAsFOLIOMovesThem(t *testing.T) {
 	// tomorrow or the day after). The end of the hours open now: open
 	// every day until it shuts.
 	shut, reopened := today.AddDate(0, 0, 2), today.AddDate(0, 0, 4)
-	stamp := func(t time.Time) string { return t.Format(schemas.TimeFormat) }
-	if got := lend("MOVE_TO_END_OF_CURRENT_SERVICE_POINT_HOURS", hoursOf(50), nil, ""); got != stamp(shut) {
-		t.Errorf("end of the current hours: due %s, want %s", got, stamp(shut))
+	if got := lend("MOVE_TO_END_OF_CURRENT_SERVICE_POINT_HOURS", hoursOf(50), nil, ""); got != schemas.FormatTime(shut) {
+		t.Errorf("end of the current hours: due %s, want %s", got, schemas.FormatTime(shut))
 	}
-	if got := lend("MOVE_TO_BEGINNING_OF_NEXT_OPEN_SERVICE_POINT_HOURS", hoursOf(50), nil, ""); got != stamp(reopened) {
-		t.Errorf("beginning of the next hours: due %s, want %s", got, stamp(reopened))
+	if got := lend("MOVE_TO_BEGINNING_OF_NEXT_OPEN_SERVICE_POINT_HOURS", hoursOf(50), nil, ""); got != schemas.FormatTime(reopened) {
+		t.Errorf("beginning of the next hours: due %s, want %s", got, schemas.FormatTime(reopened))
 	}
 
 	// A renewal's due date moves as the check-out's: lent yesterday for
@@ -158,14 +157,14 @@ func TestDueDatesMoveOffClosedDaysAsFOLIOMovesThem(t *testing.T) {
 	// its due date, which is shut: the end of the day it reopens.
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE", "period": map[string]any{"duration": 1, "intervalId": "Days"}})
 	renewedPatron := patron
-	due := lend("MOVE_TO_THE_END_OF_THE_NEXT_OPEN_DAY", map[string]any{"duration": 2, "intervalId": "Days"}, nil, stamp(today.AddDate(0, 0, -1).Add(10*time.Hour)))
-	if want := stamp(today.AddDate(0, 0, 1).Add(24*time.Hour - time.Second)); due != want {
+	due := lend("MOVE_TO_THE_END_OF_THE_NEXT_OPEN_DAY", map[string]any{"duration": 2, "intervalId": "Days"}, nil, schemas.FormatTime(today.AddDate(0, 0, -1).Add(10*time.Hour)))
+	if want := schemas.FormatTime(today.AddDate(0, 0, 1).Add(24*time.Hour - time.Second)); due != want {
 		t.Errorf("check-out before the renewal: due %s, want %s", due, want)
 	}
 	var renewed struct{ DueDate string }
 	c.Do(c.Circulations[0], "POST", "/circulation/renew-by-barcode", map[string]any{"itemBarcode": lib.Items[renewedPatron][0],
 		"userBarcode": lib.Patrons[renewedPatron]}).Want(t, http.StatusOK).Decode(t, &renewed)
-	if want := stamp(reopened.Add(24*time.Hour - time.Second)); renewed.DueDate != want {
+	if want := schemas.FormatTime(reopened.Add(24*time.Hour - time.Second)); renewed.DueDate != want {
 		t.Errorf("renewal: due %s, want %s (the end of the day the service point reopens)", renewed.DueDate, want)
 	}
 
@@ -198,12 +197,12 @@ func TestDueDatesMoveOffClosedDaysAsFOLIOMovesThem(t *testing.T) {
 	c.CheckOut(0, item, owner).Want(t, http.StatusCreated)
 	var request struct{ ID string }
 	c.Do(c.Storage, "POST", "/request-storage/requests", map[string]any{"requestType": "Hold", "requestLevel": "Item",
-		"requestDate": stamp(today), "requesterId": c.IDOf(t, "/users", "users", requester),
+		"requestDate": schemas.FormatTime(today), "requesterId": c.IDOf(t, "/users", "users", requester),
 		"itemId": c.IDOf(t, "/item-storage/items", "items", item), "status": "Open - Not yet filled", "position": 1,
 		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": sp}).Want(t, http.StatusCreated).Decode(t, &request)
 	c.Do(c.Circulations[0], "POST", "/circulation/check-in-by-barcode", map[string]string{"itemBarcode": item, "servicePointId": sp}).
 		Want(t, http.StatusOK)
-	if got, want := readRequest(t, c, request.ID).HoldShelfExpiration, stamp(reopened.Add(24*time.Hour-time.Second)); got != want {
+	if got, want := readRequest(t, c, request.ID).HoldShelfExpiration, schemas.FormatTime(reopened.Add(24*time.Hour-time.Second)); got != want {
 		t.Errorf("hold shelf expiration %s, want %s (three days on is shut: the end of the day it reopens)", got, want)
 	}
 	patron += 2

@@ -378,7 +378,7 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 		body := map[string]any{"itemBarcode": item.barcode, "userBarcode": patron.barcode, "servicePointId": w.points[0]}
 		if in.Overdue {
 			// Recorded as lent years ago: due years ago.
-			body["loanDate"] = cellLongAgo.Format(schemas.TimeFormat)
+			body["loanDate"] = schemas.FormatTime(cellLongAgo)
 		}
 		a = w.write(in.Kind, circulation, "POST", "/circulation/check-out-by-barcode", body, nil, w.settle)
 	case opCheckOutOffline:
@@ -386,15 +386,15 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 			"userBarcode": patron.barcode, "servicePointId": w.points[0],
 			// Made offline within the last hour, at a time of its own: the
 			// same patron, item and time name the same check-out.
-			"offline": map[string]any{"transactionDate": now.Add(-time.Minute - time.Duration(rng.IntN(3_600_000))*time.Millisecond).
-				Format(schemas.TimeFormat)}}, nil, true)
+			"offline": map[string]any{"transactionDate": schemas.FormatTime(
+				now.Add(-time.Minute - time.Duration(rng.IntN(3_600_000))*time.Millisecond))}}, nil, true)
 	case opCheckOutStorage:
 		loanDate := now
 		if in.Overdue {
 			loanDate = cellLongAgo
 		}
 		a = w.write(in.Kind, storage, "POST", "/loan-storage/loans", map[string]any{"id": in.ID, "userId": patron.id, "itemId": item.id,
-			"loanDate": loanDate.Format(schemas.TimeFormat), "dueDate": loanDate.Add(21 * 24 * time.Hour).Format(schemas.TimeFormat),
+			"loanDate": schemas.FormatTime(loanDate), "dueDate": schemas.FormatTime(loanDate.Add(21 * 24 * time.Hour)),
 			"action": "checkedout", "status": map[string]any{"name": schemas.LoanOpen}, "loanPolicyId": w.policy,
 			"checkoutServicePointId": w.points[0]},
 			map[string]string{schemas.HeaderItemVersion: fmt.Sprint(in.Version), schemas.HeaderLockID: uuid.NewString(),
@@ -407,13 +407,13 @@ func (w *cellWorld) do(rng *rand.Rand, in cellInput, mem *cellMemory, start time
 			"userBarcode": patron.barcode}, nil, w.settle)
 	case opClaim:
 		a = w.write(in.Kind, circulation, "POST", "/circulation/loans/"+in.ID+"/claim-item-returned",
-			map[string]any{"itemClaimedReturnedDateTime": now.Format(schemas.TimeFormat)}, nil, w.settle)
+			map[string]any{"itemClaimedReturnedDateTime": schemas.FormatTime(now)}, nil, w.settle)
 	case opDeclare:
 		a = w.write(in.Kind, circulation, "POST", "/circulation/loans/"+in.ID+"/declare-item-lost",
-			map[string]any{"declaredLostDateTime": now.Format(schemas.TimeFormat), "servicePointId": w.points[0]}, nil, w.settle)
+			map[string]any{"declaredLostDateTime": schemas.FormatTime(now), "servicePointId": w.points[0]}, nil, w.settle)
 	case opPlace:
 		a = w.write(in.Kind, circulation, "POST", "/circulation/requests", map[string]any{"id": in.ID, "requestType": in.Type,
-			"requestDate": now.Format(schemas.TimeFormat), "requesterId": patron.id, "itemId": item.id,
+			"requestDate": schemas.FormatTime(now), "requesterId": patron.id, "itemId": item.id,
 			"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": w.points[in.Point]}, nil, w.settle)
 	case opCancel:
 		doc := maps.Clone(mem.requests[in.ID])

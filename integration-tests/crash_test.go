@@ -74,7 +74,7 @@ func TestCrashLosesOnlyLocksAndTheFenceRefusesTheirWrites(t *testing.T) {
 			now := time.Now().UTC()
 			r := c.DoWith(c.Storage, "POST", "/loan-storage/loans", map[string]any{
 				"id": uuid.NewString(), "userId": l.patron, "itemId": l.item, "action": "checkedout", "status": map[string]any{"name": "Open"},
-				"loanDate": now.Format(schemas.TimeFormat), "dueDate": now.Add(time.Hour).Format(schemas.TimeFormat),
+				"loanDate": schemas.FormatTime(now), "dueDate": schemas.FormatTime(now.Add(time.Hour)),
 			}, c.HeadersWith(schemas.HeaderLockID, l.lock, schemas.HeaderItemVersion, "1"))
 			switch {
 			case exists && r.Status == http.StatusCreated:

@@ -245,7 +245,7 @@ func TestFOLIOClientsChangeARequestWithoutVersion(t *testing.T) {
 	outID, otherID := h.itemIDs[0], h.itemIDs[1]
 	before := storedDoc(t, c, "request", id)
 
-	expires := time.Now().Add(30 * 24 * time.Hour).UTC().Format(schemas.TimeFormat)
+	expires := schemas.FormatTime(time.Now().Add(30 * 24 * time.Hour))
 	body := k.placeBody(id, schemas.RequestTypeRecall, requesterID, otherID, elsewhere)
 	body["requestExpirationDate"], body["requestDate"], body["position"], body["status"] = expires, "2020-10-10T00:00:00Z", 3, schemas.RequestAwaitingPickup
 	c.DoWith(circ, "PUT", "/circulation/requests/"+id, body, librarian).Want(t, http.StatusNoContent)
@@ -359,7 +359,7 @@ func TestAChangeWithoutVersionKeepsWhatCameBetween(t *testing.T) {
 		return r
 	}
 
-	expires := time.Now().Add(30 * 24 * time.Hour).UTC().Format(schemas.TimeFormat)
+	expires := schemas.FormatTime(time.Now().Add(30 * 24 * time.Hour))
 	change := maps.Clone(read)
 	change["requestExpirationDate"] = expires
 	var moved map[string]any

@@ -400,7 +400,7 @@ func TestADateLeftWhereItWasSendsNoNoticeAgain(t *testing.T) {
 	useNoticePolicy(t, c, minutePolicy(t, c),
 		[]map[string]any{noticeOn(tpl("Due"), schemas.NoticeDueDate, schemas.NoticeUponAt, nil)},
 		[]map[string]any{noticeOn(tpl("Last hours"), schemas.NoticeHoldExpiration, schemas.NoticeBefore, map[string]any{"duration": 2, "intervalId": "Hours"})})
-	loan := checkOutOn(t, c, book, borrower, time.Now().Add(-10*time.Minute).UTC().Format(schemas.TimeFormat))
+	loan := checkOutOn(t, c, book, borrower, schemas.FormatTime(time.Now().Add(-10*time.Minute)))
 	loanID := fmt.Sprint(loan["id"])
 	mail.WaitMessages(1, 30*time.Second)
 	waitFor(t, "the due date's notice sent", func() bool { return len(noticesOf(t, c, "loanId="+loanID+"&status=Sent")) == 1 })
@@ -432,7 +432,7 @@ func TestADateLeftWhereItWasSendsNoNoticeAgain(t *testing.T) {
 	c.Do(c.Storage, "GET", "/request-storage/requests/"+recall.ID, nil).Want(t, http.StatusOK).Decode(t, &doc)
 	delete(doc, "metadata")
 	shelf := doc["holdShelfExpirationDate"]
-	doc["requestExpirationDate"] = time.Now().AddDate(0, 1, 0).UTC().Format(schemas.TimeFormat)
+	doc["requestExpirationDate"] = schemas.FormatTime(time.Now().AddDate(0, 1, 0))
 	c.Do(c.Storage, "PUT", "/request-storage/requests/"+recall.ID, doc).Want(t, http.StatusNoContent)
 	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 5)
 	if n := noticesOf(t, c, "requestId="+recall.ID); len(n) != 1 || n[0].Status != schemas.NoticeSent || n[0].BasisDate != shelf {
@@ -524,7 +524,7 @@ func TestNoticesReachPatronsOnceThroughKills(t *testing.T) {
 		go func() {
 			defer done.Done()
 			for i := range work {
-				at := first.Add(time.Duration(i)*10*time.Millisecond - time.Minute).UTC().Format(schemas.TimeFormat)
+				at := schemas.FormatTime(first.Add(time.Duration(i)*10*time.Millisecond - time.Minute))
 				res := c.Do(c.Circulations[w%2], "POST", "/circulation/check-out-by-barcode", map[string]any{"itemBarcode": lends[i].item,
 					"userBarcode": lends[i].patron, "servicePointId": harness.ServicePoint, "loanDate": at})
 				if res.Err != nil || res.Status != http.StatusCreated {
@@ -868,7 +868,7 @@ func TestOverdueNoticesRecurWithoutFlooding(t *testing.T) {
 	every["frequency"] = schemas.NoticeRecurring
 	every["sendOptions"].(map[string]any)["sendEvery"] = map[string]any{"duration": 1, "intervalId": "Minutes"}
 	useNoticePolicy(t, c, minutePolicy(t, c), []map[string]any{every}, nil)
-	loan := checkOutOn(t, c, lib.Items[0][0], lib.Patrons[0], time.Now().Add(-10*time.Minute).UTC().Format(schemas.TimeFormat))
+	loan := checkOutOn(t, c, lib.Items[0][0], lib.Patrons[0], schemas.FormatTime(time.Now().Add(-10*time.Minute)))
 	mail.WaitMessages(1, 30*time.Second)
 	var n []scheduledNotice
 	waitFor(t, "the overdue notice sent once and scheduled again", func() bool {
@@ -935,7 +935,7 @@ func TestARequestsNoticesFollowIt(t *testing.T) {
 	var doc map[string]any
 	c.Do(c.Storage, "GET", "/request-storage/requests/"+hold.ID, nil).Want(t, http.StatusOK).Decode(t, &doc)
 	delete(doc, "metadata")
-	longer := expires.AddDate(0, 0, 2).UTC().Format(schemas.TimeFormat)
+	longer := schemas.FormatTime(expires.AddDate(0, 0, 2))
 	doc["holdShelfExpirationDate"] = longer
 	c.Do(c.Storage, "PUT", "/request-storage/requests/"+hold.ID, doc).Want(t, http.StatusNoContent)
 	var moved []scheduledNotice
@@ -982,7 +982,7 @@ func TestAFeeFineChargedIsToldOnce(t *testing.T) {
 	delete(doc, "metadata")
 	doc["chargeNoticeId"] = fine
 	c.Do(c.Storage, "PUT", "/feefines/"+lib.OverdueType, doc).Want(t, http.StatusNoContent)
-	checkOutOn(t, c, book, patron, time.Now().AddDate(0, 0, -30).UTC().Format(schemas.TimeFormat))
+	checkOutOn(t, c, book, patron, schemas.FormatTime(time.Now().AddDate(0, 0, -30)))
 	c.CheckIn(0, book).Want(t, http.StatusOK)
 	got := mail.WaitMessages(1, 30*time.Second)
 	fees := accountsOf(t, c, c.IDOf(t, "/users", "users", patron))

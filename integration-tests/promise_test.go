@@ -473,7 +473,7 @@ func TestSmallerPromises(t *testing.T) {
 	if rp := c.Do(circ, "GET", "/ui/locks.html", nil).Want(t, http.StatusOK).Header.Get("Referrer-Policy"); rp != "no-referrer" {
 		t.Errorf("the lock console page with Referrer-Policy %q, want no-referrer", rp)
 	}
-	ahead := time.Now().Add(time.Hour).UTC().Format(schemas.TimeFormat)
+	ahead := schemas.FormatTime(time.Now().Add(time.Hour))
 	r = c.Do(circ, "POST", "/circulation/check-out-by-barcode", map[string]string{"itemBarcode": lib.Items[0][0],
 		"userBarcode": lib.Patrons[0], "servicePointId": harness.ServicePoint, "loanDate": ahead})
 	if codes := r.ErrorCodes(); r.Status != http.StatusUnprocessableEntity || len(codes) != 1 || codes[0] != schemas.CodeValidation {

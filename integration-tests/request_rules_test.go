@@ -92,7 +92,7 @@ func TestAutomatedBlocksStopRequestsThroughCirculation(t *testing.T) {
 	var late struct{ ID string }
 	c.CheckOut(0, lib.Items[1][1], requester).Want(t, http.StatusCreated).Decode(t, &late)
 	if _, err := c.DB.Exec(context.Background(), fmt.Sprintf(`UPDATE %s.loan SET jsonb = jsonb_set(jsonb, '{dueDate}', to_jsonb($2::text))
-		WHERE id = $1::uuid`, c.Schema), late.ID, time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)); err != nil {
+		WHERE id = $1::uuid`, c.Schema), late.ID, schemas.FormatTime(time.Now().Add(-time.Hour))); err != nil {
 		t.Fatal(err)
 	}
 	blockRequestsWith(t, c, lib, schemas.ConditionItemsChargedOut, "You have reached the maximum number of items charged out", 1)
@@ -197,8 +197,8 @@ func TestRequestsExpireThroughTheSweeper(t *testing.T) {
 	keepHolds(t, c, harness.ServicePoint, 1, "Days")
 	librarian := map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleLibrarian)}
 	circ := c.Circulations[0]
-	past := time.Now().Add(-time.Minute).UTC().Format(schemas.TimeFormat)
-	future := time.Now().Add(time.Hour).UTC().Format(schemas.TimeFormat)
+	past := schemas.FormatTime(time.Now().Add(-time.Minute))
+	future := schemas.FormatTime(time.Now().Add(time.Hour))
 	place := func(kind, patron, book, expires string) string {
 		t.Helper()
 		body := map[string]any{"requestType": kind, "requestDate": "2026-03-01T10:00:00.000Z",

@@ -301,7 +301,7 @@ func TestSIP2CheckInKeepsItsReturnDate(t *testing.T) {
 	// that a return an hour ago falls after them.
 	if _, err := c.DB.Exec(context.Background(), fmt.Sprintf(`UPDATE %[1]s.loan SET jsonb = jsonb_set(jsonb, '{loanDate}', to_jsonb($1::text))
 		WHERE item_id IN (SELECT id FROM %[1]s.item WHERE barcode = ANY($2))`, c.Schema),
-		time.Now().Add(-24*time.Hour).UTC().Format(schemas.TimeFormat), items[:2]); err != nil {
+		schemas.FormatTime(time.Now().Add(-24*time.Hour)), items[:2]); err != nil {
 		t.Fatal(err)
 	}
 	hourAgo := time.Now().Add(-time.Hour).Truncate(time.Second)

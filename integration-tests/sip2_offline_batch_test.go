@@ -151,10 +151,10 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s: %d loans, want one", tx.item, n)
 		}
-		if want := tx.at.Format(schemas.TimeFormat); loanDate != want {
+		if want := schemas.FormatTime(tx.at); loanDate != want {
 			t.Errorf("%s: lent %s, want %s (when the kiosk lent it)", tx.item, loanDate, want)
 		}
-		if !tx.due.IsZero() && dueDate != tx.due.Format(schemas.TimeFormat) {
+		if !tx.due.IsZero() && dueDate != schemas.FormatTime(tx.due) {
 			t.Errorf("%s: due %s, want %s (the kiosk's nb due date)", tx.item, dueDate, tx.due.Format(time.RFC3339))
 		}
 		if want := map[bool]string{true: "Open", false: "Closed"}[tx.wantOpenAfter]; status != want {
@@ -177,7 +177,7 @@ func TestSIP2OfflineBatchIsRecordedOnce(t *testing.T) {
 			WHERE i.barcode = $1`, c.Schema), tx.item).Scan(&returned); err != nil {
 			t.Fatal(err)
 		}
-		if want := tx.at.Format(schemas.TimeFormat); returned != want {
+		if want := schemas.FormatTime(tx.at); returned != want {
 			t.Errorf("%s: returned %s, want %s", tx.item, returned, want)
 		}
 	}
@@ -354,7 +354,7 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 		FROM %[1]s.loan l JOIN %[1]s.item i ON i.id = l.item_id WHERE i.barcode = $1`, c.Schema), lib.Items[0][0]).Scan(&loanDate, &dueDate); err != nil {
 		t.Fatal(err)
 	}
-	if loanDate != at.Format(schemas.TimeFormat) || dueDate != due.Format(schemas.TimeFormat) {
+	if loanDate != schemas.FormatTime(at) || dueDate != schemas.FormatTime(due) {
 		t.Errorf("the loan: lent %s due %s, want %s and %s", loanDate, dueDate, at.Format(time.RFC3339), due.Format(time.RFC3339))
 	}
 	// The same book stored again with another date (the kiosk did not
@@ -378,7 +378,7 @@ func TestSIP2OfflineThirdPartyStrings(t *testing.T) {
 		FROM %[1]s.loan l JOIN %[1]s.item i ON i.id = l.item_id WHERE i.barcode = $1`, c.Schema), lib.Items[0][1]).Scan(&dueDate); err != nil {
 		t.Fatal(err)
 	}
-	if policyDue := at.AddDate(0, 0, 21).Format(schemas.TimeFormat); dueDate != policyDue {
+	if policyDue := schemas.FormatTime(at.AddDate(0, 0, 21)); dueDate != policyDue {
 		t.Errorf("due %s after an nb due date before the loan, want %s (the loan policy's three weeks)", dueDate, policyDue)
 	}
 	if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool {
@@ -407,7 +407,7 @@ func TestAnOfflineCheckOutNeedsItsPermission(t *testing.T) {
 	lib := c.SetupLibrary(1, 1, 0)
 	at := time.Now().Add(-3 * time.Hour).UTC().Truncate(time.Millisecond)
 	body := map[string]any{"itemBarcode": lib.Items[0][0], "userBarcode": lib.Patrons[0], "servicePointId": harness.ServicePoint,
-		"offline": map[string]any{"transactionDate": at.Format(schemas.TimeFormat)}}
+		"offline": map[string]any{"transactionDate": schemas.FormatTime(at)}}
 	checkOut, _ := schemas.PermissionFor(schemas.ServiceCirculation, "POST", "/circulation/check-out-by-barcode")
 	tok, err := auth.Mint(harness.Secret(), auth.Claims{Tenant: c.Tenant, UserID: uuid.NewString(), Permissions: []string{checkOut}}, time.Hour)
 	if err != nil {
@@ -425,10 +425,10 @@ func TestAnOfflineCheckOutNeedsItsPermission(t *testing.T) {
 	// At storage, the override that lifts every rule writes only a loan
 	// that says it was made offline, dated then: one that does not is
 	// refused, whoever calls, and nothing is written.
-	for name, offline := range map[string]any{"no offline": nil, "another date": map[string]any{"transactionDate": at.Add(-time.Hour).Format(schemas.TimeFormat)}} {
+	for name, offline := range map[string]any{"no offline": nil, "another date": map[string]any{"transactionDate": schemas.FormatTime(at.Add(-time.Hour))}} {
 		loan := map[string]any{"userId": patronID(t, c, lib.Patrons[0]), "itemId": itemID(t, c, lib.Items[0][0]), "action": "checkedout",
-			"status": map[string]any{"name": schemas.LoanOpen}, "loanDate": at.Format(schemas.TimeFormat),
-			"dueDate": at.Add(time.Hour).Format(schemas.TimeFormat)}
+			"status": map[string]any{"name": schemas.LoanOpen}, "loanDate": schemas.FormatTime(at),
+			"dueDate": schemas.FormatTime(at.Add(time.Hour))}
 		if offline != nil {
 			loan["offline"] = offline
 		}
@@ -451,7 +451,7 @@ func TestAnOfflineCheckOutNeedsItsPermission(t *testing.T) {
 	c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", body,
 		map[string]string{schemas.HeaderTenant: c.Tenant, schemas.HeaderToken: c.Token(schemas.RoleSelfCheck)}).
 		Want(t, http.StatusCreated).Decode(t, &loan)
-	if want := at.Format(schemas.TimeFormat); loan.LoanDate != want || loan.Offline.TransactionDate != want ||
+	if want := schemas.FormatTime(at); loan.LoanDate != want || loan.Offline.TransactionDate != want ||
 		loan.Offline.BrokenRules == nil || len(loan.Offline.BrokenRules) != 0 {
 		t.Errorf("a self-check machine's offline check-out: %+v, want lent %s, breaking nothing", loan, want)
 	}

@@ -57,13 +57,13 @@ func TestSIP2OfflineCheckInsAreDatedWhenTheyHappened(t *testing.T) {
 	if r := offline(items[0], when); !strings.HasPrefix(r, "101") {
 		t.Fatalf("an offline check-in: %q", r)
 	}
-	if status, at := returned(items[0]); status != "Closed" || at != when.Format(schemas.TimeFormat) {
+	if status, at := returned(items[0]); status != "Closed" || at != schemas.FormatTime(when) {
 		t.Errorf("the loan after an offline check-in of %s: %s returned %q, want Closed returned %s", when, status, at, when.Format(time.RFC3339))
 	}
 	// Sent again (the kiosk did not see the reply): refused, the loan
 	// still returned when it was.
 	offline(items[0], when)
-	if status, at := returned(items[0]); status != "Closed" || at != when.Format(schemas.TimeFormat) {
+	if status, at := returned(items[0]); status != "Closed" || at != schemas.FormatTime(when) {
 		t.Errorf("the loan after the offline check-in sent again: %s returned %q", status, at)
 	}
 	// Taken back four days ago: too old for the door; nothing changes.
@@ -384,7 +384,7 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	if r := direct(items[4], seenOnLine); r.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("an offline check-out sent straight to circulation, dated while the kiosk was on line: %d %s, want 422", r.Status, r.Body)
 	} else if code, params := envelopeError(t, r); code != schemas.CodeOfflineWhileOnLine ||
-		params["transactionDate"] != seenOnLine.UTC().Truncate(time.Millisecond).Format(schemas.TimeFormat) {
+		params["transactionDate"] != schemas.FormatTime(seenOnLine) {
 		t.Fatalf("an offline check-out sent straight to circulation, dated while the kiosk was on line: %s %v, want %s naming its date",
 			code, params, schemas.CodeOfflineWhileOnLine)
 	}

@@ -288,7 +288,7 @@ func TestLoanDatesAKioskCannotBend(t *testing.T) {
 	if n := openLoans(t, c, patron); n != 0 {
 		t.Fatalf("a refused backdated check-out made %d loans", n)
 	}
-	checkOut(schemas.RoleSelfCheck, items[0], time.Now().Add(-time.Minute).UTC().Format(schemas.TimeFormat)).Want(t, http.StatusCreated)
+	checkOut(schemas.RoleSelfCheck, items[0], schemas.FormatTime(time.Now().Add(-time.Minute))).Want(t, http.StatusCreated)
 	var loan struct {
 		LoanDate string `json:"loanDate"`
 		DueDate  string `json:"dueDate"`
@@ -298,7 +298,7 @@ func TestLoanDatesAKioskCannotBend(t *testing.T) {
 		t.Errorf("the librarian's late loan is dated %s", loan.LoanDate)
 	}
 	for _, role := range []string{schemas.RoleSelfCheck, schemas.RoleLibrarian} {
-		if r := checkOut(role, items[2], time.Now().Add(time.Hour).UTC().Format(schemas.TimeFormat)); r.Status != http.StatusUnprocessableEntity {
+		if r := checkOut(role, items[2], schemas.FormatTime(time.Now().Add(time.Hour))); r.Status != http.StatusUnprocessableEntity {
 			t.Errorf("a check-out dated an hour ahead by %s: %d, want 422", role, r.Status)
 		}
 	}

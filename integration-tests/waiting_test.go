@@ -457,7 +457,7 @@ func TestCheckOutWriteWakesTheWaiter(t *testing.T) {
 		now := time.Now().UTC()
 		c.DoWith(a, "POST", "/loan-storage/loans", map[string]any{
 			"id": uuid.NewString(), "userId": user, "itemId": page.Items[0].ID, "action": "checkedout", "status": map[string]any{"name": "Open"},
-			"loanDate": now.Format(schemas.TimeFormat), "dueDate": now.Add(time.Hour).Format(schemas.TimeFormat),
+			"loanDate": schemas.FormatTime(now), "dueDate": schemas.FormatTime(now.Add(time.Hour)),
 		}, c.HeadersWith(schemas.HeaderLockID, lock, schemas.HeaderItemVersion, fmt.Sprint(page.Items[0].Version),
 			schemas.HeaderReleaseLock, "true")).Want(t, http.StatusCreated)
 		c.Do(a, "GET", "/check-out-lock-storage/"+lock, nil).Want(t, http.StatusNotFound)

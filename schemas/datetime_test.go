@@ -81,9 +81,9 @@ func FuzzDateTimeIsTheSchemas(f *testing.F) {
 		if y := parsed.UTC().Year(); y < MinYear || y > MaxYear {
 			t.Fatalf("%q accepted in year %d", s, y)
 		}
-		again, err := ParseDateTime(parsed.UTC().Format(TimeFormat))
+		again, err := ParseDateTime(FormatTime(parsed))
 		if err != nil || !again.Equal(parsed.Truncate(time.Millisecond)) {
-			t.Fatalf("%q written as %s reads back as %v, %v", s, parsed.UTC().Format(TimeFormat), again, err)
+			t.Fatalf("%q written as %s reads back as %v, %v", s, FormatTime(parsed), again, err)
 		}
 	})
 }

@@ -578,8 +578,8 @@ func (w *workload) fencedWrite(s *harness.Process, lk *locker, lockID string) (w
 	now := time.Now().UTC()
 	loanID := uuid.NewString()
 	loan := map[string]any{"id": loanID, "userId": lk.patron, "itemId": lk.item, "action": "checkedout",
-		"status": map[string]any{"name": "Open"}, "loanDate": now.Format(schemas.TimeFormat),
-		"dueDate": now.Add(time.Hour).Format(schemas.TimeFormat)}
+		"status": map[string]any{"name": "Open"}, "loanDate": schemas.FormatTime(now),
+		"dueDate": schemas.FormatTime(now.Add(time.Hour))}
 	res := w.c.DoWith(s, "POST", "/loan-storage/loans", loan, w.c.HeadersWith(schemas.HeaderLockID, lockID,
 		schemas.HeaderItemVersion, strconv.Itoa(lk.version)))
 	switch {
@@ -590,7 +590,7 @@ func (w *workload) fencedWrite(s *harness.Process, lk *locker, lockID string) (w
 		return false, false
 	}
 	lk.version++
-	loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": "Closed"}, "checkedin", now.Format(schemas.TimeFormat)
+	loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": "Closed"}, "checkedin", schemas.FormatTime(now)
 	if r := w.c.DoWith(s, "PUT", "/loan-storage/loans/"+loanID, loan, w.c.HeadersWith(schemas.HeaderCheckInItemVersion,
 		strconv.Itoa(lk.version))); r.Status == http.StatusOK {
 		lk.version++

@@ -204,7 +204,7 @@ func aLoanOf(t *testing.T, lib library, tenant storage.Tenant, user, item, statu
 	doc := fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","action":"checkedin","status":{"name":%q}`,
 		user, sample.ID(item), status)
 	if status == "Closed" {
-		doc += fmt.Sprintf(`,"returnDate":%q`, time.Now().Add(-returned).UTC().Format(schemas.TimeFormat))
+		doc += fmt.Sprintf(`,"returnDate":%q`, schemas.FormatTime(time.Now().Add(-returned)))
 	}
 	if _, err := lib.Create(context.Background(), tenant, storage.Loans, id, json.RawMessage(doc+`}`)); err != nil {
 		t.Fatal(err)

@@ -47,10 +47,10 @@ func TestACheckOutMadeOfflineIsRefusedWhereADoorSawItsMachineOnLine(t *testing.T
 			"from": day.Add(time.Duration(span.from) * time.Hour), "to": day.Add(time.Duration(span.to) * time.Hour)})
 	}
 	write := func(caller storage.Caller, patron, item string, at time.Time, offline bool) (string, error) {
-		doc := map[string]any{"userId": sample.ID(patron), "itemId": sample.ID(item), "loanDate": at.Format(schemas.TimeFormat),
+		doc := map[string]any{"userId": sample.ID(patron), "itemId": sample.ID(item), "loanDate": schemas.FormatTime(at),
 			"action": "checkedout", "status": map[string]any{"name": "Open"}}
 		if offline {
-			doc["offline"] = map[string]any{"transactionDate": at.Format(schemas.TimeFormat)}
+			doc["offline"] = map[string]any{"transactionDate": schemas.FormatTime(at)}
 		}
 		raw, _ := json.Marshal(doc)
 		id := uuid.NewString()
@@ -87,7 +87,7 @@ func TestACheckOutMadeOfflineIsRefusedWhereADoorSawItsMachineOnLine(t *testing.T
 		id, err := write(tc.caller, "1004", tc.item, tc.at, tc.offline)
 		e, _ := errs.As(err)
 		refused := e != nil && e.Kind == errs.KindInvalid && e.Code == schemas.CodeOfflineWhileOnLine &&
-			slices.Equal(e.Parameters, []errs.Parameter{{Key: "transactionDate", Value: tc.at.Format(schemas.TimeFormat)}})
+			slices.Equal(e.Parameters, []errs.Parameter{{Key: "transactionDate", Value: schemas.FormatTime(tc.at)}})
 		switch {
 		case tc.onLine && !refused:
 			t.Errorf("%s: %v, want refused %s", tc.name, err, schemas.CodeOfflineWhileOnLine)

@@ -40,7 +40,7 @@ func TestARenewalAndARecallAreDecidedOneAfterTheOther(t *testing.T) {
 	f.Exec(t, `UPDATE `+dbtest.View(f.Tenant, postgres.TableLoanPolicy)+` SET jsonb = jsonb || '{"requestManagement":{"recalls":
 		{"recallReturnInterval":{"duration":2,"intervalId":"Weeks"}}}}' WHERE id = $1`, policy)
 	alice, bob := sample.ID("1001"), sample.ID("1002")
-	stamp := func(d time.Duration) string { return time.Now().Add(d).UTC().Format(schemas.TimeFormat) }
+	stamp := func(d time.Duration) string { return schemas.FormatTime(time.Now().Add(d)) }
 	for round := range 20 {
 		item := sample.ID(fmt.Sprintf("book-%03d", 101+round))
 		kind := []string{"Recall", "Hold"}[round%2]

@@ -7,4 +7,4 @@ import (
 )
 
 // stamp is now and d, as FOLIO writes a time.
-func stamp(d time.Duration) string { return time.Now().Add(d).UTC().Format(schemas.TimeFormat) }
+func stamp(d time.Duration) string { return schemas.FormatTime(time.Now().Add(d)) }

@@ -95,8 +95,8 @@ func TestANoticeIsWrittenWithFOLIOsTokens(t *testing.T) {
 // closed; a notice upon an event always is.
 func TestANoticeBeforeADatePassedIsNotSent(t *testing.T) {
 	t.Parallel()
-	soon := time.Now().Add(time.Hour).UTC().Format(schemas.TimeFormat)
-	past := time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)
+	soon := schemas.FormatTime(time.Now().Add(time.Hour))
+	past := schemas.FormatTime(time.Now().Add(-time.Hour))
 	before := func(basis string) sent {
 		var n sent
 		n.TriggeringEvent, n.BasisDate, n.NoticeConfig.Timing = schemas.NoticeDueDate, basis, schemas.NoticeBefore

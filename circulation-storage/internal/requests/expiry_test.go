@@ -34,7 +34,7 @@ func storedRequest(t *testing.T, f dbtest.Fixture, id string) (doc map[string]an
 }
 
 // stamp is now and d, as FOLIO writes a time.
-func stamp(d time.Duration) string { return time.Now().Add(d).UTC().Format(schemas.TimeFormat) }
+func stamp(d time.Duration) string { return schemas.FormatTime(time.Now().Add(d)) }
 
 // TestRequestsPastTheirExpirationDateAreClosed: FOLIO's scheduled request
 // expiration (mod-circulation-storage's RequestExpirationApiTest:

@@ -31,7 +31,7 @@ func TestHoldShelfExpiryLeavesARequestMovedMeanwhile(t *testing.T) {
 	doc, _ := json.Marshal(map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
 		"requesterId": sample.ID("1002"), "itemId": first, "status": schemas.RequestAwaitingPickup, "position": 1,
 		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": sample.ServicePointDesk1,
-		"holdShelfExpirationDate": time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)})
+		"holdShelfExpirationDate": schemas.FormatTime(time.Now().Add(-time.Hour))})
 	if _, err := New(f.DB).Create(ctx, f.Tenant, id, doc); err != nil {
 		t.Fatal(err)
 	}

@@ -352,7 +352,7 @@ func TestRequestsPastTheirHoldShelfDateAreClosed(t *testing.T) {
 		return out.ID
 	}
 	f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, item)
-	first := request("1002", "Open - Awaiting pickup", 1, time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat))
+	first := request("1002", "Open - Awaiting pickup", 1, schemas.FormatTime(time.Now().Add(-time.Hour)))
 	second := request("1003", "Open - Not yet filled", 2, "")
 	sw := NewSweeper(db, dbtest.Discard, SweeperConfig{BatchSize: 10})
 	events := f.Count(t, postgres.TableOutbox, "")
@@ -391,7 +391,7 @@ func TestRequestsPastTheirHoldShelfDateAreClosed(t *testing.T) {
 	}
 	// The last request, once past its date: the item goes back on the shelf.
 	f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, "request")+` SET jsonb = jsonb_set(jsonb, '{holdShelfExpirationDate}', to_jsonb($2::text)) WHERE id = $1`,
-		second, time.Now().Add(-time.Minute).UTC().Format(schemas.TimeFormat))
+		second, schemas.FormatTime(time.Now().Add(-time.Minute)))
 	if _, err := sw.SweepOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +417,7 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 	f := dbtest.LibraryIn(t, db, sample.LoadData)
 	ctx := context.Background()
 	rec := recordstore.NewRecords(db)
-	past := time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)
+	past := schemas.FormatTime(time.Now().Add(-time.Hour))
 	onShelf := func(item string) string {
 		t.Helper()
 		f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, item)
@@ -432,7 +432,7 @@ func TestEachWorkOfAPassIsDoneOnItsOwn(t *testing.T) {
 	}
 	// The one that fails first: its date is the earlier.
 	bad := onShelf(sample.ID("book-031"))
-	past = time.Now().Add(-time.Minute).UTC().Format(schemas.TimeFormat)
+	past = schemas.FormatTime(time.Now().Add(-time.Minute))
 	good := onShelf(sample.ID("book-032"))
 	anExpiredLock(t, ctx, f)
 	refuse := `CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused on purpose'; END $$;
@@ -504,7 +504,7 @@ func TestRequestsPastTheirExpirationDateAreClosedEachOnItsOwn(t *testing.T) {
 	f := dbtest.LibraryIn(t, db, sample.LoadData)
 	ctx := context.Background()
 	rec := recordstore.NewRecords(db)
-	past := time.Now().Add(-time.Hour).UTC().Format(schemas.TimeFormat)
+	past := schemas.FormatTime(time.Now().Add(-time.Hour))
 	request := func(patron, item, status string, position int, dates ...string) string {
 		t.Helper()
 		d := map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
@@ -522,7 +522,7 @@ func TestRequestsPastTheirExpirationDateAreClosedEachOnItsOwn(t *testing.T) {
 	}
 	// The one that fails first: its date is the earlier.
 	bad := request("1002", sample.ID("book-033"), "Open - Not yet filled", 1, "requestExpirationDate",
-		time.Now().Add(-2*time.Hour).UTC().Format(schemas.TimeFormat))
+		schemas.FormatTime(time.Now().Add(-2*time.Hour)))
 	good := request("1002", sample.ID("book-034"), "Open - Not yet filled", 1, "requestExpirationDate", past)
 	shelf := sample.ID("book-035")
 	f.Exec(t, "UPDATE "+dbtest.View(f.Tenant, "item")+` SET jsonb = jsonb_set(jsonb, '{status,name}', '"Awaiting pickup"') WHERE id = $1`, shelf)
