@@ -225,7 +225,7 @@ func (s *Service) checkedOutBefore(ctx context.Context, req CheckOutRequest, l L
 // checkOut is CheckOut's check-out, made live or offline.
 func (s *Service) checkOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
 	if req.LoanDate.IsZero() {
-		req.LoanDate = s.now().UTC().Truncate(time.Millisecond)
+		req.LoanDate = schemas.WireTime(s.now())
 	}
 	if settings, cached := s.settings.Cached(ctx); cached && settings.Enabled && s.waitAtStorage && !req.Overrides.Any() && req.Offline == nil {
 		if res, done, err := s.checkOutInOne(ctx, req, settings); done {

@@ -111,7 +111,7 @@ func (s *Service) declareItemLost(ctx context.Context, loanID string, req Declar
 // now, which has not happened yet (a client's clock ahead of this
 // server's).
 func (s *Service) happened(at time.Time) time.Time {
-	now := s.now().UTC().Truncate(time.Millisecond)
+	now := schemas.WireTime(s.now())
 	if at.IsZero() || at.After(now) {
 		return now
 	}

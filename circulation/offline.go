@@ -100,7 +100,7 @@ func (s *Service) checkOutOffline(ctx context.Context, req CheckOutRequest) (Che
 			"The check-out was made offline more than %d days ago: the desk records it", int(schemas.MaxOfflineBehind.Hours()/24)).
 			With("transactionDate", schemas.FormatTime(off.TransactionDate))
 	}
-	req.LoanDate = off.TransactionDate.UTC().Truncate(time.Millisecond)
+	req.LoanDate = schemas.WireTime(off.TransactionDate)
 	off.TransactionDate = req.LoanDate
 	if res, found, err := s.offlineRecorded(ctx, req); found || err != nil {
 		return res, err

@@ -90,7 +90,7 @@ func renewedAnswer(stored Loan, reads CheckOutReads, named bool) RenewResult {
 // renew is RenewByBarcode's renewal, from what it read.
 func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutReads, named bool) (RenewResult, error) {
 	item, loan := reads.Item, reads.OpenLoanOf
-	now := s.now().UTC().Truncate(time.Millisecond)
+	now := schemas.WireTime(s.now())
 	policy := reads.Policy
 	due, refusals := judgeRenewal(reads, req.ItemBarcode, req.UserBarcode, now)
 	if len(refusals) > 0 {
@@ -165,7 +165,7 @@ func (s *Service) RenewalOutlook(ctx context.Context, itemBarcode, userBarcode s
 	if err != nil {
 		return RenewalOutlook{}, err
 	}
-	_, refusals := judgeRenewal(reads, itemBarcode, userBarcode, s.now().UTC().Truncate(time.Millisecond))
+	_, refusals := judgeRenewal(reads, itemBarcode, userBarcode, schemas.WireTime(s.now()))
 	out := RenewalOutlook{Refusals: refusals}
 	if reads.RulesSet && reads.Item != nil && reads.OpenLoanOf != nil {
 		p := reads.Policy

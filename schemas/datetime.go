@@ -53,6 +53,12 @@ func FormatTime(t time.Time) string {
 	return t.UTC().Format(TimeFormat)
 }
 
+// WireTime is t as the wire holds it: in UTC, to the millisecond
+// (TimeFormat's precision). A time a service computes from (a loan date,
+// a renewal's now) is taken as WireTime first, so that what it computes
+// is what a reader of the record computes from the same text.
+func WireTime(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
 // DateTimePattern is the shape of a date-time, as a regular expression
 // Go and PostgreSQL read alike (migration 22's stored_time matches stored
 // dates against this very text): RFC 3339's, with the offset bounded to

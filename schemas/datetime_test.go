@@ -107,6 +107,11 @@ func TestTimesGoOnTheWireInUTCToTheMillisecond(t *testing.T) {
 		if got := FormatTime(in); got != tc.want {
 			t.Errorf("FormatTime(%s) = %q, want %q", tc.in, got, tc.want)
 		}
+		// What a service computes from is what a reader of the text reads.
+		read, err := ParseDateTime(tc.want)
+		if w := WireTime(in); err != nil || !w.Equal(read) || w.Location() != time.UTC {
+			t.Errorf("WireTime(%s) = %v, want %s in UTC (%v)", tc.in, w, tc.want, err)
+		}
 	}
 	if got := FormatTime(time.Time{}); got != "" {
 		t.Errorf("FormatTime of the zero time = %q, want \"\"", got)
