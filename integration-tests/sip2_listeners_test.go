@@ -185,6 +185,18 @@ func TestSIP2ListenersTLSProxyAndReload(t *testing.T) {
 		if !found {
 			t.Fatalf("the kiosk list does not show 10.9.9.9 logged in as user_id: %+v", kiosks.Kiosks)
 		}
+		// The door's log names the kiosk's address too, not the balancer's.
+		if !harness.Poll(10*time.Second, 20*time.Millisecond, func() bool {
+			for line := range strings.Lines(door.Log()) {
+				if strings.Contains(line, `"msg":"sip2"`) && strings.Contains(line, `"message":"93"`) &&
+					strings.Contains(line, `"outcome":"ok"`) && strings.Contains(line, `"peer":"10.9.9.9"`) {
+					return true
+				}
+			}
+			return false
+		}) {
+			t.Errorf("the door's log does not name 10.9.9.9 on its login's line:\n%s", door.Log())
+		}
 		// A connection without the header is closed.
 		raw := harness.DialSIP2(t, proxyAddr)
 		_, _ = raw.Conn.Write([]byte("9900302.00\r\n"))

@@ -262,7 +262,8 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 	want(noBlock(items[0], now, ""), "120", "Please enter your PIN", 0, 0)
 	want(noBlock(items[0], now, "0000"), "120", "Wrong PIN", 0, 0)
 	// Lent live, it is due as its policy says: the nb due date the kiosk
-	// gave is told to the desk, beside the loan's.
+	// gave is told to the desk, beside the loan's, on a line that names
+	// the connection's tenant and address.
 	nbDue := sip2UTC(now.Add(48 * time.Hour))
 	r := k.Send("11NY" + sip2UTC(now) + nbDue + "AOdiku|AA" + patron + "|AB" + items[0] + "|AC|AD7319|")
 	want(r, "121", harness.SIP2Field(r, "AF"), 1, 0)
@@ -270,7 +271,8 @@ func TestANoBlockCheckOutIsOfflineOnlyWhenItWas(t *testing.T) {
 		for _, line := range strings.Split(door.Log(), "\n") {
 			if strings.Contains(line, `"msg":"a check-out marked offline was lent as a live one`) &&
 				strings.Contains(line, `"item":"`+items[0]+`"`) && strings.Contains(line, `"nb_due_date":"`+nbDue+`"`) &&
-				strings.Contains(line, `"due":"`) {
+				strings.Contains(line, `"due":"`) && strings.Contains(line, `"tenant":"`+c.Tenant+`"`) &&
+				strings.Contains(line, `"peer":"127.0.0.1"`) {
 				return true
 			}
 		}

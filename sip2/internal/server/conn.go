@@ -21,12 +21,15 @@ import (
 // conn is one kiosk's connection: read a message, answer it, read the
 // next; never two at once, so replies come out in the order asked.
 type conn struct {
-	s        *Server
-	nc       net.Conn
-	rw       net.Conn // nc, or TLS over it
-	cfg      Listener
-	tls      *tls.Config
-	peer     string
+	s    *Server
+	nc   net.Conn
+	rw   net.Conn // nc, or TLS over it
+	cfg  Listener
+	tls  *tls.Config
+	peer string
+	// log is the door's logger naming the connection's tenant and peer,
+	// so that every line about the connection says both (at sets it).
+	log      *slog.Logger
 	admitted bool
 	stop     atomic.Bool
 
@@ -88,7 +91,7 @@ func (c *conn) serve() {
 			c.closed("proxy_header", err)
 			return
 		}
-		c.peer = peer
+		c.at(peer)
 		if !c.s.admit(c) {
 			return
 		}
@@ -222,17 +225,24 @@ func reasonOf(err error) string {
 	return "closed"
 }
 
+// at records the address the connection's kiosk is at: the peer the
+// socket names, or the one a proxy's header names.
+func (c *conn) at(peer string) {
+	c.peer = peer
+	c.log = c.s.logger.With(slog.String("tenant", c.cfg.Tenant), slog.String("peer", peer))
+}
+
 // closed logs and counts a connection's end.
 func (c *conn) closed(reason string, err error) {
 	c.s.metrics.closed.WithLabelValues(reason).Inc()
-	attrs := []any{slog.String("tenant", c.cfg.Tenant), slog.String("peer", c.peer), slog.String("reason", reason)}
+	attrs := []any{slog.String("reason", reason)}
 	if s := c.sessionOf(); s != nil {
 		attrs = append(attrs, slog.String("kiosk", s.Username))
 	}
 	if err != nil && reason != "closed" {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
-	c.s.logger.Info("connection closed", attrs...)
+	c.log.Info("connection closed", attrs...)
 }
 
 // logout ends the kiosk's session when its connection ends: the next
@@ -248,8 +258,8 @@ func (c *conn) logout() {
 	ctx, cancel := c.call()
 	defer cancel()
 	if err := c.s.circ.Logout(ctx, s); err != nil {
-		c.s.logger.Warn("logout not done: the kiosk's session lives on until it expires", slog.String("tenant", c.cfg.Tenant),
-			slog.String("kiosk", s.Username), slog.String("peer", c.peer), slog.Bool("shutdown_deadline", c.s.calls.Err() != nil),
+		c.log.Warn("logout not done: the kiosk's session lives on until it expires",
+			slog.String("kiosk", s.Username), slog.Bool("shutdown_deadline", c.s.calls.Err() != nil),
 			slog.Any("error", err))
 	}
 }

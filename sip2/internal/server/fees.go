@@ -91,7 +91,7 @@ func (c *conn) feeNotPaid(err error, reply func(ok bool, at time.Time, message s
 		return reply(false, c.now(), screenMessage(ref)), "refused"
 	}
 	if !errors.As(err, &ref) {
-		c.s.logger.Error("fee paid: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+		c.log.Error("fee paid: circulation did not answer", slog.Any("error", err))
 	}
 	return reply(false, c.now(), msgBusy), "busy"
 }

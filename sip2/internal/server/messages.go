@@ -127,8 +127,8 @@ func (c *conn) handle(line []byte) bool {
 	elapsed := time.Since(started)
 	c.s.metrics.messages.WithLabelValues(code, outcome).Inc()
 	c.s.metrics.duration.WithLabelValues(code).Observe(elapsed.Seconds())
-	attrs := []any{slog.String("tenant", c.cfg.Tenant), slog.String("peer", c.peer), slog.String("message", code),
-		slog.String("outcome", outcome), slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000)}
+	attrs := []any{slog.String("message", code), slog.String("outcome", outcome),
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000)}
 	if s := c.sessionOf(); s != nil {
 		attrs = append(attrs, slog.String("kiosk", s.Username))
 	}
@@ -141,7 +141,7 @@ func (c *conn) handle(line []byte) bool {
 	if sc := span.SpanContext(); sc.IsValid() {
 		attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
 	}
-	c.s.logger.Info("sip2", attrs...)
+	c.log.Info("sip2", attrs...)
 	return c.bad < 3 && werr == nil
 }
 
@@ -290,11 +290,10 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 	case errors.Is(err, circ.ErrLoginFailed):
 		return fail, "refused"
 	case errors.Is(err, circ.ErrTooMuch):
-		c.s.logger.Warn("a kiosk account holds more than the self-check role: refused",
-			slog.String("tenant", c.cfg.Tenant), slog.String("kiosk", user))
+		c.log.Warn("a kiosk account holds more than the self-check role: refused", slog.String("kiosk", user))
 		return fail, "too_much"
 	}
-	c.s.logger.Error("login: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+	c.log.Error("login: circulation did not answer", slog.Any("error", err))
 	return fail, "error"
 }
 
@@ -338,7 +337,7 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 	if m.Cancel {
 		// SIP2's undoing of a check-in that did not complete at the
 		// kiosk: the desk's to judge; nothing is lent for it.
-		c.s.logger.Warn("a kiosk asked to cancel a check-in (11 with cancel): refused, for the desk", slog.String("tenant", c.cfg.Tenant),
+		c.log.Warn("a kiosk asked to cancel a check-in (11 with cancel): refused, for the desk",
 			slog.String("patron", m.Patron), slog.String("item", m.Item))
 		return reply(false, time.Time{}, "", msgCancelUnsupported), "refused"
 	}
@@ -359,8 +358,8 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 		// Marked offline, but made while a door saw the kiosk on line
 		// (this one, or, storage says, any): a live check-out, judged by
 		// every rule and the PIN.
-		c.s.logger.Warn("a check-out marked offline (no block) was made while the kiosk was on line: judged as a live one",
-			slog.String("tenant", c.cfg.Tenant), slog.String("item", m.Item), slog.Time("at", at))
+		c.log.Warn("a check-out marked offline (no block) was made while the kiosk was on line: judged as a live one",
+			slog.String("item", m.Item), slog.Time("at", at))
 	}
 	if !pinChecked {
 		if ok, message, outcome := c.pinFirst(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
@@ -372,8 +371,8 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 		if m.NoBlock && strings.TrimSpace(m.NoBlockDueDate) != "" {
 			// Marked offline, lent live: the loan is due as its policy
 			// says, and the patron may have been shown another date.
-			c.s.logger.Warn("a check-out marked offline was lent as a live one: due as the loan policy says, not at its nb due date, for the desk",
-				slog.String("tenant", c.cfg.Tenant), slog.String("patron", m.Patron), slog.String("item", m.Item),
+			c.log.Warn("a check-out marked offline was lent as a live one: due as the loan policy says, not at its nb due date, for the desk",
+				slog.String("patron", m.Patron), slog.String("item", m.Item),
 				slog.String("nb_due_date", m.NoBlockDueDate), slog.Time("due", loan.DueDate))
 		}
 		return reply(true, loan.DueDate, loan.Title, ""), "ok"
@@ -401,7 +400,7 @@ func (c *conn) notCheckedOut(err error, what, okMessage string, reply func(ok bo
 		}
 		return refuse(screenMessage(ref), ref.Code)
 	}
-	c.s.logger.Error(what+": circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+	c.log.Error(what+": circulation did not answer", slog.Any("error", err))
 	return reply(false, time.Time{}, "", msgBusy), "error"
 }
 
@@ -432,7 +431,7 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 		}
 	}
 	refused := func(message, why string) (*wire.Reply, string) {
-		c.s.logger.Warn("an offline check-out refused: for the desk", slog.String("tenant", c.cfg.Tenant),
+		c.log.Warn("an offline check-out refused: for the desk",
 			slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at), slog.String("why", why))
 		return reply(false, time.Time{}, "", message), "refused"
 	}
@@ -444,7 +443,7 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 	// as every wrong PIN is), whatever the kiosk let the patron do.
 	if m.Has("AD") && m.PatronPassword != "" {
 		if ok, message, outcome := c.pinGiven(ctx, s, m.PatronPassword, true, m.Patron); !ok {
-			c.s.logger.Warn("an offline check-out refused: for the desk", slog.String("tenant", c.cfg.Tenant),
+			c.log.Warn("an offline check-out refused: for the desk",
 				slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at), slog.String("why", outcome))
 			return reply(false, time.Time{}, "", message), outcome, false
 		}
@@ -452,14 +451,14 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 	loan, broken, err := c.s.circ.CheckOutOffline(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, at, due, m.OfflineKey())
 	if err == nil {
 		if len(broken) > 0 {
-			c.s.logger.Warn(schemas.OfflineWords(broken), slog.String("tenant", c.cfg.Tenant),
+			c.log.Warn(schemas.OfflineWords(broken),
 				slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at))
 		}
 		if dueDropped {
 			// The patron was told a date the loan does not keep: the
 			// desk is told which, once the loan is recorded.
-			c.s.logger.Warn("an offline check-out's nb due date is not taken: due as the loan policy says, for the desk",
-				slog.String("tenant", c.cfg.Tenant), slog.String("patron", m.Patron), slog.String("item", m.Item),
+			c.log.Warn("an offline check-out's nb due date is not taken: due as the loan policy says, for the desk",
+				slog.String("patron", m.Patron), slog.String("item", m.Item),
 				slog.Time("at", at), slog.String("nb_due_date", m.NoBlockDueDate), slog.Time("due", loan.DueDate))
 		}
 		return reply(true, loan.DueDate, loan.Title, msgRecordedOffline), "ok_offline", false
@@ -507,7 +506,7 @@ func (c *conn) renew(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 		return reply(false, circ.Loan{}, screenMessage(ref)), "refused"
 	}
 	if !errors.As(err, &ref) {
-		c.s.logger.Error("renew: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+		c.log.Error("renew: circulation did not answer", slog.Any("error", err))
 	}
 	return reply(false, circ.Loan{}, msgBusy), "busy"
 }
@@ -546,7 +545,7 @@ func (c *conn) renewAll(s *circ.Session, req *wire.Request) (*wire.Reply, string
 		return reply(false, nil, nil, screenMessage(ref)), "refused"
 	case err != nil:
 		if !errors.As(err, &ref) {
-			c.s.logger.Error("renew all: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+			c.log.Error("renew all: circulation did not answer", slog.Any("error", err))
 		}
 		return reply(false, nil, nil, msgBusy), "busy"
 	}
@@ -611,8 +610,8 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	}
 	at := c.returnedAt(returned)
 	if m.NoBlock && c.s.opts.OfflineWithin > 0 && time.Since(at) > c.s.opts.OfflineWithin {
-		c.s.logger.Warn("an offline check-in older than SIP2_OFFLINE_WITHIN: refused, for the desk",
-			slog.String("tenant", c.cfg.Tenant), slog.String("item", item), slog.Time("at", at),
+		c.log.Warn("an offline check-in older than SIP2_OFFLINE_WITHIN: refused, for the desk",
+			slog.String("item", item), slog.Time("at", at),
 			slog.Duration("offline_within", c.s.opts.OfflineWithin))
 		return reply(false, "", msgOfflineTooOld), "refused"
 	}
@@ -640,7 +639,7 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 		return reply(false, "", ref.Message), "refused"
 	}
 	if !errors.As(err, &ref) {
-		c.s.logger.Error("check-in: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+		c.log.Error("check-in: circulation did not answer", slog.Any("error", err))
 	}
 	return reply(false, "", msgBusy), "busy"
 }

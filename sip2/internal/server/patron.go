@@ -75,7 +75,7 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 		return reply(msg.Denied, msg.Counts{}, "", false, screenMessage(ref)).Reply(), "refused"
 	case err != nil:
 		if !errors.As(err, &ref) {
-			c.s.logger.Error("patron summary: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+			c.log.Error("patron summary: circulation did not answer", slog.Any("error", err))
 		}
 		return reply(msg.Denied, msg.Counts{}, "", false, msgBusy).Reply(), "busy"
 	}
@@ -201,7 +201,7 @@ func (c *conn) pinGiven(ctx context.Context, s *circ.Session, pin string, given 
 	}
 	var ref *circ.Refusal
 	if !errors.As(err, &ref) {
-		c.s.logger.Error("PIN: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+		c.log.Error("PIN: circulation did not answer", slog.Any("error", err))
 	}
 	return false, msgBusy, "busy"
 }
@@ -234,7 +234,7 @@ func (c *conn) item(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 		return reply("01", "", time.Time{}, screenMessage(ref)), "refused"
 	case err != nil:
 		if !errors.As(err, &ref) {
-			c.s.logger.Error("item summary: circulation did not answer", slog.String("tenant", c.cfg.Tenant), slog.Any("error", err))
+			c.log.Error("item summary: circulation did not answer", slog.Any("error", err))
 		}
 		return reply("01", "", time.Time{}, msgBusy), "busy"
 	}

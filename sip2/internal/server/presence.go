@@ -62,7 +62,7 @@ func (c *conn) seen(s *circ.Session, force bool) {
 			// Not asked again before its time: a kiosk polling while the
 			// library system is down costs no call each message.
 			p.span, p.recorded = "", asked
-			c.s.logger.Warn("a kiosk's presence not recorded: the next record begins a new span", slog.String("tenant", c.cfg.Tenant),
+			c.log.Warn("a kiosk's presence not recorded: the next record begins a new span",
 				slog.String("kiosk", s.Username), slog.String("location", s.Location), slog.Any("error", err))
 			return
 		}

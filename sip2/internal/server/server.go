@@ -232,7 +232,8 @@ func (s *Server) accept(l *listener) {
 		}
 		delay = 0
 		cfg, tc := l.settings()
-		c := &conn{s: s, nc: nc, cfg: cfg, tls: tc, peer: hostOf(nc.RemoteAddr())}
+		c := &conn{s: s, nc: nc, cfg: cfg, tls: tc}
+		c.at(hostOf(nc.RemoteAddr()))
 		if !cfg.ProxyProtocol && !s.admit(c) {
 			nc.Close()
 			continue
