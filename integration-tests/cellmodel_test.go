@@ -71,7 +71,8 @@ import (
 //   - a loan replaced at storage at the version read (refused at another);
 //   - money: a loan declared lost bills its patron the lost item fee and
 //     the processing fee (cellLostFee, cellProcessingFee), in the
-//     declaration's write; its item checked in cancels what remains of
+//     declaration's write, each once a loan (declared lost again after a
+//     claim returned, billed nothing more); its item checked in cancels what remains of
 //     both (a refund gives back what was paid, and leaves remaining at
 //     0); a payment or a waiver of a fee/fine takes its amount from what
 //     remains, refused for a fee/fine closed or more than remains; a
@@ -714,7 +715,8 @@ func judge(s cellState, in cellInput, out cellOutput) judged {
 		it.Loan.Version++
 		if in.Kind == opDeclare {
 			// Billed in the declaration's write, unless it was aged and
-			// billed: the lost item fee and the processing fee.
+			// billed or declared lost before: the lost item fee and the
+			// processing fee.
 			bill(&next, item)
 		}
 		return judged{next: next, allowed: true}
@@ -799,13 +801,17 @@ func judge(s cellState, in cellInput, out cellOutput) judged {
 
 // bill bills the patron of item's loan in s (changed in place) for its
 // loss, unless its aging billed them: the lost item fee and the
-// processing fee.
+// processing fee, each once a loan (a loan declared lost again after a
+// claim returned is billed nothing more).
 func bill(s *cellState, item int) {
 	l := s.Items[item].Loan
 	if l.Billed {
 		return
 	}
 	for kind, amount := range map[string]int{schemas.FeeFineLostItemFee: cellLostFee, schemas.FeeFineLostItemProcessing: cellProcessingFee} {
+		if slices.ContainsFunc(s.Fees, func(f mFee) bool { return f.Loan == l.ID && f.Kind == kind }) {
+			continue
+		}
 		s.Fees = append(s.Fees, mFee{Loan: l.ID, Patron: l.Patron, Kind: kind, Amount: amount, Remaining: amount})
 	}
 	sortFees(s.Fees)

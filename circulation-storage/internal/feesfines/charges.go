@@ -233,7 +233,12 @@ var agedChargeSQL = lostChargeSQLFor("chargeAmountItemSystem")
 // lostChargeSQLFor is the charge of a lost item's fees, the processing
 // fee charged when the lost item fee policy's flag (the patron declared
 // it lost, or the system aged it) says so; none for a loan billed for its
-// loss already (aged to lost and billed, then declared lost).
+// loss already (aged to lost and billed, then declared lost), and none of
+// a kind the loan was charged already, whatever its account's state: a
+// loan declared lost again after a claim returned, or aged to lost and
+// declared lost before its billing, is billed nothing more (the charged
+// kind known by the automatic fee/fine type its account was charged as,
+// as lostFeesSQL knows it).
 func lostChargeSQLFor(flag string) string {
 	return `WITH ` + loanCTEs("", "@loan::uuid", "@service_point::uuid") + named("", `, {due} AS (
     SELECT t.id, t.fee_fine_type, r.amount
@@ -249,6 +254,9 @@ func lostChargeSQLFor(flag string) string {
                            ORDER BY t.owner_id NULLS LAST LIMIT 1) t
      WHERE r.amount > 0
        AND NOT coalesce((SELECT ({l}.jsonb #>> '{agedToLostDelayedBilling,lostItemHasBeenBilled}')::boolean FROM {l}), false)
+       AND NOT EXISTS (SELECT 1 FROM `+postgres.Table(postgres.TableFeeFineAccount)+` a
+                         JOIN `+postgres.Table(postgres.TableFeeFineType)+` c ON c.tenant_id = a.tenant_id AND c.id = a.fee_fine_id AND c.automatic
+                        WHERE a.tenant_id = @tenant AND a.loan_id = (SELECT id FROM {l}) AND c.fee_fine_type = f.name)
 ), {charged} AS (
     INSERT INTO `+postgres.Table(postgres.TableFeeFineAccount)+` (tenant_id, id, jsonb)
     SELECT @tenant, {n}.id, `+strings.ReplaceAll(accountSQL("{n}.id", "{due}.amount", "NULL::jsonb"), "{t}.", "{due}.")+`
