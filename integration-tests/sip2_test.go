@@ -95,6 +95,25 @@ func TestSIP2ThirdPartyStrings(t *testing.T) {
 	if got := k2.Raw("97AZFEF5"); got != "941AY0AZFDFD" {
 		t.Fatalf("97AZFEF5: %q, want the last reply again", got)
 	}
+	// A 96 from the kiosk is answered 96, which is not the last reply a
+	// 97 asks for: that is still the login's.
+	if got := k2.Raw("96AZFEF6"); got != "96AZFEF6" {
+		t.Fatalf("96AZFEF6: %q, want 96AZFEF6", got)
+	}
+	if got := k2.Raw("97AZFEF5"); got != "941AY0AZFDFD" {
+		t.Fatalf("97AZFEF5 after a 96: %q, want the last reply but the 96, 941AY0AZFDFD", got)
+	}
+	// A 99 with the sequence number of the one before (a kiosk whose
+	// sequence number stands still) is answered afresh, not replayed.
+	poll := k2.Seal("9900302.00")
+	for range 2 {
+		if got := k2.Raw(poll); !strings.HasPrefix(got, "98") {
+			t.Fatalf("%s: %q, want 98", poll, got)
+		}
+	}
+	if polled := doorLines(c, door, 2, `"message":"99"`); len(polled) != 2 || strings.Contains(polled[1], `"outcome":"replayed"`) {
+		t.Fatalf("the door's lines of two 99s the same: %q, want both answered afresh", polled)
+	}
 	// A wrong password: 940, and no session.
 	k3 := harness.DialSIP2(t, door.SIP2Addr)
 	if got := k3.Send("9300CNuser_id|COwrong|"); !strings.HasPrefix(got, "940") {

@@ -83,9 +83,12 @@ func (c *conn) handle(line []byte) bool {
 		if reply == nil {
 			reply = resendReply
 		}
-	case err == nil && req.Checked && c.lastReply != nil && bytes.Equal(line, c.lastRaw):
+	case err == nil && req.Checked && req.Code != "99" && c.lastReply != nil && bytes.Equal(line, c.lastRaw):
 		// The kiosk lost the reply and sent the same message again, with
 		// the same sequence number: the reply again, nothing done twice.
+		// Not a 99's: it carries no transaction date, so the same bytes
+		// are as often a new question (a kiosk whose sequence number
+		// stands still) as one sent again, and answering it does nothing.
 		reply, outcome = c.lastReply, "replayed"
 	case err != nil:
 		c.bad++
@@ -105,7 +108,10 @@ func (c *conn) handle(line []byte) bool {
 		}
 		item, _ = req.Get("AB")
 		reply = c.encode(req, r)
-		c.lastRaw, c.lastReply = append(c.lastRaw[:0], line...), reply
+		if r.Code != "96" {
+			// A 97 is answered the last reply but a 96.
+			c.lastRaw, c.lastReply = append(c.lastRaw[:0], line...), reply
+		}
 	}
 	if outcome == "busy" || outcome == "error" {
 		// The library system did not answer the kiosk: it may go off
@@ -284,7 +290,11 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 		c.seen(s, true)
 		return msg.LoginResponse{OK: true}.Reply(), "ok"
 	case errors.Is(err, circ.ErrLoginBusy):
-		return fail, "busy"
+		// Circulation answered: the account's turn did not come while
+		// others from its place were checked. Not the library system
+		// failing to answer, which lets kiosks' no-block check-outs be
+		// taken as made offline (handle), and no "System busy" told.
+		return fail, "login_busy"
 	case errors.Is(err, circ.ErrLoginLocked):
 		return fail, "locked"
 	case errors.Is(err, circ.ErrLoginFailed):
