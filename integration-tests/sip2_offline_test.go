@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -447,24 +448,36 @@ func TestAKioskWithoutALocationIsJudgedByItsOwnPresence(t *testing.T) {
 // its turn at storage did not come (LOGIN_BUSY: kiosks behind one address
 // logging in together, one checked at a time here) is circulation
 // answering, not the library system failing to. A no-block check-out made
-// on line just after it is a live one, refused without the patron's PIN,
-// not recorded as made offline past the rules: whoever can reach the door
-// could otherwise open such a window for every kiosk without logging in.
+// on line just after it, within the grace of it, is a live one, refused
+// without the patron's PIN, not recorded as made offline past the rules:
+// whoever can reach the door could otherwise open such a window for every
+// kiosk without logging in.
 func TestALoginNotLetInIsNotTheLibrarySystemDown(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
-		StorageEnv: []string{"KIOSK_OFFLINE_GRACE=1s", "LOGIN_MAX_FAILURES=1", "LOGIN_BUSY_WAIT=0s"}})
+		StorageEnv: []string{"KIOSK_OFFLINE_GRACE=2s", "LOGIN_MAX_FAILURES=1", "LOGIN_BUSY_WAIT=0s"}})
 	lib := c.SetupLibrary(1, 1, 0)
 	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
 	// The door's call time is shorter than storage's Retry-After: a login
 	// not let in is answered at once.
-	door := c.StartSIP2(t, 0, map[string]any{"patronPin": "required"}, "SIP2_OFFLINE_GRACE=1s", "SIP2_CALL_TIMEOUT=1s")
+	door := c.StartSIP2(t, 0, map[string]any{"patronPin": "required"}, "SIP2_OFFLINE_GRACE=2s", "SIP2_CALL_TIMEOUT=1s")
 	k := harness.DialSIP2(t, door.SIP2Addr)
 	k.Login("user_id", "passw0rd")
-	onLine := time.Now().Add(2100 * time.Millisecond)
-	// Logins of the same account from the same address, eight at once,
-	// until one is not let in.
+	// pastGrace waits until a transaction dated now (to the second) is
+	// past the grace after what the door saw just before.
+	pastGrace := func() {
+		t.Helper()
+		then := time.Now().Add(3100 * time.Millisecond)
+		if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(then) }) {
+			t.Fatal("the clock did not move")
+		}
+	}
+	pastGrace()
+	// crowd sends logins of the same account from the same address, eight
+	// at once, and waits for the door's line of each it answered.
 	crowd := func() {
+		before := strings.Count(door.Log(), `"message":"93"`)
+		var answered atomic.Int64
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Go(func() {
@@ -474,23 +487,40 @@ func TestALoginNotLetInIsNotTheLibrarySystemDown(t *testing.T) {
 				}
 				defer conn.Close()
 				_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-				if _, err := conn.Write([]byte("9300CNuser_id|COpassw0rd|\r")); err == nil {
-					_, _ = bufio.NewReader(conn).ReadString('\r')
+				if _, err := conn.Write([]byte("9300CNuser_id|COpassw0rd|\r")); err != nil {
+					return
+				}
+				if _, err := bufio.NewReader(conn).ReadString('\r'); err == nil {
+					answered.Add(1)
 				}
 			})
 		}
 		wg.Wait()
+		harness.Poll(5*time.Second, 10*time.Millisecond, func() bool {
+			return strings.Count(door.Log(), `"message":"93"`) >= before+int(answered.Load())
+		})
 	}
-	notLetIn := func() bool { return strings.Contains(door.Log(), `"outcome":"login_busy"`) }
-	if !harness.Poll(30*time.Second, 0, func() bool { crowd(); return notLetIn() }) {
+	// Until a login is not let in, none of the crowd's unanswered by
+	// circulation (on a machine so loaded that a password's check outlasts
+	// the call, the library system did not answer: past the grace of it,
+	// the crowd comes again).
+	notLetIn, notAnswered := `"outcome":"login_busy"`, `"message":"93","outcome":"error"`
+	if !harness.Poll(60*time.Second, 0, func() bool {
+		log := door.Log()
+		busy, failed := strings.Count(log, notLetIn), strings.Count(log, notAnswered)
+		crowd()
+		log = door.Log()
+		if strings.Count(log, notAnswered) > failed {
+			pastGrace()
+			return false
+		}
+		return strings.Count(log, notLetIn) > busy
+	}) {
 		t.Fatalf("no login of the crowd was answered busy:\n%s", door.Log())
-	}
-	if !harness.Poll(5*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(onLine) }) {
-		t.Fatal("the clock did not move")
 	}
 	r := k.Send("11NY" + sip2UTC(time.Now()) + strings.Repeat(" ", 18) + "AOdiku|AA" + lib.Patrons[0] + "|AB" + lib.Items[0][0] + "|AC|")
 	if !strings.HasPrefix(r, "120") || harness.SIP2Field(r, "AF") != "Please enter your PIN" {
-		t.Fatalf("a no-block check-out made on line after a login not let in: %q, want 120… with \"Please enter your PIN\"", r)
+		t.Fatalf("a no-block check-out made on line just after a login not let in: %q, want 120… with \"Please enter your PIN\"", r)
 	}
 	var loans int
 	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan`, c.Schema)).Scan(&loans); err != nil {
