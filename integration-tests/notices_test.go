@@ -890,6 +890,39 @@ func TestOverdueNoticesRecurWithoutFlooding(t *testing.T) {
 	})
 }
 
+// TestNoDueDateNoticeForAClaimedReturnedItem: of two loans due in ten
+// seconds under a policy mailing a notice at the due date, the one whose
+// item its patron claims returned before then is sent none (its notice
+// Obsolete, as mod-circulation finds it irrelevant), the other is mailed.
+func TestNoDueDateNoticeForAClaimedReturnedItem(t *testing.T) {
+	t.Parallel()
+	mail, c := noticeCluster(t, 1)
+	lib := c.SetupLibrary(2, 1, 0)
+	for _, p := range lib.Patrons {
+		giveEmail(t, c, p)
+	}
+	due := noticeTemplate(t, c, "Due", "Due: {{item.barcode}}", "Due {{loan.dueDate}}.")
+	useNoticePolicy(t, c, minutePolicy(t, c), []map[string]any{noticeOn(due, schemas.NoticeDueDate, schemas.NoticeUponAt, nil)}, nil)
+	lent := schemas.FormatTime(time.Now().Add(-50 * time.Second))
+	kept := checkOutOn(t, c, lib.Items[0][0], lib.Patrons[0], lent)
+	claimed := checkOutOn(t, c, lib.Items[1][0], lib.Patrons[1], lent)
+	c.Do(c.Circulations[0], "POST", fmt.Sprint("/circulation/loans/", claimed["id"], "/claim-item-returned"),
+		map[string]string{"itemClaimedReturnedDateTime": schemas.FormatTime(time.Now())}).Want(t, http.StatusNoContent)
+	mail.WaitMessages(1, time.Minute)
+	waitFor(t, "the claimed loan's due date notice obsolete", func() bool {
+		n := noticesOf(t, c, fmt.Sprint("loanId=", claimed["id"]))
+		return len(n) == 1 && n[0].Status == schemas.NoticeObsolete && n[0].Sent == 0
+	})
+	if n := noticesOf(t, c, fmt.Sprint("loanId=", kept["id"])); len(n) != 1 || n[0].Status != schemas.NoticeSent {
+		t.Errorf("the kept loan's notices %+v, want one Sent", n)
+	}
+	waitRounds(t, c, c.Storage, noticeRounds(t, c, c.Storage), 3)
+	got, err := mail.Messages(context.Background())
+	if err != nil || len(got) != 1 || got[0].Subject != "Due: "+lib.Items[0][0] {
+		t.Errorf("mails %+v (%v), want one, \"Due: %s\"", got, err, lib.Items[0][0])
+	}
+}
+
 // TestARequestsNoticesFollowIt: under a policy telling a requester when a
 // hold is placed, when it is ready, a day before the hold shelf lets it go
 // and when it is cancelled, a hold placed, put on the hold shelf and

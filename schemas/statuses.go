@@ -70,6 +70,13 @@ func RequestIsOpen(status string) bool { return slices.Contains(OpenRequestStatu
 // against a patron group's maximum lost items (automated blocks).
 var ItemStatusesLost = []string{ItemDeclaredLost, ItemAgedToLost}
 
+// ItemStatusesNoLongerDue are the statuses of an open loan's item under
+// which its due date is no longer awaited: declared lost, aged to lost,
+// claimed returned. No due date notice is sent for such a loan, before,
+// at or after its due date (mod-circulation's scheduled notices find
+// them irrelevant).
+var ItemStatusesNoLongerDue = []string{ItemDeclaredLost, ItemAgedToLost, ItemClaimedReturned}
+
 // RequestTypesByItemStatus is which request types an item's status allows
 // (FOLIO's RequestTypeItemStatusWhiteList): a page only of an item on the
 // shelf, a hold or a recall of one that is out, on its way or being

@@ -45,7 +45,8 @@ func TestCheckHeaders(t *testing.T) {
 	if r := refusal(t, CheckHeaders(req, 1000)); r.Status != http.StatusBadRequest || r.Code != schemas.CodeInvalidHeader {
 		t.Errorf("two release flags: %+v, want 400 %s", r, schemas.CodeInvalidHeader)
 	}
-	for _, h := range []string{schemas.HeaderCheckOutOverride, schemas.HeaderPatronPin} {
+	for _, h := range []string{schemas.HeaderCheckOutOverride, schemas.HeaderPatronPin, schemas.HeaderAcquireLock,
+		schemas.HeaderWriteID, schemas.HeaderIdempotencyKey, schemas.HeaderKiosk} {
 		req = httptest.NewRequest(http.MethodGet, "/x", nil)
 		req.Header.Set(h, "patronBlock")
 		req.Header.Add(h, "itemLimitBlock")

@@ -89,6 +89,36 @@ func TestANoticeIsWrittenWithFOLIOsTokens(t *testing.T) {
 	}
 }
 
+// TestADueDateNoticeIsNotSentForALostOrClaimedItem: a notice before, at
+// or after an open loan's due date is still due while its item is
+// checked out, and not once the item is declared lost, aged to lost or
+// claimed returned, as mod-circulation finds such notices irrelevant.
+func TestADueDateNoticeIsNotSentForALostOrClaimedItem(t *testing.T) {
+	t.Parallel()
+	soon := schemas.FormatTime(time.Now().Add(time.Hour))
+	past := schemas.FormatTime(time.Now().Add(-time.Hour))
+	loan := func(due string) json.RawMessage {
+		return json.RawMessage(`{"status":{"name":"Open"},"dueDate":"` + due + `"}`)
+	}
+	item := func(status string) json.RawMessage {
+		return json.RawMessage(`{"status":{"name":"` + status + `"}}`)
+	}
+	for _, timing := range []string{schemas.NoticeBefore, schemas.NoticeUponAt, schemas.NoticeAfter} {
+		var n sent
+		n.TriggeringEvent, n.NoticeConfig.Timing, n.BasisDate = schemas.NoticeDueDate, timing, soon
+		due := loan(soon)
+		if timing == schemas.NoticeAfter {
+			n.BasisDate, due = past, loan(past)
+		}
+		for status, want := range map[string]bool{schemas.ItemCheckedOut: true, schemas.ItemDeclaredLost: false,
+			schemas.ItemAgedToLost: false, schemas.ItemClaimedReturned: false} {
+			if got := stillDue(n, due, nil, item(status)); got != want {
+				t.Errorf("%s the due date, the item %s: still due %v, want %v", timing, status, got, want)
+			}
+		}
+	}
+}
+
 // TestANoticeBeforeADatePassedIsNotSent: a notice before a loan's due
 // date, due while the loan is open and due then, is still due; one whose
 // due date has passed (sent late) is not, nor one whose loan moved or
@@ -120,7 +150,7 @@ func TestANoticeBeforeADatePassedIsNotSent(t *testing.T) {
 		{"overdue", after, open(past), true},
 		{"upon check-out", sent{TriggeringEvent: schemas.NoticeCheckOut}, nil, true},
 	} {
-		if got := stillDue(c.n, c.loan, nil); got != c.want {
+		if got := stillDue(c.n, c.loan, nil, nil); got != c.want {
 			t.Errorf("%s: still due %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/mail"
 	"net/textproto"
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -251,7 +252,7 @@ func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mail
 			"tenant": string(t), "id": id})
 		return status, err
 	}
-	if !stillDue(n, row.Loan, row.Request) {
+	if !stillDue(n, row.Loan, row.Request, row.Item) {
 		return settle(schemas.NoticeObsolete, map[string]any{}, next, nil)
 	}
 	zone, err := time.LoadLocation(row.Zone)
@@ -309,9 +310,11 @@ func sendOne(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, m Mail
 
 // stillDue is whether a notice is still what its event called for: a
 // notice before, at or after a loan's due date while the loan is open
-// and due then; one before a request's hold shelf or request expiration
-// while the request waits, with that date. Any other notice stays due.
-func stillDue(n sent, loan, request json.RawMessage) bool {
+// and due then, its item (item) not lost or claimed returned
+// (schemas.ItemStatusesNoLongerDue); one before a request's hold shelf
+// or request expiration while the request waits, with that date. Any
+// other notice stays due.
+func stillDue(n sent, loan, request, item json.RawMessage) bool {
 	d, isDated := dated[n.TriggeringEvent]
 	if !isDated || n.BasisDate == "" {
 		return true
@@ -327,7 +330,16 @@ func stillDue(n sent, loan, request json.RawMessage) bool {
 			return false
 		}
 		status, _ := rec["status"].(map[string]any)
-		return status["name"] == schemas.LoanOpen && rec[d.field] == n.BasisDate
+		var it struct {
+			Status struct {
+				Name string `json:"name"`
+			} `json:"status"`
+		}
+		if item != nil && json.Unmarshal(item, &it) != nil {
+			return false
+		}
+		return status["name"] == schemas.LoanOpen && rec[d.field] == n.BasisDate &&
+			!slices.Contains(schemas.ItemStatusesNoLongerDue, it.Status.Name)
 	}
 	if json.Unmarshal(request, &rec) != nil {
 		return false

@@ -56,6 +56,14 @@ func fromAnswer(status int, header http.Header, data []byte, call string) error 
 		return e
 	case status == http.StatusServiceUnavailable, status == http.StatusBadGateway, status == http.StatusGatewayTimeout:
 		return unavailable(cause)
+	case status == http.StatusRequestHeaderFieldsTooLarge || status == http.StatusRequestURITooLong:
+		// The call's query outgrew storage's MAX_HEADER_BYTES: a client's
+		// value passed on (a name searched for, a CQL query), grown by
+		// what this service adds to it. Nothing was read or written, and
+		// the client hears it as it would had its own request been too
+		// large here.
+		return errs.Errorf(errs.KindHeadersTooLarge, schemas.CodeHeadersTooLarge,
+			"The request's parameters are too long to pass on to circulation-storage; send shorter ones").Because(cause)
 	case status >= 500:
 		// A storage bug: not worth retrying, and the write may have happened.
 		return errs.Errorf(errs.KindInternal, schemas.CodeInternal, "circulation-storage failed").Because(cause)
