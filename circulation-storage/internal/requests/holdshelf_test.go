@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/checkoutlock/circulation-storage/internal/dbtest"
 	"github.com/checkoutlock/circulation-storage/internal/pgtest"
@@ -105,5 +106,61 @@ func TestAHoldShelfDateIsReadAsTheTimeItNames(t *testing.T) {
 		if n := f.Count(t, postgres.TableRequest, "id = $1 AND status = $2", id, want); n != 1 {
 			t.Errorf("request %s is not %s", id, want)
 		}
+	}
+}
+
+// TestADeletedRequestPutOnTheShelfMeanwhileHandsItsItemOn: a hold waiting
+// in its item's queue is deleted while a check-in holds the queue; the
+// check-in puts it on the hold shelf (the request Awaiting pickup, the
+// item too) and commits. Having the queue, the delete finds it on the
+// shelf: it deletes it and hands the item on (Available, no one else
+// waiting), never leaving it Awaiting pickup for a request that is gone.
+func TestADeletedRequestPutOnTheShelfMeanwhileHandsItsItemOn(t *testing.T) {
+	t.Parallel()
+	f := dbtest.SetupLibrary(t, sample.LoadData)
+	ctx := context.Background()
+	item := sample.ID("book-043")
+	id := uuid.NewString()
+	doc, _ := json.Marshal(map[string]any{"requestType": "Hold", "requestLevel": "Item", "requestDate": "2026-01-01T10:00:00.000Z",
+		"requesterId": sample.ID("1002"), "itemId": item, "status": schemas.RequestNotYetFilled, "position": 1,
+		"fulfillmentPreference": "Hold Shelf", "pickupServicePointId": sample.ServicePointDesk1})
+	if _, err := New(f.DB).Create(ctx, f.Tenant, id, doc); err != nil {
+		t.Fatal(err)
+	}
+	checkIn := dbtest.Hold(t, f, postgres.TableItem, item)
+	deleted := checkIn.Behind(t, f, "the delete", func() error {
+		return f.DB.InTx(ctx, f.Tenant, func(tx pgx.Tx) error {
+			return Delete(ctx, tx, f.Tenant, id, func() (bool, error) {
+				tag, err := tx.Exec(ctx, "DELETE FROM "+dbtest.View(f.Tenant, postgres.TableRequest)+" WHERE id = $1", id)
+				return tag.RowsAffected() == 1, err
+			})
+		})
+	})
+	if _, err := checkIn.Tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableRequest)+
+		` SET jsonb = jsonb_set(jsonb, '{status}', to_jsonb($2::text)) WHERE id = $1`, id, schemas.RequestAwaitingPickup); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkIn.Tx.Exec(ctx, "UPDATE "+dbtest.View(f.Tenant, postgres.TableItem)+
+		` SET jsonb = jsonb_set(jsonb, '{status,name}', to_jsonb($2::text)) WHERE id = $1`, item, schemas.ItemAwaitingPickup); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkIn.Tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-deleted:
+		if err != nil {
+			t.Fatalf("the delete: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delete never ended")
+	}
+	if n := f.Count(t, postgres.TableRequest, "id = $1", id); n != 0 {
+		t.Error("the request was not deleted")
+	}
+	if n := f.Count(t, postgres.TableItem, "id = $1 AND status_name = $2", item, schemas.ItemAvailable); n != 1 {
+		var status string
+		_ = f.DB.Pool.QueryRow(ctx, "SELECT status_name FROM "+dbtest.View(f.Tenant, postgres.TableItem)+" WHERE id = $1", item).Scan(&status)
+		t.Errorf("the item the deleted request was on the shelf for is %q, want %q", status, schemas.ItemAvailable)
 	}
 }

@@ -339,8 +339,9 @@ func updateRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, 
 	return postgres.Interpret(err, t)
 }
 
-// deleteRequest locks the queue of request id and, once deleteFn has
-// deleted it, gives its position up.
+// deleteRequest locks the queue of request id, has deleteFn delete it
+// (what deleteFn reads of the request is then what the delete ends) and,
+// once it is deleted, gives its position up.
 func deleteRequest(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, deleteFn func() (bool, error)) error {
 	before, found, err := storedPlace(ctx, tx, t, id)
 	if err != nil || !found {

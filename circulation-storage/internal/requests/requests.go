@@ -117,17 +117,24 @@ func (w *Writer) Update(ctx context.Context, t storage.Tenant, id string, versio
 // Delete is storage.RecordService's Delete of request id, in the
 // transaction tx of a write that has taken its Turn: deleteFn deletes
 // it once its queue is locked, its position is given up, and its item is
-// handed on when it left the hold shelf or an open page.
+// handed on when it left the hold shelf or an open page. Whether it was
+// on the shelf or an open page is read under the queue's lock: a
+// check-in that put it on the shelf while the delete waited for the
+// queue has committed, and the item it left Awaiting pickup is handed on.
 func Delete(ctx context.Context, tx pgx.Tx, t storage.Tenant, id string, deleteFn func() (bool, error)) error {
-	shelf, err := onShelf(ctx, tx, t, id)
+	var shelf *shelfPlace
+	var paged string
+	err := deleteRequest(ctx, tx, t, id, func() (bool, error) {
+		var err error
+		if shelf, err = onShelf(ctx, tx, t, id); err != nil {
+			return false, err
+		}
+		if paged, err = pagedItem(ctx, tx, t, id); err != nil {
+			return false, err
+		}
+		return deleteFn()
+	})
 	if err != nil {
-		return err
-	}
-	paged, err := pagedItem(ctx, tx, t, id)
-	if err != nil {
-		return err
-	}
-	if err := deleteRequest(ctx, tx, t, id, deleteFn); err != nil {
 		return err
 	}
 	if err := leftShelf(ctx, tx, t, id, shelf); err != nil {
