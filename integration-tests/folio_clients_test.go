@@ -234,6 +234,18 @@ func TestCirculationListsAnswerFOLIOQueriesWithSummaries(t *testing.T) {
 	if page.TotalRecords != 2 || len(page.Loans) != 2 {
 		t.Fatalf("the patron's open loans: %+v", page)
 	}
+	// Storage asked as mod-circulation's fetchers ask it for records by
+	// their ids (MultipleRecordFetcher: exactMatchAny, and the pageable
+	// maximum for "every match").
+	var byID struct {
+		Loans        []struct{ ID string }
+		TotalRecords int
+	}
+	ids := url.QueryEscape(fmt.Sprintf(`id==("%s" or "%s")`, page.Loans[0].ID, page.Loans[1].ID))
+	c.Do(c.Storage, "GET", "/loan-storage/loans?limit=2147483647&query="+ids, nil).Want(t, http.StatusOK).Decode(t, &byID)
+	if byID.TotalRecords != 2 || len(byID.Loans) != 2 {
+		t.Errorf("storage's loans by id, limit 2147483647: %+v, want the two", byID)
+	}
 	var spName string
 	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT jsonb ->> 'name' FROM %s.service_point WHERE id = $1::uuid`, c.Schema),
 		harness.ServicePoint).Scan(&spName); err != nil {

@@ -200,7 +200,7 @@ func (s *Server) listLocks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	offset, limit, err := pageParams(c)
+	offset, limit, err := pageParams(c, schemas.MaxPageSize)
 	if err != nil {
 		return err
 	}
@@ -266,7 +266,7 @@ func (s *Server) lockHistory(c echo.Context) error {
 	if f.Query, f.QueryText, err = cqlParam(c); err != nil {
 		return err
 	}
-	if f.Offset, f.Limit, err = pageParams(c); err != nil {
+	if f.Offset, f.Limit, err = pageParams(c, schemas.MaxPageSize); err != nil {
 		return err
 	}
 	events, total, err := s.svc.Locks.History(c.Request().Context(), tenantOf(c), f)

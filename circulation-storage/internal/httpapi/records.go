@@ -421,7 +421,7 @@ func (s *Server) listRecords(c echo.Context, r storage.Resource) error {
 		return err
 	}
 	f.Query, f.QueryText = query, text
-	if f.Offset, f.Limit, err = pageParams(c); err != nil {
+	if f.Offset, f.Limit, err = pageParams(c, schemas.MaxRecordsLimit); err != nil {
 		return err
 	}
 	docs, total, err := s.svc.Records.List(c.Request().Context(), tenantOf(c), r, f)
@@ -598,12 +598,13 @@ func (s *Server) deleteRecord(c echo.Context, r storage.Resource) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// pageParams reads offset and limit, as every list takes them.
-func pageParams(c echo.Context) (offset, limit int, err error) {
+// pageParams reads offset and limit, as every list takes them: limit at
+// most most.
+func pageParams(c echo.Context, most int) (offset, limit int, err error) {
 	if offset, err = queryInt(c, "offset", 0, 0, 1<<31-1); err != nil {
 		return 0, 0, err
 	}
-	if limit, err = queryInt(c, "limit", schemas.DefaultPageSize, 0, schemas.MaxPageSize); err != nil {
+	if limit, err = queryInt(c, "limit", schemas.DefaultPageSize, 0, most); err != nil {
 		return 0, 0, err
 	}
 	return offset, limit, nil
