@@ -164,6 +164,16 @@ func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 		t.Fatalf("an overdue loan returned: %d fees/fines, want 1", len(fees))
 	}
 	wantCharge(t, c, fees[0], loan, lib.OverdueType, schemas.FeeFineOverdueFine, lib.Owner, "15.00")
+	// Storage's action on it, its id in upper case: the same account.
+	fine := strings.ToUpper(fees[0].ID)
+	c.Do(c.Storage, "POST", "/fee-fine-storage/checks", map[string]any{"accountIds": []string{fine}, "action": "pay", "amount": "1.00"}).
+		Want(t, http.StatusOK)
+	var paid struct{ Amount, RemainingAmount string }
+	c.Do(c.Storage, "POST", "/fee-fine-storage/actions", map[string]any{"accountIds": []string{fine}, "action": "pay", "amount": "1.00",
+		"paymentMethod": "Cash", "servicePointId": harness.ServicePoint, "userName": "Desk"}).Want(t, http.StatusCreated).Decode(t, &paid)
+	if fees = accountsOf(t, c, patron(0)); len(fees) != 1 || fees[0].Remaining.String() != "14.00" {
+		t.Fatalf("the fine paid 1.00 by its id in upper case: %+v (answered %+v), want 14.00 remaining", fees, paid)
+	}
 
 	// overdueFineIsNotCreatedWhenThereIsNoOwnerForServicePoint.
 	other := "7c5abc9f-f3d7-4856-b8d7-6712462ca007"

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -155,6 +156,7 @@ func judge(ctx context.Context, q postgres.Querier, t storage.Tenant, c storage.
 // Check implements storage.FeeFineActor.
 func (s *Actions) Check(ctx context.Context, t storage.Tenant, c storage.FeeFineCheck) (storage.FeeFineChecked, error) {
 	out := storage.FeeFineChecked{AccountID: c.AccountIDs[0], Amount: c.Amount}
+	c.AccountIDs = canonicalIDs(c.AccountIDs)
 	amount, err := amountOf(c.Action, c.Amount)
 	if err == nil {
 		var remaining string
@@ -252,6 +254,7 @@ SELECT jsonb_build_object('accountId', @first::text, 'amount', round(coalesce((S
 
 // Act implements storage.FeeFineActor.
 func (s *Actions) Act(ctx context.Context, t storage.Tenant, w storage.FeeFineActionWrite) (json.RawMessage, error) {
+	w.AccountIDs, w.UserID = canonicalIDs(w.AccountIDs), strings.ToLower(w.UserID)
 	if len(w.AccountIDs) == 0 && w.UserID == "" {
 		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "accountIds: at least one fee/fine is acted on")
 	}
@@ -296,4 +299,17 @@ func (s *Actions) Act(ctx context.Context, t storage.Tenant, w storage.FeeFineAc
 		}
 		return answer, nil
 	})
+}
+
+// canonicalIDs is ids as storage reads them back (id::text): UUIDs in
+// lower case, whatever case a client wrote them in.
+func canonicalIDs(ids []string) []string {
+	if ids == nil {
+		return nil
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strings.ToLower(id)
+	}
+	return out
 }

@@ -135,6 +135,13 @@ func TestCQLQueries(t *testing.T) {
 		{"/loan-storage/loans", `itemId==(` + f.id["i1"] + ` or ` + f.id["i3"] + `) sortBy loanDate`, []string{"l3", "l2"}, true},
 		{"/loan-storage/loans", `_version>=1`, []string{"l1", "l2", "l3"}, false}, // every loan has a _version
 		{"/loan-storage/loans", `_version>=2`, nil, false},
+		{"/loan-storage/loans", `_version<"2"`, []string{"l1", "l2", "l3"}, false},
+		// A string field compared with a term that looks like a number
+		// compares as a string.
+		{users, `barcode<"1002"`, []string{"ada", "star"}, false},
+		{users, `barcode<1002`, []string{"ada", "star"}, false},
+		{users, `barcode>"1002"`, []string{"bob"}, false},
+		{users, `barcode>=1002`, []string{"grace", "bob"}, false},
 	}
 	plural := map[string][2]string{
 		users: {"users.json", "users"}, settings: {"settings.json", "items"}, "/groups": {"usergroups.json", "usergroups"},

@@ -228,15 +228,17 @@ func (q *cqlQuery) compare(field, relation string, term cql.Term) (string, error
 		if !isLiteral {
 			return "", q.unsupported("wildcards are not supported with %s", relation)
 		}
-		// Compared as JSON values: numbers as numbers, strings (dates
-		// among them, as FOLIO writes them) as strings.
-		var value string
-		if jsonNumber.MatchString(literal) {
-			value = q.param(literal) + "::jsonb"
-		} else {
-			value = "to_jsonb(" + q.param(literal) + "::text)"
+		// Compared as the field's values are: numbers as numbers,
+		// strings (dates among them, as FOLIO writes them) as strings,
+		// whatever the term looks like ("1003" is a string to a barcode,
+		// a number to a _version).
+		value := "(jsonb #> " + q.param(strings.Split(field, ".")) + "::text[])"
+		asText := value + " " + relation + " to_jsonb(" + q.param(literal) + "::text)"
+		if !jsonNumber.MatchString(literal) {
+			return asText, nil
 		}
-		return "(jsonb #> " + q.param(strings.Split(field, ".")) + "::text[]) " + relation + " " + value, nil
+		return "CASE jsonb_typeof(" + value + ") WHEN 'number' THEN " + value + " " + relation + " " + q.param(literal) + "::jsonb ELSE " +
+			asText + " END", nil
 	}
 	return "", q.unsupported("the relation %q is not supported (==, =, <>, <, >, <=, >= are)", relation)
 }
