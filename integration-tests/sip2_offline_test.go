@@ -530,3 +530,94 @@ func TestALoginNotLetInIsNotTheLibrarySystemDown(t *testing.T) {
 		t.Fatalf("%d loans, want none", loans)
 	}
 }
+
+// TestAPatronsLockHeldIsNotTheLibrarySystemDown: a kiosk told "System
+// busy" because its patron's lock stayed held by another check-out past
+// the wait (circulation's UNABLE_TO_ACQUIRE_LOCK) was answered by the
+// library system (outcome patron_busy). A no-block check-out another
+// patron makes on line just after it, within the grace of it, is a live
+// one, not recorded as made offline past the rules: a patron scanning at
+// two machines at once could otherwise open such a window for every
+// kiosk of the door.
+func TestAPatronsLockHeldIsNotTheLibrarySystemDown(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"KIOSK_OFFLINE_GRACE=2s"}})
+	lib := c.SetupLibrary(2, 1, 0)
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	door := c.StartSIP2(t, 0, nil, "SIP2_OFFLINE_GRACE=2s")
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	// Past the grace after the login: a transaction dated now is one the
+	// door saw the kiosk on line at.
+	then := time.Now().Add(3100 * time.Millisecond)
+	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(then) }) {
+		t.Fatal("the clock did not move")
+	}
+	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, lib.Patrons[0]), "ttlMs": 60000}).
+		Want(t, http.StatusCreated)
+	r := k.Send("11NN" + sip2UTC(time.Now()) + strings.Repeat(" ", 18) + "AOdiku|AA" + lib.Patrons[0] + "|AB" + lib.Items[0][0] + "|AC|")
+	if !strings.HasPrefix(r, "120") || harness.SIP2Field(r, "AF") != "System busy, please try again" {
+		t.Fatalf("a check-out while the patron's lock is held: %q, want 120… with \"System busy, please try again\"", r)
+	}
+	if !harness.Poll(5*time.Second, 10*time.Millisecond, func() bool {
+		return strings.Contains(door.Log(), `"message":"11","outcome":"patron_busy"`)
+	}) {
+		t.Fatalf("the door logged no patron_busy check-out:\n%s", door.Log())
+	}
+	r = k.Send("11NY" + sip2UTC(time.Now()) + strings.Repeat(" ", 18) + "AOdiku|AA" + lib.Patrons[1] + "|AB" + lib.Items[1][0] + "|AC|")
+	if !strings.HasPrefix(r, "121") || harness.SIP2Field(r, "AF") == "Recorded: lent while offline" {
+		t.Fatalf("a no-block check-out made on line just after a patron's lock held: %q, want lent as a live one", r)
+	}
+	var offline, loans int
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FILTER (WHERE jsonb ? 'offline'), count(*) FROM %s.loan`, c.Schema)).
+		Scan(&offline, &loans); err != nil {
+		t.Fatal(err)
+	}
+	if loans != 1 || offline != 0 {
+		t.Fatalf("%d loans, %d of them made offline; want one live loan", loans, offline)
+	}
+}
+
+// TestACheckOutCirculationCannotServeIsTheLibrarySystemDown: a kiosk
+// told "System busy" because circulation could not serve it (503:
+// storage stopped) saw the library system not answer, the door too
+// (outcome busy): a no-block check-out dated then, sent once storage is
+// back, is recorded as made offline, where one dated while the door saw
+// the kiosk on line would be a live one.
+func TestACheckOutCirculationCannotServeIsTheLibrarySystemDown(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"KIOSK_OFFLINE_GRACE=1s"}})
+	lib := c.SetupLibrary(1, 2, 0)
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	door := c.StartSIP2(t, 0, nil, "SIP2_OFFLINE_GRACE=1s")
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	then := time.Now().Add(2100 * time.Millisecond)
+	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(then) }) {
+		t.Fatal("the clock did not move")
+	}
+	patron, items := lib.Patrons[0], lib.Items[0]
+	c.Storage.Stop()
+	at := time.Now()
+	r := k.Send("11NN" + sip2UTC(at) + strings.Repeat(" ", 18) + "AOdiku|AA" + patron + "|AB" + items[0] + "|AC|")
+	if !strings.HasPrefix(r, "120") || harness.SIP2Field(r, "AF") != "System busy, please try again" {
+		t.Fatalf("a check-out while storage is stopped: %q, want 120… with \"System busy, please try again\"", r)
+	}
+	if !harness.Poll(5*time.Second, 10*time.Millisecond, func() bool {
+		return strings.Contains(door.Log(), `"message":"11","outcome":"busy"`)
+	}) {
+		t.Fatalf("the door logged no busy check-out:\n%s", door.Log())
+	}
+	c.Storage.Start()
+	r = k.Send("11NY" + sip2UTC(at) + strings.Repeat(" ", 18) + "AOdiku|AA" + patron + "|AB" + items[1] + "|AC|")
+	if !strings.HasPrefix(r, "121") || harness.SIP2Field(r, "AF") != "Recorded: lent while offline" {
+		t.Fatalf("a no-block check-out dated when circulation could not serve: %q, want recorded as made offline", r)
+	}
+	var offline int
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan WHERE jsonb ? 'offline'`, c.Schema)).Scan(&offline); err != nil {
+		t.Fatal(err)
+	}
+	if offline != 1 {
+		t.Fatalf("%d loans made offline, want 1", offline)
+	}
+}

@@ -93,5 +93,5 @@ func (c *conn) feeNotPaid(err error, reply func(ok bool, at time.Time, message s
 	if !errors.As(err, &ref) {
 		c.log.Error("fee paid: circulation did not answer", slog.Any("error", err))
 	}
-	return reply(false, c.now(), msgBusy), "busy"
+	return reply(false, c.now(), msgBusy), busyOutcome(err)
 }

@@ -114,8 +114,8 @@ func (c *conn) handle(line []byte) bool {
 		}
 	}
 	if outcome == "busy" || outcome == "error" {
-		// The library system did not answer the kiosk: it may go off
-		// line, and what it makes meanwhile is made offline.
+		// The library system did not answer the kiosk (busyOutcome): it
+		// may go off line, and what it makes meanwhile is made offline.
 		c.s.ready.down(started)
 	} else if s := c.sessionOf(); s != nil && !s.Ended() {
 		// Heard from, signed in, and the library system answering it.
@@ -155,6 +155,20 @@ func (c *conn) handle(line []byte) bool {
 // refusal in FOLIO's words, a PIN needed or locked, a rate reached, a
 // request before the kiosk's login. The kiosks' day counts them.
 var refusal = map[string]bool{"refused": true, "locked": true, "pin_needed": true, "rate_limited": true, "not_logged_in": true}
+
+// busyOutcome is the outcome of a kiosk told "System busy" for err:
+// "patron_busy" when circulation answered for the patron alone (their
+// lock held by another check-out past the wait, their PIN's turn not
+// come: a 4xx), which marks nothing; "busy" when the library system did
+// not answer or could not serve (no answer, a 503, another 5xx), which
+// marks it down for the door (handle), so that a kiosk may go off line.
+func busyOutcome(err error) string {
+	var ref *circ.Refusal
+	if errors.As(err, &ref) && ref.Busy() && ref.Status/100 == 4 {
+		return "patron_busy"
+	}
+	return "busy"
+}
 
 // messageCode is req's command code as the metrics and spans name it:
 // "unknown" for a message not parsed or of a code SIP2 does not have.
@@ -403,7 +417,7 @@ func (c *conn) notCheckedOut(err error, what, okMessage string, reply func(ok bo
 	var ref *circ.Refusal
 	switch {
 	case errors.As(err, &ref) && ref.Busy():
-		return reply(false, time.Time{}, "", msgBusy), "busy"
+		return reply(false, time.Time{}, "", msgBusy), busyOutcome(err)
 	case errors.As(err, &ref) && ref.Status/100 == 4:
 		if due, own := ref.OwnLoan(); own {
 			return reply(true, due, "", okMessage), "ok_again"
@@ -518,7 +532,7 @@ func (c *conn) renew(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 	if !errors.As(err, &ref) {
 		c.log.Error("renew: circulation did not answer", slog.Any("error", err))
 	}
-	return reply(false, circ.Loan{}, msgBusy), "busy"
+	return reply(false, circ.Loan{}, msgBusy), busyOutcome(err)
 }
 
 // renewAll is 65 → 66: each of the patron's loans out (the fifty due
@@ -557,7 +571,7 @@ func (c *conn) renewAll(s *circ.Session, req *wire.Request) (*wire.Reply, string
 		if !errors.As(err, &ref) {
 			c.log.Error("renew all: circulation did not answer", slog.Any("error", err))
 		}
-		return reply(false, nil, nil, msgBusy), "busy"
+		return reply(false, nil, nil, msgBusy), busyOutcome(err)
 	}
 	var renewed, notRenewed, reasons []string
 	// Each renewal carries the PIN, as a 29's does: the tenant may
@@ -651,7 +665,7 @@ func (c *conn) checkIn(s *circ.Session, req *wire.Request) (*wire.Reply, string)
 	if !errors.As(err, &ref) {
 		c.log.Error("check-in: circulation did not answer", slog.Any("error", err))
 	}
-	return reply(false, "", msgBusy), "busy"
+	return reply(false, "", msgBusy), busyOutcome(err)
 }
 
 // screenMessage is a refusal as a kiosk shows it: FOLIO's reasons

@@ -77,7 +77,7 @@ func (c *conn) patron(s *circ.Session, req *wire.Request) (*wire.Reply, string) 
 		if !errors.As(err, &ref) {
 			c.log.Error("patron summary: circulation did not answer", slog.Any("error", err))
 		}
-		return reply(msg.Denied, msg.Counts{}, "", false, msgBusy).Reply(), "busy"
+		return reply(msg.Denied, msg.Counts{}, "", false, msgBusy).Reply(), busyOutcome(err)
 	}
 	denied := !sum.CanBorrow
 	status := msg.PatronStatus{ChargeDenied: denied, RenewalDenied: denied, RecallDenied: denied, HoldDenied: denied,
@@ -203,7 +203,7 @@ func (c *conn) pinGiven(ctx context.Context, s *circ.Session, pin string, given 
 	if !errors.As(err, &ref) {
 		c.log.Error("PIN: circulation did not answer", slog.Any("error", err))
 	}
-	return false, msgBusy, "busy"
+	return false, msgBusy, busyOutcome(err)
 }
 
 // item is 17 → 18 (item information): the item's circulation status as
@@ -236,7 +236,7 @@ func (c *conn) item(s *circ.Session, req *wire.Request) (*wire.Reply, string) {
 		if !errors.As(err, &ref) {
 			c.log.Error("item summary: circulation did not answer", slog.Any("error", err))
 		}
-		return reply("01", "", time.Time{}, msgBusy), "busy"
+		return reply("01", "", time.Time{}, msgBusy), busyOutcome(err)
 	}
 	return reply(msg.CirculationStatus(sum.Status), sum.Title, sum.DueDate, ""), "ok"
 }
