@@ -10,6 +10,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -183,15 +184,22 @@ func Parse(raw []byte, cs Charset, delim byte) (*Request, error) {
 		r.Fields = append(r.Fields, Field{ID: item[:2], Value: item[2:]})
 	}
 	// A checksum anywhere but at the end (cut short, run on, followed by
-	// anything) is error detection damaged on the line: answered as a
-	// checksum that does not match, never carried out unverified.
-	for _, f := range r.Fields {
-		if f.ID == "AZ" || f.ID == "AY" && strings.Contains(f.Value, "AZ") {
+	// anything), or a sequence number and checksum run into the last
+	// field (its delimiter lost: "…|ACpwAY1AZEF"), is error detection
+	// damaged on the line: answered as a checksum that does not match,
+	// never carried out unverified.
+	for i, f := range r.Fields {
+		if f.ID == "AZ" || f.ID == "AY" && strings.Contains(f.Value, "AZ") ||
+			i == len(r.Fields)-1 && runOnTrailer.MatchString(f.Value) {
 			return r, ErrChecksum
 		}
 	}
 	return r, nil
 }
+
+// runOnTrailer is a sequence number and a checksum, whole or cut short,
+// at the end of a field's value.
+var runOnTrailer = regexp.MustCompile(`AY[0-9]AZ[0-9A-Fa-f]{0,4}$`)
 
 // Reply builds a message: the code, the fixed part, then the variable
 // fields, each cut to MaxField characters and cleaned of the delimiter

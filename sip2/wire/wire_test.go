@@ -113,13 +113,16 @@ func TestRepliesNeverCarryTheDelimiterOrControls(t *testing.T) {
 
 // TestADamagedChecksumIsNeverCarriedOut: edge-sip2's valid login with
 // its checksum cut short, cut off, run on by a character, or followed by
-// a space is a checksum that does not match, as a wrong one is: never a
+// a space, or run into the password's field (the delimiter before AY
+// lost), is a checksum that does not match, as a wrong one is: never a
 // message read without its error detection. A message with none is read.
 func TestADamagedChecksumIsNeverCarriedOut(t *testing.T) {
 	t.Parallel()
 	const valid = "9300CNuser_id|COpassw0rd|AY1AZF594"
 	for _, s := range []string{
 		valid[:len(valid)-2], valid[:len(valid)-4], valid + "5", valid + " ", "9300CNuser_id|AZF594|COpassw0rd|",
+		// The delimiter before AY lost, the checksum cut short or not.
+		"9300CNuser_id|COpassw0rdAY1AZF5", "9300CNuser_id|COpassw0rdAY1AZ", "9300CNuser_id|COpassw0rdAY1AZF594",
 	} {
 		if r, err := Parse([]byte(s), IBM850, '|'); !errors.Is(err, ErrChecksum) || r.Code != "93" {
 			t.Errorf("%q: %+v %v, want ErrChecksum", s, r, err)
