@@ -975,3 +975,34 @@ func TestSIP2FieldsAsKiosksReadThem(t *testing.T) {
 		t.Errorf("17 with a NUL: %q, want circulation's reason in AF", got)
 	}
 }
+
+// TestALoginAgainEndsTheSessionItReplaces: a kiosk that logs in again on
+// its connection has one session at storage, the first ended; one that
+// then logs in with a wrong password is logged in as no one, its session
+// ended too, and its next check-out is refused "Please log in first".
+func TestALoginAgainEndsTheSessionItReplaces(t *testing.T) {
+	t.Parallel()
+	c, lib, door := sip2Cluster(t, 1, 1, 1, 0, nil)
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	if alive, ended := kioskSessions(t, c); alive != 1 || ended != 0 {
+		t.Fatalf("after a login: %d sessions alive, %d ended; want 1 and 0", alive, ended)
+	}
+	k.Login("user_id", "passw0rd")
+	if alive, ended := kioskSessions(t, c); alive != 1 || ended != 1 {
+		t.Fatalf("after a second login on the connection: %d sessions alive, %d ended; want 1 and 1", alive, ended)
+	}
+	if got := k.Send("9300CNuser_id|COwrong|"); !strings.HasPrefix(got, "940") {
+		t.Fatalf("a login with a wrong password: %q, want 940", got)
+	}
+	if alive, ended := kioskSessions(t, c); alive != 0 || ended != 2 {
+		t.Fatalf("after a login refused: %d sessions alive, %d ended; want 0 and 2", alive, ended)
+	}
+	if got := k.Send(checkOutMsg(lib.Patrons[0], lib.Items[0][0])); !strings.HasPrefix(got, "120") ||
+		harness.SIP2Field(got, "AF") != "Please log in first" {
+		t.Fatalf("a check-out after a login refused: %q, want 120… with \"Please log in first\"", got)
+	}
+	if n := openLoans(t, c, lib.Patrons[0]); n != 0 {
+		t.Fatalf("%d loans, want none", n)
+	}
+}

@@ -250,8 +250,11 @@ func (c *conn) closed(reason string, err error) {
 // started it. Best effort, within the call timeout; on a shutdown, also
 // within the shutdown's deadline. A session not ended here lives on at
 // storage until its refresh token expires, so each is logged.
-func (c *conn) logout() {
-	s := c.sessionOf()
+func (c *conn) logout() { c.endSession(c.sessionOf()) }
+
+// endSession ends session s at storage (logout's way), when there is one
+// not ended yet.
+func (c *conn) endSession(s *circ.Session) {
 	if s == nil || s.Ended() {
 		return
 	}

@@ -299,9 +299,12 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 	switch {
 	case err == nil:
 		c.mu.Lock()
+		before := c.session
 		c.session, c.loginAt, c.location = s, time.Now(), s.Location
 		c.mu.Unlock()
 		c.seen(s, true)
+		// A second login on the connection: the session it replaces ends.
+		c.endSession(before)
 		return msg.LoginResponse{OK: true}.Reply(), "ok"
 	case errors.Is(err, circ.ErrLoginBusy):
 		// Circulation answered: the account's turn did not come while
@@ -309,13 +312,27 @@ func (c *conn) login(req *wire.Request) (*wire.Reply, string) {
 		// failing to answer, which lets kiosks' no-block check-outs be
 		// taken as made offline (handle), and no "System busy" told.
 		return fail, "login_busy"
+	}
+	// Refused a login (a verdict on the account, not a turn that did not
+	// come): a session the connection had ends with it, and the kiosk is
+	// logged in as no one, rather than as whom it was before.
+	var outcome string
+	switch {
 	case errors.Is(err, circ.ErrLoginLocked):
-		return fail, "locked"
+		outcome = "locked"
 	case errors.Is(err, circ.ErrLoginFailed):
-		return fail, "refused"
+		outcome = "refused"
 	case errors.Is(err, circ.ErrTooMuch):
 		c.log.Warn("a kiosk account holds more than the self-check role: refused", slog.String("kiosk", user))
-		return fail, "too_much"
+		outcome = "too_much"
+	}
+	if outcome != "" {
+		c.mu.Lock()
+		before := c.session
+		c.session = nil
+		c.mu.Unlock()
+		c.endSession(before)
+		return fail, outcome
 	}
 	c.log.Error("login: circulation did not answer", slog.Any("error", err))
 	return fail, "error"
