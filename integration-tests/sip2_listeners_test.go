@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -420,5 +421,46 @@ func TestTwoKiosksBehindOneAddressAreTwoNamedRows(t *testing.T) {
 		if f.lines == 1 && (csvRows[1][5] != "lent_offline" || csvRows[1][3] != "east-wing-1 (user_id)" || csvRows[1][4] != "east-wing-1 (user_id)") {
 			t.Fatalf("the CSV's line %q, want lent_offline held and sent by east-wing-1 (user_id)", csvRows[1])
 		}
+	}
+}
+
+// TestAProxyListenerCountsAConnectionBeforeItsHeader: behind a
+// PROXY-protocol listener, connections that have sent no header yet are
+// held within SIP2_MAX_CONNECTIONS like any other: two such connections
+// at a cap of two, a third is closed at once, not held until
+// SIP2_LOGIN_TIMEOUT; one of the two gone, a kiosk
+// behind the balancer is answered.
+func TestAProxyListenerCountsAConnectionBeforeItsHeader(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	proxyAddr := freeAddr(t)
+	door := c.StartSIP2With(t, 0, []map[string]any{{"address": proxyAddr, "proxyProtocol": true}}, "SIP2_MAX_CONNECTIONS=2")
+	dial := func() net.Conn {
+		t.Helper()
+		conn, err := net.Dial("tcp", proxyAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	silent := []net.Conn{dial(), dial()}
+	third := dial()
+	waitClosed(t, third, 5*time.Second)
+	silent[0].Close()
+	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool {
+		conn, err := net.DialTimeout("tcp", proxyAddr, time.Second)
+		if err != nil {
+			return false
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := conn.Write([]byte("PROXY TCP4 10.1.2.3 127.0.0.1 40000 6443\r\n9900302.00\r")); err != nil {
+			return false
+		}
+		reply, err := bufio.NewReader(conn).ReadString('\r')
+		return err == nil && strings.HasPrefix(reply, "98")
+	}) {
+		t.Fatalf("no kiosk behind the balancer was answered once a silent connection went:\n%s", door.Log())
 	}
 }

@@ -31,6 +31,9 @@ type conn struct {
 	// so that every line about the connection says both (at sets it).
 	log      *slog.Logger
 	admitted bool
+	// awaiting is a PROXY-protocol connection counted in before its
+	// header (Server.admitFirst).
+	awaiting bool
 	stop     atomic.Bool
 
 	// The read buffer: at most MaxLine bytes of a message not yet ended,

@@ -62,7 +62,12 @@ type Server struct {
 	listeners map[string]*listener // by configured address
 	conns     map[*conn]struct{}
 	perAddr   map[string]int
-	closing   bool
+	// awaiting counts the connections of PROXY-protocol listeners held
+	// before their header names the kiosk's address: within
+	// MaxConnections with conns, so that connections that send nothing
+	// are bounded as every other is.
+	awaiting int
+	closing  bool
 	// serving counts the connections admitted whose serve has not
 	// returned: their last message answered and their kiosk logged out.
 	// It is added to under mu, never once closing is set, so Shutdown
@@ -234,7 +239,7 @@ func (s *Server) accept(l *listener) {
 		cfg, tc := l.settings()
 		c := &conn{s: s, nc: nc, cfg: cfg, tls: tc}
 		c.at(hostOf(nc.RemoteAddr()))
-		if !cfg.ProxyProtocol && !s.admit(c) {
+		if !s.admitFirst(c) {
 			nc.Close()
 			continue
 		}
@@ -242,15 +247,38 @@ func (s *Server) accept(l *listener) {
 	}
 }
 
+// admitFirst admits a connection as it is accepted: admit, or, for a
+// PROXY-protocol listener, whose connections name the kiosk's address
+// only in their header, a place among MaxConnections until the header
+// comes (awaiting; admit then counts it for its address).
+func (s *Server) admitFirst(c *conn) bool {
+	if !c.cfg.ProxyProtocol {
+		return s.admit(c)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || len(s.conns)+s.awaiting >= s.opts.MaxConnections {
+		s.metrics.refused.WithLabelValues("total").Inc()
+		return false
+	}
+	s.awaiting++
+	c.awaiting = true
+	return true
+}
+
 // admit counts a connection in, unless the door is at its cap in total
 // or for the connection's address.
 func (s *Server) admit(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.awaiting {
+		s.awaiting--
+		c.awaiting = false
+	}
 	switch {
 	case s.closing:
 		return false
-	case len(s.conns) >= s.opts.MaxConnections:
+	case len(s.conns)+s.awaiting >= s.opts.MaxConnections:
 		s.metrics.refused.WithLabelValues("total").Inc()
 		return false
 	case s.perAddr[c.peer] >= s.opts.MaxConnectionsPerAddress:
@@ -272,6 +300,10 @@ func (s *Server) release(c *conn) {
 	k.Ended = &now
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.awaiting {
+		s.awaiting--
+		c.awaiting = false
+	}
 	if !c.admitted {
 		return
 	}
