@@ -209,7 +209,7 @@ type RecordFilter struct {
 // PageTooLarge is the error for a page of records over maxBytes.
 func PageTooLarge(maxBytes, limit int) *errs.Error {
 	return errs.Errorf(errs.KindInvalid, schemas.CodePageTooLarge,
-		"The page of %d records would be larger than %d bytes; ask for fewer records (limit) and page with offset", limit, maxBytes).
+		"The page of records (limit %d) would be larger than %d bytes; ask for fewer records (limit) and page with offset", limit, maxBytes).
 		With("limit", fmt.Sprint(limit)).With("maxPageBytes", fmt.Sprint(maxBytes))
 }
 

@@ -621,3 +621,40 @@ func TestACheckOutCirculationCannotServeIsTheLibrarySystemDown(t *testing.T) {
 		t.Fatalf("%d loans made offline, want 1", offline)
 	}
 }
+
+// TestAPINRefusedIsNotTheLibrarySystemDown: a check-out whose PIN
+// circulation refuses to check (longer than any PIN kept: a 422 of its
+// own) is refused with circulation's reason, outcome refused, and marks
+// nothing: a no-block check-out made on line just after it is a live
+// one, refused without the patron's PIN, not recorded as made offline.
+func TestAPINRefusedIsNotTheLibrarySystemDown(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"KIOSK_OFFLINE_GRACE=2s"}})
+	lib := c.SetupLibrary(1, 2, 0)
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	door := c.StartSIP2(t, 0, map[string]any{"patronPin": "required"}, "SIP2_OFFLINE_GRACE=2s")
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	then := time.Now().Add(3100 * time.Millisecond)
+	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(then) }) {
+		t.Fatal("the clock did not move")
+	}
+	patron, items := lib.Patrons[0], lib.Items[0]
+	r := k.Send("11NN" + sip2UTC(time.Now()) + strings.Repeat(" ", 18) + "AOdiku|AA" + patron + "|AB" + items[0] + "|AC|AD" +
+		strings.Repeat("7", 65) + "|")
+	if !strings.HasPrefix(r, "120") || harness.SIP2Field(r, "AF") == "System busy, please try again" {
+		t.Fatalf("a check-out with a PIN of 65 digits: %q, want 120… with circulation's reason", r)
+	}
+	if !harness.Poll(5*time.Second, 10*time.Millisecond, func() bool {
+		return strings.Contains(door.Log(), `"message":"11","outcome":"refused"`)
+	}) {
+		t.Fatalf("the door logged no refused check-out:\n%s", door.Log())
+	}
+	r = k.Send("11NY" + sip2UTC(time.Now()) + strings.Repeat(" ", 18) + "AOdiku|AA" + patron + "|AB" + items[1] + "|AC|")
+	if !strings.HasPrefix(r, "120") || harness.SIP2Field(r, "AF") != "Please enter your PIN" {
+		t.Fatalf("a no-block check-out made on line just after a PIN refused: %q, want 120… with \"Please enter your PIN\"", r)
+	}
+	if n := openLoans(t, c, patron); n != 0 {
+		t.Fatalf("%d loans, want none", n)
+	}
+}

@@ -195,6 +195,11 @@ func Descriptor(service string) []byte {
 				DisplayName: service + ": settings of scope mod-circulation",
 				Description: "Read or write settings entries of scope mod-circulation (the check-out lock setting)"})
 		}
+		for _, scope := range []string{SettingsScopeRead(LocaleScope), SettingsScopeWrite(LocaleScope)} {
+			d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: scope,
+				DisplayName: service + ": settings of scope " + LocaleScope,
+				Description: "Read or write settings entries of scope " + LocaleScope + " (the tenant's locale: its time zone and currency)"})
+		}
 		d.PermissionSets = append(d.PermissionSets, permissionSet{PermissionName: PermissionReleaseOthers,
 			DisplayName: service + ": release a check-out lock someone else holds",
 			Description: "Release a live check-out lock acquired by someone else (recorded in the lock history as released_by_other)"},

@@ -873,7 +873,7 @@ var PermissionSets = []PermissionSet{
 		librarianRole},
 	{RoleOperator, "Circulation: operator", "Read the check-out locks and their history through the lock console, release a lock, see the connected self-check machines and the patron notices that could not be sent, and read the lock settings.",
 		operatorRole},
-	{RoleTenantAdmin, "Circulation: tenant administrator", "Every permission of both modules: initialise, upgrade and purge tenants, load the library's records, and call storage directly.",
+	{RoleTenantAdmin, "Circulation: tenant administrator", "Every permission of both modules: initialise, upgrade and purge tenants, load the library's records, call storage directly, and set the tenant's locale (its time zone and currency).",
 		tenantAdmin()},
 }
 
@@ -885,7 +885,8 @@ func tenantAdmin() []string {
 			out = append(out, r.Permission)
 		}
 	}
-	return append(out, SettingsScopeRead("mod-circulation"), SettingsScopeWrite("mod-circulation"), PermissionReleaseOthers,
+	return append(out, SettingsScopeRead("mod-circulation"), SettingsScopeWrite("mod-circulation"),
+		SettingsScopeRead(LocaleScope), SettingsScopeWrite(LocaleScope), PermissionReleaseOthers,
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate,
 		PermissionPatronSummaryDetails, PermissionCheckOutOverride, PermissionCheckOutOffline)
 }

@@ -46,7 +46,8 @@ func TestCheckHeaders(t *testing.T) {
 		t.Errorf("two release flags: %+v, want 400 %s", r, schemas.CodeInvalidHeader)
 	}
 	for _, h := range []string{schemas.HeaderCheckOutOverride, schemas.HeaderPatronPin, schemas.HeaderAcquireLock,
-		schemas.HeaderWriteID, schemas.HeaderIdempotencyKey, schemas.HeaderKiosk} {
+		schemas.HeaderWriteID, schemas.HeaderWriteDigest, schemas.HeaderIdempotencyKey, schemas.HeaderKiosk,
+		schemas.HeaderLoanActionServicePoint, schemas.HeaderCheckInServicePoint, schemas.HeaderRequestRules} {
 		req = httptest.NewRequest(http.MethodGet, "/x", nil)
 		req.Header.Set(h, "patronBlock")
 		req.Header.Add(h, "itemLimitBlock")

@@ -27,6 +27,17 @@ func TestListPagesAreCappedInBytes(t *testing.T) {
 	if docs, total := f.list("/settings/entries", "scope=big&limit=3", "settings.json", "items"); len(docs) != 3 || total != 6 {
 		t.Errorf("limit=3: %d records of %d, want 3 of 6", len(docs), total)
 	}
+	// FOLIO's "every match" is held to the same cap, its query ended
+	// where the page passed it; the pool serves on.
+	for range 3 {
+		e = f.do("GET", "/settings/entries?scope=big&limit=2147483647", "").wantError(http.StatusUnprocessableEntity, "PAGE_TOO_LARGE")
+		if p := params(e); p["limit"] != "2147483647" {
+			t.Errorf("parameters %v, want limit 2147483647", p)
+		}
+		if docs, total := f.list("/settings/entries", "scope=big&limit=2", "settings.json", "items"); len(docs) != 2 || total != 6 {
+			t.Errorf("limit=2 after a page too large: %d records of %d, want 2 of 6", len(docs), total)
+		}
+	}
 }
 
 // TestManyViolationsAreCapped: a body of a thousand unknown keys gets an

@@ -242,6 +242,9 @@ func (s *Records) Get(ctx context.Context, t storage.Tenant, r storage.Resource,
 	return doc, nil
 }
 
+// minRecordBytes is the least a stored record takes: {"id":"<uuid>"}.
+const minRecordBytes = len(`{"id":"00000000-0000-0000-0000-000000000000"}`)
+
 // List implements storage.RecordService. Filter values are parameters; only
 // column names from the spec are written into the SQL.
 func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource, f storage.RecordFilter) ([]json.RawMessage, int, error) {
@@ -282,10 +285,19 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 	where := strings.Join(conds, " AND ")
 	docs := []json.RawMessage{}
 	size := 0
+	// A page over f.MaxBytes ends its query at once: the rows PostgreSQL
+	// still has for it are not read (pgx would read every one as the
+	// rows close), and no more rows are asked for than could fit.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	limit := f.Limit
+	if f.MaxBytes > 0 {
+		limit = min(limit, f.MaxBytes/minRecordBytes+1)
+	}
 	total, err := postgres.Page(ctx, s.db.Pool, t,
 		postgres.WithTables(`SELECT jsonb, count(*) OVER () FROM %s WHERE `+where+` ORDER BY `+order+` OFFSET @offset LIMIT @limit`, record.Table(r)),
 		postgres.WithTables(`SELECT count(*) FROM %s WHERE `+where, record.Table(r)),
-		args, sortArgs, f.Offset, f.Limit,
+		args, sortArgs, f.Offset, limit,
 		func(rows pgx.Rows) (int, error) {
 			var doc json.RawMessage
 			var total int
@@ -293,6 +305,7 @@ func (s *Records) List(ctx context.Context, t storage.Tenant, r storage.Resource
 				return 0, err
 			}
 			if size += len(doc); f.MaxBytes > 0 && size > f.MaxBytes {
+				cancel()
 				return 0, storage.PageTooLarge(f.MaxBytes, f.Limit)
 			}
 			docs = append(docs, doc)

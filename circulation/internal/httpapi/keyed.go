@@ -55,16 +55,13 @@ func (s *Server) keyed(h echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// idempotencyKey is the one Idempotency-Key sent (values), "" for none: a
-// Structured Field string (quoted, as the draft writes it) or its bare
-// text, of visible ASCII, at most schemas.MaxIdempotencyKey bytes.
+// idempotencyKey is the Idempotency-Key sent (values: the admission
+// takes it once, serverkit.CheckHeaders), "" for none: a Structured Field
+// string (quoted, as the draft writes it) or its bare text, of visible
+// ASCII, at most schemas.MaxIdempotencyKey bytes.
 func idempotencyKey(values []string) (string, error) {
-	switch len(values) {
-	case 0:
+	if len(values) == 0 {
 		return "", nil
-	case 1:
-	default:
-		return "", errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s is sent once", schemas.HeaderIdempotencyKey)
 	}
 	key := values[0]
 	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {

@@ -200,6 +200,12 @@ func (c *conn) pinGiven(ctx context.Context, s *circ.Session, pin string, given 
 		return false, message, outcome
 	}
 	var ref *circ.Refusal
+	if errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy() {
+		// Circulation refused the check itself (a PIN longer than any
+		// kept, say): its reason, not "busy", and the library system
+		// answered.
+		return false, screenMessage(ref), "refused"
+	}
 	if !errors.As(err, &ref) {
 		c.log.Error("PIN: circulation did not answer", slog.Any("error", err))
 	}
