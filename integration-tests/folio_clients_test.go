@@ -315,6 +315,37 @@ func TestCirculationListsAnswerFOLIOQueriesWithSummaries(t *testing.T) {
 			t.Errorf("request %d's summaries: %+v", i, r)
 		}
 	}
+	// mod-patron's patron account (edge-patron's), as it asks: every
+	// match, limit 2147483647, the patron's open loans and open requests.
+	var account struct {
+		Loans []struct {
+			ItemID string
+			Item   struct{ Title string }
+		}
+		TotalRecords int
+	}
+	q = url.QueryEscape(fmt.Sprintf(`(userId==%s and status.name==Open)`, patronID))
+	c.DoWith(circ, "GET", "/circulation/loans?limit=2147483647&query="+q, nil, librarian).Want(t, http.StatusOK).Decode(t, &account)
+	if account.TotalRecords != 2 || len(account.Loans) != 2 || account.Loans[0].Item.Title == "" {
+		t.Errorf("mod-patron's loans, limit 2147483647: %+v, want the two open ones with their items", account)
+	}
+	var holds struct {
+		Requests []struct {
+			ItemID string
+			Item   struct{ Barcode string }
+		}
+		TotalRecords int
+	}
+	q = url.QueryEscape(fmt.Sprintf(`(requesterId==%s and status==Open*)`, c.IDOf(t, "/users", "users", lib.Patrons[1])))
+	c.DoWith(circ, "GET", "/circulation/requests?limit=2147483647&query="+q, nil, librarian).Want(t, http.StatusOK).Decode(t, &holds)
+	if holds.TotalRecords != 1 || len(holds.Requests) != 1 || holds.Requests[0].ItemID != out || holds.Requests[0].Item.Barcode != items[0] {
+		t.Errorf("mod-patron's requests, limit 2147483647: %+v, want the one for %s", holds, items[0])
+	}
+	r = c.DoWith(circ, "GET", "/circulation/loans?limit=2147483648", nil, librarian).Want(t, http.StatusUnprocessableEntity)
+	if codes := r.ErrorCodes(); !slices.Equal(codes, []string{schemas.CodeInvalidParameter}) {
+		t.Errorf("a limit past FOLIO's: %s", r.Body)
+	}
+
 	// A loan read by id carries the same summaries.
 	var one map[string]json.RawMessage
 	c.DoWith(circ, "GET", "/circulation/loans/"+page.Loans[0].ID, nil, librarian).Want(t, http.StatusOK).Decode(t, &one)

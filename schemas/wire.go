@@ -398,10 +398,11 @@ const (
 	MaxPageSize     = 1000
 )
 
-// MaxRecordsLimit is the most limit storage's record collections take
-// (FOLIO's storage modules' pageable maximum, 2^31 - 1), as
-// mod-circulation's fetchers send it when they mean "every match": their
-// pages are bounded by MAX_PAGE_BYTES instead, read a record at a time.
+// MaxRecordsLimit is the most limit storage's record collections and
+// circulation's loans and requests take (FOLIO's pageable maximum,
+// 2^31 - 1), as mod-circulation's fetchers and mod-patron send it when
+// they mean "every match": their pages are bounded by MAX_PAGE_BYTES
+// instead, read a record at a time.
 const MaxRecordsLimit = 1<<31 - 1
 
 // MaxViolations is the most schema violations one 422 answer lists; the

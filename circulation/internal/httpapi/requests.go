@@ -81,7 +81,7 @@ func (s *Server) listRequests(c echo.Context) error {
 	if f.Offset, err = intParam(c, "offset", 0, 0, 1<<31-1); err != nil {
 		return err
 	}
-	if f.Limit, err = intParam(c, "limit", schemas.DefaultPageSize, 0, schemas.MaxPageSize); err != nil {
+	if f.Limit, err = intParam(c, "limit", schemas.DefaultPageSize, 0, schemas.MaxRecordsLimit); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

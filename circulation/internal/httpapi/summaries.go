@@ -92,9 +92,14 @@ func (s *Server) related(ctx context.Context, path, plural string, ids []string)
 // plural) whose member field is one of values and that meet the CQL
 // condition and (when not ""), in reads of summaryBatch values each.
 func (s *Server) recordsWhere(ctx context.Context, path, plural, field, and string, values []string) ([]document, error) {
+	// A page may hold thousands of records (FOLIO's clients ask with
+	// limit 2147483647 for every match): a set, not a search, finds the
+	// ones seen.
 	var valid []string
+	seen := make(map[string]bool, len(values))
 	for _, v := range values {
-		if v = strings.ToLower(v); s.Schemas().ValidUUID(v) && !slices.Contains(valid, v) {
+		if v = strings.ToLower(v); !seen[v] && s.Schemas().ValidUUID(v) {
+			seen[v] = true
 			valid = append(valid, v)
 		}
 	}
