@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -230,7 +231,28 @@ func TestFeesAreChargedAsFOLIOChargesThem(t *testing.T) {
 	c.Do(c.Storage, "GET", "/accounts/"+fees[0].ID, nil).Want(t, http.StatusOK).Decode(t, &renamed)
 	renamed["feeFineType"] = json.RawMessage(`"Lost book"`)
 	c.Do(c.Storage, "PUT", "/accounts/"+fees[0].ID, renamed).Want(t, http.StatusNoContent)
+	// The patron's open fees/fines as mod-patron's patron account asks
+	// for them: every match (limit 2147483647), by the status's name.
+	openFees := func() int {
+		t.Helper()
+		var page struct {
+			Accounts     []account
+			TotalRecords int
+		}
+		q := url.QueryEscape("(userId==" + patron(3) + " and status.name==Open)")
+		c.Do(c.Storage, "GET", "/accounts?limit=2147483647&query="+q, nil).Want(t, http.StatusOK).Decode(t, &page)
+		if len(page.Accounts) != page.TotalRecords {
+			t.Fatalf("mod-patron's open fees: %d listed of %d", len(page.Accounts), page.TotalRecords)
+		}
+		return page.TotalRecords
+	}
+	if n := openFees(); n != 2 {
+		t.Fatalf("mod-patron's open fees before the lost item's return: %d, want the two", n)
+	}
 	checkInOn(t, c, lib.Items[3][0], harness.ServicePoint, "2026-01-20T12:00:00.000Z")
+	if n := openFees(); n != 0 {
+		t.Fatalf("mod-patron's open fees after the lost item's return: %d, want none", n)
+	}
 	fees = accountsOf(t, c, patron(3))
 	sort.Slice(fees, func(i, j int) bool { return fees[i].FeeFineType < fees[j].FeeFineType })
 	for _, f := range fees {
