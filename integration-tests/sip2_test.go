@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -771,6 +772,22 @@ func TestSIP2PatronPins(t *testing.T) {
 	}
 	if n := openLoans(t, c, patron); n != 1 {
 		t.Fatalf("open loans %d, want 1", n)
+	}
+	// The kiosks' day counts what the library said no to: the two calls
+	// without a PIN, the five with a wrong one, the two locked out.
+	var day struct {
+		Kiosks []struct{ Messages, Refusals int }
+	}
+	res, err := http.Get(door.URL() + "/admin/kiosks?tenant=" + c.Tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(&day); err != nil {
+		t.Fatal(err)
+	}
+	if len(day.Kiosks) != 1 || day.Kiosks[0].Messages != 13 || day.Kiosks[0].Refusals != 9 {
+		t.Errorf("the kiosks' day reads %+v, want 13 messages, 9 refused (2 without a PIN, 5 with a wrong one, 2 locked out)", day.Kiosks)
 	}
 	// A PIN would be logged as a value of its own, or inside the message
 	// (AD…); the same digits inside a time or a duration are not a PIN.

@@ -152,9 +152,11 @@ func (c *conn) handle(line []byte) bool {
 }
 
 // refusal are the outcomes of a message the library said no to: a
-// refusal in FOLIO's words, a PIN needed or locked, a rate reached, a
-// request before the kiosk's login. The kiosks' day counts them.
-var refusal = map[string]bool{"refused": true, "locked": true, "pin_needed": true, "rate_limited": true, "not_logged_in": true}
+// refusal in FOLIO's words, a sign-in locked, a PIN needed, wrong or
+// locked, a rate reached, a request before the kiosk's login. The
+// kiosks' day counts them.
+var refusal = map[string]bool{"refused": true, "locked": true, "pin_needed": true, "pin_wrong": true, "pin_locked": true,
+	"rate_limited": true, "not_logged_in": true}
 
 // busyOutcome is the outcome of a kiosk told "System busy" for err:
 // "patron_busy" when circulation answered for the patron alone (their
