@@ -384,6 +384,9 @@ type Storage interface {
 	// of itemBarcode to userBarcode needs.
 	ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode string) (CheckOutReads, error)
 	ItemByBarcode(ctx context.Context, barcode string) (Item, error)
+	// PatronBarcodeByID is the barcode of the patron with id ("" for a
+	// patron without one); found is false when there is no such patron.
+	PatronBarcodeByID(ctx context.Context, id string) (barcode string, found bool, err error)
 	// PatronSummary reads, in one call, what a self-check machine shows the
 	// patron with barcode.
 	PatronSummary(ctx context.Context, barcode string) (PatronRecords, error)

@@ -14,7 +14,27 @@ import (
 // patron, and what the caller may learn of the patron and do for them.
 type RenewRequest struct {
 	ItemBarcode, UserBarcode, ServicePointID string
-	Access                                   PatronAccess
+	// ItemID and UserID name the loan by ids (RenewByID): its refusals
+	// then name them, as FOLIO's renew by id does.
+	ItemID, UserID string
+	Access         PatronAccess
+}
+
+// itemNamed and userNamed are how the request names the item and the
+// patron, for its refusals: by id when it was renewed by ids, else by
+// barcode.
+func (r RenewRequest) itemNamed() (key, value string) {
+	if r.ItemID != "" {
+		return "itemId", r.ItemID
+	}
+	return "itemBarcode", r.ItemBarcode
+}
+
+func (r RenewRequest) userNamed() (key, value string) {
+	if r.UserID != "" {
+		return "userId", r.UserID
+	}
+	return "userBarcode", r.UserBarcode
 }
 
 // RenewResult is a renewal done: the loan as stored, its item and patron.
@@ -64,6 +84,59 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 	if err != nil {
 		return RenewResult{}, err
 	}
+	return s.renewRead(ctx, req, reads)
+}
+
+// RenewByID renews the loan of the item req.ItemID to the patron
+// req.UserID, as mod-circulation's RenewByIdResource does (mod-patron's
+// renewals, a patron's from the discovery layer): the item and the patron
+// are read by their ids, then validation's one read by their barcodes,
+// and the renewal is judged and written as RenewByBarcode's, its refusals
+// naming the ids. An item or a patron without a barcode is refused:
+// validation reads by barcodes. A barcode that named another item or
+// patron by the time validation read it (given to another meanwhile) is
+// CodeItemChanged, nothing written: the caller asks again.
+func (s *Service) RenewByID(ctx context.Context, req RenewRequest) (RenewResult, error) {
+	ctx = identified(ctx)
+	if err := s.pinBeforeAnything(ctx, req.Access); err != nil {
+		return RenewResult{}, err
+	}
+	item, err := s.storage.ItemByID(ctx, req.ItemID)
+	if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
+		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeItemNotFound, "No item with ID %s exists", req.ItemID).
+			With("itemId", req.ItemID))
+	} else if err != nil {
+		return RenewResult{}, err
+	}
+	userBarcode, found, err := s.storage.PatronBarcodeByID(ctx, req.UserID)
+	if err != nil {
+		return RenewResult{}, err
+	}
+	if !found {
+		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeUserNotFound, "user is not found").With("userId", req.UserID))
+	}
+	if item.Barcode == "" || userBarcode == "" {
+		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"A renewal by id needs the item's and the patron's barcodes; this item or patron has none").
+			With("itemId", req.ItemID).With("userId", req.UserID))
+	}
+	req.ItemBarcode, req.UserBarcode = item.Barcode, userBarcode
+	reads, err := s.storage.ReadForCheckOut(ctx, req.ItemBarcode, req.UserBarcode)
+	if err != nil {
+		return RenewResult{}, err
+	}
+	if reads.Item == nil || reads.Item.ID != req.ItemID || reads.Patron == nil || reads.Patron.ID != req.UserID {
+		return RenewResult{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
+			"The item's or the patron's barcode changed while the renewal read them; nothing was changed, try again").
+			With("itemId", req.ItemID).With("userId", req.UserID)
+	}
+	return s.renewRead(ctx, req, reads)
+}
+
+// renewRead is a renewal from validation's read: the PIN given checked,
+// the loan judged and written, and a write whose answer was lost answered
+// from its write id.
+func (s *Service) renewRead(ctx context.Context, req RenewRequest, reads CheckOutReads) (RenewResult, error) {
 	named, err := s.named(ctx, reads.Patron, req.Access)
 	if err != nil {
 		return RenewResult{}, err
@@ -92,7 +165,7 @@ func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutRea
 	item, loan := reads.Item, reads.OpenLoanOf
 	now := schemas.WireTime(s.now())
 	policy := reads.Policy
-	due, refusals := judgeRenewal(reads, req.ItemBarcode, req.UserBarcode, now)
+	due, refusals := judgeRenewal(reads, req, now)
 	if len(refusals) > 0 {
 		return RenewResult{}, &errs.Refusal{Errors: refusals}
 	}
@@ -117,7 +190,7 @@ func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutRea
 		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
 			"items cannot be renewed when there is an active recall request").Because(err))
 	case errs.IsCode(err, schemas.CodeLoanChanged):
-		return RenewResult{}, loanChangedMeanwhile(err).With("itemBarcode", req.ItemBarcode)
+		return RenewResult{}, loanChangedMeanwhile(err).With(req.itemNamed())
 	case ambiguous(err):
 		s.logger.WarnContext(ctx, "renewal outcome unknown: storage did not answer whether the loan was renewed",
 			slog.String("loan_id", loan.ID), slog.Any("error", err))
@@ -129,18 +202,19 @@ func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutRea
 // judgeRenewal is FOLIO's refusals of a renewal of the item's loan to the
 // patron from what was read (the item, its open loan, whose it is, then
 // renewalRefusals), and the new due date when there are none.
-func judgeRenewal(reads CheckOutReads, itemBarcode, userBarcode string, now time.Time) (time.Time, []*errs.Error) {
+func judgeRenewal(reads CheckOutReads, req RenewRequest, now time.Time) (time.Time, []*errs.Error) {
 	item, patron, loan := reads.Item, reads.Patron, reads.OpenLoanOf
+	itemKey, itemValue := req.itemNamed()
 	switch {
 	case item == nil:
 		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemBarcodeNotFound,
-			"No item with barcode %s exists", itemBarcode).With("itemBarcode", itemBarcode)}
+			"No item with barcode %s exists", req.ItemBarcode).With("itemBarcode", req.ItemBarcode)}
 	case loan == nil:
 		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan,
-			"No open loan for item %s", itemBarcode).With("itemBarcode", itemBarcode)}
+			"No open loan for item %s", itemValue).With(itemKey, itemValue)}
 	case patron == nil || patron.ID != loan.UserID:
 		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemCheckedOutToDifferentUser,
-			"Cannot renew item checked out to different user").With("userBarcode", userBarcode)}
+			"Cannot renew item checked out to different user").With(req.userNamed())}
 	}
 	return renewalRefusals(reads, now)
 }
@@ -165,7 +239,7 @@ func (s *Service) RenewalOutlook(ctx context.Context, itemBarcode, userBarcode s
 	if err != nil {
 		return RenewalOutlook{}, err
 	}
-	_, refusals := judgeRenewal(reads, itemBarcode, userBarcode, schemas.WireTime(s.now()))
+	_, refusals := judgeRenewal(reads, RenewRequest{ItemBarcode: itemBarcode, UserBarcode: userBarcode}, schemas.WireTime(s.now()))
 	out := RenewalOutlook{Refusals: refusals}
 	if reads.RulesSet && reads.Item != nil && reads.OpenLoanOf != nil {
 		p := reads.Policy

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/selfcheck"
@@ -331,4 +333,102 @@ func TestEachRenewalRefusalOverHTTPAndSIP2(t *testing.T) {
 	if n := renewalEvents(t, c); n != 0 {
 		t.Errorf("%d RENEWED events after refusals only", n)
 	}
+}
+
+// TestRenewByIDAsModPatronRenews: mod-patron renews a patron's loan by the
+// item's and the patron's ids (POST /circulation/renew-by-id, the body
+// mod-circulation's RenewByIdResource takes): renewed as by barcode, with
+// Location and the renewal's event, the ids in any case; FOLIO's refusals
+// name the ids (another patron's loan, an item with no open loan, no such
+// item, no such patron); a body without an id is refused naming it; a
+// self-check machine may not call it; an item's barcode given to another
+// of the patron's items while the renewal reads is a conflict, nothing
+// renewed.
+func TestRenewByIDAsModPatronRenews(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true})
+	lib := c.SetupLibrary(2, 2, 0)
+	renewable(t, c, lib, map[string]any{"numberAllowed": 1, "renewFromId": "CURRENT_DUE_DATE"})
+	librarian := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian))
+	item, idle := lib.Items[0][0], lib.Items[0][1]
+	c.CheckOut(0, item, lib.Patrons[0]).Want(t, http.StatusCreated)
+	patronID, otherID := c.IDOf(t, "/users", "users", lib.Patrons[0]), c.IDOf(t, "/users", "users", lib.Patrons[1])
+	itemID, idleID := c.IDOf(t, "/item-storage/items", "items", item), c.IDOf(t, "/item-storage/items", "items", idle)
+	renew := func(body map[string]string, headers map[string]string) harness.Response {
+		return c.DoWith(c.Circulations[0], "POST", "/circulation/renew-by-id", body, headers)
+	}
+	type refusal struct {
+		Message, Code string
+		Parameters    []struct{ Key, Value string }
+	}
+	refused := func(r harness.Response, code, message, key, value string) {
+		t.Helper()
+		var env struct{ Errors []refusal }
+		r.Want(t, http.StatusUnprocessableEntity).Decode(t, &env)
+		if len(env.Errors) != 1 || env.Errors[0].Code != code || env.Errors[0].Message != message ||
+			len(env.Errors[0].Parameters) == 0 || env.Errors[0].Parameters[0].Key != key || env.Errors[0].Parameters[0].Value != value {
+			t.Errorf("refused %s, want %s %q naming %s %s", r.Body, code, message, key, value)
+		}
+	}
+	missing := uuid.NewString()
+	refused(renew(map[string]string{"itemId": itemID, "userId": otherID}, librarian),
+		schemas.CodeItemCheckedOutToDifferentUser, "Cannot renew item checked out to different user", "userId", otherID)
+	refused(renew(map[string]string{"itemId": idleID, "userId": patronID}, librarian),
+		schemas.CodeNoOpenLoan, "No open loan for item "+idleID, "itemId", idleID)
+	refused(renew(map[string]string{"itemId": missing, "userId": patronID}, librarian),
+		schemas.CodeItemNotFound, "No item with ID "+missing+" exists", "itemId", missing)
+	refused(renew(map[string]string{"itemId": itemID, "userId": missing}, librarian),
+		schemas.CodeUserNotFound, "user is not found", "userId", missing)
+	r := renew(map[string]string{"itemId": itemID}, librarian).Want(t, http.StatusUnprocessableEntity)
+	if codes := r.ErrorCodes(); !slices.Equal(codes, []string{schemas.CodeValidation}) || !strings.Contains(string(r.Body), `"key":"userId"`) {
+		t.Errorf("a body without userId: %s", r.Body)
+	}
+	renew(map[string]string{"itemId": itemID, "userId": patronID}, c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck))).
+		Want(t, http.StatusForbidden)
+	// The item's barcode given to another of the patron's items while the
+	// renewal reads (validation's read held back at the proxy): refused,
+	// neither loan renewed, never the other item's.
+	c.CheckOut(0, idle, lib.Patrons[0]).Want(t, http.StatusCreated)
+	setBarcode := func(id, barcode string) {
+		t.Helper()
+		var it map[string]any
+		c.Do(c.Storage, "GET", "/item-storage/items/"+id, nil).Want(t, http.StatusOK).Decode(t, &it)
+		it["barcode"] = barcode
+		c.Do(c.Storage, "PUT", "/item-storage/items/"+id, it).Want(t, http.StatusNoContent)
+	}
+	arrived, release := c.StorageProxy.Hold("GET /check-out-storage/validation")
+	answered := make(chan harness.Response, 1)
+	go func() { answered <- renew(map[string]string{"itemId": itemID, "userId": patronID}, librarian) }()
+	<-arrived
+	setBarcode(itemID, item+"-moved")
+	setBarcode(idleID, item)
+	release()
+	r = <-answered
+	if codes := r.Want(t, http.StatusConflict).ErrorCodes(); !slices.Equal(codes, []string{schemas.CodeItemChanged}) {
+		t.Errorf("a barcode moved while the renewal read: %s", r.Body)
+	}
+	// The item is now item-moved, the other item has its old barcode.
+	idle, item = item, item+"-moved"
+	if renewalCount(t, c, item) != 0 || renewalCount(t, c, idle) != 0 || renewalEvents(t, c) != 0 {
+		t.Fatalf("the refusals renewed a loan: counts %d and %d, %d events", renewalCount(t, c, item), renewalCount(t, c, idle), renewalEvents(t, c))
+	}
+
+	var loan struct {
+		ID, UserID, ItemID string
+		RenewalCount       int
+		Action             string
+		Borrower           struct{ Barcode string }
+	}
+	r = renew(map[string]string{"itemId": strings.ToUpper(itemID), "userId": strings.ToUpper(patronID),
+		"servicePointId": harness.ServicePoint}, librarian).Want(t, http.StatusOK)
+	r.Decode(t, &loan)
+	if loan.RenewalCount != 1 || loan.Action != "renewed" || loan.ItemID != itemID || loan.UserID != patronID ||
+		loan.Borrower.Barcode != lib.Patrons[0] || r.Header.Get("Location") != "/circulation/loans/"+loan.ID {
+		t.Errorf("renewed by id: %+v (Location %q)", loan, r.Header.Get("Location"))
+	}
+	if n := renewalCount(t, c, item); n != 1 || renewalEvents(t, c) != 1 {
+		t.Errorf("stored renewal count %d, %d events, want 1 and 1", n, renewalEvents(t, c))
+	}
+	refused(renew(map[string]string{"itemId": itemID, "userId": patronID}, librarian),
+		schemas.CodeLoanRenewalLimitReached, "loan at maximum renewal number", "loanPolicyId", lib.PolicyID)
 }

@@ -12,6 +12,7 @@ func TestRolesHoldingSaysTheTable(t *testing.T) {
 		"circulation.check-out-locks.collection.get": "the operator role",
 		"circulation.settings.check-out-lock.get":    "the librarian or the operator role",
 		"circulation.renew-by-barcode.post":          "the librarian or the self-check role",
+		"circulation.renew-by-id.post":               "the librarian role",
 		PermissionCheckOutOverride:                   "the tenant administrator's role",
 	} {
 		if got := RolesHolding(permission); got != want {

@@ -346,6 +346,7 @@ const (
 	// FOLIO's renewal refusals (mod-circulation's RenewalValidator and
 	// friends), in the order it checks them.
 	CodeUserNotFound                     = "USER_NOT_FOUND"
+	CodeItemNotFound                     = "ITEM_NOT_FOUND"
 	CodeItemCheckedOutToDifferentUser    = "ITEM_CHECKED_OUT_TO_DIFFERENT_USER"
 	CodeUserIsInactiveOrExpired          = "USER_IS_INACTIVE_OR_EXPIRED"
 	CodeRenewalBlockedByRecall           = "RENEWAL_BLOCKED_BY_RECALL"

@@ -266,6 +266,32 @@ func (s *Server) renew(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return renewed(c, res)
+}
+
+// renewByID is POST /circulation/renew-by-id (FOLIO's, as mod-patron
+// renews a patron's loan): the loan of the item itemId to the patron
+// userId, answered as renew answers (circulation.RenewByID).
+func (s *Server) renewByID(c echo.Context) error {
+	var req struct {
+		ItemID         string `json:"itemId"`
+		UserID         string `json:"userId"`
+		ServicePointID string `json:"servicePointId"`
+	}
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	res, err := s.svc.Circulation.RenewByID(c.Request().Context(), circulation.RenewRequest{
+		ItemID: strings.ToLower(req.ItemID), UserID: strings.ToLower(req.UserID), ServicePointID: req.ServicePointID,
+		Access: s.patronAccess(c)})
+	if err != nil {
+		return err
+	}
+	return renewed(c, res)
+}
+
+// renewed answers a renewal done: 200 with the loan renewed and Location.
+func renewed(c echo.Context, res circulation.RenewResult) error {
 	l := res.Loan
 	serverkit.Log(c, slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("loan_id", l.ID))
 	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)

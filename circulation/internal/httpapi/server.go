@@ -83,6 +83,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Handle(http.MethodPost, "/circulation/check-out-by-barcode", s.keyed(s.checkOut), s.tenant)
 	s.Handle(http.MethodPost, "/circulation/check-in-by-barcode", s.keyed(s.checkIn), s.tenant)
 	s.Handle(http.MethodPost, "/circulation/renew-by-barcode", s.keyed(s.renew), s.tenant)
+	s.Handle(http.MethodPost, "/circulation/renew-by-id", s.keyed(s.renewByID), s.tenant)
 	s.Get("/circulation/patron-summary", s.patronSummary, s.tenant)
 	s.Handle(http.MethodPost, "/circulation/patron-pin/verify", s.verifyPatronPin, s.tenant)
 	s.Get("/circulation/item-summary", s.itemSummary, s.tenant)

@@ -346,6 +346,20 @@ func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation
 	return out, nil
 }
 
+// PatronBarcodeByID implements circulation.Storage.
+func (c *Client) PatronBarcodeByID(ctx context.Context, id string) (string, bool, error) {
+	var user struct {
+		Barcode string `json:"barcode"`
+	}
+	err := c.call(ctx, http.MethodGet, "/users/"+url.PathEscape(id), nil, &user)
+	if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
+		return "", false, nil
+	} else if err != nil {
+		return "", false, err
+	}
+	return user.Barcode, true, nil
+}
+
 // ItemByBarcode implements circulation.Storage.
 func (c *Client) ItemByBarcode(ctx context.Context, barcode string) (circulation.Item, error) {
 	var page struct {
