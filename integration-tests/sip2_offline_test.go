@@ -435,11 +435,7 @@ func TestAKioskWithoutALocationIsJudgedByItsOwnPresence(t *testing.T) {
 	if !strings.HasPrefix(r, "121") || harness.SIP2Field(r, "AF") != "Recorded: lent while offline" {
 		t.Fatalf("the machine without a location code's no-block check-out, dated while east-1 was on line: %q, want recorded as made offline", r)
 	}
-	var offline int
-	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan WHERE jsonb ? 'offline'`, c.Schema)).Scan(&offline); err != nil {
-		t.Fatal(err)
-	}
-	if offline != 1 {
+	if offline, _ := loansMade(t, c); offline != 1 {
 		t.Fatalf("%d loans made offline, want 1", offline)
 	}
 }
@@ -454,25 +450,10 @@ func TestAKioskWithoutALocationIsJudgedByItsOwnPresence(t *testing.T) {
 // kiosk without logging in.
 func TestALoginNotLetInIsNotTheLibrarySystemDown(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
-		StorageEnv: []string{"KIOSK_OFFLINE_GRACE=2s", "LOGIN_MAX_FAILURES=1", "LOGIN_BUSY_WAIT=0s"}})
-	lib := c.SetupLibrary(1, 1, 0)
-	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
 	// The door's call time is shorter than storage's Retry-After: a login
 	// not let in is answered at once.
-	door := c.StartSIP2(t, 0, map[string]any{"patronPin": "required"}, "SIP2_OFFLINE_GRACE=2s", "SIP2_CALL_TIMEOUT=1s")
-	k := harness.DialSIP2(t, door.SIP2Addr)
-	k.Login("user_id", "passw0rd")
-	// pastGrace waits until a transaction dated now (to the second) is
-	// past the grace after what the door saw just before.
-	pastGrace := func() {
-		t.Helper()
-		then := time.Now().Add(3100 * time.Millisecond)
-		if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(then) }) {
-			t.Fatal("the clock did not move")
-		}
-	}
-	pastGrace()
+	c, lib, door, k := graceKiosk(t, 2*time.Second, 1, 1, "required", []string{"LOGIN_MAX_FAILURES=1", "LOGIN_BUSY_WAIT=0s"},
+		"SIP2_CALL_TIMEOUT=1s")
 	// crowd sends logins of the same account from the same address, eight
 	// at once, and waits for the door's line of each it answered.
 	crowd := func() {
@@ -511,7 +492,7 @@ func TestALoginNotLetInIsNotTheLibrarySystemDown(t *testing.T) {
 		crowd()
 		log = door.Log()
 		if strings.Count(log, notAnswered) > failed {
-			pastGrace()
+			pastGrace(t, 2*time.Second)
 			return false
 		}
 		return strings.Count(log, notLetIn) > busy
@@ -522,11 +503,7 @@ func TestALoginNotLetInIsNotTheLibrarySystemDown(t *testing.T) {
 	if !strings.HasPrefix(r, "120") || harness.SIP2Field(r, "AF") != "Please enter your PIN" {
 		t.Fatalf("a no-block check-out made on line just after a login not let in: %q, want 120… with \"Please enter your PIN\"", r)
 	}
-	var loans int
-	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan`, c.Schema)).Scan(&loans); err != nil {
-		t.Fatal(err)
-	}
-	if loans != 0 {
+	if _, loans := loansMade(t, c); loans != 0 {
 		t.Fatalf("%d loans, want none", loans)
 	}
 }
@@ -541,18 +518,7 @@ func TestALoginNotLetInIsNotTheLibrarySystemDown(t *testing.T) {
 // kiosk of the door.
 func TestAPatronsLockHeldIsNotTheLibrarySystemDown(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"KIOSK_OFFLINE_GRACE=2s"}})
-	lib := c.SetupLibrary(2, 1, 0)
-	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
-	door := c.StartSIP2(t, 0, nil, "SIP2_OFFLINE_GRACE=2s")
-	k := harness.DialSIP2(t, door.SIP2Addr)
-	k.Login("user_id", "passw0rd")
-	// Past the grace after the login: a transaction dated now is one the
-	// door saw the kiosk on line at.
-	then := time.Now().Add(3100 * time.Millisecond)
-	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(then) }) {
-		t.Fatal("the clock did not move")
-	}
+	c, lib, door, k := graceKiosk(t, 2*time.Second, 2, 1, "", nil)
 	c.Do(c.Storage, "POST", "/check-out-lock-storage", map[string]any{"userId": patronID(t, c, lib.Patrons[0]), "ttlMs": 60000}).
 		Want(t, http.StatusCreated)
 	r := k.Send("11NN" + sip2UTC(time.Now()) + strings.Repeat(" ", 18) + "AOdiku|AA" + lib.Patrons[0] + "|AB" + lib.Items[0][0] + "|AC|")
@@ -568,12 +534,7 @@ func TestAPatronsLockHeldIsNotTheLibrarySystemDown(t *testing.T) {
 	if !strings.HasPrefix(r, "121") || harness.SIP2Field(r, "AF") == "Recorded: lent while offline" {
 		t.Fatalf("a no-block check-out made on line just after a patron's lock held: %q, want lent as a live one", r)
 	}
-	var offline, loans int
-	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FILTER (WHERE jsonb ? 'offline'), count(*) FROM %s.loan`, c.Schema)).
-		Scan(&offline, &loans); err != nil {
-		t.Fatal(err)
-	}
-	if loans != 1 || offline != 0 {
+	if offline, loans := loansMade(t, c); loans != 1 || offline != 0 {
 		t.Fatalf("%d loans, %d of them made offline; want one live loan", loans, offline)
 	}
 }
@@ -586,16 +547,7 @@ func TestAPatronsLockHeldIsNotTheLibrarySystemDown(t *testing.T) {
 // the kiosk on line would be a live one.
 func TestACheckOutCirculationCannotServeIsTheLibrarySystemDown(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"KIOSK_OFFLINE_GRACE=1s"}})
-	lib := c.SetupLibrary(1, 2, 0)
-	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
-	door := c.StartSIP2(t, 0, nil, "SIP2_OFFLINE_GRACE=1s")
-	k := harness.DialSIP2(t, door.SIP2Addr)
-	k.Login("user_id", "passw0rd")
-	then := time.Now().Add(2100 * time.Millisecond)
-	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(then) }) {
-		t.Fatal("the clock did not move")
-	}
+	c, lib, door, k := graceKiosk(t, time.Second, 1, 2, "", nil)
 	patron, items := lib.Patrons[0], lib.Items[0]
 	c.Storage.Stop()
 	at := time.Now()
@@ -613,11 +565,7 @@ func TestACheckOutCirculationCannotServeIsTheLibrarySystemDown(t *testing.T) {
 	if !strings.HasPrefix(r, "121") || harness.SIP2Field(r, "AF") != "Recorded: lent while offline" {
 		t.Fatalf("a no-block check-out dated when circulation could not serve: %q, want recorded as made offline", r)
 	}
-	var offline int
-	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan WHERE jsonb ? 'offline'`, c.Schema)).Scan(&offline); err != nil {
-		t.Fatal(err)
-	}
-	if offline != 1 {
+	if offline, _ := loansMade(t, c); offline != 1 {
 		t.Fatalf("%d loans made offline, want 1", offline)
 	}
 }
@@ -629,16 +577,7 @@ func TestACheckOutCirculationCannotServeIsTheLibrarySystemDown(t *testing.T) {
 // one, refused without the patron's PIN, not recorded as made offline.
 func TestAPINRefusedIsNotTheLibrarySystemDown(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageEnv: []string{"KIOSK_OFFLINE_GRACE=2s"}})
-	lib := c.SetupLibrary(1, 2, 0)
-	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
-	door := c.StartSIP2(t, 0, map[string]any{"patronPin": "required"}, "SIP2_OFFLINE_GRACE=2s")
-	k := harness.DialSIP2(t, door.SIP2Addr)
-	k.Login("user_id", "passw0rd")
-	then := time.Now().Add(3100 * time.Millisecond)
-	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(then) }) {
-		t.Fatal("the clock did not move")
-	}
+	c, lib, door, k := graceKiosk(t, 2*time.Second, 1, 2, "required", nil)
 	patron, items := lib.Patrons[0], lib.Items[0]
 	r := k.Send("11NN" + sip2UTC(time.Now()) + strings.Repeat(" ", 18) + "AOdiku|AA" + patron + "|AB" + items[0] + "|AC|AD" +
 		strings.Repeat("7", 65) + "|")
@@ -657,4 +596,49 @@ func TestAPINRefusedIsNotTheLibrarySystemDown(t *testing.T) {
 	if n := openLoans(t, c, patron); n != 0 {
 		t.Fatalf("%d loans, want none", n)
 	}
+}
+
+// graceKiosk is a kiosk logged in as user_id at a door of a cluster of its
+// own, storage's KIOSK_OFFLINE_GRACE and the door's SIP2_OFFLINE_GRACE
+// both grace, its library patrons patrons of items items each; pin is the
+// listener's patronPin ("" for none), storageEnv more of storage's
+// settings, doorEnv more of the door's. It returns once a transaction
+// dated now is past the grace after the login (pastGrace): one the door
+// saw the kiosk on line at.
+func graceKiosk(t *testing.T, grace time.Duration, patrons, items int, pin string, storageEnv []string,
+	doorEnv ...string) (*harness.Cluster, harness.Library, *harness.SIP2Door, *harness.SIP2Client) {
+	t.Helper()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true,
+		StorageEnv: append([]string{"KIOSK_OFFLINE_GRACE=" + grace.String()}, storageEnv...)})
+	lib := c.SetupLibrary(patrons, items, 0)
+	c.Account(t, "user_id", "Kiosk", "One", schemas.RoleSelfCheck, "passw0rd")
+	var listener map[string]any
+	if pin != "" {
+		listener = map[string]any{"patronPin": pin}
+	}
+	door := c.StartSIP2(t, 0, listener, append([]string{"SIP2_OFFLINE_GRACE=" + grace.String()}, doorEnv...)...)
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	pastGrace(t, grace)
+	return c, lib, door, k
+}
+
+// pastGrace waits until a transaction dated now (to the second) is past
+// grace after what the door saw just before.
+func pastGrace(t *testing.T, grace time.Duration) {
+	t.Helper()
+	then := time.Now().Add(grace + 1100*time.Millisecond)
+	if !harness.Poll(10*time.Second, 50*time.Millisecond, func() bool { return time.Now().After(then) }) {
+		t.Fatal("the clock did not move")
+	}
+}
+
+// loansMade counts the tenant's loans made offline, and all its loans.
+func loansMade(t *testing.T, c *harness.Cluster) (offline, all int) {
+	t.Helper()
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FILTER (WHERE jsonb ? 'offline'), count(*) FROM %s.loan`,
+		c.Schema)).Scan(&offline, &all); err != nil {
+		t.Fatal(err)
+	}
+	return offline, all
 }
