@@ -313,8 +313,9 @@ func (c Storage) Validate() error {
 	if c.LockHistoryMaxEvents < 1 || c.LockHistoryMaxEvents > 10000000 {
 		errs = append(errs, fmt.Errorf("LOCK_HISTORY_MAX_EVENTS must be 1..10000000, got %d", c.LockHistoryMaxEvents))
 	}
-	if c.MaxPageBytes < 65536 {
-		errs = append(errs, fmt.Errorf("MAX_PAGE_BYTES must be at least 65536, got %d", c.MaxPageBytes))
+	if c.MaxPageBytes < 65536 || c.MaxPageBytes > schemas.MostPageBytes {
+		errs = append(errs, fmt.Errorf("MAX_PAGE_BYTES must be from 65536 to %d (what circulation reads of a page), got %d",
+			schemas.MostPageBytes, c.MaxPageBytes))
 	}
 	return errors.Join(errs...)
 }

@@ -78,6 +78,8 @@ func TestStorageInvalidValuesNameTheirVariable(t *testing.T) {
 		{map[string]string{"LOGIN_BUSY_WAIT": "-1s"}, "LOGIN_BUSY_WAIT must be from 0 to REQUEST_TIMEOUT (10s), got -1s"},
 		{map[string]string{"LOGIN_BUSY_WAIT": "3s", "REQUEST_TIMEOUT": "2s"}, "LOGIN_BUSY_WAIT must be from 0 to REQUEST_TIMEOUT (2s), got 3s"},
 		{map[string]string{"MAX_BODY_BYTES": "10"}, "MAX_BODY_BYTES must be at least 1024"},
+		{map[string]string{"MAX_PAGE_BYTES": "1000"}, "MAX_PAGE_BYTES must be from 65536 to 16777216 (what circulation reads of a page), got 1000"},
+		{map[string]string{"MAX_PAGE_BYTES": "16777217"}, "MAX_PAGE_BYTES must be from 65536 to 16777216"},
 		{map[string]string{"ITEM_LIMIT_WITHOUT_CRITERIA": "folio"}, `ITEM_LIMIT_WITHOUT_CRITERIA must be enforce or ignore, got "folio"`},
 		{map[string]string{"AUTH_MODE": "gateway", "AUTH_TRUSTED_MODULES": "circulation=dev-keys/circulation-module.pub.pem"},
 			"AUTH_TRUSTED_MODULES applies to AUTH_MODE=jwt only"},

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,5 +410,49 @@ func TestARequestIsBoundedAsSent(t *testing.T) {
 		if n, notes := stored(); n != 1 || notes != len(within) {
 			t.Fatalf("after %s %s over the bound: %d requests keeping %d bytes of notes, want it unchanged", call.method, call.path, n, notes)
 		}
+	}
+}
+
+// TestALargePageOfLoansCarriesEverySummary: a page of 130 loans of 26
+// patrons, asked as mod-patron asks (limit 2147483647), carries every
+// loan's item and borrower summaries: the summaries' reads of related
+// records, fifty ids each, several in flight at once, each land on their
+// own loans.
+func TestALargePageOfLoansCarriesEverySummary(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(26, 5, 0)
+	itemOf := map[string]string{}
+	var wg sync.WaitGroup
+	for i, p := range lib.Patrons {
+		wg.Go(func() {
+			for _, item := range lib.Items[i] {
+				c.CheckOut(0, item, p).Want(t, http.StatusCreated)
+			}
+		})
+		for _, item := range lib.Items[i] {
+			itemOf[item] = p
+		}
+	}
+	wg.Wait()
+	var page struct {
+		Loans []struct {
+			Item     struct{ Barcode, Title string }
+			Borrower struct{ Barcode string }
+		}
+		TotalRecords int
+	}
+	librarian := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian))
+	c.DoWith(c.Circulations[0], "GET", "/circulation/loans?limit=2147483647&query="+url.QueryEscape("status.name==Open"), nil, librarian).
+		Want(t, http.StatusOK).Decode(t, &page)
+	if page.TotalRecords != 130 || len(page.Loans) != 130 {
+		t.Fatalf("%d loans listed of %d, want 130", len(page.Loans), page.TotalRecords)
+	}
+	seen := map[string]bool{}
+	for _, l := range page.Loans {
+		if p, ok := itemOf[l.Item.Barcode]; !ok || l.Item.Title != "Item "+l.Item.Barcode || l.Borrower.Barcode != p || seen[l.Item.Barcode] {
+			t.Fatalf("a loan's summaries: item %+v, borrower %q", l.Item, l.Borrower.Barcode)
+		}
+		seen[l.Item.Barcode] = true
 	}
 }

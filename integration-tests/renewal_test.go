@@ -8,12 +8,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
 	"github.com/checkoutlock/schemas/selfcheck"
+	"github.com/checkoutlock/serverkit/auth"
 )
 
 // renewable makes the library's loan policy renew as renewalsPolicy says.
@@ -340,8 +342,10 @@ func TestEachRenewalRefusalOverHTTPAndSIP2(t *testing.T) {
 // mod-circulation's RenewByIdResource takes): renewed as by barcode, with
 // Location and the renewal's event, the ids in any case; FOLIO's refusals
 // name the ids (another patron's loan, an item with no open loan, no such
-// item, no such patron); a body without an id is refused naming it; a
-// self-check machine may not call it; an item's barcode given to another
+// item, no such patron, in FOLIO's order); a body without an id is
+// refused naming it; a self-check machine may not call it, mod-patron
+// with its one permission renews without a PIN, the tenant requiring
+// kiosks' PINs, and is told the borrower; an item's barcode given to another
 // of the patron's items while the renewal reads is a conflict, nothing
 // renewed.
 func TestRenewByIDAsModPatronRenews(t *testing.T) {
@@ -377,8 +381,12 @@ func TestRenewByIDAsModPatronRenews(t *testing.T) {
 		schemas.CodeNoOpenLoan, "No open loan for item "+idleID, "itemId", idleID)
 	refused(renew(map[string]string{"itemId": missing, "userId": patronID}, librarian),
 		schemas.CodeItemNotFound, "No item with ID "+missing+" exists", "itemId", missing)
+	// No such patron: FOLIO judges the item's open loan first, then whose
+	// it is.
 	refused(renew(map[string]string{"itemId": itemID, "userId": missing}, librarian),
-		schemas.CodeUserNotFound, "user is not found", "userId", missing)
+		schemas.CodeItemCheckedOutToDifferentUser, "Cannot renew item checked out to different user", "userId", missing)
+	refused(renew(map[string]string{"itemId": idleID, "userId": missing}, librarian),
+		schemas.CodeNoOpenLoan, "No open loan for item "+idleID, "itemId", idleID)
 	r := renew(map[string]string{"itemId": itemID}, librarian).Want(t, http.StatusUnprocessableEntity)
 	if codes := r.ErrorCodes(); !slices.Equal(codes, []string{schemas.CodeValidation}) || !strings.Contains(string(r.Body), `"key":"userId"`) {
 		t.Errorf("a body without userId: %s", r.Body)
@@ -413,6 +421,15 @@ func TestRenewByIDAsModPatronRenews(t *testing.T) {
 		t.Fatalf("the refusals renewed a loan: counts %d and %d, %d events", renewalCount(t, c, item), renewalCount(t, c, idle), renewalEvents(t, c))
 	}
 
+	// Renewed as mod-patron renews: its handler's one permission, no
+	// PIN, though the tenant requires kiosks to give one; the answer names
+	// the borrower the caller named.
+	selfCheckSettings(t, c, selfcheck.PinRequired)
+	modPatron, err := auth.Mint(harness.Secret(), auth.Claims{Tenant: c.Tenant, UserID: uuid.NewString(),
+		Permissions: []string{"circulation.renew-by-id.post"}}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var loan struct {
 		ID, UserID, ItemID string
 		RenewalCount       int
@@ -420,7 +437,7 @@ func TestRenewByIDAsModPatronRenews(t *testing.T) {
 		Borrower           struct{ Barcode string }
 	}
 	r = renew(map[string]string{"itemId": strings.ToUpper(itemID), "userId": strings.ToUpper(patronID),
-		"servicePointId": harness.ServicePoint}, librarian).Want(t, http.StatusOK)
+		"servicePointId": harness.ServicePoint}, c.HeadersWith(schemas.HeaderToken, modPatron)).Want(t, http.StatusOK)
 	r.Decode(t, &loan)
 	if loan.RenewalCount != 1 || loan.Action != "renewed" || loan.ItemID != itemID || loan.UserID != patronID ||
 		loan.Borrower.Barcode != lib.Patrons[0] || r.Header.Get("Location") != "/circulation/loans/"+loan.ID {

@@ -150,7 +150,7 @@ func Descriptor(service string) []byte {
 			h.PermissionsDesired = append(h.PermissionsDesired, PermissionOverrideLoanDate, PermissionCheckOutOffline)
 		case r.Service == ServiceCirculation && r.Method == "GET" && r.Path == "/circulation/patron-summary":
 			h.PermissionsDesired = []string{PermissionPatronSummaryDetails}
-		case r.Service == ServiceCirculation && r.Method == "POST" && (r.Path == "/circulation/renew-by-barcode" || r.Path == "/circulation/renew-by-id"):
+		case r.Service == ServiceCirculation && r.Method == "POST" && r.Path == "/circulation/renew-by-barcode":
 			h.PermissionsDesired = []string{PermissionPatronSummaryDetails}
 		case r.Service == ServiceCirculation && r.Method == "GET" && r.Path == "/bl-users/_self":
 			// Who is signed in, and what they may do: every permission

@@ -406,6 +406,14 @@ const (
 // instead, read a record at a time.
 const MaxRecordsLimit = 1<<31 - 1
 
+// MostPageBytes is the most MAX_PAGE_BYTES may be set to: circulation
+// reads a page of storage's records whole, within MaxStorageAnswerBytes,
+// twice it, which leaves room for the envelope and the JSON's escapes.
+const MostPageBytes = 16 << 20
+
+// MaxStorageAnswerBytes bounds an answer of storage's circulation reads.
+const MaxStorageAnswerBytes = 2 * MostPageBytes
+
 // MaxViolations is the most schema violations one 422 answer lists; the
 // answer's last entry says how many more there were.
 const MaxViolations = 50

@@ -271,7 +271,8 @@ func (s *Server) renew(c echo.Context) error {
 
 // renewByID is POST /circulation/renew-by-id (FOLIO's, as mod-patron
 // renews a patron's loan): the loan of the item itemId to the patron
-// userId, answered as renew answers (circulation.RenewByID).
+// userId, answered as renew answers, the borrower named: the caller named
+// them by id (circulation.RenewByID).
 func (s *Server) renewByID(c echo.Context) error {
 	var req struct {
 		ItemID         string `json:"itemId"`
@@ -282,8 +283,7 @@ func (s *Server) renewByID(c echo.Context) error {
 		return err
 	}
 	res, err := s.svc.Circulation.RenewByID(c.Request().Context(), circulation.RenewRequest{
-		ItemID: strings.ToLower(req.ItemID), UserID: strings.ToLower(req.UserID), ServicePointID: req.ServicePointID,
-		Access: s.patronAccess(c)})
+		ItemID: strings.ToLower(req.ItemID), UserID: strings.ToLower(req.UserID), ServicePointID: req.ServicePointID})
 	if err != nil {
 		return err
 	}

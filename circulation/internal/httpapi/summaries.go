@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
 )
@@ -30,6 +32,11 @@ var requestSummaries = []string{"item", "requester", "proxy", "pickupServicePoin
 // summaryBatch bounds the ids of one read of related records (each an
 // "id==(… or …)" query), so that a page of loans makes a bounded URL.
 const summaryBatch = 50
+
+// summaryReads bounds the reads of one kind of related record a page's
+// summaries have in flight at once: a page of thousands of loans (FOLIO's
+// clients ask for every match) makes tens of reads of each kind.
+const summaryReads = 4
 
 // document is a stored record's members, as stored.
 type document map[string]json.RawMessage
@@ -103,27 +110,31 @@ func (s *Server) recordsWhere(ctx context.Context, path, plural, field, and stri
 			valid = append(valid, v)
 		}
 	}
-	var out []document
-	for batch := range slices.Chunk(valid, summaryBatch) {
-		terms := make([]string, len(batch))
-		for i, v := range batch {
-			terms[i] = cqlTerm(v)
-		}
-		q := field + "==(" + strings.Join(terms, " or ") + ")"
-		if and != "" {
-			q += " and " + and
-		}
-		var page map[string]json.RawMessage
-		if err := s.svc.Console.GetJSON(ctx, path+"?"+url.Values{"query": {q}, "limit": {strconv.Itoa(len(batch))}}.Encode(), &page); err != nil {
-			return nil, err
-		}
-		var docs []document
-		if err := json.Unmarshal(page[plural], &docs); err != nil {
-			return nil, err
-		}
-		out = append(out, docs...)
+	batches := slices.Collect(slices.Chunk(valid, summaryBatch))
+	read := make([][]document, len(batches))
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(summaryReads)
+	for i, batch := range batches {
+		g.Go(func() error {
+			terms := make([]string, len(batch))
+			for j, v := range batch {
+				terms[j] = cqlTerm(v)
+			}
+			q := field + "==(" + strings.Join(terms, " or ") + ")"
+			if and != "" {
+				q += " and " + and
+			}
+			var page map[string]json.RawMessage
+			if err := s.svc.Console.GetJSON(ctx, path+"?"+url.Values{"query": {q}, "limit": {strconv.Itoa(len(batch))}}.Encode(), &page); err != nil {
+				return err
+			}
+			return json.Unmarshal(page[plural], &read[i])
+		})
 	}
-	return out, nil
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return slices.Concat(read...), nil
 }
 
 // idsOf is member name of each of docs.

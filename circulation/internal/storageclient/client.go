@@ -134,7 +134,7 @@ func (c *Client) exchange(ctx context.Context, timeout time.Duration, method, pa
 	if v := res.Header.Get(schemas.HeaderLockDefault); v != "" {
 		c.lockDefault.Store(v == "true")
 	}
-	data, err := io.ReadAll(io.LimitReader(res.Body, 32<<20))
+	data, err := io.ReadAll(io.LimitReader(res.Body, schemas.MaxStorageAnswerBytes))
 	if err != nil {
 		return nil, transportError(ctx, method, path, err)
 	}
