@@ -417,7 +417,10 @@ type RenewalWrite struct {
 // the item takes the action's status at the version after ItemVersion
 // (else CodeVersionConflict), and the loan, at the version LoanVersion the
 // action read (else CodeLoanChanged), stays open, its borrower's and of
-// its item.
+// its item. A change of due date (action schemas.LoanDueDateChanged)
+// leaves the item as it is, at ItemVersion still (else
+// CodeVersionConflict), and is refused when the item's status refuses it
+// (schemas.LoanActionChangeDueDate).
 type LoanActionWrite struct {
 	LoanID      string
 	Loan        json.RawMessage

@@ -14,10 +14,12 @@ import (
 // patron says they returned the item (claim item returned), or the item
 // is declared lost. The item limit then counts the loan as FOLIO counts
 // it (storage's one count: an item claimed returned is not counted, one
-// declared lost is).
+// declared lost is). A librarian's change of the due date keeps the loan
+// open and its item as it is.
 const (
 	ActionClaimedReturned = "claimedReturned"
 	ActionDeclaredLost    = "declaredLost"
+	ActionDueDateChanged  = schemas.LoanDueDateChanged
 )
 
 // ClaimItemReturnedRequest is FOLIO's claim item returned.
@@ -34,6 +36,12 @@ type DeclareItemLostRequest struct {
 	At             time.Time
 	Comment        string
 	ServicePointID string
+}
+
+// ChangeDueDateRequest is FOLIO's change of a loan's due date.
+type ChangeDueDateRequest struct {
+	// DueDate is the loan's new due date: required.
+	DueDate time.Time
 }
 
 // ClaimItemReturned records that the loan's patron says they returned its
@@ -102,6 +110,35 @@ func (s *Service) declareItemLost(ctx context.Context, loanID string, req Declar
 	}
 	loan.Action, loan.DeclaredLostDate, loan.ActionComment = ActionDeclaredLost, s.happened(req.At), req.Comment
 	loan.ActionServicePointID = req.ServicePointID
+	return s.actOnLoan(ctx, loan, item)
+}
+
+// ChangeDueDate moves an open loan's due date to the one asked, as a
+// librarian does at the desk (mod-circulation's ChangeDueDateResource):
+// refused when the loan is closed or its item is lost or claimed returned
+// (schemas' table of loan actions). The loan's action becomes
+// dueDateChanged, and storage writes it at the loan's and the item's
+// versions read; its due date notices are scheduled again from the new
+// date, as a renewal's are. A call sent again with its Idempotency-Key is
+// answered done when its write landed (loanAction).
+func (s *Service) ChangeDueDate(ctx context.Context, loanID string, req ChangeDueDateRequest) error {
+	return s.loanAction(ctx, func(ctx context.Context) error { return s.changeDueDate(ctx, loanID, req) })
+}
+
+// changeDueDate is ChangeDueDate's action.
+func (s *Service) changeDueDate(ctx context.Context, loanID string, req ChangeDueDateRequest) error {
+	if req.DueDate.IsZero() {
+		return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A new due date is required in order to change the due date").
+			With("dueDate", ""))
+	}
+	loan, item, err := s.openLoanAndItem(ctx, loanID)
+	if err != nil {
+		return err
+	}
+	if err := actionRefused(schemas.LoanActionChangeDueDate, item); err != nil {
+		return err
+	}
+	loan.Action, loan.DueDate = ActionDueDateChanged, schemas.WireTime(req.DueDate)
 	return s.actOnLoan(ctx, loan, item)
 }
 

@@ -40,16 +40,18 @@ SELECT l.status_name, l.jsonb ->> 'action', coalesce((l.jsonb ->> 'renewalCount'
 }
 
 // TestLoanWritesAtOnceNeverUndoEachOther: a claim returned, a declaration
-// of loss or a check-in of a loan sent together with three renewals of
-// it, over two circulation instances, twenty rounds. Every round the loan,
-// its item and the events agree: each renewal answered 200 is in the
-// loan's count and announced once, each refusal changed nothing, the
-// item's status is the one the loan's last write gave it, and the loan's
-// action is that write's (issue: a claim that read the loan before a
-// renewal replaced it with its unrenewed copy).
+// of loss, a check-in or a change of due date of a loan sent together with
+// three renewals of it, over two circulation instances, twenty-four
+// rounds. Every round the loan, its item and the events agree: each
+// renewal answered 200 is in the loan's count and announced once, each
+// refusal changed nothing, the item's status is the one the loan's last
+// write gave it, and the loan's action is that write's, a changed due
+// date the one asked (issue: a claim that read the loan before a renewal
+// replaced it with its unrenewed copy).
 func TestLoanWritesAtOnceNeverUndoEachOther(t *testing.T) {
 	t.Parallel()
-	const rounds, renewals = 20, 3
+	const rounds, renewals = 24, 3
+	const changedDue = "2027-01-15T23:59:59.000Z"
 	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
 	lib := c.SetupLibrary(1, rounds, 0)
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
@@ -70,6 +72,10 @@ func TestLoanWritesAtOnceNeverUndoEachOther(t *testing.T) {
 		}},
 		{"check in", "checkedin", "Available", http.StatusOK, func(c *harness.Cluster, _, item string) int {
 			return c.CheckIn(0, item).Status
+		}},
+		{"change due date", schemas.LoanDueDateChanged, "Checked out", http.StatusNoContent, func(c *harness.Cluster, loanID, _ string) int {
+			return c.DoWith(c.Circulations[1], "POST", "/circulation/loans/"+loanID+"/change-due-date",
+				map[string]any{"dueDate": changedDue}, librarian).Status
 		}},
 	}
 	tally := map[string][3]int{} // rounds, done, renewals done
@@ -115,6 +121,16 @@ func TestLoanWritesAtOnceNeverUndoEachOther(t *testing.T) {
 		switch {
 		case acted && w.action == "checkedin":
 			want.status, want.action, want.itemStatus, want.acted, want.checkedIn = "Closed", w.action, w.itemStatus, 1, 1
+		case acted && w.action == schemas.LoanDueDateChanged:
+			// The item stays on loan: a renewal that read the changed
+			// loan comes after the change, and is the loan's last write.
+			want.action, want.acted = w.action, 1
+			if renewedOK > 0 && s.action == "renewed" {
+				want.action = "renewed"
+			}
+			if due := loanDue(t, c, loanID); want.action == w.action && due != changedDue {
+				t.Fatalf("round %d (%s): answers %v; the loan due %s, want %s", round, w.name, answers, due, changedDue)
+			}
 		case acted:
 			want.action, want.itemStatus, want.acted = w.action, w.itemStatus, 1
 		case renewedOK > 0:
@@ -135,6 +151,17 @@ func TestLoanWritesAtOnceNeverUndoEachOther(t *testing.T) {
 		n := tally[w.name]
 		t.Logf("%s beside %d renewals: %d of %d done, %d renewals done", w.name, renewals, n[1], n[0], n[2])
 	}
+}
+
+// loanDue is the loan's dueDate as stored.
+func loanDue(t *testing.T, c *harness.Cluster, loanID string) string {
+	t.Helper()
+	var due string
+	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT jsonb ->> 'dueDate' FROM %s.loan WHERE id = $1::uuid`, c.Schema),
+		loanID).Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	return due
 }
 
 // openLoanID is the id of the item's open loan.

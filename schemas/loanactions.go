@@ -10,6 +10,10 @@ const (
 	LoanActionClaimReturned = "claimReturned"
 	LoanActionDeclareLost   = "declareLost"
 	LoanActionCheckIn       = "checkIn"
+	// LoanActionChangeDueDate is a librarian's change of a loan's due
+	// date (FOLIO's change-due-date): judged by the table, and not among
+	// LoanActions, which the desk's page offers.
+	LoanActionChangeDueDate = "changeDueDate"
 )
 
 // LoanActions are the desk's actions, in the order the page shows them.
@@ -27,8 +31,10 @@ type LoanActionRefusal struct {
 // loss refuses an item already declared lost (DeclareLostResource); a
 // claim refuses an item already claimed returned (FOLIO's own route does
 // not, but its user interface offers no second claim, and a second one
-// would overwrite the first claim's date); a check-in takes the item
-// back whatever its status.
+// would overwrite the first claim's date); a change of due date refuses
+// the statuses a renewal refuses (mod-circulation's ItemStatusValidator:
+// a lost or claimed returned item's loan keeps the date it had); a
+// check-in takes the item back whatever its status.
 var loanActionRefusals = map[string]map[string]LoanActionRefusal{
 	LoanActionRenew: {
 		ItemDeclaredLost:    {CodeItemDeclaredLostNotRenewable, "item is " + ItemDeclaredLost},
@@ -40,6 +46,11 @@ var loanActionRefusals = map[string]map[string]LoanActionRefusal{
 	},
 	LoanActionDeclareLost: {
 		ItemDeclaredLost: {CodeValidation, "The item is already declared lost"},
+	},
+	LoanActionChangeDueDate: {
+		ItemDeclaredLost:    {CodeValidation, "item is " + ItemDeclaredLost},
+		ItemAgedToLost:      {CodeValidation, "item is " + ItemAgedToLost},
+		ItemClaimedReturned: {CodeValidation, "item is " + ItemClaimedReturned},
 	},
 	LoanActionCheckIn: {},
 }

@@ -5,7 +5,8 @@ import "testing"
 // TestLoanActionsTable: every desk action is in the table; a renewal is
 // refused in the lost and claimed-returned statuses with FOLIO's codes, a
 // claim and a declaration of loss once made are refused a second time, a
-// check-in is refused in no status, and an action the table does not know
+// change of due date is refused in the statuses FOLIO's
+// ItemStatusValidator refuses, a check-in is refused in no status, and an action the table does not know
 // is refused.
 func TestLoanActionsTable(t *testing.T) {
 	for _, a := range LoanActions {
@@ -28,6 +29,11 @@ func TestLoanActionsTable(t *testing.T) {
 		{LoanActionDeclareLost, ItemClaimedReturned, false, "", ""},
 		{LoanActionDeclareLost, ItemAgedToLost, false, "", ""},
 		{LoanActionDeclareLost, ItemDeclaredLost, true, CodeValidation, "The item is already declared lost"},
+		{LoanActionChangeDueDate, ItemCheckedOut, false, "", ""},
+		{LoanActionChangeDueDate, ItemAwaitingPickup, false, "", ""},
+		{LoanActionChangeDueDate, ItemDeclaredLost, true, CodeValidation, "item is Declared lost"},
+		{LoanActionChangeDueDate, ItemAgedToLost, true, CodeValidation, "item is Aged to lost"},
+		{LoanActionChangeDueDate, ItemClaimedReturned, true, CodeValidation, "item is Claimed returned"},
 		{"renewal", ItemCheckedOut, true, CodeValidation, "no such loan action: renewal"},
 	} {
 		r, refused := LoanActionRefused(c.action, c.status)

@@ -33,3 +33,8 @@ func DueDate(loanDate time.Time, duration int, interval string) time.Time {
 // LoanCheckedOut is the action of a loan a check-out opens (loan.json's
 // action), whoever builds it.
 const LoanCheckedOut = "checkedout"
+
+// LoanDueDateChanged is the action of a loan whose due date a librarian
+// changed (FOLIO's change-due-date): the loan stays open, its item as it
+// is.
+const LoanDueDateChanged = "dueDateChanged"

@@ -9,6 +9,7 @@ const (
 	NoticeRenewed             = "Renewed"
 	NoticeDueDate             = "Due date"
 	NoticeItemRecalled        = "Item recalled"
+	NoticeManualDueDateChange = "Manual due date change" // a librarian's change of a loan's due date
 	NoticePagingRequest       = "Paging request"
 	NoticeHoldRequest         = "Hold request"
 	NoticeRecallRequest       = "Recall request"
@@ -47,7 +48,7 @@ var NoticeStatuses = []string{NoticeScheduled, NoticeSent, NoticeNoEmail, Notice
 // LoanNoticeEvents and RequestNoticeEvents are the events a notice
 // policy's loan and request notices are sent on here.
 var (
-	LoanNoticeEvents    = []string{NoticeCheckOut, NoticeCheckIn, NoticeRenewed, NoticeDueDate, NoticeItemRecalled}
+	LoanNoticeEvents    = []string{NoticeCheckOut, NoticeCheckIn, NoticeRenewed, NoticeDueDate, NoticeItemRecalled, NoticeManualDueDateChange}
 	RequestNoticeEvents = []string{NoticePagingRequest, NoticeHoldRequest, NoticeRecallRequest, NoticeAvailable,
 		NoticeRequestCancellation, NoticeRequestExpiration, NoticeHoldExpiration}
 )

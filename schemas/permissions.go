@@ -329,6 +329,9 @@ var Routes = slices.Concat(
 		circ("POST", "/circulation/loans/{id}/declare-item-lost", PermissionDeclareItemLost,
 			"declare a loan's item lost (the item Declared lost, the loan open)", loanActionModule...).
 			heeds(HeaderIdempotencyKey).takesAsFOLIO("declare-item-lost-request.json").answers(204, ""),
+		circ("POST", "/circulation/loans/{id}/change-due-date", PermissionChangeDueDate,
+			"change an open loan's due date (its due date notices moved with it)", loanActionModule...).
+			heeds(HeaderIdempotencyKey).takesAsFOLIO("change-due-date-request.json").answers(204, ""),
 		circ("POST", "/circulation/requests", PermissionRequestPost,
 			"place a request for an item, judged by FOLIO's request rules (a page pages the item, a recall shortens its loan)",
 			"request-storage.requests.item.post", PermissionWriteGet).
@@ -724,10 +727,12 @@ const (
 )
 
 // PermissionClaimItemReturned and PermissionDeclareItemLost are FOLIO's
-// loan actions that keep a loan open and change its item.
+// loan actions that keep a loan open and change its item;
+// PermissionChangeDueDate is FOLIO's change of an open loan's due date.
 const (
 	PermissionClaimItemReturned = "circulation.loans.claim-item-returned.post"
 	PermissionDeclareItemLost   = "circulation.loans.declare-item-lost.post"
+	PermissionChangeDueDate     = "circulation.loans.change-due-date.post"
 )
 
 // FOLIO's permissions to write requests through circulation.
@@ -847,7 +852,7 @@ var (
 		PermissionPayPatronFees}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.renew-by-id.post", "circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
-		"circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,
+		PermissionChangeDueDate, "circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,
 		PermissionAllowedServicePoints, PermissionAnonymizeUser, "circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate},
 		feeFineDesk())

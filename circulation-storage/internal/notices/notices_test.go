@@ -11,7 +11,8 @@ import (
 // TestWhenANoticeIsDue: a notice upon its event is due at the change; one
 // before or after a loan's due date by its sendBy, from the due date the
 // change wrote, on every change that sets it (a check-out, a renewal, a
-// recall, a due date changed) but a return; one before a hold shelf's
+// recall, a librarian's change, a due date changed) but a return; a
+// librarian's change told upon it, and only it; one before a hold shelf's
 // expiration from the change that put the request there; none for a change
 // of another event.
 func TestWhenANoticeIsDue(t *testing.T) {
@@ -41,6 +42,9 @@ func TestWhenANoticeIsDue(t *testing.T) {
 		{"a day before, renewed", notice(schemas.NoticeDueDate, schemas.NoticeBefore, day), change{kind: "loan", event: schemas.NoticeRenewed, record: loan, at: at}, due.AddDate(0, 0, -1), "2026-12-14T23:59:59.000Z"},
 		{"a day after, recalled", notice(schemas.NoticeDueDate, schemas.NoticeAfter, day), change{kind: "loan", event: schemas.NoticeItemRecalled, record: loan, at: at}, due.AddDate(0, 0, 1), "2026-12-14T23:59:59.000Z"},
 		{"moved", notice(schemas.NoticeDueDate, schemas.NoticeBefore, day), change{kind: "loan", event: eventDueDateChanged, record: loan, at: at}, due.AddDate(0, 0, -1), "2026-12-14T23:59:59.000Z"},
+		{"changed by a librarian", notice(schemas.NoticeDueDate, schemas.NoticeBefore, day), change{kind: "loan", event: schemas.NoticeManualDueDateChange, record: loan, at: at}, due.AddDate(0, 0, -1), "2026-12-14T23:59:59.000Z"},
+		{"a librarian's change told", notice(schemas.NoticeManualDueDateChange, "", nil), change{kind: "loan", event: schemas.NoticeManualDueDateChange, record: loan, at: at}, at, ""},
+		{"not told on another move", notice(schemas.NoticeManualDueDateChange, "", nil), change{kind: "loan", event: eventDueDateChanged, record: loan, at: at}, time.Time{}, ""},
 		{"returned", notice(schemas.NoticeDueDate, schemas.NoticeUponAt, nil), change{kind: "loan", event: schemas.NoticeCheckIn, record: loan, at: at}, time.Time{}, ""},
 		{"hold ready", notice(schemas.NoticeAvailable, schemas.NoticeUponAt, nil), change{kind: "request", event: schemas.NoticeAvailable, record: shelf, at: at}, at, ""},
 		{"a day before the hold shelf expires", notice(schemas.NoticeHoldExpiration, schemas.NoticeBefore, day), change{kind: "request", event: schemas.NoticeAvailable, record: shelf, at: at}, time.Date(2026, 12, 2, 21, 0, 0, 0, time.UTC), "2026-12-03T21:00:00.000Z"},

@@ -108,10 +108,11 @@ const eventRequestDatesChanged = "Request dates changed"
 // are scheduled again from its due date as it now is (its earlier ones
 // obsolete); a check-in makes them obsolete.
 var loanRescheduling = map[string]bool{schemas.NoticeCheckOut: true, schemas.NoticeRenewed: true,
-	schemas.NoticeItemRecalled: true, eventDueDateChanged: true, schemas.NoticeCheckIn: true}
+	schemas.NoticeItemRecalled: true, schemas.NoticeManualDueDateChange: true, eventDueDateChanged: true, schemas.NoticeCheckIn: true}
 
 // eventDueDateChanged is migration 37's name for a loan's due date moved
-// by anything but a renewal or a recall: no notice is sent on it, its
+// by anything but a renewal, a recall or a librarian's change (migration
+// 42's schemas.NoticeManualDueDateChange): no notice is sent on it, its
 // due date notices are scheduled again.
 const eventDueDateChanged = "Due date changed"
 

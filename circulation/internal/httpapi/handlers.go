@@ -537,6 +537,30 @@ func (s *Server) declareItemLost(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// changeDueDate is POST /circulation/loans/{id}/change-due-date (FOLIO's):
+// 204.
+func (s *Server) changeDueDate(c echo.Context) error {
+	id, err := s.loanID(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		DueDate string `json:"dueDate"`
+	}
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	due, err := parseDate("dueDate", req.DueDate)
+	if err != nil {
+		return err
+	}
+	serverkit.Log(c, slog.String("loan_id", id))
+	if err := s.svc.Circulation.ChangeDueDate(c.Request().Context(), id, circulation.ChangeDueDateRequest{DueDate: due}); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
 // settingsJSON is schemas/checkout-lock-settings-effective.json.
 type settingsJSON struct {
 	Enabled           bool   `json:"checkOutLockFeatureEnabled"`

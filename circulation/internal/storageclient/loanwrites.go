@@ -345,7 +345,8 @@ func (c *Client) ReturnItem(ctx context.Context, item circulation.Item, serviceP
 
 // ActOnLoan implements circulation.Storage: the loan's replacement with
 // the action's fields, carrying the item's version, which storage applies
-// in one transaction with the item's update.
+// in one transaction with the item's update (or, for a change of due
+// date, its check that the item is as read).
 func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circulation.Item) error {
 	fields := map[string]any{"action": loan.Action}
 	// A declaration of loss always writes its comment, "" when none was
@@ -359,7 +360,16 @@ func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circ
 	if !loan.DeclaredLostDate.IsZero() {
 		fields["declaredLostDate"] = schemas.FormatTime(loan.DeclaredLostDate)
 	}
+	var gone []string
+	if loan.Action == circulation.ActionDueDateChanged {
+		// The new due date; the comment was the earlier action's.
+		fields["dueDate"] = schemas.FormatTime(loan.DueDate)
+		gone = append(gone, "actionComment")
+	}
 	doc, err := withFields(loan.Doc, fields)
+	if err == nil && len(gone) > 0 {
+		doc, err = withoutFields(doc, gone...)
+	}
 	if err == nil {
 		doc, err = c.readableDates(loan.ID, doc)
 	}

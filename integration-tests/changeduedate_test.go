@@ -1,0 +1,137 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/checkoutlock/integration-tests/harness"
+	"github.com/checkoutlock/schemas"
+)
+
+// TestChangeDueDateAsFOLIOChangesIt: a librarian changes an open loan's
+// due date as FOLIO's Users app does (POST
+// /circulation/loans/{id}/change-due-date, mod-circulation's
+// ChangeDueDateAPITests): refused, nothing changed, without a due date,
+// with one that is not a date, for a loan that does not exist, to a
+// self-check machine, for a closed loan and for an item claimed returned
+// or declared lost, each in FOLIO's words; done (204) with a date in
+// another offset, sent twice with its Idempotency-Key and written once:
+// the loan due then, its action dueDateChanged, its notice before the due
+// date scheduled again from the new date (the first Obsolete), and the
+// patron told of the change once (the policy's Manual due date change
+// notice).
+func TestChangeDueDateAsFOLIOChangesIt(t *testing.T) {
+	t.Parallel()
+	mail, c := noticeCluster(t, 1)
+	lib := c.SetupLibrary(1, 4, 0)
+	patron, books := lib.Patrons[0], lib.Items[0]
+	giveEmail(t, c, patron)
+	told := noticeTemplate(t, c, "Due date changed", "Due date changed: {{item.barcode}}", "Now due {{loan.dueDate}}.")
+	useNoticePolicy(t, c, lib.PolicyID, []map[string]any{dueSoon(t, c),
+		noticeOn(told, schemas.NoticeManualDueDateChange, schemas.NoticeUponAt, nil)}, nil)
+	librarian := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian))
+	change := func(loanID string, body any, headers map[string]string) harness.Response {
+		return c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loanID+"/change-due-date", body, headers)
+	}
+	// refused holds r to FOLIO's one error: status, message and parameter.
+	refused := func(what string, r harness.Response, status int, code, message, key, value string) {
+		t.Helper()
+		var env struct {
+			Errors []struct {
+				Message, Code string
+				Parameters    []struct{ Key, Value string }
+			}
+		}
+		r.Want(t, status).Decode(t, &env)
+		if len(env.Errors) != 1 || env.Errors[0].Code != code || message != "" && env.Errors[0].Message != message ||
+			len(env.Errors[0].Parameters) == 0 || env.Errors[0].Parameters[0].Key != key || env.Errors[0].Parameters[0].Value != value {
+			t.Errorf("%s: %s, want %d %s %q naming %s %q", what, r.Body, status, code, message, key, value)
+		}
+	}
+	loans := make([]struct{ ID, DueDate string }, len(books))
+	for i, b := range books {
+		c.CheckOut(i, b, patron).Want(t, http.StatusCreated).Decode(t, &loans[i])
+	}
+	loan := loans[0]
+	waitFor(t, "the loan's notice before its due date scheduled", func() bool {
+		n := noticesOf(t, c, "loanId="+loan.ID+"&status=Scheduled")
+		return len(n) == 1 && n[0].BasisDate == loan.DueDate
+	})
+	first := noticesOf(t, c, "loanId="+loan.ID+"&status=Scheduled")[0]
+
+	refused("no due date", change(loan.ID, map[string]any{}, librarian), http.StatusUnprocessableEntity, schemas.CodeValidation,
+		"A new due date is required in order to change the due date", "dueDate", "")
+	refused("not a date", change(loan.ID, map[string]any{"dueDate": "next week"}, librarian), http.StatusUnprocessableEntity,
+		schemas.CodeValidation, "", "dueDate", "next week")
+	missing := uuid.NewString()
+	refused("no such loan", change(missing, map[string]any{"dueDate": loan.DueDate}, librarian), http.StatusNotFound,
+		schemas.CodeNotFound, "", "id", missing)
+	change(loan.ID, map[string]any{"dueDate": loan.DueDate}, c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck))).
+		Want(t, http.StatusForbidden)
+	if got := storedDoc(t, c, "loan", loan.ID); got["_version"] != float64(1) || got["dueDate"] != loan.DueDate {
+		t.Fatalf("after the refusals: %v, want the loan as checked out", got)
+	}
+
+	was, err := schemas.ParseDateTime(loan.DueDate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := was.AddDate(0, 0, 7)
+	key := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian), schemas.HeaderIdempotencyKey, uuid.NewString())
+	body := map[string]any{"dueDate": due.In(time.FixedZone("", 3600)).Format("2006-01-02T15:04:05.000-07:00"), "loanId": loan.ID}
+	change(loan.ID, body, key).Want(t, http.StatusNoContent)
+	change(loan.ID, body, key).Want(t, http.StatusNoContent)
+	got := storedDoc(t, c, "loan", loan.ID)
+	if got["_version"] != float64(2) || got["dueDate"] != schemas.FormatTime(due) || got["action"] != schemas.LoanDueDateChanged {
+		t.Fatalf("the changed loan: %v, want version 2 due %s, action %s", got, schemas.FormatTime(due), schemas.LoanDueDateChanged)
+	}
+	waitFor(t, "the notice before the due date scheduled again from the new one", func() bool {
+		n := noticesOf(t, c, "loanId="+loan.ID+"&status=Scheduled")
+		return len(n) == 1 && n[0].BasisDate == schemas.FormatTime(due)
+	})
+	if n := noticesOf(t, c, "loanId="+loan.ID+"&status=Obsolete"); len(n) != 1 || n[0].ID != first.ID {
+		t.Errorf("obsolete: %+v, want the first notice before the due date", n)
+	}
+	mails := mail.WaitMessages(1, 30*time.Second)
+	m, err := mail.Message(context.Background(), mails[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "Due date changed: "+books[0] || strings.TrimSpace(m.Text) != "Now due "+due.UTC().Format("2006-01-02 15:04 MST")+"." {
+		t.Errorf("the change's mail: %q, %q", m.Subject, m.Text)
+	}
+	waitFor(t, "the change's notice settled after its mail", func() bool {
+		sent := noticesOf(t, c, "loanId="+loan.ID+"&status=Sent")
+		return len(sent) == 1 && sent[0].TriggeringEvent == schemas.NoticeManualDueDateChange
+	})
+
+	// A loan whose item is claimed returned or declared lost keeps its
+	// date; a closed loan has none to change.
+	c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loans[1].ID+"/claim-item-returned",
+		map[string]any{"itemClaimedReturnedDateTime": loans[1].DueDate}, librarian).Want(t, http.StatusNoContent)
+	c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loans[2].ID+"/declare-item-lost",
+		map[string]any{"servicePointId": harness.ServicePoint}, librarian).Want(t, http.StatusNoContent)
+	c.CheckIn(0, books[3]).Want(t, http.StatusOK)
+	for i, w := range []struct{ message, key, value string }{
+		{"item is " + schemas.ItemClaimedReturned, "itemId", c.IDOf(t, "/item-storage/items", "items", books[1])},
+		{"item is " + schemas.ItemDeclaredLost, "itemId", c.IDOf(t, "/item-storage/items", "items", books[2])},
+		{"Loan is closed", "loanId", loans[3].ID},
+	} {
+		l := loans[i+1]
+		before := storedDoc(t, c, "loan", l.ID)
+		refused(w.message, change(l.ID, body, librarian), http.StatusUnprocessableEntity, schemas.CodeValidation, w.message, w.key, w.value)
+		if after := storedDoc(t, c, "loan", l.ID); after["_version"] != before["_version"] || after["dueDate"] != l.DueDate {
+			t.Errorf("%s: the loan %v after the refusal, was %v", w.message, after, before)
+		}
+	}
+	if got, err := mail.Messages(context.Background()); err != nil || len(got) != 1 {
+		raw, _ := json.Marshal(got)
+		t.Errorf("%d mails (%v): %s, want the change's alone, once", len(got), err, raw)
+	}
+}
