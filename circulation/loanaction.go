@@ -3,6 +3,7 @@ package circulation
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,12 @@ type DeclareItemLostRequest struct {
 type ChangeDueDateRequest struct {
 	// DueDate is the loan's new due date: required.
 	DueDate time.Time
+	// Version, UserID and ItemID are the loan as the caller read it, when
+	// it sends it back (FOLIO's replacement of a loan): the change is made
+	// only at that version (0: the loan as stored), and a borrower or an
+	// item other than the loan's is refused ("": not sent).
+	Version        int
+	UserID, ItemID string
 }
 
 // ClaimItemReturned records that the loan's patron says they returned its
@@ -134,6 +141,17 @@ func (s *Service) changeDueDate(ctx context.Context, loanID string, req ChangeDu
 	loan, item, err := s.openLoanAndItem(ctx, loanID)
 	if err != nil {
 		return err
+	}
+	for _, m := range []struct{ name, sent, stored string }{{"userId", req.UserID, loan.UserID}, {"itemId", req.ItemID, loan.ItemID}} {
+		if m.sent != "" && !strings.EqualFold(m.sent, m.stored) {
+			return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+				"%s: a loan's %s is not changed; the loan is %s's", m.name, m.name, m.stored).With(m.name, m.sent))
+		}
+	}
+	if req.Version != 0 && req.Version != loan.Version {
+		return errs.Errorf(errs.KindConflict, schemas.CodeLoanChanged,
+			"The loan was changed by another request since it was read (_version %d, the loan sent %d); nothing was changed, read it again",
+			loan.Version, req.Version).With("_version", strconv.Itoa(loan.Version))
 	}
 	if err := actionRefused(schemas.LoanActionChangeDueDate, item); err != nil {
 		return err

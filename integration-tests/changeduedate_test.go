@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,7 +26,11 @@ import (
 // the loan due then, its action dueDateChanged, its notice before the due
 // date scheduled again from the new date (the first Obsolete), and the
 // patron told of the change once (the policy's Manual due date change
-// notice).
+// notice). Then as FOLIO's Users app changes a due date (PUT
+// /circulation/loans/{id}, the loan sent back as read): a body read before
+// the change, naming another action, a closed status or another borrower,
+// or without a due date, refused, nothing changed; the due date changed,
+// nothing else of the body stored, the patron told again.
 func TestChangeDueDateAsFOLIOChangesIt(t *testing.T) {
 	t.Parallel()
 	mail, c := noticeCluster(t, 1)
@@ -111,6 +116,45 @@ func TestChangeDueDateAsFOLIOChangesIt(t *testing.T) {
 		return len(sent) == 1 && sent[0].TriggeringEvent == schemas.NoticeManualDueDateChange
 	})
 
+	// As FOLIO's Users app changes a due date: the loan as read, summaries
+	// and all, sent back with its due date changed and action
+	// dueDateChanged. A body read before the last change, one naming
+	// another action, a closed status or another borrower, or one without
+	// a due date: refused, nothing changed.
+	var read map[string]any
+	c.DoWith(c.Circulations[0], "GET", "/circulation/loans/"+loan.ID, nil, librarian).Want(t, http.StatusOK).Decode(t, &read)
+	later := due.AddDate(0, 0, 7).Truncate(time.Second) // the app's dates are to the second
+	put := func(changes map[string]any) harness.Response {
+		body := maps.Clone(read)
+		body["dueDate"], body["action"], body["actionComment"] = later.Format("2006-01-02T15:04:05Z07:00"), schemas.LoanDueDateChanged, ""
+		for k, v := range changes {
+			body[k] = v
+			if v == nil {
+				delete(body, k)
+			}
+		}
+		return c.DoWith(c.Circulations[0], "PUT", "/circulation/loans/"+loan.ID, body, librarian)
+	}
+	other := uuid.NewString()
+	refused("a loan read before the change", put(map[string]any{"_version": 1}), http.StatusConflict, schemas.CodeLoanChanged, "", "_version", "2")
+	refused("another action", put(map[string]any{"action": "checkedin"}), http.StatusUnprocessableEntity, schemas.CodeValidation, "", "action", "checkedin")
+	refused("closed", put(map[string]any{"status": map[string]any{"name": "Closed"}}), http.StatusUnprocessableEntity, schemas.CodeValidation, "",
+		"status", "Closed")
+	refused("another borrower", put(map[string]any{"userId": other}), http.StatusUnprocessableEntity, schemas.CodeValidation, "", "userId", other)
+	refused("no due date", put(map[string]any{"dueDate": nil}), http.StatusUnprocessableEntity, schemas.CodeValidation,
+		"A new due date is required in order to change the due date", "dueDate", "")
+	if got := storedDoc(t, c, "loan", loan.ID); got["_version"] != float64(2) || got["dueDate"] != schemas.FormatTime(due) {
+		t.Fatalf("after the refused replacements: %v, want the loan as changed", got)
+	}
+	put(nil).Want(t, http.StatusNoContent)
+	if got := storedDoc(t, c, "loan", loan.ID); got["_version"] != float64(3) || got["dueDate"] != schemas.FormatTime(later) ||
+		got["action"] != schemas.LoanDueDateChanged || got["item"] != nil || got["borrower"] != nil {
+		t.Fatalf("the loan replaced: %v, want version 3 due %s, no summaries stored", got, schemas.FormatTime(later))
+	}
+	waitFor(t, "the second change told", func() bool {
+		return len(noticesOf(t, c, "loanId="+loan.ID+"&status=Sent")) == 2
+	})
+
 	// A loan whose item is claimed returned or declared lost keeps its
 	// date; a closed loan has none to change.
 	c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loans[1].ID+"/claim-item-returned",
@@ -130,8 +174,8 @@ func TestChangeDueDateAsFOLIOChangesIt(t *testing.T) {
 			t.Errorf("%s: the loan %v after the refusal, was %v", w.message, after, before)
 		}
 	}
-	if got, err := mail.Messages(context.Background()); err != nil || len(got) != 1 {
+	if got, err := mail.Messages(context.Background()); err != nil || len(got) != 2 {
 		raw, _ := json.Marshal(got)
-		t.Errorf("%d mails (%v): %s, want the change's alone, once", len(got), err, raw)
+		t.Errorf("%d mails (%v): %s, want the two changes', each once", len(got), err, raw)
 	}
 }

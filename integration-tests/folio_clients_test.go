@@ -85,8 +85,8 @@ func TestFOLIOBodiesAreTakenAsFOLIOTakesThem(t *testing.T) {
 		}
 		return id
 	}
-	// Loans to renew, claim, declare and check in, and two books out to
-	// request and move a request between.
+	// Loans to renew, change the due date of, claim, declare and check in,
+	// and two books out to request and move a request between.
 	for _, it := range items[1:6] {
 		c.CheckOut(0, it, borrower).Want(t, http.StatusCreated)
 	}
@@ -103,6 +103,11 @@ func TestFOLIOBodiesAreTakenAsFOLIOTakesThem(t *testing.T) {
 		t.Fatalf("the request read has no summaries: %v", read)
 	}
 
+	// A loan as FOLIO's Users app read it, its due date changed.
+	var loanRead map[string]any
+	c.DoWith(circ, "GET", "/circulation/loans/"+loanOf(items[5]), nil, librarian).Want(t, http.StatusOK).Decode(t, &loanRead)
+	loanRead["dueDate"], loanRead["action"], loanRead["actionComment"] = "2027-03-02T23:59:00Z", schemas.LoanDueDateChanged, ""
+
 	cases := []folioBody{
 		{route: "POST /circulation/check-out-by-barcode", path: "/circulation/check-out-by-barcode",
 			body:   map[string]any{"itemBarcode": items[0], "userBarcode": borrower, "servicePointId": harness.ServicePoint},
@@ -114,6 +119,11 @@ func TestFOLIOBodiesAreTakenAsFOLIOTakesThem(t *testing.T) {
 			body: map[string]any{"itemId": c.IDOf(t, "/item-storage/items", "items", items[1]), "userId": c.IDOf(t, "/users", "users", borrower),
 				"servicePointId": harness.ServicePoint},
 			status: http.StatusOK, wrongly: "userId", wrong: 42},
+		{route: "PUT /circulation/loans/{id}", path: "/circulation/loans/" + loanOf(items[5]), body: loanRead,
+			status: http.StatusNoContent, wrongly: "dueDate", wrong: 12},
+		{route: "POST /circulation/loans/{id}/change-due-date", path: "/circulation/loans/" + loanOf(items[1]) + "/change-due-date",
+			body:   map[string]any{"dueDate": "2027-03-02T10:00:00.000+01:00"},
+			status: http.StatusNoContent, wrongly: "dueDate", wrong: 20270302},
 		{route: "POST /circulation/loans/{id}/claim-item-returned", path: "/circulation/loans/" + loanOf(items[2]) + "/claim-item-returned",
 			body:   map[string]any{"itemClaimedReturnedDateTime": "2026-03-02T10:00:00.000Z", "comment": "in the book drop"},
 			status: http.StatusNoContent, wrongly: "itemClaimedReturnedDateTime", wrong: 20260302},

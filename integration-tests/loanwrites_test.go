@@ -51,7 +51,7 @@ SELECT l.status_name, l.jsonb ->> 'action', coalesce((l.jsonb ->> 'renewalCount'
 func TestLoanWritesAtOnceNeverUndoEachOther(t *testing.T) {
 	t.Parallel()
 	const rounds, renewals = 24, 3
-	const changedDue = "2027-01-15T23:59:59.000Z"
+	const changedDue = "2027-06-15T23:59:59.000Z"
 	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
 	lib := c.SetupLibrary(1, rounds, 0)
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
@@ -124,12 +124,17 @@ func TestLoanWritesAtOnceNeverUndoEachOther(t *testing.T) {
 		case acted && w.action == schemas.LoanDueDateChanged:
 			// The item stays on loan: a renewal that read the changed
 			// loan comes after the change, and is the loan's last write.
+			// Renewed from its current due date, the changed loan is due
+			// later; one renewed from a copy read before the change (the
+			// change undone) would be due months sooner.
 			want.action, want.acted = w.action, 1
 			if renewedOK > 0 && s.action == "renewed" {
 				want.action = "renewed"
 			}
-			if due := loanDue(t, c, loanID); want.action == w.action && due != changedDue {
-				t.Fatalf("round %d (%s): answers %v; the loan due %s, want %s", round, w.name, answers, due, changedDue)
+			due := loanDue(t, c, loanID)
+			if want.action == w.action && due != changedDue || due < changedDue {
+				t.Fatalf("round %d (%s): answers %v; the loan due %s (%s), want %s or, renewed after it, later", round, w.name, answers,
+					due, s.action, changedDue)
 			}
 		case acted:
 			want.action, want.itemStatus, want.acted = w.action, w.itemStatus, 1

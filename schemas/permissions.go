@@ -329,6 +329,9 @@ var Routes = slices.Concat(
 		circ("POST", "/circulation/loans/{id}/declare-item-lost", PermissionDeclareItemLost,
 			"declare a loan's item lost (the item Declared lost, the loan open)", loanActionModule...).
 			heeds(HeaderIdempotencyKey).takesAsFOLIO("declare-item-lost-request.json").answers(204, ""),
+		circ("PUT", "/circulation/loans/{id}", PermissionReplaceLoan,
+			"change a loan's due date, the loan sent back as read (FOLIO's Users app's change of due date)", loanActionModule...).
+			heeds(HeaderIdempotencyKey).takesAsFOLIO("circulation-loan-change.json").answers(204, ""),
 		circ("POST", "/circulation/loans/{id}/change-due-date", PermissionChangeDueDate,
 			"change an open loan's due date (its due date notices moved with it)", loanActionModule...).
 			heeds(HeaderIdempotencyKey).takesAsFOLIO("change-due-date-request.json").answers(204, ""),
@@ -728,11 +731,14 @@ const (
 
 // PermissionClaimItemReturned and PermissionDeclareItemLost are FOLIO's
 // loan actions that keep a loan open and change its item;
-// PermissionChangeDueDate is FOLIO's change of an open loan's due date.
+// PermissionChangeDueDate is FOLIO's change of an open loan's due date,
+// and PermissionReplaceLoan its replacement of a loan, which its Users
+// app sends to change one.
 const (
 	PermissionClaimItemReturned = "circulation.loans.claim-item-returned.post"
 	PermissionDeclareItemLost   = "circulation.loans.declare-item-lost.post"
 	PermissionChangeDueDate     = "circulation.loans.change-due-date.post"
+	PermissionReplaceLoan       = "circulation.loans.item.put"
 )
 
 // FOLIO's permissions to write requests through circulation.
@@ -852,7 +858,7 @@ var (
 		PermissionPayPatronFees}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.renew-by-id.post", "circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
-		PermissionChangeDueDate, "circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,
+		PermissionChangeDueDate, PermissionReplaceLoan, "circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,
 		PermissionAllowedServicePoints, PermissionAnonymizeUser, "circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate},
 		feeFineDesk())

@@ -561,6 +561,56 @@ func (s *Server) changeDueDate(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// replaceLoan is PUT /circulation/loans/{id} (FOLIO's), as FOLIO's Users
+// app sends it to change a loan's due date: the loan as read, its dueDate
+// changed and its action dueDateChanged. It changes the due date alone,
+// as changeDueDate does, at the _version sent; a body naming another
+// action, a closed status, another loan, borrower or item is refused
+// (every other write of a loan has a route of its own). 204.
+func (s *Server) replaceLoan(c echo.Context) error {
+	id, err := s.loanID(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		ID      string `json:"id"`
+		UserID  string `json:"userId"`
+		ItemID  string `json:"itemId"`
+		DueDate string `json:"dueDate"`
+		Action  string `json:"action"`
+		Status  struct {
+			Name string `json:"name"`
+		} `json:"status"`
+		Version int `json:"_version"`
+	}
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	refused := func(member, value, format string, args ...any) error {
+		return &errs.Refusal{Errors: []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeValidation, format, args...).
+			With(member, truncate(value))}}
+	}
+	switch {
+	case req.ID != "" && !strings.EqualFold(req.ID, id):
+		return refused("id", req.ID, "id: %s in the body does not match %s in the path", truncate(req.ID), id)
+	case req.Action != "" && req.Action != circulation.ActionDueDateChanged:
+		return refused("action", req.Action, "action: a loan replaced here only has its due date changed (%s); a renewal, "+
+			"a claim, a declaration of loss and a check-in have routes of their own", circulation.ActionDueDateChanged)
+	case req.Status.Name != "" && req.Status.Name != schemas.LoanOpen:
+		return refused("status", req.Status.Name, "status: a loan is closed only by a check-in (POST /circulation/check-in-by-barcode)")
+	}
+	due, err := parseDate("dueDate", req.DueDate)
+	if err != nil {
+		return err
+	}
+	serverkit.Log(c, slog.String("loan_id", id))
+	if err := s.svc.Circulation.ChangeDueDate(c.Request().Context(), id, circulation.ChangeDueDateRequest{DueDate: due,
+		Version: req.Version, UserID: req.UserID, ItemID: req.ItemID}); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
 // settingsJSON is schemas/checkout-lock-settings-effective.json.
 type settingsJSON struct {
 	Enabled           bool   `json:"checkOutLockFeatureEnabled"`

@@ -90,6 +90,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Get("/circulation/settings/self-check", s.selfCheckSettings, s.tenant)
 	s.Get("/circulation/loans", s.listLoans, s.tenant)
 	s.Get("/circulation/loans/:id", s.getLoan, s.tenant)
+	s.Handle(http.MethodPut, "/circulation/loans/:id", s.keyed(s.replaceLoan), s.tenant)
 	s.Handle(http.MethodPost, "/circulation/loans/:id/claim-item-returned", s.keyed(s.claimItemReturned), s.tenant)
 	s.Handle(http.MethodPost, "/circulation/loans/:id/change-due-date", s.keyed(s.changeDueDate), s.tenant)
 	s.Handle(http.MethodPost, "/circulation/loans/:id/declare-item-lost", s.keyed(s.declareItemLost), s.tenant)

@@ -362,9 +362,11 @@ func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circ
 	}
 	var gone []string
 	if loan.Action == circulation.ActionDueDateChanged {
-		// The new due date; the comment was the earlier action's.
+		// The new due date; the comment was the earlier action's, and the
+		// reminders counted from the earlier date start again (FOLIO's
+		// resetReminders), as a renewal's and a recall's do.
 		fields["dueDate"] = schemas.FormatTime(loan.DueDate)
-		gone = append(gone, "actionComment")
+		gone = append(gone, "actionComment", "reminders")
 	}
 	doc, err := withFields(loan.Doc, fields)
 	if err == nil && len(gone) > 0 {
