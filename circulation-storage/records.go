@@ -502,3 +502,21 @@ func RequestRulesFrom(ctx context.Context) bool {
 
 // UserFrom is the user ctx acts for, "" when none was named.
 func UserFrom(ctx context.Context) string { return CallerFrom(ctx).User }
+
+// QueuePlace is a request's new position in its item's queue (FOLIO's
+// reorder of a queue: reorder-queue-request.json's reorderedQueue).
+type QueuePlace struct {
+	ID          string `json:"id"`
+	NewPosition int    `json:"newPosition"`
+}
+
+// QueueReorderer gives an item's open requests new positions.
+type QueueReorderer interface {
+	// ReorderQueue gives the open requests of item the positions order
+	// names, in one transaction under the queue's lock, judged there as
+	// FOLIO's RequestQueueValidation judges it: the positions 1 to n,
+	// each once; exactly the queue's requests; a page, and a request whose
+	// fulfilment has begun, kept first. A queue with no open request is
+	// KindNotFound.
+	ReorderQueue(ctx context.Context, t Tenant, item string, order []QueuePlace) error
+}

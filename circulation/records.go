@@ -343,6 +343,13 @@ type RequestFilter struct {
 	Offset, Limit int
 }
 
+// QueuePlace is a request's new position in its item's queue (FOLIO's
+// reorder of a queue).
+type QueuePlace struct {
+	ID          string `json:"id"`
+	NewPosition int    `json:"newPosition"`
+}
+
 // CheckedOut is what a check-out's write stored.
 type CheckedOut struct {
 	Loan Loan
@@ -497,6 +504,9 @@ type Storage interface {
 	// ReplaceRequest replaces request id, judged as PlaceRequest's when it
 	// moves to another item or changes its type.
 	ReplaceRequest(ctx context.Context, id string, doc json.RawMessage) error
+	// ReorderQueue gives the open requests of item the positions order
+	// names, judged and written by storage under the queue's lock.
+	ReorderQueue(ctx context.Context, item string, order []QueuePlace) error
 	Request(ctx context.Context, id string) (json.RawMessage, error)
 	Requests(ctx context.Context, f RequestFilter) (json.RawMessage, error)
 	// AllowedServicePoints reads, for each request type requesterID may

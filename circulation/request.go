@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"strconv"
 	"strings"
 
 	"github.com/checkoutlock/schemas"
@@ -309,4 +310,36 @@ func requestFields(doc json.RawMessage) (map[string]json.RawMessage, error) {
 		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation, "A request must be a JSON object")
 	}
 	return fields, nil
+}
+
+// QueueQuery is the CQL query of item's queue: its open requests, in
+// their positions' order.
+func QueueQuery(item string) string {
+	statuses := make([]string, len(schemas.OpenRequestStatuses))
+	for i, status := range schemas.OpenRequestStatuses {
+		statuses[i] = strconv.Quote(status)
+	}
+	return "itemId==" + item + " and status==(" + strings.Join(statuses, " or ") + ") sortby position"
+}
+
+// ReorderQueue gives item's open requests the positions order names, as
+// FOLIO's reorder of a request queue: storage judges it under the queue's
+// lock, as mod-circulation's RequestQueueValidation (the positions 1 to
+// n, exactly the queue's requests, a page and a request being fulfilled
+// kept first), and writes it in one transaction, with the call's write
+// id: one sent again with its Idempotency-Key, whose write landed, is
+// done.
+func (s *Service) ReorderQueue(ctx context.Context, item string, order []QueuePlace) error {
+	ctx = identified(ctx)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
+	defer cancel()
+	err := s.once(ctx, wctx, func(ctx context.Context) error { return s.storage.ReorderQueue(ctx, item, order) })
+	if ambiguous(err) {
+		err = unanswered(wctx, err, "queue reorder", "itemId", item)
+	}
+	_, ok, err := s.landed(ctx, schemas.WriteQueueReorder, err)
+	if ok {
+		return nil
+	}
+	return err
 }

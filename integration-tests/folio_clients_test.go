@@ -140,6 +140,10 @@ func TestFOLIOBodiesAreTakenAsFOLIOTakesThem(t *testing.T) {
 			status: http.StatusCreated, wrongly: "requestDate", wrong: 1},
 		{route: "PUT /circulation/requests/{id}", path: "/circulation/requests/" + placed.ID, body: read,
 			status: http.StatusNoContent, wrongly: "position", wrong: "first"},
+		{route: "POST /circulation/requests/queue/item/{id}/reorder", path: "/circulation/requests/queue/item/" +
+			c.IDOf(t, "/item-storage/items", "items", items[5]) + "/reorder",
+			body:   map[string]any{"reorderedQueue": []map[string]any{{"id": placed.ID, "newPosition": 1}}},
+			status: http.StatusOK, wrongly: "reorderedQueue", wrong: "all"},
 		{route: "POST /circulation/requests/{id}/move", path: "/circulation/requests/" + placed.ID + "/move",
 			body:   map[string]any{"destinationItemId": c.IDOf(t, "/item-storage/items", "items", elsewhere), "requestType": "Hold"},
 			status: http.StatusOK, wrongly: "destinationItemId", wrong: 12},

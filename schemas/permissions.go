@@ -344,6 +344,13 @@ var Routes = slices.Concat(
 			reads("query", "itemId", "requesterId", "status", "offset", "limit").answers(200, "circulation-requests.json"),
 		circ("GET", "/circulation/requests/{id}", "circulation.requests.item.get", "read a request, with FOLIO's summaries",
 			slices.Concat([]string{"request-storage.requests.item.get"}, requestSummaries)...).answers(200, "circulation-request-read.json"),
+		circ("GET", "/circulation/requests/queue/item/{id}", PermissionQueueGet,
+			"read an item's request queue, in its order, each request with FOLIO's summaries",
+			slices.Concat([]string{"request-storage.requests.collection.get"}, requestSummaries)...).answers(200, "circulation-requests.json"),
+		circ("POST", "/circulation/requests/queue/item/{id}/reorder", PermissionQueueReorder,
+			"give an item's open requests new positions in its queue, and read the queue",
+			slices.Concat([]string{PermissionQueueReorderStorage, PermissionWriteGet, "request-storage.requests.collection.get"}, requestSummaries)...).
+			heeds(HeaderIdempotencyKey).takesAsFOLIO("reorder-queue-request.json").answers(200, "circulation-requests.json"),
 		circ("GET", "/circulation/requests/allowed-service-points", PermissionAllowedServicePoints,
 			"find where a request may be picked up: for each request type the requester may place for the item, the pickup service points its request policy allows",
 			"request-storage.requests.item.get", PermissionAllowedServicePointsStorage).
@@ -424,6 +431,11 @@ var Routes = slices.Concat(
 			takes("fee-fine-storage-check.json").answers(200, "fee-fine-check-response.json"),
 		stor(InterfaceAnonymizeStorageLoans, "POST", "/anonymize-storage-loans", PermissionAnonymizeLoans,
 			"forget the borrower of closed loans, by id").takes("anonymize-storage-loans-request.json").answers(200, "anonymize-storage-loans-response.json"),
+
+		// circulation-storage: an item's request queue reordered
+		stor(InterfaceRequestStorage, "POST", "/request-storage/queues/{id}/reorder", PermissionQueueReorderStorage,
+			"give an item's open requests new positions, judged under the queue's lock as one write").
+			heeds(HeaderWriteID, HeaderWriteDigest).takes("reorder-queue-request.json").answers(204, ""),
 
 		// circulation-storage: whether a write with an id landed
 		stor(InterfaceLoanStorage, "GET", "/write-storage/writes/{id}", PermissionWriteGet,
@@ -748,6 +760,16 @@ const (
 	PermissionRequestMove = "circulation.requests.item.move.post"
 )
 
+// PermissionQueueGet and PermissionQueueReorder are FOLIO's permissions
+// to read an item's request queue and to reorder it through circulation;
+// PermissionQueueReorderStorage reorders it at storage, which
+// circulation's route holds.
+const (
+	PermissionQueueGet            = "circulation.requests.queue-item.collection.get"
+	PermissionQueueReorder        = "circulation.requests.queue.item-reorder.collection.post"
+	PermissionQueueReorderStorage = "request-storage.queues.reorder.post"
+)
+
 // PermissionAllowedServicePoints is FOLIO's permission to read where a
 // request may be picked up; PermissionAllowedServicePointsStorage reads,
 // at storage, the set a request placed is judged by, which circulation's
@@ -858,7 +880,8 @@ var (
 		PermissionPayPatronFees}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.renew-by-id.post", "circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
-		PermissionChangeDueDate, PermissionReplaceLoan, "circulation.requests.collection.get", "circulation.requests.item.get", PermissionRequestPost, PermissionRequestPut, PermissionRequestMove,
+		PermissionChangeDueDate, PermissionReplaceLoan, "circulation.requests.collection.get", "circulation.requests.item.get",
+		PermissionRequestPost, PermissionRequestPut, PermissionRequestMove, PermissionQueueGet, PermissionQueueReorder,
 		PermissionAllowedServicePoints, PermissionAnonymizeUser, "circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate},
 		feeFineDesk())

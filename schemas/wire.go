@@ -48,7 +48,8 @@ const (
 	// action keeps it open and changes its item (claimedReturned,
 	// declaredLost) makes it that action's writes, in one transaction:
 	// the item takes the action's status at the version after the one
-	// named.
+	// named. With the action dueDateChanged (a librarian's change of the
+	// due date) the item stays as it is, and must be at the version named.
 	HeaderLoanActionItemVersion = "X-Loan-Action-Item-Version"
 	// HeaderLoanActionServicePoint names where a loan action is taken: a
 	// declaration of loss bills the lost item's fees to the fee/fine
@@ -154,6 +155,8 @@ const (
 	WriteLoanAction    = "loan-action"
 	WriteRequestCreate = "request-create"
 	WriteRequestUpdate = "request-update"
+	// WriteQueueReorder is an item's request queue given a new order.
+	WriteQueueReorder  = "queue-reorder"
 	WriteRecordCreate  = "record-create"
 	WriteRecordUpdate  = "record-update"
 	WriteFeeFineAction = "fee-fine-action"

@@ -190,6 +190,7 @@ func Run(ctx context.Context, args []string, environ map[string]string, stdout i
 		Writes:     db,
 		Presence:   presence.New(db),
 		Anonymizer: lending.NewAnonymizer(db),
+		Queues:     recordService,
 		FeeFines:   feesfines.NewActions(db),
 		Calendars:  calendars.New(db),
 		Ready:      db.Ping,

@@ -67,6 +67,8 @@ type Services struct {
 	Presence storage.Presence
 	// Anonymizer forgets the borrowers of closed loans asked by id.
 	Anonymizer storage.LoanAnonymizer
+	// Queues reorders items' request queues.
+	Queues storage.QueueReorderer
 	// FeeFines writes and checks the actions on fees/fines.
 	FeeFines storage.FeeFineActor
 	// Calendars reads service points' openings.
@@ -113,6 +115,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Handle(http.MethodPut, "/kiosk-presence-storage/spans/:id", s.seeOnLine, s.tenant)
 	s.Get("/kiosk-presence-storage/spans", s.onLine, s.tenant)
 	s.Handle(http.MethodPost, "/anonymize-storage-loans", s.anonymizeLoans, s.tenant)
+	s.Handle(http.MethodPost, "/request-storage/queues/:id/reorder", s.announcing(storage.Requests, s.withWriteID(s.reorderQueue, reorderReplayed)), s.tenant)
 	s.Handle(http.MethodPost, "/fee-fine-storage/actions", s.withWriteID(s.feeFineAct, feeFineActReplayed), s.tenant)
 	s.Handle(http.MethodPost, "/fee-fine-storage/checks", s.feeFineCheck, s.tenant)
 	s.Get("/calendar/dates/:servicePointId/surrounding-openings", s.calendarSurrounding, s.tenant)

@@ -37,7 +37,16 @@ type Records struct {
 	requests *requests.Writer
 }
 
-var _ storage.RecordService = (*Records)(nil)
+var (
+	_ storage.RecordService  = (*Records)(nil)
+	_ storage.QueueReorderer = (*Records)(nil)
+)
+
+// ReorderQueue implements storage.QueueReorderer with the writer of
+// requests, in its turn among their writes.
+func (s *Records) ReorderQueue(ctx context.Context, t storage.Tenant, item string, order []storage.QueuePlace) error {
+	return s.requests.ReorderQueue(ctx, t, item, order)
+}
 
 // NewRecords returns the record service.
 func NewRecords(db *postgres.DB) *Records {

@@ -149,3 +149,50 @@ func (s *Server) moveRequest(c echo.Context) error {
 	}
 	return c.JSONBlob(http.StatusOK, stored)
 }
+
+// queue is GET /circulation/requests/queue/item/{id} (FOLIO's): the
+// item's open requests in their queue's order, each with FOLIO's
+// summaries (circulation-requests.json); none for an item without any.
+func (s *Server) queue(c echo.Context) error {
+	id, err := s.pathID(c, "item")
+	if err != nil {
+		return err
+	}
+	return s.answerQueue(c, id)
+}
+
+// answerQueue answers item's queue as queue does.
+func (s *Server) answerQueue(c echo.Context, item string) error {
+	ctx := c.Request().Context()
+	page, err := s.svc.Storage.Requests(ctx, circulation.RequestFilter{Query: circulation.QueueQuery(item), Limit: schemas.MaxRecordsLimit})
+	if err != nil {
+		return err
+	}
+	out, err := s.summarizedPage(ctx, page, "requests", s.summarizeRequests)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// reorderQueue is POST /circulation/requests/queue/item/{id}/reorder
+// (FOLIO's): the item's open requests given the positions the body names
+// (circulation.Service.ReorderQueue), answered with the queue as it is
+// then.
+func (s *Server) reorderQueue(c echo.Context) error {
+	id, err := s.pathID(c, "item")
+	if err != nil {
+		return err
+	}
+	var req struct {
+		ReorderedQueue []circulation.QueuePlace `json:"reorderedQueue"`
+	}
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	serverkit.Log(c, slog.String("item_id", id), slog.Int("requests", len(req.ReorderedQueue)))
+	if err := s.svc.Circulation.ReorderQueue(c.Request().Context(), id, req.ReorderedQueue); err != nil {
+		return err
+	}
+	return s.answerQueue(c, id)
+}

@@ -99,6 +99,8 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Handle(http.MethodPost, "/circulation/patron-fees/pay", s.keyed(s.payPatronFees), s.tenant)
 	s.Handle(http.MethodPost, "/circulation/requests", s.keyed(s.placeRequest), s.tenant)
 	s.Get("/circulation/requests", s.listRequests, s.tenant)
+	s.Get("/circulation/requests/queue/item/:id", s.queue, s.tenant)
+	s.Handle(http.MethodPost, "/circulation/requests/queue/item/:id/reorder", s.keyed(s.reorderQueue), s.tenant)
 	// A static path wins over /:id in the router, whatever the order.
 	s.Get("/circulation/requests/allowed-service-points", s.allowedServicePoints, s.tenant)
 	s.Get("/circulation/requests/:id", s.getRequest, s.tenant)

@@ -460,6 +460,12 @@ func (c *Client) ReplaceRequest(ctx context.Context, id string, doc json.RawMess
 		append(writeHeaders(ctx), schemas.HeaderRequestRules, schemas.RequestRulesCirculation)...)
 }
 
+// ReorderQueue implements circulation.Storage.
+func (c *Client) ReorderQueue(ctx context.Context, item string, order []circulation.QueuePlace) error {
+	return c.call(ctx, http.MethodPost, "/request-storage/queues/"+url.PathEscape(item)+"/reorder",
+		map[string]any{"reorderedQueue": order}, nil, writeHeaders(ctx)...)
+}
+
 // writeHeaders are the headers naming the write ctx carries
 // (circulation.WriteOf): its id, and the digest of the client's request
 // when its id was made from the client's Idempotency-Key.
