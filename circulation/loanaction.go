@@ -123,7 +123,8 @@ func (s *Service) declareItemLost(ctx context.Context, loanID string, req Declar
 // ChangeDueDate moves an open loan's due date to the one asked, as a
 // librarian does at the desk (mod-circulation's ChangeDueDateResource):
 // refused when the loan is closed or its item is lost or claimed returned
-// (schemas' table of loan actions). The loan's action becomes
+// (schemas' table of loan actions); a due date the loan has already is
+// answered done, nothing written. The loan's action becomes
 // dueDateChanged, and storage writes it at the loan's and the item's
 // versions read; its due date notices are scheduled again from the new
 // date, as a renewal's are. A call sent again with its Idempotency-Key is
@@ -156,7 +157,12 @@ func (s *Service) changeDueDate(ctx context.Context, loanID string, req ChangeDu
 	if err := actionRefused(schemas.LoanActionChangeDueDate, item); err != nil {
 		return err
 	}
-	loan.Action, loan.DueDate = ActionDueDateChanged, schemas.WireTime(req.DueDate)
+	due := schemas.WireTime(req.DueDate)
+	if due.Equal(loan.DueDate) {
+		// Nothing changes: nothing is written, and the patron is not told.
+		return nil
+	}
+	loan.Action, loan.DueDate = ActionDueDateChanged, due
 	return s.actOnLoan(ctx, loan, item)
 }
 

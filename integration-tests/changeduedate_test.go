@@ -30,7 +30,8 @@ import (
 // /circulation/loans/{id}, the loan sent back as read): a body read before
 // the change, naming another action, a closed status or another borrower,
 // or without a due date, refused, nothing changed; the due date changed,
-// nothing else of the body stored, the patron told again.
+// nothing else of the body stored, the patron told again; a change to the
+// date the loan has, nothing written and nobody told.
 func TestChangeDueDateAsFOLIOChangesIt(t *testing.T) {
 	t.Parallel()
 	mail, c := noticeCluster(t, 1)
@@ -154,6 +155,11 @@ func TestChangeDueDateAsFOLIOChangesIt(t *testing.T) {
 	waitFor(t, "the second change told", func() bool {
 		return len(noticesOf(t, c, "loanId="+loan.ID+"&status=Sent")) == 2
 	})
+	// The date it has already: done, nothing written, nobody told.
+	change(loan.ID, map[string]any{"dueDate": schemas.FormatTime(later)}, librarian).Want(t, http.StatusNoContent)
+	if got := storedDoc(t, c, "loan", loan.ID); got["_version"] != float64(3) {
+		t.Errorf("a change to the date the loan has: %v, want it unwritten", got)
+	}
 
 	// A loan whose item is claimed returned or declared lost keeps its
 	// date; a closed loan has none to change.

@@ -152,8 +152,11 @@ const (
 	// circulation, loans by id at storage.
 	InterfaceLoanAnonymization     = "loan-anonymization"
 	InterfaceAnonymizeStorageLoans = "anonymize-storage-loans"
-	InterfaceTenant                = "_tenant"
-	InterfaceAdmin                 = "_admin"
+	// An item's request queue reordered at storage in one write (this
+	// project's: FOLIO's storage has no such write).
+	InterfaceRequestQueueStorage = "request-queue-storage"
+	InterfaceTenant              = "_tenant"
+	InterfaceAdmin               = "_admin"
 )
 
 // crud is the FOLIO-style routes of one storage record: collection GET and
@@ -433,7 +436,7 @@ var Routes = slices.Concat(
 			"forget the borrower of closed loans, by id").takes("anonymize-storage-loans-request.json").answers(200, "anonymize-storage-loans-response.json"),
 
 		// circulation-storage: an item's request queue reordered
-		stor(InterfaceRequestStorage, "POST", "/request-storage/queues/{id}/reorder", PermissionQueueReorderStorage,
+		stor(InterfaceRequestQueueStorage, "POST", "/request-storage/queues/{id}/reorder", PermissionQueueReorderStorage,
 			"give an item's open requests new positions, judged under the queue's lock as one write").
 			heeds(HeaderWriteID, HeaderWriteDigest).takes("reorder-queue-request.json").answers(204, ""),
 

@@ -59,7 +59,7 @@ func TestARouteOutsideThePermissionTableIsRefused(t *testing.T) {
 		{schemas.ServiceCirculation, http.MethodGet, "/circulation/loans/:id", false},
 		{schemas.ServiceCirculation, http.MethodHead, "/circulation/loans/{id}", false},
 		{schemas.ServiceCirculation, http.MethodGet, "/circulation/unlisted", true},
-		{schemas.ServiceCirculation, http.MethodPut, "/circulation/loans/:id", true},
+		{schemas.ServiceCirculation, http.MethodDelete, "/circulation/loans/:id", true},
 		{schemas.ServiceCirculation, http.MethodGet, "/loan-storage/loans", true},
 		{schemas.ServiceStorage, http.MethodGet, "/loan-storage/loans/:id", false},
 		{schemas.ServiceStorage, http.MethodHead, "/loan-storage/loans", false},

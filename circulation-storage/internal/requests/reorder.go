@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
+	"github.com/checkoutlock/circulation-storage/internal/record"
 
 	storage "github.com/checkoutlock/circulation-storage"
 	"github.com/checkoutlock/schemas"
@@ -26,9 +27,11 @@ var (
 	queueSQL = postgres.WithTables(`SELECT id::text, status, coalesce(jsonb ->> 'requestType', ''), position FROM %s
  WHERE item_id = $2 AND tenant_id = $1 AND `+Open("status")+` ORDER BY position`, postgres.TableRequest)
 	// reorderSQL gives each open request of @item (of @tenant) @ids[i]
-	// the position @positions[i], where it has another. The position key
-	// is checked at the statement's end, the queue whole.
-	reorderSQL = postgres.WithTables(`UPDATE %s r SET jsonb = jsonb_set(r.jsonb, '{position}', to_jsonb(n.position))
+	// the position @positions[i], where it has another, its metadata
+	// naming @metadata_user. The position key is checked at the
+	// statement's end, the queue whole.
+	reorderSQL = postgres.WithTables(`UPDATE %s r SET jsonb = `+record.WithMetadata(`jsonb_set(r.jsonb, '{position}', to_jsonb(n.position))`,
+		"@metadata_user", true)+`
   FROM unnest(@ids::uuid[], @positions::integer[]) AS n(id, position)
  WHERE r.tenant_id = @tenant AND r.item_id = @item AND r.id = n.id AND `+Open("r.status")+`
    AND r.position IS DISTINCT FROM n.position`, postgres.TableRequest)
@@ -66,7 +69,8 @@ func (w *Writer) ReorderQueue(ctx context.Context, t storage.Tenant, item string
 		for i, p := range order {
 			ids[i], positions[i] = strings.ToLower(p.ID), p.NewPosition
 		}
-		_, err = tx.Exec(ctx, reorderSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": item, "ids": ids, "positions": positions})
+		_, err = tx.Exec(ctx, reorderSQL, pgx.StrictNamedArgs{"tenant": string(t), "item": item, "ids": ids, "positions": positions,
+			"metadata_user": record.MetadataUser(ctx)})
 		return nil, postgres.Interpret(err, t)
 	})
 	return err

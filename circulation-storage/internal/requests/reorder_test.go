@@ -55,6 +55,7 @@ func TestAReorderIsJudgedAsFOLIOJudgesIt(t *testing.T) {
 		{"one left out", holds, order(a, 1, b, 2), inconsistent},
 		{"one not in the queue", holds, order(a, 1, b, 2, "0d000000-0000-4000-8000-00000000000d", 3), inconsistent},
 		{"one twice", holds, order(a, 1, a, 2, b, 3), inconsistent},
+		{"one twice beside every other", holds, order(a, 1, b, 2, c, 3, a, 4), inconsistent},
 		{"a page kept first", paged, order(a, 1, c, 2, b, 3), ""},
 		{"a page moved", paged, order(b, 1, a, 2, c, 3), page},
 		{"on the hold shelf, kept first", shelved, order(a, 1, c, 2, b, 3), ""},
