@@ -166,6 +166,52 @@ func (s *Service) changeDueDate(ctx context.Context, loanID string, req ChangeDu
 	return s.actOnLoan(ctx, loan, item)
 }
 
+// FOLIO's notes added to a loan (its add-info): the patron's or the
+// staff's, kept as the loan's action and actionComment.
+const (
+	ActionPatronInfoAdded = "patronInfoAdded"
+	ActionStaffInfoAdded  = "staffInfoAdded"
+)
+
+// AddInfo adds a note to a loan, open or closed, as FOLIO's add-info: the
+// loan's action becomes action (ActionPatronInfoAdded or
+// ActionStaffInfoAdded) and its actionComment comment, written at the
+// loan's version read, its item as it is. A call sent again with its
+// Idempotency-Key is answered done when its write landed.
+func (s *Service) AddInfo(ctx context.Context, loanID, action, comment string) error {
+	ctx = identified(ctx)
+	_, ok, err := s.landed(ctx, schemas.WriteRecordUpdate, s.addInfo(ctx, loanID, action, comment))
+	if ok {
+		return nil
+	}
+	return err
+}
+
+// addInfo is AddInfo's write.
+func (s *Service) addInfo(ctx context.Context, loanID, action, comment string) error {
+	if (action != ActionPatronInfoAdded && action != ActionStaffInfoAdded) || strings.TrimSpace(comment) == "" {
+		return refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"An action of type %s or %s, with associated actionComment, required in order to add info",
+			ActionPatronInfoAdded, ActionStaffInfoAdded).With("action", action))
+	}
+	loan, err := s.loanByID(ctx, loanID)
+	if err != nil {
+		return err
+	}
+	loan.Action, loan.ActionComment = action, comment
+	request := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
+	defer cancel()
+	err = s.once(request, ctx, func(ctx context.Context) error { return s.storage.ReplaceLoan(ctx, loan) })
+	switch {
+	case errs.IsCode(err, schemas.CodeVersionConflict):
+		return loanChangedMeanwhile(err).With("loanId", loan.ID)
+	case ambiguous(err):
+		return unanswered(ctx, err, "loan's note", "loanId", loan.ID)
+	}
+	return err
+}
+
 // happened is when something a caller reports happened (an item came
 // back, was claimed returned, was declared lost): at, the date the caller
 // gives, in UTC to the millisecond; now when it gives none or one after
@@ -191,11 +237,7 @@ func actionRefused(action string, item Item) error {
 // openLoanAndItem reads the loan, which must exist (404) and be open
 // (FOLIO's "Loan is closed"), and its item.
 func (s *Service) openLoanAndItem(ctx context.Context, loanID string) (Loan, Item, error) {
-	loan, err := s.storage.LoanByID(ctx, loanID)
-	if errs.IsKind(err, errs.KindNotFound) {
-		return Loan{}, Item{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound, "loan record with ID %q cannot be found", loanID).
-			With("id", loanID)
-	}
+	loan, err := s.loanByID(ctx, loanID)
 	if err != nil {
 		return Loan{}, Item{}, err
 	}
@@ -204,6 +246,16 @@ func (s *Service) openLoanAndItem(ctx context.Context, loanID string) (Loan, Ite
 	}
 	item, err := s.storage.ItemByID(ctx, loan.ItemID)
 	return loan, item, err
+}
+
+// loanByID reads the loan, which must exist (404, in FOLIO's words).
+func (s *Service) loanByID(ctx context.Context, loanID string) (Loan, error) {
+	loan, err := s.storage.LoanByID(ctx, loanID)
+	if errs.IsKind(err, errs.KindNotFound) {
+		return Loan{}, errs.Errorf(errs.KindNotFound, schemas.CodeNotFound, "loan record with ID %q cannot be found", loanID).
+			With("id", loanID)
+	}
+	return loan, err
 }
 
 // actOnLoan writes the action: the item's status and the loan, together,

@@ -470,6 +470,9 @@ type Storage interface {
 	// (its Doc with the action's fields) is written, or neither happens
 	// (KindConflict for a changed item).
 	ActOnLoan(ctx context.Context, loan Loan, item Item) error
+	// ReplaceLoan writes loan's Doc with its Action and ActionComment, at
+	// the loan's version read (a note added to it: its item as it is).
+	ReplaceLoan(ctx context.Context, loan Loan) error
 	// ActOnFeeFines is an action on fees/fines (FeeFineAction), judged
 	// and written by storage in one transaction with the write's id: its
 	// answer (fee-fine-action-response.json), that write's own when the

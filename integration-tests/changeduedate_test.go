@@ -185,3 +185,57 @@ func TestChangeDueDateAsFOLIOChangesIt(t *testing.T) {
 		t.Errorf("%d mails (%v): %s, want the two changes', each once", len(got), err, raw)
 	}
 }
+
+// TestNotesAreAddedToLoansAsFOLIOAddsThem: the patron's or the staff's
+// note added to a loan (POST /circulation/loans/{id}/add-info,
+// mod-circulation's AddInfoAPITests): kept as the loan's action and
+// actionComment, its item as it was; sent twice with its Idempotency-Key,
+// written once; added to a closed loan too, which stays closed. Another
+// action, a blank comment, no such loan: refused in FOLIO's words,
+// nothing changed; a self-check machine: 403.
+func TestNotesAreAddedToLoansAsFOLIOAddsThem(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	lib := c.SetupLibrary(1, 2, 0)
+	patron, books := lib.Patrons[0], lib.Items[0]
+	librarian := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian))
+	var open, closed struct{ ID string }
+	c.CheckOut(0, books[0], patron).Want(t, http.StatusCreated).Decode(t, &open)
+	c.CheckOut(0, books[1], patron).Want(t, http.StatusCreated).Decode(t, &closed)
+	c.CheckIn(0, books[1]).Want(t, http.StatusOK)
+	add := func(loanID string, body map[string]any, headers map[string]string) harness.Response {
+		return c.DoWith(c.Circulations[0], "POST", "/circulation/loans/"+loanID+"/add-info", body, headers)
+	}
+	const folios = "An action of type patronInfoAdded or staffInfoAdded, with associated actionComment, required in order to add info"
+	for _, bad := range []map[string]any{{"action": "renewed", "actionComment": "a note"}, {"action": "patronInfoAdded", "actionComment": "  "},
+		{"actionComment": "a note"}} {
+		r := add(open.ID, bad, librarian).Want(t, http.StatusUnprocessableEntity)
+		if !strings.Contains(string(r.Body), folios) {
+			t.Errorf("%v: %s, want FOLIO's refusal", bad, r.Body)
+		}
+	}
+	add(uuid.NewString(), map[string]any{"action": "patronInfoAdded", "actionComment": "a note"}, librarian).Want(t, http.StatusNotFound)
+	add(open.ID, map[string]any{"action": "patronInfoAdded", "actionComment": "a note"},
+		c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck))).Want(t, http.StatusForbidden)
+	if got := storedDoc(t, c, "loan", open.ID); got["_version"] != float64(1) || got["action"] != schemas.LoanCheckedOut {
+		t.Fatalf("after the refusals: %v", got)
+	}
+	add(open.ID, map[string]any{"action": "patronInfoAdded", "actionComment": "Says the book came with a torn page"}, librarian).
+		Want(t, http.StatusNoContent)
+	keyed := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian), schemas.HeaderIdempotencyKey, uuid.NewString())
+	staff := map[string]any{"action": "staffInfoAdded", "actionComment": "Torn page seen at the desk"}
+	add(open.ID, staff, keyed).Want(t, http.StatusNoContent)
+	add(open.ID, staff, keyed).Want(t, http.StatusNoContent)
+	got := storedDoc(t, c, "loan", open.ID)
+	if got["_version"] != float64(3) || got["action"] != "staffInfoAdded" || got["actionComment"] != "Torn page seen at the desk" ||
+		got["status"].(map[string]any)["name"] != schemas.LoanOpen {
+		t.Errorf("the noted loan: %v, want version 3 (two notes, the second sent twice), the staff's note, open", got)
+	}
+	if status, _ := itemState(t, c, books[0]); status != schemas.ItemCheckedOut {
+		t.Errorf("the noted loan's item is %q, want Checked out still", status)
+	}
+	add(closed.ID, map[string]any{"action": "staffInfoAdded", "actionComment": "Returned wet"}, librarian).Want(t, http.StatusNoContent)
+	if got := storedDoc(t, c, "loan", closed.ID); got["action"] != "staffInfoAdded" || got["status"].(map[string]any)["name"] != schemas.LoanClosed {
+		t.Errorf("the noted closed loan: %v, want closed with the note", got)
+	}
+}

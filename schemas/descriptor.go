@@ -22,7 +22,7 @@ var interfaceVersions = map[string]string{
 	InterfaceCirculation: "14.0", InterfaceCheckOutLockStorage: "0.1", InterfaceLoanStorage: "7.4",
 	InterfaceLoanPolicyStorage: "2.4", InterfaceCirculationRules: "1.0", InterfaceUsers: "16.0", InterfaceUserGroups: "15.3",
 	InterfaceItemStorage: "10.0", InterfaceMaterialTypes: "2.2", InterfaceLoanTypes: "2.2", InterfaceSettings: "1.0", InterfaceManualBlocks: "2.0", InterfaceBlockConditions: "0.1", InterfaceBlockLimits: "0.1", InterfaceRequestStorage: "6.0", InterfaceRequestPolicyStorage: "1.0", InterfaceLogin: "7.3", InterfaceAccounts: "1.0", InterfaceServicePoints: "3.4", InterfacePatronPin: "1.0", InterfaceKioskPresence: "1.0",
-	InterfaceAnonymizeStorageLoans: "0.1", InterfaceLoanAnonymization: "0.1", InterfaceRequestQueueStorage: "0.1",
+	InterfaceAnonymizeStorageLoans: "0.1", InterfaceLoanAnonymization: "0.1", InterfaceRequestQueueStorage: "0.1", InterfaceAddInfo: "0.1",
 	InterfaceFeesFines: "19.1", InterfaceCalendar: "5.0", InterfaceNoticePolicyStorage: "0.11", InterfaceScheduledNoticeStorage: "0.4", InterfaceTemplates: "1.3", InterfaceFeeFineActions: "1.0", InterfaceFeeFineStorage: "1.0",
 	InterfaceTenant: "2.0",
 }

@@ -67,6 +67,12 @@ func (r Route) takes(schema string) Route {
 	return r
 }
 
+// in is r in FOLIO's interface iface rather than its service's own.
+func (r Route) in(iface string) Route {
+	r.Interface = iface
+	return r
+}
+
 // takesAsFOLIO is r taking a JSON body of schema as FOLIO's mod-circulation
 // takes it (Lenient).
 func (r Route) takesAsFOLIO(schema string) Route {
@@ -152,6 +158,8 @@ const (
 	// circulation, loans by id at storage.
 	InterfaceLoanAnonymization     = "loan-anonymization"
 	InterfaceAnonymizeStorageLoans = "anonymize-storage-loans"
+	// FOLIO's notes added to a loan, through circulation.
+	InterfaceAddInfo = "add-info"
 	// An item's request queue reordered at storage in one write (this
 	// project's: FOLIO's storage has no such write).
 	InterfaceRequestQueueStorage = "request-queue-storage"
@@ -335,6 +343,10 @@ var Routes = slices.Concat(
 		circ("PUT", "/circulation/loans/{id}", PermissionReplaceLoan,
 			"change a loan's due date, the loan sent back as read (FOLIO's Users app's change of due date)", loanActionModule...).
 			heeds(HeaderIdempotencyKey).takesAsFOLIO("circulation-loan-change.json").answers(204, ""),
+		circ("POST", "/circulation/loans/{id}/add-info", PermissionAddInfo,
+			"add the patron's or the staff's note to a loan, open or closed", "circulation-storage.loans.item.get",
+			"circulation-storage.loans.item.put", PermissionWriteGet).in(InterfaceAddInfo).
+			heeds(HeaderIdempotencyKey).takesAsFOLIO("add-info-request.json").answers(204, ""),
 		circ("POST", "/circulation/loans/{id}/change-due-date", PermissionChangeDueDate,
 			"change an open loan's due date (its due date notices moved with it)", loanActionModule...).
 			heeds(HeaderIdempotencyKey).takesAsFOLIO("change-due-date-request.json").answers(204, ""),
@@ -747,13 +759,14 @@ const (
 // PermissionClaimItemReturned and PermissionDeclareItemLost are FOLIO's
 // loan actions that keep a loan open and change its item;
 // PermissionChangeDueDate is FOLIO's change of an open loan's due date,
-// and PermissionReplaceLoan its replacement of a loan, which its Users
-// app sends to change one.
+// PermissionReplaceLoan its replacement of a loan, which its Users app
+// sends to change one, and PermissionAddInfo its note added to a loan.
 const (
 	PermissionClaimItemReturned = "circulation.loans.claim-item-returned.post"
 	PermissionDeclareItemLost   = "circulation.loans.declare-item-lost.post"
 	PermissionChangeDueDate     = "circulation.loans.change-due-date.post"
 	PermissionReplaceLoan       = "circulation.loans.item.put"
+	PermissionAddInfo           = "circulation.loans.add-info.post"
 )
 
 // FOLIO's permissions to write requests through circulation.
@@ -883,7 +896,7 @@ var (
 		PermissionPayPatronFees}
 	librarianRole = slices.Concat(selfCheckRole, []string{PermissionPatronSummaryDetails,
 		"circulation.renew-by-id.post", "circulation.loans.collection.get", "circulation.loans.item.get", PermissionClaimItemReturned, PermissionDeclareItemLost,
-		PermissionChangeDueDate, PermissionReplaceLoan, "circulation.requests.collection.get", "circulation.requests.item.get",
+		PermissionChangeDueDate, PermissionReplaceLoan, PermissionAddInfo, "circulation.requests.collection.get", "circulation.requests.item.get",
 		PermissionRequestPost, PermissionRequestPut, PermissionRequestMove, PermissionQueueGet, PermissionQueueReorder,
 		PermissionAllowedServicePoints, PermissionAnonymizeUser, "circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate},

@@ -561,6 +561,27 @@ func (s *Server) changeDueDate(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
+// addInfo is POST /circulation/loans/{id}/add-info (FOLIO's): a patron's
+// or the staff's note added to the loan; 204.
+func (s *Server) addInfo(c echo.Context) error {
+	id, err := s.loanID(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Action  string `json:"action"`
+		Comment string `json:"actionComment"`
+	}
+	if err := s.bind(c, &req); err != nil {
+		return err
+	}
+	serverkit.Log(c, slog.String("loan_id", id))
+	if err := s.svc.Circulation.AddInfo(c.Request().Context(), id, req.Action, req.Comment); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
 // replaceLoan is PUT /circulation/loans/{id} (FOLIO's), as FOLIO's Users
 // app sends it to change a loan's due date: the loan as read, its dueDate
 // changed and its action dueDateChanged. It changes the due date alone,

@@ -93,6 +93,7 @@ func New(cfg Config, svc Services, sch *schemas.Set, metrics *Metrics, logger *s
 	s.Handle(http.MethodPut, "/circulation/loans/:id", s.keyed(s.replaceLoan), s.tenant)
 	s.Handle(http.MethodPost, "/circulation/loans/:id/claim-item-returned", s.keyed(s.claimItemReturned), s.tenant)
 	s.Handle(http.MethodPost, "/circulation/loans/:id/change-due-date", s.keyed(s.changeDueDate), s.tenant)
+	s.Handle(http.MethodPost, "/circulation/loans/:id/add-info", s.keyed(s.addInfo), s.tenant)
 	s.Handle(http.MethodPost, "/circulation/loans/:id/declare-item-lost", s.keyed(s.declareItemLost), s.tenant)
 	s.Handle(http.MethodPost, "/loan-anonymization/by-user/:userId", s.anonymizePatron, s.tenant)
 	s.routeFeeFineActions()

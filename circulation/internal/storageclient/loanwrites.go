@@ -385,6 +385,19 @@ func (c *Client) ActOnLoan(ctx context.Context, loan circulation.Loan, item circ
 	return c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil, headers...)
 }
 
+// ReplaceLoan implements circulation.Storage: the loan's replacement with
+// its action and comment, at the version read.
+func (c *Client) ReplaceLoan(ctx context.Context, loan circulation.Loan) error {
+	doc, err := withFields(loan.Doc, map[string]any{"action": loan.Action, "actionComment": loan.ActionComment})
+	if err == nil {
+		doc, err = c.readableDates(loan.ID, doc)
+	}
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, nil, writeHeaders(ctx)...)
+}
+
 // RenewLoan implements circulation.Storage: the loan's replacement with the
 // renewal's fields (actionComment and reminders gone, as FOLIO's renewal
 // removes them), carrying the renewal count read.
