@@ -31,7 +31,9 @@ import (
 // the change, naming another action, a closed status or another borrower,
 // or without a due date, refused, nothing changed; the due date changed,
 // nothing else of the body stored, the patron told again; a change to the
-// date the loan has, nothing written and nobody told.
+// date the loan has, nothing written and nobody told; the first change sent
+// again with its key after the second, answered done, the second's date
+// kept.
 func TestChangeDueDateAsFOLIOChangesIt(t *testing.T) {
 	t.Parallel()
 	mail, c := noticeCluster(t, 1)
@@ -159,6 +161,12 @@ func TestChangeDueDateAsFOLIOChangesIt(t *testing.T) {
 	change(loan.ID, map[string]any{"dueDate": schemas.FormatTime(later)}, librarian).Want(t, http.StatusNoContent)
 	if got := storedDoc(t, c, "loan", loan.ID); got["_version"] != float64(3) {
 		t.Errorf("a change to the date the loan has: %v, want it unwritten", got)
+	}
+	// The first change sent again with its key, late: the same write,
+	// answered done; it does not put back the date it changed to.
+	change(loan.ID, body, key).Want(t, http.StatusNoContent)
+	if got := storedDoc(t, c, "loan", loan.ID); got["_version"] != float64(3) || got["dueDate"] != schemas.FormatTime(later) {
+		t.Errorf("the first change sent again after the second: %v, want the loan as the second left it", got)
 	}
 
 	// A loan whose item is claimed returned or declared lost keeps its
