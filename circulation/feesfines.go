@@ -22,11 +22,8 @@ type FeeFineAction = schemas.FeeFineActionWrite
 // never answered is 503, naming the fee/fine and the writeId.
 func (s *Service) ActOnFeeFines(ctx context.Context, a FeeFineAction) (json.RawMessage, error) {
 	ctx = identified(ctx)
-	request := ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
-	defer cancel()
 	var answer json.RawMessage
-	err := s.once(request, ctx, func(ctx context.Context) error {
+	err := s.settled(ctx, func(ctx context.Context) error {
 		var err error
 		answer, err = s.storage.ActOnFeeFines(ctx, a)
 		return err

@@ -199,10 +199,7 @@ func (s *Service) addInfo(ctx context.Context, loanID, action, comment string) e
 		return err
 	}
 	loan.Action, loan.ActionComment = action, comment
-	request := ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
-	defer cancel()
-	err = s.once(request, ctx, func(ctx context.Context) error { return s.storage.ReplaceLoan(ctx, loan) })
+	err = s.settled(ctx, func(ctx context.Context) error { return s.storage.ReplaceLoan(ctx, loan) })
 	switch {
 	case errs.IsCode(err, schemas.CodeVersionConflict):
 		return loanChangedMeanwhile(err).With("loanId", loan.ID)
@@ -262,10 +259,7 @@ func (s *Service) loanByID(ctx context.Context, loanID string) (Loan, error) {
 // with the call's write id: a write whose answer was lost is sent again
 // with it (Service.once).
 func (s *Service) actOnLoan(ctx context.Context, loan Loan, item Item) error {
-	request := ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
-	defer cancel()
-	err := s.once(request, ctx, func(ctx context.Context) error { return s.storage.ActOnLoan(ctx, loan, item) })
+	err := s.settled(ctx, func(ctx context.Context) error { return s.storage.ActOnLoan(ctx, loan, item) })
 	switch {
 	case err == nil:
 		return nil

@@ -331,11 +331,9 @@ func QueueQuery(item string) string {
 // done.
 func (s *Service) ReorderQueue(ctx context.Context, item string, order []QueuePlace) error {
 	ctx = identified(ctx)
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
-	defer cancel()
-	err := s.once(ctx, wctx, func(ctx context.Context) error { return s.storage.ReorderQueue(ctx, item, order) })
+	err := s.settled(ctx, func(ctx context.Context) error { return s.storage.ReorderQueue(ctx, item, order) })
 	if ambiguous(err) {
-		err = unanswered(wctx, err, "queue reorder", "itemId", item)
+		err = unanswered(ctx, err, "queue reorder", "itemId", item)
 	}
 	_, ok, err := s.landed(ctx, schemas.WriteQueueReorder, err)
 	if ok {

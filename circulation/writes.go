@@ -73,6 +73,15 @@ type Landed struct {
 // it is sent again.
 const settleInterval = 100 * time.Millisecond
 
+// settled is once for a call's one write: from the moment it is sent the
+// caller cannot cancel it (a write once begun is settled), and it has
+// WriteTimeout to settle.
+func (s *Service) settled(request context.Context, send func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(request), WriteTimeout)
+	defer cancel()
+	return s.once(request, ctx, send)
+}
+
 // once runs send, a write at storage carrying the id of the write ctx
 // carries, and answers whether it landed, exactly: a write whose answer
 // was lost (ambiguous) is sent again with its id, every settleInterval for

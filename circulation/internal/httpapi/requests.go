@@ -84,6 +84,12 @@ func (s *Server) listRequests(c echo.Context) error {
 	if f.Limit, err = intParam(c, "limit", schemas.DefaultPageSize, 0, schemas.MaxRecordsLimit); err != nil {
 		return err
 	}
+	return s.answerRequests(c, f)
+}
+
+// answerRequests answers the page of requests f names, each with FOLIO's
+// summaries (circulation-requests.json).
+func (s *Server) answerRequests(c echo.Context, f circulation.RequestFilter) error {
 	ctx := c.Request().Context()
 	page, err := s.svc.Storage.Requests(ctx, f)
 	if err != nil {
@@ -163,16 +169,7 @@ func (s *Server) queue(c echo.Context) error {
 
 // answerQueue answers item's queue as queue does.
 func (s *Server) answerQueue(c echo.Context, item string) error {
-	ctx := c.Request().Context()
-	page, err := s.svc.Storage.Requests(ctx, circulation.RequestFilter{Query: circulation.QueueQuery(item), Limit: schemas.MaxRecordsLimit})
-	if err != nil {
-		return err
-	}
-	out, err := s.summarizedPage(ctx, page, "requests", s.summarizeRequests)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, out)
+	return s.answerRequests(c, circulation.RequestFilter{Query: circulation.QueueQuery(item), Limit: schemas.MaxRecordsLimit})
 }
 
 // reorderQueue is POST /circulation/requests/queue/item/{id}/reorder
