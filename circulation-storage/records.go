@@ -409,7 +409,19 @@ type RenewalWrite struct {
 	Loan         json.RawMessage
 	LoanVersion  int
 	RenewalCount int
+	// OverrideRenewal and OverridePatronBlock are an override's
+	// (schemas.HeaderRenewalOverride): the first lifts the loan policy's
+	// refusals (it does not lend or renew, its renewal limit, a hold, a
+	// recall), the second the patron's manual and automated blocks. The
+	// loan's action is then renewedThroughOverride, its actionComment
+	// the override's comment (not blank). Nothing lifts an inactive or
+	// expired patron, the item's status, no circulation rules, or a due
+	// date the renewal would not move.
+	OverrideRenewal, OverridePatronBlock bool
 }
+
+// Overridden says w is an override's renewal.
+func (w RenewalWrite) Overridden() bool { return w.OverrideRenewal || w.OverridePatronBlock }
 
 // LoanActionWrite is an open loan to replace with one of the actions that
 // keep it open and change its item's status (FOLIO's claim item returned

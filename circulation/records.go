@@ -486,8 +486,10 @@ type Storage interface {
 	// only while storage holds it open at the version read and renewal count count and its item
 	// has no open recall (CodeRenewalBlockedByRecall), else nothing is
 	// written (CodeLoanChanged when another write of the loan came first). It
-	// returns the loan as stored.
-	RenewLoan(ctx context.Context, loan Loan, count int) (Loan, error)
+	// returns the loan as stored. An override's renewal (lifted) is
+	// written past the refusals it lifts, its action and comment the
+	// loan's.
+	RenewLoan(ctx context.Context, loan Loan, count int, lifted RenewalOverrides) (Loan, error)
 	ItemByID(ctx context.Context, id string) (Item, error)
 	LoanByID(ctx context.Context, id string) (Loan, error)
 	Loan(ctx context.Context, id string) (json.RawMessage, error)

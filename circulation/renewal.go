@@ -3,6 +3,7 @@ package circulation
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,40 @@ type RenewRequest struct {
 	// then name them, as FOLIO's renew by id does.
 	ItemID, UserID string
 	Access         PatronAccess
+	// Overrides are the refusals a librarian overrides, already allowed
+	// by the caller's permissions.
+	Overrides RenewalOverrides
+}
+
+// RenewalOverrides are FOLIO's overrideBlocks of a renewal: the refusals a
+// librarian lifts (schemas.RenewalOverrideLifts), with the comment every
+// override needs.
+type RenewalOverrides struct {
+	// PatronBlock lifts the patron's manual and automated blocks.
+	PatronBlock bool
+	// Renewal lifts the loan policy's refusals (renewalBlock, or
+	// renewalDueDateRequiredBlock with DueDate): the loan is then due at
+	// the policy's due date, or at DueDate where the policy gives none or
+	// none later than the loan's.
+	Renewal bool
+	DueDate time.Time
+	Comment string
+}
+
+// Any says whether o overrides anything.
+func (o RenewalOverrides) Any() bool { return o.PatronBlock || o.Renewal }
+
+// Blocks are the blocks o lifts, by FOLIO's names
+// (schemas.HeaderRenewalOverride's).
+func (o RenewalOverrides) Blocks() []string {
+	var out []string
+	if o.Renewal {
+		out = append(out, schemas.OverrideRenewalBlock)
+	}
+	if o.PatronBlock {
+		out = append(out, schemas.OverridePatronBlock)
+	}
+	return out
 }
 
 // itemNamed and userNamed are how the request names the item and the
@@ -185,21 +220,18 @@ func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutRea
 	}
 	renewed := Loan{ID: loan.ID, UserID: loan.UserID, ItemID: item.ID, DueDate: due, Action: ActionRenewed, Status: schemas.LoanOpen,
 		LoanPolicyID: policy.ID, RenewalCount: loan.RenewalCount + 1, Doc: loan.Doc}
-	// From here on the request cannot cancel the work: a write once begun
-	// is settled.
-	request := ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), WriteTimeout)
-	defer cancel()
-	done := func(stored Loan) (RenewResult, error) { return renewedAnswer(stored, reads, named), nil }
+	if o := req.Overrides; o.Any() {
+		renewed.Action, renewed.ActionComment = schemas.LoanRenewedThroughOverride, o.Comment
+	}
 	var stored Loan
-	err := s.once(request, ctx, func(ctx context.Context) error {
+	err := s.settled(ctx, func(ctx context.Context) error {
 		var err error
-		stored, err = s.storage.RenewLoan(ctx, renewed, loan.RenewalCount)
+		stored, err = s.storage.RenewLoan(ctx, renewed, loan.RenewalCount, req.Overrides)
 		return err
 	})
 	switch {
 	case err == nil:
-		return done(stored)
+		return renewedAnswer(stored, reads, named), nil
 	case errs.IsCode(err, schemas.CodeRenewalBlockedByRecall):
 		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
 			"items cannot be renewed when there is an active recall request").Because(err))
@@ -230,7 +262,73 @@ func judgeRenewal(reads CheckOutReads, req RenewRequest, now time.Time) (time.Ti
 		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemCheckedOutToDifferentUser,
 			"Cannot renew item checked out to different user").With(req.userNamed())}
 	}
+	if req.Overrides.Any() {
+		return overriddenRenewal(reads, req.Overrides, now)
+	}
 	return renewalRefusals(reads, now)
+}
+
+// overriddenRenewal is a renewal through an override, as mod-circulation's
+// renewThroughOverride judges it: a comment first; then renewalRefusals'
+// refusals less those the override lifts (schemas.RenewalOverrideLifts).
+// Lifting the loan policy's, the loan is due at the policy's due date
+// when it is later than the loan's, else at the override's due date
+// (required: OVERRIDE_RENEWAL_DUE_DATE_REQUIRED where the policy does not
+// lend or renew or counts from a date it does not know,
+// OVERRIDE_RENEWAL_DUE_DATE_REQUIRED_WHEN_DUE_DATE_UNCHANGED where its
+// date would not move the loan's), which must be later than the loan's;
+// and an override of a renewal nothing else refuses and the policy would
+// allow is refused (OVERRIDE_RENEWAL_NOT_ALLOWED_FOR_CURRENT_LOAN): there
+// is nothing to override.
+func overriddenRenewal(reads CheckOutReads, o RenewalOverrides, now time.Time) (time.Time, []*errs.Error) {
+	if strings.TrimSpace(o.Comment) == "" {
+		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeOverrideRenewalCommentRequired,
+			"Override renewal request must have a comment").With("comment", "")}
+	}
+	due, refusals := renewalRefusals(reads, now)
+	// A due date the policy's would not move is a case for lifting the
+	// policy's refusals (FOLIO's): the override then gives the loan its
+	// own, judged below.
+	overridable := false
+	kept := slices.DeleteFunc(refusals, func(e *errs.Error) bool {
+		unmoved := e.Code == schemas.CodeRenewalWouldNotChangeDueDate
+		overridable = overridable || unmoved || schemas.RenewalOverrideLifts(e.Code, false, true)
+		return schemas.RenewalOverrideLifts(e.Code, o.PatronBlock, o.Renewal) || (o.Renewal && unmoved)
+	})
+	if !o.Renewal || !reads.RulesSet {
+		return due, kept
+	}
+	loan, policy := reads.OpenLoanOf, reads.Policy
+	withPolicy := func(e *errs.Error) *errs.Error {
+		return e.With("loanPolicyId", policy.ID).With("loanPolicyName", policy.Name)
+	}
+	proposed, computable := policyRenewalDue(reads, now)
+	switch {
+	case !computable && o.DueDate.IsZero():
+		return time.Time{}, append(kept, errs.Errorf(errs.KindInvalid, schemas.CodeOverrideRenewalDueDateRequired,
+			"New due date must be specified when due date calculation fails").With("dueDate", ""))
+	case !computable:
+		due = o.DueDate
+	case proposed.After(loan.DueDate):
+		due = proposed
+	case o.DueDate.IsZero():
+		return time.Time{}, append(kept, errs.Errorf(errs.KindInvalid, schemas.CodeOverrideRenewalDueDateRequiredWhenDueDateUnchanged,
+			"New due date is required when renewal would not change the due date").With("dueDate", ""))
+	default:
+		due = o.DueDate
+	}
+	if computable && len(kept) == 0 && !overridable {
+		return time.Time{}, append(kept, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeOverrideRenewalNotAllowedForCurrentLoan,
+			"Override renewal does not match any of expected cases: item is not loanable, item is not renewable, "+
+				"reached number of renewals limit, renewal date falls outside of the date ranges in the loan policy, "+
+				"items cannot be renewed when there is an active recall request, item is Declared lost, item is Aged to lost, "+
+				"renewal would not change the due date, loan has reminder fees")))
+	}
+	if !due.After(loan.DueDate) {
+		kept = append(kept, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalWouldNotChangeDueDate,
+			"renewal would not change the due date")))
+	}
+	return due, kept
 }
 
 // RenewalOutlook is what a renewal of a loan would meet now: the policy
@@ -324,6 +422,27 @@ func renewalRefusals(reads CheckOutReads, now time.Time) (time.Time, []*errs.Err
 	if !policy.Loanable || !policy.Renewable {
 		return time.Time{}, out
 	}
+	due, ok := policyRenewalDue(reads, now)
+	if !ok {
+		return time.Time{}, append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeLoanPolicyRenewFromNotRecognized,
+			"cannot determine when to renew from")))
+	}
+	if !due.After(loan.DueDate) {
+		out = append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalWouldNotChangeDueDate,
+			"renewal would not change the due date")))
+	}
+	return due, out
+}
+
+// policyRenewalDue is the due date the loan policy gives a renewal now
+// (its renewal period, its period for holds when a hold heads the queue),
+// and whether it gives one: it lends and renews, counting from a date it
+// knows.
+func policyRenewalDue(reads CheckOutReads, now time.Time) (time.Time, bool) {
+	policy, loan := reads.Policy, reads.OpenLoanOf
+	if !policy.Loanable || !policy.Renewable {
+		return time.Time{}, false
+	}
 	var from time.Time
 	switch policy.Renewals.From {
 	case RenewFromDueDate:
@@ -331,17 +450,11 @@ func renewalRefusals(reads CheckOutReads, now time.Time) (time.Time, []*errs.Err
 	case RenewFromNow:
 		from = now
 	default:
-		return time.Time{}, append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeLoanPolicyRenewFromNotRecognized,
-			"cannot determine when to renew from")))
+		return time.Time{}, false
 	}
 	period := policy.Renewals.Period
 	if h := reads.QueueHead; h != nil && h.RequestType == "Hold" && policy.Renewals.HoldPeriod.Duration > 0 {
 		period = policy.Renewals.HoldPeriod
 	}
-	due := period.DueDate(from)
-	if !due.After(loan.DueDate) {
-		out = append(out, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalWouldNotChangeDueDate,
-			"renewal would not change the due date")))
-	}
-	return due, out
+	return period.DueDate(from), true
 }

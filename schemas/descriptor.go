@@ -151,7 +151,9 @@ func Descriptor(service string) []byte {
 		case r.Service == ServiceCirculation && r.Method == "GET" && r.Path == "/circulation/patron-summary":
 			h.PermissionsDesired = []string{PermissionPatronSummaryDetails}
 		case r.Service == ServiceCirculation && r.Method == "POST" && r.Path == "/circulation/renew-by-barcode":
-			h.PermissionsDesired = []string{PermissionPatronSummaryDetails}
+			h.PermissionsDesired = []string{PermissionPatronSummaryDetails, PermissionOverridePatronBlock, PermissionOverrideRenewalBlock}
+		case r.Service == ServiceCirculation && r.Method == "POST" && r.Path == "/circulation/renew-by-id":
+			h.PermissionsDesired = []string{PermissionOverridePatronBlock, PermissionOverrideRenewalBlock}
 		case r.Service == ServiceCirculation && r.Method == "GET" && r.Path == "/bl-users/_self":
 			// Who is signed in, and what they may do: every permission
 			// of circulation's routes the user holds.
@@ -205,7 +207,10 @@ func Descriptor(service string) []byte {
 			Description: "Release a live check-out lock acquired by someone else (recorded in the lock history as released_by_other)"},
 			permissionSet{PermissionName: PermissionCheckOutOverride,
 				DisplayName: service + ": write a check-out past the limits an override lifts",
-				Description: "Write a check-out's loan past the item limit or a patron block, or one made offline past every rule (X-Check-Out-Override), still under the patron's lock"})
+				Description: "Write a check-out's loan past the item limit or a patron block, or one made offline past every rule (X-Check-Out-Override), still under the patron's lock"},
+			permissionSet{PermissionName: PermissionRenewalOverride,
+				DisplayName: service + ": write a renewal past the refusals an override lifts",
+				Description: "Write a renewal past the loan policy's refusals or a patron block (X-Renewal-Override), as renewedThroughOverride with the override's comment"})
 	}
 	if service == ServiceCirculation {
 		for _, o := range OverridePermissions {
@@ -214,6 +219,7 @@ func Descriptor(service string) []byte {
 		}
 		for _, p := range []struct{ name, display string }{
 			{PermissionOverrideLoanDate, "check an item out with a loan date more than five minutes before now"},
+			{PermissionOverrideRenewalBlock, "renew a loan past its loan policy's refusals (renewalBlock, renewalDueDateRequiredBlock)"},
 			{PermissionPatronSummaryDetails, "read a patron's name and loans out in a patron summary without the patron's PIN"},
 			{PermissionCheckOutOffline, "record a check-out a self-check machine made offline, dated when it happened, past the rules a live one keeps"},
 		} {
@@ -292,7 +298,8 @@ func PermissionsMarkdown() string {
 // each once, sorted: what GET /bl-users/_self asks a gateway to say the
 // user holds.
 func selfDesired() []string {
-	seen := map[string]bool{PermissionPatronSummaryDetails: true, PermissionOverrideLoanDate: true, PermissionCheckOutOffline: true}
+	seen := map[string]bool{PermissionPatronSummaryDetails: true, PermissionOverrideLoanDate: true, PermissionCheckOutOffline: true,
+		PermissionOverrideRenewalBlock: true}
 	for _, o := range OverridePermissions {
 		seen[o.Permission] = true
 	}

@@ -38,3 +38,8 @@ const LoanCheckedOut = "checkedout"
 // changed (FOLIO's change-due-date): the loan stays open, its item as it
 // is.
 const LoanDueDateChanged = "dueDateChanged"
+
+// LoanRenewedThroughOverride is the action of a loan a librarian renewed
+// past the refusals an override lifts (FOLIO's overrideBlocks on a
+// renewal), the override's comment its actionComment.
+const LoanRenewedThroughOverride = "renewedThroughOverride"

@@ -503,7 +503,7 @@ var Routes = slices.Concat(
 			return r.heeds(HeaderLockID, HeaderItemVersion, HeaderReleaseLock, HeaderAcquireLock, HeaderCheckOutOverride)
 		}),
 		"PUT", "/loan-storage/loans/{id}", func(r Route) Route {
-			return r.heeds(HeaderCheckInItemVersion, HeaderRenewalCount, HeaderLoanActionItemVersion, HeaderLoanActionServicePoint).
+			return r.heeds(HeaderCheckInItemVersion, HeaderRenewalCount, HeaderRenewalOverride, HeaderLoanActionItemVersion, HeaderLoanActionServicePoint).
 				answers(200, "check-in-written.json").answers(200, "loan.json")
 		})),
 	crud(InterfaceSettings, "/settings/entries", "mod-settings.entries", "settings entries", "setting.json", "settings.json"),
@@ -676,6 +676,10 @@ const (
 	// MaxLoanDateBehind before now (a loan recorded late). The librarian
 	// holds it; a self-check machine never does.
 	PermissionOverrideLoanDate = "circulation.override-loan-date.post"
+	// PermissionOverrideRenewalBlock lets a renewal override the loan
+	// policy's refusals (overrideBlocks' renewalBlock and
+	// renewalDueDateRequiredBlock). The librarian holds it.
+	PermissionOverrideRenewalBlock = "circulation.override-renewal-block.post"
 )
 
 // OverridePermissions are the override permissions with their blocks'
@@ -691,6 +695,20 @@ var OverridePermissions = []struct{ Block, Permission, Display string }{
 // check-out holds it, having checked the caller's override permission;
 // nobody's token reaches storage with it but the tenant administrator's.
 const PermissionCheckOutOverride = "circulation-storage.loans.check-out.override"
+
+// RenewalOverridePermissions are the permissions a renewal's
+// overrideBlocks take, by block, in the order FOLIO checks them (the
+// patron's blocks, then the renewal's).
+var RenewalOverridePermissions = []struct{ Block, Permission string }{
+	{OverridePatronBlock, PermissionOverridePatronBlock},
+	{OverrideRenewalBlock, PermissionOverrideRenewalBlock},
+	{"renewalDueDateRequiredBlock", PermissionOverrideRenewalBlock},
+}
+
+// PermissionRenewalOverride lets a renewal's write at storage pass the
+// refusals an override lifts (HeaderRenewalOverride): circulation's
+// renewal holds it, having checked the caller's override permissions.
+const PermissionRenewalOverride = "circulation-storage.loans.renewal.override"
 
 // PermissionPresencePut and PermissionPresenceGet record and read the
 // times a SIP2 door saw the calling self-check machine on line: the door
@@ -811,7 +829,7 @@ var (
 	}
 	renewModule = []string{"circulation-storage.check-out.validation.get",
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), PermissionVerifyPin,
-		"circulation-storage.loans.item.get", "circulation-storage.loans.item.put", PermissionWriteGet}
+		"circulation-storage.loans.item.get", "circulation-storage.loans.item.put", PermissionRenewalOverride, PermissionWriteGet}
 	// A renewal by ids first reads the item and the patron by them, and
 	// the item's open loan when there is no such patron.
 	renewByIDModule = slices.Concat(renewModule, []string{"inventory-storage.items.item.get", "users.item.get",
@@ -899,7 +917,8 @@ var (
 		PermissionChangeDueDate, PermissionReplaceLoan, PermissionAddInfo, "circulation.requests.collection.get", "circulation.requests.item.get",
 		PermissionRequestPost, PermissionRequestPut, PermissionRequestMove, PermissionQueueGet, PermissionQueueReorder,
 		PermissionAllowedServicePoints, PermissionAnonymizeUser, "circulation.settings.check-out-lock.get", "circulation.settings.check-out-lock.put",
-		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate},
+		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate,
+		PermissionOverrideRenewalBlock},
 		feeFineDesk())
 	operatorRole = []string{"circulation.check-out-locks.collection.get", "circulation.check-out-locks.history.get",
 		"circulation.check-out-locks.item.delete", "circulation.settings.check-out-lock.get", "circulation.kiosks.collection.get",
@@ -943,7 +962,7 @@ func tenantAdmin() []string {
 	return append(out, SettingsScopeRead("mod-circulation"), SettingsScopeWrite("mod-circulation"),
 		SettingsScopeRead(LocaleScope), SettingsScopeWrite(LocaleScope), PermissionReleaseOthers,
 		PermissionOverridePatronBlock, PermissionOverrideItemLimit, PermissionOverrideItemNotLoanable, PermissionOverrideLoanDate,
-		PermissionPatronSummaryDetails, PermissionCheckOutOverride, PermissionCheckOutOffline)
+		PermissionOverrideRenewalBlock, PermissionPatronSummaryDetails, PermissionCheckOutOverride, PermissionRenewalOverride, PermissionCheckOutOffline)
 }
 
 // PermissionSetNamed returns the permission set named name.

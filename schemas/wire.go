@@ -59,6 +59,14 @@ const (
 	// renewal's write: the loan is replaced only while its renewalCount is
 	// the one named (absent counts as 0), the new one one more.
 	HeaderRenewalCount = "X-Renewal-Count"
+	// HeaderRenewalOverride names, on a renewal's write (with
+	// HeaderRenewalCount), the refusals an override lifts: renewalBlock
+	// (the loan policy's: not loanable or renewable, its renewal limit, a
+	// hold, a recall) and patronBlock (manual and automated blocks),
+	// comma-separated. The loan's action is then renewedThroughOverride,
+	// with the override's comment as its actionComment. It needs
+	// PermissionRenewalOverride.
+	HeaderRenewalOverride = "X-Renewal-Override"
 	// HeaderCheckInServicePoint on an item's replacement makes it the
 	// check-in of an item with no open loan, at the service point named:
 	// storage gives the item the status its request queue calls for (on
@@ -361,6 +369,13 @@ const (
 	CodeItemClaimedReturnedNotRenewable  = "ITEM_CLAIMED_RETURNED_NOT_RENEWABLE"
 	CodeRenewalWouldNotChangeDueDate     = "RENEWAL_WOULD_NOT_CHANGE_DUE_DATE"
 	CodeLoanPolicyRenewFromNotRecognized = "LOAN_POLICY_RENEW_FROM_NOT_RECOGNIZED"
+	// A renewal's override refused, in FOLIO's codes: no comment; no due
+	// date where the policy gives none, or gives one no later than the
+	// loan's; nothing an override lifts stands in the renewal's way.
+	CodeOverrideRenewalCommentRequired                     = "OVERRIDE_RENEWAL_COMMENT_REQUIRED"
+	CodeOverrideRenewalDueDateRequired                     = "OVERRIDE_RENEWAL_DUE_DATE_REQUIRED"
+	CodeOverrideRenewalDueDateRequiredWhenDueDateUnchanged = "OVERRIDE_RENEWAL_DUE_DATE_REQUIRED_WHEN_DUE_DATE_UNCHANGED"
+	CodeOverrideRenewalNotAllowedForCurrentLoan            = "OVERRIDE_RENEWAL_NOT_ALLOWED_FOR_CURRENT_LOAN"
 
 	// What storage refuses whoever calls, so that a loan, an item's status
 	// and the item limit change only as a check-out or a check-in changes

@@ -31,7 +31,7 @@ func BodyTooLarge(limit int64) *errs.Error {
 var singleValued = canonical(
 	schemas.HeaderTenant, schemas.HeaderToken, schemas.HeaderRequestID, schemas.HeaderUserID,
 	schemas.HeaderLockID, schemas.HeaderItemVersion, schemas.HeaderCheckInItemVersion, schemas.HeaderLoanActionItemVersion,
-	schemas.HeaderRenewalCount, schemas.HeaderLoanActionServicePoint, schemas.HeaderCheckInServicePoint,
+	schemas.HeaderRenewalCount, schemas.HeaderRenewalOverride, schemas.HeaderLoanActionServicePoint, schemas.HeaderCheckInServicePoint,
 	schemas.HeaderRequestRules, schemas.HeaderKiosk,
 	schemas.HeaderReleaseLock, schemas.HeaderAcquireLock, schemas.HeaderCheckOutOverride, schemas.HeaderPatronPin,
 	schemas.HeaderWriteID, schemas.HeaderWriteDigest, schemas.HeaderIdempotencyKey,

@@ -504,6 +504,10 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 	if r.Versioned && h.Version != nil {
 		version = *h.Version
 	}
+	if v := c.Request().Header.Get(schemas.HeaderRenewalOverride); v != "" && (r.Path != storage.Loans.Path || c.Request().Header.Get(schemas.HeaderRenewalCount) == "") {
+		return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s is a renewal's: it goes with %s on a loan's replacement",
+			schemas.HeaderRenewalOverride, schemas.HeaderRenewalCount).With("override", truncateText(v))
+	}
 	if v := c.Request().Header.Get(schemas.HeaderCheckInServicePoint); v != "" && r.Path == storage.Items.Path {
 		if !s.Schemas().ValidUUID(v) {
 			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader, "%s must be a UUID", schemas.HeaderCheckInServicePoint).
@@ -533,7 +537,11 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
 				"%s must be an integer from 0 to 2147483647", schemas.HeaderRenewalCount).With("renewalCount", truncateText(v))
 		}
-		stored, err := s.svc.Loans.RenewLoan(c.Request().Context(), tenantOf(c), storage.RenewalWrite{LoanID: id, Loan: doc, LoanVersion: version, RenewalCount: int(n)})
+		w := storage.RenewalWrite{LoanID: id, Loan: doc, LoanVersion: version, RenewalCount: int(n)}
+		if err := s.renewalOverride(c, &w); err != nil {
+			return err
+		}
+		stored, err := s.svc.Loans.RenewLoan(c.Request().Context(), tenantOf(c), w)
 		if err != nil {
 			return err
 		}
@@ -563,6 +571,32 @@ func (s *Server) putRecord(c echo.Context, r storage.Resource) error {
 		s.settingChanged(c, "update", id, doc)
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// renewalOverride reads schemas.HeaderRenewalOverride onto w: the
+// refusals an override lifts, for a caller holding
+// schemas.PermissionRenewalOverride.
+func (s *Server) renewalOverride(c echo.Context, w *storage.RenewalWrite) error {
+	v := c.Request().Header.Get(schemas.HeaderRenewalOverride)
+	if v == "" {
+		return nil
+	}
+	if err := s.cfg.Auth.Require(serverkit.Claims(c.Request().Context()), schemas.PermissionRenewalOverride); err != nil {
+		return err
+	}
+	for _, block := range strings.Split(v, ",") {
+		switch strings.TrimSpace(block) {
+		case "renewalBlock":
+			w.OverrideRenewal = true
+		case "patronBlock":
+			w.OverridePatronBlock = true
+		default:
+			return errs.Errorf(errs.KindBadRequest, schemas.CodeInvalidHeader,
+				"%s lists the refusals an override lifts: renewalBlock, patronBlock", schemas.HeaderRenewalOverride).
+				With("override", truncateText(v))
+		}
+	}
+	return nil
 }
 
 // requestRules reads schemas.HeaderRequestRules: on a write of a request,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/checkoutlock/circulation-storage/internal/feesfines"
@@ -30,7 +31,9 @@ import (
 // beside a claim, a declaration of loss or a check-in of the loan never
 // undoes it, nor is undone. The renewal is announced in the same statement. It
 // answers the loan as stored (NULL when nothing was written) and whether
-// a recall stood in the way.
+// a recall stood in the way. An override's renewal (@override_renewal,
+// @override_patron) is renewedThroughOverride with a comment, and passes
+// the refusals it lifts.
 func renewSQL() string {
 	loan, request, outbox := postgres.Table(postgres.TableLoan), postgres.Table(postgres.TableRequest), postgres.Table(postgres.TableOutbox)
 	item, patron := postgres.Table(postgres.TableItem), postgres.Table(postgres.TablePatron)
@@ -71,8 +74,10 @@ WITH recall AS (
              (SELECT ` + postgres.StoredTime("l.jsonb ->> 'dueDate'", "loan dueDate") + ` FROM ` + loan + ` l
                WHERE l.tenant_id = @tenant AND l.id = @loan_id::uuid), false) AS due_unchanged
 ), verdict AS (
-    SELECT NOT (inactive OR blocked OR automated IS NOT NULL OR no_policy OR not_loanable OR item_status = ANY(@not_renewed::text[])
-                OR not_renewable OR at_limit OR held OR due_unchanged) AS ok
+    SELECT NOT (inactive OR (NOT @override_patron::boolean AND (blocked OR automated IS NOT NULL)) OR no_policy
+                OR item_status = ANY(@not_renewed::text[])
+                OR (NOT @override_renewal::boolean AND (not_loanable OR not_renewable OR at_limit OR held))
+                OR due_unchanged) AS ok
       FROM judged
 ), renewed AS (
     UPDATE ` + loan + ` AS rec
@@ -80,9 +85,13 @@ WITH recall AS (
      WHERE rec.tenant_id = @tenant AND rec.id = @loan_id::uuid AND rec.status_name = ` + postgres.Lit(schemas.LoanOpen) + ` AND rec.version = @version::integer
        AND coalesce((rec.jsonb ->> 'renewalCount')::integer, 0) = @count::integer
        AND rec.user_id = (@loan::jsonb ->> 'userId')::uuid AND rec.item_id = (@loan::jsonb ->> 'itemId')::uuid
-       AND (@loan::jsonb #>> '{status,name}') = ` + postgres.Lit(schemas.LoanOpen) + ` AND @loan::jsonb ->> 'action' = 'renewed'
+       AND (@loan::jsonb #>> '{status,name}') = ` + postgres.Lit(schemas.LoanOpen) + `
+       AND CASE WHEN @override_renewal::boolean OR @override_patron::boolean
+                THEN @loan::jsonb ->> 'action' = ` + postgres.Lit(schemas.LoanRenewedThroughOverride) + `
+                     AND btrim(coalesce(@loan::jsonb ->> 'actionComment', '')) <> ''
+                ELSE @loan::jsonb ->> 'action' = 'renewed' END
        AND (@loan::jsonb ->> 'renewalCount')::integer = @count::integer + 1
-       AND NOT (SELECT open FROM recall)
+       AND (@override_renewal::boolean OR NOT (SELECT open FROM recall))
        AND (SELECT ok FROM verdict)
     RETURNING rec.jsonb
 ), announced AS (
@@ -98,7 +107,8 @@ SELECT (SELECT jsonb FROM renewed) AS stored, (SELECT open FROM recall) AS recal
   FROM judged j`
 }
 
-var renewWrite = locksql.NewNamed(renewSQL(), "tenant", "loan_id", "loan", "version", "count", "metadata_user", "not_renewed", "write_id")
+var renewWrite = locksql.NewNamed(renewSQL(), "tenant", "loan_id", "loan", "version", "count", "metadata_user", "not_renewed",
+	"override_renewal", "override_patron", "write_id")
 
 // notRenewed are the item statuses a loan is not renewed in (FOLIO's
 // RenewalValidator), each with its refusal: schemas' table of loan
@@ -121,9 +131,17 @@ type renewalVerdict struct {
 	DueUnchanged bool            `db:"due_unchanged"`
 }
 
-// refusals are the rules v broke, in FOLIO's order (mod-circulation's
-// RenewalValidator, as circulation's renewalRefusals words them).
-func (v renewalVerdict) refusals(loanID string) []*errs.Error {
+// refusals are the rules v broke that w's override does not lift, in
+// FOLIO's order (mod-circulation's RenewalValidator, as circulation's
+// renewalRefusals words them).
+func (v renewalVerdict) refusals(w storage.RenewalWrite) []*errs.Error {
+	return slices.DeleteFunc(v.broken(w.LoanID), func(e *errs.Error) bool {
+		return schemas.RenewalOverrideLifts(e.Code, w.OverridePatronBlock, w.OverrideRenewal)
+	})
+}
+
+// broken are the rules v broke, in FOLIO's order.
+func (v renewalVerdict) broken(loanID string) []*errs.Error {
 	var out []*errs.Error
 	add := func(code, message string) {
 		out = append(out, errs.Errorf(errs.KindInvalid, code, "%s", message).With("loanId", loanID))
@@ -202,7 +220,8 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 		b.Queue(itemRowSQL, record.FieldValue(w.Loan, "itemId"), string(t))
 		b.Queue(renewWrite.SQL, renewWrite.Bind(map[string]any{"tenant": string(t), "loan_id": w.LoanID,
 			"loan": w.Loan, "version": w.LoanVersion, "count": w.RenewalCount, "metadata_user": record.MetadataUser(ctx),
-			"not_renewed": statuses, "write_id": postgres.WriteID(ctx)})).Query(func(rows pgx.Rows) error {
+			"not_renewed": statuses, "override_renewal": w.OverrideRenewal, "override_patron": w.OverridePatronBlock,
+			"write_id": postgres.WriteID(ctx)})).Query(func(rows pgx.Rows) error {
 			var err error
 			v, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[renewalVerdict])
 			return err
@@ -239,10 +258,15 @@ func (s *Loans) RenewLoan(ctx context.Context, t storage.Tenant, w storage.Renew
 			"Loan %s was changed by another request since it was read (_version %d, the renewal read %d); it was not renewed, and nothing was written",
 			w.LoanID, version, w.LoanVersion).With("_version", strconv.Itoa(version))
 	}
-	if refused := v.refusals(w.LoanID); len(refused) == 1 && refused[0].Code == schemas.CodeRenewalBlockedByRecall {
+	if refused := v.refusals(w); len(refused) == 1 && refused[0].Code == schemas.CodeRenewalBlockedByRecall {
 		return nil, refused[0]
 	} else if len(refused) > 0 {
 		return nil, &errs.Refusal{Errors: refused}
+	}
+	if w.Overridden() {
+		return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"An override's renewal (%s, %s) keeps the loan open, its userId and itemId, with action %s, an actionComment that is not blank and renewalCount %d",
+			schemas.HeaderRenewalCount, schemas.HeaderRenewalOverride, schemas.LoanRenewedThroughOverride, w.RenewalCount+1)
 	}
 	return nil, errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 		"A renewal (%s) keeps the loan open, its userId and itemId, with action renewed and renewalCount %d", schemas.HeaderRenewalCount,

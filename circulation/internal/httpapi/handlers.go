@@ -253,20 +253,72 @@ func offlineAnswer(o *circulation.OfflineRecord) *offlineJSON {
 // only when the PIN was given and right, as a patron summary's would.
 func (s *Server) renew(c echo.Context) error {
 	var req struct {
-		ItemBarcode    string `json:"itemBarcode"`
-		UserBarcode    string `json:"userBarcode"`
-		ServicePointID string `json:"servicePointId"`
+		ItemBarcode    string                 `json:"itemBarcode"`
+		UserBarcode    string                 `json:"userBarcode"`
+		ServicePointID string                 `json:"servicePointId"`
+		OverrideBlocks *renewalOverrideBlocks `json:"overrideBlocks"`
 	}
 	if err := s.bind(c, &req); err != nil {
 		return err
 	}
-	res, err := s.svc.Circulation.RenewByBarcode(c.Request().Context(), circulation.RenewRequest{
-		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID,
-		Access: s.patronAccess(c)})
+	overrides, err := s.renewalOverrides(c, req.OverrideBlocks)
 	if err != nil {
 		return err
 	}
-	return renewed(c, res)
+	res, err := s.svc.Circulation.RenewByBarcode(c.Request().Context(), circulation.RenewRequest{
+		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID,
+		Access: s.patronAccess(c), Overrides: overrides})
+	if err != nil {
+		return err
+	}
+	return s.renewed(c, res, overrides)
+}
+
+// renewalOverrideBlocks is a renewal's overrideBlocks, as FOLIO shapes
+// them (renew-by-barcode-request.json).
+type renewalOverrideBlocks struct {
+	PatronBlock                 *struct{} `json:"patronBlock"`
+	RenewalBlock                *struct{} `json:"renewalBlock"`
+	RenewalDueDateRequiredBlock *struct {
+		DueDate string `json:"dueDate"`
+	} `json:"renewalDueDateRequiredBlock"`
+	Comment string `json:"comment"`
+}
+
+// renewalOverrides reads a renewal's overrideBlocks (none: nil): the
+// caller holds each asked block's permission
+// (schemas.RenewalOverridePermissions), else every block it may not
+// override is refused at once, as FOLIO refuses them (422
+// INSUFFICIENT_OVERRIDE_PERMISSIONS naming the block and the permission
+// missing). The comment and the due date are the renewal's to judge
+// (circulation.RenewalOverrides).
+func (s *Server) renewalOverrides(c echo.Context, o *renewalOverrideBlocks) (circulation.RenewalOverrides, error) {
+	if o == nil {
+		return circulation.RenewalOverrides{}, nil
+	}
+	out := circulation.RenewalOverrides{PatronBlock: o.PatronBlock != nil,
+		Renewal: o.RenewalBlock != nil || o.RenewalDueDateRequiredBlock != nil, Comment: o.Comment}
+	if b := o.RenewalDueDateRequiredBlock; b != nil && b.DueDate != "" {
+		var err error
+		if out.DueDate, err = parseDate("overrideBlocks.renewalDueDateRequiredBlock.dueDate", b.DueDate); err != nil {
+			return out, err
+		}
+	}
+	asked := map[string]bool{schemas.OverridePatronBlock: o.PatronBlock != nil, schemas.OverrideRenewalBlock: o.RenewalBlock != nil,
+		"renewalDueDateRequiredBlock": o.RenewalDueDateRequiredBlock != nil}
+	var refused []*errs.Error
+	missing := map[string]bool{}
+	for _, p := range schemas.RenewalOverridePermissions {
+		if asked[p.Block] && !missing[p.Permission] && !s.holds(c, p.Permission) {
+			missing[p.Permission] = true
+			refused = append(refused, errs.Errorf(errs.KindInvalid, schemas.CodeInsufficientOverridePermissions, "Insufficient override permissions").
+				With("overridableBlock", p.Block).With("missingPermissions", p.Permission))
+		}
+	}
+	if len(refused) > 0 {
+		return out, &errs.Refusal{Errors: refused}
+	}
+	return out, nil
 }
 
 // renewByID is POST /circulation/renew-by-id (FOLIO's, as mod-patron
@@ -275,25 +327,38 @@ func (s *Server) renew(c echo.Context) error {
 // them by id (circulation.RenewByID).
 func (s *Server) renewByID(c echo.Context) error {
 	var req struct {
-		ItemID         string `json:"itemId"`
-		UserID         string `json:"userId"`
-		ServicePointID string `json:"servicePointId"`
+		ItemID         string                 `json:"itemId"`
+		UserID         string                 `json:"userId"`
+		ServicePointID string                 `json:"servicePointId"`
+		OverrideBlocks *renewalOverrideBlocks `json:"overrideBlocks"`
 	}
 	if err := s.bind(c, &req); err != nil {
 		return err
 	}
-	res, err := s.svc.Circulation.RenewByID(c.Request().Context(), circulation.RenewRequest{
-		ItemID: strings.ToLower(req.ItemID), UserID: strings.ToLower(req.UserID), ServicePointID: req.ServicePointID})
+	overrides, err := s.renewalOverrides(c, req.OverrideBlocks)
 	if err != nil {
 		return err
 	}
-	return renewed(c, res)
+	res, err := s.svc.Circulation.RenewByID(c.Request().Context(), circulation.RenewRequest{
+		ItemID: strings.ToLower(req.ItemID), UserID: strings.ToLower(req.UserID), ServicePointID: req.ServicePointID,
+		Overrides: overrides})
+	if err != nil {
+		return err
+	}
+	return s.renewed(c, res, overrides)
 }
 
 // renewed answers a renewal done: 200 with the loan renewed and Location.
-func renewed(c echo.Context, res circulation.RenewResult) error {
+// An override's is logged (who lifted which refusals, for whom, why).
+func (s *Server) renewed(c echo.Context, res circulation.RenewResult, overrides circulation.RenewalOverrides) error {
 	l := res.Loan
 	serverkit.Log(c, slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("loan_id", l.ID))
+	if overrides.Any() {
+		s.Logger().InfoContext(c.Request().Context(), "renewal override", slog.String("loan_id", l.ID),
+			slog.String("user_id", l.UserID), slog.String("item_id", l.ItemID), slog.String("by", serverkit.Caller(c.Request().Context())),
+			slog.Bool("patron_block", overrides.PatronBlock), slog.Bool("renewal_block", overrides.Renewal),
+			slog.String("comment", overrides.Comment))
+	}
 	c.Response().Header().Set(echo.HeaderLocation, "/circulation/loans/"+l.ID)
 	out := loanAnswer(l, res.Item, res.Patron)
 	if !res.Named {

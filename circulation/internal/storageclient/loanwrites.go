@@ -399,9 +399,10 @@ func (c *Client) ReplaceLoan(ctx context.Context, loan circulation.Loan) error {
 }
 
 // RenewLoan implements circulation.Storage: the loan's replacement with the
-// renewal's fields (actionComment and reminders gone, as FOLIO's renewal
-// removes them), carrying the renewal count read.
-func (c *Client) RenewLoan(ctx context.Context, loan circulation.Loan, count int) (circulation.Loan, error) {
+// renewal's fields (reminders gone, and the actionComment but an
+// override's, as FOLIO's renewal removes them), carrying the renewal count
+// read and the refusals an override lifts.
+func (c *Client) RenewLoan(ctx context.Context, loan circulation.Loan, count int, lifted circulation.RenewalOverrides) (circulation.Loan, error) {
 	doc, err := withFields(loan.Doc, map[string]any{"dueDate": schemas.FormatTime(loan.DueDate), "action": loan.Action,
 		"renewalCount": loan.RenewalCount, "loanPolicyId": loan.LoanPolicyID})
 	if err != nil {
@@ -410,9 +411,15 @@ func (c *Client) RenewLoan(ctx context.Context, loan circulation.Loan, count int
 	if doc, err = withoutFields(doc, "actionComment", "reminders"); err != nil {
 		return circulation.Loan{}, err
 	}
+	headers := append(writeHeaders(ctx), schemas.HeaderRenewalCount, strconv.Itoa(count))
+	if blocks := lifted.Blocks(); len(blocks) > 0 {
+		if doc, err = withFields(doc, map[string]any{"actionComment": loan.ActionComment}); err != nil {
+			return circulation.Loan{}, err
+		}
+		headers = append(headers, schemas.HeaderRenewalOverride, strings.Join(blocks, ","))
+	}
 	var stored json.RawMessage
-	if err := c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, &stored,
-		append(writeHeaders(ctx), schemas.HeaderRenewalCount, strconv.Itoa(count))...); err != nil {
+	if err := c.call(ctx, http.MethodPut, "/loan-storage/loans/"+url.PathEscape(loan.ID), doc, &stored, headers...); err != nil {
 		return circulation.Loan{}, err
 	}
 	return decodeLoan(stored)
