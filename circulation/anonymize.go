@@ -86,7 +86,7 @@ func (out PatronAnonymized) failed(err error) (PatronAnonymized, error) {
 	if !ok {
 		e = errs.Errorf(errs.KindInternal, schemas.CodeInternal, "anonymizing failed").Because(err)
 	}
-	out.Errors = append(out.Errors, errhttp.Entry{Code: e.Code, Message: e.Message, Parameters: e.Parameters})
+	out.Errors = append(out.Errors, errhttp.EntryOf(e))
 	return out, nil
 }
 

@@ -286,14 +286,15 @@ func overriddenRenewal(reads CheckOutReads, o RenewalOverrides, now time.Time) (
 			"Override renewal request must have a comment").With("comment", "")}
 	}
 	due, refusals := renewalRefusals(reads, now)
-	// A due date the policy's would not move is a case for lifting the
-	// policy's refusals (FOLIO's): the override then gives the loan its
-	// own, judged below.
+	// Each of the policy's refusals is a case for the override; a due
+	// date the policy's would not move goes too, the override giving the
+	// loan its own, judged below.
 	overridable := false
 	kept := slices.DeleteFunc(refusals, func(e *errs.Error) bool {
-		unmoved := e.Code == schemas.CodeRenewalWouldNotChangeDueDate
-		overridable = overridable || unmoved || schemas.RenewalOverrideLifts(e.Code, false, true)
-		return schemas.RenewalOverrideLifts(e.Code, o.PatronBlock, o.Renewal) || (o.Renewal && unmoved)
+		block := schemas.RenewalOverridableBlock(e.Code)
+		policys := block != "" && block != schemas.OverridePatronBlock
+		overridable = overridable || policys
+		return schemas.RenewalOverrideLifts(e.Code, o.PatronBlock, o.Renewal) || (o.Renewal && policys)
 	})
 	if !o.Renewal || !reads.RulesSet {
 		return due, kept

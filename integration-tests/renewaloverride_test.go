@@ -15,8 +15,22 @@ import (
 // overrideRefusal is one error of a refused renewal, as FOLIO's clients
 // read it.
 type overrideRefusal struct {
-	Code, Message string
-	Parameters    []struct{ Key, Value string }
+	Code, Message    string
+	Parameters       []struct{ Key, Value string }
+	OverridableBlock *struct {
+		Name               string
+		MissingPermissions []string
+	}
+}
+
+// over is e naming the block that overrides it and the permissions the
+// caller lacks to send it (FOLIO's overridableBlock).
+func (e overrideRefusal) over(block string, missing ...string) overrideRefusal {
+	e.OverridableBlock = &struct {
+		Name               string
+		MissingPermissions []string
+	}{block, append([]string{}, missing...)}
+	return e
 }
 
 // param is the value of e's parameter key ("" when it has none).
@@ -103,6 +117,9 @@ func TestRenewalsAreOverriddenAsFOLIOOverridesThem(t *testing.T) {
 			if got.Code != w.Code || (w.Message != "" && got.Message != w.Message) {
 				t.Errorf("%s: error %d is %s %q, want %s %q", name, i, got.Code, got.Message, w.Code, w.Message)
 			}
+			if fmt.Sprint(got.OverridableBlock) != fmt.Sprint(w.OverridableBlock) {
+				t.Errorf("%s: error %d's overridableBlock is %v, want %v (%s)", name, i, got.OverridableBlock, w.OverridableBlock, r.Body)
+			}
 			for _, p := range w.Parameters {
 				if got.param(p.Key) != p.Value {
 					t.Errorf("%s: error %d names %s %q, want %q (%s)", name, i, p.Key, got.param(p.Key), p.Value, r.Body)
@@ -148,17 +165,25 @@ func TestRenewalsAreOverriddenAsFOLIOOverridesThem(t *testing.T) {
 	second, _, _, _ := loanRow(t, c, atLimit)
 	period := second.Sub(first)
 	before := c.Snapshot(t)
-	refused("at the limit", renew(librarian, atLimit, patron0, nil), want(schemas.CodeLoanRenewalLimitReached, "loan at maximum renewal number"))
+	// FOLIO's Users app offers the override when every refusal names the
+	// block that lifts it.
+	refused("at the limit", renew(librarian, atLimit, patron0, nil),
+		want(schemas.CodeLoanRenewalLimitReached, "loan at maximum renewal number").over("renewalBlock"))
+	refused("at the limit, at a self-check machine", renew(selfCheck, atLimit, patron0, nil),
+		want(schemas.CodeLoanRenewalLimitReached, "loan at maximum renewal number").over("renewalBlock", schemas.PermissionOverrideRenewalBlock))
 	refused("a self-check machine's override", renew(selfCheck, atLimit, patron0, map[string]any{"renewalBlock": map[string]any{},
 		"patronBlock": map[string]any{}, "comment": comment}),
 		want(schemas.CodeInsufficientOverridePermissions, "Insufficient override permissions",
-			"overridableBlock", "patronBlock", "missingPermissions", schemas.PermissionOverridePatronBlock),
+			"overridableBlock", "patronBlock", "missingPermissions", schemas.PermissionOverridePatronBlock).
+			over("patronBlock", schemas.PermissionOverridePatronBlock),
 		want(schemas.CodeInsufficientOverridePermissions, "Insufficient override permissions",
-			"overridableBlock", "renewalBlock", "missingPermissions", schemas.PermissionOverrideRenewalBlock))
+			"overridableBlock", "renewalBlock", "missingPermissions", schemas.PermissionOverrideRenewalBlock).
+			over("renewalBlock", schemas.PermissionOverrideRenewalBlock))
 	refused("a patron block overridden without its permission", renew(renewalsOnly, atLimit, patron0, map[string]any{
 		"renewalBlock": map[string]any{}, "patronBlock": map[string]any{}, "comment": comment}),
 		want(schemas.CodeInsufficientOverridePermissions, "Insufficient override permissions",
-			"overridableBlock", "patronBlock", "missingPermissions", schemas.PermissionOverridePatronBlock))
+			"overridableBlock", "patronBlock", "missingPermissions", schemas.PermissionOverridePatronBlock).
+			over("patronBlock", schemas.PermissionOverridePatronBlock))
 	refused("no comment", renew(librarian, atLimit, patron0, map[string]any{"renewalBlock": map[string]any{}, "comment": " \t"}),
 		want(schemas.CodeOverrideRenewalCommentRequired, "Override renewal request must have a comment", "comment", ""))
 	refused("a due date that is not one", renew(librarian, atLimit, patron0, map[string]any{
@@ -188,7 +213,7 @@ func TestRenewalsAreOverriddenAsFOLIOOverridesThem(t *testing.T) {
 		"requestDate": "2026-01-01T10:00:00.000Z", "requesterId": c.IDOf(t, "/users", "users", lib.Patrons[3]),
 		"itemId": c.IDOf(t, "/item-storage/items", "items", recalled), "status": "Open - Not yet filled", "position": 1,
 		"fulfillmentPreference": "Hold Shelf"}).Want(t, http.StatusCreated)
-	refused("a recall", renew(librarian, recalled, lib.Patrons[1], nil), want(schemas.CodeRenewalBlockedByRecall, ""))
+	refused("a recall", renew(librarian, recalled, lib.Patrons[1], nil), want(schemas.CodeRenewalBlockedByRecall, "").over("renewalBlock"))
 	recalledDue, _, _, _ := loanRow(t, c, recalled)
 	overridden("a recall", recalled, recalledDue.Add(period), 1, renew(librarian, recalled, lib.Patrons[1], renewal))
 
@@ -209,7 +234,7 @@ func TestRenewalsAreOverriddenAsFOLIOOverridesThem(t *testing.T) {
 		"desc": "Overdue books", "renewals": true}).Want(t, http.StatusCreated)
 	before = c.Snapshot(t)
 	refused("blocked, renewalBlock", renew(librarian, blocked, lib.Patrons[2], renewal),
-		want(schemas.CodeUserBlockedManually, "Patron blocked from renewing"))
+		want(schemas.CodeUserBlockedManually, "Patron blocked from renewing").over("patronBlock"))
 	unchanged("blocked, renewalBlock", before)
 	blockedDue, _, _, _ := loanRow(t, c, blocked)
 	overridden("blocked, patronBlock", blocked, blockedDue.Add(period), 1,
@@ -236,6 +261,8 @@ func TestRenewalsAreOverriddenAsFOLIOOverridesThem(t *testing.T) {
 	notRenewable := lib.Items[0][2]
 	notRenewableDue, _, _, _ := loanRow(t, c, notRenewable)
 	before = c.Snapshot(t)
+	refused("not renewable", renew(librarian, notRenewable, patron0, nil),
+		want(schemas.CodeLoanNotRenewable, "loan is not renewable").over("renewalDueDateRequiredBlock"))
 	refused("not renewable, no due date", renew(librarian, notRenewable, patron0, renewal),
 		want(schemas.CodeOverrideRenewalDueDateRequired, "New due date must be specified when due date calculation fails", "dueDate", ""))
 	refused("not renewable, an earlier due date", renew(librarian, notRenewable, patron0, map[string]any{
@@ -252,6 +279,8 @@ func TestRenewalsAreOverriddenAsFOLIOOverridesThem(t *testing.T) {
 	unmoved := lib.Items[0][3]
 	unmovedDue, _, _, _ := loanRow(t, c, unmoved)
 	before = c.Snapshot(t)
+	refused("the due date would not move, no override", renew(librarian, unmoved, patron0, nil),
+		want(schemas.CodeRenewalWouldNotChangeDueDate, "renewal would not change the due date").over("renewalDueDateRequiredBlock"))
 	refused("the due date would not move", renew(librarian, unmoved, patron0, renewal),
 		want(schemas.CodeOverrideRenewalDueDateRequiredWhenDueDateUnchanged,
 			"New due date is required when renewal would not change the due date", "dueDate", ""))

@@ -702,7 +702,7 @@ const PermissionCheckOutOverride = "circulation-storage.loans.check-out.override
 var RenewalOverridePermissions = []struct{ Block, Permission string }{
 	{OverridePatronBlock, PermissionOverridePatronBlock},
 	{OverrideRenewalBlock, PermissionOverrideRenewalBlock},
-	{"renewalDueDateRequiredBlock", PermissionOverrideRenewalBlock},
+	{OverrideRenewalDueDateRequiredBlock, PermissionOverrideRenewalBlock},
 }
 
 // PermissionRenewalOverride lets a renewal's write at storage pass the

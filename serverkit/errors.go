@@ -27,7 +27,7 @@ func response(err error, req *http.Request, maxBody int64) (int, errhttp.Envelop
 	case *errs.Refusal:
 		body := errhttp.Envelope{}
 		for _, e := range answer.Errors {
-			body.Errors = append(body.Errors, errhttp.Entry{Message: e.Message, Code: e.Code, Parameters: e.Parameters})
+			body.Errors = append(body.Errors, errhttp.EntryOf(e))
 		}
 		return http.StatusUnprocessableEntity, body, 0
 	case *schemas.ValidationError:
@@ -38,7 +38,7 @@ func response(err error, req *http.Request, maxBody int64) (int, errhttp.Envelop
 			// The cause stays in the log; the client hears no internals.
 			return status, errhttp.Single("Internal server error", schemas.CodeInternal), 0
 		}
-		return status, errhttp.Single(answer.Message, answer.Code, answer.Parameters...), answer.RetryAfter
+		return status, errhttp.Envelope{Errors: []errhttp.Entry{errhttp.EntryOf(answer)}}, answer.RetryAfter
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

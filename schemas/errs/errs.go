@@ -64,6 +64,15 @@ type Parameter struct {
 	Value string `json:"value"`
 }
 
+// OverridableBlock names, on a refusal an override lifts, the block of
+// overrideBlocks that lifts it and the permissions the caller lacks to
+// send it (none: it may), as FOLIO's clients read it to offer the
+// override.
+type OverridableBlock struct {
+	Name               string   `json:"name"`
+	MissingPermissions []string `json:"missingPermissions"`
+}
+
 // Error is the one error type the services return for anything a client
 // should hear about. Anything else reaching the HTTP layer is a bug (500).
 type Error struct {
@@ -71,6 +80,8 @@ type Error struct {
 	Code       string
 	Message    string
 	Parameters []Parameter
+	// Overridable is the override that lifts this refusal, when one does.
+	Overridable *OverridableBlock
 	// RetryAfter, when positive, tells the client when trying again may work.
 	RetryAfter time.Duration
 	// Err is the cause, for logs; it is never sent to the client.

@@ -269,7 +269,7 @@ func (s *Server) renew(c echo.Context) error {
 		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID,
 		Access: s.patronAccess(c), Overrides: overrides})
 	if err != nil {
-		return err
+		return s.overridable(c, err, overrides)
 	}
 	return s.renewed(c, res, overrides)
 }
@@ -305,20 +305,54 @@ func (s *Server) renewalOverrides(c echo.Context, o *renewalOverrideBlocks) (cir
 		}
 	}
 	asked := map[string]bool{schemas.OverridePatronBlock: o.PatronBlock != nil, schemas.OverrideRenewalBlock: o.RenewalBlock != nil,
-		"renewalDueDateRequiredBlock": o.RenewalDueDateRequiredBlock != nil}
+		schemas.OverrideRenewalDueDateRequiredBlock: o.RenewalDueDateRequiredBlock != nil}
 	var refused []*errs.Error
 	missing := map[string]bool{}
 	for _, p := range schemas.RenewalOverridePermissions {
 		if asked[p.Block] && !missing[p.Permission] && !s.holds(c, p.Permission) {
 			missing[p.Permission] = true
-			refused = append(refused, errs.Errorf(errs.KindInvalid, schemas.CodeInsufficientOverridePermissions, "Insufficient override permissions").
-				With("overridableBlock", p.Block).With("missingPermissions", p.Permission))
+			refused = append(refused, insufficientOverride(p.Block, p.Permission))
 		}
 	}
 	if len(refused) > 0 {
 		return out, &errs.Refusal{Errors: refused}
 	}
 	return out, nil
+}
+
+// insufficientOverride is FOLIO's refusal of an override of block by a
+// caller without permission.
+func insufficientOverride(block, permission string) *errs.Error {
+	e := errs.Errorf(errs.KindInvalid, schemas.CodeInsufficientOverridePermissions, "Insufficient override permissions").
+		With("overridableBlock", block).With("missingPermissions", permission)
+	e.Overridable = &errs.OverridableBlock{Name: block, MissingPermissions: []string{permission}}
+	return e
+}
+
+// overridable is err with each of its refusals an override lifts naming
+// the block that does and the permissions the caller lacks to send it
+// (FOLIO's overridableBlock, which FOLIO's Users app reads to offer the
+// override: it offers it when every refusal has one); but not where sent
+// already overrides it: what is refused then is the override.
+func (s *Server) overridable(c echo.Context, err error, sent circulation.RenewalOverrides) error {
+	r, ok := errs.Outermost(err).(*errs.Refusal)
+	if !ok {
+		return err
+	}
+	for _, e := range r.Errors {
+		block := schemas.RenewalOverridableBlock(e.Code)
+		if block == "" || (block == schemas.OverridePatronBlock && sent.PatronBlock) || (block != schemas.OverridePatronBlock && sent.Renewal) {
+			continue
+		}
+		missing := []string{}
+		for _, p := range schemas.RenewalOverridePermissions {
+			if p.Block == block && !s.holds(c, p.Permission) {
+				missing = append(missing, p.Permission)
+			}
+		}
+		e.Overridable = &errs.OverridableBlock{Name: block, MissingPermissions: missing}
+	}
+	return err
 }
 
 // renewByID is POST /circulation/renew-by-id (FOLIO's, as mod-patron
@@ -343,7 +377,7 @@ func (s *Server) renewByID(c echo.Context) error {
 		ItemID: strings.ToLower(req.ItemID), UserID: strings.ToLower(req.UserID), ServicePointID: req.ServicePointID,
 		Overrides: overrides})
 	if err != nil {
-		return err
+		return s.overridable(c, err, overrides)
 	}
 	return s.renewed(c, res, overrides)
 }
@@ -402,8 +436,7 @@ func (s *Server) allowOverrides(c echo.Context, o circulation.Overrides, hasComm
 	asked := map[string]bool{"patronBlock": o.PatronBlock, "itemLimitBlock": o.ItemLimit, "itemNotLoanableBlock": o.ItemNotLoanable}
 	for _, p := range schemas.OverridePermissions {
 		if asked[p.Block] && !s.holds(c, p.Permission) {
-			return errs.Errorf(errs.KindInvalid, schemas.CodeInsufficientOverridePermissions, "Insufficient override permissions").
-				With("overridableBlock", p.Block).With("missingPermissions", p.Permission)
+			return insufficientOverride(p.Block, p.Permission)
 		}
 	}
 	if !hasComment {

@@ -48,9 +48,15 @@ type Envelope struct {
 
 // Entry is one error of an Envelope.
 type Entry struct {
-	Message    string           `json:"message"`
-	Code       string           `json:"code"`
-	Parameters []errs.Parameter `json:"parameters,omitempty"`
+	Message          string                 `json:"message"`
+	Code             string                 `json:"code"`
+	Parameters       []errs.Parameter       `json:"parameters,omitempty"`
+	OverridableBlock *errs.OverridableBlock `json:"overridableBlock,omitempty"`
+}
+
+// EntryOf is e's entry.
+func EntryOf(e *errs.Error) Entry {
+	return Entry{Message: e.Message, Code: e.Code, Parameters: e.Parameters, OverridableBlock: e.Overridable}
 }
 
 // Single is an envelope of one entry.
