@@ -319,9 +319,10 @@ func overriddenRenewal(reads CheckOutReads, o RenewalOverrides, now time.Time) (
 		due = o.DueDate
 	}
 	if computable && len(kept) == 0 && !overridable {
+		// FOLIO's words, its missing space kept.
 		return time.Time{}, append(kept, withPolicy(errs.Errorf(errs.KindInvalid, schemas.CodeOverrideRenewalNotAllowedForCurrentLoan,
 			"Override renewal does not match any of expected cases: item is not loanable, item is not renewable, "+
-				"reached number of renewals limit, renewal date falls outside of the date ranges in the loan policy, "+
+				"reached number of renewals limit,renewal date falls outside of the date ranges in the loan policy, "+
 				"items cannot be renewed when there is an active recall request, item is Declared lost, item is Aged to lost, "+
 				"renewal would not change the due date, loan has reminder fees")))
 	}

@@ -166,6 +166,18 @@ func TestDueDatesMoveOffClosedDaysAsFOLIOMovesThem(t *testing.T) {
 	if want := schemas.FormatTime(reopened.Add(24*time.Hour - time.Second)); renewed.DueDate != want {
 		t.Errorf("renewal: due %s, want %s (the end of the day the service point reopens)", renewed.DueDate, want)
 	}
+	// Past a patron block alone, it is the policy's renewal still: its due
+	// date moves as well (an override of the policy's refusals keeps the
+	// date it gives).
+	overriddenPatron := patron
+	lend("MOVE_TO_THE_END_OF_THE_NEXT_OPEN_DAY", map[string]any{"duration": 2, "intervalId": "Days"}, nil, schemas.FormatTime(today.AddDate(0, 0, -1).Add(10*time.Hour)))
+	var overridden struct{ DueDate, Action string }
+	c.Do(c.Circulations[0], "POST", "/circulation/renew-by-barcode", map[string]any{"itemBarcode": lib.Items[overriddenPatron][0],
+		"userBarcode": lib.Patrons[overriddenPatron], "overrideBlocks": map[string]any{"patronBlock": map[string]any{}, "comment": "Desk"}}).
+		Want(t, http.StatusOK).Decode(t, &overridden)
+	if want := schemas.FormatTime(reopened.Add(24*time.Hour - time.Second)); overridden.DueDate != want || overridden.Action != schemas.LoanRenewedThroughOverride {
+		t.Errorf("renewal past a patron block: due %s, %s, want %s, %s", overridden.DueDate, overridden.Action, want, schemas.LoanRenewedThroughOverride)
+	}
 
 	// A service point with no calendar is open always.
 	var bare struct{ ID string }

@@ -201,7 +201,7 @@ func TestRenewalsAreOverriddenAsFOLIOOverridesThem(t *testing.T) {
 	before = c.Snapshot(t)
 	refused("nothing to override", renew(librarian, free, patron0, renewal),
 		want(schemas.CodeOverrideRenewalNotAllowedForCurrentLoan, "Override renewal does not match any of expected cases: "+
-			"item is not loanable, item is not renewable, reached number of renewals limit, "+
+			"item is not loanable, item is not renewable, reached number of renewals limit,"+
 			"renewal date falls outside of the date ranges in the loan policy, items cannot be renewed when there is an active recall request, "+
 			"item is Declared lost, item is Aged to lost, renewal would not change the due date, loan has reminder fees",
 			"loanPolicyId", lib.PolicyID))

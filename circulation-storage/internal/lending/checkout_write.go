@@ -225,7 +225,8 @@ WITH fence AS (
     -- closed days.
     SELECT CASE WHEN @loan::jsonb ? 'offline'
                 THEN jsonb_set(@loan::jsonb, '{offline,brokenRules}', (SELECT rules FROM broken))
-                ELSE ` + movedDueSQL("@loan::jsonb", "(SELECT jsonb FROM "+policy+" WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'loanPolicyId')::uuid)") + ` END AS doc
+                ELSE ` + movedDueSQL("@loan::jsonb", "(SELECT jsonb FROM "+policy+" WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'loanPolicyId')::uuid)",
+		"@loan::jsonb ->> 'action' = "+postgres.Lit(schemas.LoanCheckedOut)) + ` END AS doc
 ), loan AS (
     INSERT INTO ` + loan + ` (tenant_id, id, jsonb)
     SELECT @tenant, @loan_id, ` + record.WithMetadata(record.WithID(storage.Loans, "@loan_id", "(SELECT doc FROM sent)", `'1'`), "@metadata_user", false) + `

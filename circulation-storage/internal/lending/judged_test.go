@@ -193,40 +193,59 @@ func TestTheRenewalWriteJudgesEveryRule(t *testing.T) {
 	check("a renewal under a policy that no longer lends", renew(lent, dave, sample.ID("book-127"), 1, 0, later), lent, 1,
 		schemas.CodeItemNotLoanable)
 
-	// Each again as an override lifting the policy's refusals and the
-	// patron's blocks: refused for what schemas.RenewalOverrideLifts does
-	// not lift, else written, renewedThroughOverride.
-	override := func(id, user, item string, version, count int, due string) error {
+	// Each again as an override: lifting the patron's blocks, then the
+	// policy's refusals, then both, refused for what
+	// schemas.RenewalOverrideLifts does not lift (the policy no longer
+	// lends: every case is refused for that too), else written,
+	// renewedThroughOverride.
+	override := func(id, user, item string, version, count int, due string, patron, renewal bool) error {
 		doc := json.RawMessage(fmt.Sprintf(`{"userId":%q,"itemId":%q,"loanDate":"2026-01-01T10:00:00.000Z","dueDate":%q,
 		  "action":"renewedThroughOverride","actionComment":"Desk","renewalCount":%d,"status":{"name":"Open"}}`, user, item, due, count+1))
 		_, err := lib.RenewLoan(ctx, f.Tenant, storage.RenewalWrite{LoanID: id, Loan: doc, LoanVersion: version, RenewalCount: count,
-			OverrideRenewal: true, OverridePatronBlock: true})
+			OverrideRenewal: renewal, OverridePatronBlock: patron})
 		return err
 	}
-	for _, c := range []struct {
+	notLoanable := schemas.CodeItemNotLoanable
+	cases := []struct {
 		name, loan, user, item string
 		version, count         int
-		due, refused           string
+		due                    string
+		refused                []string
 	}{
-		{"at the policy's limit", once, alice, "book-121", 2, 1, "2027-01-12T10:00:00.000Z", schemas.CodeLoanRenewalLimitReached},
-		{"the due date unmoved", same, alice, "book-122", 1, 0, "2026-12-01T10:00:00.000Z", schemas.CodeRenewalWouldNotChangeDueDate},
-		{"a hold waiting", held, alice, "book-123", 1, 0, later, schemas.CodeRenewalBlockedByHoldRequest},
-		{"an inactive borrower", gone, bob, "book-124", 1, 0, later, schemas.CodeUserIsInactiveOrExpired},
-		{"a borrower blocked", blocked, erin, "book-125", 1, 0, later, schemas.CodeUserBlockedManually},
-		{"an item claimed returned", claimed, dave, "book-126", 2, 0, later, schemas.CodeItemClaimedReturnedNotRenewable},
-		{"a policy that no longer lends", lent, dave, "book-127", 1, 0, later, schemas.CodeItemNotLoanable},
-	} {
-		err := override(c.loan, c.user, sample.ID(c.item), c.version, c.count, c.due)
-		if !schemas.RenewalOverrideLifts(c.refused, true, true) {
-			check(c.name+", overridden", err, c.loan, c.version, c.refused)
-			continue
+		{"at the policy's limit", once, alice, "book-121", 2, 1, "2027-01-12T10:00:00.000Z", []string{notLoanable, schemas.CodeLoanRenewalLimitReached}},
+		{"the due date unmoved", same, alice, "book-122", 1, 0, "2026-12-01T10:00:00.000Z", []string{notLoanable, schemas.CodeRenewalWouldNotChangeDueDate}},
+		{"a hold waiting", held, alice, "book-123", 1, 0, later, []string{notLoanable, schemas.CodeRenewalBlockedByHoldRequest}},
+		{"an inactive borrower", gone, bob, "book-124", 1, 0, later, []string{schemas.CodeUserIsInactiveOrExpired, notLoanable}},
+		{"a borrower blocked", blocked, erin, "book-125", 1, 0, later, []string{schemas.CodeUserBlockedManually, notLoanable}},
+		{"an item claimed returned", claimed, dave, "book-126", 2, 0, later, []string{notLoanable, schemas.CodeItemClaimedReturnedNotRenewable}},
+		{"a policy that no longer lends", lent, dave, "book-127", 1, 0, later, []string{notLoanable}},
+	}
+	written := map[string]bool{}
+	for _, lifts := range []struct{ patron, renewal bool }{{true, false}, {false, true}, {true, true}} {
+		for _, c := range cases {
+			if written[c.loan] {
+				continue
+			}
+			name := fmt.Sprintf("%s, overridden (patron %t, renewal %t)", c.name, lifts.patron, lifts.renewal)
+			err := override(c.loan, c.user, sample.ID(c.item), c.version, c.count, c.due, lifts.patron, lifts.renewal)
+			kept := slices.DeleteFunc(slices.Clone(c.refused), func(code string) bool {
+				return schemas.RenewalOverrideLifts(code, lifts.patron, lifts.renewal)
+			})
+			if len(kept) > 0 {
+				check(name, err, c.loan, c.version, kept...)
+				continue
+			}
+			written[c.loan] = true
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			if n := f.Count(t, postgres.TableLoan, "id = $1 AND version = $2 AND jsonb ->> 'action' = 'renewedThroughOverride'", c.loan, c.version+1); n != 1 {
+				t.Errorf("%s: the loan is not renewed through the override at _version %d", name, c.version+1)
+			}
 		}
-		if err != nil {
-			t.Errorf("%s, overridden: %v", c.name, err)
-		}
-		if n := f.Count(t, postgres.TableLoan, "id = $1 AND version = $2 AND jsonb ->> 'action' = 'renewedThroughOverride'", c.loan, c.version+1); n != 1 {
-			t.Errorf("%s, overridden: the loan is not renewed through the override at _version %d", c.name, c.version+1)
-		}
+	}
+	if want := []string{once, held, blocked, lent}; len(written) != len(want) {
+		t.Errorf("renewed through overrides: %v, want %v", written, want)
 	}
 }
 

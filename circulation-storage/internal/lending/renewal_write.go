@@ -53,7 +53,7 @@ WITH recall AS (
 ), lp AS (
     SELECT lp.jsonb FROM m JOIN ` + policy + ` lp ON lp.tenant_id = @tenant AND lp.id = m.loan_policy_id
 ), moved AS (
-    SELECT ` + movedDueSQL("@loan::jsonb", "(SELECT jsonb FROM lp)") + ` AS doc
+    SELECT ` + movedDueSQL("@loan::jsonb", "(SELECT jsonb FROM lp)", "NOT @override_renewal::boolean AND NOT @loan::jsonb ? 'offline'") + ` AS doc
 ), head AS (` + requests.QueueHeadSQL(request, itemID, "@tenant") + `
 ), judged AS (
     SELECT NOT coalesce((SELECT active FROM u), true) AS inactive,

@@ -392,16 +392,18 @@ func (s *Rules) MatchLoanPolicy(ctx context.Context, t storage.Tenant, patronGro
 // giving the policy's document) says, by migration 35's loan_due_date
 // (its checkout service point's calendar, FOLIO's
 // closedLibraryDueDateManagementId): the one rule of a check-out's and a
-// renewal's due date on a closed day. A loan lent through an override or
-// offline keeps the date it was given; so does a date the calendar
-// leaves where it is, as sent.
-func movedDueSQL(doc, policy string) string {
+// renewal's due date on a closed day, where moves (SQL, boolean) says the
+// date is the policy's to move. A loan lent through an override or
+// offline keeps the date it was given, as does a renewal past the loan
+// policy's refusals (FOLIO's: its due date is the librarian's); so does a
+// date the calendar leaves where it is, as sent.
+func movedDueSQL(doc, policy, moves string) string {
 	due := postgres.StoredTime(doc+" ->> 'dueDate'", "loan dueDate")
 	return `(SELECT CASE WHEN m.due IS DISTINCT FROM d.due
                      THEN jsonb_set(` + doc + `, '{dueDate}', to_jsonb(to_char(m.due AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
                      ELSE ` + doc + ` END
        FROM (SELECT ` + due + ` AS due) d,
-            LATERAL (SELECT CASE WHEN ` + doc + ` ->> 'action' IN ('checkedout', 'renewed') AND NOT ` + doc + ` ? 'offline'
+            LATERAL (SELECT CASE WHEN ` + moves + `
                                  THEN ` + postgres.Table(funcLoanDueDate) + `(@tenant, (` + doc + ` ->> 'checkoutServicePointId')::uuid, d.due, ` + policy + `, now())
                                  ELSE d.due END AS due) m)`
 }

@@ -303,6 +303,8 @@ func (s *Server) renewalOverrides(c echo.Context, o *renewalOverrideBlocks) (cir
 		if out.DueDate, err = parseDate("overrideBlocks.renewalDueDateRequiredBlock.dueDate", b.DueDate); err != nil {
 			return out, err
 		}
+		// As stored: to the millisecond.
+		out.DueDate = schemas.WireTime(out.DueDate)
 	}
 	asked := map[string]bool{schemas.OverridePatronBlock: o.PatronBlock != nil, schemas.OverrideRenewalBlock: o.RenewalBlock != nil,
 		schemas.OverrideRenewalDueDateRequiredBlock: o.RenewalDueDateRequiredBlock != nil}
