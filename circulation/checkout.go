@@ -134,7 +134,7 @@ type Overrides struct {
 func (o Overrides) Any() bool { return o.PatronBlock || o.ItemLimit || o.ItemNotLoanable }
 
 // ActionOverride is the action of a loan made through an override.
-const ActionOverride = "checkedOutThroughOverride"
+const ActionOverride = schemas.LoanCheckedOutThroughOverride
 
 // CheckOutResult is the loan made, with the item and patron it joins.
 type CheckOutResult struct {

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -84,7 +85,7 @@ func TestDueDatesMoveOffClosedDaysAsFOLIOMovesThem(t *testing.T) {
 	postCalendar(t, c, "Now", today.AddDate(0, 0, -10), today.AddDate(0, 0, 30), []string{sp}, hours(everyDay, "00:00", "23:59"),
 		closure("Inventory", today.AddDate(0, 0, 2), today.AddDate(0, 0, 3)))
 	patron := 0
-	lend := func(strategy string, period map[string]any, offset map[string]any, loanDate string) string {
+	lend := func(strategy string, period map[string]any, offset map[string]any, loanDate string, more ...map[string]any) string {
 		t.Helper()
 		policy := map[string]any{"profileId": "Rolling", "period": period, "closedLibraryDueDateManagementId": strategy}
 		if offset != nil {
@@ -94,6 +95,9 @@ func TestDueDatesMoveOffClosedDaysAsFOLIOMovesThem(t *testing.T) {
 		body := map[string]any{"itemBarcode": lib.Items[patron][0], "userBarcode": lib.Patrons[patron], "servicePointId": sp}
 		if loanDate != "" {
 			body["loanDate"] = loanDate
+		}
+		for _, m := range more {
+			maps.Copy(body, m)
 		}
 		patron++
 		var loan struct{ ID, DueDate string }
@@ -140,6 +144,20 @@ func TestDueDatesMoveOffClosedDaysAsFOLIOMovesThem(t *testing.T) {
 			t.Errorf("%s (%s): due %s, FOLIO's %s", tc.name, tc.strategy, got, tc.want)
 		}
 	}
+	// Lent through an override of a patron block, it is the policy's loan
+	// still: its due date moves (only an override lending an item the
+	// policy does not lend keeps the librarian's date), as FOLIO's does.
+	if got := lend("MOVE_TO_THE_END_OF_THE_NEXT_OPEN_DAY", week, nil, "2019-02-02T10:00:00.000Z",
+		map[string]any{"overrideBlocks": map[string]any{"patronBlock": map[string]any{}, "comment": "Desk"}}); got != "2019-02-12T23:59:59.000Z" {
+		t.Errorf("lent through an override: due %s, FOLIO's 2019-02-12T23:59:59.000Z", got)
+	}
+	changePolicy(t, c, lib, map[string]any{"loanable": false})
+	if got := lend("MOVE_TO_THE_END_OF_THE_NEXT_OPEN_DAY", week, nil, "2019-02-02T10:00:00.000Z",
+		map[string]any{"overrideBlocks": map[string]any{"itemNotLoanableBlock": map[string]any{"dueDate": "2019-02-09T10:00:00.000Z"},
+			"comment": "Desk"}}); got != "2019-02-09T10:00:00.000Z" {
+		t.Errorf("lent past a policy that does not lend: due %s, want the librarian's 2019-02-09T10:00:00.000Z", got)
+	}
+	changePolicy(t, c, lib, map[string]any{"loanable": true})
 	// Now, 50 hours: due while the service point is shut (the day after
 	// tomorrow or the day after). The end of the hours open now: open
 	// every day until it shuts.

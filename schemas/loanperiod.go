@@ -34,6 +34,10 @@ func DueDate(loanDate time.Time, duration int, interval string) time.Time {
 // action), whoever builds it.
 const LoanCheckedOut = "checkedout"
 
+// LoanCheckedOutThroughOverride is the action of a loan a check-out opens
+// past the blocks an override lifts (FOLIO's overrideBlocks).
+const LoanCheckedOutThroughOverride = "checkedOutThroughOverride"
+
 // LoanDueDateChanged is the action of a loan whose due date a librarian
 // changed (FOLIO's change-due-date): the loan stays open, its item as it
 // is.

@@ -136,6 +136,13 @@ func checkOutSQL(lean bool, judges []writeRule) string {
 	// The queue's changes, as package requests makes every one: the
 	// borrower's request at its head filled, the requests after it
 	// moved up.
+	// The loan's policy, and whether the due date sent is the one it
+	// gives, to be moved off closed days: a check-out's, or one through an
+	// override of a block or the limit (FOLIO's); not one lending an item
+	// its policy does not lend, due when the librarian says.
+	loanPolicy := "(SELECT jsonb FROM " + policy + " WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'loanPolicyId')::uuid)"
+	policysDue := "@loan::jsonb ->> 'action' = " + postgres.Lit(schemas.LoanCheckedOut) +
+		" OR (@loan::jsonb ->> 'action' = " + postgres.Lit(schemas.LoanCheckedOutThroughOverride) + " AND coalesce((" + loanPolicy + " ->> 'loanable')::boolean, true))"
 	filled := requests.FillSQL("@tenant", "(SELECT id FROM head)", "NOT (SELECT other FROM queued) AND EXISTS (SELECT 1 FROM loan)", "@metadata_user")
 	movedUp := requests.ShiftSQL("(@loan::jsonb ->> 'itemId')::uuid", "@tenant", "-1", "r.position > (SELECT position FROM head)", "EXISTS (SELECT 1 FROM filled)")
 	manual := rules.ManuallyBlockedSQL("(@loan::jsonb ->> 'userId')::uuid", "borrowing")
@@ -225,8 +232,7 @@ WITH fence AS (
     -- closed days.
     SELECT CASE WHEN @loan::jsonb ? 'offline'
                 THEN jsonb_set(@loan::jsonb, '{offline,brokenRules}', (SELECT rules FROM broken))
-                ELSE ` + movedDueSQL("@loan::jsonb", "(SELECT jsonb FROM "+policy+" WHERE tenant_id = @tenant AND id = (@loan::jsonb ->> 'loanPolicyId')::uuid)",
-		"@loan::jsonb ->> 'action' = "+postgres.Lit(schemas.LoanCheckedOut)) + ` END AS doc
+                ELSE ` + movedDueSQL("@loan::jsonb", loanPolicy, policysDue) + ` END AS doc
 ), loan AS (
     INSERT INTO ` + loan + ` (tenant_id, id, jsonb)
     SELECT @tenant, @loan_id, ` + record.WithMetadata(record.WithID(storage.Loans, "@loan_id", "(SELECT doc FROM sent)", `'1'`), "@metadata_user", false) + `
