@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -367,4 +368,71 @@ func TestARenewalOverrideIsStoragesToAllow(t *testing.T) {
 	if _, count, action, comment := loanRow(t, c, item); count != 1 || action != schemas.LoanRenewedThroughOverride || comment != "desk" {
 		t.Errorf("renewed through override: count %d action %q comment %q", count, action, comment)
 	}
+}
+
+// TestOverrideRenewalsAtOnceRenewOnceEach: a loan at its policy's limit
+// (no renewal allowed), renewed at once by four librarians' overrides over
+// two circulation instances beside a self-check machine's plain renewal,
+// fifteen rounds: the plain renewal is refused at the limit every time;
+// every override answered 200 is one more on the loan's count, one more
+// period on its due date (none undone, none applied twice) and one RENEWED
+// event; the others are told the loan changed (409), never a 5xx.
+func TestOverrideRenewalsAtOnceRenewOnceEach(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 2, FeatureOn: true})
+	lib := c.SetupLibrary(1, 1, 0)
+	renewable(t, c, lib, map[string]any{"numberAllowed": 0, "renewFromId": "CURRENT_DUE_DATE",
+		"differentPeriod": true, "period": map[string]any{"duration": 1, "intervalId": "Days"}})
+	patron, item := lib.Patrons[0], lib.Items[0][0]
+	c.CheckOut(0, item, patron).Want(t, http.StatusCreated)
+	first, _, _, _ := loanRow(t, c, item)
+	librarian := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian))
+	selfCheck := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck))
+	const overrides, rounds = 4, 15
+	renewed := 0
+	for round := range rounds {
+		var wg sync.WaitGroup
+		answers := make([]harness.Response, overrides+1)
+		for i := range answers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body, headers := map[string]any{"itemBarcode": item, "userBarcode": patron}, selfCheck
+				if i < overrides {
+					body["overrideBlocks"] = map[string]any{"renewalBlock": map[string]any{}, "comment": fmt.Sprintf("Round %d, desk %d", round, i)}
+					headers = librarian
+				}
+				answers[i] = c.DoWith(c.Circulations[i%2], "POST", "/circulation/renew-by-barcode", body, headers)
+			}()
+		}
+		wg.Wait()
+		if codes := answers[overrides].ErrorCodes(); answers[overrides].Status != http.StatusUnprocessableEntity ||
+			len(codes) != 1 || codes[0] != schemas.CodeLoanRenewalLimitReached {
+			t.Fatalf("round %d: the plain renewal answered %d %s", round, answers[overrides].Status, answers[overrides].Body)
+		}
+		landed := 0
+		for i, r := range answers[:overrides] {
+			switch r.Status {
+			case http.StatusOK:
+				landed++
+			case http.StatusConflict:
+			default:
+				t.Fatalf("round %d: override %d answered %d %s", round, i, r.Status, r.Body)
+			}
+		}
+		if landed == 0 {
+			t.Fatalf("round %d: no override landed", round)
+		}
+		renewed += landed
+		due, count, action, _ := loanRow(t, c, item)
+		if count != renewed || !due.Equal(first.Add(time.Duration(renewed)*24*time.Hour)) || action != schemas.LoanRenewedThroughOverride {
+			t.Fatalf("round %d: the loan is due %s, count %d, %s; %d overrides answered 200 (due %s)", round, due, count, action,
+				renewed, first.Add(time.Duration(renewed)*24*time.Hour))
+		}
+	}
+	if n := renewalEvents(t, c); n != renewed {
+		t.Errorf("%d RENEWED events, %d override renewals", n, renewed)
+	}
+	t.Logf("%d rounds of %d overrides and a plain renewal at once: %d renewed, %d told the loan changed", rounds, overrides, renewed,
+		rounds*overrides-renewed)
 }
