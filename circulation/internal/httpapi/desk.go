@@ -10,6 +10,7 @@ import (
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
+	"github.com/checkoutlock/schemas/errs"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/errgroup"
 )
@@ -44,10 +45,24 @@ type deskLoan struct {
 }
 
 // deskAction says whether a desk action would be done, and when not, why,
-// in the words of the refusal its route answers.
+// in the words of the refusal its route answers; a renewal refused only
+// for what an override lifts says how it would be overridden.
 type deskAction struct {
-	Allowed bool   `json:"allowed"`
-	Reason  string `json:"reason,omitempty"`
+	Allowed  bool          `json:"allowed"`
+	Reason   string        `json:"reason,omitempty"`
+	Override *deskOverride `json:"override,omitempty"`
+}
+
+// deskOverride is a refused renewal's override (FOLIO's overrideBlocks):
+// the blocks to send, as the refusals name them (overridableBlock);
+// whether the librarian must give the due date
+// (renewalDueDateRequiredBlock); and whether the caller holds every
+// block's permission, and when not, who does.
+type deskOverride struct {
+	Blocks          []string `json:"blocks"`
+	DueDateRequired bool     `json:"dueDateRequired"`
+	Allowed         bool     `json:"allowed"`
+	Reason          string   `json:"reason,omitempty"`
 }
 
 // deskJudged is how many loans' renewals are judged at once: each is a
@@ -104,7 +119,7 @@ func (s *Server) patronLoans(c echo.Context) error {
 		if p.Loans, err = s.openLoans(ctx, f.ID); err != nil {
 			return err
 		}
-		if err := s.judgeLoans(ctx, p.Barcode, p.Loans); err != nil {
+		if err := s.judgeLoans(ctx, p.Barcode, p.Loans, s.overrideLacks(c)); err != nil {
 			return err
 		}
 		if p.Barcode != "" {
@@ -209,12 +224,36 @@ func (s *Server) openLoans(ctx context.Context, userID string) ([]deskLoan, erro
 	return loans, nil
 }
 
+// overrideOf is how an override would renew a loan refused for refusals:
+// nil unless every refusal names the block that lifts it, as FOLIO's
+// Users app offers an override only then.
+func overrideOf(refusals []*errs.Error, lacks func(block string) []string) *deskOverride {
+	o := &deskOverride{Blocks: []string{}, Allowed: true}
+	for _, e := range refusals {
+		block := schemas.RenewalOverridableBlock(e.Code)
+		if block == "" {
+			return nil
+		}
+		if slices.Contains(o.Blocks, block) {
+			continue
+		}
+		o.Blocks = append(o.Blocks, block)
+		o.DueDateRequired = o.DueDateRequired || block == schemas.OverrideRenewalDueDateRequiredBlock
+		if missing := lacks(block); len(missing) > 0 && o.Allowed {
+			o.Allowed, o.Reason = false, "Overriding this needs "+schemas.RolesHolding(missing[0])
+		}
+	}
+	return o
+}
+
 // judgeLoans says what each of a patron's open loans may do: claim,
 // declare lost and check in by the item's status (schemas' table of loan
 // actions, the one the routes refuse by); renew as RenewByBarcode would
 // judge it now, from the same read, so a renewal offered is one the route
-// does and a renewal refused is refused in the route's words.
-func (s *Server) judgeLoans(ctx context.Context, patronBarcode string, loans []deskLoan) error {
+// does and a renewal refused is refused in the route's words; where an
+// override lifts every refusal, how (deskOverride), with the permissions
+// the caller lacks for it (lacks).
+func (s *Server) judgeLoans(ctx context.Context, patronBarcode string, loans []deskLoan, lacks func(block string) []string) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(deskJudged)
 	for i := range loans {
@@ -250,7 +289,7 @@ func (s *Server) judgeLoans(ctx context.Context, patronBarcode string, loans []d
 				for i, e := range o.Refusals {
 					words[i] = e.Message
 				}
-				l.Actions[schemas.LoanActionRenew] = deskAction{Reason: strings.Join(words, "; ")}
+				l.Actions[schemas.LoanActionRenew] = deskAction{Reason: strings.Join(words, "; "), Override: overrideOf(o.Refusals, lacks)}
 			}
 			return nil
 		})

@@ -346,15 +346,24 @@ func (s *Server) overridable(c echo.Context, err error, sent circulation.Renewal
 		if block == "" || (block == schemas.OverridePatronBlock && sent.PatronBlock) || (block != schemas.OverridePatronBlock && sent.Renewal) {
 			continue
 		}
+		e.Overridable = &errs.OverridableBlock{Name: block, MissingPermissions: s.overrideLacks(c)(block)}
+	}
+	return err
+}
+
+// overrideLacks is, for the caller of c, the permissions it lacks to send
+// an override's block (schemas.RenewalOverridePermissions): none when it
+// may.
+func (s *Server) overrideLacks(c echo.Context) func(block string) []string {
+	return func(block string) []string {
 		missing := []string{}
 		for _, p := range schemas.RenewalOverridePermissions {
 			if p.Block == block && !s.holds(c, p.Permission) {
 				missing = append(missing, p.Permission)
 			}
 		}
-		e.Overridable = &errs.OverridableBlock{Name: block, MissingPermissions: missing}
+		return missing
 	}
-	return err
 }
 
 // renewByID is POST /circulation/renew-by-id (FOLIO's, as mod-patron

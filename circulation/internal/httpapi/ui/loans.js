@@ -6,7 +6,10 @@
 // policy) and the caller's permission allows it; where not, the button
 // is disabled and says why, in words a touch screen shows too. Claim
 // returned, declare lost and check in ask first, naming the item and
-// the patron; Cancel is the default.
+// the patron; Cancel is the default. A renewal refused only for what an
+// override lifts (a patron block, the policy's refusals) is offered to
+// be overridden, as FOLIO's Users app offers it: the librarian says why
+// and, where the policy gives no due date, the due date.
 "use strict";
 
 const FIND = "GET /circulation/patron-loans";
@@ -154,6 +157,77 @@ function renewalsText(l) {
   return `${used} · ${l.renewalsLeft === "unlimited" ? "unlimited" : l.renewalsLeft + " left"}`;
 }
 
+// disable disables button b, saying why: the title for a pointer, the
+// text below the button (in cell, with id) for a touch screen, its
+// description for a screen reader.
+function disable(b, id, reason, cell) {
+  b.disabled = true;
+  b.title = reason;
+  b.setAttribute("aria-describedby", id);
+  cell.append(el("small", { id, class: "desk-reason", text: reason }));
+}
+
+// overrideButton is the Override button under a refused renewal (v, its
+// verdict): it opens the override's question, or is disabled saying who
+// may override where the librarian may not.
+function overrideButton(v, p, l) {
+  const b = el("button", { type: "button", class: "danger", "data-override": "renew", text: "Override",
+    "aria-label": `Override the refusal to renew ${titleOf(l)}` });
+  const cell = el("div", { class: "desk-override" }, b);
+  if (v.override.allowed) b.addEventListener("click", () => askOverride(v, p, l, b));
+  else disable(b, `why-${l.id}-override`, v.override.reason, cell);
+  return cell;
+}
+
+// askOverride asks for the override of a refused renewal: what was
+// refused, naming the item and the patron; why it is overridden (FOLIO
+// keeps the comment with the loan); and the due date where the policy
+// gives none, later than the loan's. Cancel (or Escape) does nothing;
+// overridden, the renewal is sent with FOLIO's overrideBlocks.
+function askOverride(v, p, l, button) {
+  say("status", "", true);
+  const dialog = document.getElementById("override-dialog");
+  if (dialog.open) dialog.close("cancel");
+  document.getElementById("override-text").textContent =
+    `Renewing ${itemOf(l)} for ${patronOf(p)} is refused: ${v.reason}. Renew it through an override?`;
+  const comment = document.getElementById("override-comment");
+  const due = document.getElementById("override-due");
+  comment.value = "";
+  due.value = "";
+  // Not asked, the date is not a field of the form (nor required).
+  due.disabled = !v.override.dueDateRequired;
+  document.getElementById("override-due-field").hidden = !v.override.dueDateRequired;
+  if (l.dueDate) due.min = localDateTime(new Date(l.dueDate));
+  let answered = false;
+  dialog.onclose = () => {
+    if (dialog.open || answered) return;
+    answered = true;
+    if (dialog.returnValue !== "ok") {
+      button.focus();
+      return;
+    }
+    const blocks = { comment: comment.value };
+    for (const b of v.override.blocks) {
+      blocks[b] = b === "renewalDueDateRequiredBlock" ? { dueDate: new Date(due.value).toISOString() } : {};
+    }
+    const sp = document.getElementById("service-point").value;
+    perform("loan " + l.id, button,
+      () => api("POST", "/circulation/renew-by-barcode", { itemBarcode: l.itemBarcode, userBarcode: p.barcode, servicePointId: sp, overrideBlocks: blocks }),
+      (answer) => `Renewed ${titleOf(l)} through an override: due ${new Date(answer.dueDate).toLocaleString()}.`,
+      (err) => `Not done (override the refusal to renew ${titleOf(l)}): ${err.message}`);
+  };
+  dialog.returnValue = "";
+  dialog.showModal();
+  comment.focus();
+}
+
+// localDateTime is d as a datetime-local field holds it: the browser's
+// time, to the minute.
+function localDateTime(d) {
+  const two = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())}T${two(d.getHours())}:${two(d.getMinutes())}`;
+}
+
 // inShownOrder is patrons with each one's loans in the order the page
 // shows them, a loan no longer open kept at its place (closed: true), the
 // loans the page did not show after them.
@@ -194,13 +268,8 @@ function render(patrons) {
         const cell = el("div", { class: "desk-action" }, b);
         if (v.allowed) b.addEventListener("click", () => (a.ask ? confirmAction(a, p, l, b) : act(a, p, l, b)));
         else {
-          // Why not: the title for a pointer, the text below the button
-          // for a touch screen, its description for a screen reader.
-          const id = `why-${l.id}-${a.id}`;
-          b.disabled = true;
-          b.title = v.reason;
-          b.setAttribute("aria-describedby", id);
-          cell.append(el("small", { id, class: "desk-reason", text: v.reason }));
+          disable(b, `why-${l.id}-${a.id}`, v.reason, cell);
+          if (v.override && may(a.route)) cell.append(overrideButton(v, p, l));
         }
         return cell;
       });
@@ -339,6 +408,8 @@ let generation = 0;
 
 function clear() {
   generation++;
+  const dialog = document.getElementById("override-dialog");
+  if (dialog.open) dialog.close("cancel");
   document.getElementById("results").replaceChildren();
   say("status", "", true);
 }
