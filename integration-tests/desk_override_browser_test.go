@@ -119,8 +119,9 @@ func TestTheDeskOverridesARefusedRenewal(t *testing.T) {
 		" is refused: loan at maximum renewal number. Renew it through an override?"; got != want {
 		t.Errorf("the override asks %q, want %q", got, want)
 	}
-	// Cancelled: nothing written.
-	if err := chromedp.Run(ctx, chromedp.Click("#override-cancel", chromedp.ByQuery)); err != nil {
+	// Cancelled, a reason typed: nothing written.
+	if err := chromedp.Run(ctx, chromedp.SetValue("#override-comment", "Typed, then cancelled", chromedp.ByQuery),
+		chromedp.Click("#override-cancel", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, ctx, "the question cancelled", `!`+dialog+`.open`)
