@@ -303,20 +303,18 @@ func overriddenRenewal(reads CheckOutReads, o RenewalOverrides, now time.Time) (
 	withPolicy := func(e *errs.Error) *errs.Error {
 		return e.With("loanPolicyId", policy.ID).With("loanPolicyName", policy.Name)
 	}
-	proposed, computable := policyRenewalDue(reads, now)
+	proposed, policys, computable := policyOverrideDue(reads, now)
 	switch {
-	case !computable && o.DueDate.IsZero():
+	case policys:
+		due = proposed
+	case !o.DueDate.IsZero():
+		due = o.DueDate
+	case !computable:
 		return time.Time{}, append(kept, errs.Errorf(errs.KindInvalid, schemas.CodeOverrideRenewalDueDateRequired,
 			"New due date must be specified when due date calculation fails").With("dueDate", ""))
-	case !computable:
-		due = o.DueDate
-	case proposed.After(loan.DueDate):
-		due = proposed
-	case o.DueDate.IsZero():
+	default:
 		return time.Time{}, append(kept, errs.Errorf(errs.KindInvalid, schemas.CodeOverrideRenewalDueDateRequiredWhenDueDateUnchanged,
 			"New due date is required when renewal would not change the due date").With("dueDate", ""))
-	default:
-		due = o.DueDate
 	}
 	if computable && len(kept) == 0 && !overridable {
 		// FOLIO's words, its missing space kept.
@@ -344,6 +342,10 @@ type RenewalOutlook struct {
 	Renewable, Unlimited bool
 	Left                 int
 	Refusals             []*errs.Error
+	// OverrideNeedsDueDate says an override of the policy's refusals
+	// would need the librarian's due date (policyOverrideDue): the
+	// policy gives none later than the loan's.
+	OverrideNeedsDueDate bool
 }
 
 // RenewalOutlook judges a renewal of the item's loan to the patron as
@@ -353,7 +355,8 @@ func (s *Service) RenewalOutlook(ctx context.Context, itemBarcode, userBarcode s
 	if err != nil {
 		return RenewalOutlook{}, err
 	}
-	_, refusals := judgeRenewal(reads, RenewRequest{ItemBarcode: itemBarcode, UserBarcode: userBarcode}, schemas.WireTime(s.now()))
+	now := schemas.WireTime(s.now())
+	_, refusals := judgeRenewal(reads, RenewRequest{ItemBarcode: itemBarcode, UserBarcode: userBarcode}, now)
 	out := RenewalOutlook{Refusals: refusals}
 	if reads.RulesSet && reads.Item != nil && reads.OpenLoanOf != nil {
 		p := reads.Policy
@@ -361,6 +364,8 @@ func (s *Service) RenewalOutlook(ctx context.Context, itemBarcode, userBarcode s
 		if out.Renewable && !out.Unlimited {
 			out.Left = max(0, p.Renewals.NumberAllowed-reads.OpenLoanOf.RenewalCount)
 		}
+		_, policys, _ := policyOverrideDue(reads, now)
+		out.OverrideNeedsDueDate = !policys
 	}
 	return out, nil
 }
@@ -434,6 +439,16 @@ func renewalRefusals(reads CheckOutReads, now time.Time) (time.Time, []*errs.Err
 			"renewal would not change the due date")))
 	}
 	return due, out
+}
+
+// policyOverrideDue is the due date an override of the loan policy's
+// refusals renews the open loan to of itself: the policy's, where it
+// gives one later than the loan's (policys); else the librarian gives
+// it (FOLIO's renewalDueDateRequiredBlock's dueDate). computable says
+// whether the policy gives one at all.
+func policyOverrideDue(reads CheckOutReads, now time.Time) (due time.Time, policys, computable bool) {
+	due, computable = policyRenewalDue(reads, now)
+	return due, computable && due.After(reads.OpenLoanOf.DueDate), computable
 }
 
 // policyRenewalDue is the due date the loan policy gives a renewal now

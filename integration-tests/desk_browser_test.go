@@ -330,17 +330,21 @@ func refusalOf(t *testing.T, c *harness.Cluster, patron, item, action string) st
 	switch action {
 	case "renew":
 		r = c.Do(c.Circulations[0], "POST", "/circulation/renew-by-barcode", map[string]string{"itemBarcode": item, "userBarcode": patron})
-	case "claim", "lost":
+	case "claim", "lost", "due":
 		var page struct{ Loans []struct{ ID string } }
 		q := url.Values{"query": {"itemId==" + itemID(t, c, item) + ` and status.name=="Open"`}}
 		c.Do(c.Circulations[0], "GET", "/circulation/loans?"+q.Encode(), nil).Want(t, http.StatusOK).Decode(t, &page)
 		if len(page.Loans) != 1 {
 			t.Fatalf("item %s has %d open loans", item, len(page.Loans))
 		}
-		if action == "claim" {
+		switch action {
+		case "claim":
 			r = c.Do(c.Circulations[0], "POST", "/circulation/loans/"+page.Loans[0].ID+"/claim-item-returned",
 				map[string]string{"itemClaimedReturnedDateTime": "2026-01-01T10:00:00.000Z"})
-		} else {
+		case "due":
+			r = c.Do(c.Circulations[0], "POST", "/circulation/loans/"+page.Loans[0].ID+"/change-due-date",
+				map[string]string{"dueDate": "2036-01-01T10:00:00.000Z"})
+		default:
 			r = c.Do(c.Circulations[0], "POST", "/circulation/loans/"+page.Loans[0].ID+"/declare-item-lost",
 				map[string]string{"servicePointId": harness.ServicePoint})
 		}

@@ -2,22 +2,22 @@ package schemas
 
 // The desk's actions on an open loan, and which item statuses refuse
 // which: one table, read by circulation (claim item returned, declare
-// item lost, renew, and the desk's page, which offers only what is
-// allowed) and by circulation-storage (the renewal's write refuses the
-// same statuses in its statement), so the rule has one home.
+// item lost, renew, change the due date, and the desk's page, which
+// offers only what is allowed) and by circulation-storage (the renewal's
+// and the change of due date's writes refuse the same statuses in their
+// statements), so the rule has one home.
 const (
 	LoanActionRenew         = "renew"
 	LoanActionClaimReturned = "claimReturned"
 	LoanActionDeclareLost   = "declareLost"
 	LoanActionCheckIn       = "checkIn"
 	// LoanActionChangeDueDate is a librarian's change of a loan's due
-	// date (FOLIO's change-due-date): judged by the table, and not among
-	// LoanActions, which the desk's page offers.
+	// date (FOLIO's change-due-date).
 	LoanActionChangeDueDate = "changeDueDate"
 )
 
 // LoanActions are the desk's actions, in the order the page shows them.
-var LoanActions = []string{LoanActionRenew, LoanActionClaimReturned, LoanActionDeclareLost, LoanActionCheckIn}
+var LoanActions = []string{LoanActionRenew, LoanActionChangeDueDate, LoanActionClaimReturned, LoanActionDeclareLost, LoanActionCheckIn}
 
 // LoanActionRefusal is why an action is refused for its item's status:
 // FOLIO's code and message.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/schemas"
-	"github.com/checkoutlock/schemas/errs"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/errgroup"
 )
@@ -224,26 +223,40 @@ func (s *Server) openLoans(ctx context.Context, userID string) ([]deskLoan, erro
 	return loans, nil
 }
 
-// overrideOf is how an override would renew a loan refused for refusals:
-// nil unless every refusal names the block that lifts it, as FOLIO's
-// Users app offers an override only then.
-func overrideOf(refusals []*errs.Error, lacks func(block string) []string) *deskOverride {
-	o := &deskOverride{Blocks: []string{}, Allowed: true}
-	for _, e := range refusals {
+// overrideOf is how an override would renew a loan refused for o's
+// refusals: nil unless every refusal names the block that lifts it, as
+// FOLIO's Users app offers an override only then. The due date is asked
+// where the override of the policy's refusals would need it, and sent in
+// renewalDueDateRequiredBlock, the block that carries it.
+func overrideOf(o circulation.RenewalOutlook, lacks func(block string) []string) *deskOverride {
+	out := &deskOverride{Blocks: []string{}, Allowed: true}
+	policys := false
+	for _, e := range o.Refusals {
 		block := schemas.RenewalOverridableBlock(e.Code)
 		if block == "" {
 			return nil
 		}
-		if slices.Contains(o.Blocks, block) {
-			continue
+		if !slices.Contains(out.Blocks, block) {
+			out.Blocks = append(out.Blocks, block)
 		}
-		o.Blocks = append(o.Blocks, block)
-		o.DueDateRequired = o.DueDateRequired || block == schemas.OverrideRenewalDueDateRequiredBlock
-		if missing := lacks(block); len(missing) > 0 && o.Allowed {
-			o.Allowed, o.Reason = false, "Overriding this needs "+schemas.RolesHolding(missing[0])
+		policys = policys || block != schemas.OverridePatronBlock
+	}
+	out.DueDateRequired = policys && o.OverrideNeedsDueDate
+	if out.DueDateRequired && !slices.Contains(out.Blocks, schemas.OverrideRenewalDueDateRequiredBlock) {
+		out.Blocks = append(out.Blocks, schemas.OverrideRenewalDueDateRequiredBlock)
+	}
+	var who []string
+	for _, block := range out.Blocks {
+		for _, p := range lacks(block) {
+			if r := schemas.RolesHolding(p); !slices.Contains(who, r) {
+				who = append(who, r)
+			}
 		}
 	}
-	return o
+	if len(who) > 0 {
+		out.Allowed, out.Reason = false, "Overriding this needs "+strings.Join(who, " and ")
+	}
+	return out
 }
 
 // judgeLoans says what each of a patron's open loans may do: claim,
@@ -289,7 +302,7 @@ func (s *Server) judgeLoans(ctx context.Context, patronBarcode string, loans []d
 				for i, e := range o.Refusals {
 					words[i] = e.Message
 				}
-				l.Actions[schemas.LoanActionRenew] = deskAction{Reason: strings.Join(words, "; "), Override: overrideOf(o.Refusals, lacks)}
+				l.Actions[schemas.LoanActionRenew] = deskAction{Reason: strings.Join(words, "; "), Override: overrideOf(o, lacks)}
 			}
 			return nil
 		})

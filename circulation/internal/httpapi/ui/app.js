@@ -343,37 +343,71 @@ function useTenant(tenant) {
 }
 
 // boot wires the header and the sign-in form and starts the page.
-// askFirst puts a question before an action (the layout's dialog): text,
-// the words of its two buttons, Cancel focused, so Enter or Escape does
-// nothing. Confirmed, yes runs; otherwise no; each question is answered
-// once. One question at a time: a question still open is cancelled first,
-// and a close that arrives while the dialog is open again is that
-// earlier question's, not this one's.
-function askFirst(text, words, yes, no) {
+// ask puts a question before an action (the layout's dialog): text, the
+// words of its buttons (ok, cancel), and the details the action needs,
+// each then required: a reason (comment: the words its field is labelled
+// with) and a date and time (due: {value, min}, in the browser's time).
+// With details, the first is focused and Enter in a field confirms (the
+// confirming button is the form's first); without, Cancel is focused, so
+// Enter or Escape does nothing. Confirmed, yes runs with the reason and
+// the date as an instant (ISO 8601; "" for what was not asked);
+// otherwise no. Each question is answered once. One question at a time:
+// a question still open is cancelled first, and a close that arrives
+// while the dialog is open again is that earlier question's, not this
+// one's; a question the page was cleared under (a sign-out, another
+// tenant) is not answered at all.
+function ask(text, { ok, cancel = "Cancel", comment = "", due = null }, yes, no) {
   const dialog = document.getElementById("confirm-dialog");
   if (dialog.open) dialog.close("cancel");
   document.getElementById("confirm-text").textContent = text;
-  document.getElementById("confirm-ok").textContent = words.ok;
-  document.getElementById("confirm-cancel").textContent = words.cancel || "Cancel";
+  document.getElementById("confirm-ok").textContent = ok;
+  document.getElementById("confirm-cancel").textContent = cancel;
+  const reason = document.getElementById("confirm-comment");
+  const date = document.getElementById("confirm-due");
+  // A field not asked is not a field of the form: disabled, it is
+  // neither required nor read.
+  reason.value = "";
+  reason.disabled = !comment;
+  reason.setCustomValidity("");
+  document.getElementById("confirm-comment-label").textContent = comment;
+  document.getElementById("confirm-comment-field").hidden = !comment;
+  date.value = (due && due.value) || "";
+  date.min = (due && due.min) || "";
+  date.disabled = !due;
+  document.getElementById("confirm-due-field").hidden = !due;
+  const page = questions;
   let answered = false;
   dialog.onclose = () => {
-    if (dialog.open || answered) return;
+    if (dialog.open || answered || page !== questions) return;
     answered = true;
-    if (dialog.returnValue === "ok") yes();
-    else no();
+    if (dialog.returnValue !== "ok") return no();
+    yes(reason.value, date.disabled ? "" : new Date(date.value).toISOString());
   };
   dialog.returnValue = "";
   dialog.showModal();
-  document.getElementById("confirm-cancel").focus();
+  (comment ? reason : due ? date : document.getElementById("confirm-cancel")).focus();
 }
+
+// askFirst asks whether to do an action (ask), with no details.
+function askFirst(text, words, yes, no) {
+  ask(text, words, () => yes(), no);
+}
+
+// questions counts the page's clearings: a question asked before the
+// last is not answered (ask).
+let questions = 0;
 
 function boot(page) {
   // A question left open goes with the data it was about.
   session.page = { start: page.start, clear: () => {
+    questions++;
     const dialog = document.getElementById("confirm-dialog");
     if (dialog.open) dialog.close("cancel");
     page.clear();
   } };
+  // A reason of spaces alone is none.
+  const reason = document.getElementById("confirm-comment");
+  reason.addEventListener("input", () => reason.setCustomValidity(reason.value.trim() ? "" : "Say why"));
   session.tenant = currentTenant();
   localStorage.setItem("tenant", session.tenant);
   showTenantInAddress(session.tenant);

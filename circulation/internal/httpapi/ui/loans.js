@@ -1,12 +1,14 @@
 // The circulation desk's page: find a patron by barcode or name and act
-// on their open loans (renew, claim returned, declare lost, check in),
+// on their open loans (renew, change the due date, claim returned,
+// declare lost, check in),
 // each through circulation's own route. An action is offered only where
 // the server says it would be done (the loan's actions, from the one
 // table the routes refuse by, and the renewal judged against the loan's
 // policy) and the caller's permission allows it; where not, the button
 // is disabled and says why, in words a touch screen shows too. Claim
 // returned, declare lost and check in ask first, naming the item and
-// the patron; Cancel is the default. A renewal refused only for what an
+// the patron, and a change of due date asks the date; Cancel is the
+// default. A renewal refused only for what an
 // override lifts (a patron block, the policy's refusals) is offered to
 // be overridden, as FOLIO's Users app offers it: the librarian says why
 // and, where the policy gives no due date, the due date.
@@ -17,11 +19,18 @@ const FIND = "GET /circulation/patron-loans";
 // actions are the loan actions, keyed as the server's answer keys them
 // (loan.actions), each with the route it calls (whose permission the
 // server answers) and the call it makes; ask is the question a
-// confirmation puts (none: done at once), done says what happened.
+// confirmation puts, details the question that asks for details (the
+// due date) the call sends (neither: done at once), done says what
+// happened.
 const actions = [
   { id: "renew", key: "renew", text: "Renew", route: "POST /circulation/renew-by-barcode",
     call: (p, l, sp) => api("POST", "/circulation/renew-by-barcode", { itemBarcode: l.itemBarcode, userBarcode: p.barcode, servicePointId: sp }),
     done: (l, answer) => `Renewed ${titleOf(l)}: due ${new Date(answer.dueDate).toLocaleString()}.` },
+  { id: "due", key: "changeDueDate", text: "Change due date", route: "POST /circulation/loans/{id}/change-due-date",
+    details: (p, l) => ({ text: `Change the due date of ${itemOf(l)}, on loan to ${patronOf(p)} and due ${new Date(l.dueDate).toLocaleString()}?`,
+      ok: "Change due date", due: { value: localDateTime(new Date(l.dueDate)) } }),
+    call: (p, l, sp, d) => api("POST", `/circulation/loans/${encodeURIComponent(l.id)}/change-due-date`, { dueDate: d.dueDate }),
+    done: (l, answer, d) => `${titleOf(l)} is now due ${new Date(d.dueDate).toLocaleString()}.` },
   { id: "claim", key: "claimReturned", text: "Claim returned", route: "POST /circulation/loans/{id}/claim-item-returned",
     ask: (p, l) => `Record that ${patronOf(p)} says they returned ${itemOf(l)}? The item becomes Claimed returned; the loan stays open.`,
     confirm: "Claim returned",
@@ -179,46 +188,33 @@ function overrideButton(v, p, l) {
   return cell;
 }
 
-// askOverride asks for the override of a refused renewal: what was
+// askOverride asks for the override of a refused renewal (ask): what was
 // refused, naming the item and the patron; why it is overridden (FOLIO
-// keeps the comment with the loan); and the due date where the policy
-// gives none, later than the loan's. Cancel (or Escape) does nothing;
-// overridden, the renewal is sent with FOLIO's overrideBlocks.
+// keeps the comment with the loan); and the due date where the server
+// says the override needs one, later than the loan's. Overridden, the
+// renewal is sent with the blocks the server named (FOLIO's
+// overrideBlocks).
 function askOverride(v, p, l, button) {
   say("status", "", true);
-  const dialog = document.getElementById("override-dialog");
-  if (dialog.open) dialog.close("cancel");
-  document.getElementById("override-text").textContent =
-    `Renewing ${itemOf(l)} for ${patronOf(p)} is refused: ${v.reason}. Renew it through an override?`;
-  const comment = document.getElementById("override-comment");
-  const due = document.getElementById("override-due");
-  comment.value = "";
-  due.value = "";
-  // Not asked, the date is not a field of the form (nor required).
-  due.disabled = !v.override.dueDateRequired;
-  document.getElementById("override-due-field").hidden = !v.override.dueDateRequired;
-  if (l.dueDate) due.min = localDateTime(new Date(l.dueDate));
-  let answered = false;
-  dialog.onclose = () => {
-    if (dialog.open || answered) return;
-    answered = true;
-    if (dialog.returnValue !== "ok") {
-      button.focus();
-      return;
-    }
-    const blocks = { comment: comment.value };
-    for (const b of v.override.blocks) {
-      blocks[b] = b === "renewalDueDateRequiredBlock" ? { dueDate: new Date(due.value).toISOString() } : {};
-    }
-    const sp = document.getElementById("service-point").value;
-    perform("loan " + l.id, button,
-      () => api("POST", "/circulation/renew-by-barcode", { itemBarcode: l.itemBarcode, userBarcode: p.barcode, servicePointId: sp, overrideBlocks: blocks }),
-      (answer) => `Renewed ${titleOf(l)} through an override: due ${new Date(answer.dueDate).toLocaleString()}.`,
-      (err) => `Not done (override the refusal to renew ${titleOf(l)}): ${err.message}`);
-  };
-  dialog.returnValue = "";
-  dialog.showModal();
-  comment.focus();
+  const due = v.override.dueDateRequired ? { min: l.dueDate ? localDateTime(laterMinute(l.dueDate)) : "" } : null;
+  ask(`Renewing ${itemOf(l)} for ${patronOf(p)} is refused: ${v.reason}. Renew it through an override?`,
+    { ok: "Override and renew", comment: "Why (kept with the loan)", due }, (comment, dueDate) => {
+      const blocks = { comment };
+      for (const b of v.override.blocks) {
+        blocks[b] = b === "renewalDueDateRequiredBlock" && dueDate ? { dueDate } : {};
+      }
+      const sp = document.getElementById("service-point").value;
+      perform("loan " + l.id, button,
+        () => api("POST", "/circulation/renew-by-barcode", { itemBarcode: l.itemBarcode, userBarcode: p.barcode, servicePointId: sp, overrideBlocks: blocks }),
+        (answer) => `Renewed ${titleOf(l)} through an override: due ${new Date(answer.dueDate).toLocaleString()}.`,
+        (err) => `Not done (override the refusal to renew ${titleOf(l)}): ${err.message}`);
+    }, () => button.focus());
+}
+
+// laterMinute is the first whole minute after the instant at: the
+// earliest a date field, which holds minutes, can give that is later.
+function laterMinute(at) {
+  return new Date(Math.floor(Date.parse(at) / 60000) * 60000 + 60000);
 }
 
 // localDateTime is d as a datetime-local field holds it: the browser's
@@ -266,10 +262,10 @@ function render(patrons) {
         const b = el("button", { type: "button", class: a.id === "lost" ? "danger" : "secondary", "data-action": a.id, text: a.text,
           "aria-label": `${a.text}: ${titleOf(l)}` });
         const cell = el("div", { class: "desk-action" }, b);
-        if (v.allowed) b.addEventListener("click", () => (a.ask ? confirmAction(a, p, l, b) : act(a, p, l, b)));
+        if (v.allowed) b.addEventListener("click", () => (a.details ? detailAction(a, p, l, b) : a.ask ? confirmAction(a, p, l, b) : act(a, p, l, b)));
         else {
           disable(b, `why-${l.id}-${a.id}`, v.reason, cell);
-          if (v.override && may(a.route)) cell.append(overrideButton(v, p, l));
+          if (v.override) cell.append(overrideButton(v, p, l));
         }
         return cell;
       });
@@ -316,11 +312,7 @@ function renderFees(p) {
       const why = !may(a.route) ? `${a.text} needs ${needs(a.route)}` : a.id === "pay" && methods.length === 0 ?
         "No payment method is set up for this library" : "";
       if (why) {
-        const id = `why-${f.id}-${a.id}`;
-        b.disabled = true;
-        b.title = why;
-        b.setAttribute("aria-describedby", id);
-        cell.append(el("small", { id, class: "desk-reason", text: why }));
+        disable(b, `why-${f.id}-${a.id}`, why, cell);
       } else {
         b.addEventListener("click", () => confirmFee(a, p, f, amount.value.trim(), method.value, b));
       }
@@ -366,10 +358,18 @@ function confirmAction(a, p, l, button) {
   askFirst(a.ask(p, l, spName), { ok: a.confirm }, () => act(a, p, l, button), () => button.focus());
 }
 
-// act does the action on a loan (perform).
-function act(a, p, l, button) {
+// detailAction asks for what an action sends (ask), naming the item and
+// the patron; Cancel (or Escape) does nothing.
+function detailAction(a, p, l, button) {
+  say("status", "", true);
+  const q = a.details(p, l);
+  ask(q.text, q, (comment, dueDate) => act(a, p, l, button, { comment, dueDate }), () => button.focus());
+}
+
+// act does the action on a loan (perform), with the details asked.
+function act(a, p, l, button, details = {}) {
   const sp = document.getElementById("service-point").value;
-  return perform("loan " + l.id, button, () => a.call(p, l, sp), (answer) => a.done(l, answer),
+  return perform("loan " + l.id, button, () => a.call(p, l, sp, details), (answer) => a.done(l, answer, details),
     (err) => `Not done (${a.text.toLowerCase()} ${titleOf(l)}): ${err.message}`);
 }
 
@@ -408,8 +408,6 @@ let generation = 0;
 
 function clear() {
   generation++;
-  const dialog = document.getElementById("override-dialog");
-  if (dialog.open) dialog.close("cancel");
   document.getElementById("results").replaceChildren();
   say("status", "", true);
 }
