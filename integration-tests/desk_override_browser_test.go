@@ -10,6 +10,7 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
@@ -206,9 +207,9 @@ func TestTheDeskOverridesARefusedRenewal(t *testing.T) {
 // TestTheDeskChangesADueDate: on the desk's page, in Chromium in New
 // York's time, a librarian changes a loan's due date as FOLIO's Users app
 // does: the question names the item, the patron and the date it is due,
-// the date field holding it; cancelled, nothing is written; confirmed,
-// the loan is due at the date typed (read as New York's time), its action
-// dueDateChanged. An item declared lost keeps its date: the change is not
+// the date field holding it; cancelled, or confirmed with Enter as it
+// stands, nothing is written; confirmed, the loan is due at the date
+// typed (read as New York's time), its action dueDateChanged. An item declared lost keeps its date: the change is not
 // offered, for the route's reason.
 func TestTheDeskChangesADueDate(t *testing.T) {
 	t.Parallel()
@@ -276,6 +277,19 @@ func TestTheDeskChangesADueDate(t *testing.T) {
 	waitUntil(t, ctx, "the question cancelled, the focus back on the button", `!`+confirmDialog+`.open && document.activeElement === `+button(items[0]))
 	if now, action := due(items[0]); !now.Equal(was) || action != "checkedout" {
 		t.Errorf("after the change was cancelled the loan is due %s, %s", now, action)
+	}
+
+	// Confirmed as it stands, with Enter in the date: the date the loan
+	// has (to the millisecond, though the field shows minutes), so nothing
+	// is written.
+	press()
+	if err := chromedp.Run(ctx, chromedp.SendKeys("#confirm-due", kb.Enter, chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	deskSays(t, ctx, "the change confirmed unchanged", "Item "+items[0]+" is now due "+
+		evaluate[string](t, ctx, `new Date(`+jsString(was.Format(time.RFC3339Nano))+`).toLocaleString()`)+".")
+	if now, action := due(items[0]); !now.Equal(was) || action != "checkedout" {
+		t.Errorf("after the change was confirmed unchanged the loan is due %s, %s; want %s, checkedout", now, action, was)
 	}
 
 	// Two days earlier, at 9:15 in New York.

@@ -75,15 +75,7 @@ func TestTheDeskActsOnAPatronsLoans(t *testing.T) {
 			t.Fatalf("%s of %s: the status reads %q, want %q…", action, item, textOf(t, ctx, "#status"), status)
 		}
 	}
-	loan := func(item string) map[string]any {
-		t.Helper()
-		var page struct{ Loans []map[string]any }
-		c.Do(c.Storage, "GET", "/loan-storage/loans?itemId="+itemID(t, c, item), nil).Want(t, http.StatusOK).Decode(t, &page)
-		if len(page.Loans) != 1 {
-			t.Fatalf("item %s has %d loans", item, len(page.Loans))
-		}
-		return page.Loans[0]
-	}
+	loan := func(item string) map[string]any { t.Helper(); return loanOf(t, c, item) }
 	press(items[0], "renew", "Renewed ")
 	if l := loan(items[0]); l["renewalCount"] != float64(1) || l["action"] != "renewed" {
 		t.Errorf("the renewed loan: %v", l)

@@ -346,9 +346,10 @@ function useTenant(tenant) {
 // ask puts a question before an action (the layout's dialog): text, the
 // words of its buttons (ok, cancel), and the details the action needs,
 // each then required: a reason (comment: the words its field is labelled
-// with) and a date and time (due: {value, min}, in the browser's time).
-// With details, the first is focused and Enter in a field confirms (the
-// confirming button is the form's first); without, Cancel is focused, so
+// with) and a date and time (due: {value, min, at}, in the browser's
+// time; at is the instant value stands for, to the millisecond, sent as
+// it is when the value is left alone). With details, the first is
+// focused and Enter in the date confirms; without, Cancel is focused, so
 // Enter or Escape does nothing. Confirmed, yes runs with the reason and
 // the date as an instant (ISO 8601; "" for what was not asked);
 // otherwise no. Each question is answered once. One question at a time:
@@ -381,7 +382,7 @@ function ask(text, { ok, cancel = "Cancel", comment = "", due = null }, yes, no)
     if (dialog.open || answered || page !== questions) return;
     answered = true;
     if (dialog.returnValue !== "ok") return no();
-    yes(reason.value, date.disabled ? "" : new Date(date.value).toISOString());
+    yes(reason.value, date.disabled ? "" : due.at && date.value === due.value ? due.at : new Date(date.value).toISOString());
   };
   dialog.returnValue = "";
   dialog.showModal();
@@ -408,6 +409,13 @@ function boot(page) {
   // A reason of spaces alone is none.
   const reason = document.getElementById("confirm-comment");
   reason.addEventListener("input", () => reason.setCustomValidity(reason.value.trim() ? "" : "Say why"));
+  // Enter in the date confirms, as the form's fields allow: Cancel, the
+  // form's first button, would take an implicit submission.
+  document.getElementById("confirm-due").addEventListener("keydown", (ev) => {
+    if (ev.key !== "Enter") return;
+    ev.preventDefault();
+    document.getElementById("confirm-form").requestSubmit(document.getElementById("confirm-ok"));
+  });
   session.tenant = currentTenant();
   localStorage.setItem("tenant", session.tenant);
   showTenantInAddress(session.tenant);

@@ -28,7 +28,7 @@ const actions = [
     done: (l, answer) => `Renewed ${titleOf(l)}: due ${new Date(answer.dueDate).toLocaleString()}.` },
   { id: "due", key: "changeDueDate", text: "Change due date", route: "POST /circulation/loans/{id}/change-due-date",
     details: (p, l) => ({ text: `Change the due date of ${itemOf(l)}, on loan to ${patronOf(p)} and due ${new Date(l.dueDate).toLocaleString()}?`,
-      ok: "Change due date", due: { value: localDateTime(new Date(l.dueDate)) } }),
+      ok: "Change due date", due: { value: localDateTime(new Date(l.dueDate)), at: l.dueDate } }),
     call: (p, l, sp, d) => api("POST", `/circulation/loans/${encodeURIComponent(l.id)}/change-due-date`, { dueDate: d.dueDate }),
     done: (l, answer, d) => `${titleOf(l)} is now due ${new Date(d.dueDate).toLocaleString()}.` },
   { id: "claim", key: "claimReturned", text: "Claim returned", route: "POST /circulation/loans/{id}/claim-item-returned",
