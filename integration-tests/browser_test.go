@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
-	"github.com/chromedp/chromedp/kb"
 	"github.com/google/uuid"
 
 	"github.com/checkoutlock/integration-tests/harness"
@@ -209,7 +209,24 @@ func pageState(ctx context.Context) string {
 // that a page refreshing itself (the lock console, every second) has just
 // moved.
 func press(selector string) chromedp.Action {
-	return chromedp.SendKeys(selector, kb.Enter, chromedp.ByQuery)
+	return enter(selector)
+}
+
+// enter focuses the element selector names and presses Enter on it as a
+// keyboard does: one key-down carrying the key's text, so a handler that
+// takes the key-down (preventDefault) takes the key press with it, and a
+// key-up. (chromedp's SendKeys sends the text as an event of its own,
+// which reaches whatever the key-down's handler has moved the focus to.)
+func enter(selector string) chromedp.Action {
+	key := func(typ input.KeyType) *input.DispatchKeyEventParams {
+		return input.DispatchKeyEvent(typ).WithKey("Enter").WithCode("Enter").
+			WithWindowsVirtualKeyCode(13).WithNativeVirtualKeyCode(13)
+	}
+	return chromedp.Tasks{
+		chromedp.Focus(selector, chromedp.ByQuery, chromedp.NodeVisible),
+		key(input.KeyDown).WithText("\r").WithUnmodifiedText("\r"),
+		key(input.KeyUp),
+	}
 }
 
 // phoneWidth narrows the page to a phone's 390 px and says whether

@@ -259,13 +259,13 @@ func overrideOf(o circulation.RenewalOutlook, lacks func(block string) []string)
 	return out
 }
 
-// judgeLoans says what each of a patron's open loans may do: claim,
-// declare lost and check in by the item's status (schemas' table of loan
-// actions, the one the routes refuse by); renew as RenewByBarcode would
-// judge it now, from the same read, so a renewal offered is one the route
-// does and a renewal refused is refused in the route's words; where an
-// override lifts every refusal, how (deskOverride), with the permissions
-// the caller lacks for it (lacks).
+// judgeLoans says what each of a patron's open loans may do: change its
+// due date, claim, declare lost and check in by the item's status
+// (schemas' table of loan actions, the one the routes refuse by); renew
+// as RenewByBarcode would judge it now, from the same read, so a renewal
+// offered is one the route does and a renewal refused is refused in the
+// route's words; where an override lifts every refusal, how
+// (deskOverride), with the permissions the caller lacks for it (lacks).
 func (s *Server) judgeLoans(ctx context.Context, patronBarcode string, loans []deskLoan, lacks func(block string) []string) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(deskJudged)

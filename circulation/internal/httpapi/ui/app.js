@@ -342,7 +342,6 @@ function useTenant(tenant) {
   whoIsSignedIn(reason);
 }
 
-// boot wires the header and the sign-in form and starts the page.
 // ask puts a question before an action (the layout's dialog): text, the
 // words of its buttons (ok, cancel), and the details the action needs,
 // each then required: a reason (comment: the words its field is labelled
@@ -352,14 +351,22 @@ function useTenant(tenant) {
 // focused and Enter in the date confirms; without, Cancel is focused, so
 // Enter or Escape does nothing. Confirmed, yes runs with the reason and
 // the date as an instant (ISO 8601; "" for what was not asked);
-// otherwise no. Each question is answered once. One question at a time:
-// a question still open is cancelled first, and a close that arrives
-// while the dialog is open again is that earlier question's, not this
-// one's; a question the page was cleared under (a sign-out, another
-// tenant) is not answered at all.
+// otherwise no. Each question is answered once, as its dialog closed,
+// even when the next is asked before the browser reports that close. One
+// question at a time: a question still open when the next is asked is
+// not answered; nor is one the page was cleared under (a sign-out,
+// another tenant).
 function ask(text, { ok, cancel = "Cancel", comment = "", due = null }, yes, no) {
   const dialog = document.getElementById("confirm-dialog");
-  if (dialog.open) dialog.close("cancel");
+  // A question still open is replaced, unanswered; one answered whose
+  // close the browser has not yet reported (a key's or a click's next
+  // event asking again) is answered now, before its fields are reused.
+  if (dialog.open) {
+    answering = null;
+    dialog.close("cancel");
+  } else if (answering) {
+    answering();
+  }
   document.getElementById("confirm-text").textContent = text;
   document.getElementById("confirm-ok").textContent = ok;
   document.getElementById("confirm-cancel").textContent = cancel;
@@ -377,13 +384,17 @@ function ask(text, { ok, cancel = "Cancel", comment = "", due = null }, yes, no)
   date.disabled = !due;
   document.getElementById("confirm-due-field").hidden = !due;
   const page = questions;
-  let answered = false;
-  dialog.onclose = () => {
-    if (dialog.open || answered || page !== questions) return;
-    answered = true;
+  const answer = () => {
+    if (answering !== answer) return;
+    answering = null;
+    if (page !== questions) return;
     if (dialog.returnValue !== "ok") return no();
     yes(reason.value, date.disabled ? "" : due.at && date.value === due.value ? due.at : new Date(date.value).toISOString());
   };
+  answering = answer;
+  // A close reported while the dialog is open again is an earlier
+  // question's, answered or replaced already.
+  dialog.onclose = () => { if (!dialog.open) answer(); };
   dialog.returnValue = "";
   dialog.showModal();
   (comment ? reason : due ? date : document.getElementById("confirm-cancel")).focus();
@@ -398,6 +409,11 @@ function askFirst(text, words, yes, no) {
 // last is not answered (ask).
 let questions = 0;
 
+// answering answers the question last asked, once, as its dialog closed;
+// null once answered or replaced (ask).
+let answering = null;
+
+// boot wires the header and the sign-in form and starts the page.
 function boot(page) {
   // A question left open goes with the data it was about.
   session.page = { start: page.start, clear: () => {
