@@ -352,20 +352,23 @@ function useTenant(tenant) {
 // Enter or Escape does nothing. Confirmed, yes runs with the reason and
 // the date as an instant (ISO 8601; "" for what was not asked);
 // otherwise no. Each question is answered once, as its dialog closed,
-// even when the next is asked before the browser reports that close. One
-// question at a time: a question still open when the next is asked is
-// not answered; nor is one the page was cleared under (a sign-out,
-// another tenant).
+// even when the next is asked before the browser reports that close (the
+// next is then not asked if the first was confirmed). One question at a
+// time: a question still open when the next is asked is not answered;
+// nor is one the page was cleared under (a sign-out, another tenant).
 function ask(text, { ok, cancel = "Cancel", comment = "", due = null }, yes, no) {
   const dialog = document.getElementById("confirm-dialog");
   // A question still open is replaced, unanswered; one answered whose
   // close the browser has not yet reported (a key's or a click's next
-  // event asking again) is answered now, before its fields are reused.
+  // event asking again) is answered now, before its fields are reused,
+  // and if it was confirmed, this one is not asked: it is of what the
+  // page showed before the action now under way, after which the page
+  // draws again.
   if (dialog.open) {
     answering = null;
     dialog.close("cancel");
-  } else if (answering) {
-    answering();
+  } else if (answering && answering()) {
+    return;
   }
   document.getElementById("confirm-text").textContent = text;
   document.getElementById("confirm-ok").textContent = ok;
@@ -385,11 +388,15 @@ function ask(text, { ok, cancel = "Cancel", comment = "", due = null }, yes, no)
   document.getElementById("confirm-due-field").hidden = !due;
   const page = questions;
   const answer = () => {
-    if (answering !== answer) return;
+    if (answering !== answer) return false;
     answering = null;
-    if (page !== questions) return;
-    if (dialog.returnValue !== "ok") return no();
+    if (page !== questions) return false;
+    if (dialog.returnValue !== "ok") {
+      no();
+      return false;
+    }
     yes(reason.value, date.disabled ? "" : due.at && date.value === due.value ? due.at : new Date(date.value).toISOString());
+    return true;
   };
   answering = answer;
   // A close reported while the dialog is open again is an earlier
@@ -409,8 +416,9 @@ function askFirst(text, words, yes, no) {
 // last is not answered (ask).
 let questions = 0;
 
-// answering answers the question last asked, once, as its dialog closed;
-// null once answered or replaced (ask).
+// answering answers the question last asked, once, as its dialog closed,
+// and says whether it was confirmed; null once answered or replaced
+// (ask).
 let answering = null;
 
 // boot wires the header and the sign-in form and starts the page.
