@@ -16,6 +16,12 @@ type CheckInRequest struct {
 	ServicePointID string
 	// CheckInDate defaults to now.
 	CheckInDate time.Time
+	// ClaimedReturnedResolution is how the library resolved the claim
+	// of an item claimed returned (FOLIO's claimedReturnedResolution,
+	// "" for none): it decides the loan's action
+	// (schemas.CheckInAction), and with it whether the overdue fine is
+	// charged.
+	ClaimedReturnedResolution string
 }
 
 // CheckInResult is what a check-in left of the item and its queue, and
@@ -126,7 +132,9 @@ func (s *Service) checkInOnce(ctx context.Context, req CheckInRequest) (CheckInR
 		return CheckInResult{Returned: returned, Loan: closed}, nil
 	}
 	loan.Status = schemas.LoanClosed
-	loan.Action = "checkedin"
+	// The item's status at the version read, which the write is fenced
+	// by: a claim resolved is a claim still standing.
+	loan.Action = schemas.CheckInAction(item.Status, req.ClaimedReturnedResolution)
 	// Never returned before it was lent: a check-in dated that near its
 	// loan is the loan's own, returned when it was lent; one dated well
 	// before it comes from before the loan, and storage's write closes

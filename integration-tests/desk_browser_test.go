@@ -43,7 +43,9 @@ const deskButtonsScript = `[...document.querySelectorAll("#results tbody tr")].f
 // what the route answers when called directly; every button it enables is
 // pressed in some state and is done. Claim returned, declare lost and
 // check in ask first, naming the item and the patron, with Cancel
-// focused: cancelled, nothing is written. The table's columns keep their
+// focused: cancelled, nothing is written. The check-in of an item claimed
+// returned asks how the claim is resolved, and is not sent without it;
+// found by the library, the loan says so. The table's columns keep their
 // widths through every action; at 1280 px a barcode is on one line, and
 // at neither width is the page wider than the screen.
 func TestTheDeskOffersOnlyWhatTheServerDoes(t *testing.T) {
@@ -287,7 +289,31 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	confirmed(items[2], "claim", "the claim of the item lost", "Item "+items[2]+" is claimed returned.")
 	check("claims and losses crossed")
 	confirmed(items[1], "checkin", "the check-in of the item lost", "Item "+items[1]+" is checked in.")
-	confirmed(items[2], "checkin", "the check-in of the item claimed", "Item "+items[2]+" is checked in.")
+	// The check-in of an item claimed returned asks how the claim is
+	// resolved, the server's resolutions offered, none chosen, the
+	// choice focused; confirmed without one, it is not sent.
+	press(items[2], "checkin")
+	waitUntil(t, ctx, "the check-in's question of the item claimed", confirmDialog+`.open`)
+	if got, want := textOf(t, ctx, "#confirm-text"), "Check in “Item "+items[2]+"” (barcode "+items[2]+"), claimed returned by "+who+
+		", at Annex desk? The loan is closed. Was it found by the library (no overdue fine) or returned by the patron?"; got != want {
+		t.Errorf("the check-in of the item claimed asks %q, want %q", got, want)
+	}
+	if got := evaluate[[]string](t, ctx, `[document.activeElement.id, document.getElementById("confirm-choice").value,
+		...[...document.getElementById("confirm-choice").options].map((o) => o.value)]`); !slices.Equal(got,
+		[]string{"confirm-choice", "", "", "Found by library", "Returned by patron"}) {
+		t.Errorf("the claim's resolution asked: focus, value and options %q", got)
+	}
+	if got := evaluate[bool](t, ctx, `document.getElementById("confirm-ok").click(), `+confirmDialog+`.open`); !got {
+		t.Errorf("the check-in of the item claimed, confirmed with no resolution chosen, closed the question")
+	}
+	if err := chromedp.Run(ctx, chromedp.SetValue("#confirm-choice", "Found by library", chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	answer("confirm-ok")
+	done("the check-in of the item claimed", "Item "+items[2]+" is checked in.")
+	if got := deskLoanState(t, c, items[2]); got != "Closed checkedInFoundByLibrary 0, item Available" {
+		t.Errorf("the item claimed, checked in as found by the library: %s", got)
+	}
 	waitUntil(t, ctx, "the loans checked in kept in their rows, closed", `document.querySelectorAll("#results tbody tr").length === 9 &&
 		document.querySelectorAll("#results tbody tr.closed").length === 4`)
 

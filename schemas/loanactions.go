@@ -1,5 +1,10 @@
 package schemas
 
+import (
+	"maps"
+	"slices"
+)
+
 // The desk's actions on an open loan, and which item statuses refuse
 // which: one table, read by circulation (claim item returned, declare
 // item lost, renew, change the due date, and the desk's page, which
@@ -75,4 +80,54 @@ func LoanActionRefusedStatuses(action string) map[string]LoanActionRefusal {
 		out[status] = r
 	}
 	return out
+}
+
+// A check-in's loan actions (FOLIO's LoanAction): checkedin, or, when the
+// item was claimed returned and the check-in says how the library
+// resolved the claim (its claimedReturnedResolution), that resolution's.
+const (
+	LoanCheckedIn                 = "checkedin"
+	LoanCheckedInFoundByLibrary   = "checkedInFoundByLibrary"
+	LoanCheckedInReturnedByPatron = "checkedInReturnedByPatron"
+)
+
+// claimResolutions are the resolutions of a claim a check-in takes
+// (check-in-by-barcode-request.json's enum, held to this table by
+// TestTheClaimResolutionsAreTheSchemas) and the loan action each records.
+var claimResolutions = map[string]string{
+	"Found by library":   LoanCheckedInFoundByLibrary,
+	"Returned by patron": LoanCheckedInReturnedByPatron,
+}
+
+// ClaimResolutions are the resolutions a check-in takes, in order: what
+// the desk's page offers.
+func ClaimResolutions() []string {
+	return slices.Sorted(maps.Keys(claimResolutions))
+}
+
+// CheckInAction is the loan action of a check-in of an item whose status
+// is itemStatus, the claim resolved as resolution ("" for none): the
+// resolution's when the item is claimed returned, else checkedin. A
+// resolution resolves a claim and nothing else (FOLIO's LoanCheckInService);
+// a check-in of a claimed returned item without one is taken as a
+// return (a kiosk's, a book drop's).
+func CheckInAction(itemStatus, resolution string) string {
+	if action, ok := claimResolutions[resolution]; ok && itemStatus == ItemClaimedReturned {
+		return action
+	}
+	return LoanCheckedIn
+}
+
+// ResolvesClaim says whether a check-in recording action resolves a claim:
+// storage's write records it only of an item claimed returned.
+func ResolvesClaim(action string) bool {
+	return action == LoanCheckedInFoundByLibrary || action == LoanCheckedInReturnedByPatron
+}
+
+// CheckInChargesOverdueFine says whether a check-in recording action
+// charges an overdue loan its fine: every check-in but one resolving a
+// claim as found by the library, which the patron had returned as they
+// said (FOLIO's OverdueFineService).
+func CheckInChargesOverdueFine(action string) bool {
+	return action != LoanCheckedInFoundByLibrary
 }

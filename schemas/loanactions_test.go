@@ -1,6 +1,10 @@
 package schemas
 
-import "testing"
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
 
 // TestLoanActionsTable: every desk action is in the table; a renewal is
 // refused in the lost and claimed-returned statuses with FOLIO's codes, a
@@ -48,5 +52,46 @@ func TestLoanActionsTable(t *testing.T) {
 	}
 	if got := LoanActionRefusedStatuses(LoanActionRenew); len(got) != 3 {
 		t.Errorf("the statuses a renewal is refused in: %v, want the three of FOLIO's RenewalValidator", got)
+	}
+}
+
+// TestTheClaimResolutionsAreTheSchemas: the resolutions a check-in's body
+// may name are the table's, and each records its own action only for an
+// item claimed returned; only the library's finding waives the overdue
+// fine.
+func TestTheClaimResolutionsAreTheSchemas(t *testing.T) {
+	raw, err := files.ReadFile("check-in-by-barcode-request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Properties struct {
+			ClaimedReturnedResolution struct{ Enum []string }
+		}
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := slices.Sorted(slices.Values(doc.Properties.ClaimedReturnedResolution.Enum)), ClaimResolutions(); !slices.Equal(got, want) {
+		t.Fatalf("the schema's resolutions %q, the table's %q", got, want)
+	}
+	for _, c := range []struct{ status, resolution, action string }{
+		{ItemClaimedReturned, "Found by library", LoanCheckedInFoundByLibrary},
+		{ItemClaimedReturned, "Returned by patron", LoanCheckedInReturnedByPatron},
+		{ItemClaimedReturned, "", LoanCheckedIn},
+		{ItemCheckedOut, "Found by library", LoanCheckedIn},
+		{ItemDeclaredLost, "Returned by patron", LoanCheckedIn},
+	} {
+		if got := CheckInAction(c.status, c.resolution); got != c.action {
+			t.Errorf("CheckInAction(%q, %q) = %q, want %q", c.status, c.resolution, got, c.action)
+		}
+	}
+	for action, charges := range map[string]bool{LoanCheckedIn: true, LoanCheckedInReturnedByPatron: true, LoanCheckedInFoundByLibrary: false} {
+		if CheckInChargesOverdueFine(action) != charges {
+			t.Errorf("CheckInChargesOverdueFine(%q) = %v, want %v", action, !charges, charges)
+		}
+		if ResolvesClaim(action) != (action != LoanCheckedIn) {
+			t.Errorf("ResolvesClaim(%q) = %v", action, !(action != LoanCheckedIn))
+		}
 	}
 }

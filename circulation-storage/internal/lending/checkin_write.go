@@ -93,13 +93,20 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 			written.ReturnedBeforeLoan = open
 			return json.Marshal(written)
 		}
+		action := record.FieldValue(w.Loan, "action")
+		if err := claimStands(ctx, tx, t, action, itemID); err != nil {
+			return nil, err
+		}
 		// The loan's fees, from the loan as it stands before the check-in:
-		// a lost item's given back, an overdue loan's fine.
+		// a lost item's given back, an overdue loan's fine (none when the
+		// library found the item the patron said they returned).
 		if err := feesfines.SettleLostItemReturned(ctx, tx, t, w.LoanID); err != nil {
 			return nil, err
 		}
-		if err := feesfines.ChargeOverdueFine(ctx, tx, t, w.LoanID, record.FieldValue(w.Loan, "returnDate"), servicePointID); err != nil {
-			return nil, err
+		if schemas.CheckInChargesOverdueFine(action) {
+			if err := feesfines.ChargeOverdueFine(ctx, tx, t, w.LoanID, record.FieldValue(w.Loan, "returnDate"), servicePointID); err != nil {
+				return nil, err
+			}
 		}
 		r, err := requests.ReturnItem(ctx, tx, t, itemID, w.ItemVersion, servicePointID)
 		if err != nil {
@@ -124,6 +131,29 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 		s.events.Event(storage.EventReturnedBeforeLoan)
 	}
 	return written, err
+}
+
+// itemStatusNowSQL is the status of the item $1 of the tenant $2, its row
+// held by the write.
+var itemStatusNowSQL = postgres.WithTables(`SELECT status_name FROM %s WHERE tenant_id = $2 AND id = $1::uuid`, postgres.TableItem)
+
+// claimStands refuses a check-in recording action that resolves a claim
+// (schemas.ResolvesClaim) of the item itemID when the item, its row held
+// by the write, is not claimed returned: a resolution waives no fine of
+// an item nobody claimed.
+func claimStands(ctx context.Context, tx pgx.Tx, t storage.Tenant, action, itemID string) error {
+	if !schemas.ResolvesClaim(action) {
+		return nil
+	}
+	var status string
+	if err := tx.QueryRow(ctx, itemStatusNowSQL, itemID, string(t)).Scan(&status); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return postgres.Interpret(err, t)
+	}
+	if status != schemas.ItemClaimedReturned {
+		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
+			"action: %s resolves a claim, and item %s is not claimed returned; nothing was written", action, itemID).With("action", action)
+	}
+	return nil
 }
 
 // returnedBeforeLoan is the loan w closes, as stored, when w is dated

@@ -112,7 +112,10 @@ func (s *Server) patronLoans(c echo.Context) error {
 		// the names of the ways a fee/fine is paid here.
 		Currency       string   `json:"currency"`
 		PaymentMethods []string `json:"paymentMethods"`
-	}{Patrons: []deskPatron{}, PaymentMethods: []string{}}
+		// ClaimResolutions are how a claim is resolved when its item is
+		// checked in (FOLIO's claimedReturnedResolution).
+		ClaimResolutions []string `json:"claimResolutions"`
+	}{Patrons: []deskPatron{}, PaymentMethods: []string{}, ClaimResolutions: schemas.ClaimResolutions()}
 	for _, f := range found[:min(len(found), deskPatrons)] {
 		p := deskPatron{ID: f.ID, Barcode: f.Barcode, Name: fullName(f.Personal, ""), Loans: []deskLoan{}, FeesFines: []summaryFeeJSON{}}
 		if p.Loans, err = s.openLoans(ctx, f.ID); err != nil {

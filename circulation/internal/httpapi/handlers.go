@@ -474,6 +474,8 @@ func (s *Server) checkIn(c echo.Context) error {
 		ItemBarcode    string `json:"itemBarcode"`
 		ServicePointID string `json:"servicePointId"`
 		CheckInDate    string `json:"checkInDate"`
+		// Resolution is one of the schema's enum, or "".
+		Resolution string `json:"claimedReturnedResolution"`
 	}
 	if err := s.bind(c, &req); err != nil {
 		return err
@@ -483,7 +485,7 @@ func (s *Server) checkIn(c echo.Context) error {
 		return err
 	}
 	res, err := s.svc.Circulation.CheckIn(c.Request().Context(), circulation.CheckInRequest{
-		ItemBarcode: req.ItemBarcode, ServicePointID: req.ServicePointID, CheckInDate: checkInDate,
+		ItemBarcode: req.ItemBarcode, ServicePointID: req.ServicePointID, CheckInDate: checkInDate, ClaimedReturnedResolution: req.Resolution,
 	})
 	if err != nil {
 		return err

@@ -347,16 +347,17 @@ function useTenant(tenant) {
 // each then required: a reason (comment: the words its field is labelled
 // with) and a date and time (due: {value, min, at}, in the browser's
 // time; at is the instant value stands for, to the millisecond, sent as
-// it is when the value is left alone). With details, the first is
-// focused and Enter in the date confirms; without, Cancel is focused, so
-// Enter or Escape does nothing. Confirmed, yes runs with the reason and
-// the date as an instant (ISO 8601; "" for what was not asked);
-// otherwise no. Each question is answered once, as its dialog closed,
+// it is when the value is left alone) and one of a choice's options
+// (choice: {label, options}, none chosen at first). With details, the
+// first is focused and Enter in the date confirms; without, Cancel is
+// focused, so Enter or Escape does nothing. Confirmed, yes runs with the
+// reason, the date as an instant (ISO 8601) and the option chosen (""
+// for what was not asked); otherwise no. Each question is answered once, as its dialog closed,
 // even when the next is asked before the browser reports that close (the
 // next is then not asked if the first was confirmed). One question at a
 // time: a question still open when the next is asked is not answered;
 // nor is one the page was cleared under (a sign-out, another tenant).
-function ask(text, { ok, cancel = "Cancel", comment = "", due = null }, yes, no) {
+function ask(text, { ok, cancel = "Cancel", comment = "", due = null, choice = null }, yes, no) {
   const dialog = document.getElementById("confirm-dialog");
   // A question still open is replaced, unanswered; one answered whose
   // close the browser has not yet reported (a key's or a click's next
@@ -386,6 +387,12 @@ function ask(text, { ok, cancel = "Cancel", comment = "", due = null }, yes, no)
   date.min = (due && due.min) || "";
   date.disabled = !due;
   document.getElementById("confirm-due-field").hidden = !due;
+  // A choice starts unchosen: the librarian picks one of its options.
+  const picked = document.getElementById("confirm-choice");
+  picked.replaceChildren(new Option("Choose…", ""), ...((choice && choice.options) || []).map((o) => new Option(o, o)));
+  picked.disabled = !choice;
+  document.getElementById("confirm-choice-label").textContent = (choice && choice.label) || "";
+  document.getElementById("confirm-choice-field").hidden = !choice;
   const page = questions;
   const answer = () => {
     if (answering !== answer) return false;
@@ -395,7 +402,8 @@ function ask(text, { ok, cancel = "Cancel", comment = "", due = null }, yes, no)
       no();
       return false;
     }
-    yes(reason.value, date.disabled ? "" : due.at && date.value === due.value ? due.at : new Date(date.value).toISOString());
+    yes(reason.value, date.disabled ? "" : due.at && date.value === due.value ? due.at : new Date(date.value).toISOString(),
+      picked.disabled ? "" : picked.value);
     return true;
   };
   answering = answer;
@@ -404,7 +412,7 @@ function ask(text, { ok, cancel = "Cancel", comment = "", due = null }, yes, no)
   dialog.onclose = () => { if (!dialog.open) answer(); };
   dialog.returnValue = "";
   dialog.showModal();
-  (comment ? reason : due ? date : document.getElementById("confirm-cancel")).focus();
+  (comment ? reason : due ? date : choice ? picked : document.getElementById("confirm-cancel")).focus();
 }
 
 // askFirst asks whether to do an action (ask), with no details.

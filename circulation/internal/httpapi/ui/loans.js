@@ -7,7 +7,8 @@
 // policy) and the caller's permission allows it; where not, the button
 // is disabled and says why, in words a touch screen shows too. Claim
 // returned, declare lost and check in ask first, naming the item and
-// the patron, and a change of due date asks the date; Cancel is the
+// the patron, a change of due date asks the date and a check-in of an
+// item claimed returned how the claim is resolved; Cancel is the
 // default. A renewal refused only for what an
 // override lifts (a patron block, the policy's refusals) is offered to
 // be overridden, as FOLIO's Users app offers it: the librarian says why
@@ -20,8 +21,8 @@ const FIND = "GET /circulation/patron-loans";
 // (loan.actions), each with the route it calls (whose permission the
 // server answers) and the call it makes; ask is the question a
 // confirmation puts, details the question that asks for details (the
-// due date) the call sends (neither: done at once), done says what
-// happened.
+// due date, a claim's resolution; null where the loan needs none) the
+// call sends (neither: done at once), done says what happened.
 const actions = [
   { id: "renew", key: "renew", text: "Renew", route: "POST /circulation/renew-by-barcode",
     call: (p, l, sp) => api("POST", "/circulation/renew-by-barcode", { itemBarcode: l.itemBarcode, userBarcode: p.barcode, servicePointId: sp }),
@@ -44,7 +45,14 @@ const actions = [
   { id: "checkin", key: "checkIn", text: "Check in", route: "POST /circulation/check-in-by-barcode",
     ask: (p, l, spName) => `Check in ${itemOf(l)}, on loan to ${patronOf(p)}, at ${spName}? The loan is closed.`,
     confirm: "Check in",
-    call: (p, l, sp) => api("POST", "/circulation/check-in-by-barcode", { itemBarcode: l.itemBarcode, servicePointId: sp }),
+    // An item claimed returned is checked in with its claim resolved:
+    // the librarian says how (FOLIO's claimedReturnedResolution, which
+    // decides whether the overdue fine is charged).
+    details: (p, l, spName) => l.itemStatus !== "Claimed returned" ? null : {
+      text: `Check in ${itemOf(l)}, claimed returned by ${patronOf(p)}, at ${spName}? The loan is closed. Was it found by the library (no overdue fine) or returned by the patron?`,
+      ok: "Check in", choice: { label: "Claim resolved", options: claimResolutions } },
+    call: (p, l, sp, d) => api("POST", "/circulation/check-in-by-barcode",
+      { itemBarcode: l.itemBarcode, servicePointId: sp, ...(d.resolution ? { claimedReturnedResolution: d.resolution } : {}) }),
     done: (l) => `${titleOf(l)} is checked in.` },
 ];
 
@@ -75,6 +83,10 @@ const feeColumns = ["Fee/fine", "Item", "Charged", "Remaining", "Pay or waive"];
 // payment is taken.
 let currency = "USD";
 let methods = [];
+
+// claimResolutions are how a claim is resolved at its item's check-in,
+// as the server says.
+let claimResolutions = [];
 
 // money is an amount (a decimal as the server writes it) in the library's
 // currency, for people: the amount itself is sent as typed.
@@ -127,6 +139,7 @@ async function find({ keepRows = false } = {}) {
     showServicePoints(answer.servicePoints);
     currency = answer.currency || "USD";
     methods = answer.paymentMethods || [];
+    claimResolutions = answer.claimResolutions || [];
     render(keepRows ? inShownOrder(answer.patrons) : answer.patrons);
     if (answer.patrons.length === 0) say("status", `No patron has the barcode or the name “${text}”.`, false);
   } catch (err) {
@@ -353,17 +366,23 @@ function confirmAction(a, p, l, button) {
   // A message belongs to the action that caused it: a new question
   // clears the last answer.
   say("status", "", true);
+  askFirst(a.ask(p, l, servicePointName()), { ok: a.confirm }, () => act(a, p, l, button), () => button.focus());
+}
+
+// servicePointName is the name of the service point chosen.
+function servicePointName() {
   const select = document.getElementById("service-point");
-  const spName = select.selectedOptions.length ? select.selectedOptions[0].textContent : "no service point";
-  askFirst(a.ask(p, l, spName), { ok: a.confirm }, () => act(a, p, l, button), () => button.focus());
+  return select.selectedOptions.length ? select.selectedOptions[0].textContent : "no service point";
 }
 
 // detailAction asks for what an action sends (ask), naming the item and
-// the patron; Cancel (or Escape) does nothing.
+// the patron; Cancel (or Escape) does nothing. An action that needs no
+// details for this loan (details answers null) is confirmed as asked.
 function detailAction(a, p, l, button) {
+  const q = a.details(p, l, servicePointName());
+  if (!q) return confirmAction(a, p, l, button);
   say("status", "", true);
-  const q = a.details(p, l);
-  ask(q.text, q, (comment, dueDate) => act(a, p, l, button, { comment, dueDate }), () => button.focus());
+  ask(q.text, q, (comment, dueDate, resolution) => act(a, p, l, button, { comment, dueDate, resolution }), () => button.focus());
 }
 
 // act does the action on a loan (perform), with the details asked.
