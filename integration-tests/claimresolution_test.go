@@ -19,9 +19,11 @@ import (
 // resolution of an item nobody claimed resolves nothing: it is checked in
 // and fined as without one (FOLIO waives the fine:
 // shouldNotCreateOverdueFineWithResolutionFoundByLibrary), and storage
-// refuses a resolution's action for it sent directly. A resolution
-// FOLIO does not know is refused in the envelope, changing nothing; a
-// claimed returned item checked in without one, as a kiosk's return.
+// refuses a resolution's action for it sent directly (at the item's
+// version; at an earlier one, the version's fence answers first). A
+// resolution FOLIO does not know is refused in the envelope, changing
+// nothing; a claimed returned item is checked in without one, as a
+// kiosk's return.
 func TestAClaimIsResolvedAtCheckIn(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, Storages: 1, FeatureOn: true})
@@ -130,9 +132,18 @@ func TestAClaimIsResolvedAtCheckIn(t *testing.T) {
 	delete(doc, "metadata")
 	doc["status"], doc["action"], doc["returnDate"] = map[string]any{"name": schemas.LoanClosed}, schemas.LoanCheckedInFoundByLibrary, "2020-01-25T12:00:00.000Z"
 	doc["checkinServicePointId"] = harness.ServicePoint
+	// Read at an earlier version of the item, the write is fenced by it
+	// first: 409, to be read again, not a refusal of the resolution.
+	r = c.DoWith(c.Storage, "PUT", fmt.Sprint("/loan-storage/loans/", loan["id"]), doc,
+		c.HeadersWith(schemas.HeaderCheckInItemVersion, strconv.Itoa(item.Version-1))).Want(t, http.StatusConflict)
+	if codes := r.ErrorCodes(); len(codes) != 1 || codes[0] != schemas.CodeVersionConflict {
+		t.Fatalf("storage's check-in at an earlier version of the item: %s", r.Body)
+	}
 	r = c.DoWith(c.Storage, "PUT", fmt.Sprint("/loan-storage/loans/", loan["id"]), doc,
 		c.HeadersWith(schemas.HeaderCheckInItemVersion, strconv.Itoa(item.Version))).Want(t, http.StatusUnprocessableEntity)
-	if codes := r.ErrorCodes(); len(codes) != 1 || codes[0] != schemas.CodeValidation {
+	env.Errors = nil
+	if r.Decode(t, &env); len(env.Errors) != 1 || env.Errors[0].Code != schemas.CodeValidation || len(env.Errors[0].Parameters) != 1 ||
+		env.Errors[0].Parameters[0].Key != "action" || env.Errors[0].Parameters[0].Value != schemas.LoanCheckedInFoundByLibrary {
 		t.Fatalf("storage's check-in resolving no claim: %s", r.Body)
 	}
 	if status, action, itemStatus := stored(loan); status != schemas.LoanOpen || action != "checkedout" || itemStatus != schemas.ItemCheckedOut {
