@@ -99,20 +99,31 @@ var claimResolutions = map[string]string{
 	"Returned by patron": LoanCheckedInReturnedByPatron,
 }
 
-// ClaimResolutions are the resolutions a check-in takes, in order: what
-// the desk's page offers.
-func ClaimResolutions() []string {
+// ClaimStands says whether an item of itemStatus stands claimed
+// returned: what a check-in's resolution resolves, and storage's write
+// judges again.
+func ClaimStands(itemStatus string) bool {
+	return itemStatus == ItemClaimedReturned
+}
+
+// ClaimResolutions are the resolutions a check-in of an item of
+// itemStatus takes, in order: none unless its claim stands. The desk's
+// page asks the librarian one of them.
+func ClaimResolutions(itemStatus string) []string {
+	if !ClaimStands(itemStatus) {
+		return nil
+	}
 	return slices.Sorted(maps.Keys(claimResolutions))
 }
 
 // CheckInAction is the loan action of a check-in of an item whose status
 // is itemStatus, the claim resolved as resolution ("" for none): the
-// resolution's when the item is claimed returned, else checkedin. A
-// resolution resolves a claim and nothing else (FOLIO's LoanCheckInService);
-// a check-in of a claimed returned item without one is taken as a
-// return (a kiosk's, a book drop's).
+// resolution's when the item's claim stands, else checkedin. A
+// resolution resolves a claim and nothing else (FOLIO's
+// LoanCheckInService); a check-in of a claimed returned item without one
+// is taken as a return (a kiosk's, a book drop's).
 func CheckInAction(itemStatus, resolution string) string {
-	if action, ok := claimResolutions[resolution]; ok && itemStatus == ItemClaimedReturned {
+	if action, ok := claimResolutions[resolution]; ok && ClaimStands(itemStatus) {
 		return action
 	}
 	return LoanCheckedIn

@@ -56,9 +56,9 @@ func TestLoanActionsTable(t *testing.T) {
 }
 
 // TestTheClaimResolutionsAreTheSchemas: the resolutions a check-in's body
-// may name are the table's, and each records its own action only for an
-// item claimed returned; only the library's finding waives the overdue
-// fine.
+// may name are the table's, asked only of an item claimed returned, and
+// each records its own action only for such an item; only the library's
+// finding waives the overdue fine.
 func TestTheClaimResolutionsAreTheSchemas(t *testing.T) {
 	raw, err := files.ReadFile("check-in-by-barcode-request.json")
 	if err != nil {
@@ -72,8 +72,13 @@ func TestTheClaimResolutionsAreTheSchemas(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := slices.Sorted(slices.Values(doc.Properties.ClaimedReturnedResolution.Enum)), ClaimResolutions(); !slices.Equal(got, want) {
+	if got, want := slices.Sorted(slices.Values(doc.Properties.ClaimedReturnedResolution.Enum)), ClaimResolutions(ItemClaimedReturned); !slices.Equal(got, want) {
 		t.Fatalf("the schema's resolutions %q, the table's %q", got, want)
+	}
+	for _, status := range []string{ItemCheckedOut, ItemDeclaredLost, ItemAgedToLost, ItemAvailable} {
+		if got := ClaimResolutions(status); got != nil {
+			t.Errorf("a check-in of an item %s is asked to resolve a claim: %q", status, got)
+		}
 	}
 	for _, c := range []struct{ status, resolution, action string }{
 		{ItemClaimedReturned, "Found by library", LoanCheckedInFoundByLibrary},

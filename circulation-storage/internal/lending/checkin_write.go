@@ -94,7 +94,7 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 			return json.Marshal(written)
 		}
 		action := record.FieldValue(w.Loan, "action")
-		if err := claimStands(ctx, tx, t, action, itemID, w.ItemVersion); err != nil {
+		if err := claimResolvable(ctx, tx, t, action, itemID, w.ItemVersion); err != nil {
 			return nil, err
 		}
 		// The loan's fees, from the loan as it stands before the check-in:
@@ -137,14 +137,14 @@ func (s *Loans) CheckInLoan(ctx context.Context, t storage.Tenant, w storage.Che
 // tenant $2, its row held by the write.
 var itemStatusNowSQL = postgres.WithTables(`SELECT status_name, version FROM %s WHERE tenant_id = $2 AND id = $1::uuid`, postgres.TableItem)
 
-// claimStands refuses a check-in recording action that resolves a claim
+// claimResolvable refuses a check-in recording action that resolves a claim
 // (schemas.ResolvesClaim) of the item itemID when the item, its row held
 // by the write and at the version the check-in read (version), is not
 // claimed returned: a resolution waives no fine of an item nobody
 // claimed. An item gone or changed since is the version's fence to
 // answer (the check-in then reads it again), not a refusal of the
 // resolution.
-func claimStands(ctx context.Context, tx pgx.Tx, t storage.Tenant, action, itemID string, version int) error {
+func claimResolvable(ctx context.Context, tx pgx.Tx, t storage.Tenant, action, itemID string, version int) error {
 	if !schemas.ResolvesClaim(action) {
 		return nil
 	}
@@ -156,7 +156,7 @@ func claimStands(ctx context.Context, tx pgx.Tx, t storage.Tenant, action, itemI
 	case err != nil:
 		return postgres.Interpret(err, t)
 	}
-	if stored == version && status != schemas.ItemClaimedReturned {
+	if stored == version && !schemas.ClaimStands(status) {
 		return errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
 			"action: %s resolves a claim, and item %s is not claimed returned; nothing was written", action, itemID).With("action", action)
 	}

@@ -50,6 +50,10 @@ type deskAction struct {
 	Allowed  bool          `json:"allowed"`
 	Reason   string        `json:"reason,omitempty"`
 	Override *deskOverride `json:"override,omitempty"`
+	// Resolutions are a check-in's of an item whose claim stands: how
+	// the claim may be resolved (FOLIO's claimedReturnedResolution),
+	// one of which the page asks.
+	Resolutions []string `json:"resolutions,omitempty"`
 }
 
 // deskOverride is a refused renewal's override (FOLIO's overrideBlocks):
@@ -112,10 +116,7 @@ func (s *Server) patronLoans(c echo.Context) error {
 		// the names of the ways a fee/fine is paid here.
 		Currency       string   `json:"currency"`
 		PaymentMethods []string `json:"paymentMethods"`
-		// ClaimResolutions are how a claim is resolved when its item is
-		// checked in (FOLIO's claimedReturnedResolution).
-		ClaimResolutions []string `json:"claimResolutions"`
-	}{Patrons: []deskPatron{}, PaymentMethods: []string{}, ClaimResolutions: schemas.ClaimResolutions()}
+	}{Patrons: []deskPatron{}, PaymentMethods: []string{}}
 	for _, f := range found[:min(len(found), deskPatrons)] {
 		p := deskPatron{ID: f.ID, Barcode: f.Barcode, Name: fullName(f.Personal, ""), Loans: []deskLoan{}, FeesFines: []summaryFeeJSON{}}
 		if p.Loans, err = s.openLoans(ctx, f.ID); err != nil {
@@ -281,6 +282,10 @@ func (s *Server) judgeLoans(ctx context.Context, patronBarcode string, loans []d
 			} else {
 				l.Actions[a] = deskAction{Allowed: true}
 			}
+		}
+		if in := l.Actions[schemas.LoanActionCheckIn]; in.Allowed {
+			in.Resolutions = schemas.ClaimResolutions(l.ItemStatus)
+			l.Actions[schemas.LoanActionCheckIn] = in
 		}
 		l.RenewalsLeft = 0
 		if l.ItemBarcode == "" || patronBarcode == "" {

@@ -48,9 +48,9 @@ const actions = [
     // An item claimed returned is checked in with its claim resolved:
     // the librarian says how (FOLIO's claimedReturnedResolution, which
     // decides whether the overdue fine is charged).
-    details: (p, l, spName) => l.itemStatus !== "Claimed returned" ? null : {
+    details: (p, l, spName) => !(l.actions.checkIn.resolutions || []).length ? null : {
       text: `Check in ${itemOf(l)}, claimed returned by ${patronOf(p)}, at ${spName}? The loan is closed. Was it found by the library (no overdue fine) or returned by the patron?`,
-      ok: "Check in", choice: { label: "Claim resolved", options: claimResolutions } },
+      ok: "Check in", choice: { label: "Claim resolved", options: l.actions.checkIn.resolutions } },
     call: (p, l, sp, d) => api("POST", "/circulation/check-in-by-barcode",
       { itemBarcode: l.itemBarcode, servicePointId: sp, ...(d.resolution ? { claimedReturnedResolution: d.resolution } : {}) }),
     done: (l) => `${titleOf(l)} is checked in.` },
@@ -83,10 +83,6 @@ const feeColumns = ["Fee/fine", "Item", "Charged", "Remaining", "Pay or waive"];
 // payment is taken.
 let currency = "USD";
 let methods = [];
-
-// claimResolutions are how a claim is resolved at its item's check-in,
-// as the server says.
-let claimResolutions = [];
 
 // money is an amount (a decimal as the server writes it) in the library's
 // currency, for people: the amount itself is sent as typed.
@@ -139,7 +135,6 @@ async function find({ keepRows = false } = {}) {
     showServicePoints(answer.servicePoints);
     currency = answer.currency || "USD";
     methods = answer.paymentMethods || [];
-    claimResolutions = answer.claimResolutions || [];
     render(keepRows ? inShownOrder(answer.patrons) : answer.patrons);
     if (answer.patrons.length === 0) say("status", `No patron has the barcode or the name “${text}”.`, false);
   } catch (err) {
