@@ -309,6 +309,9 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	if err := chromedp.Run(ctx, chromedp.SetValue("#confirm-choice", "Found by library", chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
+	if width == 390 {
+		screenshot(t, ctx, "desk-claim-390.png")
+	}
 	answer("confirm-ok")
 	done("the check-in of the item claimed", "Item "+items[2]+" is checked in.")
 	if got := deskLoanState(t, c, items[2]); got != "Closed checkedInFoundByLibrary 0, item Available" {

@@ -132,7 +132,12 @@ func CheckInAction(itemStatus, resolution string) string {
 // ResolvesClaim says whether a check-in recording action resolves a claim:
 // storage's write records it only of an item claimed returned.
 func ResolvesClaim(action string) bool {
-	return action == LoanCheckedInFoundByLibrary || action == LoanCheckedInReturnedByPatron
+	for _, resolved := range claimResolutions {
+		if action == resolved {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckInChargesOverdueFine says whether a check-in recording action

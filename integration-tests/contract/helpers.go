@@ -126,8 +126,8 @@ func checkInReq(loan map[string]any, itemVersion string) request {
 	for k, v := range loan {
 		closed[k] = v
 	}
-	closed["status"] = map[string]any{"name": "Closed"}
-	closed["action"] = "checkedin"
+	closed["status"] = map[string]any{"name": schemas.LoanClosed}
+	closed["action"] = schemas.LoanCheckedIn
 	closed["returnDate"] = schemas.FormatTime(time.Now())
 	return request{method: http.MethodPut, path: "/loan-storage/loans/" + loan["id"].(string), body: closed,
 		headers: map[string]string{schemas.HeaderCheckInItemVersion: itemVersion}}

@@ -590,7 +590,7 @@ func (w *workload) fencedWrite(s *harness.Process, lk *locker, lockID string) (w
 		return false, false
 	}
 	lk.version++
-	loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": "Closed"}, "checkedin", schemas.FormatTime(now)
+	loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": schemas.LoanClosed}, schemas.LoanCheckedIn, schemas.FormatTime(now)
 	if r := w.c.DoWith(s, "PUT", "/loan-storage/loans/"+loanID, loan, w.c.HeadersWith(schemas.HeaderCheckInItemVersion,
 		strconv.Itoa(lk.version))); r.Status == http.StatusOK {
 		lk.version++
@@ -622,7 +622,7 @@ func (w *workload) syncItem(s *harness.Process, lk *locker) bool {
 			return false
 		}
 		loan := page.Loans[0]
-		loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": "Closed"}, "checkedin", schemas.FormatTime(time.Now())
+		loan["status"], loan["action"], loan["returnDate"] = map[string]any{"name": schemas.LoanClosed}, schemas.LoanCheckedIn, schemas.FormatTime(time.Now())
 		if r := w.c.DoWith(s, "PUT", "/loan-storage/loans/"+loan["id"].(string), loan, w.c.HeadersWith(schemas.HeaderCheckInItemVersion,
 			strconv.Itoa(item.Version))); r.Status != http.StatusOK {
 			return false

@@ -231,7 +231,7 @@ func money(now time.Time) []seed {
 			"loanDate": at(now), "dueDate": at(now.AddDate(0, 0, 21)), "action": "checkedout", "status": map[string]any{"name": schemas.LoanOpen},
 			"loanPolicyId": PolicyStandard, "checkoutServicePointId": ServicePointDesk2, "renewalCount": 0}},
 		{storage.Loans, ID("loan-" + HanasBooks[1]), map[string]any{"userId": ID("1008"), "itemId": ID(HanasBooks[1]),
-			"loanDate": at(lent), "dueDate": at(due), "returnDate": at(back), "action": "checkedin", "status": map[string]any{"name": schemas.LoanClosed},
+			"loanDate": at(lent), "dueDate": at(due), "returnDate": at(back), "action": schemas.LoanCheckedIn, "status": map[string]any{"name": schemas.LoanClosed},
 			"loanPolicyId": PolicyStandard, "checkoutServicePointId": ServicePointDesk2, "checkinServicePointId": ServicePointDesk2}},
 		{storage.FeeFineAccounts, ID("fine-" + HanasBooks[1]), map[string]any{"amount": json.Number("7.50"), "remaining": json.Number("7.50"),
 			"status": map[string]any{"name": schemas.FeeFineOpen}, "paymentStatus": map[string]any{"name": schemas.PaymentStatusOutstanding},

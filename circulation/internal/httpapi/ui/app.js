@@ -352,9 +352,10 @@ function useTenant(tenant) {
 // first is focused and Enter in the date confirms; without, Cancel is
 // focused, so Enter or Escape does nothing. Confirmed, yes runs with the
 // reason, the date as an instant (ISO 8601) and the option chosen (""
-// for what was not asked); otherwise no. Each question is answered once, as its dialog closed,
-// even when the next is asked before the browser reports that close (the
-// next is then not asked if the first was confirmed). One question at a
+// for what was not asked); otherwise no. Each question is answered
+// once, as its dialog closed, even when the next is asked before the
+// browser reports that close (the next is then not asked if the first
+// was confirmed). One question at a
 // time: a question still open when the next is asked is not answered;
 // nor is one the page was cleared under (a sign-out, another tenant).
 function ask(text, { ok, cancel = "Cancel", comment = "", due = null, choice = null }, yes, no) {
