@@ -60,6 +60,7 @@ func TestTheDeskOffersOnlyWhatTheServerDoes(t *testing.T) {
 	// A second desk, first by name though made after the harness's.
 	c.Do(c.Storage, "POST", "/service-points", map[string]any{"name": "Annex desk", "code": "annex",
 		"discoveryDisplayName": "Annex"}).Want(t, http.StatusCreated)
+	changePolicy(t, c, lib, map[string]any{"name": deskPolicyName})
 	for i, width := range []int{1280, 390} {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			renewable(t, c, lib, map[string]any{"numberAllowed": 1, "renewFromId": "CURRENT_DUE_DATE"})
@@ -84,6 +85,10 @@ func TestTheDeskOffersOnlyWhatTheServerDoes(t *testing.T) {
 	}
 }
 
+// deskPolicyName is the desk's loan policy's name, as long as a
+// library's.
+const deskPolicyName = "Undergraduate: three items, renewable once"
+
 // name gives a patron a first and a last name, through storage.
 func name(t *testing.T, c *harness.Cluster, id, first, last string) {
 	t.Helper()
@@ -92,6 +97,23 @@ func name(t *testing.T, c *harness.Cluster, id, first, last string) {
 	delete(u, "metadata")
 	u["personal"] = map[string]any{"firstName": first, "lastName": last}
 	c.Do(c.Storage, "PUT", "/users/"+id, u).Want(t, http.StatusNoContent)
+}
+
+// brokenWords are the words of the elements sel finds (each holding
+// text alone) that are broken across lines: a word drawn in one box is
+// whole.
+func brokenWords(t *testing.T, ctx context.Context, sel string) []string {
+	t.Helper()
+	return evaluate[[]string](t, ctx, `[...document.querySelectorAll(`+jsString(sel)+`)].flatMap((s) => {
+		const text = s.firstChild, out = [], word = /\S+/g;
+		for (let m; text && (m = word.exec(text.data));) {
+			const r = document.createRange();
+			r.setStart(text, m.index);
+			r.setEnd(text, m.index + m[0].length);
+			if (r.getClientRects().length !== 1) out.push(m[0]);
+		}
+		return out;
+	})`)
 }
 
 // deskLoanState is what storage holds of an item's loan: its action and
@@ -201,6 +223,15 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 				t.Errorf("%s: the barcodes' lines %v, want each on one line", state, lines)
 			}
 		}
+		// A loan's policy named, and no word of it or of its renewals
+		// broken across lines.
+		names := evaluate[[]string](t, ctx, `[...document.querySelectorAll("#results td .policy")].map((s) => s.textContent)`)
+		if len(names) == 0 || slices.Contains(names, "") {
+			t.Errorf("%s: the loans' policies named %q", state, names)
+		}
+		if broken := brokenWords(t, ctx, "#results td .renewals, #results td .policy"); len(broken) > 0 {
+			t.Errorf("%s: the words %q of the renewals broken across lines", state, broken)
+		}
 		if w := evaluate[int](t, ctx, `document.documentElement.scrollWidth`); w > width {
 			t.Errorf("%s: the page is %d px wide at %d px", state, w, width)
 		}
@@ -214,7 +245,7 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 		return evaluate[string](t, ctx, row(item)+`.cells[`+fmt.Sprint(i)+`].innerText`)
 	}
 	check("all checked out")
-	if got := strings.Fields(cell(items[0], 3)); strings.Join(got, " ") != "0 used · 1 left limited" {
+	if got := strings.Fields(cell(items[0], 3)); strings.Join(got, " ") != "0 used · 1 left "+deskPolicyName {
 		t.Errorf("the renewals of a loan not renewed: %q, want 0 used, 1 left, and the policy's name", got)
 	}
 
@@ -248,7 +279,7 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	if got := reason(items[0], "renew"); got != "loan at maximum renewal number" {
 		t.Errorf("the renewal past the limit is disabled for %q", got)
 	}
-	if got := strings.Join(strings.Fields(cell(items[0], 3)), " "); got != "1 used · 0 left limited" {
+	if got := strings.Join(strings.Fields(cell(items[0], 3)), " "); got != "1 used · 0 left "+deskPolicyName {
 		t.Errorf("the renewals of a loan renewed to the limit: %q", got)
 	}
 	for _, item := range items[6:8] {
@@ -330,7 +361,7 @@ func deskWalk(t *testing.T, c *harness.Cluster, lib harness.Library, patron stri
 	if got := reason(items[4], "renew"); got != "loan is not renewable" {
 		t.Errorf("a renewal under a policy that does not renew is disabled for %q", got)
 	}
-	if got := strings.Join(strings.Fields(cell(items[4], 3)), " "); got != "0 used · not renewable limited" {
+	if got := strings.Join(strings.Fields(cell(items[4], 3)), " "); got != "0 used · not renewable "+deskPolicyName {
 		t.Errorf("the renewals of a loan under a policy that does not renew: %q", got)
 	}
 	confirmed(items[4], "lost", "the declaration under a policy that does not renew", "Item "+items[4]+" is declared lost.")

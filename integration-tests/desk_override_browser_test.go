@@ -192,6 +192,11 @@ func TestTheDeskOverridesARefusedRenewal(t *testing.T) {
 	d := before.DueDate.In(zone).AddDate(0, 0, 3)
 	chosen := time.Date(d.Year(), d.Month(), d.Day(), 17, 30, 0, 0, zone)
 	screenshot(t, ctx, "desk-override-390.png")
+	// A short policy's name beside a long count of renewals, at 390 px:
+	// no word of either broken across lines.
+	if broken := brokenWords(t, ctx, "#results td .renewals, #results td .policy"); len(broken) > 0 {
+		t.Errorf("the words %q of the renewals broken across lines", broken)
+	}
 	override(items[2], "Thesis deadline", chosen.Format("2006-01-02T15:04"), "Renewed Item "+items[2]+" through an override: due ")
 	if got, want := loan(items[2]), `renewedThroughOverride 1 "Thesis deadline"`; got != want {
 		t.Errorf("the loan overridden under a policy that does not renew: %s, want %s", got, want)

@@ -285,9 +285,12 @@ function render(patrons) {
         el("td", { "data-label": loanColumns[0], text: what }),
         el("td", { "data-label": loanColumns[1], class: "barcode", text: l.itemBarcode || "" }),
         el("td", { "data-label": loanColumns[2], text: due }),
-        el("td", { "data-label": loanColumns[3] },
-          el("span", { class: "renewals", text: renewalsText(l) }),
-          el("span", { class: "policy", text: l.loanPolicyName || "" })),
+        // One box for the count and the policy, a space between: as a
+        // card's two flex items they would split its width, breaking
+        // words.
+        el("td", { "data-label": loanColumns[3] }, el("div", {},
+          el("span", { class: "renewals", text: renewalsText(l) }), " ",
+          el("span", { class: "policy", text: l.loanPolicyName || "" }))),
         el("td", { "data-label": loanColumns[4] }, el("div", { class: "desk-actions" }, ...cells)));
     });
     // Fixed widths (app.css, the desk page's block): the columns stay put
