@@ -87,7 +87,7 @@ func TestTheDeskOffersOnlyWhatTheServerDoes(t *testing.T) {
 
 // deskPolicyName is the desk's loan policy's name, as long as a
 // library's.
-const deskPolicyName = "Undergraduate: three items, renewable once"
+const deskPolicyName = "Graduates: three items, renewable once, no holds"
 
 // name gives a patron a first and a last name, through storage.
 func name(t *testing.T, c *harness.Cluster, id, first, last string) {
@@ -101,19 +101,27 @@ func name(t *testing.T, c *harness.Cluster, id, first, last string) {
 
 // brokenWords are the words of the elements sel finds (each holding
 // text alone) that are broken across lines: a word drawn in one box is
-// whole.
+// whole. It fails t when sel finds nothing.
 func brokenWords(t *testing.T, ctx context.Context, sel string) []string {
 	t.Helper()
-	return evaluate[[]string](t, ctx, `[...document.querySelectorAll(`+jsString(sel)+`)].flatMap((s) => {
-		const text = s.firstChild, out = [], word = /\S+/g;
-		for (let m; text && (m = word.exec(text.data));) {
-			const r = document.createRange();
-			r.setStart(text, m.index);
-			r.setEnd(text, m.index + m[0].length);
-			if (r.getClientRects().length !== 1) out.push(m[0]);
-		}
-		return out;
-	})`)
+	got := evaluate[struct {
+		Found  int
+		Broken []string
+	}](t, ctx, `(() => { const found = document.querySelectorAll(`+jsString(sel)+`);
+		return { found: found.length, broken: [...found].flatMap((s) => {
+			const text = s.firstChild, out = [], word = /\S+/g;
+			for (let m; text && (m = word.exec(text.data));) {
+				const r = document.createRange();
+				r.setStart(text, m.index);
+				r.setEnd(text, m.index + m[0].length);
+				if (r.getClientRects().length !== 1) out.push(m[0]);
+			}
+			return out;
+		}) }; })()`)
+	if got.Found == 0 {
+		t.Errorf("nothing found by %s to look for broken words in", sel)
+	}
+	return got.Broken
 }
 
 // deskLoanState is what storage holds of an item's loan: its action and

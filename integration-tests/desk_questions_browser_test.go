@@ -52,6 +52,11 @@ func TestADeskQuestionLeavesNothingBehind(t *testing.T) {
 	}
 	waitUntil(t, first, "the question closed by Escape", `!`+confirmDialog+`.open`)
 	waitUntil(t, first, "the focus back on the check-in", `document.activeElement === `+checkIn)
+	// A check-in sent would be under way: its button disabled and the
+	// loans busy from the moment it is sent.
+	if sent := evaluate[bool](t, first, checkIn+`.disabled || document.getElementById("results").hasAttribute("aria-busy")`); sent {
+		t.Errorf("the check-in escaped is under way")
+	}
 	if got := textOf(t, first, "#status"); got != "" {
 		t.Errorf("the page, the question escaped, says %q", got)
 	}
