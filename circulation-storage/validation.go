@@ -51,6 +51,9 @@ type CheckOutStore interface {
 	// ReadForCheckOut gathers the records for a check-out of itemBarcode
 	// to userBarcode.
 	ReadForCheckOut(ctx context.Context, t Tenant, itemBarcode, userBarcode string) (CheckOutRecords, error)
+	// ReadForCheckOutByID is ReadForCheckOut with the item and the patron
+	// named by their ids, as a renewal by id names them.
+	ReadForCheckOutByID(ctx context.Context, t Tenant, itemID, userID string) (CheckOutRecords, error)
 	// ReadPatronSummary gathers what a self-check machine shows the patron
 	// with userBarcode.
 	ReadPatronSummary(ctx context.Context, t Tenant, userBarcode string) (PatronSummary, error)

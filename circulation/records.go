@@ -390,10 +390,10 @@ type Storage interface {
 	// ReadForCheckOut reads, in one call, everything validating a check-out
 	// of itemBarcode to userBarcode needs.
 	ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode string) (CheckOutReads, error)
+	// ReadForCheckOutByID is ReadForCheckOut's read of the item itemID and
+	// the patron userID, named by their ids: either may have no barcode.
+	ReadForCheckOutByID(ctx context.Context, itemID, userID string) (CheckOutReads, error)
 	ItemByBarcode(ctx context.Context, barcode string) (Item, error)
-	// PatronBarcodeByID is the barcode of the patron with id ("" for a
-	// patron without one); found is false when there is no such patron.
-	PatronBarcodeByID(ctx context.Context, id string) (barcode string, found bool, err error)
 	// PatronSummary reads, in one call, what a self-check machine shows the
 	// patron with barcode.
 	PatronSummary(ctx context.Context, barcode string) (PatronRecords, error)

@@ -124,60 +124,25 @@ func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewRe
 
 // RenewByID renews the loan of the item req.ItemID to the patron
 // req.UserID, as mod-circulation's RenewByIdResource does (mod-patron's
-// renewals, a patron's from the discovery layer): the item read by its id
-// (none: "No item with ID"), then, as FOLIO judges, its open loan (none:
-// "No open loan") and whose it is (another's, or no patron with that id:
-// "Cannot renew item checked out to different user"); then validation's
-// one read by the item's and the patron's barcodes, and the renewal judged
-// and written as RenewByBarcode's, its refusals naming the ids. The
-// caller names the patron by id, as FOLIO's modules and the desk do, not
-// a kiosk: it gives no PIN and its answer names the borrower (req.Access
-// is not asked). An item or a patron without a barcode is refused:
-// validation reads by barcodes. A barcode that named another item or
-// patron by the time validation read it (given to another meanwhile) is
-// CodeItemChanged, nothing written: the caller asks again.
+// renewals, a patron's from the discovery layer): validation's one read,
+// the item and the patron named by their ids (either may have no
+// barcode), judged as FOLIO judges: the item (none: "No item with ID"),
+// its open loan (none: "No open loan") and whose it is (another's, or no
+// patron with that id: "Cannot renew item checked out to different
+// user"); then the renewal judged and written as RenewByBarcode's, its
+// refusals naming the ids. The caller names the patron by id, as FOLIO's
+// modules and the desk do, not a kiosk: it gives no PIN and its answer
+// names the borrower (req.Access is not asked).
 func (s *Service) RenewByID(ctx context.Context, req RenewRequest) (RenewResult, error) {
 	ctx = identified(ctx)
 	req.Access = PatronAccess{Details: true}
-	item, err := s.storage.ItemByID(ctx, req.ItemID)
-	if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
+	reads, err := s.storage.ReadForCheckOutByID(ctx, req.ItemID, req.UserID)
+	if err != nil {
+		return RenewResult{}, err
+	}
+	if reads.Item == nil {
 		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeItemNotFound, "No item with ID %s exists", req.ItemID).
 			With("itemId", req.ItemID))
-	} else if err != nil {
-		return RenewResult{}, err
-	}
-	userBarcode, found, err := s.storage.PatronBarcodeByID(ctx, req.UserID)
-	if err != nil {
-		return RenewResult{}, err
-	}
-	if !found {
-		// No such patron holds no loan: the item's open loan, or its
-		// absence, is the refusal, as FOLIO finds it.
-		loan, open, err := s.storage.OpenLoanForItem(ctx, item.ID)
-		if err != nil {
-			return RenewResult{}, err
-		}
-		reads := CheckOutReads{Item: &item}
-		if open {
-			reads.OpenLoanOf = &OpenLoan{ID: loan.ID, UserID: loan.UserID}
-		}
-		_, refusals := judgeRenewal(reads, req, schemas.WireTime(s.now()))
-		return RenewResult{}, &errs.Refusal{Errors: refusals}
-	}
-	if item.Barcode == "" || userBarcode == "" {
-		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeValidation,
-			"A renewal by id needs the item's and the patron's barcodes; this item or patron has none").
-			With("itemId", req.ItemID).With("userId", req.UserID))
-	}
-	req.ItemBarcode, req.UserBarcode = item.Barcode, userBarcode
-	reads, err := s.storage.ReadForCheckOut(ctx, req.ItemBarcode, req.UserBarcode)
-	if err != nil {
-		return RenewResult{}, err
-	}
-	if reads.Item == nil || reads.Item.ID != req.ItemID || reads.Patron == nil || reads.Patron.ID != req.UserID {
-		return RenewResult{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
-			"The item's or the patron's barcode changed while the renewal read them; nothing was changed, try again").
-			With("itemId", req.ItemID).With("userId", req.UserID)
 	}
 	return s.renewRead(ctx, req, reads)
 }

@@ -3,6 +3,7 @@ package contract
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -617,6 +618,42 @@ var cases = []testCase{
 				s.t.Errorf("validation's lock settings %v, want the entry as stored: %v", ls, items)
 			}
 		},
+	},
+	{
+		name: "validation by ids reads what validation by barcodes reads",
+		given: func(s *session) request {
+			r := s.seed()
+			s.checkOut()
+			s.keep("by barcodes", s.step("validation by barcodes", validationReq(r.ItemBarcode, r.PatronBarcode),
+				want{status: http.StatusOK, schema: "check-out-validation.json"}).decode(s.t))
+			return validationByIDReq(strings.ToUpper(r.ItemID), r.PatronID)
+		},
+		want: want{status: http.StatusOK, schema: "check-out-validation.json"},
+		then: func(s *session, got response) {
+			v := got.decode(s.t)
+			if user, _ := v["user"].(map[string]any); user["id"] != s.rec.PatronID || !reflect.DeepEqual(v, s.kept("by barcodes")) {
+				s.t.Errorf("validation by ids answered %v, want what validation by barcodes answered: %v", v, s.kept("by barcodes"))
+			}
+		},
+	},
+	{
+		name: "validation naming the item by id and the patron by barcode is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			return request{method: http.MethodGet, path: "/check-out-storage/validation?" +
+				url.Values{"itemId": {r.ItemID}, "userBarcode": {r.PatronBarcode}}.Encode()}
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeInvalidParameter, params: map[string]string{"userBarcode": ""}},
+	},
+	{
+		name: "validation by ids without the patron's, or by an id not a UUID, is refused",
+		given: func(s *session) request {
+			r := s.seed()
+			s.step("validation without userId", request{method: http.MethodGet, path: "/check-out-storage/validation?itemId=" + r.ItemID},
+				want{status: http.StatusUnprocessableEntity, code: schemas.CodeInvalidParameter, params: map[string]string{"userId": ""}})
+			return validationByIDReq(r.ItemID, r.PatronBarcode)
+		},
+		want: want{status: http.StatusUnprocessableEntity, code: schemas.CodeInvalidParameter, params: map[string]string{"userId": ""}},
 	},
 	{
 		name: "validation without a user barcode is refused",

@@ -108,6 +108,13 @@ func validationReq(itemBarcode, userBarcode string) request {
 		url.Values{"itemBarcode": {itemBarcode}, "userBarcode": {userBarcode}}.Encode()}
 }
 
+// validationByIDReq asks for what validationReq does, the item and the
+// patron named by their ids.
+func validationByIDReq(itemID, userID string) request {
+	return request{method: http.MethodGet, path: "/check-out-storage/validation?" +
+		url.Values{"itemId": {itemID}, "userId": {userID}}.Encode()}
+}
+
 // patronReq asks for what a self-check machine shows a patron.
 func patronReq(userBarcode string) request {
 	return request{method: http.MethodGet, path: "/check-out-storage/patron?" + url.Values{"userBarcode": {userBarcode}}.Encode()}

@@ -134,22 +134,37 @@ type itemLimitJSON struct {
 }
 
 // validateCheckOut answers, in one call, everything validating a check-out
-// by barcode reads: the patron, the item, the item's open loan, the loan
+// or a renewal reads: the patron, the item, the item's open loan, the loan
 // policy the rules choose with the chosen rule's criteria, and the
-// patron's open loans counted as that policy's item limit counts them.
+// patron's open loans counted as that policy's item limit counts them. The
+// item and the patron are named by their barcodes (itemBarcode,
+// userBarcode) or by their ids (itemId, userId, as a renewal by id names
+// them), one pair or the other.
 func (s *Server) validateCheckOut(c echo.Context) error {
-	var barcodes [2]string
-	for i, name := range []string{"itemBarcode", "userBarcode"} {
-		v, ok, err := s.filterParam(c, storage.Filter{Param: name, Kind: storage.FilterText})
+	byID, err := s.validationByID(c)
+	if err != nil {
+		return err
+	}
+	kind, params := storage.FilterText, [2]string{"itemBarcode", "userBarcode"}
+	if byID {
+		kind, params = storage.FilterUUID, [2]string{"itemId", "userId"}
+	}
+	var named [2]string
+	for i, name := range params {
+		v, ok, err := s.filterParam(c, storage.Filter{Param: name, Kind: kind})
 		if err != nil {
 			return err
 		}
 		if !ok || v == "" {
 			return invalidParam(name, v, "is required")
 		}
-		barcodes[i] = v
+		named[i] = v
 	}
-	recs, err := s.svc.CheckOuts.ReadForCheckOut(c.Request().Context(), tenantOf(c), barcodes[0], barcodes[1])
+	read := s.svc.CheckOuts.ReadForCheckOut
+	if byID {
+		read = s.svc.CheckOuts.ReadForCheckOutByID
+	}
+	recs, err := read(c.Request().Context(), tenantOf(c), named[0], named[1])
 	if err != nil {
 		return err
 	}
@@ -165,6 +180,21 @@ func (s *Server) validateCheckOut(c echo.Context) error {
 			Reached: l.Reached}
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// validationByID says whether a validation's read names its item and
+// patron by id: when either id is given, and then no barcode may be.
+func (s *Server) validationByID(c echo.Context) (bool, error) {
+	q := c.QueryParams()
+	byID := q.Has("itemId") || q.Has("userId")
+	if byID {
+		for _, name := range []string{"itemBarcode", "userBarcode"} {
+			if q.Has(name) {
+				return false, invalidParam(name, q.Get(name), "cannot be given with itemId or userId: name the item and the patron by barcodes or by ids")
+			}
+		}
+	}
+	return byID, nil
 }
 
 // patronSummaryJSON is schemas/patron-summary.json.

@@ -138,16 +138,38 @@ var borrowerSQL = `jsonb_strip_nulls(jsonb_build_object(
 // whether the statement must be run in full: always false in full; in the
 // lean form (checkOutRead), whether the tenant has a gate row.
 var (
-	checkOutReadSQL     = locksql.NewNamed(checkOutRead(false), checkOutReadNames...)
-	checkOutReadLeanSQL = locksql.NewNamed(checkOutRead(true), checkOutReadNames...)
+	checkOutReadSQL     = locksql.NewNamed(checkOutRead(false, byBarcodes), checkOutReadNames...)
+	checkOutReadLeanSQL = locksql.NewNamed(checkOutRead(true, byBarcodes), checkOutReadNames...)
 )
 
-// checkOutReadNames are the names of checkOutRead's arguments.
-var checkOutReadNames = []string{"user_barcode", "item_barcode", "enforce_unscoped", "tenant"}
+// checkOutReadByIDSQL and checkOutReadByIDLeanSQL are checkOutReadSQL
+// with the patron (@user_id) and the item (@item_id) named by their ids,
+// as a renewal by id names them: either may have no barcode.
+var (
+	checkOutReadByIDSQL     = locksql.NewNamed(checkOutRead(false, byIDs), checkOutReadByIDNames...)
+	checkOutReadByIDLeanSQL = locksql.NewNamed(checkOutRead(true, byIDs), checkOutReadByIDNames...)
+)
 
-// checkOutRead is checkOutReadSQL, lean or in full (gate.go): lean, it
-// reads no blocks and no request and answers none.
-func checkOutRead(lean bool) string {
+// checkOutReadNames and checkOutReadByIDNames are the names of
+// checkOutRead's arguments, by barcodes and by ids.
+var (
+	checkOutReadNames     = []string{"user_barcode", "item_barcode", "enforce_unscoped", "tenant"}
+	checkOutReadByIDNames = []string{"user_id", "item_id", "enforce_unscoped", "tenant"}
+)
+
+// readKey is how validation's read finds the patron's row and the item's:
+// the condition on each, with its argument.
+type readKey struct{ patron, item string }
+
+var (
+	byBarcodes = readKey{patron: "barcode = @user_barcode ORDER BY barcode, id", item: "barcode = @item_barcode ORDER BY barcode, id"}
+	byIDs      = readKey{patron: "id = @user_id::uuid", item: "id = @item_id::uuid"}
+)
+
+// checkOutRead is checkOutReadSQL, lean or in full (gate.go), the patron
+// and the item found by key: lean, it reads no blocks and no request and
+// answers none.
+func checkOutRead(lean bool, key readKey) string {
 	gate := `(SELECT jsonb_agg(b.jsonb ORDER BY b.jsonb #>> '{metadata,createdDate}', b.id) FROM ` + postgres.Table(postgres.TableManualBlock) + ` b
          WHERE b.user_id = (SELECT id FROM u) AND b.tenant_id = @tenant
            AND (b.jsonb ->> 'borrowing' = 'true' OR b.jsonb ->> 'renewals' = 'true')
@@ -161,9 +183,9 @@ func checkOutRead(lean bool) string {
        ` + postgres.GateRowSQL("@tenant") + ` AS full`
 	}
 	return `
-WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.TablePatron) + ` WHERE tenant_id = @tenant AND barcode = @user_barcode ORDER BY barcode, id LIMIT 1),
+WITH u AS (SELECT id, patron_group_id, jsonb FROM ` + postgres.Table(postgres.TablePatron) + ` WHERE tenant_id = @tenant AND ` + key.patron + ` LIMIT 1),
      i AS (SELECT id, material_type_id, coalesce(temporary_loan_type_id, permanent_loan_type_id) AS loan_type_id, jsonb
-             FROM ` + postgres.Table(postgres.TableItem) + ` WHERE tenant_id = @tenant AND barcode = @item_barcode ORDER BY barcode, id LIMIT 1),
+             FROM ` + postgres.Table(postgres.TableItem) + ` WHERE tenant_id = @tenant AND ` + key.item + ` LIMIT 1),
      m AS (` + rules.PolicyMatchSQL(postgres.Table(postgres.TableCirculationRule), postgres.Table(postgres.TableCirculationRules), "@tenant",
 		"(SELECT patron_group_id FROM u)", "(SELECT material_type_id FROM i)", "(SELECT loan_type_id FROM i)") + `),
      p AS (SELECT lp.jsonb, ` + itemLimitSQL("m", "lp", "@enforce_unscoped::boolean") + ` AS item_limit,
@@ -195,18 +217,30 @@ SELECT (SELECT ` + borrowerSQL + ` FROM u) AS patron, (SELECT jsonb FROM i) AS i
 // the first time this instance meets a tenant's gate row), run by its
 // generic plan (postgres.GenericPlans).
 func (s *Rules) ReadForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string) (storage.CheckOutRecords, error) {
-	return s.readForCheckOut(ctx, t, itemBarcode, userBarcode, !s.db.Gates.Has(t))
+	return s.readForCheckOut(ctx, t, false, itemBarcode, userBarcode, !s.db.Gates.Has(t))
 }
 
-// readForCheckOut is ReadForCheckOut, lean or in full (gate.go); a lean
+// ReadForCheckOutByID implements storage.CheckOutStore: ReadForCheckOut's
+// read, the patron and the item named by their ids (UUIDs).
+func (s *Rules) ReadForCheckOutByID(ctx context.Context, t storage.Tenant, itemID, userID string) (storage.CheckOutRecords, error) {
+	return s.readForCheckOut(ctx, t, true, itemID, userID, !s.db.Gates.Has(t))
+}
+
+// readForCheckOut is ReadForCheckOut, the item and the patron named by
+// their barcodes or (byID) their ids, lean or in full (gate.go); a lean
 // read that meets a gate row runs in full.
-func (s *Rules) readForCheckOut(ctx context.Context, t storage.Tenant, itemBarcode, userBarcode string, lean bool) (storage.CheckOutRecords, error) {
-	stmt := checkOutReadSQL
-	if lean {
+func (s *Rules) readForCheckOut(ctx context.Context, t storage.Tenant, byID bool, item, user string, lean bool) (storage.CheckOutRecords, error) {
+	stmt, names := checkOutReadSQL, checkOutReadNames
+	switch {
+	case byID && lean:
+		stmt, names = checkOutReadByIDLeanSQL, checkOutReadByIDNames
+	case byID:
+		stmt, names = checkOutReadByIDSQL, checkOutReadByIDNames
+	case lean:
 		stmt = checkOutReadLeanSQL
 	}
-	r, err := postgres.QueryOneGeneric[CheckOutRow](ctx, s.db.Pool, stmt.SQL, stmt.Bind(pgx.StrictNamedArgs{"user_barcode": userBarcode,
-		"item_barcode": itemBarcode, "enforce_unscoped": s.policy.EnforceUnscopedItemLimit, "tenant": string(t)}))
+	args := pgx.StrictNamedArgs{names[0]: user, names[1]: item, "enforce_unscoped": s.policy.EnforceUnscopedItemLimit, "tenant": string(t)}
+	r, err := postgres.QueryOneGeneric[CheckOutRow](ctx, s.db.Pool, stmt.SQL, stmt.Bind(args))
 	if err != nil {
 		return storage.CheckOutRecords{}, postgres.Interpret(err, t)
 	}
@@ -214,7 +248,7 @@ func (s *Rules) readForCheckOut(ctx context.Context, t storage.Tenant, itemBarco
 		// The tenant has a gate row this instance did not know of: what
 		// the lean read answered is thrown away, and the full one runs.
 		s.db.Gates.Found(t)
-		return s.readForCheckOut(ctx, t, itemBarcode, userBarcode, false)
+		return s.readForCheckOut(ctx, t, byID, item, user, false)
 	}
 	out := storage.CheckOutRecords{User: r.User, Item: r.Item, OpenLoan: r.OpenLoan, MaterialType: r.MaterialType,
 		ManualBlocks: r.ManualBlocks, AutomatedBlocks: r.AutomatedBlocks, QueueHead: r.QueueHead, OpenRecall: r.OpenRecall,

@@ -122,6 +122,17 @@ func parseTime(s string) time.Time {
 
 // ReadForCheckOut implements circulation.Storage.
 func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode string) (circulation.CheckOutReads, error) {
+	return c.readForCheckOut(ctx, query("itemBarcode", itemBarcode, "userBarcode", userBarcode))
+}
+
+// ReadForCheckOutByID implements circulation.Storage.
+func (c *Client) ReadForCheckOutByID(ctx context.Context, itemID, userID string) (circulation.CheckOutReads, error) {
+	return c.readForCheckOut(ctx, query("itemId", itemID, "userId", userID))
+}
+
+// readForCheckOut is validation's read, the item and the patron named by
+// the query q.
+func (c *Client) readForCheckOut(ctx context.Context, q string) (circulation.CheckOutReads, error) {
 	var v struct {
 		User         *patronJSON       `json:"user"`
 		Item         json.RawMessage   `json:"item"`
@@ -148,7 +159,7 @@ func (c *Client) ReadForCheckOut(ctx context.Context, itemBarcode, userBarcode s
 			Entry *settingJSON `json:"entry"`
 		} `json:"lockSettings"`
 	}
-	err := c.call(ctx, http.MethodGet, "/check-out-storage/validation"+query("itemBarcode", itemBarcode, "userBarcode", userBarcode), nil, &v)
+	err := c.call(ctx, http.MethodGet, "/check-out-storage/validation"+q, nil, &v)
 	if err != nil {
 		return circulation.CheckOutReads{}, err
 	}
@@ -344,20 +355,6 @@ func (c *Client) PatronSummary(ctx context.Context, barcode string) (circulation
 			Remaining: f.Remaining, Title: f.Title, ItemBarcode: f.ItemBarcode, DateCreated: parseTime(f.DateCreated)})
 	}
 	return out, nil
-}
-
-// PatronBarcodeByID implements circulation.Storage.
-func (c *Client) PatronBarcodeByID(ctx context.Context, id string) (string, bool, error) {
-	var user struct {
-		Barcode string `json:"barcode"`
-	}
-	err := c.call(ctx, http.MethodGet, "/users/"+url.PathEscape(id), nil, &user)
-	if e, ok := errs.As(err); ok && e.Kind == errs.KindNotFound {
-		return "", false, nil
-	} else if err != nil {
-		return "", false, err
-	}
-	return user.Barcode, true, nil
 }
 
 // ItemByBarcode implements circulation.Storage.
