@@ -206,6 +206,47 @@ func TestTheDeskOverridesARefusedRenewal(t *testing.T) {
 	if !after.DueDate.Equal(chosen) {
 		t.Errorf("the loan overridden is due %s, want the date chosen, %s (17:30 in New York)", after.DueDate, chosen.UTC())
 	}
+
+	// The server answering that the librarian may not override (as it
+	// answers a caller who may renew but not override, which no role is:
+	// TestTheDeskSaysWhoMayOverride), here its answers rewritten in the
+	// page: each Override is drawn disabled, saying why beside it, and
+	// pressed opens no question and sends nothing.
+	const why = "Overriding this needs the librarian role"
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`(() => { const f = window.fetch;
+		window.fetch = async (url, ...rest) => {
+			const r = await f(url, ...rest);
+			if (!String(url).includes("/circulation/patron-loans") || !r.ok) return r;
+			const body = await r.json();
+			for (const p of body.patrons) for (const l of p.loans) {
+				const o = l.actions.renew && l.actions.renew.override;
+				if (o) { o.allowed = false; o.reason = `+jsString(why)+`; }
+			}
+			return new Response(JSON.stringify(body), { status: r.status, headers: r.headers });
+		}; })()`, nil)); err != nil {
+		t.Fatal(err)
+	}
+	find(t, ctx, patron, 3)
+	// The rows found before stand until the answer is drawn.
+	waitUntil(t, ctx, "the loans found again", `document.querySelectorAll("#results button[data-override]:disabled").length > 0 &&
+		!document.getElementById("results").hasAttribute("aria-busy")`)
+	if got, want := offered(), map[string]bool{items[0]: false, items[2]: false}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("overrides offered to a librarian who may not override: %v, want %v (drawn, disabled)", got, want)
+	}
+	for _, item := range []string{items[0], items[2]} {
+		b := row(item) + `.querySelector("button[data-override]")`
+		if got := evaluate[string](t, ctx, `[`+b+`.title, document.getElementById(`+b+`.getAttribute("aria-describedby")).textContent,
+			document.getElementById(`+b+`.getAttribute("aria-describedby")).getClientRects().length > 0].join(" | ")`); got != why+" | "+why+" | true" {
+			t.Errorf("the disabled Override of %s says %q, want %q as its title and beside it", item, got, why)
+		}
+		if err := chromedp.Run(ctx, chromedp.Evaluate(b+`.click()`, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if evaluate[bool](t, ctx, confirmDialog+`.open`) || sent() != 3 {
+		t.Errorf("a disabled Override pressed: the question open %v, %d renewals sent (want none more than the 3 overrides)",
+			evaluate[bool](t, ctx, confirmDialog+`.open`), sent())
+	}
 }
 
 // TestTheDeskChangesADueDate: on the desk's page, in Chromium in New

@@ -308,7 +308,7 @@ var Routes = slices.Concat(
 		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("check-out-by-barcode-request.json").answers(201, "circulation-loan.json"),
 		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("check-in-by-barcode-request.json").answers(200, "check-in-response.json"),
 		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("renew-by-barcode-request.json").heeds(HeaderPatronPin).answers(200, "circulation-loan.json"),
-		circ("POST", "/circulation/renew-by-id", "circulation.renew-by-id.post", "renew a loan by the item's and the patron's ids", renewByIDModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("renew-by-id-request.json").answers(200, "circulation-loan.json"),
+		circ("POST", "/circulation/renew-by-id", "circulation.renew-by-id.post", "renew a loan by the item's and the patron's ids", renewModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("renew-by-id-request.json").answers(200, "circulation-loan.json"),
 		circ("GET", "/circulation/patron-summary", "circulation.patron-summary.get",
 			"read what a self-check machine shows a patron: whether they may borrow and why not, the loans counted and the item limit; with the patron's PIN, who they are and their loans out",
 			PermissionPatronSummary, PermissionVerifyPin, "mod-settings.entries.collection.get", SettingsScopeRead(LocaleScope)).
@@ -458,7 +458,7 @@ var Routes = slices.Concat(
 
 		// circulation-storage: the item limit and the rules
 		stor(InterfaceLoanStorage, "GET", "/check-out-storage/validation", "circulation-storage.check-out.validation.get", "read everything a check-out's validation needs").
-			reads("itemBarcode", "userBarcode").answers(200, "check-out-validation.json"),
+			reads("itemBarcode", "userBarcode", "itemId", "userId").answers(200, "check-out-validation.json"),
 		stor(InterfaceLoanStorage, "POST", "/check-out-storage/check-outs", PermissionCheckOutInOne,
 			"check an item out by barcode in one call: validation's reads and the check-out's write").
 			heeds(HeaderLockID, HeaderReleaseLock, HeaderAcquireLock, HeaderWriteID, HeaderWriteDigest).
@@ -830,10 +830,6 @@ var (
 	renewModule = []string{"circulation-storage.check-out.validation.get",
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), PermissionVerifyPin,
 		"circulation-storage.loans.item.get", "circulation-storage.loans.item.put", PermissionRenewalOverride, PermissionWriteGet}
-	// A renewal by ids first reads the item and the patron by them, and
-	// the item's open loan when there is no such patron.
-	renewByIDModule = slices.Concat(renewModule, []string{"inventory-storage.items.item.get", "users.item.get",
-		"circulation-storage.loans.collection.get"})
 	loanActionModule = []string{"circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
 		"inventory-storage.items.item.get", PermissionWriteGet}
 	checkInModule = []string{

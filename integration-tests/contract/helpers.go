@@ -33,7 +33,7 @@ func releaseReq(lockID string) request {
 // new id, with the given headers.
 func loanReq(r Records, headers map[string]string) request {
 	return request{method: http.MethodPost, path: "/loan-storage/loans", headers: headers, body: map[string]any{
-		"id": newUUID(), "userId": r.PatronID, "itemId": r.ItemID, "action": "checkedout", "status": map[string]any{"name": "Open"},
+		"id": newUUID(), "userId": r.PatronID, "itemId": r.ItemID, "action": schemas.LoanCheckedOut, "status": map[string]any{"name": schemas.LoanOpen},
 		"loanDate": schemas.FormatTime(time.Now()), "dueDate": schemas.FormatTime(time.Now().Add(21 * 24 * time.Hour)),
 	}}
 }

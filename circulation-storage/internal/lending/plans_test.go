@@ -193,7 +193,8 @@ func tenantWideScans(plan map[string]any) []string {
 }
 
 // TestCheckOutPlansReadOnlyWhatTheyNeed: every statement of a check-out
-// (validation's read, the patron's row, the write) and the patron summary a
+// (validation's read, by barcodes or by ids, the patron's row, the write)
+// and the patron summary a
 // kiosk shows reads, in the plan a
 // connection keeps for it, through indexes that match the record it looks
 // for, never a whole tenant's rows, however stale the statistics: on a
@@ -215,6 +216,7 @@ func TestCheckOutPlansReadOnlyWhatTheyNeed(t *testing.T) {
 	}
 	write, lean := writeArgs(t, db, tenant, user, item)
 	read, leanRead := readArgs(t, tenant, "p1", "i0")
+	byID, leanByID := readByIDArgs(t, tenant, user, item)
 	// Without the tenant's gate row, the lean statements do their work
 	// instead of finding the row and stopping (gate.go).
 	dropGateRow(t, db, tenant)
@@ -227,6 +229,8 @@ func TestCheckOutPlansReadOnlyWhatTheyNeed(t *testing.T) {
 		{"the patron's row", postgres.PatronRowSQL, []any{user, string(tenant)}},
 		{"the write", checkOutWrite.SQL, write},
 		{"validation's lean read", checkOutReadLeanSQL.SQL, leanRead},
+		{"validation's read by ids", checkOutReadByIDSQL.SQL, byID},
+		{"validation's lean read by ids", checkOutReadByIDLeanSQL.SQL, leanByID},
 		{"the lean write", checkOutWriteLean.SQL, lean},
 		{"the patron summary", patronSummarySQL, []any{"p1", true, string(tenant)}},
 	}
@@ -252,6 +256,20 @@ func readArgs(t *testing.T, tenant storage.Tenant, user, item string) (full, lea
 		t.Fatal(err)
 	}
 	if lean, err = checkOutReadLeanSQL.Args(args); err != nil {
+		t.Fatal(err)
+	}
+	return full, lean
+}
+
+// readByIDArgs are readArgs of validation's read by ids.
+func readByIDArgs(t *testing.T, tenant storage.Tenant, user, item string) (full, lean []any) {
+	t.Helper()
+	args := pgx.StrictNamedArgs{"user_id": user, "item_id": item, "enforce_unscoped": true, "tenant": string(tenant)}
+	full, err := checkOutReadByIDSQL.Args(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lean, err = checkOutReadByIDLeanSQL.Args(args); err != nil {
 		t.Fatal(err)
 	}
 	return full, lean

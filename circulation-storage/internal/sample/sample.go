@@ -228,7 +228,7 @@ func money(now time.Time) []seed {
 		{storage.PatronBlockLimits, graduateFeeLimitID, map[string]any{"patronGroupId": GroupGraduate,
 			"conditionId": schemas.ConditionFeeFineBalance, "value": json.Number("5.00")}},
 		{storage.Loans, ID("loan-" + HanasBooks[0]), map[string]any{"userId": ID("1008"), "itemId": ID(HanasBooks[0]),
-			"loanDate": at(now), "dueDate": at(now.AddDate(0, 0, 21)), "action": "checkedout", "status": map[string]any{"name": schemas.LoanOpen},
+			"loanDate": at(now), "dueDate": at(now.AddDate(0, 0, 21)), "action": schemas.LoanCheckedOut, "status": map[string]any{"name": schemas.LoanOpen},
 			"loanPolicyId": PolicyStandard, "checkoutServicePointId": ServicePointDesk2, "renewalCount": 0}},
 		{storage.Loans, ID("loan-" + HanasBooks[1]), map[string]any{"userId": ID("1008"), "itemId": ID(HanasBooks[1]),
 			"loanDate": at(lent), "dueDate": at(due), "returnDate": at(back), "action": schemas.LoanCheckedIn, "status": map[string]any{"name": schemas.LoanClosed},
@@ -302,7 +302,7 @@ func gracesLoans(now time.Time) []seed {
 	var seeds []seed
 	for _, barcode := range GracesLoans {
 		seeds = append(seeds, seed{storage.Loans, ID("loan-" + barcode), map[string]any{"userId": ID("1007"), "itemId": ID(barcode),
-			"loanDate": at(now), "dueDate": at(now.AddDate(0, 0, 14)), "action": "checkedout", "status": map[string]any{"name": schemas.LoanOpen},
+			"loanDate": at(now), "dueDate": at(now.AddDate(0, 0, 14)), "action": schemas.LoanCheckedOut, "status": map[string]any{"name": schemas.LoanOpen},
 			"loanPolicyId": PolicyUndergrad, "checkoutServicePointId": ServicePointDesk2, "renewalCount": 0}})
 	}
 	for _, barcode := range []string{GracesLoans[0], GracesLoans[2]} {
