@@ -155,13 +155,33 @@ func (s *Service) renewRead(ctx context.Context, req RenewRequest, reads CheckOu
 	if err != nil {
 		return RenewResult{}, err
 	}
-	res, err := s.renew(ctx, req, reads, named)
-	if l, ok, err := s.landed(ctx, schemas.WriteRenewal, err); ok && l.Loan != nil && reads.Item != nil && reads.Patron != nil {
-		return renewedAnswer(*l.Loan, reads, named), nil
-	} else if err != nil {
-		return RenewResult{}, err
+	res, refused := s.renew(ctx, req, reads, named)
+	l, ok, err := s.landed(ctx, schemas.WriteRenewal, refused)
+	if !ok {
+		return res, err
 	}
-	return res, nil
+	if l.Loan != nil {
+		if res, found, err := s.renewedLoan(ctx, *l.Loan, reads, named); err != nil || found {
+			return res, err
+		}
+	}
+	// Its loan's item or patron no longer read (deleted): refused as a
+	// new renewal is (docs/known-limits.md).
+	return RenewResult{}, refused
+}
+
+// renewedLoan is the answer of a renewal that landed: the loan as the
+// write left it, with its item and patron, read again by the loan's ids
+// where what the renewal read is not theirs (a write sent again with its
+// id after a barcode was given to another item: storage answers the loan
+// its id renewed). found is false when they can no longer be read.
+func (s *Service) renewedLoan(ctx context.Context, loan Loan, reads CheckOutReads, named bool) (res RenewResult, found bool, err error) {
+	if reads.Item == nil || reads.Item.ID != loan.ItemID || reads.Patron == nil || reads.Patron.ID != loan.UserID {
+		if reads, err = s.storage.ReadForCheckOutByID(ctx, loan.ItemID, loan.UserID); err != nil || reads.Item == nil || reads.Patron == nil {
+			return RenewResult{}, false, err
+		}
+	}
+	return renewedAnswer(loan, reads, named), true, nil
 }
 
 // renewedAnswer is a renewal's answer: the loan renewed, as stored, with
@@ -196,6 +216,9 @@ func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutRea
 	})
 	switch {
 	case err == nil:
+		if res, found, err := s.renewedLoan(ctx, stored, reads, named); err != nil || found {
+			return res, err
+		}
 		return renewedAnswer(stored, reads, named), nil
 	case errs.IsCode(err, schemas.CodeRenewalBlockedByRecall):
 		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
