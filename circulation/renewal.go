@@ -140,10 +140,6 @@ func (s *Service) RenewByID(ctx context.Context, req RenewRequest) (RenewResult,
 	if err != nil {
 		return RenewResult{}, err
 	}
-	if reads.Item == nil {
-		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeItemNotFound, "No item with ID %s exists", req.ItemID).
-			With("itemId", req.ItemID))
-	}
 	return s.renewRead(ctx, req, reads)
 }
 
@@ -240,6 +236,9 @@ func judgeRenewal(reads CheckOutReads, req RenewRequest, now time.Time) (time.Ti
 	item, patron, loan := reads.Item, reads.Patron, reads.OpenLoanOf
 	itemKey, itemValue := req.itemNamed()
 	switch {
+	case item == nil && req.ItemID != "":
+		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemNotFound,
+			"No item with ID %s exists", req.ItemID).With("itemId", req.ItemID)}
 	case item == nil:
 		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemBarcodeNotFound,
 			"No item with barcode %s exists", req.ItemBarcode).With("itemBarcode", req.ItemBarcode)}
@@ -336,15 +335,15 @@ type RenewalOutlook struct {
 	OverrideNeedsDueDate bool
 }
 
-// RenewalOutlook judges a renewal of the item's loan to the patron as
-// RenewByBarcode would, from the same read, writing nothing.
-func (s *Service) RenewalOutlook(ctx context.Context, itemBarcode, userBarcode string) (RenewalOutlook, error) {
-	reads, err := s.storage.ReadForCheckOut(ctx, itemBarcode, userBarcode)
+// RenewalOutlook judges a renewal of the item's loan to the patron, named
+// by their ids, as RenewByID would, from the same read, writing nothing.
+func (s *Service) RenewalOutlook(ctx context.Context, itemID, userID string) (RenewalOutlook, error) {
+	reads, err := s.storage.ReadForCheckOutByID(ctx, itemID, userID)
 	if err != nil {
 		return RenewalOutlook{}, err
 	}
 	now := schemas.WireTime(s.now())
-	_, refusals := judgeRenewal(reads, RenewRequest{ItemBarcode: itemBarcode, UserBarcode: userBarcode}, now)
+	_, refusals := judgeRenewal(reads, RenewRequest{ItemID: itemID, UserID: userID}, now)
 	out := RenewalOutlook{Refusals: refusals}
 	if reads.RulesSet && reads.Item != nil && reads.OpenLoanOf != nil {
 		p := reads.Policy

@@ -397,7 +397,8 @@ func refusalOf(t *testing.T, c *harness.Cluster, patron, item, action string) st
 	var r harness.Response
 	switch action {
 	case "renew":
-		r = c.Do(c.Circulations[0], "POST", "/circulation/renew-by-barcode", map[string]string{"itemBarcode": item, "userBarcode": patron})
+		// As the page renews: by the ids.
+		r = c.Do(c.Circulations[0], "POST", "/circulation/renew-by-id", map[string]string{"itemId": itemID(t, c, item), "userId": patronID(t, c, patron)})
 	case "claim", "lost", "due":
 		var page struct{ Loans []struct{ ID string } }
 		q := url.Values{"query": {"itemId==" + itemID(t, c, item) + ` and status.name=="Open"`}}

@@ -387,7 +387,7 @@ func find(t *testing.T, ctx context.Context, barcode string, loans int) {
 func countRenewals(t *testing.T, ctx context.Context) {
 	t.Helper()
 	if err := chromedp.Run(ctx, chromedp.Evaluate(`window.renewalsSent = 0; (() => { const f = window.fetch;
-		window.fetch = (url, ...rest) => { if (String(url).includes("/circulation/renew-by-barcode")) window.renewalsSent++; return f(url, ...rest); }; })()`, nil)); err != nil {
+		window.fetch = (url, ...rest) => { if (String(url).includes("/circulation/renew-by-id")) window.renewalsSent++; return f(url, ...rest); }; })()`, nil)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -440,7 +440,7 @@ func TestTheDeskSaysWhoMayOverride(t *testing.T) {
 		}
 		return fmt.Sprintf("%v %q %+v", v.Allowed, v.Reason, *v.Override)
 	}
-	seeAndRenew := []string{"circulation.loans.collection.get", "circulation.renew-by-barcode.post"}
+	seeAndRenew := []string{"circulation.loans.collection.get", "circulation.renew-by-id.post"}
 	both := `false "Patron blocked from renewing; loan is not renewable" `
 	if got, want := renewals(append(seeAndRenew, schemas.PermissionOverridePatronBlock, schemas.PermissionOverrideRenewalBlock)),
 		both+`{Blocks:[patronBlock renewalDueDateRequiredBlock] DueDateRequired:true Allowed:true Reason:}`; got != want {

@@ -122,7 +122,7 @@ func (s *Server) patronLoans(c echo.Context) error {
 		if p.Loans, err = s.openLoans(ctx, f.ID); err != nil {
 			return err
 		}
-		if err := s.judgeLoans(ctx, p.Barcode, p.Loans, s.overrideLacks(c)); err != nil {
+		if err := s.judgeLoans(ctx, p.ID, p.Loans, s.overrideLacks(c)); err != nil {
 			return err
 		}
 		if p.Barcode != "" {
@@ -265,12 +265,13 @@ func overrideOf(o circulation.RenewalOutlook, lacks func(block string) []string)
 
 // judgeLoans says what each of a patron's open loans may do: change its
 // due date, claim, declare lost and check in by the item's status
-// (schemas' table of loan actions, the one the routes refuse by); renew
-// as RenewByBarcode would judge it now, from the same read, so a renewal
+// (schemas' table of loan actions, the one the routes refuse by; a
+// check-in, by barcode, needs the item's); renew
+// as RenewByID would judge it now, from the same read, so a renewal
 // offered is one the route does and a renewal refused is refused in the
 // route's words; where an override lifts every refusal, how
 // (deskOverride), with the permissions the caller lacks for it (lacks).
-func (s *Server) judgeLoans(ctx context.Context, patronBarcode string, loans []deskLoan, lacks func(block string) []string) error {
+func (s *Server) judgeLoans(ctx context.Context, patronID string, loans []deskLoan, lacks func(block string) []string) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(deskJudged)
 	for i := range loans {
@@ -283,18 +284,17 @@ func (s *Server) judgeLoans(ctx context.Context, patronBarcode string, loans []d
 				l.Actions[a] = deskAction{Allowed: true}
 			}
 		}
-		if in := l.Actions[schemas.LoanActionCheckIn]; in.Allowed {
+		if in := l.Actions[schemas.LoanActionCheckIn]; in.Allowed && l.ItemBarcode == "" {
+			// Checked in by barcode, as FOLIO's check-in is: an item
+			// without one is not.
+			l.Actions[schemas.LoanActionCheckIn] = deskAction{Reason: "a check-in needs the item's barcode"}
+		} else if in.Allowed {
 			in.Resolutions = schemas.ClaimResolutions(l.ItemStatus)
 			l.Actions[schemas.LoanActionCheckIn] = in
 		}
 		l.RenewalsLeft = 0
-		if l.ItemBarcode == "" || patronBarcode == "" {
-			// Renewed by barcode: without both there is nothing to renew by.
-			l.Actions[schemas.LoanActionRenew] = deskAction{Reason: "a renewal needs the item's and the patron's barcodes"}
-			continue
-		}
 		g.Go(func() error {
-			o, err := s.svc.Circulation.RenewalOutlook(ctx, l.ItemBarcode, patronBarcode)
+			o, err := s.svc.Circulation.RenewalOutlook(ctx, l.ItemID, patronID)
 			if err != nil {
 				return err
 			}

@@ -24,8 +24,8 @@ const FIND = "GET /circulation/patron-loans";
 // due date, a claim's resolution; null where the loan needs none) the
 // call sends (neither: done at once), done says what happened.
 const actions = [
-  { id: "renew", key: "renew", text: "Renew", route: "POST /circulation/renew-by-barcode",
-    call: (p, l, sp) => api("POST", "/circulation/renew-by-barcode", { itemBarcode: l.itemBarcode, userBarcode: p.barcode, servicePointId: sp }),
+  { id: "renew", key: "renew", text: "Renew", route: "POST /circulation/renew-by-id",
+    call: (p, l, sp) => api("POST", "/circulation/renew-by-id", { itemId: l.itemId, userId: p.id, servicePointId: sp }),
     done: (l, answer) => `Renewed ${titleOf(l)}: due ${new Date(answer.dueDate).toLocaleString()}.` },
   { id: "due", key: "changeDueDate", text: "Change due date", route: "POST /circulation/loans/{id}/change-due-date",
     details: (p, l) => ({ text: `Change the due date of ${itemOf(l)}, on loan to ${patronOf(p)} and due ${new Date(l.dueDate).toLocaleString()}?`,
@@ -213,7 +213,7 @@ function askOverride(v, p, l, button) {
       }
       const sp = document.getElementById("service-point").value;
       perform("loan " + l.id, button,
-        () => api("POST", "/circulation/renew-by-barcode", { itemBarcode: l.itemBarcode, userBarcode: p.barcode, servicePointId: sp, overrideBlocks: blocks }),
+        () => api("POST", "/circulation/renew-by-id", { itemId: l.itemId, userId: p.id, servicePointId: sp, overrideBlocks: blocks }),
         (answer) => `Renewed ${titleOf(l)} through an override: due ${new Date(answer.dueDate).toLocaleString()}.`,
         (err) => `Not done (override the refusal to renew ${titleOf(l)}): ${err.message}`);
     }, () => button.focus());
