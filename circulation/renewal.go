@@ -151,33 +151,55 @@ func (s *Service) renewRead(ctx context.Context, req RenewRequest, reads CheckOu
 	if err != nil {
 		return RenewResult{}, err
 	}
-	res, refused := s.renew(ctx, req, reads, named)
-	l, ok, err := s.landed(ctx, schemas.WriteRenewal, refused)
-	if !ok {
-		return res, err
-	}
-	if l.Loan != nil {
-		if res, found, err := s.renewedLoan(ctx, *l.Loan, reads, named); err != nil || found {
-			return res, err
+	stored, refused := s.renew(ctx, req, reads)
+	if refused != nil {
+		l, ok, err := s.landed(ctx, schemas.WriteRenewal, refused)
+		if !ok {
+			return RenewResult{}, err
 		}
+		if l.Loan == nil {
+			return RenewResult{}, refused
+		}
+		stored = *l.Loan
 	}
-	// Its loan's item or patron no longer read (deleted): refused as a
-	// new renewal is (docs/known-limits.md).
-	return RenewResult{}, refused
+	res, found, err := s.renewedLoan(ctx, req, stored, reads, named)
+	switch {
+	case err != nil:
+		return RenewResult{}, err
+	case found:
+		return res, nil
+	case refused != nil:
+		// Its loan's item or patron deleted since: refused as a new
+		// renewal is (docs/known-limits.md).
+		return RenewResult{}, refused
+	}
+	return RenewResult{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
+		"Loan %s was renewed, and its item or patron can no longer be read", stored.ID).With("loanId", stored.ID)
 }
 
-// renewedLoan is the answer of a renewal that landed: the loan as the
-// write left it, with its item and patron, read again by the loan's ids
-// where what the renewal read is not theirs (a write sent again with its
-// id after a barcode was given to another item: storage answers the loan
-// its id renewed). found is false when they can no longer be read.
-func (s *Service) renewedLoan(ctx context.Context, loan Loan, reads CheckOutReads, named bool) (res RenewResult, found bool, err error) {
-	if reads.Item == nil || reads.Item.ID != loan.ItemID || reads.Patron == nil || reads.Patron.ID != loan.UserID {
-		if reads, err = s.storage.ReadForCheckOutByID(ctx, loan.ItemID, loan.UserID); err != nil || reads.Item == nil || reads.Patron == nil {
-			return RenewResult{}, false, err
-		}
+// renewedLoan is the answer of a renewal whose write landed: the loan as
+// the write left it, with its item and patron. Where what the renewal
+// read is not theirs (a call sent again with its Idempotency-Key after a
+// barcode was removed or given to another: storage answers the loan the
+// write id renewed), they are read again by the loan's ids, and the
+// patron is named only as the caller's access names a patron it did not
+// read (req.Access.Details), shown unnamed by the barcode the caller
+// gave. found is false when they can no longer be read.
+func (s *Service) renewedLoan(ctx context.Context, req RenewRequest, loan Loan, reads CheckOutReads, named bool) (res RenewResult, found bool, err error) {
+	if reads.Item != nil && reads.Item.ID == loan.ItemID && reads.Patron != nil && reads.Patron.ID == loan.UserID {
+		return renewedAnswer(loan, reads, named), true, nil
 	}
-	return renewedAnswer(loan, reads, named), true, nil
+	if reads.Patron == nil || reads.Patron.ID != loan.UserID {
+		named = req.Access.Details
+	}
+	if reads, err = s.storage.ReadForCheckOutByID(ctx, loan.ItemID, loan.UserID); err != nil || reads.Item == nil || reads.Patron == nil {
+		return RenewResult{}, false, err
+	}
+	res = renewedAnswer(loan, reads, named)
+	if !named {
+		res.Patron.Barcode = req.UserBarcode
+	}
+	return res, true, nil
 }
 
 // renewedAnswer is a renewal's answer: the loan renewed, as stored, with
@@ -190,14 +212,15 @@ func renewedAnswer(stored Loan, reads CheckOutReads, named bool) RenewResult {
 	return RenewResult{Loan: stored, Item: *reads.Item, Patron: reads.Patron.Unnamed(), PolicyName: reads.Policy.Name}
 }
 
-// renew is RenewByBarcode's renewal, from what it read.
-func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutReads, named bool) (RenewResult, error) {
+// renew judges and writes a renewal from what it read: the loan as
+// stored, or the refusal.
+func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutReads) (Loan, error) {
 	item, loan := reads.Item, reads.OpenLoanOf
 	now := schemas.WireTime(s.now())
 	policy := reads.Policy
 	due, refusals := judgeRenewal(reads, req, now)
 	if len(refusals) > 0 {
-		return RenewResult{}, &errs.Refusal{Errors: refusals}
+		return Loan{}, &errs.Refusal{Errors: refusals}
 	}
 	renewed := Loan{ID: loan.ID, UserID: loan.UserID, ItemID: item.ID, DueDate: due, Action: ActionRenewed, Status: schemas.LoanOpen,
 		LoanPolicyID: policy.ID, RenewalCount: loan.RenewalCount + 1, Doc: loan.Doc}
@@ -212,21 +235,18 @@ func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutRea
 	})
 	switch {
 	case err == nil:
-		if res, found, err := s.renewedLoan(ctx, stored, reads, named); err != nil || found {
-			return res, err
-		}
-		return renewedAnswer(stored, reads, named), nil
+		return stored, nil
 	case errs.IsCode(err, schemas.CodeRenewalBlockedByRecall):
-		return RenewResult{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
+		return Loan{}, refusal(errs.Errorf(errs.KindInvalid, schemas.CodeRenewalBlockedByRecall,
 			"items cannot be renewed when there is an active recall request").Because(err))
 	case errs.IsCode(err, schemas.CodeLoanChanged):
-		return RenewResult{}, loanChangedMeanwhile(err).With(req.itemNamed())
+		return Loan{}, loanChangedMeanwhile(err).With(req.itemNamed())
 	case ambiguous(err):
 		s.logger.WarnContext(ctx, "renewal outcome unknown: storage did not answer whether the loan was renewed",
 			slog.String("loan_id", loan.ID), slog.Any("error", err))
-		return RenewResult{}, unanswered(ctx, err, "renewal", "loanId", loan.ID)
+		return Loan{}, unanswered(ctx, err, "renewal", "loanId", loan.ID)
 	}
-	return RenewResult{}, err
+	return Loan{}, err
 }
 
 // judgeRenewal is FOLIO's refusals of a renewal of the item's loan to the

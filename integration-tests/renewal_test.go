@@ -48,6 +48,20 @@ func renewalEvents(t *testing.T, c *harness.Cluster) int {
 	return n
 }
 
+// setBarcode gives the record storage keeps at path (an item's, a
+// patron's) barcode, or none when barcode is empty.
+func setBarcode(t *testing.T, c *harness.Cluster, path, barcode string) {
+	t.Helper()
+	var rec map[string]any
+	c.Do(c.Storage, "GET", path, nil).Want(t, http.StatusOK).Decode(t, &rec)
+	if barcode == "" {
+		delete(rec, "barcode")
+	} else {
+		rec["barcode"] = barcode
+	}
+	c.Do(c.Storage, "PUT", path, rec).Want(t, http.StatusNoContent)
+}
+
 // renewalCount is the item's open loan's renewalCount.
 func renewalCount(t *testing.T, c *harness.Cluster, item string) int {
 	t.Helper()
@@ -397,19 +411,8 @@ func TestRenewByIDAsModPatronRenews(t *testing.T) {
 	c.CheckOut(0, idle, lib.Patrons[1]).Want(t, http.StatusCreated)
 	// The item's barcode given to another item (the patron's loan is of
 	// the item by its id, whatever its barcode).
-	setBarcode := func(path, id, barcode string) {
-		t.Helper()
-		var rec map[string]any
-		c.Do(c.Storage, "GET", path+id, nil).Want(t, http.StatusOK).Decode(t, &rec)
-		if barcode == "" {
-			delete(rec, "barcode")
-		} else {
-			rec["barcode"] = barcode
-		}
-		c.Do(c.Storage, "PUT", path+id, rec).Want(t, http.StatusNoContent)
-	}
-	setBarcode("/item-storage/items/", itemID, item+"-moved")
-	setBarcode("/item-storage/items/", idleID, item)
+	setBarcode(t, c, "/item-storage/items/"+itemID, item+"-moved")
+	setBarcode(t, c, "/item-storage/items/"+idleID, item)
 	idle, item = item, item+"-moved"
 	if renewalCount(t, c, item) != 0 || renewalCount(t, c, idle) != 0 || renewalEvents(t, c) != 0 {
 		t.Fatalf("the refusals renewed a loan: counts %d and %d, %d events", renewalCount(t, c, item), renewalCount(t, c, idle), renewalEvents(t, c))
@@ -445,8 +448,8 @@ func TestRenewByIDAsModPatronRenews(t *testing.T) {
 
 	// The other patron's loan, its item and its patron without barcodes:
 	// renewed by their ids, the one loan renewed, once.
-	setBarcode("/item-storage/items/", idleID, "")
-	setBarcode("/users/", otherID, "")
+	setBarcode(t, c, "/item-storage/items/"+idleID, "")
+	setBarcode(t, c, "/users/"+otherID, "")
 	r = renew(map[string]string{"itemId": idleID, "userId": otherID}, librarian).Want(t, http.StatusOK)
 	loan = struct {
 		ID, UserID, ItemID string

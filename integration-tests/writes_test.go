@@ -461,30 +461,36 @@ func TestAnUnknownKioskPaymentIsLearntFromItsKey(t *testing.T) {
 // barcode given to the patron's other item (whose loan the call sent
 // again reads, and storage answers with the loan its write id renewed);
 // by barcode, the item's barcode removed (the call sent again refused,
-// then answered from its write id); by ids, the patron's barcode removed.
+// then answered from its write id); at a kiosk, the patron's barcode
+// changed (the borrower still named only by the barcode the kiosk gave);
+// by ids, the patron's barcode removed.
 // Each loan renewed once, one event each, the other item's loan
 // untouched.
 func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
-	lib := c.SetupLibrary(2, 2, 0)
+	lib := c.SetupLibrary(2, 3, 0)
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
 	keyed := func() map[string]string {
 		return c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian), schemas.HeaderIdempotencyKey, uuid.NewString())
 	}
 	byBarcode, other := lib.Items[0][0], lib.Items[0][1]
-	byID, removed := lib.Items[1][0], lib.Items[1][1]
+	byID, removed, kiosk := lib.Items[1][0], lib.Items[1][1], lib.Items[1][2]
 	c.CheckOut(0, byBarcode, lib.Patrons[0]).Want(t, http.StatusCreated)
 	c.CheckOut(0, other, lib.Patrons[0]).Want(t, http.StatusCreated)
 	c.CheckOut(0, byID, lib.Patrons[1]).Want(t, http.StatusCreated)
 	c.CheckOut(0, removed, lib.Patrons[1]).Want(t, http.StatusCreated)
+	c.CheckOut(0, kiosk, lib.Patrons[1]).Want(t, http.StatusCreated)
 	renewedID, otherID := itemID(t, c, byBarcode), itemID(t, c, other)
-	byIDItem, byIDPatron, removedID := itemID(t, c, byID), patronID(t, c, lib.Patrons[1]), itemID(t, c, removed)
+	byIDItem, byIDPatron, removedID, kioskID := itemID(t, c, byID), patronID(t, c, lib.Patrons[1]), itemID(t, c, removed), itemID(t, c, kiosk)
 	type answer struct {
 		ID, ItemID, UserID string
 		RenewalCount       int
 		DueDate            string
 		Item               struct{ Barcode string }
+		Borrower           *struct {
+			Barcode, FirstName string
+		}
 	}
 	renew := func(path string, body map[string]any, headers map[string]string, want int) answer {
 		t.Helper()
@@ -495,24 +501,13 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 		}
 		return a
 	}
-	setBarcode := func(path, id, barcode string) {
-		t.Helper()
-		var rec map[string]any
-		c.Do(c.Storage, "GET", path+id, nil).Want(t, http.StatusOK).Decode(t, &rec)
-		if barcode == "" {
-			delete(rec, "barcode")
-		} else {
-			rec["barcode"] = barcode
-		}
-		c.Do(c.Storage, "PUT", path+id, rec).Want(t, http.StatusNoContent)
-	}
 
 	// By barcode: the item's barcode then given to the patron's other item.
 	key := keyed()
 	body := map[string]any{"itemBarcode": byBarcode, "userBarcode": lib.Patrons[0]}
 	first := renew("/circulation/renew-by-barcode", body, key, http.StatusOK)
-	setBarcode("/item-storage/items/", renewedID, byBarcode+"-moved")
-	setBarcode("/item-storage/items/", otherID, byBarcode)
+	setBarcode(t, c, "/item-storage/items/"+renewedID, byBarcode+"-moved")
+	setBarcode(t, c, "/item-storage/items/"+otherID, byBarcode)
 	again := renew("/circulation/renew-by-barcode", body, key, http.StatusOK)
 	if again.ID != first.ID || again.ItemID != renewedID || again.RenewalCount != 1 || again.DueDate != first.DueDate ||
 		again.Item.Barcode != byBarcode+"-moved" {
@@ -523,28 +518,41 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	key = keyed()
 	body = map[string]any{"itemBarcode": removed, "userBarcode": lib.Patrons[1]}
 	first = renew("/circulation/renew-by-barcode", body, key, http.StatusOK)
-	setBarcode("/item-storage/items/", removedID, "")
+	setBarcode(t, c, "/item-storage/items/"+removedID, "")
 	if again := renew("/circulation/renew-by-barcode", body, key, http.StatusOK); again.ID != first.ID || again.ItemID != removedID ||
 		again.RenewalCount != 1 || again.DueDate != first.DueDate || again.Item.Barcode != "" {
 		t.Errorf("the renewal of an item whose barcode was removed, sent again, answered %+v, want %+v without a barcode", again, first)
+	}
+
+	// By barcode, at a kiosk (the borrower not named): the patron's
+	// barcode then changed. The answer names no borrower but by the
+	// barcode the kiosk gave, not the patron's new one.
+	key = c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck), schemas.HeaderIdempotencyKey, uuid.NewString())
+	body = map[string]any{"itemBarcode": kiosk, "userBarcode": lib.Patrons[1]}
+	first = renew("/circulation/renew-by-barcode", body, key, http.StatusOK)
+	setBarcode(t, c, "/users/"+byIDPatron, lib.Patrons[1]+"-new")
+	again = renew("/circulation/renew-by-barcode", body, key, http.StatusOK)
+	if again.ID != first.ID || again.ItemID != kioskID || again.RenewalCount != 1 || again.DueDate != first.DueDate ||
+		again.Borrower == nil || *again.Borrower != *first.Borrower || again.Borrower.Barcode != lib.Patrons[1] || again.UserID != first.UserID {
+		t.Errorf("the kiosk's renewal sent again after the patron's barcode changed answered %+v %+v, want %+v %+v", again, again.Borrower, first, first.Borrower)
 	}
 
 	// By ids: the patron's barcode then removed.
 	key = keyed()
 	body = map[string]any{"itemId": byIDItem, "userId": byIDPatron}
 	first = renew("/circulation/renew-by-id", body, key, http.StatusOK)
-	setBarcode("/users/", byIDPatron, "")
+	setBarcode(t, c, "/users/"+byIDPatron, "")
 	if again := renew("/circulation/renew-by-id", body, key, http.StatusOK); again.ID != first.ID || again.RenewalCount != 1 || again.DueDate != first.DueDate {
 		t.Errorf("the renewal by ids sent again answered %+v, want %+v", again, first)
 	}
 	var counts []int
 	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT array_agg(coalesce((jsonb ->> 'renewalCount')::int, 0)
 		ORDER BY array_position($1::text[], jsonb ->> 'itemId')) FROM %s.loan WHERE status_name = 'Open'`, c.Schema),
-		[]string{renewedID, removedID, byIDItem, otherID}).Scan(&counts); err != nil {
+		[]string{renewedID, removedID, kioskID, byIDItem, otherID}).Scan(&counts); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(counts, []int{1, 1, 1, 0}) || renewalEvents(t, c) != 3 {
-		t.Errorf("open loans' renewal counts %v (the barcode moved, removed, by ids, the other item), %d events; want [1 1 1 0] and 3",
+	if !slices.Equal(counts, []int{1, 1, 1, 1, 0}) || renewalEvents(t, c) != 4 {
+		t.Errorf("open loans' renewal counts %v (the barcode moved, removed, the kiosk's, by ids, the other item), %d events; want [1 1 1 1 0] and 4",
 			counts, renewalEvents(t, c))
 	}
 }
