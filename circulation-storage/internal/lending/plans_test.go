@@ -13,6 +13,7 @@ import (
 	"github.com/checkoutlock/circulation-storage/internal/postgres"
 	"github.com/checkoutlock/circulation-storage/internal/sample"
 	"github.com/checkoutlock/circulation-storage/internal/tenants"
+	"github.com/checkoutlock/circulation-storage/locksql"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -250,29 +251,28 @@ func TestCheckOutPlansReadOnlyWhatTheyNeed(t *testing.T) {
 // barcode) for user (by barcode), in full and lean.
 func readArgs(t *testing.T, tenant storage.Tenant, user, item string) (full, lean []any) {
 	t.Helper()
-	args := pgx.StrictNamedArgs{"user_barcode": user, "item_barcode": item, "enforce_unscoped": true, "tenant": string(tenant)}
-	full, err := checkOutReadSQL.Args(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lean, err = checkOutReadLeanSQL.Args(args); err != nil {
-		t.Fatal(err)
-	}
-	return full, lean
+	return bothArgs(t, checkOutReadSQL, checkOutReadLeanSQL,
+		pgx.StrictNamedArgs{"user_barcode": user, "item_barcode": item, "enforce_unscoped": true, "tenant": string(tenant)})
 }
 
 // readByIDArgs are readArgs of validation's read by ids.
 func readByIDArgs(t *testing.T, tenant storage.Tenant, user, item string) (full, lean []any) {
 	t.Helper()
-	args := pgx.StrictNamedArgs{"user_id": user, "item_id": item, "enforce_unscoped": true, "tenant": string(tenant)}
-	full, err := checkOutReadByIDSQL.Args(args)
+	return bothArgs(t, checkOutReadByIDSQL, checkOutReadByIDLeanSQL,
+		pgx.StrictNamedArgs{"user_id": user, "item_id": item, "enforce_unscoped": true, "tenant": string(tenant)})
+}
+
+// bothArgs are the positional arguments of a statement in full and lean.
+func bothArgs(t *testing.T, full, lean locksql.Named, args pgx.StrictNamedArgs) (fullArgs, leanArgs []any) {
+	t.Helper()
+	fullArgs, err := full.Args(args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lean, err = checkOutReadByIDLeanSQL.Args(args); err != nil {
+	if leanArgs, err = lean.Args(args); err != nil {
 		t.Fatal(err)
 	}
-	return full, lean
+	return fullArgs, leanArgs
 }
 
 // writeArgs are the positional arguments of the check-out's write of item
