@@ -181,10 +181,10 @@ func (s *Service) renewRead(ctx context.Context, req RenewRequest, reads CheckOu
 // the write left it, with its item and patron. Where what the renewal
 // read is not theirs (a call sent again with its Idempotency-Key after a
 // barcode was removed or given to another: storage answers the loan the
-// write id renewed), they are read again by the loan's ids, and the
-// patron is named only as the caller's access names a patron it did not
-// read (req.Access.Details), shown unnamed by the barcode the caller
-// gave. found is false when they can no longer be read.
+// write id renewed), they are read again by the loan's ids; the patron
+// the call did not read is then named only to a caller who may be told
+// any borrower (req.Access.Details), and shown otherwise by the barcode
+// the caller gave. found is false when they can no longer be read.
 func (s *Service) renewedLoan(ctx context.Context, req RenewRequest, loan Loan, reads CheckOutReads, named bool) (res RenewResult, found bool, err error) {
 	if reads.Item != nil && reads.Item.ID == loan.ItemID && reads.Patron != nil && reads.Patron.ID == loan.UserID {
 		return renewedAnswer(loan, reads, named), true, nil
