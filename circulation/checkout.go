@@ -189,37 +189,17 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	}
 	l, ok, err := s.landed(ctx, schemas.WriteCheckOut, err)
 	if ok {
-		return s.checkedOutBefore(ctx, req, l)
+		return s.checkedOutBefore(ctx, *l.Loan), nil
 	}
 	return res, err
 }
 
 // checkedOutBefore is the check-out answered by its write that landed
-// before (l): its loan as written, with the item and the patron as they
-// are now. The loan is made whatever the read finds: when the item and
-// the patron cannot be read (storage's database out of reach, say), it
-// is answered with them as the loan names them, the item as its write
-// left it, never with a failure that would tell the client nothing
-// happened.
-func (s *Service) checkedOutBefore(ctx context.Context, req CheckOutRequest, l Landed) (CheckOutResult, error) {
-	if l.Loan == nil {
-		return CheckOutResult{}, errs.Errorf(errs.KindInternal, schemas.CodeInternal, "the check-out's write landed without its loan")
-	}
-	res := CheckOutResult{Loan: *l.Loan, Patron: Patron{ID: l.Loan.UserID}, Item: Item{ID: l.Loan.ItemID}}
-	reads, err := s.storage.ReadForCheckOut(ctx, req.ItemBarcode, req.UserBarcode)
-	if err != nil {
-		s.logger.WarnContext(ctx, "check-out made: its item and patron could not be read for its answer",
-			slog.String("loan_id", l.Loan.ID), slog.Any("error", err))
-		res.Item.Status = schemas.ItemCheckedOut
-		return res, nil
-	}
-	if reads.Item != nil {
-		res.Item = *reads.Item
-	}
-	if reads.Patron != nil {
-		res.Patron = *reads.Patron
-	}
-	return res, nil
+// before: its loan as written, with the loan's item and patron as they
+// are now (ofLoan).
+func (s *Service) checkedOutBefore(ctx context.Context, loan Loan) CheckOutResult {
+	reads := s.ofLoan(ctx, loan, CheckOutReads{})
+	return CheckOutResult{Loan: loan, Item: *reads.Item, Patron: *reads.Patron}
 }
 
 // checkOut is CheckOut's check-out, made live or offline.
@@ -387,9 +367,9 @@ func (s *Service) checkOutInOne(ctx context.Context, req CheckOutRequest, settin
 	if stored.Patron == nil {
 		// Its write had landed before (sent again after its answer was
 		// lost): storage answered with its loan alone.
-		res, err := s.checkedOutBefore(ctx, req, Landed{Loan: &stored.Loan})
-		res.Locked = err == nil
-		return res, true, err
+		res := s.checkedOutBefore(ctx, stored.Loan)
+		res.Locked = true
+		return res, true, nil
 	}
 	return CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: *stored.Patron, Locked: true}, true, nil
 }

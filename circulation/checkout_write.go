@@ -77,7 +77,14 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 		return err
 	})
 	if err == nil {
-		return written{CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}, stored.LockReleased, stored.LockWaited}, nil
+		res := CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}
+		if !stored.Loan.of(co.item.ID, co.patron.ID) {
+			// Its write had landed before (a call sent again with its
+			// Idempotency-Key after a barcode was given to another
+			// record): storage answered that write's loan.
+			res = s.checkedOutBefore(ctx, stored.Loan)
+		}
+		return written{res, stored.LockReleased, stored.LockWaited}, nil
 	}
 	if refused := co.refused(err); refused != nil {
 		// The write judged the rules again and found some broken since

@@ -67,8 +67,9 @@ func (s *Service) named(ctx context.Context, patron *Patron, access PatronAccess
 }
 
 // Unnamed is the patron as a caller who may not be told who they are
-// sees them: the barcode it gave and whether they are active, no id and
-// no name.
-func (p Patron) Unnamed() Patron {
-	return Patron{Barcode: p.Barcode, Active: p.Active, ExpirationDate: p.ExpirationDate}
+// sees them: by the barcode it gave (barcode: the one read by, or the one
+// a call sent again gave before the patron's was changed), and whether
+// they are active; no id and no name.
+func (p Patron) Unnamed(barcode string) Patron {
+	return Patron{Barcode: barcode, Active: p.Active, ExpirationDate: p.ExpirationDate}
 }

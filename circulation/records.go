@@ -278,6 +278,12 @@ type Loan struct {
 	Doc json.RawMessage
 }
 
+// of says the loan is of the item itemID to the patron userID: the records
+// a call read are the loan's.
+func (l Loan) of(itemID, userID string) bool {
+	return l.ItemID == itemID && l.UserID == userID
+}
+
 // OfflineRecord is what a loan made offline says of itself (loan.json's
 // offline): when it was made, the account that sent it and the machine
 // that lent it, and the rules it

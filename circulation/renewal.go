@@ -157,59 +157,26 @@ func (s *Service) renewRead(ctx context.Context, req RenewRequest, reads CheckOu
 		if !ok {
 			return RenewResult{}, err
 		}
-		if l.Loan == nil {
-			return RenewResult{}, refused
-		}
 		stored = *l.Loan
 	}
-	res, found, err := s.renewedLoan(ctx, req, stored, reads, named)
-	switch {
-	case err != nil:
-		return RenewResult{}, err
-	case found:
-		return res, nil
-	case refused != nil:
-		// Its loan's item or patron deleted since: refused as a new
-		// renewal is (docs/known-limits.md).
-		return RenewResult{}, refused
-	}
-	return RenewResult{}, errs.Errorf(errs.KindConflict, schemas.CodeItemChanged,
-		"Loan %s was renewed, and its item or patron can no longer be read", stored.ID).With("loanId", stored.ID)
-}
-
-// renewedLoan is the answer of a renewal whose write landed: the loan as
-// the write left it, with its item and patron. Where what the renewal
-// read is not theirs (a call sent again with its Idempotency-Key after a
-// barcode was removed or given to another: storage answers the loan the
-// write id renewed), they are read again by the loan's ids; the patron
-// the call did not read is then named only to a caller who may be told
-// any borrower (req.Access.Details), and shown otherwise by the barcode
-// the caller gave. found is false when they can no longer be read.
-func (s *Service) renewedLoan(ctx context.Context, req RenewRequest, loan Loan, reads CheckOutReads, named bool) (res RenewResult, found bool, err error) {
-	if reads.Item != nil && reads.Item.ID == loan.ItemID && reads.Patron != nil && reads.Patron.ID == loan.UserID {
-		return renewedAnswer(loan, reads, named), true, nil
-	}
-	if reads.Patron == nil || reads.Patron.ID != loan.UserID {
-		named = req.Access.Details
-	}
-	if reads, err = s.storage.ReadForCheckOutByID(ctx, loan.ItemID, loan.UserID); err != nil || reads.Item == nil || reads.Patron == nil {
-		return RenewResult{}, false, err
-	}
-	res = renewedAnswer(loan, reads, named)
-	if !named {
-		res.Patron.Barcode = req.UserBarcode
-	}
-	return res, true, nil
+	return renewedAnswer(req, stored, s.ofLoan(ctx, stored, reads), reads, named), nil
 }
 
 // renewedAnswer is a renewal's answer: the loan renewed, as stored, with
-// its item and patron as reads read them, the patron named only when
-// named.
-func renewedAnswer(stored Loan, reads CheckOutReads, named bool) RenewResult {
-	if named {
-		return RenewResult{Loan: stored, Item: *reads.Item, Patron: *reads.Patron, Named: true, PolicyName: reads.Policy.Name}
+// its item and patron (theirs, ofLoan's), the patron named only when
+// named. A patron the call did not read (a call sent again with its
+// Idempotency-Key after the barcode it gave was given to another) is
+// named only to a caller who may be told any borrower
+// (req.Access.Details); an unnamed one is shown by the barcode the caller
+// gave.
+func renewedAnswer(req RenewRequest, stored Loan, theirs, reads CheckOutReads, named bool) RenewResult {
+	if reads.Patron == nil || reads.Patron.ID != stored.UserID {
+		named = req.Access.Details
 	}
-	return RenewResult{Loan: stored, Item: *reads.Item, Patron: reads.Patron.Unnamed(), PolicyName: reads.Policy.Name}
+	if named {
+		return RenewResult{Loan: stored, Item: *theirs.Item, Patron: *theirs.Patron, Named: true, PolicyName: theirs.Policy.Name}
+	}
+	return RenewResult{Loan: stored, Item: *theirs.Item, Patron: theirs.Patron.Unnamed(req.UserBarcode), PolicyName: theirs.Policy.Name}
 }
 
 // renew judges and writes a renewal from what it read: the loan as

@@ -128,7 +128,7 @@ func (s *Service) PatronSummary(ctx context.Context, barcode string, access Patr
 		out.ExcessiveFees = out.ExcessiveFees || b.ConditionID == schemas.ConditionFeeFineBalance
 	}
 	if !out.Full {
-		p := recs.Patron.Unnamed()
+		p := recs.Patron.Unnamed(barcode)
 		out.Patron = &p
 		out.OpenLoans = nil
 		out.FeeFineBalance, out.FeeFineCount, out.FeesFines = "", 0, nil

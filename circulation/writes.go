@@ -58,8 +58,9 @@ type Landed struct {
 	// Kind is the write's (schemas.WriteCheckOut and the like), Digest
 	// the digest of the client's request it was made for.
 	Kind, Digest string
-	// Loan is a check-out's or a renewal's loan, or the loan a check-in
-	// closed, as written.
+	// Loan is a check-out's or a renewal's loan (never nil for those:
+	// Storage.Landed answers them with it), or the loan a check-in closed,
+	// as written.
 	Loan *Loan
 	// Returned is what a check-in left.
 	Returned *Returned
@@ -148,6 +149,33 @@ func (s *Service) landed(ctx context.Context, kind string, err error) (Landed, b
 		return Landed{}, false, KeyReused(l.Kind)
 	}
 	return l, true, nil
+}
+
+// ofLoan is the item and the patron a loan whose write landed is answered
+// with: those the call read (reads) where they are the loan's, else read
+// again by the loan's ids (a call sent again with its Idempotency-Key
+// after a barcode was removed or given to another record is answered its
+// own loan's, never the records it read). Where they cannot be read
+// (storage's database out of reach, say), they are as the loan names them,
+// the item checked out, never a failure that would tell the client
+// nothing happened.
+func (s *Service) ofLoan(ctx context.Context, loan Loan, reads CheckOutReads) CheckOutReads {
+	if reads.Item != nil && reads.Patron != nil && loan.of(reads.Item.ID, reads.Patron.ID) {
+		return reads
+	}
+	again, err := s.storage.ReadForCheckOutByID(ctx, loan.ItemID, loan.UserID)
+	if err != nil {
+		s.logger.WarnContext(ctx, "write landed: its loan's item and patron could not be read for its answer",
+			slog.String("loan_id", loan.ID), slog.Any("error", err))
+		again = CheckOutReads{}
+	}
+	if again.Item == nil {
+		again.Item = &Item{ID: loan.ItemID, Status: schemas.ItemCheckedOut}
+	}
+	if again.Patron == nil {
+		again.Patron = &Patron{ID: loan.UserID}
+	}
+	return again
 }
 
 // KeyReused is the refusal of a call whose Idempotency-Key a write of

@@ -469,18 +469,19 @@ func TestAnUnknownKioskPaymentIsLearntFromItsKey(t *testing.T) {
 func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
-	lib := c.SetupLibrary(2, 3, 0)
+	lib := c.SetupLibrary(3, 3, 0)
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
 	keyed := func() map[string]string {
 		return c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleLibrarian), schemas.HeaderIdempotencyKey, uuid.NewString())
 	}
-	byBarcode, other := lib.Items[0][0], lib.Items[0][1]
+	byBarcode, other, withPIN := lib.Items[0][0], lib.Items[0][1], lib.Items[0][2]
 	byID, removed, kiosk := lib.Items[1][0], lib.Items[1][1], lib.Items[1][2]
 	c.CheckOut(0, byBarcode, lib.Patrons[0]).Want(t, http.StatusCreated)
 	c.CheckOut(0, other, lib.Patrons[0]).Want(t, http.StatusCreated)
 	c.CheckOut(0, byID, lib.Patrons[1]).Want(t, http.StatusCreated)
 	c.CheckOut(0, removed, lib.Patrons[1]).Want(t, http.StatusCreated)
 	c.CheckOut(0, kiosk, lib.Patrons[1]).Want(t, http.StatusCreated)
+	c.CheckOut(0, withPIN, lib.Patrons[0]).Want(t, http.StatusCreated)
 	renewedID, otherID := itemID(t, c, byBarcode), itemID(t, c, other)
 	byIDItem, byIDPatron, removedID, kioskID := itemID(t, c, byID), patronID(t, c, lib.Patrons[1]), itemID(t, c, removed), itemID(t, c, kiosk)
 	type answer struct {
@@ -489,7 +490,7 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 		DueDate            string
 		Item               struct{ Barcode string }
 		Borrower           *struct {
-			Barcode, FirstName string
+			ID, Barcode, FirstName string
 		}
 	}
 	renew := func(path string, body map[string]any, headers map[string]string, want int) answer {
@@ -537,6 +538,29 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 		t.Errorf("the kiosk's renewal sent again after the patron's barcode changed answered %+v %+v, want %+v %+v", again, again.Borrower, first, first.Borrower)
 	}
 
+	// At a kiosk with the patron's PIN (the borrower named): the
+	// patron's barcode then given to another patron whose PIN the kiosk
+	// gives. The answer names the loan's borrower only to a caller who
+	// gave their PIN: not to this one.
+	withPINID, borrowerID, otherPatronID := itemID(t, c, withPIN), patronID(t, c, lib.Patrons[0]), patronID(t, c, lib.Patrons[2])
+	for _, id := range []string{borrowerID, otherPatronID} {
+		c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
+	}
+	key = c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck), schemas.HeaderIdempotencyKey, uuid.NewString(),
+		schemas.HeaderPatronPin, "7319")
+	body = map[string]any{"itemBarcode": withPIN, "userBarcode": lib.Patrons[0]}
+	first = renew("/circulation/renew-by-barcode", body, key, http.StatusOK)
+	if first.UserID != borrowerID || first.Borrower == nil || first.Borrower.ID != borrowerID {
+		t.Errorf("the kiosk's renewal with the patron's PIN answered %+v %+v, want the borrower named", first, first.Borrower)
+	}
+	setBarcode(t, c, "/users/"+borrowerID, lib.Patrons[0]+"-moved")
+	setBarcode(t, c, "/users/"+otherPatronID, lib.Patrons[0])
+	again = renew("/circulation/renew-by-barcode", body, key, http.StatusOK)
+	if again.ID != first.ID || again.ItemID != withPINID || again.RenewalCount != 1 || again.UserID != "" ||
+		again.Borrower == nil || again.Borrower.ID != "" || again.Borrower.Barcode != lib.Patrons[0] {
+		t.Errorf("the kiosk's renewal sent again with another patron's PIN answered %+v %+v, want its loan, the borrower unnamed", again, again.Borrower)
+	}
+
 	// By ids: the patron's barcode then removed.
 	key = keyed()
 	body = map[string]any{"itemId": byIDItem, "userId": byIDPatron}
@@ -548,11 +572,87 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	var counts []int
 	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT array_agg(coalesce((jsonb ->> 'renewalCount')::int, 0)
 		ORDER BY array_position($1::text[], jsonb ->> 'itemId')) FROM %s.loan WHERE status_name = 'Open'`, c.Schema),
-		[]string{renewedID, removedID, kioskID, byIDItem, otherID}).Scan(&counts); err != nil {
+		[]string{renewedID, removedID, kioskID, withPINID, byIDItem, otherID}).Scan(&counts); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(counts, []int{1, 1, 1, 1, 0}) || renewalEvents(t, c) != 4 {
-		t.Errorf("open loans' renewal counts %v (the barcode moved, removed, the kiosk's, by ids, the other item), %d events; want [1 1 1 1 0] and 4",
+	if !slices.Equal(counts, []int{1, 1, 1, 1, 1, 0}) || renewalEvents(t, c) != 5 {
+		t.Errorf("open loans' renewal counts %v (the barcode moved, removed, the kiosk's, with a PIN, by ids, the other item), %d events; want [1 1 1 1 1 0] and 5",
 			counts, renewalEvents(t, c))
+	}
+}
+
+// TestACheckOutSentAgainIsAnsweredFromItsWrite: a check-out sent again
+// with its Idempotency-Key after the barcodes it named were given to other
+// records is answered its own loan with the loan's own item and patron as
+// they are now, read by the loan's ids, never with the records the
+// barcodes name now (an item it did not lend, a patron who does not
+// borrow it): whether storage meets the key in the check-out's one call
+// (the lock on) or in the write after validation's read (the lock off).
+// A kiosk's answer names the borrower, as it always does, by the barcode
+// the kiosk gave alone.
+func TestACheckOutSentAgainIsAnsweredFromItsWrite(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("lock on %v", on), func(t *testing.T) {
+			t.Parallel()
+			c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: on})
+			lib := c.SetupLibrary(3, 2, 0)
+			lent, taken, atKiosk := lib.Items[0][0], lib.Items[0][1], lib.Items[1][0]
+			borrower, other, kioskPatron := lib.Patrons[0], lib.Patrons[2], lib.Patrons[1]
+			lentID, takenID, atKioskID := itemID(t, c, lent), itemID(t, c, taken), itemID(t, c, atKiosk)
+			borrowerID, otherID, kioskPatronID := patronID(t, c, borrower), patronID(t, c, other), patronID(t, c, kioskPatron)
+			type answer struct {
+				ID, ItemID, UserID string
+				Item               struct{ ID, Barcode string }
+				Borrower           struct{ ID, Barcode, FirstName string }
+			}
+			checkOut := func(role string, key, item, patron string) answer {
+				t.Helper()
+				var a answer
+				c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode",
+					map[string]string{"itemBarcode": item, "userBarcode": patron, "servicePointId": harness.ServicePoint},
+					c.HeadersWith(schemas.HeaderToken, c.Token(role), schemas.HeaderIdempotencyKey, key)).
+					Want(t, http.StatusCreated).Decode(t, &a)
+				return a
+			}
+
+			// A librarian's: the item's barcode then given to another
+			// item, the patron's to another patron.
+			key := uuid.NewString()
+			first := checkOut(schemas.RoleLibrarian, key, lent, borrower)
+			setBarcode(t, c, "/item-storage/items/"+lentID, lent+"-moved")
+			setBarcode(t, c, "/item-storage/items/"+takenID, lent)
+			setBarcode(t, c, "/users/"+borrowerID, borrower+"-moved")
+			setBarcode(t, c, "/users/"+otherID, borrower)
+			again := checkOut(schemas.RoleLibrarian, key, lent, borrower)
+			if again.ID != first.ID || again.ItemID != lentID || again.UserID != borrowerID ||
+				again.Item.ID != lentID || again.Item.Barcode != lent+"-moved" ||
+				again.Borrower.ID != borrowerID || again.Borrower.Barcode != borrower+"-moved" || again.Borrower.FirstName != first.Borrower.FirstName {
+				t.Errorf("the check-out sent again answered %+v, want its own loan (%+v) with its item and borrower as they are now", again, first)
+			}
+
+			// A kiosk's: the patron's barcode then changed.
+			key = uuid.NewString()
+			first = checkOut(schemas.RoleSelfCheck, key, atKiosk, kioskPatron)
+			setBarcode(t, c, "/users/"+kioskPatronID, kioskPatron+"-new")
+			again = checkOut(schemas.RoleSelfCheck, key, atKiosk, kioskPatron)
+			if again.ID != first.ID || again.ItemID != atKioskID || again.UserID != "" || again.Item.Barcode != atKiosk ||
+				again.Borrower != first.Borrower || again.Borrower.Barcode != kioskPatron || again.Borrower.ID != "" {
+				t.Errorf("the kiosk's check-out sent again answered %+v, want %+v: its own loan, the borrower by the barcode the kiosk gave alone", again, first)
+			}
+
+			var loans []string
+			if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT array_agg(jsonb ->> 'itemId' ORDER BY jsonb ->> 'itemId') FROM %s.loan`, c.Schema)).
+				Scan(&loans); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{lentID, atKioskID}
+			slices.Sort(want)
+			var untouched struct{ Status struct{ Name string } }
+			c.Do(c.Storage, "GET", "/item-storage/items/"+takenID, nil).Want(t, http.StatusOK).Decode(t, &untouched)
+			if !slices.Equal(loans, want) || untouched.Status.Name != schemas.ItemAvailable {
+				t.Errorf("loans of items %v, the other item %s; want one loan each of %v, the other item available", loans, untouched.Status.Name, want)
+			}
+		})
 	}
 }

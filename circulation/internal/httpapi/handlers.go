@@ -176,7 +176,7 @@ func (s *Server) checkOut(c echo.Context) error {
 	// without the PIN tells (the barcode it gave): no id, no name. The
 	// patron's name is the summary's, with the PIN.
 	if !s.holds(c, schemas.PermissionPatronSummaryDetails) {
-		out := loanAnswer(l, res.Item, res.Patron.Unnamed())
+		out := loanAnswer(l, res.Item, res.Patron.Unnamed(req.UserBarcode))
 		out.UserID = ""
 		return c.JSON(http.StatusCreated, out)
 	}
