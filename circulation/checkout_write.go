@@ -78,10 +78,10 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 	})
 	if err == nil {
 		res := CheckOutResult{Loan: stored.Loan, Item: stored.Item, Patron: co.patron}
-		if !stored.Loan.of(co.item.ID, co.patron.ID) {
+		if stored.Replayed {
 			// Its write had landed before (a call sent again with its
-			// Idempotency-Key after a barcode was given to another
-			// record): storage answered that write's loan.
+			// Idempotency-Key): storage answered that write's loan, whose
+			// item and patron may not be those read now.
 			res = s.checkedOutBefore(ctx, stored.Loan)
 		}
 		return written{res, stored.LockReleased, stored.LockWaited}, nil

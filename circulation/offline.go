@@ -116,7 +116,7 @@ func (s *Service) checkOutOffline(ctx context.Context, req CheckOutRequest) (Che
 }
 
 // offlineRecorded finds the loan an offline check-out records, when it
-// was recorded already, with its item and patron.
+// was recorded already, with its item and patron (checkedOutBefore).
 func (s *Service) offlineRecorded(ctx context.Context, req CheckOutRequest) (CheckOutResult, bool, error) {
 	off := req.Offline
 	id := OfflineLoanID(off.Tenant, off.RecordedBy, req.UserBarcode, req.ItemBarcode, off.TransactionDate)
@@ -127,20 +127,9 @@ func (s *Service) offlineRecorded(ctx context.Context, req CheckOutRequest) (Che
 	case err != nil:
 		return CheckOutResult{}, false, err
 	}
-	reads, err := s.storage.ReadForCheckOut(ctx, req.ItemBarcode, req.UserBarcode)
-	if err != nil {
-		return CheckOutResult{}, false, err
-	}
-	res := CheckOutResult{Loan: loan}
-	if reads.Item != nil {
-		res.Item = *reads.Item
-	}
-	if reads.Patron != nil {
-		res.Patron = *reads.Patron
-	}
 	s.logger.InfoContext(ctx, "an offline check-out sent again: its loan answered", slog.String("loan_id", id),
 		slog.String("recorded_by", off.RecordedBy))
-	return res, true, nil
+	return s.checkedOutBefore(ctx, loan), true, nil
 }
 
 // selfCheck is the tenant's self-check settings (its selfCheck entry,

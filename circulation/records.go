@@ -366,6 +366,11 @@ type CheckedOut struct {
 	// LockWaited is how long a write that acquired its lock waited for it,
 	// as storage measured it (schemas.HeaderLockAcquired).
 	LockWaited time.Duration
+	// Replayed says the write's id had landed before
+	// (schemas.HeaderWriteReplayed): Loan is that write's loan as it was
+	// answered then, and Item the item the call read, which may not be
+	// its item.
+	Replayed bool
 }
 
 // CheckedOutInOne is a check-out asked of storage in one call, as

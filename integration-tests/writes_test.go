@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -589,37 +590,57 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 // borrow it): whether storage meets the key in the check-out's one call
 // (the lock on) or in the write after validation's read (the lock off).
 // A kiosk's answer names the borrower, as it always does, by the barcode
-// the kiosk gave alone.
+// the kiosk gave alone. A check-out made offline, sent again (found by
+// the loan id its account, barcodes and date make), is answered the same
+// way.
 func TestACheckOutSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	t.Parallel()
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprintf("lock on %v", on), func(t *testing.T) {
 			t.Parallel()
 			c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: on})
-			lib := c.SetupLibrary(3, 2, 0)
+			lib := c.SetupLibrary(4, 2, 0)
 			lent, taken, atKiosk := lib.Items[0][0], lib.Items[0][1], lib.Items[1][0]
 			borrower, other, kioskPatron := lib.Patrons[0], lib.Patrons[2], lib.Patrons[1]
 			lentID, takenID, atKioskID := itemID(t, c, lent), itemID(t, c, taken), itemID(t, c, atKiosk)
 			borrowerID, otherID, kioskPatronID := patronID(t, c, borrower), patronID(t, c, other), patronID(t, c, kioskPatron)
 			type answer struct {
 				ID, ItemID, UserID string
-				Item               struct{ ID, Barcode string }
-				Borrower           struct{ ID, Barcode, FirstName string }
+				Item               struct {
+					ID, Barcode string
+					Status      struct{ Name string }
+				}
+				Borrower struct{ ID, Barcode, LastName string }
+			}
+			send := func(role string, headers []string, body map[string]any) answer {
+				t.Helper()
+				var a answer
+				c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", body,
+					c.HeadersWith(append([]string{schemas.HeaderToken, c.Token(role)}, headers...)...)).
+					Want(t, http.StatusCreated).Decode(t, &a)
+				return a
 			}
 			checkOut := func(role string, key, item, patron string) answer {
 				t.Helper()
-				var a answer
-				c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode",
-					map[string]string{"itemBarcode": item, "userBarcode": patron, "servicePointId": harness.ServicePoint},
-					c.HeadersWith(schemas.HeaderToken, c.Token(role), schemas.HeaderIdempotencyKey, key)).
-					Want(t, http.StatusCreated).Decode(t, &a)
-				return a
+				return send(role, []string{schemas.HeaderIdempotencyKey, key},
+					map[string]any{"itemBarcode": item, "userBarcode": patron, "servicePointId": harness.ServicePoint})
+			}
+
+			// A librarian's, its item checked in before it is sent again:
+			// the item as it is now.
+			returned := lib.Items[2][0]
+			key := uuid.NewString()
+			first := checkOut(schemas.RoleLibrarian, key, returned, other)
+			c.CheckIn(0, returned).Want(t, http.StatusOK)
+			if again := checkOut(schemas.RoleLibrarian, key, returned, other); again.ID != first.ID || again.Item.ID != first.Item.ID ||
+				again.Item.Status.Name != schemas.ItemAvailable {
+				t.Errorf("the check-out sent again after its item was checked in answered %+v, want its loan (%+v) with the item available", again, first)
 			}
 
 			// A librarian's: the item's barcode then given to another
 			// item, the patron's to another patron.
-			key := uuid.NewString()
-			first := checkOut(schemas.RoleLibrarian, key, lent, borrower)
+			key = uuid.NewString()
+			first = checkOut(schemas.RoleLibrarian, key, lent, borrower)
 			setBarcode(t, c, "/item-storage/items/"+lentID, lent+"-moved")
 			setBarcode(t, c, "/item-storage/items/"+takenID, lent)
 			setBarcode(t, c, "/users/"+borrowerID, borrower+"-moved")
@@ -627,7 +648,8 @@ func TestACheckOutSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 			again := checkOut(schemas.RoleLibrarian, key, lent, borrower)
 			if again.ID != first.ID || again.ItemID != lentID || again.UserID != borrowerID ||
 				again.Item.ID != lentID || again.Item.Barcode != lent+"-moved" ||
-				again.Borrower.ID != borrowerID || again.Borrower.Barcode != borrower+"-moved" || again.Borrower.FirstName != first.Borrower.FirstName {
+				again.Borrower.ID != borrowerID || again.Borrower.Barcode != borrower+"-moved" || again.Borrower.LastName == "" ||
+				again.Borrower.LastName != first.Borrower.LastName {
 				t.Errorf("the check-out sent again answered %+v, want its own loan (%+v) with its item and borrower as they are now", again, first)
 			}
 
@@ -641,17 +663,38 @@ func TestACheckOutSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 				t.Errorf("the kiosk's check-out sent again answered %+v, want %+v: its own loan, the borrower by the barcode the kiosk gave alone", again, first)
 			}
 
+			// Made offline, a librarian's: the item's barcode then given to
+			// another item, the patron's changed.
+			offline, offlineTaken, offlinePatron := lib.Items[3][0], lib.Items[3][1], lib.Patrons[3]
+			offlineID, offlineTakenID, offlinePatronID := itemID(t, c, offline), itemID(t, c, offlineTaken), patronID(t, c, offlinePatron)
+			body := map[string]any{"itemBarcode": offline, "userBarcode": offlinePatron, "servicePointId": harness.ServicePoint,
+				"offline": map[string]any{"transactionDate": schemas.FormatTime(time.Now().Add(-time.Hour))}}
+			first = send(schemas.RoleLibrarian, nil, body)
+			setBarcode(t, c, "/item-storage/items/"+offlineID, offline+"-moved")
+			setBarcode(t, c, "/item-storage/items/"+offlineTakenID, offline)
+			setBarcode(t, c, "/users/"+offlinePatronID, offlinePatron+"-moved")
+			again = send(schemas.RoleLibrarian, nil, body)
+			if again.ID != first.ID || again.ItemID != offlineID || again.Item.ID != offlineID || again.Item.Barcode != offline+"-moved" ||
+				again.Borrower.ID != offlinePatronID || again.Borrower.Barcode != offlinePatron+"-moved" {
+				t.Errorf("the offline check-out sent again answered %+v, want its own loan (%+v) with its item and borrower as they are now", again, first)
+			}
+
 			var loans []string
 			if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT array_agg(jsonb ->> 'itemId' ORDER BY jsonb ->> 'itemId') FROM %s.loan`, c.Schema)).
 				Scan(&loans); err != nil {
 				t.Fatal(err)
 			}
-			want := []string{lentID, atKioskID}
+			want := []string{itemID(t, c, returned), lentID, atKioskID, offlineID}
 			slices.Sort(want)
-			var untouched struct{ Status struct{ Name string } }
-			c.Do(c.Storage, "GET", "/item-storage/items/"+takenID, nil).Want(t, http.StatusOK).Decode(t, &untouched)
-			if !slices.Equal(loans, want) || untouched.Status.Name != schemas.ItemAvailable {
-				t.Errorf("loans of items %v, the other item %s; want one loan each of %v, the other item available", loans, untouched.Status.Name, want)
+			for _, id := range []string{takenID, offlineTakenID} {
+				var untouched struct{ Status struct{ Name string } }
+				c.Do(c.Storage, "GET", "/item-storage/items/"+id, nil).Want(t, http.StatusOK).Decode(t, &untouched)
+				if untouched.Status.Name != schemas.ItemAvailable {
+					t.Errorf("the item given the barcode is %s, want it available", untouched.Status.Name)
+				}
+			}
+			if !slices.Equal(loans, want) {
+				t.Errorf("loans of items %v, want one loan each of %v", loans, want)
 			}
 		})
 	}

@@ -113,7 +113,7 @@ func (c *Client) CheckOutItem(ctx context.Context, loan circulation.Loan, item c
 	waited, _ := strconv.Atoi(answer.Get(schemas.HeaderLockAcquired))
 	return circulation.CheckedOut{Loan: created, Item: item.CheckedOut(),
 		LockReleased: lockID != "" && answer.Get(schemas.HeaderLockReleased) == "true",
-		LockWaited:   time.Duration(waited) * time.Millisecond}, nil
+		LockWaited:   time.Duration(waited) * time.Millisecond, Replayed: answer.Get(schemas.HeaderWriteReplayed) == "true"}, nil
 }
 
 // acquisitionTerms is schemas.HeaderAcquireLock of a write that acquires
