@@ -405,6 +405,8 @@ type Storage interface {
 	// the patron userID, named by their ids: either may have no barcode.
 	ReadForCheckOutByID(ctx context.Context, itemID, userID string) (CheckOutReads, error)
 	ItemByBarcode(ctx context.Context, barcode string) (Item, error)
+	// LoanPolicy is the loan policy with id.
+	LoanPolicy(ctx context.Context, id string) (LoanPolicy, error)
 	// PatronSummary reads, in one call, what a self-check machine shows the
 	// patron with barcode.
 	PatronSummary(ctx context.Context, barcode string) (PatronRecords, error)

@@ -159,18 +159,38 @@ func (s *Service) renewRead(ctx context.Context, req RenewRequest, reads CheckOu
 		}
 		stored = *l.Loan
 	}
-	return renewedAnswer(req, stored, s.ofLoan(ctx, stored, reads), reads, named), nil
+	theirs := s.ofLoan(ctx, stored, reads)
+	theirs.Policy = s.policyOf(ctx, stored, theirs.Policy)
+	return renewedAnswer(req, stored, theirs, reads.Patron, named), nil
+}
+
+// policyOf is the loan policy a renewed loan was renewed under, the one
+// it names (loanPolicyId): read, the one the call read, and read again by
+// its id where the rules now choose another (a renewal sent again with
+// its Idempotency-Key after the rules changed). Where it cannot be read,
+// it has the loan's id and no name: the answer then names none.
+func (s *Service) policyOf(ctx context.Context, loan Loan, read LoanPolicy) LoanPolicy {
+	if read.ID == loan.LoanPolicyID {
+		return read
+	}
+	p, err := s.storage.LoanPolicy(ctx, loan.LoanPolicyID)
+	if err != nil {
+		s.logger.WarnContext(ctx, "renewal landed: its loan policy could not be read for its answer",
+			slog.String("loan_id", loan.ID), slog.String("loan_policy_id", loan.LoanPolicyID), slog.Any("error", err))
+		return LoanPolicy{ID: loan.LoanPolicyID}
+	}
+	return p
 }
 
 // renewedAnswer is a renewal's answer: the loan renewed, as stored, with
-// its item and patron (theirs, ofLoan's), the patron named only when
-// named. A patron the call did not read (a call sent again with its
-// Idempotency-Key after the barcode it gave was given to another) is
+// its item, patron and policy (theirs), the patron named only when named.
+// A patron other than the one the call read (read: a call sent again with
+// its Idempotency-Key after the barcode it gave was given to another) is
 // named only to a caller who may be told any borrower
 // (req.Access.Details); an unnamed one is shown by the barcode the caller
 // gave.
-func renewedAnswer(req RenewRequest, stored Loan, theirs, reads CheckOutReads, named bool) RenewResult {
-	if reads.Patron == nil || reads.Patron.ID != stored.UserID {
+func renewedAnswer(req RenewRequest, stored Loan, theirs CheckOutReads, read *Patron, named bool) RenewResult {
+	if read == nil || read.ID != stored.UserID {
 		named = req.Access.Details
 	}
 	if named {

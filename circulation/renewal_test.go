@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/checkoutlock/circulation"
 	"github.com/checkoutlock/circulation-storage/storagetest"
 	"github.com/checkoutlock/schemas"
@@ -319,6 +321,43 @@ func TestALostRenewalIsNotAnotherRenewalsDone(t *testing.T) {
 	}
 	if len(sent) != 2 {
 		t.Errorf("the renewals' writes by write id: %v; want the other's once and this one's twice (lost, sent again)", sent)
+	}
+}
+
+// TestARenewalSentAgainNamesThePolicyItWasRenewedUnder: a renewal sent
+// again with its Idempotency-Key after the rules changed to lend under
+// another policy is answered with the policy the loan was renewed under,
+// read by its id; where that read fails, with no policy's name, the
+// renewal still answered as made.
+func TestARenewalSentAgainNamesThePolicyItWasRenewedUnder(t *testing.T) {
+	t.Parallel()
+	s := renewStack(t, nil)
+	if _, err := s.checkOut(t); err != nil {
+		t.Fatal(err)
+	}
+	ctx := circulation.WithWrite(okapi(t), circulation.Write{ID: uuid.NewString(), Keyed: true})
+	first, err := s.svc.RenewByBarcode(ctx, renewRequest())
+	if err != nil || first.PolicyName != "Renewable" || first.Loan.LoanPolicyID != renewPolicy {
+		t.Fatalf("the renewal: under %q (%s), %v; want renewed under %q", first.PolicyName, first.Loan.LoanPolicyID, err, "Renewable")
+	}
+	const later = "66666666-6666-4666-8666-00000000000f"
+	s.store.AddLoanPolicy(storagetest.LoanPolicy{ID: later, Name: "Later", Loanable: true,
+		Extra: map[string]any{"renewable": true, "renewalsPolicy": map[string]any{"unlimited": true}}})
+	s.store.SetRules(later)
+	again, err := s.svc.RenewByBarcode(ctx, renewRequest())
+	if err != nil || again.Loan.ID != first.Loan.ID || again.Loan.RenewalCount != 1 || again.PolicyName != "Renewable" {
+		t.Errorf("the renewal sent again after the rules changed: loan %s renewed %d times under %q, %v; want loan %s renewed once under %q",
+			again.Loan.ID, again.Loan.RenewalCount, again.PolicyName, err, first.Loan.ID, "Renewable")
+	}
+	s.store.Refuse(storagetest.RouteLoanPolicy, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable)
+	again, err = s.svc.RenewByBarcode(ctx, renewRequest())
+	if err != nil || again.Loan.ID != first.Loan.ID || again.Loan.RenewalCount != 1 || again.PolicyName != "" {
+		t.Errorf("the renewal sent again, its policy unreadable: loan %s renewed %d times under %q, %v; want loan %s renewed once, no policy named",
+			again.Loan.ID, again.Loan.RenewalCount, again.PolicyName, err, first.Loan.ID)
+	}
+	wantCount(t, s.store, storagetest.RouteLoanPolicy, 2)
+	if loans := s.store.Loans(); len(loans) != 1 || loans[0].Action != circulation.ActionRenewed || loans[0].LoanPolicyID != renewPolicy {
+		t.Errorf("loans %+v, want the one loan renewed under %s", loans, renewPolicy)
 	}
 }
 

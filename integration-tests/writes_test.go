@@ -493,6 +493,7 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 		Borrower           *struct {
 			ID, Barcode, FirstName string
 		}
+		LoanPolicy struct{ Name string }
 	}
 	renew := func(path string, body map[string]any, headers map[string]string, want int) answer {
 		t.Helper()
@@ -562,13 +563,22 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 		t.Errorf("the kiosk's renewal sent again with another patron's PIN answered %+v %+v, want its loan, the borrower unnamed", again, again.Borrower)
 	}
 
-	// By ids: the patron's barcode then removed.
+	// By ids: the patron's barcode then removed, and the rules changed
+	// to lend under another policy. The answer names the policy the loan
+	// was renewed under.
 	key = keyed()
 	body = map[string]any{"itemId": byIDItem, "userId": byIDPatron}
 	first = renew("/circulation/renew-by-id", body, key, http.StatusOK)
 	setBarcode(t, c, "/users/"+byIDPatron, "")
-	if again := renew("/circulation/renew-by-id", body, key, http.StatusOK); again.ID != first.ID || again.RenewalCount != 1 || again.DueDate != first.DueDate {
-		t.Errorf("the renewal by ids sent again answered %+v, want %+v", again, first)
+	var later struct{ ID string }
+	c.Do(c.Storage, "POST", "/loan-policy-storage/loan-policies", map[string]any{"name": "later", "loanable": true, "renewable": true,
+		"loansPolicy":    map[string]any{"profileId": "Rolling", "period": map[string]any{"duration": 1, "intervalId": "Weeks"}},
+		"renewalsPolicy": map[string]any{"unlimited": true}}).Want(t, http.StatusCreated).Decode(t, &later)
+	c.Do(c.Storage, "PUT", "/circulation-rules-storage", map[string]any{"fallbackLoanPolicyId": later.ID,
+		"rules": []map[string]any{}}).Want(t, http.StatusNoContent)
+	if again := renew("/circulation/renew-by-id", body, key, http.StatusOK); again.ID != first.ID || again.RenewalCount != 1 ||
+		again.DueDate != first.DueDate || first.LoanPolicy.Name != "limited" || again.LoanPolicy.Name != "limited" {
+		t.Errorf("the renewal by ids sent again after the rules changed answered %+v, want %+v, the policy it was renewed under", again, first)
 	}
 	var counts []int
 	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT array_agg(coalesce((jsonb ->> 'renewalCount')::int, 0)

@@ -818,7 +818,8 @@ const (
 // takes and gives back the patron's lock, and writes the loan (reading it
 // back when the write's answer is lost); a renewal reads the same and the
 // tenant's self-check settings, checks a patron's PIN, and writes the
-// loan; a check-in finds the item and its open loan and writes the
+// loan (reading, for its answer, the loan's policy where the rules now
+// choose another); a check-in finds the item and its open loan and writes the
 // check-in (an item without a loan changes alone).
 var (
 	checkOutModule = []string{
@@ -829,7 +830,8 @@ var (
 	}
 	renewModule = []string{"circulation-storage.check-out.validation.get",
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), PermissionVerifyPin,
-		"circulation-storage.loans.item.get", "circulation-storage.loans.item.put", PermissionRenewalOverride, PermissionWriteGet}
+		"circulation-storage.loans.item.get", "circulation-storage.loans.item.put", "circulation-storage.loan-policies.item.get",
+		PermissionRenewalOverride, PermissionWriteGet}
 	loanActionModule = []string{"circulation-storage.loans.item.get", "circulation-storage.loans.item.put",
 		"inventory-storage.items.item.get", PermissionWriteGet}
 	checkInModule = []string{

@@ -312,6 +312,7 @@ const (
 	RouteItems       = "GET /item-storage/items"
 	RoutePutItem     = "PUT /item-storage/items/{id}"
 	RouteLoans       = "GET /loan-storage/loans"
+	RouteLoanPolicy  = "GET /loan-policy-storage/loan-policies/{id}"
 	RouteLoan        = "GET /loan-storage/loans/{id}"
 	RoutePostLoan    = "POST /loan-storage/loans"
 	RoutePutLoan     = "PUT /loan-storage/loans/{id}"
@@ -342,7 +343,8 @@ func routeOf(method, path string) string {
 	var r string
 	switch {
 	case len(parts) >= 2 && parts[0] == "check-out-lock-storage", len(parts) >= 2 && parts[0] == "settings",
-		len(parts) >= 2 && parts[0] == "item-storage", len(parts) >= 2 && parts[0] == "loan-storage":
+		len(parts) >= 2 && parts[0] == "item-storage", len(parts) >= 2 && parts[0] == "loan-storage",
+		len(parts) >= 2 && parts[0] == "loan-policy-storage":
 		r = with(2)
 		if parts[0] == "check-out-lock-storage" {
 			r = with(1)
@@ -350,7 +352,7 @@ func routeOf(method, path string) string {
 	default:
 		r = method + " " + path
 	}
-	if slices.Contains([]string{RouteUsers, RouteItems, RoutePutItem, RouteLoans, RouteLoan, RoutePostLoan, RoutePutLoan,
+	if slices.Contains([]string{RouteUsers, RouteItems, RoutePutItem, RouteLoans, RouteLoan, RouteLoanPolicy, RoutePostLoan, RoutePutLoan,
 		RouteValidation, RouteCheckOut, RoutePatron, RouteSetPin, RouteVerifyPin, RouteAcquire, RouteGetLock, RouteRelease,
 		RouteGetSettings, RoutePostSetting, RoutePutSetting, RouteReady}, r) {
 		return r

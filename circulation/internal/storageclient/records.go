@@ -269,6 +269,15 @@ func (p *loanPolicyJSON) policy() circulation.LoanPolicy {
 		HoldsRenewable: p.RequestManagement.Holds.RenewItemsWithRequest}
 }
 
+// LoanPolicy implements circulation.Storage.
+func (c *Client) LoanPolicy(ctx context.Context, id string) (circulation.LoanPolicy, error) {
+	var p loanPolicyJSON
+	if err := c.call(ctx, http.MethodGet, "/loan-policy-storage/loan-policies/"+url.PathEscape(id), nil, &p); err != nil {
+		return circulation.LoanPolicy{}, err
+	}
+	return p.policy(), nil
+}
+
 // PatronIDByBarcode implements circulation.Storage.
 func (c *Client) PatronIDByBarcode(ctx context.Context, barcode string) (string, bool, error) {
 	if barcode == "" {
