@@ -165,10 +165,11 @@ func (s *Service) renewRead(ctx context.Context, req RenewRequest, reads CheckOu
 }
 
 // policyOf is the loan policy a renewed loan was renewed under, the one
-// it names (loanPolicyId): read, the one the call read, and read again by
-// its id where the rules now choose another (a renewal sent again with
-// its Idempotency-Key after the rules changed). Where it cannot be read,
-// it has the loan's id and no name: the answer then names none.
+// it names (loanPolicyId): read, the one read for the call (by the call,
+// or by ofLoan), else read by its id (a renewal sent again with its
+// Idempotency-Key after the rules changed to choose another). Where it
+// cannot be read, it has the loan's id and no name: the answer then names
+// none.
 func (s *Service) policyOf(ctx context.Context, loan Loan, read LoanPolicy) LoanPolicy {
 	if read.ID == loan.LoanPolicyID {
 		return read

@@ -2,6 +2,7 @@ package circulation_test
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -354,6 +355,19 @@ func TestARenewalSentAgainNamesThePolicyItWasRenewedUnder(t *testing.T) {
 	if err != nil || again.Loan.ID != first.Loan.ID || again.Loan.RenewalCount != 1 || again.PolicyName != "" {
 		t.Errorf("the renewal sent again, its policy unreadable: loan %s renewed %d times under %q, %v; want loan %s renewed once, no policy named",
 			again.Loan.ID, again.Loan.RenewalCount, again.PolicyName, err, first.Loan.ID)
+	}
+	wantCount(t, s.store, storagetest.RouteLoanPolicy, 2)
+	// The patron's barcode then changed, and the read of the loan's
+	// records by their ids refused: answered as made, by what the loan
+	// names, its policy not asked for again.
+	s.store.Exec(`UPDATE circulation_storage.patron SET jsonb = jsonb_set(jsonb, '{barcode}', '"u-moved"') WHERE tenant_id = $1 AND id = $2`, patronID)
+	s.store.RefuseWhen(storagetest.RouteValidation, 1, http.StatusServiceUnavailable, schemas.CodeDatabaseUnavailable,
+		func(c storagetest.Call) bool { return strings.Contains(c.Query, "userId=") })
+	again, err = s.svc.RenewByBarcode(ctx, renewRequest())
+	if err != nil || again.Loan.ID != first.Loan.ID || again.Loan.RenewalCount != 1 || again.PolicyName != "" || again.Patron.ID != "" ||
+		again.Item.ID != itemID {
+		t.Errorf("the renewal sent again, its records unreadable: loan %s renewed %d times under %q, item %s, patron %q, %v; want loan %s renewed once, item %s, no patron or policy named",
+			again.Loan.ID, again.Loan.RenewalCount, again.PolicyName, again.Item.ID, again.Patron.ID, err, first.Loan.ID, itemID)
 	}
 	wantCount(t, s.store, storagetest.RouteLoanPolicy, 2)
 	if loans := s.store.Loans(); len(loans) != 1 || loans[0].Action != circulation.ActionRenewed || loans[0].LoanPolicyID != renewPolicy {

@@ -156,9 +156,9 @@ func (s *Service) landed(ctx context.Context, kind string, err error) (Landed, b
 // again by the loan's ids (a call sent again with its Idempotency-Key
 // after a barcode was removed or given to another record is answered its
 // own loan's, never the records it read). Where they cannot be read
-// (storage's database out of reach, say), they are as the loan names them,
-// the item checked out, never a failure that would tell the client
-// nothing happened.
+// (storage's database out of reach, say), they are as the loan names them
+// (its policy too), the item checked out, never a failure that would tell
+// the client nothing happened.
 func (s *Service) ofLoan(ctx context.Context, loan Loan, reads CheckOutReads) CheckOutReads {
 	if reads.Item != nil && reads.Patron != nil && loan.of(reads.Item.ID, reads.Patron.ID) {
 		return reads
@@ -167,7 +167,7 @@ func (s *Service) ofLoan(ctx context.Context, loan Loan, reads CheckOutReads) Ch
 	if err != nil {
 		s.logger.WarnContext(ctx, "write landed: its loan's item and patron could not be read for its answer",
 			slog.String("loan_id", loan.ID), slog.Any("error", err))
-		again = CheckOutReads{}
+		again = CheckOutReads{Policy: LoanPolicy{ID: loan.LoanPolicyID}}
 	}
 	if again.Item == nil {
 		again.Item = &Item{ID: loan.ItemID, Status: schemas.ItemCheckedOut}
