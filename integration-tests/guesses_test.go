@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/checkoutlock/integration-tests/harness"
 	"github.com/checkoutlock/schemas"
@@ -116,70 +115,20 @@ func guessCount(t *testing.T, c *harness.Cluster, key string) int {
 const maxFailures = 5 // LOGIN_MAX_FAILURES, the default
 
 // heldAtStorage runs burst while storage's count of key is held by a
-// transaction of the test's own, and lets the count go once at least
-// 2×maxFailures of the burst's attempts wait for it at storage (for the
-// held row, or behind another attempt waiting for it): the burst is then
-// at once where the limit is decided, whatever pace its requests kept on
-// the way there (kiosks, the SIP2 door, circulation, a loaded machine).
-// Held so, the right secret among them is one of the burst in any order:
-// it may be let in first, or wait its turn behind the wrong ones until
-// they lock the count. Without the hold, the right secret sent first
-// could reach storage and be checked before the others had even arrived,
-// which is what a lone attempt is owed, and tests nothing of a burst.
-// heldEnv is the circulation environment of a cluster whose bursts
-// heldAtStorage holds: each attempt waits at storage while the count is
-// held (up to 2 s), and on a loaded machine the last of forty-one is
-// answered a while after the count is let go, so circulation waits for
-// storage longer than the harness's 3 s before it answers 503.
-var heldEnv = []string{"STORAGE_TIMEOUT=10s"}
-
+// transaction of the test's own (heldWhile), and lets the count go once
+// at least 2×maxFailures of the burst's attempts wait for it at storage:
+// the burst is then at once where the limit is decided, whatever pace its
+// requests kept on the way there (kiosks, the SIP2 door, circulation, a
+// loaded machine). Held so, the right secret among them is one of the
+// burst in any order: it may be let in first, or wait its turn behind the
+// wrong ones until they lock the count. Without the hold, the right
+// secret sent first could reach storage and be checked before the others
+// had even arrived, which is what a lone attempt is owed, and tests
+// nothing of a burst.
 func heldAtStorage(t *testing.T, c *harness.Cluster, key string, burst func()) {
 	t.Helper()
-	const want = 2 * maxFailures
-	ctx := context.Background()
-	tx, err := c.DB.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	var holder int
-	if err := tx.QueryRow(ctx, `INSERT INTO circulation_storage.login_failure AS f (tenant_id, key, failures, first_at)
-VALUES ($1, $2, 0, now()) ON CONFLICT (tenant_id, key) DO UPDATE SET failures = f.failures
-RETURNING pg_backend_pid()`, c.Tenant, key).Scan(&holder); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		burst()
-	}()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	// Circulation gives up on storage after STORAGE_TIMEOUT (heldEnv's
-	// 10 s): the burst must be let go well before.
-	deadline := time.After(2 * time.Second)
-	for waiting := 0; waiting < want; {
-		// Not in tx: a transaction sees pg_stat_activity as it was at
-		// its first look.
-		if err := c.DB.QueryRow(ctx, `WITH RECURSIVE w(pid) AS (
-    SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))
-    UNION
-    SELECT a.pid FROM pg_stat_activity a JOIN w ON w.pid = ANY(pg_blocking_pids(a.pid))
-) SELECT count(*) FROM w`, holder).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-tick.C:
-		case <-done:
-			t.Fatalf("the burst ended with %d attempts waiting for the held count, want %d", waiting, want)
-		case <-deadline:
-			t.Fatalf("%d attempts of the burst waited for the held count within 2 s, want %d", waiting, want)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-done
+	heldWhile(t, c, 2*maxFailures, `INSERT INTO circulation_storage.login_failure AS f (tenant_id, key, failures, first_at)
+VALUES ($1, $2, 0, now()) ON CONFLICT (tenant_id, key) DO UPDATE SET failures = f.failures`, []any{c.Tenant, key}, burst)
 }
 
 // TestPasswordBurstsGetNoMoreChecksThanTheLimit: forty wrong passwords

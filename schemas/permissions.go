@@ -818,9 +818,10 @@ const (
 // takes and gives back the patron's lock, and writes the loan (reading it
 // back when the write's answer is lost); a renewal reads the same and the
 // tenant's self-check settings, checks a patron's PIN, and writes the
-// loan (reading, for its answer, the loan's policy where the rules now
-// choose another); a check-in finds the item and its open loan and writes the
-// check-in (an item without a loan changes alone).
+// loan (reading, for its answer, the policy the loan names by its id
+// where that is not the one the call read); a check-in finds the item and
+// its open loan and writes the check-in (an item without a loan changes
+// alone).
 var (
 	checkOutModule = []string{
 		"circulation-storage.check-out.validation.get", PermissionCheckOutInOne,
