@@ -303,11 +303,11 @@ func TestAPatronsClosedLoansAreAnonymizedOnRequest(t *testing.T) {
 	}
 	var met [2]answer
 	heldWhile(t, c, len(met), `SELECT FROM `+loans+` WHERE id = ANY ($1::uuid[]) FOR UPDATE`, []any{again}, func() {
-		var both sync.WaitGroup
+		var meeting sync.WaitGroup
 		for i := range met {
-			both.Go(func() { met[i] = anonymize(i) })
+			meeting.Go(func() { met[i] = anonymize(i) })
 		}
-		both.Wait()
+		meeting.Wait()
 	})
 	once := append(slices.Clone(met[0].Anonymized), met[1].Anonymized...)
 	slices.Sort(once)
