@@ -185,6 +185,12 @@ type CheckOutReads struct {
 	LockSetting *SettingRead
 }
 
+// lentToPatron is whether the item read is on loan to the patron read:
+// a renewal of anything else is refused (judgeRenewal).
+func (r CheckOutReads) lentToPatron() bool {
+	return r.Item != nil && r.OpenLoanOf != nil && r.Patron != nil && r.Patron.ID == r.OpenLoanOf.UserID
+}
+
 // ManualBlock is a manual patron block in force: why, for staff (Desc),
 // what the patron is told, and whether it blocks borrowing and renewals.
 type ManualBlock struct {

@@ -107,9 +107,11 @@ const ActionRenewed = "renewed"
 // renewal goes on as a librarian's.
 //
 // The renewal's write carries the call's write id: a call sent again with
-// its Idempotency-Key (its PIN checked as any call's) answers the loan its
-// write renewed, whether the write meets the key at storage or the call
-// is refused before it writes.
+// its Idempotency-Key answers the loan its write renewed, whether the
+// write meets the key at storage or the call is refused before it writes
+// (where its item is no longer on loan to the patron the barcode names,
+// its PIN is checked against the patron the write renewed for:
+// renewNotLent).
 func (s *Service) RenewByBarcode(ctx context.Context, req RenewRequest) (RenewResult, error) {
 	ctx = identified(ctx)
 	if err := s.pinBeforeAnything(ctx, req.Access); err != nil {
@@ -145,8 +147,12 @@ func (s *Service) RenewByID(ctx context.Context, req RenewRequest) (RenewResult,
 
 // renewRead is a renewal from validation's read: the PIN given checked,
 // the loan judged and written, and a write whose answer was lost answered
-// from its write id.
+// from its write id. A renewal of an item not on loan to the patron read
+// is renewNotLent's.
 func (s *Service) renewRead(ctx context.Context, req RenewRequest, reads CheckOutReads) (RenewResult, error) {
+	if !reads.lentToPatron() {
+		return s.renewNotLent(ctx, req, reads)
+	}
 	named, err := s.named(ctx, reads.Patron, req.Access)
 	if err != nil {
 		return RenewResult{}, err
@@ -159,9 +165,39 @@ func (s *Service) renewRead(ctx context.Context, req RenewRequest, reads CheckOu
 		}
 		stored = *l.Loan
 	}
-	theirs := s.ofLoan(ctx, stored, reads)
-	theirs.Policy = s.policyOf(ctx, stored, theirs.Policy)
-	return renewedAnswer(req, stored, theirs, reads.Patron, named), nil
+	return s.renewedAnswer(ctx, req, stored, reads, reads.Patron, named), nil
+}
+
+// renewNotLent is a renewal of an item not on loan to the patron read,
+// which judgeRenewal refuses, unless it is a call sent again with its
+// Idempotency-Key whose write landed (the barcodes it names changed
+// since, or its loan was closed): its write is looked up by its id before
+// the PIN given is checked, and where it landed the PIN is checked, and a
+// wrong one counted, against the patron the write renewed for, never the
+// one the barcode names now. Storage not answering the lookup, or the key
+// being another request's (KeyReused), is the answer, no PIN checked. A
+// call whose write did not land, or without a key, has its PIN checked
+// against the patron read, then is refused.
+func (s *Service) renewNotLent(ctx context.Context, req RenewRequest, reads CheckOutReads) (RenewResult, error) {
+	if w, ok := WriteOf(ctx); ok && w.Keyed {
+		l, found, err := s.landedAs(ctx, w, schemas.WriteRenewal)
+		if err != nil {
+			return RenewResult{}, err
+		}
+		if found {
+			renewedFor := &Patron{ID: l.Loan.UserID}
+			named, err := s.named(ctx, renewedFor, req.Access)
+			if err != nil {
+				return RenewResult{}, err
+			}
+			return s.renewedAnswer(ctx, req, *l.Loan, reads, renewedFor, named), nil
+		}
+	}
+	if _, err := s.named(ctx, reads.Patron, req.Access); err != nil {
+		return RenewResult{}, err
+	}
+	_, refused := s.renew(ctx, req, reads)
+	return RenewResult{}, refused
 }
 
 // policyOf is the loan policy a renewed loan was renewed under, the one
@@ -184,14 +220,17 @@ func (s *Service) policyOf(ctx context.Context, loan Loan, read LoanPolicy) Loan
 }
 
 // renewedAnswer is a renewal's answer: the loan renewed, as stored, with
-// its item, patron and policy (theirs), the patron named only when named.
-// A patron other than the one the call read (read: a call sent again with
-// its Idempotency-Key after the barcode it gave was given to another) is
-// named only to a caller who may be told any borrower
-// (req.Access.Details); an unnamed one is shown by the barcode the caller
-// gave.
-func renewedAnswer(req RenewRequest, stored Loan, theirs CheckOutReads, read *Patron, named bool) RenewResult {
-	if read == nil || read.ID != stored.UserID {
+// its item, patron (ofLoan) and policy (policyOf), the patron named only
+// when named, and only when they are checked: the patron whose PIN the
+// call's was checked against, or the one it read. Any other (a call sent
+// again with its Idempotency-Key after the barcodes it gave were given to
+// other records, its PIN checked against the patron it read) is named
+// only to a caller who may be told any borrower (req.Access.Details); an
+// unnamed one is shown by the barcode the caller gave.
+func (s *Service) renewedAnswer(ctx context.Context, req RenewRequest, stored Loan, reads CheckOutReads, checked *Patron, named bool) RenewResult {
+	theirs := s.ofLoan(ctx, stored, reads)
+	theirs.Policy = s.policyOf(ctx, stored, theirs.Policy)
+	if checked == nil || checked.ID != stored.UserID {
 		named = req.Access.Details
 	}
 	if named {
@@ -241,7 +280,7 @@ func (s *Service) renew(ctx context.Context, req RenewRequest, reads CheckOutRea
 // patron from what was read (the item, its open loan, whose it is, then
 // renewalRefusals), and the new due date when there are none.
 func judgeRenewal(reads CheckOutReads, req RenewRequest, now time.Time) (time.Time, []*errs.Error) {
-	item, patron, loan := reads.Item, reads.Patron, reads.OpenLoanOf
+	item, loan := reads.Item, reads.OpenLoanOf
 	itemKey, itemValue := req.itemNamed()
 	switch {
 	case item == nil && req.ItemID != "":
@@ -253,7 +292,7 @@ func judgeRenewal(reads CheckOutReads, req RenewRequest, now time.Time) (time.Ti
 	case loan == nil:
 		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeNoOpenLoan,
 			"No open loan for item %s", itemValue).With(itemKey, itemValue)}
-	case patron == nil || patron.ID != loan.UserID:
+	case !reads.lentToPatron():
 		return time.Time{}, []*errs.Error{errs.Errorf(errs.KindInvalid, schemas.CodeItemCheckedOutToDifferentUser,
 			"Cannot renew item checked out to different user").With(req.userNamed())}
 	}

@@ -141,9 +141,23 @@ func (s *Service) landed(ctx context.Context, kind string, err error) (Landed, b
 	if !ok || err == nil || (!w.Keyed && !ambiguous(err)) {
 		return Landed{}, false, err
 	}
-	l, found, lerr := s.storage.Landed(ctx, w.ID)
+	l, found, lerr := s.landedAs(ctx, w, kind)
 	switch {
-	case lerr != nil || !found:
+	case found:
+		return l, true, nil
+	case errs.IsCode(lerr, schemas.CodeIdempotencyKeyReused):
+		return Landed{}, false, lerr
+	}
+	return Landed{}, false, err
+}
+
+// landedAs is the write w, of kind, when it landed (found); not found,
+// KeyReused when w's id is another request's write, or storage's error
+// when it did not answer.
+func (s *Service) landedAs(ctx context.Context, w Write, kind string) (Landed, bool, error) {
+	l, found, err := s.storage.Landed(ctx, w.ID)
+	switch {
+	case err != nil || !found:
 		return Landed{}, false, err
 	case l.Kind != kind || (l.Digest != "" && l.Digest != w.Digest):
 		return Landed{}, false, KeyReused(l.Kind)

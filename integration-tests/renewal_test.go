@@ -79,7 +79,9 @@ func renewalCount(t *testing.T, c *harness.Cluster, item string) int {
 // RENEWED event) until the policy's limit, then refused with FOLIO's code
 // and message; over SIP2 the same refusal reaches the kiosk in AF, a 65
 // renews what it can and lists each item where it belongs (a recalled
-// one among those not renewed, with FOLIO's reason).
+// one among those not renewed, with FOLIO's reason); a 29 with the
+// patron's PIN sent again after the patron's barcode changed is answered
+// its renewal, renewed once.
 func TestRenewalsOverHTTPAndSIP2(t *testing.T) {
 	t.Parallel()
 	c, lib, door := sip2Cluster(t, 1, 2, 4, 0, nil)
@@ -159,8 +161,28 @@ func TestRenewalsOverHTTPAndSIP2(t *testing.T) {
 	if got := k.Send("65" + harness.SIP2Date() + "AOdiku|AA" + patron + "|AD7319|"); !strings.HasPrefix(got, "66100000004") {
 		t.Errorf("a 65 that could renew nothing: %q, want ok 1, none renewed, four not", got)
 	}
-	if n := renewalEvents(t, c); n != 3 {
-		t.Errorf("%d RENEWED events, want one per renewal: 3", n)
+
+	// A 29 with the patron's PIN, sent again (its reply lost) on a new
+	// connection, where the door does not answer from its last reply,
+	// after the patron's barcode changed: the door's key finds the
+	// renewal it made, and the PIN is checked against the patron it
+	// renewed for: renewed once, answered as the first time.
+	second, lent := lib.Patrons[1], lib.Items[1][0]
+	c.CheckOut(0, lent, second).Want(t, http.StatusCreated)
+	secondID := c.IDOf(t, "/users", "users", second)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": secondID, "pin": "2468"}).Want(t, http.StatusCreated)
+	withPIN := k.Seal("29NN" + harness.SIP2Date() + harness.SIP2Date() + "AOdiku|AA" + second + "|AB" + lent + "|AD2468|")
+	first := k.Raw(withPIN)
+	setBarcode(t, c, "/users/"+secondID, second+"-new")
+	k2 := harness.DialSIP2(t, door.SIP2Addr)
+	k2.Login("user_id", "passw0rd")
+	if again := k2.Raw(withPIN); !strings.HasPrefix(first, "301Y") || !strings.HasPrefix(again, "301Y") ||
+		harness.SIP2Field(again, "AH") != harness.SIP2Field(first, "AH") || renewalCount(t, c, lent) != 1 {
+		t.Errorf("a 29 with the PIN sent again after the patron's barcode changed: %q, then %q (renewed %d times), want renewed once, answered alike",
+			first, again, renewalCount(t, c, lent))
+	}
+	if n := renewalEvents(t, c); n != 4 {
+		t.Errorf("%d RENEWED events, want one per renewal: 4", n)
 	}
 }
 

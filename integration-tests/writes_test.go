@@ -469,7 +469,7 @@ func TestAnUnknownKioskPaymentIsLearntFromItsKey(t *testing.T) {
 // untouched.
 func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	t.Parallel()
-	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true})
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true})
 	lib := c.SetupLibrary(3, 3, 0)
 	renewable(t, c, lib, map[string]any{"unlimited": true, "renewFromId": "CURRENT_DUE_DATE"})
 	keyed := func() map[string]string {
@@ -541,26 +541,57 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	}
 
 	// At a kiosk with the patron's PIN (the borrower named): the
-	// patron's barcode then given to another patron whose PIN the kiosk
-	// gives. The answer names the loan's borrower only to a caller who
-	// gave their PIN: not to this one.
+	// patron's barcode then given to another patron, then to no one. The
+	// call sent again is its write, looked up by its id before its PIN is
+	// checked, and the PIN is checked against the patron it renewed for,
+	// not the one the barcode names now: storage not answering the lookup,
+	// it is answered so, no PIN checked; with the other patron's PIN it is
+	// a wrong guess at the borrower's; with the borrower's it is answered
+	// its loan, the borrower named. The other patron is never counted a
+	// guess.
 	withPINID, borrowerID, otherPatronID := itemID(t, c, withPIN), patronID(t, c, lib.Patrons[0]), patronID(t, c, lib.Patrons[2])
-	for _, id := range []string{borrowerID, otherPatronID} {
-		c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": id, "pin": "7319"}).Want(t, http.StatusCreated)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": borrowerID, "pin": "7319"}).Want(t, http.StatusCreated)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": otherPatronID, "pin": "2468"}).Want(t, http.StatusCreated)
+	writeKey := uuid.NewString()
+	kioskWith := func(pin string) map[string]string {
+		return c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck), schemas.HeaderIdempotencyKey, writeKey,
+			schemas.HeaderPatronPin, pin)
 	}
-	key = c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck), schemas.HeaderIdempotencyKey, uuid.NewString(),
-		schemas.HeaderPatronPin, "7319")
+	sendAgain := func(pin string, want int) harness.Response {
+		t.Helper()
+		return c.DoWith(c.Circulations[0], "POST", "/circulation/renew-by-barcode", body, kioskWith(pin)).Want(t, want)
+	}
 	body = map[string]any{"itemBarcode": withPIN, "userBarcode": lib.Patrons[0]}
-	first = renew("/circulation/renew-by-barcode", body, key, http.StatusOK)
+	first = renew("/circulation/renew-by-barcode", body, kioskWith("7319"), http.StatusOK)
 	if first.UserID != borrowerID || first.Borrower == nil || first.Borrower.ID != borrowerID {
 		t.Errorf("the kiosk's renewal with the patron's PIN answered %+v %+v, want the borrower named", first, first.Borrower)
 	}
 	setBarcode(t, c, "/users/"+borrowerID, lib.Patrons[0]+"-moved")
 	setBarcode(t, c, "/users/"+otherPatronID, lib.Patrons[0])
-	again = renew("/circulation/renew-by-barcode", body, key, http.StatusOK)
-	if again.ID != first.ID || again.ItemID != withPINID || again.RenewalCount != 1 || again.UserID != "" ||
-		again.Borrower == nil || again.Borrower.ID != "" || again.Borrower.Barcode != lib.Patrons[0] {
-		t.Errorf("the kiosk's renewal sent again with another patron's PIN answered %+v %+v, want its loan, the borrower unnamed", again, again.Borrower)
+	c.StorageProxy.DropRequests("GET /write-storage/writes/")
+	unknown := sendAgain("2468", http.StatusServiceUnavailable)
+	c.StorageProxy.DropRequests()
+	if code, _ := envelopeError(t, unknown); code != schemas.CodeStorageUnavailable {
+		t.Errorf("the kiosk's renewal sent again while storage does not answer its lookup: %s, want %s", unknown.Body, schemas.CodeStorageUnavailable)
+	}
+	if code, _ := envelopeError(t, sendAgain("2468", http.StatusUnprocessableEntity)); code != schemas.CodePinInvalid {
+		t.Errorf("the kiosk's renewal sent again with the PIN of the patron its barcode names now: %s, want %s", code, schemas.CodePinInvalid)
+	}
+	answered := func(to string) {
+		t.Helper()
+		var again answer
+		sendAgain("7319", http.StatusOK).Decode(t, &again)
+		if again.ID != first.ID || again.ItemID != withPINID || again.RenewalCount != 1 || again.DueDate != first.DueDate ||
+			again.UserID != borrowerID || again.Borrower == nil || again.Borrower.ID != borrowerID {
+			t.Errorf("the kiosk's renewal sent again with the borrower's PIN, the barcode given to %s, answered %+v %+v, want %+v, the borrower named",
+				to, again, again.Borrower, first)
+		}
+	}
+	answered("another patron")
+	setBarcode(t, c, "/users/"+otherPatronID, lib.Patrons[2])
+	answered("no one")
+	if mine, theirs := guessCount(t, c, "pin:"+borrowerID), guessCount(t, c, "pin:"+otherPatronID); mine != 1 || theirs != 0 {
+		t.Errorf("PIN guesses counted: %d at the borrower's, %d at the patron the barcode named meanwhile; want 1 and 0", mine, theirs)
 	}
 
 	// By ids: the patron's barcode then removed, and the rules changed
