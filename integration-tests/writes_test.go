@@ -594,6 +594,30 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 		t.Errorf("PIN guesses counted: %d at the borrower's, %d at the patron the barcode named meanwhile; want 1 and 0", mine, theirs)
 	}
 
+	// At a kiosk with the patron's PIN: the item's barcode then given to
+	// another patron's item, and the patron's to that patron, whose PIN
+	// the kiosk gives. The call reads that patron's own loan and their
+	// right PIN, and its write meets its key at storage: it is answered
+	// the loan its write renewed, the borrower not named (a PIN opens only
+	// its own patron's name), and the other loan is not renewed.
+	mine, theirs := lib.Items[2][0], lib.Items[2][1]
+	c.CheckOut(0, mine, lib.Patrons[2]).Want(t, http.StatusCreated)
+	c.CheckOut(0, theirs, lib.Patrons[0]+"-moved").Want(t, http.StatusCreated)
+	mineID, theirsID := itemID(t, c, mine), itemID(t, c, theirs)
+	writeKey = uuid.NewString()
+	body = map[string]any{"itemBarcode": mine, "userBarcode": lib.Patrons[2]}
+	first = renew("/circulation/renew-by-barcode", body, kioskWith("2468"), http.StatusOK)
+	setBarcode(t, c, "/item-storage/items/"+mineID, mine+"-moved")
+	setBarcode(t, c, "/item-storage/items/"+theirsID, mine)
+	setBarcode(t, c, "/users/"+otherPatronID, lib.Patrons[2]+"-moved")
+	setBarcode(t, c, "/users/"+borrowerID, lib.Patrons[2])
+	again = renew("/circulation/renew-by-barcode", body, kioskWith("7319"), http.StatusOK)
+	if first.UserID != otherPatronID || again.ID != first.ID || again.ItemID != mineID || again.RenewalCount != 1 || again.UserID != "" ||
+		again.Borrower == nil || again.Borrower.ID != "" || again.Borrower.Barcode != lib.Patrons[2] {
+		t.Errorf("the kiosk's renewal sent again with the PIN of the patron holding the item its barcodes name now answered %+v %+v, want %+v, the borrower unnamed",
+			again, again.Borrower, first)
+	}
+
 	// By ids: the patron's barcode then removed, and the rules changed
 	// to lend under another policy. The answer names the policy the loan
 	// was renewed under.
@@ -614,11 +638,11 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	var counts []int
 	if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT array_agg(coalesce((jsonb ->> 'renewalCount')::int, 0)
 		ORDER BY array_position($1::text[], jsonb ->> 'itemId')) FROM %s.loan WHERE status_name = 'Open'`, c.Schema),
-		[]string{renewedID, removedID, kioskID, withPINID, byIDItem, otherID}).Scan(&counts); err != nil {
+		[]string{renewedID, removedID, kioskID, withPINID, mineID, byIDItem, otherID, theirsID}).Scan(&counts); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(counts, []int{1, 1, 1, 1, 1, 0}) || renewalEvents(t, c) != 5 {
-		t.Errorf("open loans' renewal counts %v (the barcode moved, removed, the kiosk's, with a PIN, by ids, the other item), %d events; want [1 1 1 1 1 0] and 5",
+	if !slices.Equal(counts, []int{1, 1, 1, 1, 1, 1, 0, 0}) || renewalEvents(t, c) != 6 {
+		t.Errorf("open loans' renewal counts %v (the barcode moved, removed, the kiosk's, with a PIN, with a PIN again, by ids, the other items), %d events; want [1 1 1 1 1 1 0 0] and 6",
 			counts, renewalEvents(t, c))
 	}
 }
