@@ -464,9 +464,13 @@ func TestAnUnknownKioskPaymentIsLearntFromItsKey(t *testing.T) {
 // by barcode, the item's barcode removed (the call sent again refused,
 // then answered from its write id); at a kiosk, the patron's barcode
 // changed (the borrower still named only by the barcode the kiosk gave);
-// by ids, the patron's barcode removed.
-// Each loan renewed once, one event each, the other item's loan
-// untouched.
+// at a kiosk with the patron's PIN, the patron's barcode given to another
+// patron, then to no one (looked up by its write id before its PIN is
+// checked, the PIN checked against the borrower); at a kiosk with the
+// patron's PIN, the item's and the patron's barcodes given to another
+// patron's loan and that patron (answered with the borrower unnamed); by
+// ids, the patron's barcode removed. Each loan renewed once, one event
+// each, the other items' loans untouched.
 func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true})
