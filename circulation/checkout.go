@@ -116,6 +116,9 @@ type CheckOutRequest struct {
 	// offline, already allowed (the caller holds its permission):
 	// recorded past the rules a live one keeps (offline.go).
 	Offline *Offline
+	// Pin is the PIN the patron typed at a self-check machine ("" for
+	// none), checked before anything is read or written (checkOutPin).
+	Pin string
 }
 
 // Overrides are FOLIO's overrideBlocks of a check-out: which blocks to
@@ -178,8 +181,19 @@ type checkOut struct {
 // its own): a call sent again with its Idempotency-Key answers the loan
 // its write made, whether the write meets the key at storage or the call
 // is refused before it writes (the item lent already, by that write).
+//
+// A PIN sent with it (req.Pin) is checked first (checkOutPin).
 func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
 	ctx = identified(ctx)
+	if req.Pin != "" {
+		before, err := s.checkOutPin(ctx, req)
+		if err != nil {
+			return CheckOutResult{}, err
+		}
+		if before != nil {
+			return s.checkedOutBefore(ctx, *before), nil
+		}
+	}
 	var res CheckOutResult
 	var err error
 	if req.Offline != nil {
@@ -192,6 +206,32 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 		return s.checkedOutBefore(ctx, *l.Loan), nil
 	}
 	return res, err
+}
+
+// checkOutPin checks the PIN a check-out was sent with, counting a wrong
+// one at storage before it is checked, as every PIN guess, before the
+// check-out reads or writes anything. A call sent again with its
+// Idempotency-Key has its write looked up by its id first: where it
+// landed, the PIN is checked against the patron it lent to, never the one
+// the barcode names now (given to another since, say), and with the right
+// one the call is that write (before, its loan). Storage not answering the
+// lookup, or the key being another request's (KeyReused), is the answer,
+// no PIN checked. Any other call has its PIN checked against the patron
+// the barcode names (VerifyPatronPin: none is a wrong PIN).
+func (s *Service) checkOutPin(ctx context.Context, req CheckOutRequest) (before *Loan, err error) {
+	if w, ok := WriteOf(ctx); ok && w.Keyed {
+		l, found, err := s.landedAs(ctx, w, schemas.WriteCheckOut)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			if err := s.storage.VerifyPin(ctx, l.Loan.UserID, req.Pin); err != nil {
+				return nil, err
+			}
+			return l.Loan, nil
+		}
+	}
+	return nil, s.VerifyPatronPin(ctx, req.UserBarcode, req.Pin)
 }
 
 // checkedOutBefore is the check-out answered by its write that landed

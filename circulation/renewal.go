@@ -230,7 +230,7 @@ func (s *Service) policyOf(ctx context.Context, loan Loan, read LoanPolicy) Loan
 func (s *Service) renewedAnswer(ctx context.Context, req RenewRequest, stored Loan, reads CheckOutReads, checked *Patron, named bool) RenewResult {
 	theirs := s.ofLoan(ctx, stored, reads)
 	theirs.Policy = s.policyOf(ctx, stored, theirs.Policy)
-	if checked == nil || checked.ID != stored.UserID {
+	if checked.ID != stored.UserID {
 		named = req.Access.Details
 	}
 	if named {

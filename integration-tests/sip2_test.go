@@ -799,6 +799,41 @@ func TestSIP2PatronPins(t *testing.T) {
 	}
 }
 
+// TestSIP2CheckOutWithThePINSentAgain: where the listener requires PINs,
+// a check-out (11) with the patron's PIN, sent again byte for byte (its
+// reply lost) on a new connection, where the door does not answer from
+// its last reply, after the patron's barcode was given to another patron:
+// the door sends the PIN with the check-out and its key, circulation finds
+// the write the key names and checks the PIN against the patron it lent
+// to. Answered as the first time (121, the same due date), lent once; the
+// patron the barcode names now is lent nothing and counted no guess.
+func TestSIP2CheckOutWithThePINSentAgain(t *testing.T) {
+	t.Parallel()
+	c, lib, door := sip2Cluster(t, 1, 2, 1, 0, map[string]any{"patronPin": "required"})
+	borrower, other, item := lib.Patrons[0], lib.Patrons[1], lib.Items[0][0]
+	borrowerID, otherID := patronID(t, c, borrower), patronID(t, c, other)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": borrowerID, "pin": "7319"}).Want(t, http.StatusCreated)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": otherID, "pin": "2468"}).Want(t, http.StatusCreated)
+	k := harness.DialSIP2(t, door.SIP2Addr)
+	k.Login("user_id", "passw0rd")
+	withPIN := k.Seal(checkOutMsg(borrower, item) + "AD7319|")
+	first := k.Raw(withPIN)
+	setBarcode(t, c, "/users/"+borrowerID, borrower+"-moved")
+	setBarcode(t, c, "/users/"+otherID, borrower)
+	k2 := harness.DialSIP2(t, door.SIP2Addr)
+	k2.Login("user_id", "passw0rd")
+	again := k2.Raw(withPIN)
+	if !strings.HasPrefix(first, "121") || !strings.HasPrefix(again, "121") || harness.SIP2Field(again, "AH") != harness.SIP2Field(first, "AH") {
+		t.Errorf("an 11 with the PIN sent again after the patron's barcode changed: %q, then %q; want 121 both, the same due date", first, again)
+	}
+	if mine, theirs := openLoans(t, c, borrower+"-moved"), openLoans(t, c, borrower); mine != 1 || theirs != 0 {
+		t.Errorf("open loans: %d of the borrower's, %d of the patron the barcode names now; want 1 and 0", mine, theirs)
+	}
+	if n := guessCount(t, c, "pin:"+otherID); n != 0 {
+		t.Errorf("%d PIN guesses counted at the patron the barcode names now, want 0", n)
+	}
+}
+
 // TestSIP2TimeoutsAndCaps: a connection that does not log in, one that
 // falls silent, and one that stops reading its replies are each closed
 // within their timeout; connections beyond the cap of one address are

@@ -455,6 +455,78 @@ func TestAnUnknownKioskPaymentIsLearntFromItsKey(t *testing.T) {
 	moneyHolds(t, c)
 }
 
+// TestACheckOutWithThePINSentAgainIsAnsweredFromItsWrite: a kiosk's
+// check-out with the patron's PIN (X-Patron-Pin) has it checked before
+// anything is read or written: a wrong one is refused (422 PIN_INVALID),
+// counted at the patron the barcode names, nothing lent. Sent again with
+// its Idempotency-Key after the patron's barcode was given to another
+// patron, then to no one, the call is its write, looked up by its id
+// before its PIN is checked, and the PIN is checked against the patron it
+// lent to: storage not answering the lookup, it is answered so, no PIN
+// checked; with the other patron's PIN it is a wrong guess at the
+// borrower's; with the borrower's it is answered its loan, lent once. The
+// other patron is never counted a guess, nor lent anything.
+func TestACheckOutWithThePINSentAgainIsAnsweredFromItsWrite(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true})
+	lib := c.SetupLibrary(2, 2, 0)
+	borrower, other, item := lib.Patrons[0], lib.Patrons[1], lib.Items[0][0]
+	borrowerID, otherID := patronID(t, c, borrower), patronID(t, c, other)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": borrowerID, "pin": "7319"}).Want(t, http.StatusCreated)
+	c.Do(c.Storage, "POST", "/patron-pin", map[string]any{"id": otherID, "pin": "2468"}).Want(t, http.StatusCreated)
+	body := map[string]any{"itemBarcode": item, "userBarcode": borrower, "servicePointId": harness.ServicePoint}
+	writeKey := uuid.NewString()
+	send := func(pin string, want int) harness.Response {
+		t.Helper()
+		return c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", body,
+			c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck), schemas.HeaderIdempotencyKey, writeKey,
+				schemas.HeaderPatronPin, pin)).Want(t, want)
+	}
+	loans := func(userID string) int {
+		t.Helper()
+		var n int
+		if err := c.DB.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.loan WHERE user_id = $1`, c.Schema),
+			userID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	type answer struct{ ID, ItemID, DueDate string }
+	if code, _ := envelopeError(t, send("1111", http.StatusUnprocessableEntity)); code != schemas.CodePinInvalid || loans(borrowerID) != 0 {
+		t.Fatalf("a check-out with a wrong PIN: %s (%d loans), want %s, nothing lent", code, loans(borrowerID), schemas.CodePinInvalid)
+	}
+	var first answer
+	send("7319", http.StatusCreated).Decode(t, &first)
+	setBarcode(t, c, "/users/"+borrowerID, borrower+"-moved")
+	setBarcode(t, c, "/users/"+otherID, borrower)
+	c.StorageProxy.DropRequests("GET /write-storage/writes/")
+	unknown := send("2468", http.StatusServiceUnavailable)
+	c.StorageProxy.DropRequests()
+	if code, _ := envelopeError(t, unknown); code != schemas.CodeStorageUnavailable {
+		t.Errorf("the check-out sent again while storage does not answer its lookup: %s, want %s", unknown.Body, schemas.CodeStorageUnavailable)
+	}
+	if code, _ := envelopeError(t, send("2468", http.StatusUnprocessableEntity)); code != schemas.CodePinInvalid {
+		t.Errorf("the check-out sent again with the PIN of the patron its barcode names now: %s, want %s", code, schemas.CodePinInvalid)
+	}
+	answered := func(to string) {
+		t.Helper()
+		var again answer
+		send("7319", http.StatusCreated).Decode(t, &again)
+		if first.ID == "" || again != first {
+			t.Errorf("the check-out sent again with the borrower's PIN, the barcode given to %s, answered %+v, want %+v", to, again, first)
+		}
+	}
+	answered("another patron")
+	setBarcode(t, c, "/users/"+otherID, other)
+	answered("no one")
+	if mine, theirs := guessCount(t, c, "pin:"+borrowerID), guessCount(t, c, "pin:"+otherID); mine != 2 || theirs != 0 {
+		t.Errorf("PIN guesses counted: %d at the borrower's, %d at the patron the barcode named meanwhile; want 2 and 0", mine, theirs)
+	}
+	if mine, theirs := loans(borrowerID), loans(otherID); mine != 1 || theirs != 0 {
+		t.Errorf("loans: %d of the borrower's, %d of the other patron's; want 1 and 0", mine, theirs)
+	}
+}
+
 // TestARenewalSentAgainIsAnsweredFromItsWrite: renewals, each answered,
 // then sent again with their Idempotency-Keys after what they read by
 // changed, are answered the renewal their write made, the loan as it

@@ -305,7 +305,7 @@ var Routes = slices.Concat(
 	[]Route{
 		// circulation: each handler calls storage as circulation, holding
 		// only the storage permissions it needs.
-		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("check-out-by-barcode-request.json").answers(201, "circulation-loan.json"),
+		circ("POST", "/circulation/check-out-by-barcode", "circulation.check-out-by-barcode.post", "check an item out", checkOutModule...).heeds(HeaderIdempotencyKey, HeaderPatronPin).takesAsFOLIO("check-out-by-barcode-request.json").answers(201, "circulation-loan.json"),
 		circ("POST", "/circulation/check-in-by-barcode", "circulation.check-in-by-barcode.post", "check an item in", checkInModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("check-in-by-barcode-request.json").answers(200, "check-in-response.json"),
 		circ("POST", "/circulation/renew-by-barcode", "circulation.renew-by-barcode.post", "renew a loan", renewModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("renew-by-barcode-request.json").heeds(HeaderPatronPin).answers(200, "circulation-loan.json"),
 		circ("POST", "/circulation/renew-by-id", "circulation.renew-by-id.post", "renew a loan by the item's and the patron's ids", renewModule...).heeds(HeaderIdempotencyKey).takesAsFOLIO("renew-by-id-request.json").answers(200, "circulation-loan.json"),
@@ -828,6 +828,9 @@ var (
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
 		"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
 		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get", PermissionCheckOutOverride, PermissionWriteGet,
+		// A PIN sent with the check-out (X-Patron-Pin), checked as
+		// /circulation/patron-pin/verify checks it.
+		"users.collection.get", PermissionVerifyPin,
 	}
 	renewModule = []string{"circulation-storage.check-out.validation.get",
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), PermissionVerifyPin,

@@ -35,8 +35,8 @@ const (
 	HeaderKiosk = "X-Kiosk-Location"
 	// HeaderPatronPin carries the PIN a patron typed at a self-check
 	// machine, with a patron summary (which then names the patron and
-	// lists their loans) or a renewal (which a tenant may require it of);
-	// never logged.
+	// lists their loans), a renewal (which a tenant may require it of) or
+	// a check-out (checked when given); never logged.
 	HeaderPatronPin   = "X-Patron-Pin"
 	HeaderLockID      = "X-Check-Out-Lock-Id"
 	HeaderItemVersion = "X-Check-Out-Item-Version"

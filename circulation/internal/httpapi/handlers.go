@@ -89,7 +89,9 @@ func itemSummary(i circulation.Item) itemSummaryJSON {
 		MaterialTypeID: i.MaterialTypeID, LoanTypeID: i.LoanTypeID(), InTransitDestinationServicePointID: i.InTransitDestinationServicePointID}
 }
 
-// checkOut is POST /circulation/check-out-by-barcode.
+// checkOut is POST /circulation/check-out-by-barcode. A self-check
+// machine may give the patron's PIN in X-Patron-Pin: checked before
+// anything else (circulation.CheckOut).
 func (s *Server) checkOut(c echo.Context) error {
 	var req struct {
 		ItemBarcode      string `json:"itemBarcode"`
@@ -150,7 +152,7 @@ func (s *Server) checkOut(c echo.Context) error {
 	start := time.Now()
 	res, err := s.svc.Circulation.CheckOut(c.Request().Context(), circulation.CheckOutRequest{
 		ItemBarcode: req.ItemBarcode, UserBarcode: req.UserBarcode, ServicePointID: req.ServicePointID, LoanDate: loanDate,
-		Overrides: overrides, Offline: offline,
+		Overrides: overrides, Offline: offline, Pin: c.Request().Header.Get(schemas.HeaderPatronPin),
 	})
 	s.metrics.observeCheckOut(err, time.Since(start))
 	if err != nil {

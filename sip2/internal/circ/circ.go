@@ -179,8 +179,10 @@ type Loan struct {
 }
 
 // CheckOut checks item out to patron at servicePoint, as the
-// transaction key names ("" for none: see msg's Key).
-func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, servicePoint, key string) (Loan, error) {
+// transaction key names ("" for none: see msg's Key), with the PIN the
+// patron typed ("" for none), which circulation checks first: a *Refusal
+// with PIN_INVALID or PIN_LOCKED when it is not right.
+func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, servicePoint, pin, key string) (Loan, error) {
 	body, _ := json.Marshal(map[string]string{"itemBarcode": item, "userBarcode": patron, "servicePointId": servicePoint})
 	var out struct {
 		DueDate time.Time `json:"dueDate"`
@@ -188,7 +190,7 @@ func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, service
 			Title string `json:"title"`
 		} `json:"item"`
 	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out, keyed(key)...); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out, keyedWithPin(key, pin)...); err != nil {
 		return Loan{}, err
 	}
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil
@@ -203,12 +205,22 @@ func keyed(key string) []string {
 	return []string{schemas.HeaderIdempotencyKey, key}
 }
 
+// keyedWithPin is keyed's header, and the patron's PIN when one is given.
+func keyedWithPin(key, pin string) []string {
+	header := keyed(key)
+	if pin != "" {
+		header = append(header, schemas.HeaderPatronPin, pin)
+	}
+	return header
+}
+
 // CheckOutOffline records a check-out the kiosk made offline, at,
 // due when the kiosk said (zero: the loan policy's), to patron at
 // servicePoint: it already happened, and circulation records it past the
-// rules a live one keeps, once however often it is sent. BrokenRules are
-// those it broke.
-func (c *Client) CheckOutOffline(ctx context.Context, s *Session, item, patron, servicePoint string, at, due time.Time, key string) (Loan, []string, error) {
+// rules a live one keeps, once however often it is sent, the PIN given
+// ("" for none) checked first as CheckOut's. BrokenRules are those it
+// broke.
+func (c *Client) CheckOutOffline(ctx context.Context, s *Session, item, patron, servicePoint string, at, due time.Time, pin, key string) (Loan, []string, error) {
 	offline := map[string]string{"transactionDate": schemas.FormatTime(at)}
 	if !due.IsZero() {
 		offline["dueDate"] = schemas.FormatTime(due)
@@ -223,7 +235,7 @@ func (c *Client) CheckOutOffline(ctx context.Context, s *Session, item, patron, 
 			BrokenRules []string `json:"brokenRules"`
 		} `json:"offline"`
 	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out, keyed(key)...); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out, keyedWithPin(key, pin)...); err != nil {
 		return Loan{}, nil, err
 	}
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, out.Offline.BrokenRules, nil
@@ -262,11 +274,7 @@ func (c *Client) Renew(ctx context.Context, s *Session, item, patron, servicePoi
 			Title string `json:"title"`
 		} `json:"item"`
 	}
-	header := keyed(key)
-	if pin != "" {
-		header = append(header, schemas.HeaderPatronPin, pin)
-	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/renew-by-barcode", body, &out, header...); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/renew-by-barcode", body, &out, keyedWithPin(key, pin)...); err != nil {
 		return Loan{}, err
 	}
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil
@@ -368,11 +376,7 @@ type PatronSummary struct {
 // a locked one PIN_LOCKED, and one whose turn did not come PIN_BUSY.
 func (c *Client) PatronSummary(ctx context.Context, s *Session, barcode, pin string) (PatronSummary, error) {
 	var out PatronSummary
-	var header []string
-	if pin != "" {
-		header = []string{schemas.HeaderPatronPin, pin}
-	}
-	err := c.call(ctx, s, http.MethodGet, "/circulation/patron-summary?"+url.Values{"userBarcode": {barcode}}.Encode(), nil, &out, header...)
+	err := c.call(ctx, s, http.MethodGet, "/circulation/patron-summary?"+url.Values{"userBarcode": {barcode}}.Encode(), nil, &out, keyedWithPin("", pin)...)
 	return out, err
 }
 
@@ -404,11 +408,7 @@ func (c *Client) PayFees(ctx context.Context, s *Session, patron, pin, amount, m
 			DateAction time.Time `json:"dateAction"`
 		} `json:"feefineactions"`
 	}
-	header := keyed(key)
-	if pin != "" {
-		header = append(header, schemas.HeaderPatronPin, pin)
-	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/patron-fees/pay", body, &out, header...); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/patron-fees/pay", body, &out, keyedWithPin(key, pin)...); err != nil {
 		return Payment{}, err
 	}
 	p := Payment{Amount: out.Amount, Remaining: out.RemainingAmount}
@@ -416,13 +416,6 @@ func (c *Client) PayFees(ctx context.Context, s *Session, patron, pin, amount, m
 		p.PaidAt = out.Feefineactions[0].DateAction
 	}
 	return p, nil
-}
-
-// VerifyPin checks the PIN a patron typed: nil when it matches; a
-// *Refusal with PIN_INVALID (422), PIN_LOCKED or PIN_BUSY (429) when not.
-func (c *Client) VerifyPin(ctx context.Context, s *Session, barcode, pin string) error {
-	body, _ := json.Marshal(map[string]string{"userBarcode": barcode, "pin": pin})
-	return c.call(ctx, s, http.MethodPost, "/circulation/patron-pin/verify", body, nil)
 }
 
 // ItemSummary is what a kiosk shows of an item.

@@ -404,12 +404,18 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 		c.log.Warn("a check-out marked offline (no block) was made while the kiosk was on line: judged as a live one",
 			slog.String("item", m.Item), slog.Time("at", at))
 	}
-	if !pinChecked {
-		if ok, message, outcome := c.pinFirst(ctx, s, m.PatronPassword, m.Has("AD"), m.Patron); !ok {
-			return reply(false, time.Time{}, "", message), outcome
+	// Where the listener requires PINs, the patron's goes with the
+	// check-out, and circulation checks it before anything else: a
+	// check-out sent again with its key is checked against the patron it
+	// lent to, whoever the barcode names by then.
+	pin := ""
+	if c.cfg.PatronPin == PinRequired && !pinChecked {
+		if !m.Has("AD") || m.PatronPassword == "" {
+			return reply(false, time.Time{}, "", msgPinNeeded), "pin_needed"
 		}
+		pin = m.PatronPassword
 	}
-	loan, err := c.s.circ.CheckOut(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, m.Key())
+	loan, err := c.s.circ.CheckOut(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, pin, m.Key())
 	if err == nil {
 		if m.NoBlock && strings.TrimSpace(m.NoBlockDueDate) != "" {
 			// Marked offline, lent live: the loan is due as its policy
@@ -419,6 +425,9 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 				slog.String("nb_due_date", m.NoBlockDueDate), slog.Time("due", loan.DueDate))
 		}
 		return reply(true, loan.DueDate, loan.Title, ""), "ok"
+	}
+	if message, outcome, ok := pinRefused(err); ok {
+		return reply(false, time.Time{}, "", message), outcome
 	}
 	return c.notCheckedOut(err, "check-out", "", reply, func(message, _ string) (*wire.Reply, string) {
 		return reply(false, time.Time{}, "", message), "refused"
@@ -482,16 +491,14 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 		r, outcome = refused(msgOfflineTooOld, "older than SIP2_OFFLINE_WITHIN ("+c.s.opts.OfflineWithin.String()+")")
 		return r, outcome, false
 	}
-	// A PIN sent with it is checked now: a wrong one refuses it (counted
-	// as every wrong PIN is), whatever the kiosk let the patron do.
-	if m.Has("AD") && m.PatronPassword != "" {
-		if ok, message, outcome := c.pinGiven(ctx, s, m.PatronPassword, true, m.Patron); !ok {
-			c.log.Warn("an offline check-out refused: for the desk",
-				slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at), slog.String("why", outcome))
-			return reply(false, time.Time{}, "", message), outcome, false
-		}
+	// A PIN sent with it goes with it, and circulation checks it first: a
+	// wrong one refuses it (counted as every wrong PIN is), whatever the
+	// kiosk let the patron do.
+	pin := ""
+	if m.Has("AD") {
+		pin = m.PatronPassword
 	}
-	loan, broken, err := c.s.circ.CheckOutOffline(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, at, due, m.OfflineKey())
+	loan, broken, err := c.s.circ.CheckOutOffline(ctx, s, m.Item, m.Patron, c.cfg.ServicePointID, at, due, pin, m.OfflineKey())
 	if err == nil {
 		if len(broken) > 0 {
 			c.log.Warn(schemas.OfflineWords(broken),
@@ -509,6 +516,11 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 	var ref *circ.Refusal
 	if errors.As(err, &ref) && ref.Code == schemas.CodeOfflineWhileOnLine {
 		return nil, "", true
+	}
+	if message, outcome, ok := pinRefused(err); ok {
+		c.log.Warn("an offline check-out refused: for the desk",
+			slog.String("patron", m.Patron), slog.String("item", m.Item), slog.Time("at", at), slog.String("why", outcome))
+		return reply(false, time.Time{}, "", message), outcome, false
 	}
 	r, outcome = c.notCheckedOut(err, "offline check-out", msgRecordedOffline, reply, refused)
 	return r, outcome, false

@@ -5,7 +5,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -174,42 +173,6 @@ func pinRefused(err error) (message, outcome string, ok bool) {
 		return msgPinLocked, "pin_locked", true
 	}
 	return "", "", false
-}
-
-// pinFirst is whether a patron's loans may be changed before anything
-// else is done: where the listener requires PINs, only with the patron's
-// right PIN (pinGiven); elsewhere always.
-func (c *conn) pinFirst(ctx context.Context, s *circ.Session, pin string, given bool, patron string) (ok bool, message, outcome string) {
-	if c.cfg.PatronPin != PinRequired {
-		return true, "", ""
-	}
-	return c.pinGiven(ctx, s, pin, given, patron)
-}
-
-// pinGiven checks the patron's PIN (AD): whether it matches, and when not
-// the screen message and the outcome to log (the PIN itself never is).
-func (c *conn) pinGiven(ctx context.Context, s *circ.Session, pin string, given bool, patron string) (ok bool, message, outcome string) {
-	if !given || pin == "" {
-		return false, msgPinNeeded, "pin_needed"
-	}
-	err := c.s.circ.VerifyPin(ctx, s, patron, pin)
-	if err == nil {
-		return true, "", ""
-	}
-	if message, outcome, ok := pinRefused(err); ok {
-		return false, message, outcome
-	}
-	var ref *circ.Refusal
-	if errors.As(err, &ref) && ref.Status/100 == 4 && !ref.Busy() {
-		// Circulation refused the check itself (a PIN longer than any
-		// kept, say): its reason, not "busy", and the library system
-		// answered.
-		return false, screenMessage(ref), "refused"
-	}
-	if !errors.As(err, &ref) {
-		c.log.Error("PIN: circulation did not answer", slog.Any("error", err))
-	}
-	return false, msgBusy, busyOutcome(err)
 }
 
 // item is 17 → 18 (item information): the item's circulation status as
