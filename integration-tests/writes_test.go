@@ -497,17 +497,7 @@ func TestACheckOutWithThePINSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	}
 	var first answer
 	send("7319", http.StatusCreated).Decode(t, &first)
-	setBarcode(t, c, "/users/"+borrowerID, borrower+"-moved")
-	setBarcode(t, c, "/users/"+otherID, borrower)
-	c.StorageProxy.DropRequests("GET /write-storage/writes/")
-	unknown := send("2468", http.StatusServiceUnavailable)
-	c.StorageProxy.DropRequests()
-	if code, _ := envelopeError(t, unknown); code != schemas.CodeStorageUnavailable {
-		t.Errorf("the check-out sent again while storage does not answer its lookup: %s, want %s", unknown.Body, schemas.CodeStorageUnavailable)
-	}
-	if code, _ := envelopeError(t, send("2468", http.StatusUnprocessableEntity)); code != schemas.CodePinInvalid {
-		t.Errorf("the check-out sent again with the PIN of the patron its barcode names now: %s, want %s", code, schemas.CodePinInvalid)
-	}
+	sentAgainWithTheBarcodeGiven(t, c, "the check-out", borrower, borrowerID, otherID, "2468", send)
 	answered := func(to string) {
 		t.Helper()
 		var again answer
@@ -524,6 +514,27 @@ func TestACheckOutWithThePINSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	}
 	if mine, theirs := loans(borrowerID), loans(otherID); mine != 1 || theirs != 0 {
 		t.Errorf("loans: %d of the borrower's, %d of the other patron's; want 1 and 0", mine, theirs)
+	}
+}
+
+// sentAgainWithTheBarcodeGiven gives the borrower's barcode to the other
+// patron (whose PIN is otherPIN), then sends a kiosk's call (what) again
+// with its key and the other patron's PIN: with storage dropping its
+// lookup by write id, 503 STORAGE_UNAVAILABLE, no PIN checked; then 422
+// PIN_INVALID, a wrong guess at the borrower's.
+func sentAgainWithTheBarcodeGiven(t *testing.T, c *harness.Cluster, what, borrower, borrowerID, otherID, otherPIN string,
+	send func(pin string, want int) harness.Response) {
+	t.Helper()
+	setBarcode(t, c, "/users/"+borrowerID, borrower+"-moved")
+	setBarcode(t, c, "/users/"+otherID, borrower)
+	c.StorageProxy.DropRequests("GET /write-storage/writes/")
+	unknown := send(otherPIN, http.StatusServiceUnavailable)
+	c.StorageProxy.DropRequests()
+	if code, _ := envelopeError(t, unknown); code != schemas.CodeStorageUnavailable {
+		t.Errorf("%s sent again while storage does not answer its lookup: %s, want %s", what, unknown.Body, schemas.CodeStorageUnavailable)
+	}
+	if code, _ := envelopeError(t, send(otherPIN, http.StatusUnprocessableEntity)); code != schemas.CodePinInvalid {
+		t.Errorf("%s sent again with the PIN of the patron its barcode names now: %s, want %s", what, code, schemas.CodePinInvalid)
 	}
 }
 
@@ -642,17 +653,7 @@ func TestARenewalSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	if first.UserID != borrowerID || first.Borrower == nil || first.Borrower.ID != borrowerID {
 		t.Errorf("the kiosk's renewal with the patron's PIN answered %+v %+v, want the borrower named", first, first.Borrower)
 	}
-	setBarcode(t, c, "/users/"+borrowerID, lib.Patrons[0]+"-moved")
-	setBarcode(t, c, "/users/"+otherPatronID, lib.Patrons[0])
-	c.StorageProxy.DropRequests("GET /write-storage/writes/")
-	unknown := sendAgain("2468", http.StatusServiceUnavailable)
-	c.StorageProxy.DropRequests()
-	if code, _ := envelopeError(t, unknown); code != schemas.CodeStorageUnavailable {
-		t.Errorf("the kiosk's renewal sent again while storage does not answer its lookup: %s, want %s", unknown.Body, schemas.CodeStorageUnavailable)
-	}
-	if code, _ := envelopeError(t, sendAgain("2468", http.StatusUnprocessableEntity)); code != schemas.CodePinInvalid {
-		t.Errorf("the kiosk's renewal sent again with the PIN of the patron its barcode names now: %s, want %s", code, schemas.CodePinInvalid)
-	}
+	sentAgainWithTheBarcodeGiven(t, c, "the kiosk's renewal", lib.Patrons[0], borrowerID, otherPatronID, "2468", sendAgain)
 	answered := func(to string) {
 		t.Helper()
 		var again answer
