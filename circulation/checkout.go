@@ -117,7 +117,8 @@ type CheckOutRequest struct {
 	// recorded past the rules a live one keeps (offline.go).
 	Offline *Offline
 	// Pin is the PIN the patron typed at a self-check machine ("" for
-	// none), checked before anything is read or written (checkOutPin).
+	// none), checked before the check-out is judged or written
+	// (checkOutPin, pinOfRead).
 	Pin string
 }
 
@@ -186,12 +187,8 @@ type checkOut struct {
 func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
 	ctx = identified(ctx)
 	if req.Pin != "" {
-		before, err := s.checkOutPin(ctx, req)
-		if err != nil {
-			return CheckOutResult{}, err
-		}
-		if before != nil {
-			return s.checkedOutBefore(ctx, *before), nil
+		if l, found, err := s.checkOutPin(ctx); err != nil || found {
+			return s.landedWithPin(ctx, req, l, err)
 		}
 	}
 	var res CheckOutResult
@@ -203,35 +200,62 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	}
 	l, ok, err := s.landed(ctx, schemas.WriteCheckOut, err)
 	if ok {
-		return s.checkedOutBefore(ctx, *l.Loan), nil
+		return s.landedWithPin(ctx, req, l, nil)
 	}
 	return res, err
 }
 
-// checkOutPin checks the PIN a check-out was sent with, counting a wrong
-// one at storage before it is checked, as every PIN guess, before the
-// check-out reads or writes anything. A call sent again with its
-// Idempotency-Key has its write looked up by its id first: where it
-// landed, the PIN is checked against the patron it lent to, never the one
-// the barcode names now (given to another since, say), and with the right
-// one the call is that write (before, its loan). Storage not answering the
-// lookup, or the key being another request's (KeyReused), is the answer,
-// no PIN checked. Any other call has its PIN checked against the patron
-// the barcode names (VerifyPatronPin: none is a wrong PIN).
-func (s *Service) checkOutPin(ctx context.Context, req CheckOutRequest) (before *Loan, err error) {
+// checkOutPin is where a check-out sent with a PIN has it checked: a call
+// sent again with its Idempotency-Key has its write looked up by its id
+// before anything else, and where it landed (found) the call is that
+// write, its PIN checked against the patron it lent to (landedWithPin),
+// never the one the barcode names now (given to another since, say).
+// Storage not answering the lookup, or the key being another request's
+// (KeyReused), is the answer, no PIN checked. Any other call has its PIN
+// checked against the patron validation reads, before any refusal is told
+// (pinOfRead).
+func (s *Service) checkOutPin(ctx context.Context) (l Landed, found bool, err error) {
 	if w, ok := WriteOf(ctx); ok && w.Keyed {
-		l, found, err := s.landedAs(ctx, w, schemas.WriteCheckOut)
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			if err := s.storage.VerifyPin(ctx, l.Loan.UserID, req.Pin); err != nil {
-				return nil, err
-			}
-			return l.Loan, nil
+		return s.landedAs(ctx, w, schemas.WriteCheckOut)
+	}
+	return Landed{}, false, nil
+}
+
+// landedWithPin answers a check-out with its write that landed (l), once
+// the PIN it was sent with, if any, is checked against the patron that
+// write lent to, a wrong one counted there as every PIN guess; err, when
+// the lookup failed, is the answer.
+func (s *Service) landedWithPin(ctx context.Context, req CheckOutRequest, l Landed, err error) (CheckOutResult, error) {
+	if err != nil {
+		return CheckOutResult{}, err
+	}
+	if req.Pin != "" {
+		if err := s.storage.VerifyPin(ctx, l.Loan.UserID, req.Pin); err != nil {
+			return CheckOutResult{}, err
 		}
 	}
-	return nil, s.VerifyPatronPin(ctx, req.UserBarcode, req.Pin)
+	return s.checkedOutBefore(ctx, *l.Loan), nil
+}
+
+// pinOfRead checks a check-out's PIN against the patron validation read
+// (co.patron; none is a wrong PIN, as VerifyPatronPin answers it), a wrong
+// one counted at storage before it is checked, before any of validation's
+// refusals (read, a *errs.Refusal) is told: the answer to a wrong PIN
+// tells nothing of the patron or the item. A read that failed otherwise is
+// its own answer, no PIN checked. The write then lends to that patron, by
+// id, whoever the barcode names by then.
+func (s *Service) pinOfRead(ctx context.Context, co checkOut, pin string, read error) error {
+	var refused *errs.Refusal
+	if read != nil && !errors.As(read, &refused) {
+		return read
+	}
+	if co.patron.ID == "" {
+		return errs.Errorf(errs.KindInvalid, schemas.CodePinInvalid, "Wrong PIN")
+	}
+	if err := s.storage.VerifyPin(ctx, co.patron.ID, pin); err != nil {
+		return err
+	}
+	return read
 }
 
 // checkedOutBefore is the check-out answered by its write that landed
@@ -247,12 +271,18 @@ func (s *Service) checkOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	if req.LoanDate.IsZero() {
 		req.LoanDate = schemas.WireTime(s.now())
 	}
-	if settings, cached := s.settings.Cached(ctx); cached && settings.Enabled && s.waitAtStorage && !req.Overrides.Any() && req.Offline == nil {
+	// A check-out sent with a PIN goes the two-call way: its PIN is
+	// checked against the patron validation reads (pinOfRead), to whom
+	// the write lends.
+	if settings, cached := s.settings.Cached(ctx); cached && settings.Enabled && s.waitAtStorage && !req.Overrides.Any() && req.Offline == nil && req.Pin == "" {
 		if res, done, err := s.checkOutInOne(ctx, req, settings); done {
 			return res, err
 		}
 	}
 	co, settings, err := s.validateWithSettings(ctx, req)
+	if req.Pin != "" {
+		err = s.pinOfRead(ctx, co, req.Pin, err)
+	}
 	if err != nil {
 		return CheckOutResult{}, err
 	}

@@ -116,7 +116,8 @@ func (s *Service) checkOutOffline(ctx context.Context, req CheckOutRequest) (Che
 }
 
 // offlineRecorded finds the loan an offline check-out records, when it
-// was recorded already, with its item and patron (checkedOutBefore).
+// was recorded already, with its item and patron (checkedOutBefore), the
+// PIN it was sent with, if any, checked against that loan's patron.
 func (s *Service) offlineRecorded(ctx context.Context, req CheckOutRequest) (CheckOutResult, bool, error) {
 	off := req.Offline
 	id := OfflineLoanID(off.Tenant, off.RecordedBy, req.UserBarcode, req.ItemBarcode, off.TransactionDate)
@@ -126,6 +127,12 @@ func (s *Service) offlineRecorded(ctx context.Context, req CheckOutRequest) (Che
 		return CheckOutResult{}, false, nil
 	case err != nil:
 		return CheckOutResult{}, false, err
+	}
+	if req.Pin != "" {
+		// Its PIN is checked against the patron it was recorded for.
+		if err := s.storage.VerifyPin(ctx, loan.UserID, req.Pin); err != nil {
+			return CheckOutResult{}, false, err
+		}
 	}
 	s.logger.InfoContext(ctx, "an offline check-out sent again: its loan answered", slog.String("loan_id", id),
 		slog.String("recorded_by", off.RecordedBy))

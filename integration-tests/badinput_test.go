@@ -252,6 +252,15 @@ func TestNoSecretInAnyError(t *testing.T) {
 		{"summary PIN: wrong", false, "patron-pin.json", "GET", "/circulation/patron-summary?userBarcode=" + patron,
 			nil, kioskWithPin(wrongPin), 422, schemas.CodePinInvalid, ""},
 	}
+	// A check-out's and a renewal's X-Patron-Pin, checked before either is
+	// judged (the item named is no item's).
+	for _, path := range []string{"/circulation/check-out-by-barcode", "/circulation/renew-by-barcode"} {
+		body := map[string]any{"itemBarcode": "no-such-item", "userBarcode": patron, "servicePointId": harness.ServicePoint}
+		cases = append(cases,
+			secretCase{path + " PIN: too long", false, "patron-pin.json", "POST", path, body, kioskWithPin(long), 422, schemas.CodeValidation, "pin"},
+			secretCase{path + " PIN: too short", false, "patron-pin.json", "POST", path, body, kioskWithPin(shortPin), 422, schemas.CodeValidation, "pin"},
+			secretCase{path + " PIN: wrong", false, "patron-pin.json", "POST", path, body, kioskWithPin(wrongPin), 422, schemas.CodePinInvalid, ""})
+	}
 	sent := map[string]bool{}
 	for _, tc := range cases {
 		sent[tc.schema] = true

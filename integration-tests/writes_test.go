@@ -456,16 +456,19 @@ func TestAnUnknownKioskPaymentIsLearntFromItsKey(t *testing.T) {
 }
 
 // TestACheckOutWithThePINSentAgainIsAnsweredFromItsWrite: a kiosk's
-// check-out with the patron's PIN (X-Patron-Pin) has it checked before
-// anything is read or written: a wrong one is refused (422 PIN_INVALID),
-// counted at the patron the barcode names, nothing lent. Sent again with
-// its Idempotency-Key after the patron's barcode was given to another
-// patron, then to no one, the call is its write, looked up by its id
-// before its PIN is checked, and the PIN is checked against the patron it
-// lent to: storage not answering the lookup, it is answered so, no PIN
-// checked; with the other patron's PIN it is a wrong guess at the
-// borrower's; with the borrower's it is answered its loan, lent once. The
-// other patron is never counted a guess, nor lent anything.
+// check-out with the patron's PIN (X-Patron-Pin) has it checked before it
+// is judged or written: a wrong one is refused (422 PIN_INVALID), counted
+// at the patron the barcode names, nothing lent, whatever else would
+// refuse it (an item of no barcode, a patron of none). Sent again with its
+// Idempotency-Key after the patron's barcode was given to another patron,
+// then to no one, the call is its write, looked up by its id before its
+// PIN is checked, and the PIN is checked against the patron it lent to:
+// storage not answering the lookup, it is answered so, no PIN checked;
+// with the other patron's PIN it is a wrong guess at the borrower's; with
+// the borrower's it is answered its loan (the borrower named only by the
+// barcode the kiosk gave), lent once. The other patron is never counted a
+// guess, nor lent anything. A check-out made offline, sent again, has its
+// PIN checked against the patron it was recorded for.
 func TestACheckOutWithThePINSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, harness.Options{Circulations: 1, FeatureOn: true, StorageProxy: true})
@@ -491,12 +494,28 @@ func TestACheckOutWithThePINSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 		}
 		return n
 	}
-	type answer struct{ ID, ItemID, DueDate string }
+	type answer struct {
+		ID, ItemID, UserID, DueDate string
+		Borrower                    struct{ ID, Barcode string }
+	}
 	if code, _ := envelopeError(t, send("1111", http.StatusUnprocessableEntity)); code != schemas.CodePinInvalid || loans(borrowerID) != 0 {
 		t.Fatalf("a check-out with a wrong PIN: %s (%d loans), want %s, nothing lent", code, loans(borrowerID), schemas.CodePinInvalid)
 	}
+	kiosk := c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck), schemas.HeaderPatronPin, "1111")
+	for _, b := range []map[string]any{
+		{"itemBarcode": "no-such-item", "userBarcode": borrower, "servicePointId": harness.ServicePoint},
+		{"itemBarcode": item, "userBarcode": "no-such-patron", "servicePointId": harness.ServicePoint},
+	} {
+		r := c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", b, kiosk).Want(t, http.StatusUnprocessableEntity)
+		if code, _ := envelopeError(t, r); code != schemas.CodePinInvalid {
+			t.Errorf("a check-out of %v with a wrong PIN: %s, want %s alone", b, r.Body, schemas.CodePinInvalid)
+		}
+	}
 	var first answer
 	send("7319", http.StatusCreated).Decode(t, &first)
+	if first.UserID != "" || first.Borrower.ID != "" || first.Borrower.Barcode != borrower {
+		t.Errorf("the kiosk's check-out answered %+v, want the borrower named by the barcode it gave alone", first)
+	}
 	sentAgainWithTheBarcodeGiven(t, c, "the check-out", borrower, borrowerID, otherID, "2468", send)
 	answered := func(to string) {
 		t.Helper()
@@ -509,11 +528,31 @@ func TestACheckOutWithThePINSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 	answered("another patron")
 	setBarcode(t, c, "/users/"+otherID, other)
 	answered("no one")
-	if mine, theirs := guessCount(t, c, "pin:"+borrowerID), guessCount(t, c, "pin:"+otherID); mine != 2 || theirs != 0 {
-		t.Errorf("PIN guesses counted: %d at the borrower's, %d at the patron the barcode named meanwhile; want 2 and 0", mine, theirs)
+	if mine, theirs := guessCount(t, c, "pin:"+borrowerID), guessCount(t, c, "pin:"+otherID); mine != 3 || theirs != 0 {
+		t.Errorf("PIN guesses counted: %d at the borrower's, %d at the patron the barcode named meanwhile; want 3 and 0", mine, theirs)
 	}
 	if mine, theirs := loans(borrowerID), loans(otherID); mine != 1 || theirs != 0 {
 		t.Errorf("loans: %d of the borrower's, %d of the other patron's; want 1 and 0", mine, theirs)
+	}
+
+	// Made offline, then sent again: its PIN is checked against the
+	// patron it was recorded for.
+	offline := map[string]any{"itemBarcode": lib.Items[1][0], "userBarcode": other, "servicePointId": harness.ServicePoint,
+		"offline": map[string]any{"transactionDate": schemas.FormatTime(time.Now().Add(-time.Minute))}}
+	sendOffline := func(pin string, want int) harness.Response {
+		t.Helper()
+		return c.DoWith(c.Circulations[0], "POST", "/circulation/check-out-by-barcode", offline,
+			c.HeadersWith(schemas.HeaderToken, c.Token(schemas.RoleSelfCheck), schemas.HeaderPatronPin, pin)).Want(t, want)
+	}
+	var recorded, again answer
+	sendOffline("2468", http.StatusCreated).Decode(t, &recorded)
+	if code, _ := envelopeError(t, sendOffline("1111", http.StatusUnprocessableEntity)); code != schemas.CodePinInvalid {
+		t.Errorf("a check-out made offline sent again with a wrong PIN: %s, want %s", code, schemas.CodePinInvalid)
+	}
+	sendOffline("2468", http.StatusCreated).Decode(t, &again)
+	if recorded.ID == "" || again.ID != recorded.ID || loans(otherID) != 1 || guessCount(t, c, "pin:"+otherID) != 1 {
+		t.Errorf("a check-out made offline sent again: %+v, then %+v (%d loans, %d guesses); want its loan, one loan, one guess",
+			recorded, again, loans(otherID), guessCount(t, c, "pin:"+otherID))
 	}
 }
 

@@ -322,7 +322,7 @@ var Routes = slices.Concat(
 			"inventory-storage.items.collection.get", "circulation-storage.loans.collection.get").
 			reads("itemBarcode").answers(200, "circulation-item-summary.json"),
 		circ("POST", "/circulation/patron-pin/verify", "circulation.patron-pin.verify.post",
-			"verify the PIN a patron typed at a self-check machine", "users.collection.get", PermissionVerifyPin).
+			"verify the PIN a patron typed at a self-check machine", findUsers, PermissionVerifyPin).
 			takes("circulation-patron-pin.json").answers(204, ""),
 		circ("GET", "/circulation/loans", "circulation.loans.collection.get", "list loans, each with FOLIO's summaries",
 			slices.Concat([]string{"circulation-storage.loans.collection.get"}, loanSummaries)...).
@@ -828,9 +828,9 @@ var (
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"),
 		"checkout-lock-storage.checkout-locks.item.post", "checkout-lock-storage.checkout-locks.item.delete",
 		"circulation-storage.loans.item.post", "circulation-storage.loans.item.get", PermissionCheckOutOverride, PermissionWriteGet,
-		// A PIN sent with the check-out (X-Patron-Pin), checked as
-		// /circulation/patron-pin/verify checks it.
-		"users.collection.get", PermissionVerifyPin,
+		// A PIN sent with the check-out (X-Patron-Pin), checked against
+		// the patron validation read.
+		PermissionVerifyPin,
 	}
 	renewModule = []string{"circulation-storage.check-out.validation.get",
 		"mod-settings.entries.collection.get", SettingsScopeRead("mod-circulation"), PermissionVerifyPin,

@@ -190,7 +190,7 @@ func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, service
 			Title string `json:"title"`
 		} `json:"item"`
 	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out, keyedWithPin(key, pin)...); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out, headerOf(key, pin)...); err != nil {
 		return Loan{}, err
 	}
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil
@@ -206,7 +206,7 @@ func keyed(key string) []string {
 }
 
 // keyedWithPin is keyed's header, and the patron's PIN when one is given.
-func keyedWithPin(key, pin string) []string {
+func headerOf(key, pin string) []string {
 	header := keyed(key)
 	if pin != "" {
 		header = append(header, schemas.HeaderPatronPin, pin)
@@ -235,7 +235,7 @@ func (c *Client) CheckOutOffline(ctx context.Context, s *Session, item, patron, 
 			BrokenRules []string `json:"brokenRules"`
 		} `json:"offline"`
 	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out, keyedWithPin(key, pin)...); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/check-out-by-barcode", body, &out, headerOf(key, pin)...); err != nil {
 		return Loan{}, nil, err
 	}
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, out.Offline.BrokenRules, nil
@@ -274,7 +274,7 @@ func (c *Client) Renew(ctx context.Context, s *Session, item, patron, servicePoi
 			Title string `json:"title"`
 		} `json:"item"`
 	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/renew-by-barcode", body, &out, keyedWithPin(key, pin)...); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/renew-by-barcode", body, &out, headerOf(key, pin)...); err != nil {
 		return Loan{}, err
 	}
 	return Loan{DueDate: out.DueDate, Title: out.Item.Title}, nil
@@ -376,7 +376,7 @@ type PatronSummary struct {
 // a locked one PIN_LOCKED, and one whose turn did not come PIN_BUSY.
 func (c *Client) PatronSummary(ctx context.Context, s *Session, barcode, pin string) (PatronSummary, error) {
 	var out PatronSummary
-	err := c.call(ctx, s, http.MethodGet, "/circulation/patron-summary?"+url.Values{"userBarcode": {barcode}}.Encode(), nil, &out, keyedWithPin("", pin)...)
+	err := c.call(ctx, s, http.MethodGet, "/circulation/patron-summary?"+url.Values{"userBarcode": {barcode}}.Encode(), nil, &out, headerOf("", pin)...)
 	return out, err
 }
 
@@ -408,7 +408,7 @@ func (c *Client) PayFees(ctx context.Context, s *Session, patron, pin, amount, m
 			DateAction time.Time `json:"dateAction"`
 		} `json:"feefineactions"`
 	}
-	if err := c.call(ctx, s, http.MethodPost, "/circulation/patron-fees/pay", body, &out, keyedWithPin(key, pin)...); err != nil {
+	if err := c.call(ctx, s, http.MethodPost, "/circulation/patron-fees/pay", body, &out, headerOf(key, pin)...); err != nil {
 		return Payment{}, err
 	}
 	p := Payment{Amount: out.Amount, Remaining: out.RemainingAmount}
