@@ -117,9 +117,13 @@ type CheckOutRequest struct {
 	// recorded past the rules a live one keeps (offline.go).
 	Offline *Offline
 	// Pin is the PIN the patron typed at a self-check machine ("" for
-	// none), checked before the check-out is judged or written
-	// (checkOutPin, pinOfRead).
+	// none), checked against the patron before any refusal is told or
+	// anything written (checkOutPin, pinOfRead).
 	Pin string
+	// pinRight is, once the call's PIN was checked right, the patron it
+	// was checked against: a write that landed for them is answered
+	// without checking it again (landedWithPin).
+	pinRight *string
 }
 
 // Overrides are FOLIO's overrideBlocks of a check-out: which blocks to
@@ -183,10 +187,12 @@ type checkOut struct {
 // its write made, whether the write meets the key at storage or the call
 // is refused before it writes (the item lent already, by that write).
 //
-// A PIN sent with it (req.Pin) is checked first (checkOutPin).
+// A PIN sent with it (req.Pin) is checked against the patron it lends to
+// (checkOutPin).
 func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
 	ctx = identified(ctx)
 	if req.Pin != "" {
+		req.pinRight = new(string)
 		if l, found, err := s.checkOutPin(ctx); err != nil || found {
 			return s.landedWithPin(ctx, req, l, err)
 		}
@@ -222,38 +228,49 @@ func (s *Service) checkOutPin(ctx context.Context) (l Landed, found bool, err er
 }
 
 // landedWithPin answers a check-out with its write that landed (l), once
-// the PIN it was sent with, if any, is checked against the patron that
-// write lent to, a wrong one counted there as every PIN guess; err, when
-// the lookup failed, is the answer.
+// the PIN it was sent with is checked against the patron that write lent
+// to (pinOfLoan); err, when the lookup failed, is the answer.
 func (s *Service) landedWithPin(ctx context.Context, req CheckOutRequest, l Landed, err error) (CheckOutResult, error) {
 	if err != nil {
 		return CheckOutResult{}, err
 	}
-	if req.Pin != "" {
-		if err := s.storage.VerifyPin(ctx, l.Loan.UserID, req.Pin); err != nil {
-			return CheckOutResult{}, err
-		}
+	if err := s.pinOfLoan(ctx, req, *l.Loan); err != nil {
+		return CheckOutResult{}, err
 	}
 	return s.checkedOutBefore(ctx, *l.Loan), nil
 }
 
+// pinOfLoan checks the PIN a check-out was sent with (none: nil) against
+// the patron of a loan it is answered with, a wrong one counted there as
+// every PIN guess, unless this call checked it right against that patron
+// already (a write of its own, found after its answer was lost).
+func (s *Service) pinOfLoan(ctx context.Context, req CheckOutRequest, loan Loan) error {
+	if req.Pin == "" || (req.pinRight != nil && *req.pinRight == loan.UserID) {
+		return nil
+	}
+	return s.storage.VerifyPin(ctx, loan.UserID, req.Pin)
+}
+
 // pinOfRead checks a check-out's PIN against the patron validation read
 // (co.patron; none is a wrong PIN, as VerifyPatronPin answers it), a wrong
-// one counted at storage before it is checked, before any of validation's
-// refusals (read, a *errs.Refusal) is told: the answer to a wrong PIN
-// tells nothing of the patron or the item. A read that failed otherwise is
-// its own answer, no PIN checked. The write then lends to that patron, by
-// id, whoever the barcode names by then.
-func (s *Service) pinOfRead(ctx context.Context, co checkOut, pin string, read error) error {
-	var refused *errs.Refusal
-	if read != nil && !errors.As(read, &refused) {
-		return read
-	}
+// one counted at storage before it is checked, before validation's
+// refusals or failure (read) are told: the answer to a wrong PIN tells
+// nothing of the patron or the item. A read that failed before it read
+// the patron is its own answer, no PIN checked. The write then lends to
+// that patron, by id, whoever the barcode names by then.
+func (s *Service) pinOfRead(ctx context.Context, co checkOut, req CheckOutRequest, read error) error {
 	if co.patron.ID == "" {
+		var refused *errs.Refusal
+		if read != nil && !errors.As(read, &refused) {
+			return read
+		}
 		return errs.Errorf(errs.KindInvalid, schemas.CodePinInvalid, "Wrong PIN")
 	}
-	if err := s.storage.VerifyPin(ctx, co.patron.ID, pin); err != nil {
+	if err := s.storage.VerifyPin(ctx, co.patron.ID, req.Pin); err != nil {
 		return err
+	}
+	if req.pinRight != nil {
+		*req.pinRight = co.patron.ID
 	}
 	return read
 }
@@ -281,7 +298,7 @@ func (s *Service) checkOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	}
 	co, settings, err := s.validateWithSettings(ctx, req)
 	if req.Pin != "" {
-		err = s.pinOfRead(ctx, co, req.Pin, err)
+		err = s.pinOfRead(ctx, co, req, err)
 	}
 	if err != nil {
 		return CheckOutResult{}, err

@@ -81,7 +81,11 @@ func (s *Service) write(ctx context.Context, co checkOut, lockID string, acquire
 		if stored.Replayed {
 			// Its write had landed before (a call sent again with its
 			// Idempotency-Key): storage answered that write's loan, whose
-			// item and patron may not be those read now.
+			// item and patron may not be those read now, nor the PIN
+			// checked theirs.
+			if err := s.pinOfLoan(ctx, co.req, stored.Loan); err != nil {
+				return written{}, err
+			}
 			res = s.checkedOutBefore(ctx, stored.Loan)
 		}
 		return written{res, stored.LockReleased, stored.LockWaited}, nil

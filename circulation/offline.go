@@ -128,11 +128,9 @@ func (s *Service) offlineRecorded(ctx context.Context, req CheckOutRequest) (Che
 	case err != nil:
 		return CheckOutResult{}, false, err
 	}
-	if req.Pin != "" {
-		// Its PIN is checked against the patron it was recorded for.
-		if err := s.storage.VerifyPin(ctx, loan.UserID, req.Pin); err != nil {
-			return CheckOutResult{}, false, err
-		}
+	// Its PIN is checked against the patron it was recorded for.
+	if err := s.pinOfLoan(ctx, req, loan); err != nil {
+		return CheckOutResult{}, false, err
 	}
 	s.logger.InfoContext(ctx, "an offline check-out sent again: its loan answered", slog.String("loan_id", id),
 		slog.String("recorded_by", off.RecordedBy))

@@ -252,8 +252,8 @@ func TestNoSecretInAnyError(t *testing.T) {
 		{"summary PIN: wrong", false, "patron-pin.json", "GET", "/circulation/patron-summary?userBarcode=" + patron,
 			nil, kioskWithPin(wrongPin), 422, schemas.CodePinInvalid, ""},
 	}
-	// A check-out's and a renewal's X-Patron-Pin, checked before either is
-	// judged (the item named is no item's).
+	// A check-out's and a renewal's X-Patron-Pin, checked before either's
+	// refusals are told (the item named is no item's).
 	for _, path := range []string{"/circulation/check-out-by-barcode", "/circulation/renew-by-barcode"} {
 		body := map[string]any{"itemBarcode": "no-such-item", "userBarcode": patron, "servicePointId": harness.ServicePoint}
 		cases = append(cases,

@@ -456,8 +456,9 @@ func TestAnUnknownKioskPaymentIsLearntFromItsKey(t *testing.T) {
 }
 
 // TestACheckOutWithThePINSentAgainIsAnsweredFromItsWrite: a kiosk's
-// check-out with the patron's PIN (X-Patron-Pin) has it checked before it
-// is judged or written: a wrong one is refused (422 PIN_INVALID), counted
+// check-out with the patron's PIN (X-Patron-Pin) has it checked before any
+// refusal is told or anything written: a wrong one is refused (422
+// PIN_INVALID), counted
 // at the patron the barcode names, nothing lent, whatever else would
 // refuse it (an item of no barcode, a patron of none). Sent again with its
 // Idempotency-Key after the patron's barcode was given to another patron,
@@ -510,6 +511,13 @@ func TestACheckOutWithThePINSentAgainIsAnsweredFromItsWrite(t *testing.T) {
 		if code, _ := envelopeError(t, r); code != schemas.CodePinInvalid {
 			t.Errorf("a check-out of %v with a wrong PIN: %s, want %s alone", b, r.Body, schemas.CodePinInvalid)
 		}
+	}
+	// The three wrong PINs are refusals in circulation's check-out
+	// metrics, not errors.
+	refused, failed := metric(t, c, c.Circulations[0], `checkout_duration_seconds_count{outcome="refused"}`),
+		metric(t, c, c.Circulations[0], `checkout_duration_seconds_count{outcome="error"}`)
+	if refused != 3 || failed != 0 {
+		t.Errorf("check-outs with a wrong PIN counted %v refused and %v errors, want 3 and 0", refused, failed)
 	}
 	var first answer
 	send("7319", http.StatusCreated).Decode(t, &first)

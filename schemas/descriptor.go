@@ -19,8 +19,9 @@ import (
 
 // interfaceVersions are the versions of the interfaces the modules provide.
 // circulation 14.1 checks a check-out's X-Patron-Pin, which the SIP2 door,
-// requiring it, sends in place of a PIN check of its own: Okapi enables
-// no door of this release beside a circulation that would lend unchecked.
+// requiring it, sends in place of a PIN check of its own: where Okapi
+// enables the modules, it enables no door of this release beside a
+// circulation that would lend unchecked.
 var interfaceVersions = map[string]string{
 	InterfaceCirculation: "14.1", InterfaceCheckOutLockStorage: "0.1", InterfaceLoanStorage: "7.4",
 	InterfaceLoanPolicyStorage: "2.4", InterfaceCirculationRules: "1.0", InterfaceUsers: "16.0", InterfaceUserGroups: "15.3",

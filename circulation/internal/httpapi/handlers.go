@@ -90,8 +90,8 @@ func itemSummary(i circulation.Item) itemSummaryJSON {
 }
 
 // checkOut is POST /circulation/check-out-by-barcode. A self-check
-// machine may give the patron's PIN in X-Patron-Pin: checked before
-// anything else (circulation.CheckOut).
+// machine may give the patron's PIN in X-Patron-Pin, checked against the
+// patron before any refusal is told (circulation.CheckOut).
 func (s *Server) checkOut(c echo.Context) error {
 	var req struct {
 		ItemBarcode      string `json:"itemBarcode"`

@@ -32,7 +32,7 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Metrics: serverkit.NewMetrics(latencyBuckets),
 		checkOuts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "checkout_duration_seconds", Help: "Check-out latency by outcome: checked_out, refused, lock_unavailable, error.",
+			Name: "checkout_duration_seconds", Help: "Check-out latency by outcome: checked_out, refused (a wrong or locked PIN too), lock_unavailable, error.",
 			Buckets: latencyBuckets,
 		}, []string{"outcome"}),
 		lockWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -69,7 +69,7 @@ func (m *Metrics) observeCheckOut(err error, elapsed time.Duration) {
 	case err == nil:
 	case errs.IsCode(err, schemas.CodeUnableToAcquireLock):
 		outcome = "lock_unavailable"
-	case refused:
+	case refused, errs.IsCode(err, schemas.CodePinInvalid), errs.IsCode(err, schemas.CodePinLocked):
 		outcome = "refused"
 	default:
 		outcome = "error"

@@ -180,8 +180,9 @@ type Loan struct {
 
 // CheckOut checks item out to patron at servicePoint, as the
 // transaction key names ("" for none: see msg's Key), with the PIN the
-// patron typed ("" for none), which circulation checks first: a *Refusal
-// with PIN_INVALID or PIN_LOCKED when it is not right.
+// patron typed ("" for none), which circulation checks against the patron
+// before any refusal: a *Refusal with PIN_INVALID, PIN_LOCKED or PIN_BUSY
+// when it is not right or not checked.
 func (c *Client) CheckOut(ctx context.Context, s *Session, item, patron, servicePoint, pin, key string) (Loan, error) {
 	body, _ := json.Marshal(map[string]string{"itemBarcode": item, "userBarcode": patron, "servicePointId": servicePoint})
 	var out struct {
@@ -205,7 +206,7 @@ func keyed(key string) []string {
 	return []string{schemas.HeaderIdempotencyKey, key}
 }
 
-// keyedWithPin is keyed's header, and the patron's PIN when one is given.
+// headerOf is keyed's header, and the patron's PIN when one is given.
 func headerOf(key, pin string) []string {
 	header := keyed(key)
 	if pin != "" {

@@ -405,9 +405,9 @@ func (c *conn) checkOut(s *circ.Session, req *wire.Request) (*wire.Reply, string
 			slog.String("item", m.Item), slog.Time("at", at))
 	}
 	// Where the listener requires PINs, the patron's goes with the
-	// check-out, and circulation checks it before anything else: a
-	// check-out sent again with its key is checked against the patron it
-	// lent to, whoever the barcode names by then.
+	// check-out, and circulation checks it against the patron before any
+	// refusal: a check-out sent again with its key is checked against the
+	// patron it lent to, whoever the barcode names by then.
 	pin := ""
 	if c.cfg.PatronPin == PinRequired && !pinChecked {
 		if !m.Has("AD") || m.PatronPassword == "" {
@@ -491,9 +491,10 @@ func (c *conn) checkOutOffline(ctx context.Context, s *circ.Session, m msg.Check
 		r, outcome = refused(msgOfflineTooOld, "older than SIP2_OFFLINE_WITHIN ("+c.s.opts.OfflineWithin.String()+")")
 		return r, outcome, false
 	}
-	// A PIN sent with it goes with it, and circulation checks it first: a
-	// wrong one refuses it (counted as every wrong PIN is), whatever the
-	// kiosk let the patron do.
+	// A PIN sent with it goes with it, and circulation checks it against
+	// the patron before any refusal of the patron or the item: a wrong one
+	// refuses it (counted as every wrong PIN is), whatever the kiosk let
+	// the patron do.
 	pin := ""
 	if m.Has("AD") {
 		pin = m.PatronPassword
