@@ -118,7 +118,7 @@ type CheckOutRequest struct {
 	Offline *Offline
 	// Pin is the PIN the patron typed at a self-check machine ("" for
 	// none), checked against the patron before any refusal is told or
-	// anything written (checkOutPin, pinOfRead).
+	// anything written (landedByKey, pinOfRead).
 	Pin string
 	// pinRight is, once the call's PIN was checked right, the patron it
 	// was checked against: a write that landed for them is answered
@@ -187,13 +187,19 @@ type checkOut struct {
 // its write made, whether the write meets the key at storage or the call
 // is refused before it writes (the item lent already, by that write).
 //
-// A PIN sent with it (req.Pin) is checked against the patron it lends to
-// (checkOutPin).
+// A PIN sent with it (req.Pin) is checked against the patron it lends to:
+// a keyed call's write is looked up by its id first (landedByKey), and
+// where it landed the call is that write, its PIN checked against the
+// patron it lent to (landedWithPin), never the one the barcode names now
+// (given to another since, say); storage not answering the lookup, or the
+// key being another request's (KeyReused), is the answer, no PIN checked.
+// Any other call has its PIN checked against the patron validation reads,
+// before any refusal is told (pinOfRead).
 func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutResult, error) {
 	ctx = identified(ctx)
 	if req.Pin != "" {
 		req.pinRight = new(string)
-		if l, found, err := s.checkOutPin(ctx); err != nil || found {
+		if l, found, err := s.landedByKey(ctx); err != nil || found {
 			return s.landedWithPin(ctx, req, l, err)
 		}
 	}
@@ -211,16 +217,10 @@ func (s *Service) CheckOut(ctx context.Context, req CheckOutRequest) (CheckOutRe
 	return res, err
 }
 
-// checkOutPin is where a check-out sent with a PIN has it checked: a call
-// sent again with its Idempotency-Key has its write looked up by its id
-// before anything else, and where it landed (found) the call is that
-// write, its PIN checked against the patron it lent to (landedWithPin),
-// never the one the barcode names now (given to another since, say).
-// Storage not answering the lookup, or the key being another request's
-// (KeyReused), is the answer, no PIN checked. Any other call has its PIN
-// checked against the patron validation reads, before any refusal is told
-// (pinOfRead).
-func (s *Service) checkOutPin(ctx context.Context) (l Landed, found bool, err error) {
+// landedByKey is the check-out's write, looked up by its id, when the call
+// came with an Idempotency-Key and the write landed (found); an unkeyed
+// call's write is new.
+func (s *Service) landedByKey(ctx context.Context) (l Landed, found bool, err error) {
 	if w, ok := WriteOf(ctx); ok && w.Keyed {
 		return s.landedAs(ctx, w, schemas.WriteCheckOut)
 	}
